@@ -1,0 +1,1 @@
+"""Parallelism Lab's web layer: routers, charts, rendering and assets."""

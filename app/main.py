@@ -1,0 +1,29 @@
+"""The FastAPI application: one router per lab, joined here (FastAPI "Bigger Applications")."""
+
+from fastapi import FastAPI
+from fastapi.middleware.gzip import GZipMiddleware
+
+from app import assets
+from app.routers import home, memory, presets
+
+DESCRIPTION = """
+Every diagram of Parallelism Lab answers as JSON here, with the same query names as the
+page's controls. Sizes are bytes and times are seconds. Out-of-range or inconsistent
+controls answer 422 with the field named in `detail[].loc`.
+"""
+
+
+def create_app() -> FastAPI:
+    assets.check_assets()
+    app = FastAPI(title="Parallelism Lab", version="0.1.0", description=DESCRIPTION)
+    # Fragments carry figure JSON; compress those over 1 kB. Assets are pre-compressed and
+    # already carry Content-Encoding, which this middleware leaves alone.
+    app.add_middleware(GZipMiddleware, minimum_size=1024)
+    app.include_router(assets.router)
+    app.include_router(home.router)
+    app.include_router(presets.router)
+    app.include_router(memory.router)
+    return app
+
+
+app = create_app()

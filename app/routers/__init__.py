@@ -1,0 +1,1 @@
+"""One router per lab, plus the home page and drills."""

@@ -1,0 +1,211 @@
+"""EP01 The memory ledger: page, embed and JSON for the per-GPU memory bill."""
+
+from functools import lru_cache
+from typing import Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.charts.memory import COMPONENTS, memory_figure
+from app.episodes import BY_SLUG
+from app.labkit import Case, Drill, LabView, register
+from labs.errors import LabInputError
+from labs.memory import MemoryInput, compute_memory
+from labs.presets import custom_model, get_gpu, get_model, gpus, models
+
+router = APIRouter()
+
+DEFAULT_MODEL = "llama-3.1-70b"
+TRAIN_RECIPES = ("adam16", "adam18")
+INFER_RECIPES = ("bf16", "int8", "int4")
+RECIPE_LABELS = {
+    "adam16": "Mixed-precision Adam, 16 B/param (bf16 grads)",
+    "adam18": "Mixed-precision Adam, 18 B/param (fp32 grads)",
+    "bf16": "bf16 weights, 2 B/param",
+    "int8": "int8 weights, 1 B/param",
+    "int4": "int4 weights, 0.5 B/param",
+}
+MAX_DEGREE = 4096
+
+
+class MemoryQuery(BaseModel):
+    """The controls of the memory ledger; every size is bounded so no request is costly."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = Field(
+        None, max_length=64,
+        description=f"Model preset id (GET /api/models), or 'custom' with params. "
+        f"Default {DEFAULT_MODEL}, or custom when only params is given.",
+    )
+    params: float | None = Field(
+        None, ge=1e6, le=1e14,
+        description="Parameter count of a custom dense model (e.g. 7e9); implies model=custom.",
+    )
+    gpu: str = Field("h100-sxm", max_length=64, description="GPU preset id (GET /api/gpus).")
+    mode: Literal["train", "infer"] = Field("train", description="Training step or inference.")
+    recipe: Literal["adam16", "adam18", "bf16", "int8", "int4"] | None = Field(
+        None, description="Precision recipe; default adam16 for train, bf16 for infer.",
+    )
+    seq_len: int = Field(4096, ge=1, le=1_048_576, description="Tokens per sequence.")
+    micro_batch: int = Field(1, ge=1, le=1024, description="Sequences per micro-batch.")
+    recompute: Literal["none", "selective", "full"] = Field(
+        "selective", description="Activation recomputation (Korthikanti et al. 2022).",
+    )
+    tp: int = Field(1, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree.")
+    pp: int = Field(1, ge=1, le=MAX_DEGREE, description="Pipeline-parallel degree (stages).")
+    cp: int = Field(1, ge=1, le=MAX_DEGREE, description="Context-parallel degree.")
+    dp: int = Field(1, ge=1, le=100_000, description="Data-parallel degree.")
+    ep: int = Field(1, ge=1, le=MAX_DEGREE, description="Expert-parallel degree (MoE only).")
+    zero: int = Field(0, ge=0, le=3, description="ZeRO stage over the data-parallel group.")
+    offload: bool = Field(False, description="Optimizer (CPU Adam) offload to host memory.")
+
+
+def is_custom(query: MemoryQuery) -> bool:
+    return query.model == "custom" or (query.model is None and query.params is not None)
+
+
+def memory_input(query: MemoryQuery) -> MemoryInput:
+    if is_custom(query):
+        if query.params is None:
+            raise LabInputError("params", "a custom model needs a parameter count, e.g. 7e9")
+        model = custom_model(int(query.params))
+    else:
+        if query.params is not None:
+            raise LabInputError(
+                "params", "params sets a custom model's size: choose model=custom or clear it"
+            )
+        model = get_model(query.model or DEFAULT_MODEL)
+    recipe = query.recipe or ("adam16" if query.mode == "train" else "bf16")
+    return MemoryInput(
+        model=model, gpu=get_gpu(query.gpu), mode=query.mode, recipe=recipe,
+        seq_len=query.seq_len, micro_batch=query.micro_batch, recompute=query.recompute,
+        tp=query.tp, pp=query.pp, cp=query.cp, dp=query.dp, ep=query.ep, zero=query.zero,
+        offload=query.offload,
+    )
+
+
+def run(query: MemoryQuery):
+    return compute_memory(memory_input(query))
+
+
+def to_api(result) -> dict:
+    inp = result.input
+    return {
+        "model": inp.model.id,
+        "model_name": inp.model.name,
+        "gpu": inp.gpu.id,
+        "mode": inp.mode,
+        "recipe": inp.recipe,
+        "recipe_description": result.recipe_description,
+        "params": result.params,
+        "active_params": result.active_params,
+        "bytes_per_param": result.bytes_per_param,
+        # Bytes are whole numbers in the API (int4 weights may be fractional in the lab).
+        "breakdown": {k: round(v) for k, v in result.breakdown.items()},
+        "total_bytes": round(result.total_bytes),
+        "gpu_memory_bytes": round(result.gpu_memory_bytes),
+        "headroom_bytes": round(result.headroom_bytes),
+        "fits": result.fits,
+        "state_bytes": result.state_bytes,
+        "min_gpus": result.min_gpus,
+        "world_size": result.world_size,
+        "host_bytes": round(result.host_bytes),
+        "assumptions": list(result.assumptions),
+    }
+
+
+def divisors(n: int, limit: int = 256) -> list[int]:
+    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
+def with_value(options: list[int], value: int) -> list[int]:
+    """Keep the current value selectable even when a URL sets an unusual one."""
+    return sorted(set(options) | {value})
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict:
+    """The figures the lesson's prose quotes, computed by the lab (never typed in)."""
+    zero3 = run(MemoryQuery(model="llama-3.1-70b", dp=32, zero=3))
+    state_keys = ("weights", "gradients", "master_weights", "optimizer_moments")
+    return {
+        "l70": run(MemoryQuery(model="llama-3.1-70b")),
+        "l70_18": run(MemoryQuery(model="llama-3.1-70b", recipe="adam18")),
+        "l405": run(MemoryQuery(model="llama-3.1-405b")),
+        "l70_zero3_state": sum(zero3.breakdown[k] for k in state_keys),
+        "b30": run(MemoryQuery(params=30e9)),
+        "small_int8": run(MemoryQuery(params=7e9, mode="infer", recipe="int8", gpu="rtx-4090")),
+        "mixtral": run(MemoryQuery(model="mixtral-8x7b")),
+    }
+
+
+def extra_context(state) -> dict:
+    query, result = state.query, state.result
+    spec = result.input.model
+    return {
+        "facts": facts(),
+        "models": models(),
+        "gpus": gpus(),
+        "recipes": RECIPE_LABELS,
+        "train_recipes": TRAIN_RECIPES,
+        "components": COMPONENTS,
+        "model_value": "custom" if is_custom(query) else (query.model or DEFAULT_MODEL),
+        "recipe_value": result.input.recipe,
+        "degree_options": {
+            "tp": with_value(divisors(spec.heads, 128), query.tp),
+            "pp": with_value(divisors(spec.layers), query.pp),
+            "cp": with_value([1, 2, 4, 8, 16, 32], query.cp),
+            "ep": with_value(divisors(spec.experts) if spec.experts else [1], query.ep),
+        },
+        "seq_options": with_value([2**k for k in range(9, 18)], query.seq_len),
+    }
+
+
+def drill_answer() -> float:
+    """GB of training state for Llama 3.1 8B in the 16-byte recipe (no sharding)."""
+    result = run(MemoryQuery(model="llama-3.1-8b"))
+    return result.state_bytes / 1e9
+
+
+VIEW = LabView(
+    name="memory",
+    episode=BY_SLUG["memory"],
+    query_model=MemoryQuery,
+    run=run,
+    to_api=to_api,
+    figure=memory_figure,
+    page_template="episodes/memory.html",
+    controls_template="partials/_memory_controls.html",
+    diagram_template="partials/_memory_ledger.html",
+    oob_template="partials/_memory_options_oob.html",
+    extra_context=extra_context,
+    summary="The per-GPU memory bill of one training step or inference (bytes)",
+    good=Case(
+        "Good case: 7B, int8 inference",
+        {"params": "7e9", "mode": "infer", "recipe": "int8", "gpu": "rtx-4090"},
+        "A 7B model in int8 holds about 7 GB of weights: it fits a 24 GB gaming card.",
+    ),
+    bad=Case(
+        "Bad case: 70B training",
+        {"model": "llama-3.1-70b", "mode": "train", "recipe": "adam16", "gpu": "h100-sxm"},
+        "Llama 3.1 70B with mixed-precision Adam needs about 1.1 TB before one activation.",
+    ),
+    drills=(
+        Drill(
+            id="memory-state-8b",
+            question=(
+                "Llama 3.1 8B is trained with mixed-precision Adam in the 16-byte recipe, "
+                "on one GPU with no sharding. How many GB of weights, gradients, master weights "
+                "and optimizer moments does it hold, before any activation?"
+            ),
+            answer=drill_answer,
+            unit="GB",
+            hint="Count its parameters (pick it in the model list), then multiply by "
+                 "2 + 2 + 4 + 8 bytes.",
+            explanation="{answer} GB: each of Llama 3.1 8B's parameters costs 2 + 2 + 4 + 8 = 16 bytes.",
+        ),
+    ),
+)
+
+register(router, VIEW)

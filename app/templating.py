@@ -1,0 +1,31 @@
+"""The Jinja2 environment shared by every router."""
+
+from pathlib import Path
+
+from fastapi.templating import Jinja2Templates
+
+from app.assets import asset_url
+from app.episodes import EPISODES
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+templates = Jinja2Templates(directory=TEMPLATES)
+templates.env.globals.update(asset_url=asset_url, episodes=EPISODES)
+
+
+def gb(value: float) -> str:
+    """Bytes as decimal GB (10^9), the unit pages show."""
+    return f"{value / 1e9:,.1f}"
+
+
+def tb(value: float) -> str:
+    """Bytes as decimal TB (10^12)."""
+    return f"{value / 1e12:,.2f}"
+
+
+def ms(value: float) -> str:
+    """Seconds as milliseconds."""
+    return f"{value * 1e3:,.1f}"
+
+
+templates.env.filters.update(gb=gb, tb=tb, ms=ms)

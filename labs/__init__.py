@@ -1,0 +1,1 @@
+"""Parallelism Lab's simulation engine: pure Python, no web, template or chart imports."""

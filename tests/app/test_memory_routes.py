@@ -1,0 +1,165 @@
+"""EP01 routes through the app in-process: JSON figures, 422s, page, fragment and embed."""
+
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.routers.memory import MemoryQuery
+
+LLAMA_70B_PARAMS = 70_553_706_496
+
+
+def test_api_default_is_llama_70b_on_one_h100(client):
+    body = client.get("/api/memory").json()
+    assert body["params"] == LLAMA_70B_PARAMS
+    # CURRICULUM EP01: 16 B/param -> 1.13 TB of state; ~91 GB of activations; ~1.22 TB.
+    assert body["state_bytes"] == pytest.approx(1.13e12, abs=0.005e12)
+    assert body["breakdown"]["activations"] == pytest.approx(91e9, abs=1e9)
+    assert body["total_bytes"] == pytest.approx(1.22e12, abs=0.005e12)
+    assert body["fits"] is False
+    assert body["gpu_memory_bytes"] == 80_000_000_000
+    assert body["min_gpus"] >= 14
+    assert sum(body["breakdown"].values()) == pytest.approx(body["total_bytes"], abs=8)
+
+
+def test_api_zero3_over_32_gpus(client):
+    body = client.get("/api/memory", params={"dp": 32, "zero": 3}).json()
+    state = sum(body["breakdown"][k] for k in
+                ("weights", "gradients", "master_weights", "optimizer_moments"))
+    assert state == pytest.approx(35e9, abs=0.5e9)  # CURRICULUM EP03: 35 GB per GPU
+    # ZeRO shards state, not activations.
+    assert body["breakdown"]["activations"] == pytest.approx(91e9, abs=1e9)
+
+
+def test_api_custom_7b_int8_fits_the_gaming_card(client):
+    body = client.get("/api/memory", params={
+        "params": "7e9", "mode": "infer", "recipe": "int8", "gpu": "rtx-4090"}).json()
+    assert body["model"] == "custom"
+    assert body["params"] == 7_000_000_000
+    assert body["breakdown"]["weights"] == pytest.approx(7e9, rel=0.01)
+    assert body["breakdown"]["gradients"] == 0
+    assert body["fits"] is True
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"model": "gpt-9"}, "model"),
+    ({"gpu": "tpu"}, "gpu"),
+    ({"tp": 3}, "tp"),
+    ({"pp": 7}, "pp"),
+    ({"tp": 0}, "tp"),
+    ({"dp": -4}, "dp"),
+    ({"seq_len": 10**9}, "seq_len"),
+    ({"micro_batch": "many"}, "micro_batch"),
+    ({"zero": 4}, "zero"),
+    ({"ep": 2}, "ep"),
+    ({"params": "-1"}, "params"),
+    ({"params": "1e20"}, "params"),
+    ({"model": "custom"}, "params"),
+    ({"mode": "infer", "recipe": "adam16"}, "recipe"),
+    ({"mode": "fly"}, "mode"),
+])
+def test_api_bad_input_is_a_422_naming_the_field(client, params, field):
+    response = client.get("/api/memory", params=params)
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert [field] == sorted({d["loc"][-1] for d in detail})
+    assert all(d["msg"] for d in detail)
+
+
+QUERY_FIELDS = list(MemoryQuery.model_fields)
+junk = st.one_of(
+    st.integers(min_value=-(10**12), max_value=10**12).map(str),
+    st.sampled_from(["", "0", "1", "8", "custom", "train", "infer", "nan", "inf", "1e300",
+                     "llama-3.1-70b", "h100-sxm", "true"]),
+    st.text(max_size=12),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.sampled_from(QUERY_FIELDS), junk, max_size=6))
+def test_api_never_errors_with_a_500(client, params):
+    response = client.get("/api/memory", params=params)
+    assert response.status_code in (200, 422), response.text
+
+
+def test_page_renders_controls_from_the_url(client):
+    html = client.get("/episodes/memory", params={"model": "llama-3.1-8b", "dp": 4}).text
+    assert re.search(r'<option value="llama-3.1-8b"\s+selected', html)
+    assert 'id="input-dp" min="1" max="128" value="4"' in html
+    assert 'class="figure" data-target="memory-chart"' in html
+    assert 'hx-push-url="true"' in html and 'action="/episodes/memory"' in html
+
+
+def test_page_with_bad_value_shows_message_by_control_and_keeps_a_chart(client):
+    response = client.get("/episodes/memory", params={"tp": 3})
+    assert response.status_code == 422
+    slot = re.search(r'id="error-tp"[^>]*>([^<]+)<', response.text)
+    assert slot and "64 heads" in slot.group(1)
+    assert 'data-target="memory-chart"' in response.text
+
+
+def test_fragment_is_the_diagram_with_error_slots_cleared(client):
+    response = client.get("/episodes/memory", params={"dp": 2}, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    assert "HX-Request" in response.headers["vary"]
+    assert response.text.lstrip().startswith("{#") is False
+    assert '<section id="memory-ledger"' in response.text
+    assert "<html" not in response.text
+    assert 'id="error-tp" hx-swap-oob="true"' in response.text
+
+
+def test_fragment_with_bad_value_swaps_only_the_errors(client):
+    response = client.get("/episodes/memory", params={"pp": 7}, headers={"HX-Request": "true"})
+    assert response.status_code == 422
+    assert response.headers["hx-reswap"] == "none"
+    assert response.headers["hx-push-url"] == "false"
+    assert "memory-ledger" not in response.text
+    assert re.search(r'id="error-pp" hx-swap-oob="true"[^>]*>[^<]*80 layers', response.text)
+
+
+def test_history_restore_gets_the_full_page(client):
+    response = client.get("/episodes/memory", headers={
+        "HX-Request": "true", "HX-History-Restore-Request": "true"})
+    assert "<html" in response.text
+
+
+def test_case_buttons_swap_the_whole_bench(client):
+    response = client.get("/episodes/memory", params={"mode": "infer"},
+                          headers={"HX-Request": "true", "HX-Target": "bench"})
+    assert response.text.lstrip().startswith('<div id="bench"')
+    assert 'id="memory-form"' in response.text
+
+
+def test_embed_is_the_diagram_alone(client):
+    html = client.get("/embed/memory", params={"model": "mixtral-8x7b"}).text
+    assert 'data-target="memory-chart"' in html
+    assert 'id="memory-form"' not in html
+    assert "Embed this diagram" not in html
+    assert "Mixtral" in html
+
+
+def test_embed_code_points_at_the_current_state(client):
+    html = client.get("/episodes/memory", params={"dp": 8}).text
+    assert "/embed/memory?dp=8" in html
+
+
+def test_presets_list_ids_and_computed_counts(client):
+    models = {m["id"]: m for m in client.get("/api/models").json()}
+    assert models["llama-3.1-70b"]["params"] == LLAMA_70B_PARAMS
+    assert models["mixtral-8x7b"]["active_params"] < models["mixtral-8x7b"]["params"]
+    gpus = {g["id"]: g for g in client.get("/api/gpus").json()}
+    assert gpus["h100-sxm"]["memory_bytes"] == 80e9
+    assert {"a100-80gb", "h100-sxm", "h200", "b200", "mi300x", "rtx-4090"} <= set(gpus)
+
+
+def test_drill_grades_hint_and_reveal(client):
+    state = client.get("/api/memory", params={"model": "llama-3.1-8b"}).json()["state_bytes"]
+    right = client.get("/api/drills/memory-state-8b", params={"answer": state / 1e9}).json()
+    assert right["status"] == "right"
+    wrong = client.get("/api/drills/memory-state-8b", params={"answer": "16", "attempt": 1}).json()
+    assert wrong["status"] == "hint" and wrong["answer"] is None
+    second = client.get("/api/drills/memory-state-8b", params={"answer": "16", "attempt": 2}).json()
+    assert second["status"] == "revealed"
+    assert second["answer"] == pytest.approx(state / 1e9)

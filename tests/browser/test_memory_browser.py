@@ -1,0 +1,167 @@
+"""EP01 in real Chromium against the real server (uvicorn on a free port of 127.0.0.1)."""
+
+import json
+import urllib.request
+
+import pytest
+from playwright.sync_api import expect
+
+CHART = "#memory-chart"
+
+
+def open_lesson(page, query: str = ""):
+    page.goto("/episodes/memory" + (f"?{query}" if query else ""))
+    wait_drawn(page)
+
+
+def wait_drawn(page):
+    """Wait until lab.js has drawn the chart for the state the diagram shows."""
+    page.wait_for_function(
+        """() => {
+            const s = document.querySelector('#memory-ledger');
+            const c = document.querySelector('#memory-chart');
+            return s && c && c.dataset.drawn === s.dataset.totalBytes;
+        }"""
+    )
+
+
+def shown_total(page) -> float:
+    return float(page.locator("#memory-ledger").get_attribute("data-total-bytes"))
+
+
+def chart_total_gb(page) -> float:
+    """The sum of the stacked bars as plotly holds them, in GB."""
+    return page.evaluate(
+        "() => document.querySelector('#memory-chart').data.reduce((a, t) => a + t.y[0], 0)"
+    )
+
+
+def api(live_server, query: str) -> dict:
+    with urllib.request.urlopen(f"{live_server}/api/memory?{query}") as response:
+        return json.load(response)
+
+
+def test_first_load_draws_the_bill(page, live_server):
+    open_lesson(page)
+    expected = api(live_server, "")
+    assert chart_total_gb(page) == pytest.approx(expected["total_bytes"] / 1e9, rel=1e-3)
+    expect(page.locator(".verdict")).to_contain_text("Does not fit")
+    assert page.locator(f"{CHART} .main-svg").count() >= 1
+
+
+def test_moving_a_slider_updates_chart_and_url_then_reload_and_back_restore(page, live_server):
+    open_lesson(page)
+    before = shown_total(page)
+    page.locator("#input-micro_batch").fill("4")
+    page.wait_for_url("**micro_batch=4**")
+    wait_drawn(page)
+    after = shown_total(page)
+    assert after > before
+    expected = api(live_server, "micro_batch=4")["total_bytes"]
+    assert after == pytest.approx(expected, rel=1e-9)
+    assert chart_total_gb(page) == pytest.approx(expected / 1e9, rel=1e-3)
+
+    page.reload()
+    wait_drawn(page)
+    assert shown_total(page) == pytest.approx(after, rel=1e-9)
+    assert page.locator("#input-micro_batch").input_value() == "4"
+
+    page.go_back()
+    page.wait_for_url(lambda url: "micro_batch=4" not in url)
+    wait_drawn(page)
+    assert shown_total(page) == pytest.approx(before, rel=1e-9)
+    assert page.locator("#input-micro_batch").input_value() == "1"
+
+
+def test_select_swaps_fragment_without_reload(page):
+    open_lesson(page)
+    page.evaluate("window.__sameDocument = true")
+    page.locator("#input-model").select_option("llama-3.1-8b")
+    page.wait_for_url("**model=llama-3.1-8b**")
+    wait_drawn(page)
+    assert page.evaluate("window.__sameDocument") is True  # no full reload
+    expect(page.locator("#memory-ledger")).to_contain_text("Llama 3.1 8B")
+
+
+def test_good_and_bad_case_buttons(page):
+    open_lesson(page)
+    page.locator("[data-case=good]").click()
+    page.wait_for_url("**mode=infer**")
+    wait_drawn(page)
+    expect(page.locator(".verdict")).to_contain_text("Fits")
+    assert page.locator("input[name=mode][value=infer]").is_checked()
+    assert page.locator("#input-recipe").input_value() == "int8"
+
+    page.locator("[data-case=bad]").click()
+    page.wait_for_url("**mode=train**")
+    wait_drawn(page)
+    expect(page.locator(".verdict")).to_contain_text("Does not fit")
+
+
+def test_switching_mode_picks_a_recipe_of_that_mode(page):
+    open_lesson(page)
+    page.locator("input[name=mode][value=infer]").check()
+    page.wait_for_url("**mode=infer**")
+    wait_drawn(page)
+    assert page.locator("#input-recipe").input_value() == "bf16"
+    expect(page.locator(".verdict")).to_be_visible()
+    assert page.locator("#error-recipe").inner_text() == ""
+
+
+def test_bad_value_shows_message_and_keeps_the_chart(page):
+    open_lesson(page)
+    before = shown_total(page)
+    url_before = page.url
+    page.locator("#input-model").select_option("custom")
+    page.locator("#input-params").fill("12")  # below the 1e6 floor
+    expect(page.locator("#error-params")).not_to_be_empty()
+    assert page.url == url_before or "params=12" not in page.url
+    assert shown_total(page) == before
+    assert page.locator(f"{CHART} .main-svg").count() >= 1
+
+    page.locator("#input-params").fill("7e9")
+    page.wait_for_url("**params=7e9**")
+    wait_drawn(page)
+    expect(page.locator("#error-params")).to_be_empty()
+    expect(page.locator("#memory-ledger")).to_contain_text("Custom")
+
+
+def test_drill_rejects_then_accepts(page, live_server):
+    open_lesson(page)
+    drill = page.locator("form.drill")
+    drill.locator("input[name=answer]").fill("16")
+    drill.locator("button").click()
+    expect(page.locator(".drill-feedback")).to_contain_text("Hint")
+    answer = api(live_server, "model=llama-3.1-8b")["state_bytes"] / 1e9
+    page.locator("form.drill input[name=answer]").fill(f"{answer:.0f}")
+    page.locator("form.drill button").click()
+    expect(page.locator(".drill-feedback")).to_contain_text("Right")
+
+
+def test_drill_reveals_after_two_wrong_tries(page):
+    open_lesson(page)
+    for _ in range(2):
+        page.locator("form.drill input[name=answer]").fill("1")
+        page.locator("form.drill button").click()
+        expect(page.locator(".drill-feedback")).to_be_visible()
+    expect(page.locator(".drill-feedback")).to_contain_text("The answer is")
+
+
+def test_embed_page_renders_its_chart(page):
+    page.goto("/embed/memory?model=mixtral-8x7b&dp=8&zero=3")
+    wait_drawn(page)
+    assert page.locator(f"{CHART} .main-svg").count() >= 1
+    assert page.locator("form.controls").count() == 0
+    expect(page.locator("#memory-ledger")).to_contain_text("Mixtral")
+
+
+def test_works_without_javascript(browser, live_server):
+    context = browser.new_context(java_script_enabled=False, base_url=live_server)
+    page = context.new_page()
+    page.goto("/episodes/memory")
+    page.locator("#input-dp").fill("16")
+    page.locator("form.controls button[type=submit]").click()
+    page.wait_for_url("**dp=16**")
+    assert "dp=16" in page.url
+    assert page.locator("#input-dp").input_value() == "16"
+    context.close()

@@ -1,0 +1,115 @@
+"""Session fixtures shared by every test layer.
+
+- ``client``: the app in-process (httpx TestClient), for route tests.
+- ``live_server``: the real app under uvicorn on a free port of 127.0.0.1, for browser tests.
+- ``browser``: Debian's Chromium driven by Playwright (its own browser downloads are not
+  available here), launched with the flags that keep it off the network.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+]
+
+
+@pytest.fixture(scope="session")
+def client():
+    from fastapi.testclient import TestClient
+
+    from app.main import app
+
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def live_server() -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1",
+         "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=1) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError("uvicorn exited before serving") from None
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("uvicorn did not answer /healthz within 30 s") from None
+            time.sleep(0.1)  # readiness poll, not a timing assertion
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run `bash .ci/install` (installs Debian's chromium)")
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+class Offsite:
+    """Every request a page tried to send anywhere but the live server."""
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+
+
+@pytest.fixture()
+def page(browser, live_server):
+    """A fresh page whose requests may only go to the live server; others are recorded."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=live_server)
+    offsite = Offsite()
+
+    def guard(route):
+        url = route.request.url
+        if url.startswith(live_server) or url.startswith("data:") or url.startswith("blob:"):
+            route.continue_()
+        else:
+            offsite.requests.append(url)
+            route.abort()
+
+    context.route("**/*", guard)
+    page = context.new_page()
+    page.offsite = offsite  # type: ignore[attr-defined]
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.js_errors = errors  # type: ignore[attr-defined]
+    yield page
+    context.close()
+    assert not offsite.requests, f"requests left 127.0.0.1: {offsite.requests}"
+    assert not errors, f"JavaScript errors: {errors}"
