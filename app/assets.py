@@ -11,7 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from fastapi import APIRouter, HTTPException, Request
@@ -59,7 +59,7 @@ def _load(path: Path) -> Asset:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cached(name: str, mtime_ns: int) -> Asset:
     # Keyed by mtime so that editing lab.js or lab.css during development is picked up.
     return _load(ASSETS[name])

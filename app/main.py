@@ -5,6 +5,7 @@ from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets
 from app.routers import home, memory, presets
+from app.timing import ServerTimingMiddleware
 
 DESCRIPTION = """
 Every diagram of Parallelism Lab answers as JSON here, with the same query names as the
@@ -19,6 +20,7 @@ def create_app() -> FastAPI:
     # Fragments carry figure JSON; compress those over 1 kB. Assets are pre-compressed and
     # already carry Content-Encoding, which this middleware leaves alone.
     app.add_middleware(GZipMiddleware, minimum_size=1024)
+    app.add_middleware(ServerTimingMiddleware)  # outermost: includes compression
     app.include_router(assets.router)
     app.include_router(home.router)
     app.include_router(presets.router)

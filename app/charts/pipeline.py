@@ -19,7 +19,9 @@ MAX_BARS = 1500  # above this, a heatmap
 LABEL_BARS = 400  # above this, no micro-batch labels (they would be unreadable)
 RASTER_COLUMNS = 1000
 MAX_MEMORY_LINES = 8
-PALETTE = ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#9d755d")
+PALETTE = (
+    "#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#9d755d",
+)
 
 
 def _rank_label(rank: int) -> str:
@@ -133,7 +135,8 @@ def activations_figure(result) -> dict:
         peak = peaks[rank]
         at = next(t for t, n in points if n == peak) if points else 0
         data.append({
-            "type": "scatter", "mode": "lines", "line": {"shape": "hv", "width": 2, "color": colour},
+            "type": "scatter", "mode": "lines",
+            "line": {"shape": "hv", "width": 2, "color": colour},
             "name": f"rank {rank} (peak {peak})", "x": xs, "y": ys,
             "hovertemplate": f"rank {rank}: %{{y}} held<extra></extra>",
             "legendgroup": str(rank),

@@ -203,7 +203,9 @@ VIEW = LabView(
             unit="GB",
             hint="Count its parameters (pick it in the model list), then multiply by "
                  "2 + 2 + 4 + 8 bytes.",
-            explanation="{answer} GB: each of Llama 3.1 8B's parameters costs 2 + 2 + 4 + 8 = 16 bytes.",
+            explanation=(
+                "{answer} GB: each of Llama 3.1 8B's parameters costs 2 + 2 + 4 + 8 = 16 bytes."
+            ),
         ),
     ),
 )

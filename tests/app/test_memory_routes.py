@@ -77,7 +77,8 @@ junk = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.dictionaries(st.sampled_from(QUERY_FIELDS), junk, max_size=6))
 def test_api_never_errors_with_a_500(client, params):
     response = client.get("/api/memory", params=params)

@@ -1,0 +1,151 @@
+"""Benchmark: server time per fragment, and fragment throughput under a bounded local load.
+
+Run: ``python tests/benchmarks/bench.py`` (starts its own uvicorn on a free port of
+127.0.0.1 and stops it). For each fragment (an htmx slider move) it reports the app's own
+time from the ``Server-Timing`` header, median and p99 over sequential requests, then the
+throughput under a bounded load (wrk if installed, else a Python client), beside the bare
+``/healthz`` endpoint measured in the same run. It also times the engines in-process.
+Timings live here, not in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import free_port  # noqa: E402
+
+FRAGMENTS = {
+    "EP01 memory, slider move": "/episodes/memory?model=llama-3.1-70b&micro_batch={i}&dp=8",
+    "EP01 memory, JSON": "/api/memory?model=llama-3.1-70b&micro_batch={i}&dp=8",
+}
+BARE = "/healthz"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def server_times(port: int, path: str, n: int) -> list[float]:
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    out = []
+    for i in range(n):
+        conn.request("GET", path.format(i=1 + i % 16), headers={"HX-Request": "true"})
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 200, (path, response.status)
+        timing = response.getheader("server-timing")
+        out.append(float(re.search(r"dur=([\d.]+)", timing).group(1)))
+    conn.close()
+    return out
+
+
+def load_wrk(port: int, path: str, seconds: int, connections: int) -> float:
+    out = subprocess.run(
+        ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "-H", "HX-Request: true",
+         f"http://127.0.0.1:{port}{path.format(i=4)}"],
+        capture_output=True, text=True, check=True, timeout=seconds + 30,
+    ).stdout
+    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+
+
+def load_python(port: int, path: str, seconds: int, connections: int) -> float:
+    stop = time.monotonic() + seconds
+    counts = [0] * connections
+
+    def worker(k: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port)
+        while time.monotonic() < stop:
+            conn.request("GET", path.format(i=4), headers={"HX-Request": "true"})
+            conn.getresponse().read()
+            counts[k] += 1
+        conn.close()
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(counts) / seconds
+
+
+def engine_times() -> list[tuple[str, float, float]]:
+    from app.charts.pipeline import activations_figure, gantt_figure
+    from labs.pipeline import PipelineInput, simulate
+
+    rows = []
+    cases = {
+        "pipeline p=32 m=256 v=4 interleaved (simulate)": PipelineInput(
+            schedule="interleaved-1f1b", stages=32, microbatches=256, virtual=4),
+        "pipeline p=8 m=32 1f1b (simulate)": PipelineInput(stages=8, microbatches=32),
+    }
+    for name, inp in cases.items():
+        times = []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            result = simulate(inp)
+            times.append((time.perf_counter() - t0) * 1e3)
+        rows.append((name, statistics.median(times), max(times)))
+        times = []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            gantt_figure(result)
+            activations_figure(result)
+            times.append((time.perf_counter() - t0) * 1e3)
+        rows.append((name.replace("(simulate)", "(charts)"), statistics.median(times), max(times)))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--connections", type=int, default=16)
+    args = parser.parse_args()
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1",
+         "--port", str(port), "--log-level", "warning", "--no-access-log"], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                server_times(port, BARE, 1)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        load = load_wrk if shutil.which("wrk") else load_python
+        print(f"load generator: {'wrk' if load is load_wrk else 'python threads'}, "
+              f"{args.connections} connections, {args.seconds} s each")
+        print(f"{'endpoint':40} {'median ms':>10} {'p99 ms':>8} {'req/s':>8}")
+        for name, path in {**FRAGMENTS, "bare FastAPI /healthz": BARE}.items():
+            server_times(port, path, 20)  # warm up
+            times = server_times(port, path, args.requests)
+            rps = load(port, path, args.seconds, args.connections)
+            print(f"{name:40} {statistics.median(times):10.2f} "
+                  f"{percentile(times, 0.99):8.2f} {rps:8.0f}")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    print(f"\n{'engine (in-process)':55} {'median ms':>10} {'max ms':>8}")
+    for name, median, worst in engine_times():
+        print(f"{name:55} {median:10.2f} {worst:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
