@@ -42,7 +42,7 @@ def gantt_figure(result) -> dict:
             height=height,
             barmode="overlay",
             bargap=0.15,
-            margin={"l": 64, "r": 16, "t": 16, "b": 64},
+            margin={"l": 64, "r": 16, "t": 8, "b": 44},
             xaxis={"title": {"text": "time (units: one stage's forward of one micro-batch = f)"},
                    "range": [0, result.makespan], "gridcolor": "#e6e9ef", "zeroline": False},
             yaxis={"autorange": "reversed", "type": "category", "fixedrange": True,
@@ -50,6 +50,7 @@ def gantt_figure(result) -> dict:
                    "categoryarray": [_rank_label(r) for r in range(p)]},
             uniformtext={"minsize": 8, "mode": "hide"},
             plot_bgcolor=IDLE,
+            showlegend=False,  # the page names the colours under the chart
         ),
         "summary": (
             f"{result.input.schedule} with {p} stages and {result.input.microbatches} "
@@ -107,12 +108,6 @@ def _raster(result) -> list[dict]:
         "zmin": -0.5, "zmax": n - 0.5, "colorscale": scale, "showscale": False,
         "hoverinfo": "skip",
     }]
-    # Legend entries for the colours (the heatmap has none of its own).
-    for kind in KINDS:
-        if any(ev.kind == kind for ev in result.events[: 4 * p * 4]):
-            label, colour, _ = KINDS[kind]
-            data.append({"type": "bar", "orientation": "h", "name": label, "x": [None],
-                         "y": [_rank_label(0)], "marker": {"color": colour}})
     return data
 
 
@@ -154,9 +149,46 @@ def activations_figure(result) -> dict:
             margin={"l": 56, "r": 16, "t": 16, "b": 40},
             xaxis={"title": {"text": "time"}, "range": [0, result.makespan],
                    "gridcolor": "#e6e9ef", "zeroline": False},
-            yaxis={"title": {"text": "micro-batch activations held"}, "rangemode": "tozero",
+            yaxis={"title": {"text": "units held"}, "rangemode": "tozero",
                    "gridcolor": "#e6e9ef"},
             legend={"orientation": "h", "y": -0.25, "x": 0, "yanchor": "top"},
         ),
         "summary": f"peak activations per rank: {', '.join(map(str, peaks))}",
+    }
+
+
+def stage_memory_figure(memory) -> dict:
+    """Per-rank peak memory (state + measured activations) against the GPU's line, in GB."""
+    p = len(memory.total_bytes)
+    ranks = [_rank_label(r) for r in range(p)]
+    gpu_gb = memory.gpu_memory_bytes / 1e9
+    state_gb = round(memory.state_bytes / 1e9, 3)
+    acts_gb = [round(a / 1e9, 3) for a in memory.activation_bytes]
+    over = ["#b42318" if not ok else "#e45756" for ok in memory.fits]
+    top = max(gpu_gb, max(t / 1e9 for t in memory.total_bytes)) * 1.12
+    return {
+        "data": [
+            {"type": "bar", "name": "Weights, grads, optimizer state", "x": ranks,
+             "y": [state_gb] * p, "marker": {"color": "#4c78a8"},
+             "hovertemplate": "%{x}: state %{y:,.1f} GB<extra></extra>"},
+            {"type": "bar", "name": "Activations at the rank's peak", "x": ranks, "y": acts_gb,
+             "marker": {"color": over},
+             "hovertemplate": "%{x}: activations %{y:,.1f} GB<extra></extra>"},
+        ],
+        "layout": base_layout(
+            barmode="stack", height=280,
+            margin={"l": 56, "r": 16, "t": 16, "b": 56},
+            yaxis={"title": {"text": "GB per GPU (10⁹ bytes)"}, "range": [0, top],
+                   "gridcolor": "#e6e9ef"},
+            xaxis={"fixedrange": True, "type": "category"},
+            shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y",
+                     "y0": gpu_gb, "y1": gpu_gb,
+                     "line": {"color": "#1d2330", "width": 2, "dash": "dash"}}],
+            annotations=[{"xref": "paper", "x": 1, "xanchor": "right", "yref": "y", "y": gpu_gb,
+                          "yanchor": "bottom", "showarrow": False,
+                          "text": f"GPU memory: {gpu_gb:,.0f} GB"}],
+            legend={"orientation": "h", "y": -0.22, "x": 0, "yanchor": "top"},
+        ),
+        "summary": f"peak memory per rank, worst rank {memory.worst_rank}: "
+                   f"{memory.total_bytes[memory.worst_rank] / 1e9:,.1f} GB",
     }

@@ -1,0 +1,187 @@
+"""EP05 Pipeline parallelism: Gantt, activations held and per-rank memory, from a simulation."""
+
+from functools import lru_cache
+from typing import Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.charts.pipeline import KINDS, activations_figure, gantt_figure, stage_memory_figure
+from app.episodes import BY_SLUG
+from app.labkit import Case, Drill, LabView, register
+from labs.errors import LabInputError
+from labs.pipeline import MAX_MICROBATCHES, MAX_STAGES, MAX_VIRTUAL, PipelineInput, simulate
+from labs.presets import get_gpu, get_model, gpus, models
+from labs.stage_memory import StageMemory, stage_memory
+
+router = APIRouter()
+
+SCHEDULE_LABELS = {
+    "gpipe": "GPipe (all forwards, then all backwards)",
+    "1f1b": "1F1B (one forward, one backward)",
+    "interleaved-1f1b": "Interleaved 1F1B (v chunks per rank)",
+    "zb-h1": "ZB-H1 (zero bubble: backward split into I and W)",
+    "dualpipe-v": "DualPipeV (V-shape, zero bubble)",
+}
+
+
+class PipelineQuery(BaseModel):
+    """The controls of the pipeline lab. Costs are relative times (any unit; f = 1 is one
+    stage's forward of one micro-batch); makespan and events come back in the same unit."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    schedule: Literal["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "dualpipe-v"] = Field(
+        "1f1b", description="Pipeline schedule.")
+    stages: int = Field(4, ge=1, le=MAX_STAGES, description="Pipeline stages (ranks), p.")
+    microbatches: int = Field(8, ge=1, le=MAX_MICROBATCHES, description="Micro-batches, m.")
+    virtual: int = Field(1, ge=1, le=MAX_VIRTUAL,
+                         description="Model chunks per rank, v (interleaved 1F1B: 2-8).")
+    f: float = Field(1.0, gt=0, le=1000, description="Forward time of one micro-batch per stage.")
+    b: float = Field(1.0, gt=0, le=1000,
+                     description="Backward input-gradient time (I); unsplit B costs b + w.")
+    w: float = Field(1.0, ge=0, le=1000, description="Backward weight-gradient time (W).")
+    p2p: float = Field(0.0, ge=0, le=1000, description="Send latency between stages.")
+    model: str = Field("llama-3.1-70b", max_length=64,
+                       description="Model preset for the per-rank memory panel.")
+    gpu: str = Field("h100-sxm", max_length=64, description="GPU preset for the memory panel.")
+    tp: int = Field(8, ge=1, le=4096, description="Tensor-parallel degree inside each stage.")
+    recompute: Literal["none", "selective", "full"] = Field(
+        "selective", description="Activation recomputation (Korthikanti et al. 2022).")
+    seq_len: int = Field(4096, ge=1, le=1_048_576, description="Tokens per sequence.")
+    micro_batch: int = Field(1, ge=1, le=1024, description="Sequences per micro-batch.")
+
+
+class PipelineState:
+    """The simulated schedule, and its per-rank memory when the model can fill the stages."""
+
+    def __init__(self, result, memory: StageMemory | None, memory_note: str) -> None:
+        self.result = result
+        self.memory = memory
+        self.memory_note = memory_note
+
+
+def run(query: PipelineQuery) -> PipelineState:
+    result = simulate(PipelineInput(
+        schedule=query.schedule, stages=query.stages, microbatches=query.microbatches,
+        virtual=query.virtual, f=query.f, b=query.b, w=query.w, p2p=query.p2p,
+    ))
+    model, gpu = get_model(query.model), get_gpu(query.gpu)
+    try:
+        memory = stage_memory(result, model, gpu, tp=query.tp, recompute=query.recompute,
+                              seq_len=query.seq_len, micro_batch=query.micro_batch)
+    except LabInputError as exc:
+        if exc.field != "stages":
+            raise
+        return PipelineState(result, None, exc.message)  # the schedule still stands
+    return PipelineState(result, memory, "")
+
+
+def to_api(state: PipelineState) -> dict:
+    result, memory = state.result, state.memory
+    inp = result.input
+    return {
+        "schedule": inp.schedule,
+        "stages": inp.stages,
+        "microbatches": inp.microbatches,
+        "virtual": inp.chunks,
+        "makespan": result.makespan,
+        "bubble_fraction": result.bubble_fraction,
+        "textbook_bubble": result.textbook_bubble,
+        "busy": list(result.busy),
+        "peak_activations": list(result.peak_activations),
+        "memory": None if memory is None else {
+            "state_bytes": round(memory.state_bytes),
+            "activation_unit_bytes": round(memory.unit_bytes),
+            "layers_per_chunk": memory.layers_per_chunk,
+            "per_rank_bytes": [round(t) for t in memory.total_bytes],
+            "gpu_memory_bytes": round(memory.gpu_memory_bytes),
+            "fits": list(memory.fits),
+        },
+        "memory_note": state.memory_note,
+        "events": [
+            {"rank": e.rank, "kind": e.kind, "microbatch": e.microbatch, "chunk": e.chunk,
+             "start": e.start, "end": e.end}
+            for e in result.events
+        ],
+    }
+
+
+def figures(state: PipelineState) -> dict:
+    out = {"pipeline-gantt": gantt_figure(state.result),
+           "pipeline-activations": activations_figure(state.result)}
+    if state.memory is not None:
+        out["pipeline-memory"] = stage_memory_figure(state.memory)
+    return out
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict:
+    """Figures the lesson's prose quotes, each measured by the simulator."""
+    def bubble(**kw) -> float:
+        return simulate(PipelineInput(**kw)).bubble_fraction
+
+    return {
+        "bad": bubble(schedule="gpipe", stages=8, microbatches=1),
+        "good": bubble(stages=8, microbatches=32),
+        "mid": bubble(stages=4, microbatches=8),
+        "interleaved": bubble(schedule="interleaved-1f1b", stages=8, microbatches=32, virtual=4),
+        "zb": bubble(schedule="zb-h1", stages=8, microbatches=32),
+    }
+
+
+def extra_context(state) -> dict:
+    return {
+        "facts": facts(),
+        "models": models(),
+        "gpus": gpus(),
+        "schedules": SCHEDULE_LABELS,
+        "kinds": KINDS,
+        "tp_options": sorted({1, 2, 4, 8, 16, 32, 64, state.query.tp}),
+        "seq_options": sorted({2**k for k in range(9, 18)} | {state.query.seq_len}),
+    }
+
+
+def drill_answer() -> float:
+    """Idle percentage of 1F1B with 8 stages and 16 micro-batches, measured."""
+    return 100 * simulate(PipelineInput(stages=8, microbatches=16)).bubble_fraction
+
+
+VIEW = LabView(
+    name="pipeline",
+    episode=BY_SLUG["pipeline"],
+    query_model=PipelineQuery,
+    run=run,
+    to_api=to_api,
+    figure=figures,
+    page_template="episodes/pipeline.html",
+    controls_template="partials/_pipeline_controls.html",
+    diagram_template="partials/_pipeline_schedule.html",
+    extra_context=extra_context,
+    summary="Simulate a pipeline schedule: events, measured bubble, activations held per rank",
+    good=Case(
+        "Good case: 8 stages × 32 micro-batches",
+        {"schedule": "1f1b", "stages": 8, "microbatches": 32},
+        "Enough micro-batches to keep 8 stages busy: under a fifth of the time is idle.",
+    ),
+    bad=Case(
+        "Bad case: 8 stages × 1 micro-batch",
+        {"schedule": "gpipe", "stages": 8, "microbatches": 1},
+        "One micro-batch walks the line alone: 7 of every 8 stage-steps are idle.",
+    ),
+    drills=(
+        Drill(
+            id="pipeline-bubble",
+            question=(
+                "A 1F1B pipeline has 8 stages and 16 micro-batches, every stage equally fast. "
+                "What percentage of the ranks' time is idle (the bubble)?"
+            ),
+            answer=drill_answer,
+            unit="%",
+            hint="The bubble is the warm-up and cool-down: p − 1 stage-steps out of m + p − 1.",
+            explanation="{answer}%: (p − 1) / (m + p − 1) = 7 / 23 of the time is idle.",
+        ),
+    ),
+)
+
+register(router, VIEW)

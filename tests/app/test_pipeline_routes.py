@@ -1,0 +1,118 @@
+"""EP05 routes in-process: the measured figures through the API, 422s, page and fragment."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.charts.pipeline import MAX_BARS, activations_figure, gantt_figure, stage_memory_figure
+from app.routers.pipeline import PipelineQuery, run
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize(("stages", "microbatches", "bubble"), [
+    (8, 1, 0.875), (8, 32, 0.179), (4, 8, 0.273),  # CURRICULUM EP05 seed figures
+])
+def test_api_bubble_matches_published_figures(client, schedule, stages, microbatches, bubble):
+    body = client.get("/api/pipeline", params={
+        "schedule": schedule, "stages": stages, "microbatches": microbatches}).json()
+    assert body["bubble_fraction"] == pytest.approx(bubble, abs=0.0005)
+    assert len(body["events"]) == 2 * stages * microbatches
+    assert set(body["events"][0]) == {"rank", "kind", "microbatch", "chunk", "start", "end"}
+
+
+def test_api_bubble_is_measured_from_its_own_events(client):
+    body = client.get("/api/pipeline", params={
+        "schedule": "interleaved-1f1b", "stages": 4, "microbatches": 8, "virtual": 2,
+        "p2p": 0.05}).json()
+    busy = sum(e["end"] - e["start"] for e in body["events"])
+    assert body["bubble_fraction"] == pytest.approx(1 - busy / (4 * body["makespan"]))
+    assert body["makespan"] == pytest.approx(max(e["end"] for e in body["events"]))
+
+
+def test_api_peak_activations_1f1b_and_gpipe(client):
+    one = client.get("/api/pipeline", params={"stages": 8, "microbatches": 32}).json()
+    assert one["peak_activations"] == [8 - r for r in range(8)]
+    gp = client.get("/api/pipeline", params={
+        "schedule": "gpipe", "stages": 8, "microbatches": 32}).json()
+    assert gp["peak_activations"] == [32] * 8
+
+
+def test_break_it_first_stage_overflows_without_recomputation(client):
+    params = {"stages": 8, "microbatches": 32, "tp": 8, "model": "llama-3.1-70b"}
+    ok = client.get("/api/pipeline", params={**params, "recompute": "selective"}).json()
+    assert all(ok["memory"]["fits"])
+    broken = client.get("/api/pipeline", params={**params, "recompute": "none"}).json()
+    assert broken["memory"]["fits"][0] is False
+    per_rank = broken["memory"]["per_rank_bytes"]
+    assert per_rank[0] == max(per_rank)
+
+
+def test_memory_panel_is_skipped_when_the_model_cannot_fill_the_stages(client):
+    body = client.get("/api/pipeline", params={
+        "schedule": "interleaved-1f1b", "stages": 32, "microbatches": 64, "virtual": 4}).json()
+    assert body["memory"] is None
+    assert "80 layers" in body["memory_note"]
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"schedule": "pipedream"}, "schedule"),
+    ({"stages": 0}, "stages"),
+    ({"stages": 65}, "stages"),
+    ({"microbatches": 2000}, "microbatches"),
+    ({"schedule": "interleaved-1f1b", "virtual": 1}, "virtual"),
+    ({"schedule": "interleaved-1f1b", "virtual": 2, "stages": 4, "microbatches": 6},
+     "microbatches"),
+    ({"stages": 64, "microbatches": 1024}, "microbatches"),
+    ({"f": 0}, "f"),
+    ({"p2p": -1}, "p2p"),
+    ({"tp": 3}, "tp"),
+    ({"model": "nope"}, "model"),
+])
+def test_api_bad_input_is_a_422_naming_the_field(client, params, field):
+    response = client.get("/api/pipeline", params=params)
+    assert response.status_code == 422
+    assert {d["loc"][-1] for d in response.json()["detail"]} == {field}
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(
+    st.sampled_from(list(PipelineQuery.model_fields)),
+    st.one_of(st.integers(-5, 300).map(str),
+              st.sampled_from(["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "dualpipe-v",
+                               "", "nan", "1e9", "0.5"]),
+              st.text(max_size=8)),
+    max_size=5))
+def test_api_never_errors_with_a_500(client, params):
+    assert client.get("/api/pipeline", params=params).status_code in (200, 422)
+
+
+def test_page_and_fragment(client):
+    html = client.get("/episodes/pipeline", params={"stages": 8, "microbatches": 32}).text
+    assert 'data-target="pipeline-gantt"' in html and 'data-target="pipeline-memory"' in html
+    assert "17.9%" in html
+    frag = client.get("/episodes/pipeline", params={"schedule": "gpipe"},
+                      headers={"HX-Request": "true"})
+    assert frag.text.lstrip().startswith('<section id="pipeline-schedule"')
+    bad = client.get("/episodes/pipeline", params={"stages": 99},
+                     headers={"HX-Request": "true"})
+    assert bad.status_code == 422 and bad.headers["hx-reswap"] == "none"
+    assert 'id="error-stages" hx-swap-oob="true"' in bad.text
+
+
+@pytest.mark.parametrize("query", [
+    {"stages": 4, "microbatches": 8},
+    {"schedule": "zb-h1", "stages": 8, "microbatches": 32},
+    {"schedule": "interleaved-1f1b", "stages": 16, "microbatches": 128, "virtual": 4},
+])
+def test_pipeline_figures_are_valid_plotly_and_drawn_from_events(query):
+    import plotly.graph_objects as go
+
+    state = run(PipelineQuery(**query))
+    gantt = gantt_figure(state.result)
+    for fig in (gantt, activations_figure(state.result), stage_memory_figure(state.memory)):
+        go.Figure({"data": fig["data"], "layout": fig["layout"]})
+    if len(state.result.events) <= MAX_BARS:
+        assert sum(len(t["x"]) for t in gantt["data"]) == len(state.result.events)
+    else:
+        assert gantt["data"][0]["type"] == "heatmap"

@@ -1,0 +1,131 @@
+"""EP05 in real Chromium against the real server."""
+
+import json
+import urllib.request
+
+import pytest
+from playwright.sync_api import expect
+
+
+def wait_drawn(page):
+    """Wait until lab.js has drawn the Gantt for the state the diagram shows."""
+    page.wait_for_function(
+        """() => {
+            const s = document.querySelector('#pipeline-schedule');
+            const c = document.querySelector('#pipeline-gantt');
+            return s && c && c.data && c.dataset.drawn === s.dataset.state;
+        }"""
+    )
+
+
+def bubble(page) -> float:
+    return float(page.locator("#pipeline-schedule").get_attribute("data-bubble"))
+
+
+def bars_drawn(page) -> int:
+    return page.evaluate(
+        "() => document.querySelector('#pipeline-gantt').data.reduce((n, t) => n + t.x.length, 0)"
+    )
+
+
+def api(live_server, query: str) -> dict:
+    with urllib.request.urlopen(f"{live_server}/api/pipeline?{query}") as response:
+        return json.load(response)
+
+
+def test_slider_changes_gantt_bubble_and_url(page, live_server):
+    page.goto("/episodes/pipeline?stages=4&microbatches=8")
+    wait_drawn(page)
+    assert bubble(page) == pytest.approx(3 / 11, abs=5e-4)
+    assert bars_drawn(page) == 2 * 4 * 8
+    page.locator("#input-microbatches").fill("16")
+    page.wait_for_url("**microbatches=16**")
+    wait_drawn(page)
+    assert bubble(page) == pytest.approx(3 / 19, abs=5e-4)
+    assert bars_drawn(page) == 2 * 4 * 16
+    page.reload()
+    wait_drawn(page)
+    assert bubble(page) == pytest.approx(3 / 19, abs=5e-4)
+
+
+def test_switching_schedules(page, live_server):
+    page.goto("/episodes/pipeline?stages=8&microbatches=32")
+    wait_drawn(page)
+    for schedule in ("gpipe", "zb-h1", "dualpipe-v"):
+        page.locator("#input-schedule").select_option(schedule)
+        page.wait_for_url(f"**schedule={schedule}**")
+        wait_drawn(page)
+        expected = api(live_server, f"schedule={schedule}&stages=8&microbatches=32")
+        assert bubble(page) == pytest.approx(expected["bubble_fraction"], rel=1e-9)
+        kinds = page.evaluate(
+            "() => document.querySelector('#pipeline-gantt').data.map(t => t.name)")
+        if schedule == "gpipe":
+            assert kinds == ["Forward", "Backward"]
+        else:
+            assert "Backward: weight gradient" in kinds
+    peaks = page.evaluate(
+        "() => document.querySelector('#pipeline-activations').data.length")
+    assert peaks > 0
+
+
+def test_good_and_bad_cases(page):
+    page.goto("/episodes/pipeline")
+    wait_drawn(page)
+    page.locator("[data-case=bad]").click()
+    page.wait_for_url("**microbatches=1**")
+    wait_drawn(page)
+    assert bubble(page) == pytest.approx(0.875, abs=5e-4)
+    page.locator("[data-case=good]").click()
+    page.wait_for_url("**microbatches=32**")
+    wait_drawn(page)
+    assert bubble(page) == pytest.approx(0.179, abs=5e-4)
+    assert page.locator("#input-stages").input_value() == "8"
+
+
+def test_inconsistent_controls_show_message_and_keep_the_chart(page):
+    page.goto("/episodes/pipeline?stages=4&microbatches=8")
+    wait_drawn(page)
+    before = bubble(page)
+    page.locator("#input-schedule").select_option("interleaved-1f1b")  # virtual is still 1
+    expect(page.locator("#error-virtual")).to_contain_text("at least 2")
+    assert bubble(page) == before
+    assert "interleaved" not in page.url
+    page.locator("#input-virtual").fill("2")
+    page.wait_for_url("**virtual=2**")
+    wait_drawn(page)
+    expect(page.locator("#error-virtual")).to_be_empty()
+    assert bubble(page) == pytest.approx(3 / 19, abs=5e-4)  # (p-1)/(v*m+p-1)
+
+
+def test_break_it_marks_the_overflowing_rank(page):
+    page.goto("/episodes/pipeline?stages=8&microbatches=32&tp=8&recompute=selective")
+    wait_drawn(page)
+    expect(page.locator("[data-testid=memory-verdict]")).to_contain_text("Every rank fits")
+    page.locator("#input-recompute").select_option("none")
+    page.wait_for_url("**recompute=none**")
+    wait_drawn(page)
+    expect(page.locator("[data-testid=memory-verdict]")).to_contain_text("Rank 0 overflows")
+
+
+def test_large_schedule_draws_as_raster(page):
+    page.goto("/episodes/pipeline?schedule=interleaved-1f1b&stages=16&microbatches=128&virtual=4")
+    wait_drawn(page)
+    kind = page.evaluate("() => document.querySelector('#pipeline-gantt').data[0].type")
+    assert kind == "heatmap"
+
+
+def test_drill_and_embed(page, live_server):
+    page.goto("/episodes/pipeline")
+    wait_drawn(page)
+    page.locator("form.drill input[name=answer]").fill("50")
+    page.locator("form.drill button").click()
+    expect(page.locator(".drill-feedback")).to_contain_text("Hint")
+    answer = 100 * api(live_server, "stages=8&microbatches=16")["bubble_fraction"]
+    page.locator("form.drill input[name=answer]").fill(f"{answer:.1f}")
+    page.locator("form.drill button").click()
+    expect(page.locator(".drill-feedback")).to_contain_text("Right")
+
+    page.goto("/embed/pipeline?schedule=zb-h1&stages=4&microbatches=8")
+    wait_drawn(page)
+    assert page.locator("form.controls").count() == 0
+    assert page.locator("#pipeline-gantt .main-svg").count() >= 1
