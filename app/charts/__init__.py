@@ -12,7 +12,7 @@ def base_layout(**overrides) -> dict:
     """The layout every chart starts from: tight margins, no background, legend below."""
     layout = {
         "font": FONT,
-        "margin": {"l": 56, "r": 16, "t": 28, "b": 40},
+        "margin": {"l": 56, "r": 16, "t": 12, "b": 40},
         "paper_bgcolor": "rgba(0,0,0,0)",
         "plot_bgcolor": "rgba(0,0,0,0)",
         "legend": {"orientation": "h", "y": -0.12, "x": 0, "yanchor": "top"},

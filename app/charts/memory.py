@@ -38,16 +38,14 @@ def memory_figure(result) -> dict:
     top = max(total_gb, gpu_gb) * 1.12
     gpu_name = result.input.gpu.name
     fits = result.fits
-    legend = {"orientation": "h", "y": -0.12, "x": 0, "yanchor": "top", "traceorder": "reversed"}
     return {
         "data": data,
         "layout": base_layout(
             barmode="stack",
             height=360,
             bargap=0.45,
-            showlegend=True,
-            legend=legend,
-            yaxis={"title": {"text": "GB per GPU (10⁹ bytes)"}, "range": [0, top],
+            showlegend=False,  # the table under the chart names each colour
+            yaxis={"title": {"text": "GB per GPU"}, "range": [0, top],
                    "rangemode": "tozero", "gridcolor": "#e6e9ef"},
             xaxis={"fixedrange": True},
             shapes=[{

@@ -43,7 +43,7 @@ def gantt_figure(result) -> dict:
             barmode="overlay",
             bargap=0.15,
             margin={"l": 64, "r": 16, "t": 8, "b": 44},
-            xaxis={"title": {"text": "time (units: one stage's forward of one micro-batch = f)"},
+            xaxis={"title": {"text": "time (one stage's forward = f)"},
                    "range": [0, result.makespan], "gridcolor": "#e6e9ef", "zeroline": False},
             yaxis={"autorange": "reversed", "type": "category", "fixedrange": True,
                    "categoryorder": "array",
@@ -61,13 +61,15 @@ def gantt_figure(result) -> dict:
 
 def _bars(result, labels: bool) -> list[dict]:
     traces: dict[str, dict] = {}
+    chunks = result.input.chunks
     for ev in result.events:
         trace = traces.get(ev.kind)
         if trace is None:
             label, colour, _ = KINDS[ev.kind]
             trace = traces[ev.kind] = {
                 "type": "bar", "orientation": "h", "name": label,
-                "marker": {"color": colour, "line": {"color": "#ffffff", "width": 0.5}},
+                "marker": {"color": colour, "line": {"color": "#ffffff", "width": 0.5},
+                           "opacity": []},
                 "x": [], "base": [], "y": [], "text": [], "customdata": [],
                 "textposition": "inside", "insidetextanchor": "middle",
                 "textfont": {"color": "#ffffff"},
@@ -81,6 +83,9 @@ def _bars(result, labels: bool) -> list[dict]:
         trace["y"].append(_rank_label(ev.rank))
         trace["text"].append(str(ev.microbatch) if labels else "")
         trace["customdata"].append([ev.microbatch, ev.chunk, round(ev.end, 6)])
+        # Later model chunks (interleaved, V-shape) are drawn lighter.
+        shade = 1.0 - 0.45 * ev.chunk / (chunks - 1) if chunks > 1 else 1.0
+        trace["marker"]["opacity"].append(shade)
     return [traces[k] for k in KINDS if k in traces]
 
 
@@ -132,12 +137,14 @@ def activations_figure(result) -> dict:
         data.append({
             "type": "scatter", "mode": "lines",
             "line": {"shape": "hv", "width": 2, "color": colour},
-            "name": f"rank {rank} (peak {peak})", "x": xs, "y": ys,
+            "name": f"rank {rank} (peak {peak})", "x": xs, "y": ys, "showlegend": False,
             "hovertemplate": f"rank {rank}: %{{y}} held<extra></extra>",
             "legendgroup": str(rank),
         })
         data.append({
-            "type": "scatter", "mode": "markers", "x": [at], "y": [peak], "showlegend": False,
+            "type": "scatter", "mode": "markers+text", "x": [at], "y": [peak],
+            "showlegend": False, "text": [f"r{rank}"], "textposition": "top right",
+            "textfont": {"size": 10, "color": colour}, "cliponaxis": False,
             "marker": {"size": 9, "symbol": "diamond", "color": colour,
                        "line": {"width": 1, "color": "#1d2330"}},
             "hovertemplate": f"rank {rank} peak: {peak}<extra></extra>", "legendgroup": str(rank),
@@ -147,11 +154,11 @@ def activations_figure(result) -> dict:
         "layout": base_layout(
             height=300,
             margin={"l": 56, "r": 16, "t": 16, "b": 40},
-            xaxis={"title": {"text": "time"}, "range": [0, result.makespan],
+            xaxis={"title": {"text": "time (one stage's forward = f)"},
+                   "range": [0, result.makespan],
                    "gridcolor": "#e6e9ef", "zeroline": False},
             yaxis={"title": {"text": "units held"}, "rangemode": "tozero",
                    "gridcolor": "#e6e9ef"},
-            legend={"orientation": "h", "y": -0.25, "x": 0, "yanchor": "top"},
         ),
         "summary": f"peak activations per rank: {', '.join(map(str, peaks))}",
     }
@@ -178,7 +185,7 @@ def stage_memory_figure(memory) -> dict:
         "layout": base_layout(
             barmode="stack", height=280,
             margin={"l": 56, "r": 16, "t": 16, "b": 56},
-            yaxis={"title": {"text": "GB per GPU (10⁹ bytes)"}, "range": [0, top],
+            yaxis={"title": {"text": "GB per GPU"}, "range": [0, top],
                    "gridcolor": "#e6e9ef"},
             xaxis={"fixedrange": True, "type": "category"},
             shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y",
