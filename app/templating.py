@@ -28,4 +28,13 @@ def ms(value: float) -> str:
     return f"{value * 1e3:,.1f}"
 
 
-templates.env.filters.update(gb=gb, tb=tb, ms=ms)
+def options(values, fmt: str = "{}") -> list[tuple]:
+    """(value, text) pairs for a select, from plain values."""
+    return [(v, fmt.format(v)) for v in values]
+
+
+def gpu_options(gpus: dict) -> list[tuple[str, str]]:
+    return [(id_, f"{spec.name} ({spec.memory_bytes / 1e9:,.0f} GB)") for id_, spec in gpus.items()]
+
+
+templates.env.filters.update(gb=gb, tb=tb, ms=ms, options=options)

@@ -16,6 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.browser.drawn import wait_drawn  # noqa: E402
 from tests.conftest import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
 
 PAGES = {
@@ -51,9 +52,7 @@ def main() -> None:
                 page = browser.new_page(viewport={"width": width, "height": 900})
                 for name, path in PAGES.items():
                     page.goto(base + path)
-                    page.wait_for_function(
-                        "() => [...document.querySelectorAll('script.figure')].every("
-                        "s => document.getElementById(s.dataset.target)?.dataset.drawn)")
+                    wait_drawn(page)
                     page.screenshot(path=out / f"{name}-{width}.png", full_page=True)
                     if width == 1280 and name in README_PICTURES:
                         page.screenshot(path=ROOT / "static/img" / README_PICTURES[name])

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.charts.memory import COMPONENTS, memory_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Drill, LabView, register
+from app.templating import gpu_options
 from labs.errors import LabInputError
 from labs.memory import MemoryInput, compute_memory
 from labs.presets import custom_model, get_gpu, get_model, gpus, models
@@ -146,7 +147,7 @@ def extra_context(state) -> dict:
     return {
         "facts": facts(),
         "models": models(),
-        "gpus": gpus(),
+        "gpu_options": gpu_options(gpus()),
         "recipes": RECIPE_LABELS,
         "train_recipes": TRAIN_RECIPES,
         "components": COMPONENTS,

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.charts.pipeline import KINDS, activations_figure, gantt_figure, stage_memory_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Drill, LabView, register
+from app.templating import gpu_options
 from labs.errors import LabInputError
 from labs.pipeline import MAX_MICROBATCHES, MAX_STAGES, MAX_VIRTUAL, PipelineInput, simulate
 from labs.presets import get_gpu, get_model, gpus, models
@@ -133,8 +134,9 @@ def facts() -> dict:
 def extra_context(state) -> dict:
     return {
         "facts": facts(),
-        "models": models(),
-        "gpus": gpus(),
+        "model_options": [(id_, f"{spec.name} ({spec.layers} layers)")
+                          for id_, spec in models().items()],
+        "gpu_options": gpu_options(gpus()),
         "schedules": SCHEDULE_LABELS,
         "kinds": KINDS,
         "tp_options": sorted({1, 2, 4, 8, 16, 32, 64, state.query.tp}),

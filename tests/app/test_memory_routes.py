@@ -164,3 +164,13 @@ def test_drill_grades_hint_and_reveal(client):
     second = client.get("/api/drills/memory-state-8b", params={"answer": "16", "attempt": 2}).json()
     assert second["status"] == "revealed"
     assert second["answer"] == pytest.approx(state / 1e9)
+
+
+def test_fragment_refreshes_the_degree_options_of_the_new_model(client):
+    """Llama 3.1 405B has 126 layers: the PP select must offer its divisors, not 80's."""
+    html = client.get("/episodes/memory", params={"model": "llama-3.1-405b"},
+                      headers={"HX-Request": "true"}).text
+    select = re.search(r'<label id="control-pp" hx-swap-oob="true">.*?</select>', html, re.S)
+    assert select, "PP control is not swapped out of band"
+    offered = [int(v) for v in re.findall(r'option value="(\d+)"', select.group(0))]
+    assert offered == [d for d in range(1, 127) if 126 % d == 0]

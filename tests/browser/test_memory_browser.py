@@ -6,23 +6,14 @@ import urllib.request
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.drawn import wait_drawn
+
 CHART = "#memory-chart"
 
 
 def open_lesson(page, query: str = ""):
     page.goto("/episodes/memory" + (f"?{query}" if query else ""))
     wait_drawn(page)
-
-
-def wait_drawn(page):
-    """Wait until lab.js has drawn the chart for the state the diagram shows."""
-    page.wait_for_function(
-        """() => {
-            const s = document.querySelector('#memory-ledger');
-            const c = document.querySelector('#memory-chart');
-            return s && c && c.dataset.drawn === s.dataset.totalBytes;
-        }"""
-    )
 
 
 def shown_total(page) -> float:

@@ -6,16 +6,7 @@ import urllib.request
 import pytest
 from playwright.sync_api import expect
 
-
-def wait_drawn(page):
-    """Wait until lab.js has drawn the Gantt for the state the diagram shows."""
-    page.wait_for_function(
-        """() => {
-            const s = document.querySelector('#pipeline-schedule');
-            const c = document.querySelector('#pipeline-gantt');
-            return s && c && c.data && c.dataset.drawn === s.dataset.state;
-        }"""
-    )
+from tests.browser.drawn import wait_drawn
 
 
 def bubble(page) -> float:
