@@ -20,3 +20,19 @@ def base_layout(**overrides) -> dict:
     }
     layout.update(overrides)
     return layout
+
+
+def gpu_memory_line(gpu_gb: float) -> dict:
+    """Layout parts for the dashed line of a GPU's memory (in GB), labelled at the right."""
+    return {
+        "shapes": [{
+            "type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y",
+            "y0": gpu_gb, "y1": gpu_gb,
+            "line": {"color": "#1d2330", "width": 2, "dash": "dash"},
+        }],
+        "annotations": [{
+            "xref": "paper", "x": 1, "xanchor": "right", "yref": "y", "y": gpu_gb,
+            "yanchor": "bottom", "showarrow": False, "bgcolor": "rgba(255,255,255,0.85)",
+            "text": f"GPU memory: {gpu_gb:,.0f} GB", "font": {"color": "#1d2330"},
+        }],
+    }

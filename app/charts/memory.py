@@ -1,6 +1,6 @@
 """EP01's diagram: the per-GPU memory bill as a stacked bar against the GPU's memory line."""
 
-from app.charts import base_layout
+from app.charts import base_layout, gpu_memory_line
 
 # Component key -> (label, colour); the order is the stacking order, bottom first.
 COMPONENTS = {
@@ -48,17 +48,7 @@ def memory_figure(result) -> dict:
             yaxis={"title": {"text": "GB per GPU"}, "range": [0, top],
                    "rangemode": "tozero", "gridcolor": "#e6e9ef"},
             xaxis={"fixedrange": True},
-            shapes=[{
-                "type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y",
-                "y0": gpu_gb, "y1": gpu_gb,
-                "line": {"color": "#1d2330", "width": 2, "dash": "dash"},
-            }],
-            annotations=[{
-                "xref": "paper", "x": 1, "xanchor": "right", "yref": "y", "y": gpu_gb,
-                "yanchor": "bottom", "showarrow": False,
-                "text": f"GPU memory: {gpu_gb:,.0f} GB",
-                "font": {"color": "#1d2330"},
-            }],
+            **gpu_memory_line(gpu_gb),
         ),
         "summary": (
             f"{total_gb:,.1f} GB per GPU against {gpu_name}'s {gpu_gb:,.0f} GB: "

@@ -6,7 +6,7 @@ schedule is rasterised into a rank x time heatmap (same colours), which stays fa
 browser at tens of thousands of actions.
 """
 
-from app.charts import base_layout
+from app.charts import base_layout, gpu_memory_line
 
 KINDS = {  # kind -> (label, colour, heatmap code)
     "F": ("Forward", "#4c78a8", 1),
@@ -188,12 +188,7 @@ def stage_memory_figure(memory) -> dict:
             yaxis={"title": {"text": "GB per GPU"}, "range": [0, top],
                    "gridcolor": "#e6e9ef"},
             xaxis={"fixedrange": True, "type": "category"},
-            shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y",
-                     "y0": gpu_gb, "y1": gpu_gb,
-                     "line": {"color": "#1d2330", "width": 2, "dash": "dash"}}],
-            annotations=[{"xref": "paper", "x": 1, "xanchor": "right", "yref": "y", "y": gpu_gb,
-                          "yanchor": "bottom", "showarrow": False,
-                          "text": f"GPU memory: {gpu_gb:,.0f} GB"}],
+            **gpu_memory_line(gpu_gb),
             legend={"orientation": "h", "y": -0.22, "x": 0, "yanchor": "top"},
         ),
         "summary": f"peak memory per rank, worst rank {memory.worst_rank}: "

@@ -29,7 +29,7 @@ from tests.conftest import free_port  # noqa: E402
 FRAGMENTS = {
     "EP01 memory, slider move": "/episodes/memory?model=llama-3.1-70b&micro_batch={i}&dp=8",
     "EP01 memory, JSON": "/api/memory?model=llama-3.1-70b&micro_batch={i}&dp=8",
-    "EP05 pipeline 8x32, slider move": "/episodes/pipeline?stages=8&microbatches={i}",
+    "EP05 pipeline 8 stages, slider move": "/episodes/pipeline?stages=8&microbatches={i}",
     "EP05 pipeline 16x128 v4 (raster)":
         "/episodes/pipeline?schedule=interleaved-1f1b&stages=16&microbatches=128&virtual=4&f={i}",
 }
