@@ -2,10 +2,10 @@
 # `docker run -p 8000:8000 parallelism-lab`. tests/test_dockerfile.py mirrors these steps
 # outside Docker (no engine on the build machines) and lints this file with hadolint.
 
-# Front-end assets, pinned by static/package-lock.json.
+# Front-end assets, pinned by static/vendor/package-lock.json.
 FROM node:20-bookworm-slim AS assets
 WORKDIR /assets
-COPY static/package.json static/package-lock.json ./
+COPY static/vendor/package.json static/vendor/package-lock.json ./
 RUN npm ci --no-audit --no-fund
 
 FROM python:3.11-slim-bookworm
@@ -16,7 +16,7 @@ COPY app ./app
 COPY labs ./labs
 COPY templates ./templates
 COPY static ./static
-COPY --from=assets /assets/node_modules ./static/node_modules
+COPY --from=assets /assets/node_modules ./static/vendor/node_modules
 # Editable, so the app finds templates/ and static/ beside its package.
 RUN pip install --no-cache-dir -e . && useradd --system --uid 10001 --no-create-home lab
 USER 10001

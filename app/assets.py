@@ -19,9 +19,10 @@ from fastapi.responses import Response
 
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "static"
-NODE_MODULES = STATIC / "node_modules"
+NODE_MODULES = STATIC / "vendor/node_modules"
 
-# URL path under /static/ -> file on disk. Vendor files are pinned in static/package-lock.json.
+# URL path under /static/ -> file on disk. Vendor files are pinned by
+# static/vendor/package-lock.json.
 ASSETS: dict[str, Path] = {
     "vendor/htmx.min.js": NODE_MODULES / "htmx.org/dist/htmx.min.js",
     "vendor/plotly.min.js": NODE_MODULES / "plotly.js-cartesian-dist-min/plotly-cartesian.min.js",
@@ -47,8 +48,8 @@ class Asset:
 def _load(path: Path) -> Asset:
     if not path.is_file():
         raise MissingAssetError(
-            f"{path} is missing: run `npm ci --prefix static` (see README.md) to install the "
-            "pinned front-end assets"
+            f"{path} is missing: run `npm ci --prefix static/vendor` (see README.md) to "
+            "install the pinned front-end assets"
         )
     body = path.read_bytes()
     return Asset(
