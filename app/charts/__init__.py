@@ -1,8 +1,8 @@
 """Lab results turned into plotly figure JSON, built as plain dicts.
 
-Measured here: building a figure with ``plotly.graph_objects`` costs 7-11 ms, a plain dict
-0.05-2 ms, so the charts are dicts; ``tests/app/test_charts.py`` checks every one against
-plotly's own schema.
+Measured on this machine for EP01's stacked bar: 0.01 ms as a plain dict, 2.5 ms through
+``plotly.graph_objects`` (median of 200 builds), so the charts are dicts; the route tests
+(``tests/app/test_*_routes.py``, ``test_site.py``) validate each one against plotly's schema.
 """
 
 FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}
