@@ -88,6 +88,11 @@ VIEWS: dict[str, LabView] = {}
 DRILLS: dict[str, tuple[LabView, Drill]] = {}
 
 
+def error_slots(view: LabView) -> list[str]:
+    """Every error slot of a lab's form: one per control, plus the form's own."""
+    return [*view.query_model.model_fields, FORM]
+
+
 def parse(view: LabView, params: Mapping[str, str]) -> tuple[State | None, dict[str, str]]:
     """Validate a query and run the lab: (state, {}) or (None, {field: message})."""
     fields = view.query_model.model_fields
@@ -129,8 +134,7 @@ def _context(request: Request, view: LabView, state: State, errors: dict[str, st
                                                   if k in request.query_params}},
         "figure": view.figure(state.result),
         "errors": errors,
-        "fields": list(view.query_model.model_fields) + [FORM],
-        "query_string": request.url.query,
+        "fields": error_slots(view),
         # The canonical URL query of the state drawn: for embed codes and "open in lab" links.
         "state_query": urlencode(state.query.model_dump(exclude_defaults=True)),
         "embedding": False,
@@ -157,7 +161,7 @@ def render_page(request: Request, view: LabView) -> Response:
             headers.update({"HX-Reswap": "none", "HX-Push-Url": "false"})
             return templates.TemplateResponse(
                 request, "partials/_errors_oob.html",
-                {"errors": errors, "fields": list(view.query_model.model_fields) + [FORM]},
+                {"errors": errors, "fields": error_slots(view)},
                 status_code=422, headers=headers,
             )
         # Case buttons and step links replace the whole bench (controls too); a control

@@ -23,18 +23,9 @@ def tb(value: float) -> str:
     return f"{value / 1e12:,.2f}"
 
 
-def ms(value: float) -> str:
-    """Seconds as milliseconds."""
-    return f"{value * 1e3:,.1f}"
-
-
 def options(values, fmt: str = "{}") -> list[tuple]:
     """(value, text) pairs for a select, from plain values."""
     return [(v, fmt.format(v)) for v in values]
 
 
-def gpu_options(gpus: dict) -> list[tuple[str, str]]:
-    return [(id_, f"{spec.name} ({spec.memory_bytes / 1e9:,.0f} GB)") for id_, spec in gpus.items()]
-
-
-templates.env.filters.update(gb=gb, tb=tb, ms=ms, options=options)
+templates.env.filters.update(gb=gb, tb=tb, options=options)

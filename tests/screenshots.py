@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.browser.drawn import wait_drawn  # noqa: E402
+from tests.browser.helpers import wait_drawn  # noqa: E402
 from tests.conftest import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
 
 PAGES = {

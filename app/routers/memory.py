@@ -9,10 +9,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.charts.memory import COMPONENTS, memory_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Drill, LabView, register
-from app.templating import gpu_options
+from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from labs.errors import LabInputError
-from labs.memory import MemoryInput, compute_memory
-from labs.presets import custom_model, get_gpu, get_model, gpus, models
+from labs.memory import (
+    MAX_DEGREE,
+    MAX_DP,
+    MAX_MICRO_BATCH,
+    MAX_SEQ_LEN,
+    MemoryInput,
+    compute_memory,
+)
+from labs.presets import custom_model, get_gpu, get_model
 
 router = APIRouter()
 
@@ -26,7 +33,6 @@ RECIPE_LABELS = {
     "int8": "int8 weights, 1 B/param",
     "int4": "int4 weights, 0.5 B/param",
 }
-MAX_DEGREE = 4096
 
 
 class MemoryQuery(BaseModel):
@@ -48,15 +54,15 @@ class MemoryQuery(BaseModel):
     recipe: Literal["adam16", "adam18", "bf16", "int8", "int4"] | None = Field(
         None, description="Precision recipe; default adam16 for train, bf16 for infer.",
     )
-    seq_len: int = Field(4096, ge=1, le=1_048_576, description="Tokens per sequence.")
-    micro_batch: int = Field(1, ge=1, le=1024, description="Sequences per micro-batch.")
+    seq_len: int = Field(4096, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
+    micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per micro-batch.")
     recompute: Literal["none", "selective", "full"] = Field(
         "selective", description="Activation recomputation (Korthikanti et al. 2022).",
     )
     tp: int = Field(1, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree.")
     pp: int = Field(1, ge=1, le=MAX_DEGREE, description="Pipeline-parallel degree (stages).")
     cp: int = Field(1, ge=1, le=MAX_DEGREE, description="Context-parallel degree.")
-    dp: int = Field(1, ge=1, le=100_000, description="Data-parallel degree.")
+    dp: int = Field(1, ge=1, le=MAX_DP, description="Data-parallel degree.")
     ep: int = Field(1, ge=1, le=MAX_DEGREE, description="Expert-parallel degree (MoE only).")
     zero: int = Field(0, ge=0, le=3, description="ZeRO stage over the data-parallel group.")
     offload: bool = Field(False, description="Optimizer (CPU Adam) offload to host memory.")
@@ -120,11 +126,6 @@ def divisors(n: int, limit: int = 256) -> list[int]:
     return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
 
 
-def with_value(options: list[int], value: int) -> list[int]:
-    """Keep the current value selectable even when a URL sets an unusual one."""
-    return sorted(set(options) | {value})
-
-
 @lru_cache(maxsize=1)
 def facts() -> dict:
     """The figures the lesson's prose quotes, computed by the lab (never typed in)."""
@@ -146,8 +147,8 @@ def extra_context(state) -> dict:
     spec = result.input.model
     return {
         "facts": facts(),
-        "models": models(),
-        "gpu_options": gpu_options(gpus()),
+        "model_options": (*model_options(), ("custom", "Custom parameter count…")),
+        "gpu_options": gpu_options(),
         "recipes": RECIPE_LABELS,
         "train_recipes": TRAIN_RECIPES,
         "components": COMPONENTS,
@@ -159,7 +160,7 @@ def extra_context(state) -> dict:
             "cp": with_value([1, 2, 4, 8, 16, 32], query.cp),
             "ep": with_value(divisors(spec.experts) if spec.experts else [1], query.ep),
         },
-        "seq_options": with_value([2**k for k in range(9, 18)], query.seq_len),
+        "seq_options": with_value(SEQ_LENGTHS, query.seq_len),
     }
 
 

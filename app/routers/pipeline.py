@@ -1,5 +1,6 @@
 """EP05 Pipeline parallelism: Gantt, activations held and per-rank memory, from a simulation."""
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
@@ -9,10 +10,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.charts.pipeline import KINDS, activations_figure, gantt_figure, stage_memory_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Drill, LabView, register
-from app.templating import gpu_options
+from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from labs.errors import LabInputError
-from labs.pipeline import MAX_MICROBATCHES, MAX_STAGES, MAX_VIRTUAL, PipelineInput, simulate
-from labs.presets import get_gpu, get_model, gpus, models
+from labs.memory import MAX_DEGREE, MAX_MICRO_BATCH, MAX_SEQ_LEN
+from labs.pipeline import (
+    MAX_MICROBATCHES,
+    MAX_STAGES,
+    MAX_VIRTUAL,
+    PipelineInput,
+    PipelineResult,
+    simulate,
+)
+from labs.presets import get_gpu, get_model
 from labs.stage_memory import StageMemory, stage_memory
 
 router = APIRouter()
@@ -46,20 +55,20 @@ class PipelineQuery(BaseModel):
     model: str = Field("llama-3.1-70b", max_length=64,
                        description="Model preset for the per-rank memory panel.")
     gpu: str = Field("h100-sxm", max_length=64, description="GPU preset for the memory panel.")
-    tp: int = Field(8, ge=1, le=4096, description="Tensor-parallel degree inside each stage.")
+    tp: int = Field(8, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree inside each stage.")
     recompute: Literal["none", "selective", "full"] = Field(
         "selective", description="Activation recomputation (Korthikanti et al. 2022).")
-    seq_len: int = Field(4096, ge=1, le=1_048_576, description="Tokens per sequence.")
-    micro_batch: int = Field(1, ge=1, le=1024, description="Sequences per micro-batch.")
+    seq_len: int = Field(4096, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
+    micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per micro-batch.")
 
 
+@dataclass(frozen=True)
 class PipelineState:
     """The simulated schedule, and its per-rank memory when the model can fill the stages."""
 
-    def __init__(self, result, memory: StageMemory | None, memory_note: str) -> None:
-        self.result = result
-        self.memory = memory
-        self.memory_note = memory_note
+    result: PipelineResult
+    memory: StageMemory | None
+    memory_note: str
 
 
 def run(query: PipelineQuery) -> PipelineState:
@@ -134,13 +143,12 @@ def facts() -> dict:
 def extra_context(state) -> dict:
     return {
         "facts": facts(),
-        "model_options": [(id_, f"{spec.name} ({spec.layers} layers)")
-                          for id_, spec in models().items()],
-        "gpu_options": gpu_options(gpus()),
+        "model_options": model_options("layers"),
+        "gpu_options": gpu_options(),
         "schedules": SCHEDULE_LABELS,
         "kinds": KINDS,
-        "tp_options": sorted({1, 2, 4, 8, 16, 32, 64, state.query.tp}),
-        "seq_options": sorted({2**k for k in range(9, 18)} | {state.query.seq_len}),
+        "tp_options": with_value((1, 2, 4, 8, 16, 32, 64), state.query.tp),
+        "seq_options": with_value(SEQ_LENGTHS, state.query.seq_len),
     }
 
 

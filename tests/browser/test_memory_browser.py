@@ -1,12 +1,9 @@
 """EP01 in real Chromium against the real server (uvicorn on a free port of 127.0.0.1)."""
 
-import json
-import urllib.request
-
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.drawn import wait_drawn
+from tests.browser.helpers import api_json, wait_drawn
 
 CHART = "#memory-chart"
 
@@ -27,14 +24,9 @@ def chart_total_gb(page) -> float:
     )
 
 
-def api(live_server, query: str) -> dict:
-    with urllib.request.urlopen(f"{live_server}/api/memory?{query}") as response:
-        return json.load(response)
-
-
 def test_first_load_draws_the_bill(page, live_server):
     open_lesson(page)
-    expected = api(live_server, "")
+    expected = api_json(live_server, "memory", "")
     assert chart_total_gb(page) == pytest.approx(expected["total_bytes"] / 1e9, rel=1e-3)
     expect(page.locator(".verdict")).to_contain_text("Does not fit")
     assert page.locator(f"{CHART} .main-svg").count() >= 1
@@ -48,7 +40,7 @@ def test_moving_a_slider_updates_chart_and_url_then_reload_and_back_restore(page
     wait_drawn(page)
     after = shown_total(page)
     assert after > before
-    expected = api(live_server, "micro_batch=4")["total_bytes"]
+    expected = api_json(live_server, "memory", "micro_batch=4")["total_bytes"]
     assert after == pytest.approx(expected, rel=1e-9)
     assert chart_total_gb(page) == pytest.approx(expected / 1e9, rel=1e-3)
 
@@ -123,7 +115,7 @@ def test_drill_rejects_then_accepts(page, live_server):
     drill.locator("input[name=answer]").fill("16")
     drill.locator("button").click()
     expect(page.locator(".drill-feedback")).to_contain_text("Hint")
-    answer = api(live_server, "model=llama-3.1-8b")["state_bytes"] / 1e9
+    answer = api_json(live_server, "memory", "model=llama-3.1-8b")["state_bytes"] / 1e9
     page.locator("form.drill input[name=answer]").fill(f"{answer:.0f}")
     page.locator("form.drill button").click()
     expect(page.locator(".drill-feedback")).to_contain_text("Right")

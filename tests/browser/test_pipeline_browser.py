@@ -1,12 +1,9 @@
 """EP05 in real Chromium against the real server."""
 
-import json
-import urllib.request
-
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.drawn import wait_drawn
+from tests.browser.helpers import api_json, wait_drawn
 
 
 def bubble(page) -> float:
@@ -17,11 +14,6 @@ def bars_drawn(page) -> int:
     return page.evaluate(
         "() => document.querySelector('#pipeline-gantt').data.reduce((n, t) => n + t.x.length, 0)"
     )
-
-
-def api(live_server, query: str) -> dict:
-    with urllib.request.urlopen(f"{live_server}/api/pipeline?{query}") as response:
-        return json.load(response)
 
 
 def test_slider_changes_gantt_bubble_and_url(page, live_server):
@@ -46,7 +38,8 @@ def test_switching_schedules(page, live_server):
         page.locator("#input-schedule").select_option(schedule)
         page.wait_for_url(f"**schedule={schedule}**")
         wait_drawn(page)
-        expected = api(live_server, f"schedule={schedule}&stages=8&microbatches=32")
+        query = f"schedule={schedule}&stages=8&microbatches=32"
+        expected = api_json(live_server, "pipeline", query)
         assert bubble(page) == pytest.approx(expected["bubble_fraction"], rel=1e-9)
         kinds = page.evaluate(
             "() => document.querySelector('#pipeline-gantt').data.map(t => t.name)")
@@ -111,7 +104,7 @@ def test_drill_and_embed(page, live_server):
     page.locator("form.drill input[name=answer]").fill("50")
     page.locator("form.drill button").click()
     expect(page.locator(".drill-feedback")).to_contain_text("Hint")
-    answer = 100 * api(live_server, "stages=8&microbatches=16")["bubble_fraction"]
+    answer = 100 * api_json(live_server, "pipeline", "stages=8&microbatches=16")["bubble_fraction"]
     page.locator("form.drill input[name=answer]").fill(f"{answer:.1f}")
     page.locator("form.drill button").click()
     expect(page.locator(".drill-feedback")).to_contain_text("Right")

@@ -1,4 +1,7 @@
-"""Waiting for lab.js: every figure in the page drawn for the state its diagram shows."""
+"""Browser-test helpers: wait for lab.js to draw, and read a state's JSON twin."""
+
+import json
+import urllib.request
 
 DRAWN = """() => {
     const scripts = [...document.querySelectorAll('script.figure[data-target]')];
@@ -11,3 +14,9 @@ DRAWN = """() => {
 
 def wait_drawn(page) -> None:
     page.wait_for_function(DRAWN)
+
+
+def api_json(live_server: str, name: str, query: str = "") -> dict:
+    """The lab's JSON twin of a state, from the live server."""
+    with urllib.request.urlopen(f"{live_server}/api/{name}?{query}") as response:
+        return json.load(response)

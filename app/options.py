@@ -1,0 +1,32 @@
+"""Option lists for the controls that several labs share, built once (presets never change)."""
+
+from functools import cache
+
+from labs.presets import gpus, models
+
+SEQ_LENGTHS = tuple(2**k for k in range(9, 18))  # 512 ... 131,072 tokens
+
+
+def with_value(options, value: int) -> list[int]:
+    """Keep the current value selectable even when a URL sets an unusual one."""
+    return sorted(set(options) | {value})
+
+
+@cache
+def gpu_options() -> tuple[tuple[str, str], ...]:
+    return tuple((id_, f"{spec.name} ({spec.memory_bytes / 1e9:,.0f} GB)")
+                 for id_, spec in gpus().items())
+
+
+@cache
+def model_options(detail: str = "size") -> tuple[tuple[str, str], ...]:
+    """Model presets as (id, label); ``detail`` "size" (total/active params) or "layers"."""
+    def label(spec) -> str:
+        if detail == "layers":
+            return f"{spec.name} ({spec.layers} layers)"
+        size = f"{spec.params / 1e9:.1f}B"
+        if spec.experts:
+            size += f", {spec.active_params / 1e9:.0f}B active"
+        return f"{spec.name} ({size})"
+
+    return tuple((id_, label(spec)) for id_, spec in models().items())
