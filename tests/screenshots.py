@@ -52,7 +52,8 @@ def main() -> None:
                 page = browser.new_page(viewport={"width": width, "height": 900})
                 for name, path in PAGES.items():
                     page.goto(base + path)
-                    wait_drawn(page)
+                    if page.locator("script.figure").count():
+                        wait_drawn(page)
                     page.screenshot(path=out / f"{name}-{width}.png", full_page=True)
                     if width == 1280 and name in README_PICTURES:
                         page.screenshot(path=ROOT / "static/img" / README_PICTURES[name])
