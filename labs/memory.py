@@ -153,9 +153,12 @@ class MemoryInput:
                          mode=self.mode)
         if found:
             raise found[0]
-        if self.pp * chunks_per_rank(self.schedule, self.virtual) > self.model.layers:
-            raise LabInputError("virtual", f"{self.model.layers} layers cannot fill {self.pp} "
-                                           f"stages x {self.virtual} chunks; use fewer chunks")
+        if self.pp * self.pipeline_chunks > self.model.layers:
+            raise LabInputError("virtual", f"{self.model.name} has {self.model.layers} layers: "
+                                           f"it cannot fill {self.pp} stages x "
+                                           f"{self.pipeline_chunks} chunks = "
+                                           f"{self.pp * self.pipeline_chunks} model chunks; use "
+                                           "fewer stages or chunks")
 
     def _check_schedule(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -196,6 +199,11 @@ class MemoryInput:
         if self.microbatches is not None:
             return self.microbatches
         return 2 * self.pp if self.schedule == "dualpipe-v" else self.pp
+
+    @property
+    def pipeline_chunks(self) -> int:
+        """Model chunks per rank the schedule uses (1 without pipelining)."""
+        return chunks_per_rank(self.schedule, self.virtual) if self.pp > 1 else 1
 
     @property
     def stage_layers(self) -> int:
