@@ -104,12 +104,16 @@ def assumptions(inp: MemoryInput, bills: Sequence[StageBill], worst: int) -> tup
     notes.append("The first stage holds the embedding, the last the final norm and output "
                  "head; norms and routers are replicated on every TP rank.")
     if inp.pp > 1:
-        notes.append(f"Stage {worst} is the heaviest ({bills[worst].layers} layers), and "
-                     "that stage is sized here.")
-    if inp.uneven_pp and m.layers % inp.pp:
-        notes.append(f"Uneven stages: {m.layers} layers over {inp.pp} stages, the first "
-                     f"{m.layers % inp.pp} holding one more; the heaviest stage holds "
-                     f"{max(b.layers for b in bills)} layers.")
+        layers = ", ".join(str(b.layers) for b in bills)
+        notes.append(f"Stages hold {layers} layers; stage {worst} is the heaviest "
+                     f"({bills[worst].layers} layers, {bills[worst].total_bytes / 1e9:,.1f} GB) "
+                     "and is the one sized here.")
+    extra = m.layers % inp.pp
+    if inp.uneven_pp and extra:
+        first = "the first stage holds" if extra == 1 else f"the first {extra} stages hold"
+        notes.append(f"Uneven stages: {m.layers} layers over {inp.pp} stages, so {first} one "
+                     f"more layer; the largest stage holds {max(b.layers for b in bills)} "
+                     "layers.")
     notes.append("Not counted: CUDA context, communication buffers and allocator "
                  "fragmentation (often a few GB per GPU).")
     return tuple(notes)

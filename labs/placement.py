@@ -16,6 +16,7 @@ holds. With interleaved or V-shaped schedules a rank holds several model pieces
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from labs.activations import chunks_per_rank
 from labs.presets import ModelSpec
@@ -46,6 +47,7 @@ def split_layers(layers: int, pieces: int) -> tuple[int, ...]:
     return tuple(q + (i < extra) for i in range(pieces))
 
 
+@lru_cache(maxsize=256)  # pure in its (frozen, hashable) inputs; the page asks again and again
 def stage_params(model: ModelSpec, pp: int, schedule: str = "1f1b",
                  virtual: int = 1) -> tuple[StageParams, ...]:
     """Per-rank parameter counts for ``pp`` ranks under ``schedule`` (pp <= model.layers)."""

@@ -305,7 +305,7 @@ def test_uneven_pp_sizes_the_heaviest_stage():
     assert totals[3] > totals[1] > totals[0]
     assert result.heaviest_stage == 3
     assert result.breakdown == result.stages[3].breakdown
-    assert any("heaviest stage holds 16 layers" in a for a in result.assumptions)
+    assert any("largest stage holds 16 layers" in a for a in result.assumptions)
 
 
 # ----- result shape, bad inputs -------------------------------------------------------
