@@ -91,6 +91,17 @@ class ParallelLayout:
         distributed optimizer uses the data-parallel group *with* context parallelism)."""
         return self.dp * self.cp
 
+    @classmethod
+    def for_world(cls, gpus: int, *, tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1,
+                  etp: int = 1) -> ParallelLayout:
+        """The layout of ``gpus`` GPUs with the given model-parallel degrees; DP takes the
+        rest. Raises the first of ``world_problems`` when the degrees do not fit."""
+        whole("gpus", gpus, 1, MAX_WORLD, "the number of GPUs")
+        found = world_problems(gpus, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp)
+        if found:
+            raise found[0]
+        return cls(tp=tp, pp=pp, cp=cp, dp=gpus // (tp * pp * cp), ep=ep, etp=etp)
+
     def _sizes(self, expert: bool) -> dict[str, int]:
         if expert:
             return {"etp": self.etp, "ep": self.ep, "edp": self.expert_dp, "pp": self.pp}
@@ -131,6 +142,22 @@ class ParallelLayout:
                              for idx in product(*(range(sizes[n]) for n in inner)))
             found.append(tuple(members))
         return sorted(found)
+
+
+def world_problems(gpus: int, *, tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1,
+                   etp: int = 1) -> list[LabInputError]:
+    """The world-size rules for a job of ``gpus`` GPUs: divisible by TP·PP·CP (the dense
+    grouping) and by EP·expert-TP·PP (the expert grouping), as Megatron's initialisation
+    asserts."""
+    found = []
+    if gpus % (tp * pp * cp):
+        found.append(LabInputError("gpus", f"{gpus:,} GPUs do not divide by TP x PP x CP = "
+                                           f"{tp * pp * cp:,}, so DP would not be whole"))
+    if gpus % (ep * etp * pp):
+        found.append(LabInputError("gpus", f"{gpus:,} GPUs do not divide by EP x expert-TP x "
+                                           f"PP = {ep * etp * pp:,}, so expert-DP would not "
+                                           "be whole"))
+    return found
 
 
 def problems(model: ModelSpec, layout: ParallelLayout, *, seq_len: int | None = None,

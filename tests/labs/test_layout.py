@@ -3,7 +3,7 @@
 import pytest
 
 from labs.errors import LabInputError
-from labs.layout import ParallelLayout, divisors, problems
+from labs.layout import ParallelLayout, divisors, problems, world_problems
 from labs.presets import get_model
 
 L70 = get_model("llama-3.1-70b")
@@ -97,3 +97,16 @@ def test_world_size_cap_and_bad_degrees():
 def test_divisors():
     assert divisors(80) == [1, 2, 4, 5, 8, 10, 16, 20, 40, 80]
     assert divisors(61) == [1, 61]
+
+
+def test_world_size_rules_for_a_gpu_count():
+    # EP09: 128 GPUs with TP8 PP4 CP4 EP32 is legal, DP = 1; CURRICULUM: N divisible by
+    # TP·PP·CP and by EP·PP.
+    lay = ParallelLayout.for_world(128, tp=8, pp=4, cp=4, ep=32)
+    assert (lay.dp, lay.expert_dp) == (1, 1)
+    assert world_problems(96, tp=8, pp=4, cp=4, ep=32) != []
+    found = world_problems(100, tp=8, pp=4, ep=16)
+    assert [p.field for p in found] == ["gpus", "gpus"]  # neither 32 nor 64 divides 100
+    with pytest.raises(LabInputError) as err:
+        ParallelLayout.for_world(100, tp=8, pp=4)
+    assert err.value.field == "gpus"
