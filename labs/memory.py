@@ -4,14 +4,14 @@ Sources, cited where each formula is used:
 - mixed-precision Adam bytes per parameter: Micikevicius et al. 2018, "Mixed Precision
   Training" (arXiv:1710.03740); Rajbhandari et al. 2020, "ZeRO" (arXiv:1910.02054) sec 3;
 - ZeRO stages 1/2/3: Rajbhandari et al. 2020, Figure 1;
-- TP/PP/SP/recomputation activations: Korthikanti et al. 2022, "Reducing Activation
-  Recomputation in Large Transformer Models" (arXiv:2205.05198), Table 2 and sec 4.2.3;
-- 1F1B pipelines: Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
-  Clusters Using Megatron-LM" (arXiv:2104.04473) sec 2.2;
-- expert parallelism and its rank groups: Megatron Core MoE docs ("expert-model-parallel-size",
-  expert-tensor-parallel-size) and DeepSeek-V3 (arXiv:2412.19437) sec 3.2;
+- activations, per layer and per pipeline rank: ``labs.activations`` (Korthikanti et al. 2022;
+  Megatron-LM's theoretical memory estimate; Narayanan et al. 2021 for 1F1B);
+- which weights each pipeline rank holds: ``labs.placement``; layout rules: ``labs.layout``;
 - KV cache and MLA latent cache: DeepSeek-V2 (arXiv:2405.04434) sec 2.1; vLLM's memory profiling
   (docs.vllm.ai, "gpu_memory_utilization") for the inference workspace.
+
+Every pipeline rank gets its own bill (``MemoryResult.stages``); ``breakdown`` is the heaviest
+rank's, the one that decides whether the plan fits.
 """
 
 from __future__ import annotations
@@ -19,21 +19,40 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from labs.activations import (
+    ACT_BYTES,
+    activation_bytes_per_layer,
+    chunks_per_rank,
+    embedding_activation_bytes,
+    in_flight,
+    output_activation_bytes,
+)
 from labs.errors import LabInputError
+from labs.layout import ParallelLayout, problems, whole
+from labs.limits import (
+    ACTIVATION_MODELS,
+    MAX_MICRO_BATCH,
+    MAX_MICROBATCHES,
+    MAX_SEQ_LEN,
+    MAX_VIRTUAL,
+    MODES,
+    RECOMPUTE,
+    SCHEDULES,
+)
+from labs.placement import StageParams, stage_params
 from labs.presets import GPUSpec, ModelSpec
 
-MODES = ("train", "infer")
-RECOMPUTE = ("none", "selective", "full")
+__all__ = [
+    "ACT_BYTES", "BREAKDOWN_KEYS", "RECIPES", "MemoryInput", "MemoryResult", "Recipe",
+    "StageBill", "activation_bytes_per_layer", "compute_memory", "kv_cache_bytes",
+    "workspace_bytes",
+]
+
 BREAKDOWN_KEYS = (
-    "weights", "gradients", "master_weights", "optimizer_moments", "activations", "kv_cache",
-    "workspace",
+    "weights", "gradients", "master_weights", "optimizer_moments", "activations",
+    "embedding_and_logits", "kv_cache", "workspace",
 )
-MAX_SEQ_LEN = 1_048_576
-MAX_MICRO_BATCH = 1024
-MAX_DEGREE = 4096
-MAX_DP = 100_000
-MAX_WORLD = 1_000_000
-ACT_BYTES = 2  # bf16 activations and KV cache
+STATE_KEYS = ("weights", "gradients", "master_weights", "optimizer_moments")
 
 
 @dataclass(frozen=True)
@@ -55,6 +74,7 @@ class Recipe:
 
 # Mixed-precision Adam (Micikevicius 2018; ZeRO paper sec 3.1 counts 2 + 2 + 12 = 16 B/param):
 # bf16 weights and grads, fp32 master copy, fp32 first and second moments (Kingma & Ba 2015).
+# Keys in labs.limits.RECIPE_IDS order.
 RECIPES: dict[str, Recipe] = {
     "adam16": Recipe("adam16", "train", 2, 2, 4, 8,
                      "mixed-precision Adam, 16 B/param: 2 B bf16 weights + 2 B bf16 gradients + "
@@ -66,18 +86,6 @@ RECIPES: dict[str, Recipe] = {
     "int8": Recipe("int8", "infer", 1, 0, 0, 0, "int8 weight-only inference, 1 B/param"),
     "int4": Recipe("int4", "infer", 0.5, 0, 0, 0, "int4 weight-only inference, 0.5 B/param"),
 }
-
-
-def _whole(field: str, value: object, low: int, high: int, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise LabInputError(field, f"{what} must be a whole number from {low:,} to {high:,} "
-                                   f"(got {value!r})")
-
-
-def _divisors(n: int) -> str:
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    found = sorted({*small, *(n // d for d in small)})
-    return ", ".join(str(d) for d in found if d <= MAX_DEGREE)
 
 
 @dataclass(frozen=True)
@@ -97,8 +105,14 @@ class MemoryInput:
     zero: int = 0  # ZeRO stage 0..3 (train only)
     offload: bool = False  # optimizer (CPU Adam) offload (train only)
     # Megatron requires layers % pp == 0 unless uneven first/last stages are asked for
-    # (--decoder-first/last-pipeline-num-layers); True sizes the heaviest stage, ceil(L/pp).
+    # (--decoder-first/last-pipeline-num-layers); True gives the first L mod p stages one more.
     uneven_pp: bool = False
+    etp: int = 1  # expert tensor parallelism
+    sp: bool | None = None  # sequence parallelism; None = on whenever tp > 1 (Megatron's advice)
+    activation_model: str = "classic"  # "classic" (Korthikanti 34sbh) | "megatron"
+    schedule: str = "1f1b"  # pipeline schedule (labs.pipeline.SCHEDULES)
+    microbatches: int | None = None  # per step; None = as few as fill the pipeline
+    virtual: int = 1  # model chunks per rank (interleaved 1F1B)
 
     def __post_init__(self) -> None:  # one check per control, in page order
         if not isinstance(self.model, ModelSpec):
@@ -112,69 +126,106 @@ class MemoryInput:
         if self.recipe not in RECIPES or RECIPES[self.recipe].mode != self.mode:
             raise LabInputError("recipe", f"recipe {self.recipe!r} does not fit mode "
                                           f"{self.mode!r}; choose one of: {names}")
-        _whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "sequence length")
-        _whole("micro_batch", self.micro_batch, 1, MAX_MICRO_BATCH, "micro-batch size")
+        whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "sequence length")
+        whole("micro_batch", self.micro_batch, 1, MAX_MICRO_BATCH, "micro-batch size")
         if self.recompute not in RECOMPUTE:
             raise LabInputError("recompute", "recomputation must be 'none', 'selective' or "
                                              f"'full' (got {self.recompute!r})")
-        for name, what in (("tp", "tensor parallel degree"), ("pp", "pipeline stages"),
-                           ("cp", "context parallel degree"), ("ep", "expert parallel degree")):
-            _whole(name, getattr(self, name), 1, MAX_DEGREE, what)
-        _whole("dp", self.dp, 1, MAX_DP, "data parallel degree")
-        _whole("zero", self.zero, 0, 3, "ZeRO stage")
+        if self.activation_model not in ACTIVATION_MODELS:
+            raise LabInputError("activation_model", "the activation model must be 'classic' "
+                                                    "or 'megatron' "
+                                                    f"(got {self.activation_model!r})")
+        layout = self.layout  # validates each degree, naming its field
+        whole("zero", self.zero, 0, 3, "ZeRO stage")
         for name in ("offload", "uneven_pp"):
             if not isinstance(getattr(self, name), bool):
                 raise LabInputError(name, f"{name} must be true or false")
+        if self.sp is not None and not isinstance(self.sp, bool):
+            raise LabInputError("sp", "sequence parallelism must be true or false")
+        self._check_schedule()
         if self.mode == "infer" and self.zero:
             raise LabInputError("zero", "ZeRO shards training state (gradients, optimizer); "
                                         "inference has none: use ZeRO stage 0")
         if self.mode == "infer" and self.offload:
             raise LabInputError("offload", "optimizer offload only applies to training; "
                                            "turn it off for inference")
-        if self.world_size > MAX_WORLD:
-            raise LabInputError("dp", f"TP x PP x CP x DP = {self.world_size:,} GPUs; the lab "
-                                      f"simulates at most {MAX_WORLD:,}")
-        m = self.model
-        if m.heads % self.tp:
-            raise LabInputError("tp", f"Megatron splits attention by heads: {m.heads} heads "
-                                      f"do not divide by TP={self.tp}; choose one of "
-                                      f"{_divisors(m.heads)}")
-        if self.pp > m.layers:
-            raise LabInputError("pp", f"{m.layers} layers cannot fill {self.pp} pipeline "
-                                      "stages; each stage needs at least one layer")
-        if m.layers % self.pp and not self.uneven_pp:
-            raise LabInputError("pp", f"{m.layers} layers do not split evenly into "
-                                      f"{self.pp} stages; choose one of "
-                                      f"{_divisors(m.layers)} (or allow uneven stages)")
-        if self.seq_len % self.cp:
-            raise LabInputError("cp", f"CP={self.cp} must divide the sequence length "
-                                      f"{self.seq_len:,} so every rank gets whole tokens")
-        if self.cp > 1 and self.seq_len % (2 * self.cp):
-            raise LabInputError("cp", f"zigzag context parallelism cuts the sequence into 2 x "
-                                      f"CP = {2 * self.cp:,} equal chunks (rank r takes chunks r "
-                                      "and 2CP-1-r to balance causal work); the sequence length "
-                                      f"{self.seq_len:,} must be a multiple of {2 * self.cp:,}")
-        if not m.is_moe and self.ep != 1:
-            raise LabInputError("ep", f"{m.name} is dense (no experts): expert parallelism "
-                                      "must be 1")
-        if m.is_moe and m.experts % self.ep:
-            raise LabInputError("ep", f"EP={self.ep} must divide the {m.experts} experts so "
-                                      "every GPU holds the same number")
-        if (self.tp * self.cp * self.dp) % self.ep:
-            # Megatron Core MoE: with expert-TP = 1 the world N = TP*PP*CP*DP is re-grouped as
-            # EP x expert-DP x PP, so EP*PP must divide N, i.e. EP | TP*CP*DP (CURRICULUM EP07).
-            raise LabInputError("ep", f"EP={self.ep} must divide TP x CP x DP = "
-                                      f"{self.tp * self.cp * self.dp}: experts regroup the same "
-                                      "GPUs of each pipeline stage, they do not add GPUs")
+        found = problems(self.model, layout, seq_len=self.seq_len, uneven_pp=self.uneven_pp,
+                         mode=self.mode)
+        if found:
+            raise found[0]
+        if self.pp * self.pipeline_chunks > self.model.layers:
+            raise LabInputError("virtual", f"{self.model.name} has {self.model.layers} layers: "
+                                           f"it cannot fill {self.pp} stages x "
+                                           f"{self.pipeline_chunks} chunks = "
+                                           f"{self.pp * self.pipeline_chunks} model chunks; use "
+                                           "fewer stages or chunks")
+
+    def _check_schedule(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise LabInputError("schedule", f"unknown schedule {self.schedule!r}; choose one "
+                                            f"of {', '.join(SCHEDULES)}")
+        if self.microbatches is not None:
+            whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES, "micro-batches")
+        whole("virtual", self.virtual, 1, MAX_VIRTUAL, "model chunks per rank")
+        p, m = self.pp, self.pipeline_microbatches
+        if self.schedule == "interleaved-1f1b" and p > 1:
+            if self.virtual < 2:
+                raise LabInputError("virtual", "interleaved 1F1B needs 2 or more model chunks "
+                                               "per rank")
+            if m % p:
+                raise LabInputError("microbatches", f"interleaved 1F1B needs a multiple of the "
+                                                    f"{p} stages as micro-batches (got {m})")
+        if self.schedule == "dualpipe-v" and p > 1 and m < 2 * p:
+            raise LabInputError("microbatches", f"DualPipeV needs at least 2 x {p} = {2 * p} "
+                                                f"micro-batches (got {m})")
+
+    @property
+    def layout(self) -> ParallelLayout:
+        return ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep,
+                              etp=self.etp)
 
     @property
     def world_size(self) -> int:
         return self.tp * self.pp * self.cp * self.dp
 
     @property
+    def sequence_parallel(self) -> bool:
+        return self.tp > 1 if self.sp is None else self.sp and self.tp > 1
+
+    @property
+    def pipeline_microbatches(self) -> int:
+        """Micro-batches per step; unset, the fewest that fill the pipeline (p, or 2p for
+        DualPipeV), which is the textbook 'at least as many micro-batches as stages'."""
+        if self.microbatches is not None:
+            return self.microbatches
+        return 2 * self.pp if self.schedule == "dualpipe-v" else self.pp
+
+    @property
+    def pipeline_chunks(self) -> int:
+        """Model chunks per rank the schedule uses (1 without pipelining)."""
+        return chunks_per_rank(self.schedule, self.virtual) if self.pp > 1 else 1
+
+    @property
     def stage_layers(self) -> int:
-        """Layers on the heaviest pipeline stage."""
-        return math.ceil(self.model.layers / self.pp)
+        """Layers on the most loaded pipeline rank."""
+        return max(s.layers for s in stage_params(self.model, self.pp, self.schedule,
+                                                  self.virtual))
+
+
+@dataclass(frozen=True)
+class StageBill:
+    """One pipeline rank's bytes per GPU."""
+
+    rank: int
+    layers: int
+    moe_layers: int
+    in_flight: float  # peak activations held, in micro-batches x this rank's layers
+    breakdown: dict[str, float]
+    host_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return sum(self.breakdown.values())
 
 
 @dataclass(frozen=True)
@@ -182,7 +233,7 @@ class MemoryResult:
     input: MemoryInput
     params: int
     active_params: int
-    breakdown: dict[str, float]  # bytes per GPU, keys in BREAKDOWN_KEYS order
+    breakdown: dict[str, float]  # bytes per GPU on the heaviest rank, keys in BREAKDOWN_KEYS
     total_bytes: float
     gpu_memory_bytes: float
     fits: bool
@@ -194,36 +245,24 @@ class MemoryResult:
     bytes_per_param: float
     assumptions: tuple[str, ...]
     recipe_description: str
+    stages: tuple[StageBill, ...] = ()  # one per pipeline rank
+    heaviest_stage: int = 0
 
-
-def activation_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int = 1,
-                               tp: int = 1, cp: int = 1, recompute: str = "selective") -> float:
-    """Activation bytes one transformer layer keeps for backward, per micro-batch, per GPU.
-
-    Korthikanti et al. 2022, Table 2, with sequence parallelism on whenever t > 1:
-    none sbh(34 + 5as/h)/t, selective 34sbh/t, full 2sbh (the layer input only). With CP each
-    rank keeps s/cp tokens; its attention scores pair local queries with all keys: 5a(s/cp)s b.
-    """
-    h, a, b = model.hidden, model.heads, micro_batch
-    s_local = seq_len / cp
-    if recompute == "full":
-        return 2 * s_local * b * h
-    per_token = 34 * s_local * b * h / tp
-    if recompute == "selective":
-        return per_token
-    return per_token + 5 * a * s_local * seq_len * b / tp
+    @property
+    def stage_layers(self) -> tuple[int, ...]:
+        return tuple(s.layers for s in self.stages)
 
 
 def kv_cache_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1, tp: int = 1,
-                   pp: int = 1, cp: int = 1) -> float:
+                   pp: int = 1, cp: int = 1, *, layers: int | None = None) -> float:
     """bf16 KV cache per GPU for micro_batch sequences of seq_len tokens.
 
     GQA/MHA: K and V, (layers/pp) x ceil(kv_heads/tp) heads x head_dim per token; when TP
     exceeds the KV heads each rank keeps a replica of one (vLLM/Megatron replicate KV heads).
     MLA (DeepSeek-V2 sec 2.1.2): one latent of kv_lora_rank + qk_rope_head_dim per token and
-    layer, shared by all heads, so TP does not split it.
+    layer, shared by all heads, so TP does not split it. ``layers`` overrides ceil(L/pp).
     """
-    stage_layers = math.ceil(model.layers / pp)
+    stage_layers = math.ceil(model.layers / pp) if layers is None else layers
     tokens = seq_len / cp * micro_batch
     if model.uses_mla:
         per_token_layer = model.kv_lora_rank + model.qk_rope_head_dim
@@ -246,115 +285,67 @@ def workspace_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1, tp: in
     return seq_len / cp * micro_batch * (4 * model.hidden + 2 * width / tp) * ACT_BYTES
 
 
-def _and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _assumptions(inp: MemoryInput) -> tuple[str, ...]:
-    m, train = inp.model, inp.mode == "train"
-    notes: list[str] = []
-    if m.params_override is not None:
-        notes.append(f"Custom model: exactly {m.params:,} parameters; layer sizes come from the "
-                     f"nearest Llama-style shape ({m.layers} layers x {m.hidden} hidden, whose "
-                     f"own count is {m.shape_params / 1e9:.2f}B).")
-    if m.notes:
-        notes.append(m.notes)
-    if m.is_moe:
-        notes.append("MoE: memory holds all experts (total parameters); compute uses only the "
-                     f"active ones ({m.active_params / 1e9:.1f}B of {m.params / 1e9:.1f}B).")
-    if train:
-        shape = [x for x, on in (("GQA", m.kv_heads < m.heads and not m.uses_mla),
-                                 ("MLA", m.uses_mla), ("SwiGLU", m.gated_mlp),
-                                 ("MoE routing", m.is_moe)) if on]
-        notes.append("Activations use the classic GPT formulas of Korthikanti et al. 2022 "
-                     "(selective: 34·s·b·h bytes per layer)"
-                     + (f"; this model's {_and(shape)} "
-                        f"{'make' if len(shape) > 1 else 'makes'} them approximate."
-                        if shape else "."))
-        notes.append("Embedding, logits and loss activations are not counted (the fp32 logits "
-                     "alone are about s·b·vocab·4 B on the last stage).")
-        if inp.tp > 1:
-            notes.append("Sequence parallelism is on with TP, so every activation term "
-                         "divides by TP.")
-        if inp.pp > 1:
-            notes.append("Pipeline: 1F1B with at least as many micro-batches as stages; the "
-                         "first stage holds p micro-batches of L/p layers, i.e. L layers' "
-                         "worth of activations.")
-        if inp.zero:
-            notes.append(f"ZeRO-{inp.zero} shards dense state over DP x CP = {inp.dp * inp.cp} "
-                         "ranks (Megatron's distributed optimizer includes CP)"
-                         + (f" and expert state over expert-DP = "
-                            f"{inp.tp * inp.cp * inp.dp // inp.ep}" if m.is_moe else "") + ".")
-        if inp.offload:
-            notes.append("Optimizer offload: master weights and Adam moments live in host RAM "
-                         "and the update runs on the CPU; PCIe bandwidth and host memory "
-                         "become the limits.")
-    else:
-        notes.append("KV cache in bf16 for every token of every sequence; "
-                     + ("MLA caches one compressed latent per token and layer, not split by TP."
-                        if m.uses_mla else
-                        "with TP > KV heads each GPU keeps a replica of one KV head."))
-        notes.append("Workspace is an estimate of one layer's forward intermediates "
-                     "(vLLM profiles a forward pass to reserve it).")
-    if m.is_moe:
-        notes.append("Experts: expert-TP = 1, so each GPU holds experts/EP of its stage's MoE "
-                     "layers, replicated over expert-DP = TP x CP x DP / EP.")
-    notes.append("Weights are spread evenly over pipeline stages (the real first and last "
-                 "stages also carry the embedding and output head).")
-    if inp.model.layers % inp.pp:
-        notes.append(f"{m.layers} layers over {inp.pp} stages: the heaviest stage holds "
-                     f"{inp.stage_layers} layers, and that stage is sized here.")
-    notes.append("Not counted: CUDA context, communication buffers and allocator "
-                 "fragmentation (often a few GB per GPU).")
-    return tuple(notes)
-
-
-def compute_memory(inp: MemoryInput) -> MemoryResult:
-    """Bytes one GPU holds for ``inp`` (the heaviest pipeline stage)."""
-    m, r = inp.model, RECIPES[inp.recipe]
-    # Parameters local to one GPU: dense part split by TP within a stage, routed experts split
-    # by EP (expert-TP = 1); a stage holds stage_layers/L of each (= 1/PP when even).
-    stage_share = inp.stage_layers / m.layers
-    dense_local = m.dense_params * stage_share / inp.tp
-    expert_local = m.expert_params * stage_share / inp.ep
-    breakdown = dict.fromkeys(BREAKDOWN_KEYS, 0.0)
-    host = 0.0
+def _stage_bill(inp: MemoryInput, sp: StageParams, r: Recipe) -> StageBill:
+    m, lay = inp.model, inp.layout
+    dense_local = sp.tp_split / inp.tp + sp.replicated
+    expert_local = sp.experts / (inp.ep * inp.etp)
+    bill = dict.fromkeys(BREAKDOWN_KEYS, 0.0)
+    host, held = 0.0, 0.0
     if inp.mode == "train":
-        dense_group = inp.dp * inp.cp  # distributed optimizer shards over DP incl. CP
-        expert_group = inp.tp * inp.cp * inp.dp // inp.ep  # expert-DP
-
         def sharded(bytes_per_param: float, from_stage: int) -> float:
             # ZeRO (Rajbhandari 2020, Fig. 1): stage 1 shards optimizer state (master + moments),
-            # stage 2 also gradients, stage 3 also the bf16 weights.
+            # stage 2 also gradients, stage 3 also the bf16 weights; dense state over DP x CP,
+            # expert state over expert-DP.
             on = inp.zero >= from_stage
-            return bytes_per_param * (dense_local / (dense_group if on else 1)
-                                      + expert_local / (expert_group if on else 1))
+            return bytes_per_param * (dense_local / (lay.dense_shard_group if on else 1)
+                                      + expert_local / (lay.expert_dp if on else 1))
 
-        breakdown["weights"] = sharded(r.weights, 3)
-        breakdown["gradients"] = sharded(r.gradients, 2)
+        bill["weights"] = sharded(r.weights, 3)
+        bill["gradients"] = sharded(r.gradients, 2)
         optimizer = {"master_weights": sharded(r.master_weights, 1),
                      "optimizer_moments": sharded(r.optimizer_moments, 1)}
         if inp.offload:
             host = sum(optimizer.values())
         else:
-            breakdown.update(optimizer)
-        per_layer = activation_bytes_per_layer(m, inp.seq_len, inp.micro_batch, inp.tp, inp.cp,
-                                               inp.recompute)
-        # 1F1B: the first stage holds p micro-batches x L/p layers = L layers' worth
-        # (Korthikanti 2022 sec 4.2.3; Narayanan 2021 sec 2.2.1).
-        breakdown["activations"] = inp.pp * inp.stage_layers * per_layer
+            bill.update(optimizer)
+        p, mb = inp.pp, inp.pipeline_microbatches
+        held = in_flight(inp.schedule, p, mb, sp.rank, inp.virtual) if p > 1 else 1.0
+        common = (m, inp.seq_len, inp.micro_batch, inp.tp, inp.cp, inp.recompute)
+        kw = {"sp": inp.sequence_parallel, "activation_model": inp.activation_model,
+              "ep": inp.ep, "etp": inp.etp}
+        per_dense = activation_bytes_per_layer(*common, **kw)
+        per_moe = activation_bytes_per_layer(*common, moe_layer=True, **kw)
+        bill["activations"] = held * (sp.dense_layers * per_dense + sp.moe_layers * per_moe)
+        shape = (m, inp.seq_len, inp.micro_batch, inp.tp, inp.cp, inp.sequence_parallel)
+        if sp.first:
+            bill["embedding_and_logits"] += held * embedding_activation_bytes(*shape)
+        if sp.last:
+            # The loss's backward starts right after its forward, except in GPipe.
+            logits_held = mb if inp.schedule == "gpipe" and p > 1 else 1
+            bill["embedding_and_logits"] += logits_held * output_activation_bytes(*shape)
     else:
-        breakdown["weights"] = r.weights * (dense_local + expert_local)
-        breakdown["kv_cache"] = kv_cache_bytes(m, inp.seq_len, inp.micro_batch, inp.tp, inp.pp,
-                                               inp.cp)
-        breakdown["workspace"] = workspace_bytes(m, inp.seq_len, inp.micro_batch, inp.tp, inp.cp)
-    total = sum(breakdown.values())
+        bill["weights"] = r.weights * (dense_local + expert_local)
+        bill["kv_cache"] = kv_cache_bytes(m, inp.seq_len, inp.micro_batch, inp.tp, inp.pp,
+                                          inp.cp, layers=sp.layers)
+        bill["workspace"] = workspace_bytes(m, inp.seq_len, inp.micro_batch, inp.tp, inp.cp)
+    return StageBill(sp.rank, sp.layers, sp.moe_layers, held, bill, host)
+
+
+def compute_memory(inp: MemoryInput) -> MemoryResult:
+    """Bytes one GPU holds for ``inp``: every pipeline rank's bill, and the heaviest."""
+    from labs.ledger_notes import assumptions  # the notes read the result's numbers
+
+    m, r = inp.model, RECIPES[inp.recipe]
+    bills = tuple(_stage_bill(inp, sp, r)
+                  for sp in stage_params(m, inp.pp, inp.schedule, inp.virtual))
+    worst = max(bills, key=lambda b: (b.total_bytes, -b.rank))
+    total = worst.total_bytes
     state = m.params * r.bytes_per_param
     return MemoryResult(
         input=inp,
         params=m.params,
         active_params=m.active_params,
-        breakdown=breakdown,
+        breakdown=dict(worst.breakdown),
         total_bytes=total,
         gpu_memory_bytes=inp.gpu.memory_bytes,
         fits=total <= inp.gpu.memory_bytes,
@@ -362,8 +353,10 @@ def compute_memory(inp: MemoryInput) -> MemoryResult:
         state_bytes=state,
         min_gpus=math.ceil(state / inp.gpu.memory_bytes),
         world_size=inp.world_size,
-        host_bytes=host,
+        host_bytes=worst.host_bytes,
         bytes_per_param=r.bytes_per_param,
-        assumptions=_assumptions(inp),
+        assumptions=assumptions(inp, bills, worst.rank),
         recipe_description=r.describe,
+        stages=bills,
+        heaviest_stage=worst.rank,
     )

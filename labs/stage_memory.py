@@ -1,35 +1,56 @@
-"""Per-rank memory of a pipeline schedule: the EP01 ledger's state plus *measured* activations.
+"""The pipeline lab composed with the memory ledger: each rank's bill at its *measured* peak.
 
 The pipeline simulator (``labs.pipeline``) measures how many micro-batch-chunk activations
-each rank holds at its peak. One such unit is one micro-batch through one model chunk, i.e.
-ceil(L / (p·c)) layers, each keeping Korthikanti et al.'s per-layer activations
-(``labs.memory.activation_bytes_per_layer``). The rest of a rank's bill (weights, gradients,
-master weights, Adam moments) is the memory ledger's for TP = t and PP = p. So the first
-stage of 1F1B, holding p units, sets the limit; GPipe, holding all m, overflows first.
+each rank holds at its peak. One such unit is one micro-batch through one model chunk of that
+rank; the ledger (``labs.memory``) supplies the rest of each rank's bill for the same state
+(TP = t, PP = p, the same schedule and micro-batches): its weights, gradients, master weights
+and Adam moments (the first rank also the embedding, the last the output head), and the
+embedding and logits activations. The ledger's closed-form in-flight counts
+(``labs.activations.in_flight``) equal the simulator's measured peaks; tests pin that.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from labs.activations import activation_bytes_per_layer
 from labs.errors import LabInputError
-from labs.memory import MemoryInput, activation_bytes_per_layer, compute_memory
-from labs.pipeline import PipelineResult
+from labs.memory import STATE_KEYS, MemoryInput, MemoryResult, compute_memory
+from labs.pipeline import PipelineInput, PipelineResult, simulate
 from labs.presets import GPUSpec, ModelSpec
 
-STATE_KEYS = ("weights", "gradients", "master_weights", "optimizer_moments")
+# Ledger fields whose errors mean "this model cannot fill this pipeline": the schedule still
+# stands and the memory panel explains why it is absent.
+PIPELINE_FIELDS = ("pp", "virtual")
 
 
 @dataclass(frozen=True)
 class StageMemory:
-    state_bytes: float  # per rank: weights + gradients + master weights + moments
-    unit_bytes: float  # activations of one micro-batch through one chunk on one rank
-    layers_per_chunk: int
-    activation_bytes: tuple[float, ...]  # per rank, at its measured peak
+    state_per_rank: tuple[float, ...]  # weights + gradients + master weights + moments
+    unit_bytes_per_rank: tuple[float, ...]  # one micro-batch through one of a rank's chunks
+    layers_per_rank: tuple[int, ...]
+    activation_bytes: tuple[float, ...]  # per rank, at its measured peak (layers only)
+    embedding_and_logits: tuple[float, ...]  # per rank: token ids/dropout mask, logits
     total_bytes: tuple[float, ...]  # per rank
     gpu_memory_bytes: float
     recipe_description: str
+    ledger: MemoryResult
+
+    @property
+    def state_bytes(self) -> float:
+        """The heaviest rank's state (per rank: ``state_per_rank``)."""
+        return max(self.state_per_rank)
+
+    @property
+    def unit_bytes(self) -> float:
+        """The largest activation unit of any rank (per rank: ``unit_bytes_per_rank``)."""
+        return max(self.unit_bytes_per_rank)
+
+    @property
+    def layers_per_chunk(self) -> int:
+        """Layers in the largest chunk of any rank."""
+        chunks = self.ledger.input.pipeline_chunks
+        return max(-(-layers // chunks) for layers in self.layers_per_rank)
 
     @property
     def fits(self) -> tuple[bool, ...]:
@@ -42,34 +63,81 @@ class StageMemory:
 
 def stage_memory(result: PipelineResult, model: ModelSpec, gpu: GPUSpec, *, tp: int = 1,
                  recompute: str = "selective", seq_len: int = 4096, micro_batch: int = 1,
-                 recipe: str = "adam16") -> StageMemory:
-    """The bill of every pipeline rank for ``result``'s measured activation peaks."""
-    p, chunks = result.input.stages, result.input.chunks
-    if p * chunks > model.layers:
-        raise LabInputError(
-            "stages",
-            f"{model.name} has {model.layers} layers: it cannot fill {p} stages x {chunks} "
-            f"chunk(s) = {p * chunks} model chunks; use fewer stages or chunks.",
-        )
-    try:
-        ledger = compute_memory(MemoryInput(
-            model=model, gpu=gpu, recipe=recipe, seq_len=seq_len, micro_batch=micro_batch,
-            recompute=recompute, tp=tp, pp=p, uneven_pp=model.layers % p != 0,
-        ))
-    except LabInputError as exc:
-        # The pipeline page calls PP "stages".
-        raise LabInputError("stages" if exc.field == "pp" else exc.field, exc.message) from None
-    state = sum(ledger.breakdown[k] for k in STATE_KEYS)
-    # Uneven splits (Megatron's uneven first/last stage): size the heaviest chunk.
-    layers = math.ceil(model.layers / (p * chunks))
-    unit = layers * activation_bytes_per_layer(model, seq_len, micro_batch, tp, 1, recompute)
-    acts = tuple(peak * unit for peak in result.peak_activations)
+                 recipe: str = "adam16", activation_model: str = "classic",
+                 uneven_pp: bool | None = None) -> StageMemory:
+    """The bill of every pipeline rank for ``result``'s measured activation peaks.
+
+    ``uneven_pp`` None allows uneven stages whenever the layers do not divide (the pipeline
+    page always shows them); errors name the ledger's canonical fields (``pp``, ``tp``).
+    """
+    pin = result.input
+    p = pin.stages
+    ledger = compute_memory(MemoryInput(
+        model=model, gpu=gpu, recipe=recipe, seq_len=seq_len, micro_batch=micro_batch,
+        recompute=recompute, tp=tp, pp=p, activation_model=activation_model,
+        uneven_pp=model.layers % p != 0 if uneven_pp is None else uneven_pp,
+        schedule=pin.schedule, microbatches=pin.microbatches, virtual=pin.virtual,
+    ))
+    sp = ledger.input.sequence_parallel
+    chunks = pin.chunks
+    states, units, acts, edges, totals = [], [], [], [], []
+    for bill, peak in zip(ledger.stages, result.peak_activations, strict=True):
+        per_layer = {moe: activation_bytes_per_layer(
+            model, seq_len, micro_batch, tp, 1, recompute, sp=sp,
+            activation_model=activation_model, moe_layer=moe) for moe in (False, True)}
+        rank_bytes = (bill.layers - bill.moe_layers) * per_layer[False] \
+            + bill.moe_layers * per_layer[True]
+        unit = rank_bytes / chunks
+        state = sum(bill.breakdown[k] for k in STATE_KEYS)
+        edge = bill.breakdown["embedding_and_logits"]
+        states.append(state)
+        units.append(unit)
+        acts.append(peak * unit)
+        edges.append(edge)
+        totals.append(state + peak * unit + edge)
     return StageMemory(
-        state_bytes=state,
-        unit_bytes=unit,
-        layers_per_chunk=layers,
-        activation_bytes=acts,
-        total_bytes=tuple(state + a for a in acts),
-        gpu_memory_bytes=gpu.memory_bytes,
-        recipe_description=ledger.recipe_description,
+        state_per_rank=tuple(states), unit_bytes_per_rank=tuple(units),
+        layers_per_rank=ledger.stage_layers, activation_bytes=tuple(acts),
+        embedding_and_logits=tuple(edges), total_bytes=tuple(totals),
+        gpu_memory_bytes=gpu.memory_bytes, recipe_description=ledger.recipe_description,
+        ledger=ledger,
     )
+
+
+@dataclass(frozen=True)
+class PipelineLabInput:
+    """The pipeline page's whole state: a schedule to simulate and the model it carries."""
+
+    pipeline: PipelineInput
+    model: ModelSpec
+    gpu: GPUSpec
+    tp: int = 1
+    recompute: str = "selective"
+    seq_len: int = 4096
+    micro_batch: int = 1
+    recipe: str = "adam16"
+    activation_model: str = "classic"
+
+
+@dataclass(frozen=True)
+class PipelineLabResult:
+    """The simulated schedule, and its per-rank memory when the model can fill the stages."""
+
+    result: PipelineResult
+    memory: StageMemory | None
+    memory_note: str  # why ``memory`` is None
+    memory_field: str = ""  # the canonical field of that reason ("pp", "virtual")
+
+
+def run_pipeline_lab(inp: PipelineLabInput) -> PipelineLabResult:
+    """Simulate the schedule; add each rank's memory unless the model cannot fill it."""
+    result = simulate(inp.pipeline)
+    try:
+        memory = stage_memory(result, inp.model, inp.gpu, tp=inp.tp, recompute=inp.recompute,
+                              seq_len=inp.seq_len, micro_batch=inp.micro_batch,
+                              recipe=inp.recipe, activation_model=inp.activation_model)
+    except LabInputError as exc:
+        if exc.field not in PIPELINE_FIELDS:
+            raise
+        return PipelineLabResult(result, None, exc.message, exc.field)
+    return PipelineLabResult(result, memory, "")

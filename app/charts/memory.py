@@ -9,6 +9,7 @@ COMPONENTS = {
     "master_weights": ("FP32 master weights", "#54a24b"),
     "optimizer_moments": ("Adam moments", "#b279a2"),
     "activations": ("Activations", "#e45756"),
+    "embedding_and_logits": ("Embedding and logits activations", "#ff9da6"),
     "kv_cache": ("KV cache", "#72b7b2"),
     "workspace": ("Workspace", "#9d755d"),
 }

@@ -169,14 +169,14 @@ def stage_memory_figure(memory) -> dict:
     p = len(memory.total_bytes)
     ranks = [_rank_label(r) for r in range(p)]
     gpu_gb = memory.gpu_memory_bytes / 1e9
-    state_gb = round(memory.state_bytes / 1e9, 3)
+    state_gb = [round(s / 1e9, 3) for s in memory.state_per_rank]
     acts_gb = [round(a / 1e9, 3) for a in memory.activation_bytes]
     over = ["#b42318" if not ok else "#e45756" for ok in memory.fits]
     top = max(gpu_gb, max(t / 1e9 for t in memory.total_bytes)) * 1.12
     return {
         "data": [
             {"type": "bar", "name": "Weights, grads, optimizer state", "x": ranks,
-             "y": [state_gb] * p, "marker": {"color": "#4c78a8"},
+             "y": state_gb, "marker": {"color": "#4c78a8"},
              "hovertemplate": "%{x}: state %{y:,.1f} GB<extra></extra>"},
             {"type": "bar", "name": "Activations at the rank's peak", "x": ranks, "y": acts_gb,
              "marker": {"color": over},

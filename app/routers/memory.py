@@ -1,5 +1,6 @@
 """EP01 The memory ledger: page, embed and JSON for the per-GPU memory bill."""
 
+import math
 from functools import lru_cache
 from typing import Literal
 
@@ -11,21 +12,23 @@ from app.episodes import BY_SLUG
 from app.labkit import Case, Drill, LabView, register
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from labs.errors import LabInputError
-from labs.memory import (
+from labs.limits import (
+    ACTIVATION_MODELS,
     MAX_DEGREE,
     MAX_DP,
     MAX_MICRO_BATCH,
     MAX_SEQ_LEN,
-    MemoryInput,
-    compute_memory,
+    MODES,
+    RECIPE_IDS,
+    RECOMPUTE,
+    TRAIN_RECIPES,
 )
+from labs.memory import MemoryInput, compute_memory
 from labs.presets import custom_model, get_gpu, get_model
 
 router = APIRouter()
 
 DEFAULT_MODEL = "llama-3.1-70b"
-TRAIN_RECIPES = ("adam16", "adam18")
-INFER_RECIPES = ("bf16", "int8", "int4")
 RECIPE_LABELS = {
     "adam16": "Mixed-precision Adam, 16 B/param (bf16 grads)",
     "adam18": "Mixed-precision Adam, 18 B/param (fp32 grads)",
@@ -50,14 +53,18 @@ class MemoryQuery(BaseModel):
         description="Parameter count of a custom dense model (e.g. 7e9); implies model=custom.",
     )
     gpu: str = Field("h100-sxm", max_length=64, description="GPU preset id (GET /api/gpus).")
-    mode: Literal["train", "infer"] = Field("train", description="Training step or inference.")
-    recipe: Literal["adam16", "adam18", "bf16", "int8", "int4"] | None = Field(
+    mode: Literal[MODES] = Field("train", description="Training step or inference.")
+    recipe: Literal[RECIPE_IDS] | None = Field(
         None, description="Precision recipe; default adam16 for train, bf16 for infer.",
     )
     seq_len: int = Field(4096, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
     micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per micro-batch.")
-    recompute: Literal["none", "selective", "full"] = Field(
+    recompute: Literal[RECOMPUTE] = Field(
         "selective", description="Activation recomputation (Korthikanti et al. 2022).",
+    )
+    activation_model: Literal[ACTIVATION_MODELS] = Field(
+        "classic", description="Activations per layer: classic (Korthikanti's 34·s·b·h) or "
+        "megatron (Megatron-LM's estimate, from the model's FFN width).",
     )
     tp: int = Field(1, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree.")
     pp: int = Field(1, ge=1, le=MAX_DEGREE, description="Pipeline-parallel degree (stages).")
@@ -66,6 +73,8 @@ class MemoryQuery(BaseModel):
     ep: int = Field(1, ge=1, le=MAX_DEGREE, description="Expert-parallel degree (MoE only).")
     zero: int = Field(0, ge=0, le=3, description="ZeRO stage over the data-parallel group.")
     offload: bool = Field(False, description="Optimizer (CPU Adam) offload to host memory.")
+    uneven_pp: bool = Field(False, description="Allow pipeline stages of unequal layer counts "
+                            "(the first L mod PP stages hold one more layer).")
 
 
 def is_custom(query: MemoryQuery) -> bool:
@@ -88,7 +97,8 @@ def memory_input(query: MemoryQuery) -> MemoryInput:
         model=model, gpu=get_gpu(query.gpu), mode=query.mode, recipe=recipe,
         seq_len=query.seq_len, micro_batch=query.micro_batch, recompute=query.recompute,
         tp=query.tp, pp=query.pp, cp=query.cp, dp=query.dp, ep=query.ep, zero=query.zero,
-        offload=query.offload,
+        offload=query.offload, uneven_pp=query.uneven_pp,
+        activation_model=query.activation_model,
     )
 
 
@@ -118,6 +128,10 @@ def to_api(result) -> dict:
         "min_gpus": result.min_gpus,
         "world_size": result.world_size,
         "host_bytes": round(result.host_bytes),
+        "activation_model": inp.activation_model,
+        "stage_layers": list(result.stage_layers),
+        "heaviest_stage": result.heaviest_stage,
+        "stage_total_bytes": [round(s.total_bytes) for s in result.stages],
         "assumptions": list(result.assumptions),
     }
 
@@ -155,8 +169,11 @@ def extra_context(state) -> dict:
         "model_value": "custom" if is_custom(query) else (query.model or DEFAULT_MODEL),
         "recipe_value": result.input.recipe,
         "degree_options": {
-            "tp": with_value(divisors(spec.heads, 128), query.tp),
-            "pp": with_value(divisors(spec.layers), query.pp),
+            # Training: Megatron needs TP to divide the KV heads (query groups) as well.
+            "tp": with_value(divisors(spec.heads if spec.uses_mla or query.mode == "infer"
+                                      else math.gcd(spec.heads, spec.kv_heads), 128), query.tp),
+            "pp": with_value(list(range(1, min(spec.layers, 128) + 1)) if query.uneven_pp
+                             else divisors(spec.layers), query.pp),
             "cp": with_value([1, 2, 4, 8, 16, 32], query.cp),
             "ep": with_value(divisors(spec.experts) if spec.experts else [1], query.ep),
         },

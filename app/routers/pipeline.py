@@ -1,6 +1,5 @@
 """EP05 Pipeline parallelism: Gantt, activations held and per-rank memory, from a simulation."""
 
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
@@ -11,20 +10,24 @@ from app.charts.pipeline import KINDS, activations_figure, gantt_figure, stage_m
 from app.episodes import BY_SLUG
 from app.labkit import Case, Drill, LabView, register
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
-from labs.errors import LabInputError
-from labs.memory import MAX_DEGREE, MAX_MICRO_BATCH, MAX_SEQ_LEN
-from labs.pipeline import (
+from labs.limits import (
+    MAX_DEGREE,
+    MAX_MICRO_BATCH,
     MAX_MICROBATCHES,
+    MAX_SEQ_LEN,
     MAX_STAGES,
     MAX_VIRTUAL,
-    PipelineInput,
-    PipelineResult,
-    simulate,
+    RECOMPUTE,
+    SCHEDULES,
 )
+from labs.pipeline import PipelineInput, simulate
 from labs.presets import get_gpu, get_model
-from labs.stage_memory import StageMemory, stage_memory
+from labs.stage_memory import PipelineLabInput, PipelineLabResult, run_pipeline_lab
 
 router = APIRouter()
+
+# The engine's canonical field -> this page's control (the page calls PP "stages").
+FIELD_ALIASES = {"pp": "stages"}
 
 SCHEDULE_LABELS = {
     "gpipe": "GPipe (all forwards, then all backwards)",
@@ -41,7 +44,7 @@ class PipelineQuery(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    schedule: Literal["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "dualpipe-v"] = Field(
+    schedule: Literal[SCHEDULES] = Field(
         "1f1b", description="Pipeline schedule.")
     stages: int = Field(4, ge=1, le=MAX_STAGES, description="Pipeline stages (ranks), p.")
     microbatches: int = Field(8, ge=1, le=MAX_MICROBATCHES, description="Micro-batches, m.")
@@ -56,35 +59,24 @@ class PipelineQuery(BaseModel):
                        description="Model preset for the per-rank memory panel.")
     gpu: str = Field("h100-sxm", max_length=64, description="GPU preset for the memory panel.")
     tp: int = Field(8, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree inside each stage.")
-    recompute: Literal["none", "selective", "full"] = Field(
+    recompute: Literal[RECOMPUTE] = Field(
         "selective", description="Activation recomputation (Korthikanti et al. 2022).")
     seq_len: int = Field(4096, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
     micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per micro-batch.")
 
 
-@dataclass(frozen=True)
-class PipelineState:
-    """The simulated schedule, and its per-rank memory when the model can fill the stages."""
-
-    result: PipelineResult
-    memory: StageMemory | None
-    memory_note: str
+# The engine's result is the page's state: the schedule and, when the model fills it, memory.
+PipelineState = PipelineLabResult
 
 
 def run(query: PipelineQuery) -> PipelineState:
-    result = simulate(PipelineInput(
-        schedule=query.schedule, stages=query.stages, microbatches=query.microbatches,
-        virtual=query.virtual, f=query.f, b=query.b, w=query.w, p2p=query.p2p,
+    return run_pipeline_lab(PipelineLabInput(
+        pipeline=PipelineInput(
+            schedule=query.schedule, stages=query.stages, microbatches=query.microbatches,
+            virtual=query.virtual, f=query.f, b=query.b, w=query.w, p2p=query.p2p),
+        model=get_model(query.model), gpu=get_gpu(query.gpu), tp=query.tp,
+        recompute=query.recompute, seq_len=query.seq_len, micro_batch=query.micro_batch,
     ))
-    model, gpu = get_model(query.model), get_gpu(query.gpu)
-    try:
-        memory = stage_memory(result, model, gpu, tp=query.tp, recompute=query.recompute,
-                              seq_len=query.seq_len, micro_batch=query.micro_batch)
-    except LabInputError as exc:
-        if exc.field != "stages":
-            raise
-        return PipelineState(result, None, exc.message)  # the schedule still stands
-    return PipelineState(result, memory, "")
 
 
 def to_api(state: PipelineState) -> dict:
@@ -102,8 +94,10 @@ def to_api(state: PipelineState) -> dict:
         "peak_activations": list(result.peak_activations),
         "memory": None if memory is None else {
             "state_bytes": round(memory.state_bytes),
+            "state_per_rank_bytes": [round(x) for x in memory.state_per_rank],
             "activation_unit_bytes": round(memory.unit_bytes),
             "layers_per_chunk": memory.layers_per_chunk,
+            "layers_per_rank": list(memory.layers_per_rank),
             "per_rank_bytes": [round(t) for t in memory.total_bytes],
             "gpu_memory_bytes": round(memory.gpu_memory_bytes),
             "fits": list(memory.fits),

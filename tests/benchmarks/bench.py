@@ -108,7 +108,24 @@ def engine_times() -> list[tuple[str, float, float]]:
             activations_figure(result)
             times.append((time.perf_counter() - t0) * 1e3)
         rows.append((name.replace("(simulate)", "(charts)"), statistics.median(times), max(times)))
+    rows.append(ledger_time())
     return rows
+
+
+def ledger_time() -> tuple[str, float, float]:
+    """The memory ledger's worst common case: 61 pipeline ranks, each with its own bill."""
+    from labs.memory import MemoryInput, compute_memory
+    from labs.presets import get_gpu, get_model
+
+    inp = MemoryInput(model=get_model("deepseek-v3"), gpu=get_gpu("h100-sxm"), tp=8, pp=61,
+                      dp=8, ep=64, zero=1)
+    times = []
+    for _ in range(21):
+        t0 = time.perf_counter()
+        compute_memory(inp)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return ("ledger DeepSeek-V3 TP8 PP61 DP8 EP64 (compute_memory)", statistics.median(times),
+            max(times))
 
 
 def main() -> None:

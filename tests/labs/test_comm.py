@@ -1,0 +1,121 @@
+"""The α–β collective model pinned to CURRICULUM EP02's data-parallel figures and the formulas."""
+
+import pytest
+
+from labs.comm import collective, data_parallel_scaling, ring
+from labs.errors import LabInputError
+from labs.links import clusters, get_cluster, get_link, gpu_cluster, links, make_cluster
+from labs.presets import custom_model, get_gpu, gpus
+
+GRAD_7B = 2 * custom_model(7e9).params  # bf16 gradients of a 7B model
+DGX_H100 = get_cluster("dgx-h100")
+ETH_100 = get_cluster("hgx-h100-eth100")
+
+
+def test_seven_b_bf16_gradients_are_14_gb():
+    assert GRAD_7B == 14e9
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 64, 1024])
+def test_ring_all_reduce_moves_2_n_minus_1_over_n(n):
+    cost = collective("all_reduce", GRAD_7B, n, DGX_H100)
+    if cost.algorithm == "ring":
+        assert cost.bytes_per_gpu == pytest.approx(2 * (n - 1) / n * GRAD_7B)
+    one_node = collective("all_reduce", GRAD_7B, min(n, 8), DGX_H100)
+    assert one_node.bytes_per_gpu == pytest.approx(2 * (min(n, 8) - 1) / min(n, 8) * GRAD_7B)
+
+
+def test_alpha_beta_ring_times():
+    # 2(N-1)·α + 2(N-1)/N · S/β; all-gather and reduce-scatter half of it.
+    s, n, bw, lat = 1e9, 8, 100e9, 5e-6
+    assert ring("all_reduce", s, n, bw, lat) == pytest.approx(14 * lat + 2 * 7 / 8 * s / bw)
+    assert ring("all_gather", s, n, bw, lat) == pytest.approx(7 * lat + 7 / 8 * s / bw)
+    assert ring("reduce_scatter", s, n, bw, lat) == ring("all_gather", s, n, bw, lat)
+    assert ring("all_reduce", s, 1, bw, lat) == 0
+
+
+def test_dp_8_gpus_nvlink_weak_scaling_7_6x():
+    # EP02 good case: 8 GPUs on NVLink (≈450 GB/s per direction), ≈1 s compute -> ≈7.6x, ≈95%.
+    scaling = data_parallel_scaling(GRAD_7B, 8, DGX_H100, 1.0)
+    assert DGX_H100.intra.bandwidth == 450e9
+    assert scaling.comm_seconds == pytest.approx(2 * 7 / 8 * 14e9 / 450e9, rel=0.01)
+    assert scaling.speedup == pytest.approx(7.6, abs=0.05)
+    assert scaling.efficiency == pytest.approx(0.95, abs=0.005)
+
+
+def test_dp_64_gpus_slow_ethernet_21x():
+    # EP02 bad case: 64 GPUs (8 nodes x 8) whose nodes talk over 100 Gb/s Ethernet -> ≈21x, 33%.
+    # The hierarchical all-reduce wins: 2·7/8·14 GB over 12.5 GB/s ≈ 1.96 s across nodes.
+    scaling = data_parallel_scaling(GRAD_7B, 64, ETH_100, 1.0)
+    assert scaling.speedup == pytest.approx(21, abs=0.5)
+    assert scaling.efficiency == pytest.approx(0.33, abs=0.01)
+    cost = collective("all_reduce", GRAD_7B, 64, ETH_100)
+    assert cost.algorithm == "hierarchical"
+    assert cost.bottleneck == "eth-100g"
+    flat = ring("all_reduce", GRAD_7B, 64, 12.5e9, 10e-6)
+    assert cost.seconds < flat  # the flat ring would give ≈20x
+
+
+def test_strong_scaling_is_worse_than_weak():
+    weak = data_parallel_scaling(GRAD_7B, 64, ETH_100, 1.0)
+    strong = data_parallel_scaling(GRAD_7B, 64, ETH_100, 1.0, weak=False)
+    assert strong.speedup < weak.speedup
+    assert strong.speedup == pytest.approx(1.0 / (1.0 / 64 + weak.comm_seconds))
+
+
+def test_group_spanning_nodes_uses_the_slower_link():
+    inside = collective("all_gather", 1e9, 8, DGX_H100)
+    across = collective("all_gather", 1e9, 16, DGX_H100)
+    assert inside.bottleneck == "nvlink-4"
+    assert across.seconds > inside.seconds
+    # DP group strided across nodes, one member per node: the ring runs on one port's speed.
+    strided = collective("reduce_scatter", 1e9, 8, DGX_H100, per_node=1)
+    assert strided.seconds == pytest.approx(ring("reduce_scatter", 1e9, 8, 50e9, 5e-6))
+
+
+def test_all_to_all_and_p2p():
+    a2a = collective("all_to_all", 1e9, 8, DGX_H100)
+    assert a2a.bytes_per_gpu == pytest.approx(7 / 8 * 1e9)
+    assert a2a.seconds == pytest.approx(7 * 3e-6 + 7 / 8 * 1e9 / 450e9)
+    # Across 2 nodes: half of each GPU's data leaves the node over its own 50 GB/s port.
+    wide = collective("all_to_all", 1e9, 16, DGX_H100)
+    assert wide.seconds == pytest.approx(15 * 5e-6 + 8 / 16 * 1e9 / 50e9)
+    assert collective("p2p", 1e9, 2, DGX_H100).seconds == pytest.approx(3e-6 + 1e9 / 450e9)
+    assert collective("p2p", 1e9, 2, DGX_H100, per_node=1).seconds == pytest.approx(
+        5e-6 + 1e9 / 50e9)
+
+
+def test_bad_collective_inputs():
+    for args, field in ((("gather", 1, 2), "collective"), (("all_reduce", -1, 2), "size"),
+                        (("all_reduce", 1, 0), "group")):
+        with pytest.raises(LabInputError) as err:
+            collective(*args, DGX_H100)
+        assert err.value.field == field
+
+
+def test_link_and_cluster_presets_have_sources():
+    required = {"nvlink-3", "nvlink-4", "nvlink-5", "nvl72", "ib-hdr", "ib-ndr", "ib-xdr",
+                "eth-25g", "eth-100g", "eth-400g", "pcie-4", "pcie-5"}
+    assert required <= set(links())
+    for link in links().values():
+        assert link.source and link.id == link.id.lower()
+        assert 1e-6 <= link.latency <= 2e-5  # a few microseconds
+    assert get_link("ib-ndr").bandwidth == 400e9 / 8
+    assert get_link("eth-100g").bandwidth == 100e9 / 8
+    assert get_link("nvl72").domain == 72
+    for cluster in clusters().values():
+        assert cluster.source and cluster.gpu.id in gpus()
+    with pytest.raises(LabInputError):
+        make_cluster(get_gpu("h100-sxm"), 16, get_link("nvlink-4"), get_link("ib-ndr"))
+
+
+def test_gpu_presets_bandwidth_fields_build_their_node():
+    # The GPU presets' scale-up and network figures are the links of their own node.
+    for gpu in gpus().values():
+        node = gpu_cluster(gpu)
+        assert node.intra.bandwidth == gpu.scale_up_bandwidth
+        assert node.inter.bandwidth == gpu.network_bandwidth
+        assert node.gpus_per_node == gpu.scale_up_domain
+    h100 = gpu_cluster(get_gpu("h100-sxm"))
+    assert collective("all_reduce", 1e9, 64, h100).seconds == pytest.approx(
+        collective("all_reduce", 1e9, 64, DGX_H100).seconds)
