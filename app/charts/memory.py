@@ -1,7 +1,7 @@
 """EP01's diagram: the per-GPU memory bill as a stacked bar against the GPU's memory line."""
 
 from app.charts import base_layout, gpu_memory_line, short_gpu_name
-from app.charts.units import axis_unit, fmt_bytes
+from app.charts.units import axis_unit, fmt_bytes, fmt_count
 
 # Component key -> (label, colour); the order is the stacking order, bottom first.
 COMPONENTS = {
@@ -48,7 +48,10 @@ def memory_figure(result) -> dict:
         })
     top = max(total, gpu) / scale * 1.12
     gpu_name = short_gpu_name(result.input.gpu.name)
-    model_name = result.input.model.name
+    model = result.input.model
+    # A custom model's engine name carries its shape; the summary needs only its size.
+    model_name = (f"A custom {fmt_count(result.params)} model" if model.id == "custom"
+                  else model.name)
     headroom = abs(result.headroom_bytes)
     largest = max(COMPONENTS, key=lambda k: result.breakdown.get(k, 0))
     return {
