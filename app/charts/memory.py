@@ -44,6 +44,7 @@ def memory_figure(result) -> dict:
             "textposition": "inside",
             "insidetextanchor": "middle",
             "textfont": {"color": "#ffffff"},
+            "textangle": 0,  # never rotated: a narrow phone bar hides the label instead
             "hovertemplate": f"{label}: {fmt_bytes(value)}<extra></extra>",
         })
     top = max(total, gpu) / scale * 1.12
@@ -58,7 +59,7 @@ def memory_figure(result) -> dict:
         "data": data,
         "layout": base_layout(
             barmode="stack",
-            height=340,
+            # No height: the chart fills its box (.chart in lab.css), which the page sizes.
             bargap=0.25,
             margin={"l": 52, "r": 8, "t": 8, "b": 8},
             showlegend=False,  # the table under the chart names each colour

@@ -179,7 +179,7 @@ def activations_figure(result) -> dict:
     return {
         "data": data,
         "layout": base_layout(
-            height=300,
+            # No height: the chart fills its box (.chart.short), legend included.
             margin={"l": 44, "r": 8, "t": 8, "b": 8},
             xaxis={"title": {"text": TIME_AXIS, "standoff": 4},
                    "range": [0, result.makespan],
@@ -200,21 +200,22 @@ def activations_figure(result) -> dict:
 def stage_memory_figure(memory) -> dict:
     """Per-rank peak memory (state + measured activations) against the GPU's line."""
     p = len(memory.total_bytes)
-    ranks = [_rank_label(r) for r in range(p)]
+    # "r0".."r7": short enough to stay level under narrow bars on a phone.
+    ranks = [f"r{r}" for r in range(p)]
     gpu = memory.gpu_memory_bytes
     scale, unit = axis_unit(max(gpu, *memory.total_bytes))
     over = ["#b42318" if not ok else "#e45756" for ok in memory.fits]
     top = max(gpu, *memory.total_bytes) / scale * 1.12
-    gpu_label = f"GPU memory: {fmt_bytes(gpu)}"
+    gpu_label = f"GPU: {fmt_bytes(gpu)}"
     worst = memory.worst_rank
     overflowing = sum(1 for ok in memory.fits if not ok)
     return {
         "data": [
-            {"type": "bar", "name": "Weights, grads, optimizer", "x": ranks,
+            {"type": "bar", "name": "State", "x": ranks,
              "y": [round(memory.state_bytes / scale, 4)] * p, "marker": {"color": "#4c78a8"},
              "customdata": [fmt_bytes(memory.state_bytes)] * p,
              "hovertemplate": "%{x}: state %{customdata}<extra></extra>"},
-            {"type": "bar", "name": "Activations at peak", "x": ranks,
+            {"type": "bar", "name": "Activations", "x": ranks,
              "y": [round(a / scale, 4) for a in memory.activation_bytes],
              "marker": {"color": over},
              "customdata": [fmt_bytes(a) for a in memory.activation_bytes],
@@ -222,13 +223,15 @@ def stage_memory_figure(memory) -> dict:
             gpu_line_legend(gpu / scale, gpu_label, ranks),
         ],
         "layout": base_layout(
-            barmode="stack", height=300,
+            barmode="stack",  # no height: it fills its box, legend included
             margin={"l": 52, "r": 8, "t": 8, "b": 8},
             yaxis={"title": {"text": f"{unit} per GPU"}, "range": [0, top],
                    "gridcolor": "#e6e9ef", "fixedrange": True},
-            xaxis={"fixedrange": True, "type": "category"},
+            xaxis={"fixedrange": True, "type": "category", "tickangle": 0},
             shapes=gpu_memory_line(gpu / scale, gpu_label)["shapes"],
-            legend={"orientation": "h", "y": -0.15, "x": 0, "yanchor": "top"},
+            # Three short entries fit one row at 390 px; state (bottom of the stack) first.
+            legend={"orientation": "h", "y": -0.12, "x": 0, "yanchor": "top",
+                    "traceorder": "normal", "font": {"size": 11}},
         ),
         "summary": (
             f"Peak memory per rank against {fmt_bytes(gpu)}: worst rank {worst} at "
