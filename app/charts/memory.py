@@ -1,7 +1,7 @@
 """EP01's diagram: the per-GPU memory bill as a stacked bar against the GPU's memory line."""
 
 from app.charts import base_layout, gpu_memory_line, short_gpu_name
-from app.charts.units import axis_unit, fmt_bytes, fmt_count
+from app.charts.units import fmt_bytes, fmt_count, gb_axis
 
 # Component key -> (label, colour); the order is the stacking order, bottom first.
 COMPONENTS = {
@@ -23,10 +23,10 @@ RECIPES = {  # recipe id -> how a summary names it
 def memory_figure(result) -> dict:
     """A stacked bar of ``result.breakdown`` (bytes per GPU) against the GPU's memory line.
 
-    The axis unit follows the size (GB, then TB, then PB). The bar sits in the left half of the
-    plot and the line's label in the right half, so the label never covers a bar label."""
+    Bars are in GB; the axis ticks read in the unit the size calls for (GB, TB, PB). The bar
+    sits in the left half of the plot and the line's label in the right half, so the label
+    never covers a bar label."""
     total, gpu = result.total_bytes, result.gpu_memory_bytes
-    scale, unit = axis_unit(max(total, gpu))
     data = []
     for key, (label, colour) in COMPONENTS.items():
         value = result.breakdown.get(key, 0)
@@ -38,7 +38,7 @@ def memory_figure(result) -> dict:
             "type": "bar",
             "name": label,
             "x": [0],
-            "y": [round(value / scale, 4)],
+            "y": [round(value / 1e9, 3)],
             "marker": {"color": colour},
             "text": [f"{label}<br>{fmt_bytes(value)}"] if big else [""],
             "textposition": "inside",
@@ -47,7 +47,6 @@ def memory_figure(result) -> dict:
             "textangle": 0,  # never rotated: a narrow phone bar hides the label instead
             "hovertemplate": f"{label}: {fmt_bytes(value)}<extra></extra>",
         })
-    top = max(total, gpu) / scale * 1.12
     gpu_name = short_gpu_name(result.input.gpu.name)
     model = result.input.model
     # A custom model's engine name carries its shape; the summary needs only its size.
@@ -64,12 +63,11 @@ def memory_figure(result) -> dict:
             margin={"l": 52, "r": 8, "t": 8, "b": 8},
             showlegend=False,  # the table under the chart names each colour
             uniformtext={"minsize": 9, "mode": "hide"},
-            yaxis={"title": {"text": f"{unit} per GPU"}, "range": [0, top],
-                   "rangemode": "tozero", "gridcolor": "#e6e9ef", "fixedrange": True},
+            yaxis=gb_axis(max(total, gpu) * 1.12),
             # One category at 0 in a range up to 1.5: the bar fills the left half.
             xaxis={"range": [-0.5, 1.5], "fixedrange": True, "showticklabels": False,
                    "showgrid": False, "zeroline": False},
-            **gpu_memory_line(gpu / scale, f"{gpu_name}: {fmt_bytes(gpu)}"),
+            **gpu_memory_line(gpu / 1e9, f"{gpu_name}: {fmt_bytes(gpu)}"),
         ),
         "summary": (
             f"{model_name}, {MODES[result.input.mode]} "

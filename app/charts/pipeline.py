@@ -7,7 +7,7 @@ browser at tens of thousands of actions.
 """
 
 from app.charts import base_layout, gpu_line_legend, gpu_memory_line
-from app.charts.units import axis_unit, fmt_bytes, fmt_pct
+from app.charts.units import fmt_bytes, fmt_pct, gb_axis
 
 KINDS = {  # kind -> (label, colour, heatmap code)
     "F": ("Forward", "#4c78a8", 1),
@@ -203,32 +203,29 @@ def stage_memory_figure(memory) -> dict:
     # "r0".."r7": short enough to stay level under narrow bars on a phone.
     ranks = [f"r{r}" for r in range(p)]
     gpu = memory.gpu_memory_bytes
-    scale, unit = axis_unit(max(gpu, *memory.total_bytes))
     over = ["#b42318" if not ok else "#e45756" for ok in memory.fits]
-    top = max(gpu, *memory.total_bytes) / scale * 1.12
     gpu_label = f"GPU: {fmt_bytes(gpu)}"
     worst = memory.worst_rank
     overflowing = sum(1 for ok in memory.fits if not ok)
     return {
         "data": [
             {"type": "bar", "name": "State", "x": ranks,
-             "y": [round(memory.state_bytes / scale, 4)] * p, "marker": {"color": "#4c78a8"},
+             "y": [round(memory.state_bytes / 1e9, 3)] * p, "marker": {"color": "#4c78a8"},
              "customdata": [fmt_bytes(memory.state_bytes)] * p,
              "hovertemplate": "%{x}: state %{customdata}<extra></extra>"},
             {"type": "bar", "name": "Activations", "x": ranks,
-             "y": [round(a / scale, 4) for a in memory.activation_bytes],
+             "y": [round(a / 1e9, 3) for a in memory.activation_bytes],
              "marker": {"color": over},
              "customdata": [fmt_bytes(a) for a in memory.activation_bytes],
              "hovertemplate": "%{x}: activations %{customdata}<extra></extra>"},
-            gpu_line_legend(gpu / scale, gpu_label, ranks),
+            gpu_line_legend(gpu / 1e9, gpu_label, ranks),
         ],
         "layout": base_layout(
             barmode="stack",  # no height: it fills its box, legend included
             margin={"l": 52, "r": 8, "t": 8, "b": 8},
-            yaxis={"title": {"text": f"{unit} per GPU"}, "range": [0, top],
-                   "gridcolor": "#e6e9ef", "fixedrange": True},
+            yaxis=gb_axis(max(gpu, *memory.total_bytes) * 1.12),
             xaxis={"fixedrange": True, "type": "category", "tickangle": 0},
-            shapes=gpu_memory_line(gpu / scale, gpu_label)["shapes"],
+            shapes=gpu_memory_line(gpu / 1e9, gpu_label)["shapes"],
             # Three short entries fit one row at 390 px; state (bottom of the stack) first.
             legend={"orientation": "h", "y": -0.12, "x": 0, "yanchor": "top",
                     "traceorder": "normal", "font": {"size": 11}},

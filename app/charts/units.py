@@ -5,6 +5,8 @@ Bytes are decimal (GB = 10^9 bytes, TB = 10^12, PB = 10^15), as GPU vendors stat
 way model cards write them: 7B, 1.2T.
 """
 
+import math
+
 BYTE_UNITS = ((1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"))
 COUNT_UNITS = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))
 
@@ -53,13 +55,40 @@ def fmt_pct(fraction: float) -> str:
     return f"{100 * fraction:.1f}%"
 
 
-def gb_number(value: float) -> float:
-    """Bytes as a plain GB number, for a chart axis that says "GB" in its title."""
-    return round(value / 1e9, 3)
-
-
 def axis_unit(largest_bytes: float) -> tuple[float, str]:
     """(scale, unit) for an axis whose largest value is ``largest_bytes``: GB up to 1 TB,
     then TB, then PB, so tick labels stay short."""
     _, unit = _scaled(largest_bytes, BYTE_UNITS[:3])
     return {"PB": (1e15, "PB"), "TB": (1e12, "TB")}.get(unit, (1e9, "GB"))
+
+
+def _nice_step(span: float, ticks: int = 6) -> float:
+    """A 1, 2, 2.5 or 5 × 10^k step giving about ``ticks`` intervals over ``span``."""
+    raw = span / ticks
+    power = 10 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+
+
+def gb_axis(top_bytes: float, per: str = "per GPU") -> dict:
+    """A y-axis whose data are GB (so every chart's numbers stay in one unit) but whose ticks
+    and title read in the unit the size calls for: 0.4, 0.8, 1.2 "TB per GPU", not 1,200 GB."""
+    scale, unit = axis_unit(top_bytes)
+    top = top_bytes / scale
+    step = _nice_step(top)
+    count = int(top / step + 1e-9) + 1
+    values = [i * step for i in range(count)]
+    return {
+        "title": {"text": f"{unit} {per}"},
+        "range": [0, top_bytes / 1e9],
+        "tickmode": "array",
+        "tickvals": [round(v * scale / 1e9, 6) for v in values],
+        "ticktext": [f"{v:,.{_decimals(step)}f}" for v in values],
+        "gridcolor": "#e6e9ef",
+        "fixedrange": True,
+    }
+
+
+def _decimals(step: float) -> int:
+    """Digits after the point that a tick step needs: 0.25 -> 2, 0.5 -> 1, 20 -> 0."""
+    text = f"{step:.6f}".rstrip("0").rstrip(".")
+    return len(text.split(".")[1]) if "." in text else 0
