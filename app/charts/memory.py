@@ -1,6 +1,7 @@
 """EP01's diagram: the per-GPU memory bill as a stacked bar against the GPU's memory line."""
 
-from app.charts import base_layout, gpu_memory_line
+from app.charts import base_layout, gpu_memory_line, short_gpu_name
+from app.charts.units import fmt_bytes, fmt_count, gb_axis
 
 # Component key -> (label, colour); the order is the stacking order, bottom first.
 COMPONENTS = {
@@ -13,46 +14,69 @@ COMPONENTS = {
     "kv_cache": ("KV cache", "#72b7b2"),
     "workspace": ("Workspace", "#9d755d"),
 }
+MODES = {"train": "training", "infer": "inference"}
+RECIPES = {  # recipe id -> how a summary names it
+    "adam16": "mixed-precision Adam, 16 B/param", "adam18": "mixed-precision Adam, 18 B/param",
+    "bf16": "bf16 weights", "int8": "int8 weights", "int4": "int4 weights",
+}
 
 
 def memory_figure(result) -> dict:
-    """A stacked bar of ``result.breakdown`` (bytes per GPU), drawn in GB, with the GPU's line."""
-    gpu_gb = result.gpu_memory_bytes / 1e9
-    total_gb = result.total_bytes / 1e9
+    """A stacked bar of ``result.breakdown`` (bytes per GPU) against the GPU's memory line.
+
+    Bars are in GB; the axis ticks read in the unit the size calls for (GB, TB, PB). The bar
+    sits in the left half of the plot and the line's label in the right half, so the label
+    never covers a bar label."""
+    total, gpu = result.total_bytes, result.gpu_memory_bytes
     data = []
     for key, (label, colour) in COMPONENTS.items():
         value = result.breakdown.get(key, 0)
         if value <= 0:
             continue
-        gb = value / 1e9
+        # Only segments tall enough to hold two lines of text get one; the table has them all.
+        big = value >= 0.08 * max(total, gpu)
         data.append({
             "type": "bar",
             "name": label,
-            "x": ["Per GPU"],
-            "y": [round(gb, 3)],
+            "x": [0],
+            "y": [round(value / 1e9, 3)],
             "marker": {"color": colour},
-            "text": [f"{label} {gb:,.1f}"] if gb >= 0.06 * max(total_gb, gpu_gb) else [""],
+            "text": [f"{label}<br>{fmt_bytes(value)}"] if big else [""],
             "textposition": "inside",
             "insidetextanchor": "middle",
-            "hovertemplate": f"{label}: %{{y:,.2f}} GB<extra></extra>",
+            "textfont": {"color": "#ffffff"},
+            "textangle": 0,  # never rotated: a narrow phone bar hides the label instead
+            "hovertemplate": f"{label}: {fmt_bytes(value)}<extra></extra>",
         })
-    top = max(total_gb, gpu_gb) * 1.12
-    gpu_name = result.input.gpu.name
-    fits = result.fits
+    gpu_name = short_gpu_name(result.input.gpu.name)
+    model = result.input.model
+    # A custom model's engine name carries its shape; the summary needs only its size.
+    model_name = (f"A custom {fmt_count(result.params)} model" if model.id == "custom"
+                  else model.name)
+    headroom = abs(result.headroom_bytes)
+    largest = max(COMPONENTS, key=lambda k: result.breakdown.get(k, 0))
     return {
         "data": data,
         "layout": base_layout(
             barmode="stack",
-            height=360,
-            bargap=0.45,
+            # No height: the chart fills its box (.chart in lab.css), which the page sizes.
+            bargap=0.25,
+            margin={"l": 52, "r": 8, "t": 8, "b": 8},
             showlegend=False,  # the table under the chart names each colour
-            yaxis={"title": {"text": "GB per GPU"}, "range": [0, top],
-                   "rangemode": "tozero", "gridcolor": "#e6e9ef"},
-            xaxis={"fixedrange": True},
-            **gpu_memory_line(gpu_gb),
+            uniformtext={"minsize": 9, "mode": "hide"},
+            yaxis=gb_axis(max(total, gpu) * 1.12),
+            # One category at 0 in a range up to 1.5: the bar fills the left half.
+            xaxis={"range": [-0.5, 1.5], "fixedrange": True, "showticklabels": False,
+                   "showgrid": False, "zeroline": False},
+            **gpu_memory_line(gpu / 1e9, f"{gpu_name}: {fmt_bytes(gpu)}"),
         ),
         "summary": (
-            f"{total_gb:,.1f} GB per GPU against {gpu_name}'s {gpu_gb:,.0f} GB: "
-            + ("fits" if fits else "does not fit")
+            f"{model_name}, {MODES[result.input.mode]} "
+            f"({RECIPES.get(result.input.recipe, result.input.recipe)}): "
+            f"{fmt_bytes(total)} per GPU against the {gpu_name}'s {fmt_bytes(gpu)}, "
+            + (f"fits with {fmt_bytes(headroom)} to spare" if result.fits
+               else f"does not fit, over by {fmt_bytes(headroom)}")
+            + f"; largest part: {COMPONENTS[largest][0]}, "
+            f"{fmt_bytes(result.breakdown.get(largest, 0))}"
         ),
     }

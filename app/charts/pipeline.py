@@ -6,7 +6,8 @@ schedule is rasterised into a rank x time heatmap (same colours), which stays fa
 browser at tens of thousands of actions.
 """
 
-from app.charts import base_layout, gpu_memory_line
+from app.charts import base_layout, gpu_line_legend, gpu_memory_line
+from app.charts.units import fmt_bytes, fmt_pct, gb_axis
 
 KINDS = {  # kind -> (label, colour, heatmap code)
     "F": ("Forward", "#4c78a8", 1),
@@ -14,6 +15,14 @@ KINDS = {  # kind -> (label, colour, heatmap code)
     "I": ("Backward: input gradient", "#e45756", 3),
     "W": ("Backward: weight gradient", "#54a24b", 4),
 }
+SCHEDULE_NAMES = {  # schedule id -> the name papers and frameworks use
+    "gpipe": "GPipe",
+    "1f1b": "1F1B",
+    "interleaved-1f1b": "Interleaved 1F1B",
+    "zb-h1": "ZB-H1",
+    "dualpipe-v": "DualPipeV",
+}
+TIME_AXIS = "time (f = one forward)"
 IDLE = "#f1f3f7"
 MAX_BARS = 1500  # above this, a heatmap
 LABEL_BARS = 400  # above this, no micro-batch labels (they would be unreadable)
@@ -28,33 +37,47 @@ def _rank_label(rank: int) -> str:
     return f"rank {rank}"
 
 
+def schedule_name(schedule: str) -> str:
+    return SCHEDULE_NAMES.get(schedule, schedule)
+
+
+def kinds_present(result) -> list[str]:
+    """The action kinds this schedule uses, in legend order (ZB-H1 has no unsplit B)."""
+    present = {ev.kind for ev in result.events}
+    return [k for k in KINDS if k in present]
+
+
 def gantt_figure(result) -> dict:
     events = result.events
-    p = result.input.stages
+    inp = result.input
+    p = inp.stages
     if len(events) > MAX_BARS:
         data = _raster(result)
     else:
         data = _bars(result, labels=len(events) <= LABEL_BARS)
-    height = max(220, min(640, 60 + 30 * p))
+    height = max(200, min(640, 70 + 26 * p))
+    chunks = f" × {inp.chunks} chunks" if inp.chunks > 1 else ""
     return {
         "data": data,
         "layout": base_layout(
             height=height,
             barmode="overlay",
             bargap=0.15,
-            margin={"l": 64, "r": 16, "t": 8, "b": 44},
-            xaxis={"title": {"text": "time (one stage's forward = f)"},
+            margin={"l": 52, "r": 8, "t": 8, "b": 40},
+            xaxis={"title": {"text": TIME_AXIS, "standoff": 4},
                    "range": [0, result.makespan], "gridcolor": "#e6e9ef", "zeroline": False},
             yaxis={"autorange": "reversed", "type": "category", "fixedrange": True,
                    "categoryorder": "array",
                    "categoryarray": [_rank_label(r) for r in range(p)]},
             uniformtext={"minsize": 8, "mode": "hide"},
             plot_bgcolor=IDLE,
-            showlegend=False,  # the page names the colours under the chart
+            showlegend=False,  # the page names the colours of the kinds present
         ),
         "summary": (
-            f"{result.input.schedule} with {p} stages and {result.input.microbatches} "
-            f"micro-batches: bubble {100 * result.bubble_fraction:.1f}% measured"
+            f"{schedule_name(inp.schedule)}, {p} stages × {inp.microbatches} micro-batches"
+            f"{chunks}: {fmt_pct(result.bubble_fraction)} of rank time idle, measured "
+            f"(textbook {fmt_pct(result.textbook_bubble)}); makespan "
+            f"{result.makespan:,.1f} f"
         ),
     }
 
@@ -124,7 +147,11 @@ def memory_ranks(p: int) -> list[int]:
 
 
 def activations_figure(result) -> dict:
-    """Micro-batch activations held per rank over time (step lines), the peaks marked."""
+    """Micro-batch activations held per rank over time (step lines), each rank's peak marked.
+
+    The peaks carry no text: ranks that peak together (GPipe: all of them, at once) would pile
+    their labels up. The legend below names the lines and the table under the chart lists the
+    peaks."""
     data = []
     peaks = result.peak_activations
     for i, rank in enumerate(memory_ranks(result.input.stages)):
@@ -137,60 +164,77 @@ def activations_figure(result) -> dict:
         data.append({
             "type": "scatter", "mode": "lines",
             "line": {"shape": "hv", "width": 2, "color": colour},
-            "name": f"rank {rank} (peak {peak})", "x": xs, "y": ys, "showlegend": False,
+            "name": f"r{rank}", "x": xs, "y": ys,
             "hovertemplate": f"rank {rank}: %{{y}} held<extra></extra>",
             "legendgroup": str(rank),
         })
         data.append({
-            "type": "scatter", "mode": "markers+text", "x": [at], "y": [peak],
-            "showlegend": False, "text": [f"r{rank}"], "textposition": "top right",
-            "textfont": {"size": 10, "color": colour}, "cliponaxis": False,
+            "type": "scatter", "mode": "markers", "x": [at], "y": [peak],
+            "showlegend": False, "cliponaxis": False,
             "marker": {"size": 9, "symbol": "diamond", "color": colour,
                        "line": {"width": 1, "color": "#1d2330"}},
             "hovertemplate": f"rank {rank} peak: {peak}<extra></extra>", "legendgroup": str(rank),
         })
+    worst = max(range(len(peaks)), key=lambda r: peaks[r])
     return {
         "data": data,
         "layout": base_layout(
-            height=300,
-            margin={"l": 56, "r": 16, "t": 16, "b": 40},
-            xaxis={"title": {"text": "time (one stage's forward = f)"},
+            # No height: the chart fills its box (.chart.short), legend included.
+            margin={"l": 44, "r": 8, "t": 8, "b": 8},
+            xaxis={"title": {"text": TIME_AXIS, "standoff": 4},
                    "range": [0, result.makespan],
                    "gridcolor": "#e6e9ef", "zeroline": False},
             yaxis={"title": {"text": "units held"}, "rangemode": "tozero",
-                   "gridcolor": "#e6e9ef"},
+                   "gridcolor": "#e6e9ef", "fixedrange": True},
+            legend={"orientation": "h", "x": 0, "y": -0.3, "yanchor": "top",
+                    "font": {"size": 11}, "itemwidth": 30},
         ),
-        "summary": f"peak activations per rank: {', '.join(map(str, peaks))}",
+        "summary": (
+            f"{schedule_name(result.input.schedule)}: peak activations held per rank, in "
+            f"micro-batch × chunk units: rank 0 {peaks[0]}, rank {len(peaks) - 1} {peaks[-1]}; "
+            f"most on rank {worst} ({peaks[worst]})"
+        ),
     }
 
 
 def stage_memory_figure(memory) -> dict:
-    """Per-rank peak memory (state + measured activations) against the GPU's line, in GB."""
+    """Per-rank peak memory (state + measured activations) against the GPU's line."""
     p = len(memory.total_bytes)
-    ranks = [_rank_label(r) for r in range(p)]
-    gpu_gb = memory.gpu_memory_bytes / 1e9
-    state_gb = [round(s / 1e9, 3) for s in memory.state_per_rank]
-    acts_gb = [round(a / 1e9, 3) for a in memory.activation_bytes]
+    # "r0".."r7": short enough to stay level under narrow bars on a phone.
+    ranks = [f"r{r}" for r in range(p)]
+    gpu = memory.gpu_memory_bytes
     over = ["#b42318" if not ok else "#e45756" for ok in memory.fits]
-    top = max(gpu_gb, max(t / 1e9 for t in memory.total_bytes)) * 1.12
+    gpu_label = f"GPU: {fmt_bytes(gpu)}"
+    worst = memory.worst_rank
+    overflowing = sum(1 for ok in memory.fits if not ok)
     return {
         "data": [
-            {"type": "bar", "name": "Weights, grads, optimizer state", "x": ranks,
-             "y": state_gb, "marker": {"color": "#4c78a8"},
-             "hovertemplate": "%{x}: state %{y:,.1f} GB<extra></extra>"},
-            {"type": "bar", "name": "Activations at the rank's peak", "x": ranks, "y": acts_gb,
+            {"type": "bar", "name": "State", "x": ranks,
+             "y": [round(s / 1e9, 3) for s in memory.state_per_rank],
+             "marker": {"color": "#4c78a8"},
+             "customdata": [fmt_bytes(s) for s in memory.state_per_rank],
+             "hovertemplate": "%{x}: state %{customdata}<extra></extra>"},
+            {"type": "bar", "name": "Activations", "x": ranks,
+             "y": [round(a / 1e9, 3) for a in memory.activation_bytes],
              "marker": {"color": over},
-             "hovertemplate": "%{x}: activations %{y:,.1f} GB<extra></extra>"},
+             "customdata": [fmt_bytes(a) for a in memory.activation_bytes],
+             "hovertemplate": "%{x}: activations %{customdata}<extra></extra>"},
+            gpu_line_legend(gpu / 1e9, gpu_label, ranks),
         ],
         "layout": base_layout(
-            barmode="stack", height=280,
-            margin={"l": 56, "r": 16, "t": 16, "b": 56},
-            yaxis={"title": {"text": "GB per GPU"}, "range": [0, top],
-                   "gridcolor": "#e6e9ef"},
-            xaxis={"fixedrange": True, "type": "category"},
-            **gpu_memory_line(gpu_gb),
-            legend={"orientation": "h", "y": -0.22, "x": 0, "yanchor": "top"},
+            barmode="stack",  # no height: it fills its box, legend included
+            margin={"l": 52, "r": 8, "t": 8, "b": 8},
+            yaxis=gb_axis(max(gpu, *memory.total_bytes) * 1.12),
+            xaxis={"fixedrange": True, "type": "category", "tickangle": 0},
+            shapes=gpu_memory_line(gpu / 1e9, gpu_label)["shapes"],
+            # Three short entries fit one row at 390 px; state (bottom of the stack) first.
+            legend={"orientation": "h", "y": -0.12, "x": 0, "yanchor": "top",
+                    "traceorder": "normal", "font": {"size": 11}},
         ),
-        "summary": f"peak memory per rank, worst rank {memory.worst_rank}: "
-                   f"{memory.total_bytes[memory.worst_rank] / 1e9:,.1f} GB",
+        "summary": (
+            f"Peak memory per rank against {fmt_bytes(gpu)}: worst rank {worst} at "
+            f"{fmt_bytes(memory.total_bytes[worst])}, rank {p - 1} at "
+            f"{fmt_bytes(memory.total_bytes[-1])}; "
+            + ("every rank fits" if not overflowing else f"{overflowing} of {p} overflow")
+        ),
     }

@@ -142,17 +142,29 @@ def divisors(n: int, limit: int = 256) -> list[int]:
 
 @lru_cache(maxsize=1)
 def facts() -> dict:
-    """The figures the lesson's prose quotes, computed by the lab (never typed in)."""
-    zero3 = run(MemoryQuery(model="llama-3.1-70b", dp=32, zero=3))
-    state_keys = ("weights", "gradients", "master_weights", "optimizer_moments")
+    """The states the lesson's steps link to, each with the figures its prose quotes.
+
+    One ``params`` dict per state feeds both the step's try link and the numbers quoted next to
+    it, run through the same query model, lab and ``to_api`` as GET /api/memory, so the prose
+    cannot drift from what the link shows (tests/app/test_prose.py follows every link)."""
+    def state(**params) -> dict:
+        result = run(MemoryQuery(**params))
+        return {"params": params, "result": result, "api": to_api(result)}
+
+    l70 = {"model": "llama-3.1-70b"}
     return {
-        "l70": run(MemoryQuery(model="llama-3.1-70b")),
-        "l70_18": run(MemoryQuery(model="llama-3.1-70b", recipe="adam18")),
-        "l405": run(MemoryQuery(model="llama-3.1-405b")),
-        "l70_zero3_state": sum(zero3.breakdown[k] for k in state_keys),
-        "b30": run(MemoryQuery(params=30e9)),
-        "small_int8": run(MemoryQuery(params=7e9, mode="infer", recipe="int8", gpu="rtx-4090")),
-        "mixtral": run(MemoryQuery(model="mixtral-8x7b")),
+        "l70": state(**l70),
+        "l70_18": state(**l70, recipe="adam18"),
+        "b30": state(model="custom", params="30e9"),
+        "l70_none_16k": state(**l70, recompute="none", seq_len=16384),
+        "l70_full": state(**l70, recompute="full"),
+        "small_int8": state(model="custom", params="7e9", mode="infer", recipe="int8",
+                            gpu="rtx-4090"),
+        "l70_serve": state(**l70, mode="infer", recipe="bf16", seq_len=8192, micro_batch=32),
+        "l405": state(model="llama-3.1-405b"),
+        "l70_zero3": state(**l70, dp=32, zero=3),
+        "mixtral": state(model="mixtral-8x7b"),
+        "deepseek": state(model="deepseek-v3"),
     }
 
 

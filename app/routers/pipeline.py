@@ -121,16 +121,33 @@ def figures(state: PipelineState) -> dict:
 
 @lru_cache(maxsize=1)
 def facts() -> dict:
-    """Figures the lesson's prose quotes, each measured by the simulator."""
-    def bubble(**kw) -> float:
-        return simulate(PipelineInput(**kw)).bubble_fraction
+    """The states the lesson's steps link to, each with the figures its prose quotes.
 
+    One ``params`` dict per state feeds both the step's try link and the numbers quoted next to
+    it, run through the same query model, simulator and ``to_api`` as GET /api/pipeline, so the
+    prose cannot drift from what the link shows (tests/app/test_prose.py follows every link)."""
+    def state(**params) -> dict:
+        simulated = run(PipelineQuery(**params))
+        return {"params": params, "result": simulated, "api": to_api(simulated)}
+
+    p8 = {"stages": 8}
+    interleaved = {"schedule": "interleaved-1f1b", **p8, "microbatches": 16}
     return {
-        "bad": bubble(schedule="gpipe", stages=8, microbatches=1),
-        "good": bubble(stages=8, microbatches=32),
-        "mid": bubble(stages=4, microbatches=8),
-        "interleaved": bubble(schedule="interleaved-1f1b", stages=8, microbatches=32, virtual=4),
-        "zb": bubble(schedule="zb-h1", stages=8, microbatches=32),
+        "bad": state(schedule="gpipe", **p8, microbatches=1),
+        "mid": state(stages=4, microbatches=8),
+        "good": state(schedule="1f1b", **p8, microbatches=32),
+        "gpipe32": state(schedule="gpipe", **p8, microbatches=32),
+        # Interleaving compared at one m (16, a multiple of p as Megatron-LM requires).
+        "plain16": state(schedule="1f1b", **p8, microbatches=16),
+        "v2": state(**interleaved, virtual=2),
+        "v4": state(**interleaved, virtual=4),
+        "v4_p2p": state(**interleaved, virtual=4, p2p=0.1),
+        "zb": state(schedule="zb-h1", **p8, microbatches=32),
+        "dualpipe": state(schedule="dualpipe-v", **p8, microbatches=32, virtual=2),
+        "fits": state(**p8, microbatches=32, tp=8, recompute="selective"),
+        "overflow": state(**p8, microbatches=32, tp=8, recompute="none"),
+        "gpipe_overflow": state(schedule="gpipe", **p8, microbatches=32, tp=8,
+                                recompute="none"),
     }
 
 

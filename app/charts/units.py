@@ -1,0 +1,94 @@
+"""One way to write sizes, counts and shares, for charts, readouts and prose alike.
+
+Bytes are decimal (GB = 10^9 bytes, TB = 10^12, PB = 10^15), as GPU vendors state memory
+(NVIDIA's H100 datasheet: 80 GB), so a page never shows "14,168,336.2 GB". Counts read the
+way model cards write them: 7B, 1.2T.
+"""
+
+import math
+
+BYTE_UNITS = ((1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"))
+COUNT_UNITS = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))
+
+
+def _scaled(value: float, units) -> tuple[float, str]:
+    """The largest unit that keeps the number at or above 1 (after rounding to 3 digits)."""
+    size = abs(value)
+    for scale, unit in units:
+        # 999.96 GB rounds to "1,000.0 GB": promote it to TB instead.
+        if size >= scale * 0.9995:
+            return value / scale, unit
+    return value, ""
+
+
+def _digits(number: float) -> str:
+    """Three significant figures at most, never a trailing ".0" past 100."""
+    size = abs(number)
+    if size >= 100:
+        return f"{number:,.0f}"
+    if size >= 10:
+        return f"{number:,.1f}"
+    return f"{number:,.2f}"
+
+
+def fmt_bytes(value: float) -> str:
+    """Bytes in decimal units: 7.0e9 -> "7.00 GB", 1.13e12 -> "1.13 TB", 0 -> "0 GB"."""
+    if value == 0:
+        return "0 GB"
+    number, unit = _scaled(value, BYTE_UNITS)
+    return f"{_digits(number)} {unit or 'B'}"
+
+
+def fmt_count(value: float) -> str:
+    """A count as model cards write it: 7e9 -> "7B", 70.55e9 -> "70.6B", 1.2e12 -> "1.2T"."""
+    number, unit = _scaled(value, COUNT_UNITS)
+    if not unit:
+        return f"{value:,.0f}"
+    text = _digits(number)
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return f"{text}{unit}"
+
+
+def fmt_pct(fraction: float) -> str:
+    """A fraction as a percentage with one decimal: 0.1795 -> "17.9%"."""
+    return f"{100 * fraction:.1f}%"
+
+
+def axis_unit(largest_bytes: float) -> tuple[float, str]:
+    """(scale, unit) for an axis whose largest value is ``largest_bytes``: GB up to 1 TB,
+    then TB, then PB, so tick labels stay short."""
+    _, unit = _scaled(largest_bytes, BYTE_UNITS[:3])
+    return {"PB": (1e15, "PB"), "TB": (1e12, "TB")}.get(unit, (1e9, "GB"))
+
+
+def _nice_step(span: float, ticks: int = 6) -> float:
+    """A 1, 2, 2.5 or 5 × 10^k step giving about ``ticks`` intervals over ``span``."""
+    raw = span / ticks
+    power = 10 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+
+
+def gb_axis(top_bytes: float, per: str = "per GPU") -> dict:
+    """A y-axis whose data are GB (so every chart's numbers stay in one unit) but whose ticks
+    and title read in the unit the size calls for: 0.4, 0.8, 1.2 "TB per GPU", not 1,200 GB."""
+    scale, unit = axis_unit(top_bytes)
+    top = top_bytes / scale
+    step = _nice_step(top)
+    count = int(top / step + 1e-9) + 1
+    values = [i * step for i in range(count)]
+    return {
+        "title": {"text": f"{unit} {per}"},
+        "range": [0, top_bytes / 1e9],
+        "tickmode": "array",
+        "tickvals": [round(v * scale / 1e9, 6) for v in values],
+        "ticktext": [f"{v:,.{_decimals(step)}f}" for v in values],
+        "gridcolor": "#e6e9ef",
+        "fixedrange": True,
+    }
+
+
+def _decimals(step: float) -> int:
+    """Digits after the point that a tick step needs: 0.25 -> 2, 0.5 -> 1, 20 -> 0."""
+    text = f"{step:.6f}".rstrip("0").rstrip(".")
+    return len(text.split(".")[1]) if "." in text else 0

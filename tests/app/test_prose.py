@@ -1,0 +1,119 @@
+"""Every figure a lesson quotes is what the state its step links to shows.
+
+Each quoted figure is a ``<span class="fig" data-state=… data-field=… data-unit=…>``. The test
+follows it: the state must be one of its step's try links, GET /api/<lab> with that query must
+give the same number formatted the same way, and the step's diagram must show it when the link
+is followed as htmx does (the bench fragment).
+"""
+
+import re
+from html.parser import HTMLParser
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from app.charts.units import fmt_bytes, fmt_count, fmt_pct
+
+LESSONS = {  # page -> (API, chart ids a step may name)
+    "/episodes/memory": ("/api/memory", {"memory-chart"}),
+    "/episodes/pipeline": (
+        "/api/pipeline", {"pipeline-gantt", "pipeline-activations", "pipeline-memory"}),
+}
+FORMATS = {"bytes": fmt_bytes, "count": fmt_count, "pct": fmt_pct, "": str}
+
+
+class Steps(HTMLParser):
+    """Collects each ``section.step``: its attributes, try links and quoted figures."""
+
+    def __init__(self):
+        super().__init__()
+        self.steps: list[dict] = []
+        self.depth = 0  # section nesting inside the current step
+        self.fig: dict | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "section":
+            # Lesson steps are step-1, step-2, …; the frame's drill section is not one.
+            if "step" in (a.get("class") or "").split() and re.fullmatch(
+                    r"step-\d+", a.get("id") or ""):
+                self.steps.append({"attrs": a, "links": [], "figs": []})
+                self.depth = 1
+            elif self.depth:
+                self.depth += 1
+        elif self.depth and tag == "a" and "try" in (a.get("class") or "").split():
+            self.steps[-1]["links"].append(a)
+        elif self.depth and tag == "span" and "fig" in (a.get("class") or "").split():
+            self.fig = {**a, "text": ""}
+            self.steps[-1]["figs"].append(self.fig)
+
+    def handle_endtag(self, tag):
+        if tag == "section" and self.depth:
+            self.depth -= 1
+        elif tag == "span":
+            self.fig = None
+
+    def handle_data(self, data):
+        if self.fig is not None:
+            self.fig["text"] += data
+
+
+def steps_of(client, page: str) -> list[dict]:
+    response = client.get(page)
+    assert response.status_code == 200
+    parser = Steps()
+    parser.feed(response.text)
+    assert parser.steps, f"{page} has no steps"
+    return parser.steps
+
+
+def query_of(href: str) -> list[tuple[str, str]]:
+    return sorted(parse_qsl(urlsplit(href).query))
+
+
+def field_value(body, path: str):
+    for part in path.split("."):
+        body = body[int(part)] if part.isdigit() else body[part]
+    return body
+
+
+@pytest.mark.parametrize("page", LESSONS)
+def test_every_step_names_a_diagram_and_has_a_try_link(client, page):
+    charts = LESSONS[page][1]
+    for n, step in enumerate(steps_of(client, page), start=1):
+        assert step["attrs"]["id"] == f"step-{n}"
+        assert step["attrs"].get("data-diagram") in charts, step["attrs"]
+        assert step["links"], f"step {n} has no try link"
+
+
+@pytest.mark.parametrize("page", LESSONS)
+def test_every_try_link_opens_a_good_state_showing_its_steps_diagram(client, page):
+    for step in steps_of(client, page):
+        for link in step["links"]:
+            assert urlsplit(link["href"]).path == page
+            response = client.get(link["href"], headers={
+                "HX-Request": "true", "HX-Target": "bench"})
+            assert response.status_code == 200, link["href"]
+            assert f'id="{step["attrs"]["data-diagram"]}"' in response.text, link["href"]
+
+
+@pytest.mark.parametrize("page", LESSONS)
+def test_every_quoted_figure_is_what_its_links_state_shows(client, page):
+    api = LESSONS[page][0]
+    quoted = 0
+    for step in steps_of(client, page):
+        links = {tuple(query_of(link["href"])) for link in step["links"]}
+        for fig in step["figs"]:
+            state = "?" + fig["data-state"]
+            where = f'{step["attrs"]["id"]}: {fig["text"]!r} ({fig["data-field"]} of {state})'
+            # The number comes from a state this very step links to.
+            assert tuple(query_of(state)) in links, where
+            body = client.get(api + state).json()
+            expected = FORMATS[fig["data-unit"]](field_value(body, fig["data-field"]))
+            assert fig["text"] == expected, where
+            # And following that link, the diagram shows the same text.
+            shown = client.get(page + state, headers={"HX-Request": "true",
+                                                      "HX-Target": "bench"}).text
+            assert expected in shown, f"{where}: not shown in the diagram"
+            quoted += 1
+    assert quoted >= 10, f"{page} quotes only {quoted} checked figures"
