@@ -78,14 +78,8 @@ def sends_per_rank(plan, owner: list[int]) -> tuple[int, ...]:
     An F of piece k sends its output on if piece k+1 lives on another rank; a B or I of
     piece k sends the input gradient back if piece k-1 does. W sends nothing.
     """
-    last = len(owner) - 1
-    counts = []
-    for r, acts in enumerate(plan):
-        n = 0
-        for kind, _mb, _chunk, k in acts:
-            if kind == "F":
-                n += k < last and owner[k + 1] != r
-            elif kind != "W":
-                n += k > 0 and owner[k - 1] != r
-        counts.append(n)
-    return tuple(counts)
+    pieces = range(len(owner))
+    onward = [k + 1 in pieces and owner[k + 1] != owner[k] for k in pieces]
+    back = [k > 0 and owner[k - 1] != owner[k] for k in pieces]
+    sends = {"F": onward, "B": back, "I": back, "W": [False] * len(owner)}
+    return tuple(sum(sends[kind][k] for kind, _mb, _chunk, k in acts) for acts in plan)

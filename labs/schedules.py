@@ -85,22 +85,22 @@ def rounds(p: int, m: int) -> tuple[int, int]:
     return count, m // count
 
 
-def _interleaved_chunks(p: int, m: int, v: int, r: int):
-    """Forward and backward (chunk, micro-batch) sequences of rank r, as PyTorch numbers them.
+def _interleaved_chunks(p: int, m: int, v: int) -> tuple[list[tuple[int, int]], ...]:
+    """The (micro-batch, chunk) of every rank's k-th forward and k-th backward.
 
-    The k-th forward runs chunk (k // n) % v, n micro-batches per round; the i-th backward
-    runs chunk v-1 - (i // n) % v. Each chunk takes its micro-batches in order.
+    As PyTorch numbers them: the k-th forward runs chunk (k // n) % v, n micro-batches a
+    round; the k-th backward runs chunk v-1 - (k // n) % v. Each chunk takes its
+    micro-batches in order. The same for every rank (only the piece, c*p + r, differs).
     """
     n = rounds(p, m)[1]
-    total = m * v
     fwd, bwd = [], []
     f_next, b_next = [0] * v, [0] * v
-    for k in range(total):
+    for k in range(m * v):
         c = (k // n) % v
-        fwd.append(("F", f_next[c], c, c * p + r))
+        fwd.append((f_next[c], c))
         f_next[c] += 1
-        c = v - 1 - (k // n) % v
-        bwd.append((c, b_next[c]))
+        c = v - 1 - c
+        bwd.append((b_next[c], c))
         b_next[c] += 1
     return fwd, bwd
 
@@ -119,10 +119,11 @@ def interleaved(p: int, m: int, v: int) -> Plan:
     plan = []
     n = rounds(p, m)[1]
     total = m * v
+    fwd_order, bwd_order = _interleaved_chunks(p, m, v)
     for r in range(p):
         warm = min((v - 1) * n + 2 * (p - r - 1), total)
-        fwd, order = _interleaved_chunks(p, m, v, r)
-        bwd = [("B", mb, c, c * p + r) for c, mb in order]
+        fwd = [("F", mb, c, c * p + r) for mb, c in fwd_order]
+        bwd = [("B", mb, c, c * p + r) for mb, c in bwd_order]
         acts = fwd[:warm]
         for i in range(total - warm):
             acts += (fwd[warm + i], bwd[i])
@@ -144,12 +145,13 @@ def interleaved_zero_bubble(p: int, m: int, v: int) -> Plan:
     plan = []
     n = rounds(p, m)[1]
     total = m * v
+    fwd_order, bwd_order = _interleaved_chunks(p, m, v)
     for r in range(p):
         warm = min((v - 1) * n + (p - r - 1), total)
-        fwd, order = _interleaved_chunks(p, m, v, r)
+        fwd = [("F", mb, c, c * p + r) for mb, c in fwd_order]
         acts = fwd[:warm]
         pending: deque[tuple[int, int]] = deque()
-        for i, (c, mb) in enumerate(order):
+        for i, (mb, c) in enumerate(bwd_order):
             if warm + i < total:
                 acts.append(fwd[warm + i])
             acts.append(("I", mb, c, c * p + r))
