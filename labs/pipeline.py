@@ -4,6 +4,12 @@
 action at the earliest time its rank is free and its inputs have arrived. The bubble,
 the makespan and the activations held are all *measured* off that timeline; the
 textbook formula is returned next to them only for comparison.
+
+The schedules are those of PyTorch's ``torch.distributed.pipelining`` (plus ZB-H1), in
+the same per-rank order (tests/labs/fixtures/torch_pipeline_orders.json). What the
+pipeline puts on the wire, the bytes each rank sends to its neighbours and the send time
+on a given link, comes from ``labs.pipeline_wire``; the engine that places actions in time
+is ``labs.pipeline_timeline``.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ from labs.pipeline_timeline import ScheduleDeadlock, activations, gc_paused, pla
 from labs.schedules import V_SHAPE, Action
 
 __all__ = [
+    "INTERLEAVED",
     "SCHEDULES",
+    "SPLIT_BACKWARD",
     "Action",
     "Event",
     "PipelineInput",
