@@ -184,21 +184,6 @@ def test_generate_matches_simulated_order():
         assert {a.stage for a in acts} == {rank, 2 * 3 - 1 - rank}
 
 
-def test_interleaved_chunk_order_follows_megatron_groups():
-    # p=2, v=2, m=4: forwards on rank 0 take mb 0,1 on chunk 0, then mb 0,1 on chunk 1, ...
-    plan = generate(PipelineInput(schedule="interleaved-1f1b", stages=2, microbatches=4, virtual=2))
-    fwd = [(a.microbatch, a.chunk) for a in plan[0] if a.kind == "F"]
-    assert fwd == [(0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (3, 0), (2, 1), (3, 1)]
-    bwd = [(a.microbatch, a.chunk) for a in plan[0] if a.kind == "B"]
-    assert bwd == [(0, 1), (1, 1), (0, 0), (1, 0), (2, 1), (3, 1), (2, 0), (3, 0)]
-    warmup = 0
-    for a in plan[0]:
-        if a.kind == "B":
-            break
-        warmup += 1
-    assert warmup == (2 - 0 - 1) * 2 + (2 - 1) * 2 + 1  # Megatron's warm-up, then 1F1B's F
-
-
 def test_an_order_that_cannot_progress_is_reported():
     from labs.pipeline import ScheduleDeadlock
     from labs.pipeline_timeline import place

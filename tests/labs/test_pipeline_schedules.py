@@ -86,6 +86,21 @@ def test_interleaved_keeps_megatrons_order_when_m_is_a_multiple_of_p(p, m, v):
         megatron_interleaved(p, m, v))
 
 
+def test_interleaved_chunk_order_follows_megatron_groups():
+    # p=2, v=2, m=4: forwards on rank 0 take mb 0,1 on chunk 0, then mb 0,1 on chunk 1, ...
+    plan = generate(PipelineInput(schedule="interleaved-1f1b", stages=2, microbatches=4, virtual=2))
+    fwd = [(a.microbatch, a.chunk) for a in plan[0] if a.kind == "F"]
+    assert fwd == [(0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (3, 0), (2, 1), (3, 1)]
+    bwd = [(a.microbatch, a.chunk) for a in plan[0] if a.kind == "B"]
+    assert bwd == [(0, 1), (1, 1), (0, 0), (1, 0), (2, 1), (3, 1), (2, 0), (3, 0)]
+    warmup = 0
+    for a in plan[0]:
+        if a.kind == "B":
+            break
+        warmup += 1
+    assert warmup == (2 - 0 - 1) * 2 + (2 - 1) * 2 + 1  # Megatron's warm-up, then 1F1B's F
+
+
 # ----- interleaved with m not a multiple of p (PyTorch's rounds) ---------------------------------
 @pytest.mark.parametrize(("p", "m", "v"), [(4, 6, 2), (4, 10, 2), (8, 12, 2), (6, 14, 3),
                                            (4, 5, 3), (3, 4, 2)])
