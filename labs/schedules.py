@@ -8,6 +8,9 @@ An action runs one micro-batch through one *model piece* ("virtual stage"). With
 chunks per rank there are ``p * c`` pieces; ``piece()`` says which piece a rank's chunk is.
 Kinds: ``F`` forward, ``B`` full backward, ``I`` input-gradient half of the backward,
 ``W`` weight-gradient half.
+
+Where PyTorch's ``torch.distributed.pipelining`` has the schedule, the per-rank order is
+PyTorch's, action for action (tests/labs/fixtures/torch_pipeline_orders.json, from 2.13).
 """
 
 from __future__ import annotations
@@ -113,8 +116,8 @@ def interleaved(p: int, m: int, v: int) -> Plan:
     by round through chunk 0, then chunk 1, ...; backwards walk the chunks in reverse.
     Rank r warms up with (v-1)*n + 2*(p-r-1) forwards (n micro-batches a round), capped at
     m*v, then alternates one forward and one backward, then drains the backwards. With
-    m % p == 0 this is Megatron-LM's order (``forward_backward_pipelining_with_
-    interleaving``: groups of p, warm-up (p-r-1)*2 + (v-1)*p).
+    m % p == 0 this is Megatron-LM's order (groups of p, warm-up (p-r-1)*2 + (v-1)*p, in
+    ``forward_backward_pipelining_with_interleaving``); the tests check both.
     """
     plan = []
     n = rounds(p, m)[1]
