@@ -27,7 +27,11 @@ Sources:
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+from labs.pipeline import INTERLEAVED, PipelineInput, simulate
 from labs.presets import ModelSpec
+from labs.schedules import V_SHAPE
 
 ACT_BYTES = 2  # bf16 activations and KV cache
 
@@ -79,10 +83,18 @@ def output_activation_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1
 
 
 def chunks_per_rank(schedule: str, virtual: int = 1) -> int:
-    """Model chunks each rank holds: v for interleaved 1F1B, 2 for DualPipeV, else 1."""
-    if schedule == "interleaved-1f1b":
+    """Model chunks each rank holds: v for the interleaved schedules, 2 for the V-shaped
+    ones (ZB-V, DualPipeV), else 1 (labs.pipeline.INTERLEAVED, labs.schedules.V_SHAPE)."""
+    if schedule in INTERLEAVED:
         return virtual
-    return 2 if schedule == "dualpipe-v" else 1
+    return 2 if schedule in V_SHAPE else 1
+
+
+@lru_cache(maxsize=256)
+def _measured_peaks(schedule: str, stages: int, microbatches: int, virtual: int) -> tuple:
+    """Peak units held per rank, measured off the simulated schedule (labs.pipeline)."""
+    return simulate(PipelineInput(schedule=schedule, stages=stages, microbatches=microbatches,
+                                  virtual=virtual)).peak_activations
 
 
 def in_flight(schedule: str, stages: int, microbatches: int, rank: int,
@@ -103,4 +115,8 @@ def in_flight(schedule: str, stages: int, microbatches: int, rank: int,
     if schedule == "dualpipe-v":
         # Both arms of the V are full at the peak: 2p + 1 half-stage chunks on every rank.
         return min(2 * m, 2 * p + 1) / 2
-    raise ValueError(f"unknown schedule {schedule!r}")
+    if schedule == "looped-bfs":
+        # Every micro-batch passes chunk 0 before any backward: all m stage-loads, as GPipe.
+        return float(m)
+    # Interleaved zero bubble and ZB-V: no closed form here; measure the simulated peak.
+    return _measured_peaks(schedule, p, m, virtual)[r] / chunks_per_rank(schedule, virtual)

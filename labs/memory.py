@@ -39,6 +39,7 @@ from labs.limits import (
     RECOMPUTE,
     SCHEDULES,
 )
+from labs.pipeline import check_shape
 from labs.placement import StageParams, stage_params
 from labs.presets import GPUSpec, ModelSpec
 
@@ -167,17 +168,10 @@ class MemoryInput:
         if self.microbatches is not None:
             whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES, "micro-batches")
         whole("virtual", self.virtual, 1, MAX_VIRTUAL, "model chunks per rank")
-        p, m = self.pp, self.pipeline_microbatches
-        if self.schedule == "interleaved-1f1b" and p > 1:
-            if self.virtual < 2:
-                raise LabInputError("virtual", "interleaved 1F1B needs 2 or more model chunks "
-                                               "per rank")
-            if m % p:
-                raise LabInputError("microbatches", f"interleaved 1F1B needs a multiple of the "
-                                                    f"{p} stages as micro-batches (got {m})")
-        if self.schedule == "dualpipe-v" and p > 1 and m < 2 * p:
-            raise LabInputError("microbatches", f"DualPipeV needs at least 2 x {p} = {2 * p} "
-                                                f"micro-batches (got {m})")
+        if self.pp > 1:
+            # The pipeline lab's own rules (labs.pipeline.PipelineInput) are the one source for
+            # what a schedule accepts: chunks, rounds of micro-batches, the V's 2p minimum.
+            check_shape(self.schedule, self.pp, self.pipeline_microbatches, self.virtual)
 
     @property
     def layout(self) -> ParallelLayout:

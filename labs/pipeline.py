@@ -4,26 +4,34 @@
 action at the earliest time its rank is free and its inputs have arrived. The bubble,
 the makespan and the activations held are all *measured* off that timeline; the
 textbook formula is returned next to them only for comparison.
+
+The schedules are those of PyTorch's ``torch.distributed.pipelining`` (plus ZB-H1), in
+the same per-rank order (tests/labs/fixtures/torch_pipeline_orders.json). What the
+pipeline puts on the wire, the bytes each rank sends to its neighbours and the send time
+on a given link, comes from ``labs.pipeline_wire``; the engine that places actions in time
+is ``labs.pipeline_timeline``.
 """
 
 from __future__ import annotations
 
-import gc
 import math
 import operator
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import repeat
 from typing import NamedTuple
 
+from labs import pipeline_wire as wire
 from labs import schedules
 from labs.errors import LabInputError
-from labs.schedules import Action
+from labs.pipeline_timeline import ScheduleDeadlock, activations, gc_paused, place
+from labs.schedules import V_SHAPE, Action
 
 __all__ = [
+    "INTERLEAVED",
     "SCHEDULES",
+    "SPLIT_BACKWARD",
     "Action",
     "Event",
     "PipelineInput",
@@ -33,7 +41,21 @@ __all__ = [
     "simulate",
 ]
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "dualpipe-v")
+# Schedule id (stable, used in the API) -> the name the field and PyTorch give it.
+SCHEDULES: dict[str, str] = {
+    "gpipe": "GPipe",
+    "1f1b": "1F1B",
+    "interleaved-1f1b": "Interleaved 1F1B",
+    "looped-bfs": "Looped BFS",
+    "zb-h1": "ZB-H1",
+    "interleaved-zb": "Interleaved zero bubble",
+    "zb-v": "ZB-V",
+    "dualpipe-v": "DualPipeV",
+}
+# v chunks per rank, piece k on rank k % p; their textbook bubble is (p-1)/(v*m+p-1).
+INTERLEAVED = ("interleaved-1f1b", "looped-bfs", "interleaved-zb")
+# Rounds of micro-batches (labs.schedules.rounds): m must split into whole rounds.
+ROUNDS = ("interleaved-1f1b", "interleaved-zb")
 
 MAX_STAGES = 64
 MAX_MICROBATCHES = 1024
@@ -44,7 +66,7 @@ MAX_VIRTUAL = 8
 MAX_EVENTS = 65536
 
 # Schedules that split the backward into I (input gradient) and W (weight gradient).
-SPLIT_BACKWARD = ("zb-h1", "dualpipe-v")
+SPLIT_BACKWARD = ("zb-h1", "interleaved-zb", "zb-v", "dualpipe-v")
 MAX_COST = 1000.0
 
 
@@ -66,6 +88,50 @@ def _cost(field: str, value: object, what: str, *, zero_ok: bool) -> float:
     return float(value)
 
 
+def _accepted_rounds(p: int, m: int) -> str:
+    """The micro-batch counts nearest m that split into whole rounds (for the message)."""
+    def whole(n: int) -> bool:
+        return 1 <= n <= MAX_MICROBATCHES and n % schedules.rounds(p, n)[0] == 0
+
+    below = next((n for n in range(m - 1, 0, -1) if whole(n)), None)
+    above = next((n for n in range(m + 1, MAX_MICROBATCHES + 1) if whole(n)), None)
+    return " or ".join(str(n) for n in (below, above) if n is not None)
+
+
+def check_shape(schedule: str, p: int, m: int, v: int) -> None:
+    """The rules a schedule sets on stages p, micro-batches m and chunks v (no bound on
+    the work to simulate): one source for this lab and the memory ledger."""
+    name = SCHEDULES[schedule]
+    if schedule in INTERLEAVED and v < 2:
+        plain = "GPipe" if schedule == "looped-bfs" else (
+            "1F1B" if schedule == "interleaved-1f1b" else "ZB-H1")
+        raise LabInputError(
+            "virtual",
+            f"{name} needs at least 2 model chunks per stage (virtual 2 to {MAX_VIRTUAL}); "
+            f"with 1 chunk it is plain {plain}, so pick that schedule instead.",
+        )
+    if schedule in ROUNDS and m % schedules.rounds(p, m)[0]:
+        count = schedules.rounds(p, m)[0]
+        raise LabInputError(
+            "microbatches",
+            f"{name} (as PyTorch runs it) sends the micro-batches through the chunks in "
+            f"max(1, m // p) = {count} rounds of equal size, so with {p} stages {m} "
+            f"micro-batches do not split; {_accepted_rounds(p, m)} would.",
+        )
+    if schedule in V_SHAPE and v > 2:
+        raise LabInputError(
+            "virtual",
+            f"{name} always places exactly 2 model chunks on each stage (down the "
+            f"pipeline and back up, a V): set virtual to 2 (1 is read as 2); got {v}.",
+        )
+    if schedule == "dualpipe-v" and m < 2 * p:
+        raise LabInputError(
+            "microbatches",
+            f"DualPipeV needs at least twice as many micro-batches as stages to fill "
+            f"both arms of the V: at least {2 * p} for {p} stages; got {m}.",
+        )
+
+
 @dataclass(frozen=True)
 class PipelineInput:
     """One pipeline to simulate; every field is validated on construction.
@@ -73,8 +139,15 @@ class PipelineInput:
     ``f``, ``b`` and ``w`` are the times of one micro-batch through a whole stage (all
     its chunks); a chunk costs f/c, b/c, w/c with c chunks per stage, so interleaving
     keeps the total work constant. Schedules that do not split the backward run one
-    B of time b + w. ``virtual`` only matters for interleaved-1f1b (2..8 chunks) and
-    dualpipe-v (always 2 chunks: 1 or 2 accepted); the other schedules use 1 chunk.
+    B of time b + w. ``virtual`` only matters for the interleaved family (interleaved-1f1b,
+    looped-bfs, interleaved-zb: 2..8 chunks) and the V shapes (zb-v, dualpipe-v: always 2
+    chunks, 1 or 2 accepted); the other schedules use 1 chunk.
+
+    The send between stages: ``p2p``, in the units of f, if given (the manual override);
+    otherwise from the link, ``link_latency + boundary_bytes / link_bandwidth`` seconds,
+    put in f's units by ``forward_seconds`` (what f stands for, in seconds); with neither,
+    sends are free. ``boundary_bytes`` (see ``pipeline_wire.boundary_bytes``) also gives
+    the bytes on the wire, counted with or without a link.
     """
 
     schedule: str = "1f1b"
@@ -84,7 +157,11 @@ class PipelineInput:
     f: float = 1.0
     b: float = 1.0
     w: float = 1.0
-    p2p: float = 0.0
+    p2p: float | None = None
+    boundary_bytes: float = 0.0
+    link_bandwidth: float | None = None
+    link_latency: float = 0.0
+    forward_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -95,42 +172,16 @@ class PipelineInput:
         _whole("stages", self.stages, 1, MAX_STAGES, "pipeline stages")
         _whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES, "micro-batches")
         _whole("virtual", self.virtual, 1, MAX_VIRTUAL, "model chunks per stage (virtual)")
-        for name, what, zero_ok in (
-            ("f", "forward time", False),
-            ("b", "backward (input-gradient) time", False),
-            ("w", "weight-gradient time", True),
-            ("p2p", "point-to-point send latency", True),
-        ):
+        costs = [("f", "forward time", False), ("b", "backward (input-gradient) time", False),
+                 ("w", "weight-gradient time", True)]
+        if self.p2p is not None:
+            costs.append(("p2p", "point-to-point send time", True))
+        for name, what, zero_ok in costs:
             object.__setattr__(self, name, _cost(name, getattr(self, name), what, zero_ok=zero_ok))
-        p, m, v = self.stages, self.microbatches, self.virtual
-        if self.schedule == "interleaved-1f1b":
-            if v < 2:
-                raise LabInputError(
-                    "virtual",
-                    "Interleaved 1F1B needs at least 2 model chunks per stage (virtual 2 to 8); "
-                    "with 1 chunk it is plain 1F1B, so pick that schedule instead.",
-                )
-            if m % p:
-                raise LabInputError(
-                    "microbatches",
-                    f"Interleaved 1F1B (as in Megatron-LM) sends micro-batches through each "
-                    f"chunk in groups of one per stage, so the number of micro-batches must be "
-                    f"a multiple of the {p} stages ({p}, {2 * p}, {3 * p}, ...); got {m}.",
-                )
-        if self.schedule == "dualpipe-v":
-            if v > 2:
-                raise LabInputError(
-                    "virtual",
-                    "DualPipeV always places exactly 2 model chunks on each stage (down the "
-                    f"pipeline and back up, a V): set virtual to 2 (1 is read as 2); got {v}.",
-                )
-            if m < 2 * p:
-                raise LabInputError(
-                    "microbatches",
-                    f"DualPipeV needs at least twice as many micro-batches as stages to fill "
-                    f"both arms of the V: at least {2 * p} for {p} stages; got {m}.",
-                )
+        self._check_wire()
+        self._check_shape()
         per_unit = 3 if self.schedule in SPLIT_BACKWARD else 2
+        p, m = self.stages, self.microbatches
         events = p * m * self.chunks * per_unit
         if events > MAX_EVENTS:
             raise LabInputError(
@@ -140,12 +191,74 @@ class PipelineInput:
                 f"above the limit of {MAX_EVENTS:,}. Use fewer micro-batches, stages or chunks.",
             )
 
+    def _check_wire(self) -> None:
+        def put(name: str, low: float, high: float, what: str, low_ok: bool) -> None:
+            value = wire.number(name, getattr(self, name), low, high, what, low_ok=low_ok)
+            object.__setattr__(self, name, value)
+
+        put("boundary_bytes", 0.0, wire.MAX_SEND_BYTES, "bytes sent per boundary", True)
+        put("link_latency", 0.0, wire.MAX_LATENCY, "link latency in seconds", True)
+        if self.link_bandwidth is not None:
+            put("link_bandwidth", wire.MIN_BANDWIDTH, wire.MAX_BANDWIDTH,
+                "link bandwidth in bytes/s", True)
+        elif self.link_latency:
+            raise LabInputError("link_bandwidth", "A link latency was given without the link's "
+                                "bandwidth (bytes/s); give both, or neither.")
+        if self.forward_seconds is not None:
+            put("forward_seconds", 0.0, wire.MAX_FORWARD_SECONDS, "forward time in seconds",
+                False)
+        if self.p2p is None and self.link_bandwidth is not None:
+            if self.forward_seconds is None:
+                raise LabInputError(
+                    "forward_seconds",
+                    "To put the link's send time on the timeline the lab needs what f is in "
+                    "seconds (one micro-batch's forward through a stage); or type the send "
+                    "time yourself (p2p).",
+                )
+            if self.send_time > MAX_COST:
+                raise LabInputError(
+                    "link_bandwidth",
+                    f"On this link one send takes {self.send_seconds:.3g} s, "
+                    f"{self.send_time:,.0f} times f; the lab draws sends up to {MAX_COST:g} "
+                    "times f. Use a faster link or fewer bytes per send.",
+                )
+
+    def _check_shape(self) -> None:
+        check_shape(self.schedule, self.stages, self.microbatches, self.virtual)
+
+    @property
+    def interleaved(self) -> bool:
+        """v chunks per rank: the textbook bubble is (p-1)/(v*m+p-1)."""
+        return self.schedule in INTERLEAVED
+
+    @property
+    def split_backward(self) -> bool:
+        """The backward runs as I (input gradient) and W (weight gradient)."""
+        return self.schedule in SPLIT_BACKWARD
+
     @property
     def chunks(self) -> int:
         """Model chunks per rank the schedule actually uses."""
-        if self.schedule == "interleaved-1f1b":
+        if self.schedule in INTERLEAVED:
             return self.virtual
-        return 2 if self.schedule == "dualpipe-v" else 1
+        return 2 if self.schedule in V_SHAPE else 1
+
+    @property
+    def send_seconds(self) -> float | None:
+        """One send on the link (latency + bytes / bandwidth), None without a link."""
+        if self.link_bandwidth is None:
+            return None
+        return wire.send_seconds(self.boundary_bytes, self.link_bandwidth, self.link_latency)
+
+    @property
+    def send_time(self) -> float:
+        """The send time on the timeline, in f's units: p2p if given, else from the link."""
+        if self.p2p is not None:
+            return self.p2p
+        seconds = self.send_seconds
+        if seconds is None or self.forward_seconds is None:
+            return 0.0
+        return seconds * self.f / self.forward_seconds
 
 
 class Event(NamedTuple):
@@ -171,20 +284,27 @@ class PipelineResult:
     events: tuple[Event, ...]  # sorted by (rank, start)
     makespan: float  # last end; the run starts at 0
     bubble_fraction: float  # idle / (ranks * makespan), measured
-    textbook_bubble: float  # (p-1)/(v*m+p-1), v = chunks for interleaved, else 1
+    textbook_bubble: float  # (p-1)/(v*m+p-1), v = chunks for INTERLEAVED, else 1
     busy: tuple[float, ...]  # per rank
     peak_activations: tuple[int, ...]  # per rank, in micro-batch-chunk units
     activation_timeline: tuple[tuple[tuple[float, int], ...], ...]  # per rank (time, held)
+    send_time: float  # one send between stages on the timeline, in f's units
+    send_seconds: float | None  # one send on the link, seconds; None without a link
+    sends: tuple[int, ...]  # per rank: activations sent forward + gradients sent back
+    wire_bytes: tuple[float, ...]  # per rank: sends x boundary_bytes
+
+    @property
+    def wire_seconds(self) -> tuple[float, ...] | None:
+        """Per rank: the link time of all its sends, one after the other; None without link."""
+        if self.send_seconds is None:
+            return None
+        return tuple(n * self.send_seconds for n in self.sends)
 
 
 def _events(rank: int, *columns: Sequence) -> list[Event]:
     """Events of one rank from columns: kinds, micro-batches, chunks, starts, ends."""
     # tuple.__new__ directly: what Event._make does, without its per-call Python frame.
     return list(map(partial(tuple.__new__, Event), zip(repeat(rank), *columns, strict=False)))
-
-
-class ScheduleDeadlock(RuntimeError):
-    """Internal: an action order that can never make progress (a generator bug)."""
 
 
 def _plan(inp: PipelineInput) -> schedules.Plan:
@@ -196,9 +316,24 @@ def _plan(inp: PipelineInput) -> schedules.Plan:
         return schedules.one_f_one_b(p, m)
     if inp.schedule == "interleaved-1f1b":
         return schedules.interleaved(p, m, inp.virtual)
+    if inp.schedule == "looped-bfs":
+        return schedules.looped_bfs(p, m, inp.virtual)
     if inp.schedule == "zb-h1":
         return schedules.zb_h1(p, m)
+    if inp.schedule == "interleaved-zb":
+        return schedules.interleaved_zero_bubble(p, m, inp.virtual)
+    if inp.schedule == "zb-v":
+        return schedules.zb_v(p, m)
     return schedules.dualpipe_v(p, m)
+
+
+def _owners(inp: PipelineInput) -> list[int]:
+    """The rank that holds each model piece."""
+    owner = [0] * (inp.stages * inp.chunks)
+    for r in range(inp.stages):
+        for j in range(inp.chunks):
+            owner[schedules.piece(inp.schedule, inp.stages, r, j)] = r
+    return owner
 
 
 def generate(inp: PipelineInput) -> list[list[Action]]:
@@ -206,155 +341,26 @@ def generate(inp: PipelineInput) -> list[list[Action]]:
     return [[Action._make(step) for step in acts] for acts in _plan(inp)]
 
 
-def _place(inp: PipelineInput, plan: schedules.Plan) -> tuple[list[list[float]], list[list[float]]]:
-    """Earliest-start placement: per rank, the start and the end time of each action.
-
-    A rank runs its actions one at a time in list order. F of piece k waits for F of
-    piece k-1; B or I of piece k waits for the backward of piece k+1 (the last piece
-    waits for its own F); W waits for the I of the same piece, on the same rank. A
-    result made on another rank arrives p2p later. Each rank runs as far as it can; a
-    blocked rank is parked on the one result it waits for and resumed when that result
-    exists, so the work is linear in the number of actions.
-    """
-    p, m, c = inp.stages, inp.microbatches, inp.chunks
-    npieces = p * c
-    n = m * npieces
-    owner = [0] * npieces
-    for r in range(p):
-        for j in range(c):
-            owner[schedules.piece(inp.schedule, p, r, j)] = r
-
-    def hop(k: int, dep: int) -> float:
-        return inp.p2p if owner[k] != owner[dep] else 0.0
-
-    # Results live in ``done`` at mb * npieces + k: forward ends in [0, n), backward (B
-    # or I) ends in [n, 2n); -1 while not yet made. Per kind and piece: (offset of the
-    # result the action makes, offset of the result it waits for, that result's
-    # latency, duration); None when there is nothing to make or to wait for.
-    tf, ti, tb, tw = inp.f / c, inp.b / c, (inp.b + inp.w) / c, inp.w / c
-    fwd = [(0, None, 0.0, tf)] + [(0, -1, hop(k, k - 1), tf) for k in range(1, npieces)]
-    back = [(n, n + 1, hop(k, k + 1)) for k in range(npieces - 1)] + [(n, 0, 0.0)]
-    spec = {
-        "F": fwd,
-        "B": [s + (tb,) for s in back],
-        "I": [s + (ti,) for s in back],
-        "W": [(None, n, 0.0, tw)] * npieces,
-    }
-    done = [-1.0] * (2 * n)
-    waiting: list[list[int] | None] = [None] * (2 * n)  # ranks parked on each result
-    starts: list[list[float]] = [[] for _ in range(p)]
-    ends: list[list[float]] = [[] for _ in range(p)]
-    pos = [0] * p
-    clock = [0.0] * p
-    ready = list(range(p))
-    while ready:
-        r = ready.pop()
-        acts, i, t = plan[r], pos[r], clock[r]
-        begin, finish, count = starts[r].append, ends[r].append, len(acts)
-        while i < count:
-            kind, mb, _ch, k = acts[i]
-            made, needs, delay, dur = spec[kind][k]
-            idx = mb * npieces + k
-            if needs is not None:
-                got = done[idx + needs]
-                if got < 0:
-                    parked = waiting[idx + needs]
-                    if parked is None:
-                        waiting[idx + needs] = [r]
-                    else:
-                        parked.append(r)
-                    break
-                got += delay
-                if got > t:
-                    t = got
-            begin(t)
-            t += dur
-            finish(t)
-            if made is not None:
-                done[idx + made] = t
-                woken = waiting[idx + made]
-                if woken is not None:
-                    ready += woken
-            i += 1
-        pos[r], clock[r] = i, t
-    stuck = [r for r in range(p) if pos[r] < len(plan[r])]
-    if stuck:
-        r = stuck[0]
-        raise ScheduleDeadlock(
-            f"{inp.schedule}: ranks {stuck} can never progress; rank {r} is stuck at "
-            f"{plan[r][pos[r]]} (action {pos[r]} of {len(plan[r])})."
-        )
-    return starts, ends
-
-
-def _activations(
-    kinds: tuple[str, ...], starts: list[float], ends: list[float]
-) -> tuple[tuple[tuple[float, int], ...], int]:
-    """Step points (time, held after that time) for one rank, and the peak.
-
-    A rank holds one unit from the start of F of (micro-batch, chunk) until the
-    backward that consumes it has finished: the end of B or, for split schedules, the
-    end of W, because the weight gradient needs the stored layer inputs (the
-    zero-bubble paper also keeps them until W). Changes at the same instant are
-    netted, so a release and a new forward at time t do not count twice. A rank's
-    actions do not overlap, so these instants already come in time order.
-    """
-    steps = [(0.0, 0)]
-    held = peak = 0
-    last = 0.0
-    for kind, start, end in zip(kinds, starts, ends, strict=True):
-        if kind == "F":
-            held += 1
-            at = start
-        elif kind == "I":
-            continue
-        else:
-            held -= 1
-            at = end
-        if at == last:
-            steps[-1] = (at, held)
-        else:
-            steps.append((at, held))
-            last = at
-        if held > peak:
-            peak = held
-    return tuple(steps), peak
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while tens of thousands of events are made.
-
-    The events hold no reference cycles; without this, repeated collections of the
-    growing young generation cost about a quarter of a large simulation's time.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def simulate(inp: PipelineInput) -> PipelineResult:
     """Generate ``inp.schedule`` and place it in time; every figure is measured."""
     p = inp.stages
-    with _gc_paused():
+    with gc_paused():
         plan = _plan(inp)
-        starts, ends = _place(inp, plan)
+        owner = _owners(inp)
+        starts, ends = place(inp, plan, owner)
         events: list[Event] = []
         timelines, peaks = [], []
         for r, acts in enumerate(plan):
             kinds, mbs, chunks, _pieces = zip(*acts, strict=True)
             events += _events(r, kinds, mbs, chunks, starts[r], ends[r])
-            steps, peak = _activations(kinds, starts[r], ends[r])
+            steps, peak = activations(kinds, starts[r], ends[r])
             timelines.append(steps)
             peaks.append(peak)
         busy = tuple(math.fsum(map(operator.sub, ends[r], starts[r])) for r in range(p))
         makespan = max(ends[r][-1] for r in range(p))
         bubble = min(max(1.0 - math.fsum(busy) / (p * makespan), 0.0), 1.0)
-        v = inp.chunks if inp.schedule == "interleaved-1f1b" else 1
+        v = inp.chunks if inp.schedule in INTERLEAVED else 1
+        sends = wire.sends_per_rank(plan, owner)
         return PipelineResult(
             input=inp,
             events=tuple(events),
@@ -364,4 +370,8 @@ def simulate(inp: PipelineInput) -> PipelineResult:
             busy=busy,
             peak_activations=tuple(peaks),
             activation_timeline=tuple(timelines),
+            send_time=inp.send_time,
+            send_seconds=inp.send_seconds,
+            sends=sends,
+            wire_bytes=tuple(n * inp.boundary_bytes for n in sends),
         )

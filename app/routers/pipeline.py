@@ -29,13 +29,17 @@ router = APIRouter()
 # The engine's canonical field -> this page's control (the page calls PP "stages").
 FIELD_ALIASES = {"pp": "stages"}
 
-SCHEDULE_LABELS = {
-    "gpipe": "GPipe (all forwards, then all backwards)",
-    "1f1b": "1F1B (one forward, one backward)",
-    "interleaved-1f1b": "Interleaved 1F1B (v chunks per rank)",
-    "zb-h1": "ZB-H1 (zero bubble: backward split into I and W)",
-    "dualpipe-v": "DualPipeV (V-shape, zero bubble)",
+_SCHEDULE_HINTS = {  # what the option list says after the name (labs.pipeline.SCHEDULES)
+    "gpipe": "all forwards, then all backwards",
+    "1f1b": "one forward, one backward",
+    "interleaved-1f1b": "v chunks per rank",
+    "looped-bfs": "v chunks, every micro-batch through one chunk before the next",
+    "zb-h1": "zero bubble: backward split into I and W",
+    "interleaved-zb": "v chunks, backward split into I and W",
+    "zb-v": "V-shape, zero bubble",
+    "dualpipe-v": "V-shape, forward and backward paired",
 }
+SCHEDULE_LABELS = {k: f"{name} ({_SCHEDULE_HINTS[k]})" for k, name in SCHEDULES.items()}
 
 
 class PipelineQuery(BaseModel):
@@ -44,12 +48,12 @@ class PipelineQuery(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    schedule: Literal[SCHEDULES] = Field(
+    schedule: Literal[tuple(SCHEDULES)] = Field(
         "1f1b", description="Pipeline schedule.")
     stages: int = Field(4, ge=1, le=MAX_STAGES, description="Pipeline stages (ranks), p.")
     microbatches: int = Field(8, ge=1, le=MAX_MICROBATCHES, description="Micro-batches, m.")
     virtual: int = Field(1, ge=1, le=MAX_VIRTUAL,
-                         description="Model chunks per rank, v (interleaved 1F1B: 2-8).")
+                         description="Model chunks per rank, v (interleaved family: 2-8).")
     f: float = Field(1.0, gt=0, le=1000, description="Forward time of one micro-batch per stage.")
     b: float = Field(1.0, gt=0, le=1000,
                      description="Backward input-gradient time (I); unsplit B costs b + w.")

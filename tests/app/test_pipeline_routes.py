@@ -60,7 +60,7 @@ def test_memory_panel_is_skipped_when_the_model_cannot_fill_the_stages(client):
     ({"stages": 65}, "stages"),
     ({"microbatches": 2000}, "microbatches"),
     ({"schedule": "interleaved-1f1b", "virtual": 1}, "virtual"),
-    ({"schedule": "interleaved-1f1b", "virtual": 2, "stages": 4, "microbatches": 6},
+    ({"schedule": "interleaved-1f1b", "virtual": 2, "stages": 4, "microbatches": 11},
      "microbatches"),
     ({"stages": 64, "microbatches": 1024}, "microbatches"),
     ({"f": 0}, "f"),

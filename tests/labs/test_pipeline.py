@@ -142,8 +142,8 @@ def test_peak_activations_dualpipe_v():
 
 
 def test_activation_timeline_is_consistent():
-    for schedule, virtual in zip(SCHEDULES, (1, 1, 2, 1, 2), strict=True):
-        result = run(schedule, stages=4, microbatches=8, virtual=virtual)
+    for schedule in SCHEDULES:
+        result = run(schedule, stages=4, microbatches=8, virtual=2)
         for rank, steps in enumerate(result.activation_timeline):
             times = [t for t, _ in steps]
             assert times == sorted(times)
@@ -184,52 +184,51 @@ def test_generate_matches_simulated_order():
         assert {a.stage for a in acts} == {rank, 2 * 3 - 1 - rank}
 
 
-def test_interleaved_chunk_order_follows_megatron_groups():
-    # p=2, v=2, m=4: forwards on rank 0 take mb 0,1 on chunk 0, then mb 0,1 on chunk 1, ...
-    plan = generate(PipelineInput(schedule="interleaved-1f1b", stages=2, microbatches=4, virtual=2))
-    fwd = [(a.microbatch, a.chunk) for a in plan[0] if a.kind == "F"]
-    assert fwd == [(0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (3, 0), (2, 1), (3, 1)]
-    bwd = [(a.microbatch, a.chunk) for a in plan[0] if a.kind == "B"]
-    assert bwd == [(0, 1), (1, 1), (0, 0), (1, 0), (2, 1), (3, 1), (2, 0), (3, 0)]
-    warmup = 0
-    for a in plan[0]:
-        if a.kind == "B":
-            break
-        warmup += 1
-    assert warmup == (2 - 0 - 1) * 2 + (2 - 1) * 2 + 1  # Megatron's warm-up, then 1F1B's F
-
-
 def test_an_order_that_cannot_progress_is_reported():
-    from labs.pipeline import ScheduleDeadlock, _place
+    from labs.pipeline import ScheduleDeadlock
+    from labs.pipeline_timeline import place
 
     inp = PipelineInput(schedule="1f1b", stages=2, microbatches=1)
     broken = [[("B", 0, 0, 0), ("F", 0, 0, 0)], [("F", 0, 0, 1), ("B", 0, 0, 1)]]
     with pytest.raises(ScheduleDeadlock, match="never progress"):
-        _place(inp, broken)
+        place(inp, broken, [0, 1])
 
 
 # ----- property test: every schedule is a valid timeline ------------------------------------
 def owner_of(schedule, p, rank, chunk):
     """Piece (virtual stage) of ``chunk`` on ``rank``, written independently of the code."""
-    if schedule == "dualpipe-v":
+    if schedule in ("dualpipe-v", "zb-v"):
         return rank if chunk == 0 else 2 * p - 1 - rank
     return chunk * p + rank  # interleaved: piece k on rank k % p; otherwise chunk is 0
 
 
 @st.composite
 def pipelines(draw):
-    schedule = draw(st.sampled_from(SCHEDULES))
+    schedule = draw(st.sampled_from(list(SCHEDULES)))
     p = draw(st.integers(1, 6))
-    if schedule == "interleaved-1f1b":
+    if schedule in ("interleaved-1f1b", "interleaved-zb"):
         virtual = draw(st.integers(2, 4))
-        m = p * draw(st.integers(1, 4))
+        # whole rounds (PyTorch): m = rounds x size, rounds = max(1, m // p)
+        m = draw(st.integers(1, 4 * p).filter(lambda n: n % max(1, n // p) == 0))
+    elif schedule == "looped-bfs":
+        virtual = draw(st.integers(2, 4))
+        m = draw(st.integers(1, 12))
     elif schedule == "dualpipe-v":
         virtual = draw(st.sampled_from((1, 2)))
         m = draw(st.integers(2 * p, 2 * p + 6))
     else:
-        virtual = draw(st.integers(1, 3))
+        virtual = draw(st.integers(1, 3) if schedule != "zb-v" else st.sampled_from((1, 2)))
         m = draw(st.integers(1, 12))
     cost = st.integers(1, 40).map(lambda x: x / 8)
+    if draw(st.booleans()):  # the send time typed in (p2p), or none at all
+        send = {"p2p": draw(st.one_of(st.none(), st.integers(0, 10).map(lambda x: x / 10)))}
+    else:  # or from a link: 1 MB over 10-100 GB/s plus a latency, f = 1 ms
+        send = {
+            "boundary_bytes": 1e6,
+            "link_bandwidth": draw(st.integers(1, 10)) * 1e10,
+            "link_latency": draw(st.integers(0, 50)) * 1e-6,
+            "forward_seconds": 1e-3,
+        }
     return PipelineInput(
         schedule=schedule,
         stages=p,
@@ -238,7 +237,7 @@ def pipelines(draw):
         f=draw(cost),
         b=draw(cost),
         w=draw(st.one_of(st.just(0.0), cost)),
-        p2p=draw(st.one_of(st.just(0.0), st.integers(1, 10).map(lambda x: x / 10))),
+        **send,
     )
 
 
@@ -258,7 +257,7 @@ def test_every_schedule_is_a_valid_timeline(inp):
         assert e.end >= e.start >= 0
 
     # every (micro-batch, piece) runs forward once and backward once: B, or I and W
-    split = inp.schedule in ("zb-h1", "dualpipe-v")
+    split = inp.schedule in ("zb-h1", "interleaved-zb", "zb-v", "dualpipe-v")
     for mb in range(m):
         for k in range(pieces):
             assert ("F", mb, k) in by_key
@@ -272,7 +271,7 @@ def test_every_schedule_is_a_valid_timeline(inp):
 
     # no dependency is broken (+ p2p when it crosses ranks)
     def after(e, dep):
-        hop = inp.p2p if dep.rank != e.rank else 0.0
+        hop = inp.send_time if dep.rank != e.rank else 0.0
         assert e.start >= dep.end + hop - eps, (e, dep)
 
     def backward(mb, k):
@@ -300,7 +299,7 @@ def test_every_schedule_is_a_valid_timeline(inp):
             ranks[owner_of(inp.schedule, p, r, j)] = r
     hops = sum(ranks[k] != ranks[k + 1] for k in range(pieces - 1))
     backward_cost = inp.b if split else inp.b + inp.w
-    chain = inp.f + backward_cost + 2 * hops * inp.p2p  # all pieces add up to one stage x c
+    chain = inp.f + backward_cost + 2 * hops * inp.send_time  # pieces add up to a stage x c
     assert result.makespan >= chain - eps
     assert result.makespan >= max(result.busy) - eps
     assert result.busy == pytest.approx([m * (inp.f + inp.b + inp.w)] * p)
@@ -326,7 +325,18 @@ def test_every_schedule_is_a_valid_timeline(inp):
         ({"virtual": 9}, "virtual"),
         ({"schedule": "interleaved-1f1b", "virtual": 1}, "virtual"),
         (
-            {"schedule": "interleaved-1f1b", "virtual": 2, "stages": 4, "microbatches": 6},
+            {"schedule": "interleaved-1f1b", "virtual": 2, "stages": 4, "microbatches": 11},
+            "microbatches",
+        ),
+        (
+            {"schedule": "interleaved-zb", "virtual": 2, "stages": 3, "microbatches": 7},
+            "microbatches",
+        ),
+        ({"schedule": "interleaved-zb", "virtual": 1}, "virtual"),
+        ({"schedule": "looped-bfs", "virtual": 1}, "virtual"),
+        ({"schedule": "zb-v", "virtual": 3}, "virtual"),
+        (
+            {"schedule": "interleaved-zb", "stages": 32, "microbatches": 256, "virtual": 4},
             "microbatches",
         ),
         ({"schedule": "dualpipe-v", "virtual": 3, "stages": 2, "microbatches": 8}, "virtual"),
@@ -356,16 +366,16 @@ def test_bad_inputs_name_their_field(kwargs, field):
 
 
 def test_error_messages_say_what_would_be_accepted():
-    with pytest.raises(LabInputError, match="multiple of the 4 stages") as info:
-        PipelineInput(schedule="interleaved-1f1b", stages=4, microbatches=6, virtual=2)
-    assert "8" in info.value.message
+    with pytest.raises(LabInputError, match="2 rounds of equal size") as info:
+        PipelineInput(schedule="interleaved-1f1b", stages=4, microbatches=11, virtual=2)
+    assert "10 or 12 would" in info.value.message
     with pytest.raises(LabInputError, match="65,536"):
         PipelineInput(stages=64, microbatches=1024)
     with pytest.raises(LabInputError, match="x 3 actions"):  # split backward: F, I and W
         PipelineInput(schedule="zb-h1", stages=64, microbatches=512)
     with pytest.raises(LabInputError, match="at least 8"):
         PipelineInput(schedule="dualpipe-v", stages=4, microbatches=7, virtual=2)
-    with pytest.raises(LabInputError, match="gpipe, 1f1b, interleaved-1f1b, zb-h1, dualpipe-v"):
+    with pytest.raises(LabInputError, match="interleaved-1f1b, looped-bfs, zb-h1, interleaved-zb"):
         PipelineInput(schedule="zb-h2")
 
 
@@ -379,4 +389,8 @@ def test_limits_are_inclusive():
 
 
 def test_schedule_ids_are_stable():
-    assert SCHEDULES == ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "dualpipe-v")
+    assert list(SCHEDULES) == [
+        "gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "interleaved-zb", "zb-v",
+        "dualpipe-v",
+    ]
+    assert SCHEDULES["zb-h1"] == "ZB-H1" and SCHEDULES["zb-v"] == "ZB-V"
