@@ -8,8 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.charts.memory import COMPONENTS, memory_figure
 from app.episodes import BY_SLUG
-from app.labkit import Case, Drill, LabView, register
+from app.labkit import Case, Diagram, Drill, LabView, register
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
+from app.schemas import MemoryAnswer
 from labs.errors import LabInputError
 from labs.memory import (
     MAX_DEGREE,
@@ -176,7 +177,18 @@ VIEW = LabView(
     query_model=MemoryQuery,
     run=run,
     to_api=to_api,
-    figure=memory_figure,
+    figures=lambda result: {"ledger": memory_figure(result)},
+    diagrams=(Diagram("ledger", "Memory per GPU, by component (GB)", element_id="memory-chart",
+                      embed_height=520),),
+    labels={
+        "model": "Model", "params": "Parameters", "gpu": "GPU", "mode": "Mode",
+        "recipe": "Precision recipe", "seq_len": "Sequence length", "micro_batch": "Micro-batch",
+        "recompute": "Recomputation", "tp": "TP (tensor)", "pp": "PP (pipeline)",
+        "cp": "CP (context)", "dp": "DP (data)", "ep": "EP (expert)", "zero": "ZeRO stage",
+        "offload": "Optimizer offload",
+    },
+    response_model=MemoryAnswer,
+    embed_height=1100,
     page_template="episodes/memory.html",
     controls_template="partials/_memory_controls.html",
     diagram_template="partials/_memory_ledger.html",

@@ -34,6 +34,9 @@ FRAGMENTS = {
         "/episodes/pipeline?schedule=interleaved-1f1b&stages=16&microbatches=128&virtual=4&f={i}",
 }
 BARE = "/healthz"
+# The largest pipeline answer the engine admits (p*m*v*2 = MAX_EVENTS), for the blocking check.
+BIGGEST = ("/api/pipeline?schedule=interleaved-1f1b&stages=32&microbatches=256&virtual=4"
+           "&f={i}")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -84,6 +87,43 @@ def load_python(port: int, path: str, seconds: int, connections: int) -> float:
     return sum(counts) / seconds
 
 
+def fetch(port: int, path: str, headers: dict | None = None) -> tuple[float, int, int]:
+    """(wall ms, status, body bytes) of one request on a fresh connection."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    t0 = time.perf_counter()
+    conn.request("GET", path, headers=headers or {})
+    response = conn.getresponse()
+    body = response.read()
+    elapsed = (time.perf_counter() - t0) * 1e3
+    conn.close()
+    return elapsed, response.status, len(body)
+
+
+def blocking(port: int, rounds: int = 5) -> None:
+    """The largest /api/pipeline answer (time, size), then /healthz latency while four of
+    them (each a distinct query, so none is a cache hit) are in flight."""
+    for events in ("rows", "columns", "none"):
+        ms, status, size = fetch(port, BIGGEST.format(i=1) + f"&events={events}")
+        print(f"largest /api/pipeline events={events:8} {ms:8.1f} ms  {size:>10,} bytes  "
+              f"(status {status})")
+    worst = []
+    for r in range(rounds):
+        paths = [BIGGEST.format(i=2 + 4 * r + k) for k in range(4)]
+        threads = [threading.Thread(target=fetch, args=(port, p)) for p in paths]
+        for t in threads:
+            t.start()
+        time.sleep(0.05)  # let the four big requests reach the server first
+        probes = []
+        while any(t.is_alive() for t in threads):
+            probes.append(fetch(port, BARE)[0])
+        for t in threads:
+            t.join()
+        if probes:
+            worst.append(max(probes))
+    print(f"/healthz while 4 largest /api/pipeline run: worst of each round (ms): "
+          f"{', '.join(f'{w:.1f}' for w in worst)}")
+
+
 def engine_times() -> list[tuple[str, float, float]]:
     from app.charts.pipeline import activations_figure, gantt_figure
     from labs.pipeline import PipelineInput, simulate
@@ -116,6 +156,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--blocking-only", action="store_true",
+                        help="only the largest-answer and /healthz-under-load measurement")
     args = parser.parse_args()
 
     port = free_port()
@@ -132,6 +174,9 @@ def main() -> None:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+        blocking(port)
+        if args.blocking_only:
+            return
         load = load_wrk if shutil.which("wrk") else load_python
         print(f"load generator: {'wrk' if load is load_wrk else 'python threads'}, "
               f"{args.connections} connections, {args.seconds} s each")
