@@ -69,7 +69,7 @@ def context(request: Request, view: LabView, state: State, errors: dict[str, str
         "episode": view.episode,
         "state": state,
         "result": state.result,
-        "query": state.query,  # typed values of the state drawn
+        "query": state.query.model_dump(),  # typed values of the state drawn
         "raw": raw,  # {control: the string given}, for controls whose value was refused
         "charts": charts,
         "errors": errors,

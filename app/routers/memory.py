@@ -181,8 +181,8 @@ VIEW = LabView(
     diagrams=(Diagram("ledger", "Memory per GPU, by component (GB)", element_id="memory-chart",
                       embed_height=520),),
     labels={
-        "model": "Model", "params": "Parameters", "gpu": "GPU", "mode": "Mode",
-        "recipe": "Precision recipe", "seq_len": "Sequence length", "micro_batch": "Micro-batch",
+        "model": "Model", "params": "Custom params", "gpu": "GPU", "mode": "Mode",
+        "recipe": "Recipe", "seq_len": "Sequence length", "micro_batch": "Micro-batch",
         "recompute": "Recomputation", "tp": "TP (tensor)", "pp": "PP (pipeline)",
         "cp": "CP (context)", "dp": "DP (data)", "ep": "EP (expert)", "zero": "ZeRO stage",
         "offload": "Optimizer offload",
