@@ -9,14 +9,14 @@ A lab builds a :class:`LabView` and calls :func:`register`, which adds
 - ``GET /embed/<name>`` and ``GET /embed/<name>/<diagram>``: for an iframe.
 - ``GET /api/<name>``: JSON; its query names are the page's control names.
 
-Modules: ``view`` (what a lab registers, the registry), ``parse`` (one parser and the result
+Modules: ``view`` (what a lab registers, the registry), ``parsing`` (one parser and the result
 cache), ``render`` (templates), ``routes`` (handlers), ``drills`` (grading).
 Bad input never costs a 500: a bad control is a 422 with a plain message naming it (JSON), or
 that message by the control with the nearest good chart drawn (page).
 """
 
 from app.labkit.drills import check_drill
-from app.labkit.parse import State, parse, parse_with_fallback
+from app.labkit.parsing import State, parse, parse_with_fallback
 from app.labkit.routes import DiagramInfo, diagram_list, register
 from app.labkit.view import DRILLS, FORM, VIEWS, Case, Diagram, Drill, LabView
 

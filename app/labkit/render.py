@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 from fastapi import Request
 from fastapi.responses import Response
 
-from app.labkit.parse import State, parse, parse_with_fallback
+from app.labkit.parsing import State, parse, parse_with_fallback
 from app.labkit.view import FORM, Diagram, LabView
 from app.templating import templates
 

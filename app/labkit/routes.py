@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field
 
-from app.labkit.parse import parse
+from app.labkit.parsing import parse
 from app.labkit.render import embed_path, public_base_url, render_embed, render_page
 from app.labkit.view import VIEWS, LabView, add_view
 
