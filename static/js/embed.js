@@ -6,8 +6,17 @@
   "use strict";
 
   var last = 0;
+  // The body's own height (not the document's scrollHeight, which is never less than the
+  // iframe's current height, so an embed could grow but never shrink to fit).
+  function contentHeight() {
+    var body = document.body, style = window.getComputedStyle(body);
+    return Math.ceil(body.getBoundingClientRect().height +
+      parseFloat(style.marginTop) + parseFloat(style.marginBottom));
+  }
+
   function report() {
-    var height = Math.ceil(document.documentElement.scrollHeight);
+    if (!document.body) return;
+    var height = contentHeight();
     if (height === last || window.parent === window) return;
     last = height;
     window.parent.postMessage({ type: "parallelism-lab:height", height: height }, "*");
@@ -26,8 +35,10 @@
   // Runs before htmx processes the page (both scripts are deferred; htmx starts on
   // DOMContentLoaded, which fires after every deferred script has run).
   retarget();
-  if (window.ResizeObserver) new ResizeObserver(report).observe(document.documentElement);
   window.addEventListener("load", report);
+  document.addEventListener("DOMContentLoaded", function () {
+    if (window.ResizeObserver) new ResizeObserver(report).observe(document.body);
+  });
   document.addEventListener("htmx:afterSettle", report);
   report();
 })();
