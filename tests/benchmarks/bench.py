@@ -34,6 +34,22 @@ FRAGMENTS = {
         "/episodes/pipeline?schedule=interleaved-1f1b&stages=16&microbatches=128&virtual=4&f={i}",
 }
 BARE = "/healthz"
+
+
+def registry_fragments() -> dict[str, str]:
+    """Every registered lab's good and bad case as a fragment: the same query each time, so
+    these measure rendering from the result cache."""
+    import app.main  # noqa: F401  (registers every lab view)
+    from app.labkit import VIEWS
+
+    out = {}
+    for view in VIEWS.values():
+        for kind, case in (("good", view.good), ("bad", view.bad)):
+            if case:
+                out[f"{view.episode.code} {view.name} {kind} case (cached)"] = (
+                    f"{view.episode.url}?{case.query_string}".replace("{", "{{")
+                    .replace("}", "}}"))
+    return out
 # The largest pipeline answer the engine admits (p*m*v*2 = MAX_EVENTS), for the blocking check.
 BIGGEST = ("/api/pipeline?schedule=interleaved-1f1b&stages=32&microbatches=256&virtual=4"
            "&f={i}")
@@ -194,12 +210,13 @@ def main() -> None:
         load = load_wrk if shutil.which("wrk") else load_python
         print(f"load generator: {'wrk' if load is load_wrk else 'python threads'}, "
               f"{args.connections} connections, {args.seconds} s each")
-        print(f"{'endpoint':40} {'median ms':>10} {'p99 ms':>8} {'req/s':>8}")
-        for name, path in {**FRAGMENTS, "bare FastAPI /healthz": BARE}.items():
+        print(f"{'endpoint':44} {'median ms':>10} {'p99 ms':>8} {'req/s':>8}")
+        for name, path in {**FRAGMENTS, **registry_fragments(),
+                           "bare FastAPI /healthz": BARE}.items():
             server_times(port, path, 20)  # warm up
             times = server_times(port, path, args.requests)
             rps = load(port, path, args.seconds, args.connections)
-            print(f"{name:40} {statistics.median(times):10.2f} "
+            print(f"{name:44} {statistics.median(times):10.2f} "
                   f"{percentile(times, 0.99):8.2f} {rps:8.0f}")
     finally:
         server.terminate()
