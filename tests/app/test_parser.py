@@ -155,3 +155,17 @@ def test_duplicate_diagram_names_and_aliases_to_no_control_are_refused():
         LabView(**{**PIPELINE.__dict__, "diagrams": (Diagram("a", "A"), Diagram("a", "B"))})
     with pytest.raises(ValueError, match="no control"):
         LabView(**{**PIPELINE.__dict__, "aliases": {"pp": "pipeline_stages"}})
+
+
+class _Multi(BaseModel):
+    ranks: list[int] = Field(default_factory=list, description="Ranks to highlight.")
+
+
+def test_a_multi_valued_control_keeps_every_value():
+    view = LabView(
+        name="t-multi", episode=PIPELINE.episode, query_model=_Multi, run=lambda q: q.ranks,
+        to_api=dict, figures=lambda result: {}, diagrams=(Diagram("d", "D"),),
+        page_template="", controls_template="", diagram_template="", summary="",
+    )
+    state, errors, _ = parse(view, [("ranks", "3"), ("ranks", "1"), ("ranks", "3")])
+    assert errors == {} and state.result == [3, 1, 3]
