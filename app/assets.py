@@ -27,6 +27,7 @@ ASSETS: dict[str, Path] = {
     "vendor/htmx.min.js": NODE_MODULES / "htmx.org/dist/htmx.min.js",
     "vendor/plotly.min.js": NODE_MODULES / "plotly.js-cartesian-dist-min/plotly-cartesian.min.js",
     "js/lab.js": STATIC / "js/lab.js",
+    "js/embed.js": STATIC / "js/embed.js",
     "css/lab.css": STATIC / "css/lab.css",
 }
 

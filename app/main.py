@@ -1,5 +1,8 @@
 """The FastAPI application: one router per lab, joined here (FastAPI "Bigger Applications")."""
 
+import gc
+import sys
+
 from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
 
@@ -14,8 +17,16 @@ controls answer 422 with the field named in `detail[].loc`.
 """
 
 
+# Simulations run in worker threads and hold the GIL in pure Python; the event loop thread
+# gets it back at most this often. CPython's default, 5 ms, lets four busy workers delay a
+# /healthz answer by hundreds of ms (each I/O step of the loop waits for the GIL again);
+# 1 ms keeps it in tens (tests/benchmarks/bench.py, "--blocking-only").
+SWITCH_INTERVAL = 0.001
+
+
 def create_app() -> FastAPI:
     assets.check_assets()
+    sys.setswitchinterval(SWITCH_INTERVAL)
     app = FastAPI(title="Parallelism Lab", version="0.1.0", description=DESCRIPTION)
     # Fragments carry figure JSON; compress those over 1 kB. Assets are pre-compressed and
     # already carry Content-Encoding, which this middleware leaves alone.
@@ -31,3 +42,6 @@ def create_app() -> FastAPI:
 
 
 app = create_app()
+# Everything imported so far lives as long as the process: move it out of the collector's
+# reach, so that a full collection (which pauses every thread) walks only what requests made.
+gc.freeze()

@@ -19,14 +19,29 @@ def test_ruff_clean():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_every_lab_has_page_embed_api_and_readme_line(client):
+def readme_row(view) -> str:
+    """The README's Episodes row of a lab, as the registry defines it (the title column is
+    free prose, written as ``TITLE`` here)."""
+    embeds = ", ".join(f"`/embed/{view.name}{path}`"
+                       for path in ["", *(f"/{d.name}" for d in view.diagrams)])
+    return (f"| {view.episode.code} | TITLE | `{view.episode.url}` | {embeds} "
+            f"| `/api/{view.name}` |")
+
+
+def test_every_lab_has_page_embeds_api_and_its_readme_row(client):
     assert VIEWS, "no lab registered"
+    rows = [line for line in README.splitlines() if re.match(r"\| EP\d\d \|", line)]
+    assert len(rows) == len(VIEWS), "one README row per registered lab"
     for name, view in VIEWS.items():
         assert client.get(view.episode.url).status_code == 200, name
         assert client.get(f"/embed/{name}").status_code == 200, name
+        for diagram in view.diagrams:
+            assert client.get(f"/embed/{name}/{diagram.name}").status_code == 200
         assert client.get(f"/api/{name}").status_code == 200, name
-        assert f"/api/{name}" in README, f"README does not mention /api/{name}"
-        assert f"/embed/{name}" in README or "/embed/<name>" in README
+        row = next((r for r in rows if r.startswith(f"| {view.episode.code} |")), None)
+        assert row is not None, f"README has no row for {view.episode.code}"
+        title = row.split(" | ")[1]
+        assert row == readme_row(view).replace("TITLE", title)
 
 
 def test_readme_names_the_two_commands_and_ci_runs_the_test_one():

@@ -1,27 +1,46 @@
-"""The home page (all ten episodes), drill checking, and a health probe for hosting."""
+"""The home page (all ten episodes), the diagram list, drill checking, and a health probe."""
+
+from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import BaseModel
 
-from app.labkit import DRILLS, VIEWS, check_drill
+from app.labkit import DRILLS, VIEWS, DiagramInfo, check_drill, diagram_list
 from app.templating import templates
 
 router = APIRouter()
 
 
+class DrillAnswer(BaseModel):
+    status: Literal["right", "hint", "revealed", "invalid"]
+    attempt: int
+    given: float | None
+    answer: float | None  # given once right or revealed
+    message: str
+
+
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
-async def home(request: Request) -> Response:
+def home(request: Request) -> Response:
     live = {view.episode.slug: view for view in VIEWS.values()}
     return templates.TemplateResponse(request, "home.html", {"live": live})
 
 
+# async on purpose: it must answer from the event loop even while every worker thread
+# is busy with a simulation.
 @router.get("/healthz", tags=["hosting"], summary="Liveness probe for class hosting")
 async def healthz() -> dict:
     return {"status": "ok"}
 
 
+@router.get("/api/diagrams", tags=["diagrams"], response_model=list[DiagramInfo],
+            summary="Every diagram of every lab: its lesson page and its embed URL")
+def diagrams(request: Request) -> list[DiagramInfo]:
+    return diagram_list(request)
+
+
 @router.get("/drills/{drill_id}", include_in_schema=False)
-async def drill_page(
+def drill_page(
     request: Request,
     drill_id: str,
     answer: str = Query("", max_length=40),
@@ -37,13 +56,20 @@ async def drill_page(
     return templates.TemplateResponse(request, "drill.html", ctx)
 
 
-@router.get("/api/drills/{drill_id}", tags=["drills"], summary="Check a drill's answer")
-async def drill_api(
+@router.get("/api/drills/{drill_id}", tags=["drills"], summary="Check a drill's answer",
+            response_model=DrillAnswer,
+            responses={404: {"description": "No such drill"},
+                       422: {"description": "The answer is not a finite number"}})
+def drill_api(
     drill_id: str,
-    answer: str = Query(..., max_length=40),
-    attempt: int = Query(1, ge=1, le=100),
+    answer: str = Query(..., max_length=40, description="The number tried (commas allowed)."),
+    attempt: int = Query(1, ge=1, le=100, description="Which try this is: 2 reveals."),
 ) -> Response:
     if drill_id not in DRILLS:
         return JSONResponse({"detail": "no such drill"}, status_code=404)
     _, drill = DRILLS[drill_id]
-    return JSONResponse(check_drill(drill, answer, attempt))
+    outcome = check_drill(drill, answer, attempt)
+    if outcome["status"] == "invalid":
+        detail = [{"loc": ["query", "answer"], "msg": outcome["message"], "type": "value_error"}]
+        return JSONResponse({"detail": detail}, status_code=422)
+    return JSONResponse(outcome)

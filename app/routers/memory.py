@@ -9,8 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.charts.memory import COMPONENTS, memory_figure
 from app.episodes import BY_SLUG
-from app.labkit import Case, Drill, LabView, register
+from app.labkit import Case, Diagram, Drill, LabView, register
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
+from app.schemas import MemoryAnswer
 from labs.errors import LabInputError
 from labs.limits import (
     ACTIVATION_MODELS,
@@ -205,7 +206,19 @@ VIEW = LabView(
     query_model=MemoryQuery,
     run=run,
     to_api=to_api,
-    figure=memory_figure,
+    figures=lambda result: {"ledger": memory_figure(result)},
+    diagrams=(Diagram("ledger", "Memory per GPU, by component (GB)", element_id="memory-chart",
+                      embed_height=520),),
+    labels={
+        "model": "Model", "params": "Custom params", "gpu": "GPU", "mode": "Mode",
+        "recipe": "Recipe", "seq_len": "Sequence length", "micro_batch": "Micro-batch",
+        "recompute": "Recomputation", "tp": "TP (tensor)", "pp": "PP (pipeline)",
+        "cp": "CP (context)", "dp": "DP (data)", "ep": "EP (expert)", "zero": "ZeRO stage",
+        "offload": "Optimizer offload", "uneven_pp": "Uneven stages",
+        "activation_model": "Activation model",
+    },
+    response_model=MemoryAnswer,
+    embed_height=1100,
     page_template="episodes/memory.html",
     controls_template="partials/_memory_controls.html",
     diagram_template="partials/_memory_ledger.html",

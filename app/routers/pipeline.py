@@ -8,8 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.charts.pipeline import KINDS, activations_figure, gantt_figure, stage_memory_figure
 from app.episodes import BY_SLUG
-from app.labkit import Case, Drill, LabView, register
+from app.labkit import Case, Diagram, Drill, LabView, register
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
+from app.schemas import PipelineAnswer
 from labs.limits import (
     MAX_DEGREE,
     MAX_MICRO_BATCH,
@@ -116,10 +117,10 @@ def to_api(state: PipelineState) -> dict:
 
 
 def figures(state: PipelineState) -> dict:
-    out = {"pipeline-gantt": gantt_figure(state.result),
-           "pipeline-activations": activations_figure(state.result)}
+    out = {"gantt": gantt_figure(state.result),
+           "activations": activations_figure(state.result)}
     if state.memory is not None:
-        out["pipeline-memory"] = stage_memory_figure(state.memory)
+        out["memory"] = stage_memory_figure(state.memory)
     return out
 
 
@@ -178,7 +179,24 @@ VIEW = LabView(
     query_model=PipelineQuery,
     run=run,
     to_api=to_api,
-    figure=figures,
+    figures=figures,
+    diagrams=(
+        Diagram("gantt", "Schedule: one row per rank, one bar per action", embed_height=560),
+        Diagram("activations", "Activations held per rank over time", embed_height=440),
+        Diagram("memory", "Peak memory per rank (GB)", embed_height=440),
+    ),
+    labels={
+        "schedule": "Schedule", "stages": "Stages p", "microbatches": "Micro-batches m",
+        "virtual": "Chunks per rank v", "f": "Forward f", "b": "Backward input-grad b",
+        "w": "Weight-grad w", "p2p": "Send latency", "model": "Model", "gpu": "GPU",
+        "tp": "TP per stage", "recompute": "Recomputation", "seq_len": "Sequence length",
+        "micro_batch": "Micro-batch size",
+    },
+    # The engine names pipeline stages pp (labs.memory) and chunks chunks; this page does not.
+    aliases={"pp": "stages", "chunks": "virtual"},
+    response_model=PipelineAnswer,
+    events_key="events",
+    embed_height=1500,
     page_template="episodes/pipeline.html",
     controls_template="partials/_pipeline_controls.html",
     diagram_template="partials/_pipeline_schedule.html",

@@ -1,10 +1,42 @@
 """The presets every lab shares: models (with computed parameter counts) and GPUs."""
 
 from fastapi import APIRouter
+from pydantic import BaseModel, Field
 
 from labs.presets import gpus, models
 
 router = APIRouter(prefix="/api", tags=["presets"])
+
+
+class ModelPreset(BaseModel):
+    id: str
+    name: str
+    params: int = Field(description="Total parameters, computed from the shape.")
+    active_params: int = Field(description="Parameters used per token (MoE: top-k experts).")
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+    tied_embeddings: bool
+    experts: int
+    top_k: int
+    shared_experts: int
+    expert_ffn: int
+    source: str
+
+
+class GpuPreset(BaseModel):
+    id: str
+    name: str
+    memory_bytes: int
+    bf16_flops: float = Field(description="Dense BF16 FLOP/s.")
+    scale_up_bandwidth: float = Field(description="NVLink-class bandwidth per GPU, B/s.")
+    network_bandwidth: float = Field(description="Scale-out network bandwidth per GPU, B/s.")
+    scale_up_domain: int = Field(description="GPUs in one scale-up (NVLink) domain.")
+    source: str
 
 
 def model_json(spec) -> dict:
@@ -42,11 +74,13 @@ def gpu_json(spec) -> dict:
     }
 
 
-@router.get("/models", summary="Model presets, with parameter counts computed from their shape")
-async def list_models() -> list[dict]:
+@router.get("/models", summary="Model presets, with parameter counts computed from their shape",
+            response_model=list[ModelPreset])
+def list_models() -> list[dict]:
     return [model_json(spec) for spec in models().values()]
 
 
-@router.get("/gpus", summary="GPU presets: memory (bytes), dense BF16 FLOP/s, bandwidths (B/s)")
-async def list_gpus() -> list[dict]:
+@router.get("/gpus", summary="GPU presets: memory (bytes), dense BF16 FLOP/s, bandwidths (B/s)",
+            response_model=list[GpuPreset])
+def list_gpus() -> list[dict]:
     return [gpu_json(spec) for spec in gpus().values()]

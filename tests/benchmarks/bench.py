@@ -36,6 +36,25 @@ FRAGMENTS = {
 BARE = "/healthz"
 
 
+def registry_fragments() -> dict[str, str]:
+    """Every registered lab's good and bad case as a fragment: the same query each time, so
+    these measure rendering from the result cache."""
+    import app.main  # noqa: F401  (registers every lab view)
+    from app.labkit import VIEWS
+
+    out = {}
+    for view in VIEWS.values():
+        for kind, case in (("good", view.good), ("bad", view.bad)):
+            if case:
+                out[f"{view.episode.code} {view.name} {kind} case (cached)"] = (
+                    f"{view.episode.url}?{case.query_string}".replace("{", "{{")
+                    .replace("}", "}}"))
+    return out
+# The largest pipeline answer the engine admits (p*m*v*2 = MAX_EVENTS), for the blocking check.
+BIGGEST = ("/api/pipeline?schedule=interleaved-1f1b&stages=32&microbatches=256&virtual=4"
+           "&f={i}")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -82,6 +101,57 @@ def load_python(port: int, path: str, seconds: int, connections: int) -> float:
     for t in threads:
         t.join()
     return sum(counts) / seconds
+
+
+def fetch(port: int, path: str, headers: dict | None = None) -> tuple[float, int, int]:
+    """(wall ms, status, body bytes) of one request on a fresh connection."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    t0 = time.perf_counter()
+    conn.request("GET", path, headers=headers or {})
+    response = conn.getresponse()
+    body = response.read()
+    elapsed = (time.perf_counter() - t0) * 1e3
+    conn.close()
+    return elapsed, response.status, len(body)
+
+
+BIG_CLIENT = """
+import http.client, sys
+conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=60)
+conn.request("GET", sys.argv[2], headers={"Accept-Encoding": "gzip"})
+conn.getresponse().read()
+"""
+
+
+def blocking(port: int, rounds: int = 5) -> None:
+    """The largest /api/pipeline answer (time, size), then /healthz latency while four of
+    them (each a distinct query, so none is a cache hit) are in flight."""
+    for events in ("rows", "columns", "none"):
+        ms, status, size = fetch(port, BIGGEST.format(i=1) + f"&events={events}")
+        print(f"largest /api/pipeline events={events:8} {ms:8.1f} ms  {size:>10,} bytes  "
+              f"(status {status})")
+    idle = sorted(fetch(port, BARE)[0] for _ in range(50))
+    print(f"/healthz idle: median {statistics.median(idle):.1f} ms, worst {idle[-1]:.1f} ms")
+    worst, medians = [], []
+    for r in range(rounds):
+        # The four big requests come from other processes, so that reading their answers
+        # does not compete with the probe for this process's GIL.
+        clients = [
+            subprocess.Popen([sys.executable, "-c", BIG_CLIENT, str(port),
+                              BIGGEST.format(i=2 + 4 * r + k)])
+            for k in range(4)
+        ]
+        time.sleep(0.1)  # let the four big requests reach the server first
+        probes = []
+        while any(c.poll() is None for c in clients):
+            probes.append(fetch(port, BARE)[0])
+        for c in clients:
+            c.wait()
+        if probes:
+            worst.append(max(probes))
+            medians.append(statistics.median(probes))
+    print("/healthz while 4 largest /api/pipeline run, per round (ms): median "
+          f"{', '.join(f'{m:.1f}' for m in medians)}; worst {', '.join(f'{w:.1f}' for w in worst)}")
 
 
 def engine_times() -> list[tuple[str, float, float]]:
@@ -133,6 +203,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--blocking-only", action="store_true",
+                        help="only the largest-answer and /healthz-under-load measurement")
     args = parser.parse_args()
 
     port = free_port()
@@ -149,15 +221,19 @@ def main() -> None:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+        blocking(port)
+        if args.blocking_only:
+            return
         load = load_wrk if shutil.which("wrk") else load_python
         print(f"load generator: {'wrk' if load is load_wrk else 'python threads'}, "
               f"{args.connections} connections, {args.seconds} s each")
-        print(f"{'endpoint':40} {'median ms':>10} {'p99 ms':>8} {'req/s':>8}")
-        for name, path in {**FRAGMENTS, "bare FastAPI /healthz": BARE}.items():
+        print(f"{'endpoint':44} {'median ms':>10} {'p99 ms':>8} {'req/s':>8}")
+        for name, path in {**FRAGMENTS, **registry_fragments(),
+                           "bare FastAPI /healthz": BARE}.items():
             server_times(port, path, 20)  # warm up
             times = server_times(port, path, args.requests)
             rps = load(port, path, args.seconds, args.connections)
-            print(f"{name:40} {statistics.median(times):10.2f} "
+            print(f"{name:44} {statistics.median(times):10.2f} "
                   f"{percentile(times, 0.99):8.2f} {rps:8.0f}")
     finally:
         server.terminate()

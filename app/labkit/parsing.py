@@ -1,0 +1,199 @@
+"""One parser for the page, the htmx fragment and the JSON API: the same query gives the same
+state, or the same 422 with the same messages, on every route.
+
+Rules: keys that are no control are ignored; an empty value means "not given" (an HTML form
+sends empty number fields); a key repeated with different values is an error (which one was
+meant?), repeated with equal values it counts once. Messages name the control by its label
+and state its bounds, in plain words. Results are cached by the canonical query (labs are pure).
+"""
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, get_args
+
+import annotated_types
+from pydantic import BaseModel, ValidationError
+
+from app.labkit.view import FORM, LabView
+from labs.errors import LabInputError
+
+CACHE_SIZE = 8  # per view. Small on purpose: a largest pipeline result holds 65k events, and
+# every object kept alive lengthens the collector's full passes, which pause every thread.
+
+
+@dataclass(frozen=True)
+class State:
+    """A valid query and the lab's result for it: what one diagram draws."""
+
+    query: BaseModel
+    result: Any
+
+
+def _bounds(info) -> tuple[Any, Any]:
+    low = high = None
+    for meta in info.metadata:
+        if isinstance(meta, annotated_types.Ge | annotated_types.Gt):
+            low = getattr(meta, "ge", getattr(meta, "gt", None))
+        if isinstance(meta, annotated_types.Le | annotated_types.Lt):
+            high = getattr(meta, "le", getattr(meta, "lt", None))
+    return low, high
+
+
+def _num(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+def _is_int(info) -> bool:
+    return info.annotation is int
+
+
+def field_message(view: LabView, name: str, error_type: str = "", raw: str = "") -> str:
+    """A plain message for a bad control: its label, what it must be, its bounds."""
+    info = view.query_model.model_fields[name]
+    label = view.label(name)
+    choices = [a for arg in get_args(info.annotation) for a in (get_args(arg) or [arg])
+               if isinstance(a, str)]
+    if "literal" in error_type or "enum" in error_type:
+        return f"{label} must be one of: {', '.join(choices)}"
+    if "bool" in error_type:
+        return f"{label} must be true or false"
+    if "string" in error_type:
+        return f"{label} must be at most {info.metadata[0].max_length} characters" \
+            if info.metadata and hasattr(info.metadata[0], "max_length") else f"{label} is too long"
+    low, high = _bounds(info)
+    kind = "a whole number" if _is_int(info) else "a number"
+    if low is not None and high is not None:
+        above = "above" if any(isinstance(m, annotated_types.Gt) for m in info.metadata) \
+            else "from"
+        span = f"{above} {_num(low)} {'to' if above == 'from' else 'up to'} {_num(high)}"
+        return f"{label} must be {kind} {span}"
+    return f"{label} must be {kind}"
+
+
+def _collect(view: LabView, items: Iterable[tuple[str, str]]) -> tuple[dict, dict, dict]:
+    """(data to validate, raw strings as given, errors) from (key, value) pairs."""
+    fields = view.query_model.model_fields
+    values: dict[str, list[str]] = {}
+    for key, value in items:
+        if key in fields and value != "":
+            values.setdefault(key, []).append(value)
+    data, raw, errors = {}, {}, {}
+    for key, given in values.items():
+        raw[key] = given[-1]
+        if getattr(fields[key].annotation, "__origin__", None) is list:
+            data[key] = given  # a multi-valued control keeps every value
+        elif len(set(given)) > 1:
+            errors[key] = f"{view.label(key)} was given {len(given)} different values " \
+                          f"({', '.join(given)}): give it once"
+        else:
+            data[key] = given[0]
+    return data, raw, errors
+
+
+def validate(view: LabView, items: Iterable[tuple[str, str]]) -> tuple[BaseModel | None,
+                                                                        dict[str, str],
+                                                                        dict[str, str]]:
+    """(query or None, {control: message}, {control: raw string given})."""
+    data, raw, errors = _collect(view, items)
+    if errors:
+        return None, errors, raw
+    try:
+        query = view.query_model.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors(include_url=False):
+            name = str(err["loc"][0]) if err["loc"] else FORM
+            if name in view.query_model.model_fields:
+                errors.setdefault(name, field_message(view, name, err["type"], raw.get(name, "")))
+            else:
+                errors.setdefault(FORM, err["msg"])
+        return None, errors, raw
+    for name, value in query:
+        # pydantic reads "nan" and "inf" as floats; no lab control means either.
+        if isinstance(value, float) and not math.isfinite(value):
+            errors[name] = field_message(view, name, "finite_number")
+    return (None if errors else query), errors, raw
+
+
+def canonical(query: BaseModel) -> tuple:
+    """The query as a hashable key: every control's value, defaults included."""
+    return tuple(sorted((k, repr(v)) for k, v in query.model_dump().items()))
+
+
+class _LRU:
+    """A small thread-safe LRU of lab outcomes (a result, or the LabInputError it raised)."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize, self.data, self.lock = maxsize, OrderedDict(), threading.Lock()
+
+    def get(self, key):
+        with self.lock:
+            if key in self.data:
+                self.data.move_to_end(key)
+                return self.data[key]
+            return None
+
+    def put(self, key, value) -> None:
+        with self.lock:
+            self.data[key] = value
+            self.data.move_to_end(key)
+            while len(self.data) > self.maxsize:
+                self.data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.data.clear()
+
+
+CACHES: dict[str, _LRU] = {}
+
+
+def run_cached(view: LabView, query: BaseModel) -> tuple[Any, dict[str, str]]:
+    """(result, {}) or (None, {control or _form: message}); the engine's field names are
+    mapped to the view's controls, and an error naming none of them is the form's."""
+    cache = CACHES.setdefault(view.name, _LRU(CACHE_SIZE))
+    key = canonical(query)
+    outcome = cache.get(key)
+    if outcome is None:
+        try:
+            outcome = ("ok", view.run(query))
+        except LabInputError as exc:
+            outcome = ("error", exc)
+        cache.put(key, outcome)
+    status, value = outcome
+    if status == "ok":
+        return value, {}
+    name = view.aliases.get(value.field, value.field)
+    if name not in view.query_model.model_fields:
+        name = FORM
+    return None, {name: value.message}
+
+
+def parse(view: LabView, items: Iterable[tuple[str, str]]) -> tuple[State | None,
+                                                                     dict[str, str],
+                                                                     dict[str, str]]:
+    """Validate a query and run the lab: (state, {}, raw) or (None, errors, raw)."""
+    items = list(items)
+    query, errors, raw = validate(view, items)
+    if query is None:
+        return None, errors, raw
+    result, errors = run_cached(view, query)
+    return (None if errors else State(query, result)), errors, raw
+
+
+def parse_with_fallback(view: LabView, items: Iterable[tuple[str, str]]):
+    """Like parse, but always a state to draw: drop the bad controls, else the defaults.
+    Returns (state, errors, raw strings of the bad controls)."""
+    items = list(items)
+    state, errors, raw = parse(view, items)
+    bad_raw = {k: v for k, v in raw.items() if k in errors}
+    if state is not None:
+        return state, errors, bad_raw
+    kept = [(k, v) for k, v in items if k not in errors]
+    state, _, _ = parse(view, kept)
+    if state is None:
+        state, _, _ = parse(view, [])
+    assert state is not None, f"{view.name}: the default query must be valid"
+    return state, errors, bad_raw

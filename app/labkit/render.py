@@ -1,0 +1,147 @@
+"""Rendering a lab's state as HTML: the lesson page, the htmx fragment and the iframe embed.
+
+Templates get the state's *typed* values (``query``) and, apart, the strings of the controls
+that failed (``raw``): a template never compares a user's string with a number.
+"""
+
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from app.labkit.parsing import State, parse, parse_with_fallback
+from app.labkit.view import FORM, Diagram, LabView
+from app.templating import templates
+
+VARY = {"Vary": "HX-Request, HX-Target"}
+THEMES = ("light", "dark")
+
+
+def public_base_url(request: Request) -> str:
+    """The site's address as embed codes and share links spell it. For now the request's own
+    base URL (so the Host header); the one place to change when a configured URL exists."""
+    return str(request.base_url).rstrip("/")
+
+
+def with_query(path: str, query: str) -> str:
+    """A path and its query string, with no dangling '?' when the query is empty."""
+    return f"{path}?{query}" if query else path
+
+
+def state_query(state: State) -> str:
+    """The canonical URL query of a state: the controls that differ from their defaults."""
+    return urlencode(state.query.model_dump(exclude_defaults=True, mode="json"))
+
+
+def embed_path(view: LabView, diagram: Diagram | None = None) -> str:
+    return f"/embed/{view.name}/{diagram.name}" if diagram else f"/embed/{view.name}"
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One diagram of the state drawn, as templates use it (see partials/_figure.html)."""
+
+    name: str
+    title: str
+    element_id: str
+    figure: dict | None  # None: this state cannot draw it
+    embed_url: str  # relative, at the state drawn
+    embed_height: int
+
+
+def error_slots(view: LabView) -> list[str]:
+    """Every error slot of a lab's form: one per control, plus the form's own."""
+    return [*view.query_model.model_fields, FORM]
+
+
+def context(request: Request, view: LabView, state: State, errors: dict[str, str],
+            raw: dict[str, str]) -> dict:
+    figures = view.figures(state.result)
+    query = state_query(state)
+    charts = {
+        d.name: Chart(d.name, d.title, view.element_id(d), figures.get(d.name),
+                      with_query(embed_path(view, d), query), d.embed_height)
+        for d in view.diagrams
+    }
+    return {
+        "view": view,
+        "episode": view.episode,
+        "state": state,
+        "result": state.result,
+        "query": state.query.model_dump(),  # typed values of the state drawn
+        "raw": raw,  # {control: the string given}, for controls whose value was refused
+        "charts": charts,
+        "errors": errors,
+        "fields": error_slots(view),
+        "labels": {name: view.label(name) for name in view.query_model.model_fields},
+        "state_query": query,
+        "page_url": with_query(view.episode.url, query),
+        "embed_url": with_query(embed_path(view), query),
+        "base_url": public_base_url(request),
+        "embedding": False,
+        **(view.extra_context(state) if view.extra_context else {}),
+    }
+
+
+def is_fragment(request: Request) -> bool:
+    # A history restore must get the full page (htmx docs, "History Support").
+    return (
+        request.headers.get("hx-request") == "true"
+        and request.headers.get("hx-history-restore-request") != "true"
+    )
+
+
+def _errors_only(request: Request, view: LabView, errors: dict[str, str]) -> Response:
+    # Keep the last good chart: swap nothing but the error slots (out of band), and do not
+    # push the bad state into the history.
+    headers = {**VARY, "HX-Reswap": "none", "HX-Push-Url": "false"}
+    return templates.TemplateResponse(
+        request, "partials/_errors_oob.html",
+        {"errors": errors, "fields": error_slots(view)}, status_code=422, headers=headers,
+    )
+
+
+def render_page(request: Request, view: LabView) -> Response:
+    items = request.query_params.multi_items()
+    if is_fragment(request):
+        state, errors, raw = parse(view, items)
+        if state is None:
+            return _errors_only(request, view, errors)
+        # Case buttons and step links replace the whole bench (controls too); a control
+        # change replaces only the diagram and clears the error slots out of band.
+        template = (
+            "partials/_bench.html" if request.headers.get("hx-target") == "bench"
+            else "partials/_fragment.html"
+        )
+        ctx = context(request, view, state, errors, {})
+        return templates.TemplateResponse(request, template, ctx, headers=VARY)
+    state, errors, raw = parse_with_fallback(view, items)
+    ctx = context(request, view, state, errors, raw)
+    return templates.TemplateResponse(
+        request, view.page_template, ctx, status_code=422 if errors else 200, headers=VARY
+    )
+
+
+def render_embed(request: Request, view: LabView, diagram: Diagram | None) -> Response:
+    """The whole lab's diagram section, or one diagram: a title, the link back to the lesson,
+    the chart, and with ``controls=1`` the lab's form (which then swaps this embed)."""
+    items = request.query_params.multi_items()
+    theme = request.query_params.get("theme", "light")
+    show_controls = request.query_params.get("controls") == "1"
+    if is_fragment(request):
+        state, errors, raw = parse(view, items)
+        if state is None:
+            return _errors_only(request, view, errors)
+        ctx = context(request, view, state, errors, {})
+        ctx.update(embedding=True, diagram=diagram)
+        return templates.TemplateResponse(request, "partials/_fragment.html", ctx, headers=VARY)
+    state, errors, raw = parse_with_fallback(view, items)
+    ctx = context(request, view, state, errors, raw)
+    ctx.update(
+        embedding=True, diagram=diagram,
+        theme=theme if theme in THEMES else "light", show_controls=show_controls,
+    )
+    return templates.TemplateResponse(
+        request, "embed.html", ctx, status_code=422 if errors else 200, headers=VARY
+    )

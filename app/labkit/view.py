@@ -1,0 +1,122 @@
+"""What a lab registers: its view (query model, run, figures, templates, cases, drills) and
+the named diagrams it draws. The registry refuses duplicate names so one lab cannot shadow
+another's routes or drills."""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+from urllib.parse import urlencode
+
+from pydantic import BaseModel
+
+from app.episodes import Episode
+
+Q = TypeVar("Q", bound=BaseModel)
+R = TypeVar("R")
+
+FORM = "_form"  # errors that belong to no single control
+
+
+@dataclass(frozen=True)
+class Case:
+    """A button that sets the controls to a telling state."""
+
+    label: str
+    query: Mapping[str, Any]
+    why: str
+
+    @property
+    def query_string(self) -> str:
+        return urlencode(self.query)
+
+
+@dataclass(frozen=True)
+class Drill:
+    """A numeric question whose answer the lab computes (never typed in)."""
+
+    id: str
+    question: str
+    answer: Callable[[], float]
+    unit: str
+    hint: str
+    explanation: str  # formatted with {answer}
+    rel_tol: float = 0.02
+
+
+@dataclass(frozen=True)
+class Diagram:
+    """One named figure of a lab: drawn in the lesson, embeddable alone at
+    /embed/<lab>/<name>. ``element_id`` is the chart's DOM id (default ``<lab>-<name>``)."""
+
+    name: str
+    title: str
+    element_id: str = ""
+    embed_height: int = 560  # the iframe's first height, before the embed reports its own
+
+
+@dataclass(frozen=True)
+class LabView(Generic[Q, R]):
+    name: str  # /api/<name>, /embed/<name>
+    episode: Episode
+    query_model: type[Q]
+    run: Callable[[Q], R]  # query -> lab result; raises LabInputError
+    to_api: Callable[[R], dict]
+    # Every figure of a state, by diagram name; a diagram a state cannot draw is left out.
+    figures: Callable[[R], dict[str, dict]]
+    diagrams: tuple[Diagram, ...]
+    page_template: str
+    controls_template: str
+    diagram_template: str  # the lesson's diagram section (readouts and every chart)
+    summary: str  # OpenAPI description of the API route
+    embed_height: int = 1000  # first height of the whole-lab embed's iframe
+    # Each control's label, as the page shows it: error messages name it.
+    labels: Mapping[str, str] = field(default_factory=dict)
+    # Engine field -> page control, where they differ (the engine says pp, a page stages).
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    # The JSON answer's schema, for /docs (the answer itself is built by to_api).
+    response_model: type[BaseModel] | None = None
+    # The key of a list of event rows in the JSON answer that ?events= may drop or transpose.
+    events_key: str | None = None
+    # Extra template context for a state (option lists that depend on it, say).
+    extra_context: Callable[[Any], dict] | None = None
+    # Controls re-rendered out of band with every diagram swap, because their options
+    # depend on the state (a model's layer count sets the valid PP degrees, say).
+    oob_template: str | None = None
+    good: Case | None = None
+    bad: Case | None = None
+    drills: tuple[Drill, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        names = [d.name for d in self.diagrams]
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"{self.name}: diagram names must be present and distinct: {names}")
+        fields = self.query_model.model_fields
+        for engine_name, control in self.aliases.items():
+            if control not in fields:
+                raise ValueError(f"{self.name}: alias {engine_name} -> {control} is no control")
+
+    def element_id(self, diagram: Diagram) -> str:
+        return diagram.element_id or f"{self.name}-{diagram.name}"
+
+    def diagram(self, name: str) -> Diagram | None:
+        return next((d for d in self.diagrams if d.name == name), None)
+
+    def label(self, name: str) -> str:
+        return self.labels.get(name, name)
+
+
+VIEWS: dict[str, LabView] = {}
+DRILLS: dict[str, tuple[LabView, Drill]] = {}
+
+
+def add_view(view: LabView) -> None:
+    """Record a view and its drills; a name used twice is a programming error."""
+    if view.name in VIEWS:
+        raise ValueError(f"a lab view named {view.name!r} is already registered")
+    ids = [d.id for d in view.drills]
+    clash = [i for i in ids if i in DRILLS] or [i for i in ids if ids.count(i) > 1]
+    if clash:
+        raise ValueError(f"{view.name}: drill id {clash[0]!r} is already registered")
+    VIEWS[view.name] = view
+    for drill in view.drills:
+        DRILLS[drill.id] = (view, drill)
