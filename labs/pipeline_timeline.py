@@ -8,6 +8,7 @@ builds the inputs and the result around them.
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -137,17 +138,31 @@ def activations(
     return tuple(steps), peak
 
 
+_gc_lock = threading.Lock()
+_gc_pausers = 0  # simulations in flight that asked for the collector to pause
+_gc_was_enabled = True
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while tens of thousands of events are made.
 
     The events hold no reference cycles; without this, repeated collections of the
-    growing young generation cost about a quarter of a large simulation's time.
+    growing young generation cost about a quarter of a large simulation's time. The web
+    app runs simulations in several threads at once and the switch is process-wide, so the
+    pauses are counted: the first one in turns the collector off, the last one out restores
+    what was there before.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
+    global _gc_pausers, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pausers == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pausers += 1
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _gc_lock:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_was_enabled:
+                gc.enable()
