@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, fields
-from functools import cache, cached_property
+from functools import cache, cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -321,7 +321,8 @@ def _custom_shape(layers: int, hidden: int) -> ModelSpec:
     )
 
 
-@cache
+# Bounded: every distinct custom size a class types would otherwise stay in memory for good.
+@lru_cache(maxsize=256)
 def _custom_model(params: int) -> ModelSpec:
     # Search hidden in steps of 1024 (heads a multiple of 8, so TP = 1, 2, 4, 8 divide them:
     # Megatron needs heads % tp == 0) and layers in steps of 4 (so PP = 2, 4 divide them). For
