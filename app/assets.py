@@ -53,8 +53,8 @@ class Asset:
 def _load(path: Path) -> Asset:
     if not path.is_file():
         raise MissingAssetError(
-            f"{path} is missing: run `npm ci --prefix static/vendor` (see README.md) to "
-            "install the pinned front-end assets"
+            f"{path} is missing: run `make run` (or `npm ci --prefix static/vendor`, see "
+            "README.md) to install the pinned front-end assets"
         )
     body = path.read_bytes()
     return Asset(
