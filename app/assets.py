@@ -26,6 +26,11 @@ NODE_MODULES = STATIC / "vendor/node_modules"
 ASSETS: dict[str, Path] = {
     "vendor/htmx.min.js": NODE_MODULES / "htmx.org/dist/htmx.min.js",
     "vendor/plotly.min.js": NODE_MODULES / "plotly.js-cartesian-dist-min/plotly-cartesian.min.js",
+    # The offline API docs (app/docs.py): /docs and /redoc.
+    "vendor/swagger-ui-bundle.js": NODE_MODULES / "swagger-ui-dist/swagger-ui-bundle.js",
+    "vendor/swagger-ui.css": NODE_MODULES / "swagger-ui-dist/swagger-ui.css",
+    "vendor/redoc.standalone.js": NODE_MODULES / "redoc/bundles/redoc.standalone.js",
+    "js/docs.js": STATIC / "js/docs.js",
     "js/lab.js": STATIC / "js/lab.js",
     "js/embed.js": STATIC / "js/embed.js",
     "css/lab.css": STATIC / "css/lab.css",
@@ -49,8 +54,8 @@ class Asset:
 def _load(path: Path) -> Asset:
     if not path.is_file():
         raise MissingAssetError(
-            f"{path} is missing: run `npm ci --prefix static/vendor` (see README.md) to "
-            "install the pinned front-end assets"
+            f"{path} is missing: run `make run` (or `npm ci --prefix static/vendor`, see "
+            "README.md) to install the pinned front-end assets"
         )
     body = path.read_bytes()
     return Asset(

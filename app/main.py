@@ -6,7 +6,7 @@ import sys
 from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
 
-from app import assets
+from app import assets, docs
 from app.routers import home, memory, pipeline, presets
 from app.timing import ServerTimingMiddleware
 
@@ -27,13 +27,17 @@ SWITCH_INTERVAL = 0.001
 def create_app() -> FastAPI:
     assets.check_assets()
     sys.setswitchinterval(SWITCH_INTERVAL)
-    app = FastAPI(title="Parallelism Lab", version="0.1.0", description=DESCRIPTION)
+    app = FastAPI(
+        title="Parallelism Lab", version="0.1.0", description=DESCRIPTION,
+        docs_url=None, redoc_url=None,  # served offline by app/docs.py instead
+    )
     # Fragments carry figure JSON; compress those over 1 kB. Assets are pre-compressed and
     # already carry Content-Encoding, which this middleware leaves alone.
     # Level 5: level 9 (the default) costs 15x the time for 15% fewer bytes on big answers.
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
     app.add_middleware(ServerTimingMiddleware)  # outermost: includes compression
     app.include_router(assets.router)
+    app.include_router(docs.router)
     app.include_router(home.router)
     app.include_router(presets.router)
     app.include_router(memory.router)

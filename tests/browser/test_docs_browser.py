@@ -1,0 +1,25 @@
+"""/docs and /redoc in real Chromium with every request to another host blocked (the `page`
+fixture aborts and records them, and fails the test if there was any): the viewers still
+render the lab's operations."""
+
+from playwright.sync_api import expect
+
+
+def test_swagger_ui_renders_every_operation_offline(page, client):
+    paths = client.get("/openapi.json").json()["paths"]
+    page.goto("/docs")
+    operations = page.locator("#swagger-ui .opblock")
+    expect(operations.first).to_be_visible()
+    expect(operations).to_have_count(sum(len(methods) for methods in paths.values()))
+    for path, methods in paths.items():
+        summary = page.locator(f'#swagger-ui .opblock-summary-path[data-path="{path}"]')
+        expect(summary).to_have_count(len(methods))
+
+
+def test_redoc_renders_the_operations_offline(page, client):
+    paths = client.get("/openapi.json").json()["paths"]
+    page.goto("/redoc")
+    expect(page.locator("#redoc h1").first).to_contain_text("Parallelism Lab")
+    for path in paths:
+        # Redoc shows each operation's path in its request box.
+        expect(page.locator("#redoc").get_by_text(path, exact=True).first).to_be_attached()
