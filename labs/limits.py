@@ -31,3 +31,11 @@ MAX_MICRO_BATCH = 1024
 MAX_DEGREE = 4096  # any one of TP, PP, CP, EP
 MAX_DP = 100_000
 MAX_WORLD = 1_000_000  # GPUs in one job; bounds every product of degrees
+
+# EP07 Experts (labs.moe, labs.rank_map).
+MOE_GROUP_KINDS = ("tp", "cp", "dp", "pp", "ep", "edp")  # what the rank map can colour by
+MAX_MOE_TOKENS = 131_072  # tokens per GPU entering one MoE layer (a micro-batch's worth)
+MAX_CAPACITY_FACTOR = 8.0  # 0 means no capacity limit (dropless, Megatron's default)
+MAX_SKEW = 1.0  # 0 = uniform routing, 1 = every token picks the one hot expert
+MAX_NODES = 512
+MAX_RANK_MAP_GPUS = 4096  # GPUs one rank map draws (DeepSeek-V3's 2,048 fit)
