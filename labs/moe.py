@@ -37,11 +37,24 @@ from labs.comm import collective
 from labs.compute import expert_flops_per_token, model_flops_per_token
 from labs.errors import LabInputError
 from labs.layout import ParallelLayout, problems, whole, world_problems
-from labs.limits import MAX_CAPACITY_FACTOR, MAX_MOE_TOKENS, MAX_NODES, MAX_SKEW
+from labs.limits import (
+    MAX_CAPACITY_FACTOR,
+    MAX_MOE_TOKENS,
+    MAX_NODES,
+    MAX_RANK_MAP_GPUS,
+    MAX_SKEW,
+    MOE_GROUP_KINDS,
+)
 from labs.links import Cluster
 from labs.placement import stage_params
 from labs.presets import ModelSpec
-from labs.rank_map import members_per_node
+from labs.rank_map import (
+    GpuColouring,
+    GroupSummary,
+    group_colouring,
+    group_summaries,
+    members_per_node,
+)
 
 ACTIVATION_BYTES = 2  # bf16 hidden states on the wire (DeepSeek-V3 sends FP8 in dispatch)
 
@@ -60,6 +73,7 @@ class MoEInput:
     capacity_factor: float = 0.0  # 0 = no capacity limit (dropless)
     tokens: int = 4096  # tokens per GPU entering each MoE layer (one micro-batch)
     mfu: float = 0.4  # share of the BF16 peak the experts' matmuls reach
+    group: str = "ep"  # which groups the rank map colours (labs.limits.MOE_GROUP_KINDS)
 
     def __post_init__(self) -> None:  # one check per control, in page order
         if not isinstance(self.model, ModelSpec) or not self.model.is_moe:
@@ -78,6 +92,9 @@ class MoEInput:
         if self.mfu == 0:
             raise LabInputError("mfu", "MFU must be above 0")
         whole("tokens", self.tokens, 1, MAX_MOE_TOKENS, "tokens per GPU")
+        if self.group not in MOE_GROUP_KINDS:
+            raise LabInputError("group", f"the rank map colours one of "
+                                         f"{', '.join(MOE_GROUP_KINDS)}")
         # World-size rules first (dense grouping TP·PP·CP, expert grouping EP·expert-TP·PP),
         # then the model's own (heads by TP, experts by EP); uneven stages are allowed, as
         # Megatron's --decoder-first/last-pipeline-num-layers (DeepSeek-V3: 61 layers, PP16).
@@ -138,6 +155,8 @@ class MoEResult:
     experts_per_gpu_params: float  # of which routed experts
     flops_per_token: float  # training FLOPs per token (6·active + attention, s = 4,096)
     dense_equivalent_flops: float  # the same if every parameter were active
+    groups: tuple[GroupSummary, ...]  # each kind of group: size, count, inside a node or not
+    rank_map: GpuColouring | None  # every GPU by its ``input.group`` group (None: too many)
 
     @property
     def dispatch_s(self) -> float:
@@ -244,4 +263,7 @@ def simulate_moe(inp: MoEInput) -> MoEResult:
         params=m.params, active_params=m.active_params, expert_params=m.expert_params,
         params_per_gpu=dense_local + expert_local, experts_per_gpu_params=expert_local,
         flops_per_token=model_flops_per_token(m, seq), dense_equivalent_flops=dense_flops,
+        groups=group_summaries(layout, inp.cluster.gpus_per_node),
+        rank_map=(group_colouring(layout, inp.group, inp.cluster.gpus_per_node)
+                  if layout.world_size <= MAX_RANK_MAP_GPUS else None),
     )
