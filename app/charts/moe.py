@@ -16,6 +16,11 @@ PHASES = {  # key -> (label, colour)
 }
 
 
+# Legends above the plot: below it they would sit on the x-axis title.
+LEGEND_TOP = {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"}
+MARGIN = {"l": 56, "r": 8, "t": 40, "b": 44}
+
+
 def _ms(seconds: float) -> float:
     return round(seconds * 1e3, 4)
 
@@ -60,6 +65,7 @@ def experts_figure(result) -> dict:
         "data": data,
         "layout": base_layout(
             barmode="stack", bargap=0.1 if len(experts) <= 64 else 0, shapes=shapes,
+            legend=LEGEND_TOP, margin=MARGIN,
             annotations=notes, showlegend=len(data) > 1,
             xaxis={"title": {"text": f"expert ({per} per GPU, GPU by GPU)"},
                    "fixedrange": True, "showgrid": False},
@@ -92,7 +98,8 @@ def gpus_figure(result) -> dict:
     return {
         "data": data,
         "layout": base_layout(
-            barmode="stack", bargap=0.15 if inp.ep <= 64 else 0,
+            barmode="stack", bargap=0.15 if inp.ep <= 64 else 0, legend=LEGEND_TOP,
+            margin=MARGIN,
             shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y",
                      "y0": balanced, "y1": balanced,
                      "line": {"color": LINE_COLOUR, "dash": "dot", "width": 2}}],
@@ -131,15 +138,20 @@ def params_figure(result) -> dict:
             "type": "bar", "orientation": "h", "name": name, "y": rows,
             "x": [round(v / 1e9, 3) for v in values], "marker": {"color": colour},
             "text": [fmt_count(v) for v in values], "textposition": "inside",
+            "textangle": 0, "insidetextanchor": "middle",
             "hovertemplate": f"%{{y}}: {name.lower()} %{{x:.2f}}B<extra></extra>",
         })
     return {
         "data": data,
         "layout": base_layout(
-            barmode="stack", margin={"l": 150, "r": 8, "t": 8, "b": 40},
+            barmode="stack", margin={"l": 150, "r": 8, "t": 40, "b": 44}, legend=LEGEND_TOP,
+            # Each bar's total at its end, so the one-GPU sliver still reads.
+            annotations=[{"x": round((a + b) / 1e9, 3), "y": row, "xanchor": "left",
+                          "text": f" {fmt_count(a + b)}", "showarrow": False}
+                         for row, a, b in zip(rows, rest, routed, strict=True)],
             uniformtext={"minsize": 9, "mode": "hide"},
             xaxis={"title": {"text": "parameters (billions)"}, "fixedrange": True,
-                   "gridcolor": "#e6e9ef"},
+                   "gridcolor": "#e6e9ef", "range": [0, result.params / 1e9 * 1.15]},
             yaxis={"autorange": "reversed", "fixedrange": True},
         ),
         "summary": (

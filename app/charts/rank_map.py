@@ -77,7 +77,8 @@ def rank_map_figure(colouring, notes: Sequence[str] | None = None) -> dict:
             "hovertext": hover, "hovertemplate": "%{hovertext}<extra></extra>",
             "colorscale": _colourscale(bands), "zmin": -0.5 if bands == 1 else 0,
             "zmax": bands - 1 if bands > 1 else 0.5, "showscale": False,
-            "xgap": 2, "ygap": 2 if rows_are_nodes else 0,
+            # Gaps mark the GPUs of a small map; on a wide one they would drown the colours.
+            "xgap": 2 if inner <= 64 else 0, "ygap": 2 if outer <= 64 else 0,
             "textfont": {"color": "#ffffff", "size": 10},
         }],
         "layout": base_layout(
