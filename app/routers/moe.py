@@ -165,6 +165,7 @@ def extra_context(state) -> dict:
         "capacity_options": [(v, "no limit (dropless)" if v == 0 else f"{v:g}")
                              for v in with_value((0.0, 1.0, 1.25, 1.5, 2.0, 4.0),
                                                  query.capacity_factor)],
+        "mfu_options": with_value((0.2, 0.3, 0.4, 0.5, 0.6), query.mfu),
         "token_options": with_value((1024, 2048, 4096, 8192, 16384, 32768), query.tokens),
         "group_options": [(k, f"{GROUP_SHORT[k]} ({GROUP_TITLES[k]})") for k in MOE_GROUP_KINDS],
         "phases": PHASES,
