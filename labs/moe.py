@@ -52,6 +52,7 @@ from labs.rank_map import (
     GpuColouring,
     GroupSummary,
     group_colouring,
+    group_of_rank,
     group_summaries,
     members_per_node,
 )
@@ -237,7 +238,8 @@ def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
 
 def simulate_moe(inp: MoEInput) -> MoEResult:
     m, layout = inp.model, inp.layout
-    ep_group = layout.groups("ep")[0]
+    ep_ids = group_of_rank(layout, "ep")
+    ep_group = tuple(r for r, g in enumerate(ep_ids) if g == 0)
     per_node = members_per_node(ep_group, inp.cluster.gpus_per_node)
     routing = route(inp, inp.skew, per_node)
     balanced = route(inp, 0.0, per_node)

@@ -15,9 +15,10 @@ RL placement) may colour by any other role by building a ``GpuColouring`` themse
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from labs.errors import LabInputError
-from labs.layout import DEGREE_NAMES, ParallelLayout
+from labs.layout import DEGREE_NAMES, DENSE_ORDER, EXPERT_ORDER, ParallelLayout
 from labs.limits import MAX_RANK_MAP_GPUS, MOE_GROUP_KINDS
 
 GROUP_TITLES = {**{k: v.removesuffix(" degree") for k, v in DEGREE_NAMES.items()},
@@ -76,6 +77,32 @@ class GroupSummary:
     inside_node: bool  # every group of this kind sits inside one node
 
 
+@lru_cache(maxsize=128)  # a slider move (skew, capacity) keeps the layout: reuse its groups
+def group_of_rank(layout: ParallelLayout, kind: str) -> tuple[int, ...]:
+    """The index of each rank's ``kind`` group, numbered as ``layout.groups(kind)`` lists them
+    (by their lowest rank). One pass over the ranks: a rank's coordinates are the digits of
+    its number in Megatron's mixed radix (TP fastest ... PP slowest, or expert-TP, EP,
+    expert-DP, PP), and its group is fixed by the digits of the dimensions *not* in ``kind``."""
+    names = kind.split("-")
+    expert = any(n in ("ep", "etp", "edp") for n in names)
+    order = EXPERT_ORDER if expert else DENSE_ORDER
+    sizes = ({"etp": layout.etp, "ep": layout.ep, "edp": layout.expert_dp, "pp": layout.pp}
+             if expert else {n: getattr(layout, n) for n in DENSE_ORDER})
+    if any(n not in sizes for n in names):
+        raise LabInputError("group", f"unknown group {kind!r}")
+    radix = [(sizes[n], n in names) for n in order]
+    index: dict[tuple[int, ...], int] = {}
+    out = []
+    for rank in range(layout.world_size):
+        key, rest = [], rank
+        for size, member in radix:
+            rest, digit = divmod(rest, size)
+            if not member:
+                key.append(digit)
+        out.append(index.setdefault(tuple(key), len(index)))
+    return tuple(out)
+
+
 def group_colouring(layout: ParallelLayout, kind: str, gpus_per_node: int) -> GpuColouring:
     """Every rank of ``layout`` coloured by its ``kind`` group (Megatron's groups, in order)."""
     if kind not in MOE_GROUP_KINDS:
@@ -84,28 +111,25 @@ def group_colouring(layout: ParallelLayout, kind: str, gpus_per_node: int) -> Gp
     if world > MAX_RANK_MAP_GPUS:
         raise LabInputError("gpus", f"a rank map draws at most {MAX_RANK_MAP_GPUS:,} GPUs; "
                                     f"this job has {world:,}")
-    groups = layout.groups(kind)
-    category = [0] * world
-    for index, members in enumerate(groups):
-        for rank in members:
-            category[rank] = index
+    category = group_of_rank(layout, kind)
     short = GROUP_SHORT[kind]
-    names = tuple(f"{short} group {i}" for i in range(len(groups)))
-    return GpuColouring(f"{short} groups ({GROUP_TITLES[kind]})", gpus_per_node,
-                        tuple(category), names)
+    names = tuple(f"{short} group {i}" for i in range(max(category) + 1))
+    return GpuColouring(f"{short} groups ({GROUP_TITLES[kind]})", gpus_per_node, category,
+                        names)
 
 
+@lru_cache(maxsize=128)
 def group_summaries(layout: ParallelLayout, gpus_per_node: int,
                     kinds: tuple[str, ...] = MOE_GROUP_KINDS) -> tuple[GroupSummary, ...]:
-    """For each kind of group: its size, count and whether every group stays in one node.
-
-    Computed from the groups' ranks alone (no map is built), so it also answers for jobs too
-    large to draw."""
+    """For each kind of group: its size, count and whether every group stays in one node."""
     out = []
     for kind in kinds:
-        groups = layout.groups(kind)
-        spans = max(len({r // gpus_per_node for r in g}) for g in groups)
-        out.append(GroupSummary(kind, len(groups[0]), len(groups), spans, spans == 1))
+        spans: dict[int, set[int]] = {}
+        for rank, group in enumerate(group_of_rank(layout, kind)):
+            spans.setdefault(group, set()).add(rank // gpus_per_node)
+        widest = max(len(nodes) for nodes in spans.values())
+        out.append(GroupSummary(kind, layout.world_size // len(spans), len(spans), widest,
+                                widest == 1))
     return tuple(out)
 
 

@@ -41,25 +41,36 @@ def rank_map_figure(colouring, notes: Sequence[str] | None = None) -> dict:
     bands = min(len(PALETTE), len(names))
     rows_are_nodes = nodes <= ROWS_AS_NODES
     outer, inner = (nodes, gpn) if rows_are_nodes else (gpn, nodes)
-    z, text, hover = [], [], []
+    labelled = len(cats) <= LABELLED_CELLS
+    z, text, hover, ranks = [], [], [], []
     for a in range(outer):
-        zr, tr, hr = [], [], []
+        zr, tr, hr, rr = [], [], [], []
         for b in range(inner):
             node, slot = (a, b) if rows_are_nodes else (b, a)
             rank = node * gpn + slot
+            rr.append(rank)
             if rank >= len(cats):
                 zr.append(None)
-                tr.append("")
+                tr.append("idle")
                 hr.append(f"node {node}, GPU {slot}: idle")
                 continue
             cat = cats[rank]
             zr.append(cat % bands)
-            tr.append(str(cat) if len(cats) <= LABELLED_CELLS else "")
-            extra = f"<br>{notes[cat]}" if notes else ""
-            hr.append(f"rank {rank} · node {node}, GPU {slot}<br>{names[cat]}{extra}")
+            tr.append(str(cat))
+            if labelled:
+                extra = f"<br>{notes[cat]}" if notes else ""
+                hr.append(f"rank {rank} · node {node}, GPU {slot}<br>{names[cat]}{extra}")
         z.append(zr)
         text.append(tr)
         hover.append(hr)
+        ranks.append(rr)
+    # A big map hovers from the cell's rank and category number: a sentence per cell would
+    # make the figure JSON ten times larger.
+    hovering = ({"hovertext": hover, "hovertemplate": "%{hovertext}<extra></extra>"}
+                if labelled else
+                {"customdata": ranks, "hovertemplate": "rank %{customdata} · node "
+                 + ("%{y}, GPU %{x}" if rows_are_nodes else "%{x}, GPU %{y}")
+                 + "<br>group %{text}<extra></extra>"})
     node_axis = {"title": {"text": "node"}, "autorange": "reversed" if rows_are_nodes else True,
                  "dtick": 1 if nodes <= ROWS_AS_NODES else None, "fixedrange": True,
                  "showgrid": False, "zeroline": False}
@@ -73,8 +84,8 @@ def rank_map_figure(colouring, notes: Sequence[str] | None = None) -> dict:
     each = f" of {sizes.pop():,}" if len(sizes) == 1 else ""
     return {
         "data": [{
-            "type": "heatmap", "z": z, "text": text, "texttemplate": "%{text}",
-            "hovertext": hover, "hovertemplate": "%{hovertext}<extra></extra>",
+            "type": "heatmap", "z": z, "text": text,
+            "texttemplate": "%{text}" if labelled else "", **hovering,
             "colorscale": _colourscale(bands), "zmin": -0.5 if bands == 1 else 0,
             "zmax": bands - 1 if bands > 1 else 0.5, "showscale": False,
             # Gaps mark the GPUs of a small map; on a wide one they would drown the colours.

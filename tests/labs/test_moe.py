@@ -132,3 +132,18 @@ def test_rank_map_follows_megatron_order():
     ep = group_colouring(r.layout, "ep", 8)
     assert ep.members(0) == tuple(range(8))  # experts regroup the ranks: EP 8 in node 0
     assert r.layout.expert_dp == 2
+
+
+@pytest.mark.parametrize("layout", [
+    dict(tp=2, cp=2, dp=4, pp=2, ep=4), dict(tp=1, pp=16, dp=8, ep=8),
+    dict(tp=4, dp=6, pp=3, ep=3, etp=2), dict(tp=8, cp=1, dp=2, pp=4, ep=16),
+])
+def test_group_of_rank_matches_layout_groups(layout):
+    from labs.layout import ParallelLayout
+    from labs.rank_map import group_of_rank
+
+    lay = ParallelLayout(**layout)
+    for kind in ("tp", "cp", "dp", "pp", "ep", "edp", "dp-cp"):
+        ids = group_of_rank(lay, kind)
+        rebuilt = [tuple(r for r, g in enumerate(ids) if g == i) for i in range(max(ids) + 1)]
+        assert rebuilt == lay.groups(kind), kind
