@@ -169,6 +169,9 @@
   var pending = null;
 
   function reveal(chart) {
+    // Laptop: the whole bench (diagram view and controls) on screen; it then sticks there.
+    var bench = document.getElementById("bench");
+    if (bench && window.getComputedStyle(bench).display !== "contents") bench.scrollIntoView({ block: "nearest" });
     var view = chart.closest(".bench-view");
     var anchor = chart.previousElementSibling && chart.previousElementSibling.matches(".chart-title")
       ? chart.previousElementSibling : chart;
