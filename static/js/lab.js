@@ -160,8 +160,9 @@
     if (!form || !form.classList || !form.classList.contains("controls")) return;
     var trig = cfg.triggeringEvent;
     var replace = trig && trig.detail && trig.detail.history === "replace";
-    form.setAttribute("hx-push-url", replace ? "false" : "true");
-    form.setAttribute("hx-replace-url", replace ? "true" : "false");
+    // (htmx reads a present hx-push-url, even "false", before hx-replace-url: remove it.)
+    form.removeAttribute(replace ? "hx-push-url" : "hx-replace-url");
+    form.setAttribute(replace ? "hx-replace-url" : "hx-push-url", "true");
   });
 
   // ---- Bench swaps: a try link brings its step's diagram into view; a case button keeps the
