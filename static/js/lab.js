@@ -134,10 +134,25 @@
 
   // A slider or select sends at once; typing waits for a pause (a half-typed "7e" is no
   // state). Sliders and typing replace the URL; choices push a history entry.
+  // During a drag: the first move is sent at once; moves while that request is out are
+  // folded into one, sent when it is answered, so the last value is always drawn and there is
+  // never more than one request in flight.
   var typing = null;
   function send(form, history) {
-    if (window.htmx) window.htmx.trigger(form, "labsend", { history: history });
+    if (!window.htmx) return;
+    if (form._labBusy) { form._labPending = form._labPending === "push" ? "push" : history; return; }
+    form._labBusy = true;
+    window.htmx.trigger(form, "labsend", { history: history });
   }
+
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var form = event.detail.elt;
+    if (!form || !form.classList || !form.classList.contains("controls")) return;
+    form._labBusy = false;
+    var next = form._labPending;
+    form._labPending = null;
+    if (next) send(form, next);
+  });
 
   document.addEventListener("input", function (event) {
     var input = event.target;

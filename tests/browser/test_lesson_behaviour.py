@@ -87,7 +87,8 @@ def test_controls_that_do_nothing_are_disabled_with_the_reason(page):
 def test_chart_config_has_no_cloud_link_and_theme_toggle_recolours(page):
     page.goto("/episodes/memory")
     wait_drawn(page)
-    assert page.evaluate("document.getElementById('memory-chart')._context.showSendToCloud") is False
+    context = "document.getElementById('memory-chart')._context"
+    assert page.evaluate(f"{context}.showSendToCloud") is False
     titles = page.locator("#memory-chart .modebar-btn").evaluate_all(
         "els => els.map(b => b.getAttribute('data-title'))")
     assert "Download plot as a PNG" in titles or "Download plot as a png" in titles

@@ -10,7 +10,8 @@ import pytest
 from tests.browser.helpers import wait_drawn
 
 LESSONS = ["/episodes/memory", "/episodes/pipeline"]
-SIZES = {"laptop-1280x800": (1280, 800), "laptop-1440x900": (1440, 900), "phone-390x844": (390, 844)}
+SIZES = {"laptop-1280x800": (1280, 800), "laptop-1440x900": (1440, 900),
+         "phone-390x844": (390, 844)}
 
 IN_VIEW = """(id) => {
     const el = document.getElementById(id);
