@@ -51,6 +51,8 @@ def test_slider_replaces_the_url_and_a_select_pushes(page):
     page.evaluate("window.__sameDocument = true")
     page.go_back()
     page.wait_for_url(lambda url: "gpipe" not in url)
+    page.wait_for_function(
+        "() => !document.querySelector('#pipeline-schedule').dataset.state.includes('gpipe')")
     wait_drawn(page)
     assert page.evaluate("window.__sameDocument") is True  # restored in place, not reloaded
     assert page.locator("#input-schedule").input_value() == "1f1b"
