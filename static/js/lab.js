@@ -66,6 +66,13 @@
     el._labFigure = script;
     var fig = JSON.parse(themed(script.textContent));
     var layout = fig.layout || {};
+    if (isDark()) {
+      // Plotly's own defaults (#444 text and ticks) are unreadable on a dark page.
+      layout.font = Object.assign({}, layout.font, { color: "#e3e7ef" });
+      Object.keys(layout).forEach(function (key) {
+        if (/^[xy]axis\d*$/.test(key)) layout[key] = Object.assign({ color: "#c9d0dc" }, layout[key]);
+      });
+    }
     fitHeight(layout, el);
     if (coarse.matches) layout.dragmode = false;  // a swipe scrolls the page, never zooms
     if (!el._fullLayout && el.firstChild) el.textContent = "";  // markup from a page, not a live plot
@@ -83,9 +90,27 @@
     });
   }
 
+  function onScreen(script) {
+    var el = document.getElementById(script.dataset.target);
+    if (!el) return false;
+    var box = el.getBoundingClientRect();
+    return box.bottom > 0 && box.top < window.innerHeight && box.height > 0;
+  }
+
+  // The charts on screen first, in this task; the others a task later, so the chart the
+  // student is watching is not kept waiting by ones scrolled out of view.
   function draw(node) {
-    var done = within(node, "script.figure[data-target]").map(drawOne);
-    if (done.length) Promise.all(done).then(announce);
+    var scripts = within(node, "script.figure[data-target]");
+    if (!scripts.length) return;
+    var now = scripts.filter(onScreen);
+    var later = scripts.filter(function (s) { return now.indexOf(s) < 0; });
+    var done = now.map(drawOne);
+    if (later.length) {
+      done.push(new Promise(function (resolve) {
+        setTimeout(function () { Promise.all(later.map(drawOne)).then(resolve); }, 0);
+      }));
+    }
+    Promise.all(done).then(announce);
   }
 
   function redrawAll() {
