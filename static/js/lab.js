@@ -49,7 +49,7 @@
     // A chart never taller than the view it scrolls in, so a step's diagram fits on screen.
     var view = el.closest(".bench-view");
     if (!view || !layout.height) return;
-    var room = view.clientHeight - 48;
+    var room = Math.min(view.clientHeight - 48, phone.matches ? 300 : Infinity);
     if (room > 200 && layout.height > room) layout.height = room;
   }
 
