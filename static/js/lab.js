@@ -222,6 +222,11 @@
     }
     var box = chart.getBoundingClientRect();
     if (box.top < 0 || box.bottom > window.innerHeight) chart.scrollIntoView({ block: "nearest" });
+    // The controls that move this chart, at the top of the controls' own scroll.
+    var group = document.querySelector('#drawer [data-diagrams~="' + chart.id + '"]');
+    var pane = group && [document.querySelector("#drawer .drawer-body"), document.getElementById("drawer")]
+      .filter(function (el) { return el && el.scrollHeight > el.clientHeight + 1; })[0];
+    if (pane) pane.scrollTop += group.getBoundingClientRect().top - pane.getBoundingClientRect().top - 4;
   }
 
   document.addEventListener("htmx:beforeSwap", function (event) {

@@ -35,6 +35,19 @@ CONTROLS_IN_VIEW = """() => {
 }"""
 
 
+GROUP_HIDDEN = """title => {
+    const pane = document.getElementById('drawer').getBoundingClientRect();
+    const hidden = [];
+    let el = title.nextElementSibling;
+    for (; el && !el.matches('.group-title'); el = el.nextElementSibling) {
+        if (!el.id || !el.id.startsWith('control-')) continue;
+        const r = el.getBoundingClientRect();
+        if (r.top < pane.top || r.bottom > pane.bottom) hidden.push(el.id);
+    }
+    return hidden;
+}"""
+
+
 @pytest.fixture(params=list(SIZES), ids=list(SIZES))
 def sized_page(request, browser, live_server):
     width, height = SIZES[request.param]
@@ -77,6 +90,10 @@ def test_each_steps_link_brings_its_diagram_into_view(sized_page, lesson):
             page.locator(".drawer-toggle").click()
         else:
             assert page.evaluate(CONTROLS_IN_VIEW), f"{lesson} {step_id}: controls hidden"
+            group = page.locator(f'#drawer [data-diagrams~="{diagram}"]')
+            if group.count():  # the controls for this chart all within the drawer's view
+                hidden = group.evaluate(GROUP_HIDDEN)
+                assert hidden == [], f"{step_id}: its controls out of the drawer's view: {hidden}"
 
 
 def test_case_button_keeps_the_view_and_focus(page):
