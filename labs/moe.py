@@ -212,7 +212,9 @@ def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
     sent = tuple((total_kept - on_gpu[g]) * token_bytes for g in range(ep))
     flops = expert_flops_per_token(m)
     peak = inp.cluster.gpu.bf16_flops * inp.mfu
-    compute = tuple(ep * on_gpu[g] * flops / peak for g in range(ep))
+    # Expert-TP splits each expert's matmuls over etp GPUs (Megatron's expert-tensor-parallel
+    # group); the all-gather of tokens inside that group is not priced here.
+    compute = tuple(ep * on_gpu[g] * flops / (peak * inp.etp) for g in range(ep))
     dispatch = []
     for g in range(ep):
         traffic = max(received[g], sent[g])

@@ -41,6 +41,15 @@ def test_deepseek_v3_pp16_ep64_no_tp_passes_the_rank_rules():
     summary = {s.kind: s for s in group_summaries(r.layout, 8)}
     assert summary["ep"].nodes_spanned == 8 and not summary["ep"].inside_node
     assert summary["tp"].inside_node
+    # EP regroups the stage's GPUs: at EP 8 the job is the same 2,048 GPUs with the same DP.
+    ep8 = moe("deepseek-v3", nodes=256, pp=16, ep=8)
+    assert (ep8.layout.world_size, ep8.layout.dp, ep8.layout.expert_dp) == (2048, 128, 16)
+
+
+def test_expert_tp_splits_each_experts_compute():
+    base, split = moe(ep=4), moe(ep=4, etp=2)
+    assert split.layout.expert_dp == base.layout.expert_dp // 2
+    assert split.compute_s == pytest.approx(base.compute_s / 2)
 
 
 @pytest.mark.parametrize(("model", "kw", "field", "words"), [
