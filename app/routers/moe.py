@@ -39,9 +39,9 @@ class MoEQuery(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     model: Literal[MOE_MODELS] = Field("mixtral-8x7b", description="Mixture-of-experts preset.")
-    link: str = Field("dgx-h100", max_length=64, description="Cluster preset: GPUs per node, "
-                      "the link inside a node and the network between nodes (GET /api/clusters "
-                      "is not needed: the page lists them).")
+    link: str = Field("dgx-h100", max_length=64, description="Cluster preset (GPUs per node, "
+                      "the link inside a node, the network between nodes): "
+                      + ", ".join(clusters()) + ".")
     nodes: int = Field(2, ge=1, le=MAX_NODES, description="Nodes; GPUs = nodes x GPUs per node.")
     tp: int = Field(1, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree (dense layers).")
     pp: int = Field(1, ge=1, le=MAX_DEGREE, description="Pipeline stages.")
