@@ -221,13 +221,13 @@ VIEW = LabView(
     diagrams=(
         Diagram("scaling", "Speedup and efficiency against GPU count, per link",
                 element_id="dp-scaling", embed_height=620),
-        Diagram("time", "Where one step's time goes (ms)", element_id="dp-time",
+        Diagram("time", "Where one step’s time goes (ms)", element_id="dp-time",
                 embed_height=360),
         Diagram("replica", "What every replica holds (GB), whatever N",
                 element_id="dp-replica", embed_height=520),
     ),
     labels={
-        "model": "Model", "grad_bytes": "Gradient bytes", "gpus": "GPUs N", "link": "Link",
+        "model": "Model", "grad_bytes": "Gradients (bf16)", "gpus": "GPUs N", "link": "Link",
         "compute_s": "Compute per step", "scaling": "Scaling", "overlap": "Overlap",
         "bucket_bytes": "Bucket size", "nics_per_node": "Network ports per server",
         "global_batch": "Global batch (sequences)",
