@@ -3,6 +3,7 @@ time goes at the chosen point. Drawn from ``labs.data_parallel``'s curve; nothin
 an all-reduce formula."""
 
 import math
+import re
 
 from app.charts import base_layout
 from app.charts.units import fmt_pct
@@ -29,6 +30,13 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1e3:,.1f} ms" if seconds * 1e3 >= 1 else f"{seconds * 1e3:,.3f} ms"
 
 
+def short_name(name: str) -> str:
+    """A link's name short enough for a phone legend: "InfiniBand NDR 400 Gb/s" -> "IB NDR
+    400G", "NVLink 4 (H100/H200)" -> "NVLink 4"."""
+    short = re.sub(r"\s*\([^)]*\)", "", name).replace("InfiniBand", "IB")
+    return re.sub(r" Gb/s", "G", short)
+
+
 def _series(result, link: str) -> list:
     return [p for p in result.curve if p.link == link]
 
@@ -39,7 +47,7 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
     data = []
     counts = [p.gpus for p in _series(result, inp.link)]
     data.append({
-        "type": "scatter", "mode": "lines", "name": "Ideal (N×)", "x": counts, "y": counts,
+        "type": "scatter", "mode": "lines", "name": "Ideal N×", "x": counts, "y": counts,
         "line": {"color": IDEAL, "dash": "dash", "width": 1.5}, "hoverinfo": "skip",
         "xaxis": "x", "yaxis": "y", "legendgroup": "ideal",
     })
@@ -47,7 +55,7 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
         series = _series(result, link)
         colour = FAMILY_COLOURS[families[link]]
         dash = EXTRA_DASH if link not in result.curve_links[:4] else "solid"
-        common = {"type": "scatter", "mode": "lines+markers", "name": names[link],
+        common = {"type": "scatter", "mode": "lines+markers", "name": short_name(names[link]),
                   "x": [p.gpus for p in series], "legendgroup": link,
                   "line": {"color": colour, "dash": dash, "width": 2.5 if link == inp.link
                            else 1.5}, "marker": {"size": 5, "color": colour}}
@@ -60,7 +68,7 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
                      "showlegend": False, "xaxis": "x", "yaxis": "y2",
                      "hovertemplate": f"{names[link]}<br>%{{x}} GPUs: %{{y:.1%}}"
                                       "<extra></extra>"})
-    chosen = {"type": "scatter", "mode": "markers", "name": "Chosen point",
+    chosen = {"type": "scatter", "mode": "markers", "name": "Chosen",
               "x": [point.gpus], "xaxis": "x", "legendgroup": "chosen",
               "marker": {"size": 13, "color": "rgba(0,0,0,0)",
                          "line": {"color": "#1d2330", "width": 2.5}}, "hoverinfo": "skip"}
@@ -82,13 +90,15 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
     return {
         "data": data,
         "layout": base_layout(
-            margin={"l": 52, "r": 8, "t": 8, "b": 8},
-            xaxis={"type": "log", "title": {"text": "GPUs (log scale)", "standoff": 2},
-                   "range": [-0.05, _log10(1024) + 0.05], "dtick": _log10(2),
+            margin={"l": 52, "r": 8, "t": 8, "b": 40},
+            xaxis={"type": "log", "title": {"text": "GPUs (log scale)", "standoff": 6},
+                   "range": [-0.05, _log10(1024) + 0.05],
                    "tickvals": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+                   "ticktext": ["1", "", "4", "", "16", "", "64", "", "256", "", "1024"],
                    "gridcolor": "#e6e9ef", "anchor": "y2"},
             yaxis={"type": "log", "title": {"text": "speedup (×)"}, "domain": [0.42, 1],
-                   "range": [-0.05, _log10(top) + 0.05], "gridcolor": "#e6e9ef"},
+                   "range": [-0.05, _log10(top) + 0.05], "gridcolor": "#e6e9ef",
+                   "tickvals": [1, 4, 16, 64, 256, 1024]},
             yaxis2={"title": {"text": "efficiency"}, "domain": [0, 0.34],
                     "range": [0, 1.05], "tickformat": ".0%", "gridcolor": "#e6e9ef"},
             legend={"orientation": "h", "x": 0, "y": 1, "yanchor": "bottom",
@@ -144,7 +154,7 @@ def time_figure(result) -> dict:
         "data": data,
         "layout": base_layout(
             barmode="overlay", bargap=0.3,
-            margin={"l": 78, "r": 8, "t": 8, "b": 8},
+            margin={"l": 84, "r": 8, "t": 8, "b": 8},
             xaxis={"title": {"text": "ms in one step", "standoff": 2},
                    "range": [0, end * 1.04 or 1], "gridcolor": "#e6e9ef", "zeroline": False},
             yaxis={"type": "category", "autorange": "reversed", "fixedrange": True,

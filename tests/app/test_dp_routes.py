@@ -114,8 +114,8 @@ def test_figures_draw_the_curve_and_the_step():
     figs = figures(result)
     speed = [t for t in figs["scaling"]["data"] if t.get("yaxis") == "y"]
     names = [t["name"] for t in speed]
-    assert "Ethernet 100 Gb/s" in names and "Chosen point" in names
-    chosen = next(t for t in speed if t["name"] == "Chosen point")
+    assert "Ethernet 100G" in names and "Chosen" in names
+    chosen = next(t for t in speed if t["name"] == "Chosen")
     assert chosen["x"] == [64] and chosen["y"][0] == pytest.approx(result.point.speedup, 1e-3)
     bars = figs["time"]["data"]
     exposed = [t for t in bars if "exposed" in t["name"]]
