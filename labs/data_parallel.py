@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from labs.comm import CommCost, collective, ring
 from labs.errors import LabInputError
@@ -144,6 +145,7 @@ class DataParallelResult:
     assumptions: tuple[str, ...]
 
 
+@lru_cache(maxsize=64)  # a handful of (link, ports) pairs; building one reads the presets
 def server_cluster(link: Link, nics_per_node: int) -> Cluster:
     """8-GPU NVLink 4 servers joined by ``nics_per_node`` ports of a scale-out link."""
     return make_cluster(get_gpu(SERVER_GPU), GPUS_PER_SERVER, get_link(SERVER_LINK), link,
