@@ -86,6 +86,8 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
                             "text": f"global batch {inp.global_batch:,}",
                             "bgcolor": "rgba(255,255,255,0.85)"})
     top = max(counts[-1], 1)
+    # Strong scaling can be slower than one GPU: keep those points on the log axis.
+    low = min(1.0, *(p.speedup for p in result.curve))
     reading = "weak scaling" if inp.scaling == "weak" else "strong scaling"
     return {
         "data": data,
@@ -97,8 +99,8 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
                    "ticktext": ["1", "", "4", "", "16", "", "64", "", "256", "", "1024"],
                    "gridcolor": "#e6e9ef", "anchor": "y2"},
             yaxis={"type": "log", "title": {"text": "speedup (×)"}, "domain": [0.42, 1],
-                   "range": [-0.05, _log10(top) + 0.05], "gridcolor": "#e6e9ef",
-                   "tickvals": [1, 4, 16, 64, 256, 1024]},
+                   "range": [_log10(low) - 0.05, _log10(top) + 0.05], "gridcolor": "#e6e9ef",
+                   "tickvals": [0.01, 0.1, 0.25, 1, 4, 16, 64, 256, 1024]},
             yaxis2={"title": {"text": "efficiency"}, "domain": [0, 0.34],
                     "range": [0, 1.05], "tickformat": ".0%", "gridcolor": "#e6e9ef"},
             legend={"orientation": "h", "x": 0, "y": 1, "yanchor": "bottom",
