@@ -31,3 +31,10 @@ MAX_MICRO_BATCH = 1024
 MAX_DEGREE = 4096  # any one of TP, PP, CP, EP
 MAX_DP = 100_000
 MAX_WORLD = 1_000_000  # GPUs in one job; bounds every product of degrees
+
+# Context parallelism (labs.context_parallel): the layouts, the tokens the mask picture draws
+# (one cell per (query, key) pair stays readable up to 64 x 64) and the CP degree (64 ranks: the
+# largest CP groups reported, Llama 3's 16 and 1M-token runs on 32-64 GPUs).
+CP_LAYOUTS = ("contiguous", "zigzag", "allgather", "ulysses")
+MAX_CP_TOKENS = 64
+MAX_CP = 64
