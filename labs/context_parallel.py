@@ -173,12 +173,17 @@ class CPInput:
         whole("cp", self.cp, 1, MAX_CP, "the context parallel degree")
         heads, kv = attention_heads(self.model)
         check_layout("tokens", self.tokens, self.cp, self.layout, heads, kv)
-        whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "the sequence length")
-        check_layout("seq_len", self.seq_len, self.cp, self.layout)
-        if self.link.kind == "scale-up" and self.link.domain and self.cp > self.link.domain:
-            raise LabInputError("link", f"{self.link.name} connects at most "
-                                        f"{self.link.domain} GPUs: CP = {self.cp} must cross "
-                                        "nodes, so choose a scale-out link")
+        check_cost(self.model, self.seq_len, self.cp, self.layout, self.link)
+
+
+def check_cost(model: ModelSpec, seq_len: int, cp: int, layout: str, link: Link) -> None:
+    """The rules of the cost at a real length: the sequence splits, the link reaches c GPUs."""
+    whole("seq_len", seq_len, 1, MAX_SEQ_LEN, "the sequence length")
+    heads, kv = attention_heads(model)
+    check_layout("seq_len", seq_len, cp, layout, heads, kv)
+    if link.kind == "scale-up" and link.domain and cp > link.domain:
+        raise LabInputError("link", f"{link.name} connects at most {link.domain} GPUs: "
+                                    f"CP = {cp} must cross nodes, so choose a scale-out link")
 
 
 def attention_heads(model: ModelSpec) -> tuple[int, int]:
@@ -210,27 +215,34 @@ class CPCost:
     activation_bytes_no_cp: float
 
 
+SWEEP_CP = (2, 4, 8, 16, 32, 64)
+
+
 @dataclass(frozen=True)
 class CPResult:
     input: CPInput
     mask: MaskResult
     cost: CPCost
+    # layout -> ((c, cost or None where that c is refused), ...) over SWEEP_CP
+    sweep: dict[str, tuple[tuple[int, CPCost | None], ...]]
 
 
-def cp_cost(inp: CPInput) -> CPCost:
+def cp_cost(model: ModelSpec, seq_len: int, cp: int, layout: str, link: Link,
+            gpu: GPUSpec) -> CPCost:
     """Bytes and seconds per GPU, per layer forward, for one ``seq_len`` sequence."""
-    m, s, c, link = inp.model, inp.seq_len, inp.cp, inp.link
+    check_cost(model, seq_len, cp, layout, link)
+    m, s, c = model, seq_len, cp
     heads, kv = attention_heads(m)
     d_qk, d_v = head_dims(m)
     kv_token = kv * (d_qk + d_v) * BYTES
     local = s / c
-    big = mask_layout(s, c, inp.layout, heads, kv, field="seq_len")
+    big = mask_layout(s, c, layout, heads, kv, field="seq_len")
     busiest = max(r.causal_pairs for r in big.ranks)
     # QKᵀ and AV: 2·d_qk + 2·d_v FLOPs per causal cell per head (PaLM appendix B, halved for
     # causality because only the computed cells count here).
     flops = 2 * (d_qk + d_v) * heads * busiest
-    attention_s = float(flops) / (inp.gpu.bf16_flops * ATTENTION_EFFICIENCY)
-    if inp.layout in RING_LAYOUTS:
+    attention_s = float(flops) / (gpu.bf16_flops * ATTENTION_EFFICIENCY)
+    if layout in RING_LAYOUTS:
         block = local * kv_token
         steps = c - 1
         sent = steps * block
@@ -238,7 +250,7 @@ def cp_cost(inp: CPInput) -> CPCost:
         # Each step's transfer hides behind the attention of the block in hand.
         exposed = max(0.0, comm - attention_s)
         collective, held = "ring p2p", 2 * block  # the block in use and the one arriving
-    elif inp.layout == "allgather":
+    elif layout == "allgather":
         whole_kv = s * kv_token
         block, steps = whole_kv, c - 1
         sent = (c - 1) / c * whole_kv
@@ -266,7 +278,22 @@ def cp_cost(inp: CPInput) -> CPCost:
     )
 
 
+def sweep_cp(model: ModelSpec, seq_len: int, link: Link, gpu: GPUSpec):
+    """Each layout's cost at every CP degree of ``SWEEP_CP`` (None where it is refused)."""
+    out = {}
+    for layout in CP_LAYOUTS:
+        points = []
+        for c in SWEEP_CP:
+            try:
+                points.append((c, cp_cost(model, seq_len, c, layout, link, gpu)))
+            except LabInputError:
+                points.append((c, None))
+        out[layout] = tuple(points)
+    return out
+
+
 def simulate_cp(inp: CPInput) -> CPResult:
     heads, kv = attention_heads(inp.model)
     mask = mask_layout(inp.tokens, inp.cp, inp.layout, heads, kv)
-    return CPResult(inp, mask, cp_cost(inp))
+    cost = cp_cost(inp.model, inp.seq_len, inp.cp, inp.layout, inp.link, inp.gpu)
+    return CPResult(inp, mask, cost, sweep_cp(inp.model, inp.seq_len, inp.link, inp.gpu))
