@@ -43,9 +43,10 @@ def _axes(n: int, s: int, i: int, gap: float) -> tuple[dict, dict]:
     width = (1 - gap * (n - 1)) / n
     start = i * (width + gap)
     suffix = "" if i == 0 else str(i + 1)
-    ticks = {"tickmode": "linear", "tick0": 0, "dtick": max(1, s // 8), "fixedrange": True,
+    ticks = {"tickmode": "linear", "tick0": 0, "dtick": max(1, s // (8 if n == 1 else 4)),
+             "fixedrange": True, "constrain": "domain",
              "showgrid": False, "zeroline": False}
-    x = {"domain": [start, start + width], "range": [-0.5, s - 0.5], "constrain": "domain",
+    x = {"domain": [start, start + width], "range": [-0.5, s - 0.5],
          "title": {"text": "key token" if i == 0 else "", "standoff": 2}, **ticks}
     y = {"range": [s - 0.5, -0.5], "scaleanchor": f"x{suffix}", "anchor": f"x{suffix}",
          "title": {"text": "query token" if i == 0 else "", "standoff": 2}, **ticks}
@@ -101,9 +102,10 @@ def _ulysses_mask(mask) -> dict:
         })
         x, y = _axes(n, s, i, 0.03)
         axes[f"xaxis{suffix}"], axes[f"yaxis{suffix}"] = x, y
-        notes.append({"xref": f"x{suffix} domain", "yref": "paper", "x": 0.5, "y": 1,
-                      "yanchor": "bottom", "showarrow": False, "font": {"size": 11},
-                      "text": f"rank {i}: heads {rank.heads[0]}–{rank.heads[1]}"})
+        # "r0" only: the legend under the chart names each rank's heads (phone-wide panels).
+        notes.append({"xref": f"x{suffix} domain", "yref": f"y{suffix} domain", "x": 0.5,
+                      "y": 1, "yanchor": "bottom", "showarrow": False, "font": {"size": 11},
+                      "text": f"r{i}"})
     more = f"; ranks {n}–{c - 1} likewise" if c > n else ""
     return {
         "data": data,
@@ -175,7 +177,7 @@ def cost_figure(sweep, current) -> dict:
         })
     att = sweep["zigzag"]
     data.append({
-        "type": "scatter", "mode": "lines", "name": "Attention, busiest rank",
+        "type": "scatter", "mode": "lines", "name": "Attention, busiest rank (zigzag)",
         "x": [c for c, _ in att],
         "y": [None if cost is None else round(cost.attention_s * 1e3, 6) for _, cost in att],
         "line": {"color": "#1d2330", "dash": "dash", "width": 1.5},
@@ -196,7 +198,7 @@ def cost_figure(sweep, current) -> dict:
             margin={"l": 56, "r": 8, "t": 8, "b": 8},
             xaxis={"type": "log", "title": {"text": "CP degree c", "standoff": 2},
                    "tickvals": xs, "ticktext": [str(c) for c in xs], "fixedrange": True},
-            yaxis={"type": "log", "title": {"text": "ms per layer, forward"},
+            yaxis={"type": "log", "title": {"text": "ms per layer, forward"}, "dtick": 1,
                    "gridcolor": "#e6e9ef", "fixedrange": True},
             legend={"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top",
                     "font": {"size": 11}},

@@ -46,7 +46,7 @@ class CPQuery(BaseModel):
                        description="Model preset: its heads, KV heads and head size.")
     seq_len: int = Field(131072, ge=1, le=MAX_SEQ_LEN,
                          description="Tokens of the real sequence whose cost is computed.")
-    link: str = Field("nvlink-4", max_length=64,
+    link: str = Field("ib-ndr", max_length=64,
                       description="Link preset the CP group talks over (nvlink-4, ib-ndr, ...).")
     gpu: str = Field("h100-sxm", max_length=64,
                      description="GPU preset timing the attention a ring hides behind.")
