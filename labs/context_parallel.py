@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 from labs.activations import activation_bytes_per_layer
 from labs.comm import ring
@@ -108,7 +109,7 @@ def check_layout(field: str, s: int, c: int, layout: str, heads: int | None = No
 class RankWork:
     rank: int
     tokens: tuple[int, ...]  # tokens held outside attention (Ulysses: its sequence shard)
-    causal_pairs: Fraction  # cells of the mask (heads-weighted for Ulysses)
+    causal_pairs: int | Fraction  # cells of the mask (Ulysses: its heads' 1/c share)
     heads: tuple[int, int] | None = None  # Ulysses: the [first, last] head of this rank
 
 
@@ -151,7 +152,7 @@ def mask_layout(tokens: int, cp: int, layout: str, heads: int = 1,
             per = heads // cp
             ranks.append(RankWork(r, held, Fraction(total, cp), (r * per, (r + 1) * per - 1)))
         else:
-            ranks.append(RankWork(r, held, Fraction(pairs_of_ranges(spans))))
+            ranks.append(RankWork(r, held, pairs_of_ranges(spans)))
     return MaskResult(tokens, cp, layout, heads, tuple(ranks), tuple(owner), total)
 
 
@@ -278,6 +279,7 @@ def cp_cost(model: ModelSpec, seq_len: int, cp: int, layout: str, link: Link,
     )
 
 
+@lru_cache(maxsize=64)  # the sweep depends on neither the picture nor the chosen CP
 def sweep_cp(model: ModelSpec, seq_len: int, link: Link, gpu: GPUSpec):
     """Each layout's cost at every CP degree of ``SWEEP_CP`` (None where it is refused)."""
     out = {}
