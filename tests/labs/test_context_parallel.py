@@ -259,3 +259,26 @@ def test_ring_hides_behind_attention_at_long_context_on_nvlink():
 def test_cp1_moves_nothing():
     cost = simulate_cp(plan(tokens=8, cp=1)).cost
     assert cost.comm_bytes_per_gpu == 0 and cost.comm_s == 0 and cost.exposed_s == 0
+
+
+def test_pairs_equal_a_cell_by_cell_count_of_the_mask():
+    # Independent of the closed form: walk every (query, key) cell with key <= query.
+    for layout in ("contiguous", "zigzag", "allgather"):
+        for s, c in ((8, 2), (24, 3), (64, 8), (17, 4)):
+            if layout == "zigzag" and s % (2 * c):
+                continue
+            result = mask_layout(s, c, layout)
+            counted = [0] * c
+            for q in range(s):
+                for _k in range(q + 1):
+                    counted[result.owner[q]] += 1
+            assert pairs(result) == counted, (layout, s, c)
+
+
+def test_allgather_slices_follow_slimes_rank_times_local_rule():
+    # slime's all-gather CP: rank r owns global positions [r·local, (r+1)·local).
+    for s, c in ((8, 2), (64, 8), (48, 3)):
+        result = mask_layout(s, c, "allgather")
+        local = s // c
+        for r in range(c):
+            assert tokens_of(result, r) == list(range(r * local, (r + 1) * local))
