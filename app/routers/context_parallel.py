@@ -47,7 +47,7 @@ class CPQuery(BaseModel):
     seq_len: int = Field(131072, ge=1, le=MAX_SEQ_LEN,
                          description="Tokens of the real sequence whose cost is computed.")
     link: str = Field("ib-ndr", max_length=64,
-                      description="Link preset the CP group talks over (nvlink-4, ib-ndr, ...).")
+                      description="Link preset the CP group talks over (GET /api/links).")
     gpu: str = Field("h100-sxm", max_length=64,
                      description="GPU preset timing the attention a ring hides behind.")
 
