@@ -7,6 +7,7 @@ from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
+from app.routers import context_parallel as context_parallel_router
 from app.routers import data_parallel, home, memory, pipeline, presets
 from app.routers import moe as moe_lab
 from app.timing import ServerTimingMiddleware
@@ -45,6 +46,7 @@ def create_app() -> FastAPI:
     app.include_router(pipeline.router)
     app.include_router(data_parallel.router)
     app.include_router(moe_lab.router)
+    app.include_router(context_parallel_router.router)
     return app
 
 

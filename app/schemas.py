@@ -178,3 +178,35 @@ class MoEAnswer(BaseModel):
     slowest_gpu: int
     groups: list[MoEGroupAnswer]
     rank_map: MoERankMapAnswer | None = Field(description="None above 4,096 GPUs.")
+class CPRank(BaseModel):
+    rank: int
+    tokens: list[int] = Field(description="Tokens this rank holds (Ulysses: outside "
+                                          "attention, its sequence shard).")
+    causal_pairs: float = Field(description="(query, key) cells with key <= query this rank "
+                                            "computes, per head (Ulysses: its heads' share).")
+    heads: list[int] | None = Field(None, description="Ulysses: first and last head held.")
+class CPAnswer(BaseModel):
+    tokens: int
+    layout: Literal["contiguous", "zigzag", "allgather", "ulysses"]
+    seq_len: int
+    link: str
+    gpu: str
+    heads: int
+    kv_heads: int = Field(description="KV heads (MLA: one per query head).")
+    ranks: list[CPRank]
+    total_pairs: int = Field(description="s(s+1)/2 of the tokens drawn.")
+    busiest_pairs: float
+    imbalance: float = Field(description="Busiest rank's pairs over the mean (1 = balanced).")
+    collective: str = Field(description="ring p2p, all-gather or all-to-all.")
+    steps: int = Field(description="Communication rounds per GPU per layer (forward).")
+    kv_bytes_per_token: float = Field(description="K and V of one token in one layer, bytes.")
+    comm_bytes_per_gpu: float = Field(description="Bytes each GPU sends per layer, forward, "
+                                                  "one sequence of seq_len tokens.")
+    comm_s: float = Field(description="Seconds of that communication on the link (α–β).")
+    attention_s: float = Field(description="Busiest rank's attention forward per layer, s.")
+    exposed_s: float = Field(description="Communication attention waits for, seconds.")
+    kv_held_bytes: float = Field(description="Other ranks' K/V held at once per layer.")
+    seq_imbalance: float = Field(description="Imbalance at seq_len.")
+    activation_bytes_per_gpu: float = Field(description="Activations of all layers on one "
+                                                        "GPU (selective recomputation).")
+    activation_bytes_no_cp: float

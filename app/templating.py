@@ -5,6 +5,7 @@ from pathlib import Path
 from fastapi.templating import Jinja2Templates
 
 from app.assets import asset_url
+from app.charts.context_parallel import rank_colour, token_ranges
 from app.charts.pipeline import memory_ranks, schedule_name
 from app.charts.units import fmt_bytes, fmt_count, fmt_pct
 from app.episodes import EPISODES
@@ -38,3 +39,5 @@ templates.env.filters.update(bytes=fmt_bytes, si_count=fmt_count, pct=fmt_pct,
 from app.charts.units import fmt_ms  # noqa: E402
 
 templates.env.filters.update(ms=fmt_ms)
+# EP06: a rank's colour in the mask, and a rank's tokens as runs (0–1, 6–7).
+templates.env.filters.update(rank_colour=rank_colour, token_ranges=token_ranges)

@@ -54,3 +54,10 @@ MAX_CAPACITY_FACTOR = 8.0  # 0 means no capacity limit (dropless, Megatron's def
 MAX_SKEW = 1.0  # 0 = uniform routing, 1 = every token picks the one hot expert
 MAX_NODES = 512
 MAX_RANK_MAP_GPUS = 4096  # GPUs one rank map draws (DeepSeek-V3's 2,048 fit)
+# Context parallelism (labs.context_parallel): the layouts, the tokens the mask picture draws
+# (one cell per (query, key) pair stays readable up to 64 x 64) and the CP degree (64 ranks: the
+# largest CP groups reported, Llama 3's 16 and 1M-token runs on 32-64 GPUs).
+__all__ += ["CP_LAYOUTS", "MAX_CP", "MAX_CP_TOKENS"]
+CP_LAYOUTS = ("contiguous", "zigzag", "allgather", "ulysses")
+MAX_CP_TOKENS = 64
+MAX_CP = 64

@@ -19,6 +19,7 @@ LESSONS = {  # page -> (API, chart ids a step may name)
     "/episodes/pipeline": (
         "/api/pipeline", {"pipeline-gantt", "pipeline-activations", "pipeline-memory"}),
     "/episodes/data-parallel": ("/api/dp", {"dp-scaling", "dp-time", "dp-replica"}),
+    "/episodes/context-parallel": ("/api/cp", {"cp-mask", "cp-pairs", "cp-cost"}),
 }
 FORMATS = {"bytes": fmt_bytes, "count": fmt_count, "pct": fmt_pct, "": str}
 FORMATS["ms"] = fmt_ms  # EP07 quotes times

@@ -13,6 +13,7 @@ PAGES = ["/", "/episodes/memory", "/episodes/pipeline?stages=8&microbatches=32&t
 PAGES += ["/episodes/data-parallel?gpus=64&link=eth-100g&overlap=bucketed", "/embed/dp/scaling"]
 PAGES += ["/episodes/experts?skew=0.5&capacity_factor=1.25",  # EP07
           "/embed/moe/ranks?model=deepseek-v3&nodes=256&pp=16&ep=64"]
+PAGES += ["/episodes/context-parallel?tokens=16&cp=4&layout=ulysses", "/embed/cp?layout=zigzag"]
 
 
 def serious_violations(page) -> list[str]:

@@ -1,0 +1,224 @@
+"""EP06's diagrams: the causal mask coloured by the rank that computes each cell, the causal
+pairs per rank, and the communication time per layer against the CP degree.
+
+Every cell and bar is read off ``labs.context_parallel`` (the owner of each query token, each
+rank's pairs, each layout's cost); nothing here knows a balance formula.
+"""
+
+from app.charts import base_layout
+from app.charts.units import fmt_bytes
+from labs.context_parallel import LAYOUT_NAMES
+
+PALETTE = (  # one colour per rank, repeating past 10 (tableau 10)
+    "#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6",
+    "#9d755d", "#bab0ac",
+)
+EMPTY = "#f1f3f7"
+ULYSSES_PANELS = 4  # small multiples drawn for Ulysses; the rest are the same triangle
+COST_LINES = {  # layout -> (label, colour, dash)
+    "zigzag": ("Ring: pass K/V, c−1 steps", "#4c78a8", "solid"),
+    "allgather": ("All-gather K/V", "#f58518", "dot"),
+    "ulysses": ("Ulysses: 4 all-to-alls", "#54a24b", "solid"),
+}
+
+
+def rank_colour(rank: int) -> str:
+    return PALETTE[rank % len(PALETTE)]
+
+
+def _scale(ranks: int) -> list:
+    """A discrete colourscale: rank r's colour on [r, r + 1) of ranks."""
+    scale = []
+    for r in range(ranks):
+        scale += [[r / ranks, rank_colour(r)], [(r + 1) / ranks, rank_colour(r)]]
+    return scale
+
+
+def _triangle(s: int, value) -> list[list]:
+    """z[query][key]: ``value(query)`` on and below the diagonal, None above (not computed)."""
+    return [[value(q) if k <= q else None for k in range(s)] for q in range(s)]
+
+
+def _axes(n: int, s: int, i: int, gap: float) -> tuple[dict, dict]:
+    width = (1 - gap * (n - 1)) / n
+    start = i * (width + gap)
+    suffix = "" if i == 0 else str(i + 1)
+    ticks = {"tickmode": "linear", "tick0": 0, "dtick": max(1, s // (8 if n == 1 else 4)),
+             "fixedrange": True, "constrain": "domain",
+             "showgrid": False, "zeroline": False}
+    x = {"domain": [start, start + width], "range": [-0.5, s - 0.5],
+         "title": {"text": "key token" if i == 0 else "", "standoff": 2}, **ticks}
+    y = {"range": [s - 0.5, -0.5], "scaleanchor": f"x{suffix}", "anchor": f"x{suffix}",
+         "title": {"text": "query token" if i == 0 else "", "standoff": 2}, **ticks}
+    if i:
+        x["anchor"] = f"y{suffix}"
+        y["showticklabels"] = False
+    return x, y
+
+
+def mask_figure(mask) -> dict:
+    """The causal mask of ``mask.tokens`` tokens; each computed cell in its rank's colour."""
+    s, c = mask.tokens, mask.cp
+    if mask.layout == "ulysses":
+        return _ulysses_mask(mask)
+    owner = mask.owner
+    data = [{
+        "type": "heatmap", "z": _triangle(s, lambda q: owner[q]),
+        "zmin": -0.5, "zmax": c - 0.5, "colorscale": _scale(c), "showscale": False,
+        "xgap": 1 if s <= 32 else 0, "ygap": 1 if s <= 32 else 0,
+        "hovertemplate": "query %{y}, key %{x}: rank %{z}<extra></extra>",
+        "hoverongaps": False,
+    }]
+    x, y = _axes(1, s, 0, 0)
+    busiest = mask.busiest
+    return {
+        "data": data,
+        "layout": base_layout(xaxis=x, yaxis=y, plot_bgcolor=EMPTY,
+                              margin={"l": 48, "r": 8, "t": 8, "b": 40}),
+        "summary": (
+            f"{LAYOUT_NAMES[mask.layout]}, {s} tokens over CP = {c}: each query row is "
+            f"computed by the rank holding that token; the busiest, rank {busiest.rank}, "
+            f"computes {_num(busiest.causal_pairs)} of {mask.total_pairs} causal cells "
+            f"(imbalance {mask.imbalance:.2f})"
+        ),
+    }
+
+
+def _ulysses_mask(mask) -> dict:
+    """Small multiples: every rank computes the whole triangle, for its own heads."""
+    s, c = mask.tokens, mask.cp
+    n = min(c, ULYSSES_PANELS)
+    data, axes, notes = [], {}, []
+    for i in range(n):
+        rank = mask.ranks[i]
+        suffix = "" if i == 0 else str(i + 1)
+        data.append({
+            "type": "heatmap", "z": _triangle(s, lambda q, r=i: r),
+            "xaxis": f"x{suffix}", "yaxis": f"y{suffix}",
+            "zmin": -0.5, "zmax": c - 0.5, "colorscale": _scale(c), "showscale": False,
+            "hovertemplate": (f"rank {i}, heads {rank.heads[0]}–{rank.heads[1]}: "
+                              "query %{y}, key %{x}<extra></extra>"),
+            "hoverongaps": False,
+        })
+        x, y = _axes(n, s, i, 0.03)
+        axes[f"xaxis{suffix}"], axes[f"yaxis{suffix}"] = x, y
+        # "r0" only: the legend under the chart names each rank's heads (phone-wide panels).
+        notes.append({"xref": f"x{suffix} domain", "yref": f"y{suffix} domain", "x": 0.5,
+                      "y": 1, "yanchor": "bottom", "showarrow": False, "font": {"size": 11},
+                      "text": f"r{i}"})
+    more = f"; ranks {n}–{c - 1} likewise" if c > n else ""
+    return {
+        "data": data,
+        "layout": base_layout(**axes, annotations=notes, plot_bgcolor=EMPTY,
+                              margin={"l": 48, "r": 8, "t": 24, "b": 40}),
+        "summary": (
+            f"DeepSpeed-Ulysses, {s} tokens over CP = {c}: every rank computes the whole "
+            f"mask for {mask.heads // c} of {mask.heads} heads{more}; "
+            f"{_num(mask.ranks[0].causal_pairs)} of {mask.total_pairs} cells each "
+            "(imbalance 1.00)"
+        ),
+    }
+
+
+def _num(value) -> str:
+    number = float(value)
+    return f"{number:,.0f}" if number.is_integer() else f"{number:,.1f}"
+
+
+def pairs_figure(mask) -> dict:
+    """Causal (query, key) pairs per rank, the mean dashed."""
+    c = mask.cp
+    labels = [f"r{r.rank}" for r in mask.ranks]
+    values = [float(r.causal_pairs) for r in mask.ranks]
+    mean = mask.total_pairs / c
+    return {
+        "data": [{
+            "type": "bar", "x": labels, "y": values,
+            "marker": {"color": [rank_colour(r.rank) for r in mask.ranks]},
+            "text": [_num(v) for v in values] if c <= 16 else None,
+            "textposition": "outside", "cliponaxis": False,
+            "hovertemplate": "%{x}: %{y:,} causal pairs<extra></extra>",
+        }],
+        "layout": base_layout(
+            margin={"l": 52, "r": 8, "t": 16, "b": 32},
+            xaxis={"type": "category", "fixedrange": True, "tickangle": 0},
+            yaxis={"title": {"text": "causal pairs"}, "rangemode": "tozero",
+                   "range": [0, max(values) * 1.18], "fixedrange": True,
+                   "gridcolor": "#e6e9ef"},
+            shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y",
+                     "y0": mean, "y1": mean,
+                     "line": {"color": "#1d2330", "width": 1.5, "dash": "dash"}}],
+            showlegend=False,
+        ),
+        "summary": (
+            f"Causal pairs per rank, {mask.tokens} tokens, CP = {c}, "
+            f"{LAYOUT_NAMES[mask.layout]}: from {_num(min(values))} to {_num(max(values))} "
+            f"against a mean of {_num(mean)} (dashed); imbalance max/mean "
+            f"{mask.imbalance:.2f}; they sum to {mask.total_pairs} = s(s+1)/2"
+        ),
+    }
+
+
+def cost_figure(sweep, current) -> dict:
+    """Communication per GPU per layer (ms, log scale) against CP, one line per collective,
+    and the busiest rank's attention (zigzag) that a ring can hide behind."""
+    data = []
+    for layout, (label, colour, dash) in COST_LINES.items():
+        points = sweep[layout]
+        data.append({
+            "type": "scatter", "mode": "lines+markers", "name": label,
+            "x": [c for c, _ in points],
+            "y": [None if cost is None else round(cost.comm_s * 1e3, 6) for _, cost in points],
+            "line": {"color": colour, "dash": dash, "width": 2},
+            "customdata": [None if cost is None else fmt_bytes(cost.comm_bytes_per_gpu)
+                           for _, cost in points],
+            "hovertemplate": f"{label}, CP %{{x}}: %{{y:.3g}} ms, %{{customdata}} "
+                             "per GPU<extra></extra>",
+        })
+    att = sweep["zigzag"]
+    data.append({
+        "type": "scatter", "mode": "lines", "name": "Attention, busiest rank (zigzag)",
+        "x": [c for c, _ in att],
+        "y": [None if cost is None else round(cost.attention_s * 1e3, 6) for _, cost in att],
+        "line": {"color": "#1d2330", "dash": "dash", "width": 1.5},
+        "hovertemplate": "attention at CP %{x}: %{y:.3g} ms<extra></extra>",
+    })
+    inp, cost = current.input, current.cost
+    data.append({
+        "type": "scatter", "mode": "markers", "name": "this plan", "showlegend": False,
+        "x": [inp.cp], "y": [max(cost.comm_s * 1e3, 1e-6)],
+        "marker": {"size": 14, "symbol": "circle-open", "color": "#b42318",
+                   "line": {"width": 2.5}},
+        "hovertemplate": f"this plan: {LAYOUT_NAMES[inp.layout]}, CP {inp.cp}<extra></extra>",
+    })
+    xs = [c for c, _ in att]
+    return {
+        "data": data,
+        "layout": base_layout(
+            margin={"l": 56, "r": 8, "t": 8, "b": 8},
+            xaxis={"type": "log", "title": {"text": "CP degree c", "standoff": 2},
+                   "tickvals": xs, "ticktext": [str(c) for c in xs], "fixedrange": True},
+            yaxis={"type": "log", "title": {"text": "ms per layer, forward"}, "dtick": 1,
+                   "gridcolor": "#e6e9ef", "fixedrange": True},
+            legend={"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top",
+                    "font": {"size": 11}},
+        ),
+        "summary": (
+            f"{inp.model.name}, {inp.seq_len:,} tokens on {inp.link.name}: this plan "
+            f"({LAYOUT_NAMES[inp.layout]}, CP = {inp.cp}) sends "
+            f"{fmt_bytes(cost.comm_bytes_per_gpu)} per GPU per layer in "
+            f"{cost.comm_s * 1e3:.3g} ms against {cost.attention_s * 1e3:.3g} ms of "
+            "attention on the busiest rank"
+        ),
+    }
+
+
+def token_ranges(tokens) -> str:
+    """Tokens as runs: (0, 1, 6, 7) -> "0–1, 6–7"."""
+    runs: list[list[int]] = []
+    for t in tokens:
+        if runs and t == runs[-1][1] + 1:
+            runs[-1][1] = t
+        else:
+            runs.append([t, t])
+    return ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in runs)

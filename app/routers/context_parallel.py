@@ -1,0 +1,235 @@
+"""EP06 Context parallelism: the causal mask by rank, pairs per rank, and the cost of K/V."""
+
+from functools import lru_cache
+from typing import Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.charts.context_parallel import cost_figure, mask_figure, pairs_figure
+from app.episodes import BY_SLUG
+from app.labkit import Case, Diagram, Drill, LabView, register
+from app.options import gpu_options, with_value
+from app.schemas import CPAnswer
+from labs.context_parallel import (
+    LAYOUT_NAMES,
+    CPInput,
+    CPResult,
+    attention_heads,
+    mask_layout,
+    simulate_cp,
+)
+from labs.limits import CP_LAYOUTS, MAX_CP, MAX_CP_TOKENS, MAX_SEQ_LEN
+from labs.links import get_link, links
+from labs.presets import get_gpu, get_model, models
+
+router = APIRouter()
+
+CP_OPTIONS = (1, 2, 3, 4, 8, 16, 32, 64)
+SEQ_OPTIONS = tuple(2**k for k in range(12, 21))  # 4,096 ... 1,048,576 tokens
+
+
+class CPQuery(BaseModel):
+    """The controls of the context-parallel lab: the mask picture (tokens, cp, layout) and the
+    cost of one sequence of seq_len tokens through one layer of model on link."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    tokens: int = Field(16, ge=1, le=MAX_CP_TOKENS,
+                        description="Tokens of the sequence drawn in the mask picture.")
+    cp: int = Field(4, ge=1, le=MAX_CP, description="Context-parallel degree c (ranks).")
+    layout: Literal[CP_LAYOUTS] = Field(
+        "contiguous", description="How the sequence is split: contiguous (ring), zigzag "
+        "(2c chunks, ring), allgather (contiguous, K/V all-gathered) or ulysses (all-to-all "
+        "to head shards).")
+    model: str = Field("llama-3.1-70b", max_length=64,
+                       description="Model preset: its heads, KV heads and head size.")
+    seq_len: int = Field(131072, ge=1, le=MAX_SEQ_LEN,
+                         description="Tokens of the real sequence whose cost is computed.")
+    link: str = Field("ib-ndr", max_length=64,
+                      description="Link preset the CP group talks over (GET /api/links).")
+    gpu: str = Field("h100-sxm", max_length=64,
+                     description="GPU preset timing the attention a ring hides behind.")
+
+
+def run(query: CPQuery) -> CPResult:
+    return simulate_cp(CPInput(
+        tokens=query.tokens, cp=query.cp, layout=query.layout, model=get_model(query.model),
+        seq_len=query.seq_len, link=get_link(query.link), gpu=get_gpu(query.gpu)))
+
+
+def _number(value):
+    """A pair count as JSON: an int when whole (always, but for Ulysses' 1/c shares)."""
+    return int(value) if value.denominator == 1 else float(value)
+
+
+def to_api(result: CPResult) -> dict:
+    inp, mask, cost = result.input, result.mask, result.cost
+    heads, kv = attention_heads(inp.model)
+    return {
+        "tokens": inp.tokens,
+        "cp": inp.cp,
+        "layout": inp.layout,
+        "model": inp.model.id,
+        "seq_len": inp.seq_len,
+        "link": inp.link.id,
+        "gpu": inp.gpu.id,
+        "heads": heads,
+        "kv_heads": kv,
+        "ranks": [
+            {"rank": r.rank, "tokens": list(r.tokens), "causal_pairs": _number(r.causal_pairs),
+             **({"heads": list(r.heads)} if r.heads else {})}
+            for r in mask.ranks
+        ],
+        "total_pairs": mask.total_pairs,
+        "busiest_pairs": _number(mask.busiest.causal_pairs),
+        "imbalance": mask.imbalance,
+        "collective": cost.collective,
+        "steps": cost.steps,
+        "kv_bytes_per_token": cost.kv_bytes_per_token,
+        "comm_bytes_per_gpu": cost.comm_bytes_per_gpu,
+        "comm_s": cost.comm_s,
+        "attention_s": cost.attention_s,
+        "exposed_s": cost.exposed_s,
+        "kv_held_bytes": cost.kv_held_bytes,
+        "seq_imbalance": cost.imbalance,
+        "activation_bytes_per_gpu": cost.activation_bytes_per_gpu,
+        "activation_bytes_no_cp": cost.activation_bytes_no_cp,
+    }
+
+
+def figures(result: CPResult) -> dict:
+    return {"mask": mask_figure(result.mask), "pairs": pairs_figure(result.mask),
+            "cost": cost_figure(result.sweep, result)}
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict:
+    """The states the lesson's steps link to, each with the figures its prose quotes, run
+    through the same query model, engine and ``to_api`` as GET /api/cp
+    (tests/app/test_prose.py follows every link)."""
+    def state(**params) -> dict:
+        result = run(CPQuery(**params))
+        return {"params": params, "result": result, "api": to_api(result)}
+
+    seed = {"tokens": 8, "cp": 2}
+    long = {"tokens": 64, "cp": 8, "seq_len": 131072}
+    return {
+        "contiguous8": state(**seed, layout="contiguous"),
+        "zigzag8": state(**seed, layout="zigzag"),
+        "allgather8": state(**seed, layout="allgather"),
+        "ulysses8": state(**seed, layout="ulysses"),
+        "contiguous64": state(tokens=64, cp=8, layout="contiguous"),
+        "zigzag64": state(tokens=64, cp=8, layout="zigzag"),
+        "ring_nvlink": state(**long, layout="zigzag", link="nvlink-4"),
+        "allgather_nvlink": state(**long, layout="allgather", link="nvlink-4"),
+        "ulysses_nvlink": state(**long, layout="ulysses", link="nvlink-4"),
+        "ring_cp2": state(tokens=64, cp=2, seq_len=131072, layout="zigzag", link="ib-ndr"),
+        "ring_cp16": state(tokens=64, cp=16, seq_len=131072, layout="zigzag", link="ib-ndr"),
+        "ulysses_cp2": state(tokens=64, cp=2, seq_len=131072, layout="ulysses", link="ib-ndr"),
+        "ulysses_cp16": state(tokens=64, cp=16, seq_len=131072, layout="ulysses",
+                              link="ib-ndr"),
+        "short_eth": state(tokens=64, cp=8, seq_len=4096, layout="zigzag", link="eth-25g"),
+    }
+
+
+def extra_context(state) -> dict:
+    query = state.query
+    return {
+        "facts": facts(),
+        "layouts": LAYOUT_NAMES,
+        "model_options": tuple(
+            (id_, f"{spec.name} ({spec.heads} heads, {attention_heads(spec)[1]} KV)")
+            for id_, spec in models().items()),
+        "gpu_options": gpu_options(),
+        "link_options": tuple((id_, link.name) for id_, link in links().items()),
+        "cp_options": with_value(CP_OPTIONS, query.cp),
+        "seq_options": with_value(SEQ_OPTIONS, query.seq_len),
+    }
+
+
+def drill_answer() -> float:
+    """Causal pairs of the busiest rank: 16 tokens, CP = 4, contiguous (the last rank)."""
+    return float(mask_layout(16, 4, "contiguous").busiest.causal_pairs)
+
+
+def zigzag_drill_answer() -> float:
+    """Causal pairs of the busiest rank: 16 tokens, CP = 4, zigzag (every rank alike)."""
+    return float(mask_layout(16, 4, "zigzag").busiest.causal_pairs)
+
+
+def _case_why(layout: str) -> str:
+    mask = mask_layout(64, 8, layout)
+    first, last = (int(mask.ranks[i].causal_pairs) for i in (0, -1))
+    if layout == "zigzag":
+        return (f"Each rank pairs an early chunk with its mirror: every rank computes {last} "
+                "causal cells.")
+    return (f"The last rank's rows are the longest: it computes {last} causal cells, the first "
+            f"rank {first}.")
+
+
+VIEW = LabView(
+    name="cp",
+    episode=BY_SLUG["context-parallel"],
+    query_model=CPQuery,
+    run=run,
+    to_api=to_api,
+    figures=figures,
+    diagrams=(
+        Diagram("mask", "Causal attention mask: each cell in the colour of the rank computing "
+                        "it", embed_height=560),
+        Diagram("pairs", "Causal (query, key) pairs per rank", embed_height=420),
+        Diagram("cost", "K/V communication per layer against CP, on the chosen link",
+                embed_height=480),
+    ),
+    labels={
+        "tokens": "Tokens drawn", "cp": "CP degree c", "layout": "Layout", "model": "Model",
+        "seq_len": "Sequence length (cost)", "link": "Link", "gpu": "GPU",
+    },
+    response_model=CPAnswer,
+    embed_height=1500,
+    page_template="episodes/context_parallel.html",
+    controls_template="partials/_cp_controls.html",
+    diagram_template="partials/_cp_mask.html",
+    extra_context=extra_context,
+    summary="Split one sequence's causal attention over CP ranks: pairs per rank, imbalance, "
+            "K/V traffic per GPU (bytes) and time (seconds) per layer",
+    good=Case(
+        "Good case: zigzag, 64 tokens over 8 ranks",
+        {"tokens": 64, "cp": 8, "layout": "zigzag"},
+        _case_why("zigzag"),
+    ),
+    bad=Case(
+        "Bad case: contiguous, 64 tokens over 8 ranks",
+        {"tokens": 64, "cp": 8, "layout": "contiguous"},
+        _case_why("contiguous"),
+    ),
+    drills=(
+        Drill(
+            id="cp-busiest-contiguous",
+            question=(
+                "A 16-token sequence is split contiguously over CP = 4 ranks (4 tokens each). "
+                "How many causal (query, key) pairs does the busiest rank compute?"
+            ),
+            answer=drill_answer,
+            unit="pairs",
+            hint="The last rank holds tokens 12–15; query q sees keys 0..q, q + 1 of them.",
+            explanation="{answer}: 13 + 14 + 15 + 16, on the rank holding the last tokens.",
+            rel_tol=0.005,
+        ),
+        Drill(
+            id="cp-busiest-zigzag",
+            question=(
+                "The same 16 tokens over CP = 4 in zigzag: 8 chunks of 2, rank r keeps chunks "
+                "r and 7 − r. How many causal pairs does the busiest rank compute?"
+            ),
+            answer=zigzag_drill_answer,
+            unit="pairs",
+            hint="Zigzag balances exactly: divide all 16 · 17 / 2 pairs by the 4 ranks.",
+            explanation="{answer}: 136 pairs shared equally by 4 ranks.",
+            rel_tol=0.005,
+        ),
+    ),
+)
+
+register(router, VIEW)

@@ -1,0 +1,152 @@
+"""EP06 routes in-process: the seed figures through GET /api/cp, 422s that say why, the page,
+the fragment, the mask drawn from the layout, and each diagram's embed."""
+
+import json
+
+import pytest
+
+from app.charts.context_parallel import token_ranges
+from tests.app.test_contracts import page_figures
+
+
+def api(client, **params):
+    response = client.get("/api/cp", params=params)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_seed_figures_through_the_api(client):
+    zig = api(client, tokens=8, cp=2, layout="zigzag")
+    assert [r["tokens"] for r in zig["ranks"]] == [[0, 1, 6, 7], [2, 3, 4, 5]]
+    assert [r["causal_pairs"] for r in zig["ranks"]] == [18, 18]
+    assert zig["imbalance"] == 1.0
+    con = api(client, tokens=8, cp=2, layout="contiguous")
+    assert [r["causal_pairs"] for r in con["ranks"]] == [10, 26]
+    assert con["imbalance"] == pytest.approx(26 / 18, abs=1e-12)
+    gathered = api(client, tokens=8, cp=2, layout="allgather")
+    assert gathered["ranks"][0]["tokens"] == [0, 1, 2, 3]
+    for body in (zig, con, gathered):
+        assert {"ranks", "imbalance", "comm_bytes_per_gpu", "comm_s"} <= set(body)
+        assert set(body["ranks"][0]) >= {"rank", "tokens", "causal_pairs"}
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "zigzag", "allgather", "ulysses"])
+def test_every_layout_sums_to_s_s_plus_1_over_2(client, layout):
+    for tokens, cp in ((64, 8), (16, 4), (32, 2)):
+        body = api(client, tokens=tokens, cp=cp, layout=layout)
+        assert sum(r["causal_pairs"] for r in body["ranks"]) == pytest.approx(
+            tokens * (tokens + 1) / 2, rel=1e-12)
+        assert body["total_pairs"] == tokens * (tokens + 1) // 2
+
+
+def test_ulysses_ranks_name_their_heads_and_move_less_as_cp_grows(client):
+    body = api(client, tokens=16, cp=4, layout="ulysses")
+    assert [r["heads"] for r in body["ranks"]] == [[0, 15], [16, 31], [32, 47], [48, 63]]
+    small = api(client, tokens=64, cp=2, layout="ulysses", link="ib-ndr")
+    big = api(client, tokens=64, cp=16, layout="ulysses", link="ib-ndr")
+    assert big["comm_bytes_per_gpu"] < small["comm_bytes_per_gpu"]
+    ring2 = api(client, tokens=64, cp=2, layout="zigzag", link="ib-ndr")
+    ring16 = api(client, tokens=64, cp=16, layout="zigzag", link="ib-ndr")
+    assert ring16["comm_bytes_per_gpu"] > ring2["comm_bytes_per_gpu"]
+
+
+@pytest.mark.parametrize(("params", "field", "says"), [
+    ({"tokens": 10, "cp": 2, "layout": "zigzag"}, "tokens", "divide by 4"),
+    ({"tokens": 48, "cp": 3, "layout": "ulysses"}, "cp", "64 heads do not divide by CP = 3"),
+    ({"tokens": 4, "cp": 8}, "tokens", "at least 8 tokens"),
+    ({"tokens": 64, "cp": 16, "link": "nvlink-4"}, "link", "at most 8 GPUs"),
+    ({"tokens": 8, "cp": 2, "layout": "zigzag", "seq_len": 4098}, "seq_len", "divide by 4"),
+    ({"layout": "striped"}, "layout", "contiguous"),
+    ({"tokens": 65}, "tokens", "64"),
+    ({"cp": 0}, "cp", "1"),
+    ({"model": "nope"}, "model", "unknown model"),
+    ({"link": "carrier-pigeon"}, "link", "unknown link"),
+    ({"seq_len": 2_000_000}, "seq_len", "1,048,576"),
+])
+def test_bad_input_is_a_422_saying_why(client, params, field, says):
+    response = client.get("/api/cp", params=params)
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert {d["loc"][-1] for d in detail} == {field}
+    assert says in detail[0]["msg"]
+
+
+def mask_cells(html: str) -> list[list]:
+    return page_figures(html)["cp-mask"]["data"][0]["z"]
+
+
+def test_the_mask_is_drawn_from_the_layout(client):
+    con = mask_cells(client.get("/episodes/context-parallel",
+                                params={"tokens": 8, "cp": 2, "layout": "contiguous"}).text)
+    zig = mask_cells(client.get("/episodes/context-parallel",
+                                params={"tokens": 8, "cp": 2, "layout": "zigzag"}).text)
+    # Each computed cell carries the rank holding its query token; cells above the diagonal
+    # are not computed.
+    assert [row[0] for row in con] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert [row[0] for row in zig] == [0, 0, 1, 1, 1, 1, 0, 0]
+    assert all(con[q][k] is None for q in range(8) for k in range(q + 1, 8))
+    assert sum(v is not None for row in zig for v in row) == 36
+
+
+def test_ulysses_mask_is_small_multiples_one_per_rank(client):
+    html = client.get("/episodes/context-parallel",
+                      params={"tokens": 16, "cp": 8, "layout": "ulysses"}).text
+    figure = page_figures(html)["cp-mask"]
+    assert len(figure["data"]) == 4  # four panels drawn, the note names the rest
+    assert "ranks 4–7 likewise" in figure["summary"]
+    for rank, trace in enumerate(figure["data"]):
+        cells = [v for row in trace["z"] for v in row if v is not None]
+        assert len(cells) == 16 * 17 // 2 and set(cells) == {rank}
+
+
+def test_page_fragment_and_readouts(client):
+    html = client.get("/episodes/context-parallel", params={"tokens": 64, "cp": 8}).text
+    for chart in ("cp-mask", "cp-pairs", "cp-cost"):
+        assert f'data-target="{chart}"' in html
+    assert 'data-testid="imbalance">1.86<' in html  # 484 / 260
+    frag = client.get("/episodes/context-parallel", params={"layout": "zigzag"},
+                      headers={"HX-Request": "true"})
+    assert frag.status_code == 200
+    assert "<html" not in frag.text and 'id="cp-mask-section"' in frag.text
+    bad = client.get("/episodes/context-parallel", params={"tokens": 10, "layout": "zigzag"},
+                     headers={"HX-Request": "true"})
+    assert bad.status_code == 422 and "divide by" in bad.text
+
+
+@pytest.mark.parametrize("name", ["mask", "pairs", "cost"])
+def test_each_diagram_embeds_alone(client, name):
+    response = client.get(f"/embed/cp/{name}", params={"tokens": 8, "cp": 2,
+                                                       "layout": "zigzag"})
+    assert response.status_code == 200
+    assert set(page_figures(response.text)) == {f"cp-{name}"}
+
+
+def test_cost_chart_marks_refused_degrees_as_gaps(client):
+    # NVLink 4 reaches 8 GPUs: CP 16, 32, 64 have no point on it.
+    html = client.get("/episodes/context-parallel", params={"link": "nvlink-4"}).text
+    figure = page_figures(html)["cp-cost"]
+    ring = figure["data"][0]
+    assert ring["x"] == [2, 4, 8, 16, 32, 64]
+    assert ring["y"][3:] == [None, None, None] and all(y > 0 for y in ring["y"][:3])
+
+
+def test_token_ranges():
+    assert token_ranges((0, 1, 6, 7)) == "0–1, 6–7"
+    assert token_ranges((4,)) == "4"
+
+
+def test_drills_grade_the_busiest_rank(client):
+    for drill, right in (("cp-busiest-contiguous", "58"), ("cp-busiest-zigzag", "34")):
+        body = client.get(f"/drills/{drill}", params={"answer": right})
+        assert body.status_code == 200
+        assert "Right" in body.text
+        wrong = client.get(f"/drills/{drill}", params={"answer": "57"})
+        assert "Not quite" in wrong.text
+
+
+def test_json_answer_validates_against_its_schema(client):
+    from app.schemas import CPAnswer
+
+    for layout in ("contiguous", "zigzag", "allgather", "ulysses"):
+        CPAnswer.model_validate(api(client, layout=layout, tokens=16, cp=4))
+    assert json.loads(json.dumps(api(client))) == api(client)  # plain JSON, stable

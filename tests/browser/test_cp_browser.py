@@ -1,0 +1,135 @@
+"""EP06 in real Chromium against the real server: the mask changes with the layout, the
+controls and URL move together, cases, drills and each diagram's embed."""
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.helpers import api_json, wait_drawn
+
+LESSON = "/episodes/context-parallel"
+
+
+def mask_owners(page) -> list:
+    """The first column of the drawn mask: the rank computing each query row."""
+    return page.evaluate(
+        "() => document.querySelector('#cp-mask').data[0].z.map(row => row[0])")
+
+
+def bars(page) -> list:
+    return page.evaluate("() => document.querySelector('#cp-pairs').data[0].y")
+
+
+def imbalance(page) -> float:
+    return float(page.locator("#cp-mask-section").get_attribute("data-imbalance"))
+
+
+def test_the_mask_changes_with_the_layout(page, live_server):
+    page.goto(f"{LESSON}?tokens=8&cp=2&layout=contiguous")
+    wait_drawn(page)
+    assert mask_owners(page) == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert bars(page) == [10, 26]
+    page.locator("#input-layout").select_option("zigzag")
+    page.wait_for_url("**layout=zigzag**")
+    wait_drawn(page)
+    assert mask_owners(page) == [0, 0, 1, 1, 1, 1, 0, 0]
+    assert bars(page) == [18, 18]
+    assert imbalance(page) == 1.0
+    page.locator("#input-layout").select_option("ulysses")
+    page.wait_for_url("**layout=ulysses**")
+    wait_drawn(page)
+    panels = page.evaluate("() => document.querySelector('#cp-mask').data.length")
+    assert panels == 2  # one full triangle per rank, for its heads
+    expect(page.locator("#cp-mask-section .chart-note").first).to_contain_text("heads 0–31")
+
+
+def test_slider_changes_mask_and_url_and_reload_keeps_it(page, live_server):
+    page.goto(f"{LESSON}?tokens=16&cp=4&layout=zigzag")
+    wait_drawn(page)
+    page.locator("#input-tokens").fill("32")
+    page.wait_for_url("**tokens=32**")
+    wait_drawn(page)
+    assert len(mask_owners(page)) == 32
+    expected = api_json(live_server, "cp", "tokens=32&cp=4&layout=zigzag")
+    assert bars(page) == [r["causal_pairs"] for r in expected["ranks"]]
+    page.reload()
+    wait_drawn(page)
+    assert len(mask_owners(page)) == 32
+    assert page.locator("#input-tokens").input_value() == "32"
+
+
+def test_a_refused_layout_shows_why_and_keeps_the_mask(page):
+    page.goto(f"{LESSON}?tokens=12&cp=4&layout=contiguous")
+    wait_drawn(page)
+    before = mask_owners(page)
+    page.locator("#input-layout").select_option("zigzag")  # 12 does not divide by 8
+    expect(page.locator("#error-tokens")).to_contain_text("divide by 8")
+    assert mask_owners(page) == before
+    assert "zigzag" not in page.url
+    page.locator("#input-tokens").fill("16")
+    page.wait_for_url("**layout=zigzag**")
+    wait_drawn(page)
+    expect(page.locator("#error-tokens")).to_be_empty()
+    assert imbalance(page) == 1.0
+
+
+def test_good_and_bad_cases(page):
+    page.goto(LESSON)
+    wait_drawn(page)
+    page.locator("[data-case=bad]").click()
+    page.wait_for_url("**layout=contiguous**")
+    wait_drawn(page)
+    assert bars(page)[-1] == 484
+    page.locator("[data-case=good]").click()
+    page.wait_for_url("**layout=zigzag**")
+    wait_drawn(page)
+    assert bars(page) == [260] * 8
+    assert page.locator("#input-cp").input_value() == "8"
+
+
+def test_cost_chart_follows_the_link(page, live_server):
+    page.goto(f"{LESSON}?tokens=16&cp=4&link=ib-ndr")
+    wait_drawn(page)
+    page.locator("#input-link").select_option("nvlink-4")
+    page.wait_for_url("**link=nvlink-4**")
+    wait_drawn(page)
+    ring = page.evaluate("() => document.querySelector('#cp-cost').data[0].y")
+    assert ring[3:] == [None, None, None]  # NVLink 4 reaches 8 GPUs
+    shown = page.locator("[data-testid=comm-bytes]").inner_text()
+    expected = api_json(live_server, "cp", "tokens=16&cp=4&link=nvlink-4")
+    assert shown == f"{expected['comm_bytes_per_gpu'] / 1e6:.0f} MB"
+
+
+def test_drill_and_embeds(page, live_server):
+    page.goto(LESSON)
+    wait_drawn(page)
+    drill = page.locator("form.drill").first
+    drill.locator("input[name=answer]").fill("40")
+    drill.locator("button").click()
+    expect(page.locator(".drill-feedback").first).to_contain_text("Hint")
+    drill = page.locator("form.drill").first
+    drill.locator("input[name=answer]").fill("58")
+    drill.locator("button").click()
+    expect(page.locator(".drill-feedback").first).to_contain_text("Right")
+
+    for name in ("mask", "pairs", "cost"):
+        page.goto(f"/embed/cp/{name}?tokens=8&cp=2&layout=zigzag")
+        wait_drawn(page)
+        assert page.locator("form.controls").count() == 0
+        assert page.locator(f"#cp-{name} .main-svg").count() >= 1
+        assert page.locator(".chart").count() == 1
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 800), (390, 844)])
+def test_the_mask_is_in_view_with_its_layout_control(browser, live_server, width, height):
+    context = browser.new_context(viewport={"width": width, "height": height},
+                                  base_url=live_server)
+    page = context.new_page()
+    try:
+        page.goto(f"{LESSON}?tokens=16&cp=4")
+        wait_drawn(page)
+        page.locator("#cp-mask").scroll_into_view_if_needed()
+        box = page.locator("#cp-mask").bounding_box()
+        assert box and box["width"] > 0.5 * min(width, 700)
+        assert 0 <= box["y"] < height
+    finally:
+        context.close()
