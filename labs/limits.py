@@ -31,3 +31,12 @@ MAX_MICRO_BATCH = 1024
 MAX_DEGREE = 4096  # any one of TP, PP, CP, EP
 MAX_DP = 100_000
 MAX_WORLD = 1_000_000  # GPUs in one job; bounds every product of degrees
+
+# EP04 tensor parallelism (labs.tensor_parallel): the TP degrees its sweep draws (Megatron
+# splits by whole heads, so powers of two that divide the heads), the largest TP asked of it,
+# and the MFU the compute model assumes (the shared default of labs.compute.training_time).
+TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
+MAX_TP = 64
+DEFAULT_MFU = 0.4
+MIN_MFU, MAX_MFU = 0.05, 1.0
+MAX_GPUS_PER_NODE = 72  # the largest NVLink domain among the link presets (NVL72)
