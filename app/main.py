@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
-from app.routers import home, memory, pipeline, presets
+from app.routers import home, memory, pipeline, presets, tensor_parallel
 from app.timing import ServerTimingMiddleware
 
 DESCRIPTION = """
@@ -42,6 +42,7 @@ def create_app() -> FastAPI:
     app.include_router(presets.router)
     app.include_router(memory.router)
     app.include_router(pipeline.router)
+    app.include_router(tensor_parallel.router)
     return app
 
 

@@ -388,3 +388,4 @@ def compare_links(inp: TPInput, link_ids: tuple[str, ...]) -> dict[str, tuple[TP
         out[link_id] = tuple(tp_cost(inp.model, inp.gpu, topology, t, **kw)
                              for t in sweep_degrees(inp.model, topology))
     return out
+
