@@ -16,28 +16,36 @@ COMPUTE, COMM = "#4c78a8", "#e45756"
 T_TICKS = [1, 2, 4, 8, 16, 32, 64]
 
 
+# Short legend names, so the legend stays two rows on a laptop and four on a phone.
+SHORT_NAMES = {"nvlink-4": "NVLink 4", "nvl72": "NVL72 rack", "pcie-4": "PCIe 4.0",
+               "ib-ndr": "IB NDR 400G", "eth-100g": "Ethernet 100G", "eth-25g": "Ethernet 25G"}
+
+
+def _x(t: int) -> int:
+    """t on a doubling axis: the position is log2(t), the tick reads t."""
+    return t.bit_length() - 1
+
+
 def _t_axis(top: int) -> dict:
     ticks = [t for t in T_TICKS if t <= top]
-    return {"type": "log", "title": {"text": "TP degree t (GPUs per group)"},
-            "tickvals": ticks, "ticktext": [str(t) for t in ticks],
-            "range": [-0.08, 0.08 + _log2(top) * 0.30103], "fixedrange": True,
-            "gridcolor": "#e6e9ef"}
-
-
-def _log2(t: int) -> float:
-    return t.bit_length() - 1
+    return {"title": {"text": "TP degree t"}, "tickmode": "array",
+            "tickvals": [_x(t) for t in ticks], "ticktext": [str(t) for t in ticks],
+            "range": [-0.2, _x(top) + 0.2], "fixedrange": True, "gridcolor": "#e6e9ef",
+            "zeroline": False}
 
 
 def _kv_shade(kv_heads: int, top: int) -> tuple[list[dict], list[dict]]:
     """Shapes and annotation for t beyond the KV heads (KV heads replicated)."""
     if kv_heads >= top:
         return [], []
-    shape = {"type": "rect", "xref": "x", "yref": "paper", "x0": kv_heads, "x1": top * 1.2,
+    shape = {"type": "rect", "xref": "x", "yref": "paper", "x0": _x(kv_heads),
+             "x1": _x(top) + 0.2,
              "y0": 0, "y1": 1, "fillcolor": "rgba(120,120,120,0.12)", "line": {"width": 0},
              "layer": "below"}
-    note = {"xref": "x", "x": kv_heads, "xanchor": "left", "yref": "paper", "y": 1,
+    note = {"xref": "x", "x": _x(kv_heads), "xanchor": "left", "yref": "paper", "y": 1,
             "yanchor": "top", "showarrow": False, "align": "left",
-            "text": f"t > {kv_heads} KV heads:<br>K, V replicated", "font": {"size": 11}}
+            "text": f"t > {kv_heads} KV heads:<br>K, V replicated", "font": {"size": 11},
+            "bgcolor": "rgba(255,255,255,0.8)"}
     return [shape], [note]
 
 
@@ -48,32 +56,33 @@ def efficiency_figure(result) -> dict:
     for link_id, costs in result.by_link.items():
         data.append({
             "type": "scatter", "mode": "lines+markers", "name": _link_name(result, link_id),
-            "x": [c.tp for c in costs], "y": [round(100 * c.step_efficiency, 2) for c in costs],
+            "x": [_x(c.tp) for c in costs], "customdata": [c.tp for c in costs],
+            "y": [round(100 * c.step_efficiency, 2) for c in costs],
             "line": {"color": LINK_COLOURS.get(link_id, "#888"), "width": 1.5},
             "marker": {"size": 5},
-            "hovertemplate": "t = %{x}: %{y:.1f}%<extra>%{fullData.name}</extra>",
+            "hovertemplate": "t = %{customdata}: %{y:.1f}%<extra>%{fullData.name}</extra>",
         })
     data.append({
-        "type": "scatter", "mode": "lines+markers", "name": f"This setup: {inp.topology.name}",
-        "x": [c.tp for c in result.sweep],
+        "type": "scatter", "mode": "lines+markers", "name": "This setup",
+        "x": [_x(c.tp) for c in result.sweep], "customdata": [c.tp for c in result.sweep],
         "y": [round(100 * c.step_efficiency, 2) for c in result.sweep],
         "line": {"color": CURRENT, "width": 3}, "marker": {"size": 7},
-        "hovertemplate": "t = %{x}: %{y:.1f}%<extra>this setup</extra>",
+        "hovertemplate": "t = %{customdata}: %{y:.1f}%<extra>this setup</extra>",
     })
     top = max(c.tp for c in result.sweep)
     # Below 1/t the group is slower than one GPU (speedup < 1).
     data.append({
-        "type": "scatter", "mode": "lines", "name": "Speedup 1 (one GPU's pace)",
-        "x": [c.tp for c in result.sweep], "y": [round(100 / c.tp, 2) for c in result.sweep],
+        "type": "scatter", "mode": "lines", "name": "1/t: below, slower than 1 GPU",
+        "x": [_x(c.tp) for c in result.sweep], "y": [round(100 / c.tp, 2) for c in result.sweep],
         "line": {"color": "#999", "dash": "dot", "width": 1.5}, "hoverinfo": "skip",
     })
     cost = result.cost
     data.append({
-        "type": "scatter", "mode": "markers", "name": f"Now: t = {cost.tp}",
-        "x": [cost.tp], "y": [round(100 * cost.step_efficiency, 2)],
+        "type": "scatter", "mode": "markers", "name": f"Now: t = {cost.tp}", "showlegend": False,
+        "x": [_x(cost.tp)], "y": [round(100 * cost.step_efficiency, 2)],
         "marker": {"size": 14, "color": "rgba(0,0,0,0)", "line": {"color": CURRENT,
                                                                      "width": 2.5}},
-        "hovertemplate": "now: t = %{x}, %{y:.1f}%<extra></extra>",
+        "hovertemplate": f"now: t = {cost.tp}, %{{y:.1f}}%<extra></extra>",
     })
     shapes, notes = _kv_shade(inp.model.kv_heads, top)
     return {
@@ -84,7 +93,7 @@ def efficiency_figure(result) -> dict:
             yaxis={"title": {"text": "Efficiency per step (%)"}, "range": [0, 105],
                    "fixedrange": True, "gridcolor": "#e6e9ef"},
             shapes=shapes, annotations=notes,
-            legend={"orientation": "h", "y": -0.22, "x": 0, "yanchor": "top",
+            legend={"orientation": "h", "y": -0.16, "x": 0, "yanchor": "top",
                     "font": {"size": 11}},
         ),
         "summary": (
@@ -98,8 +107,8 @@ def efficiency_figure(result) -> dict:
 
 def _link_name(result, link_id: str) -> str:
     costs = result.by_link[link_id]
-    link = get_link(link_id)
-    return link.name if len(costs) == len(result.sweep) else f"{link.name} (≤ {costs[-1].tp})"
+    name = SHORT_NAMES.get(link_id) or get_link(link_id).name
+    return name if len(costs) == len(result.sweep) else f"{name} (≤ {costs[-1].tp})"
 
 
 def cost_figure(result) -> dict:
@@ -129,7 +138,7 @@ def cost_figure(result) -> dict:
             xaxis={"type": "category", "title": {"text": "TP degree t"}, "fixedrange": True},
             yaxis={"title": {"text": "ms per layer (forward + backward)"},
                    "range": [0, top * 1.1], "fixedrange": True, "gridcolor": "#e6e9ef"},
-            legend={"orientation": "h", "y": -0.22, "x": 0, "yanchor": "top",
+            legend={"orientation": "h", "y": -0.18, "x": 0, "yanchor": "top",
                     "traceorder": "normal", "font": {"size": 11}},
         ),
         "summary": (
@@ -160,11 +169,13 @@ def memory_figure(result) -> dict:
     refused = [m.tp for m in rows if m.memory is None]
     notes = []
     if refused:
-        notes.append({"xref": "x", "x": str(refused[0]), "xanchor": "left", "yref": "paper",
+        # A category axis places annotations by index, not by the category's text.
+        first = x.index(str(refused[0]))
+        notes.append({"xref": "x", "x": first - 0.45, "xanchor": "left", "yref": "paper",
                       "y": 0.5, "showarrow": False, "align": "left", "font": {"size": 11},
                       "text": f"t ≥ {refused[0]}: more GPUs<br>than {result.input.model.kv_heads}"
                               " KV heads;<br>Megatron refuses"})
-    top = min(max(gpu, *totals), max(gpu * 4, totals[-1] * 1.5)) * 1.12
+    top = max(gpu, *totals) * 1.12
     gpu_name = short_gpu_name(result.input.gpu.name)
     line = gpu_memory_line(gpu / 1e9, f"{gpu_name}: {fmt_bytes(gpu)}")
     current = result.memory
@@ -177,7 +188,7 @@ def memory_figure(result) -> dict:
                    "categoryorder": "array", "categoryarray": x},
             yaxis=gb_axis(top),
             shapes=line["shapes"], annotations=line["annotations"] + notes,
-            legend={"orientation": "h", "y": -0.22, "x": 0, "yanchor": "top",
+            legend={"orientation": "h", "y": -0.18, "x": 0, "yanchor": "top",
                     "traceorder": "normal", "font": {"size": 11}},
         ),
         "summary": (
