@@ -57,16 +57,20 @@ class TPQuery(BaseModel):
     sp: bool = Field(True, description="Sequence parallelism (Korthikanti et al. 2022).")
     link: str | None = Field(
         None, max_length=64,
-        description="One link carrying the whole TP group (GET /api/links); a scale-out link "
-                    "puts each GPU in its own node. Empty: the cluster of gpus_per_node, "
-                    "intra_link and inter_link.")
+        description="One link carrying the whole TP group, one of: "
+                    f"{', '.join(links())}; a scale-out link puts each GPU in its own node. "
+                    "Empty: the cluster of gpus_per_node, intra_link and inter_link.")
     gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE,
                                description="GPUs per node of the cluster (TP packs into nodes).")
     intra_link: str = Field("nvlink-4", max_length=64,
-                            description="The cluster's link inside a node (scale-up).")
+                            description="The cluster's link inside a node (scale-up), one of: "
+                                        + ", ".join(k for k, x in links().items()
+                                                    if x.kind == "scale-up"))
     inter_link: str = Field("ib-ndr", max_length=64,
                             description="The cluster's link between nodes (scale-out), one "
-                                        "port per GPU.")
+                                        "port per GPU, one of: "
+                                        + ", ".join(k for k, x in links().items()
+                                                    if x.kind == "scale-out"))
     seq_len: int = Field(4096, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence, s.")
     micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH,
                              description="Sequences per micro-batch, b.")
