@@ -76,6 +76,10 @@ def split_view(result) -> dict:
                         + (" (KV heads replicated: t exceeds them)" if replicated else "")},
             {"kind": "local", "text": f"attention of {sh.heads_per_gpu} whole heads per GPU: "
                                       "softmax(QKᵀ)V needs no communication"},
+            {"kind": "limit", "text": f"Limit: t ≤ {sh.kv_heads} KV heads for training "
+                                      "(Megatron divides the query groups by t); beyond that "
+                                      "each GPU must hold a replica of a KV head, as inference "
+                                      "engines do"},
             {"kind": "matrix", "name": "W_O", "rows": sh.heads * d, "cols": h,
              "split": "rows", **_box(sh.heads * d, h, largest), "strips": _strips(t),
              "caption": f"(a·d) × h = {_n(sh.heads * d)} × {_n(h)}, by rows: each GPU "
