@@ -88,6 +88,7 @@ def efficiency_figure(result) -> dict:
     return {
         "data": data,
         "layout": base_layout(
+            height=440,  # the legend lists every link; lab.js caps it to the view
             margin={"l": 52, "r": 8, "t": 8, "b": 40},
             xaxis=_t_axis(top),
             yaxis={"title": {"text": "Efficiency per step (%)"}, "range": [0, 105],

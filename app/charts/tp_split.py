@@ -1,17 +1,18 @@
 """EP04's split diagram as data for an HTML partial (templates/partials/_tp_split.html): each
 matrix of one layer with its real shape, cut into one coloured strip per GPU, and the
 collectives where Megatron puts them (Shoeybi et al. 2019 sec 3; Korthikanti et al. 2022 sec
-4.2.2 for sequence parallelism). Boxes are drawn to one scale (widths in % of the diagram,
-heights in px, capped), so a wide MLP matrix looks wide; captions give the exact sizes."""
+4.2.2 for sequence parallelism). Boxes are drawn to one scale in px (floored), so a wide MLP
+matrix looks wide; the details under the drawing give the exact sizes."""
 
 from app.charts.units import fmt_bytes
 
 # One colour per GPU of the group; a group larger than 8 repeats them.
 GPU_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b",
                "#9d755d")
-MAX_HEIGHT_PX = 150
-MIN_HEIGHT_PX = 22
-MIN_WIDTH_PCT = 14
+# Boxes in px on one scale (the largest dimension of the layer is BOX_PX), floored so a
+# narrow matrix still shows its strips; the whole drawing fits a phone's diagram pane.
+BOX_PX = 110
+MIN_PX = 30
 DETAIL_UP_TO = 16  # QKV strips show their Q, K and V parts up to this many GPUs
 
 
@@ -20,8 +21,8 @@ def _n(value: int) -> str:
 
 
 def _box(rows: int, cols: int, largest: int) -> dict:
-    return {"width_pct": max(MIN_WIDTH_PCT, round(100 * cols / largest, 1)),
-            "height_px": max(MIN_HEIGHT_PX, round(MAX_HEIGHT_PX * rows / largest))}
+    return {"width_px": max(MIN_PX, round(BOX_PX * cols / largest)),
+            "height_px": max(MIN_PX, round(BOX_PX * rows / largest))}
 
 
 def _strips(t: int, parts: tuple[tuple[str, float], ...] = ()) -> list[dict]:
@@ -49,13 +50,13 @@ def split_view(result) -> dict:
     # matrix, g (all-reduce forward, identity backward) after a row-split one; with SP,
     # Korthikanti's g (all-gather forward, reduce-scatter backward) and ḡ (the reverse).
     into = {
-        "op": "g" if sp else "f",
+        "op": "g" if sp else "f", "fwd": "AG" if sp else "–", "bwd": "RS" if sp else "AR",
         "forward": f"all-gather X from {_n(tokens // t)} tokens each to all {_n(tokens)}"
                    if sp else "identity: X is already on every GPU",
         "backward": f"reduce-scatter of ∂X ({size})" if sp else f"all-reduce of ∂X ({size})",
     }
     out = {
-        "op": "ḡ" if sp else "g",
+        "op": "ḡ" if sp else "g", "fwd": "RS" if sp else "AR", "bwd": "AG" if sp else "–",
         "forward": f"reduce-scatter the partial sums ({size}) to {_n(tokens // t)} tokens each"
                    if sp else f"all-reduce the partial sums ({size})",
         "backward": "all-gather ∂Z" if sp else "identity",
@@ -64,45 +65,41 @@ def split_view(result) -> dict:
              "GPU (sequence parallel: their activations ÷ t)" if sp else
              f"LayerNorm, dropout, residual on all {_n(tokens)} tokens, repeated on every GPU "
              "(their activations are not split)")
-    mlp_in = ("W_gate and W_up" if sh.gated else "W_up")
-    blocks = [
-        {"name": "Attention", "steps": [
-            {"kind": "comm", **into},
-            {"kind": "matrix", "name": "W_QKV", "rows": h, "cols": sh.qkv_columns,
-             "split": "columns", **_box(h, sh.qkv_columns, largest),
-             "strips": _strips(t, tuple((k, v / per_gpu_qkv) for k, v in qkv_parts)),
-             "caption": f"h × (a + 2·kv)·d = {_n(h)} × {_n(sh.qkv_columns)}, by columns: "
-                        f"each GPU {heads_text} = {_n(per_gpu_qkv)} columns"
-                        + (" (KV heads replicated: t exceeds them)" if replicated else "")},
-            {"kind": "local", "text": f"attention of {sh.heads_per_gpu} whole heads per GPU: "
-                                      "softmax(QKᵀ)V needs no communication"},
-            {"kind": "limit", "text": f"Limit: t ≤ {sh.kv_heads} KV heads for training "
-                                      "(Megatron divides the query groups by t); beyond that "
-                                      "each GPU must hold a replica of a KV head, as inference "
-                                      "engines do"},
-            {"kind": "matrix", "name": "W_O", "rows": sh.heads * d, "cols": h,
-             "split": "rows", **_box(sh.heads * d, h, largest), "strips": _strips(t),
-             "caption": f"(a·d) × h = {_n(sh.heads * d)} × {_n(h)}, by rows: each GPU "
-                        f"{_n(sh.heads_per_gpu * d)} rows, a partial sum of the full output"},
-            {"kind": "comm", **out},
-        ]},
-        {"name": "MLP" + (" (SwiGLU)" if sh.gated else ""), "steps": [
-            {"kind": "comm", **into},
-            *({"kind": "matrix", "name": name, "rows": h, "cols": ffn, "split": "columns",
+    qkv = {"name": "W_QKV", "rows": h, "cols": sh.qkv_columns, "split": "columns",
+           **_box(h, sh.qkv_columns, largest),
+           "strips": _strips(t, tuple((k, v / per_gpu_qkv) for k, v in qkv_parts)),
+           "caption": f"h × (a + 2·kv)·d = {_n(h)} × {_n(sh.qkv_columns)}, by columns: each "
+                      f"GPU {heads_text} = {_n(per_gpu_qkv)} columns"
+                      + (" (KV heads replicated: t exceeds them)" if replicated else "")}
+    w_o = {"name": "W_O", "rows": sh.heads * d, "cols": h, "split": "rows",
+           **_box(sh.heads * d, h, largest), "strips": _strips(t),
+           "caption": f"(a·d) × h = {_n(sh.heads * d)} × {_n(h)}, by rows: each GPU "
+                      f"{_n(sh.heads_per_gpu * d)} rows, a partial sum of the full output"}
+    mlp_in = [{"name": name, "rows": h, "cols": ffn, "split": "columns",
                **_box(h, ffn, largest), "strips": _strips(t),
                "caption": f"h × f = {_n(h)} × {_n(ffn)}, by columns: {_n(ffn // t)} each"}
-              for name in (("W_gate", "W_up") if sh.gated else ("W_up",))),
-            {"kind": "local", "text": ("SiLU(X·W_gate) ⊙ X·W_up" if sh.gated else "GeLU")
-                                      + f" on each GPU's {_n(ffn // t)} columns: "
-                                      "elementwise, no communication"},
-            {"kind": "matrix", "name": "W_down", "rows": ffn, "cols": h, "split": "rows",
-             **_box(ffn, h, largest), "strips": _strips(t),
-             "caption": f"f × h = {_n(ffn)} × {_n(h)}, by rows: {_n(ffn // t)} each"},
-            {"kind": "comm", **out},
-        ]},
+              for name in (("W_gate", "W_up") if sh.gated else ("W_up",))]
+    w_down = {"name": "W_down", "rows": ffn, "cols": h, "split": "rows",
+              **_box(ffn, h, largest), "strips": _strips(t),
+              "caption": f"f × h = {_n(ffn)} × {_n(h)}, by rows: {_n(ffn // t)} each"}
+    blocks = [
+        {"name": "Attention", "short": "Attention", "into": into, "columns": [qkv],
+         "local": "attention", "rows": w_o, "out": out,
+         "local_text": f"attention of {sh.heads_per_gpu} whole heads per GPU: softmax(QKᵀ)V "
+                       "needs no communication",
+         "limit": f"Limit: t ≤ {sh.kv_heads} KV heads for training (Megatron divides the query "
+                  "groups by t); beyond that each GPU must hold a replica of a KV head, as "
+                  "inference engines do"},
+        {"name": "MLP" + (" (SwiGLU)" if sh.gated else ""), "short": "MLP",
+         "into": into, "columns": mlp_in, "local": "SwiGLU" if sh.gated else "GeLU",
+         "rows": w_down, "out": out,
+         "local_text": ("SiLU(X·W_gate) ⊙ X·W_up" if sh.gated else "GeLU")
+                       + f" on each GPU's {_n(ffn // t)} columns: elementwise, no "
+                         "communication",
+         "limit": ""},
     ]
     return {
-        "tp": t, "sp": sp, "blocks": blocks, "norms": norms, "mlp_in": mlp_in,
+        "tp": t, "sp": sp, "blocks": blocks, "norms": norms,
         "legend": [{"gpu": i, "colour": GPU_COLOURS[i]} for i in range(min(t, 8))],
         "more_gpus": t - 8 if t > 8 else 0,
         "equations": {

@@ -48,6 +48,8 @@ def test_tp_select_redraws_split_charts_and_url_then_back_restores(page, live_se
     expect(page.locator('[data-testid="compute-ms"]')).to_have_text(expected)
     page.go_back()
     page.wait_for_url(lambda url: "tp=2" not in url)
+    # The URL changes first; wait for the restored state itself.
+    page.wait_for_function("() => document.querySelector('#tp-split').dataset.tp === '8'")
     wait_drawn(page)
     assert strips(page, "W_QKV") == 8
 
