@@ -11,7 +11,7 @@ GPU_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2",
                "#9d755d")
 # Boxes in px on one scale (the largest dimension of the layer is BOX_PX), floored so a
 # narrow matrix still shows its strips; the whole drawing fits a phone's diagram pane.
-BOX_PX = 110
+BOX_PX = 96
 MIN_PX = 30
 DETAIL_UP_TO = 16  # QKV strips show their Q, K and V parts up to this many GPUs
 
