@@ -61,7 +61,7 @@ def test_sequence_parallelism_switch_changes_collectives_and_memory(page, live_s
     page.wait_for_url("**sp=false**")
     wait_drawn(page)
     expect(page.locator("#tp-split")).to_have_attribute("data-sp", "false")
-    expect(page.locator('#tp-split .tp-badge[data-op="g"]')).to_contain_text("fwd AR")
+    expect(page.locator('#tp-split .tp-badge[data-op="g"]').first).to_contain_text("fwd AR")
     expect(page.locator(".tp-details")).to_contain_text("all-reduce the partial sums")
     assert page.locator('[data-testid="memory-gb"]').inner_text() != before
 
