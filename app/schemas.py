@@ -64,6 +64,12 @@ class PipelineAnswer(BaseModel):
     makespan: float = Field(description="Time of the whole step, in the unit of f, b, w.")
     bubble_fraction: float = Field(description="Idle share of the ranks' time, measured.")
     textbook_bubble: float = Field(description="(p-1)/(v*m+p-1), for comparison.")
+    send_time: float = Field(description="One send between neighbouring stages, in f's units "
+                                         "(0: sends are free).")
+    send_seconds: float | None = Field(description="One send on the chosen link, seconds "
+                                                   "(None without a link).")
+    wire_bytes: list[int] = Field(description="Bytes each rank sends per step (forward "
+                                              "activations and backward gradients).")
     busy: list[float] = Field(description="Busy time per rank.")
     peak_activations: list[int] = Field(description="Peak micro-batch x chunk units per rank.")
     memory: StageMemoryAnswer | None = Field(description="None when the model cannot fill "
