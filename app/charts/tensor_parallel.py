@@ -28,7 +28,8 @@ def _x(t: int) -> int:
 
 def _t_axis(top: int) -> dict:
     ticks = [t for t in T_TICKS if t <= top]
-    return {"title": {"text": "TP degree t"}, "tickmode": "array",
+    # No axis title: the legend sits under the axis, and the chart's heading names t.
+    return {"tickmode": "array",
             "tickvals": [_x(t) for t in ticks], "ticktext": [str(t) for t in ticks],
             "range": [-0.2, _x(top) + 0.2], "fixedrange": True, "gridcolor": "#e6e9ef",
             "zeroline": False}
@@ -94,7 +95,7 @@ def efficiency_figure(result) -> dict:
             yaxis={"title": {"text": "Efficiency per step (%)"}, "range": [0, 105],
                    "fixedrange": True, "gridcolor": "#e6e9ef"},
             shapes=shapes, annotations=notes,
-            legend={"orientation": "h", "y": -0.16, "x": 0, "yanchor": "top",
+            legend={"orientation": "h", "y": -0.1, "x": 0, "yanchor": "top",
                     "font": {"size": 11}},
         ),
         "summary": (
@@ -136,10 +137,10 @@ def cost_figure(result) -> dict:
         "layout": base_layout(
             barmode="stack",
             margin={"l": 52, "r": 8, "t": 8, "b": 40},
-            xaxis={"type": "category", "title": {"text": "TP degree t"}, "fixedrange": True},
+            xaxis={"type": "category", "fixedrange": True},
             yaxis={"title": {"text": "ms per layer (forward + backward)"},
                    "range": [0, top * 1.1], "fixedrange": True, "gridcolor": "#e6e9ef"},
-            legend={"orientation": "h", "y": -0.18, "x": 0, "yanchor": "top",
+            legend={"orientation": "h", "y": -0.1, "x": 0, "yanchor": "top",
                     "traceorder": "normal", "font": {"size": 11}},
         ),
         "summary": (
@@ -185,11 +186,11 @@ def memory_figure(result) -> dict:
         "layout": base_layout(
             barmode="stack",
             margin={"l": 52, "r": 8, "t": 8, "b": 40},
-            xaxis={"type": "category", "title": {"text": "TP degree t"}, "fixedrange": True,
-                   "categoryorder": "array", "categoryarray": x},
+            xaxis={"type": "category", "fixedrange": True, "categoryorder": "array",
+                   "categoryarray": x},
             yaxis=gb_axis(top),
             shapes=line["shapes"], annotations=line["annotations"] + notes,
-            legend={"orientation": "h", "y": -0.18, "x": 0, "yanchor": "top",
+            legend={"orientation": "h", "y": -0.1, "x": 0, "yanchor": "top",
                     "traceorder": "normal", "font": {"size": 11}},
         ),
         "summary": (
