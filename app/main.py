@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
-from app.routers import home, memory, pipeline, presets, tensor_parallel
+from app.routers import data_parallel, home, memory, pipeline, presets, tensor_parallel
 from app.timing import ServerTimingMiddleware
 
 DESCRIPTION = """
@@ -43,6 +43,7 @@ def create_app() -> FastAPI:
     app.include_router(memory.router)
     app.include_router(pipeline.router)
     app.include_router(tensor_parallel.router)
+    app.include_router(data_parallel.router)
     return app
 
 

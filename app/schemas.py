@@ -152,3 +152,47 @@ class TensorParallelAnswer(BaseModel):
     sweep: list[TPSweepRow] = Field(description="The chosen link or cluster, against t.")
     links: dict[str, list[TPCostRow]] = Field(description="Each compared link alone, against t.")
     assumptions: list[str]
+
+
+class DataParallelPoint(BaseModel):
+    link: str = Field(description="Link preset id.")
+    kind: str = Field(description="nvlink, infiniband, ethernet, pcie (or infinity-fabric).")
+    gpus: int
+    speedup: float = Field(description="Against one GPU (2 decimals).")
+    efficiency: float = Field(description="speedup / N.")
+    compute_s: float = Field(description="Compute seconds per GPU per step.")
+    comm_s: float = Field(description="Every all-reduce of the step, hidden or not, seconds.")
+    exposed_comm_s: float = Field(description="All-reduce the step waits for, seconds.")
+    overlapped_comm_s: float = Field(description="All-reduce hidden behind backward, seconds.")
+    step_s: float = Field(description="compute_s + exposed_comm_s.")
+    allreduce_bytes_per_gpu: int = Field(description="2(N-1)/N x gradient bytes.")
+    buckets: int
+    algorithm: str = Field(description="ring or hierarchical (NCCL).")
+    bottleneck: str = Field(description="The link that bounds the all-reduce.")
+
+
+class DataParallelReplica(BaseModel):
+    gpu: str
+    total_bytes: int = Field(description="EP01 ledger of one replica, bytes per GPU.")
+    state_bytes: int
+    breakdown: dict[str, int]
+    gpu_memory_bytes: int
+    fits: bool
+
+
+class DataParallelAnswer(DataParallelPoint):
+    model: str
+    model_name: str
+    grad_bytes: float
+    scaling: str
+    overlap: str
+    bucket_bytes: float
+    nics_per_node: int
+    global_batch: int
+    max_gpus: int = Field(description="Largest N on the curve (strong: the global batch).")
+    curve_links: list[str]
+    curve: list[DataParallelPoint] = Field(description="One entry per GPU count per link.")
+    flat_ring: DataParallelPoint | None = Field(
+        description="Scale-out links: a port per GPU and one flat ring (the textbook reading).")
+    replica: DataParallelReplica
+    assumptions: list[str]

@@ -40,3 +40,17 @@ MAX_TP = 64
 DEFAULT_MFU = 0.4
 MIN_MFU, MAX_MFU = 0.05, 1.0
 MAX_GPUS_PER_NODE = 72  # the largest NVLink domain among the link presets (NVL72)
+__all__ += ["DEFAULT_MFU", "MAX_GPUS_PER_NODE", "MAX_MFU", "MAX_TP", "MIN_MFU", "TP_DEGREES"]
+
+# EP02 data parallelism (labs.data_parallel): scaling readings, overlap, and bounds.
+__all__ += ["DP_OVERLAPS", "DP_SCALINGS", "MAX_DP_BUCKET_BYTES", "MAX_DP_COMPUTE_S",
+            "MAX_DP_GLOBAL_BATCH", "MAX_DP_GPUS", "MAX_DP_GRAD_BYTES", "MAX_NICS_PER_NODE",
+            "MIN_DP_BUCKET_BYTES", "MIN_DP_COMPUTE_S", "MIN_DP_GRAD_BYTES"]
+DP_SCALINGS = ("weak", "strong")
+DP_OVERLAPS = ("none", "bucketed")
+MAX_DP_GPUS = 1024  # the scaling chart's log axis runs 1 .. 1,024 GPUs
+MIN_DP_GRAD_BYTES, MAX_DP_GRAD_BYTES = 2e9, 2e14  # bf16 gradients of 1B .. 100T parameters
+MIN_DP_COMPUTE_S, MAX_DP_COMPUTE_S = 1e-3, 1e4
+MIN_DP_BUCKET_BYTES, MAX_DP_BUCKET_BYTES = 1e5, 1e12
+MAX_DP_GLOBAL_BATCH = 1 << 20  # sequences per step
+MAX_NICS_PER_NODE = 8

@@ -20,6 +20,7 @@ LESSONS = {  # page -> (API, chart ids a step may name)
         "/api/pipeline", {"pipeline-gantt", "pipeline-activations", "pipeline-memory"}),
     "/episodes/tensor-parallel": (
         "/api/tp", {"tp-split", "tp-efficiency", "tp-cost", "tp-memory"}),
+    "/episodes/data-parallel": ("/api/dp", {"dp-scaling", "dp-time", "dp-replica"}),
 }
 FORMATS = {"bytes": fmt_bytes, "count": fmt_count, "pct": fmt_pct, "": str}
 
