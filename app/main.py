@@ -8,6 +8,7 @@ from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
 from app.routers import data_parallel, home, memory, pipeline, presets, tensor_parallel
+from app.routers import moe as moe_lab
 from app.timing import ServerTimingMiddleware
 
 DESCRIPTION = """
@@ -44,6 +45,7 @@ def create_app() -> FastAPI:
     app.include_router(pipeline.router)
     app.include_router(tensor_parallel.router)
     app.include_router(data_parallel.router)
+    app.include_router(moe_lab.router)
     return app
 
 
