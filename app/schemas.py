@@ -79,6 +79,81 @@ class PipelineAnswer(BaseModel):
         description="Every action of the schedule: rows, columns or none (?events=).")
 
 
+class TPCostRow(BaseModel):
+    tp: int
+    efficiency: float = Field(description="Per layer: one GPU's time / (t x the group's time).")
+    speedup: float
+    step_efficiency: float = Field(description="The same for a whole step (every layer, "
+                                               "embedding and output layer).")
+    compute_s: float = Field(description="Seconds of compute per layer per step per GPU.")
+    comm_s: float = Field(description="Seconds of blocking collectives per layer per step.")
+    comm_bytes: float = Field(description="Bytes each GPU sends per layer per step.")
+    bottleneck: str = Field(description="The link that bounds the collectives.")
+
+
+class TPSweepRow(TPCostRow):
+    memory_per_gpu_bytes: int | None = Field(
+        description="The EP01 ledger at this t; None where Megatron refuses it (KV heads).")
+
+
+class TPCollective(BaseModel):
+    model_config = {"populate_by_name": True}
+
+    pass_: str = Field(alias="pass", description="forward or backward.")
+    at: str = Field(description="The matrix it follows or precedes.")
+    ops: list[str] = Field(description="all_reduce, or all_gather + reduce_scatter with SP.")
+
+
+class TPShapes(BaseModel):
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    gated_mlp: bool
+    heads_per_gpu: int
+    kv_heads_per_gpu: int = Field(description="One replica each once t exceeds the KV heads.")
+    ffn_per_gpu: int
+    qkv_columns: int
+    qkv_columns_per_gpu: int
+
+
+class TensorParallelAnswer(BaseModel):
+    model: str
+    gpu: str
+    tp: int
+    sp: bool
+    topology: str = Field(description="Where the TP group's GPUs talk.")
+    efficiency: float = Field(description="Per layer: speedup / t.")
+    speedup: float = Field(description="Per layer: one GPU's time / the group's time.")
+    compute_s: float = Field(description="Seconds of compute per layer per step per GPU "
+                                         "(forward + backward), a t-th of one GPU's.")
+    comm_s: float = Field(description="Seconds of the 4 blocking collectives per layer per "
+                                      "step.")
+    comm_bytes: float = Field(description="Bytes each GPU sends per layer per step.")
+    single_gpu_s: float = Field(description="One layer's step on one GPU.")
+    step_efficiency: float
+    step_speedup: float
+    step_compute_s: float = Field(description="Seconds of compute per step (one micro-batch).")
+    step_comm_s: float
+    step_comm_bytes: float
+    single_gpu_step_s: float
+    collective_bytes: float = Field(description="The tensor of each collective: s·b·h·2.")
+    collectives_per_layer: int = Field(description="4 all-reduces, or 8 with SP (4 all-gathers "
+                                                   "+ 4 reduce-scatters).")
+    collectives: list[TPCollective]
+    algorithm: str
+    bottleneck: str
+    memory_per_gpu_bytes: int = Field(description="The EP01 ledger's total per GPU (training).")
+    memory_breakdown: dict[str, int]
+    gpu_memory_bytes: int
+    fits: bool
+    shapes: TPShapes
+    sweep: list[TPSweepRow] = Field(description="The chosen link or cluster, against t.")
+    links: dict[str, list[TPCostRow]] = Field(description="Each compared link alone, against t.")
+    assumptions: list[str]
+
+
 class DataParallelPoint(BaseModel):
     link: str = Field(description="Link preset id.")
     kind: str = Field(description="nvlink, infiniband, ethernet, pcie (or infinity-fabric).")

@@ -32,6 +32,16 @@ MAX_DEGREE = 4096  # any one of TP, PP, CP, EP
 MAX_DP = 100_000
 MAX_WORLD = 1_000_000  # GPUs in one job; bounds every product of degrees
 
+# EP04 tensor parallelism (labs.tensor_parallel): the TP degrees its sweep draws (Megatron
+# splits by whole heads, so powers of two that divide the heads), the largest TP asked of it,
+# and the MFU the compute model assumes (the shared default of labs.compute.training_time).
+TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
+MAX_TP = 64
+DEFAULT_MFU = 0.4
+MIN_MFU, MAX_MFU = 0.05, 1.0
+MAX_GPUS_PER_NODE = 72  # the largest NVLink domain among the link presets (NVL72)
+__all__ += ["DEFAULT_MFU", "MAX_GPUS_PER_NODE", "MAX_MFU", "MAX_TP", "MIN_MFU", "TP_DEGREES"]
+
 # EP02 data parallelism (labs.data_parallel): scaling readings, overlap, and bounds.
 __all__ += ["DP_OVERLAPS", "DP_SCALINGS", "MAX_DP_BUCKET_BYTES", "MAX_DP_COMPUTE_S",
             "MAX_DP_GLOBAL_BATCH", "MAX_DP_GPUS", "MAX_DP_GRAD_BYTES", "MAX_NICS_PER_NODE",

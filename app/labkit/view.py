@@ -52,6 +52,7 @@ class Diagram:
     title: str
     element_id: str = ""
     embed_height: int = 560  # the iframe's first height, before the embed reports its own
+    template: str = ""  # an HTML/SVG diagram's partial, drawn instead of a plotly figure
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,8 @@ class MemoryQuery(BaseModel):
     offload: bool = Field(False, description="Optimizer (CPU Adam) offload to host memory.")
     uneven_pp: bool = Field(False, description="Allow pipeline stages of unequal layer counts "
                             "(the first L mod PP stages hold one more layer).")
+    sp: bool | None = Field(None, description="Sequence parallelism; default on whenever "
+                            "TP > 1 (Megatron's advice, Korthikanti et al. 2022).")
 
 
 def is_custom(query: MemoryQuery) -> bool:
@@ -100,6 +102,7 @@ def memory_input(query: MemoryQuery) -> MemoryInput:
         tp=query.tp, pp=query.pp, cp=query.cp, dp=query.dp, ep=query.ep, zero=query.zero,
         offload=query.offload, uneven_pp=query.uneven_pp,
         activation_model=query.activation_model,
+        sp=query.sp,
     )
 
 
@@ -216,6 +219,7 @@ VIEW = LabView(
         "cp": "CP (context)", "dp": "DP (data)", "ep": "EP (expert)", "zero": "ZeRO stage",
         "offload": "Optimizer offload", "uneven_pp": "Uneven stages",
         "activation_model": "Activation model",
+        "sp": "Sequence parallelism",
     },
     response_model=MemoryAnswer,
     embed_height=1100,

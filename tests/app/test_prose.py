@@ -18,6 +18,8 @@ LESSONS = {  # page -> (API, chart ids a step may name)
     "/episodes/memory": ("/api/memory", {"memory-chart"}),
     "/episodes/pipeline": (
         "/api/pipeline", {"pipeline-gantt", "pipeline-activations", "pipeline-memory"}),
+    "/episodes/tensor-parallel": (
+        "/api/tp", {"tp-split", "tp-efficiency", "tp-cost", "tp-memory"}),
     "/episodes/data-parallel": ("/api/dp", {"dp-scaling", "dp-time", "dp-replica"}),
     "/episodes/context-parallel": ("/api/cp", {"cp-mask", "cp-pairs", "cp-cost"}),
 }

@@ -12,7 +12,8 @@ def bubble(page) -> float:
 
 def bars_drawn(page) -> int:
     return page.evaluate(
-        "() => document.querySelector('#pipeline-gantt').data.reduce((n, t) => n + t.x.length, 0)"
+        "() => document.querySelector('#pipeline-gantt').data"
+        ".filter((t) => t.type === 'bar').reduce((n, t) => n + t.x.length, 0)"
     )
 
 

@@ -1,0 +1,208 @@
+"""EP04's charts: efficiency against TP degree on each link, the per-layer cost of the chosen
+setup, and the EP01 ledger against TP degree."""
+
+from app.charts import LINE_COLOUR, base_layout, gpu_memory_line, short_gpu_name
+from app.charts.memory import COMPONENTS
+from app.charts.units import fmt_bytes, gb_axis
+from labs.links import get_link
+
+CURRENT = "#1d2330"
+# One colour per compared link (labs.tensor_parallel.COMPARE_LINKS), fast to slow.
+LINK_COLOURS = {
+    "nvlink-4": "#4c78a8", "nvl72": "#72b7b2", "pcie-4": "#eeca3b", "ib-ndr": "#54a24b",
+    "eth-100g": "#f58518", "eth-25g": "#e45756",
+}
+COMPUTE, COMM = "#4c78a8", "#e45756"
+T_TICKS = [1, 2, 4, 8, 16, 32, 64]
+
+
+# Short legend names, so the legend stays two rows on a laptop and four on a phone.
+SHORT_NAMES = {"nvlink-4": "NVLink 4", "nvl72": "NVL72 rack", "pcie-4": "PCIe 4.0",
+               "ib-ndr": "IB NDR 400G", "eth-100g": "Ethernet 100G", "eth-25g": "Ethernet 25G"}
+
+
+def _x(t: int) -> int:
+    """t on a doubling axis: the position is log2(t), the tick reads t."""
+    return t.bit_length() - 1
+
+
+def _t_axis(top: int) -> dict:
+    ticks = [t for t in T_TICKS if t <= top]
+    # No axis title: the legend sits under the axis, and the chart's heading names t.
+    return {"tickmode": "array",
+            "tickvals": [_x(t) for t in ticks], "ticktext": [str(t) for t in ticks],
+            "range": [-0.2, _x(top) + 0.2], "fixedrange": True, "gridcolor": "#e6e9ef",
+            "zeroline": False}
+
+
+def _kv_shade(kv_heads: int, top: int) -> tuple[list[dict], list[dict]]:
+    """Shapes and annotation for t beyond the KV heads (KV heads replicated)."""
+    if kv_heads >= top:
+        return [], []
+    shape = {"type": "rect", "xref": "x", "yref": "paper", "x0": _x(kv_heads),
+             "x1": _x(top) + 0.2,
+             "y0": 0, "y1": 1, "fillcolor": "rgba(120,120,120,0.12)", "line": {"width": 0},
+             "layer": "below"}
+    note = {"xref": "x", "x": _x(kv_heads), "xanchor": "left", "yref": "paper", "y": 1,
+            "yanchor": "top", "showarrow": False, "align": "left",
+            "text": f"t > {kv_heads} KV heads:<br>K, V replicated", "font": {"size": 11},
+            "bgcolor": "rgba(255,255,255,0.8)"}
+    return [shape], [note]
+
+
+def efficiency_figure(result) -> dict:
+    """Per-step efficiency (speedup ÷ t) against t: the chosen setup and each compared link."""
+    inp = result.input
+    data = []
+    for link_id, costs in result.by_link.items():
+        data.append({
+            "type": "scatter", "mode": "lines+markers", "name": _link_name(result, link_id),
+            "x": [_x(c.tp) for c in costs], "customdata": [c.tp for c in costs],
+            "y": [round(100 * c.step_efficiency, 2) for c in costs],
+            "line": {"color": LINK_COLOURS.get(link_id, "#888"), "width": 1.5},
+            "marker": {"size": 5},
+            "hovertemplate": "t = %{customdata}: %{y:.1f}%<extra>%{fullData.name}</extra>",
+        })
+    data.append({
+        "type": "scatter", "mode": "lines+markers", "name": "This setup",
+        "x": [_x(c.tp) for c in result.sweep], "customdata": [c.tp for c in result.sweep],
+        "y": [round(100 * c.step_efficiency, 2) for c in result.sweep],
+        "line": {"color": CURRENT, "width": 3}, "marker": {"size": 7},
+        "hovertemplate": "t = %{customdata}: %{y:.1f}%<extra>this setup</extra>",
+    })
+    top = max(c.tp for c in result.sweep)
+    # Below 1/t the group is slower than one GPU (speedup < 1).
+    data.append({
+        "type": "scatter", "mode": "lines", "name": "1/t: below, slower than 1 GPU",
+        "x": [_x(c.tp) for c in result.sweep], "y": [round(100 / c.tp, 2) for c in result.sweep],
+        "line": {"color": "#999", "dash": "dot", "width": 1.5}, "hoverinfo": "skip",
+    })
+    cost = result.cost
+    data.append({
+        "type": "scatter", "mode": "markers", "name": f"Now: t = {cost.tp}", "showlegend": False,
+        "x": [_x(cost.tp)], "y": [round(100 * cost.step_efficiency, 2)],
+        "marker": {"size": 14, "color": "rgba(0,0,0,0)", "line": {"color": CURRENT,
+                                                                     "width": 2.5}},
+        "hovertemplate": f"now: t = {cost.tp}, %{{y:.1f}}%<extra></extra>",
+    })
+    shapes, notes = _kv_shade(inp.model.kv_heads, top)
+    return {
+        "data": data,
+        "layout": base_layout(
+            height=440,  # the legend lists every link; lab.js caps it to the view
+            margin={"l": 52, "r": 8, "t": 8, "b": 40},
+            xaxis=_t_axis(top),
+            yaxis={"title": {"text": "Efficiency per step (%)"}, "range": [0, 105],
+                   "fixedrange": True, "gridcolor": "#e6e9ef"},
+            shapes=shapes, annotations=notes,
+            legend={"orientation": "h", "y": -0.1, "x": 0, "yanchor": "top",
+                    "font": {"size": 11}},
+        ),
+        "summary": (
+            f"{inp.model.name} on {short_gpu_name(inp.gpu.name)}s: TP = {cost.tp} on "
+            f"{inp.topology.name} runs at {100 * cost.step_efficiency:.0f}% efficiency "
+            f"({cost.step_speedup:.2f}x one GPU); efficiency falls with t on every link, "
+            "fastest on the slow ones"
+        ),
+    }
+
+
+def _link_name(result, link_id: str) -> str:
+    costs = result.by_link[link_id]
+    name = SHORT_NAMES.get(link_id) or get_link(link_id).name
+    return name if len(costs) == len(result.sweep) else f"{name} (≤ {costs[-1].tp})"
+
+
+def cost_figure(result) -> dict:
+    """Per-layer time on one GPU of the group against t: compute ÷ t, then the collectives."""
+    sweep = result.sweep
+    x = [str(c.tp) for c in sweep]
+    one = sweep[0].single_gpu_s * 1e3
+    cost = result.cost
+    data = [
+        {"type": "bar", "name": "Compute (÷ t)", "x": x,
+         "y": [round(c.compute_s * 1e3, 4) for c in sweep], "marker": {"color": COMPUTE},
+         "hovertemplate": "t = %{x}: compute %{y:.2f} ms<extra></extra>"},
+        {"type": "bar", "name": "TP collectives (blocking)", "x": x,
+         "y": [round(c.comm_s * 1e3, 4) for c in sweep],
+         "marker": {"color": [COMM if c.tp != cost.tp else "#b42318" for c in sweep]},
+         "hovertemplate": "t = %{x}: collectives %{y:.2f} ms<extra></extra>"},
+        {"type": "scatter", "mode": "lines", "name": f"One GPU: {one:.1f} ms", "x": x,
+         "y": [round(one, 4)] * len(x), "line": {"color": LINE_COLOUR, "dash": "dash",
+                                                 "width": 2}, "hoverinfo": "skip"},
+    ]
+    top = max(one, *(c.layer_s * 1e3 for c in sweep))
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="stack",
+            margin={"l": 52, "r": 8, "t": 8, "b": 40},
+            xaxis={"type": "category", "fixedrange": True},
+            yaxis={"title": {"text": "ms per layer (forward + backward)"},
+                   "range": [0, top * 1.1], "fixedrange": True, "gridcolor": "#e6e9ef"},
+            legend={"orientation": "h", "y": -0.1, "x": 0, "yanchor": "top",
+                    "traceorder": "normal", "font": {"size": 11}},
+        ),
+        "summary": (
+            f"One layer at t = {cost.tp}: {cost.compute_s * 1e3:.2f} ms of compute and "
+            f"{cost.comm_s * 1e3:.2f} ms of collectives per GPU, against {one:.1f} ms on one "
+            f"GPU; the collectives stay at {fmt_bytes(cost.comm_bytes)} per GPU per layer "
+            "whatever t"
+        ),
+    }
+
+
+def memory_figure(result) -> dict:
+    """The EP01 ledger per GPU against t; t the ledger refuses (KV heads) is left empty."""
+    rows = list(result.memory_sweep)
+    x = [str(m.tp) for m in rows]
+    gpu = result.memory.gpu_memory_bytes
+    data = []
+    for key, (label, colour) in COMPONENTS.items():
+        values = [m.memory.breakdown.get(key, 0) if m.memory else 0 for m in rows]
+        if not any(values):
+            continue
+        data.append({
+            "type": "bar", "name": label, "x": x, "y": [round(v / 1e9, 3) for v in values],
+            "marker": {"color": colour}, "customdata": [fmt_bytes(v) for v in values],
+            "hovertemplate": f"t = %{{x}}: {label} %{{customdata}}<extra></extra>",
+        })
+    totals = [m.memory.total_bytes for m in rows if m.memory]
+    refused = [m.tp for m in rows if m.memory is None]
+    notes = []
+    if refused:
+        # A category axis places annotations by index, not by the category's text.
+        first = x.index(str(refused[0]))
+        notes.append({"xref": "x", "x": first - 0.45, "xanchor": "left", "yref": "paper",
+                      "y": 0.5, "showarrow": False, "align": "left", "font": {"size": 11},
+                      "text": f"t ≥ {refused[0]}: more GPUs<br>than {result.input.model.kv_heads}"
+                              " KV heads;<br>Megatron refuses"})
+    top = max(gpu, *totals) * 1.12
+    gpu_name = short_gpu_name(result.input.gpu.name)
+    line = gpu_memory_line(gpu / 1e9, f"{gpu_name}: {fmt_bytes(gpu)}")
+    current = result.memory
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="stack",
+            margin={"l": 52, "r": 8, "t": 8, "b": 40},
+            xaxis={"type": "category", "fixedrange": True, "categoryorder": "array",
+                   "categoryarray": x},
+            yaxis=gb_axis(top),
+            shapes=line["shapes"], annotations=line["annotations"] + notes,
+            legend={"orientation": "h", "y": -0.1, "x": 0, "yanchor": "top",
+                    "traceorder": "normal", "font": {"size": 11}},
+        ),
+        "summary": (
+            f"Training memory per GPU (EP01 ledger) at t = {result.input.tp}: "
+            f"{fmt_bytes(current.total_bytes)} against {fmt_bytes(gpu)}, "
+            + ("fits" if current.fits else "does not fit")
+            + f"; at t = 1: {fmt_bytes(totals[0])}"
+            + (f"; t above {result.input.model.kv_heads} refused (KV heads)" if refused else "")
+        ),
+    }
+
+
+def figures(result) -> dict:
+    return {"efficiency": efficiency_figure(result), "cost": cost_figure(result),
+            "memory": memory_figure(result)}

@@ -1,0 +1,113 @@
+"""EP04's split diagram as data for an HTML partial (templates/partials/_tp_split.html): each
+matrix of one layer with its real shape, cut into one coloured strip per GPU, and the
+collectives where Megatron puts them (Shoeybi et al. 2019 sec 3; Korthikanti et al. 2022 sec
+4.2.2 for sequence parallelism). Boxes are drawn to one scale in px (floored), so a wide MLP
+matrix looks wide; the details under the drawing give the exact sizes."""
+
+from app.charts.units import fmt_bytes
+
+# One colour per GPU of the group; a group larger than 8 repeats them.
+GPU_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b",
+               "#9d755d")
+# Boxes in px on one scale (the largest dimension of the layer is BOX_PX), floored so a
+# narrow matrix still shows its strips; the whole drawing fits a phone's diagram pane.
+BOX_PX = 96
+MIN_PX = 30
+DETAIL_UP_TO = 16  # QKV strips show their Q, K and V parts up to this many GPUs
+
+
+def _n(value: int) -> str:
+    return f"{value:,}"
+
+
+def _box(rows: int, cols: int, largest: int) -> dict:
+    return {"width_px": max(MIN_PX, round(BOX_PX * cols / largest)),
+            "height_px": max(MIN_PX, round(BOX_PX * rows / largest))}
+
+
+def _strips(t: int, parts: tuple[tuple[str, float], ...] = ()) -> list[dict]:
+    """One strip per GPU; ``parts`` (label, share of the strip) subdivide each strip."""
+    return [{"gpu": i, "colour": GPU_COLOURS[i % len(GPU_COLOURS)],
+             "parts": [{"label": label, "share": share} for label, share in parts]}
+            for i in range(t)]
+
+
+def split_view(result) -> dict:
+    inp, sh = result.input, result.shapes
+    t, h, d, ffn = sh.tp, sh.hidden, sh.head_dim, sh.ffn
+    tokens = inp.seq_len * inp.micro_batch
+    size = fmt_bytes(result.collective_bytes)
+    largest = max(h, sh.qkv_columns, ffn, sh.heads * d)
+    q, kv = sh.heads_per_gpu * d, sh.kv_heads_per_gpu * d
+    qkv_parts = (("Q", q), ("K", kv), ("V", kv)) if t <= DETAIL_UP_TO else ()
+    per_gpu_qkv = q + 2 * kv
+    replicated = t > sh.kv_heads
+    heads_text = (f"{sh.heads_per_gpu} Q head{'s' if sh.heads_per_gpu > 1 else ''} + "
+                  f"{sh.kv_heads_per_gpu} K + {sh.kv_heads_per_gpu} V head"
+                  f"{'s' if sh.kv_heads_per_gpu > 1 else ''}")
+    sp = inp.sp
+    # Megatron's operators: f (identity forward, all-reduce backward) before a column-split
+    # matrix, g (all-reduce forward, identity backward) after a row-split one; with SP,
+    # Korthikanti's g (all-gather forward, reduce-scatter backward) and ḡ (the reverse).
+    into = {
+        "op": "g" if sp else "f", "fwd": "AG" if sp else "–", "bwd": "RS" if sp else "AR",
+        "forward": f"all-gather X from {_n(tokens // t)} tokens each to all {_n(tokens)}"
+                   if sp else "identity: X is already on every GPU",
+        "backward": f"reduce-scatter of ∂X ({size})" if sp else f"all-reduce of ∂X ({size})",
+    }
+    out = {
+        "op": "ḡ" if sp else "g", "fwd": "RS" if sp else "AR", "bwd": "AG" if sp else "–",
+        "forward": f"reduce-scatter the partial sums ({size}) to {_n(tokens // t)} tokens each"
+                   if sp else f"all-reduce the partial sums ({size})",
+        "backward": "all-gather ∂Z" if sp else "identity",
+    }
+    norms = (f"LayerNorm, dropout, residual on {_n(tokens // t)} of {_n(tokens)} tokens per "
+             "GPU (sequence parallel: their activations ÷ t)" if sp else
+             f"LayerNorm, dropout, residual on all {_n(tokens)} tokens, repeated on every GPU "
+             "(their activations are not split)")
+    qkv = {"name": "W_QKV", "rows": h, "cols": sh.qkv_columns, "split": "columns",
+           **_box(h, sh.qkv_columns, largest),
+           "strips": _strips(t, tuple((k, v / per_gpu_qkv) for k, v in qkv_parts)),
+           "caption": f"h × (a + 2·kv)·d = {_n(h)} × {_n(sh.qkv_columns)}, by columns: each "
+                      f"GPU {heads_text} = {_n(per_gpu_qkv)} columns"
+                      + (" (KV heads replicated: t exceeds them)" if replicated else "")}
+    w_o = {"name": "W_O", "rows": sh.heads * d, "cols": h, "split": "rows",
+           **_box(sh.heads * d, h, largest), "strips": _strips(t),
+           "caption": f"(a·d) × h = {_n(sh.heads * d)} × {_n(h)}, by rows: each GPU "
+                      f"{_n(sh.heads_per_gpu * d)} rows, a partial sum of the full output"}
+    mlp_in = [{"name": name, "rows": h, "cols": ffn, "split": "columns",
+               **_box(h, ffn, largest), "strips": _strips(t),
+               "caption": f"h × f = {_n(h)} × {_n(ffn)}, by columns: {_n(ffn // t)} each"}
+              for name in (("W_gate", "W_up") if sh.gated else ("W_up",))]
+    w_down = {"name": "W_down", "rows": ffn, "cols": h, "split": "rows",
+              **_box(ffn, h, largest), "strips": _strips(t),
+              "caption": f"f × h = {_n(ffn)} × {_n(h)}, by rows: {_n(ffn // t)} each"}
+    blocks = [
+        {"name": "Attention", "short": "Attention", "into": into, "columns": [qkv],
+         "local": "attention", "rows": w_o, "out": out,
+         "local_text": f"attention of {sh.heads_per_gpu} whole heads per GPU: softmax(QKᵀ)V "
+                       "needs no communication",
+         "limit": f"Limit: t ≤ {sh.kv_heads} KV heads for training (Megatron divides the query "
+                  "groups by t); beyond that each GPU must hold a replica of a KV head, as "
+                  "inference engines do"},
+        {"name": "MLP" + (" (SwiGLU)" if sh.gated else ""), "short": "MLP",
+         "into": into, "columns": mlp_in, "local": "SwiGLU" if sh.gated else "GeLU",
+         "rows": w_down, "out": out,
+         "local_text": ("SiLU(X·W_gate) ⊙ X·W_up" if sh.gated else "GeLU")
+                       + f" on each GPU's {_n(ffn // t)} columns: elementwise, no "
+                         "communication",
+         "limit": ""},
+    ]
+    return {
+        "tp": t, "sp": sp, "blocks": blocks, "norms": norms,
+        "legend": [{"gpu": i, "colour": GPU_COLOURS[i]} for i in range(min(t, 8))],
+        "more_gpus": t - 8 if t > 8 else 0,
+        "equations": {
+            "x": f"{_n(tokens)} × {_n(h)}", "w": f"{_n(h)} × {_n(ffn)}",
+            "wi": f"{_n(h)} × {_n(ffn // t)}", "yi": f"{_n(tokens)} × {_n(ffn // t)}",
+            "vi": f"{_n(ffn // t)} × {_n(h)}", "z": f"{_n(tokens)} × {_n(h)}",
+            "last": t - 1,
+        },
+        "collective_size": size,
+        "collectives_per_layer": result.collectives_per_layer,
+    }

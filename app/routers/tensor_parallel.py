@@ -1,0 +1,287 @@
+"""EP04 Tensor parallelism: the split of every matrix, its cost against TP degree and link,
+and the memory it saves (the EP01 ledger)."""
+
+from functools import cache, lru_cache
+from typing import Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.charts.tensor_parallel import figures
+from app.charts.tp_split import split_view
+from app.episodes import BY_SLUG
+from app.labkit import Case, Diagram, Drill, LabView, register
+from app.options import SEQ_LENGTHS, gpu_options, with_value
+from app.schemas import TensorParallelAnswer
+from labs.errors import LabInputError
+from labs.limits import (
+    DEFAULT_MFU,
+    MAX_GPUS_PER_NODE,
+    MAX_MFU,
+    MAX_MICRO_BATCH,
+    MAX_SEQ_LEN,
+    MAX_TP,
+    MIN_MFU,
+    RECOMPUTE,
+    TP_DEGREES,
+)
+from labs.links import get_link, links
+from labs.presets import get_gpu, get_model, models
+from labs.tensor_parallel import (
+    LAYER_COLLECTIVES,
+    Topology,
+    TPInput,
+    TPResult,
+    check_model,
+    tensor_parallel,
+    tp_cluster,
+)
+from labs.tp_notes import assumptions
+
+router = APIRouter()
+
+# Llama 3.1 405B: Meta trained it with TP = 8 inside each 8-GPU node (arXiv:2407.21783, Table 4).
+DEFAULT_MODEL = "llama-3.1-405b"
+
+
+class TPQuery(BaseModel):
+    """The controls of the tensor-parallel lab; every size is bounded."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field(DEFAULT_MODEL, max_length=64,
+                       description="Dense model preset id (GET /api/models; MoE and MLA "
+                                   "models are split differently and refused).")
+    gpu: str = Field("h100-sxm", max_length=64, description="GPU preset id (GET /api/gpus).")
+    tp: int = Field(8, ge=1, le=MAX_TP, description="Tensor-parallel degree t.")
+    sp: bool = Field(True, description="Sequence parallelism (Korthikanti et al. 2022).")
+    link: str | None = Field(
+        None, max_length=64,
+        description="One link carrying the whole TP group, one of: "
+                    f"{', '.join(links())}; a scale-out link puts each GPU in its own node. "
+                    "Empty: the cluster of gpus_per_node, intra_link and inter_link.")
+    gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE,
+                               description="GPUs per node of the cluster (TP packs into nodes).")
+    intra_link: str = Field("nvlink-4", max_length=64,
+                            description="The cluster's link inside a node (scale-up), one of: "
+                                        + ", ".join(k for k, x in links().items()
+                                                    if x.kind == "scale-up"))
+    inter_link: str = Field("ib-ndr", max_length=64,
+                            description="The cluster's link between nodes (scale-out), one "
+                                        "port per GPU, one of: "
+                                        + ", ".join(k for k, x in links().items()
+                                                    if x.kind == "scale-out"))
+    seq_len: int = Field(4096, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence, s.")
+    micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH,
+                             description="Sequences per micro-batch, b.")
+    mfu: float = Field(DEFAULT_MFU, ge=MIN_MFU, le=MAX_MFU,
+                       description="Model FLOPs utilisation of one GPU (fraction of its dense "
+                                   "BF16 peak).")
+    recompute: Literal[RECOMPUTE] = Field(
+        "selective", description="Activation recomputation, for the memory ledger.")
+
+
+def topology(query: TPQuery) -> Topology:
+    gpu = get_gpu(query.gpu)
+    if query.link:
+        link = get_link(query.link)
+        return Topology(link.name, link=link)
+    cluster = tp_cluster(gpu, query.gpus_per_node, query.intra_link, query.inter_link)
+    name = (f"{cluster.intra.name} in nodes of {cluster.gpus_per_node}, "
+            f"{cluster.inter.name} between" if cluster.gpus_per_node > 1
+            else f"one GPU per node, {cluster.inter.name}")
+    return Topology(name, cluster=cluster)
+
+
+def run(query: TPQuery) -> TPResult:
+    return tensor_parallel(TPInput(
+        model=get_model(query.model), gpu=get_gpu(query.gpu), topology=topology(query),
+        tp=query.tp, sp=query.sp, seq_len=query.seq_len, micro_batch=query.micro_batch,
+        mfu=query.mfu, recompute=query.recompute))
+
+
+def _cost_row(c) -> dict:
+    return {"tp": c.tp, "efficiency": c.efficiency, "speedup": c.speedup,
+            "step_efficiency": c.step_efficiency, "compute_s": c.compute_s,
+            "comm_s": c.comm_s, "comm_bytes": c.comm_bytes, "bottleneck": c.bottleneck}
+
+
+def to_api(result: TPResult) -> dict:
+    inp, cost, shapes, memory = result.input, result.cost, result.shapes, result.memory
+    # None where the ledger refuses that t (more GPUs than KV heads).
+    memory_by_tp = {m.tp: round(m.memory.total_bytes) if m.memory else None
+                    for m in result.memory_sweep}
+    return {
+        "model": inp.model.id,
+        "gpu": inp.gpu.id,
+        "tp": inp.tp,
+        "sp": inp.sp,
+        "topology": inp.topology.name,
+        "efficiency": cost.efficiency,
+        "speedup": cost.speedup,
+        "compute_s": cost.compute_s,
+        "comm_s": cost.comm_s,
+        "comm_bytes": cost.comm_bytes,
+        "single_gpu_s": cost.single_gpu_s,
+        "step_efficiency": cost.step_efficiency,
+        "step_speedup": cost.step_speedup,
+        "step_compute_s": cost.step_compute_s,
+        "step_comm_s": cost.step_comm_s,
+        "step_comm_bytes": cost.step_comm_bytes,
+        "single_gpu_step_s": cost.single_gpu_step_s,
+        "collective_bytes": result.collective_bytes,
+        "collectives_per_layer": result.collectives_per_layer,
+        "collectives": [
+            {"pass": phase, "at": where, "ops": list(with_sp) if inp.sp else [plain]}
+            for phase, where, plain, with_sp in LAYER_COLLECTIVES
+        ],
+        "algorithm": cost.algorithm,
+        "bottleneck": cost.bottleneck,
+        "memory_per_gpu_bytes": round(memory.total_bytes),
+        "memory_breakdown": {k: round(v) for k, v in memory.breakdown.items()},
+        "gpu_memory_bytes": round(memory.gpu_memory_bytes),
+        "fits": memory.fits,
+        "shapes": {
+            "hidden": shapes.hidden, "heads": shapes.heads, "kv_heads": shapes.kv_heads,
+            "head_dim": shapes.head_dim, "ffn": shapes.ffn, "gated_mlp": shapes.gated,
+            "heads_per_gpu": shapes.heads_per_gpu, "kv_heads_per_gpu": shapes.kv_heads_per_gpu,
+            "ffn_per_gpu": shapes.ffn_per_gpu, "qkv_columns": shapes.qkv_columns,
+            "qkv_columns_per_gpu": shapes.qkv_columns_per_gpu,
+        },
+        "sweep": [{**_cost_row(c), "memory_per_gpu_bytes": memory_by_tp.get(c.tp)}
+                  for c in result.sweep],
+        "links": {link_id: [_cost_row(c) for c in costs]
+                  for link_id, costs in result.by_link.items()},
+        "assumptions": list(assumptions(result)),
+    }
+
+
+@cache
+def dense_model_options() -> tuple[tuple[str, str], ...]:
+    """The presets this lab draws (dense, Q/K/V attention)."""
+    out = []
+    for id_, spec in models().items():
+        try:
+            check_model(spec)
+        except LabInputError:
+            continue
+        out.append((id_, f"{spec.name} (h {spec.hidden:,}, {spec.heads} heads, "
+                         f"{spec.kv_heads} KV)"))
+    return tuple(out)
+
+
+@cache
+def link_options() -> dict[str, tuple[tuple[str, str], ...]]:
+    every = links().values()
+    return {
+        "link": (("", "The cluster below"),
+                 *((x.id, f"{x.name} alone") for x in every)),
+        "intra": tuple((x.id, x.name) for x in every if x.kind == "scale-up"),
+        "inter": tuple((x.id, x.name) for x in every if x.kind == "scale-out"),
+    }
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict:
+    """The states the lesson's steps link to, each with the figures its prose quotes (the same
+    query model, lab and to_api as GET /api/tp; tests/app/test_prose.py)."""
+    def state(**params) -> dict:
+        result = run(TPQuery(**params))
+        return {"params": params, "result": result, "api": to_api(result)}
+
+    return {
+        "good": state(tp=8),
+        "t1": state(tp=1),
+        "t2": state(tp=2),
+        "sp_off": state(tp=8, sp=False),
+        "eth100": state(tp=8, gpus_per_node=1, inter_link="eth-100g"),
+        "bad": state(tp=8, gpus_per_node=1, inter_link="eth-25g"),
+        "gpt3_t8": state(model="gpt-3-175b", tp=8),
+        "gpt3_t16": state(model="gpt-3-175b", tp=16),
+        "gpt3_nvl72": state(model="gpt-3-175b", tp=32, link="nvl72"),
+        "l70": state(model="llama-3.1-70b", tp=8, sp=False),
+    }
+
+
+def extra_context(state) -> dict:
+    query = state.query
+    return {
+        "facts": facts(),
+        "model_options": dense_model_options(),
+        "gpu_options": gpu_options(),
+        "link_options": link_options(),
+        "tp_options": with_value(TP_DEGREES, query.tp),
+        "seq_options": with_value(SEQ_LENGTHS, query.seq_len),
+        "notes": assumptions(state.result),
+        "split": split_view(state.result),
+    }
+
+
+def drill_answer() -> float:
+    """MB one GPU sends in one ring all-reduce of Llama 3.1 70B's layer at t = 8, s = 4096."""
+    result = run(TPQuery(model="llama-3.1-70b", tp=8, sp=False))
+    return result.cost.comm_bytes / len(LAYER_COLLECTIVES) / 1e6
+
+
+VIEW = LabView(
+    name="tp",
+    episode=BY_SLUG["tensor-parallel"],
+    query_model=TPQuery,
+    run=run,
+    to_api=to_api,
+    figures=figures,
+    diagrams=(
+        Diagram("split", "Where Megatron cuts each matrix, one colour per GPU",
+                element_id="tp-split", embed_height=900, template="partials/_tp_split.html"),
+        Diagram("efficiency", "Efficiency against TP degree, per link", embed_height=520),
+        Diagram("cost", "Time per layer: compute ÷ t plus the collectives", embed_height=480),
+        Diagram("memory", "Memory per GPU against TP degree (EP01 ledger)", embed_height=480),
+    ),
+    labels={
+        "model": "Model", "gpu": "GPU", "tp": "TP degree t", "sp": "Sequence parallelism",
+        "link": "Link for the whole group", "gpus_per_node": "GPUs per node",
+        "intra_link": "Link inside a node", "inter_link": "Link between nodes",
+        "seq_len": "Sequence length s", "micro_batch": "Micro-batch b", "mfu": "MFU",
+        "recompute": "Recomputation",
+    },
+    response_model=TensorParallelAnswer,
+    embed_height=1900,
+    page_template="episodes/tensor_parallel.html",
+    controls_template="partials/_tp_controls.html",
+    diagram_template="partials/_tp_lab.html",
+    extra_context=extra_context,
+    summary="Tensor parallelism: the split, time per layer and per step against TP degree and "
+            "link, and memory per GPU (bytes, seconds)",
+    good=Case(
+        "Good case: TP = 8 inside an NVLink node",
+        {"tp": 8},
+        "Eight GPUs on NVLink 4 share every matrix: about 90% efficient.",
+    ),
+    bad=Case(
+        "Bad case: TP = 8 across Ethernet nodes",
+        {"tp": 8, "gpus_per_node": 1, "inter_link": "eth-25g"},
+        "The same split over 25 Gb/s Ethernet: the collectives take longer than the compute "
+        "saved, slower than one GPU.",
+    ),
+    drills=(
+        Drill(
+            id="tp-allreduce-bytes",
+            question=(
+                "Llama 3.1 70B (hidden size h = 8,192) runs with TP = 8, no sequence "
+                "parallelism, one sequence of s = 4,096 tokens (b = 1), bf16 activations. "
+                "How many MB (10⁶ bytes) does each GPU send in one ring all-reduce of a "
+                "layer's output?"
+            ),
+            answer=drill_answer,
+            unit="MB",
+            hint="The all-reduced tensor is s·b·h values of 2 bytes; a ring all-reduce sends "
+                 "2(t − 1)/t of it from every GPU.",
+            explanation=(
+                "{answer} MB: the tensor is 4,096 × 8,192 × 2 B = 67.1 MB, and a ring "
+                "all-reduce sends 2 × 7/8 of it from each GPU."
+            ),
+        ),
+    ),
+)
+
+register(router, VIEW)

@@ -1,0 +1,125 @@
+"""EP04 routes in-process: the seed figures through GET /api/tp, the fields the issue names,
+422s naming the control, the page, the fragment and each diagram's embed; the EP01 page's new
+sequence-parallelism control."""
+
+import pytest
+
+API_FIELDS = {"efficiency", "speedup", "compute_s", "comm_s", "comm_bytes",
+              "memory_per_gpu_bytes"}
+BAD_CASE = {"tp": 8, "gpus_per_node": 1, "inter_link": "eth-25g"}
+
+
+def test_api_names_the_issues_fields_and_the_good_seed_figure(client):
+    body = client.get("/api/tp", params={"tp": 8}).json()
+    assert set(body) >= API_FIELDS
+    assert body["model"] == "llama-3.1-405b" and body["bottleneck"] == "nvlink-4"
+    assert body["efficiency"] == pytest.approx(0.90, abs=0.03)
+    assert body["speedup"] == pytest.approx(8 * body["efficiency"])
+    assert body["efficiency"] == pytest.approx(
+        body["single_gpu_s"] / (8 * (body["compute_s"] + body["comm_s"])))
+
+
+def test_api_bad_seed_figure_is_slower_than_one_gpu(client):
+    body = client.get("/api/tp", params=BAD_CASE).json()
+    assert body["speedup"] < 1 and body["step_speedup"] < 1
+    assert body["bottleneck"] == "eth-25g"
+
+
+@pytest.mark.parametrize("sp", ["true", "false"])
+def test_api_traffic_is_four_collectives_of_sbh_times_two(client, sp):
+    s, b, t = 8192, 2, 4
+    body = client.get("/api/tp", params={"tp": t, "sp": sp, "seq_len": s,
+                                         "micro_batch": b}).json()
+    h = body["shapes"]["hidden"]
+    assert body["collective_bytes"] == s * b * h * 2
+    assert len(body["collectives"]) == 4
+    assert body["comm_bytes"] == pytest.approx(4 * 2 * (t - 1) / t * s * b * h * 2)
+    ops = [op for c in body["collectives"] for op in c["ops"]]
+    assert ops.count("all_reduce") == (0 if sp == "true" else 4)
+    assert body["collectives_per_layer"] == (8 if sp == "true" else 4)
+
+
+def test_api_link_alone_and_the_sweep(client):
+    body = client.get("/api/tp", params={"tp": 8, "link": "eth-100g"}).json()
+    assert body["bottleneck"] == "eth-100g"
+    assert [row["tp"] for row in body["sweep"]] == [1, 2, 4, 8, 16, 32, 64]
+    # Megatron refuses t above the 8 KV heads: no memory there.
+    assert [row["memory_per_gpu_bytes"] is None for row in body["sweep"]] == \
+        [False] * 4 + [True] * 3
+    assert max(row["tp"] for row in body["links"]["nvlink-4"]) == 8
+
+
+def test_api_memory_divides_with_t_and_sp(client):
+    one = client.get("/api/tp", params={"tp": 1}).json()
+    eight = client.get("/api/tp", params={"tp": 8}).json()
+    no_sp = client.get("/api/tp", params={"tp": 8, "sp": "false"}).json()
+    assert eight["memory_breakdown"]["weights"] == pytest.approx(
+        one["memory_breakdown"]["weights"] / 8, rel=1e-3)
+    assert eight["memory_breakdown"]["activations"] == pytest.approx(
+        one["memory_breakdown"]["activations"] / 8, rel=1e-9)
+    assert no_sp["memory_per_gpu_bytes"] > eight["memory_per_gpu_bytes"]
+
+
+@pytest.mark.parametrize(("params", "field", "words"), [
+    ({"tp": 16}, "tp", "KV heads"),
+    ({"tp": 0}, "tp", "TP degree t"),
+    ({"tp": 65}, "tp", "TP degree t"),
+    ({"model": "mixtral-8x7b"}, "model", "mixture of experts"),
+    ({"model": "nope"}, "model", "unknown model"),
+    ({"link": "nvlink-4", "tp": 16, "model": "gpt-3-175b"}, "tp", "at most 8"),
+    ({"link": "smoke-signals"}, "link", "unknown link"),
+    ({"gpus_per_node": 0}, "gpus_per_node", "GPUs per node"),
+    ({"intra_link": "eth-25g"}, "intra_link", "links nodes"),
+    ({"inter_link": "nvlink-4"}, "inter_link", "inside a node"),
+    ({"mfu": 2}, "mfu", "MFU"),
+    ({"sp": "maybe"}, "sp", "Sequence parallelism"),
+    ({"seq_len": 0}, "seq_len", "Sequence length"),
+])
+def test_bad_input_is_a_422_naming_the_control(client, params, field, words):
+    response = client.get("/api/tp", params=params)
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert detail[0]["loc"] == ["query", field]
+    assert words in detail[0]["msg"]
+
+
+def test_page_fragment_and_embeds(client):
+    page = client.get("/episodes/tensor-parallel", params={"tp": 4})
+    assert page.status_code == 200
+    assert 'id="tp-split"' in page.text and 'data-tp="4"' in page.text
+    assert "Assumptions" in page.text and "MFU" in page.text
+    fragment = client.get("/episodes/tensor-parallel", params={"tp": 2},
+                          headers={"HX-Request": "true"})
+    assert fragment.status_code == 200
+    assert 'id="tp-lab"' in fragment.text and "<html" not in fragment.text
+    assert fragment.text.count('class="tp-strip"') >= 2 * 2  # each matrix cut in 2
+    split = client.get("/embed/tp/split", params={"tp": 8, "sp": "false"})
+    assert split.status_code == 200
+    assert 'id="tp-split"' in split.text and 'data-sp="false"' in split.text
+    assert "all-reduce the partial sums" in split.text
+    assert 'class="figure"' not in split.text  # the split alone, no chart
+    for name in ("efficiency", "cost", "memory"):
+        embed = client.get(f"/embed/tp/{name}")
+        assert embed.status_code == 200
+        assert f'data-target="tp-{name}"' in embed.text
+        assert 'id="tp-split"' not in embed.text
+
+
+def test_split_is_drawn_from_the_models_shapes(client):
+    text = client.get("/embed/tp/split", params={"model": "llama-3.1-70b", "tp": 8}).text
+    # 64 query heads, 8 KV heads, head_dim 128 over 8 GPUs: 8 + 1 + 1 heads = 1,280 columns.
+    assert "8 Q heads + 1 K + 1 V head = 1,280 columns" in text
+    assert "8,192 × 28,672" in text  # SwiGLU gate and up: h × ffn
+    assert text.count('data-matrix="W_gate"') == 1 and text.count('data-matrix="W_up"') == 1
+    gpt3 = client.get("/embed/tp/split", params={"model": "gpt-3-175b", "tp": 4}).text
+    assert 'data-matrix="W_gate"' not in gpt3  # GPT-3's MLP has no gate
+
+
+def test_memory_page_and_api_honour_sp(client):
+    on = client.get("/api/memory", params={"tp": 8}).json()
+    off = client.get("/api/memory", params={"tp": 8, "sp": "false"}).json()
+    assert off["breakdown"]["activations"] > 2 * on["breakdown"]["activations"]
+    page = client.get("/episodes/memory", params={"tp": 8, "sp": "false"})
+    assert page.status_code == 200
+    assert 'name="sp"' in page.text
+    assert 'value="false" selected' in page.text

@@ -1,0 +1,108 @@
+"""EP04 in real Chromium against the real server: controls swap the split and the charts and
+push the URL, cases, drill, each diagram's embed alone."""
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.helpers import api_json, wait_drawn
+
+LESSON = "/episodes/tensor-parallel"
+
+
+def open_lesson(page, query: str = ""):
+    page.goto(LESSON + (f"?{query}" if query else ""))
+    wait_drawn(page)
+
+
+def strips(page, matrix: str) -> int:
+    return page.locator(f'#tp-split [data-matrix="{matrix}"] .tp-strip').count()
+
+
+def efficiency_line(page) -> list[float]:
+    """The 'This setup' line of the efficiency chart, as plotly holds it."""
+    return page.evaluate("""() => document.querySelector('#tp-efficiency').data
+        .find(t => t.name === 'This setup').y""")
+
+
+def test_first_load_draws_the_split_and_the_api_figures(page, live_server):
+    open_lesson(page)
+    body = api_json(live_server, "tp")
+    assert strips(page, "W_QKV") == 8 and strips(page, "W_down") == 8
+    line = efficiency_line(page)
+    assert line == pytest.approx([100 * r["step_efficiency"] for r in body["sweep"]], abs=0.01)
+    expect(page.locator(".verdict")).to_contain_text("92.0% efficient")
+    for chart in ("#tp-efficiency", "#tp-cost", "#tp-memory"):
+        assert page.locator(f"{chart} .main-svg").count() >= 1
+
+
+def test_tp_select_redraws_split_charts_and_url_then_back_restores(page, live_server):
+    open_lesson(page)
+    page.evaluate("window.__sameDocument = true")
+    page.locator("#input-tp").select_option("2")
+    page.wait_for_url("**tp=2**")
+    wait_drawn(page)
+    assert page.evaluate("window.__sameDocument") is True
+    assert strips(page, "W_QKV") == 2 and strips(page, "W_gate") == 2
+    body = api_json(live_server, "tp", "tp=2")
+    expected = f"{body['compute_s'] * 1e3:.2f} ms"
+    expect(page.locator('[data-testid="compute-ms"]')).to_have_text(expected)
+    page.go_back()
+    page.wait_for_url(lambda url: "tp=2" not in url)
+    # The URL changes first; wait for the restored state itself.
+    page.wait_for_function("() => document.querySelector('#tp-split').dataset.tp === '8'")
+    wait_drawn(page)
+    assert strips(page, "W_QKV") == 8
+
+
+def test_sequence_parallelism_switch_changes_collectives_and_memory(page, live_server):
+    open_lesson(page)
+    before = page.locator('[data-testid="memory-gb"]').inner_text()
+    page.locator("#input-sp").select_option("false")
+    page.wait_for_url("**sp=false**")
+    wait_drawn(page)
+    expect(page.locator("#tp-split")).to_have_attribute("data-sp", "false")
+    expect(page.locator('#tp-split .tp-badge[data-op="g"]').first).to_contain_text("fwd AR")
+    expect(page.locator(".tp-details")).to_contain_text("all-reduce the partial sums")
+    assert page.locator('[data-testid="memory-gb"]').inner_text() != before
+
+
+def test_good_and_bad_case_buttons(page):
+    open_lesson(page, "tp=2")
+    page.locator("[data-case=bad]").click()
+    page.wait_for_url("**inter_link=eth-25g**")
+    wait_drawn(page)
+    expect(page.locator(".verdict")).to_contain_text("slower than one GPU")
+    page.locator("[data-case=good]").click()
+    page.wait_for_url(lambda url: "eth-25g" not in url)
+    wait_drawn(page)
+    expect(page.locator(".verdict")).to_contain_text("92.0% efficient")
+
+
+def test_a_refused_tp_shows_its_message_and_keeps_the_diagram(page):
+    open_lesson(page)
+    page.locator("#input-gpus_per_node").fill("72")  # NVLink 4 joins 8 GPUs at most
+    expect(page.locator("#error-gpus_per_node")).to_contain_text("at most 8")
+    assert strips(page, "W_QKV") == 8
+
+
+def test_drill_rejects_then_accepts(page):
+    open_lesson(page)
+    drill = page.locator("form.drill")
+    drill.locator("input[name=answer]").fill("67.1")
+    drill.locator("button").click()
+    expect(page.locator(".drill-feedback")).to_contain_text("Hint")
+    page.locator("form.drill input[name=answer]").fill("117.4")
+    page.locator("form.drill button").click()
+    expect(page.locator(".drill-feedback")).to_contain_text("Right")
+
+
+def test_split_embeds_alone_and_charts_embed_alone(page):
+    page.goto("/embed/tp/split?model=llama-3.1-70b&tp=4")
+    expect(page.locator("#tp-split")).to_be_visible()
+    assert strips(page, "W_O") == 4
+    assert page.locator("script.figure").count() == 0
+    for name in ("efficiency", "cost", "memory"):
+        page.goto(f"/embed/tp/{name}?tp=4")
+        wait_drawn(page)
+        assert page.locator(f"#tp-{name} .main-svg").count() >= 1
+        assert page.locator("#tp-split").count() == 0

@@ -1,0 +1,184 @@
+"""EP04's engine pinned to CURRICULUM EP04's figures and to Megatron's counts.
+
+Seed figures (defaults: Llama 3.1 405B, which Meta trained with TP = 8 inside a node, Llama 3
+report arXiv:2407.21783 Table 4; H100 at 40% MFU; s = 4096, b = 1):
+- TP = 8 inside one NVLink 4 node ≈ 90% efficient;
+- TP = 8 across nodes on 25 Gb/s Ethernet is slower than one GPU.
+"""
+
+import pytest
+
+from labs.comm import ring
+from labs.compute import model_flops_per_token
+from labs.errors import LabInputError
+from labs.links import get_link
+from labs.memory import MemoryInput, compute_memory
+from labs.presets import get_gpu, get_model
+from labs.tensor_parallel import (
+    LAYER_COLLECTIVES,
+    Topology,
+    TPInput,
+    head_flops,
+    layer_flops,
+    tensor_parallel,
+    tp_cluster,
+)
+
+H100 = get_gpu("h100-sxm")
+L405 = get_model("llama-3.1-405b")
+L70 = get_model("llama-3.1-70b")
+
+
+def node(gpus_per_node=8, intra="nvlink-4", inter="ib-ndr"):
+    return Topology("cluster", cluster=tp_cluster(H100, gpus_per_node, intra, inter))
+
+
+def run(model=L405, topology=None, **kw):
+    return tensor_parallel(TPInput(model, H100, topology or node(), **kw))
+
+
+def test_seed_tp8_inside_an_nvlink_node_is_about_90_percent_efficient():
+    cost = run(tp=8).cost
+    assert cost.bottleneck == "nvlink-4"
+    assert cost.efficiency == pytest.approx(0.90, abs=0.03)
+    assert cost.step_efficiency == pytest.approx(0.90, abs=0.03)
+    assert 7 < cost.speedup < 8
+
+
+def test_seed_tp8_across_ethernet_nodes_is_slower_than_one_gpu():
+    cost = run(tp=8, topology=node(gpus_per_node=1, inter="eth-25g")).cost
+    assert cost.bottleneck == "eth-25g"
+    assert cost.speedup < 1
+    assert cost.step_s > cost.single_gpu_step_s
+
+
+@pytest.mark.parametrize("tp", [2, 4, 8])
+@pytest.mark.parametrize("sp", [False, True])
+def test_traffic_is_four_collectives_of_sbh_bf16_per_layer(tp, sp):
+    s, b = 4096, 2
+    result = run(tp=tp, sp=sp, seq_len=s, micro_batch=b)
+    size = s * b * L405.hidden * 2
+    assert result.collective_bytes == size
+    assert len(LAYER_COLLECTIVES) == 4
+    # A ring all-reduce sends 2(t-1)/t·S per GPU; with SP its reduce-scatter + all-gather
+    # send the same volume.
+    assert result.cost.comm_bytes == pytest.approx(4 * 2 * (tp - 1) / tp * size)
+    link = get_link("nvlink-4")
+    one = ring("all_reduce", size, tp, link.bandwidth, link.latency)
+    assert result.cost.comm_s == pytest.approx(4 * one)
+    assert result.collectives_per_layer == (8 if sp else 4)
+    # Per step: every layer's 4, plus the embedding's and the output layer's.
+    assert result.cost.step_comm_bytes == pytest.approx(
+        (4 * L405.layers + 2) * 2 * (tp - 1) / tp * size)
+
+
+def test_traffic_per_gpu_does_not_shrink_as_tp_grows():
+    result = run(tp=8)
+    by_t = {c.tp: c.comm_bytes for c in result.sweep}
+    assert by_t[2] < by_t[4] < by_t[8] < by_t[64] < 8 * result.collective_bytes
+
+
+def test_compute_per_gpu_divides_by_t_up_to_the_kv_heads():
+    s, b = 4096, 1
+    one = layer_flops(L405, s, b, 1)
+    for t in (2, 4, 8):
+        assert layer_flops(L405, s, b, t) == pytest.approx(one / t)
+    # Beyond 8 KV heads each GPU computes a replica of K and V: more than one t-th.
+    assert layer_flops(L405, s, b, 16) > one / 16
+
+
+def test_layers_and_head_add_up_to_the_shared_compute_model():
+    s = 4096
+    total = L405.layers * layer_flops(L405, s, 1) + head_flops(L405, s, 1)
+    final_norm = L405.hidden
+    assert total == pytest.approx(s * (model_flops_per_token(L405, s) - 6 * final_norm),
+                                  rel=1e-12)
+
+
+def test_compute_time_is_flops_at_the_mfu_of_the_bf16_peak():
+    cost = run(tp=1, mfu=0.5)
+    assert cost.cost.compute_s == pytest.approx(layer_flops(L405, 4096, 1) / (989.4e12 * 0.5))
+    assert cost.cost.comm_s == 0 and cost.cost.efficiency == 1
+
+
+def test_memory_is_the_ledger_and_state_divides_by_t():
+    one, eight = run(model=L70, tp=1).memory, run(model=L70, tp=8).memory
+    for key in ("weights", "gradients", "master_weights", "optimizer_moments"):
+        # The norms' gains are replicated on every GPU (0.01% of the weights).
+        assert eight.breakdown[key] == pytest.approx(one.breakdown[key] / 8, rel=2e-4)
+        assert eight.breakdown[key] > one.breakdown[key] / 8
+    ledger = compute_memory(MemoryInput(model=L70, gpu=H100, tp=8, sp=True))
+    assert eight.total_bytes == ledger.total_bytes
+
+
+def test_sequence_parallelism_divides_the_remaining_activations_by_t():
+    # Korthikanti et al. 2022 Table 2 (selective recomputation): 34sbh/t with SP,
+    # sbh(10 + 24/t) without.
+    s, h, t = 4096, L70.hidden, 8
+    with_sp = run(model=L70, tp=t, sp=True).memory.breakdown["activations"]
+    without = run(model=L70, tp=t, sp=False).memory.breakdown["activations"]
+    layers = L70.layers
+    assert with_sp == pytest.approx(layers * 34 * s * h / t)
+    assert without == pytest.approx(layers * s * h * (10 + 24 / t))
+
+
+def test_tp_beyond_the_kv_heads_is_refused_and_marked_in_the_sweep():
+    with pytest.raises(LabInputError) as err:
+        run(tp=16)
+    assert err.value.field == "tp" and "KV heads" in err.value.message
+    result = run(tp=8)
+    refused = {m.tp for m in result.memory_sweep if m.memory is None}
+    assert refused == {16, 32, 64}
+    assert [c.tp for c in result.sweep] == [1, 2, 4, 8, 16, 32, 64]
+
+
+def test_sweep_stops_at_a_links_domain_and_at_whole_heads():
+    result = run(tp=8)
+    assert max(c.tp for c in result.by_link["nvlink-4"]) == 8
+    assert max(c.tp for c in result.by_link["nvl72"]) == 64
+    gpt3 = run(model=get_model("gpt-3-175b"), tp=8)  # 96 heads: 64 does not divide them
+    assert max(c.tp for c in gpt3.sweep) == 32
+
+
+def test_a_scale_up_link_refuses_a_group_larger_than_its_domain():
+    with pytest.raises(LabInputError) as err:
+        run(model=get_model("gpt-3-175b"), tp=16,
+            topology=Topology("nvlink", link=get_link("nvlink-4")))
+    assert err.value.field == "tp"
+
+
+@pytest.mark.parametrize("model_id", ["mixtral-8x7b", "deepseek-v3"])
+def test_moe_and_mla_models_are_refused_naming_the_model(model_id):
+    with pytest.raises(LabInputError) as err:
+        run(model=get_model(model_id), tp=1)
+    assert err.value.field == "model"
+
+
+@pytest.mark.parametrize(("kw", "field"), [
+    ({"gpus_per_node": 16}, "gpus_per_node"),
+    ({"intra": "ib-ndr"}, "intra_link"),
+    ({"inter": "nvlink-4"}, "inter_link"),
+    ({"inter": "carrier-pigeon"}, "inter_link"),
+])
+def test_cluster_errors_name_their_control(kw, field):
+    with pytest.raises(LabInputError) as err:
+        node(**kw)
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize(("kw", "field"), [
+    ({"tp": 0}, "tp"), ({"tp": 128}, "tp"), ({"mfu": 0}, "mfu"), ({"mfu": 1.5}, "mfu"),
+    ({"seq_len": 0}, "seq_len"), ({"micro_batch": 0}, "micro_batch"),
+    ({"recompute": "some"}, "recompute"), ({"sp": "yes"}, "sp"),
+])
+def test_bad_inputs_name_their_field(kw, field):
+    with pytest.raises(LabInputError) as err:
+        run(**kw)
+    assert err.value.field == field
+
+
+def test_crossing_nodes_is_bounded_by_the_inter_node_link():
+    result = run(tp=8)
+    by_t = {c.tp: c for c in result.sweep}
+    assert by_t[8].bottleneck == "nvlink-4" and by_t[16].bottleneck == "ib-ndr"
+    assert by_t[16].efficiency < by_t[8].efficiency
