@@ -31,3 +31,10 @@ MAX_MICRO_BATCH = 1024
 MAX_DEGREE = 4096  # any one of TP, PP, CP, EP
 MAX_DP = 100_000
 MAX_WORLD = 1_000_000  # GPUs in one job; bounds every product of degrees
+
+# EP03 (ZeRO/FSDP): GPUs per node (an NVL72 rack is the largest scale-up domain among the link
+# presets), the host links optimizer offload can cross (labs/presets/links.json), and the DP
+# degrees the ZeRO lab always draws beside the chosen one.
+MAX_GPUS_PER_NODE = 72
+HOST_LINKS = ("pcie-4", "pcie-5")
+ZERO_DP_SHOWN = (1, 8, 64)
