@@ -162,6 +162,7 @@ class StageBar:
     zero: int
     breakdown: dict[str, float]
     total_bytes: float
+    host_bytes: float  # per GPU, in host RAM (optimizer offload)
 
     @property
     def state_bytes(self) -> float:
@@ -207,6 +208,8 @@ class OffloadPlan:
 
     gpu_bytes_without: float
     gpu_bytes_with: float
+    breakdown_without: dict[str, float]
+    breakdown_with: dict[str, float]
     host_bytes_per_gpu: float
     host_bytes_per_node: float
     pcie_down_bytes: float  # gradients to the host, per GPU per step
@@ -214,6 +217,7 @@ class OffloadPlan:
     pcie_seconds: float
     exposed_seconds: float
     pcie_bandwidth: float
+    download_hidden: bool  # the gradients reach the host within the backward pass
 
 
 @dataclass(frozen=True)
@@ -284,10 +288,12 @@ def offload_plan(inp: ZeroInput, backward_seconds: float) -> OffloadPlan:
     down_s, up_s = down / bandwidth, up / bandwidth
     return OffloadPlan(
         gpu_bytes_without=without.total_bytes, gpu_bytes_with=with_.total_bytes,
+        breakdown_without=dict(without.breakdown), breakdown_with=dict(with_.breakdown),
         host_bytes_per_gpu=with_.host_bytes,
         host_bytes_per_node=with_.host_bytes * inp.gpus_on_node,
         pcie_down_bytes=down, pcie_up_bytes=up, pcie_seconds=down_s + up_s,
-        exposed_seconds=max(0.0, down_s - backward_seconds) + up_s, pcie_bandwidth=bandwidth)
+        exposed_seconds=max(0.0, down_s - backward_seconds) + up_s, pcie_bandwidth=bandwidth,
+        download_hidden=down_s <= backward_seconds)
 
 
 def deepspeed_estimates(inp: ZeroInput) -> tuple[DeepSpeedEstimate, ...]:
@@ -308,7 +314,7 @@ def simulate_zero(inp: ZeroInput) -> ZeroResult:
     for d in shown_degrees(inp.dp):
         for stage in ZERO_STAGES:
             bill = compute_memory(inp.ledger_input(dp=d, zero=stage))
-            bars.append(StageBar(d, stage, dict(bill.breakdown), bill.total_bytes))
+            bars.append(StageBar(d, stage, dict(bill.breakdown), bill.total_bytes, bill.host_bytes))
     windows = compute_windows(inp, inp.recompute)
     baseline = sum(compute_windows(inp, "none"))
     rows = []
