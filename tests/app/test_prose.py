@@ -13,13 +13,17 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 
 from app.charts.units import fmt_bytes, fmt_count, fmt_pct
+from app.charts.zero import fmt_ms
 
 LESSONS = {  # page -> (API, chart ids a step may name)
     "/episodes/memory": ("/api/memory", {"memory-chart"}),
     "/episodes/pipeline": (
         "/api/pipeline", {"pipeline-gantt", "pipeline-activations", "pipeline-memory"}),
+    "/episodes/zero": ("/api/zero", {"zero-memory", "zero-traffic", "zero-overlap",
+                                     "zero-recompute", "zero-offload"}),
 }
 FORMATS = {"bytes": fmt_bytes, "count": fmt_count, "pct": fmt_pct, "": str}
+FORMATS["ms"] = fmt_ms  # EP03 quotes times
 
 
 class Steps(HTMLParser):
