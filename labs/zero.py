@@ -74,13 +74,14 @@ COLLECTIVES = {
         ("all_gather", "weights (backward)", "backward"),
         ("reduce_scatter", "gradients", "backward")),
 }
-# FSDP2 / DeviceMesh names beside ZeRO's (PyTorch FSDP docs, ShardingStrategy; fully_shard
-# with reshard_after_forward; a 2-D DeviceMesh (replicate, shard) for HSDP).
+# FSDP2 / DeviceMesh names beside ZeRO's (PyTorch FSDP docs, ShardingStrategy; FSDP2's
+# fully_shard with reshard_after_forward; HYBRID_SHARD = a 2-D DeviceMesh (replicate, shard),
+# ZeRO-3 inside a node and replicas across nodes).
 FSDP_NAMES = {
-    0: "DDP (NO_SHARD)",
-    1: "no FSDP equivalent (optimizer only: ZeroRedundancyOptimizer)",
-    2: "SHARD_GRAD_OP (fully_shard, reshard_after_forward=False)",
-    3: "FULL_SHARD (fully_shard); HYBRID_SHARD = FULL_SHARD in a node + replicas across",
+    0: "NO_SHARD (DDP)",
+    1: "none (ZeroRedundancyOptimizer)",
+    2: "SHARD_GRAD_OP",
+    3: "FULL_SHARD",
 }
 
 

@@ -26,6 +26,12 @@ def fmt_ms(seconds: float) -> str:
     return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:,.1f} ms" if ms >= 10 else f"{ms:,.2f} ms"
 
 
+def _unit_only(axis: dict) -> dict:
+    """An axis titled by its unit alone (its bars are per GPU and per node)."""
+    axis["title"] = {"text": axis["title"]["text"].split()[0]}
+    return axis
+
+
 def _legend_below() -> dict:
     return {"orientation": "h", "y": -0.18, "x": 0, "yanchor": "top"}
 
@@ -196,7 +202,7 @@ def recompute_figure(result) -> dict:
 def offload_figure(result) -> dict:
     """Optimizer offload: the GPU's bill without and with it, and what lands in host RAM."""
     inp, off = result.input, result.offload
-    x = ["GPU, no offload", "GPU, offload", "Host RAM per node"]
+    x = ["GPU, no offload", "GPU, offload", "Host, per node"]
     per_node = inp.gpus_on_node
     without, with_ = off.breakdown_without, off.breakdown_with
     data = []
@@ -221,7 +227,7 @@ def offload_figure(result) -> dict:
         "data": data,
         "layout": base_layout(
             barmode="stack", bargap=0.35, legend=_legend_below(),
-            yaxis=gb_axis(top, per="per GPU or per node"), xaxis={"fixedrange": True},
+            yaxis=_unit_only(gb_axis(top)), xaxis={"fixedrange": True, "tickangle": 0},
             **gpu_memory_line(gpu / 1e9, f"{short_gpu_name(inp.gpu.name)}: {fmt_bytes(gpu)}"),
         ),
         "summary": (
