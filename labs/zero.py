@@ -47,6 +47,7 @@ from labs.deepspeed_estimate import (
 from labs.errors import LabInputError
 from labs.layout import whole
 from labs.limits import (
+    ACTIVATION_MODELS,
     HOST_LINKS,
     MAX_DP,
     MAX_GPUS_PER_NODE,
@@ -99,6 +100,7 @@ class ZeroInput:
     micro_batch: int = 1
     recompute: str = "selective"
     host_link: str = "pcie-5"  # the GPU's link to host RAM, for offload
+    activation_model: str = "classic"  # EP01's: Korthikanti's 34·s·b·h or Megatron's estimate
 
     def __post_init__(self) -> None:  # one check per control, in page order
         if not isinstance(self.model, ModelSpec):
@@ -124,6 +126,9 @@ class ZeroInput:
         if self.recompute not in RECOMPUTE:
             raise LabInputError("recompute", "recomputation must be 'none', 'selective' or "
                                              f"'full' (got {self.recompute!r})")
+        if self.activation_model not in ACTIVATION_MODELS:
+            raise LabInputError("activation_model", "the activation model must be 'classic' or "
+                                                    f"'megatron' (got {self.activation_model!r})")
         if self.host_link not in HOST_LINKS:
             raise LabInputError("host_link", f"the host link must be one of "
                                              f"{', '.join(HOST_LINKS)}")
@@ -152,7 +157,8 @@ class ZeroInput:
         fields = {"dp": self.dp, "zero": self.zero, "recompute": self.recompute,
                   "offload": self.offload, **changes}
         return MemoryInput(model=self.model, gpu=self.gpu, mode="train", recipe=self.recipe,
-                           seq_len=self.seq_len, micro_batch=self.micro_batch, **fields)
+                           seq_len=self.seq_len, micro_batch=self.micro_batch,
+                           activation_model=self.activation_model, **fields)
 
 
 @dataclass(frozen=True)

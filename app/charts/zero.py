@@ -11,7 +11,7 @@ SHOWN = ("weights", "gradients", "master_weights", "optimizer_moments", "activat
 TRANSFERS = {  # (collective, what it moves) -> (label, colour)
     ("all_reduce", "gradients"): ("All-reduce of gradients", "#4c78a8"),
     ("reduce_scatter", "gradients"): ("Reduce-scatter of gradients", "#f58518"),
-    ("all_gather", "weights"): ("All-gather of updated weights", "#54a24b"),
+    ("all_gather", "weights"): ("All-gather of updated weights", "#72b7b2"),
     ("all_gather", "weights (forward)"): ("All-gather of weights, forward", "#54a24b"),
     ("all_gather", "weights (backward)"): ("All-gather of weights, backward", "#88d27a"),
 }

@@ -21,6 +21,7 @@ from app.routers.memory import DEFAULT_MODEL, RECIPE_LABELS
 from app.schemas import ZeroAnswer
 from labs.errors import LabInputError
 from labs.limits import (
+    ACTIVATION_MODELS,
     HOST_LINKS,
     MAX_DP,
     MAX_GPUS_PER_NODE,
@@ -66,6 +67,9 @@ class ZeroQuery(BaseModel):
     micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per micro-batch.")
     recompute: Literal[RECOMPUTE] = Field(
         "selective", description="Activation recomputation (Korthikanti et al. 2022).")
+    activation_model: Literal[ACTIVATION_MODELS] = Field(
+        "classic", description="Activations per layer: classic (Korthikanti's 34·s·b·h) or "
+        "megatron (Megatron-LM's estimate, from the model's FFN width).")
 
 
 def is_custom(query: ZeroQuery) -> bool:
@@ -86,7 +90,7 @@ def run(query: ZeroQuery) -> ZeroResult:
         model=model, gpu=get_gpu(query.gpu), recipe=query.recipe, dp=query.dp, zero=query.zero,
         offload=query.offload, gpus_per_node=query.gpus_per_node, link=query.link,
         host_link=query.host_link, seq_len=query.seq_len, micro_batch=query.micro_batch,
-        recompute=query.recompute))
+        recompute=query.recompute, activation_model=query.activation_model))
 
 
 def _bytes(breakdown: dict) -> dict:
@@ -223,7 +227,7 @@ VIEW = LabView(
         "dp": "DP degree D", "zero": "ZeRO stage", "offload": "Optimizer offload",
         "gpus_per_node": "GPUs per node", "link": "Link", "host_link": "Host link",
         "seq_len": "Sequence length", "micro_batch": "Micro-batch",
-        "recompute": "Recomputation",
+        "recompute": "Recomputation", "activation_model": "Activation model",
     },
     response_model=ZeroAnswer,
     embed_height=1600,

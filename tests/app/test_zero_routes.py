@@ -35,6 +35,15 @@ def test_api_fields_the_issue_names(client):
         LLAMA_70B_PARAMS * 4 * 32 * 1.5)
 
 
+def test_api_activation_model_reaches_the_ledger(client):
+    classic = client.get("/api/zero").json()["breakdown"]["activations"]
+    megatron = client.get("/api/zero", params={"activation_model": "megatron"}).json()
+    ledger = client.get("/api/memory", params={"dp": 32, "zero": 3,
+                                               "activation_model": "megatron"}).json()
+    assert megatron["breakdown"]["activations"] == ledger["breakdown"]["activations"]
+    assert megatron["breakdown"]["activations"] != classic
+
+
 def test_api_zero3_traffic_is_one_and_a_half_zero0(client):
     z0 = client.get("/api/zero", params={"zero": 0}).json()
     z3 = client.get("/api/zero", params={"zero": 3}).json()
@@ -67,6 +76,7 @@ def test_api_stage_bars_follow_the_formulas(client, recipe, per_param):
     ({"seq_len": 0}, "seq_len"),
     ({"micro_batch": "many"}, "micro_batch"),
     ({"recompute": "some"}, "recompute"),
+    ({"activation_model": "guess"}, "activation_model"),
     ({"model": "custom"}, "params"),
     ({"params": "1e20"}, "params"),
 ])

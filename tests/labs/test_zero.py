@@ -167,6 +167,7 @@ def test_deepspeed_differs_from_the_lab_by_the_named_terms():
     ({"seq_len": 0}, "seq_len"),
     ({"micro_batch": 0}, "micro_batch"),
     ({"recompute": "some"}, "recompute"),
+    ({"activation_model": "guess"}, "activation_model"),
     ({"host_link": "ib-ndr"}, "host_link"),
 ])
 def test_bad_input_names_its_field(kwargs, field):
