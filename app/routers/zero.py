@@ -177,7 +177,8 @@ def facts() -> dict:
         "full": state(dp=32, zero=3, recompute="full"),
         "small_full": state(model="llama-3.1-8b", dp=8, zero=3, recompute="full"),
         "offload": state(dp=32, zero=3, offload=True),
-        "offload_z0": state(dp=32, zero=0, offload=True, host_link="pcie-4"),
+        "offload_one": state(model="llama-3.1-8b", dp=1, zero=2, offload=True,
+                             host_link="pcie-4"),
         "ds_offload": state(dp=32, zero=3, offload=True, recompute="full"),
     }
 

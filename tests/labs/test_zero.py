@@ -174,3 +174,18 @@ def test_bad_input_names_its_field(kwargs, field):
     with pytest.raises(LabInputError) as err:
         ZeroInput(model=L70, gpu=H100, **kwargs)
     assert err.value.field == field
+
+
+def test_offload_on_one_gpu_fits_but_stops_hiding():
+    # ZeRO-Offload's single-GPU case: 8B fits once its 12 B/param optimizer is in host RAM,
+    # but 2 B/param of gradients down PCIe 4.0 (32 GB/s) outlast the backward pass.
+    l8 = get_model("llama-3.1-8b")
+    plain = run(model=l8, dp=1, zero=2)
+    result = run(model=l8, dp=1, zero=2, offload=True, host_link="pcie-4")
+    assert not plain.fits and result.fits
+    assert result.offload.host_bytes_per_node == pytest.approx(12 * l8.params, rel=REL)
+    assert result.offload.pcie_seconds == pytest.approx(4 * l8.params / 32e9, rel=REL)
+    assert not result.offload.download_hidden
+    assert result.step_seconds > 1.5 * result.compute_seconds
+    hidden = run(dp=32, zero=3, offload=True).offload
+    assert hidden.download_hidden
