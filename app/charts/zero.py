@@ -4,6 +4,7 @@ activation checkpointing, optimizer offload. Plain dicts; EP01's colours for the
 from app.charts import base_layout, gpu_memory_line, short_gpu_name
 from app.charts.memory import COMPONENTS
 from app.charts.units import fmt_bytes, gb_axis
+from labs.links import get_link
 
 STAGE_NAMES = {0: "ZeRO-0", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
 SHOWN = ("weights", "gradients", "master_weights", "optimizer_moments", "activations",
@@ -116,7 +117,8 @@ def traffic_figure(result) -> dict:
         ),
         "summary": (
             f"Wire traffic per GPU per step over {inp.dp:,} replicas on "
-            f"{result.cluster.name}: ZeRO-0, 1 and 2 send {fmt_bytes(plain)} each, ZeRO-3 "
+            f"{get_link(inp.link).name} ({inp.gpus_per_node} GPUs per node): ZeRO-0, 1 and 2 "
+            f"send {fmt_bytes(plain)} each, ZeRO-3 "
             f"{fmt_bytes(full)} ({ratio}); time on the link is printed over each bar"
         ),
     }
