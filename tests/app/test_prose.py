@@ -21,6 +21,7 @@ LESSONS = {  # page -> (API, chart ids a step may name)
         "/api/pipeline", {"pipeline-gantt", "pipeline-activations", "pipeline-memory"}),
     "/episodes/zero": ("/api/zero", {"zero-memory", "zero-traffic", "zero-overlap",
                                      "zero-recompute", "zero-offload"}),
+    "/episodes/data-parallel": ("/api/dp", {"dp-scaling", "dp-time", "dp-replica"}),
 }
 FORMATS = {"bytes": fmt_bytes, "count": fmt_count, "pct": fmt_pct, "": str}
 FORMATS["ms"] = fmt_ms  # EP03 quotes times
