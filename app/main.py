@@ -10,6 +10,7 @@ from app import assets, docs
 from app.routers import context_parallel as context_parallel_router
 from app.routers import data_parallel, home, memory, pipeline, presets, tensor_parallel
 from app.routers import moe as moe_lab
+from app.routers import zero as zero_lab
 from app.timing import ServerTimingMiddleware
 
 DESCRIPTION = """
@@ -45,6 +46,7 @@ def create_app() -> FastAPI:
     app.include_router(memory.router)
     app.include_router(pipeline.router)
     app.include_router(tensor_parallel.router)
+    app.include_router(zero_lab.router)
     app.include_router(data_parallel.router)
     app.include_router(moe_lab.router)
     app.include_router(context_parallel_router.router)

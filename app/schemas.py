@@ -285,3 +285,75 @@ class CPAnswer(BaseModel):
     activation_bytes_per_gpu: float = Field(description="Activations of all layers on one "
                                                         "GPU (selective recomputation).")
     activation_bytes_no_cp: float
+class ZeroStageBar(BaseModel):
+    dp: int
+    zero: int
+    state_bytes: int
+    total_bytes: int
+    breakdown: dict[str, int]
+class ZeroTransfer(BaseModel):
+    collective: str
+    moves: str
+    phase: Literal["forward", "backward"] = Field(description="The pass it hides behind.")
+    bytes: int = Field(description="Bytes each GPU sends per step.")
+    seconds: float
+    algorithm: str
+class ZeroTraffic(BaseModel):
+    zero: int
+    bytes: int = Field(description="Wire bytes per GPU per step.")
+    seconds: float = Field(description="Time on the link per step.")
+    exposed_seconds: float = Field(description="Part that does not hide behind compute.")
+    hidden_seconds: float
+    ratio_to_zero0: float | None
+    transfers: list[ZeroTransfer]
+class ZeroRecompute(BaseModel):
+    recompute: str
+    activation_bytes: int
+    total_bytes: int
+    compute_seconds: float
+    extra_compute: float = Field(description="Compute over no recomputation, as a fraction.")
+    fits: bool
+class ZeroOffload(BaseModel):
+    gpu_bytes_without: int
+    gpu_bytes_with: int
+    host_bytes_per_gpu: int
+    host_bytes_per_node: int
+    pcie_bytes: int = Field(description="Gradients down and weights up, per GPU per step.")
+    pcie_seconds: float
+    exposed_seconds: float
+    download_hidden: bool
+class DeepSpeedColumn(BaseModel):
+    gpu_bytes: int = Field(description="DeepSpeed's estimate per GPU.")
+    cpu_bytes_per_node: int = Field(description="DeepSpeed's estimate of CPU RAM per node.")
+    largest_layer_params: int
+    num_gpus_per_node: int
+    num_nodes: int
+class ZeroAnswer(BaseModel):
+    model_name: str
+    recipe: str
+    params: int
+    bytes_per_param: float
+    dp: int
+    zero: int
+    offload: bool
+    nodes: int
+    cluster: str
+    fsdp_name: str = Field(description="PyTorch FSDP's name for this ZeRO stage.")
+    breakdown: dict[str, int] = Field(description="Bytes per GPU, by component.")
+    total_bytes: int = Field(description="Bytes per GPU, every component.")
+    state_bytes: int = Field(description="Weights, gradients and optimizer state per GPU.")
+    gpu_memory_bytes: int
+    fits: bool
+    traffic_bytes: int = Field(description="Wire bytes per GPU per step at this stage.")
+    traffic_seconds: float
+    exposed_seconds: float
+    compute_seconds: float
+    step_seconds: float
+    mfu: float
+    host_bytes_per_node: int = Field(description="Host RAM per node (optimizer offload).")
+    stages: list[ZeroStageBar]
+    traffic: list[ZeroTraffic]
+    recompute: list[ZeroRecompute]
+    offload_plan: ZeroOffload
+    deepspeed: dict[str, DeepSpeedColumn] = Field(
+        description="DeepSpeed's estimators for stages 2 and 3 (keys stage2, stage3).")

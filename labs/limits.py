@@ -71,3 +71,9 @@ __all__ += ["CP_LAYOUTS", "MAX_CP", "MAX_CP_TOKENS"]
 CP_LAYOUTS = ("contiguous", "zigzag", "allgather", "ulysses")
 MAX_CP_TOKENS = 64
 MAX_CP = 64
+# EP03 (ZeRO/FSDP): GPUs per node (an NVL72 rack is the largest scale-up domain among the link
+# presets), the host links optimizer offload can cross (labs/presets/links.json), and the DP
+# degrees the ZeRO lab always draws beside the chosen one.
+MAX_GPUS_PER_NODE = 72
+HOST_LINKS = ("pcie-4", "pcie-5")
+ZERO_DP_SHOWN = (1, 8, 64)

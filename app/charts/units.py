@@ -96,6 +96,6 @@ def _decimals(step: float) -> int:
 
 def fmt_ms(seconds: float) -> str:
     """Seconds as pages show them: milliseconds, three significant figures (0.0076 -> "7.60
-    ms"). EP07's times; the same rule as EP03's."""
+    ms"), for every lab that quotes times."""
     ms = seconds * 1e3
     return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:,.1f} ms" if ms >= 10 else f"{ms:,.2f} ms"

@@ -20,6 +20,8 @@ LESSONS = {  # page -> (API, chart ids a step may name)
         "/api/pipeline", {"pipeline-gantt", "pipeline-activations", "pipeline-memory"}),
     "/episodes/tensor-parallel": (
         "/api/tp", {"tp-split", "tp-efficiency", "tp-cost", "tp-memory"}),
+    "/episodes/zero": ("/api/zero", {"zero-memory", "zero-traffic", "zero-overlap",
+                                     "zero-recompute", "zero-offload"}),
     "/episodes/data-parallel": ("/api/dp", {"dp-scaling", "dp-time", "dp-replica"}),
     "/episodes/context-parallel": ("/api/cp", {"cp-mask", "cp-pairs", "cp-cost"}),
 }

@@ -11,6 +11,7 @@ from tests.browser.helpers import wait_drawn
 
 LESSONS = ["/episodes/memory", "/episodes/pipeline"]
 LESSONS.append("/episodes/tensor-parallel")  # EP04
+LESSONS += ["/episodes/zero"]  # EP03
 LESSONS += ["/episodes/data-parallel"]
 LESSONS.append("/episodes/experts")  # EP07
 LESSONS += ["/episodes/context-parallel"]  # EP06

@@ -1,0 +1,236 @@
+"""EP03's diagrams: memory per GPU by ZeRO stage and DP degree, wire traffic and its hiding,
+activation checkpointing, optimizer offload. Plain dicts; EP01's colours for the ledger."""
+
+from app.charts import base_layout, gpu_memory_line, short_gpu_name
+from app.charts.memory import COMPONENTS
+from app.charts.units import fmt_bytes, fmt_ms, gb_axis
+from labs.links import get_link
+
+STAGE_NAMES = {0: "ZeRO-0", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
+SHOWN = ("weights", "gradients", "master_weights", "optimizer_moments", "activations",
+         "embedding_and_logits")
+TRANSFERS = {  # (collective, what it moves) -> (label, colour)
+    ("all_reduce", "gradients"): ("All-reduce of gradients", "#4c78a8"),
+    ("reduce_scatter", "gradients"): ("Reduce-scatter of gradients", "#f58518"),
+    ("all_gather", "weights"): ("All-gather of updated weights", "#72b7b2"),
+    ("all_gather", "weights (forward)"): ("All-gather of weights, forward", "#54a24b"),
+    ("all_gather", "weights (backward)"): ("All-gather of weights, backward", "#88d27a"),
+}
+COMPUTE_COLOUR = "#bab0ac"
+EXPOSED_COLOUR = "#e45756"
+ACCENT = "#1d2330"
+
+
+def _unit_only(axis: dict) -> dict:
+    """An axis titled by its unit alone (its bars are per GPU and per node)."""
+    axis["title"] = {"text": axis["title"]["text"].split()[0]}
+    return axis
+
+
+def _legend_below() -> dict:
+    return {"orientation": "h", "y": -0.18, "x": 0, "yanchor": "top"}
+
+
+def memory_figure(result) -> dict:
+    """Stacked bars (EP01's components) for each shown DP degree x ZeRO stage, on a two-level
+    category axis, against the GPU's memory line; the chosen plan's bar is outlined."""
+    inp = result.input
+    bars = result.bars
+    outer = [f"D = {b.dp:,}" for b in bars]
+    inner = [STAGE_NAMES[b.zero].replace("ZeRO-", "Z") for b in bars]
+    chosen = [b.dp == inp.dp and b.zero == inp.zero for b in bars]
+    top = max(max(b.total_bytes for b in bars), result.gpu_memory_bytes)
+    data = []
+    for key in SHOWN:
+        label, colour = COMPONENTS[key]
+        values = [b.breakdown.get(key, 0.0) for b in bars]
+        if not any(values):
+            continue
+        data.append({
+            "type": "bar", "name": label, "x": [outer, inner],
+            "y": [round(v / 1e9, 3) for v in values],
+            "marker": {"color": colour, "line": {"color": ACCENT,
+                                                 "width": [2 if c else 0 for c in chosen]}},
+            "customdata": [fmt_bytes(v) for v in values],
+            "hovertemplate": f"{label}: %{{customdata}}<extra>%{{x}}</extra>",
+        })
+    gpu = result.gpu_memory_bytes
+    gpu_name = short_gpu_name(inp.gpu.name)
+    chosen_bar = next(b for b, c in zip(bars, chosen, strict=True) if c)
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="stack", bargap=0.15, legend=_legend_below(),
+            margin={"l": 52, "r": 8, "t": 8, "b": 40},
+            yaxis=gb_axis(top * 1.1),
+            xaxis={"type": "multicategory", "fixedrange": True, "tickfont": {"size": 10}},
+            **gpu_memory_line(gpu / 1e9, f"{gpu_name}: {fmt_bytes(gpu)}"),
+        ),
+        "summary": (
+            f"Per-GPU memory by ZeRO stage at D = 1, 8, 64 and {inp.dp:,}: the chosen plan, "
+            f"{STAGE_NAMES[inp.zero]} on {inp.dp:,} GPUs, holds {fmt_bytes(chosen_bar.state_bytes)}"
+            f" of state and {fmt_bytes(chosen_bar.total_bytes)} in all against the {gpu_name}'s "
+            f"{fmt_bytes(gpu)}; activations are the same in every bar"
+        ),
+    }
+
+
+def traffic_figure(result) -> dict:
+    """Wire bytes per GPU per step for each stage, stacked by collective."""
+    rows = result.traffic
+    x = [STAGE_NAMES[r.zero] for r in rows]
+    data = []
+    for (kind, moves), (label, colour) in TRANSFERS.items():
+        values = []
+        for row in rows:
+            match = [t for t in row.transfers if (t.collective, t.moves) == (kind, moves)]
+            values.append(match[0].bytes_per_gpu if match else 0.0)
+        if not any(values):
+            continue
+        data.append({
+            "type": "bar", "name": label, "x": x, "y": [round(v / 1e9, 3) for v in values],
+            "marker": {"color": colour}, "customdata": [fmt_bytes(v) for v in values],
+            "hovertemplate": f"{label}: %{{customdata}}<extra></extra>",
+        })
+    top = max(r.bytes_per_gpu for r in rows)
+    data.append({
+        "type": "scatter", "mode": "text", "x": x,
+        "y": [round(r.bytes_per_gpu / 1e9, 3) for r in rows],
+        "text": [fmt_ms(r.seconds) for r in rows], "textposition": "top center",
+        "showlegend": False, "hoverinfo": "skip",
+    })
+    inp = result.input
+    plain, full = rows[0].bytes_per_gpu, rows[3].bytes_per_gpu
+    ratio = f"{full / plain:.2f}x" if plain else "no traffic on one GPU"
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="stack", bargap=0.35, legend=_legend_below(),
+            yaxis=gb_axis(max(top, 1e9) * 1.2, per="per GPU per step"),
+            xaxis={"fixedrange": True},
+        ),
+        "summary": (
+            f"Wire traffic per GPU per step over {inp.dp:,} replicas on "
+            f"{get_link(inp.link).name} ({inp.gpus_per_node} GPUs per node): ZeRO-0, 1 and 2 "
+            f"send {fmt_bytes(plain)} each, ZeRO-3 "
+            f"{fmt_bytes(full)} ({ratio}); time on the link is printed over each bar"
+        ),
+    }
+
+
+def overlap_figure(result) -> dict:
+    """Step time per stage: compute, plus the communication that does not hide behind it."""
+    rows = result.traffic
+    x = [STAGE_NAMES[r.zero] for r in rows]
+    compute = result.compute_seconds
+    data = [
+        {"type": "bar", "name": "Compute (forward + backward)", "x": x,
+         "y": [round(compute * 1e3, 3)] * len(rows), "marker": {"color": COMPUTE_COLOUR},
+         "hovertemplate": f"Compute: {fmt_ms(compute)}<extra></extra>"},
+        {"type": "bar", "name": "Exposed communication", "x": x,
+         "y": [round(r.exposed_seconds * 1e3, 3) for r in rows],
+         "marker": {"color": EXPOSED_COLOUR}, "customdata": [fmt_ms(r.exposed_seconds)
+                                                              for r in rows],
+         "hovertemplate": "Exposed: %{customdata}<extra></extra>"},
+        {"type": "scatter", "mode": "markers", "name": "Communication on the link", "x": x,
+         "y": [round(r.seconds * 1e3, 3) for r in rows],
+         "marker": {"symbol": "diamond", "size": 11, "color": ACCENT},
+         "customdata": [fmt_ms(r.seconds) for r in rows],
+         "hovertemplate": "On the link: %{customdata}<extra></extra>"},
+    ]
+    top = max(max(compute + r.exposed_seconds, r.seconds) for r in rows) * 1e3
+    chosen = result.chosen_traffic
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="stack", bargap=0.35, legend=_legend_below(),
+            yaxis={"title": {"text": "ms per step"}, "range": [0, top * 1.15],
+                   "gridcolor": "#e6e9ef", "fixedrange": True},
+            xaxis={"fixedrange": True},
+        ),
+        "summary": (
+            f"{STAGE_NAMES[result.input.zero]}: {fmt_ms(chosen.seconds)} on the link against "
+            f"{fmt_ms(compute)} of compute; {fmt_ms(chosen.exposed_seconds)} is exposed, so a "
+            f"step takes {fmt_ms(result.step_seconds)}"
+        ),
+    }
+
+
+def recompute_figure(result) -> dict:
+    """Memory per GPU for each recomputation mode (state + activations), with the compute
+    each costs over none."""
+    rows = result.recompute
+    x = [r.recompute for r in rows]
+    state = result.state_bytes
+    data = [
+        {"type": "bar", "name": "State on the GPU", "x": x,
+         "y": [round((r.total_bytes - r.activation_bytes) / 1e9, 3) for r in rows],
+         "marker": {"color": COMPONENTS["master_weights"][1]},
+         "hovertemplate": f"State: {fmt_bytes(state)}<extra></extra>"},
+        {"type": "bar", "name": "Activations", "x": x,
+         "y": [round(r.activation_bytes / 1e9, 3) for r in rows],
+         "marker": {"color": COMPONENTS["activations"][1]},
+         "text": [f"+{100 * r.extra_compute:.0f}% compute" for r in rows],
+         "textposition": "outside", "cliponaxis": False,
+         "customdata": [fmt_bytes(r.activation_bytes) for r in rows],
+         "hovertemplate": "Activations: %{customdata}<extra></extra>"},
+    ]
+    gpu = result.gpu_memory_bytes
+    top = max(max(r.total_bytes for r in rows), gpu) * 1.15
+    chosen = next(r for r in rows if r.recompute == result.input.recompute)
+    full = rows[-1]
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="stack", bargap=0.35, legend=_legend_below(), yaxis=gb_axis(top),
+            xaxis={"fixedrange": True},
+            **gpu_memory_line(gpu / 1e9, f"{short_gpu_name(result.input.gpu.name)}: "
+                                         f"{fmt_bytes(gpu)}"),
+        ),
+        "summary": (
+            f"With {chosen.recompute} recomputation a GPU holds {fmt_bytes(chosen.total_bytes)}"
+            f"; full recomputation brings it to {fmt_bytes(full.total_bytes)} for "
+            f"+{100 * full.extra_compute:.0f}% compute"
+        ),
+    }
+
+
+def offload_figure(result) -> dict:
+    """Optimizer offload: the GPU's bill without and with it, and what lands in host RAM."""
+    inp, off = result.input, result.offload
+    x = ["GPU, no offload", "GPU, offload", "Host, per node"]
+    per_node = inp.gpus_on_node
+    without, with_ = off.breakdown_without, off.breakdown_with
+    data = []
+    for key in SHOWN:
+        label, colour = COMPONENTS[key]
+        host = 0.0
+        if key in ("master_weights", "optimizer_moments"):
+            host = without[key] * per_node
+        values = [without[key], with_[key], host]
+        if not any(values):
+            continue
+        data.append({
+            "type": "bar", "name": label, "x": x, "y": [round(v / 1e9, 3) for v in values],
+            "marker": {"color": colour}, "customdata": [fmt_bytes(v) for v in values],
+            "hovertemplate": f"{label}: %{{customdata}}<extra></extra>",
+        })
+    gpu = result.gpu_memory_bytes
+    top = max(off.gpu_bytes_without, off.host_bytes_per_node, gpu) * 1.12
+    hides = ("hides behind the backward pass" if off.download_hidden
+             else "no longer hides behind the backward pass")
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="stack", bargap=0.35, legend=_legend_below(),
+            yaxis=_unit_only(gb_axis(top)), xaxis={"fixedrange": True, "tickangle": 0},
+            **gpu_memory_line(gpu / 1e9, f"{short_gpu_name(inp.gpu.name)}: {fmt_bytes(gpu)}"),
+        ),
+        "summary": (
+            f"Offload moves {fmt_bytes(off.host_bytes_per_gpu)} per GPU to the host, "
+            f"{fmt_bytes(off.host_bytes_per_node)} per node of {per_node} GPUs; the GPU drops "
+            f"from {fmt_bytes(off.gpu_bytes_without)} to {fmt_bytes(off.gpu_bytes_with)}. "
+            f"PCIe carries {fmt_bytes(off.pcie_down_bytes + off.pcie_up_bytes)} per step "
+            f"({fmt_ms(off.pcie_seconds)}); the gradient download {hides}"
+        ),
+    }

@@ -1,0 +1,270 @@
+"""EP03 Sharding state, ZeRO and FSDP: page, embeds and JSON for the ZeRO lab."""
+
+from functools import lru_cache
+from typing import Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.charts.zero import (
+    STAGE_NAMES,
+    memory_figure,
+    offload_figure,
+    overlap_figure,
+    recompute_figure,
+    traffic_figure,
+)
+from app.episodes import BY_SLUG
+from app.labkit import Case, Diagram, Drill, LabView, register
+from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
+from app.routers.memory import DEFAULT_MODEL, RECIPE_LABELS
+from app.schemas import ZeroAnswer
+from labs.errors import LabInputError
+from labs.limits import (
+    ACTIVATION_MODELS,
+    HOST_LINKS,
+    MAX_DP,
+    MAX_GPUS_PER_NODE,
+    MAX_MICRO_BATCH,
+    MAX_SEQ_LEN,
+    RECOMPUTE,
+    TRAIN_RECIPES,
+)
+from labs.links import links
+from labs.presets import custom_model, get_gpu, get_model
+from labs.zero import FSDP_NAMES, MFU, ZeroInput, ZeroResult, simulate_zero
+
+router = APIRouter()
+
+DP_OPTIONS = tuple(2**k for k in range(0, 11))  # 1 ... 1,024 replicas
+GPUS_PER_NODE_OPTIONS = (1, 2, 4, 8, 72)
+
+
+class ZeroQuery(BaseModel):
+    """The controls of the ZeRO lab; every size is bounded so no request is costly."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = Field(
+        None, max_length=64, description=f"Model preset id (GET /api/models), or 'custom' with "
+        f"params. Default {DEFAULT_MODEL}, or custom when only params is given.")
+    params: float | None = Field(
+        None, ge=1e6, le=1e14,
+        description="Parameter count of a custom dense model (e.g. 7e9); implies model=custom.")
+    gpu: str = Field("h100-sxm", max_length=64, description="GPU preset id (GET /api/gpus).")
+    recipe: Literal[TRAIN_RECIPES] = Field(
+        "adam16", description="Training recipe: 16 B/param (bf16 grads) or 18 B/param (fp32).")
+    dp: int = Field(32, ge=1, le=MAX_DP, description="Data-parallel degree D (GPUs sharding).")
+    zero: int = Field(3, ge=0, le=3, description="ZeRO stage (0 = plain data parallelism).")
+    offload: bool = Field(False, description="Optimizer (CPU Adam) offload to host RAM.")
+    gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE,
+                               description="GPUs per node (the DP group fills whole nodes).")
+    link: str = Field("ib-ndr", max_length=64,
+                      description="The link under test (labs/presets/links.json ids): a "
+                      "scale-out link joins the nodes, a scale-up link the GPUs of one node.")
+    host_link: Literal[HOST_LINKS] = Field("pcie-5", description="GPU-host link for offload.")
+    seq_len: int = Field(4096, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
+    micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per micro-batch.")
+    recompute: Literal[RECOMPUTE] = Field(
+        "selective", description="Activation recomputation (Korthikanti et al. 2022).")
+    activation_model: Literal[ACTIVATION_MODELS] = Field(
+        "classic", description="Activations per layer: classic (Korthikanti's 34·s·b·h) or "
+        "megatron (Megatron-LM's estimate, from the model's FFN width).")
+
+
+def is_custom(query: ZeroQuery) -> bool:
+    return query.model == "custom" or (query.model is None and query.params is not None)
+
+
+def run(query: ZeroQuery) -> ZeroResult:
+    if is_custom(query):
+        if query.params is None:
+            raise LabInputError("params", "a custom model needs a parameter count, e.g. 7e9")
+        model = custom_model(int(query.params))
+    else:
+        if query.params is not None:
+            raise LabInputError(
+                "params", "params sets a custom model's size: choose model=custom or clear it")
+        model = get_model(query.model or DEFAULT_MODEL)
+    return simulate_zero(ZeroInput(
+        model=model, gpu=get_gpu(query.gpu), recipe=query.recipe, dp=query.dp, zero=query.zero,
+        offload=query.offload, gpus_per_node=query.gpus_per_node, link=query.link,
+        host_link=query.host_link, seq_len=query.seq_len, micro_batch=query.micro_batch,
+        recompute=query.recompute, activation_model=query.activation_model))
+
+
+def _bytes(breakdown: dict) -> dict:
+    return {k: round(v) for k, v in breakdown.items()}
+
+
+def to_api(result: ZeroResult) -> dict:
+    inp, off, chosen = result.input, result.offload, result.chosen_traffic
+    return {
+        "model": inp.model.id, "model_name": inp.model.name, "gpu": inp.gpu.id,
+        "recipe": inp.recipe, "params": result.params, "bytes_per_param": result.bytes_per_param,
+        "dp": inp.dp, "zero": inp.zero, "offload": inp.offload,
+        "gpus_per_node": inp.gpus_per_node, "nodes": inp.nodes, "link": inp.link,
+        "cluster": result.cluster.name, "fsdp_name": FSDP_NAMES[inp.zero],
+        "breakdown": _bytes(result.breakdown),
+        "total_bytes": round(result.total_bytes),
+        "state_bytes": round(result.state_bytes),
+        "gpu_memory_bytes": round(result.gpu_memory_bytes),
+        "fits": result.fits,
+        "traffic_bytes": round(chosen.bytes_per_gpu),
+        "traffic_seconds": chosen.seconds,
+        "exposed_seconds": chosen.exposed_seconds,
+        "compute_seconds": result.compute_seconds,
+        "step_seconds": result.step_seconds,
+        "mfu": MFU,
+        "host_bytes_per_node": round(result.host_bytes_per_node),
+        "stages": [{"dp": b.dp, "zero": b.zero, "state_bytes": round(b.state_bytes),
+                    "total_bytes": round(b.total_bytes), "breakdown": _bytes(b.breakdown)}
+                   for b in result.bars],
+        "traffic": [{
+            "zero": r.zero, "bytes": round(r.bytes_per_gpu), "seconds": r.seconds,
+            "exposed_seconds": r.exposed_seconds, "hidden_seconds": r.hidden_seconds,
+            "ratio_to_zero0": (r.bytes_per_gpu / result.traffic[0].bytes_per_gpu
+                               if result.traffic[0].bytes_per_gpu else None),
+            "transfers": [{"collective": t.collective, "moves": t.moves, "phase": t.phase,
+                           "bytes": round(t.bytes_per_gpu), "seconds": t.seconds,
+                           "algorithm": t.algorithm} for t in r.transfers],
+        } for r in result.traffic],
+        "recompute": [{"recompute": r.recompute, "activation_bytes": round(r.activation_bytes),
+                       "total_bytes": round(r.total_bytes), "compute_seconds": r.compute_seconds,
+                       "extra_compute": r.extra_compute, "fits": r.fits}
+                      for r in result.recompute],
+        "offload_plan": {
+            "gpu_bytes_without": round(off.gpu_bytes_without),
+            "gpu_bytes_with": round(off.gpu_bytes_with),
+            "host_bytes_per_gpu": round(off.host_bytes_per_gpu),
+            "host_bytes_per_node": round(off.host_bytes_per_node),
+            "pcie_bytes": round(off.pcie_down_bytes + off.pcie_up_bytes),
+            "pcie_seconds": off.pcie_seconds, "exposed_seconds": off.exposed_seconds,
+            "download_hidden": off.download_hidden,
+        },
+        "deepspeed": {f"stage{d.stage}": {
+            "gpu_bytes": d.gpu_bytes, "cpu_bytes_per_node": d.cpu_bytes_per_node,
+            "largest_layer_params": d.largest_layer_params,
+            "num_gpus_per_node": d.num_gpus_per_node, "num_nodes": d.num_nodes,
+        } for d in result.deepspeed},
+    }
+
+
+def figures(result: ZeroResult) -> dict:
+    return {"memory": memory_figure(result), "traffic": traffic_figure(result),
+            "overlap": overlap_figure(result), "recompute": recompute_figure(result),
+            "offload": offload_figure(result)}
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict:
+    """The states the lesson's steps link to, each with the figures its prose quotes, run
+    through the same query model, lab and ``to_api`` as GET /api/zero (tests/app/test_prose.py
+    follows every link)."""
+    def state(**params) -> dict:
+        result = run(ZeroQuery(**params))
+        return {"params": params, "result": result, "api": to_api(result)}
+
+    return {
+        "l70_z3": state(dp=32, zero=3),
+        "l70_z0": state(dp=32, zero=0),
+        "l70_z1": state(dp=32, zero=1),
+        "l70_z2": state(dp=32, zero=2),
+        "l70_z3_18": state(dp=32, zero=3, recipe="adam18"),
+        "l70_z2_18": state(dp=32, zero=2, recipe="adam18"),
+        "eth": state(dp=32, zero=3, link="eth-25g"),
+        "eth_z0": state(dp=32, zero=0, link="eth-25g"),
+        "full": state(dp=32, zero=3, recompute="full"),
+        "small_full": state(model="llama-3.1-8b", dp=8, zero=3, recompute="full"),
+        "offload": state(dp=32, zero=3, offload=True),
+        "offload_one": state(model="llama-3.1-8b", dp=1, zero=2, offload=True,
+                             host_link="pcie-4"),
+        "ds_offload": state(dp=32, zero=3, offload=True, recompute="full"),
+    }
+
+
+def extra_context(state) -> dict:
+    query = state.query
+    return {
+        "facts": facts(),
+        "model_options": (*model_options(), ("custom", "Custom parameter count…")),
+        "model_value": "custom" if is_custom(query) else (query.model or DEFAULT_MODEL),
+        "gpu_options": gpu_options(),
+        "recipes": {k: RECIPE_LABELS[k] for k in TRAIN_RECIPES},
+        "link_options": tuple((id_, link.name) for id_, link in links().items()),
+        "host_links": {k: links()[k].name for k in HOST_LINKS},
+        "dp_options": with_value(DP_OPTIONS, query.dp),
+        "gpn_options": with_value(GPUS_PER_NODE_OPTIONS, query.gpus_per_node),
+        "seq_options": with_value(SEQ_LENGTHS, query.seq_len),
+        "stage_names": STAGE_NAMES,
+        "fsdp_names": FSDP_NAMES,
+        "mfu": MFU,
+    }
+
+
+def drill_answer() -> float:
+    """GB of training state per GPU for Llama 3.1 70B under ZeRO-3 on 32 GPUs (16-byte)."""
+    return run(ZeroQuery(model="llama-3.1-70b", dp=32, zero=3)).state_bytes / 1e9
+
+
+VIEW = LabView(
+    name="zero",
+    episode=BY_SLUG["zero"],
+    query_model=ZeroQuery,
+    run=run,
+    to_api=to_api,
+    figures=figures,
+    diagrams=(
+        Diagram("memory", "Memory per GPU by ZeRO stage and DP degree (GB)", embed_height=560),
+        Diagram("traffic", "Wire traffic per GPU per step, by stage (GB)", embed_height=480),
+        Diagram("overlap", "Step time: compute and exposed communication (ms)",
+                embed_height=480),
+        Diagram("recompute", "Activation checkpointing: memory and extra compute",
+                embed_height=480),
+        Diagram("offload", "Optimizer offload: GPU and host memory", embed_height=480),
+    ),
+    labels={
+        "model": "Model", "params": "Custom params", "gpu": "GPU", "recipe": "Recipe",
+        "dp": "DP degree D", "zero": "ZeRO stage", "offload": "Optimizer offload",
+        "gpus_per_node": "GPUs per node", "link": "Link", "host_link": "Host link",
+        "seq_len": "Sequence length", "micro_batch": "Micro-batch",
+        "recompute": "Recomputation", "activation_model": "Activation model",
+    },
+    response_model=ZeroAnswer,
+    embed_height=1600,
+    page_template="episodes/zero.html",
+    controls_template="partials/_zero_controls.html",
+    diagram_template="partials/_zero_stages.html",
+    extra_context=extra_context,
+    summary="Per-GPU memory and wire traffic by ZeRO stage, checkpointing, offload, and "
+            "DeepSpeed's own estimate (bytes, seconds)",
+    good=Case(
+        "Good case: 70B, ZeRO-3 on 32 GPUs, full recomputation",
+        {"model": "llama-3.1-70b", "dp": 32, "zero": 3, "recompute": "full"},
+        "Sharded 32 ways the state is 35 GB per GPU; full recomputation brings activations "
+        "under the line, and the parameter all-gathers hide behind compute on InfiniBand.",
+    ),
+    bad=Case(
+        "Bad case: 70B, plain DP on 32 GPUs over 25 Gb/s Ethernet",
+        {"model": "llama-3.1-70b", "dp": 32, "zero": 0, "link": "eth-25g"},
+        "Every GPU holds all 1.13 TB of state, and the gradient all-reduce over slow Ethernet "
+        "takes far longer than the compute it should hide behind.",
+    ),
+    drills=(
+        Drill(
+            id="zero3-state-70b",
+            question=(
+                "Llama 3.1 70B (70.6B parameters) trains with mixed-precision Adam, 16 bytes per "
+                "parameter, under ZeRO-3 across 32 data-parallel GPUs. How many GB of weights, "
+                "gradients and optimizer state does each GPU hold?"
+            ),
+            answer=drill_answer,
+            unit="GB",
+            hint="ZeRO-3 shards all four kinds of state: 16 B x P / D.",
+            explanation="{answer} GB: 16 B x 70.6B parameters / 32 GPUs; activations come on "
+                        "top, unsharded.",
+        ),
+    ),
+)
+
+register(router, VIEW)

@@ -1,0 +1,144 @@
+"""EP03 routes in-process: the API fields the issue names, 422s naming the field, page,
+fragment, embeds and the drill."""
+
+import re
+
+import pytest
+
+LLAMA_70B_PARAMS = 70_553_706_496
+STATE = ("weights", "gradients", "master_weights", "optimizer_moments")
+
+
+def test_api_default_is_70b_zero3_on_32_gpus(client):
+    body = client.get("/api/zero").json()
+    assert (body["model"], body["dp"], body["zero"]) == ("llama-3.1-70b", 32, 3)
+    # CURRICULUM EP03: 70B on 32 GPUs with ZeRO-3 -> 35 GB/GPU of state.
+    assert body["state_bytes"] == pytest.approx(35e9, abs=0.5e9)
+    assert sum(body["breakdown"][k] for k in STATE) == pytest.approx(body["state_bytes"], abs=4)
+    assert sum(body["breakdown"].values()) == pytest.approx(body["total_bytes"], abs=8)
+    assert body["fsdp_name"] == "FULL_SHARD"
+    assert body["host_bytes_per_node"] == 0
+
+
+def test_api_fields_the_issue_names(client):
+    body = client.get("/api/zero", params={"offload": "true", "zero": 2}).json()
+    for key in ("breakdown", "total_bytes", "traffic_bytes", "host_bytes_per_node",
+                "deepspeed"):
+        assert key in body
+    for stage in ("stage2", "stage3"):
+        assert {"gpu_bytes", "cpu_bytes_per_node"} <= set(body["deepspeed"][stage])
+    # ZeRO-2 + offload: the optimizer shard (12 B x P / 32) of each of 8 GPUs sits in host RAM
+    assert body["host_bytes_per_node"] == pytest.approx(8 * 12 * LLAMA_70B_PARAMS / 32, rel=1e-6)
+    # DeepSpeed ZeRO-2 with offload: 2P per GPU; P x max(4N, 16) x 1.5 per node
+    assert body["deepspeed"]["stage2"]["gpu_bytes"] == 2 * LLAMA_70B_PARAMS
+    assert body["deepspeed"]["stage2"]["cpu_bytes_per_node"] == int(
+        LLAMA_70B_PARAMS * 4 * 32 * 1.5)
+
+
+def test_api_activation_model_reaches_the_ledger(client):
+    classic = client.get("/api/zero").json()["breakdown"]["activations"]
+    megatron = client.get("/api/zero", params={"activation_model": "megatron"}).json()
+    ledger = client.get("/api/memory", params={"dp": 32, "zero": 3,
+                                               "activation_model": "megatron"}).json()
+    assert megatron["breakdown"]["activations"] == ledger["breakdown"]["activations"]
+    assert megatron["breakdown"]["activations"] != classic
+
+
+def test_api_zero3_traffic_is_one_and_a_half_zero0(client):
+    z0 = client.get("/api/zero", params={"zero": 0}).json()
+    z3 = client.get("/api/zero", params={"zero": 3}).json()
+    assert z3["traffic_bytes"] == pytest.approx(1.5 * z0["traffic_bytes"], rel=1e-9)
+    assert [r["ratio_to_zero0"] for r in z3["traffic"]] == pytest.approx([1, 1, 1, 1.5])
+
+
+@pytest.mark.parametrize(("recipe", "per_param"), [("adam16", (16, 4 + 12 / 8, 2 + 14 / 8, 2)),
+                                                    ("adam18", (18, 6 + 12 / 8, 2 + 16 / 8,
+                                                                18 / 8))])
+def test_api_stage_bars_follow_the_formulas(client, recipe, per_param):
+    body = client.get("/api/zero", params={"recipe": recipe, "dp": 8}).json()
+    at8 = {b["zero"]: b["state_bytes"] for b in body["stages"] if b["dp"] == 8}
+    for stage, bytes_per_param in enumerate(per_param):
+        assert at8[stage] == pytest.approx(bytes_per_param * LLAMA_70B_PARAMS, rel=1e-9)
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"model": "gpt-9"}, "model"),
+    ({"gpu": "tpu"}, "gpu"),
+    ({"recipe": "int8"}, "recipe"),
+    ({"dp": 0}, "dp"),
+    ({"dp": 12}, "dp"),
+    ({"zero": 4}, "zero"),
+    ({"offload": "maybe"}, "offload"),
+    ({"gpus_per_node": 100}, "gpus_per_node"),
+    ({"gpus_per_node": 16, "dp": 32}, "gpus_per_node"),
+    ({"link": "smoke-signals"}, "link"),
+    ({"host_link": "nvlink-4"}, "host_link"),
+    ({"seq_len": 0}, "seq_len"),
+    ({"micro_batch": "many"}, "micro_batch"),
+    ({"recompute": "some"}, "recompute"),
+    ({"activation_model": "guess"}, "activation_model"),
+    ({"model": "custom"}, "params"),
+    ({"params": "1e20"}, "params"),
+])
+def test_api_bad_input_is_a_422_naming_the_field(client, params, field):
+    response = client.get("/api/zero", params=params)
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert [field] == sorted({d["loc"][-1] for d in detail})
+    assert all(d["msg"] for d in detail)
+
+
+def test_page_renders_controls_from_the_url(client):
+    html = client.get("/episodes/zero", params={"dp": 64, "zero": 2}).text
+    assert re.search(r'<option value="64"\s+selected', html)
+    assert re.search(r'name="zero" value="2"\s+checked', html)
+    for chart in ("memory", "traffic", "overlap", "recompute", "offload"):
+        assert f'class="figure" data-target="zero-{chart}"' in html
+    assert 'action="/episodes/zero"' in html
+
+
+def test_page_with_bad_value_keeps_a_chart_and_names_the_control(client):
+    response = client.get("/episodes/zero", params={"dp": 12})
+    assert response.status_code == 422
+    slot = re.search(r'id="error-dp"[^>]*>([^<]+)<', response.text)
+    assert slot and "multiple of 8" in slot.group(1)
+    assert 'data-target="zero-memory"' in response.text
+
+
+def test_fragment_is_the_diagram(client):
+    response = client.get("/episodes/zero", params={"dp": 8}, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    assert response.text.lstrip().startswith('<section id="zero-stages"')
+
+
+def test_fragment_with_bad_value_swaps_only_the_errors(client):
+    response = client.get("/episodes/zero", params={"link": "x"},
+                          headers={"HX-Request": "true"})
+    assert response.status_code == 422
+    assert response.headers["hx-reswap"] == "none"
+    assert re.search(r'id="error-link" hx-swap-oob="true"[^>]*>[^<]*unknown link', response.text)
+
+
+def test_deepspeed_table_shows_the_estimates(client):
+    body = client.get("/api/zero").json()
+    html = client.get("/episodes/zero").text
+    from app.charts.units import fmt_bytes
+    cell = re.search(r'data-testid="ds3-gpu">([^<]+)<', html)
+    assert cell and cell.group(1) == fmt_bytes(body["deepspeed"]["stage3"]["gpu_bytes"])
+    assert "1.5× buffer factor" in html and "largest layer" in html
+
+
+@pytest.mark.parametrize("diagram", ["memory", "traffic", "overlap", "recompute", "offload"])
+def test_each_diagram_embeds_alone(client, diagram):
+    html = client.get(f"/embed/zero/{diagram}", params={"dp": 64}).text
+    assert f'data-target="zero-{diagram}"' in html
+    assert 'id="zero-form"' not in html
+
+
+def test_drill_answer_is_16_bytes_times_p_over_d(client):
+    right = client.get("/api/drills/zero3-state-70b",
+                       params={"answer": 16 * LLAMA_70B_PARAMS / 32 / 1e9}).json()
+    assert right["status"] == "right"
+    assert right["answer"] == pytest.approx(35.3, abs=0.05)
+    wrong = client.get("/api/drills/zero3-state-70b", params={"answer": 1130}).json()
+    assert wrong["status"] == "hint"

@@ -1,0 +1,105 @@
+"""EP03 in real Chromium against the real server."""
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.helpers import api_json, wait_drawn
+
+DIAGRAMS = ("memory", "traffic", "overlap", "recompute", "offload")
+
+
+def open_lesson(page, query: str = ""):
+    page.goto("/episodes/zero" + (f"?{query}" if query else ""))
+    wait_drawn(page)
+
+
+def shown(page, attribute: str) -> float:
+    return float(page.locator("#zero-stages").get_attribute(f"data-{attribute}"))
+
+
+def chosen_bar_gb(page) -> float:
+    """The outlined (chosen) bar of the memory chart, summed over its stacked traces, in GB."""
+    return page.evaluate("""() => {
+        const data = document.querySelector('#zero-memory').data;
+        const i = data[0].marker.line.width.findIndex(w => w > 0);
+        return data.reduce((a, t) => a + t.y[i], 0);
+    }""")
+
+
+def test_slider_updates_the_charts_and_the_url(page, live_server):
+    open_lesson(page)
+    before = shown(page, "total-bytes")
+    page.locator("#input-micro_batch").fill("2")
+    page.wait_for_url("**micro_batch=2**")
+    wait_drawn(page)
+    after = shown(page, "total-bytes")
+    expected = api_json(live_server, "zero", "micro_batch=2")["total_bytes"]
+    assert after > before
+    assert after == pytest.approx(expected, rel=1e-9)
+    assert chosen_bar_gb(page) == pytest.approx(expected / 1e9, rel=1e-3)
+    page.reload()
+    wait_drawn(page)
+    assert shown(page, "total-bytes") == pytest.approx(after, rel=1e-9)
+
+
+def test_choosing_a_stage_and_degree_moves_the_outline_and_the_traffic(page, live_server):
+    open_lesson(page, "dp=32&zero=3")
+    page.locator("input[name=zero][value='0']").check()
+    page.wait_for_url("**zero=0**")
+    wait_drawn(page)
+    body = api_json(live_server, "zero", "dp=32&zero=0")
+    assert shown(page, "state-bytes") == pytest.approx(body["state_bytes"], abs=1)
+    page.locator("#input-dp").select_option("64")
+    page.wait_for_url("**dp=64**")
+    wait_drawn(page)
+    body = api_json(live_server, "zero", "dp=64&zero=0")
+    assert chosen_bar_gb(page) == pytest.approx(body["total_bytes"] / 1e9, rel=1e-3)
+    traffic = page.evaluate(
+        "() => document.querySelector('#zero-traffic').data.filter(t => t.type === 'bar')"
+        ".reduce((a, t) => a + t.y[0], 0)")
+    assert traffic == pytest.approx(body["traffic"][0]["bytes"] / 1e9, rel=1e-3)
+
+
+def test_good_and_bad_cases(page, live_server):
+    open_lesson(page)
+    page.locator("[data-case=bad]").click()
+    page.wait_for_url("**link=eth-25g**")
+    wait_drawn(page)
+    expect(page.locator(".verdict")).to_contain_text("Does not fit")
+    bad = api_json(live_server, "zero", "model=llama-3.1-70b&dp=32&zero=0&link=eth-25g")
+    assert bad["exposed_seconds"] > 0
+    page.locator("[data-case=good]").click()
+    page.wait_for_url("**recompute=full**")
+    wait_drawn(page)
+    expect(page.locator(".verdict")).to_contain_text("Fits")
+    assert page.locator("#input-recompute").input_value() == "full"
+
+
+def test_bad_value_shows_message_and_keeps_the_chart(page):
+    open_lesson(page, "dp=32")
+    before = shown(page, "total-bytes")
+    page.locator("#input-gpus_per_node").select_option("72")  # H100's NVLink joins 8
+    expect(page.locator("#error-gpus_per_node")).to_contain_text("at most 8")
+    assert shown(page, "total-bytes") == before
+    assert "gpus_per_node=72" not in page.url
+
+
+def test_drill_rejects_then_accepts(page, live_server):
+    open_lesson(page)
+    page.locator("form.drill input[name=answer]").fill("1130")
+    page.locator("form.drill button").click()
+    expect(page.locator(".drill-feedback")).to_contain_text("Hint")
+    state = api_json(live_server, "zero", "model=llama-3.1-70b&dp=32&zero=3")["state_bytes"]
+    page.locator("form.drill input[name=answer]").fill(f"{state / 1e9:.1f}")
+    page.locator("form.drill button").click()
+    expect(page.locator(".drill-feedback")).to_contain_text("Right")
+
+
+@pytest.mark.parametrize("diagram", DIAGRAMS)
+def test_each_diagram_embeds_alone(page, diagram):
+    page.goto(f"/embed/zero/{diagram}?dp=64&offload=true")
+    wait_drawn(page)
+    assert page.locator("form.controls").count() == 0
+    assert page.locator(f"#zero-{diagram} .main-svg").count() >= 1
+    others = [d for d in DIAGRAMS if d != diagram]
+    assert all(page.locator(f"#zero-{d}").count() == 0 for d in others)
