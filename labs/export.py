@@ -24,10 +24,11 @@ import json
 from dataclasses import dataclass
 
 from labs.errors import LabInputError
+from labs.limits import EXPORT_FORMATS
 from labs.presets import ModelSpec
 from labs.recipe import Plan
 
-FORMATS = ("megatron", "deepspeed", "fsdp")
+FORMATS = EXPORT_FORMATS
 TORCH_SCHEDULES = {  # torch.distributed.pipelining.schedules class per lab schedule id
     "gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B",
     "interleaved-1f1b": "ScheduleInterleaved1F1B", "looped-bfs": "ScheduleLoopedBFS",

@@ -14,6 +14,7 @@ __all__ = [
     "ACTIVATION_MODELS", "INFER_RECIPES", "MAX_DEGREE", "MAX_DP", "MAX_MICROBATCHES",
     "MAX_MICRO_BATCH", "MAX_SEQ_LEN", "MAX_STAGES", "MAX_VIRTUAL", "MAX_WORLD", "MODES",
     "RECIPE_IDS", "RECOMPUTE", "SCHEDULES", "TRAIN_RECIPES", "ZERO_STAGES",
+    "EXPORT_FORMATS", "MAX_GPUS_PER_NODE", "MAX_NODES",
 ]
 
 MODES = ("train", "infer")
@@ -31,3 +32,9 @@ MAX_MICRO_BATCH = 1024
 MAX_DEGREE = 4096  # any one of TP, PP, CP, EP
 MAX_DP = 100_000
 MAX_WORLD = 1_000_000  # GPUs in one job; bounds every product of degrees
+
+# EP08 (labs.recipe): the cluster a plan runs on. 72 GPUs per node is an NVL72 rack's NVLink
+# domain; 512 nodes keeps every rank-group walk (labs.layout.groups) cheap.
+MAX_GPUS_PER_NODE = 72
+MAX_NODES = 512
+EXPORT_FORMATS = ("megatron", "deepspeed", "fsdp")

@@ -36,6 +36,7 @@ from labs.layout import ParallelLayout, problems, whole, world_problems
 from labs.limits import (
     MAX_MICRO_BATCH,
     MAX_MICROBATCHES,
+    MAX_NODES,
     MAX_SEQ_LEN,
     MAX_STAGES,
     MAX_VIRTUAL,
@@ -216,7 +217,7 @@ def evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int) -> Reci
 
 @lru_cache(maxsize=4096)
 def _evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int) -> RecipeResult:
-    whole("nodes", nodes, 1, 1 << 20, "nodes")
+    whole("nodes", nodes, 1, MAX_NODES, "nodes")
     found = tuple(rule_problems(plan, model, cluster, nodes))
     if found:
         audits = tuple(Audit(f"Rule: {e.field}", False, e.message, e.field) for e in found)
