@@ -18,6 +18,7 @@ LESSONS = {  # page -> (API, chart ids a step may name)
     "/episodes/memory": ("/api/memory", {"memory-chart"}),
     "/episodes/pipeline": (
         "/api/pipeline", {"pipeline-gantt", "pipeline-activations", "pipeline-memory"}),
+    "/episodes/recipe-3d": ("/api/recipe", {"recipe-step", "recipe-memory"}),
 }
 FORMATS = {"bytes": fmt_bytes, "count": fmt_count, "pct": fmt_pct, "": str}
 
