@@ -8,7 +8,7 @@ from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
 from app.routers import home, memory, pipeline, presets
-from app.routers import recipe
+from app.routers import recipe as recipe_router
 from app.timing import ServerTimingMiddleware
 
 DESCRIPTION = """
@@ -43,7 +43,7 @@ def create_app() -> FastAPI:
     app.include_router(presets.router)
     app.include_router(memory.router)
     app.include_router(pipeline.router)
-    app.include_router(recipe.router)
+    app.include_router(recipe_router.router)
     return app
 
 

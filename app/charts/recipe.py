@@ -46,7 +46,8 @@ def step_figure(result) -> dict:
             legend={"orientation": "h", "y": -0.35, "x": 0, "yanchor": "top"},
         ),
         "summary": (
-            f"One step takes {step * 1e3:,.0f} ms: compute {fmt_pct(result.segments['compute'] / step)}"
+            f"One step takes {step * 1e3:,.0f} ms: compute "
+            f"{fmt_pct(result.segments['compute'] / step)}"
             f", efficiency {fmt_pct(result.efficiency)}"
             + (f" = {parts}" if parts else "")
             + f"; MFU {fmt_pct(result.mfu)}"
