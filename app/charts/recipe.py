@@ -40,10 +40,11 @@ def step_figure(result) -> dict:
             barmode="stack", bargap=0.35, showlegend=True,
             margin={"l": 8, "r": 8, "t": 8, "b": 40},
             uniformtext={"minsize": 9, "mode": "hide"},
-            xaxis={"title": {"text": "ms per step"}, "range": [0, step * 1e3 * 1.02],
+            xaxis={"range": [0, step * 1e3 * 1.02],
                    "gridcolor": "#e6e9ef", "fixedrange": True},
             yaxis={"showticklabels": False, "fixedrange": True},
-            legend={"orientation": "h", "y": -0.35, "x": 0, "yanchor": "top"},
+            legend={"orientation": "h", "y": -0.2, "x": 0, "yanchor": "top",
+                    "traceorder": "normal"},
         ),
         "summary": (
             f"One step takes {step * 1e3:,.0f} ms: compute "
