@@ -114,8 +114,11 @@ class RecipeResultAnswer(BaseModel):
 
 
 class RecipeReplanAnswer(BaseModel):
-    before: RecipeResultAnswer = Field(description="The running plan on the new model/cluster.")
-    after: RecipeResultAnswer | None = Field(description="The nearest plan that passes.")
+    # Both have the same fields as the answer itself (audits, fits, step_s, ...); typed as
+    # objects so the API docs do not expand that schema three times (ReDoc renders slowly).
+    before: dict = Field(description="The running plan on the new model or cluster: the "
+                                     "answer's own fields.")
+    after: dict | None = Field(description="The nearest plan that passes, the same fields.")
     changed: list[str]
 
 
