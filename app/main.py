@@ -11,6 +11,7 @@ from app.routers import context_parallel as context_parallel_router
 from app.routers import data_parallel, home, memory, pipeline, presets, tensor_parallel
 from app.routers import moe as moe_lab
 from app.routers import zero as zero_lab
+from app.routers import recipe as recipe_router
 from app.timing import ServerTimingMiddleware
 
 DESCRIPTION = """
@@ -50,6 +51,7 @@ def create_app() -> FastAPI:
     app.include_router(data_parallel.router)
     app.include_router(moe_lab.router)
     app.include_router(context_parallel_router.router)
+    app.include_router(recipe_router.router)
     return app
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "ACTIVATION_MODELS", "INFER_RECIPES", "MAX_DEGREE", "MAX_DP", "MAX_MICROBATCHES",
     "MAX_MICRO_BATCH", "MAX_SEQ_LEN", "MAX_STAGES", "MAX_VIRTUAL", "MAX_WORLD", "MODES",
     "RECIPE_IDS", "RECOMPUTE", "SCHEDULES", "TRAIN_RECIPES", "ZERO_STAGES",
+    "EXPORT_FORMATS", "MAX_GPUS_PER_NODE",
 ]
 
 MODES = ("train", "infer")
@@ -77,3 +78,7 @@ MAX_CP = 64
 MAX_GPUS_PER_NODE = 72
 HOST_LINKS = ("pcie-4", "pcie-5")
 ZERO_DP_SHOWN = (1, 8, 64)
+
+# EP08 (labs.recipe): the cluster a plan runs on. 72 GPUs per node is an NVL72 rack's NVLink
+# domain; 512 nodes keeps every rank-group walk (labs.layout.groups) cheap.
+EXPORT_FORMATS = ("megatron", "deepspeed", "fsdp")

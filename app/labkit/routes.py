@@ -133,6 +133,8 @@ def register(router: APIRouter, view: LabView) -> None:
             errors = {**errors, "events": f"events must be one of: {', '.join(EVENT_SHAPES)}"}
         if errors or state is None:
             return api_error(request, errors)
+        if view.api_errors and (refused := view.api_errors(state.result)):
+            return api_error(request, refused)
         answer = view.to_api(state.result)
         if view.events_key:
             answer = shape_events(answer, view.events_key, shape)

@@ -86,6 +86,9 @@ class LabView(Generic[Q, R]):
     good: Case | None = None
     bad: Case | None = None
     drills: tuple[Drill, ...] = field(default=())
+    # Problems a drawn result carries that make its JSON answer a 422 ({control: message}):
+    # a page may draw an inconsistent plan with its broken rules listed; the API refuses it.
+    api_errors: Callable[[Any], dict[str, str]] | None = None
 
     def __post_init__(self) -> None:
         names = [d.name for d in self.diagrams]

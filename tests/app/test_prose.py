@@ -24,6 +24,7 @@ LESSONS = {  # page -> (API, chart ids a step may name)
                                      "zero-recompute", "zero-offload"}),
     "/episodes/data-parallel": ("/api/dp", {"dp-scaling", "dp-time", "dp-replica"}),
     "/episodes/context-parallel": ("/api/cp", {"cp-mask", "cp-pairs", "cp-cost"}),
+    "/episodes/recipe-3d": ("/api/recipe", {"recipe-step", "recipe-memory"}),
 }
 FORMATS = {"bytes": fmt_bytes, "count": fmt_count, "pct": fmt_pct, "": str}
 FORMATS["ms"] = fmt_ms  # EP07 quotes times

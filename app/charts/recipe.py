@@ -1,0 +1,93 @@
+"""EP08's diagrams: the step as one bar (compute, exposed communication, bubble) and each
+pipeline stage's memory against the GPU."""
+
+from app.charts import base_layout, gpu_line_legend, gpu_memory_line, short_gpu_name
+from app.charts.units import fmt_bytes, fmt_pct, gb_axis
+
+# Step segment -> (label, colour), in the order the bar stacks them (left first).
+SEGMENTS = {
+    "compute": ("Compute", "#4c78a8"),
+    "tp": ("TP all-reduces (exposed)", "#f58518"),
+    "cp": ("CP ring (exposed)", "#72b7b2"),
+    "ep": ("EP all-to-all (exposed)", "#b279a2"),
+    "bubble": ("Pipeline bubble", "#bab0ac"),
+    "dp": ("DP sync (exposed)", "#e45756"),
+}
+
+
+def step_figure(result) -> dict:
+    """One horizontal bar, in ms, whose pieces add up to the step time."""
+    step = result.step_s
+    data = []
+    for key, (label, colour) in SEGMENTS.items():
+        seconds = result.segments[key]
+        if seconds <= 0:
+            continue
+        share = seconds / step
+        data.append({
+            "type": "bar", "orientation": "h", "name": label, "y": ["step"],
+            "x": [round(seconds * 1e3, 3)], "marker": {"color": colour},
+            "text": [f"{fmt_pct(share)}"] if share >= 0.06 else [""],
+            "textposition": "inside", "insidetextanchor": "middle",
+            "textfont": {"color": "#ffffff"}, "textangle": 0,
+            "hovertemplate": f"{label}: %{{x:,.0f}} ms ({fmt_pct(share)})<extra></extra>",
+        })
+    parts = " × ".join(f"{name.upper()} {result.parts[name]:.2f}"
+                       for name in ("tp", "cp", "ep", "pp", "dp") if result.parts[name] < 0.9995)
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="stack", bargap=0.35, showlegend=True,
+            margin={"l": 8, "r": 8, "t": 8, "b": 40},
+            uniformtext={"minsize": 9, "mode": "hide"},
+            xaxis={"range": [0, step * 1e3 * 1.02],
+                   "gridcolor": "#e6e9ef", "fixedrange": True},
+            yaxis={"showticklabels": False, "fixedrange": True},
+            legend={"orientation": "h", "y": -0.2, "x": 0, "yanchor": "top",
+                    "traceorder": "normal"},
+        ),
+        "summary": (
+            f"One step takes {step * 1e3:,.0f} ms: compute "
+            f"{fmt_pct(result.segments['compute'] / step)}"
+            f", efficiency {fmt_pct(result.efficiency)}"
+            + (f" = {parts}" if parts else "")
+            + f"; MFU {fmt_pct(result.mfu)}"
+        ),
+    }
+
+
+def memory_figure(result) -> dict:
+    """Each pipeline stage's bytes per GPU (state and activations) against the GPU line."""
+    mem = result.memory
+    gpu = mem.gpu_memory_bytes
+    ranks = [f"stage {b.rank}" for b in mem.stages]
+    state_keys = ("weights", "gradients", "master_weights", "optimizer_moments")
+    state = [sum(b.breakdown[k] for k in state_keys) for b in mem.stages]
+    acts = [b.total_bytes - s for b, s in zip(mem.stages, state, strict=True)]
+    top = max(max(b.total_bytes for b in mem.stages), gpu)
+    gpu_label = f"{short_gpu_name(result.cluster.gpu.name)}: {fmt_bytes(gpu)}"
+    data = [
+        {"type": "bar", "name": "State (weights, grads, optimizer)", "x": ranks,
+         "y": [round(v / 1e9, 3) for v in state], "marker": {"color": "#4c78a8"},
+         "hovertemplate": "%{x}: state %{y:,.1f} GB<extra></extra>"},
+        {"type": "bar", "name": "Activations in flight", "x": ranks,
+         "y": [round(v / 1e9, 3) for v in acts], "marker": {"color": "#e45756"},
+         "hovertemplate": "%{x}: activations %{y:,.1f} GB<extra></extra>"},
+        gpu_line_legend(gpu / 1e9, gpu_label, ranks),
+    ]
+    heavy = mem.stages[mem.heaviest_stage]
+    line = gpu_memory_line(gpu / 1e9, gpu_label)
+    line.pop("annotations")
+    return {
+        "data": data,
+        "layout": base_layout(barmode="stack", bargap=0.3, yaxis=gb_axis(top * 1.12),
+                              xaxis={"fixedrange": True}, margin={"l": 52, "r": 8, "t": 8,
+                                                                   "b": 40},
+                              legend={"orientation": "h", "y": -0.15, "x": 0,
+                                      "yanchor": "top"}, **line),
+        "summary": (
+            f"Stage {heavy.rank} is the heaviest: {fmt_bytes(heavy.total_bytes)} per GPU "
+            f"against {fmt_bytes(gpu)}, "
+            + ("fits" if mem.fits else f"over by {fmt_bytes(-mem.headroom_bytes)}")
+        ),
+    }

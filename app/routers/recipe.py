@@ -1,0 +1,296 @@
+"""EP08 The 3D recipe: audit a plan (TP x PP x DP, CP, EP, ZeRO) on a cluster, time its step,
+export it, and re-plan it when the model or the cluster changes."""
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.charts.recipe import SEGMENTS, memory_figure, step_figure
+from app.episodes import BY_SLUG
+from app.labkit import Case, Diagram, Drill, LabView, register
+from app.labkit.parsing import run_cached, validate
+from app.labkit.routes import api_error, json_response
+from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
+from app.routers.pipeline import SCHEDULE_LABELS
+from app.schemas import RecipeAnswer
+from labs.errors import LabInputError
+from labs.export import Export, export
+from labs.limits import (
+    EXPORT_FORMATS,
+    MAX_DEGREE,
+    MAX_GPUS_PER_NODE,
+    MAX_MICRO_BATCH,
+    MAX_MICROBATCHES,
+    MAX_NODES,
+    MAX_SEQ_LEN,
+    MAX_STAGES,
+    MAX_VIRTUAL,
+    RECOMPUTE,
+    SCHEDULES,
+)
+from labs.links import get_link, links, make_cluster
+from labs.presets import get_gpu, get_model
+from labs.recipe import Plan, RecipeResult, evaluate
+from labs.replan import Replan, nearest
+
+router = APIRouter()
+
+INTRA = tuple(k for k, v in links().items() if v.kind == "scale-up")
+INTER = tuple(k for k, v in links().items() if v.kind == "scale-out")
+
+
+class RecipeQuery(BaseModel):
+    """The controls of the 3D recipe: a model, a cluster and a plan's every decision."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field("gpt-3-175b", max_length=64, description="Model preset id.")
+    gpu: str = Field("a100-80gb", max_length=64, description="GPU preset id.")
+    nodes: int = Field(8, ge=1, le=MAX_NODES, description="Nodes in the cluster.")
+    gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node.")
+    intra_link: Literal[INTRA] = Field("nvlink-3", description="Link inside a node.")
+    inter_link: Literal[INTER] = Field("ib-hdr", description="Link between nodes (a port "
+                                                             "per GPU).")
+    tp: int = Field(8, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree.")
+    pp: int = Field(4, ge=1, le=MAX_STAGES, description="Pipeline stages.")
+    dp: int = Field(2, ge=1, le=MAX_NODES * MAX_GPUS_PER_NODE, description="Data-parallel "
+                    "degree; TP x PP x CP x DP must equal the cluster's GPUs.")
+    cp: int = Field(1, ge=1, le=MAX_DEGREE, description="Context-parallel degree.")
+    ep: int = Field(1, ge=1, le=MAX_DEGREE, description="Expert-parallel degree.")
+    zero: int = Field(1, ge=0, le=3, description="ZeRO stage (1 = distributed optimizer).")
+    recompute: Literal[RECOMPUTE] = Field("selective", description="Activation recomputation.")
+    schedule: Literal[tuple(SCHEDULES)] = Field("1f1b", description="Pipeline schedule.")
+    virtual: int = Field(1, ge=1, le=MAX_VIRTUAL, description="Model chunks per rank.")
+    micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per "
+                                                                      "micro-batch.")
+    microbatches: int = Field(16, ge=1, le=MAX_MICROBATCHES, description="Micro-batches per "
+                                                                         "step.")
+    seq_len: int = Field(2048, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
+    replan_model: str = Field("", max_length=64, description="Re-plan: the model the job "
+                              "changes to (empty: unchanged).")
+    replan_nodes: int = Field(0, ge=0, le=MAX_NODES, description="Re-plan: the nodes the "
+                              "job has now (0: unchanged).")
+
+
+@dataclass(frozen=True)
+class RecipeState:
+    result: RecipeResult
+    replan: Replan | None
+    exports: dict[str, Export]
+
+
+def run(query: RecipeQuery) -> RecipeState:
+    gpu = get_gpu(query.gpu)
+    cluster = make_cluster(gpu, query.gpus_per_node, get_link(query.intra_link),
+                           get_link(query.inter_link))
+    plan = Plan(tp=query.tp, pp=query.pp, dp=query.dp, cp=query.cp, ep=query.ep,
+                zero=query.zero, recompute=query.recompute, schedule=query.schedule,
+                virtual=query.virtual, micro_batch=query.micro_batch,
+                microbatches=query.microbatches, seq_len=query.seq_len)
+    model = get_model(query.model)
+    result = evaluate(plan, model, cluster, query.nodes)
+    replan = None
+    if query.replan_model or query.replan_nodes:
+        try:
+            new_model = get_model(query.replan_model) if query.replan_model else model
+        except LabInputError as exc:
+            raise LabInputError("replan_model", exc.message) from exc
+        replan = nearest(plan, new_model, cluster, query.replan_nodes or query.nodes)
+    exports = {f: export(plan, model, f) for f in EXPORT_FORMATS} if result.legal else {}
+    return RecipeState(result, replan, exports)
+
+
+def _plan_api(result: RecipeResult) -> dict:
+    p = result.plan
+    return {"model": result.model.id, "nodes": result.nodes, "tp": p.tp, "pp": p.pp,
+            "dp": p.dp, "cp": p.cp, "ep": p.ep, "zero": p.zero, "recompute": p.recompute,
+            "schedule": p.schedule, "virtual": p.virtual, "micro_batch": p.micro_batch,
+            "microbatches": p.microbatches, "seq_len": p.seq_len}
+
+
+def _result_api(r: RecipeResult) -> dict:
+    return {
+        "plan": _plan_api(r),
+        "gpus": r.gpus,
+        "audits": [{"name": a.name, "ok": a.ok, "detail": a.detail} for a in r.audits],
+        "passes": r.passes,
+        "fits": r.fits,
+        "memory_per_gpu_bytes": r.memory_per_gpu_bytes,
+        "gpu_memory_bytes": r.cluster.gpu.memory_bytes,
+        "heaviest_stage": r.memory.heaviest_stage if r.memory else None,
+        "bubble_fraction": r.bubble_fraction,
+        "efficiency": r.efficiency,
+        "parts": r.parts or {},
+        "mfu": r.mfu,
+        "step_s": r.step_s,
+        "segments_s": r.segments or {},
+        "tokens_per_s": r.tokens_per_s,
+        "global_batch": r.plan.global_batch,
+        "tokens_per_step": r.tokens_per_step,
+        "traffic": [{"name": t.name, "collective": t.collective, "group": t.group,
+                     "nodes": t.nodes, "link": t.link, "bytes_per_step": t.bytes_per_step,
+                     "seconds": t.seconds, "hidden_s": t.hidden, "exposed_s": t.exposed}
+                    for t in (r.timing.parts if r.timing else ())],
+    }
+
+
+def to_api(state: RecipeState) -> dict:
+    answer = _result_api(state.result)
+    rp = state.replan
+    answer["replan"] = None if rp is None else {
+        "before": _result_api(rp.before),
+        "after": _result_api(rp.after) if rp.after else None,
+        "changed": list(rp.changed),
+    }
+    return answer
+
+
+def figures(state: RecipeState) -> dict:
+    r = state.result
+    if not r.legal:
+        return {}
+    return {"step": step_figure(r), "memory": memory_figure(r)}
+
+
+def api_errors(state: RecipeState) -> dict[str, str]:
+    """Every broken rule, by the control it names (several joined): the API's 422."""
+    found: dict[str, list[str]] = {}
+    for problem in state.result.problems:
+        found.setdefault(problem.field, []).append(problem.message)
+    return {field: "; ".join(msgs) for field, msgs in found.items()}
+
+
+def plan_query(r: RecipeResult, base: dict) -> dict:
+    """The page query of a result's plan (for a re-plan's link)."""
+    p = r.plan
+    return {**base, "model": r.model.id, "nodes": r.nodes, "tp": p.tp, "pp": p.pp, "dp": p.dp,
+            "cp": p.cp, "ep": p.ep, "zero": p.zero, "recompute": p.recompute,
+            "schedule": p.schedule, "microbatches": p.microbatches}
+
+
+SEED = {"model": "gpt-3-175b", "gpu": "a100-80gb", "nodes": 8, "gpus_per_node": 8,
+        "intra_link": "nvlink-3", "inter_link": "ib-hdr", "seq_len": 2048, "zero": 1,
+        "tp": 8, "pp": 4, "dp": 2, "microbatches": 16}
+WORKED = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 4, "gpus_per_node": 8,
+          "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 8192, "zero": 1}
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict:
+    """The states the lesson links to, each with the JSON its prose quotes (same query model,
+    engine and to_api as GET /api/recipe; tests/app/test_prose.py follows every link)."""
+    def state(**params) -> dict:
+        ran = run(RecipeQuery(**params))
+        return {"params": params, "result": ran, "api": to_api(ran)}
+
+    return {
+        "seed": state(**SEED),
+        "dp64": state(**{**SEED, "tp": 1, "pp": 1, "dp": 64}),
+        "tp16": state(**{**SEED, "tp": 16, "pp": 4, "dp": 1}),
+        "m4": state(**{**SEED, "microbatches": 4}),
+        "w0": state(**WORKED, tp=1, pp=1, dp=32, microbatches=1),
+        "w1": state(**WORKED, tp=8, pp=1, dp=4, microbatches=1),
+        "w2": state(**WORKED, tp=8, pp=2, dp=2, microbatches=2),
+        "w3": state(**WORKED, tp=8, pp=2, dp=2, microbatches=16),
+        "lost": state(**{**SEED, "replan_nodes": 6}),
+        "h100": state(**{**SEED, "gpu": "h100-sxm", "intra_link": "nvlink-4",
+                         "inter_link": "ib-ndr"}),
+    }
+
+
+def extra_context(state) -> dict:
+    q = state.query
+    base = state.query.model_dump(exclude={"replan_model", "replan_nodes"})
+    rp = state.result.replan
+    return {
+        "facts": facts(),
+        "model_options": model_options(),
+        "gpu_options": gpu_options(),
+        "intra_options": [(k, links()[k].name) for k in INTRA],
+        "inter_options": [(k, links()[k].name) for k in INTER],
+        "schedules": SCHEDULE_LABELS,
+        "segments": SEGMENTS,
+        "seq_options": with_value(SEQ_LENGTHS, q.seq_len),
+        "replan_link": plan_query(rp.after, base) if rp and rp.after else None,
+    }
+
+
+def drill_answer() -> float:
+    """Efficiency (%) of the seed plan, read off the lab: the product of its parts."""
+    return 100 * run(RecipeQuery(**SEED)).result.efficiency
+
+
+VIEW = LabView(
+    name="recipe",
+    episode=BY_SLUG["recipe-3d"],
+    query_model=RecipeQuery,
+    run=run,
+    to_api=to_api,
+    figures=figures,
+    diagrams=(
+        Diagram("step", "One training step: compute, exposed communication, bubble",
+                embed_height=420),
+        Diagram("memory", "Memory per GPU on each pipeline stage", embed_height=440),
+    ),
+    labels={
+        "model": "Model", "gpu": "GPU", "nodes": "Nodes", "gpus_per_node": "GPUs per node",
+        "intra_link": "Link inside a node", "inter_link": "Link between nodes",
+        "tp": "TP (tensor)", "pp": "PP (stages)", "dp": "DP (data)", "cp": "CP (context)",
+        "ep": "EP (experts)", "zero": "ZeRO stage", "recompute": "Recomputation",
+        "schedule": "Schedule", "virtual": "Chunks per rank", "micro_batch": "Micro-batch",
+        "microbatches": "Micro-batches per step", "seq_len": "Sequence length",
+        "replan_model": "New model", "replan_nodes": "Nodes now",
+    },
+    response_model=RecipeAnswer,
+    embed_height=1400,
+    page_template="episodes/recipe-3d.html",
+    controls_template="partials/_recipe_controls.html",
+    diagram_template="partials/_recipe_audits.html",
+    extra_context=extra_context,
+    api_errors=api_errors,
+    summary="Audit a 3D training plan on a cluster: memory, TP placement, bubble, traffic, "
+            "step time, efficiency and MFU",
+    good=Case("Good case: TP8 × PP4 × DP2 on 64 A100s", SEED,
+              "TP inside each NVLink node, 4 stages to fit, DP across nodes: every audit passes."),
+    bad=Case("Bad case: DP64", {**SEED, "tp": 1, "pp": 1, "dp": 64},
+             "Plain data parallelism: every GPU holds the whole 175B model, far over 80 GB."),
+    drills=(
+        Drill(
+            id="recipe-efficiency",
+            question=("GPT-3 175B on 64 A100s as TP8 × PP4 × DP2 with 16 micro-batches: the "
+                      "lab gives TP 0.874 and DP 0.963. With the 1F1B bubble of 4 stages, "
+                      "what efficiency (%) is the product of the parts?"),
+            answer=drill_answer,
+            unit="%",
+            hint="The pipeline factor is m / (m + p − 1) = 16/19; multiply the three.",
+            explanation="{answer}%: 0.874 × 16/19 × 0.963.",
+        ),
+    ),
+)
+
+
+@router.get("/api/export", tags=["EP08"], summary="A plan as Megatron-LM arguments, a "
+            "DeepSpeed config or a PyTorch FSDP2 snippet",
+            responses={422: {"description": "Bad control, unknown format or broken rule"}})
+def export_route(request: Request, format: Literal[EXPORT_FORMATS] = "megatron") -> Response:  # noqa: A002
+    """Takes the recipe's controls (see /api/recipe) and ``format``."""
+    query, errors, _ = validate(VIEW, request.query_params.multi_items())
+    if errors or query is None:
+        return api_error(request, errors)
+    state, errors = run_cached(VIEW, query)
+    if errors:
+        return api_error(request, errors)
+    refused = api_errors(state)
+    if refused:
+        return api_error(request, refused)
+    done = state.exports[format]
+    return json_response(request, {"format": format, "text": done.text,
+                                   "notes": list(done.notes),
+                                   "plan": _plan_api(state.result)})
+
+
+register(router, VIEW)

@@ -1,0 +1,298 @@
+"""EP08 the 3D recipe: audit a whole training plan on a cluster and estimate its step.
+
+``evaluate(plan, model, cluster, nodes)`` composes the other labs, never re-derives them:
+- the layout rules (``labs.layout.problems``, ``world_problems``) and the schedule's rules
+  (``labs.pipeline.check_shape``), *all* listed;
+- the memory ledger (``labs.memory``) of the heaviest pipeline stage, with the activations in
+  flight that the schedule keeps (``labs.activations.in_flight``);
+- the bubble measured by the pipeline simulator (``labs.pipeline.simulate``), run at the
+  textbook costs (backward = 2 x forward) and cached by (schedule, p, m, v);
+- the communication parts over the cluster's links (``labs.recipe_time``, on ``labs.comm``).
+
+Step time and efficiency are a product of parts (Narayanan et al. 2021, "Efficient
+Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", arXiv:2104.04473,
+sec 3, reasons the same way): a GPU's ideal step is its share of the FLOPs at the datasheet
+peak; exposed TP, CP and EP traffic stretch each micro-batch, the pipeline bubble stretches
+the micro-batches' sum by 1/(1 − bubble), and exposed DP traffic is added at the end:
+
+    step = m·t_mb / (1 − bubble) + DP exposed,    efficiency = ideal / step.
+
+MFU = model FLOPs of the step / (step x GPUs x peak), model FLOPs = 6·N·D + attention
+(PaLM appendix B; ``labs.compute``): full recomputation runs ≈ 8·N·D, so it caps MFU near 3/4.
+Compute runs at the peak here, so the estimate is an upper bound: real kernels reach a fraction
+of it (Megatron-LM reports 52% MFU on 3,072 A100s; MegaScale, arXiv:2402.15627, 55.2% on
+12,288 GPUs).
+
+Everything here is cheap: a planner may call ``evaluate`` many times (results cached).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from labs.errors import LabInputError
+from labs.layout import ParallelLayout, problems, whole, world_problems
+from labs.limits import (
+    MAX_MICRO_BATCH,
+    MAX_MICROBATCHES,
+    MAX_NODES,
+    MAX_SEQ_LEN,
+    MAX_STAGES,
+    MAX_VIRTUAL,
+    RECOMPUTE,
+    SCHEDULES,
+    TRAIN_RECIPES,
+)
+from labs.links import Cluster
+from labs.memory import MemoryInput, MemoryResult, compute_memory
+from labs.pipeline import PipelineInput, check_shape, simulate
+from labs.presets import ModelSpec
+from labs.recipe_time import Part, Timing, spread, step_parts
+
+# Pass marks for the audits that are a matter of degree. The bubble: EP05's verdict line (a
+# quarter of the step idle); communication: at most a tenth of the step exposed.
+BUBBLE_LIMIT = 0.25
+EXPOSED_LIMIT = 0.10
+PARALLEL = ("tp", "pp", "dp", "cp", "ep")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The decisions of a training plan. Degrees are validated one by one here; whether they
+    fit together (and the cluster) is what ``evaluate`` audits."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    zero: int = 0
+    recompute: str = "selective"
+    schedule: str = "1f1b"
+    virtual: int = 1
+    micro_batch: int = 1
+    microbatches: int = 1
+    seq_len: int = 4096
+    recipe: str = "adam16"
+
+    def __post_init__(self) -> None:
+        ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep)
+        whole("pp", self.pp, 1, MAX_STAGES, "pipeline stages")
+        whole("zero", self.zero, 0, 3, "ZeRO stage")
+        if self.recompute not in RECOMPUTE:
+            raise LabInputError("recompute", f"recomputation must be one of "
+                                             f"{', '.join(RECOMPUTE)}")
+        if self.schedule not in SCHEDULES:
+            raise LabInputError("schedule", f"unknown schedule {self.schedule!r}; choose one "
+                                            f"of {', '.join(SCHEDULES)}")
+        whole("virtual", self.virtual, 1, MAX_VIRTUAL, "model chunks per rank")
+        whole("micro_batch", self.micro_batch, 1, MAX_MICRO_BATCH, "micro-batch size")
+        whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES, "micro-batches per step")
+        whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "sequence length")
+        if self.recipe not in TRAIN_RECIPES:
+            raise LabInputError("recipe", f"choose a training recipe: {', '.join(TRAIN_RECIPES)}")
+
+    @property
+    def layout(self) -> ParallelLayout:
+        return ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep)
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def global_batch(self) -> int:
+        """Sequences per step: micro-batch x micro-batches x DP."""
+        return self.micro_batch * self.microbatches * self.dp
+
+
+@dataclass(frozen=True)
+class Audit:
+    name: str
+    ok: bool
+    detail: str
+    field: str = ""  # the control to change when it fails
+
+
+@dataclass(frozen=True)
+class RecipeResult:
+    plan: Plan
+    model: ModelSpec
+    cluster: Cluster
+    nodes: int
+    audits: tuple[Audit, ...]
+    problems: tuple[LabInputError, ...]  # broken layout or schedule rules (empty when legal)
+    memory: MemoryResult | None = None
+    timing: Timing | None = None
+    bubble_fraction: float = 0.0
+    step_s: float = 0.0
+    ideal_s: float = 0.0  # the GPU's FLOPs of the step at peak
+    parts: dict[str, float] | None = None  # efficiency factors: tp, cp, ep, pp, dp
+    segments: dict[str, float] | None = None  # the step bar, seconds, summing to step_s
+
+    @property
+    def legal(self) -> bool:
+        return not self.problems
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.cluster.gpus_per_node
+
+    @property
+    def fits(self) -> bool:
+        return self.memory is not None and self.memory.fits
+
+    @property
+    def passes(self) -> bool:
+        return all(a.ok for a in self.audits)
+
+    @property
+    def memory_per_gpu_bytes(self) -> float | None:
+        return None if self.memory is None else self.memory.total_bytes
+
+    @property
+    def efficiency(self) -> float:
+        return self.ideal_s / self.step_s if self.step_s else 0.0
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.plan.global_batch * self.plan.seq_len
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.step_s if self.step_s else 0.0
+
+    @property
+    def mfu(self) -> float:
+        if not self.step_s or self.timing is None:
+            return 0.0
+        flops = self.timing.model_flops_per_token * self.tokens_per_step
+        return flops / (self.step_s * self.plan.world_size * self.cluster.gpu.bf16_flops)
+
+
+@lru_cache(maxsize=1024)
+def measured_bubble(schedule: str, p: int, m: int, v: int) -> float:
+    """Idle fraction of the simulated schedule (f = 1, b = w = 1: backward twice forward)."""
+    if p == 1:
+        return 0.0
+    return simulate(PipelineInput(schedule=schedule, stages=p, microbatches=m,
+                                  virtual=v)).bubble_fraction
+
+
+def rule_problems(plan: Plan, model: ModelSpec, cluster: Cluster,
+                  nodes: int) -> list[LabInputError]:
+    """Every rule the plan breaks: GPU count, layout (heads, layers, sequence, experts) and
+    the schedule's own, in control order."""
+    gpus = nodes * cluster.gpus_per_node
+    found: list[LabInputError] = []
+    if plan.world_size != gpus:
+        found.append(LabInputError(
+            "dp", f"TP x PP x CP x DP = {plan.tp} x {plan.pp} x {plan.cp} x {plan.dp} = "
+                  f"{plan.world_size:,} GPUs, but the cluster has {nodes} x "
+                  f"{cluster.gpus_per_node} = {gpus:,}: Megatron sets DP to what divides "
+                  "the rest"))
+    else:
+        found += [e for e in world_problems(gpus, tp=plan.tp, pp=plan.pp, cp=plan.cp,
+                                            ep=plan.ep) if "expert" not in e.message]
+    found += problems(model, plan.layout, seq_len=plan.seq_len)
+    if plan.pp > 1:
+        try:
+            check_shape(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
+            chunks = PipelineInput(schedule=plan.schedule, stages=plan.pp,
+                                   microbatches=plan.microbatches, virtual=plan.virtual).chunks
+        except LabInputError as exc:
+            found.append(exc)
+        else:
+            if plan.pp * chunks > model.layers:
+                found.append(LabInputError("virtual", f"{model.layers} layers cannot fill "
+                                                      f"{plan.pp} stages x {chunks} chunks"))
+    return found
+
+
+def evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int) -> RecipeResult:
+    """Audit ``plan`` for ``model`` on ``nodes`` nodes of ``cluster`` and time its step."""
+    return _evaluate(plan, model, cluster, nodes)
+
+
+@lru_cache(maxsize=4096)
+def _evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int) -> RecipeResult:
+    whole("nodes", nodes, 1, MAX_NODES, "nodes")
+    found = tuple(rule_problems(plan, model, cluster, nodes))
+    if found:
+        audits = tuple(Audit(f"Rule: {e.field}", False, e.message, e.field) for e in found)
+        return RecipeResult(plan, model, cluster, nodes, audits, found)
+    memory = compute_memory(MemoryInput(
+        model=model, gpu=cluster.gpu, recipe=plan.recipe, seq_len=plan.seq_len,
+        micro_batch=plan.micro_batch, recompute=plan.recompute, tp=plan.tp, pp=plan.pp,
+        cp=plan.cp, dp=plan.dp, ep=plan.ep, zero=plan.zero, schedule=plan.schedule,
+        microbatches=plan.microbatches, virtual=plan.virtual))
+    timing = step_parts(model, plan.layout, cluster, seq_len=plan.seq_len,
+                        micro_batch=plan.micro_batch, microbatches=plan.microbatches,
+                        recompute=plan.recompute, zero=plan.zero, schedule=plan.schedule,
+                        virtual=plan.virtual, recipe=plan.recipe)
+    bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
+    micro, m = timing.micro, plan.microbatches
+    busy = m * micro.total
+    pipeline = busy / (1 - bubble)
+    parts = {p.name: p for p in timing.parts}
+    step = pipeline + parts["dp"].exposed
+    compute = m * micro.compute
+    seg = {"compute": compute, "tp": m * micro.tp, "cp": m * micro.cp_exposed,
+           "ep": m * micro.ep, "bubble": pipeline - busy, "dp": parts["dp"].exposed}
+    # Telescoping factors: their product is compute / step exactly.
+    running, factors = compute, {}
+    for name in ("tp", "cp", "ep", "bubble", "dp"):
+        factors["pp" if name == "bubble" else name] = running / (running + seg[name])
+        running += seg[name]
+    result = RecipeResult(plan, model, cluster, nodes, (), (), memory, timing, bubble, step,
+                          compute, factors, seg)
+    return RecipeResult(plan, model, cluster, nodes, audits_of(result), (), memory, timing,
+                        bubble, step, compute, factors, seg)
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:,.1f} GB"
+
+
+def _traffic_audit(name: str, part: Part, step: float, degree: int) -> Audit:
+    if degree == 1:
+        return Audit(f"{name} traffic", True, f"{name} = 1: nothing to send")
+    share = part.exposed / step
+    where = "inside one node" if part.nodes == 1 else f"across {part.nodes} nodes"
+    return Audit(f"{name} traffic", share <= EXPOSED_LIMIT,
+                 f"{_gb(part.bytes_per_step)} per GPU per step {where} ({part.link}): "
+                 f"{part.seconds * 1e3:,.0f} ms, {part.hidden * 1e3:,.0f} ms hidden behind "
+                 f"compute, {part.exposed * 1e3:,.0f} ms exposed = {share:.1%} of the step "
+                 f"(limit {EXPOSED_LIMIT:.0%})", name.lower())
+
+
+def audits_of(r: RecipeResult) -> tuple[Audit, ...]:
+    """The pass/fail checks of a legal plan, each with its figure."""
+    plan, mem, g = r.plan, r.memory, r.cluster.gpus_per_node
+    assert mem is not None and r.timing is not None
+    tp = spread(plan.layout, "tp", g)
+    parts = {p.name: p for p in r.timing.parts}
+    out = [
+        Audit("Layout rules", True, f"TP x PP x CP x DP = {plan.world_size:,} = the "
+                                    f"cluster's GPUs; heads, layers, sequence and experts "
+                                    "divide"),
+        Audit("Memory per GPU", mem.fits,
+              f"{_gb(mem.total_bytes)} on pipeline stage {mem.heaviest_stage} (the heaviest) "
+              f"of {_gb(mem.gpu_memory_bytes)}: {_gb(mem.headroom_bytes)} "
+              f"{'to spare' if mem.fits else 'short'}".replace(" -", " "), "zero"),
+        Audit("TP inside a node", tp.nodes == 1,
+              f"each TP group of {plan.tp} sits in one node of {g} GPUs ({r.cluster.intra.name})"
+              if tp.nodes == 1 else
+              f"a TP group of {plan.tp} spans {tp.nodes} nodes of {g}: its all-reduces cross "
+              f"{r.cluster.inter.name}", "tp"),
+        Audit("Pipeline bubble", r.bubble_fraction <= BUBBLE_LIMIT,
+              f"{r.bubble_fraction:.1%} of the step idle (simulated {plan.schedule}, "
+              f"{plan.pp} stages, {plan.microbatches} micro-batches; limit "
+              f"{BUBBLE_LIMIT:.0%})" if plan.pp > 1 else "PP = 1: no pipeline, no bubble",
+              "microbatches"),
+        _traffic_audit("DP", parts["dp"], r.step_s, plan.dp * plan.cp),
+        _traffic_audit("CP", parts["cp"], r.step_s, plan.cp),
+        _traffic_audit("EP", parts["ep"], r.step_s, plan.ep),
+    ]
+    return tuple(out)

@@ -1,0 +1,101 @@
+"""EP08 routes: /api/recipe's fields, 422s naming every broken rule, /api/export, the page."""
+
+import ast
+import json
+import math
+
+import pytest
+
+SEED = {"model": "gpt-3-175b", "gpu": "a100-80gb", "nodes": 8, "gpus_per_node": 8,
+        "tp": 8, "pp": 4, "dp": 2, "zero": 1, "microbatches": 16, "seq_len": 2048}
+FIELDS = ("audits", "fits", "memory_per_gpu_bytes", "bubble_fraction", "efficiency", "mfu",
+          "step_s", "tokens_per_s")
+
+
+def test_api_answers_the_issue_fields_for_the_seed(client):
+    body = client.get("/api/recipe", params=SEED).json()
+    assert set(FIELDS) <= set(body)
+    assert body["fits"] is True and body["passes"] is True
+    assert all({"name", "ok", "detail"} <= set(a) for a in body["audits"])
+    assert body["bubble_fraction"] == pytest.approx(3 / 19, abs=1e-9)
+    assert body["efficiency"] == pytest.approx(math.prod(body["parts"].values()), rel=1e-9)
+    assert body["efficiency"] == pytest.approx(0.76, abs=0.06)
+    assert sum(body["segments_s"].values()) == pytest.approx(body["step_s"], rel=1e-9)
+    assert body["tokens_per_s"] == pytest.approx(32 * 2048 / body["step_s"])
+
+
+@pytest.mark.parametrize(("change", "audit"), [({"tp": 1, "pp": 1, "dp": 64}, "Memory per GPU"),
+                                               ({"tp": 16, "pp": 4, "dp": 1},
+                                                "TP inside a node")])
+def test_bad_plans_fail_their_audit(client, change, audit):
+    body = client.get("/api/recipe", params={**SEED, **change}).json()
+    failed = {a["name"] for a in body["audits"] if not a["ok"]}
+    assert audit in failed
+
+
+def test_inconsistent_degrees_are_a_422_naming_every_rule(client):
+    response = client.get("/api/recipe", params={**SEED, "tp": 3, "pp": 5})
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert {d["loc"][1] for d in detail} == {"dp", "pp"}
+    assert any("30 GPUs" in d["msg"] for d in detail)
+
+
+def test_page_lists_every_broken_rule_as_a_failed_audit_and_keeps_the_chart(client):
+    response = client.get("/episodes/recipe-3d", params={**SEED, "tp": 3, "pp": 5},
+                          headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    text = response.text
+    assert text.count('class="audit fail"') == 2
+    assert "2 rules broken" in text
+    # The chart's element stays (hx-preserve keeps the last drawing), with no new figure.
+    assert 'id="recipe-step"' in text and 'hx-preserve="true"' in text
+    assert 'class="figure" data-target="recipe-step"' not in text
+
+
+@pytest.mark.parametrize("field,value", [("nodes", 0), ("tp", 0), ("zero", 4),
+                                         ("schedule", "x"), ("intra_link", "ib-hdr"),
+                                         ("gpus_per_node", 16), ("model", "nope")])
+def test_bad_controls_are_422s_naming_the_control(client, field, value):
+    response = client.get("/api/recipe", params={**SEED, field: value})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"][1] == field
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "deepspeed", "fsdp"])
+def test_export_route_round_trips(client, fmt):
+    body = client.get("/api/export", params={**SEED, "format": fmt}).json()
+    assert body["format"] == fmt and body["plan"]["tp"] == 8
+    text = body["text"]
+    if fmt == "megatron":
+        assert "--tensor-model-parallel-size 8" in text
+        assert "--pipeline-model-parallel-size 4" in text
+        assert "--global-batch-size 32" in text and "--use-distributed-optimizer" in text
+    elif fmt == "deepspeed":
+        config = json.loads(text)
+        assert config["zero_optimization"]["stage"] == 1
+        assert config["train_batch_size"] == 32
+    else:
+        ast.parse(text)
+        assert "init_device_mesh(\"cuda\", (4, 2, 1, 8)" in text
+
+
+def test_export_refuses_a_broken_plan_and_an_unknown_format(client):
+    assert client.get("/api/export", params={**SEED, "tp": 3}).status_code == 422
+    assert client.get("/api/export", params={**SEED, "format": "jax"}).status_code == 422
+
+
+def test_replan_after_losing_two_nodes(client):
+    body = client.get("/api/recipe", params={**SEED, "replan_nodes": 6}).json()
+    replan = body["replan"]
+    assert replan["after"]["passes"] and replan["after"]["gpus"] == 48
+    assert replan["changed"]
+    page = client.get("/episodes/recipe-3d", params={**SEED, "replan_nodes": 6}).text
+    assert "Nearest plan that passes" in page and "Apply it" in page
+
+
+def test_page_has_exports_with_copy_buttons(client):
+    text = client.get("/episodes/recipe-3d").text
+    for fmt in ("megatron", "deepspeed", "fsdp"):
+        assert f'id="export-{fmt}"' in text
+        assert f'data-copy-target="export-{fmt}"' in text

@@ -1,0 +1,122 @@
+"""EP08 in real Chromium against the real server."""
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.helpers import api_json, wait_drawn
+
+PAGE = "/episodes/recipe-3d"
+
+
+def step_ms(page) -> float:
+    """The step bar's total, as drawn (ms)."""
+    return page.evaluate(
+        "() => document.querySelector('#recipe-step').data.reduce((s, t) => s + t.x[0], 0)")
+
+
+def test_slider_changes_the_step_bar_audits_and_url(page, live_server):
+    page.goto(PAGE)
+    wait_drawn(page)
+    seed = api_json(live_server, "recipe")
+    assert step_ms(page) == pytest.approx(seed["step_s"] * 1e3, rel=1e-3)
+    expect(page.locator("#recipe-audits")).to_have_attribute("data-passes", "true")
+    page.locator("#input-microbatches").fill("4")
+    page.wait_for_url("**microbatches=4**")
+    wait_drawn(page)
+    m4 = api_json(live_server, "recipe", "microbatches=4")
+    assert step_ms(page) == pytest.approx(m4["step_s"] * 1e3, rel=1e-3)
+    expect(page.locator("#recipe-audits")).to_have_attribute("data-passes", "false")
+    expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text("Pipeline bubble")
+    page.reload()
+    wait_drawn(page)
+    assert step_ms(page) == pytest.approx(m4["step_s"] * 1e3, rel=1e-3)
+
+
+def test_good_and_bad_cases(page):
+    page.goto(PAGE)
+    wait_drawn(page)
+    page.locator("[data-case=bad]").click()
+    page.wait_for_url("**dp=64**")
+    wait_drawn(page)
+    expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text("Memory per GPU")
+    page.locator("[data-case=good]").click()
+    page.wait_for_url("**tp=8**")
+    wait_drawn(page)
+    expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text("Every audit passes")
+
+
+def test_broken_rules_are_listed_and_the_chart_kept(page):
+    page.goto(PAGE)
+    wait_drawn(page)
+    before = step_ms(page)
+    page.locator("#input-tp").select_option("16")  # 16 x 4 x 2 = 128 GPUs on 64
+    page.wait_for_url("**tp=16**")
+    expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text("rule")
+    expect(page.locator(".audit.fail")).not_to_have_count(0)
+    # The step chart keeps the last plan that ran.
+    assert step_ms(page) == pytest.approx(before)
+    page.locator("#input-dp").fill("1")
+    page.locator("#input-dp").dispatch_event("input")
+    page.wait_for_url("**dp=1**")
+    wait_drawn(page)
+    expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text("TP inside a node")
+
+
+def test_worked_plan_steps_and_replan_link(page):
+    page.goto(PAGE)
+    wait_drawn(page)
+    page.locator("#step-6 a.try").click()
+    page.wait_for_url("**pp=2**")
+    wait_drawn(page)
+    expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text("Pipeline bubble")
+    page.locator("#step-9 a.try").click()
+    page.wait_for_url("**replan_nodes=6**")
+    wait_drawn(page)
+    page.locator("[data-testid=replan] a.apply").click()
+    page.wait_for_url("**nodes=6**")
+    wait_drawn(page)
+    expect(page.locator("#recipe-audits")).to_have_attribute("data-passes", "true")
+
+
+def test_export_copy_buttons(page):
+    page.goto(PAGE)
+    wait_drawn(page)
+    page.locator("[data-testid=exports] summary").click()
+    text = page.locator("#export-megatron").input_value()
+    assert "--tensor-model-parallel-size 8" in text
+    expect(page.locator("[data-copy-target=export-deepspeed]")).to_be_visible()
+
+
+def test_drill_checks_the_product(page, live_server):
+    page.goto(PAGE)
+    answer = 100 * api_json(live_server, "recipe")["efficiency"]
+    page.locator("form.drill input[name=answer]").fill("50")
+    page.locator("form.drill button").click()
+    expect(page.locator(".drill-feedback")).to_contain_text("Hint")
+    page.locator("form.drill input[name=answer]").fill(f"{answer:.1f}")
+    page.locator("form.drill button").click()
+    expect(page.locator(".drill-feedback")).to_contain_text("Right")
+
+
+@pytest.mark.parametrize("diagram", ["step", "memory"])
+def test_each_diagram_embeds_alone(page, diagram):
+    page.goto(f"/embed/recipe/{diagram}")
+    wait_drawn(page)
+    assert page.locator(f"#recipe-{diagram} .main-svg").count() >= 1
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (390, 844)])
+def test_try_links_draw_their_diagram_within_laptop_and_phone_width(browser, live_server,
+                                                                    size):
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]},
+                                  base_url=live_server)
+    page = context.new_page()
+    page.goto(PAGE)
+    wait_drawn(page)
+    for step, chart in (("step-1", "recipe-step"), ("step-2", "recipe-memory")):
+        page.locator(f"#{step} a.try").first.click()
+        wait_drawn(page)
+        box = page.locator(f"#{chart}").bounding_box()
+        assert box is not None and box["height"] > 50
+        assert box["x"] >= 0 and box["x"] + box["width"] <= size[0] + 1
+    context.close()
