@@ -195,6 +195,8 @@ class RLPlacementResult:
     colocated_bytes: float | None
     transition_overhead_bytes: float
     replicas: dict = field(default_factory=dict)
+    train_breakdown: dict = field(default_factory=dict)  # the ledger's, per training GPU
+    rollout_breakdown: dict = field(default_factory=dict)  # the heaviest engine GPU's
     notes: tuple[str, ...] = ()
 
     @property
@@ -404,5 +406,9 @@ def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:
         step_seconds=times.step, samples_per_second=inp.samples / times.step, dp=dp,
         stage_layers=bill.stage_layers if bill else (), train_memory_bytes=train_bytes,
         rollout_memory_bytes=rollout_bytes, colocated_bytes=colocated_bytes,
-        transition_overhead_bytes=TRANSITION_OVERHEAD, replicas=replicas, notes=tuple(notes),
+        transition_overhead_bytes=TRANSITION_OVERHEAD, replicas=replicas,
+        train_breakdown=dict(bill.breakdown) if bill else {},
+        rollout_breakdown=max((mem for _, mem in serving.values()),
+                              key=lambda mem: mem.total).as_dict(),
+        notes=tuple(notes),
     )

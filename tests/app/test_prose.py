@@ -18,6 +18,8 @@ LESSONS = {  # page -> (API, chart ids a step may name)
     "/episodes/memory": ("/api/memory", {"memory-chart"}),
     "/episodes/pipeline": (
         "/api/pipeline", {"pipeline-gantt", "pipeline-activations", "pipeline-memory"}),
+    "/episodes/rl-placement": (
+        "/api/placement", {"placement-cluster", "placement-memory", "placement-timeline"}),
 }
 FORMATS = {"bytes": fmt_bytes, "count": fmt_count, "pct": fmt_pct, "": str}
 
