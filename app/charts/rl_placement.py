@@ -153,7 +153,11 @@ def timeline_figure(result) -> dict:
         data.append({
             "type": "bar", "orientation": "h", "y": [ph.lane], "x": [round(ph.end - ph.start, 4)],
             "base": [round(ph.start, 4)], "name": label, "legendgroup": ph.phase,
-            "showlegend": ph.phase not in seen, "marker": {"color": colour},
+            "showlegend": ph.phase not in seen,
+            # A white edge parts back-to-back phases; the label names phase and step.
+            "marker": {"color": colour, "line": {"color": "#ffffff", "width": 1.5}},
+            "text": [f"{label[0]}{ph.step + 1}"], "textposition": "inside",
+            "insidetextanchor": "middle", "textfont": {"color": "#ffffff"},
             "hovertemplate": (f"{label}, step {ph.step + 1}: {ph.start:.1f} s to {ph.end:.1f} s"
                               "<extra></extra>"),
         })
@@ -161,7 +165,8 @@ def timeline_figure(result) -> dict:
     return {
         "data": data,
         "layout": base_layout(
-            barmode="overlay", margin={"l": 72, "r": 8, "t": 8, "b": 40},
+            barmode="overlay", uniformtext={"minsize": 9, "mode": "hide"},
+            margin={"l": 72, "r": 8, "t": 8, "b": 40},
             xaxis={"title": {"text": "seconds"}, "fixedrange": True, "rangemode": "tozero"},
             yaxis={"categoryorder": "array", "categoryarray": lanes[::-1], "fixedrange": True},
         ),
