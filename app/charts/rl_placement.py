@@ -82,7 +82,8 @@ def cluster_figure(result) -> dict:
             yaxis={"title": {"text": "node"}, "autorange": "reversed", "fixedrange": True,
                    "tickmode": "auto", "nticks": min(nodes, 16)},
         ),
-        "summary": (f"{len(result.gpus)} GPUs on {nodes} nodes of 8: {parts}; "
+        "summary": (f"{len(result.gpus)} GPUs on {nodes} node{'s' if nodes > 1 else ''} of 8: "
+                    f"{parts}; "
                     + ("every pool fits" if all(p.fits for p in result.pools)
                        else "a pool does not fit")),
     }
@@ -167,6 +168,7 @@ def timeline_figure(result) -> dict:
         "layout": base_layout(
             barmode="overlay", uniformtext={"minsize": 9, "mode": "hide"},
             margin={"l": 72, "r": 8, "t": 8, "b": 40},
+            legend={"orientation": "h", "y": -0.3, "x": 0, "yanchor": "top"},
             xaxis={"title": {"text": "seconds"}, "fixedrange": True, "rangemode": "tozero"},
             yaxis={"categoryorder": "array", "categoryarray": lanes[::-1], "fixedrange": True},
         ),
