@@ -31,3 +31,15 @@ MAX_MICRO_BATCH = 1024
 MAX_DEGREE = 4096  # any one of TP, PP, CP, EP
 MAX_DP = 100_000
 MAX_WORLD = 1_000_000  # GPUs in one job; bounds every product of degrees
+
+# EP09 RL placement (labs.placement_rl): placements, engine KV dtypes, and the sizes one request
+# may ask for (the whole cluster is drawn GPU by GPU, so it is bounded).
+PLACEMENTS = ("colocated", "separate", "separate-pd")
+KV_DTYPES = ("bf16", "fp8")
+MAX_TRAIN_GPUS = 2048
+MAX_POOL_GPUS = 4096
+MAX_ENGINES = 1024
+MAX_RESPONSE_LEN = 131_072
+MAX_PROMPT_LEN = 131_072
+MAX_PROMPTS = 4096
+MAX_RESPONSES = 64

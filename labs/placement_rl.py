@@ -24,22 +24,25 @@ from dataclasses import dataclass, field
 
 from labs.errors import LabInputError
 from labs.layout import ParallelLayout, problems, whole
-from labs.limits import MAX_DEGREE, RECOMPUTE
+from labs.limits import (
+    KV_DTYPES,
+    MAX_DEGREE,
+    MAX_ENGINES,
+    MAX_POOL_GPUS,
+    MAX_PROMPT_LEN,
+    MAX_PROMPTS,
+    MAX_RESPONSE_LEN,
+    MAX_RESPONSES,
+    MAX_TRAIN_GPUS,
+    PLACEMENTS,
+    RECOMPUTE,
+)
 from labs.memory import MemoryInput, compute_memory
 from labs.presets import GPUSpec, ModelSpec
-from labs.rl_serving import KV_DTYPE_BYTES, EngineMemory, engine_memory, per_engine
+from labs.rl_cluster import Check, engine_checks, gpu_roles, layout_checks
+from labs.rl_serving import EngineMemory, engine_memory, per_engine
 from labs.rl_timeline import phases, step_times
 
-PLACEMENTS = ("colocated", "separate", "separate-pd")
-KV_DTYPES = tuple(KV_DTYPE_BYTES)
-GPUS_PER_NODE = 8  # the curriculum's recipes: 8 GPUs per node (HGX boards)
-MAX_TRAIN_GPUS = 2048
-MAX_POOL_GPUS = 4096  # whole cluster drawn GPU by GPU
-MAX_ENGINES = 1024
-MAX_RESPONSE_LEN = 131_072
-MAX_PROMPT_LEN = 131_072
-MAX_PROMPTS = 4096
-MAX_RESPONSES = 64
 # What stays on a colocated GPU across the switch (our estimate): the sleeping process's CUDA
 # context and NCCL communicators (~0.5 GB) and one weight-update bucket (slime's
 # --update-weight-buffer-size default, 512 MB).
@@ -143,13 +146,6 @@ class RLPlacementInput:
 
 
 @dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-
-
-@dataclass(frozen=True)
 class Pool:
     role: str  # "training", "rollout", "prefill", "decode" or "colocated"
     gpus: int
@@ -221,95 +217,6 @@ def _training_bill(inp: RLPlacementInput, gpus: int):
     return compute_memory(MemoryInput(**mem_in))
 
 
-def _layout_checks(inp: RLPlacementInput, bill) -> list[Check]:
-    m, n = inp.model, inp.train_gpus
-    mp, emp = inp.tp * inp.pp * inp.cp, inp.ep * inp.pp
-    dp = n // mp if n % mp == 0 else 0
-    checks = [
-        Check("world size", n % mp == 0,
-              f"{n} GPUs / (TP {inp.tp} x PP {inp.pp} x CP {inp.cp} = {mp}) = "
-              + (f"DP {dp}" if dp else f"{n / mp:.2f}: not a whole number of replicas")),
-        Check("expert grouping", n % emp == 0,
-              f"{n} GPUs / (EP {inp.ep} x PP {inp.pp} = {emp}) = "
-              + (f"{n // emp} expert groups per stage x stage" if n % emp == 0
-                 else f"{n / emp:.2f}: experts cannot regroup the ranks")),
-    ]
-    layout = ParallelLayout(tp=inp.tp, pp=inp.pp, cp=inp.cp, dp=max(dp, 1), ep=inp.ep)
-    found = problems(m, layout, seq_len=inp.seq_len, uneven_pp=True)
-    by_field = {e.field: e.message for e in found}
-    checks.append(Check("heads by TP", "tp" not in by_field,
-                        by_field.get("tp", f"{m.heads} heads / TP {inp.tp} = "
-                                           f"{m.heads // inp.tp} per rank")))
-    layers = bill.stage_layers if bill else ()
-    even = m.layers % inp.pp == 0
-    checks.append(Check("layers by PP", "pp" not in by_field, by_field.get(
-        "pp", f"{m.layers} layers over {inp.pp} stages: "
-              + ("even" if even else "uneven") + f" ({' + '.join(map(str, layers))})")))
-    checks.append(Check("experts by EP", "ep" not in by_field, by_field.get(
-        "ep", f"{m.experts} experts / EP {inp.ep} = {m.experts // inp.ep} per rank"
-              if m.is_moe else "dense model: EP 1")))
-    return checks
-
-
-def _engine_checks(inp: RLPlacementInput) -> list[Check]:
-    m, e = inp.model, inp.engine_gpus
-    checks = []
-    if inp.colocated:
-        checks.append(Check("engines tile the pool", inp.train_gpus % e == 0,
-                            f"{inp.train_gpus} GPUs / {e} per engine = "
-                            f"{inp.train_gpus / e:g} engines"))
-    split_ok = (m.experts % e == 0) if m.is_moe else (m.heads % e == 0)
-    what = f"{m.experts} experts" if m.is_moe else f"{m.heads} attention heads"
-    checks.append(Check("engine split", split_ok, f"{what} over {e} GPUs per engine"
-                        + ("" if split_ok else ": does not divide")))
-    nodes_ok = (e <= GPUS_PER_NODE and GPUS_PER_NODE % e == 0) or e % GPUS_PER_NODE == 0
-    checks.append(Check("engine in whole nodes", nodes_ok,
-                        f"an engine of {e} GPUs " + ("packs" if nodes_ok else "straddles")
-                        + f" {GPUS_PER_NODE}-GPU nodes"))
-    if inp.placement == "separate-pd":
-        p = inp.prefill_count
-        ok = 1 <= p < inp.engine_count
-        checks.append(Check("prefill/decode split", ok,
-                            f"{p} prefill + {inp.engine_count - p} decode engines"
-                            + ("" if ok else ": need at least one of each")))
-    return checks
-
-
-def _gpu_roles(inp: RLPlacementInput, dp: int, fits: dict[str, bool]) -> tuple[dict, ...]:
-    """Every cluster GPU with its role, node and (training) Megatron coordinates."""
-    tp, cp, pp, e = inp.tp, inp.cp, inp.pp, inp.engine_gpus
-    mp = tp * pp * cp
-    placed = (inp.train_gpus // mp) * mp  # GPUs that make whole model-parallel replicas
-    train_nodes = math.ceil(inp.train_gpus / GPUS_PER_NODE)
-    total = (train_nodes * GPUS_PER_NODE
-             + math.ceil(inp.rollout_gpus / GPUS_PER_NODE) * GPUS_PER_NODE)
-    stage_ranks = tp * cp * max(dp, 1)
-    out = []
-    for g in range(total):
-        row = {"gpu": g, "node": g // GPUS_PER_NODE, "role": "idle", "fits": True}
-        if g < inp.train_gpus:
-            if g < placed:
-                # Megatron's order tp-cp-dp-pp: TP fastest, PP slowest (labs.layout).
-                row.update(tp=g % tp, cp=(g // tp) % cp, dp=(g // (tp * cp)) % max(dp, 1),
-                           pp=g // stage_ranks if dp else (g // (tp * cp)) % pp)
-                row["role"] = "colocated" if inp.colocated else "training"
-            else:
-                row["role"] = "unplaced"  # no whole TP x PP x CP replica: the recipe fails here
-            if inp.colocated and g < inp.engine_count * e:
-                row["engine"] = g // e
-            row["fits"] = fits["colocated" if inp.colocated else "training"]
-        elif g >= train_nodes * GPUS_PER_NODE:
-            r = g - train_nodes * GPUS_PER_NODE
-            if r < inp.rollout_gpus:
-                engine = r // e
-                role = "rollout"
-                if inp.placement == "separate-pd":
-                    role = "prefill" if engine < inp.prefill_count else "decode"
-                row.update(role=role, engine=engine, fits=fits[role])
-        out.append(row)
-    return tuple(out)
-
-
 def _rollout_pools(inp: RLPlacementInput) -> dict[str, tuple[int, EngineMemory]]:
     """Engines and per-GPU bill of each serving role."""
     ctx = inp.prompt_len + inp.response_len
@@ -373,7 +280,7 @@ def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:
             pools.append(Pool(role, engines * inp.engine_gpus, mem.total, gpu_mem,
                               mem.as_dict(), 0.0, engines,
                               f"{mem.concurrency} requests x {mem.context:,} tokens per engine"))
-    checks = _layout_checks(inp, bill) + _engine_checks(inp)
+    checks = layout_checks(inp, bill) + engine_checks(inp)
     for pool in pools:
         checks.append(Check(f"{pool.role} memory fits", pool.fits,
                             f"{pool.memory_per_gpu_bytes / 1e9:.1f} GB of "
@@ -387,7 +294,7 @@ def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:
                             f"(was {replicas['before_bytes'] / 1e9:.1f} GB)"))
     dp = inp.train_gpus // (inp.tp * inp.pp * inp.cp)
     fits = {p.role: p.fits for p in pools}
-    gpus = _gpu_roles(inp, dp if inp.train_gpus % (inp.tp * inp.pp * inp.cp) == 0 else 0,
+    gpus = gpu_roles(inp, dp if inp.train_gpus % (inp.tp * inp.pp * inp.cp) == 0 else 0,
                       fits)
     weights = bill.breakdown["weights"] if bill else 0.0
     resident = (bill.breakdown["weights"] + bill.breakdown["gradients"]) if bill else 0.0

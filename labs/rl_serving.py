@@ -29,7 +29,7 @@ from labs.memory import kv_cache_bytes, workspace_bytes
 from labs.presets import GPUSpec, ModelSpec
 
 WEIGHT_BYTES = 2  # bf16 rollout weights
-KV_DTYPE_BYTES = {"bf16": 2, "fp8": 1}
+KV_DTYPE_BYTES = {"bf16": 2, "fp8": 1}  # keys: labs.limits.KV_DTYPES
 CHUNKED_PREFILL_TOKENS = 8192  # SGLang server_args default chunked_prefill_size
 PREFILL_MFU = 0.5  # estimate: large prefill batches run near half the dense BF16 peak
 DECODE_MFU = 0.5  # estimate, only binds for very large decode batches

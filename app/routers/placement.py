@@ -11,9 +11,9 @@ from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
 from app.options import gpu_options
 from app.schemas import PlacementAnswer
-from labs.limits import MAX_DEGREE, RECOMPUTE
-from labs.placement_rl import (
+from labs.limits import (
     KV_DTYPES,
+    MAX_DEGREE,
     MAX_ENGINES,
     MAX_PROMPT_LEN,
     MAX_PROMPTS,
@@ -21,10 +21,9 @@ from labs.placement_rl import (
     MAX_RESPONSES,
     MAX_TRAIN_GPUS,
     PLACEMENTS,
-    RLPlacementInput,
-    RLPlacementResult,
-    compute_rl_placement,
+    RECOMPUTE,
 )
+from labs.placement_rl import RLPlacementInput, RLPlacementResult, compute_rl_placement
 from labs.presets import get_gpu
 from labs.rl_recipes import experiment, get_recipe, recipes
 

@@ -3,6 +3,7 @@
 import pytest
 
 from labs.errors import LabInputError
+from labs.limits import KV_DTYPES
 from labs.memory import MemoryInput, compute_memory
 from labs.placement_rl import (
     TRANSITION_OVERHEAD,
@@ -11,7 +12,7 @@ from labs.placement_rl import (
 )
 from labs.presets import get_gpu, get_model
 from labs.rl_recipes import experiment, get_recipe, recipes
-from labs.rl_serving import engine_memory, kv_bytes_per_token
+from labs.rl_serving import KV_DTYPE_BYTES, engine_memory, kv_bytes_per_token
 
 # The curriculum's table: training GPUs, TP/PP/CP/EP, GPUs per serving engine.
 TABLE = {
@@ -185,3 +186,7 @@ def test_bad_input_names_its_field(field, over):
     with pytest.raises(LabInputError) as err:
         recipe_input("glm-4-9b", **over)
     assert err.value.field == field
+
+
+def test_kv_dtypes_are_the_limits_ones():
+    assert tuple(KV_DTYPE_BYTES) == KV_DTYPES
