@@ -210,7 +210,9 @@ def _training_bill(inp: RLPlacementInput, gpus: int):
                   seq_len=inp.seq_len, micro_batch=1, recompute=inp.recompute, tp=inp.tp,
                   pp=inp.pp, cp=inp.cp, dp=dp, ep=inp.ep, zero=1, offload=inp.cpu_adam,
                   uneven_pp=inp.model.layers % inp.pp != 0, schedule="1f1b",
-                  microbatches=max(1, min(math.ceil(inp.samples / dp), 4096)))
+                  # 1F1B holds at most PP micro-batches in flight (Narayanan et al. 2021), so
+                  # more than PP of them change no byte of the bill, only the simulation's cost.
+                  microbatches=max(1, min(math.ceil(inp.samples / dp), inp.pp)))
     if problems(inp.model, ParallelLayout(tp=inp.tp, pp=inp.pp, cp=inp.cp, dp=dp, ep=inp.ep),
                 seq_len=inp.seq_len, uneven_pp=True):
         return None
