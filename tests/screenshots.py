@@ -1,8 +1,10 @@
-"""Screenshots of every live episode at desktop and phone widths, for looking at changes.
+"""Screenshots of every live episode at two laptop sizes and a phone, for looking at changes.
 
-Run: ``python tests/screenshots.py`` (starts its own uvicorn on a free port). Saves
-``build/screenshots/<name>-<width>.png`` (full page) and refreshes the README's pictures,
-``static/img/<episode>-desktop.png`` (the first screen at 1280 px).
+Run: ``python tests/screenshots.py`` (starts its own uvicorn on a free port). Saves into
+``build/screenshots/``: ``<name>-<w>x<h>.png`` (the first screen), ``<name>-<w>x<h>-full.png``
+(the whole page), ``<lesson>-step<N>-<w>x<h>.png`` (the screen after a step's first "try it"
+link, the step's diagram in view), the same in dark mode for EP05, and a print rendering;
+refreshes the README's pictures, ``static/img/<episode>-desktop.png`` (first screen, 1280×800).
 """
 
 from __future__ import annotations
@@ -28,6 +30,19 @@ PAGES = {
     "ep05-embed": "/embed/pipeline?schedule=interleaved-1f1b&stages=4&microbatches=8&virtual=2",
 }
 README_PICTURES = {"ep01": "ep01-desktop.png", "ep05": "ep05-desktop.png"}
+SIZES = [(1280, 800), (1440, 900), (390, 844)]
+STEPS = {"ep01": ("/episodes/memory", [1, 5]), "ep05": ("/episodes/pipeline", [1, 4, 6])}
+
+
+def try_step(page, base: str, path: str, step: int) -> None:
+    """Open a lesson, follow step N's first try link, wait for the redraw."""
+    page.goto(base + path)
+    wait_drawn(page)
+    link = page.locator(f"#step-{step} a.try").first
+    href = link.get_attribute("href")
+    link.click()
+    page.wait_for_url("**" + href.split("?", 1)[1] + "**")
+    wait_drawn(page)
 
 
 def main() -> None:
@@ -48,18 +63,34 @@ def main() -> None:
                 time.sleep(0.1)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            for width in (1280, 390):
-                page = browser.new_page(viewport={"width": width, "height": 900})
+            for width, height in SIZES:
+                size = f"{width}x{height}"
+                page = browser.new_page(viewport={"width": width, "height": height},
+                                        is_mobile=width < 500, has_touch=width < 500)
                 for name, path in PAGES.items():
                     page.goto(base + path)
                     if page.locator("script.figure").count():
                         wait_drawn(page)
-                    page.screenshot(path=out / f"{name}-{width}.png", full_page=True)
-                    if width == 1280 and name in README_PICTURES:
+                    page.screenshot(path=out / f"{name}-{size}.png")
+                    page.screenshot(path=out / f"{name}-{size}-full.png", full_page=True)
+                    if size == "1280x800" and name in README_PICTURES:
                         page.screenshot(path=ROOT / "static/img" / README_PICTURES[name])
-                    print(f"{name} at {width}px: {page.evaluate('document.body.scrollHeight')}"
-                          " px tall")
+                for name, (path, steps) in STEPS.items():
+                    for step in steps:
+                        try_step(page, base, path, step)
+                        page.screenshot(path=out / f"{name}-step{step}-{size}.png")
                 page.close()
+                dark = browser.new_page(viewport={"width": width, "height": height},
+                                        color_scheme="dark")
+                try_step(dark, base, "/episodes/pipeline", 6)
+                dark.screenshot(path=out / f"ep05-dark-{size}.png")
+                dark.close()
+            printed = browser.new_page(viewport={"width": 1280, "height": 800})
+            printed.goto(base + "/episodes/memory")
+            wait_drawn(printed)
+            printed.emulate_media(media="print")
+            printed.screenshot(path=out / "ep01-print.png", full_page=True)
+            printed.close()
             browser.close()
     finally:
         server.terminate()

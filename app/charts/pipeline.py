@@ -25,7 +25,10 @@ SCHEDULE_NAMES = {  # schedule id -> the name papers and frameworks use
 TIME_AXIS = "time (f = one forward)"
 IDLE = "#f1f3f7"
 MAX_BARS = 1500  # above this, a heatmap
-LABEL_BARS = 400  # above this, no micro-batch labels (they would be unreadable)
+# Above this, no micro-batch labels (they would be unreadable). Labels are one text-only
+# scatter trace at the bars' centres: plotly fitting text "inside" each bar cost ~75 ms of a
+# 107 ms redraw in Chromium (tests/benchmarks/browser_bench.py), a text trace a few ms.
+LABEL_BARS = 200
 RASTER_COLUMNS = 1000
 MAX_MEMORY_LINES = 8
 PALETTE = (
@@ -54,7 +57,9 @@ def gantt_figure(result) -> dict:
     if len(events) > MAX_BARS:
         data = _raster(result)
     else:
-        data = _bars(result, labels=len(events) <= LABEL_BARS)
+        data = _bars(result)
+        if len(events) <= LABEL_BARS:
+            data.append(_labels(result))
     height = max(200, min(640, 70 + 26 * p))
     chunks = f" × {inp.chunks} chunks" if inp.chunks > 1 else ""
     return {
@@ -69,7 +74,6 @@ def gantt_figure(result) -> dict:
             yaxis={"autorange": "reversed", "type": "category", "fixedrange": True,
                    "categoryorder": "array",
                    "categoryarray": [_rank_label(r) for r in range(p)]},
-            uniformtext={"minsize": 8, "mode": "hide"},
             plot_bgcolor=IDLE,
             showlegend=False,  # the page names the colours of the kinds present
         ),
@@ -82,7 +86,19 @@ def gantt_figure(result) -> dict:
     }
 
 
-def _bars(result, labels: bool) -> list[dict]:
+def _labels(result) -> dict:
+    """Each action's micro-batch number, written at the centre of its bar."""
+    events = result.events
+    return {
+        "type": "scatter", "mode": "text", "showlegend": False, "hoverinfo": "skip",
+        "x": [round((ev.start + ev.end) / 2, 6) for ev in events],
+        "y": [_rank_label(ev.rank) for ev in events],
+        "text": [str(ev.microbatch) for ev in events],
+        "textfont": {"color": "#ffffff", "size": 10},
+    }
+
+
+def _bars(result) -> list[dict]:
     traces: dict[str, dict] = {}
     chunks = result.input.chunks
     for ev in result.events:
@@ -93,9 +109,7 @@ def _bars(result, labels: bool) -> list[dict]:
                 "type": "bar", "orientation": "h", "name": label,
                 "marker": {"color": colour, "line": {"color": "#ffffff", "width": 0.5},
                            "opacity": []},
-                "x": [], "base": [], "y": [], "text": [], "customdata": [],
-                "textposition": "inside", "insidetextanchor": "middle",
-                "textfont": {"color": "#ffffff"},
+                "x": [], "base": [], "y": [], "customdata": [],
                 "hovertemplate": (
                     f"{label}<br>%{{y}}, micro-batch %{{customdata[0]}}, chunk %{{customdata[1]}}"
                     "<br>%{base:.2f} → %{customdata[2]:.2f}<extra></extra>"
@@ -104,7 +118,6 @@ def _bars(result, labels: bool) -> list[dict]:
         trace["x"].append(round(ev.end - ev.start, 6))
         trace["base"].append(round(ev.start, 6))
         trace["y"].append(_rank_label(ev.rank))
-        trace["text"].append(str(ev.microbatch) if labels else "")
         trace["customdata"].append([ev.microbatch, ev.chunk, round(ev.end, 6)])
         # Later model chunks (interleaved, V-shape) are drawn lighter.
         shade = 1.0 - 0.45 * ev.chunk / (chunks - 1) if chunks > 1 else 1.0

@@ -1,34 +1,126 @@
 // Parallelism Lab's one script. It draws every figure it finds in the page or in content htmx
 // swaps in (a <script type="application/json" class="figure" data-target="ID">), updating the
-// chart in place with Plotly.react, and keeps dependent controls consistent. Fragments carry
-// figure data only, never figure code.
+// chart in place with Plotly.react; sends control changes at once (one request in flight, the
+// last value queued by hx-sync); keeps dependent controls consistent; brings the diagram a
+// step teaches into view; themes charts light or dark. Fragments carry figure data only.
 (function () {
   "use strict";
 
-  var PLOT_CONFIG = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+  var root = document.documentElement;
+  var phone = window.matchMedia("(max-width: 900px)");
+  var coarse = window.matchMedia("(pointer: coarse)");
+  var systemDark = window.matchMedia("(prefers-color-scheme: dark)");
 
-  function within(root, selector) {
-    var found = Array.prototype.slice.call(root.querySelectorAll ? root.querySelectorAll(selector) : []);
-    if (root.matches && root.matches(selector)) found.unshift(root);
+  // No link to any other host (plotly's cloud buttons off); PNG download kept. The toolbar
+  // shows on hover only, and not at all on touch screens, where it would sit on the data.
+  function plotConfig() {
+    return {
+      responsive: true, displaylogo: false, showLink: false, showEditInChartStudio: false,
+      showSendToCloud: false, scrollZoom: false, modeBarButtonsToRemove: ["lasso2d", "select2d"],
+      displayModeBar: coarse.matches || phone.matches ? false : "hover",
+      toImageButtonOptions: { format: "png", scale: 2 },
+    };
+  }
+
+  function within(node, selector) {
+    var found = Array.prototype.slice.call(node.querySelectorAll ? node.querySelectorAll(selector) : []);
+    if (node.matches && node.matches(selector)) found.unshift(node);
     return found;
   }
 
-  function draw(root) {
-    if (!window.Plotly) return;
-    within(root, "script.figure[data-target]").forEach(function (script) {
-      var el = document.getElementById(script.dataset.target);
-      if (!el) return;
-      var fig = JSON.parse(script.textContent);
-      var config = Object.assign({}, PLOT_CONFIG, fig.config || {});
-      window.Plotly.react(el, fig.data, fig.layout, config).then(function () {
-        // A hook for tests and assistive tech: what the chart now shows.
-        el.dataset.drawn = script.dataset.state || "";
-        if (fig.summary) el.setAttribute("aria-label", fig.summary);
+  // ---- Theme: the figures are built for a light page; dark mode swaps their few fixed
+  // colours (ink, grid, label backgrounds) before Plotly.react. ----
+  var DARK = [["#1d2330", "#e3e7ef"], ["#e6e9ef", "#343b4a"],
+              ["rgba(255,255,255,0.85)", "rgba(23,27,36,0.85)"], ["#5b6475", "#a9b1c2"]];
+
+  function isDark() {
+    var chosen = root.dataset.theme;
+    return chosen ? chosen === "dark" : systemDark.matches;
+  }
+
+  function themed(text) {
+    if (!isDark()) return text;
+    DARK.forEach(function (pair) { text = text.split(pair[0]).join(pair[1]); });
+    return text;
+  }
+
+  // ---- Drawing ----
+  function fitHeight(layout, el) {
+    // A chart never taller than the view it scrolls in, so a step's diagram fits on screen.
+    var view = el.closest(".bench-view");
+    if (!view) return;
+    // Figures without a height of their own take their box's usual one (lab.css: .chart 360,
+    // .chart.short 280): in the bench the box follows the figure, so it must have one.
+    if (!layout.height) layout.height = el.classList.contains("short") ? 280 : 360;
+    var room = Math.min(view.clientHeight - 48, phone.matches ? 300 : Infinity);
+    if (room > 200 && layout.height > room) layout.height = room;
+  }
+
+  function announce() {
+    var status = document.getElementById("lab-status");
+    if (!status) return;
+    var lines = within(document, ".bench-view [data-summary]").map(function (c) { return c.dataset.summary; });
+    status.textContent = lines.join(" ");
+  }
+
+  function drawOne(script) {
+    var el = document.getElementById(script.dataset.target);
+    if (!el || !window.Plotly) return;
+    el._labFigure = script;
+    var fig = JSON.parse(themed(script.textContent));
+    var layout = fig.layout || {};
+    if (isDark()) {
+      // Plotly's own defaults (#444 text and ticks) are unreadable on a dark page.
+      layout.font = Object.assign({}, layout.font, { color: "#e3e7ef" });
+      Object.keys(layout).forEach(function (key) {
+        if (/^[xy]axis\d*$/.test(key)) layout[key] = Object.assign({ color: "#c9d0dc" }, layout[key]);
       });
+    }
+    fitHeight(layout, el);
+    if (coarse.matches) layout.dragmode = false;  // a swipe scrolls the page, never zooms
+    if (!el._fullLayout && el.firstChild) el.textContent = "";  // markup from a page, not a live plot
+    var config = Object.assign(plotConfig(), fig.config || {});
+    return window.Plotly.react(el, fig.data, layout, config).then(function () {
+      // A hook for tests and assistive tech: what the chart now shows. role="figure" (not
+      // "img") because the chart holds the toolbar's buttons.
+      el.dataset.drawn = script.dataset.state || "";
+      el.setAttribute("role", "figure");
+      if (fig.summary) {
+        el.setAttribute("aria-label", fig.summary);
+        el.dataset.summary = fig.summary;
+      }
+      el.dispatchEvent(new CustomEvent("lab:drawn", { bubbles: true, detail: { state: el.dataset.drawn } }));
     });
   }
 
-  // <select data-filter-by="mode">: only options whose data-when matches the mode are offered.
+  function onScreen(script) {
+    var el = document.getElementById(script.dataset.target);
+    if (!el) return false;
+    var box = el.getBoundingClientRect();
+    return box.bottom > 0 && box.top < window.innerHeight && box.height > 0;
+  }
+
+  // The charts on screen first, in this task; the others a task later, so the chart the
+  // student is watching is not kept waiting by ones scrolled out of view.
+  function draw(node) {
+    var scripts = within(node, "script.figure[data-target]");
+    if (!scripts.length) return;
+    var now = scripts.filter(onScreen);
+    var later = scripts.filter(function (s) { return now.indexOf(s) < 0; });
+    var done = now.map(drawOne);
+    if (later.length) {
+      done.push(new Promise(function (resolve) {
+        setTimeout(function () { Promise.all(later.map(drawOne)).then(resolve); }, 0);
+      }));
+    }
+    Promise.all(done).then(announce);
+  }
+
+  function redrawAll() {
+    within(document, ".js-plotly-plot").forEach(function (el) { if (el._labFigure) drawOne(el._labFigure); });
+  }
+
+  // ---- Controls ----
   function controlValue(form, name) {
     var checked = form.querySelector('[name="' + name + '"]:checked');
     if (checked) return checked.value;
@@ -37,6 +129,7 @@
   }
 
   function syncDependents(form) {
+    // <select data-filter-by="mode">: only options whose data-when matches the mode are offered.
     within(form, "select[data-filter-by]").forEach(function (select) {
       var want = controlValue(form, select.dataset.filterBy);
       var firstOk = null;
@@ -49,30 +142,155 @@
       var current = select.options[select.selectedIndex];
       if (current && current.disabled && firstOk) select.value = firstOk.value;
     });
-    // <input data-enabled-when="model=custom">: disabled (so not submitted) otherwise.
-    within(form, "[data-enabled-when]").forEach(function (input) {
-      var rule = input.dataset.enabledWhen.split("=");
-      input.disabled = controlValue(form, rule[0]) !== rule[1];
+    // data-enabled-when="control=value": disabled (so not submitted) otherwise, with the
+    // reason (.disabled-reason) shown by CSS through .is-disabled.
+    within(form, "[data-enabled-when]").forEach(function (box) {
+      var rule = box.dataset.enabledWhen.split("=");
+      var off = controlValue(form, rule[0]) !== rule[1];
+      if ("disabled" in box && box.tagName !== "LABEL") box.disabled = off;
+      else within(box, "input, select").forEach(function (input) { input.disabled = off; });
+      box.classList.toggle("is-disabled", off);
     });
     within(form, "output[for]").forEach(function (out) {
-      var src = form.querySelector("#" + out.htmlFor);
+      var src = document.getElementById(out.htmlFor);
       if (src) out.value = src.value;
+    });
+    within(form, "input[type=range][data-unit]").forEach(function (input) {
+      input.setAttribute("aria-valuetext", input.value + " " + input.dataset.unit);
     });
   }
 
-  function init(root) {
-    within(root, "form.controls").forEach(syncDependents);
-    draw(root);
+  // A slider or select sends at once; typing waits for a pause (a half-typed "7e" is no
+  // state). Sliders and typing replace the URL; choices push a history entry.
+  // During a drag: the first move is sent at once; moves while that request is out are
+  // folded into one, sent when it is answered, so the last value is always drawn and there is
+  // never more than one request in flight.
+  var typing = null;
+  function send(form, history) {
+    if (!window.htmx) return;
+    if (form._labBusy) { form._labPending = form._labPending === "push" ? "push" : history; return; }
+    form._labBusy = true;
+    window.htmx.trigger(form, "labsend", { history: history });
   }
 
-  // Runs before htmx reads the form (htmx waits for its trigger delay), so a mode switch
-  // sends a recipe that belongs to the new mode.
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var form = event.detail.elt;
+    if (!form || !form.classList || !form.classList.contains("controls")) return;
+    form._labBusy = false;
+    var next = form._labPending;
+    form._labPending = null;
+    if (next) send(form, next);
+  });
+
   document.addEventListener("input", function (event) {
-    var form = event.target.form;
-    if (form && form.classList.contains("controls")) syncDependents(form);
+    var input = event.target;
+    var form = input.form;
+    if (!form || !form.classList.contains("controls")) return;
+    syncDependents(form);
+    if (!form.hasAttribute("hx-trigger")) return;
+    clearTimeout(typing);
+    if (input.type === "text" || input.type === "number") {
+      typing = setTimeout(function () { send(form, "replace"); }, 350);
+    } else {
+      send(form, input.type === "range" ? "replace" : "push");
+    }
   }, true);
 
+  // The form's URL rule for this response, from the event that sent its request.
+  document.addEventListener("htmx:beforeOnLoad", function (event) {
+    var cfg = event.detail.requestConfig;
+    var form = cfg && cfg.elt;
+    if (!form || !form.classList || !form.classList.contains("controls")) return;
+    var trig = cfg.triggeringEvent;
+    var replace = trig && trig.detail && trig.detail.history === "replace";
+    // (htmx reads a present hx-push-url, even "false", before hx-replace-url: remove it.)
+    form.removeAttribute(replace ? "hx-push-url" : "hx-replace-url");
+    form.setAttribute(replace ? "hx-replace-url" : "hx-push-url", "true");
+  });
+
+  // ---- Bench swaps: a try link brings its step's diagram into view; a case button keeps the
+  // view where it was and keeps focus. ----
+  var pending = null;
+
+  function reveal(chart) {
+    // Laptop: the whole bench (diagram view and controls) on screen; it then sticks there.
+    var bench = document.getElementById("bench");
+    if (bench && window.getComputedStyle(bench).display !== "contents") bench.scrollIntoView({ block: "nearest" });
+    var view = chart.closest(".bench-view");
+    var anchor = chart.previousElementSibling && chart.previousElementSibling.matches(".chart-title")
+      ? chart.previousElementSibling : chart;
+    if (view && view.scrollHeight > view.clientHeight) {
+      var top = anchor.getBoundingClientRect().top - view.getBoundingClientRect().top + view.scrollTop;
+      view.scrollTop = Math.max(0, top - 8);
+    }
+    var box = chart.getBoundingClientRect();
+    if (box.top < 0 || box.bottom > window.innerHeight) chart.scrollIntoView({ block: "nearest" });
+    // The controls that move this chart, at the top of the controls' own scroll.
+    var group = document.querySelector('#drawer [data-diagrams~="' + chart.id + '"]');
+    var pane = group && [document.querySelector("#drawer .drawer-body"), document.getElementById("drawer")]
+      .filter(function (el) { return el && el.scrollHeight > el.clientHeight + 1; })[0];
+    if (pane) pane.scrollTop += group.getBoundingClientRect().top - pane.getBoundingClientRect().top - 4;
+  }
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail.target;
+    if (!target || target.id !== "bench") return;
+    var elt = event.detail.requestConfig && event.detail.requestConfig.elt;
+    var view = document.getElementById("bench-view");
+    var step = elt && elt.closest ? elt.closest("section.step[data-diagram]") : null;
+    pending = {
+      diagram: elt && elt.dataset && (elt.dataset.diagram || (step && step.dataset.diagram)),
+      scrollTop: view ? view.scrollTop : 0,
+      caseId: elt && elt.matches && elt.matches(".case") ? elt.id : null,
+      drawer: document.querySelector(".drawer.open") !== null,
+    };
+  });
+
+  document.addEventListener("htmx:afterSwap", function () {
+    if (!pending) return;
+    var p = pending;
+    pending = null;
+    var view = document.getElementById("bench-view");
+    if (p.drawer) openDrawer(true);
+    var chart = p.diagram && document.getElementById(p.diagram);
+    if (chart) reveal(chart);
+    else if (view) view.scrollTop = p.scrollTop;
+    if (p.caseId) {
+      var again = document.getElementById(p.caseId);
+      if (again) again.focus({ preventScroll: true });
+    }
+  });
+
+  // ---- Phone drawer, theme toggle, copy buttons ----
+  function openDrawer(open) {
+    var drawer = document.getElementById("drawer");
+    if (!drawer) return;
+    drawer.classList.toggle("open", open);
+    var toggle = drawer.querySelector(".drawer-toggle");
+    if (toggle) toggle.setAttribute("aria-expanded", open ? "true" : "false");
+  }
+
+  function showTheme() {
+    var button = document.getElementById("theme-toggle");
+    if (!button) return;
+    button.hidden = false;
+    button.setAttribute("aria-pressed", isDark() ? "true" : "false");
+  }
+
   document.addEventListener("click", function (event) {
+    var toggle = event.target.closest(".drawer-toggle");
+    if (toggle) {
+      openDrawer(toggle.getAttribute("aria-expanded") !== "true");
+      return;
+    }
+    if (event.target.closest("#theme-toggle")) {
+      var next = isDark() ? "light" : "dark";
+      root.dataset.theme = next;
+      try { localStorage.setItem("lab-theme", next); } catch (e) { /* private mode: not kept */ }
+      showTheme();
+      redrawAll();
+      return;
+    }
     var button = event.target.closest("[data-copy-target]");
     if (!button) return;
     var source = document.getElementById(button.dataset.copyTarget);
@@ -82,9 +300,17 @@
     else { document.execCommand("copy"); done(); }
   });
 
+  systemDark.addEventListener("change", function () { if (!root.dataset.theme) { showTheme(); redrawAll(); } });
+
+  function init(node) {
+    within(node, "form.controls").forEach(syncDependents);
+    draw(node);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
-    document.documentElement.classList.add("js");
+    root.classList.add("js");
+    showTheme();
     init(document);
-    if (window.htmx) window.htmx.onLoad(function (elt) { if (elt !== document.body) init(elt); });
+    if (window.htmx) window.htmx.onLoad(function (elt) { if (elt !== document.body) { init(elt); showTheme(); } });
   });
 })();

@@ -98,6 +98,10 @@ def test_pipeline_figures_are_valid_plotly_and_drawn_from_events(query):
     for fig in (gantt, activations_figure(state.result), stage_memory_figure(state.memory)):
         go.Figure({"data": fig["data"], "layout": fig["layout"]})
     if len(state.result.events) <= MAX_BARS:
-        assert sum(len(t["x"]) for t in gantt["data"]) == len(state.result.events)
+        bars = [t for t in gantt["data"] if t["type"] == "bar"]
+        assert sum(len(t["x"]) for t in bars) == len(state.result.events)
+        labels = [t for t in gantt["data"] if t["type"] == "scatter"]
+        if labels:  # one micro-batch number per action, at its bar's centre
+            assert labels[0]["text"] == [str(e.microbatch) for e in state.result.events]
     else:
         assert gantt["data"][0]["type"] == "heatmap"

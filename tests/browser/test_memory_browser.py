@@ -49,11 +49,21 @@ def test_moving_a_slider_updates_chart_and_url_then_reload_and_back_restore(page
     assert shown_total(page) == pytest.approx(after, rel=1e-9)
     assert page.locator("#input-micro_batch").input_value() == "4"
 
-    page.go_back()
-    page.wait_for_url(lambda url: "micro_batch=4" not in url)
+    # A choice pushes a history entry (a slider step only replaced the URL); back restores
+    # the slider's state in place, the chart kept and redrawn.
+    page.locator("#input-model").select_option("llama-3.1-8b")
+    page.wait_for_url("**model=llama-3.1-8b**")
     wait_drawn(page)
-    assert shown_total(page) == pytest.approx(before, rel=1e-9)
-    assert page.locator("#input-micro_batch").input_value() == "1"
+    page.evaluate("window.__sameDocument = true")
+    page.go_back()
+    page.wait_for_url(lambda url: "llama-3.1-8b" not in url)
+    page.wait_for_function(
+        "() => !document.querySelector('#memory-ledger').dataset.state.includes('8b')")
+    wait_drawn(page)
+    assert page.evaluate("window.__sameDocument") is True  # swapped in place, no reload
+    assert shown_total(page) == pytest.approx(after, rel=1e-9)
+    assert page.locator("#input-micro_batch").input_value() == "4"
+    assert page.locator(f"{CHART} .main-svg").count() >= 1
 
 
 def test_select_swaps_fragment_without_reload(page):

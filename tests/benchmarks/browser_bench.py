@@ -1,0 +1,148 @@
+"""Input to redrawn chart, in a real browser: how live the lesson's sliders feel.
+
+Run: ``python tests/benchmarks/browser_bench.py [--rounds N]`` (starts its own uvicorn on a
+free port of 127.0.0.1 and Debian's Chromium). For each lesson it moves one slider to a new
+value N times (one input event each, as a keyboard step or a click on the track does) and
+times from the input event to the first chart (the one in view at 1280×800) and to every
+chart of the lesson redrawn with that state (lab.js's ``lab:drawn``, after Plotly.react
+resolves): median and p95. Then a drag: 100 input events
+16 ms apart (1.6 s), counting the redraws seen during the drag and timing the last input to
+the final state drawn. A benchmark, not a test: figures vary with the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.browser.helpers import wait_drawn  # noqa: E402
+from tests.conftest import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
+
+# (lesson, starting state, slider name, values it cycles through). No value is the
+# control's default: the state string leaves defaults out, so they could not be waited for.
+CASES = [
+    ("EP01 memory", "/episodes/memory", "micro_batch", [2, 4, 8, 16, 32, 3]),
+    ("EP05 pipeline", "/episodes/pipeline?stages=8&microbatches=16", "microbatches",
+     [24, 32, 12, 10, 16, 20]),
+]
+
+# Resolves when every chart of the page shows the state with name=value.
+WAIT_STATE = """(name, value) => new Promise(resolve => {
+    const want = new RegExp('(^|&)' + name + '=' + value + '(&|$)');
+    const done = () => {
+        const scripts = [...document.querySelectorAll('script.figure[data-target]')];
+        return scripts.length > 0 && scripts.every(s => {
+            const chart = document.getElementById(s.dataset.target);
+            return want.test(s.dataset.state) && chart && chart.dataset.drawn === s.dataset.state;
+        });
+    };
+    if (done()) return resolve();
+    const check = () => {
+        if (done()) { document.removeEventListener('lab:drawn', check); resolve(); }
+    };
+    document.addEventListener('lab:drawn', check);
+})"""
+
+STEP = """async ([name, values]) => {
+    const waitState = WAIT_STATE;
+    const input = document.querySelector('[name="' + name + '"]');
+    const first = document.querySelector('script.figure[data-target]').dataset.target;
+    const times = [], seen = [];
+    for (const value of values) {
+        const t0 = performance.now();
+        let t1 = null;
+        const mark = e => { if (e.target.id === first && t1 === null) t1 = performance.now(); };
+        document.addEventListener('lab:drawn', mark);
+        input.value = value;
+        input.dispatchEvent(new Event('input', {bubbles: true}));
+        await waitState(name, value);
+        document.removeEventListener('lab:drawn', mark);
+        times.push(performance.now() - t0);
+        seen.push((t1 === null ? performance.now() : t1) - t0);
+    }
+    return [times, seen];
+}"""
+
+DRAG = """async ([name, lo, hi]) => {
+    const waitState = WAIT_STATE;
+    const input = document.querySelector('[name="' + name + '"]');
+    // A 16 ms pause that a headless (background) page's timer throttling does not stretch.
+    const pause = ms => new Promise(resolve => {
+        const end = performance.now() + ms, ch = new MessageChannel();
+        ch.port1.onmessage = () => performance.now() >= end ? resolve() : ch.port2.postMessage(0);
+        ch.port2.postMessage(0);
+    });
+    let redraws = 0;
+    const count = () => redraws++;
+    document.addEventListener('lab:drawn', count);
+    let value = lo;
+    for (let i = 0; i < 100; i++) {
+        value = lo + Math.round((hi - lo) * i / 99);
+        input.value = value;
+        input.dispatchEvent(new Event('input', {bubbles: true}));
+        await pause(16);
+    }
+    const t0 = performance.now();
+    await waitState(name, value);
+    const tail = performance.now() - t0;
+    document.removeEventListener('lab:drawn', count);
+    return [redraws, tail];
+}"""
+
+
+STEP, DRAG = (js.replace("WAIT_STATE", WAIT_STATE) for js in (STEP, DRAG))
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=10, help="passes over each value list")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "app.main:app", "--port",
+                               str(port), "--log-level", "warning"], cwd=ROOT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(base + "/healthz", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)  # readiness poll
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            print(f"input -> chart redrawn, {args.rounds} x values per lesson, localhost")
+            for label, path, name, values in CASES:
+                page.goto(base + path)
+                wait_drawn(page)
+                page.evaluate(STEP, [name, values[:2]])  # warm-up
+                times, seen = page.evaluate(STEP, [name, values * args.rounds])
+                redraws, tail = page.evaluate(DRAG, [name, min(values), max(values)])
+                print(f"{label} (n={len(times)}): first chart (in view) median"
+                      f" {statistics.median(seen):.1f} ms, p95 {p95(seen):.1f} ms;"
+                      f" all charts median {statistics.median(times):.1f} ms,"
+                      f" p95 {p95(times):.1f} ms; 1.6 s drag: {redraws} chart redraws during"
+                      f" it, final value drawn {tail:.1f} ms after the last input")
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()

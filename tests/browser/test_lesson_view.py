@@ -1,0 +1,113 @@
+"""Every lesson step's diagram in view with its controls, at laptop and phone sizes.
+
+The contract with the lesson prose: each step is ``<section class="step" id="step-N"
+data-diagram="CHART_ID">``; its first "try it" link must leave CHART_ID on screen, uncovered
+(``elementFromPoint`` at its centre lands inside it), and on a laptop the controls too.
+"""
+
+import pytest
+
+from tests.browser.helpers import wait_drawn
+
+LESSONS = ["/episodes/memory", "/episodes/pipeline"]
+SIZES = {"laptop-1280x800": (1280, 800), "laptop-1440x900": (1440, 900),
+         "phone-390x844": (390, 844)}
+
+IN_VIEW = """(id) => {
+    const el = document.getElementById(id);
+    const r = el.getBoundingClientRect();
+    const x = r.left + r.width / 2, y = r.top + r.height / 2;
+    const hit = document.elementFromPoint(x, y);
+    return {
+        inside: r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight && r.right <= innerWidth,
+        uncovered: !!hit && el.contains(hit),
+        box: [r.left, r.top, r.right, r.bottom], viewport: [innerWidth, innerHeight],
+        hit: hit ? hit.outerHTML.slice(0, 80) : null,
+    };
+}"""
+
+CONTROLS_IN_VIEW = """() => {
+    const form = document.querySelector('#bench form.controls');
+    const r = form.closest('.drawer').getBoundingClientRect();
+    const hit = document.elementFromPoint(r.left + r.width / 2, r.top + 12);
+    return r.top >= 0 && r.bottom <= innerHeight && r.height > 100 && !!hit
+        && form.closest('.drawer').contains(hit);
+}"""
+
+
+GROUP_HIDDEN = """title => {
+    const pane = document.getElementById('drawer').getBoundingClientRect();
+    const hidden = [];
+    let el = title.nextElementSibling;
+    for (; el && !el.matches('.group-title'); el = el.nextElementSibling) {
+        if (!el.id || !el.id.startsWith('control-')) continue;
+        const r = el.getBoundingClientRect();
+        if (r.top < pane.top || r.bottom > pane.bottom) hidden.push(el.id);
+    }
+    return hidden;
+}"""
+
+
+@pytest.fixture(params=list(SIZES), ids=list(SIZES))
+def sized_page(request, browser, live_server):
+    width, height = SIZES[request.param]
+    phone = width < 500
+    context = browser.new_context(viewport={"width": width, "height": height},
+                                  is_mobile=phone, has_touch=phone, base_url=live_server)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.phone = phone  # type: ignore[attr-defined]
+    yield page
+    context.close()
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_each_steps_link_brings_its_diagram_into_view(sized_page, lesson):
+    page = sized_page
+    page.goto(lesson)
+    wait_drawn(page)
+    steps = page.locator("section.step[id^=step-]:not(#step-drill)")
+    ids = steps.evaluate_all("els => els.map(e => [e.id, e.dataset.diagram || null])")
+    assert len(ids) >= 5
+    for step_id, diagram in ids:
+        assert diagram, f"{lesson} #{step_id} names no diagram (data-diagram)"
+        assert page.locator(f"#{diagram}").count() == 1, f"{step_id}: no #{diagram}"
+        link = page.locator(f"#{step_id} a.try").first
+        query = link.get_attribute("href").split("?", 1)[1]
+        link.scroll_into_view_if_needed()
+        link.click()
+        page.wait_for_url(lambda url, q=query: url.endswith(q))
+        wait_drawn(page)
+        seen = page.evaluate(IN_VIEW, diagram)
+        assert seen["inside"] and seen["uncovered"], f"{lesson} {step_id} #{diagram}: {seen}"
+        if page.phone:
+            # The controls open from the bottom edge without covering the diagram.
+            page.locator(".drawer-toggle").click()
+            seen = page.evaluate(IN_VIEW, diagram)
+            assert seen["inside"] and seen["uncovered"], f"{step_id} with drawer open: {seen}"
+            page.locator(".drawer-toggle").click()
+        else:
+            assert page.evaluate(CONTROLS_IN_VIEW), f"{lesson} {step_id}: controls hidden"
+            group = page.locator(f'#drawer [data-diagrams~="{diagram}"]')
+            if group.count():  # the controls for this chart all within the drawer's view
+                hidden = group.evaluate(GROUP_HIDDEN)
+                assert hidden == [], f"{step_id}: its controls out of the drawer's view: {hidden}"
+
+
+def test_case_button_keeps_the_view_and_focus(page):
+    page.goto("/episodes/pipeline?stages=8&microbatches=32&tp=8")
+    wait_drawn(page)
+    page.locator("#step-6 a.try").first.click()
+    page.wait_for_url("**recompute=selective**")
+    wait_drawn(page)
+    before = page.evaluate("document.getElementById('bench-view').scrollTop")
+    assert before > 0
+    page.locator("#case-bad").click()
+    page.wait_for_url("**microbatches=1**")
+    wait_drawn(page)
+    assert page.evaluate("document.getElementById('bench-view').scrollTop") == before
+    assert page.evaluate("document.activeElement.id") == "case-bad"
+    why = page.locator("#case-bad-why")
+    assert why.is_visible() and "idle" in why.inner_text()
