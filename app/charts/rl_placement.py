@@ -76,6 +76,8 @@ def cluster_figure(result) -> dict:
             "xgap": 2, "ygap": 2,
         }],
         "layout": base_layout(
+            # One row per node: a one-node job should not stretch into tall bars.
+            height=max(170, min(520, 80 + 34 * nodes)),
             margin={"l": 56, "r": 8, "t": 8, "b": 36},
             xaxis={"title": {"text": "GPU in node"}, "tickmode": "array",
                    "tickvals": list(range(per_node)), "fixedrange": True, "side": "bottom"},
