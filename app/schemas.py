@@ -64,6 +64,12 @@ class PipelineAnswer(BaseModel):
     makespan: float = Field(description="Time of the whole step, in the unit of f, b, w.")
     bubble_fraction: float = Field(description="Idle share of the ranks' time, measured.")
     textbook_bubble: float = Field(description="(p-1)/(v*m+p-1), for comparison.")
+    send_time: float = Field(description="One send between neighbouring stages, in f's units "
+                                         "(0: sends are free).")
+    send_seconds: float | None = Field(description="One send on the chosen link, seconds "
+                                                   "(None without a link).")
+    wire_bytes: list[int] = Field(description="Bytes each rank sends per step (forward "
+                                              "activations and backward gradients).")
     busy: list[float] = Field(description="Busy time per rank.")
     peak_activations: list[int] = Field(description="Peak micro-batch x chunk units per rank.")
     memory: StageMemoryAnswer | None = Field(description="None when the model cannot fill "
@@ -71,6 +77,50 @@ class PipelineAnswer(BaseModel):
     memory_note: str
     events: list[Event] | EventColumns | None = Field(
         description="Every action of the schedule: rows, columns or none (?events=).")
+
+
+class DataParallelPoint(BaseModel):
+    link: str = Field(description="Link preset id.")
+    kind: str = Field(description="nvlink, infiniband, ethernet, pcie (or infinity-fabric).")
+    gpus: int
+    speedup: float = Field(description="Against one GPU (2 decimals).")
+    efficiency: float = Field(description="speedup / N.")
+    compute_s: float = Field(description="Compute seconds per GPU per step.")
+    comm_s: float = Field(description="Every all-reduce of the step, hidden or not, seconds.")
+    exposed_comm_s: float = Field(description="All-reduce the step waits for, seconds.")
+    overlapped_comm_s: float = Field(description="All-reduce hidden behind backward, seconds.")
+    step_s: float = Field(description="compute_s + exposed_comm_s.")
+    allreduce_bytes_per_gpu: int = Field(description="2(N-1)/N x gradient bytes.")
+    buckets: int
+    algorithm: str = Field(description="ring or hierarchical (NCCL).")
+    bottleneck: str = Field(description="The link that bounds the all-reduce.")
+
+
+class DataParallelReplica(BaseModel):
+    gpu: str
+    total_bytes: int = Field(description="EP01 ledger of one replica, bytes per GPU.")
+    state_bytes: int
+    breakdown: dict[str, int]
+    gpu_memory_bytes: int
+    fits: bool
+
+
+class DataParallelAnswer(DataParallelPoint):
+    model: str
+    model_name: str
+    grad_bytes: float
+    scaling: str
+    overlap: str
+    bucket_bytes: float
+    nics_per_node: int
+    global_batch: int
+    max_gpus: int = Field(description="Largest N on the curve (strong: the global batch).")
+    curve_links: list[str]
+    curve: list[DataParallelPoint] = Field(description="One entry per GPU count per link.")
+    flat_ring: DataParallelPoint | None = Field(
+        description="Scale-out links: a port per GPU and one flat ring (the textbook reading).")
+    replica: DataParallelReplica
+    assumptions: list[str]
 
 
 class PlacementPool(BaseModel):

@@ -32,8 +32,23 @@ MAX_DEGREE = 4096  # any one of TP, PP, CP, EP
 MAX_DP = 100_000
 MAX_WORLD = 1_000_000  # GPUs in one job; bounds every product of degrees
 
+# EP02 data parallelism (labs.data_parallel): scaling readings, overlap, and bounds.
+__all__ += ["DP_OVERLAPS", "DP_SCALINGS", "MAX_DP_BUCKET_BYTES", "MAX_DP_COMPUTE_S",
+            "MAX_DP_GLOBAL_BATCH", "MAX_DP_GPUS", "MAX_DP_GRAD_BYTES", "MAX_NICS_PER_NODE",
+            "MIN_DP_BUCKET_BYTES", "MIN_DP_COMPUTE_S", "MIN_DP_GRAD_BYTES"]
+DP_SCALINGS = ("weak", "strong")
+DP_OVERLAPS = ("none", "bucketed")
+MAX_DP_GPUS = 1024  # the scaling chart's log axis runs 1 .. 1,024 GPUs
+MIN_DP_GRAD_BYTES, MAX_DP_GRAD_BYTES = 2e9, 2e14  # bf16 gradients of 1B .. 100T parameters
+MIN_DP_COMPUTE_S, MAX_DP_COMPUTE_S = 1e-3, 1e4
+MIN_DP_BUCKET_BYTES, MAX_DP_BUCKET_BYTES = 1e5, 1e12
+MAX_DP_GLOBAL_BATCH = 1 << 20  # sequences per step
+MAX_NICS_PER_NODE = 8
+
 # EP09 RL placement (labs.placement_rl): placements, engine KV dtypes, and the sizes one request
 # may ask for (the whole cluster is drawn GPU by GPU, so it is bounded).
+__all__ += ["KV_DTYPES", "MAX_ENGINES", "MAX_POOL_GPUS", "MAX_PROMPTS", "MAX_PROMPT_LEN",
+            "MAX_RESPONSES", "MAX_RESPONSE_LEN", "MAX_TRAIN_GPUS", "PLACEMENTS"]
 PLACEMENTS = ("colocated", "separate", "separate-pd")
 KV_DTYPES = ("bf16", "fp8")
 MAX_TRAIN_GPUS = 2048

@@ -18,6 +18,7 @@ LESSONS = {  # page -> (API, chart ids a step may name)
     "/episodes/memory": ("/api/memory", {"memory-chart"}),
     "/episodes/pipeline": (
         "/api/pipeline", {"pipeline-gantt", "pipeline-activations", "pipeline-memory"}),
+    "/episodes/data-parallel": ("/api/dp", {"dp-scaling", "dp-time", "dp-replica"}),
     "/episodes/rl-placement": (
         "/api/placement", {"placement-cluster", "placement-memory", "placement-timeline"}),
 }

@@ -9,9 +9,10 @@ from tests.browser.helpers import wait_drawn
 
 AXE = Path(__file__).resolve().parents[2] / "static/vendor/node_modules/axe-core/axe.min.js"
 PAGES = ["/", "/episodes/memory", "/episodes/pipeline?stages=8&microbatches=32&tp=8",
-         "/embed/memory?model=mixtral-8x7b&dp=8&zero=3", "/embed/pipeline?schedule=zb-h1",
-         "/episodes/rl-placement?preset=deepseek-r1&placement=separate-pd",
-         "/embed/placement/cluster?preset=glm-4.7"]
+         "/embed/memory?model=mixtral-8x7b&dp=8&zero=3", "/embed/pipeline?schedule=zb-h1"]
+PAGES += ["/episodes/data-parallel?gpus=64&link=eth-100g&overlap=bucketed", "/embed/dp/scaling"]
+PAGES += ["/episodes/rl-placement?preset=deepseek-r1&placement=separate-pd",
+          "/embed/placement/cluster?preset=glm-4.7"]
 
 
 def serious_violations(page) -> list[str]:

@@ -9,7 +9,9 @@ import pytest
 
 from tests.browser.helpers import wait_drawn
 
-LESSONS = ["/episodes/memory", "/episodes/pipeline", "/episodes/rl-placement"]
+LESSONS = ["/episodes/memory", "/episodes/pipeline"]
+LESSONS += ["/episodes/data-parallel"]
+LESSONS += ["/episodes/rl-placement"]
 SIZES = {"laptop-1280x800": (1280, 800), "laptop-1440x900": (1440, 900),
          "phone-390x844": (390, 844)}
 
