@@ -8,6 +8,7 @@ from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
 from app.routers import data_parallel, home, memory, pipeline, presets
+from app.routers import moe as moe_lab
 from app.routers import placement as rl_placement
 from app.timing import ServerTimingMiddleware
 
@@ -44,6 +45,7 @@ def create_app() -> FastAPI:
     app.include_router(memory.router)
     app.include_router(pipeline.router)
     app.include_router(data_parallel.router)
+    app.include_router(moe_lab.router)
     app.include_router(rl_placement.router)
     return app
 

@@ -121,6 +121,63 @@ class DataParallelAnswer(DataParallelPoint):
         description="Scale-out links: a port per GPU and one flat ring (the textbook reading).")
     replica: DataParallelReplica
     assumptions: list[str]
+class MoEGroupAnswer(BaseModel):
+    kind: str = Field(description="tp, cp, dp, pp, ep or edp (expert data parallel).")
+    size: int = Field(description="GPUs per group.")
+    count: int = Field(description="Groups of this kind.")
+    nodes_spanned: int = Field(description="Most nodes one group covers.")
+    inside_node: bool = Field(description="Every group of this kind sits inside one node.")
+
+
+class MoERankMapAnswer(BaseModel):
+    group: str = Field(description="The kind of group coloured.")
+    gpus_per_node: int
+    group_of_rank: list[int] = Field(description="Group index of each global rank (rank r on "
+                                                 "node r // gpus_per_node).")
+
+
+class MoEAnswer(BaseModel):
+    model: str
+    link: str = Field(description="Cluster preset id.")
+    world_size: int
+    tp: int
+    pp: int
+    cp: int
+    dp: int = Field(description="world / (TP x PP x CP).")
+    ep: int
+    etp: int
+    expert_dp: int = Field(description="TP x CP x DP / (EP x expert-TP).")
+    params: int = Field(description="Total parameters: what memory holds.")
+    active_params: int = Field(description="Parameters one token computes with.")
+    params_per_gpu: int = Field(description="Parameters one GPU of the heaviest stage holds.")
+    experts_per_gpu: int
+    ep_group: list[int] = Field(description="Global ranks of the first EP group.")
+    ep_per_node: int = Field(description="EP group members sharing one node.")
+    tokens_per_expert: list[int] = Field(description="Token copies routed to each expert over "
+                                                     "one EP group, one MoE layer.")
+    dropped_per_expert: list[int] = Field(description="Of those, dropped over capacity.")
+    capacity: int | None = Field(description="Tokens per expert over the EP group (None: no "
+                                             "limit).")
+    dropped_fraction: float
+    max_over_mean: float = Field(description="Busiest expert's tokens / the mean.")
+    tokens_per_gpu: list[int] = Field(description="Token copies each EP rank computes.")
+    gpu_max_over_mean: float
+    dispatch_bytes_per_gpu: list[int] = Field(description="Bytes each EP rank receives in the "
+                                                          "dispatch all-to-all (and sends back "
+                                                          "in the combine).")
+    dispatch_sent_bytes_per_gpu: list[int] = Field(description="Bytes each EP rank sends in "
+                                                               "the dispatch.")
+    dispatch_s_per_gpu: list[float]
+    compute_s_per_gpu: list[float]
+    dispatch_s: float = Field(description="The dispatch all-to-all: its slowest member.")
+    combine_s: float = Field(description="The combine all-to-all (same bytes, reversed).")
+    compute_s: float = Field(description="The slowest GPU's expert compute.")
+    layer_s: float = Field(description="One MoE layer's forward: dispatch + compute + combine, "
+                                       "each phase ending with its slowest GPU.")
+    balanced_layer_s: float = Field(description="The same with uniform routing.")
+    slowest_gpu: int
+    groups: list[MoEGroupAnswer]
+    rank_map: MoERankMapAnswer | None = Field(description="None above 4,096 GPUs.")
 
 
 class PlacementPool(BaseModel):

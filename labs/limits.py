@@ -45,6 +45,16 @@ MIN_DP_BUCKET_BYTES, MAX_DP_BUCKET_BYTES = 1e5, 1e12
 MAX_DP_GLOBAL_BATCH = 1 << 20  # sequences per step
 MAX_NICS_PER_NODE = 8
 
+# EP07 Experts (labs.moe, labs.rank_map).
+__all__ += ["MAX_CAPACITY_FACTOR", "MAX_MOE_TOKENS", "MAX_NODES", "MAX_RANK_MAP_GPUS",
+            "MAX_SKEW", "MOE_GROUP_KINDS"]
+MOE_GROUP_KINDS = ("tp", "cp", "dp", "pp", "ep", "edp")  # what the rank map can colour by
+MAX_MOE_TOKENS = 131_072  # tokens per GPU entering one MoE layer (a micro-batch's worth)
+MAX_CAPACITY_FACTOR = 8.0  # 0 means no capacity limit (dropless, Megatron's default)
+MAX_SKEW = 1.0  # 0 = uniform routing, 1 = every token picks the one hot expert
+MAX_NODES = 512
+MAX_RANK_MAP_GPUS = 4096  # GPUs one rank map draws (DeepSeek-V3's 2,048 fit)
+
 # EP09 RL placement (labs.placement_rl): placements, engine KV dtypes, and the sizes one request
 # may ask for (the whole cluster is drawn GPU by GPU, so it is bounded).
 __all__ += ["KV_DTYPES", "MAX_ENGINES", "MAX_POOL_GPUS", "MAX_PROMPTS", "MAX_PROMPT_LEN",

@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from app.charts.units import fmt_bytes, fmt_count, fmt_pct
+from app.charts.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 
 LESSONS = {  # page -> (API, chart ids a step may name)
     "/episodes/memory": ("/api/memory", {"memory-chart"}),
@@ -23,6 +23,9 @@ LESSONS = {  # page -> (API, chart ids a step may name)
         "/api/placement", {"placement-cluster", "placement-memory", "placement-timeline"}),
 }
 FORMATS = {"bytes": fmt_bytes, "count": fmt_count, "pct": fmt_pct, "": str}
+FORMATS["ms"] = fmt_ms  # EP07 quotes times
+LESSONS["/episodes/experts"] = ("/api/moe", {"moe-experts", "moe-gpus", "moe-params",
+                                             "moe-ranks"})
 
 
 class Steps(HTMLParser):

@@ -11,6 +11,7 @@ from tests.browser.helpers import wait_drawn
 
 LESSONS = ["/episodes/memory", "/episodes/pipeline"]
 LESSONS += ["/episodes/data-parallel"]
+LESSONS.append("/episodes/experts")  # EP07
 LESSONS += ["/episodes/rl-placement"]
 SIZES = {"laptop-1280x800": (1280, 800), "laptop-1440x900": (1440, 900),
          "phone-390x844": (390, 844)}
