@@ -12,6 +12,7 @@ from app.routers import data_parallel, home, memory, pipeline, presets, tensor_p
 from app.routers import moe as moe_lab
 from app.routers import zero as zero_lab
 from app.routers import recipe as recipe_router
+from app.routers import placement as rl_placement
 from app.timing import ServerTimingMiddleware
 
 DESCRIPTION = """
@@ -52,6 +53,7 @@ def create_app() -> FastAPI:
     app.include_router(moe_lab.router)
     app.include_router(context_parallel_router.router)
     app.include_router(recipe_router.router)
+    app.include_router(rl_placement.router)
     return app
 
 

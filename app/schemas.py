@@ -408,3 +408,49 @@ class RecipeReplanAnswer(BaseModel):
 
 class RecipeAnswer(RecipeResultAnswer):
     replan: RecipeReplanAnswer | None
+class PlacementPool(BaseModel):
+    role: str = Field(description="training, rollout, prefill, decode or colocated.")
+    engines: int
+    memory_per_gpu_bytes: int | None = Field(description="None when the layout is broken.")
+    host_bytes_per_gpu: int = Field(description="Host RAM per GPU (CPU Adam).")
+    detail: str
+class PlacementCheck(BaseModel):
+    detail: str
+class PlacementPhase(BaseModel):
+    lane: str
+    phase: str = Field(description="rollout, train or weight_sync.")
+    step: int
+    start: float = Field(description="Seconds.")
+    end: float = Field(description="Seconds.")
+class PlacementAnswer(BaseModel):
+    preset: str
+    model: str
+    stand_in: bool = Field(description="The model's config is not published: a stand-in shape.")
+    placement: str
+    train_gpus: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    engine_gpus: int
+    engines: int
+    prefill_engines: int
+    samples: int
+    stage_layers: list[int]
+    pools: list[PlacementPool]
+    train_memory_bytes: int | None
+    rollout_memory_bytes: int
+    colocated_bytes: int | None
+    transition_overhead_bytes: int
+    checks: list[PlacementCheck]
+    all_ok: bool
+    gpus: list[dict] = Field(description="One entry per cluster GPU: role, node, coordinates.")
+    timeline: list[PlacementPhase]
+    rollout_seconds: float
+    train_seconds: float
+    sync_seconds: float
+    sync_bytes_per_gpu: int
+    sync_link: str
+    samples_per_second: float
+    replicas: dict
+    notes: list[str]

@@ -82,3 +82,16 @@ ZERO_DP_SHOWN = (1, 8, 64)
 # EP08 (labs.recipe): the cluster a plan runs on. 72 GPUs per node is an NVL72 rack's NVLink
 # domain; 512 nodes keeps every rank-group walk (labs.layout.groups) cheap.
 EXPORT_FORMATS = ("megatron", "deepspeed", "fsdp")
+# EP09 RL placement (labs.placement_rl): placements, engine KV dtypes, and the sizes one request
+# may ask for (the whole cluster is drawn GPU by GPU, so it is bounded).
+__all__ += ["KV_DTYPES", "MAX_ENGINES", "MAX_POOL_GPUS", "MAX_PROMPTS", "MAX_PROMPT_LEN",
+            "MAX_RESPONSES", "MAX_RESPONSE_LEN", "MAX_TRAIN_GPUS", "PLACEMENTS"]
+PLACEMENTS = ("colocated", "separate", "separate-pd")
+KV_DTYPES = ("bf16", "fp8")
+MAX_TRAIN_GPUS = 2048
+MAX_POOL_GPUS = 4096
+MAX_ENGINES = 1024
+MAX_RESPONSE_LEN = 131_072
+MAX_PROMPT_LEN = 131_072
+MAX_PROMPTS = 4096
+MAX_RESPONSES = 64

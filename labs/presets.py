@@ -72,6 +72,9 @@ class ModelSpec:
     max_positions: int = 0  # learned absolute position embeddings (GPT-3: 2048); 0 for RoPE
     notes: str = ""
     params_override: int | None = None  # custom models only: the requested total
+    # True when the config is not published and a published architecture stands in for it,
+    # scaled to the stated size (``notes`` says which and how): pages label it "stand-in shape".
+    stand_in: bool = False
 
     def __post_init__(self) -> None:
         for name in ("id", "name", "source"):

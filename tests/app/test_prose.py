@@ -25,6 +25,8 @@ LESSONS = {  # page -> (API, chart ids a step may name)
     "/episodes/data-parallel": ("/api/dp", {"dp-scaling", "dp-time", "dp-replica"}),
     "/episodes/context-parallel": ("/api/cp", {"cp-mask", "cp-pairs", "cp-cost"}),
     "/episodes/recipe-3d": ("/api/recipe", {"recipe-step", "recipe-memory"}),
+    "/episodes/rl-placement": (
+        "/api/placement", {"placement-cluster", "placement-memory", "placement-timeline"}),
 }
 FORMATS = {"bytes": fmt_bytes, "count": fmt_count, "pct": fmt_pct, "": str}
 FORMATS["ms"] = fmt_ms  # EP07 quotes times

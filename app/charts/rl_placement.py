@@ -1,0 +1,181 @@
+"""EP09's diagrams: the cluster coloured by role, memory per pool, and a step's timeline."""
+
+from app.charts import base_layout, gpu_memory_line, short_gpu_name
+from app.charts.units import fmt_bytes, gb_axis
+
+# Role -> (label, colours): training and colocated ranks take one shade per data-parallel
+# replica (one model-parallel group, TP x PP x CP GPUs), so replicas read apart.
+ROLES = {
+    "training": ("Training rank", ("#2f5f93", "#4c78a8", "#6f95c2", "#9ab5d8")),
+    "colocated": ("Training + rollout (colocated)", ("#5b3f8c", "#7b5ea8", "#9d84c2",
+                                                       "#bfaedb")),
+    "rollout": ("Rollout engine", ("#3f8a3a",)),
+    "prefill": ("Prefill engine", ("#d9730d",)),
+    "decode": ("Decode engine", ("#2a9d8f",)),
+    "unplaced": ("No whole replica: the recipe fails here", ("#d62728",)),
+    "idle": ("Idle (rest of the node)", ("#d9dde5",)),
+}
+PALETTE = [(role, i, colour) for role, (_, colours) in ROLES.items()
+           for i, colour in enumerate(colours)]
+CODE = {(role, i): n for n, (role, i, _) in enumerate(PALETTE)}
+PHASES = {"rollout": ("Rollout", "#54a24b"), "train": ("Train", "#4c78a8"),
+          "weight_sync": ("Weight sync", "#e45756")}
+PARTS = {  # memory component -> (label, colour), stacking order
+    "weights": ("Weights", "#4c78a8"), "gradients": ("Gradients", "#f58518"),
+    "master_weights": ("FP32 master weights", "#54a24b"),
+    "optimizer_moments": ("Adam moments", "#b279a2"), "activations": ("Activations", "#e45756"),
+    "embedding_and_logits": ("Embedding and logits", "#ff9da6"),
+    "kv_cache": ("KV cache", "#72b7b2"), "workspace": ("Workspace", "#9d755d"),
+    "transition": ("Transition overhead", "#1d2330"),
+}
+
+
+def _cell(g: dict) -> tuple[int, str, str]:
+    role = g["role"]
+    shades = len(ROLES[role][1])
+    shade = g.get("dp", 0) % shades if role in ("training", "colocated") else 0
+    label, hover = "", ROLES[role][0]
+    if "pp" in g:
+        label = f"P{g['pp']}"
+        hover += (f"<br>replica {g['dp']}, stage {g['pp']}, TP rank {g['tp']}, "
+                  f"CP rank {g['cp']}")
+    if "engine" in g:
+        label = f"{label}·E{g['engine']}" if label else f"E{g['engine']}"
+        hover += f"<br>engine {g['engine']}"
+    if not g["fits"]:
+        label += "✗"
+        hover += "<br>does not fit in memory"
+    return CODE[(role, shade)], label, hover
+
+
+def cluster_figure(result) -> dict:
+    """Nodes as rows, their 8 GPUs as columns, each cell coloured by role."""
+    per_node = 8
+    nodes = len(result.gpus) // per_node
+    z, text, hover = [], [], []
+    for n in range(nodes):
+        row = [_cell(g) for g in result.gpus[n * per_node:(n + 1) * per_node]]
+        z.append([c[0] for c in row])
+        text.append([c[1] for c in row])
+        hover.append([c[2] for c in row])
+    top = len(PALETTE) - 1
+    scale = []
+    for n, (_, _, colour) in enumerate(PALETTE):
+        scale += [[n / (top + 1), colour], [(n + 1) / (top + 1), colour]]
+    small = nodes <= 16
+    counts = {}
+    for g in result.gpus:
+        counts[g["role"]] = counts.get(g["role"], 0) + 1
+    parts = ", ".join(f"{c} {ROLES[r][0].lower()}" for r, c in counts.items())
+    return {
+        "data": [{
+            "type": "heatmap", "z": z, "text": text, "customdata": hover,
+            "texttemplate": "%{text}" if small else "", "textfont": {"size": 10},
+            "hovertemplate": "node %{y}, GPU %{x}<br>%{customdata}<extra></extra>",
+            "colorscale": scale, "zmin": -0.5, "zmax": top + 0.5, "showscale": False,
+            "xgap": 2, "ygap": 2,
+        }],
+        "layout": base_layout(
+            # One row per node: a one-node job should not stretch into tall bars.
+            height=max(170, min(520, 80 + 34 * nodes)),
+            margin={"l": 56, "r": 8, "t": 8, "b": 36},
+            xaxis={"title": {"text": "GPU in node"}, "tickmode": "array",
+                   "tickvals": list(range(per_node)), "fixedrange": True, "side": "bottom"},
+            yaxis={"title": {"text": "node"}, "autorange": "reversed", "fixedrange": True,
+                   "tickmode": "auto", "nticks": min(nodes, 16)},
+        ),
+        "summary": (f"{len(result.gpus)} GPUs on {nodes} node{'s' if nodes > 1 else ''} of 8: "
+                    f"{parts}; "
+                    + ("every pool fits" if all(p.fits for p in result.pools)
+                       else "a pool does not fit")),
+    }
+
+
+def _stack(name: str, parts: dict[str, float]) -> list[dict]:
+    out = []
+    for key, (label, colour) in PARTS.items():
+        value = parts.get(key, 0)
+        if value > 0:
+            out.append({"type": "bar", "name": label, "x": [name], "y": [round(value / 1e9, 3)],
+                        "marker": {"color": colour}, "legendgroup": key,
+                        "hovertemplate": f"{name}, {label}: {fmt_bytes(value)}<extra></extra>"})
+    return out
+
+
+def memory_figure(result) -> dict:
+    """Per-GPU bill of every pool against the GPU's memory; colocated shows both phases and
+    the need, max(training, rollout) + transition."""
+    inp = result.input
+    bars: list[dict] = []
+    pool = result.pools[0]
+    tops = [p.memory_per_gpu_bytes for p in result.pools if p.memory_per_gpu_bytes < 1e30]
+    if pool.role == "colocated":
+        train, roll = pool.breakdown["training"], pool.breakdown["rollout"]
+        bars += _stack("training phase", result.train_breakdown)
+        bars += _stack("rollout phase", result.rollout_breakdown)
+        if result.colocated_bytes is not None:
+            larger = (result.train_breakdown if train >= roll else result.rollout_breakdown)
+            bars += _stack("colocated need", {**larger,
+                                              "transition": result.transition_overhead_bytes})
+        tops += [train, roll]
+    else:
+        for p in result.pools:
+            bars += _stack(f"{p.role} ({p.gpus} GPUs)", p.breakdown)
+    seen = set()
+    for b in bars:
+        b["showlegend"] = b["legendgroup"] not in seen
+        seen.add(b["legendgroup"])
+    gpu = inp.gpu.memory_bytes
+    name = short_gpu_name(inp.gpu.name)
+    top = max([gpu, *tops]) * 1.15
+    fits = all(p.fits for p in result.pools)
+    summary = "; ".join(
+        f"{p.role}: {fmt_bytes(p.memory_per_gpu_bytes)} per GPU" if p.memory_per_gpu_bytes < 1e30
+        else f"{p.role}: the layout does not divide" for p in result.pools)
+    return {
+        "data": bars,
+        "layout": base_layout(
+            barmode="stack", bargap=0.35, margin={"l": 52, "r": 8, "t": 8, "b": 40},
+            yaxis=gb_axis(top), xaxis={"fixedrange": True},
+            **gpu_memory_line(gpu / 1e9, f"{name}: {fmt_bytes(gpu)}"),
+        ),
+        "summary": f"{summary} against the {name}'s {fmt_bytes(gpu)}: "
+                   + ("every pool fits" if fits else "does not fit"),
+    }
+
+
+def timeline_figure(result) -> dict:
+    """Lanes of one, two or three steps: rollout, training, weight sync, in seconds."""
+    data, seen = [], set()
+    lanes = []
+    for ph in result.timeline:
+        if ph.lane not in lanes:
+            lanes.append(ph.lane)
+    for ph in result.timeline:
+        label, colour = PHASES[ph.phase]
+        data.append({
+            "type": "bar", "orientation": "h", "y": [ph.lane], "x": [round(ph.end - ph.start, 4)],
+            "base": [round(ph.start, 4)], "name": label, "legendgroup": ph.phase,
+            "showlegend": ph.phase not in seen,
+            # A white edge parts back-to-back phases; the label names phase and step.
+            "marker": {"color": colour, "line": {"color": "#ffffff", "width": 1.5}},
+            "text": [f"{label[0]}{ph.step + 1}"], "textposition": "inside",
+            "insidetextanchor": "middle", "textfont": {"color": "#ffffff"},
+            "hovertemplate": (f"{label}, step {ph.step + 1}: {ph.start:.1f} s to {ph.end:.1f} s"
+                              "<extra></extra>"),
+        })
+        seen.add(ph.phase)
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="overlay", uniformtext={"minsize": 9, "mode": "hide"},
+            margin={"l": 72, "r": 8, "t": 8, "b": 40},
+            legend={"orientation": "h", "y": -0.3, "x": 0, "yanchor": "top"},
+            xaxis={"title": {"text": "seconds"}, "fixedrange": True, "rangemode": "tozero"},
+            yaxis={"categoryorder": "array", "categoryarray": lanes[::-1], "fixedrange": True},
+        ),
+        "summary": (f"{result.input.placement}: a step takes {result.step_seconds:.1f} s "
+                    f"(rollout {result.rollout_seconds:.1f} s, training "
+                    f"{result.train_seconds:.1f} s, weight sync {result.sync_seconds:.1f} s): "
+                    f"{result.samples_per_second:.2f} samples per second"),
+    }

@@ -1,0 +1,270 @@
+"""EP09 Placement for RL training: the cluster by role, memory per pool, a step's timeline."""
+
+from functools import lru_cache
+from typing import Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.charts.rl_placement import ROLES, cluster_figure, memory_figure, timeline_figure
+from app.episodes import BY_SLUG
+from app.labkit import Case, Diagram, Drill, LabView, register
+from app.options import gpu_options
+from app.schemas import PlacementAnswer
+from labs.limits import (
+    KV_DTYPES,
+    MAX_DEGREE,
+    MAX_ENGINES,
+    MAX_PROMPT_LEN,
+    MAX_PROMPTS,
+    MAX_RESPONSE_LEN,
+    MAX_RESPONSES,
+    MAX_TRAIN_GPUS,
+    PLACEMENTS,
+    RECOMPUTE,
+)
+from labs.placement_rl import RLPlacementInput, RLPlacementResult, compute_rl_placement
+from labs.presets import get_gpu
+from labs.rl_recipes import experiment, get_recipe, recipes
+
+router = APIRouter()
+PRESETS = tuple(recipes())
+EXP = experiment()
+PLACEMENT_LABELS = {
+    "colocated": "colocated (one pool, phases take turns)",
+    "separate": "separate pools (overlapped, one step off-policy)",
+    "separate-pd": "separate, rollout split into prefill and decode engines",
+}
+
+
+class PlacementQuery(BaseModel):
+    """A recipe preset and overrides; an unset override takes the preset's value."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    preset: Literal[PRESETS] = Field("glm-4-9b", description="Recipe preset (GET "
+                                     "/api/presets/recipes): model, training GPUs, degrees.")
+    gpu: str = Field("h100-sxm", max_length=64, description="GPU preset id (GET /api/gpus).")
+    placement: Literal[PLACEMENTS] = Field("colocated", description="Colocated, separate "
+                                           "pools, or separate with prefill/decode engines.")
+    train_gpus: int | None = Field(None, ge=1, le=MAX_TRAIN_GPUS,
+                                   description="Training GPUs (default: the recipe's).")
+    tp: int | None = Field(None, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree.")
+    pp: int | None = Field(None, ge=1, le=MAX_DEGREE, description="Pipeline stages.")
+    cp: int | None = Field(None, ge=1, le=MAX_DEGREE, description="Context-parallel degree.")
+    ep: int | None = Field(None, ge=1, le=MAX_DEGREE, description="Expert-parallel degree.")
+    engine_gpus: int | None = Field(None, ge=1, le=MAX_DEGREE,
+                                    description="GPUs per rollout engine (default: recipe's).")
+    engines: int | None = Field(None, ge=1, le=MAX_ENGINES, description="Rollout engines in "
+                                "separate placements (default: as many GPUs as training).")
+    prefill_engines: int | None = Field(None, ge=1, le=MAX_ENGINES,
+                                        description="Of those, prefill engines (separate-pd).")
+    response_len: int = Field(EXP.response_len, ge=1, le=MAX_RESPONSE_LEN,
+                              description="Response length limit, tokens.")
+    prompt_len: int = Field(EXP.prompt_len, ge=1, le=MAX_PROMPT_LEN,
+                            description="Prompt length, tokens.")
+    prompts: int = Field(EXP.prompts, ge=1, le=MAX_PROMPTS, description="Prompts per step.")
+    responses_per_prompt: int = Field(EXP.responses_per_prompt, ge=1, le=MAX_RESPONSES,
+                                      description="Responses sampled per prompt.")
+    cpu_adam: bool | None = Field(None, description="Optimizer state and update on the CPU "
+                                  "(default: the recipe's).")
+    recompute: Literal[RECOMPUTE] | None = Field(None, description="Activation recomputation "
+                                                 "(default: the recipe's).")
+    kv_dtype: Literal[KV_DTYPES] = Field("bf16", description="KV cache dtype of the engines.")
+    external_engines: int = Field(0, ge=0, le=MAX_ENGINES, description="Extra rollout engines "
+                                  "served outside the cluster (external serving capacity).")
+
+
+def placement_input(q: PlacementQuery) -> RLPlacementInput:
+    r = get_recipe(q.preset)
+    pick = lambda value, default: default if value is None else value  # noqa: E731
+    return RLPlacementInput(
+        model=r.spec, gpu=get_gpu(q.gpu), train_gpus=pick(q.train_gpus, r.train_gpus),
+        tp=pick(q.tp, r.tp), pp=pick(q.pp, r.pp), cp=pick(q.cp, r.cp), ep=pick(q.ep, r.ep),
+        placement=q.placement, engine_gpus=pick(q.engine_gpus, r.engine_gpus),
+        engines=q.engines, prefill_engines=q.prefill_engines, response_len=q.response_len,
+        prompt_len=q.prompt_len, prompts=q.prompts,
+        responses_per_prompt=q.responses_per_prompt, cpu_adam=pick(q.cpu_adam, r.cpu_adam),
+        recompute=pick(q.recompute, r.recompute), kv_dtype=q.kv_dtype,
+        external_engines=q.external_engines,
+    )
+
+
+def run(query: PlacementQuery) -> RLPlacementResult:
+    return compute_rl_placement(placement_input(query))
+
+
+def to_api(result: RLPlacementResult) -> dict:
+    inp = result.input
+    return {
+        "preset": next((k for k, r in recipes().items() if r.model == inp.model.id), ""),
+        "model": inp.model.id,
+        "model_name": inp.model.name,
+        "stand_in": inp.model.stand_in,
+        "placement": inp.placement,
+        "gpu": inp.gpu.id,
+        "train_gpus": inp.train_gpus,
+        "tp": inp.tp, "pp": inp.pp, "cp": inp.cp, "ep": inp.ep, "dp": result.dp,
+        "engine_gpus": inp.engine_gpus,
+        "engines": inp.engine_count,
+        "prefill_engines": inp.prefill_count,
+        "samples": inp.samples,
+        "stage_layers": list(result.stage_layers),
+        "pools": [{
+            "role": p.role, "gpus": p.gpus, "engines": p.engines,
+            "memory_per_gpu_bytes": round(p.memory_per_gpu_bytes)
+            if p.memory_per_gpu_bytes < 1e30 else None,
+            "gpu_memory_bytes": round(p.gpu_memory_bytes), "fits": p.fits,
+            "host_bytes_per_gpu": round(p.host_bytes_per_gpu),
+            "breakdown": {k: round(v) for k, v in p.breakdown.items()}, "detail": p.detail,
+        } for p in result.pools],
+        "train_memory_bytes": None if result.train_memory_bytes is None
+        else round(result.train_memory_bytes),
+        "rollout_memory_bytes": round(result.rollout_memory_bytes),
+        "colocated_bytes": None if result.colocated_bytes is None
+        else round(result.colocated_bytes),
+        "transition_overhead_bytes": round(result.transition_overhead_bytes),
+        "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in result.checks],
+        "all_ok": result.all_ok,
+        "gpus": [dict(g) for g in result.gpus],
+        "timeline": [{"lane": p.lane, "phase": p.phase, "step": p.step, "start": p.start,
+                      "end": p.end} for p in result.timeline],
+        "rollout_seconds": result.rollout_seconds,
+        "train_seconds": result.train_seconds,
+        "sync_seconds": result.sync_seconds,
+        "sync_bytes_per_gpu": round(result.sync_bytes_per_gpu),
+        "sync_link": result.sync_link,
+        "step_seconds": result.step_seconds,
+        "samples_per_second": result.samples_per_second,
+        "replicas": result.replicas,
+        "notes": list(result.notes),
+    }
+
+
+def figures(result: RLPlacementResult) -> dict:
+    return {"cluster": cluster_figure(result), "memory": memory_figure(result),
+            "timeline": timeline_figure(result)}
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict:
+    """The states the lesson's steps link to, each with the figures its prose quotes (one
+    ``params`` dict feeds the try link and the numbers, through the API's own path)."""
+    def state(**params) -> dict:
+        result = run(PlacementQuery(**params))
+        return {"params": params, "result": result, "api": to_api(result)}
+
+    return {
+        "glm9": state(preset="glm-4-9b"),
+        "glm9_sep": state(preset="glm-4-9b", placement="separate"),
+        "r1": state(preset="deepseek-r1"),
+        "r1_sep": state(preset="deepseek-r1", placement="separate"),
+        "r1_pd": state(preset="deepseek-r1", placement="separate-pd", engines=4,
+                       prefill_engines=1),
+        "glm47": state(preset="glm-4.7"),
+        "glm47_128": state(preset="glm-4.7", train_gpus=128),
+        "glm47_128_pp8": state(preset="glm-4.7", train_gpus=128, pp=8),
+        "glm47_60": state(preset="glm-4.7", train_gpus=60),
+        "glm53": state(preset="glm-5.3"),
+        "qwen": state(preset="qwen3.8-27b"),
+        "flash": state(preset="glm-4.7-flash"),
+    }
+
+
+def extra_context(state) -> dict:
+    return {
+        "facts": facts(),
+        "preset_options": [(k, r.name) for k, r in recipes().items()],
+        "gpu_options": gpu_options(),
+        "placements": PLACEMENT_LABELS,
+        "roles": ROLES,
+        "recipe": get_recipe(state.query.preset),
+    }
+
+
+def drill_answer() -> float:
+    """GB per GPU a colocated DeepSeek-R1 recipe needs: max(training, rollout) + transition."""
+    return run(PlacementQuery(preset="deepseek-r1")).colocated_bytes / 1e9
+
+
+VIEW = LabView(
+    name="placement",
+    episode=BY_SLUG["rl-placement"],
+    query_model=PlacementQuery,
+    run=run,
+    to_api=to_api,
+    figures=figures,
+    diagrams=(
+        Diagram("cluster", "The cluster: every GPU by role", embed_height=520),
+        Diagram("memory", "Memory per GPU of each pool (GB)", embed_height=460),
+        Diagram("timeline", "One step in time: rollout, training, weight sync (s)",
+                embed_height=360),
+    ),
+    labels={
+        "preset": "Recipe", "gpu": "GPU", "placement": "Placement",
+        "train_gpus": "Training GPUs", "tp": "TP", "pp": "PP", "cp": "CP", "ep": "EP",
+        "engine_gpus": "GPUs per engine", "engines": "Rollout engines",
+        "prefill_engines": "Prefill engines", "response_len": "Response length",
+        "prompt_len": "Prompt length", "prompts": "Prompts", "responses_per_prompt":
+        "Responses per prompt", "cpu_adam": "CPU Adam", "recompute": "Recomputation",
+        "kv_dtype": "KV dtype", "external_engines": "External engines",
+    },
+    response_model=PlacementAnswer,
+    embed_height=1500,
+    page_template="episodes/rl-placement.html",
+    controls_template="partials/_placement_controls.html",
+    diagram_template="partials/_placement_cluster.html",
+    extra_context=extra_context,
+    summary="Place an RL job: GPU roles, memory per pool, checks and a step's timeline",
+    good=Case(
+        "Good case: DeepSeek-R1, colocated",
+        {"preset": "deepseek-r1", "placement": "colocated"},
+        "128 GPUs take turns: rollout, training, weight sync over NVLink; every check passes.",
+    ),
+    bad=Case(
+        "Bad case: GLM-4.7 on 60 GPUs",
+        {"preset": "glm-4.7", "train_gpus": 60, "placement": "separate"},
+        "60 GPUs do not divide by TP 8 × PP 4 × CP 2 = 64: no whole replica, nothing placed.",
+    ),
+    drills=(
+        Drill(
+            id="placement-colocated-r1",
+            question=("DeepSeek-R1's recipe runs colocated on 128 GPUs. Each GPU takes turns "
+                      "training and serving. How many GB per GPU does it need, by the lab's "
+                      "rule max(training, rollout) + transition overhead?"),
+            answer=drill_answer,
+            unit="GB",
+            hint="Read the training bar and the rollout bar in the memory chart; take the "
+                 "larger and add the 1 GB the switch keeps.",
+            explanation="{answer} GB: the larger phase plus 1 GB of transition overhead.",
+            rel_tol=0.03,
+        ),
+    ),
+)
+
+register(router, VIEW)
+
+
+class RecipePreset(BaseModel):
+    id: str
+    name: str
+    model: str = Field(description="Model preset id (GET /api/models).")
+    stand_in: bool = Field(description="The model's shape is a stand-in (config unpublished).")
+    train_gpus: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    engine_gpus: int = Field(description="GPUs per serving (rollout) engine.")
+    cpu_adam: bool
+    recompute: str
+    source: str
+
+
+@router.get("/api/presets/recipes", tags=["presets"], response_model=list[RecipePreset],
+            summary="The RL recipe presets (EP09), each with its source")
+def list_recipes() -> list[dict]:
+    return [{"id": r.id, "name": r.name, "model": r.model, "stand_in": r.spec.stand_in,
+             "train_gpus": r.train_gpus, "tp": r.tp, "pp": r.pp, "cp": r.cp, "ep": r.ep,
+             "engine_gpus": r.engine_gpus, "cpu_adam": r.cpu_adam, "recompute": r.recompute,
+             "source": r.source} for r in recipes().values()]

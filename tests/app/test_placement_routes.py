@@ -1,0 +1,94 @@
+"""EP09 routes in-process: /api/placement fields and figures, recipes, 422s, page and fragment."""
+
+import re
+
+import pytest
+
+TABLE = {  # the curriculum's recipe table: GPUs, TP/PP/CP/EP, GPUs per engine
+    "glm-4-9b": (8, 2, 1, 2, 1, 2),
+    "glm-4.7-flash": (8, 2, 2, 2, 4, 8),
+    "glm-4.7": (64, 8, 4, 2, 16, 32),
+    "glm-5.3": (256, 4, 8, 8, 32, 64),
+    "deepseek-r1": (128, 8, 4, 4, 32, 64),
+    "qwen3.8-27b": (32, 4, 2, 4, 1, 2),
+}
+
+
+@pytest.mark.parametrize("preset", list(TABLE))
+@pytest.mark.parametrize("placement", ["colocated", "separate", "separate-pd"])
+def test_every_preset_passes_every_check(client, preset, placement):
+    body = client.get("/api/placement", params={"preset": preset, "placement": placement}).json()
+    n, tp, pp, cp, ep, e = TABLE[preset]
+    assert (body["train_gpus"], body["tp"], body["pp"], body["cp"], body["ep"],
+            body["engine_gpus"]) == (n, tp, pp, cp, ep, e)
+    assert all(c["ok"] for c in body["checks"]), [c for c in body["checks"] if not c["ok"]]
+    assert body["all_ok"] is True
+    for pool in body["pools"]:
+        assert {"role", "gpus", "memory_per_gpu_bytes", "fits"} <= set(pool) and pool["fits"]
+    roles = [g["role"] for g in body["gpus"]]
+    assert len(roles) % 8 == 0  # whole nodes
+    in_pools = sum(p["gpus"] for p in body["pools"])
+    assert in_pools + roles.count("idle") == len(roles)
+    for phase in body["timeline"]:
+        assert 0 <= phase["start"] <= phase["end"]
+    if placement == "colocated":
+        (pool,) = body["pools"]
+        assert pool["memory_per_gpu_bytes"] == pytest.approx(
+            max(body["train_memory_bytes"], body["rollout_memory_bytes"])
+            + body["transition_overhead_bytes"], abs=2)
+
+
+def test_stand_in_presets_say_so(client):
+    for preset, stand_in in (("glm-5.3", True), ("qwen3.8-27b", True), ("glm-4.7", False)):
+        body = client.get("/api/placement", params={"preset": preset}).json()
+        assert body["stand_in"] is stand_in
+        assert any(n.startswith("stand-in shape") for n in body["notes"]) is stand_in
+    html = client.get("/episodes/rl-placement", params={"preset": "glm-5.3"}).text
+    assert "Stand-in shape" in html
+
+
+def test_recipes_list_the_six_rows_with_sources(client):
+    rows = client.get("/api/presets/recipes").json()
+    assert [r["id"] for r in rows] == list(TABLE)
+    for r in rows:
+        assert (r["train_gpus"], r["tp"], r["pp"], r["cp"], r["ep"], r["engine_gpus"]) == \
+            TABLE[r["id"]]
+        assert r["source"]
+    assert "curriculum" in rows[3]["source"] and "slime" in rows[4]["source"]
+
+
+def test_overrides_break_the_recipe_where_it_fails(client):
+    body = client.get("/api/placement", params={"preset": "glm-4.7", "train_gpus": 60,
+                                                "placement": "separate"}).json()
+    failed = {c["name"] for c in body["checks"] if not c["ok"]}
+    assert {"world size", "expert grouping"} <= failed
+    assert [g["role"] for g in body["gpus"]].count("unplaced") == 60
+    assert body["pools"][0]["memory_per_gpu_bytes"] is None
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"preset": "gpt-9"}, "preset"), ({"placement": "mixed"}, "placement"),
+    ({"train_gpus": 0}, "train_gpus"), ({"tp": 0}, "tp"), ({"engine_gpus": "two"}, "engine_gpus"),
+    ({"response_len": 10**7}, "response_len"), ({"kv_dtype": "int3"}, "kv_dtype"),
+    ({"gpu": "tpu"}, "gpu"), ({"prompts": 0}, "prompts"),
+    ({"train_gpus": 2048, "placement": "separate", "engines": 1024, "engine_gpus": 64},
+     "engines"),
+])
+def test_bad_input_is_a_422_naming_the_field(client, params, field):
+    response = client.get("/api/placement", params=params)
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert [field] == sorted({d["loc"][-1] for d in detail})
+
+
+def test_page_and_fragment(client):
+    html = client.get("/episodes/rl-placement", params={"preset": "deepseek-r1",
+                                                        "placement": "separate"}).text
+    assert re.search(r'<option value="deepseek-r1"\s+selected', html)
+    for chart in ("placement-cluster", "placement-memory", "placement-timeline"):
+        assert f'data-target="{chart}"' in html
+    assert 'data-check="world size" data-ok="true"' in html
+    fragment = client.get("/episodes/rl-placement", params={"placement": "separate-pd"},
+                          headers={"HX-Request": "true"}).text
+    assert 'id="placement-diagram"' in fragment
+    assert 'data-placement="separate-pd"' in fragment and "<html" not in fragment

@@ -1,0 +1,100 @@
+"""EP09 in real Chromium against the real server."""
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.helpers import api_json, wait_drawn
+
+
+def diagram(page):
+    return page.locator("#placement-diagram")
+
+
+def roles_drawn(page) -> int:
+    """Cells of the cluster heatmap as plotly holds them."""
+    return page.evaluate(
+        "() => document.querySelector('#placement-cluster').data[0].z.flat().length")
+
+
+def test_control_changes_charts_and_url(page, live_server):
+    page.goto("/episodes/rl-placement?preset=glm-4-9b&placement=separate")
+    wait_drawn(page)
+    assert roles_drawn(page) == 16
+    page.locator("#input-train_gpus").fill("16")
+    page.wait_for_url("**train_gpus=16**")
+    wait_drawn(page)
+    # 16 training GPUs on 2 nodes; the form keeps its 4 rollout engines of 2 (1 node).
+    assert roles_drawn(page) == 16 + 8
+    expected = api_json(live_server, "placement", page.url.split("?", 1)[1])
+    assert expected["train_gpus"] == 16 and expected["engines"] == 4
+    assert page.locator("[data-testid=samples-per-second]").inner_text() == \
+        f"{expected['samples_per_second']:.2f}"
+    page.reload()
+    wait_drawn(page)
+    assert roles_drawn(page) == 24
+
+
+def test_switching_placement(page, live_server):
+    page.goto("/episodes/rl-placement?preset=deepseek-r1")
+    wait_drawn(page)
+    for placement, lanes in (("separate", {"rollout", "training"}),
+                             ("separate-pd", {"rollout", "training"}),
+                             ("colocated", {"colocated"})):
+        page.locator("#input-placement").select_option(placement)
+        page.wait_for_url(f"**placement={placement}**")
+        wait_drawn(page)
+        expect(diagram(page)).to_have_attribute("data-placement", placement)
+        drawn = set(page.evaluate(
+            "() => document.querySelector('#placement-timeline').data.flatMap(t => t.y)"))
+        assert drawn == lanes
+        pools = page.locator("table.chart-table[data-chart=placement-memory] tr[data-pool]")
+        body = api_json(live_server, "placement", f"preset=deepseek-r1&placement={placement}")
+        expect(pools).to_have_count(len(body["pools"]))
+    expect(diagram(page)).to_have_attribute("data-all-ok", "true")
+
+
+def test_changing_the_recipe_takes_its_degrees(page):
+    page.goto("/episodes/rl-placement?preset=glm-4-9b")
+    wait_drawn(page)
+    assert page.locator("#input-tp").input_value() == "2"
+    page.locator("#input-preset").select_option("deepseek-r1")
+    page.wait_for_url("**preset=deepseek-r1**")
+    wait_drawn(page)
+    assert page.locator("#input-tp").input_value() == "8"
+    assert page.locator("#input-train_gpus").input_value() == "128"
+    assert "tp=" not in page.url
+    expect(diagram(page)).to_have_attribute("data-all-ok", "true")
+
+
+def test_good_and_bad_cases(page):
+    page.goto("/episodes/rl-placement")
+    wait_drawn(page)
+    page.locator("[data-case=bad]").click()
+    page.wait_for_url("**train_gpus=60**")
+    wait_drawn(page)
+    expect(diagram(page)).to_have_attribute("data-all-ok", "false")
+    expect(page.locator("tr[data-check='world size']")).to_have_attribute("data-ok", "false")
+    page.locator("[data-case=good]").click()
+    page.wait_for_url("**preset=deepseek-r1**")
+    wait_drawn(page)
+    expect(diagram(page)).to_have_attribute("data-all-ok", "true")
+
+
+@pytest.mark.parametrize("name", ["cluster", "memory", "timeline"])
+def test_each_diagram_embeds_alone(page, name):
+    page.goto(f"/embed/placement/{name}?preset=glm-4.7")
+    wait_drawn(page)
+    assert page.locator(f"#placement-{name} .main-svg").count() >= 1
+    assert page.locator("form.controls").count() == 0
+
+
+def test_drill(page, live_server):
+    page.goto("/episodes/rl-placement")
+    wait_drawn(page)
+    page.locator("form.drill input[name=answer]").fill("1")
+    page.locator("form.drill button").click()
+    expect(page.locator(".drill-feedback")).to_contain_text("Hint")
+    answer = api_json(live_server, "placement", "preset=deepseek-r1")["colocated_bytes"] / 1e9
+    page.locator("form.drill input[name=answer]").fill(f"{answer:.1f}")
+    page.locator("form.drill button").click()
+    expect(page.locator(".drill-feedback")).to_contain_text("Right")

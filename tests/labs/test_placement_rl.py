@@ -1,0 +1,192 @@
+"""EP09: RL placement pinned to the curriculum's recipe table and the ledger's own figures."""
+
+import pytest
+
+from labs.errors import LabInputError
+from labs.limits import KV_DTYPES
+from labs.memory import MemoryInput, compute_memory
+from labs.placement_rl import (
+    TRANSITION_OVERHEAD,
+    RLPlacementInput,
+    compute_rl_placement,
+)
+from labs.presets import get_gpu, get_model
+from labs.rl_recipes import experiment, get_recipe, recipes
+from labs.rl_serving import KV_DTYPE_BYTES, engine_memory, kv_bytes_per_token
+
+# The curriculum's table: training GPUs, TP/PP/CP/EP, GPUs per serving engine.
+TABLE = {
+    "glm-4-9b": (8, 2, 1, 2, 1, 2),
+    "glm-4.7-flash": (8, 2, 2, 2, 4, 8),
+    "glm-4.7": (64, 8, 4, 2, 16, 32),
+    "glm-5.3": (256, 4, 8, 8, 32, 64),
+    "deepseek-r1": (128, 8, 4, 4, 32, 64),
+    "qwen3.8-27b": (32, 4, 2, 4, 1, 2),
+}
+PLACEMENTS = ("colocated", "separate", "separate-pd")
+
+
+def recipe_input(recipe_id: str, **over) -> RLPlacementInput:
+    r = get_recipe(recipe_id)
+    args = dict(model=r.spec, gpu=get_gpu("h100-sxm"), train_gpus=r.train_gpus, tp=r.tp,
+                pp=r.pp, cp=r.cp, ep=r.ep, engine_gpus=r.engine_gpus, cpu_adam=r.cpu_adam,
+                recompute=r.recompute)
+    args.update(over)
+    return RLPlacementInput(**args)
+
+
+def test_six_recipes_match_the_table():
+    assert list(recipes()) == list(TABLE)
+    for rid, row in TABLE.items():
+        r = get_recipe(rid)
+        assert (r.train_gpus, r.tp, r.pp, r.cp, r.ep, r.engine_gpus) == row
+        assert r.source
+
+
+def test_experiment_is_the_curriculums():
+    e = experiment()
+    assert (e.response_len, e.prompts, e.responses_per_prompt, e.gpus_per_node) == (4096, 8, 8, 8)
+
+
+def test_moe_and_qwen_profiles_use_cpu_adam_and_recomputation():
+    for rid in ("glm-4.7-flash", "glm-4.7", "glm-5.3", "deepseek-r1", "qwen3.8-27b"):
+        r = get_recipe(rid)
+        assert r.cpu_adam and r.recompute != "none"
+
+
+@pytest.mark.parametrize("rid", list(TABLE))
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_every_check_passes_and_roles_sum_to_the_cluster(rid, placement):
+    res = compute_rl_placement(recipe_input(rid, placement=placement))
+    failed = [(c.name, c.detail) for c in res.checks if not c.ok]
+    assert failed == []
+    n, tp, pp, cp, ep, e = TABLE[rid]
+    assert res.dp == n // (tp * pp * cp)
+    roles = [g["role"] for g in res.gpus]
+    assert len(roles) % 8 == 0  # whole nodes
+    train = roles.count("colocated" if placement == "colocated" else "training")
+    assert train == n
+    rollout = sum(roles.count(r) for r in ("rollout", "prefill", "decode"))
+    assert rollout == (0 if placement == "colocated" else res.input.engine_count * e)
+    assert train + rollout + roles.count("idle") == len(roles)
+    names = {c.name for c in res.checks}
+    assert {"world size", "expert grouping", "more GPUs add replicas"} <= names
+
+
+@pytest.mark.parametrize("rid", list(TABLE))
+def test_colocated_is_the_larger_phase_plus_the_stated_overhead(rid):
+    res = compute_rl_placement(recipe_input(rid))
+    assert TRANSITION_OVERHEAD == 1.0e9
+    expected = max(res.train_memory_bytes, res.rollout_memory_bytes) + TRANSITION_OVERHEAD
+    assert res.colocated_bytes == pytest.approx(expected, rel=1e-12)
+    (pool,) = res.pools
+    assert pool.role == "colocated" and pool.memory_per_gpu_bytes == res.colocated_bytes
+
+
+def test_training_pool_is_the_ledger_with_the_recipes_degrees():
+    # GLM-4.7 on 64 GPUs, DP 1: the same bill the EP01 ledger gives for those degrees.
+    inp = recipe_input("glm-4.7", placement="separate")
+    res = compute_rl_placement(inp)
+    ledger = compute_memory(MemoryInput(
+        model=get_model("glm-4.7"), gpu=get_gpu("h100-sxm"), recipe="adam18", seq_len=5120,
+        recompute="full", tp=8, pp=4, cp=2, dp=1, ep=16, zero=1, offload=True,
+        microbatches=64))
+    assert res.train_memory_bytes == pytest.approx(ledger.total_bytes, rel=1e-12)
+    # CPU Adam puts master weights and moments in host RAM, none on the GPU.
+    train = res.pools[0]
+    assert train.breakdown["optimizer_moments"] == 0 and train.host_bytes_per_gpu > 0
+
+
+def test_uneven_pipeline_stages_where_layers_do_not_divide():
+    assert compute_rl_placement(recipe_input("deepseek-r1")).stage_layers == (16, 15, 15, 15)
+    assert compute_rl_placement(recipe_input("glm-4.7-flash")).stage_layers == (24, 23)
+    assert sum(compute_rl_placement(recipe_input("glm-5.3")).stage_layers) == 78
+
+
+def test_serving_memory_is_weights_plus_kv_plus_workspace():
+    glm9 = get_model("glm-4-9b")
+    mem = engine_memory(glm9, 2, 16, 5120)
+    assert mem.weights == pytest.approx(2 * glm9.params / 2)
+    # GQA: 2 KV heads split over TP 2, 40 layers, K and V of 128 each, bf16.
+    assert mem.kv_cache == pytest.approx(40 * 2 * 1 * 128 * 2 * 16 * 5120)
+    assert mem.total == pytest.approx(mem.weights + mem.kv_cache + mem.workspace)
+    # KV grows with concurrency x context; fp8 halves it; MLA stores one latent (512 + 64).
+    assert engine_memory(glm9, 2, 32, 5120).kv_cache == pytest.approx(2 * mem.kv_cache)
+    assert engine_memory(glm9, 2, 16, 5120, "fp8").kv_cache == pytest.approx(mem.kv_cache / 2)
+    assert kv_bytes_per_token(get_model("deepseek-r1"), "bf16") == 61 * (512 + 64) * 2
+
+
+def test_more_gpus_add_replicas_not_headroom():
+    # GLM-4.7 on 128 instead of 64 GPUs at the same degrees: DP 1 -> 2, and with CPU Adam not
+    # a byte less per GPU.
+    res = compute_rl_placement(recipe_input("glm-4.7"))
+    rep = res.replicas
+    assert rep["gpus"] == 128 and rep["dp"] == 2 and rep["model_state_unchanged"]
+    assert rep["freed_bytes"] == pytest.approx(0, abs=1)
+    # The good move: more model parallelism (PP 4 -> 8) does cut what each GPU holds.
+    deeper = compute_rl_placement(recipe_input("glm-4.7", train_gpus=128, pp=8,
+                                               placement="separate"))
+    assert deeper.train_memory_bytes < 0.7 * res.train_memory_bytes
+
+
+def test_broken_recipe_is_marked_where_it_fails():
+    res = compute_rl_placement(recipe_input("glm-4.7", train_gpus=60, placement="separate"))
+    bad = {c.name for c in res.checks if not c.ok}
+    assert {"world size", "expert grouping"} <= bad
+    roles = [g["role"] for g in res.gpus]
+    assert roles.count("unplaced") == 60 and not res.pools[0].fits
+    # 10 GPUs with TP 2 x PP 1 x CP 2 = 4 per replica: 2 replicas, 2 GPUs left over.
+    res = compute_rl_placement(recipe_input("glm-4-9b", train_gpus=10))
+    assert [g["role"] for g in res.gpus].count("unplaced") == 2
+
+
+def test_a_pool_that_does_not_fit_is_marked():
+    res = compute_rl_placement(recipe_input("glm-4.7", tp=1, ep=1, cp=1, pp=4, train_gpus=64,
+                                            cpu_adam=False, placement="separate"))
+    assert not res.pools[0].fits
+    assert all(not g["fits"] for g in res.gpus if g["role"] == "training")
+
+
+def test_timeline_colocated_in_turn_separate_overlapped():
+    col = compute_rl_placement(recipe_input("glm-4-9b"))
+    sep = compute_rl_placement(recipe_input("glm-4-9b", placement="separate"))
+    r, t, s = col.rollout_seconds, col.train_seconds, col.sync_seconds
+    assert col.step_seconds == pytest.approx(r + t + s)
+    assert sep.step_seconds == pytest.approx(max(sep.rollout_seconds, sep.train_seconds)
+                                             + sep.sync_seconds)
+    first = [p for p in col.timeline if p.step == 0]
+    assert [p.phase for p in first] == ["rollout", "train", "weight_sync"]
+    assert all(a.end == pytest.approx(b.start) for a, b in zip(first, first[1:], strict=False))
+    # Separate: training of step 0 runs while rollout 1 generates (one step off-policy).
+    train0 = next(p for p in sep.timeline if p.phase == "train" and p.step == 0)
+    roll1 = next(p for p in sep.timeline if p.phase == "rollout" and p.step == 1)
+    assert roll1.start < train0.end and roll1.end > train0.start
+    for res in (col, sep):
+        assert res.samples_per_second == pytest.approx(64 / res.step_seconds)
+    # Separate pools sync over the network: 2 B x params to each rollout GPU.
+    assert sep.sync_bytes_per_gpu == pytest.approx(2 * get_model("glm-4-9b").params)
+
+
+def test_stand_in_presets_are_flagged_and_sized():
+    glm5, qwen = get_model("glm-5.3"), get_model("qwen3.8-27b")
+    assert glm5.stand_in and qwen.stand_in and not get_model("glm-4.7").stand_in
+    assert glm5.params == pytest.approx(744e9, rel=0.01)
+    assert qwen.params == pytest.approx(27e9, rel=0.01)
+    res = compute_rl_placement(recipe_input("glm-5.3"))
+    assert any(n.startswith("stand-in shape") for n in res.notes)
+
+
+@pytest.mark.parametrize(("field", "over"), [
+    ("train_gpus", {"train_gpus": 0}), ("placement", {"placement": "mixed"}),
+    ("engine_gpus", {"engine_gpus": 0}), ("response_len", {"response_len": 0}),
+    ("kv_dtype", {"kv_dtype": "int3"}), ("recompute", {"recompute": "some"}),
+    ("tp", {"tp": 0}), ("cpu_adam", {"cpu_adam": "yes"}),
+])
+def test_bad_input_names_its_field(field, over):
+    with pytest.raises(LabInputError) as err:
+        recipe_input("glm-4-9b", **over)
+    assert err.value.field == field
+
+
+def test_kv_dtypes_are_the_limits_ones():
+    assert tuple(KV_DTYPE_BYTES) == KV_DTYPES
