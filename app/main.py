@@ -10,9 +10,9 @@ from app import assets, docs
 from app.routers import context_parallel as context_parallel_router
 from app.routers import data_parallel, home, memory, pipeline, presets, tensor_parallel
 from app.routers import moe as moe_lab
-from app.routers import zero as zero_lab
-from app.routers import recipe as recipe_router
 from app.routers import placement as rl_placement
+from app.routers import recipe as recipe_router
+from app.routers import zero as zero_lab
 from app.timing import ServerTimingMiddleware
 
 DESCRIPTION = """
