@@ -8,6 +8,8 @@ from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
 from app.routers import home, memory, pipeline, presets
+from app.security import SecurityHeadersMiddleware
+from app.settings import SETTINGS
 from app.timing import ServerTimingMiddleware
 
 DESCRIPTION = """
@@ -30,12 +32,18 @@ def create_app() -> FastAPI:
     app = FastAPI(
         title="Parallelism Lab", version="0.1.0", description=DESCRIPTION,
         docs_url=None, redoc_url=None,  # served offline by app/docs.py instead
+        # Behind a proxy under BASE_PATH: routes match with or without the prefix, and the
+        # OpenAPI document's server URL carries it (Starlette/FastAPI "root_path").
+        root_path=SETTINGS.base_path,
     )
     # Fragments carry figure JSON; compress those over 1 kB. Assets are pre-compressed and
     # already carry Content-Encoding, which this middleware leaves alone.
     # Level 5: level 9 (the default) costs 15x the time for 15% fewer bytes on big answers.
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
-    app.add_middleware(ServerTimingMiddleware)  # outermost: includes compression
+    app.add_middleware(ServerTimingMiddleware)  # includes compression
+    # Outermost: normalises HEAD and Accept-Encoding before anything else reads them, and
+    # sees every answer's final headers.
+    app.add_middleware(SecurityHeadersMiddleware, settings=SETTINGS)
     app.include_router(assets.router)
     app.include_router(docs.router)
     app.include_router(home.router)
