@@ -120,9 +120,12 @@ class SecurityHeadersMiddleware:
             own = names.get(b"content-security-policy")
             if own is None:
                 out.append((b"content-security-policy", self.embed_csp if embed else self.page_csp))
-            elif b"frame-ancestors" not in own:
+            else:  # its own policy, with framing decided here like every page's
+                kept = [d for d in own.split(b";")
+                        if d.strip() and not d.strip().startswith(b"frame-ancestors")]
                 out = [(k, v) for k, v in out if k.lower() != b"content-security-policy"]
-                out.append((b"content-security-policy", own + b"; frame-ancestors 'none'"))
+                out.append((b"content-security-policy",
+                            b";".join([*kept, b" frame-ancestors 'none'"])))
             if not embed:
                 out.append((b"x-frame-options", b"DENY"))
         out.append((b"x-content-type-options", b"nosniff"))
