@@ -7,6 +7,7 @@ from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
+from app.labkit import DRILLS
 from app.routers import home, memory, pipeline, presets
 from app.security import SecurityHeadersMiddleware
 from app.settings import SETTINGS
@@ -50,7 +51,28 @@ def create_app() -> FastAPI:
     app.include_router(presets.router)
     app.include_router(memory.router)
     app.include_router(pipeline.router)
+    app.openapi = _openapi_with_drill_ids(app)
     return app
+
+
+def _openapi_with_drill_ids(app: FastAPI):
+    """The drill id of /api/drills/{drill_id} as an enum of the registered drills, so clients
+    (and schemathesis) know every valid id; computed once, after every router registered."""
+    generate = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = generate()
+            ids = sorted(DRILLS)
+            for item in schema.get("paths", {}).values():
+                for operation in item.values():
+                    for param in operation.get("parameters", []):
+                        if param.get("name") == "drill_id" and param.get("in") == "path" and ids:
+                            param["schema"] = {**param.get("schema", {}), "enum": ids}
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    return openapi
 
 
 app = create_app()
