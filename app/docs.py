@@ -44,7 +44,6 @@ def _page(title: str, styles: list[str], scripts: list[str], mount: str, openapi
         "<!doctype html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<link rel="icon" href="data:,">'  # no /favicon.ico request (outside BASE_PATH)
         f"<title>{escape(title)}</title>{links}{tags}</head>"
         f'<body><div id="{mount}" data-openapi-url="{escape(openapi)}"></div></body></html>\n'
     )
