@@ -17,6 +17,8 @@ from pathlib import Path
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
 
+from app.settings import url
+
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "static"
 NODE_MODULES = STATIC / "vendor/node_modules"
@@ -33,6 +35,8 @@ ASSETS: dict[str, Path] = {
     "js/docs.js": STATIC / "js/docs.js",
     "js/lab.js": STATIC / "js/lab.js",
     "js/embed.js": STATIC / "js/embed.js",
+    "js/first-paint.js": STATIC / "js/first-paint.js",
+    "js/progress.js": STATIC / "js/progress.js",
     "css/lab.css": STATIC / "css/lab.css",
 }
 
@@ -88,7 +92,7 @@ def check_assets() -> None:
 
 
 def asset_url(name: str) -> str:
-    return f"/static/{name}?v={get_asset(name).digest}"
+    return url(f"/static/{name}?v={get_asset(name).digest}")  # under BASE_PATH
 
 
 router = APIRouter(include_in_schema=False)

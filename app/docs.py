@@ -15,6 +15,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from app.assets import asset_url
+from app.settings import url
 
 router = APIRouter(include_in_schema=False)
 
@@ -49,7 +50,7 @@ def _page(title: str, styles: list[str], scripts: list[str], mount: str, openapi
 
 
 def _openapi_url(request: Request) -> str:
-    return request.app.openapi_url or "/openapi.json"
+    return url(request.app.openapi_url or "/openapi.json")  # under BASE_PATH
 
 
 @router.get("/docs", response_class=HTMLResponse)

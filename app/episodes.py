@@ -6,6 +6,8 @@ marks the others as coming.
 
 from dataclasses import dataclass
 
+from app.settings import url
+
 
 @dataclass(frozen=True)
 class Episode:
@@ -19,8 +21,14 @@ class Episode:
         return f"EP{self.number:02d}"
 
     @property
-    def url(self) -> str:
+    def path(self) -> str:
+        """The route's path inside the app (what a router registers)."""
         return f"/episodes/{self.slug}"
+
+    @property
+    def url(self) -> str:
+        """The path as a browser asks for it: under BASE_PATH (app/settings.py)."""
+        return url(self.path)
 
 
 EPISODES: tuple[Episode, ...] = (

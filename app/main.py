@@ -7,12 +7,15 @@ from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
+from app.labkit import DRILLS
 from app.routers import context_parallel as context_parallel_router
 from app.routers import data_parallel, home, memory, pipeline, presets, tensor_parallel
 from app.routers import moe as moe_lab
 from app.routers import placement as rl_placement
 from app.routers import recipe as recipe_router
 from app.routers import zero as zero_lab
+from app.security import SecurityHeadersMiddleware
+from app.settings import SETTINGS
 from app.timing import ServerTimingMiddleware
 
 DESCRIPTION = """
@@ -35,12 +38,18 @@ def create_app() -> FastAPI:
     app = FastAPI(
         title="Parallelism Lab", version="0.1.0", description=DESCRIPTION,
         docs_url=None, redoc_url=None,  # served offline by app/docs.py instead
+        # Behind a proxy under BASE_PATH: routes match with or without the prefix, and the
+        # OpenAPI document's server URL carries it (Starlette/FastAPI "root_path").
+        root_path=SETTINGS.base_path,
     )
     # Fragments carry figure JSON; compress those over 1 kB. Assets are pre-compressed and
     # already carry Content-Encoding, which this middleware leaves alone.
     # Level 5: level 9 (the default) costs 15x the time for 15% fewer bytes on big answers.
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
-    app.add_middleware(ServerTimingMiddleware)  # outermost: includes compression
+    app.add_middleware(ServerTimingMiddleware)  # includes compression
+    # Outermost: normalises HEAD and Accept-Encoding before anything else reads them, and
+    # sees every answer's final headers.
+    app.add_middleware(SecurityHeadersMiddleware, settings=SETTINGS)
     app.include_router(assets.router)
     app.include_router(docs.router)
     app.include_router(home.router)
@@ -54,7 +63,28 @@ def create_app() -> FastAPI:
     app.include_router(moe_lab.router)
     app.include_router(recipe_router.router)
     app.include_router(rl_placement.router)
+    app.openapi = _openapi_with_drill_ids(app)
     return app
+
+
+def _openapi_with_drill_ids(app: FastAPI):
+    """The drill id of /api/drills/{drill_id} as an enum of the registered drills, so clients
+    (and schemathesis) know every valid id; computed once, after every router registered."""
+    generate = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = generate()
+            ids = sorted(DRILLS)
+            for item in schema.get("paths", {}).values():
+                for operation in item.values():
+                    for param in operation.get("parameters", []):
+                        if param.get("name") == "drill_id" and param.get("in") == "path" and ids:
+                            param["schema"] = {**param.get("schema", {}), "enum": ids}
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    return openapi
 
 
 app = create_app()

@@ -1,6 +1,7 @@
 """Option lists for the controls that several labs share, built once (presets never change)."""
 
 from functools import cache
+from typing import Literal
 
 from labs.presets import gpus, models
 
@@ -30,3 +31,10 @@ def model_options(detail: str = "size") -> tuple[tuple[str, str], ...]:
         return f"{spec.name} ({size})"
 
     return tuple((id_, label(spec)) for id_, spec in models().items())
+
+
+# Preset ids as query types: an unknown id is refused while the query is validated, before
+# any simulation runs (a refused request costs nothing), and OpenAPI lists the ids as an enum.
+# Every lab control that takes a preset id uses these.
+ModelId = Literal[tuple(models())]
+GpuId = Literal[tuple(gpus())]

@@ -9,11 +9,15 @@ from app.charts.context_parallel import rank_colour, token_ranges
 from app.charts.pipeline import memory_ranks, schedule_name
 from app.charts.units import fmt_bytes, fmt_count, fmt_pct
 from app.episodes import EPISODES
+from app.settings import SETTINGS, url
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
 templates = Jinja2Templates(directory=TEMPLATES)
-templates.env.globals.update(asset_url=asset_url, episodes=EPISODES)
+# url('/episodes/memory'): every link, form and hx-get an app template writes goes through it,
+# so the whole site follows BASE_PATH (app/settings.py).
+templates.env.globals.update(asset_url=asset_url, episodes=EPISODES, url=url,
+                             base_path=SETTINGS.base_path, hide_answers=SETTINGS.hide_answers)
 
 
 def gb(value: float) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from labs.pipeline import SCHEDULES
+
 if TYPE_CHECKING:
     from labs.memory import MemoryInput, StageBill
 
@@ -58,7 +60,8 @@ def _pipeline_note(inp: MemoryInput, bills: Sequence[StageBill]) -> str:
     held = ", ".join(f"{b.in_flight:g}" for b in bills)
     name = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved-1f1b":
             f"interleaved 1F1B with {inp.virtual} chunks per rank", "zb-h1": "ZB-H1",
-            "dualpipe-v": "DualPipeV"}[inp.schedule]
+            "dualpipe-v": "DualPipeV"}.get(inp.schedule, SCHEDULES.get(inp.schedule, inp.schedule))
+    # (every schedule of labs.pipeline has a name: zb-v and others were a KeyError, a 500)
     return (f"Pipeline: {name}, {m} micro-batches over {p} stages holding {layers} layers; "
             f"activations in flight per stage (in micro-batches of its layers): {held}.")
 

@@ -90,9 +90,13 @@ class Offsite:
 
 
 @pytest.fixture()
-def page(browser, live_server):
+def page(browser, live_server, request):
     """A fresh page whose requests may only go to the live server; others are recorded."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=live_server)
+    # The accessibility tests inject axe-core as an inline script, which the lab's
+    # Content-Security-Policy refuses: only they bypass it (the policy itself is checked in
+    # Chromium by tests/browser/test_hosting_browser.py).
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=live_server,
+                                  bypass_csp="accessibility" in request.node.name)
     offsite = Offsite()
 
     def guard(route):

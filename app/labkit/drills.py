@@ -4,11 +4,16 @@ import math
 from typing import Any
 
 from app.labkit.view import Drill
+from app.settings import SETTINGS
 
 
-def check_drill(drill: Drill, answer: str, attempt: int) -> dict[str, Any]:
+def check_drill(drill: Drill, answer: str, attempt: int,
+                hide_answers: bool | None = None) -> dict[str, Any]:
     """Grade one try: right within tolerance; a hint after a wrong try; the reveal after two.
-    Anything that is not a finite number (text, nan, inf) is ``invalid``."""
+    Anything that is not a finite number (text, nan, inf) is ``invalid`` (and uses no try).
+    With HIDE_ANSWERS (a class being graded) a wrong try never reveals: it gets the hint."""
+    if hide_answers is None:
+        hide_answers = SETTINGS.hide_answers
     expected = drill.answer()
     try:
         given = float(answer.replace(",", "").strip())
@@ -20,7 +25,7 @@ def check_drill(drill: Drill, answer: str, attempt: int) -> dict[str, Any]:
     right = abs(given - expected) <= drill.rel_tol * abs(expected)
     if right:
         status = "right"
-    elif attempt >= 2:
+    elif attempt >= 2 and not hide_answers:
         status = "revealed"
     else:
         status = "hint"

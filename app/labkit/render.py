@@ -12,16 +12,24 @@ from fastapi.responses import Response
 
 from app.labkit.parsing import State, parse, parse_with_fallback
 from app.labkit.view import FORM, Diagram, LabView
+from app.settings import SETTINGS
 from app.templating import templates
 
-VARY = {"Vary": "HX-Request, HX-Target"}
+VARY = {"Vary": "HX-Request, HX-Target, HX-History-Restore-Request"}
 THEMES = ("light", "dark")
 
 
+def public_origin(request: Request) -> str:
+    """The site's origin as embed codes spell it: PUBLIC_URL when set (a forged Host header
+    then never reaches a snippet), else the request's own (a laptop, a test)."""
+    if SETTINGS.public_url:
+        return SETTINGS.public_url
+    return f"{request.url.scheme}://{request.url.netloc}"
+
+
 def public_base_url(request: Request) -> str:
-    """The site's address as embed codes and share links spell it. For now the request's own
-    base URL (so the Host header); the one place to change when a configured URL exists."""
-    return str(request.base_url).rstrip("/")
+    """The site's address as embed codes and share links spell it: origin and BASE_PATH."""
+    return public_origin(request) + SETTINGS.base_path
 
 
 def with_query(path: str, query: str) -> str:
@@ -79,6 +87,7 @@ def context(request: Request, view: LabView, state: State, errors: dict[str, str
         "page_url": with_query(view.episode.url, query),
         "embed_url": with_query(embed_path(view), query),
         "base_url": public_base_url(request),
+        "public_origin": public_origin(request),  # what an embed's postMessage comes from
         "embedding": False,
         **(view.extra_context(state) if view.extra_context else {}),
     }

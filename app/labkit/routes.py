@@ -141,7 +141,7 @@ def register(router: APIRouter, view: LabView) -> None:
         return json_response(request, answer)
 
     html = {"methods": ["GET"], "response_class": HTMLResponse, "include_in_schema": False}
-    router.add_api_route(view.episode.url, page, **html)
+    router.add_api_route(view.episode.path, page, **html)
     router.add_api_route(embed_path(view), embed, **html)
     router.add_api_route(embed_path(view) + "/{diagram}", embed_one, **html)
     router.add_api_route(
@@ -158,7 +158,7 @@ def diagram_list(request: Request) -> list[DiagramInfo]:
     return [
         DiagramInfo(
             lab=view.name, episode=view.episode.code, name=d.name, title=d.title,
-            page_url=base + view.episode.url, embed_url=base + embed_path(view, d),
+            page_url=base + view.episode.path, embed_url=base + embed_path(view, d),
             api_url=f"{base}/api/{view.name}",
         )
         for view in VIEWS.values() for d in view.diagrams

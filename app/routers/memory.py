@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.charts.memory import COMPONENTS, memory_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
+from app.options import SEQ_LENGTHS, GpuId, ModelId, gpu_options, model_options, with_value
 from app.schemas import MemoryAnswer
 from labs.errors import LabInputError
 from labs.limits import (
@@ -44,8 +44,8 @@ class MemoryQuery(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    model: str | None = Field(
-        None, max_length=64,
+    model: ModelId | Literal["custom"] | None = Field(
+        None,
         description=f"Model preset id (GET /api/models), or 'custom' with params. "
         f"Default {DEFAULT_MODEL}, or custom when only params is given.",
     )
@@ -53,7 +53,7 @@ class MemoryQuery(BaseModel):
         None, ge=1e6, le=1e14,
         description="Parameter count of a custom dense model (e.g. 7e9); implies model=custom.",
     )
-    gpu: str = Field("h100-sxm", max_length=64, description="GPU preset id (GET /api/gpus).")
+    gpu: GpuId = Field("h100-sxm", description="GPU preset id (GET /api/gpus).")
     mode: Literal[MODES] = Field("train", description="Training step or inference.")
     recipe: Literal[RECIPE_IDS] | None = Field(
         None, description="Precision recipe; default adam16 for train, bf16 for infer.",

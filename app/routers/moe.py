@@ -15,11 +15,14 @@ from app.options import with_value
 from app.schemas import MoEAnswer
 from labs.layout import divisors
 from labs.limits import (
+    DEFAULT_MFU,
     MAX_CAPACITY_FACTOR,
     MAX_DEGREE,
+    MAX_MFU,
     MAX_MOE_TOKENS,
     MAX_NODES,
     MAX_SKEW,
+    MIN_MFU,
     MOE_GROUP_KINDS,
 )
 from labs.links import clusters, get_cluster
@@ -55,8 +58,8 @@ class MoEQuery(BaseModel):
                                    "capacity factor; 0 = no limit (dropless).")
     tokens: int = Field(4096, ge=1, le=MAX_MOE_TOKENS,
                         description="Tokens per GPU entering each MoE layer.")
-    mfu: float = Field(0.4, gt=0, le=1, description="Share of the GPU's BF16 peak the experts "
-                       "reach.")
+    mfu: float = Field(DEFAULT_MFU, ge=MIN_MFU, le=MAX_MFU,
+                       description="Share of the GPU's BF16 peak the experts reach.")
     group: Literal[MOE_GROUP_KINDS] = Field("ep", description="Which groups the rank map "
                                             "colours.")
 

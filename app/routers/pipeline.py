@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.charts.pipeline import KINDS, activations_figure, gantt_figure, stage_memory_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
+from app.options import SEQ_LENGTHS, GpuId, ModelId, gpu_options, model_options, with_value
 from app.schemas import PipelineAnswer
 from labs.limits import (
     MAX_DEGREE,
@@ -68,9 +68,9 @@ class PipelineQuery(BaseModel):
     p2p: float | None = Field(
         None, ge=0, le=1000,
         description="Send latency between stages in units of f; overrides the link.")
-    model: str = Field("llama-3.1-70b", max_length=64,
-                       description="Model preset for the per-rank memory panel.")
-    gpu: str = Field("h100-sxm", max_length=64, description="GPU preset for the memory panel.")
+    model: ModelId = Field("llama-3.1-70b",
+                           description="Model preset for the per-rank memory panel.")
+    gpu: GpuId = Field("h100-sxm", description="GPU preset for the memory panel.")
     tp: int = Field(8, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree inside each stage.")
     recompute: Literal[RECOMPUTE] = Field(
         "selective", description="Activation recomputation (Korthikanti et al. 2022).")

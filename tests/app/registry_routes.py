@@ -1,0 +1,53 @@
+"""Every route of every registered lab, diagram and drill, listed at collection time, so that
+the hosting, header and hostile-input tests cover a lab the moment its router is merged."""
+
+from dataclasses import dataclass
+
+import app.main  # noqa: F401  (registers every lab view)
+from app.labkit import DRILLS, VIEWS
+
+
+@dataclass(frozen=True)
+class Route:
+    kind: str  # page, fragment, bench, embed, embed-fragment, api, drill, drill-api, site
+    path: str  # inside the app (no base path)
+    lab: str = ""
+    htmx: dict | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}:{self.path}"
+
+
+def lab_routes() -> list[Route]:
+    routes = []
+    for name, view in VIEWS.items():
+        page = view.episode.path
+        routes += [
+            Route("page", page, name),
+            Route("fragment", page, name, {"HX-Request": "true", "HX-Target": "x"}),
+            Route("bench", page, name, {"HX-Request": "true", "HX-Target": "bench"}),
+            Route("embed", f"/embed/{name}", name),
+            Route("embed-fragment", f"/embed/{name}", name, {"HX-Request": "true"}),
+            Route("api", f"/api/{name}", name),
+        ]
+        routes += [Route("embed", f"/embed/{name}/{d.name}", name) for d in view.diagrams]
+    return routes
+
+
+def drill_routes() -> list[Route]:
+    routes = []
+    for drill_id, (view, _) in DRILLS.items():
+        routes += [Route("drill", f"/drills/{drill_id}", view.name),
+                   Route("drill-fragment", f"/drills/{drill_id}", view.name,
+                         {"HX-Request": "true"}),
+                   Route("drill-api", f"/api/drills/{drill_id}", view.name)]
+    return routes
+
+
+SITE = [Route("site", p) for p in ("/", "/docs", "/redoc", "/api/diagrams", "/healthz",
+                                   "/openapi.json", "/api/models", "/api/gpus")]
+ALL = lab_routes() + drill_routes() + SITE
+HTML = [r for r in ALL if r.kind not in ("api", "drill-api")
+        and r.path not in ("/api/diagrams", "/healthz", "/openapi.json", "/api/models",
+                           "/api/gpus")]

@@ -1,0 +1,119 @@
+"""Headers on every route of every registered lab (tests/app/registry_routes.py): CSP with no
+third-party origin and no inline script, framing refused except embeds, nosniff,
+Referrer-Policy, Vary, Cache-Control, HEAD wherever GET, and gzip;q=0 honoured."""
+
+import re
+
+import pytest
+
+from app.security import accepted_codings
+from tests.app.registry_routes import ALL, HTML
+
+DRILL_QUERY = {"drill": {"answer": "1"}, "drill-fragment": {"answer": "1"},
+               "drill-api": {"answer": "1"}}
+
+
+def get(client, route, method="GET", headers=None):
+    return client.request(method, route.path, params=DRILL_QUERY.get(route.kind),
+                          headers={**(route.htmx or {}), **(headers or {})})
+
+
+def directives(csp: str) -> dict[str, list[str]]:
+    out = {}
+    for part in csp.split(";"):
+        words = part.split()
+        if words:
+            out[words[0]] = words[1:]
+    return out
+
+
+@pytest.mark.parametrize("route", HTML, ids=lambda r: r.id)
+def test_html_has_a_strict_policy(client, route):
+    response = get(client, route)
+    assert response.status_code == 200, response.text[:200]
+    assert response.headers["content-type"].startswith("text/html")
+    policy = directives(response.headers["content-security-policy"])
+    scripts = policy.get("script-src", policy.get("default-src"))
+    assert scripts == ["'self'"], scripts
+    for name, sources in policy.items():
+        for source in sources:
+            assert not re.match(r"^(https?:)?//|^https?:", source), (name, source)
+            assert source != "*" or name == "frame-ancestors", (name, source)
+    framing = policy["frame-ancestors"]
+    if route.path.startswith("/embed/"):
+        assert framing == ["*"]  # EMBED_ALLOWED_ORIGINS default
+        assert "x-frame-options" not in response.headers
+    else:
+        assert framing == ["'none'"]
+        assert response.headers["x-frame-options"] == "DENY"
+
+
+@pytest.mark.parametrize("route", [r for r in HTML if r.path not in ("/docs", "/redoc")],
+                         ids=lambda r: r.id)
+def test_no_inline_script_runs(client, route):
+    """Every <script> loads a file of this site or carries data (type application/json)."""
+    text = get(client, route).text
+    # Embed codes inside <textarea> are text for the reader to copy, not this page's script.
+    text = re.sub(r"<textarea[^>]*>.*?</textarea>", "", text, flags=re.S)
+    for tag, body in re.findall(r"(<script\b[^>]*>)(.*?)</script>", text, flags=re.S):
+        if 'type="application/json"' in tag:
+            continue
+        assert re.search(r'\ssrc="/', tag) and not body.strip(), tag
+    assert not re.search(r"\son[a-z]+=", text), "inline event handler"
+
+
+@pytest.mark.parametrize("route", ALL, ids=lambda r: r.id)
+def test_every_answer_has_the_safe_headers(client, route):
+    response = get(client, route)
+    assert response.status_code < 400, response.text[:200]
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["referrer-policy"] == "strict-origin-when-cross-origin"
+    assert response.headers["cache-control"]
+    vary = {v.strip().lower() for v in response.headers["vary"].split(",")}
+    assert "accept-encoding" in vary
+    if route.kind in ("page", "fragment", "bench", "embed", "embed-fragment", "drill",
+                      "drill-fragment"):
+        assert {"hx-request", "hx-target", "hx-history-restore-request"} <= vary
+
+
+@pytest.mark.parametrize("route", ALL, ids=lambda r: r.id)
+def test_head_wherever_get(client, route):
+    got, head = get(client, route), get(client, route, "HEAD")
+    assert head.status_code == got.status_code
+    assert head.content == b""
+    assert head.headers["content-type"] == got.headers["content-type"]
+
+
+@pytest.mark.parametrize("route", [r for r in ALL if r.kind in ("page", "api", "embed")]
+                         + [r for r in ALL if r.path in ("/openapi.json", "/")],
+                         ids=lambda r: r.id)
+def test_gzip_refused_gets_identity(client, route):
+    plain = get(client, route, headers={"Accept-Encoding": "gzip;q=0, identity"})
+    assert "content-encoding" not in plain.headers
+    assert plain.content[:2] != b"\x1f\x8b"
+    zipped = get(client, route, headers={"Accept-Encoding": "gzip"})
+    if len(zipped.content) >= 1024:
+        assert zipped.headers.get("content-encoding") == "gzip"
+
+
+def test_static_assets_honour_gzip_q0(client):
+    html = client.get("/").text
+    src = re.search(r'src="(/static/js/lab\.js\?v=[0-9a-f]+)"', html).group(1)
+    refused = client.get(src, headers={"Accept-Encoding": "gzip;q=0"})
+    assert "content-encoding" not in refused.headers
+    accepted = client.get(src, headers={"Accept-Encoding": "gzip"})
+    assert accepted.headers["content-encoding"] == "gzip"
+
+
+@pytest.mark.parametrize(("header", "codings"), [
+    ("gzip;q=0", ""), ("gzip;q=0, identity", "identity"), ("br, gzip;q=0.5", "br, gzip"),
+    ("GZIP;Q=0.000", ""), ("*", "*, gzip"), ("gzip;q=0, *", "*"), ("gzip; q=junk", ""),
+])
+def test_accepted_codings(header, codings):
+    assert accepted_codings(header) == codings
+
+
+def test_api_answers_are_cacheable_and_errors_are_not(client):
+    assert client.get("/api/models").headers["cache-control"] == "public, max-age=300"
+    assert client.get("/api/memory?dp=-1").headers["cache-control"] == "no-store"
+    assert client.get("/").headers["cache-control"] == "no-cache"
