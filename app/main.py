@@ -8,6 +8,7 @@ from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
 from app.routers import home, memory, pipeline, presets
+from app.routers import plan as plan_router
 from app.routers import recipe as recipe_router
 from app.timing import ServerTimingMiddleware
 
@@ -44,6 +45,7 @@ def create_app() -> FastAPI:
     app.include_router(memory.router)
     app.include_router(pipeline.router)
     app.include_router(recipe_router.router)
+    app.include_router(plan_router.router)
     return app
 
 

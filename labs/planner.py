@@ -44,7 +44,7 @@ from labs.comm import collective
 from labs.compute import hardware_flops_per_token, model_flops_per_token
 from labs.errors import LabInputError
 from labs.layout import divisors, whole
-from labs.limits import MAX_MICROBATCHES, MAX_STAGES, ZERO_STAGES
+from labs.limits import MAX_MICROBATCHES, MAX_NODES, MAX_STAGES, ZERO_STAGES
 from labs.links import Cluster
 from labs.memory import RECIPES, MemoryInput, compute_memory
 from labs.placement import stage_params
@@ -230,7 +230,7 @@ def search(req: PlanRequest) -> PlanSearch:
                      and measured_bubble(p.schedule, p.pp, p.microbatches, p.virtual)
                      <= BUBBLE_LIMIT)
     ranked: list[Ranked] = []
-    exact = req.gpus <= MAX_EXACT_GPUS
+    exact = req.gpus <= MAX_EXACT_GPUS and nodes <= MAX_NODES
     evaluated, complete = 0, exact
     for bound, _, plan in hopeful:
         if len(ranked) >= req.top and (not exact or bound >= ranked[req.top - 1].step_s):
