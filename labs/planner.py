@@ -22,7 +22,8 @@ The search, cheapest test first:
    (``labs.compute.hardware_flops_per_token``, as ``labs.recipe_time`` counts them) plus the
    blocking TP all-reduces (TP sits inside a node, so its cost needs no rank walk),
    stretched by the *simulated* bubble (``labs.recipe.measured_bubble``, the very figure the
-   recipe lab uses, not the textbook (p−1)/(v·m+p−1)). CP, EP and DP traffic only add time,
+   recipe lab uses, not the textbook (p−1)/(v·m+p−1)), plus a floor of ZeRO-3's exposed
+   weight traffic (``_zero3_floor``). The rest of the CP, EP and DP traffic only adds time,
    so no plan beats its bound;
 4. exact figures: plans are evaluated by ``labs.recipe.evaluate`` in order of their bound;
    the search stops once it holds ``top`` plans that pass every audit and the next bound is
@@ -181,7 +182,31 @@ def bound_step_s(plan: Plan, model: ModelSpec, cluster: Cluster) -> float:
         per_mb += 2 * passes * math.ceil(model.layers / plan.pp) * collective(
             "all_reduce", act, plan.tp, cluster, per_node=plan.tp).seconds
     bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
-    return plan.microbatches * per_mb / (1 - bubble)
+    return plan.microbatches * per_mb / (1 - bubble) + _zero3_floor(plan, model, cluster)
+
+
+def _zero3_floor(plan: Plan, model: ModelSpec, cluster: Cluster) -> float:
+    """ZeRO-3's exposed weight traffic, at least: as ``labs.recipe_time`` counts it (gather
+    the heaviest stage's dense weights before each forward and backward, reduce-scatter the
+    gradients after, each hidden behind that pass's *compute*), with the DP x CP group packed
+    into as few nodes as it can be (the cheapest placement) and the experts left out. Other
+    stages hide their traffic behind windows that include communication: floor 0."""
+    group = plan.dp * plan.cp
+    if plan.zero != 3 or group == 1:
+        return 0.0
+    recipe = RECIPES[plan.recipe]
+    dense = max(sp.tp_split / plan.tp + sp.replicated
+                for sp in stage_params(model, plan.pp, plan.schedule, plan.virtual))
+    tokens = plan.seq_len * plan.micro_batch
+    share = plan.tp * plan.cp * plan.pp * cluster.gpu.bf16_flops
+    model_tok = model_flops_per_token(model, plan.seq_len)
+    forward = model_tok / 3 * tokens / share
+    backward = (hardware_flops_per_token(model, plan.seq_len, plan.recompute)
+                - model_tok / 3) * tokens / share
+    gather = collective("all_gather", dense * recipe.weights, group, cluster).seconds
+    reduce = collective("reduce_scatter", dense * recipe.gradients, group, cluster).seconds
+    return plan.microbatches * (max(0.0, gather - forward)
+                                + max(0.0, gather + reduce - backward))
 
 
 def _memory(plan: Plan, req: PlanRequest) -> float:
