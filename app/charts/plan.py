@@ -42,7 +42,8 @@ def plan_figure(plans, links: list[str], gpu_memory_bytes: float) -> dict:
             xaxis={"title": {"text": "Memory per GPU (GB)"}, "gridcolor": "#e6e9ef",
                    "range": [0, gpu_memory_bytes / 1e9 * 1.05]},
             yaxis={"title": {"text": "Throughput (k tokens/s)"}, "gridcolor": "#e6e9ef"},
-            margin={"l": 64, "r": 16, "t": 12, "b": 72},
+            margin={"l": 64, "r": 16, "t": 36, "b": 48},
+            legend={"orientation": "h", "y": 1.02, "x": 0, "yanchor": "bottom"},
         ),
         "summary": (f"{len(plans)} plans; the fastest, {plan_label(best.plan)}, runs "
                     f"{best.tokens_per_s:,.0f} tokens/s at {best.memory_per_gpu_bytes / 1e9:,.1f} "
