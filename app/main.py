@@ -7,7 +7,8 @@ from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
-from app.routers import home, memory, pipeline, presets
+from app.routers import data_parallel, home, memory, pipeline, presets
+from app.routers import moe as moe_lab
 from app.routers import plan as plan_router
 from app.routers import recipe as recipe_router
 from app.timing import ServerTimingMiddleware
@@ -44,6 +45,8 @@ def create_app() -> FastAPI:
     app.include_router(presets.router)
     app.include_router(memory.router)
     app.include_router(pipeline.router)
+    app.include_router(data_parallel.router)
+    app.include_router(moe_lab.router)
     app.include_router(recipe_router.router)
     app.include_router(plan_router.router)
     return app

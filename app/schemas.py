@@ -64,6 +64,12 @@ class PipelineAnswer(BaseModel):
     makespan: float = Field(description="Time of the whole step, in the unit of f, b, w.")
     bubble_fraction: float = Field(description="Idle share of the ranks' time, measured.")
     textbook_bubble: float = Field(description="(p-1)/(v*m+p-1), for comparison.")
+    send_time: float = Field(description="One send between neighbouring stages, in f's units "
+                                         "(0: sends are free).")
+    send_seconds: float | None = Field(description="One send on the chosen link, seconds "
+                                                   "(None without a link).")
+    wire_bytes: list[int] = Field(description="Bytes each rank sends per step (forward "
+                                              "activations and backward gradients).")
     busy: list[float] = Field(description="Busy time per rank.")
     peak_activations: list[int] = Field(description="Peak micro-batch x chunk units per rank.")
     memory: StageMemoryAnswer | None = Field(description="None when the model cannot fill "
@@ -71,6 +77,107 @@ class PipelineAnswer(BaseModel):
     memory_note: str
     events: list[Event] | EventColumns | None = Field(
         description="Every action of the schedule: rows, columns or none (?events=).")
+
+
+class DataParallelPoint(BaseModel):
+    link: str = Field(description="Link preset id.")
+    kind: str = Field(description="nvlink, infiniband, ethernet, pcie (or infinity-fabric).")
+    gpus: int
+    speedup: float = Field(description="Against one GPU (2 decimals).")
+    efficiency: float = Field(description="speedup / N.")
+    compute_s: float = Field(description="Compute seconds per GPU per step.")
+    comm_s: float = Field(description="Every all-reduce of the step, hidden or not, seconds.")
+    exposed_comm_s: float = Field(description="All-reduce the step waits for, seconds.")
+    overlapped_comm_s: float = Field(description="All-reduce hidden behind backward, seconds.")
+    step_s: float = Field(description="compute_s + exposed_comm_s.")
+    allreduce_bytes_per_gpu: int = Field(description="2(N-1)/N x gradient bytes.")
+    buckets: int
+    algorithm: str = Field(description="ring or hierarchical (NCCL).")
+    bottleneck: str = Field(description="The link that bounds the all-reduce.")
+
+
+class DataParallelReplica(BaseModel):
+    gpu: str
+    total_bytes: int = Field(description="EP01 ledger of one replica, bytes per GPU.")
+    state_bytes: int
+    breakdown: dict[str, int]
+    gpu_memory_bytes: int
+    fits: bool
+
+
+class DataParallelAnswer(DataParallelPoint):
+    model: str
+    model_name: str
+    grad_bytes: float
+    scaling: str
+    overlap: str
+    bucket_bytes: float
+    nics_per_node: int
+    global_batch: int
+    max_gpus: int = Field(description="Largest N on the curve (strong: the global batch).")
+    curve_links: list[str]
+    curve: list[DataParallelPoint] = Field(description="One entry per GPU count per link.")
+    flat_ring: DataParallelPoint | None = Field(
+        description="Scale-out links: a port per GPU and one flat ring (the textbook reading).")
+    replica: DataParallelReplica
+    assumptions: list[str]
+class MoEGroupAnswer(BaseModel):
+    kind: str = Field(description="tp, cp, dp, pp, ep or edp (expert data parallel).")
+    size: int = Field(description="GPUs per group.")
+    count: int = Field(description="Groups of this kind.")
+    nodes_spanned: int = Field(description="Most nodes one group covers.")
+    inside_node: bool = Field(description="Every group of this kind sits inside one node.")
+
+
+class MoERankMapAnswer(BaseModel):
+    group: str = Field(description="The kind of group coloured.")
+    gpus_per_node: int
+    group_of_rank: list[int] = Field(description="Group index of each global rank (rank r on "
+                                                 "node r // gpus_per_node).")
+
+
+class MoEAnswer(BaseModel):
+    model: str
+    link: str = Field(description="Cluster preset id.")
+    world_size: int
+    tp: int
+    pp: int
+    cp: int
+    dp: int = Field(description="world / (TP x PP x CP).")
+    ep: int
+    etp: int
+    expert_dp: int = Field(description="TP x CP x DP / (EP x expert-TP).")
+    params: int = Field(description="Total parameters: what memory holds.")
+    active_params: int = Field(description="Parameters one token computes with.")
+    params_per_gpu: int = Field(description="Parameters one GPU of the heaviest stage holds.")
+    experts_per_gpu: int
+    ep_group: list[int] = Field(description="Global ranks of the first EP group.")
+    ep_per_node: int = Field(description="EP group members sharing one node.")
+    tokens_per_expert: list[int] = Field(description="Token copies routed to each expert over "
+                                                     "one EP group, one MoE layer.")
+    dropped_per_expert: list[int] = Field(description="Of those, dropped over capacity.")
+    capacity: int | None = Field(description="Tokens per expert over the EP group (None: no "
+                                             "limit).")
+    dropped_fraction: float
+    max_over_mean: float = Field(description="Busiest expert's tokens / the mean.")
+    tokens_per_gpu: list[int] = Field(description="Token copies each EP rank computes.")
+    gpu_max_over_mean: float
+    dispatch_bytes_per_gpu: list[int] = Field(description="Bytes each EP rank receives in the "
+                                                          "dispatch all-to-all (and sends back "
+                                                          "in the combine).")
+    dispatch_sent_bytes_per_gpu: list[int] = Field(description="Bytes each EP rank sends in "
+                                                               "the dispatch.")
+    dispatch_s_per_gpu: list[float]
+    compute_s_per_gpu: list[float]
+    dispatch_s: float = Field(description="The dispatch all-to-all: its slowest member.")
+    combine_s: float = Field(description="The combine all-to-all (same bytes, reversed).")
+    compute_s: float = Field(description="The slowest GPU's expert compute.")
+    layer_s: float = Field(description="One MoE layer's forward: dispatch + compute + combine, "
+                                       "each phase ending with its slowest GPU.")
+    balanced_layer_s: float = Field(description="The same with uniform routing.")
+    slowest_gpu: int
+    groups: list[MoEGroupAnswer]
+    rank_map: MoERankMapAnswer | None = Field(description="None above 4,096 GPUs.")
 
 
 class RecipeAudit(BaseModel):
@@ -114,8 +221,11 @@ class RecipeResultAnswer(BaseModel):
 
 
 class RecipeReplanAnswer(BaseModel):
-    before: RecipeResultAnswer = Field(description="The running plan on the new model/cluster.")
-    after: RecipeResultAnswer | None = Field(description="The nearest plan that passes.")
+    # Both have the same fields as the answer itself (audits, fits, step_s, ...); typed as
+    # objects so the API docs do not expand that schema three times (ReDoc renders slowly).
+    before: dict = Field(description="The running plan on the new model or cluster: the "
+                                     "answer's own fields.")
+    after: dict | None = Field(description="The nearest plan that passes, the same fields.")
     changed: list[str]
 
 

@@ -34,3 +34,7 @@ templates.env.filters.update(gb=gb, tb=tb, options=options)
 # Sizes in GB/TB/PB, counts as 7B/1.2T, shares as 17.9%: the charts' own formatters.
 templates.env.filters.update(bytes=fmt_bytes, si_count=fmt_count, pct=fmt_pct,
                             schedule_name=schedule_name, chart_ranks=memory_ranks)
+# EP07: times as the pages show them (ms).
+from app.charts.units import fmt_ms  # noqa: E402
+
+templates.env.filters.update(ms=fmt_ms)

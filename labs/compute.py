@@ -84,3 +84,10 @@ def training_time(model: ModelSpec, gpu: GPUSpec, tokens: float, *, seq_len: int
     flops = tokens * model_flops_per_token(model, seq_len)
     seconds = flops / (gpus * gpu.bf16_flops * mfu)
     return ComputeTime(tokens, flops, seconds, mfu, gpu.bf16_flops, gpus, gpu.source)
+
+
+def expert_flops_per_token(model: ModelSpec, *, training: bool = False) -> float:
+    """FLOPs one routed expert spends on one token it receives: 2·P_e forward, 6·P_e forward
+    and backward, with P_e one expert's weights (the same 2N/6N rule as above, Kaplan et al.
+    2020 sec 2.1, applied to one expert's matmuls)."""
+    return (6 if training else 2) * model.expert_size

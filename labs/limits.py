@@ -14,7 +14,7 @@ __all__ = [
     "ACTIVATION_MODELS", "INFER_RECIPES", "MAX_DEGREE", "MAX_DP", "MAX_MICROBATCHES",
     "MAX_MICRO_BATCH", "MAX_SEQ_LEN", "MAX_STAGES", "MAX_VIRTUAL", "MAX_WORLD", "MODES",
     "RECIPE_IDS", "RECOMPUTE", "SCHEDULES", "TRAIN_RECIPES", "ZERO_STAGES",
-    "EXPORT_FORMATS", "MAX_GPUS_PER_NODE", "MAX_NODES",
+    "EXPORT_FORMATS", "MAX_GPUS_PER_NODE",
 ]
 
 MODES = ("train", "infer")
@@ -33,8 +33,30 @@ MAX_DEGREE = 4096  # any one of TP, PP, CP, EP
 MAX_DP = 100_000
 MAX_WORLD = 1_000_000  # GPUs in one job; bounds every product of degrees
 
+# EP02 data parallelism (labs.data_parallel): scaling readings, overlap, and bounds.
+__all__ += ["DP_OVERLAPS", "DP_SCALINGS", "MAX_DP_BUCKET_BYTES", "MAX_DP_COMPUTE_S",
+            "MAX_DP_GLOBAL_BATCH", "MAX_DP_GPUS", "MAX_DP_GRAD_BYTES", "MAX_NICS_PER_NODE",
+            "MIN_DP_BUCKET_BYTES", "MIN_DP_COMPUTE_S", "MIN_DP_GRAD_BYTES"]
+DP_SCALINGS = ("weak", "strong")
+DP_OVERLAPS = ("none", "bucketed")
+MAX_DP_GPUS = 1024  # the scaling chart's log axis runs 1 .. 1,024 GPUs
+MIN_DP_GRAD_BYTES, MAX_DP_GRAD_BYTES = 2e9, 2e14  # bf16 gradients of 1B .. 100T parameters
+MIN_DP_COMPUTE_S, MAX_DP_COMPUTE_S = 1e-3, 1e4
+MIN_DP_BUCKET_BYTES, MAX_DP_BUCKET_BYTES = 1e5, 1e12
+MAX_DP_GLOBAL_BATCH = 1 << 20  # sequences per step
+MAX_NICS_PER_NODE = 8
+
+# EP07 Experts (labs.moe, labs.rank_map).
+__all__ += ["MAX_CAPACITY_FACTOR", "MAX_MOE_TOKENS", "MAX_NODES", "MAX_RANK_MAP_GPUS",
+            "MAX_SKEW", "MOE_GROUP_KINDS"]
+MOE_GROUP_KINDS = ("tp", "cp", "dp", "pp", "ep", "edp")  # what the rank map can colour by
+MAX_MOE_TOKENS = 131_072  # tokens per GPU entering one MoE layer (a micro-batch's worth)
+MAX_CAPACITY_FACTOR = 8.0  # 0 means no capacity limit (dropless, Megatron's default)
+MAX_SKEW = 1.0  # 0 = uniform routing, 1 = every token picks the one hot expert
+MAX_NODES = 512
+MAX_RANK_MAP_GPUS = 4096  # GPUs one rank map draws (DeepSeek-V3's 2,048 fit)
+
 # EP08 (labs.recipe): the cluster a plan runs on. 72 GPUs per node is an NVL72 rack's NVLink
 # domain; 512 nodes keeps every rank-group walk (labs.layout.groups) cheap.
 MAX_GPUS_PER_NODE = 72
-MAX_NODES = 512
 EXPORT_FORMATS = ("megatron", "deepspeed", "fsdp")

@@ -11,12 +11,15 @@ embedding and logits activations. The ledger's closed-form in-flight counts
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from labs.activations import activation_bytes_per_layer
+from labs.compute import model_flops_per_token
 from labs.errors import LabInputError
+from labs.links import Link
 from labs.memory import STATE_KEYS, MemoryInput, MemoryResult, compute_memory
 from labs.pipeline import PipelineInput, PipelineResult, simulate
+from labs.pipeline_wire import boundary_bytes
 from labs.presets import GPUSpec, ModelSpec
 
 # Ledger fields whose errors mean "this model cannot fill this pipeline": the schedule still
@@ -117,6 +120,37 @@ class PipelineLabInput:
     micro_batch: int = 1
     recipe: str = "adam16"
     activation_model: str = "classic"
+    # The link between neighbouring stages: with it (and no typed ``pipeline.p2p``), each send
+    # costs its real size on that link, in units of one stage's forward at ``mfu``.
+    link: Link | None = None
+    mfu: float = 0.4
+
+
+def stage_forward_seconds(model: ModelSpec, gpu: GPUSpec, *, stages: int, tp: int,
+                          seq_len: int, micro_batch: int, mfu: float) -> float:
+    """Seconds one micro-batch's forward takes through one stage (what f stands for).
+
+    The forward is a third of the training FLOPs per token (6·N + attention, Kaplan et al.
+    2020 / Narayanan et al. 2021: 2·N forward, 4·N backward), over s·b tokens, split over the
+    p stages and the t GPUs of a stage, at ``mfu`` of the GPU's dense BF16 peak.
+    """
+    flops = model_flops_per_token(model, seq_len) / 3 * seq_len * micro_batch
+    return flops / (stages * tp * gpu.bf16_flops * mfu)
+
+
+def on_link(inp: PipelineLabInput) -> PipelineInput:
+    """The pipeline with its sends sized on ``inp.link`` (s·b·h·2/t bytes each way)."""
+    pipe = inp.pipeline
+    if inp.link is None or pipe.p2p is not None:
+        return pipe
+    return replace(
+        pipe,
+        boundary_bytes=boundary_bytes(inp.seq_len, inp.micro_batch, inp.model.hidden, tp=inp.tp),
+        link_bandwidth=inp.link.bandwidth, link_latency=inp.link.latency,
+        forward_seconds=stage_forward_seconds(
+            inp.model, inp.gpu, stages=pipe.stages, tp=inp.tp, seq_len=inp.seq_len,
+            micro_batch=inp.micro_batch, mfu=inp.mfu),
+    )
 
 
 @dataclass(frozen=True)
@@ -131,7 +165,7 @@ class PipelineLabResult:
 
 def run_pipeline_lab(inp: PipelineLabInput) -> PipelineLabResult:
     """Simulate the schedule; add each rank's memory unless the model cannot fill it."""
-    result = simulate(inp.pipeline)
+    result = simulate(on_link(inp))
     try:
         memory = stage_memory(result, inp.model, inp.gpu, tp=inp.tp, recompute=inp.recompute,
                               seq_len=inp.seq_len, micro_batch=inp.micro_batch,

@@ -92,3 +92,10 @@ def _decimals(step: float) -> int:
     """Digits after the point that a tick step needs: 0.25 -> 2, 0.5 -> 1, 20 -> 0."""
     text = f"{step:.6f}".rstrip("0").rstrip(".")
     return len(text.split(".")[1]) if "." in text else 0
+
+
+def fmt_ms(seconds: float) -> str:
+    """Seconds as pages show them: milliseconds, three significant figures (0.0076 -> "7.60
+    ms"). EP07's times; the same rule as EP03's."""
+    ms = seconds * 1e3
+    return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:,.1f} ms" if ms >= 10 else f"{ms:,.2f} ms"

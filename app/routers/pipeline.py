@@ -21,11 +21,14 @@ from labs.limits import (
     RECOMPUTE,
     SCHEDULES,
 )
-from labs.pipeline import PipelineInput, simulate
+from labs.links import get_link, links
+from labs.pipeline import INTERLEAVED, PipelineInput, simulate
 from labs.presets import get_gpu, get_model
 from labs.stage_memory import PipelineLabInput, PipelineLabResult, run_pipeline_lab
 
 router = APIRouter()
+
+LINK_IDS = tuple(links())
 
 # The engine's canonical field -> this page's control (the page calls PP "stages").
 FIELD_ALIASES = {"pp": "stages"}
@@ -59,7 +62,12 @@ class PipelineQuery(BaseModel):
     b: float = Field(1.0, gt=0, le=1000,
                      description="Backward input-gradient time (I); unsplit B costs b + w.")
     w: float = Field(1.0, ge=0, le=1000, description="Backward weight-gradient time (W).")
-    p2p: float = Field(0.0, ge=0, le=1000, description="Send latency between stages.")
+    link: Literal[("none", *LINK_IDS)] = Field(
+        "none", description="Link between neighbouring stages: each send costs its real size "
+        "(s·b·h·2/TP bytes) on it, in units of f. 'none': sends are free unless p2p is given.")
+    p2p: float | None = Field(
+        None, ge=0, le=1000,
+        description="Send latency between stages in units of f; overrides the link.")
     model: str = Field("llama-3.1-70b", max_length=64,
                        description="Model preset for the per-rank memory panel.")
     gpu: str = Field("h100-sxm", max_length=64, description="GPU preset for the memory panel.")
@@ -81,6 +89,7 @@ def run(query: PipelineQuery) -> PipelineState:
             virtual=query.virtual, f=query.f, b=query.b, w=query.w, p2p=query.p2p),
         model=get_model(query.model), gpu=get_gpu(query.gpu), tp=query.tp,
         recompute=query.recompute, seq_len=query.seq_len, micro_batch=query.micro_batch,
+        link=None if query.link == "none" else get_link(query.link),
     ))
 
 
@@ -95,6 +104,11 @@ def to_api(state: PipelineState) -> dict:
         "makespan": result.makespan,
         "bubble_fraction": result.bubble_fraction,
         "textbook_bubble": result.textbook_bubble,
+        # One send between neighbouring stages (in f's units; in seconds when a link sizes
+        # it) and the bytes each rank puts on the wire per step.
+        "send_time": result.send_time,
+        "send_seconds": result.send_seconds,
+        "wire_bytes": [round(b) for b in result.wire_bytes],
         "busy": list(result.busy),
         "peak_activations": list(result.peak_activations),
         "memory": None if memory is None else {
@@ -164,6 +178,11 @@ def extra_context(state) -> dict:
         "schedules": SCHEDULE_LABELS,
         "kinds": KINDS,
         "tp_options": with_value((1, 2, 4, 8, 16, 32, 64), state.query.tp),
+        "interleaved": INTERLEAVED,
+        "interleaved_names": ", ".join(SCHEDULES[k] for k in INTERLEAVED),
+        "link_options": (("none", "None: sends are free"),
+                         *((k, f"{v.name} ({v.bandwidth / 1e9:,.1f} GB/s)")
+                           for k, v in links().items())),
         "seq_options": with_value(SEQ_LENGTHS, state.query.seq_len),
     }
 
@@ -188,7 +207,9 @@ VIEW = LabView(
     labels={
         "schedule": "Schedule", "stages": "Stages p", "microbatches": "Micro-batches m",
         "virtual": "Chunks per rank v", "f": "Forward f", "b": "Backward input-grad b",
-        "w": "Weight-grad w", "p2p": "Send latency", "model": "Model", "gpu": "GPU",
+        "w": "Weight-grad w", "p2p": "Send latency (override, f units)",
+        "link": "Link between stages",
+        "model": "Model", "gpu": "GPU",
         "tp": "TP per stage", "recompute": "Recomputation", "seq_len": "Sequence length",
         "micro_batch": "Micro-batch size",
     },

@@ -3,6 +3,8 @@
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from labs.data_parallel import link_family
+from labs.links import links
 from labs.presets import gpus, models
 
 router = APIRouter(prefix="/api", tags=["presets"])
@@ -84,3 +86,23 @@ def list_models() -> list[dict]:
             response_model=list[GpuPreset])
 def list_gpus() -> list[dict]:
     return [gpu_json(spec) for spec in gpus().values()]
+
+
+class LinkPreset(BaseModel):
+    id: str
+    name: str
+    kind: str = Field(description="nvlink, infiniband, ethernet, pcie (or infinity-fabric).")
+    scope: str = Field(description="scale-up (inside a node) or scale-out (between nodes).")
+    bandwidth_bytes_per_s: float = Field(description="Per GPU (scale-up) or per port, per "
+                                                     "direction.")
+    latency_s: float = Field(description="α of the α–β model, per ring step.")
+    domain: int | None = Field(description="Most GPUs one scale-up fabric joins.")
+    source: str
+
+
+@router.get("/links", summary="Link presets: bandwidth per direction (B/s) and latency (s)",
+            response_model=list[LinkPreset])
+def list_links() -> list[dict]:
+    return [{"id": link.id, "name": link.name, "kind": link_family(link), "scope": link.kind,
+             "bandwidth_bytes_per_s": link.bandwidth, "latency_s": link.latency,
+             "domain": link.domain, "source": link.source} for link in links().values()]

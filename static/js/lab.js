@@ -142,11 +142,11 @@
       var current = select.options[select.selectedIndex];
       if (current && current.disabled && firstOk) select.value = firstOk.value;
     });
-    // data-enabled-when="control=value": disabled (so not submitted) otherwise, with the
-    // reason (.disabled-reason) shown by CSS through .is-disabled.
+    // data-enabled-when="control=value" (or "control=a|b|c"): disabled (so not submitted)
+    // otherwise, with the reason (.disabled-reason) shown by CSS through .is-disabled.
     within(form, "[data-enabled-when]").forEach(function (box) {
       var rule = box.dataset.enabledWhen.split("=");
-      var off = controlValue(form, rule[0]) !== rule[1];
+      var off = rule[1].split("|").indexOf(controlValue(form, rule[0])) < 0;
       if ("disabled" in box && box.tagName !== "LABEL") box.disabled = off;
       else within(box, "input, select").forEach(function (input) { input.disabled = off; });
       box.classList.toggle("is-disabled", off);

@@ -105,3 +105,18 @@ def test_pipeline_figures_are_valid_plotly_and_drawn_from_events(query):
             assert labels[0]["text"] == [str(e.microbatch) for e in state.result.events]
     else:
         assert gantt["data"][0]["type"] == "heatmap"
+
+
+def test_the_link_sizes_each_send_and_the_page_says_so(client):
+    api = client.get("/api/pipeline", params={"stages": 8, "microbatches": 16,
+                                              "link": "ib-ndr", "events": "none"}).json()
+    free = client.get("/api/pipeline", params={"stages": 8, "microbatches": 16,
+                                               "events": "none"}).json()
+    assert api["send_seconds"] > 0 and api["send_time"] > 0
+    assert free["send_seconds"] is None and free["send_time"] == 0
+    assert api["bubble_fraction"] > free["bubble_fraction"]
+    page = client.get("/episodes/pipeline", params={"link": "ib-ndr"})
+    assert page.status_code == 200
+    assert f"{api['send_seconds'] * 1e3:.3f} ms" in page.text.split('data-testid="send"')[1]
+    bad = client.get("/api/pipeline", params={"link": "carrier-pigeon"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-1] == "link"

@@ -12,15 +12,19 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from app.charts.units import fmt_bytes, fmt_count, fmt_pct
+from app.charts.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 
 LESSONS = {  # page -> (API, chart ids a step may name)
     "/episodes/memory": ("/api/memory", {"memory-chart"}),
     "/episodes/pipeline": (
         "/api/pipeline", {"pipeline-gantt", "pipeline-activations", "pipeline-memory"}),
+    "/episodes/data-parallel": ("/api/dp", {"dp-scaling", "dp-time", "dp-replica"}),
     "/episodes/recipe-3d": ("/api/recipe", {"recipe-step", "recipe-memory"}),
 }
 FORMATS = {"bytes": fmt_bytes, "count": fmt_count, "pct": fmt_pct, "": str}
+FORMATS["ms"] = fmt_ms  # EP07 quotes times
+LESSONS["/episodes/experts"] = ("/api/moe", {"moe-experts", "moe-gpus", "moe-params",
+                                             "moe-ranks"})
 
 
 class Steps(HTMLParser):

@@ -32,6 +32,8 @@ FRAGMENTS = {
     "EP05 pipeline 8 stages, slider move": "/episodes/pipeline?stages=8&microbatches={i}",
     "EP05 pipeline 16x128 v4 (raster)":
         "/episodes/pipeline?schedule=interleaved-1f1b&stages=16&microbatches=128&virtual=4&f={i}",
+    "EP02 data-parallel, bucketed, uncached": (
+        "/episodes/data-parallel?gpus=64&link=ib-ndr&overlap=bucketed&global_batch={i}"),
 }
 BARE = "/healthz"
 

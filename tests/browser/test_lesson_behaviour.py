@@ -10,6 +10,9 @@ from tests.browser.helpers import wait_drawn
 AXE = Path(__file__).resolve().parents[2] / "static/vendor/node_modules/axe-core/axe.min.js"
 PAGES = ["/", "/episodes/memory", "/episodes/pipeline?stages=8&microbatches=32&tp=8",
          "/embed/memory?model=mixtral-8x7b&dp=8&zero=3", "/embed/pipeline?schedule=zb-h1"]
+PAGES += ["/episodes/data-parallel?gpus=64&link=eth-100g&overlap=bucketed", "/embed/dp/scaling"]
+PAGES += ["/episodes/experts?skew=0.5&capacity_factor=1.25",  # EP07
+          "/embed/moe/ranks?model=deepseek-v3&nodes=256&pp=16&ep=64"]
 PAGES += ["/episodes/recipe-3d?replan_nodes=6", "/embed/recipe?tp=3"]  # EP08
 
 

@@ -10,6 +10,8 @@ import pytest
 from tests.browser.helpers import wait_drawn
 
 LESSONS = ["/episodes/memory", "/episodes/pipeline"]
+LESSONS += ["/episodes/data-parallel"]
+LESSONS.append("/episodes/experts")  # EP07
 LESSONS.append("/episodes/recipe-3d")  # EP08
 SIZES = {"laptop-1280x800": (1280, 800), "laptop-1440x900": (1440, 900),
          "phone-390x844": (390, 844)}

@@ -1,0 +1,172 @@
+"""EP02's diagrams: speedup and efficiency against GPU count per link, and where one step's
+time goes at the chosen point. Drawn from ``labs.data_parallel``'s curve; nothing here knows
+an all-reduce formula."""
+
+import math
+import re
+
+from app.charts import base_layout
+from app.charts.units import fmt_pct
+
+# Link family -> colour; one curve per link of the lesson (and the chosen one if apart).
+FAMILY_COLOURS = {
+    "nvlink": "#54a24b", "infiniband": "#4c78a8", "ethernet": "#e45756", "pcie": "#f58518",
+    "infinity-fabric": "#b279a2",
+}
+EXTRA_DASH = "dot"  # the chosen link's own curve when it is not one of the four
+IDEAL = "#9aa3b2"
+PARTS = {  # part of the step -> (label, colour)
+    "compute": ("Compute", "#4c78a8"),
+    "overlapped": ("All-reduce hidden behind backward", "#b9d3ee"),
+    "exposed": ("All-reduce exposed (the step waits)", "#e45756"),
+}
+
+
+def times(value: float) -> str:
+    return f"{value:,.1f}×" if value >= 10 else f"{value:,.2f}×"
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.1f} ms" if seconds * 1e3 >= 1 else f"{seconds * 1e3:,.3f} ms"
+
+
+def short_name(name: str) -> str:
+    """A link's name short enough for a phone legend: "InfiniBand NDR 400 Gb/s" -> "IB NDR
+    400G", "NVLink 4 (H100/H200)" -> "NVLink 4"."""
+    short = re.sub(r"\s*\([^)]*\)", "", name).replace("InfiniBand", "IB")
+    return re.sub(r" Gb/s", "G", short)
+
+
+def _series(result, link: str) -> list:
+    return [p for p in result.curve if p.link == link]
+
+
+def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> dict:
+    """Speedup (top, log-log, against the ideal N) and efficiency (bottom) per link."""
+    inp, point = result.input, result.point
+    data = []
+    counts = [p.gpus for p in _series(result, inp.link)]
+    data.append({
+        "type": "scatter", "mode": "lines", "name": "Ideal N×", "x": counts, "y": counts,
+        "line": {"color": IDEAL, "dash": "dash", "width": 1.5}, "hoverinfo": "skip",
+        "xaxis": "x", "yaxis": "y", "legendgroup": "ideal",
+    })
+    for link in result.curve_links:
+        series = _series(result, link)
+        colour = FAMILY_COLOURS[families[link]]
+        dash = EXTRA_DASH if link not in result.curve_links[:4] else "solid"
+        common = {"type": "scatter", "mode": "lines+markers", "name": short_name(names[link]),
+                  "x": [p.gpus for p in series], "legendgroup": link,
+                  "line": {"color": colour, "dash": dash, "width": 2.5 if link == inp.link
+                           else 1.5}, "marker": {"size": 5, "color": colour}}
+        data.append({**common, "y": [round(p.speedup, 4) for p in series],
+                     "customdata": [round(100 * p.efficiency, 1) for p in series],
+                     "hovertemplate": f"{names[link]}<br>%{{x}} GPUs: %{{y:.3g}}× "
+                                      "(%{customdata}%)<extra></extra>",
+                     "xaxis": "x", "yaxis": "y"})
+        data.append({**common, "y": [round(p.efficiency, 4) for p in series],
+                     "showlegend": False, "xaxis": "x", "yaxis": "y2",
+                     "hovertemplate": f"{names[link]}<br>%{{x}} GPUs: %{{y:.1%}}"
+                                      "<extra></extra>"})
+    chosen = {"type": "scatter", "mode": "markers", "name": "Chosen",
+              "x": [point.gpus], "xaxis": "x", "legendgroup": "chosen",
+              "marker": {"size": 13, "color": "rgba(0,0,0,0)",
+                         "line": {"color": "#1d2330", "width": 2.5}}, "hoverinfo": "skip"}
+    data.append({**chosen, "y": [round(point.speedup, 4)], "yaxis": "y"})
+    data.append({**chosen, "y": [round(point.efficiency, 4)], "yaxis": "y2",
+                 "showlegend": False})
+    shapes, annotations = [], []
+    if inp.scaling == "strong" and result.max_gpus < counts[-1] * 2:
+        # The global batch caps N: one sequence per GPU at most.
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": result.max_gpus,
+                       "x1": result.max_gpus, "y0": 0, "y1": 1,
+                       "line": {"color": "#1d2330", "dash": "dot", "width": 1.5}})
+        annotations.append({"xref": "x", "yref": "paper", "x": _log10(result.max_gpus),
+                            "y": 1, "xanchor": "right", "yanchor": "top", "showarrow": False,
+                            "text": f"global batch {inp.global_batch:,}",
+                            "bgcolor": "rgba(255,255,255,0.85)"})
+    top = max(counts[-1], 1)
+    # Strong scaling can be slower than one GPU: keep those points on the log axis.
+    low = min(1.0, *(p.speedup for p in result.curve))
+    reading = "weak scaling" if inp.scaling == "weak" else "strong scaling"
+    return {
+        "data": data,
+        "layout": base_layout(
+            margin={"l": 52, "r": 8, "t": 8, "b": 40},
+            xaxis={"type": "log", "title": {"text": "GPUs (log scale)", "standoff": 6},
+                   "range": [-0.05, _log10(1024) + 0.05],
+                   "tickvals": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+                   "ticktext": ["1", "", "4", "", "16", "", "64", "", "256", "", "1024"],
+                   "gridcolor": "#e6e9ef", "anchor": "y2"},
+            yaxis={"type": "log", "title": {"text": "speedup (×)"}, "domain": [0.42, 1],
+                   "range": [_log10(low) - 0.05, _log10(top) + 0.05], "gridcolor": "#e6e9ef",
+                   "tickvals": [0.01, 0.1, 0.25, 1, 4, 16, 64, 256, 1024]},
+            yaxis2={"title": {"text": "efficiency"}, "domain": [0, 0.34],
+                    "range": [0, 1.05], "tickformat": ".0%", "gridcolor": "#e6e9ef"},
+            legend={"orientation": "h", "x": 0, "y": 1, "yanchor": "bottom",
+                    "font": {"size": 11}},
+            shapes=shapes, annotations=annotations,
+        ),
+        "summary": (
+            f"{reading.capitalize()}, {point.gpus} GPUs on {names[inp.link]}: "
+            f"{times(point.speedup)} ({fmt_pct(point.efficiency)} efficiency); "
+            + "; ".join(f"{names[link]} at {point.gpus} GPUs "
+                        f"{times(_at(result, link, point.gpus).speedup)}"
+                        for link in result.curve_links if link != inp.link)
+        ),
+    }
+
+
+def _at(result, link: str, gpus: int):
+    return next(p for p in result.curve if p.link == link and p.gpus == gpus)
+
+
+def _log10(value: float) -> float:
+    return math.log10(value)
+
+
+def time_figure(result) -> dict:
+    """One step at the chosen point, in ms: the GPU's compute then the exposed all-reduce
+    (what the step pays), and under it the all-reduce stream, hidden part first."""
+    p = result.point
+    compute, exposed, hidden = p.compute_s * 1e3, p.exposed_comm_s * 1e3, \
+        p.overlapped_comm_s * 1e3
+    rows = ("GPU step", "All-reduce")
+    bars = [
+        ("compute", rows[0], 0, compute),
+        ("exposed", rows[0], compute, exposed),
+        ("overlapped", rows[1], compute - hidden, hidden),
+        ("exposed", rows[1], compute, exposed),
+    ]
+    data = []
+    shown = set()
+    for key, row, base, width in bars:
+        label, colour = PARTS[key]
+        if width <= 0:
+            continue
+        data.append({
+            "type": "bar", "orientation": "h", "name": label, "y": [row],
+            "x": [round(width, 6)], "base": [round(base, 6)],
+            "marker": {"color": colour}, "legendgroup": key, "showlegend": key not in shown,
+            "hovertemplate": f"{label}: {ms(width / 1e3)}<extra></extra>",
+        })
+        shown.add(key)
+    end = compute + exposed
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="overlay", bargap=0.3,
+            margin={"l": 84, "r": 8, "t": 8, "b": 8},
+            xaxis={"title": {"text": "ms in one step", "standoff": 2},
+                   "range": [0, end * 1.04 or 1], "gridcolor": "#e6e9ef", "zeroline": False},
+            yaxis={"type": "category", "autorange": "reversed", "fixedrange": True,
+                   "categoryorder": "array", "categoryarray": list(rows)},
+            legend={"orientation": "h", "x": 0, "y": -0.25, "yanchor": "top",
+                    "font": {"size": 11}},
+        ),
+        "summary": (
+            f"One step at {p.gpus} GPUs: {ms(p.compute_s)} of compute, {ms(p.comm_s)} of "
+            f"all-reduce of which {ms(p.overlapped_comm_s)} hidden behind backward and "
+            f"{ms(p.exposed_comm_s)} exposed; the step takes {ms(p.step_s)}"
+        ),
+    }

@@ -1,0 +1,163 @@
+"""EP07's diagrams, drawn from ``labs.moe.MoEResult``: tokens per expert (coloured by the GPU
+that holds it), each GPU's time in the layer (dispatch, experts, combine, waiting for the
+slowest), and parameters held against parameters used."""
+
+from app.charts import LINE_COLOUR, base_layout
+from app.charts.units import fmt_count, fmt_pct
+
+GPU_SHADES = ("#4c78a8", "#9ecae9")  # alternate per GPU so its experts read as one block
+HOT = "#e45756"
+DROPPED = "#bab0ac"
+PHASES = {  # key -> (label, colour)
+    "dispatch": ("Dispatch all-to-all", "#f58518"),
+    "compute": ("Expert compute", "#4c78a8"),
+    "combine": ("Combine all-to-all", "#eeca3b"),
+    "wait": ("Waiting for the slowest GPU", "#e6e9ef"),
+}
+
+
+# Legends above the plot: below it they would sit on the x-axis title.
+LEGEND_TOP = {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"}
+MARGIN = {"l": 56, "r": 8, "t": 40, "b": 44}
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1e3, 4)
+
+
+def experts_figure(result) -> dict:
+    """Bars of token copies per expert: kept (in its GPU's shade, the busiest GPU's in red)
+    and dropped over capacity (grey), with the mean and the capacity as lines."""
+    r, inp = result.routing, result.input
+    per = result.experts_per_gpu
+    experts = list(range(len(r.routed_per_expert)))
+    kept = [n - d for n, d in zip(r.routed_per_expert, r.dropped_per_expert, strict=True)]
+    colours = [HOT if e // per == result.slowest_gpu and result.gpu_max_over_mean > 1.001
+               else GPU_SHADES[(e // per) % 2] for e in experts]
+    mean = sum(r.routed_per_expert) / len(experts)
+    data = [{
+        "type": "bar", "name": "Processed", "x": experts, "y": kept,
+        "marker": {"color": colours},
+        "customdata": [e // per for e in experts],
+        "hovertemplate": "expert %{x} on GPU %{customdata}: %{y:,} tokens<extra></extra>",
+    }]
+    if any(r.dropped_per_expert):
+        data.append({
+            "type": "bar", "name": "Dropped (over capacity)", "x": experts,
+            "y": list(r.dropped_per_expert), "marker": {"color": DROPPED},
+            "hovertemplate": "expert %{x}: %{y:,} dropped<extra></extra>",
+        })
+    lines = [(mean, "mean", LINE_COLOUR, "dot")]
+    if r.capacity is not None:
+        lines.append((r.capacity, "capacity", HOT, "dash"))
+    shapes, notes = [], []
+    for value, label, colour, dash in lines:
+        shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y",
+                       "y0": value, "y1": value, "line": {"color": colour, "dash": dash,
+                                                          "width": 2}})
+        notes.append({"xref": "paper", "x": 1, "xanchor": "right", "yref": "y", "y": value,
+                      "yanchor": "bottom", "showarrow": False, "text": f"{label} {value:,.0f}",
+                      "bgcolor": "rgba(255,255,255,0.85)", "font": {"color": colour}})
+    top = max(max(r.routed_per_expert), r.capacity or 0)
+    dropped = (f"; {fmt_pct(result.dropped_fraction)} dropped over a capacity of "
+               f"{r.capacity:,}" if r.capacity is not None else "; no capacity limit")
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="stack", bargap=0.1 if len(experts) <= 64 else 0, shapes=shapes,
+            legend=LEGEND_TOP, margin=MARGIN,
+            annotations=notes, showlegend=len(data) > 1,
+            xaxis={"title": {"text": f"expert ({per} per GPU, GPU by GPU)"},
+                   "fixedrange": True, "showgrid": False},
+            yaxis={"title": {"text": "tokens"}, "range": [0, top * 1.15], "fixedrange": True,
+                   "gridcolor": "#e6e9ef"},
+        ),
+        "summary": (
+            f"{inp.model.name}, EP {inp.ep}: {len(experts)} experts, {per} per GPU; the "
+            f"busiest expert gets {result.max_over_mean:.2f}x the mean of {mean:,.0f} tokens"
+            + dropped
+        ),
+    }
+
+
+def gpus_figure(result) -> dict:
+    """One stacked bar per GPU of the EP group: its dispatch, expert compute and combine, and
+    the time it waits because each all-to-all ends with its slowest member."""
+    r, inp = result.routing, result.input
+    gpus = list(range(inp.ep))
+    dispatch = [_ms(s) for s in r.dispatch_s]
+    compute = [_ms(s) for s in r.compute_s]
+    wait = [max(0.0, _ms(r.layer_s) - 2 * d - c) for d, c in zip(dispatch, compute, strict=True)]
+    parts = {"dispatch": dispatch, "compute": compute, "combine": dispatch, "wait": wait}
+    data = [{
+        "type": "bar", "name": PHASES[key][0], "x": gpus, "y": values,
+        "marker": {"color": PHASES[key][1]},
+        "hovertemplate": f"GPU %{{x}}: {PHASES[key][0].lower()} %{{y:.3f}} ms<extra></extra>",
+    } for key, values in parts.items()]
+    balanced = _ms(result.balanced.layer_s)
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="stack", bargap=0.15 if inp.ep <= 64 else 0, legend=LEGEND_TOP,
+            margin=MARGIN,
+            shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y",
+                     "y0": balanced, "y1": balanced,
+                     "line": {"color": LINE_COLOUR, "dash": "dot", "width": 2}}],
+            annotations=[{"xref": "paper", "x": 1, "xanchor": "right", "yref": "y",
+                          "y": balanced, "yanchor": "bottom", "showarrow": False,
+                          "text": f"balanced {balanced:.2f} ms",
+                          "bgcolor": "rgba(255,255,255,0.85)"}],
+            xaxis={"title": {"text": "GPU of the EP group"}, "fixedrange": True,
+                   "showgrid": False},
+            yaxis={"title": {"text": "ms per MoE layer (forward)"}, "fixedrange": True,
+                   "range": [0, max(_ms(r.layer_s), balanced) * 1.15], "gridcolor": "#e6e9ef"},
+        ),
+        "summary": (
+            f"One MoE layer's forward takes {_ms(r.layer_s):.2f} ms, set by GPU "
+            f"{result.slowest_gpu} ({result.slowdown:.2f}x the balanced {balanced:.2f} ms): "
+            f"dispatch {max(dispatch):.2f} ms, experts {max(compute):.2f} ms, combine "
+            f"{max(dispatch):.2f} ms"
+        ),
+    }
+
+
+def params_figure(result) -> dict:
+    """Three bars of parameters: what memory holds (total), what one token computes with
+    (active) and what one GPU holds under this layout, each split into routed experts and the
+    rest."""
+    m = result.input.model
+    routed_active = m.moe_layers * m.top_k * m.expert_size
+    rows = ["total: memory holds", "active: one token uses", "one GPU holds"]
+    rest = [result.params - result.expert_params, result.active_params - routed_active,
+            result.params_per_gpu - result.experts_per_gpu_params]
+    routed = [result.expert_params, routed_active, result.experts_per_gpu_params]
+    data = []
+    for name, values, colour in (("Attention, dense and shared layers, embeddings", rest,
+                                  "#72b7b2"), ("Routed experts", routed, "#4c78a8")):
+        data.append({
+            "type": "bar", "orientation": "h", "name": name, "y": rows,
+            "x": [round(v / 1e9, 3) for v in values], "marker": {"color": colour},
+            "text": [fmt_count(v) for v in values], "textposition": "inside",
+            "textangle": 0, "insidetextanchor": "middle",
+            "hovertemplate": f"%{{y}}: {name.lower()} %{{x:.2f}}B<extra></extra>",
+        })
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="stack", margin={"l": 150, "r": 8, "t": 40, "b": 44}, legend=LEGEND_TOP,
+            # Each bar's total at its end, so the one-GPU sliver still reads.
+            annotations=[{"x": round((a + b) / 1e9, 3), "y": row, "xanchor": "left",
+                          "text": f" {fmt_count(a + b)}", "showarrow": False}
+                         for row, a, b in zip(rows, rest, routed, strict=True)],
+            uniformtext={"minsize": 9, "mode": "hide"},
+            xaxis={"title": {"text": "parameters (billions)"}, "fixedrange": True,
+                   "gridcolor": "#e6e9ef", "range": [0, result.params / 1e9 * 1.15]},
+            yaxis={"autorange": "reversed", "fixedrange": True},
+        ),
+        "summary": (
+            f"{m.name}: memory holds {fmt_count(result.params)} parameters, a token computes "
+            f"with {fmt_count(result.active_params)}; one GPU holds "
+            f"{fmt_count(result.params_per_gpu)} at EP {result.input.ep}, PP "
+            f"{result.input.pp}"
+        ),
+    }

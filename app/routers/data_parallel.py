@@ -1,0 +1,269 @@
+"""EP02 Data parallelism: speedup per link against GPU count, where a step's time goes, and
+the replica every GPU still holds."""
+
+from functools import lru_cache
+from typing import Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.charts.data_parallel import FAMILY_COLOURS, PARTS, scaling_figure, time_figure
+from app.charts.memory import COMPONENTS, memory_figure
+from app.episodes import BY_SLUG
+from app.labkit import Case, Diagram, Drill, LabView, register
+from app.options import model_options, with_value
+from app.schemas import DataParallelAnswer
+from labs.data_parallel import (
+    CURVE_LINKS,
+    DDP_BUCKET_BYTES,
+    GRAD_BYTES_PER_PARAM,
+    DataParallelInput,
+    DataParallelResult,
+    all_reduce,
+    link_family,
+    simulate,
+)
+from labs.errors import LabInputError
+from labs.limits import (
+    DP_OVERLAPS,
+    DP_SCALINGS,
+    MAX_DP_BUCKET_BYTES,
+    MAX_DP_COMPUTE_S,
+    MAX_DP_GLOBAL_BATCH,
+    MAX_DP_GPUS,
+    MAX_DP_GRAD_BYTES,
+    MAX_NICS_PER_NODE,
+    MIN_DP_BUCKET_BYTES,
+    MIN_DP_COMPUTE_S,
+    MIN_DP_GRAD_BYTES,
+)
+from labs.links import get_link, links
+from labs.presets import custom_model, get_model
+
+router = APIRouter()
+
+DEFAULT_GRAD_BYTES = 14e9  # CURRICULUM EP02: a 7B model's bf16 gradients
+GPU_CHOICES = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 256, 512, 1024)
+COMPUTE_CHOICES = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+BUCKET_CHOICES = (1024 * 1024, 5 * 1024 * 1024, DDP_BUCKET_BYTES, 100 * 1024 * 1024,
+                  500 * 1024 * 1024, 2e9)
+GRAD_CHOICES = (2e9, 14e9, 16e9, 140e9, 810e9)
+
+
+class DataParallelQuery(BaseModel):
+    """The controls of the data-parallel lab; sizes in bytes, times in seconds."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = Field(
+        None, max_length=64,
+        description="Model preset id (GET /api/models): its bf16 gradients (2 bytes per "
+        "parameter) are all-reduced. 'custom' or absent: grad_bytes (default 14e9, a 7B model).")
+    grad_bytes: float | None = Field(
+        None, ge=MIN_DP_GRAD_BYTES, le=MAX_DP_GRAD_BYTES,
+        description="Gradient bytes all-reduced per step (a custom model of grad_bytes/2 "
+        "parameters); only without a model preset.")
+    gpus: int = Field(8, ge=1, le=MAX_DP_GPUS, description="Data-parallel GPUs N.")
+    link: str = Field("nvlink-4", max_length=64,
+                      description="Link preset id (GET /api/links) the all-reduce runs on.")
+    compute_s: float = Field(
+        1.0, ge=MIN_DP_COMPUTE_S, le=MAX_DP_COMPUTE_S,
+        description="Compute seconds per step: weak scaling, one GPU's own micro-batch; "
+        "strong scaling, the whole global batch on one GPU.")
+    scaling: Literal[DP_SCALINGS] = Field(
+        "weak", description="weak: each GPU keeps its micro-batch; strong: a fixed global "
+        "batch split N ways.")
+    overlap: Literal[DP_OVERLAPS] = Field(
+        "none", description="none: all-reduce after backward; bucketed: buckets all-reduced "
+        "during backward (PyTorch DDP).")
+    bucket_bytes: float = Field(
+        DDP_BUCKET_BYTES, ge=MIN_DP_BUCKET_BYTES, le=MAX_DP_BUCKET_BYTES,
+        description="Gradient bucket size in bytes (PyTorch DDP: 25 MiB).")
+    nics_per_node: int = Field(
+        1, ge=1, le=MAX_NICS_PER_NODE,
+        description="Network ports per 8-GPU server (InfiniBand or Ethernet links).")
+    global_batch: int = Field(
+        1024, ge=1, le=MAX_DP_GLOBAL_BATCH,
+        description="Sequences per step; strong scaling splits it, so N ≤ global_batch.")
+
+
+def is_custom(query: DataParallelQuery) -> bool:
+    return query.model in (None, "custom")
+
+
+def run(query: DataParallelQuery) -> DataParallelResult:
+    if is_custom(query):
+        grad = DEFAULT_GRAD_BYTES if query.grad_bytes is None else query.grad_bytes
+        model = custom_model(round(grad / GRAD_BYTES_PER_PARAM))
+    else:
+        if query.grad_bytes is not None:
+            raise LabInputError("grad_bytes", "grad_bytes sets a custom size: choose "
+                                              "model=custom or clear it")
+        model = get_model(query.model)
+        grad = GRAD_BYTES_PER_PARAM * model.params
+    return simulate(DataParallelInput(
+        model=model, grad_bytes=grad, gpus=query.gpus, link=query.link,
+        compute_s=query.compute_s, scaling=query.scaling, overlap=query.overlap,
+        bucket_bytes=query.bucket_bytes, nics_per_node=query.nics_per_node,
+        global_batch=query.global_batch))
+
+
+def _point(p) -> dict:
+    return {
+        "link": p.link, "kind": link_family(get_link(p.link)), "gpus": p.gpus,
+        "speedup": round(p.speedup, 2), "efficiency": round(p.efficiency, 4),
+        "compute_s": round(p.compute_s, 9), "comm_s": round(p.comm_s, 9),
+        "exposed_comm_s": round(p.exposed_comm_s, 9),
+        "overlapped_comm_s": round(p.overlapped_comm_s, 9), "step_s": round(p.step_s, 9),
+        "allreduce_bytes_per_gpu": round(p.allreduce_bytes_per_gpu),
+        "buckets": p.buckets, "algorithm": p.algorithm, "bottleneck": p.bottleneck,
+    }
+
+
+def to_api(result: DataParallelResult) -> dict:
+    inp, replica = result.input, result.replica
+    return {
+        **_point(result.point),
+        "model": inp.model.id, "model_name": inp.model.name, "grad_bytes": inp.grad_bytes,
+        "scaling": inp.scaling, "overlap": inp.overlap, "bucket_bytes": inp.bucket_bytes,
+        "nics_per_node": inp.nics_per_node, "global_batch": inp.global_batch,
+        "max_gpus": result.max_gpus, "curve_links": list(result.curve_links),
+        "curve": [_point(p) for p in result.curve],
+        "flat_ring": _point(result.flat_ring) if result.flat_ring else None,
+        "replica": {
+            "gpu": replica.input.gpu.id, "total_bytes": round(replica.total_bytes),
+            "state_bytes": round(replica.state_bytes),
+            "breakdown": {k: round(v) for k, v in replica.breakdown.items()},
+            "gpu_memory_bytes": round(replica.gpu_memory_bytes), "fits": replica.fits,
+        },
+        "assumptions": list(result.assumptions),
+    }
+
+
+def link_names() -> dict[str, str]:
+    return {i: link.name for i, link in links().items()}
+
+
+def figures(result: DataParallelResult) -> dict:
+    families = {i: link_family(link) for i, link in links().items()}
+    return {"scaling": scaling_figure(result, link_names(), families),
+            "time": time_figure(result), "replica": memory_figure(result.replica)}
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict:
+    """The states the lesson's steps link to, with the figures their prose quotes (run
+    through the same query model, lab and ``to_api`` as GET /api/dp)."""
+    def state(**params) -> dict:
+        result = run(DataParallelQuery(**params))
+        return {"params": params, "result": result, "api": to_api(result)}
+
+    eth = {"gpus": 64, "link": "eth-100g"}
+    return {
+        "one": state(gpus=1),
+        "good": state(gpus=8, link="nvlink-4"),
+        "bad": state(**eth),
+        "pcie8": state(gpus=8, link="pcie-4"),
+        "ib64": state(gpus=64, link="ib-ndr"),
+        "ib64_8": state(gpus=64, link="ib-ndr", nics_per_node=8),
+        "eth1024": state(gpus=1024, link="eth-100g"),
+        "bad_overlap": state(**eth, overlap="bucketed"),
+        "ib64_overlap": state(gpus=64, link="ib-ndr", nics_per_node=8, overlap="bucketed"),
+        "nv1024_tiny": state(gpus=1024, link="nvlink-4", overlap="bucketed",
+                             bucket_bytes=1048576),
+        "nv1024_big": state(gpus=1024, link="nvlink-4", overlap="bucketed",
+                            bucket_bytes=524288000),
+        "strong8": state(gpus=8, link="nvlink-4", scaling="strong"),
+        "strong_bad": state(**eth, scaling="strong"),
+        "l70": state(model="llama-3.1-70b", gpus=64, link="eth-100g"),
+    }
+
+
+def _mb(value: float) -> str:
+    return f"{value / 1e6:,.1f} MB" if value < 1e9 else f"{value / 1e9:,.0f} GB"
+
+
+def extra_context(state) -> dict:
+    query = state.query
+    return {
+        "facts": facts(),
+        "model_options": (("custom", "Custom gradient size…"), *model_options()),
+        "model_value": "custom" if is_custom(query) else query.model,
+        "grad_value": round(query.grad_bytes if query.grad_bytes is not None else
+                            DEFAULT_GRAD_BYTES),
+        "grad_options": [(round(v), f"{v / 1e9:,.0f} GB") for v in GRAD_CHOICES],
+        "link_options": [(i, f"{link.name}, {link.bandwidth / 1e9:g} GB/s")
+                         for i, link in links().items()],
+        "gpu_options": [(n, f"{n:,}") for n in with_value(GPU_CHOICES, query.gpus)],
+        "compute_options": [(v, f"{v * 1e3:,.0f} ms") for v in
+                            with_value(COMPUTE_CHOICES, query.compute_s)],
+        "bucket_options": [(round(v), _mb(v) + (" (DDP default, 25 MiB)" if v == DDP_BUCKET_BYTES
+                                        else "")) for v in
+                           with_value(BUCKET_CHOICES, query.bucket_bytes)],
+        "parts": PARTS, "components": COMPONENTS,
+        "link_colours": {i: FAMILY_COLOURS[link_family(link)] for i, link in links().items()},
+        "link_names": link_names(), "curve_links": CURVE_LINKS,
+    }
+
+
+def drill_answer() -> float:
+    """ms for one ring all-reduce of 14 GB over 8 GPUs on PCIe 4.0 x16."""
+    return 1e3 * all_reduce(14e9, 8, get_link("pcie-4")).seconds
+
+
+VIEW = LabView(
+    name="dp",
+    episode=BY_SLUG["data-parallel"],
+    query_model=DataParallelQuery,
+    run=run,
+    to_api=to_api,
+    figures=figures,
+    diagrams=(
+        Diagram("scaling", "Speedup and efficiency against GPU count, per link",
+                element_id="dp-scaling", embed_height=620),
+        Diagram("time", "Where one step’s time goes (ms)", element_id="dp-time",
+                embed_height=360),
+        Diagram("replica", "What every replica holds (GB), whatever N",
+                element_id="dp-replica", embed_height=520),
+    ),
+    labels={
+        "model": "Model", "grad_bytes": "Gradients (bf16)", "gpus": "GPUs N", "link": "Link",
+        "compute_s": "Compute per step", "scaling": "Scaling", "overlap": "Overlap",
+        "bucket_bytes": "Bucket size", "nics_per_node": "Network ports per server",
+        "global_batch": "Global batch (sequences)",
+    },
+    response_model=DataParallelAnswer,
+    embed_height=1600,
+    page_template="episodes/data_parallel.html",
+    controls_template="partials/_dp_controls.html",
+    diagram_template="partials/_dp_scaling.html",
+    extra_context=extra_context,
+    summary="Data-parallel speedup: compute plus gradient all-reduce per link and GPU count",
+    good=Case(
+        "Good case: 8 GPUs on NVLink",
+        {"gpus": 8, "link": "nvlink-4"},
+        "14 GB of gradients over 450 GB/s NVLink: about 54 ms against 1 s of compute.",
+    ),
+    bad=Case(
+        "Bad case: 64 GPUs on 100 Gb/s Ethernet",
+        {"gpus": 64, "link": "eth-100g"},
+        "8 servers sharing one 100 Gb/s port each: about 2 s of all-reduce per 1 s of compute.",
+    ),
+    drills=(
+        Drill(
+            id="dp-allreduce-pcie",
+            question=(
+                "A 7B model's 14 GB of bf16 gradients are ring all-reduced over 8 GPUs on "
+                "PCIe 4.0 x16 (32 GB/s per direction, 5 µs per ring step). How many ms does "
+                "the all-reduce take?"
+            ),
+            answer=drill_answer,
+            unit="ms",
+            hint="Each GPU sends 2·(N−1)/N of the gradients, at the link's bandwidth; add "
+                 "2·(N−1) latency steps.",
+            explanation="{answer} ms: 2·7/8·14 GB = 24.5 GB per GPU at 32 GB/s, plus 14 × 5 µs.",
+        ),
+    ),
+)
+
+register(router, VIEW)

@@ -1,0 +1,256 @@
+"""EP07 Experts: a MoE layer under expert parallelism (routing, all-to-all, slowest GPU),
+parameters total vs active, and the rank map of the whole job."""
+
+from functools import lru_cache
+from typing import Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.charts.moe import PHASES, experts_figure, gpus_figure, params_figure
+from app.charts.rank_map import rank_map_figure
+from app.episodes import BY_SLUG
+from app.labkit import Case, Diagram, Drill, LabView, register
+from app.options import with_value
+from app.schemas import MoEAnswer
+from labs.layout import divisors
+from labs.limits import (
+    MAX_CAPACITY_FACTOR,
+    MAX_DEGREE,
+    MAX_MOE_TOKENS,
+    MAX_NODES,
+    MAX_SKEW,
+    MOE_GROUP_KINDS,
+)
+from labs.links import clusters, get_cluster
+from labs.moe import MoEInput, MoEResult, simulate_moe
+from labs.presets import get_model, models
+from labs.rank_map import GROUP_SHORT, GROUP_TITLES
+
+router = APIRouter()
+
+MOE_MODELS = tuple(id_ for id_, spec in models().items() if spec.is_moe)
+
+
+class MoEQuery(BaseModel):
+    """The controls of the experts lab: a model, the cluster, the parallel degrees (DP is
+    what divides the rest), routing skew and capacity. Sizes come back in bytes, times in s."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: Literal[MOE_MODELS] = Field("mixtral-8x7b", description="Mixture-of-experts preset.")
+    link: str = Field("dgx-h100", max_length=64, description="Cluster preset (GPUs per node, "
+                      "the link inside a node, the network between nodes): "
+                      + ", ".join(clusters()) + ".")
+    nodes: int = Field(2, ge=1, le=MAX_NODES, description="Nodes; GPUs = nodes x GPUs per node.")
+    tp: int = Field(1, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree (dense layers).")
+    pp: int = Field(1, ge=1, le=MAX_DEGREE, description="Pipeline stages.")
+    cp: int = Field(1, ge=1, le=MAX_DEGREE, description="Context-parallel degree.")
+    ep: int = Field(8, ge=1, le=MAX_DEGREE, description="Expert-parallel degree: experts are "
+                    "split over EP GPUs of each stage.")
+    etp: int = Field(1, ge=1, le=MAX_DEGREE, description="Expert tensor-parallel degree.")
+    skew: float = Field(0.0, ge=0, le=MAX_SKEW, description="Routing skew: 0 uniform, 1 every "
+                        "token picks expert 0 (deterministic, no sampling).")
+    capacity_factor: float = Field(0.0, ge=0, le=MAX_CAPACITY_FACTOR, description="Expert "
+                                   "capacity factor; 0 = no limit (dropless).")
+    tokens: int = Field(4096, ge=1, le=MAX_MOE_TOKENS,
+                        description="Tokens per GPU entering each MoE layer.")
+    mfu: float = Field(0.4, gt=0, le=1, description="Share of the GPU's BF16 peak the experts "
+                       "reach.")
+    group: Literal[MOE_GROUP_KINDS] = Field("ep", description="Which groups the rank map "
+                                            "colours.")
+
+
+def run(query: MoEQuery) -> MoEResult:
+    return simulate_moe(MoEInput(
+        model=get_model(query.model), cluster=get_cluster(query.link), nodes=query.nodes,
+        tp=query.tp, pp=query.pp, cp=query.cp, ep=query.ep, etp=query.etp, skew=query.skew,
+        capacity_factor=query.capacity_factor, tokens=query.tokens, mfu=query.mfu,
+        group=query.group))
+
+
+def to_api(result: MoEResult) -> dict:
+    inp, r, lay = result.input, result.routing, result.layout
+    return {
+        "model": inp.model.id,
+        "link": inp.cluster.id,
+        "world_size": lay.world_size,
+        "tp": lay.tp, "pp": lay.pp, "cp": lay.cp, "dp": lay.dp, "ep": lay.ep, "etp": lay.etp,
+        "expert_dp": lay.expert_dp,
+        "params": result.params,
+        "active_params": result.active_params,
+        "params_per_gpu": round(result.params_per_gpu),
+        "experts_per_gpu": result.experts_per_gpu,
+        "ep_group": list(result.ep_group),
+        "ep_per_node": result.ep_per_node,
+        "tokens_per_expert": list(r.routed_per_expert),
+        "dropped_per_expert": list(r.dropped_per_expert),
+        "capacity": r.capacity,
+        "dropped_fraction": result.dropped_fraction,
+        "max_over_mean": result.max_over_mean,
+        "tokens_per_gpu": list(r.tokens_per_gpu),
+        "gpu_max_over_mean": result.gpu_max_over_mean,
+        "dispatch_bytes_per_gpu": [round(b) for b in r.received_bytes],
+        "dispatch_sent_bytes_per_gpu": [round(b) for b in r.sent_bytes],
+        "dispatch_s_per_gpu": list(r.dispatch_s),
+        "compute_s_per_gpu": list(r.compute_s),
+        "dispatch_s": result.dispatch_s,
+        "combine_s": result.dispatch_s,
+        "compute_s": result.compute_s,
+        "layer_s": result.layer_s,
+        "balanced_layer_s": result.balanced.layer_s,
+        "slowest_gpu": result.slowest_gpu,
+        "groups": [{"kind": s.kind, "size": s.size, "count": s.count,
+                    "nodes_spanned": s.nodes_spanned, "inside_node": s.inside_node}
+                   for s in result.groups],
+        "rank_map": None if result.rank_map is None else {
+            "group": inp.group, "gpus_per_node": result.rank_map.gpus_per_node,
+            "group_of_rank": list(result.rank_map.category)},
+    }
+
+
+def figures(result: MoEResult) -> dict:
+    out = {"experts": experts_figure(result), "gpus": gpus_figure(result),
+           "params": params_figure(result)}
+    if result.rank_map is not None:
+        colouring = result.rank_map
+        spans = colouring.nodes_spanned()
+        notes = [("inside one node" if s == 1 else f"spans {s} nodes") for s in spans]
+        out["ranks"] = rank_map_figure(colouring, notes)
+    return out
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict:
+    """The states the lesson's steps link to, each with the figures its prose quotes.
+
+    One ``params`` dict per state feeds both the step's try link and the numbers quoted next
+    to it, run through the same query model, lab and ``to_api`` as GET /api/moe."""
+    def state(**params) -> dict:
+        result = run(MoEQuery(**params))
+        return {"params": params, "result": result, "api": to_api(result)}
+
+    v3 = {"model": "deepseek-v3", "nodes": 256, "pp": 16}
+    mx = {"model": "mixtral-8x7b", "nodes": 2}
+    return {
+        "mixtral": state(**mx, ep=8),
+        "mixtral_ep2": state(**mx, ep=2),
+        "v3": state(**v3, ep=64),
+        "v3_ep8": state(**v3, ep=8),
+        "hot": state(**mx, ep=8, skew=0.5),
+        "one_hot": state(**mx, ep=8, skew=1.0),
+        "capped": state(**mx, ep=8, skew=0.5, capacity_factor=1.25),
+        "balanced_capped": state(**mx, ep=8, capacity_factor=1.0),
+        "v3_dp": state(**v3, ep=64, group="dp"),
+        "tp2": state(**mx, ep=8, tp=2, group="tp"),
+        "tp2_ep": state(**mx, ep=8, tp=2, group="ep"),
+    }
+
+
+def extra_context(state) -> dict:
+    query = state.query
+    spec = get_model(query.model)
+    return {
+        "facts": facts(),
+        "model_options": [(m, f"{s.name} ({s.params / 1e9:.1f}B, {s.active_params / 1e9:.1f}B "
+                              "active)") for m, s in models().items() if s.is_moe],
+        "link_options": [(c.id, c.name) for c in clusters().values()],
+        "degree_options": {
+            "tp": with_value(divisors(spec.heads, 64), query.tp),
+            "pp": with_value([d for d in (1, 2, 4, 8, 16, 32) if d <= spec.layers], query.pp),
+            "cp": with_value([1, 2, 4, 8], query.cp),
+            "ep": with_value(divisors(spec.experts), query.ep),
+            "etp": with_value([1, 2, 4, 8], query.etp),
+        },
+        "capacity_options": [(v, "no limit (dropless)" if v == 0 else f"{v:g}")
+                             for v in with_value((0.0, 1.0, 1.25, 1.5, 2.0, 4.0),
+                                                 query.capacity_factor)],
+        "mfu_options": with_value((0.2, 0.3, 0.4, 0.5, 0.6), query.mfu),
+        "token_options": with_value((1024, 2048, 4096, 8192, 16384, 32768), query.tokens),
+        "group_options": [(k, f"{GROUP_SHORT[k]} ({GROUP_TITLES[k]})") for k in MOE_GROUP_KINDS],
+        "phases": PHASES,
+        "group_short": GROUP_SHORT,
+    }
+
+
+def expert_dp_answer() -> float:
+    """DeepSeek-V3's expert-DP degree on 2,048 GPUs with PP16, EP64, no TP."""
+    return facts()["v3"]["result"].layout.expert_dp
+
+
+def dispatch_mb_answer() -> float:
+    """MB each GPU receives in one dispatch: DeepSeek-V3, 4,096 tokens, EP64, uniform."""
+    return max(facts()["v3"]["result"].routing.received_bytes) / 1e6
+
+
+VIEW = LabView(
+    name="moe",
+    episode=BY_SLUG["experts"],
+    query_model=MoEQuery,
+    run=run,
+    to_api=to_api,
+    # The rank map's colouring is a view of the state, read from the query.
+    figures=figures,
+    diagrams=(
+        Diagram("experts", "Tokens per expert, experts drawn GPU by GPU", embed_height=480),
+        Diagram("gpus", "Time of one MoE layer on each GPU of the EP group", embed_height=480),
+        Diagram("params", "Parameters: held in memory, used per token, held per GPU",
+                embed_height=360),
+        Diagram("ranks", "Rank map: every GPU coloured by its group", embed_height=520),
+    ),
+    labels={
+        "model": "Model", "link": "Cluster", "nodes": "Nodes", "tp": "TP", "pp": "PP",
+        "cp": "CP", "ep": "EP", "etp": "Expert-TP", "skew": "Routing skew",
+        "capacity_factor": "Capacity factor", "tokens": "Tokens per GPU", "mfu": "MFU",
+        "group": "Rank map colours",
+    },
+    aliases={"gpus": "nodes", "cluster": "link"},
+    response_model=MoEAnswer,
+    embed_height=1900,
+    page_template="episodes/experts.html",
+    controls_template="partials/_moe_controls.html",
+    diagram_template="partials/_moe_layer.html",
+    extra_context=extra_context,
+    summary="One MoE layer under expert parallelism: tokens per expert, all-to-all bytes and "
+            "time, the slowest GPU, and the job's rank groups",
+    good=Case(
+        "Good case: balanced routing, EP inside one node",
+        {"model": "mixtral-8x7b", "nodes": 2, "ep": 8, "skew": 0},
+        "Mixtral's 8 experts on one node's 8 GPUs, tokens spread evenly: every GPU finishes "
+        "together and the all-to-all stays on NVLink.",
+    ),
+    bad=Case(
+        "Bad case: one hot expert",
+        {"model": "mixtral-8x7b", "nodes": 2, "ep": 8, "skew": 1},
+        "Every token picks expert 0: its GPU computes 4x the mean while the other seven wait.",
+    ),
+    drills=(
+        Drill(
+            id="moe-expert-dp",
+            question=(
+                "DeepSeek-V3 trains on 2,048 GPUs with PP16, EP64, no TP and no CP. Experts "
+                "regroup each pipeline stage's GPUs as EP x expert-DP. What is expert-DP?"
+            ),
+            answer=expert_dp_answer,
+            unit="",
+            hint="A stage has 2,048 / 16 GPUs; EP takes 64 of them at a time.",
+            explanation="{answer}: each stage's 128 GPUs are 64 (EP) x 2 (expert-DP); EP is "
+                        "not multiplied on top of DP.",
+        ),
+        Drill(
+            id="moe-dispatch-mb",
+            question=(
+                "DeepSeek-V3 (hidden 7,168, top-8 of 256 experts), EP64, 4,096 tokens per GPU, "
+                "bf16, uniform routing. How many MB (10^6 bytes) does each GPU receive from "
+                "the other 63 in one dispatch all-to-all?"
+            ),
+            answer=dispatch_mb_answer,
+            unit="MB",
+            hint="Each GPU sends 4,096 x 8 token copies of 7,168 x 2 bytes; 63/64 of them "
+                 "leave it, and it receives as much as it sends.",
+            explanation="{answer} MB: 4,096 x 8 x 7,168 x 2 bytes x 63/64.",
+        ),
+    ),
+)
+
+register(router, VIEW)

@@ -1,0 +1,135 @@
+"""EP02 routes in-process: the seed figures through the API, /api/links, 422s naming the
+field, page and fragment."""
+
+import pytest
+
+from app.routers.data_parallel import DataParallelQuery, facts, figures, run
+from app.schemas import DataParallelAnswer
+from labs.data_parallel import CURVE_LINKS, GPU_COUNTS
+
+API_FIELDS = {"speedup", "efficiency", "compute_s", "comm_s", "exposed_comm_s",
+              "allreduce_bytes_per_gpu", "curve"}
+
+
+def test_good_case_8_gpus_nvlink_7_6x(client):
+    body = client.get("/api/dp", params={"gpus": 8, "link": "nvlink-4"}).json()
+    assert set(body) >= API_FIELDS
+    DataParallelAnswer.model_validate(body)
+    assert body["grad_bytes"] == 14e9  # the default: a 7B model's bf16 gradients
+    assert body["speedup"] == pytest.approx(7.6, abs=0.05)
+    assert body["efficiency"] == pytest.approx(0.95, abs=0.005)
+    assert body["compute_s"] == 1.0
+    assert body["comm_s"] == pytest.approx(2 * 7 / 8 * 14e9 / 450e9, rel=0.01)
+
+
+def test_bad_case_64_gpus_ethernet_21x(client):
+    body = client.get("/api/dp", params={"gpus": 64, "link": "eth-100g"}).json()
+    assert body["speedup"] == pytest.approx(21, abs=0.5)
+    assert body["efficiency"] == pytest.approx(0.33, abs=0.01)
+    assert body["algorithm"] == "hierarchical"
+    assert body["flat_ring"]["speedup"] == pytest.approx(20.0, abs=0.1)
+
+
+@pytest.mark.parametrize("gpus", [2, 8, 64, 1024])
+def test_ring_bytes_per_gpu(client, gpus):
+    body = client.get("/api/dp", params={"gpus": gpus, "link": "ib-ndr"}).json()
+    assert body["allreduce_bytes_per_gpu"] == pytest.approx(2 * (gpus - 1) / gpus * 14e9)
+
+
+def test_curve_has_one_entry_per_gpu_count_per_link(client):
+    body = client.get("/api/dp", params={"gpus": 24, "link": "nvlink-4"}).json()
+    counts = sorted({*GPU_COUNTS, 24})
+    assert [(e["link"], e["gpus"]) for e in body["curve"]] == [
+        (link, n) for link in CURVE_LINKS for n in counts]
+    assert {e["kind"] for e in body["curve"]} == {"nvlink", "infiniband", "ethernet", "pcie"}
+
+
+def test_model_preset_sets_the_gradient_bytes(client):
+    body = client.get("/api/dp", params={"model": "llama-3.1-70b", "gpus": 16}).json()
+    assert body["grad_bytes"] == 2 * body["replica"]["state_bytes"] / 16
+    assert body["model"] == "llama-3.1-70b"
+
+
+def test_strong_scaling_and_overlap_through_the_api(client):
+    strong = client.get("/api/dp", params={"scaling": "strong", "gpus": 64,
+                                           "link": "eth-100g"}).json()
+    assert strong["compute_s"] == pytest.approx(1 / 64)
+    assert strong["max_gpus"] == 1024
+    capped = client.get("/api/dp", params={"scaling": "strong", "global_batch": 256}).json()
+    assert max(e["gpus"] for e in capped["curve"]) == 256
+    over = client.get("/api/dp", params={"overlap": "bucketed", "gpus": 64, "link": "ib-ndr",
+                                         "nics_per_node": 8}).json()
+    assert over["buckets"] == 535
+    assert over["exposed_comm_s"] < over["comm_s"]
+
+
+def test_links_presets(client):
+    body = client.get("/api/links").json()
+    by_id = {e["id"]: e for e in body}
+    assert by_id["nvlink-4"]["kind"] == "nvlink"
+    assert by_id["nvlink-4"]["bandwidth_bytes_per_s"] == 450e9
+    assert by_id["eth-100g"]["kind"] == "ethernet"
+    assert by_id["eth-100g"]["bandwidth_bytes_per_s"] == 12.5e9
+    assert by_id["ib-ndr"]["kind"] == "infiniband"
+    assert by_id["pcie-4"]["kind"] == "pcie"
+    for entry in body:
+        assert {"id", "kind", "bandwidth_bytes_per_s", "latency_s", "source"} <= set(entry)
+        assert entry["source"] and entry["latency_s"] > 0
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"gpus": 0}, "gpus"), ({"gpus": 2048}, "gpus"), ({"link": "pigeon"}, "link"),
+    ({"compute_s": -1}, "compute_s"), ({"scaling": "sideways"}, "scaling"),
+    ({"overlap": "maybe"}, "overlap"), ({"bucket_bytes": 10}, "bucket_bytes"),
+    ({"grad_bytes": 1}, "grad_bytes"), ({"model": "gpt-9"}, "model"),
+    ({"model": "llama-3.1-8b", "grad_bytes": 2e10}, "grad_bytes"),
+    ({"nics_per_node": 9}, "nics_per_node"),
+    ({"scaling": "strong", "global_batch": 32, "gpus": 64}, "gpus"),
+])
+def test_bad_input_is_a_422_naming_the_field(client, params, field):
+    response = client.get("/api/dp", params=params)
+    assert response.status_code == 422
+    assert [e["loc"][-1] for e in response.json()["detail"]] == [field]
+
+
+def test_page_fragment_and_embeds(client):
+    page = client.get("/episodes/data-parallel", params={"gpus": 64, "link": "eth-100g"})
+    assert page.status_code == 200
+    for element in ("dp-scaling", "dp-time", "dp-replica", 'id="dp-form"'):
+        assert element in page.text
+    fragment = client.get("/episodes/data-parallel", params={"gpus": 8},
+                          headers={"HX-Request": "true", "HX-Target": "dp-diagram"})
+    assert fragment.status_code == 200
+    assert 'id="dp-diagram"' in fragment.text and "<html" not in fragment.text
+    assert "7.59×" in fragment.text
+    bad = client.get("/episodes/data-parallel", params={"gpus": 0},
+                     headers={"HX-Request": "true", "HX-Target": "dp-diagram"})
+    assert bad.status_code == 422 and "error-gpus" in bad.text
+    for name in ("scaling", "time", "replica"):
+        assert client.get(f"/embed/dp/{name}").status_code == 200
+
+
+def test_figures_draw_the_curve_and_the_step():
+    result = run(DataParallelQuery(gpus=64, link="eth-100g", overlap="bucketed"))
+    figs = figures(result)
+    speed = [t for t in figs["scaling"]["data"] if t.get("yaxis") == "y"]
+    names = [t["name"] for t in speed]
+    assert "Ethernet 100G" in names and "Chosen" in names
+    chosen = next(t for t in speed if t["name"] == "Chosen")
+    assert chosen["x"] == [64] and chosen["y"][0] == pytest.approx(result.point.speedup, 1e-3)
+    bars = figs["time"]["data"]
+    exposed = [t for t in bars if "exposed" in t["name"]]
+    # Exposed all-reduce on both rows (the GPU waits; the stream runs), starting at compute's end.
+    assert [t["base"][0] for t in exposed] == [pytest.approx(1e3)] * 2
+    assert sum(t["x"][0] for t in exposed) == pytest.approx(
+        2e3 * result.point.exposed_comm_s, rel=1e-4)
+    hidden = next(t for t in bars if "hidden" in t["name"])
+    assert hidden["base"][0] + hidden["x"][0] == pytest.approx(1e3)
+    assert figs["replica"]["data"]
+
+
+def test_quoted_states_are_the_seed_figures():
+    f = facts()
+    assert f["good"]["api"]["speedup"] == pytest.approx(7.6, abs=0.05)
+    assert f["bad"]["api"]["speedup"] == pytest.approx(21, abs=0.5)
+    assert f["good"]["api"]["replica"] == f["eth1024"]["api"]["replica"]

@@ -1,0 +1,92 @@
+"""EP07 routes in-process: the API fields the issue names, 422s naming the rule, page,
+fragment and the rank map."""
+
+import pytest
+
+from app.charts.rank_map import rank_map_figure
+from labs.layout import ParallelLayout
+from labs.rank_map import GpuColouring, group_colouring
+
+V3 = {"model": "deepseek-v3", "nodes": 256, "pp": 16, "ep": 64}
+
+
+def test_api_fields_and_published_counts(client):
+    body = client.get("/api/moe", params=V3).json()
+    for field in ("tokens_per_expert", "max_over_mean", "dispatch_bytes_per_gpu", "layer_s"):
+        assert field in body
+    assert len(body["tokens_per_expert"]) == 256
+    assert len(body["dispatch_bytes_per_gpu"]) == 64
+    assert body["params"] == pytest.approx(671e9, rel=0.01)
+    assert body["active_params"] == pytest.approx(37e9, rel=0.02)
+    assert (body["world_size"], body["dp"], body["expert_dp"]) == (2048, 128, 2)
+    # Two all-to-alls (dispatch, combine) and the experts make up the layer.
+    assert body["layer_s"] == pytest.approx(
+        body["dispatch_s"] + body["compute_s"] + body["combine_s"])
+    mixtral = client.get("/api/moe", params={"model": "mixtral-8x7b"}).json()
+    assert mixtral["params"] == pytest.approx(46.7e9, rel=0.01)
+    assert mixtral["active_params"] == pytest.approx(12.9e9, rel=0.01)
+
+
+def test_skew_makes_one_gpu_the_slowest(client):
+    flat = client.get("/api/moe", params={"skew": 0}).json()
+    hot = client.get("/api/moe", params={"skew": 0.5}).json()
+    assert flat["max_over_mean"] == pytest.approx(1.0)
+    assert hot["max_over_mean"] > 2
+    assert hot["slowest_gpu"] == 0
+    assert hot["dispatch_bytes_per_gpu"][0] > 2 * hot["dispatch_bytes_per_gpu"][1]
+    assert hot["layer_s"] > 2 * flat["layer_s"]
+    assert hot["balanced_layer_s"] == pytest.approx(flat["layer_s"])
+    # The same URL gives the same answer: routing is deterministic.
+    assert client.get("/api/moe", params={"skew": 0.5}).json() == hot
+
+
+def test_capacity_drops_tokens(client):
+    body = client.get("/api/moe", params={"skew": 0.5, "capacity_factor": 1.25}).json()
+    assert body["capacity"] == 8 * 1280
+    assert body["dropped_per_expert"][0] > 0 and body["dropped_fraction"] > 0
+
+
+@pytest.mark.parametrize(("params", "field", "words"), [
+    ({**V3, "nodes": 16}, "nodes", "EP x expert-TP x PP"),
+    ({**V3, "nodes": 1}, "nodes", "TP x PP x CP"),
+    ({"model": "glm-4.7", "nodes": 16, "ep": 64}, "ep", "160 experts"),
+    ({"model": "mixtral-8x7b", "tp": 16, "ep": 1}, "tp", "KV heads"),
+    ({"model": "llama-3.1-8b"}, "model", ""),
+    ({"skew": 1.5}, "skew", ""),
+    ({"capacity_factor": -1}, "capacity_factor", ""),
+    ({"link": "nope"}, "link", "cluster"),
+    ({"group": "zz"}, "group", ""),
+])
+def test_inconsistent_or_bad_input_is_a_422_naming_the_control(client, params, field, words):
+    response = client.get("/api/moe", params=params)
+    assert response.status_code == 422
+    detail = response.json()["detail"][0]
+    assert detail["loc"][-1] == field
+    assert words in detail["msg"]
+
+
+def test_page_fragment_and_rank_map(client):
+    page = client.get("/episodes/experts", params={**V3, "group": "ep"})
+    assert page.status_code == 200
+    assert 'id="moe-ranks"' in page.text and 'id="moe-gpus"' in page.text
+    assert "y(x) = Σ over the selected experts of gate × expert(x)" in page.text
+    fragment = client.get("/episodes/experts", params={"skew": 1},
+                          headers={"HX-Request": "true"})
+    assert fragment.status_code == 200
+    assert fragment.text.lstrip().startswith("<section id=\"moe-layer\"")
+    assert 'data-slowest-gpu="0"' in fragment.text
+    # The group table says which groups stay inside a node.
+    assert '<tr data-kind="ep"><th scope="row">EP</th><td>64</td>' in page.text
+
+
+def test_rank_map_figure_from_any_colouring():
+    # The generic input: one category per GPU, as another lab (RL roles) would build it.
+    roles = GpuColouring("roles", 4, (0, 0, 0, 0, 1, 1, 2, 2), ("train", "rollout", "spare"))
+    fig = rank_map_figure(roles)
+    assert fig["data"][0]["z"] == [[0, 0, 0, 0], [1, 1, 2, 2]]
+    assert "3 groups" in fig["summary"] and "span" not in fig["summary"]
+    # Past 16 nodes, nodes become columns.
+    wide = group_colouring(ParallelLayout(pp=4, dp=64), "pp", 8)
+    z = rank_map_figure(wide)["data"][0]["z"]
+    assert (len(z), len(z[0])) == (8, 32)
+    assert "span" in rank_map_figure(wide)["summary"]

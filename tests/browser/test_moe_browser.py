@@ -1,0 +1,105 @@
+"""EP07 in real Chromium against the real server."""
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.helpers import api_json, wait_drawn
+
+MIXTRAL = "model=mixtral-8x7b&nodes=2&ep=8"
+
+
+def layer(page) -> dict:
+    section = page.locator("#moe-layer")
+    return {"layer_s": float(section.get_attribute("data-layer-s")),
+            "slowest": int(section.get_attribute("data-slowest-gpu"))}
+
+
+def trace_y(page, chart: str, index: int = 0) -> list:
+    return page.evaluate(f"() => document.querySelector('#{chart}').data[{index}].y")
+
+
+def test_skew_slider_moves_the_charts_and_the_url(page, live_server):
+    page.goto(f"/episodes/experts?{MIXTRAL}")
+    wait_drawn(page)
+    flat = api_json(live_server, "moe", MIXTRAL)
+    assert layer(page)["layer_s"] == pytest.approx(flat["layer_s"])
+    assert trace_y(page, "moe-experts") == flat["tokens_per_expert"]
+    page.locator("#input-skew").fill("0.5")
+    page.wait_for_url("**skew=0.5**")
+    wait_drawn(page)
+    hot = api_json(live_server, "moe", f"{MIXTRAL}&skew=0.5")
+    assert layer(page) == {"layer_s": pytest.approx(hot["layer_s"]), "slowest": 0}
+    assert trace_y(page, "moe-experts")[0] == hot["tokens_per_expert"][0]
+    # The GPU chart's compute bar for GPU 0 is the hot one.
+    compute = trace_y(page, "moe-gpus", 1)
+    assert compute[0] == max(compute) > compute[1]
+    page.reload()
+    wait_drawn(page)
+    assert layer(page)["layer_s"] == pytest.approx(hot["layer_s"])
+
+
+def test_good_and_bad_cases(page):
+    page.goto("/episodes/experts")
+    wait_drawn(page)
+    page.locator("[data-case=bad]").click()
+    page.wait_for_url("**skew=1**")
+    wait_drawn(page)
+    bad = layer(page)["layer_s"]
+    expect(page.locator("#moe-layer .verdict")).to_contain_text("set by GPU 0")
+    page.locator("[data-case=good]").click()
+    page.wait_for_url("**skew=0**")
+    wait_drawn(page)
+    assert layer(page)["layer_s"] < bad / 2
+    expect(page.locator("#moe-layer .verdict")).to_contain_text("every GPU finishes together")
+
+
+def test_broken_rank_rule_names_it_and_keeps_the_chart(page):
+    page.goto(f"/episodes/experts?{MIXTRAL}")
+    wait_drawn(page)
+    before = layer(page)["layer_s"]
+    page.locator("#input-pp").select_option("32")  # 16 GPUs do not divide by PP 32
+    expect(page.locator("#error-nodes")).to_contain_text("do not divide by TP x PP x CP")
+    assert layer(page)["layer_s"] == before
+    assert "pp=32" not in page.url
+
+
+def test_rank_map_colours_the_chosen_group(page, live_server):
+    page.goto(f"/episodes/experts?{MIXTRAL}&tp=2&group=ep")
+    wait_drawn(page)
+    ep_z = page.evaluate("() => document.querySelector('#moe-ranks').data[0].z")
+    assert ep_z[0] == [0] * 8  # the EP group: node 0's eight GPUs
+    page.locator("#input-group").select_option("tp")
+    page.wait_for_url("**group=tp**")
+    wait_drawn(page)
+    tp_z = page.evaluate("() => document.querySelector('#moe-ranks').data[0].z")
+    assert tp_z[0] == [0, 0, 1, 1, 2, 2, 3, 3]  # TP groups: consecutive pairs
+    body = api_json(live_server, "moe", f"{MIXTRAL}&tp=2&group=tp")
+    assert body["rank_map"]["group_of_rank"][:8] == [0, 0, 1, 1, 2, 2, 3, 3]
+    expect(page.locator("[data-testid=group-table] tr[data-kind=dp]")).to_contain_text("no")
+
+
+def test_drills(page, live_server):
+    page.goto("/episodes/experts")
+    wait_drawn(page)
+    drills = page.locator("form.drill")
+    first = drills.nth(0)
+    first.locator("input[name=answer]").fill("64")
+    first.locator("button").click()
+    expect(page.locator(".drill-feedback").first).to_contain_text("Hint")
+    first.locator("input[name=answer]").fill("2")
+    first.locator("button").click()
+    expect(page.locator(".drill-feedback").first).to_contain_text("Right")
+    body = api_json(live_server, "moe", "model=deepseek-v3&nodes=256&pp=16&ep=64")
+    second = page.locator("form.drill").nth(1)
+    second.locator("input[name=answer]").fill(f"{body['dispatch_bytes_per_gpu'][0] / 1e6:.0f}")
+    second.locator("button").click()
+    expect(page.locator(".drill-feedback").nth(1)).to_contain_text("Right")
+
+
+@pytest.mark.parametrize("diagram", ["experts", "gpus", "params", "ranks"])
+def test_each_diagram_embeds_alone(page, diagram):
+    page.goto(f"/embed/moe/{diagram}?{MIXTRAL}&skew=0.5")
+    wait_drawn(page)
+    assert page.locator(f"#moe-{diagram} .main-svg").count() >= 1
+    assert page.locator(".chart").count() == 1
+    assert page.locator("form.controls").count() == 0

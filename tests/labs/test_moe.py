@@ -1,0 +1,158 @@
+"""EP07: MoE layer under expert parallelism, pinned to published figures and to labs.comm."""
+
+import pytest
+
+from labs.comm import collective
+from labs.errors import LabInputError
+from labs.links import get_cluster
+from labs.moe import MoEInput, pick_chances, simulate_moe, whole_tokens
+from labs.presets import get_model
+from labs.rank_map import group_colouring, group_summaries
+
+H100 = get_cluster("dgx-h100")
+
+
+def moe(model="mixtral-8x7b", **kw):
+    kw.setdefault("nodes", 2)
+    return simulate_moe(MoEInput(model=get_model(model), cluster=H100, **kw))
+
+
+def test_memory_counts_total_and_compute_counts_active():
+    # DeepSeek-V3 report (arXiv:2412.19437): 671B total, 37B activated; Mixtral paper
+    # (arXiv:2401.04088): 46.7B total, 12.9B active. Computed from the presets' shapes.
+    v3 = moe("deepseek-v3", nodes=256, pp=16, ep=64)
+    assert v3.params == pytest.approx(671e9, rel=0.01)
+    assert v3.active_params == pytest.approx(37e9, rel=0.02)
+    mixtral = moe(ep=8)
+    assert mixtral.params == pytest.approx(46.7e9, rel=0.01)
+    assert mixtral.active_params == pytest.approx(12.9e9, rel=0.01)
+    # Compute per token follows the active count: V3 costs far less than a dense 671B model.
+    assert v3.dense_equivalent_flops / v3.flops_per_token > 10
+
+
+def test_deepseek_v3_pp16_ep64_no_tp_passes_the_rank_rules():
+    # DeepSeek-V3 sec 3.2: 16-way PP, 64-way EP over 8 nodes, ZeRO-1 DP, no TP, 2,048 H800s.
+    r = moe("deepseek-v3", nodes=256, pp=16, ep=64)
+    assert r.layout.world_size == 2048
+    assert (r.layout.tp, r.layout.pp, r.layout.dp) == (1, 16, 128)
+    assert r.layout.expert_dp == 2  # EP regroups each stage's 128 GPUs: 64 x 2, not on top
+    assert r.experts_per_gpu == 4
+    assert r.ep_per_node == 8  # one EP group spans 8 nodes of 8
+    summary = {s.kind: s for s in group_summaries(r.layout, 8)}
+    assert summary["ep"].nodes_spanned == 8 and not summary["ep"].inside_node
+    assert summary["tp"].inside_node
+    # EP regroups the stage's GPUs: at EP 8 the job is the same 2,048 GPUs with the same DP.
+    ep8 = moe("deepseek-v3", nodes=256, pp=16, ep=8)
+    assert (ep8.layout.world_size, ep8.layout.dp, ep8.layout.expert_dp) == (2048, 128, 16)
+
+
+def test_expert_tp_splits_each_experts_compute():
+    base, split = moe(ep=4), moe(ep=4, etp=2)
+    assert split.layout.expert_dp == base.layout.expert_dp // 2
+    assert split.compute_s == pytest.approx(base.compute_s / 2)
+
+
+@pytest.mark.parametrize(("model", "kw", "field", "words"), [
+    ("deepseek-v3", {"nodes": 1, "pp": 16, "ep": 8}, "gpus", "TP x PP x CP"),  # 8 % 16
+    ("deepseek-v3", {"nodes": 16, "pp": 16, "ep": 64}, "gpus", "EP x expert-TP x PP"),
+    ("glm-4.7", {"nodes": 16, "ep": 64}, "ep", "160 experts"),
+    ("mixtral-8x7b", {"nodes": 2, "tp": 16, "ep": 1}, "tp", "KV heads"),
+])
+def test_inconsistent_degrees_name_the_rule(model, kw, field, words):
+    with pytest.raises(LabInputError) as err:
+        moe(model, **kw)
+    assert err.value.field == field
+    assert words in err.value.message
+
+
+def test_dense_model_is_refused():
+    with pytest.raises(LabInputError) as err:
+        MoEInput(model=get_model("llama-3.1-8b"), cluster=H100)
+    assert err.value.field == "model"
+
+
+def test_balanced_dispatch_equals_the_comm_all_to_all():
+    # Uniform routing: each GPU sends (N−1)/N of its T·k token copies, as labs.comm prices it.
+    r = moe("deepseek-v3", nodes=256, pp=16, ep=64, tokens=4096)
+    m = r.input.model
+    size = 4096 * m.top_k * m.hidden * 2
+    expected = collective("all_to_all", size, 64, H100, per_node=8)
+    assert r.routing.received_bytes == pytest.approx([expected.bytes_per_gpu] * 64)
+    assert r.dispatch_s == pytest.approx(expected.seconds)
+    # Two all-to-alls per layer's forward (dispatch and combine) plus the experts' compute.
+    assert r.layer_s == pytest.approx(2 * expected.seconds + r.compute_s)
+    assert r.max_over_mean == pytest.approx(1.0)
+
+
+def test_inside_a_node_the_all_to_all_is_far_cheaper():
+    inside = moe(ep=8, nodes=2)  # the 8 experts on one node's NVLink
+    assert inside.ep_per_node == 8
+    across = moe("deepseek-v3", nodes=256, pp=16, ep=64)
+    per_byte = [r.dispatch_s / max(r.routing.received_bytes) for r in (inside, across)]
+    assert per_byte[1] > 5 * per_byte[0]
+
+
+def test_hot_expert_bottlenecks_a_balanced_layout():
+    balanced, hot = moe(ep=8), moe(ep=8, skew=0.5)
+    # Mixtral top-2 of 8: expert 0's chance goes from 2/8 to 2/8 + 0.5·6/8 = 5/8.
+    assert hot.max_over_mean == pytest.approx(2.5)
+    assert hot.slowest_gpu == 0
+    assert hot.compute_s == pytest.approx(2.5 * balanced.compute_s, rel=1e-3)
+    assert hot.layer_s > 2 * balanced.layer_s
+    assert hot.slowdown == pytest.approx(hot.layer_s / balanced.layer_s)
+    # The work is the same; only its spread changed.
+    assert sum(hot.routing.tokens_per_gpu) == sum(balanced.routing.tokens_per_gpu)
+
+
+def test_one_hot_expert_takes_every_token_once():
+    chances = pick_chances(8, 2, 1.0)
+    assert chances[0] == 1.0 and sum(chances) == pytest.approx(2.0)
+    counts = whole_tokens(4096, chances)
+    assert counts[0] == 4096 and sum(counts) == 8192
+
+
+def test_whole_tokens_is_deterministic_and_exact():
+    chances = pick_chances(256, 8, 0.37)
+    first, again = whole_tokens(1000, chances), whole_tokens(1000, chances)
+    assert first == again and sum(first) == 8000
+
+
+def test_capacity_drops_the_overflow():
+    # Switch Transformer: C = ceil(cf · T·k / E) per expert from each GPU.
+    r = moe(ep=8, skew=0.5, capacity_factor=1.25, tokens=4096)
+    cap_local = -(-1.25 * 4096 * 2 // 8)
+    assert r.routing.capacity == 8 * cap_local
+    assert max(r.routing.routed_per_expert) - r.routing.dropped_per_expert[0] == 8 * cap_local
+    assert r.dropped_fraction == pytest.approx(
+        sum(r.routing.dropped_per_expert) / sum(r.routing.routed_per_expert))
+    # Expert 0 gets 5/8 of 4,096 tokens from each GPU and keeps 1,280: 1,280 of 8,192 copies.
+    assert r.dropped_fraction == pytest.approx((0.625 * 4096 - cap_local) / 8192)
+    # Balanced routing at factor 1 drops nothing.
+    assert moe(ep=8, capacity_factor=1.0).dropped_fraction == 0
+
+
+def test_rank_map_follows_megatron_order():
+    r = moe(ep=8, nodes=2, tp=2)
+    tp = group_colouring(r.layout, "tp", 8)
+    assert tp.category[:4] == (0, 0, 1, 1)  # TP fastest: consecutive ranks
+    dp = group_colouring(r.layout, "dp", 8)
+    assert dp.members(0) == (0, 2, 4, 6, 8, 10, 12, 14)
+    assert dp.nodes_spanned()[0] == 2
+    ep = group_colouring(r.layout, "ep", 8)
+    assert ep.members(0) == tuple(range(8))  # experts regroup the ranks: EP 8 in node 0
+    assert r.layout.expert_dp == 2
+
+
+@pytest.mark.parametrize("layout", [
+    dict(tp=2, cp=2, dp=4, pp=2, ep=4), dict(tp=1, pp=16, dp=8, ep=8),
+    dict(tp=4, dp=6, pp=3, ep=3, etp=2), dict(tp=8, cp=1, dp=2, pp=4, ep=16),
+])
+def test_group_of_rank_matches_layout_groups(layout):
+    from labs.layout import ParallelLayout
+    from labs.rank_map import group_of_rank
+
+    lay = ParallelLayout(**layout)
+    for kind in ("tp", "cp", "dp", "pp", "ep", "edp", "dp-cp"):
+        ids = group_of_rank(lay, kind)
+        rebuilt = [tuple(r for r, g in enumerate(ids) if g == i) for i in range(max(ids) + 1)]
+        assert rebuilt == lay.groups(kind), kind
