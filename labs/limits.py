@@ -60,3 +60,9 @@ MAX_RANK_MAP_GPUS = 4096  # GPUs one rank map draws (DeepSeek-V3's 2,048 fit)
 # domain; 512 nodes keeps every rank-group walk (labs.layout.groups) cheap.
 MAX_GPUS_PER_NODE = 72
 EXPORT_FORMATS = ("megatron", "deepspeed", "fsdp")
+
+# EP08's auto-planner (labs.planner, GET /api/plan): a job of up to 65,536 GPUs (Llama 3 405B
+# trained on 16,384), and a global batch of up to 65,536 sequences.
+MAX_PLAN_GPUS = 65_536
+MAX_GLOBAL_BATCH = 65_536
+__all__ += ["MAX_GLOBAL_BATCH", "MAX_PLAN_GPUS"]

@@ -45,7 +45,14 @@ from labs.comm import collective
 from labs.compute import hardware_flops_per_token, model_flops_per_token
 from labs.errors import LabInputError
 from labs.layout import divisors, whole
-from labs.limits import MAX_MICROBATCHES, MAX_NODES, MAX_STAGES, ZERO_STAGES
+from labs.limits import (
+    MAX_GLOBAL_BATCH,
+    MAX_MICROBATCHES,
+    MAX_NODES,
+    MAX_PLAN_GPUS,
+    MAX_STAGES,
+    ZERO_STAGES,
+)
 from labs.links import Cluster
 from labs.memory import RECIPES, MemoryInput, compute_memory
 from labs.placement import stage_params
@@ -53,9 +60,7 @@ from labs.presets import ModelSpec
 from labs.recipe import BUBBLE_LIMIT, Plan, RecipeResult, evaluate, measured_bubble, rule_problems
 from labs.recipe_time import ACT_BYTES
 
-MAX_PLAN_GPUS = 65_536
 MAX_PLAN_CP = 16
-MAX_GLOBAL_BATCH = 65_536  # sequences per step
 MICRO_BATCHES = (1, 2, 4)  # sequences per micro-batch tried
 PLAN_SCHEDULES = (("1f1b", 1), ("interleaved-1f1b", 2))
 PLAN_RECOMPUTE = ("none", "selective", "full")

@@ -17,9 +17,15 @@ from app.labkit.routes import api_error, json_response
 from app.routers.recipe import INTER, INTRA
 from app.templating import templates
 from labs.errors import LabInputError
-from labs.limits import MAX_GPUS_PER_NODE, MAX_NODES, MAX_SEQ_LEN
+from labs.limits import (
+    MAX_GLOBAL_BATCH,
+    MAX_GPUS_PER_NODE,
+    MAX_NODES,
+    MAX_PLAN_GPUS,
+    MAX_SEQ_LEN,
+)
 from labs.links import get_link, make_cluster
-from labs.planner import MAX_GLOBAL_BATCH, MAX_PLAN_GPUS, PlanRequest, PlanSearch, search
+from labs.planner import PlanRequest, PlanSearch, search
 from labs.presets import get_gpu, get_model
 
 router = APIRouter()
