@@ -263,8 +263,8 @@ def search(req: PlanRequest) -> PlanSearch:
     exact = req.gpus <= MAX_EXACT_GPUS and nodes <= MAX_NODES
     evaluated, complete = 0, exact
     for bound, _, plan in hopeful:
-        if len(ranked) >= req.top and (not exact or bound >= ranked[req.top - 1].step_s):
-            break  # no plan left can enter the top
+        if len(ranked) >= req.top and (not exact or bound > ranked[req.top - 1].step_s):
+            break  # no plan left can enter the top (a tie might, on less memory)
         if exact:
             if evaluated >= MAX_EXACT:
                 complete = False
@@ -273,7 +273,8 @@ def search(req: PlanRequest) -> PlanSearch:
             evaluated += 1
             if result.passes:
                 ranked.append(_from_result(result))
-                ranked.sort(key=lambda r: r.step_s)
+                # Equal steps (ZeRO stages whose traffic hides) list the lighter plan first.
+                ranked.sort(key=lambda r: (r.step_s, r.memory_per_gpu_bytes))
         else:
             memory = _memory(plan, req)
             if memory <= capacity:
