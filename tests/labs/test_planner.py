@@ -145,3 +145,10 @@ def test_bad_requests_name_their_field():
     with pytest.raises(LabInputError) as exc:
         PlanRequest(GPT3, H100, 64, 2048, 0)
     assert exc.value.field == "global_batch"
+
+
+def test_moe_candidates_try_expert_parallel_degrees_that_divide_the_experts():
+    mixtral = get_model("mixtral-8x7b")
+    found = candidates(PlanRequest(mixtral, H100, 64, 4096, 256))
+    assert {p.ep for p in found} == {1, 2, 4, 8}  # Mixtral's 8 experts
+    assert all(64 % (p.ep * p.pp) == 0 for p in found)
