@@ -66,7 +66,7 @@ PLAN_SCHEDULES = (("1f1b", 1), ("interleaved-1f1b", 2))
 PLAN_RECOMPUTE = ("none", "selective", "full")
 MAX_CANDIDATES = 50_000  # a request that would enumerate more is refused
 MAX_EXACT_GPUS = 1024  # exact evaluation (rank-group walks) up to this many GPUs
-MAX_EXACT = 600  # exact evaluations per search at most
+MAX_EXACT = 300  # exact evaluations per search at most (about a second or two)
 
 
 @dataclass(frozen=True)
