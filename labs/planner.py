@@ -30,9 +30,10 @@ The search, cheapest test first:
    below the slowest of them, so the ranking shown is the lab's own, and is complete.
 
 Step 4 needs the lab's rank-group walks (``labs.layout.ParallelLayout.groups``), O(GPUs) each,
-so it runs up to ``MAX_EXACT_GPUS`` GPUs (and ``MAX_EXACT`` evaluations); beyond it the ranking
-is by the bound and each plan says ``exact = False``: rules and memory are the lab's, the
-traffic audits are not run.
+so it runs up to ``MAX_EXACT_GPUS`` GPUs and ``EXACT_PER_PLAN`` evaluations per plan asked
+(``complete`` says whether the bound settled the ranking first); beyond that many GPUs the
+ranking is by the bound and each plan says ``exact = False``: rules and memory are the lab's,
+the traffic audits are not run.
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ MICRO_BATCHES = (1, 2, 4)  # sequences per micro-batch tried
 PLAN_SCHEDULES = (("1f1b", 1), ("interleaved-1f1b", 2))
 PLAN_RECOMPUTE = ("none", "selective", "full")
 MAX_CANDIDATES = 50_000  # a request that would enumerate more is refused
+MAX_TOP = 50
 MAX_EXACT_GPUS = 1024  # exact evaluation (rank-group walks) up to this many GPUs
-MAX_EXACT = 300  # exact evaluations per search at most (about a second or two)
+EXACT_PER_PLAN = 15  # exact evaluations per plan asked for, at most (300 for the top 20)
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ class PlanRequest:
             raise LabInputError("gpus", f"{self.gpus:,} GPUs are not whole nodes of "
                                         f"{self.cluster.gpus_per_node}")
         whole("global_batch", self.global_batch, 1, MAX_GLOBAL_BATCH, "global batch")
-        whole("top", self.top, 1, 200, "plans to return")
+        whole("top", self.top, 1, MAX_TOP, "plans to return")
 
     @property
     def nodes(self) -> int:
@@ -266,7 +268,7 @@ def search(req: PlanRequest) -> PlanSearch:
         if len(ranked) >= req.top and (not exact or bound > ranked[req.top - 1].step_s):
             break  # no plan left can enter the top (a tie might, on less memory)
         if exact:
-            if evaluated >= MAX_EXACT:
+            if evaluated >= EXACT_PER_PLAN * req.top:
                 complete = False
                 break
             result = evaluate(plan, model, cluster, nodes)

@@ -25,11 +25,10 @@ from labs.limits import (
     MAX_SEQ_LEN,
 )
 from labs.links import get_link, make_cluster
-from labs.planner import PlanRequest, PlanSearch, search
+from labs.planner import MAX_TOP, PlanRequest, PlanSearch, search
 from labs.presets import get_gpu, get_model
 
 router = APIRouter()
-MAX_TOP = 100
 
 
 class PlanQuery(BaseModel):
