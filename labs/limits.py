@@ -72,10 +72,8 @@ __all__ += ["CP_LAYOUTS", "MAX_CP", "MAX_CP_TOKENS"]
 CP_LAYOUTS = ("contiguous", "zigzag", "allgather", "ulysses")
 MAX_CP_TOKENS = 64
 MAX_CP = 64
-# EP03 (ZeRO/FSDP): GPUs per node (an NVL72 rack is the largest scale-up domain among the link
-# presets), the host links optimizer offload can cross (labs/presets/links.json), and the DP
-# degrees the ZeRO lab always draws beside the chosen one.
-MAX_GPUS_PER_NODE = 72
+# EP03 (ZeRO/FSDP): the host links optimizer offload can cross (labs/presets/links.json), and
+# the DP degrees the ZeRO lab always draws beside the chosen one (GPUs per node: above).
 HOST_LINKS = ("pcie-4", "pcie-5")
 ZERO_DP_SHOWN = (1, 8, 64)
 
@@ -95,3 +93,9 @@ MAX_RESPONSE_LEN = 131_072
 MAX_PROMPT_LEN = 131_072
 MAX_PROMPTS = 4096
 MAX_RESPONSES = 64
+
+# EP08's auto-planner (labs.planner, GET /api/plan): a job of up to 65,536 GPUs (Llama 3 405B
+# trained on 16,384), and a global batch of up to 65,536 sequences.
+MAX_PLAN_GPUS = 65_536
+MAX_GLOBAL_BATCH = 65_536
+__all__ += ["MAX_GLOBAL_BATCH", "MAX_PLAN_GPUS"]

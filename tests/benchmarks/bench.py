@@ -181,6 +181,7 @@ def engine_times() -> list[tuple[str, float, float]]:
             times.append((time.perf_counter() - t0) * 1e3)
         rows.append((name.replace("(simulate)", "(charts)"), statistics.median(times), max(times)))
     rows.append(ledger_time())
+    rows.append(planner_time())
     return rows
 
 
@@ -243,6 +244,24 @@ def main() -> None:
     print(f"\n{'engine (in-process)':55} {'median ms':>10} {'max ms':>8}")
     for name, median, worst in engine_times():
         print(f"{name:55} {median:10.2f} {worst:8.2f}")
+
+
+def planner_time() -> tuple[str, float, float]:
+    """EP08's auto-planner, the issue's case: Llama 3.1 405B on 16,384 H100s (2,048 DGX
+    nodes), sequence 8192, global batch 2048 (Llama 3's 16M tokens). The first search is cold
+    (no simulated bubble cached); "max" is that first run."""
+    from labs.links import get_cluster
+    from labs.planner import PlanRequest, search
+    from labs.presets import get_model
+
+    req = PlanRequest(get_model("llama-3.1-405b"), get_cluster("dgx-h100"), 16_384, 8192, 2048)
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        search(req)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return ("planner Llama 3.1 405B on 16,384 H100 (search)", statistics.median(times),
+            max(times))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,138 @@
+"""EP08's auto-planner: every valid plan for a model, a cluster and a sequence length, ranked
+by throughput (labs.planner), as JSON (GET /api/plan) and as the lesson's plan diagram (a
+scatter of memory per GPU against throughput and a table; each plan links to the recipe page
+with its controls set)."""
+
+from functools import lru_cache
+from typing import Annotated, Literal
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.charts.plan import plan_figure, plan_label
+from app.episodes import BY_SLUG
+from app.labkit.routes import api_error, json_response
+from app.routers.recipe import INTER, INTRA
+from app.templating import templates
+from labs.errors import LabInputError
+from labs.limits import (
+    MAX_GLOBAL_BATCH,
+    MAX_GPUS_PER_NODE,
+    MAX_NODES,
+    MAX_PLAN_GPUS,
+    MAX_SEQ_LEN,
+)
+from labs.links import get_link, make_cluster
+from labs.planner import MAX_TOP, PlanRequest, PlanSearch, search
+from labs.presets import get_gpu, get_model
+
+router = APIRouter()
+
+
+class PlanQuery(BaseModel):
+    """A model, a cluster and a sequence length: what the planner searches plans for."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field("gpt-3-175b", max_length=64, description="Model preset id.")
+    gpu: str = Field("a100-80gb", max_length=64, description="GPU preset id.")
+    gpus: int = Field(64, ge=1, le=MAX_PLAN_GPUS, description="GPUs in the job (whole nodes).")
+    gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node.")
+    intra_link: Literal[INTRA] = Field("nvlink-3", description="Link inside a node.")
+    inter_link: Literal[INTER] = Field("ib-hdr", description="Link between nodes (a port "
+                                                             "per GPU).")
+    seq_len: int = Field(2048, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
+    global_batch: int = Field(32, ge=1, le=MAX_GLOBAL_BATCH, description="Sequences per "
+                              "step (micro-batch x micro-batches x DP); kept by every plan.")
+    top: int = Field(20, ge=1, le=MAX_TOP, description="Plans to return, fastest first.")
+
+
+@lru_cache(maxsize=32)
+def _search(query: tuple) -> PlanSearch:
+    q = PlanQuery(**dict(query))
+    cluster = make_cluster(get_gpu(q.gpu), q.gpus_per_node, get_link(q.intra_link),
+                           get_link(q.inter_link))
+    return search(PlanRequest(get_model(q.model), cluster, q.gpus, q.seq_len, q.global_batch,
+                              top=q.top))
+
+
+def run(q: PlanQuery) -> PlanSearch:
+    return _search(tuple(sorted(q.model_dump().items())))
+
+
+def plan_links(q: PlanQuery, found: PlanSearch) -> list[str | None]:
+    """The recipe page with each plan's controls (None when the page cannot take the
+    cluster: more than its node bound)."""
+    nodes = q.gpus // q.gpus_per_node
+    if nodes > MAX_NODES:
+        return [None] * len(found.plans)
+    base = {"model": q.model, "gpu": q.gpu, "nodes": nodes, "gpus_per_node": q.gpus_per_node,
+            "intra_link": q.intra_link, "inter_link": q.inter_link, "seq_len": q.seq_len}
+    url = BY_SLUG["recipe-3d"].url
+    return [f"{url}?" + urlencode({**base, **{k: getattr(r.plan, k) for k in (
+        "tp", "pp", "dp", "cp", "ep", "zero", "recompute", "schedule", "virtual",
+        "micro_batch", "microbatches")}}) for r in found.plans]
+
+
+def to_api(q: PlanQuery, found: PlanSearch) -> dict:
+    links = plan_links(q, found)
+    return {
+        "gpus": q.gpus,
+        "nodes": q.gpus // q.gpus_per_node,
+        "candidates": found.candidates,
+        "legal": found.legal,
+        "hopeful": found.hopeful,
+        "evaluated": found.evaluated,
+        "complete": found.complete,
+        "plans": [{
+            "rank": i + 1,
+            "label": plan_label(r.plan),
+            **{k: getattr(r.plan, k) for k in ("tp", "pp", "dp", "cp", "ep", "zero",
+                                                "recompute", "schedule", "virtual",
+                                                "micro_batch", "microbatches")},
+            "global_batch": r.plan.global_batch,
+            "memory_per_gpu_bytes": r.memory_per_gpu_bytes,
+            "step_s": r.step_s,
+            "tokens_per_s": r.tokens_per_s,
+            "mfu": r.mfu,
+            "bubble_fraction": r.bubble_fraction,
+            "exact": r.exact,
+            "passes": r.passes if r.exact else None,
+            "pareto": r.pareto,
+            "link": links[i],
+        } for i, r in enumerate(found.plans)],
+    }
+
+
+def _parse(request: Request, q: PlanQuery) -> tuple[PlanSearch | None, Response | None]:
+    try:
+        return run(q), None
+    except LabInputError as exc:
+        return None, api_error(request, {exc.field: exc.message})
+
+
+@router.get("/api/plan", tags=["EP08"], summary="Auto-planner: every valid plan for a model "
+            "and a cluster, ranked by throughput, with memory per GPU and the Pareto front",
+            responses={422: {"description": "Bad control, or a search too big"}})
+def plan_api(request: Request, q: Annotated[PlanQuery, Query()]) -> Response:
+    found, error = _parse(request, q)
+    if error is not None:
+        return error
+    return json_response(request, to_api(q, found))
+
+
+@router.get("/episodes/recipe-3d/plan", include_in_schema=False)
+def plan_fragment(request: Request, q: Annotated[PlanQuery, Query()]) -> Response:
+    """The plan diagram (scatter and table) for the lesson page, loaded when it comes into
+    view: a search takes a moment, the page does not wait for it."""
+    found, error = _parse(request, q)
+    if error is not None:
+        return error
+    links = plan_links(q, found)
+    gpu = get_gpu(q.gpu)
+    figure = plan_figure(found.plans, [u or "" for u in links], gpu.memory_bytes)
+    return templates.TemplateResponse(request, "partials/_plan.html", {
+        "q": q, "found": found, "links": links, "figure": figure,
+        "gpu_memory_bytes": gpu.memory_bytes, "label": plan_label})

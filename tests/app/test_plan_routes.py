@@ -1,0 +1,82 @@
+"""EP08 auto-planner routes: GET /api/plan's fields, its plans loading into the recipe page,
+422s naming the field, the plan diagram fragment."""
+
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+SEED_H100 = {"model": "gpt-3-175b", "gpu": "h100-sxm", "gpus": 64, "gpus_per_node": 8,
+             "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 2048,
+             "global_batch": 32}
+DEGREES = ("tp", "pp", "dp", "cp", "ep", "zero", "recompute", "schedule", "virtual",
+           "micro_batch", "microbatches")
+FIGURES = ("memory_per_gpu_bytes", "step_s", "tokens_per_s", "mfu", "bubble_fraction",
+           "pareto", "link")
+
+
+@pytest.fixture(scope="module")
+def seed_plans(client):
+    response = client.get("/api/plan", params=SEED_H100)
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_plans_are_ranked_with_their_degrees_and_figures(seed_plans):
+    plans = seed_plans["plans"]
+    assert len(plans) == 20 and seed_plans["complete"] is True
+    assert [p["rank"] for p in plans] == list(range(1, 21))
+    speeds = [p["tokens_per_s"] for p in plans]
+    assert speeds == sorted(speeds, reverse=True)
+    for p in plans:
+        assert set(DEGREES) <= set(p) and set(FIGURES) <= set(p)
+        assert p["tp"] * p["pp"] * p["cp"] * p["dp"] == 64
+        assert p["global_batch"] == 32 and p["exact"] is True and p["passes"] is True
+        assert p["memory_per_gpu_bytes"] <= 80e9
+    assert any(p["pareto"] for p in plans)
+
+
+def test_best_plan_beats_the_seed_plan_as_the_recipe_api_times_it(client, seed_plans):
+    seed = client.get("/api/recipe", params={
+        "model": "gpt-3-175b", "gpu": "h100-sxm", "nodes": 8, "gpus_per_node": 8,
+        "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 2048, "tp": 8, "pp": 4,
+        "dp": 2, "zero": 1, "microbatches": 16}).json()
+    assert seed["passes"] is True
+    assert seed_plans["plans"][0]["tokens_per_s"] >= seed["tokens_per_s"]
+
+
+def test_a_plans_link_loads_it_into_the_recipe_and_it_passes(client, seed_plans):
+    best = seed_plans["plans"][0]
+    url = urlsplit(best["link"])
+    assert url.path == "/episodes/recipe-3d"
+    query = {k: v[0] for k, v in parse_qs(url.query).items()}
+    assert {k: query[k] for k in DEGREES} == {k: str(best[k]) for k in DEGREES}
+    assert client.get(best["link"]).status_code == 200
+    body = client.get("/api/recipe", params=query).json()
+    assert body["passes"] is True
+    assert body["tokens_per_s"] == pytest.approx(best["tokens_per_s"], rel=1e-9)
+    assert body["memory_per_gpu_bytes"] == pytest.approx(best["memory_per_gpu_bytes"], rel=1e-9)
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"gpus": 65_537}, "gpus"),
+    ({"gpus": 60}, "gpus"),  # not whole nodes of 8
+    ({"gpus_per_node": 0}, "gpus_per_node"),
+    ({"seq_len": 0}, "seq_len"),
+    ({"global_batch": 0}, "global_batch"),
+    ({"model": "gpt-5"}, "model"),
+    ({"gpu": "tpu"}, "gpu"),
+    ({"top": 1000}, "top"),
+])
+def test_bad_input_is_a_422_naming_the_field(client, params, field):
+    response = client.get("/api/plan", params={**SEED_H100, **params})
+    assert response.status_code == 422
+    assert field in {d["loc"][-1] for d in response.json()["detail"]}
+
+
+def test_the_plan_diagram_has_a_scatter_and_a_table_of_links(client):
+    response = client.get("/episodes/recipe-3d/plan", params=SEED_H100)
+    assert response.status_code == 200
+    html = response.text
+    assert 'id="recipe-plan-chart"' in html and "Pareto front" in html
+    assert html.count('data-testid="plan-link"') == 20
+    assert "/episodes/recipe-3d?model=gpt-3-175b" in html

@@ -1,0 +1,154 @@
+"""EP08 auto-planner: every plan it returns passes the recipe lab's own audits, its best plan
+for the seed's 64 GPUs beats the seed plan, its bound never beats the lab, the Pareto front.
+
+Seed (CURRICULUM EP08): GPT-3 175B, sequence 2048, 8 nodes x 8 GPUs with NVLink inside,
+TP8 x PP4 x DP2 with 16 micro-batches (global batch 32); here on DGX H100 nodes.
+"""
+
+import random
+
+import pytest
+
+from labs.errors import LabInputError
+from labs.links import get_cluster
+from labs.memory import MemoryInput, compute_memory
+from labs.planner import (
+    PlanRequest,
+    bound_step_s,
+    candidates,
+    pareto_front,
+    search,
+    state_bytes_floor,
+)
+from labs.presets import get_model
+from labs.recipe import Plan, evaluate, rule_problems
+
+H100 = get_cluster("dgx-h100")
+GPT3 = get_model("gpt-3-175b")
+LLAMA405 = get_model("llama-3.1-405b")
+SEED = Plan(tp=8, pp=4, dp=2, zero=1, microbatches=16, seq_len=2048)
+SEED_REQUEST = PlanRequest(GPT3, H100, 64, 2048, SEED.global_batch)
+
+
+@pytest.fixture(scope="module")
+def seed_search():
+    return search(SEED_REQUEST)
+
+
+@pytest.fixture(scope="module")
+def wide_search():
+    return search(PlanRequest(GPT3, H100, 64, 2048, SEED.global_batch, top=50))
+
+
+def test_best_plan_is_at_least_as_fast_as_the_seed_plan(seed_search):
+    seed = evaluate(SEED, GPT3, H100, 8)
+    assert seed.passes
+    best = seed_search.plans[0]
+    assert best.exact and seed_search.complete
+    assert best.tokens_per_s >= seed.tokens_per_s
+    assert best.step_s <= seed.step_s
+    # Same tokens per step: the global batch is the seed's.
+    assert best.plan.global_batch == SEED.global_batch == 32
+
+
+def test_top_plans_pass_every_audit_of_the_recipe_lab(seed_search):
+    assert len(seed_search.plans) == 20
+    for ranked in seed_search.plans:
+        r = evaluate(ranked.plan, GPT3, H100, 8)
+        assert r.passes, [a for a in r.audits if not a.ok]
+        assert ranked.tokens_per_s == pytest.approx(r.tokens_per_s, rel=1e-12)
+        assert ranked.memory_per_gpu_bytes == pytest.approx(r.memory_per_gpu_bytes, rel=1e-12)
+        assert ranked.memory_per_gpu_bytes <= H100.gpu.memory_bytes
+
+
+def test_twenty_random_returned_plans_pass_every_audit(wide_search):
+    assert len(wide_search.plans) == 50
+    for ranked in random.Random(8).sample(wide_search.plans, 20):
+        assert evaluate(ranked.plan, GPT3, H100, 8).passes
+
+
+def test_ranking_is_fastest_first_and_the_same_at_any_length(seed_search, wide_search):
+    speeds = [r.tokens_per_s for r in wide_search.plans]
+    assert speeds == sorted(speeds, reverse=True)
+    assert [r.plan for r in seed_search.plans] == [r.plan for r in wide_search.plans[:20]]
+
+
+def test_bound_never_beats_the_lab_and_floor_never_exceeds_the_ledger():
+    legal = [p for p in candidates(SEED_REQUEST) if not rule_problems(p, GPT3, H100, 8)]
+    for plan in random.Random(64).sample(legal, 60):
+        r = evaluate(plan, GPT3, H100, 8)
+        assert bound_step_s(plan, GPT3, H100) <= r.step_s * (1 + 1e-12)
+        assert state_bytes_floor(plan, GPT3) <= r.memory_per_gpu_bytes * (1 + 1e-12)
+
+
+def test_candidates_keep_tp_in_a_node_dividing_heads_and_the_global_batch():
+    found = candidates(SEED_REQUEST)
+    assert found
+    for p in found:
+        assert p.tp <= 8 and 8 % p.tp == 0 and GPT3.heads % p.tp == 0
+        assert p.tp * p.pp * p.cp * p.dp == 64
+        assert GPT3.layers % p.pp == 0
+        assert p.global_batch == 32
+        assert p.ep == 1  # dense model
+    schedules = {p.schedule for p in found if p.pp > 1}
+    assert schedules == {"1f1b", "interleaved-1f1b"}
+
+
+def test_pareto_front_is_exactly_the_undominated_plans(wide_search):
+    plans = wide_search.plans
+    front = {i for i, r in enumerate(plans) if r.pareto}
+    assert front == pareto_front(list(plans))
+    # The fastest speed is on the front (a tie at less memory may take its place).
+    assert max(plans[i].tokens_per_s for i in front) == plans[0].tokens_per_s
+
+    def point(r):
+        return (r.memory_per_gpu_bytes, r.tokens_per_s)
+
+    def dominates(b, a):
+        return (b.memory_per_gpu_bytes <= a.memory_per_gpu_bytes
+                and b.tokens_per_s >= a.tokens_per_s and point(b) != point(a))
+
+    for i, a in enumerate(plans):
+        if i in front:
+            assert not any(dominates(b, a) for b in plans)
+        else:  # beaten on both, or the same point as a plan on the front
+            assert any(dominates(b, a) for b in plans) or \
+                any(point(plans[j]) == point(a) for j in front)
+
+
+def test_405b_on_16384_gpus_ranks_legal_plans_that_fit():
+    found = search(PlanRequest(LLAMA405, H100, 16_384, 8192, 2048))
+    assert not found.complete and found.evaluated == 0  # beyond the lab's rank walk
+    assert len(found.plans) == 20
+    for r in found.plans:
+        p = r.plan
+        assert not r.exact
+        assert not rule_problems(p, LLAMA405, H100, 2048)
+        assert p.global_batch == 2048 and p.tp <= 8
+        memory = compute_memory(MemoryInput(
+            model=LLAMA405, gpu=H100.gpu, recipe=p.recipe, seq_len=p.seq_len,
+            micro_batch=p.micro_batch, recompute=p.recompute, tp=p.tp, pp=p.pp, cp=p.cp,
+            dp=p.dp, ep=p.ep, zero=p.zero, schedule=p.schedule,
+            microbatches=p.microbatches, virtual=p.virtual))
+        assert memory.total_bytes == pytest.approx(r.memory_per_gpu_bytes, rel=1e-12)
+        assert memory.total_bytes <= 80e9
+        assert 0 < r.mfu <= 1
+
+
+def test_bad_requests_name_their_field():
+    with pytest.raises(LabInputError) as exc:
+        PlanRequest(GPT3, H100, 63, 2048, 32)
+    assert exc.value.field == "gpus"
+    with pytest.raises(LabInputError) as exc:
+        PlanRequest(GPT3, H100, 70_000, 2048, 32)
+    assert exc.value.field == "gpus"
+    with pytest.raises(LabInputError) as exc:
+        PlanRequest(GPT3, H100, 64, 2048, 0)
+    assert exc.value.field == "global_batch"
+
+
+def test_moe_candidates_try_expert_parallel_degrees_that_divide_the_experts():
+    mixtral = get_model("mixtral-8x7b")
+    found = candidates(PlanRequest(mixtral, H100, 64, 4096, 256))
+    assert {p.ep for p in found} == {1, 2, 4, 8}  # Mixtral's 8 experts
+    assert all(64 % (p.ep * p.pp) == 0 for p in found)
