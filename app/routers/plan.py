@@ -135,4 +135,6 @@ def plan_fragment(request: Request, q: Annotated[PlanQuery, Query()]) -> Respons
     figure = plan_figure(found.plans, [u or "" for u in links], gpu.memory_bytes)
     return templates.TemplateResponse(request, "partials/_plan.html", {
         "q": q, "found": found, "links": links, "figure": figure,
+        # What lab.js marks the chart as drawn with, as for every other figure of the lab.
+        "state_query": urlencode(q.model_dump()),
         "gpu_memory_bytes": gpu.memory_bytes, "label": plan_label})
