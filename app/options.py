@@ -3,7 +3,8 @@
 from functools import cache
 from typing import Literal
 
-from labs.presets import gpus, models
+from labs.errors import LabInputError
+from labs.presets import custom_model, get_model, gpus, models
 
 SEQ_LENGTHS = tuple(2**k for k in range(9, 18))  # 512 ... 131,072 tokens
 
@@ -38,3 +39,21 @@ def model_options(detail: str = "size") -> tuple[tuple[str, str], ...]:
 # Every lab control that takes a preset id uses these.
 ModelId = Literal[tuple(models())]
 GpuId = Literal[tuple(gpus())]
+
+
+def is_custom(model: str | None, params: float | None) -> bool:
+    """The model and params controls ask for a custom model (params alone implies it)."""
+    return model == "custom" or (model is None and params is not None)
+
+
+def chosen_model(model: str | None, params: float | None, default: str):
+    """The ModelSpec the model and params controls name (EP01, EP03 share them)."""
+    if is_custom(model, params):
+        if params is None:
+            raise LabInputError("params", "a custom model needs a parameter count, e.g. 7e9")
+        return custom_model(int(params))
+    if params is not None:
+        raise LabInputError(
+            "params", "params sets a custom model's size: choose model=custom or clear it")
+    return get_model(model or default)
+

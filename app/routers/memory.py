@@ -10,9 +10,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.charts.memory import COMPONENTS, memory_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.options import SEQ_LENGTHS, GpuId, ModelId, gpu_options, model_options, with_value
+from app.options import (
+    SEQ_LENGTHS,
+    GpuId,
+    ModelId,
+    chosen_model,
+    gpu_options,
+    is_custom,
+    model_options,
+    with_value,
+)
 from app.schemas import MemoryAnswer
-from labs.errors import LabInputError
 from labs.limits import (
     ACTIVATION_MODELS,
     MAX_DEGREE,
@@ -25,7 +33,7 @@ from labs.limits import (
     TRAIN_RECIPES,
 )
 from labs.memory import MemoryInput, compute_memory
-from labs.presets import custom_model, get_gpu, get_model
+from labs.presets import get_gpu
 
 router = APIRouter()
 
@@ -80,21 +88,8 @@ class MemoryQuery(BaseModel):
                             "TP > 1 (Megatron's advice, Korthikanti et al. 2022).")
 
 
-def is_custom(query: MemoryQuery) -> bool:
-    return query.model == "custom" or (query.model is None and query.params is not None)
-
-
 def memory_input(query: MemoryQuery) -> MemoryInput:
-    if is_custom(query):
-        if query.params is None:
-            raise LabInputError("params", "a custom model needs a parameter count, e.g. 7e9")
-        model = custom_model(int(query.params))
-    else:
-        if query.params is not None:
-            raise LabInputError(
-                "params", "params sets a custom model's size: choose model=custom or clear it"
-            )
-        model = get_model(query.model or DEFAULT_MODEL)
+    model = chosen_model(query.model, query.params, DEFAULT_MODEL)
     recipe = query.recipe or ("adam16" if query.mode == "train" else "bf16")
     return MemoryInput(
         model=model, gpu=get_gpu(query.gpu), mode=query.mode, recipe=recipe,
@@ -182,7 +177,8 @@ def extra_context(state) -> dict:
         "recipes": RECIPE_LABELS,
         "train_recipes": TRAIN_RECIPES,
         "components": COMPONENTS,
-        "model_value": "custom" if is_custom(query) else (query.model or DEFAULT_MODEL),
+        "model_value": ("custom" if is_custom(query.model, query.params)
+                        else query.model or DEFAULT_MODEL),
         "recipe_value": result.input.recipe,
         "degree_options": {
             # Training: Megatron needs TP to divide the KV heads (query groups) as well.

@@ -16,10 +16,16 @@ from app.charts.zero import (
 )
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
+from app.options import (
+    SEQ_LENGTHS,
+    chosen_model,
+    gpu_options,
+    is_custom,
+    model_options,
+    with_value,
+)
 from app.routers.memory import DEFAULT_MODEL, RECIPE_LABELS
 from app.schemas import ZeroAnswer
-from labs.errors import LabInputError
 from labs.limits import (
     ACTIVATION_MODELS,
     HOST_LINKS,
@@ -31,7 +37,7 @@ from labs.limits import (
     TRAIN_RECIPES,
 )
 from labs.links import links
-from labs.presets import custom_model, get_gpu, get_model
+from labs.presets import get_gpu
 from labs.zero import FSDP_NAMES, MFU, ZeroInput, ZeroResult, simulate_zero
 
 router = APIRouter()
@@ -72,20 +78,8 @@ class ZeroQuery(BaseModel):
         "megatron (Megatron-LM's estimate, from the model's FFN width).")
 
 
-def is_custom(query: ZeroQuery) -> bool:
-    return query.model == "custom" or (query.model is None and query.params is not None)
-
-
 def run(query: ZeroQuery) -> ZeroResult:
-    if is_custom(query):
-        if query.params is None:
-            raise LabInputError("params", "a custom model needs a parameter count, e.g. 7e9")
-        model = custom_model(int(query.params))
-    else:
-        if query.params is not None:
-            raise LabInputError(
-                "params", "params sets a custom model's size: choose model=custom or clear it")
-        model = get_model(query.model or DEFAULT_MODEL)
+    model = chosen_model(query.model, query.params, DEFAULT_MODEL)
     return simulate_zero(ZeroInput(
         model=model, gpu=get_gpu(query.gpu), recipe=query.recipe, dp=query.dp, zero=query.zero,
         offload=query.offload, gpus_per_node=query.gpus_per_node, link=query.link,
@@ -188,7 +182,8 @@ def extra_context(state) -> dict:
     return {
         "facts": facts(),
         "model_options": (*model_options(), ("custom", "Custom parameter count…")),
-        "model_value": "custom" if is_custom(query) else (query.model or DEFAULT_MODEL),
+        "model_value": ("custom" if is_custom(query.model, query.params)
+                        else query.model or DEFAULT_MODEL),
         "gpu_options": gpu_options(),
         "recipes": {k: RECIPE_LABELS[k] for k in TRAIN_RECIPES},
         "link_options": tuple((id_, link.name) for id_, link in links().items()),
