@@ -1,0 +1,77 @@
+"""EP01 and EP05 answers: the memory ledger and the pipeline schedule."""
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class MemoryAnswer(BaseModel):
+    model: str = Field(description="Model preset id, or 'custom'.")
+    model_name: str
+    gpu: str
+    mode: Literal["train", "infer"]
+    recipe: str
+    recipe_description: str
+    params: int = Field(description="Total parameters.")
+    active_params: int = Field(description="Parameters used per token (MoE: routed top-k).")
+    bytes_per_param: float
+    breakdown: dict[str, int] = Field(description="Bytes per GPU, by component.")
+    total_bytes: int = Field(description="Bytes per GPU, every component.")
+    gpu_memory_bytes: int
+    headroom_bytes: int = Field(description="GPU memory minus total (negative: over).")
+    fits: bool
+    state_bytes: float = Field(description="Training state (or weights) of the whole model.")
+    min_gpus: int = Field(description="Fewest GPUs whose memory could hold the state alone.")
+    world_size: int = Field(description="TP x PP x CP x DP.")
+    host_bytes: int = Field(description="Host RAM per GPU (optimizer offload).")
+    assumptions: list[str]
+
+
+class StageMemoryAnswer(BaseModel):
+    state_bytes: int = Field(description="Weights, gradients and optimizer state per rank.")
+    activation_unit_bytes: int = Field(description="One micro-batch through one chunk.")
+    layers_per_chunk: int
+    per_rank_bytes: list[int] = Field(description="Peak bytes per rank.")
+    gpu_memory_bytes: int
+    fits: list[bool]
+
+
+class EventColumns(BaseModel):
+    rank: list[int]
+    kind: list[str]
+    microbatch: list[int]
+    chunk: list[int]
+    start: list[float]
+    end: list[float]
+
+
+class Event(BaseModel):
+    rank: int
+    kind: str = Field(description="F forward, B backward, I input gradient, W weight gradient.")
+    microbatch: int
+    chunk: int
+    start: float
+    end: float
+
+
+class PipelineAnswer(BaseModel):
+    schedule: str
+    stages: int
+    microbatches: int
+    virtual: int = Field(description="Model chunks per rank actually used.")
+    makespan: float = Field(description="Time of the whole step, in the unit of f, b, w.")
+    bubble_fraction: float = Field(description="Idle share of the ranks' time, measured.")
+    textbook_bubble: float = Field(description="(p-1)/(v*m+p-1), for comparison.")
+    send_time: float = Field(description="One send between neighbouring stages, in f's units "
+                                         "(0: sends are free).")
+    send_seconds: float | None = Field(description="One send on the chosen link, seconds "
+                                                   "(None without a link).")
+    wire_bytes: list[int] = Field(description="Bytes each rank sends per step (forward "
+                                              "activations and backward gradients).")
+    busy: list[float] = Field(description="Busy time per rank.")
+    peak_activations: list[int] = Field(description="Peak micro-batch x chunk units per rank.")
+    memory: StageMemoryAnswer | None = Field(description="None when the model cannot fill "
+                                                         "the stages (see memory_note).")
+    memory_note: str
+    events: list[Event] | EventColumns | None = Field(
+        description="Every action of the schedule: rows, columns or none (?events=).")

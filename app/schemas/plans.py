@@ -1,0 +1,100 @@
+"""EP08 and EP09 answers: whole plans (3D recipe, RL placement)."""
+
+from pydantic import BaseModel, Field
+
+
+class RecipeAudit(BaseModel):
+    name: str
+    ok: bool
+    detail: str = Field(description="The figure the audit is decided on, in words.")
+
+
+class RecipeTraffic(BaseModel):
+    name: str = Field(description="tp, cp, ep or dp.")
+    group: int
+    nodes: int = Field(description="Most nodes one of its groups spans.")
+    link: str = Field(description="The link that bounds it.")
+    bytes_per_step: float = Field(description="Bytes one GPU sends per step.")
+    seconds: float = Field(description="Per step if nothing overlapped, seconds.")
+    hidden_s: float = Field(description="Of which hidden behind compute, seconds.")
+    exposed_s: float = Field(description="Of which on the critical path, seconds.")
+
+
+class RecipeResultAnswer(BaseModel):
+    plan: dict
+    gpus: int
+    audits: list[RecipeAudit]
+    passes: bool
+    memory_per_gpu_bytes: float | None = Field(description="Heaviest pipeline stage, bytes.")
+    gpu_memory_bytes: float
+    heaviest_stage: int | None
+    bubble_fraction: float = Field(description="Measured by the pipeline simulator.")
+    efficiency: float = Field(description="Ideal compute time / step time: product of parts.")
+    parts: dict[str, float] = Field(description="Efficiency factors tp, cp, ep, pp, dp.")
+    mfu: float = Field(description="Model FLOPs (6·N·D + attention) / (step x GPUs x peak).")
+    step_s: float
+    segments_s: dict[str, float] = Field(description="The step bar: compute, exposed "
+                                                     "tp/cp/ep, bubble, exposed dp; seconds.")
+    tokens_per_s: float
+    global_batch: int
+    tokens_per_step: int
+    traffic: list[RecipeTraffic]
+
+
+class RecipeReplanAnswer(BaseModel):
+    # Both have the same fields as the answer itself (audits, fits, step_s, ...); typed as
+    # objects so the API docs do not expand that schema three times (ReDoc renders slowly).
+    before: dict = Field(description="The running plan on the new model or cluster: the "
+                                     "answer's own fields.")
+    after: dict | None = Field(description="The nearest plan that passes, the same fields.")
+    changed: list[str]
+
+
+class RecipeAnswer(RecipeResultAnswer):
+    replan: RecipeReplanAnswer | None
+class PlacementPool(BaseModel):
+    role: str = Field(description="training, rollout, prefill, decode or colocated.")
+    engines: int
+    memory_per_gpu_bytes: int | None = Field(description="None when the layout is broken.")
+    host_bytes_per_gpu: int = Field(description="Host RAM per GPU (CPU Adam).")
+    detail: str
+class PlacementCheck(BaseModel):
+    detail: str
+class PlacementPhase(BaseModel):
+    lane: str
+    phase: str = Field(description="rollout, train or weight_sync.")
+    step: int
+    start: float = Field(description="Seconds.")
+    end: float = Field(description="Seconds.")
+class PlacementAnswer(BaseModel):
+    preset: str
+    model: str
+    stand_in: bool = Field(description="The model's config is not published: a stand-in shape.")
+    placement: str
+    train_gpus: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    engine_gpus: int
+    engines: int
+    prefill_engines: int
+    samples: int
+    stage_layers: list[int]
+    pools: list[PlacementPool]
+    train_memory_bytes: int | None
+    rollout_memory_bytes: int
+    colocated_bytes: int | None
+    transition_overhead_bytes: int
+    checks: list[PlacementCheck]
+    all_ok: bool
+    gpus: list[dict] = Field(description="One entry per cluster GPU: role, node, coordinates.")
+    timeline: list[PlacementPhase]
+    rollout_seconds: float
+    train_seconds: float
+    sync_seconds: float
+    sync_bytes_per_gpu: int
+    sync_link: str
+    samples_per_second: float
+    replicas: dict
+    notes: list[str]
