@@ -99,3 +99,31 @@ MAX_RESPONSES = 64
 MAX_PLAN_GPUS = 65_536
 MAX_GLOBAL_BATCH = 65_536
 __all__ += ["MAX_GLOBAL_BATCH", "MAX_PLAN_GPUS"]
+
+# Bring your own model (labs.hf_config, labs.model_code): the largest shape a pasted
+# config.json or a model code may describe. Above every published model (Llama 3.1 405B: 126
+# layers, hidden 16,384; DeepSeek-V3: 256 experts; Gemma 3: 262,144 vocab) with room to spare,
+# yet small enough that no lab's per-layer, per-head or per-expert loop grows slow.
+__all__ += ["MAX_CONFIG_BYTES", "MAX_MODEL_CODE", "MODEL_BOUNDS"]
+MAX_CONFIG_BYTES = 65_536  # a config.json is ~1-3 KB; larger bodies are refused unread
+MAX_MODEL_CODE = 160  # characters of a model code in a URL
+MODEL_BOUNDS = {  # ModelSpec field -> (low, high)
+    "layers": (1, 512),
+    "hidden": (64, 65_536),
+    "heads": (1, 1024),
+    "kv_heads": (1, 1024),
+    "head_dim": (1, 1024),
+    "ffn": (1, 524_288),
+    "vocab": (1, 1_048_576),
+    "experts": (0, 1024),
+    "top_k": (0, 1024),
+    "shared_experts": (0, 64),
+    "expert_ffn": (0, 524_288),
+    "dense_layers": (0, 511),
+    "q_lora_rank": (0, 65_536),
+    "kv_lora_rank": (0, 65_536),
+    "qk_nope_head_dim": (0, 1024),
+    "qk_rope_head_dim": (0, 1024),
+    "v_head_dim": (0, 1024),
+    "max_positions": (0, 1_048_576),
+}
