@@ -298,10 +298,16 @@ def gpus() -> dict[str, GPUSpec]:
 
 
 def get_model(model_id: str) -> ModelSpec:
+    """A preset by id, or the shape a model code describes (bring your own model: a pasted
+    config.json travels as a code, ``L80.h8192.a64...``; labs.model_code)."""
     presets = _models()
     if model_id not in presets:
+        from labs.model_code import decode, is_code  # model_code builds on ModelSpec
+        if isinstance(model_id, str) and is_code(model_id):
+            return decode(model_id)
         raise LabInputError(
-            "model", f"unknown model {model_id!r}; choose one of: {', '.join(presets)}"
+            "model", f"unknown model {model_id!r}; choose one of: {', '.join(presets)}, or a "
+            "model code (Bring your own model)"
         )
     return presets[model_id]
 

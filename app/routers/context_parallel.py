@@ -4,11 +4,12 @@ from functools import lru_cache
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from app.charts.context_parallel import cost_figure, mask_figure, pairs_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
+from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
 from app.options import gpu_options, with_value
 from app.schemas import CPAnswer
 from labs.context_parallel import (
@@ -21,7 +22,7 @@ from labs.context_parallel import (
 )
 from labs.limits import CP_LAYOUTS, MAX_CP, MAX_CP_TOKENS, MAX_SEQ_LEN
 from labs.links import get_link, links
-from labs.presets import get_gpu, get_model, models
+from labs.presets import get_gpu, models
 
 router = APIRouter()
 
@@ -29,7 +30,7 @@ CP_OPTIONS = (1, 2, 3, 4, 8, 16, 32, 64)
 SEQ_OPTIONS = tuple(2**k for k in range(12, 21))  # 4,096 ... 1,048,576 tokens
 
 
-class CPQuery(BaseModel):
+class CPQuery(ModelControls):
     """The controls of the context-parallel lab: the mask picture (tokens, cp, layout) and the
     cost of one sequence of seq_len tokens through one layer of model on link."""
 
@@ -42,8 +43,7 @@ class CPQuery(BaseModel):
         "contiguous", description="How the sequence is split: contiguous (ring), zigzag "
         "(2c chunks, ring), allgather (contiguous, K/V all-gathered) or ulysses (all-to-all "
         "to head shards).")
-    model: str = Field("llama-3.1-70b", max_length=64,
-                       description="Model preset: its heads, KV heads and head size.")
+    model: ModelChoice = model_field("llama-3.1-70b", "Model (its heads, KV heads, head size)")
     seq_len: int = Field(131072, ge=1, le=MAX_SEQ_LEN,
                          description="Tokens of the real sequence whose cost is computed.")
     link: str = Field("ib-ndr", max_length=64,
@@ -54,7 +54,7 @@ class CPQuery(BaseModel):
 
 def run(query: CPQuery) -> CPResult:
     return simulate_cp(CPInput(
-        tokens=query.tokens, cp=query.cp, layout=query.layout, model=get_model(query.model),
+        tokens=query.tokens, cp=query.cp, layout=query.layout, model=query.model_spec(),
         seq_len=query.seq_len, link=get_link(query.link), gpu=get_gpu(query.gpu)))
 
 
@@ -138,9 +138,10 @@ def extra_context(state) -> dict:
     return {
         "facts": facts(),
         "layouts": LAYOUT_NAMES,
-        "model_options": tuple(
+        "model_options": model_choices(tuple(
             (id_, f"{spec.name} ({spec.heads} heads, {attention_heads(spec)[1]} KV)")
-            for id_, spec in models().items()),
+            for id_, spec in models().items()), query.model_value),
+        "model_value": query.model_value,
         "gpu_options": gpu_options(),
         "link_options": tuple((id_, link.name) for id_, link in links().items()),
         "cp_options": with_value(CP_OPTIONS, query.cp),
@@ -184,6 +185,7 @@ VIEW = LabView(
     ),
     labels={
         "tokens": "Tokens drawn", "cp": "CP degree c", "layout": "Layout", "model": "Model",
+        "params": "Custom params",
         "seq_len": "Sequence length (cost)", "link": "Link", "gpu": "GPU",
     },
     response_model=CPAnswer,

@@ -11,6 +11,7 @@ from app.charts.data_parallel import FAMILY_COLOURS, PARTS, scaling_figure, time
 from app.charts.memory import COMPONENTS, memory_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
+from app.model_controls import ModelChoice, model_choices
 from app.options import model_options, with_value
 from app.schemas import DataParallelAnswer
 from labs.data_parallel import (
@@ -55,10 +56,12 @@ class DataParallelQuery(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    model: str | None = Field(
-        None, max_length=64,
-        description="Model preset id (GET /api/models): its bf16 gradients (2 bytes per "
-        "parameter) are all-reduced. 'custom' or absent: grad_bytes (default 14e9, a 7B model).")
+    # The shared model type (presets, custom, model codes); here a custom size is grad_bytes.
+    model: ModelChoice | None = Field(
+        None,
+        description="Model preset id (GET /api/models) or a model code (POST "
+        "/api/models/parse): its bf16 gradients (2 bytes per parameter) are all-reduced. "
+        "'custom' or absent: grad_bytes (default 14e9, a 7B model).")
     grad_bytes: float | None = Field(
         None, ge=MIN_DP_GRAD_BYTES, le=MAX_DP_GRAD_BYTES,
         description="Gradient bytes all-reduced per step (a custom model of grad_bytes/2 "
@@ -187,7 +190,8 @@ def extra_context(state) -> dict:
     query = state.query
     return {
         "facts": facts(),
-        "model_options": (("custom", "Custom gradient size…"), *model_options()),
+        "model_options": (("custom", "Custom gradient size…"),
+                          *model_choices(model_options(), query.model or "", custom=False)),
         "model_value": "custom" if is_custom(query) else query.model,
         "grad_value": round(query.grad_bytes if query.grad_bytes is not None else
                             DEFAULT_GRAD_BYTES),

@@ -5,21 +5,13 @@ from functools import lru_cache
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from app.charts.memory import COMPONENTS, memory_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.options import (
-    SEQ_LENGTHS,
-    GpuId,
-    ModelId,
-    chosen_model,
-    gpu_options,
-    is_custom,
-    model_options,
-    with_value,
-)
+from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
+from app.options import SEQ_LENGTHS, GpuId, gpu_options, model_options, with_value
 from app.schemas import MemoryAnswer
 from labs.limits import (
     ACTIVATION_MODELS,
@@ -47,20 +39,12 @@ RECIPE_LABELS = {
 }
 
 
-class MemoryQuery(BaseModel):
+class MemoryQuery(ModelControls):
     """The controls of the memory ledger; every size is bounded so no request is costly."""
 
     model_config = ConfigDict(extra="ignore")
 
-    model: ModelId | Literal["custom"] | None = Field(
-        None,
-        description=f"Model preset id (GET /api/models), or 'custom' with params. "
-        f"Default {DEFAULT_MODEL}, or custom when only params is given.",
-    )
-    params: float | None = Field(
-        None, ge=1e6, le=1e14,
-        description="Parameter count of a custom dense model (e.g. 7e9); implies model=custom.",
-    )
+    model: ModelChoice = model_field(DEFAULT_MODEL)
     gpu: GpuId = Field("h100-sxm", description="GPU preset id (GET /api/gpus).")
     mode: Literal[MODES] = Field("train", description="Training step or inference.")
     recipe: Literal[RECIPE_IDS] | None = Field(
@@ -89,7 +73,7 @@ class MemoryQuery(BaseModel):
 
 
 def memory_input(query: MemoryQuery) -> MemoryInput:
-    model = chosen_model(query.model, query.params, DEFAULT_MODEL)
+    model = query.model_spec()
     recipe = query.recipe or ("adam16" if query.mode == "train" else "bf16")
     return MemoryInput(
         model=model, gpu=get_gpu(query.gpu), mode=query.mode, recipe=recipe,
@@ -172,13 +156,12 @@ def extra_context(state) -> dict:
     spec = result.input.model
     return {
         "facts": facts(),
-        "model_options": (*model_options(), ("custom", "Custom parameter count…")),
+        "model_options": model_choices(model_options(), query.model_value),
         "gpu_options": gpu_options(),
         "recipes": RECIPE_LABELS,
         "train_recipes": TRAIN_RECIPES,
         "components": COMPONENTS,
-        "model_value": ("custom" if is_custom(query.model, query.params)
-                        else query.model or DEFAULT_MODEL),
+        "model_value": query.model_value,
         "recipe_value": result.input.recipe,
         "degree_options": {
             # Training: Megatron needs TP to divide the KV heads (query groups) as well.

@@ -5,12 +5,13 @@ from functools import lru_cache
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from app.charts.moe import PHASES, experts_figure, gpus_figure, params_figure
 from app.charts.rank_map import rank_map_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
+from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
 from app.options import with_value
 from app.schemas import MoEAnswer
 from labs.layout import divisors
@@ -27,21 +28,20 @@ from labs.limits import (
 )
 from labs.links import clusters, get_cluster
 from labs.moe import MoEInput, MoEResult, simulate_moe
-from labs.presets import get_model, models
+from labs.presets import models
 from labs.rank_map import GROUP_SHORT, GROUP_TITLES
 
 router = APIRouter()
 
-MOE_MODELS = tuple(id_ for id_, spec in models().items() if spec.is_moe)
 
 
-class MoEQuery(BaseModel):
+class MoEQuery(ModelControls):
     """The controls of the experts lab: a model, the cluster, the parallel degrees (DP is
     what divides the rest), routing skew and capacity. Sizes come back in bytes, times in s."""
 
     model_config = ConfigDict(extra="ignore")
 
-    model: Literal[MOE_MODELS] = Field("mixtral-8x7b", description="Mixture-of-experts preset.")
+    model: ModelChoice = model_field("mixtral-8x7b", "Mixture-of-experts model")
     link: str = Field("dgx-h100", max_length=64, description="Cluster preset (GPUs per node, "
                       "the link inside a node, the network between nodes): "
                       + ", ".join(clusters()) + ".")
@@ -66,7 +66,7 @@ class MoEQuery(BaseModel):
 
 def run(query: MoEQuery) -> MoEResult:
     return simulate_moe(MoEInput(
-        model=get_model(query.model), cluster=get_cluster(query.link), nodes=query.nodes,
+        model=query.model_spec(), cluster=get_cluster(query.link), nodes=query.nodes,
         tp=query.tp, pp=query.pp, cp=query.cp, ep=query.ep, etp=query.etp, skew=query.skew,
         capacity_factor=query.capacity_factor, tokens=query.tokens, mfu=query.mfu,
         group=query.group))
@@ -152,11 +152,13 @@ def facts() -> dict:
 
 def extra_context(state) -> dict:
     query = state.query
-    spec = get_model(query.model)
+    spec = state.result.input.model
     return {
         "facts": facts(),
-        "model_options": [(m, f"{s.name} ({s.params / 1e9:.1f}B, {s.active_params / 1e9:.1f}B "
-                              "active)") for m, s in models().items() if s.is_moe],
+        "model_options": model_choices(
+            [(m, f"{s.name} ({s.params / 1e9:.1f}B, {s.active_params / 1e9:.1f}B active)")
+             for m, s in models().items() if s.is_moe], query.model_value, custom=False),
+        "model_value": query.model_value,
         "link_options": [(c.id, c.name) for c in clusters().values()],
         "degree_options": {
             "tp": with_value(divisors(spec.heads, 64), query.tp),
@@ -202,7 +204,8 @@ VIEW = LabView(
         Diagram("ranks", "Rank map: every GPU coloured by its group", embed_height=520),
     ),
     labels={
-        "model": "Model", "link": "Cluster", "nodes": "Nodes", "tp": "TP", "pp": "PP",
+        "model": "Model", "params": "Custom params", "link": "Cluster",
+        "nodes": "Nodes", "tp": "TP", "pp": "PP",
         "cp": "CP", "ep": "EP", "etp": "Expert-TP", "skew": "Routing skew",
         "capacity_factor": "Capacity factor", "tokens": "Tokens per GPU", "mfu": "MFU",
         "group": "Rank map colours",

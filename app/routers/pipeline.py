@@ -4,12 +4,13 @@ from functools import lru_cache
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from app.charts.pipeline import KINDS, activations_figure, gantt_figure, stage_memory_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.options import SEQ_LENGTHS, GpuId, ModelId, gpu_options, model_options, with_value
+from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
+from app.options import SEQ_LENGTHS, GpuId, gpu_options, model_options, with_value
 from app.schemas import PipelineAnswer
 from labs.limits import (
     MAX_DEGREE,
@@ -23,7 +24,7 @@ from labs.limits import (
 )
 from labs.links import get_link, links
 from labs.pipeline import INTERLEAVED, PipelineInput, simulate
-from labs.presets import get_gpu, get_model
+from labs.presets import get_gpu
 from labs.stage_memory import PipelineLabInput, PipelineLabResult, run_pipeline_lab
 
 router = APIRouter()
@@ -46,7 +47,7 @@ _SCHEDULE_HINTS = {  # what the option list says after the name (labs.pipeline.S
 SCHEDULE_LABELS = {k: f"{name} ({_SCHEDULE_HINTS[k]})" for k, name in SCHEDULES.items()}
 
 
-class PipelineQuery(BaseModel):
+class PipelineQuery(ModelControls):
     """The controls of the pipeline lab. Costs are relative times (any unit; f = 1 is one
     stage's forward of one micro-batch); makespan and events come back in the same unit."""
 
@@ -68,8 +69,7 @@ class PipelineQuery(BaseModel):
     p2p: float | None = Field(
         None, ge=0, le=1000,
         description="Send latency between stages in units of f; overrides the link.")
-    model: ModelId = Field("llama-3.1-70b",
-                           description="Model preset for the per-rank memory panel.")
+    model: ModelChoice = model_field("llama-3.1-70b", "Model of the per-rank memory panel")
     gpu: GpuId = Field("h100-sxm", description="GPU preset for the memory panel.")
     tp: int = Field(8, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree inside each stage.")
     recompute: Literal[RECOMPUTE] = Field(
@@ -87,7 +87,7 @@ def run(query: PipelineQuery) -> PipelineState:
         pipeline=PipelineInput(
             schedule=query.schedule, stages=query.stages, microbatches=query.microbatches,
             virtual=query.virtual, f=query.f, b=query.b, w=query.w, p2p=query.p2p),
-        model=get_model(query.model), gpu=get_gpu(query.gpu), tp=query.tp,
+        model=query.model_spec(), gpu=get_gpu(query.gpu), tp=query.tp,
         recompute=query.recompute, seq_len=query.seq_len, micro_batch=query.micro_batch,
         link=None if query.link == "none" else get_link(query.link),
     ))
@@ -173,7 +173,8 @@ def facts() -> dict:
 def extra_context(state) -> dict:
     return {
         "facts": facts(),
-        "model_options": model_options("layers"),
+        "model_options": model_choices(model_options("layers"), state.query.model_value),
+        "model_value": state.query.model_value,
         "gpu_options": gpu_options(),
         "schedules": SCHEDULE_LABELS,
         "kinds": KINDS,
@@ -209,7 +210,7 @@ VIEW = LabView(
         "virtual": "Chunks per rank v", "f": "Forward f", "b": "Backward input-grad b",
         "w": "Weight-grad w", "p2p": "Send latency (override, f units)",
         "link": "Link between stages",
-        "model": "Model", "gpu": "GPU",
+        "model": "Model", "params": "Custom params", "gpu": "GPU",
         "tp": "TP per stage", "recompute": "Recomputation", "seq_len": "Sequence length",
         "micro_batch": "Micro-batch size",
     },

@@ -9,11 +9,12 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from app.charts.plan import plan_figure, plan_label
 from app.episodes import BY_SLUG
 from app.labkit.routes import api_error, json_response
+from app.model_controls import ModelChoice, ModelControls, model_field
 from app.routers.recipe import INTER, INTRA
 from app.templating import templates
 from labs.errors import LabInputError
@@ -26,17 +27,17 @@ from labs.limits import (
 )
 from labs.links import get_link, make_cluster
 from labs.planner import MAX_TOP, PlanRequest, PlanSearch, search
-from labs.presets import get_gpu, get_model
+from labs.presets import get_gpu
 
 router = APIRouter()
 
 
-class PlanQuery(BaseModel):
+class PlanQuery(ModelControls):
     """A model, a cluster and a sequence length: what the planner searches plans for."""
 
     model_config = ConfigDict(extra="ignore")
 
-    model: str = Field("gpt-3-175b", max_length=64, description="Model preset id.")
+    model: ModelChoice = model_field("gpt-3-175b")
     gpu: str = Field("a100-80gb", max_length=64, description="GPU preset id.")
     gpus: int = Field(64, ge=1, le=MAX_PLAN_GPUS, description="GPUs in the job (whole nodes).")
     gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node.")
@@ -54,12 +55,12 @@ def _search(query: tuple) -> PlanSearch:
     q = PlanQuery(**dict(query))
     cluster = make_cluster(get_gpu(q.gpu), q.gpus_per_node, get_link(q.intra_link),
                            get_link(q.inter_link))
-    return search(PlanRequest(get_model(q.model), cluster, q.gpus, q.seq_len, q.global_batch,
+    return search(PlanRequest(q.model_spec(), cluster, q.gpus, q.seq_len, q.global_batch,
                               top=q.top))
 
 
 def run(q: PlanQuery) -> PlanSearch:
-    return _search(tuple(sorted(q.model_dump().items())))
+    return _search(tuple(sorted({**q.model_dump(), **q.model_controls()}.items())))
 
 
 def plan_links(q: PlanQuery, found: PlanSearch) -> list[str | None]:
@@ -68,7 +69,7 @@ def plan_links(q: PlanQuery, found: PlanSearch) -> list[str | None]:
     nodes = q.gpus // q.gpus_per_node
     if nodes > MAX_NODES:
         return [None] * len(found.plans)
-    base = {"model": q.model, "gpu": q.gpu, "nodes": nodes, "gpus_per_node": q.gpus_per_node,
+    base = {**q.model_controls(), "gpu": q.gpu, "nodes": nodes, "gpus_per_node": q.gpus_per_node,
             "intra_link": q.intra_link, "inter_link": q.inter_link, "seq_len": q.seq_len}
     url = BY_SLUG["recipe-3d"].url
     return [f"{url}?" + urlencode({**base, **{k: getattr(r.plan, k) for k in (

@@ -7,13 +7,14 @@ from typing import Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from app.charts.recipe import SEGMENTS, memory_figure, step_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
 from app.labkit.parsing import run_cached, validate
 from app.labkit.routes import api_error, json_response
+from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.pipeline import SCHEDULE_LABELS
 from app.schemas import RecipeAnswer
@@ -25,6 +26,7 @@ from labs.limits import (
     MAX_GPUS_PER_NODE,
     MAX_MICRO_BATCH,
     MAX_MICROBATCHES,
+    MAX_MODEL_CODE,
     MAX_NODES,
     MAX_SEQ_LEN,
     MAX_STAGES,
@@ -43,12 +45,12 @@ INTRA = tuple(k for k, v in links().items() if v.kind == "scale-up")
 INTER = tuple(k for k, v in links().items() if v.kind == "scale-out")
 
 
-class RecipeQuery(BaseModel):
+class RecipeQuery(ModelControls):
     """The controls of the 3D recipe: a model, a cluster and a plan's every decision."""
 
     model_config = ConfigDict(extra="ignore")
 
-    model: str = Field("gpt-3-175b", max_length=64, description="Model preset id.")
+    model: ModelChoice = model_field("gpt-3-175b")
     gpu: str = Field("a100-80gb", max_length=64, description="GPU preset id.")
     nodes: int = Field(8, ge=1, le=MAX_NODES, description="Nodes in the cluster.")
     gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node.")
@@ -70,8 +72,9 @@ class RecipeQuery(BaseModel):
     microbatches: int = Field(16, ge=1, le=MAX_MICROBATCHES, description="Micro-batches per "
                                                                          "step.")
     seq_len: int = Field(2048, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
-    replan_model: str = Field("", max_length=64, description="Re-plan: the model the job "
-                              "changes to (empty: unchanged).")
+    replan_model: str = Field("", max_length=MAX_MODEL_CODE, description="Re-plan: the model "
+                              "the job changes to, a preset id or a model code (empty: "
+                              "unchanged).")
     replan_nodes: int = Field(0, ge=0, le=MAX_NODES, description="Re-plan: the nodes the "
                               "job has now (0: unchanged).")
 
@@ -91,7 +94,7 @@ def run(query: RecipeQuery) -> RecipeState:
                 zero=query.zero, recompute=query.recompute, schedule=query.schedule,
                 virtual=query.virtual, micro_batch=query.micro_batch,
                 microbatches=query.microbatches, seq_len=query.seq_len)
-    model = get_model(query.model)
+    model = query.model_spec()
     result = evaluate(plan, model, cluster, query.nodes)
     replan = None
     if query.replan_model or query.replan_nodes:
@@ -204,11 +207,14 @@ def facts() -> dict:
 
 def extra_context(state) -> dict:
     q = state.query
-    base = state.query.model_dump(exclude={"replan_model", "replan_nodes"})
+    base = {k: v for k, v in state.query.model_dump(exclude={"replan_model", "replan_nodes"})
+            .items() if v is not None}
     rp = state.result.replan
     return {
         "facts": facts(),
-        "model_options": model_options(),
+        "model_options": model_choices(model_options(), q.model_value),
+        "model_value": q.model_value,
+        "model_controls": q.model_controls(),
         "gpu_options": gpu_options(),
         "intra_options": [(k, links()[k].name) for k in INTRA],
         "inter_options": [(k, links()[k].name) for k in INTER],
@@ -237,7 +243,8 @@ VIEW = LabView(
         Diagram("memory", "Memory per GPU on each pipeline stage", embed_height=440),
     ),
     labels={
-        "model": "Model", "gpu": "GPU", "nodes": "Nodes", "gpus_per_node": "GPUs per node",
+        "model": "Model", "params": "Custom params", "gpu": "GPU", "nodes": "Nodes",
+        "gpus_per_node": "GPUs per node",
         "intra_link": "Link inside a node", "inter_link": "Link between nodes",
         "tp": "TP (tensor)", "pp": "PP (stages)", "dp": "DP (data)", "cp": "CP (context)",
         "ep": "EP (experts)", "zero": "ZeRO stage", "recompute": "Recomputation",

@@ -5,12 +5,13 @@ from functools import cache, lru_cache
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from app.charts.tensor_parallel import figures
 from app.charts.tp_split import split_view
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
+from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, with_value
 from app.schemas import TensorParallelAnswer
 from labs.errors import LabInputError
@@ -26,7 +27,7 @@ from labs.limits import (
     TP_DEGREES,
 )
 from labs.links import get_link, links
-from labs.presets import get_gpu, get_model, models
+from labs.presets import get_gpu, models
 from labs.tensor_parallel import (
     LAYER_COLLECTIVES,
     Topology,
@@ -44,14 +45,13 @@ router = APIRouter()
 DEFAULT_MODEL = "llama-3.1-405b"
 
 
-class TPQuery(BaseModel):
+class TPQuery(ModelControls):
     """The controls of the tensor-parallel lab; every size is bounded."""
 
     model_config = ConfigDict(extra="ignore")
 
-    model: str = Field(DEFAULT_MODEL, max_length=64,
-                       description="Dense model preset id (GET /api/models; MoE and MLA "
-                                   "models are split differently and refused).")
+    # Dense models only: MoE and MLA models are split differently and refused (check_model).
+    model: ModelChoice = model_field(DEFAULT_MODEL, "Dense model")
     gpu: str = Field("h100-sxm", max_length=64, description="GPU preset id (GET /api/gpus).")
     tp: int = Field(8, ge=1, le=MAX_TP, description="Tensor-parallel degree t.")
     sp: bool = Field(True, description="Sequence parallelism (Korthikanti et al. 2022).")
@@ -95,7 +95,7 @@ def topology(query: TPQuery) -> Topology:
 
 def run(query: TPQuery) -> TPResult:
     return tensor_parallel(TPInput(
-        model=get_model(query.model), gpu=get_gpu(query.gpu), topology=topology(query),
+        model=query.model_spec(), gpu=get_gpu(query.gpu), topology=topology(query),
         tp=query.tp, sp=query.sp, seq_len=query.seq_len, micro_batch=query.micro_batch,
         mfu=query.mfu, recompute=query.recompute))
 
@@ -207,7 +207,8 @@ def extra_context(state) -> dict:
     query = state.query
     return {
         "facts": facts(),
-        "model_options": dense_model_options(),
+        "model_options": model_choices(dense_model_options(), query.model_value),
+        "model_value": query.model_value,
         "gpu_options": gpu_options(),
         "link_options": link_options(),
         "tp_options": with_value(TP_DEGREES, query.tp),
@@ -238,7 +239,8 @@ VIEW = LabView(
         Diagram("memory", "Memory per GPU against TP degree (EP01 ledger)", embed_height=480),
     ),
     labels={
-        "model": "Model", "gpu": "GPU", "tp": "TP degree t", "sp": "Sequence parallelism",
+        "model": "Model", "params": "Custom params", "gpu": "GPU", "tp": "TP degree t",
+        "sp": "Sequence parallelism",
         "link": "Link for the whole group", "gpus_per_node": "GPUs per node",
         "intra_link": "Link inside a node", "inter_link": "Link between nodes",
         "seq_len": "Sequence length s", "micro_batch": "Micro-batch b", "mfu": "MFU",

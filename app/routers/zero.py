@@ -4,7 +4,7 @@ from functools import lru_cache
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from app.charts.zero import (
     STAGE_NAMES,
@@ -16,14 +16,8 @@ from app.charts.zero import (
 )
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.options import (
-    SEQ_LENGTHS,
-    chosen_model,
-    gpu_options,
-    is_custom,
-    model_options,
-    with_value,
-)
+from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
+from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.memory import DEFAULT_MODEL, RECIPE_LABELS
 from app.schemas import ZeroAnswer
 from labs.limits import (
@@ -46,17 +40,12 @@ DP_OPTIONS = tuple(2**k for k in range(0, 11))  # 1 ... 1,024 replicas
 GPUS_PER_NODE_OPTIONS = (1, 2, 4, 8, 72)
 
 
-class ZeroQuery(BaseModel):
+class ZeroQuery(ModelControls):
     """The controls of the ZeRO lab; every size is bounded so no request is costly."""
 
     model_config = ConfigDict(extra="ignore")
 
-    model: str | None = Field(
-        None, max_length=64, description=f"Model preset id (GET /api/models), or 'custom' with "
-        f"params. Default {DEFAULT_MODEL}, or custom when only params is given.")
-    params: float | None = Field(
-        None, ge=1e6, le=1e14,
-        description="Parameter count of a custom dense model (e.g. 7e9); implies model=custom.")
+    model: ModelChoice = model_field(DEFAULT_MODEL)
     gpu: str = Field("h100-sxm", max_length=64, description="GPU preset id (GET /api/gpus).")
     recipe: Literal[TRAIN_RECIPES] = Field(
         "adam16", description="Training recipe: 16 B/param (bf16 grads) or 18 B/param (fp32).")
@@ -79,7 +68,7 @@ class ZeroQuery(BaseModel):
 
 
 def run(query: ZeroQuery) -> ZeroResult:
-    model = chosen_model(query.model, query.params, DEFAULT_MODEL)
+    model = query.model_spec()
     return simulate_zero(ZeroInput(
         model=model, gpu=get_gpu(query.gpu), recipe=query.recipe, dp=query.dp, zero=query.zero,
         offload=query.offload, gpus_per_node=query.gpus_per_node, link=query.link,
@@ -181,9 +170,8 @@ def extra_context(state) -> dict:
     query = state.query
     return {
         "facts": facts(),
-        "model_options": (*model_options(), ("custom", "Custom parameter count…")),
-        "model_value": ("custom" if is_custom(query.model, query.params)
-                        else query.model or DEFAULT_MODEL),
+        "model_options": model_choices(model_options(), query.model_value),
+        "model_value": query.model_value,
         "gpu_options": gpu_options(),
         "recipes": {k: RECIPE_LABELS[k] for k in TRAIN_RECIPES},
         "link_options": tuple((id_, link.name) for id_, link in links().items()),
