@@ -10,6 +10,7 @@ from app import assets, docs
 from app.labkit import DRILLS
 from app.routers import context_parallel as context_parallel_router
 from app.routers import data_parallel, home, memory, pipeline, presets, tensor_parallel
+from app.routers import models as byom_models
 from app.routers import moe as moe_lab
 from app.routers import placement as rl_placement
 from app.routers import plan as plan_router
@@ -65,6 +66,7 @@ def create_app() -> FastAPI:
     app.include_router(recipe_router.router)
     app.include_router(rl_placement.router)
     app.include_router(plan_router.router)
+    app.include_router(byom_models.router)
     app.openapi = _openapi_with_drill_ids(app)
     return app
 

@@ -9,6 +9,7 @@ from app.schemas.memory_pipeline import (  # noqa: F401
     PipelineAnswer,
     StageMemoryAnswer,
 )
+from app.schemas.models import ParsedModel  # noqa: E402, F401
 from app.schemas.parallelism import (  # noqa: F401
     CPAnswer,
     CPRank,

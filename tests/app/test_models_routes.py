@@ -1,0 +1,154 @@
+"""Bring your own model on the web: POST /api/models/parse, the page form (htmx and plain),
+and the registry-wide contract that every lab with a model control takes a model code."""
+
+import json
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+import app.main  # noqa: F401  (registers every lab view)
+from app.labkit import VIEWS
+from app.schemas import ParsedModel
+from labs.limits import MAX_CONFIG_BYTES
+from labs.model_code import encode
+from labs.presets import get_model
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hf_configs"
+CONFIGS = sorted(p.stem for p in FIXTURES.glob("*.json"))
+LLAMA_70B = "L80.h8192.a64.k8.f28672.v128256"
+MODEL_LABS = sorted(n for n, v in VIEWS.items() if "model" in v.query_model.model_fields)
+
+
+def config_text(name: str) -> str:
+    return (FIXTURES / f"{name}.json").read_text()
+
+
+@pytest.mark.parametrize("preset", CONFIGS)
+def test_api_parse_reproduces_each_preset(client, preset):
+    answer = client.post("/api/models/parse", content=config_text(preset),
+                         headers={"content-type": "application/json"})
+    assert answer.status_code == 200
+    body = ParsedModel.model_validate(answer.json())
+    want = get_model(preset)
+    assert (body.params, body.active_params) == (want.params, want.active_params)
+    assert body.code == encode(want)
+    assert body.name.startswith("Your model (")
+
+
+def test_api_parse_says_what_the_count_leaves_out(client):
+    body = client.post("/api/models/parse", content=config_text("deepseek-v3")).json()
+    assert body["architecture"] == "DeepseekV3ForCausalLM"
+    assert body["kv_lora_rank"] == 512 and body["experts"] == 256
+    assert any("num_nextn_predict_layers" in note for note in body["notes"])
+
+
+@pytest.mark.parametrize("body, field, words", [
+    ("{not json", "config", "not valid JSON"),
+    ("[1, 2]", "config", "JSON object"),
+    ('{"architectures": ["BertModel"]}', "architectures", "LlamaForCausalLM"),
+    (json.dumps({**json.loads(config_text("llama-3.1-70b")), "num_key_value_heads": 7}),
+     "num_key_value_heads", "must divide num_attention_heads (64)"),
+    (json.dumps({**json.loads(config_text("llama-3.1-70b")), "vocab_size": "big"}),
+     "vocab_size", "whole number"),
+], ids=["not-json", "array", "architecture", "kv-heads", "type"])
+def test_api_parse_errors_name_the_field(client, body, field, words):
+    answer = client.post("/api/models/parse", content=body)
+    assert answer.status_code == 422
+    detail = answer.json()["detail"][0]
+    assert detail["loc"] == ["body", field]
+    assert words in detail["msg"]
+
+
+def test_api_parse_refuses_a_large_body_unread(client):
+    answer = client.post("/api/models/parse", content=b" " * (MAX_CONFIG_BYTES + 1))
+    assert answer.status_code == 413
+    assert answer.json()["detail"][0]["loc"] == ["body", "config"]
+    # A declared length over the bound is refused on the header alone.
+    answer = client.post("/api/models/parse", content=b"{}",
+                         headers={"content-length": str(10 * MAX_CONFIG_BYTES)})
+    assert answer.status_code == 413
+
+
+def test_api_parse_is_documented(client):
+    spec = client.get("/openapi.json").json()
+    route = spec["paths"]["/api/models/parse"]["post"]
+    assert "requestBody" in route and "422" in route["responses"]
+
+
+@pytest.mark.parametrize("name", MODEL_LABS)
+def test_every_lab_takes_a_model_code(client, name):
+    """The code of a lab's default preset draws exactly the preset's answer (only the model's
+    id and name differ), on the API and on the page, which names it "Your model (...)"."""
+    view = VIEWS[name]
+    default = view.query_model.model_fields["model"].default or "llama-3.1-70b"
+    code = encode(get_model(default))
+    preset = client.get(f"/api/{name}", params={"model": default})
+    coded = client.get(f"/api/{name}", params={"model": code})
+    assert preset.status_code == coded.status_code == 200, coded.text[:300]
+    strip = ("model", "model_name")
+    want = {k: v for k, v in preset.json().items() if k not in strip}
+    got = {k: v for k, v in coded.json().items() if k not in strip}
+    assert json.dumps(got, sort_keys=True).replace(code, default) == \
+        json.dumps(want, sort_keys=True)
+    page = client.get(view.episode.url, params={"model": code}).text
+    name_shown = get_model(code).name
+    assert name_shown.startswith("Your model (")
+    assert f'<option value="{code}" selected>{name_shown}</option>' in page
+    assert 'id="byom"' in page and "<details class=\"byom\" id=\"byom\" open>" in page
+
+
+@pytest.mark.parametrize("name", MODEL_LABS)
+def test_a_bad_code_is_a_422_naming_the_model(client, name):
+    answer = client.get(f"/api/{name}", params={"model": "L80.h8192.a64.k7.f28672.v128256"})
+    assert answer.status_code == 422
+    detail = answer.json()["detail"][0]
+    assert detail["loc"][-1] == "model" and "KV heads" in detail["msg"]
+
+
+def test_custom_params_still_work(client):
+    assert client.get("/api/memory", params={"model": "custom", "params": "7e9"}).json()[
+        "params"] == 7_000_000_000
+    assert client.get("/api/tp", params={"model": "custom", "params": "30e9"}).status_code == 200
+    answer = client.get("/api/moe", params={"model": "custom", "params": "30e9"})
+    assert answer.status_code == 422 and "mixture-of-experts" in answer.text
+
+
+def test_plain_form_redirects_to_the_page_with_the_code(client):
+    answer = client.post("/models/parse", data={
+        "config": config_text("llama-3.1-70b"),
+        "return_to": "/episodes/memory?gpu=a100-80gb&model=custom&params=7e9"},
+        follow_redirects=False)
+    assert answer.status_code == 303
+    target = urlsplit(answer.headers["location"])
+    assert target.path == "/episodes/memory"
+    assert parse_qs(target.query) == {"model": [LLAMA_70B], "gpu": ["a100-80gb"]}
+    page = client.get(answer.headers["location"])
+    assert page.status_code == 200 and "Your model (70.6B)" in page.text
+
+
+def test_plain_form_never_redirects_off_site(client):
+    answer = client.post("/models/parse", data={
+        "config": config_text("llama-3.1-8b"), "return_to": "https://evil.example/x"},
+        follow_redirects=False)
+    assert answer.status_code == 303
+    assert answer.headers["location"].startswith("/?model=")
+
+
+def test_plain_form_error_is_a_page_naming_the_field(client):
+    answer = client.post("/models/parse", data={"config": '{"architectures": ["GPT2"]}',
+                                                "return_to": "/episodes/memory"})
+    assert answer.status_code == 422
+    assert "architectures:" in answer.text and 'href="/episodes/memory"' in answer.text
+
+
+def test_htmx_form_answers_the_fragment(client):
+    headers = {"HX-Request": "true"}
+    ok = client.post("/models/parse", headers=headers, data={
+        "config": config_text("mixtral-8x7b"), "return_to": "/episodes/experts"})
+    assert ok.status_code == 200
+    assert 'data-use-model="L32.h4096.a32.k8.f14336.v32000.E8.K2.F14336"' in ok.text
+    assert "<html" not in ok.text and "46,702,792,704" in ok.text
+    bad = client.post("/models/parse", headers=headers, data={"config": "[]"})
+    assert bad.status_code == 200  # htmx swaps 2xx only: the message is the fragment
+    assert 'data-field="config"' in bad.text and "data-use-model" not in bad.text
