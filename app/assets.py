@@ -38,6 +38,7 @@ ASSETS: dict[str, Path] = {
     "js/first-paint.js": STATIC / "js/first-paint.js",
     "js/progress.js": STATIC / "js/progress.js",
     "js/byom.js": STATIC / "js/byom.js",
+    "js/plan.js": STATIC / "js/plan.js",
     "css/lab.css": STATIC / "css/lab.css",
 }
 
