@@ -10,7 +10,7 @@ from typing import Annotated, get_args
 
 from pydantic import BaseModel, Field, StringConstraints, WithJsonSchema
 
-from app.options import ModelId, chosen_model, is_custom
+from app.options import GpuId, ModelId, chosen_model, is_custom
 from labs.limits import MAX_MODEL_CODE
 from labs.model_code import decode, is_code
 from labs.presets import ModelSpec
@@ -26,6 +26,16 @@ ModelChoice = Annotated[str, StringConstraints(max_length=MAX_MODEL_CODE),
                                                      "L80.h8192.a64.k8.f28672.v128256"]})]
 
 CUSTOM_PARAMS_LABEL = "Custom parameter count…"
+
+
+# GPU presets as a query type: an unknown id is refused while the query is validated, and
+# OpenAPI lists the ids. Every lab with a GPU control declares it with gpu_field.
+GpuChoice = GpuId
+
+
+def gpu_field(default: str, what: str = "GPU preset"):
+    """The ``gpu`` field of a lab whose default GPU is ``default``."""
+    return Field(default, description=f"{what} id (GET /api/gpus). Default {default}.")
 
 
 def model_field(default: str, what: str = "Model"):

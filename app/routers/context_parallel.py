@@ -9,7 +9,14 @@ from pydantic import ConfigDict, Field
 from app.charts.context_parallel import cost_figure, mask_figure, pairs_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
+from app.model_controls import (
+    GpuChoice,
+    ModelChoice,
+    ModelControls,
+    gpu_field,
+    model_choices,
+    model_field,
+)
 from app.options import gpu_options, with_value
 from app.schemas import CPAnswer
 from labs.context_parallel import (
@@ -48,8 +55,7 @@ class CPQuery(ModelControls):
                          description="Tokens of the real sequence whose cost is computed.")
     link: str = Field("ib-ndr", max_length=64,
                       description="Link preset the CP group talks over (GET /api/links).")
-    gpu: str = Field("h100-sxm", max_length=64,
-                     description="GPU preset timing the attention a ring hides behind.")
+    gpu: GpuChoice = gpu_field("h100-sxm", "GPU timing the attention a ring hides behind")
 
 
 def run(query: CPQuery) -> CPResult:

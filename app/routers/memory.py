@@ -10,8 +10,15 @@ from pydantic import ConfigDict, Field
 from app.charts.memory import COMPONENTS, memory_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
-from app.options import SEQ_LENGTHS, GpuId, gpu_options, model_options, with_value
+from app.model_controls import (
+    GpuChoice,
+    ModelChoice,
+    ModelControls,
+    gpu_field,
+    model_choices,
+    model_field,
+)
+from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.schemas import MemoryAnswer
 from labs.limits import (
     ACTIVATION_MODELS,
@@ -45,7 +52,7 @@ class MemoryQuery(ModelControls):
     model_config = ConfigDict(extra="ignore")
 
     model: ModelChoice = model_field(DEFAULT_MODEL)
-    gpu: GpuId = Field("h100-sxm", description="GPU preset id (GET /api/gpus).")
+    gpu: GpuChoice = gpu_field("h100-sxm")
     mode: Literal[MODES] = Field("train", description="Training step or inference.")
     recipe: Literal[RECIPE_IDS] | None = Field(
         None, description="Precision recipe; default adam16 for train, bf16 for infer.",

@@ -9,8 +9,15 @@ from pydantic import ConfigDict, Field
 from app.charts.pipeline import KINDS, activations_figure, gantt_figure, stage_memory_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
-from app.options import SEQ_LENGTHS, GpuId, gpu_options, model_options, with_value
+from app.model_controls import (
+    GpuChoice,
+    ModelChoice,
+    ModelControls,
+    gpu_field,
+    model_choices,
+    model_field,
+)
+from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.schemas import PipelineAnswer
 from labs.limits import (
     MAX_DEGREE,
@@ -70,7 +77,7 @@ class PipelineQuery(ModelControls):
         None, ge=0, le=1000,
         description="Send latency between stages in units of f; overrides the link.")
     model: ModelChoice = model_field("llama-3.1-70b", "Model of the per-rank memory panel")
-    gpu: GpuId = Field("h100-sxm", description="GPU preset for the memory panel.")
+    gpu: GpuChoice = gpu_field("h100-sxm", "GPU of the memory panel")
     tp: int = Field(8, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree inside each stage.")
     recompute: Literal[RECOMPUTE] = Field(
         "selective", description="Activation recomputation (Korthikanti et al. 2022).")

@@ -14,7 +14,7 @@ from pydantic import ConfigDict, Field
 from app.charts.plan import plan_figure, plan_label
 from app.episodes import BY_SLUG
 from app.labkit.routes import api_error, json_response
-from app.model_controls import ModelChoice, ModelControls, model_field
+from app.model_controls import GpuChoice, ModelChoice, ModelControls, gpu_field, model_field
 from app.routers.recipe import INTER, INTRA
 from app.templating import templates
 from labs.errors import LabInputError
@@ -38,7 +38,7 @@ class PlanQuery(ModelControls):
     model_config = ConfigDict(extra="ignore")
 
     model: ModelChoice = model_field("gpt-3-175b")
-    gpu: str = Field("a100-80gb", max_length=64, description="GPU preset id.")
+    gpu: GpuChoice = gpu_field("a100-80gb")
     gpus: int = Field(64, ge=1, le=MAX_PLAN_GPUS, description="GPUs in the job (whole nodes).")
     gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node.")
     intra_link: Literal[INTRA] = Field("nvlink-3", description="Link inside a node.")

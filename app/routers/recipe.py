@@ -14,7 +14,14 @@ from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
 from app.labkit.parsing import run_cached, validate
 from app.labkit.routes import api_error, json_response
-from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
+from app.model_controls import (
+    GpuChoice,
+    ModelChoice,
+    ModelControls,
+    gpu_field,
+    model_choices,
+    model_field,
+)
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.pipeline import SCHEDULE_LABELS
 from app.schemas import RecipeAnswer
@@ -51,7 +58,7 @@ class RecipeQuery(ModelControls):
     model_config = ConfigDict(extra="ignore")
 
     model: ModelChoice = model_field("gpt-3-175b")
-    gpu: str = Field("a100-80gb", max_length=64, description="GPU preset id.")
+    gpu: GpuChoice = gpu_field("a100-80gb")
     nodes: int = Field(8, ge=1, le=MAX_NODES, description="Nodes in the cluster.")
     gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node.")
     intra_link: Literal[INTRA] = Field("nvlink-3", description="Link inside a node.")

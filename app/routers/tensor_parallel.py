@@ -11,7 +11,14 @@ from app.charts.tensor_parallel import figures
 from app.charts.tp_split import split_view
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
+from app.model_controls import (
+    GpuChoice,
+    ModelChoice,
+    ModelControls,
+    gpu_field,
+    model_choices,
+    model_field,
+)
 from app.options import SEQ_LENGTHS, gpu_options, with_value
 from app.schemas import TensorParallelAnswer
 from labs.errors import LabInputError
@@ -52,7 +59,7 @@ class TPQuery(ModelControls):
 
     # Dense models only: MoE and MLA models are split differently and refused (check_model).
     model: ModelChoice = model_field(DEFAULT_MODEL, "Dense model")
-    gpu: str = Field("h100-sxm", max_length=64, description="GPU preset id (GET /api/gpus).")
+    gpu: GpuChoice = gpu_field("h100-sxm")
     tp: int = Field(8, ge=1, le=MAX_TP, description="Tensor-parallel degree t.")
     sp: bool = Field(True, description="Sequence parallelism (Korthikanti et al. 2022).")
     link: str | None = Field(

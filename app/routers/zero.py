@@ -16,7 +16,14 @@ from app.charts.zero import (
 )
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
+from app.model_controls import (
+    GpuChoice,
+    ModelChoice,
+    ModelControls,
+    gpu_field,
+    model_choices,
+    model_field,
+)
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.memory import DEFAULT_MODEL, RECIPE_LABELS
 from app.schemas import ZeroAnswer
@@ -46,7 +53,7 @@ class ZeroQuery(ModelControls):
     model_config = ConfigDict(extra="ignore")
 
     model: ModelChoice = model_field(DEFAULT_MODEL)
-    gpu: str = Field("h100-sxm", max_length=64, description="GPU preset id (GET /api/gpus).")
+    gpu: GpuChoice = gpu_field("h100-sxm")
     recipe: Literal[TRAIN_RECIPES] = Field(
         "adam16", description="Training recipe: 16 B/param (bf16 grads) or 18 B/param (fp32).")
     dp: int = Field(32, ge=1, le=MAX_DP, description="Data-parallel degree D (GPUs sharding).")

@@ -12,8 +12,9 @@ from app.labkit import VIEWS
 
 
 def embed_codes(html: str) -> list[str]:
-    return [html_lib.unescape(t) for t in re.findall(r"<textarea[^>]*>(.*?)</textarea>", html,
-                                                      re.S)]
+    # The embed codes' read-only boxes (id="embed-code-..."), not the model paste box.
+    return [html_lib.unescape(t) for t in re.findall(
+        r'<textarea id="embed-code-[^>]*>(.*?)</textarea>', html, re.S)]
 
 
 def test_embed_codes_cover_each_diagram_and_resize_by_post_message(client):
