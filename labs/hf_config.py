@@ -44,8 +44,8 @@ class _Reader:
     def __init__(self, cfg: Mapping[str, Any]) -> None:
         self.cfg = cfg
 
-    def int(self, key: str, bound: str, default: int | None = None, *,
-            null_is: int | None = None) -> int:
+    def whole(self, key: str, bound: str, default: int | None = None, *,
+              null_is: int | None = None) -> int:
         value = self.cfg.get(key, default)
         if value is None and key in self.cfg and null_is is not None:
             value = null_is
@@ -60,7 +60,7 @@ class _Reader:
             raise LabInputError(key, f"must be from {low:,} to {high:,} (got {value:,})")
         return value
 
-    def bool(self, key: str, default: bool) -> bool:
+    def flag(self, key: str, default: bool) -> bool:
         value = self.cfg.get(key, default)
         if value is None:
             return default
@@ -70,25 +70,25 @@ class _Reader:
 
     def attention(self, *, head_dim_default: int | None = None) -> dict[str, int]:
         """Layers, hidden, heads, KV heads and head width, as every decoder config names them."""
-        layers = self.int("num_hidden_layers", "layers")
-        hidden = self.int("hidden_size", "hidden")
-        heads = self.int("num_attention_heads", "heads")
+        layers = self.whole("num_hidden_layers", "layers")
+        hidden = self.whole("hidden_size", "hidden")
+        heads = self.whole("num_attention_heads", "heads")
         # Transformers: num_key_value_heads None (or absent) means multi-head attention.
-        kv_heads = self.int("num_key_value_heads", "kv_heads", heads, null_is=heads)
+        kv_heads = self.whole("num_key_value_heads", "kv_heads", heads, null_is=heads)
         if heads % kv_heads:
             raise LabInputError("num_key_value_heads",
                                 f"must divide num_attention_heads ({heads}); got {kv_heads}")
         # LlamaConfig/MistralConfig: head_dim defaults to hidden_size // num_attention_heads.
         default = head_dim_default if head_dim_default is not None else hidden // heads
-        head_dim = self.int("head_dim", "head_dim", default, null_is=default)
+        head_dim = self.whole("head_dim", "head_dim", default, null_is=default)
         return {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads,
                 "head_dim": head_dim}
 
     def common(self) -> dict[str, Any]:
-        return {"vocab": self.int("vocab_size", "vocab"),
+        return {"vocab": self.whole("vocab_size", "vocab"),
                 # PretrainedConfig: tie_word_embeddings defaults to True, but every
                 # configuration_<type>.py here passes False unless the config says otherwise.
-                "tied_embeddings": self.bool("tie_word_embeddings", False)}
+                "tied_embeddings": self.flag("tie_word_embeddings", False)}
 
 
 def _unsupported(field: str, why: str) -> LabInputError:
@@ -98,12 +98,12 @@ def _unsupported(field: str, why: str) -> LabInputError:
 def _llama_like(r: _Reader, arch: str, *, head_dim_default: int | None = None,
                 qkv_bias: bool = False, qk_norm: bool = False) -> dict[str, Any]:
     shape = {**r.attention(head_dim_default=head_dim_default), **r.common(),
-             "ffn": r.int("intermediate_size", "ffn"), "qkv_bias": qkv_bias, "qk_norm": qk_norm}
+             "ffn": r.whole("intermediate_size", "ffn"), "qkv_bias": qkv_bias, "qk_norm": qk_norm}
     # LlamaAttention: attention_bias puts a bias on q, k, v AND o_proj; LlamaMLP: mlp_bias on
     # gate, up and down. Both on is GPT-style "bias on every linear layer"; either alone has no
     # ModelSpec field (qkv_bias covers q, k, v only).
-    attention_bias = r.bool("attention_bias", False)
-    mlp_bias = r.bool("mlp_bias", False)
+    attention_bias = r.flag("attention_bias", False)
+    mlp_bias = r.flag("mlp_bias", False)
     if attention_bias and mlp_bias:
         shape["linear_bias"] = True
     elif attention_bias:
@@ -121,39 +121,39 @@ def _llama(r: _Reader, arch: str) -> dict[str, Any]:
 
 def _mistral(r: _Reader, arch: str) -> dict[str, Any]:
     # MistralAttention/MistralMLP have no biases (no attention_bias/mlp_bias options).
-    return {**r.attention(), **r.common(), "ffn": r.int("intermediate_size", "ffn")}
+    return {**r.attention(), **r.common(), "ffn": r.whole("intermediate_size", "ffn")}
 
 
 def _qwen2(r: _Reader, arch: str) -> dict[str, Any]:
     # Qwen2Attention: q/k/v_proj always carry a bias, o_proj never (modeling_qwen2.py).
-    return {**r.attention(), **r.common(), "ffn": r.int("intermediate_size", "ffn"),
+    return {**r.attention(), **r.common(), "ffn": r.whole("intermediate_size", "ffn"),
             "qkv_bias": True}
 
 
 def _qwen3(r: _Reader, arch: str) -> dict[str, Any]:
     # Qwen3Config: head_dim defaults to 128; Qwen3Attention adds q_norm and k_norm (RMSNorm over
     # head_dim) and biases q, k, v and o_proj when attention_bias (default false).
-    if r.bool("attention_bias", False):
+    if r.flag("attention_bias", False):
         raise _unsupported("attention_bias", "Qwen3 then biases o_proj too; the lab counts a "
                            "q/k/v-only bias")
     return {**r.attention(head_dim_default=128), **r.common(),
-            "ffn": r.int("intermediate_size", "ffn"), "qk_norm": True}
+            "ffn": r.whole("intermediate_size", "ffn"), "qk_norm": True}
 
 
 def _mixtral(r: _Reader, arch: str) -> dict[str, Any]:
     # MixtralSparseMoeBlock: a bias-free router (num_local_experts x hidden) and
     # num_local_experts SwiGLU experts of width intermediate_size in every layer.
-    ffn = r.int("intermediate_size", "ffn")
-    experts = r.int("num_local_experts", "experts")
+    ffn = r.whole("intermediate_size", "ffn")
+    experts = r.whole("num_local_experts", "experts")
     return {**r.attention(), **r.common(), "ffn": ffn, "expert_ffn": ffn, "experts": experts,
-            "top_k": r.int("num_experts_per_tok", "top_k")}
+            "top_k": r.whole("num_experts_per_tok", "top_k")}
 
 
 def _qwen3_moe(r: _Reader, arch: str) -> dict[str, Any]:
     # Qwen3MoeDecoderLayer: layer i is sparse unless i is in mlp_only_layers, and only when
     # (i + 1) % decoder_sparse_step == 0. The lab's MoE model has its dense layers first.
-    layers = r.int("num_hidden_layers", "layers")
-    step = r.int("decoder_sparse_step", "layers", 1)
+    layers = r.whole("num_hidden_layers", "layers")
+    step = r.whole("decoder_sparse_step", "layers", 1)
     if step != 1:
         raise _unsupported("decoder_sparse_step", "only every layer sparse (1) is supported: "
                            "the lab's MoE model has its dense layers first")
@@ -162,12 +162,12 @@ def _qwen3_moe(r: _Reader, arch: str) -> dict[str, Any]:
             or len(dense) >= layers:
         raise _unsupported("mlp_only_layers", "dense layers must be the first ones, e.g. "
                            "[0, 1, 2], and fewer than num_hidden_layers")
-    if r.bool("attention_bias", False):
+    if r.flag("attention_bias", False):
         raise _unsupported("attention_bias", "Qwen3-MoE then biases o_proj too")
-    return {**r.attention(), **r.common(), "ffn": r.int("intermediate_size", "ffn"),
-            "qk_norm": True, "experts": r.int("num_experts", "experts"),
-            "top_k": r.int("num_experts_per_tok", "top_k"),
-            "expert_ffn": r.int("moe_intermediate_size", "expert_ffn"),
+    return {**r.attention(), **r.common(), "ffn": r.whole("intermediate_size", "ffn"),
+            "qk_norm": True, "experts": r.whole("num_experts", "experts"),
+            "top_k": r.whole("num_experts_per_tok", "top_k"),
+            "expert_ffn": r.whole("moe_intermediate_size", "expert_ffn"),
             "dense_layers": len(dense)}
 
 
@@ -183,40 +183,40 @@ def _deepseek_moe(r: _Reader) -> dict[str, Any]:
     (e_score_correction_bias; DeepSeek-V3 sec 2.1.2), n_routed_experts experts of width
     moe_intermediate_size, and one shared MLP of width n_shared_experts x that (the same
     weights as n_shared_experts experts), after first_k_dense_replace dense layers."""
-    layers = r.int("num_hidden_layers", "layers")
-    dense = r.int("first_k_dense_replace", "dense_layers", 0)
+    layers = r.whole("num_hidden_layers", "layers")
+    dense = r.whole("first_k_dense_replace", "dense_layers", 0)
     if dense >= layers:
         raise LabInputError("first_k_dense_replace", f"must be fewer than num_hidden_layers "
                                                      f"({layers})")
-    if r.int("moe_layer_freq", "layers", 1) != 1:
+    if r.whole("moe_layer_freq", "layers", 1) != 1:
         raise _unsupported("moe_layer_freq", "only 1 (every layer after the dense ones is MoE)")
-    return {"experts": r.int("n_routed_experts", "experts"),
-            "top_k": r.int("num_experts_per_tok", "top_k"),
-            "shared_experts": r.int("n_shared_experts", "shared_experts", 0, null_is=0),
-            "expert_ffn": r.int("moe_intermediate_size", "expert_ffn"),
+    return {"experts": r.whole("n_routed_experts", "experts"),
+            "top_k": r.whole("num_experts_per_tok", "top_k"),
+            "shared_experts": r.whole("n_shared_experts", "shared_experts", 0, null_is=0),
+            "expert_ffn": r.whole("moe_intermediate_size", "expert_ffn"),
             "dense_layers": dense, "router_bias": True}
 
 
 def _deepseek_v3(r: _Reader, arch: str) -> dict[str, Any]:
     # DeepseekV3Attention (MLA, DeepSeek-V2 arXiv:2405.04434 sec 2.1): q_lora_rank null means a
     # full-rank query projection. attention_bias would bias q_a, kv_a and o_proj: no lab field.
-    if r.bool("attention_bias", False):
+    if r.flag("attention_bias", False):
         raise _unsupported("attention_bias", "biased MLA projections have no lab field")
-    layers = r.int("num_hidden_layers", "layers")
-    hidden = r.int("hidden_size", "hidden")
-    heads = r.int("num_attention_heads", "heads")
-    v_head_dim = r.int("v_head_dim", "v_head_dim")
-    mla = {"q_lora_rank": r.int("q_lora_rank", "q_lora_rank", null_is=0),
-           "kv_lora_rank": r.int("kv_lora_rank", "kv_lora_rank"),
-           "qk_nope_head_dim": r.int("qk_nope_head_dim", "qk_nope_head_dim"),
-           "qk_rope_head_dim": r.int("qk_rope_head_dim", "qk_rope_head_dim"),
+    layers = r.whole("num_hidden_layers", "layers")
+    hidden = r.whole("hidden_size", "hidden")
+    heads = r.whole("num_attention_heads", "heads")
+    v_head_dim = r.whole("v_head_dim", "v_head_dim")
+    mla = {"q_lora_rank": r.whole("q_lora_rank", "q_lora_rank", null_is=0),
+           "kv_lora_rank": r.whole("kv_lora_rank", "kv_lora_rank"),
+           "qk_nope_head_dim": r.whole("qk_nope_head_dim", "qk_nope_head_dim"),
+           "qk_rope_head_dim": r.whole("qk_rope_head_dim", "qk_rope_head_dim"),
            "v_head_dim": v_head_dim}
     if mla["kv_lora_rank"] < 1:
         raise LabInputError("kv_lora_rank", "must be at least 1 (MLA's latent width)")
     # MLA expands its latent into a K and V per query head; head_dim (unused by the count) is
     # the value head width, as the DeepSeek presets set it.
     return {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": heads,
-            "head_dim": v_head_dim, **r.common(), "ffn": r.int("intermediate_size", "ffn"),
+            "head_dim": v_head_dim, **r.common(), "ffn": r.whole("intermediate_size", "ffn"),
             **mla, **_deepseek_moe(r)}
 
 
@@ -224,16 +224,16 @@ def _glm4_moe(r: _Reader, arch: str) -> dict[str, Any]:
     # Glm4MoeAttention = Glm4Attention: q/k/v_proj biased when attention_bias, o_proj never;
     # use_qk_norm adds q_norm and k_norm over head_dim. Glm4MoeConfig: head_dim default 128.
     return {**r.attention(head_dim_default=128), **r.common(),
-            "ffn": r.int("intermediate_size", "ffn"),
-            "qkv_bias": r.bool("attention_bias", False), "qk_norm": r.bool("use_qk_norm", False),
+            "ffn": r.whole("intermediate_size", "ffn"),
+            "qkv_bias": r.flag("attention_bias", False), "qk_norm": r.flag("use_qk_norm", False),
             **_deepseek_moe(r)}
 
 
 def _glm(r: _Reader, arch: str) -> dict[str, Any]:
     # GlmForCausalLM (GLM-4-9B's -hf checkpoints): GlmAttention biases q/k/v when
     # attention_bias, not o_proj; GlmMLP's fused gate_up_proj and down_proj are bias-free.
-    return {**r.attention(), **r.common(), "ffn": r.int("intermediate_size", "ffn"),
-            "qkv_bias": r.bool("attention_bias", True)}
+    return {**r.attention(), **r.common(), "ffn": r.whole("intermediate_size", "ffn"),
+            "qkv_bias": r.flag("attention_bias", True)}
 
 
 def _chatglm(r: _Reader, arch: str) -> dict[str, Any]:
@@ -241,26 +241,27 @@ def _chatglm(r: _Reader, arch: str) -> dict[str, Any]:
     # kv_channels (the head width), multi_query_group_num KV heads when multi_query_attention,
     # add_qkv_bias on the fused QKV only, padded_vocab_size for both the embedding and the
     # separate output_layer, RMSNorm when rmsnorm.
-    if r.bool("add_bias_linear", False):
+    if r.flag("add_bias_linear", False):
         raise _unsupported("add_bias_linear", "a bias on o_proj and the MLP with a q/k/v-only "
                            "bias choice has no lab field")
-    if not r.bool("rmsnorm", True):
+    if not r.flag("rmsnorm", True):
         raise _unsupported("rmsnorm", "LayerNorm ChatGLM variants are not supported")
-    if r.bool("apply_residual_connection_post_layernorm", False) or \
-            not r.bool("post_layer_norm", True):
+    if r.flag("apply_residual_connection_post_layernorm", False) or \
+            not r.flag("post_layer_norm", True):
         raise _unsupported("post_layer_norm", "only the GLM-4 layout (pre-norm, final norm)")
-    heads = r.int("num_attention_heads", "heads")
-    kv = r.int("multi_query_group_num", "kv_heads", heads) \
-        if r.bool("multi_query_attention", False) else heads
+    heads = r.whole("num_attention_heads", "heads")
+    kv = r.whole("multi_query_group_num", "kv_heads", heads) \
+        if r.flag("multi_query_attention", False) else heads
     if heads % kv:
         raise LabInputError("multi_query_group_num",
                             f"must divide num_attention_heads ({heads}); got {kv}")
-    hidden = r.int("hidden_size", "hidden")
-    return {"layers": r.int("num_layers", "layers"), "hidden": hidden, "heads": heads,
-            "kv_heads": kv, "head_dim": r.int("kv_channels", "head_dim", hidden // heads),
-            "ffn": r.int("ffn_hidden_size", "ffn"), "vocab": r.int("padded_vocab_size", "vocab"),
-            "tied_embeddings": r.bool("tie_word_embeddings", False),
-            "qkv_bias": r.bool("add_qkv_bias", False)}
+    hidden = r.whole("hidden_size", "hidden")
+    return {"layers": r.whole("num_layers", "layers"), "hidden": hidden, "heads": heads,
+            "kv_heads": kv, "head_dim": r.whole("kv_channels", "head_dim", hidden // heads),
+            "ffn": r.whole("ffn_hidden_size", "ffn"),
+            "vocab": r.whole("padded_vocab_size", "vocab"),
+            "tied_embeddings": r.flag("tie_word_embeddings", False),
+            "qkv_bias": r.flag("add_qkv_bias", False)}
 
 
 ARCHITECTURES: dict[str, Callable[[_Reader, str], dict[str, Any]]] = {
