@@ -21,6 +21,14 @@
     select.dispatchEvent(new Event("change", { bubbles: true }));
   }
 
+  // The page's state now, not when the form was drawn: the "open it as a link" URL keeps
+  // every control moved since.
+  document.addEventListener("htmx:configRequest", function (event) {
+    if (event.detail.elt && event.detail.elt.id === "byom-form") {
+      event.detail.parameters.return_to = window.location.pathname + window.location.search;
+    }
+  });
+
   document.addEventListener("htmx:afterSwap", function (event) {
     var target = event.detail && event.detail.target;
     if (!target || target.id !== "byom-result") return;
