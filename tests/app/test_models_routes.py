@@ -91,6 +91,10 @@ def test_every_lab_takes_a_model_code(client, name):
     got = {k: v for k, v in coded.json().items() if k not in strip}
     assert json.dumps(got, sort_keys=True).replace(code, default) == \
         json.dumps(want, sort_keys=True)
+    for path, headers in ((f"/embed/{name}", {}), (view.episode.url, {"HX-Request": "true"})):
+        answer = client.get(path, params={"model": code}, headers=headers)
+        # The state drawn carries the code (data-state, embed links), not the preset.
+        assert answer.status_code == 200 and f"model={code}" in answer.text, path
     page = client.get(view.episode.url, params={"model": code}).text
     name_shown = get_model(code).name
     assert name_shown.startswith("Your model (")

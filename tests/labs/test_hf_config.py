@@ -148,3 +148,16 @@ def test_body_errors(text, words):
         parse_config_text(text)
     assert err.value.field == "config"
     assert words in err.value.message
+
+
+@pytest.mark.parametrize("text, field", [
+    (b"\xff\xfe{", "config"),
+    ('{"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1e400}', "num_hidden_layers"),
+    ('{"architectures": ["LlamaForCausalLM"], "num_hidden_layers": ' + "9" * 200 + "}",
+     "num_hidden_layers"),
+    ('{"architectures": [], "model_type": ["llama"]}', "architectures"),
+], ids=["not-utf8", "infinite", "huge", "empty-architectures"])
+def test_hostile_configs_are_refused_by_field(text, field):
+    with pytest.raises(LabInputError) as err:
+        parse_config_text(text)
+    assert err.value.field == field
