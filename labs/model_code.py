@@ -65,11 +65,18 @@ def encode(spec: ModelSpec) -> str:
     return ".".join(parts)
 
 
+def _count(n: int) -> str:
+    # As the custom-size models are labelled (labs.presets): M below 10^9, T from 10^12.
+    if n < 1e9:
+        return f"{n / 1e6:.1f}M"
+    return f"{n / 1e9:.1f}B" if n < 1e12 else f"{n / 1e12:.2f}T"
+
+
 def size_label(spec: ModelSpec) -> str:
-    """``70.6B`` or ``671.0B, 37.5B active`` (10^9 parameters), as the pages show it."""
-    label = f"{spec.params / 1e9:.1f}B"
+    """``70.6B`` or ``671.0B, 37.6B active``, as the pages show it."""
+    label = _count(spec.params)
     if spec.is_moe:
-        label += f", {spec.active_params / 1e9:.1f}B active"
+        label += f", {_count(spec.active_params)} active"
     return label
 
 

@@ -88,3 +88,13 @@ def test_bad_codes_name_the_model_field(code, words):
 
 def test_decode_cache_is_bounded():
     assert decode.cache_info().maxsize == 256
+
+
+@pytest.mark.parametrize("code, name", [
+    ("L80.h8192.a64.k8.f28672.v128256", "Your model (70.6B)"),
+    ("L32.h4096.a32.k8.f14336.v32000.E8.K2.F14336", "Your model (46.7B, 12.9B active)"),
+    ("L2.h64.a1.f64.v1000", "Your model (0.2M)"),
+    ("L512.h65536.a1024.f524288.v1048576", "Your model (61.71T)"),
+])
+def test_names_say_the_size(code, name):
+    assert decode(code).name == name
