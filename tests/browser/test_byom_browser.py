@@ -100,3 +100,19 @@ def test_clicking_a_planner_point_loads_that_plan(page):
     page.mouse.click(target["x"], target["y"])
     page.wait_for_url(f"**{target['url']}")
     wait_drawn(page)
+
+
+def test_pasting_works_without_javascript(browser, live_server):
+    context = browser.new_context(java_script_enabled=False, base_url=live_server,
+                                  viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    try:
+        page.goto("/episodes/zero?dp=8")
+        page.locator("#byom summary").click()
+        page.locator("#byom-config").fill((FIXTURES / "qwen2.5-7b.json").read_text())
+        page.locator("#byom-parse").click()
+        page.wait_for_url("**model=L28.h3584.a28.k4.f18944.v152064.qb**")
+        assert "dp=8" in page.url
+        expect(page.locator("#input-model option:checked")).to_have_text("Your model (7.6B)")
+    finally:
+        context.close()
