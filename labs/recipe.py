@@ -11,17 +11,21 @@
 
 Step time and efficiency are a product of parts (Narayanan et al. 2021, "Efficient
 Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", arXiv:2104.04473,
-sec 3, reasons the same way): a GPU's ideal step is its share of the FLOPs at the datasheet
-peak; exposed TP, CP and EP traffic stretch each micro-batch, the pipeline bubble stretches
-the micro-batches' sum by 1/(1 − bubble), and exposed DP traffic is added at the end:
+sec 3, reasons the same way): a GPU's ideal step is its share of the FLOPs at the rate its
+kernels run, ``matmul_efficiency`` of the datasheet peak (``labs.limits``: default the
+matmul ceiling measured on an A100); exposed TP, CP and EP traffic stretch each micro-batch,
+the pipeline bubble stretches the micro-batches' sum by 1/(1 − bubble), and exposed DP
+traffic is added at the end:
 
     step = m·t_mb / (1 − bubble) + DP exposed,    efficiency = ideal / step.
 
+Efficiency is thus what parallelism keeps of one GPU's speed; the compute rate matters to it
+because the faster a GPU computes, the more the same bytes on the same links weigh.
 MFU = model FLOPs of the step / (step x GPUs x peak), model FLOPs = 6·N·D + attention
-(PaLM appendix B; ``labs.compute``): full recomputation runs ≈ 8·N·D, so it caps MFU near 3/4.
-Compute runs at the peak here, so the estimate is an upper bound: real kernels reach a fraction
-of it (Megatron-LM reports 52% MFU on 3,072 A100s; MegaScale, arXiv:2402.15627, 55.2% on
-12,288 GPUs).
+(PaLM appendix B; ``labs.compute``): ≈ matmul efficiency x efficiency; full recomputation
+runs ≈ 8·N·D, so it caps MFU near 3/4 of that. Real runs land lower still (layer norms,
+softmax, stragglers): Megatron-LM reports 52% MFU on 3,072 A100s; MegaScale,
+arXiv:2402.15627, 55.2% on 12,288 GPUs.
 
 Everything here is cheap: a planner may call ``evaluate`` many times (results cached).
 """
@@ -34,12 +38,16 @@ from functools import lru_cache
 from labs.errors import LabInputError
 from labs.layout import ParallelLayout, problems, whole, world_problems
 from labs.limits import (
+    DEFAULT_MATMUL_EFFICIENCY,
+    MAX_MATMUL_EFFICIENCY,
     MAX_MICRO_BATCH,
     MAX_MICROBATCHES,
     MAX_NODES,
+    MAX_PLAN_GPUS,
     MAX_SEQ_LEN,
     MAX_STAGES,
     MAX_VIRTUAL,
+    MIN_MATMUL_EFFICIENCY,
     RECOMPUTE,
     SCHEDULES,
     TRAIN_RECIPES,
@@ -127,7 +135,8 @@ class RecipeResult:
     timing: Timing | None = None
     bubble_fraction: float = 0.0
     step_s: float = 0.0
-    ideal_s: float = 0.0  # the GPU's FLOPs of the step at peak
+    ideal_s: float = 0.0  # the GPU's FLOPs of the step at its compute rate
+    matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY  # that rate, a fraction of the peak
     parts: dict[str, float] | None = None  # efficiency factors: tp, cp, ep, pp, dp
     segments: dict[str, float] | None = None  # the step bar, seconds, summing to step_s
 
@@ -171,13 +180,34 @@ class RecipeResult:
         return flops / (self.step_s * self.plan.world_size * self.cluster.gpu.bf16_flops)
 
 
-@lru_cache(maxsize=1024)
 def measured_bubble(schedule: str, p: int, m: int, v: int) -> float:
     """Idle fraction of the simulated schedule (f = 1, b = w = 1: backward twice forward)."""
+    return _schedule_run(schedule, p, m, v)[0]
+
+
+def pipeline_slack(schedule: str, p: int, m: int, v: int) -> tuple[tuple[float, float], ...]:
+    """Each stage's idle time before its first forward and after its last backward (or
+    weight-gradient) event, as fractions of the simulated makespan: where a stage's DP
+    traffic can hide (labs.recipe_time). One stage, no pipeline: none."""
+    return _schedule_run(schedule, p, m, v)[1]
+
+
+@lru_cache(maxsize=1024)
+def _schedule_run(schedule: str, p: int, m: int, v: int) -> tuple[float, tuple]:
+    """One simulation of the schedule, read twice: its bubble and each stage's slack."""
     if p == 1:
-        return 0.0
-    return simulate(PipelineInput(schedule=schedule, stages=p, microbatches=m,
-                                  virtual=v)).bubble_fraction
+        return 0.0, ((0.0, 0.0),)
+    run = simulate(PipelineInput(schedule=schedule, stages=p, microbatches=m, virtual=v))
+    first = [run.makespan] * p
+    last = [0.0] * p
+    for e in run.events:
+        if e.kind == "F":
+            first[e.rank] = min(first[e.rank], e.start)
+        elif e.kind in ("B", "W"):
+            last[e.rank] = max(last[e.rank], e.end)
+    span = run.makespan
+    return run.bubble_fraction, tuple((first[r] / span, (span - last[r]) / span)
+                                      for r in range(p))
 
 
 def rule_problems(plan: Plan, model: ModelSpec, cluster: Cluster,
@@ -210,28 +240,45 @@ def rule_problems(plan: Plan, model: ModelSpec, cluster: Cluster,
     return found
 
 
-def evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int) -> RecipeResult:
-    """Audit ``plan`` for ``model`` on ``nodes`` nodes of ``cluster`` and time its step."""
-    return _evaluate(plan, model, cluster, nodes)
+def evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
+             matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY) -> RecipeResult:
+    """Audit ``plan`` for ``model`` on ``nodes`` nodes of ``cluster`` and time its step, the
+    GPUs computing at ``matmul_efficiency`` of their dense BF16 peak."""
+    return _evaluate(plan, model, cluster, nodes, matmul_efficiency)
+
+
+def check_matmul_efficiency(value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            MIN_MATMUL_EFFICIENCY <= value <= MAX_MATMUL_EFFICIENCY):
+        raise LabInputError("matmul_efficiency", f"matmul efficiency must be a fraction of the "
+                                                 f"peak from {MIN_MATMUL_EFFICIENCY} to "
+                                                 f"{MAX_MATMUL_EFFICIENCY}")
 
 
 @lru_cache(maxsize=4096)
-def _evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int) -> RecipeResult:
-    whole("nodes", nodes, 1, MAX_NODES, "nodes")
+def _evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
+              matmul_efficiency: float) -> RecipeResult:
+    # The page's clusters stop at MAX_NODES; the planner's go to MAX_PLAN_GPUS GPUs.
+    whole("nodes", nodes, 1, max(MAX_NODES, MAX_PLAN_GPUS // cluster.gpus_per_node), "nodes")
+    check_matmul_efficiency(matmul_efficiency)
     found = tuple(rule_problems(plan, model, cluster, nodes))
     if found:
         audits = tuple(Audit(f"Rule: {e.field}", False, e.message, e.field) for e in found)
-        return RecipeResult(plan, model, cluster, nodes, audits, found)
+        return RecipeResult(plan, model, cluster, nodes, audits, found,
+                            matmul_efficiency=matmul_efficiency)
     memory = compute_memory(MemoryInput(
         model=model, gpu=cluster.gpu, recipe=plan.recipe, seq_len=plan.seq_len,
         micro_batch=plan.micro_batch, recompute=plan.recompute, tp=plan.tp, pp=plan.pp,
         cp=plan.cp, dp=plan.dp, ep=plan.ep, zero=plan.zero, schedule=plan.schedule,
         microbatches=plan.microbatches, virtual=plan.virtual))
+    bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
     timing = step_parts(model, plan.layout, cluster, seq_len=plan.seq_len,
                         micro_batch=plan.micro_batch, microbatches=plan.microbatches,
                         recompute=plan.recompute, zero=plan.zero, schedule=plan.schedule,
-                        virtual=plan.virtual, recipe=plan.recipe)
-    bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
+                        virtual=plan.virtual, recipe=plan.recipe,
+                        matmul_efficiency=matmul_efficiency, bubble=bubble,
+                        slack=pipeline_slack(plan.schedule, plan.pp, plan.microbatches,
+                                             plan.virtual))
     micro, m = timing.micro, plan.microbatches
     busy = m * micro.total
     pipeline = busy / (1 - bubble)
@@ -246,9 +293,9 @@ def _evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int) -> Rec
         factors["pp" if name == "bubble" else name] = running / (running + seg[name])
         running += seg[name]
     result = RecipeResult(plan, model, cluster, nodes, (), (), memory, timing, bubble, step,
-                          compute, factors, seg)
+                          compute, matmul_efficiency, factors, seg)
     return RecipeResult(plan, model, cluster, nodes, audits_of(result), (), memory, timing,
-                        bubble, step, compute, factors, seg)
+                        bubble, step, compute, matmul_efficiency, factors, seg)
 
 
 def _gb(x: float) -> str:
