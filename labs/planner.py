@@ -25,15 +25,15 @@ The search, cheapest test first:
    recipe lab uses, not the textbook (p−1)/(v·m+p−1)), plus a floor of ZeRO-3's exposed
    weight traffic (``_zero3_floor``). The rest of the CP, EP and DP traffic only adds time,
    so no plan beats its bound;
-4. exact figures: plans are evaluated by ``labs.recipe.evaluate`` in order of their bound;
-   the search stops once it holds ``top`` plans that pass every audit and the next bound is
-   below the slowest of them, so the ranking shown is the lab's own, and is complete.
+4. exact figures (branch and bound): plans are evaluated by ``labs.recipe.evaluate`` in
+   order of their bound, fastest first; the search stops once it holds ``top`` plans that
+   pass every audit and the next bound is slower than the slowest of them. No plan left can
+   beat its bound, so the ranking shown is the lab's own, and is complete.
 
-Step 4 needs the lab's rank-group walks (``labs.layout.ParallelLayout.groups``), O(GPUs) each,
-so it runs up to ``MAX_EXACT_GPUS`` GPUs and ``EXACT_PER_PLAN`` evaluations per plan asked
-(``complete`` says whether the bound settled the ranking first); beyond that many GPUs the
-ranking is by the bound and each plan says ``exact = False``: rules and memory are the lab's,
-the traffic audits are not run.
+Every returned plan is exact, at any GPU count: the lab places rank groups from their pattern
+(``labs.recipe_time.spread``, O(group) rather than O(GPUs)). ``MAX_EVALUATIONS`` bounds the
+work of one search; should it run out first, ``complete`` says so (the plans shown are still
+exact and pass every audit, a faster one may remain).
 """
 
 from __future__ import annotations
@@ -47,19 +47,28 @@ from labs.compute import hardware_flops_per_token, model_flops_per_token
 from labs.errors import LabInputError
 from labs.layout import divisors, whole
 from labs.limits import (
+    DEFAULT_MATMUL_EFFICIENCY,
     MAX_GLOBAL_BATCH,
     MAX_MICROBATCHES,
-    MAX_NODES,
     MAX_PLAN_GPUS,
     MAX_STAGES,
     ZERO_STAGES,
 )
 from labs.links import Cluster
-from labs.memory import RECIPES, MemoryInput, compute_memory
+from labs.memory import RECIPES
 from labs.placement import stage_params
 from labs.presets import ModelSpec
-from labs.recipe import BUBBLE_LIMIT, Plan, RecipeResult, evaluate, measured_bubble, rule_problems
+from labs.recipe import (
+    BUBBLE_LIMIT,
+    Plan,
+    RecipeResult,
+    check_matmul_efficiency,
+    evaluate,
+    measured_bubble,
+    rule_problems,
+)
 from labs.recipe_time import ACT_BYTES
+from labs.tp_comm import tp_collectives, tp_exchange
 
 MAX_PLAN_CP = 16
 MICRO_BATCHES = (1, 2, 4)  # sequences per micro-batch tried
@@ -67,8 +76,7 @@ PLAN_SCHEDULES = (("1f1b", 1), ("interleaved-1f1b", 2))
 PLAN_RECOMPUTE = ("none", "selective", "full")
 MAX_CANDIDATES = 50_000  # a request that would enumerate more is refused
 MAX_TOP = 50
-MAX_EXACT_GPUS = 1024  # exact evaluation (rank-group walks) up to this many GPUs
-EXACT_PER_PLAN = 15  # exact evaluations per plan asked for, at most (300 for the top 20)
+MAX_EVALUATIONS = 2000  # exact evaluations one search may run (each is ~1 ms)
 
 
 @dataclass(frozen=True)
@@ -80,9 +88,11 @@ class PlanRequest:
     global_batch: int
     recipe: str = "adam16"
     top: int = 20
+    matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY  # the recipe lab's compute rate
 
     def __post_init__(self) -> None:
         whole("gpus", self.gpus, 1, MAX_PLAN_GPUS, "GPUs")
+        check_matmul_efficiency(self.matmul_efficiency)
         if self.gpus % self.cluster.gpus_per_node:
             raise LabInputError("gpus", f"{self.gpus:,} GPUs are not whole nodes of "
                                         f"{self.cluster.gpus_per_node}")
@@ -96,7 +106,8 @@ class PlanRequest:
 
 @dataclass(frozen=True)
 class Ranked:
-    """One plan with its figures: the lab's own (``exact``) or the bound's."""
+    """One plan with the recipe lab's own figures (``exact``: always, since every returned
+    plan is evaluated; kept in the API for its readers)."""
 
     plan: Plan
     memory_per_gpu_bytes: float
@@ -174,25 +185,28 @@ def state_bytes_floor(plan: Plan, model: ModelSpec) -> float:
     return best
 
 
-def bound_step_s(plan: Plan, model: ModelSpec, cluster: Cluster) -> float:
+def bound_step_s(plan: Plan, model: ModelSpec, cluster: Cluster,
+                 matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY) -> float:
     """The step with only compute, TP traffic and the bubble: a lower bound of the lab's step
     time (its CP, EP and DP parts only add to it)."""
     tokens = plan.seq_len * plan.micro_batch
+    rate = cluster.gpu.bf16_flops * matmul_efficiency
     per_mb = hardware_flops_per_token(model, plan.seq_len, plan.recompute) * tokens \
-        / (plan.tp * plan.cp * plan.pp) / cluster.gpu.bf16_flops
+        / (plan.tp * plan.cp * plan.pp) / rate
     if plan.tp > 1:
-        # TP as labs.recipe_time counts it (Megatron-LM sec 3; Korthikanti et al. 2022):
-        # two all-reduces of (s/CP)·b·h bf16 per layer and pass, blocking. TP divides the
-        # GPUs per node here, so each group is one aligned block inside a node.
+        # TP as labs.recipe_time counts it (labs.tp_comm, EP04's model). TP divides the GPUs
+        # per node here, so each group is one aligned block inside a node.
         act = plan.seq_len / plan.cp * plan.micro_batch * model.hidden * ACT_BYTES
-        passes = 3 if plan.recompute == "full" else 2
-        per_mb += 2 * passes * math.ceil(model.layers / plan.pp) * collective(
-            "all_reduce", act, plan.tp, cluster, per_node=plan.tp).seconds
+        one = tp_exchange(lambda kind, size: collective(kind, size, plan.tp, cluster,
+                                                        per_node=plan.tp), act, sp=True)
+        per_mb += tp_collectives(math.ceil(model.layers / plan.pp), plan.recompute) \
+            * one.seconds
     bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
-    return plan.microbatches * per_mb / (1 - bubble) + _zero3_floor(plan, model, cluster)
+    return plan.microbatches * per_mb / (1 - bubble) \
+        + _zero3_floor(plan, model, cluster, rate)
 
 
-def _zero3_floor(plan: Plan, model: ModelSpec, cluster: Cluster) -> float:
+def _zero3_floor(plan: Plan, model: ModelSpec, cluster: Cluster, rate: float) -> float:
     """ZeRO-3's exposed weight traffic, at least: as ``labs.recipe_time`` counts it (gather
     the heaviest stage's dense weights before each forward and backward, reduce-scatter the
     gradients after, each hidden behind that pass's *compute*), with the DP x CP group packed
@@ -205,7 +219,7 @@ def _zero3_floor(plan: Plan, model: ModelSpec, cluster: Cluster) -> float:
     dense = max(sp.tp_split / plan.tp + sp.replicated
                 for sp in stage_params(model, plan.pp, plan.schedule, plan.virtual))
     tokens = plan.seq_len * plan.micro_batch
-    share = plan.tp * plan.cp * plan.pp * cluster.gpu.bf16_flops
+    share = plan.tp * plan.cp * plan.pp * rate
     model_tok = model_flops_per_token(model, plan.seq_len)
     forward = model_tok / 3 * tokens / share
     backward = (hardware_flops_per_token(model, plan.seq_len, plan.recompute)
@@ -216,25 +230,9 @@ def _zero3_floor(plan: Plan, model: ModelSpec, cluster: Cluster) -> float:
                                 + max(0.0, gather + reduce - backward))
 
 
-def _memory(plan: Plan, req: PlanRequest) -> float:
-    return compute_memory(MemoryInput(
-        model=req.model, gpu=req.cluster.gpu, recipe=plan.recipe, seq_len=plan.seq_len,
-        micro_batch=plan.micro_batch, recompute=plan.recompute, tp=plan.tp, pp=plan.pp,
-        cp=plan.cp, dp=plan.dp, ep=plan.ep, zero=plan.zero, schedule=plan.schedule,
-        microbatches=plan.microbatches, virtual=plan.virtual)).total_bytes
-
-
 def _from_result(r: RecipeResult) -> Ranked:
     return Ranked(r.plan, r.memory_per_gpu_bytes or 0.0, r.step_s, r.tokens_per_s, r.mfu,
                   r.bubble_fraction, True, r.passes, r)
-
-
-def _from_bound(plan: Plan, req: PlanRequest, memory: float, step: float) -> Ranked:
-    tokens = plan.global_batch * plan.seq_len
-    mfu = model_flops_per_token(req.model, plan.seq_len) * tokens \
-        / (step * req.gpus * req.cluster.gpu.bf16_flops)
-    bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
-    return Ranked(plan, memory, step, tokens / step, mfu, bubble, False, True)
 
 
 def pareto_front(plans: list[Ranked]) -> set[int]:
@@ -251,36 +249,30 @@ def pareto_front(plans: list[Ranked]) -> set[int]:
 
 def search(req: PlanRequest) -> PlanSearch:
     """Rank the valid plans of ``req`` by throughput (tokens per second), fastest first."""
-    model, cluster, nodes = req.model, req.cluster, req.nodes
+    model, cluster, nodes, rate = req.model, req.cluster, req.nodes, req.matmul_efficiency
     capacity = cluster.gpu.memory_bytes
     found = candidates(req)
     legal = [p for p in found if not rule_problems(p, model, cluster, nodes)]
     # The floor is a few multiplications; the ledger itself runs only on plans in reach.
     # A bubble over the audit's limit fails the lab's audit whatever else: drop it here too.
-    hopeful = sorted((bound_step_s(p, model, cluster), i, p) for i, p in enumerate(legal)
+    hopeful = sorted((bound_step_s(p, model, cluster, rate), i, p) for i, p in enumerate(legal)
                      if state_bytes_floor(p, model) <= capacity
                      and measured_bubble(p.schedule, p.pp, p.microbatches, p.virtual)
                      <= BUBBLE_LIMIT)
     ranked: list[Ranked] = []
-    exact = req.gpus <= MAX_EXACT_GPUS and nodes <= MAX_NODES
-    evaluated, complete = 0, exact
+    evaluated, complete = 0, True
     for bound, _, plan in hopeful:
-        if len(ranked) >= req.top and (not exact or bound > ranked[req.top - 1].step_s):
+        if len(ranked) >= req.top and bound > ranked[req.top - 1].step_s:
             break  # no plan left can enter the top (a tie might, on less memory)
-        if exact:
-            if evaluated >= EXACT_PER_PLAN * req.top:
-                complete = False
-                break
-            result = evaluate(plan, model, cluster, nodes)
-            evaluated += 1
-            if result.passes:
-                ranked.append(_from_result(result))
-                # Equal steps (ZeRO stages whose traffic hides) list the lighter plan first.
-                ranked.sort(key=lambda r: (r.step_s, r.memory_per_gpu_bytes))
-        else:
-            memory = _memory(plan, req)
-            if memory <= capacity:
-                ranked.append(_from_bound(plan, req, memory, bound))
+        if evaluated >= MAX_EVALUATIONS:
+            complete = False
+            break
+        result = evaluate(plan, model, cluster, nodes, rate)
+        evaluated += 1
+        if result.passes:
+            ranked.append(_from_result(result))
+            # Equal steps (ZeRO stages whose traffic hides) list the lighter plan first.
+            ranked.sort(key=lambda r: (r.step_s, r.memory_per_gpu_bytes))
     ranked = ranked[:req.top]
     front = pareto_front(ranked)
     ranked = [Ranked(**{**r.__dict__, "pareto": i in front}) for i, r in enumerate(ranked)]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from itertools import product
 
 from labs.layout import divisors
-from labs.limits import MAX_STAGES
+from labs.limits import DEFAULT_MATMUL_EFFICIENCY, MAX_STAGES
 from labs.links import Cluster
 from labs.presets import ModelSpec
 from labs.recipe import Plan, RecipeResult, evaluate, rule_problems
@@ -58,14 +58,15 @@ def candidates(plan: Plan, model: ModelSpec, gpus: int) -> list[Plan]:
     return found[:MAX_CANDIDATES]
 
 
-def nearest(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int) -> Replan:
+def nearest(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
+            matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY) -> Replan:
     """The running ``plan`` on ``model`` and ``nodes`` x ``cluster``, and the nearest plan
-    that passes every audit there."""
+    that passes every audit there (timed at the same compute rate)."""
     gpus = nodes * cluster.gpus_per_node
     keep = replace(plan, dp=max(1, gpus // (plan.tp * plan.pp * plan.cp)))
     # The job as it would restart: DP re-divides the new GPU count, everything else stays.
     before = evaluate(keep if not rule_problems(keep, model, cluster, nodes) else plan,
-                      model, cluster, nodes)
+                      model, cluster, nodes, matmul_efficiency)
     best, best_distance = None, None
     for cand in candidates(plan, model, gpus):
         distance = len(_changed(plan, cand))
@@ -73,7 +74,7 @@ def nearest(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int) -> Repla
             break
         if rule_problems(cand, model, cluster, nodes):
             continue
-        result = evaluate(cand, model, cluster, nodes)
+        result = evaluate(cand, model, cluster, nodes, matmul_efficiency)
         if result.passes and (best is None or result.step_s < best.step_s):
             best, best_distance = result, distance
     return Replan(before, best, _changed(plan, best.plan) if best else ())

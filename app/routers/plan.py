@@ -18,11 +18,14 @@ from app.routers.recipe import INTER, INTRA
 from app.templating import templates
 from labs.errors import LabInputError
 from labs.limits import (
+    DEFAULT_MATMUL_EFFICIENCY,
     MAX_GLOBAL_BATCH,
     MAX_GPUS_PER_NODE,
+    MAX_MATMUL_EFFICIENCY,
     MAX_NODES,
     MAX_PLAN_GPUS,
     MAX_SEQ_LEN,
+    MIN_MATMUL_EFFICIENCY,
 )
 from labs.links import get_link, make_cluster
 from labs.planner import MAX_TOP, PlanRequest, PlanSearch, search
@@ -47,6 +50,10 @@ class PlanQuery(BaseModel):
     global_batch: int = Field(32, ge=1, le=MAX_GLOBAL_BATCH, description="Sequences per "
                               "step (micro-batch x micro-batches x DP); kept by every plan.")
     top: int = Field(20, ge=1, le=MAX_TOP, description="Plans to return, fastest first.")
+    matmul_efficiency: float = Field(
+        DEFAULT_MATMUL_EFFICIENCY, ge=MIN_MATMUL_EFFICIENCY, le=MAX_MATMUL_EFFICIENCY,
+        description="Fraction of the dense BF16 peak the GPUs compute at, as on the recipe "
+                    "page (GET /api/recipe).")
 
 
 @lru_cache(maxsize=32)
@@ -55,7 +62,7 @@ def _search(query: tuple) -> PlanSearch:
     cluster = make_cluster(get_gpu(q.gpu), q.gpus_per_node, get_link(q.intra_link),
                            get_link(q.inter_link))
     return search(PlanRequest(get_model(q.model), cluster, q.gpus, q.seq_len, q.global_batch,
-                              top=q.top))
+                              top=q.top, matmul_efficiency=q.matmul_efficiency))
 
 
 def run(q: PlanQuery) -> PlanSearch:
@@ -69,7 +76,8 @@ def plan_links(q: PlanQuery, found: PlanSearch) -> list[str | None]:
     if nodes > MAX_NODES:
         return [None] * len(found.plans)
     base = {"model": q.model, "gpu": q.gpu, "nodes": nodes, "gpus_per_node": q.gpus_per_node,
-            "intra_link": q.intra_link, "inter_link": q.inter_link, "seq_len": q.seq_len}
+            "intra_link": q.intra_link, "inter_link": q.inter_link, "seq_len": q.seq_len,
+            "matmul_efficiency": q.matmul_efficiency}
     url = BY_SLUG["recipe-3d"].url
     return [f"{url}?" + urlencode({**base, **{k: getattr(r.plan, k) for k in (
         "tp", "pp", "dp", "cp", "ep", "zero", "recompute", "schedule", "virtual",

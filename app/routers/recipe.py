@@ -20,15 +20,18 @@ from app.schemas import RecipeAnswer
 from labs.errors import LabInputError
 from labs.export import Export, export
 from labs.limits import (
+    DEFAULT_MATMUL_EFFICIENCY,
     EXPORT_FORMATS,
     MAX_DEGREE,
     MAX_GPUS_PER_NODE,
+    MAX_MATMUL_EFFICIENCY,
     MAX_MICRO_BATCH,
     MAX_MICROBATCHES,
     MAX_NODES,
     MAX_SEQ_LEN,
     MAX_STAGES,
     MAX_VIRTUAL,
+    MIN_MATMUL_EFFICIENCY,
     RECOMPUTE,
     SCHEDULES,
 )
@@ -70,6 +73,12 @@ class RecipeQuery(BaseModel):
     microbatches: int = Field(16, ge=1, le=MAX_MICROBATCHES, description="Micro-batches per "
                                                                          "step.")
     seq_len: int = Field(2048, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
+    matmul_efficiency: float = Field(
+        DEFAULT_MATMUL_EFFICIENCY, ge=MIN_MATMUL_EFFICIENCY, le=MAX_MATMUL_EFFICIENCY,
+        description="Fraction of the GPU's dense BF16 peak its kernels reach while computing "
+                    f"(default {DEFAULT_MATMUL_EFFICIENCY}: the maximum achievable matmul "
+                    "FLOPS measured on an A100 SXM, 267.9 of 312 TFLOP/s). Efficiency is "
+                    "measured against this rate; MFU against the peak.")
     replan_model: str = Field("", max_length=64, description="Re-plan: the model the job "
                               "changes to (empty: unchanged).")
     replan_nodes: int = Field(0, ge=0, le=MAX_NODES, description="Re-plan: the nodes the "
@@ -92,14 +101,15 @@ def run(query: RecipeQuery) -> RecipeState:
                 virtual=query.virtual, micro_batch=query.micro_batch,
                 microbatches=query.microbatches, seq_len=query.seq_len)
     model = get_model(query.model)
-    result = evaluate(plan, model, cluster, query.nodes)
+    result = evaluate(plan, model, cluster, query.nodes, query.matmul_efficiency)
     replan = None
     if query.replan_model or query.replan_nodes:
         try:
             new_model = get_model(query.replan_model) if query.replan_model else model
         except LabInputError as exc:
             raise LabInputError("replan_model", exc.message) from exc
-        replan = nearest(plan, new_model, cluster, query.replan_nodes or query.nodes)
+        replan = nearest(plan, new_model, cluster, query.replan_nodes or query.nodes,
+                         query.matmul_efficiency)
     exports = {f: export(plan, model, f) for f in EXPORT_FORMATS} if result.legal else {}
     return RecipeState(result, replan, exports)
 
@@ -124,6 +134,7 @@ def _result_api(r: RecipeResult) -> dict:
         "heaviest_stage": r.memory.heaviest_stage if r.memory else None,
         "bubble_fraction": r.bubble_fraction,
         "efficiency": r.efficiency,
+        "matmul_efficiency": r.matmul_efficiency,
         "parts": r.parts or {},
         "mfu": r.mfu,
         "step_s": r.step_s,
@@ -243,7 +254,8 @@ VIEW = LabView(
         "ep": "EP (experts)", "zero": "ZeRO stage", "recompute": "Recomputation",
         "schedule": "Schedule", "virtual": "Chunks per rank", "micro_batch": "Micro-batch",
         "microbatches": "Micro-batches per step", "seq_len": "Sequence length",
-        "replan_model": "New model", "replan_nodes": "Nodes now",
+        "matmul_efficiency": "Matmul efficiency", "replan_model": "New model",
+        "replan_nodes": "Nodes now",
     },
     response_model=RecipeAnswer,
     embed_height=1400,

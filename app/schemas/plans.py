@@ -30,6 +30,8 @@ class RecipeResultAnswer(BaseModel):
     heaviest_stage: int | None
     bubble_fraction: float = Field(description="Measured by the pipeline simulator.")
     efficiency: float = Field(description="Ideal compute time / step time: product of parts.")
+    matmul_efficiency: float = Field(description="The compute rate the ideal time assumes: a "
+                                                 "fraction of the GPU's dense BF16 peak.")
     parts: dict[str, float] = Field(description="Efficiency factors tp, cp, ep, pp, dp.")
     mfu: float = Field(description="Model FLOPs (6·N·D + attention) / (step x GPUs x peak).")
     step_s: float
