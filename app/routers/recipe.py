@@ -210,6 +210,7 @@ def facts() -> dict:
         "lost": state(**{**SEED, "replan_nodes": 6}),
         "h100": state(**{**SEED, "gpu": "h100-sxm", "intra_link": "nvlink-4",
                          "inter_link": "ib-ndr"}),
+        "e60": state(**{**SEED, "matmul_efficiency": 0.6}),
     }
 
 
@@ -233,6 +234,14 @@ def extra_context(state) -> dict:
 def drill_answer() -> float:
     """Efficiency (%) of the seed plan, read off the lab: the product of its parts."""
     return 100 * run(RecipeQuery(**SEED)).result.efficiency
+
+
+def _seed_parts() -> dict[str, float]:
+    """The seed's TP and DP factors, quoted by the drill (from the lab, not typed in)."""
+    return run(RecipeQuery(**SEED)).result.parts
+
+
+SEED_PARTS = _seed_parts()
 
 
 VIEW = LabView(
@@ -274,12 +283,14 @@ VIEW = LabView(
         Drill(
             id="recipe-efficiency",
             question=("GPT-3 175B on 64 A100s as TP8 × PP4 × DP2 with 16 micro-batches: the "
-                      "lab gives TP 0.874 and DP 0.963. With the 1F1B bubble of 4 stages, "
-                      "what efficiency (%) is the product of the parts?"),
+                      f"lab gives TP {SEED_PARTS['tp']:.3f} and DP {SEED_PARTS['dp']:.3f}. "
+                      "With the 1F1B bubble of 4 stages, what efficiency (%) is the product "
+                      "of the parts?"),
             answer=drill_answer,
             unit="%",
             hint="The pipeline factor is m / (m + p − 1) = 16/19; multiply the three.",
-            explanation="{answer}%: 0.874 × 16/19 × 0.963.",
+            explanation=(f"{{answer}}%: {SEED_PARTS['tp']:.3f} × 16/19 × "
+                         f"{SEED_PARTS['dp']:.3f}."),
         ),
     ),
 )
