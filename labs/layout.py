@@ -144,9 +144,11 @@ class ParallelLayout:
         for name in order:
             strides[name] = stride
             stride *= sizes[name]
-        inner = [n for n in order if n in names]
-        offsets = sorted(sum(i * strides[n] for n, i in zip(inner, idx, strict=True))
-                         for idx in product(*(range(sizes[n]) for n in inner)))
+        offsets = [0]
+        for n in order:  # each named dimension multiplies the group, at its stride
+            if n in names:
+                offsets = [o + i * strides[n] for i in range(sizes[n]) for o in offsets]
+        offsets.sort()
         fixed = tuple((strides[n], sizes[n]) for n in order if n not in names)
         return tuple(offsets), fixed
 

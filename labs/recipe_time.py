@@ -82,7 +82,7 @@ def spread(layout: ParallelLayout, kind: str, gpus_per_node: int) -> Spread:
         residues = {(r + i * stride) % g for r in residues for i in range(min(size, g))}
     nodes, per_node = 1, g
     for r in residues:
-        counts = Counter((r + o) // g for o in offsets)
+        counts = Counter([(r + o) // g for o in offsets])
         nodes = max(nodes, len(counts))
         per_node = min(per_node, min(counts.values()))
     return Spread(len(offsets), nodes, min(per_node, len(offsets)))
