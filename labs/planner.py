@@ -55,7 +55,7 @@ from labs.limits import (
     ZERO_STAGES,
 )
 from labs.links import Cluster
-from labs.memory import RECIPES
+from labs.memory import RECIPES, MemoryInput, compute_memory
 from labs.placement import stage_params
 from labs.presets import ModelSpec
 from labs.recipe import (
@@ -128,7 +128,7 @@ class PlanSearch:
     candidates: int  # enumerated
     legal: int  # passing the rules
     hopeful: int  # legal and not over memory on weights and optimizer state alone
-    evaluated: int  # exact evaluations run
+    evaluated: int  # plans checked by the lab (its ledger, then its timing if they fit)
     complete: bool  # the ranking is provably the lab's top (bound search finished)
 
 
@@ -230,6 +230,15 @@ def _zero3_floor(plan: Plan, model: ModelSpec, cluster: Cluster, rate: float) ->
                                 + max(0.0, gather + reduce - backward))
 
 
+def _ledger_bytes(plan: Plan, req: PlanRequest) -> float:
+    """The heaviest stage's bytes per GPU: the ledger ``labs.recipe.evaluate`` audits."""
+    return compute_memory(MemoryInput(
+        model=req.model, gpu=req.cluster.gpu, recipe=plan.recipe, seq_len=plan.seq_len,
+        micro_batch=plan.micro_batch, recompute=plan.recompute, tp=plan.tp, pp=plan.pp,
+        cp=plan.cp, dp=plan.dp, ep=plan.ep, zero=plan.zero, schedule=plan.schedule,
+        microbatches=plan.microbatches, virtual=plan.virtual)).total_bytes
+
+
 def _from_result(r: RecipeResult) -> Ranked:
     return Ranked(r.plan, r.memory_per_gpu_bytes or 0.0, r.step_s, r.tokens_per_s, r.mfu,
                   r.bubble_fraction, True, r.passes, r)
@@ -267,8 +276,10 @@ def search(req: PlanRequest) -> PlanSearch:
         if evaluated >= MAX_EVALUATIONS:
             complete = False
             break
-        result = evaluate(plan, model, cluster, nodes, rate)
         evaluated += 1
+        if _ledger_bytes(plan, req) > capacity:
+            continue  # over memory fails the lab's memory audit: no need to time it
+        result = evaluate(plan, model, cluster, nodes, rate)
         if result.passes:
             ranked.append(_from_result(result))
             # Equal steps (ZeRO stages whose traffic hides) list the lighter plan first.
