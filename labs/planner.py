@@ -18,9 +18,10 @@ The search, cheapest test first:
    bound of the ledger's memory (the weight, gradient and optimizer bytes of the
    heaviest stage, ZeRO-sharded as ``labs.memory`` shards them), then the ledger itself
    (``labs.memory.compute_memory``) — plans that do not fit are dropped;
-3. an upper bound of throughput: m micro-batches of the GPU's FLOPs share at peak
-   (``labs.compute.hardware_flops_per_token``, as ``labs.recipe_time`` counts them) plus the
-   blocking TP all-reduces (TP sits inside a node, so its cost needs no rank walk),
+3. an upper bound of throughput: m micro-batches of the GPU's FLOPs share at the lab's
+   compute rate (``labs.compute.hardware_flops_per_token`` at ``matmul_efficiency`` of the
+   peak, as ``labs.recipe_time`` counts them) plus the blocking TP collectives
+   (``labs.tp_comm``; TP sits inside a node, so its cost needs no rank placement),
    stretched by the *simulated* bubble (``labs.recipe.measured_bubble``, the very figure the
    recipe lab uses, not the textbook (p−1)/(v·m+p−1)), plus a floor of ZeRO-3's exposed
    weight traffic (``_zero3_floor``). The rest of the CP, EP and DP traffic only adds time,

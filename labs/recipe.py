@@ -310,7 +310,8 @@ def _traffic_audit(name: str, part: Part, step: float, degree: int) -> Audit:
     return Audit(f"{name} traffic", share <= EXPOSED_LIMIT,
                  f"{_gb(part.bytes_per_step)} per GPU per step {where} ({part.link}): "
                  f"{part.seconds * 1e3:,.0f} ms, {part.hidden * 1e3:,.0f} ms hidden behind "
-                 f"compute, {part.exposed * 1e3:,.0f} ms exposed = {share:.1%} of the step "
+                 f"compute or pipeline idle, {part.exposed * 1e3:,.0f} ms exposed = "
+                 f"{share:.1%} of the step "
                  f"(limit {EXPOSED_LIMIT:.0%})", name.lower())
 
 
