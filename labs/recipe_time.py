@@ -14,7 +14,9 @@ fastest, then CP, DP, PP). Sources:
   attention compute is exposed.
 - EP (GShard, Lepikhin et al. 2020; Megatron Core MoE): two all-to-alls (dispatch, combine) per
   MoE layer in forward and two in backward, each of the tokens x top-k hidden vectors; on the
-  critical path.
+  critical path: the experts wait for their tokens and the next layer for the combine.
+  Hiding them needs a second micro-batch's compute alongside (DeepSeek-V3's DualPipe, arXiv:
+  2412.19437 sec 3.2.1; Megatron Core's optional EP all-to-all overlap), not modelled here.
 - DP (PyTorch DDP, Li et al. 2020, arXiv:2006.15704, gradient buckets; Megatron Core's
   DistributedDataParallelConfig overlap_grad_reduce / overlap_param_gather, buckets of
   max(40M, 1M x DP) parameters): the gradients are reduced once per step (all-reduce;
