@@ -231,7 +231,9 @@ def gather_delay(window_s: float, bucket_s: float, last_s: float, buckets: int,
     """Seconds a forward of ``window_s`` waits for bucketed weight all-gathers started with
     it (Megatron's overlap_param_gather: bucket k is needed once the forward has used k−1
     buckets, at (k−1)·share·window; the gathers run one after another). The wait, finish(k) −
-    need(k), is linear in k, so its largest value is at the first or the last bucket."""
+    need(k), is linear in k, so its largest value is at the first or the last bucket. The
+    gathers are taken back to back from the start: Megatron issues them as the forward's
+    hooks reach each bucket, which can only wait longer, so this is the least exposure."""
     first = bucket_s if buckets > 1 else last_s
     last = (buckets - 1) * bucket_s + last_s - (buckets - 1) * bucket_share * window_s
     return max(first, last)
