@@ -108,3 +108,8 @@ MAX_RESPONSES = 64
 MAX_PLAN_GPUS = 65_536
 MAX_GLOBAL_BATCH = 65_536
 __all__ += ["MAX_GLOBAL_BATCH", "MAX_PLAN_GPUS"]
+
+# Layers a pipeline stage may be given (Megatron's --decoder-first/last-pipeline-num-layers);
+# the model's own layer count bounds it further (labs.placement.uneven_problems).
+MAX_STAGE_LAYERS = 1024
+__all__ += ["MAX_STAGE_LAYERS"]

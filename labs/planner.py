@@ -3,29 +3,40 @@
 The candidates (bounded; ``candidates``):
 - TP: divisors of the GPUs per node (TP stays inside a node) that divide the attention heads
   and the KV heads (Megatron asserts both; ``labs.layout.problems``);
-- PP: divisors of the layer count (even stages: the recipe lab's rules reject uneven ones) up
-  to ``MAX_STAGES``; CP: powers of two up to ``MAX_PLAN_CP`` with the sequence a multiple of
-  2·CP (zigzag); EP (MoE only): divisors of the expert count; DP takes the rest;
+- PP: every stage count up to ``MAX_STAGES`` (and the layers) that divides the GPUs: even
+  stages where it divides the layers, otherwise Megatron's uneven first and last stages
+  (``uneven_split``: the middle stages take ceil(L/p) layers, the first and last the rest,
+  lighter; Llama 3 405B's 126 layers on 16 stages: 7, 8 x 14, 7, as Meta ran it, Llama 3
+  paper arXiv:2407.21783 sec 3.3.2); CP: powers of two up to ``MAX_PLAN_CP`` with the
+  sequence a multiple of 2·CP (zigzag); EP (MoE only): divisors of the expert count; DP takes
+  the rest;
 - ZeRO 0–3, recomputation none / selective / full;
-- schedules: 1F1B, and interleaved 1F1B with 2 chunks per rank (Narayanan et al. 2021 sec
-  2.2.2: v = 2 already halves the bubble; larger v trades more point-to-point traffic) — the
-  set stays bounded at |TP|·|PP|·|CP|·|EP|·4·3·2·|micro-batch| plans;
+- schedules: 1F1B, and interleaved 1F1B with v = 2, 4 or 8 chunks per rank, as many as every
+  stage has layers for (Narayanan et al. 2021 sec 2.2.2: the bubble shrinks by v, at v times
+  the point-to-point traffic; with as few micro-batches as stages, as Llama 3's 16 on 16
+  stages, only v >= 4 brings the bubble under the audit's limit) — the set stays bounded at
+  |TP|·|PP|·|CP|·|EP|·4·3·(1 + |V|)·|micro-batch| plans;
 - micro-batch 1, 2 or 4 sequences; micro-batches = global batch / (micro-batch x DP), whole.
 
 The search, cheapest test first:
 1. the recipe lab's own rules (``labs.recipe.rule_problems``);
-2. the bubble audit (the simulated bubble at most ``labs.recipe.BUBBLE_LIMIT``) and a lower
-   bound of the ledger's memory (the weight, gradient and optimizer bytes of the
+2. the bubble audit, first on the textbook bubble (p−1)/(v·m+p−1), which the simulated one
+   never undercuts (tests/labs/test_planner.py checks it over the planner's shapes), then on
+   the simulated bubble itself once a plan is reached; and a lower bound of the ledger's
+   memory (the weight, gradient and optimizer bytes of the
    heaviest stage, ZeRO-sharded as ``labs.memory`` shards them), then the ledger itself
    (``labs.memory.compute_memory``) — plans that do not fit are dropped;
 3. an upper bound of throughput: m micro-batches of the GPU's FLOPs share at the lab's
    compute rate (``labs.compute.hardware_flops_per_token`` at ``matmul_efficiency`` of the
    peak, as ``labs.recipe_time`` counts them) plus the blocking TP collectives
    (``labs.tp_comm``; TP sits inside a node, so its cost needs no rank placement),
-   stretched by the *simulated* bubble (``labs.recipe.measured_bubble``, the very figure the
-   recipe lab uses, not the textbook (p−1)/(v·m+p−1)), plus a floor of ZeRO-3's exposed
-   weight traffic (``_zero3_floor``). The rest of the CP, EP and DP traffic only adds time,
-   so no plan beats its bound;
+   stretched by the bubble, plus a floor of ZeRO-3's exposed weight traffic
+   (``_zero3_floor``). The rest of the CP, EP and DP traffic only adds time, so no plan beats
+   its bound. The bound first takes the textbook bubble; a plan reached in the queue is
+   re-bounded with the *simulated* bubble (``labs.recipe.measured_bubble``, the very figure
+   the recipe lab uses) and queued again, so only the pipelines the search reaches are
+   simulated (GPT-3 on 2,048 GPUs spent most of its 4 s simulating pipelines it never
+   evaluated);
 4. exact figures (branch and bound): plans are evaluated by ``labs.recipe.evaluate`` in
    order of their bound, fastest first; the search stops once it holds ``top`` plans that
    pass every audit and the next bound is slower than the slowest of them. No plan left can
@@ -39,10 +50,12 @@ exact and pass every audit, a faster one may remain).
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+import heapq
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from itertools import product
 
+from labs.activations import activation_bytes_per_layer, in_flight
 from labs.comm import collective
 from labs.compute import hardware_flops_per_token, model_flops_per_token
 from labs.errors import LabInputError
@@ -56,8 +69,8 @@ from labs.limits import (
     ZERO_STAGES,
 )
 from labs.links import Cluster
-from labs.memory import RECIPES, MemoryInput, compute_memory
-from labs.placement import stage_params
+from labs.memory import RECIPES
+from labs.placement import stage_layer_counts, stage_params, uneven_problems
 from labs.presets import ModelSpec
 from labs.recipe import (
     BUBBLE_LIMIT,
@@ -65,6 +78,7 @@ from labs.recipe import (
     RecipeResult,
     check_matmul_efficiency,
     evaluate,
+    ledger,
     measured_bubble,
     rule_problems,
 )
@@ -73,11 +87,15 @@ from labs.tp_comm import tp_collectives, tp_exchange
 
 MAX_PLAN_CP = 16
 MICRO_BATCHES = (1, 2, 4)  # sequences per micro-batch tried
-PLAN_SCHEDULES = (("1f1b", 1), ("interleaved-1f1b", 2))
+PLAN_VIRTUAL = (2, 4, 8)  # interleaved chunks per rank tried (each stage needs v layers)
+PLAN_SCHEDULES = (("1f1b", 1),) + tuple(("interleaved-1f1b", v) for v in PLAN_VIRTUAL)
 PLAN_RECOMPUTE = ("none", "selective", "full")
 MAX_CANDIDATES = 50_000  # a request that would enumerate more is refused
 MAX_TOP = 50
 MAX_EVALUATIONS = 2000  # exact evaluations one search may run (each is ~1 ms)
+# Actions (2·p·m·v) of the distinct pipelines one search may simulate, each once (cached in
+# labs.recipe by (schedule, p, m, v)); the simulator places ~1M actions in ~2 s here.
+MAX_SIMULATED_EVENTS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -133,12 +151,42 @@ class PlanSearch:
     complete: bool  # the ranking is provably the lab's top (bound search finished)
 
 
+def uneven_split(layers: int, pp: int) -> tuple[int, int] | None:
+    """Megatron's first and last stage layers for ``pp`` stages that do not divide ``layers``:
+    the middle stages take ceil(L/p), the first and last share the rest (the last, which
+    also holds the output head and the loss, the lighter), each at most the middle's; None
+    when no such split exists (or the layers divide evenly: no flags needed)."""
+    if pp < 2 or layers % pp == 0:
+        return None
+    middle = -(-layers // pp)
+    rest = layers - (pp - 2) * middle
+    if not 2 <= rest <= 2 * middle:
+        return None
+    last = rest // 2
+    split = (rest - last, last)
+    return None if uneven_problems(layers, pp, *split) else split
+
+
 def candidates(req: PlanRequest) -> list[Plan]:
     """Every plan of the bounded set for ``req`` (before the rules and memory)."""
+    return [variant for shape in shapes(req) for variant in variants(shape)]
+
+
+def variants(shape: Plan) -> list[Plan]:
+    """A shape's plans: every ZeRO stage and recomputation (the recipe lab's rules do not
+    depend on either, so a shape is checked once)."""
+    return [replace(shape, zero=zero, recompute=rec)
+            for zero, rec in product(ZERO_STAGES, PLAN_RECOMPUTE)]
+
+
+def shapes(req: PlanRequest) -> list[Plan]:
+    """The layouts and schedules of the bounded set (ZeRO 0, selective recomputation)."""
     m, gpus, g = req.model, req.gpus, req.cluster.gpus_per_node
     kv = m.heads if m.uses_mla else m.kv_heads
     tps = [t for t in divisors(g) if m.heads % t == 0 and kv % t == 0]
-    pps = [p for p in divisors(m.layers, MAX_STAGES) if gpus % p == 0]
+    splits = {p: (0, 0) if m.layers % p == 0 else uneven_split(m.layers, p)
+              for p in range(1, min(MAX_STAGES, m.layers) + 1) if gpus % p == 0}
+    pps = [p for p, split in splits.items() if split is not None]
     cps = [c for c in (1, 2, 4, 8, 16) if c <= MAX_PLAN_CP and req.seq_len % (2 * c) == 0
            or c == 1]
     eps = [e for e in divisors(m.experts, gpus)] if m.is_moe else [1]
@@ -152,57 +200,100 @@ def candidates(req: PlanRequest) -> list[Plan]:
         if gpus % (tp * pp * cp) or gpus % (ep * pp):
             continue
         dp = gpus // (tp * pp * cp)
+        first, last = splits[pp]
+        fewest = min(stage_layer_counts(m.layers, pp, first, last))
         for b in MICRO_BATCHES:
             if req.global_batch % (b * dp):
                 continue
             mb = req.global_batch // (b * dp)
             if mb > MAX_MICROBATCHES:
                 continue
-            for (sched, v), zero, rec in product(PLAN_SCHEDULES, ZERO_STAGES, PLAN_RECOMPUTE):
-                if pp == 1 and sched != "1f1b":
-                    continue  # no pipeline: the schedule is moot
-                found.append(Plan(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero,
-                                  recompute=rec, schedule=sched, virtual=v, micro_batch=b,
-                                  microbatches=mb, seq_len=req.seq_len, recipe=req.recipe))
+            for sched, v in PLAN_SCHEDULES:
+                if pp == 1 and sched != "1f1b" or v > fewest:
+                    continue  # no pipeline: the schedule is moot; or a stage has too few layers
+                found.append(Plan(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, schedule=sched,
+                                  virtual=v, micro_batch=b,
+                                  microbatches=mb, seq_len=req.seq_len, recipe=req.recipe,
+                                  first_stage_layers=first, last_stage_layers=last))
     return found
 
 
 def state_bytes_floor(plan: Plan, model: ModelSpec) -> float:
     """Weights, gradients and optimizer state of the heaviest stage, sharded as the ledger
-    shards them (ZeRO, Rajbhandari et al. 2020 Fig. 1): a lower bound of its total."""
+    shards them (ZeRO, Rajbhandari et al. 2020 Fig. 1), or the first stage's state plus the
+    activations its layers hold in flight (``labs.activations``, as the ledger counts them;
+    the embedding's and logits' activations left out): a lower bound of the ledger's total."""
     r = RECIPES[plan.recipe]
     lay = plan.layout  # validated once: the properties below are plain arithmetic
-    best = 0.0
-    for sp in stage_params(model, plan.pp, plan.schedule, plan.virtual):
-        dense = sp.tp_split / plan.tp + sp.replicated
-        expert = sp.experts / plan.ep
+
+    def state(tp_split: float, replicated: float, experts: float) -> float:
+        dense = tp_split / plan.tp + replicated
+        expert = experts / plan.ep
         total = 0.0
         for bytes_per_param, stage in ((r.weights, 3), (r.gradients, 2),
                                        (r.master_weights + r.optimizer_moments, 1)):
             on = plan.zero >= stage
             total += bytes_per_param * (dense / (lay.dense_shard_group if on else 1)
                                         + expert / (lay.expert_dp if on else 1))
-        best = max(best, total)
-    return best
+        return total
+
+    best = max(state(*s) for s in _distinct_stages(
+        model, plan.pp, plan.schedule, plan.virtual, plan.first_stage_layers,
+        plan.last_stage_layers))
+    first = stage_params(model, plan.pp, plan.schedule, plan.virtual, plan.first_stage_layers,
+                         plan.last_stage_layers)[0]
+    held = in_flight(plan.schedule, plan.pp, plan.microbatches, 0, plan.virtual) \
+        if plan.pp > 1 else 1.0
+    common = (model, plan.seq_len, plan.micro_batch, plan.tp, plan.cp, plan.recompute)
+    kw = {"sp": plan.tp > 1, "ep": plan.ep}
+    acts = first.dense_layers * activation_bytes_per_layer(*common, **kw)
+    if first.moe_layers:
+        acts += first.moe_layers * activation_bytes_per_layer(*common, moe_layer=True, **kw)
+    return max(best, state(first.tp_split, first.replicated, first.experts) + held * acts)
+
+
+@lru_cache(maxsize=512)
+def _distinct_stages(model: ModelSpec, pp: int, schedule: str, virtual: int, first: int,
+                     last: int) -> tuple[tuple[float, float, float], ...]:
+    """The distinct (TP-split, replicated, expert) parameter counts of the stages: most
+    middle stages hold the same, so a 64-stage pipeline has a handful."""
+    return tuple({(sp.tp_split, sp.replicated, sp.experts)
+                  for sp in stage_params(model, pp, schedule, virtual, first, last)})
+
+
+def textbook_bubble(plan: Plan) -> float:
+    """(p−1)/(v·m+p−1) (Narayanan et al. 2021 eq. for interleaved 1F1B; v = 1: 1F1B): the
+    simulated bubble (backward = 2 x forward, free sends) is never below it (checked over
+    the planner's shapes in tests/labs/test_planner.py); shaved by 1e-9 for float rounding."""
+    if plan.pp == 1:
+        return 0.0
+    v = plan.virtual if plan.schedule == "interleaved-1f1b" else 1
+    return (plan.pp - 1) / (v * plan.microbatches + plan.pp - 1) * (1 - 1e-9)
 
 
 def bound_step_s(plan: Plan, model: ModelSpec, cluster: Cluster,
-                 matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY) -> float:
+                 matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY,
+                 bubble: float | None = None) -> float:
     """The step with only compute, TP traffic and the bubble: a lower bound of the lab's step
-    time (its CP, EP and DP parts only add to it)."""
+    time (its CP, EP and DP parts only add to it). ``bubble``: the simulated one (default)
+    or any lower bound of it (``textbook_bubble``)."""
     tokens = plan.seq_len * plan.micro_batch
     rate = cluster.gpu.bf16_flops * matmul_efficiency
+    layers = max(stage_layer_counts(model.layers, plan.pp, plan.first_stage_layers,
+                                    plan.last_stage_layers))
+    # The slowest stage's share (labs.recipe_time: the pipeline runs at its pace).
+    imbalance = layers * plan.pp / model.layers if plan.pp > 1 else 1.0
     per_mb = hardware_flops_per_token(model, plan.seq_len, plan.recompute) * tokens \
-        / (plan.tp * plan.cp * plan.pp) / rate
+        / (plan.tp * plan.cp * plan.pp) / rate * imbalance
     if plan.tp > 1:
         # TP as labs.recipe_time counts it (labs.tp_comm, EP04's model). TP divides the GPUs
         # per node here, so each group is one aligned block inside a node.
         act = plan.seq_len / plan.cp * plan.micro_batch * model.hidden * ACT_BYTES
         one = tp_exchange(lambda kind, size: collective(kind, size, plan.tp, cluster,
                                                         per_node=plan.tp), act, sp=True)
-        per_mb += tp_collectives(math.ceil(model.layers / plan.pp), plan.recompute) \
-            * one.seconds
-    bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
+        per_mb += tp_collectives(layers, plan.recompute) * one.seconds
+    if bubble is None:
+        bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
     return plan.microbatches * per_mb / (1 - bubble) \
         + _zero3_floor(plan, model, cluster, rate)
 
@@ -217,8 +308,9 @@ def _zero3_floor(plan: Plan, model: ModelSpec, cluster: Cluster, rate: float) ->
     if plan.zero != 3 or group == 1:
         return 0.0
     recipe = RECIPES[plan.recipe]
-    dense = max(sp.tp_split / plan.tp + sp.replicated
-                for sp in stage_params(model, plan.pp, plan.schedule, plan.virtual))
+    dense = max(tp_split / plan.tp + replicated for tp_split, replicated, _ in
+                _distinct_stages(model, plan.pp, plan.schedule, plan.virtual,
+                                 plan.first_stage_layers, plan.last_stage_layers))
     tokens = plan.seq_len * plan.micro_batch
     share = plan.tp * plan.cp * plan.pp * rate
     model_tok = model_flops_per_token(model, plan.seq_len)
@@ -232,12 +324,9 @@ def _zero3_floor(plan: Plan, model: ModelSpec, cluster: Cluster, rate: float) ->
 
 
 def _ledger_bytes(plan: Plan, req: PlanRequest) -> float:
-    """The heaviest stage's bytes per GPU: the ledger ``labs.recipe.evaluate`` audits."""
-    return compute_memory(MemoryInput(
-        model=req.model, gpu=req.cluster.gpu, recipe=plan.recipe, seq_len=plan.seq_len,
-        micro_batch=plan.micro_batch, recompute=plan.recompute, tp=plan.tp, pp=plan.pp,
-        cp=plan.cp, dp=plan.dp, ep=plan.ep, zero=plan.zero, schedule=plan.schedule,
-        microbatches=plan.microbatches, virtual=plan.virtual)).total_bytes
+    """The heaviest stage's bytes per GPU: the ledger ``labs.recipe.evaluate`` audits (the
+    same cached call)."""
+    return ledger(plan, req.model, req.cluster).total_bytes
 
 
 def _from_result(r: RecipeResult) -> Ranked:
@@ -261,19 +350,37 @@ def search(req: PlanRequest) -> PlanSearch:
     """Rank the valid plans of ``req`` by throughput (tokens per second), fastest first."""
     model, cluster, nodes, rate = req.model, req.cluster, req.nodes, req.matmul_efficiency
     capacity = cluster.gpu.memory_bytes
-    found = candidates(req)
+    found = shapes(req)
     legal = [p for p in found if not rule_problems(p, model, cluster, nodes)]
     # The floor is a few multiplications; the ledger itself runs only on plans in reach.
-    # A bubble over the audit's limit fails the lab's audit whatever else: drop it here too.
-    hopeful = sorted((bound_step_s(p, model, cluster, rate), i, p) for i, p in enumerate(legal)
-                     if state_bytes_floor(p, model) <= capacity
-                     and measured_bubble(p.schedule, p.pp, p.microbatches, p.virtual)
-                     <= BUBBLE_LIMIT)
+    # A bubble over the audit's limit fails the lab's audit whatever else: drop it here too
+    # (the textbook bubble first, a lower bound of the simulated one).
+    queue = [(bound_step_s(p, model, cluster, rate, textbook_bubble(p)), i, False, p)
+             for i, p in enumerate(plan for shape in legal if textbook_bubble(shape)
+                                   <= BUBBLE_LIMIT for plan in variants(shape))
+             if state_bytes_floor(p, model) <= capacity]
+    hopeful = len(queue)
+    heapq.heapify(queue)
     ranked: list[Ranked] = []
-    evaluated, complete = 0, True
-    for bound, _, plan in hopeful:
+    evaluated, simulated, complete = 0, {}, True
+    while queue:
+        bound, i, exact_bubble, plan = heapq.heappop(queue)
         if len(ranked) >= req.top and bound > ranked[req.top - 1].step_s:
             break  # no plan left can enter the top (a tie might, on less memory)
+        if not exact_bubble and plan.pp > 1:
+            # Reached on the textbook bubble: simulate it, and queue it again on that.
+            key = (plan.schedule, plan.pp, plan.microbatches, plan.virtual)
+            if key not in simulated:
+                events = 2 * plan.pp * plan.microbatches * plan.virtual
+                if sum(simulated.values()) + events > MAX_SIMULATED_EVENTS:
+                    complete = False
+                    break
+                simulated[key] = events
+            bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
+            if bubble <= BUBBLE_LIMIT:
+                heapq.heappush(queue, (bound_step_s(plan, model, cluster, rate, bubble), i,
+                                       True, plan))
+            continue
         if evaluated >= MAX_EVALUATIONS:
             complete = False
             break
@@ -288,5 +395,6 @@ def search(req: PlanRequest) -> PlanSearch:
     ranked = ranked[:req.top]
     front = pareto_front(ranked)
     ranked = [Ranked(**{**r.__dict__, "pareto": i in front}) for i, r in enumerate(ranked)]
-    return PlanSearch(req, tuple(ranked), len(found), len(legal), len(hopeful), evaluated,
-                      complete)
+    per_shape = len(ZERO_STAGES) * len(PLAN_RECOMPUTE)
+    return PlanSearch(req, tuple(ranked), len(found) * per_shape, len(legal) * per_shape,
+                      hopeful, evaluated, complete)

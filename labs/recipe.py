@@ -32,9 +32,12 @@ Everything here is cheap: a planner may call ``evaluate`` many times (results ca
 
 from __future__ import annotations
 
+import math
+import operator
 from dataclasses import dataclass
 from functools import lru_cache
 
+from labs.activations import chunks_per_rank
 from labs.errors import LabInputError
 from labs.layout import ParallelLayout, problems, whole, world_problems
 from labs.limits import (
@@ -45,6 +48,7 @@ from labs.limits import (
     MAX_NODES,
     MAX_PLAN_GPUS,
     MAX_SEQ_LEN,
+    MAX_STAGE_LAYERS,
     MAX_STAGES,
     MAX_VIRTUAL,
     MIN_MATMUL_EFFICIENCY,
@@ -54,7 +58,8 @@ from labs.limits import (
 )
 from labs.links import Cluster
 from labs.memory import MemoryInput, MemoryResult, compute_memory
-from labs.pipeline import PipelineInput, check_shape, simulate
+from labs.pipeline import PipelineInput, check_shape, placed
+from labs.placement import stage_layer_counts, uneven_problems
 from labs.presets import ModelSpec
 from labs.recipe_time import Part, Timing, spread, step_parts
 
@@ -83,6 +88,10 @@ class Plan:
     microbatches: int = 1
     seq_len: int = 4096
     recipe: str = "adam16"
+    # Megatron's --decoder-first/last-pipeline-num-layers (0: not set, even stages): the
+    # middle stages split the rest evenly (labs.placement.stage_layer_counts).
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
 
     def __post_init__(self) -> None:
         ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep)
@@ -100,6 +109,15 @@ class Plan:
         whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "sequence length")
         if self.recipe not in TRAIN_RECIPES:
             raise LabInputError("recipe", f"choose a training recipe: {', '.join(TRAIN_RECIPES)}")
+        whole("first_stage_layers", self.first_stage_layers, 0, MAX_STAGE_LAYERS,
+              "layers on the first stage")
+        whole("last_stage_layers", self.last_stage_layers, 0, MAX_STAGE_LAYERS,
+              "layers on the last stage")
+
+    @property
+    def uneven(self) -> bool:
+        """Megatron's uneven first/last stages are set."""
+        return bool(self.first_stage_layers or self.last_stage_layers)
 
     @property
     def layout(self) -> ParallelLayout:
@@ -180,6 +198,17 @@ class RecipeResult:
         return flops / (self.step_s * self.plan.world_size * self.cluster.gpu.bf16_flops)
 
 
+@lru_cache(maxsize=2048)
+def ledger(plan: Plan, model: ModelSpec, cluster: Cluster) -> MemoryResult:
+    """The memory ledger of ``plan``'s every stage (cached: the planner asks first)."""
+    return compute_memory(MemoryInput(
+        model=model, gpu=cluster.gpu, recipe=plan.recipe, seq_len=plan.seq_len,
+        micro_batch=plan.micro_batch, recompute=plan.recompute, tp=plan.tp, pp=plan.pp,
+        cp=plan.cp, dp=plan.dp, ep=plan.ep, zero=plan.zero, schedule=plan.schedule,
+        microbatches=plan.microbatches, virtual=plan.virtual,
+        first_stage_layers=plan.first_stage_layers, last_stage_layers=plan.last_stage_layers))
+
+
 def measured_bubble(schedule: str, p: int, m: int, v: int) -> float:
     """Idle fraction of the simulated schedule (f = 1, b = w = 1: backward twice forward)."""
     return _schedule_run(schedule, p, m, v)[0]
@@ -194,20 +223,23 @@ def pipeline_slack(schedule: str, p: int, m: int, v: int) -> tuple[tuple[float, 
 
 @lru_cache(maxsize=1024)
 def _schedule_run(schedule: str, p: int, m: int, v: int) -> tuple[float, tuple]:
-    """One simulation of the schedule, read twice: its bubble and each stage's slack."""
+    """One run of the schedule, read twice: its bubble and each stage's slack. The timeline
+    only (``labs.pipeline.placed``): the bubble is measured as ``labs.pipeline.simulate``
+    measures it, idle / (p x makespan)."""
     if p == 1:
         return 0.0, ((0.0, 0.0),)
-    run = simulate(PipelineInput(schedule=schedule, stages=p, microbatches=m, virtual=v))
-    first = [run.makespan] * p
-    last = [0.0] * p
-    for e in run.events:
-        if e.kind == "F":
-            first[e.rank] = min(first[e.rank], e.start)
-        elif e.kind in ("B", "W"):
-            last[e.rank] = max(last[e.rank], e.end)
-    span = run.makespan
-    return run.bubble_fraction, tuple((first[r] / span, (span - last[r]) / span)
-                                      for r in range(p))
+    steps, starts, ends = placed(PipelineInput(schedule=schedule, stages=p, microbatches=m,
+                                               virtual=v))
+    span = max(e[-1] for e in ends)
+    busy = math.fsum(math.fsum(map(operator.sub, ends[r], starts[r])) for r in range(p))
+    bubble = min(max(1.0 - busy / (p * span), 0.0), 1.0)
+    slack = []
+    for acts, start, end in zip(steps, starts, ends, strict=True):
+        first = min((t for a, t in zip(acts, start, strict=True) if a[0] == "F"), default=span)
+        last = max((t for a, t in zip(acts, end, strict=True) if a[0] in ("B", "W")),
+                   default=0.0)
+        slack.append((first / span, (span - last) / span))
+    return bubble, tuple(slack)
 
 
 def rule_problems(plan: Plan, model: ModelSpec, cluster: Cluster,
@@ -225,7 +257,11 @@ def rule_problems(plan: Plan, model: ModelSpec, cluster: Cluster,
     else:
         found += [e for e in world_problems(gpus, tp=plan.tp, pp=plan.pp, cp=plan.cp,
                                             ep=plan.ep) if "expert" not in e.message]
-    found += problems(model, plan.layout, seq_len=plan.seq_len)
+    found += problems(model, plan.layout, seq_len=plan.seq_len, uneven_pp=plan.uneven)
+    chunks = chunks_per_rank(plan.schedule, plan.virtual) if plan.pp > 1 else 1
+    found += [e for e in uneven_problems(model.layers, plan.pp, plan.first_stage_layers,
+                                         plan.last_stage_layers, chunks)
+              if e.field != "virtual" or plan.pp * chunks <= model.layers]
     if plan.pp > 1:
         try:
             check_shape(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
@@ -266,16 +302,13 @@ def _evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
         audits = tuple(Audit(f"Rule: {e.field}", False, e.message, e.field) for e in found)
         return RecipeResult(plan, model, cluster, nodes, audits, found,
                             matmul_efficiency=matmul_efficiency)
-    memory = compute_memory(MemoryInput(
-        model=model, gpu=cluster.gpu, recipe=plan.recipe, seq_len=plan.seq_len,
-        micro_batch=plan.micro_batch, recompute=plan.recompute, tp=plan.tp, pp=plan.pp,
-        cp=plan.cp, dp=plan.dp, ep=plan.ep, zero=plan.zero, schedule=plan.schedule,
-        microbatches=plan.microbatches, virtual=plan.virtual))
+    memory = ledger(plan, model, cluster)
     bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
     timing = step_parts(model, plan.layout, cluster, seq_len=plan.seq_len,
                         micro_batch=plan.micro_batch, microbatches=plan.microbatches,
                         recompute=plan.recompute, zero=plan.zero, schedule=plan.schedule,
                         virtual=plan.virtual, recipe=plan.recipe,
+                        first=plan.first_stage_layers, last=plan.last_stage_layers,
                         matmul_efficiency=matmul_efficiency, bubble=bubble,
                         slack=pipeline_slack(plan.schedule, plan.pp, plan.microbatches,
                                              plan.virtual))
@@ -284,12 +317,15 @@ def _evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
     pipeline = busy / (1 - bubble)
     parts = {p.name: p for p in timing.parts}
     step = pipeline + parts["dp"].exposed
-    compute = m * micro.compute
-    seg = {"compute": compute, "tp": m * micro.tp, "cp": m * micro.cp_exposed,
-           "ep": m * micro.ep, "bubble": pipeline - busy, "dp": parts["dp"].exposed}
+    # The micro-batch is timed on the slowest stage (the most layers); the GPU's ideal is
+    # its even share of the FLOPs, and the difference is the wait uneven stages cost.
+    compute = m * micro.compute / timing.stage_imbalance
+    seg = {"compute": compute, "stages": m * micro.compute - compute, "tp": m * micro.tp,
+           "cp": m * micro.cp_exposed, "ep": m * micro.ep, "bubble": pipeline - busy,
+           "dp": parts["dp"].exposed}
     # Telescoping factors: their product is compute / step exactly.
     running, factors = compute, {}
-    for name in ("tp", "cp", "ep", "bubble", "dp"):
+    for name in ("stages", "tp", "cp", "ep", "bubble", "dp"):
         factors["pp" if name == "bubble" else name] = running / (running + seg[name])
         running += seg[name]
     result = RecipeResult(plan, model, cluster, nodes, (), (), memory, timing, bubble, step,
@@ -315,6 +351,17 @@ def _traffic_audit(name: str, part: Part, step: float, degree: int) -> Audit:
                  f"(limit {EXPOSED_LIMIT:.0%})", name.lower())
 
 
+def _split_text(plan: Plan, model: ModelSpec) -> str:
+    """The stages' layers when Megatron's uneven first/last stages are set."""
+    if not plan.uneven:
+        return ""
+    counts = stage_layer_counts(model.layers, plan.pp, plan.first_stage_layers,
+                                plan.last_stage_layers)
+    return (f"; uneven stages (Megatron's first/last pipeline layers): {counts[0]} on the "
+            f"first, {counts[-1]} on the last, {max(counts)} on the slowest, which sets the "
+            f"pace")
+
+
 def audits_of(r: RecipeResult) -> tuple[Audit, ...]:
     """The pass/fail checks of a legal plan, each with its figure."""
     plan, mem, g = r.plan, r.memory, r.cluster.gpus_per_node
@@ -324,7 +371,7 @@ def audits_of(r: RecipeResult) -> tuple[Audit, ...]:
     out = [
         Audit("Layout rules", True, f"TP x PP x CP x DP = {plan.world_size:,} = the "
                                     f"cluster's GPUs; heads, layers, sequence and experts "
-                                    "divide"),
+                                    "divide" + _split_text(plan, r.model)),
         Audit("Memory per GPU", mem.fits,
               f"{_gb(mem.total_bytes)} on pipeline stage {mem.heaviest_stage} (the heaviest) "
               f"of {_gb(mem.gpu_memory_bytes)}: {_gb(mem.headroom_bytes)} "

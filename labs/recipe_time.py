@@ -141,8 +141,12 @@ class Timing:
     parts: tuple[Part, ...]  # tp, cp, ep (per step: m micro-batches) and dp
     model_flops_per_token: float
     hardware_flops_per_token: float
+    # The slowest stage's layers over the average stage's (1: even stages): the micro-batch
+    # above is timed on that stage, since a pipeline runs at its slowest stage's pace.
+    stage_imbalance: float = 1.0
 
 
+@lru_cache(maxsize=8192)  # a plan's stages and buckets ask the same collective again and again
 def _cost(kind: str, size: float, s: Spread, cluster: Cluster):
     return collective(kind, size, s.size, cluster, per_node=s.per_node)
 
@@ -151,12 +155,21 @@ def step_parts(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, se
                micro_batch: int, microbatches: int, recompute: str, zero: int,
                schedule: str, virtual: int, recipe: str = "adam16",
                matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY,
-               bubble: float = 0.0, slack: tuple[tuple[float, float], ...] = ()) -> Timing:
+               bubble: float = 0.0, slack: tuple[tuple[float, float], ...] = (),
+               first: int = 0, last: int = 0) -> Timing:
     """Per-micro-batch time on the heaviest stage and every communication part of a step.
 
     ``bubble`` is the schedule's idle fraction and ``slack`` each stage's idle time before its
     first forward and after its last backward, as fractions of the pipeline's makespan
-    (``labs.recipe.pipeline_slack``; empty: none)."""
+    (``labs.recipe.pipeline_slack``; empty: none). ``first``/``last``: Megatron's uneven
+    first and last stages (0: not set).
+
+    Unequal stages: the simulator takes one forward and one backward cost for every stage, so
+    every stage is timed as the slowest (the most layers; a stage's compute and TP/CP traffic
+    scale with its layers). In the steady state a pipeline moves at its slowest stage's pace
+    (each micro-batch passes every stage), so that is exact there; in the warm-up and
+    cool-down the lighter stages would finish their part sooner, which this ignores: the
+    step is over-estimated by at most the lighter stages' saving on the p − 1 ramp slots."""
     m, lay, g = model, layout, cluster.gpus_per_node
     tokens = seq_len * micro_batch  # one micro-batch
     peak = cluster.gpu.bf16_flops * matmul_efficiency  # the rate compute runs at
@@ -164,10 +177,14 @@ def step_parts(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, se
     share = lay.tp * lay.cp * lay.pp
     model_tok = model_flops_per_token(m, seq_len)
     hard_tok = hardware_flops_per_token(m, seq_len, recompute)
-    fwd = model_tok / 3 * tokens / share / peak  # forward is 2 of the 6 FLOPs per parameter
-    bwd = (hard_tok - model_tok / 3) * tokens / share / peak
-    layers = math.ceil(m.layers / lay.pp)
-    moe_layers = max(s.moe_layers for s in stage_params(m, lay.pp, "1f1b", 1))
+    stages = stage_params(m, lay.pp, "1f1b", 1, first, last)
+    layers = max(s.layers for s in stages)  # the slowest stage's
+    imbalance = layers * lay.pp / m.layers if lay.pp > 1 else 1.0
+    # forward is 2 of the 6 FLOPs per parameter; the slowest stage does `imbalance` times
+    # the even share (the output head's matmul is spread evenly, as before).
+    fwd = model_tok / 3 * tokens / share / peak * imbalance
+    bwd = (hard_tok - model_tok / 3) * tokens / share / peak * imbalance
+    moe_layers = max(s.moe_layers for s in stages)
     passes = 3 if recompute == "full" else 2  # forward, (forward again), backward
 
     act = seq_len / lay.cp * micro_batch * m.hidden * ACT_BYTES
@@ -208,9 +225,9 @@ def step_parts(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, se
         Part("ep", "all_to_all", ep_s.size, ep_s.nodes, ep_a2a.bottleneck,
              mb * 2 * passes * moe_layers * ep_a2a.bytes_per_gpu, mb * ep_mb, mb * ep_mb),
         _dp_part(m, lay, cluster, micro, mb, zero, schedule, virtual, recipe,
-                 tuple((a * pipeline_s, b * pipeline_s) for a, b in slack)),
+                 tuple((a * pipeline_s, b * pipeline_s) for a, b in slack), first, last),
     ]
-    return Timing(micro, tuple(parts), model_tok, hard_tok)
+    return Timing(micro, tuple(parts), model_tok, hard_tok, imbalance)
 
 
 def megatron_bucket_params(dp_size: int) -> int:
@@ -284,11 +301,11 @@ def _stage_dp(dense: float, expert: float, spreads: tuple[Spread, Spread], clust
 
 def _dp_part(model: ModelSpec, lay: ParallelLayout, cluster: Cluster, micro: MicroBatchTime,
              mb: int, zero: int, schedule: str, virtual: int, recipe: str,
-             idle: tuple[tuple[float, float], ...]) -> Part:
+             idle: tuple[tuple[float, float], ...], first: int = 0, last: int = 0) -> Part:
     """Gradient (and ZeRO weight) traffic over the DP groups, stage by stage: the part is
     the stage whose traffic lengthens the step most (on a tie, the heaviest)."""
     g = cluster.gpus_per_node
-    stages = stage_params(model, lay.pp, schedule, virtual)
+    stages = stage_params(model, lay.pp, schedule, virtual, first, last)
     dense_s = spread(lay, "dp-cp", g)
     expert_s = spread(lay, "edp", g) if any(s.experts for s in stages) else Spread(1, 1, 1)
     # The overlap windows: one model chunk's backward (the last) and forward (the first).
