@@ -228,6 +228,13 @@ def _schedule_run(schedule: str, p: int, m: int, v: int) -> tuple[float, tuple]:
     measures it, idle / (p x makespan)."""
     if p == 1:
         return 0.0, ((0.0, 0.0),)
+    if schedule == "1f1b":
+        # 1F1B's timeline at these costs in closed form (PipeDream-Flush, Narayanan et al.
+        # 2021 sec 2.2.1): m + p − 1 slots of f + b = 3, rank r's first forward at r·f, its
+        # last backward 2r before the end; bubble (p−1)/(m+p−1). The simulator gives the
+        # same figures (tests/labs/test_recipe_uneven.py), in O(p·m) instead of O(1).
+        span = 3 * (m + p - 1)
+        return (p - 1) / (m + p - 1), tuple((r / span, 2 * r / span) for r in range(p))
     steps, starts, ends = placed(PipelineInput(schedule=schedule, stages=p, microbatches=m,
                                                virtual=v))
     span = max(e[-1] for e in ends)
