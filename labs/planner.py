@@ -91,6 +91,7 @@ PLAN_VIRTUAL = (2, 4, 8)  # interleaved chunks per rank tried (each stage needs 
 PLAN_SCHEDULES = (("1f1b", 1),) + tuple(("interleaved-1f1b", v) for v in PLAN_VIRTUAL)
 PLAN_RECOMPUTE = ("none", "selective", "full")
 MAX_CANDIDATES = 50_000  # a request that would enumerate more is refused
+MAX_SHAPE_LOOPS = 100_000  # TP x PP x CP x EP x schedule x micro-batch combinations looked at
 MAX_TOP = 50
 MAX_EVALUATIONS = 2000  # exact evaluations one search may run (each is ~1 ms)
 # Actions (2·p·m·v) of the distinct pipelines one search may simulate, each once (cached in
@@ -172,6 +173,12 @@ def candidates(req: PlanRequest) -> list[Plan]:
     return [variant for shape in shapes(req) for variant in variants(shape)]
 
 
+def _refuse(count: int) -> None:
+    if count > MAX_CANDIDATES:
+        raise LabInputError("gpus", f"{count:,} candidate plans; the planner searches at most "
+                                    f"{MAX_CANDIDATES:,}")
+
+
 def variants(shape: Plan) -> list[Plan]:
     """A shape's plans: every ZeRO stage and recomputation (the recipe lab's rules do not
     depend on either, so a shape is checked once)."""
@@ -199,11 +206,13 @@ def shapes(req: PlanRequest) -> list[Plan]:
     cps = [c for c in (1, 2, 4, 8, 16) if c <= MAX_PLAN_CP and req.seq_len % (2 * c) == 0
            or c == 1]
     eps = [e for e in divisors(m.experts, gpus)] if m.is_moe else [1]
-    count = len(tps) * len(pps) * len(cps) * len(eps) * len(ZERO_STAGES) \
-        * len(PLAN_RECOMPUTE) * len(PLAN_SCHEDULES) * len(MICRO_BATCHES)
-    if count > MAX_CANDIDATES:
-        raise LabInputError("gpus", f"{count:,} candidate plans; the planner searches at most "
-                                    f"{MAX_CANDIDATES:,}")
+    per_shape = len(ZERO_STAGES) * len(PLAN_RECOMPUTE)
+    # The loops' bound first (most of their combinations do not divide the GPUs and make no
+    # plan), then the plans made.
+    loops = len(tps) * len(pps) * len(cps) * len(eps) * len(PLAN_SCHEDULES) * len(MICRO_BATCHES)
+    if loops > MAX_SHAPE_LOOPS:
+        raise LabInputError("gpus", f"{loops:,} layouts and schedules to try; the planner "
+                                    f"tries at most {MAX_SHAPE_LOOPS:,}")
     found = []
     for tp, pp, cp, ep in product(tps, pps, cps, eps):
         if gpus % (tp * pp * cp) or gpus % (ep * pp):
@@ -224,6 +233,7 @@ def shapes(req: PlanRequest) -> list[Plan]:
                                   virtual=v, micro_batch=b,
                                   microbatches=mb, seq_len=req.seq_len, recipe=req.recipe,
                                   first_stage_layers=first, last_stage_layers=last))
+    _refuse(len(found) * per_shape)
     return found
 
 

@@ -81,7 +81,8 @@ def plan_links(q: PlanQuery, found: PlanSearch) -> list[str | None]:
     url = BY_SLUG["recipe-3d"].url
     return [f"{url}?" + urlencode({**base, **{k: getattr(r.plan, k) for k in (
         "tp", "pp", "dp", "cp", "ep", "zero", "recompute", "schedule", "virtual",
-        "micro_batch", "microbatches")}}) for r in found.plans]
+        "micro_batch", "microbatches", "first_stage_layers", "last_stage_layers")}})
+        for r in found.plans]
 
 
 def to_api(q: PlanQuery, found: PlanSearch) -> dict:
@@ -99,7 +100,8 @@ def to_api(q: PlanQuery, found: PlanSearch) -> dict:
             "label": plan_label(r.plan),
             **{k: getattr(r.plan, k) for k in ("tp", "pp", "dp", "cp", "ep", "zero",
                                                 "recompute", "schedule", "virtual",
-                                                "micro_batch", "microbatches")},
+                                                "micro_batch", "microbatches",
+                                                "first_stage_layers", "last_stage_layers")},
             "global_batch": r.plan.global_batch,
             "memory_per_gpu_bytes": r.memory_per_gpu_bytes,
             "step_s": r.step_s,

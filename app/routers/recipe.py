@@ -29,6 +29,7 @@ from labs.limits import (
     MAX_MICROBATCHES,
     MAX_NODES,
     MAX_SEQ_LEN,
+    MAX_STAGE_LAYERS,
     MAX_STAGES,
     MAX_VIRTUAL,
     MIN_MATMUL_EFFICIENCY,
@@ -68,6 +69,13 @@ class RecipeQuery(BaseModel):
     recompute: Literal[RECOMPUTE] = Field("selective", description="Activation recomputation.")
     schedule: Literal[tuple(SCHEDULES)] = Field("1f1b", description="Pipeline schedule.")
     virtual: int = Field(1, ge=1, le=MAX_VIRTUAL, description="Model chunks per rank.")
+    first_stage_layers: int = Field(
+        0, ge=0, le=MAX_STAGE_LAYERS, description="Layers on the first pipeline stage "
+        "(Megatron's --decoder-first-pipeline-num-layers; 0: even stages). The middle stages "
+        "split the rest evenly; the slowest stage sets the step's pace.")
+    last_stage_layers: int = Field(
+        0, ge=0, le=MAX_STAGE_LAYERS, description="Layers on the last pipeline stage "
+        "(Megatron's --decoder-last-pipeline-num-layers; 0: even stages).")
     micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per "
                                                                       "micro-batch.")
     microbatches: int = Field(16, ge=1, le=MAX_MICROBATCHES, description="Micro-batches per "
@@ -99,7 +107,9 @@ def run(query: RecipeQuery) -> RecipeState:
     plan = Plan(tp=query.tp, pp=query.pp, dp=query.dp, cp=query.cp, ep=query.ep,
                 zero=query.zero, recompute=query.recompute, schedule=query.schedule,
                 virtual=query.virtual, micro_batch=query.micro_batch,
-                microbatches=query.microbatches, seq_len=query.seq_len)
+                microbatches=query.microbatches, seq_len=query.seq_len,
+                first_stage_layers=query.first_stage_layers,
+                last_stage_layers=query.last_stage_layers)
     model = get_model(query.model)
     result = evaluate(plan, model, cluster, query.nodes, query.matmul_efficiency)
     replan = None
@@ -119,7 +129,8 @@ def _plan_api(result: RecipeResult) -> dict:
     return {"model": result.model.id, "nodes": result.nodes, "tp": p.tp, "pp": p.pp,
             "dp": p.dp, "cp": p.cp, "ep": p.ep, "zero": p.zero, "recompute": p.recompute,
             "schedule": p.schedule, "virtual": p.virtual, "micro_batch": p.micro_batch,
-            "microbatches": p.microbatches, "seq_len": p.seq_len}
+            "microbatches": p.microbatches, "seq_len": p.seq_len,
+            "first_stage_layers": p.first_stage_layers, "last_stage_layers": p.last_stage_layers}
 
 
 def _result_api(r: RecipeResult) -> dict:
@@ -180,7 +191,8 @@ def plan_query(r: RecipeResult, base: dict) -> dict:
     p = r.plan
     return {**base, "model": r.model.id, "nodes": r.nodes, "tp": p.tp, "pp": p.pp, "dp": p.dp,
             "cp": p.cp, "ep": p.ep, "zero": p.zero, "recompute": p.recompute,
-            "schedule": p.schedule, "microbatches": p.microbatches}
+            "schedule": p.schedule, "virtual": p.virtual, "microbatches": p.microbatches,
+            "first_stage_layers": p.first_stage_layers, "last_stage_layers": p.last_stage_layers}
 
 
 SEED = {"model": "gpt-3-175b", "gpu": "a100-80gb", "nodes": 8, "gpus_per_node": 8,
@@ -262,6 +274,7 @@ VIEW = LabView(
         "tp": "TP (tensor)", "pp": "PP (stages)", "dp": "DP (data)", "cp": "CP (context)",
         "ep": "EP (experts)", "zero": "ZeRO stage", "recompute": "Recomputation",
         "schedule": "Schedule", "virtual": "Chunks per rank", "micro_batch": "Micro-batch",
+        "first_stage_layers": "First stage layers", "last_stage_layers": "Last stage layers",
         "microbatches": "Micro-batches per step", "seq_len": "Sequence length",
         "matmul_efficiency": "Matmul efficiency", "replan_model": "New model",
         "replan_nodes": "Nodes now",

@@ -161,7 +161,8 @@ def test_bubble_is_the_simulators_measurement():
                               ("zb-h1", 8, 32, 1)):
         expected = simulate(PipelineInput(schedule=schedule, stages=p, microbatches=m,
                                           virtual=v)).bubble_fraction
-        assert measured_bubble(schedule, p, m, v) == expected
+        # 1F1B comes from its closed-form timeline: the same figure up to float rounding.
+        assert measured_bubble(schedule, p, m, v) == pytest.approx(expected, rel=1e-12)
 
 
 def test_worked_plan_llama_70b_on_32_h100s():
