@@ -114,3 +114,36 @@ def test_the_compute_rate_is_a_control_the_parts_follow(client):
     assert slow["parts"]["pp"] == fast["parts"]["pp"]  # the bubble is a ratio of compute
     page = client.get("/episodes/recipe-3d", params={**SEED, "matmul_efficiency": 0.6}).text
     assert 'id="input-matmul_efficiency"' in page and "Compute runs at 60.0%" in page
+
+
+UNEVEN = {"model": "llama-3.1-405b", "gpu": "h100-sxm", "nodes": 64, "gpus_per_node": 8,
+          "intra_link": "nvlink-4", "inter_link": "ib-ndr", "tp": 8, "pp": 16, "dp": 4,
+          "zero": 2, "schedule": "interleaved-1f1b", "virtual": 4, "microbatches": 64,
+          "seq_len": 8192, "first_stage_layers": 7, "last_stage_layers": 7}
+
+
+def test_uneven_stages_are_fields_the_audit_names(client):
+    """Llama 3's 126 layers on 16 stages as Meta split them: 7, 8 x 14, 7."""
+    body = client.get("/api/recipe", params=UNEVEN).json()
+    assert body["plan"]["first_stage_layers"] == 7 and body["plan"]["last_stage_layers"] == 7
+    layout = next(a for a in body["audits"] if a["name"] == "Layout rules")
+    assert "7 on the first, 7 on the last, 8 on the slowest" in layout["detail"]
+    assert body["parts"]["stages"] == pytest.approx(126 / 128, rel=1e-9)
+    assert body["segments_s"]["stages"] > 0
+    page = client.get("/episodes/recipe-3d", params=UNEVEN).text
+    assert 'name="first_stage_layers"' in page and 'name="last_stage_layers"' in page
+
+
+@pytest.mark.parametrize(("change", "field", "words"), [
+    ({"first_stage_layers": 0, "last_stage_layers": 0}, "pp", "do not split evenly"),
+    ({"first_stage_layers": 10}, "first_stage_layers", "must split evenly"),
+    ({"pp": 1, "dp": 64}, "first_stage_layers", "need a pipeline"),
+    ({"first_stage_layers": 2000}, "first_stage_layers", "from 0 to 1,024"),
+    ({"first_stage_layers": 200}, "first_stage_layers", "(even split) to 125"),
+])
+def test_impossible_splits_are_422s_naming_the_rule(client, change, field, words):
+    response = client.get("/api/recipe", params={**UNEVEN, **change})
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    hit = [d for d in detail if d["loc"][1] == field]
+    assert hit and words in hit[0]["msg"], detail
