@@ -232,9 +232,16 @@ def _schedule_run(schedule: str, p: int, m: int, v: int) -> tuple[float, tuple]:
         # 1F1B's timeline at these costs in closed form (PipeDream-Flush, Narayanan et al.
         # 2021 sec 2.2.1): m + p − 1 slots of f + b = 3, rank r's first forward at r·f, its
         # last backward 2r before the end; bubble (p−1)/(m+p−1). The simulator gives the
-        # same figures (tests/labs/test_recipe_uneven.py), in O(p·m) instead of O(1).
+        # same figures (tests/labs/test_recipe_uneven.py), in O(p·m) instead of O(p).
         span = 3 * (m + p - 1)
         return (p - 1) / (m + p - 1), tuple((r / span, 2 * r / span) for r in range(p))
+    if schedule == "interleaved-1f1b" and m % p == 0:
+        # The same with v chunks (Narayanan et al. 2021 sec 2.2.2: the warm-up and drain
+        # shrink v-fold) when the micro-batches fill whole rounds of p: span 3(m + (p−1)/v),
+        # rank r's first forward at r·f/v and its last backward 2r/v before the end.
+        span = 3 * (m + (p - 1) / v)
+        return (p - 1) / (v * m + p - 1), tuple((r / v / span, 2 * r / v / span)
+                                                for r in range(p))
     steps, starts, ends = placed(PipelineInput(schedule=schedule, stages=p, microbatches=m,
                                                virtual=v))
     span = max(e[-1] for e in ends)

@@ -108,19 +108,26 @@ def test_heaviest_stage_sets_memory_slowest_sets_time():
     assert sum(r.segments.values()) == pytest.approx(r.step_s, rel=1e-12)
 
 
-def test_1f1b_closed_form_is_the_simulators_timeline():
-    for p, m in itertools.product((2, 3, 4, 8, 16), (1, 2, 5, 8, 16, 33)):
-        run = simulate(PipelineInput(schedule="1f1b", stages=p, microbatches=m))
-        assert measured_bubble("1f1b", p, m, 1) == pytest.approx(run.bubble_fraction,
-                                                                 rel=1e-12)
-        first = [min(e.start for e in run.events if e.rank == r and e.kind == "F")
-                 for r in range(p)]
-        last = [max(e.end for e in run.events if e.rank == r and e.kind == "B")
-                for r in range(p)]
-        expect = tuple((f / run.makespan, (run.makespan - b) / run.makespan)
-                       for f, b in zip(first, last, strict=True))
-        got = [x for pair in pipeline_slack("1f1b", p, m, 1) for x in pair]
-        assert got == pytest.approx([x for pair in expect for x in pair], abs=1e-12)
+SHAPES = [("1f1b", p, m, 1) for p, m in itertools.product((2, 3, 4, 8, 16), (1, 2, 5, 8, 16, 33))] \
+    + [("interleaved-1f1b", p, k * p, v) for p, k, v in itertools.product((2, 3, 4, 8, 16),
+                                                                          (1, 2, 3), (2, 3, 4))]
+
+
+@pytest.mark.parametrize(("schedule", "p", "m", "v"), SHAPES)
+def test_closed_form_timelines_are_the_simulators(schedule, p, m, v):
+    """1F1B, and interleaved 1F1B on whole rounds (m a multiple of p), come from a closed
+    form in labs.recipe: the same bubble and per-stage idle as the simulator's events."""
+    run = simulate(PipelineInput(schedule=schedule, stages=p, microbatches=m, virtual=v))
+    assert measured_bubble(schedule, p, m, v) == pytest.approx(run.bubble_fraction,
+                                                               rel=1e-12)
+    first = [min(e.start for e in run.events if e.rank == r and e.kind == "F")
+             for r in range(p)]
+    last = [max(e.end for e in run.events if e.rank == r and e.kind == "B")
+            for r in range(p)]
+    expect = tuple((f / run.makespan, (run.makespan - b) / run.makespan)
+                   for f, b in zip(first, last, strict=True))
+    got = [x for pair in pipeline_slack(schedule, p, m, v) for x in pair]
+    assert got == pytest.approx([x for pair in expect for x in pair], abs=1e-12)
 
 
 def test_textbook_bubble_never_exceeds_the_simulated_one():
