@@ -21,22 +21,24 @@ The candidates (bounded; ``candidates``):
 The search, cheapest test first:
 1. the recipe lab's own rules (``labs.recipe.rule_problems``);
 2. the bubble audit, first on the textbook bubble (p−1)/(v·m+p−1), which the simulated one
-   never undercuts (tests/labs/test_planner.py checks it over the planner's shapes), then on
-   the simulated bubble itself once a plan is reached; and a lower bound of the ledger's
-   memory (the weight, gradient and optimizer bytes of the
-   heaviest stage, ZeRO-sharded as ``labs.memory`` shards them), then the ledger itself
-   (``labs.memory.compute_memory``) — plans that do not fit are dropped;
-3. an upper bound of throughput: m micro-batches of the GPU's FLOPs share at the lab's
-   compute rate (``labs.compute.hardware_flops_per_token`` at ``matmul_efficiency`` of the
-   peak, as ``labs.recipe_time`` counts them) plus the blocking TP collectives
-   (``labs.tp_comm``; TP sits inside a node, so its cost needs no rank placement),
-   stretched by the bubble, plus a floor of ZeRO-3's exposed weight traffic
-   (``_zero3_floor``). The rest of the CP, EP and DP traffic only adds time, so no plan beats
-   its bound. The bound first takes the textbook bubble; a plan reached in the queue is
-   re-bounded with the *simulated* bubble (``labs.recipe.measured_bubble``, the very figure
-   the recipe lab uses) and queued again, so only the pipelines the search reaches are
-   simulated (GPT-3 on 2,048 GPUs spent most of its 4 s simulating pipelines it never
-   evaluated);
+   never undercuts (tests/labs/test_recipe_uneven.py checks it over the planner's shapes),
+   then on the measured bubble itself once a plan is reached; and a lower bound of the
+   ledger's memory (the weight, gradient and optimizer bytes of the heaviest stage,
+   ZeRO-sharded as ``labs.memory`` shards them, or the first stage's with the activations
+   it holds), then the ledger itself (``labs.memory.compute_memory``) — plans that do not
+   fit are dropped;
+3. an upper bound of throughput: m micro-batches of the slowest stage's FLOPs share at the
+   lab's compute rate (``labs.compute.hardware_flops_per_token`` at ``matmul_efficiency``
+   of the peak, as ``labs.recipe_time`` counts them) plus the blocking TP collectives
+   (``labs.tp_comm``; TP sits inside a node, so its cost needs no rank placement) and the
+   exposed CP ring passes (``labs.recipe_time.cp_ring``, the lab's own), stretched by the
+   bubble, plus a floor of ZeRO-3's exposed weight traffic (``_zero3_floor``). The EP and
+   DP traffic only adds time, so no plan beats its bound. The bound first takes the
+   textbook bubble; a plan reached in the queue is re-bounded with the measured bubble
+   (``labs.recipe.measured_bubble``, the very figure the recipe lab uses) and queued
+   again, so only the pipelines the search reaches are simulated. (GPT-3 on 2,048 GPUs
+   took 4 s: simulating every candidate's pipeline up front, up to 65,536 actions each,
+   and timing ~700 plans that failed the CP audit the bound did not see.)
 4. exact figures (branch and bound): plans are evaluated by ``labs.recipe.evaluate`` in
    order of their bound, fastest first; the search stops once it holds ``top`` plans that
    pass every audit and the next bound is slower than the slowest of them. No plan left can
@@ -82,7 +84,7 @@ from labs.recipe import (
     measured_bubble,
     rule_problems,
 )
-from labs.recipe_time import ACT_BYTES
+from labs.recipe_time import ACT_BYTES, cp_ring
 from labs.tp_comm import tp_collectives, tp_exchange
 
 MAX_PLAN_CP = 16
@@ -307,8 +309,8 @@ def textbook_bubble(plan: Plan) -> float:
 def bound_step_s(plan: Plan, model: ModelSpec, cluster: Cluster,
                  matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY,
                  bubble: float | None = None) -> float:
-    """The step with only compute, TP traffic and the bubble: a lower bound of the lab's step
-    time (its CP, EP and DP parts only add to it). ``bubble``: the simulated one (default)
+    """The step with only compute, TP and CP traffic and the bubble: a lower bound of the
+    lab's step time (its EP and DP parts only add to it). ``bubble``: the simulated one (default)
     or any lower bound of it (``textbook_bubble``)."""
     rate = cluster.gpu.bf16_flops * matmul_efficiency
     return _core_bound(plan, model, cluster, rate, bubble) \
@@ -317,7 +319,7 @@ def bound_step_s(plan: Plan, model: ModelSpec, cluster: Cluster,
 
 def _core_bound(plan: Plan, model: ModelSpec, cluster: Cluster, rate: float,
                 bubble: float | None) -> float:
-    """Compute, TP traffic and the bubble (ZeRO does not change them)."""
+    """Compute, TP and CP traffic and the bubble (ZeRO does not change them)."""
     tokens = plan.seq_len * plan.micro_batch
     layers = max(stage_layer_counts(model.layers, plan.pp, plan.first_stage_layers,
                                     plan.last_stage_layers))
@@ -332,6 +334,9 @@ def _core_bound(plan: Plan, model: ModelSpec, cluster: Cluster, rate: float,
         one = tp_exchange(lambda kind, size: collective(kind, size, plan.tp, cluster,
                                                         per_node=plan.tp), act, sp=True)
         per_mb += tp_collectives(layers, plan.recompute) * one.seconds
+    if plan.cp > 1:  # CP's exposed ring passes, as labs.recipe_time counts them
+        per_mb += cp_ring(model, plan.layout, cluster, plan.seq_len, plan.micro_batch,
+                          plan.recompute, layers, rate)[3]
     if bubble is None:
         bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
     return plan.microbatches * per_mb / (1 - bubble)

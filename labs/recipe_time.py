@@ -194,18 +194,8 @@ def step_parts(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, se
     tp_count = tp_collectives(layers, recompute)
     tp_mb = tp_count * tp_ar.seconds
 
-    cp_s = spread(lay, "cp", g)
-    kv_heads = m.heads if m.uses_mla else m.kv_heads
-    kv_chunk = 2 * seq_len / lay.cp * micro_batch * max(1, kv_heads // lay.tp) \
-        * m.head_dim * ACT_BYTES
-    cp_hop = _cost("all_gather", kv_chunk * lay.cp, cp_s, cluster)
-    attn_layer = attention_flops_per_token(m, seq_len) / m.layers * tokens \
-        / (lay.cp * lay.tp) / peak  # forward + backward, one layer
-    cp_fwd = cp_hop.seconds
-    cp_bwd = 2 * cp_hop.seconds
-    cp_total_mb = layers * (cp_fwd * (passes - 1) + cp_bwd)
-    cp_exposed_mb = layers * ((passes - 1) * max(0.0, cp_fwd - attn_layer / 3)
-                              + max(0.0, cp_bwd - 2 * attn_layer / 3))
+    cp_s, cp_hop, cp_total_mb, cp_exposed_mb = cp_ring(m, lay, cluster, seq_len, micro_batch,
+                                                       recompute, layers, peak)
 
     ep_s = spread(lay, "ep", g) if lay.ep > 1 else Spread(1, 1, 1)
     routed = tokens / (lay.cp * lay.tp) * m.top_k * m.hidden * ACT_BYTES
@@ -228,6 +218,26 @@ def step_parts(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, se
                  tuple((a * pipeline_s, b * pipeline_s) for a, b in slack), first, last),
     ]
     return Timing(micro, tuple(parts), model_tok, hard_tok, imbalance)
+
+
+def cp_ring(m: ModelSpec, lay: ParallelLayout, cluster: Cluster, seq_len: int,
+            micro_batch: int, recompute: str, layers: int, peak: float):
+    """CP's ring passes for one micro-batch through ``layers`` layers: (spread, one hop,
+    seconds, exposed seconds). Each hop hides behind the attention block it feeds."""
+    cp_s = spread(lay, "cp", cluster.gpus_per_node)
+    kv_heads = m.heads if m.uses_mla else m.kv_heads
+    kv_chunk = 2 * seq_len / lay.cp * micro_batch * max(1, kv_heads // lay.tp) \
+        * m.head_dim * ACT_BYTES
+    cp_hop = _cost("all_gather", kv_chunk * lay.cp, cp_s, cluster)
+    attn_layer = attention_flops_per_token(m, seq_len) / m.layers * seq_len * micro_batch \
+        / (lay.cp * lay.tp) / peak  # forward + backward, one layer
+    passes = 3 if recompute == "full" else 2  # forward, (forward again), backward
+    cp_fwd = cp_hop.seconds
+    cp_bwd = 2 * cp_hop.seconds
+    total = layers * (cp_fwd * (passes - 1) + cp_bwd)
+    exposed = layers * ((passes - 1) * max(0.0, cp_fwd - attn_layer / 3)
+                        + max(0.0, cp_bwd - 2 * attn_layer / 3))
+    return cp_s, cp_hop, total, exposed
 
 
 def megatron_bucket_params(dp_size: int) -> int:

@@ -139,3 +139,19 @@ def test_textbook_bubble_never_exceeds_the_simulated_one():
         if rule_problems(plan, get_model("gpt-3-175b"), H100, 1):
             continue  # a shape the schedule refuses (labs.pipeline.check_shape) or too many chunks
         assert textbook_bubble(plan) <= measured_bubble(schedule, p, m, v)
+
+
+def test_bound_never_beats_the_lab_on_uneven_and_context_parallel_plans(meta_search):
+    """The planner's bound (compute of the slowest stage, TP, CP, bubble, ZeRO-3 floor) is
+    a lower bound of the lab's step on 405B plans too, uneven stages and CP included."""
+    import random
+
+    from labs.planner import bound_step_s, candidates
+
+    legal = [p for p in candidates(meta_search.request)
+             if not rule_problems(p, LLAMA405, H100, NODES)]
+    sample = random.Random(126).sample(legal, 60) + [META]
+    assert any(p.cp > 1 for p in sample) and any(p.first_stage_layers for p in sample)
+    for plan in sample:
+        r = evaluate(plan, LLAMA405, H100, NODES)
+        assert bound_step_s(plan, LLAMA405, H100) <= r.step_s * (1 + 1e-12)
