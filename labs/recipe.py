@@ -4,7 +4,10 @@
 - the layout rules (``labs.layout.problems``, ``world_problems``) and the schedule's rules
   (``labs.pipeline.check_shape``), *all* listed;
 - the memory ledger (``labs.memory``) of the heaviest pipeline stage, with the activations in
-  flight that the schedule keeps (``labs.activations.in_flight``);
+  flight that the schedule keeps (``labs.activations.in_flight``); stages are even, or
+  uneven as Megatron's --decoder-first/last-pipeline-num-layers make them (Llama 3 405B's
+  7 + 14 x 8 + 7): the heaviest stage sets the memory, the slowest the pace
+  (``labs.recipe_time.step_parts`` says how unequal stages are timed);
 - the bubble measured by the pipeline simulator (``labs.pipeline.simulate``), run at the
   textbook costs (backward = 2 x forward) and cached by (schedule, p, m, v);
 - the communication parts over the cluster's links (``labs.recipe_time``, on ``labs.comm``).

@@ -253,14 +253,14 @@ def planner_time(model: str = "llama-3.1-405b", gpus: int = 16_384, seq_len: int
     DGX nodes), sequence 8192, global batch 2048 (Llama 3's 16M tokens). The first search
     runs cold (the labs' caches cleared: no bubble, ledger or evaluation kept), "max" is
     that run; the median is over the warm ones after it."""
-    from labs import placement, planner, recipe, recipe_time
+    from labs import placement, plan_bounds, recipe, recipe_time
     from labs.links import get_cluster
     from labs.planner import PlanRequest, search
     from labs.presets import get_model
 
     for cached in (recipe._evaluate, recipe.ledger, recipe._schedule_run,
                    recipe_time.spread, recipe_time._cost, placement.stage_params,
-                   planner._distinct_stages, planner._first_stage_activations):
+                   plan_bounds._distinct_stages, plan_bounds._first_stage_activations):
         cached.cache_clear()
     req = PlanRequest(get_model(model), get_cluster("dgx-h100"), gpus, seq_len, global_batch)
     times = []
