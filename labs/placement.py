@@ -93,6 +93,22 @@ def uneven_problems(layers: int, pp: int, first: int, last: int,
     return found
 
 
+def uneven_split(layers: int, pp: int) -> tuple[int, int] | None:
+    """Megatron's first and last stage layers for ``pp`` stages that do not divide ``layers``:
+    the middle stages take ceil(L/p), the first and last share the rest (the last, which
+    also holds the output head and the loss, the lighter), each at most the middle's; None
+    when no such split exists (or the layers divide evenly: no flags needed)."""
+    if pp < 2 or layers % pp == 0:
+        return None
+    middle = -(-layers // pp)
+    rest = layers - (pp - 2) * middle
+    if not 2 <= rest <= 2 * middle:
+        return None
+    last = rest // 2
+    split = (rest - last, last)
+    return None if uneven_problems(layers, pp, *split) else split
+
+
 @lru_cache(maxsize=1024)
 def stage_layer_counts(layers: int, pp: int, first: int = 0, last: int = 0) -> tuple[int, ...]:
     """Layers per pipeline stage: Megatron's first/last counts (0: not set) and the rest split

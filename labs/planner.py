@@ -73,7 +73,7 @@ from labs.limits import (
     ZERO_STAGES,
 )
 from labs.links import Cluster
-from labs.placement import stage_layer_counts, uneven_problems
+from labs.placement import stage_layer_counts, uneven_split
 from labs.plan_bounds import (
     bound_step_s,
     core_bound,
@@ -158,22 +158,6 @@ class PlanSearch:
     hopeful: int  # legal and not over memory on weights and optimizer state alone
     evaluated: int  # plans checked by the lab (its ledger, then its timing if they fit)
     complete: bool  # the ranking is provably the lab's top (bound search finished)
-
-
-def uneven_split(layers: int, pp: int) -> tuple[int, int] | None:
-    """Megatron's first and last stage layers for ``pp`` stages that do not divide ``layers``:
-    the middle stages take ceil(L/p), the first and last share the rest (the last, which
-    also holds the output head and the loss, the lighter), each at most the middle's; None
-    when no such split exists (or the layers divide evenly: no flags needed)."""
-    if pp < 2 or layers % pp == 0:
-        return None
-    middle = -(-layers // pp)
-    rest = layers - (pp - 2) * middle
-    if not 2 <= rest <= 2 * middle:
-        return None
-    last = rest // 2
-    split = (rest - last, last)
-    return None if uneven_problems(layers, pp, *split) else split
 
 
 def candidates(req: PlanRequest) -> list[Plan]:

@@ -155,3 +155,15 @@ def test_bound_never_beats_the_lab_on_uneven_and_context_parallel_plans(meta_sea
     for plan in sample:
         r = evaluate(plan, LLAMA405, H100, NODES)
         assert bound_step_s(plan, LLAMA405, H100) <= r.step_s * (1 + 1e-12)
+
+
+def test_replan_tries_uneven_stages_and_drops_them_when_the_layers_divide():
+    from labs import replan
+
+    found = replan.candidates(META, LLAMA405, 512)
+    assert any(p.pp == 16 and (p.first_stage_layers, p.last_stage_layers) == (7, 7)
+               for p in found)
+    assert all(p.first_stage_layers == 0 for p in found if 126 % p.pp == 0)
+    gpt3 = replan.candidates(META, get_model("gpt-3-175b"), 512)  # 96 layers: 16 divides
+    assert all((p.first_stage_layers, p.last_stage_layers) == (0, 0)
+               for p in gpt3 if p.pp == 16)
