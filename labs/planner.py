@@ -49,11 +49,11 @@ Every returned plan is exact, at any GPU count: the lab places rank groups from 
 work of one search; should it run out first, ``complete`` says so (the plans shown are still
 exact and pass every audit, a faster one may remain).
 
-Measured (``planner_time`` in tests/benchmarks/bench.py; process CPU time on a shared
-2-core box, caches cleared for the cold run): Llama 3.1 405B on 16,384 H100s at Meta's
-batch (2,048 x 8,192 tokens): 20 plans, 259 timed, ~0.34 s cold and ~0.16 s warm (before
-uneven stages and v up to 8: no plan, 0.17 s cold); GPT-3 175B on 2,048 H100s, batch
-1,536: ~0.40 s cold, ~0.29 s warm (was 2.9 s and 0.65 s; wall time under load was ~4 s).
+Measured (``planner_time`` in tests/benchmarks/bench.py, caches cleared for the cold run,
+on a shared 2-core box under other jobs' load, so ranges): Llama 3.1 405B on 16,384 H100s
+at Meta's batch (2,048 x 8,192 tokens): 20 plans, 259 timed, 0.34-0.66 s cold, 0.15-0.20 s
+warm (before uneven stages and v up to 8: no plan, 0.17 s cold CPU); GPT-3 175B on 2,048
+H100s, batch 1,536: 0.40-0.50 s cold, 0.29-0.55 s warm (was 2.9 s cold CPU, 8 s wall).
 """
 
 from __future__ import annotations
