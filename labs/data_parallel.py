@@ -175,16 +175,23 @@ def exposed_after_backward(compute_s: float, bucket_s: float, last_s: float,
     another, so the last finishes at max over j of ready_j + (the all-reduces from j on). Its
     terms grow linearly in j up to k−1, so the maximum is at j = 1, k−1 or k.
     """
-    backward = BACKWARD_FRACTION * compute_s
-    forward = compute_s - backward
+    return exposed_after_window(BACKWARD_FRACTION * compute_s, bucket_s, last_s, buckets,
+                                bucket_share)
+
+
+def exposed_after_window(window_s: float, bucket_s: float, last_s: float, buckets: int,
+                         bucket_share: float) -> float:
+    """Seconds of bucketed reduction left after a window of ``window_s`` seconds that
+    produces the gradients evenly (a backward pass; EP08 uses a stage's last one). Bucket j is
+    ready at j·share·window, the buckets run one after another (see above)."""
     full = buckets - 1  # buckets before the last
     if full == 0:
         return last_s
 
     def finish(j: int) -> float:  # bucket j (1-based) ready, then it and those after it run
-        return forward + j * bucket_share * backward + (full - j + 1) * bucket_s + last_s
+        return j * bucket_share * window_s + (full - j + 1) * bucket_s + last_s
 
-    return max(finish(1), finish(full), compute_s + last_s) - compute_s
+    return max(finish(1), finish(full), window_s + last_s) - window_s
 
 
 def data_parallel_point(inp: DataParallelInput, gpus: int, link_id: str,

@@ -67,7 +67,15 @@ def megatron(plan: Plan, model: ModelSpec) -> Export:
         args += [("--num-experts", model.experts), ("--moe-router-topk", model.top_k)]
     if plan.tp > 1:
         flags.append("--sequence-parallel")
-    if plan.schedule in ("interleaved-1f1b",) and plan.pp > 1:
+    if plan.uneven and plan.pp > 1:
+        args += [(f"--decoder-{where}-pipeline-num-layers", n) for where, n in (
+            ("first", plan.first_stage_layers), ("last", plan.last_stage_layers)) if n]
+    if plan.schedule in ("interleaved-1f1b",) and plan.pp > 1 and plan.uneven:
+        args.append(("--num-virtual-stages-per-pipeline-rank", plan.virtual))
+        notes.append("uneven stages with virtual stages: where a stage's layers do not divide "
+                     "by the chunks, Megatron needs the split spelled out with "
+                     "--pipeline-model-parallel-layout")
+    elif plan.schedule in ("interleaved-1f1b",) and plan.pp > 1:
         args.append(("--num-layers-per-virtual-pipeline-stage",
                      model.layers // (plan.pp * plan.virtual)))
     elif plan.schedule != "1f1b" and plan.pp > 1:

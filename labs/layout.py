@@ -122,6 +122,17 @@ class ParallelLayout:
         Ranks of a group differ only in the named dimensions; the groups are listed with the
         other coordinates in Megatron's order, so ``groups("tp")[0]`` is ranks 0..TP-1.
         """
+        offsets, fixed = self.group_pattern(kind)
+        found = []
+        for outer in product(*(range(size) for _, size in reversed(fixed))):
+            base = sum(i * stride for (stride, _), i in zip(reversed(fixed), outer, strict=True))
+            found.append(tuple(base + o for o in offsets))
+        return sorted(found)
+
+    def group_pattern(self, kind: str) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
+        """The groups of ``kind`` without listing them: the first group's ranks (sorted; every
+        other group is it shifted by a base) and the (stride, size) of each other dimension,
+        whose combinations are the bases. What a walk over all ranks would find, in O(group)."""
         names = tuple(kind.split("-"))
         expert = any(n in ("ep", "etp", "edp") for n in names)
         sizes = self._sizes(expert)
@@ -133,15 +144,13 @@ class ParallelLayout:
         for name in order:
             strides[name] = stride
             stride *= sizes[name]
-        fixed = [n for n in order if n not in names]
-        inner = [n for n in order if n in names]
-        found = []
-        for outer in product(*(range(sizes[n]) for n in reversed(fixed))):
-            base = sum(i * strides[n] for n, i in zip(reversed(fixed), outer, strict=True))
-            members = sorted(base + sum(i * strides[n] for n, i in zip(inner, idx, strict=True))
-                             for idx in product(*(range(sizes[n]) for n in inner)))
-            found.append(tuple(members))
-        return sorted(found)
+        offsets = [0]
+        for n in order:  # each named dimension multiplies the group, at its stride
+            if n in names:
+                offsets = [o + i * strides[n] for i in range(sizes[n]) for o in offsets]
+        offsets.sort()
+        fixed = tuple((strides[n], sizes[n]) for n in order if n not in names)
+        return tuple(offsets), fixed
 
 
 def world_problems(gpus: int, *, tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1,

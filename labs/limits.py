@@ -41,6 +41,15 @@ MAX_TP = 64
 DEFAULT_MFU = 0.4
 MIN_MFU, MAX_MFU = 0.05, 1.0
 MAX_GPUS_PER_NODE = 72  # the largest NVLink domain among the link presets (NVL72)
+# EP08's compute rate (labs.recipe_time): the fraction of the dense BF16 peak a GPU's kernels
+# reach while it computes. Default: the maximum achievable matmul FLOPS measured on an A100
+# SXM, 267.9 of 312 TFLOP/s = 85.9% (Bekman, "Machine Learning Engineering", compute/
+# accelerator, MAMF table; mamf-finder.py), rounded down. What a large matmul can reach: a
+# layer's norms and softmax run slower, so the recipe's compute is, if anything, fast, and
+# its communication weighs at least what it would on real kernels.
+DEFAULT_MATMUL_EFFICIENCY = 0.85
+MIN_MATMUL_EFFICIENCY, MAX_MATMUL_EFFICIENCY = 0.2, 1.0
+__all__ += ["DEFAULT_MATMUL_EFFICIENCY", "MAX_MATMUL_EFFICIENCY", "MIN_MATMUL_EFFICIENCY"]
 __all__ += ["DEFAULT_MFU", "MAX_GPUS_PER_NODE", "MAX_MFU", "MAX_TP", "MIN_MFU", "TP_DEGREES"]
 
 # EP02 data parallelism (labs.data_parallel): scaling readings, overlap, and bounds.
@@ -127,3 +136,7 @@ MODEL_BOUNDS = {  # ModelSpec field -> (low, high)
     "v_head_dim": (0, 1024),
     "max_positions": (0, 1_048_576),
 }
+# Layers a pipeline stage may be given (Megatron's --decoder-first/last-pipeline-num-layers);
+# the model's own layer count bounds it further (labs.placement.uneven_problems).
+MAX_STAGE_LAYERS = 1024
+__all__ += ["MAX_STAGE_LAYERS"]

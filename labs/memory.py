@@ -40,7 +40,7 @@ from labs.limits import (
     SCHEDULES,
 )
 from labs.pipeline import check_shape
-from labs.placement import StageParams, stage_params
+from labs.placement import StageParams, stage_params, uneven_problems
 from labs.presets import GPUSpec, ModelSpec
 
 __all__ = [
@@ -108,6 +108,10 @@ class MemoryInput:
     # Megatron requires layers % pp == 0 unless uneven first/last stages are asked for
     # (--decoder-first/last-pipeline-num-layers); True gives the first L mod p stages one more.
     uneven_pp: bool = False
+    # Or Megatron's two flags themselves: layers on the first and last stages (0: not set),
+    # the middle stages splitting the rest evenly (labs.placement.stage_layer_counts).
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
     etp: int = 1  # expert tensor parallelism
     sp: bool | None = None  # sequence parallelism; None = on whenever tp > 1 (Megatron's advice)
     activation_model: str = "classic"  # "classic" (Korthikanti 34sbh) | "megatron"
@@ -150,8 +154,10 @@ class MemoryInput:
         if self.mode == "infer" and self.offload:
             raise LabInputError("offload", "optimizer offload only applies to training; "
                                            "turn it off for inference")
-        found = problems(self.model, layout, seq_len=self.seq_len, uneven_pp=self.uneven_pp,
-                         mode=self.mode)
+        found = problems(self.model, layout, seq_len=self.seq_len,
+                         uneven_pp=self.uneven_pp or self.split_set, mode=self.mode)
+        found += uneven_problems(self.model.layers, self.pp, self.first_stage_layers,
+                                 self.last_stage_layers, self.pipeline_chunks)
         if found:
             raise found[0]
         if self.pp * self.pipeline_chunks > self.model.layers:
@@ -200,10 +206,16 @@ class MemoryInput:
         return chunks_per_rank(self.schedule, self.virtual) if self.pp > 1 else 1
 
     @property
+    def split_set(self) -> bool:
+        """Megatron's uneven first/last stage layers are given."""
+        return bool(self.first_stage_layers or self.last_stage_layers)
+
+    @property
     def stage_layers(self) -> int:
         """Layers on the most loaded pipeline rank."""
         return max(s.layers for s in stage_params(self.model, self.pp, self.schedule,
-                                                  self.virtual))
+                                                  self.virtual, self.first_stage_layers,
+                                                  self.last_stage_layers))
 
 
 @dataclass(frozen=True)
@@ -331,7 +343,8 @@ def compute_memory(inp: MemoryInput) -> MemoryResult:
 
     m, r = inp.model, RECIPES[inp.recipe]
     bills = tuple(_stage_bill(inp, sp, r)
-                  for sp in stage_params(m, inp.pp, inp.schedule, inp.virtual))
+                  for sp in stage_params(m, inp.pp, inp.schedule, inp.virtual,
+                                         inp.first_stage_layers, inp.last_stage_layers))
     worst = max(bills, key=lambda b: (b.total_bytes, -b.rank))
     total = worst.total_bytes
     state = m.params * r.bytes_per_param

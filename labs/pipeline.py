@@ -38,6 +38,7 @@ __all__ = [
     "PipelineResult",
     "ScheduleDeadlock",
     "generate",
+    "placed",
     "simulate",
 ]
 
@@ -339,6 +340,16 @@ def _owners(inp: PipelineInput) -> list[int]:
 def generate(inp: PipelineInput) -> list[list[Action]]:
     """Per-rank ordered actions for ``inp.schedule`` (see ``labs.schedules``)."""
     return [[Action._make(step) for step in acts] for acts in _plan(inp)]
+
+
+def placed(inp: PipelineInput) -> tuple[schedules.Plan, list, list]:
+    """Each rank's steps (kind, micro-batch, chunk, piece) and their start and end times,
+    without the events, activations and sends ``simulate`` also measures (for callers that
+    only need the timing, e.g. EP08's planner over many pipelines)."""
+    with gc_paused():
+        plan = _plan(inp)
+        starts, ends = place(inp, plan, _owners(inp))
+    return plan, starts, ends
 
 
 def simulate(inp: PipelineInput) -> PipelineResult:

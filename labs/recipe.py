@@ -4,49 +4,65 @@
 - the layout rules (``labs.layout.problems``, ``world_problems``) and the schedule's rules
   (``labs.pipeline.check_shape``), *all* listed;
 - the memory ledger (``labs.memory``) of the heaviest pipeline stage, with the activations in
-  flight that the schedule keeps (``labs.activations.in_flight``);
+  flight that the schedule keeps (``labs.activations.in_flight``); stages are even, or
+  uneven as Megatron's --decoder-first/last-pipeline-num-layers make them (Llama 3 405B's
+  7 + 14 x 8 + 7): the heaviest stage sets the memory, the slowest the pace
+  (``labs.recipe_time.step_parts`` says how unequal stages are timed);
 - the bubble measured by the pipeline simulator (``labs.pipeline.simulate``), run at the
   textbook costs (backward = 2 x forward) and cached by (schedule, p, m, v);
 - the communication parts over the cluster's links (``labs.recipe_time``, on ``labs.comm``).
 
 Step time and efficiency are a product of parts (Narayanan et al. 2021, "Efficient
 Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", arXiv:2104.04473,
-sec 3, reasons the same way): a GPU's ideal step is its share of the FLOPs at the datasheet
-peak; exposed TP, CP and EP traffic stretch each micro-batch, the pipeline bubble stretches
-the micro-batches' sum by 1/(1 − bubble), and exposed DP traffic is added at the end:
+sec 3, reasons the same way): a GPU's ideal step is its share of the FLOPs at the rate its
+kernels run, ``matmul_efficiency`` of the datasheet peak (``labs.limits``: default the
+matmul ceiling measured on an A100); exposed TP, CP and EP traffic stretch each micro-batch,
+the pipeline bubble stretches the micro-batches' sum by 1/(1 − bubble), and exposed DP
+traffic is added at the end:
 
     step = m·t_mb / (1 − bubble) + DP exposed,    efficiency = ideal / step.
 
+Efficiency is thus what parallelism keeps of one GPU's speed; the compute rate matters to it
+because the faster a GPU computes, the more the same bytes on the same links weigh.
 MFU = model FLOPs of the step / (step x GPUs x peak), model FLOPs = 6·N·D + attention
-(PaLM appendix B; ``labs.compute``): full recomputation runs ≈ 8·N·D, so it caps MFU near 3/4.
-Compute runs at the peak here, so the estimate is an upper bound: real kernels reach a fraction
-of it (Megatron-LM reports 52% MFU on 3,072 A100s; MegaScale, arXiv:2402.15627, 55.2% on
-12,288 GPUs).
+(PaLM appendix B; ``labs.compute``): ≈ matmul efficiency x efficiency; full recomputation
+runs ≈ 8·N·D, so it caps MFU near 3/4 of that. Real runs land lower still (layer norms,
+softmax, stragglers): Megatron-LM reports 52% MFU on 3,072 A100s; MegaScale,
+arXiv:2402.15627, 55.2% on 12,288 GPUs.
 
 Everything here is cheap: a planner may call ``evaluate`` many times (results cached).
 """
 
 from __future__ import annotations
 
+import math
+import operator
 from dataclasses import dataclass
 from functools import lru_cache
 
+from labs.activations import chunks_per_rank
 from labs.errors import LabInputError
 from labs.layout import ParallelLayout, problems, whole, world_problems
 from labs.limits import (
+    DEFAULT_MATMUL_EFFICIENCY,
+    MAX_MATMUL_EFFICIENCY,
     MAX_MICRO_BATCH,
     MAX_MICROBATCHES,
     MAX_NODES,
+    MAX_PLAN_GPUS,
     MAX_SEQ_LEN,
+    MAX_STAGE_LAYERS,
     MAX_STAGES,
     MAX_VIRTUAL,
+    MIN_MATMUL_EFFICIENCY,
     RECOMPUTE,
     SCHEDULES,
     TRAIN_RECIPES,
 )
 from labs.links import Cluster
 from labs.memory import MemoryInput, MemoryResult, compute_memory
-from labs.pipeline import PipelineInput, check_shape, simulate
+from labs.pipeline import PipelineInput, check_shape, placed
+from labs.placement import stage_layer_counts, uneven_problems
 from labs.presets import ModelSpec
 from labs.recipe_time import Part, Timing, spread, step_parts
 
@@ -75,6 +91,10 @@ class Plan:
     microbatches: int = 1
     seq_len: int = 4096
     recipe: str = "adam16"
+    # Megatron's --decoder-first/last-pipeline-num-layers (0: not set, even stages): the
+    # middle stages split the rest evenly (labs.placement.stage_layer_counts).
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
 
     def __post_init__(self) -> None:
         ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep)
@@ -92,6 +112,15 @@ class Plan:
         whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "sequence length")
         if self.recipe not in TRAIN_RECIPES:
             raise LabInputError("recipe", f"choose a training recipe: {', '.join(TRAIN_RECIPES)}")
+        whole("first_stage_layers", self.first_stage_layers, 0, MAX_STAGE_LAYERS,
+              "layers on the first stage")
+        whole("last_stage_layers", self.last_stage_layers, 0, MAX_STAGE_LAYERS,
+              "layers on the last stage")
+
+    @property
+    def uneven(self) -> bool:
+        """Megatron's uneven first/last stages are set."""
+        return bool(self.first_stage_layers or self.last_stage_layers)
 
     @property
     def layout(self) -> ParallelLayout:
@@ -127,7 +156,8 @@ class RecipeResult:
     timing: Timing | None = None
     bubble_fraction: float = 0.0
     step_s: float = 0.0
-    ideal_s: float = 0.0  # the GPU's FLOPs of the step at peak
+    ideal_s: float = 0.0  # the GPU's FLOPs of the step at its compute rate
+    matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY  # that rate, a fraction of the peak
     parts: dict[str, float] | None = None  # efficiency factors: tp, cp, ep, pp, dp
     segments: dict[str, float] | None = None  # the step bar, seconds, summing to step_s
 
@@ -171,13 +201,62 @@ class RecipeResult:
         return flops / (self.step_s * self.plan.world_size * self.cluster.gpu.bf16_flops)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=2048)
+def ledger(plan: Plan, model: ModelSpec, cluster: Cluster) -> MemoryResult:
+    """The memory ledger of ``plan``'s every stage (cached: the planner asks first)."""
+    return compute_memory(MemoryInput(
+        model=model, gpu=cluster.gpu, recipe=plan.recipe, seq_len=plan.seq_len,
+        micro_batch=plan.micro_batch, recompute=plan.recompute, tp=plan.tp, pp=plan.pp,
+        cp=plan.cp, dp=plan.dp, ep=plan.ep, zero=plan.zero, schedule=plan.schedule,
+        microbatches=plan.microbatches, virtual=plan.virtual,
+        first_stage_layers=plan.first_stage_layers, last_stage_layers=plan.last_stage_layers))
+
+
 def measured_bubble(schedule: str, p: int, m: int, v: int) -> float:
     """Idle fraction of the simulated schedule (f = 1, b = w = 1: backward twice forward)."""
+    return _schedule_run(schedule, p, m, v)[0]
+
+
+def pipeline_slack(schedule: str, p: int, m: int, v: int) -> tuple[tuple[float, float], ...]:
+    """Each stage's idle time before its first forward and after its last backward (or
+    weight-gradient) event, as fractions of the simulated makespan: where a stage's DP
+    traffic can hide (labs.recipe_time). One stage, no pipeline: none."""
+    return _schedule_run(schedule, p, m, v)[1]
+
+
+@lru_cache(maxsize=1024)
+def _schedule_run(schedule: str, p: int, m: int, v: int) -> tuple[float, tuple]:
+    """One run of the schedule, read twice: its bubble and each stage's slack. The timeline
+    only (``labs.pipeline.placed``): the bubble is measured as ``labs.pipeline.simulate``
+    measures it, idle / (p x makespan)."""
     if p == 1:
-        return 0.0
-    return simulate(PipelineInput(schedule=schedule, stages=p, microbatches=m,
-                                  virtual=v)).bubble_fraction
+        return 0.0, ((0.0, 0.0),)
+    if schedule == "1f1b":
+        # 1F1B's timeline at these costs in closed form (PipeDream-Flush, Narayanan et al.
+        # 2021 sec 2.2.1): m + p − 1 slots of f + b = 3, rank r's first forward at r·f, its
+        # last backward 2r before the end; bubble (p−1)/(m+p−1). The simulator gives the
+        # same figures (tests/labs/test_recipe_uneven.py), in O(p·m) instead of O(p).
+        span = 3 * (m + p - 1)
+        return (p - 1) / (m + p - 1), tuple((r / span, 2 * r / span) for r in range(p))
+    if schedule == "interleaved-1f1b" and m % p == 0:
+        # The same with v chunks (Narayanan et al. 2021 sec 2.2.2: the warm-up and drain
+        # shrink v-fold) when the micro-batches fill whole rounds of p: span 3(m + (p−1)/v),
+        # rank r's first forward at r·f/v and its last backward 2r/v before the end.
+        span = 3 * (m + (p - 1) / v)
+        return (p - 1) / (v * m + p - 1), tuple((r / v / span, 2 * r / v / span)
+                                                for r in range(p))
+    steps, starts, ends = placed(PipelineInput(schedule=schedule, stages=p, microbatches=m,
+                                               virtual=v))
+    span = max(e[-1] for e in ends)
+    busy = math.fsum(math.fsum(map(operator.sub, ends[r], starts[r])) for r in range(p))
+    bubble = min(max(1.0 - busy / (p * span), 0.0), 1.0)
+    slack = []
+    for acts, start, end in zip(steps, starts, ends, strict=True):
+        first = min((t for a, t in zip(acts, start, strict=True) if a[0] == "F"), default=span)
+        last = max((t for a, t in zip(acts, end, strict=True) if a[0] in ("B", "W")),
+                   default=0.0)
+        slack.append((first / span, (span - last) / span))
+    return bubble, tuple(slack)
 
 
 def rule_problems(plan: Plan, model: ModelSpec, cluster: Cluster,
@@ -195,7 +274,11 @@ def rule_problems(plan: Plan, model: ModelSpec, cluster: Cluster,
     else:
         found += [e for e in world_problems(gpus, tp=plan.tp, pp=plan.pp, cp=plan.cp,
                                             ep=plan.ep) if "expert" not in e.message]
-    found += problems(model, plan.layout, seq_len=plan.seq_len)
+    found += problems(model, plan.layout, seq_len=plan.seq_len, uneven_pp=plan.uneven)
+    chunks = chunks_per_rank(plan.schedule, plan.virtual) if plan.pp > 1 else 1
+    found += [e for e in uneven_problems(model.layers, plan.pp, plan.first_stage_layers,
+                                         plan.last_stage_layers, chunks)
+              if e.field != "virtual" or plan.pp * chunks <= model.layers]
     if plan.pp > 1:
         try:
             check_shape(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
@@ -210,45 +293,62 @@ def rule_problems(plan: Plan, model: ModelSpec, cluster: Cluster,
     return found
 
 
-def evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int) -> RecipeResult:
-    """Audit ``plan`` for ``model`` on ``nodes`` nodes of ``cluster`` and time its step."""
-    return _evaluate(plan, model, cluster, nodes)
+def evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
+             matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY) -> RecipeResult:
+    """Audit ``plan`` for ``model`` on ``nodes`` nodes of ``cluster`` and time its step, the
+    GPUs computing at ``matmul_efficiency`` of their dense BF16 peak."""
+    return _evaluate(plan, model, cluster, nodes, matmul_efficiency)
+
+
+def check_matmul_efficiency(value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            MIN_MATMUL_EFFICIENCY <= value <= MAX_MATMUL_EFFICIENCY):
+        raise LabInputError("matmul_efficiency", f"matmul efficiency must be a fraction of the "
+                                                 f"peak from {MIN_MATMUL_EFFICIENCY} to "
+                                                 f"{MAX_MATMUL_EFFICIENCY}")
 
 
 @lru_cache(maxsize=4096)
-def _evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int) -> RecipeResult:
-    whole("nodes", nodes, 1, MAX_NODES, "nodes")
+def _evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
+              matmul_efficiency: float) -> RecipeResult:
+    # The page's clusters stop at MAX_NODES; the planner's go to MAX_PLAN_GPUS GPUs.
+    whole("nodes", nodes, 1, max(MAX_NODES, MAX_PLAN_GPUS // cluster.gpus_per_node), "nodes")
+    check_matmul_efficiency(matmul_efficiency)
     found = tuple(rule_problems(plan, model, cluster, nodes))
     if found:
         audits = tuple(Audit(f"Rule: {e.field}", False, e.message, e.field) for e in found)
-        return RecipeResult(plan, model, cluster, nodes, audits, found)
-    memory = compute_memory(MemoryInput(
-        model=model, gpu=cluster.gpu, recipe=plan.recipe, seq_len=plan.seq_len,
-        micro_batch=plan.micro_batch, recompute=plan.recompute, tp=plan.tp, pp=plan.pp,
-        cp=plan.cp, dp=plan.dp, ep=plan.ep, zero=plan.zero, schedule=plan.schedule,
-        microbatches=plan.microbatches, virtual=plan.virtual))
+        return RecipeResult(plan, model, cluster, nodes, audits, found,
+                            matmul_efficiency=matmul_efficiency)
+    memory = ledger(plan, model, cluster)
+    bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
     timing = step_parts(model, plan.layout, cluster, seq_len=plan.seq_len,
                         micro_batch=plan.micro_batch, microbatches=plan.microbatches,
                         recompute=plan.recompute, zero=plan.zero, schedule=plan.schedule,
-                        virtual=plan.virtual, recipe=plan.recipe)
-    bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
+                        virtual=plan.virtual, recipe=plan.recipe,
+                        first=plan.first_stage_layers, last=plan.last_stage_layers,
+                        matmul_efficiency=matmul_efficiency, bubble=bubble,
+                        slack=pipeline_slack(plan.schedule, plan.pp, plan.microbatches,
+                                             plan.virtual))
     micro, m = timing.micro, plan.microbatches
     busy = m * micro.total
     pipeline = busy / (1 - bubble)
     parts = {p.name: p for p in timing.parts}
     step = pipeline + parts["dp"].exposed
-    compute = m * micro.compute
-    seg = {"compute": compute, "tp": m * micro.tp, "cp": m * micro.cp_exposed,
-           "ep": m * micro.ep, "bubble": pipeline - busy, "dp": parts["dp"].exposed}
+    # The micro-batch is timed on the slowest stage (the most layers); the GPU's ideal is
+    # its even share of the FLOPs, and the difference is the wait uneven stages cost.
+    compute = m * micro.compute / timing.stage_imbalance
+    seg = {"compute": compute, "stages": m * micro.compute - compute, "tp": m * micro.tp,
+           "cp": m * micro.cp_exposed, "ep": m * micro.ep, "bubble": pipeline - busy,
+           "dp": parts["dp"].exposed}
     # Telescoping factors: their product is compute / step exactly.
     running, factors = compute, {}
-    for name in ("tp", "cp", "ep", "bubble", "dp"):
+    for name in ("stages", "tp", "cp", "ep", "bubble", "dp"):
         factors["pp" if name == "bubble" else name] = running / (running + seg[name])
         running += seg[name]
     result = RecipeResult(plan, model, cluster, nodes, (), (), memory, timing, bubble, step,
-                          compute, factors, seg)
+                          compute, matmul_efficiency, factors, seg)
     return RecipeResult(plan, model, cluster, nodes, audits_of(result), (), memory, timing,
-                        bubble, step, compute, factors, seg)
+                        bubble, step, compute, matmul_efficiency, factors, seg)
 
 
 def _gb(x: float) -> str:
@@ -263,8 +363,20 @@ def _traffic_audit(name: str, part: Part, step: float, degree: int) -> Audit:
     return Audit(f"{name} traffic", share <= EXPOSED_LIMIT,
                  f"{_gb(part.bytes_per_step)} per GPU per step {where} ({part.link}): "
                  f"{part.seconds * 1e3:,.0f} ms, {part.hidden * 1e3:,.0f} ms hidden behind "
-                 f"compute, {part.exposed * 1e3:,.0f} ms exposed = {share:.1%} of the step "
+                 f"compute or pipeline idle, {part.exposed * 1e3:,.0f} ms exposed = "
+                 f"{share:.1%} of the step "
                  f"(limit {EXPOSED_LIMIT:.0%})", name.lower())
+
+
+def _split_text(plan: Plan, model: ModelSpec) -> str:
+    """The stages' layers when Megatron's uneven first/last stages are set."""
+    if not plan.uneven:
+        return ""
+    counts = stage_layer_counts(model.layers, plan.pp, plan.first_stage_layers,
+                                plan.last_stage_layers)
+    return (f"; uneven stages (Megatron's first/last pipeline layers): {counts[0]} on the "
+            f"first, {counts[-1]} on the last, {max(counts)} on the slowest, which sets the "
+            f"pace")
 
 
 def audits_of(r: RecipeResult) -> tuple[Audit, ...]:
@@ -276,7 +388,7 @@ def audits_of(r: RecipeResult) -> tuple[Audit, ...]:
     out = [
         Audit("Layout rules", True, f"TP x PP x CP x DP = {plan.world_size:,} = the "
                                     f"cluster's GPUs; heads, layers, sequence and experts "
-                                    "divide"),
+                                    "divide" + _split_text(plan, r.model)),
         Audit("Memory per GPU", mem.fits,
               f"{_gb(mem.total_bytes)} on pipeline stage {mem.heaviest_stage} (the heaviest) "
               f"of {_gb(mem.gpu_memory_bytes)}: {_gb(mem.headroom_bytes)} "

@@ -15,12 +15,14 @@ from dataclasses import dataclass, replace
 from itertools import product
 
 from labs.layout import divisors
-from labs.limits import MAX_STAGES
+from labs.limits import DEFAULT_MATMUL_EFFICIENCY, MAX_MICROBATCHES, MAX_STAGES
 from labs.links import Cluster
+from labs.placement import uneven_split
 from labs.presets import ModelSpec
 from labs.recipe import Plan, RecipeResult, evaluate, rule_problems
 
-DECISIONS = ("tp", "pp", "cp", "ep", "zero", "recompute", "schedule", "microbatches")
+DECISIONS = ("tp", "pp", "cp", "ep", "zero", "recompute", "schedule", "microbatches",
+             "first_stage_layers", "last_stage_layers")
 MAX_CANDIDATES = 4000  # bounds the search on the largest clusters
 
 
@@ -39,7 +41,10 @@ def candidates(plan: Plan, model: ModelSpec, gpus: int) -> list[Plan]:
     """Legal-looking plans for ``gpus`` GPUs, near ``plan`` first."""
     found = []
     tps = [t for t in divisors(gpus, 64) if model.heads % t == 0]
-    pps = [p for p in divisors(model.layers, MAX_STAGES) if gpus % p == 0]
+    # Even stages, or Megatron's uneven first/last stages where the layers do not divide.
+    splits = {p: (0, 0) if model.layers % p == 0 else uneven_split(model.layers, p)
+              for p in range(1, min(MAX_STAGES, model.layers) + 1) if gpus % p == 0}
+    pps = [p for p, split in splits.items() if split is not None]
     cps = sorted({plan.cp, 1})
     eps = sorted({plan.ep, 1})
     zeros = sorted({plan.zero, 1, 3})
@@ -52,20 +57,25 @@ def candidates(plan: Plan, model: ModelSpec, gpus: int) -> list[Plan]:
         dp = gpus // (tp * pp * cp)
         per_step = plan.global_batch // plan.micro_batch
         m = per_step // dp if per_step % dp == 0 and per_step >= dp else plan.microbatches
+        if m > MAX_MICROBATCHES:
+            continue  # the same batch on so few DP ranks is more micro-batches than a plan has
+        first, last = splits[pp]
         found.append(replace(plan, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, zero=zero,
-                             recompute=rec, schedule=sched, microbatches=m))
+                             recompute=rec, schedule=sched, microbatches=m,
+                             first_stage_layers=first, last_stage_layers=last))
     found.sort(key=lambda c: len(_changed(plan, c)))
     return found[:MAX_CANDIDATES]
 
 
-def nearest(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int) -> Replan:
+def nearest(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
+            matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY) -> Replan:
     """The running ``plan`` on ``model`` and ``nodes`` x ``cluster``, and the nearest plan
-    that passes every audit there."""
+    that passes every audit there (timed at the same compute rate)."""
     gpus = nodes * cluster.gpus_per_node
     keep = replace(plan, dp=max(1, gpus // (plan.tp * plan.pp * plan.cp)))
     # The job as it would restart: DP re-divides the new GPU count, everything else stays.
     before = evaluate(keep if not rule_problems(keep, model, cluster, nodes) else plan,
-                      model, cluster, nodes)
+                      model, cluster, nodes, matmul_efficiency)
     best, best_distance = None, None
     for cand in candidates(plan, model, gpus):
         distance = len(_changed(plan, cand))
@@ -73,7 +83,7 @@ def nearest(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int) -> Repla
             break
         if rule_problems(cand, model, cluster, nodes):
             continue
-        result = evaluate(cand, model, cluster, nodes)
+        result = evaluate(cand, model, cluster, nodes, matmul_efficiency)
         if result.passes and (best is None or result.step_s < best.step_s):
             best, best_distance = result, distance
     return Replan(before, best, _changed(plan, best.plan) if best else ())

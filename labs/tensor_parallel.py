@@ -19,7 +19,11 @@ Sources:
   are left out (1/h of a layer's traffic).
 - cost: compute on labs.compute (6·N + attention FLOPs per token, at an MFU of the GPU's dense
   BF16 peak), collectives on labs.comm's α–β model over labs.links; nothing overlapped: TP's
-  collectives block the next matmul.
+  collectives block the next matmul (``TP_OVERLAP``).
+- one TP model for the whole lab: ``tp_exchange`` (one of Megatron's f/g collectives on a
+  group) and ``tp_collectives`` (how many a layer runs per step) are what EP08's recipe
+  (labs.recipe_time) counts too, so EP04's efficiency against t and EP08's TP factor agree
+  whenever their inputs (model, GPU, link, compute rate) do.
 - memory: the EP01 ledger (labs.memory) at the same TP and SP.
 """
 
@@ -29,7 +33,6 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from labs.activations import ACT_BYTES
 from labs.comm import CommCost, collective, ring
 from labs.compute import attention_flops_per_token
 from labs.errors import LabInputError
@@ -48,19 +51,15 @@ from labs.limits import (
 from labs.links import Cluster, Link, get_link, make_cluster
 from labs.memory import MemoryInput, MemoryResult, compute_memory
 from labs.presets import GPUSpec, ModelSpec
-
-# Per layer per step, in order: (pass, after which matrix, collective without SP, with SP).
-LAYER_COLLECTIVES = (
-    ("forward", "attention output projection (row-split)", "all_reduce",
-     ("all_gather", "reduce_scatter")),
-    ("forward", "MLP down projection (row-split)", "all_reduce",
-     ("all_gather", "reduce_scatter")),
-    ("backward", "MLP up/gate projection (column-split)", "all_reduce",
-     ("reduce_scatter", "all_gather")),
-    ("backward", "QKV projection (column-split)", "all_reduce",
-     ("reduce_scatter", "all_gather")),
+from labs.tp_comm import (  # noqa: F401 (re-exported: EP04's names)
+    LAYER_COLLECTIVES,
+    STEP_EXTRA_COLLECTIVES,
+    TP_OVERLAP,
+    collective_bytes,
+    tp_collectives,
+    tp_exchange,
 )
-STEP_EXTRA_COLLECTIVES = 2  # the embedding's (forward) and the output layer's (backward)
+
 # The links the efficiency chart compares, each carrying the whole TP group alone.
 COMPARE_LINKS = ("nvlink-4", "nvl72", "pcie-4", "ib-ndr", "eth-100g", "eth-25g")
 
@@ -281,24 +280,15 @@ class TPCost:
         return self.step_speedup / self.tp
 
 
-def collective_bytes(model: ModelSpec, seq_len: int, micro_batch: int) -> float:
-    """The tensor each TP collective reduces or gathers: s·b·h bf16 activations."""
-    return seq_len * micro_batch * model.hidden * ACT_BYTES
-
-
 def tp_cost(model: ModelSpec, gpu: GPUSpec, topology: Topology, tp: int, *, sp: bool,
             seq_len: int, micro_batch: int, mfu: float) -> TPCost:
     """Per-layer and per-step time of TP = ``tp``: compute ÷ t, then the blocking collectives."""
     rate = gpu.bf16_flops * mfu
     size = collective_bytes(model, seq_len, micro_batch)
-    if sp:
-        costs = [topology.collective(kind, size, tp) for kind in ("all_gather", "reduce_scatter")]
-    else:
-        costs = [topology.collective("all_reduce", size, tp)]
+    pair = tp_exchange(lambda kind, nbytes: topology.collective(kind, nbytes, tp), size, sp)
     # Each of the 4 all-reduces (or their all-gather + reduce-scatter pairs) of a layer.
-    pair_s = sum(c.seconds for c in costs)
-    pair_bytes = sum(c.bytes_per_gpu for c in costs)
-    n = len(LAYER_COLLECTIVES)
+    pair_s, pair_bytes = pair.seconds, pair.bytes_per_gpu
+    n = tp_collectives(1, "none")
     compute = layer_flops(model, seq_len, micro_batch, tp) / rate
     head = head_flops(model, seq_len, micro_batch, tp) / rate
     one = layer_flops(model, seq_len, micro_batch, 1) / rate
@@ -309,8 +299,7 @@ def tp_cost(model: ModelSpec, gpu: GPUSpec, topology: Topology, tp: int, *, sp: 
         step_compute_s=model.layers * compute + head, step_comm_s=per_step * pair_s,
         step_comm_bytes=per_step * pair_bytes,
         single_gpu_s=one, single_gpu_step_s=model.layers * one + one_head,
-        algorithm="+".join(sorted({c.algorithm for c in costs})),
-        bottleneck=costs[0].bottleneck,
+        algorithm=pair.algorithm, bottleneck=pair.bottleneck,
     )
 
 

@@ -7,6 +7,7 @@ from app.charts.units import fmt_bytes, fmt_pct, gb_axis
 # Step segment -> (label, colour), in the order the bar stacks them (left first).
 SEGMENTS = {
     "compute": ("Compute", "#4c78a8"),
+    "stages": ("Uneven stages (wait for the slowest)", "#9d755d"),
     "tp": ("TP all-reduces (exposed)", "#f58518"),
     "cp": ("CP ring (exposed)", "#72b7b2"),
     "ep": ("EP all-to-all (exposed)", "#b279a2"),
@@ -33,7 +34,8 @@ def step_figure(result) -> dict:
             "hovertemplate": f"{label}: %{{x:,.0f}} ms ({fmt_pct(share)})<extra></extra>",
         })
     parts = " × ".join(f"{name.upper()} {result.parts[name]:.2f}"
-                       for name in ("tp", "cp", "ep", "pp", "dp") if result.parts[name] < 0.9995)
+                       for name in ("stages", "tp", "cp", "ep", "pp", "dp")
+                       if result.parts[name] < 0.9995)
     return {
         "data": data,
         "layout": base_layout(

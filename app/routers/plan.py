@@ -19,11 +19,14 @@ from app.routers.recipe import INTER, INTRA
 from app.templating import templates
 from labs.errors import LabInputError
 from labs.limits import (
+    DEFAULT_MATMUL_EFFICIENCY,
     MAX_GLOBAL_BATCH,
     MAX_GPUS_PER_NODE,
+    MAX_MATMUL_EFFICIENCY,
     MAX_NODES,
     MAX_PLAN_GPUS,
     MAX_SEQ_LEN,
+    MIN_MATMUL_EFFICIENCY,
 )
 from labs.links import get_link, make_cluster
 from labs.planner import MAX_TOP, PlanRequest, PlanSearch, search
@@ -48,6 +51,10 @@ class PlanQuery(ModelControls):
     global_batch: int = Field(32, ge=1, le=MAX_GLOBAL_BATCH, description="Sequences per "
                               "step (micro-batch x micro-batches x DP); kept by every plan.")
     top: int = Field(20, ge=1, le=MAX_TOP, description="Plans to return, fastest first.")
+    matmul_efficiency: float = Field(
+        DEFAULT_MATMUL_EFFICIENCY, ge=MIN_MATMUL_EFFICIENCY, le=MAX_MATMUL_EFFICIENCY,
+        description="Fraction of the dense BF16 peak the GPUs compute at, as on the recipe "
+                    "page (GET /api/recipe).")
 
 
 @lru_cache(maxsize=32)
@@ -56,7 +63,7 @@ def _search(query: tuple) -> PlanSearch:
     cluster = make_cluster(get_gpu(q.gpu), q.gpus_per_node, get_link(q.intra_link),
                            get_link(q.inter_link))
     return search(PlanRequest(q.model_spec(), cluster, q.gpus, q.seq_len, q.global_batch,
-                              top=q.top))
+                              top=q.top, matmul_efficiency=q.matmul_efficiency))
 
 
 def run(q: PlanQuery) -> PlanSearch:
@@ -70,11 +77,13 @@ def plan_links(q: PlanQuery, found: PlanSearch) -> list[str | None]:
     if nodes > MAX_NODES:
         return [None] * len(found.plans)
     base = {**q.model_controls(), "gpu": q.gpu, "nodes": nodes, "gpus_per_node": q.gpus_per_node,
-            "intra_link": q.intra_link, "inter_link": q.inter_link, "seq_len": q.seq_len}
+            "intra_link": q.intra_link, "inter_link": q.inter_link, "seq_len": q.seq_len,
+            "matmul_efficiency": q.matmul_efficiency}
     url = BY_SLUG["recipe-3d"].url
     return [f"{url}?" + urlencode({**base, **{k: getattr(r.plan, k) for k in (
         "tp", "pp", "dp", "cp", "ep", "zero", "recompute", "schedule", "virtual",
-        "micro_batch", "microbatches")}}) for r in found.plans]
+        "micro_batch", "microbatches", "first_stage_layers", "last_stage_layers")}})
+        for r in found.plans]
 
 
 def to_api(q: PlanQuery, found: PlanSearch) -> dict:
@@ -92,7 +101,8 @@ def to_api(q: PlanQuery, found: PlanSearch) -> dict:
             "label": plan_label(r.plan),
             **{k: getattr(r.plan, k) for k in ("tp", "pp", "dp", "cp", "ep", "zero",
                                                 "recompute", "schedule", "virtual",
-                                                "micro_batch", "microbatches")},
+                                                "micro_batch", "microbatches",
+                                                "first_stage_layers", "last_stage_layers")},
             "global_batch": r.plan.global_batch,
             "memory_per_gpu_bytes": r.memory_per_gpu_bytes,
             "step_s": r.step_s,

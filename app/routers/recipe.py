@@ -28,16 +28,20 @@ from app.schemas import RecipeAnswer
 from labs.errors import LabInputError
 from labs.export import Export, export
 from labs.limits import (
+    DEFAULT_MATMUL_EFFICIENCY,
     EXPORT_FORMATS,
     MAX_DEGREE,
     MAX_GPUS_PER_NODE,
+    MAX_MATMUL_EFFICIENCY,
     MAX_MICRO_BATCH,
     MAX_MICROBATCHES,
     MAX_MODEL_CODE,
     MAX_NODES,
     MAX_SEQ_LEN,
+    MAX_STAGE_LAYERS,
     MAX_STAGES,
     MAX_VIRTUAL,
+    MIN_MATMUL_EFFICIENCY,
     RECOMPUTE,
     SCHEDULES,
 )
@@ -74,11 +78,24 @@ class RecipeQuery(ModelControls):
     recompute: Literal[RECOMPUTE] = Field("selective", description="Activation recomputation.")
     schedule: Literal[tuple(SCHEDULES)] = Field("1f1b", description="Pipeline schedule.")
     virtual: int = Field(1, ge=1, le=MAX_VIRTUAL, description="Model chunks per rank.")
+    first_stage_layers: int = Field(
+        0, ge=0, le=MAX_STAGE_LAYERS, description="Layers on the first pipeline stage "
+        "(Megatron's --decoder-first-pipeline-num-layers; 0: even stages). The middle stages "
+        "split the rest evenly; the slowest stage sets the step's pace.")
+    last_stage_layers: int = Field(
+        0, ge=0, le=MAX_STAGE_LAYERS, description="Layers on the last pipeline stage "
+        "(Megatron's --decoder-last-pipeline-num-layers; 0: even stages).")
     micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per "
                                                                       "micro-batch.")
     microbatches: int = Field(16, ge=1, le=MAX_MICROBATCHES, description="Micro-batches per "
                                                                          "step.")
     seq_len: int = Field(2048, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
+    matmul_efficiency: float = Field(
+        DEFAULT_MATMUL_EFFICIENCY, ge=MIN_MATMUL_EFFICIENCY, le=MAX_MATMUL_EFFICIENCY,
+        description="Fraction of the GPU's dense BF16 peak its kernels reach while computing "
+                    f"(default {DEFAULT_MATMUL_EFFICIENCY}: the maximum achievable matmul "
+                    "FLOPS measured on an A100 SXM, 267.9 of 312 TFLOP/s). Efficiency is "
+                    "measured against this rate; MFU against the peak.")
     replan_model: str = Field("", max_length=MAX_MODEL_CODE, description="Re-plan: the model "
                               "the job changes to, a preset id or a model code (empty: "
                               "unchanged).")
@@ -100,16 +117,19 @@ def run(query: RecipeQuery) -> RecipeState:
     plan = Plan(tp=query.tp, pp=query.pp, dp=query.dp, cp=query.cp, ep=query.ep,
                 zero=query.zero, recompute=query.recompute, schedule=query.schedule,
                 virtual=query.virtual, micro_batch=query.micro_batch,
-                microbatches=query.microbatches, seq_len=query.seq_len)
+                microbatches=query.microbatches, seq_len=query.seq_len,
+                first_stage_layers=query.first_stage_layers,
+                last_stage_layers=query.last_stage_layers)
     model = query.model_spec()
-    result = evaluate(plan, model, cluster, query.nodes)
+    result = evaluate(plan, model, cluster, query.nodes, query.matmul_efficiency)
     replan = None
     if query.replan_model or query.replan_nodes:
         try:
             new_model = get_model(query.replan_model) if query.replan_model else model
         except LabInputError as exc:
             raise LabInputError("replan_model", exc.message) from exc
-        replan = nearest(plan, new_model, cluster, query.replan_nodes or query.nodes)
+        replan = nearest(plan, new_model, cluster, query.replan_nodes or query.nodes,
+                         query.matmul_efficiency)
     exports = {f: export(plan, model, f) for f in EXPORT_FORMATS} if result.legal else {}
     return RecipeState(result, replan, exports)
 
@@ -119,7 +139,8 @@ def _plan_api(result: RecipeResult) -> dict:
     return {"model": result.model.id, "nodes": result.nodes, "tp": p.tp, "pp": p.pp,
             "dp": p.dp, "cp": p.cp, "ep": p.ep, "zero": p.zero, "recompute": p.recompute,
             "schedule": p.schedule, "virtual": p.virtual, "micro_batch": p.micro_batch,
-            "microbatches": p.microbatches, "seq_len": p.seq_len}
+            "microbatches": p.microbatches, "seq_len": p.seq_len,
+            "first_stage_layers": p.first_stage_layers, "last_stage_layers": p.last_stage_layers}
 
 
 def _result_api(r: RecipeResult) -> dict:
@@ -134,6 +155,7 @@ def _result_api(r: RecipeResult) -> dict:
         "heaviest_stage": r.memory.heaviest_stage if r.memory else None,
         "bubble_fraction": r.bubble_fraction,
         "efficiency": r.efficiency,
+        "matmul_efficiency": r.matmul_efficiency,
         "parts": r.parts or {},
         "mfu": r.mfu,
         "step_s": r.step_s,
@@ -179,7 +201,8 @@ def plan_query(r: RecipeResult, base: dict) -> dict:
     p = r.plan
     return {**base, "model": r.model.id, "nodes": r.nodes, "tp": p.tp, "pp": p.pp, "dp": p.dp,
             "cp": p.cp, "ep": p.ep, "zero": p.zero, "recompute": p.recompute,
-            "schedule": p.schedule, "microbatches": p.microbatches}
+            "schedule": p.schedule, "virtual": p.virtual, "microbatches": p.microbatches,
+            "first_stage_layers": p.first_stage_layers, "last_stage_layers": p.last_stage_layers}
 
 
 SEED = {"model": "gpt-3-175b", "gpu": "a100-80gb", "nodes": 8, "gpus_per_node": 8,
@@ -209,6 +232,7 @@ def facts() -> dict:
         "lost": state(**{**SEED, "replan_nodes": 6}),
         "h100": state(**{**SEED, "gpu": "h100-sxm", "intra_link": "nvlink-4",
                          "inter_link": "ib-ndr"}),
+        "e60": state(**{**SEED, "matmul_efficiency": 0.6}),
     }
 
 
@@ -237,6 +261,14 @@ def drill_answer() -> float:
     return 100 * run(RecipeQuery(**SEED)).result.efficiency
 
 
+def _seed_parts() -> dict[str, float]:
+    """The seed's TP and DP factors, quoted by the drill (from the lab, not typed in)."""
+    return run(RecipeQuery(**SEED)).result.parts
+
+
+SEED_PARTS = _seed_parts()
+
+
 VIEW = LabView(
     name="recipe",
     episode=BY_SLUG["recipe-3d"],
@@ -256,8 +288,10 @@ VIEW = LabView(
         "tp": "TP (tensor)", "pp": "PP (stages)", "dp": "DP (data)", "cp": "CP (context)",
         "ep": "EP (experts)", "zero": "ZeRO stage", "recompute": "Recomputation",
         "schedule": "Schedule", "virtual": "Chunks per rank", "micro_batch": "Micro-batch",
+        "first_stage_layers": "First stage layers", "last_stage_layers": "Last stage layers",
         "microbatches": "Micro-batches per step", "seq_len": "Sequence length",
-        "replan_model": "New model", "replan_nodes": "Nodes now",
+        "matmul_efficiency": "Matmul efficiency", "replan_model": "New model",
+        "replan_nodes": "Nodes now",
     },
     response_model=RecipeAnswer,
     embed_height=1400,
@@ -276,12 +310,14 @@ VIEW = LabView(
         Drill(
             id="recipe-efficiency",
             question=("GPT-3 175B on 64 A100s as TP8 × PP4 × DP2 with 16 micro-batches: the "
-                      "lab gives TP 0.874 and DP 0.963. With the 1F1B bubble of 4 stages, "
-                      "what efficiency (%) is the product of the parts?"),
+                      f"lab gives TP {SEED_PARTS['tp']:.3f} and DP {SEED_PARTS['dp']:.3f}. "
+                      "With the 1F1B bubble of 4 stages, what efficiency (%) is the product "
+                      "of the parts?"),
             answer=drill_answer,
             unit="%",
             hint="The pipeline factor is m / (m + p − 1) = 16/19; multiply the three.",
-            explanation="{answer}%: 0.874 × 16/19 × 0.963.",
+            explanation=(f"{{answer}}%: {SEED_PARTS['tp']:.3f} × 16/19 × "
+                         f"{SEED_PARTS['dp']:.3f}."),
         ),
     ),
 )

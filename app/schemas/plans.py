@@ -30,11 +30,15 @@ class RecipeResultAnswer(BaseModel):
     heaviest_stage: int | None
     bubble_fraction: float = Field(description="Measured by the pipeline simulator.")
     efficiency: float = Field(description="Ideal compute time / step time: product of parts.")
-    parts: dict[str, float] = Field(description="Efficiency factors tp, cp, ep, pp, dp.")
+    matmul_efficiency: float = Field(description="The compute rate the ideal time assumes: a "
+                                                 "fraction of the GPU's dense BF16 peak.")
+    parts: dict[str, float] = Field(description="Efficiency factors stages (uneven stages' "
+                                    "wait for the slowest), tp, cp, ep, pp, dp.")
     mfu: float = Field(description="Model FLOPs (6·N·D + attention) / (step x GPUs x peak).")
     step_s: float
-    segments_s: dict[str, float] = Field(description="The step bar: compute, exposed "
-                                                     "tp/cp/ep, bubble, exposed dp; seconds.")
+    segments_s: dict[str, float] = Field(description="The step bar: compute, uneven stages' "
+                                                     "wait, exposed tp/cp/ep, bubble, exposed "
+                                                     "dp; seconds.")
     tokens_per_s: float
     global_batch: int
     tokens_per_step: int

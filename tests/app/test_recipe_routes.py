@@ -19,7 +19,8 @@ def test_api_answers_the_issue_fields_for_the_seed(client):
     assert all({"name", "ok", "detail"} <= set(a) for a in body["audits"])
     assert body["bubble_fraction"] == pytest.approx(3 / 19, abs=1e-9)
     assert body["efficiency"] == pytest.approx(math.prod(body["parts"].values()), rel=1e-9)
-    assert body["efficiency"] == pytest.approx(0.76, abs=0.06)
+    assert body["efficiency"] == pytest.approx(0.76, abs=0.03)
+    assert body["matmul_efficiency"] == 0.85
     assert sum(body["segments_s"].values()) == pytest.approx(body["step_s"], rel=1e-9)
     assert body["tokens_per_s"] == pytest.approx(32 * 2048 / body["step_s"])
 
@@ -55,7 +56,8 @@ def test_page_lists_every_broken_rule_as_a_failed_audit_and_keeps_the_chart(clie
 
 @pytest.mark.parametrize("field,value", [("nodes", 0), ("tp", 0), ("zero", 4),
                                          ("schedule", "x"), ("intra_link", "ib-hdr"),
-                                         ("gpus_per_node", 16), ("model", "nope")])
+                                         ("gpus_per_node", 16), ("model", "nope"),
+                                         ("matmul_efficiency", 0), ("matmul_efficiency", 1.5)])
 def test_bad_controls_are_422s_naming_the_control(client, field, value):
     response = client.get("/api/recipe", params={**SEED, field: value})
     assert response.status_code == 422
@@ -99,3 +101,49 @@ def test_page_has_exports_with_copy_buttons(client):
     for fmt in ("megatron", "deepspeed", "fsdp"):
         assert f'id="export-{fmt}"' in text
         assert f'data-copy-target="export-{fmt}"' in text
+
+
+def test_the_compute_rate_is_a_control_the_parts_follow(client):
+    """Slower compute, the same bytes: TP and DP weigh less, efficiency rises, MFU falls; the
+    page says which rate its figures assume."""
+    fast = client.get("/api/recipe", params=SEED).json()
+    slow = client.get("/api/recipe", params={**SEED, "matmul_efficiency": 0.6}).json()
+    assert slow["matmul_efficiency"] == 0.6
+    assert slow["parts"]["tp"] > fast["parts"]["tp"] and slow["parts"]["dp"] >= fast["parts"]["dp"]
+    assert slow["efficiency"] > fast["efficiency"] and slow["mfu"] < fast["mfu"]
+    assert slow["parts"]["pp"] == fast["parts"]["pp"]  # the bubble is a ratio of compute
+    page = client.get("/episodes/recipe-3d", params={**SEED, "matmul_efficiency": 0.6}).text
+    assert 'id="input-matmul_efficiency"' in page and "Compute runs at 60.0%" in page
+
+
+UNEVEN = {"model": "llama-3.1-405b", "gpu": "h100-sxm", "nodes": 64, "gpus_per_node": 8,
+          "intra_link": "nvlink-4", "inter_link": "ib-ndr", "tp": 8, "pp": 16, "dp": 4,
+          "zero": 2, "schedule": "interleaved-1f1b", "virtual": 4, "microbatches": 64,
+          "seq_len": 8192, "first_stage_layers": 7, "last_stage_layers": 7}
+
+
+def test_uneven_stages_are_fields_the_audit_names(client):
+    """Llama 3's 126 layers on 16 stages as Meta split them: 7, 8 x 14, 7."""
+    body = client.get("/api/recipe", params=UNEVEN).json()
+    assert body["plan"]["first_stage_layers"] == 7 and body["plan"]["last_stage_layers"] == 7
+    layout = next(a for a in body["audits"] if a["name"] == "Layout rules")
+    assert "7 on the first, 7 on the last, 8 on the slowest" in layout["detail"]
+    assert body["parts"]["stages"] == pytest.approx(126 / 128, rel=1e-9)
+    assert body["segments_s"]["stages"] > 0
+    page = client.get("/episodes/recipe-3d", params=UNEVEN).text
+    assert 'name="first_stage_layers"' in page and 'name="last_stage_layers"' in page
+
+
+@pytest.mark.parametrize(("change", "field", "words"), [
+    ({"first_stage_layers": 0, "last_stage_layers": 0}, "pp", "do not split evenly"),
+    ({"first_stage_layers": 10}, "first_stage_layers", "must split evenly"),
+    ({"pp": 1, "dp": 64}, "first_stage_layers", "need a pipeline"),
+    ({"first_stage_layers": 2000}, "first_stage_layers", "from 0 to 1,024"),
+    ({"first_stage_layers": 200}, "first_stage_layers", "(even split) to 125"),
+])
+def test_impossible_splits_are_422s_naming_the_rule(client, change, field, words):
+    response = client.get("/api/recipe", params={**UNEVEN, **change})
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    hit = [d for d in detail if d["loc"][1] == field]
+    assert hit and words in hit[0]["msg"], detail

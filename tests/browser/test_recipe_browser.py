@@ -32,6 +32,21 @@ def test_slider_changes_the_step_bar_audits_and_url(page, live_server):
     assert step_ms(page) == pytest.approx(m4["step_s"] * 1e3, rel=1e-3)
 
 
+def test_matmul_efficiency_control_redraws_the_step_at_that_rate(page, live_server):
+    page.goto(PAGE)
+    wait_drawn(page)
+    expect(page.locator("[data-testid=recipe-rate]")).to_contain_text("85.0%")
+    page.locator("#input-matmul_efficiency").fill("0.6")
+    page.locator("#input-matmul_efficiency").dispatch_event("input")
+    page.wait_for_url("**matmul_efficiency=0.6**")
+    wait_drawn(page)
+    slow = api_json(live_server, "recipe", "matmul_efficiency=0.6")
+    assert step_ms(page) == pytest.approx(slow["step_s"] * 1e3, rel=1e-3)
+    expect(page.locator("[data-testid=recipe-rate]")).to_contain_text("60.0%")
+    expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text(
+        f"{100 * slow['efficiency']:.1f}% efficient")
+
+
 def test_good_and_bad_cases(page):
     page.goto(PAGE)
     wait_drawn(page)

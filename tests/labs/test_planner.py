@@ -116,23 +116,48 @@ def test_pareto_front_is_exactly_the_undominated_plans(wide_search):
                 any(point(plans[j]) == point(a) for j in front)
 
 
-def test_405b_on_16384_gpus_ranks_legal_plans_that_fit():
-    found = search(PlanRequest(LLAMA405, H100, 16_384, 8192, 2048))
-    assert not found.complete and found.evaluated == 0  # beyond the lab's rank walk
+def test_405b_on_16384_gpus_every_returned_plan_is_exact_and_passes():
+    """Above 1,024 GPUs too, the plans are the lab's own: timed by evaluate, every audit
+    passed, the ranking complete (branch and bound on the compute + TP + bubble bound)."""
+    found = search(PlanRequest(LLAMA405, H100, 16_384, 8192, 4096))
+    assert found.complete and 0 < found.evaluated <= found.hopeful
     assert len(found.plans) == 20
+    speeds = [r.tokens_per_s for r in found.plans]
+    assert speeds == sorted(speeds, reverse=True)
     for r in found.plans:
         p = r.plan
-        assert not r.exact
-        assert not rule_problems(p, LLAMA405, H100, 2048)
-        assert p.global_batch == 2048 and p.tp <= 8
+        assert r.exact and r.passes
+        lab = evaluate(p, LLAMA405, H100, 2048)
+        assert lab.passes and lab.step_s == pytest.approx(r.step_s, rel=1e-12)
+        assert p.global_batch == 4096 and p.tp <= 8
         memory = compute_memory(MemoryInput(
             model=LLAMA405, gpu=H100.gpu, recipe=p.recipe, seq_len=p.seq_len,
             micro_batch=p.micro_batch, recompute=p.recompute, tp=p.tp, pp=p.pp, cp=p.cp,
             dp=p.dp, ep=p.ep, zero=p.zero, schedule=p.schedule,
-            microbatches=p.microbatches, virtual=p.virtual))
+            microbatches=p.microbatches, virtual=p.virtual,
+            first_stage_layers=p.first_stage_layers, last_stage_layers=p.last_stage_layers))
         assert memory.total_bytes == pytest.approx(r.memory_per_gpu_bytes, rel=1e-12)
         assert memory.total_bytes <= 80e9
         assert 0 < r.mfu <= 1
+    # Complete: no plan the search skipped beats the slowest one shown.
+    slowest = found.plans[-1].step_s
+    legal = [p for p in candidates(found.request)
+             if not rule_problems(p, LLAMA405, H100, 2048)]
+    shown = {r.plan for r in found.plans}
+    for plan in random.Random(405).sample(legal, 40):
+        if plan in shown:
+            continue
+        r = evaluate(plan, LLAMA405, H100, 2048)
+        assert not r.passes or r.step_s >= slowest * (1 - 1e-12)
+
+
+def test_best_64_gpu_plan_on_the_seed_cluster_beats_tp8_pp4_dp2():
+    a100 = get_cluster("dgx-a100")
+    found = search(PlanRequest(GPT3, a100, 64, 2048, SEED.global_batch))
+    seed = evaluate(SEED, GPT3, a100, 8)
+    assert seed.passes and found.complete
+    assert found.plans[0].exact and found.plans[0].passes
+    assert found.plans[0].step_s <= seed.step_s
 
 
 def test_bad_requests_name_their_field():

@@ -2,7 +2,10 @@
 
 Seed (CURRICULUM EP08): 64 GPUs as 8 nodes x 8 with NVLink inside (DGX A100), GPT-3 175B,
 sequence 2048, TP8 x PP4 x DP2, 16 micro-batches, Megatron's distributed optimizer (ZeRO-1):
-fits, keeps TP in the node, ≈76% efficient (≈0.90 TP x 16/19 pipeline x ≈1.0 DP).
+fits, keeps TP in the node, ≈76% efficient (≈0.90 TP x 16/19 pipeline x ≈1.0 DP). The lab,
+its GPUs computing at the measured A100 matmul ceiling (labs.limits.DEFAULT_MATMUL_EFFICIENCY),
+gives 73.0% = TP 0.890 x 16/19 x DP 0.974: the DP pair across HDR InfiniBand cannot hide the
+distributed optimizer's weight all-gather behind the first stage's first forward.
 """
 
 import argparse
@@ -10,17 +13,22 @@ import ast
 import json
 import math
 import shlex
+from collections import Counter
 
 import pytest
 
 from labs.compute import hardware_flops_per_token, model_flops_per_token
 from labs.errors import LabInputError
 from labs.export import export
+from labs.layout import ParallelLayout
+from labs.limits import DEFAULT_MATMUL_EFFICIENCY
 from labs.links import get_cluster
 from labs.pipeline import PipelineInput, simulate
 from labs.presets import get_model
-from labs.recipe import Plan, evaluate, measured_bubble
+from labs.recipe import Plan, evaluate, measured_bubble, pipeline_slack
+from labs.recipe_time import megatron_bucket_params, spread
 from labs.replan import nearest
+from labs.tensor_parallel import Topology, TPInput, tensor_parallel
 
 A100 = get_cluster("dgx-a100")
 H100 = get_cluster("dgx-h100")
@@ -36,17 +44,80 @@ def audit(result, name):
 def test_seed_fits_keeps_tp_in_the_node_and_is_about_76_percent():
     r = evaluate(SEED, GPT3, A100, 8)
     assert r.legal and r.fits and r.passes
+    assert r.matmul_efficiency == DEFAULT_MATMUL_EFFICIENCY == 0.85
     assert r.memory_per_gpu_bytes < 80e9
     assert audit(r, "TP inside a node").ok
     # The pipeline factor is the simulated bubble: exactly 16/19 for 1F1B, p = 4, m = 16.
     assert r.parts["pp"] == pytest.approx(16 / 19, abs=1e-9)
-    # ≈0.90 TP: 0.87 at the datasheet NVLink 3 (300 GB/s a direction) and compute at peak.
-    assert 0.85 <= r.parts["tp"] <= 0.92
-    # ≈1.0 DP: most of the gradient reduce hides behind the last backward.
-    assert r.parts["dp"] >= 0.95
-    # ≈76%: the lab gives 70.8% (TP 0.874 x 16/19 x DP 0.963); tolerance 6 points.
-    assert r.efficiency == pytest.approx(0.76, abs=0.06)
+    # ≈0.90 TP (EP04's model: 4 blocking f/g collectives of s·b·h bf16 per layer on NVLink 3).
+    assert r.parts["tp"] == pytest.approx(0.90, abs=0.03)
+    # ≈1.0 DP: the gradient buckets hide behind the last backward; the weight all-gather
+    # is longer than the first stage's first forward, so a little is exposed.
+    assert 0.97 <= r.parts["dp"] < 1
+    # ≈76%: the lab gives 73.0% (tolerance 3 points around the brief's figure, and the
+    # lab's own figure to 0.5 point).
+    assert r.efficiency == pytest.approx(0.76, abs=0.03)
+    assert r.efficiency == pytest.approx(0.730, abs=0.005)
     assert r.efficiency == pytest.approx(math.prod(r.parts.values()), rel=1e-12)
+
+
+def test_efficiency_follows_the_compute_rate_it_is_measured_against():
+    """The faster a GPU computes, the more the same bytes weigh: at peak the seed is 70.8%
+    (TP 0.874), at 60% of peak (a whole layer's kernels, norms and softmax included) 76.6%."""
+    at = {e: evaluate(SEED, GPT3, A100, 8, e) for e in (1.0, 0.85, 0.6)}
+    assert at[1.0].efficiency < at[0.85].efficiency < at[0.6].efficiency
+    assert at[1.0].parts["tp"] == pytest.approx(0.874, abs=0.002)
+    assert at[0.6].efficiency == pytest.approx(0.766, abs=0.005)
+    for r in at.values():  # MFU = rate x efficiency x model / hardware FLOPs
+        ratio = model_flops_per_token(GPT3, 2048) / hardware_flops_per_token(GPT3, 2048)
+        assert r.mfu == pytest.approx(r.matmul_efficiency * r.efficiency * ratio, rel=1e-9)
+    with pytest.raises(LabInputError) as exc:
+        evaluate(SEED, GPT3, A100, 8, 1.5)
+    assert exc.value.field == "matmul_efficiency"
+
+
+def test_tp_factor_is_ep04s_efficiency_for_the_same_inputs():
+    """One TP model: with PP = 1 and no recomputation, the recipe's TP factor is EP04's step
+    efficiency on the same model, GPU, node and compute rate, less EP04's two extra
+    collectives (embedding and output layer) and its output layer's compute."""
+    llama = get_model("llama-3.1-405b")
+    plan = Plan(tp=8, pp=1, dp=8, zero=1, recompute="none", microbatches=1, seq_len=4096)
+    r = evaluate(plan, llama, H100, 8, 0.4)
+    ep04 = tensor_parallel(TPInput(llama, H100.gpu, Topology("node", cluster=H100), tp=8,
+                                   mfu=0.4, recompute="none")).cost
+    assert ep04.step_efficiency == pytest.approx(0.920, abs=0.0005)  # EP04's pinned figure
+    assert r.parts["tp"] == pytest.approx(ep04.step_efficiency, abs=0.005)
+    per_layer = r.timing.micro.tp / llama.layers
+    assert per_layer == pytest.approx(ep04.comm_s, rel=1e-12)
+
+
+def test_dp_exposure_is_the_worst_stage_and_its_slack_is_the_schedules():
+    """1F1B: the first stage starts first and ends last (no idle to hide DP traffic in), the
+    last stage idles p−1 backward slots at the end; the seed's DP part is the first stage's."""
+    slack = pipeline_slack("1f1b", 4, 16, 1)
+    assert slack[0] == (0.0, 0.0)
+    assert [end for _, end in slack] == sorted(end for _, end in slack)
+    # Each stage's end idle: (p−1−... ) backward slots of 2 units in a makespan of 3·(m+p−1).
+    assert slack[3][1] == pytest.approx(3 * 2 / (3 * 19), rel=1e-9)
+    # Buckets: Megatron's default of max(40M, 1M x DP) parameters.
+    assert megatron_bucket_params(2) == 40_000_000
+    assert megatron_bucket_params(128) == 128_000_000
+
+
+def test_rank_group_pattern_finds_what_the_walk_finds():
+    for lay in (ParallelLayout(tp=8, pp=4, dp=2), ParallelLayout(tp=2, cp=4, dp=8, pp=2),
+                ParallelLayout(tp=4, pp=3, dp=6, cp=2), ParallelLayout(tp=1, dp=24, pp=2),
+                ParallelLayout(tp=2, pp=2, dp=8, ep=4)):
+        for kind in ("tp", "cp", "dp-cp", "ep", "edp"):
+            for g in (1, 4, 6, 8):
+                walked = []
+                for group in lay.groups(kind):
+                    counts = Counter(rank // g for rank in group)
+                    walked.append((len(counts), min(counts.values()), len(group)))
+                s = spread(lay, kind, g)
+                assert s.nodes == max(w[0] for w in walked)
+                assert s.per_node == min(min(w[1] for w in walked), s.size)
+                assert s.size == walked[0][2]
 
 
 def test_dp64_does_not_fit_and_tp16_spans_nodes():
@@ -76,10 +147,12 @@ def test_step_bar_sums_to_the_step_and_mfu_follows_6nd():
     flops = model_flops_per_token(GPT3, 2048) * SEED.global_batch * 2048
     assert r.mfu == pytest.approx(flops / (r.step_s * 64 * A100.gpu.bf16_flops), rel=1e-12)
     assert r.tokens_per_s == pytest.approx(SEED.global_batch * 2048 / r.step_s)
-    # Full recomputation runs ≈ 8·N·D for 6·N·D of model FLOPs: MFU ≈ 3/4 of efficiency.
+    # Full recomputation runs ≈ 8·N·D for 6·N·D of model FLOPs: MFU ≈ 3/4 of rate x
+    # efficiency.
     full = evaluate(Plan(**{**SEED.__dict__, "recompute": "full"}), GPT3, A100, 8)
     ratio = model_flops_per_token(GPT3, 2048) / hardware_flops_per_token(GPT3, 2048, "full")
-    assert full.mfu / full.efficiency == pytest.approx(ratio, rel=1e-9)
+    assert full.mfu / (full.efficiency * full.matmul_efficiency) == pytest.approx(ratio,
+                                                                                rel=1e-9)
     assert ratio == pytest.approx(0.75, abs=0.01)
 
 
@@ -88,7 +161,8 @@ def test_bubble_is_the_simulators_measurement():
                               ("zb-h1", 8, 32, 1)):
         expected = simulate(PipelineInput(schedule=schedule, stages=p, microbatches=m,
                                           virtual=v)).bubble_fraction
-        assert measured_bubble(schedule, p, m, v) == expected
+        # 1F1B comes from its closed-form timeline: the same figure up to float rounding.
+        assert measured_bubble(schedule, p, m, v) == pytest.approx(expected, rel=1e-12)
 
 
 def test_worked_plan_llama_70b_on_32_h100s():
