@@ -31,7 +31,9 @@ class CheatLine(BaseModel):
     formula: str
     source: str
     terms: list[CheatTerm] = Field(description="The worked example's inputs.")
-    result: CheatTerm = Field(description="What the lab's engine gives for them.")
+    result: CheatTerm | None = Field(description="What the lab's engine gives for them "
+                                                 "(null: the lab refuses the example).")
+    note: str = Field(description="Why the lab refuses the example (empty when it does not).")
     link: str = Field(description="The episode step that teaches it, at the same example.")
 
 
