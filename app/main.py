@@ -16,6 +16,7 @@ from app.routers import plan as plan_router
 from app.routers import recipe as recipe_router
 from app.routers import zero as zero_lab
 from app.routers import cheatsheet as cheatsheet_router
+from app.routers import compare as compare_router
 from app.routers import playground as playground_lab
 from app.security import SecurityHeadersMiddleware
 from app.settings import SETTINGS
@@ -69,6 +70,7 @@ def create_app() -> FastAPI:
     app.include_router(plan_router.router)
     app.include_router(playground_lab.router)
     app.include_router(cheatsheet_router.router)
+    app.include_router(compare_router.router)
     app.openapi = _openapi_with_drill_ids(app)
     return app
 

@@ -119,7 +119,8 @@ def _act(inp, recompute):
     per = activation_bytes_per_layer(m, inp.seq_len, inp.micro_batch, recompute=recompute)
     terms = (Term("s", inp.seq_len, "", "tokens"), Term("b", inp.micro_batch, "", "sequences"),
              Term("h", m.hidden, "", "hidden size"), Term("L", m.layers, "", "layers"))
-    return terms, Term("L × per layer", m.layers * per, "bytes", f"{recompute} recomputation")
+    return terms, Term("L × per layer", m.layers * per, "bytes",
+                         "no recomputation" if recompute == "none" else f"{recompute} recomputation")
 
 
 def activations_selective(inp):

@@ -249,9 +249,10 @@ class PanelState:
         return self.panel.view
 
 
-def run_panel(panel: Panel, q) -> PanelState:
-    """Validate the lab's own query and run it through the lab's own cache."""
-    names = shown(panel, q)
+def run_panel(panel: Panel, q, names: tuple[str, ...] | None = None) -> PanelState:
+    """Validate the lab's own query and run it through the lab's own cache (only when some
+    diagram of it is shown: ``names``, default the state's choice)."""
+    names = shown(panel, q) if names is None else names
     if not names:
         return PanelState(panel, names, None, None, {})
     query, errors, _ = validate(panel.view, panel.lab_items(q))
