@@ -86,6 +86,10 @@ def better(key: str, a: Side, b: Side) -> str | None:
     va, vb = a.metrics.get(key), b.metrics.get(key)
     if way is None or va is None or vb is None or va == vb:
         return None
+    # A plan that fails an audit cannot run as timed: its speed is no win.
+    if key not in ("memory_per_gpu_bytes", "fits", "passes") and not (
+            a.metrics.get("passes") and b.metrics.get("passes")):
+        return None
     if way == "true":
         return "a" if va else "b"
     return ("a" if va < vb else "b") if way == "low" else ("a" if va > vb else "b")

@@ -201,6 +201,7 @@
     var cfg = event.detail.requestConfig;
     var form = cfg && cfg.elt;
     if (!form || !form.classList || !form.classList.contains("controls")) return;
+    if (form.hasAttribute("data-embed")) return;  // an embed's form never touches history (embed.js)
     var trig = cfg.triggeringEvent;
     var replace = trig && trig.detail && trig.detail.history === "replace";
     // (htmx reads a present hx-push-url, even "false", before hx-replace-url: remove it.)
