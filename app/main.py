@@ -8,16 +8,16 @@ from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
 from app.labkit import DRILLS
+from app.routers import cheatsheet as cheatsheet_router
+from app.routers import compare as compare_router
 from app.routers import context_parallel as context_parallel_router
 from app.routers import data_parallel, home, memory, pipeline, presets, tensor_parallel
 from app.routers import moe as moe_lab
 from app.routers import placement as rl_placement
 from app.routers import plan as plan_router
+from app.routers import playground as playground_lab
 from app.routers import recipe as recipe_router
 from app.routers import zero as zero_lab
-from app.routers import cheatsheet as cheatsheet_router
-from app.routers import compare as compare_router
-from app.routers import playground as playground_lab
 from app.security import SecurityHeadersMiddleware
 from app.settings import SETTINGS
 from app.timing import ServerTimingMiddleware

@@ -27,7 +27,7 @@ from labs.presets import GPUSpec, ModelSpec, get_model
 from labs.recipe import Plan, evaluate
 from labs.rl_recipes import recipes
 from labs.rl_serving import engine_memory
-from labs.tensor_parallel import LAYER_COLLECTIVES, TPInput, Topology, tensor_parallel
+from labs.tensor_parallel import LAYER_COLLECTIVES, Topology, TPInput, tensor_parallel
 from labs.zero import ZeroInput, simulate_zero
 
 MOE_EXAMPLE = "mixtral-8x7b"  # EP07's lines need experts: a dense model borrows this one
@@ -119,8 +119,8 @@ def _act(inp, recompute):
     per = activation_bytes_per_layer(m, inp.seq_len, inp.micro_batch, recompute=recompute)
     terms = (Term("s", inp.seq_len, "", "tokens"), Term("b", inp.micro_batch, "", "sequences"),
              Term("h", m.hidden, "", "hidden size"), Term("L", m.layers, "", "layers"))
-    return terms, Term("L × per layer", m.layers * per, "bytes",
-                         "no recomputation" if recompute == "none" else f"{recompute} recomputation")
+    meaning = "no recomputation" if recompute == "none" else f"{recompute} recomputation"
+    return terms, Term("L × per layer", m.layers * per, "bytes", meaning)
 
 
 def activations_selective(inp):

@@ -9,10 +9,10 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel
 
+from app.charts.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, LabView, register
 from app.labkit.render import state_query, with_query
-from app.charts.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 from app.options import gpu_options, model_options
 from app.routers.pipeline import SCHEDULE_LABELS
 from app.routers.playground_panels import (

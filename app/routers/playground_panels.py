@@ -18,9 +18,17 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from app.labkit import LabView
 from app.labkit.parsing import run_cached, validate
 from app.options import GpuId, ModelId
-from app.routers import context_parallel, data_parallel, memory, moe, pipeline, placement
+from app.routers import (
+    context_parallel,
+    data_parallel,
+    memory,
+    moe,
+    pipeline,
+    placement,
+    tensor_parallel,
+    zero,
+)
 from app.routers import recipe as recipe_router
-from app.routers import tensor_parallel, zero
 from labs.limits import (
     MAX_DEGREE,
     MAX_GPUS_PER_NODE,
