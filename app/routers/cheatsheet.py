@@ -4,6 +4,7 @@ episode step that teaches it, at the same example. Page, htmx swap and JSON (/ap
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
@@ -129,11 +130,12 @@ STEPS: dict[str, tuple[str, str, Any]] = {  # line -> (episode slug, step id, it
 }
 
 
-def step_link(key: str, q: CheatQuery) -> tuple[str, str]:
-    """(URL of the step at this example, step id) for a line."""
-    from urllib.parse import urlencode
-
+def step_link(key: str, q: CheatQuery, refused: bool = False) -> tuple[str, str]:
+    """(URL of the step at this example, step id) for a line; a line whose lab refuses the
+    example links to the step at the lesson's own state."""
     slug, step, query = STEPS[key]
+    if refused:
+        return f"{BY_SLUG[slug].url}#{step}", step
     return f"{BY_SLUG[slug].url}?{urlencode(query(q))}#{step}", step
 
 
@@ -164,7 +166,7 @@ def to_api(q: CheatQuery, lines) -> dict:
         {"key": ln.key, "episode": ln.episode, "title": ln.title, "formula": ln.formula,
          "source": ln.source, "terms": [term_api(t) for t in ln.terms],
          "result": term_api(ln.result) if ln.result else None, "note": ln.note,
-         "link": step_link(ln.key, q)[0]} for ln in lines]}
+         "link": step_link(ln.key, q, ln.result is None)[0]} for ln in lines]}
 
 
 def parse_query(request: Request) -> tuple[CheatQuery | None, dict[str, str]]:
@@ -202,7 +204,7 @@ def cheatsheet_page(request: Request) -> Response:
     ctx = {
         "episode": EPISODE, "query": query.model_dump(), "errors": errors if errors else {},
         "fields": [*CheatQuery.model_fields, "_form"], "lines": lines,
-        "links": {ln.key: step_link(ln.key, query) for ln in lines},
+        "links": {ln.key: step_link(ln.key, query, ln.result is None) for ln in lines},
         "by_episode": by_episode, "fmt_term": fmt_term,
         "model_options": model_options(), "gpu_options": gpu_options(),
         "playground_url": EPISODE.url, "sheet_url": BY_SLUG["playground"].url + "/cheatsheet",

@@ -73,8 +73,9 @@ def figures(state: PlaygroundState) -> dict[str, dict]:
 
 
 def lab_query(p: PanelState) -> str:
-    """The lab's own URL query for this state: its lesson draws the same picture."""
-    if p.query is None:
+    """The lab's own URL query for this state: its lesson draws the same picture (none for a
+    state the lab refuses: its lesson then opens at its own defaults)."""
+    if p.query is None or p.errors:
         return ""
     return state_query(_Stateful(p.query))
 

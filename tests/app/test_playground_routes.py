@@ -18,7 +18,8 @@ SLUG_TEMPLATE["rl-placement"] = ROOT / "templates/episodes/rl-placement.html"
 
 
 def step_ids(slug: str) -> set[str]:
-    return set(re.findall(r'<section class="step" id="(step-\d+)"', SLUG_TEMPLATE[slug].read_text()))
+    text = SLUG_TEMPLATE[slug].read_text()
+    return set(re.findall(r'<section class="step" id="(step-\d+)"', text))
 
 
 # ---- Playground ----
