@@ -6,7 +6,9 @@ from playwright.sync_api import expect
 
 from tests.browser.helpers import wait_drawn
 
-CHARTS = ("memory-chart", "recipe-step", "pipeline-gantt", "zero-memory", "tp-efficiency")
+# Every chart that depends on the model (the Gantt chart does not: it is the schedule alone).
+CHARTS = ("memory-chart", "recipe-step", "recipe-memory", "zero-memory", "tp-efficiency",
+          "dp-scaling")
 SUMMARIES = "ids => ids.map(id => document.getElementById(id).dataset.summary)"
 
 
