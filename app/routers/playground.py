@@ -43,11 +43,14 @@ class PlaygroundState:
     @property
     def errors(self) -> dict[str, str]:
         """Every lab's complaint, by the playground control it names."""
-        found: dict[str, list[str]] = {}
+        found: dict[str, dict[str, list[str]]] = {}  # control -> message -> episodes
         for p in self.panels:
             for control, message in p.errors.items():
-                found.setdefault(control, []).append(f"{p.view.episode.code}: {message}")
-        return {control: "; ".join(msgs) for control, msgs in found.items()}
+                found.setdefault(control, {}).setdefault(message, []).append(
+                    p.view.episode.code)
+        return {control: "; ".join(f"{', '.join(codes)}: {message}"
+                                   for message, codes in by_message.items())
+                for control, by_message in found.items()}
 
 
 def run(query) -> PlaygroundState:
@@ -162,7 +165,7 @@ def control(name: str, label: str, value) -> Control:
         return Control(name, label, "select", value, _named_options()[name])
     if choices:
         opts = tuple((c, c) for c in choices)
-        return Control(name, label, "select", value,
+        return Control(name, label, "select", "" if value is None else value,
                        ((("", "lab default"),) if optional else ()) + opts)
     if bool in (info.annotation, *getattr(info.annotation, "__args__", ())):
         opts = (("true", "on"), ("false", "off"))

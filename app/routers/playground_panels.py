@@ -278,6 +278,8 @@ def control_choices(info) -> tuple[list[str], bool]:
     for arg in get_args(info.annotation) or (info.annotation,):
         if arg is type(None):
             optional = True
+        if isinstance(arg, str):  # Literal["a", "b"]: its own arguments
+            values.append(arg)
         for inner in get_args(arg) or ():
             if isinstance(inner, str):
                 values.append(inner)

@@ -167,3 +167,17 @@ def test_compare_takes_whole_links_and_refuses_bad_sides(client):
     bad = client.get("/api/playground/compare", params={"b": "tp=3"})
     assert bad.status_code == 422
     assert {d["loc"][1] for d in bad.json()["detail"]} >= {"b.tp"}
+
+
+@pytest.mark.parametrize("params", [{}, {"memory_recipe": "adam18", "recompute": "full",
+                                         "tp_sp": "false", "show_placement": "all"}])
+def test_every_select_shows_the_states_value(client, params):
+    html = client.get("/episodes/playground", params=params).text
+    form = re.search(r'<form class="controls" id="playground-form".*?</form>', html, re.S).group(0)
+    selects = re.findall(r'<select name="([a-z_0-9]+)".*?</select>', form, re.S)
+    assert len(selects) >= 20
+    for name, body in re.findall(r'<select name="([a-z_0-9]+)"(.*?)</select>', form, re.S):
+        chosen = re.findall(r'<option value="([^"]*)" selected>', body)
+        assert len(chosen) == 1, name
+        if name in params:
+            assert chosen == [params[name]], name
