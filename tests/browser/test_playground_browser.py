@@ -19,6 +19,7 @@ def test_one_control_redraws_every_labs_diagram(page):
     assert all(before)
     page.locator("#input-model").select_option("llama-3.1-8b")
     page.wait_for_url("**model=llama-3.1-8b**")
+    assert "=&" not in page.url and not page.url.endswith("=")  # empty controls left out
     page.wait_for_function(
         "() => document.getElementById('recipe-step').dataset.drawn.includes('llama-3.1-8b')")
     wait_drawn(page)
