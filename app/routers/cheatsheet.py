@@ -179,8 +179,9 @@ def parse_query(request: Request) -> tuple[CheatQuery | None, dict[str, str]]:
             responses={422: {"description": "A bad control, named in `detail[].loc`"}},
             openapi_extra={"parameters": [
                 {"name": n, "in": "query", "required": False,
-                 "description": f.description or "", "schema": {"type": "string"}}
-                for n, f in CheatQuery.model_fields.items()]})
+                 "description": prop.get("description", ""),
+                 "schema": {k: v for k, v in prop.items() if k not in ("title", "description")}}
+                for n, prop in CheatQuery.model_json_schema()["properties"].items()]})
 def cheatsheet_api(request: Request) -> Response:
     query, errors = parse_query(request)
     if query is None:
