@@ -39,10 +39,10 @@ from labs.cheatsheet_lines import (
     zero_stage,
     zero_traffic,
 )
-from labs.cheatsheet_model import MAX_CHEAT_DEGREE, CheatInput, CheatLine, Term
+from labs.cheatsheet_model import CheatInput, CheatLine, Term
 from labs.errors import LabInputError
 
-__all__ = ["LINES", "MAX_CHEAT_DEGREE", "MOE_EXAMPLE", "RL_EXAMPLE", "CheatInput", "CheatLine",
+__all__ = ["LINES", "MOE_EXAMPLE", "RL_EXAMPLE", "CheatInput", "CheatLine",
            "Term", "cheat_sheet"]
 
 LINES: tuple[tuple[str, str, str, str, str, Callable], ...] = (

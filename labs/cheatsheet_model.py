@@ -3,11 +3,15 @@
 from dataclasses import dataclass
 
 from labs.errors import LabInputError
-from labs.limits import MAX_SEQ_LEN
+from labs.limits import (
+    MAX_CHEAT_DEGREE,
+    MAX_CHEAT_DP,
+    MAX_CHEAT_MICRO_BATCH,
+    MAX_CHEAT_MICROBATCHES,
+    MAX_SEQ_LEN,
+)
 from labs.links import Cluster, clusters, get_cluster
 from labs.presets import GPUSpec, ModelSpec
-
-MAX_CHEAT_DEGREE = 64
 
 
 @dataclass(frozen=True)
@@ -29,9 +33,10 @@ class CheatInput:
             raise LabInputError("model", "choose a model preset")
         if not isinstance(self.gpu, GPUSpec):
             raise LabInputError("gpu", "choose a GPU preset")
-        for name, high in (("seq_len", MAX_SEQ_LEN), ("micro_batch", 64),
+        for name, high in (("seq_len", MAX_SEQ_LEN), ("micro_batch", MAX_CHEAT_MICRO_BATCH),
                            ("tp", MAX_CHEAT_DEGREE), ("pp", MAX_CHEAT_DEGREE),
-                           ("dp", 4096), ("cp", MAX_CHEAT_DEGREE), ("microbatches", 1024)):
+                           ("dp", MAX_CHEAT_DP), ("cp", MAX_CHEAT_DEGREE),
+                           ("microbatches", MAX_CHEAT_MICROBATCHES)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
                 raise LabInputError(name, f"{name} must be a whole number from 1 to {high:,}")

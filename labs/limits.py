@@ -99,3 +99,9 @@ MAX_RESPONSES = 64
 MAX_PLAN_GPUS = 65_536
 MAX_GLOBAL_BATCH = 65_536
 __all__ += ["MAX_GLOBAL_BATCH", "MAX_PLAN_GPUS"]
+
+# EP10 cheat sheet: the worked example's knobs (each line's lab checks its own rules as well).
+MAX_CHEAT_DEGREE = 64  # TP, PP and CP of the example
+MAX_CHEAT_DP = 4096
+MAX_CHEAT_MICRO_BATCH = 64
+MAX_CHEAT_MICROBATCHES = 1024

@@ -18,8 +18,14 @@ from app.labkit.routes import api_error, json_response
 from app.options import GpuId, ModelId, gpu_options, model_options
 from app.schemas import CheatSheetAnswer
 from app.templating import templates
-from labs.cheatsheet import MAX_CHEAT_DEGREE, MOE_EXAMPLE, RL_EXAMPLE, CheatInput, cheat_sheet
-from labs.limits import MAX_SEQ_LEN
+from labs.cheatsheet import MOE_EXAMPLE, RL_EXAMPLE, CheatInput, cheat_sheet
+from labs.limits import (
+    MAX_CHEAT_DEGREE,
+    MAX_CHEAT_DP,
+    MAX_CHEAT_MICRO_BATCH,
+    MAX_CHEAT_MICROBATCHES,
+    MAX_SEQ_LEN,
+)
 from labs.presets import get_gpu, get_model
 from labs.rl_recipes import recipes
 
@@ -36,12 +42,14 @@ class CheatQuery(BaseModel):
     model: ModelId = Field("llama-3.1-70b", description="Model preset id (GET /api/models).")
     gpu: GpuId = Field("h100-sxm", description="GPU preset id (GET /api/gpus).")
     seq_len: int = Field(4096, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence s.")
-    micro_batch: int = Field(1, ge=1, le=64, description="Sequences per micro-batch b.")
+    micro_batch: int = Field(1, ge=1, le=MAX_CHEAT_MICRO_BATCH,
+                             description="Sequences per micro-batch b.")
     tp: int = Field(8, ge=1, le=MAX_CHEAT_DEGREE, description="Tensor-parallel degree t.")
     pp: int = Field(4, ge=1, le=MAX_CHEAT_DEGREE, description="Pipeline stages p.")
-    dp: int = Field(2, ge=1, le=4096, description="Data-parallel replicas N (or D).")
+    dp: int = Field(2, ge=1, le=MAX_CHEAT_DP, description="Data-parallel replicas N (or D).")
     cp: int = Field(2, ge=1, le=MAX_CHEAT_DEGREE, description="Context-parallel degree c.")
-    microbatches: int = Field(16, ge=1, le=1024, description="Micro-batches per step m.")
+    microbatches: int = Field(16, ge=1, le=MAX_CHEAT_MICROBATCHES,
+                              description="Micro-batches per step m.")
 
 
 LABELS = {"model": "Model", "gpu": "GPU", "seq_len": "Sequence length s",
@@ -60,6 +68,16 @@ class _Form:
 
 
 FORM = _Form()
+
+
+def bounds() -> dict[str, tuple]:
+    """Each number control's bounds, read off the query model (one source: labs.limits)."""
+    found = {}
+    for name, info in CheatQuery.model_fields.items():
+        low = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
+        high = next((m.le for m in info.metadata if hasattr(m, "le")), None)
+        found[name] = (low, high)
+    return found
 
 
 def cheat_input(q: CheatQuery) -> CheatInput:
@@ -207,7 +225,7 @@ def cheatsheet_page(request: Request) -> Response:
         "fields": [*CheatQuery.model_fields, "_form"], "lines": lines,
         "links": {ln.key: step_link(ln.key, query, ln.result is None) for ln in lines},
         "by_episode": by_episode, "fmt_term": fmt_term,
-        "model_options": model_options(), "gpu_options": gpu_options(),
+        "model_options": model_options(), "gpu_options": gpu_options(), "bounds": bounds(),
         "playground_url": EPISODE.url, "sheet_url": BY_SLUG["playground"].url + "/cheatsheet",
     }
     template = ("partials/_cheatsheet_lines.html" if is_fragment(request)
