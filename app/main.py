@@ -8,12 +8,15 @@ from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
 from app.labkit import DRILLS
+from app.routers import cheatsheet as cheatsheet_router
+from app.routers import compare as compare_router
 from app.routers import context_parallel as context_parallel_router
 from app.routers import data_parallel, home, memory, pipeline, presets, tensor_parallel
 from app.routers import models as byom_models
 from app.routers import moe as moe_lab
 from app.routers import placement as rl_placement
 from app.routers import plan as plan_router
+from app.routers import playground as playground_lab
 from app.routers import recipe as recipe_router
 from app.routers import zero as zero_lab
 from app.security import SecurityHeadersMiddleware
@@ -67,6 +70,9 @@ def create_app() -> FastAPI:
     app.include_router(rl_placement.router)
     app.include_router(plan_router.router)
     app.include_router(byom_models.router)
+    app.include_router(playground_lab.router)
+    app.include_router(cheatsheet_router.router)
+    app.include_router(compare_router.router)
     app.openapi = _openapi_with_drill_ids(app)
     return app
 

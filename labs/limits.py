@@ -140,3 +140,8 @@ MODEL_BOUNDS = {  # ModelSpec field -> (low, high)
 # the model's own layer count bounds it further (labs.placement.uneven_problems).
 MAX_STAGE_LAYERS = 1024
 __all__ += ["MAX_STAGE_LAYERS"]
+# EP10 cheat sheet: the worked example's knobs (each line's lab checks its own rules as well).
+MAX_CHEAT_DEGREE = 64  # TP, PP and CP of the example
+MAX_CHEAT_DP = 4096
+MAX_CHEAT_MICRO_BATCH = 64
+MAX_CHEAT_MICROBATCHES = 1024

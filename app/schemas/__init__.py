@@ -43,3 +43,12 @@ from app.schemas.plans import (  # noqa: F401
     RecipeResultAnswer,
     RecipeTraffic,
 )
+from app.schemas.playground import (  # noqa: F401, E402
+    CheatLine,
+    CheatSheetAnswer,
+    CheatTerm,
+    CompareAnswer,
+    CompareSide,
+    PlaygroundAnswer,
+    PlaygroundPanel,
+)

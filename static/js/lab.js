@@ -196,11 +196,25 @@
     }
   }, true);
 
+  // A form with many optional controls (EP10's playground) leaves the empty ones out of the
+  // request, so its pushed URL holds only what was set (an empty value means "not given").
+  document.addEventListener("htmx:configRequest", function (event) {
+    var form = event.detail.elt;
+    if (!form || !form.hasAttribute || !form.hasAttribute("data-drop-empty")) return;
+    var params = event.detail.parameters;
+    var keys = params instanceof FormData ? Array.from(params.keys()) : Object.keys(params);
+    keys.forEach(function (key) {
+      var value = params instanceof FormData ? params.get(key) : params[key];
+      if (value === "") { if (params instanceof FormData) params.delete(key); else delete params[key]; }
+    });
+  });
+
   // The form's URL rule for this response, from the event that sent its request.
   document.addEventListener("htmx:beforeOnLoad", function (event) {
     var cfg = event.detail.requestConfig;
     var form = cfg && cfg.elt;
     if (!form || !form.classList || !form.classList.contains("controls")) return;
+    if (form.hasAttribute("data-embed")) return;  // an embed's form never touches history (embed.js)
     var trig = cfg.triggeringEvent;
     var replace = trig && trig.detail && trig.detail.history === "replace";
     // (htmx reads a present hx-push-url, even "false", before hx-replace-url: remove it.)

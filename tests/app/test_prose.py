@@ -129,3 +129,6 @@ def test_every_quoted_figure_is_what_its_links_state_shows(client, page):
             assert expected in shown, f"{where}: not shown in the diagram"
             quoted += 1
     assert quoted >= 10, f"{page} quotes only {quoted} checked figures"
+LESSONS["/episodes/playground"] = (  # EP10: the playground's prose quotes each lab's panel
+    "/api/playground", {"memory-chart", "pipeline-gantt", "recipe-step", "recipe-memory",
+                        "zero-memory", "tp-efficiency", "cp-mask", "moe-experts"})

@@ -17,6 +17,7 @@ LESSONS.append("/episodes/experts")  # EP07
 LESSONS += ["/episodes/context-parallel"]  # EP06
 LESSONS.append("/episodes/recipe-3d")  # EP08
 LESSONS += ["/episodes/rl-placement"]
+LESSONS.append("/episodes/playground")  # EP10
 SIZES = {"laptop-1280x800": (1280, 800), "laptop-1440x900": (1440, 900),
          "phone-390x844": (390, 844)}
 

@@ -1,0 +1,294 @@
+"""EP10 Recap and playground: every control of every episode on one page, the diagrams side by
+side, one state in the URL. Each lab is run through its own view (app/routers/playground_panels
+translates the shared state into its query); this module draws them together."""
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel
+
+from app.charts.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct
+from app.episodes import BY_SLUG
+from app.labkit import Case, Diagram, LabView, register
+from app.labkit.render import state_query, with_query
+from app.options import gpu_options, model_options
+from app.routers.pipeline import SCHEDULE_LABELS
+from app.routers.playground_panels import (
+    INTER,
+    INTRA,
+    PANELS,
+    SHARED_LABELS,
+    PanelState,
+    PlaygroundQuery,
+    control_choices,
+    labels,
+    run_panel,
+)
+from app.schemas import PlaygroundAnswer
+from labs.links import links
+
+router = APIRouter()
+
+
+@dataclass(frozen=True)
+class PlaygroundState:
+    query: BaseModel
+    panels: tuple[PanelState, ...]
+
+    def panel(self, lab: str) -> PanelState:
+        return next(p for p in self.panels if p.lab == lab)
+
+    @property
+    def errors(self) -> dict[str, str]:
+        """Every lab's complaint, by the playground control it names."""
+        found: dict[str, dict[str, list[str]]] = {}  # control -> message -> episodes
+        for p in self.panels:
+            for control, message in p.errors.items():
+                found.setdefault(control, {}).setdefault(message, []).append(
+                    p.view.episode.code)
+        return {control: "; ".join(f"{', '.join(codes)}: {message}"
+                                   for message, codes in by_message.items())
+                for control, by_message in found.items()}
+
+
+def run(query) -> PlaygroundState:
+    return PlaygroundState(query, tuple(run_panel(panel, query) for panel in PANELS))
+
+
+def diagram_name(lab: str, name: str) -> str:
+    return f"{lab}-{name}"
+
+
+def figures(state: PlaygroundState) -> dict[str, dict]:
+    """The shown diagrams of every lab that could draw this state, from the lab's own figures
+    function (no figure is re-made here)."""
+    drawn: dict[str, dict] = {}
+    for p in state.panels:
+        if p.result is None:
+            continue
+        own = p.view.figures(p.result)
+        for name in p.diagrams:
+            if name in own:
+                drawn[diagram_name(p.lab, name)] = own[name]
+    return drawn
+
+
+def lab_query(p: PanelState) -> str:
+    """The lab's own URL query for this state: its lesson draws the same picture (none for a
+    state the lab refuses: its lesson then opens at its own defaults)."""
+    if p.query is None or p.errors:
+        return ""
+    return state_query(_Stateful(p.query))
+
+
+@dataclass(frozen=True)
+class _Stateful:  # state_query reads .query only
+    query: BaseModel
+
+
+def to_api(state: PlaygroundState) -> dict:
+    panels = {}
+    for p in state.panels:
+        if not p.diagrams:
+            continue
+        panels[p.lab] = {
+            "episode": p.view.episode.code,
+            "diagrams": list(p.diagrams),
+            "query": lab_query(p),
+            "errors": p.errors,
+            "answer": p.view.to_api(p.result) if p.result is not None else None,
+        }
+    return {"panels": panels}
+
+
+def api_errors(state: PlaygroundState) -> dict[str, str]:
+    return state.errors
+
+
+PLAYGROUND_DIAGRAMS = tuple(
+    Diagram(diagram_name(p.lab, d.name), f"{p.view.episode.code} · {d.title}",
+            element_id=p.view.element_id(d), embed_height=d.embed_height)
+    for p in PANELS for d in p.view.diagrams if not d.template
+)
+
+
+# ---- Controls: every field of the query, grouped, rendered by its type ----
+
+@dataclass(frozen=True)
+class Control:
+    name: str
+    label: str
+    kind: str  # select | number | slider
+    value: Any
+    options: tuple[tuple[str, str], ...] = ()
+    low: float | None = None
+    high: float | None = None
+    unit: str = ""
+
+
+SLIDERS = {"nodes": (1, 64, "nodes"), "pp": (1, 32, "stages"),
+           "microbatches": (1, 128, "micro-batches"), "micro_batch": (1, 16, "sequences"),
+           "virtual": (1, 8, "chunks per rank")}
+SHARED_GROUPS = (
+    ("Model and cluster", ("model", "gpu", "nodes", "gpus_per_node", "intra_link", "inter_link")),
+    ("The plan: TP × PP × CP × DP = GPUs", ("tp", "pp", "dp", "cp", "ep", "zero", "recompute",
+                                            "schedule", "virtual", "micro_batch",
+                                            "microbatches", "seq_len")),
+)
+
+
+@lru_cache(maxsize=1)
+def _named_options() -> dict[str, tuple[tuple[str, str], ...]]:
+    names = {k: v.name for k, v in links().items()}
+    return {
+        "model": model_options(), "gpu": gpu_options(),
+        "intra_link": tuple((k, names[k]) for k in INTRA),
+        "inter_link": tuple((k, names[k]) for k in INTER),
+        "schedule": tuple(SCHEDULE_LABELS.items()),
+    }
+
+
+def _bounds(info) -> tuple[float | None, float | None]:
+    low = high = None
+    for meta in info.metadata:
+        low = getattr(meta, "ge", getattr(meta, "gt", low))
+        high = getattr(meta, "le", getattr(meta, "lt", high))
+    return low, high
+
+
+def control(name: str, label: str, value) -> Control:
+    info = PlaygroundQuery.model_fields[name]
+    choices, optional = control_choices(info)
+    if name in _named_options():
+        return Control(name, label, "select", value, _named_options()[name])
+    if choices:
+        opts = tuple((c, c) for c in choices)
+        return Control(name, label, "select", "" if value is None else value,
+                       ((("", "lab default"),) if optional else ()) + opts)
+    if bool in (info.annotation, *getattr(info.annotation, "__args__", ())):
+        opts = (("true", "on"), ("false", "off"))
+        shown = "" if value is None else ("true" if value else "false")
+        return Control(name, label, "select", shown,
+                       ((("", "lab default"),) if optional else ()) + opts)
+    if name in SLIDERS:
+        low, high, unit = SLIDERS[name]
+        return Control(name, label, "slider", value, low=low, high=high, unit=unit)
+    low, high = _bounds(info)
+    return Control(name, label, "number", "" if value is None else value, low=low, high=high)
+
+
+def control_groups(query) -> list[tuple[str, list[Control]]]:
+    values = query.model_dump()
+    groups = [(title, [control(n, SHARED_LABELS[n], values[n]) for n in names])
+              for title, names in SHARED_GROUPS]
+    names = labels()
+    for panel in PANELS:
+        own = [panel.show_field, *(panel.prefixed(f) for f in panel.own_fields())]
+        groups.append((f"{panel.view.episode.code} · {panel.view.episode.title}",
+                       [control(n, names[n], values[n]) for n in own]))
+    return groups
+
+
+# ---- The lesson's states ----
+
+SEED: dict = {}  # the defaults: Llama 3.1 70B on 32 H100s as TP8 x PP2 x DP2
+ALL = {"show_memory": "ledger", "show_pipeline": "gantt", "show_recipe": "all"}
+
+
+def step_state(**params) -> dict:
+    ran = run(PlaygroundQuery(**params))
+    return {"params": params, "result": ran, "api": to_api(ran)}
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict:
+    """The states the lesson links to, with the JSON its prose quotes (tests/app/test_prose)."""
+    return {
+        "seed": step_state(show_memory="ledger"),
+        "dp32": step_state(tp=1, pp=1, dp=32, microbatches=1),
+        "m2": step_state(microbatches=2),
+        "zero1_dp32": step_state(tp=1, pp=1, dp=32, microbatches=1),
+        "zero3_dp32": step_state(tp=1, pp=1, dp=32, microbatches=1, zero=3),
+        "tp_eth": step_state(gpus_per_node=4, nodes=8, inter_link="eth-100g"),
+        "cp2": step_state(cp=2, dp=1, cp_layout="zigzag", cp_tokens=8),
+        "mixtral": step_state(model="mixtral-8x7b", tp=2, pp=1, dp=8, ep=8, nodes=2,
+                              show_tp="off"),
+    }
+
+
+# Each lab's key figures, read off its own JSON answer (the fields the prose quotes).
+HEADLINES: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "memory": (("Per GPU", "total_bytes", "bytes"), ("Fewest GPUs for the state", "min_gpus", "")),
+    "dp": (("Speedup", "speedup", ""), ("Efficiency", "efficiency", "pct")),
+    "zero": (("State per GPU", "state_bytes", "bytes"), ("Per GPU, all", "total_bytes", "bytes")),
+    "tp": (("TP efficiency", "efficiency", "pct"), ("Sent per layer", "comm_bytes", "bytes")),
+    "pipeline": (("Bubble, measured", "bubble_fraction", "pct"),),
+    "cp": (("Busiest rank's pairs", "busiest_pairs", ""), ("Of all pairs", "total_pairs", "")),
+    "moe": (("Total params", "params", "count"), ("Active params", "active_params", "count")),
+    "recipe": (("Memory per GPU", "memory_per_gpu_bytes", "bytes"),
+               ("Efficiency", "efficiency", "pct"), ("MFU", "mfu", "pct"),
+               ("Bubble", "bubble_fraction", "pct"), ("Step", "step_s", "ms")),
+}
+FORMAT = {"bytes": fmt_bytes, "pct": fmt_pct, "count": fmt_count, "ms": fmt_ms, "": str}
+
+
+def headlines(state: PlaygroundState) -> dict[str, list[tuple[str, str]]]:
+    found = {}
+    for p in state.panels:
+        if p.result is None or p.lab not in HEADLINES:
+            continue
+        # EP05's answer lists every event: read its one headline off the result instead.
+        answer = ({"bubble_fraction": p.result.result.bubble_fraction} if p.lab == "pipeline"
+                  else p.view.to_api(p.result))
+        found[p.lab] = [(label, FORMAT[unit](answer[key])) for label, key, unit in
+                        HEADLINES[p.lab] if answer.get(key) is not None]
+    return found
+
+
+def extra_context(state) -> dict:
+    result = state.result
+    q = state.query
+    return {
+        "headlines": headlines(result),
+        "cheat_query": {"model": q.model, "gpu": q.gpu, "seq_len": q.seq_len, "tp": q.tp,
+                        "pp": q.pp, "dp": q.dp, "microbatches": q.microbatches},
+        "facts": facts(),
+        "control_groups": control_groups(state.query),
+        "panel_queries": {p.lab: lab_query(p) for p in result.panels},
+        "panel_errors": result.errors,
+    }
+
+
+VIEW = LabView(
+    name="playground",
+    episode=BY_SLUG["playground"],
+    query_model=PlaygroundQuery,
+    run=run,
+    to_api=to_api,
+    figures=figures,
+    diagrams=PLAYGROUND_DIAGRAMS,
+    labels=labels(),
+    response_model=PlaygroundAnswer,
+    embed_height=2000,
+    page_template="episodes/playground.html",
+    controls_template="partials/_playground_controls.html",
+    diagram_template="partials/_playground_panels.html",
+    extra_context=extra_context,
+    api_errors=api_errors,
+    summary="Every lab at once from one state: the shared plan (model, GPU, cluster, degrees, "
+            "batch) and each lab's own controls; each shown lab's own JSON answer",
+    good=Case("Good case: the worked plan", {"show_pipeline": "gantt"},
+              "Llama 3.1 70B on 32 H100s as TP8 × PP2 × DP2 with 16 micro-batches: it fits, "
+              "TP stays on NVLink, the bubble is small."),
+    bad=Case("Bad case: plain DP on 32 GPUs", {"tp": 1, "pp": 1, "dp": 32, "microbatches": 1},
+             "Every GPU holds the whole 70B model: every ledger overflows at once."),
+)
+
+
+def page_url(query: str) -> str:
+    return with_query(VIEW.episode.url, query)
+
+
+register(router, VIEW)

@@ -1,0 +1,286 @@
+"""EP10's playground state: one query over every episode's controls, and its translation into
+each lab's own query.
+
+The shared controls (model, GPU, cluster, the plan's degrees and batch) feed every lab that has
+them, so one change redraws every diagram that depends on it; every other control of a lab is
+carried through under the lab's prefix (``pipeline_f``, ``dp_overlap``), with the lab's own
+bounds and description. Each lab is then run through its own view (query model, run, cache),
+exactly as its lesson page would run it: the playground never re-derives a figure.
+"""
+
+from collections.abc import Callable, Mapping
+from copy import deepcopy
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from app.labkit import LabView
+from app.labkit.parsing import run_cached, validate
+from app.options import GpuId, ModelId
+from app.routers import (
+    context_parallel,
+    data_parallel,
+    memory,
+    moe,
+    pipeline,
+    placement,
+    tensor_parallel,
+    zero,
+)
+from app.routers import recipe as recipe_router
+from labs.limits import (
+    MAX_DEGREE,
+    MAX_GPUS_PER_NODE,
+    MAX_MICRO_BATCH,
+    MAX_MICROBATCHES,
+    MAX_NODES,
+    MAX_SEQ_LEN,
+    MAX_STAGES,
+    MAX_VIRTUAL,
+    RECOMPUTE,
+    SCHEDULES,
+)
+from labs.links import clusters
+from labs.presets import get_model
+
+INTRA = recipe_router.INTRA
+INTER = recipe_router.INTER
+
+
+class SharedControls(BaseModel):
+    """The controls every lab reads: EP08's plan on a cluster (the worked plan by default:
+    Llama 3.1 70B on 4 DGX H100 nodes as TP8 x PP2 x DP2, 16 micro-batches of 8,192 tokens)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: ModelId = Field("llama-3.1-70b", description="Model preset id (GET /api/models).")
+    gpu: GpuId = Field("h100-sxm", description="GPU preset id (GET /api/gpus).")
+    nodes: int = Field(4, ge=1, le=MAX_NODES, description="Nodes in the cluster.")
+    gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node.")
+    intra_link: Literal[INTRA] = Field("nvlink-4", description="Link inside a node.")
+    inter_link: Literal[INTER] = Field("ib-ndr", description="Link between nodes.")
+    tp: int = Field(8, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree.")
+    pp: int = Field(2, ge=1, le=MAX_STAGES, description="Pipeline stages.")
+    dp: int = Field(2, ge=1, le=MAX_NODES * MAX_GPUS_PER_NODE,
+                    description="Data-parallel degree (DP replicas).")
+    cp: int = Field(1, ge=1, le=MAX_DEGREE, description="Context-parallel degree.")
+    ep: int = Field(1, ge=1, le=MAX_DEGREE, description="Expert-parallel degree.")
+    zero: int = Field(1, ge=0, le=3, description="ZeRO stage (1 = distributed optimizer).")
+    recompute: Literal[RECOMPUTE] = Field("selective", description="Activation recomputation.")
+    schedule: Literal[tuple(SCHEDULES)] = Field("1f1b", description="Pipeline schedule.")
+    virtual: int = Field(1, ge=1, le=MAX_VIRTUAL, description="Model chunks per rank.")
+    micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per "
+                                                                      "micro-batch.")
+    microbatches: int = Field(16, ge=1, le=MAX_MICROBATCHES, description="Micro-batches per "
+                                                                         "step.")
+    seq_len: int = Field(8192, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
+
+
+SHARED_LABELS = {
+    "model": "Model", "gpu": "GPU", "nodes": "Nodes", "gpus_per_node": "GPUs per node",
+    "intra_link": "Link inside a node", "inter_link": "Link between nodes",
+    "tp": "TP (tensor)", "pp": "PP (stages)", "dp": "DP (data)", "cp": "CP (context)",
+    "ep": "EP (experts)", "zero": "ZeRO stage", "recompute": "Recomputation",
+    "schedule": "Schedule", "virtual": "Chunks per rank", "micro_batch": "Micro-batch",
+    "microbatches": "Micro-batches per step", "seq_len": "Sequence length",
+}
+
+
+def group_link(q, ranks: int) -> str:
+    """The link a group of ``ranks`` consecutive ranks uses: inside a node while it fits one
+    (Megatron's rank order puts TP, then CP, then DP fastest), else the network."""
+    return q.intra_link if ranks <= q.gpus_per_node else q.inter_link
+
+
+def node_cluster(q) -> str | None:
+    """EP07 takes a cluster preset: the one built on the chosen GPU (None: the lab's default)."""
+    return next((cid for cid, c in clusters().items() if c.gpu.id == q.gpu), None)
+
+
+def moe_model(q) -> str | None:
+    """EP07 draws experts: the shared model when it has some, else EP07's own model control."""
+    return q.model if get_model(q.model).is_moe else None
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One lab in the playground: which of its controls come from the shared state (lab field
+    -> shared control, or a function of the playground query), and its diagram shown first."""
+
+    view: LabView
+    shared: Mapping[str, str | Callable[[Any], Any]]
+    default: str  # a diagram name, "all" or "off"
+    # A computed field's errors name this shared control (default: the field's prefixed twin).
+    blame: Mapping[str, str] = field(default_factory=dict)
+    skip: tuple[str, ...] = ("params",)  # custom models are EP01/EP03's own
+
+    @property
+    def lab(self) -> str:
+        return self.view.name
+
+    @property
+    def show_field(self) -> str:
+        return f"show_{self.lab}"
+
+    def own_fields(self) -> list[str]:
+        """The lab's controls the shared state does not set: carried under its prefix."""
+        return [f for f in self.view.query_model.model_fields
+                if f not in self.shared and f not in self.skip]
+
+    def prefixed(self, name: str) -> str:
+        return f"{self.lab}_{name}"
+
+    def control_for(self, lab_field: str) -> str:
+        """The playground control an error on ``lab_field`` belongs to."""
+        if lab_field in self.blame:
+            return self.blame[lab_field]
+        source = self.shared.get(lab_field)
+        if isinstance(source, str):
+            return source
+        if lab_field in self.view.query_model.model_fields and lab_field not in self.skip:
+            return self.prefixed(lab_field)
+        return "_form"
+
+    def lab_items(self, q) -> list[tuple[str, str]]:
+        """The lab's query, as the (key, value) pairs its own parser reads."""
+        items = []
+        for lab_field, source in self.shared.items():
+            value = getattr(q, source) if isinstance(source, str) else source(q)
+            if value is not None:
+                items.append((lab_field, _text(value)))
+        for name in self.own_fields():
+            value = getattr(q, self.prefixed(name))
+            if value is not None:
+                items.append((name, _text(value)))
+        return items
+
+
+def _text(value) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+PLAN = {"tp": "tp", "pp": "pp", "cp": "cp", "dp": "dp", "ep": "ep"}
+STEP = {"seq_len": "seq_len", "micro_batch": "micro_batch", "recompute": "recompute"}
+
+PANELS: tuple[Panel, ...] = (
+    Panel(memory.VIEW, {"model": "model", "gpu": "gpu", **STEP, **PLAN, "zero": "zero"},
+          default="ledger"),
+    Panel(data_parallel.VIEW, {"model": "model", "gpus": "dp",
+                               "link": lambda q: group_link(q, q.tp * q.cp * q.dp)},
+          blame={"link": "inter_link"}, default="scaling"),
+    Panel(zero.VIEW, {"model": "model", "gpu": "gpu", "dp": "dp", "zero": "zero",
+                      "gpus_per_node": "gpus_per_node", "link": "inter_link", **STEP},
+          default="memory"),
+    Panel(tensor_parallel.VIEW, {"model": "model", "gpu": "gpu", "tp": "tp",
+                                 "gpus_per_node": "gpus_per_node", "intra_link": "intra_link",
+                                 "inter_link": "inter_link", **STEP},
+          default="efficiency"),
+    Panel(pipeline.VIEW, {"schedule": "schedule", "stages": "pp",
+                          "microbatches": "microbatches", "virtual": "virtual",
+                          "model": "model", "gpu": "gpu", "tp": "tp", **STEP},
+          default="gantt"),
+    Panel(context_parallel.VIEW, {"cp": "cp", "model": "model", "seq_len": "seq_len",
+                                  "gpu": "gpu", "link": lambda q: group_link(q, q.tp * q.cp)},
+          blame={"link": "inter_link"}, default="mask"),
+    Panel(moe.VIEW, {"model": moe_model, "link": node_cluster, "nodes": "nodes", "tp": "tp",
+                     "pp": "pp", "cp": "cp", "ep": "ep"},
+          blame={"model": "moe_model", "link": "gpu"}, default="experts"),
+    Panel(recipe_router.VIEW, {"model": "model", "gpu": "gpu", "nodes": "nodes",
+                               "gpus_per_node": "gpus_per_node", "intra_link": "intra_link",
+                               "inter_link": "inter_link", **PLAN, "zero": "zero",
+                               "schedule": "schedule", "virtual": "virtual",
+                               "microbatches": "microbatches", **STEP},
+          default="all"),
+    Panel(placement.VIEW, {"gpu": "gpu"}, default="off"),
+)
+BY_LAB = {p.lab: p for p in PANELS}
+
+
+def _copy_field(info):
+    """A lab's control as a playground field: same type, default, bounds and description."""
+    return (info.annotation, deepcopy(info))
+
+
+def _show_field(panel: Panel):
+    names = tuple(d.name for d in panel.view.diagrams if not d.template)
+    return (Literal[("off", *names, "all")],
+            Field(panel.default, description=f"{panel.view.episode.code}'s diagram shown: "
+                  f"one of {', '.join(names)}, all, or off (the lab is not run)."))
+
+
+def _build_query() -> type[BaseModel]:
+    fields: dict[str, Any] = {}
+    for panel in PANELS:
+        fields[panel.show_field] = _show_field(panel)
+        for name in panel.own_fields():
+            fields[panel.prefixed(name)] = _copy_field(panel.view.query_model.model_fields[name])
+    return create_model("PlaygroundQuery", __base__=SharedControls,
+                        __doc__="Every control of every episode: the shared plan, then each "
+                                "lab's own controls under its prefix.", **fields)
+
+
+PlaygroundQuery = _build_query()
+
+
+def labels() -> dict[str, str]:
+    found = dict(SHARED_LABELS)
+    for panel in PANELS:
+        found[panel.show_field] = f"{panel.view.episode.code} diagram"
+        for name in panel.own_fields():
+            found[panel.prefixed(name)] = panel.view.label(name)
+    return found
+
+
+def shown(panel: Panel, q) -> tuple[str, ...]:
+    choice = getattr(q, panel.show_field)
+    names = tuple(d.name for d in panel.view.diagrams if not d.template)
+    return () if choice == "off" else names if choice == "all" else (choice,)
+
+
+@dataclass(frozen=True)
+class PanelState:
+    """One lab as the playground ran it: its own query and result, or what stopped it."""
+
+    panel: Panel
+    diagrams: tuple[str, ...]  # shown
+    query: BaseModel | None
+    result: Any
+    errors: dict[str, str]  # playground control -> message
+
+    @property
+    def lab(self) -> str:
+        return self.panel.lab
+
+    @property
+    def view(self) -> LabView:
+        return self.panel.view
+
+
+def run_panel(panel: Panel, q, names: tuple[str, ...] | None = None) -> PanelState:
+    """Validate the lab's own query and run it through the lab's own cache (only when some
+    diagram of it is shown: ``names``, default the state's choice)."""
+    names = shown(panel, q) if names is None else names
+    if not names:
+        return PanelState(panel, names, None, None, {})
+    query, errors, _ = validate(panel.view, panel.lab_items(q))
+    result = None
+    if query is not None:
+        result, errors = run_cached(panel.view, query)
+    where = {panel.control_for(k): v for k, v in errors.items()}
+    return PanelState(panel, names, query, result, where)
+
+
+def control_choices(info) -> tuple[list[str], bool]:
+    """(the values a Literal control offers, whether it may be left empty)."""
+    values: list[str] = []
+    optional = False
+    for arg in get_args(info.annotation) or (info.annotation,):
+        if arg is type(None):
+            optional = True
+        if isinstance(arg, str):  # Literal["a", "b"]: its own arguments
+            values.append(arg)
+        for inner in get_args(arg) or ():
+            if isinstance(inner, str):
+                values.append(inner)
+    return values, optional

@@ -1,0 +1,183 @@
+"""EP10 routes: the playground (one state, every lab's own answer), the cheat sheet (lines equal
+the API's, links land on real steps) and the A/B compare."""
+
+import re
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from app.episodes import EPISODES
+from app.routers.playground_panels import PANELS, PlaygroundQuery
+
+ROOT = Path(__file__).resolve().parents[2]
+SLUG_TEMPLATE = {ep.slug: ROOT / "templates/episodes" / f"{ep.slug.replace('-', '_')}.html"
+                 for ep in EPISODES}
+SLUG_TEMPLATE["recipe-3d"] = ROOT / "templates/episodes/recipe-3d.html"
+SLUG_TEMPLATE["rl-placement"] = ROOT / "templates/episodes/rl-placement.html"
+
+
+def step_ids(slug: str) -> set[str]:
+    text = SLUG_TEMPLATE[slug].read_text()
+    return set(re.findall(r'<section class="step" id="(step-\d+)"', text))
+
+
+# ---- Playground ----
+
+def test_api_gives_each_shown_labs_own_answer(client):
+    body = client.get("/api/playground").json()
+    panels = body["panels"]
+    assert {"memory", "pipeline", "recipe", "zero", "tp", "cp", "dp", "moe"} <= set(panels)
+    assert "placement" not in panels  # off by default: not run
+    for lab, panel in panels.items():
+        assert panel["errors"] == {}
+        own = client.get(f"/api/{lab}?{panel['query']}").json()
+        assert panel["answer"] == own, lab
+
+
+def test_shared_controls_reach_every_lab(client):
+    body = client.get("/api/playground", params={"model": "llama-3.1-8b", "pp": 4,
+                                                  "dp": 1, "seq_len": 4096}).json()["panels"]
+    assert body["memory"]["answer"]["model"] == "llama-3.1-8b"
+    assert body["recipe"]["answer"]["plan"]["model"] == "llama-3.1-8b"
+    assert body["pipeline"]["answer"]["stages"] == 4
+    assert body["recipe"]["answer"]["plan"]["pp"] == 4
+    assert dict(parse_qsl(body["cp"]["query"]))["seq_len"] == "4096"
+
+
+def test_a_labs_own_control_rides_under_its_prefix(client):
+    body = client.get("/api/playground", params={"pipeline_f": 2, "cp_layout": "zigzag",
+                                                  "cp": 2, "dp": 1}).json()["panels"]
+    assert dict(parse_qsl(body["pipeline"]["query"]))["f"] == "2.0"
+    assert body["cp"]["answer"]["layout"] == "zigzag"
+
+
+def test_every_labs_control_is_a_playground_control():
+    fields = PlaygroundQuery.model_fields
+    for panel in PANELS:
+        for name in panel.view.query_model.model_fields:
+            if name in panel.skip:
+                continue
+            assert name in panel.shared or panel.prefixed(name) in fields, (panel.lab, name)
+
+
+def test_a_shown_diagram_choice_runs_only_what_is_shown(client):
+    body = client.get("/api/playground", params={
+        **{p.show_field: "off" for p in PANELS}, "show_pipeline": "all"}).json()
+    assert list(body["panels"]) == ["pipeline"]
+    assert body["panels"]["pipeline"]["diagrams"] == ["gantt", "activations", "memory"]
+
+
+@pytest.mark.parametrize(("params", "field"), [({"tp": 0}, "tp"), ({"show_cp": "pie"}, "show_cp"),
+                                                ({"pipeline_f": -1}, "pipeline_f"),
+                                                ({"model": "gpt-5"}, "model")])
+def test_bad_control_is_a_422_naming_it(client, params, field):
+    response = client.get("/api/playground", params=params)
+    assert response.status_code == 422
+    assert [d["loc"][1] for d in response.json()["detail"]] == [field]
+
+
+def test_inconsistent_state_names_the_control_and_keeps_the_other_labs(client):
+    # Llama 3.1 70B has 8 KV heads: TP16 breaks EP01, EP04, EP05 and EP08's layout rules.
+    params = {"tp": 16, "pp": 1, "dp": 2, "nodes": 4}
+    api = client.get("/api/playground", params=params)
+    assert api.status_code == 422
+    detail = {d["loc"][1]: d["msg"] for d in api.json()["detail"]}
+    assert "KV heads" in detail["tp"] and "EP04" in detail["tp"]
+    page = client.get("/episodes/playground", params=params, headers={"HX-Request": "true"})
+    assert page.status_code == 200
+    assert 'data-testid="panel-error-tp"' in page.text
+    assert 'id="tp-efficiency" class="chart short" hx-preserve="true"' in page.text  # kept
+    assert 'data-target="dp-scaling"' in page.text  # EP02 still draws
+
+
+def test_page_fragment_and_panel_links(client):
+    page = client.get("/episodes/playground", params={"microbatches": 2})
+    assert page.status_code == 200
+    assert 'id="playground-form"' in page.text and 'id="input-pipeline_f"' in page.text
+    # Each panel's title opens its lesson at the lab's own query for this state.
+    link = re.search(r'<a href="(/episodes/pipeline\?[^"]+)"', page.text).group(1)
+    assert dict(parse_qsl(urlsplit(link.replace("&amp;", "&")).query))["microbatches"] == "2"
+    fragment = client.get("/episodes/playground", params={"microbatches": 2},
+                          headers={"HX-Request": "true"})
+    assert fragment.text.lstrip().startswith("<section id=\"playground-panels\"") or \
+        'id="playground-panels"' in fragment.text
+    assert 'id="playground-form"' not in fragment.text
+
+
+# ---- Cheat sheet ----
+
+@pytest.mark.parametrize("model", ["llama-3.1-70b", "mixtral-8x7b"])
+def test_cheat_sheet_page_shows_the_apis_lines(client, model):
+    api = client.get("/api/cheatsheet", params={"model": model}).json()
+    assert len(api["lines"]) >= 25
+    page = client.get("/episodes/playground/cheatsheet", params={"model": model}).text
+    from app.routers.cheatsheet import fmt_term
+    for line in api["lines"]:
+        if line["result"] is None:
+            assert line["note"] and line["note"].split(": ", 1)[1][:30] in page
+            continue
+        shown = re.search(rf'data-testid="result-{line["key"]}">([^<]+)<', page).group(1)
+        assert shown == fmt_term(line["result"]["value"], line["result"]["unit"])
+
+
+def test_every_cheat_line_links_to_a_real_step_at_a_good_state(client):
+    lines = client.get("/api/cheatsheet").json()["lines"]
+    by_path = {ep.url: ep.slug for ep in EPISODES}
+    for line in lines:
+        url = urlsplit(line["link"])
+        slug = by_path[url.path]
+        assert url.fragment in step_ids(slug), line["link"]
+        response = client.get(f"{url.path}?{url.query}")
+        assert response.status_code == 200, line["link"]  # the lab accepts the example
+
+
+def test_cheat_sheet_bad_input(client):
+    response = client.get("/api/cheatsheet", params={"seq_len": 0})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", "seq_len"]
+    page = client.get("/episodes/playground/cheatsheet", params={"tp": "x"})
+    assert page.status_code == 422 and "TP degree t must be" in page.text
+    assert 'id="cheatsheet-lines"' in page.text  # the defaults still drawn
+    swap = client.get("/episodes/playground/cheatsheet", params={"tp": 4},
+                      headers={"HX-Request": "true"})
+    assert swap.text.lstrip().startswith('<section id="cheatsheet-lines"')
+
+
+# ---- A/B compare ----
+
+def test_compare_shows_both_sides_and_marks_differences(client):
+    a = "tp=1&pp=1&dp=32&microbatches=1"
+    page = client.get("/episodes/playground/compare", params={"a": a})
+    assert page.status_code == 200
+    assert f'href="/episodes/playground?{a.replace("&", "&amp;")}"' in page.text
+    assert 'data-testid="open-b" href' not in page.text  # attributes in order: href first
+    assert re.search(r'<a href="/episodes/playground" data-testid="open-b">', page.text)
+    assert 'data-metric="memory_per_gpu_bytes" class="differs"' in page.text
+    assert 'data-target="a-recipe-step"' in page.text and 'data-target="b-recipe-step"' in page.text
+    api = client.get("/api/playground/compare", params={"a": a}).json()
+    assert {"memory_per_gpu_bytes", "fits", "step_s", "mfu"} <= set(api["differs"])
+    assert api["a"]["metrics"]["fits"] is False and api["b"]["metrics"]["fits"] is True
+
+
+def test_compare_takes_whole_links_and_refuses_bad_sides(client):
+    link = "http://lab.example/episodes/playground?microbatches=2"
+    api = client.get("/api/playground/compare", params={"a": link, "b": "microbatches=16"}).json()
+    assert api["a"]["query"] == "microbatches=2" and api["differs"]
+    bad = client.get("/api/playground/compare", params={"b": "tp=3"})
+    assert bad.status_code == 422
+    assert {d["loc"][1] for d in bad.json()["detail"]} >= {"b.tp"}
+
+
+@pytest.mark.parametrize("params", [{}, {"memory_recipe": "adam18", "recompute": "full",
+                                         "tp_sp": "false", "show_placement": "all"}])
+def test_every_select_shows_the_states_value(client, params):
+    html = client.get("/episodes/playground", params=params).text
+    form = re.search(r'<form class="controls" id="playground-form".*?</form>', html, re.S).group(0)
+    selects = re.findall(r'<select name="([a-z_0-9]+)".*?</select>', form, re.S)
+    assert len(selects) >= 20
+    for name, body in re.findall(r'<select name="([a-z_0-9]+)"(.*?)</select>', form, re.S):
+        chosen = re.findall(r'<option value="([^"]*)" selected>', body)
+        assert len(chosen) == 1, name
+        if name in params:
+            assert chosen == [params[name]], name

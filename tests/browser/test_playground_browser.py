@@ -1,0 +1,98 @@
+"""EP10 in Chromium: one control redraws several labs' diagrams, the state survives a reload,
+the cheat sheet recomputes, the A/B page draws both sides; and EP09's embed keeps a new
+recipe's fields."""
+
+from playwright.sync_api import expect
+
+from tests.browser.helpers import wait_drawn
+
+# Every chart that depends on the model (the Gantt chart does not: it is the schedule alone).
+CHARTS = ("memory-chart", "recipe-step", "recipe-memory", "zero-memory", "tp-efficiency",
+          "dp-scaling")
+SUMMARIES = "ids => ids.map(id => document.getElementById(id).dataset.summary)"
+
+
+def test_one_control_redraws_every_labs_diagram(page):
+    page.goto("/episodes/playground")
+    wait_drawn(page)
+    before = page.evaluate(SUMMARIES, list(CHARTS))
+    assert all(before)
+    page.locator("#input-model").select_option("llama-3.1-8b")
+    page.wait_for_url("**model=llama-3.1-8b**")
+    assert "=&" not in page.url and not page.url.endswith("=")  # empty controls left out
+    page.wait_for_function(
+        "() => document.getElementById('recipe-step').dataset.drawn.includes('llama-3.1-8b')")
+    wait_drawn(page)
+    after = page.evaluate(SUMMARIES, list(CHARTS))
+    changed = [chart for chart, a, b in zip(CHARTS, before, after, strict=True) if a != b]
+    assert changed == list(CHARTS), (before, after)
+
+
+def test_the_state_survives_a_reload(page):
+    page.goto("/episodes/playground")
+    wait_drawn(page)
+    page.locator("#input-schedule").select_option("gpipe")
+    page.wait_for_url("**schedule=gpipe**")
+    page.locator("#input-microbatches").fill("4")
+    page.wait_for_url("**microbatches=4**")
+    page.wait_for_function(
+        "() => document.getElementById('pipeline-gantt').dataset.drawn.includes('microbatches=4')")
+    wait_drawn(page)
+    url, summary = page.url, page.evaluate(SUMMARIES, ["pipeline-gantt"])
+    page.reload()
+    wait_drawn(page)
+    assert page.url == url
+    assert page.locator("#input-schedule").input_value() == "gpipe"
+    assert page.locator("#input-microbatches").input_value() == "4"
+    assert page.evaluate(SUMMARIES, ["pipeline-gantt"]) == summary
+
+
+def test_an_inconsistent_control_keeps_the_charts_and_says_why(page):
+    page.goto("/episodes/playground")
+    wait_drawn(page)
+    drawn = page.evaluate("() => document.getElementById('tp-efficiency').dataset.summary")
+    page.locator("#input-tp").fill("16")
+    page.wait_for_url("**tp=16**")
+    expect(page.locator('[data-testid="panel-error-tp"]')).to_contain_text("KV heads")
+    assert page.evaluate("() => document.getElementById('tp-efficiency').dataset.summary") == drawn
+
+
+def test_cheat_sheet_recomputes_for_a_new_model(page):
+    page.goto("/episodes/playground/cheatsheet")
+    first = page.locator('[data-testid="result-state16"]').inner_text()
+    assert first == "1.13 TB"
+    page.locator("#input-model").select_option("llama-3.1-405b")
+    page.wait_for_url("**model=llama-3.1-405b**")
+    expect(page.locator('[data-testid="result-state16"]')).to_have_text("6.49 TB")
+    link = page.locator("#line-bubble a.step-link")
+    assert link.get_attribute("href").endswith("#step-2")
+
+
+def test_compare_page_draws_both_sides_and_opens_each(page):
+    page.goto("/episodes/playground/compare?a=tp%3D1%26pp%3D1%26dp%3D32%26microbatches%3D1")
+    wait_drawn(page)
+    for side in ("a", "b"):
+        assert page.locator(f"#{side}-recipe-memory .main-svg").count() >= 1
+    assert page.locator("tr.differs").count() >= 4
+    page.locator('[data-testid="open-a"]').click()
+    page.wait_for_url("**/episodes/playground?tp=1&pp=1&dp=32&microbatches=1")
+    wait_drawn(page)
+    assert page.locator("#input-dp").input_value() == "32"
+
+
+def test_placement_embed_takes_a_new_recipes_fields(page):
+    page.goto("/embed/placement?controls=1")
+    wait_drawn(page)
+    assert page.locator("#input-train_gpus").input_value() == "8"
+    page.locator("#input-preset").select_option("glm-4.7")
+    page.wait_for_url("**preset=glm-4.7**")
+    wait_drawn(page)
+    assert "controls=1" in page.url
+    assert page.locator("#input-train_gpus").input_value() == "64"
+    assert page.locator("input[type=hidden][name=preset]").input_value() == "glm-4.7"
+    url = page.url
+    page.locator("#input-kv_dtype").select_option("fp8")
+    page.wait_for_function(
+        "() => document.querySelector('#embed-body [data-state]').dataset.state.includes('fp8')")
+    assert page.url == url  # an embed's form never touches the iframe's history
+    expect(page.locator("#embed-body")).to_contain_text("GLM-4.7")

@@ -1,0 +1,134 @@
+"""EP10's cheat sheet: every line's worked example is its lab's own figure (for two models), and
+the lines carry the course's published figures (CURRICULUM EP01-EP09) within rounding."""
+
+import math
+
+import pytest
+
+from labs.activations import activation_bytes_per_layer
+from labs.cheatsheet import LINES, CheatInput, cheat_sheet
+from labs.context_parallel import mask_layout
+from labs.errors import LabInputError
+from labs.links import get_cluster
+from labs.memory import MemoryInput, compute_memory, kv_cache_bytes
+from labs.pipeline import PipelineInput, simulate
+from labs.presets import get_gpu, get_model
+from labs.recipe import Plan, evaluate
+from labs.zero import ZeroInput, simulate_zero
+
+H100 = get_gpu("h100-sxm")
+LLAMA70 = get_model("llama-3.1-70b")
+
+
+def sheet(model: str, **knobs) -> dict:
+    return {ln.key: ln for ln in cheat_sheet(CheatInput(get_model(model), H100, **knobs))}
+
+
+def value(lines: dict, key: str) -> float:
+    assert lines[key].result is not None, lines[key].note
+    return lines[key].result.value
+
+
+def test_every_formula_of_the_brief_has_a_line():
+    keys = {key for key, *_ in LINES}
+    assert {"state16", "state18", "activations", "activations_none", "activations_full",
+            "inference", "kv_cache", "ring", "zero0", "zero1", "zero2", "zero3", "tp",
+            "bubble", "bubble_interleaved", "bubble_zb", "cp_contiguous", "cp_zigzag",
+            "moe_params", "moe_a2a", "flops_6nd", "flops_8nd", "mfu", "step", "serving",
+            "colocated"} <= keys
+    assert {ep for _, ep, *_ in LINES} == {f"EP0{n}" for n in range(1, 10)}
+    assert all(source for *_, source, _ in LINES)
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-70b", "qwen2.5-7b"])
+def test_each_line_is_its_labs_own_figure(model):
+    spec = get_model(model)
+    inp = CheatInput(spec, H100, seq_len=4096, tp=4, pp=4, dp=4, cp=2, microbatches=8)
+    lines = {ln.key: ln for ln in cheat_sheet(inp)}
+    ledger = compute_memory(MemoryInput(spec, H100))
+    assert value(lines, "state16") == ledger.state_bytes
+    assert value(lines, "min_gpus") == ledger.min_gpus
+    per_layer = activation_bytes_per_layer(spec, 4096, 1, recompute="selective")
+    assert value(lines, "activations") == spec.layers * per_layer
+    assert value(lines, "kv_cache") == kv_cache_bytes(spec, 4096, 1)
+    for stage in range(4):
+        zero = simulate_zero(ZeroInput(spec, H100, dp=4, zero=stage))
+        assert value(lines, f"zero{stage}") == zero.state_bytes
+    assert value(lines, "bubble") == simulate(PipelineInput("1f1b", 4, 8)).bubble_fraction
+    assert value(lines, "bubble_zb") == simulate(PipelineInput("zb-h1", 4, 8)).bubble_fraction
+    busiest = mask_layout(8, 2, "zigzag").busiest.causal_pairs
+    assert value(lines, "cp_zigzag") == busiest
+    plan = Plan(tp=4, pp=4, dp=4, cp=2, zero=1, microbatches=8, seq_len=4096)
+    recipe = evaluate(plan, spec, get_cluster("dgx-h100"), 16)
+    assert value(lines, "mfu") == recipe.mfu
+    assert value(lines, "step") == recipe.step_s
+    step_terms = {t.symbol: t.value for t in lines["step"].terms}
+    assert math.isclose(sum(step_terms.values()), recipe.step_s, rel_tol=1e-9)
+
+
+def test_published_figures_llama_70b():
+    lines = sheet("llama-3.1-70b", seq_len=4096, dp=32, pp=8, microbatches=32, cp=2)
+    # EP01: 16 B/param -> 1.13 TB; 18 B -> 1.27 TB; ~91 GB of activations at 4,096 tokens.
+    assert value(lines, "state16") == pytest.approx(1.13e12, rel=0.005)
+    assert value(lines, "state18") == pytest.approx(18 * LLAMA70.params, rel=1e-9)
+    assert value(lines, "activations") == pytest.approx(91e9, rel=0.01)
+    # Full recomputation keeps only each layer's input: 2·s·b·h per layer.
+    assert value(lines, "activations_full") == 80 * 2 * 4096 * 8192
+    assert value(lines, "inference") == pytest.approx(2 * LLAMA70.params, rel=1e-9)
+    # EP02: ring all-reduce moves 2(N-1)/N of the bf16 gradients per GPU.
+    assert value(lines, "ring") == pytest.approx(2 * 31 / 32 * 2 * LLAMA70.params, rel=1e-9)
+    # EP03: 16P, 4P + 12P/D, 2P + 14P/D, 16P/D; 70B on 32 GPUs with ZeRO-3 -> 35 GB.
+    p = LLAMA70.params
+    for stage, expected in enumerate((16 * p, 4 * p + 12 * p / 32, 2 * p + 14 * p / 32,
+                                      16 * p / 32)):
+        assert value(lines, f"zero{stage}") == pytest.approx(expected, rel=1e-9)
+    assert value(lines, "zero3") == pytest.approx(35e9, rel=0.01)
+    assert value(lines, "zero_traffic") == pytest.approx(1.5, rel=0.01)
+    # EP04: 4 collectives of s·b·h·2 bytes per layer.
+    tp_terms = {t.symbol: t.value for t in lines["tp"].terms}
+    assert tp_terms["n"] == 4 and tp_terms["s·b·h·2"] == 4096 * 8192 * 2
+    # EP05: 8 stages, 32 micro-batches -> 17.9% idle under 1F1B; interleaving shrinks it.
+    assert value(lines, "bubble") == pytest.approx(7 / 39, abs=5e-4)
+    assert value(lines, "bubble_interleaved") < value(lines, "bubble")
+    assert value(lines, "bubble_zb") < value(lines, "bubble")
+    # EP06: 8 tokens on CP=2: contiguous ranks do 10 and 26 pairs, zigzag 18 and 18.
+    assert value(lines, "cp_contiguous") == 26
+    assert value(lines, "cp_zigzag") == 18
+    assert {t.symbol: t.value for t in lines["cp_zigzag"].terms}["s(s+1)/2"] == 36
+    # EP08: full recomputation costs one more forward: about 8ND against 6ND.
+    assert value(lines, "flops_8nd") / value(lines, "flops_6nd") == pytest.approx(8 / 6, rel=0.03)
+    # EP09: colocated = max(M_train, M_rollout) + overhead.
+    terms = {t.symbol: t.value for t in lines["colocated"].terms}
+    assert value(lines, "colocated") == pytest.approx(
+        max(terms["M_train"], terms["M_rollout"]) + terms["overhead"], rel=1e-9)
+    serving = {t.symbol: t.value for t in lines["serving"].terms}
+    assert value(lines, "serving") == pytest.approx(sum(serving.values()), rel=1e-9)
+
+
+def test_moe_lines_use_the_chosen_moe_model():
+    dense = sheet("llama-3.1-70b")
+    mixtral = sheet("mixtral-8x7b")
+    # A dense model borrows Mixtral for EP07's lines: 46.7B held, 12.9B active.
+    assert value(dense, "moe_params") == value(mixtral, "moe_params")
+    m = get_model("mixtral-8x7b")
+    assert m.params == pytest.approx(46.7e9, rel=0.01)
+    assert m.active_params == pytest.approx(12.9e9, rel=0.01)
+    assert value(mixtral, "moe_params") == pytest.approx(m.params / m.active_params)
+    deepseek = sheet("deepseek-v3")
+    assert value(deepseek, "moe_params") == pytest.approx(671 / 37, rel=0.03)
+
+
+def test_a_line_its_lab_refuses_says_why():
+    lines = sheet("mixtral-8x7b")  # EP04's lab splits dense models only
+    assert lines["tp"].result is None
+    assert "expert" in lines["tp"].note
+    lines = sheet("llama-3.1-70b", tp=3)  # 64 heads do not divide by 3
+    assert lines["mfu"].result is None and lines["mfu"].note.startswith("tp")
+
+
+@pytest.mark.parametrize(("field", "value"), [("seq_len", 0), ("tp", 65), ("dp", 1.5),
+                                               ("microbatches", True)])
+def test_bad_knobs_name_their_field(field, value):
+    with pytest.raises(LabInputError) as err:
+        CheatInput(LLAMA70, H100, **{field: value})
+    assert err.value.field == field
