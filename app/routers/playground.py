@@ -13,6 +13,7 @@ from app.charts.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, LabView, register
 from app.labkit.render import state_query, with_query
+from app.model_controls import model_choices
 from app.options import gpu_options, model_options
 from app.routers.pipeline import SCHEDULE_LABELS
 from app.routers.playground_panels import (
@@ -161,6 +162,9 @@ def _bounds(info) -> tuple[float | None, float | None]:
 def control(name: str, label: str, value) -> Control:
     info = PlaygroundQuery.model_fields[name]
     choices, optional = control_choices(info)
+    if name == "model":  # presets and, when the state uses one, the pasted model's code
+        return Control(name, label, "select", value,
+                       tuple(model_choices(_named_options()["model"], value, custom=False)))
     if name in _named_options():
         return Control(name, label, "select", value, _named_options()[name])
     if choices:

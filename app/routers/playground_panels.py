@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from app.labkit import LabView
 from app.labkit.parsing import run_cached, validate
-from app.options import GpuId, ModelId
+from app.model_controls import ModelChoice, model_field
+from app.options import GpuId
 from app.routers import (
     context_parallel,
     data_parallel,
@@ -54,7 +55,7 @@ class SharedControls(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    model: ModelId = Field("llama-3.1-70b", description="Model preset id (GET /api/models).")
+    model: ModelChoice = model_field("llama-3.1-70b")
     gpu: GpuId = Field("h100-sxm", description="GPU preset id (GET /api/gpus).")
     nodes: int = Field(4, ge=1, le=MAX_NODES, description="Nodes in the cluster.")
     gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node.")
