@@ -105,7 +105,10 @@ def validate(view: LabView, items: Iterable[tuple[str, str]]) -> tuple[BaseModel
     except ValidationError as exc:
         for err in exc.errors(include_url=False):
             name = str(err["loc"][0]) if err["loc"] else FORM
-            if name in view.query_model.model_fields:
+            if name in view.query_model.model_fields and err["type"] == "value_error":
+                # a field validator's own sentence (e.g. an unknown model), said as written
+                errors.setdefault(name, str(err["msg"]).removeprefix("Value error, "))
+            elif name in view.query_model.model_fields:
                 errors.setdefault(name, field_message(view, name, err["type"], raw.get(name, "")))
             else:
                 errors.setdefault(FORM, err["msg"])

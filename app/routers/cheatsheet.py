@@ -8,17 +8,19 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.charts.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 from app.episodes import BY_SLUG, EPISODES
 from app.labkit.parsing import validate
 from app.labkit.render import VARY, is_fragment
 from app.labkit.routes import api_error, json_response
-from app.options import GpuId, ModelId, gpu_options, model_options
+from app.model_controls import ModelChoice, model_choices, model_field
+from app.options import GpuId, gpu_options, model_options
 from app.schemas import CheatSheetAnswer
 from app.templating import templates
 from labs.cheatsheet import MOE_EXAMPLE, RL_EXAMPLE, CheatInput, cheat_sheet
+from labs.errors import LabInputError
 from labs.limits import (
     MAX_CHEAT_DEGREE,
     MAX_CHEAT_DP,
@@ -39,7 +41,7 @@ class CheatQuery(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    model: ModelId = Field("llama-3.1-70b", description="Model preset id (GET /api/models).")
+    model: ModelChoice = model_field("llama-3.1-70b")
     gpu: GpuId = Field("h100-sxm", description="GPU preset id (GET /api/gpus).")
     seq_len: int = Field(4096, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence s.")
     micro_batch: int = Field(1, ge=1, le=MAX_CHEAT_MICRO_BATCH,
@@ -50,6 +52,17 @@ class CheatQuery(BaseModel):
     cp: int = Field(2, ge=1, le=MAX_CHEAT_DEGREE, description="Context-parallel degree c.")
     microbatches: int = Field(16, ge=1, le=MAX_CHEAT_MICROBATCHES,
                               description="Micro-batches per step m.")
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        """A preset id or a valid model code, settled while the query is validated (a
+        dictionary lookup or a cached decode), so a bad one is a 422 naming the control."""
+        try:
+            get_model(value)
+        except LabInputError as error:
+            raise ValueError(error.message) from None
+        return value
 
 
 LABELS = {"model": "Model", "gpu": "GPU", "seq_len": "Sequence length s",
@@ -225,7 +238,8 @@ def cheatsheet_page(request: Request) -> Response:
         "fields": [*CheatQuery.model_fields, "_form"], "lines": lines,
         "links": {ln.key: step_link(ln.key, query, ln.result is None) for ln in lines},
         "by_episode": by_episode, "fmt_term": fmt_term,
-        "model_options": model_options(), "gpu_options": gpu_options(), "bounds": bounds(),
+        "model_options": model_choices(model_options(), query.model, custom=False),
+        "gpu_options": gpu_options(), "bounds": bounds(),
         "playground_url": EPISODE.url, "sheet_url": BY_SLUG["playground"].url + "/cheatsheet",
     }
     template = ("partials/_cheatsheet_lines.html" if is_fragment(request)

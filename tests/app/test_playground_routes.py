@@ -181,3 +181,22 @@ def test_every_select_shows_the_states_value(client, params):
         assert len(chosen) == 1, name
         if name in params:
             assert chosen == [params[name]], name
+
+
+def test_cheat_sheet_takes_a_pasted_models_code(client):
+    """Bring your own model reaches the cheat sheet: a code computes the same lines as its
+    preset; a bad code or an unknown id is a 422 naming the model control, on API and page."""
+    from labs.model_code import encode
+    from labs.presets import get_model
+
+    code = encode(get_model("llama-3.1-8b"))
+    preset = client.get("/api/cheatsheet", params={"model": "llama-3.1-8b"}).json()
+    coded = client.get("/api/cheatsheet", params={"model": code}).json()
+    assert [ln["result"] for ln in coded["lines"]] == [ln["result"] for ln in preset["lines"]]
+    page = client.get("/episodes/playground/cheatsheet", params={"model": code}).text
+    assert f'<option value="{code}" selected>' in page
+    for bad, words in ((code.replace(".k8.", ".k7."), "KV heads"), ("zzz", "unknown model")):
+        api = client.get("/api/cheatsheet", params={"model": bad})
+        assert api.status_code == 422 and api.json()["detail"][0]["loc"][-1] == "model"
+        assert words in api.json()["detail"][0]["msg"]
+        assert words in client.get("/episodes/playground/cheatsheet", params={"model": bad}).text
