@@ -133,6 +133,8 @@ def zero_stage(stage: int) -> Callable:
 def zero_traffic(inp):
     r = simulate_zero(ZeroInput(inp.model, inp.gpu, dp=inp.dp, zero=3, seq_len=inp.seq_len))
     plain, full = r.traffic[0].bytes_per_gpu, r.traffic[3].bytes_per_gpu
+    if plain == 0:  # one replica: nothing is all-reduced, so there is no ratio to show
+        raise LabInputError("dp", "one DP replica sends no gradients: the ratio needs DP ≥ 2")
     return ((Term("DP", plain, "bytes", "all-reduce per GPU"),
              Term("ZeRO-3", full, "bytes", "+ weight all-gathers")),
             Term("ratio", full / plain, "", "ZeRO-3 over plain DP"))
