@@ -38,6 +38,7 @@ ASSETS: dict[str, Path] = {
     "js/first-paint.js": STATIC / "js/first-paint.js",
     "js/progress.js": STATIC / "js/progress.js",
     "css/lab.css": STATIC / "css/lab.css",
+    "css/plotly.css": STATIC / "css/plotly.css",  # tests/browser/plotly_css.py
 }
 
 MEDIA_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
