@@ -188,3 +188,33 @@ def test_simultaneous_misses_render_once():
     answers = asyncio.run(main())
     assert renders == ["/api/memory"]
     assert len({a for a in answers}) == 1 and answers[0][0] == 200
+
+
+# --- the result cache behind it (app/labkit/parsing.py) ----------------------------------------
+
+def test_heavy_results_are_kept_two_at_a_time():
+    from app.labkit.parsing import _LRU
+
+    cache = _LRU(8, heavy_kept=2)
+    for i in range(3):
+        cache.put(("light", i), i)
+    for i in range(5):
+        cache.put(("heavy", i), i, heavy=True)
+    assert [k for k in cache.data if k[0] == "heavy"] == [("heavy", 3), ("heavy", 4)]
+    assert [k for k in cache.data if k[0] == "light"] == [("light", i) for i in range(3)]
+    cache.put(("heavy", 3), 3)  # computed again, light this time: no longer counted
+    assert cache.heavy == {("heavy", 4)}
+
+
+def test_the_largest_pipelines_do_not_pile_up_in_the_result_cache():
+    from app.labkit import VIEWS, parsing
+
+    view = VIEWS["pipeline"]
+    parsing.CACHES.pop("pipeline", None)
+    for f in (2, 3, 4):
+        state, errors, _ = parsing.parse(view, [
+            ("schedule", "interleaved-1f1b"), ("stages", "32"), ("microbatches", "256"),
+            ("virtual", "4"), ("f", str(f))])
+        assert state is not None, errors
+    cache = parsing.CACHES["pipeline"]
+    assert len(cache.data) == parsing.HEAVY_KEPT == len(cache.heavy)
