@@ -89,11 +89,13 @@ _LAB_PATHS: set[str] = set()
 
 def lab_route(path: str) -> bool:
     """A route whose answer is a pure function of its request: a lab's page (and fragment),
-    embeds and JSON. Read from the registry at the first request, once every lab registered."""
+    embeds and JSON, and the static assets (in memory already; the cache spares them the
+    routing and the thread hop). Read from the registry at the first request, once every lab
+    registered."""
     if not _LAB_PATHS:
         for view in VIEWS.values():
             _LAB_PATHS.update((view.episode.path, f"/api/{view.name}"))
-    return path in _LAB_PATHS or path.startswith("/embed/")
+    return path in _LAB_PATHS or path.startswith(("/embed/", "/static/"))
 
 
 def _openapi_with_drill_ids(app: FastAPI):

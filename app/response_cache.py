@@ -6,7 +6,8 @@ of the few request headers that select it, so it can be sent again as bytes, fro
 loop, without parsing, simulating, rendering, compressing or a thread hop.
 
 What is cached: GET answers (HEAD is GET here: app/security.py normalises it first) of the
-lab routes (lesson pages and their htmx fragments, embeds, /api/<lab>), status 200 or 422
+lab routes (lesson pages and their htmx fragments, embeds, /api/<lab>) and of the static
+assets (their URL carries their content hash), status 200 or 422
 (an inconsistent state is refused the same way every time), at most MAX_ENTRY_BYTES each.
 The key is the path, the raw query string and every request header that changes the
 answer: the ones ``Vary`` names (HX-Request, HX-Target, HX-History-Restore-Request, whether
@@ -177,8 +178,11 @@ class ResponseCacheMiddleware:
                     await send(started)
                     await send(message)
                     return
-                entry = Entry(started["status"], tuple(started.get("headers", ())), body,
-                              etag_of(body))
+                raw = tuple(started.get("headers", ()))
+                own = next((v for k, v in raw if k.lower() == b"etag"), None)
+                entry = Entry(started["status"], tuple((k, v) for k, v in raw
+                                                       if k.lower() != b"etag"),
+                              body, own or etag_of(body))  # an answer's own ETag is kept
                 if self._storable(entry):
                     self.cache.put(key, entry)
                 await self._send(send, entry, headers.get(b"if-none-match"))

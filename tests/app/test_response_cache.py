@@ -218,3 +218,15 @@ def test_the_largest_pipelines_do_not_pile_up_in_the_result_cache():
         assert state is not None, errors
     cache = parsing.CACHES["pipeline"]
     assert len(cache.data) == parsing.HEAVY_KEPT == len(cache.heavy)
+
+
+def test_an_asset_keeps_its_own_etag_once(client):
+    from app.assets import asset_url
+
+    path, query = asset_url("js/lab.js").split("?")
+    first = client.get(path, params=dict([query.split("=")]))
+    second = client.get(path, params=dict([query.split("=")]),
+                        headers={"If-None-Match": first.headers["etag"]})
+    assert first.headers.get_list("etag") == [first.headers["etag"]]
+    assert first.headers["etag"].strip('"') == query.split("=")[1]  # the content hash
+    assert second.status_code == 304 and 'desc="cache hit"' in second.headers["server-timing"]

@@ -5,7 +5,8 @@ run ``--minutes 10`` (RSS every minute, and whether it stayed flat). It starts t
 uvicorn with ONE worker on a free port of 127.0.0.1 (and, for the burst, a bare FastAPI app in
 another uvicorn), then:
 
-1. Class: each student opens a live episode (every registered lab, read from the home page)
+1. Class: the students arrive over ``--ramp`` seconds (20); each opens a live episode (every
+   registered lab, read from the home page)
    with its assets (once per student: they are cached for a year by URL), then works through
    the lesson the way the page lets them: each "try it" link and case button in page order
    (the htmx request swapping the bench), and after each a few moves from the state that
@@ -102,6 +103,12 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU the process has used (/proc/<pid>/stat, fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def load() -> str:
@@ -211,6 +218,29 @@ def parse_page(text: str) -> PageParser:
     return parser
 
 
+class Parsed:
+    """Each distinct answer parsed once: the same URL gives the same page, and parsing HTML
+    in Python costs more than the server spends answering (the client must not be the
+    bottleneck). A student gets its own copy of a form to move."""
+
+    def __init__(self) -> None:
+        self.pages: dict[str, PageParser] = {}
+
+    def page(self, url: str, response: httpx.Response) -> PageParser:
+        if url not in self.pages:
+            self.pages[url] = parse_page(response.text)
+        return self.pages[url]
+
+    def form(self, url: str, response: httpx.Response) -> Form | None:
+        form = self.page(url, response).form
+        if form is None:
+            return None
+        copy = Form()
+        copy.action, copy.target, copy.order = form.action, form.target, form.order
+        copy.fields = {n: dict(f) for n, f in form.fields.items()}
+        return copy
+
+
 def moves(form: Form, rng: random.Random) -> list[tuple[str, str]]:
     """One to three moves from a state: (name, value) of each request, in order. A slider is
     dragged one to four stops one way (each stop one request); a choice set once."""
@@ -241,6 +271,10 @@ class Tally:
                                                 "control": []}
         self.errors: list[str] = []
         self.refused = 0
+        self.hits = 0  # answered from the response cache (its Server-Timing says so)
+        self.parsed = Parsed()
+        self.server_cpu = 0.0  # seconds of the lab worker's CPU over the run
+        self.retried = 0  # GETs sent again after a stale keep-alive connection
 
     def all(self) -> list[float]:
         return [v for values in self.latency.values() for v in values]
@@ -249,11 +283,18 @@ class Tally:
 async def get(client, tally: Tally, kind: str, url: str, headers: dict) -> httpx.Response | None:
     start = time.perf_counter()
     try:
-        response = await client.get(url, headers=headers)
+        try:
+            response = await client.get(url, headers=headers)
+        except httpx.RemoteProtocolError:
+            # The server closed an idle keep-alive connection (uvicorn: after 5 s) as this
+            # request went out on it; a browser sends an idempotent GET again, so do we.
+            tally.retried += 1
+            response = await client.get(url, headers=headers)
     except httpx.HTTPError as exc:
         tally.errors.append(f"{type(exc).__name__} {url[:80]}")
         return None
     tally.latency[kind].append((time.perf_counter() - start) * 1e3)
+    tally.hits += "cache hit" in response.headers.get("server-timing", "")
     if response.status_code >= 500 or response.status_code in (404, 405):
         tally.errors.append(f"{response.status_code} {url[:80]}")
     elif response.status_code == 422:
@@ -262,8 +303,8 @@ async def get(client, tally: Tally, kind: str, url: str, headers: dict) -> httpx
 
 
 async def student(client, episodes: list[str], rng: random.Random, until: float,
-                  tally: Tally) -> None:
-    await asyncio.sleep(rng.uniform(0, 2))  # the class does not click in one instant
+                  tally: Tally, ramp: float) -> None:
+    await asyncio.sleep(rng.uniform(0, ramp))  # a class comes in over some seconds
     think = lambda: asyncio.sleep(rng.uniform(1.5, 2.5))  # noqa: E731
     seen_assets = False
     for url in itertools.islice(itertools.cycle(episodes), rng.randrange(len(episodes)), None):
@@ -273,7 +314,7 @@ async def student(client, episodes: list[str], rng: random.Random, until: float,
         if response is None:
             await think()
             continue
-        page = parse_page(response.text)
+        page = tally.parsed.page(url, response)
         if not seen_assets:  # a browser fetches them once; the ?v= URL is immutable
             await asyncio.gather(*(get(client, tally, "asset", a, {}) for a in page.assets))
             seen_assets = True
@@ -284,7 +325,7 @@ async def student(client, episodes: list[str], rng: random.Random, until: float,
             response = await get(client, tally, "bench", link,
                                  {"HX-Request": "true", "HX-Target": "bench",
                                   "HX-Current-URL": url})
-            form = parse_page(response.text).form if response is not None else None
+            form = tally.parsed.form(link, response) if response is not None else None
             if form is None or not form.action:
                 continue
             for name, value in moves(form, rng):
@@ -314,7 +355,7 @@ async def watch(pid: int, until: float, every: float, samples: list) -> None:
 
 
 async def run_class(origin: str, pid: int, students: int, duration: float,
-                    every: float) -> tuple[Tally, list, float]:
+                    every: float, ramp: float) -> tuple[Tally, list, float]:
     async with httpx.AsyncClient(base_url=origin, timeout=30,
                                  limits=httpx.Limits(max_connections=students + 10,
                                                      max_keepalive_connections=students + 10)
@@ -324,12 +365,13 @@ async def run_class(origin: str, pid: int, students: int, duration: float,
         tally = Tally()
         until = time.monotonic() + duration
         samples: list = []
-        cpu0 = time.process_time()
+        cpu0, server0 = time.process_time(), cpu_seconds(pid)
         rng = random.Random(12)
         await asyncio.gather(watch(pid, until, every, samples), *(
-            student(client, urls, random.Random(rng.random()), until, tally)
+            student(client, urls, random.Random(rng.random()), until, tally, ramp)
             for _ in range(students)))
         client_cpu = (time.process_time() - cpu0) / duration
+        tally.server_cpu = cpu_seconds(pid) - server0
     return tally, samples, client_cpu
 
 
@@ -366,7 +408,11 @@ def report_class(tally: Tally, samples: list, client_cpu: float, students: int,
     lat = tally.all()
     print(f"\nclass: {students} students, {duration:.0f} s, {len(lat)} requests "
           f"({len(lat) / duration:.0f}/s), {tally.refused} answered 422, "
-          f"{len(tally.errors)} errors; client CPU {client_cpu:.0%} of one core")
+          f"{len(tally.errors)} errors ({tally.retried} sent again on a fresh connection, as "
+          f"a browser does); {tally.hits / max(1, len(lat)):.0%} from the response "
+          f"cache; client CPU {client_cpu:.0%} of one core")
+    print(f"server CPU: {tally.server_cpu / duration:.0%} of one core, "
+          f"{1e3 * tally.server_cpu / max(1, len(lat)):.2f} ms per request (load-insensitive)")
     print(f"latency ms: p50 {pct(lat, .5):.1f}  p95 {pct(lat, .95):.1f}  "
           f"p99 {pct(lat, .99):.1f}  max {max(lat, default=float('nan')):.1f}")
     for kind, values in tally.latency.items():
@@ -450,6 +496,8 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=0,
                         help="memory run: this many minutes, RSS every minute, no burst")
     parser.add_argument("--burst", type=float, default=15, help="seconds per side; 0: none")
+    parser.add_argument("--ramp", type=float, default=20,
+                        help="seconds over which the students arrive")
     args = parser.parse_args()
     memory_run = args.minutes > 0
     duration = min(args.minutes * 60 if memory_run else args.duration, 3600)
@@ -459,7 +507,8 @@ def main() -> None:
         print(f"lab pid {lab.pid} at {origin}; load average {load()}; cpus {os.cpu_count()}")
         if args.students and duration:  # --students 0: the burst alone
             tally, samples, client_cpu = asyncio.run(
-                run_class(origin, lab.pid, args.students, duration, 60 if memory_run else 10))
+                run_class(origin, lab.pid, args.students, duration, 60 if memory_run else 10,
+                          args.ramp))
             verdicts += report_class(tally, samples, client_cpu, args.students, duration,
                                      memory_run)
         if args.burst and not memory_run:
