@@ -4,6 +4,7 @@ import gc
 import sys
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
 
@@ -36,12 +37,20 @@ controls answer 422 with the field named in `detail[].loc`.
 SWITCH_INTERVAL = 0.001
 
 
+# Handlers that simulate and render run in worker threads; they hold the GIL in pure Python,
+# so more of them at once adds no throughput, only turns: with anyio's default of 40, the
+# event loop (which sends every cached answer and /healthz) waited behind dozens of threads
+# for each GIL turn. A few keep a long simulation from blocking short ones.
+WORKER_THREADS = 4
+
+
 @asynccontextmanager
 async def _lifespan(app: FastAPI):
     # Compile every template before the first student arrives: Jinja compiles on first use,
     # about 1 s for all of them, which a class's first page loads would otherwise wait for.
     for name in templates.env.list_templates(extensions=["html"]):
         templates.env.get_template(name)
+    anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
     yield
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
+import heapq
 import itertools
 import os
 import random
@@ -358,6 +359,7 @@ class Tally:
         self.server_cpu = 0.0  # seconds of the lab worker's CPU over the run
         self.retried = 0  # GETs sent again after a stale keep-alive connection
         self.arrived = 0.0  # perf_counter when the last student has arrived
+        self.slowest: list[tuple[float, str]] = []  # a heap of the slowest requests
 
     def steady(self) -> list[float]:
         """Latencies of the requests sent once the whole class was in."""
@@ -382,6 +384,9 @@ async def get(client: Browser, tally: Tally, kind: str, url: str,
         return None
     tally.latency[kind].append((time.perf_counter() - start) * 1e3)
     tally.started[kind].append(start)
+    heapq.heappush(tally.slowest, (tally.latency[kind][-1], url))
+    if len(tally.slowest) > 8:
+        heapq.heappop(tally.slowest)
     tally.hits += "cache hit" in response.headers.get("server-timing", "")
     if response.status_code >= 500 or response.status_code in (404, 405):
         tally.errors.append(f"{response.status_code} {url[:80]}")
@@ -518,6 +523,8 @@ def report_class(tally: Tally, samples: list, client_cpu: float, students: int,
     for kind, values in tally.latency.items():
         print(f"  {kind:8} n={len(values):6}  p50 {pct(values, .5):7.1f}  "
               f"p99 {pct(values, .99):7.1f}  max {max(values, default=float('nan')):7.1f}")
+    for ms, url in sorted(tally.slowest, reverse=True):
+        print(f"  slow: {ms:7.1f} ms  {url[:110]}")
     for err in sorted(set(tally.errors))[:10]:
         print("  error:", err)
     print("RSS of the lab's worker (s, MB, load average 1/5/15 min):")
