@@ -42,7 +42,7 @@ def class_requests(app, view) -> list[tuple[str, dict]]:
     """(query string, headers) of the moves a class makes on one lesson page: each bench
     link, and each slider one stop either side of the state that link set (and of the
     page's own state)."""
-    from tests.benchmarks.class_load import parse_page
+    from tests.benchmarks.class_client import parse_page
 
     plain = {"accept-encoding": "identity"}
     _, _, body = call(app, view.episode.path, "", plain)
