@@ -40,6 +40,7 @@ ASSETS: dict[str, Path] = {
     "js/byom.js": STATIC / "js/byom.js",
     "js/plan.js": STATIC / "js/plan.js",
     "css/lab.css": STATIC / "css/lab.css",
+    "css/plotly.css": STATIC / "css/plotly.css",  # tests/browser/plotly_css.py
 }
 
 MEDIA_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}

@@ -2,12 +2,15 @@
 
 import gc
 import sys
+from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
-from app.labkit import DRILLS
+from app.labkit import DRILLS, VIEWS
+from app.response_cache import ResponseCacheMiddleware
 from app.routers import cheatsheet as cheatsheet_router
 from app.routers import compare as compare_router
 from app.routers import context_parallel as context_parallel_router
@@ -21,6 +24,7 @@ from app.routers import recipe as recipe_router
 from app.routers import zero as zero_lab
 from app.security import SecurityHeadersMiddleware
 from app.settings import SETTINGS
+from app.templating import templates
 from app.timing import ServerTimingMiddleware
 
 DESCRIPTION = """
@@ -37,6 +41,23 @@ controls answer 422 with the field named in `detail[].loc`.
 SWITCH_INTERVAL = 0.001
 
 
+# Handlers that simulate and render run in worker threads; they hold the GIL in pure Python,
+# so more of them at once adds no throughput, only turns: with anyio's default of 40, the
+# event loop (which sends every cached answer and /healthz) waited behind dozens of threads
+# for each GIL turn. A few keep a long simulation from blocking short ones.
+WORKER_THREADS = 4
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI):
+    # Compile every template before the first student arrives: Jinja compiles on first use,
+    # about 1 s for all of them, which a class's first page loads would otherwise wait for.
+    for name in templates.env.list_templates(extensions=["html"]):
+        templates.env.get_template(name)
+    anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
+    yield
+
+
 def create_app() -> FastAPI:
     assets.check_assets()
     sys.setswitchinterval(SWITCH_INTERVAL)
@@ -45,13 +66,16 @@ def create_app() -> FastAPI:
         docs_url=None, redoc_url=None,  # served offline by app/docs.py instead
         # Behind a proxy under BASE_PATH: routes match with or without the prefix, and the
         # OpenAPI document's server URL carries it (Starlette/FastAPI "root_path").
-        root_path=SETTINGS.base_path,
+        root_path=SETTINGS.base_path, lifespan=_lifespan,
     )
     # Fragments carry figure JSON; compress those over 1 kB. Assets are pre-compressed and
     # already carry Content-Encoding, which this middleware leaves alone.
     # Level 5: level 9 (the default) costs 15x the time for 15% fewer bytes on big answers.
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
     app.add_middleware(ServerTimingMiddleware)  # includes compression
+    # Answers of the lab routes, as sent (compressed), for every student asking the same.
+    app.add_middleware(ResponseCacheMiddleware, cacheable=lab_route,
+                       public_url=SETTINGS.public_url)
     # Outermost: normalises HEAD and Accept-Encoding before anything else reads them, and
     # sees every answer's final headers.
     app.add_middleware(SecurityHeadersMiddleware, settings=SETTINGS)
@@ -75,6 +99,20 @@ def create_app() -> FastAPI:
     app.include_router(compare_router.router)
     app.openapi = _openapi_with_drill_ids(app)
     return app
+
+
+_LAB_PATHS: set[str] = set()
+
+
+def lab_route(path: str) -> bool:
+    """A route whose answer is a pure function of its request: a lab's page (and fragment),
+    embeds and JSON, and the static assets (in memory already; the cache spares them the
+    routing and the thread hop). Read from the registry at the first request, once every lab
+    registered."""
+    if not _LAB_PATHS:
+        for view in VIEWS.values():
+            _LAB_PATHS.update((view.episode.path, f"/api/{view.name}"))
+    return path in _LAB_PATHS or path.startswith(("/embed/", "/static/"))
 
 
 def _openapi_with_drill_ids(app: FastAPI):

@@ -7,7 +7,7 @@ accepts (``gzip;q=0`` refuses gzip, RFC 9110 sec 12.5.3), so the compression fur
 which only looks for the word "gzip", gets it right; the bare base path redirects to its
 home. On the way out:
 
-- ``Content-Security-Policy`` on HTML: our own origin only, no inline script; framing
+- ``Content-Security-Policy`` on HTML: our own origin only, no inline script or style; framing
   refused (``frame-ancestors 'none'``) except on ``/embed/*``, which EMBED_ALLOWED_ORIGINS
   may frame. A page that sends its own policy (the /docs pages) keeps it, framing refused.
 - ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: strict-origin-when-cross-origin``
@@ -20,11 +20,12 @@ home. On the way out:
 
 from app.settings import SETTINGS, Settings
 
-# Plotly draws with inline style attributes and injects one <style> element of its own
-# rules (plotly.js src/lib/dom.js addStyleRule); episodes colour legend swatches with style
-# attributes. Styles cannot run script: 'unsafe-inline' for styles only, never for scripts.
+# Styles from this site's files only: no 'unsafe-inline'. plotly.js's own rules are a file
+# (static/css/plotly.css, linked with the id that stops plotly inserting a <style>), plotly
+# sets element styles through CSSOM (allowed), and templates put computed colours and sizes
+# in data attributes that static/js/lab.js sets through CSSOM.
 POLICY = (
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "default-src 'self'; script-src 'self'; style-src 'self'; "
     "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; "
     "object-src 'none'; base-uri 'none'; form-action 'self'"
 )

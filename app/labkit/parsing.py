@@ -9,6 +9,7 @@ and state its bounds, in plain words. Results are cached by the canonical query 
 
 import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,6 +23,12 @@ from labs.errors import LabInputError
 
 CACHE_SIZE = 8  # per view. Small on purpose: a largest pipeline result holds 65k events, and
 # every object kept alive lengthens the collector's full passes, which pause every thread.
+# Of those, at most HEAVY_KEPT results that took HEAVY_SECONDS or more to compute: eight of
+# the largest pipeline results are 520k objects, a 116 ms full collection with every thread
+# stopped (/healthz included); two are a quarter of that. Their rendered answers stay in the
+# response cache (app/response_cache.py), which holds bytes the collector never walks.
+HEAVY_KEPT = 2
+HEAVY_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -128,8 +135,9 @@ def canonical(query: BaseModel) -> tuple:
 class _LRU:
     """A small thread-safe LRU of lab outcomes (a result, or the LabInputError it raised)."""
 
-    def __init__(self, maxsize: int) -> None:
+    def __init__(self, maxsize: int, heavy_kept: int = HEAVY_KEPT) -> None:
         self.maxsize, self.data, self.lock = maxsize, OrderedDict(), threading.Lock()
+        self.heavy_kept, self.heavy = heavy_kept, set()
 
     def get(self, key):
         with self.lock:
@@ -138,16 +146,23 @@ class _LRU:
                 return self.data[key]
             return None
 
-    def put(self, key, value) -> None:
+    def put(self, key, value, heavy: bool = False) -> None:
         with self.lock:
             self.data[key] = value
             self.data.move_to_end(key)
+            (self.heavy.add if heavy else self.heavy.discard)(key)
+            while len(self.heavy) > self.heavy_kept:  # the least recently used heavy one
+                oldest = next(k for k in self.data if k in self.heavy)
+                del self.data[oldest]
+                self.heavy.discard(oldest)
             while len(self.data) > self.maxsize:
-                self.data.popitem(last=False)
+                oldest, _ = self.data.popitem(last=False)
+                self.heavy.discard(oldest)
 
     def clear(self) -> None:
         with self.lock:
             self.data.clear()
+            self.heavy.clear()
 
 
 CACHES: dict[str, _LRU] = {}
@@ -160,11 +175,12 @@ def run_cached(view: LabView, query: BaseModel) -> tuple[Any, dict[str, str]]:
     key = canonical(query)
     outcome = cache.get(key)
     if outcome is None:
+        start = time.thread_time()  # CPU, not wall: a busy machine does not make it heavy
         try:
             outcome = ("ok", view.run(query))
         except LabInputError as exc:
             outcome = ("error", exc)
-        cache.put(key, outcome)
+        cache.put(key, outcome, heavy=time.thread_time() - start >= HEAVY_SECONDS)
     status, value = outcome
     if status == "ok":
         return value, {}

@@ -22,6 +22,20 @@
     };
   }
 
+  // plotly.js (through d3) sets a few style attributes with setAttribute("style", ...): a
+  // heatmap's pixelated rendering and its flip on a reversed axis, a colour bar's reset. A
+  // Content-Security-Policy without 'unsafe-inline' refuses those (style-src-attr), and the
+  // heatmap would draw blurred or upside down. The same declarations set through CSSOM are
+  // allowed: route them there, so charts draw exactly as before.
+  var setAttribute = Element.prototype.setAttribute;
+  Element.prototype.setAttribute = function (name, value) {
+    if (String(name).toLowerCase() === "style" && this.style) {
+      this.style.cssText = String(value);
+      return undefined;
+    }
+    return setAttribute.call(this, name, value);
+  };
+
   function within(node, selector) {
     var found = Array.prototype.slice.call(node.querySelectorAll ? node.querySelectorAll(selector) : []);
     if (node.matches && node.matches(selector)) found.unshift(node);
@@ -316,7 +330,23 @@
 
   systemDark.addEventListener("change", function () { if (!root.dataset.theme) { showTheme(); redrawAll(); } });
 
+  // Colours and sizes a template computes (legend swatches, EP04's matrix boxes) ride in
+  // data attributes and are set here through CSSOM: the Content-Security-Policy refuses style
+  // attributes in markup (style-src 'self', app/security.py), not styles set from a script.
+  var COLOUR = /^(#[0-9a-f]{3,8}|rgba?\([\d\s.,%]+\)|hsla?\([\d\s.,%deg]+\))$/i;
+  function paint(node) {
+    within(node, "[data-colour]").forEach(function (el) {
+      if (COLOUR.test(el.dataset.colour)) el.style.background = el.dataset.colour;
+    });
+    within(node, "[data-width-px]").forEach(function (el) {
+      el.style.width = Number(el.dataset.widthPx) + "px";
+      el.style.height = Number(el.dataset.heightPx) + "px";
+    });
+    within(node, "[data-flex]").forEach(function (el) { el.style.flex = String(Number(el.dataset.flex)); });
+  }
+
   function init(node) {
+    paint(node);
     within(node, "form.controls").forEach(syncDependents);
     draw(node);
   }

@@ -17,6 +17,8 @@ WAIT = 30  # seconds: only a bound so that a broken app fails instead of hanging
 @pytest.fixture
 def instrumented(monkeypatch):
     """Wraps the lab runner: records where it ran and lets a test hold it."""
+    from app.response_cache import CACHE
+    CACHE.clear()  # an answer sent before would come from the cache, without a run
     real = parse_module.run_cached
     seen = {"threads": [], "loop": [], "entered": threading.Semaphore(0),
             "release": threading.Event()}

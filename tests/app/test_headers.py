@@ -1,5 +1,5 @@
 """Headers on every route of every registered lab (tests/app/registry_routes.py): CSP with no
-third-party origin and no inline script, framing refused except embeds, nosniff,
+third-party origin and no inline script or style, framing refused except embeds, nosniff,
 Referrer-Policy, Vary, Cache-Control, HEAD wherever GET, and gzip;q=0 honoured."""
 
 import re
@@ -60,6 +60,19 @@ def test_no_inline_script_runs(client, route):
             continue
         assert re.search(r'\ssrc="/', tag) and not body.strip(), tag
     assert not re.search(r"\son[a-z]+=", text), "inline event handler"
+
+
+@pytest.mark.parametrize("route", [r for r in HTML if r.path not in ("/docs", "/redoc")],
+                         ids=lambda r: r.id)
+def test_no_inline_style_is_needed(client, route):
+    """style-src is 'self' alone: no style attribute or <style> element in the markup (a
+    computed colour or size rides in a data attribute that lab.js sets through CSSOM)."""
+    response = get(client, route)
+    policy = directives(response.headers["content-security-policy"])
+    assert policy["style-src"] == ["'self'"], policy["style-src"]
+    text = re.sub(r"<textarea[^>]*>.*?</textarea>", "", response.text, flags=re.S)
+    assert not re.search(r"<[a-z][^>]*\sstyle=", text), re.search(r"<[^>]*\sstyle=[^>]*>", text)
+    assert "<style" not in text
 
 
 @pytest.mark.parametrize("route", ALL, ids=lambda r: r.id)

@@ -1,0 +1,109 @@
+"""The Content-Security-Policy holds in Chromium with no 'unsafe-inline' for styles: on every
+lesson page (loaded, each "try it" link and case button swapped in, a slider moved, dark mode
+on) and every embed (light, dark, with controls) not one violation is reported, the colours
+and sizes that templates compute still reach the page (through CSSOM, static/js/lab.js), and
+static/css/plotly.css holds exactly the rules the pinned plotly.js would insert itself."""
+
+import pytest
+
+import app.main  # noqa: F401  (registers every lab view)
+from app.labkit import VIEWS
+from tests.browser.helpers import DRAWN
+from tests.browser.plotly_css import OUT, css_text, plotly_rules
+
+WATCH = """window.__csp = [];
+document.addEventListener('securitypolicyviolation', e => window.__csp.push(
+  [e.violatedDirective, e.blockedURI, (e.target && e.target.outerHTML || '').slice(0, 120)]
+    .join(' ')));"""
+
+
+@pytest.fixture()
+def tab(browser, live_server):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.add_init_script(WATCH)
+    page = context.new_page()
+    page.reports = []
+    page.on("console", lambda m: "Content Security Policy" in m.text
+            and page.reports.append(m.text[:200]))
+    page.on("pageerror", lambda exc: page.reports.append(f"pageerror {exc}"))
+    yield page
+    context.close()
+
+
+def settle(page) -> None:
+    page.wait_for_load_state("networkidle")
+    if page.locator("script.figure[data-target]").count():
+        page.wait_for_function(DRAWN)
+
+
+def check(page, where: str) -> None:
+    violations = page.evaluate("window.__csp")
+    assert not violations and not page.reports, (where, violations, page.reports)
+    # Every computed colour and size arrived (a swatch left transparent would mean the
+    # CSSOM path did not run).
+    unpainted = page.evaluate("""() => [...document.querySelectorAll('[data-colour]')]
+        .filter(el => getComputedStyle(el).backgroundColor === 'rgba(0, 0, 0, 0)')
+        .map(el => el.outerHTML.slice(0, 100))""")
+    assert not unpainted, (where, unpainted)
+    unsized = page.evaluate("""() => [...document.querySelectorAll('[data-width-px]')]
+        .filter(el => Math.abs(el.getBoundingClientRect().width - el.dataset.widthPx) > 1)
+        .map(el => el.outerHTML.slice(0, 100))""")
+    assert not unsized, (where, unsized)
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
+def test_a_lesson_walked_through_reports_no_violation(tab, live_server, name):
+    view = VIEWS[name]
+    tab.goto(live_server + view.episode.path)
+    settle(tab)
+    check(tab, "load")
+    links = tab.locator("a.try, a.case")
+    for i in range(links.count()):
+        link = links.nth(i)
+        if not link.is_visible():
+            link.scroll_into_view_if_needed()
+        with tab.expect_response(lambda r: view.episode.path in r.url):
+            link.click()
+        settle(tab)
+        check(tab, link.get_attribute("href"))
+    slider = tab.locator("form.controls input[type=range]:not([disabled])").first
+    if slider.count():
+        low = slider.get_attribute("min")
+        with tab.expect_response(lambda r: view.episode.path in r.url):
+            slider.fill(low)
+        settle(tab)
+        check(tab, f"slider at {low}")
+    tab.locator("#theme-toggle").click()
+    settle(tab)
+    check(tab, "dark")
+
+
+def embeds():
+    out = []
+    for name, view in VIEWS.items():
+        out += [f"/embed/{name}", f"/embed/{name}?theme=dark&controls=1"]
+        out += [f"/embed/{name}/{d.name}?theme=dark" for d in view.diagrams]
+    return out
+
+
+@pytest.mark.parametrize("path", embeds())
+def test_every_embed_reports_no_violation(tab, live_server, path):
+    tab.goto(live_server + path)
+    settle(tab)
+    check(tab, path)
+
+
+def test_the_policy_allows_no_inline_style(tab, live_server):
+    response = tab.goto(live_server + "/episodes/pipeline")
+    policy = response.headers["content-security-policy"]
+    assert "style-src 'self';" in policy and "unsafe-inline" not in policy
+
+
+def test_plotly_css_matches_the_pinned_bundle(browser):
+    page = browser.new_page()
+    try:
+        rules = plotly_rules(page)
+    finally:
+        page.close()
+    assert len(rules) > 10
+    assert OUT.read_text() == css_text(rules), "stale: run python tests/browser/plotly_css.py"
