@@ -1,4 +1,4 @@
-"""The ten episodes of the curriculum (shared/CURRICULUM.md), in teaching order.
+"""The ten episodes of the curriculum, in teaching order.
 
 An episode is live when a lab view registers its slug (see app/labkit.py); the home page
 marks the others as coming.
