@@ -136,6 +136,7 @@ class Tally:
         self.server_cpu = 0.0  # seconds of the lab worker's CPU over the run
         self.retried = 0  # GETs sent again after a stale keep-alive connection
         self.arrived = 0.0  # perf_counter when the last student has arrived
+        self.lag: list[float] = []  # ms the client's event loop was late (loop_lag)
         self.slowest: list[tuple[float, str]] = []  # a heap of the slowest requests
 
     def steady(self) -> list[float]:
@@ -245,12 +246,22 @@ async def run_class(origin: str, pid: int, students: int, duration: float,
         cpu0, server0 = time.process_time(), cpu_seconds(pid)
         tally.arrived = time.perf_counter() + ramp  # every student is in by then
         rng = random.Random(12)
-        await asyncio.gather(watch(pid, until, every, samples), *(
+        await asyncio.gather(watch(pid, until, every, samples), loop_lag(until, tally), *(
             student(origin, urls, random.Random(rng.random()), until, tally, ramp)
             for _ in range(students)))
         client_cpu = (time.process_time() - cpu0) / duration
         tally.server_cpu = cpu_seconds(pid) - server0
     return tally, samples, client_cpu
+
+
+async def loop_lag(until: float, tally: Tally, tick: float = 0.005) -> None:
+    """The client's own event-loop lag: how late a 5 ms timer fires. Every latency above is
+    measured by this loop, so a client busy parsing an answer delays the others' clocks; a lag
+    tail close to the latency tail means the client, not the server, is measuring itself."""
+    while time.monotonic() < until:
+        start = time.perf_counter()
+        await asyncio.sleep(tick)
+        tally.lag.append((time.perf_counter() - start - tick) * 1e3)
 
 
 def flat(samples: list) -> tuple[bool, float]:
@@ -277,6 +288,8 @@ def report_class(tally: Tally, samples: list, client_cpu: float, students: int,
     print(f"latency ms: p50 {pct(steady, .5):.1f}  p95 {pct(steady, .95):.1f}  "
           f"p99 {pct(steady, .99):.1f}  max {max(steady, default=float('nan')):.1f}  "
           f"(n={len(steady)}, once every student had arrived)")
+    print(f"client event-loop lag ms: p50 {pct(tally.lag, .5):.1f}  p99 {pct(tally.lag, .99):.1f}"
+          f"  max {max(tally.lag, default=float('nan')):.1f}  (included in every latency above)")
     for kind, values in tally.latency.items():
         print(f"  {kind:8} n={len(values):6}  p50 {pct(values, .5):7.1f}  "
               f"p99 {pct(values, .99):7.1f}  max {max(values, default=float('nan')):7.1f}")
@@ -312,9 +325,12 @@ async def burst(origin: str, path: str, headers: dict, seconds: float, unique: b
                 url = f"{path}?burst={next(serial)}" if unique else path
                 try:
                     response = await client.get(url, headers=headers)
-                    errors += response.status_code != 200
-                except httpx.HTTPError:
+                    if response.status_code != 200:
+                        errors += 1
+                        print(f"  burst error: {response.status_code} {url}")
+                except httpx.HTTPError as exc:
                     errors += 1
+                    print(f"  burst error: {type(exc).__name__} {exc} {url}")
                 count += 1
         start = time.monotonic()
         await asyncio.gather(*(worker() for _ in range(connections)))
