@@ -10,6 +10,7 @@ from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
 from app.labkit import DRILLS, VIEWS
+from app.render_pool import POOL
 from app.response_cache import ResponseCacheMiddleware
 from app.routers import cheatsheet as cheatsheet_router
 from app.routers import compare as compare_router
@@ -48,14 +49,24 @@ SWITCH_INTERVAL = 0.001
 WORKER_THREADS = 4
 
 
-@asynccontextmanager
-async def _lifespan(app: FastAPI):
-    # Compile every template before the first student arrives: Jinja compiles on first use,
-    # about 1 s for all of them, which a class's first page loads would otherwise wait for.
+def compile_templates() -> None:
+    """Compile every template before the first student arrives: Jinja compiles on first use,
+    about 1 s for all of them, which a class's first page loads would otherwise wait for."""
     for name in templates.env.list_templates(extensions=["html"]):
         templates.env.get_template(name)
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI):
+    compile_templates()
     anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
-    yield
+    # Lab answers render in child processes (app/render_pool.py); the in-process test client
+    # sets app.state.render_processes = 0 to keep them in this process's threads.
+    await POOL.start(getattr(app.state, "render_processes", SETTINGS.render_processes))
+    try:
+        yield
+    finally:
+        POOL.stop(wait=True)
 
 
 def create_app() -> FastAPI:
@@ -75,7 +86,7 @@ def create_app() -> FastAPI:
     app.add_middleware(ServerTimingMiddleware)  # includes compression
     # Answers of the lab routes, as sent (compressed), for every student asking the same.
     app.add_middleware(ResponseCacheMiddleware, cacheable=lab_route,
-                       public_url=SETTINGS.public_url)
+                       public_url=SETTINGS.public_url, pool=POOL)
     # Outermost: normalises HEAD and Accept-Encoding before anything else reads them, and
     # sees every answer's final headers.
     app.add_middleware(SecurityHeadersMiddleware, settings=SETTINGS)

@@ -30,6 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from app.render_pool import RenderPool
 from app.security import route_path
 
 MAX_ENTRIES = 2048
@@ -110,9 +111,10 @@ class ResponseCacheMiddleware:
     (read when the first request comes, after every router registered)."""
 
     def __init__(self, app, cacheable: Callable[[str], bool], public_url: str = "",
-                 cache: ResponseCache = CACHE) -> None:
+                 cache: ResponseCache = CACHE, pool: RenderPool | None = None) -> None:
         self.app, self.cacheable, self.cache = app, cacheable, cache
         self.public_url = public_url
+        self.pool = pool  # renders misses in child processes when it is ready
         # Misses being rendered, by key: a second request for one waits for it instead of
         # rendering it again (a class clicking the same link at once; a cold page).
         self.inflight: dict[tuple, asyncio.Event] = {}
@@ -146,6 +148,12 @@ class ResponseCacheMiddleware:
         if leader:
             self.inflight[key] = asyncio.Event()
         try:
+            # Assets are bytes in memory already: only lab answers are worth a child's time.
+            if self.pool is not None and not path.startswith("/static/"):
+                answer = await self.pool.render(scope)
+                if answer is not None:
+                    await self._finish(send, key, headers, *answer)
+                    return
             await self._render(scope, receive, send, key, headers)
         finally:
             if leader:
@@ -173,21 +181,24 @@ class ResponseCacheMiddleware:
                             "more_body": True})
                 return
             if not message.get("more_body"):
-                body = b"".join(chunks)
-                if len(body) > self.cache.max_entry_bytes:  # never stored: no digest either
-                    await send(started)
-                    await send(message)
-                    return
-                raw = tuple(started.get("headers", ()))
-                own = next((v for k, v in raw if k.lower() == b"etag"), None)
-                entry = Entry(started["status"], tuple((k, v) for k, v in raw
-                                                       if k.lower() != b"etag"),
-                              body, own or etag_of(body))  # an answer's own ETag is kept
-                if self._storable(entry):
-                    self.cache.put(key, entry)
-                await self._send(send, entry, headers.get(b"if-none-match"))
+                await self._finish(send, key, headers, started["status"],
+                                   started.get("headers", ()), b"".join(chunks))
 
         await self.app(scope, receive, capture)
+
+    async def _finish(self, send, key: tuple, headers: dict, status: int, raw, body: bytes):
+        """A whole answer: stored when it may be, and sent (or 304)."""
+        if len(body) > self.cache.max_entry_bytes:  # never stored: no digest either
+            await send({"type": "http.response.start", "status": status, "headers": list(raw)})
+            await send({"type": "http.response.body", "body": body})
+            return
+        raw = tuple(raw)
+        own = next((v for k, v in raw if k.lower() == b"etag"), None)
+        entry = Entry(status, tuple((k, v) for k, v in raw if k.lower() != b"etag"),
+                      body, own or etag_of(body))  # an answer's own ETag is kept
+        if self._storable(entry):
+            self.cache.put(key, entry)
+        await self._send(send, entry, headers.get(b"if-none-match"))
 
     @staticmethod
     def _storable(entry: Entry) -> bool:

@@ -10,6 +10,9 @@
   (CSP ``frame-ancestors``); default ``*`` (any site may embed a diagram). Every other page
   refuses framing.
 - ``HIDE_ANSWERS``: ``1`` grades drills without ever revealing the answer.
+- ``RENDER_PROCESSES``: child processes that render lab answers (app/render_pool.py), default
+  2; ``0`` renders in the serving process's threads. Each child holds a copy of the app
+  (about 100 MB).
 """
 
 import os
@@ -56,12 +59,27 @@ def _origins(value: str) -> tuple[str, ...]:
     return origins or ("*",)
 
 
+DEFAULT_RENDER_PROCESSES = 2
+MAX_RENDER_PROCESSES = 32
+
+
+def _render_processes(value: str) -> int:
+    value = value.strip()
+    if not value:
+        return DEFAULT_RENDER_PROCESSES
+    if not value.isdigit() or int(value) > MAX_RENDER_PROCESSES:
+        raise SettingsError(f"RENDER_PROCESSES must be a whole number from 0 to "
+                            f"{MAX_RENDER_PROCESSES}: {value!r}")
+    return int(value)
+
+
 @dataclass(frozen=True)
 class Settings:
     base_path: str = ""
     public_url: str = ""
     embed_allowed_origins: tuple[str, ...] = ("*",)
     hide_answers: bool = False
+    render_processes: int = DEFAULT_RENDER_PROCESSES
 
     @classmethod
     def from_env(cls, env=None) -> "Settings":
@@ -71,6 +89,7 @@ class Settings:
             public_url=_public_url(env.get("PUBLIC_URL", "")),
             embed_allowed_origins=_origins(env.get("EMBED_ALLOWED_ORIGINS", "*")),
             hide_answers=env.get("HIDE_ANSWERS", "").strip().lower() in TRUE,
+            render_processes=_render_processes(env.get("RENDER_PROCESSES", "")),
         )
 
 

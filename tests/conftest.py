@@ -33,6 +33,9 @@ def client():
 
     from app.main import app
 
+    # In-process route tests render in this process's threads (some of them wrap the renderer
+    # here); the render pool's own tests and the live server use child processes.
+    app.state.render_processes = 0
     with TestClient(app) as test_client:
         yield test_client
 

@@ -43,14 +43,16 @@ def test_base_path_is_normalised(given, expected):
     ("BASE_PATH", "/lab?x=1"), ("BASE_PATH", '/a"b'), ("PUBLIC_URL", "lab.example.edu"),
     ("PUBLIC_URL", "https://lab.example.edu/lab"), ("PUBLIC_URL", "javascript:alert(1)"),
     ("EMBED_ALLOWED_ORIGINS", "https://ok.example 'unsafe-inline'"),
-    ("EMBED_ALLOWED_ORIGINS", "https://a.example; script-src *")])
+    ("EMBED_ALLOWED_ORIGINS", "https://a.example; script-src *"),
+    ("RENDER_PROCESSES", "-1"), ("RENDER_PROCESSES", "two"), ("RENDER_PROCESSES", "33")])
 def test_bad_settings_are_refused_by_name(name, value):
     with pytest.raises(SettingsError, match=name):
         Settings.from_env({name: value})
 
 
 def test_settings_defaults_and_lists():
-    assert Settings.from_env({}) == Settings("", "", ("*",), False)
+    assert Settings.from_env({}) == Settings("", "", ("*",), False, 2)
+    assert Settings.from_env({"RENDER_PROCESSES": " 0 "}).render_processes == 0
     s = Settings.from_env({"EMBED_ALLOWED_ORIGINS": "https://a.example, https://b.example:8443",
                            "HIDE_ANSWERS": "true", "PUBLIC_URL": "https://x.example/"})
     assert s.embed_allowed_origins == ("https://a.example", "https://b.example:8443")

@@ -105,17 +105,45 @@ def start(target: str, env: dict | None = None) -> tuple[subprocess.Popen, str]:
     raise RuntimeError(f"{target} did not start")
 
 
+def family(pid: int) -> list[int]:
+    """The worker and its descendants (the render pool's children): /proc/<pid>/task/*/children."""
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                todo.extend(int(c) for c in task.read_text().split())
+            except OSError:  # a thread or child gone meanwhile
+                continue
+    return out
+
+
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """Resident memory of the worker and its children, summed (spawned children share no
+    pages with it, so the sum is what the machine holds)."""
+    total = 0.0
+    for member in family(pid):
+        try:
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) / 1024
+        except OSError:
+            continue
+    return total
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU the process has used (/proc/<pid>/stat, fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU the worker and its children have used (/proc/<pid>/stat, fields 14
+    and 15 of each)."""
+    total = 0
+    for member in family(pid):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def load() -> str:
@@ -138,6 +166,8 @@ class Tally:
         self.arrived = 0.0  # perf_counter when the last student has arrived
         self.lag: list[float] = []  # ms the client's event loop was late (loop_lag)
         self.slowest: list[tuple[float, str]] = []  # a heap of the slowest requests
+        self.rendered: list[float] = []  # the server's own ms for each answer it rendered
+        self.heaviest: list[tuple[float, str]] = []  # a heap of the longest renders
 
     def steady(self) -> list[float]:
         """Latencies of the requests sent once the whole class was in."""
@@ -147,6 +177,15 @@ class Tally:
 
     def all(self) -> list[float]:
         return [v for values in self.latency.values() for v in values]
+
+
+def app_duration(timing: str) -> float | None:
+    """The app's own ms from a Server-Timing header (``app;dur=12.3``)."""
+    for metric in timing.split(","):
+        name, _, params = metric.strip().partition(";")
+        if name == "app" and params.startswith("dur="):
+            return float(params[4:].split(";")[0])
+    return None
 
 
 async def get(client: Browser, tally: Tally, kind: str, url: str,
@@ -165,7 +204,14 @@ async def get(client: Browser, tally: Tally, kind: str, url: str,
     heapq.heappush(tally.slowest, (tally.latency[kind][-1], url))
     if len(tally.slowest) > 8:
         heapq.heappop(tally.slowest)
-    tally.hits += "cache hit" in response.headers.get("server-timing", "")
+    timing = response.headers.get("server-timing", "")
+    if "cache hit" in timing:
+        tally.hits += 1
+    elif (server_ms := app_duration(timing)) is not None:
+        tally.rendered.append(server_ms)
+        heapq.heappush(tally.heaviest, (server_ms, url))
+        if len(tally.heaviest) > 5:
+            heapq.heappop(tally.heaviest)
     if response.status_code >= 500 or response.status_code in (404, 405):
         tally.errors.append(f"{response.status_code} {url[:80]}")
     elif response.status_code == 422:
@@ -280,7 +326,8 @@ def report_class(tally: Tally, samples: list, client_cpu: float, students: int,
           f"{len(tally.errors)} errors ({tally.retried} sent again on a fresh connection, as "
           f"a browser does); {tally.hits / max(1, len(lat)):.0%} from the response "
           f"cache; client CPU {client_cpu:.0%} of one core")
-    print(f"server CPU: {tally.server_cpu / duration:.0%} of one core, "
+    print(f"server CPU (worker and render processes): {tally.server_cpu / duration:.0%} of "
+          f"one core, "
           f"{1e3 * tally.server_cpu / max(1, len(lat)):.2f} ms per request (load-insensitive)")
     print(f"latency ms: p50 {pct(lat, .5):.1f}  p95 {pct(lat, .95):.1f}  "
           f"p99 {pct(lat, .99):.1f}  max {max(lat, default=float('nan')):.1f}  (all)")
@@ -295,9 +342,15 @@ def report_class(tally: Tally, samples: list, client_cpu: float, students: int,
               f"p99 {pct(values, .99):7.1f}  max {max(values, default=float('nan')):7.1f}")
     for ms, url in sorted(tally.slowest, reverse=True):
         print(f"  slow: {ms:7.1f} ms  {url[:110]}")
+    print(f"rendered (not from the cache), the server's own ms (Server-Timing): "
+          f"n={len(tally.rendered)}  p50 {pct(tally.rendered, .5):.1f}  "
+          f"p99 {pct(tally.rendered, .99):.1f}  "
+          f"max {max(tally.rendered, default=float('nan')):.1f}")
+    for ms, url in sorted(tally.heaviest, reverse=True):
+        print(f"  heavy: {ms:7.1f} ms  {url[:110]}")
     for err in sorted(set(tally.errors))[:10]:
         print("  error:", err)
-    print("RSS of the lab's worker (s, MB, load average 1/5/15 min):")
+    print("RSS of the lab's worker and its render processes (s, MB, load average 1/5/15 min):")
     shown = samples if memory_run else [samples[0], samples[len(samples) // 2], samples[-1]]
     for t, mb, avg in shown:
         print(f"  {t:6.0f}  {mb:7.1f}  {avg}")
