@@ -10,7 +10,8 @@
   (``labs.recipe_time.step_parts`` says how unequal stages are timed);
 - the bubble measured by the pipeline simulator (``labs.pipeline.simulate``), run at the
   textbook costs (backward = 2 x forward) and cached by (schedule, p, m, v);
-- the communication parts over the cluster's links (``labs.recipe_time``, on ``labs.comm``).
+- the communication parts over the cluster's links (``labs.recipe_time``, on ``labs.comm``);
+- the audits, each check worded with its figure and pass mark (``labs.recipe_audits``).
 
 Step time and efficiency are a product of parts (Narayanan et al. 2021, "Efficient
 Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", arXiv:2104.04473,
@@ -62,14 +63,13 @@ from labs.limits import (
 from labs.links import Cluster
 from labs.memory import MemoryInput, MemoryResult, compute_memory
 from labs.pipeline import PipelineInput, check_shape, placed
-from labs.placement import stage_layer_counts, uneven_problems
+from labs.placement import uneven_problems
 from labs.presets import ModelSpec
-from labs.recipe_time import Part, Timing, spread, step_parts
+from labs.recipe_audits import BUBBLE_LIMIT as BUBBLE_LIMIT  # labs.planner reads it here
+from labs.recipe_audits import EXPOSED_LIMIT as EXPOSED_LIMIT
+from labs.recipe_audits import Audit, audits_of, rule_audits
+from labs.recipe_time import Timing, step_parts
 
-# Pass marks for the audits that are a matter of degree. The bubble: EP05's verdict line (a
-# quarter of the step idle); communication: at most a tenth of the step exposed.
-BUBBLE_LIMIT = 0.25
-EXPOSED_LIMIT = 0.10
 PARALLEL = ("tp", "pp", "dp", "cp", "ep")
 
 
@@ -134,14 +134,6 @@ class Plan:
     def global_batch(self) -> int:
         """Sequences per step: micro-batch x micro-batches x DP."""
         return self.micro_batch * self.microbatches * self.dp
-
-
-@dataclass(frozen=True)
-class Audit:
-    name: str
-    ok: bool
-    detail: str
-    field: str = ""  # the control to change when it fails
 
 
 @dataclass(frozen=True)
@@ -316,8 +308,7 @@ def _evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
     check_matmul_efficiency(matmul_efficiency)
     found = tuple(rule_problems(plan, model, cluster, nodes))
     if found:
-        audits = tuple(Audit(f"Rule: {e.field}", False, e.message, e.field) for e in found)
-        return RecipeResult(plan, model, cluster, nodes, audits, found,
+        return RecipeResult(plan, model, cluster, nodes, rule_audits(found), found,
                             matmul_efficiency=matmul_efficiency)
     memory = ledger(plan, model, cluster)
     bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
@@ -349,62 +340,3 @@ def _evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
                           compute, matmul_efficiency, factors, seg)
     return RecipeResult(plan, model, cluster, nodes, audits_of(result), (), memory, timing,
                         bubble, step, compute, matmul_efficiency, factors, seg)
-
-
-def _gb(x: float) -> str:
-    return f"{x / 1e9:,.1f} GB"
-
-
-def _traffic_audit(name: str, part: Part, step: float, degree: int) -> Audit:
-    if degree == 1:
-        return Audit(f"{name} traffic", True, f"{name} = 1: nothing to send")
-    share = part.exposed / step
-    where = "inside one node" if part.nodes == 1 else f"across {part.nodes} nodes"
-    return Audit(f"{name} traffic", share <= EXPOSED_LIMIT,
-                 f"{_gb(part.bytes_per_step)} per GPU per step {where} ({part.link}): "
-                 f"{part.seconds * 1e3:,.0f} ms, {part.hidden * 1e3:,.0f} ms hidden behind "
-                 f"compute or pipeline idle, {part.exposed * 1e3:,.0f} ms exposed = "
-                 f"{share:.1%} of the step "
-                 f"(limit {EXPOSED_LIMIT:.0%})", name.lower())
-
-
-def _split_text(plan: Plan, model: ModelSpec) -> str:
-    """The stages' layers when Megatron's uneven first/last stages are set."""
-    if not plan.uneven:
-        return ""
-    counts = stage_layer_counts(model.layers, plan.pp, plan.first_stage_layers,
-                                plan.last_stage_layers)
-    return (f"; uneven stages (Megatron's first/last pipeline layers): {counts[0]} on the "
-            f"first, {counts[-1]} on the last, {max(counts)} on the slowest, which sets the "
-            f"pace")
-
-
-def audits_of(r: RecipeResult) -> tuple[Audit, ...]:
-    """The pass/fail checks of a legal plan, each with its figure."""
-    plan, mem, g = r.plan, r.memory, r.cluster.gpus_per_node
-    assert mem is not None and r.timing is not None
-    tp = spread(plan.layout, "tp", g)
-    parts = {p.name: p for p in r.timing.parts}
-    out = [
-        Audit("Layout rules", True, f"TP x PP x CP x DP = {plan.world_size:,} = the "
-                                    f"cluster's GPUs; heads, layers, sequence and experts "
-                                    "divide" + _split_text(plan, r.model)),
-        Audit("Memory per GPU", mem.fits,
-              f"{_gb(mem.total_bytes)} on pipeline stage {mem.heaviest_stage} (the heaviest) "
-              f"of {_gb(mem.gpu_memory_bytes)}: {_gb(mem.headroom_bytes)} "
-              f"{'to spare' if mem.fits else 'short'}".replace(" -", " "), "zero"),
-        Audit("TP inside a node", tp.nodes == 1,
-              f"each TP group of {plan.tp} sits in one node of {g} GPUs ({r.cluster.intra.name})"
-              if tp.nodes == 1 else
-              f"a TP group of {plan.tp} spans {tp.nodes} nodes of {g}: its all-reduces cross "
-              f"{r.cluster.inter.name}", "tp"),
-        Audit("Pipeline bubble", r.bubble_fraction <= BUBBLE_LIMIT,
-              f"{r.bubble_fraction:.1%} of the step idle (simulated {plan.schedule}, "
-              f"{plan.pp} stages, {plan.microbatches} micro-batches; limit "
-              f"{BUBBLE_LIMIT:.0%})" if plan.pp > 1 else "PP = 1: no pipeline, no bubble",
-              "microbatches"),
-        _traffic_audit("DP", parts["dp"], r.step_s, plan.dp * plan.cp),
-        _traffic_audit("CP", parts["cp"], r.step_s, plan.cp),
-        _traffic_audit("EP", parts["ep"], r.step_s, plan.ep),
-    ]
-    return tuple(out)

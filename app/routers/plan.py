@@ -4,7 +4,7 @@ scatter of memory per GPU against throughput and a table; each plan links to the
 with its controls set)."""
 
 from functools import lru_cache
-from typing import Annotated, Literal
+from typing import Annotated
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
@@ -12,20 +12,18 @@ from fastapi.responses import Response
 from pydantic import ConfigDict, Field
 
 from app.charts.plan import plan_figure, plan_label
+from app.cluster_controls import GpusPerNode, InterLink, IntraLink, SeqLen
 from app.episodes import BY_SLUG
 from app.labkit.routes import api_error, json_response
 from app.model_controls import GpuChoice, ModelChoice, ModelControls, gpu_field, model_field
-from app.routers.recipe import INTER, INTRA
 from app.templating import templates
 from labs.errors import LabInputError
 from labs.limits import (
     DEFAULT_MATMUL_EFFICIENCY,
     MAX_GLOBAL_BATCH,
-    MAX_GPUS_PER_NODE,
     MAX_MATMUL_EFFICIENCY,
     MAX_NODES,
     MAX_PLAN_GPUS,
-    MAX_SEQ_LEN,
     MIN_MATMUL_EFFICIENCY,
 )
 from labs.links import get_link, make_cluster
@@ -43,11 +41,10 @@ class PlanQuery(ModelControls):
     model: ModelChoice = model_field("gpt-3-175b")
     gpu: GpuChoice = gpu_field("a100-80gb")
     gpus: int = Field(64, ge=1, le=MAX_PLAN_GPUS, description="GPUs in the job (whole nodes).")
-    gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node.")
-    intra_link: Literal[INTRA] = Field("nvlink-3", description="Link inside a node.")
-    inter_link: Literal[INTER] = Field("ib-hdr", description="Link between nodes (a port "
-                                                             "per GPU).")
-    seq_len: int = Field(2048, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
+    gpus_per_node: GpusPerNode = 8
+    intra_link: IntraLink = "nvlink-3"
+    inter_link: InterLink = "ib-hdr"
+    seq_len: SeqLen = 2048
     global_batch: int = Field(32, ge=1, le=MAX_GLOBAL_BATCH, description="Sequences per "
                               "step (micro-batch x micro-batches x DP); kept by every plan.")
     top: int = Field(20, ge=1, le=MAX_TOP, description="Plans to return, fastest first.")

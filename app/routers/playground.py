@@ -10,6 +10,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from app.charts.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct
+from app.cluster_controls import INTER, INTRA
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, LabView, register
 from app.labkit.render import state_query, with_query
@@ -17,8 +18,6 @@ from app.model_controls import model_choices
 from app.options import gpu_options, model_options
 from app.routers.pipeline import SCHEDULE_LABELS
 from app.routers.playground_panels import (
-    INTER,
-    INTRA,
     PANELS,
     SHARED_LABELS,
     PanelState,

@@ -15,10 +15,26 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from app.cluster_controls import (
+    ContextParallel,
+    ExpertParallel,
+    GpusPerNode,
+    InterLink,
+    IntraLink,
+    MicroBatch,
+    Microbatches,
+    Nodes,
+    PipelineStages,
+    Recompute,
+    Schedule,
+    SeqLen,
+    TensorParallel,
+    Virtual,
+    ZeroStage,
+)
 from app.labkit import LabView
 from app.labkit.parsing import run_cached, validate
-from app.model_controls import ModelChoice, model_field
-from app.options import GpuId
+from app.model_controls import GpuChoice, ModelChoice, gpu_field, model_field
 from app.routers import (
     context_parallel,
     data_parallel,
@@ -30,23 +46,9 @@ from app.routers import (
     zero,
 )
 from app.routers import recipe as recipe_router
-from labs.limits import (
-    MAX_DEGREE,
-    MAX_GPUS_PER_NODE,
-    MAX_MICRO_BATCH,
-    MAX_MICROBATCHES,
-    MAX_NODES,
-    MAX_SEQ_LEN,
-    MAX_STAGES,
-    MAX_VIRTUAL,
-    RECOMPUTE,
-    SCHEDULES,
-)
+from labs.limits import MAX_GPUS_PER_NODE, MAX_NODES
 from labs.links import clusters
 from labs.presets import get_model
-
-INTRA = recipe_router.INTRA
-INTER = recipe_router.INTER
 
 
 class SharedControls(BaseModel):
@@ -56,26 +58,24 @@ class SharedControls(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     model: ModelChoice = model_field("llama-3.1-70b")
-    gpu: GpuId = Field("h100-sxm", description="GPU preset id (GET /api/gpus).")
-    nodes: int = Field(4, ge=1, le=MAX_NODES, description="Nodes in the cluster.")
-    gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node.")
-    intra_link: Literal[INTRA] = Field("nvlink-4", description="Link inside a node.")
-    inter_link: Literal[INTER] = Field("ib-ndr", description="Link between nodes.")
-    tp: int = Field(8, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree.")
-    pp: int = Field(2, ge=1, le=MAX_STAGES, description="Pipeline stages.")
+    gpu: GpuChoice = gpu_field("h100-sxm")
+    nodes: Nodes = 4
+    gpus_per_node: GpusPerNode = 8
+    intra_link: IntraLink = "nvlink-4"
+    inter_link: InterLink = "ib-ndr"
+    tp: TensorParallel = 8
+    pp: PipelineStages = 2
     dp: int = Field(2, ge=1, le=MAX_NODES * MAX_GPUS_PER_NODE,
                     description="Data-parallel degree (DP replicas).")
-    cp: int = Field(1, ge=1, le=MAX_DEGREE, description="Context-parallel degree.")
-    ep: int = Field(1, ge=1, le=MAX_DEGREE, description="Expert-parallel degree.")
-    zero: int = Field(1, ge=0, le=3, description="ZeRO stage (1 = distributed optimizer).")
-    recompute: Literal[RECOMPUTE] = Field("selective", description="Activation recomputation.")
-    schedule: Literal[tuple(SCHEDULES)] = Field("1f1b", description="Pipeline schedule.")
-    virtual: int = Field(1, ge=1, le=MAX_VIRTUAL, description="Model chunks per rank.")
-    micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per "
-                                                                      "micro-batch.")
-    microbatches: int = Field(16, ge=1, le=MAX_MICROBATCHES, description="Micro-batches per "
-                                                                         "step.")
-    seq_len: int = Field(8192, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
+    cp: ContextParallel = 1
+    ep: ExpertParallel = 1
+    zero: ZeroStage = 1
+    recompute: Recompute = "selective"
+    schedule: Schedule = "1f1b"
+    virtual: Virtual = 1
+    micro_batch: MicroBatch = 1
+    microbatches: Microbatches = 16
+    seq_len: SeqLen = 8192
 
 
 SHARED_LABELS = {

@@ -10,6 +10,25 @@ from fastapi.responses import Response
 from pydantic import ConfigDict, Field
 
 from app.charts.recipe import SEGMENTS, memory_figure, step_figure
+from app.cluster_controls import (
+    INTER,
+    INTRA,
+    ContextParallel,
+    ExpertParallel,
+    GpusPerNode,
+    InterLink,
+    IntraLink,
+    MicroBatch,
+    Microbatches,
+    Nodes,
+    PipelineStages,
+    Recompute,
+    Schedule,
+    SeqLen,
+    TensorParallel,
+    Virtual,
+    ZeroStage,
+)
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
 from app.labkit.parsing import run_cached, validate
@@ -30,20 +49,12 @@ from labs.export import Export, export
 from labs.limits import (
     DEFAULT_MATMUL_EFFICIENCY,
     EXPORT_FORMATS,
-    MAX_DEGREE,
     MAX_GPUS_PER_NODE,
     MAX_MATMUL_EFFICIENCY,
-    MAX_MICRO_BATCH,
-    MAX_MICROBATCHES,
     MAX_MODEL_CODE,
     MAX_NODES,
-    MAX_SEQ_LEN,
     MAX_STAGE_LAYERS,
-    MAX_STAGES,
-    MAX_VIRTUAL,
     MIN_MATMUL_EFFICIENCY,
-    RECOMPUTE,
-    SCHEDULES,
 )
 from labs.links import get_link, links, make_cluster
 from labs.presets import get_gpu, get_model
@@ -51,9 +62,6 @@ from labs.recipe import Plan, RecipeResult, evaluate
 from labs.replan import Replan, nearest
 
 router = APIRouter()
-
-INTRA = tuple(k for k, v in links().items() if v.kind == "scale-up")
-INTER = tuple(k for k, v in links().items() if v.kind == "scale-out")
 
 
 class RecipeQuery(ModelControls):
@@ -63,21 +71,20 @@ class RecipeQuery(ModelControls):
 
     model: ModelChoice = model_field("gpt-3-175b")
     gpu: GpuChoice = gpu_field("a100-80gb")
-    nodes: int = Field(8, ge=1, le=MAX_NODES, description="Nodes in the cluster.")
-    gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node.")
-    intra_link: Literal[INTRA] = Field("nvlink-3", description="Link inside a node.")
-    inter_link: Literal[INTER] = Field("ib-hdr", description="Link between nodes (a port "
-                                                             "per GPU).")
-    tp: int = Field(8, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree.")
-    pp: int = Field(4, ge=1, le=MAX_STAGES, description="Pipeline stages.")
+    nodes: Nodes = 8
+    gpus_per_node: GpusPerNode = 8
+    intra_link: IntraLink = "nvlink-3"
+    inter_link: InterLink = "ib-hdr"
+    tp: TensorParallel = 8
+    pp: PipelineStages = 4
     dp: int = Field(2, ge=1, le=MAX_NODES * MAX_GPUS_PER_NODE, description="Data-parallel "
                     "degree; TP x PP x CP x DP must equal the cluster's GPUs.")
-    cp: int = Field(1, ge=1, le=MAX_DEGREE, description="Context-parallel degree.")
-    ep: int = Field(1, ge=1, le=MAX_DEGREE, description="Expert-parallel degree.")
-    zero: int = Field(1, ge=0, le=3, description="ZeRO stage (1 = distributed optimizer).")
-    recompute: Literal[RECOMPUTE] = Field("selective", description="Activation recomputation.")
-    schedule: Literal[tuple(SCHEDULES)] = Field("1f1b", description="Pipeline schedule.")
-    virtual: int = Field(1, ge=1, le=MAX_VIRTUAL, description="Model chunks per rank.")
+    cp: ContextParallel = 1
+    ep: ExpertParallel = 1
+    zero: ZeroStage = 1
+    recompute: Recompute = "selective"
+    schedule: Schedule = "1f1b"
+    virtual: Virtual = 1
     first_stage_layers: int = Field(
         0, ge=0, le=MAX_STAGE_LAYERS, description="Layers on the first pipeline stage "
         "(Megatron's --decoder-first-pipeline-num-layers; 0: even stages). The middle stages "
@@ -85,11 +92,9 @@ class RecipeQuery(ModelControls):
     last_stage_layers: int = Field(
         0, ge=0, le=MAX_STAGE_LAYERS, description="Layers on the last pipeline stage "
         "(Megatron's --decoder-last-pipeline-num-layers; 0: even stages).")
-    micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per "
-                                                                      "micro-batch.")
-    microbatches: int = Field(16, ge=1, le=MAX_MICROBATCHES, description="Micro-batches per "
-                                                                         "step.")
-    seq_len: int = Field(2048, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
+    micro_batch: MicroBatch = 1
+    microbatches: Microbatches = 16
+    seq_len: SeqLen = 2048
     matmul_efficiency: float = Field(
         DEFAULT_MATMUL_EFFICIENCY, ge=MIN_MATMUL_EFFICIENCY, le=MAX_MATMUL_EFFICIENCY,
         description="Fraction of the GPU's dense BF16 peak its kernels reach while computing "
