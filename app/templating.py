@@ -14,6 +14,14 @@ from app.settings import SETTINGS, url
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
 templates = Jinja2Templates(directory=TEMPLATES)
+# Templates are compiled once (app/main.py compile_templates) and never change under a running
+# server: without this, every render of every include stats its file for a change (Jinja's
+# auto_reload). Restart the app after editing a template (README).
+templates.env.auto_reload = False
+# Figure JSON as compact as JSON goes and in the figure's own key order: Jinja's default policy
+# sorts keys (Jinja docs, "Policies": json.dumps_kwargs), which costs time on every chart and
+# buys nothing here (plotly reads keys by name).
+templates.env.policies["json.dumps_kwargs"] = {"separators": (",", ":")}
 # url('/episodes/memory'): every link, form and hx-get an app template writes goes through it,
 # so the whole site follows BASE_PATH (app/settings.py).
 templates.env.globals.update(asset_url=asset_url, episodes=EPISODES, url=url,
