@@ -113,16 +113,21 @@ def create_app() -> FastAPI:
 
 
 _LAB_PATHS: set[str] = set()
+# GET routes outside the lab registry whose answer is as pure: EP08's planner (a search, the
+# heaviest answer a page asks for), EP10's cheat sheet and A/B compare.
+PURE_ROUTES = ("/api/plan", "/episodes/recipe-3d/plan", "/api/cheatsheet", cheatsheet_router.PATH,
+               "/api/playground/compare", compare_router.PATH)
 
 
 def lab_route(path: str) -> bool:
     """A route whose answer is a pure function of its request: a lab's page (and fragment),
-    embeds and JSON, and the static assets (in memory already; the cache spares them the
-    routing and the thread hop). Read from the registry at the first request, once every lab
-    registered."""
+    embeds and JSON, the planner, cheat sheet and compare, and the static assets (in memory
+    already; the cache spares them the routing and the thread hop). Read from the registry at
+    the first request, once every lab registered."""
     if not _LAB_PATHS:
         for view in VIEWS.values():
             _LAB_PATHS.update((view.episode.path, f"/api/{view.name}"))
+        _LAB_PATHS.update(PURE_ROUTES)
     return path in _LAB_PATHS or path.startswith(("/embed/", "/static/"))
 
 

@@ -6,7 +6,7 @@ from fastapi.templating import Jinja2Templates
 
 from app.assets import asset_url
 from app.charts.context_parallel import rank_colour, token_ranges
-from app.charts.pipeline import memory_ranks, schedule_name
+from app.charts.pipeline import event_kinds, memory_ranks, schedule_name
 from app.charts.units import fmt_bytes, fmt_count, fmt_pct
 from app.episodes import EPISODES
 from app.settings import SETTINGS, url
@@ -46,7 +46,8 @@ def options(values, fmt: str = "{}") -> list[tuple]:
 templates.env.filters.update(gb=gb, tb=tb, options=options)
 # Sizes in GB/TB/PB, counts as 7B/1.2T, shares as 17.9%: the charts' own formatters.
 templates.env.filters.update(bytes=fmt_bytes, si_count=fmt_count, pct=fmt_pct,
-                            schedule_name=schedule_name, chart_ranks=memory_ranks)
+                            schedule_name=schedule_name, chart_ranks=memory_ranks,
+                            event_kinds=event_kinds)
 # Times as the pages show them (ms).
 from app.charts.units import fmt_ms  # noqa: E402
 

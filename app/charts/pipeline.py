@@ -152,6 +152,12 @@ def _raster(result) -> list[dict]:
     return data
 
 
+def event_kinds(events) -> list[str]:
+    """The kinds of event a schedule has, in order of first appearance (Jinja's ``unique``
+    filter would do it, case-folding each of thousands of events in the template)."""
+    return list(dict.fromkeys(e.kind for e in events))
+
+
 def memory_ranks(p: int) -> list[int]:
     """Which ranks get a line: all of them up to 8, else 8 spread from first to last."""
     if p <= MAX_MEMORY_LINES:

@@ -34,6 +34,15 @@ def requests_of_every_lab() -> list[tuple[str, dict, dict]]:
             (view.episode.path, {"model": "no-such-model"}, {}),  # the page, with its message
             (f"/embed/{view.name}/no-such-diagram", {}, {}),  # 404
         ]
+    out += [
+        ("/api/plan", {"gpus": 16}, {}),
+        ("/episodes/recipe-3d/plan", {"gpus": 16}, {"HX-Request": "true"}),
+        ("/api/plan", {"gpus": 0}, {}),  # 422
+        ("/api/cheatsheet", {}, {}),
+        ("/episodes/playground/cheatsheet", {}, {}),
+        ("/api/playground/compare", {"a": "dp=16&tp=2", "b": "dp=8&tp=4"}, {}),
+        ("/episodes/playground/compare", {"a": "dp=16&tp=2", "b": "dp=8&tp=4"}, {}),
+    ]
     return out
 
 
