@@ -60,19 +60,20 @@ class RenderPool:
         and leave the pool off (answers render in threads)."""
         if processes <= 0 or self.executor is not None:
             return
-        # "spawn": a fresh interpreter, never a fork of a process whose event loop, sockets
-        # and threads are running (Python docs, multiprocessing "Contexts and start methods").
-        self.executor = ProcessPoolExecutor(
-            max_workers=processes, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_child_init)
         self.processes = processes
         loop = asyncio.get_running_loop()
         try:
+            # "spawn": a fresh interpreter, never a fork of a process whose event loop, sockets
+            # and threads are running (Python docs, multiprocessing "Contexts and start
+            # methods"). Creating it can fail too (no /dev/shm for its locks in some sandboxes).
+            self.executor = ProcessPoolExecutor(
+                max_workers=processes, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_child_init)
             # Submitted together, so that each goes to a child of its own (the executor starts
             # a new child while none is idle) and all import the app at once.
             pings = [loop.run_in_executor(self.executor, _ping) for _ in range(processes)]
             await asyncio.wait_for(asyncio.gather(*pings), START_TIMEOUT)
-        except (BrokenExecutor, OSError, TimeoutError) as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the app serves without it
             log.warning("render pool off (answers render in threads): %r", exc)
             self.stop()
             return

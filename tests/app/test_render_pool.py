@@ -156,3 +156,20 @@ def healthy(port: int) -> bool:
             return r.status == 200
     except OSError:
         return False
+
+
+def test_a_pool_that_cannot_start_leaves_the_app_in_threads(client, monkeypatch):
+    """No process support (no /dev/shm for its locks, say): the pool stays off, answers are
+    drawn in threads."""
+    from app import render_pool
+
+    def refuse(*args, **kwargs):
+        raise OSError("no semaphores here")
+
+    monkeypatch.setattr(render_pool.multiprocessing, "get_context", refuse)
+    pool = render_pool.RenderPool()
+    client.portal.call(pool.start, 2)
+    assert not pool.ready and pool.executor is None
+    assert client.portal.call(pool.render, {"type": "http"}) is None
+    CACHE.clear()
+    assert client.get("/api/memory").status_code == 200
