@@ -21,20 +21,27 @@ router = APIRouter(include_in_schema=False)
 
 # Everything from this origin only. Redoc 2.5.4's side menu always draws a logo from
 # cdn.redoc.ly (no option turns it off): img-src keeps the browser from even asking.
-# Both viewers set inline style attributes and <style> tags (styled-components), hence
-# 'unsafe-inline' for styles only; Redoc's search index runs in a blob: worker.
-CONTENT_SECURITY_POLICY = "; ".join([
-    "default-src 'self'",
-    "script-src 'self'",
-    "style-src 'self' 'unsafe-inline'",
-    "img-src 'self' data:",
-    "font-src 'self' data:",
-    "worker-src 'self' blob:",
-    "connect-src 'self'",
-    "object-src 'none'",
-    "base-uri 'none'",
-    "frame-ancestors 'self'",
-])
+# Swagger UI sets its styles through the DOM (React), which CSP allows: no 'unsafe-inline'
+# (tests/browser/test_csp_browser.py walks it). Redoc writes <style> elements with
+# styled-components, which only 'unsafe-inline' lets through; its search index runs in a
+# blob: worker.
+def _policy(styles: str) -> str:
+    return "; ".join([
+        "default-src 'self'",
+        "script-src 'self'",
+        f"style-src {styles}",
+        "img-src 'self' data:",
+        "font-src 'self' data:",
+        "worker-src 'self' blob:",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "frame-ancestors 'self'",
+    ])
+
+
+SWAGGER_POLICY = _policy("'self'")
+REDOC_POLICY = _policy("'self' 'unsafe-inline'")
 
 
 def _page(title: str, styles: list[str], scripts: list[str], mount: str, openapi: str) -> str:
@@ -62,7 +69,7 @@ def swagger_ui(request: Request) -> HTMLResponse:
         mount="swagger-ui",
         openapi=_openapi_url(request),
     )
-    return HTMLResponse(html, headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY})
+    return HTMLResponse(html, headers={"Content-Security-Policy": SWAGGER_POLICY})
 
 
 @router.get("/redoc", response_class=HTMLResponse)
@@ -74,4 +81,4 @@ def redoc(request: Request) -> HTMLResponse:
         mount="redoc",
         openapi=_openapi_url(request),
     )
-    return HTMLResponse(html, headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY})
+    return HTMLResponse(html, headers={"Content-Security-Policy": REDOC_POLICY})

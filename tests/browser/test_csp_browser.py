@@ -99,6 +99,24 @@ def test_the_policy_allows_no_inline_style(tab, live_server):
     assert "style-src 'self';" in policy and "unsafe-inline" not in policy
 
 
+def test_swagger_ui_used_reports_no_violation(tab, live_server):
+    """/docs without 'unsafe-inline': loaded, an operation opened, tried and executed, a
+    schema unfolded, and not one violation (Redoc's /redoc keeps 'unsafe-inline' for its
+    styled-components <style> elements, app/docs.py)."""
+    response = tab.goto(live_server + "/docs")
+    policy = response.headers["content-security-policy"]
+    assert "style-src 'self';" in policy and "unsafe-inline" not in policy
+    tab.locator(".opblock-summary-path[data-path='/api/memory']").click()
+    tab.locator(".try-out__btn").click()
+    tab.locator(".execute").click()
+    tab.locator(".responses-wrapper .live-responses-table").wait_for()
+    schema = tab.locator("section.models article").first  # the list is open by default
+    schema.locator(".json-schema-2020-12-expand-deep-button").click()  # one schema unfolded
+    schema.locator(".json-schema-2020-12-body:not(.json-schema-2020-12-body--collapsed)"
+                   ).first.wait_for()
+    check(tab, "/docs")
+
+
 def test_plotly_css_matches_the_pinned_bundle(browser):
     page = browser.new_page()
     try:
