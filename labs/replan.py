@@ -19,7 +19,7 @@ from labs.limits import DEFAULT_MATMUL_EFFICIENCY, MAX_MICROBATCHES, MAX_STAGES
 from labs.links import Cluster
 from labs.placement import uneven_split
 from labs.presets import ModelSpec
-from labs.recipe import Plan, RecipeResult, evaluate, rule_problems
+from labs.recipe import Plan, RecipeResult, evaluate, ledger, rule_problems
 
 DECISIONS = ("tp", "pp", "cp", "ep", "zero", "recompute", "schedule", "microbatches",
              "first_stage_layers", "last_stage_layers")
@@ -82,6 +82,10 @@ def nearest(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
         if best_distance is not None and distance > best_distance:
             break
         if rule_problems(cand, model, cluster, nodes):
+            continue
+        # A plan whose memory does not fit cannot pass its audits: skip timing its step (the
+        # ledger is cached, so evaluate() reuses it for the plans that fit).
+        if not ledger(cand, model, cluster).fits:
             continue
         result = evaluate(cand, model, cluster, nodes, matmul_efficiency)
         if result.passes and (best is None or result.step_s < best.step_s):
