@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -150,7 +151,6 @@ def test_children_never_outlive_the_server(stop):
 
 
 def healthy(port: int) -> bool:
-    import urllib.request
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
             return r.status == 200
