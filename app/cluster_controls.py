@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from labs.limits import (
+from labs.core.limits import (
     MAX_DEGREE,
     MAX_GPUS_PER_NODE,
     MAX_MICRO_BATCH,
@@ -22,15 +22,15 @@ from labs.limits import (
     MAX_STAGES,
     MAX_VIRTUAL,
     RECOMPUTE,
-    SCHEDULES,
 )
-from labs.links import links
+from labs.hardware.links import links
+from labs.schedules.catalogue import SCHEDULES
 
 # The link presets by where they run: inside a node (NVLink) or between nodes (InfiniBand).
 INTRA = tuple(k for k, v in links().items() if v.kind == "scale-up")
 INTER = tuple(k for k, v in links().items() if v.kind == "scale-out")
 
-# The cluster. The inter-node link is a port per GPU: labs.links.make_cluster's default.
+# The cluster. The inter-node link is a port per GPU: labs.hardware.links.make_cluster's default.
 Nodes = Annotated[int, Field(ge=1, le=MAX_NODES, description="Nodes in the cluster.")]
 GpusPerNode = Annotated[int, Field(ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node.")]
 IntraLink = Annotated[Literal[INTRA], Field(description="Link inside a node.")]
@@ -38,7 +38,7 @@ InterLink = Annotated[Literal[INTER], Field(description="Link between nodes (a p
 SeqLen = Annotated[int, Field(ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")]
 
 # The plan's decisions (the data-parallel degree is each query's own: the recipe states the
-# rule it must meet). Bounds from labs.limits, as labs.recipe.Plan checks them.
+# rule it must meet). Bounds from labs.core.limits, as labs.recipe.lab.Plan checks them.
 TensorParallel = Annotated[int, Field(ge=1, le=MAX_DEGREE, description="Tensor-parallel degree.")]
 PipelineStages = Annotated[int, Field(ge=1, le=MAX_STAGES, description="Pipeline stages.")]
 ContextParallel = Annotated[int, Field(ge=1, le=MAX_DEGREE,

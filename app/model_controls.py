@@ -2,7 +2,7 @@
 
 ``model`` is a preset id, ``custom`` (a dense model of ``params`` parameters) or a model code
 (bring your own model: a pasted config.json, ``L80.h8192.a64.k8.f28672.v128256``;
-labs.model_code). ``params`` alone implies ``custom``. A lab subclasses :class:`ModelControls`
+labs.model.code). ``params`` alone implies ``custom``. A lab subclasses :class:`ModelControls`
 and restates only its default model with :func:`model_field`.
 """
 
@@ -11,12 +11,12 @@ from typing import Annotated, get_args
 from pydantic import BaseModel, Field, StringConstraints, WithJsonSchema
 
 from app.options import GpuId, ModelId, chosen_model, is_custom
-from labs.limits import MAX_MODEL_CODE
-from labs.model_code import decode, is_code
-from labs.presets import ModelSpec
+from labs.core.limits import MAX_MODEL_CODE
+from labs.model.code import decode, is_code
+from labs.model.spec import ModelSpec
 
 # A preset id, "custom" or a model code, bounded in length. Which one, and whether it is
-# valid, is settled by labs.presets.get_model / labs.model_code.decode when the lab runs: a
+# valid, is settled by labs.model.presets.get_model / labs.model.code.decode when the lab runs: a
 # dictionary lookup or a cached decode, before any simulation, with a message naming the
 # control ("unknown model 'x'; choose one of: ..., or a model code"). The presets are listed
 # as OpenAPI examples.

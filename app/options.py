@@ -3,8 +3,9 @@
 from functools import cache
 from typing import Literal
 
-from labs.errors import LabInputError
-from labs.presets import custom_model, get_model, gpus, models
+from labs.core.errors import LabInputError
+from labs.hardware.gpus import gpus
+from labs.model.presets import custom_model, get_model, models
 
 SEQ_LENGTHS = tuple(2**k for k in range(9, 18))  # 512 ... 131,072 tokens
 

@@ -1,13 +1,13 @@
 """EP06's diagrams: the causal mask coloured by the rank that computes each cell, the causal
 pairs per rank, and the communication time per layer against the CP degree.
 
-Every cell and bar is read off ``labs.context_parallel`` (the owner of each query token, each
+Every cell and bar is read off ``labs.context_parallel.lab`` (the owner of each query token, each
 rank's pairs, each layout's cost); nothing here knows a balance formula.
 """
 
 from app.charts import base_layout
 from app.charts.units import fmt_bytes
-from labs.context_parallel import LAYOUT_NAMES
+from labs.context_parallel.lab import LAYOUT_NAMES
 
 PALETTE = (  # one colour per rank, repeating past 10 (tableau 10)
     "#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6",

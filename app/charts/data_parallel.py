@@ -1,5 +1,5 @@
 """EP02's diagrams: speedup and efficiency against GPU count per link, and where one step's
-time goes at the chosen point. Drawn from ``labs.data_parallel``'s curve; nothing here knows
+time goes at the chosen point. Drawn from ``labs.data_parallel.lab``'s curve; nothing here knows
 an all-reduce formula."""
 
 import math

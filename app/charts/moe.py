@@ -1,4 +1,4 @@
-"""EP07's diagrams, drawn from ``labs.moe.MoEResult``: tokens per expert (coloured by the GPU
+"""EP07's diagrams, drawn from ``labs.experts``' result: tokens per expert (coloured by the GPU
 that holds it), each GPU's time in the layer (dispatch, experts, combine, waiting for the
 slowest), and parameters held against parameters used."""
 

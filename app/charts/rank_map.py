@@ -1,8 +1,8 @@
 """A rank map: every GPU of a cluster as one cell, coloured by its category (group or role).
 
-Reusable by any lab. Input: a ``labs.rank_map.GpuColouring`` (``title``, ``gpus_per_node``,
+Reusable by any lab. Input: a ``labs.parallel.rank_map.GpuColouring`` (``title``, ``gpus_per_node``,
 ``category`` = one index per global rank, ``names`` = one name per category), built for EP07
-by ``labs.rank_map.group_colouring(layout, kind, gpus_per_node)``; another lab may build its
+by ``labs.parallel.rank_map.group_colouring``; another lab may build its
 own (training ranks vs rollout engines, say). Optional ``notes``: one extra hover line per
 category ("inside node 3", "rollout engine 2").
 

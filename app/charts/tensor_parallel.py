@@ -4,10 +4,10 @@ setup, and the EP01 ledger against TP degree."""
 from app.charts import LINE_COLOUR, base_layout, gpu_memory_line, short_gpu_name
 from app.charts.memory import COMPONENTS
 from app.charts.units import fmt_bytes, gb_axis
-from labs.links import get_link
+from labs.hardware.links import get_link
 
 CURRENT = "#1d2330"
-# One colour per compared link (labs.tensor_parallel.COMPARE_LINKS), fast to slow.
+# One colour per compared link (labs.tensor_parallel.lab.COMPARE_LINKS), fast to slow.
 LINK_COLOURS = {
     "nvlink-4": "#4c78a8", "nvl72": "#72b7b2", "pcie-4": "#eeca3b", "ib-ndr": "#54a24b",
     "eth-100g": "#f58518", "eth-25g": "#e45756",

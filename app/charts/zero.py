@@ -4,7 +4,7 @@ activation checkpointing, optimizer offload. Plain dicts; EP01's colours for the
 from app.charts import base_layout, gpu_memory_line, short_gpu_name
 from app.charts.memory import COMPONENTS
 from app.charts.units import fmt_bytes, fmt_ms, gb_axis
-from labs.links import get_link
+from labs.hardware.links import get_link
 
 STAGE_NAMES = {0: "ZeRO-0", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
 SHOWN = ("weights", "gradients", "master_weights", "optimizer_moments", "activations",

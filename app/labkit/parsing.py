@@ -19,7 +19,7 @@ import annotated_types
 from pydantic import BaseModel, ValidationError
 
 from app.labkit.view import FORM, LabView
-from labs.errors import LabInputError
+from labs.core.errors import LabInputError
 
 CACHE_SIZE = 8  # per view. Small on purpose: a largest pipeline result holds 65k events, and
 # every object kept alive lengthens the collector's full passes, which pause every thread.

@@ -1,5 +1,5 @@
 """EP10's cheat sheet: every formula of the course, each with a worked example computed by the
-lab that teaches it (labs/cheatsheet.py) for the model and GPU at the top, and a link to the
+lab that teaches it (labs/cheatsheet/lab.py) for the model and GPU at the top, and a link to the
 episode step that teaches it, at the same example. Page, htmx swap and JSON (/api/cheatsheet)."""
 
 from dataclasses import dataclass
@@ -19,17 +19,18 @@ from app.model_controls import ModelChoice, model_choices, model_field
 from app.options import GpuId, gpu_options, model_options
 from app.schemas import CheatSheetAnswer
 from app.templating import templates
-from labs.cheatsheet import MOE_EXAMPLE, RL_EXAMPLE, CheatInput, cheat_sheet
-from labs.errors import LabInputError
-from labs.limits import (
+from labs.cheatsheet.lab import MOE_EXAMPLE, RL_EXAMPLE, CheatInput, cheat_sheet
+from labs.core.errors import LabInputError
+from labs.core.limits import (
     MAX_CHEAT_DEGREE,
     MAX_CHEAT_DP,
     MAX_CHEAT_MICRO_BATCH,
     MAX_CHEAT_MICROBATCHES,
     MAX_SEQ_LEN,
 )
-from labs.presets import get_gpu, get_model
-from labs.rl_recipes import recipes
+from labs.hardware.gpus import get_gpu
+from labs.model.presets import get_model
+from labs.rl.recipes import recipes
 
 router = APIRouter()
 EPISODE = BY_SLUG["playground"]
@@ -84,7 +85,7 @@ FORM = _Form()
 
 
 def bounds() -> dict[str, tuple]:
-    """Each number control's bounds, read off the query model (one source: labs.limits)."""
+    """Each number control's bounds, read off the query model (one source: labs.core.limits)."""
     found = {}
     for name, info in CheatQuery.model_fields.items():
         low = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)

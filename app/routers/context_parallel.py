@@ -19,7 +19,7 @@ from app.model_controls import (
 )
 from app.options import gpu_options, with_value
 from app.schemas import CPAnswer
-from labs.context_parallel import (
+from labs.context_parallel.lab import (
     LAYOUT_NAMES,
     CPInput,
     CPResult,
@@ -27,9 +27,10 @@ from labs.context_parallel import (
     mask_layout,
     simulate_cp,
 )
-from labs.limits import CP_LAYOUTS, MAX_CP, MAX_CP_TOKENS, MAX_SEQ_LEN
-from labs.links import get_link, links
-from labs.presets import get_gpu, models
+from labs.core.limits import CP_LAYOUTS, MAX_CP, MAX_CP_TOKENS, MAX_SEQ_LEN
+from labs.hardware.gpus import get_gpu
+from labs.hardware.links import get_link, links
+from labs.model.presets import models
 
 router = APIRouter()
 

@@ -14,18 +14,8 @@ from app.labkit import Case, Diagram, Drill, LabView, register
 from app.model_controls import ModelChoice, model_choices
 from app.options import model_options, with_value
 from app.schemas import DataParallelAnswer
-from labs.data_parallel import (
-    CURVE_LINKS,
-    DDP_BUCKET_BYTES,
-    GRAD_BYTES_PER_PARAM,
-    DataParallelInput,
-    DataParallelResult,
-    all_reduce,
-    link_family,
-    simulate,
-)
-from labs.errors import LabInputError
-from labs.limits import (
+from labs.core.errors import LabInputError
+from labs.core.limits import (
     DP_OVERLAPS,
     DP_SCALINGS,
     MAX_DP_BUCKET_BYTES,
@@ -38,8 +28,18 @@ from labs.limits import (
     MIN_DP_COMPUTE_S,
     MIN_DP_GRAD_BYTES,
 )
-from labs.links import get_link, links
-from labs.presets import custom_model, get_model
+from labs.data_parallel.lab import (
+    CURVE_LINKS,
+    DDP_BUCKET_BYTES,
+    GRAD_BYTES_PER_PARAM,
+    DataParallelInput,
+    DataParallelResult,
+    all_reduce,
+    link_family,
+    simulate,
+)
+from labs.hardware.links import get_link, links
+from labs.model.presets import custom_model, get_model
 
 router = APIRouter()
 

@@ -20,7 +20,7 @@ from app.model_controls import (
 )
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.schemas import MemoryAnswer
-from labs.limits import (
+from labs.core.limits import (
     ACTIVATION_MODELS,
     MAX_DEGREE,
     MAX_DP,
@@ -31,8 +31,8 @@ from labs.limits import (
     RECOMPUTE,
     TRAIN_RECIPES,
 )
-from labs.memory import MemoryInput, compute_memory
-from labs.presets import get_gpu
+from labs.hardware.gpus import get_gpu
+from labs.memory.lab import MemoryInput, compute_memory
 
 router = APIRouter()
 

@@ -7,7 +7,7 @@
   (static/js/byom.js) then sets the lab's model to the code. Without JavaScript it redirects
   to the page it came from with ``model=<code>`` (303), or shows the message.
 
-Bodies are read up to labs.limits.MAX_CONFIG_BYTES and refused unread beyond that, before any
+Bodies are read up to labs.core.limits.MAX_CONFIG_BYTES and refused unread beyond that, before any
 JSON parsing. Nothing is stored: the model lives in the URL as its code.
 """
 
@@ -21,11 +21,11 @@ from app.labkit.view import VIEWS
 from app.schemas import ParsedModel
 from app.settings import url
 from app.templating import templates
-from labs.errors import LabInputError
-from labs.hf_config import SUPPORTED, ParsedConfig, parse_config_text
-from labs.limits import MAX_CONFIG_BYTES
-from labs.model_code import decode, is_code
-from labs.presets import ModelSpec
+from labs.core.errors import LabInputError
+from labs.core.limits import MAX_CONFIG_BYTES
+from labs.model.code import decode, is_code
+from labs.model.hf_config import SUPPORTED, ParsedConfig, parse_config_text
+from labs.model.spec import ModelSpec
 
 router = APIRouter()
 

@@ -14,8 +14,7 @@ from app.labkit import Case, Diagram, Drill, LabView, register
 from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
 from app.options import with_value
 from app.schemas import MoEAnswer
-from labs.layout import divisors
-from labs.limits import (
+from labs.core.limits import (
     DEFAULT_MFU,
     MAX_CAPACITY_FACTOR,
     MAX_DEGREE,
@@ -26,10 +25,11 @@ from labs.limits import (
     MIN_MFU,
     MOE_GROUP_KINDS,
 )
-from labs.links import clusters, get_cluster
-from labs.moe import MoEInput, MoEResult, simulate_moe
-from labs.presets import models
-from labs.rank_map import GROUP_SHORT, GROUP_TITLES
+from labs.experts.lab import MoEInput, MoEResult, simulate_moe
+from labs.hardware.links import clusters, get_cluster
+from labs.model.presets import models
+from labs.parallel.layout import divisors
+from labs.parallel.rank_map import GROUP_SHORT, GROUP_TITLES
 
 router = APIRouter()
 

@@ -19,7 +19,7 @@ from app.model_controls import (
 )
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.schemas import PipelineAnswer
-from labs.limits import (
+from labs.core.limits import (
     MAX_DEGREE,
     MAX_MICRO_BATCH,
     MAX_MICROBATCHES,
@@ -27,12 +27,12 @@ from labs.limits import (
     MAX_STAGES,
     MAX_VIRTUAL,
     RECOMPUTE,
-    SCHEDULES,
 )
-from labs.links import get_link, links
-from labs.pipeline import INTERLEAVED, PipelineInput, simulate
-from labs.presets import get_gpu
-from labs.stage_memory import PipelineLabInput, PipelineLabResult, run_pipeline_lab
+from labs.hardware.gpus import get_gpu
+from labs.hardware.links import get_link, links
+from labs.pipeline.lab import PipelineLabInput, PipelineLabResult, run_pipeline_lab
+from labs.schedules.catalogue import INTERLEAVED, SCHEDULES
+from labs.schedules.simulate import PipelineInput, simulate
 
 router = APIRouter()
 
@@ -41,7 +41,7 @@ LINK_IDS = tuple(links())
 # The engine's canonical field -> this page's control (the page calls PP "stages").
 FIELD_ALIASES = {"pp": "stages"}
 
-_SCHEDULE_HINTS = {  # what the option list says after the name (labs.pipeline.SCHEDULES)
+_SCHEDULE_HINTS = {  # what the option list says after the name (labs.schedules.simulate.SCHEDULES)
     "gpipe": "all forwards, then all backwards",
     "1f1b": "one forward, one backward",
     "interleaved-1f1b": "v chunks per rank",
@@ -221,7 +221,7 @@ VIEW = LabView(
         "tp": "TP per stage", "recompute": "Recomputation", "seq_len": "Sequence length",
         "micro_batch": "Micro-batch size",
     },
-    # The engine names pipeline stages pp (labs.memory) and chunks chunks; this page does not.
+    # The engine names pipeline stages pp (labs.memory.lab) and chunks chunks; this page does not.
     aliases={"pp": "stages", "chunks": "virtual"},
     response_model=PipelineAnswer,
     events_key="events",

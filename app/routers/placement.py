@@ -11,7 +11,7 @@ from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
 from app.options import gpu_options
 from app.schemas import PlacementAnswer
-from labs.limits import (
+from labs.core.limits import (
     KV_DTYPES,
     MAX_DEGREE,
     MAX_ENGINES,
@@ -23,9 +23,9 @@ from labs.limits import (
     PLACEMENTS,
     RECOMPUTE,
 )
-from labs.placement_rl import RLPlacementInput, RLPlacementResult, compute_rl_placement
-from labs.presets import get_gpu
-from labs.rl_recipes import experiment, get_recipe, recipes
+from labs.hardware.gpus import get_gpu
+from labs.rl.lab import RLPlacementInput, RLPlacementResult, compute_rl_placement
+from labs.rl.recipes import experiment, get_recipe, recipes
 
 router = APIRouter()
 PRESETS = tuple(recipes())

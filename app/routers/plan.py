@@ -1,5 +1,5 @@
 """EP08's auto-planner: every valid plan for a model, a cluster and a sequence length, ranked
-by throughput (labs.planner), as JSON (GET /api/plan) and as the lesson's plan diagram (a
+by throughput (labs.recipe.planner), as JSON (GET /api/plan) and as the lesson's plan diagram (a
 scatter of memory per GPU against throughput and a table; each plan links to the recipe page
 with its controls set)."""
 
@@ -17,8 +17,8 @@ from app.episodes import BY_SLUG
 from app.labkit.routes import api_error, json_response
 from app.model_controls import GpuChoice, ModelChoice, ModelControls, gpu_field, model_field
 from app.templating import templates
-from labs.errors import LabInputError
-from labs.limits import (
+from labs.core.errors import LabInputError
+from labs.core.limits import (
     DEFAULT_MATMUL_EFFICIENCY,
     MAX_GLOBAL_BATCH,
     MAX_MATMUL_EFFICIENCY,
@@ -26,9 +26,9 @@ from labs.limits import (
     MAX_PLAN_GPUS,
     MIN_MATMUL_EFFICIENCY,
 )
-from labs.links import get_link, make_cluster
-from labs.planner import MAX_TOP, PlanRequest, PlanSearch, search
-from labs.presets import get_gpu
+from labs.hardware.gpus import get_gpu
+from labs.hardware.links import get_link, make_cluster
+from labs.recipe.planner import MAX_TOP, PlanRequest, PlanSearch, search
 
 router = APIRouter()
 

@@ -27,7 +27,7 @@ from app.routers.playground_panels import (
     run_panel,
 )
 from app.schemas import PlaygroundAnswer
-from labs.links import links
+from labs.hardware.links import links
 
 router = APIRouter()
 

@@ -46,9 +46,9 @@ from app.routers import (
     zero,
 )
 from app.routers import recipe as recipe_router
-from labs.limits import MAX_GPUS_PER_NODE, MAX_NODES
-from labs.links import clusters
-from labs.presets import get_model
+from labs.core.limits import MAX_GPUS_PER_NODE, MAX_NODES
+from labs.hardware.links import clusters
+from labs.model.presets import get_model
 
 
 class SharedControls(BaseModel):

@@ -3,9 +3,10 @@
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from labs.data_parallel import link_family
-from labs.links import links
-from labs.presets import gpus, models
+from labs.data_parallel.lab import link_family
+from labs.hardware.gpus import gpus
+from labs.hardware.links import links
+from labs.model.presets import models
 
 router = APIRouter(prefix="/api", tags=["presets"])
 

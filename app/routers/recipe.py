@@ -44,9 +44,8 @@ from app.model_controls import (
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.pipeline import SCHEDULE_LABELS
 from app.schemas import RecipeAnswer
-from labs.errors import LabInputError
-from labs.export import Export, export
-from labs.limits import (
+from labs.core.errors import LabInputError
+from labs.core.limits import (
     DEFAULT_MATMUL_EFFICIENCY,
     EXPORT_FORMATS,
     MAX_GPUS_PER_NODE,
@@ -56,10 +55,12 @@ from labs.limits import (
     MAX_STAGE_LAYERS,
     MIN_MATMUL_EFFICIENCY,
 )
-from labs.links import get_link, links, make_cluster
-from labs.presets import get_gpu, get_model
-from labs.recipe import Plan, RecipeResult, evaluate
-from labs.replan import Replan, nearest
+from labs.hardware.gpus import get_gpu
+from labs.hardware.links import get_link, links, make_cluster
+from labs.model.presets import get_model
+from labs.recipe.export import Export, export
+from labs.recipe.lab import Plan, RecipeResult, evaluate
+from labs.recipe.replan import Replan, nearest
 
 router = APIRouter()
 

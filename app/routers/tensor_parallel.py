@@ -21,8 +21,8 @@ from app.model_controls import (
 )
 from app.options import SEQ_LENGTHS, gpu_options, with_value
 from app.schemas import TensorParallelAnswer
-from labs.errors import LabInputError
-from labs.limits import (
+from labs.core.errors import LabInputError
+from labs.core.limits import (
     DEFAULT_MFU,
     MAX_GPUS_PER_NODE,
     MAX_MFU,
@@ -33,9 +33,10 @@ from labs.limits import (
     RECOMPUTE,
     TP_DEGREES,
 )
-from labs.links import get_link, links
-from labs.presets import get_gpu, models
-from labs.tensor_parallel import (
+from labs.hardware.gpus import get_gpu
+from labs.hardware.links import get_link, links
+from labs.model.presets import models
+from labs.tensor_parallel.lab import (
     LAYER_COLLECTIVES,
     Topology,
     TPInput,
@@ -44,7 +45,7 @@ from labs.tensor_parallel import (
     tensor_parallel,
     tp_cluster,
 )
-from labs.tp_notes import assumptions
+from labs.tensor_parallel.notes import assumptions
 
 router = APIRouter()
 

@@ -27,7 +27,7 @@ from app.model_controls import (
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.memory import DEFAULT_MODEL, RECIPE_LABELS
 from app.schemas import ZeroAnswer
-from labs.limits import (
+from labs.core.limits import (
     ACTIVATION_MODELS,
     HOST_LINKS,
     MAX_DP,
@@ -37,9 +37,9 @@ from labs.limits import (
     RECOMPUTE,
     TRAIN_RECIPES,
 )
-from labs.links import links
-from labs.presets import get_gpu
-from labs.zero import FSDP_NAMES, MFU, ZeroInput, ZeroResult, simulate_zero
+from labs.hardware.gpus import get_gpu
+from labs.hardware.links import links
+from labs.zero.lab import FSDP_NAMES, MFU, ZeroInput, ZeroResult, simulate_zero
 
 router = APIRouter()
 

@@ -5,7 +5,7 @@ import pytest
 
 from app.routers.data_parallel import DataParallelQuery, facts, figures, run
 from app.schemas import DataParallelAnswer
-from labs.data_parallel import CURVE_LINKS, GPU_COUNTS
+from labs.data_parallel.lab import CURVE_LINKS, GPU_COUNTS
 
 API_FIELDS = {"speedup", "efficiency", "compute_s", "comm_s", "exposed_comm_s",
               "allreduce_bytes_per_gpu", "curve"}

@@ -10,9 +10,9 @@ import pytest
 import app.main  # noqa: F401  (registers every lab view)
 from app.labkit import VIEWS
 from app.schemas import ParsedModel
-from labs.limits import MAX_CONFIG_BYTES
-from labs.model_code import encode
-from labs.presets import get_model
+from labs.core.limits import MAX_CONFIG_BYTES
+from labs.model.code import encode
+from labs.model.presets import get_model
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hf_configs"
 CONFIGS = sorted(p.stem for p in FIXTURES.glob("*.json"))

@@ -4,8 +4,8 @@ fragment and the rank map."""
 import pytest
 
 from app.charts.rank_map import rank_map_figure
-from labs.layout import ParallelLayout
-from labs.rank_map import GpuColouring, group_colouring
+from labs.parallel.layout import ParallelLayout
+from labs.parallel.rank_map import GpuColouring, group_colouring
 
 V3 = {"model": "deepseek-v3", "nodes": 256, "pp": 16, "ep": 64}
 

@@ -12,8 +12,9 @@ from app.labkit import DRILLS, FORM, VIEWS, Diagram, LabView, parse
 from app.labkit.parsing import run_cached
 from app.labkit.render import context
 from app.labkit.view import add_view
-from labs.errors import LabInputError
-from labs.limits import MAX_DEGREE, MAX_MICRO_BATCH, SCHEDULES
+from labs.core.errors import LabInputError
+from labs.core.limits import MAX_DEGREE, MAX_MICRO_BATCH
+from labs.schedules.catalogue import SCHEDULES
 
 PIPELINE = VIEWS["pipeline"]
 

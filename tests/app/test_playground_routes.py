@@ -186,8 +186,8 @@ def test_every_select_shows_the_states_value(client, params):
 def test_cheat_sheet_takes_a_pasted_models_code(client):
     """Bring your own model reaches the cheat sheet: a code computes the same lines as its
     preset; a bad code or an unknown id is a 422 naming the model control, on API and page."""
-    from labs.model_code import encode
-    from labs.presets import get_model
+    from labs.model.code import encode
+    from labs.model.presets import get_model
 
     code = encode(get_model("llama-3.1-8b"))
     preset = client.get("/api/cheatsheet", params={"model": "llama-3.1-8b"}).json()

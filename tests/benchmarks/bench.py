@@ -158,7 +158,7 @@ def blocking(port: int, rounds: int = 5) -> None:
 
 def engine_times() -> list[tuple[str, float, float]]:
     from app.charts.pipeline import activations_figure, gantt_figure
-    from labs.pipeline import PipelineInput, simulate
+    from labs.schedules.simulate import PipelineInput, simulate
 
     rows = []
     cases = {
@@ -188,8 +188,9 @@ def engine_times() -> list[tuple[str, float, float]]:
 
 def ledger_time() -> tuple[str, float, float]:
     """The memory ledger's worst common case: 61 pipeline ranks, each with its own bill."""
-    from labs.memory import MemoryInput, compute_memory
-    from labs.presets import get_gpu, get_model
+    from labs.hardware.gpus import get_gpu
+    from labs.memory.lab import MemoryInput, compute_memory
+    from labs.model.presets import get_model
 
     inp = MemoryInput(model=get_model("deepseek-v3"), gpu=get_gpu("h100-sxm"), tp=8, pp=61,
                       dp=8, ep=64, zero=1)
@@ -253,10 +254,13 @@ def planner_time(model: str = "llama-3.1-405b", gpus: int = 16_384, seq_len: int
     DGX nodes), sequence 8192, global batch 2048 (Llama 3's 16M tokens). The first search
     runs cold (the labs' caches cleared: no bubble, ledger or evaluation kept), "max" is
     that run; the median is over the warm ones after it."""
-    from labs import placement, plan_bounds, recipe, recipe_time
-    from labs.links import get_cluster
-    from labs.planner import PlanRequest, search
-    from labs.presets import get_model
+    from labs.hardware.links import get_cluster
+    from labs.model.presets import get_model
+    from labs.recipe import bounds as plan_bounds
+    from labs.recipe import lab as recipe
+    from labs.recipe import step_time as recipe_time
+    from labs.recipe.planner import PlanRequest, search
+    from labs.schedules.generators import stages as placement
 
     for cached in (recipe._evaluate, recipe.ledger, recipe._schedule_run,
                    recipe_time.spread, recipe_time._cost, placement.stage_params,

@@ -117,7 +117,7 @@ def stage_times(app, view, query: str, headers: dict) -> dict[str, float] | None
     if q is None:
         return None
     parsing.CACHES.clear()
-    from labs.errors import LabInputError
+    from labs.core.errors import LabInputError
     try:
         t["engine"], result = cpu(lambda: view.run(q))
     except LabInputError:

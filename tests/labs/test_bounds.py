@@ -7,12 +7,23 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from labs.errors import LabInputError
-from labs.limits import MAX_DEGREE, MAX_MICRO_BATCH, MAX_SEQ_LEN, RECIPE_IDS, RECOMPUTE
-from labs.memory import MemoryInput, compute_memory
-from labs.pipeline import MAX_MICROBATCHES, MAX_STAGES, MAX_VIRTUAL, SCHEDULES, PipelineInput
-from labs.pipeline import simulate as simulate_pipeline
-from labs.presets import custom_model, get_gpu, gpus, models
+from labs.core.errors import LabInputError
+from labs.core.limits import (
+    MAX_DEGREE,
+    MAX_MICRO_BATCH,
+    MAX_MICROBATCHES,
+    MAX_SEQ_LEN,
+    MAX_STAGES,
+    MAX_VIRTUAL,
+    RECIPE_IDS,
+    RECOMPUTE,
+)
+from labs.hardware.gpus import get_gpu, gpus
+from labs.memory.lab import MemoryInput, compute_memory
+from labs.model.presets import custom_model, models
+from labs.schedules.catalogue import SCHEDULES
+from labs.schedules.simulate import PipelineInput
+from labs.schedules.simulate import simulate as simulate_pipeline
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -5,16 +5,17 @@ import math
 
 import pytest
 
-from labs.activations import activation_bytes_per_layer
-from labs.cheatsheet import LINES, CheatInput, cheat_sheet
-from labs.context_parallel import mask_layout
-from labs.errors import LabInputError
-from labs.links import get_cluster
-from labs.memory import MemoryInput, compute_memory, kv_cache_bytes
-from labs.pipeline import PipelineInput, simulate
-from labs.presets import get_gpu, get_model
-from labs.recipe import Plan, evaluate
-from labs.zero import ZeroInput, simulate_zero
+from labs.cheatsheet.lab import LINES, CheatInput, cheat_sheet
+from labs.context_parallel.lab import mask_layout
+from labs.core.errors import LabInputError
+from labs.hardware.gpus import get_gpu
+from labs.hardware.links import get_cluster
+from labs.memory.lab import MemoryInput, compute_memory, kv_cache_bytes
+from labs.model.activations import activation_bytes_per_layer
+from labs.model.presets import get_model
+from labs.recipe.lab import Plan, evaluate
+from labs.schedules.simulate import PipelineInput, simulate
+from labs.zero.lab import ZeroInput, simulate_zero
 
 H100 = get_gpu("h100-sxm")
 LLAMA70 = get_model("llama-3.1-70b")

@@ -2,10 +2,11 @@
 
 import pytest
 
-from labs.comm import collective, data_parallel_scaling, ring
-from labs.errors import LabInputError
-from labs.links import clusters, get_cluster, get_link, gpu_cluster, links, make_cluster
-from labs.presets import custom_model, get_gpu, gpus
+from labs.core.errors import LabInputError
+from labs.hardware.comm import collective, data_parallel_scaling, ring
+from labs.hardware.gpus import get_gpu, gpus
+from labs.hardware.links import clusters, get_cluster, get_link, gpu_cluster, links, make_cluster
+from labs.model.presets import custom_model
 
 GRAD_7B = 2 * custom_model(7e9).params  # bf16 gradients of a 7B model
 DGX_H100 = get_cluster("dgx-h100")

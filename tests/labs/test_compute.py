@@ -2,15 +2,16 @@
 
 import pytest
 
-from labs.compute import (
+from labs.core.errors import LabInputError
+from labs.hardware.gpus import get_gpu
+from labs.model.flops import (
     attention_flops_per_token,
     hardware_flops_per_token,
     matmul_params,
     model_flops_per_token,
     training_time,
 )
-from labs.errors import LabInputError
-from labs.presets import get_gpu, get_model
+from labs.model.presets import get_model
 
 L70, L405, H100 = get_model("llama-3.1-70b"), get_model("llama-3.1-405b"), get_gpu("h100-sxm")
 

@@ -1,22 +1,23 @@
 """Context parallelism pinned to CURRICULUM EP06's figures, the frameworks' own splits and the
-cost formulas (labs/context_parallel.py)."""
+cost formulas (labs/context_parallel/lab.py)."""
 
 import math
 
 import pytest
 
-from labs.comm import ring
-from labs.context_parallel import (
+from labs.context_parallel.lab import (
     BYTES,
     CPInput,
     mask_layout,
     pairs_of_ranges,
     simulate_cp,
 )
-from labs.errors import LabInputError
-from labs.limits import CP_LAYOUTS, MAX_CP_TOKENS
-from labs.links import get_link
-from labs.presets import get_gpu, get_model
+from labs.core.errors import LabInputError
+from labs.core.limits import CP_LAYOUTS, MAX_CP_TOKENS
+from labs.hardware.comm import ring
+from labs.hardware.gpus import get_gpu
+from labs.hardware.links import get_link
+from labs.model.presets import get_model
 
 L70 = get_model("llama-3.1-70b")  # 64 query heads, 8 KV heads, head_dim 128
 H100 = get_gpu("h100-sxm")

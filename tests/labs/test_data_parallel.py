@@ -3,8 +3,8 @@ compute, ≈7.6x (95%) on 8 GPUs over NVLink and ≈21x (33%) on 64 GPUs over 10
 
 import pytest
 
-from labs.comm import data_parallel_scaling
-from labs.data_parallel import (
+from labs.core.errors import LabInputError
+from labs.data_parallel.lab import (
     CURVE_LINKS,
     DDP_BUCKET_BYTES,
     GPU_COUNTS,
@@ -14,9 +14,9 @@ from labs.data_parallel import (
     link_family,
     simulate,
 )
-from labs.errors import LabInputError
-from labs.links import get_cluster, get_link, links
-from labs.presets import custom_model
+from labs.hardware.comm import data_parallel_scaling
+from labs.hardware.links import get_cluster, get_link, links
+from labs.model.presets import custom_model
 
 SEVEN_B = custom_model(7e9)
 GRAD = 14e9
@@ -41,7 +41,7 @@ def test_bad_case_64_gpus_ethernet_21x_and_the_flat_ring_reading():
     assert point.speedup == pytest.approx(21, abs=0.5)
     assert point.efficiency == pytest.approx(0.33, abs=0.01)
     assert point.algorithm == "hierarchical" and point.bottleneck == "eth-100g"
-    # Same number as labs.comm on the EP02 cluster preset (8 x 8 H100, one 100 Gb/s port each).
+    # As labs.hardware.comm on the EP02 cluster preset (8 x 8 H100, one 100 Gb/s port each).
     pinned = data_parallel_scaling(GRAD, 64, get_cluster("hgx-h100-eth100"), 1.0)
     assert point.speedup == pytest.approx(pinned.speedup)
     # The textbook reading (a port per GPU, one flat ring of 64): 2·63/64·14 GB / 12.5 GB/s.

@@ -1,16 +1,16 @@
 """Bring your own model: published config.json files -> the presets' exact counts, and every
-refusal naming the JSON field (labs.hf_config)."""
+refusal naming the JSON field (labs.model.hf_config)."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from labs.errors import LabInputError
-from labs.hf_config import SUPPORTED, parse_config, parse_config_text
-from labs.limits import MAX_CONFIG_BYTES
-from labs.model_code import decode
-from labs.presets import get_model
+from labs.core.errors import LabInputError
+from labs.core.limits import MAX_CONFIG_BYTES
+from labs.model.code import decode
+from labs.model.hf_config import SUPPORTED, parse_config, parse_config_text
+from labs.model.presets import get_model
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hf_configs"
 CONFIGS = sorted(p.stem for p in FIXTURES.glob("*.json"))

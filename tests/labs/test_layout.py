@@ -2,9 +2,9 @@
 
 import pytest
 
-from labs.errors import LabInputError
-from labs.layout import ParallelLayout, divisors, problems, world_problems
-from labs.presets import get_model
+from labs.core.errors import LabInputError
+from labs.model.presets import get_model
+from labs.parallel.layout import ParallelLayout, divisors, problems, world_problems
 
 L70 = get_model("llama-3.1-70b")
 

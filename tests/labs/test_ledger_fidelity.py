@@ -3,11 +3,13 @@ the activation models (Korthikanti et al. 2022; Megatron-LM theoretical_memory_u
 
 import pytest
 
-from labs.activations import activation_bytes_per_layer, in_flight
-from labs.memory import MemoryInput, compute_memory
-from labs.pipeline import PipelineInput, simulate
-from labs.presets import get_gpu, get_model
-from labs.stage_memory import PipelineLabInput, run_pipeline_lab, stage_memory
+from labs.hardware.gpus import get_gpu
+from labs.memory.lab import MemoryInput, compute_memory
+from labs.model.activations import activation_bytes_per_layer
+from labs.model.presets import get_model
+from labs.pipeline.lab import PipelineLabInput, run_pipeline_lab, stage_memory
+from labs.schedules.inflight import in_flight
+from labs.schedules.simulate import PipelineInput, simulate
 
 H100 = get_gpu("h100-sxm")
 L70 = get_model("llama-3.1-70b")

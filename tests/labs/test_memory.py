@@ -4,8 +4,9 @@ import math
 
 import pytest
 
-from labs.errors import LabInputError
-from labs.memory import (
+from labs.core.errors import LabInputError
+from labs.hardware.gpus import get_gpu
+from labs.memory.lab import (
     BREAKDOWN_KEYS,
     RECIPES,
     MemoryInput,
@@ -13,7 +14,7 @@ from labs.memory import (
     compute_memory,
     kv_cache_bytes,
 )
-from labs.presets import custom_model, get_gpu, get_model
+from labs.model.presets import custom_model, get_model
 
 H100 = get_gpu("h100-sxm")
 L70 = get_model("llama-3.1-70b")

@@ -1,14 +1,15 @@
-"""The model code (labs.model_code): round trips over every preset and over the bounds, and
+"""The model code (labs.model.code): round trips over every preset and over the bounds, and
 refusals naming the query field."""
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labs.errors import LabInputError
-from labs.limits import MAX_MODEL_CODE, MODEL_BOUNDS
-from labs.model_code import decode, encode, is_code
-from labs.presets import ModelSpec, models
+from labs.core.errors import LabInputError
+from labs.core.limits import MAX_MODEL_CODE, MODEL_BOUNDS
+from labs.model.code import decode, encode, is_code
+from labs.model.presets import models
+from labs.model.spec import ModelSpec
 
 
 def test_readable_code_of_llama_70b():

@@ -1,13 +1,13 @@
-"""EP07: MoE layer under expert parallelism, pinned to published figures and to labs.comm."""
+"""EP07: MoE layer under expert parallelism, pinned to published figures and labs.hardware."""
 
 import pytest
 
-from labs.comm import collective
-from labs.errors import LabInputError
-from labs.links import get_cluster
-from labs.moe import MoEInput, pick_chances, simulate_moe, whole_tokens
-from labs.presets import get_model
-from labs.rank_map import group_colouring, group_summaries
+from labs.core.errors import LabInputError
+from labs.experts.lab import MoEInput, pick_chances, simulate_moe, whole_tokens
+from labs.hardware.comm import collective
+from labs.hardware.links import get_cluster
+from labs.model.presets import get_model
+from labs.parallel.rank_map import group_colouring, group_summaries
 
 H100 = get_cluster("dgx-h100")
 
@@ -72,7 +72,7 @@ def test_dense_model_is_refused():
 
 
 def test_balanced_dispatch_equals_the_comm_all_to_all():
-    # Uniform routing: each GPU sends (N−1)/N of its T·k token copies, as labs.comm prices it.
+    # Uniform routing: each GPU sends (N−1)/N of its T·k token copies, as hardware.comm prices it.
     r = moe("deepseek-v3", nodes=256, pp=16, ep=64, tokens=4096)
     m = r.input.model
     size = 4096 * m.top_k * m.hidden * 2
@@ -148,8 +148,8 @@ def test_rank_map_follows_megatron_order():
     dict(tp=4, dp=6, pp=3, ep=3, etp=2), dict(tp=8, cp=1, dp=2, pp=4, ep=16),
 ])
 def test_group_of_rank_matches_layout_groups(layout):
-    from labs.layout import ParallelLayout
-    from labs.rank_map import group_of_rank
+    from labs.parallel.layout import ParallelLayout
+    from labs.parallel.rank_map import group_of_rank
 
     lay = ParallelLayout(**layout)
     for kind in ("tp", "cp", "dp", "pp", "ep", "edp", "dp-cp"):

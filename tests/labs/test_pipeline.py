@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labs.errors import LabInputError
-from labs.pipeline import (
-    SCHEDULES,
+from labs.core.errors import LabInputError
+from labs.schedules.catalogue import SCHEDULES
+from labs.schedules.simulate import (
     Action,
     Event,
     PipelineInput,
@@ -185,8 +185,8 @@ def test_generate_matches_simulated_order():
 
 
 def test_an_order_that_cannot_progress_is_reported():
-    from labs.pipeline import ScheduleDeadlock
-    from labs.pipeline_timeline import place
+    from labs.schedules.simulate import ScheduleDeadlock
+    from labs.schedules.timeline import place
 
     inp = PipelineInput(schedule="1f1b", stages=2, microbatches=1)
     broken = [[("B", 0, 0, 0), ("F", 0, 0, 0)], [("F", 0, 0, 1), ("B", 0, 0, 1)]]

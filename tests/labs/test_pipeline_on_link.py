@@ -3,10 +3,11 @@ boundary's size on the chosen link, with a typed override)."""
 
 import pytest
 
-from labs.links import get_link
-from labs.pipeline import PipelineInput
-from labs.presets import get_gpu, get_model
-from labs.stage_memory import PipelineLabInput, run_pipeline_lab, stage_forward_seconds
+from labs.hardware.gpus import get_gpu
+from labs.hardware.links import get_link
+from labs.model.presets import get_model
+from labs.pipeline.lab import PipelineLabInput, run_pipeline_lab, stage_forward_seconds
+from labs.schedules.simulate import PipelineInput
 
 LLAMA_70B = get_model("llama-3.1-70b")
 H100 = get_gpu("h100-sxm")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from labs.errors import LabInputError
-from labs.pipeline import PipelineInput, generate, simulate
+from labs.core.errors import LabInputError
+from labs.schedules.simulate import PipelineInput, generate, simulate
 
 FIXTURE = json.loads(
     (Path(__file__).parent / "fixtures" / "torch_pipeline_orders.json").read_text()

@@ -2,9 +2,9 @@
 
 import pytest
 
-from labs.errors import LabInputError
-from labs.pipeline import PipelineInput, simulate
-from labs.pipeline_wire import boundary_bytes, send_seconds
+from labs.core.errors import LabInputError
+from labs.schedules.simulate import PipelineInput, simulate
+from labs.schedules.wire import boundary_bytes, send_seconds
 
 TOL = 1e-9
 

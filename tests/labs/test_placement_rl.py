@@ -2,17 +2,18 @@
 
 import pytest
 
-from labs.errors import LabInputError
-from labs.limits import KV_DTYPES
-from labs.memory import MemoryInput, compute_memory
-from labs.placement_rl import (
+from labs.core.errors import LabInputError
+from labs.core.limits import KV_DTYPES
+from labs.hardware.gpus import get_gpu
+from labs.memory.lab import MemoryInput, compute_memory
+from labs.model.presets import get_model
+from labs.rl.lab import (
     TRANSITION_OVERHEAD,
     RLPlacementInput,
     compute_rl_placement,
 )
-from labs.presets import get_gpu, get_model
-from labs.rl_recipes import experiment, get_recipe, recipes
-from labs.rl_serving import KV_DTYPE_BYTES, engine_memory, kv_bytes_per_token
+from labs.rl.recipes import experiment, get_recipe, recipes
+from labs.rl.serving import KV_DTYPE_BYTES, engine_memory, kv_bytes_per_token
 
 # The curriculum's table: training GPUs, TP/PP/CP/EP, GPUs per serving engine.
 TABLE = {

@@ -9,10 +9,12 @@ import random
 
 import pytest
 
-from labs.errors import LabInputError
-from labs.links import get_cluster
-from labs.memory import MemoryInput, compute_memory
-from labs.planner import (
+from labs.core.errors import LabInputError
+from labs.hardware.links import get_cluster
+from labs.memory.lab import MemoryInput, compute_memory
+from labs.model.presets import get_model
+from labs.recipe.lab import Plan, evaluate, rule_problems
+from labs.recipe.planner import (
     PlanRequest,
     bound_step_s,
     candidates,
@@ -20,8 +22,6 @@ from labs.planner import (
     search,
     state_bytes_floor,
 )
-from labs.presets import get_model
-from labs.recipe import Plan, evaluate, rule_problems
 
 H100 = get_cluster("dgx-h100")
 GPT3 = get_model("gpt-3-175b")

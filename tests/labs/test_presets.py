@@ -4,16 +4,10 @@ import math
 
 import pytest
 
-from labs.errors import LabInputError
-from labs.presets import (
-    GPUSpec,
-    ModelSpec,
-    custom_model,
-    get_gpu,
-    get_model,
-    gpus,
-    models,
-)
+from labs.core.errors import LabInputError
+from labs.hardware.gpus import GPUSpec, get_gpu, gpus
+from labs.model.presets import custom_model, get_model, models
+from labs.model.spec import ModelSpec
 
 
 def test_llama_31_70b_count_is_exact():

@@ -3,7 +3,7 @@
 Seed (CURRICULUM EP08): 64 GPUs as 8 nodes x 8 with NVLink inside (DGX A100), GPT-3 175B,
 sequence 2048, TP8 x PP4 x DP2, 16 micro-batches, Megatron's distributed optimizer (ZeRO-1):
 fits, keeps TP in the node, ≈76% efficient (≈0.90 TP x 16/19 pipeline x ≈1.0 DP). The lab,
-its GPUs computing at the measured A100 matmul ceiling (labs.limits.DEFAULT_MATMUL_EFFICIENCY),
+its GPUs computing at the measured A100 matmul ceiling (labs.core.limits.DEFAULT_MATMUL_EFFICIENCY),
 gives 73.0% = TP 0.890 x 16/19 x DP 0.974: the DP pair across HDR InfiniBand cannot hide the
 distributed optimizer's weight all-gather behind the first stage's first forward.
 """
@@ -17,18 +17,18 @@ from collections import Counter
 
 import pytest
 
-from labs.compute import hardware_flops_per_token, model_flops_per_token
-from labs.errors import LabInputError
-from labs.export import export
-from labs.layout import ParallelLayout
-from labs.limits import DEFAULT_MATMUL_EFFICIENCY
-from labs.links import get_cluster
-from labs.pipeline import PipelineInput, simulate
-from labs.presets import get_model
-from labs.recipe import Plan, evaluate, measured_bubble, pipeline_slack
-from labs.recipe_time import megatron_bucket_params, spread
-from labs.replan import nearest
-from labs.tensor_parallel import Topology, TPInput, tensor_parallel
+from labs.core.errors import LabInputError
+from labs.core.limits import DEFAULT_MATMUL_EFFICIENCY
+from labs.hardware.links import get_cluster
+from labs.model.flops import hardware_flops_per_token, model_flops_per_token
+from labs.model.presets import get_model
+from labs.parallel.layout import ParallelLayout
+from labs.recipe.export import export
+from labs.recipe.lab import Plan, evaluate, measured_bubble, pipeline_slack
+from labs.recipe.replan import nearest
+from labs.recipe.step_time import megatron_bucket_params, spread
+from labs.schedules.simulate import PipelineInput, simulate
+from labs.tensor_parallel.lab import Topology, TPInput, tensor_parallel
 
 A100 = get_cluster("dgx-a100")
 H100 = get_cluster("dgx-h100")

@@ -10,13 +10,13 @@ import itertools
 
 import pytest
 
-from labs.errors import LabInputError
-from labs.links import get_cluster
-from labs.pipeline import PipelineInput, simulate
-from labs.placement import stage_layer_counts, stage_params, uneven_problems
-from labs.planner import PlanRequest, search, textbook_bubble, uneven_split
-from labs.presets import get_model
-from labs.recipe import Plan, evaluate, measured_bubble, pipeline_slack, rule_problems
+from labs.core.errors import LabInputError
+from labs.hardware.links import get_cluster
+from labs.model.presets import get_model
+from labs.recipe.lab import Plan, evaluate, measured_bubble, pipeline_slack, rule_problems
+from labs.recipe.planner import PlanRequest, search, textbook_bubble, uneven_split
+from labs.schedules.simulate import PipelineInput, simulate
+from labs.schedules.stages import stage_layer_counts, stage_params, uneven_problems
 
 H100 = get_cluster("dgx-h100")
 LLAMA405 = get_model("llama-3.1-405b")
@@ -116,7 +116,7 @@ SHAPES = [("1f1b", p, m, 1) for p, m in itertools.product((2, 3, 4, 8, 16), (1, 
 @pytest.mark.parametrize(("schedule", "p", "m", "v"), SHAPES)
 def test_closed_form_timelines_are_the_simulators(schedule, p, m, v):
     """1F1B, and interleaved 1F1B on whole rounds (m a multiple of p), come from a closed
-    form in labs.recipe: the same bubble and per-stage idle as the simulator's events."""
+    form in labs.recipe.lab: the same bubble and per-stage idle as the simulator's events."""
     run = simulate(PipelineInput(schedule=schedule, stages=p, microbatches=m, virtual=v))
     assert measured_bubble(schedule, p, m, v) == pytest.approx(run.bubble_fraction,
                                                                rel=1e-12)
@@ -137,7 +137,7 @@ def test_textbook_bubble_never_exceeds_the_simulated_one():
         schedule = "1f1b" if v == 1 else "interleaved-1f1b"
         plan = Plan(pp=p, dp=1, schedule=schedule, virtual=v, microbatches=m)
         if rule_problems(plan, get_model("gpt-3-175b"), H100, 1):
-            continue  # a shape the schedule refuses (labs.pipeline.check_shape) or too many chunks
+            continue  # a shape the schedule refuses (simulate.check_shape) or too many chunks
         assert textbook_bubble(plan) <= measured_bubble(schedule, p, m, v)
 
 
@@ -146,7 +146,7 @@ def test_bound_never_beats_the_lab_on_uneven_and_context_parallel_plans(meta_sea
     a lower bound of the lab's step on 405B plans too, uneven stages and CP included."""
     import random
 
-    from labs.planner import bound_step_s, candidates
+    from labs.recipe.planner import bound_step_s, candidates
 
     legal = [p for p in candidates(meta_search.request)
              if not rule_problems(p, LLAMA405, H100, NODES)]
@@ -158,7 +158,7 @@ def test_bound_never_beats_the_lab_on_uneven_and_context_parallel_plans(meta_sea
 
 
 def test_replan_tries_uneven_stages_and_drops_them_when_the_layers_divide():
-    from labs import replan
+    from labs.recipe import replan
 
     found = replan.candidates(META, LLAMA405, 512)
     assert any(p.pp == 16 and (p.first_stage_layers, p.last_stage_layers) == (7, 7)

@@ -8,13 +8,14 @@ report arXiv:2407.21783 Table 4; H100 at 40% MFU; s = 4096, b = 1):
 
 import pytest
 
-from labs.comm import ring
-from labs.compute import model_flops_per_token
-from labs.errors import LabInputError
-from labs.links import get_link
-from labs.memory import MemoryInput, compute_memory
-from labs.presets import get_gpu, get_model
-from labs.tensor_parallel import (
+from labs.core.errors import LabInputError
+from labs.hardware.comm import ring
+from labs.hardware.gpus import get_gpu
+from labs.hardware.links import get_link
+from labs.memory.lab import MemoryInput, compute_memory
+from labs.model.flops import model_flops_per_token
+from labs.model.presets import get_model
+from labs.tensor_parallel.lab import (
     LAYER_COLLECTIVES,
     Topology,
     TPInput,

@@ -1,0 +1,123 @@
+"""EP10's cheat sheet: every formula of EP01-EP09 with a worked example for one model and GPU.
+
+Each line states a formula (in the symbols of the paper it comes from, cited in ``source``) and
+its example is *computed by the lab that teaches it*: the ledger (labs.memory.lab), the DP and ZeRO
+labs, the TP cost model, the pipeline simulator, the CP mask, the MoE router, the 3D recipe and
+the RL placement. Nothing here re-derives a figure; the inputs a line shows are read off the
+same engine objects, so a line cannot disagree with its episode.
+"""
+
+from collections.abc import Callable
+
+from labs.cheatsheet.inputs import CheatInput, CheatLine, Term
+from labs.cheatsheet.lines import (
+    MOE_EXAMPLE,
+    RL_EXAMPLE,
+    activations_full,
+    activations_none,
+    activations_selective,
+    bubble,
+    bubble_interleaved,
+    bubble_zb,
+    colocated,
+    cp_kv,
+    cp_pairs,
+    dp_speedup,
+    flops_6nd,
+    flops_8nd,
+    inference,
+    kv_cache,
+    mfu,
+    min_gpus,
+    moe_a2a,
+    moe_params,
+    ring,
+    serving,
+    state16,
+    state18,
+    step_time,
+    tp_layer,
+    zero_stage,
+    zero_traffic,
+)
+from labs.core.errors import LabInputError
+
+__all__ = ["LINES", "MOE_EXAMPLE", "RL_EXAMPLE", "CheatInput", "CheatLine",
+           "Term", "cheat_sheet"]
+
+LINES: tuple[tuple[str, str, str, str, str, Callable], ...] = (
+    ("state16", "EP01", "Training state, mixed-precision Adam", "P × (2 + 2 + 4 + 8) B",
+     "ZeRO (Rajbhandari et al. 2020) sec 3.1; Micikevicius et al. 2018", state16),
+    ("state18", "EP01", "Training state with fp32 gradients", "P × (2 + 4 + 4 + 8) B",
+     "Mixed-precision training, fp32 gradient accumulation", state18),
+    ("activations", "EP01", "Activations, selective recomputation", "L × 34·s·b·h B",
+     "Korthikanti et al. 2022, Reducing Activation Recomputation, sec 4", activations_selective),
+    ("activations_none", "EP01", "Activations, no recomputation", "L × s·b·h·(34 + 5·a·s/h) B",
+     "Korthikanti et al. 2022, eq. 1", activations_none),
+    ("activations_full", "EP01", "Activations, full recomputation", "L × 2·s·b·h B",
+     "Korthikanti et al. 2022 sec 4.1 (Chen et al. 2016 checkpointing)", activations_full),
+    ("inference", "EP01", "Inference weights", "P × 2 B (bf16); 1 B int8; 0.5 B int4",
+     "Weight-only quantisation (LLM.int8, GPTQ)", inference),
+    ("kv_cache", "EP01", "KV cache", "2 × L × kv_heads × d_head × s·b × 2 B",
+     "vLLM (Kwon et al. 2023); GQA (Ainslie et al. 2023)", kv_cache),
+    ("min_gpus", "EP01", "Fewest GPUs for the state", "⌈16·P / M_GPU⌉",
+     "the ledger: state alone, before any activation", min_gpus),
+    ("ring", "EP02", "Ring all-reduce, bytes per GPU", "2·(N−1)/N × G",
+     "Patarasuk & Yuan 2009; NCCL ring algorithm", ring),
+    ("dp_speedup", "EP02", "DP speedup, weak scaling", "N × c / (c + t_allreduce)",
+     "PyTorch DDP (Li et al. 2020)", dp_speedup),
+    ("zero0", "EP03", "ZeRO-0 (plain DP)", "16·P", "Rajbhandari et al. 2020 fig 1",
+     zero_stage(0)),
+    ("zero1", "EP03", "ZeRO-1: optimizer states sharded", "4·P + 12·P/D",
+     "Rajbhandari et al. 2020 sec 5.1", zero_stage(1)),
+    ("zero2", "EP03", "ZeRO-2: + gradients", "2·P + 14·P/D", "Rajbhandari et al. 2020 sec 5.2",
+     zero_stage(2)),
+    ("zero3", "EP03", "ZeRO-3 / FSDP: + weights", "16·P/D", "Rajbhandari et al. 2020 sec 5.3",
+     zero_stage(3)),
+    ("zero_traffic", "EP03", "ZeRO-3 traffic against DP", "≈ 1.5 × DP's all-reduce",
+     "Rajbhandari et al. 2020 sec 7.2", zero_traffic),
+    ("tp", "EP04", "TP collectives per layer", "4 × (s·b·h·2 B), each ring over t GPUs",
+     "Shoeybi et al. 2019 (Megatron-LM) sec 3", tp_layer),
+    ("bubble", "EP05", "Pipeline bubble (1F1B)", "(p−1) / (m+p−1)",
+     "Huang et al. 2019 (GPipe); Narayanan et al. 2021 sec 2.2", bubble),
+    ("bubble_interleaved", "EP05", "Interleaved 1F1B", "(p−1) / (v·m+p−1)",
+     "Narayanan et al. 2021 sec 2.2.1", bubble_interleaved),
+    ("bubble_zb", "EP05", "Zero bubble (ZB-H1)", "B and W split: W fills the bubble",
+     "Qi et al. 2023, Zero Bubble Pipeline Parallelism", bubble_zb),
+    ("cp_contiguous", "EP06", "Causal pairs, contiguous CP", "rank r: its rows of s(s+1)/2",
+     "Liu et al. 2023 (ring attention)", cp_pairs("contiguous")),
+    ("cp_zigzag", "EP06", "Causal pairs, zigzag CP", "rank r holds chunks r and 2c−r−1",
+     "Megatron-LM context parallelism (zigzag load balance)", cp_pairs("zigzag")),
+    ("cp_kv", "EP06", "CP ring traffic", "(c−1) K/V blocks per GPU per layer",
+     "Liu et al. 2023; Megatron-LM CP", cp_kv),
+    ("moe_params", "EP07", "MoE: memory counts total, compute active", "P_total vs P_active",
+     "Shazeer et al. 2017; Jiang et al. 2024 (Mixtral)", moe_params),
+    ("moe_a2a", "EP07", "All-to-all dispatch", "T × k × h × 2 B × (EP−1)/EP",
+     "Lepikhin et al. 2020 (GShard); DeepSpeed-MoE", moe_a2a),
+    ("flops_6nd", "EP08", "Training FLOPs", "6·N·D (+ attention)",
+     "Kaplan et al. 2020 sec 2.1", flops_6nd),
+    ("flops_8nd", "EP08", "With full recomputation", "8·N·D (+ attention)",
+     "Korthikanti et al. 2022 sec 4.1; Narayanan et al. 2021 app.", flops_8nd),
+    ("mfu", "EP08", "Model FLOPs utilisation", "6·N·D / (step × GPUs × peak)",
+     "Chowdhery et al. 2022 (PaLM) app. B", mfu),
+    ("step", "EP08", "Step time", "compute + bubble + exposed communication",
+     "Narayanan et al. 2021 sec 3", step_time),
+    ("serving", "EP09", "Serving GPU", "weights + KV cache + workspace",
+     "vLLM (Kwon et al. 2023); SGLang", serving),
+    ("colocated", "EP09", "Colocated RL placement", "max(M_train, M_rollout) + overhead",
+     "slime / verl colocated mode", colocated),
+)
+
+
+def cheat_sheet(inp: CheatInput) -> tuple[CheatLine, ...]:
+    """Every line, its example computed by its lab; a lab that refuses the example (TP that
+    does not divide the heads, a pipeline shape a schedule cannot take) says why instead."""
+    lines = []
+    for key, episode, title, formula, source, compute in LINES:
+        try:
+            terms, result = compute(inp)
+            lines.append(CheatLine(key, episode, title, formula, source, tuple(terms), result))
+        except LabInputError as exc:
+            lines.append(CheatLine(key, episode, title, formula, source, (), None,
+                                   f"{exc.field}: {exc.message}"))
+    return tuple(lines)

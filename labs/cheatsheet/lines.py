@@ -1,0 +1,291 @@
+"""EP10's cheat sheet, its lines: one function per formula, each returning the worked example's
+inputs and result as the lab that teaches the formula computes them (never re-derived here).
+Each group cites the paper its formulas come from; labs/cheatsheet/lab.py lists them in order."""
+
+from collections.abc import Callable
+
+from labs.cheatsheet.inputs import CheatInput, Term
+from labs.context_parallel.lab import cp_cost, mask_layout
+from labs.core.errors import LabInputError
+from labs.data_parallel.lab import DataParallelInput
+from labs.data_parallel.lab import simulate as simulate_dp
+from labs.experts.lab import MoEInput, simulate_moe
+from labs.hardware.links import get_cluster
+from labs.memory.lab import MemoryInput, compute_memory, kv_cache_bytes
+from labs.model.activations import activation_bytes_per_layer
+from labs.model.flops import hardware_flops_per_token, matmul_params, model_flops_per_token
+from labs.model.presets import get_model
+from labs.model.spec import ModelSpec
+from labs.recipe.lab import Plan, evaluate
+from labs.rl.lab import RLPlacementInput, compute_rl_placement
+from labs.rl.recipes import recipes
+from labs.rl.serving import engine_memory
+from labs.schedules.simulate import PipelineInput
+from labs.schedules.simulate import simulate as simulate_pipeline
+from labs.tensor_parallel.lab import LAYER_COLLECTIVES, Topology, TPInput, tensor_parallel
+from labs.zero.lab import ZeroInput, simulate_zero
+
+MOE_EXAMPLE = "mixtral-8x7b"  # EP07's lines need experts: a dense model borrows this one
+RL_EXAMPLE = "glm-4-9b"  # EP09's colocation line needs an RL recipe (labs/presets/rl_recipes)
+
+
+# ---- EP01 the ledger (Korthikanti et al. 2022; ZeRO paper sec 3.1) ----
+
+def _ledger(inp: CheatInput, recipe: str = "adam16", mode: str = "train"):
+    return compute_memory(MemoryInput(inp.model, inp.gpu, mode=mode, recipe=recipe,
+                                      seq_len=inp.seq_len, micro_batch=inp.micro_batch))
+
+
+def state16(inp):
+    r = _ledger(inp)
+    return ((Term("P", r.params, "count", "parameters"),
+             Term("B", r.bytes_per_param, "bytes", "per parameter: 2 + 2 + 4 + 8")),
+            Term("P·B", r.state_bytes, "bytes", "weights, gradients, master, moments"))
+
+
+def state18(inp):
+    r = _ledger(inp, "adam18")
+    return ((Term("P", r.params, "count", "parameters"),
+             Term("B", r.bytes_per_param, "bytes", "per parameter: 2 + 4 + 4 + 8")),
+            Term("P·B", r.state_bytes, "bytes", "with fp32 gradients"))
+
+
+def _act(inp, recompute):
+    m = inp.model
+    per = activation_bytes_per_layer(m, inp.seq_len, inp.micro_batch, recompute=recompute)
+    terms = (Term("s", inp.seq_len, "", "tokens"), Term("b", inp.micro_batch, "", "sequences"),
+             Term("h", m.hidden, "", "hidden size"), Term("L", m.layers, "", "layers"))
+    meaning = "no recomputation" if recompute == "none" else f"{recompute} recomputation"
+    return terms, Term("L × per layer", m.layers * per, "bytes", meaning)
+
+
+def activations_selective(inp):
+    return _act(inp, "selective")
+
+
+def activations_none(inp):
+    terms, result = _act(inp, "none")
+    return (*terms, Term("a", inp.model.heads, "", "heads")), result
+
+
+def activations_full(inp):
+    return _act(inp, "full")
+
+
+def inference(inp):
+    r = _ledger(inp, "bf16", "infer")
+    return ((Term("P", r.params, "count", "parameters"),
+             Term("B", r.bytes_per_param, "bytes", "bf16 weights")),
+            Term("2·P", r.state_bytes, "bytes", "weights to serve"))
+
+
+def kv_cache(inp):
+    m = inp.model
+    kv = kv_cache_bytes(m, inp.seq_len, inp.micro_batch)
+    return ((Term("L", m.layers, "", "layers"), Term("s·b", inp.seq_len * inp.micro_batch, "",
+                                                     "tokens cached")),
+            Term("KV", kv, "bytes", "bf16 keys and values"))
+
+
+def min_gpus(inp):
+    r = _ledger(inp)
+    return ((Term("16·P", r.state_bytes, "bytes", "state"),
+             Term("M", r.gpu_memory_bytes, "bytes", f"one {inp.gpu.name}")),
+            Term("⌈16P / M⌉", r.min_gpus, "", "GPUs for the state alone"))
+
+
+# ---- EP02 data parallelism (Patarasuk & Yuan 2009, ring all-reduce) ----
+
+def _dp(inp):
+    link = inp.cluster.inter.id if inp.dp > inp.cluster.gpus_per_node else inp.cluster.intra.id
+    return simulate_dp(DataParallelInput(inp.model, 2 * inp.model.params, gpus=inp.dp,
+                                         link=link)), link
+
+
+def ring(inp):
+    r, link = _dp(inp)
+    return ((Term("N", inp.dp, "", "DP replicas"),
+             Term("G", r.input.grad_bytes, "bytes", "bf16 gradients, 2·P")),
+            Term("2(N−1)/N · G", r.point.allreduce_bytes_per_gpu, "bytes",
+                 f"sent per GPU per step ({link})"))
+
+
+def dp_speedup(inp):
+    r, link = _dp(inp)
+    p = r.point
+    return ((Term("N", inp.dp, "", "GPUs"), Term("c", p.compute_s, "s", "compute per step"),
+             Term("t", p.exposed_comm_s, "s", f"all-reduce on {link}")),
+            Term("N·c/(c+t)", p.speedup, "", "weak-scaling speedup"))
+
+
+# ---- EP03 ZeRO (Rajbhandari et al. 2020, sec 5) ----
+
+def _zero(inp, stage):
+    r = simulate_zero(ZeroInput(inp.model, inp.gpu, dp=inp.dp, zero=stage,
+                                seq_len=inp.seq_len, micro_batch=inp.micro_batch))
+    return ((Term("P", r.params, "count", "parameters"), Term("D", inp.dp, "", "DP replicas")),
+            Term(f"ZeRO-{stage}", r.state_bytes, "bytes", "state per GPU"))
+
+
+def zero_stage(stage: int) -> Callable:
+    return lambda inp: _zero(inp, stage)
+
+
+def zero_traffic(inp):
+    r = simulate_zero(ZeroInput(inp.model, inp.gpu, dp=inp.dp, zero=3, seq_len=inp.seq_len))
+    plain, full = r.traffic[0].bytes_per_gpu, r.traffic[3].bytes_per_gpu
+    if plain == 0:  # one replica: nothing is all-reduced, so there is no ratio to show
+        raise LabInputError("dp", "one DP replica sends no gradients: the ratio needs DP ≥ 2")
+    return ((Term("DP", plain, "bytes", "all-reduce per GPU"),
+             Term("ZeRO-3", full, "bytes", "+ weight all-gathers")),
+            Term("ratio", full / plain, "", "ZeRO-3 over plain DP"))
+
+
+# ---- EP04 tensor parallelism (Shoeybi et al. 2019; Korthikanti et al. 2022 for SP) ----
+
+def tp_layer(inp):
+    c = inp.cluster
+    r = tensor_parallel(TPInput(inp.model, inp.gpu, Topology(c.name, cluster=c), tp=inp.tp,
+                                seq_len=inp.seq_len, micro_batch=inp.micro_batch))
+    return ((Term("n", len(LAYER_COLLECTIVES), "", "collectives per layer per step"),
+             Term("s·b·h·2", r.collective_bytes, "bytes", "each one's tensor"),
+             Term("t", inp.tp, "", "TP degree")),
+            Term("sent per layer", r.cost.comm_bytes, "bytes", "per GPU, forward + backward"))
+
+
+# ---- EP05 pipelines (Huang et al. 2019 GPipe; Narayanan et al. 2021; Qi et al. 2023) ----
+
+def _bubble(inp, schedule, virtual=1):
+    r = simulate_pipeline(PipelineInput(schedule=schedule, stages=inp.pp,
+                                        microbatches=inp.microbatches, virtual=virtual))
+    return ((Term("p", inp.pp, "", "stages"), Term("m", inp.microbatches, "", "micro-batches")),
+            Term("bubble", r.bubble_fraction, "fraction", f"measured on {schedule}'s chart"))
+
+
+def bubble(inp):
+    return _bubble(inp, "1f1b")
+
+
+def bubble_interleaved(inp):
+    terms, result = _bubble(inp, "interleaved-1f1b", 2)
+    return (*terms, Term("v", 2, "", "chunks per rank")), result
+
+
+def bubble_zb(inp):
+    return _bubble(inp, "zb-h1")
+
+
+# ---- EP06 context parallelism (Liu et al. 2023 ring attention; zigzag as in Megatron CP) ----
+
+def cp_pairs(layout: str) -> Callable:
+    def line(inp):
+        tokens = 4 * inp.cp
+        mask = mask_layout(tokens, inp.cp, layout)
+        return ((Term("s", tokens, "", "tokens drawn"), Term("c", inp.cp, "", "CP ranks"),
+                 Term("s(s+1)/2", mask.total_pairs, "", "causal pairs in all")),
+                Term("busiest", mask.busiest.causal_pairs, "", f"pairs, {layout}"))
+    return line
+
+
+def cp_kv(inp):
+    link = inp.cluster.intra if inp.tp * inp.cp <= inp.cluster.gpus_per_node else \
+        inp.cluster.inter
+    cost = cp_cost(inp.model, inp.seq_len, inp.cp, "zigzag", link, inp.gpu)
+    return ((Term("c", inp.cp, "", "CP ranks"), Term("steps", cost.steps, "", "ring steps"),
+             Term("K,V per token", cost.kv_bytes_per_token, "bytes", "one layer")),
+            Term("sent", cost.comm_bytes_per_gpu, "bytes", "per GPU per layer"))
+
+
+# ---- EP07 experts (Shazeer et al. 2017; Lepikhin et al. 2020 GShard) ----
+
+def _moe_model(inp) -> ModelSpec:
+    return inp.model if inp.model.is_moe else get_model(MOE_EXAMPLE)
+
+
+def moe_params(inp):
+    m = _moe_model(inp)
+    return ((Term("experts", m.experts, "", f"{m.name}, top-{m.top_k}"),),
+            Term("total / active", m.params / m.active_params, "",
+                 f"{m.params / 1e9:.1f}B held, {m.active_params / 1e9:.1f}B per token"))
+
+
+def moe_a2a(inp):
+    m = _moe_model(inp)
+    ep = min(8, m.experts)
+    r = simulate_moe(MoEInput(m, get_cluster("dgx-h100"), nodes=1, ep=ep,
+                              tokens=inp.seq_len * inp.micro_batch))
+    return ((Term("T", r.input.tokens, "", "tokens per GPU"), Term("k", m.top_k, "", "experts "
+             "per token"), Term("h·2", m.hidden * 2, "bytes", "one token"),
+             Term("EP", ep, "", "expert-parallel GPUs")),
+            Term("dispatch", max(r.routing.received_bytes), "bytes",
+                 "received per GPU, one all-to-all (combine sends it back)"))
+
+
+# ---- EP08 the 3D recipe (Narayanan et al. 2021 sec 5; Kaplan et al. 2020 for 6ND) ----
+
+def _plan(inp):
+    plan = Plan(tp=inp.tp, pp=inp.pp, dp=inp.dp, cp=inp.cp, zero=1,
+                microbatches=inp.microbatches, micro_batch=inp.micro_batch, seq_len=inp.seq_len)
+    return evaluate(plan, inp.model, inp.cluster, inp.nodes)
+
+
+def _legal(r):
+    if not r.legal:
+        raise LabInputError(r.problems[0].field, r.problems[0].message)
+    return r
+
+
+def flops_6nd(inp):
+    n = matmul_params(inp.model)
+    return ((Term("N", n, "count", "matmul parameters"),
+             Term("D", inp.seq_len, "", "tokens (one sequence)")),
+            Term("6·N·D + attention", model_flops_per_token(inp.model, inp.seq_len) *
+                 inp.seq_len, "flops", "training FLOPs"))
+
+
+def flops_8nd(inp):
+    per = hardware_flops_per_token(inp.model, inp.seq_len, "full")
+    return ((Term("N", matmul_params(inp.model), "count", "matmul parameters"),
+             Term("D", inp.seq_len, "", "tokens")),
+            Term("8·N·D + attention", per * inp.seq_len, "flops", "run with full recomputation"))
+
+
+def mfu(inp):
+    r = _legal(_plan(inp))
+    return ((Term("step", r.step_s, "s", "simulated"), Term("GPUs", r.gpus, "", "in the plan"),
+             Term("peak", inp.gpu.bf16_flops, "flops", "per GPU per second")),
+            Term("MFU", r.mfu, "fraction", "model FLOPs over step × GPUs × peak"))
+
+
+def step_time(inp):
+    r = _legal(_plan(inp))
+    seg = r.segments or {}
+    terms = tuple(Term(k, v, "s", k.replace("_", " ")) for k, v in seg.items())
+    return terms, Term("step", r.step_s, "s", "the sum")
+
+
+# ---- EP09 RL placement (slime/verl recipes; vLLM/SGLang serving memory) ----
+
+def serving(inp):
+    e = engine_memory(inp.model, inp.tp, inp.micro_batch * 8, inp.seq_len)
+    return ((Term("weights", e.weights, "bytes", f"2·P / {inp.tp} GPUs"),
+             Term("KV", e.kv_cache, "bytes", f"{e.concurrency} requests × {e.context:,} tokens"),
+             Term("workspace", e.workspace, "bytes", "activations of a prefill chunk")),
+            Term("per GPU", e.total, "bytes", "one serving engine GPU"))
+
+
+def colocated(inp):
+    rec = next((r for r in recipes().values() if r.model == inp.model.id),
+               recipes()[RL_EXAMPLE])
+    r = compute_rl_placement(RLPlacementInput(
+        rec.spec, inp.gpu, rec.train_gpus, tp=rec.tp, pp=rec.pp, cp=rec.cp, ep=rec.ep,
+        engine_gpus=rec.engine_gpus, cpu_adam=rec.cpu_adam, recompute=rec.recompute))
+    if r.colocated_bytes is None:
+        raise LabInputError("model", f"{rec.name}'s training layout is broken on this GPU")
+    return ((Term("M_train", r.train_memory_bytes, "bytes", f"{rec.name} training GPU"),
+             Term("M_rollout", r.rollout_memory_bytes, "bytes", "rollout GPU"),
+             Term("overhead", r.transition_overhead_bytes, "bytes", "phase switch")),
+            Term("max + overhead", r.colocated_bytes, "bytes", "per colocated GPU"))
+
+
+# (key, episode, title, formula, source, compute)

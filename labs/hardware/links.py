@@ -1,0 +1,130 @@
+"""Interconnect links and clusters, as data (``labs/presets/links.json``, ``clusters.json``).
+
+A link is a per-GPU (scale-up) or per-port (scale-out) bandwidth per direction with a
+latency α; every preset cites its datasheet or standard. A cluster is a GPU preset x GPUs per
+node x the intra-node link x the inter-node link (and how many inter-node ports a node has).
+``gpu_cluster`` builds the cluster a GPU preset's own datasheet fields describe
+(``scale_up_bandwidth``, ``network_bandwidth``, ``scale_up_domain``), one port per GPU.
+Latencies are a few microseconds, NCCL's order of magnitude per ring step (NCCL docs,
+"NCCL_PROTO"/LL protocol; measured small-message all-reduce latencies are 5-20 µs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from labs.core.data import read
+from labs.core.errors import LabInputError
+from labs.hardware.gpus import GPUSpec, get_gpu
+
+LINK_KINDS = ("scale-up", "scale-out")
+SCALE_UP_LATENCY = 3e-6  # s, used when a GPU preset's own links are asked for
+SCALE_OUT_LATENCY = 5e-6
+
+
+@dataclass(frozen=True)
+class Link:
+    id: str
+    name: str
+    kind: str  # "scale-up" (inside a node) | "scale-out" (between nodes)
+    bandwidth: float  # bytes/s per direction, per GPU (scale-up) or per port (scale-out)
+    latency: float  # seconds, α of the α–β model
+    source: str
+    domain: int | None = None  # most GPUs one scale-up fabric connects
+
+    def __post_init__(self) -> None:
+        if self.kind not in LINK_KINDS:
+            raise LabInputError("link", f"{self.id}: kind must be one of {LINK_KINDS}")
+        for name in ("bandwidth", "latency"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise LabInputError("link", f"{self.id}: {name} must be a positive number")
+        if not self.source:
+            raise LabInputError("link", f"{self.id}: every link preset cites a source")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    id: str
+    name: str
+    gpu: GPUSpec
+    gpus_per_node: int
+    intra: Link
+    inter: Link
+    nics_per_node: int
+    source: str
+
+    def __post_init__(self) -> None:
+        for name in ("gpus_per_node", "nics_per_node"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise LabInputError(name, f"{self.id}: {name} must be a whole number >= 1")
+        if self.intra.domain is not None and self.gpus_per_node > self.intra.domain:
+            raise LabInputError("gpus_per_node", f"{self.id}: {self.intra.name} connects at "
+                                                 f"most {self.intra.domain} GPUs")
+
+    @property
+    def node_bandwidth(self) -> float:
+        """Bytes/s per direction leaving one node: its ports x the inter-node link."""
+        return self.nics_per_node * self.inter.bandwidth
+
+
+@cache
+def _links() -> dict[str, Link]:
+    return {e["id"]: Link(**e) for e in read("links.json")}
+
+
+@cache
+def _clusters() -> dict[str, Cluster]:
+    out = {}
+    for e in read("clusters.json"):
+        out[e["id"]] = Cluster(
+            id=e["id"], name=e["name"], gpu=get_gpu(e["gpu"]), gpus_per_node=e["gpus_per_node"],
+            intra=get_link(e["intra_link"]), inter=get_link(e["inter_link"]),
+            nics_per_node=e["nics_per_node"], source=e["source"])
+    return out
+
+
+def links() -> dict[str, Link]:
+    return dict(_links())
+
+
+def clusters() -> dict[str, Cluster]:
+    return dict(_clusters())
+
+
+def get_link(link_id: str) -> Link:
+    if link_id not in _links():
+        raise LabInputError("link", f"unknown link {link_id!r}; choose one of: "
+                                    f"{', '.join(_links())}")
+    return _links()[link_id]
+
+
+def get_cluster(cluster_id: str) -> Cluster:
+    if cluster_id not in _clusters():
+        raise LabInputError("cluster", f"unknown cluster {cluster_id!r}; choose one of: "
+                                       f"{', '.join(_clusters())}")
+    return _clusters()[cluster_id]
+
+
+def make_cluster(gpu: GPUSpec, gpus_per_node: int, intra: Link, inter: Link,
+                 nics_per_node: int | None = None) -> Cluster:
+    """A cluster from its parts (a port per GPU unless ``nics_per_node`` says otherwise)."""
+    nics = gpus_per_node if nics_per_node is None else nics_per_node
+    return Cluster(id=f"{gpu.id}x{gpus_per_node}-{intra.id}-{inter.id}-{nics}nic",
+                   name=f"{gpus_per_node} x {gpu.name}, {intra.name}, {nics} x {inter.name}",
+                   gpu=gpu, gpus_per_node=gpus_per_node, intra=intra, inter=inter,
+                   nics_per_node=nics, source=f"{gpu.source}; {intra.source}; {inter.source}")
+
+
+def gpu_cluster(gpu: GPUSpec) -> Cluster:
+    """The node a GPU preset's datasheet describes: ``scale_up_domain`` GPUs on its scale-up
+    link (``scale_up_bandwidth``), one ``network_bandwidth`` port per GPU."""
+    intra = Link(f"{gpu.id}-scale-up", f"{gpu.name} scale-up", "scale-up",
+                 gpu.scale_up_bandwidth, SCALE_UP_LATENCY, gpu.source, gpu.scale_up_domain)
+    inter = Link(f"{gpu.id}-network", f"{gpu.name} network port", "scale-out",
+                 gpu.network_bandwidth, SCALE_OUT_LATENCY, gpu.source)
+    return Cluster(id=f"{gpu.id}-node", name=f"{gpu.scale_up_domain} x {gpu.name}", gpu=gpu,
+                   gpus_per_node=gpu.scale_up_domain, intra=intra, inter=inter,
+                   nics_per_node=gpu.scale_up_domain, source=gpu.source)

@@ -1,0 +1,73 @@
+"""Activation memory: bytes per layer, and the embedding and output terms.
+
+Sources:
+- ``classic``: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+  Transformer Models" (arXiv:2205.05198), Table 2, bf16, per layer per micro-batch:
+  no recomputation sbh(34 + 5as/h), selective 34sbh, full 2sbh, all divided by t with
+  tensor + sequence parallelism; without sequence parallelism only the terms inside the
+  TP-split matmuls divide: sbh(10 + 24/t + 5as/(ht)). "No recomputation" stores the
+  attention scores (5as/h term), i.e. assumes no FlashAttention.
+- ``megatron``: Megatron-LM's theoretical memory estimate
+  (megatron/training/theoretical_memory_usage.py, ``compute_activation_memory``): 18sbh for
+  attention, norms, residuals and dropout masks plus 4·s·b·ffn for the MLP (the model's own
+  FFN width; 34sbh when ffn = 4h); a MoE layer keeps 18sbh + 4·s·b·shared_ffn split by TP,
+  plus 4·k·s·b·h dispatched tokens over EP and 4·k·s·b·expert_ffn expert intermediates over
+  EP·expert-TP. Like Megatron's, its attention term keeps full-width K and V (it does not
+  narrow them for grouped-query attention). Its no-SP split (10 replicated, 8 + 4·ffn/h by
+  TP) follows ``compute_activation_memory_without_sp`` (10 + 24/t when ffn = 4h).
+- embedding and output: the same Megatron file: 8·s·b bytes of token ids and s·b·h of
+  embedding dropout mask per micro-batch on the first stage; 4·s·b·h·(1 + v/h) for the
+  final norm's output and the fp32 logits on the last stage.
+"""
+
+from __future__ import annotations
+
+from labs.model.spec import ModelSpec
+
+ACT_BYTES = 2  # bf16 activations and KV cache
+
+
+def activation_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int = 1,
+                               tp: int = 1, cp: int = 1, recompute: str = "selective", *,
+                               sp: bool | None = None, activation_model: str = "classic",
+                               moe_layer: bool = False, ep: int = 1, etp: int = 1) -> float:
+    """Bytes one transformer layer keeps for backward, per micro-batch, on one GPU.
+
+    ``sp`` (sequence parallelism) defaults to on whenever tp > 1. With CP each rank keeps
+    s/cp tokens; its attention scores pair those local queries with all s keys: 5a(s/cp)s b.
+    ``moe_layer`` only matters to the ``megatron`` model (the classic one knows no experts).
+    """
+    sp = tp > 1 if sp is None else sp
+    h, a, b = model.hidden, model.heads, micro_batch
+    s = seq_len / cp
+    split = tp  # divisor of the terms inside TP-split matmuls
+    rest = tp if sp else 1  # divisor of the others (norms, residuals, dropout masks)
+    if recompute == "full":
+        return 2 * s * b * h / rest  # only the layer input, split along s by SP
+    scores = 5 * a * s * seq_len * b / split if recompute == "none" else 0.0
+    if activation_model == "classic":
+        return s * b * h * (10 / rest + 24 / split) + scores
+    if moe_layer and model.is_moe:
+        mlp = 4 * s * b * model.shared_experts * model.expert_ffn / split
+        routed = (4 * model.top_k * s * b * h / ep
+                  + 4 * model.top_k * s * b * model.expert_ffn / (ep * etp))
+    else:
+        mlp, routed = 4 * s * b * model.ffn / split, 0.0
+    return s * b * h * (10 / rest + 8 / split) + mlp + routed + scores
+
+
+def embedding_activation_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1,
+                               tp: int = 1, cp: int = 1, sp: bool | None = None) -> float:
+    """First stage, per micro-batch: token ids (8·s·b) and the embedding dropout mask (s·b·h)."""
+    sp = tp > 1 if sp is None else sp
+    s = seq_len / cp
+    return (8 * s * micro_batch + s * micro_batch * model.hidden) / (tp if sp else 1)
+
+
+def output_activation_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1,
+                            tp: int = 1, cp: int = 1, sp: bool | None = None) -> float:
+    """Last stage, per micro-batch: final norm output (4·s·b·h) and fp32 logits (4·s·b·v,
+    split over TP by the vocab-parallel output layer)."""
+    sp = tp > 1 if sp is None else sp
+    s, b = seq_len / cp, micro_batch
+    return 4 * s * b * model.hidden / (tp if sp else 1) + 4 * s * b * model.vocab / tp

@@ -1,0 +1,94 @@
+"""Training compute: FLOPs per token and time at a given MFU on a GPU's dense BF16 peak.
+
+- Model FLOPs per token (what MFU counts): 6·N for the matmuls of forward (2·N) and backward
+  (4·N) (Kaplan et al. 2020, arXiv:2001.08361 sec 2.1), with N the *active* parameters that
+  multiply activations (routed experts a token does not visit do no work; the input
+  embedding is a lookup, not a matmul, so it is left out, while the output head counts),
+  plus the attention scores and their weighted sum, 6·L·a·s·(d_qk + d_v) = 12·L·a·d·s for
+  equal head dims (Chowdhery et al. 2022, "PaLM", arXiv:2204.02311, appendix B, counted over
+  the whole sequence, not halved for causality).
+- Hardware FLOPs: recomputation repeats forward work. Full recomputation runs one more
+  forward, 8·N + 16·L·a·d·s (≈ 8·N: +33%, Korthikanti et al. 2022 sec 5); selective
+  recomputation repeats only the attention core's forward, + 2·L·a·s·(d_qk + d_v).
+- MFU (model FLOPs utilisation, PaLM appendix B): achieved model FLOPs / peak. The peak is the
+  GPU preset's dense BF16 tensor-core figure (``GPUSpec.bf16_flops``, datasheet in its
+  ``source``), without 2:4 sparsity.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from labs.core.errors import LabInputError
+from labs.core.limits import RECOMPUTE
+from labs.hardware.gpus import GPUSpec
+from labs.model.spec import ModelSpec
+
+
+def matmul_params(model: ModelSpec) -> float:
+    """Active parameters that multiply activations (input embedding lookup excluded)."""
+    lookup = model.max_positions * model.hidden
+    if not model.tied_embeddings:
+        lookup += model.vocab * model.hidden  # the separate output head still computes
+    return model.active_params - lookup
+
+
+def attention_flops_per_token(model: ModelSpec, seq_len: int) -> float:
+    """Forward + backward FLOPs of QK^T and AV per token: 6·L·a·s·(d_qk + d_v)."""
+    if model.uses_mla:
+        d_qk, d_v = model.qk_nope_head_dim + model.qk_rope_head_dim, model.v_head_dim
+    else:
+        d_qk = d_v = model.head_dim
+    return 6 * model.layers * model.heads * seq_len * (d_qk + d_v)
+
+
+def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
+    """Training FLOPs per token that MFU counts: 6·N + attention."""
+    return 6 * matmul_params(model) + attention_flops_per_token(model, seq_len)
+
+
+def hardware_flops_per_token(model: ModelSpec, seq_len: int,
+                             recompute: str = "selective") -> float:
+    """FLOPs the GPUs actually run per token, recomputation included."""
+    if recompute not in RECOMPUTE:
+        raise LabInputError("recompute", f"recomputation must be one of {', '.join(RECOMPUTE)}")
+    base = model_flops_per_token(model, seq_len)
+    attention = attention_flops_per_token(model, seq_len)
+    if recompute == "full":
+        return base + 2 * matmul_params(model) + attention / 3  # one more forward
+    if recompute == "selective":
+        return base + attention / 3  # the attention core's forward again
+    return base
+
+
+@dataclass(frozen=True)
+class ComputeTime:
+    tokens: float
+    flops: float  # model FLOPs for the tokens
+    seconds: float
+    mfu: float
+    peak_flops: float  # per GPU
+    gpus: int
+    source: str
+
+
+def training_time(model: ModelSpec, gpu: GPUSpec, tokens: float, *, seq_len: int = 4096,
+                  gpus: int = 1, mfu: float = 0.4) -> ComputeTime:
+    """Seconds to train on ``tokens`` tokens with ``gpus`` GPUs at ``mfu`` of the BF16 peak."""
+    if not (isinstance(mfu, int | float) and 0 < mfu <= 1):
+        raise LabInputError("mfu", "MFU must be a fraction in (0, 1]")
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise LabInputError("gpus", "the number of GPUs must be a whole number >= 1")
+    if not (isinstance(tokens, int | float) and math.isfinite(tokens) and tokens > 0):
+        raise LabInputError("tokens", "the number of tokens must be a positive number")
+    flops = tokens * model_flops_per_token(model, seq_len)
+    seconds = flops / (gpus * gpu.bf16_flops * mfu)
+    return ComputeTime(tokens, flops, seconds, mfu, gpu.bf16_flops, gpus, gpu.source)
+
+
+def expert_flops_per_token(model: ModelSpec, *, training: bool = False) -> float:
+    """FLOPs one routed expert spends on one token it receives: 2·P_e forward, 6·P_e forward
+    and backward, with P_e one expert's weights (the same 2N/6N rule as above, Kaplan et al.
+    2020 sec 2.1, applied to one expert's matmuls)."""
+    return (6 if training else 2) * model.expert_size

@@ -1,0 +1,142 @@
+"""Where each rank of a job sits on the cluster, and which of its groups stay inside a node.
+
+A cluster is ``nodes x gpus_per_node`` GPUs; global rank r runs on node r // gpus_per_node, slot
+r % gpus_per_node (torchrun/SLURM assign ranks node by node, and Megatron-LM builds its groups
+from the global rank: megatron/core/parallel_state.py, ``RankGenerator``). The groups come from
+``ParallelLayout.groups`` in Megatron's order (TP fastest, PP slowest; the experts' grid
+expert-TP, EP, expert-DP, PP), so a rank map shows at a glance whether TP (or EP) traffic stays
+on the node's NVLink or has to cross the network.
+
+``GpuColouring`` is the generic input of a rank-map figure (``app/charts/rank_map.py``): one
+category per GPU plus its name. EP07 colours by parallel group; other labs (the 3D recipe,
+RL placement) may colour by any other role by building a ``GpuColouring`` themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from labs.core.errors import LabInputError
+from labs.core.limits import MAX_RANK_MAP_GPUS, MOE_GROUP_KINDS
+from labs.parallel.layout import DEGREE_NAMES, DENSE_ORDER, EXPERT_ORDER, ParallelLayout
+
+GROUP_TITLES = {**{k: v.removesuffix(" degree") for k, v in DEGREE_NAMES.items()},
+                "edp": "expert data parallel"}
+GROUP_SHORT = {"tp": "TP", "cp": "CP", "dp": "DP", "pp": "PP", "ep": "EP", "etp": "expert-TP",
+               "edp": "expert-DP"}
+
+
+@dataclass(frozen=True)
+class GpuColouring:
+    """One colouring of a cluster's GPUs, the input of ``rank_map_figure``.
+
+    ``category[r]`` is the category (group, role) of global rank r, an index into ``names``;
+    rank r sits on node r // gpus_per_node, slot r % gpus_per_node. ``title`` says what is
+    coloured ("TP groups", "roles"). Ranks need not fill the last node: GPUs past
+    ``len(category)`` are drawn as idle.
+    """
+
+    title: str
+    gpus_per_node: int
+    category: tuple[int, ...]
+    names: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.category or len(self.category) > MAX_RANK_MAP_GPUS:
+            raise LabInputError("gpus", f"a rank map draws 1 to {MAX_RANK_MAP_GPUS:,} GPUs "
+                                        f"(got {len(self.category):,})")
+        if self.gpus_per_node < 1:
+            raise LabInputError("gpus_per_node", "a node holds at least one GPU")
+        if any(not 0 <= c < len(self.names) for c in self.category):
+            raise LabInputError("category", "every GPU's category must name one of names")
+
+    @property
+    def nodes(self) -> int:
+        return -(-len(self.category) // self.gpus_per_node)
+
+    def members(self, category: int) -> tuple[int, ...]:
+        return tuple(r for r, c in enumerate(self.category) if c == category)
+
+    def nodes_spanned(self) -> tuple[int, ...]:
+        """How many nodes each category's GPUs occupy (1 = inside one node)."""
+        spans: list[set[int]] = [set() for _ in self.names]
+        for rank, cat in enumerate(self.category):
+            spans[cat].add(rank // self.gpus_per_node)
+        return tuple(len(s) for s in spans)
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """One kind of group of a layout on a cluster."""
+
+    kind: str  # "tp", "ep", ...
+    size: int  # GPUs per group
+    count: int  # groups of this kind
+    nodes_spanned: int  # the most nodes any one group of this kind covers
+    inside_node: bool  # every group of this kind sits inside one node
+
+
+@lru_cache(maxsize=128)  # a slider move (skew, capacity) keeps the layout: reuse its groups
+def group_of_rank(layout: ParallelLayout, kind: str) -> tuple[int, ...]:
+    """The index of each rank's ``kind`` group, numbered as ``layout.groups(kind)`` lists them
+    (by their lowest rank). One pass over the ranks: a rank's coordinates are the digits of
+    its number in Megatron's mixed radix (TP fastest ... PP slowest, or expert-TP, EP,
+    expert-DP, PP), and its group is fixed by the digits of the dimensions *not* in ``kind``."""
+    names = kind.split("-")
+    expert = any(n in ("ep", "etp", "edp") for n in names)
+    order = EXPERT_ORDER if expert else DENSE_ORDER
+    sizes = ({"etp": layout.etp, "ep": layout.ep, "edp": layout.expert_dp, "pp": layout.pp}
+             if expert else {n: getattr(layout, n) for n in DENSE_ORDER})
+    if any(n not in sizes for n in names):
+        raise LabInputError("group", f"unknown group {kind!r}")
+    radix = [(sizes[n], n in names) for n in order]
+    index: dict[tuple[int, ...], int] = {}
+    out = []
+    for rank in range(layout.world_size):
+        key, rest = [], rank
+        for size, member in radix:
+            rest, digit = divmod(rest, size)
+            if not member:
+                key.append(digit)
+        out.append(index.setdefault(tuple(key), len(index)))
+    return tuple(out)
+
+
+def group_colouring(layout: ParallelLayout, kind: str, gpus_per_node: int) -> GpuColouring:
+    """Every rank of ``layout`` coloured by its ``kind`` group (Megatron's groups, in order)."""
+    if kind not in MOE_GROUP_KINDS:
+        raise LabInputError("group", f"colour by one of {', '.join(MOE_GROUP_KINDS)}")
+    world = layout.world_size
+    if world > MAX_RANK_MAP_GPUS:
+        raise LabInputError("gpus", f"a rank map draws at most {MAX_RANK_MAP_GPUS:,} GPUs; "
+                                    f"this job has {world:,}")
+    category = group_of_rank(layout, kind)
+    short = GROUP_SHORT[kind]
+    names = tuple(f"{short} group {i}" for i in range(max(category) + 1))
+    return GpuColouring(f"{short} groups ({GROUP_TITLES[kind]})", gpus_per_node, category,
+                        names)
+
+
+@lru_cache(maxsize=128)
+def group_summaries(layout: ParallelLayout, gpus_per_node: int,
+                    kinds: tuple[str, ...] = MOE_GROUP_KINDS) -> tuple[GroupSummary, ...]:
+    """For each kind of group: its size, count and whether every group stays in one node."""
+    out = []
+    for kind in kinds:
+        spans: dict[int, set[int]] = {}
+        for rank, group in enumerate(group_of_rank(layout, kind)):
+            spans.setdefault(group, set()).add(rank // gpus_per_node)
+        widest = max(len(nodes) for nodes in spans.values())
+        out.append(GroupSummary(kind, layout.world_size // len(spans), len(spans), widest,
+                                widest == 1))
+    return tuple(out)
+
+
+def members_per_node(members: tuple[int, ...], gpus_per_node: int) -> int:
+    """The most members of one group that share a node (how a collective over the group
+    splits between the scale-up link and the network)."""
+    counts: dict[int, int] = {}
+    for rank in members:
+        counts[rank // gpus_per_node] = counts.get(rank // gpus_per_node, 0) + 1
+    return max(counts.values())

@@ -1,0 +1,178 @@
+"""The pipeline lab composed with the memory ledger: each rank's bill at its *measured* peak.
+
+The pipeline simulator (``labs.schedules.simulate``) measures how many micro-batch-chunk activations
+each rank holds at its peak. One such unit is one micro-batch through one model chunk of that
+rank; the ledger (``labs.memory.lab``) supplies the rest of each rank's bill for the same state
+(TP = t, PP = p, the same schedule and micro-batches): its weights, gradients, master weights
+and Adam moments (the first rank also the embedding, the last the output head), and the
+embedding and logits activations. The ledger's closed-form in-flight counts
+(``labs.model.activations.in_flight``) equal the simulator's measured peaks; tests pin that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from labs.core.errors import LabInputError
+from labs.hardware.gpus import GPUSpec
+from labs.hardware.links import Link
+from labs.memory.lab import STATE_KEYS, MemoryInput, MemoryResult, compute_memory
+from labs.model.activations import activation_bytes_per_layer
+from labs.model.flops import model_flops_per_token
+from labs.model.spec import ModelSpec
+from labs.schedules.simulate import PipelineInput, PipelineResult, simulate
+from labs.schedules.wire import boundary_bytes
+
+# Ledger fields whose errors mean "this model cannot fill this pipeline": the schedule still
+# stands and the memory panel explains why it is absent.
+PIPELINE_FIELDS = ("pp", "virtual")
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    state_per_rank: tuple[float, ...]  # weights + gradients + master weights + moments
+    unit_bytes_per_rank: tuple[float, ...]  # one micro-batch through one of a rank's chunks
+    layers_per_rank: tuple[int, ...]
+    activation_bytes: tuple[float, ...]  # per rank, at its measured peak (layers only)
+    embedding_and_logits: tuple[float, ...]  # per rank: token ids/dropout mask, logits
+    total_bytes: tuple[float, ...]  # per rank
+    gpu_memory_bytes: float
+    recipe_description: str
+    ledger: MemoryResult
+
+    @property
+    def state_bytes(self) -> float:
+        """The heaviest rank's state (per rank: ``state_per_rank``)."""
+        return max(self.state_per_rank)
+
+    @property
+    def unit_bytes(self) -> float:
+        """The largest activation unit of any rank (per rank: ``unit_bytes_per_rank``)."""
+        return max(self.unit_bytes_per_rank)
+
+    @property
+    def layers_per_chunk(self) -> int:
+        """Layers in the largest chunk of any rank."""
+        chunks = self.ledger.input.pipeline_chunks
+        return max(-(-layers // chunks) for layers in self.layers_per_rank)
+
+    @property
+    def fits(self) -> tuple[bool, ...]:
+        return tuple(total <= self.gpu_memory_bytes for total in self.total_bytes)
+
+    @property
+    def worst_rank(self) -> int:
+        return max(range(len(self.total_bytes)), key=self.total_bytes.__getitem__)
+
+
+def stage_memory(result: PipelineResult, model: ModelSpec, gpu: GPUSpec, *, tp: int = 1,
+                 recompute: str = "selective", seq_len: int = 4096, micro_batch: int = 1,
+                 recipe: str = "adam16", activation_model: str = "classic",
+                 uneven_pp: bool | None = None) -> StageMemory:
+    """The bill of every pipeline rank for ``result``'s measured activation peaks.
+
+    ``uneven_pp`` None allows uneven stages whenever the layers do not divide (the pipeline
+    page always shows them); errors name the ledger's canonical fields (``pp``, ``tp``).
+    """
+    pin = result.input
+    p = pin.stages
+    ledger = compute_memory(MemoryInput(
+        model=model, gpu=gpu, recipe=recipe, seq_len=seq_len, micro_batch=micro_batch,
+        recompute=recompute, tp=tp, pp=p, activation_model=activation_model,
+        uneven_pp=model.layers % p != 0 if uneven_pp is None else uneven_pp,
+        schedule=pin.schedule, microbatches=pin.microbatches, virtual=pin.virtual,
+    ))
+    sp = ledger.input.sequence_parallel
+    chunks = pin.chunks
+    states, units, acts, edges, totals = [], [], [], [], []
+    for bill, peak in zip(ledger.stages, result.peak_activations, strict=True):
+        per_layer = {moe: activation_bytes_per_layer(
+            model, seq_len, micro_batch, tp, 1, recompute, sp=sp,
+            activation_model=activation_model, moe_layer=moe) for moe in (False, True)}
+        rank_bytes = (bill.layers - bill.moe_layers) * per_layer[False] \
+            + bill.moe_layers * per_layer[True]
+        unit = rank_bytes / chunks
+        state = sum(bill.breakdown[k] for k in STATE_KEYS)
+        edge = bill.breakdown["embedding_and_logits"]
+        states.append(state)
+        units.append(unit)
+        acts.append(peak * unit)
+        edges.append(edge)
+        totals.append(state + peak * unit + edge)
+    return StageMemory(
+        state_per_rank=tuple(states), unit_bytes_per_rank=tuple(units),
+        layers_per_rank=ledger.stage_layers, activation_bytes=tuple(acts),
+        embedding_and_logits=tuple(edges), total_bytes=tuple(totals),
+        gpu_memory_bytes=gpu.memory_bytes, recipe_description=ledger.recipe_description,
+        ledger=ledger,
+    )
+
+
+@dataclass(frozen=True)
+class PipelineLabInput:
+    """The pipeline page's whole state: a schedule to simulate and the model it carries."""
+
+    pipeline: PipelineInput
+    model: ModelSpec
+    gpu: GPUSpec
+    tp: int = 1
+    recompute: str = "selective"
+    seq_len: int = 4096
+    micro_batch: int = 1
+    recipe: str = "adam16"
+    activation_model: str = "classic"
+    # The link between neighbouring stages: with it (and no typed ``pipeline.p2p``), each send
+    # costs its real size on that link, in units of one stage's forward at ``mfu``.
+    link: Link | None = None
+    mfu: float = 0.4
+
+
+def stage_forward_seconds(model: ModelSpec, gpu: GPUSpec, *, stages: int, tp: int,
+                          seq_len: int, micro_batch: int, mfu: float) -> float:
+    """Seconds one micro-batch's forward takes through one stage (what f stands for).
+
+    The forward is a third of the training FLOPs per token (6·N + attention, Kaplan et al.
+    2020 / Narayanan et al. 2021: 2·N forward, 4·N backward), over s·b tokens, split over the
+    p stages and the t GPUs of a stage, at ``mfu`` of the GPU's dense BF16 peak.
+    """
+    flops = model_flops_per_token(model, seq_len) / 3 * seq_len * micro_batch
+    return flops / (stages * tp * gpu.bf16_flops * mfu)
+
+
+def on_link(inp: PipelineLabInput) -> PipelineInput:
+    """The pipeline with its sends sized on ``inp.link`` (s·b·h·2/t bytes each way)."""
+    pipe = inp.pipeline
+    if inp.link is None or pipe.p2p is not None:
+        return pipe
+    return replace(
+        pipe,
+        boundary_bytes=boundary_bytes(inp.seq_len, inp.micro_batch, inp.model.hidden, tp=inp.tp),
+        link_bandwidth=inp.link.bandwidth, link_latency=inp.link.latency,
+        forward_seconds=stage_forward_seconds(
+            inp.model, inp.gpu, stages=pipe.stages, tp=inp.tp, seq_len=inp.seq_len,
+            micro_batch=inp.micro_batch, mfu=inp.mfu),
+    )
+
+
+@dataclass(frozen=True)
+class PipelineLabResult:
+    """The simulated schedule, and its per-rank memory when the model can fill the stages."""
+
+    result: PipelineResult
+    memory: StageMemory | None
+    memory_note: str  # why ``memory`` is None
+    memory_field: str = ""  # the canonical field of that reason ("pp", "virtual")
+
+
+def run_pipeline_lab(inp: PipelineLabInput) -> PipelineLabResult:
+    """Simulate the schedule; add each rank's memory unless the model cannot fill it."""
+    result = simulate(on_link(inp))
+    try:
+        memory = stage_memory(result, inp.model, inp.gpu, tp=inp.tp, recompute=inp.recompute,
+                              seq_len=inp.seq_len, micro_batch=inp.micro_batch,
+                              recipe=inp.recipe, activation_model=inp.activation_model)
+    except LabInputError as exc:
+        if exc.field not in PIPELINE_FIELDS:
+            raise
+        return PipelineLabResult(result, None, exc.message, exc.field)
+    return PipelineLabResult(result, memory, "")

@@ -1,0 +1,197 @@
+"""A plan written out for three frameworks: Megatron-LM arguments, a DeepSpeed config and a
+PyTorch FSDP2/DeviceMesh snippet. Each says the same degrees, batch sizes and ZeRO stage.
+
+- Megatron-LM (megatron/training/arguments.py): TP and PP are flags
+  (--tensor-model-parallel-size, --pipeline-model-parallel-size, with
+  --context-parallel-size and --expert-model-parallel-size); DP is not a flag, it is what
+  divides the rest of the launched world, and shows in --global-batch-size = micro-batch x
+  micro-batches x DP. ZeRO-1 is --use-distributed-optimizer; ZeRO-2/3 are Megatron-FSDP's
+  --data-parallel-sharding-strategy optim_grads / optim_grads_params. Interleaving is
+  --num-layers-per-virtual-pipeline-stage.
+- DeepSpeed (deepspeed.ai/docs/config-json): the ZeRO stage is one value,
+  zero_optimization.stage; train_batch_size = micro-batch x gradient_accumulation_steps x
+  DP; the pipeline engine's stages sit under "pipeline", AutoTP's degree under
+  "tensor_parallel.autotp_size".
+- PyTorch FSDP2 (torch.distributed.fsdp.fully_shard) on a DeviceMesh
+  (torch.distributed.device_mesh.init_device_mesh): sharding is a wrapper per transformer
+  block; reshard_after_forward=True is ZeRO-3, False keeps the gathered weights between
+  forward and backward (ZeRO-2); no sharding at all is DDP's replicate.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from labs.core.errors import LabInputError
+from labs.core.limits import EXPORT_FORMATS
+from labs.model.spec import ModelSpec
+from labs.recipe.lab import Plan
+
+FORMATS = EXPORT_FORMATS
+TORCH_SCHEDULES = {  # torch.distributed.pipelining.schedules class per lab schedule id
+    "gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B",
+    "interleaved-1f1b": "ScheduleInterleaved1F1B", "looped-bfs": "ScheduleLoopedBFS",
+    "zb-h1": "ScheduleInterleavedZeroBubble", "interleaved-zb": "ScheduleInterleavedZeroBubble",
+    "zb-v": "ScheduleZBVZeroBubble", "dualpipe-v": "ScheduleDualPipeV",
+}
+
+
+@dataclass(frozen=True)
+class Export:
+    format: str
+    text: str
+    notes: tuple[str, ...]  # what the framework cannot say exactly as the plan does
+
+
+def megatron(plan: Plan, model: ModelSpec) -> Export:
+    notes = []
+    args = [
+        ("--tensor-model-parallel-size", plan.tp),
+        ("--pipeline-model-parallel-size", plan.pp),
+        ("--context-parallel-size", plan.cp),
+        ("--expert-model-parallel-size", plan.ep),
+        ("--micro-batch-size", plan.micro_batch),
+        ("--global-batch-size", plan.global_batch),
+        ("--seq-length", plan.seq_len),
+        ("--num-layers", model.layers),
+        ("--hidden-size", model.hidden),
+        ("--ffn-hidden-size", model.ffn),
+        ("--num-attention-heads", model.heads),
+    ]
+    flags = ["--bf16"]
+    if model.kv_heads != model.heads and not model.uses_mla:
+        flags.append("--group-query-attention")
+        args.append(("--num-query-groups", model.kv_heads))
+    if model.is_moe:
+        args += [("--num-experts", model.experts), ("--moe-router-topk", model.top_k)]
+    if plan.tp > 1:
+        flags.append("--sequence-parallel")
+    if plan.uneven and plan.pp > 1:
+        args += [(f"--decoder-{where}-pipeline-num-layers", n) for where, n in (
+            ("first", plan.first_stage_layers), ("last", plan.last_stage_layers)) if n]
+    if plan.schedule in ("interleaved-1f1b",) and plan.pp > 1 and plan.uneven:
+        args.append(("--num-virtual-stages-per-pipeline-rank", plan.virtual))
+        notes.append("uneven stages with virtual stages: where a stage's layers do not divide "
+                     "by the chunks, Megatron needs the split spelled out with "
+                     "--pipeline-model-parallel-layout")
+    elif plan.schedule in ("interleaved-1f1b",) and plan.pp > 1:
+        args.append(("--num-layers-per-virtual-pipeline-stage",
+                     model.layers // (plan.pp * plan.virtual)))
+    elif plan.schedule != "1f1b" and plan.pp > 1:
+        notes.append(f"Megatron-LM runs 1F1B or interleaved 1F1B; {plan.schedule} is not one "
+                     "of its options, so it falls back to 1F1B")
+    if plan.recompute != "none":
+        args.append(("--recompute-granularity", plan.recompute))
+        if plan.recompute == "full":
+            args += [("--recompute-method", "uniform"), ("--recompute-num-layers", 1)]
+    if plan.zero >= 1:
+        flags += ["--use-distributed-optimizer", "--overlap-grad-reduce",
+                  "--overlap-param-gather"]
+    if plan.zero >= 2:
+        flags.append("--use-megatron-fsdp")
+        args.append(("--data-parallel-sharding-strategy",
+                     "optim_grads" if plan.zero == 2 else "optim_grads_params"))
+    elif plan.zero == 0 and plan.dp > 1:
+        flags.append("--overlap-grad-reduce")
+    lines = [f"  {k} {v}" for k, v in args] + [f"  {f}" for f in flags]
+    world = plan.world_size
+    head = (f"# {world} GPUs: DP = {world} / (TP x PP x CP) = {plan.dp}\n"
+            "torchrun ... pretrain_gpt.py \\\n")
+    return Export("megatron", head + " \\\n".join(lines) + "\n", tuple(notes))
+
+
+def deepspeed(plan: Plan, model: ModelSpec) -> Export:
+    notes = []
+    config: dict = {
+        "train_batch_size": plan.global_batch,
+        "train_micro_batch_size_per_gpu": plan.micro_batch,
+        "gradient_accumulation_steps": plan.microbatches,
+        "bf16": {"enabled": True},
+        "zero_optimization": {"stage": plan.zero, "overlap_comm": True,
+                              "contiguous_gradients": True},
+        "tensor_parallel": {"autotp_size": plan.tp},
+        "pipeline": {"stages": plan.pp, "partition": "uniform",
+                     "activation_checkpoint_interval": 1 if plan.recompute == "full" else 0},
+        "gradient_clipping": 1.0,
+    }
+    if plan.zero == 3:
+        config["zero_optimization"]["stage3_prefetch_bucket_size"] = model.hidden * model.hidden
+    if plan.pp > 1 and plan.zero > 1:
+        notes.append("DeepSpeed's pipeline engine accepts ZeRO stage 0 or 1 only; "
+                     f"stage {plan.zero} needs PP = 1")
+    if plan.cp > 1:
+        notes.append("DeepSpeed's sequence parallelism is Ulysses (all-to-all), not ring "
+                     "context parallelism; the CP degree is not written here")
+    if plan.ep > 1:
+        notes.append("DeepSpeed-MoE sets ep_size on each MoE layer in the model code")
+    return Export("deepspeed", json.dumps(config, indent=2) + "\n", tuple(notes))
+
+
+def fsdp(plan: Plan, model: ModelSpec) -> Export:
+    notes = []
+    dims = [("pp", plan.pp), ("dp", plan.dp), ("cp", plan.cp), ("tp", plan.tp)]
+    shape = tuple(n for _, n in dims)
+    names = tuple(k for k, _ in dims)
+    if plan.zero == 1:
+        notes.append("FSDP2 has no ZeRO-1: the nearest is ZeRO-2 "
+                     "(reshard_after_forward=False), which also shards gradients")
+    schedule = TORCH_SCHEDULES[plan.schedule]
+    if plan.schedule == "zb-h1":
+        notes.append("PyTorch has no single-chunk ZB-H1; its interleaved zero-bubble "
+                     "schedule is the nearest")
+    wrap = "replicate(block, device_mesh=dp_mesh)" if plan.zero == 0 else \
+        "fully_shard(block, mesh=dp_mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)"
+    top = "replicate(stage, device_mesh=dp_mesh)" if plan.zero == 0 else \
+        "fully_shard(stage, mesh=dp_mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)"
+    degrees = f"TP{plan.tp} x PP{plan.pp} x CP{plan.cp} x DP{plan.dp}"
+    text = f'''# {model.name}: {degrees} = {plan.world_size} GPUs
+import torch
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed._composable.replicate import replicate
+from torch.distributed.pipelining import PipelineStage, {schedule}
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel, RowwiseParallel, parallelize_module)
+
+ZERO_STAGE = {plan.zero}
+RESHARD_AFTER_FORWARD = {plan.zero == 3}
+MICRO_BATCH = {plan.micro_batch}
+MICROBATCHES = {plan.microbatches}
+GLOBAL_BATCH = {plan.global_batch}
+SEQ_LEN = {plan.seq_len}
+
+# TP fastest (one node's GPUs), then CP, DP, PP: Megatron's rank order.
+mesh = init_device_mesh("cuda", {shape!r}, mesh_dim_names={names!r})
+tp_mesh, dp_mesh, pp_mesh = mesh["tp"], mesh["dp"], mesh["pp"]
+
+TP_PLAN = {{
+    "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(),
+    "attention.wv": ColwiseParallel(), "attention.wo": RowwiseParallel(),
+    "feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),
+    "feed_forward.w2": RowwiseParallel(),
+}}
+
+
+def build(stage: torch.nn.Module) -> torch.nn.Module:
+    """stage: this pipeline rank's layers ({model.layers} // PP each)."""
+    for block in stage.layers:
+        if tp_mesh.size() > 1:
+            parallelize_module(block, tp_mesh, TP_PLAN)
+        {wrap}  # one wrapper per transformer block
+    {top}
+    return stage
+
+
+def pipeline(stage: torch.nn.Module, loss_fn):
+    pipe = PipelineStage(stage, pp_mesh.get_local_rank(), pp_mesh.size(), torch.device("cuda"))
+    return {schedule}(pipe, n_microbatches=MICROBATCHES, loss_fn=loss_fn)
+'''
+    return Export("fsdp", text, tuple(notes))
+
+
+def export(plan: Plan, model: ModelSpec, fmt: str) -> Export:
+    """The plan for ``fmt`` (one of FORMATS)."""
+    if fmt not in FORMATS:
+        raise LabInputError("format", f"format must be one of {', '.join(FORMATS)}")
+    return {"megatron": megatron, "deepspeed": deepspeed, "fsdp": fsdp}[fmt](plan, model)

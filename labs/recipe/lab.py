@@ -1,0 +1,342 @@
+"""EP08 the 3D recipe: audit a whole training plan on a cluster and estimate its step.
+
+``evaluate(plan, model, cluster, nodes)`` composes the other labs, never re-derives them:
+- the layout rules (``labs.parallel.layout.problems``, ``world_problems``) and the schedule's rules
+  (``labs.schedules.simulate.check_shape``), *all* listed;
+- the memory ledger (``labs.memory.lab``) of the heaviest pipeline stage, with the activations in
+  flight that the schedule keeps (``labs.model.activations.in_flight``); stages are even, or
+  uneven as Megatron's --decoder-first/last-pipeline-num-layers make them (Llama 3 405B's
+  7 + 14 x 8 + 7): the heaviest stage sets the memory, the slowest the pace
+  (``labs.recipe.step_time.step_parts`` says how unequal stages are timed);
+- the bubble measured by the pipeline simulator (``labs.schedules.simulate.simulate``), run at the
+  textbook costs (backward = 2 x forward) and cached by (schedule, p, m, v);
+- the communication parts over the cluster's links (``step_time``, on ``labs.hardware.comm``);
+- the audits, each check worded with its figure and pass mark (``labs.recipe.audits``).
+
+Step time and efficiency are a product of parts (Narayanan et al. 2021, "Efficient
+Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", arXiv:2104.04473,
+sec 3, reasons the same way): a GPU's ideal step is its share of the FLOPs at the rate its
+kernels run, ``matmul_efficiency`` of the datasheet peak (``labs.core.limits``: default the
+matmul ceiling measured on an A100); exposed TP, CP and EP traffic stretch each micro-batch,
+the pipeline bubble stretches the micro-batches' sum by 1/(1 − bubble), and exposed DP
+traffic is added at the end:
+
+    step = m·t_mb / (1 − bubble) + DP exposed,    efficiency = ideal / step.
+
+Efficiency is thus what parallelism keeps of one GPU's speed; the compute rate matters to it
+because the faster a GPU computes, the more the same bytes on the same links weigh.
+MFU = model FLOPs of the step / (step x GPUs x peak), model FLOPs = 6·N·D + attention
+(PaLM appendix B; ``labs.model.flops``): ≈ matmul efficiency x efficiency; full recomputation
+runs ≈ 8·N·D, so it caps MFU near 3/4 of that. Real runs land lower still (layer norms,
+softmax, stragglers): Megatron-LM reports 52% MFU on 3,072 A100s; MegaScale,
+arXiv:2402.15627, 55.2% on 12,288 GPUs.
+
+Everything here is cheap: a planner may call ``evaluate`` many times (results cached).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from functools import lru_cache
+
+from labs.core.errors import LabInputError
+from labs.core.limits import (
+    DEFAULT_MATMUL_EFFICIENCY,
+    MAX_MATMUL_EFFICIENCY,
+    MAX_MICRO_BATCH,
+    MAX_MICROBATCHES,
+    MAX_NODES,
+    MAX_PLAN_GPUS,
+    MAX_SEQ_LEN,
+    MAX_STAGE_LAYERS,
+    MAX_STAGES,
+    MAX_VIRTUAL,
+    MIN_MATMUL_EFFICIENCY,
+    RECOMPUTE,
+    TRAIN_RECIPES,
+)
+from labs.hardware.links import Cluster
+from labs.memory.lab import MemoryInput, MemoryResult, compute_memory
+from labs.model.spec import ModelSpec
+from labs.parallel.layout import ParallelLayout, problems, whole, world_problems
+from labs.recipe.audits import BUBBLE_LIMIT as BUBBLE_LIMIT  # labs.recipe.planner reads it here
+from labs.recipe.audits import EXPOSED_LIMIT as EXPOSED_LIMIT
+from labs.recipe.audits import Audit, audits_of, rule_audits
+from labs.recipe.step_time import Timing, step_parts
+from labs.schedules.catalogue import SCHEDULES
+from labs.schedules.inflight import chunks_per_rank
+from labs.schedules.simulate import PipelineInput, check_shape, placed
+from labs.schedules.stages import uneven_problems
+
+PARALLEL = ("tp", "pp", "dp", "cp", "ep")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The decisions of a training plan. Degrees are validated one by one here; whether they
+    fit together (and the cluster) is what ``evaluate`` audits."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    zero: int = 0
+    recompute: str = "selective"
+    schedule: str = "1f1b"
+    virtual: int = 1
+    micro_batch: int = 1
+    microbatches: int = 1
+    seq_len: int = 4096
+    recipe: str = "adam16"
+    # Megatron's --decoder-first/last-pipeline-num-layers (0: not set, even stages): the
+    # middle stages split the rest evenly (labs.schedules.stages.stage_layer_counts).
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
+
+    def __post_init__(self) -> None:
+        ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep)
+        whole("pp", self.pp, 1, MAX_STAGES, "pipeline stages")
+        whole("zero", self.zero, 0, 3, "ZeRO stage")
+        if self.recompute not in RECOMPUTE:
+            raise LabInputError("recompute", f"recomputation must be one of "
+                                             f"{', '.join(RECOMPUTE)}")
+        if self.schedule not in SCHEDULES:
+            raise LabInputError("schedule", f"unknown schedule {self.schedule!r}; choose one "
+                                            f"of {', '.join(SCHEDULES)}")
+        whole("virtual", self.virtual, 1, MAX_VIRTUAL, "model chunks per rank")
+        whole("micro_batch", self.micro_batch, 1, MAX_MICRO_BATCH, "micro-batch size")
+        whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES, "micro-batches per step")
+        whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "sequence length")
+        if self.recipe not in TRAIN_RECIPES:
+            raise LabInputError("recipe", f"choose a training recipe: {', '.join(TRAIN_RECIPES)}")
+        whole("first_stage_layers", self.first_stage_layers, 0, MAX_STAGE_LAYERS,
+              "layers on the first stage")
+        whole("last_stage_layers", self.last_stage_layers, 0, MAX_STAGE_LAYERS,
+              "layers on the last stage")
+
+    @property
+    def uneven(self) -> bool:
+        """Megatron's uneven first/last stages are set."""
+        return bool(self.first_stage_layers or self.last_stage_layers)
+
+    @property
+    def layout(self) -> ParallelLayout:
+        return ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep)
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def global_batch(self) -> int:
+        """Sequences per step: micro-batch x micro-batches x DP."""
+        return self.micro_batch * self.microbatches * self.dp
+
+
+@dataclass(frozen=True)
+class RecipeResult:
+    plan: Plan
+    model: ModelSpec
+    cluster: Cluster
+    nodes: int
+    audits: tuple[Audit, ...]
+    problems: tuple[LabInputError, ...]  # broken layout or schedule rules (empty when legal)
+    memory: MemoryResult | None = None
+    timing: Timing | None = None
+    bubble_fraction: float = 0.0
+    step_s: float = 0.0
+    ideal_s: float = 0.0  # the GPU's FLOPs of the step at its compute rate
+    matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY  # that rate, a fraction of the peak
+    parts: dict[str, float] | None = None  # efficiency factors: tp, cp, ep, pp, dp
+    segments: dict[str, float] | None = None  # the step bar, seconds, summing to step_s
+
+    @property
+    def legal(self) -> bool:
+        return not self.problems
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.cluster.gpus_per_node
+
+    @property
+    def fits(self) -> bool:
+        return self.memory is not None and self.memory.fits
+
+    @property
+    def passes(self) -> bool:
+        return all(a.ok for a in self.audits)
+
+    @property
+    def memory_per_gpu_bytes(self) -> float | None:
+        return None if self.memory is None else self.memory.total_bytes
+
+    @property
+    def efficiency(self) -> float:
+        return self.ideal_s / self.step_s if self.step_s else 0.0
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.plan.global_batch * self.plan.seq_len
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.step_s if self.step_s else 0.0
+
+    @property
+    def mfu(self) -> float:
+        if not self.step_s or self.timing is None:
+            return 0.0
+        flops = self.timing.model_flops_per_token * self.tokens_per_step
+        return flops / (self.step_s * self.plan.world_size * self.cluster.gpu.bf16_flops)
+
+
+@lru_cache(maxsize=2048)
+def ledger(plan: Plan, model: ModelSpec, cluster: Cluster) -> MemoryResult:
+    """The memory ledger of ``plan``'s every stage (cached: the planner asks first)."""
+    return compute_memory(MemoryInput(
+        model=model, gpu=cluster.gpu, recipe=plan.recipe, seq_len=plan.seq_len,
+        micro_batch=plan.micro_batch, recompute=plan.recompute, tp=plan.tp, pp=plan.pp,
+        cp=plan.cp, dp=plan.dp, ep=plan.ep, zero=plan.zero, schedule=plan.schedule,
+        microbatches=plan.microbatches, virtual=plan.virtual,
+        first_stage_layers=plan.first_stage_layers, last_stage_layers=plan.last_stage_layers))
+
+
+def measured_bubble(schedule: str, p: int, m: int, v: int) -> float:
+    """Idle fraction of the simulated schedule (f = 1, b = w = 1: backward twice forward)."""
+    return _schedule_run(schedule, p, m, v)[0]
+
+
+def pipeline_slack(schedule: str, p: int, m: int, v: int) -> tuple[tuple[float, float], ...]:
+    """Each stage's idle time before its first forward and after its last backward (or
+    weight-gradient) event, as fractions of the simulated makespan: where a stage's DP
+    traffic can hide (labs.recipe.step_time). One stage, no pipeline: none."""
+    return _schedule_run(schedule, p, m, v)[1]
+
+
+@lru_cache(maxsize=1024)
+def _schedule_run(schedule: str, p: int, m: int, v: int) -> tuple[float, tuple]:
+    """One run of the schedule, read twice: its bubble and each stage's slack. The timeline
+    only (``labs.schedules.simulate.placed``): the bubble is measured as its ``simulate``
+    measures it, idle / (p x makespan)."""
+    if p == 1:
+        return 0.0, ((0.0, 0.0),)
+    if schedule == "1f1b":
+        # 1F1B's timeline at these costs in closed form (PipeDream-Flush, Narayanan et al.
+        # 2021 sec 2.2.1): m + p − 1 slots of f + b = 3, rank r's first forward at r·f, its
+        # last backward 2r before the end; bubble (p−1)/(m+p−1). The simulator gives the
+        # same figures (tests/labs/test_recipe_uneven.py), in O(p·m) instead of O(p).
+        span = 3 * (m + p - 1)
+        return (p - 1) / (m + p - 1), tuple((r / span, 2 * r / span) for r in range(p))
+    if schedule == "interleaved-1f1b" and m % p == 0:
+        # The same with v chunks (Narayanan et al. 2021 sec 2.2.2: the warm-up and drain
+        # shrink v-fold) when the micro-batches fill whole rounds of p: span 3(m + (p−1)/v),
+        # rank r's first forward at r·f/v and its last backward 2r/v before the end.
+        span = 3 * (m + (p - 1) / v)
+        return (p - 1) / (v * m + p - 1), tuple((r / v / span, 2 * r / v / span)
+                                                for r in range(p))
+    steps, starts, ends = placed(PipelineInput(schedule=schedule, stages=p, microbatches=m,
+                                               virtual=v))
+    span = max(e[-1] for e in ends)
+    busy = math.fsum(math.fsum(map(operator.sub, ends[r], starts[r])) for r in range(p))
+    bubble = min(max(1.0 - busy / (p * span), 0.0), 1.0)
+    slack = []
+    for acts, start, end in zip(steps, starts, ends, strict=True):
+        first = min((t for a, t in zip(acts, start, strict=True) if a[0] == "F"), default=span)
+        last = max((t for a, t in zip(acts, end, strict=True) if a[0] in ("B", "W")),
+                   default=0.0)
+        slack.append((first / span, (span - last) / span))
+    return bubble, tuple(slack)
+
+
+def rule_problems(plan: Plan, model: ModelSpec, cluster: Cluster,
+                  nodes: int) -> list[LabInputError]:
+    """Every rule the plan breaks: GPU count, layout (heads, layers, sequence, experts) and
+    the schedule's own, in control order."""
+    gpus = nodes * cluster.gpus_per_node
+    found: list[LabInputError] = []
+    if plan.world_size != gpus:
+        found.append(LabInputError(
+            "dp", f"TP x PP x CP x DP = {plan.tp} x {plan.pp} x {plan.cp} x {plan.dp} = "
+                  f"{plan.world_size:,} GPUs, but the cluster has {nodes} x "
+                  f"{cluster.gpus_per_node} = {gpus:,}: Megatron sets DP to what divides "
+                  "the rest"))
+    else:
+        found += [e for e in world_problems(gpus, tp=plan.tp, pp=plan.pp, cp=plan.cp,
+                                            ep=plan.ep) if "expert" not in e.message]
+    found += problems(model, plan.layout, seq_len=plan.seq_len, uneven_pp=plan.uneven)
+    chunks = chunks_per_rank(plan.schedule, plan.virtual) if plan.pp > 1 else 1
+    found += [e for e in uneven_problems(model.layers, plan.pp, plan.first_stage_layers,
+                                         plan.last_stage_layers, chunks)
+              if e.field != "virtual" or plan.pp * chunks <= model.layers]
+    if plan.pp > 1:
+        try:
+            check_shape(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
+            chunks = PipelineInput(schedule=plan.schedule, stages=plan.pp,
+                                   microbatches=plan.microbatches, virtual=plan.virtual).chunks
+        except LabInputError as exc:
+            found.append(exc)
+        else:
+            if plan.pp * chunks > model.layers:
+                found.append(LabInputError("virtual", f"{model.layers} layers cannot fill "
+                                                      f"{plan.pp} stages x {chunks} chunks"))
+    return found
+
+
+def evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
+             matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY) -> RecipeResult:
+    """Audit ``plan`` for ``model`` on ``nodes`` nodes of ``cluster`` and time its step, the
+    GPUs computing at ``matmul_efficiency`` of their dense BF16 peak."""
+    return _evaluate(plan, model, cluster, nodes, matmul_efficiency)
+
+
+def check_matmul_efficiency(value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            MIN_MATMUL_EFFICIENCY <= value <= MAX_MATMUL_EFFICIENCY):
+        raise LabInputError("matmul_efficiency", f"matmul efficiency must be a fraction of the "
+                                                 f"peak from {MIN_MATMUL_EFFICIENCY} to "
+                                                 f"{MAX_MATMUL_EFFICIENCY}")
+
+
+@lru_cache(maxsize=4096)
+def _evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
+              matmul_efficiency: float) -> RecipeResult:
+    # The page's clusters stop at MAX_NODES; the planner's go to MAX_PLAN_GPUS GPUs.
+    whole("nodes", nodes, 1, max(MAX_NODES, MAX_PLAN_GPUS // cluster.gpus_per_node), "nodes")
+    check_matmul_efficiency(matmul_efficiency)
+    found = tuple(rule_problems(plan, model, cluster, nodes))
+    if found:
+        return RecipeResult(plan, model, cluster, nodes, rule_audits(found), found,
+                            matmul_efficiency=matmul_efficiency)
+    memory = ledger(plan, model, cluster)
+    bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
+    timing = step_parts(model, plan.layout, cluster, seq_len=plan.seq_len,
+                        micro_batch=plan.micro_batch, microbatches=plan.microbatches,
+                        recompute=plan.recompute, zero=plan.zero, schedule=plan.schedule,
+                        virtual=plan.virtual, recipe=plan.recipe,
+                        first=plan.first_stage_layers, last=plan.last_stage_layers,
+                        matmul_efficiency=matmul_efficiency, bubble=bubble,
+                        slack=pipeline_slack(plan.schedule, plan.pp, plan.microbatches,
+                                             plan.virtual))
+    micro, m = timing.micro, plan.microbatches
+    busy = m * micro.total
+    pipeline = busy / (1 - bubble)
+    parts = {p.name: p for p in timing.parts}
+    step = pipeline + parts["dp"].exposed
+    # The micro-batch is timed on the slowest stage (the most layers); the GPU's ideal is
+    # its even share of the FLOPs, and the difference is the wait uneven stages cost.
+    compute = m * micro.compute / timing.stage_imbalance
+    seg = {"compute": compute, "stages": m * micro.compute - compute, "tp": m * micro.tp,
+           "cp": m * micro.cp_exposed, "ep": m * micro.ep, "bubble": pipeline - busy,
+           "dp": parts["dp"].exposed}
+    # Telescoping factors: their product is compute / step exactly.
+    running, factors = compute, {}
+    for name in ("stages", "tp", "cp", "ep", "bubble", "dp"):
+        factors["pp" if name == "bubble" else name] = running / (running + seg[name])
+        running += seg[name]
+    result = RecipeResult(plan, model, cluster, nodes, (), (), memory, timing, bubble, step,
+                          compute, matmul_efficiency, factors, seg)
+    return RecipeResult(plan, model, cluster, nodes, audits_of(result), (), memory, timing,
+                        bubble, step, compute, matmul_efficiency, factors, seg)

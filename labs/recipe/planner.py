@@ -1,0 +1,315 @@
+"""EP08's auto-planner: every valid plan for a model, a cluster and a sequence length, ranked.
+
+The candidates (bounded; ``candidates``):
+- TP: divisors of the GPUs per node (TP stays inside a node) that divide the attention heads
+  and the KV heads (Megatron asserts both; ``labs.parallel.layout.problems``);
+- PP: every stage count up to ``MAX_STAGES`` (and the layers) that divides the GPUs: even
+  stages where it divides the layers, otherwise Megatron's uneven first and last stages
+  (``uneven_split``: the middle stages take ceil(L/p) layers, the first and last the rest,
+  lighter; Llama 3 405B's 126 layers on 16 stages: 7, 8 x 14, 7, as Meta ran it, Llama 3
+  paper arXiv:2407.21783 sec 3.3.2); CP: powers of two up to ``MAX_PLAN_CP`` with the
+  sequence a multiple of 2·CP (zigzag); EP (MoE only): divisors of the expert count; DP takes
+  the rest;
+- ZeRO 0–3, recomputation none / selective / full;
+- schedules: 1F1B, and interleaved 1F1B with v = 2, 4 or 8 chunks per rank, as many as every
+  stage has layers for (Narayanan et al. 2021 sec 2.2.2: the bubble shrinks by v, at v times
+  the point-to-point traffic; with as few micro-batches as stages, as Llama 3's 16 on 16
+  stages, only v >= 4 brings the bubble under the audit's limit) — the set stays bounded at
+  |TP|·|PP|·|CP|·|EP|·4·3·(1 + |V|)·|micro-batch| plans;
+- micro-batch 1, 2 or 4 sequences; micro-batches = global batch / (micro-batch x DP), whole.
+
+The search, cheapest test first:
+1. the recipe lab's own rules (``labs.recipe.lab.rule_problems``);
+2. the bubble audit, first on the textbook bubble (p−1)/(v·m+p−1), which the simulated one
+   never undercuts (tests/labs/test_recipe_uneven.py checks it over the planner's shapes),
+   then on the measured bubble itself once a plan is reached; and a lower bound of the
+   ledger's memory (the weight, gradient and optimizer bytes of the heaviest stage,
+   ZeRO-sharded as ``labs.memory.lab`` shards them, or the first stage's with the activations
+   it holds), then the ledger itself (``labs.memory.lab.compute_memory``) — plans that do not
+   fit are dropped;
+3. an upper bound of throughput: m micro-batches of the slowest stage's FLOPs share at the
+   lab's compute rate (``labs.model.flops.hardware_flops_per_token`` at ``matmul_efficiency``
+   of the peak, as ``labs.recipe.step_time`` counts them) plus the blocking TP collectives
+   (``tensor_parallel.comm``; TP sits inside a node, so its cost needs no rank placement) and the
+   exposed CP ring passes (``labs.recipe.step_time.cp_ring``, the lab's own), stretched by the
+   bubble, plus a floor of ZeRO-3's exposed weight traffic (``zero3_floor``). The EP and
+   DP traffic only adds time, so no plan beats its bound. The bound first takes the
+   textbook bubble; a plan reached in the queue is re-bounded with the measured bubble
+   (``labs.recipe.lab.measured_bubble``, the very figure the recipe lab uses) and queued
+   again, so only the pipelines the search reaches are simulated. (GPT-3 on 2,048 GPUs
+   took 4 s: simulating every candidate's pipeline up front, up to 65,536 actions each,
+   and timing ~700 plans that failed the CP audit the bound did not see.)
+4. exact figures (branch and bound): plans are evaluated by ``labs.recipe.lab.evaluate`` in
+   order of their bound, fastest first; the search stops once it holds ``top`` plans that
+   pass every audit and the next bound is slower than the slowest of them. No plan left can
+   beat its bound, so the ranking shown is the lab's own, and is complete.
+
+Every returned plan is exact, at any GPU count: the lab places rank groups from their pattern
+(``labs.recipe.step_time.spread``, O(group) rather than O(GPUs)). ``MAX_EVALUATIONS`` bounds the
+work of one search; should it run out first, ``complete`` says so (the plans shown are still
+exact and pass every audit, a faster one may remain).
+
+Measured (``planner_time`` in tests/benchmarks/bench.py, caches cleared for the cold run,
+on a shared 2-core box under other jobs' load, so ranges): Llama 3.1 405B on 16,384 H100s
+at Meta's batch (2,048 x 8,192 tokens): 20 plans, 259 timed, 0.34-0.66 s cold, 0.15-0.20 s
+warm (before uneven stages and v up to 8: no plan, 0.17 s cold CPU); GPT-3 175B on 2,048
+H100s, batch 1,536: 0.40-0.50 s cold, 0.29-0.55 s warm (was 2.9 s cold CPU, 8 s wall).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from itertools import product
+
+from labs.core.errors import LabInputError
+from labs.core.limits import (
+    DEFAULT_MATMUL_EFFICIENCY,
+    MAX_GLOBAL_BATCH,
+    MAX_MICROBATCHES,
+    MAX_PLAN_GPUS,
+    MAX_STAGES,
+    ZERO_STAGES,
+)
+from labs.hardware.links import Cluster
+from labs.model.spec import ModelSpec
+from labs.parallel.layout import divisors, whole
+from labs.recipe.bounds import (
+    bound_step_s,
+    core_bound,
+    state_bytes_floor,
+    textbook_bubble,
+    zero3_floor,
+)
+from labs.recipe.lab import (
+    BUBBLE_LIMIT,
+    Plan,
+    RecipeResult,
+    check_matmul_efficiency,
+    evaluate,
+    ledger,
+    measured_bubble,
+    rule_problems,
+)
+from labs.schedules.stages import stage_layer_counts, uneven_split
+
+MAX_PLAN_CP = 16
+MICRO_BATCHES = (1, 2, 4)  # sequences per micro-batch tried
+PLAN_VIRTUAL = (2, 4, 8)  # interleaved chunks per rank tried (each stage needs v layers)
+PLAN_SCHEDULES = (("1f1b", 1),) + tuple(("interleaved-1f1b", v) for v in PLAN_VIRTUAL)
+PLAN_RECOMPUTE = ("none", "selective", "full")
+MAX_CANDIDATES = 50_000  # a request that would enumerate more is refused
+MAX_SHAPE_LOOPS = 100_000  # TP x PP x CP x EP x schedule x micro-batch combinations looked at
+MAX_TOP = 50
+MAX_EVALUATIONS = 2000  # exact evaluations one search may run (each is ~1 ms)
+# Actions (2·p·m·v) of the distinct pipelines one search may simulate, each once (cached in
+# labs.recipe.lab by (schedule, p, m, v)); the simulator places ~1M actions in ~2 s here.
+MAX_SIMULATED_EVENTS = 1_000_000
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    model: ModelSpec
+    cluster: Cluster
+    gpus: int
+    seq_len: int
+    global_batch: int
+    recipe: str = "adam16"
+    top: int = 20
+    matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY  # the recipe lab's compute rate
+
+    def __post_init__(self) -> None:
+        whole("gpus", self.gpus, 1, MAX_PLAN_GPUS, "GPUs")
+        check_matmul_efficiency(self.matmul_efficiency)
+        if self.gpus % self.cluster.gpus_per_node:
+            raise LabInputError("gpus", f"{self.gpus:,} GPUs are not whole nodes of "
+                                        f"{self.cluster.gpus_per_node}")
+        whole("global_batch", self.global_batch, 1, MAX_GLOBAL_BATCH, "global batch")
+        whole("top", self.top, 1, MAX_TOP, "plans to return")
+
+    @property
+    def nodes(self) -> int:
+        return self.gpus // self.cluster.gpus_per_node
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One plan with the recipe lab's own figures (``exact``: always, since every returned
+    plan is evaluated; kept in the API for its readers)."""
+
+    plan: Plan
+    memory_per_gpu_bytes: float
+    step_s: float
+    tokens_per_s: float
+    mfu: float
+    bubble_fraction: float
+    exact: bool
+    passes: bool
+    result: RecipeResult | None = None
+    pareto: bool = False
+
+
+@dataclass(frozen=True)
+class PlanSearch:
+    request: PlanRequest
+    plans: tuple[Ranked, ...]  # ranked, fastest first
+    candidates: int  # enumerated
+    legal: int  # passing the rules
+    hopeful: int  # legal and not over memory on weights and optimizer state alone
+    evaluated: int  # plans checked by the lab (its ledger, then its timing if they fit)
+    complete: bool  # the ranking is provably the lab's top (bound search finished)
+
+
+def candidates(req: PlanRequest) -> list[Plan]:
+    """Every plan of the bounded set for ``req`` (before the rules and memory)."""
+    return [variant for shape in shapes(req) for variant in variants(shape)]
+
+
+def _refuse(count: int) -> None:
+    if count > MAX_CANDIDATES:
+        raise LabInputError("gpus", f"{count:,} candidate plans; the planner searches at most "
+                                    f"{MAX_CANDIDATES:,}")
+
+
+def variants(shape: Plan) -> list[Plan]:
+    """A shape's plans: every ZeRO stage and recomputation (the recipe lab's rules do not
+    depend on either, so a shape is checked once)."""
+    return [_with(shape, zero=zero, recompute=rec)
+            for zero, rec in product(ZERO_STAGES, PLAN_RECOMPUTE)]
+
+
+def _with(plan: Plan, **changes) -> Plan:
+    """``plan`` with fields changed to values taken from the planner's own validated sets
+    (ZERO_STAGES, PLAN_RECOMPUTE), without ``Plan.__post_init__``'s re-validation of every
+    other field: a search makes thousands (``dataclasses.replace`` cost it 0.1 ms each)."""
+    new = object.__new__(Plan)
+    new.__dict__.update(plan.__dict__, **changes)
+    return new
+
+
+def shapes(req: PlanRequest) -> list[Plan]:
+    """The layouts and schedules of the bounded set (ZeRO 0, selective recomputation)."""
+    m, gpus, g = req.model, req.gpus, req.cluster.gpus_per_node
+    kv = m.heads if m.uses_mla else m.kv_heads
+    tps = [t for t in divisors(g) if m.heads % t == 0 and kv % t == 0]
+    splits = {p: (0, 0) if m.layers % p == 0 else uneven_split(m.layers, p)
+              for p in range(1, min(MAX_STAGES, m.layers) + 1) if gpus % p == 0}
+    pps = [p for p, split in splits.items() if split is not None]
+    cps = [c for c in (1, 2, 4, 8, 16) if c <= MAX_PLAN_CP and req.seq_len % (2 * c) == 0
+           or c == 1]
+    eps = [e for e in divisors(m.experts, gpus)] if m.is_moe else [1]
+    per_shape = len(ZERO_STAGES) * len(PLAN_RECOMPUTE)
+    # The loops' bound first (most of their combinations do not divide the GPUs and make no
+    # plan), then the plans made.
+    loops = len(tps) * len(pps) * len(cps) * len(eps) * len(PLAN_SCHEDULES) * len(MICRO_BATCHES)
+    if loops > MAX_SHAPE_LOOPS:
+        raise LabInputError("gpus", f"{loops:,} layouts and schedules to try; the planner "
+                                    f"tries at most {MAX_SHAPE_LOOPS:,}")
+    found = []
+    for tp, pp, cp, ep in product(tps, pps, cps, eps):
+        if gpus % (tp * pp * cp) or gpus % (ep * pp):
+            continue
+        dp = gpus // (tp * pp * cp)
+        first, last = splits[pp]
+        fewest = min(stage_layer_counts(m.layers, pp, first, last))
+        for b in MICRO_BATCHES:
+            if req.global_batch % (b * dp):
+                continue
+            mb = req.global_batch // (b * dp)
+            if mb > MAX_MICROBATCHES:
+                continue
+            for sched, v in PLAN_SCHEDULES:
+                if pp == 1 and sched != "1f1b" or v > fewest:
+                    continue  # no pipeline: the schedule is moot; or a stage has too few layers
+                found.append(Plan(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, schedule=sched,
+                                  virtual=v, micro_batch=b,
+                                  microbatches=mb, seq_len=req.seq_len, recipe=req.recipe,
+                                  first_stage_layers=first, last_stage_layers=last))
+    _refuse(len(found) * per_shape)
+    return found
+
+
+def _ledger_bytes(plan: Plan, req: PlanRequest) -> float:
+    """The heaviest stage's bytes per GPU: the ledger ``labs.recipe.lab.evaluate`` audits (the
+    same cached call)."""
+    return ledger(plan, req.model, req.cluster).total_bytes
+
+
+def _from_result(r: RecipeResult) -> Ranked:
+    return Ranked(r.plan, r.memory_per_gpu_bytes or 0.0, r.step_s, r.tokens_per_s, r.mfu,
+                  r.bubble_fraction, True, r.passes, r)
+
+
+def pareto_front(plans: list[Ranked]) -> set[int]:
+    """Indices of the plans no other beats on both memory per GPU (lower) and throughput."""
+    order = sorted(range(len(plans)), key=lambda i: (plans[i].memory_per_gpu_bytes,
+                                                     -plans[i].tokens_per_s))
+    front, best = set(), -1.0
+    for i in order:
+        if plans[i].tokens_per_s > best:
+            front.add(i)
+            best = plans[i].tokens_per_s
+    return front
+
+
+def search(req: PlanRequest) -> PlanSearch:
+    """Rank the valid plans of ``req`` by throughput (tokens per second), fastest first."""
+    model, cluster, nodes, rate = req.model, req.cluster, req.nodes, req.matmul_efficiency
+    capacity = cluster.gpu.memory_bytes
+    found = shapes(req)
+    legal = [p for p in found if not rule_problems(p, model, cluster, nodes)]
+    # The floor is a few multiplications; the ledger itself runs only on plans in reach.
+    # A bubble over the audit's limit fails the lab's audit whatever else: drop it here too
+    # (the textbook bubble first, a lower bound of the simulated one).
+    queue, flops = [], cluster.gpu.bf16_flops * rate
+    for shape in legal:
+        bubble = textbook_bubble(shape)
+        if bubble > BUBBLE_LIMIT:
+            continue
+        core = {}  # compute + TP + bubble depend on the recomputation, not on ZeRO
+        for plan in variants(shape):
+            if state_bytes_floor(plan, model) > capacity:
+                continue
+            if plan.recompute not in core:
+                core[plan.recompute] = core_bound(plan, model, cluster, flops, bubble)
+            bound = core[plan.recompute] + zero3_floor(plan, model, cluster, flops)
+            queue.append((bound, len(queue), False, plan))
+    hopeful = len(queue)
+    heapq.heapify(queue)
+    ranked: list[Ranked] = []
+    evaluated, simulated, complete = 0, {}, True
+    while queue:
+        bound, i, exact_bubble, plan = heapq.heappop(queue)
+        if len(ranked) >= req.top and bound > ranked[req.top - 1].step_s:
+            break  # no plan left can enter the top (a tie might, on less memory)
+        if not exact_bubble and plan.pp > 1:
+            # Reached on the textbook bubble: simulate it, and queue it again on that.
+            key = (plan.schedule, plan.pp, plan.microbatches, plan.virtual)
+            if key not in simulated:
+                events = 2 * plan.pp * plan.microbatches * plan.virtual
+                if sum(simulated.values()) + events > MAX_SIMULATED_EVENTS:
+                    complete = False
+                    break
+                simulated[key] = events
+            bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
+            if bubble <= BUBBLE_LIMIT:
+                heapq.heappush(queue, (bound_step_s(plan, model, cluster, rate, bubble), i,
+                                       True, plan))
+            continue
+        if evaluated >= MAX_EVALUATIONS:
+            complete = False
+            break
+        evaluated += 1
+        if _ledger_bytes(plan, req) > capacity:
+            continue  # over memory fails the lab's memory audit: no need to time it
+        result = evaluate(plan, model, cluster, nodes, rate)
+        if result.passes:
+            ranked.append(_from_result(result))
+            # Equal steps (ZeRO stages whose traffic hides) list the lighter plan first.
+            ranked.sort(key=lambda r: (r.step_s, r.memory_per_gpu_bytes))
+    ranked = ranked[:req.top]
+    front = pareto_front(ranked)
+    ranked = [Ranked(**{**r.__dict__, "pareto": i in front}) for i, r in enumerate(ranked)]
+    per_shape = len(ZERO_STAGES) * len(PLAN_RECOMPUTE)
+    return PlanSearch(req, tuple(ranked), len(found) * per_shape, len(legal) * per_shape,
+                      hopeful, evaluated, complete)

@@ -1,0 +1,90 @@
+"""RL training recipes (EP09) as data: ``labs/presets/rl_recipes.json``.
+
+One row per model of the curriculum's recipe table: training GPUs, TP/PP/CP/EP, GPUs per
+serving (rollout) engine, CPU Adam and recomputation, each with its source (a THUDM/slime
+launch script where one is published; otherwise the row is the curriculum's and says so).
+The file also holds the experiment the recipes assume (response limit, prompts x responses)
+and each GPU preset's HBM bandwidth, which decode speed needs and ``gpus.json`` does not carry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from labs.core.data import read
+from labs.core.errors import LabInputError
+from labs.model.presets import get_model
+from labs.model.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class RLRecipe:
+    id: str
+    model: str  # model preset id (labs/presets/models.json)
+    name: str
+    train_gpus: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    engine_gpus: int  # GPUs per serving engine (slime's --rollout-num-gpus-per-engine)
+    cpu_adam: bool  # --optimizer-cpu-offload
+    recompute: str
+    source: str
+
+    @property
+    def spec(self) -> ModelSpec:
+        return get_model(self.model)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    response_len: int
+    prompt_len: int
+    prompts: int
+    responses_per_prompt: int
+    gpus_per_node: int
+    source: str
+
+
+@cache
+def _data() -> dict:
+    return read("rl_recipes.json")
+
+
+@cache
+def _recipes() -> dict[str, RLRecipe]:
+    return {row["id"]: RLRecipe(**row) for row in _data()["recipes"]}
+
+
+def recipes() -> dict[str, RLRecipe]:
+    """The six recipes by id, in the table's order."""
+    return dict(_recipes())
+
+
+def get_recipe(recipe_id: str) -> RLRecipe:
+    found = _recipes()
+    if recipe_id not in found:
+        raise LabInputError("preset", f"unknown recipe {recipe_id!r}; choose one of: "
+                                      f"{', '.join(found)}")
+    return found[recipe_id]
+
+
+@cache
+def experiment() -> Experiment:
+    return Experiment(**_data()["experiment"])
+
+
+@cache
+def _bandwidths() -> dict[str, tuple[float, str]]:
+    return {row["gpu"]: (row["bytes_per_second"], row["source"])
+            for row in _data()["memory_bandwidth"]}
+
+
+def memory_bandwidth(gpu_id: str) -> float:
+    """HBM bytes/s of a GPU preset (datasheet, cited in the data file)."""
+    found = _bandwidths()
+    if gpu_id not in found:
+        raise LabInputError("gpu", f"no memory bandwidth on file for GPU {gpu_id!r}")
+    return found[gpu_id][0]

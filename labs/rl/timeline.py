@@ -1,0 +1,128 @@
+"""One RL step in time (EP09): rollout, training and weight sync, per placement.
+
+- Rollout: ``labs.rl.serving`` (prefill compute-bound, decode bound by HBM reads); with a
+  prefill/decode split the two pools work as a pipeline, so the slower one sets the pace
+  (DistServe, arXiv:2401.09670), plus moving the prompts' KV cache over the network once.
+- Training: hardware FLOPs per token (``labs.model.flops``: 6·N + attention, recomputation on top)
+  plus one forward for the log-probabilities of the samples (2·N; slime recomputes them before
+  the update), at TRAIN_MFU of the GPUs' BF16 peak; CPU Adam adds the trip of each rank's
+  gradients down and weights up over PCIe (slime overlaps part of it:
+  --overlap-cpu-optimizer-d2h-h2d; counted whole here, an upper bound).
+- Weight sync: bf16 weights, 2 B x params. Colocated (slime's update through CUDA IPC): each
+  GPU all-gathers its pipeline stage's weights over NVLink, then the engine on the same GPU
+  maps them; the switch also offloads the trainer's weights and gradients to host and reloads
+  the engine's weights over PCIe. Separate pools (NCCL broadcast from the trainer to every
+  engine): each rollout GPU receives all 2 B x params over its network port.
+- Steps: colocated runs rollout, train, sync in turn; separate pools overlap rollout k+1 with
+  training k (slime's train_async.py: one step off-policy), and the sync waits for both, so a
+  step takes max(rollout, train) + sync.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labs.hardware.links import get_link
+from labs.model.flops import hardware_flops_per_token, matmul_params
+from labs.rl.recipes import memory_bandwidth
+from labs.rl.serving import (
+    WEIGHT_BYTES,
+    decode_seconds,
+    kv_bytes_per_token,
+    per_engine,
+    prefill_seconds,
+)
+
+TRAIN_MFU = 0.35  # estimate for long-sequence MoE RL training steps
+PCIE_LINK = "pcie-5"  # host <-> GPU (labs/presets/links.json)
+STEPS_DRAWN = 3
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    rollout: float
+    train: float
+    sync: float
+    sync_bytes_per_gpu: float
+    sync_link: str
+    step: float
+
+
+def rollout_seconds(inp) -> float:
+    m, g, e = inp.model, inp.gpu, inp.engine_gpus
+    bw = memory_bandwidth(g.id)
+    ext = inp.external_engines
+    args = (inp.prompt_len, inp.response_len, inp.kv_dtype)
+    if inp.placement == "separate-pd":
+        p = inp.prefill_count
+        d = max(inp.engine_count - p, 1)
+        prefill = prefill_seconds(m, g, inp.samples * inp.prompt_len, p * e)
+        decode = decode_seconds(m, g, bw, e, per_engine(inp.samples, d + ext), *args)
+        kv_move = (inp.samples * inp.prompt_len * kv_bytes_per_token(m, inp.kv_dtype)
+                   / (p * e * g.network_bandwidth))
+        return max(prefill, decode) + kv_move
+    n = inp.engine_count + ext
+    prefill = prefill_seconds(m, g, inp.samples * inp.prompt_len, n * e)
+    return prefill + decode_seconds(m, g, bw, e, per_engine(inp.samples, n), *args)
+
+
+def train_seconds(inp, weights_per_gpu: float) -> float:
+    m, g = inp.model, inp.gpu
+    tokens = inp.samples * (inp.prompt_len + inp.response_len)
+    per_token = hardware_flops_per_token(m, inp.seq_len, inp.recompute) + 2 * matmul_params(m)
+    compute = tokens * per_token / (inp.train_gpus * g.bf16_flops * TRAIN_MFU)
+    if not inp.cpu_adam:
+        return compute
+    # bf16 grads down and bf16 weights up for the rank's own parameters.
+    local_params = weights_per_gpu / WEIGHT_BYTES
+    return compute + 2 * WEIGHT_BYTES * local_params / get_link(PCIE_LINK).bandwidth
+
+
+def sync_seconds(inp, resident_train_bytes: float) -> tuple[float, float, str]:
+    """(seconds, bytes each receiving GPU takes in, link) for one weight update."""
+    m, g = inp.model, inp.gpu
+    full = WEIGHT_BYTES * m.params
+    pcie = get_link(PCIE_LINK).bandwidth
+    if inp.colocated:
+        gathered = full / inp.pp
+        switch = (resident_train_bytes + full / inp.engine_gpus) / pcie
+        return gathered / g.scale_up_bandwidth + switch, gathered, "NVLink (CUDA IPC)"
+    return full / g.network_bandwidth, full, "network (NCCL broadcast)"
+
+
+def step_times(inp, weights_per_gpu: float, resident_train_bytes: float) -> StepTimes:
+    r = rollout_seconds(inp)
+    t = train_seconds(inp, weights_per_gpu)
+    s, sync_bytes, link = sync_seconds(inp, resident_train_bytes)
+    step = r + t + s if inp.colocated else max(r, t) + s
+    return StepTimes(r, t, s, sync_bytes, link, step)
+
+
+def phases(colocated: bool, times: StepTimes) -> list[tuple[str, str, int, float, float]]:
+    """(lane, phase, step, start, end) for the first STEPS_DRAWN steps."""
+    r, t, s = times.rollout, times.train, times.sync
+    out = []
+    if colocated:
+        clock = 0.0
+        for k in range(STEPS_DRAWN):
+            for name, length in (("rollout", r), ("train", t), ("weight_sync", s)):
+                out.append(("colocated", name, k, clock, clock + length))
+                clock += length
+        return out
+    # slime's train_async.py: rollout k+1 starts as soon as rollout k is handed to training
+    # (with the old weights: one step off-policy); sync k waits for training k and for the
+    # rollout in flight (engines must be idle), then rollout k+2 starts with the new weights.
+    rollout_start = {0: 0.0, 1: r}
+    sync_end = 0.0
+    for k in range(STEPS_DRAWN):
+        out.append(("rollout", "rollout", k, rollout_start[k], rollout_start[k] + r))
+        train_start = max(rollout_start[k] + r, sync_end)
+        out.append(("training", "train", k, train_start, train_start + t))
+        sync_start = max(train_start + t, rollout_start[k + 1] + r)
+        sync_end = sync_start + s
+        out.append(("training", "weight_sync", k, sync_start, sync_end))
+        out.append(("rollout", "weight_sync", k, sync_start, sync_end))
+        rollout_start[k + 2] = sync_end
+    out.append(("rollout", "rollout", STEPS_DRAWN, rollout_start[STEPS_DRAWN],
+                rollout_start[STEPS_DRAWN] + r))
+    return out

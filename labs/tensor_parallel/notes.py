@@ -1,0 +1,47 @@
+"""The assumptions behind EP04's figures, written out for the page (labs.tensor_parallel.lab)."""
+
+from __future__ import annotations
+
+from labs.tensor_parallel.lab import TPResult
+
+
+def assumptions(result: TPResult) -> tuple[str, ...]:
+    """The compute and bandwidth assumptions behind the figures, in the page's words."""
+    inp, cost = result.input, result.cost
+    gpu, topo = inp.gpu, inp.topology
+    rate = gpu.bf16_flops * inp.mfu
+    notes = [
+        f"Compute: 6 FLOPs per weight per token (forward + backward) plus the attention "
+        f"scores, at {100 * inp.mfu:.0f}% MFU of the {gpu.name}'s {gpu.bf16_flops / 1e12:,.0f} "
+        f"TFLOP/s dense BF16 peak = {rate / 1e12:,.0f} TFLOP/s per GPU; each GPU of the group "
+        f"does a t-th of it (K and V stop shrinking past {inp.model.kv_heads} KV heads).",
+    ]
+    if topo.cluster is not None:
+        c = topo.cluster
+        notes.append(
+            f"Links: {c.gpus_per_node} GPUs per node on {c.intra.name} "
+            f"({c.intra.bandwidth / 1e9:,.0f} GB/s per direction per GPU, "
+            f"α = {c.intra.latency * 1e6:.0f} µs per ring step); a group larger than a node "
+            f"crosses {c.inter.name} ({c.inter.bandwidth / 1e9:,.3g} GB/s per port, one port "
+            f"per GPU, α = {c.inter.latency * 1e6:.0f} µs), its slowest link.")
+    else:
+        link = topo.link
+        where = "inside one node" if link.kind == "scale-up" else \
+            "each GPU in its own node, one port each"
+        notes.append(f"Link: {link.name}, {link.bandwidth / 1e9:,.3g} GB/s per direction, "
+                     f"α = {link.latency * 1e6:.0f} µs per ring step, {where}.")
+    notes += [
+        f"Collectives: ring algorithms on the α–β model; each moves the s·b·h bf16 "
+        f"activations ({result.collective_bytes / 1e6:,.1f} MB); 4 per layer per step "
+        + ("as 4 all-gathers + 4 reduce-scatters (sequence parallelism), "
+           if inp.sp else "as all-reduces, ")
+        + "none overlapped with compute (each blocks the next matmul).",
+        f"Per step: {inp.model.layers} layers plus the vocabulary-parallel embedding and "
+        f"output layer (2 more collectives), one micro-batch of {inp.micro_batch} x "
+        f"{inp.seq_len:,} tokens; the cross-entropy's small all-reduces are left out.",
+        f"Efficiency = one GPU's time ÷ (t x the group's time): {cost.step_speedup:.2f}x on "
+        f"{cost.tp} GPUs = {100 * cost.step_efficiency:.1f}%.",
+        "Memory: the EP01 ledger, training with mixed-precision Adam (16 B/param), "
+        f"{inp.recompute} recomputation, sequence parallelism {'on' if inp.sp else 'off'}.",
+    ]
+    return tuple(notes)

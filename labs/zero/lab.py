@@ -1,0 +1,347 @@
+"""EP03 Sharding state: ZeRO stages against the data-parallel degree, their wire traffic, and
+the two knobs beside them (activation checkpointing, optimizer offload).
+
+Composed from the other labs, never re-derived:
+- the per-GPU bill of every (DP degree, ZeRO stage) is EP01's ledger (``labs.memory.lab``), whose
+  ZeRO sharding follows Rajbhandari et al. 2020, "ZeRO" (arXiv:1910.02054) Figure 1: with D
+  replicas, 16-byte recipe 16P, 4P + 12P/D, 2P + 14P/D, 16P/D; 18-byte 18P, 6P + 12P/D,
+  2P + 16P/D, 18P/D. Activations are not sharded by any stage;
+- collective times are the α–β model of ``labs.hardware.comm`` on a cluster of its ``links``;
+- compute per step is ``labs.model.flops`` (6N + attention, recomputation adds its forward) at a
+  fixed MFU.
+
+Wire volume per GPU per step (ZeRO paper sec 7.2; PyTorch FSDP, Zhao et al. 2023,
+arXiv:2304.11277 sec 3): with S the gradient (= bf16 weight) bytes, plain DP all-reduces
+the gradients, 2(D−1)/D·S. ZeRO-1/2 reduce-scatter the gradients and all-gather the updated
+weights: (D−1)/D·S each, the same 2(D−1)/D·S. ZeRO-3/FSDP frees the weights after use and
+all-gathers them again in forward and in backward, then reduce-scatters the gradients:
+3(D−1)/D·S, 1.5x. Gradients travel in bf16 in both recipes (DeepSpeed's default
+``communication_data_type`` is the model's dtype; the 18-byte recipe's fp32 gradients are the
+local accumulation buffer), so the ratios hold for both.
+
+Hiding (overlap of communication with compute, FSDP paper sec 3.3, Megatron-LM's
+``--overlap-grad-reduce`` / ``--overlap-param-gather``): forward collectives hide behind the
+forward pass (a third of the model FLOPs), backward ones behind the backward pass (the rest,
+recomputation included); what exceeds its window is exposed. ZeRO-1/2's weight all-gather runs
+during the next forward (Megatron's overlapped parameter gather).
+
+Optimizer offload (Ren et al. 2021, "ZeRO-Offload", arXiv:2101.06840 sec 4): the rank's
+optimizer shard lives in host RAM and the CPU runs Adam; each step its gradients cross PCIe
+down during backward (hidden while they fit that window) and its updated bf16 weights cross
+back up before the next forward (exposed, without the paper's one-step delayed update). The
+CPU Adam step's own time is not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labs.core.errors import LabInputError
+from labs.core.limits import (
+    ACTIVATION_MODELS,
+    HOST_LINKS,
+    MAX_DP,
+    MAX_GPUS_PER_NODE,
+    MAX_MICRO_BATCH,
+    MAX_SEQ_LEN,
+    RECOMPUTE,
+    TRAIN_RECIPES,
+    ZERO_DP_SHOWN,
+    ZERO_STAGES,
+)
+from labs.hardware.comm import collective
+from labs.hardware.gpus import GPUSpec
+from labs.hardware.links import Cluster, get_link, gpu_cluster, make_cluster
+from labs.memory.lab import RECIPES, STATE_KEYS, MemoryInput, MemoryResult, compute_memory
+from labs.model.flops import hardware_flops_per_token, model_flops_per_token
+from labs.model.spec import ModelSpec
+from labs.parallel.layout import whole
+from labs.zero.deepspeed import (
+    DeepSpeedEstimate,
+    largest_layer_params,
+    zero2_estimate,
+    zero3_estimate,
+)
+
+GRAD_COMM_BYTES = 2  # bf16 on the wire (DeepSpeed's default communication_data_type)
+MFU = 0.4  # model FLOPs utilisation assumed for the compute a collective can hide behind
+ACTIVATION_KEYS = ("activations", "embedding_and_logits")
+
+# ZeRO stage -> (collective, what it moves, the pass it hides behind); ZeRO paper sec 7.2.
+COLLECTIVES = {
+    0: (("all_reduce", "gradients", "backward"),),
+    1: (("reduce_scatter", "gradients", "backward"), ("all_gather", "weights", "forward")),
+    2: (("reduce_scatter", "gradients", "backward"), ("all_gather", "weights", "forward")),
+    3: (("all_gather", "weights (forward)", "forward"),
+        ("all_gather", "weights (backward)", "backward"),
+        ("reduce_scatter", "gradients", "backward")),
+}
+# FSDP2 / DeviceMesh names beside ZeRO's (PyTorch FSDP docs, ShardingStrategy; FSDP2's
+# fully_shard with reshard_after_forward; HYBRID_SHARD = a 2-D DeviceMesh (replicate, shard),
+# ZeRO-3 inside a node and replicas across nodes).
+FSDP_NAMES = {
+    0: "NO_SHARD (DDP)",
+    1: "none (ZeroRedundancyOptimizer)",
+    2: "SHARD_GRAD_OP",
+    3: "FULL_SHARD",
+}
+
+
+@dataclass(frozen=True)
+class ZeroInput:
+    model: ModelSpec
+    gpu: GPUSpec
+    recipe: str = "adam16"
+    dp: int = 32
+    zero: int = 3
+    offload: bool = False
+    gpus_per_node: int = 8
+    link: str = "ib-ndr"  # the link under test: scale-up inside a node or scale-out across
+    seq_len: int = 4096
+    micro_batch: int = 1
+    recompute: str = "selective"
+    host_link: str = "pcie-5"  # the GPU's link to host RAM, for offload
+    activation_model: str = "classic"  # EP01's: Korthikanti's 34·s·b·h or Megatron's estimate
+
+    def __post_init__(self) -> None:  # one check per control, in page order
+        if not isinstance(self.model, ModelSpec):
+            raise LabInputError("model", "choose a model preset or a custom parameter count")
+        if not isinstance(self.gpu, GPUSpec):
+            raise LabInputError("gpu", "choose a GPU preset")
+        if self.recipe not in TRAIN_RECIPES:
+            raise LabInputError("recipe", f"ZeRO shards training state: choose one of "
+                                          f"{', '.join(TRAIN_RECIPES)} (got {self.recipe!r})")
+        whole("dp", self.dp, 1, MAX_DP, "data parallel degree")
+        if self.zero not in ZERO_STAGES:
+            raise LabInputError("zero", f"ZeRO stage must be 0, 1, 2 or 3 (got {self.zero!r})")
+        if not isinstance(self.offload, bool):
+            raise LabInputError("offload", "offload must be true or false")
+        whole("gpus_per_node", self.gpus_per_node, 1, MAX_GPUS_PER_NODE, "GPUs per node")
+        if self.dp > self.gpus_per_node and self.dp % self.gpus_per_node:
+            raise LabInputError("dp", f"{self.dp} GPUs do not fill whole nodes of "
+                                      f"{self.gpus_per_node}: choose a multiple of "
+                                      f"{self.gpus_per_node}")
+        self.cluster  # noqa: B018 -- validates link and gpus_per_node against the link's domain
+        whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "sequence length")
+        whole("micro_batch", self.micro_batch, 1, MAX_MICRO_BATCH, "micro-batch size")
+        if self.recompute not in RECOMPUTE:
+            raise LabInputError("recompute", "recomputation must be 'none', 'selective' or "
+                                             f"'full' (got {self.recompute!r})")
+        if self.activation_model not in ACTIVATION_MODELS:
+            raise LabInputError("activation_model", "the activation model must be 'classic' or "
+                                                    f"'megatron' (got {self.activation_model!r})")
+        if self.host_link not in HOST_LINKS:
+            raise LabInputError("host_link", f"the host link must be one of "
+                                             f"{', '.join(HOST_LINKS)}")
+
+    @property
+    def cluster(self) -> Cluster:
+        """The GPU's node with the chosen link swapped in: a scale-out link joins the nodes,
+        a scale-up link (NVLink, PCIe) joins the GPUs inside one (the GPU's own datasheet
+        link takes the other place)."""
+        own = gpu_cluster(self.gpu)
+        link = get_link(self.link)
+        intra, inter = (own.intra, link) if link.kind == "scale-out" else (link, own.inter)
+        return make_cluster(self.gpu, self.gpus_per_node, intra, inter)
+
+    @property
+    def gpus_on_node(self) -> int:
+        """GPUs of this job per node: a small job sits on one node."""
+        return min(self.dp, self.gpus_per_node)
+
+    @property
+    def nodes(self) -> int:
+        return max(1, self.dp // self.gpus_per_node)
+
+    def ledger_input(self, **changes) -> MemoryInput:
+        """EP01's input for this plan, with ``changes`` (dp, zero, recompute, offload)."""
+        fields = {"dp": self.dp, "zero": self.zero, "recompute": self.recompute,
+                  "offload": self.offload, **changes}
+        return MemoryInput(model=self.model, gpu=self.gpu, mode="train", recipe=self.recipe,
+                           seq_len=self.seq_len, micro_batch=self.micro_batch,
+                           activation_model=self.activation_model, **fields)
+
+
+@dataclass(frozen=True)
+class StageBar:
+    """One bar of the memory chart: the ledger's bill at one DP degree and ZeRO stage."""
+
+    dp: int
+    zero: int
+    breakdown: dict[str, float]
+    total_bytes: float
+    host_bytes: float  # per GPU, in host RAM (optimizer offload)
+
+    @property
+    def state_bytes(self) -> float:
+        return sum(self.breakdown[k] for k in STATE_KEYS)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    collective: str
+    moves: str
+    phase: str  # "forward" | "backward": the pass it hides behind
+    bytes_per_gpu: float
+    seconds: float
+    algorithm: str
+
+
+@dataclass(frozen=True)
+class TrafficRow:
+    zero: int
+    transfers: tuple[Transfer, ...]
+    bytes_per_gpu: float
+    seconds: float
+    exposed_seconds: float
+
+    @property
+    def hidden_seconds(self) -> float:
+        return self.seconds - self.exposed_seconds
+
+
+@dataclass(frozen=True)
+class RecomputeRow:
+    recompute: str
+    activation_bytes: float
+    total_bytes: float
+    compute_seconds: float
+    extra_compute: float  # fraction over no recomputation
+    fits: bool
+
+
+@dataclass(frozen=True)
+class OffloadPlan:
+    """Optimizer offload for the chosen stage and DP degree, whether or not it is on."""
+
+    gpu_bytes_without: float
+    gpu_bytes_with: float
+    breakdown_without: dict[str, float]
+    breakdown_with: dict[str, float]
+    host_bytes_per_gpu: float
+    host_bytes_per_node: float
+    pcie_down_bytes: float  # gradients to the host, per GPU per step
+    pcie_up_bytes: float  # updated bf16 weights back
+    pcie_seconds: float
+    exposed_seconds: float
+    pcie_bandwidth: float
+    download_hidden: bool  # the gradients reach the host within the backward pass
+
+
+@dataclass(frozen=True)
+class ZeroResult:
+    input: ZeroInput
+    params: int
+    bytes_per_param: float
+    ledger: MemoryResult  # the chosen plan's bill
+    breakdown: dict[str, float]
+    total_bytes: float
+    state_bytes: float  # per GPU: weights + gradients + master + moments on the GPU
+    gpu_memory_bytes: float
+    fits: bool
+    bars: tuple[StageBar, ...]
+    traffic: tuple[TrafficRow, ...]  # one per ZeRO stage
+    compute_seconds: float
+    forward_seconds: float
+    backward_seconds: float
+    recompute: tuple[RecomputeRow, ...]
+    offload: OffloadPlan
+    host_bytes_per_node: float  # the chosen plan's (0 without offload)
+    deepspeed: tuple[DeepSpeedEstimate, ...]  # stages 2 and 3
+    cluster: Cluster
+
+    @property
+    def chosen_traffic(self) -> TrafficRow:
+        return self.traffic[self.input.zero]
+
+    @property
+    def step_seconds(self) -> float:
+        return self.compute_seconds + self.chosen_traffic.exposed_seconds + (
+            self.offload.exposed_seconds if self.input.offload else 0.0)
+
+
+def compute_windows(inp: ZeroInput, recompute: str) -> tuple[float, float]:
+    """(forward, backward) seconds of one micro-batch step at MFU; backward includes any
+    recomputed forward (labs.model.flops)."""
+    tokens = inp.seq_len * inp.micro_batch
+    rate = inp.gpu.bf16_flops * MFU
+    total = tokens * hardware_flops_per_token(inp.model, inp.seq_len, recompute) / rate
+    forward = tokens * model_flops_per_token(inp.model, inp.seq_len) / 3 / rate
+    return forward, total - forward
+
+
+def traffic_row(inp: ZeroInput, stage: int, windows: tuple[float, float]) -> TrafficRow:
+    size = GRAD_COMM_BYTES * inp.model.params
+    d, cluster = inp.dp, inp.cluster
+    transfers = []
+    for kind, moves, phase in COLLECTIVES[stage]:
+        volume = (2 if kind == "all_reduce" else 1) * (d - 1) / d * size
+        cost = collective(kind, size, d, cluster)
+        transfers.append(Transfer(kind, moves, phase, volume, cost.seconds, cost.algorithm))
+    exposed = 0.0
+    for phase, window in zip(("forward", "backward"), windows, strict=True):
+        busy = sum(t.seconds for t in transfers if t.phase == phase)
+        exposed += max(0.0, busy - window)
+    return TrafficRow(stage, tuple(transfers), sum(t.bytes_per_gpu for t in transfers),
+                      sum(t.seconds for t in transfers), exposed)
+
+
+def offload_plan(inp: ZeroInput, backward_seconds: float) -> OffloadPlan:
+    recipe = RECIPES[inp.recipe]
+    without = compute_memory(inp.ledger_input(offload=False))
+    with_ = compute_memory(inp.ledger_input(offload=True))
+    shard = inp.model.params / (inp.dp if inp.zero >= 1 else 1)  # the rank's optimizer shard
+    down, up = recipe.gradients * shard, recipe.weights * shard
+    bandwidth = get_link(inp.host_link).bandwidth
+    down_s, up_s = down / bandwidth, up / bandwidth
+    return OffloadPlan(
+        gpu_bytes_without=without.total_bytes, gpu_bytes_with=with_.total_bytes,
+        breakdown_without=dict(without.breakdown), breakdown_with=dict(with_.breakdown),
+        host_bytes_per_gpu=with_.host_bytes,
+        host_bytes_per_node=with_.host_bytes * inp.gpus_on_node,
+        pcie_down_bytes=down, pcie_up_bytes=up, pcie_seconds=down_s + up_s,
+        exposed_seconds=max(0.0, down_s - backward_seconds) + up_s, pcie_bandwidth=bandwidth,
+        download_hidden=down_s <= backward_seconds)
+
+
+def deepspeed_estimates(inp: ZeroInput) -> tuple[DeepSpeedEstimate, ...]:
+    params = inp.model.params
+    n, nodes = inp.gpus_on_node, inp.nodes
+    return (zero2_estimate(params, n, nodes, inp.offload),
+            zero3_estimate(params, largest_layer_params(inp.model), n, nodes, inp.offload))
+
+
+def shown_degrees(dp: int) -> tuple[int, ...]:
+    return tuple(sorted({*ZERO_DP_SHOWN, dp}))
+
+
+def simulate_zero(inp: ZeroInput) -> ZeroResult:
+    """Every figure of the ZeRO lesson for ``inp``."""
+    chosen = compute_memory(inp.ledger_input())
+    bars = []
+    for d in shown_degrees(inp.dp):
+        for stage in ZERO_STAGES:
+            bill = compute_memory(inp.ledger_input(dp=d, zero=stage))
+            bars.append(StageBar(d, stage, dict(bill.breakdown), bill.total_bytes, bill.host_bytes))
+    windows = compute_windows(inp, inp.recompute)
+    baseline = sum(compute_windows(inp, "none"))
+    rows = []
+    for mode in RECOMPUTE:
+        bill = compute_memory(inp.ledger_input(recompute=mode))
+        seconds = sum(compute_windows(inp, mode))
+        rows.append(RecomputeRow(mode, sum(bill.breakdown[k] for k in ACTIVATION_KEYS),
+                                 bill.total_bytes, seconds, seconds / baseline - 1, bill.fits))
+    offload = offload_plan(inp, windows[1])
+    return ZeroResult(
+        input=inp, params=inp.model.params, bytes_per_param=RECIPES[inp.recipe].bytes_per_param,
+        ledger=chosen, breakdown=dict(chosen.breakdown), total_bytes=chosen.total_bytes,
+        state_bytes=sum(chosen.breakdown[k] for k in STATE_KEYS),
+        gpu_memory_bytes=chosen.gpu_memory_bytes, fits=chosen.fits, bars=tuple(bars),
+        traffic=tuple(traffic_row(inp, s, windows) for s in ZERO_STAGES),
+        compute_seconds=sum(windows), forward_seconds=windows[0], backward_seconds=windows[1],
+        recompute=tuple(rows), offload=offload,
+        host_bytes_per_node=offload.host_bytes_per_node if inp.offload else 0.0,
+        deepspeed=deepspeed_estimates(inp), cluster=inp.cluster,
+    )
+
+
