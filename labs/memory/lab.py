@@ -38,8 +38,8 @@ from labs.model.activations import (
 )
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout, problems, whole
-from labs.schedules.catalogue import SCHEDULES
-from labs.schedules.inflight import chunks_per_rank, in_flight
+from labs.schedules.catalogue import CATALOGUE, SCHEDULES, chunks_per_rank
+from labs.schedules.inflight import in_flight
 from labs.schedules.simulate import check_shape
 from labs.schedules.stages import StageParams, stage_params, uneven_problems
 
@@ -195,10 +195,11 @@ class MemoryInput:
     @property
     def pipeline_microbatches(self) -> int:
         """Micro-batches per step; unset, the fewest that fill the pipeline (p, or 2p for
-        DualPipeV), which is the textbook 'at least as many micro-batches as stages'."""
+        DualPipeV: the schedule's ``fill``), the textbook 'at least as many micro-batches as
+        stages'."""
         if self.microbatches is not None:
             return self.microbatches
-        return 2 * self.pp if self.schedule == "dualpipe-v" else self.pp
+        return CATALOGUE[self.schedule].fill * self.pp
 
     @property
     def pipeline_chunks(self) -> int:
@@ -327,7 +328,7 @@ def _stage_bill(inp: MemoryInput, sp: StageParams, r: Recipe) -> StageBill:
             bill["embedding_and_logits"] += held * embedding_activation_bytes(*shape)
         if sp.last:
             # The loss's backward starts right after its forward, except in GPipe.
-            logits_held = mb if inp.schedule == "gpipe" and p > 1 else 1
+            logits_held = mb if CATALOGUE[inp.schedule].holds_all_logits and p > 1 else 1
             bill["embedding_and_logits"] += logits_held * output_activation_bytes(*shape)
     else:
         bill["weights"] = r.weights * (dense_local + expert_local)

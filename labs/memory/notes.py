@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from labs.schedules.catalogue import SCHEDULES
+from labs.schedules.catalogue import CATALOGUE
 
 if TYPE_CHECKING:
     from labs.memory.lab import MemoryInput, StageBill
@@ -58,10 +58,7 @@ def _pipeline_note(inp: MemoryInput, bills: Sequence[StageBill]) -> str:
     p, m = inp.pp, inp.pipeline_microbatches
     layers = ", ".join(str(b.layers) for b in bills)
     held = ", ".join(f"{b.in_flight:g}" for b in bills)
-    name = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved-1f1b":
-            f"interleaved 1F1B with {inp.virtual} chunks per rank", "zb-h1": "ZB-H1",
-            "dualpipe-v": "DualPipeV"}.get(inp.schedule, SCHEDULES.get(inp.schedule, inp.schedule))
-    # (every schedule of labs.schedules.simulate has a name: zb-v and others were a KeyError, a 500)
+    name = CATALOGUE[inp.schedule].ledger_label(inp.virtual)
     return (f"Pipeline: {name}, {m} micro-batches over {p} stages holding {layers} layers; "
             f"activations in flight per stage (in micro-batches of its layers): {held}.")
 

@@ -53,7 +53,7 @@ from labs.model.flops import (
 )
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout
-from labs.schedules.inflight import chunks_per_rank
+from labs.schedules.catalogue import chunks_per_rank
 from labs.schedules.stages import stage_params
 from labs.tensor_parallel.comm import tp_collectives, tp_exchange
 
