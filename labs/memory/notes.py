@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from labs.core.catalogue import RECOMPUTATION
 from labs.schedules.catalogue import CATALOGUE
 
 if TYPE_CHECKING:
@@ -37,10 +38,11 @@ def _activation_notes(inp: MemoryInput) -> list[str]:
                      + (f"; MoE layers keep top-{m.top_k} dispatched tokens over EP"
                         if m.is_moe else "")
                      + "); like Megatron's, it keeps full-width K and V (no GQA narrowing).")
-    if inp.recompute == "none":
+    mode = RECOMPUTATION[inp.recompute]
+    if mode.stores_scores:
         notes.append("No recomputation stores the attention scores (5·a·s² per layer), i.e. "
                      "assumes attention without FlashAttention.")
-    elif inp.recompute == "full":
+    elif mode.input_only:
         notes.append("Full recomputation keeps each layer's input only (2·s·b·h"
                      + (", split by TP through sequence parallelism" if inp.sequence_parallel
                         else "") + ") and recomputes the rest: about one extra forward.")

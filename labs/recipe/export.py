@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from labs.core.catalogue import RECOMPUTATION
 from labs.core.errors import LabInputError
 from labs.core.limits import EXPORT_FORMATS
 from labs.model.spec import ModelSpec
@@ -78,10 +79,7 @@ def megatron(plan: Plan, model: ModelSpec) -> Export:
     elif not runs and plan.pp > 1:
         notes.append(f"Megatron-LM runs 1F1B or interleaved 1F1B; {plan.schedule} is not one "
                      "of its options, so it falls back to 1F1B")
-    if plan.recompute != "none":
-        args.append(("--recompute-granularity", plan.recompute))
-        if plan.recompute == "full":
-            args += [("--recompute-method", "uniform"), ("--recompute-num-layers", 1)]
+    args += RECOMPUTATION[plan.recompute].megatron
     if plan.zero >= 1:
         flags += ["--use-distributed-optimizer", "--overlap-grad-reduce",
                   "--overlap-param-gather"]
@@ -109,7 +107,8 @@ def deepspeed(plan: Plan, model: ModelSpec) -> Export:
                               "contiguous_gradients": True},
         "tensor_parallel": {"autotp_size": plan.tp},
         "pipeline": {"stages": plan.pp, "partition": "uniform",
-                     "activation_checkpoint_interval": 1 if plan.recompute == "full" else 0},
+                     "activation_checkpoint_interval":
+                         RECOMPUTATION[plan.recompute].deepspeed_interval},
         "gradient_clipping": 1.0,
     }
     if plan.zero == 3:
