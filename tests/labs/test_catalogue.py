@@ -31,7 +31,7 @@ def test_the_limits_ids_are_the_records_keys():
     assert limits.ACTIVATION_MODELS == tuple(ACTIVATION_MODEL_RECORDS) == ("classic", "megatron")
     assert limits.TRAIN_RECIPES == ("adam16", "adam18")
     assert limits.INFER_RECIPES == ("bf16", "int8", "int4")
-    assert limits.RECIPE_IDS == tuple(RECIPES)  # training first, then inference
+    assert tuple(RECIPES) == limits.RECIPE_IDS  # training first, then inference
     assert all(RECIPES[DEFAULT_RECIPE[mode]].mode == mode for mode in limits.MODES)
     assert all(r.label and r.summary and r.describe for r in RECIPES.values())
     for a in ACTIVATION_MODEL_RECORDS.values():
