@@ -6,10 +6,11 @@ from fastapi.templating import Jinja2Templates
 
 from app.assets import asset_url
 from app.charts.context_parallel import rank_colour, token_ranges
-from app.charts.pipeline import event_kinds, memory_ranks, schedule_name
+from app.charts.pipeline import LABEL_BARS, MAX_BARS, event_kinds, memory_ranks, schedule_name
 from app.charts.units import fmt_bytes, fmt_count, fmt_pct
 from app.episodes import EPISODES
 from app.settings import SETTINGS, url
+from labs.core.catalogue import ACTIVATION_MODEL_RECORDS, RECOMPUTATION
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
@@ -26,6 +27,13 @@ templates.env.policies["json.dumps_kwargs"] = {"separators": (",", ":")}
 # so the whole site follows BASE_PATH (app/settings.py).
 templates.env.globals.update(asset_url=asset_url, episodes=EPISODES, url=url,
                              base_path=SETTINGS.base_path, hide_answers=SETTINGS.hide_answers)
+# EP05's Gantt: one bar per action up to MAX_BARS, micro-batch labels up to LABEL_BARS; the note
+# under the chart says which, from the same constants as the chart (app/charts/pipeline.py).
+templates.env.globals.update(gantt_max_bars=MAX_BARS, gantt_label_bars=LABEL_BARS)
+# The shared choices' option lists, (value, text) pairs from their records (labs.core.catalogue).
+templates.env.globals.update(
+    recompute_options=tuple((k, r.label) for k, r in RECOMPUTATION.items()),
+    activation_model_options=tuple((k, a.label) for k, a in ACTIVATION_MODEL_RECORDS.items()))
 
 
 def gb(value: float) -> str:

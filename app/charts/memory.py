@@ -2,6 +2,7 @@
 
 from app.charts import base_layout, gpu_memory_line, short_gpu_name
 from app.charts.units import fmt_bytes, fmt_count, gb_axis
+from labs.core.catalogue import RECIPES
 
 # Component key -> (label, colour); the order is the stacking order, bottom first.
 COMPONENTS = {
@@ -15,10 +16,6 @@ COMPONENTS = {
     "workspace": ("Workspace", "#9d755d"),
 }
 MODES = {"train": "training", "infer": "inference"}
-RECIPES = {  # recipe id -> how a summary names it
-    "adam16": "mixed-precision Adam, 16 B/param", "adam18": "mixed-precision Adam, 18 B/param",
-    "bf16": "bf16 weights", "int8": "int8 weights", "int4": "int4 weights",
-}
 
 
 def memory_figure(result) -> dict:
@@ -72,7 +69,7 @@ def memory_figure(result) -> dict:
         ),
         "summary": (
             f"{model_name}, {MODES[result.input.mode]} "
-            f"({RECIPES.get(result.input.recipe, result.input.recipe)}): "
+            f"({RECIPES[result.input.recipe].summary}): "
             f"{fmt_bytes(total)} per GPU against the {gpu_name}'s {fmt_bytes(gpu)}, "
             + (f"fits with {fmt_bytes(headroom)} to spare" if result.fits
                else f"does not fit, over by {fmt_bytes(headroom)}")

@@ -8,6 +8,7 @@ browser at tens of thousands of actions.
 
 from app.charts import base_layout, gpu_line_legend, gpu_memory_line
 from app.charts.units import fmt_bytes, fmt_pct, gb_axis
+from labs.schedules.catalogue import SCHEDULES
 
 KINDS = {  # kind -> (label, colour, heatmap code)
     "F": ("Forward", "#4c78a8", 1),
@@ -15,19 +16,13 @@ KINDS = {  # kind -> (label, colour, heatmap code)
     "I": ("Backward: input gradient", "#e45756", 3),
     "W": ("Backward: weight gradient", "#54a24b", 4),
 }
-SCHEDULE_NAMES = {  # schedule id -> the name papers and frameworks use
-    "gpipe": "GPipe",
-    "1f1b": "1F1B",
-    "interleaved-1f1b": "Interleaved 1F1B",
-    "zb-h1": "ZB-H1",
-    "dualpipe-v": "DualPipeV",
-}
 TIME_AXIS = "time (f = one forward)"
 IDLE = "#f1f3f7"
 MAX_BARS = 1500  # above this, a heatmap
 # Above this, no micro-batch labels (they would be unreadable). Labels are one text-only
 # scatter trace at the bars' centres: plotly fitting text "inside" each bar cost ~75 ms of a
-# 107 ms redraw in Chromium (tests/benchmarks/browser_bench.py), a text trace a few ms.
+# 107 ms redraw in Chromium (tests/benchmarks/browser_bench.py), a text trace a few ms. The
+# note under the chart reads both thresholds (app/templating.py passes them to the template).
 LABEL_BARS = 200
 RASTER_COLUMNS = 1000
 MAX_MEMORY_LINES = 8
@@ -41,7 +36,8 @@ def _rank_label(rank: int) -> str:
 
 
 def schedule_name(schedule: str) -> str:
-    return SCHEDULE_NAMES.get(schedule, schedule)
+    """The name papers and frameworks use (the schedule's record, labs.schedules.catalogue)."""
+    return SCHEDULES.get(schedule, schedule)
 
 
 def kinds_present(result) -> list[str]:

@@ -20,6 +20,7 @@ from app.model_controls import (
 )
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.schemas import MemoryAnswer
+from labs.core.catalogue import ACTIVATION_MODEL_HELP, DEFAULT_RECIPE, RECIPES
 from labs.core.limits import (
     ACTIVATION_MODELS,
     MAX_DEGREE,
@@ -37,13 +38,7 @@ from labs.memory.lab import MemoryInput, compute_memory
 router = APIRouter()
 
 DEFAULT_MODEL = "llama-3.1-70b"
-RECIPE_LABELS = {
-    "adam16": "Mixed-precision Adam, 16 B/param (bf16 grads)",
-    "adam18": "Mixed-precision Adam, 18 B/param (fp32 grads)",
-    "bf16": "bf16 weights, 2 B/param",
-    "int8": "int8 weights, 1 B/param",
-    "int4": "int4 weights, 0.5 B/param",
-}
+RECIPE_LABELS = {k: r.label for k, r in RECIPES.items()}  # the records of labs.core.catalogue
 
 
 class MemoryQuery(ModelControls):
@@ -63,8 +58,7 @@ class MemoryQuery(ModelControls):
         "selective", description="Activation recomputation (Korthikanti et al. 2022).",
     )
     activation_model: Literal[ACTIVATION_MODELS] = Field(
-        "classic", description="Activations per layer: classic (Korthikanti's 34·s·b·h) or "
-        "megatron (Megatron-LM's estimate, from the model's FFN width).",
+        "classic", description=ACTIVATION_MODEL_HELP,
     )
     tp: int = Field(1, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree.")
     pp: int = Field(1, ge=1, le=MAX_DEGREE, description="Pipeline-parallel degree (stages).")
@@ -81,7 +75,7 @@ class MemoryQuery(ModelControls):
 
 def memory_input(query: MemoryQuery) -> MemoryInput:
     model = query.model_spec()
-    recipe = query.recipe or ("adam16" if query.mode == "train" else "bf16")
+    recipe = query.recipe or DEFAULT_RECIPE[query.mode]
     return MemoryInput(
         model=model, gpu=get_gpu(query.gpu), mode=query.mode, recipe=recipe,
         seq_len=query.seq_len, micro_batch=query.micro_batch, recompute=query.recompute,

@@ -31,7 +31,7 @@ from labs.core.limits import (
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links
 from labs.pipeline.lab import PipelineLabInput, PipelineLabResult, run_pipeline_lab
-from labs.schedules.catalogue import INTERLEAVED, SCHEDULES
+from labs.schedules.catalogue import CATALOGUE, INTERLEAVED, SCHEDULES
 from labs.schedules.simulate import PipelineInput, simulate
 
 router = APIRouter()
@@ -41,17 +41,8 @@ LINK_IDS = tuple(links())
 # The engine's canonical field -> this page's control (the page calls PP "stages").
 FIELD_ALIASES = {"pp": "stages"}
 
-_SCHEDULE_HINTS = {  # what the option list says after the name (labs.schedules.simulate.SCHEDULES)
-    "gpipe": "all forwards, then all backwards",
-    "1f1b": "one forward, one backward",
-    "interleaved-1f1b": "v chunks per rank",
-    "looped-bfs": "v chunks, every micro-batch through one chunk before the next",
-    "zb-h1": "zero bubble: backward split into I and W",
-    "interleaved-zb": "v chunks, backward split into I and W",
-    "zb-v": "V-shape, zero bubble",
-    "dualpipe-v": "V-shape, forward and backward paired",
-}
-SCHEDULE_LABELS = {k: f"{name} ({_SCHEDULE_HINTS[k]})" for k, name in SCHEDULES.items()}
+# The option list: each schedule's name and what it does (its record, labs.schedules.catalogue).
+SCHEDULE_LABELS = {k: s.label for k, s in CATALOGUE.items()}
 
 
 class PipelineQuery(ModelControls):

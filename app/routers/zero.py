@@ -27,6 +27,7 @@ from app.model_controls import (
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.memory import DEFAULT_MODEL, RECIPE_LABELS
 from app.schemas import ZeroAnswer
+from labs.core.catalogue import ACTIVATION_MODEL_HELP
 from labs.core.limits import (
     ACTIVATION_MODELS,
     HOST_LINKS,
@@ -70,8 +71,7 @@ class ZeroQuery(ModelControls):
     recompute: Literal[RECOMPUTE] = Field(
         "selective", description="Activation recomputation (Korthikanti et al. 2022).")
     activation_model: Literal[ACTIVATION_MODELS] = Field(
-        "classic", description="Activations per layer: classic (Korthikanti's 34·s·b·h) or "
-        "megatron (Megatron-LM's estimate, from the model's FFN width).")
+        "classic", description=ACTIVATION_MODEL_HELP)
 
 
 def run(query: ZeroQuery) -> ZeroResult:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from labs.cheatsheet.inputs import CheatInput, Term
 from labs.context_parallel.lab import cp_cost, mask_layout
+from labs.core.catalogue import RECOMPUTATION
 from labs.core.errors import LabInputError
 from labs.data_parallel.lab import DataParallelInput
 from labs.data_parallel.lab import simulate as simulate_dp
@@ -55,8 +56,7 @@ def _act(inp, recompute):
     per = activation_bytes_per_layer(m, inp.seq_len, inp.micro_batch, recompute=recompute)
     terms = (Term("s", inp.seq_len, "", "tokens"), Term("b", inp.micro_batch, "", "sequences"),
              Term("h", m.hidden, "", "hidden size"), Term("L", m.layers, "", "layers"))
-    meaning = "no recomputation" if recompute == "none" else f"{recompute} recomputation"
-    return terms, Term("L × per layer", m.layers * per, "bytes", meaning)
+    return terms, Term("L × per layer", m.layers * per, "bytes", RECOMPUTATION[recompute].phrase)
 
 
 def activations_selective(inp):

@@ -1,11 +1,15 @@
 """One source for every enumeration and bound the labs accept.
 
 The engine validates against these, the web layer's query models take their bounds and
-choices from here, and so do the page's sliders: a limit changes in one place. The pipeline
-schedules themselves are a catalogue of their own (``labs.schedules.catalogue``).
+choices from here, and so do the page's sliders: a limit changes in one place. The shared
+choices (recomputation modes, precision recipes, activation models) are records in
+``labs.core.catalogue``, whose ids are repeated here; the pipeline schedules are a catalogue of
+their own (``labs.schedules.catalogue``).
 """
 
 from __future__ import annotations
+
+from labs.core.catalogue import ACTIVATION_MODEL_RECORDS, RECIPES, RECOMPUTATION
 
 # Pipeline shapes (labs.schedules): stages p, micro-batches m, model chunks v per rank.
 MAX_STAGES = 64
@@ -20,12 +24,12 @@ __all__ = [
 ]
 
 MODES = ("train", "infer")
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = tuple(RECOMPUTATION)  # none, selective, full
 # Activation models (labs.model.activations): Korthikanti et al. 2022's 34·s·b·h, or Megatron-LM's
 # theoretical-memory formula, which follows the model's FFN width and MoE routing.
-ACTIVATION_MODELS = ("classic", "megatron")
-TRAIN_RECIPES = ("adam16", "adam18")
-INFER_RECIPES = ("bf16", "int8", "int4")
+ACTIVATION_MODELS = tuple(ACTIVATION_MODEL_RECORDS)  # classic, megatron
+TRAIN_RECIPES = tuple(k for k, r in RECIPES.items() if r.mode == "train")  # adam16, adam18
+INFER_RECIPES = tuple(k for k, r in RECIPES.items() if r.mode == "infer")  # bf16, int8, int4
 RECIPE_IDS = TRAIN_RECIPES + INFER_RECIPES
 ZERO_STAGES = (0, 1, 2, 3)
 

@@ -2,7 +2,8 @@
 
 Sources, cited where each formula is used:
 - mixed-precision Adam bytes per parameter: Micikevicius et al. 2018, "Mixed Precision
-  Training" (arXiv:1710.03740); Rajbhandari et al. 2020, "ZeRO" (arXiv:1910.02054) sec 3;
+  Training" (arXiv:1710.03740); Rajbhandari et al. 2020, "ZeRO" (arXiv:1910.02054) sec 3
+  (the recipes are records in ``labs.core.catalogue``);
 - ZeRO stages 1/2/3: Rajbhandari et al. 2020, Figure 1;
 - activations, per layer and per pipeline rank: ``labs.model.activations`` (Korthikanti et al. 2022;
   Megatron-LM's theoretical memory estimate; Narayanan et al. 2021 for 1F1B);
@@ -19,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from labs.core.catalogue import RECIPES, Recipe
 from labs.core.errors import LabInputError
 from labs.core.limits import (
     ACTIVATION_MODELS,
@@ -38,8 +40,8 @@ from labs.model.activations import (
 )
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout, problems, whole
-from labs.schedules.catalogue import SCHEDULES
-from labs.schedules.inflight import chunks_per_rank, in_flight
+from labs.schedules.catalogue import CATALOGUE, SCHEDULES, chunks_per_rank
+from labs.schedules.inflight import in_flight
 from labs.schedules.simulate import check_shape
 from labs.schedules.stages import StageParams, stage_params, uneven_problems
 
@@ -54,39 +56,6 @@ BREAKDOWN_KEYS = (
     "embedding_and_logits", "kv_cache", "workspace",
 )
 STATE_KEYS = ("weights", "gradients", "master_weights", "optimizer_moments")
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """Bytes per parameter for each kind of state a recipe keeps."""
-
-    id: str
-    mode: str
-    weights: float
-    gradients: float
-    master_weights: float
-    optimizer_moments: float
-    describe: str
-
-    @property
-    def bytes_per_param(self) -> float:
-        return self.weights + self.gradients + self.master_weights + self.optimizer_moments
-
-
-# Mixed-precision Adam (Micikevicius 2018; ZeRO paper sec 3.1 counts 2 + 2 + 12 = 16 B/param):
-# bf16 weights and grads, fp32 master copy, fp32 first and second moments (Kingma & Ba 2015).
-# Keys in labs.core.limits.RECIPE_IDS order.
-RECIPES: dict[str, Recipe] = {
-    "adam16": Recipe("adam16", "train", 2, 2, 4, 8,
-                     "mixed-precision Adam, 16 B/param: 2 B bf16 weights + 2 B bf16 gradients + "
-                     "4 B fp32 master weights + 8 B fp32 Adam moments"),
-    "adam18": Recipe("adam18", "train", 2, 4, 4, 8,
-                     "mixed-precision Adam with fp32 gradients, 18 B/param: 2 B bf16 weights + "
-                     "4 B fp32 gradients + 4 B fp32 master weights + 8 B fp32 Adam moments"),
-    "bf16": Recipe("bf16", "infer", 2, 0, 0, 0, "bf16 inference, 2 B/param of weights"),
-    "int8": Recipe("int8", "infer", 1, 0, 0, 0, "int8 weight-only inference, 1 B/param"),
-    "int4": Recipe("int4", "infer", 0.5, 0, 0, 0, "int4 weight-only inference, 0.5 B/param"),
-}
 
 
 @dataclass(frozen=True)
@@ -195,10 +164,11 @@ class MemoryInput:
     @property
     def pipeline_microbatches(self) -> int:
         """Micro-batches per step; unset, the fewest that fill the pipeline (p, or 2p for
-        DualPipeV), which is the textbook 'at least as many micro-batches as stages'."""
+        DualPipeV: the schedule's ``fill``), the textbook 'at least as many micro-batches as
+        stages'."""
         if self.microbatches is not None:
             return self.microbatches
-        return 2 * self.pp if self.schedule == "dualpipe-v" else self.pp
+        return CATALOGUE[self.schedule].fill * self.pp
 
     @property
     def pipeline_chunks(self) -> int:
@@ -327,7 +297,7 @@ def _stage_bill(inp: MemoryInput, sp: StageParams, r: Recipe) -> StageBill:
             bill["embedding_and_logits"] += held * embedding_activation_bytes(*shape)
         if sp.last:
             # The loss's backward starts right after its forward, except in GPipe.
-            logits_held = mb if inp.schedule == "gpipe" and p > 1 else 1
+            logits_held = mb if CATALOGUE[inp.schedule].holds_all_logits and p > 1 else 1
             bill["embedding_and_logits"] += logits_held * output_activation_bytes(*shape)
     else:
         bill["weights"] = r.weights * (dense_local + expert_local)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from labs.schedules.catalogue import SCHEDULES
+from labs.core.catalogue import RECOMPUTATION
+from labs.schedules.catalogue import CATALOGUE
 
 if TYPE_CHECKING:
     from labs.memory.lab import MemoryInput, StageBill
@@ -37,10 +38,11 @@ def _activation_notes(inp: MemoryInput) -> list[str]:
                      + (f"; MoE layers keep top-{m.top_k} dispatched tokens over EP"
                         if m.is_moe else "")
                      + "); like Megatron's, it keeps full-width K and V (no GQA narrowing).")
-    if inp.recompute == "none":
+    mode = RECOMPUTATION[inp.recompute]
+    if mode.stores_scores:
         notes.append("No recomputation stores the attention scores (5·a·s² per layer), i.e. "
                      "assumes attention without FlashAttention.")
-    elif inp.recompute == "full":
+    elif mode.input_only:
         notes.append("Full recomputation keeps each layer's input only (2·s·b·h"
                      + (", split by TP through sequence parallelism" if inp.sequence_parallel
                         else "") + ") and recomputes the rest: about one extra forward.")
@@ -58,10 +60,7 @@ def _pipeline_note(inp: MemoryInput, bills: Sequence[StageBill]) -> str:
     p, m = inp.pp, inp.pipeline_microbatches
     layers = ", ".join(str(b.layers) for b in bills)
     held = ", ".join(f"{b.in_flight:g}" for b in bills)
-    name = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved-1f1b":
-            f"interleaved 1F1B with {inp.virtual} chunks per rank", "zb-h1": "ZB-H1",
-            "dualpipe-v": "DualPipeV"}.get(inp.schedule, SCHEDULES.get(inp.schedule, inp.schedule))
-    # (every schedule of labs.schedules.simulate has a name: zb-v and others were a KeyError, a 500)
+    name = CATALOGUE[inp.schedule].ledger_label(inp.virtual)
     return (f"Pipeline: {name}, {m} micro-batches over {p} stages holding {layers} layers; "
             f"activations in flight per stage (in micro-batches of its layers): {held}.")
 

@@ -22,6 +22,7 @@ Sources:
 
 from __future__ import annotations
 
+from labs.core.catalogue import RECOMPUTATION
 from labs.model.spec import ModelSpec
 
 ACT_BYTES = 2  # bf16 activations and KV cache
@@ -42,9 +43,10 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int 
     s = seq_len / cp
     split = tp  # divisor of the terms inside TP-split matmuls
     rest = tp if sp else 1  # divisor of the others (norms, residuals, dropout masks)
-    if recompute == "full":
+    mode = RECOMPUTATION[recompute]  # what it keeps (labs.core.catalogue)
+    if mode.input_only:
         return 2 * s * b * h / rest  # only the layer input, split along s by SP
-    scores = 5 * a * s * seq_len * b / split if recompute == "none" else 0.0
+    scores = 5 * a * s * seq_len * b / split if mode.stores_scores else 0.0
     if activation_model == "classic":
         return s * b * h * (10 / rest + 24 / split) + scores
     if moe_layer and model.is_moe:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from labs.core.catalogue import RECOMPUTATION
 from labs.core.errors import LabInputError
 from labs.core.limits import RECOMPUTE
 from labs.hardware.gpus import GPUSpec
@@ -53,13 +54,13 @@ def hardware_flops_per_token(model: ModelSpec, seq_len: int,
     """FLOPs the GPUs actually run per token, recomputation included."""
     if recompute not in RECOMPUTE:
         raise LabInputError("recompute", f"recomputation must be one of {', '.join(RECOMPUTE)}")
-    base = model_flops_per_token(model, seq_len)
-    attention = attention_flops_per_token(model, seq_len)
-    if recompute == "full":
-        return base + 2 * matmul_params(model) + attention / 3  # one more forward
-    if recompute == "selective":
-        return base + attention / 3  # the attention core's forward again
-    return base
+    mode = RECOMPUTATION[recompute]
+    flops = model_flops_per_token(model, seq_len)
+    if mode.forward_again:  # one more forward: its matmuls ...
+        flops += 2 * matmul_params(model)
+    if mode.attention_again:  # ... and the attention core's forward again
+        flops += attention_flops_per_token(model, seq_len) / 3
+    return flops
 
 
 @dataclass(frozen=True)

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from labs.core.catalogue import RECIPES
 from labs.core.limits import DEFAULT_MATMUL_EFFICIENCY
 from labs.hardware.comm import collective
 from labs.hardware.links import Cluster
-from labs.memory.lab import RECIPES
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.flops import hardware_flops_per_token, model_flops_per_token
 from labs.model.spec import ModelSpec
 from labs.recipe.lab import Plan, measured_bubble
 from labs.recipe.step_time import ACT_BYTES, cp_ring
+from labs.schedules.catalogue import CATALOGUE
 from labs.schedules.inflight import in_flight
 from labs.schedules.stages import stage_layer_counts, stage_params
 from labs.tensor_parallel.comm import tp_collectives, tp_exchange
@@ -84,13 +85,14 @@ def _distinct_stages(model: ModelSpec, pp: int, schedule: str, virtual: int, fir
 
 
 def textbook_bubble(plan: Plan) -> float:
-    """(p−1)/(v·m+p−1) (Narayanan et al. 2021 eq. for interleaved 1F1B; v = 1: 1F1B): the
-    simulated bubble (backward = 2 x forward, free sends) is never below it (checked over
-    the planner's shapes in tests/labs/test_planner.py); shaved by 1e-9 for float rounding."""
+    """(p−1)/(v·m+p−1) (Narayanan et al. 2021 eq. for interleaved 1F1B; v = 1: 1F1B), the
+    schedule's textbook bubble (labs.schedules.catalogue): the simulated bubble (backward =
+    2 x forward, free sends) is never below it (checked over the planner's shapes, 1F1B and
+    interleaved 1F1B, in tests/labs/test_planner.py); shaved by 1e-9 for float rounding."""
     if plan.pp == 1:
         return 0.0
-    v = plan.virtual if plan.schedule == "interleaved-1f1b" else 1
-    return (plan.pp - 1) / (v * plan.microbatches + plan.pp - 1) * (1 - 1e-9)
+    record = CATALOGUE[plan.schedule]
+    return record.textbook_bubble(plan.pp, plan.microbatches, plan.virtual) * (1 - 1e-9)
 
 
 def bound_step_s(plan: Plan, model: ModelSpec, cluster: Cluster,

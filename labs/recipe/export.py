@@ -7,7 +7,8 @@ PyTorch FSDP2/DeviceMesh snippet. Each says the same degrees, batch sizes and Ze
   divides the rest of the launched world, and shows in --global-batch-size = micro-batch x
   micro-batches x DP. ZeRO-1 is --use-distributed-optimizer; ZeRO-2/3 are Megatron-FSDP's
   --data-parallel-sharding-strategy optim_grads / optim_grads_params. Interleaving is
-  --num-layers-per-virtual-pipeline-stage.
+  --num-layers-per-virtual-pipeline-stage. What each schedule writes (Megatron's flags, PyTorch's
+  class) is its record's (``labs.schedules.catalogue``).
 - DeepSpeed (deepspeed.ai/docs/config-json): the ZeRO stage is one value,
   zero_optimization.stage; train_batch_size = micro-batch x gradient_accumulation_steps x
   DP; the pipeline engine's stages sit under "pipeline", AutoTP's degree under
@@ -23,18 +24,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from labs.core.catalogue import RECOMPUTATION
 from labs.core.errors import LabInputError
 from labs.core.limits import EXPORT_FORMATS
 from labs.model.spec import ModelSpec
 from labs.recipe.lab import Plan
+from labs.schedules.catalogue import CATALOGUE
 
 FORMATS = EXPORT_FORMATS
-TORCH_SCHEDULES = {  # torch.distributed.pipelining.schedules class per lab schedule id
-    "gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B",
-    "interleaved-1f1b": "ScheduleInterleaved1F1B", "looped-bfs": "ScheduleLoopedBFS",
-    "zb-h1": "ScheduleInterleavedZeroBubble", "interleaved-zb": "ScheduleInterleavedZeroBubble",
-    "zb-v": "ScheduleZBVZeroBubble", "dualpipe-v": "ScheduleDualPipeV",
-}
 
 
 @dataclass(frozen=True)
@@ -70,21 +67,19 @@ def megatron(plan: Plan, model: ModelSpec) -> Export:
     if plan.uneven and plan.pp > 1:
         args += [(f"--decoder-{where}-pipeline-num-layers", n) for where, n in (
             ("first", plan.first_stage_layers), ("last", plan.last_stage_layers)) if n]
-    if plan.schedule in ("interleaved-1f1b",) and plan.pp > 1 and plan.uneven:
+    runs = CATALOGUE[plan.schedule].megatron  # "plain", "interleaved" or "" (not Megatron's)
+    if runs == "interleaved" and plan.pp > 1 and plan.uneven:
         args.append(("--num-virtual-stages-per-pipeline-rank", plan.virtual))
         notes.append("uneven stages with virtual stages: where a stage's layers do not divide "
                      "by the chunks, Megatron needs the split spelled out with "
                      "--pipeline-model-parallel-layout")
-    elif plan.schedule in ("interleaved-1f1b",) and plan.pp > 1:
+    elif runs == "interleaved" and plan.pp > 1:
         args.append(("--num-layers-per-virtual-pipeline-stage",
                      model.layers // (plan.pp * plan.virtual)))
-    elif plan.schedule != "1f1b" and plan.pp > 1:
+    elif not runs and plan.pp > 1:
         notes.append(f"Megatron-LM runs 1F1B or interleaved 1F1B; {plan.schedule} is not one "
                      "of its options, so it falls back to 1F1B")
-    if plan.recompute != "none":
-        args.append(("--recompute-granularity", plan.recompute))
-        if plan.recompute == "full":
-            args += [("--recompute-method", "uniform"), ("--recompute-num-layers", 1)]
+    args += RECOMPUTATION[plan.recompute].megatron
     if plan.zero >= 1:
         flags += ["--use-distributed-optimizer", "--overlap-grad-reduce",
                   "--overlap-param-gather"]
@@ -112,7 +107,8 @@ def deepspeed(plan: Plan, model: ModelSpec) -> Export:
                               "contiguous_gradients": True},
         "tensor_parallel": {"autotp_size": plan.tp},
         "pipeline": {"stages": plan.pp, "partition": "uniform",
-                     "activation_checkpoint_interval": 1 if plan.recompute == "full" else 0},
+                     "activation_checkpoint_interval":
+                         RECOMPUTATION[plan.recompute].deepspeed_interval},
         "gradient_clipping": 1.0,
     }
     if plan.zero == 3:
@@ -136,10 +132,10 @@ def fsdp(plan: Plan, model: ModelSpec) -> Export:
     if plan.zero == 1:
         notes.append("FSDP2 has no ZeRO-1: the nearest is ZeRO-2 "
                      "(reshard_after_forward=False), which also shards gradients")
-    schedule = TORCH_SCHEDULES[plan.schedule]
-    if plan.schedule == "zb-h1":
-        notes.append("PyTorch has no single-chunk ZB-H1; its interleaved zero-bubble "
-                     "schedule is the nearest")
+    record = CATALOGUE[plan.schedule]
+    schedule = record.torch_class
+    if record.torch_note:
+        notes.append(record.torch_note)
     wrap = "replicate(block, device_mesh=dp_mesh)" if plan.zero == 0 else \
         "fully_shard(block, mesh=dp_mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)"
     top = "replicate(stage, device_mesh=dp_mesh)" if plan.zero == 0 else \

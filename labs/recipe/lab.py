@@ -65,8 +65,7 @@ from labs.recipe.audits import BUBBLE_LIMIT as BUBBLE_LIMIT  # labs.recipe.plann
 from labs.recipe.audits import EXPOSED_LIMIT as EXPOSED_LIMIT
 from labs.recipe.audits import Audit, audits_of, rule_audits
 from labs.recipe.step_time import Timing, step_parts
-from labs.schedules.catalogue import SCHEDULES
-from labs.schedules.inflight import chunks_per_rank
+from labs.schedules.catalogue import CATALOGUE, SCHEDULES, chunks_per_rank
 from labs.schedules.simulate import PipelineInput, check_shape, placed
 from labs.schedules.stages import uneven_problems
 
@@ -223,20 +222,12 @@ def _schedule_run(schedule: str, p: int, m: int, v: int) -> tuple[float, tuple]:
     measures it, idle / (p x makespan)."""
     if p == 1:
         return 0.0, ((0.0, 0.0),)
-    if schedule == "1f1b":
-        # 1F1B's timeline at these costs in closed form (PipeDream-Flush, Narayanan et al.
-        # 2021 sec 2.2.1): m + p − 1 slots of f + b = 3, rank r's first forward at r·f, its
-        # last backward 2r before the end; bubble (p−1)/(m+p−1). The simulator gives the
-        # same figures (tests/labs/test_recipe_uneven.py), in O(p·m) instead of O(p).
-        span = 3 * (m + p - 1)
-        return (p - 1) / (m + p - 1), tuple((r / span, 2 * r / span) for r in range(p))
-    if schedule == "interleaved-1f1b" and m % p == 0:
-        # The same with v chunks (Narayanan et al. 2021 sec 2.2.2: the warm-up and drain
-        # shrink v-fold) when the micro-batches fill whole rounds of p: span 3(m + (p−1)/v),
-        # rank r's first forward at r·f/v and its last backward 2r/v before the end.
-        span = 3 * (m + (p - 1) / v)
-        return (p - 1) / (v * m + p - 1), tuple((r / v / span, 2 * r / v / span)
-                                                for r in range(p))
+    # The schedule's closed form at these costs, where its record has one (1F1B, and
+    # interleaved 1F1B in whole rounds: labs.schedules.catalogue), in O(p) instead of O(p·m).
+    flush = CATALOGUE[schedule].flush
+    closed = flush(p, m, v) if flush is not None else None
+    if closed is not None:
+        return closed
     steps, starts, ends = placed(PipelineInput(schedule=schedule, stages=p, microbatches=m,
                                                virtual=v))
     span = max(e[-1] for e in ends)

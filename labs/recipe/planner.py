@@ -11,7 +11,8 @@ The candidates (bounded; ``candidates``):
   sequence a multiple of 2·CP (zigzag); EP (MoE only): divisors of the expert count; DP takes
   the rest;
 - ZeRO 0–3, recomputation none / selective / full;
-- schedules: 1F1B, and interleaved 1F1B with v = 2, 4 or 8 chunks per rank, as many as every
+- schedules: Megatron-LM's (their records in ``labs.schedules.catalogue``): 1F1B, and
+  interleaved 1F1B with v = 2, 4 or 8 chunks per rank, as many as every
   stage has layers for (Narayanan et al. 2021 sec 2.2.2: the bubble shrinks by v, at v times
   the point-to-point traffic; with as few micro-batches as stages, as Llama 3's 16 on 16
   stages, only v >= 4 brings the bubble under the audit's limit) — the set stays bounded at
@@ -69,6 +70,7 @@ from labs.core.limits import (
     MAX_MICROBATCHES,
     MAX_PLAN_GPUS,
     MAX_STAGES,
+    RECOMPUTE,
     ZERO_STAGES,
 )
 from labs.hardware.links import Cluster
@@ -91,13 +93,16 @@ from labs.recipe.lab import (
     measured_bubble,
     rule_problems,
 )
+from labs.schedules.catalogue import CATALOGUE
 from labs.schedules.stages import stage_layer_counts, uneven_split
 
 MAX_PLAN_CP = 16
 MICRO_BATCHES = (1, 2, 4)  # sequences per micro-batch tried
 PLAN_VIRTUAL = (2, 4, 8)  # interleaved chunks per rank tried (each stage needs v layers)
-PLAN_SCHEDULES = (("1f1b", 1),) + tuple(("interleaved-1f1b", v) for v in PLAN_VIRTUAL)
-PLAN_RECOMPUTE = ("none", "selective", "full")
+# The schedules Megatron-LM runs, the interleaved one at each v: (1f1b, 1), (interleaved-1f1b, 2)..
+PLAN_SCHEDULES = tuple((k, v) for k, s in CATALOGUE.items() if s.megatron
+                       for v in (PLAN_VIRTUAL if s.interleaved else (1,)))
+PLAN_RECOMPUTE = RECOMPUTE  # every mode: none, selective, full
 MAX_CANDIDATES = 50_000  # a request that would enumerate more is refused
 MAX_SHAPE_LOOPS = 100_000  # TP x PP x CP x EP x schedule x micro-batch combinations looked at
 MAX_TOP = 50
@@ -219,7 +224,7 @@ def shapes(req: PlanRequest) -> list[Plan]:
             if mb > MAX_MICROBATCHES:
                 continue
             for sched, v in PLAN_SCHEDULES:
-                if pp == 1 and sched != "1f1b" or v > fewest:
+                if pp == 1 and (sched, v) != PLAN_SCHEDULES[0] or v > fewest:
                     continue  # no pipeline: the schedule is moot; or a stage has too few layers
                 found.append(Plan(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, schedule=sched,
                                   virtual=v, micro_batch=b,

@@ -41,11 +41,11 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
+from labs.core.catalogue import RECIPES, RECOMPUTATION
 from labs.core.limits import DEFAULT_MATMUL_EFFICIENCY
 from labs.data_parallel.lab import exposed_after_window
 from labs.hardware.comm import collective
 from labs.hardware.links import Cluster
-from labs.memory.lab import RECIPES
 from labs.model.flops import (
     attention_flops_per_token,
     hardware_flops_per_token,
@@ -53,7 +53,7 @@ from labs.model.flops import (
 )
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout
-from labs.schedules.inflight import chunks_per_rank
+from labs.schedules.catalogue import chunks_per_rank
 from labs.schedules.stages import stage_params
 from labs.tensor_parallel.comm import tp_collectives, tp_exchange
 
@@ -185,7 +185,7 @@ def step_parts(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, se
     fwd = model_tok / 3 * tokens / share / peak * imbalance
     bwd = (hard_tok - model_tok / 3) * tokens / share / peak * imbalance
     moe_layers = max(s.moe_layers for s in stages)
-    passes = 3 if recompute == "full" else 2  # forward, (forward again), backward
+    passes = 3 if RECOMPUTATION[recompute].forward_again else 2  # forward, (again), backward
 
     act = seq_len / lay.cp * micro_batch * m.hidden * ACT_BYTES
     tp_s = spread(lay, "tp", g)
@@ -231,7 +231,7 @@ def cp_ring(m: ModelSpec, lay: ParallelLayout, cluster: Cluster, seq_len: int,
     cp_hop = _cost("all_gather", kv_chunk * lay.cp, cp_s, cluster)
     attn_layer = attention_flops_per_token(m, seq_len) / m.layers * seq_len * micro_batch \
         / (lay.cp * lay.tp) / peak  # forward + backward, one layer
-    passes = 3 if recompute == "full" else 2  # forward, (forward again), backward
+    passes = 3 if RECOMPUTATION[recompute].forward_again else 2  # forward, (again), backward
     cp_fwd = cp_hop.seconds
     cp_bwd = 2 * cp_hop.seconds
     total = layers * (cp_fwd * (passes - 1) + cp_bwd)

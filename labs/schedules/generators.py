@@ -5,7 +5,8 @@ performs. Nothing here knows about time: ``labs.schedules.simulate.simulate`` pl
 on a timeline, and every figure the lab shows is measured from that timeline.
 
 An action runs one micro-batch through one *model piece* ("virtual stage"). With ``c``
-chunks per rank there are ``p * c`` pieces; ``piece()`` says which piece a rank's chunk is.
+chunks per rank there are ``p * c`` pieces; ``Schedule.piece`` (``labs.schedules.catalogue``,
+where each schedule's record names its generator) says which piece a rank's chunk is.
 Kinds: ``F`` forward, ``B`` full backward, ``I`` input-gradient half of the backward,
 ``W`` weight-gradient half.
 
@@ -30,20 +31,6 @@ class Action(NamedTuple):
 # times cheaper to make than Actions; labs.schedules.simulate.generate wraps them for callers.
 Step = tuple[str, int, int, int]
 Plan = list[list[Step]]
-
-V_SHAPE = ("zb-v", "dualpipe-v")  # two chunks per rank, placed as a V
-
-
-def piece(schedule: str, stages: int, rank: int, chunk: int) -> int:
-    """The model piece that ``chunk`` of ``rank`` holds.
-
-    Interleaved: piece k lives on rank k % p (chunk j of rank r is piece j*p + r).
-    V shape (ZB-V, DualPipeV): chunk 0 runs down ranks 0..p-1, chunk 1 comes back up
-    p-1..0, so rank r holds pieces r and 2p-1-r and the loss is on rank 0.
-    """
-    if schedule in V_SHAPE:
-        return rank if chunk == 0 else 2 * stages - 1 - rank
-    return chunk * stages + rank
 
 
 def gpipe(p: int, m: int) -> Plan:

@@ -26,8 +26,8 @@ from labs.core.errors import LabInputError
 from labs.core.limits import MAX_MICROBATCHES, MAX_STAGES, MAX_VIRTUAL
 from labs.schedules import generators as schedules
 from labs.schedules import wire
-from labs.schedules.catalogue import INTERLEAVED, ROUNDS, SCHEDULES, SPLIT_BACKWARD
-from labs.schedules.generators import V_SHAPE, Action
+from labs.schedules.catalogue import CATALOGUE, INTERLEAVED, SCHEDULES, SPLIT_BACKWARD
+from labs.schedules.generators import Action
 from labs.schedules.timeline import ScheduleDeadlock, activations, gc_paused, place
 
 __all__ = [
@@ -82,17 +82,17 @@ def _accepted_rounds(p: int, m: int) -> str:
 
 def check_shape(schedule: str, p: int, m: int, v: int) -> None:
     """The rules a schedule sets on stages p, micro-batches m and chunks v (no bound on
-    the work to simulate): one source for this lab and the memory ledger."""
-    name = SCHEDULES[schedule]
-    if schedule in INTERLEAVED and v < 2:
-        plain = "GPipe" if schedule == "looped-bfs" else (
-            "1F1B" if schedule == "interleaved-1f1b" else "ZB-H1")
+    the work to simulate), as the schedule's record in ``labs.schedules.catalogue`` marks
+    them: one source for this lab and the memory ledger."""
+    record = CATALOGUE[schedule]
+    name = record.name
+    if record.interleaved and v < 2:
         raise LabInputError(
             "virtual",
             f"{name} needs at least 2 model chunks per stage (virtual 2 to {MAX_VIRTUAL}); "
-            f"with 1 chunk it is plain {plain}, so pick that schedule instead.",
+            f"with 1 chunk it is plain {SCHEDULES[record.plain]}, so pick that schedule instead.",
         )
-    if schedule in ROUNDS and m % schedules.rounds(p, m)[0]:
+    if record.rounds and m % schedules.rounds(p, m)[0]:
         count = schedules.rounds(p, m)[0]
         raise LabInputError(
             "microbatches",
@@ -100,17 +100,17 @@ def check_shape(schedule: str, p: int, m: int, v: int) -> None:
             f"max(1, m // p) = {count} rounds of equal size, so with {p} stages {m} "
             f"micro-batches do not split; {_accepted_rounds(p, m)} would.",
         )
-    if schedule in V_SHAPE and v > 2:
+    if record.v_shape and v > 2:
         raise LabInputError(
             "virtual",
             f"{name} always places exactly 2 model chunks on each stage (down the "
             f"pipeline and back up, a V): set virtual to 2 (1 is read as 2); got {v}.",
         )
-    if schedule == "dualpipe-v" and m < 2 * p:
+    if record.fill > 1 and m < record.fill * p:
         raise LabInputError(
             "microbatches",
-            f"DualPipeV needs at least twice as many micro-batches as stages to fill "
-            f"both arms of the V: at least {2 * p} for {p} stages; got {m}.",
+            f"{name} needs at least {record.fill_reason}: at least {record.fill * p} for {p} "
+            f"stages; got {m}.",
         )
 
 
@@ -162,7 +162,7 @@ class PipelineInput:
             object.__setattr__(self, name, _cost(name, getattr(self, name), what, zero_ok=zero_ok))
         self._check_wire()
         self._check_shape()
-        per_unit = 3 if self.schedule in SPLIT_BACKWARD else 2
+        per_unit = 3 if self.split_backward else 2
         p, m = self.stages, self.microbatches
         events = p * m * self.chunks * per_unit
         if events > MAX_EVENTS:
@@ -211,19 +211,17 @@ class PipelineInput:
     @property
     def interleaved(self) -> bool:
         """v chunks per rank: the textbook bubble is (p-1)/(v*m+p-1)."""
-        return self.schedule in INTERLEAVED
+        return CATALOGUE[self.schedule].interleaved
 
     @property
     def split_backward(self) -> bool:
         """The backward runs as I (input gradient) and W (weight gradient)."""
-        return self.schedule in SPLIT_BACKWARD
+        return CATALOGUE[self.schedule].split_backward
 
     @property
     def chunks(self) -> int:
         """Model chunks per rank the schedule actually uses."""
-        if self.schedule in INTERLEAVED:
-            return self.virtual
-        return 2 if self.schedule in V_SHAPE else 1
+        return CATALOGUE[self.schedule].chunks(self.virtual)
 
     @property
     def send_seconds(self) -> float | None:
@@ -266,7 +264,7 @@ class PipelineResult:
     events: tuple[Event, ...]  # sorted by (rank, start)
     makespan: float  # last end; the run starts at 0
     bubble_fraction: float  # idle / (ranks * makespan), measured
-    textbook_bubble: float  # (p-1)/(v*m+p-1), v = chunks for INTERLEAVED, else 1
+    textbook_bubble: float  # (p-1)/(v*m+p-1), v = chunks for INTERLEAVED, else 1 (catalogue)
     busy: tuple[float, ...]  # per rank
     peak_activations: tuple[int, ...]  # per rank, in micro-batch-chunk units
     activation_timeline: tuple[tuple[tuple[float, int], ...], ...]  # per rank (time, held)
@@ -290,31 +288,18 @@ def _events(rank: int, *columns: Sequence) -> list[Event]:
 
 
 def _plan(inp: PipelineInput) -> schedules.Plan:
-    """Per-rank steps as plain tuples (the fast form of ``generate``)."""
-    p, m = inp.stages, inp.microbatches
-    if inp.schedule == "gpipe":
-        return schedules.gpipe(p, m)
-    if inp.schedule == "1f1b":
-        return schedules.one_f_one_b(p, m)
-    if inp.schedule == "interleaved-1f1b":
-        return schedules.interleaved(p, m, inp.virtual)
-    if inp.schedule == "looped-bfs":
-        return schedules.looped_bfs(p, m, inp.virtual)
-    if inp.schedule == "zb-h1":
-        return schedules.zb_h1(p, m)
-    if inp.schedule == "interleaved-zb":
-        return schedules.interleaved_zero_bubble(p, m, inp.virtual)
-    if inp.schedule == "zb-v":
-        return schedules.zb_v(p, m)
-    return schedules.dualpipe_v(p, m)
+    """Per-rank steps as plain tuples (the fast form of ``generate``): the schedule's
+    generator, as its record in ``labs.schedules.catalogue`` names it."""
+    return CATALOGUE[inp.schedule].generate(inp.stages, inp.microbatches, inp.virtual)
 
 
 def _owners(inp: PipelineInput) -> list[int]:
     """The rank that holds each model piece."""
+    record = CATALOGUE[inp.schedule]
     owner = [0] * (inp.stages * inp.chunks)
     for r in range(inp.stages):
         for j in range(inp.chunks):
-            owner[schedules.piece(inp.schedule, inp.stages, r, j)] = r
+            owner[record.piece(inp.stages, r, j)] = r
     return owner
 
 
@@ -351,14 +336,14 @@ def simulate(inp: PipelineInput) -> PipelineResult:
         busy = tuple(math.fsum(map(operator.sub, ends[r], starts[r])) for r in range(p))
         makespan = max(ends[r][-1] for r in range(p))
         bubble = min(max(1.0 - math.fsum(busy) / (p * makespan), 0.0), 1.0)
-        v = inp.chunks if inp.schedule in INTERLEAVED else 1
         sends = wire.sends_per_rank(plan, owner)
         return PipelineResult(
             input=inp,
             events=tuple(events),
             makespan=makespan,
             bubble_fraction=bubble,
-            textbook_bubble=(p - 1) / (v * inp.microbatches + p - 1),
+            textbook_bubble=CATALOGUE[inp.schedule].textbook_bubble(p, inp.microbatches,
+                                                                    inp.virtual),
             busy=busy,
             peak_activations=tuple(peaks),
             activation_timeline=tuple(timelines),

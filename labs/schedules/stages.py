@@ -16,7 +16,7 @@ Under TP, projections and the embedding are split (vocab-parallel), while norms,
 routers and learned position embeddings are replicated on every TP rank. A MoE model's first
 ``dense_layers`` layers are dense, so a stage's routed experts follow the MoE layers *it*
 holds. With interleaved or V-shaped schedules a rank holds several model pieces
-(``labs.schedules.generators.piece``); its layers are the union of theirs.
+(``Schedule.piece`` in ``labs.schedules.catalogue``); its layers are the union of theirs.
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from functools import lru_cache
 
 from labs.core.errors import LabInputError
 from labs.model.spec import ModelSpec
-from labs.schedules.generators import piece
-from labs.schedules.inflight import chunks_per_rank
+from labs.schedules.catalogue import chunks_per_rank, piece
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from labs.core.catalogue import RECOMPUTATION
 from labs.hardware.comm import CommCost
 from labs.model.activations import ACT_BYTES
 from labs.model.spec import ModelSpec
@@ -65,7 +66,7 @@ def tp_collectives(layers: int, recompute: str = "selective") -> int:
     (Korthikanti et al. 2022 sec 5)."""
     forward = sum(1 for phase, *_ in LAYER_COLLECTIVES if phase == "forward")
     backward = len(LAYER_COLLECTIVES) - forward
-    return layers * (forward * (2 if recompute == "full" else 1) + backward)
+    return layers * (forward * (2 if RECOMPUTATION[recompute].forward_again else 1) + backward)
 
 
 def collective_bytes(model: ModelSpec, seq_len: int, micro_batch: int) -> float:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from labs.core.catalogue import RECIPES
 from labs.core.errors import LabInputError
 from labs.core.limits import (
     ACTIVATION_MODELS,
@@ -52,7 +53,7 @@ from labs.core.limits import (
 from labs.hardware.comm import collective
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, get_link, gpu_cluster, make_cluster
-from labs.memory.lab import RECIPES, STATE_KEYS, MemoryInput, MemoryResult, compute_memory
+from labs.memory.lab import STATE_KEYS, MemoryInput, MemoryResult, compute_memory
 from labs.model.flops import hardware_flops_per_token, model_flops_per_token
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import whole

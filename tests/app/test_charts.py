@@ -7,7 +7,6 @@ import pytest
 
 from app.charts.memory import memory_figure
 from app.charts.pipeline import (
-    SCHEDULE_NAMES,
     activations_figure,
     gantt_figure,
     kinds_present,
@@ -18,6 +17,7 @@ from app.routers.memory import MemoryQuery
 from app.routers.memory import run as run_memory
 from app.routers.pipeline import PipelineQuery
 from app.routers.pipeline import run as run_pipeline
+from labs.schedules.catalogue import SCHEDULES
 
 
 def valid(fig: dict) -> dict:
@@ -83,7 +83,7 @@ def test_memory_gpu_label_sits_beside_the_bar_not_on_it():
 def test_pipeline_figures_use_display_names_and_units(query):
     state = run_pipeline(PipelineQuery(**query))
     gantt = valid(gantt_figure(state.result))
-    name = SCHEDULE_NAMES[query["schedule"]]
+    name = SCHEDULES[query["schedule"]]
     assert gantt["summary"].startswith(name)
     assert query["schedule"] not in gantt["summary"] or name.lower() == query["schedule"]
     assert "%" in gantt["summary"]

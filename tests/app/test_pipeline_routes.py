@@ -4,6 +4,7 @@ import pytest
 
 from app.charts.pipeline import MAX_BARS, activations_figure, gantt_figure, stage_memory_figure
 from app.routers.pipeline import PipelineQuery, run
+from labs.schedules.catalogue import SCHEDULES
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
@@ -120,3 +121,30 @@ def test_the_link_sizes_each_send_and_the_page_says_so(client):
     assert f"{api['send_seconds'] * 1e3:.3f} ms" in page.text.split('data-testid="send"')[1]
     bad = client.get("/api/pipeline", params={"link": "carrier-pigeon"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-1] == "link"
+
+
+@pytest.mark.parametrize("schedule", tuple(SCHEDULES))
+def test_every_schedule_is_named_not_shown_by_its_id(client, schedule):
+    """The charts and the page's readout name every schedule of the catalogue (looped-bfs,
+    interleaved-zb and zb-v once showed their ids), with the name the option list gives it."""
+    name = SCHEDULES[schedule]
+    state = run(PipelineQuery(schedule=schedule, virtual=2))
+    assert gantt_figure(state.result)["summary"].startswith(f"{name}, ")
+    assert activations_figure(state.result)["summary"].startswith(f"{name}: ")
+    page = client.get("/episodes/pipeline", params={"schedule": schedule, "virtual": 2}).text
+    assert f"<dt>Schedule</dt><dd>{name}</dd>" in page
+
+
+@pytest.mark.parametrize(("stages", "microbatches"), [(4, 25), (4, 26), (8, 16), (8, 25)])
+def test_the_page_says_labels_are_drawn_exactly_when_the_chart_draws_them(client, stages,
+                                                                          microbatches):
+    """1F1B: 2·p·m events. 200 (4 x 25) are labelled; 208, 256 (8 x 16, a lesson state) and 400
+    are not, and the note under the chart says so (it once read "numbers are micro-batches"
+    up to 400 while the chart stopped labelling at 200)."""
+    params = {"schedule": "1f1b", "stages": stages, "microbatches": microbatches}
+    gantt = gantt_figure(run(PipelineQuery(**params)).result)
+    labelled = any(t["type"] == "scatter" for t in gantt["data"])
+    assert labelled == (2 * stages * microbatches <= 200)
+    page = client.get("/episodes/pipeline", params=params).text
+    assert ("numbers are micro-batches" in page) == labelled
+    assert ("labels hidden at this size" in page) == (not labelled)

@@ -260,7 +260,7 @@ def planner_time(model: str = "llama-3.1-405b", gpus: int = 16_384, seq_len: int
     from labs.recipe import lab as recipe
     from labs.recipe import step_time as recipe_time
     from labs.recipe.planner import PlanRequest, search
-    from labs.schedules.generators import stages as placement
+    from labs.schedules import stages as placement
 
     for cached in (recipe._evaluate, recipe.ledger, recipe._schedule_run,
                    recipe_time.spread, recipe_time._cost, placement.stage_params,
