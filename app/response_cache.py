@@ -11,8 +11,8 @@ assets (their URL carries their content hash), status 200 or 422
 (an inconsistent state is refused the same way every time), at most MAX_ENTRY_BYTES each.
 The key is the path, the raw query string and every request header that changes the
 answer: the ones ``Vary`` names (HX-Request, HX-Target, HX-History-Restore-Request, whether
-gzip is accepted) and, unless PUBLIC_URL fixes it, the scheme and Host that embed codes spell
-(app/labkit/render.py public_origin). A query spelled another way is another entry: it
+gzip and brotli are accepted) and, unless PUBLIC_URL fixes it, the scheme and Host that embed
+codes spell (app/labkit/render.py public_origin). A query spelled another way is another entry: it
 costs one render, never a wrong answer.
 
 Bounded twice: MAX_ENTRIES answers and MAX_BYTES bytes in all, least recently used out
@@ -106,6 +106,13 @@ def _matches(if_none_match: bytes | None, etag: bytes) -> bool:
     return b"*" in tags or etag in tags or b"W/" + etag in tags  # weak comparison (RFC 9110)
 
 
+def _codings(accept_encoding: bytes) -> tuple[bool, bool]:
+    """Whether gzip and brotli are accepted: what selects an answer's coding (pages and
+    fragments: gzip; static assets: brotli, else gzip; app/assets.py)."""
+    codings = {c.strip() for c in accept_encoding.split(b",")}
+    return b"gzip" in codings, b"br" in codings
+
+
 class ResponseCacheMiddleware:
     """Pure ASGI. ``cacheable(path)`` says which routes are pure functions of the request
     (read when the first request comes, after every router registered)."""
@@ -124,7 +131,7 @@ class ResponseCacheMiddleware:
         return (path, scope.get("root_path", ""), scope.get("query_string", b""),
                 headers.get(b"hx-request"), headers.get(b"hx-target"),
                 headers.get(b"hx-history-restore-request"),
-                b"gzip" in headers.get(b"accept-encoding", b""), origin)
+                _codings(headers.get(b"accept-encoding", b"")), origin)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or scope["method"] != "GET":
