@@ -191,7 +191,7 @@ def figures(state: RecipeState) -> dict:
     r = state.result
     if not r.legal:
         return {}
-    return {"step": step_figure(r), "memory": memory_figure(r)}
+    return {"step": step_figure(r, state.replan), "memory": memory_figure(r)}
 
 
 def api_errors(state: RecipeState) -> dict[str, str]:
