@@ -39,12 +39,12 @@ from functools import lru_cache
 
 from labs.core.errors import LabInputError
 from labs.core.limits import CP_LAYOUTS, MAX_CP, MAX_CP_TOKENS, MAX_SEQ_LEN
+from labs.core.validate import whole
 from labs.hardware.comm import ring
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Link
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.spec import ModelSpec
-from labs.parallel.layout import whole
 
 BYTES = 2  # bf16 queries, keys, values and outputs
 # Attention kernels reach about half the dense BF16 peak (FlashAttention-2, Dao 2023,

@@ -41,6 +41,7 @@ from labs.core.limits import MAX_NICS_PER_NODE
 from labs.core.limits import MIN_DP_BUCKET_BYTES as MIN_BUCKET_BYTES
 from labs.core.limits import MIN_DP_COMPUTE_S as MIN_COMPUTE_S
 from labs.core.limits import MIN_DP_GRAD_BYTES as MIN_GRAD_BYTES
+from labs.core.validate import WHOLE_PLAIN, number, whole
 from labs.hardware.comm import CommCost, collective, ring
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import Cluster, Link, get_link, links, make_cluster
@@ -66,17 +67,6 @@ def link_family(link: Link) -> str:
     return next(family for prefix, family in _FAMILIES if link.id.startswith(prefix))
 
 
-def _number(field: str, value, low: float, high: float, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (
-            math.isfinite(value) and low <= value <= high):
-        raise LabInputError(field, f"{what} must be a number from {low:g} to {high:g}")
-
-
-def _whole(field: str, value, low: int, high: int, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise LabInputError(field, f"{what} must be a whole number from {low} to {high}")
-
-
 @dataclass(frozen=True)
 class DataParallelInput:
     model: ModelSpec  # whose replica the ledger shows
@@ -93,21 +83,21 @@ class DataParallelInput:
     def __post_init__(self) -> None:  # one check per control, in page order
         if not isinstance(self.model, ModelSpec):
             raise LabInputError("model", "choose a model preset or a gradient size")
-        _number("grad_bytes", self.grad_bytes, MIN_GRAD_BYTES, MAX_GRAD_BYTES,
-                "gradient bytes")
-        _whole("gpus", self.gpus, 1, MAX_GPUS, "the GPU count")
+        number("grad_bytes", self.grad_bytes, MIN_GRAD_BYTES, MAX_GRAD_BYTES, "gradient bytes")
+        whole("gpus", self.gpus, 1, MAX_GPUS, "the GPU count", WHOLE_PLAIN)
         get_link(self.link)
-        _number("compute_s", self.compute_s, MIN_COMPUTE_S, MAX_COMPUTE_S,
-                "compute seconds per step")
+        number("compute_s", self.compute_s, MIN_COMPUTE_S, MAX_COMPUTE_S,
+               "compute seconds per step")
         if self.scaling not in SCALINGS:
             raise LabInputError("scaling", f"scaling must be one of {', '.join(SCALINGS)}")
         if self.overlap not in OVERLAPS:
             raise LabInputError("overlap", f"overlap must be one of {', '.join(OVERLAPS)}")
-        _number("bucket_bytes", self.bucket_bytes, MIN_BUCKET_BYTES, MAX_BUCKET_BYTES,
-                "the bucket size in bytes")
-        _whole("nics_per_node", self.nics_per_node, 1, MAX_NICS_PER_NODE,
-               "network ports per server")
-        _whole("global_batch", self.global_batch, 1, MAX_GLOBAL_BATCH, "the global batch")
+        number("bucket_bytes", self.bucket_bytes, MIN_BUCKET_BYTES, MAX_BUCKET_BYTES,
+               "the bucket size in bytes")
+        whole("nics_per_node", self.nics_per_node, 1, MAX_NICS_PER_NODE,
+              "network ports per server", WHOLE_PLAIN)
+        whole("global_batch", self.global_batch, 1, MAX_GLOBAL_BATCH, "the global batch",
+              WHOLE_PLAIN)
         if self.scaling == "strong" and self.gpus > self.global_batch:
             raise LabInputError("gpus", f"a fixed global batch of {self.global_batch} sequences "
                                         f"gives at most {self.global_batch} GPUs one each "

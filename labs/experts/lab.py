@@ -42,11 +42,12 @@ from labs.core.limits import (
     MAX_SKEW,
     MOE_GROUP_KINDS,
 )
+from labs.core.validate import number, whole
 from labs.hardware.comm import collective
 from labs.hardware.links import Cluster
 from labs.model.flops import expert_flops_per_token, model_flops_per_token
 from labs.model.spec import ModelSpec
-from labs.parallel.layout import ParallelLayout, problems, whole, world_problems
+from labs.parallel.layout import ParallelLayout, problems, world_problems
 from labs.parallel.rank_map import (
     GpuColouring,
     GroupSummary,
@@ -87,9 +88,7 @@ class MoEInput:
         for name, value, high in (("skew", self.skew, MAX_SKEW),
                                   ("capacity_factor", self.capacity_factor, MAX_CAPACITY_FACTOR),
                                   ("mfu", self.mfu, 1.0)):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not (
-                    math.isfinite(value) and 0 <= value <= high):
-                raise LabInputError(name, f"{name} must be a number from 0 to {high:g}")
+            number(name, value, 0, high, name)
         if self.mfu == 0:
             raise LabInputError("mfu", "MFU must be above 0")
         whole("tokens", self.tokens, 1, MAX_MOE_TOKENS, "tokens per GPU")

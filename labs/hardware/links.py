@@ -16,6 +16,7 @@ from functools import cache
 
 from labs.core.data import read
 from labs.core.errors import LabInputError
+from labs.core.validate import is_int
 from labs.hardware.gpus import GPUSpec, get_gpu
 
 LINK_KINDS = ("scale-up", "scale-out")
@@ -58,7 +59,7 @@ class Cluster:
     def __post_init__(self) -> None:
         for name in ("gpus_per_node", "nics_per_node"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_int(value) or value < 1:
                 raise LabInputError(name, f"{self.id}: {name} must be a whole number >= 1")
         if self.intra.domain is not None and self.gpus_per_node > self.intra.domain:
             raise LabInputError("gpus_per_node", f"{self.id}: {self.intra.name} connects at "

@@ -29,6 +29,7 @@ from labs.core.limits import (
     MODES,
     RECOMPUTE,
 )
+from labs.core.validate import whole
 from labs.hardware.gpus import GPUSpec
 from labs.model.activations import (
     ACT_BYTES,
@@ -37,7 +38,7 @@ from labs.model.activations import (
     output_activation_bytes,
 )
 from labs.model.spec import ModelSpec
-from labs.parallel.layout import ParallelLayout, problems, whole
+from labs.parallel.layout import ParallelLayout, problems
 from labs.schedules.catalogue import SCHEDULES
 from labs.schedules.inflight import chunks_per_rank, in_flight
 from labs.schedules.simulate import check_shape

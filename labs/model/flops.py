@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from labs.core.errors import LabInputError
 from labs.core.limits import RECOMPUTE
+from labs.core.validate import is_int
 from labs.hardware.gpus import GPUSpec
 from labs.model.spec import ModelSpec
 
@@ -78,7 +79,7 @@ def training_time(model: ModelSpec, gpu: GPUSpec, tokens: float, *, seq_len: int
     """Seconds to train on ``tokens`` tokens with ``gpus`` GPUs at ``mfu`` of the BF16 peak."""
     if not (isinstance(mfu, int | float) and 0 < mfu <= 1):
         raise LabInputError("mfu", "MFU must be a fraction in (0, 1]")
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+    if not is_int(gpus) or gpus < 1:
         raise LabInputError("gpus", "the number of GPUs must be a whole number >= 1")
     if not (isinstance(tokens, int | float) and math.isfinite(tokens) and tokens > 0):
         raise LabInputError("tokens", "the number of tokens must be a positive number")

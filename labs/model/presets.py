@@ -8,6 +8,7 @@ from functools import cache, lru_cache
 
 from labs.core.data import load
 from labs.core.errors import LabInputError
+from labs.core.validate import is_number
 from labs.model.code import decode, is_code
 from labs.model.spec import ModelSpec
 
@@ -84,7 +85,7 @@ def custom_model(params: int | float) -> ModelSpec:
     The layer shapes (used for activations and KV cache) are the nearest Llama-style shape;
     ``shape_params`` tells how far that shape's own count is from the request.
     """
-    if isinstance(params, bool) or not isinstance(params, int | float) or not math.isfinite(params):
+    if not is_number(params):
         raise LabInputError("params", "the custom parameter count must be a number, e.g. 7e9")
     if params != int(params):
         raise LabInputError("params", "the custom parameter count must be a whole number")

@@ -57,10 +57,11 @@ from labs.core.limits import (
     RECOMPUTE,
     TRAIN_RECIPES,
 )
+from labs.core.validate import number, whole
 from labs.hardware.links import Cluster
 from labs.memory.lab import MemoryInput, MemoryResult, compute_memory
 from labs.model.spec import ModelSpec
-from labs.parallel.layout import ParallelLayout, problems, whole, world_problems
+from labs.parallel.layout import ParallelLayout, problems, world_problems
 from labs.recipe.audits import BUBBLE_LIMIT as BUBBLE_LIMIT  # labs.recipe.planner reads it here
 from labs.recipe.audits import EXPOSED_LIMIT as EXPOSED_LIMIT
 from labs.recipe.audits import Audit, audits_of, rule_audits
@@ -293,11 +294,8 @@ def evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
 
 
 def check_matmul_efficiency(value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (
-            MIN_MATMUL_EFFICIENCY <= value <= MAX_MATMUL_EFFICIENCY):
-        raise LabInputError("matmul_efficiency", f"matmul efficiency must be a fraction of the "
-                                                 f"peak from {MIN_MATMUL_EFFICIENCY} to "
-                                                 f"{MAX_MATMUL_EFFICIENCY}")
+    number("matmul_efficiency", value, MIN_MATMUL_EFFICIENCY, MAX_MATMUL_EFFICIENCY,
+           "matmul efficiency", "{what} must be a fraction of the peak from {low} to {high}")
 
 
 @lru_cache(maxsize=4096)

@@ -71,9 +71,10 @@ from labs.core.limits import (
     MAX_STAGES,
     ZERO_STAGES,
 )
+from labs.core.validate import whole
 from labs.hardware.links import Cluster
 from labs.model.spec import ModelSpec
-from labs.parallel.layout import divisors, whole
+from labs.parallel.layout import divisors
 from labs.recipe.bounds import (
     bound_step_s,
     core_bound,

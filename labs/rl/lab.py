@@ -36,10 +36,11 @@ from labs.core.limits import (
     PLACEMENTS,
     RECOMPUTE,
 )
+from labs.core.validate import whole
 from labs.hardware.gpus import GPUSpec
 from labs.memory.lab import MemoryInput, compute_memory
 from labs.model.spec import ModelSpec
-from labs.parallel.layout import ParallelLayout, problems, whole
+from labs.parallel.layout import ParallelLayout, problems
 from labs.rl.cluster import Check, engine_checks, gpu_roles, layout_checks
 from labs.rl.serving import EngineMemory, engine_memory, per_engine
 from labs.rl.timeline import phases, step_times

@@ -24,6 +24,15 @@ from typing import NamedTuple
 
 from labs.core.errors import LabInputError
 from labs.core.limits import MAX_MICROBATCHES, MAX_STAGES, MAX_VIRTUAL
+from labs.core.validate import (
+    COST_ABOVE_ZERO,
+    COST_FROM_ZERO,
+    SEND_ABOVE,
+    SEND_FROM,
+    WHOLE_COUNT,
+    number,
+    whole,
+)
 from labs.schedules import generators as schedules
 from labs.schedules import wire
 from labs.schedules.catalogue import INTERLEAVED, ROUNDS, SCHEDULES, SPLIT_BACKWARD
@@ -50,24 +59,6 @@ __all__ = [
 MAX_EVENTS = 65536
 
 MAX_COST = 1000.0
-
-
-def _whole(field: str, value: object, low: int, high: int, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise LabInputError(
-            field,
-            f"The number of {what} must be a whole number from {low} to {high}; got {value!r}.",
-        )
-
-
-def _cost(field: str, value: object, what: str, *, zero_ok: bool) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value > MAX_COST or value < 0 or (value == 0 and not zero_ok):
-        low = "0 (inclusive)" if zero_ok else "0 (exclusive)"
-        raise LabInputError(
-            field, f"The {what} must be a number between {low} and {MAX_COST:g}; got {value!r}."
-        )
-    return float(value)
 
 
 def _accepted_rounds(p: int, m: int) -> str:
@@ -151,15 +142,19 @@ class PipelineInput:
                 "schedule",
                 f"Unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}.",
             )
-        _whole("stages", self.stages, 1, MAX_STAGES, "pipeline stages")
-        _whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES, "micro-batches")
-        _whole("virtual", self.virtual, 1, MAX_VIRTUAL, "model chunks per stage (virtual)")
+        whole("stages", self.stages, 1, MAX_STAGES, "pipeline stages", WHOLE_COUNT)
+        whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES, "micro-batches",
+              WHOLE_COUNT)
+        whole("virtual", self.virtual, 1, MAX_VIRTUAL, "model chunks per stage (virtual)",
+              WHOLE_COUNT)
         costs = [("f", "forward time", False), ("b", "backward (input-gradient) time", False),
                  ("w", "weight-gradient time", True)]
         if self.p2p is not None:
             costs.append(("p2p", "point-to-point send time", True))
         for name, what, zero_ok in costs:
-            object.__setattr__(self, name, _cost(name, getattr(self, name), what, zero_ok=zero_ok))
+            cost = number(name, getattr(self, name), 0, MAX_COST, what,
+                          COST_FROM_ZERO if zero_ok else COST_ABOVE_ZERO, low_ok=zero_ok)
+            object.__setattr__(self, name, cost)
         self._check_wire()
         self._check_shape()
         per_unit = 3 if self.schedule in SPLIT_BACKWARD else 2
@@ -175,7 +170,8 @@ class PipelineInput:
 
     def _check_wire(self) -> None:
         def put(name: str, low: float, high: float, what: str, low_ok: bool) -> None:
-            value = wire.number(name, getattr(self, name), low, high, what, low_ok=low_ok)
+            value = number(name, getattr(self, name), low, high, what,
+                           SEND_FROM if low_ok else SEND_ABOVE, low_ok=low_ok)
             object.__setattr__(self, name, value)
 
         put("boundary_bytes", 0.0, wire.MAX_SEND_BYTES, "bytes sent per boundary", True)

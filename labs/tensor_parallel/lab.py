@@ -45,13 +45,14 @@ from labs.core.limits import (
     RECOMPUTE,
     TP_DEGREES,
 )
+from labs.core.validate import FRACTION, number, whole
 from labs.hardware.comm import CommCost, collective, ring
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, Link, get_link, make_cluster
 from labs.memory.lab import MemoryInput, MemoryResult, compute_memory
 from labs.model.flops import attention_flops_per_token
 from labs.model.spec import ModelSpec
-from labs.parallel.layout import ParallelLayout, problems, whole
+from labs.parallel.layout import ParallelLayout, problems
 from labs.tensor_parallel.comm import (  # noqa: F401 (re-exported: EP04's names)
     LAYER_COLLECTIVES,
     STEP_EXTRA_COLLECTIVES,
@@ -155,9 +156,7 @@ class TPInput:
             raise LabInputError("sp", "sequence parallelism must be true or false")
         whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "sequence length")
         whole("micro_batch", self.micro_batch, 1, MAX_MICRO_BATCH, "micro-batch size")
-        if isinstance(self.mfu, bool) or not isinstance(self.mfu, int | float) or not (
-                MIN_MFU <= self.mfu <= MAX_MFU):
-            raise LabInputError("mfu", f"MFU must be a fraction from {MIN_MFU} to {MAX_MFU}")
+        number("mfu", self.mfu, MIN_MFU, MAX_MFU, "MFU", FRACTION)
         if self.recompute not in RECOMPUTE:
             raise LabInputError("recompute", f"recomputation must be one of "
                                              f"{', '.join(RECOMPUTE)}")

@@ -49,13 +49,13 @@ from labs.core.limits import (
     ZERO_DP_SHOWN,
     ZERO_STAGES,
 )
+from labs.core.validate import whole
 from labs.hardware.comm import collective
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, get_link, gpu_cluster, make_cluster
 from labs.memory.lab import RECIPES, STATE_KEYS, MemoryInput, MemoryResult, compute_memory
 from labs.model.flops import hardware_flops_per_token, model_flops_per_token
 from labs.model.spec import ModelSpec
-from labs.parallel.layout import whole
 from labs.zero.deepspeed import (
     DeepSpeedEstimate,
     largest_layer_params,
