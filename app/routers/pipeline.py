@@ -32,7 +32,8 @@ from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links
 from labs.pipeline.lab import PipelineLabInput, PipelineLabResult, run_pipeline_lab
 from labs.schedules.catalogue import INTERLEAVED, SCHEDULES
-from labs.schedules.simulate import PipelineInput, simulate
+from labs.schedules.inputs import PipelineInput
+from labs.schedules.simulate import simulate
 
 router = APIRouter()
 

@@ -20,7 +20,7 @@ from labs.recipe.lab import Plan, evaluate
 from labs.rl.lab import RLPlacementInput, compute_rl_placement
 from labs.rl.recipes import recipes
 from labs.rl.serving import engine_memory
-from labs.schedules.simulate import PipelineInput
+from labs.schedules.inputs import PipelineInput
 from labs.schedules.simulate import simulate as simulate_pipeline
 from labs.tensor_parallel.lab import LAYER_COLLECTIVES, Topology, TPInput, tensor_parallel
 from labs.zero.lab import ZeroInput, simulate_zero

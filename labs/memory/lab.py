@@ -41,7 +41,7 @@ from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout, problems
 from labs.schedules.catalogue import SCHEDULES
 from labs.schedules.inflight import chunks_per_rank, in_flight
-from labs.schedules.simulate import check_shape
+from labs.schedules.inputs import check_shape
 from labs.schedules.stages import StageParams, stage_params, uneven_problems
 
 __all__ = [
@@ -116,7 +116,7 @@ class MemoryInput:
     etp: int = 1  # expert tensor parallelism
     sp: bool | None = None  # sequence parallelism; None = on whenever tp > 1 (Megatron's advice)
     activation_model: str = "classic"  # "classic" (Korthikanti 34sbh) | "megatron"
-    schedule: str = "1f1b"  # pipeline schedule (labs.schedules.simulate.SCHEDULES)
+    schedule: str = "1f1b"  # pipeline schedule (labs.schedules.catalogue.SCHEDULES)
     microbatches: int | None = None  # per step; None = as few as fill the pipeline
     virtual: int = 1  # model chunks per rank (interleaved 1F1B)
 

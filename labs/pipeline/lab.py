@@ -20,7 +20,8 @@ from labs.memory.lab import STATE_KEYS, MemoryInput, MemoryResult, compute_memor
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.flops import model_flops_per_token
 from labs.model.spec import ModelSpec
-from labs.schedules.simulate import PipelineInput, PipelineResult, simulate
+from labs.schedules.inputs import PipelineInput, PipelineResult
+from labs.schedules.simulate import simulate
 from labs.schedules.wire import boundary_bytes
 
 # Ledger fields whose errors mean "this model cannot fill this pipeline": the schedule still

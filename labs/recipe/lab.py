@@ -2,7 +2,7 @@
 
 ``evaluate(plan, model, cluster, nodes)`` composes the other labs, never re-derives them:
 - the layout rules (``labs.parallel.layout.problems``, ``world_problems``) and the schedule's rules
-  (``labs.schedules.simulate.check_shape``), *all* listed;
+  (``labs.schedules.inputs.check_shape``), *all* listed;
 - the memory ledger (``labs.memory.lab``) of the heaviest pipeline stage, with the activations in
   flight that the schedule keeps (``labs.model.activations.in_flight``); stages are even, or
   uneven as Megatron's --decoder-first/last-pipeline-num-layers make them (Llama 3 405B's
@@ -68,7 +68,8 @@ from labs.recipe.audits import Audit, audits_of, rule_audits
 from labs.recipe.step_time import Timing, step_parts
 from labs.schedules.catalogue import SCHEDULES
 from labs.schedules.inflight import chunks_per_rank
-from labs.schedules.simulate import PipelineInput, check_shape, placed
+from labs.schedules.inputs import PipelineInput, check_shape
+from labs.schedules.simulate import placed
 from labs.schedules.stages import uneven_problems
 
 PARALLEL = ("tp", "pp", "dp", "cp", "ep")

@@ -14,7 +14,8 @@ from functools import lru_cache
 
 from labs.schedules.catalogue import INTERLEAVED
 from labs.schedules.generators import V_SHAPE
-from labs.schedules.simulate import PipelineInput, simulate
+from labs.schedules.inputs import PipelineInput
+from labs.schedules.simulate import simulate
 
 
 def chunks_per_rank(schedule: str, virtual: int = 1) -> int:

@@ -158,7 +158,8 @@ def blocking(port: int, rounds: int = 5) -> None:
 
 def engine_times() -> list[tuple[str, float, float]]:
     from app.charts.pipeline import activations_figure, gantt_figure
-    from labs.schedules.simulate import PipelineInput, simulate
+    from labs.schedules.inputs import PipelineInput
+    from labs.schedules.simulate import simulate
 
     rows = []
     cases = {

@@ -14,7 +14,8 @@ from labs.memory.lab import MemoryInput, compute_memory, kv_cache_bytes
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.presets import get_model
 from labs.recipe.lab import Plan, evaluate
-from labs.schedules.simulate import PipelineInput, simulate
+from labs.schedules.inputs import PipelineInput
+from labs.schedules.simulate import simulate
 from labs.zero.lab import ZeroInput, simulate_zero
 
 H100 = get_gpu("h100-sxm")

@@ -9,7 +9,8 @@ from labs.model.activations import activation_bytes_per_layer
 from labs.model.presets import get_model
 from labs.pipeline.lab import PipelineLabInput, run_pipeline_lab, stage_memory
 from labs.schedules.inflight import in_flight
-from labs.schedules.simulate import PipelineInput, simulate
+from labs.schedules.inputs import PipelineInput
+from labs.schedules.simulate import simulate
 
 H100 = get_gpu("h100-sxm")
 L70 = get_model("llama-3.1-70b")

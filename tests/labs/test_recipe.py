@@ -27,7 +27,8 @@ from labs.recipe.export import export
 from labs.recipe.lab import Plan, evaluate, measured_bubble, pipeline_slack
 from labs.recipe.replan import nearest
 from labs.recipe.step_time import megatron_bucket_params, spread
-from labs.schedules.simulate import PipelineInput, simulate
+from labs.schedules.inputs import PipelineInput
+from labs.schedules.simulate import simulate
 from labs.tensor_parallel.lab import Topology, TPInput, tensor_parallel
 
 A100 = get_cluster("dgx-a100")
