@@ -11,7 +11,8 @@ from labs.data_parallel.lab import DataParallelInput
 from labs.data_parallel.lab import simulate as simulate_dp
 from labs.experts.lab import MoEInput, simulate_moe
 from labs.hardware.links import get_cluster
-from labs.memory.lab import MemoryInput, compute_memory, kv_cache_bytes
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory, kv_cache_bytes
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.flops import hardware_flops_per_token, matmul_params, model_flops_per_token
 from labs.model.presets import get_model

@@ -45,7 +45,8 @@ from labs.core.validate import WHOLE_PLAIN, number, whole
 from labs.hardware.comm import CommCost, collective, ring
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import Cluster, Link, get_link, links, make_cluster
-from labs.memory.lab import MemoryInput, MemoryResult, compute_memory
+from labs.memory.inputs import MemoryInput, MemoryResult
+from labs.memory.lab import compute_memory
 from labs.model.spec import ModelSpec
 
 # The four kinds of link the lesson compares, one preset each (labs/presets/links.json).

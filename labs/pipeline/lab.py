@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from labs.core.errors import LabInputError
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Link
-from labs.memory.lab import STATE_KEYS, MemoryInput, MemoryResult, compute_memory
+from labs.memory.inputs import STATE_KEYS, MemoryInput, MemoryResult
+from labs.memory.lab import compute_memory
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.flops import model_flops_per_token
 from labs.model.spec import ModelSpec

@@ -15,7 +15,7 @@ from functools import lru_cache
 from labs.core.limits import DEFAULT_MATMUL_EFFICIENCY
 from labs.hardware.comm import collective
 from labs.hardware.links import Cluster
-from labs.memory.lab import RECIPES
+from labs.memory.inputs import RECIPES
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.flops import hardware_flops_per_token, model_flops_per_token
 from labs.model.spec import ModelSpec

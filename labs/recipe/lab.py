@@ -59,7 +59,8 @@ from labs.core.limits import (
 )
 from labs.core.validate import number, whole
 from labs.hardware.links import Cluster
-from labs.memory.lab import MemoryInput, MemoryResult, compute_memory
+from labs.memory.inputs import MemoryInput, MemoryResult
+from labs.memory.lab import compute_memory
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout, problems, world_problems
 from labs.recipe.audits import BUBBLE_LIMIT as BUBBLE_LIMIT  # labs.recipe.planner reads it here

@@ -45,7 +45,7 @@ from labs.core.limits import DEFAULT_MATMUL_EFFICIENCY
 from labs.data_parallel.lab import exposed_after_window
 from labs.hardware.comm import collective
 from labs.hardware.links import Cluster
-from labs.memory.lab import RECIPES
+from labs.memory.inputs import RECIPES
 from labs.model.flops import (
     attention_flops_per_token,
     hardware_flops_per_token,

@@ -38,7 +38,8 @@ from labs.core.limits import (
 )
 from labs.core.validate import whole
 from labs.hardware.gpus import GPUSpec
-from labs.memory.lab import MemoryInput, compute_memory
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout, problems
 from labs.rl.cluster import Check, engine_checks, gpu_roles, layout_checks

@@ -49,7 +49,8 @@ from labs.core.validate import FRACTION, number, whole
 from labs.hardware.comm import CommCost, collective, ring
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, Link, get_link, make_cluster
-from labs.memory.lab import MemoryInput, MemoryResult, compute_memory
+from labs.memory.inputs import MemoryInput, MemoryResult
+from labs.memory.lab import compute_memory
 from labs.model.flops import attention_flops_per_token
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout, problems

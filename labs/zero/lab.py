@@ -38,12 +38,9 @@ from dataclasses import dataclass
 
 from labs.core.errors import LabInputError
 from labs.core.limits import (
-    ACTIVATION_MODELS,
     HOST_LINKS,
     MAX_DP,
     MAX_GPUS_PER_NODE,
-    MAX_MICRO_BATCH,
-    MAX_SEQ_LEN,
     RECOMPUTE,
     TRAIN_RECIPES,
     ZERO_DP_SHOWN,
@@ -53,7 +50,14 @@ from labs.core.validate import whole
 from labs.hardware.comm import collective
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, get_link, gpu_cluster, make_cluster
-from labs.memory.lab import RECIPES, STATE_KEYS, MemoryInput, MemoryResult, compute_memory
+from labs.memory.inputs import (
+    RECIPES,
+    STATE_KEYS,
+    MemoryInput,
+    MemoryResult,
+    check_activation_controls,
+)
+from labs.memory.lab import compute_memory
 from labs.model.flops import hardware_flops_per_token, model_flops_per_token
 from labs.model.spec import ModelSpec
 from labs.zero.deepspeed import (
@@ -122,14 +126,8 @@ class ZeroInput:
                                       f"{self.gpus_per_node}: choose a multiple of "
                                       f"{self.gpus_per_node}")
         self.cluster  # noqa: B018 -- validates link and gpus_per_node against the link's domain
-        whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "sequence length")
-        whole("micro_batch", self.micro_batch, 1, MAX_MICRO_BATCH, "micro-batch size")
-        if self.recompute not in RECOMPUTE:
-            raise LabInputError("recompute", "recomputation must be 'none', 'selective' or "
-                                             f"'full' (got {self.recompute!r})")
-        if self.activation_model not in ACTIVATION_MODELS:
-            raise LabInputError("activation_model", "the activation model must be 'classic' or "
-                                                    f"'megatron' (got {self.activation_model!r})")
+        check_activation_controls(self.seq_len, self.micro_batch, self.recompute,
+                                  self.activation_model)
         if self.host_link not in HOST_LINKS:
             raise LabInputError("host_link", f"the host link must be one of "
                                              f"{', '.join(HOST_LINKS)}")

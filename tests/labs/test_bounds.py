@@ -19,7 +19,8 @@ from labs.core.limits import (
     RECOMPUTE,
 )
 from labs.hardware.gpus import get_gpu, gpus
-from labs.memory.lab import MemoryInput, compute_memory
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory
 from labs.model.presets import custom_model, models
 from labs.schedules.catalogue import SCHEDULES
 from labs.schedules.inputs import PipelineInput

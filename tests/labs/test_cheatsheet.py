@@ -10,7 +10,8 @@ from labs.context_parallel.lab import mask_layout
 from labs.core.errors import LabInputError
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_cluster
-from labs.memory.lab import MemoryInput, compute_memory, kv_cache_bytes
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory, kv_cache_bytes
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.presets import get_model
 from labs.recipe.lab import Plan, evaluate

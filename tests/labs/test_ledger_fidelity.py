@@ -4,7 +4,8 @@ the activation models (Korthikanti et al. 2022; Megatron-LM theoretical_memory_u
 import pytest
 
 from labs.hardware.gpus import get_gpu
-from labs.memory.lab import MemoryInput, compute_memory
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.presets import get_model
 from labs.pipeline.lab import PipelineLabInput, run_pipeline_lab, stage_memory

@@ -5,7 +5,8 @@ import pytest
 from labs.core.errors import LabInputError
 from labs.core.limits import KV_DTYPES
 from labs.hardware.gpus import get_gpu
-from labs.memory.lab import MemoryInput, compute_memory
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory
 from labs.model.presets import get_model
 from labs.rl.lab import (
     TRANSITION_OVERHEAD,

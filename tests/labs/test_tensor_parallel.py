@@ -12,7 +12,8 @@ from labs.core.errors import LabInputError
 from labs.hardware.comm import ring
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link
-from labs.memory.lab import MemoryInput, compute_memory
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory
 from labs.model.flops import model_flops_per_token
 from labs.model.presets import get_model
 from labs.tensor_parallel.lab import (
