@@ -7,7 +7,7 @@ from collections.abc import Callable
 from labs.cheatsheet.inputs import CheatInput, Term
 from labs.context_parallel.lab import cp_cost, mask_layout
 from labs.core.errors import LabInputError
-from labs.data_parallel.lab import DataParallelInput
+from labs.data_parallel.inputs import DataParallelInput
 from labs.data_parallel.lab import simulate as simulate_dp
 from labs.experts.lab import MoEInput, simulate_moe
 from labs.hardware.links import get_cluster
