@@ -24,7 +24,8 @@ from labs.rl.serving import engine_memory
 from labs.schedules.inputs import PipelineInput
 from labs.schedules.simulate import simulate as simulate_pipeline
 from labs.tensor_parallel.lab import LAYER_COLLECTIVES, Topology, TPInput, tensor_parallel
-from labs.zero.lab import ZeroInput, simulate_zero
+from labs.zero.inputs import ZeroInput
+from labs.zero.lab import simulate_zero
 
 MOE_EXAMPLE = "mixtral-8x7b"  # EP07's lines need experts: a dense model borrows this one
 RL_EXAMPLE = "glm-4-9b"  # EP09's colocation line needs an RL recipe (labs/presets/rl_recipes)

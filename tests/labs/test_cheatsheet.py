@@ -17,7 +17,8 @@ from labs.model.presets import get_model
 from labs.recipe.lab import Plan, evaluate
 from labs.schedules.inputs import PipelineInput
 from labs.schedules.simulate import simulate
-from labs.zero.lab import ZeroInput, simulate_zero
+from labs.zero.inputs import ZeroInput
+from labs.zero.lab import simulate_zero
 
 H100 = get_gpu("h100-sxm")
 LLAMA70 = get_model("llama-3.1-70b")
