@@ -23,7 +23,9 @@ from labs.rl.recipes import recipes
 from labs.rl.serving import engine_memory
 from labs.schedules.inputs import PipelineInput
 from labs.schedules.simulate import simulate as simulate_pipeline
-from labs.tensor_parallel.lab import LAYER_COLLECTIVES, Topology, TPInput, tensor_parallel
+from labs.tensor_parallel.comm import LAYER_COLLECTIVES
+from labs.tensor_parallel.inputs import Topology, TPInput
+from labs.tensor_parallel.lab import tensor_parallel
 from labs.zero.inputs import ZeroInput
 from labs.zero.lab import simulate_zero
 

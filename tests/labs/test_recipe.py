@@ -29,7 +29,8 @@ from labs.recipe.replan import nearest
 from labs.recipe.step_time import megatron_bucket_params, spread
 from labs.schedules.inputs import PipelineInput
 from labs.schedules.simulate import simulate
-from labs.tensor_parallel.lab import Topology, TPInput, tensor_parallel
+from labs.tensor_parallel.inputs import Topology, TPInput
+from labs.tensor_parallel.lab import tensor_parallel
 
 A100 = get_cluster("dgx-a100")
 H100 = get_cluster("dgx-h100")
