@@ -8,7 +8,8 @@ from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.presets import get_model
-from labs.pipeline.lab import PipelineLabInput, run_pipeline_lab, stage_memory
+from labs.pipeline.inputs import PipelineLabInput
+from labs.pipeline.lab import run_pipeline_lab, stage_memory
 from labs.schedules.inflight import in_flight
 from labs.schedules.inputs import PipelineInput
 from labs.schedules.simulate import simulate
