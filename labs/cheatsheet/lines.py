@@ -9,7 +9,8 @@ from labs.context_parallel.lab import cp_cost, mask_layout
 from labs.core.errors import LabInputError
 from labs.data_parallel.inputs import DataParallelInput
 from labs.data_parallel.lab import simulate as simulate_dp
-from labs.experts.lab import MoEInput, simulate_moe
+from labs.experts.inputs import MoEInput
+from labs.experts.lab import simulate_moe
 from labs.hardware.links import get_cluster
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory, kv_cache_bytes
