@@ -18,7 +18,8 @@ from labs.model.activations import activation_bytes_per_layer
 from labs.model.flops import hardware_flops_per_token, matmul_params, model_flops_per_token
 from labs.model.presets import get_model
 from labs.model.spec import ModelSpec
-from labs.recipe.lab import Plan, evaluate
+from labs.recipe.inputs import Plan
+from labs.recipe.lab import evaluate
 from labs.rl.lab import RLPlacementInput, compute_rl_placement
 from labs.rl.recipes import recipes
 from labs.rl.serving import engine_memory

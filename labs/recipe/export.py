@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from labs.core.errors import LabInputError
 from labs.core.limits import EXPORT_FORMATS
 from labs.model.spec import ModelSpec
-from labs.recipe.lab import Plan
+from labs.recipe.inputs import Plan
 
 FORMATS = EXPORT_FORMATS
 TORCH_SCHEDULES = {  # torch.distributed.pipelining.schedules class per lab schedule id

@@ -14,7 +14,8 @@ from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory, kv_cache_bytes
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.presets import get_model
-from labs.recipe.lab import Plan, evaluate
+from labs.recipe.inputs import Plan
+from labs.recipe.lab import evaluate
 from labs.schedules.inputs import PipelineInput
 from labs.schedules.simulate import simulate
 from labs.zero.inputs import ZeroInput

@@ -24,7 +24,8 @@ from labs.model.flops import hardware_flops_per_token, model_flops_per_token
 from labs.model.presets import get_model
 from labs.parallel.layout import ParallelLayout
 from labs.recipe.export import export
-from labs.recipe.lab import Plan, evaluate, measured_bubble, pipeline_slack
+from labs.recipe.inputs import Plan
+from labs.recipe.lab import evaluate, measured_bubble, pipeline_slack
 from labs.recipe.replan import nearest
 from labs.recipe.step_time import megatron_bucket_params, spread
 from labs.schedules.inputs import PipelineInput

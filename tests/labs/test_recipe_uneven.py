@@ -13,7 +13,8 @@ import pytest
 from labs.core.errors import LabInputError
 from labs.hardware.links import get_cluster
 from labs.model.presets import get_model
-from labs.recipe.lab import Plan, evaluate, measured_bubble, pipeline_slack, rule_problems
+from labs.recipe.inputs import Plan
+from labs.recipe.lab import evaluate, measured_bubble, pipeline_slack, rule_problems
 from labs.recipe.planner import PlanRequest, search, textbook_bubble, uneven_split
 from labs.schedules.inputs import PipelineInput
 from labs.schedules.simulate import simulate
