@@ -20,7 +20,8 @@ from labs.model.presets import get_model
 from labs.model.spec import ModelSpec
 from labs.recipe.inputs import Plan
 from labs.recipe.lab import evaluate
-from labs.rl.lab import RLPlacementInput, compute_rl_placement
+from labs.rl.inputs import RLPlacementInput
+from labs.rl.lab import compute_rl_placement
 from labs.rl.recipes import recipes
 from labs.rl.serving import engine_memory
 from labs.schedules.inputs import PipelineInput
