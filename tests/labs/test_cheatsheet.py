@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from labs.cheatsheet.lab import LINES, CheatInput, cheat_sheet
+from labs.cheatsheet.inputs import CheatInput
+from labs.cheatsheet.lab import LINES, cheat_sheet
 from labs.context_parallel.lab import mask_layout
 from labs.core.errors import LabInputError
 from labs.hardware.gpus import get_gpu
