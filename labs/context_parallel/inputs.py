@@ -10,7 +10,7 @@ from fractions import Fraction
 
 from labs.core.errors import LabInputError
 from labs.core.limits import CP_LAYOUTS, MAX_CP, MAX_CP_TOKENS, MAX_SEQ_LEN
-from labs.core.validate import whole
+from labs.core.validate import one_of, whole
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Link
 from labs.model.spec import ModelSpec
@@ -19,8 +19,7 @@ from labs.model.spec import ModelSpec
 def check_layout(field: str, s: int, c: int, layout: str, heads: int | None = None,
                  kv_heads: int | None = None) -> None:
     """Raise ``LabInputError`` when ``layout`` cannot split ``s`` tokens over ``c`` ranks."""
-    if layout not in CP_LAYOUTS:
-        raise LabInputError("layout", f"layout must be one of {', '.join(CP_LAYOUTS)}")
+    one_of("layout", layout, CP_LAYOUTS, "layout")
     if c > s:
         raise LabInputError(field, f"CP = {c} ranks need at least {c} tokens (got {s:,})")
     if layout == "zigzag" and s % (2 * c):

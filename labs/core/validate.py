@@ -10,6 +10,7 @@ takes the first of each.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 
 from labs.core.errors import LabInputError
 
@@ -27,6 +28,11 @@ COST_FROM_ZERO = "The {what} must be a number between 0 (inclusive) and {high:g}
 COST_ABOVE_ZERO = "The {what} must be a number between 0 (exclusive) and {high:g}; got {value!r}."
 SEND_FROM = "The {what} must be a number from {low:g} up to {high:g}; got {value!r}."
 SEND_ABOVE = "The {what} must be a number above {low:g} up to {high:g}; got {value!r}."
+# Choices. ONE_OF: a control's options; UNKNOWN: an id in a table of presets; UNKNOWN_BARE: a
+# name the engine knows (collectives, schedules), worded as the ledger and the recipe word it.
+ONE_OF = "{what} must be one of {choices}"
+UNKNOWN = "unknown {what} {value!r}; choose one of: {choices}"
+UNKNOWN_BARE = "unknown {what} {value!r}; choose one of {choices}"
 
 
 def is_int(value: object) -> bool:
@@ -53,3 +59,12 @@ def number(field: str, value: object, low: float, high: float, what: str,
     if not is_number(value) or not low <= value <= high or (value == low and not low_ok):
         raise LabInputError(field, says.format(what=what, low=low, high=high, value=value))
     return float(value)
+
+
+def one_of(field: str, value: object, choices: Collection, what: str, says: str = ONE_OF):
+    """``value`` if it is one of ``choices`` (a tuple, or a dict's keys), else
+    ``LabInputError(field)`` listing them."""
+    if value not in choices:
+        raise LabInputError(field, says.format(what=what, value=value,
+                                               choices=", ".join(map(str, choices))))
+    return value

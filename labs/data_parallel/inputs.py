@@ -18,7 +18,7 @@ from labs.core.limits import MAX_NICS_PER_NODE
 from labs.core.limits import MIN_DP_BUCKET_BYTES as MIN_BUCKET_BYTES
 from labs.core.limits import MIN_DP_COMPUTE_S as MIN_COMPUTE_S
 from labs.core.limits import MIN_DP_GRAD_BYTES as MIN_GRAD_BYTES
-from labs.core.validate import WHOLE_PLAIN, number, whole
+from labs.core.validate import WHOLE_PLAIN, number, one_of, whole
 from labs.hardware.links import get_link
 from labs.memory.inputs import MemoryResult
 from labs.model.spec import ModelSpec
@@ -48,10 +48,8 @@ class DataParallelInput:
         get_link(self.link)
         number("compute_s", self.compute_s, MIN_COMPUTE_S, MAX_COMPUTE_S,
                "compute seconds per step")
-        if self.scaling not in SCALINGS:
-            raise LabInputError("scaling", f"scaling must be one of {', '.join(SCALINGS)}")
-        if self.overlap not in OVERLAPS:
-            raise LabInputError("overlap", f"overlap must be one of {', '.join(OVERLAPS)}")
+        one_of("scaling", self.scaling, SCALINGS, "scaling")
+        one_of("overlap", self.overlap, OVERLAPS, "overlap")
         number("bucket_bytes", self.bucket_bytes, MIN_BUCKET_BYTES, MAX_BUCKET_BYTES,
                "the bucket size in bytes")
         whole("nics_per_node", self.nics_per_node, 1, MAX_NICS_PER_NODE,

@@ -14,7 +14,7 @@ from labs.core.limits import (
     MAX_SKEW,
     MOE_GROUP_KINDS,
 )
-from labs.core.validate import number, whole
+from labs.core.validate import number, one_of, whole
 from labs.hardware.links import Cluster
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout, problems, world_problems
@@ -52,9 +52,7 @@ class MoEInput:
         if self.mfu == 0:
             raise LabInputError("mfu", "MFU must be above 0")
         whole("tokens", self.tokens, 1, MAX_MOE_TOKENS, "tokens per GPU")
-        if self.group not in MOE_GROUP_KINDS:
-            raise LabInputError("group", f"the rank map colours one of "
-                                         f"{', '.join(MOE_GROUP_KINDS)}")
+        one_of("group", self.group, MOE_GROUP_KINDS, "", "the rank map colours one of {choices}")
         # World-size rules first (dense grouping TP·PP·CP, expert grouping EP·expert-TP·PP),
         # then the model's own (heads by TP, experts by EP); uneven stages are allowed, as
         # Megatron's --decoder-first/last-pipeline-num-layers (DeepSeek-V3: 61 layers, PP16).

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 
 from labs.core.errors import LabInputError
-from labs.core.validate import is_int, is_number
+from labs.core.validate import UNKNOWN_BARE, is_int, is_number, one_of
 from labs.hardware.links import Cluster
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
@@ -44,9 +44,7 @@ class CommCost:
 
 
 def _check(kind: str, size: float, group: int, per_node: int | None) -> None:
-    if kind not in COLLECTIVES:
-        raise LabInputError("collective", f"unknown collective {kind!r}; choose one of "
-                                          f"{', '.join(COLLECTIVES)}")
+    one_of("collective", kind, COLLECTIVES, "collective", UNKNOWN_BARE)
     if not is_number(size) or size < 0:
         raise LabInputError("size", "the message size must be a number of bytes >= 0")
     if not is_int(group) or group < 1:

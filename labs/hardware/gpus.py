@@ -7,6 +7,7 @@ from functools import cache
 
 from labs.core.data import load
 from labs.core.errors import LabInputError
+from labs.core.validate import UNKNOWN, one_of
 from labs.core.validate import is_int as _is_int
 
 
@@ -48,6 +49,4 @@ def gpus() -> dict[str, GPUSpec]:
 
 def get_gpu(gpu_id: str) -> GPUSpec:
     presets = _gpus()
-    if gpu_id not in presets:
-        raise LabInputError("gpu", f"unknown GPU {gpu_id!r}; choose one of: {', '.join(presets)}")
-    return presets[gpu_id]
+    return presets[one_of("gpu", gpu_id, presets, "GPU", UNKNOWN)]

@@ -16,7 +16,7 @@ from functools import cache
 
 from labs.core.data import read
 from labs.core.errors import LabInputError
-from labs.core.validate import is_int
+from labs.core.validate import UNKNOWN, is_int, one_of
 from labs.hardware.gpus import GPUSpec, get_gpu
 
 LINK_KINDS = ("scale-up", "scale-out")
@@ -96,17 +96,11 @@ def clusters() -> dict[str, Cluster]:
 
 
 def get_link(link_id: str) -> Link:
-    if link_id not in _links():
-        raise LabInputError("link", f"unknown link {link_id!r}; choose one of: "
-                                    f"{', '.join(_links())}")
-    return _links()[link_id]
+    return _links()[one_of("link", link_id, _links(), "link", UNKNOWN)]
 
 
 def get_cluster(cluster_id: str) -> Cluster:
-    if cluster_id not in _clusters():
-        raise LabInputError("cluster", f"unknown cluster {cluster_id!r}; choose one of: "
-                                       f"{', '.join(_clusters())}")
-    return _clusters()[cluster_id]
+    return _clusters()[one_of("cluster", cluster_id, _clusters(), "cluster", UNKNOWN)]
 
 
 def make_cluster(gpu: GPUSpec, gpus_per_node: int, intra: Link, inter: Link,

@@ -17,7 +17,7 @@ from labs.core.limits import (
     MODES,
     RECOMPUTE,
 )
-from labs.core.validate import whole
+from labs.core.validate import UNKNOWN_BARE, one_of, whole
 from labs.hardware.gpus import GPUSpec
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout, problems
@@ -152,9 +152,7 @@ class MemoryInput:
                                            "fewer stages or chunks")
 
     def _check_schedule(self) -> None:
-        if self.schedule not in SCHEDULES:
-            raise LabInputError("schedule", f"unknown schedule {self.schedule!r}; choose one "
-                                            f"of {', '.join(SCHEDULES)}")
+        one_of("schedule", self.schedule, SCHEDULES, "schedule", UNKNOWN_BARE)
         if self.microbatches is not None:
             whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES, "micro-batches")
         whole("virtual", self.virtual, 1, MAX_VIRTUAL, "model chunks per rank")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from labs.core.errors import LabInputError
 from labs.core.limits import RECOMPUTE
-from labs.core.validate import is_int
+from labs.core.validate import is_int, one_of
 from labs.hardware.gpus import GPUSpec
 from labs.model.spec import ModelSpec
 
@@ -52,8 +52,7 @@ def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
 def hardware_flops_per_token(model: ModelSpec, seq_len: int,
                              recompute: str = "selective") -> float:
     """FLOPs the GPUs actually run per token, recomputation included."""
-    if recompute not in RECOMPUTE:
-        raise LabInputError("recompute", f"recomputation must be one of {', '.join(RECOMPUTE)}")
+    one_of("recompute", recompute, RECOMPUTE, "recomputation")
     base = model_flops_per_token(model, seq_len)
     attention = attention_flops_per_token(model, seq_len)
     if recompute == "full":

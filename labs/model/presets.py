@@ -8,7 +8,7 @@ from functools import cache, lru_cache
 
 from labs.core.data import load
 from labs.core.errors import LabInputError
-from labs.core.validate import is_number
+from labs.core.validate import UNKNOWN, is_number, one_of
 from labs.model.code import decode, is_code
 from labs.model.spec import ModelSpec
 
@@ -33,14 +33,10 @@ def get_model(model_id: str) -> ModelSpec:
     """A preset by id, or the shape a model code describes (bring your own model: a pasted
     config.json travels as a code, ``L80.h8192.a64...``; labs.model.code)."""
     presets = _models()
-    if model_id not in presets:
-        if isinstance(model_id, str) and is_code(model_id):
-            return decode(model_id)
-        raise LabInputError(
-            "model", f"unknown model {model_id!r}; choose one of: {', '.join(presets)}, or a "
-            "model code (Bring your own model)"
-        )
-    return presets[model_id]
+    if model_id not in presets and isinstance(model_id, str) and is_code(model_id):
+        return decode(model_id)
+    return presets[one_of("model", model_id, presets, "model",
+                          UNKNOWN + ", or a model code (Bring your own model)")]
 
 
 def _custom_shape(layers: int, hidden: int) -> ModelSpec:

@@ -23,8 +23,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from labs.core.errors import LabInputError
 from labs.core.limits import EXPORT_FORMATS
+from labs.core.validate import one_of
 from labs.model.spec import ModelSpec
 from labs.recipe.inputs import Plan
 
@@ -192,6 +192,5 @@ def pipeline(stage: torch.nn.Module, loss_fn):
 
 def export(plan: Plan, model: ModelSpec, fmt: str) -> Export:
     """The plan for ``fmt`` (one of FORMATS)."""
-    if fmt not in FORMATS:
-        raise LabInputError("format", f"format must be one of {', '.join(FORMATS)}")
+    one_of("format", fmt, FORMATS, "format")
     return {"megatron": megatron, "deepspeed": deepspeed, "fsdp": fsdp}[fmt](plan, model)

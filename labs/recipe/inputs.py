@@ -20,7 +20,7 @@ from labs.core.limits import (
     RECOMPUTE,
     TRAIN_RECIPES,
 )
-from labs.core.validate import number, whole
+from labs.core.validate import UNKNOWN_BARE, number, one_of, whole
 from labs.hardware.links import Cluster
 from labs.memory.inputs import MemoryResult
 from labs.model.spec import ModelSpec
@@ -65,12 +65,8 @@ class Plan:
         ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep)
         whole("pp", self.pp, 1, MAX_STAGES, "pipeline stages")
         whole("zero", self.zero, 0, 3, "ZeRO stage")
-        if self.recompute not in RECOMPUTE:
-            raise LabInputError("recompute", f"recomputation must be one of "
-                                             f"{', '.join(RECOMPUTE)}")
-        if self.schedule not in SCHEDULES:
-            raise LabInputError("schedule", f"unknown schedule {self.schedule!r}; choose one "
-                                            f"of {', '.join(SCHEDULES)}")
+        one_of("recompute", self.recompute, RECOMPUTE, "recomputation")
+        one_of("schedule", self.schedule, SCHEDULES, "schedule", UNKNOWN_BARE)
         whole("virtual", self.virtual, 1, MAX_VIRTUAL, "model chunks per rank")
         whole("micro_batch", self.micro_batch, 1, MAX_MICRO_BATCH, "micro-batch size")
         whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES, "micro-batches per step")

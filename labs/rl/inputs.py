@@ -21,7 +21,7 @@ from labs.core.limits import (
     PLACEMENTS,
     RECOMPUTE,
 )
-from labs.core.validate import whole
+from labs.core.validate import ONE_OF, one_of, whole
 from labs.hardware.gpus import GPUSpec
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout
@@ -63,9 +63,8 @@ class RLPlacementInput:
             raise LabInputError("gpu", "choose a GPU preset")
         whole("train_gpus", self.train_gpus, 1, MAX_TRAIN_GPUS, "training GPUs")
         ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, ep=self.ep)  # each degree in range
-        if self.placement not in PLACEMENTS:
-            raise LabInputError("placement", f"placement must be one of {', '.join(PLACEMENTS)}"
-                                             f" (got {self.placement!r})")
+        one_of("placement", self.placement, PLACEMENTS, "placement",
+               ONE_OF + " (got {value!r})")
         whole("engine_gpus", self.engine_gpus, 1, MAX_DEGREE, "GPUs per serving engine")
         if self.engines is not None:
             whole("engines", self.engines, 1, MAX_ENGINES, "rollout engines")
@@ -79,11 +78,8 @@ class RLPlacementInput:
         whole("external_engines", self.external_engines, 0, MAX_ENGINES, "external engines")
         if not isinstance(self.cpu_adam, bool):
             raise LabInputError("cpu_adam", "CPU Adam must be true or false")
-        if self.recompute not in RECOMPUTE:
-            raise LabInputError("recompute", f"recomputation must be one of "
-                                             f"{', '.join(RECOMPUTE)}")
-        if self.kv_dtype not in KV_DTYPES:
-            raise LabInputError("kv_dtype", f"KV dtype must be one of {', '.join(KV_DTYPES)}")
+        one_of("recompute", self.recompute, RECOMPUTE, "recomputation")
+        one_of("kv_dtype", self.kv_dtype, KV_DTYPES, "KV dtype")
         if self.rollout_gpus + self.train_gpus > MAX_POOL_GPUS:
             raise LabInputError("engines", f"{self.train_gpus:,} training + "
                                            f"{self.rollout_gpus:,} rollout GPUs exceed the "

@@ -14,6 +14,7 @@ from functools import cache
 
 from labs.core.data import read
 from labs.core.errors import LabInputError
+from labs.core.validate import UNKNOWN, one_of
 from labs.model.presets import get_model
 from labs.model.spec import ModelSpec
 
@@ -64,11 +65,7 @@ def recipes() -> dict[str, RLRecipe]:
 
 
 def get_recipe(recipe_id: str) -> RLRecipe:
-    found = _recipes()
-    if recipe_id not in found:
-        raise LabInputError("preset", f"unknown recipe {recipe_id!r}; choose one of: "
-                                      f"{', '.join(found)}")
-    return found[recipe_id]
+    return _recipes()[one_of("preset", recipe_id, _recipes(), "recipe", UNKNOWN)]
 
 
 @cache

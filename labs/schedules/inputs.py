@@ -18,6 +18,7 @@ from labs.core.validate import (
     SEND_FROM,
     WHOLE_COUNT,
     number,
+    one_of,
     whole,
 )
 from labs.schedules import wire
@@ -108,11 +109,8 @@ class PipelineInput:
     forward_seconds: float | None = None
 
     def __post_init__(self) -> None:
-        if self.schedule not in SCHEDULES:
-            raise LabInputError(
-                "schedule",
-                f"Unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}.",
-            )
+        one_of("schedule", self.schedule, SCHEDULES, "schedule",
+               "Unknown schedule {value!r}; choose one of {choices}.")
         whole("stages", self.stages, 1, MAX_STAGES, "pipeline stages", WHOLE_COUNT)
         whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES, "micro-batches",
               WHOLE_COUNT)

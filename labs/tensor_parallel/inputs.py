@@ -18,7 +18,7 @@ from labs.core.limits import (
     MIN_MFU,
     RECOMPUTE,
 )
-from labs.core.validate import FRACTION, number, whole
+from labs.core.validate import FRACTION, number, one_of, whole
 from labs.hardware.comm import CommCost, collective, ring
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, Link
@@ -95,9 +95,7 @@ class TPInput:
         whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "sequence length")
         whole("micro_batch", self.micro_batch, 1, MAX_MICRO_BATCH, "micro-batch size")
         number("mfu", self.mfu, MIN_MFU, MAX_MFU, "MFU", FRACTION)
-        if self.recompute not in RECOMPUTE:
-            raise LabInputError("recompute", f"recomputation must be one of "
-                                             f"{', '.join(RECOMPUTE)}")
+        one_of("recompute", self.recompute, RECOMPUTE, "recomputation")
 
 
 def check_model(model: ModelSpec) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from labs.core.errors import LabInputError
 from labs.core.limits import HOST_LINKS, MAX_DP, MAX_GPUS_PER_NODE, TRAIN_RECIPES, ZERO_STAGES
-from labs.core.validate import whole
+from labs.core.validate import one_of, whole
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, get_link, gpu_cluster, make_cluster
 from labs.memory.inputs import STATE_KEYS, MemoryInput, MemoryResult, check_activation_controls
@@ -54,9 +54,7 @@ class ZeroInput:
         self.cluster  # noqa: B018 -- validates link and gpus_per_node against the link's domain
         check_activation_controls(self.seq_len, self.micro_batch, self.recompute,
                                   self.activation_model)
-        if self.host_link not in HOST_LINKS:
-            raise LabInputError("host_link", f"the host link must be one of "
-                                             f"{', '.join(HOST_LINKS)}")
+        one_of("host_link", self.host_link, HOST_LINKS, "the host link")
 
     @property
     def cluster(self) -> Cluster:
