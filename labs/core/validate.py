@@ -45,6 +45,13 @@ def is_number(value: object) -> bool:
     return is_int(value) or isinstance(value, float) and math.isfinite(value)
 
 
+def flag(field: str, value: object, what: str) -> bool:
+    """``value`` if it is true or false (not 0 or 1), else ``LabInputError(field)``."""
+    if not isinstance(value, bool):
+        raise LabInputError(field, f"{what} must be true or false")
+    return value
+
+
 def whole(field: str, value: object, low: int, high: int, what: str, says: str = WHOLE) -> int:
     """``value`` if it is a whole number in [low, high], else ``LabInputError(field)``."""
     if not is_int(value) or not low <= value <= high:

@@ -17,7 +17,7 @@ from labs.core.limits import (
     MODES,
     RECOMPUTE,
 )
-from labs.core.validate import UNKNOWN_BARE, one_of, whole
+from labs.core.validate import UNKNOWN_BARE, flag, one_of, whole
 from labs.hardware.gpus import GPUSpec
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout, problems
@@ -127,10 +127,9 @@ class MemoryInput:
         layout = self.layout  # validates each degree, naming its field
         whole("zero", self.zero, 0, 3, "ZeRO stage")
         for name in ("offload", "uneven_pp"):
-            if not isinstance(getattr(self, name), bool):
-                raise LabInputError(name, f"{name} must be true or false")
-        if self.sp is not None and not isinstance(self.sp, bool):
-            raise LabInputError("sp", "sequence parallelism must be true or false")
+            flag(name, getattr(self, name), name)
+        if self.sp is not None:
+            flag("sp", self.sp, "sequence parallelism")
         self._check_schedule()
         if self.mode == "infer" and self.zero:
             raise LabInputError("zero", "ZeRO shards training state (gradients, optimizer); "

@@ -21,7 +21,7 @@ from labs.core.limits import (
     PLACEMENTS,
     RECOMPUTE,
 )
-from labs.core.validate import ONE_OF, one_of, whole
+from labs.core.validate import ONE_OF, flag, one_of, whole
 from labs.hardware.gpus import GPUSpec
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout
@@ -76,8 +76,7 @@ class RLPlacementInput:
         whole("responses_per_prompt", self.responses_per_prompt, 1, MAX_RESPONSES,
               "responses per prompt")
         whole("external_engines", self.external_engines, 0, MAX_ENGINES, "external engines")
-        if not isinstance(self.cpu_adam, bool):
-            raise LabInputError("cpu_adam", "CPU Adam must be true or false")
+        flag("cpu_adam", self.cpu_adam, "CPU Adam")
         one_of("recompute", self.recompute, RECOMPUTE, "recomputation")
         one_of("kv_dtype", self.kv_dtype, KV_DTYPES, "KV dtype")
         if self.rollout_gpus + self.train_gpus > MAX_POOL_GPUS:

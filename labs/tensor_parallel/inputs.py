@@ -18,7 +18,7 @@ from labs.core.limits import (
     MIN_MFU,
     RECOMPUTE,
 )
-from labs.core.validate import FRACTION, number, one_of, whole
+from labs.core.validate import FRACTION, flag, number, one_of, whole
 from labs.hardware.comm import CommCost, collective, ring
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, Link
@@ -90,8 +90,7 @@ class TPInput:
         if most is not None and self.tp > most:
             raise LabInputError("tp", f"{self.topology.link.name} connects at most {most} GPUs: "
                                       f"TP={self.tp} must cross nodes (choose a cluster)")
-        if not isinstance(self.sp, bool):
-            raise LabInputError("sp", "sequence parallelism must be true or false")
+        flag("sp", self.sp, "sequence parallelism")
         whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "sequence length")
         whole("micro_batch", self.micro_batch, 1, MAX_MICRO_BATCH, "micro-batch size")
         number("mfu", self.mfu, MIN_MFU, MAX_MFU, "MFU", FRACTION)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from labs.core.errors import LabInputError
 from labs.core.limits import HOST_LINKS, MAX_DP, MAX_GPUS_PER_NODE, TRAIN_RECIPES, ZERO_STAGES
-from labs.core.validate import one_of, whole
+from labs.core.validate import flag, one_of, whole
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, get_link, gpu_cluster, make_cluster
 from labs.memory.inputs import STATE_KEYS, MemoryInput, MemoryResult, check_activation_controls
@@ -44,8 +44,7 @@ class ZeroInput:
         whole("dp", self.dp, 1, MAX_DP, "data parallel degree")
         if self.zero not in ZERO_STAGES:
             raise LabInputError("zero", f"ZeRO stage must be 0, 1, 2 or 3 (got {self.zero!r})")
-        if not isinstance(self.offload, bool):
-            raise LabInputError("offload", "offload must be true or false")
+        flag("offload", self.offload, "offload")
         whole("gpus_per_node", self.gpus_per_node, 1, MAX_GPUS_PER_NODE, "GPUs per node")
         if self.dp > self.gpus_per_node and self.dp % self.gpus_per_node:
             raise LabInputError("dp", f"{self.dp} GPUs do not fill whole nodes of "
