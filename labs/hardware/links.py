@@ -12,11 +12,10 @@ Latencies are a few microseconds, NCCL's order of magnitude per ring step (NCCL 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 
-from labs.core.data import read
+from labs.core.data import Presets, read
 from labs.core.errors import LabInputError
-from labs.core.validate import UNKNOWN, is_int, one_of
+from labs.core.validate import is_int
 from labs.hardware.gpus import GPUSpec, get_gpu
 
 LINK_KINDS = ("scale-up", "scale-out")
@@ -71,12 +70,6 @@ class Cluster:
         return self.nics_per_node * self.inter.bandwidth
 
 
-@cache
-def _links() -> dict[str, Link]:
-    return {e["id"]: Link(**e) for e in read("links.json")}
-
-
-@cache
 def _clusters() -> dict[str, Cluster]:
     out = {}
     for e in read("clusters.json"):
@@ -87,20 +80,24 @@ def _clusters() -> dict[str, Cluster]:
     return out
 
 
+LINKS = Presets(lambda: {e["id"]: Link(**e) for e in read("links.json")}, "link", "link")
+CLUSTERS = Presets(_clusters, "cluster", "cluster")
+
+
 def links() -> dict[str, Link]:
-    return dict(_links())
+    return LINKS.all()
 
 
 def clusters() -> dict[str, Cluster]:
-    return dict(_clusters())
+    return CLUSTERS.all()
 
 
 def get_link(link_id: str) -> Link:
-    return _links()[one_of("link", link_id, _links(), "link", UNKNOWN)]
+    return LINKS.get(link_id)
 
 
 def get_cluster(cluster_id: str) -> Cluster:
-    return _clusters()[one_of("cluster", cluster_id, _clusters(), "cluster", UNKNOWN)]
+    return CLUSTERS.get(cluster_id)
 
 
 def make_cluster(gpu: GPUSpec, gpus_per_node: int, intra: Link, inter: Link,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import fields
-from functools import cache, lru_cache
+from functools import lru_cache
 
-from labs.core.data import load
+from labs.core.data import Presets, load
 from labs.core.errors import LabInputError
-from labs.core.validate import UNKNOWN, is_number, one_of
+from labs.core.validate import UNKNOWN, is_number
 from labs.model.code import decode, is_code
 from labs.model.spec import ModelSpec
 
@@ -19,24 +19,21 @@ CUSTOM_MIN_PARAMS = 1_000_000_000  # 1B: below this the embedding table dominate
 CUSTOM_MAX_PARAMS = 100_000_000_000_000  # 100T
 
 
-@cache
-def _models() -> dict[str, ModelSpec]:
-    return load("models.json", ModelSpec)
+MODELS = Presets(lambda: load("models.json", ModelSpec), "model", "model",
+                 UNKNOWN + ", or a model code (Bring your own model)")
 
 
 def models() -> dict[str, ModelSpec]:
     """All model presets by id, in file order (a fresh dict; the specs are shared and frozen)."""
-    return dict(_models())
+    return MODELS.all()
 
 
 def get_model(model_id: str) -> ModelSpec:
     """A preset by id, or the shape a model code describes (bring your own model: a pasted
     config.json travels as a code, ``L80.h8192.a64...``; labs.model.code)."""
-    presets = _models()
-    if model_id not in presets and isinstance(model_id, str) and is_code(model_id):
+    if isinstance(model_id, str) and model_id not in MODELS and is_code(model_id):
         return decode(model_id)
-    return presets[one_of("model", model_id, presets, "model",
-                          UNKNOWN + ", or a model code (Bring your own model)")]
+    return MODELS.get(model_id)
 
 
 def _custom_shape(layers: int, hidden: int) -> ModelSpec:

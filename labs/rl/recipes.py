@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from labs.core.data import read
+from labs.core.data import Presets, read
 from labs.core.errors import LabInputError
-from labs.core.validate import UNKNOWN, one_of
 from labs.model.presets import get_model
 from labs.model.spec import ModelSpec
 
@@ -54,18 +53,17 @@ def _data() -> dict:
     return read("rl_recipes.json")
 
 
-@cache
-def _recipes() -> dict[str, RLRecipe]:
-    return {row["id"]: RLRecipe(**row) for row in _data()["recipes"]}
+RECIPES = Presets(lambda: {row["id"]: RLRecipe(**row) for row in _data()["recipes"]},
+                  "preset", "recipe")
 
 
 def recipes() -> dict[str, RLRecipe]:
     """The six recipes by id, in the table's order."""
-    return dict(_recipes())
+    return RECIPES.all()
 
 
 def get_recipe(recipe_id: str) -> RLRecipe:
-    return _recipes()[one_of("preset", recipe_id, _recipes(), "recipe", UNKNOWN)]
+    return RECIPES.get(recipe_id)
 
 
 @cache
