@@ -38,7 +38,7 @@ InterLink = Annotated[Literal[INTER], Field(description="Link between nodes (a p
 SeqLen = Annotated[int, Field(ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")]
 
 # The plan's decisions (the data-parallel degree is each query's own: the recipe states the
-# rule it must meet). Bounds from labs.core.limits, as labs.recipe.lab.Plan checks them.
+# rule it must meet). Bounds from labs.core.limits, as labs.recipe.inputs.Plan checks them.
 TensorParallel = Annotated[int, Field(ge=1, le=MAX_DEGREE, description="Tensor-parallel degree.")]
 PipelineStages = Annotated[int, Field(ge=1, le=MAX_STAGES, description="Pipeline stages.")]
 ContextParallel = Annotated[int, Field(ge=1, le=MAX_DEGREE,

@@ -19,7 +19,8 @@ from app.model_controls import ModelChoice, model_choices, model_field
 from app.options import GpuId, gpu_options, model_options
 from app.schemas import CheatSheetAnswer
 from app.templating import templates
-from labs.cheatsheet.lab import MOE_EXAMPLE, RL_EXAMPLE, CheatInput, cheat_sheet
+from labs.cheatsheet.inputs import CheatInput
+from labs.cheatsheet.lab import MOE_EXAMPLE, RL_EXAMPLE, cheat_sheet
 from labs.core.errors import LabInputError
 from labs.core.limits import (
     MAX_CHEAT_DEGREE,

@@ -19,14 +19,8 @@ from app.model_controls import (
 )
 from app.options import gpu_options, with_value
 from app.schemas import CPAnswer
-from labs.context_parallel.lab import (
-    LAYOUT_NAMES,
-    CPInput,
-    CPResult,
-    attention_heads,
-    mask_layout,
-    simulate_cp,
-)
+from labs.context_parallel.inputs import CPInput, CPResult, attention_heads
+from labs.context_parallel.lab import LAYOUT_NAMES, mask_layout, simulate_cp
 from labs.core.limits import CP_LAYOUTS, MAX_CP, MAX_CP_TOKENS, MAX_SEQ_LEN
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links

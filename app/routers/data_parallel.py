@@ -28,12 +28,10 @@ from labs.core.limits import (
     MIN_DP_COMPUTE_S,
     MIN_DP_GRAD_BYTES,
 )
+from labs.data_parallel.inputs import DDP_BUCKET_BYTES, DataParallelInput, DataParallelResult
 from labs.data_parallel.lab import (
     CURVE_LINKS,
-    DDP_BUCKET_BYTES,
     GRAD_BYTES_PER_PARAM,
-    DataParallelInput,
-    DataParallelResult,
     all_reduce,
     link_family,
     simulate,

@@ -33,7 +33,8 @@ from labs.core.limits import (
     TRAIN_RECIPES,
 )
 from labs.hardware.gpus import get_gpu
-from labs.memory.lab import MemoryInput, compute_memory
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory
 
 router = APIRouter()
 

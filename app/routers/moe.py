@@ -25,7 +25,8 @@ from labs.core.limits import (
     MIN_MFU,
     MOE_GROUP_KINDS,
 )
-from labs.experts.lab import MoEInput, MoEResult, simulate_moe
+from labs.experts.inputs import MoEInput, MoEResult
+from labs.experts.lab import simulate_moe
 from labs.hardware.links import clusters, get_cluster
 from labs.model.presets import models
 from labs.parallel.layout import divisors

@@ -30,9 +30,11 @@ from labs.core.limits import (
 )
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links
-from labs.pipeline.lab import PipelineLabInput, PipelineLabResult, run_pipeline_lab
+from labs.pipeline.inputs import PipelineLabInput, PipelineLabResult
+from labs.pipeline.lab import run_pipeline_lab
 from labs.schedules.catalogue import CATALOGUE, INTERLEAVED, SCHEDULES
-from labs.schedules.simulate import PipelineInput, simulate
+from labs.schedules.inputs import PipelineInput
+from labs.schedules.simulate import simulate
 
 router = APIRouter()
 

@@ -24,7 +24,8 @@ from labs.core.limits import (
     RECOMPUTE,
 )
 from labs.hardware.gpus import get_gpu
-from labs.rl.lab import RLPlacementInput, RLPlacementResult, compute_rl_placement
+from labs.rl.inputs import RLPlacementInput, RLPlacementResult
+from labs.rl.lab import compute_rl_placement
 from labs.rl.recipes import experiment, get_recipe, recipes
 
 router = APIRouter()

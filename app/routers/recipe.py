@@ -59,7 +59,8 @@ from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links, make_cluster
 from labs.model.presets import get_model
 from labs.recipe.export import Export, export
-from labs.recipe.lab import Plan, RecipeResult, evaluate
+from labs.recipe.inputs import Plan, RecipeResult
+from labs.recipe.lab import evaluate
 from labs.recipe.replan import Replan, nearest
 
 router = APIRouter()

@@ -36,15 +36,9 @@ from labs.core.limits import (
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links
 from labs.model.presets import models
-from labs.tensor_parallel.lab import (
-    LAYER_COLLECTIVES,
-    Topology,
-    TPInput,
-    TPResult,
-    check_model,
-    tensor_parallel,
-    tp_cluster,
-)
+from labs.tensor_parallel.comm import LAYER_COLLECTIVES
+from labs.tensor_parallel.inputs import Topology, TPInput, TPResult, check_model
+from labs.tensor_parallel.lab import tensor_parallel, tp_cluster
 from labs.tensor_parallel.notes import assumptions
 
 router = APIRouter()

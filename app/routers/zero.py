@@ -40,7 +40,8 @@ from labs.core.limits import (
 )
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import links
-from labs.zero.lab import FSDP_NAMES, MFU, ZeroInput, ZeroResult, simulate_zero
+from labs.zero.inputs import ZeroInput, ZeroResult
+from labs.zero.lab import FSDP_NAMES, MFU, simulate_zero
 
 router = APIRouter()
 

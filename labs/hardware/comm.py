@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 
 from labs.core.errors import LabInputError
+from labs.core.validate import UNKNOWN_BARE, is_int, is_number, one_of
 from labs.hardware.links import Cluster
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
@@ -43,16 +44,12 @@ class CommCost:
 
 
 def _check(kind: str, size: float, group: int, per_node: int | None) -> None:
-    if kind not in COLLECTIVES:
-        raise LabInputError("collective", f"unknown collective {kind!r}; choose one of "
-                                          f"{', '.join(COLLECTIVES)}")
-    if isinstance(size, bool) or not isinstance(size, int | float) or not (
-            math.isfinite(size) and size >= 0):
+    one_of("collective", kind, COLLECTIVES, "collective", UNKNOWN_BARE)
+    if not is_number(size) or size < 0:
         raise LabInputError("size", "the message size must be a number of bytes >= 0")
-    if isinstance(group, bool) or not isinstance(group, int) or group < 1:
+    if not is_int(group) or group < 1:
         raise LabInputError("group", "a group has a whole number >= 1 of GPUs")
-    if per_node is not None and (isinstance(per_node, bool) or not isinstance(per_node, int)
-                                 or per_node < 1):
+    if per_node is not None and (not is_int(per_node) or per_node < 1):
         raise LabInputError("per_node", "GPUs per node must be a whole number >= 1")
 
 

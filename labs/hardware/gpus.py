@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 
-from labs.core.data import load
+from labs.core.data import Presets, load
 from labs.core.errors import LabInputError
 from labs.core.validate import is_int as _is_int
 
@@ -36,18 +35,13 @@ class GPUSpec:
             raise LabInputError("gpu", f"{self.id}: scale_up_domain must be a whole number >= 1")
 
 
-@cache
-def _gpus() -> dict[str, GPUSpec]:
-    return load("gpus.json", GPUSpec)
+GPUS = Presets(lambda: load("gpus.json", GPUSpec), "gpu", "GPU")
 
 
 def gpus() -> dict[str, GPUSpec]:
     """All GPU presets by id, in file order."""
-    return dict(_gpus())
+    return GPUS.all()
 
 
 def get_gpu(gpu_id: str) -> GPUSpec:
-    presets = _gpus()
-    if gpu_id not in presets:
-        raise LabInputError("gpu", f"unknown GPU {gpu_id!r}; choose one of: {', '.join(presets)}")
-    return presets[gpu_id]
+    return GPUS.get(gpu_id)

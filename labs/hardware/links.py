@@ -12,10 +12,10 @@ Latencies are a few microseconds, NCCL's order of magnitude per ring step (NCCL 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 
-from labs.core.data import read
+from labs.core.data import Presets, read
 from labs.core.errors import LabInputError
+from labs.core.validate import is_int
 from labs.hardware.gpus import GPUSpec, get_gpu
 
 LINK_KINDS = ("scale-up", "scale-out")
@@ -58,7 +58,7 @@ class Cluster:
     def __post_init__(self) -> None:
         for name in ("gpus_per_node", "nics_per_node"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_int(value) or value < 1:
                 raise LabInputError(name, f"{self.id}: {name} must be a whole number >= 1")
         if self.intra.domain is not None and self.gpus_per_node > self.intra.domain:
             raise LabInputError("gpus_per_node", f"{self.id}: {self.intra.name} connects at "
@@ -70,12 +70,6 @@ class Cluster:
         return self.nics_per_node * self.inter.bandwidth
 
 
-@cache
-def _links() -> dict[str, Link]:
-    return {e["id"]: Link(**e) for e in read("links.json")}
-
-
-@cache
 def _clusters() -> dict[str, Cluster]:
     out = {}
     for e in read("clusters.json"):
@@ -86,26 +80,24 @@ def _clusters() -> dict[str, Cluster]:
     return out
 
 
+LINKS = Presets(lambda: {e["id"]: Link(**e) for e in read("links.json")}, "link", "link")
+CLUSTERS = Presets(_clusters, "cluster", "cluster")
+
+
 def links() -> dict[str, Link]:
-    return dict(_links())
+    return LINKS.all()
 
 
 def clusters() -> dict[str, Cluster]:
-    return dict(_clusters())
+    return CLUSTERS.all()
 
 
 def get_link(link_id: str) -> Link:
-    if link_id not in _links():
-        raise LabInputError("link", f"unknown link {link_id!r}; choose one of: "
-                                    f"{', '.join(_links())}")
-    return _links()[link_id]
+    return LINKS.get(link_id)
 
 
 def get_cluster(cluster_id: str) -> Cluster:
-    if cluster_id not in _clusters():
-        raise LabInputError("cluster", f"unknown cluster {cluster_id!r}; choose one of: "
-                                       f"{', '.join(_clusters())}")
-    return _clusters()[cluster_id]
+    return CLUSTERS.get(cluster_id)
 
 
 def make_cluster(gpu: GPUSpec, gpus_per_node: int, intra: Link, inter: Link,

@@ -19,7 +19,8 @@ from labs.hardware.links import Cluster
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.flops import hardware_flops_per_token, model_flops_per_token
 from labs.model.spec import ModelSpec
-from labs.recipe.lab import Plan, measured_bubble
+from labs.recipe.inputs import Plan
+from labs.recipe.lab import measured_bubble
 from labs.recipe.step_time import ACT_BYTES, cp_ring
 from labs.schedules.catalogue import CATALOGUE
 from labs.schedules.inflight import in_flight

@@ -73,9 +73,11 @@ from labs.core.limits import (
     RECOMPUTE,
     ZERO_STAGES,
 )
+from labs.core.validate import whole
 from labs.hardware.links import Cluster
 from labs.model.spec import ModelSpec
-from labs.parallel.layout import divisors, whole
+from labs.parallel.layout import divisors
+from labs.recipe.audits import BUBBLE_LIMIT
 from labs.recipe.bounds import (
     bound_step_s,
     core_bound,
@@ -83,16 +85,8 @@ from labs.recipe.bounds import (
     textbook_bubble,
     zero3_floor,
 )
-from labs.recipe.lab import (
-    BUBBLE_LIMIT,
-    Plan,
-    RecipeResult,
-    check_matmul_efficiency,
-    evaluate,
-    ledger,
-    measured_bubble,
-    rule_problems,
-)
+from labs.recipe.inputs import Plan, RecipeResult, check_matmul_efficiency
+from labs.recipe.lab import evaluate, ledger, measured_bubble, rule_problems
 from labs.schedules.catalogue import CATALOGUE
 from labs.schedules.stages import stage_layer_counts, uneven_split
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from labs.tensor_parallel.lab import TPResult
+from labs.tensor_parallel.inputs import TPResult
 
 
 def assumptions(result: TPResult) -> tuple[str, ...]:

@@ -158,7 +158,8 @@ def blocking(port: int, rounds: int = 5) -> None:
 
 def engine_times() -> list[tuple[str, float, float]]:
     from app.charts.pipeline import activations_figure, gantt_figure
-    from labs.schedules.simulate import PipelineInput, simulate
+    from labs.schedules.inputs import PipelineInput
+    from labs.schedules.simulate import simulate
 
     rows = []
     cases = {
@@ -189,7 +190,8 @@ def engine_times() -> list[tuple[str, float, float]]:
 def ledger_time() -> tuple[str, float, float]:
     """The memory ledger's worst common case: 61 pipeline ranks, each with its own bill."""
     from labs.hardware.gpus import get_gpu
-    from labs.memory.lab import MemoryInput, compute_memory
+    from labs.memory.inputs import MemoryInput
+    from labs.memory.lab import compute_memory
     from labs.model.presets import get_model
 
     inp = MemoryInput(model=get_model("deepseek-v3"), gpu=get_gpu("h100-sxm"), tp=8, pp=61,

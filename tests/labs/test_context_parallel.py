@@ -5,13 +5,8 @@ import math
 
 import pytest
 
-from labs.context_parallel.lab import (
-    BYTES,
-    CPInput,
-    mask_layout,
-    pairs_of_ranges,
-    simulate_cp,
-)
+from labs.context_parallel.inputs import CPInput
+from labs.context_parallel.lab import BYTES, mask_layout, pairs_of_ranges, simulate_cp
 from labs.core.errors import LabInputError
 from labs.core.limits import CP_LAYOUTS, MAX_CP_TOKENS
 from labs.hardware.comm import ring

@@ -4,11 +4,10 @@ compute, ≈7.6x (95%) on 8 GPUs over NVLink and ≈21x (33%) on 64 GPUs over 10
 import pytest
 
 from labs.core.errors import LabInputError
+from labs.data_parallel.inputs import DDP_BUCKET_BYTES, DataParallelInput
 from labs.data_parallel.lab import (
     CURVE_LINKS,
-    DDP_BUCKET_BYTES,
     GPU_COUNTS,
-    DataParallelInput,
     all_reduce,
     exposed_after_backward,
     link_family,

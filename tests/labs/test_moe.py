@@ -3,7 +3,8 @@
 import pytest
 
 from labs.core.errors import LabInputError
-from labs.experts.lab import MoEInput, pick_chances, simulate_moe, whole_tokens
+from labs.experts.inputs import MoEInput
+from labs.experts.lab import pick_chances, simulate_moe, whole_tokens
 from labs.hardware.comm import collective
 from labs.hardware.links import get_cluster
 from labs.model.presets import get_model

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from labs.core.errors import LabInputError
-from labs.schedules.simulate import PipelineInput, generate, simulate
+from labs.schedules.inputs import PipelineInput
+from labs.schedules.simulate import generate, simulate
 
 FIXTURE = json.loads(
     (Path(__file__).parent / "fixtures" / "torch_pipeline_orders.json").read_text()

@@ -24,11 +24,14 @@ from labs.model.flops import hardware_flops_per_token, model_flops_per_token
 from labs.model.presets import get_model
 from labs.parallel.layout import ParallelLayout
 from labs.recipe.export import export
-from labs.recipe.lab import Plan, evaluate, measured_bubble, pipeline_slack
+from labs.recipe.inputs import Plan
+from labs.recipe.lab import evaluate, measured_bubble, pipeline_slack
 from labs.recipe.replan import nearest
 from labs.recipe.step_time import megatron_bucket_params, spread
-from labs.schedules.simulate import PipelineInput, simulate
-from labs.tensor_parallel.lab import Topology, TPInput, tensor_parallel
+from labs.schedules.inputs import PipelineInput
+from labs.schedules.simulate import simulate
+from labs.tensor_parallel.inputs import Topology, TPInput
+from labs.tensor_parallel.lab import tensor_parallel
 
 A100 = get_cluster("dgx-a100")
 H100 = get_cluster("dgx-h100")

@@ -13,9 +13,11 @@ import pytest
 from labs.core.errors import LabInputError
 from labs.hardware.links import get_cluster
 from labs.model.presets import get_model
-from labs.recipe.lab import Plan, evaluate, measured_bubble, pipeline_slack, rule_problems
+from labs.recipe.inputs import Plan
+from labs.recipe.lab import evaluate, measured_bubble, pipeline_slack, rule_problems
 from labs.recipe.planner import PlanRequest, search, textbook_bubble, uneven_split
-from labs.schedules.simulate import PipelineInput, simulate
+from labs.schedules.inputs import PipelineInput
+from labs.schedules.simulate import simulate
 from labs.schedules.stages import stage_layer_counts, stage_params, uneven_problems
 
 H100 = get_cluster("dgx-h100")
@@ -137,7 +139,7 @@ def test_textbook_bubble_never_exceeds_the_simulated_one():
         schedule = "1f1b" if v == 1 else "interleaved-1f1b"
         plan = Plan(pp=p, dp=1, schedule=schedule, virtual=v, microbatches=m)
         if rule_problems(plan, get_model("gpt-3-175b"), H100, 1):
-            continue  # a shape the schedule refuses (simulate.check_shape) or too many chunks
+            continue  # a shape the schedule refuses (inputs.check_shape) or too many chunks
         assert textbook_bubble(plan) <= measured_bubble(schedule, p, m, v)
 
 

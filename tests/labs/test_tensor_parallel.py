@@ -12,18 +12,13 @@ from labs.core.errors import LabInputError
 from labs.hardware.comm import ring
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link
-from labs.memory.lab import MemoryInput, compute_memory
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory
 from labs.model.flops import model_flops_per_token
 from labs.model.presets import get_model
-from labs.tensor_parallel.lab import (
-    LAYER_COLLECTIVES,
-    Topology,
-    TPInput,
-    head_flops,
-    layer_flops,
-    tensor_parallel,
-    tp_cluster,
-)
+from labs.tensor_parallel.comm import LAYER_COLLECTIVES
+from labs.tensor_parallel.inputs import Topology, TPInput
+from labs.tensor_parallel.lab import head_flops, layer_flops, tensor_parallel, tp_cluster
 
 H100 = get_gpu("h100-sxm")
 L405 = get_model("llama-3.1-405b")
