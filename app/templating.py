@@ -14,7 +14,7 @@ from app.settings import SETTINGS, url
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
 templates = Jinja2Templates(directory=TEMPLATES)
-# Templates are compiled once (app/main.py compile_templates) and never change under a running
+# Templates are compiled once (compile_templates below) and never change under a running
 # server: without this, every render of every include stats its file for a change (Jinja's
 # auto_reload). Restart the app after editing a template (README).
 templates.env.auto_reload = False
@@ -54,3 +54,11 @@ from app.charts.units import fmt_ms  # noqa: E402
 templates.env.filters.update(ms=fmt_ms)
 # EP06: a rank's colour in the mask, and a rank's tokens as runs (0–1, 6–7).
 templates.env.filters.update(rank_colour=rank_colour, token_ranges=token_ranges)
+
+
+def compile_templates() -> None:
+    """Compile every template before the first student arrives: Jinja compiles on first use,
+    about 1 s for all of them, which a class's first page loads would otherwise wait for (the
+    app's start, app/main.py, and each render pool child, app/render_pool.py)."""
+    for name in templates.env.list_templates(extensions=["html"]):
+        templates.env.get_template(name)
