@@ -1,4 +1,4 @@
-"""The ten labs of the curriculum, in teaching order: the one list the app is built from.
+"""The labs of the curriculum, in teaching order: the one list the app is built from.
 
 Each entry names its episode (number, slug, title, question) and its lab (``lab``), the one
 internal name its files follow (app/labkit/view.py reads the templates from it):

@@ -43,7 +43,17 @@ def options(values, fmt: str = "{}") -> list[tuple]:
     return [(v, fmt.format(v)) for v in values]
 
 
-templates.env.filters.update(gb=gb, tb=tb, options=options)
+NUMBER_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+                "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
+                "seventeen", "eighteen", "nineteen", "twenty")
+
+
+def spelled(count: int) -> str:
+    """A count in words as prose writes it ("ten"); digits past twenty."""
+    return NUMBER_WORDS[count] if 0 <= count < len(NUMBER_WORDS) else f"{count:,}"
+
+
+templates.env.filters.update(gb=gb, tb=tb, options=options, spelled=spelled)
 # Sizes in GB/TB/PB, counts as 7B/1.2T, shares as 17.9%: the charts' own formatters.
 templates.env.filters.update(bytes=fmt_bytes, si_count=fmt_count, pct=fmt_pct,
                             schedule_name=schedule_name, chart_ranks=memory_ranks,
