@@ -36,6 +36,8 @@ from labs.rl.recipes import recipes
 router = APIRouter()
 EPISODE = BY_SLUG["playground"]
 PATH = EPISODE.path + "/cheatsheet"
+API_PATH = "/api/cheatsheet"
+PURE_ROUTES = (API_PATH, PATH)  # cached and pooled like a lab's answers (app/main.py)
 
 
 class CheatQuery(BaseModel):
@@ -207,7 +209,7 @@ def parse_query(request: Request) -> tuple[CheatQuery | None, dict[str, str]]:
     return query, errors
 
 
-@router.get("/api/cheatsheet", tags=["EP10"], response_model=CheatSheetAnswer,
+@router.get(API_PATH, tags=["EP10"], response_model=CheatSheetAnswer,
             summary="Every formula of EP01-EP09 with its worked example for one model and GPU",
             responses={422: {"description": "A bad control, named in `detail[].loc`"}},
             openapi_extra={"parameters": [

@@ -191,9 +191,6 @@ VIEW = LabView(
     },
     response_model=CPAnswer,
     embed_height=1500,
-    page_template="episodes/context_parallel.html",
-    controls_template="partials/_cp_controls.html",
-    diagram_template="partials/_cp_mask.html",
     extra_context=extra_context,
     summary="Split one sequence's causal attention over CP ranks: pairs per rank, imbalance, "
             "K/V traffic per GPU (bytes) and time (seconds) per layer",

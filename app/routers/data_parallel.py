@@ -236,9 +236,6 @@ VIEW = LabView(
     },
     response_model=DataParallelAnswer,
     embed_height=1600,
-    page_template="episodes/data_parallel.html",
-    controls_template="partials/_dp_controls.html",
-    diagram_template="partials/_dp_scaling.html",
     extra_context=extra_context,
     summary="Data-parallel speedup: compute plus gradient all-reduce per link and GPU count",
     good=Case(

@@ -214,9 +214,6 @@ VIEW = LabView(
     aliases={"gpus": "nodes", "cluster": "link"},
     response_model=MoEAnswer,
     embed_height=1900,
-    page_template="episodes/experts.html",
-    controls_template="partials/_moe_controls.html",
-    diagram_template="partials/_moe_layer.html",
     extra_context=extra_context,
     summary="One MoE layer under expert parallelism: tokens per expert, all-to-all bytes and "
             "time, the slowest GPU, and the job's rank groups",

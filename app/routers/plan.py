@@ -31,6 +31,10 @@ from labs.hardware.links import get_link, make_cluster
 from labs.recipe.planner import MAX_TOP, PlanRequest, PlanSearch, search
 
 router = APIRouter()
+API_PATH = "/api/plan"
+FRAGMENT_PATH = BY_SLUG["recipe-3d"].path + "/plan"
+# Answers as pure as a lab's (a function of the request alone): cached and pooled like one.
+PURE_ROUTES = (API_PATH, FRAGMENT_PATH)
 
 
 class PlanQuery(ModelControls):
@@ -121,7 +125,7 @@ def _parse(request: Request, q: PlanQuery) -> tuple[PlanSearch | None, Response 
         return None, api_error(request, {exc.field: exc.message})
 
 
-@router.get("/api/plan", tags=["EP08"], summary="Auto-planner: every valid plan for a model "
+@router.get(API_PATH, tags=["EP08"], summary="Auto-planner: every valid plan for a model "
             "and a cluster, ranked by throughput, with memory per GPU and the Pareto front",
             responses={422: {"description": "Bad control, or a search too big"}})
 def plan_api(request: Request, q: Annotated[PlanQuery, Query()]) -> Response:
@@ -131,7 +135,7 @@ def plan_api(request: Request, q: Annotated[PlanQuery, Query()]) -> Response:
     return json_response(request, to_api(q, found))
 
 
-@router.get("/episodes/recipe-3d/plan", include_in_schema=False)
+@router.get(FRAGMENT_PATH, include_in_schema=False)
 def plan_fragment(request: Request, q: Annotated[PlanQuery, Query()]) -> Response:
     """The plan diagram (scatter and table) for the lesson page, loaded when it comes into
     view: a search takes a moment, the page does not wait for it."""

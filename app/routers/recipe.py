@@ -302,9 +302,6 @@ VIEW = LabView(
     },
     response_model=RecipeAnswer,
     embed_height=1400,
-    page_template="episodes/recipe-3d.html",
-    controls_template="partials/_recipe_controls.html",
-    diagram_template="partials/_recipe_audits.html",
     extra_context=extra_context,
     api_errors=api_errors,
     summary="Audit a 3D training plan on a cluster: memory, TP placement, bubble, traffic, "

@@ -250,9 +250,6 @@ VIEW = LabView(
     },
     response_model=TensorParallelAnswer,
     embed_height=1900,
-    page_template="episodes/tensor_parallel.html",
-    controls_template="partials/_tp_controls.html",
-    diagram_template="partials/_tp_lab.html",
     extra_context=extra_context,
     summary="Tensor parallelism: the split, time per layer and per step against TP degree and "
             "link, and memory per GPU (bytes, seconds)",

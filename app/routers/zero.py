@@ -223,9 +223,6 @@ VIEW = LabView(
     },
     response_model=ZeroAnswer,
     embed_height=1600,
-    page_template="episodes/zero.html",
-    controls_template="partials/_zero_controls.html",
-    diagram_template="partials/_zero_stages.html",
     extra_context=extra_context,
     summary="Per-GPU memory and wire traffic by ZeRO stage, checkpointing, offload, and "
             "DeepSpeed's own estimate (bytes, seconds)",

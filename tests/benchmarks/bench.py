@@ -24,16 +24,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from app.episodes import BY_LAB  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 
+MEMORY, PIPELINE = BY_LAB["memory"], BY_LAB["pipeline"]
 FRAGMENTS = {
-    "EP01 memory, slider move": "/episodes/memory?model=llama-3.1-70b&micro_batch={i}&dp=8",
-    "EP01 memory, JSON": "/api/memory?model=llama-3.1-70b&micro_batch={i}&dp=8",
-    "EP05 pipeline 8 stages, slider move": "/episodes/pipeline?stages=8&microbatches={i}",
-    "EP05 pipeline 16x128 v4 (raster)":
-        "/episodes/pipeline?schedule=interleaved-1f1b&stages=16&microbatches=128&virtual=4&f={i}",
-    "EP02 data-parallel, bucketed, uncached": (
-        "/episodes/data-parallel?gpus=64&link=ib-ndr&overlap=bucketed&global_batch={i}"),
+    f"{MEMORY.code} memory, slider move": MEMORY.path + "?model=llama-3.1-70b&micro_batch={i}&dp=8",
+    f"{MEMORY.code} memory, JSON": "/api/memory?model=llama-3.1-70b&micro_batch={i}&dp=8",
+    f"{PIPELINE.code} pipeline 8 stages, slider move": PIPELINE.path + "?stages=8&microbatches={i}",
+    f"{PIPELINE.code} pipeline 16x128 v4 (raster)": (
+        PIPELINE.path + "?schedule=interleaved-1f1b&stages=16&microbatches=128&virtual=4&f={i}"),
+    f"{BY_LAB['data_parallel'].code} data-parallel, bucketed, uncached": (
+        BY_LAB["data_parallel"].path + "?gpus=64&link=ib-ndr&overlap=bucketed&global_batch={i}"),
 }
 BARE = "/healthz"
 
