@@ -6,7 +6,7 @@ the makespan and the activations held are all *measured* off that timeline; the
 textbook formula is returned next to them only for comparison.
 
 The schedules are those of PyTorch's ``torch.distributed.pipelining`` (plus ZB-H1), in
-the same per-rank order (tests/labs/fixtures/torch_pipeline_orders.json). What the
+the same per-rank order (tests/fixtures/torch_pipeline_orders.json). What the
 pipeline puts on the wire, the bytes each rank sends to its neighbours and the send time
 on a given link, comes from ``labs.schedules.wire``; the engine that places actions in time
 is ``labs.schedules.timeline``; the input and the result are ``labs.schedules.inputs``.

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from tests.app.test_parser import api_messages
-from tests.labs.test_placement_rl import TABLE  # the curriculum's recipe table
+from tests.labs.test_rl import TABLE  # the curriculum's recipe table
 
 
 @pytest.mark.parametrize("preset", list(TABLE))
