@@ -13,7 +13,9 @@
   (DU-09799-001 sec 3.2; sec 2.3: 256x128 is cuBLAS's most efficient tile), taking the
   better of its 256x128 and 128x256 tiles: a matrix whose tiles leave the last wave part
   empty runs slower, which is why small (TP- and CP-split) matrices do. Bytes: both inputs
-  and the 16-bit output, once.
+  and the 16-bit output, once. A synchronous job runs at its slowest GPU's pace, and the GPUs
+  of one node differ chip to chip: ``SLOWEST_GPU`` scales every compute-bound kernel (GEMMs,
+  attention) to the slowest of a node.
 - A memory-bound op (norm, activation, dropout, residual add, softmax, cast, optimizer) moves
   its bytes at the achieved HBM bandwidth.
 - The attention core, fused (FlashAttention), runs at the kernel's published throughput for
@@ -40,6 +42,12 @@ TILES = ((256, 128), (128, 256))
 ATTENTION_IMPLS = ("unfused", "flash2", "flash3")
 # FlashAttention's FLOP convention (Dao 2023 sec 4.1): backward is 2.5 x forward.
 FLASH_BACKWARD = 2.5
+# The slowest GPU of a node against the median one, sustained matmul rate with every GPU of
+# the node busy (mamf-finder-all-gpus.py): 745 against 755 TFLOP/s on 8 x H200 and 1,421
+# against 1,439 on 8 x B200 (stas00/ml-engineering compute/accelerator/benchmarks/README.md:
+# "a full-node synchronous training run still waits on its slowest GPU"). Both 0.987; taken
+# for every GPU, no other generation's spread being published.
+SLOWEST_GPU = 745 / 755
 
 
 def rates(gpu: GPUSpec) -> KernelRates:
@@ -57,11 +65,12 @@ def hbm_rate(gpu: GPUSpec) -> float:
 
 
 def matmul_rate(gpu: GPUSpec, fp8: bool = False) -> float:
-    """Achieved dense matmul FLOP/s at a full wave (16-bit, or FP8 where modelled)."""
+    """Achieved dense matmul FLOP/s at a full wave (16-bit, or FP8 where modelled), on the
+    slowest GPU of a node."""
     k = rates(gpu)
     if fp8 and k.fp8_flops:
-        return k.fp8_flops * k.matmul_efficiency_fp8 * k.matmul_sustain
-    return gpu.bf16_flops * k.matmul_efficiency * k.matmul_sustain
+        return k.fp8_flops * k.matmul_efficiency_fp8 * k.matmul_sustain * SLOWEST_GPU
+    return gpu.bf16_flops * k.matmul_efficiency * k.matmul_sustain * SLOWEST_GPU
 
 
 def wave(sms: int, m: int, n: int, batch: int = 1) -> float:
@@ -182,7 +191,7 @@ def flash_time(gpu: GPUSpec, impl: str, s_q: int, s_k: int, d: float, heads: int
     kern = attention_kernel(gpu, impl)
     if kern is None:
         raise LabInputError("attention", f"no fused attention kernel for {gpu.name}")
-    f = flash_flops(s_q, s_k, d, heads, causal)
+    f = flash_flops(s_q, s_k, d, heads, causal) / SLOWEST_GPU
     forward = _at(kern.forward, s_k)
     ratio = 1.0
     if causal and kern.forward_causal is not None:
