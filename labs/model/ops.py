@@ -21,6 +21,8 @@ Memory-bound bytes per token, counted from the kernels Megatron runs (16-bit act
 - Megatron's unfused attention: the [b·a, s, d] → [s, b, a·d] context copy (4 B per element
   each way), the fused scale-mask-softmax on the s² scores (read 2, write 2; backward read
   the probabilities and their gradient, write one: 6) and the score dropout (5 and 5);
+- context parallelism's ring: merging each step's partial attention output (6 B per element
+  per step) and, in backward, accumulating each step's K and V gradients (10 B);
 - rotary embeddings on the queries and keys (read 2, write 2), bias gradients (a reduction
   reading dY: 2 B per output width), FP8 casts of each GEMM input (read 2, write 1);
 - with sequence parallelism (Korthikanti et al. 2022 sec 4.2.2) the norms and dropouts run
@@ -198,6 +200,14 @@ def layer_ops(model: ModelSpec, gpu: GPUSpec, *, tp: int, cp: int, micro_batch: 
     if model.max_positions == 0:  # rotary embeddings on queries and keys
         fwd.mem("rotary", tokens * 4 * (q_width + kv_width))
         bwd.mem("rotary", tokens * 4 * (q_width + kv_width))
+    if cp > 1:
+        # Ring attention merges each step's partial output into the running one by its
+        # log-sum-exp (Liu et al. 2023, arXiv:2310.01889; Transformer Engine's
+        # AttnFuncWithCPAndKVP2P): read the output and the partial, write the output (2+2+2
+        # B per element) at each of the c−1 later steps; backward sums each step's K and V
+        # gradients into fp32 accumulators (read 4, add 2, write 4).
+        fwd.mem("cp-merge", (cp - 1) * tokens * 6 * q_width)
+        bwd.mem("cp-merge", (cp - 1) * tokens * 10 * 2 * kv_width)
     if model.uses_mla:  # the latent norms of the query and KV compressions
         ranks = model.q_lora_rank + model.kv_lora_rank
         fwd.mem("latent-norms", tokens * 4 * ranks)

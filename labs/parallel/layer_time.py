@@ -39,6 +39,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from labs.core.catalogue import RECOMPUTATION
 from labs.core.errors import LabInputError
 from labs.hardware.links import Cluster
 from labs.hardware.nccl import nccl_time
@@ -155,9 +156,10 @@ def layer_time(model: ModelSpec, cluster: Cluster, *, tp: Group, cp: Group, ep: 
         if moe else (None, None)
     fwd = _pass_time(ops.forward, tuple(c for c in (tp_f, cp_f, ep_f) if c))
     bwd = _pass_time(ops.backward, tuple(c for c in (tp_b, cp_b, ep_b) if c))
-    if recompute == "full":
+    again = RECOMPUTATION[recompute]
+    if again.forward_again:
         bwd = _merge(fwd, bwd)
-    elif recompute == "selective":
+    elif again.attention_again:
         bwd = _merge(_pass_time(ops.attention_core, ()), bwd)
     return LayerTime(ops, fwd, bwd)
 
