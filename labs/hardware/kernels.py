@@ -30,12 +30,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 
 from labs.core.data import read
 from labs.core.errors import LabInputError
 from labs.hardware.gpus import GPUSpec, KernelRates, get_gpu
+from labs.hardware.links import Cluster
 
 # cuBLAS's large-GEMM CTA tiles (NVIDIA matmul guide sec 2.3), (rows, columns) of C.
 TILES = ((256, 128), (128, 256))
@@ -202,3 +203,13 @@ def flash_time(gpu: GPUSpec, impl: str, s_q: int, s_k: int, d: float, heads: int
     f64, b64 = kern.head_dim_64
     return (f / (forward * ratio * (1 - share + share * f64)),
             FLASH_BACKWARD * f / (backward * (1 - share + share * b64)))
+
+
+def with_matmul_efficiency(cluster: Cluster, efficiency: float | None) -> Cluster:
+    """``cluster`` whose GPU's GEMMs reach ``efficiency`` of the dense peak at a full wave
+    (None: as measured)."""
+    if efficiency is None or cluster.gpu.kernels is None:
+        return cluster
+    kernels = replace(cluster.gpu.kernels, matmul_efficiency=efficiency, matmul_sustain=1.0)
+    gpu = replace(cluster.gpu, kernels=kernels)
+    return replace(cluster, gpu=gpu)

@@ -43,7 +43,7 @@ from functools import lru_cache
 from labs.core.catalogue import RECIPES
 from labs.core.errors import LabInputError
 from labs.data_parallel.lab import exposed_after_window
-from labs.hardware.gpus import GPUSpec
+from labs.hardware.kernels import with_matmul_efficiency
 from labs.hardware.links import Cluster
 from labs.hardware.nccl import nccl_time
 from labs.model.flops import hardware_flops_per_token, model_flops_per_token
@@ -94,16 +94,6 @@ class StepOptions:
 
 
 DEFAULT_STEP = StepOptions()
-
-
-def with_matmul_efficiency(cluster: Cluster, efficiency: float | None) -> Cluster:
-    """``cluster`` whose GPU's GEMMs reach ``efficiency`` of the dense peak at a full wave
-    (None: as measured)."""
-    if efficiency is None or cluster.gpu.kernels is None:
-        return cluster
-    kernels = replace(cluster.gpu.kernels, matmul_efficiency=efficiency, matmul_sustain=1.0)
-    gpu: GPUSpec = replace(cluster.gpu, kernels=kernels)
-    return replace(cluster, gpu=gpu)
 
 
 @dataclass(frozen=True)
