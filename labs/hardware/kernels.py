@@ -181,6 +181,13 @@ def flash_flops(s_q: int, s_k: int, d: float, heads: int, causal: bool) -> float
     return 4.0 * s_q * s_k * d * heads * (0.5 if causal else 1.0)
 
 
+def attention_rate(gpu: GPUSpec, impl: str, s_k: int, d: float, causal: bool) -> float:
+    """Forward FLOP/s of the fused attention kernel ``impl`` on ``gpu`` for ``s_k`` keys (by
+    FlashAttention's FLOP count), as ``flash_time`` times it."""
+    f, _ = flash_time(gpu, impl, s_k, s_k, d, 1, causal)
+    return flash_flops(s_k, s_k, d, 1, causal) / f
+
+
 @lru_cache(maxsize=16384)
 def flash_time(gpu: GPUSpec, impl: str, s_q: int, s_k: int, d: float, heads: int,
                causal: bool) -> tuple[float, float]:

@@ -184,3 +184,11 @@ def gpu_cluster(gpu: GPUSpec) -> Cluster:
     return Cluster(id=f"{gpu.id}-node", name=f"{gpu.scale_up_domain} x {gpu.name}", gpu=gpu,
                    gpus_per_node=gpu.scale_up_domain, intra=intra, inter=inter,
                    nics_per_node=gpu.scale_up_domain, source=gpu.source)
+
+
+def link_alone(gpu: GPUSpec, link: Link, group: int) -> Cluster:
+    """A group of ``group`` GPUs on one link alone: a scale-up link puts them in one node of
+    ``group``; a scale-out link puts each in its own node, one port each."""
+    if link.kind == "scale-up":
+        return make_cluster(gpu, max(1, group), link, get_link("ib-ndr"))
+    return make_cluster(gpu, 1, get_link("nvlink-4"), link, 1)

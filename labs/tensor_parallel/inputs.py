@@ -20,7 +20,7 @@ from labs.core.limits import (
 from labs.core.validate import FRACTION, flag, number, one_of, whole
 from labs.hardware.comm import CommCost, collective
 from labs.hardware.gpus import GPUSpec
-from labs.hardware.links import Cluster, Link, get_link, make_cluster
+from labs.hardware.links import Cluster, Link, link_alone
 from labs.memory.inputs import MemoryResult
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout, problems
@@ -53,9 +53,7 @@ class Topology:
         link: each GPU in its own node, one port each)."""
         if self.cluster is not None:
             return self.cluster
-        if self.link.kind == "scale-up":
-            return make_cluster(gpu, max(1, group), self.link, get_link("ib-ndr"))
-        return make_cluster(gpu, 1, get_link("nvlink-4"), self.link, 1)
+        return link_alone(gpu, self.link, group)
 
     def collective(self, kind: str, size: float, group: int, gpu: GPUSpec) -> CommCost:
         """One collective of the group, as NCCL runs it (labs.hardware.comm)."""
