@@ -48,10 +48,10 @@ from labs.core.errors import LabInputError
 from labs.core.limits import (
     DEFAULT_MATMUL_EFFICIENCY,
     EXPORT_FORMATS,
-    MAX_GPUS_PER_NODE,
+    MAX_JOB_NODES,
     MAX_MATMUL_EFFICIENCY,
     MAX_MODEL_CODE,
-    MAX_NODES,
+    MAX_PLAN_GPUS,
     MAX_STAGE_LAYERS,
     MIN_MATMUL_EFFICIENCY,
 )
@@ -79,7 +79,7 @@ class RecipeQuery(ModelControls):
     inter_link: InterLink = "ib-hdr"
     tp: TensorParallel = 8
     pp: PipelineStages = 4
-    dp: int = Field(2, ge=1, le=MAX_NODES * MAX_GPUS_PER_NODE, description="Data-parallel "
+    dp: int = Field(2, ge=1, le=MAX_PLAN_GPUS, description="Data-parallel "
                     "degree; TP x PP x CP x DP must equal the cluster's GPUs.")
     cp: ContextParallel = 1
     ep: ExpertParallel = 1
@@ -97,16 +97,17 @@ class RecipeQuery(ModelControls):
     micro_batch: MicroBatch = 1
     microbatches: Microbatches = 16
     seq_len: SeqLen = 2048
-    matmul_efficiency: float = Field(
+    matmul_efficiency: float | None = Field(
         DEFAULT_MATMUL_EFFICIENCY, ge=MIN_MATMUL_EFFICIENCY, le=MAX_MATMUL_EFFICIENCY,
-        description="Fraction of the GPU's dense BF16 peak its kernels reach while computing "
-                    f"(default {DEFAULT_MATMUL_EFFICIENCY}: the maximum achievable matmul "
-                    "FLOPS measured on an A100 SXM, 267.9 of 312 TFLOP/s). Efficiency is "
-                    "measured against this rate; MFU against the peak.")
+        description="An override of the fraction of the GPU's dense BF16 peak a full-wave "
+                    "GEMM reaches (empty: the GPU's measured rate, e.g. 258 of 312 TFLOP/s "
+                    "on an A100; each kernel is timed op by op at its shape's share of it). "
+                    "Efficiency is measured against the kernels' own time; MFU against the "
+                    "peak.")
     replan_model: str = Field("", max_length=MAX_MODEL_CODE, description="Re-plan: the model "
                               "the job changes to, a preset id or a model code (empty: "
                               "unchanged).")
-    replan_nodes: int = Field(0, ge=0, le=MAX_NODES, description="Re-plan: the nodes the "
+    replan_nodes: int = Field(0, ge=0, le=MAX_JOB_NODES, description="Re-plan: the nodes the "
                               "job has now (0: unchanged).")
 
 
@@ -167,6 +168,10 @@ def _result_api(r: RecipeResult) -> dict:
         "mfu": r.mfu,
         "step_s": r.step_s,
         "segments_s": r.segments or {},
+        "causes": [{"name": c.name, "label": c.label, "exposed_s": c.exposed,
+                    "hidden_s": c.hidden}
+                   for c in (r.timing.causes(r.plan.microbatches, r.segments["bubble"])
+                             if r.timing else ())],
         "tokens_per_s": r.tokens_per_s,
         "global_batch": r.plan.global_batch,
         "tokens_per_step": r.tokens_per_step,
