@@ -10,7 +10,8 @@ The candidates (bounded; ``candidates``):
   paper arXiv:2407.21783 sec 3.3.2); CP: powers of two up to ``MAX_PLAN_CP`` with the
   sequence a multiple of 2·CP (zigzag); EP (MoE only): divisors of the expert count; DP takes
   the rest;
-- ZeRO 0–3, recomputation none / selective / full;
+- ZeRO 0–3, recomputation none / selective / full (``PlanRequest.zero_stages`` and
+  ``recompute_modes``: what a run's software offers);
 - schedules: Megatron-LM's (their records in ``labs.schedules.catalogue``): 1F1B, and
   interleaved 1F1B with v = 2, 4 or 8 chunks per rank, as many as every
   stage has layers for (Narayanan et al. 2021 sec 2.2.2: the bubble shrinks by v, at v times
@@ -28,13 +29,12 @@ The search, cheapest test first:
    ZeRO-sharded as ``labs.memory.lab`` shards them, or the first stage's with the activations
    it holds), then the ledger itself (``labs.memory.lab.compute_memory``) — plans that do not
    fit are dropped;
-3. an upper bound of throughput: m micro-batches of the slowest stage's FLOPs share at the
-   lab's compute rate (``labs.model.flops.hardware_flops_per_token`` at ``matmul_efficiency``
-   of the peak, as ``labs.recipe.step_time`` counts them) plus the blocking TP collectives
-   (``tensor_parallel.comm``; TP sits inside a node, so its cost needs no rank placement) and the
-   exposed CP ring passes (``labs.recipe.step_time.cp_ring``, the lab's own), stretched by the
-   bubble, plus a floor of ZeRO-3's exposed weight traffic (``zero3_floor``). The EP and
-   DP traffic only adds time, so no plan beats its bound. The bound first takes the
+3. an upper bound of throughput: the recipe's own pipeline part for the plan
+   (``labs.recipe.step_time.stage_times``: the slowest stage's kernels, TP, CP and EP
+   traffic and sends, cached, so the evaluation that follows reuses it), stretched by the
+   bubble, plus the optimizer step and a floor of ZeRO-3's exposed weight traffic
+   (``zero3_floor``: the slowest stage's per-layer gathers at the cheapest placement). The
+   DP part only adds time, so no plan beats its bound. The bound first takes the
    textbook bubble; a plan reached in the queue is re-bounded with the measured bubble
    (``labs.recipe.lab.measured_bubble``, the very figure the recipe lab uses) and queued
    again, so only the pipelines the search reaches are simulated. (GPT-3 on 2,048 GPUs
@@ -51,10 +51,10 @@ work of one search; should it run out first, ``complete`` says so (the plans sho
 exact and pass every audit, a faster one may remain).
 
 Measured (``planner_time`` in tests/benchmarks/bench.py, caches cleared for the cold run,
-on a shared 2-core box under other jobs' load, so ranges): Llama 3.1 405B on 16,384 H100s
-at Meta's batch (2,048 x 8,192 tokens): 20 plans, 259 timed, 0.34-0.66 s cold, 0.15-0.20 s
-warm (before uneven stages and v up to 8: no plan, 0.17 s cold CPU); GPT-3 175B on 2,048
-H100s, batch 1,536: 0.40-0.50 s cold, 0.29-0.55 s warm (was 2.9 s cold CPU, 8 s wall).
+on a shared 2-core box under other jobs' load, so ranges), with the op-level step model:
+Llama 3.1 405B on 16,384 H100s at Meta's batch (2,048 x 8,192 tokens): 0.33-0.40 s cold,
+0.13-0.25 s warm (0.23 s cold with the former flat-rate model); GPT-3 175B on 2,048 H100s,
+batch 1,536: 0.54-1.07 s cold, 0.43-0.57 s warm.
 """
 
 from __future__ import annotations
