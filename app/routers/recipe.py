@@ -59,7 +59,7 @@ from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links, make_cluster
 from labs.model.presets import get_model
 from labs.recipe.export import Export, export
-from labs.recipe.inputs import Plan, RecipeResult
+from labs.recipe.inputs import SOFTWARE, Plan, RecipeResult
 from labs.recipe.lab import evaluate
 from labs.recipe.replan import Replan, nearest
 
@@ -109,6 +109,23 @@ class RecipeQuery(ModelControls):
                               "unchanged).")
     replan_nodes: int = Field(0, ge=0, le=MAX_JOB_NODES, description="Re-plan: the nodes the "
                               "job has now (0: unchanged).")
+    # The run's software (labs.recipe.inputs.SOFTWARE), defaults Megatron Core's today: what
+    # a published run's configuration sets (tests/labs/test_step_time.py's 2021 runs).
+    attention: Literal["auto", "unfused", "flash2", "flash3"] = Field(
+        "auto", description="Attention kernel: auto (the GPU's fastest fused one), unfused "
+        "(Megatron 2021-22), flash2, flash3.")
+    dropout: bool = Field(False, description="GPT-3-style hidden and attention dropout.")
+    fp8: bool = Field(False, description="FP8 linear layers (Transformer Engine).")
+    sequence_parallel: bool = Field(True, description="Sequence parallelism with TP > 1.")
+    tp_overlap: Literal["none", "backward", "all"] = Field(
+        "backward", description="TP collectives beside GEMMs: none, backward (Megatron's "
+        "default), all (--tp-comm-overlap).")
+    ep_overlap: bool = Field(False, description="EP all-to-all beside another micro-batch's "
+                                                "compute (DualPipe, Megatron's EP overlap).")
+    dp_overlap: bool = Field(True, description="Gradient buckets reduced during the last "
+                                               "backward (false: after it).")
+    grad_accum_fusion: bool = Field(True, description="Weight-gradient GEMMs accumulate into "
+                                                      "fp32 main_grad.")
 
 
 @dataclass(frozen=True)
@@ -127,7 +144,8 @@ def run(query: RecipeQuery) -> RecipeState:
                 virtual=query.virtual, micro_batch=query.micro_batch,
                 microbatches=query.microbatches, seq_len=query.seq_len,
                 first_stage_layers=query.first_stage_layers,
-                last_stage_layers=query.last_stage_layers)
+                last_stage_layers=query.last_stage_layers,
+                **{name: getattr(query, name) for name in SOFTWARE})
     model = query.model_spec()
     result = evaluate(plan, model, cluster, query.nodes, query.matmul_efficiency)
     replan = None
@@ -303,7 +321,11 @@ VIEW = LabView(
         "first_stage_layers": "First stage layers", "last_stage_layers": "Last stage layers",
         "microbatches": "Micro-batches per step", "seq_len": "Sequence length",
         "matmul_efficiency": "Matmul efficiency", "replan_model": "New model",
-        "replan_nodes": "Nodes now",
+        "replan_nodes": "Nodes now", "attention": "Attention kernel",
+        "sequence_parallel": "Sequence parallelism", "tp_overlap": "TP overlap",
+        "ep_overlap": "EP overlap (DualPipe)", "dp_overlap": "DP overlap",
+        "grad_accum_fusion": "Gradient accumulation fusion", "dropout": "Dropout",
+        "fp8": "FP8 linear layers",
     },
     response_model=RecipeAnswer,
     embed_height=1400,
