@@ -22,11 +22,12 @@ VENV_ENV := PATH="$(abspath $(VENV))/bin:$$PATH" VIRTUAL_ENV="$(abspath $(VENV))
 PIP_TOOLS := pip-tools==7.6.2
 LOCK_VENV := .lock-venv
 
-.PHONY: help run test deps test-deps assets chromium lock clean
+.PHONY: help run test test-quick deps test-deps assets chromium lock clean
 
 help:
 	@echo "make run    serve the lab on http://127.0.0.1:8000 (HOST, PORT, WORKERS override)"
 	@echo "make test   run every test (engine, routes, Chromium through Playwright)"
+	@echo "make test-quick  the engine and route tests alone (tests/labs, tests/app: no browser)"
 	@echo "make lock   refresh requirements.lock and requirements-test.lock from pyproject.toml"
 	@echo "make clean  remove .venv, $(LOCK_VENV) and the installed front-end assets"
 
@@ -35,6 +36,10 @@ run: deps assets
 
 test: test-deps assets chromium
 	$(VENV_ENV) $(PY) -m pytest $(PYTEST_ARGS)
+
+# While working on the engine or the routes: those two layers, no Chromium needed.
+test-quick: test-deps assets
+	$(VENV_ENV) $(PY) -m pytest tests/labs tests/app $(PYTEST_ARGS)
 
 deps: $(VENV)/.deps-run
 test-deps: $(VENV)/.deps-test

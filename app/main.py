@@ -1,31 +1,24 @@
 """The FastAPI application: one router per lab, joined here (FastAPI "Bigger Applications")."""
 
 import gc
+import importlib
 import sys
 from contextlib import asynccontextmanager
+from types import ModuleType
 
 import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
+from app.episodes import EPISODES
 from app.labkit import DRILLS, VIEWS
 from app.render_pool import POOL
 from app.response_cache import ResponseCacheMiddleware
-from app.routers import cheatsheet as cheatsheet_router
-from app.routers import compare as compare_router
-from app.routers import context_parallel as context_parallel_router
-from app.routers import data_parallel, home, memory, pipeline, presets, tensor_parallel
-from app.routers import models as byom_models
-from app.routers import moe as moe_lab
-from app.routers import placement as rl_placement
-from app.routers import plan as plan_router
-from app.routers import playground as playground_lab
-from app.routers import recipe as recipe_router
-from app.routers import zero as zero_lab
+from app.routers import home, models, presets
 from app.security import SecurityHeadersMiddleware
 from app.settings import SETTINGS
-from app.templating import templates
+from app.templating import compile_templates
 from app.timing import ServerTimingMiddleware
 
 DESCRIPTION = """
@@ -47,13 +40,6 @@ SWITCH_INTERVAL = 0.001
 # event loop (which sends every cached answer and /healthz) waited behind dozens of threads
 # for each GIL turn. A few keep a long simulation from blocking short ones.
 WORKER_THREADS = 4
-
-
-def compile_templates() -> None:
-    """Compile every template before the first student arrives: Jinja compiles on first use,
-    about 1 s for all of them, which a class's first page loads would otherwise wait for."""
-    for name in templates.env.list_templates(extensions=["html"]):
-        templates.env.get_template(name)
 
 
 @asynccontextmanager
@@ -90,33 +76,22 @@ def create_app() -> FastAPI:
     # Outermost: normalises HEAD and Accept-Encoding before anything else reads them, and
     # sees every answer's final headers.
     app.add_middleware(SecurityHeadersMiddleware, settings=SETTINGS)
-    app.include_router(assets.router)
-    app.include_router(docs.router)
-    app.include_router(home.router)
-    app.include_router(presets.router)
-    app.include_router(memory.router)
-    app.include_router(data_parallel.router)
-    app.include_router(zero_lab.router)
-    app.include_router(tensor_parallel.router)
-    app.include_router(pipeline.router)
-    app.include_router(context_parallel_router.router)
-    app.include_router(moe_lab.router)
-    app.include_router(recipe_router.router)
-    app.include_router(rl_placement.router)
-    app.include_router(plan_router.router)
-    app.include_router(byom_models.router)
-    app.include_router(playground_lab.router)
-    app.include_router(cheatsheet_router.router)
-    app.include_router(compare_router.router)
+    # The site's own routes, then every lab's, in teaching order (app/episodes.py).
+    for router in (assets.router, docs.router, home.router, presets.router, models.router):
+        app.include_router(router)
+    for module in lab_modules():
+        app.include_router(module.router)
     app.openapi = _openapi_with_drill_ids(app)
     return app
 
 
+def lab_modules() -> list[ModuleType]:
+    """Every lab's router modules, in the order of app/episodes.py: importing one registers
+    its view (app/labkit), so the registry fills in teaching order too."""
+    return [importlib.import_module(name) for episode in EPISODES for name in episode.routers]
+
+
 _LAB_PATHS: set[str] = set()
-# GET routes outside the lab registry whose answer is as pure: EP08's planner (a search, the
-# heaviest answer a page asks for), EP10's cheat sheet and A/B compare.
-PURE_ROUTES = ("/api/plan", "/episodes/recipe-3d/plan", "/api/cheatsheet", cheatsheet_router.PATH,
-               "/api/playground/compare", compare_router.PATH)
 
 
 def lab_route(path: str) -> bool:
@@ -127,7 +102,10 @@ def lab_route(path: str) -> bool:
     if not _LAB_PATHS:
         for view in VIEWS.values():
             _LAB_PATHS.update((view.episode.path, f"/api/{view.name}"))
-        _LAB_PATHS.update(PURE_ROUTES)
+        # GET routes beside the views whose answer is as pure (EP08's planner, the heaviest
+        # answer a page asks for; EP10's cheat sheet and A/B compare): each module says so.
+        for module in lab_modules():
+            _LAB_PATHS.update(getattr(module, "PURE_ROUTES", ()))
     return path in _LAB_PATHS or path.startswith(("/embed/", "/static/"))
 
 

@@ -8,8 +8,10 @@ uses one core at most. Python's own answer for CPU-bound work is a process pool
 (``concurrent.futures.ProcessPoolExecutor``, Python docs, "ProcessPoolExecutor"); the event
 loop awaits it as any other future (asyncio docs, ``loop.run_in_executor``).
 
-How: each child imports the same app and renders with the part of the middleware stack below
-the response cache (timing, compression, routing, the lab's handler), on its own event loop.
+How: each child imports the same app, by its import string as uvicorn does (``APP``: the pool
+never imports the app's module, which imports the pool), and renders with the part of the
+middleware stack below the response cache (timing, compression, routing, the lab's handler),
+on its own event loop.
 The parent sends the request's plain scope (path, query, headers) and gets back status,
 headers and body, which the response cache stores and sends as if it had rendered them
 itself: an answer is the same bytes whichever process drew it (tests/app/test_render_pool.py).
@@ -30,6 +32,8 @@ import threading
 import time
 from concurrent.futures import BrokenExecutor, ProcessPoolExecutor
 
+from uvicorn.importer import import_from_string
+
 log = logging.getLogger("uvicorn.error")
 
 # The parts of an ASGI HTTP scope that describe the request; the rest (the app, the router,
@@ -38,6 +42,10 @@ SCOPE_KEYS = ("type", "asgi", "http_version", "method", "scheme", "path", "raw_p
               "root_path", "query_string", "headers", "server", "client")
 START_TIMEOUT = 120.0  # s: children import the app (a few s; more on a loaded machine)
 PARENT_POLL = 1.0  # s: how often a child checks that its parent is alive
+# What each child imports and runs first, as "module:attribute" (uvicorn's import strings):
+# the app uvicorn serves (app/__main__.py), and the templates compiled before any request.
+APP = "app.main:app"
+WARM_UP = "app.templating:compile_templates"
 
 
 def portable_scope(scope: dict) -> dict:
@@ -48,7 +56,8 @@ class RenderPool:
     """A ProcessPoolExecutor of app renderers, with the readiness and fallback the app needs.
     Used from the event loop thread only."""
 
-    def __init__(self) -> None:
+    def __init__(self, app: str = APP, warm_up: str = WARM_UP) -> None:
+        self.app, self.warm_up = app, warm_up
         self.executor: ProcessPoolExecutor | None = None
         self.processes = 0
         self.ready = False
@@ -68,7 +77,7 @@ class RenderPool:
             # methods"). Creating it can fail too (no /dev/shm for its locks in some sandboxes).
             self.executor = ProcessPoolExecutor(
                 max_workers=processes, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_child_init)
+                initializer=_child_init, initargs=(self.app, self.warm_up))
             # Submitted together, so that each goes to a child of its own (the executor starts
             # a new child while none is idle) and all import the app at once.
             pings = [loop.run_in_executor(self.executor, _ping) for _ in range(processes)]
@@ -114,7 +123,7 @@ POOL = RenderPool()
 _CHILD: dict = {}
 
 
-def _child_init() -> None:
+def _child_init(target: str, warm_up: str) -> None:
     # Ctrl-C in a terminal reaches the whole process group: the parent stops the children
     # (lifespan shutdown), so they ignore it instead of printing a traceback each.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -122,13 +131,13 @@ def _child_init() -> None:
     # never reads end-of-file on its task queue (its siblings hold that pipe open too): each
     # child watches its parent and exits when it is gone.
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
-    from app.main import app, compile_templates
-    from app.response_cache import ResponseCacheMiddleware
-
-    compile_templates()
+    app = import_from_string(target)
+    import_from_string(warm_up)()
+    # The child runs the stack below the layer that hands its misses to this pool (the
+    # response cache, app/response_cache.py): every layer keeps the next one as .app.
     layer = app.build_middleware_stack()
-    while not isinstance(layer, ResponseCacheMiddleware):
-        layer = layer.app  # every layer of the stack keeps the next one as .app
+    while getattr(layer, "pool", None) is not POOL:
+        layer = layer.app
     _CHILD.update(app=app, inner=layer.app, loop=asyncio.new_event_loop())
 
 

@@ -15,7 +15,7 @@ from labs.core.catalogue import ACTIVATION_MODEL_RECORDS, RECOMPUTATION
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
 templates = Jinja2Templates(directory=TEMPLATES)
-# Templates are compiled once (app/main.py compile_templates) and never change under a running
+# Templates are compiled once (compile_templates below) and never change under a running
 # server: without this, every render of every include stats its file for a change (Jinja's
 # auto_reload). Restart the app after editing a template (README).
 templates.env.auto_reload = False
@@ -51,7 +51,17 @@ def options(values, fmt: str = "{}") -> list[tuple]:
     return [(v, fmt.format(v)) for v in values]
 
 
-templates.env.filters.update(gb=gb, tb=tb, options=options)
+NUMBER_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+                "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
+                "seventeen", "eighteen", "nineteen", "twenty")
+
+
+def spelled(count: int) -> str:
+    """A count in words as prose writes it ("ten"); digits past twenty."""
+    return NUMBER_WORDS[count] if 0 <= count < len(NUMBER_WORDS) else f"{count:,}"
+
+
+templates.env.filters.update(gb=gb, tb=tb, options=options, spelled=spelled)
 # Sizes in GB/TB/PB, counts as 7B/1.2T, shares as 17.9%: the charts' own formatters.
 templates.env.filters.update(bytes=fmt_bytes, si_count=fmt_count, pct=fmt_pct,
                             schedule_name=schedule_name, chart_ranks=memory_ranks,
@@ -62,3 +72,11 @@ from app.charts.units import fmt_ms  # noqa: E402
 templates.env.filters.update(ms=fmt_ms)
 # EP06: a rank's colour in the mask, and a rank's tokens as runs (0–1, 6–7).
 templates.env.filters.update(rank_colour=rank_colour, token_ranges=token_ranges)
+
+
+def compile_templates() -> None:
+    """Compile every template before the first student arrives: Jinja compiles on first use,
+    about 1 s for all of them, which a class's first page loads would otherwise wait for (the
+    app's start, app/main.py, and each render pool child, app/render_pool.py)."""
+    for name in templates.env.list_templates(extensions=["html"]):
+        templates.env.get_template(name)

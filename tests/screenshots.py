@@ -1,4 +1,4 @@
-"""Screenshots of every live episode at two laptop sizes and a phone, for looking at changes.
+"""Screenshots of every episode at two laptop sizes and a phone, for looking at changes.
 
 Run: ``python tests/screenshots.py`` (starts its own uvicorn on a free port). Saves into
 ``build/screenshots/``: ``<name>-<w>x<h>.png`` (the first screen), ``<name>-<w>x<h>-full.png``
@@ -18,20 +18,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from app.episodes import BY_LAB, EPISODES  # noqa: E402
 from tests.browser.helpers import wait_drawn  # noqa: E402
 from tests.conftest import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
 
+MEMORY, PIPELINE = BY_LAB["memory"].path, BY_LAB["pipeline"].path
+# The home page and every lesson of the registry (app/episodes.py) at its default state, then
+# the states the README's pictures show (EP05's) and a few more of EP01 and EP05.
 PAGES = {
     "home": "/",
-    "ep01": "/episodes/memory",
+    **{episode.code.lower(): episode.path for episode in EPISODES},
     "ep01-embed": "/embed/memory?model=mixtral-8x7b&dp=8&zero=3",
-    "ep05": "/episodes/pipeline?stages=8&microbatches=32&recompute=none",
-    "ep05-zb": "/episodes/pipeline?schedule=zb-h1&stages=8&microbatches=16",
+    "ep05": PIPELINE + "?stages=8&microbatches=32&recompute=none",
+    "ep05-zb": PIPELINE + "?schedule=zb-h1&stages=8&microbatches=16",
     "ep05-embed": "/embed/pipeline?schedule=interleaved-1f1b&stages=4&microbatches=8&virtual=2",
 }
 README_PICTURES = {"ep01": "ep01-desktop.png", "ep05": "ep05-desktop.png"}
 SIZES = [(1280, 800), (1440, 900), (390, 844)]
-STEPS = {"ep01": ("/episodes/memory", [1, 5]), "ep05": ("/episodes/pipeline", [1, 4, 6])}
+STEPS = {"ep01": (MEMORY, [1, 5]), "ep05": (PIPELINE, [1, 4, 6])}
 
 
 def try_step(page, base: str, path: str, step: int) -> None:
@@ -82,11 +86,11 @@ def main() -> None:
                 page.close()
                 dark = browser.new_page(viewport={"width": width, "height": height},
                                         color_scheme="dark")
-                try_step(dark, base, "/episodes/pipeline", 6)
+                try_step(dark, base, PIPELINE, 6)
                 dark.screenshot(path=out / f"ep05-dark-{size}.png")
                 dark.close()
             printed = browser.new_page(viewport={"width": 1280, "height": 800})
-            printed.goto(base + "/episodes/memory")
+            printed.goto(base + MEMORY)
             wait_drawn(printed)
             printed.emulate_media(media="print")
             printed.screenshot(path=out / "ep01-print.png", full_page=True)

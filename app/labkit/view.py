@@ -65,10 +65,12 @@ class LabView(Generic[Q, R]):
     # Every figure of a state, by diagram name; a diagram a state cannot draw is left out.
     figures: Callable[[R], dict[str, dict]]
     diagrams: tuple[Diagram, ...]
-    page_template: str
-    controls_template: str
-    diagram_template: str  # the lesson's diagram section (readouts and every chart)
     summary: str  # OpenAPI description of the API route
+    # Templates, by default named after the episode's lab (app/episodes.py):
+    # episodes/<lab>.html, partials/_<lab>_controls.html, partials/_<lab>.html.
+    page_template: str = ""
+    controls_template: str = ""
+    diagram_template: str = ""  # the lesson's diagram section (readouts and every chart)
     embed_height: int = 1000  # first height of the whole-lab embed's iframe
     # Each control's label, as the page shows it: error messages name it.
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -91,6 +93,12 @@ class LabView(Generic[Q, R]):
     api_errors: Callable[[Any], dict[str, str]] | None = None
 
     def __post_init__(self) -> None:
+        lab = self.episode.lab
+        for name, default in (("page_template", f"episodes/{lab}.html"),
+                              ("controls_template", f"partials/_{lab}_controls.html"),
+                              ("diagram_template", f"partials/_{lab}.html")):
+            if not getattr(self, name):
+                object.__setattr__(self, name, default)  # frozen: set once, here
         names = [d.name for d in self.diagrams]
         if not names or len(set(names)) != len(names):
             raise ValueError(f"{self.name}: diagram names must be present and distinct: {names}")

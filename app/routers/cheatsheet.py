@@ -19,7 +19,8 @@ from app.model_controls import ModelChoice, model_choices, model_field
 from app.options import GpuId, gpu_options, model_options
 from app.schemas import CheatSheetAnswer
 from app.templating import templates
-from labs.cheatsheet.lab import MOE_EXAMPLE, RL_EXAMPLE, CheatInput, cheat_sheet
+from labs.cheatsheet.inputs import CheatInput
+from labs.cheatsheet.lab import MOE_EXAMPLE, RL_EXAMPLE, cheat_sheet
 from labs.core.errors import LabInputError
 from labs.core.limits import (
     MAX_CHEAT_DEGREE,
@@ -35,6 +36,8 @@ from labs.rl.recipes import recipes
 router = APIRouter()
 EPISODE = BY_SLUG["playground"]
 PATH = EPISODE.path + "/cheatsheet"
+API_PATH = "/api/cheatsheet"
+PURE_ROUTES = (API_PATH, PATH)  # cached and pooled like a lab's answers (app/main.py)
 
 
 class CheatQuery(BaseModel):
@@ -206,7 +209,7 @@ def parse_query(request: Request) -> tuple[CheatQuery | None, dict[str, str]]:
     return query, errors
 
 
-@router.get("/api/cheatsheet", tags=["EP10"], response_model=CheatSheetAnswer,
+@router.get(API_PATH, tags=["EP10"], response_model=CheatSheetAnswer,
             summary="Every formula of EP01-EP09 with its worked example for one model and GPU",
             responses={422: {"description": "A bad control, named in `detail[].loc`"}},
             openapi_extra={"parameters": [

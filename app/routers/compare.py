@@ -18,6 +18,8 @@ from app.templating import templates
 
 router = APIRouter()
 PATH = VIEW.episode.path + "/compare"
+API_PATH = "/api/playground/compare"
+PURE_ROUTES = (API_PATH, PATH)  # cached and pooled like a lab's answers (app/main.py)
 MAX_SIDE = 4000  # characters of one side's query: far above every control set at once
 
 # (key, label, unit, which way is better: "low", "high" or "true")
@@ -128,7 +130,7 @@ def compare_api(a: Side, b: Side) -> dict:
     return {"a": side(a), "b": side(b), "differs": differs(a, b)}
 
 
-@router.get("/api/playground/compare", tags=["EP10"], response_model=CompareAnswer,
+@router.get(API_PATH, tags=["EP10"], response_model=CompareAnswer,
             summary="Two playground states side by side: each plan's figures and which differ",
             responses={422: {"description": "A side's bad or inconsistent control"}})
 def compare_json(request: Request, a: str = "", b: str = "") -> Response:

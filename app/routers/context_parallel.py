@@ -19,14 +19,8 @@ from app.model_controls import (
 )
 from app.options import gpu_options, with_value
 from app.schemas import CPAnswer
-from labs.context_parallel.lab import (
-    LAYOUT_NAMES,
-    CPInput,
-    CPResult,
-    attention_heads,
-    mask_layout,
-    simulate_cp,
-)
+from labs.context_parallel.inputs import CPInput, CPResult, attention_heads
+from labs.context_parallel.lab import LAYOUT_NAMES, mask_layout, simulate_cp
 from labs.core.limits import CP_LAYOUTS, MAX_CP, MAX_CP_TOKENS, MAX_SEQ_LEN
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links
@@ -197,9 +191,6 @@ VIEW = LabView(
     },
     response_model=CPAnswer,
     embed_height=1500,
-    page_template="episodes/context_parallel.html",
-    controls_template="partials/_cp_controls.html",
-    diagram_template="partials/_cp_mask.html",
     extra_context=extra_context,
     summary="Split one sequence's causal attention over CP ranks: pairs per rank, imbalance, "
             "K/V traffic per GPU (bytes) and time (seconds) per layer",

@@ -28,12 +28,10 @@ from labs.core.limits import (
     MIN_DP_COMPUTE_S,
     MIN_DP_GRAD_BYTES,
 )
+from labs.data_parallel.inputs import DDP_BUCKET_BYTES, DataParallelInput, DataParallelResult
 from labs.data_parallel.lab import (
     CURVE_LINKS,
-    DDP_BUCKET_BYTES,
     GRAD_BYTES_PER_PARAM,
-    DataParallelInput,
-    DataParallelResult,
     all_reduce,
     link_family,
     simulate,
@@ -246,9 +244,6 @@ VIEW = LabView(
     },
     response_model=DataParallelAnswer,
     embed_height=1600,
-    page_template="episodes/data_parallel.html",
-    controls_template="partials/_dp_controls.html",
-    diagram_template="partials/_dp_scaling.html",
     extra_context=extra_context,
     summary="Data-parallel speedup: compute plus gradient all-reduce per link and GPU count",
     good=Case(

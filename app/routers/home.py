@@ -1,4 +1,4 @@
-"""The home page (all ten episodes), the diagram list, drill checking, and a health probe."""
+"""The home page (every episode), the diagram list, drill checking, and a health probe."""
 
 from typing import Literal
 

@@ -33,7 +33,8 @@ from labs.core.limits import (
     TRAIN_RECIPES,
 )
 from labs.hardware.gpus import get_gpu
-from labs.memory.lab import MemoryInput, compute_memory
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory
 
 router = APIRouter()
 
@@ -203,9 +204,6 @@ VIEW = LabView(
     },
     response_model=MemoryAnswer,
     embed_height=1100,
-    page_template="episodes/memory.html",
-    controls_template="partials/_memory_controls.html",
-    diagram_template="partials/_memory_ledger.html",
     oob_template="partials/_memory_options_oob.html",
     extra_context=extra_context,
     summary="The per-GPU memory bill of one training step or inference (bytes)",

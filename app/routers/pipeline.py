@@ -30,9 +30,11 @@ from labs.core.limits import (
 )
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links
-from labs.pipeline.lab import PipelineLabInput, PipelineLabResult, run_pipeline_lab
+from labs.pipeline.inputs import PipelineLabInput, PipelineLabResult
+from labs.pipeline.lab import run_pipeline_lab
 from labs.schedules.catalogue import CATALOGUE, INTERLEAVED, SCHEDULES
-from labs.schedules.simulate import PipelineInput, simulate
+from labs.schedules.inputs import PipelineInput
+from labs.schedules.simulate import simulate
 
 router = APIRouter()
 
@@ -217,9 +219,6 @@ VIEW = LabView(
     response_model=PipelineAnswer,
     events_key="events",
     embed_height=1500,
-    page_template="episodes/pipeline.html",
-    controls_template="partials/_pipeline_controls.html",
-    diagram_template="partials/_pipeline_schedule.html",
     extra_context=extra_context,
     summary="Simulate a pipeline schedule: events, measured bubble, activations held per rank",
     good=Case(

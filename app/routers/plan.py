@@ -21,8 +21,8 @@ from labs.core.errors import LabInputError
 from labs.core.limits import (
     DEFAULT_MATMUL_EFFICIENCY,
     MAX_GLOBAL_BATCH,
+    MAX_JOB_NODES,
     MAX_MATMUL_EFFICIENCY,
-    MAX_NODES,
     MAX_PLAN_GPUS,
     MIN_MATMUL_EFFICIENCY,
 )
@@ -31,6 +31,10 @@ from labs.hardware.links import get_link, make_cluster
 from labs.recipe.planner import MAX_TOP, PlanRequest, PlanSearch, search
 
 router = APIRouter()
+API_PATH = "/api/plan"
+FRAGMENT_PATH = BY_SLUG["recipe-3d"].path + "/plan"
+# Answers as pure as a lab's (a function of the request alone): cached and pooled like one.
+PURE_ROUTES = (API_PATH, FRAGMENT_PATH)
 
 
 class PlanQuery(ModelControls):
@@ -48,10 +52,10 @@ class PlanQuery(ModelControls):
     global_batch: int = Field(32, ge=1, le=MAX_GLOBAL_BATCH, description="Sequences per "
                               "step (micro-batch x micro-batches x DP); kept by every plan.")
     top: int = Field(20, ge=1, le=MAX_TOP, description="Plans to return, fastest first.")
-    matmul_efficiency: float = Field(
+    matmul_efficiency: float | None = Field(
         DEFAULT_MATMUL_EFFICIENCY, ge=MIN_MATMUL_EFFICIENCY, le=MAX_MATMUL_EFFICIENCY,
-        description="Fraction of the dense BF16 peak the GPUs compute at, as on the recipe "
-                    "page (GET /api/recipe).")
+        description="An override of the fraction of the dense BF16 peak a full-wave GEMM "
+                    "reaches, as on the recipe page (GET /api/recipe; empty: measured).")
 
 
 @lru_cache(maxsize=32)
@@ -71,11 +75,12 @@ def plan_links(q: PlanQuery, found: PlanSearch) -> list[str | None]:
     """The recipe page with each plan's controls (None when the page cannot take the
     cluster: more than its node bound)."""
     nodes = q.gpus // q.gpus_per_node
-    if nodes > MAX_NODES:
+    if nodes > MAX_JOB_NODES:
         return [None] * len(found.plans)
     base = {**q.model_controls(), "gpu": q.gpu, "nodes": nodes, "gpus_per_node": q.gpus_per_node,
-            "intra_link": q.intra_link, "inter_link": q.inter_link, "seq_len": q.seq_len,
-            "matmul_efficiency": q.matmul_efficiency}
+            "intra_link": q.intra_link, "inter_link": q.inter_link, "seq_len": q.seq_len}
+    if q.matmul_efficiency is not None:
+        base["matmul_efficiency"] = q.matmul_efficiency
     url = BY_SLUG["recipe-3d"].url
     return [f"{url}?" + urlencode({**base, **{k: getattr(r.plan, k) for k in (
         "tp", "pp", "dp", "cp", "ep", "zero", "recompute", "schedule", "virtual",
@@ -121,7 +126,7 @@ def _parse(request: Request, q: PlanQuery) -> tuple[PlanSearch | None, Response 
         return None, api_error(request, {exc.field: exc.message})
 
 
-@router.get("/api/plan", tags=["EP08"], summary="Auto-planner: every valid plan for a model "
+@router.get(API_PATH, tags=["EP08"], summary="Auto-planner: every valid plan for a model "
             "and a cluster, ranked by throughput, with memory per GPU and the Pareto front",
             responses={422: {"description": "Bad control, or a search too big"}})
 def plan_api(request: Request, q: Annotated[PlanQuery, Query()]) -> Response:
@@ -131,7 +136,7 @@ def plan_api(request: Request, q: Annotated[PlanQuery, Query()]) -> Response:
     return json_response(request, to_api(q, found))
 
 
-@router.get("/episodes/recipe-3d/plan", include_in_schema=False)
+@router.get(FRAGMENT_PATH, include_in_schema=False)
 def plan_fragment(request: Request, q: Annotated[PlanQuery, Query()]) -> Response:
     """The plan diagram (scatter and table) for the lesson page, loaded when it comes into
     view: a search takes a moment, the page does not wait for it."""

@@ -41,7 +41,7 @@ from app.routers import (
     memory,
     moe,
     pipeline,
-    placement,
+    rl,
     tensor_parallel,
     zero,
 )
@@ -193,7 +193,7 @@ PANELS: tuple[Panel, ...] = (
                                "schedule": "schedule", "virtual": "virtual",
                                "microbatches": "microbatches", **STEP},
           default="all"),
-    Panel(placement.VIEW, {"gpu": "gpu"}, default="off"),
+    Panel(rl.VIEW, {"gpu": "gpu"}, default="off"),
 )
 BY_LAB = {p.lab: p for p in PANELS}
 

@@ -40,7 +40,8 @@ from labs.core.limits import (
 )
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import links
-from labs.zero.lab import FSDP_NAMES, MFU, ZeroInput, ZeroResult, simulate_zero
+from labs.zero.inputs import ZeroInput, ZeroResult
+from labs.zero.lab import FSDP_NAMES, achieved_mfu, simulate_zero
 
 router = APIRouter()
 
@@ -105,7 +106,7 @@ def to_api(result: ZeroResult) -> dict:
         "exposed_seconds": chosen.exposed_seconds,
         "compute_seconds": result.compute_seconds,
         "step_seconds": result.step_seconds,
-        "mfu": MFU,
+        "mfu": achieved_mfu(result.input, result.compute_seconds),
         "host_bytes_per_node": round(result.host_bytes_per_node),
         "stages": [{"dp": b.dp, "zero": b.zero, "state_bytes": round(b.state_bytes),
                     "total_bytes": round(b.total_bytes), "breakdown": _bytes(b.breakdown)}
@@ -188,7 +189,7 @@ def extra_context(state) -> dict:
         "seq_options": with_value(SEQ_LENGTHS, query.seq_len),
         "stage_names": STAGE_NAMES,
         "fsdp_names": FSDP_NAMES,
-        "mfu": MFU,
+        "mfu": achieved_mfu(state.result.input, state.result.compute_seconds),
     }
 
 
@@ -222,9 +223,6 @@ VIEW = LabView(
     },
     response_model=ZeroAnswer,
     embed_height=1600,
-    page_template="episodes/zero.html",
-    controls_template="partials/_zero_controls.html",
-    diagram_template="partials/_zero_stages.html",
     extra_context=extra_context,
     summary="Per-GPU memory and wire traffic by ZeRO stage, checkpointing, offload, and "
             "DeepSpeed's own estimate (bytes, seconds)",

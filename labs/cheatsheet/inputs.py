@@ -10,6 +10,7 @@ from labs.core.limits import (
     MAX_CHEAT_MICROBATCHES,
     MAX_SEQ_LEN,
 )
+from labs.core.validate import WHOLE_BARE, whole
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, clusters, get_cluster
 from labs.model.spec import ModelSpec
@@ -38,9 +39,7 @@ class CheatInput:
                            ("tp", MAX_CHEAT_DEGREE), ("pp", MAX_CHEAT_DEGREE),
                            ("dp", MAX_CHEAT_DP), ("cp", MAX_CHEAT_DEGREE),
                            ("microbatches", MAX_CHEAT_MICROBATCHES)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-                raise LabInputError(name, f"{name} must be a whole number from 1 to {high:,}")
+            whole(name, getattr(self, name), 1, high, name, WHOLE_BARE)
 
     @property
     def cluster(self) -> Cluster:

@@ -8,23 +8,30 @@ from labs.cheatsheet.inputs import CheatInput, Term
 from labs.context_parallel.lab import cp_cost, mask_layout
 from labs.core.catalogue import RECOMPUTATION
 from labs.core.errors import LabInputError
-from labs.data_parallel.lab import DataParallelInput
+from labs.data_parallel.inputs import DataParallelInput
 from labs.data_parallel.lab import simulate as simulate_dp
-from labs.experts.lab import MoEInput, simulate_moe
+from labs.experts.inputs import MoEInput
+from labs.experts.lab import simulate_moe
 from labs.hardware.links import get_cluster
-from labs.memory.lab import MemoryInput, compute_memory, kv_cache_bytes
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory, kv_cache_bytes
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.flops import hardware_flops_per_token, matmul_params, model_flops_per_token
 from labs.model.presets import get_model
 from labs.model.spec import ModelSpec
-from labs.recipe.lab import Plan, evaluate
-from labs.rl.lab import RLPlacementInput, compute_rl_placement
+from labs.recipe.inputs import Plan
+from labs.recipe.lab import evaluate
+from labs.rl.inputs import RLPlacementInput
+from labs.rl.lab import compute_rl_placement
 from labs.rl.recipes import recipes
 from labs.rl.serving import engine_memory
-from labs.schedules.simulate import PipelineInput
+from labs.schedules.inputs import PipelineInput
 from labs.schedules.simulate import simulate as simulate_pipeline
-from labs.tensor_parallel.lab import LAYER_COLLECTIVES, Topology, TPInput, tensor_parallel
-from labs.zero.lab import ZeroInput, simulate_zero
+from labs.tensor_parallel.comm import LAYER_COLLECTIVES
+from labs.tensor_parallel.inputs import Topology, TPInput
+from labs.tensor_parallel.lab import tensor_parallel
+from labs.zero.inputs import ZeroInput
+from labs.zero.lab import simulate_zero
 
 MOE_EXAMPLE = "mixtral-8x7b"  # EP07's lines need experts: a dense model borrows this one
 RL_EXAMPLE = "glm-4-9b"  # EP09's colocation line needs an RL recipe (labs/presets/rl_recipes)

@@ -20,7 +20,8 @@ Layouts of ``s`` tokens over ``c`` ranks (the rank that holds a query token comp
 
 Causal pairs count (query, key) cells with key ≤ query, s(s+1)/2 in all, per head; a Ulysses
 rank's h/c heads count as 1/c of the mask. Costs are per transformer layer, forward pass, one
-sequence, bf16 (2 bytes), on one link with the α–β model of ``labs.hardware.comm``:
+sequence, bf16 (2 bytes), on one link as NCCL runs it (``labs.hardware.comm``, ``nccl``), the
+busiest rank's attention at its fused kernel's published rate (``labs.hardware.kernels``):
 - ring (contiguous, zigzag): c − 1 steps, each sending this rank's K/V block to the next rank
   (Liu et al. 2023, "Ring Attention", arXiv:2310.01889), overlappable with the attention of the
   block in hand;
@@ -33,24 +34,34 @@ sequence, bf16 (2 bytes), on one link with the α–β model of ``labs.hardware.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
+from labs.context_parallel.inputs import (
+    CPCost,
+    CPInput,
+    CPResult,
+    MaskResult,
+    RankWork,
+    attention_heads,
+    check_cost,
+    check_layout,
+)
 from labs.core.errors import LabInputError
 from labs.core.limits import CP_LAYOUTS, MAX_CP, MAX_CP_TOKENS, MAX_SEQ_LEN
-from labs.hardware.comm import ring
+from labs.core.validate import whole
+from labs.hardware.comm import collective as priced
 from labs.hardware.gpus import GPUSpec
-from labs.hardware.links import Link
+from labs.hardware.kernels import attention_rate, best_attention
+from labs.hardware.links import Link, link_alone
+from labs.hardware.nccl import nccl_time
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.spec import ModelSpec
-from labs.parallel.layout import whole
 
 BYTES = 2  # bf16 queries, keys, values and outputs
-# Attention kernels reach about half the dense BF16 peak (FlashAttention-2, Dao 2023,
-# arXiv:2307.08691: 50-73% of A100's peak forward; FlashAttention-3 about 75% on H100): the
-# lab times the busiest rank's attention at 50% to judge whether the ring's passing hides.
-ATTENTION_EFFICIENCY = 0.5
+# The busiest rank's attention runs at the GPU's fastest fused kernel's published forward
+# rate for its block length (labs.hardware.kernels: FlashAttention-2/-3 curves), the same
+# kernel model EP08 times its plans with.
 RING_LAYOUTS = ("contiguous", "zigzag")
 LAYOUT_NAMES = {
     "contiguous": "Contiguous (ring)", "zigzag": "Zigzag (ring, load-balanced)",
@@ -84,57 +95,6 @@ def rank_ranges(s: int, c: int, layout: str) -> list[tuple[tuple[int, int], ...]
     return [((points[r], points[r + 1]),) for r in range(c)]
 
 
-def check_layout(field: str, s: int, c: int, layout: str, heads: int | None = None,
-                 kv_heads: int | None = None) -> None:
-    """Raise ``LabInputError`` when ``layout`` cannot split ``s`` tokens over ``c`` ranks."""
-    if layout not in CP_LAYOUTS:
-        raise LabInputError("layout", f"layout must be one of {', '.join(CP_LAYOUTS)}")
-    if c > s:
-        raise LabInputError(field, f"CP = {c} ranks need at least {c} tokens (got {s:,})")
-    if layout == "zigzag" and s % (2 * c):
-        raise LabInputError(field, f"zigzag cuts the sequence into 2 x CP = {2 * c} equal "
-                                   f"chunks (rank r takes chunks r and {2 * c}−1−r): {s:,} "
-                                   f"tokens do not divide by {2 * c}; Megatron-LM pads to a "
-                                   "multiple of 2 x CP")
-    if layout == "ulysses" and heads is not None:
-        if heads % c:
-            raise LabInputError("cp", f"Ulysses gives each rank whole attention heads: "
-                                      f"{heads} heads do not divide by CP = {c}")
-        if kv_heads is not None and kv_heads % c and c % kv_heads:
-            raise LabInputError("cp", f"Ulysses shards the {kv_heads} KV heads too (or "
-                                      f"replicates them when CP is a multiple): CP = {c} "
-                                      "neither divides them nor is a multiple of them")
-
-
-@dataclass(frozen=True)
-class RankWork:
-    rank: int
-    tokens: tuple[int, ...]  # tokens held outside attention (Ulysses: its sequence shard)
-    causal_pairs: int | Fraction  # cells of the mask (Ulysses: its heads' 1/c share)
-    heads: tuple[int, int] | None = None  # Ulysses: the [first, last] head of this rank
-
-
-@dataclass(frozen=True)
-class MaskResult:
-    tokens: int
-    cp: int
-    layout: str
-    heads: int
-    ranks: tuple[RankWork, ...]
-    owner: tuple[int, ...]  # rank holding each query token (Ulysses: its sequence shard)
-    total_pairs: int  # s(s+1)/2
-
-    @property
-    def imbalance(self) -> float:
-        """Busiest rank over the mean: 1.0 is perfectly balanced."""
-        mean = Fraction(self.total_pairs, self.cp)
-        return float(max(r.causal_pairs for r in self.ranks) / mean)
-
-    @property
-    def busiest(self) -> RankWork:
-        return max(self.ranks, key=lambda r: r.causal_pairs)
-
-
 def mask_layout(tokens: int, cp: int, layout: str, heads: int = 1,
                 kv_heads: int | None = None, field: str = "tokens") -> MaskResult:
     """Which rank computes which rows of the causal mask of ``tokens`` tokens."""
@@ -157,42 +117,6 @@ def mask_layout(tokens: int, cp: int, layout: str, heads: int = 1,
     return MaskResult(tokens, cp, layout, heads, tuple(ranks), tuple(owner), total)
 
 
-@dataclass(frozen=True)
-class CPInput:
-    """One context-parallel plan: the mask picture (``tokens`` ≤ 64) and the cost at a real
-    ``seq_len`` on ``link`` for ``model``'s attention on ``gpu``."""
-
-    tokens: int
-    cp: int
-    layout: str
-    model: ModelSpec
-    seq_len: int
-    link: Link
-    gpu: GPUSpec
-
-    def __post_init__(self) -> None:  # page order: tokens, CP, layout, model, seq_len, link
-        whole("tokens", self.tokens, 1, MAX_CP_TOKENS, "the tokens drawn")
-        whole("cp", self.cp, 1, MAX_CP, "the context parallel degree")
-        heads, kv = attention_heads(self.model)
-        check_layout("tokens", self.tokens, self.cp, self.layout, heads, kv)
-        check_cost(self.model, self.seq_len, self.cp, self.layout, self.link)
-
-
-def check_cost(model: ModelSpec, seq_len: int, cp: int, layout: str, link: Link) -> None:
-    """The rules of the cost at a real length: the sequence splits, the link reaches c GPUs."""
-    whole("seq_len", seq_len, 1, MAX_SEQ_LEN, "the sequence length")
-    heads, kv = attention_heads(model)
-    check_layout("seq_len", seq_len, cp, layout, heads, kv)
-    if link.kind == "scale-up" and link.domain and cp > link.domain:
-        raise LabInputError("link", f"{link.name} connects at most {link.domain} GPUs: "
-                                    f"CP = {cp} must cross nodes, so choose a scale-out link")
-
-
-def attention_heads(model: ModelSpec) -> tuple[int, int]:
-    """(query heads, KV heads); MLA expands its latent into one K/V per query head."""
-    return model.heads, model.heads if model.uses_mla else model.kv_heads
-
-
 def head_dims(model: ModelSpec) -> tuple[int, int]:
     """(d_qk, d_v) per head (MLA: nope + rope query/key dims, and v_head_dim)."""
     if model.uses_mla:
@@ -200,33 +124,7 @@ def head_dims(model: ModelSpec) -> tuple[int, int]:
     return model.head_dim, model.head_dim
 
 
-@dataclass(frozen=True)
-class CPCost:
-    collective: str  # "ring p2p", "all-gather" or "all-to-all"
-    steps: int  # communication rounds a GPU takes part in
-    kv_bytes_per_token: float  # K and V of one token, one layer
-    block_bytes: float  # one ring step's K/V block (ring layouts), else the local shard sent
-    comm_bytes_per_gpu: float
-    comm_s: float
-    attention_s: float  # busiest rank's attention forward at ATTENTION_EFFICIENCY of peak
-    exposed_s: float  # communication attention must wait for
-    kv_held_bytes: float  # K/V of other ranks held at once for attention
-    busiest_pairs: float  # at seq_len (Ulysses: s(s+1)/2c, possibly fractional)
-    imbalance: float
-    activation_bytes_per_gpu: float  # all layers, selective recomputation, this rank
-    activation_bytes_no_cp: float
-
-
 SWEEP_CP = (2, 4, 8, 16, 32, 64)
-
-
-@dataclass(frozen=True)
-class CPResult:
-    input: CPInput
-    mask: MaskResult
-    cost: CPCost
-    # layout -> ((c, cost or None where that c is refused), ...) over SWEEP_CP
-    sweep: dict[str, tuple[tuple[int, CPCost | None], ...]]
 
 
 def cp_cost(model: ModelSpec, seq_len: int, cp: int, layout: str, link: Link,
@@ -243,12 +141,16 @@ def cp_cost(model: ModelSpec, seq_len: int, cp: int, layout: str, link: Link,
     # QKᵀ and AV: 2·d_qk + 2·d_v FLOPs per causal cell per head (PaLM appendix B, halved for
     # causality because only the computed cells count here).
     flops = 2 * (d_qk + d_v) * heads * busiest
-    attention_s = float(flops) / (gpu.bf16_flops * ATTENTION_EFFICIENCY)
+    impl = best_attention(gpu)
+    attention_s = float(flops) / (attention_rate(gpu, impl, max(1, round(local)),
+                                                 (d_qk + d_v) / 2, False)
+                                  if impl != "unfused" else gpu.bf16_flops / 2)
     if layout in RING_LAYOUTS:
         block = local * kv_token
         steps = c - 1
         sent = steps * block
-        comm = steps * (link.latency + block / link.bandwidth) if c > 1 else 0.0
+        hop = nccl_time("p2p", block, c, link_alone(gpu, link, c), None)
+        comm = steps * hop.seconds if c > 1 else 0.0
         # Each step's transfer hides behind the attention of the block in hand.
         exposed = max(0.0, comm - attention_s)
         collective, held = "ring p2p", 2 * block  # the block in use and the one arriving
@@ -256,7 +158,7 @@ def cp_cost(model: ModelSpec, seq_len: int, cp: int, layout: str, link: Link,
         whole_kv = s * kv_token
         block, steps = whole_kv, c - 1
         sent = (c - 1) / c * whole_kv
-        comm = ring("all_gather", whole_kv, c, link.bandwidth, link.latency)
+        comm = priced("all_gather", whole_kv, c, link_alone(gpu, link, c)).seconds
         exposed, collective, held = comm, "all-gather", whole_kv
     else:
         kv_sent = max(kv, c)  # fewer KV heads than ranks: each is replicated c/kv times
@@ -265,7 +167,7 @@ def cp_cost(model: ModelSpec, seq_len: int, cp: int, layout: str, link: Link,
         block = local * (heads * (d_qk + d_v) + kv_sent * (d_qk + d_v)) * BYTES
         steps = 4 * (c - 1)
         sent = (c - 1) / c * block
-        comm = sum(ring("all_to_all", x * BYTES, c, link.bandwidth, link.latency)
+        comm = sum(priced("all_to_all", x * BYTES, c, link_alone(gpu, link, c)).seconds
                    for x in shards)
         exposed, collective = comm, "all-to-all"
         held = s * (kv_sent // c) * (d_qk + d_v) * BYTES  # whole sequence, own KV heads

@@ -26,32 +26,20 @@ least its all-reduce is always exposed; each bucket pays the ring's 2(N−1) lat
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import replace
 from functools import lru_cache
 
-from labs.core.errors import LabInputError
-from labs.core.limits import DP_OVERLAPS as OVERLAPS
-from labs.core.limits import DP_SCALINGS as SCALINGS
-from labs.core.limits import MAX_DP_BUCKET_BYTES as MAX_BUCKET_BYTES
-from labs.core.limits import MAX_DP_COMPUTE_S as MAX_COMPUTE_S
-from labs.core.limits import MAX_DP_GLOBAL_BATCH as MAX_GLOBAL_BATCH
 from labs.core.limits import MAX_DP_GPUS as MAX_GPUS
-from labs.core.limits import MAX_DP_GRAD_BYTES as MAX_GRAD_BYTES
-from labs.core.limits import MAX_NICS_PER_NODE
-from labs.core.limits import MIN_DP_BUCKET_BYTES as MIN_BUCKET_BYTES
-from labs.core.limits import MIN_DP_COMPUTE_S as MIN_COMPUTE_S
-from labs.core.limits import MIN_DP_GRAD_BYTES as MIN_GRAD_BYTES
+from labs.data_parallel.inputs import DataParallelInput, DataParallelPoint, DataParallelResult
 from labs.hardware.comm import CommCost, collective, ring
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import Cluster, Link, get_link, links, make_cluster
-from labs.memory.lab import MemoryInput, MemoryResult, compute_memory
-from labs.model.spec import ModelSpec
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory
 
 # The four kinds of link the lesson compares, one preset each (labs/presets/links.json).
 CURVE_LINKS = ("nvlink-4", "ib-ndr", "eth-100g", "pcie-4")
 GPU_COUNTS = tuple(2 ** k for k in range(MAX_GPUS.bit_length()))  # 1 .. 1024, a log axis
-# PyTorch DDP's default bucket_cap_mb=25, in MiB (bucket_bytes_cap = int(25 * 1024 * 1024)).
-DDP_BUCKET_BYTES = 25 * 1024 * 1024
 BACKWARD_FRACTION = 2 / 3  # backward = 4ND of the 6ND training FLOPs (Kaplan et al. 2020)
 GRAD_BYTES_PER_PARAM = 2  # bf16 gradients (the 16-byte mixed-precision Adam recipe)
 # Servers that a scale-out link joins: HGX H100 boards, 8 GPUs on NVLink 4.
@@ -66,86 +54,6 @@ def link_family(link: Link) -> str:
     return next(family for prefix, family in _FAMILIES if link.id.startswith(prefix))
 
 
-def _number(field: str, value, low: float, high: float, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (
-            math.isfinite(value) and low <= value <= high):
-        raise LabInputError(field, f"{what} must be a number from {low:g} to {high:g}")
-
-
-def _whole(field: str, value, low: int, high: int, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise LabInputError(field, f"{what} must be a whole number from {low} to {high}")
-
-
-@dataclass(frozen=True)
-class DataParallelInput:
-    model: ModelSpec  # whose replica the ledger shows
-    grad_bytes: float  # gradient bytes all-reduced per step (bf16: 2 x params)
-    gpus: int = 8
-    link: str = "nvlink-4"
-    compute_s: float = 1.0  # weak: one micro-batch's step; strong: the global batch on 1 GPU
-    scaling: str = "weak"
-    overlap: str = "none"
-    bucket_bytes: float = DDP_BUCKET_BYTES
-    nics_per_node: int = 1
-    global_batch: int = 1024  # sequences per step (strong scaling splits it N ways)
-
-    def __post_init__(self) -> None:  # one check per control, in page order
-        if not isinstance(self.model, ModelSpec):
-            raise LabInputError("model", "choose a model preset or a gradient size")
-        _number("grad_bytes", self.grad_bytes, MIN_GRAD_BYTES, MAX_GRAD_BYTES,
-                "gradient bytes")
-        _whole("gpus", self.gpus, 1, MAX_GPUS, "the GPU count")
-        get_link(self.link)
-        _number("compute_s", self.compute_s, MIN_COMPUTE_S, MAX_COMPUTE_S,
-                "compute seconds per step")
-        if self.scaling not in SCALINGS:
-            raise LabInputError("scaling", f"scaling must be one of {', '.join(SCALINGS)}")
-        if self.overlap not in OVERLAPS:
-            raise LabInputError("overlap", f"overlap must be one of {', '.join(OVERLAPS)}")
-        _number("bucket_bytes", self.bucket_bytes, MIN_BUCKET_BYTES, MAX_BUCKET_BYTES,
-                "the bucket size in bytes")
-        _whole("nics_per_node", self.nics_per_node, 1, MAX_NICS_PER_NODE,
-               "network ports per server")
-        _whole("global_batch", self.global_batch, 1, MAX_GLOBAL_BATCH, "the global batch")
-        if self.scaling == "strong" and self.gpus > self.global_batch:
-            raise LabInputError("gpus", f"a fixed global batch of {self.global_batch} sequences "
-                                        f"gives at most {self.global_batch} GPUs one each "
-                                        f"(got {self.gpus} GPUs)")
-
-
-@dataclass(frozen=True)
-class DataParallelPoint:
-    """One GPU count on one link."""
-
-    link: str
-    gpus: int
-    compute_s: float  # per GPU per step
-    comm_s: float  # every all-reduce of the step, overlapped or not
-    exposed_comm_s: float  # what the step waits for after compute
-    overlapped_comm_s: float
-    step_s: float
-    speedup: float
-    efficiency: float
-    allreduce_bytes_per_gpu: float
-    buckets: int
-    algorithm: str
-    bottleneck: str
-
-
-@dataclass(frozen=True)
-class DataParallelResult:
-    input: DataParallelInput
-    point: DataParallelPoint
-    curve: tuple[DataParallelPoint, ...]  # one per GPU count per link, N ≤ max_gpus
-    curve_links: tuple[str, ...]
-    max_gpus: int  # strong scaling: the global batch; weak: the axis' end
-    replica: MemoryResult  # the EP01 ledger of one replica (what every GPU holds)
-    # A scale-out link read as in the textbook: a port per GPU, one flat ring through all N.
-    flat_ring: DataParallelPoint | None
-    assumptions: tuple[str, ...]
-
-
 @lru_cache(maxsize=64)  # a handful of (link, ports) pairs; building one reads the presets
 def server_cluster(link: Link, nics_per_node: int) -> Cluster:
     """8-GPU NVLink 4 servers joined by ``nics_per_node`` ports of a scale-out link."""
@@ -155,15 +63,26 @@ def server_cluster(link: Link, nics_per_node: int) -> Cluster:
 
 def all_reduce(size: float, gpus: int, link: Link, nics_per_node: int = 1,
                flat: bool = False) -> CommCost:
-    """One all-reduce of ``size`` bytes over ``gpus`` GPUs joined by ``link``.
+    """One all-reduce of ``size`` bytes over ``gpus`` GPUs joined by ``link``, as NCCL runs it
+    (``labs.hardware.comm.collective``): a scale-up link joins the whole group as one
+    fabric; a scale-out link joins 8-GPU servers.
 
-    ``flat``: every GPU on its own port of ``link``, one ring through all of them (the
-    textbook 2(N−1)/N·S/β, what a scale-up link always gets here)."""
-    if flat or link.kind == "scale-up":
+    ``flat``: the textbook reading, every GPU on its own port of ``link``, one α–β ring
+    through all of them at the datasheet figures (2(N−1)/N·S/β + 2(N−1)·α)."""
+    if flat:
         return CommCost("all_reduce", gpus, size, 2 * (gpus - 1) / gpus * size,
                         ring("all_reduce", size, gpus, link.bandwidth, link.latency),
                         "ring", link.id)
+    if link.kind == "scale-up":
+        return collective("all_reduce", size, gpus, fabric_cluster(link, gpus))
     return collective("all_reduce", size, gpus, server_cluster(link, nics_per_node))
+
+
+def fabric_cluster(link: Link, gpus: int) -> Cluster:
+    """``gpus`` H100s on one scale-up fabric of ``link`` (past an 8-GPU board this stands for
+    an NVLink Switch fabric: an upper bound)."""
+    return make_cluster(get_gpu(SERVER_GPU), gpus, replace(link, domain=None),
+                        get_link("ib-ndr"))
 
 
 def exposed_after_backward(compute_s: float, bucket_s: float, last_s: float,

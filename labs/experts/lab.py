@@ -31,150 +31,18 @@ default and DeepSeek-V3 train).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-from labs.core.errors import LabInputError
-from labs.core.limits import (
-    MAX_CAPACITY_FACTOR,
-    MAX_MOE_TOKENS,
-    MAX_NODES,
-    MAX_RANK_MAP_GPUS,
-    MAX_SKEW,
-    MOE_GROUP_KINDS,
-)
+from labs.core.limits import MAX_RANK_MAP_GPUS
+from labs.experts.inputs import MoEInput, MoEResult, Routing
 from labs.hardware.comm import collective
-from labs.hardware.links import Cluster
+from labs.hardware.gpus import GPUSpec
+from labs.hardware.kernels import gemm_time, with_matmul_efficiency
 from labs.model.flops import expert_flops_per_token, model_flops_per_token
 from labs.model.spec import ModelSpec
-from labs.parallel.layout import ParallelLayout, problems, whole, world_problems
-from labs.parallel.rank_map import (
-    GpuColouring,
-    GroupSummary,
-    group_colouring,
-    group_of_rank,
-    group_summaries,
-    members_per_node,
-)
+from labs.parallel.rank_map import group_colouring, group_of_rank, group_summaries, members_per_node
 from labs.schedules.stages import stage_params
 
 ACTIVATION_BYTES = 2  # bf16 hidden states on the wire (DeepSeek-V3 sends FP8 in dispatch)
-
-
-@dataclass(frozen=True)
-class MoEInput:
-    model: ModelSpec
-    cluster: Cluster
-    nodes: int = 2
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1
-    ep: int = 8
-    etp: int = 1
-    skew: float = 0.0  # 0 = uniform routing, 1 = every token picks expert 0
-    capacity_factor: float = 0.0  # 0 = no capacity limit (dropless)
-    tokens: int = 4096  # tokens per GPU entering each MoE layer (one micro-batch)
-    mfu: float = 0.4  # share of the BF16 peak the experts' matmuls reach
-    group: str = "ep"  # which groups the rank map colours (labs.core.limits.MOE_GROUP_KINDS)
-
-    def __post_init__(self) -> None:  # one check per control, in page order
-        if not isinstance(self.model, ModelSpec) or not self.model.is_moe:
-            name = getattr(self.model, "name", "this model")
-            raise LabInputError("model", f"{name} has no experts: choose a mixture-of-experts "
-                                         "model (Mixtral, DeepSeek, GLM-4.7)")
-        if not isinstance(self.cluster, Cluster):
-            raise LabInputError("link", "choose a cluster preset (its GPUs and links)")
-        whole("nodes", self.nodes, 1, MAX_NODES, "the number of nodes")
-        for name, value, high in (("skew", self.skew, MAX_SKEW),
-                                  ("capacity_factor", self.capacity_factor, MAX_CAPACITY_FACTOR),
-                                  ("mfu", self.mfu, 1.0)):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not (
-                    math.isfinite(value) and 0 <= value <= high):
-                raise LabInputError(name, f"{name} must be a number from 0 to {high:g}")
-        if self.mfu == 0:
-            raise LabInputError("mfu", "MFU must be above 0")
-        whole("tokens", self.tokens, 1, MAX_MOE_TOKENS, "tokens per GPU")
-        if self.group not in MOE_GROUP_KINDS:
-            raise LabInputError("group", f"the rank map colours one of "
-                                         f"{', '.join(MOE_GROUP_KINDS)}")
-        # World-size rules first (dense grouping TP·PP·CP, expert grouping EP·expert-TP·PP),
-        # then the model's own (heads by TP, experts by EP); uneven stages are allowed, as
-        # Megatron's --decoder-first/last-pipeline-num-layers (DeepSeek-V3: 61 layers, PP16).
-        found = world_problems(self.world_size, tp=self.tp, pp=self.pp, cp=self.cp,
-                               ep=self.ep, etp=self.etp)
-        if found:
-            raise found[0]
-        found = problems(self.model, self.layout, uneven_pp=True)
-        if found:
-            raise found[0]
-
-    @property
-    def world_size(self) -> int:
-        return self.nodes * self.cluster.gpus_per_node
-
-    @property
-    def layout(self) -> ParallelLayout:
-        """DP is what divides the rest: world / (TP·PP·CP), as Megatron derives it."""
-        return ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp,
-                              dp=max(1, self.world_size // (self.tp * self.pp * self.cp)),
-                              ep=self.ep, etp=self.etp)
-
-
-@dataclass(frozen=True)
-class Routing:
-    """One EP group's tokens in one MoE layer, for a given skew."""
-
-    pick_chance: tuple[float, ...]  # per expert: chance a token picks it (sums to k)
-    routed_per_expert: tuple[int, ...]  # token copies the router sends each expert
-    dropped_per_expert: tuple[int, ...]  # of those, over capacity
-    capacity: int | None  # per expert over the EP group (None = no limit)
-    tokens_per_gpu: tuple[int, ...]  # token copies each EP rank's experts compute
-    received_bytes: tuple[float, ...]  # dispatch: bytes each EP rank receives from the others
-    sent_bytes: tuple[float, ...]  # dispatch: bytes each EP rank sends to the others
-    dispatch_s: tuple[float, ...]  # per EP rank, the all-to-all's time for its traffic
-    compute_s: tuple[float, ...]
-    layer_s: float
-
-
-@dataclass(frozen=True)
-class MoEResult:
-    input: MoEInput
-    layout: ParallelLayout
-    experts_per_gpu: int
-    ep_group: tuple[int, ...]  # global ranks of the first EP group
-    ep_per_node: int  # EP group members sharing one node
-    routing: Routing
-    balanced: Routing  # the same layout with uniform routing
-    slowest_gpu: int  # EP rank that sets the layer's time
-    max_over_mean: float  # routed tokens: busiest expert / mean expert
-    gpu_max_over_mean: float  # computed tokens: busiest GPU / mean GPU
-    dropped_fraction: float
-    expert_flops_per_token: float  # forward, one expert
-    params: int  # total: what memory holds
-    active_params: int  # what one token computes with
-    expert_params: int  # all routed experts
-    params_per_gpu: float  # weights held by one GPU of the heaviest pipeline stage
-    experts_per_gpu_params: float  # of which routed experts
-    flops_per_token: float  # training FLOPs per token (6·active + attention, s = 4,096)
-    dense_equivalent_flops: float  # the same if every parameter were active
-    groups: tuple[GroupSummary, ...]  # each kind of group: size, count, inside a node or not
-    rank_map: GpuColouring | None  # every GPU by its ``input.group`` group (None: too many)
-
-    @property
-    def dispatch_s(self) -> float:
-        return max(self.routing.dispatch_s)
-
-    @property
-    def compute_s(self) -> float:
-        return max(self.routing.compute_s)
-
-    @property
-    def layer_s(self) -> float:
-        return self.routing.layer_s
-
-    @property
-    def slowdown(self) -> float:
-        """Layer time against the same layout with perfectly balanced routing."""
-        return self.routing.layer_s / self.balanced.layer_s
 
 
 def pick_chances(experts: int, top_k: int, skew: float) -> tuple[float, ...]:
@@ -197,6 +65,16 @@ def whole_tokens(tokens: int, chances: tuple[float, ...]) -> tuple[int, ...]:
     return tuple(counts)
 
 
+def expert_seconds(model: ModelSpec, gpu: GPUSpec, tokens: int, etp: int = 1) -> float:
+    """One routed expert's forward on ``tokens`` tokens: its up (and gate) GEMM and its down
+    GEMM, each 1/etp wide (labs.hardware.kernels.gemm_time)."""
+    if tokens <= 0:
+        return 0.0
+    width = model.expert_ffn // etp
+    up = (2 if model.gated_mlp else 1) * width
+    return gemm_time(gpu, tokens, up, model.hidden) + gemm_time(gpu, tokens, model.hidden, width)
+
+
 def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
     m, ep = inp.model, inp.ep
     per_gpu = m.experts // ep
@@ -210,11 +88,13 @@ def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
     token_bytes = m.hidden * ACTIVATION_BYTES
     received = tuple((ep - 1) * on_gpu[g] * token_bytes for g in range(ep))
     sent = tuple((total_kept - on_gpu[g]) * token_bytes for g in range(ep))
-    flops = expert_flops_per_token(m)
-    peak = inp.cluster.gpu.bf16_flops * inp.mfu
-    # Expert-TP splits each expert's matmuls over etp GPUs (Megatron's expert-tensor-parallel
-    # group); the all-gather of tokens inside that group is not priced here.
-    compute = tuple(ep * on_gpu[g] * flops / (peak * inp.etp) for g in range(ep))
+    # Each local expert's forward GEMMs on the tokens it keeps, at their shapes' measured rates
+    # (labs.hardware.kernels: a lightly loaded expert's short GEMM runs slower). Expert-TP
+    # splits each expert's matmuls over etp GPUs (Megatron's expert-tensor-parallel group);
+    # the all-gather of tokens inside that group is not priced here.
+    gpu = with_matmul_efficiency(inp.cluster, inp.mfu).gpu
+    compute = tuple(sum(expert_seconds(m, gpu, ep * kept[j], inp.etp)
+                        for j in range(g * per_gpu, (g + 1) * per_gpu)) for g in range(ep))
     dispatch = []
     for g in range(ep):
         traffic = max(received[g], sent[g])

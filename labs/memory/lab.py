@@ -18,20 +18,10 @@ rank's, the one that decides whether the plan fits.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from labs.core.catalogue import RECIPES, Recipe
-from labs.core.errors import LabInputError
-from labs.core.limits import (
-    ACTIVATION_MODELS,
-    MAX_MICRO_BATCH,
-    MAX_MICROBATCHES,
-    MAX_SEQ_LEN,
-    MAX_VIRTUAL,
-    MODES,
-    RECOMPUTE,
-)
-from labs.hardware.gpus import GPUSpec
+from labs.memory.inputs import BREAKDOWN_KEYS, MemoryInput, MemoryResult, StageBill
+from labs.memory.notes import assumptions
 from labs.model.activations import (
     ACT_BYTES,
     activation_bytes_per_layer,
@@ -39,194 +29,9 @@ from labs.model.activations import (
     output_activation_bytes,
 )
 from labs.model.spec import ModelSpec
-from labs.parallel.layout import ParallelLayout, problems, whole
-from labs.schedules.catalogue import CATALOGUE, SCHEDULES, chunks_per_rank
+from labs.schedules.catalogue import CATALOGUE
 from labs.schedules.inflight import in_flight
-from labs.schedules.simulate import check_shape
-from labs.schedules.stages import StageParams, stage_params, uneven_problems
-
-__all__ = [
-    "ACT_BYTES", "BREAKDOWN_KEYS", "RECIPES", "MemoryInput", "MemoryResult", "Recipe",
-    "StageBill", "activation_bytes_per_layer", "compute_memory", "kv_cache_bytes",
-    "workspace_bytes",
-]
-
-BREAKDOWN_KEYS = (
-    "weights", "gradients", "master_weights", "optimizer_moments", "activations",
-    "embedding_and_logits", "kv_cache", "workspace",
-)
-STATE_KEYS = ("weights", "gradients", "master_weights", "optimizer_moments")
-
-
-@dataclass(frozen=True)
-class MemoryInput:
-    model: ModelSpec
-    gpu: GPUSpec
-    mode: str = "train"  # "train" | "infer"
-    recipe: str = "adam16"  # adam16/adam18 for train; bf16/int8/int4 for infer
-    seq_len: int = 4096
-    micro_batch: int = 1
-    recompute: str = "selective"  # "none" | "selective" | "full" (train only)
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1
-    dp: int = 1
-    ep: int = 1
-    zero: int = 0  # ZeRO stage 0..3 (train only)
-    offload: bool = False  # optimizer (CPU Adam) offload (train only)
-    # Megatron requires layers % pp == 0 unless uneven first/last stages are asked for
-    # (--decoder-first/last-pipeline-num-layers); True gives the first L mod p stages one more.
-    uneven_pp: bool = False
-    # Or Megatron's two flags themselves: layers on the first and last stages (0: not set),
-    # the middle stages splitting the rest evenly (labs.schedules.stages.stage_layer_counts).
-    first_stage_layers: int = 0
-    last_stage_layers: int = 0
-    etp: int = 1  # expert tensor parallelism
-    sp: bool | None = None  # sequence parallelism; None = on whenever tp > 1 (Megatron's advice)
-    activation_model: str = "classic"  # "classic" (Korthikanti 34sbh) | "megatron"
-    schedule: str = "1f1b"  # pipeline schedule (labs.schedules.simulate.SCHEDULES)
-    microbatches: int | None = None  # per step; None = as few as fill the pipeline
-    virtual: int = 1  # model chunks per rank (interleaved 1F1B)
-
-    def __post_init__(self) -> None:  # one check per control, in page order
-        if not isinstance(self.model, ModelSpec):
-            raise LabInputError("model", "choose a model preset or a custom parameter count")
-        if not isinstance(self.gpu, GPUSpec):
-            raise LabInputError("gpu", "choose a GPU preset")
-        if self.mode not in MODES:
-            raise LabInputError("mode", f"mode must be 'train' or 'infer' (got {self.mode!r})")
-        fitting = [r for r in RECIPES.values() if r.mode == self.mode]
-        names = ", ".join(r.id for r in fitting)
-        if self.recipe not in RECIPES or RECIPES[self.recipe].mode != self.mode:
-            raise LabInputError("recipe", f"recipe {self.recipe!r} does not fit mode "
-                                          f"{self.mode!r}; choose one of: {names}")
-        whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "sequence length")
-        whole("micro_batch", self.micro_batch, 1, MAX_MICRO_BATCH, "micro-batch size")
-        if self.recompute not in RECOMPUTE:
-            raise LabInputError("recompute", "recomputation must be 'none', 'selective' or "
-                                             f"'full' (got {self.recompute!r})")
-        if self.activation_model not in ACTIVATION_MODELS:
-            raise LabInputError("activation_model", "the activation model must be 'classic' "
-                                                    "or 'megatron' "
-                                                    f"(got {self.activation_model!r})")
-        layout = self.layout  # validates each degree, naming its field
-        whole("zero", self.zero, 0, 3, "ZeRO stage")
-        for name in ("offload", "uneven_pp"):
-            if not isinstance(getattr(self, name), bool):
-                raise LabInputError(name, f"{name} must be true or false")
-        if self.sp is not None and not isinstance(self.sp, bool):
-            raise LabInputError("sp", "sequence parallelism must be true or false")
-        self._check_schedule()
-        if self.mode == "infer" and self.zero:
-            raise LabInputError("zero", "ZeRO shards training state (gradients, optimizer); "
-                                        "inference has none: use ZeRO stage 0")
-        if self.mode == "infer" and self.offload:
-            raise LabInputError("offload", "optimizer offload only applies to training; "
-                                           "turn it off for inference")
-        found = problems(self.model, layout, seq_len=self.seq_len,
-                         uneven_pp=self.uneven_pp or self.split_set, mode=self.mode)
-        found += uneven_problems(self.model.layers, self.pp, self.first_stage_layers,
-                                 self.last_stage_layers, self.pipeline_chunks)
-        if found:
-            raise found[0]
-        if self.pp * self.pipeline_chunks > self.model.layers:
-            raise LabInputError("virtual", f"{self.model.name} has {self.model.layers} layers: "
-                                           f"it cannot fill {self.pp} stages x "
-                                           f"{self.pipeline_chunks} chunks = "
-                                           f"{self.pp * self.pipeline_chunks} model chunks; use "
-                                           "fewer stages or chunks")
-
-    def _check_schedule(self) -> None:
-        if self.schedule not in SCHEDULES:
-            raise LabInputError("schedule", f"unknown schedule {self.schedule!r}; choose one "
-                                            f"of {', '.join(SCHEDULES)}")
-        if self.microbatches is not None:
-            whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES, "micro-batches")
-        whole("virtual", self.virtual, 1, MAX_VIRTUAL, "model chunks per rank")
-        if self.pp > 1:
-            # The pipeline lab's own rules (labs.schedules.simulate) are the one source for
-            # what a schedule accepts: chunks, rounds of micro-batches, the V's 2p minimum.
-            check_shape(self.schedule, self.pp, self.pipeline_microbatches, self.virtual)
-
-    @property
-    def layout(self) -> ParallelLayout:
-        return ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep,
-                              etp=self.etp)
-
-    @property
-    def world_size(self) -> int:
-        return self.tp * self.pp * self.cp * self.dp
-
-    @property
-    def sequence_parallel(self) -> bool:
-        return self.tp > 1 if self.sp is None else self.sp and self.tp > 1
-
-    @property
-    def pipeline_microbatches(self) -> int:
-        """Micro-batches per step; unset, the fewest that fill the pipeline (p, or 2p for
-        DualPipeV: the schedule's ``fill``), the textbook 'at least as many micro-batches as
-        stages'."""
-        if self.microbatches is not None:
-            return self.microbatches
-        return CATALOGUE[self.schedule].fill * self.pp
-
-    @property
-    def pipeline_chunks(self) -> int:
-        """Model chunks per rank the schedule uses (1 without pipelining)."""
-        return chunks_per_rank(self.schedule, self.virtual) if self.pp > 1 else 1
-
-    @property
-    def split_set(self) -> bool:
-        """Megatron's uneven first/last stage layers are given."""
-        return bool(self.first_stage_layers or self.last_stage_layers)
-
-    @property
-    def stage_layers(self) -> int:
-        """Layers on the most loaded pipeline rank."""
-        return max(s.layers for s in stage_params(self.model, self.pp, self.schedule,
-                                                  self.virtual, self.first_stage_layers,
-                                                  self.last_stage_layers))
-
-
-@dataclass(frozen=True)
-class StageBill:
-    """One pipeline rank's bytes per GPU."""
-
-    rank: int
-    layers: int
-    moe_layers: int
-    in_flight: float  # peak activations held, in micro-batches x this rank's layers
-    breakdown: dict[str, float]
-    host_bytes: float
-
-    @property
-    def total_bytes(self) -> float:
-        return sum(self.breakdown.values())
-
-
-@dataclass(frozen=True)
-class MemoryResult:
-    input: MemoryInput
-    params: int
-    active_params: int
-    breakdown: dict[str, float]  # bytes per GPU on the heaviest rank, keys in BREAKDOWN_KEYS
-    total_bytes: float
-    gpu_memory_bytes: float
-    fits: bool
-    headroom_bytes: float  # negative when it does not fit
-    state_bytes: float  # whole model, unsharded: params x bytes/param of the recipe
-    min_gpus: int  # fewest GPUs the state alone needs
-    world_size: int
-    host_bytes: float  # per GPU rank, in host RAM (optimizer offload)
-    bytes_per_param: float
-    assumptions: tuple[str, ...]
-    recipe_description: str
-    stages: tuple[StageBill, ...] = ()  # one per pipeline rank
-    heaviest_stage: int = 0
-
-    @property
-    def stage_layers(self) -> tuple[int, ...]:
-        return tuple(s.layers for s in self.stages)
+from labs.schedules.stages import StageParams, stage_params
 
 
 def kv_cache_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1, tp: int = 1,
@@ -309,8 +114,6 @@ def _stage_bill(inp: MemoryInput, sp: StageParams, r: Recipe) -> StageBill:
 
 def compute_memory(inp: MemoryInput) -> MemoryResult:
     """Bytes one GPU holds for ``inp``: every pipeline rank's bill, and the heaviest."""
-    from labs.memory.notes import assumptions  # the notes read the result's numbers
-
     m, r = inp.model, RECIPES[inp.recipe]
     bills = tuple(_stage_bill(inp, sp, r)
                   for sp in stage_params(m, inp.pp, inp.schedule, inp.virtual,

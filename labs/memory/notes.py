@@ -7,13 +7,10 @@ source (``labs.model.activations``, ``labs.schedules.stages``, ``labs.memory.lab
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from labs.core.catalogue import RECOMPUTATION
+from labs.memory.inputs import MemoryInput, StageBill
 from labs.schedules.catalogue import CATALOGUE
-
-if TYPE_CHECKING:
-    from labs.memory.lab import MemoryInput, StageBill
 
 
 def _and(items: list[str]) -> str:

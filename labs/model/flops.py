@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from labs.core.catalogue import RECOMPUTATION
 from labs.core.errors import LabInputError
 from labs.core.limits import RECOMPUTE
+from labs.core.validate import is_int, one_of
 from labs.hardware.gpus import GPUSpec
 from labs.model.spec import ModelSpec
 
@@ -52,8 +53,7 @@ def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
 def hardware_flops_per_token(model: ModelSpec, seq_len: int,
                              recompute: str = "selective") -> float:
     """FLOPs the GPUs actually run per token, recomputation included."""
-    if recompute not in RECOMPUTE:
-        raise LabInputError("recompute", f"recomputation must be one of {', '.join(RECOMPUTE)}")
+    one_of("recompute", recompute, RECOMPUTE, "recomputation")
     mode = RECOMPUTATION[recompute]
     flops = model_flops_per_token(model, seq_len)
     if mode.forward_again:  # one more forward: its matmuls ...
@@ -79,7 +79,7 @@ def training_time(model: ModelSpec, gpu: GPUSpec, tokens: float, *, seq_len: int
     """Seconds to train on ``tokens`` tokens with ``gpus`` GPUs at ``mfu`` of the BF16 peak."""
     if not (isinstance(mfu, int | float) and 0 < mfu <= 1):
         raise LabInputError("mfu", "MFU must be a fraction in (0, 1]")
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+    if not is_int(gpus) or gpus < 1:
         raise LabInputError("gpus", "the number of GPUs must be a whole number >= 1")
     if not (isinstance(tokens, int | float) and math.isfinite(tokens) and tokens > 0):
         raise LabInputError("tokens", "the number of tokens must be a positive number")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import fields
-from functools import cache, lru_cache
+from functools import lru_cache
 
-from labs.core.data import load
+from labs.core.data import Presets, load
 from labs.core.errors import LabInputError
+from labs.core.validate import UNKNOWN, is_number
 from labs.model.code import decode, is_code
 from labs.model.spec import ModelSpec
 
@@ -18,28 +19,21 @@ CUSTOM_MIN_PARAMS = 1_000_000_000  # 1B: below this the embedding table dominate
 CUSTOM_MAX_PARAMS = 100_000_000_000_000  # 100T
 
 
-@cache
-def _models() -> dict[str, ModelSpec]:
-    return load("models.json", ModelSpec)
+MODELS = Presets(lambda: load("models.json", ModelSpec), "model", "model",
+                 UNKNOWN + ", or a model code (Bring your own model)")
 
 
 def models() -> dict[str, ModelSpec]:
     """All model presets by id, in file order (a fresh dict; the specs are shared and frozen)."""
-    return dict(_models())
+    return MODELS.all()
 
 
 def get_model(model_id: str) -> ModelSpec:
     """A preset by id, or the shape a model code describes (bring your own model: a pasted
     config.json travels as a code, ``L80.h8192.a64...``; labs.model.code)."""
-    presets = _models()
-    if model_id not in presets:
-        if isinstance(model_id, str) and is_code(model_id):
-            return decode(model_id)
-        raise LabInputError(
-            "model", f"unknown model {model_id!r}; choose one of: {', '.join(presets)}, or a "
-            "model code (Bring your own model)"
-        )
-    return presets[model_id]
+    if isinstance(model_id, str) and model_id not in MODELS and is_code(model_id):
+        return decode(model_id)
+    return MODELS.get(model_id)
 
 
 def _custom_shape(layers: int, hidden: int) -> ModelSpec:
@@ -84,7 +78,7 @@ def custom_model(params: int | float) -> ModelSpec:
     The layer shapes (used for activations and KV cache) are the nearest Llama-style shape;
     ``shape_params`` tells how far that shape's own count is from the request.
     """
-    if isinstance(params, bool) or not isinstance(params, int | float) or not math.isfinite(params):
+    if not is_number(params):
         raise LabInputError("params", "the custom parameter count must be a number, e.g. 7e9")
     if params != int(params):
         raise LabInputError("params", "the custom parameter count must be a whole number")

@@ -25,6 +25,7 @@ from itertools import product
 
 from labs.core.errors import LabInputError
 from labs.core.limits import MAX_DEGREE, MAX_DP, MAX_WORLD
+from labs.core.validate import whole
 from labs.model.spec import ModelSpec
 
 DENSE_ORDER = ("tp", "cp", "dp", "pp")  # fastest first
@@ -34,13 +35,6 @@ DEGREE_NAMES = {
     "dp": "data parallel degree", "ep": "expert parallel degree",
     "etp": "expert tensor parallel degree",
 }
-
-
-def whole(field: str, value: object, low: int, high: int, what: str) -> None:
-    """Raise ``LabInputError(field)`` unless ``value`` is an int in [low, high] (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise LabInputError(field, f"{what} must be a whole number from {low:,} to {high:,} "
-                                   f"(got {value!r})")
 
 
 def divisors(n: int, limit: int = MAX_DEGREE) -> list[int]:

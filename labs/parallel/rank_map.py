@@ -19,6 +19,7 @@ from functools import lru_cache
 
 from labs.core.errors import LabInputError
 from labs.core.limits import MAX_RANK_MAP_GPUS, MOE_GROUP_KINDS
+from labs.core.validate import one_of
 from labs.parallel.layout import DEGREE_NAMES, DENSE_ORDER, EXPERT_ORDER, ParallelLayout
 
 GROUP_TITLES = {**{k: v.removesuffix(" degree") for k, v in DEGREE_NAMES.items()},
@@ -105,8 +106,7 @@ def group_of_rank(layout: ParallelLayout, kind: str) -> tuple[int, ...]:
 
 def group_colouring(layout: ParallelLayout, kind: str, gpus_per_node: int) -> GpuColouring:
     """Every rank of ``layout`` coloured by its ``kind`` group (Megatron's groups, in order)."""
-    if kind not in MOE_GROUP_KINDS:
-        raise LabInputError("group", f"colour by one of {', '.join(MOE_GROUP_KINDS)}")
+    one_of("group", kind, MOE_GROUP_KINDS, "", "colour by one of {choices}")
     world = layout.world_size
     if world > MAX_RANK_MAP_GPUS:
         raise LabInputError("gpus", f"a rank map draws at most {MAX_RANK_MAP_GPUS:,} GPUs; "

@@ -11,58 +11,23 @@ embedding and logits activations. The ledger's closed-form in-flight counts
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from labs.core.errors import LabInputError
 from labs.hardware.gpus import GPUSpec
-from labs.hardware.links import Link
-from labs.memory.lab import STATE_KEYS, MemoryInput, MemoryResult, compute_memory
+from labs.memory.inputs import STATE_KEYS, MemoryInput
+from labs.memory.lab import compute_memory
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.flops import model_flops_per_token
 from labs.model.spec import ModelSpec
-from labs.schedules.simulate import PipelineInput, PipelineResult, simulate
+from labs.pipeline.inputs import PipelineLabInput, PipelineLabResult, StageMemory
+from labs.schedules.inputs import PipelineInput, PipelineResult
+from labs.schedules.simulate import simulate
 from labs.schedules.wire import boundary_bytes
 
 # Ledger fields whose errors mean "this model cannot fill this pipeline": the schedule still
 # stands and the memory panel explains why it is absent.
 PIPELINE_FIELDS = ("pp", "virtual")
-
-
-@dataclass(frozen=True)
-class StageMemory:
-    state_per_rank: tuple[float, ...]  # weights + gradients + master weights + moments
-    unit_bytes_per_rank: tuple[float, ...]  # one micro-batch through one of a rank's chunks
-    layers_per_rank: tuple[int, ...]
-    activation_bytes: tuple[float, ...]  # per rank, at its measured peak (layers only)
-    embedding_and_logits: tuple[float, ...]  # per rank: token ids/dropout mask, logits
-    total_bytes: tuple[float, ...]  # per rank
-    gpu_memory_bytes: float
-    recipe_description: str
-    ledger: MemoryResult
-
-    @property
-    def state_bytes(self) -> float:
-        """The heaviest rank's state (per rank: ``state_per_rank``)."""
-        return max(self.state_per_rank)
-
-    @property
-    def unit_bytes(self) -> float:
-        """The largest activation unit of any rank (per rank: ``unit_bytes_per_rank``)."""
-        return max(self.unit_bytes_per_rank)
-
-    @property
-    def layers_per_chunk(self) -> int:
-        """Layers in the largest chunk of any rank."""
-        chunks = self.ledger.input.pipeline_chunks
-        return max(-(-layers // chunks) for layers in self.layers_per_rank)
-
-    @property
-    def fits(self) -> tuple[bool, ...]:
-        return tuple(total <= self.gpu_memory_bytes for total in self.total_bytes)
-
-    @property
-    def worst_rank(self) -> int:
-        return max(range(len(self.total_bytes)), key=self.total_bytes.__getitem__)
 
 
 def stage_memory(result: PipelineResult, model: ModelSpec, gpu: GPUSpec, *, tp: int = 1,
@@ -108,25 +73,6 @@ def stage_memory(result: PipelineResult, model: ModelSpec, gpu: GPUSpec, *, tp: 
     )
 
 
-@dataclass(frozen=True)
-class PipelineLabInput:
-    """The pipeline page's whole state: a schedule to simulate and the model it carries."""
-
-    pipeline: PipelineInput
-    model: ModelSpec
-    gpu: GPUSpec
-    tp: int = 1
-    recompute: str = "selective"
-    seq_len: int = 4096
-    micro_batch: int = 1
-    recipe: str = "adam16"
-    activation_model: str = "classic"
-    # The link between neighbouring stages: with it (and no typed ``pipeline.p2p``), each send
-    # costs its real size on that link, in units of one stage's forward at ``mfu``.
-    link: Link | None = None
-    mfu: float = 0.4
-
-
 def stage_forward_seconds(model: ModelSpec, gpu: GPUSpec, *, stages: int, tp: int,
                           seq_len: int, micro_batch: int, mfu: float) -> float:
     """Seconds one micro-batch's forward takes through one stage (what f stands for).
@@ -152,16 +98,6 @@ def on_link(inp: PipelineLabInput) -> PipelineInput:
             inp.model, inp.gpu, stages=pipe.stages, tp=inp.tp, seq_len=inp.seq_len,
             micro_batch=inp.micro_batch, mfu=inp.mfu),
     )
-
-
-@dataclass(frozen=True)
-class PipelineLabResult:
-    """The simulated schedule, and its per-rank memory when the model can fill the stages."""
-
-    result: PipelineResult
-    memory: StageMemory | None
-    memory_note: str  # why ``memory`` is None
-    memory_field: str = ""  # the canonical field of that reason ("pp", "virtual")
 
 
 def run_pipeline_lab(inp: PipelineLabInput) -> PipelineLabResult:

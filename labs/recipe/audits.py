@@ -7,29 +7,16 @@ simulated bubble, the traffic parts of ``labs.recipe.step_time``); this module o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
+from labs.core.errors import LabInputError
+from labs.model.spec import ModelSpec
+from labs.recipe.inputs import Audit, Plan, RecipeResult
 from labs.recipe.step_time import Part, spread
 from labs.schedules.stages import stage_layer_counts
-
-if TYPE_CHECKING:  # labs.recipe.lab imports this module: its types are for annotations only
-    from labs.core.errors import LabInputError
-    from labs.model.spec import ModelSpec
-    from labs.recipe.lab import Plan, RecipeResult
 
 # Pass marks for the audits that are a matter of degree. The bubble: EP05's verdict line (a
 # quarter of the step idle); communication: at most a tenth of the step exposed.
 BUBBLE_LIMIT = 0.25
 EXPOSED_LIMIT = 0.10
-
-
-@dataclass(frozen=True)
-class Audit:
-    name: str
-    ok: bool
-    detail: str
-    field: str = ""  # the control to change when it fails
 
 
 def rule_audits(found: tuple[LabInputError, ...]) -> tuple[Audit, ...]:

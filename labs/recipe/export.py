@@ -25,10 +25,10 @@ import json
 from dataclasses import dataclass
 
 from labs.core.catalogue import RECOMPUTATION
-from labs.core.errors import LabInputError
 from labs.core.limits import EXPORT_FORMATS
+from labs.core.validate import one_of
 from labs.model.spec import ModelSpec
-from labs.recipe.lab import Plan
+from labs.recipe.inputs import Plan
 from labs.schedules.catalogue import CATALOGUE
 
 FORMATS = EXPORT_FORMATS
@@ -188,6 +188,5 @@ def pipeline(stage: torch.nn.Module, loss_fn):
 
 def export(plan: Plan, model: ModelSpec, fmt: str) -> Export:
     """The plan for ``fmt`` (one of FORMATS)."""
-    if fmt not in FORMATS:
-        raise LabInputError("format", f"format must be one of {', '.join(FORMATS)}")
+    one_of("format", fmt, FORMATS, "format")
     return {"megatron": megatron, "deepspeed": deepspeed, "fsdp": fsdp}[fmt](plan, model)

@@ -18,7 +18,8 @@ from labs.core.limits import DEFAULT_MATMUL_EFFICIENCY, MAX_MICROBATCHES, MAX_ST
 from labs.hardware.links import Cluster
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import divisors
-from labs.recipe.lab import Plan, RecipeResult, evaluate, ledger, rule_problems
+from labs.recipe.inputs import Plan, RecipeResult
+from labs.recipe.lab import evaluate, ledger, rule_problems
 from labs.schedules.stages import uneven_split
 
 DECISIONS = ("tp", "pp", "cp", "ep", "zero", "recompute", "schedule", "microbatches",

@@ -15,23 +15,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from labs.parallel.layout import ParallelLayout, problems
-
-if TYPE_CHECKING:  # the input type only; placement_rl imports this module
-    from labs.rl.lab import RLPlacementInput
+from labs.rl.inputs import Check, RLPlacementInput
 
 GPUS_PER_NODE = 8  # the curriculum's recipes: 8 GPUs per node (HGX boards)
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-
 
 
 def layout_checks(inp: RLPlacementInput, bill) -> list[Check]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from labs.core.data import read
+from labs.core.data import Presets, read
 from labs.core.errors import LabInputError
 from labs.model.presets import get_model
 from labs.model.spec import ModelSpec
@@ -53,22 +53,17 @@ def _data() -> dict:
     return read("rl_recipes.json")
 
 
-@cache
-def _recipes() -> dict[str, RLRecipe]:
-    return {row["id"]: RLRecipe(**row) for row in _data()["recipes"]}
+RECIPES = Presets(lambda: {row["id"]: RLRecipe(**row) for row in _data()["recipes"]},
+                  "preset", "recipe")
 
 
 def recipes() -> dict[str, RLRecipe]:
     """The six recipes by id, in the table's order."""
-    return dict(_recipes())
+    return RECIPES.all()
 
 
 def get_recipe(recipe_id: str) -> RLRecipe:
-    found = _recipes()
-    if recipe_id not in found:
-        raise LabInputError("preset", f"unknown recipe {recipe_id!r}; choose one of: "
-                                      f"{', '.join(found)}")
-    return found[recipe_id]
+    return RECIPES.get(recipe_id)
 
 
 @cache

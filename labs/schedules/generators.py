@@ -11,7 +11,7 @@ Kinds: ``F`` forward, ``B`` full backward, ``I`` input-gradient half of the back
 ``W`` weight-gradient half.
 
 Where PyTorch's ``torch.distributed.pipelining`` has the schedule, the per-rank order is
-PyTorch's, action for action (tests/labs/fixtures/torch_pipeline_orders.json, from 2.13).
+PyTorch's, action for action (tests/fixtures/torch_pipeline_orders.json, from 2.13).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from labs.schedules.catalogue import CATALOGUE
-from labs.schedules.simulate import PipelineInput, simulate
+from labs.schedules.inputs import PipelineInput
+from labs.schedules.simulate import simulate
 
 
 @lru_cache(maxsize=256)

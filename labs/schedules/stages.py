@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from labs.core.errors import LabInputError
+from labs.core.validate import is_int
 from labs.model.spec import ModelSpec
 from labs.schedules.catalogue import chunks_per_rank, piece
 
@@ -63,7 +64,7 @@ def uneven_problems(layers: int, pp: int, first: int, last: int,
     found: list[LabInputError] = []
     for field, value, where in (("first_stage_layers", first, "first"),
                                 ("last_stage_layers", last, "last")):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < layers:
+        if not is_int(value) or not 0 <= value < layers:
             found.append(LabInputError(field, f"layers on the {where} pipeline stage must be "
                                               f"a whole number from 0 (even split) to "
                                               f"{layers - 1}; got {value!r}"))

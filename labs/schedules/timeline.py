@@ -2,7 +2,7 @@
 
 ``place`` starts every action at the earliest time its rank is free and its inputs have
 arrived; ``activations`` counts what a rank holds from those times. ``labs.schedules.simulate``
-builds the inputs and the result around them.
+builds the result (``labs.schedules.inputs``) around them.
 """
 
 from __future__ import annotations
@@ -11,12 +11,9 @@ import gc
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from labs.schedules.generators import Plan
-
-if TYPE_CHECKING:
-    from labs.schedules.simulate import PipelineInput
+from labs.schedules.inputs import PipelineInput
 
 
 class ScheduleDeadlock(RuntimeError):

@@ -7,37 +7,15 @@ come back, one tensor each way of the same shape. Nothing else crosses a stage b
 
 from __future__ import annotations
 
-import math
+from labs.core.limits import MAX_DEGREE, MAX_MICRO_BATCH, MAX_SEQ_LEN
+from labs.core.validate import WHOLE_SENTENCE, whole
 
-from labs.core.errors import LabInputError
-
-MAX_SEQ_LEN = 1_048_576
-MAX_MICRO_BATCH = 1024
 MAX_HIDDEN = 1_048_576
-MAX_DEGREE = 4096
 MAX_BYTES_PER_VALUE = 8
 MAX_SEND_BYTES = 1e12  # one send; 1 TB is far beyond any activation tensor
 MIN_BANDWIDTH, MAX_BANDWIDTH = 1e6, 1e14  # bytes/s: 1 MB/s to 100 TB/s
 MAX_LATENCY = 1.0  # seconds per send
 MAX_FORWARD_SECONDS = 1e4
-
-
-def _whole(field: str, value: object, high: int, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-        raise LabInputError(field, f"The {what} must be a whole number from 1 to {high:,}; "
-                                   f"got {value!r}.")
-    return value
-
-
-def number(field: str, value: object, low: float, high: float, what: str, *,
-           low_ok: bool) -> float:
-    """A finite number in [low, high] (or (low, high] when not low_ok), else a LabInputError."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value > high or value < low or (value == low and not low_ok):
-        side = "from" if low_ok else "above"
-        raise LabInputError(field, f"The {what} must be a number {side} {low:g} up to {high:g}; "
-                                   f"got {value!r}.")
-    return float(value)
 
 
 def boundary_bytes(seq_len: int, micro_batch: int, hidden: int, *, cp: int = 1, tp: int = 1,
@@ -54,12 +32,14 @@ def boundary_bytes(seq_len: int, micro_batch: int, hidden: int, *, cp: int = 1, 
     sequence, so either way each GPU's send is s·b·h·2/t. Context parallelism splits the
     sequence over cp ranks (each holds s/cp tokens), dividing it again.
     """
-    s = _whole("seq_len", seq_len, MAX_SEQ_LEN, "sequence length")
-    b = _whole("micro_batch", micro_batch, MAX_MICRO_BATCH, "micro-batch size")
-    h = _whole("hidden", hidden, MAX_HIDDEN, "hidden size")
-    c = _whole("cp", cp, MAX_DEGREE, "context-parallel degree")
-    t = _whole("tp", tp, MAX_DEGREE, "tensor-parallel degree")
-    size = _whole("bytes_per_value", bytes_per_value, MAX_BYTES_PER_VALUE, "bytes per value")
+    s = whole("seq_len", seq_len, 1, MAX_SEQ_LEN, "sequence length", WHOLE_SENTENCE)
+    b = whole("micro_batch", micro_batch, 1, MAX_MICRO_BATCH, "micro-batch size",
+              WHOLE_SENTENCE)
+    h = whole("hidden", hidden, 1, MAX_HIDDEN, "hidden size", WHOLE_SENTENCE)
+    c = whole("cp", cp, 1, MAX_DEGREE, "context-parallel degree", WHOLE_SENTENCE)
+    t = whole("tp", tp, 1, MAX_DEGREE, "tensor-parallel degree", WHOLE_SENTENCE)
+    size = whole("bytes_per_value", bytes_per_value, 1, MAX_BYTES_PER_VALUE,
+                 "bytes per value", WHOLE_SENTENCE)
     return s * b * h * size / (c * t)
 
 

@@ -17,9 +17,12 @@ Sources:
   and parallel_lm_logits): one more collective of s·b·h forward (embedding) and one backward
   (the output layer's input) per step; the cross-entropy's three all-reduces of s·b floats
   are left out (1/h of a layer's traffic).
-- cost: compute on labs.model.flops (6·N + attention FLOPs per token, at an MFU of the GPU's dense
-  BF16 peak), collectives on the α–β model of labs.hardware (comm, links); nothing overlapped: TP's
-  collectives block the next matmul (``TP_OVERLAP``).
+- cost: the layer's kernels one by one (labs.parallel.layer_time on labs.model.ops: each GEMM
+  at its shape's achieved rate, so the t-times narrower shards run below the full matrices'
+  rate; attention; the norms and element-wise ops, which without sequence parallelism every
+  GPU of the group repeats in full), the collectives as NCCL runs them (labs.hardware.comm);
+  the forward ones block the next matmul, the column-split layers' backward ones run beside
+  their other GEMM, as Megatron does by default (``TP_OVERLAP_SETTING``).
 - one TP model for the whole lab: ``tp_exchange`` (one of Megatron's f/g collectives on a
   group) and ``tp_collectives`` (how many a layer runs per step) are what EP08's recipe
   (labs.recipe.step_time) counts too, so EP04's efficiency against t and EP08's TP factor agree
@@ -30,36 +33,27 @@ Sources:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from functools import cached_property
 
 from labs.core.errors import LabInputError
-from labs.core.limits import (
-    DEFAULT_MFU,
-    MAX_GPUS_PER_NODE,
-    MAX_MFU,
-    MAX_MICRO_BATCH,
-    MAX_SEQ_LEN,
-    MAX_TP,
-    MIN_MFU,
-    RECOMPUTE,
-    TP_DEGREES,
-)
-from labs.hardware.comm import CommCost, collective, ring
+from labs.core.limits import MAX_GPUS_PER_NODE, TP_DEGREES
+from labs.core.validate import whole
+from labs.hardware.comm import collective
 from labs.hardware.gpus import GPUSpec
-from labs.hardware.links import Cluster, Link, get_link, make_cluster
-from labs.memory.lab import MemoryInput, MemoryResult, compute_memory
+from labs.hardware.kernels import with_matmul_efficiency
+from labs.hardware.links import Cluster, get_link, make_cluster
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory
 from labs.model.flops import attention_flops_per_token
+from labs.model.ops import head_ops
 from labs.model.spec import ModelSpec
-from labs.parallel.layout import ParallelLayout, problems, whole
-from labs.tensor_parallel.comm import (  # noqa: F401 (re-exported: EP04's names)
-    LAYER_COLLECTIVES,
+from labs.parallel.layer_time import Group, layer_time
+from labs.tensor_parallel.comm import (
     STEP_EXTRA_COLLECTIVES,
-    TP_OVERLAP,
+    TP_OVERLAP_SETTING,
     collective_bytes,
-    tp_collectives,
     tp_exchange,
 )
+from labs.tensor_parallel.inputs import MemoryAtTP, Shapes, Topology, TPCost, TPInput, TPResult
 
 # The links the efficiency chart compares, each carrying the whole TP group alone.
 COMPARE_LINKS = ("nvlink-4", "nvl72", "pcie-4", "ib-ndr", "eth-100g", "eth-25g")
@@ -87,125 +81,6 @@ def tp_cluster(gpu: GPUSpec, gpus_per_node: int, intra_link: str, inter_link: st
                                              f"GPUs; a node of {gpus_per_node} needs another "
                                              "link")
     return make_cluster(gpu, gpus_per_node, intra, inter)
-
-
-@dataclass(frozen=True)
-class Topology:
-    """Where a TP group's GPUs talk: on one link (a scale-out link puts each GPU in its own
-    node, one port each), or packed into a cluster's nodes (crossing nodes once t exceeds a
-    node, on the slower inter-node link)."""
-
-    name: str
-    link: Link | None = None
-    cluster: Cluster | None = None
-
-    def __post_init__(self) -> None:
-        if (self.link is None) == (self.cluster is None):
-            raise LabInputError("link", "give either one link or a cluster")
-
-    @property
-    def max_group(self) -> int | None:
-        """Most GPUs a group can span here (a scale-up link's domain), None for no limit."""
-        return self.link.domain if self.link is not None and self.link.kind == "scale-up" \
-            else None
-
-    def collective(self, kind: str, size: float, group: int) -> CommCost:
-        if self.cluster is not None:
-            return collective(kind, size, group, self.cluster)
-        link = self.link
-        factor = 2.0 if kind == "all_reduce" else 1.0
-        sent = factor * (group - 1) / group * size
-        return CommCost(kind, group, size, sent,
-                        ring(kind, size, group, link.bandwidth, link.latency), "ring", link.id)
-
-    def slowest_link(self, group: int) -> Link:
-        if self.cluster is None:
-            return self.link
-        c = self.cluster
-        return c.intra if group <= c.gpus_per_node else c.inter
-
-
-@dataclass(frozen=True)
-class TPInput:
-    model: ModelSpec
-    gpu: GPUSpec
-    topology: Topology
-    tp: int = 8
-    sp: bool = True  # sequence parallelism
-    seq_len: int = 4096
-    micro_batch: int = 1
-    mfu: float = DEFAULT_MFU
-    recompute: str = "selective"
-
-    def __post_init__(self) -> None:  # one check per control, in page order
-        if not isinstance(self.model, ModelSpec):
-            raise LabInputError("model", "choose a model preset")
-        check_model(self.model)
-        if not isinstance(self.gpu, GPUSpec):
-            raise LabInputError("gpu", "choose a GPU preset")
-        whole("tp", self.tp, 1, MAX_TP, "the tensor-parallel degree")
-        for found in problems(self.model, ParallelLayout(tp=self.tp)):
-            if found.field == "tp":
-                raise found
-        most = self.topology.max_group
-        if most is not None and self.tp > most:
-            raise LabInputError("tp", f"{self.topology.link.name} connects at most {most} GPUs: "
-                                      f"TP={self.tp} must cross nodes (choose a cluster)")
-        if not isinstance(self.sp, bool):
-            raise LabInputError("sp", "sequence parallelism must be true or false")
-        whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "sequence length")
-        whole("micro_batch", self.micro_batch, 1, MAX_MICRO_BATCH, "micro-batch size")
-        if isinstance(self.mfu, bool) or not isinstance(self.mfu, int | float) or not (
-                MIN_MFU <= self.mfu <= MAX_MFU):
-            raise LabInputError("mfu", f"MFU must be a fraction from {MIN_MFU} to {MAX_MFU}")
-        if self.recompute not in RECOMPUTE:
-            raise LabInputError("recompute", f"recomputation must be one of "
-                                             f"{', '.join(RECOMPUTE)}")
-
-
-def check_model(model: ModelSpec) -> None:
-    """This lab draws dense decoder layers with (grouped-query) multi-head attention."""
-    if model.is_moe:
-        raise LabInputError("model", f"{model.name} is a mixture of experts: its experts are "
-                                     "split by expert parallelism (EP07); choose a dense model")
-    if model.uses_mla:
-        raise LabInputError("model", f"{model.name} uses multi-head latent attention, whose "
-                                     "low-rank projections are not split like Q, K and V; "
-                                     "choose a dense model")
-
-
-@dataclass(frozen=True)
-class Shapes:
-    """One layer's matrices (rows x columns of W in y = xW) and each GPU's share at TP = t."""
-
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    ffn: int
-    gated: bool
-    tp: int
-
-    @property
-    def heads_per_gpu(self) -> int:
-        return self.heads // self.tp
-
-    @property
-    def kv_heads_per_gpu(self) -> int:
-        """KV heads each GPU holds; one replica each once TP exceeds the KV heads."""
-        return math.ceil(self.kv_heads / self.tp)
-
-    @property
-    def ffn_per_gpu(self) -> int:
-        return self.ffn // self.tp
-
-    @property
-    def qkv_columns(self) -> int:
-        return (self.heads + 2 * self.kv_heads) * self.head_dim
-
-    @property
-    def qkv_columns_per_gpu(self) -> int:
-        return (self.heads_per_gpu + 2 * self.kv_heads_per_gpu) * self.head_dim
 
 
 def layer_params(model: ModelSpec) -> float:
@@ -240,68 +115,59 @@ def head_flops(model: ModelSpec, seq_len: int, micro_batch: int, tp: int = 1) ->
     return 6 * model.vocab * model.hidden * seq_len * micro_batch / tp
 
 
-@dataclass(frozen=True)
-class TPCost:
-    """The cost of one TP degree on one topology, per GPU; seconds and bytes."""
-
-    tp: int
-    compute_s: float  # per layer per step (forward + backward)
-    comm_s: float  # per layer per step, the 4 blocking collectives
-    comm_bytes: float  # bytes each GPU sends per layer per step
-    step_compute_s: float  # whole model, one micro-batch, forward + backward
-    step_comm_s: float
-    step_comm_bytes: float
-    single_gpu_s: float  # one layer on one GPU
-    single_gpu_step_s: float
-    algorithm: str
-    bottleneck: str  # the link that bounds the collectives
-
-    @property
-    def layer_s(self) -> float:
-        return self.compute_s + self.comm_s
-
-    @property
-    def step_s(self) -> float:
-        return self.step_compute_s + self.step_comm_s
-
-    @property
-    def speedup(self) -> float:
-        return self.single_gpu_s / self.layer_s
-
-    @property
-    def efficiency(self) -> float:
-        return self.speedup / self.tp
-
-    @property
-    def step_speedup(self) -> float:
-        return self.single_gpu_step_s / self.step_s
-
-    @property
-    def step_efficiency(self) -> float:
-        return self.step_speedup / self.tp
-
-
 def tp_cost(model: ModelSpec, gpu: GPUSpec, topology: Topology, tp: int, *, sp: bool,
-            seq_len: int, micro_batch: int, mfu: float) -> TPCost:
-    """Per-layer and per-step time of TP = ``tp``: compute ÷ t, then the blocking collectives."""
-    rate = gpu.bf16_flops * mfu
+            seq_len: int, micro_batch: int, mfu: float | None = None) -> TPCost:
+    """Per-layer and per-step time of TP = ``tp``: the layer's kernels on one GPU of the group
+    (``labs.parallel.layer_time``: every GEMM at its shape's achieved rate, attention and the
+    memory-bound ops), then the blocking collectives as NCCL runs them. ``mfu`` overrides
+    the GPU's measured full-wave GEMM rate (None: as measured)."""
+    cluster = with_matmul_efficiency(topology.cluster_for(gpu, tp), mfu)
+    lt = _layer(model, cluster, tp, sp, seq_len, micro_batch)
+    one = _layer(model, with_matmul_efficiency(topology.cluster_for(gpu, 1), mfu), 1, sp,
+                 seq_len, micro_batch)
+    heads = head_ops(model, cluster.gpu, tp=tp, cp=1, micro_batch=micro_batch,
+                     seq_len=seq_len, sp=sp and tp > 1)
+    one_heads = head_ops(model, cluster.gpu, tp=1, cp=1, micro_batch=micro_batch,
+                         seq_len=seq_len, sp=False)
     size = collective_bytes(model, seq_len, micro_batch)
-    pair = tp_exchange(lambda kind, nbytes: topology.collective(kind, nbytes, tp), size, sp)
-    # Each of the 4 all-reduces (or their all-gather + reduce-scatter pairs) of a layer.
-    pair_s, pair_bytes = pair.seconds, pair.bytes_per_gpu
-    n = tp_collectives(1, "none")
-    compute = layer_flops(model, seq_len, micro_batch, tp) / rate
-    head = head_flops(model, seq_len, micro_batch, tp) / rate
-    one = layer_flops(model, seq_len, micro_batch, 1) / rate
-    one_head = head_flops(model, seq_len, micro_batch, 1) / rate
-    per_step = model.layers * n + STEP_EXTRA_COLLECTIVES
+    pair = tp_exchange(lambda kind, nbytes: collective(kind, nbytes, tp, cluster), size,
+                       sp and tp > 1)
+    compute = lt.forward.compute + lt.backward.compute
+    tp_comms = [c for c in (lt.forward.comm("tp"), lt.backward.comm("tp")) if c]
+    comm = sum(c.exposed for c in tp_comms)
+    comm_bytes = sum(c.bytes_per_gpu for c in tp_comms)
+    gemms = [k for p in (lt.ops.forward, lt.ops.backward) for k in p.kernels
+             if k.kind == "gemm"]
+    extra = STEP_EXTRA_COLLECTIVES if tp > 1 else 0
     return TPCost(
-        tp=tp, compute_s=compute, comm_s=n * pair_s, comm_bytes=n * pair_bytes,
-        step_compute_s=model.layers * compute + head, step_comm_s=per_step * pair_s,
-        step_comm_bytes=per_step * pair_bytes,
-        single_gpu_s=one, single_gpu_step_s=model.layers * one + one_head,
+        tp=tp, compute_s=compute, comm_s=comm, comm_bytes=comm_bytes,
+        step_compute_s=model.layers * compute + _head_s(heads),
+        step_comm_s=model.layers * comm + extra * pair.seconds,
+        step_comm_bytes=model.layers * comm_bytes + extra * pair.bytes_per_gpu,
+        single_gpu_s=one.forward.compute + one.backward.compute,
+        single_gpu_step_s=model.layers * (one.forward.compute + one.backward.compute)
+        + _head_s(one_heads),
         algorithm=pair.algorithm, bottleneck=pair.bottleneck,
-    )
+        gemm_s=lt.forward.gemm + lt.backward.gemm,
+        attention_s=lt.forward.attention + lt.backward.attention,
+        memory_s=lt.forward.memory + lt.backward.memory,
+        gemm_flops=sum(k.flops for k in gemms))
+
+
+def _layer(model: ModelSpec, cluster: Cluster, tp: int, sp: bool, seq_len: int,
+           micro_batch: int):
+    """One layer, no recomputation, the TP collectives overlapped as Megatron's default does
+    (``TP_OVERLAP_SETTING``: the forward ones block, the column-split layers' backward ones
+    run beside their other GEMM)."""
+    return layer_time(model, cluster, tp=Group(tp, min(tp, cluster.gpus_per_node)),
+                      cp=Group(), ep=Group(), micro_batch=micro_batch, seq_len=seq_len,
+                      sp=sp and tp > 1, recompute="none", tp_overlap=TP_OVERLAP_SETTING)
+
+
+def _head_s(h) -> float:
+    """The embedding's and the output layer's kernels, forward and backward."""
+    return sum(p.seconds for p in (h.embedding_forward, h.embedding_backward,
+                                   h.output_forward, h.output_backward))
 
 
 def sweep_degrees(model: ModelSpec, topology: Topology | None = None) -> tuple[int, ...]:
@@ -309,32 +175,6 @@ def sweep_degrees(model: ModelSpec, topology: Topology | None = None) -> tuple[i
     most = topology.max_group if topology is not None else None
     return tuple(t for t in TP_DEGREES
                  if model.heads % t == 0 and (most is None or t <= most))
-
-
-@dataclass(frozen=True)
-class MemoryAtTP:
-    tp: int
-    memory: MemoryResult | None  # None: Megatron refuses this TP for training
-    refused: str = ""
-
-
-@dataclass(frozen=True)
-class TPResult:
-    input: TPInput
-    cost: TPCost
-    shapes: Shapes
-    collective_bytes: float  # s·b·h·2: the tensor of each collective
-    memory: MemoryResult  # the EP01 ledger at this TP and SP (training, adam16)
-    sweep: tuple[TPCost, ...]  # the chosen topology, against t
-    by_link: dict[str, tuple[TPCost, ...]]  # COMPARE_LINKS, each against t
-
-    @cached_property
-    def memory_sweep(self) -> tuple[MemoryAtTP, ...]:
-        return tuple(memory_at(self.input, t) for t in sweep_degrees(self.input.model))
-
-    @property
-    def collectives_per_layer(self) -> int:
-        return len(LAYER_COLLECTIVES) * (2 if self.input.sp else 1)
 
 
 def memory_at(inp: TPInput, tp: int) -> MemoryAtTP:
@@ -365,6 +205,7 @@ def tensor_parallel(inp: TPInput) -> TPResult:
         memory=memory.memory,
         sweep=sweep,
         by_link=compare_links(inp, COMPARE_LINKS),
+        memory_sweep=tuple(memory_at(inp, t) for t in sweep_degrees(m)),
     )
 
 

@@ -6,9 +6,9 @@ Composed from the other labs, never re-derived:
   ZeRO sharding follows Rajbhandari et al. 2020, "ZeRO" (arXiv:1910.02054) Figure 1: with D
   replicas, 16-byte recipe 16P, 4P + 12P/D, 2P + 14P/D, 16P/D; 18-byte 18P, 6P + 12P/D,
   2P + 16P/D, 18P/D. Activations are not sharded by any stage;
-- collective times are the α–β model of ``labs.hardware.comm`` on a cluster of its ``links``;
-- compute per step is ``labs.model.flops`` (6N + attention, recomputation adds its forward) at a
-  fixed MFU.
+- collective times are NCCL's (``labs.hardware.comm``) on a cluster of its ``links``;
+- compute per step is the layer's kernels one by one (``labs.parallel.layer_time``, the same
+  model EP08 times its plans with), recomputation adding its forward again.
 
 Wire volume per GPU per step (ZeRO paper sec 7.2; PyTorch FSDP, Zhao et al. 2023,
 arXiv:2304.11277 sec 3): with S the gradient (= bf16 weight) bytes, plain DP all-reduces
@@ -34,38 +34,35 @@ CPU Adam step's own time is not modelled.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from functools import lru_cache
 
 from labs.core.catalogue import RECIPES
-from labs.core.errors import LabInputError
-from labs.core.limits import (
-    ACTIVATION_MODELS,
-    HOST_LINKS,
-    MAX_DP,
-    MAX_GPUS_PER_NODE,
-    MAX_MICRO_BATCH,
-    MAX_SEQ_LEN,
-    RECOMPUTE,
-    TRAIN_RECIPES,
-    ZERO_DP_SHOWN,
-    ZERO_STAGES,
-)
+from labs.core.limits import RECOMPUTE, ZERO_DP_SHOWN, ZERO_STAGES
 from labs.hardware.comm import collective
-from labs.hardware.gpus import GPUSpec
-from labs.hardware.links import Cluster, get_link, gpu_cluster, make_cluster
-from labs.memory.lab import STATE_KEYS, MemoryInput, MemoryResult, compute_memory
-from labs.model.flops import hardware_flops_per_token, model_flops_per_token
+from labs.hardware.links import Cluster, get_link
+from labs.memory.inputs import STATE_KEYS
+from labs.memory.lab import compute_memory
+from labs.model.flops import model_flops_per_token
+from labs.model.ops import head_ops
 from labs.model.spec import ModelSpec
-from labs.parallel.layout import whole
+from labs.parallel.layer_time import Group, layer_time
 from labs.zero.deepspeed import (
     DeepSpeedEstimate,
     largest_layer_params,
     zero2_estimate,
     zero3_estimate,
 )
+from labs.zero.inputs import (
+    OffloadPlan,
+    RecomputeRow,
+    StageBar,
+    TrafficRow,
+    Transfer,
+    ZeroInput,
+    ZeroResult,
+)
 
 GRAD_COMM_BYTES = 2  # bf16 on the wire (DeepSpeed's default communication_data_type)
-MFU = 0.4  # model FLOPs utilisation assumed for the compute a collective can hide behind
 ACTIVATION_KEYS = ("activations", "embedding_and_logits")
 
 # ZeRO stage -> (collective, what it moves, the pass it hides behind); ZeRO paper sec 7.2.
@@ -88,187 +85,35 @@ FSDP_NAMES = {
 }
 
 
-@dataclass(frozen=True)
-class ZeroInput:
-    model: ModelSpec
-    gpu: GPUSpec
-    recipe: str = "adam16"
-    dp: int = 32
-    zero: int = 3
-    offload: bool = False
-    gpus_per_node: int = 8
-    link: str = "ib-ndr"  # the link under test: scale-up inside a node or scale-out across
-    seq_len: int = 4096
-    micro_batch: int = 1
-    recompute: str = "selective"
-    host_link: str = "pcie-5"  # the GPU's link to host RAM, for offload
-    activation_model: str = "classic"  # EP01's: Korthikanti's 34·s·b·h or Megatron's estimate
-
-    def __post_init__(self) -> None:  # one check per control, in page order
-        if not isinstance(self.model, ModelSpec):
-            raise LabInputError("model", "choose a model preset or a custom parameter count")
-        if not isinstance(self.gpu, GPUSpec):
-            raise LabInputError("gpu", "choose a GPU preset")
-        if self.recipe not in TRAIN_RECIPES:
-            raise LabInputError("recipe", f"ZeRO shards training state: choose one of "
-                                          f"{', '.join(TRAIN_RECIPES)} (got {self.recipe!r})")
-        whole("dp", self.dp, 1, MAX_DP, "data parallel degree")
-        if self.zero not in ZERO_STAGES:
-            raise LabInputError("zero", f"ZeRO stage must be 0, 1, 2 or 3 (got {self.zero!r})")
-        if not isinstance(self.offload, bool):
-            raise LabInputError("offload", "offload must be true or false")
-        whole("gpus_per_node", self.gpus_per_node, 1, MAX_GPUS_PER_NODE, "GPUs per node")
-        if self.dp > self.gpus_per_node and self.dp % self.gpus_per_node:
-            raise LabInputError("dp", f"{self.dp} GPUs do not fill whole nodes of "
-                                      f"{self.gpus_per_node}: choose a multiple of "
-                                      f"{self.gpus_per_node}")
-        self.cluster  # noqa: B018 -- validates link and gpus_per_node against the link's domain
-        whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "sequence length")
-        whole("micro_batch", self.micro_batch, 1, MAX_MICRO_BATCH, "micro-batch size")
-        if self.recompute not in RECOMPUTE:
-            raise LabInputError("recompute", "recomputation must be 'none', 'selective' or "
-                                             f"'full' (got {self.recompute!r})")
-        if self.activation_model not in ACTIVATION_MODELS:
-            raise LabInputError("activation_model", "the activation model must be 'classic' or "
-                                                    f"'megatron' (got {self.activation_model!r})")
-        if self.host_link not in HOST_LINKS:
-            raise LabInputError("host_link", f"the host link must be one of "
-                                             f"{', '.join(HOST_LINKS)}")
-
-    @property
-    def cluster(self) -> Cluster:
-        """The GPU's node with the chosen link swapped in: a scale-out link joins the nodes,
-        a scale-up link (NVLink, PCIe) joins the GPUs inside one (the GPU's own datasheet
-        link takes the other place)."""
-        own = gpu_cluster(self.gpu)
-        link = get_link(self.link)
-        intra, inter = (own.intra, link) if link.kind == "scale-out" else (link, own.inter)
-        return make_cluster(self.gpu, self.gpus_per_node, intra, inter)
-
-    @property
-    def gpus_on_node(self) -> int:
-        """GPUs of this job per node: a small job sits on one node."""
-        return min(self.dp, self.gpus_per_node)
-
-    @property
-    def nodes(self) -> int:
-        return max(1, self.dp // self.gpus_per_node)
-
-    def ledger_input(self, **changes) -> MemoryInput:
-        """EP01's input for this plan, with ``changes`` (dp, zero, recompute, offload)."""
-        fields = {"dp": self.dp, "zero": self.zero, "recompute": self.recompute,
-                  "offload": self.offload, **changes}
-        return MemoryInput(model=self.model, gpu=self.gpu, mode="train", recipe=self.recipe,
-                           seq_len=self.seq_len, micro_batch=self.micro_batch,
-                           activation_model=self.activation_model, **fields)
-
-
-@dataclass(frozen=True)
-class StageBar:
-    """One bar of the memory chart: the ledger's bill at one DP degree and ZeRO stage."""
-
-    dp: int
-    zero: int
-    breakdown: dict[str, float]
-    total_bytes: float
-    host_bytes: float  # per GPU, in host RAM (optimizer offload)
-
-    @property
-    def state_bytes(self) -> float:
-        return sum(self.breakdown[k] for k in STATE_KEYS)
-
-
-@dataclass(frozen=True)
-class Transfer:
-    collective: str
-    moves: str
-    phase: str  # "forward" | "backward": the pass it hides behind
-    bytes_per_gpu: float
-    seconds: float
-    algorithm: str
-
-
-@dataclass(frozen=True)
-class TrafficRow:
-    zero: int
-    transfers: tuple[Transfer, ...]
-    bytes_per_gpu: float
-    seconds: float
-    exposed_seconds: float
-
-    @property
-    def hidden_seconds(self) -> float:
-        return self.seconds - self.exposed_seconds
-
-
-@dataclass(frozen=True)
-class RecomputeRow:
-    recompute: str
-    activation_bytes: float
-    total_bytes: float
-    compute_seconds: float
-    extra_compute: float  # fraction over no recomputation
-    fits: bool
-
-
-@dataclass(frozen=True)
-class OffloadPlan:
-    """Optimizer offload for the chosen stage and DP degree, whether or not it is on."""
-
-    gpu_bytes_without: float
-    gpu_bytes_with: float
-    breakdown_without: dict[str, float]
-    breakdown_with: dict[str, float]
-    host_bytes_per_gpu: float
-    host_bytes_per_node: float
-    pcie_down_bytes: float  # gradients to the host, per GPU per step
-    pcie_up_bytes: float  # updated bf16 weights back
-    pcie_seconds: float
-    exposed_seconds: float
-    pcie_bandwidth: float
-    download_hidden: bool  # the gradients reach the host within the backward pass
-
-
-@dataclass(frozen=True)
-class ZeroResult:
-    input: ZeroInput
-    params: int
-    bytes_per_param: float
-    ledger: MemoryResult  # the chosen plan's bill
-    breakdown: dict[str, float]
-    total_bytes: float
-    state_bytes: float  # per GPU: weights + gradients + master + moments on the GPU
-    gpu_memory_bytes: float
-    fits: bool
-    bars: tuple[StageBar, ...]
-    traffic: tuple[TrafficRow, ...]  # one per ZeRO stage
-    compute_seconds: float
-    forward_seconds: float
-    backward_seconds: float
-    recompute: tuple[RecomputeRow, ...]
-    offload: OffloadPlan
-    host_bytes_per_node: float  # the chosen plan's (0 without offload)
-    deepspeed: tuple[DeepSpeedEstimate, ...]  # stages 2 and 3
-    cluster: Cluster
-
-    @property
-    def chosen_traffic(self) -> TrafficRow:
-        return self.traffic[self.input.zero]
-
-    @property
-    def step_seconds(self) -> float:
-        return self.compute_seconds + self.chosen_traffic.exposed_seconds + (
-            self.offload.exposed_seconds if self.input.offload else 0.0)
-
-
 def compute_windows(inp: ZeroInput, recompute: str) -> tuple[float, float]:
-    """(forward, backward) seconds of one micro-batch step at MFU; backward includes any
-    recomputed forward (labs.model.flops)."""
-    tokens = inp.seq_len * inp.micro_batch
-    rate = inp.gpu.bf16_flops * MFU
-    total = tokens * hardware_flops_per_token(inp.model, inp.seq_len, recompute) / rate
-    forward = tokens * model_flops_per_token(inp.model, inp.seq_len) / 3 / rate
-    return forward, total - forward
+    """(forward, backward) seconds of one micro-batch on one GPU, op by op
+    (``labs.parallel.layer_time``: every kernel at the GPU's measured rates, no model
+    parallelism); backward includes any recomputed forward."""
+    return _windows(inp.model, inp.cluster, inp.seq_len, inp.micro_batch, recompute)
+
+
+@lru_cache(maxsize=256)
+def _windows(model: ModelSpec, cluster: Cluster, seq_len: int, micro_batch: int,
+             recompute: str) -> tuple[float, float]:
+    kw = dict(tp=Group(), cp=Group(), ep=Group(), micro_batch=micro_batch, seq_len=seq_len,
+              sp=False, recompute=recompute)
+    dense = layer_time(model, cluster, **kw)
+    layers = [(model.layers - model.moe_layers, dense)]
+    if model.is_moe:
+        layers.append((model.moe_layers, layer_time(model, cluster, moe=True, **kw)))
+    head = head_ops(model, cluster.gpu, tp=1, cp=1, micro_batch=micro_batch, seq_len=seq_len,
+                    sp=False)
+    forward = sum(n * lt.forward.compute for n, lt in layers) \
+        + head.embedding_forward.seconds + head.output_forward.seconds
+    backward = sum(n * lt.backward.compute for n, lt in layers) \
+        + head.embedding_backward.seconds + head.output_backward.seconds
+    return forward, backward
+
+
+def achieved_mfu(inp: ZeroInput, seconds: float) -> float:
+    """Model FLOPs of one micro-batch over its compute seconds and the GPU's dense peak."""
+    flops = model_flops_per_token(inp.model, inp.seq_len) * inp.seq_len * inp.micro_batch
+    return flops / (seconds * inp.gpu.bf16_flops) if seconds else 0.0
 
 
 def traffic_row(inp: ZeroInput, stage: int, windows: tuple[float, float]) -> TrafficRow:

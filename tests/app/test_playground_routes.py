@@ -11,14 +11,18 @@ from app.episodes import EPISODES
 from app.routers.playground_panels import PANELS, PlaygroundQuery
 
 ROOT = Path(__file__).resolve().parents[2]
-SLUG_TEMPLATE = {ep.slug: ROOT / "templates/episodes" / f"{ep.slug.replace('-', '_')}.html"
-                 for ep in EPISODES}
-SLUG_TEMPLATE["recipe-3d"] = ROOT / "templates/episodes/recipe-3d.html"
-SLUG_TEMPLATE["rl-placement"] = ROOT / "templates/episodes/rl-placement.html"
+
+
+def page_template(slug: str) -> Path:
+    """The lesson template of an episode, as its lab view names it."""
+    from app.labkit import VIEWS
+
+    view = next(v for v in VIEWS.values() if v.episode.slug == slug)
+    return ROOT / "templates" / view.page_template
 
 
 def step_ids(slug: str) -> set[str]:
-    text = SLUG_TEMPLATE[slug].read_text()
+    text = page_template(slug).read_text()
     return set(re.findall(r'<section class="step" id="(step-\d+)"', text))
 
 

@@ -4,6 +4,8 @@ sequence-parallelism control."""
 
 import pytest
 
+from tests.app.test_parser import api_messages
+
 API_FIELDS = {"efficiency", "speedup", "compute_s", "comm_s", "comm_bytes",
               "memory_per_gpu_bytes"}
 BAD_CASE = {"tp": 8, "gpus_per_node": 1, "inter_link": "eth-25g"}
@@ -13,7 +15,9 @@ def test_api_names_the_issues_fields_and_the_good_seed_figure(client):
     body = client.get("/api/tp", params={"tp": 8}).json()
     assert set(body) >= API_FIELDS
     assert body["model"] == "llama-3.1-405b" and body["bottleneck"] == "nvlink-4"
-    assert body["efficiency"] == pytest.approx(0.90, abs=0.03)
+    # ≈90% in the curriculum at a flat 40% MFU; timed op by op 86% (test_tensor_parallel.py).
+    assert body["efficiency"] == pytest.approx(0.86, abs=0.005)
+    assert body["gemm_tflops"] < client.get("/api/tp", params={"tp": 1}).json()["gemm_tflops"]
     assert body["speedup"] == pytest.approx(8 * body["efficiency"])
     assert body["efficiency"] == pytest.approx(
         body["single_gpu_s"] / (8 * (body["compute_s"] + body["comm_s"])))
@@ -33,7 +37,10 @@ def test_api_traffic_is_four_collectives_of_sbh_times_two(client, sp):
     h = body["shapes"]["hidden"]
     assert body["collective_bytes"] == s * b * h * 2
     assert len(body["collectives"]) == 4
-    assert body["comm_bytes"] == pytest.approx(4 * 2 * (t - 1) / t * s * b * h * 2)
+    # 4 all-reduces; with SP Megatron's 2 + 2 forward and 2 + 2 + 2 backward gathers and
+    # reduce-scatters (each (t-1)/t of the tensor).
+    share = (t - 1) / t * s * b * h * 2
+    assert body["comm_bytes"] == pytest.approx(10 * share if sp == "true" else 8 * share)
     ops = [op for c in body["collectives"] for op in c["ops"]]
     assert ops.count("all_reduce") == (0 if sp == "true" else 4)
     assert body["collectives_per_layer"] == (8 if sp == "true" else 4)
@@ -76,11 +83,8 @@ def test_api_memory_divides_with_t_and_sp(client):
     ({"seq_len": 0}, "seq_len", "Sequence length"),
 ])
 def test_bad_input_is_a_422_naming_the_control(client, params, field, words):
-    response = client.get("/api/tp", params=params)
-    assert response.status_code == 422
-    detail = response.json()["detail"]
-    assert detail[0]["loc"] == ["query", field]
-    assert words in detail[0]["msg"]
+    messages = api_messages(client, "tp", params)
+    assert set(messages) == {field} and words in messages[field]
 
 
 def test_page_fragment_and_embeds(client):

@@ -23,14 +23,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from app.episodes import BY_LAB  # noqa: E402
 from tests.browser.helpers import wait_drawn  # noqa: E402
 from tests.conftest import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
 
 # (lesson, starting state, slider name, values it cycles through). No value is the
 # control's default: the state string leaves defaults out, so they could not be waited for.
+MEMORY, PIPELINE = BY_LAB["memory"], BY_LAB["pipeline"]
 CASES = [
-    ("EP01 memory", "/episodes/memory", "micro_batch", [2, 4, 8, 16, 32, 3]),
-    ("EP05 pipeline", "/episodes/pipeline?stages=8&microbatches=16", "microbatches",
+    (f"{MEMORY.code} memory", MEMORY.path, "micro_batch", [2, 4, 8, 16, 32, 3]),
+    (f"{PIPELINE.code} pipeline", PIPELINE.path + "?stages=8&microbatches=16", "microbatches",
      [24, 32, 12, 10, 16, 20]),
 ]
 

@@ -45,6 +45,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from app.episodes import BY_LAB  # noqa: E402
 from tests.benchmarks.class_client import (  # noqa: E402
     Answer,
     Browser,
@@ -393,8 +394,8 @@ async def burst(origin: str, path: str, headers: dict, seconds: float, unique: b
 def run_burst(origin: str, seconds: float) -> list[tuple[str, bool]]:
     # The memory lab's slider fragment at its default state, identity encoding: the cost of
     # the page machinery (cached: the response cache; unique: parse, render, headers).
-    path, headers = "/episodes/memory", {"HX-Request": "true", "HX-Target": "memory-ledger",
-                                        "Accept-Encoding": "identity"}
+    path = BY_LAB["memory"].path
+    headers = {"HX-Request": "true", "HX-Target": "memory-ledger", "Accept-Encoding": "identity"}
     size = len(httpx.get(origin + path, headers=headers).content)
     bare_proc, bare_origin = start("tests.benchmarks.class_load:bare",
                                    {"BARE_FRAGMENT_BYTES": str(size)})

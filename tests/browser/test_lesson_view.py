@@ -7,17 +7,10 @@ data-diagram="CHART_ID">``; its first "try it" link must leave CHART_ID on scree
 
 import pytest
 
+from app.episodes import EPISODES
 from tests.browser.helpers import wait_drawn
 
-LESSONS = ["/episodes/memory", "/episodes/pipeline"]
-LESSONS.append("/episodes/tensor-parallel")  # EP04
-LESSONS += ["/episodes/zero"]  # EP03
-LESSONS += ["/episodes/data-parallel"]
-LESSONS.append("/episodes/experts")  # EP07
-LESSONS += ["/episodes/context-parallel"]  # EP06
-LESSONS.append("/episodes/recipe-3d")  # EP08
-LESSONS += ["/episodes/rl-placement"]
-LESSONS.append("/episodes/playground")  # EP10
+LESSONS = [episode.path for episode in EPISODES]  # every lab of the registry
 SIZES = {"laptop-1280x800": (1280, 800), "laptop-1440x900": (1440, 900),
          "phone-390x844": (390, 844)}
 

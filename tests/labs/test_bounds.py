@@ -19,10 +19,11 @@ from labs.core.limits import (
     RECOMPUTE,
 )
 from labs.hardware.gpus import get_gpu, gpus
-from labs.memory.lab import MemoryInput, compute_memory
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory
 from labs.model.presets import custom_model, models
 from labs.schedules.catalogue import SCHEDULES
-from labs.schedules.simulate import PipelineInput
+from labs.schedules.inputs import PipelineInput
 from labs.schedules.simulate import simulate as simulate_pipeline
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -20,7 +20,7 @@ from labs.model.flops import (
 )
 from labs.model.presets import get_model
 from labs.recipe.export import export
-from labs.recipe.lab import Plan
+from labs.recipe.inputs import Plan
 from labs.tensor_parallel.comm import tp_collectives
 
 MODEL = get_model("llama-3.1-8b")

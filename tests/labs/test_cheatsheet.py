@@ -5,17 +5,22 @@ import math
 
 import pytest
 
-from labs.cheatsheet.lab import LINES, CheatInput, cheat_sheet
+from labs.cheatsheet.inputs import CheatInput
+from labs.cheatsheet.lab import LINES, cheat_sheet
 from labs.context_parallel.lab import mask_layout
 from labs.core.errors import LabInputError
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_cluster
-from labs.memory.lab import MemoryInput, compute_memory, kv_cache_bytes
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory, kv_cache_bytes
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.presets import get_model
-from labs.recipe.lab import Plan, evaluate
-from labs.schedules.simulate import PipelineInput, simulate
-from labs.zero.lab import ZeroInput, simulate_zero
+from labs.recipe.inputs import Plan
+from labs.recipe.lab import evaluate
+from labs.schedules.inputs import PipelineInput
+from labs.schedules.simulate import simulate
+from labs.zero.inputs import ZeroInput
+from labs.zero.lab import simulate_zero
 
 H100 = get_gpu("h100-sxm")
 LLAMA70 = get_model("llama-3.1-70b")

@@ -4,12 +4,15 @@ the activation models (Korthikanti et al. 2022; Megatron-LM theoretical_memory_u
 import pytest
 
 from labs.hardware.gpus import get_gpu
-from labs.memory.lab import MemoryInput, compute_memory
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.presets import get_model
-from labs.pipeline.lab import PipelineLabInput, run_pipeline_lab, stage_memory
+from labs.pipeline.inputs import PipelineLabInput
+from labs.pipeline.lab import run_pipeline_lab, stage_memory
 from labs.schedules.inflight import in_flight
-from labs.schedules.simulate import PipelineInput, simulate
+from labs.schedules.inputs import PipelineInput
+from labs.schedules.simulate import simulate
 
 H100 = get_gpu("h100-sxm")
 L70 = get_model("llama-3.1-70b")

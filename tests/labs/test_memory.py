@@ -4,16 +4,12 @@ import math
 
 import pytest
 
+from labs.core.catalogue import RECIPES
 from labs.core.errors import LabInputError
 from labs.hardware.gpus import get_gpu
-from labs.memory.lab import (
-    BREAKDOWN_KEYS,
-    RECIPES,
-    MemoryInput,
-    activation_bytes_per_layer,
-    compute_memory,
-    kv_cache_bytes,
-)
+from labs.memory.inputs import BREAKDOWN_KEYS, MemoryInput
+from labs.memory.lab import compute_memory, kv_cache_bytes
+from labs.model.activations import activation_bytes_per_layer
 from labs.model.presets import custom_model, get_model
 
 H100 = get_gpu("h100-sxm")

@@ -8,14 +8,9 @@ from hypothesis import strategies as st
 
 from labs.core.errors import LabInputError
 from labs.schedules.catalogue import SCHEDULES
-from labs.schedules.simulate import (
-    Action,
-    Event,
-    PipelineInput,
-    PipelineResult,
-    generate,
-    simulate,
-)
+from labs.schedules.generators import Action
+from labs.schedules.inputs import Event, PipelineInput, PipelineResult
+from labs.schedules.simulate import generate, simulate
 
 TOL = 1e-9  # the measured figures are exact up to float rounding
 NON_INTERLEAVED = ("gpipe", "1f1b")
@@ -185,8 +180,7 @@ def test_generate_matches_simulated_order():
 
 
 def test_an_order_that_cannot_progress_is_reported():
-    from labs.schedules.simulate import ScheduleDeadlock
-    from labs.schedules.timeline import place
+    from labs.schedules.timeline import ScheduleDeadlock, place
 
     inp = PipelineInput(schedule="1f1b", stages=2, microbatches=1)
     broken = [[("B", 0, 0, 0), ("F", 0, 0, 0)], [("F", 0, 0, 1), ("B", 0, 0, 1)]]

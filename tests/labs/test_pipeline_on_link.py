@@ -6,8 +6,9 @@ import pytest
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link
 from labs.model.presets import get_model
-from labs.pipeline.lab import PipelineLabInput, run_pipeline_lab, stage_forward_seconds
-from labs.schedules.simulate import PipelineInput
+from labs.pipeline.inputs import PipelineLabInput
+from labs.pipeline.lab import run_pipeline_lab, stage_forward_seconds
+from labs.schedules.inputs import PipelineInput
 
 LLAMA_70B = get_model("llama-3.1-70b")
 H100 = get_gpu("h100-sxm")

@@ -1,6 +1,6 @@
 """The schedules PyTorch's torch.distributed.pipelining has, in PyTorch's per-rank order.
 
-The orders are checked action for action against tests/labs/fixtures/torch_pipeline_orders.json
+The orders are checked action for action against tests/fixtures/torch_pipeline_orders.json
 (made from PyTorch 2.13.0, see the README there); the figures are measured off the timeline.
 """
 
@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from labs.core.errors import LabInputError
-from labs.schedules.simulate import PipelineInput, generate, simulate
+from labs.schedules.inputs import PipelineInput
+from labs.schedules.simulate import generate, simulate
 
 FIXTURE = json.loads(
-    (Path(__file__).parent / "fixtures" / "torch_pipeline_orders.json").read_text()
+    (Path(__file__).parents[1] / "fixtures" / "torch_pipeline_orders.json").read_text()
 )
 CASES = FIXTURE["cases"]
 ACTION = re.compile(r"^(\d+)([FBIW])(\d+)$")

@@ -3,7 +3,8 @@
 import pytest
 
 from labs.core.errors import LabInputError
-from labs.schedules.simulate import PipelineInput, simulate
+from labs.schedules.inputs import PipelineInput
+from labs.schedules.simulate import simulate
 from labs.schedules.wire import boundary_bytes, send_seconds
 
 TOL = 1e-9

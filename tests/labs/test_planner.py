@@ -11,9 +11,11 @@ import pytest
 
 from labs.core.errors import LabInputError
 from labs.hardware.links import get_cluster
-from labs.memory.lab import MemoryInput, compute_memory
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory
 from labs.model.presets import get_model
-from labs.recipe.lab import Plan, evaluate, rule_problems
+from labs.recipe.inputs import Plan
+from labs.recipe.lab import evaluate, rule_problems
 from labs.recipe.planner import (
     PlanRequest,
     bound_step_s,

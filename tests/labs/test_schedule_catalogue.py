@@ -8,11 +8,13 @@ import pytest
 from labs.core.errors import LabInputError
 from labs.model.presets import get_model
 from labs.recipe.export import export
-from labs.recipe.lab import Plan, pipeline_slack
+from labs.recipe.inputs import Plan
+from labs.recipe.lab import pipeline_slack
 from labs.recipe.planner import PLAN_SCHEDULES
 from labs.schedules.catalogue import CATALOGUE, INTERLEAVED, SCHEDULES, SPLIT_BACKWARD, V_SHAPE
 from labs.schedules.inflight import in_flight
-from labs.schedules.simulate import PipelineInput, check_shape, generate, simulate
+from labs.schedules.inputs import PipelineInput, check_shape
+from labs.schedules.simulate import generate, simulate
 
 SHAPES = list(itertools.product((1, 2, 3, 4, 8), (1, 2, 4, 8, 16), (1, 2, 4)))
 

@@ -5,7 +5,8 @@ import pytest
 from labs.core.errors import LabInputError
 from labs.hardware.gpus import get_gpu
 from labs.model.presets import custom_model, get_model
-from labs.zero.lab import ACTIVATION_KEYS, ZeroInput, simulate_zero
+from labs.zero.inputs import ZeroInput
+from labs.zero.lab import ACTIVATION_KEYS, simulate_zero
 
 H100 = get_gpu("h100-sxm")
 L70 = get_model("llama-3.1-70b")

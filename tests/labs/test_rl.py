@@ -5,13 +5,11 @@ import pytest
 from labs.core.errors import LabInputError
 from labs.core.limits import KV_DTYPES
 from labs.hardware.gpus import get_gpu
-from labs.memory.lab import MemoryInput, compute_memory
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory
 from labs.model.presets import get_model
-from labs.rl.lab import (
-    TRANSITION_OVERHEAD,
-    RLPlacementInput,
-    compute_rl_placement,
-)
+from labs.rl.inputs import RLPlacementInput
+from labs.rl.lab import TRANSITION_OVERHEAD, compute_rl_placement
 from labs.rl.recipes import experiment, get_recipe, recipes
 from labs.rl.serving import KV_DTYPE_BYTES, engine_memory, kv_bytes_per_token
 

@@ -6,7 +6,7 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.charts.rl_placement import ROLES, cluster_figure, memory_figure, timeline_figure
+from app.charts.rl import ROLES, cluster_figure, memory_figure, timeline_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
 from app.options import gpu_options
@@ -24,7 +24,8 @@ from labs.core.limits import (
     RECOMPUTE,
 )
 from labs.hardware.gpus import get_gpu
-from labs.rl.lab import RLPlacementInput, RLPlacementResult, compute_rl_placement
+from labs.rl.inputs import RLPlacementInput, RLPlacementResult
+from labs.rl.lab import compute_rl_placement
 from labs.rl.recipes import experiment, get_recipe, recipes
 
 router = APIRouter()
@@ -37,7 +38,7 @@ PLACEMENT_LABELS = {
 }
 
 
-class PlacementQuery(BaseModel):
+class RLQuery(BaseModel):
     """A recipe preset and overrides; an unset override takes the preset's value."""
 
     model_config = ConfigDict(extra="ignore")
@@ -75,7 +76,7 @@ class PlacementQuery(BaseModel):
                                   "served outside the cluster (external serving capacity).")
 
 
-def placement_input(q: PlacementQuery) -> RLPlacementInput:
+def rl_input(q: RLQuery) -> RLPlacementInput:
     r = get_recipe(q.preset)
     pick = lambda value, default: default if value is None else value  # noqa: E731
     return RLPlacementInput(
@@ -90,8 +91,8 @@ def placement_input(q: PlacementQuery) -> RLPlacementInput:
     )
 
 
-def run(query: PlacementQuery) -> RLPlacementResult:
-    return compute_rl_placement(placement_input(query))
+def run(query: RLQuery) -> RLPlacementResult:
+    return compute_rl_placement(rl_input(query))
 
 
 def to_api(result: RLPlacementResult) -> dict:
@@ -151,7 +152,7 @@ def facts() -> dict:
     """The states the lesson's steps link to, each with the figures its prose quotes (one
     ``params`` dict feeds the try link and the numbers, through the API's own path)."""
     def state(**params) -> dict:
-        result = run(PlacementQuery(**params))
+        result = run(RLQuery(**params))
         return {"params": params, "result": result, "api": to_api(result)}
 
     return {
@@ -184,13 +185,13 @@ def extra_context(state) -> dict:
 
 def drill_answer() -> float:
     """GB per GPU a colocated DeepSeek-R1 recipe needs: max(training, rollout) + transition."""
-    return run(PlacementQuery(preset="deepseek-r1")).colocated_bytes / 1e9
+    return run(RLQuery(preset="deepseek-r1")).colocated_bytes / 1e9
 
 
 VIEW = LabView(
     name="placement",
     episode=BY_SLUG["rl-placement"],
-    query_model=PlacementQuery,
+    query_model=RLQuery,
     run=run,
     to_api=to_api,
     figures=figures,
@@ -211,9 +212,6 @@ VIEW = LabView(
     },
     response_model=PlacementAnswer,
     embed_height=1500,
-    page_template="episodes/rl-placement.html",
-    controls_template="partials/_placement_controls.html",
-    diagram_template="partials/_placement_cluster.html",
     extra_context=extra_context,
     summary="Place an RL job: GPU roles, memory per pool, checks and a step's timeline",
     good=Case(

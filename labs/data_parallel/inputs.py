@@ -1,0 +1,94 @@
+"""EP02's shapes: the data-parallel question (``DataParallelInput``, every control checked
+where it is built, in page order) and its answer (``DataParallelResult``, one
+``DataParallelPoint`` per GPU count and link). ``labs.data_parallel.lab`` computes them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labs.core.errors import LabInputError
+from labs.core.limits import DP_OVERLAPS as OVERLAPS
+from labs.core.limits import DP_SCALINGS as SCALINGS
+from labs.core.limits import MAX_DP_BUCKET_BYTES as MAX_BUCKET_BYTES
+from labs.core.limits import MAX_DP_COMPUTE_S as MAX_COMPUTE_S
+from labs.core.limits import MAX_DP_GLOBAL_BATCH as MAX_GLOBAL_BATCH
+from labs.core.limits import MAX_DP_GPUS as MAX_GPUS
+from labs.core.limits import MAX_DP_GRAD_BYTES as MAX_GRAD_BYTES
+from labs.core.limits import MAX_NICS_PER_NODE
+from labs.core.limits import MIN_DP_BUCKET_BYTES as MIN_BUCKET_BYTES
+from labs.core.limits import MIN_DP_COMPUTE_S as MIN_COMPUTE_S
+from labs.core.limits import MIN_DP_GRAD_BYTES as MIN_GRAD_BYTES
+from labs.core.validate import WHOLE_PLAIN, number, one_of, whole
+from labs.hardware.links import get_link
+from labs.memory.inputs import MemoryResult
+from labs.model.spec import ModelSpec
+
+# PyTorch DDP's default bucket_cap_mb=25, in MiB (bucket_bytes_cap = int(25 * 1024 * 1024)).
+DDP_BUCKET_BYTES = 25 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class DataParallelInput:
+    model: ModelSpec  # whose replica the ledger shows
+    grad_bytes: float  # gradient bytes all-reduced per step (bf16: 2 x params)
+    gpus: int = 8
+    link: str = "nvlink-4"
+    compute_s: float = 1.0  # weak: one micro-batch's step; strong: the global batch on 1 GPU
+    scaling: str = "weak"
+    overlap: str = "none"
+    bucket_bytes: float = DDP_BUCKET_BYTES
+    nics_per_node: int = 1
+    global_batch: int = 1024  # sequences per step (strong scaling splits it N ways)
+
+    def __post_init__(self) -> None:  # one check per control, in page order
+        if not isinstance(self.model, ModelSpec):
+            raise LabInputError("model", "choose a model preset or a gradient size")
+        number("grad_bytes", self.grad_bytes, MIN_GRAD_BYTES, MAX_GRAD_BYTES, "gradient bytes")
+        whole("gpus", self.gpus, 1, MAX_GPUS, "the GPU count", WHOLE_PLAIN)
+        get_link(self.link)
+        number("compute_s", self.compute_s, MIN_COMPUTE_S, MAX_COMPUTE_S,
+               "compute seconds per step")
+        one_of("scaling", self.scaling, SCALINGS, "scaling")
+        one_of("overlap", self.overlap, OVERLAPS, "overlap")
+        number("bucket_bytes", self.bucket_bytes, MIN_BUCKET_BYTES, MAX_BUCKET_BYTES,
+               "the bucket size in bytes")
+        whole("nics_per_node", self.nics_per_node, 1, MAX_NICS_PER_NODE,
+              "network ports per server", WHOLE_PLAIN)
+        whole("global_batch", self.global_batch, 1, MAX_GLOBAL_BATCH, "the global batch",
+              WHOLE_PLAIN)
+        if self.scaling == "strong" and self.gpus > self.global_batch:
+            raise LabInputError("gpus", f"a fixed global batch of {self.global_batch} sequences "
+                                        f"gives at most {self.global_batch} GPUs one each "
+                                        f"(got {self.gpus} GPUs)")
+
+
+@dataclass(frozen=True)
+class DataParallelPoint:
+    """One GPU count on one link."""
+
+    link: str
+    gpus: int
+    compute_s: float  # per GPU per step
+    comm_s: float  # every all-reduce of the step, overlapped or not
+    exposed_comm_s: float  # what the step waits for after compute
+    overlapped_comm_s: float
+    step_s: float
+    speedup: float
+    efficiency: float
+    allreduce_bytes_per_gpu: float
+    buckets: int
+    algorithm: str
+    bottleneck: str
+
+
+@dataclass(frozen=True)
+class DataParallelResult:
+    input: DataParallelInput
+    point: DataParallelPoint
+    curve: tuple[DataParallelPoint, ...]  # one per GPU count per link, N ≤ max_gpus
+    curve_links: tuple[str, ...]
+    max_gpus: int  # strong scaling: the global batch; weak: the axis' end
+    replica: MemoryResult  # the EP01 ledger of one replica (what every GPU holds)
+    # A scale-out link read as in the textbook: a port per GPU, one flat ring through all N.
+    flat_ring: DataParallelPoint | None
+    assumptions: tuple[str, ...]

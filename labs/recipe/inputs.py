@@ -1,0 +1,202 @@
+"""EP08's shapes: a training plan's decisions (``Plan``, each degree checked where it is built;
+whether they fit together is what ``labs.recipe.lab.evaluate`` audits), the compute rate it
+is timed at, and the answer (``RecipeResult``, with its ``Audit`` checks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from labs.core.errors import LabInputError
+from labs.core.limits import (
+    DEFAULT_MATMUL_EFFICIENCY,
+    MAX_MATMUL_EFFICIENCY,
+    MAX_MICRO_BATCH,
+    MAX_MICROBATCHES,
+    MAX_SEQ_LEN,
+    MAX_STAGE_LAYERS,
+    MAX_STAGES,
+    MAX_VIRTUAL,
+    MIN_MATMUL_EFFICIENCY,
+    RECOMPUTE,
+    TRAIN_RECIPES,
+)
+from labs.core.validate import UNKNOWN_BARE, number, one_of, whole
+from labs.hardware.links import Cluster
+from labs.memory.inputs import MemoryResult
+from labs.model.ops import ComputeOptions
+from labs.model.spec import ModelSpec
+from labs.parallel.layout import ParallelLayout
+from labs.recipe.step_time import StepOptions, Timing
+from labs.schedules.catalogue import SCHEDULES
+
+
+@dataclass(frozen=True)
+class Audit:
+    name: str
+    ok: bool
+    detail: str
+    field: str = ""  # the control to change when it fails
+
+
+
+# Plan's software settings (not the layout): what a published run's configuration fixes.
+SOFTWARE = ("attention", "dropout", "fp8", "sequence_parallel", "tp_overlap", "ep_overlap",
+            "dp_overlap", "grad_accum_fusion")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The decisions of a training plan. Degrees are validated one by one here; whether they
+    fit together (and the cluster) is what ``evaluate`` audits."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    zero: int = 0
+    recompute: str = "selective"
+    schedule: str = "1f1b"
+    virtual: int = 1
+    micro_batch: int = 1
+    microbatches: int = 1
+    seq_len: int = 4096
+    recipe: str = "adam16"
+    # Megatron's --decoder-first/last-pipeline-num-layers (0: not set, even stages): the
+    # middle stages split the rest evenly (labs.schedules.stages.stage_layer_counts).
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
+    # How the run's software works, as published runs set it (labs.recipe.step_time
+    # StepOptions; labs.model.ops ComputeOptions). Defaults: Megatron Core today.
+    attention: str = "auto"  # auto (the GPU's fastest fused kernel), unfused, flash2, flash3
+    dropout: bool = False  # GPT-3-style hidden and attention dropout
+    fp8: bool = False  # FP8 linear layers (Transformer Engine)
+    sequence_parallel: bool = True  # with TP > 1
+    tp_overlap: str = "backward"  # none, backward (Megatron's default), all (--tp-comm-overlap)
+    ep_overlap: bool = False  # EP all-to-all beside another micro-batch (DualPipe)
+    dp_overlap: bool = True  # gradient buckets reduced during the last backward
+    grad_accum_fusion: bool = True  # weight-gradient GEMMs accumulate into fp32 main_grad
+
+    def __post_init__(self) -> None:
+        ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep)
+        whole("pp", self.pp, 1, MAX_STAGES, "pipeline stages")
+        whole("zero", self.zero, 0, 3, "ZeRO stage")
+        one_of("recompute", self.recompute, RECOMPUTE, "recomputation")
+        one_of("schedule", self.schedule, SCHEDULES, "schedule", UNKNOWN_BARE)
+        whole("virtual", self.virtual, 1, MAX_VIRTUAL, "model chunks per rank")
+        whole("micro_batch", self.micro_batch, 1, MAX_MICRO_BATCH, "micro-batch size")
+        whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES, "micro-batches per step")
+        whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "sequence length")
+        if self.recipe not in TRAIN_RECIPES:
+            raise LabInputError("recipe", f"choose a training recipe: {', '.join(TRAIN_RECIPES)}")
+        whole("first_stage_layers", self.first_stage_layers, 0, MAX_STAGE_LAYERS,
+              "layers on the first stage")
+        whole("last_stage_layers", self.last_stage_layers, 0, MAX_STAGE_LAYERS,
+              "layers on the last stage")
+        self.step_options(None)  # the software settings' own checks
+
+    def software(self) -> tuple[tuple[str, object], ...]:
+        """The run's software settings (SOFTWARE), as (field, value) pairs."""
+        return tuple((name, getattr(self, name)) for name in SOFTWARE)
+
+    def step_options(self, matmul_efficiency: float | None = None) -> StepOptions:
+        """The run's software settings for the step model."""
+        return _step_options(self.attention, self.dropout, self.fp8, self.sequence_parallel,
+                             self.tp_overlap, self.ep_overlap, self.dp_overlap,
+                             self.grad_accum_fusion, matmul_efficiency)
+
+    @property
+    def uneven(self) -> bool:
+        """Megatron's uneven first/last stages are set."""
+        return bool(self.first_stage_layers or self.last_stage_layers)
+
+    @property
+    def layout(self) -> ParallelLayout:
+        return ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep)
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def global_batch(self) -> int:
+        """Sequences per step: micro-batch x micro-batches x DP."""
+        return self.micro_batch * self.microbatches * self.dp
+
+
+@dataclass(frozen=True)
+class RecipeResult:
+    plan: Plan
+    model: ModelSpec
+    cluster: Cluster
+    nodes: int
+    audits: tuple[Audit, ...]
+    problems: tuple[LabInputError, ...]  # broken layout or schedule rules (empty when legal)
+    memory: MemoryResult | None = None
+    timing: Timing | None = None
+    bubble_fraction: float = 0.0
+    step_s: float = 0.0
+    ideal_s: float = 0.0  # the slowest stage's kernels, at an even share of the stages
+    # The full-wave GEMM rate the step was timed at, a fraction of the dense peak: the GPU's
+    # measured one (labs.hardware.kernels.matmul_rate) unless overridden.
+    matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY
+    parts: dict[str, float] | None = None  # efficiency factors: stages, tp, cp, ep, sends, ...
+    segments: dict[str, float] | None = None  # the step bar, seconds, summing to step_s
+
+    @property
+    def legal(self) -> bool:
+        return not self.problems
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.cluster.gpus_per_node
+
+    @property
+    def fits(self) -> bool:
+        return self.memory is not None and self.memory.fits
+
+    @property
+    def passes(self) -> bool:
+        return all(a.ok for a in self.audits)
+
+    @property
+    def memory_per_gpu_bytes(self) -> float | None:
+        return None if self.memory is None else self.memory.total_bytes
+
+    @property
+    def efficiency(self) -> float:
+        return self.ideal_s / self.step_s if self.step_s else 0.0
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.plan.global_batch * self.plan.seq_len
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.step_s if self.step_s else 0.0
+
+    @property
+    def mfu(self) -> float:
+        if not self.step_s or self.timing is None:
+            return 0.0
+        flops = self.timing.model_flops_per_token * self.tokens_per_step
+        return flops / (self.step_s * self.plan.world_size * self.cluster.gpu.bf16_flops)
+
+
+@lru_cache(maxsize=256)
+def _step_options(attention: str, dropout: bool, fp8: bool, sp: bool, tp_overlap: str,
+                  ep_overlap: bool, dp_overlap: bool, fusion: bool,
+                  matmul_efficiency: float | None) -> StepOptions:
+    return StepOptions(ComputeOptions(attention=attention, dropout=dropout, fp8=fp8),
+                       tp_overlap=tp_overlap, ep_overlap=ep_overlap, dp_overlap=dp_overlap,
+                       grad_accum_fusion=fusion, sequence_parallel=sp,
+                       matmul_efficiency=matmul_efficiency)
+
+
+def check_matmul_efficiency(value: object) -> None:
+    """None (the GPU's measured GEMM rate) or an override of it, a fraction of the peak."""
+    if value is None:
+        return
+    number("matmul_efficiency", value, MIN_MATMUL_EFFICIENCY, MAX_MATMUL_EFFICIENCY,
+           "matmul efficiency", "{what} must be a fraction of the peak from {low} to {high}")

@@ -1,0 +1,181 @@
+"""EP03's shapes: the sharding question (``ZeroInput``, every control checked where it is built,
+in page order, and EP01's ledger input it stands for) and its answer (``ZeroResult``: the
+memory bars, the traffic of each stage, recomputation and offload). ``labs.zero.lab``
+computes them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labs.core.errors import LabInputError
+from labs.core.limits import HOST_LINKS, MAX_DP, MAX_GPUS_PER_NODE, TRAIN_RECIPES, ZERO_STAGES
+from labs.core.validate import flag, one_of, whole
+from labs.hardware.gpus import GPUSpec
+from labs.hardware.links import Cluster, get_link, gpu_cluster, make_cluster
+from labs.memory.inputs import STATE_KEYS, MemoryInput, MemoryResult, check_activation_controls
+from labs.model.spec import ModelSpec
+from labs.zero.deepspeed import DeepSpeedEstimate
+
+
+@dataclass(frozen=True)
+class ZeroInput:
+    model: ModelSpec
+    gpu: GPUSpec
+    recipe: str = "adam16"
+    dp: int = 32
+    zero: int = 3
+    offload: bool = False
+    gpus_per_node: int = 8
+    link: str = "ib-ndr"  # the link under test: scale-up inside a node or scale-out across
+    seq_len: int = 4096
+    micro_batch: int = 1
+    recompute: str = "selective"
+    host_link: str = "pcie-5"  # the GPU's link to host RAM, for offload
+    activation_model: str = "classic"  # EP01's: Korthikanti's 34·s·b·h or Megatron's estimate
+
+    def __post_init__(self) -> None:  # one check per control, in page order
+        if not isinstance(self.model, ModelSpec):
+            raise LabInputError("model", "choose a model preset or a custom parameter count")
+        if not isinstance(self.gpu, GPUSpec):
+            raise LabInputError("gpu", "choose a GPU preset")
+        if self.recipe not in TRAIN_RECIPES:
+            raise LabInputError("recipe", f"ZeRO shards training state: choose one of "
+                                          f"{', '.join(TRAIN_RECIPES)} (got {self.recipe!r})")
+        whole("dp", self.dp, 1, MAX_DP, "data parallel degree")
+        if self.zero not in ZERO_STAGES:
+            raise LabInputError("zero", f"ZeRO stage must be 0, 1, 2 or 3 (got {self.zero!r})")
+        flag("offload", self.offload, "offload")
+        whole("gpus_per_node", self.gpus_per_node, 1, MAX_GPUS_PER_NODE, "GPUs per node")
+        if self.dp > self.gpus_per_node and self.dp % self.gpus_per_node:
+            raise LabInputError("dp", f"{self.dp} GPUs do not fill whole nodes of "
+                                      f"{self.gpus_per_node}: choose a multiple of "
+                                      f"{self.gpus_per_node}")
+        self.cluster  # noqa: B018 -- validates link and gpus_per_node against the link's domain
+        check_activation_controls(self.seq_len, self.micro_batch, self.recompute,
+                                  self.activation_model)
+        one_of("host_link", self.host_link, HOST_LINKS, "the host link")
+
+    @property
+    def cluster(self) -> Cluster:
+        """The GPU's node with the chosen link swapped in: a scale-out link joins the nodes,
+        a scale-up link (NVLink, PCIe) joins the GPUs inside one (the GPU's own datasheet
+        link takes the other place)."""
+        own = gpu_cluster(self.gpu)
+        link = get_link(self.link)
+        intra, inter = (own.intra, link) if link.kind == "scale-out" else (link, own.inter)
+        return make_cluster(self.gpu, self.gpus_per_node, intra, inter)
+
+    @property
+    def gpus_on_node(self) -> int:
+        """GPUs of this job per node: a small job sits on one node."""
+        return min(self.dp, self.gpus_per_node)
+
+    @property
+    def nodes(self) -> int:
+        return max(1, self.dp // self.gpus_per_node)
+
+    def ledger_input(self, **changes) -> MemoryInput:
+        """EP01's input for this plan, with ``changes`` (dp, zero, recompute, offload)."""
+        fields = {"dp": self.dp, "zero": self.zero, "recompute": self.recompute,
+                  "offload": self.offload, **changes}
+        return MemoryInput(model=self.model, gpu=self.gpu, mode="train", recipe=self.recipe,
+                           seq_len=self.seq_len, micro_batch=self.micro_batch,
+                           activation_model=self.activation_model, **fields)
+
+
+@dataclass(frozen=True)
+class StageBar:
+    """One bar of the memory chart: the ledger's bill at one DP degree and ZeRO stage."""
+
+    dp: int
+    zero: int
+    breakdown: dict[str, float]
+    total_bytes: float
+    host_bytes: float  # per GPU, in host RAM (optimizer offload)
+
+    @property
+    def state_bytes(self) -> float:
+        return sum(self.breakdown[k] for k in STATE_KEYS)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    collective: str
+    moves: str
+    phase: str  # "forward" | "backward": the pass it hides behind
+    bytes_per_gpu: float
+    seconds: float
+    algorithm: str
+
+
+@dataclass(frozen=True)
+class TrafficRow:
+    zero: int
+    transfers: tuple[Transfer, ...]
+    bytes_per_gpu: float
+    seconds: float
+    exposed_seconds: float
+
+    @property
+    def hidden_seconds(self) -> float:
+        return self.seconds - self.exposed_seconds
+
+
+@dataclass(frozen=True)
+class RecomputeRow:
+    recompute: str
+    activation_bytes: float
+    total_bytes: float
+    compute_seconds: float
+    extra_compute: float  # fraction over no recomputation
+    fits: bool
+
+
+@dataclass(frozen=True)
+class OffloadPlan:
+    """Optimizer offload for the chosen stage and DP degree, whether or not it is on."""
+
+    gpu_bytes_without: float
+    gpu_bytes_with: float
+    breakdown_without: dict[str, float]
+    breakdown_with: dict[str, float]
+    host_bytes_per_gpu: float
+    host_bytes_per_node: float
+    pcie_down_bytes: float  # gradients to the host, per GPU per step
+    pcie_up_bytes: float  # updated bf16 weights back
+    pcie_seconds: float
+    exposed_seconds: float
+    pcie_bandwidth: float
+    download_hidden: bool  # the gradients reach the host within the backward pass
+
+
+@dataclass(frozen=True)
+class ZeroResult:
+    input: ZeroInput
+    params: int
+    bytes_per_param: float
+    ledger: MemoryResult  # the chosen plan's bill
+    breakdown: dict[str, float]
+    total_bytes: float
+    state_bytes: float  # per GPU: weights + gradients + master + moments on the GPU
+    gpu_memory_bytes: float
+    fits: bool
+    bars: tuple[StageBar, ...]
+    traffic: tuple[TrafficRow, ...]  # one per ZeRO stage
+    compute_seconds: float
+    forward_seconds: float
+    backward_seconds: float
+    recompute: tuple[RecomputeRow, ...]
+    offload: OffloadPlan
+    host_bytes_per_node: float  # the chosen plan's (0 without offload)
+    deepspeed: tuple[DeepSpeedEstimate, ...]  # stages 2 and 3
+    cluster: Cluster
+
+    @property
+    def chosen_traffic(self) -> TrafficRow:
+        return self.traffic[self.input.zero]
+
+    @property
+    def step_seconds(self) -> float:
+        return self.compute_seconds + self.chosen_traffic.exposed_seconds + (
+            self.offload.exposed_seconds if self.input.offload else 0.0)
