@@ -77,10 +77,30 @@
     status.textContent = lines.join(" ");
   }
 
-  function drawOne(script) {
+  function drawn(el, script, summary) {
+    // A hook for tests and assistive tech: what the chart now shows. role="figure" (not
+    // "img") because the chart holds the toolbar's buttons.
+    el.dataset.drawn = script.dataset.state || "";
+    el.setAttribute("role", "figure");
+    if (summary) {
+      el.setAttribute("aria-label", summary);
+      el.dataset.summary = summary;
+    }
+    el.dispatchEvent(new CustomEvent("lab:drawn", { bubbles: true, detail: { state: el.dataset.drawn } }));
+  }
+
+  function drawOne(script, force) {
     var el = document.getElementById(script.dataset.target);
     if (!el || !window.Plotly) return;
     el._labFigure = script;
+    // The same figure as drawn (a control that moves another chart of the lab, the same
+    // theme and size): nothing to redraw, only the state it stands for.
+    var key = script.textContent + (isDark() ? "|dark" : "|light") + (phone.matches ? "|phone" : "");
+    if (!force && el._labDrawnKey === key && el._fullLayout) {
+      drawn(el, script, el.dataset.summary);
+      return Promise.resolve();
+    }
+    el._labDrawnKey = key;
     var fig = JSON.parse(themed(script.textContent));
     var layout = fig.layout || {};
     if (isDark()) {
@@ -95,15 +115,7 @@
     if (!el._fullLayout && el.firstChild) el.textContent = "";  // markup from a page, not a live plot
     var config = Object.assign(plotConfig(), fig.config || {});
     return window.Plotly.react(el, fig.data, layout, config).then(function () {
-      // A hook for tests and assistive tech: what the chart now shows. role="figure" (not
-      // "img") because the chart holds the toolbar's buttons.
-      el.dataset.drawn = script.dataset.state || "";
-      el.setAttribute("role", "figure");
-      if (fig.summary) {
-        el.setAttribute("aria-label", fig.summary);
-        el.dataset.summary = fig.summary;
-      }
-      el.dispatchEvent(new CustomEvent("lab:drawn", { bubbles: true, detail: { state: el.dataset.drawn } }));
+      drawn(el, script, fig.summary);
     });
   }
 
@@ -131,7 +143,7 @@
   }
 
   function redrawAll() {
-    within(document, ".js-plotly-plot").forEach(function (el) { if (el._labFigure) drawOne(el._labFigure); });
+    within(document, ".js-plotly-plot").forEach(function (el) { if (el._labFigure) drawOne(el._labFigure, true); });
   }
 
   // ---- Controls ----
