@@ -270,7 +270,8 @@ def _stage_dp(dense: float, expert: float, spreads: tuple[Spread, Spread], clust
               micro: MicroBatchTime, windows: tuple[float, float], mb: int, zero: int,
               recipe: str, idle: tuple[float, float]) -> tuple[float, float, float, str]:
     """One stage's DP traffic: (seconds, exposed, bytes sent, bounding link)."""
-    grad_bytes, weight_bytes = RECIPES[recipe].gradients, RECIPES[recipe].weights
+    # ZeRO-3 gathers the recipe's gathered copy: bf16, or FP8 for FP8 parameters.
+    grad_bytes, weight_bytes = RECIPES[recipe].gradients, RECIPES[recipe].gathered_bytes
     first_fwd, last_bwd = windows
     total = exposed = sent = 0.0
     link = cluster.intra.id
