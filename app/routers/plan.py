@@ -12,7 +12,7 @@ from fastapi.responses import Response
 from pydantic import ConfigDict, Field
 
 from app.charts.plan import plan_figure, plan_label
-from app.cluster_controls import GpusPerNode, InterLink, IntraLink, SeqLen
+from app.cluster_controls import GpusPerNode, InterLink, IntraLink, PrecisionRecipe, SeqLen
 from app.episodes import BY_SLUG
 from app.labkit.routes import api_error, json_response
 from app.model_controls import GpuChoice, ModelChoice, ModelControls, gpu_field, model_field
@@ -51,6 +51,7 @@ class PlanQuery(ModelControls):
     seq_len: SeqLen = 2048
     global_batch: int = Field(32, ge=1, le=MAX_GLOBAL_BATCH, description="Sequences per "
                               "step (micro-batch x micro-batches x DP); kept by every plan.")
+    recipe: PrecisionRecipe = "adam16"
     top: int = Field(20, ge=1, le=MAX_TOP, description="Plans to return, fastest first.")
     matmul_efficiency: float = Field(
         DEFAULT_MATMUL_EFFICIENCY, ge=MIN_MATMUL_EFFICIENCY, le=MAX_MATMUL_EFFICIENCY,
@@ -64,7 +65,8 @@ def _search(query: tuple) -> PlanSearch:
     cluster = make_cluster(get_gpu(q.gpu), q.gpus_per_node, get_link(q.intra_link),
                            get_link(q.inter_link))
     return search(PlanRequest(q.model_spec(), cluster, q.gpus, q.seq_len, q.global_batch,
-                              top=q.top, matmul_efficiency=q.matmul_efficiency))
+                              recipe=q.recipe, top=q.top,
+                              matmul_efficiency=q.matmul_efficiency))
 
 
 def run(q: PlanQuery) -> PlanSearch:
@@ -79,7 +81,8 @@ def plan_links(q: PlanQuery, found: PlanSearch) -> list[str | None]:
         return [None] * len(found.plans)
     base = {**q.model_controls(), "gpu": q.gpu, "nodes": nodes, "gpus_per_node": q.gpus_per_node,
             "intra_link": q.intra_link, "inter_link": q.inter_link, "seq_len": q.seq_len,
-            "matmul_efficiency": q.matmul_efficiency}
+            "matmul_efficiency": q.matmul_efficiency,
+            **({"recipe": q.recipe} if q.recipe != "adam16" else {})}  # the page's default
     url = BY_SLUG["recipe-3d"].url
     return [f"{url}?" + urlencode({**base, **{k: getattr(r.plan, k) for k in (
         "tp", "pp", "dp", "cp", "ep", "zero", "recompute", "schedule", "virtual",

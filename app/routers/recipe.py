@@ -22,6 +22,7 @@ from app.cluster_controls import (
     Microbatches,
     Nodes,
     PipelineStages,
+    PrecisionRecipe,
     Recompute,
     Schedule,
     SeqLen,
@@ -44,6 +45,7 @@ from app.model_controls import (
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.pipeline import SCHEDULE_LABELS
 from app.schemas import RecipeAnswer
+from labs.core.catalogue import RECIPES
 from labs.core.errors import LabInputError
 from labs.core.limits import (
     DEFAULT_MATMUL_EFFICIENCY,
@@ -85,6 +87,7 @@ class RecipeQuery(ModelControls):
     ep: ExpertParallel = 1
     zero: ZeroStage = 1
     recompute: Recompute = "selective"
+    recipe: PrecisionRecipe = "adam16"
     schedule: Schedule = "1f1b"
     virtual: Virtual = 1
     first_stage_layers: int = Field(
@@ -122,7 +125,8 @@ def run(query: RecipeQuery) -> RecipeState:
     cluster = make_cluster(gpu, query.gpus_per_node, get_link(query.intra_link),
                            get_link(query.inter_link))
     plan = Plan(tp=query.tp, pp=query.pp, dp=query.dp, cp=query.cp, ep=query.ep,
-                zero=query.zero, recompute=query.recompute, schedule=query.schedule,
+                zero=query.zero, recompute=query.recompute, recipe=query.recipe,
+                schedule=query.schedule,
                 virtual=query.virtual, micro_batch=query.micro_batch,
                 microbatches=query.microbatches, seq_len=query.seq_len,
                 first_stage_layers=query.first_stage_layers,
@@ -257,6 +261,7 @@ def extra_context(state) -> dict:
         "intra_options": [(k, links()[k].name) for k in INTRA],
         "inter_options": [(k, links()[k].name) for k in INTER],
         "schedules": SCHEDULE_LABELS,
+        "recipe_options": [(k, r.label) for k, r in RECIPES.items() if r.mode == "train"],
         "segments": SEGMENTS,
         "seq_options": with_value(SEQ_LENGTHS, q.seq_len),
         "replan_link": plan_query(rp.after, base) if rp and rp.after else None,
@@ -294,6 +299,7 @@ VIEW = LabView(
         "intra_link": "Link inside a node", "inter_link": "Link between nodes",
         "tp": "TP (tensor)", "pp": "PP (stages)", "dp": "DP (data)", "cp": "CP (context)",
         "ep": "EP (experts)", "zero": "ZeRO stage", "recompute": "Recomputation",
+        "recipe": "Precision recipe",
         "schedule": "Schedule", "virtual": "Chunks per rank", "micro_batch": "Micro-batch",
         "first_stage_layers": "First stage layers", "last_stage_layers": "Last stage layers",
         "microbatches": "Micro-batches per step", "seq_len": "Sequence length",
