@@ -162,6 +162,19 @@ STEPS: dict[str, tuple[str, str, Any]] = {  # line -> (episode slug, step id, it
     "step": ("recipe-3d", "step-3", _recipe_plan),
     "serving": ("rl-placement", "step-3", _rl),
     "colocated": ("rl-placement", "step-4", _rl),
+    "state_fp8-delayed": ("low-precision", "step-2", lambda q: {**_model_gpu(q),
+                                                              "recipe": "fp8-delayed"}),
+    "state_fp8-blockwise": ("low-precision", "step-5", lambda q: {**_model_gpu(q),
+                                                                "recipe": "fp8-blockwise"}),
+    "state_mxfp8": ("low-precision", "step-6", lambda q: {**_model_gpu(q), "recipe": "mxfp8"}),
+    "lora_params": ("low-precision", "step-8", lambda q: {"model": q.model, "rank": 16,
+                                                          "modules": "qv"}),
+    "qlora_base": ("low-precision", "step-9", lambda q: {
+        **_model_gpu(q), "rank": 64, "modules": "all", "recompute": "full",
+        "ft_recipe": "adam12", "seq_len": q.seq_len, "micro_batch": q.micro_batch}),
+    "offload": ("low-precision", "step-10", lambda q: {
+        **_model_gpu(q), "recipe": "adam16", "dp": 1, "zero": 0, "offload": 100,
+        "seq_len": q.seq_len, "micro_batch": q.micro_batch}),
 }
 
 
@@ -210,7 +223,7 @@ def parse_query(request: Request) -> tuple[CheatQuery | None, dict[str, str]]:
 
 
 @router.get(API_PATH, tags=["EP10"], response_model=CheatSheetAnswer,
-            summary="Every formula of EP01-EP09 with its worked example for one model and GPU",
+            summary="Every formula of the course with its worked example for one model and GPU",
             responses={422: {"description": "A bad control, named in `detail[].loc`"}},
             openapi_extra={"parameters": [
                 {"name": n, "in": "query", "required": False,
