@@ -250,7 +250,7 @@ VIEW = LabView(
         Diagram("bytes", "Bytes per parameter of each training recipe", embed_height=460),
         Diagram("finetune", "Full fine-tuning, LoRA and QLoRA on one GPU (GB)",
                 embed_height=560),
-        Diagram("offload", "Activation offload: one layer's copy against its compute",
+        Diagram("offload", "Activation offload: the copy of one layer against its compute",
                 embed_height=480),
     ),
     labels={
