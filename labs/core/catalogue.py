@@ -220,6 +220,16 @@ def _low_precision(id: str, name: str, short: str, *, weights: str | None, copie
                    label=f"{name}, {total} B/param", summary=f"{short}, {total} B/param")
 
 
+# TransformerEngine's per-tensor delayed scaling on Hopper (both TE recipes below): an FP8 copy
+# and its FP8 transpose, bf16 gradients, fp32 master and moments, inputs saved in FP8.
+TE_DELAYED = {
+    "copies": (Copy("FP8 weights", "fp8"), Copy("FP8 transposes", "fp8")),
+    "gradients": "bf16", "master": "fp32", "moments": "fp32", "saved_inputs": "fp8",
+    "amax_history": 1024,
+    "scaling": "one scale per tensor from the largest |x| of the last 1,024 steps",
+    "formats": "E4M3 forward, E5M2 gradients (HYBRID)",
+}
+
 FP8_RECIPES = (
     # TransformerEngine's default FP8 recipe on Hopper: the model keeps its bf16 weights (the
     # optimizer's working copy) and each layer casts them to FP8 with a fused cast-transpose,
@@ -230,11 +240,7 @@ FP8_RECIPES = (
     # ("the FP8 transpose data (on Hopper)", TE issue 1764), half of bf16's.
     _low_precision(
         "fp8-delayed", "FP8, per-tensor delayed scaling (TE)", "FP8 delayed scaling",
-        weights="bf16", copies=(Copy("FP8 weights", "fp8"), Copy("FP8 transposes", "fp8")),
-        gradients="bf16", master="fp32", moments="fp32", saved_inputs="fp8",
-        amax_history=1024,
-        scaling="one scale per tensor from the largest |x| of the last 1,024 steps",
-        formats="E4M3 forward, E5M2 gradients (HYBRID)",
+        weights="bf16", **TE_DELAYED,
         source="TransformerEngine DelayedScaling (HYBRID, amax_history_len=1024); TE issues "
                "1261, 1429, 1764; PR 647"),
     # The same with the parameters created in FP8 (TE fp8_model_init; Megatron-LM
@@ -242,11 +248,7 @@ FP8_RECIPES = (
     # TE issue 1764): no bf16 copy, and ZeRO-3/FSDP gathers FP8.
     _low_precision(
         "fp8-params", "FP8 parameters, no bf16 copy (TE fp8_model_init)", "FP8 parameters",
-        weights=None, copies=(Copy("FP8 weights", "fp8"), Copy("FP8 transposes", "fp8")),
-        gradients="bf16", master="fp32", moments="fp32", saved_inputs="fp8",
-        amax_history=1024,
-        scaling="one scale per tensor from the largest |x| of the last 1,024 steps",
-        formats="E4M3 forward, E5M2 gradients (HYBRID)",
+        weights=None, **TE_DELAYED,
         source="TransformerEngine fp8_model_init; Megatron-LM --fp8-param-gather (TE issue "
                "1764)"),
     # DeepSeek-V3 sec 3.3: E4M3 on every tensor, fine-grained online scales (1x128 tiles of

@@ -100,6 +100,14 @@ def test_the_itemised_ledger_is_ep01s_bill(recipe, model, layout):
     assert sum(b for _, b in ledger.copies) == pytest.approx(ledger.parts["fp8_weights"])
 
 
+def test_ep01s_notes_name_an_fp8_recipes_copies():
+    notes = compute_memory(MemoryInput(LLAMA8, H100, recipe="mxfp8")).assumptions
+    assert any("MXFP8 weights, 1×32 blocks and MXFP8 weights, 32×1 blocks" in n
+               and "saved in mxfp8 (1.03 B" in n for n in notes)
+    plain = compute_memory(MemoryInput(LLAMA8, H100)).assumptions
+    assert not any("EP11" in n for n in plain)
+
+
 def test_fp8_with_bf16_weights_kept_holds_more_than_bf16():
     """TE issue 1429 ("FP8 ... consumes more memory ... expected behavior"): with ZeRO-1 the
     bf16 weights and both FP8 copies stay whole on every GPU."""
