@@ -15,9 +15,9 @@ from pydantic import Field
 from labs.core.limits import (
     MAX_DEGREE,
     MAX_GPUS_PER_NODE,
+    MAX_JOB_NODES,
     MAX_MICRO_BATCH,
     MAX_MICROBATCHES,
-    MAX_NODES,
     MAX_SEQ_LEN,
     MAX_STAGES,
     MAX_VIRTUAL,
@@ -32,7 +32,9 @@ INTRA = tuple(k for k, v in links().items() if v.kind == "scale-up")
 INTER = tuple(k for k, v in links().items() if v.kind == "scale-out")
 
 # The cluster. The inter-node link is a port per GPU: labs.hardware.links.make_cluster's default.
-Nodes = Annotated[int, Field(ge=1, le=MAX_NODES, description="Nodes in the cluster.")]
+# The recipe and the planner take the same jobs: up to MAX_PLAN_GPUS GPUs (the recipe checks
+# nodes x GPUs per node against it).
+Nodes = Annotated[int, Field(ge=1, le=MAX_JOB_NODES, description="Nodes in the cluster.")]
 GpusPerNode = Annotated[int, Field(ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node.")]
 IntraLink = Annotated[Literal[INTRA], Field(description="Link inside a node.")]
 InterLink = Annotated[Literal[INTER], Field(description="Link between nodes (a port per GPU).")]

@@ -11,8 +11,10 @@ SEGMENTS = {
     "tp": ("TP all-reduces (exposed)", "#f58518"),
     "cp": ("CP ring (exposed)", "#72b7b2"),
     "ep": ("EP all-to-all (exposed)", "#b279a2"),
+    "sends": ("Pipeline sends", "#54a24b"),
     "bubble": ("Pipeline bubble", "#bab0ac"),
     "dp": ("DP sync (exposed)", "#e45756"),
+    "optimizer": ("Optimizer step", "#eeca3b"),
 }
 
 
@@ -34,7 +36,8 @@ def step_figure(result) -> dict:
             "hovertemplate": f"{label}: %{{x:,.0f}} ms ({fmt_pct(share)})<extra></extra>",
         })
     parts = " × ".join(f"{name.upper()} {result.parts[name]:.2f}"
-                       for name in ("stages", "tp", "cp", "ep", "pp", "dp")
+                       for name in ("stages", "tp", "cp", "ep", "sends", "pp", "dp",
+                                    "optimizer")
                        if result.parts[name] < 0.9995)
     return {
         "data": data,

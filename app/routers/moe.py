@@ -15,7 +15,6 @@ from app.model_controls import ModelChoice, ModelControls, model_choices, model_
 from app.options import with_value
 from app.schemas import MoEAnswer
 from labs.core.limits import (
-    DEFAULT_MFU,
     MAX_CAPACITY_FACTOR,
     MAX_DEGREE,
     MAX_MFU,
@@ -59,8 +58,10 @@ class MoEQuery(ModelControls):
                                    "capacity factor; 0 = no limit (dropless).")
     tokens: int = Field(4096, ge=1, le=MAX_MOE_TOKENS,
                         description="Tokens per GPU entering each MoE layer.")
-    mfu: float = Field(DEFAULT_MFU, ge=MIN_MFU, le=MAX_MFU,
-                       description="Share of the GPU's BF16 peak the experts reach.")
+    mfu: float | None = Field(None, ge=MIN_MFU, le=MAX_MFU,
+                              description="An override of the share of the GPU's BF16 peak a "
+                                          "full-wave expert GEMM reaches (empty: each "
+                                          "expert's GEMMs at their shapes' measured rates).")
     group: Literal[MOE_GROUP_KINDS] = Field("ep", description="Which groups the rank map "
                                             "colours.")
 
@@ -171,7 +172,9 @@ def extra_context(state) -> dict:
         "capacity_options": [(v, "no limit (dropless)" if v == 0 else f"{v:g}")
                              for v in with_value((0.0, 1.0, 1.25, 1.5, 2.0, 4.0),
                                                  query.capacity_factor)],
-        "mfu_options": with_value((0.2, 0.3, 0.4, 0.5, 0.6), query.mfu),
+        "mfu_options": [("", "measured")] + [
+            (v, f"{v:g}") for v in sorted({0.2, 0.3, 0.4, 0.5, 0.6}
+                                          | ({query.mfu} if query.mfu is not None else set()))],
         "token_options": with_value((1024, 2048, 4096, 8192, 16384, 32768), query.tokens),
         "group_options": [(k, f"{GROUP_SHORT[k]} ({GROUP_TITLES[k]})") for k in MOE_GROUP_KINDS],
         "phases": PHASES,

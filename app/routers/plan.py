@@ -21,8 +21,8 @@ from labs.core.errors import LabInputError
 from labs.core.limits import (
     DEFAULT_MATMUL_EFFICIENCY,
     MAX_GLOBAL_BATCH,
+    MAX_JOB_NODES,
     MAX_MATMUL_EFFICIENCY,
-    MAX_NODES,
     MAX_PLAN_GPUS,
     MIN_MATMUL_EFFICIENCY,
 )
@@ -53,10 +53,10 @@ class PlanQuery(ModelControls):
                               "step (micro-batch x micro-batches x DP); kept by every plan.")
     recipe: PrecisionRecipe = "adam16"
     top: int = Field(20, ge=1, le=MAX_TOP, description="Plans to return, fastest first.")
-    matmul_efficiency: float = Field(
+    matmul_efficiency: float | None = Field(
         DEFAULT_MATMUL_EFFICIENCY, ge=MIN_MATMUL_EFFICIENCY, le=MAX_MATMUL_EFFICIENCY,
-        description="Fraction of the dense BF16 peak the GPUs compute at, as on the recipe "
-                    "page (GET /api/recipe).")
+        description="An override of the fraction of the dense BF16 peak a full-wave GEMM "
+                    "reaches, as on the recipe page (GET /api/recipe; empty: measured).")
 
 
 @lru_cache(maxsize=32)
@@ -77,12 +77,13 @@ def plan_links(q: PlanQuery, found: PlanSearch) -> list[str | None]:
     """The recipe page with each plan's controls (None when the page cannot take the
     cluster: more than its node bound)."""
     nodes = q.gpus // q.gpus_per_node
-    if nodes > MAX_NODES:
+    if nodes > MAX_JOB_NODES:
         return [None] * len(found.plans)
     base = {**q.model_controls(), "gpu": q.gpu, "nodes": nodes, "gpus_per_node": q.gpus_per_node,
             "intra_link": q.intra_link, "inter_link": q.inter_link, "seq_len": q.seq_len,
-            "matmul_efficiency": q.matmul_efficiency,
             **({"recipe": q.recipe} if q.recipe != "adam16" else {})}  # the page's default
+    if q.matmul_efficiency is not None:
+        base["matmul_efficiency"] = q.matmul_efficiency
     url = BY_SLUG["recipe-3d"].url
     return [f"{url}?" + urlencode({**base, **{k: getattr(r.plan, k) for k in (
         "tp", "pp", "dp", "cp", "ep", "zero", "recompute", "schedule", "virtual",

@@ -50,10 +50,10 @@ from labs.core.errors import LabInputError
 from labs.core.limits import (
     DEFAULT_MATMUL_EFFICIENCY,
     EXPORT_FORMATS,
-    MAX_GPUS_PER_NODE,
+    MAX_JOB_NODES,
     MAX_MATMUL_EFFICIENCY,
     MAX_MODEL_CODE,
-    MAX_NODES,
+    MAX_PLAN_GPUS,
     MAX_STAGE_LAYERS,
     MIN_MATMUL_EFFICIENCY,
 )
@@ -61,7 +61,7 @@ from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links, make_cluster
 from labs.model.presets import get_model
 from labs.recipe.export import Export, export
-from labs.recipe.inputs import Plan, RecipeResult
+from labs.recipe.inputs import SOFTWARE, Plan, RecipeResult
 from labs.recipe.lab import evaluate
 from labs.recipe.replan import Replan, nearest
 
@@ -81,7 +81,7 @@ class RecipeQuery(ModelControls):
     inter_link: InterLink = "ib-hdr"
     tp: TensorParallel = 8
     pp: PipelineStages = 4
-    dp: int = Field(2, ge=1, le=MAX_NODES * MAX_GPUS_PER_NODE, description="Data-parallel "
+    dp: int = Field(2, ge=1, le=MAX_PLAN_GPUS, description="Data-parallel "
                     "degree; TP x PP x CP x DP must equal the cluster's GPUs.")
     cp: ContextParallel = 1
     ep: ExpertParallel = 1
@@ -100,17 +100,35 @@ class RecipeQuery(ModelControls):
     micro_batch: MicroBatch = 1
     microbatches: Microbatches = 16
     seq_len: SeqLen = 2048
-    matmul_efficiency: float = Field(
+    matmul_efficiency: float | None = Field(
         DEFAULT_MATMUL_EFFICIENCY, ge=MIN_MATMUL_EFFICIENCY, le=MAX_MATMUL_EFFICIENCY,
-        description="Fraction of the GPU's dense BF16 peak its kernels reach while computing "
-                    f"(default {DEFAULT_MATMUL_EFFICIENCY}: the maximum achievable matmul "
-                    "FLOPS measured on an A100 SXM, 267.9 of 312 TFLOP/s). Efficiency is "
-                    "measured against this rate; MFU against the peak.")
+        description="An override of the fraction of the GPU's dense BF16 peak a full-wave "
+                    "GEMM reaches (empty: the GPU's measured rate, e.g. 258 of 312 TFLOP/s "
+                    "on an A100; each kernel is timed op by op at its shape's share of it). "
+                    "Efficiency is measured against the kernels' own time; MFU against the "
+                    "peak.")
     replan_model: str = Field("", max_length=MAX_MODEL_CODE, description="Re-plan: the model "
                               "the job changes to, a preset id or a model code (empty: "
                               "unchanged).")
-    replan_nodes: int = Field(0, ge=0, le=MAX_NODES, description="Re-plan: the nodes the "
+    replan_nodes: int = Field(0, ge=0, le=MAX_JOB_NODES, description="Re-plan: the nodes the "
                               "job has now (0: unchanged).")
+    # The run's software (labs.recipe.inputs.SOFTWARE), defaults Megatron Core's today: what
+    # a published run's configuration sets (tests/labs/test_step_time.py's 2021 runs).
+    attention: Literal["auto", "unfused", "flash2", "flash3"] = Field(
+        "auto", description="Attention kernel: auto (the GPU's fastest fused one), unfused "
+        "(Megatron 2021-22), flash2, flash3.")
+    dropout: bool = Field(False, description="GPT-3-style hidden and attention dropout.")
+    fp8: bool = Field(False, description="FP8 linear layers (Transformer Engine).")
+    sequence_parallel: bool = Field(True, description="Sequence parallelism with TP > 1.")
+    tp_overlap: Literal["none", "backward", "all"] = Field(
+        "backward", description="TP collectives beside GEMMs: none, backward (Megatron's "
+        "default), all (--tp-comm-overlap).")
+    ep_overlap: bool = Field(False, description="EP all-to-all beside another micro-batch's "
+                                                "compute (DualPipe, Megatron's EP overlap).")
+    dp_overlap: bool = Field(True, description="Gradient buckets reduced during the last "
+                                               "backward (false: after it).")
+    grad_accum_fusion: bool = Field(True, description="Weight-gradient GEMMs accumulate into "
+                                                      "fp32 main_grad.")
 
 
 @dataclass(frozen=True)
@@ -130,7 +148,8 @@ def run(query: RecipeQuery) -> RecipeState:
                 virtual=query.virtual, micro_batch=query.micro_batch,
                 microbatches=query.microbatches, seq_len=query.seq_len,
                 first_stage_layers=query.first_stage_layers,
-                last_stage_layers=query.last_stage_layers)
+                last_stage_layers=query.last_stage_layers,
+                **{name: getattr(query, name) for name in SOFTWARE})
     model = query.model_spec()
     result = evaluate(plan, model, cluster, query.nodes, query.matmul_efficiency)
     replan = None
@@ -171,6 +190,10 @@ def _result_api(r: RecipeResult) -> dict:
         "mfu": r.mfu,
         "step_s": r.step_s,
         "segments_s": r.segments or {},
+        "causes": [{"name": c.name, "label": c.label, "exposed_s": c.exposed,
+                    "hidden_s": c.hidden}
+                   for c in (r.timing.causes(r.plan.microbatches, r.segments["bubble"])
+                             if r.timing else ())],
         "tokens_per_s": r.tokens_per_s,
         "global_batch": r.plan.global_batch,
         "tokens_per_step": r.tokens_per_step,
@@ -304,7 +327,11 @@ VIEW = LabView(
         "first_stage_layers": "First stage layers", "last_stage_layers": "Last stage layers",
         "microbatches": "Micro-batches per step", "seq_len": "Sequence length",
         "matmul_efficiency": "Matmul efficiency", "replan_model": "New model",
-        "replan_nodes": "Nodes now",
+        "replan_nodes": "Nodes now", "attention": "Attention kernel",
+        "sequence_parallel": "Sequence parallelism", "tp_overlap": "TP overlap",
+        "ep_overlap": "EP overlap (DualPipe)", "dp_overlap": "DP overlap",
+        "grad_accum_fusion": "Gradient accumulation fusion", "dropout": "Dropout",
+        "fp8": "FP8 linear layers",
     },
     response_model=RecipeAnswer,
     embed_height=1400,

@@ -23,7 +23,6 @@ from app.options import SEQ_LENGTHS, gpu_options, with_value
 from app.schemas import TensorParallelAnswer
 from labs.core.errors import LabInputError
 from labs.core.limits import (
-    DEFAULT_MFU,
     MAX_GPUS_PER_NODE,
     MAX_MFU,
     MAX_MICRO_BATCH,
@@ -76,9 +75,10 @@ class TPQuery(ModelControls):
     seq_len: int = Field(4096, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence, s.")
     micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH,
                              description="Sequences per micro-batch, b.")
-    mfu: float = Field(DEFAULT_MFU, ge=MIN_MFU, le=MAX_MFU,
-                       description="Model FLOPs utilisation of one GPU (fraction of its dense "
-                                   "BF16 peak).")
+    mfu: float | None = Field(None, ge=MIN_MFU, le=MAX_MFU,
+                              description="An override of the fraction of the GPU's dense "
+                                          "BF16 peak a full-wave GEMM reaches (empty: the "
+                                          "layer's kernels at the GPU's measured rates).")
     recompute: Literal[RECOMPUTE] = Field(
         "selective", description="Activation recomputation, for the memory ledger.")
 
@@ -104,6 +104,7 @@ def run(query: TPQuery) -> TPResult:
 
 def _cost_row(c) -> dict:
     return {"tp": c.tp, "efficiency": c.efficiency, "speedup": c.speedup,
+            "gemm_rate": c.gemm_rate,
             "step_efficiency": c.step_efficiency, "compute_s": c.compute_s,
             "comm_s": c.comm_s, "comm_bytes": c.comm_bytes, "bottleneck": c.bottleneck}
 
@@ -128,6 +129,8 @@ def to_api(result: TPResult) -> dict:
         "step_efficiency": cost.step_efficiency,
         "step_speedup": cost.step_speedup,
         "step_compute_s": cost.step_compute_s,
+        "gemm_rate": cost.gemm_rate,
+        "gemm_tflops": round(cost.gemm_rate / 1e12),
         "step_comm_s": cost.step_comm_s,
         "step_comm_bytes": cost.step_comm_bytes,
         "single_gpu_step_s": cost.single_gpu_step_s,

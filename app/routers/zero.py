@@ -41,7 +41,7 @@ from labs.core.limits import (
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import links
 from labs.zero.inputs import ZeroInput, ZeroResult
-from labs.zero.lab import FSDP_NAMES, MFU, simulate_zero
+from labs.zero.lab import FSDP_NAMES, achieved_mfu, simulate_zero
 
 router = APIRouter()
 
@@ -107,7 +107,7 @@ def to_api(result: ZeroResult) -> dict:
         "exposed_seconds": chosen.exposed_seconds,
         "compute_seconds": result.compute_seconds,
         "step_seconds": result.step_seconds,
-        "mfu": MFU,
+        "mfu": achieved_mfu(result.input, result.compute_seconds),
         "host_bytes_per_node": round(result.host_bytes_per_node),
         "stages": [{"dp": b.dp, "zero": b.zero, "state_bytes": round(b.state_bytes),
                     "total_bytes": round(b.total_bytes), "breakdown": _bytes(b.breakdown)}
@@ -190,7 +190,7 @@ def extra_context(state) -> dict:
         "seq_options": with_value(SEQ_LENGTHS, query.seq_len),
         "stage_names": STAGE_NAMES,
         "fsdp_names": FSDP_NAMES,
-        "mfu": MFU,
+        "mfu": achieved_mfu(state.result.input, state.result.compute_seconds),
     }
 
 

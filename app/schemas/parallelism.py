@@ -12,7 +12,9 @@ class TPCostRow(BaseModel):
     step_efficiency: float = Field(description="The same for a whole step (every layer, "
                                                "embedding and output layer).")
     compute_s: float = Field(description="Seconds of compute per layer per step per GPU.")
-    comm_s: float = Field(description="Seconds of blocking collectives per layer per step.")
+    comm_s: float = Field(description="Seconds of exposed collectives per layer per step.")
+    gemm_rate: float = Field(description="FLOP/s the layer's GEMMs reach on one GPU at this "
+                                         "t (narrower matrices run slower).")
     comm_bytes: float = Field(description="Bytes each GPU sends per layer per step.")
     bottleneck: str = Field(description="The link that bounds the collectives.")
 
@@ -61,6 +63,8 @@ class TensorParallelAnswer(BaseModel):
     step_efficiency: float
     step_speedup: float
     step_compute_s: float = Field(description="Seconds of compute per step (one micro-batch).")
+    gemm_rate: float = Field(description="FLOP/s the layer's GEMMs reach on one GPU at t.")
+    gemm_tflops: int = Field(description="The same in whole TFLOP/s, as the lesson quotes it.")
     step_comm_s: float
     step_comm_bytes: float
     single_gpu_step_s: float

@@ -9,6 +9,13 @@ class RecipeAudit(BaseModel):
     detail: str = Field(description="The figure the audit is decided on, in words.")
 
 
+class RecipeCause(BaseModel):
+    name: str
+    label: str
+    exposed_s: float = Field(description="Seconds per step on the critical path.")
+    hidden_s: float = Field(description="Seconds per step overlapped behind something else.")
+
+
 class RecipeTraffic(BaseModel):
     name: str = Field(description="tp, cp, ep or dp.")
     group: int
@@ -29,16 +36,25 @@ class RecipeResultAnswer(BaseModel):
     gpu_memory_bytes: float
     heaviest_stage: int | None
     bubble_fraction: float = Field(description="Measured by the pipeline simulator.")
-    efficiency: float = Field(description="Ideal compute time / step time: product of parts.")
-    matmul_efficiency: float = Field(description="The compute rate the ideal time assumes: a "
-                                                 "fraction of the GPU's dense BF16 peak.")
+    efficiency: float = Field(description="The kernels' own time (the slowest stage's, at an "
+                                          "even share) / step time: product of parts.")
+    matmul_efficiency: float = Field(description="The full-wave GEMM rate the kernels were "
+                                                 "timed at: a fraction of the GPU's dense BF16 "
+                                                 "peak (measured, or the override).")
     parts: dict[str, float] = Field(description="Efficiency factors stages (uneven stages' "
-                                    "wait for the slowest), tp, cp, ep, pp, dp.")
+                                    "wait for the slowest), tp, cp, ep, sends, pp (bubble), dp, "
+                                    "optimizer.")
     mfu: float = Field(description="Model FLOPs (6·N·D + attention) / (step x GPUs x peak).")
     step_s: float
     segments_s: dict[str, float] = Field(description="The step bar: compute, uneven stages' "
-                                                     "wait, exposed tp/cp/ep, bubble, exposed "
-                                                     "dp; seconds.")
+                                                     "wait, exposed tp/cp/ep, pipeline sends, "
+                                                     "bubble, exposed dp, optimizer; seconds.")
+    causes: list[RecipeCause] = Field(description="The step on the slowest stage by cause "
+                                                  "(GEMMs, attention, memory-bound ops, each "
+                                                  "collective exposed and hidden, sends, "
+                                                  "bubble, optimizer), seconds per step; "
+                                                  "divide by microbatches for one "
+                                                  "micro-batch's.")
     tokens_per_s: float
     global_batch: int
     tokens_per_step: int

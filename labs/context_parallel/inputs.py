@@ -110,7 +110,7 @@ class CPCost:
     block_bytes: float  # one ring step's K/V block (ring layouts), else the local shard sent
     comm_bytes_per_gpu: float
     comm_s: float
-    attention_s: float  # busiest rank's attention forward at ATTENTION_EFFICIENCY of peak
+    attention_s: float  # busiest rank's attention forward at its fused kernel's rate
     exposed_s: float  # communication attention must wait for
     kv_held_bytes: float  # K/V of other ranks held at once for attention
     busiest_pairs: float  # at seq_len (Ulysses: s(s+1)/2c, possibly fractional)

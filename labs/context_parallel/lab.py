@@ -20,7 +20,8 @@ Layouts of ``s`` tokens over ``c`` ranks (the rank that holds a query token comp
 
 Causal pairs count (query, key) cells with key ≤ query, s(s+1)/2 in all, per head; a Ulysses
 rank's h/c heads count as 1/c of the mask. Costs are per transformer layer, forward pass, one
-sequence, bf16 (2 bytes), on one link with the α–β model of ``labs.hardware.comm``:
+sequence, bf16 (2 bytes), on one link as NCCL runs it (``labs.hardware.comm``, ``nccl``), the
+busiest rank's attention at its fused kernel's published rate (``labs.hardware.kernels``):
 - ring (contiguous, zigzag): c − 1 steps, each sending this rank's K/V block to the next rank
   (Liu et al. 2023, "Ring Attention", arXiv:2310.01889), overlappable with the attention of the
   block in hand;
@@ -49,17 +50,18 @@ from labs.context_parallel.inputs import (
 from labs.core.errors import LabInputError
 from labs.core.limits import CP_LAYOUTS, MAX_CP, MAX_CP_TOKENS, MAX_SEQ_LEN
 from labs.core.validate import whole
-from labs.hardware.comm import ring
+from labs.hardware.comm import collective as priced
 from labs.hardware.gpus import GPUSpec
-from labs.hardware.links import Link
+from labs.hardware.kernels import attention_rate, best_attention
+from labs.hardware.links import Link, link_alone
+from labs.hardware.nccl import nccl_time
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.spec import ModelSpec
 
 BYTES = 2  # bf16 queries, keys, values and outputs
-# Attention kernels reach about half the dense BF16 peak (FlashAttention-2, Dao 2023,
-# arXiv:2307.08691: 50-73% of A100's peak forward; FlashAttention-3 about 75% on H100): the
-# lab times the busiest rank's attention at 50% to judge whether the ring's passing hides.
-ATTENTION_EFFICIENCY = 0.5
+# The busiest rank's attention runs at the GPU's fastest fused kernel's published forward
+# rate for its block length (labs.hardware.kernels: FlashAttention-2/-3 curves), the same
+# kernel model EP08 times its plans with.
 RING_LAYOUTS = ("contiguous", "zigzag")
 LAYOUT_NAMES = {
     "contiguous": "Contiguous (ring)", "zigzag": "Zigzag (ring, load-balanced)",
@@ -139,12 +141,16 @@ def cp_cost(model: ModelSpec, seq_len: int, cp: int, layout: str, link: Link,
     # QKᵀ and AV: 2·d_qk + 2·d_v FLOPs per causal cell per head (PaLM appendix B, halved for
     # causality because only the computed cells count here).
     flops = 2 * (d_qk + d_v) * heads * busiest
-    attention_s = float(flops) / (gpu.bf16_flops * ATTENTION_EFFICIENCY)
+    impl = best_attention(gpu)
+    attention_s = float(flops) / (attention_rate(gpu, impl, max(1, round(local)),
+                                                 (d_qk + d_v) / 2, False)
+                                  if impl != "unfused" else gpu.bf16_flops / 2)
     if layout in RING_LAYOUTS:
         block = local * kv_token
         steps = c - 1
         sent = steps * block
-        comm = steps * (link.latency + block / link.bandwidth) if c > 1 else 0.0
+        hop = nccl_time("p2p", block, c, link_alone(gpu, link, c), None)
+        comm = steps * hop.seconds if c > 1 else 0.0
         # Each step's transfer hides behind the attention of the block in hand.
         exposed = max(0.0, comm - attention_s)
         collective, held = "ring p2p", 2 * block  # the block in use and the one arriving
@@ -152,7 +158,7 @@ def cp_cost(model: ModelSpec, seq_len: int, cp: int, layout: str, link: Link,
         whole_kv = s * kv_token
         block, steps = whole_kv, c - 1
         sent = (c - 1) / c * whole_kv
-        comm = ring("all_gather", whole_kv, c, link.bandwidth, link.latency)
+        comm = priced("all_gather", whole_kv, c, link_alone(gpu, link, c)).seconds
         exposed, collective, held = comm, "all-gather", whole_kv
     else:
         kv_sent = max(kv, c)  # fewer KV heads than ranks: each is replicated c/kv times
@@ -161,7 +167,7 @@ def cp_cost(model: ModelSpec, seq_len: int, cp: int, layout: str, link: Link,
         block = local * (heads * (d_qk + d_v) + kv_sent * (d_qk + d_v)) * BYTES
         steps = 4 * (c - 1)
         sent = (c - 1) / c * block
-        comm = sum(ring("all_to_all", x * BYTES, c, link.bandwidth, link.latency)
+        comm = sum(priced("all_to_all", x * BYTES, c, link_alone(gpu, link, c)).seconds
                    for x in shards)
         exposed, collective = comm, "all-to-all"
         held = s * (kv_sent // c) * (d_qk + d_v) * BYTES  # whole sequence, own KV heads

@@ -47,13 +47,11 @@ MAX_TP = 64
 DEFAULT_MFU = 0.4
 MIN_MFU, MAX_MFU = 0.05, 1.0
 MAX_GPUS_PER_NODE = 72  # the largest NVLink domain among the link presets (NVL72)
-# EP08's compute rate (labs.recipe.step_time): the fraction of the dense BF16 peak a GPU's kernels
-# reach while it computes. Default: the maximum achievable matmul FLOPS measured on an A100
-# SXM, 267.9 of 312 TFLOP/s = 85.9% (Bekman, "Machine Learning Engineering", compute/
-# accelerator, MAMF table; mamf-finder.py), rounded down. What a large matmul can reach: a
-# layer's norms and softmax run slower, so the recipe's compute is, if anything, fast, and
-# its communication weighs at least what it would on real kernels.
-DEFAULT_MATMUL_EFFICIENCY = 0.85
+# EP08's compute rate (labs.recipe.step_time): the GPUs' kernels run at their measured rates
+# (labs.hardware.kernels: each GEMM at its shape's share of the GPU's measured full-wave matmul
+# rate). ``matmul_efficiency`` overrides that full-wave rate, as a fraction of the dense peak
+# (None: as measured; old links that set it keep working).
+DEFAULT_MATMUL_EFFICIENCY = None
 MIN_MATMUL_EFFICIENCY, MAX_MATMUL_EFFICIENCY = 0.2, 1.0
 __all__ += ["DEFAULT_MATMUL_EFFICIENCY", "MAX_MATMUL_EFFICIENCY", "MIN_MATMUL_EFFICIENCY"]
 __all__ += ["DEFAULT_MFU", "MAX_GPUS_PER_NODE", "MAX_MFU", "MAX_TP", "MIN_MFU", "TP_DEGREES"]
@@ -93,7 +91,9 @@ HOST_LINKS = ("pcie-4", "pcie-5")
 ZERO_DP_SHOWN = (1, 8, 64)
 
 # EP08 (labs.recipe.lab): the cluster a plan runs on. 72 GPUs per node is an NVL72 rack's NVLink
-# domain; 512 nodes keeps every rank-group walk (labs.parallel.layout.groups) cheap.
+# domain. The recipe and the planner take the same jobs: up to MAX_PLAN_GPUS GPUs, in as many
+# nodes (MAX_JOB_NODES) as that makes (rank groups are placed from their pattern,
+# labs.recipe.step_time.spread, so the walk does not grow with the GPUs).
 EXPORT_FORMATS = ("megatron", "deepspeed", "fsdp")
 # EP09 RL placement (labs.rl.lab): placements, engine KV dtypes, and the sizes one request
 # may ask for (the whole cluster is drawn GPU by GPU, so it is bounded).
@@ -113,7 +113,8 @@ MAX_RESPONSES = 64
 # trained on 16,384), and a global batch of up to 65,536 sequences.
 MAX_PLAN_GPUS = 65_536
 MAX_GLOBAL_BATCH = 65_536
-__all__ += ["MAX_GLOBAL_BATCH", "MAX_PLAN_GPUS"]
+MAX_JOB_NODES = MAX_PLAN_GPUS  # a node of one GPU each, at most; GPUs bound the job
+__all__ += ["MAX_GLOBAL_BATCH", "MAX_JOB_NODES", "MAX_PLAN_GPUS"]
 
 # Bring your own model (labs.model.hf_config, labs.model.code): the largest shape a pasted
 # config.json or a model code may describe. Above every published model (Llama 3.1 405B: 126

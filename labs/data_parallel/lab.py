@@ -26,6 +26,7 @@ least its all-reduce is always exposed; each bucket pays the ring's 2(N−1) lat
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import lru_cache
 
 from labs.core.limits import MAX_DP_GPUS as MAX_GPUS
@@ -62,15 +63,26 @@ def server_cluster(link: Link, nics_per_node: int) -> Cluster:
 
 def all_reduce(size: float, gpus: int, link: Link, nics_per_node: int = 1,
                flat: bool = False) -> CommCost:
-    """One all-reduce of ``size`` bytes over ``gpus`` GPUs joined by ``link``.
+    """One all-reduce of ``size`` bytes over ``gpus`` GPUs joined by ``link``, as NCCL runs it
+    (``labs.hardware.comm.collective``): a scale-up link joins the whole group as one
+    fabric; a scale-out link joins 8-GPU servers.
 
-    ``flat``: every GPU on its own port of ``link``, one ring through all of them (the
-    textbook 2(N−1)/N·S/β, what a scale-up link always gets here)."""
-    if flat or link.kind == "scale-up":
+    ``flat``: the textbook reading, every GPU on its own port of ``link``, one α–β ring
+    through all of them at the datasheet figures (2(N−1)/N·S/β + 2(N−1)·α)."""
+    if flat:
         return CommCost("all_reduce", gpus, size, 2 * (gpus - 1) / gpus * size,
                         ring("all_reduce", size, gpus, link.bandwidth, link.latency),
                         "ring", link.id)
+    if link.kind == "scale-up":
+        return collective("all_reduce", size, gpus, fabric_cluster(link, gpus))
     return collective("all_reduce", size, gpus, server_cluster(link, nics_per_node))
+
+
+def fabric_cluster(link: Link, gpus: int) -> Cluster:
+    """``gpus`` H100s on one scale-up fabric of ``link`` (past an 8-GPU board this stands for
+    an NVLink Switch fabric: an upper bound)."""
+    return make_cluster(get_gpu(SERVER_GPU), gpus, replace(link, domain=None),
+                        get_link("ib-ndr"))
 
 
 def exposed_after_backward(compute_s: float, bucket_s: float, last_s: float,

@@ -34,7 +34,9 @@ class MoEInput:
     skew: float = 0.0  # 0 = uniform routing, 1 = every token picks expert 0
     capacity_factor: float = 0.0  # 0 = no capacity limit (dropless)
     tokens: int = 4096  # tokens per GPU entering each MoE layer (one micro-batch)
-    mfu: float = 0.4  # share of the BF16 peak the experts' matmuls reach
+    # An override of the GPU's measured full-wave GEMM rate for the experts, a fraction of its
+    # dense peak (None: the grouped GEMMs at their shapes' measured rates).
+    mfu: float | None = None
     group: str = "ep"  # which groups the rank map colours (labs.core.limits.MOE_GROUP_KINDS)
 
     def __post_init__(self) -> None:  # one check per control, in page order
@@ -47,7 +49,7 @@ class MoEInput:
         whole("nodes", self.nodes, 1, MAX_NODES, "the number of nodes")
         for name, value, high in (("skew", self.skew, MAX_SKEW),
                                   ("capacity_factor", self.capacity_factor, MAX_CAPACITY_FACTOR),
-                                  ("mfu", self.mfu, 1.0)):
+                                  ("mfu", 0.5 if self.mfu is None else self.mfu, 1.0)):
             number(name, value, 0, high, name)
         if self.mfu == 0:
             raise LabInputError("mfu", "MFU must be above 0")

@@ -35,7 +35,10 @@ import math
 from labs.core.limits import MAX_RANK_MAP_GPUS
 from labs.experts.inputs import MoEInput, MoEResult, Routing
 from labs.hardware.comm import collective
+from labs.hardware.gpus import GPUSpec
+from labs.hardware.kernels import gemm_time, with_matmul_efficiency
 from labs.model.flops import expert_flops_per_token, model_flops_per_token
+from labs.model.spec import ModelSpec
 from labs.parallel.rank_map import group_colouring, group_of_rank, group_summaries, members_per_node
 from labs.schedules.stages import stage_params
 
@@ -62,6 +65,16 @@ def whole_tokens(tokens: int, chances: tuple[float, ...]) -> tuple[int, ...]:
     return tuple(counts)
 
 
+def expert_seconds(model: ModelSpec, gpu: GPUSpec, tokens: int, etp: int = 1) -> float:
+    """One routed expert's forward on ``tokens`` tokens: its up (and gate) GEMM and its down
+    GEMM, each 1/etp wide (labs.hardware.kernels.gemm_time)."""
+    if tokens <= 0:
+        return 0.0
+    width = model.expert_ffn // etp
+    up = (2 if model.gated_mlp else 1) * width
+    return gemm_time(gpu, tokens, up, model.hidden) + gemm_time(gpu, tokens, model.hidden, width)
+
+
 def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
     m, ep = inp.model, inp.ep
     per_gpu = m.experts // ep
@@ -75,11 +88,13 @@ def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
     token_bytes = m.hidden * ACTIVATION_BYTES
     received = tuple((ep - 1) * on_gpu[g] * token_bytes for g in range(ep))
     sent = tuple((total_kept - on_gpu[g]) * token_bytes for g in range(ep))
-    flops = expert_flops_per_token(m)
-    peak = inp.cluster.gpu.bf16_flops * inp.mfu
-    # Expert-TP splits each expert's matmuls over etp GPUs (Megatron's expert-tensor-parallel
-    # group); the all-gather of tokens inside that group is not priced here.
-    compute = tuple(ep * on_gpu[g] * flops / (peak * inp.etp) for g in range(ep))
+    # Each local expert's forward GEMMs on the tokens it keeps, at their shapes' measured rates
+    # (labs.hardware.kernels: a lightly loaded expert's short GEMM runs slower). Expert-TP
+    # splits each expert's matmuls over etp GPUs (Megatron's expert-tensor-parallel group);
+    # the all-gather of tokens inside that group is not priced here.
+    gpu = with_matmul_efficiency(inp.cluster, inp.mfu).gpu
+    compute = tuple(sum(expert_seconds(m, gpu, ep * kept[j], inp.etp)
+                        for j in range(g * per_gpu, (g + 1) * per_gpu)) for g in range(ep))
     dispatch = []
     for g in range(ep):
         traffic = max(received[g], sent[g])

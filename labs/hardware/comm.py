@@ -1,20 +1,20 @@
-"""Collective communication cost: the α–β model on a cluster's links.
+"""Collective communication cost on a cluster: what NCCL runs (``labs.hardware.nccl``).
 
-Time = steps x α + bytes each GPU sends / bandwidth (Hockney's model; for ring collectives
-Thakur, Rabenseifner & Gropp 2005, "Optimization of Collective Communication Operations in
-MPICH", and Patarasuk & Yuan 2009 for the bandwidth-optimal ring all-reduce). With S the full
-tensor's bytes and N GPUs in the group, each GPU sends:
-- ring all-reduce: 2(N−1)/N · S in 2(N−1) steps (reduce-scatter then all-gather);
-- all-gather, reduce-scatter: (N−1)/N · S in N−1 steps;
-- all-to-all: (N−1)/N · S (its S bytes minus the share it keeps), pairwise, N−1 steps;
-- point-to-point: S in one step.
-A group inside one node runs on the scale-up link. A group that spans nodes is bounded by the
-slower link: NCCL runs one ring per port in parallel, each crossing every node boundary once,
-so a flat ring across nodes moves at min(scale-up bandwidth, ports x port bandwidth) per GPU
-(NCCL's "bus bandwidth", nccl-tests doc/PERFORMANCE.md). The hierarchical all-reduce
-(reduce-scatter in the node, all-reduce of 1/g of the data across nodes, all-gather in the
-node; Horovod/NCCL's tree-of-rings idea, Sergeev & Del Balso 2018, arXiv:1802.05799) is used
-when it is faster.
+With S the full tensor's bytes and N GPUs in the group, each GPU sends:
+- ring all-reduce: 2(N−1)/N · S (reduce-scatter then all-gather; Patarasuk & Yuan 2009);
+- all-gather, reduce-scatter: (N−1)/N · S;
+- all-to-all: (N−1)/N · S (its S bytes minus the share it keeps), pairwise;
+- point-to-point: S.
+Its time is NCCL's own model (``labs.hardware.nccl.nccl_time``: the fastest of its ring and
+tree algorithms and LL, LL128 and Simple protocols, base and per-hop latencies from
+NVIDIA/nccl tuning.cc, at the bus bandwidth nccl-tests measures on each link). Across nodes
+the hierarchical all-reduce (reduce-scatter in the node, all-reduce of 1/g of the data across
+nodes, all-gather in the node; Horovod's, Sergeev & Del Balso 2018, arXiv:1802.05799, and
+NCCL's CollNet) is taken when it is faster, each piece priced by NCCL's model.
+
+``ring`` keeps the textbook α–β ring (Hockney's model: steps x α + bytes / bandwidth;
+Thakur, Rabenseifner & Gropp 2005) at a link's datasheet figures, for the lessons that
+compare the two readings.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from labs.core.errors import LabInputError
 from labs.core.validate import UNKNOWN_BARE, is_int, is_number, one_of
 from labs.hardware.links import Cluster
+from labs.hardware.nccl import nccl_time
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
 _FACTOR = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0}
@@ -63,7 +64,7 @@ def ring(kind: str, size: float, group: int, bandwidth: float, latency: float) -
 
 def collective(kind: str, size: float, group: int, cluster: Cluster,
                per_node: int | None = None) -> CommCost:
-    """Cost of ``kind`` over ``group`` GPUs of ``cluster``.
+    """Cost of ``kind`` over ``group`` GPUs of ``cluster``, as NCCL runs it.
 
     ``per_node`` is how many members share a node; by default the group is packed into as
     few nodes as possible (a TP group); a DP group strided across nodes has ``per_node`` 1.
@@ -72,36 +73,22 @@ def collective(kind: str, size: float, group: int, cluster: Cluster,
     g = min(group, cluster.gpus_per_node if per_node is None else per_node,
             cluster.gpus_per_node)
     nodes = math.ceil(group / g)
-    intra, inter = cluster.intra, cluster.inter
+    t = nccl_time(kind, size, group, cluster, per_node)
     if kind == "p2p":
-        link = intra if nodes == 1 else inter
-        secs = 0.0 if group == 1 else link.latency + size / link.bandwidth
-        return CommCost(kind, group, size, size if group > 1 else 0.0, secs, "direct", link.id)
-    sent = _FACTOR.get(kind, 1.0) * (group - 1) / group * size
-    if nodes == 1:
-        secs = ring(kind, size, group, intra.bandwidth, intra.latency)
-        algo = "pairwise" if kind == "all_to_all" else "ring"
-        return CommCost(kind, group, size, sent, secs, algo, intra.id)
-    # Members of a node share its ports: each GPU's share of the node's outbound bandwidth.
-    per_gpu_out = min(cluster.nics_per_node, g) * inter.bandwidth / g
-    if kind == "all_to_all":
-        # Of its (N−1)/N·S, a GPU sends (g−1)/N·S inside the node and (N−g)/N·S out of it.
-        inside = (g - 1) / group * size / intra.bandwidth
-        outside = (group - g) / group * size / per_gpu_out
-        secs = (group - 1) * inter.latency + max(inside, outside)
-        return CommCost(kind, group, size, sent, secs, "pairwise", inter.id)
-    flat_bw = min(intra.bandwidth, min(cluster.nics_per_node, g) * inter.bandwidth)
-    flat = ring(kind, size, group, flat_bw, inter.latency)
-    best = CommCost(kind, group, size, sent, flat, "ring",
-                    inter.id if flat_bw < intra.bandwidth else intra.id)
-    if kind == "all_reduce" and g > 1:
+        return CommCost(kind, group, size, size if group > 1 else 0.0, t.seconds, "direct",
+                        t.bottleneck)
+    sent = _FACTOR[kind] * (group - 1) / group * size
+    best = CommCost(kind, group, size, sent, t.seconds, t.algorithm, t.bottleneck)
+    if kind == "all_reduce" and nodes > 1 and g > 1:
         # Reduce-scatter in the node, all-reduce S/g across the nodes (g such rings share the
-        # node's ports), all-gather in the node.
-        local = 2 * ring("reduce_scatter", size, g, intra.bandwidth, intra.latency)
-        across = ring("all_reduce", size / g, nodes, per_gpu_out, inter.latency)
-        if local + across < flat:
+        # node's ports: one member per node each), all-gather in the node.
+        local = nccl_time("reduce_scatter", size, g, cluster, g).seconds \
+            + nccl_time("all_gather", size, g, cluster, g).seconds
+        across = nccl_time("all_reduce", size / g, nodes, cluster, 1)
+        if local + across.seconds < best.seconds:
             moved = 2 * (g - 1) / g * size + 2 * (nodes - 1) / nodes * size / g
-            best = CommCost(kind, group, size, moved, local + across, "hierarchical", inter.id)
+            best = CommCost(kind, group, size, moved, local + across.seconds, "hierarchical",
+                            across.bottleneck)
     return best
 
 

@@ -1,12 +1,75 @@
-"""GPU presets (``labs/presets/gpus.json``): each accelerator's datasheet figures, by id."""
+"""GPU presets (``labs/presets/gpus.json``): each accelerator's datasheet figures, by id, and
+the achieved kernel rates the op-level step model times kernels at (``KernelRates``: what
+microbenchmarks measured on that GPU, each figure with its own source)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
 
 from labs.core.data import Presets, load
 from labs.core.errors import LabInputError
 from labs.core.validate import is_int as _is_int
+
+
+@dataclass(frozen=True)
+class KernelRates:
+    """What one GPU's kernels reach, measured (``labs.hardware.kernels`` times kernels at them).
+
+    ``matmul_efficiency`` is the maximum achievable matmul FLOP/s at a full wave over the dense
+    peak (MAMF, Bekman's mamf-finder), ``matmul_sustain`` what a GEMM keeps of it once the GPU
+    is power-saturated (MSMF/MAMF), ``hbm_efficiency`` a copy kernel's bandwidth over the
+    datasheet's. ``fp8_flops`` 0: no FP8 path modelled. ``sources`` names each figure's source."""
+
+    hbm_bandwidth: float  # bytes/s, datasheet
+    hbm_efficiency: float  # achieved copy bandwidth / datasheet
+    sm_count: int  # streaming multiprocessors (compute units): wave quantisation
+    matmul_efficiency: float  # 16-bit MAMF / dense peak
+    matmul_sustain: float  # sustained (power-limited) / burst matmul rate
+    fp8_flops: float = 0.0  # dense FP8 FLOP/s, datasheet (0: none)
+    matmul_efficiency_fp8: float = 0.0  # FP8 MAMF / FP8 peak
+    sources: tuple[tuple[str, str], ...] = ()  # (field, source)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name == "sources":
+                continue
+            value = getattr(self, f.name)
+            low = 0.0 if f.name in ("fp8_flops", "matmul_efficiency_fp8") else None
+            if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                    math.isfinite(value) and (value >= 0 if low == 0.0 else value > 0)):
+                raise LabInputError("gpu", f"kernel rate '{f.name}' must be a positive number")
+        for name in ("hbm_efficiency", "matmul_efficiency", "matmul_sustain",
+                     "matmul_efficiency_fp8"):
+            if getattr(self, name) > 1:
+                raise LabInputError("gpu", f"kernel rate '{name}' is a fraction, at most 1")
+        if not _is_int(self.sm_count):
+            raise LabInputError("gpu", "sm_count must be a whole number")
+        missing = {f.name for f in fields(self)} - {"sources"} - dict(self.sources).keys()
+        if self.fp8_flops == 0:
+            missing -= {"fp8_flops", "matmul_efficiency_fp8"}
+        if missing:
+            raise LabInputError("gpu", "kernel rates without a source: "
+                                       f"{', '.join(sorted(missing))}")
+
+    @classmethod
+    def from_data(cls, entry: dict) -> KernelRates:
+        """From a preset's ``kernels`` object: each figure as ``{"value": x, "source": s}``."""
+        if not isinstance(entry, dict):
+            raise LabInputError("gpu", "kernels must be an object of {value, source} figures")
+        values, sources = {}, []
+        for name, figure in entry.items():
+            if not isinstance(figure, dict) or set(figure) != {"value", "source"}:
+                raise LabInputError("gpu", f"kernel rate '{name}' must be {{value, source}}")
+            values[name] = figure["value"]
+            sources.append((name, figure["source"]))
+        try:
+            return cls(**values, sources=tuple(sources))
+        except TypeError as exc:
+            raise LabInputError("gpu", f"unknown kernel rate in {sorted(values)}") from exc
+
+    def source(self, name: str) -> str:
+        return dict(self.sources)[name]
 
 
 @dataclass(frozen=True)
@@ -22,8 +85,13 @@ class GPUSpec:
     scale_up_domain: int  # GPUs sharing the scale-up fabric (8 in an HGX board)
     source: str
     memory_note: str = ""
+    # Achieved rates the op-level step model uses (labs.hardware.kernels); None: not measured,
+    # so that GPU's kernels cannot be timed (every preset carries them).
+    kernels: KernelRates | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.kernels, dict):  # as written in gpus.json
+            object.__setattr__(self, "kernels", KernelRates.from_data(self.kernels))
         for name in ("id", "name", "source"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise LabInputError("gpu", f"GPU field '{name}' must be a non-empty string")

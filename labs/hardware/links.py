@@ -7,6 +7,13 @@ node x the intra-node link x the inter-node link (and how many inter-node ports 
 (``scale_up_bandwidth``, ``network_bandwidth``, ``scale_up_domain``), one port per GPU.
 Latencies are a few microseconds, NCCL's order of magnitude per ring step (NCCL docs,
 "NCCL_PROTO"/LL protocol; measured small-message all-reduce latencies are 5-20 µs).
+
+Beside its datasheet bandwidth a link carries what NCCL achieves on it, measured (nccl-tests
+"bus bandwidth", doc/PERFORMANCE.md): ``busbw`` for ring collectives, ``busbw_allreduce`` where
+the switch reduces (NVLink SHARP, NCCL's NVLS), ``p2p_bandwidth`` for send/recv, and
+``nccl_hw``, the row of NCCL's per-hop latencies it takes (``labs.hardware.nccl``). A link
+without a measurement (a GPU preset's own, built by ``gpu_cluster``) takes the measured
+fraction of a link of its kind: ``UNMEASURED_SCALE_UP``, ``UNMEASURED_SCALE_OUT``.
 """
 
 from __future__ import annotations
@@ -21,6 +28,14 @@ from labs.hardware.gpus import GPUSpec, get_gpu
 LINK_KINDS = ("scale-up", "scale-out")
 SCALE_UP_LATENCY = 3e-6  # s, used when a GPU preset's own links are asked for
 SCALE_OUT_LATENCY = 5e-6
+# NCCL's hardware rows (NVIDIA/nccl src/graph/tuning.cc hwLat: NVLink, PCI, network).
+NCCL_HW = ("nvlink", "pcie", "net")
+# A link with no measurement of its own achieves what a measured one of its kind does:
+# scale-up, the 8 x H200 ring all-reduce with NVLS off, 367.6 of NVLink 4's 450 GB/s
+# (stas00/ml-engineering network/benchmarks/results/all-reduce-8xH200.md); scale-out, a
+# ConnectX-7's 48 of 50 GB/s (NVIDIA NCCL team, NVIDIA/nccl-tests#267).
+UNMEASURED_SCALE_UP = 367.6 / 450
+UNMEASURED_SCALE_OUT = 48 / 50
 
 
 @dataclass(frozen=True)
@@ -32,6 +47,12 @@ class Link:
     latency: float  # seconds, α of the α–β model
     source: str
     domain: int | None = None  # most GPUs one scale-up fabric connects
+    # What NCCL achieves on it, bytes/s per GPU (None: UNMEASURED_* x bandwidth).
+    busbw: float | None = None  # ring all-gather / reduce-scatter / all-reduce bus bandwidth
+    busbw_allreduce: float | None = None  # all-reduce in the switch (NVLS); None: busbw
+    p2p_bandwidth: float | None = None  # send/recv between two GPUs; None: busbw
+    nccl_hw: str | None = None  # NCCL_HW row; None: nvlink (scale-up) or net (scale-out)
+    achieved_source: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in LINK_KINDS:
@@ -42,6 +63,49 @@ class Link:
                 raise LabInputError("link", f"{self.id}: {name} must be a positive number")
         if not self.source:
             raise LabInputError("link", f"{self.id}: every link preset cites a source")
+        for name in ("busbw", "busbw_allreduce", "p2p_bandwidth"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(
+                    value, int | float) or not value > 0):
+                raise LabInputError("link", f"{self.id}: {name} must be a positive number")
+        if self.busbw is not None and not self.achieved_source:
+            raise LabInputError("link", f"{self.id}: a measured busbw cites its source")
+        if self.nccl_hw is not None and self.nccl_hw not in NCCL_HW:
+            raise LabInputError("link", f"{self.id}: nccl_hw must be one of {NCCL_HW}")
+
+    @property
+    def ring_busbw(self) -> float:
+        """Achieved bus bandwidth of a ring collective on this link, bytes/s per GPU."""
+        if self.busbw is not None:
+            return self.busbw
+        return self.bandwidth * (UNMEASURED_SCALE_UP if self.kind == "scale-up"
+                                 else UNMEASURED_SCALE_OUT)
+
+    @property
+    def allreduce_busbw(self) -> float:
+        """Achieved all-reduce bus bandwidth (in-switch reduction where measured)."""
+        return self.busbw_allreduce if self.busbw_allreduce is not None else self.ring_busbw
+
+    @property
+    def send_bandwidth(self) -> float:
+        """Achieved send/recv bandwidth between two GPUs on this link."""
+        return self.p2p_bandwidth if self.p2p_bandwidth is not None else self.ring_busbw
+
+    @property
+    def hw(self) -> str:
+        """Which of NCCL's per-hop latency rows this link takes."""
+        if self.nccl_hw is not None:
+            return self.nccl_hw
+        return "nvlink" if self.kind == "scale-up" else "net"
+
+    @property
+    def achieved_note(self) -> str:
+        """Where the achieved figures come from."""
+        if self.busbw is not None:
+            return self.achieved_source
+        share = UNMEASURED_SCALE_UP if self.kind == "scale-up" else UNMEASURED_SCALE_OUT
+        return (f"no measurement: {share:.0%} of the datasheet assumed, what a measured "
+                f"{self.kind} link achieves (labs.hardware.links.UNMEASURED_*)")
 
 
 @dataclass(frozen=True)
@@ -120,3 +184,11 @@ def gpu_cluster(gpu: GPUSpec) -> Cluster:
     return Cluster(id=f"{gpu.id}-node", name=f"{gpu.scale_up_domain} x {gpu.name}", gpu=gpu,
                    gpus_per_node=gpu.scale_up_domain, intra=intra, inter=inter,
                    nics_per_node=gpu.scale_up_domain, source=gpu.source)
+
+
+def link_alone(gpu: GPUSpec, link: Link, group: int) -> Cluster:
+    """A group of ``group`` GPUs on one link alone: a scale-up link puts them in one node of
+    ``group``; a scale-out link puts each in its own node, one port each."""
+    if link.kind == "scale-up":
+        return make_cluster(gpu, max(1, group), link, get_link("ib-ndr"))
+    return make_cluster(gpu, 1, get_link("nvlink-4"), link, 1)

@@ -10,15 +10,16 @@ while the next layers compute, and copied back before the backward needs them.
   layer after layer: hidden while copy time <= one layer's forward (and the reload <= its
   backward, 2 x the forward: Narayanan et al. 2021). The copy runs at the host link's
   bandwidth per direction (``labs/presets/links.json``: PCIe 4/5 x16).
-- The compute it hides behind is today's estimate, EP08's (``labs.recipe.step_time``): the
-  forward FLOPs of one layer (2 per weight per token plus the attention core, ``labs.model.
-  flops``) on its TP shard at the dense BF16 peak x DEFAULT_MATMUL_EFFICIENCY. A faster
-  compute (FP8, the op-level step model when it lands) leaves the copy less time to hide in.
+- The compute it hides behind: the forward FLOPs of one layer (2 per weight per token plus
+  the attention core, ``labs.model.flops``) on its TP shard at the GPU's measured full-wave
+  GEMM rate, the step model's (``labs.hardware.kernels.matmul_rate``). A faster compute
+  (FP8) leaves the copy less time to hide in.
 """
 
 from __future__ import annotations
 
-from labs.core.limits import DEFAULT_MATMUL_EFFICIENCY, OFFLOAD_SHARES
+from labs.core.limits import OFFLOAD_SHARES
+from labs.hardware.kernels import matmul_rate
 from labs.hardware.links import get_link
 from labs.memory.inputs import MemoryResult
 from labs.model.flops import attention_flops_per_token, matmul_params
@@ -28,12 +29,13 @@ BACKWARD_OVER_FORWARD = 2  # Narayanan et al. 2021: backward ≈ 2 x forward
 
 
 def layer_forward_s(inp: PrecisionInput) -> float:
-    """One layer's forward on one GPU for one micro-batch, in seconds."""
+    """One layer's forward on one GPU for one micro-batch, in seconds: its FLOPs at the GPU's
+    measured full-wave GEMM rate (``labs.hardware.kernels.matmul_rate``, the step model's)."""
     m = inp.model
     layer_weights = (matmul_params(m) - m.vocab * m.hidden) / m.layers  # the head excluded
     per_token = 2 * layer_weights + attention_flops_per_token(m, inp.seq_len) / 3 / m.layers
     tokens = inp.seq_len * inp.micro_batch / inp.cp
-    return tokens * per_token / inp.tp / (inp.gpu.bf16_flops * DEFAULT_MATMUL_EFFICIENCY)
+    return tokens * per_token / inp.tp / matmul_rate(inp.gpu)
 
 
 def offload(inp: PrecisionInput, ledger: MemoryResult) -> Offload:

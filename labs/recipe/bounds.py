@@ -3,7 +3,8 @@
 - ``state_bytes_floor``: a lower bound of the ledger's bytes per GPU (``labs.memory.lab``);
 - ``textbook_bubble``: (p−1)/(v·m+p−1), a lower bound of the simulated bubble;
 - ``bound_step_s``: a lower bound of the lab's step time (``labs.recipe.lab.evaluate``): the
-  slowest stage's compute, TP and CP traffic, the bubble, and a floor of ZeRO-3's traffic.
+  recipe's own slowest-stage micro-batch (``labs.recipe.step_time.stage_times``, cached, so the
+  lab's evaluation reuses it), the bubble, the optimizer and a floor of ZeRO-3's traffic.
 ``labs.recipe.planner`` orders and prunes its search by them; tests/labs/test_planner.py and
 test_recipe_uneven.py check that none ever beats the lab.
 """
@@ -14,18 +15,15 @@ from functools import lru_cache
 
 from labs.core.catalogue import RECIPES
 from labs.core.limits import DEFAULT_MATMUL_EFFICIENCY
-from labs.hardware.comm import collective
 from labs.hardware.links import Cluster
 from labs.model.activations import activation_bytes_per_layer
-from labs.model.flops import hardware_flops_per_token, model_flops_per_token
 from labs.model.spec import ModelSpec
 from labs.recipe.inputs import Plan
 from labs.recipe.lab import measured_bubble
-from labs.recipe.step_time import ACT_BYTES, cp_ring
+from labs.recipe.step_time import Spread, StageTimes, stage_times, zero3_exposure
 from labs.schedules.catalogue import CATALOGUE
 from labs.schedules.inflight import in_flight
-from labs.schedules.stages import stage_layer_counts, stage_params
-from labs.tensor_parallel.comm import tp_collectives, tp_exchange
+from labs.schedules.stages import stage_params
 
 
 def state_bytes_floor(plan: Plan, model: ModelSpec) -> float:
@@ -98,61 +96,53 @@ def textbook_bubble(plan: Plan) -> float:
 
 
 def bound_step_s(plan: Plan, model: ModelSpec, cluster: Cluster,
-                 matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY,
+                 matmul_efficiency: float | None = DEFAULT_MATMUL_EFFICIENCY,
                  bubble: float | None = None) -> float:
-    """The step with only compute, TP and CP traffic and the bubble: a lower bound of the
-    lab's step time (its EP and DP parts only add to it). ``bubble``: the simulated one (default)
-    or any lower bound of it (``textbook_bubble``)."""
-    rate = cluster.gpu.bf16_flops * matmul_efficiency
-    return core_bound(plan, model, cluster, rate, bubble) \
-        + zero3_floor(plan, model, cluster, rate)
+    """The step with only its pipeline part (the slowest stage's kernels, TP, CP and EP
+    traffic and sends), the bubble, the optimizer and a floor of ZeRO-3's traffic: a lower
+    bound of the lab's step time (its DP part only adds to it). ``bubble``: the simulated one
+    (default) or any lower bound of it (``textbook_bubble``)."""
+    return core_bound(plan, model, cluster, matmul_efficiency, bubble) \
+        + zero3_floor(plan, model, cluster, matmul_efficiency)
 
 
-def core_bound(plan: Plan, model: ModelSpec, cluster: Cluster, rate: float,
-                bubble: float | None) -> float:
-    """Compute, TP and CP traffic and the bubble (ZeRO does not change them)."""
-    tokens = plan.seq_len * plan.micro_batch
-    layers = max(stage_layer_counts(model.layers, plan.pp, plan.first_stage_layers,
-                                    plan.last_stage_layers))
-    # The slowest stage's share (labs.recipe.step_time: the pipeline runs at its pace).
-    imbalance = layers * plan.pp / model.layers if plan.pp > 1 else 1.0
-    per_mb = hardware_flops_per_token(model, plan.seq_len, plan.recompute) * tokens \
-        / (plan.tp * plan.cp * plan.pp) / rate * imbalance
-    if plan.tp > 1:
-        # TP as the step time counts it (tensor_parallel.comm, EP04's model). TP divides the GPUs
-        # per node here, so each group is one aligned block inside a node.
-        act = plan.seq_len / plan.cp * plan.micro_batch * model.hidden * ACT_BYTES
-        one = tp_exchange(lambda kind, size: collective(kind, size, plan.tp, cluster,
-                                                        per_node=plan.tp), act, sp=True)
-        per_mb += tp_collectives(layers, plan.recompute) * one.seconds
-    if plan.cp > 1:  # CP's exposed ring passes, as labs.recipe.step_time counts them
-        per_mb += cp_ring(model, plan.layout, cluster, plan.seq_len, plan.micro_batch,
-                          plan.recompute, layers, rate)[3]
+def _stages(plan: Plan, model: ModelSpec, cluster: Cluster,
+            matmul_efficiency: float | None) -> StageTimes:
+    """The recipe's own stage times (the same cached call ``labs.recipe.step_time`` makes)."""
+    return stage_times(model, plan.layout, cluster, seq_len=plan.seq_len,
+                       micro_batch=plan.micro_batch, accumulate=plan.microbatches > 1,
+                       recompute=plan.recompute, schedule=plan.schedule, virtual=plan.virtual,
+                       options=plan.step_options(matmul_efficiency),
+                       first=plan.first_stage_layers, last=plan.last_stage_layers)
+
+
+def core_bound(plan: Plan, model: ModelSpec, cluster: Cluster,
+               matmul_efficiency: float | None, bubble: float | None) -> float:
+    """m micro-batches of the slowest stage (kernels, TP, CP, EP, sends) stretched by the
+    bubble: the lab's own figures, which ZeRO does not change."""
+    st = _stages(plan, model, cluster, matmul_efficiency)
     if bubble is None:
         bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
-    return plan.microbatches * per_mb / (1 - bubble)
+    return plan.microbatches * st.micro.total / (1 - bubble)
 
 
-def zero3_floor(plan: Plan, model: ModelSpec, cluster: Cluster, rate: float) -> float:
-    """ZeRO-3's exposed weight traffic, at least: as ``labs.recipe.step_time`` counts it (gather
-    the heaviest stage's dense weights before each forward and backward, reduce-scatter the
-    gradients after, each hidden behind that pass's *compute*), with the DP x CP group packed
-    into as few nodes as it can be (the cheapest placement) and the experts left out. Other
-    stages hide their traffic behind windows that include communication: floor 0."""
+def zero3_floor(plan: Plan, model: ModelSpec, cluster: Cluster,
+                matmul_efficiency: float | None) -> float:
+    """What ZeRO adds after the pipeline, at least: the optimizer step the lab counts (its
+    shard under ZeRO ≥ 1) and ZeRO-3's exposed weight traffic as ``labs.recipe.step_time``
+    counts it on the slowest stage (its layers' gathers and reduce-scatters, each beside its
+    layer's pass), with the DP x CP group packed into as few nodes as it can be (the
+    cheapest placement) and the experts left out; the lab takes the worst stage, at its
+    real placement."""
+    st = _stages(plan, model, cluster, matmul_efficiency)
+    optimizer = st.optimizer_s(plan.layout, plan.zero)
     group = plan.dp * plan.cp
     if plan.zero != 3 or group == 1:
-        return 0.0
+        return optimizer
+
+    g = st.cluster.gpus_per_node
+    packed = Spread(group, -(-group // min(group, g)), min(group, g))
     recipe = RECIPES[plan.recipe]
-    dense = max(tp_split / plan.tp + replicated for tp_split, replicated, _ in
-                _distinct_stages(model, plan.pp, plan.schedule, plan.virtual,
-                                 plan.first_stage_layers, plan.last_stage_layers))
-    tokens = plan.seq_len * plan.micro_batch
-    share = plan.tp * plan.cp * plan.pp * rate
-    model_tok = model_flops_per_token(model, plan.seq_len)
-    forward = model_tok / 3 * tokens / share
-    backward = (hardware_flops_per_token(model, plan.seq_len, plan.recompute)
-                - model_tok / 3) * tokens / share
-    gather = collective("all_gather", dense * recipe.gathered_bytes, group, cluster).seconds
-    reduce = collective("reduce_scatter", dense * recipe.gradients, group, cluster).seconds
-    return plan.microbatches * (max(0.0, gather - forward)
-                                + max(0.0, gather + reduce - backward))
+    return optimizer + zero3_exposure(st.slow, plan.layout, (packed, Spread(1, 1, 1)),
+                                      st.cluster, plan.microbatches, recipe.gathered_bytes,
+                                      recipe.gradients)[1]

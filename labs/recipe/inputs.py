@@ -5,6 +5,7 @@ is timed at, and the answer (``RecipeResult``, with its ``Audit`` checks)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from labs.core.errors import LabInputError
 from labs.core.limits import (
@@ -23,9 +24,10 @@ from labs.core.limits import (
 from labs.core.validate import UNKNOWN_BARE, number, one_of, whole
 from labs.hardware.links import Cluster
 from labs.memory.inputs import MemoryResult
+from labs.model.ops import ComputeOptions
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout
-from labs.recipe.step_time import Timing
+from labs.recipe.step_time import StepOptions, Timing
 from labs.schedules.catalogue import SCHEDULES
 
 
@@ -36,6 +38,11 @@ class Audit:
     detail: str
     field: str = ""  # the control to change when it fails
 
+
+
+# Plan's software settings (not the layout): what a published run's configuration fixes.
+SOFTWARE = ("attention", "dropout", "fp8", "sequence_parallel", "tp_overlap", "ep_overlap",
+            "dp_overlap", "grad_accum_fusion")
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,16 @@ class Plan:
     # middle stages split the rest evenly (labs.schedules.stages.stage_layer_counts).
     first_stage_layers: int = 0
     last_stage_layers: int = 0
+    # How the run's software works, as published runs set it (labs.recipe.step_time
+    # StepOptions; labs.model.ops ComputeOptions). Defaults: Megatron Core today.
+    attention: str = "auto"  # auto (the GPU's fastest fused kernel), unfused, flash2, flash3
+    dropout: bool = False  # GPT-3-style hidden and attention dropout
+    fp8: bool = False  # FP8 linear layers (Transformer Engine)
+    sequence_parallel: bool = True  # with TP > 1
+    tp_overlap: str = "backward"  # none, backward (Megatron's default), all (--tp-comm-overlap)
+    ep_overlap: bool = False  # EP all-to-all beside another micro-batch (DualPipe)
+    dp_overlap: bool = True  # gradient buckets reduced during the last backward
+    grad_accum_fusion: bool = True  # weight-gradient GEMMs accumulate into fp32 main_grad
 
     def __post_init__(self) -> None:
         ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep)
@@ -77,6 +94,17 @@ class Plan:
               "layers on the first stage")
         whole("last_stage_layers", self.last_stage_layers, 0, MAX_STAGE_LAYERS,
               "layers on the last stage")
+        self.step_options(None)  # the software settings' own checks
+
+    def software(self) -> tuple[tuple[str, object], ...]:
+        """The run's software settings (SOFTWARE), as (field, value) pairs."""
+        return tuple((name, getattr(self, name)) for name in SOFTWARE)
+
+    def step_options(self, matmul_efficiency: float | None = None) -> StepOptions:
+        """The run's software settings for the step model."""
+        return _step_options(self.attention, self.dropout, self.fp8, self.sequence_parallel,
+                             self.tp_overlap, self.ep_overlap, self.dp_overlap,
+                             self.grad_accum_fusion, matmul_efficiency)
 
     @property
     def uneven(self) -> bool:
@@ -109,9 +137,11 @@ class RecipeResult:
     timing: Timing | None = None
     bubble_fraction: float = 0.0
     step_s: float = 0.0
-    ideal_s: float = 0.0  # the GPU's FLOPs of the step at its compute rate
-    matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY  # that rate, a fraction of the peak
-    parts: dict[str, float] | None = None  # efficiency factors: tp, cp, ep, pp, dp
+    ideal_s: float = 0.0  # the slowest stage's kernels, at an even share of the stages
+    # The full-wave GEMM rate the step was timed at, a fraction of the dense peak: the GPU's
+    # measured one (labs.hardware.kernels.matmul_rate) unless overridden.
+    matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY
+    parts: dict[str, float] | None = None  # efficiency factors: stages, tp, cp, ep, sends, ...
     segments: dict[str, float] | None = None  # the step bar, seconds, summing to step_s
 
     @property
@@ -154,6 +184,19 @@ class RecipeResult:
         return flops / (self.step_s * self.plan.world_size * self.cluster.gpu.bf16_flops)
 
 
+@lru_cache(maxsize=256)
+def _step_options(attention: str, dropout: bool, fp8: bool, sp: bool, tp_overlap: str,
+                  ep_overlap: bool, dp_overlap: bool, fusion: bool,
+                  matmul_efficiency: float | None) -> StepOptions:
+    return StepOptions(ComputeOptions(attention=attention, dropout=dropout, fp8=fp8),
+                       tp_overlap=tp_overlap, ep_overlap=ep_overlap, dp_overlap=dp_overlap,
+                       grad_accum_fusion=fusion, sequence_parallel=sp,
+                       matmul_efficiency=matmul_efficiency)
+
+
 def check_matmul_efficiency(value: object) -> None:
+    """None (the GPU's measured GEMM rate) or an override of it, a fraction of the peak."""
+    if value is None:
+        return
     number("matmul_efficiency", value, MIN_MATMUL_EFFICIENCY, MAX_MATMUL_EFFICIENCY,
            "matmul efficiency", "{what} must be a fraction of the peak from {low} to {high}")

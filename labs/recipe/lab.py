@@ -10,26 +10,27 @@
   (``labs.recipe.step_time.step_parts`` says how unequal stages are timed);
 - the bubble measured by the pipeline simulator (``labs.schedules.simulate.simulate``), run at the
   textbook costs (backward = 2 x forward) and cached by (schedule, p, m, v);
-- the communication parts over the cluster's links (``step_time``, on ``labs.hardware.comm``);
+- the step time, op by op (``labs.recipe.step_time``: every kernel at its measured rate, every
+  collective as NCCL runs it where its group sits, exposed or hidden);
 - the audits, each check worded with its figure and pass mark (``labs.recipe.audits``).
 
 Step time and efficiency are a product of parts (Narayanan et al. 2021, "Efficient
 Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", arXiv:2104.04473,
-sec 3, reasons the same way): a GPU's ideal step is its share of the FLOPs at the rate its
-kernels run, ``matmul_efficiency`` of the datasheet peak (``labs.core.limits``: default the
-matmul ceiling measured on an A100); exposed TP, CP and EP traffic stretch each micro-batch,
-the pipeline bubble stretches the micro-batches' sum by 1/(1 − bubble), and exposed DP
-traffic is added at the end:
+sec 3, reasons the same way): a GPU's ideal step is its even share of the stages' kernels
+(GEMMs at their shapes' achieved rates, attention at its kernel's, memory-bound ops at
+achieved HBM bandwidth); uneven stages, exposed TP, CP and EP traffic and the pipeline sends
+stretch each micro-batch, the pipeline bubble stretches the micro-batches' sum by
+1/(1 − bubble), and exposed DP traffic and the optimizer step are added at the end:
 
-    step = m·t_mb / (1 − bubble) + DP exposed,    efficiency = ideal / step.
+    step = m·t_mb / (1 − bubble) + DP exposed + optimizer,    efficiency = ideal / step.
 
-Efficiency is thus what parallelism keeps of one GPU's speed; the compute rate matters to it
-because the faster a GPU computes, the more the same bytes on the same links weigh.
-MFU = model FLOPs of the step / (step x GPUs x peak), model FLOPs = 6·N·D + attention
-(PaLM appendix B; ``labs.model.flops``): ≈ matmul efficiency x efficiency; full recomputation
-runs ≈ 8·N·D, so it caps MFU near 3/4 of that. Real runs land lower still (layer norms,
-softmax, stragglers): Megatron-LM reports 52% MFU on 3,072 A100s; MegaScale,
-arXiv:2402.15627, 55.2% on 12,288 GPUs.
+Efficiency is thus what parallelism keeps of the kernels' own speed. MFU = model FLOPs of the
+step / (step x GPUs x peak), model FLOPs = 6·N·D + attention (PaLM appendix B;
+``labs.model.flops``): the kernels themselves run below the peak (a full-wave GEMM reaches
+its measured MAMF, narrower ones less, norms and softmax are bound by memory) and full
+recomputation runs ≈ 8·N·D, so MFU is well under efficiency. Megatron-LM reports 52% of peak
+on 3,072 A100s (Narayanan et al. 2021 Table 1), which tests/labs/test_step_time.py checks
+the lab against.
 
 Everything here is cheap: a planner may call ``evaluate`` many times (results cached).
 """
@@ -41,8 +42,9 @@ import operator
 from functools import lru_cache
 
 from labs.core.errors import LabInputError
-from labs.core.limits import DEFAULT_MATMUL_EFFICIENCY, MAX_NODES, MAX_PLAN_GPUS
+from labs.core.limits import DEFAULT_MATMUL_EFFICIENCY, MAX_PLAN_GPUS
 from labs.core.validate import whole
+from labs.hardware.kernels import matmul_rate
 from labs.hardware.links import Cluster
 from labs.memory.inputs import MemoryInput, MemoryResult
 from labs.memory.lab import compute_memory
@@ -50,7 +52,7 @@ from labs.model.spec import ModelSpec
 from labs.parallel.layout import problems, world_problems
 from labs.recipe.audits import audits_of, rule_audits
 from labs.recipe.inputs import Plan, RecipeResult, check_matmul_efficiency
-from labs.recipe.step_time import step_parts
+from labs.recipe.step_time import step_parts, with_matmul_efficiency
 from labs.schedules.catalogue import CATALOGUE, chunks_per_rank
 from labs.schedules.inputs import PipelineInput, check_shape
 from labs.schedules.simulate import placed
@@ -144,22 +146,31 @@ def rule_problems(plan: Plan, model: ModelSpec, cluster: Cluster,
 
 
 def evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
-             matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY) -> RecipeResult:
-    """Audit ``plan`` for ``model`` on ``nodes`` nodes of ``cluster`` and time its step, the
-    GPUs computing at ``matmul_efficiency`` of their dense BF16 peak."""
+             matmul_efficiency: float | None = DEFAULT_MATMUL_EFFICIENCY) -> RecipeResult:
+    """Audit ``plan`` for ``model`` on ``nodes`` nodes of ``cluster`` and time its step, op
+    by op (``labs.recipe.step_time``); ``matmul_efficiency`` overrides the GPU's measured
+    full-wave GEMM rate, a fraction of its dense peak (None: as measured)."""
     return _evaluate(plan, model, cluster, nodes, matmul_efficiency)
+
+
+# The step bar's pieces, in order: what the slowest stage's kernels take at an even share of
+# the stages, then what each other cause adds (labs.recipe.step_time).
+STEP_SEGMENTS = ("compute", "stages", "tp", "cp", "ep", "sends", "bubble", "dp", "optimizer")
 
 
 @lru_cache(maxsize=4096)
 def _evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
-              matmul_efficiency: float) -> RecipeResult:
-    # The page's clusters stop at MAX_NODES; the planner's go to MAX_PLAN_GPUS GPUs.
-    whole("nodes", nodes, 1, max(MAX_NODES, MAX_PLAN_GPUS // cluster.gpus_per_node), "nodes")
+              matmul_efficiency: float | None) -> RecipeResult:
+    # The recipe and the planner take the same jobs: up to MAX_PLAN_GPUS GPUs.
+    whole("nodes", nodes, 1, MAX_PLAN_GPUS // cluster.gpus_per_node, "nodes")
     check_matmul_efficiency(matmul_efficiency)
+    options = plan.step_options(matmul_efficiency)
+    rate = matmul_rate(with_matmul_efficiency(cluster, matmul_efficiency).gpu) \
+        / cluster.gpu.bf16_flops if cluster.gpu.kernels else 0.0
     found = tuple(rule_problems(plan, model, cluster, nodes))
     if found:
         return RecipeResult(plan, model, cluster, nodes, rule_audits(found), found,
-                            matmul_efficiency=matmul_efficiency)
+                            matmul_efficiency=rate)
     memory = ledger(plan, model, cluster)
     bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
     timing = step_parts(model, plan.layout, cluster, seq_len=plan.seq_len,
@@ -167,26 +178,27 @@ def _evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
                         recompute=plan.recompute, zero=plan.zero, schedule=plan.schedule,
                         virtual=plan.virtual, recipe=plan.recipe,
                         first=plan.first_stage_layers, last=plan.last_stage_layers,
-                        matmul_efficiency=matmul_efficiency, bubble=bubble,
+                        options=options, bubble=bubble,
                         slack=pipeline_slack(plan.schedule, plan.pp, plan.microbatches,
                                              plan.virtual))
     micro, m = timing.micro, plan.microbatches
     busy = m * micro.total
     pipeline = busy / (1 - bubble)
     parts = {p.name: p for p in timing.parts}
-    step = pipeline + parts["dp"].exposed
-    # The micro-batch is timed on the slowest stage (the most layers); the GPU's ideal is
-    # its even share of the FLOPs, and the difference is the wait uneven stages cost.
+    step = pipeline + parts["dp"].exposed + timing.optimizer_s
+    # The micro-batch is timed on the slowest stage; the GPU's ideal is an even share of the
+    # stages' kernels, and the difference is the wait unequal stages cost.
     compute = m * micro.compute / timing.stage_imbalance
     seg = {"compute": compute, "stages": m * micro.compute - compute, "tp": m * micro.tp,
-           "cp": m * micro.cp_exposed, "ep": m * micro.ep, "bubble": pipeline - busy,
-           "dp": parts["dp"].exposed}
+           "cp": m * micro.cp_exposed, "ep": m * micro.ep, "sends": m * micro.sends,
+           "bubble": pipeline - busy, "dp": parts["dp"].exposed,
+           "optimizer": timing.optimizer_s}
     # Telescoping factors: their product is compute / step exactly.
     running, factors = compute, {}
-    for name in ("stages", "tp", "cp", "ep", "bubble", "dp"):
+    for name in STEP_SEGMENTS[1:]:
         factors["pp" if name == "bubble" else name] = running / (running + seg[name])
         running += seg[name]
     result = RecipeResult(plan, model, cluster, nodes, (), (), memory, timing, bubble, step,
-                          compute, matmul_efficiency, factors, seg)
+                          compute, rate, factors, seg)
     return RecipeResult(plan, model, cluster, nodes, audits_of(result), (), memory, timing,
-                        bubble, step, compute, matmul_efficiency, factors, seg)
+                        bubble, step, compute, rate, factors, seg)

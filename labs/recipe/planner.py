@@ -10,7 +10,8 @@ The candidates (bounded; ``candidates``):
   paper arXiv:2407.21783 sec 3.3.2); CP: powers of two up to ``MAX_PLAN_CP`` with the
   sequence a multiple of 2·CP (zigzag); EP (MoE only): divisors of the expert count; DP takes
   the rest;
-- ZeRO 0–3, recomputation none / selective / full;
+- ZeRO 0–3, recomputation none / selective / full (``PlanRequest.zero_stages`` and
+  ``recompute_modes``: what a run's software offers);
 - schedules: Megatron-LM's (their records in ``labs.schedules.catalogue``): 1F1B, and
   interleaved 1F1B with v = 2, 4 or 8 chunks per rank, as many as every
   stage has layers for (Narayanan et al. 2021 sec 2.2.2: the bubble shrinks by v, at v times
@@ -28,13 +29,12 @@ The search, cheapest test first:
    ZeRO-sharded as ``labs.memory.lab`` shards them, or the first stage's with the activations
    it holds), then the ledger itself (``labs.memory.lab.compute_memory``) — plans that do not
    fit are dropped;
-3. an upper bound of throughput: m micro-batches of the slowest stage's FLOPs share at the
-   lab's compute rate (``labs.model.flops.hardware_flops_per_token`` at ``matmul_efficiency``
-   of the peak, as ``labs.recipe.step_time`` counts them) plus the blocking TP collectives
-   (``tensor_parallel.comm``; TP sits inside a node, so its cost needs no rank placement) and the
-   exposed CP ring passes (``labs.recipe.step_time.cp_ring``, the lab's own), stretched by the
-   bubble, plus a floor of ZeRO-3's exposed weight traffic (``zero3_floor``). The EP and
-   DP traffic only adds time, so no plan beats its bound. The bound first takes the
+3. an upper bound of throughput: the recipe's own pipeline part for the plan
+   (``labs.recipe.step_time.stage_times``: the slowest stage's kernels, TP, CP and EP
+   traffic and sends, cached, so the evaluation that follows reuses it), stretched by the
+   bubble, plus the optimizer step and a floor of ZeRO-3's exposed weight traffic
+   (``zero3_floor``: the slowest stage's per-layer gathers at the cheapest placement). The
+   DP part only adds time, so no plan beats its bound. The bound first takes the
    textbook bubble; a plan reached in the queue is re-bounded with the measured bubble
    (``labs.recipe.lab.measured_bubble``, the very figure the recipe lab uses) and queued
    again, so only the pipelines the search reaches are simulated. (GPT-3 on 2,048 GPUs
@@ -51,10 +51,10 @@ work of one search; should it run out first, ``complete`` says so (the plans sho
 exact and pass every audit, a faster one may remain).
 
 Measured (``planner_time`` in tests/benchmarks/bench.py, caches cleared for the cold run,
-on a shared 2-core box under other jobs' load, so ranges): Llama 3.1 405B on 16,384 H100s
-at Meta's batch (2,048 x 8,192 tokens): 20 plans, 259 timed, 0.34-0.66 s cold, 0.15-0.20 s
-warm (before uneven stages and v up to 8: no plan, 0.17 s cold CPU); GPT-3 175B on 2,048
-H100s, batch 1,536: 0.40-0.50 s cold, 0.29-0.55 s warm (was 2.9 s cold CPU, 8 s wall).
+on a shared 2-core box under other jobs' load, so ranges), with the op-level step model:
+Llama 3.1 405B on 16,384 H100s at Meta's batch (2,048 x 8,192 tokens): 0.33-0.40 s cold,
+0.13-0.25 s warm (0.23 s cold with the former flat-rate model); GPT-3 175B on 2,048 H100s,
+batch 1,536: 0.54-1.07 s cold, 0.43-0.57 s warm.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ from labs.recipe.bounds import (
     textbook_bubble,
     zero3_floor,
 )
-from labs.recipe.inputs import Plan, RecipeResult, check_matmul_efficiency
+from labs.recipe.inputs import SOFTWARE, Plan, RecipeResult, check_matmul_efficiency
 from labs.recipe.lab import evaluate, ledger, measured_bubble, rule_problems
 from labs.schedules.catalogue import CATALOGUE
 from labs.schedules.stages import stage_layer_counts, uneven_split
@@ -115,11 +115,27 @@ class PlanRequest:
     global_batch: int
     recipe: str = "adam16"
     top: int = 20
-    matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY  # the recipe lab's compute rate
+    # An override of the GPUs' measured full-wave GEMM rate (None: as measured).
+    matmul_efficiency: float | None = DEFAULT_MATMUL_EFFICIENCY
+    # The run's software settings every candidate takes (labs.recipe.inputs.SOFTWARE pairs;
+    # empty: Plan's defaults, Megatron Core today), and the ZeRO stages and recomputation
+    # modes it offers (Megatron-LM 2021 had neither the distributed optimizer nor selective
+    # recomputation: Korthikanti et al. 2022 introduced it, Megatron-LM v3.0 the former).
+    software: tuple[tuple[str, object], ...] = ()
+    zero_stages: tuple[int, ...] = ZERO_STAGES
+    recompute_modes: tuple[str, ...] = PLAN_RECOMPUTE
 
     def __post_init__(self) -> None:
         whole("gpus", self.gpus, 1, MAX_PLAN_GPUS, "GPUs")
         check_matmul_efficiency(self.matmul_efficiency)
+        if any(name not in SOFTWARE for name, _ in self.software):
+            raise LabInputError("software", f"software settings are {', '.join(SOFTWARE)}")
+        Plan(**dict(self.software))
+        if not self.zero_stages or not set(self.zero_stages) <= set(ZERO_STAGES):
+            raise LabInputError("zero", f"ZeRO stages are some of {ZERO_STAGES}")
+        if not self.recompute_modes or not set(self.recompute_modes) <= set(PLAN_RECOMPUTE):
+            raise LabInputError("recompute", f"recomputation modes are some of "
+                                             f"{', '.join(PLAN_RECOMPUTE)}")
         if self.gpus % self.cluster.gpus_per_node:
             raise LabInputError("gpus", f"{self.gpus:,} GPUs are not whole nodes of "
                                         f"{self.cluster.gpus_per_node}")
@@ -161,7 +177,7 @@ class PlanSearch:
 
 def candidates(req: PlanRequest) -> list[Plan]:
     """Every plan of the bounded set for ``req`` (before the rules and memory)."""
-    return [variant for shape in shapes(req) for variant in variants(shape)]
+    return [variant for shape in shapes(req) for variant in variants(shape, req)]
 
 
 def _refuse(count: int) -> None:
@@ -170,11 +186,11 @@ def _refuse(count: int) -> None:
                                     f"{MAX_CANDIDATES:,}")
 
 
-def variants(shape: Plan) -> list[Plan]:
-    """A shape's plans: every ZeRO stage and recomputation (the recipe lab's rules do not
-    depend on either, so a shape is checked once)."""
+def variants(shape: Plan, req: PlanRequest) -> list[Plan]:
+    """A shape's plans: every ZeRO stage and recomputation the request offers (the recipe
+    lab's rules do not depend on either, so a shape is checked once)."""
     return [_with(shape, zero=zero, recompute=rec)
-            for zero, rec in product(ZERO_STAGES, PLAN_RECOMPUTE)]
+            for zero, rec in product(req.zero_stages, req.recompute_modes)]
 
 
 def _with(plan: Plan, **changes) -> Plan:
@@ -197,7 +213,7 @@ def shapes(req: PlanRequest) -> list[Plan]:
     cps = [c for c in (1, 2, 4, 8, 16) if c <= MAX_PLAN_CP and req.seq_len % (2 * c) == 0
            or c == 1]
     eps = [e for e in divisors(m.experts, gpus)] if m.is_moe else [1]
-    per_shape = len(ZERO_STAGES) * len(PLAN_RECOMPUTE)
+    per_shape = len(req.zero_stages) * len(req.recompute_modes)
     # The loops' bound first (most of their combinations do not divide the GPUs and make no
     # plan), then the plans made.
     loops = len(tps) * len(pps) * len(cps) * len(eps) * len(PLAN_SCHEDULES) * len(MICRO_BATCHES)
@@ -223,7 +239,8 @@ def shapes(req: PlanRequest) -> list[Plan]:
                 found.append(Plan(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, schedule=sched,
                                   virtual=v, micro_batch=b,
                                   microbatches=mb, seq_len=req.seq_len, recipe=req.recipe,
-                                  first_stage_layers=first, last_stage_layers=last))
+                                  first_stage_layers=first, last_stage_layers=last,
+                                  **dict(req.software)))
     _refuse(len(found) * per_shape)
     return found
 
@@ -260,18 +277,18 @@ def search(req: PlanRequest) -> PlanSearch:
     # The floor is a few multiplications; the ledger itself runs only on plans in reach.
     # A bubble over the audit's limit fails the lab's audit whatever else: drop it here too
     # (the textbook bubble first, a lower bound of the simulated one).
-    queue, flops = [], cluster.gpu.bf16_flops * rate
+    queue = []
     for shape in legal:
         bubble = textbook_bubble(shape)
         if bubble > BUBBLE_LIMIT:
             continue
-        core = {}  # compute + TP + bubble depend on the recomputation, not on ZeRO
-        for plan in variants(shape):
+        core = {}  # the pipeline part depends on the recomputation, not on ZeRO
+        for plan in variants(shape, req):
             if state_bytes_floor(plan, model) > capacity:
                 continue
             if plan.recompute not in core:
-                core[plan.recompute] = core_bound(plan, model, cluster, flops, bubble)
-            bound = core[plan.recompute] + zero3_floor(plan, model, cluster, flops)
+                core[plan.recompute] = core_bound(plan, model, cluster, rate, bubble)
+            bound = core[plan.recompute] + zero3_floor(plan, model, cluster, rate)
             queue.append((bound, len(queue), False, plan))
     hopeful = len(queue)
     heapq.heapify(queue)
@@ -309,6 +326,6 @@ def search(req: PlanRequest) -> PlanSearch:
     ranked = ranked[:req.top]
     front = pareto_front(ranked)
     ranked = [Ranked(**{**r.__dict__, "pareto": i in front}) for i, r in enumerate(ranked)]
-    per_shape = len(ZERO_STAGES) * len(PLAN_RECOMPUTE)
+    per_shape = len(req.zero_stages) * len(req.recompute_modes)
     return PlanSearch(req, tuple(ranked), len(found) * per_shape, len(legal) * per_shape,
                       hopeful, evaluated, complete)

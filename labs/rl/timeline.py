@@ -3,9 +3,12 @@
 - Rollout: ``labs.rl.serving`` (prefill compute-bound, decode bound by HBM reads); with a
   prefill/decode split the two pools work as a pipeline, so the slower one sets the pace
   (DistServe, arXiv:2401.09670), plus moving the prompts' KV cache over the network once.
-- Training: hardware FLOPs per token (``labs.model.flops``: 6·N + attention, recomputation on top)
-  plus one forward for the log-probabilities of the samples (2·N; slime recomputes them before
-  the update), at TRAIN_MFU of the GPUs' BF16 peak; CPU Adam adds the trip of each rank's
+- Training: EP08's step model (``labs.recipe``: the training layout's kernels op by op, its
+  collectives as NCCL runs them, the bubble, DP and the optimizer) for the samples as one
+  global batch of one sequence per micro-batch, plus one forward for the log-probabilities of
+  the samples (2·N per token on top of the step's hardware FLOPs; slime recomputes them
+  before the update); a layout the recipe refuses is timed at TRAIN_MFU of the peak (an
+  estimate, said in the notes); CPU Adam adds the trip of each rank's
   gradients down and weights up over PCIe (slime overlaps part of it:
   --overlap-cpu-optimizer-d2h-h2d; counted whole here, an upper bound).
 - Weight sync: bf16 weights, 2 B x params. Colocated (slime's update through CUDA IPC): each
@@ -20,10 +23,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from labs.hardware.links import get_link
+from labs.core.errors import LabInputError
+from labs.hardware.links import get_link, gpu_cluster, make_cluster
 from labs.model.flops import hardware_flops_per_token, matmul_params
+from labs.recipe.inputs import Plan, RecipeResult
+from labs.recipe.lab import evaluate
 from labs.rl.recipes import memory_bandwidth
 from labs.rl.serving import (
     WEIGHT_BYTES,
@@ -32,8 +38,9 @@ from labs.rl.serving import (
     per_engine,
     prefill_seconds,
 )
+from labs.schedules.stages import uneven_split
 
-TRAIN_MFU = 0.35  # estimate for long-sequence MoE RL training steps
+TRAIN_MFU = 0.35  # estimate, only for layouts EP08's recipe refuses
 PCIE_LINK = "pcie-5"  # host <-> GPU (labs/presets/links.json)
 STEPS_DRAWN = 3
 
@@ -66,11 +73,41 @@ def rollout_seconds(inp) -> float:
     return prefill + decode_seconds(m, g, bw, e, per_engine(inp.samples, n), *args)
 
 
+def train_step(inp) -> RecipeResult | None:
+    """EP08's evaluation of the training layout for one update over the samples (None when
+    the recipe's rules refuse the layout on the GPU's own nodes)."""
+    g = min(inp.gpu.scale_up_domain, inp.train_gpus)
+    share = inp.tp * inp.pp * inp.cp
+    if inp.train_gpus % g or inp.train_gpus % share:
+        return None
+    own = gpu_cluster(inp.gpu)
+    cluster = make_cluster(inp.gpu, g, replace(own.intra, domain=None), own.inter)
+    dp = inp.train_gpus // share
+    # Megatron's uneven first and last stages where the layers do not divide (as EP08's
+    # planner takes them: labs.schedules.stages.uneven_split).
+    first, last = (uneven_split(inp.model.layers, inp.pp) or (0, 0)) \
+        if inp.model.layers % inp.pp else (0, 0)
+    try:
+        plan = Plan(tp=inp.tp, pp=inp.pp, cp=inp.cp, ep=inp.ep, dp=dp, zero=1,
+                    recompute=inp.recompute, micro_batch=1,
+                    microbatches=max(1, -(-inp.samples // dp)), seq_len=inp.seq_len,
+                    first_stage_layers=first, last_stage_layers=last)
+    except LabInputError:
+        return None
+    r = evaluate(plan, inp.model, cluster, inp.train_gpus // g)
+    return r if r.legal else None
+
+
 def train_seconds(inp, weights_per_gpu: float) -> float:
     m, g = inp.model, inp.gpu
     tokens = inp.samples * (inp.prompt_len + inp.response_len)
-    per_token = hardware_flops_per_token(m, inp.seq_len, inp.recompute) + 2 * matmul_params(m)
-    compute = tokens * per_token / (inp.train_gpus * g.bf16_flops * TRAIN_MFU)
+    hardware = hardware_flops_per_token(m, inp.seq_len, inp.recompute)
+    per_token = hardware + 2 * matmul_params(m)
+    step = train_step(inp)
+    if step is not None:  # the step's time per token, and the log-probability forward
+        compute = tokens * step.step_s / step.tokens_per_step * per_token / hardware
+    else:
+        compute = tokens * per_token / (inp.train_gpus * g.bf16_flops * TRAIN_MFU)
     if not inp.cpu_adam:
         return compute
     # bf16 grads down and bf16 weights up for the rank's own parameters.

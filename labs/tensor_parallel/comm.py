@@ -30,13 +30,17 @@ LAYER_COLLECTIVES = (
      ("reduce_scatter", "all_gather")),
 )
 STEP_EXTRA_COLLECTIVES = 2  # the embedding's (forward) and the output layer's (backward)
-# How much of a TP collective hides behind compute: none. In Megatron-LM (Shoeybi et al. 2019
-# sec 3) the output of g (the all-reduce after a row-split matmul) is the input of the next
-# layer norm, and f's backward all-reduce feeds the next layer's backward: each blocks the
-# matmul after it. Megatron Core can overlap them with the matmuls by splitting both
-# (--tp-comm-overlap, Transformer Engine userbuffers; Wang et al. 2023, "Overlap Communication
-# with Dependent Computation via Decomposition", ASPLOS), off by default: not modelled.
+# How much of one f or g hides behind compute, counted alone: none. In Megatron-LM (Shoeybi
+# et al. 2019 sec 3) the output of g (the all-reduce after a row-split matmul) is the input of
+# the next layer norm: each forward collective blocks the matmul after it.
 TP_OVERLAP = 0.0
+# What a layer hides, timed beside its own GEMMs (labs.parallel.layer_time): Megatron's
+# default since 2022 runs each column-split layer's backward collectives beside its other
+# GEMM (the input-gradient all-reduce beside the weight-gradient GEMM, Korthikanti et al.
+# 2022 sec 6.2); Megatron Core's --tp-comm-overlap ("all", Transformer Engine userbuffers;
+# Wang et al. 2023, ASPLOS) overlaps the rest, off by default. EP04 and EP08 both take
+# Megatron's default.
+TP_OVERLAP_SETTING = "backward"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from labs.core.errors import LabInputError
 from labs.core.limits import (
-    DEFAULT_MFU,
     MAX_MFU,
     MAX_MICRO_BATCH,
     MAX_SEQ_LEN,
@@ -19,9 +18,9 @@ from labs.core.limits import (
     RECOMPUTE,
 )
 from labs.core.validate import FRACTION, flag, number, one_of, whole
-from labs.hardware.comm import CommCost, collective, ring
+from labs.hardware.comm import CommCost, collective
 from labs.hardware.gpus import GPUSpec
-from labs.hardware.links import Cluster, Link
+from labs.hardware.links import Cluster, Link, link_alone
 from labs.memory.inputs import MemoryResult
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout, problems
@@ -48,14 +47,17 @@ class Topology:
         return self.link.domain if self.link is not None and self.link.kind == "scale-up" \
             else None
 
-    def collective(self, kind: str, size: float, group: int) -> CommCost:
+    def cluster_for(self, gpu: GPUSpec, group: int) -> Cluster:
+        """The cluster a group of ``group`` GPUs runs on here: the topology's own, or, for one
+        link, the group on it alone (a scale-up link: one node of ``group``; a scale-out
+        link: each GPU in its own node, one port each)."""
         if self.cluster is not None:
-            return collective(kind, size, group, self.cluster)
-        link = self.link
-        factor = 2.0 if kind == "all_reduce" else 1.0
-        sent = factor * (group - 1) / group * size
-        return CommCost(kind, group, size, sent,
-                        ring(kind, size, group, link.bandwidth, link.latency), "ring", link.id)
+            return self.cluster
+        return link_alone(gpu, self.link, group)
+
+    def collective(self, kind: str, size: float, group: int, gpu: GPUSpec) -> CommCost:
+        """One collective of the group, as NCCL runs it (labs.hardware.comm)."""
+        return collective(kind, size, group, self.cluster_for(gpu, group))
 
     def slowest_link(self, group: int) -> Link:
         if self.cluster is None:
@@ -73,7 +75,9 @@ class TPInput:
     sp: bool = True  # sequence parallelism
     seq_len: int = 4096
     micro_batch: int = 1
-    mfu: float = DEFAULT_MFU
+    # An override of the GPU's measured full-wave GEMM rate, a fraction of its dense peak (the
+    # query's old "mfu" control; None: the kernels at their measured rates).
+    mfu: float | None = None
     recompute: str = "selective"
 
     def __post_init__(self) -> None:  # one check per control, in page order
@@ -93,7 +97,8 @@ class TPInput:
         flag("sp", self.sp, "sequence parallelism")
         whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "sequence length")
         whole("micro_batch", self.micro_batch, 1, MAX_MICRO_BATCH, "micro-batch size")
-        number("mfu", self.mfu, MIN_MFU, MAX_MFU, "MFU", FRACTION)
+        if self.mfu is not None:
+            number("mfu", self.mfu, MIN_MFU, MAX_MFU, "MFU", FRACTION)
         one_of("recompute", self.recompute, RECOMPUTE, "recomputation")
 
 
@@ -157,6 +162,17 @@ class TPCost:
     single_gpu_step_s: float
     algorithm: str
     bottleneck: str  # the link that bounds the collectives
+    # The layer's kernels by kind (forward + backward, per step) and its GEMMs' FLOPs: TP
+    # shrinks the matrices, and smaller ones run at a lower rate (labs.hardware.kernels).
+    gemm_s: float = 0.0
+    attention_s: float = 0.0
+    memory_s: float = 0.0
+    gemm_flops: float = 0.0
+
+    @property
+    def gemm_rate(self) -> float:
+        """FLOP/s the layer's GEMMs reach on one GPU at this t."""
+        return self.gemm_flops / self.gemm_s if self.gemm_s else 0.0
 
     @property
     def layer_s(self) -> float:

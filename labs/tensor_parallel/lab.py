@@ -17,9 +17,12 @@ Sources:
   and parallel_lm_logits): one more collective of s·b·h forward (embedding) and one backward
   (the output layer's input) per step; the cross-entropy's three all-reduces of s·b floats
   are left out (1/h of a layer's traffic).
-- cost: compute on labs.model.flops (6·N + attention FLOPs per token, at an MFU of the GPU's dense
-  BF16 peak), collectives on the α–β model of labs.hardware (comm, links); nothing overlapped: TP's
-  collectives block the next matmul (``TP_OVERLAP``).
+- cost: the layer's kernels one by one (labs.parallel.layer_time on labs.model.ops: each GEMM
+  at its shape's achieved rate, so the t-times narrower shards run below the full matrices'
+  rate; attention; the norms and element-wise ops, which without sequence parallelism every
+  GPU of the group repeats in full), the collectives as NCCL runs them (labs.hardware.comm);
+  the forward ones block the next matmul, the column-split layers' backward ones run beside
+  their other GEMM, as Megatron does by default (``TP_OVERLAP_SETTING``).
 - one TP model for the whole lab: ``tp_exchange`` (one of Megatron's f/g collectives on a
   group) and ``tp_collectives`` (how many a layer runs per step) are what EP08's recipe
   (labs.recipe.step_time) counts too, so EP04's efficiency against t and EP08's TP factor agree
@@ -34,16 +37,20 @@ import math
 from labs.core.errors import LabInputError
 from labs.core.limits import MAX_GPUS_PER_NODE, TP_DEGREES
 from labs.core.validate import whole
+from labs.hardware.comm import collective
 from labs.hardware.gpus import GPUSpec
+from labs.hardware.kernels import with_matmul_efficiency
 from labs.hardware.links import Cluster, get_link, make_cluster
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
 from labs.model.flops import attention_flops_per_token
+from labs.model.ops import head_ops
 from labs.model.spec import ModelSpec
+from labs.parallel.layer_time import Group, layer_time
 from labs.tensor_parallel.comm import (
     STEP_EXTRA_COLLECTIVES,
+    TP_OVERLAP_SETTING,
     collective_bytes,
-    tp_collectives,
     tp_exchange,
 )
 from labs.tensor_parallel.inputs import MemoryAtTP, Shapes, Topology, TPCost, TPInput, TPResult
@@ -109,26 +116,58 @@ def head_flops(model: ModelSpec, seq_len: int, micro_batch: int, tp: int = 1) ->
 
 
 def tp_cost(model: ModelSpec, gpu: GPUSpec, topology: Topology, tp: int, *, sp: bool,
-            seq_len: int, micro_batch: int, mfu: float) -> TPCost:
-    """Per-layer and per-step time of TP = ``tp``: compute ÷ t, then the blocking collectives."""
-    rate = gpu.bf16_flops * mfu
+            seq_len: int, micro_batch: int, mfu: float | None = None) -> TPCost:
+    """Per-layer and per-step time of TP = ``tp``: the layer's kernels on one GPU of the group
+    (``labs.parallel.layer_time``: every GEMM at its shape's achieved rate, attention and the
+    memory-bound ops), then the blocking collectives as NCCL runs them. ``mfu`` overrides
+    the GPU's measured full-wave GEMM rate (None: as measured)."""
+    cluster = with_matmul_efficiency(topology.cluster_for(gpu, tp), mfu)
+    lt = _layer(model, cluster, tp, sp, seq_len, micro_batch)
+    one = _layer(model, with_matmul_efficiency(topology.cluster_for(gpu, 1), mfu), 1, sp,
+                 seq_len, micro_batch)
+    heads = head_ops(model, cluster.gpu, tp=tp, cp=1, micro_batch=micro_batch,
+                     seq_len=seq_len, sp=sp and tp > 1)
+    one_heads = head_ops(model, cluster.gpu, tp=1, cp=1, micro_batch=micro_batch,
+                         seq_len=seq_len, sp=False)
     size = collective_bytes(model, seq_len, micro_batch)
-    pair = tp_exchange(lambda kind, nbytes: topology.collective(kind, nbytes, tp), size, sp)
-    # Each of the 4 all-reduces (or their all-gather + reduce-scatter pairs) of a layer.
-    pair_s, pair_bytes = pair.seconds, pair.bytes_per_gpu
-    n = tp_collectives(1, "none")
-    compute = layer_flops(model, seq_len, micro_batch, tp) / rate
-    head = head_flops(model, seq_len, micro_batch, tp) / rate
-    one = layer_flops(model, seq_len, micro_batch, 1) / rate
-    one_head = head_flops(model, seq_len, micro_batch, 1) / rate
-    per_step = model.layers * n + STEP_EXTRA_COLLECTIVES
+    pair = tp_exchange(lambda kind, nbytes: collective(kind, nbytes, tp, cluster), size,
+                       sp and tp > 1)
+    compute = lt.forward.compute + lt.backward.compute
+    tp_comms = [c for c in (lt.forward.comm("tp"), lt.backward.comm("tp")) if c]
+    comm = sum(c.exposed for c in tp_comms)
+    comm_bytes = sum(c.bytes_per_gpu for c in tp_comms)
+    gemms = [k for p in (lt.ops.forward, lt.ops.backward) for k in p.kernels
+             if k.kind == "gemm"]
+    extra = STEP_EXTRA_COLLECTIVES if tp > 1 else 0
     return TPCost(
-        tp=tp, compute_s=compute, comm_s=n * pair_s, comm_bytes=n * pair_bytes,
-        step_compute_s=model.layers * compute + head, step_comm_s=per_step * pair_s,
-        step_comm_bytes=per_step * pair_bytes,
-        single_gpu_s=one, single_gpu_step_s=model.layers * one + one_head,
+        tp=tp, compute_s=compute, comm_s=comm, comm_bytes=comm_bytes,
+        step_compute_s=model.layers * compute + _head_s(heads),
+        step_comm_s=model.layers * comm + extra * pair.seconds,
+        step_comm_bytes=model.layers * comm_bytes + extra * pair.bytes_per_gpu,
+        single_gpu_s=one.forward.compute + one.backward.compute,
+        single_gpu_step_s=model.layers * (one.forward.compute + one.backward.compute)
+        + _head_s(one_heads),
         algorithm=pair.algorithm, bottleneck=pair.bottleneck,
-    )
+        gemm_s=lt.forward.gemm + lt.backward.gemm,
+        attention_s=lt.forward.attention + lt.backward.attention,
+        memory_s=lt.forward.memory + lt.backward.memory,
+        gemm_flops=sum(k.flops for k in gemms))
+
+
+def _layer(model: ModelSpec, cluster: Cluster, tp: int, sp: bool, seq_len: int,
+           micro_batch: int):
+    """One layer, no recomputation, the TP collectives overlapped as Megatron's default does
+    (``TP_OVERLAP_SETTING``: the forward ones block, the column-split layers' backward ones
+    run beside their other GEMM)."""
+    return layer_time(model, cluster, tp=Group(tp, min(tp, cluster.gpus_per_node)),
+                      cp=Group(), ep=Group(), micro_batch=micro_batch, seq_len=seq_len,
+                      sp=sp and tp > 1, recompute="none", tp_overlap=TP_OVERLAP_SETTING)
+
+
+def _head_s(h) -> float:
+    """The embedding's and the output layer's kernels, forward and backward."""
+    return sum(p.seconds for p in (h.embedding_forward, h.embedding_backward,
+                                   h.output_forward, h.output_backward))
 
 
 def sweep_degrees(model: ModelSpec, topology: Topology | None = None) -> tuple[int, ...]:

@@ -9,12 +9,20 @@ def assumptions(result: TPResult) -> tuple[str, ...]:
     """The compute and bandwidth assumptions behind the figures, in the page's words."""
     inp, cost = result.input, result.cost
     gpu, topo = inp.gpu, inp.topology
-    rate = gpu.bf16_flops * inp.mfu
+    one = next((c for c in result.sweep if c.tp == 1), None)
+    rate_note = (f" (on one GPU, {one.gemm_rate / 1e12:,.0f}: the narrower shards run slower)"
+                 if one is not None and cost.tp > 1 else "")
+    override = ("" if inp.mfu is None else
+                f" A full-wave GEMM is set to {100 * inp.mfu:.0f}% of the peak (the MFU "
+                "control overrides the measured rate).")
     notes = [
-        f"Compute: 6 FLOPs per weight per token (forward + backward) plus the attention "
-        f"scores, at {100 * inp.mfu:.0f}% MFU of the {gpu.name}'s {gpu.bf16_flops / 1e12:,.0f} "
-        f"TFLOP/s dense BF16 peak = {rate / 1e12:,.0f} TFLOP/s per GPU; each GPU of the group "
-        f"does a t-th of it (K and V stop shrinking past {inp.model.kv_heads} KV heads).",
+        f"Compute: each kernel of the layer on one GPU of the group, timed at the "
+        f"{gpu.name}'s measured rates: its GEMMs reach {cost.gemm_rate / 1e12:,.0f} TFLOP/s "
+        f"of the {gpu.bf16_flops / 1e12:,.0f} TFLOP/s dense BF16 peak at t = {cost.tp}"
+        f"{rate_note}; attention at its fused kernel's published rate; norms, activations "
+        f"and residual adds at the achieved HBM bandwidth, repeated on every GPU of the group "
+        f"unless sequence parallelism splits them (K and V stop shrinking past "
+        f"{inp.model.kv_heads} KV heads).{override}",
     ]
     if topo.cluster is not None:
         c = topo.cluster
@@ -31,11 +39,13 @@ def assumptions(result: TPResult) -> tuple[str, ...]:
         notes.append(f"Link: {link.name}, {link.bandwidth / 1e9:,.3g} GB/s per direction, "
                      f"α = {link.latency * 1e6:.0f} µs per ring step, {where}.")
     notes += [
-        f"Collectives: ring algorithms on the α–β model; each moves the s·b·h bf16 "
+        f"Collectives: as NCCL runs them (its tuning model, on the links' measured bus "
+        f"bandwidths); each moves the s·b·h bf16 "
         f"activations ({result.collective_bytes / 1e6:,.1f} MB); 4 per layer per step "
         + ("as 4 all-gathers + 4 reduce-scatters (sequence parallelism), "
            if inp.sp else "as all-reduces, ")
-        + "none overlapped with compute (each blocks the next matmul).",
+        + "the forward ones block the next matmul; in backward each column-split layer's "
+        "run beside its other GEMM (Megatron's default), and only what outlasts it counts.",
         f"Per step: {inp.model.layers} layers plus the vocabulary-parallel embedding and "
         f"output layer (2 more collectives), one micro-batch of {inp.micro_batch} x "
         f"{inp.seq_len:,} tokens; the cross-entropy's small all-reduces are left out.",

@@ -6,9 +6,9 @@ Composed from the other labs, never re-derived:
   ZeRO sharding follows Rajbhandari et al. 2020, "ZeRO" (arXiv:1910.02054) Figure 1: with D
   replicas, 16-byte recipe 16P, 4P + 12P/D, 2P + 14P/D, 16P/D; 18-byte 18P, 6P + 12P/D,
   2P + 16P/D, 18P/D. Activations are not sharded by any stage;
-- collective times are the α–β model of ``labs.hardware.comm`` on a cluster of its ``links``;
-- compute per step is ``labs.model.flops`` (6N + attention, recomputation adds its forward) at a
-  fixed MFU.
+- collective times are NCCL's (``labs.hardware.comm``) on a cluster of its ``links``;
+- compute per step is the layer's kernels one by one (``labs.parallel.layer_time``, the same
+  model EP08 times its plans with), recomputation adding its forward again.
 
 Wire volume per GPU per step (ZeRO paper sec 7.2; PyTorch FSDP, Zhao et al. 2023,
 arXiv:2304.11277 sec 3): with S the gradient (= bf16 weight) bytes, plain DP all-reduces
@@ -34,13 +34,18 @@ CPU Adam step's own time is not modelled.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from labs.core.catalogue import RECIPES
 from labs.core.limits import RECOMPUTE, ZERO_DP_SHOWN, ZERO_STAGES
 from labs.hardware.comm import collective
-from labs.hardware.links import get_link
+from labs.hardware.links import Cluster, get_link
 from labs.memory.inputs import STATE_KEYS
 from labs.memory.lab import compute_memory
-from labs.model.flops import hardware_flops_per_token, model_flops_per_token
+from labs.model.flops import model_flops_per_token
+from labs.model.ops import head_ops
+from labs.model.spec import ModelSpec
+from labs.parallel.layer_time import Group, layer_time
 from labs.zero.deepspeed import (
     DeepSpeedEstimate,
     largest_layer_params,
@@ -58,7 +63,6 @@ from labs.zero.inputs import (
 )
 
 GRAD_COMM_BYTES = 2  # bf16 on the wire (DeepSpeed's default communication_data_type)
-MFU = 0.4  # model FLOPs utilisation assumed for the compute a collective can hide behind
 ACTIVATION_KEYS = ("activations", "embedding_and_logits")
 
 # ZeRO stage -> (collective, what it moves, the pass it hides behind); ZeRO paper sec 7.2.
@@ -82,13 +86,34 @@ FSDP_NAMES = {
 
 
 def compute_windows(inp: ZeroInput, recompute: str) -> tuple[float, float]:
-    """(forward, backward) seconds of one micro-batch step at MFU; backward includes any
-    recomputed forward (labs.model.flops)."""
-    tokens = inp.seq_len * inp.micro_batch
-    rate = inp.gpu.bf16_flops * MFU
-    total = tokens * hardware_flops_per_token(inp.model, inp.seq_len, recompute) / rate
-    forward = tokens * model_flops_per_token(inp.model, inp.seq_len) / 3 / rate
-    return forward, total - forward
+    """(forward, backward) seconds of one micro-batch on one GPU, op by op
+    (``labs.parallel.layer_time``: every kernel at the GPU's measured rates, no model
+    parallelism); backward includes any recomputed forward."""
+    return _windows(inp.model, inp.cluster, inp.seq_len, inp.micro_batch, recompute)
+
+
+@lru_cache(maxsize=256)
+def _windows(model: ModelSpec, cluster: Cluster, seq_len: int, micro_batch: int,
+             recompute: str) -> tuple[float, float]:
+    kw = dict(tp=Group(), cp=Group(), ep=Group(), micro_batch=micro_batch, seq_len=seq_len,
+              sp=False, recompute=recompute)
+    dense = layer_time(model, cluster, **kw)
+    layers = [(model.layers - model.moe_layers, dense)]
+    if model.is_moe:
+        layers.append((model.moe_layers, layer_time(model, cluster, moe=True, **kw)))
+    head = head_ops(model, cluster.gpu, tp=1, cp=1, micro_batch=micro_batch, seq_len=seq_len,
+                    sp=False)
+    forward = sum(n * lt.forward.compute for n, lt in layers) \
+        + head.embedding_forward.seconds + head.output_forward.seconds
+    backward = sum(n * lt.backward.compute for n, lt in layers) \
+        + head.embedding_backward.seconds + head.output_backward.seconds
+    return forward, backward
+
+
+def achieved_mfu(inp: ZeroInput, seconds: float) -> float:
+    """Model FLOPs of one micro-batch over its compute seconds and the GPU's dense peak."""
+    flops = model_flops_per_token(inp.model, inp.seq_len) * inp.seq_len * inp.micro_batch
+    return flops / (seconds * inp.gpu.bf16_flops) if seconds else 0.0
 
 
 def traffic_row(inp: ZeroInput, stage: int, windows: tuple[float, float]) -> TrafficRow:

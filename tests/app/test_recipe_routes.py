@@ -6,6 +6,8 @@ import math
 
 import pytest
 
+from labs.hardware.kernels import SLOWEST_GPU
+
 SEED = {"model": "gpt-3-175b", "gpu": "a100-80gb", "nodes": 8, "gpus_per_node": 8,
         "tp": 8, "pp": 4, "dp": 2, "zero": 1, "microbatches": 16, "seq_len": 2048}
 FIELDS = ("audits", "fits", "memory_per_gpu_bytes", "bubble_fraction", "efficiency", "mfu",
@@ -19,8 +21,13 @@ def test_api_answers_the_issue_fields_for_the_seed(client):
     assert all({"name", "ok", "detail"} <= set(a) for a in body["audits"])
     assert body["bubble_fraction"] == pytest.approx(3 / 19, abs=1e-9)
     assert body["efficiency"] == pytest.approx(math.prod(body["parts"].values()), rel=1e-9)
-    assert body["efficiency"] == pytest.approx(0.76, abs=0.03)
-    assert body["matmul_efficiency"] == 0.85
+    # ≈76% in the brief; timed op by op 72.8% (tests/labs/test_recipe.py says why).
+    assert body["efficiency"] == pytest.approx(0.728, abs=0.005)
+    assert body["matmul_efficiency"] == pytest.approx(258 / 312 * SLOWEST_GPU, rel=1e-3)
+    causes = body["causes"]
+    assert {c["name"] for c in causes} >= {"gemm", "attention", "memory", "tp", "dp", "bubble",
+                                            "optimizer", "pp"}
+    assert sum(c["exposed_s"] for c in causes) == pytest.approx(body["step_s"], rel=1e-9)
     assert sum(body["segments_s"].values()) == pytest.approx(body["step_s"], rel=1e-9)
     assert body["tokens_per_s"] == pytest.approx(32 * 2048 / body["step_s"])
 
@@ -108,12 +115,12 @@ def test_the_compute_rate_is_a_control_the_parts_follow(client):
     page says which rate its figures assume."""
     fast = client.get("/api/recipe", params=SEED).json()
     slow = client.get("/api/recipe", params={**SEED, "matmul_efficiency": 0.6}).json()
-    assert slow["matmul_efficiency"] == 0.6
+    assert slow["matmul_efficiency"] == pytest.approx(0.6 * SLOWEST_GPU)
     assert slow["parts"]["tp"] > fast["parts"]["tp"] and slow["parts"]["dp"] >= fast["parts"]["dp"]
     assert slow["efficiency"] > fast["efficiency"] and slow["mfu"] < fast["mfu"]
-    assert slow["parts"]["pp"] == fast["parts"]["pp"]  # the bubble is a ratio of compute
+    assert slow["parts"]["pp"] == pytest.approx(fast["parts"]["pp"])  # a ratio of compute
     page = client.get("/episodes/recipe-3d", params={**SEED, "matmul_efficiency": 0.6}).text
-    assert 'id="input-matmul_efficiency"' in page and "Compute runs at 60.0%" in page
+    assert 'id="input-matmul_efficiency"' in page and "a full-wave GEMM at 59.2%" in page
 
 
 UNEVEN = {"model": "llama-3.1-405b", "gpu": "h100-sxm", "nodes": 64, "gpus_per_node": 8,
@@ -128,7 +135,8 @@ def test_uneven_stages_are_fields_the_audit_names(client):
     assert body["plan"]["first_stage_layers"] == 7 and body["plan"]["last_stage_layers"] == 7
     layout = next(a for a in body["audits"] if a["name"] == "Layout rules")
     assert "7 on the first, 7 on the last, 8 on the slowest" in layout["detail"]
-    assert body["parts"]["stages"] == pytest.approx(126 / 128, rel=1e-9)
+    # A middle stage of 8 layers sets the pace; the end stages add the embedding and loss.
+    assert 126 / 128 < body["parts"]["stages"] < 1
     assert body["segments_s"]["stages"] > 0
     page = client.get("/episodes/recipe-3d", params=UNEVEN).text
     assert 'name="first_stage_layers"' in page and 'name="last_stage_layers"' in page

@@ -15,7 +15,9 @@ def test_api_names_the_issues_fields_and_the_good_seed_figure(client):
     body = client.get("/api/tp", params={"tp": 8}).json()
     assert set(body) >= API_FIELDS
     assert body["model"] == "llama-3.1-405b" and body["bottleneck"] == "nvlink-4"
-    assert body["efficiency"] == pytest.approx(0.90, abs=0.03)
+    # ≈90% in the curriculum at a flat 40% MFU; timed op by op 86% (test_tensor_parallel.py).
+    assert body["efficiency"] == pytest.approx(0.86, abs=0.005)
+    assert body["gemm_tflops"] < client.get("/api/tp", params={"tp": 1}).json()["gemm_tflops"]
     assert body["speedup"] == pytest.approx(8 * body["efficiency"])
     assert body["efficiency"] == pytest.approx(
         body["single_gpu_s"] / (8 * (body["compute_s"] + body["comm_s"])))
@@ -35,7 +37,10 @@ def test_api_traffic_is_four_collectives_of_sbh_times_two(client, sp):
     h = body["shapes"]["hidden"]
     assert body["collective_bytes"] == s * b * h * 2
     assert len(body["collectives"]) == 4
-    assert body["comm_bytes"] == pytest.approx(4 * 2 * (t - 1) / t * s * b * h * 2)
+    # 4 all-reduces; with SP Megatron's 2 + 2 forward and 2 + 2 + 2 backward gathers and
+    # reduce-scatters (each (t-1)/t of the tensor).
+    share = (t - 1) / t * s * b * h * 2
+    assert body["comm_bytes"] == pytest.approx(10 * share if sp == "true" else 8 * share)
     ops = [op for c in body["collectives"] for op in c["ops"]]
     assert ops.count("all_reduce") == (0 if sp == "true" else 4)
     assert body["collectives_per_layer"] == (8 if sp == "true" else 4)

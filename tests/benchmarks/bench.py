@@ -184,6 +184,7 @@ def engine_times() -> list[tuple[str, float, float]]:
             times.append((time.perf_counter() - t0) * 1e3)
         rows.append((name.replace("(simulate)", "(charts)"), statistics.median(times), max(times)))
     rows.append(ledger_time())
+    rows.append(recipe_time())
     rows.append(planner_time())
     rows.append(planner_time("gpt-3-175b", 2048, 2048, 1536))  # Megatron-LM's GPT-3 batch
     return rows
@@ -205,6 +206,40 @@ def ledger_time() -> tuple[str, float, float]:
         times.append((time.perf_counter() - t0) * 1e3)
     return ("ledger DeepSeek-V3 TP8 PP61 DP8 EP64 (compute_memory)", statistics.median(times),
             max(times))
+
+
+def recipe_time() -> tuple[str, float, float]:
+    """One new EP08 answer (the seed plan, a new micro-batch count each time: run, JSON and
+    figures) with the recipe's evaluation cache cleared; "max" is the first, every cache of
+    the labs cold (the op-level step model's kernel and collective caches included)."""
+    import labs.recipe.lab as recipe
+    from app.routers import recipe as router
+
+    seed = dict(model="gpt-3-175b", gpu="a100-80gb", nodes=8, gpus_per_node=8, tp=8, pp=4,
+                dp=2, zero=1, seq_len=2048)
+
+    def answer(m: int) -> None:
+        state = router.run(router.RecipeQuery(**seed, microbatches=m))
+        router.to_api(state)
+        router.figures(state)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("labs."):
+            for value in list(vars(module).values()):
+                if callable(getattr(value, "cache_clear", None)):
+                    value.cache_clear()
+    t0 = time.perf_counter()
+    answer(16)
+    cold = (time.perf_counter() - t0) * 1e3
+    times = []
+    for m in range(17, 57):
+        recipe._evaluate.cache_clear()
+        recipe.ledger.cache_clear()
+        t0 = time.perf_counter()
+        answer(m)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return ("recipe answer, GPT-3 seed, new plan (run + JSON + figures)",
+            statistics.median(times), cold)
 
 
 def main() -> None:
@@ -258,17 +293,23 @@ def planner_time(model: str = "llama-3.1-405b", gpus: int = 16_384, seq_len: int
     DGX nodes), sequence 8192, global batch 2048 (Llama 3's 16M tokens). The first search
     runs cold (the labs' caches cleared: no bubble, ledger or evaluation kept), "max" is
     that run; the median is over the warm ones after it."""
+    from labs.hardware import kernels, nccl
     from labs.hardware.links import get_cluster
+    from labs.model import ops
     from labs.model.presets import get_model
+    from labs.parallel import layer_time
     from labs.recipe import bounds as plan_bounds
+    from labs.recipe import inputs as recipe_inputs
     from labs.recipe import lab as recipe
     from labs.recipe import step_time as recipe_time
     from labs.recipe.planner import PlanRequest, search
     from labs.schedules import stages as placement
 
     for cached in (recipe._evaluate, recipe.ledger, recipe._schedule_run,
-                   recipe_time.spread, recipe_time._cost, placement.stage_params,
-                   plan_bounds._distinct_stages, plan_bounds._first_stage_activations):
+                   recipe_time.spread, recipe_time.stage_times, placement.stage_params,
+                   plan_bounds._distinct_stages, plan_bounds._first_stage_activations,
+                   layer_time.layer_time, ops.layer_ops, ops.head_ops, kernels.gemm_time,
+                   kernels.flash_time, nccl.nccl_time, recipe_inputs._step_options):
         cached.cache_clear()
     req = PlanRequest(get_model(model), get_cluster("dgx-h100"), gpus, seq_len, global_batch)
     times = []

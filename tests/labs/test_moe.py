@@ -98,7 +98,10 @@ def test_hot_expert_bottlenecks_a_balanced_layout():
     # Mixtral top-2 of 8: expert 0's chance goes from 2/8 to 2/8 + 0.5·6/8 = 5/8.
     assert hot.max_over_mean == pytest.approx(2.5)
     assert hot.slowest_gpu == 0
-    assert hot.compute_s == pytest.approx(2.5 * balanced.compute_s, rel=1e-3)
+    # 2.5x the tokens, a little under 2.5x the time: the hot expert's longer GEMMs fill their
+    # last wave better (labs.hardware.kernels).
+    assert hot.compute_s == pytest.approx(2.5 * balanced.compute_s, rel=0.01)
+    assert hot.compute_s < 2.5 * balanced.compute_s
     assert hot.layer_s > 2 * balanced.layer_s
     assert hot.slowdown == pytest.approx(hot.layer_s / balanced.layer_s)
     # The work is the same; only its spread changed.

@@ -3,9 +3,11 @@
 Seed (CURRICULUM EP08): 64 GPUs as 8 nodes x 8 with NVLink inside (DGX A100), GPT-3 175B,
 sequence 2048, TP8 x PP4 x DP2, 16 micro-batches, Megatron's distributed optimizer (ZeRO-1):
 fits, keeps TP in the node, ≈76% efficient (≈0.90 TP x 16/19 pipeline x ≈1.0 DP). The lab,
-its GPUs computing at the measured A100 matmul ceiling (labs.core.limits.DEFAULT_MATMUL_EFFICIENCY),
-gives 73.0% = TP 0.890 x 16/19 x DP 0.974: the DP pair across HDR InfiniBand cannot hide the
-distributed optimizer's weight all-gather behind the first stage's first forward.
+timing every kernel at the A100's measured rates (labs.recipe.step_time), gives 72.8% = stages
+0.990 x TP 0.906 x 16/19 x DP 0.979 x optimizer 0.986 (and sends 0.998): the DP pair across
+HDR InfiniBand cannot hide the distributed optimizer's weight all-gather behind the first
+stage's first forward, the first and last stages carry the embedding and the loss, and the
+optimizer step runs after the pipeline.
 """
 
 import argparse
@@ -19,6 +21,7 @@ import pytest
 
 from labs.core.errors import LabInputError
 from labs.core.limits import DEFAULT_MATMUL_EFFICIENCY
+from labs.hardware.kernels import SLOWEST_GPU
 from labs.hardware.links import get_cluster
 from labs.model.flops import hardware_flops_per_token, model_flops_per_token
 from labs.model.presets import get_model
@@ -47,7 +50,9 @@ def audit(result, name):
 def test_seed_fits_keeps_tp_in_the_node_and_is_about_76_percent():
     r = evaluate(SEED, GPT3, A100, 8)
     assert r.legal and r.fits and r.passes
-    assert r.matmul_efficiency == DEFAULT_MATMUL_EFFICIENCY == 0.85
+    # The full-wave GEMM rate it was timed at: He's 258 TFLOP/s on the slowest GPU of a node.
+    assert DEFAULT_MATMUL_EFFICIENCY is None
+    assert r.matmul_efficiency == pytest.approx(258 / 312 * SLOWEST_GPU, rel=1e-3)
     assert r.memory_per_gpu_bytes < 80e9
     assert audit(r, "TP inside a node").ok
     # The pipeline factor is the simulated bubble: exactly 16/19 for 1F1B, p = 4, m = 16.
@@ -57,41 +62,50 @@ def test_seed_fits_keeps_tp_in_the_node_and_is_about_76_percent():
     # ≈1.0 DP: the gradient buckets hide behind the last backward; the weight all-gather
     # is longer than the first stage's first forward, so a little is exposed.
     assert 0.97 <= r.parts["dp"] < 1
-    # ≈76%: the lab gives 73.0% (tolerance 3 points around the brief's figure, and the
-    # lab's own figure to 0.5 point).
-    assert r.efficiency == pytest.approx(0.76, abs=0.03)
-    assert r.efficiency == pytest.approx(0.730, abs=0.005)
+    # ≈76% in the brief (tolerance 3 points); timed op by op the lab gives 72.8%, 3.2 points
+    # under it: the embedding and the loss on the end stages and the optimizer step after
+    # the pipeline, which the rough figure leaves out (EP08's first step says so). The new
+    # figure is pinned to 0.5 point.
+    assert r.efficiency == pytest.approx(0.728, abs=0.005)
+    assert r.parts["stages"] < 1 and r.parts["optimizer"] < 1
     assert r.efficiency == pytest.approx(math.prod(r.parts.values()), rel=1e-12)
 
 
 def test_efficiency_follows_the_compute_rate_it_is_measured_against():
-    """The faster a GPU computes, the more the same bytes weigh: at peak the seed is 70.8%
-    (TP 0.874), at 60% of peak (a whole layer's kernels, norms and softmax included) 76.6%."""
+    """``matmul_efficiency`` overrides the GPUs' measured full-wave GEMM rate. The faster a GPU
+    computes, the more the same bytes weigh: with GEMMs at the peak the seed is 70.4% (TP
+    0.890), at 60% of it 75.8%."""
     at = {e: evaluate(SEED, GPT3, A100, 8, e) for e in (1.0, 0.85, 0.6)}
     assert at[1.0].efficiency < at[0.85].efficiency < at[0.6].efficiency
-    assert at[1.0].parts["tp"] == pytest.approx(0.874, abs=0.002)
-    assert at[0.6].efficiency == pytest.approx(0.766, abs=0.005)
-    for r in at.values():  # MFU = rate x efficiency x model / hardware FLOPs
+    assert at[1.0].parts["tp"] == pytest.approx(0.890, abs=0.002)
+    assert at[0.6].efficiency == pytest.approx(0.758, abs=0.005)
+    for e, r in at.items():
+        assert r.matmul_efficiency == pytest.approx(e * SLOWEST_GPU)
+        # MFU: the kernels run below the full-wave GEMM rate (narrower GEMMs, attention, norms
+        # and softmax bound by memory), and selective recomputation adds FLOPs MFU omits.
         ratio = model_flops_per_token(GPT3, 2048) / hardware_flops_per_token(GPT3, 2048)
-        assert r.mfu == pytest.approx(r.matmul_efficiency * r.efficiency * ratio, rel=1e-9)
+        assert r.mfu < r.matmul_efficiency * r.efficiency * ratio
     with pytest.raises(LabInputError) as exc:
         evaluate(SEED, GPT3, A100, 8, 1.5)
     assert exc.value.field == "matmul_efficiency"
 
 
-def test_tp_factor_is_ep04s_efficiency_for_the_same_inputs():
-    """One TP model: with PP = 1 and no recomputation, the recipe's TP factor is EP04's step
-    efficiency on the same model, GPU, node and compute rate, less EP04's two extra
-    collectives (embedding and output layer) and its output layer's compute."""
+def test_tp_factor_is_ep04s_for_the_same_inputs():
+    """One TP model: with PP = 1 and no recomputation, the recipe's TP collectives per layer
+    are EP04's, on the same model, GPU, node and compute rate, and its TP factor is EP04's
+    share of the step its collectives leave to compute (EP04's efficiency further counts
+    what TP's narrower kernels lose against one GPU)."""
     llama = get_model("llama-3.1-405b")
     plan = Plan(tp=8, pp=1, dp=8, zero=1, recompute="none", microbatches=1, seq_len=4096)
     r = evaluate(plan, llama, H100, 8, 0.4)
     ep04 = tensor_parallel(TPInput(llama, H100.gpu, Topology("node", cluster=H100), tp=8,
                                    mfu=0.4, recompute="none")).cost
-    assert ep04.step_efficiency == pytest.approx(0.920, abs=0.0005)  # EP04's pinned figure
-    assert r.parts["tp"] == pytest.approx(ep04.step_efficiency, abs=0.005)
+    assert ep04.step_efficiency == pytest.approx(0.901, abs=0.0005)  # EP04's pinned figure
     per_layer = r.timing.micro.tp / llama.layers
     assert per_layer == pytest.approx(ep04.comm_s, rel=1e-12)
+    share = ep04.step_compute_s / (ep04.step_compute_s + ep04.step_comm_s)
+    assert r.parts["tp"] == pytest.approx(share, abs=0.002)
+    assert ep04.step_efficiency < r.parts["tp"]
 
 
 def test_dp_exposure_is_the_worst_stage_and_its_slack_is_the_schedules():
@@ -150,12 +164,12 @@ def test_step_bar_sums_to_the_step_and_mfu_follows_6nd():
     flops = model_flops_per_token(GPT3, 2048) * SEED.global_batch * 2048
     assert r.mfu == pytest.approx(flops / (r.step_s * 64 * A100.gpu.bf16_flops), rel=1e-12)
     assert r.tokens_per_s == pytest.approx(SEED.global_batch * 2048 / r.step_s)
-    # Full recomputation runs ≈ 8·N·D for 6·N·D of model FLOPs: MFU ≈ 3/4 of rate x
-    # efficiency.
+    # Full recomputation runs ≈ 8·N·D for 6·N·D of model FLOPs: MFU under 3/4 of rate x
+    # efficiency (its kernels run below the full-wave GEMM rate), and under selective's.
     full = evaluate(Plan(**{**SEED.__dict__, "recompute": "full"}), GPT3, A100, 8)
     ratio = model_flops_per_token(GPT3, 2048) / hardware_flops_per_token(GPT3, 2048, "full")
-    assert full.mfu / (full.efficiency * full.matmul_efficiency) == pytest.approx(ratio,
-                                                                                rel=1e-9)
+    assert full.mfu < ratio * full.efficiency * full.matmul_efficiency
+    assert full.mfu < r.mfu
     assert ratio == pytest.approx(0.75, abs=0.01)
 
 

@@ -50,16 +50,15 @@ def test_metas_plan_passes_every_audit_and_its_mfu_against_the_paper():
     r = evaluate(META, LLAMA405, H100, NODES)
     assert r.passes, [a.detail for a in r.audits if not a.ok]
     assert META.global_batch * META.seq_len == 2048 * 8192  # 16M tokens
-    # The slowest stage (8 layers) sets the pace: the even share is 126/16 = 7.875 layers.
-    assert r.parts["stages"] == pytest.approx(126 / 128, rel=1e-12)
-    # The lab's MFU is an upper estimate of the paper's: it computes every FLOP at 85% of the
-    # peak (the matmul ceiling measured on an A100; H100 matmuls reach a lower share of
-    # their 989 TFLOP/s), and leaves out the non-matmul kernels (norms, softmax, RoPE,
-    # element-wise), pipeline sends, stragglers and the checkpointing Meta reports. So it
-    # must not fall below the paper's lowest figure, and we allow it up to 35% above the
-    # highest (it comes out 54%, 1.26x the paper's best): a gap the tolerance states
-    # rather than a factor tuned away.
-    assert PAPER_MFU[0] <= r.mfu <= PAPER_MFU[1] * 1.35
+    # A middle stage (8 layers) sets the pace; the first and last hold 7 layers and the
+    # embedding or the output layer and loss, so the even share is between 126/128 and 1.
+    assert r.parts["stages"] == pytest.approx(1 / r.timing.stage_imbalance, rel=1e-12)
+    assert 126 / 128 < r.parts["stages"] < 1
+    # Timed op by op (labs.recipe.step_time) the lab comes out at 43.5% MFU, 1.08x the
+    # paper's 41% on 16,384 GPUs (400 TFLOP/s): within the paper's range, to 10% above its
+    # best (43%), since it leaves out stragglers beyond a node, checkpointing and the other
+    # overheads Meta reports.
+    assert PAPER_MFU[0] <= r.mfu <= PAPER_MFU[1] * 1.1
 
 
 def test_405b_at_metas_batch_returns_exact_plans_that_pass_every_audit(meta_search):
@@ -106,7 +105,7 @@ def test_heaviest_stage_sets_memory_slowest_sets_time():
     assert heaviest.layers == 8
     m = META.microbatches
     assert r.segments["stages"] == pytest.approx(
-        m * r.timing.micro.compute * (1 - 126 / 128), rel=1e-12)
+        m * r.timing.micro.compute * (1 - 1 / r.timing.stage_imbalance), rel=1e-12)
     assert sum(r.segments.values()) == pytest.approx(r.step_s, rel=1e-12)
 
 

@@ -1,16 +1,20 @@
 """EP04's engine pinned to CURRICULUM EP04's figures and to Megatron's counts.
 
 Seed figures (defaults: Llama 3.1 405B, which Meta trained with TP = 8 inside a node, Llama 3
-report arXiv:2407.21783 Table 4; H100 at 40% MFU; s = 4096, b = 1):
-- TP = 8 inside one NVLink 4 node ≈ 90% efficient;
+report arXiv:2407.21783 Table 4; H100; s = 4096, b = 1):
+- TP = 8 inside one NVLink 4 node ≈ 90% efficient (the curriculum's figure, at a flat 40%
+  MFU); timed op by op (labs.parallel.layer_time, each GEMM at its shape's measured rate) it
+  is 86%: the GPU computes faster than 40% MFU, so the same collectives weigh more, and the
+  8-times narrower matrices run 3% slower than the whole ones (EP04's step 2 says so);
 - TP = 8 across nodes on 25 Gb/s Ethernet is slower than one GPU.
 """
 
 import pytest
 
 from labs.core.errors import LabInputError
-from labs.hardware.comm import ring
+from labs.hardware.comm import collective
 from labs.hardware.gpus import get_gpu
+from labs.hardware.kernels import SLOWEST_GPU
 from labs.hardware.links import get_link
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
@@ -36,9 +40,18 @@ def run(model=L405, topology=None, **kw):
 def test_seed_tp8_inside_an_nvlink_node_is_about_90_percent_efficient():
     cost = run(tp=8).cost
     assert cost.bottleneck == "nvlink-4"
-    assert cost.efficiency == pytest.approx(0.90, abs=0.03)
-    assert cost.step_efficiency == pytest.approx(0.90, abs=0.03)
-    assert 7 < cost.speedup < 8
+    assert cost.efficiency == pytest.approx(0.860, abs=0.005)
+    assert cost.step_efficiency == pytest.approx(0.860, abs=0.005)
+    assert 6 < cost.speedup < 8
+    # At the curriculum's flat 40% of peak, its ≈90% returns.
+    assert run(tp=8, mfu=0.4).cost.efficiency == pytest.approx(0.90, abs=0.03)
+
+
+def test_tp_shrinks_the_matrices_and_small_matrices_run_slower():
+    by_t = {c.tp: c for c in run(tp=8).sweep}
+    rates = [by_t[t].gemm_rate for t in (1, 2, 4, 8, 16, 64)]
+    assert rates == sorted(rates, reverse=True)
+    assert by_t[8].gemm_rate < 0.98 * by_t[1].gemm_rate
 
 
 def test_seed_tp8_across_ethernet_nodes_is_slower_than_one_gpu():
@@ -56,22 +69,29 @@ def test_traffic_is_four_collectives_of_sbh_bf16_per_layer(tp, sp):
     size = s * b * L405.hidden * 2
     assert result.collective_bytes == size
     assert len(LAYER_COLLECTIVES) == 4
-    # A ring all-reduce sends 2(t-1)/t·S per GPU; with SP its reduce-scatter + all-gather
-    # send the same volume.
-    assert result.cost.comm_bytes == pytest.approx(4 * 2 * (tp - 1) / tp * size)
-    link = get_link("nvlink-4")
-    one = ring("all_reduce", size, tp, link.bandwidth, link.latency)
-    assert result.cost.comm_s == pytest.approx(4 * one)
+    # A ring all-reduce sends 2(t-1)/t·S per GPU, a reduce-scatter or all-gather (t-1)/t·S.
+    # Without SP: 4 all-reduces. With SP (Megatron): forward an all-gather and a
+    # reduce-scatter around each half; backward the row-split layers' dY all-gathers, and each
+    # column-split layer's input all-gather (for its weight gradient) and reduce-scatter.
+    share = (tp - 1) / tp * size
+    layer = (2 + 2 + 6) * share if sp else 4 * 2 * share
+    assert result.cost.comm_bytes == pytest.approx(layer)
     assert result.collectives_per_layer == (8 if sp else 4)
-    # Per step: every layer's 4, plus the embedding's and the output layer's.
+    # Exposed: all of forward's (they block), less what backward hides beside its GEMMs.
+    kinds = ("all_gather", "reduce_scatter") if sp else ("all_reduce",)
+    cluster = node().cluster
+    forward = 2 * sum(collective(k, size, tp, cluster).seconds for k in kinds)
+    assert forward <= result.cost.comm_s < forward + 6 * max(
+        collective(k, size, tp, cluster).seconds for k in kinds)
+    # Per step: every layer's, plus the embedding's and the output layer's.
     assert result.cost.step_comm_bytes == pytest.approx(
-        (4 * L405.layers + 2) * 2 * (tp - 1) / tp * size)
+        L405.layers * layer + 2 * 2 * share)
 
 
 def test_traffic_per_gpu_does_not_shrink_as_tp_grows():
     result = run(tp=8)
     by_t = {c.tp: c.comm_bytes for c in result.sweep}
-    assert by_t[2] < by_t[4] < by_t[8] < by_t[64] < 8 * result.collective_bytes
+    assert by_t[2] < by_t[4] < by_t[8] < by_t[64] < 10 * result.collective_bytes
 
 
 def test_compute_per_gpu_divides_by_t_up_to_the_kv_heads():
@@ -91,10 +111,15 @@ def test_layers_and_head_add_up_to_the_shared_compute_model():
                                   rel=1e-12)
 
 
-def test_compute_time_is_flops_at_the_mfu_of_the_bf16_peak():
-    cost = run(tp=1, mfu=0.5)
-    assert cost.cost.compute_s == pytest.approx(layer_flops(L405, 4096, 1) / (989.4e12 * 0.5))
-    assert cost.cost.comm_s == 0 and cost.cost.efficiency == 1
+def test_mfu_overrides_the_measured_gemm_rate():
+    """The old "mfu" control sets a full-wave GEMM's share of the peak: the layer's GEMMs
+    run at most at it (on the slowest GPU of a node), its other kernels as measured."""
+    cost = run(tp=1, mfu=0.5).cost
+    assert cost.gemm_rate <= 989.4e12 * 0.5 * SLOWEST_GPU * (1 + 1e-9)
+    assert cost.gemm_rate > 0.9 * 989.4e12 * 0.5 * SLOWEST_GPU
+    assert cost.compute_s > layer_flops(L405, 4096, 1) / 989.4e12
+    assert cost.comm_s == 0 and cost.efficiency == 1
+    assert run(tp=1).cost.compute_s < cost.compute_s  # measured: 0.80 x 0.85 of the peak
 
 
 def test_memory_is_the_ledger_and_state_divides_by_t():
@@ -176,5 +201,11 @@ def test_bad_inputs_name_their_field(kw, field):
 def test_crossing_nodes_is_bounded_by_the_inter_node_link():
     result = run(tp=8)
     by_t = {c.tp: c for c in result.sweep}
-    assert by_t[8].bottleneck == "nvlink-4" and by_t[16].bottleneck == "ib-ndr"
+    assert by_t[8].bottleneck == "nvlink-4"
     assert by_t[16].efficiency < by_t[8].efficiency
+    # 8 NDR ports per node (8 x 48 GB/s measured) outrun NVLink 4's measured ring (367
+    # GB/s), so NCCL's ring across two DGX H100s is still bound by NVLink; over one 25 Gb/s
+    # Ethernet port per GPU it is bound by the port.
+    assert by_t[16].bottleneck == "nvlink-4"
+    slow = {c.tp: c for c in run(tp=8, topology=node(inter="eth-25g")).sweep}
+    assert slow[16].bottleneck == "eth-25g" and slow[16].efficiency < 0.5

@@ -1,0 +1,179 @@
+"""Collectives as NCCL runs them: its own cost model, fed with measured bus bandwidths.
+
+NCCL picks, for every collective, the algorithm and protocol its tuning model says is fastest
+(NVIDIA/nccl ``src/graph/tuning.cc``, ``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime``, the
+2.8-era copy of the 2021-22 Megatron runs; constants below, latencies in µs):
+
+    time = latency + bytes / algBw,   algBw = busBw · n / nsteps (ring), busBw / 2 (tree)
+
+- ring: nsteps = 2(n−1) for all-reduce, n−1 for all-gather and reduce-scatter; latency =
+  baseLat + (nsteps − interSteps)·hwLat(intra) + interSteps·hwLat(net), interSteps =
+  2(nodes−1) or nodes−1; with several nodes LL's intra-node hop costs 1.8x, and a ring Simple
+  all-reduce's latency 1.9x past nRanks/16 x 64 KiB ("plateau effect of ring");
+- tree (all-reduce across nodes): latency = baseLat + 2·((ppn−1)·hwLat(intra) +
+  log2i(nodes)·hwLat(net)), busBw = min(0.9·busBw, 80 GB/s past two nodes, else 110), and
+  NCCL's own correction factor below 256 MB;
+- protocols: LL at busBw/4 (all-reduce or several nodes, else /3), LL128 at 0.92·busBw (one
+  NVLink node only: NCCL enables it nowhere else by default), Simple at busBw.
+
+busBw is what nccl-tests measures (doc/PERFORMANCE.md's "bus bandwidth"), per link preset
+(``labs.hardware.links.Link.ring_busbw``): inside a node the link's; across nodes the lower
+of the scale-up link's and the group's share of the node's NICs (NCCL runs one ring per NIC,
+rail-aligned, so a group with g members on a node owns g / gpus_per_node of its ports while
+the node's other groups use the rest). A one-node all-reduce on Simple takes the switch's
+in-network reduction where it was measured (NVLS, ``allreduce_busbw``).
+
+All-to-all is NCCL's grouped send/recv to every peer: each GPU sends (g−1)/n of its buffer
+over the scale-up link and (n−g)/n out of the node, and "all-to-all cannot aggregate several
+NICs", so a GPU sends at most one NIC's rate (NVIDIA NCCL team, NVIDIA/nccl-tests#267); its
+peers run in parallel, so it pays one Simple send's latency (a lower bound: DeepEP's
+low-latency kernels take 77 µs at EP 8 and 194 µs at EP 256 on H800, deepseek-ai/DeepEP).
+A send/recv pays baseLat + one hop on Simple and moves at the link's send bandwidth.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from labs.hardware.links import Cluster
+
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
+PROTOCOLS = ("LL", "LL128", "Simple")
+# tuning.cc baseLat [algorithm][protocol], µs.
+BASE_LATENCY = {"ring": {"LL": 3.6, "LL128": 10.0, "Simple": 8.4},
+                "tree": {"LL": 4.4, "LL128": 4.4, "Simple": 0.0}}
+# tuning.cc hwLat [hardware][algorithm][protocol], µs ("Tree/Simple is the latency a 256kB
+# chunk").
+HOP_LATENCY = {
+    "nvlink": {"ring": {"LL": 0.47, "LL128": 1.9, "Simple": 3.4},
+               "tree": {"LL": 0.52, "LL128": 1.2, "Simple": 28.0}},
+    "pcie": {"ring": {"LL": 1.0, "LL128": 2.5, "Simple": 5.7},
+             "tree": {"LL": 1.0, "LL128": 1.9, "Simple": 28.0}},
+    "net": {"ring": {"LL": 2.7, "LL128": 4.0, "Simple": 9.6},
+            "tree": {"LL": 5.0, "LL128": 8.5, "Simple": 50.0}},
+}
+MULTI_NODE_LL_INTRA = 1.8  # tuning.cc: intraLat x 1.8 for LL with several nodes
+RING_PLATEAU = 1.9  # tuning.cc: ring Simple all-reduce latency x 1.9 across nodes
+LL128_SHARE = 0.92  # tuning.cc: LL128 busBw x 0.92 ("120.0/128.0")
+TREE_SHARE = 0.9  # tuning.cc: tree busBw x 0.9, capped below
+TREE_CAP = (110e9, 80e9)  # tuning.cc maxTreeBw, GB/s: up to two nodes, more
+TREE_LL = 1 / 3.8  # tuning.cc: tree LL busBw / 3.8
+# tuning.cc treeCorrectionFactor[protocol][log2(bytes / 64)], for 64 B .. 128 MB.
+TREE_CORRECTION = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
+           1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .5, .6, .6, .7, .7, .8,
+              .9, .9, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .5, .5, .6, .6, .7,
+               .8, .9),
+}
+
+
+@dataclass(frozen=True)
+class NcclTime:
+    """One collective as NCCL would run it, on one GPU of the group."""
+
+    seconds: float
+    latency: float  # seconds of it that do not depend on the size
+    algorithm: str  # "ring", "tree", "nvls", "pairwise" or "direct"
+    protocol: str  # "LL", "LL128" or "Simple"
+    busbw: float  # the bus bandwidth it runs at, bytes/s
+    bottleneck: str  # the link id that bounds it
+    nodes: int
+
+
+def _node_share(cluster: Cluster, g: int) -> float:
+    """NICs a group with ``g`` members on a node owns (its share of the node's ports)."""
+    return cluster.nics_per_node * min(g, cluster.gpus_per_node) / cluster.gpus_per_node
+
+
+@lru_cache(maxsize=65536)
+def nccl_time(kind: str, size: float, group: int, cluster: Cluster,
+              per_node: int | None = None) -> NcclTime:
+    """``kind`` on ``size`` bytes (the full tensor; per GPU for all-to-all and p2p) over
+    ``group`` GPUs of ``cluster``, ``per_node`` of them on each node (None: packed into as few
+    nodes as they fill)."""
+    g = min(group, cluster.gpus_per_node if per_node is None else per_node,
+            cluster.gpus_per_node)
+    nodes = math.ceil(group / g)
+    intra, inter = cluster.intra, cluster.inter
+    if group <= 1 or size <= 0:
+        return NcclTime(0.0, 0.0, "direct", "Simple", intra.ring_busbw, intra.id, nodes)
+    if kind == "p2p":
+        link = intra if nodes == 1 else inter
+        lat = (BASE_LATENCY["ring"]["Simple"] + HOP_LATENCY[link.hw]["ring"]["Simple"]) * 1e-6
+        bw = link.send_bandwidth
+        return NcclTime(lat + size / bw, lat, "direct", "Simple", bw, link.id, nodes)
+    if kind == "all_to_all":
+        link = intra if nodes == 1 else inter
+        lat = (BASE_LATENCY["ring"]["Simple"] + HOP_LATENCY[link.hw]["ring"]["Simple"]) * 1e-6
+        inside = (g - 1) / group * size / intra.send_bandwidth
+        nic = inter.ring_busbw * min(1.0, cluster.nics_per_node / cluster.gpus_per_node)
+        outside = (group - g) / group * size / nic
+        bottleneck = inter.id if outside > inside else intra.id
+        return NcclTime(lat + max(inside, outside), lat, "pairwise", "Simple",
+                        nic if nodes > 1 else intra.send_bandwidth, bottleneck, nodes)
+    best = _ring(kind, size, group, g, nodes, cluster)
+    if kind == "all_reduce" and nodes > 1:
+        tree = _tree(size, g, nodes, cluster)
+        if tree.seconds < best.seconds:
+            best = tree
+    return best
+
+
+def _ring(kind: str, size: float, n: int, g: int, nodes: int, cluster: Cluster) -> NcclTime:
+    intra, inter = cluster.intra, cluster.inter
+    ar = kind == "all_reduce"
+    nsteps = 2 * (n - 1) if ar else n - 1
+    inter_steps = (2 * (nodes - 1) if ar else nodes - 1) if nodes > 1 else 0
+    if nodes == 1:
+        bus, link = intra.ring_busbw, intra.id
+    else:
+        across = inter.ring_busbw * _node_share(cluster, g)
+        bus, link = min(intra.ring_busbw, across), (inter.id if across < intra.ring_busbw
+                                                    else intra.id)
+    best = None
+    for proto in PROTOCOLS:
+        if proto == "LL128" and (nodes > 1 or intra.hw != "nvlink"):
+            continue  # tuning.cc enables LL128 by default on NVLink inside a node only
+        bw, algo = bus, "ring"
+        if proto == "LL":
+            bw = bus / 4 if (ar or nodes > 1) else bus / 3
+        elif proto == "LL128":
+            bw = LL128_SHARE * bus
+        elif ar and nodes == 1 and intra.allreduce_busbw > bus:
+            bw, algo = intra.allreduce_busbw, "nvls"  # reduced in the switch
+        intra_lat = HOP_LATENCY[intra.hw]["ring"][proto] * (
+            MULTI_NODE_LL_INTRA if nodes > 1 and proto == "LL" else 1.0)
+        lat = BASE_LATENCY["ring"][proto] + (nsteps - inter_steps) * intra_lat \
+            + inter_steps * HOP_LATENCY[inter.hw]["ring"][proto]
+        if proto == "Simple" and ar and nodes > 1 and size >= n / 16 * 65536:
+            lat *= RING_PLATEAU
+        t = lat * 1e-6 + size / (bw * n / nsteps)
+        if best is None or t < best.seconds:
+            best = NcclTime(t, lat * 1e-6, algo, proto, bw, link, nodes)
+    return best
+
+
+def _tree(size: float, g: int, nodes: int, cluster: Cluster) -> NcclTime:
+    intra, inter = cluster.intra, cluster.inter
+    across = inter.ring_busbw * _node_share(cluster, g)
+    bus = min(intra.ring_busbw, across)
+    link = inter.id if across < intra.ring_busbw else intra.id
+    cap = TREE_CAP[0] if nodes <= 2 else TREE_CAP[1]
+    log_size = max(0, int(size) >> 6).bit_length() - 1  # tuning.cc log2i(nBytes >> 6)
+    best = None
+    for proto in ("LL", "Simple"):  # LL128 is off across nodes (see _ring)
+        bw = min(bus * TREE_SHARE, cap) * (TREE_LL if proto == "LL" else 1.0)
+        if log_size < len(TREE_CORRECTION[proto]):
+            bw *= TREE_CORRECTION[proto][log_size]
+        intra_lat = HOP_LATENCY[intra.hw]["tree"][proto] * (
+            MULTI_NODE_LL_INTRA if proto == "LL" else 1.0)
+        lat = BASE_LATENCY["tree"][proto] + 2 * (
+            (g - 1) * intra_lat + (nodes.bit_length() - 1) * HOP_LATENCY[inter.hw]["tree"][proto])
+        t = lat * 1e-6 + size / (bw / 2)
+        if best is None or t < best.seconds:
+            best = NcclTime(t, lat * 1e-6, "tree", proto, bw, link, nodes)
+    return best

@@ -1,0 +1,393 @@
+"""One layer's compute on one GPU, kernel by kernel: every GEMM with its (m, n, k), the attention
+core, every memory-bound op with its bytes, and the head, loss and optimizer step.
+
+The shapes are the layer's after the split (Megatron-LM, Shoeybi et al. 2019 sec 3): tensor
+parallelism t divides the attention heads and the MLP width (GQA's KV heads are replicated
+below t = kv_heads), context parallelism c the tokens, T = s·b/c rows; expert parallelism e
+gives each GPU E/e of the routed experts, each of which sees T/t·k·e/E tokens when routing is
+balanced (Megatron Core MoE: each TP rank routes its sequence-parallel share). Each kernel is
+timed by ``labs.hardware.kernels`` (GEMM roofline with wave quantisation, memory-bound ops at
+achieved HBM bandwidth, the fused attention kernel at its published rate). Backward runs, per
+GEMM, the input gradient dX (m, k, n) and the weight gradient dW (k, n, m).
+
+Memory-bound bytes per token, counted from the kernels Megatron runs (16-bit activations,
+1-byte dropout masks), per layer; h the hidden size, f the MLP width on this GPU:
+- each of the two norms: read x, write y (4h) forward; read x, dy, write dx (6h) backward;
+- bias + dropout + residual add (Megatron's fused JIT kernel): read x and the residual,
+  write the sum and the mask (7h; 6h without dropout); backward the dropout's 5h and the
+  residual gradient's add, 6h;
+- the activation: bias + GeLU reads 2f and writes 2f (4f), backward 6f; SwiGLU reads two
+  halves (6f), backward 10f;
+- Megatron's unfused attention: the [b·a, s, d] → [s, b, a·d] context copy (4 B per element
+  each way), the fused scale-mask-softmax on the s² scores (read 2, write 2; backward read
+  the probabilities and their gradient, write one: 6) and the score dropout (5 and 5);
+- context parallelism's ring: merging each step's partial attention output (6 B per element
+  per step) and, in backward, accumulating each step's K and V gradients (10 B);
+- rotary embeddings on the queries and keys (read 2, write 2), bias gradients (a reduction
+  reading dY: 2 B per output width), FP8 casts of each GEMM input (read 2, write 1);
+- with sequence parallelism (Korthikanti et al. 2022 sec 4.2.2) the norms and dropouts run
+  on s/t of the tokens.
+Head: the embedding lookup (read and write 2h), the learned position add (6h) and its
+dropout (5h), backward the embedding gradient's accumulation (6h) and the dropout's (5h);
+the final norm, the logits GEMM (T, V/t, h) and Megatron's vocab-parallel cross-entropy on
+fp32 logits (``megatron/mpu/cross_entropy.py``: cast 2+4, max 4, subtract 4+4, exp 4+4, sum
+4, divide 4+4 = 38 B per logit forward; the gradient 4+4 and its cast back 4+2 = 14).
+Optimizer: Megatron's mixed-precision Adam touches 52 B per local parameter (model grad to
+fp32 main grad 2+4, unscale and inf check 4+4, grad norm 4, apex FusedAdam read g, p, m, v
+and write p, m, v 16+12, master to model copy 4+2). Gradient accumulation, when not fused
+into the weight-gradient GEMM (Megatron's --gradient-accumulation-fusion), adds each
+micro-batch's 16-bit gradient into fp32 main_grad: 6 B per local parameter per micro-batch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from labs.core.errors import LabInputError
+from labs.hardware.gpus import GPUSpec
+from labs.hardware.kernels import (
+    ATTENTION_IMPLS,
+    best_attention,
+    flash_time,
+    gemm_time,
+    mem_time,
+)
+from labs.model.spec import ModelSpec
+
+KINDS = ("gemm", "attention", "memory")
+OPTIMIZER_BYTES = 52  # per local parameter, Megatron mixed-precision Adam (docstring)
+ACCUMULATE_BYTES = 6  # per local parameter per micro-batch, unfused main_grad add
+DROPOUT_MASK = 1  # bytes per element of a dropout mask
+
+
+@dataclass(frozen=True)
+class ComputeOptions:
+    """How the kernels run: properties of the software a run used, not tuned knobs.
+
+    ``attention``: "auto" (the fastest fused kernel the GPU has), "unfused" (Megatron
+    2021-22: batched GEMMs, fused softmax), "flash2" or "flash3"; ``dropout``: GPT-3-style
+    hidden and attention dropout (Megatron's default 0.1; modern runs set 0); ``fp8``: the
+    linear layers' GEMMs in FP8 (Transformer Engine), attention in 16-bit."""
+
+    attention: str = "auto"
+    dropout: bool = False
+    fp8: bool = False
+    causal: bool = True
+
+    def __post_init__(self) -> None:
+        if self.attention not in ("auto",) + ATTENTION_IMPLS:
+            raise LabInputError("attention", f"attention must be one of auto, "
+                                             f"{', '.join(ATTENTION_IMPLS)}")
+        for name in ("dropout", "fp8", "causal"):
+            if not isinstance(getattr(self, name), bool):
+                raise LabInputError(name, f"{name} is true or false")
+
+
+DEFAULT_OPTIONS = ComputeOptions()
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel of one pass on one GPU."""
+
+    name: str
+    kind: str  # "gemm", "attention" or "memory"
+    seconds: float
+    flops: float = 0.0
+    nbytes: float = 0.0
+    shape: tuple[int, int, int, int] | None = None  # GEMM (m, n, k, batch)
+
+
+@dataclass(frozen=True)
+class Pass:
+    """A pass's kernels, in order, with their total by kind."""
+
+    kernels: tuple[Kernel, ...]
+
+    @property
+    def seconds(self) -> float:
+        return math.fsum(k.seconds for k in self.kernels)
+
+    def of(self, kind: str) -> float:
+        return math.fsum(k.seconds for k in self.kernels if k.kind == kind)
+
+    def named(self, name: str) -> float:
+        return math.fsum(k.seconds for k in self.kernels if k.name == name)
+
+    @property
+    def flops(self) -> float:
+        return math.fsum(k.flops for k in self.kernels)
+
+
+@dataclass(frozen=True)
+class LayerOps:
+    """One layer, one micro-batch, one GPU: forward, backward (no recomputation) and the
+    attention core's forward (what selective recomputation runs again)."""
+
+    forward: Pass
+    backward: Pass
+    attention_core: Pass
+    attention: str  # the implementation timed
+    tokens: int  # rows of the layer's GEMMs (s·b/c)
+
+
+class _Builder:
+    def __init__(self, gpu: GPUSpec, fp8: bool):
+        self.gpu, self.fp8 = gpu, fp8
+        self.kernels: list[Kernel] = []
+
+    def gemm(self, name: str, m: int, n: int, k: int, batch: int = 1,
+             fp8: bool | None = None) -> float:
+        low = self.fp8 if fp8 is None else fp8
+        secs = gemm_time(self.gpu, m, n, k, batch, low)
+        self.kernels.append(Kernel(name, "gemm", secs, 2.0 * m * n * k * batch,
+                                   shape=(m, n, k, batch)))
+        return secs
+
+    def mem(self, name: str, nbytes: float) -> None:
+        if nbytes > 0:
+            self.kernels.append(Kernel(name, "memory", mem_time(self.gpu, nbytes),
+                                       nbytes=nbytes))
+
+    def attn(self, name: str, secs: float, flops: float) -> None:
+        self.kernels.append(Kernel(name, "attention", secs, flops))
+
+    def done(self) -> Pass:
+        return Pass(tuple(self.kernels))
+
+
+def attention_impl(gpu: GPUSpec, options: ComputeOptions) -> str:
+    return best_attention(gpu) if options.attention == "auto" else options.attention
+
+
+@lru_cache(maxsize=8192)
+def layer_ops(model: ModelSpec, gpu: GPUSpec, *, tp: int, cp: int, micro_batch: int,
+              seq_len: int, sp: bool, options: ComputeOptions = DEFAULT_OPTIONS,
+              moe: bool = False, ep: int = 1, etp: int = 1) -> LayerOps:
+    """The kernels of one layer (a MoE layer when ``moe``) on one GPU, one micro-batch."""
+    t, h = tp, model.hidden
+    tokens = seq_len * micro_batch // cp
+    fsp = 1 / t if sp else 1.0  # sequence parallelism splits the norms and dropouts
+    fp8 = options.fp8
+    impl = attention_impl(gpu, options)
+    fwd, bwd, core = _Builder(gpu, fp8), _Builder(gpu, fp8), _Builder(gpu, fp8)
+    drop = options.dropout
+    gemms = _attention_gemms(model, tokens, t) + _mlp_gemms(model, tokens, t, moe, ep, etp)
+    for name, m, n, k, batch in gemms:
+        fwd.gemm(name, m, n, k, batch)
+        bwd.gemm(name + ".dgrad", m, k, n, batch)
+        bwd.gemm(name + ".wgrad", k, n, m, batch)
+    _attention_core(model, gpu, impl, tokens // micro_batch, seq_len, cp, micro_batch, t,
+                    drop, options.causal, fwd, bwd, core)
+    # Memory-bound ops, bytes per token (see the module docstring).
+    q_width, kv_width = _q_width(model, t), _kv_width(model, t)
+    norm_f, norm_b = 2 * 4 * h * fsp, 2 * 6 * h * fsp
+    add_f = 2 * (7 if drop else 6) * h * fsp
+    add_b = 2 * ((5 if drop else 0) + 6) * h * fsp
+    fwd.mem("norms", tokens * norm_f)
+    bwd.mem("norms", tokens * norm_b)
+    fwd.mem("bias-dropout-add", tokens * add_f)
+    bwd.mem("bias-dropout-add", tokens * add_b)
+    act_rows, act_width = _activation(model, tokens, t, moe, ep, etp)
+    gated = model.gated_mlp
+    fwd.mem("activation", act_rows * act_width * (6 if gated else 4))
+    bwd.mem("activation", act_rows * act_width * (10 if gated else 6))
+    if impl == "unfused":  # [b·a, s, d] -> [s, b, a·d] context copy, each way
+        fwd.mem("context-copy", tokens * 4 * q_width)
+        bwd.mem("context-copy", tokens * 4 * q_width)
+    if model.max_positions == 0:  # rotary embeddings on queries and keys
+        fwd.mem("rotary", tokens * 4 * (q_width + kv_width))
+        bwd.mem("rotary", tokens * 4 * (q_width + kv_width))
+    if cp > 1:
+        # Ring attention merges each step's partial output into the running one by its
+        # log-sum-exp (Liu et al. 2023, arXiv:2310.01889; Transformer Engine's
+        # AttnFuncWithCPAndKVP2P): read the output and the partial, write the output (2+2+2
+        # B per element) at each of the c−1 later steps; backward sums each step's K and V
+        # gradients into fp32 accumulators (read 4, add 2, write 4).
+        fwd.mem("cp-merge", (cp - 1) * tokens * 6 * q_width)
+        bwd.mem("cp-merge", (cp - 1) * tokens * 10 * 2 * kv_width)
+    if model.uses_mla:  # the latent norms of the query and KV compressions
+        ranks = model.q_lora_rank + model.kv_lora_rank
+        fwd.mem("latent-norms", tokens * 4 * ranks)
+        bwd.mem("latent-norms", tokens * 6 * ranks)
+    if moe:  # route (scores, top-k) and permute the tokens to their experts and back
+        routed = tokens * fsp * model.top_k
+        fwd.mem("router", tokens * fsp * model.experts * 4 * 2)
+        bwd.mem("router", tokens * fsp * model.experts * 4 * 3)
+        fwd.mem("permute", 2 * routed * 4 * h)
+        bwd.mem("permute", 2 * routed * 4 * h)
+    if model.linear_bias or model.qkv_bias:
+        widths = sum(n for name, _, n, _, _ in gemms if name in ("qkv", "fc1"))
+        bwd.mem("bias-grads", tokens * 2 * widths + (
+            tokens * 2 * 2 * h * fsp if model.linear_bias else 0))
+    if fp8:  # casts to FP8 (read 2, write 1): each GEMM's input, and in backward its dY
+        fwd.mem("fp8-casts", 3 * sum(m * k * batch for _, m, _, k, batch in gemms))
+        bwd.mem("fp8-casts", 3 * sum(m * n * batch for _, m, n, _, batch in gemms))
+    return LayerOps(fwd.done(), bwd.done(), core.done(), impl, tokens)
+
+
+def _q_width(model: ModelSpec, t: int) -> int:
+    if model.uses_mla:
+        return model.heads * (model.qk_nope_head_dim + model.qk_rope_head_dim) // t
+    return model.heads * model.head_dim // t
+
+
+def _kv_width(model: ModelSpec, t: int) -> int:
+    if model.uses_mla:
+        return model.heads * (model.qk_nope_head_dim + model.v_head_dim) // t
+    return max(1, model.kv_heads // t) * model.head_dim  # replicated below t = kv_heads
+
+
+def _attention_gemms(model: ModelSpec, tokens: int, t: int) -> list[tuple]:
+    h = model.hidden
+    if model.uses_mla:
+        # DeepSeek-V2 sec 2.1.2 (Megatron Core MLA): the down projections are replicated
+        # across TP, the up projections and the output split by heads.
+        heads = model.heads // t
+        out = []
+        if model.q_lora_rank:
+            out.append(("q-down", tokens, model.q_lora_rank, h, 1))
+            out.append(("q-up", tokens, heads * (model.qk_nope_head_dim
+                                                 + model.qk_rope_head_dim),
+                        model.q_lora_rank, 1))
+        else:
+            out.append(("q", tokens, heads * (model.qk_nope_head_dim
+                                              + model.qk_rope_head_dim), h, 1))
+        out.append(("kv-down", tokens, model.kv_lora_rank + model.qk_rope_head_dim, h, 1))
+        out.append(("kv-up", tokens, heads * (model.qk_nope_head_dim + model.v_head_dim),
+                    model.kv_lora_rank, 1))
+        out.append(("proj", tokens, h, heads * model.v_head_dim, 1))
+        return out
+    q, kv = _q_width(model, t), _kv_width(model, t)
+    return [("qkv", tokens, q + 2 * kv, h, 1), ("proj", tokens, h, q, 1)]
+
+
+def _mlp_gemms(model: ModelSpec, tokens: int, t: int, moe: bool, ep: int,
+               etp: int) -> list[tuple]:
+    h, up = model.hidden, 2 if model.gated_mlp else 1
+    if not moe:
+        f = model.ffn // t
+        return [("fc1", tokens, up * f, h, 1), ("fc2", tokens, h, f, 1)]
+    out = [("router", tokens // t, model.experts, h, 1)]
+    rows, local = _expert_rows(model, tokens, t, ep)
+    f = model.expert_ffn // etp
+    out += [("experts.fc1", rows, up * f, h, local), ("experts.fc2", rows, h, f, local)]
+    if model.shared_experts:
+        fs = model.shared_experts * model.expert_ffn // t
+        out += [("shared.fc1", tokens, up * fs, h, 1), ("shared.fc2", tokens, h, fs, 1)]
+    return out
+
+
+def _expert_rows(model: ModelSpec, tokens: int, t: int, ep: int) -> tuple[int, int]:
+    """(tokens per local expert, local experts): balanced routing of each TP rank's
+    tokens, top-k each, over the EP group's experts."""
+    local = max(1, model.experts // ep)
+    rows = max(1, math.ceil(tokens / t * model.top_k * ep / model.experts))
+    return rows, local
+
+
+def _activation(model: ModelSpec, tokens: int, t: int, moe: bool, ep: int,
+                etp: int) -> tuple[int, int]:
+    """(rows, width) the MLP activation runs on (routed and shared experts together)."""
+    if not moe:
+        return tokens, model.ffn // t
+    rows, local = _expert_rows(model, tokens, t, ep)
+    routed = rows * local * model.expert_ffn // etp
+    shared = tokens * model.shared_experts * model.expert_ffn // t
+    return 1, routed + shared
+
+
+def _attention_core(model: ModelSpec, gpu: GPUSpec, impl: str, s_local: int, seq_len: int,
+                    cp: int, b: int, t: int, drop: bool, causal: bool, fwd: _Builder,
+                    bwd: _Builder, core: _Builder) -> None:
+    if model.uses_mla:
+        d_qk, d_v = model.qk_nope_head_dim + model.qk_rope_head_dim, model.v_head_dim
+    else:
+        d_qk = d_v = model.head_dim
+    heads = b * model.heads // t
+    if impl == "unfused":
+        # Megatron 2021-22 CoreAttention: baddbmm QK^T, fused scale-mask-softmax, dropout,
+        # bmm with V, over the b·a/t heads; backward dP, dV, dQ, dK and the two elementwise
+        # backwards (module docstring). With CP the queries are s/c against all s keys.
+        s_q, s_k = s_local, seq_len
+        scores = heads * s_q * s_k
+        for builder in (fwd, core):
+            builder.gemm("attention.qk", s_q, s_k, d_qk, heads, fp8=False)
+            builder.mem("attention.softmax", scores * 4)
+            if drop:
+                builder.mem("attention.dropout", scores * (4 + DROPOUT_MASK))
+            builder.gemm("attention.av", s_q, d_v, s_k, heads, fp8=False)
+        bwd.gemm("attention.dp", s_q, s_k, d_v, heads, fp8=False)
+        bwd.gemm("attention.dv", s_k, d_v, s_q, heads, fp8=False)
+        if drop:
+            bwd.mem("attention.dropout", scores * (4 + DROPOUT_MASK))
+        bwd.mem("attention.softmax", scores * 6)
+        bwd.gemm("attention.dq", s_q, d_qk, s_k, heads, fp8=False)
+        bwd.gemm("attention.dk", s_k, d_qk, s_q, heads, fp8=False)
+        for builder in (fwd, bwd, core):  # re-label the batched GEMMs as attention
+            builder.kernels = [Kernel(k.name, "attention", k.seconds, k.flops, k.nbytes,
+                                      k.shape) if k.name.startswith("attention.") else k
+                               for k in builder.kernels]
+        return
+    d = (d_qk + d_v) / 2
+    if cp == 1:
+        calls = [(seq_len, seq_len, causal, 1)]
+    else:
+        # Ring attention with the zigzag split (Megatron's context parallelism): per rank,
+        # one causal block of its s/c queries against their own keys, and c−1 blocks of
+        # which half the pairs are computed, each a call at a length of s/c.
+        s = s_local
+        calls = [(s, s, causal, 1), (s // 2, s, False, cp - 1)] if causal \
+            else [(s, s, False, cp)]
+    for s_q, s_k, masked, count in calls:
+        f, b_ = flash_time(gpu, impl, s_q, s_k, d, heads, masked)
+        flops = 4.0 * s_q * s_k * d * heads * (0.5 if masked else 1.0) * count
+        for builder in (fwd, core):
+            builder.attn("attention", f * count, flops)
+        bwd.attn("attention", b_ * count, 2.5 * flops)
+
+
+@dataclass(frozen=True)
+class HeadOps:
+    """The first stage's embedding and the last stage's output layer and loss."""
+
+    embedding_forward: Pass
+    embedding_backward: Pass
+    output_forward: Pass
+    output_backward: Pass
+
+
+@lru_cache(maxsize=4096)
+def head_ops(model: ModelSpec, gpu: GPUSpec, *, tp: int, cp: int, micro_batch: int,
+             seq_len: int, sp: bool, options: ComputeOptions = DEFAULT_OPTIONS) -> HeadOps:
+    """Embedding (first stage) and final norm, logits and cross-entropy (last stage)."""
+    t, h = tp, model.hidden
+    tokens = seq_len * micro_batch // cp
+    fsp = 1 / t if sp else 1.0
+    drop = options.dropout
+    vocab = math.ceil(model.vocab / t)
+    ef, eb = _Builder(gpu, False), _Builder(gpu, False)
+    positions = 6 * h if model.max_positions else 0
+    ef.mem("embedding", tokens * fsp * (4 * h + positions + (5 * h if drop else 0)))
+    eb.mem("embedding", tokens * fsp * (6 * h + (5 * h if drop else 0)))
+    of, ob = _Builder(gpu, options.fp8), _Builder(gpu, options.fp8)
+    of.mem("final-norm", tokens * 4 * h * fsp)
+    ob.mem("final-norm", tokens * 6 * h * fsp)
+    of.gemm("logits", tokens, vocab, h, fp8=False)
+    ob.gemm("logits.dgrad", tokens, h, vocab, fp8=False)
+    ob.gemm("logits.wgrad", h, vocab, tokens, fp8=False)
+    of.mem("cross-entropy", tokens * vocab * 38)
+    ob.mem("cross-entropy", tokens * vocab * 14)
+    return HeadOps(ef.done(), eb.done(), of.done(), ob.done())
+
+
+def optimizer_time(gpu: GPUSpec, params: float) -> float:
+    """Seconds of the optimizer step over ``params`` local parameters (HBM-bound)."""
+    return mem_time(gpu, params * OPTIMIZER_BYTES)
+
+
+def accumulate_time(gpu: GPUSpec, params: float) -> float:
+    """Seconds one micro-batch's unfused gradient accumulation takes."""
+    return mem_time(gpu, params * ACCUMULATE_BYTES)

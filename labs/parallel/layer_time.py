@@ -1,0 +1,238 @@
+"""One layer on one GPU of a layout: its kernels (``labs.model.ops``) and the collectives its
+TP, CP and EP groups run (``labs.hardware.nccl``, where each group sits), exposed or hidden.
+
+- TP (Megatron-LM, Shoeybi et al. 2019 sec 3): the s·b·h activations (16-bit) are
+  all-reduced after each row-split GEMM in forward (proj, fc2) and after each column-split
+  GEMM's input gradient in backward (fc1, qkv). With sequence parallelism (Korthikanti et al.
+  2022, arXiv:2205.05198, sec 4.2.2) forward runs an all-gather before each column-split
+  GEMM and a reduce-scatter after each row-split one; backward all-gathers dY before each
+  row-split input gradient, all-gathers the input again for each column-split weight
+  gradient and reduce-scatters its input gradient: 2 + 2 + 2 collectives. Forward blocks
+  (its output is the next op's input). ``tp_overlap``:
+  - "none": every collective blocks;
+  - "backward": the column-split layers' backward collectives run beside their other GEMM
+    (Korthikanti sec 6.2: the input-gradient all-reduce overlaps the weight-gradient GEMM;
+    Megatron's LinearWithGradAccumulationAndAsyncCommunication, the default since 2022;
+    with SP, the input's all-gather runs beside dgrad and dgrad's reduce-scatter beside
+    wgrad); only what outlasts that GEMM is exposed;
+  - "all": Transformer Engine's userbuffers overlap (Megatron Core --tp-comm-overlap; Wang
+    et al. 2023, "Overlap Communication with Dependent Computation via Decomposition"):
+    every TP collective runs beside the GEMM it feeds or follows.
+- CP (ring attention, Liu et al. 2023, arXiv:2310.01889; Megatron's context parallelism):
+  c−1 sends of each K and V chunk in forward, of K, V and their gradients in backward, each
+  hidden behind the attention block it feeds; the excess is exposed.
+- EP (GShard, Lepikhin et al. 2020; Megatron Core MoE): a dispatch and a combine all-to-all
+  of the T/t·k routed hidden vectors per MoE layer in forward and again in backward, on the
+  critical path; ``ep_overlap`` (DeepSeek-V3's DualPipe, arXiv:2412.19437 sec 3.2.1;
+  Megatron Core's --overlap-moe-expert-parallel-comm) runs them beside a second
+  micro-batch's compute of the same pass, which meanwhile loses the SMs the communication
+  kernels take: DeepSeek-V3 sec 3.2.2 gives 20 SMs (``COMM_SMS``). Compute C and
+  communication A side by side then take max(A, C + f·A), f = 20 / SMs; what exceeds C is
+  what EP costs.
+Recomputation runs the forward again before backward (full: every kernel and TP collective;
+selective: the attention core, Korthikanti sec 5).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from labs.core.catalogue import RECOMPUTATION
+from labs.core.errors import LabInputError
+from labs.hardware.links import Cluster
+from labs.hardware.nccl import nccl_time
+from labs.model.ops import DEFAULT_OPTIONS, ComputeOptions, LayerOps, Pass, layer_ops
+from labs.model.spec import ModelSpec
+
+ACT_BYTES = 2  # 16-bit activations on the wire
+TP_OVERLAPS = ("none", "backward", "all")
+COMM_SMS = 20  # SMs DeepSeek-V3's all-to-all kernels take (arXiv:2412.19437 sec 3.2.2)
+
+
+@dataclass(frozen=True)
+class Group:
+    """Where one kind of rank group sits: its size and the fewest members on one node."""
+
+    size: int = 1
+    per_node: int = 1
+
+
+@dataclass(frozen=True)
+class Comm:
+    """One collective kind over a layer's pass (or a step's), on one GPU."""
+
+    name: str  # "tp", "cp", "ep", "pp", "dp", ...
+    collective: str
+    seconds: float  # if nothing overlapped
+    exposed: float  # on the critical path
+    bytes_per_gpu: float
+    link: str  # the link id that bounds it
+
+    @property
+    def hidden(self) -> float:
+        return self.seconds - self.exposed
+
+
+@dataclass(frozen=True)
+class PassTime:
+    """One pass of one layer on one GPU: kernel seconds by kind, and its collectives."""
+
+    gemm: float
+    attention: float
+    memory: float
+    comms: tuple[Comm, ...]
+
+    @property
+    def compute(self) -> float:
+        return self.gemm + self.attention + self.memory
+
+    @property
+    def exposed(self) -> float:
+        return math.fsum(c.exposed for c in self.comms)
+
+    @property
+    def seconds(self) -> float:
+        """On the critical path: compute plus exposed communication."""
+        return self.compute + self.exposed
+
+    def comm(self, name: str) -> Comm | None:
+        return next((c for c in self.comms if c.name == name), None)
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    """One layer, one micro-batch: forward, and backward with its recomputation."""
+
+    ops: LayerOps
+    forward: PassTime
+    backward: PassTime  # recomputation included
+
+    @property
+    def seconds(self) -> float:
+        return self.forward.seconds + self.backward.seconds
+
+
+def _pass_time(p: Pass, comms: tuple[Comm, ...]) -> PassTime:
+    return PassTime(p.of("gemm"), p.of("attention"), p.of("memory"),
+                    tuple(c for c in comms if c.seconds > 0))
+
+
+def _merge(a: PassTime, b: PassTime) -> PassTime:
+    """Two passes one after the other (recomputation before backward)."""
+    comms = {c.name: c for c in a.comms}
+    for c in b.comms:
+        if c.name in comms:
+            o = comms[c.name]
+            c = Comm(c.name, o.collective if o.collective == c.collective
+                     else f"{o.collective}; {c.collective}", o.seconds + c.seconds,
+                     o.exposed + c.exposed, o.bytes_per_gpu + c.bytes_per_gpu, c.link)
+        comms[c.name] = c
+    return PassTime(a.gemm + b.gemm, a.attention + b.attention, a.memory + b.memory,
+                    tuple(comms.values()))
+
+
+def check_tp_overlap(value: object) -> None:
+    if value not in TP_OVERLAPS:
+        raise LabInputError("tp_overlap", f"TP overlap must be one of {', '.join(TP_OVERLAPS)}")
+
+
+@lru_cache(maxsize=8192)
+def layer_time(model: ModelSpec, cluster: Cluster, *, tp: Group, cp: Group, ep: Group,
+               micro_batch: int, seq_len: int, sp: bool, recompute: str,
+               options: ComputeOptions = DEFAULT_OPTIONS, moe: bool = False, etp: int = 1,
+               tp_overlap: str = "backward", ep_overlap: bool = False) -> LayerTime:
+    """One layer's time on one GPU for one micro-batch, by cause."""
+    check_tp_overlap(tp_overlap)
+    ops = layer_ops(model, cluster.gpu, tp=tp.size, cp=cp.size, micro_batch=micro_batch,
+                    seq_len=seq_len, sp=sp and tp.size > 1, options=options, moe=moe,
+                    ep=ep.size, etp=etp)
+    tokens = ops.tokens
+    act = tokens * model.hidden * ACT_BYTES
+    tp_f, tp_b = _tp(act, ops, cluster, tp, sp, tp_overlap)
+    cp_f, cp_b = _cp(model, ops, cluster, cp, tp.size, micro_batch)
+    ep_f, ep_b = _ep(model, ops, cluster, ep, tp.size, options, moe, ep_overlap) \
+        if moe else (None, None)
+    fwd = _pass_time(ops.forward, tuple(c for c in (tp_f, cp_f, ep_f) if c))
+    bwd = _pass_time(ops.backward, tuple(c for c in (tp_b, cp_b, ep_b) if c))
+    again = RECOMPUTATION[recompute]
+    if again.forward_again:
+        bwd = _merge(fwd, bwd)
+    elif again.attention_again:
+        bwd = _merge(_pass_time(ops.attention_core, ()), bwd)
+    return LayerTime(ops, fwd, bwd)
+
+
+def _tp(act: float, ops: LayerOps, cluster: Cluster, g: Group, sp: bool,
+        overlap: str) -> tuple[Comm | None, Comm | None]:
+    if g.size == 1:
+        return None, None
+    f, b = ops.forward, ops.backward
+    attn = next(n for n in ("qkv", "q-up", "q") if f.named(n))
+    mlp = "fc1" if f.named("fc1") else "shared.fc1"
+    fc2 = "fc2" if f.named("fc2") else "shared.fc2"
+    # (collective, the GEMM it can run beside, the overlap setting that lets it)
+    if not sp:
+        fwd = (("all_reduce", f, "proj", "all"), ("all_reduce", f, fc2, "all"))
+        bwd = (("all_reduce", b, attn + ".wgrad", "backward"),
+               ("all_reduce", b, mlp + ".wgrad", "backward"))
+    else:
+        fwd = (("all_gather", f, attn, "all"), ("reduce_scatter", f, "proj", "all"),
+               ("all_gather", f, mlp, "all"), ("reduce_scatter", f, fc2, "all"))
+        bwd = (("all_gather", b, "proj.dgrad", "all"), ("all_gather", b, fc2 + ".dgrad", "all"),
+               ("all_gather", b, attn + ".dgrad", "backward"),
+               ("reduce_scatter", b, attn + ".wgrad", "backward"),
+               ("all_gather", b, mlp + ".dgrad", "backward"),
+               ("reduce_scatter", b, mlp + ".wgrad", "backward"))
+    level = TP_OVERLAPS.index(overlap)
+    out = []
+    for entries in (fwd, bwd):
+        total = exposed = sent = 0.0
+        for kind, pass_, beside, needs in entries:
+            t = nccl_time(kind, act, g.size, cluster, g.per_node).seconds
+            total += t
+            sent += (2 if kind == "all_reduce" else 1) * (g.size - 1) / g.size * act
+            hidden_by = pass_.named(beside) if level >= TP_OVERLAPS.index(needs) else 0.0
+            exposed += max(0.0, t - hidden_by)
+        name = "all_reduce" if not sp else "all_gather + reduce_scatter"
+        out.append(Comm("tp", name, total, exposed, sent, cluster.intra.id))
+    return out[0], out[1]
+
+
+def _cp(model: ModelSpec, ops: LayerOps, cluster: Cluster, g: Group, tp: int,
+        micro_batch: int) -> tuple[Comm | None, Comm | None]:
+    if g.size == 1:
+        return None, None
+    kv_heads = model.heads if model.uses_mla else model.kv_heads
+    width = (model.qk_nope_head_dim + model.v_head_dim if model.uses_mla
+             else 2 * model.head_dim)
+    chunk = ops.tokens * max(1, kv_heads // tp) * width * ACT_BYTES  # K and V of s/c tokens
+    hop = nccl_time("p2p", chunk, g.size, cluster, g.per_node)
+    hops = g.size - 1
+    fwd_attn, bwd_attn = ops.forward.of("attention"), ops.backward.of("attention")
+    total_f, total_b = hops * hop.seconds, 2 * hops * hop.seconds
+    return (Comm("cp", "ring send/recv", total_f, max(0.0, total_f - fwd_attn),
+                 hops * chunk, hop.bottleneck),
+            Comm("cp", "ring send/recv", total_b, max(0.0, total_b - bwd_attn),
+                 2 * hops * chunk, hop.bottleneck))
+
+
+def _ep(model: ModelSpec, ops: LayerOps, cluster: Cluster, g: Group, tp: int,
+        options: ComputeOptions, moe: bool, overlap: bool) -> tuple[Comm | None, Comm | None]:
+    if g.size == 1 or not moe:
+        return None, None
+    routed = ops.tokens / tp * model.top_k * model.hidden
+    dispatch = routed * (1 if options.fp8 else ACT_BYTES)  # DeepSeek-V3 dispatches in FP8
+    combine = routed * ACT_BYTES
+    d = nccl_time("all_to_all", dispatch, g.size, cluster, g.per_node)
+    c = nccl_time("all_to_all", combine, g.size, cluster, g.per_node)
+    total = d.seconds + c.seconds
+    sent = (g.size - 1) / g.size * (dispatch + combine)
+    share = min(1.0, COMM_SMS / cluster.gpu.kernels.sm_count) if cluster.gpu.kernels else 0.0
+    out = []
+    for compute in (ops.forward.seconds, ops.backward.seconds):
+        exposed = max(total - compute, share * total) if overlap else total
+        out.append(Comm("ep", "all_to_all (dispatch + combine)", total, exposed, sent,
+                        d.bottleneck))
+    return out[0], out[1]

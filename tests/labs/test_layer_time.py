@@ -1,0 +1,77 @@
+"""One layer on a layout (labs.parallel.layer_time): the TP, CP and EP collectives of Megatron's
+schedule, exposed or hidden as its overlap settings allow."""
+
+import pytest
+
+from labs.core.errors import LabInputError
+from labs.hardware.links import get_cluster
+from labs.hardware.nccl import nccl_time
+from labs.model.ops import ComputeOptions
+from labs.model.presets import get_model
+from labs.parallel.layer_time import COMM_SMS, Group, layer_time
+
+DGX_H100, HGX_H800 = get_cluster("dgx-h100"), get_cluster("hgx-h800")
+LLAMA = get_model("llama-3.1-70b")
+
+
+def run(model=LLAMA, cluster=DGX_H100, tp=8, cp=1, ep=1, sp=True, recompute="none", **kw):
+    return layer_time(model, cluster, tp=Group(tp, min(tp, 8)), cp=Group(cp, min(cp, 8)),
+                      ep=Group(ep, min(ep, 8)), micro_batch=1, seq_len=8192, sp=sp,
+                      recompute=recompute, **kw)
+
+
+def test_tp_counts_megatrons_collectives():
+    act = 8192 * LLAMA.hidden * 2
+    ag = nccl_time("all_gather", act, 8, DGX_H100, 8).seconds
+    rs = nccl_time("reduce_scatter", act, 8, DGX_H100, 8).seconds
+    lt = run(tp_overlap="none")
+    tp_f, tp_b = lt.forward.comm("tp"), lt.backward.comm("tp")
+    assert tp_f.seconds == pytest.approx(2 * (ag + rs))  # AG + RS around each half
+    assert tp_b.seconds == pytest.approx(4 * ag + 2 * rs)  # 2 AG of dY, 2 AG of x, 2 RS
+    assert tp_f.exposed == tp_f.seconds and tp_b.exposed == tp_b.seconds
+    ar = nccl_time("all_reduce", act, 8, DGX_H100, 8).seconds
+    no_sp = run(sp=False, tp_overlap="none")
+    assert no_sp.forward.comm("tp").seconds == pytest.approx(2 * ar)
+
+
+def test_tp_overlap_hides_what_fits_beside_the_gemms():
+    none, backward, full = (run(tp_overlap=o) for o in ("none", "backward", "all"))
+    assert none.forward.exposed == backward.forward.exposed > full.forward.exposed
+    assert none.backward.exposed > backward.backward.exposed >= full.backward.exposed
+    # the collectives themselves are the same: only what is exposed changes
+    assert none.backward.comm("tp").seconds == full.backward.comm("tp").seconds
+    with pytest.raises(LabInputError):
+        run(tp_overlap="sometimes")
+
+
+def test_full_recomputation_runs_the_forward_and_its_collectives_again():
+    none, full = run(recompute="none"), run(recompute="full")
+    assert full.backward.compute == pytest.approx(none.backward.compute + none.forward.compute)
+    assert full.backward.comm("tp").seconds == pytest.approx(
+        none.backward.comm("tp").seconds + none.forward.comm("tp").seconds)
+    selective = run(recompute="selective")
+    assert selective.backward.attention == pytest.approx(
+        none.backward.attention + none.forward.attention)
+
+
+def test_cp_ring_hides_behind_attention_until_it_cannot():
+    long = layer_time(LLAMA, DGX_H100, tp=Group(8, 8), cp=Group(2, 1), ep=Group(),
+                      micro_batch=1, seq_len=131072, sp=True, recompute="none")
+    short = layer_time(LLAMA, DGX_H100, tp=Group(8, 8), cp=Group(16, 1), ep=Group(),
+                       micro_batch=1, seq_len=8192, sp=True, recompute="none")
+    assert long.forward.comm("cp").exposed == 0  # 64k tokens per rank: attention dwarfs it
+    assert short.forward.comm("cp").exposed > 0  # 512 tokens per rank: the ring shows
+
+
+def test_ep_all_to_all_is_exposed_unless_overlapped():
+    v3 = get_model("deepseek-v3")
+    kw = dict(model=v3, cluster=HGX_H800, tp=1, ep=64, sp=False, moe=True,
+              options=ComputeOptions(fp8=True))
+    plain, overlapped = run(**kw), run(ep_overlap=True, **kw)
+    a2a = plain.forward.comm("ep")
+    assert a2a.exposed == a2a.seconds > 0
+    o = overlapped.forward.comm("ep")
+    share = COMM_SMS / 132
+    assert o.exposed == pytest.approx(max(a2a.seconds - plain.forward.compute,
+                                          share * a2a.seconds))
+    assert o.exposed < a2a.exposed

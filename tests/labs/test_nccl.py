@@ -1,0 +1,94 @@
+"""Collectives as NCCL runs them (labs.hardware.nccl), against published nccl-tests figures and
+NCCL's own tuning rules."""
+
+import pytest
+
+from labs.hardware.gpus import get_gpu
+from labs.hardware.links import Link, get_cluster, get_link, make_cluster
+from labs.hardware.nccl import nccl_time
+
+DGX_A100, DGX_H100 = get_cluster("dgx-a100"), get_cluster("dgx-h100")
+
+
+def busbw(kind, size, n, cluster, per_node=None):
+    t = nccl_time(kind, size, n, cluster, per_node).seconds
+    factor = 2 * (n - 1) / n if kind == "all_reduce" else (n - 1) / n
+    return factor * size / t
+
+
+@pytest.mark.parametrize("size,measured", [
+    (2 ** 20, 72.45e9), (16 * 2 ** 20, 242.45e9), (256 * 2 ** 20, 442.27e9),
+    (16 * 2 ** 30, 480.70e9)])
+def test_one_node_all_reduce_follows_the_measured_h200_curve(size, measured):
+    # stas00/ml-engineering network/benchmarks: nccl-tests on 8 x H200 (NVLink 4), by size.
+    assert busbw("all_reduce", size, 8, DGX_H100) == pytest.approx(measured, rel=0.2)
+
+
+def test_small_messages_are_latency_bound():
+    # 32 KiB: a few GB/s of bus bandwidth (measured 3.20 GB/s on 8 x H200).
+    assert busbw("all_reduce", 32 * 2 ** 10, 8, DGX_H100) < 10e9
+    t = nccl_time("all_reduce", 1024, 8, DGX_A100)
+    assert t.protocol == "LL" and t.seconds < 20e-6
+
+
+def test_protocols_follow_the_message_size():
+    small = nccl_time("all_gather", 64 * 2 ** 10, 8, DGX_A100)
+    mid = nccl_time("all_gather", 8 * 2 ** 20, 8, DGX_A100)
+    large = nccl_time("all_gather", 2 ** 30, 8, DGX_A100)
+    assert (small.protocol, mid.protocol, large.protocol) == ("LL", "LL128", "Simple")
+    assert busbw("all_gather", 2 ** 30, 8, DGX_A100) == pytest.approx(235e9, rel=0.02)
+
+
+def test_across_nodes_a_group_owns_its_share_of_the_nics():
+    # 8 per node over 8 HDR ports: NVIDIA's measured 192 GB/s all-reduce busbw.
+    assert busbw("all_reduce", 2 ** 31, 64, DGX_A100, 8) == pytest.approx(192e9, rel=0.05)
+    # One member per node (TP 8 x DP): one port each, 24 GB/s.
+    assert busbw("all_reduce", 2 ** 31, 64, DGX_A100, 1) == pytest.approx(24e9, rel=0.1)
+    t = nccl_time("all_reduce", 2 ** 31, 64, DGX_A100, 1)
+    assert t.bottleneck == "ib-hdr" and t.nodes == 64
+
+
+def test_ring_latency_grows_with_the_ring():
+    # Per-step hops: the latency of a ring all-gather is ~linear in its ranks (tuning.cc).
+    lat = [nccl_time("all_gather", 2 ** 30, n, DGX_A100, 8).latency for n in (64, 256, 1024)]
+    assert lat[0] < lat[1] < lat[2]
+    assert lat[2] / lat[1] == pytest.approx(1023 / 255, rel=0.1)
+
+
+def test_tree_wins_a_large_latency_bound_all_reduce():
+    t = nccl_time("all_reduce", 4 * 2 ** 20, 4096, DGX_A100, 8)
+    assert t.algorithm == "tree"
+    assert nccl_time("all_reduce", 4 * 2 ** 20, 16, DGX_A100, 8).algorithm == "ring"
+
+
+def test_all_to_all_runs_at_one_nic_per_gpu_across_nodes():
+    # NVIDIA/nccl-tests#267: all-to-all cannot aggregate several NICs.
+    size, n = 2 ** 30, 64
+    t = nccl_time("all_to_all", size, n, DGX_H100, 8)
+    assert t.seconds == pytest.approx(t.latency + (n - 8) / n * size / 48e9, rel=1e-6)
+    # One port for the whole node: each GPU gets an eighth of it.
+    eth = get_cluster("hgx-h100-eth100")
+    slow = nccl_time("all_to_all", size, n, eth, 8)
+    assert slow.seconds == pytest.approx(slow.latency + (n - 8) / n * size / (12e9 / 8))
+
+
+def test_send_recv_uses_the_measured_p2p_bandwidth():
+    t = nccl_time("p2p", 1e9, 2, DGX_A100)
+    assert t.seconds == pytest.approx((8.4 + 3.4) * 1e-6 + 1e9 / 195e9)
+    t = nccl_time("p2p", 1e9, 2, DGX_A100, 1)
+    assert t.seconds == pytest.approx((8.4 + 9.6) * 1e-6 + 1e9 / 24e9)
+
+
+def test_h800_nvlink_is_slower_than_h100s():
+    h800 = get_cluster("hgx-h800")
+    assert nccl_time("all_gather", 2 ** 30, 8, h800).seconds > \
+        2 * nccl_time("all_gather", 2 ** 30, 8, DGX_H100).seconds
+
+
+def test_a_link_without_a_measurement_takes_its_kinds_fraction():
+    bare = Link("bare", "bare", "scale-up", 100e9, 3e-6, "a datasheet", 8)
+    own = make_cluster(get_gpu("h100-sxm"), 8, bare, get_link("ib-ndr"))
+    assert nccl_time("all_gather", 2 ** 30, 8, own).busbw == pytest.approx(100e9 * 367.6 / 450)
+    assert "no measurement" in bare.achieved_note
+    assert nccl_time("all_reduce", 0, 8, own).seconds == 0
+    assert nccl_time("all_reduce", 1e9, 1, own).seconds == 0
