@@ -10,6 +10,7 @@ from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
 from app.labkit import DRILLS, VIEWS
+from app.limits import QuietDisconnects
 from app.render_pool import POOL
 from app.response_cache import ResponseCacheMiddleware
 from app.routers import cheatsheet as cheatsheet_router
@@ -90,6 +91,7 @@ def create_app() -> FastAPI:
     # Outermost: normalises HEAD and Accept-Encoding before anything else reads them, and
     # sees every answer's final headers.
     app.add_middleware(SecurityHeadersMiddleware, settings=SETTINGS)
+    app.add_middleware(QuietDisconnects)  # a client gone before its body: a line, no traceback
     app.include_router(assets.router)
     app.include_router(docs.router)
     app.include_router(home.router)
