@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import html
+import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -46,7 +48,8 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 from app.assets import ASSETS, get_asset
-from app.render_pool import RenderPool
+from app.lanes import estimate
+from app.render_pool import Busy, RenderPool
 from app.security import route_path
 
 MAX_ENTRIES = 2048
@@ -213,7 +216,12 @@ class ResponseCacheMiddleware:
         try:
             # Assets are bytes in memory already: only lab answers are worth a child's time.
             if self.pool is not None and not path.startswith("/static/"):
-                answer = await self.pool.render(scope)
+                try:  # in its lane, by what it will cost (app/lanes.py)
+                    answer = await self.pool.render(
+                        scope, estimate(path, scope.get("query_string", b"")))
+                except Busy as busy:
+                    await _send_busy(send, path, busy)
+                    return
                 if answer is not None:
                     await self._finish(send, key, headers, *answer)
                     return
@@ -286,3 +294,18 @@ class ResponseCacheMiddleware:
             return
         await send({"type": "http.response.start", "status": entry.status, "headers": headers})
         await send({"type": "http.response.body", "body": entry.body})
+
+
+async def _send_busy(send, path: str, busy: Busy) -> None:
+    """The pool's refusal (429 or 503) with Retry-After and its message: JSON for the API,
+    a line of HTML for a page or fragment. Never stored (app/security.py: no-store)."""
+    if path.startswith("/api/"):
+        body = json.dumps({"detail": busy.message}).encode()
+        ctype = b"application/json"
+    else:
+        body = f'<p class="busy" role="alert">{html.escape(busy.message)}</p>\n'.encode()
+        ctype = b"text/html; charset=utf-8"
+    await send({"type": "http.response.start", "status": busy.status, "headers": [
+        (b"content-type", ctype), (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(busy.retry_after).encode())]})
+    await send({"type": "http.response.body", "body": body})
