@@ -55,6 +55,9 @@ from app.security import route_path
 MAX_ENTRIES = 2048
 MAX_BYTES = 48 * 1024 * 1024
 MAX_ENTRY_BYTES = 1024 * 1024  # the largest pipeline JSON (MBs) would evict a class's worth
+# A key's query string is not counted in the byte bound: a longer one is not stored (the
+# longest URL the app writes is about 2 KB; app/limits.py refuses a request line over 16 KiB).
+MAX_QUERY_BYTES = 16 * 1024
 PROTECTED_SHARE = 0.8  # of the entry and byte bounds, for answers asked for more than once
 CACHED_STATUS = (200, 422)
 # Headers of a stored answer that a 304 must not carry (it has no body).
@@ -267,7 +270,7 @@ class ResponseCacheMiddleware:
         own = next((v for k, v in raw if k.lower() == b"etag"), None)
         entry = Entry(status, tuple((k, v) for k, v in raw if k.lower() != b"etag"),
                       body, own or etag_of(body))  # an answer's own ETag is kept
-        if self._storable(entry):
+        if self._storable(entry) and len(key[2]) <= MAX_QUERY_BYTES:
             self.cache.put(key, entry)
         await self._send(send, entry, headers.get(b"if-none-match"))
 

@@ -185,3 +185,39 @@ def test_keep_alive_and_pipelining_still_work(port):
         sock.sendall(one + one + get("/b"))
         raw = answer(sock)
     assert raw.count(b"HTTP/1.1 200") == 3 and raw.endswith(b"GET 0")
+
+
+def test_python_m_app_serves_with_these_limits():
+    """The entry `make run` and the container use: uvicorn with this protocol, CLIENT_TIMEOUT
+    read from the environment."""
+    import os
+    import subprocess
+    import sys
+    import urllib.request
+
+    from tests.conftest import ROOT
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app"], cwd=ROOT, env={
+            **os.environ, "HOST": "127.0.0.1", "PORT": str(port), "RENDER_PROCESSES": "0",
+            "CLIENT_TIMEOUT": "1", "LOG_LEVEL": "warning"})
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
+                    break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "not serving"
+                time.sleep(0.1)  # readiness poll
+        assert status_of(ask(port, get("/healthz", "X-Big: " + "a" * 100_000 + "\r\n"))) == 431
+        assert status_of(ask(port, get("/healthz?" + "a" * 20_000))) == 414
+        with connect(port) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+            start = time.monotonic()
+            assert status_of(answer(sock)) == 408 and time.monotonic() - start < SLACK
+        assert status_of(ask(port, get("/healthz"))) == 200
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

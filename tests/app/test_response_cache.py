@@ -327,3 +327,12 @@ def test_one_off_variants_leave_the_warmed_answers_cached(client, monkeypatch):
         assert junk.status_code == 200
     assert len(CACHE.data) == 40
     assert all(hit(client.get(p, params=q, headers=h)) for p, q, h in LESSON)
+
+
+def test_a_long_query_is_answered_but_not_kept(client):
+    from app.response_cache import MAX_QUERY_BYTES
+
+    CACHE.clear()
+    long = {"dp": "4", "junk": "x" * MAX_QUERY_BYTES}
+    assert client.get("/api/memory", params=long).status_code == 200
+    assert not hit(client.get("/api/memory", params=long)) and not CACHE.data
