@@ -31,10 +31,10 @@ HEAVY_MS = 50.0  # as app/labkit/parsing.py HEAVY_SECONDS: a result worth keepin
 BASE_MS = 5.0  # a lab answer at its defaults, EP01-EP07 and EP09: 2-11 ms here
 ACTION_MS = 0.005  # per pipeline action simulated and drawn (4.1-6.7 us measured)
 PLAN_SHAPE_MS = 0.6  # per TP x PP x CP x EP layout the planner may try (0.2-4 ms measured)
-REPLAN_MS = 60.0  # EP08's re-plan: a bounded planner search (49 ms for 405B on 6 nodes)
+REPLAN_MS = 60.0  # EP08 re-plan: a bounded planner search (49 ms cold for 405B on 6 nodes)
 RECIPE_MS = 10.0
-PLAYGROUND_MS = 30.0  # every lab of the curriculum at once
-CHEATSHEET_MS = 15.0
+PLAYGROUND_MS = 15.0  # every lab of the curriculum at once (10-11 ms measured)
+CHEATSHEET_MS = 15.0  # 14-15 ms measured
 
 
 @dataclass(frozen=True)

@@ -439,11 +439,13 @@ async def junk(server: Server, count: int = 5000, connections: int = 8) -> bool:
 
 CALIBRATE = [
     "/api/memory", "/episodes/memory", "/api/playground", "/episodes/playground",
-    "/api/cheatsheet", "/episodes/recipe-3d", "/api/recipe?replan_nodes=6",
+    "/api/cheatsheet", "/episodes/recipe-3d",
+    "/api/recipe?model=gpt-3-175b&gpu=a100-80gb&nodes=8&tp=8&pp=4&dp=2&microbatches=16"
+    "&replan_nodes=6",
     "/api/pipeline?schedule=interleaved-1f1b&stages=32&microbatches=256&virtual=4",
     "/api/pipeline?schedule=zb-h1&stages=32&microbatches=256",
     "/api/pipeline?stages=16&microbatches=64", "/api/plan?gpus=8", "/api/plan?gpus=64",
-    "/api/plan?gpus=512", HEAVY.format(0.5)]
+    "/api/plan?gpus=512", HEAVY.format(0.5)[:-len("0.500000000")]]
 
 
 async def calibrate(server: Server) -> None:
@@ -454,16 +456,18 @@ async def calibrate(server: Server) -> None:
     for target in CALIBRATE:
         path, _, query = target.partition("?")
         sep = "&" if query else "?"
-        times = []
+        times, statuses = [], set()
         for i in range(3):  # made unique: a render each time
-            _, headers, _, _ = await client.get(f"{target}{sep}seq_len={4096 + 8 * (i + 1)}"
-                                                if "plan" not in target else
-                                                f"{target}{sep}top={1 + i}")
+            unique = (f"{target}{0.5 + i / 1000:.9f}" if target.endswith("=") else
+                      f"{target}{sep}matmul_efficiency={0.5 + i / 1000}" if "plan" in target
+                      else f"{target}{sep}seq_len={4096 + 8 * (i + 1)}")
+            status, headers, _, _ = await client.get(unique)
+            statuses.add(status)
             timing = headers.get("server-timing", "")
             times.append(float(timing.split("dur=")[1].split(";")[0].split(",")[0]))
         cost = estimate(path, query.encode())
-        print(f"  {target[:70]:70s} estimate {cost.ms:7.1f} ms ({cost.lane}); "
-              f"drawn in {statistics.median(times):7.1f} ms")
+        print(f"  {target[:66]:66s} {sorted(statuses)} estimate {cost.ms:7.1f} ms "
+              f"({cost.lane}); drawn in {statistics.median(times):7.1f} ms")
     client.close()
 
 
