@@ -129,7 +129,8 @@ def _collect(view: LabView, items: Iterable[tuple[str, str]]) -> tuple[dict, dic
         elif len(set(given)) > 1:
             errors[key] = f"{view.label(key)} was given {len(given)} different values " \
                           f"({', '.join(given)}): give it once"
-        elif (text := _number_text(fields[key])) is not None and not text.fullmatch(given[0]):
+        elif isinstance(given[0], str) and (text := _number_text(fields[key])) is not None \
+                and not text.fullmatch(given[0]):  # (a lab's own cases give numbers)
             errors[key] = field_message(view, key, "number_parsing", given[0])
         else:
             data[key] = given[0]
