@@ -26,13 +26,14 @@ stopped):
 - a miss comes with its expected cost (app/lanes.py) and waits in the light or the heavy lane.
   Heavy answers are drawn only by the "general" children: with two or more, the first
   (a quarter of them) draws light answers only, so a light miss never waits behind heavy
-  ones. Light answers go to any free child, the light-only ones first, cheapest first;
+  ones. Light answers go to any free child, the light-only ones first;
   general children run at nice HEAVY_NICE, so the OS gives the serving process and the
   light child the CPU first when the machine is full;
-- bounded: a client (its address, as uvicorn reports it: behind a proxy, the forwarded one)
-  may have CLIENT_QUEUE answers queued or drawn per lane; a lane holds LANE_QUEUE waiting
-  answers per child that may take them. Past either, :class:`Busy` (429 for the client, 503
-  for a full lane), with Retry-After from the lane's measured render time;
+- bounded and fair: a client (its address, as uvicorn reports it: behind a proxy, the
+  forwarded one) may have CLIENT_QUEUE answers queued or drawn per lane, and its k-th waits
+  behind every other client's first k; a lane holds LANE_QUEUE waiting answers per child that
+  may take them. Past either, :class:`Busy` (429 for the client, 503 for a full lane), with
+  Retry-After from the lane's measured render time;
 - a deadline (RENDER_TIMEOUT) on every render, and on every wait for one: past it the request
   gets a 503 saying so, and a child that held it is killed and replaced (its siblings serve
   on). A child that dies costs its request nothing: it is drawn in a thread instead.
@@ -66,7 +67,9 @@ SCOPE_KEYS = ("type", "asgi", "http_version", "method", "scheme", "path", "raw_p
               "root_path", "query_string", "headers", "server", "client")
 START_TIMEOUT = 120.0  # s: children import the app (a few s; more on a loaded machine)
 PARENT_POLL = 1.0  # s: how often a child checks that its parent is alive
-CLIENT_QUEUE = {LIGHT: 16, HEAVY: 2}  # one client's answers queued or being drawn, per lane
+# One client's answers queued or being drawn, per lane: a browser opens 6 connections to a
+# site; a page of embeds, or a class behind one address, may ask more at once.
+CLIENT_QUEUE = {LIGHT: 32, HEAVY: 2}
 LANE_QUEUE = {LIGHT: 32, HEAVY: 2}  # answers waiting in a lane, per child that takes it
 HEAVY_NICE = 10  # the general children's niceness (os.nice): light work gets the CPU first
 
@@ -195,7 +198,7 @@ class RenderPool:
                 slot.executor.shutdown(wait=wait, cancel_futures=True)
                 slot.executor = None
         for lane in self.lanes.values():
-            for _, _, job in lane.waiting:
+            for *_, job in lane.waiting:
                 self._settle(job, None)
             lane.waiting.clear()
 
@@ -213,14 +216,9 @@ class RenderPool:
             return None
         client = (scope.get("client") or (None,))[0]
         self._admit(client, lane, len(takers), cost)
-        loop = asyncio.get_running_loop()
-        job = Job(portable_scope(scope), cost, client, loop.create_future())
-        waiting = self.lanes[lane].waiting
-        # Light: the cheapest first (a 5 ms answer never waits behind a 40 ms one); heavy: in
-        # the order they came.
-        heapq.heappush(waiting, (cost.ms if lane == LIGHT else 0.0, next(self.order), job))
-        job.timer = loop.call_later(self.timeout, self._waited_too_long, job)
-        self.held[client, lane] = self.held.get((client, lane), 0) + 1
+        job = Job(portable_scope(scope), cost, client,
+                  asyncio.get_running_loop().create_future())
+        self._enqueue(job)
         try:
             self._dispatch()
             return await job.future
@@ -229,6 +227,18 @@ class RenderPool:
             self.held[client, lane] -= 1
             if not self.held[client, lane]:
                 del self.held[client, lane]
+
+    def _enqueue(self, job: Job) -> None:
+        """A client's k-th answer waits behind every other client's first k (one client's
+        burst cannot push a classmate back), then the cheapest first in the light lane (a
+        5 ms answer does not wait behind a 40 ms one), then in the order they came."""
+        lane = job.cost.lane
+        held = self.held.get((job.client, lane), 0)
+        heapq.heappush(self.lanes[lane].waiting, (
+            held, job.cost.ms if lane == LIGHT else 0.0, next(self.order), job))
+        job.timer = asyncio.get_running_loop().call_later(self.timeout, self._waited_too_long,
+                                                          job)
+        self.held[job.client, lane] = held + 1
 
     def _admit(self, client: str | None, lane: str, takers: int, cost: Cost) -> None:
         held = self.held.get((client, lane), 0)
@@ -261,7 +271,7 @@ class RenderPool:
     def _next(self, lane: str) -> Job | None:
         waiting = self.lanes[lane].waiting
         while waiting:
-            _, _, job = heapq.heappop(waiting)
+            *_, job = heapq.heappop(waiting)
             if not job.gone and not job.future.done():
                 job.timer.cancel()
                 return job

@@ -335,3 +335,30 @@ def test_costs_put_the_class_in_the_light_lane_and_the_planner_in_the_heavy():
     assert estimate("/api/pipeline", b"stages=abc").lane == LIGHT  # a 422: its parse
     assert estimate("/api/pipeline", b"stages=8&microbatches=16").ms < \
         estimate("/api/pipeline", b"stages=8&microbatches=64").ms
+
+
+def test_a_clients_burst_waits_behind_its_classmates():
+    from app.lanes import Cost
+    from app.render_pool import Job, RenderPool
+
+    async def order() -> list[str]:
+        pool, loop = RenderPool(), asyncio.get_running_loop()
+
+        def job(client: str, ms: float, name: str) -> Job:
+            made = Job({"name": name}, Cost(ms, name), client, loop.create_future())
+            pool._enqueue(made)
+            return made
+
+        for i in range(4):
+            job("burst", 5.0, f"burst-{i}")
+        job("student", 30.0, "student-playground")
+        job("other", 5.0, "other-memory")
+        job("student", 5.0, "student-memory")
+        popped = [pool._next("light").scope["name"] for _ in range(7)]
+        assert pool._next("light") is None
+        return popped
+
+    assert asyncio.run(order()) == [
+        "burst-0", "other-memory", "student-playground",  # everyone's first, cheapest first
+        "burst-1", "student-memory",  # then everyone's second, in the order they came
+        "burst-2", "burst-3"]
