@@ -82,13 +82,11 @@ class _Controls:
 
 
 def _pipeline_actions(c: _Controls, stages: str, microbatches: str) -> int:
-    from labs.schedules.catalogue import INTERLEAVED, SPLIT_BACKWARD
-    from labs.schedules.generators import V_SHAPE
+    from labs.schedules.catalogue import CATALOGUE
 
-    schedule = c.text("schedule")
-    chunks = c.whole("virtual") if schedule in INTERLEAVED else 2 if schedule in V_SHAPE else 1
-    per_unit = 3 if schedule in SPLIT_BACKWARD else 2
-    return c.whole(stages) * c.whole(microbatches) * chunks * per_unit
+    schedule = CATALOGUE[c.text("schedule")]  # an unknown one: its 422
+    per_unit = 3 if schedule.split_backward else 2
+    return c.whole(stages) * c.whole(microbatches) * schedule.chunks(c.whole("virtual")) * per_unit
 
 
 def _pipeline(c: _Controls) -> Cost:
@@ -159,10 +157,9 @@ def _route(path: str) -> tuple[str, object] | None:
             view = VIEWS[name]
             for route in (view.episode.path, f"/api/{name}", f"/embed/{name}"):
                 _ROUTES[route] = (name, view.query_model)
-        _ROUTES.update({p: ("plan", plan.PlanQuery) for p in
-                        ("/api/plan", "/episodes/recipe-3d/plan")})
-        _ROUTES.update({p: ("cheatsheet", None) for p in ("/api/cheatsheet", cheatsheet.PATH)})
-        _ROUTES.update({p: ("compare", None) for p in ("/api/playground/compare", compare.PATH)})
+        _ROUTES.update({p: ("plan", plan.PlanQuery) for p in plan.PURE_ROUTES})
+        _ROUTES.update({p: ("cheatsheet", None) for p in cheatsheet.PURE_ROUTES})
+        _ROUTES.update({p: ("compare", None) for p in compare.PURE_ROUTES})
     if path.startswith("/embed/"):
         path = "/".join(path.split("/")[:3])  # /embed/<lab>/<diagram>: the lab's cost
     return _ROUTES.get(path)
