@@ -2,7 +2,6 @@
 lab that teaches it (labs/cheatsheet/lab.py) for the model and GPU at the top, and a link to the
 episode step that teaches it, at the same example. Page, htmx swap and JSON (/api/cheatsheet)."""
 
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -12,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.charts.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 from app.episodes import BY_SLUG, EPISODES
-from app.labkit.parsing import validate
+from app.labkit.parsing import QueryForm, validate
 from app.labkit.render import VARY, is_fragment
 from app.labkit.routes import api_error, json_response
 from app.model_controls import ModelChoice, model_choices, model_field
@@ -74,17 +73,7 @@ LABELS = {"model": "Model", "gpu": "GPU", "seq_len": "Sequence length s",
           "dp": "DP replicas N", "cp": "CP degree c", "microbatches": "Micro-batches m"}
 
 
-@dataclass(frozen=True)
-class _Form:
-    """What the shared parser needs of a form: its query model and its labels."""
-
-    query_model: type[BaseModel] = CheatQuery
-
-    def label(self, name: str) -> str:
-        return LABELS.get(name, name)
-
-
-FORM = _Form()
+FORM = QueryForm(CheatQuery, LABELS)  # what the shared parser needs of this form
 
 
 def bounds() -> dict[str, tuple]:

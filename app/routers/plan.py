@@ -4,17 +4,17 @@ scatter of memory per GPU against throughput and a table; each plan links to the
 with its controls set)."""
 
 from functools import lru_cache
-from typing import Annotated
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import ConfigDict, Field
 
 from app.charts.plan import plan_figure, plan_label
 from app.cluster_controls import GpusPerNode, InterLink, IntraLink, PrecisionRecipe, SeqLen
 from app.episodes import BY_SLUG
-from app.labkit.routes import api_error, json_response
+from app.labkit.parsing import QueryForm, validate
+from app.labkit.routes import api_error, json_response, query_parameters
 from app.model_controls import GpuChoice, ModelChoice, ModelControls, gpu_field, model_field
 from app.templating import templates
 from labs.core.errors import LabInputError
@@ -57,6 +57,16 @@ class PlanQuery(ModelControls):
         DEFAULT_MATMUL_EFFICIENCY, ge=MIN_MATMUL_EFFICIENCY, le=MAX_MATMUL_EFFICIENCY,
         description="An override of the fraction of the dense BF16 peak a full-wave GEMM "
                     "reaches, as on the recipe page (GET /api/recipe; empty: measured).")
+
+
+# Parsed by the labs' own parser (app/labkit/parsing.py): an empty value is not given, numbers
+# are plain digits, a message names the control.
+FORM = QueryForm(PlanQuery, {
+    "model": "Model", "params": "Custom params", "gpu": "GPU", "gpus": "GPUs",
+    "gpus_per_node": "GPUs per node", "intra_link": "Link inside a node",
+    "inter_link": "Link between nodes", "seq_len": "Sequence length",
+    "global_batch": "Global batch", "top": "Plans to return",
+    "matmul_efficiency": "Matmul efficiency"})
 
 
 @lru_cache(maxsize=32)
@@ -122,28 +132,32 @@ def to_api(q: PlanQuery, found: PlanSearch) -> dict:
     }
 
 
-def _parse(request: Request, q: PlanQuery) -> tuple[PlanSearch | None, Response | None]:
+def _parse(request: Request) -> tuple[PlanQuery | None, PlanSearch | None, Response | None]:
+    q, errors, _ = validate(FORM, request.query_params.multi_items())
+    if q is None:
+        return None, None, api_error(request, errors)
     try:
-        return run(q), None
+        return q, run(q), None
     except LabInputError as exc:
-        return None, api_error(request, {exc.field: exc.message})
+        return None, None, api_error(request, {exc.field: exc.message})
 
 
 @router.get(API_PATH, tags=["EP08"], summary="Auto-planner: every valid plan for a model "
             "and a cluster, ranked by throughput, with memory per GPU and the Pareto front",
-            responses={422: {"description": "Bad control, or a search too big"}})
-def plan_api(request: Request, q: Annotated[PlanQuery, Query()]) -> Response:
-    found, error = _parse(request, q)
+            responses={422: {"description": "Bad control, or a search too big"}},
+            openapi_extra={"parameters": query_parameters(FORM)})
+def plan_api(request: Request) -> Response:
+    q, found, error = _parse(request)
     if error is not None:
         return error
     return json_response(request, to_api(q, found))
 
 
 @router.get(FRAGMENT_PATH, include_in_schema=False)
-def plan_fragment(request: Request, q: Annotated[PlanQuery, Query()]) -> Response:
+def plan_fragment(request: Request) -> Response:
     """The plan diagram (scatter and table) for the lesson page, loaded when it comes into
     view: a search takes a moment, the page does not wait for it."""
-    found, error = _parse(request, q)
+    q, found, error = _parse(request)
     if error is not None:
         return error
     links = plan_links(q, found)

@@ -3,7 +3,6 @@ export it, and re-plan it when the model or the cluster changes."""
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -32,8 +31,8 @@ from app.cluster_controls import (
 )
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.labkit.parsing import run_cached, validate
-from app.labkit.routes import api_error, json_response
+from app.labkit.parsing import run_cached, single, validate
+from app.labkit.routes import api_error, json_response, query_parameters
 from app.model_controls import (
     GpuChoice,
     ModelChoice,
@@ -360,12 +359,28 @@ VIEW = LabView(
 )
 
 
+EXPORT_FORMAT = {
+    "name": "format", "in": "query", "required": False,
+    "description": "What to write: Megatron-LM's arguments, a DeepSpeed config or a PyTorch "
+                   "FSDP2 snippet.",
+    "schema": {"type": "string", "enum": list(EXPORT_FORMATS), "default": "megatron"}}
+
+
 @router.get("/api/export", tags=["EP08"], summary="A plan as Megatron-LM arguments, a "
             "DeepSpeed config or a PyTorch FSDP2 snippet",
-            responses={422: {"description": "Bad control, unknown format or broken rule"}})
-def export_route(request: Request, format: Literal[EXPORT_FORMATS] = "megatron") -> Response:  # noqa: A002
-    """Takes the recipe's controls (see /api/recipe) and ``format``."""
-    query, errors, _ = validate(VIEW, request.query_params.multi_items())
+            responses={422: {"description": "Bad control, unknown format or broken rule"}},
+            openapi_extra={"parameters": [EXPORT_FORMAT, *query_parameters(VIEW)]})
+def export_route(request: Request) -> Response:
+    """Takes the recipe's controls (see /api/recipe) and ``format``, parsed by the labs' rules
+    (an empty value is not given)."""
+    items = request.query_params.multi_items()
+    query, errors, _ = validate(VIEW, items)
+    fmt, refused = single(items, "format", "format")
+    fmt = fmt or "megatron"
+    if refused is None and fmt not in EXPORT_FORMATS:
+        refused = f"format must be one of: {', '.join(EXPORT_FORMATS)}"
+    if refused is not None:
+        errors = {**errors, "format": refused}
     if errors or query is None:
         return api_error(request, errors)
     state, errors = run_cached(VIEW, query)
@@ -374,8 +389,8 @@ def export_route(request: Request, format: Literal[EXPORT_FORMATS] = "megatron")
     refused = api_errors(state)
     if refused:
         return api_error(request, refused)
-    done = state.exports[format]
-    return json_response(request, {"format": format, "text": done.text,
+    done = state.exports[fmt]
+    return json_response(request, {"format": fmt, "text": done.text,
                                    "notes": list(done.notes),
                                    "plan": _plan_api(state.result)})
 
