@@ -3,6 +3,7 @@ export it, and re-plan it when the model or the cluster changes."""
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
