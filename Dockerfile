@@ -25,8 +25,9 @@ COPY --from=assets /assets/node_modules/htmx.org/dist ./static/vendor/node_modul
 COPY --from=assets /assets/node_modules/swagger-ui-dist ./static/vendor/node_modules/swagger-ui-dist
 COPY --from=assets /assets/node_modules/redoc/bundles ./static/vendor/node_modules/redoc/bundles
 USER 10001
-# One worker: its render processes (app/render_pool.py) draw lab answers on every core.
-ENV HOST=0.0.0.0 PORT=8000 WORKERS=1 RENDER_PROCESSES=2
+# One worker: its render processes (app/render_pool.py) draw lab answers on every core;
+# `python -m app` bounds every request (app/limits.py; README "Limits on every request").
+ENV HOST=0.0.0.0 PORT=8000 WORKERS=1 RENDER_PROCESSES=2 RENDER_TIMEOUT=10 CLIENT_TIMEOUT=10
 EXPOSE 8000
 # Reads $PORT at check time, so `docker run -e PORT=9000` stays healthy.
 HEALTHCHECK --interval=30s --timeout=3s CMD ["python", "-c", "import os, urllib.request as u; u.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('PORT', '8000'), timeout=2)"]

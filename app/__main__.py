@@ -1,17 +1,28 @@
-"""`python -m app`: serve the lab on http://127.0.0.1:8000 (HOST / PORT override)."""
+"""`python -m app`: serve the lab on http://127.0.0.1:8000 (HOST, PORT, WORKERS, LOG_LEVEL and
+the app's settings from the environment: app/settings.py), with the request limits of
+app/limits.py. `make run` and the container (Dockerfile, compose.yaml) start it this way."""
 
-import os
+import sys
 
 import uvicorn
 
 
 def main() -> None:
+    try:
+        # Importing app.settings reads the app's own settings (SETTINGS): a bad one raises
+        # SettingsError there, before uvicorn imports the app.
+        from app.settings import ServerSettings
+
+        server = ServerSettings.from_env()
+    except ValueError as exc:
+        if type(exc).__name__ != "SettingsError":
+            raise
+        sys.exit(f"parallelism-lab: {exc}")
+    from app.limits import uvicorn_options
+
     uvicorn.run(
-        "app.main:app",
-        host=os.environ.get("HOST", "127.0.0.1"),
-        port=int(os.environ.get("PORT", "8000")),
-        workers=int(os.environ.get("WORKERS", "1")),
-        log_level=os.environ.get("LOG_LEVEL", "info"),
+        "app.main:app", host=server.host, port=server.port, workers=server.workers,
+        log_level=server.log_level, **uvicorn_options(),
     )
 
 

@@ -22,6 +22,7 @@ from labs.core.limits import (
     MAX_STAGES,
     MAX_VIRTUAL,
     RECOMPUTE,
+    TRAIN_RECIPES,
 )
 from labs.hardware.links import links
 from labs.schedules.catalogue import SCHEDULES
@@ -48,6 +49,12 @@ ContextParallel = Annotated[int, Field(ge=1, le=MAX_DEGREE,
 ExpertParallel = Annotated[int, Field(ge=1, le=MAX_DEGREE, description="Expert-parallel degree.")]
 ZeroStage = Annotated[int, Field(ge=0, le=3, description="ZeRO stage (1 = distributed optimizer).")]
 Recompute = Annotated[Literal[RECOMPUTE], Field(description="Activation recomputation.")]
+# The precision recipe (labs.core.catalogue: mixed precision, 16-bit Adam or FP8, EP11): the
+# ledger bills it and ZeRO-3 gathers its weights' bytes; the step's GEMMs are timed at the BF16
+# rate (what FP8 buys in time needs the op-level step model).
+PrecisionRecipe = Annotated[Literal[TRAIN_RECIPES], Field(
+    description="Precision recipe (GET /api/precision itemises each): memory and ZeRO-3's "
+                "gathered bytes follow it; GEMMs are timed at the BF16 rate.")]
 Schedule = Annotated[Literal[tuple(SCHEDULES)], Field(description="Pipeline schedule.")]
 Virtual = Annotated[int, Field(ge=1, le=MAX_VIRTUAL, description="Model chunks per rank.")]
 MicroBatch = Annotated[int, Field(ge=1, le=MAX_MICRO_BATCH,

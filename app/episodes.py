@@ -81,6 +81,10 @@ EPISODES: tuple[Episode, ...] = (
     Episode(10, "playground", "Recap and playground",
             "Every formula in one place, and a free playground over all controls.",
             lab="playground", extra_routers=("cheatsheet", "compare")),
+    Episode(11, "low-precision", "Low precision and fine-tuning",
+            "Where does every byte of an FP8 run, a LoRA or QLoRA fine-tune and an activation "
+            "offload live, and what does each save?",
+            lab="precision"),
 )
 
 BY_SLUG = {episode.slug: episode for episode in EPISODES}

@@ -13,6 +13,7 @@ from fastapi.middleware.gzip import GZipMiddleware
 from app import assets, docs
 from app.episodes import EPISODES
 from app.labkit import DRILLS, VIEWS
+from app.limits import QuietDisconnects
 from app.render_pool import POOL
 from app.response_cache import ResponseCacheMiddleware
 from app.routers import home, models, presets
@@ -76,6 +77,7 @@ def create_app() -> FastAPI:
     # Outermost: normalises HEAD and Accept-Encoding before anything else reads them, and
     # sees every answer's final headers.
     app.add_middleware(SecurityHeadersMiddleware, settings=SETTINGS)
+    app.add_middleware(QuietDisconnects)  # a client gone before its body: a line, no traceback
     # The site's own routes, then every lab's, in teaching order (app/episodes.py).
     for router in (assets.router, docs.router, home.router, presets.router, models.router):
         app.include_router(router)

@@ -12,17 +12,19 @@ from pydantic import BaseModel, Field, StringConstraints, WithJsonSchema
 
 from app.options import GpuId, ModelId, chosen_model, is_custom
 from labs.core.limits import MAX_MODEL_CODE
-from labs.model.code import decode, is_code
+from labs.model.code import decode, encode, is_code
+from labs.model.presets import get_model
 from labs.model.spec import ModelSpec
 
 # A preset id, "custom" or a model code, bounded in length. Which one, and whether it is
 # valid, is settled by labs.model.presets.get_model / labs.model.code.decode when the lab runs: a
 # dictionary lookup or a cached decode, before any simulation, with a message naming the
-# control ("unknown model 'x'; choose one of: ..., or a model code"). The presets are listed
-# as OpenAPI examples.
+# control ("unknown model 'x'; choose one of: ..., or a model code"). OpenAPI's examples are
+# each lab's own (model_field): a preset another lab draws may break this lab's rules at its
+# defaults (a dense model in EP07, 28 heads at TP 8), and "custom" needs params.
 ModelChoice = Annotated[str, StringConstraints(max_length=MAX_MODEL_CODE),
                         WithJsonSchema({"type": "string", "maxLength": MAX_MODEL_CODE,
-                                        "examples": [*get_args(ModelId), "custom",
+                                        "examples": [*get_args(ModelId),
                                                      "L80.h8192.a64.k8.f28672.v128256"]})]
 
 CUSTOM_PARAMS_LABEL = "Custom parameter count…"
@@ -39,8 +41,10 @@ def gpu_field(default: str, what: str = "GPU preset"):
 
 
 def model_field(default: str, what: str = "Model"):
-    """The ``model`` field of a lab whose default model is ``default``."""
-    return Field(default, description=(
+    """The ``model`` field of a lab whose default model is ``default``; its OpenAPI examples
+    are the default preset and that preset's model code, which draw the lab at its defaults
+    (tests/app/test_schema.py asks each)."""
+    return Field(default, examples=[default, encode(get_model(default))], description=(
         f"{what}: a preset id (GET /api/models), 'custom' with params, or a model code from "
         f"POST /api/models/parse (bring your own model). Default {default}; params alone "
         "implies custom."))

@@ -19,20 +19,49 @@ itself: an answer is the same bytes whichever process drew it (tests/app/test_re
 Started by the app's lifespan with ``RENDER_PROCESSES`` children (app/settings.py). Until the
 children are ready, if they fail to start, or if one dies, answers render in the serving
 process's threads as before: the pool is a speed-up, never a dependency.
+
+Fair and bounded (issue 20: sixteen clients looping EP08's heaviest planner search made an
+uncached EP01 answer wait 7.3 s; a stopped child held its request for as long as it was
+stopped):
+
+- each child is its own single-process executor (a slot), so one can be replaced alone;
+- a miss comes with its expected cost (app/lanes.py) and waits in the light or the heavy lane.
+  Heavy answers are drawn only by the "general" children: with two or more, the first
+  (a quarter of them) draws light answers only, so a light miss never waits behind heavy
+  ones. Light answers go to any free child, the light-only ones first;
+  general children run at nice HEAVY_NICE, so the OS gives the serving process and the
+  light child the CPU first when the machine is full;
+- bounded and fair: a client (its address, as uvicorn reports it: behind a proxy, the
+  forwarded one) may have CLIENT_QUEUE answers queued or drawn per lane, and its k-th waits
+  behind every other client's first k; a lane holds LANE_QUEUE waiting answers per child that
+  may take them. Past either, :class:`Busy` (429 for the client, 503 for a full lane), with
+  Retry-After from the lane's measured render time;
+- a deadline (RENDER_TIMEOUT) on every render, and on every wait for one: past it the request
+  gets a 503 saying so, and a child that held it is killed and replaced (its siblings serve
+  on). A child that dies costs its request nothing: it is drawn in a thread instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import heapq
+import itertools
 import logging
+import math
 import multiprocessing
 import os
 import signal
 import threading
 import time
 from concurrent.futures import BrokenExecutor, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
 
 from uvicorn.importer import import_from_string
+
+from app.lanes import HEAVY, LIGHT, Cost
+from app.settings import SETTINGS
 
 log = logging.getLogger("uvicorn.error")
 
@@ -46,73 +75,295 @@ PARENT_POLL = 1.0  # s: how often a child checks that its parent is alive
 # the app uvicorn serves (app/__main__.py), and the templates compiled before any request.
 APP = "app.main:app"
 WARM_UP = "app.templating:compile_templates"
+# One client's answers queued or being drawn, per lane: a browser opens 6 connections to a
+# site; a page of embeds, or a class behind one address, may ask more at once.
+CLIENT_QUEUE = {LIGHT: 32, HEAVY: 2}
+LANE_QUEUE = {LIGHT: 32, HEAVY: 2}  # answers waiting in a lane, per child that takes it
+HEAVY_NICE = 10  # the general children's niceness (os.nice): light work gets the CPU first
 
 
 def portable_scope(scope: dict) -> dict:
     return {k: scope[k] for k in SCOPE_KEYS if k in scope}
 
 
+class Busy(Exception):
+    """The pool will not draw this answer now: 429 (the client has enough queued) or 503 (the
+    lane is full, or the render passed its deadline). ``retry_after`` in whole seconds."""
+
+    def __init__(self, status: int, retry_after: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.retry_after, self.message = status, retry_after, message
+
+
+@dataclass(eq=False)
+class Job:
+    scope: dict
+    cost: Cost
+    client: str | None
+    future: asyncio.Future
+    timer: asyncio.TimerHandle | None = None
+    started: float | None = None
+    gone: bool = False  # its request stopped waiting
+
+
+@dataclass(eq=False)
+class Slot:
+    """One render process: its own executor, what it is drawing, and how often it was
+    replaced (``generation``: a late answer of a replaced child is recognised and dropped)."""
+
+    index: int
+    heavy: bool  # may draw heavy answers
+    executor: ProcessPoolExecutor | None = None
+    ready: bool = False
+    job: Job | None = None
+    generation: int = 0
+
+    @property
+    def pid(self) -> int | None:
+        processes = getattr(self.executor, "_processes", None) or {}
+        return next(iter(processes), None)
+
+
+@dataclass(eq=False)
+class _Lane:
+    waiting: list = field(default_factory=list)  # heap of (priority, order, job)
+    seconds: float = 0.0  # measured render time (moving average), for Retry-After
+
+
 class RenderPool:
-    """A ProcessPoolExecutor of app renderers, with the readiness and fallback the app needs.
-    Used from the event loop thread only."""
+    """Render processes (slots), with lanes, bounds, deadlines, readiness and the fallback the
+    app needs. Used from the event loop thread only."""
 
     def __init__(self, app: str = APP, warm_up: str = WARM_UP) -> None:
         self.app, self.warm_up = app, warm_up
-        self.executor: ProcessPoolExecutor | None = None
+        self.slots: list[Slot] = []
         self.processes = 0
-        self.ready = False
+        self.timeout = float(SETTINGS.render_timeout)
         self.rendered = 0  # answers the children rendered (tests and benchmarks read it)
-        self.restarting: asyncio.Task | None = None
+        self.replaced = 0  # children killed past their deadline or found dead
+        self.refused = {429: 0, 503: 0}
+        self.lanes = {LIGHT: _Lane(), HEAVY: _Lane()}
+        self.held: dict[tuple[str | None, str], int] = {}
+        self.order = itertools.count()
+        self.tasks: set[asyncio.Task] = set()  # slots starting (tasks are weakly held)
+
+    @property
+    def ready(self) -> bool:
+        return any(slot.ready for slot in self.slots)
+
+    def pids(self) -> list[int]:
+        return [slot.pid for slot in self.slots if slot.pid is not None]
+
+    # --- starting and stopping ---------------------------------------------------------------
 
     async def start(self, processes: int) -> None:
-        """Start the children and wait until each has imported the app; on failure, log why
+        """Start the children and wait until each has imported the app; if none can, log why
         and leave the pool off (answers render in threads)."""
-        if processes <= 0 or self.executor is not None:
+        if processes <= 0 or self.slots:
             return
         self.processes = processes
-        loop = asyncio.get_running_loop()
-        try:
-            # "spawn": a fresh interpreter, never a fork of a process whose event loop, sockets
-            # and threads are running (Python docs, multiprocessing "Contexts and start
-            # methods"). Creating it can fail too (no /dev/shm for its locks in some sandboxes).
-            self.executor = ProcessPoolExecutor(
-                max_workers=processes, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_child_init, initargs=(self.app, self.warm_up))
-            # Submitted together, so that each goes to a child of its own (the executor starts
-            # a new child while none is idle) and all import the app at once.
-            pings = [loop.run_in_executor(self.executor, _ping) for _ in range(processes)]
-            await asyncio.wait_for(asyncio.gather(*pings), START_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001 - whatever it is, the app serves without it
-            log.warning("render pool off (answers render in threads): %r", exc)
+        light_only = 0 if processes == 1 else max(1, processes // 4)
+        self.slots = [Slot(i, heavy=i >= light_only) for i in range(processes)]
+        # Together, so that all import the app at once.
+        await asyncio.gather(*(self._start_slot(slot) for slot in self.slots))
+        if not self.ready:
             self.stop()
+
+    async def _start_slot(self, slot: Slot) -> None:
+        loop = asyncio.get_running_loop()
+        generation = slot.generation
+        try:
+            # "spawn": a fresh interpreter, never a fork of a process whose event loop,
+            # sockets and threads are running (Python docs, multiprocessing "Contexts and start
+            # methods"). Creating it can fail too (no /dev/shm for its locks in some sandboxes).
+            slot.executor = ProcessPoolExecutor(
+                max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_child_init, initargs=(self.app, self.warm_up))
+            await asyncio.wait_for(loop.run_in_executor(slot.executor, _ping), START_TIMEOUT)
+            if slot.heavy and self.processes > 1:
+                await loop.run_in_executor(slot.executor, os.nice, HEAVY_NICE)
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the app serves without it
+            log.warning("render process %d off (its answers render elsewhere): %r",
+                        slot.index, exc)
+            if slot.executor is not None:
+                slot.executor.shutdown(wait=False, cancel_futures=True)
+            slot.executor = None
             return
-        self.ready = True
+        if slot.generation != generation or slot not in self.slots:  # stopped meanwhile
+            slot.executor.shutdown(wait=False, cancel_futures=True)
+            return
+        slot.ready = True
+        self._dispatch()
 
     def stop(self, wait: bool = False) -> None:
-        """Stop the children: queued renders are cancelled; with ``wait``, the ones running
-        finish and the children have exited when this returns (the app's shutdown)."""
-        if self.executor is not None:
-            self.executor.shutdown(wait=wait, cancel_futures=True)
-        self.executor, self.ready = None, False
+        """Stop the children: waiting renders are drawn in threads instead; with ``wait``, the
+        ones running finish and the children have exited when this returns (the app's
+        shutdown)."""
+        slots, self.slots = self.slots, []
+        for slot in slots:
+            slot.ready = False
+            slot.generation += 1
+            if slot.executor is not None:
+                slot.executor.shutdown(wait=wait, cancel_futures=True)
+                slot.executor = None
+        for lane in self.lanes.values():
+            for *_, job in lane.waiting:
+                self._settle(job, None)
+            lane.waiting.clear()
 
-    async def render(self, scope: dict) -> tuple[int, list, bytes] | None:
+    # --- a render ----------------------------------------------------------------------------
+
+    async def render(self, scope: dict, cost: Cost | None = None) -> tuple[int, list, bytes] | None:
         """(status, headers, body) of the request, rendered by a child; None when the pool
         cannot (off, starting, broken): the caller renders in-process instead. An exception
-        of the app in the child is raised here, as it would be in-process."""
-        if not self.ready:
+        of the app in the child is raised here, as it would be in-process; :class:`Busy` when
+        the pool will not draw it now."""
+        cost = cost or Cost(0.0, "an answer")
+        lane = cost.lane
+        takers = [s for s in self.slots if s.executor is not None and (lane == LIGHT or s.heavy)]
+        if not self.ready or not takers:
             return None
+        client = (scope.get("client") or (None,))[0]
+        self._admit(client, lane, len(takers), cost)
+        job = Job(portable_scope(scope), cost, client,
+                  asyncio.get_running_loop().create_future())
+        self._enqueue(job)
+        try:
+            self._dispatch()
+            return await job.future
+        finally:
+            job.gone = True
+            self.held[client, lane] -= 1
+            if not self.held[client, lane]:
+                del self.held[client, lane]
+
+    def _enqueue(self, job: Job) -> None:
+        """A client's k-th answer waits behind every other client's first k (one client's
+        burst cannot push a classmate back), then the cheapest first in the light lane (a
+        5 ms answer does not wait behind a 40 ms one), then in the order they came."""
+        lane = job.cost.lane
+        held = self.held.get((job.client, lane), 0)
+        heapq.heappush(self.lanes[lane].waiting, (
+            held, job.cost.ms if lane == LIGHT else 0.0, next(self.order), job))
+        job.timer = asyncio.get_running_loop().call_later(self.timeout, self._waited_too_long,
+                                                          job)
+        self.held[job.client, lane] = held + 1
+
+    def _admit(self, client: str | None, lane: str, takers: int, cost: Cost) -> None:
+        held = self.held.get((client, lane), 0)
+        if held >= CLIENT_QUEUE[lane]:
+            self.refused[429] += 1
+            raise Busy(429, self._retry_after(lane, held, 1),
+                       f"You have {held} answers like this one being drawn already (at most "
+                       f"{CLIENT_QUEUE[lane]}); wait for them, then ask again.")
+        waiting = len(self.lanes[lane].waiting)
+        if waiting >= LANE_QUEUE[lane] * takers:
+            self.refused[503] += 1
+            retry = self._retry_after(lane, waiting + takers, takers)
+            raise Busy(503, retry, f"The lab is busy drawing {waiting + takers} large answers "
+                                   f"like this one ({cost.what}); try again in {retry} s.")
+
+    def _retry_after(self, lane: str, jobs: int, takers: int) -> int:
+        seconds = self.lanes[lane].seconds or (1.0 if lane == HEAVY else 0.05)
+        return max(1, min(math.ceil(jobs * seconds / takers), math.ceil(self.timeout)))
+
+    def _dispatch(self) -> None:
+        """Give each free child the next answer it may draw: light ones first (the light-only
+        children are first in the list), heavy ones to the general children."""
+        for slot in self.slots:
+            if not slot.ready or slot.job is not None:
+                continue
+            job = self._next(LIGHT) or (self._next(HEAVY) if slot.heavy else None)
+            if job is not None:
+                self._run(slot, job)
+
+    def _next(self, lane: str) -> Job | None:
+        waiting = self.lanes[lane].waiting
+        while waiting:
+            *_, job = heapq.heappop(waiting)
+            if not job.gone and not job.future.done():
+                job.timer.cancel()
+                return job
+        return None
+
+    def _run(self, slot: Slot, job: Job) -> None:
         loop = asyncio.get_running_loop()
         try:
-            answer = await loop.run_in_executor(self.executor, _child_render,
-                                                portable_scope(scope))
-        except BrokenExecutor as exc:  # a child died (killed, out of memory): start afresh
-            log.warning("render pool broken, restarting it: %r", exc)
-            processes = self.processes
-            self.stop()
-            self.restarting = loop.create_task(self.start(processes))  # kept: tasks are weak
-            return None
-        self.rendered += 1
-        return answer
+            done = asyncio.wrap_future(slot.executor.submit(_child_render, job.scope))
+        except (BrokenExecutor, RuntimeError) as exc:  # died since its last answer
+            self._settle(job, None)
+            self._replace(slot, slot.generation, f"found broken: {exc!r}")
+            return
+        slot.job, job.started = job, time.monotonic()
+        job.timer = loop.call_later(self.timeout, self._overdue, slot, slot.generation, job)
+        done.add_done_callback(partial(self._done, slot, slot.generation, job))
+
+    def _done(self, slot: Slot, generation: int, job: Job, done: asyncio.Future) -> None:
+        job.timer.cancel()
+        if slot.generation == generation:
+            slot.job = None
+        error = None if done.cancelled() else done.exception()
+        if isinstance(error, BrokenExecutor) or done.cancelled():
+            # A child killed (out of memory) or stopped: draw it in a thread instead.
+            self._settle(job, None)
+            self._replace(slot, generation, f"died: {error!r}")
+        elif error is not None:
+            self._settle(job, error=error)
+        else:
+            self.rendered += 1
+            lane = self.lanes[job.cost.lane]
+            took = time.monotonic() - job.started
+            lane.seconds = took if not lane.seconds else 0.8 * lane.seconds + 0.2 * took
+            self._settle(job, done.result())
+        self._dispatch()
+
+    @staticmethod
+    def _settle(job: Job, answer=None, error: BaseException | None = None) -> None:
+        if job.timer is not None:
+            job.timer.cancel()
+        if job.future.done():
+            return
+        if error is not None:
+            job.future.set_exception(error)
+        else:
+            job.future.set_result(answer)
+
+    def _waited_too_long(self, job: Job) -> None:
+        """A deadline on the wait, too: no request hangs in a queue (its answer would be
+        late anyway)."""
+        if job.started is None:
+            self.refused[503] += 1
+            self._settle(job, error=Busy(
+                503, self._retry_after(job.cost.lane, 1, 1),
+                f"The lab was too busy to start drawing {job.cost.what} within "
+                f"{self.timeout:g} s; try again in a moment."))
+
+    def _overdue(self, slot: Slot, generation: int, job: Job) -> None:
+        """Past the deadline: the request gets a 503 and the child is replaced."""
+        self.refused[503] += 1
+        self._settle(job, error=Busy(
+            503, 1, f"Drawing {job.cost.what} took longer than {self.timeout:g} s, so it was "
+                    "stopped; try a smaller one, or again in a moment."))
+        self._replace(slot, generation, f"no answer within {self.timeout:g} s")
+
+    def _replace(self, slot: Slot, generation: int, why: str) -> None:
+        """Kill the child (SIGKILL: even a stopped process dies) and start another."""
+        if slot.generation != generation or slot not in self.slots:
+            return  # replaced already
+        log.warning("render process %d %s: replacing it", slot.index, why)
+        slot.generation += 1
+        slot.ready, slot.job = False, None
+        pid, executor = slot.pid, slot.executor
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):  # gone already
+                os.kill(pid, signal.SIGKILL)
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+        slot.executor = None
+        self.replaced += 1
+        task = asyncio.get_running_loop().create_task(self._start_slot(slot))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
 
 POOL = RenderPool()

@@ -7,35 +7,58 @@ loop, without parsing, simulating, rendering, compressing or a thread hop.
 
 What is cached: GET answers (HEAD is GET here: app/security.py normalises it first) of the
 lab routes (lesson pages and their htmx fragments, embeds, /api/<lab>) and of the static
-assets (their URL carries their content hash), status 200 or 422
-(an inconsistent state is refused the same way every time), at most MAX_ENTRY_BYTES each.
-The key is the path, the raw query string and every request header that changes the
-answer: the ones ``Vary`` names (HX-Request, HX-Target, HX-History-Restore-Request, whether
-gzip and brotli are accepted) and, unless PUBLIC_URL fixes it, the scheme and Host that embed
-codes spell (app/labkit/render.py public_origin). A query spelled another way is another entry: it
-costs one render, never a wrong answer.
+assets, status 200 or 422 (an inconsistent state is refused the same way every time), at most
+MAX_ENTRY_BYTES each. The key holds what can change the answer, and nothing else (a value
+that cannot change it would only let junk make new entries):
 
-Bounded twice: MAX_ENTRIES answers and MAX_BYTES bytes in all, least recently used out
-first. Every cached answer carries a strong ETag (a digest of its bytes), and a request whose
-If-None-Match names it gets 304 with no body (RFC 9110 sec 13.1.2), as browsers revalidate
-``no-cache`` pages.
+- the path and the raw query string; for a static asset, only whether its ``v`` is the
+  asset's content hash (the answer's Cache-Control says immutable or must-revalidate; its
+  bytes are the file's), so ``?v=<junk>`` is one entry, not one per value;
+- whether gzip and brotli are accepted (a static asset comes in brotli where it is);
+- for pages and embeds, which answer the htmx headers select: the whole page, the bench
+  (``HX-Target: bench``) or the diagram fragment (app/labkit/render.py ``is_fragment``); any
+  other ``HX-Target`` value is the fragment's. The JSON answers and assets ignore them;
+- for pages and embeds, unless PUBLIC_URL fixes it, the scheme and Host that embed codes
+  spell (app/labkit/render.py public_origin). JSON answers and assets spell no origin.
+
+A query spelled another way is another entry: it costs one render, never a wrong answer.
+
+Bounded twice: MAX_ENTRIES answers and MAX_BYTES bytes in all, least recently used out first,
+in two segments (a segmented LRU: Karedla, Love & Wherry, "Caching strategies to improve disk
+system performance", IEEE Computer 27(3), 1994): an answer enters on probation and is
+protected once it is asked for again; new answers push out the probation's oldest first, and
+the protected segment (at most PROTECTED_SHARE of the bounds) gives its oldest back to
+probation. So a flood of one-off variants (junk queries, Host values) only churns the
+probation segment, and the answers a class shares stay (issue 20: 105 junk asset requests
+had emptied it). Every cached answer carries a strong ETag (a digest of its bytes), and a
+request whose If-None-Match names it gets 304 with no body (RFC 9110 sec 13.1.2), as browsers
+revalidate ``no-cache`` pages.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import html
+import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import parse_qsl
 
-from app.render_pool import RenderPool
+from app.assets import ASSETS, get_asset
+from app.lanes import estimate
+from app.render_pool import Busy, RenderPool
 from app.security import route_path
 
 MAX_ENTRIES = 2048
 MAX_BYTES = 48 * 1024 * 1024
 MAX_ENTRY_BYTES = 1024 * 1024  # the largest pipeline JSON (MBs) would evict a class's worth
+# A key's query string is not counted in the byte bound: a longer one is not stored (the
+# longest URL the app writes is about 2 KB; app/limits.py refuses a request line over 16 KiB).
+MAX_QUERY_BYTES = 16 * 1024
+PROTECTED_SHARE = 0.8  # of the entry and byte bounds, for answers asked for more than once
 CACHED_STATUS = (200, 422)
 # Headers of a stored answer that a 304 must not carry (it has no body).
 BODY_HEADERS = (b"content-length",)
@@ -54,42 +77,73 @@ class Entry:
 
 
 class ResponseCache:
-    """An LRU bounded by entry count and total bytes. Used from the event loop thread only
-    (the middleware is async and does no blocking work), so it takes no lock."""
+    """A segmented LRU bounded by entry count and total bytes. Used from the event loop
+    thread only (the middleware is async and does no blocking work), so it takes no lock."""
 
     def __init__(self, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES,
-                 max_entry_bytes: int = MAX_ENTRY_BYTES) -> None:
+                 max_entry_bytes: int = MAX_ENTRY_BYTES,
+                 protected_share: float = PROTECTED_SHARE) -> None:
         self.max_entries, self.max_bytes = max_entries, max_bytes
         self.max_entry_bytes = min(max_entry_bytes, max_bytes)
-        self.data: OrderedDict[tuple, Entry] = OrderedDict()
-        self.bytes = 0
+        self.protected_share = protected_share
+        self.probation: OrderedDict[tuple, Entry] = OrderedDict()  # asked for once
+        self.protected: OrderedDict[tuple, Entry] = OrderedDict()  # asked for again
+        self.bytes = self.protected_bytes = 0
         self.hits = self.misses = 0
 
+    @property
+    def data(self) -> dict[tuple, Entry]:
+        """Every entry, probation's (oldest first) then the protected ones."""
+        return {**self.probation, **self.protected}
+
     def get(self, key: tuple) -> Entry | None:
-        entry = self.data.get(key)
-        if entry is None:
-            self.misses += 1
-            return None
+        entry = self.protected.get(key)
+        if entry is not None:
+            self.protected.move_to_end(key)
+        else:
+            entry = self.probation.pop(key, None)
+            if entry is None:
+                self.misses += 1
+                return None
+            self._protect(key, entry)
         self.hits += 1
-        self.data.move_to_end(key)
         return entry
+
+    def _protect(self, key: tuple, entry: Entry) -> None:
+        self.protected[key] = entry
+        self.protected_bytes += entry.size
+        cap_entries = int(self.max_entries * self.protected_share)
+        cap_bytes = self.max_bytes * self.protected_share
+        while len(self.protected) > 1 and (len(self.protected) > cap_entries
+                                           or self.protected_bytes > cap_bytes):
+            old_key, old = self.protected.popitem(last=False)  # back on probation, newest
+            self.protected_bytes -= old.size
+            self.probation[old_key] = old
 
     def put(self, key: tuple, entry: Entry) -> bool:
         if entry.size > self.max_entry_bytes:
             return False
-        old = self.data.pop(key, None)
+        old = self.probation.pop(key, None)
+        if old is None and (old := self.protected.pop(key, None)) is not None:
+            self.protected_bytes -= old.size
         if old is not None:
             self.bytes -= old.size
-        self.data[key] = entry
+        self.probation[key] = entry
         self.bytes += entry.size
-        while len(self.data) > self.max_entries or self.bytes > self.max_bytes:
-            _, dropped = self.data.popitem(last=False)
+        while len(self.probation) + len(self.protected) > self.max_entries \
+                or self.bytes > self.max_bytes:
+            if self.probation:
+                _, dropped = self.probation.popitem(last=False)
+            else:
+                _, dropped = self.protected.popitem(last=False)
+                self.protected_bytes -= dropped.size
             self.bytes -= dropped.size
         return True
 
     def clear(self) -> None:
-        self.data.clear()
-        self.bytes = self.hits = self.misses = 0
+        self.probation.clear()
+        self.protected.clear()
+        self.bytes = self.protected_bytes = self.hits = self.misses = 0
 
 
 CACHE = ResponseCache()
@@ -127,11 +181,26 @@ class ResponseCacheMiddleware:
         self.inflight: dict[tuple, asyncio.Event] = {}
 
     def key(self, scope, path: str, headers: dict) -> tuple:
+        """What can change the answer (the module's docstring says why each part)."""
+        gzip = _codings(headers.get(b"accept-encoding", b""))  # (gzip, brotli)
+        query = scope.get("query_string", b"")
+        if path.startswith("/static/"):
+            name = path[len("/static/"):]
+            if name in ASSETS:
+                given = [v for k, v in parse_qsl(query.decode("latin-1")) if k == "v"]
+                query = b"v" if given and given[-1] == get_asset(name).digest else b""
+            else:
+                query = b""  # a 404 either way
+            return (path, scope.get("root_path", ""), query, gzip)
+        if path.startswith("/api/"):
+            return (path, scope.get("root_path", ""), query, gzip)
+        if headers.get(b"hx-request") != b"true" \
+                or headers.get(b"hx-history-restore-request") == b"true":
+            answer = "page"
+        else:
+            answer = "bench" if headers.get(b"hx-target") == b"bench" else "fragment"
         origin = None if self.public_url else (scope.get("scheme"), headers.get(b"host"))
-        return (path, scope.get("root_path", ""), scope.get("query_string", b""),
-                headers.get(b"hx-request"), headers.get(b"hx-target"),
-                headers.get(b"hx-history-restore-request"),
-                _codings(headers.get(b"accept-encoding", b"")), origin)
+        return (path, scope.get("root_path", ""), query, gzip, answer, origin)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or scope["method"] != "GET":
@@ -157,7 +226,12 @@ class ResponseCacheMiddleware:
         try:
             # Assets are bytes in memory already: only lab answers are worth a child's time.
             if self.pool is not None and not path.startswith("/static/"):
-                answer = await self.pool.render(scope)
+                try:  # in its lane, by what it will cost (app/lanes.py)
+                    answer = await self.pool.render(
+                        scope, estimate(path, scope.get("query_string", b"")))
+                except Busy as busy:
+                    await _send_busy(send, path, busy)
+                    return
                 if answer is not None:
                     await self._finish(send, key, headers, *answer)
                     return
@@ -203,7 +277,7 @@ class ResponseCacheMiddleware:
         own = next((v for k, v in raw if k.lower() == b"etag"), None)
         entry = Entry(status, tuple((k, v) for k, v in raw if k.lower() != b"etag"),
                       body, own or etag_of(body))  # an answer's own ETag is kept
-        if self._storable(entry):
+        if self._storable(entry) and len(key[2]) <= MAX_QUERY_BYTES:
             self.cache.put(key, entry)
         await self._send(send, entry, headers.get(b"if-none-match"))
 
@@ -230,3 +304,18 @@ class ResponseCacheMiddleware:
             return
         await send({"type": "http.response.start", "status": entry.status, "headers": headers})
         await send({"type": "http.response.body", "body": entry.body})
+
+
+async def _send_busy(send, path: str, busy: Busy) -> None:
+    """The pool's refusal (429 or 503) with Retry-After and its message: JSON for the API,
+    a line of HTML for a page or fragment. Never stored (app/security.py: no-store)."""
+    if path.startswith("/api/"):
+        body = json.dumps({"detail": busy.message}).encode()
+        ctype = b"application/json"
+    else:
+        body = f'<p class="busy" role="alert">{html.escape(busy.message)}</p>\n'.encode()
+        ctype = b"text/html; charset=utf-8"
+    await send({"type": "http.response.start", "status": busy.status, "headers": [
+        (b"content-type", ctype), (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(busy.retry_after).encode())]})
+    await send({"type": "http.response.body", "body": body})

@@ -7,6 +7,9 @@ accepts (``gzip;q=0`` refuses gzip, RFC 9110 sec 12.5.3), so the compression fur
 which only looks for the word "gzip", gets it right; the bare base path redirects to its
 home. On the way out:
 
+- ``Location`` of a redirect never spells the request's Host once PUBLIC_URL is set: an
+  absolute one (Starlette's trailing-slash redirect builds it from the Host header; the app
+  never redirects off-site) is re-rooted on PUBLIC_URL.
 - ``Content-Security-Policy`` on HTML: our own origin only, no inline script or style; framing
   refused (``frame-ancestors 'none'``) except on ``/embed/*``, which EMBED_ALLOWED_ORIGINS
   may frame. A page that sends its own policy (the /docs pages) keeps it, framing refused.
@@ -17,6 +20,8 @@ home. On the way out:
 - ``Cache-Control`` where the route set none: pages ``no-cache`` (revalidate: a deploy may
   change them), JSON answers of the pure labs cacheable for five minutes, errors not stored.
 """
+
+from urllib.parse import urlsplit
 
 from app.settings import SETTINGS, Settings
 
@@ -74,6 +79,7 @@ class SecurityHeadersMiddleware:
     def __init__(self, app, settings: Settings = SETTINGS) -> None:
         self.app = app
         self.base_path = settings.base_path
+        self.public_url = settings.public_url
         ancestors = " ".join(settings.embed_allowed_origins)
         self.embed_csp = f"{POLICY}; frame-ancestors {ancestors}".encode()
         self.page_csp = f"{POLICY}; frame-ancestors 'none'".encode()
@@ -99,6 +105,8 @@ class SecurityHeadersMiddleware:
         async def send_wrapped(message) -> None:
             if message["type"] == "http.response.start":
                 message = {**message, "headers": self._headers(message, embed, api)}
+                if self.public_url and 300 <= message["status"] < 400:
+                    message["headers"] = self._relocated(message["headers"])
             elif head and message["type"] == "http.response.body":
                 if message.get("more_body"):
                     return  # the rest of the body, never sent for HEAD
@@ -139,6 +147,18 @@ class SecurityHeadersMiddleware:
             else:
                 policy = b"no-cache"
             out.append((b"cache-control", policy))
+        return out
+
+    def _relocated(self, headers: list) -> list:
+        """A redirect's absolute Location re-rooted on PUBLIC_URL (path and query kept)."""
+        out = []
+        for key, value in headers:
+            if key.lower() == b"location":
+                parts = urlsplit(value.decode("latin-1"))
+                if parts.netloc:
+                    rest = parts.path + (f"?{parts.query}" if parts.query else "")
+                    value = (self.public_url + rest).encode("latin-1")
+            out.append((key, value))
         return out
 
 

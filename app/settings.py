@@ -13,6 +13,15 @@
 - ``RENDER_PROCESSES``: child processes that render lab answers (app/render_pool.py), default
   2; ``0`` renders in the serving process's threads. Each child holds a copy of the app
   (about 100 MB).
+- ``RENDER_TIMEOUT``: seconds a render may take (default 10) before its request gets a 503
+  and the render process is replaced (app/render_pool.py).
+- ``CLIENT_TIMEOUT``: seconds a client has to send a request's headers, and then its body
+  (default 10), where the app serves HTTP itself (``python -m app``: app/limits.py).
+
+The server's own (``python -m app``, app/__main__.py): ``HOST``, ``PORT``, ``WORKERS``,
+``LOG_LEVEL`` (:class:`ServerSettings`). Every value is checked here, at start-up, and a bad
+one stops the app with a message naming its variable (numbers in ASCII digits only: Python's
+``int()`` also reads other scripts' digits, so ``RENDER_PROCESSES=١`` would pass as 1).
 """
 
 import os
@@ -20,9 +29,13 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-_ORIGIN = re.compile(r"^(https?://[A-Za-z0-9.\-]+(:\d{1,5})?|\*|'self'|'none')$")
+_ORIGIN = re.compile(r"^(https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?|\*|'self'|'none')$")
 _BASE = re.compile(r"^(/[A-Za-z0-9._~\-]+)*$")
+_HOST = re.compile(r"^([A-Za-z0-9.\-]+|\[?[0-9A-Fa-f:.]+\]?)$")  # a name, IPv4 or IPv6
+_DIGITS = re.compile(r"^[0-9]+$")  # ASCII only (str.isdigit and int() take any script's)
 TRUE = {"1", "true", "yes", "on"}
+FALSE = {"", "0", "false", "no", "off"}
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
 
 class SettingsError(ValueError):
@@ -33,9 +46,9 @@ def _base_path(value: str) -> str:
     value = value.strip().rstrip("/")
     if value and not value.startswith("/"):
         value = "/" + value
-    if not _BASE.match(value):
-        raise SettingsError(f"BASE_PATH must be a path like /lab (letters, digits, ._~-): "
-                            f"{value!r}")
+    if not _BASE.match(value) or any(part in (".", "..") for part in value.split("/")):
+        raise SettingsError(f"BASE_PATH must be a path like /lab (letters, digits, ._~-; no "
+                            f". or .. segment): {value!r}")
     return value
 
 
@@ -44,7 +57,8 @@ def _public_url(value: str) -> str:
     if not value:
         return ""
     parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path or parts.query:
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path or parts.query \
+            or parts.fragment or not _ORIGIN.match(f"{parts.scheme}://{parts.netloc}"):
         raise SettingsError(f"PUBLIC_URL must be an origin like https://lab.example.edu: {value!r}")
     return f"{parts.scheme}://{parts.netloc}"
 
@@ -59,18 +73,33 @@ def _origins(value: str) -> tuple[str, ...]:
     return origins or ("*",)
 
 
+def _whole(name: str, value: str, default: int, low: int, high: int, what: str) -> int:
+    """A whole number in ASCII digits from ``low`` to ``high``; empty is ``default``."""
+    value = value.strip()
+    if not value:
+        return default
+    if not _DIGITS.match(value) or not low <= int(value) <= high:
+        raise SettingsError(f"{name} ({what}) must be a whole number from {low} to {high}, "
+                            f"in digits 0-9: {value!r}")
+    return int(value)
+
+
+def _flag(name: str, value: str) -> bool:
+    value = value.strip().lower()
+    if value not in TRUE | FALSE:
+        raise SettingsError(f"{name} must be 1 or 0 (or true/false, yes/no, on/off): {value!r}")
+    return value in TRUE
+
+
 DEFAULT_RENDER_PROCESSES = 2
 MAX_RENDER_PROCESSES = 32
+DEFAULT_RENDER_TIMEOUT = 10  # s: the heaviest answer renders in about 1.2 s here
+DEFAULT_CLIENT_TIMEOUT = 10  # s: for a request's headers, then for its body
 
 
 def _render_processes(value: str) -> int:
-    value = value.strip()
-    if not value:
-        return DEFAULT_RENDER_PROCESSES
-    if not value.isdigit() or int(value) > MAX_RENDER_PROCESSES:
-        raise SettingsError(f"RENDER_PROCESSES must be a whole number from 0 to "
-                            f"{MAX_RENDER_PROCESSES}: {value!r}")
-    return int(value)
+    return _whole("RENDER_PROCESSES", value, DEFAULT_RENDER_PROCESSES, 0, MAX_RENDER_PROCESSES,
+                  "the render processes per worker")
 
 
 @dataclass(frozen=True)
@@ -80,6 +109,8 @@ class Settings:
     embed_allowed_origins: tuple[str, ...] = ("*",)
     hide_answers: bool = False
     render_processes: int = DEFAULT_RENDER_PROCESSES
+    render_timeout: int = DEFAULT_RENDER_TIMEOUT
+    client_timeout: int = DEFAULT_CLIENT_TIMEOUT
 
     @classmethod
     def from_env(cls, env=None) -> "Settings":
@@ -88,8 +119,41 @@ class Settings:
             base_path=_base_path(env.get("BASE_PATH", "")),
             public_url=_public_url(env.get("PUBLIC_URL", "")),
             embed_allowed_origins=_origins(env.get("EMBED_ALLOWED_ORIGINS", "*")),
-            hide_answers=env.get("HIDE_ANSWERS", "").strip().lower() in TRUE,
+            hide_answers=_flag("HIDE_ANSWERS", env.get("HIDE_ANSWERS", "")),
             render_processes=_render_processes(env.get("RENDER_PROCESSES", "")),
+            render_timeout=_whole("RENDER_TIMEOUT", env.get("RENDER_TIMEOUT", ""),
+                                  DEFAULT_RENDER_TIMEOUT, 1, 3600, "seconds a render may take"),
+            client_timeout=_whole("CLIENT_TIMEOUT", env.get("CLIENT_TIMEOUT", ""),
+                                  DEFAULT_CLIENT_TIMEOUT, 1, 3600,
+                                  "seconds a client has to send its headers, then its body"),
+        )
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """What ``python -m app`` hands uvicorn: the address, the workers and the log level."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = 1
+    log_level: str = "info"
+
+    @classmethod
+    def from_env(cls, env=None) -> "ServerSettings":
+        env = os.environ if env is None else env
+        host = env.get("HOST", "").strip() or cls.host
+        if not _HOST.match(host):
+            raise SettingsError(f"HOST must be an address to listen on, e.g. 127.0.0.1 or "
+                                f"0.0.0.0: {host!r}")
+        level = env.get("LOG_LEVEL", "").strip().lower() or cls.log_level
+        if level not in LOG_LEVELS:
+            raise SettingsError(f"LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}: {level!r}")
+        return cls(
+            host=host.strip("[]"),
+            port=_whole("PORT", env.get("PORT", ""), cls.port, 1, 65535, "the port to serve on"),
+            workers=_whole("WORKERS", env.get("WORKERS", ""), cls.workers, 1, 64,
+                           "the uvicorn worker processes"),
+            log_level=level,
         )
 
 

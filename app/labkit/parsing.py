@@ -3,16 +3,23 @@ state, or the same 422 with the same messages, on every route.
 
 Rules: keys that are no control are ignored; an empty value means "not given" (an HTML form
 sends empty number fields); a key repeated with different values is an error (which one was
-meant?), repeated with equal values it counts once. Messages name the control by its label
-and state its bounds, in plain words. Results are cached by the canonical query (labs are pure).
+meant?), repeated with equal values it counts once; a number is written in ASCII digits with
+an optional leading minus, a decimal point and an exponent (pydantic alone would also read
+``+4``, `` 8 `` and ``1_0``). Messages name the control by its label and state its bounds,
+in plain words. Results are cached by the canonical query (labs are pure).
+
+Routes that are no lab view (EP08's planner, EP10's cheat sheet) parse with the same rules
+through a :class:`QueryForm`.
 """
 
 import math
+import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import NoneType
 from typing import Any, get_args
 
 import annotated_types
@@ -29,6 +36,23 @@ CACHE_SIZE = 8  # per view. Small on purpose: a largest pipeline result holds 65
 # response cache (app/response_cache.py), which holds bytes the collector never walks.
 HEAVY_KEPT = 2
 HEAVY_SECONDS = 0.05
+
+
+# What a number control takes as text: ASCII digits, an optional minus, a whole number with a
+# zero fraction at most ("8.0"), a decimal with an exponent ("7e9", "0.85").
+WHOLE_TEXT = re.compile(r"-?[0-9]+(\.0+)?")
+NUMBER_TEXT = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?")
+
+
+@dataclass(frozen=True)
+class QueryForm:
+    """What the parser needs of a form that is no lab view: its query model and its labels."""
+
+    query_model: type[BaseModel]
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def label(self, name: str) -> str:
+        return self.labels.get(name, name)
 
 
 @dataclass(frozen=True)
@@ -80,6 +104,16 @@ def field_message(view: LabView, name: str, error_type: str = "", raw: str = "")
     return f"{label} must be {kind}"
 
 
+def _number_text(info) -> re.Pattern | None:
+    """The pattern a number control's text must match (None: not a number control)."""
+    kinds = set(get_args(info.annotation)) - {NoneType} or {info.annotation}
+    if kinds == {int}:
+        return WHOLE_TEXT
+    if kinds <= {int, float}:
+        return NUMBER_TEXT
+    return None
+
+
 def _collect(view: LabView, items: Iterable[tuple[str, str]]) -> tuple[dict, dict, dict]:
     """(data to validate, raw strings as given, errors) from (key, value) pairs."""
     fields = view.query_model.model_fields
@@ -95,9 +129,23 @@ def _collect(view: LabView, items: Iterable[tuple[str, str]]) -> tuple[dict, dic
         elif len(set(given)) > 1:
             errors[key] = f"{view.label(key)} was given {len(given)} different values " \
                           f"({', '.join(given)}): give it once"
+        elif isinstance(given[0], str) and (text := _number_text(fields[key])) is not None \
+                and not text.fullmatch(given[0]):  # (a lab's own cases give numbers)
+            errors[key] = field_message(view, key, "number_parsing", given[0])
         else:
             data[key] = given[0]
     return data, raw, errors
+
+
+def single(items: Iterable[tuple[str, str]], name: str, label: str) -> tuple[str | None,
+                                                                          str | None]:
+    """(value or None, message or None) of one plain query parameter, by the same rules: an
+    empty value is not given, a repeat must repeat the same value."""
+    given = [v for k, v in items if k == name and v != ""]
+    if len(set(given)) > 1:
+        return None, f"{label} was given {len(given)} different values ({', '.join(given)}): " \
+                     "give it once"
+    return (given[0] if given else None), None
 
 
 def validate(view: LabView, items: Iterable[tuple[str, str]]) -> tuple[BaseModel | None,

@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field
 
-from app.labkit.parsing import parse
+from app.labkit.parsing import QueryForm, parse, single
 from app.labkit.render import embed_path, public_base_url, render_embed, render_page
 from app.labkit.view import VIEWS, LabView, add_view
 
@@ -79,7 +79,7 @@ def shape_events(answer: dict, key: str, shape: str) -> dict:
     return {**answer, key: {f: [row[f] for row in rows] for f in fields}}
 
 
-def query_parameters(view: LabView) -> list[dict]:
+def query_parameters(view: LabView | QueryForm) -> list[dict]:
     """OpenAPI parameters of /api/<name>, from the query model (the handler parses the query
     itself, with the page's parser, so FastAPI does not see them)."""
     schema = view.query_model.model_json_schema()
@@ -90,7 +90,7 @@ def query_parameters(view: LabView) -> list[dict]:
         prop.pop("title", None)
         params.append({"name": name, "in": "query", "required": False,
                        "description": description, "schema": prop})
-    if view.events_key:
+    if getattr(view, "events_key", None):
         params.append({
             "name": "events", "in": "query", "required": False,
             "description": f"Shape of `{view.events_key}`: rows (one object per event), "
@@ -127,10 +127,14 @@ def register(router: APIRouter, view: LabView) -> None:
         return render_embed(request, view, found)
 
     def api(request: Request) -> Response:
-        state, errors, _ = parse(view, request.query_params.multi_items())
-        shape = request.query_params.get("events", "rows")
-        if view.events_key and shape not in EVENT_SHAPES:
-            errors = {**errors, "events": f"events must be one of: {', '.join(EVENT_SHAPES)}"}
+        items = request.query_params.multi_items()
+        state, errors, _ = parse(view, items)
+        shape, refused = single(items, "events", "events")
+        shape = shape or "rows"  # empty is not given, as for every control
+        if view.events_key and refused is None and shape not in EVENT_SHAPES:
+            refused = f"events must be one of: {', '.join(EVENT_SHAPES)}"
+        if view.events_key and refused is not None:
+            errors = {**errors, "events": refused}
         if errors or state is None:
             return api_error(request, errors)
         if view.api_errors and (refused := view.api_errors(state.result)):

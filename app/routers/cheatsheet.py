@@ -2,7 +2,6 @@
 lab that teaches it (labs/cheatsheet/lab.py) for the model and GPU at the top, and a link to the
 episode step that teaches it, at the same example. Page, htmx swap and JSON (/api/cheatsheet)."""
 
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -12,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.charts.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 from app.episodes import BY_SLUG, EPISODES
-from app.labkit.parsing import validate
+from app.labkit.parsing import QueryForm, validate
 from app.labkit.render import VARY, is_fragment
 from app.labkit.routes import api_error, json_response
 from app.model_controls import ModelChoice, model_choices, model_field
@@ -74,17 +73,7 @@ LABELS = {"model": "Model", "gpu": "GPU", "seq_len": "Sequence length s",
           "dp": "DP replicas N", "cp": "CP degree c", "microbatches": "Micro-batches m"}
 
 
-@dataclass(frozen=True)
-class _Form:
-    """What the shared parser needs of a form: its query model and its labels."""
-
-    query_model: type[BaseModel] = CheatQuery
-
-    def label(self, name: str) -> str:
-        return LABELS.get(name, name)
-
-
-FORM = _Form()
+FORM = QueryForm(CheatQuery, LABELS)  # what the shared parser needs of this form
 
 
 def bounds() -> dict[str, tuple]:
@@ -162,6 +151,19 @@ STEPS: dict[str, tuple[str, str, Any]] = {  # line -> (episode slug, step id, it
     "step": ("recipe-3d", "step-3", _recipe_plan),
     "serving": ("rl-placement", "step-3", _rl),
     "colocated": ("rl-placement", "step-4", _rl),
+    "state_fp8-delayed": ("low-precision", "step-2", lambda q: {**_model_gpu(q),
+                                                              "recipe": "fp8-delayed"}),
+    "state_fp8-blockwise": ("low-precision", "step-5", lambda q: {**_model_gpu(q),
+                                                                "recipe": "fp8-blockwise"}),
+    "state_mxfp8": ("low-precision", "step-6", lambda q: {**_model_gpu(q), "recipe": "mxfp8"}),
+    "lora_params": ("low-precision", "step-8", lambda q: {"model": q.model, "rank": 16,
+                                                          "modules": "qv"}),
+    "qlora_base": ("low-precision", "step-9", lambda q: {
+        **_model_gpu(q), "rank": 64, "modules": "all", "recompute": "full",
+        "ft_recipe": "adam12", "seq_len": q.seq_len, "micro_batch": q.micro_batch}),
+    "offload": ("low-precision", "step-10", lambda q: {
+        **_model_gpu(q), "recipe": "adam16", "dp": 1, "zero": 0, "offload": 100,
+        "seq_len": q.seq_len, "micro_batch": q.micro_batch}),
 }
 
 
@@ -210,7 +212,7 @@ def parse_query(request: Request) -> tuple[CheatQuery | None, dict[str, str]]:
 
 
 @router.get(API_PATH, tags=["EP10"], response_model=CheatSheetAnswer,
-            summary="Every formula of EP01-EP09 with its worked example for one model and GPU",
+            summary="Every formula of the course with its worked example for one model and GPU",
             responses={422: {"description": "A bad control, named in `detail[].loc`"}},
             openapi_extra={"parameters": [
                 {"name": n, "in": "query", "required": False,

@@ -7,9 +7,27 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel
 
 from app.labkit import DRILLS, VIEWS, DiagramInfo, check_drill, diagram_list
+from app.labkit.parsing import WHOLE_TEXT, single
 from app.templating import templates
 
 router = APIRouter()
+
+MAX_ATTEMPT = 100
+ATTEMPT = {"name": "attempt", "in": "query", "required": False,
+           "description": "Which try this is: 2 reveals.",
+           "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ATTEMPT, "default": 1}}
+
+
+def attempt_of(request: Request) -> tuple[int, JSONResponse | None]:
+    """``attempt`` by the labs' rules (empty is not given: 1; digits only), or a 422."""
+    value, error = single(request.query_params.multi_items(), "attempt", "attempt")
+    if error is None and value is not None and (
+            not WHOLE_TEXT.fullmatch(value) or not 1 <= int(value.split(".")[0]) <= MAX_ATTEMPT):
+        error = f"attempt must be a whole number from 1 to {MAX_ATTEMPT}"
+    if error is not None:
+        detail = [{"loc": ["query", "attempt"], "msg": error, "type": "value_error"}]
+        return 0, JSONResponse({"detail": detail}, status_code=422)
+    return (int(value.split(".")[0]) if value else 1), None
 
 
 class DrillAnswer(BaseModel):
@@ -44,10 +62,12 @@ def drill_page(
     request: Request,
     drill_id: str,
     answer: str = Query("", max_length=40),
-    attempt: int = Query(1, ge=1, le=100),
 ) -> Response:
     if drill_id not in DRILLS:
         raise HTTPException(status_code=404, detail="no such drill")
+    attempt, refused = attempt_of(request)
+    if refused is not None:
+        return refused
     view, drill = DRILLS[drill_id]
     outcome = check_drill(drill, answer, attempt)
     ctx = {"view": view, "drill": drill, "outcome": outcome, "episode": view.episode}
@@ -59,14 +79,18 @@ def drill_page(
 @router.get("/api/drills/{drill_id}", tags=["drills"], summary="Check a drill's answer",
             response_model=DrillAnswer,
             responses={404: {"description": "No such drill"},
-                       422: {"description": "The answer is not a finite number"}})
+                       422: {"description": "The answer is not a finite number"}},
+            openapi_extra={"parameters": [ATTEMPT]})
 def drill_api(
+    request: Request,
     drill_id: str,
     answer: str = Query(..., max_length=40, description="The number tried (commas allowed)."),
-    attempt: int = Query(1, ge=1, le=100, description="Which try this is: 2 reveals."),
 ) -> Response:
     if drill_id not in DRILLS:
         return JSONResponse({"detail": "no such drill"}, status_code=404)
+    attempt, refused = attempt_of(request)
+    if refused is not None:
+        return refused
     _, drill = DRILLS[drill_id]
     outcome = check_drill(drill, answer, attempt)
     if outcome["status"] == "invalid":

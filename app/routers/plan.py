@@ -4,17 +4,17 @@ scatter of memory per GPU against throughput and a table; each plan links to the
 with its controls set)."""
 
 from functools import lru_cache
-from typing import Annotated
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import ConfigDict, Field
 
 from app.charts.plan import plan_figure, plan_label
-from app.cluster_controls import GpusPerNode, InterLink, IntraLink, SeqLen
+from app.cluster_controls import GpusPerNode, InterLink, IntraLink, PrecisionRecipe, SeqLen
 from app.episodes import BY_SLUG
-from app.labkit.routes import api_error, json_response
+from app.labkit.parsing import QueryForm, validate
+from app.labkit.routes import api_error, json_response, query_parameters
 from app.model_controls import GpuChoice, ModelChoice, ModelControls, gpu_field, model_field
 from app.templating import templates
 from labs.core.errors import LabInputError
@@ -51,11 +51,22 @@ class PlanQuery(ModelControls):
     seq_len: SeqLen = 2048
     global_batch: int = Field(32, ge=1, le=MAX_GLOBAL_BATCH, description="Sequences per "
                               "step (micro-batch x micro-batches x DP); kept by every plan.")
+    recipe: PrecisionRecipe = "adam16"
     top: int = Field(20, ge=1, le=MAX_TOP, description="Plans to return, fastest first.")
     matmul_efficiency: float | None = Field(
         DEFAULT_MATMUL_EFFICIENCY, ge=MIN_MATMUL_EFFICIENCY, le=MAX_MATMUL_EFFICIENCY,
         description="An override of the fraction of the dense BF16 peak a full-wave GEMM "
                     "reaches, as on the recipe page (GET /api/recipe; empty: measured).")
+
+
+# Parsed by the labs' own parser (app/labkit/parsing.py): an empty value is not given, numbers
+# are plain digits, a message names the control.
+FORM = QueryForm(PlanQuery, {
+    "model": "Model", "params": "Custom params", "gpu": "GPU", "gpus": "GPUs",
+    "gpus_per_node": "GPUs per node", "intra_link": "Link inside a node",
+    "inter_link": "Link between nodes", "seq_len": "Sequence length",
+    "global_batch": "Global batch", "top": "Plans to return",
+    "matmul_efficiency": "Matmul efficiency"})
 
 
 @lru_cache(maxsize=32)
@@ -64,7 +75,8 @@ def _search(query: tuple) -> PlanSearch:
     cluster = make_cluster(get_gpu(q.gpu), q.gpus_per_node, get_link(q.intra_link),
                            get_link(q.inter_link))
     return search(PlanRequest(q.model_spec(), cluster, q.gpus, q.seq_len, q.global_batch,
-                              top=q.top, matmul_efficiency=q.matmul_efficiency))
+                              recipe=q.recipe, top=q.top,
+                              matmul_efficiency=q.matmul_efficiency))
 
 
 def run(q: PlanQuery) -> PlanSearch:
@@ -78,7 +90,8 @@ def plan_links(q: PlanQuery, found: PlanSearch) -> list[str | None]:
     if nodes > MAX_JOB_NODES:
         return [None] * len(found.plans)
     base = {**q.model_controls(), "gpu": q.gpu, "nodes": nodes, "gpus_per_node": q.gpus_per_node,
-            "intra_link": q.intra_link, "inter_link": q.inter_link, "seq_len": q.seq_len}
+            "intra_link": q.intra_link, "inter_link": q.inter_link, "seq_len": q.seq_len,
+            **({"recipe": q.recipe} if q.recipe != "adam16" else {})}  # the page's default
     if q.matmul_efficiency is not None:
         base["matmul_efficiency"] = q.matmul_efficiency
     url = BY_SLUG["recipe-3d"].url
@@ -119,28 +132,32 @@ def to_api(q: PlanQuery, found: PlanSearch) -> dict:
     }
 
 
-def _parse(request: Request, q: PlanQuery) -> tuple[PlanSearch | None, Response | None]:
+def _parse(request: Request) -> tuple[PlanQuery | None, PlanSearch | None, Response | None]:
+    q, errors, _ = validate(FORM, request.query_params.multi_items())
+    if q is None:
+        return None, None, api_error(request, errors)
     try:
-        return run(q), None
+        return q, run(q), None
     except LabInputError as exc:
-        return None, api_error(request, {exc.field: exc.message})
+        return None, None, api_error(request, {exc.field: exc.message})
 
 
 @router.get(API_PATH, tags=["EP08"], summary="Auto-planner: every valid plan for a model "
             "and a cluster, ranked by throughput, with memory per GPU and the Pareto front",
-            responses={422: {"description": "Bad control, or a search too big"}})
-def plan_api(request: Request, q: Annotated[PlanQuery, Query()]) -> Response:
-    found, error = _parse(request, q)
+            responses={422: {"description": "Bad control, or a search too big"}},
+            openapi_extra={"parameters": query_parameters(FORM)})
+def plan_api(request: Request) -> Response:
+    q, found, error = _parse(request)
     if error is not None:
         return error
     return json_response(request, to_api(q, found))
 
 
 @router.get(FRAGMENT_PATH, include_in_schema=False)
-def plan_fragment(request: Request, q: Annotated[PlanQuery, Query()]) -> Response:
+def plan_fragment(request: Request) -> Response:
     """The plan diagram (scatter and table) for the lesson page, loaded when it comes into
     view: a search takes a moment, the page does not wait for it."""
-    found, error = _parse(request, q)
+    q, found, error = _parse(request)
     if error is not None:
         return error
     links = plan_links(q, found)

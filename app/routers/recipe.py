@@ -22,6 +22,7 @@ from app.cluster_controls import (
     Microbatches,
     Nodes,
     PipelineStages,
+    PrecisionRecipe,
     Recompute,
     Schedule,
     SeqLen,
@@ -31,8 +32,8 @@ from app.cluster_controls import (
 )
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.labkit.parsing import run_cached, validate
-from app.labkit.routes import api_error, json_response
+from app.labkit.parsing import run_cached, single, validate
+from app.labkit.routes import api_error, json_response, query_parameters
 from app.model_controls import (
     GpuChoice,
     ModelChoice,
@@ -44,6 +45,7 @@ from app.model_controls import (
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.pipeline import SCHEDULE_LABELS
 from app.schemas import RecipeAnswer
+from labs.core.catalogue import RECIPES
 from labs.core.errors import LabInputError
 from labs.core.limits import (
     DEFAULT_MATMUL_EFFICIENCY,
@@ -85,6 +87,7 @@ class RecipeQuery(ModelControls):
     ep: ExpertParallel = 1
     zero: ZeroStage = 1
     recompute: Recompute = "selective"
+    recipe: PrecisionRecipe = "adam16"
     schedule: Schedule = "1f1b"
     virtual: Virtual = 1
     first_stage_layers: int = Field(
@@ -140,7 +143,8 @@ def run(query: RecipeQuery) -> RecipeState:
     cluster = make_cluster(gpu, query.gpus_per_node, get_link(query.intra_link),
                            get_link(query.inter_link))
     plan = Plan(tp=query.tp, pp=query.pp, dp=query.dp, cp=query.cp, ep=query.ep,
-                zero=query.zero, recompute=query.recompute, schedule=query.schedule,
+                zero=query.zero, recompute=query.recompute, recipe=query.recipe,
+                schedule=query.schedule,
                 virtual=query.virtual, micro_batch=query.micro_batch,
                 microbatches=query.microbatches, seq_len=query.seq_len,
                 first_stage_layers=query.first_stage_layers,
@@ -280,6 +284,7 @@ def extra_context(state) -> dict:
         "intra_options": [(k, links()[k].name) for k in INTRA],
         "inter_options": [(k, links()[k].name) for k in INTER],
         "schedules": SCHEDULE_LABELS,
+        "recipe_options": [(k, r.label) for k, r in RECIPES.items() if r.mode == "train"],
         "segments": SEGMENTS,
         "seq_options": with_value(SEQ_LENGTHS, q.seq_len),
         "replan_link": plan_query(rp.after, base) if rp and rp.after else None,
@@ -317,6 +322,7 @@ VIEW = LabView(
         "intra_link": "Link inside a node", "inter_link": "Link between nodes",
         "tp": "TP (tensor)", "pp": "PP (stages)", "dp": "DP (data)", "cp": "CP (context)",
         "ep": "EP (experts)", "zero": "ZeRO stage", "recompute": "Recomputation",
+        "recipe": "Precision recipe",
         "schedule": "Schedule", "virtual": "Chunks per rank", "micro_batch": "Micro-batch",
         "first_stage_layers": "First stage layers", "last_stage_layers": "Last stage layers",
         "microbatches": "Micro-batches per step", "seq_len": "Sequence length",
@@ -354,12 +360,28 @@ VIEW = LabView(
 )
 
 
+EXPORT_FORMAT = {
+    "name": "format", "in": "query", "required": False,
+    "description": "What to write: Megatron-LM's arguments, a DeepSpeed config or a PyTorch "
+                   "FSDP2 snippet.",
+    "schema": {"type": "string", "enum": list(EXPORT_FORMATS), "default": "megatron"}}
+
+
 @router.get("/api/export", tags=["EP08"], summary="A plan as Megatron-LM arguments, a "
             "DeepSpeed config or a PyTorch FSDP2 snippet",
-            responses={422: {"description": "Bad control, unknown format or broken rule"}})
-def export_route(request: Request, format: Literal[EXPORT_FORMATS] = "megatron") -> Response:  # noqa: A002
-    """Takes the recipe's controls (see /api/recipe) and ``format``."""
-    query, errors, _ = validate(VIEW, request.query_params.multi_items())
+            responses={422: {"description": "Bad control, unknown format or broken rule"}},
+            openapi_extra={"parameters": [EXPORT_FORMAT, *query_parameters(VIEW)]})
+def export_route(request: Request) -> Response:
+    """Takes the recipe's controls (see /api/recipe) and ``format``, parsed by the labs' rules
+    (an empty value is not given)."""
+    items = request.query_params.multi_items()
+    query, errors, _ = validate(VIEW, items)
+    fmt, refused = single(items, "format", "format")
+    fmt = fmt or "megatron"
+    if refused is None and fmt not in EXPORT_FORMATS:
+        refused = f"format must be one of: {', '.join(EXPORT_FORMATS)}"
+    if refused is not None:
+        errors = {**errors, "format": refused}
     if errors or query is None:
         return api_error(request, errors)
     state, errors = run_cached(VIEW, query)
@@ -368,8 +390,8 @@ def export_route(request: Request, format: Literal[EXPORT_FORMATS] = "megatron")
     refused = api_errors(state)
     if refused:
         return api_error(request, refused)
-    done = state.exports[format]
-    return json_response(request, {"format": format, "text": done.text,
+    done = state.exports[fmt]
+    return json_response(request, {"format": fmt, "text": done.text,
                                    "notes": list(done.notes),
                                    "plan": _plan_api(state.result)})
 

@@ -57,7 +57,8 @@ class ZeroQuery(ModelControls):
     model: ModelChoice = model_field(DEFAULT_MODEL)
     gpu: GpuChoice = gpu_field("h100-sxm")
     recipe: Literal[TRAIN_RECIPES] = Field(
-        "adam16", description="Training recipe: 16 B/param (bf16 grads) or 18 B/param (fp32).")
+        "adam16", description="Training recipe (labs.core.catalogue: mixed-precision Adam, "
+        "16-bit Adam or an FP8 recipe; GET /api/precision itemises them).")
     dp: int = Field(32, ge=1, le=MAX_DP, description="Data-parallel degree D (GPUs sharding).")
     zero: int = Field(3, ge=0, le=3, description="ZeRO stage (0 = plain data parallelism).")
     offload: bool = Field(False, description="Optimizer (CPU Adam) offload to host RAM.")

@@ -52,3 +52,4 @@ from app.schemas.playground import (  # noqa: F401, E402
     PlaygroundAnswer,
     PlaygroundPanel,
 )
+from app.schemas.precision import PrecisionAnswer  # noqa: E402, F401

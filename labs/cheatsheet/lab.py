@@ -1,4 +1,5 @@
-"""EP10's cheat sheet: every formula of EP01-EP09 with a worked example for one model and GPU.
+"""EP10's cheat sheet: every formula of EP01-EP09 and EP11 with a worked example for one model
+and GPU.
 
 Each line states a formula (in the symbols of the paper it comes from, cited in ``source``) and
 its example is *computed by the lab that teaches it*: the ledger (labs.memory.lab), the DP and ZeRO
@@ -27,10 +28,14 @@ from labs.cheatsheet.lines import (
     flops_8nd,
     inference,
     kv_cache,
+    lora_params,
     mfu,
     min_gpus,
     moe_a2a,
     moe_params,
+    offload_host,
+    qlora_base,
+    recipe_state,
     ring,
     serving,
     state16,
@@ -40,10 +45,19 @@ from labs.cheatsheet.lines import (
     zero_stage,
     zero_traffic,
 )
+from labs.core.catalogue import RECIPES
 from labs.core.errors import LabInputError
 
 __all__ = ["LINES", "MOE_EXAMPLE", "RL_EXAMPLE", "CheatInput", "CheatLine",
            "Term", "cheat_sheet"]
+
+def _per_param(recipe: str) -> str:
+    """A recipe's formula, written from its record: P × (each part's bytes) B."""
+    r = RECIPES[recipe]
+    parts = [r.weights, *(c.bytes_per_param for c in r.copies), r.gradients,
+             r.master_weights, r.optimizer_moments]
+    return "P × (" + " + ".join(f"{b:.3g}" for b in parts if b) + ") B"
+
 
 LINES: tuple[tuple[str, str, str, str, str, Callable], ...] = (
     ("state16", "EP01", "Training state, mixed-precision Adam", "P × (2 + 2 + 4 + 8) B",
@@ -106,6 +120,20 @@ LINES: tuple[tuple[str, str, str, str, str, Callable], ...] = (
      "vLLM (Kwon et al. 2023); SGLang", serving),
     ("colocated", "EP09", "Colocated RL placement", "max(M_train, M_rollout) + overhead",
      "slime / verl colocated mode", colocated),
+    *((f"state_{recipe}", "EP11", title, _per_param(recipe), source, recipe_state(recipe))
+      for recipe, title, source in (
+          ("fp8-delayed", "FP8 state, bf16 weights kept (TE)",
+           "TransformerEngine DelayedScaling; TE issues 1261, 1429"),
+          ("fp8-blockwise", "FP8 state, fine-grained (DeepSeek-V3)",
+           "DeepSeek-V3 report sec 3.3"),
+          ("mxfp8", "MXFP8 state (Blackwell)", "OCP MX spec v1.0; TE MXFP8BlockScaling"))),
+    ("lora_params", "EP11", "LoRA trainable parameters", "Σ r·(d_in + d_out), adapted matrices",
+     "Hu et al. 2021 (LoRA) sec 4.1", lora_params),
+    ("qlora_base", "EP11", "QLoRA frozen base", "P_lin × (4 + 8/64 + 32/(64·256)) / 8 + "
+     "P_rest × 2 B", "Dettmers et al. 2023 (QLoRA) sec 3", qlora_base),
+    ("offload", "EP11", "Activation offload", "host = f·A × GPUs/node; hidden while "
+     "A_layer / B_PCIe ≤ t_fwd", "Megatron-LM CPU offloading; PyTorch save_on_cpu",
+     offload_host),
 )
 
 

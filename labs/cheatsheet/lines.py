@@ -19,6 +19,9 @@ from labs.model.activations import activation_bytes_per_layer
 from labs.model.flops import hardware_flops_per_token, matmul_params, model_flops_per_token
 from labs.model.presets import get_model
 from labs.model.spec import ModelSpec
+from labs.precision.finetune import finetunes, trainable_params
+from labs.precision.inputs import MODULE_SETS, PrecisionInput
+from labs.precision.lab import compute_precision
 from labs.recipe.inputs import Plan
 from labs.recipe.lab import evaluate
 from labs.rl.inputs import RLPlacementInput
@@ -293,6 +296,50 @@ def colocated(inp):
              Term("M_rollout", r.rollout_memory_bytes, "bytes", "rollout GPU"),
              Term("overhead", r.transition_overhead_bytes, "bytes", "phase switch")),
             Term("max + overhead", r.colocated_bytes, "bytes", "per colocated GPU"))
+
+
+# ---- EP11 low precision and fine-tuning (TransformerEngine; DeepSeek-V3; OCP MX; LoRA; QLoRA) ----
+
+LORA_RANK, QLORA_RANK = 16, 64  # the examples' ranks: a common LoRA choice, QLoRA's own
+
+
+def recipe_state(recipe: str) -> Callable:
+    """A recipe's training state, P × its bytes per parameter (labs.core.catalogue's sum)."""
+    def line(inp):
+        r = _ledger(inp, recipe)
+        return ((Term("P", r.params, "count", "parameters"),
+                 Term("B", r.bytes_per_param, "bytes", "per parameter, from its formats")),
+                Term("P·B", r.state_bytes, "bytes", r.input.recipe))
+    return line
+
+
+def _one_gpu(inp, **kw) -> PrecisionInput:
+    return PrecisionInput(inp.model, inp.gpu, seq_len=inp.seq_len, micro_batch=inp.micro_batch,
+                          dp=1, zero=0, **kw)
+
+
+def lora_params(inp):
+    m = inp.model
+    n = trainable_params(m, LORA_RANK, MODULE_SETS["qv"])
+    return ((Term("r", LORA_RANK, "", "rank"), Term("L", m.layers, "", "layers, q and v each")),
+            Term("Σ r·(d_in + d_out)", n, "count", "trainable parameters"))
+
+
+def qlora_base(inp):
+    qlora = finetunes(_one_gpu(inp, rank=QLORA_RANK, modules="all", recompute="full",
+                               ft_recipe="adam12"))[2]
+    b = qlora.breakdown
+    return ((Term("NF4", b["weights"], "bytes", "4-bit linear layers, 16-bit the rest"),
+             Term("constants", b["quant_constants"], "bytes", "double-quantized")),
+            Term("base", b["weights"] + b["quant_constants"], "bytes", "frozen, on one GPU"))
+
+
+def offload_host(inp):
+    o = compute_precision(_one_gpu(inp, recipe="adam16", offload=1.0)).offload
+    return ((Term("A", o.activation_bytes, "bytes", "saved activations per GPU"),
+             Term("t_copy", o.copy_s, "s", "one layer over PCIe 5"),
+             Term("t_fwd", o.forward_s, "s", "its forward")),
+            Term("f_hidden", o.hidden_share, "fraction", "largest share the forward hides"))
 
 
 # (key, episode, title, formula, source, compute)

@@ -28,7 +28,7 @@ RECOMPUTE = tuple(RECOMPUTATION)  # none, selective, full
 # Activation models (labs.model.activations): Korthikanti et al. 2022's 34·s·b·h, or Megatron-LM's
 # theoretical-memory formula, which follows the model's FFN width and MoE routing.
 ACTIVATION_MODELS = tuple(ACTIVATION_MODEL_RECORDS)  # classic, megatron
-TRAIN_RECIPES = tuple(k for k, r in RECIPES.items() if r.mode == "train")  # adam16, adam18
+TRAIN_RECIPES = tuple(k for k, r in RECIPES.items() if r.mode == "train")  # adam16, ..., mxfp8
 INFER_RECIPES = tuple(k for k, r in RECIPES.items() if r.mode == "infer")  # bf16, int8, int4
 RECIPE_IDS = TRAIN_RECIPES + INFER_RECIPES
 ZERO_STAGES = (0, 1, 2, 3)
@@ -152,3 +152,8 @@ MAX_CHEAT_DEGREE = 64  # TP, PP and CP of the example
 MAX_CHEAT_DP = 4096
 MAX_CHEAT_MICRO_BATCH = 64
 MAX_CHEAT_MICROBATCHES = 1024
+# EP11 low precision and fine-tuning (labs.precision): the LoRA rank (QLoRA used 64; a rank
+# past the model's width adapts nothing a full update would not) and the offload's sweep.
+MAX_LORA_RANK = 1024
+OFFLOAD_SHARES = tuple(i / 20 for i in range(21))  # 0%, 5%, ..., 100% of saved activations
+__all__ += ["MAX_LORA_RANK", "OFFLOAD_SHARES"]

@@ -3,7 +3,9 @@
 Sources, cited where each formula is used:
 - mixed-precision Adam bytes per parameter: Micikevicius et al. 2018, "Mixed Precision
   Training" (arXiv:1710.03740); Rajbhandari et al. 2020, "ZeRO" (arXiv:1910.02054) sec 3
-  (the recipes are records in ``labs.core.catalogue``);
+  (the recipes are records in ``labs.core.catalogue``, the low-precision ones too: their FP8
+  weight copies are billed with the weights, their FP8-saved linear inputs with the
+  activations, TransformerEngine's amax history per FP8 tensor with the weights);
 - ZeRO stages 1/2/3: Rajbhandari et al. 2020, Figure 1;
 - activations, per layer and per pipeline rank: ``labs.model.activations`` (Korthikanti et al. 2022;
   Megatron-LM's theoretical memory estimate; Narayanan et al. 2021 for 1F1B);
@@ -66,6 +68,32 @@ def workspace_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1, tp: in
     return seq_len / cp * micro_batch * (4 * model.hidden + 2 * width / tp) * ACT_BYTES
 
 
+# TransformerEngine's per-tensor scaling state (fp8_meta): 3 FP8 tensors per GEMM forward
+# (input, weight, output) and 2 backward (gradient of the output, of the input), each with an
+# FP32 amax history of amax_history_len entries plus its scale and inverse scale.
+FP8_TENSORS_PER_GEMM = 5
+SCALE_ENTRIES = 2  # scale and scale_inv
+FP32_BYTES = 4
+
+
+def gemms_per_gpu(inp: MemoryInput, layers: int, moe_layers: int) -> float:
+    """The GEMMs of a stage's layers one GPU runs: QKV, output projection and the MLP's two
+    (TE's LayerNormLinear, Linear, LayerNormMLP), a MoE layer's MLP once per expert it holds
+    (routed experts over EP) and per shared expert."""
+    m = inp.model
+    experts = m.experts / inp.ep + m.shared_experts if m.is_moe else 0
+    return (layers - moe_layers) * 4 + moe_layers * (2 + 2 * experts)
+
+
+def scaling_state_bytes(inp: MemoryInput, layers: int, moe_layers: int, r: Recipe) -> float:
+    """Per-tensor delayed scaling's history on one GPU holding ``layers`` layers (0 for recipes
+    without one): a few MB, not sharded by ZeRO (each module keeps its own)."""
+    if not r.amax_history:
+        return 0.0
+    return (gemms_per_gpu(inp, layers, moe_layers) * FP8_TENSORS_PER_GEMM
+            * (r.amax_history + SCALE_ENTRIES) * FP32_BYTES)
+
+
 def _stage_bill(inp: MemoryInput, sp: StageParams, r: Recipe) -> StageBill:
     m, lay = inp.model, inp.layout
     dense_local = sp.tp_split / inp.tp + sp.replicated
@@ -81,7 +109,10 @@ def _stage_bill(inp: MemoryInput, sp: StageParams, r: Recipe) -> StageBill:
             return bytes_per_param * (dense_local / (lay.dense_shard_group if on else 1)
                                       + expert_local / (lay.expert_dp if on else 1))
 
-        bill["weights"] = sharded(r.weights, 3)
+        # Every copy of the weights (the 16-bit one and a low-precision recipe's FP8 copies,
+        # labs.core.catalogue), sharded alike, plus per-tensor scaling's amax history.
+        bill["weights"] = sharded(r.weight_bytes, 3) + scaling_state_bytes(inp, sp.layers,
+                                                                       sp.moe_layers, r)
         bill["gradients"] = sharded(r.gradients, 2)
         optimizer = {"master_weights": sharded(r.master_weights, 1),
                      "optimizer_moments": sharded(r.optimizer_moments, 1)}
@@ -93,7 +124,7 @@ def _stage_bill(inp: MemoryInput, sp: StageParams, r: Recipe) -> StageBill:
         held = in_flight(inp.schedule, p, mb, sp.rank, inp.virtual) if p > 1 else 1.0
         common = (m, inp.seq_len, inp.micro_batch, inp.tp, inp.cp, inp.recompute)
         kw = {"sp": inp.sequence_parallel, "activation_model": inp.activation_model,
-              "ep": inp.ep, "etp": inp.etp}
+              "ep": inp.ep, "etp": inp.etp, "gemm_inputs": r.saved_input_bytes}
         per_dense = activation_bytes_per_layer(*common, **kw)
         per_moe = activation_bytes_per_layer(*common, moe_layer=True, **kw)
         bill["activations"] = held * (sp.dense_layers * per_dense + sp.moe_layers * per_moe)

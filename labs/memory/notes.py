@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from labs.core.catalogue import RECOMPUTATION
+from labs.core.catalogue import RECIPES, RECOMPUTATION
 from labs.memory.inputs import MemoryInput, StageBill
 from labs.schedules.catalogue import CATALOGUE
 
@@ -74,6 +74,15 @@ def assumptions(inp: MemoryInput, bills: Sequence[StageBill], worst: int) -> tup
     if m.is_moe:
         notes.append("MoE: memory holds all experts (total parameters); compute uses only the "
                      f"active ones ({m.active_params / 1e9:.1f}B of {m.params / 1e9:.1f}B).")
+    r = RECIPES[inp.recipe]
+    if r.family == "fp8":
+        copies = " and ".join(c.what for c in r.copies)
+        notes.append(f"{r.label}: the weights' bill holds "
+                     + ("the 16-bit weights, " if r.weights else "no 16-bit weights, ")
+                     + f"{copies}"
+                     + (" and the amax history of every FP8 tensor" if r.amax_history else "")
+                     + f"; the linear layers' inputs are saved in {r.saved_inputs} "
+                     f"({r.saved_input_bytes:.3g} B an element). EP11 itemises each byte.")
     if train:
         notes += _activation_notes(inp)
         if inp.pp > 1:

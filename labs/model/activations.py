@@ -18,6 +18,15 @@ Sources:
 - embedding and output: the same Megatron file: 8·s·b bytes of token ids and s·b·h of
   embedding dropout mask per micro-batch on the first stage; 4·s·b·h·(1 + v/h) for the
   final norm's output and the fp32 logits on the last stage.
+- the linear layers' saved inputs (``gemm_input_bytes_per_layer``), the part a low-precision
+  recipe saves in FP8 (``gemm_inputs`` of ``activation_bytes_per_layer``): of Korthikanti's
+  terms, the QKV projection's input (2sbh, the first norm's output), the MLP's first input
+  (2sbh) and its second (8sbh of GeLU output; Megatron's 2·s·b·ffn). The attention output
+  feeding the output projection stays 16-bit: the attention core saves it for its own
+  backward (DeepSeek-V3 sec 3.3.3 keeps that input in a wider format for this reason);
+  attention scores, norms' inputs and masks are no GEMM inputs. TransformerEngine saves the
+  FP8 (transposed) input for the weight gradient (TE issue 1764: "a 50% reduction in the
+  activation memory usage"); DeepSeek-V3 caches them in FP8 ("Low-Precision Activation").
 """
 
 from __future__ import annotations
@@ -31,13 +40,54 @@ ACT_BYTES = 2  # bf16 activations and KV cache
 def activation_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int = 1,
                                tp: int = 1, cp: int = 1, recompute: str = "selective", *,
                                sp: bool | None = None, activation_model: str = "classic",
-                               moe_layer: bool = False, ep: int = 1, etp: int = 1) -> float:
+                               moe_layer: bool = False, ep: int = 1, etp: int = 1,
+                               gemm_inputs: float = ACT_BYTES) -> float:
     """Bytes one transformer layer keeps for backward, per micro-batch, on one GPU.
 
     ``sp`` (sequence parallelism) defaults to on whenever tp > 1. With CP each rank keeps
     s/cp tokens; its attention scores pair those local queries with all s keys: 5a(s/cp)s b.
     ``moe_layer`` only matters to the ``megatron`` model (the classic one knows no experts).
+    ``gemm_inputs``: bytes per element the linear layers' inputs are saved in (a recipe's
+    ``saved_input_bytes``: 1 in FP8), the rest staying bf16.
     """
+    args = (model, seq_len, micro_batch, tp, cp, recompute)
+    kw = {"sp": sp, "activation_model": activation_model, "moe_layer": moe_layer, "ep": ep,
+          "etp": etp}
+    kept = _bf16_bytes_per_layer(*args, **kw)
+    if gemm_inputs != ACT_BYTES:  # bf16 recipes return the bf16 count untouched
+        kept -= gemm_input_bytes_per_layer(*args, **kw) * (1 - gemm_inputs / ACT_BYTES)
+    return kept
+
+
+def gemm_input_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int = 1,
+                               tp: int = 1, cp: int = 1, recompute: str = "selective", *,
+                               sp: bool | None = None, activation_model: str = "classic",
+                               moe_layer: bool = False, ep: int = 1, etp: int = 1) -> float:
+    """The bf16 bytes, within ``activation_bytes_per_layer``'s, of the linear layers' saved
+    inputs (module docstring): s·b·h·(4/r + 8/t) in the classic model (QKV and first MLP
+    inputs outside the TP split, the second MLP input inside it), s·b·(4h/r + 2·ffn/t) in
+    Megatron's, with a MoE layer's experts' inputs over EP; none with full recomputation."""
+    sp = tp > 1 if sp is None else sp
+    if RECOMPUTATION[recompute].input_only:
+        return 0.0
+    h, b = model.hidden, micro_batch
+    s = seq_len / cp
+    rest = tp if sp else 1
+    if activation_model == "classic":
+        return s * b * h * (4 / rest + 8 / tp)
+    if moe_layer and model.is_moe:
+        mlp = 2 * s * b * model.shared_experts * model.expert_ffn / tp
+        routed = (2 * model.top_k * s * b * h / ep
+                  + 2 * model.top_k * s * b * model.expert_ffn / (ep * etp))
+    else:
+        mlp, routed = 2 * s * b * model.ffn / tp, 0.0
+    return 4 * s * b * h / rest + mlp + routed
+
+
+def _bf16_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int, tp: int, cp: int,
+                          recompute: str, *, sp: bool | None, activation_model: str,
+                          moe_layer: bool, ep: int, etp: int) -> float:
+    """``activation_bytes_per_layer`` with every tensor in bf16 (the sources' counts)."""
     sp = tp > 1 if sp is None else sp
     h, a, b = model.hidden, model.heads, micro_batch
     s = seq_len / cp

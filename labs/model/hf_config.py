@@ -28,6 +28,16 @@ from labs.model.spec import ModelSpec
 CONFIG = "config"  # the field named when the body as a whole is wrong
 
 
+def _shown(value: Any) -> str:
+    """A field's value as a message quotes it: scalars as written (cut short), containers by
+    their kind (a pasted value can be nested thousands deep; its repr is never built)."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return f"{value!r:.40}"
+
+
 @dataclass(frozen=True)
 class ParsedConfig:
     """A config.json read: its architecture, the lab's shape for it and the model code."""
@@ -54,7 +64,7 @@ class _Reader:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise LabInputError(key, f"must be a whole number (got {value!r:.40})")
+            raise LabInputError(key, f"must be a whole number (got {_shown(value)})")
         low, high = MODEL_BOUNDS[bound]
         if not low <= value <= high:
             raise LabInputError(key, f"must be from {low:,} to {high:,} (got {value:,})")
@@ -65,7 +75,24 @@ class _Reader:
         if value is None:
             return default
         if not isinstance(value, bool):
-            raise LabInputError(key, f"must be true or false (got {value!r:.40})")
+            raise LabInputError(key, f"must be true or false (got {_shown(value)})")
+        return value
+
+    def layer_list(self, key: str, layers: int) -> list[int]:
+        """A list of distinct layer indices, each a whole number from 0 to ``layers`` - 1
+        (JSON true/false and 1.0 are not indices); absent or null is no layer."""
+        value = self.cfg.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise LabInputError(key, f"must be a list of layer indices (got {_shown(value)})")
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, int) \
+                    or not 0 <= item < layers:
+                raise LabInputError(key, f"must hold layer indices, whole numbers from 0 to "
+                                         f"{layers - 1:,} (got {_shown(item)})")
+        if len(set(value)) != len(value):
+            raise LabInputError(key, "lists a layer twice")
         return value
 
     def attention(self, *, head_dim_default: int | None = None) -> dict[str, int]:
@@ -157,9 +184,8 @@ def _qwen3_moe(r: _Reader, arch: str) -> dict[str, Any]:
     if step != 1:
         raise _unsupported("decoder_sparse_step", "only every layer sparse (1) is supported: "
                            "the lab's MoE model has its dense layers first")
-    dense = r.cfg.get("mlp_only_layers") or []
-    if not isinstance(dense, list) or sorted(dense) != list(range(len(dense))) \
-            or len(dense) >= layers:
+    dense = r.layer_list("mlp_only_layers", layers)
+    if sorted(dense) != list(range(len(dense))) or len(dense) >= layers:
         raise _unsupported("mlp_only_layers", "dense layers must be the first ones, e.g. "
                            "[0, 1, 2], and fewer than num_hidden_layers")
     if r.flag("attention_bias", False):
@@ -320,8 +346,9 @@ def parse_config(cfg: Any) -> ParsedConfig:
     reader = _Reader(cfg)
     shape = ARCHITECTURES[arch](reader, arch)
     notes = []
-    mtp = cfg.get("num_nextn_predict_layers")
-    if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 0:
+    mtp = reader.whole("num_nextn_predict_layers", "dense_layers", 0, null_is=0) \
+        if "num_nextn_predict_layers" in cfg else 0
+    if mtp > 0:
         # DeepSeek-V3 sec 2.2 / GLM-4.5: the multi-token-prediction module ships in the
         # checkpoint but is not part of the main model; the presets (and the papers' 671B and
         # 355B) leave it out, and so does this count.

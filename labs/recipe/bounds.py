@@ -36,7 +36,7 @@ def state_bytes_floor(plan: Plan, model: ModelSpec) -> float:
     # plain arithmetic: this runs on thousands of plans.
     dense_group = plan.dp * plan.cp
     expert_group = max(1, plan.tp * plan.cp * plan.dp // plan.ep)
-    weights = (r.weights, r.gradients, r.master_weights + r.optimizer_moments)
+    weights = (r.weight_bytes, r.gradients, r.master_weights + r.optimizer_moments)
 
     def state(tp_split: float, replicated: float, experts: float) -> float:
         dense = tp_split / plan.tp + replicated
@@ -57,17 +57,18 @@ def state_bytes_floor(plan: Plan, model: ModelSpec) -> float:
         if plan.pp > 1 else 1.0
     acts = _first_stage_activations(model, plan.seq_len, plan.micro_batch, plan.tp, plan.cp,
                                     plan.ep, plan.recompute, first.dense_layers,
-                                    first.moe_layers)
+                                    first.moe_layers, r.saved_input_bytes)
     return max(best, state(first.tp_split, first.replicated, first.experts) + held * acts)
 
 
 @lru_cache(maxsize=4096)
 def _first_stage_activations(model: ModelSpec, seq_len: int, micro_batch: int, tp: int,
                              cp: int, ep: int, recompute: str, dense_layers: int,
-                             moe_layers: int) -> float:
-    """One micro-batch's activations over a stage's layers, as the ledger counts them."""
+                             moe_layers: int, gemm_inputs: float) -> float:
+    """One micro-batch's activations over a stage's layers, as the ledger counts them (the
+    linear layers' inputs saved at the recipe's ``gemm_inputs`` bytes per element)."""
     common = (model, seq_len, micro_batch, tp, cp, recompute)
-    kw = {"sp": tp > 1, "ep": ep}
+    kw = {"sp": tp > 1, "ep": ep, "gemm_inputs": gemm_inputs}
     acts = dense_layers * activation_bytes_per_layer(*common, **kw)
     if moe_layers:
         acts += moe_layers * activation_bytes_per_layer(*common, moe_layer=True, **kw)
@@ -143,5 +144,5 @@ def zero3_floor(plan: Plan, model: ModelSpec, cluster: Cluster,
     packed = Spread(group, -(-group // min(group, g)), min(group, g))
     recipe = RECIPES[plan.recipe]
     return optimizer + zero3_exposure(st.slow, plan.layout, (packed, Spread(1, 1, 1)),
-                                      st.cluster, plan.microbatches, recipe.weights,
+                                      st.cluster, plan.microbatches, recipe.gathered_bytes,
                                       recipe.gradients)[1]

@@ -511,7 +511,8 @@ def _stage_dp(stage: _Stage, lay: ParallelLayout, spreads: tuple[Spread, Spread]
               zero: int, recipe: str, overlap: bool,
               idle: tuple[float, float]) -> tuple[float, float, float, str]:
     """One stage's DP traffic: (seconds, exposed, bytes sent, bounding link)."""
-    grad_bytes, weight_bytes = RECIPES[recipe].gradients, RECIPES[recipe].weights
+    # ZeRO-3 gathers the recipe's gathered copy: bf16, or FP8 for FP8 parameters.
+    grad_bytes, weight_bytes = RECIPES[recipe].gradients, RECIPES[recipe].gathered_bytes
     first_fwd, last_bwd = windows
     sp = stage.params
     dense = sp.tp_split / lay.tp + sp.replicated

@@ -137,7 +137,7 @@ def offload_plan(inp: ZeroInput, backward_seconds: float) -> OffloadPlan:
     without = compute_memory(inp.ledger_input(offload=False))
     with_ = compute_memory(inp.ledger_input(offload=True))
     shard = inp.model.params / (inp.dp if inp.zero >= 1 else 1)  # the rank's optimizer shard
-    down, up = recipe.gradients * shard, recipe.weights * shard
+    down, up = recipe.gradients * shard, recipe.gathered_bytes * shard  # updated weights up
     bandwidth = get_link(inp.host_link).bandwidth
     down_s, up_s = down / bandwidth, up / bandwidth
     return OffloadPlan(

@@ -42,3 +42,68 @@ def test_docs_page_is_served(client):
     assert client.get("/docs").status_code == 200
     for path in ("/api/models", "/api/gpus", "/api/drills/{drill_id}"):
         assert path in client.get("/openapi.json").json()["paths"]
+
+
+# --- the document is complete and every route takes the same rules (issue 20) ----------------
+
+def get_operations() -> list[tuple[str, list[dict], dict]]:
+    """(path, documented query parameters, the params a request needs) of every GET route of
+    the OpenAPI document: a drill by its first id and a number answer."""
+    from app.main import app as lab_app
+
+    out = []
+    for path, item in lab_app.openapi()["paths"].items():
+        operation = item.get("get")
+        if operation is None:
+            continue
+        needs = {}
+        if "{drill_id}" in path:
+            from app.labkit import DRILLS
+            path, needs = path.replace("{drill_id}", sorted(DRILLS)[0]), {"answer": "1"}
+        out.append((path, [p for p in operation.get("parameters", []) if p["in"] == "query"],
+                    needs))
+    return out
+
+
+OPERATIONS = get_operations()
+
+
+def kinds(schema: dict) -> set[str]:
+    return {schema.get("type")} | {k for s in schema.get("anyOf", []) for k in kinds(s)}
+
+
+def test_export_documents_every_recipe_control(spec):
+    names = {p["name"] for p in spec["paths"]["/api/export"]["get"]["parameters"]}
+    assert names == {"format", *VIEWS["recipe"].query_model.model_fields}
+
+
+@pytest.mark.parametrize(("path", "params", "needs"), OPERATIONS, ids=[o[0] for o in OPERATIONS])
+def test_every_documented_example_answers(client, path, params, needs):
+    for param in params:
+        for example in param["schema"].get("examples", []):
+            answer = client.get(path, params={**needs, param["name"]: example})
+            assert answer.status_code == 200, (path, param["name"], example, answer.text[:300])
+
+
+@pytest.mark.parametrize(("path", "params", "needs"), OPERATIONS, ids=[o[0] for o in OPERATIONS])
+def test_an_empty_value_is_not_given_on_every_route(client, path, params, needs):
+    plain = client.get(path, params=needs)
+    for param in params:
+        if param["name"] in needs:
+            continue
+        empty = client.get(path, params={**needs, param["name"]: ""})
+        assert (empty.status_code, empty.content) == (plain.status_code, plain.content), \
+            (path, param["name"], empty.text[:300])
+
+
+@pytest.mark.parametrize(("path", "params", "needs"), OPERATIONS, ids=[o[0] for o in OPERATIONS])
+def test_numbers_are_plain_digits_on_every_route(client, path, params, needs):
+    """pydantic alone reads '+4', ' 8 ' and '1_0' as numbers."""
+    for param in params:
+        if not kinds(param["schema"]) & {"integer", "number"}:
+            continue
+        good = str(param["schema"].get("default") or param["schema"].get("minimum") or 1)
+        for loose in (f"+{good}", f" {good} ", f"{good[0]}_{good[1:] or '0'}", "\u0661"):
+            answer = client.get(path, params={**needs, param["name"]: loose})
+            assert answer.status_code == 422, (path, param["name"], loose)
+            assert answer.json()["detail"][0]["loc"] == ["query", param["name"]], answer.text

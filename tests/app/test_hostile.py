@@ -82,3 +82,80 @@ def test_hostile_path_segments(client, lab):
     response = client.get(f"/drills/{PAYLOADS[0]}")
     assert response.status_code == 404
     assert_inert(response, "drill")
+
+
+# --- the rest of the hostile run of issue 20: methods, sizes, repeats -------------------------
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE")
+
+
+def every_path() -> list[str]:
+    """Every route the app has (path parameters filled with a name nothing has), and every
+    concrete route of the registry."""
+    import re
+
+    from app.main import app as lab_app
+
+    paths = {re.sub(r"\{[^}]+\}", "no-such-thing", r.path) for r in lab_app.routes
+             if getattr(r, "path", None)}
+    return sorted(paths | {r.path for r in ALL})
+
+
+@pytest.mark.parametrize("path", every_path())
+def test_every_method_on_every_route(client, path):
+    for method in METHODS:
+        response = client.request(method, path, content=b'{"a": 1}' if method != "GET" else None)
+        assert response.status_code < 500, (method, path, response.text[:200])
+
+
+@pytest.mark.parametrize("route", [r for r in ALL if r.lab and r.kind in ("api", "page")],
+                         ids=lambda r: r.id)
+def test_ten_thousand_parameters_and_repeats(client, route):
+    names = [*VIEWS[route.lab].query_model.model_fields][:3]
+    query = "&".join([f"{i:x}=" for i in range(10_000)] +
+                     [f"{n}=1&{n}=2" for n in names] + [f"{n}=" for n in names])
+    response = client.get(f"{route.path}?{query}")
+    assert response.status_code in (200, 422), response.text[:200]
+    assert_inert(response, route.id)
+
+
+def asgi_get(client, path: str, query: bytes) -> tuple[int, bytes]:
+    """A GET straight into the app (a query longer than an HTTP client would send)."""
+    from app.main import app as lab_app
+
+    sent = []
+
+    async def call():
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message):
+            sent.append(message)
+
+        await lab_app({"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                       "method": "GET", "scheme": "http", "path": path,
+                       "raw_path": path.encode(), "root_path": "", "query_string": query,
+                       "headers": [(b"host", b"testserver")], "server": ("testserver", 80),
+                       "client": ("127.0.0.1", 1)}, receive, send)
+
+    client.portal.call(call)
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+@pytest.mark.parametrize("value", [b"x" * 10_000_000, b"%00" * 1000, b"%ff%fe" * 500,
+                                   b"1" * 5000, b"../../../etc/passwd", "\u202e".encode() * 100])
+def test_large_and_odd_values(client, value):
+    for path in ("/api/memory", "/episodes/pipeline", "/api/plan", "/api/cheatsheet"):
+        status, body = asgi_get(client, path, b"seq_len=" + value + b"&model=" + value)
+        assert status in (200, 422), (path, body[:200])
+        assert b"<script>alert" not in body
+
+
+@pytest.mark.parametrize("headers", [
+    {"X-Forwarded-For": "1.2.3.4, <script>", "X-Forwarded-Proto": "javascript",
+     "X-Forwarded-Host": "evil.example"},
+    {"Host": "evil.example:99999"}, {"Host": "[::1]"}, {"Accept-Encoding": "gzip;q=nan, *;q=x"},
+    {"If-None-Match": "*" * 10_000}, {"HX-Request": "true", "HX-Target": "bench" * 1000}])
+def test_forged_and_odd_headers(client, headers):
+    for path in ("/episodes/memory", "/embed/memory", "/api/memory", "/"):
+        assert_inert(client.get(path, headers=headers), (path, headers))

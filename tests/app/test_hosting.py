@@ -6,8 +6,11 @@ import html
 import importlib
 import inspect
 import json
+import os
 import pkgutil
 import re
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -20,7 +23,8 @@ import app
 import app.main  # noqa: F401  (registers every lab view)
 import labs
 from app.labkit import DRILLS, VIEWS
-from app.settings import Settings, SettingsError
+from app.limits import MAX_BODY_BYTES, MAX_HEAD_BYTES
+from app.settings import ServerSettings, Settings, SettingsError
 from tests.hosting_server import serve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,14 +48,49 @@ def test_base_path_is_normalised(given, expected):
     ("PUBLIC_URL", "https://lab.example.edu/lab"), ("PUBLIC_URL", "javascript:alert(1)"),
     ("EMBED_ALLOWED_ORIGINS", "https://ok.example 'unsafe-inline'"),
     ("EMBED_ALLOWED_ORIGINS", "https://a.example; script-src *"),
-    ("RENDER_PROCESSES", "-1"), ("RENDER_PROCESSES", "two"), ("RENDER_PROCESSES", "33")])
+    ("RENDER_PROCESSES", "-1"), ("RENDER_PROCESSES", "two"), ("RENDER_PROCESSES", "33"),
+    # issue 20: a path that climbs, digits of another script, a flag misspelt
+    ("BASE_PATH", "/lab/../x"), ("BASE_PATH", "/lab/./x"), ("BASE_PATH", ".."),
+    ("RENDER_PROCESSES", "\u0661"), ("RENDER_PROCESSES", "\u00b2"), ("RENDER_PROCESSES", "1_0"),
+    ("RENDER_PROCESSES", "+1"), ("HIDE_ANSWERS", "ture"), ("HIDE_ANSWERS", "2"),
+    ("PUBLIC_URL", "https://user@evil.example"), ("PUBLIC_URL", "https://a.example#x"),
+    ("PUBLIC_URL", "https://a b.example"), ("RENDER_TIMEOUT", "0"), ("RENDER_TIMEOUT", "1.5"),
+    ("CLIENT_TIMEOUT", "x"), ("CLIENT_TIMEOUT", "\u0665")])
 def test_bad_settings_are_refused_by_name(name, value):
     with pytest.raises(SettingsError, match=name):
         Settings.from_env({name: value})
 
 
+@pytest.mark.parametrize(("name", "value"), [
+    ("PORT", "abc"), ("PORT", "0"), ("PORT", "65536"), ("PORT", "\u0668\u0660\u0660\u0660"),
+    ("WORKERS", "abc"), ("WORKERS", "0"), ("WORKERS", "1.0"), ("HOST", "a b"),
+    ("HOST", "127.0.0.1; rm"), ("LOG_LEVEL", "loud")])
+def test_bad_server_settings_are_refused_by_name(name, value):
+    with pytest.raises(SettingsError, match=name):
+        ServerSettings.from_env({name: value})
+
+
+def test_server_settings_defaults():
+    assert ServerSettings.from_env({}) == ServerSettings("127.0.0.1", 8000, 1, "info")
+    assert ServerSettings.from_env({"HOST": "0.0.0.0", "PORT": " 9000 ", "WORKERS": "2",
+                                    "LOG_LEVEL": "WARNING"}) == \
+        ServerSettings("0.0.0.0", 9000, 2, "warning")
+    assert ServerSettings.from_env({"HOST": "::"}).host == "::"
+
+
+@pytest.mark.parametrize(("name", "value"), [("PORT", "abc"), ("WORKERS", "abc"),
+                                             ("RENDER_PROCESSES", "\u0661"),
+                                             ("BASE_PATH", "/lab/../x")])
+def test_python_m_app_stops_with_a_message_naming_the_variable(name, value):
+    done = subprocess.run([sys.executable, "-m", "app"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, name: value})
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"parallelism-lab: {name}") and "Traceback" not in done.stderr
+
+
 def test_settings_defaults_and_lists():
-    assert Settings.from_env({}) == Settings("", "", ("*",), False, 2)
+    assert Settings.from_env({}) == Settings("", "", ("*",), False, 2, 10, 10)
+    assert Settings.from_env({"HIDE_ANSWERS": "off"}).hide_answers is False
     assert Settings.from_env({"RENDER_PROCESSES": " 0 "}).render_processes == 0
     s = Settings.from_env({"EMBED_ALLOWED_ORIGINS": "https://a.example, https://b.example:8443",
                            "HIDE_ANSWERS": "true", "PUBLIC_URL": "https://x.example/"})
@@ -125,6 +164,19 @@ def test_bare_base_path_redirects_and_a_stripping_proxy_works(lab):
     # A proxy that strips the prefix: the same routes answer, and links still carry /lab.
     status, _, text = fetch(lab + "/episodes/memory")
     assert status == 200 and 'href="/lab/"' in text
+
+
+def test_a_redirect_never_spells_the_requests_host(lab):
+    """Issue 20: Starlette's trailing-slash redirect was built from the Host header."""
+    opener = urllib.request.build_opener(type("NoRedirect", (urllib.request.HTTPRedirectHandler,),
+                                              {"redirect_request": lambda *a: None}))
+    for path, to in (("/lab/episodes/memory/", "/lab/episodes/memory"),
+                     ("/lab/api/memory/?dp=2", "/lab/api/memory?dp=2")):
+        request = urllib.request.Request(lab + path, headers={"Host": "evil.example"})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            opener.open(request)
+        assert 300 <= err.value.code < 400
+        assert err.value.headers["location"] == PUBLIC + to
 
 
 def test_openapi_and_docs_carry_the_base_path(lab):
@@ -251,3 +303,8 @@ def test_compose_replicates_the_lab_behind_caddy_under_the_base_path():
     assert f"redir {base} {base}/ 308" in lines
     assert "name lab" in lines and "port 8000" in lines  # every replica, by Docker DNS
     assert not any(line.startswith(("uri strip_prefix", "handle_path")) for line in lines)
+    # The proxy bounds requests as each replica does (app/limits.py, app/settings.py).
+    timeout = f"{Settings().client_timeout}s"
+    assert {f"read_header {timeout}", f"read_body {timeout}",
+            f"max_header_size {MAX_HEAD_BYTES // 1024}KiB",
+            f"max_size {MAX_BODY_BYTES // 1024}KiB"} <= set(lines)

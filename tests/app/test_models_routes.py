@@ -2,15 +2,19 @@
 and the registry-wide contract that every lab with a model control takes a model code."""
 
 import json
+import re
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import app.main  # noqa: F401  (registers every lab view)
 from app.labkit import VIEWS
 from app.schemas import ParsedModel
 from labs.core.limits import MAX_CONFIG_BYTES
+from labs.model import hf_config
 from labs.model.code import encode
 from labs.model.presets import get_model
 
@@ -161,3 +165,104 @@ def test_htmx_form_answers_the_fragment(client):
     bad = client.post("/models/parse", headers=headers, data={"config": "[]"})
     assert bad.status_code == 200  # htmx swaps 2xx only: the message is the fragment
     assert 'data-field="config"' in bad.text and "data-use-model" not in bad.text
+
+
+# --- every field of a pasted config, by type, at its depth (issue 20) ---------------------
+
+QWEN3_MOE = {  # Qwen/Qwen3-30B-A3B's config.json, the fields the count reads
+    "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
+    "intermediate_size": 6144, "num_attention_heads": 32, "num_key_value_heads": 4,
+    "num_hidden_layers": 48, "vocab_size": 151936, "head_dim": 128, "num_experts": 128,
+    "num_experts_per_tok": 8, "moe_intermediate_size": 768, "decoder_sparse_step": 1,
+    "mlp_only_layers": [], "tie_word_embeddings": False}
+
+
+def read_fields() -> list[str]:
+    """Every config field labs/model/hf_config.py reads, found in its source: new ones are
+    fuzzed as soon as they are read."""
+    source = (Path(hf_config.__file__)).read_text()
+    found = set(re.findall(r'\.(?:whole|flag|layer_list)\(\s*"(\w+)"', source))
+    found |= set(re.findall(r'cfg(?:\.get\(|\[)"(\w+)"', source))
+    found |= set(re.findall(r'"(\w+)" (?:not )?in cfg', source))
+    return sorted(found)
+
+
+FIELDS = read_fields()
+BASES = [QWEN3_MOE, *(json.loads(config_text(name)) for name in CONFIGS)]
+SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(2**80), max_value=2**80),
+    st.floats(), st.text(max_size=30),
+    st.sampled_from([0, 1, 2, 3, 64, 512, 513, 1e300, -0.0, 1.0, 2.5, "8", "", "LlamaForCausalLM",
+                     "qwen3_moe", 10**4000]))
+JSON_VALUES = st.recursive(
+    SCALARS, lambda inner: st.lists(inner, max_size=6)
+    | st.dictionaries(st.sampled_from([*FIELDS, "x"]), inner, max_size=6), max_leaves=24)
+# Lists of layer indices or class names with a stranger among them.
+MIXED_LISTS = st.lists(st.one_of(st.integers(min_value=-2, max_value=60), SCALARS,
+                                 st.lists(SCALARS, max_size=2),
+                                 st.dictionaries(st.text(max_size=2), SCALARS, max_size=1)),
+                       max_size=6)
+# Sizes and depths a hand-written strategy would not reach.
+LARGE = st.sampled_from([
+    list(range(48)), list(range(47)), list(range(5000)), [0] * 3, [[0]] * 3, "x" * 60_000,
+    [0, "a"], [None, 1], [{}, {}], [0, [1]], [False, True], [0.0, 1.0],
+    json.loads("[" * 900 + "]" * 900), json.loads('{"a":' * 900 + "1" + "}" * 900)])
+
+
+def assert_says_which_field(answer, fields):
+    assert answer.status_code in (200, 413, 422), (answer.status_code, answer.text[:300])
+    if answer.status_code != 200:
+        detail = answer.json()["detail"][0]
+        assert detail["loc"][0] == "body" and detail["loc"][1] in fields, detail
+        assert detail["msg"].startswith(f"{detail['loc'][1]}: "), detail
+
+
+def test_the_field_list_covers_the_reader():
+    assert {"mlp_only_layers", "num_hidden_layers", "architectures", "model_type",
+            "num_nextn_predict_layers", "first_k_dense_replace", "kv_lora_rank"} <= set(FIELDS)
+
+
+@pytest.mark.parametrize("value", [[0, "a"], [None, 1], [{}, {}], [0, [1]], [False, True],
+                                   [0.0, 1.0], "0", {"0": 1}, [0, 0], [48]])
+def test_bad_dense_layer_lists_name_the_field(client, value):
+    """Issue 20: these were a TypeError at sorted(); booleans and floats passed as indices."""
+    body = json.dumps({**QWEN3_MOE, "mlp_only_layers": value})
+    answer = client.post("/api/models/parse", content=body)
+    assert answer.status_code == 422
+    assert answer.json()["detail"][0]["loc"] == ["body", "mlp_only_layers"]
+    form = client.post("/models/parse", data={"config": body, "return_to": "/episodes/memory"})
+    assert form.status_code == 422 and "mlp_only_layers:" in form.text
+
+
+def test_leading_dense_layers_are_read(client):
+    body = client.post("/api/models/parse",
+                       content=json.dumps({**QWEN3_MOE, "mlp_only_layers": [1, 0]})).json()
+    assert body["dense_layers"] == 2
+
+
+@pytest.mark.parametrize("base", BASES, ids=["qwen3-moe", *CONFIGS])
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_no_config_field_value_is_a_5xx(client, base, data):
+    """Each architecture's own fields (and every field the reader knows) set to any JSON
+    value, of any type, nesting and size; a few dropped."""
+    field = st.one_of(st.sampled_from(sorted(base)), st.sampled_from(FIELDS))
+    value = st.one_of(JSON_VALUES, MIXED_LISTS, LARGE)
+    changes = data.draw(st.lists(st.tuples(field, value), min_size=1, max_size=3))
+    dropped = data.draw(st.lists(field, max_size=2))
+    cfg = {k: v for k, v in base.items() if k not in dropped}
+    cfg.update(changes)
+    answer = client.post("/api/models/parse", content=json.dumps(cfg))
+    assert_says_which_field(answer, {*FIELDS, "config"})
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(st.one_of(JSON_VALUES, MIXED_LISTS, LARGE, st.binary(max_size=64)))
+def test_no_document_is_a_5xx(client, document):
+    body = document if isinstance(document, bytes) else json.dumps(document).encode()
+    assert_says_which_field(client.post("/api/models/parse", content=body), {*FIELDS, "config"})
+    form = client.post("/models/parse", data={"config": body.decode("utf-8", "replace")},
+                       headers={"HX-Request": "true"})
+    assert form.status_code == 200, form.text[:300]  # the message is htmx's fragment

@@ -32,6 +32,10 @@ FORMATS = {"bytes": fmt_bytes, "count": fmt_count, "pct": fmt_pct, "": str}
 FORMATS["ms"] = fmt_ms  # EP07 quotes times
 LESSONS["/episodes/experts"] = ("/api/moe", {"moe-experts", "moe-gpus", "moe-params",
                                              "moe-ranks"})
+FORMATS["g3"] = lambda v: f"{v:.3g}"  # EP11 quotes bytes per parameter
+FORMATS["int"] = lambda v: f"{v:,.0f}"
+LESSONS["/episodes/low-precision"] = ("/api/precision", {
+    "precision-ledger", "precision-bytes", "precision-finetune", "precision-offload"})
 
 
 class Steps(HTMLParser):

@@ -1,10 +1,16 @@
 """The render pool (app/render_pool.py): lab answers drawn in child processes are the same
-answers, byte for byte; a dead child costs no request; children never outlive the server."""
+answers, byte for byte; a dead child costs no request; children never outlive the server; a
+light miss never waits behind a heavy one; a render past its deadline answers 503 and its child
+is replaced; what one client may queue, and a lane may hold, is bounded (429/503)."""
 
+import asyncio
+import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -13,7 +19,7 @@ import pytest
 
 from app.labkit import VIEWS
 from app.render_pool import POOL
-from app.response_cache import CACHE
+from app.response_cache import CACHE, ResponseCache, ResponseCacheMiddleware
 from tests.conftest import ROOT, free_port
 
 PLAIN = {"Accept-Encoding": "identity"}  # gzip stamps the time: compare the bytes under it
@@ -115,7 +121,7 @@ def wait_until(condition, what: str) -> None:
 
 
 def test_a_dead_child_costs_no_request(client, pool):
-    children = child_pids(os.getpid()) & set(pool.executor._processes)
+    children = child_pids(os.getpid()) & set(pool.pids())
     assert children, "the pool has a child process"
     for pid in children:
         os.kill(pid, signal.SIGKILL)
@@ -169,7 +175,190 @@ def test_a_pool_that_cannot_start_leaves_the_app_in_threads(client, monkeypatch)
     monkeypatch.setattr(render_pool.multiprocessing, "get_context", refuse)
     pool = render_pool.RenderPool()
     client.portal.call(pool.start, 2)
-    assert not pool.ready and pool.executor is None
+    assert not pool.ready and not pool.slots and not pool.pids()
     assert client.portal.call(pool.render, {"type": "http"}) is None
     CACHE.clear()
     assert client.get("/api/memory").status_code == 200
+
+
+# --- lanes, bounds and deadlines (issue 20) ---------------------------------------------------
+
+HEAVY_PLAN = {"gpus": 8, "seq_len": 1024}  # the planner: the heavy lane whatever its size
+LIGHT_ASK = ("/api/memory", {"seq_len": 12345})
+
+
+def pool_call(client, fn):
+    return client.portal.call(fn)
+
+
+@pytest.fixture
+def pair(client, monkeypatch):
+    """Two render processes: the first draws light answers only, the second anything; a
+    short deadline."""
+    POOL.stop(wait=True)
+    client.portal.call(POOL.start, 2)
+    assert POOL.ready and len(POOL.pids()) == 2
+    monkeypatch.setattr(POOL, "timeout", 3.0)
+    yield POOL
+    for pid in POOL.pids():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+    POOL.stop(wait=True)
+    CACHE.clear()
+
+
+def test_a_light_miss_never_waits_and_a_stuck_render_is_replaced(client, pair):
+    light_only, general = pair.slots
+    assert not light_only.heavy and general.heavy
+    stuck_pid, replaced = general.pid, pair.replaced
+    os.kill(stuck_pid, signal.SIGSTOP)  # the general child stops mid-work
+    CACHE.clear()
+    heavy: list = []
+    asker = threading.Thread(target=lambda: heavy.append(
+        client.get("/api/plan", params=HEAVY_PLAN)))
+    asker.start()
+    wait_until(lambda: pool_call(client, lambda: general.job is not None),
+               "the heavy answer went to the general child")
+    # Meanwhile a light miss is drawn at once by the light child.
+    before = pair.rendered
+    answer = client.get(LIGHT_ASK[0], params=LIGHT_ASK[1])
+    assert answer.status_code == 200 and pair.rendered == before + 1
+    assert heavy == [], "the light answer did not wait for the heavy one"
+    asker.join(WAIT)
+    (refused,) = heavy
+    assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 1
+    assert "took longer than 3 s" in refused.json()["detail"]
+    wait_until(lambda: not alive(stuck_pid), "the stuck child was killed")
+    wait_until(lambda: pool_call(client, lambda: general.ready), "a new child took its place")
+    assert pair.replaced == replaced + 1 and general.pid != stuck_pid
+    assert client.get("/api/plan", params=HEAVY_PLAN).status_code == 200  # drawn again
+
+
+def test_without_a_light_child_the_heavy_lane_queues_behind_one(client, pair):
+    """A heavy answer is never drawn by the light-only child, even when it is free."""
+    light_only, general = pair.slots
+    os.kill(general.pid, signal.SIGSTOP)
+    CACHE.clear()
+    first: list = []
+    asker = threading.Thread(target=lambda: first.append(
+        client.get("/api/plan", params=HEAVY_PLAN)))
+    asker.start()
+    wait_until(lambda: pool_call(client, lambda: general.job is not None), "dispatched")
+    assert pool_call(client, lambda: light_only.job) is None
+    asker.join(WAIT)
+    assert first[0].status_code == 503
+
+
+def busy_pool(**held):
+    from app.lanes import HEAVY, LIGHT
+    from app.render_pool import RenderPool
+
+    pool = RenderPool()
+    for (client, lane), count in held.items():
+        pool.held[client, {"light": LIGHT, "heavy": HEAVY}[lane]] = count
+    return pool
+
+
+def test_one_client_may_have_only_so_much_queued():
+    from app.lanes import Cost
+    from app.render_pool import CLIENT_QUEUE, Busy
+
+    pool = busy_pool()
+    heavy = Cost(500.0, "a plan search")
+    pool.held["10.0.0.1", heavy.lane] = CLIENT_QUEUE[heavy.lane]
+    with pytest.raises(Busy) as refused:
+        pool._admit("10.0.0.1", heavy.lane, 1, heavy)
+    assert refused.value.status == 429 and refused.value.retry_after >= 1
+    assert "wait for them" in refused.value.message
+    pool._admit("10.0.0.2", heavy.lane, 1, heavy)  # another client may
+
+
+def test_a_full_lane_says_when_to_come_back():
+    from app.lanes import Cost
+    from app.render_pool import LANE_QUEUE, Busy
+
+    pool = busy_pool()
+    heavy = Cost(500.0, "a plan search")
+    pool.lanes[heavy.lane].seconds = 1.2
+    pool.lanes[heavy.lane].waiting.extend([None] * LANE_QUEUE[heavy.lane])
+    with pytest.raises(Busy) as refused:
+        pool._admit("10.0.0.3", heavy.lane, 1, heavy)
+    assert refused.value.status == 503
+    assert refused.value.retry_after == 4  # (2 waiting + 1 drawn) x 1.2 s, rounded up
+    assert "plan search" in refused.value.message
+
+
+@pytest.mark.parametrize("path", ["/api/memory", "/episodes/memory"])
+def test_a_refusal_is_an_answer_with_retry_after(path):
+    from app.render_pool import Busy
+
+    class Refusing:
+        async def render(self, scope, cost):
+            raise Busy(429, 7, "You have 16 answers like this one <being drawn>")
+
+    middleware = ResponseCacheMiddleware(None, cacheable=lambda p: True, cache=ResponseCache(),
+                                         pool=Refusing())
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": path, "root_path": "",
+             "query_string": b"seq_len=5", "scheme": "http", "headers": [(b"host", b"t")],
+             "client": ("10.0.0.1", 5)}
+    asyncio.run(middleware(scope, None, send))
+    start, body = sent[0], sent[1]["body"]
+    headers = dict(start["headers"])
+    assert start["status"] == 429 and headers[b"retry-after"] == b"7"
+    if path.startswith("/api/"):
+        assert json.loads(body) == {"detail": "You have 16 answers like this one <being drawn>"}
+    else:
+        assert b"&lt;being drawn&gt;" in body and b"<being" not in body
+
+
+def test_costs_put_the_class_in_the_light_lane_and_the_planner_in_the_heavy():
+    from app.lanes import HEAVY, LIGHT, estimate
+
+    flood = (b"gpus=2048&model=glm-4.7&global_batch=65536&top=50&seq_len=8192"
+             b"&matmul_efficiency=0.5")
+    assert estimate("/api/plan", flood).lane == HEAVY
+    assert estimate("/episodes/recipe-3d/plan", b"").lane == HEAVY
+    assert estimate("/api/pipeline", b"schedule=interleaved-1f1b&stages=32&microbatches=256"
+                                     b"&virtual=4").lane == HEAVY
+    assert estimate("/embed/pipeline/gantt", b"schedule=zb-h1&stages=32&microbatches=256"
+                                             b"").lane == HEAVY
+    assert estimate("/api/recipe", b"replan_nodes=6").lane == HEAVY
+    for view in VIEWS.values():  # every lab at its defaults, page, embed and API
+        for path in (view.episode.path, f"/embed/{view.name}", f"/api/{view.name}"):
+            assert estimate(path, b"").lane == LIGHT, path
+    assert estimate("/api/memory", b"seq_len=4097").lane == LIGHT
+    assert estimate("/api/pipeline", b"stages=abc").lane == LIGHT  # a 422: its parse
+    assert estimate("/api/pipeline", b"stages=8&microbatches=16").ms < \
+        estimate("/api/pipeline", b"stages=8&microbatches=64").ms
+
+
+def test_a_clients_burst_waits_behind_its_classmates():
+    from app.lanes import Cost
+    from app.render_pool import Job, RenderPool
+
+    async def order() -> list[str]:
+        pool, loop = RenderPool(), asyncio.get_running_loop()
+
+        def job(client: str, ms: float, name: str) -> Job:
+            made = Job({"name": name}, Cost(ms, name), client, loop.create_future())
+            pool._enqueue(made)
+            return made
+
+        for i in range(4):
+            job("burst", 5.0, f"burst-{i}")
+        job("student", 30.0, "student-playground")
+        job("other", 5.0, "other-memory")
+        job("student", 5.0, "student-memory")
+        popped = [pool._next("light").scope["name"] for _ in range(7)]
+        assert pool._next("light") is None
+        return popped
+
+    assert asyncio.run(order()) == [
+        "burst-0", "other-memory", "student-playground",  # everyone's first, cheapest first
+        "burst-1", "student-memory",  # then everyone's second, in the order they came
+        "burst-2", "burst-3"]

@@ -230,3 +230,109 @@ def test_an_asset_keeps_its_own_etag_once(client):
     assert first.headers.get_list("etag") == [first.headers["etag"]]
     assert first.headers["etag"].strip('"') == query.split("=")[1]  # the content hash
     assert second.status_code == 304 and 'desc="cache hit"' in second.headers["server-timing"]
+
+
+# --- junk cannot empty it (issue 20) -----------------------------------------------------------
+
+def hit(response) -> bool:
+    return 'desc="cache hit"' in response.headers["server-timing"]
+
+
+LESSON = [("/episodes/memory", {"dp": str(d)}, FRAGMENT) for d in range(1, 11)] + \
+    [("/api/memory", {"seq_len": str(1024 * s)}, {}) for s in range(1, 11)]
+
+
+def warm(client) -> None:
+    for path, params, headers in LESSON:  # asked twice: the class shares it
+        client.get(path, params=params, headers=headers)
+        assert hit(client.get(path, params=params, headers=headers))
+
+
+def test_a_protected_answer_outlives_any_number_of_one_off_answers():
+    cache = ResponseCache(max_entries=10, max_bytes=10**9)
+    for i in range(5):
+        cache.put(("warm", i), entry(10))
+        assert cache.get(("warm", i)) is not None
+    for i in range(1000):
+        cache.put(("junk", i), entry(10))
+    assert all(("warm", i) in cache.data for i in range(5))
+    assert len(cache.data) == 10 and len(cache.protected) == 5
+
+
+def test_the_protected_segment_is_bounded_too():
+    cache = ResponseCache(max_entries=10, max_bytes=10**9)
+    for i in range(30):
+        cache.put(("k", i), entry(10))
+        cache.get(("k", i))
+    assert len(cache.protected) == 8 and len(cache.data) == 10  # PROTECTED_SHARE of 10
+    cache = ResponseCache(max_entries=100, max_bytes=10_000)
+    for i in range(30):
+        cache.put(("k", i), entry(900))
+        cache.get(("k", i))
+    assert cache.protected_bytes <= 8_000 and cache.bytes <= 10_000
+    assert cache.bytes == sum(e.size for e in cache.data.values())
+
+
+def test_junk_asset_queries_are_one_entry(client):
+    """105 requests for plotly.js with a junk ?v= emptied a warmed cache: each was an entry."""
+    from app.assets import asset_url
+
+    CACHE.clear()
+    warm(client)
+    path = asset_url("vendor/plotly.min.js").split("?")[0]
+    first = client.get(path, params={"v": "junk0"})
+    for i in range(1, 105):
+        again = client.get(path, params={"v": f"junk{i}"})
+        assert again.content == first.content and hit(again)
+    assert first.headers["cache-control"] == "public, max-age=0, must-revalidate"
+    right = client.get(asset_url("vendor/plotly.min.js"))
+    assert right.headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert sum(1 for key in CACHE.data if key[0] == path) == 2
+    assert all(hit(client.get(p, params=q, headers=h)) for p, q, h in LESSON)
+
+
+@pytest.mark.parametrize("target", ["junk", "memory-ledger", '"><b>', ""])
+def test_hx_target_values_that_select_nothing_share_the_fragment(client, target):
+    CACHE.clear()
+    fragment = client.get("/episodes/memory", params={"dp": 3}, headers=FRAGMENT)
+    other = client.get("/episodes/memory", params={"dp": 3},
+                       headers={"HX-Request": "true", "HX-Target": target})
+    assert hit(other) and other.content == fragment.content
+    CACHE.clear()
+    fresh = client.get("/episodes/memory", params={"dp": 3},
+                       headers={"HX-Request": "true", "HX-Target": target})
+    assert fresh.content == fragment.content  # what the app renders for it anyway
+
+
+def test_json_answers_ignore_host_and_htmx_headers(client):
+    CACHE.clear()
+    first = client.get("/api/memory", params={"dp": 9})
+    for i in range(20):
+        again = client.get("/api/memory", params={"dp": 9},
+                           headers={"Host": f"junk{i}.example", "HX-Request": "true",
+                                    "HX-Target": f"t{i}"})
+        assert hit(again) and again.content == first.content
+    assert len(CACHE.data) == 1
+
+
+def test_one_off_variants_leave_the_warmed_answers_cached(client, monkeypatch):
+    """Unique junk queries and Host values (each a real render and an entry) on a cache with
+    room for a tenth of them: every answer the class asked for twice is still a hit."""
+    CACHE.clear()
+    monkeypatch.setattr(CACHE, "max_entries", 40)
+    warm(client)
+    for i in range(400):
+        junk = client.get("/episodes/memory", params={"junk": i},
+                          headers={"Host": f"h{i % 7}.example"})
+        assert junk.status_code == 200
+    assert len(CACHE.data) == 40
+    assert all(hit(client.get(p, params=q, headers=h)) for p, q, h in LESSON)
+
+
+def test_a_long_query_is_answered_but_not_kept(client):
+    from app.response_cache import MAX_QUERY_BYTES
+
+    CACHE.clear()
+    long = {"dp": "4", "junk": "x" * MAX_QUERY_BYTES}
+    assert client.get("/api/memory", params=long).status_code == 200
+    assert not hit(client.get("/api/memory", params=long)) and not CACHE.data

@@ -29,7 +29,8 @@ MODEL = get_model("llama-3.1-8b")
 def test_the_limits_ids_are_the_records_keys():
     assert limits.RECOMPUTE == tuple(RECOMPUTATION) == ("none", "selective", "full")
     assert limits.ACTIVATION_MODELS == tuple(ACTIVATION_MODEL_RECORDS) == ("classic", "megatron")
-    assert limits.TRAIN_RECIPES == ("adam16", "adam18")
+    assert limits.TRAIN_RECIPES == ("adam16", "adam18", "adam12", "fp8-delayed", "fp8-params",
+                                    "fp8-blockwise", "mxfp8")
     assert limits.INFER_RECIPES == ("bf16", "int8", "int4")
     assert tuple(RECIPES) == limits.RECIPE_IDS  # training first, then inference
     assert all(RECIPES[DEFAULT_RECIPE[mode]].mode == mode for mode in limits.MODES)

@@ -41,8 +41,9 @@ def test_every_formula_of_the_brief_has_a_line():
             "inference", "kv_cache", "ring", "zero0", "zero1", "zero2", "zero3", "tp",
             "bubble", "bubble_interleaved", "bubble_zb", "cp_contiguous", "cp_zigzag",
             "moe_params", "moe_a2a", "flops_6nd", "flops_8nd", "mfu", "step", "serving",
-            "colocated"} <= keys
-    assert {ep for _, ep, *_ in LINES} == {f"EP0{n}" for n in range(1, 10)}
+            "colocated", "state_fp8-delayed", "state_fp8-blockwise", "state_mxfp8",
+            "lora_params", "qlora_base", "offload"} <= keys
+    assert {ep for _, ep, *_ in LINES} == {f"EP0{n}" for n in range(1, 10)} | {"EP11"}
     assert all(source for *_, source, _ in LINES)
 
 
@@ -138,3 +139,28 @@ def test_bad_knobs_name_their_field(field, value):
     with pytest.raises(LabInputError) as err:
         CheatInput(LLAMA70, H100, **{field: value})
     assert err.value.field == field
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-70b", "qwen2.5-7b"])
+def test_ep11_lines_are_the_precision_labs_own_figures(model):
+    from labs.core.catalogue import RECIPES
+    from labs.precision.finetune import trainable_params
+    from labs.precision.inputs import MODULE_SETS, PrecisionInput
+    from labs.precision.lab import compute_precision
+
+    spec = get_model(model)
+    lines = sheet(model, seq_len=4096)
+    for recipe in ("fp8-delayed", "fp8-blockwise", "mxfp8"):
+        assert value(lines, f"state_{recipe}") == spec.params * RECIPES[recipe].bytes_per_param
+        # The formula is written from the record: its parts add up to its bytes per parameter.
+        parts = lines[f"state_{recipe}"].formula.split("(")[1].split(")")[0].split(" + ")
+        assert sum(map(float, parts)) == pytest.approx(RECIPES[recipe].bytes_per_param,
+                                                       rel=2e-3)
+    assert value(lines, "lora_params") == trainable_params(spec, 16, MODULE_SETS["qv"])
+    one = {"seq_len": 4096, "dp": 1, "zero": 0}
+    qlora = compute_precision(PrecisionInput(spec, H100, **one, rank=64, modules="all",
+                                             recompute="full", ft_recipe="adam12"))
+    b = qlora.finetune("qlora").breakdown
+    assert value(lines, "qlora_base") == b["weights"] + b["quant_constants"]
+    off = compute_precision(PrecisionInput(spec, H100, **one, recipe="adam16", offload=1.0))
+    assert value(lines, "offload") == off.offload.hidden_share

@@ -1,0 +1,211 @@
+"""EP11's diagrams: the FP8 ledger against BF16, each recipe's bytes per parameter, the
+fine-tuning bills and the activation offload's copy against the compute that hides it.
+
+Every bar is read off ``labs.precision.lab``; EP01's colours for what EP01 bills too.
+"""
+
+from app.charts import LINE_COLOUR, base_layout, gpu_memory_line, short_gpu_name
+from app.charts.memory import COMPONENTS as LEDGER_COLOURS
+from app.charts.units import fmt_bytes, fmt_ms, fmt_pct, gb_axis
+from labs.core.catalogue import RECIPES
+
+# Component key -> (label, colour), bottom first: the FP8 ledger and the fine-tuning bills.
+LEDGER = {
+    "weights": ("16-bit weights", LEDGER_COLOURS["weights"][1]),
+    "fp8_weights": ("FP8 weight copies", "#9ecae9"),
+    "scaling_state": ("Scales and amax history", "#72b7b2"),
+    "gradients": ("Gradients", LEDGER_COLOURS["gradients"][1]),
+    "master_weights": ("FP32 master weights", LEDGER_COLOURS["master_weights"][1]),
+    "optimizer_moments": ("Adam moments", LEDGER_COLOURS["optimizer_moments"][1]),
+    "activations_fp8": ("Activations saved in FP8", "#f4a582"),
+    "activations": ("Activations, 16-bit", LEDGER_COLOURS["activations"][1]),
+    "embedding_and_logits": LEDGER_COLOURS["embedding_and_logits"],
+}
+FINETUNE = {
+    "weights": ("Base weights", LEDGER_COLOURS["weights"][1]),
+    "quant_constants": ("NF4 quantization constants", "#9ecae9"),
+    "dequant_workspace": ("Dequantized matrix (bf16)", "#bab0ac"),
+    "adapter_weights": ("Adapter weights", "#eeca3b"),
+    "gradients": ("Gradients", LEDGER_COLOURS["gradients"][1]),
+    "master_weights": ("FP32 master weights", LEDGER_COLOURS["master_weights"][1]),
+    "optimizer_moments": ("Adam moments", LEDGER_COLOURS["optimizer_moments"][1]),
+    "activations": ("Activations", LEDGER_COLOURS["activations"][1]),
+    "embedding_and_logits": LEDGER_COLOURS["embedding_and_logits"],
+}
+METHODS = {"full": "Full fine-tuning", "lora": "LoRA", "qlora": "QLoRA"}
+PER_PARAM = {  # what holds a recipe's bytes per parameter -> (label, colour)
+    "16-bit weights": ("16-bit weights", LEDGER["weights"][1]),
+    "copies": ("Low-precision copies", LEDGER["fp8_weights"][1]),
+    "gradients": ("Gradients", LEDGER["gradients"][1]),
+    "master weights": ("FP32 master weights", LEDGER["master_weights"][1]),
+    "Adam moments": ("Adam moments", LEDGER["optimizer_moments"][1]),
+}
+COPY_COLOUR, COMPUTE_COLOUR, EXPOSED_FILL = "#e45756", "#4c78a8", "rgba(228,87,86,0.12)"
+
+
+def short_recipe(recipe: str) -> str:
+    """A bar's name: BF16 for the baseline, the record's short name otherwise."""
+    return "BF16" if recipe == "adam16" else RECIPES[recipe].summary.split(",")[0]
+
+
+def _legend() -> dict:
+    return {"orientation": "h", "y": -0.12, "x": 0, "yanchor": "top", "traceorder": "normal"}
+
+
+def _stacked(bars: list[tuple[str, dict[str, float]]], components: dict, gpu_bytes: float,
+             gpu_name: str, top: float | None = None) -> tuple[list[dict], dict]:
+    """Stacked bars by component against the GPU's line, no legend (the table under the
+    chart names each colour; segments tall enough carry their name). ``top``: the axis's
+    height, a bar above it running off the top."""
+    totals = [sum(b.values()) for _, b in bars]
+    top = top or max(max(totals), gpu_bytes) * 1.12
+    names = [name for name, _ in bars]
+    data = []
+    for key, (label, colour) in components.items():
+        values = [b.get(key, 0.0) for _, b in bars]
+        if not any(values):
+            continue
+        data.append({
+            "type": "bar", "name": label, "x": names, "y": [round(v / 1e9, 4) for v in values],
+            "marker": {"color": colour}, "customdata": [fmt_bytes(v) for v in values],
+            "text": [label if v >= 0.1 * top else "" for v in values],
+            "textposition": "inside", "insidetextanchor": "middle", "textangle": 0,
+            "textfont": {"color": "#ffffff"},
+            "hovertemplate": f"{label}: %{{customdata}}<extra>%{{x}}</extra>",
+        })
+    over = [{"x": name, "y": top / 1e9, "yanchor": "bottom", "showarrow": False,
+             "text": f"{fmt_bytes(total)} ↑", "font": {"size": 11}}
+            for name, total in zip(names, totals, strict=True) if total > top]
+    line = gpu_memory_line(gpu_bytes / 1e9, f"{gpu_name}: {fmt_bytes(gpu_bytes)}")
+    layout = base_layout(
+        barmode="stack", bargap=0.4, showlegend=False,
+        uniformtext={"minsize": 9, "mode": "hide"},
+        margin={"l": 52, "r": 8, "t": 22 if over else 8, "b": 28}, yaxis=gb_axis(top),
+        xaxis={"fixedrange": True}, shapes=line["shapes"],
+        annotations=line["annotations"] + over,
+    )
+    return data, layout
+
+
+def ledger_figure(result) -> dict:
+    """BF16 and the chosen recipe, stacked by what holds each byte on the heaviest GPU."""
+    inp, base, led = result.input, result.baseline, result.ledger
+    gpu = inp.gpu.memory_bytes
+    gpu_name = short_gpu_name(inp.gpu.name)
+    bars = [(short_recipe(base.recipe), base.parts), (short_recipe(led.recipe), led.parts)]
+    data, layout = _stacked(bars, LEDGER, gpu, gpu_name)
+    diff = result.extra_bytes
+    return {
+        "data": data, "layout": layout,
+        "summary": (
+            f"{inp.model.name} on {inp.tp * inp.pp * inp.cp * inp.dp:,} GPUs: BF16 holds "
+            f"{fmt_bytes(base.total_bytes)} per GPU, {RECIPES[led.recipe].summary} "
+            f"{fmt_bytes(led.total_bytes)}, "
+            + (f"{fmt_bytes(diff)} more" if diff > 0 else f"{fmt_bytes(-diff)} less")
+            + f" against the {gpu_name}'s {fmt_bytes(gpu)}"
+        ),
+    }
+
+
+def bytes_figure(result) -> dict:
+    """Each training recipe's bytes per parameter, stacked by what holds them; the chosen
+    recipe's name in bold."""
+    rows = list(reversed(result.per_param))  # the first recipe on top
+    names = [(f"<b>{r.recipe}</b>" if r.recipe == result.input.recipe else r.recipe)
+             for r in rows]
+    data = []
+    for key, (label, colour) in PER_PARAM.items():
+        values = [sum(b for what, b in r.parts if (what == key) or (
+            key == "copies" and what not in PER_PARAM)) for r in rows]
+        if not any(values):
+            continue
+        data.append({
+            "type": "bar", "orientation": "h", "name": label, "y": names, "x": values,
+            "marker": {"color": colour},
+            "hovertemplate": f"{label}: %{{x:.3g}} B/param<extra>%{{y}}</extra>",
+        })
+    notes = [{"x": r.total, "y": name, "xanchor": "left", "showarrow": False,
+              "text": f" {r.total:.3g}", "font": {"size": 11}}
+             for r, name in zip(rows, names, strict=True)]
+    chosen = next(r for r in result.per_param if r.recipe == result.input.recipe)
+    base = next(r for r in result.per_param if r.recipe == "adam16")
+    return {
+        "data": data,
+        "layout": base_layout(barmode="stack", bargap=0.3, legend=_legend(),
+                              annotations=notes, margin={"l": 96, "r": 24, "t": 8, "b": 24},
+                              xaxis={"ticksuffix": " B", "range": [0, 21], "fixedrange": True},
+                              yaxis={"fixedrange": True, "automargin": True}),
+        "summary": (
+            f"Bytes per parameter by recipe: {RECIPES[chosen.recipe].summary.split(',')[0]} "
+            f"keeps {chosen.total:.3g} ({', '.join(f'{b:.3g} {w}' for w, b in chosen.parts)}), "
+            f"BF16 mixed precision {base.total:.3g}"
+        ),
+    }
+
+
+def finetune_figure(result) -> dict:
+    """Full fine-tuning, LoRA and QLoRA of one model on one GPU."""
+    inp = result.input
+    gpu = inp.gpu.memory_bytes
+    gpu_name = short_gpu_name(inp.gpu.name)
+    bars = [(METHODS[f.method], f.breakdown) for f in result.finetunes]
+    # Full fine-tuning can be 50 times LoRA's bill: the axis stops at 1.5 x the larger of
+    # LoRA's bar and the GPU, and a taller bar runs off the top with its total written there.
+    top = 1.5 * max(result.finetune("lora").total_bytes, gpu)
+    tallest = max(f.total_bytes for f in result.finetunes)
+    data, layout = _stacked(bars, FINETUNE, gpu, gpu_name,
+                            top if tallest > top else None)
+    full, lora, qlora = (result.finetune(k) for k in ("full", "lora", "qlora"))
+    return {
+        "data": data, "layout": layout,
+        "summary": (
+            f"{inp.model.name} on one {gpu_name}: full fine-tuning {fmt_bytes(full.total_bytes)}"
+            f", LoRA (rank {inp.rank}, {lora.trainable:,} trainable parameters) "
+            f"{fmt_bytes(lora.total_bytes)}, QLoRA {fmt_bytes(qlora.total_bytes)}, against "
+            f"{fmt_bytes(gpu)}"
+        ),
+    }
+
+
+def offload_figure(result) -> dict:
+    """One layer's copy to host memory against share offloaded, beside the forward and
+    backward compute of that layer; the chosen share marked."""
+    o = result.offload
+    xs = [round(100 * p.share) for p in o.points]
+    copy = [round(p.copy_s * 1e3, 4) for p in o.points]
+    fwd, bwd = round(o.forward_s * 1e3, 4), round(o.backward_s * 1e3, 4)
+    top = max(copy[-1], bwd) * 1.15 or 1
+    data = [
+        {"type": "scatter", "mode": "lines", "name": f"Copy over {o.link_name}", "x": xs,
+         "y": copy, "line": {"color": COPY_COLOUR, "width": 3},
+         "hovertemplate": "%{x}% offloaded: %{y:.3g} ms per layer<extra></extra>"},
+        {"type": "scatter", "mode": "lines", "name": "Forward of the layer", "x": [0, 100],
+         "y": [fwd, fwd], "line": {"color": COMPUTE_COLOUR, "width": 2},
+         "hovertemplate": "forward: %{y:.3g} ms<extra></extra>"},
+        {"type": "scatter", "mode": "lines", "name": "Backward of the layer", "x": [0, 100],
+         "y": [bwd, bwd], "line": {"color": COMPUTE_COLOUR, "width": 2, "dash": "dash"},
+         "hovertemplate": "backward: %{y:.3g} ms<extra></extra>"},
+    ]
+    shapes = [{"type": "line", "xref": "x", "yref": "paper", "x0": 100 * o.share,
+               "x1": 100 * o.share, "y0": 0, "y1": 1,
+               "line": {"color": LINE_COLOUR, "width": 2, "dash": "dot"}}]
+    if o.hidden_share < 1:
+        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "y0": 0, "y1": 1,
+                       "x0": 100 * o.hidden_share, "x1": 100, "fillcolor": EXPOSED_FILL,
+                       "line": {"width": 0}, "layer": "below"})
+    return {
+        "data": data,
+        "layout": base_layout(
+            legend=_legend(), shapes=shapes, margin={"l": 52, "r": 8, "t": 8, "b": 40},
+            xaxis={"ticksuffix": "%", "range": [0, 100], "fixedrange": True},
+            yaxis={"title": {"text": "ms per layer"}, "range": [0, top], "fixedrange": True,
+                   "rangemode": "tozero"}),
+        "summary": (
+            f"Offloading {fmt_pct(o.share)} of the saved activations frees "
+            f"{fmt_bytes(o.freed_bytes)} per GPU and needs {fmt_bytes(o.host_bytes_per_node)} "
+            f"of host RAM per node; one layer's copy takes {fmt_ms(o.copy_s)} against "
+            f"{fmt_ms(o.forward_s)} of forward: "
+            + ("hidden" if o.hidden else f"{fmt_ms(o.exposed_s)} exposed per step")
+            + f" (the forward hides up to {fmt_pct(o.hidden_share)})"
+        ),
+    }

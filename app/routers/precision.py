@@ -1,0 +1,313 @@
+"""EP11 Low precision and fine-tuning: page, embeds and JSON for the FP8 ledger against BF16,
+each recipe's bytes per parameter, full fine-tuning beside LoRA and QLoRA, and activation
+offload."""
+
+import math
+from functools import lru_cache
+from typing import Literal
+
+from fastapi import APIRouter
+from pydantic import ConfigDict, Field
+
+from app.charts.precision import (
+    FINETUNE,
+    LEDGER,
+    METHODS,
+    bytes_figure,
+    finetune_figure,
+    ledger_figure,
+    offload_figure,
+    short_recipe,
+)
+from app.episodes import BY_SLUG
+from app.labkit import Case, Diagram, Drill, LabView, register
+from app.model_controls import (
+    GpuChoice,
+    ModelChoice,
+    ModelControls,
+    gpu_field,
+    model_choices,
+    model_field,
+)
+from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
+from app.routers.memory import divisors
+from app.schemas import PrecisionAnswer
+from labs.core.catalogue import RECIPES
+from labs.core.limits import (
+    HOST_LINKS,
+    MAX_DEGREE,
+    MAX_DP,
+    MAX_GPUS_PER_NODE,
+    MAX_LORA_RANK,
+    MAX_MICRO_BATCH,
+    MAX_SEQ_LEN,
+    RECOMPUTE,
+    TRAIN_RECIPES,
+)
+from labs.hardware.gpus import get_gpu
+from labs.hardware.links import get_link
+from labs.model.presets import get_model
+from labs.precision.finetune import trainable_params
+from labs.precision.inputs import FT_RECIPES, MODULE_SETS, PrecisionInput, PrecisionResult
+from labs.precision.lab import compute_precision
+from labs.precision.reported import REPORTED
+
+router = APIRouter()
+
+DEFAULT_MODEL = "llama-3.1-8b"
+MODULE_LABELS = {"qv": "q and v (the LoRA paper)", "attention": "q, k, v, o",
+                 "mlp": "gate, up, down", "all": "every linear layer (QLoRA)"}
+LLAMA_65B = "L80.h8192.a64.f22016.v32000"  # LLaMA 65B (Touvron et al. 2023, Table 2)
+
+
+class PrecisionQuery(ModelControls):
+    """The controls of the precision lab: EP01's model, GPU and layout for the FP8 ledger,
+    the fine-tune's adapters, and the offload."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: ModelChoice = model_field(DEFAULT_MODEL)
+    gpu: GpuChoice = gpu_field("h100-sxm")
+    recipe: Literal[TRAIN_RECIPES] = Field(
+        "fp8-delayed", description="Training recipe drawn against BF16 mixed precision "
+        "(labs.core.catalogue: the FP8 recipes, or a 16-bit one).")
+    seq_len: int = Field(8192, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
+    micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per "
+                             "micro-batch.")
+    recompute: Literal[RECOMPUTE] = Field(
+        "selective", description="Activation recomputation (full = gradient checkpointing).")
+    tp: int = Field(1, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree.")
+    pp: int = Field(1, ge=1, le=MAX_DEGREE, description="Pipeline-parallel degree (stages).")
+    cp: int = Field(1, ge=1, le=MAX_DEGREE, description="Context-parallel degree.")
+    dp: int = Field(8, ge=1, le=MAX_DP, description="Data-parallel degree.")
+    ep: int = Field(1, ge=1, le=MAX_DEGREE, description="Expert-parallel degree (MoE only).")
+    zero: int = Field(3, ge=0, le=3, description="ZeRO stage over the data-parallel group "
+                      "(3 = FSDP).")
+    rank: int = Field(16, ge=1, le=MAX_LORA_RANK, description="LoRA rank r.")
+    modules: Literal[tuple(MODULE_SETS)] = Field(
+        "qv", description="Projections LoRA adapts: qv, attention (q, k, v, o), mlp or all.")
+    ft_recipe: Literal[FT_RECIPES] = Field(
+        "adam16", description="The 16-bit recipe fine-tuning trains in (adapters or, for full "
+        "fine-tuning, every weight).")
+    paged: bool = Field(False, description="Paged optimizer: optimizer state moves to host "
+                        "RAM when the GPU runs out (QLoRA).")
+    offload: int = Field(0, ge=0, le=100, description="Percent of the saved activations "
+                         "offloaded to host memory.")
+    host_link: Literal[HOST_LINKS] = Field("pcie-5", description="The GPU's link to host RAM.")
+    gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs sharing one "
+                               "host's RAM.")
+
+
+def precision_input(query: PrecisionQuery) -> PrecisionInput:
+    return PrecisionInput(
+        model=query.model_spec(), gpu=get_gpu(query.gpu), recipe=query.recipe,
+        seq_len=query.seq_len, micro_batch=query.micro_batch, recompute=query.recompute,
+        tp=query.tp, pp=query.pp, cp=query.cp, dp=query.dp, ep=query.ep, zero=query.zero,
+        rank=query.rank, modules=query.modules, ft_recipe=query.ft_recipe, paged=query.paged,
+        offload=query.offload / 100, host_link=query.host_link,
+        gpus_per_node=query.gpus_per_node)
+
+
+def run(query: PrecisionQuery) -> PrecisionResult:
+    return compute_precision(precision_input(query))
+
+
+def _ledger_api(ledger, gpu_bytes: float) -> dict:
+    r = RECIPES[ledger.recipe]
+    return {"recipe": ledger.recipe, "label": r.label, "bytes_per_param": r.bytes_per_param,
+            "total_bytes": ledger.total_bytes, "fits": ledger.total_bytes <= gpu_bytes,
+            "parts": dict(ledger.parts),
+            "copies": [{"what": w, "bytes": b} for w, b in ledger.copies]}
+
+
+def to_api(result: PrecisionResult) -> dict:
+    inp, o, p = result.input, result.offload, result.paper
+    gpu = inp.gpu.memory_bytes
+    return {
+        "model": inp.model.id,
+        "model_name": inp.model.name,
+        "gpu": inp.gpu.id,
+        "params": inp.model.params,
+        "gpu_memory_bytes": gpu,
+        "ledger": _ledger_api(result.ledger, gpu),
+        "baseline": _ledger_api(result.baseline, gpu),
+        "extra_bytes": result.extra_bytes,
+        "recipes": [{"id": pp.recipe, "label": RECIPES[pp.recipe].label,
+                     "family": RECIPES[pp.recipe].family, "bytes_per_param": pp.total,
+                     "parts": [{"what": w, "bytes_per_param": b} for w, b in pp.parts],
+                     "saved_input_bytes": RECIPES[pp.recipe].saved_input_bytes,
+                     "formats": RECIPES[pp.recipe].formats,
+                     "scaling": RECIPES[pp.recipe].scaling,
+                     "source": RECIPES[pp.recipe].source}
+                    for pp in result.per_param],
+        "finetune": [{"method": f.method, "total_bytes": f.total_bytes,
+                      "breakdown": dict(f.breakdown), "host_bytes": f.host_bytes,
+                      "trainable_params": f.trainable, "fits": f.fits}
+                     for f in result.finetunes],
+        "rank": inp.rank,
+        "modules": list(inp.module_names),
+        "lora_paper": {"trainable_params": p.trainable,
+                       "params_over_trainable": inp.model.params / p.trainable,
+                       "full_bytes": p.full_bytes, "lora_bytes": p.lora_bytes,
+                       "reduction": p.reduction, "checkpoint_bytes": p.checkpoint_bytes},
+        "offload": {"share": o.share, "link": inp.host_link, "link_bandwidth": o.link_bandwidth,
+                    "activation_bytes": o.activation_bytes, "freed_bytes": o.freed_bytes,
+                    "host_bytes_per_gpu": o.host_bytes_per_gpu,
+                    "host_bytes_per_node": o.host_bytes_per_node, "layer_bytes": o.layer_bytes,
+                    "copy_s": o.copy_s, "forward_s": o.forward_s, "backward_s": o.backward_s,
+                    "hidden": o.hidden, "hidden_share": o.hidden_share,
+                    "exposed_s": o.exposed_s,
+                    "points": [{"share": pt.share, "copy_s": pt.copy_s} for pt in o.points]},
+        "assumptions": list(result.assumptions),
+    }
+
+
+def figures(result: PrecisionResult) -> dict:
+    return {"ledger": ledger_figure(result), "bytes": bytes_figure(result),
+            "finetune": finetune_figure(result), "offload": offload_figure(result)}
+
+
+# The lesson's states (facts below): torchtitan's Llama 3 8B run, a 70B Megatron-style layout.
+TITAN = {"model": "llama-3.1-8b", "dp": 8, "zero": 3, "seq_len": 8192}
+MEGATRON_70B = {"model": "llama-3.1-70b", "tp": 8, "dp": 8, "zero": 1, "seq_len": 4096}
+QLORA_65B = {"model": LLAMA_65B, "rank": 64, "modules": "all", "seq_len": 512,
+             "recompute": "full", "ft_recipe": "adam12", "gpu": "h100-sxm"}
+QLORA_LONG = {**QLORA_65B, "seq_len": 4096, "micro_batch": 6}  # over 80 GB, unless paged
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict:
+    """The states the lesson's steps link to, each with the figures its prose quotes, run
+    through the same query model, lab and ``to_api`` as GET /api/precision
+    (tests/app/test_prose.py follows every link)."""
+    def state(**params) -> dict:
+        result = run(PrecisionQuery(**params))
+        return {"params": params, "result": result, "api": to_api(result)}
+
+    return {
+        "titan": state(**TITAN, recipe="fp8-delayed"),
+        "te70": state(**MEGATRON_70B, recipe="fp8-delayed"),
+        "params70": state(**MEGATRON_70B, recipe="fp8-params"),
+        "titan_params": state(**TITAN, recipe="fp8-params"),
+        "titan_32k": state(**{**TITAN, "seq_len": 32768}, recipe="fp8-params"),
+        "deepseek70": state(**MEGATRON_70B, recipe="fp8-blockwise"),
+        "mx70": state(**MEGATRON_70B, recipe="mxfp8", gpu="b200"),
+        "gpt3_lora": state(model="gpt-3-175b", rank=4, modules="qv", seq_len=2048),
+        "qlora65": state(**QLORA_65B),
+        "qlora65_long": state(**QLORA_LONG),
+        "qlora65_paged": state(**QLORA_LONG, paged=True),
+        "offload70": state(**MEGATRON_70B, recipe="adam16", offload=100),
+        "offload70_half": state(**MEGATRON_70B, recipe="adam16", offload=40),
+    }
+
+
+def extra_context(state) -> dict:
+    query = state.query
+    spec = state.result.input.model
+    return {
+        "facts": facts(),
+        "reported": REPORTED,
+        "model_options": model_choices(model_options(), query.model_value),
+        "model_value": query.model_value,
+        "gpu_options": gpu_options(),
+        "recipe_options": tuple((k, RECIPES[k].label) for k in TRAIN_RECIPES),
+        "ft_recipe_options": tuple((k, RECIPES[k].label) for k in FT_RECIPES),
+        "module_options": tuple(MODULE_LABELS.items()),
+        "host_link_options": tuple((k, get_link(k).name) for k in HOST_LINKS),
+        "ledger_names": LEDGER, "finetune_names": FINETUNE, "methods": METHODS,
+        "short_recipe": short_recipe,
+        "degree_options": {
+            "tp": with_value(divisors(spec.heads if spec.uses_mla
+                                      else math.gcd(spec.heads, spec.kv_heads), 128), query.tp),
+            "pp": with_value(divisors(spec.layers), query.pp),
+            "cp": with_value([1, 2, 4, 8, 16, 32], query.cp),
+            "ep": with_value(divisors(spec.experts) if spec.experts else [1], query.ep),
+        },
+        "seq_options": with_value(SEQ_LENGTHS + (262144,), query.seq_len),
+    }
+
+
+def bytes_drill() -> float:
+    """TransformerEngine's delayed-scaling recipe with the bf16 weights kept, B/param."""
+    return RECIPES["fp8-delayed"].bytes_per_param
+
+
+def lora_drill() -> float:
+    """LoRA's trainable parameters, in millions: Llama 3.1 8B, r = 16 on q and v."""
+    return trainable_params(get_model("llama-3.1-8b"), 16, MODULE_SETS["qv"]) / 1e6
+
+
+VIEW = LabView(
+    name="precision",
+    episode=BY_SLUG["low-precision"],
+    query_model=PrecisionQuery,
+    run=run,
+    to_api=to_api,
+    figures=figures,
+    diagrams=(
+        Diagram("ledger", "Memory per GPU: BF16 against the chosen recipe (GB)",
+                embed_height=560),
+        Diagram("bytes", "Bytes per parameter of each training recipe", embed_height=460),
+        Diagram("finetune", "Full fine-tuning, LoRA and QLoRA on one GPU (GB)",
+                embed_height=560),
+        Diagram("offload", "Activation offload: the copy of one layer against its compute",
+                embed_height=480),
+    ),
+    labels={
+        "model": "Model", "params": "Custom params", "gpu": "GPU", "recipe": "Recipe",
+        "seq_len": "Sequence length", "micro_batch": "Micro-batch",
+        "recompute": "Recomputation", "tp": "TP (tensor)", "pp": "PP (pipeline)",
+        "cp": "CP (context)", "dp": "DP (data)", "ep": "EP (expert)", "zero": "ZeRO stage",
+        "rank": "LoRA rank", "modules": "Adapted modules", "ft_recipe": "Fine-tuning recipe",
+        "paged": "Paged optimizer", "offload": "Offloaded activations",
+        "host_link": "Host link", "gpus_per_node": "GPUs per node",
+    },
+    response_model=PrecisionAnswer,
+    embed_height=2200,
+    oob_template="partials/_memory_options_oob.html",  # EP01's degree selects, refreshed
+    extra_context=extra_context,
+    summary="Where every byte of an FP8 recipe (against BF16), a LoRA or QLoRA fine-tune and "
+            "an activation offload lives (bytes, seconds)",
+    good=Case(
+        "Good case: QLoRA, a 65B model on one GPU",
+        QLORA_65B,
+        "LLaMA 65B's frozen weights in 4-bit NF4 take a quarter of bf16's: base, adapters "
+        "and checkpointed activations fit under 48 GB.",
+    ),
+    bad=Case(
+        "Bad case: FP8 that holds more than BF16",
+        {**MEGATRON_70B, "recipe": "fp8-delayed"},
+        "TransformerEngine keeps the bf16 weights beside an FP8 copy and its transpose: "
+        "2 more bytes per parameter than BF16, which ZeRO-1 does not shard.",
+    ),
+    drills=(
+        Drill(
+            id="precision-bytes-delayed",
+            question=(
+                "TransformerEngine's FP8 recipe on Hopper keeps the bf16 weights, an FP8 copy "
+                "and its FP8 transpose, bf16 gradients, an fp32 master copy and two fp32 Adam "
+                "moments. How many bytes per parameter is that?"
+            ),
+            answer=bytes_drill,
+            unit="B/param",
+            hint="Add 2 (bf16) + 1 + 1 (the two FP8 copies) to mixed precision's 2 + 4 + 8.",
+            explanation="{answer} bytes: 2 + 1 + 1 + 2 + 4 + 8, two more than BF16's 16.",
+            rel_tol=0.005,
+        ),
+        Drill(
+            id="precision-lora-params",
+            question=(
+                "LoRA with rank r = 16 on the q and v projections of Llama 3.1 8B (32 layers, "
+                "hidden 4,096; q maps 4,096 to 4,096, v maps 4,096 to 1,024 with its 8 KV "
+                "heads). How many million parameters train?"
+            ),
+            answer=lora_drill,
+            unit="M params",
+            hint="Each adapted matrix adds r·(d_in + d_out): 16·(4,096 + 4,096) for q, "
+                 "16·(4,096 + 1,024) for v, in each of the 32 layers.",
+            explanation="{answer} million: 32 × 16 × (8,192 + 5,120), 0.1% of the model.",
+        ),
+    ),
+)
+
+register(router, VIEW)

@@ -1,0 +1,95 @@
+"""EP11's JSON answer (GET /api/precision): the FP8 ledger against BF16, every recipe's bytes
+per parameter, the fine-tuning bills, LoRA's own accounting and the activation offload."""
+
+from pydantic import BaseModel, Field
+
+
+class PrecisionCopy(BaseModel):
+    what: str
+    bytes: float = Field(description="Bytes of this weight copy per GPU.")
+
+
+class PrecisionLedger(BaseModel):
+    recipe: str
+    label: str
+    bytes_per_param: float
+    total_bytes: float = Field(description="Bytes on the heaviest GPU.")
+    fits: bool
+    parts: dict[str, float] = Field(description="Bytes per GPU by what holds them.")
+    copies: list[PrecisionCopy]
+
+
+class PrecisionPart(BaseModel):
+    what: str
+    bytes_per_param: float
+
+
+class PrecisionRecipe(BaseModel):
+    id: str
+    label: str
+    family: str = Field(description="bf16 (16-bit GEMMs) or fp8.")
+    bytes_per_param: float = Field(description="Summed from the formats of what it keeps.")
+    parts: list[PrecisionPart]
+    saved_input_bytes: float = Field(description="Bytes per element of a saved linear input.")
+    formats: str
+    scaling: str
+    source: str
+
+
+class PrecisionFineTune(BaseModel):
+    method: str = Field(description="full, lora or qlora.")
+    total_bytes: float = Field(description="Bytes on the one GPU.")
+    breakdown: dict[str, float]
+    host_bytes: float = Field(description="Optimizer state paged out to host RAM.")
+    trainable_params: int
+    fits: bool
+
+
+class PrecisionPaper(BaseModel):
+    trainable_params: int
+    params_over_trainable: float
+    full_bytes: float = Field(description="16-bit weights and two 16-bit Adam moments.")
+    lora_bytes: float = Field(description="Frozen 16-bit weights and the adapters' three.")
+    reduction: float
+    checkpoint_bytes: float
+
+
+class PrecisionOffloadPoint(BaseModel):
+    share: float
+    copy_s: float
+
+
+class PrecisionOffload(BaseModel):
+    share: float = Field(description="Share of the saved activations offloaded, 0 to 1.")
+    link: str
+    link_bandwidth: float = Field(description="Bytes/s per direction.")
+    activation_bytes: float
+    freed_bytes: float
+    host_bytes_per_gpu: float
+    host_bytes_per_node: float
+    layer_bytes: float = Field(description="One layer's saved activations, one micro-batch.")
+    copy_s: float
+    forward_s: float
+    backward_s: float
+    hidden: bool
+    hidden_share: float = Field(description="The largest share the forward hides.")
+    exposed_s: float = Field(description="Copy time no compute hides, per step.")
+    points: list[PrecisionOffloadPoint]
+
+
+class PrecisionAnswer(BaseModel):
+    model: str
+    model_name: str
+    gpu: str
+    params: int
+    gpu_memory_bytes: float
+    ledger: PrecisionLedger
+    baseline: PrecisionLedger
+    extra_bytes: float = Field(description="The recipe's bill minus BF16's (negative: less).")
+    recipes: list[PrecisionRecipe]
+    finetune: list[PrecisionFineTune]
+    rank: int
+    modules: list[str]
+    lora_paper: PrecisionPaper
+    offload: PrecisionOffload
+    assumptions: list[str]

@@ -1,0 +1,207 @@
+"""EP11's shapes: what the precision lab is asked (``PrecisionInput``, every control checked
+where it is built, in page order) and what it answers (``PrecisionResult``: the FP8 ledger
+against BF16, each recipe's bytes per parameter, the fine-tuning bills, the offload).
+``labs.precision.lab`` computes them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labs.core.catalogue import RECIPES, Recipe
+from labs.core.errors import LabInputError
+from labs.core.limits import (
+    HOST_LINKS,
+    MAX_GPUS_PER_NODE,
+    MAX_LORA_RANK,
+    TRAIN_RECIPES,
+)
+from labs.core.validate import UNKNOWN_BARE, flag, number, one_of, whole
+from labs.hardware.gpus import GPUSpec
+from labs.memory.inputs import MemoryInput, MemoryResult, check_activation_controls
+from labs.model.spec import ModelSpec
+
+BASELINE = "adam16"  # what every recipe is drawn against: bf16 mixed-precision Adam
+# The recipes a fine-tune's trainable weights may use: 16-bit GEMMs only.
+FT_RECIPES = tuple(k for k in TRAIN_RECIPES if RECIPES[k].family == "bf16")
+# LoRA's target modules, by the names PEFT's target_modules use for Llama-style layers.
+MODULE_SETS = {
+    "qv": ("q", "v"),  # LoRA (Hu et al. 2021) sec 7.1: Wq and Wv
+    "attention": ("q", "k", "v", "o"),
+    "mlp": ("gate", "up", "down"),
+    "all": ("q", "k", "v", "o", "gate", "up", "down"),  # QLoRA sec 4: every linear layer
+}
+METHODS = ("full", "lora", "qlora")
+# The fine-tune's bill, bottom first (labs.precision.finetune).
+FT_KEYS = ("weights", "quant_constants", "dequant_workspace", "adapter_weights", "gradients",
+           "master_weights", "optimizer_moments", "activations", "embedding_and_logits")
+# The FP8 ledger's itemised bill, bottom first (labs.precision.lab.itemise).
+LEDGER_KEYS = ("weights", "fp8_weights", "scaling_state", "gradients", "master_weights",
+               "optimizer_moments", "activations_fp8", "activations", "embedding_and_logits")
+
+
+@dataclass(frozen=True)
+class PrecisionInput:
+    model: ModelSpec
+    gpu: GPUSpec
+    recipe: str = "fp8-delayed"
+    seq_len: int = 8192
+    micro_batch: int = 1
+    recompute: str = "selective"
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    dp: int = 8
+    ep: int = 1
+    zero: int = 3
+    # Fine-tuning (one GPU): the adapters' rank and modules, their recipe, paged optimizer.
+    rank: int = 16
+    modules: str = "qv"
+    ft_recipe: str = "adam16"
+    paged: bool = False
+    # Activation offload: the share of saved activations sent to host memory, over host_link.
+    offload: float = 0.0
+    host_link: str = "pcie-5"
+    gpus_per_node: int = 8
+
+    def __post_init__(self) -> None:  # one check per control, in page order
+        if not isinstance(self.model, ModelSpec):
+            raise LabInputError("model", "choose a model preset or a custom parameter count")
+        if not isinstance(self.gpu, GPUSpec):
+            raise LabInputError("gpu", "choose a GPU preset")
+        one_of("recipe", self.recipe, TRAIN_RECIPES, "training recipe", UNKNOWN_BARE)
+        check_activation_controls(self.seq_len, self.micro_batch, self.recompute, "classic")
+        self.ledger_input()  # the ledger checks the layout, naming each degree's control
+        whole("rank", self.rank, 1, MAX_LORA_RANK, "LoRA rank")
+        one_of("modules", self.modules, MODULE_SETS, "module set", UNKNOWN_BARE)
+        if self.ft_recipe not in FT_RECIPES:
+            raise LabInputError("ft_recipe", "the trainable weights of a fine-tune use a "
+                                             f"16-bit recipe: one of {', '.join(FT_RECIPES)}")
+        flag("paged", self.paged, "paged optimizer")
+        number("offload", self.offload, 0.0, 1.0, "the offloaded share")
+        one_of("host_link", self.host_link, HOST_LINKS, "the host link")
+        whole("gpus_per_node", self.gpus_per_node, 1, MAX_GPUS_PER_NODE, "GPUs per node")
+
+    @property
+    def recipe_record(self) -> Recipe:
+        return RECIPES[self.recipe]
+
+    @property
+    def module_names(self) -> tuple[str, ...]:
+        return MODULE_SETS[self.modules]
+
+    def ledger_input(self, recipe: str | None = None) -> MemoryInput:
+        """EP01's input for the FP8 ledger's layout, in ``recipe`` (default: the chosen)."""
+        return MemoryInput(model=self.model, gpu=self.gpu, mode="train",
+                           recipe=recipe or self.recipe, seq_len=self.seq_len,
+                           micro_batch=self.micro_batch, recompute=self.recompute, tp=self.tp,
+                           pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep, zero=self.zero)
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """One recipe's bill on the heaviest GPU, itemised (keys in ``LEDGER_KEYS``)."""
+
+    recipe: str
+    memory: MemoryResult  # the ledger's own answer (labs.memory.lab.compute_memory)
+    parts: dict[str, float]
+    copies: tuple[tuple[str, float], ...]  # each low-precision weight copy's bytes
+
+    @property
+    def total_bytes(self) -> float:
+        return self.memory.total_bytes
+
+
+@dataclass(frozen=True)
+class PerParam:
+    """A recipe's bytes per parameter, by what holds them (the ``bytes`` diagram)."""
+
+    recipe: str
+    parts: tuple[tuple[str, float], ...]  # (what, bytes per parameter), bottom first
+
+    @property
+    def total(self) -> float:
+        return sum(b for _, b in self.parts)
+
+
+@dataclass(frozen=True)
+class FineTune:
+    """One fine-tuning method's bill on one GPU (keys in ``FT_KEYS``)."""
+
+    method: str
+    breakdown: dict[str, float]
+    host_bytes: float  # paged out to host RAM
+    trainable: int
+    gpu_memory_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return sum(self.breakdown.values())
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.gpu_memory_bytes
+
+
+@dataclass(frozen=True)
+class PaperCheck:
+    """LoRA's own accounting (Hu et al. 2021): full fine-tuning keeps the weights and Adam's
+    two moments in 16-bit, LoRA the frozen weights and its adapters' three copies."""
+
+    trainable: int
+    full_bytes: float
+    lora_bytes: float
+    checkpoint_bytes: float  # the adapters alone, in 16-bit
+
+    @property
+    def reduction(self) -> float:
+        return self.full_bytes / self.lora_bytes
+
+
+@dataclass(frozen=True)
+class OffloadPoint:
+    share: float
+    copy_s: float  # one layer's saved activations over the host link, one micro-batch
+
+
+@dataclass(frozen=True)
+class Offload:
+    """Saved activations moved to host memory while the next layers compute."""
+
+    share: float
+    link_name: str
+    link_bandwidth: float
+    activation_bytes: float  # saved activations on the heaviest GPU, before offload
+    freed_bytes: float
+    host_bytes_per_gpu: float
+    host_bytes_per_node: float
+    layer_bytes: float  # one layer's saved activations, one micro-batch
+    copy_s: float  # their copy at the chosen share
+    forward_s: float  # one layer's forward, one micro-batch
+    backward_s: float
+    hidden_share: float  # the largest share the forward hides
+    exposed_s: float  # per step
+    points: tuple[OffloadPoint, ...]
+
+    @property
+    def hidden(self) -> bool:
+        return self.copy_s <= self.forward_s
+
+
+@dataclass(frozen=True)
+class PrecisionResult:
+    input: PrecisionInput
+    baseline: Ledger
+    ledger: Ledger
+    per_param: tuple[PerParam, ...]
+    finetunes: tuple[FineTune, ...]  # full, LoRA, QLoRA
+    paper: PaperCheck
+    offload: Offload
+    assumptions: tuple[str, ...]
+
+    @property
+    def extra_bytes(self) -> float:
+        """The recipe's bill minus BF16's (negative: it saves)."""
+        return self.ledger.total_bytes - self.baseline.total_bytes
+
+    def finetune(self, method: str) -> FineTune:
+        return next(f for f in self.finetunes if f.method == method)

@@ -1,0 +1,112 @@
+"""EP11 low precision and fine-tuning: the FP8 recipes' ledger against BF16, their bytes per
+parameter, full fine-tuning beside LoRA and QLoRA, and activation offload.
+
+- The FP8 ledger is EP01's (``labs.memory.lab.compute_memory``) run in the chosen recipe and
+  in BF16 mixed precision (``adam16``) for the same model and layout; this module only
+  itemises what it bills: the weights' bill into the 16-bit copy, each low-precision copy
+  (shares of the recipe's ``weight_bytes``, as ZeRO shards them alike) and TE's amax history
+  (``labs.memory.lab.scaling_state_bytes``); the activations into the linear layers' inputs
+  saved in FP8 and the rest in 16-bit (the two ledgers differ by exactly the FP8 saving,
+  ``labs.model.activations.gemm_input_bytes_per_layer``). The recipes and their sources are
+  records of ``labs.core.catalogue`` (``FP8_RECIPES``).
+- Fine-tuning: ``labs.precision.finetune``; offload: ``labs.precision.offload``.
+- MXFP8 is read natively by Blackwell's tensor cores (NVIDIA Blackwell architecture; TE's
+  MXFP8BlockScaling needs compute capability 10.0): on another GPU the ledger bills its
+  memory and says so.
+"""
+
+from __future__ import annotations
+
+from labs.core.catalogue import RECIPES, Recipe
+from labs.core.limits import TRAIN_RECIPES
+from labs.memory.lab import compute_memory, scaling_state_bytes
+from labs.model.activations import ACT_BYTES
+from labs.precision.finetune import finetunes, paper_check
+from labs.precision.inputs import (
+    BASELINE,
+    LEDGER_KEYS,
+    Ledger,
+    PerParam,
+    PrecisionInput,
+    PrecisionResult,
+)
+from labs.precision.offload import offload
+
+MX_GPUS = ("b200",)  # the presets whose tensor cores read MX formats (Blackwell)
+
+
+def itemise(inp: PrecisionInput, recipe: str, baseline_acts: float | None = None,
+            stage: int | None = None) -> Ledger:
+    """The ledger of ``recipe`` for ``inp``'s model and layout, itemised on its heaviest GPU.
+
+    ``baseline_acts``: BF16's activations on that stage (the FP8 share is their difference);
+    ``stage``: the pipeline rank to read (default the recipe's heaviest)."""
+    r = RECIPES[recipe]
+    memory = compute_memory(inp.ledger_input(recipe))
+    bill = memory.stages[memory.heaviest_stage if stage is None else stage]
+    b = bill.breakdown
+    scaling = scaling_state_bytes(memory.input, bill.layers, bill.moe_layers, r)
+    weights = b["weights"] - scaling
+    share = (lambda x: weights * x / r.weight_bytes) if r.weight_bytes else (lambda x: 0.0)
+    acts = b["activations"]
+    g = r.saved_input_bytes
+    fp8_acts = 0.0
+    if baseline_acts is not None and g != ACT_BYTES:
+        fp8_acts = (baseline_acts - acts) / (1 - g / ACT_BYTES) * g / ACT_BYTES
+    parts = dict.fromkeys(LEDGER_KEYS, 0.0)
+    parts.update(weights=share(r.weights), fp8_weights=share(r.copy_bytes),
+                 scaling_state=scaling, gradients=b["gradients"],
+                 master_weights=b["master_weights"], optimizer_moments=b["optimizer_moments"],
+                 activations_fp8=fp8_acts, activations=acts - fp8_acts,
+                 embedding_and_logits=b["embedding_and_logits"])
+    copies = tuple((c.what, share(c.bytes_per_param)) for c in r.copies)
+    return Ledger(recipe, memory, parts, copies)
+
+
+def per_param(r: Recipe) -> PerParam:
+    """Where a recipe's bytes per parameter live, from its record (never typed)."""
+    parts = [("16-bit weights", r.weights), *((c.what, c.bytes_per_param) for c in r.copies),
+             ("gradients", r.gradients), ("master weights", r.master_weights),
+             ("Adam moments", r.optimizer_moments)]
+    return PerParam(r.id, tuple((what, b) for what, b in parts if b))
+
+
+def _assumptions(inp: PrecisionInput, ledger: Ledger) -> tuple[str, ...]:
+    r = inp.recipe_record
+    notes = []
+    if r.family == "fp8":
+        notes.append(f"{r.label}: {r.formats}; scales: {r.scaling} ({r.source}).")
+        notes.append("FP8 weight copies shard with the weights under ZeRO-3; the linear layers' "
+                     "saved inputs are kept in the recipe's format, the attention core's "
+                     "tensors, norms' inputs and masks in 16-bit.")
+        if r.amax_history:
+            notes.append(f"Delayed scaling keeps {r.amax_history:,} FP32 amax entries per FP8 "
+                         "tensor (5 tensors per GEMM), billed with the weights.")
+        if inp.recipe == "mxfp8" and inp.gpu.id not in MX_GPUS:
+            notes.append(f"MXFP8 runs on Blackwell's tensor cores; the {inp.gpu.name} has "
+                         "none: this bills its memory only.")
+    notes.append("BF16 beside it: mixed-precision Adam (adam16), the same model and layout.")
+    notes.append("What FP8 buys in time is not modelled here yet (it needs the op-level step "
+                 "model); the offload's compute is EP08's estimate.")
+    notes.append("Fine-tuning is billed on one GPU: full fine-tuning as the ledger bills "
+                 f"{inp.ft_recipe}, LoRA and QLoRA with frozen bf16 or NF4 weights and "
+                 "adapters trained in that recipe.")
+    notes += [n for n in ledger.memory.assumptions if n.startswith(("Not counted", "Pipeline"))]
+    return tuple(notes)
+
+
+def compute_precision(inp: PrecisionInput) -> PrecisionResult:
+    """Every figure EP11 draws for ``inp``."""
+    baseline = itemise(inp, BASELINE)
+    chosen = itemise(inp, inp.recipe)
+    stage = chosen.memory.heaviest_stage
+    base_acts = baseline.memory.stages[stage].breakdown["activations"]
+    chosen = itemise(inp, inp.recipe, base_acts, stage)
+    return PrecisionResult(
+        input=inp, baseline=baseline, ledger=chosen,
+        per_param=tuple(per_param(RECIPES[k]) for k in TRAIN_RECIPES),
+        finetunes=finetunes(inp),
+        paper=paper_check(inp.model, inp.rank, inp.module_names),
+        offload=offload(inp, chosen.memory),
+        assumptions=_assumptions(inp, chosen),
+    )

@@ -1,0 +1,120 @@
+"""EP11 routes in-process: GET /api/precision against its schema and the engine, 422s that
+name the control, the page and its four embeds, and the FP8 recipes offered where EP01, EP03,
+EP08 and the planner take a recipe."""
+
+import pytest
+
+from app.schemas import PrecisionAnswer
+from labs.core.catalogue import RECIPES
+from labs.core.limits import TRAIN_RECIPES
+from tests.app.test_contracts import page_figures
+from tests.app.test_parser import api_messages
+
+PAGE = "/episodes/low-precision"
+
+
+def api(client, **params):
+    response = client.get("/api/precision", params=params)
+    assert response.status_code == 200, response.text
+    return PrecisionAnswer.model_validate(response.json()).model_dump()
+
+
+def test_default_is_torchtitans_llama_8b_fsdp_run(client):
+    body = api(client)
+    assert body["model"] == "llama-3.1-8b" and body["gpu"] == "h100-sxm"
+    assert body["ledger"]["recipe"] == "fp8-delayed" and body["baseline"]["recipe"] == "adam16"
+    assert body["extra_bytes"] == pytest.approx(
+        body["ledger"]["total_bytes"] - body["baseline"]["total_bytes"])
+    assert [r["id"] for r in body["recipes"]] == list(TRAIN_RECIPES)
+    for r in body["recipes"]:
+        assert r["bytes_per_param"] == pytest.approx(RECIPES[r["id"]].bytes_per_param)
+        assert sum(p["bytes_per_param"] for p in r["parts"]) == pytest.approx(
+            r["bytes_per_param"])
+    assert [f["method"] for f in body["finetune"]] == ["full", "lora", "qlora"]
+    assert len(body["offload"]["points"]) == 21
+
+
+def test_ep01_offers_the_same_recipes_and_bills_them_alike(client):
+    page = client.get("/episodes/memory").text
+    for recipe in TRAIN_RECIPES:
+        assert f'value="{recipe}"' in page
+        q = {"model": "llama-3.1-70b", "tp": 8, "dp": 8, "zero": 1, "seq_len": 4096}
+        ep01 = client.get("/api/memory", params={**q, "recipe": recipe}).json()
+        ep11 = api(client, **q, recipe=recipe)
+        assert ep01["total_bytes"] == round(ep11["ledger"]["total_bytes"])
+        assert ep01["bytes_per_param"] == ep11["ledger"]["bytes_per_param"]
+
+
+@pytest.mark.parametrize("recipe", ["fp8-delayed", "fp8-params", "fp8-blockwise", "mxfp8"])
+def test_ep03_ep08_and_the_planner_take_an_fp8_recipe(client, recipe):
+    zero = client.get("/api/zero", params={"recipe": recipe, "dp": 8, "zero": 3})
+    assert zero.status_code == 200 and zero.json()["bytes_per_param"] == pytest.approx(
+        RECIPES[recipe].bytes_per_param)
+    plan = {"tp": 8, "pp": 1, "dp": 8, "zero": 1}
+    bf16 = client.get("/api/recipe", params=plan).json()
+    fp8 = client.get("/api/recipe", params={**plan, "recipe": recipe}).json()
+    assert fp8["memory_per_gpu_bytes"] != bf16["memory_per_gpu_bytes"]
+    page = client.get("/episodes/recipe-3d", params={**plan, "recipe": recipe}).text
+    assert f'<option value="{recipe}" selected' in page
+    found = client.get("/api/plan", params={"recipe": recipe, "gpus": 64, "top": 2})
+    assert found.status_code == 200
+    assert all(f"recipe={recipe}" in p["link"] for p in found.json()["plans"])
+
+
+@pytest.mark.parametrize(("params", "field", "says"), [
+    ({"recipe": "fp16"}, "recipe", "adam16"),
+    ({"ft_recipe": "fp8-delayed"}, "ft_recipe", "adam16"),
+    ({"rank": 0}, "rank", "1"),
+    ({"rank": 5000}, "rank", "1,024"),
+    ({"modules": "everything"}, "modules", "qv"),
+    ({"offload": 101}, "offload", "100"),
+    ({"host_link": "nvlink-4"}, "host_link", "pcie-5"),
+    ({"tp": 3}, "tp", "heads"),
+    ({"model": "gpt-9"}, "model", "unknown model"),
+    ({"model": "llama-3.1-8b", "pp": 5}, "pp", "32"),
+])
+def test_bad_input_is_a_422_naming_the_control(client, params, field, says):
+    messages = api_messages(client, "precision", params)
+    assert set(messages) == {field} and says in messages[field], messages
+
+
+def test_the_page_draws_four_diagrams_of_its_state(client):
+    html = client.get(PAGE, params={"recipe": "mxfp8", "gpu": "b200", "offload": 30}).text
+    figures = page_figures(html)
+    assert set(figures) == {"precision-ledger", "precision-bytes", "precision-finetune",
+                            "precision-offload"}
+    ledger = figures["precision-ledger"]
+    assert ledger["data"][0]["x"] == ["BF16", "MXFP8"]
+    offload = figures["precision-offload"]
+    assert offload["layout"]["shapes"][0]["x0"] == 30  # the chosen share, marked
+    body = api(client, recipe="mxfp8", gpu="b200", offload=30)
+    shown = sum(sum(t["y"]) for t in ledger["data"] if "MXFP8" in t["x"])
+    assert shown == pytest.approx(
+        (body["ledger"]["total_bytes"] + body["baseline"]["total_bytes"]) / 1e9, rel=1e-3)
+
+
+@pytest.mark.parametrize("diagram", ["ledger", "bytes", "finetune", "offload"])
+def test_each_diagram_embeds_alone(client, diagram):
+    response = client.get(f"/embed/precision/{diagram}", params={"rank": 64})
+    assert response.status_code == 200
+    assert f'id="precision-{diagram}"' in response.text
+    assert response.text.count('class="chart') == 1
+
+
+def test_the_finetune_chart_keeps_lora_readable_beside_full_fine_tuning(client):
+    html = client.get(PAGE, params={"model": "gpt-3-175b", "rank": 4}).text
+    fig = page_figures(html)["precision-finetune"]
+    notes = [a["text"] for a in fig["layout"]["annotations"]]
+    assert any(t.endswith("TB ↑") for t in notes)  # full fine-tuning runs off the top
+    body = api(client, model="gpt-3-175b", rank=4)
+    lora = body["finetune"][1]["total_bytes"]
+    assert fig["layout"]["yaxis"]["range"][1] == pytest.approx(1.5 * lora / 1e9, rel=1e-6)
+
+
+def test_cheat_sheet_carries_ep11s_lines_linked_to_their_steps(client):
+    body = client.get("/api/cheatsheet").json()
+    lines = {ln["key"]: ln for ln in body["lines"]}
+    for key in ("state_fp8-delayed", "state_fp8-blockwise", "state_mxfp8", "lora_params",
+                "qlora_base", "offload"):
+        assert lines[key]["episode"] == "EP11", key
+        assert PAGE in lines[key]["link"], lines[key]

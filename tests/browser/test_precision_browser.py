@@ -1,0 +1,156 @@
+"""EP11 in real Chromium against the real server: every step's try link visibly changes its
+diagram, sliders move their charts and the URL together, cases, drills and each diagram's
+embed."""
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.helpers import api_json, wait_drawn
+
+LESSON = "/episodes/low-precision"
+# A state unlike every step's: each link must change the diagram its step names.
+ELSEWHERE = "model=qwen2.5-7b&recipe=adam18&rank=8&modules=attention&offload=20&seq_len=2048"
+
+DRAWN = """id => {
+    const el = document.getElementById(id);
+    return JSON.stringify([el.data, el.layout.shapes || [], el.layout.annotations || []]);
+}"""
+
+
+def drawn(page, chart: str) -> str:
+    return page.evaluate(DRAWN, chart)
+
+
+def test_each_try_link_visibly_changes_its_diagram(page):
+    page.goto(f"{LESSON}?{ELSEWHERE}")
+    wait_drawn(page)
+    steps = page.locator("section.step[id^=step-]:not(#step-drill)")
+    ids = steps.evaluate_all("els => els.map(e => [e.id, e.dataset.diagram])")
+    assert len(ids) == 10
+    for step_id, chart in ids:
+        page.goto(f"{LESSON}?{ELSEWHERE}")
+        wait_drawn(page)
+        before = drawn(page, chart)
+        links = page.locator(f"#{step_id} a.try")
+        for i in range(links.count()):
+            link = links.nth(i)
+            query = link.get_attribute("href").split("?", 1)[1]
+            link.scroll_into_view_if_needed()
+            link.click()
+            page.wait_for_url(lambda url, q=query: url.endswith(q))
+            wait_drawn(page)
+            after = drawn(page, chart)
+            assert after != before, f"{step_id} link {i} left #{chart} as it was"
+            before = after
+
+
+def test_the_offload_slider_moves_the_chart_and_the_url(page, live_server):
+    page.goto(f"{LESSON}?model=llama-3.1-70b&tp=8&dp=8&zero=1&seq_len=4096&recipe=adam16")
+    wait_drawn(page)
+    page.locator("#input-offload").fill("60")
+    page.wait_for_url("**offload=60**")
+    wait_drawn(page)
+    marker = page.evaluate(
+        "() => document.getElementById('precision-offload').layout.shapes[0].x0")
+    assert marker == 60
+    body = api_json(live_server, "precision",
+                    "model=llama-3.1-70b&tp=8&dp=8&zero=1&seq_len=4096&recipe=adam16&offload=60")
+    freed = float(page.locator("#precision-lab").get_attribute("data-offload-freed"))
+    assert freed == pytest.approx(body["offload"]["freed_bytes"], rel=1e-9)
+    page.reload()
+    wait_drawn(page)
+    assert page.locator("#input-offload").input_value() == "60"
+
+
+def test_the_rank_slider_moves_the_adapters(page, live_server):
+    page.goto(f"{LESSON}?rank=16")
+    wait_drawn(page)
+    adapters = "() => document.getElementById('precision-finetune').data" \
+               ".find(t => t.name === 'Adapter weights').y[1]"
+    before = page.evaluate(adapters)
+    page.locator("#input-rank").fill("64")
+    page.wait_for_url("**rank=64**")
+    wait_drawn(page)
+    assert page.evaluate(adapters) == pytest.approx(4 * before, rel=1e-2)  # GB to 4 places
+    body = api_json(live_server, "precision", "rank=64")
+    shown = page.locator("[data-testid=trainable-lora]").inner_text()
+    assert shown.endswith("M") and body["finetune"][1]["trainable_params"] == 4 * 6_815_744
+
+
+def test_a_recipe_choice_swaps_the_ledger_in_place(page, live_server):
+    page.goto(LESSON)
+    wait_drawn(page)
+    page.evaluate("window.__sameDocument = true")
+    page.locator("#input-recipe").select_option("fp8-params")
+    page.wait_for_url("**recipe=fp8-params**")
+    wait_drawn(page)
+    assert page.evaluate("window.__sameDocument") is True
+    body = api_json(live_server, "precision", "recipe=fp8-params")
+    shown = float(page.locator("#precision-lab").get_attribute("data-total-bytes"))
+    assert shown == pytest.approx(body["ledger"]["total_bytes"], rel=1e-9)
+    names = page.evaluate("() => document.getElementById('precision-bytes').data[0].y")
+    assert "<b>fp8-params</b>" in names
+
+
+def test_good_and_bad_cases(page):
+    page.goto(LESSON)
+    wait_drawn(page)
+    page.locator("[data-case=bad]").click()
+    page.wait_for_url("**recipe=fp8-delayed**")
+    wait_drawn(page)
+    expect(page.locator("#precision-lab .verdict")).to_contain_text("more than")
+    page.locator("[data-case=good]").click()
+    page.wait_for_url("**modules=all**")
+    wait_drawn(page)
+    qlora = float(page.locator("#precision-lab").get_attribute("data-qlora-bytes"))
+    assert qlora < 48e9
+    assert page.locator("#input-rank").input_value() == "64"
+
+
+def test_drills_hint_then_accept(page, live_server):
+    page.goto(LESSON)
+    wait_drawn(page)
+    drill = page.locator("form.drill").first
+    drill.locator("input[name=answer]").fill("16")
+    drill.locator("button").click()
+    expect(page.locator(".drill-feedback").first).to_contain_text("Hint")
+    drill = page.locator("form.drill").first
+    drill.locator("input[name=answer]").fill("18")
+    drill.locator("button").click()
+    expect(page.locator(".drill-feedback").first).to_contain_text("Right")
+    second = page.locator("form.drill").nth(1)
+    second.locator("input[name=answer]").fill("6.82")
+    second.locator("button").click()
+    expect(page.locator(".drill-feedback").nth(1)).to_contain_text("Right")
+
+
+@pytest.mark.parametrize("diagram", ["ledger", "bytes", "finetune", "offload"])
+def test_each_diagram_embeds_alone_and_draws(page, diagram):
+    page.goto(f"/embed/precision/{diagram}?recipe=mxfp8&gpu=b200&offload=50")
+    wait_drawn(page)
+    assert page.locator(f"#precision-{diagram} .main-svg").count() >= 1
+    assert page.locator(".chart").count() == 1
+    assert page.locator("form.controls").count() == 0
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 800), (390, 844)])
+def test_every_chart_fits_the_width(browser, live_server, width, height):
+    context = browser.new_context(viewport={"width": width, "height": height},
+                                  base_url=live_server)
+    page = context.new_page()
+    try:
+        page.goto(LESSON)
+        wait_drawn(page)
+        for chart in ("precision-ledger", "precision-bytes", "precision-finetune",
+                      "precision-offload"):
+            box = page.locator(f"#{chart}").bounding_box()
+            assert box and box["height"] >= 150, (chart, box)
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1, (chart, box)
+        legend = json.loads(page.evaluate(
+            "() => JSON.stringify(document.getElementById('precision-ledger').layout"
+            ".showlegend)"))
+        assert legend is False  # the table under the chart names each colour
+    finally:
+        context.close()
