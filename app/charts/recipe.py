@@ -39,10 +39,14 @@ def step_figure(result, replan=None) -> dict:
         if not any(s > 0 for s in seconds):
             continue
         shares = [s / r.step_s for s, r in zip(seconds, rows, strict=True)]
+        # Two plans: the compute segment carries each plan's label (its share is the plan's
+        # efficiency, printed in the label) instead of its share alone.
+        hide = key == "compute" and len(rows) > 1
         data.append({
             "type": "bar", "orientation": "h", "name": label, "y": names,
             "x": [round(s * 1e3, 3) for s in seconds], "marker": {"color": colour},
-            "text": [f"{fmt_pct(share)}" if share >= 0.06 else "" for share in shares],
+            "text": [f"{fmt_pct(share)}" if share >= 0.06 and not hide else ""
+                     for share in shares],
             "textposition": "inside", "insidetextanchor": "middle",
             "textfont": {"color": "#ffffff"}, "textangle": 0,
             "customdata": [fmt_pct(share) for share in shares],
@@ -52,10 +56,11 @@ def step_figure(result, replan=None) -> dict:
     if len(rows) > 1:
         # Each plan's efficiency, the figure the prose quotes, at its bar's end.
         for name, r in zip(names, rows, strict=True):
-            notes.append({"xref": "x", "yref": "y", "x": r.step_s * 1e3, "y": name,
-                          "xanchor": "right", "yanchor": "bottom", "yshift": 12,
-                          "showarrow": False, "font": {"size": 11},
-                          "text": f"{name}: {fmt_pct(r.efficiency)} efficient"})
+            head, _, gpus = name.partition(", ")
+            notes.append({"xref": "x", "yref": "y", "x": 0, "y": name, "xanchor": "left",
+                          "xshift": 6, "showarrow": False, "align": "left",
+                          "font": {"size": 11, "color": "#ffffff"},
+                          "text": f"<b>{head}</b><br>{gpus}: {fmt_pct(r.efficiency)} efficient"})
         step = max(r.step_s for r in rows)
     parts = " × ".join(f"{name.upper()} {result.parts[name]:.2f}"
                        for name in ("stages", "tp", "cp", "ep", "sends", "pp", "dp",
