@@ -4,7 +4,14 @@ fine-tuning bills and the activation offload's copy against the compute that hid
 Every bar is read off ``labs.precision.lab``; EP01's colours for what EP01 bills too.
 """
 
-from app.charts import LINE_COLOUR, base_layout, gpu_memory_line, short_gpu_name
+from app.charts import (
+    LINE_COLOUR,
+    base_layout,
+    chosen_band,
+    gpu_memory_line,
+    short_gpu_name,
+    value_label,
+)
 from app.charts.memory import COMPONENTS as LEDGER_COLOURS
 from app.charts.units import fmt_bytes, fmt_ms, fmt_pct, gb_axis
 from labs.core.catalogue import RECIPES
@@ -174,7 +181,7 @@ def offload_figure(result) -> dict:
     xs = [round(100 * p.share) for p in o.points]
     copy = [round(p.copy_s * 1e3, 4) for p in o.points]
     fwd, bwd = round(o.forward_s * 1e3, 4), round(o.backward_s * 1e3, 4)
-    top = max(copy[-1], bwd) * 1.15 or 1
+    top = max(copy[-1], bwd) * 1.3 or 1
     data = [
         {"type": "scatter", "mode": "lines", "name": f"Copy over {o.link_name}", "x": xs,
          "y": copy, "line": {"color": COPY_COLOUR, "width": 3},
@@ -189,6 +196,14 @@ def offload_figure(result) -> dict:
     shapes = [{"type": "line", "xref": "x", "yref": "paper", "x0": 100 * o.share,
                "x1": 100 * o.share, "y0": 0, "y1": 1,
                "line": {"color": LINE_COLOUR, "width": 2, "dash": "dot"}}]
+    # The chosen share lit, and the copy time the prose weighs against the forward by it.
+    shapes.append(chosen_band(100 * o.share - 4, 100 * o.share + 4))
+    right = o.share > 0.5
+    notes = [value_label(100 * o.share, round(o.copy_s * 1e3, 4),
+                         f"{fmt_pct(o.share)} offloaded: {fmt_ms(o.copy_s)} copy,<br>"
+                         f"{fmt_ms(o.forward_s)} forward", yanchor="bottom",
+                         xanchor="right" if right else "left", xshift=-8 if right else 8,
+                         align="right" if right else "left")]
     if o.hidden_share < 1:
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "y0": 0, "y1": 1,
                        "x0": 100 * o.hidden_share, "x1": 100, "fillcolor": EXPOSED_FILL,
@@ -196,7 +211,8 @@ def offload_figure(result) -> dict:
     return {
         "data": data,
         "layout": base_layout(
-            legend=_legend(), shapes=shapes, margin={"l": 52, "r": 8, "t": 8, "b": 40},
+            legend=_legend(), shapes=shapes, annotations=notes,
+            margin={"l": 52, "r": 8, "t": 8, "b": 40},
             xaxis={"ticksuffix": "%", "range": [0, 100], "fixedrange": True},
             yaxis={"title": {"text": "ms per layer"}, "range": [0, top], "fixedrange": True,
                    "rangemode": "tozero"}),
