@@ -13,6 +13,7 @@ from app.charts.recipe import SEGMENTS, memory_figure, step_figure
 from app.cluster_controls import (
     INTER,
     INTRA,
+    Attention,
     ContextParallel,
     ExpertParallel,
     GpusPerNode,
@@ -26,6 +27,7 @@ from app.cluster_controls import (
     Schedule,
     SeqLen,
     TensorParallel,
+    TpOverlap,
     Virtual,
     ZeroStage,
 )
@@ -59,7 +61,7 @@ from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links, make_cluster
 from labs.model.presets import get_model
 from labs.recipe.export import Export, export
-from labs.recipe.inputs import Plan, RecipeResult
+from labs.recipe.inputs import SOFTWARE, Plan, RecipeResult
 from labs.recipe.lab import evaluate
 from labs.recipe.replan import Replan, nearest
 
@@ -104,6 +106,17 @@ class RecipeQuery(ModelControls):
                     "on an A100; each kernel is timed op by op at its shape's share of it). "
                     "Efficiency is measured against the kernels' own time; MFU against the "
                     "peak.")
+    attention: Attention = "auto"
+    dropout: bool = Field(False, description="GPT-3-style hidden and attention dropout.")
+    fp8: bool = Field(False, description="FP8 linear layers (Transformer Engine).")
+    sequence_parallel: bool = Field(True, description="Sequence parallelism with TP > 1.")
+    tp_overlap: TpOverlap = "backward"
+    ep_overlap: bool = Field(False, description="Expert all-to-all hidden behind another "
+                             "micro-batch's compute (DualPipe, Megatron's EP overlap).")
+    dp_overlap: bool = Field(True, description="Gradient buckets reduced during the last "
+                             "backward (off: the all-reduce after it).")
+    grad_accum_fusion: bool = Field(True, description="Weight-gradient GEMMs accumulate into "
+                                    "fp32 main_grad (off: a separate add per micro-batch).")
     replan_model: str = Field("", max_length=MAX_MODEL_CODE, description="Re-plan: the model "
                               "the job changes to, a preset id or a model code (empty: "
                               "unchanged).")
@@ -127,7 +140,8 @@ def run(query: RecipeQuery) -> RecipeState:
                 virtual=query.virtual, micro_batch=query.micro_batch,
                 microbatches=query.microbatches, seq_len=query.seq_len,
                 first_stage_layers=query.first_stage_layers,
-                last_stage_layers=query.last_stage_layers)
+                last_stage_layers=query.last_stage_layers,
+                **{name: getattr(query, name) for name in SOFTWARE})
     model = query.model_spec()
     result = evaluate(plan, model, cluster, query.nodes, query.matmul_efficiency)
     replan = None
@@ -303,7 +317,10 @@ VIEW = LabView(
         "first_stage_layers": "First stage layers", "last_stage_layers": "Last stage layers",
         "microbatches": "Micro-batches per step", "seq_len": "Sequence length",
         "matmul_efficiency": "Matmul efficiency", "replan_model": "New model",
-        "replan_nodes": "Nodes now",
+        "replan_nodes": "Nodes now", "attention": "Attention kernel", "dropout": "Dropout",
+        "fp8": "FP8 linear layers", "sequence_parallel": "Sequence parallelism",
+        "tp_overlap": "TP overlap", "ep_overlap": "EP overlap", "dp_overlap": "DP overlap",
+        "grad_accum_fusion": "Gradient accumulation fusion",
     },
     response_model=RecipeAnswer,
     embed_height=1400,

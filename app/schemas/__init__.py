@@ -52,3 +52,9 @@ from app.schemas.playground import (  # noqa: F401, E402
     PlaygroundAnswer,
     PlaygroundPanel,
 )
+from app.schemas.validation import (  # noqa: E402, F401
+    ValidationAnswer,
+    ValidationLayout,
+    ValidationRun,
+    ValidationSummary,
+)
