@@ -23,9 +23,7 @@ from labs.core.limits import (
     MAX_VIRTUAL,
     RECOMPUTE,
 )
-from labs.hardware.kernels import ATTENTION_IMPLS
 from labs.hardware.links import links
-from labs.parallel.layer_time import TP_OVERLAPS
 from labs.schedules.catalogue import SCHEDULES
 
 # The link presets by where they run: inside a node (NVLink) or between nodes (InfiniBand).
@@ -56,12 +54,3 @@ MicroBatch = Annotated[int, Field(ge=1, le=MAX_MICRO_BATCH,
                                   description="Sequences per micro-batch.")]
 Microbatches = Annotated[int, Field(ge=1, le=MAX_MICROBATCHES,
                                     description="Micro-batches per step.")]
-
-# The run's software (labs.recipe.inputs.Plan's SOFTWARE fields; defaults: Megatron Core today),
-# as published runs set it: the "Checked against real runs" page opens each run with its own.
-Attention = Annotated[Literal[("auto",) + ATTENTION_IMPLS], Field(
-    description="Attention kernel: auto (the GPU's fastest fused kernel), unfused (Megatron "
-                "2021: softmax fused, scores in HBM), flash2 or flash3.")]
-TpOverlap = Annotated[Literal[TP_OVERLAPS], Field(
-    description="TP collectives: none (all block), backward (Megatron's default: hidden behind "
-                "the weight-gradient GEMM), all (--tp-comm-overlap).")]

@@ -13,7 +13,6 @@ from app.charts.recipe import SEGMENTS, memory_figure, step_figure
 from app.cluster_controls import (
     INTER,
     INTRA,
-    Attention,
     ContextParallel,
     ExpertParallel,
     GpusPerNode,
@@ -27,7 +26,6 @@ from app.cluster_controls import (
     Schedule,
     SeqLen,
     TensorParallel,
-    TpOverlap,
     Virtual,
     ZeroStage,
 )
@@ -106,22 +104,28 @@ class RecipeQuery(ModelControls):
                     "on an A100; each kernel is timed op by op at its shape's share of it). "
                     "Efficiency is measured against the kernels' own time; MFU against the "
                     "peak.")
-    attention: Attention = "auto"
-    dropout: bool = Field(False, description="GPT-3-style hidden and attention dropout.")
-    fp8: bool = Field(False, description="FP8 linear layers (Transformer Engine).")
-    sequence_parallel: bool = Field(True, description="Sequence parallelism with TP > 1.")
-    tp_overlap: TpOverlap = "backward"
-    ep_overlap: bool = Field(False, description="Expert all-to-all hidden behind another "
-                             "micro-batch's compute (DualPipe, Megatron's EP overlap).")
-    dp_overlap: bool = Field(True, description="Gradient buckets reduced during the last "
-                             "backward (off: the all-reduce after it).")
-    grad_accum_fusion: bool = Field(True, description="Weight-gradient GEMMs accumulate into "
-                                    "fp32 main_grad (off: a separate add per micro-batch).")
     replan_model: str = Field("", max_length=MAX_MODEL_CODE, description="Re-plan: the model "
                               "the job changes to, a preset id or a model code (empty: "
                               "unchanged).")
     replan_nodes: int = Field(0, ge=0, le=MAX_JOB_NODES, description="Re-plan: the nodes the "
                               "job has now (0: unchanged).")
+    # The run's software (labs.recipe.inputs.SOFTWARE), defaults Megatron Core's today: what
+    # a published run's configuration sets (tests/labs/test_step_time.py's 2021 runs).
+    attention: Literal["auto", "unfused", "flash2", "flash3"] = Field(
+        "auto", description="Attention kernel: auto (the GPU's fastest fused one), unfused "
+        "(Megatron 2021-22), flash2, flash3.")
+    dropout: bool = Field(False, description="GPT-3-style hidden and attention dropout.")
+    fp8: bool = Field(False, description="FP8 linear layers (Transformer Engine).")
+    sequence_parallel: bool = Field(True, description="Sequence parallelism with TP > 1.")
+    tp_overlap: Literal["none", "backward", "all"] = Field(
+        "backward", description="TP collectives beside GEMMs: none, backward (Megatron's "
+        "default), all (--tp-comm-overlap).")
+    ep_overlap: bool = Field(False, description="EP all-to-all beside another micro-batch's "
+                                                "compute (DualPipe, Megatron's EP overlap).")
+    dp_overlap: bool = Field(True, description="Gradient buckets reduced during the last "
+                                               "backward (false: after it).")
+    grad_accum_fusion: bool = Field(True, description="Weight-gradient GEMMs accumulate into "
+                                                      "fp32 main_grad.")
 
 
 @dataclass(frozen=True)
@@ -317,10 +321,11 @@ VIEW = LabView(
         "first_stage_layers": "First stage layers", "last_stage_layers": "Last stage layers",
         "microbatches": "Micro-batches per step", "seq_len": "Sequence length",
         "matmul_efficiency": "Matmul efficiency", "replan_model": "New model",
-        "replan_nodes": "Nodes now", "attention": "Attention kernel", "dropout": "Dropout",
-        "fp8": "FP8 linear layers", "sequence_parallel": "Sequence parallelism",
-        "tp_overlap": "TP overlap", "ep_overlap": "EP overlap", "dp_overlap": "DP overlap",
-        "grad_accum_fusion": "Gradient accumulation fusion",
+        "replan_nodes": "Nodes now", "attention": "Attention kernel",
+        "sequence_parallel": "Sequence parallelism", "tp_overlap": "TP overlap",
+        "ep_overlap": "EP overlap (DualPipe)", "dp_overlap": "DP overlap",
+        "grad_accum_fusion": "Gradient accumulation fusion", "dropout": "Dropout",
+        "fp8": "FP8 linear layers",
     },
     response_model=RecipeAnswer,
     embed_height=1400,

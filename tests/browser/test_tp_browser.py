@@ -30,7 +30,7 @@ def test_first_load_draws_the_split_and_the_api_figures(page, live_server):
     assert strips(page, "W_QKV") == 8 and strips(page, "W_down") == 8
     line = efficiency_line(page)
     assert line == pytest.approx([100 * r["step_efficiency"] for r in body["sweep"]], abs=0.01)
-    expect(page.locator(".verdict")).to_contain_text("92.0% efficient")
+    expect(page.locator(".verdict")).to_contain_text("86.0% efficient")
     for chart in ("#tp-efficiency", "#tp-cost", "#tp-memory"):
         assert page.locator(f"{chart} .main-svg").count() >= 1
 
@@ -75,7 +75,7 @@ def test_good_and_bad_case_buttons(page):
     page.locator("[data-case=good]").click()
     page.wait_for_url(lambda url: "eth-25g" not in url)
     wait_drawn(page)
-    expect(page.locator(".verdict")).to_contain_text("92.0% efficient")
+    expect(page.locator(".verdict")).to_contain_text("86.0% efficient")
 
 
 def test_a_refused_tp_shows_its_message_and_keeps_the_diagram(page):
