@@ -2,11 +2,12 @@
 # `docker run -p 8000:8000 parallelism-lab`. tests/test_dockerfile.py mirrors these steps
 # outside Docker (no engine on the build machines) and lints this file with hadolint.
 
-# Front-end assets, pinned by static/vendor/package-lock.json (Node 22: maintenance LTS).
+# Front-end assets, pinned by static/vendor/package-lock.json (Node 22: maintenance LTS), and
+# the partial plotly.js bundle built from them (static/vendor/build.mjs, as `make assets`).
 FROM node:22-bookworm-slim AS assets
 WORKDIR /assets
-COPY static/vendor/package.json static/vendor/package-lock.json ./
-RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY static/vendor/package.json static/vendor/package-lock.json static/vendor/build.mjs static/vendor/plotly-bundle.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund && node build.mjs
 
 FROM python:3.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
@@ -18,7 +19,11 @@ COPY app ./app
 COPY labs ./labs
 COPY templates ./templates
 COPY static ./static
-COPY --from=assets /assets/node_modules ./static/vendor/node_modules
+# What the app serves (app/assets.py), not the sources the bundle was built from.
+COPY --from=assets /assets/node_modules/.lab ./static/vendor/node_modules/.lab
+COPY --from=assets /assets/node_modules/htmx.org/dist ./static/vendor/node_modules/htmx.org/dist
+COPY --from=assets /assets/node_modules/swagger-ui-dist ./static/vendor/node_modules/swagger-ui-dist
+COPY --from=assets /assets/node_modules/redoc/bundles ./static/vendor/node_modules/redoc/bundles
 USER 10001
 # One worker: its render processes (app/render_pool.py) draw lab answers on every core;
 # `python -m app` bounds every request (app/limits.py; README "Limits on every request").

@@ -14,6 +14,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check --quiet
 ASSETS := static/vendor/node_modules/.package-lock.json
+# plotly.js with only the trace types the labs draw, built from the pinned package.
+BUNDLE := static/vendor/node_modules/.lab/plotly.min.js
 # Tools and the tests find the venv's executables (hadolint, ruff) first, even when another
 # virtual environment is active in the calling shell.
 VENV_ENV := PATH="$(abspath $(VENV))/bin:$$PATH" VIRTUAL_ENV="$(abspath $(VENV))"
@@ -41,7 +43,7 @@ test-quick: test-deps assets
 
 deps: $(VENV)/.deps-run
 test-deps: $(VENV)/.deps-test
-assets: $(ASSETS)
+assets: $(BUNDLE)
 
 # Python >= 3.11 with its venv module. A failed `python3 -m venv` (Debian without
 # python3-venv) leaves a half-built .venv behind: remove it so the next run retries.
@@ -74,6 +76,10 @@ $(ASSETS): static/vendor/package-lock.json
 	  echo "npm is needed for the pinned front-end assets: install Node.js and npm" >&2; exit 1; }
 	npm ci --prefix static/vendor --ignore-scripts --no-audit --no-fund --loglevel=error
 	@touch $@
+
+# esbuild from the same lock (its platform binary is an optional package: no install script).
+$(BUNDLE): $(ASSETS) static/vendor/build.mjs static/vendor/plotly-bundle.json
+	node static/vendor/build.mjs
 
 chromium:
 	@bash .ci/install

@@ -1,9 +1,13 @@
 """Static assets served by the app itself: no CDN, compressed once, cached forever by URL.
 
 Every asset URL carries a content hash (``/static/js/lab.js?v=3f2a...``), so a browser may
-keep it for a year (``immutable``) and a new release still reaches it. Files are gzipped once
-in memory, not per request: gzipping plotly's 1.5 MB bundle costs tens of milliseconds, which
-would dominate every cold page load.
+keep it for a year (``immutable``) and a new release still reaches it. Files are compressed
+once in memory, not per request, with brotli (RFC 7932) for browsers that accept it and gzip
+for the others: gzipping plotly's 1 MB bundle costs tens of milliseconds, which would dominate
+every cold page load. Brotli at its best quality (11) takes seconds for a file that large, so
+the plotly bundle comes with its brotli form from the build (static/vendor/build.mjs writes
+``plotly.min.js.br``, checked here against the file); other large files take quality 5
+(milliseconds) and small ones 11.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import brotli
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
 
@@ -27,7 +32,8 @@ NODE_MODULES = STATIC / "vendor/node_modules"
 # static/vendor/package-lock.json.
 ASSETS: dict[str, Path] = {
     "vendor/htmx.min.js": NODE_MODULES / "htmx.org/dist/htmx.min.js",
-    "vendor/plotly.min.js": NODE_MODULES / "plotly.js-cartesian-dist-min/plotly-cartesian.min.js",
+    # plotly.js with only the trace types the labs draw, built by static/vendor/build.mjs.
+    "vendor/plotly.min.js": NODE_MODULES / ".lab/plotly.min.js",
     # The offline API docs (app/docs.py): /docs and /redoc.
     "vendor/swagger-ui-bundle.js": NODE_MODULES / "swagger-ui-dist/swagger-ui-bundle.js",
     "vendor/swagger-ui.css": NODE_MODULES / "swagger-ui-dist/swagger-ui.css",
@@ -44,6 +50,8 @@ ASSETS: dict[str, Path] = {
 }
 
 MEDIA_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+# Brotli quality by size: 11 (the smallest output) costs ~2.5 s a MB, 5 costs ~25 ms.
+BROTLI_BEST_UP_TO = 256 * 1024
 
 
 class MissingAssetError(RuntimeError):
@@ -54,20 +62,38 @@ class MissingAssetError(RuntimeError):
 class Asset:
     body: bytes
     gzipped: bytes
+    brotli: bytes
     digest: str
     media_type: str
+
+
+def _brotli(path: Path, body: bytes) -> bytes:
+    """The body in brotli: the build's own ``<file>.br`` if it holds exactly this body (a stale
+    one, left by an earlier build, is ignored), else compressed here."""
+    beside = path.with_name(path.name + ".br")
+    if beside.is_file():
+        packed = beside.read_bytes()
+        try:
+            if brotli.decompress(packed) == body:
+                return packed
+        except brotli.error:
+            pass
+    quality = 11 if len(body) <= BROTLI_BEST_UP_TO else 5
+    return brotli.compress(body, mode=brotli.MODE_TEXT, quality=quality)
 
 
 def _load(path: Path) -> Asset:
     if not path.is_file():
         raise MissingAssetError(
-            f"{path} is missing: run `make run` (or `npm ci --prefix static/vendor`, see "
-            "README.md) to install the pinned front-end assets"
+            f"{path} is missing: run `make assets` (or `npm ci --prefix static/vendor` then "
+            "`node static/vendor/build.mjs`, see README.md) to install and build the pinned "
+            "front-end assets"
         )
     body = path.read_bytes()
     return Asset(
         body=body,
         gzipped=gzip.compress(body, compresslevel=9, mtime=0),
+        brotli=_brotli(path, body),
         digest=hashlib.sha256(body).hexdigest()[:16],
         media_type=MEDIA_TYPES[path.suffix],
     )
@@ -114,7 +140,12 @@ def serve_asset(name: str, request: Request) -> Response:
         headers["Cache-Control"] = "public, max-age=0, must-revalidate"
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers=headers)
-    if "gzip" in request.headers.get("accept-encoding", ""):
+    # app/security.py has already dropped the codings refused (q=0).
+    codings = {c.strip() for c in request.headers.get("accept-encoding", "").split(",")}
+    if "br" in codings:
+        headers["Content-Encoding"] = "br"
+        return Response(asset.brotli, media_type=asset.media_type, headers=headers)
+    if "gzip" in codings:
         headers["Content-Encoding"] = "gzip"
         return Response(asset.gzipped, media_type=asset.media_type, headers=headers)
     return Response(asset.body, media_type=asset.media_type, headers=headers)

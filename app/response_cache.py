@@ -14,7 +14,7 @@ that cannot change it would only let junk make new entries):
 - the path and the raw query string; for a static asset, only whether its ``v`` is the
   asset's content hash (the answer's Cache-Control says immutable or must-revalidate; its
   bytes are the file's), so ``?v=<junk>`` is one entry, not one per value;
-- whether gzip is accepted;
+- whether gzip and brotli are accepted (a static asset comes in brotli where it is);
 - for pages and embeds, which answer the htmx headers select: the whole page, the bench
   (``HX-Target: bench``) or the diagram fragment (app/labkit/render.py ``is_fragment``); any
   other ``HX-Target`` value is the fragment's. The JSON answers and assets ignore them;
@@ -160,6 +160,13 @@ def _matches(if_none_match: bytes | None, etag: bytes) -> bool:
     return b"*" in tags or etag in tags or b"W/" + etag in tags  # weak comparison (RFC 9110)
 
 
+def _codings(accept_encoding: bytes) -> tuple[bool, bool]:
+    """Whether gzip and brotli are accepted: what selects an answer's coding (pages and
+    fragments: gzip; static assets: brotli, else gzip; app/assets.py)."""
+    codings = {c.strip() for c in accept_encoding.split(b",")}
+    return b"gzip" in codings, b"br" in codings
+
+
 class ResponseCacheMiddleware:
     """Pure ASGI. ``cacheable(path)`` says which routes are pure functions of the request
     (read when the first request comes, after every router registered)."""
@@ -175,7 +182,7 @@ class ResponseCacheMiddleware:
 
     def key(self, scope, path: str, headers: dict) -> tuple:
         """What can change the answer (the module's docstring says why each part)."""
-        gzip = b"gzip" in headers.get(b"accept-encoding", b"")
+        gzip = _codings(headers.get(b"accept-encoding", b""))  # (gzip, brotli)
         query = scope.get("query_string", b"")
         if path.startswith("/static/"):
             name = path[len("/static/"):]

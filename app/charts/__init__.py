@@ -9,6 +9,31 @@ import re
 
 LINE_COLOUR = "#1d2330"
 FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}
+# The options a state did not choose are drawn faint, so that a link choosing another one
+# moves the highlight the student sees (not only an outline).
+DIMMED = 0.3
+
+
+def chosen_opacity(chosen: list[bool]) -> list[float]:
+    """Per bar or point: the chosen option whole, every other one dimmed."""
+    return [1.0 if c else DIMMED for c in chosen]
+
+
+def chosen_band(x0: float, x1: float) -> dict:
+    """A light band behind the chosen x (data coordinates; on a log axis, data values too),
+    the full height of the plot: moving the choice moves the band."""
+    return {"type": "rect", "xref": "x", "yref": "paper", "x0": x0, "x1": x1, "y0": 0, "y1": 1,
+            "fillcolor": "rgba(47,91,211,0.12)", "line": {"width": 0}, "layer": "below"}
+
+
+def value_label(x, y: float, text: str, **extra) -> dict:
+    """An annotation with the number the prose quotes, just above a bar or point (data
+    coordinates; on a category axis, x is the category's index)."""
+    label = {"xref": "x", "yref": "y", "x": x, "y": y, "yanchor": "bottom", "showarrow": False,
+             "text": text, "font": {"color": LINE_COLOUR, "size": 12},
+             "bgcolor": "rgba(255,255,255,0.85)"}
+    label.update(extra)
+    return label
 
 
 def base_layout(**overrides) -> dict:

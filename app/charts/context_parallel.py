@@ -5,7 +5,9 @@ Every cell and bar is read off ``labs.context_parallel.lab`` (the owner of each 
 rank's pairs, each layout's cost); nothing here knows a balance formula.
 """
 
-from app.charts import base_layout
+import math
+
+from app.charts import DIMMED, base_layout, chosen_band, value_label
 from app.charts.units import fmt_bytes
 from labs.context_parallel.lab import LAYOUT_NAMES
 
@@ -163,13 +165,18 @@ def cost_figure(sweep, current) -> dict:
     """Communication per GPU per layer (ms, log scale) against CP, one line per collective,
     and the busiest rank's attention (zigzag) that a ring can hide behind."""
     data = []
+    # The chosen layout's line whole, the others faint (both ring layouts send alike: the
+    # zigzag line stands for them).
+    picked = "zigzag" if current.input.layout in ("contiguous", "zigzag") else current.input.layout
     for layout, (label, colour, dash) in COST_LINES.items():
         points = sweep[layout]
         data.append({
             "type": "scatter", "mode": "lines+markers", "name": label,
             "x": [c for c, _ in points],
             "y": [None if cost is None else round(cost.comm_s * 1e3, 6) for _, cost in points],
-            "line": {"color": colour, "dash": dash, "width": 2},
+            "line": {"color": colour, "dash": dash, "width": 3 if layout == picked else 2},
+            "opacity": 1.0 if layout == picked else DIMMED,
+            **({"fill": "tozeroy", "fillcolor": _tint(colour)} if layout == picked else {}),
             "customdata": [None if cost is None else fmt_bytes(cost.comm_bytes_per_gpu)
                            for _, cost in points],
             "hovertemplate": f"{label}, CP %{{x}}: %{{y:.3g}} ms, %{{customdata}} "
@@ -192,9 +199,18 @@ def cost_figure(sweep, current) -> dict:
         "hovertemplate": f"this plan: {LAYOUT_NAMES[inp.layout]}, CP {inp.cp}<extra></extra>",
     })
     xs = [c for c, _ in att]
+    # The plan's bytes and time, the figures the prose quotes (log axes: log10 positions).
+    right = inp.cp >= 8
+    label = value_label(
+        math.log10(inp.cp), math.log10(max(cost.comm_s * 1e3, 1e-6)),
+        f"{LAYOUT_NAMES[inp.layout].split(' (')[0]}, CP {inp.cp}:<br>"
+        f"{fmt_bytes(cost.comm_bytes_per_gpu)}, {cost.comm_s * 1e3:.3g} ms",
+        xanchor="right" if right else "left", xshift=-10 if right else 10, yanchor="middle",
+        align="right" if right else "left")
     return {
         "data": data,
         "layout": base_layout(
+            annotations=[label], shapes=[chosen_band(inp.cp / 1.35, inp.cp * 1.35)],
             margin={"l": 56, "r": 8, "t": 8, "b": 8},
             xaxis={"type": "log", "title": {"text": "CP degree c", "standoff": 2},
                    "tickvals": xs, "ticktext": [str(c) for c in xs], "fixedrange": True},
@@ -211,6 +227,12 @@ def cost_figure(sweep, current) -> dict:
             "attention on the busiest rank"
         ),
     }
+
+
+def _tint(colour: str) -> str:
+    """A line's colour as a light fill under it."""
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},0.15)"
 
 
 def token_ranges(tokens) -> str:

@@ -5,7 +5,7 @@ an all-reduce formula."""
 import math
 import re
 
-from app.charts import base_layout
+from app.charts import DIMMED, base_layout, chosen_band, value_label
 from app.charts.units import fmt_pct
 
 # Link family -> colour; one curve per link of the lesson (and the chosen one if apart).
@@ -58,13 +58,17 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
         common = {"type": "scatter", "mode": "lines+markers", "name": short_name(names[link]),
                   "x": [p.gpus for p in series], "legendgroup": link,
                   "line": {"color": colour, "dash": dash, "width": 2.5 if link == inp.link
-                           else 1.5}, "marker": {"size": 5, "color": colour}}
+                           else 1.5}, "marker": {"size": 5, "color": colour},
+                  # The chosen link whole, the others faint: a link's link moves the highlight.
+                  "opacity": 1.0 if link == inp.link else DIMMED}
         data.append({**common, "y": [round(p.speedup, 4) for p in series],
                      "customdata": [round(100 * p.efficiency, 1) for p in series],
                      "hovertemplate": f"{names[link]}<br>%{{x}} GPUs: %{{y:.3g}}× "
                                       "(%{customdata}%)<extra></extra>",
                      "xaxis": "x", "yaxis": "y"})
-        data.append({**common, "y": [round(p.efficiency, 4) for p in series],
+        fill = ({"fill": "tozeroy", "fillcolor": colour + "33"}
+                if link == inp.link else {})
+        data.append({**common, **fill, "y": [round(p.efficiency, 4) for p in series],
                      "showlegend": False, "xaxis": "x", "yaxis": "y2",
                      "hovertemplate": f"{names[link]}<br>%{{x}} GPUs: %{{y:.1%}}"
                                       "<extra></extra>"})
@@ -85,6 +89,15 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
                             "y": 1, "xanchor": "right", "yanchor": "top", "showarrow": False,
                             "text": f"global batch {inp.global_batch:,}",
                             "bgcolor": "rgba(255,255,255,0.85)"})
+    # The chosen point's speedup and efficiency, the figures the prose quotes (log axes take
+    # annotation positions as log10).
+    right = point.gpus > 32
+    annotations.append(value_label(
+        _log10(point.gpus), _log10(max(point.speedup, 1e-3)),
+        f"{point.gpus:,} GPUs: {times(point.speedup)}, {fmt_pct(point.efficiency)}",
+        xanchor="right" if right else "left", yanchor="bottom" if right else "top",
+        xshift=-8 if right else 8, yshift=6 if right else -6))
+    shapes.append(chosen_band(point.gpus / 1.3, point.gpus * 1.3))
     top = max(counts[-1], 1)
     # Strong scaling can be slower than one GPU: keep those points on the log axis.
     low = min(1.0, *(p.speedup for p in result.curve))

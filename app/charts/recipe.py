@@ -18,23 +18,50 @@ SEGMENTS = {
 }
 
 
-def step_figure(result) -> dict:
-    """One horizontal bar, in ms, whose pieces add up to the step time."""
+def _plan_name(r) -> str:
+    p = r.plan
+    return f"TP{p.tp}×PP{p.pp}×DP{p.dp}"
+
+
+def step_figure(result, replan=None) -> dict:
+    """One horizontal bar, in ms, whose pieces add up to the step time; with a re-plan that
+    found a plan, a second bar for it (on the new cluster) under the running one."""
     step = result.step_s
+    rows = [result]
+    names = ["step"]
+    if replan is not None and replan.after is not None:
+        rows = [result, replan.after]
+        names = [f"now: {_plan_name(result)}, {result.gpus} GPUs",
+                 f"re-plan: {_plan_name(replan.after)}, {replan.after.gpus} GPUs"]
     data = []
     for key, (label, colour) in SEGMENTS.items():
-        seconds = result.segments[key]
-        if seconds <= 0:
+        seconds = [r.segments[key] for r in rows]
+        if not any(s > 0 for s in seconds):
             continue
-        share = seconds / step
+        shares = [s / r.step_s for s, r in zip(seconds, rows, strict=True)]
+        # Two plans: the compute segment carries each plan's label (its share is the plan's
+        # efficiency, printed in the label) instead of its share alone.
+        hide = key == "compute" and len(rows) > 1
         data.append({
-            "type": "bar", "orientation": "h", "name": label, "y": ["step"],
-            "x": [round(seconds * 1e3, 3)], "marker": {"color": colour},
-            "text": [f"{fmt_pct(share)}"] if share >= 0.06 else [""],
+            "type": "bar", "orientation": "h", "name": label, "y": names,
+            "x": [round(s * 1e3, 3) for s in seconds], "marker": {"color": colour},
+            "text": [f"{fmt_pct(share)}" if share >= 0.06 and not hide else ""
+                     for share in shares],
             "textposition": "inside", "insidetextanchor": "middle",
             "textfont": {"color": "#ffffff"}, "textangle": 0,
-            "hovertemplate": f"{label}: %{{x:,.0f}} ms ({fmt_pct(share)})<extra></extra>",
+            "customdata": [fmt_pct(share) for share in shares],
+            "hovertemplate": f"{label}: %{{x:,.0f}} ms (%{{customdata}})<extra></extra>",
         })
+    notes = []
+    if len(rows) > 1:
+        # Each plan's efficiency, the figure the prose quotes, at its bar's end.
+        for name, r in zip(names, rows, strict=True):
+            head, _, gpus = name.partition(", ")
+            notes.append({"xref": "x", "yref": "y", "x": 0, "y": name, "xanchor": "left",
+                          "xshift": 6, "showarrow": False, "align": "left",
+                          "font": {"size": 11, "color": "#ffffff"},
+                          "text": f"<b>{head}</b><br>{gpus}: {fmt_pct(r.efficiency)} efficient"})
+        step = max(r.step_s for r in rows)
     parts = " × ".join(f"{name.upper()} {result.parts[name]:.2f}"
                        for name in ("stages", "tp", "cp", "ep", "sends", "pp", "dp",
                                     "optimizer")
@@ -47,7 +74,8 @@ def step_figure(result) -> dict:
             uniformtext={"minsize": 9, "mode": "hide"},
             xaxis={"range": [0, step * 1e3 * 1.02],
                    "gridcolor": "#e6e9ef", "fixedrange": True},
-            yaxis={"showticklabels": False, "fixedrange": True},
+            yaxis={"showticklabels": False, "fixedrange": True, "autorange": "reversed"},
+            annotations=notes,
             legend={"orientation": "h", "y": -0.2, "x": 0, "yanchor": "top",
                     "traceorder": "normal"},
         ),

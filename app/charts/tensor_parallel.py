@@ -1,7 +1,15 @@
 """EP04's charts: efficiency against TP degree on each link, the per-layer cost of the chosen
 setup, and the EP01 ledger against TP degree."""
 
-from app.charts import LINE_COLOUR, base_layout, gpu_memory_line, short_gpu_name
+from app.charts import (
+    LINE_COLOUR,
+    base_layout,
+    chosen_band,
+    chosen_opacity,
+    gpu_memory_line,
+    short_gpu_name,
+    value_label,
+)
 from app.charts.memory import COMPONENTS
 from app.charts.units import fmt_bytes, gb_axis
 from labs.hardware.links import get_link
@@ -68,6 +76,7 @@ def efficiency_figure(result) -> dict:
         "x": [_x(c.tp) for c in result.sweep], "customdata": [c.tp for c in result.sweep],
         "y": [round(100 * c.step_efficiency, 2) for c in result.sweep],
         "line": {"color": CURRENT, "width": 3}, "marker": {"size": 7},
+        "fill": "tozeroy", "fillcolor": "rgba(29,35,48,0.08)",
         "hovertemplate": "t = %{customdata}: %{y:.1f}%<extra>this setup</extra>",
     })
     top = max(c.tp for c in result.sweep)
@@ -86,6 +95,13 @@ def efficiency_figure(result) -> dict:
         "hovertemplate": f"now: t = {cost.tp}, %{{y:.1f}}%<extra></extra>",
     })
     shapes, notes = _kv_shade(inp.model.kv_heads, top)
+    shapes.append(chosen_band(_x(cost.tp) - 0.3, _x(cost.tp) + 0.3))
+    # The chosen t's efficiency and speedup, the figures the prose quotes, by its circle.
+    notes.append(value_label(
+        _x(cost.tp), round(100 * cost.step_efficiency, 2),
+        f"t = {cost.tp}: {100 * cost.step_efficiency:.0f}%, {cost.step_speedup:.2f}×",
+        xanchor="right" if cost.tp > 4 else "left", yanchor="top", xshift=-10 if cost.tp > 4
+        else 10, yshift=-8))
     return {
         "data": data,
         "layout": base_layout(
@@ -119,27 +135,34 @@ def cost_figure(result) -> dict:
     x = [str(c.tp) for c in sweep]
     one = sweep[0].single_gpu_s * 1e3
     cost = result.cost
+    faint = chosen_opacity([c.tp == cost.tp for c in sweep])
     data = [
         {"type": "bar", "name": "Compute (÷ t)", "x": x,
-         "y": [round(c.compute_s * 1e3, 4) for c in sweep], "marker": {"color": COMPUTE},
+         "y": [round(c.compute_s * 1e3, 4) for c in sweep],
+         "marker": {"color": COMPUTE, "opacity": faint},
          "hovertemplate": "t = %{x}: compute %{y:.2f} ms<extra></extra>"},
         {"type": "bar", "name": "TP collectives (blocking)", "x": x,
          "y": [round(c.comm_s * 1e3, 4) for c in sweep],
-         "marker": {"color": [COMM if c.tp != cost.tp else "#b42318" for c in sweep]},
+         "marker": {"color": COMM, "opacity": faint},
          "hovertemplate": "t = %{x}: collectives %{y:.2f} ms<extra></extra>"},
         {"type": "scatter", "mode": "lines", "name": f"One GPU: {one:.1f} ms", "x": x,
          "y": [round(one, 4)] * len(x), "line": {"color": LINE_COLOUR, "dash": "dash",
                                                  "width": 2}, "hoverinfo": "skip"},
     ]
     top = max(one, *(c.layer_s * 1e3 for c in sweep))
+    at = x.index(str(cost.tp))
+    label = value_label(at, (cost.compute_s + cost.comm_s) * 1e3,
+                        f"t = {cost.tp}: {cost.compute_s * 1e3:.2f} + {cost.comm_s * 1e3:.2f} ms",
+                        xanchor="left" if at < len(x) / 2 else "right", yshift=4)
     return {
         "data": data,
         "layout": base_layout(
             barmode="stack",
             margin={"l": 52, "r": 8, "t": 8, "b": 40},
             xaxis={"type": "category", "fixedrange": True},
-            yaxis={"title": {"text": "ms per layer (forward + backward)"},
+            yaxis={"title": {"text": "ms per layer (fwd + bwd)"},
                    "range": [0, top * 1.1], "fixedrange": True, "gridcolor": "#e6e9ef"},
+            annotations=[label],
             legend={"orientation": "h", "y": -0.1, "x": 0, "yanchor": "top",
                     "traceorder": "normal", "font": {"size": 11}},
         ),
@@ -157,6 +180,7 @@ def memory_figure(result) -> dict:
     rows = list(result.memory_sweep)
     x = [str(m.tp) for m in rows]
     gpu = result.memory.gpu_memory_bytes
+    faint = chosen_opacity([m.tp == result.input.tp for m in rows])
     data = []
     for key, (label, colour) in COMPONENTS.items():
         values = [m.memory.breakdown.get(key, 0) if m.memory else 0 for m in rows]
@@ -164,7 +188,8 @@ def memory_figure(result) -> dict:
             continue
         data.append({
             "type": "bar", "name": label, "x": x, "y": [round(v / 1e9, 3) for v in values],
-            "marker": {"color": colour}, "customdata": [fmt_bytes(v) for v in values],
+            "marker": {"color": colour, "opacity": faint},
+            "customdata": [fmt_bytes(v) for v in values],
             "hovertemplate": f"t = %{{x}}: {label} %{{customdata}}<extra></extra>",
         })
     totals = [m.memory.total_bytes for m in rows if m.memory]
@@ -177,10 +202,20 @@ def memory_figure(result) -> dict:
                       "y": 0.5, "showarrow": False, "align": "left", "font": {"size": 11},
                       "text": f"t ≥ {refused[0]}: more GPUs<br>than {result.input.model.kv_heads}"
                               " KV heads;<br>Megatron refuses"})
-    top = max(gpu, *totals) * 1.12
+    current = result.memory
+    # Ranged to what a step compares: the chosen t against the GPU, not t = 1's terabytes.
+    # A bar above the range is cut at the top and its total printed there.
+    top = max(gpu, current.total_bytes) * 1.3
+    at = x.index(str(result.input.tp))
+    notes.append(value_label(at, current.total_bytes / 1e9,
+                             f"t = {result.input.tp}: {fmt_bytes(current.total_bytes)}",
+                             xanchor="left" if at < len(x) / 2 else "right", yshift=2))
+    for i, m in enumerate(rows):
+        if m.memory and m.memory.total_bytes > top:
+            notes.append(value_label(i, top / 1e9, f"{fmt_bytes(m.memory.total_bytes)} ↑",
+                                     yanchor="top", font={"size": 10, "color": LINE_COLOUR}))
     gpu_name = short_gpu_name(result.input.gpu.name)
     line = gpu_memory_line(gpu / 1e9, f"{gpu_name}: {fmt_bytes(gpu)}")
-    current = result.memory
     return {
         "data": data,
         "layout": base_layout(

@@ -1,7 +1,13 @@
 """EP03's diagrams: memory per GPU by ZeRO stage and DP degree, wire traffic and its hiding,
 activation checkpointing, optimizer offload. Plain dicts; EP01's colours for the ledger."""
 
-from app.charts import base_layout, gpu_memory_line, short_gpu_name
+from app.charts import (
+    base_layout,
+    chosen_opacity,
+    gpu_memory_line,
+    short_gpu_name,
+    value_label,
+)
 from app.charts.memory import COMPONENTS
 from app.charts.units import fmt_bytes, fmt_ms, gb_axis
 from labs.hardware.links import get_link
@@ -28,7 +34,9 @@ def _unit_only(axis: dict) -> dict:
 
 
 def _legend_below() -> dict:
-    return {"orientation": "h", "y": -0.18, "x": 0, "yanchor": "top"}
+    # Above the plot (plotly makes room for it there): below it, at a share of the plot's
+    # height, it lands on the axis labels of a phone's short plot.
+    return {"orientation": "h", "y": 1.02, "x": 0, "yanchor": "bottom", "font": {"size": 11}}
 
 
 def memory_figure(result) -> dict:
@@ -39,7 +47,10 @@ def memory_figure(result) -> dict:
     outer = [f"D = {b.dp:,}" for b in bars]
     inner = [STAGE_NAMES[b.zero].replace("ZeRO-", "Z") for b in bars]
     chosen = [b.dp == inp.dp and b.zero == inp.zero for b in bars]
-    top = max(max(b.total_bytes for b in bars), result.gpu_memory_bytes)
+    # Ranged to what a step compares, the chosen bar against the GPU: a taller bar is cut at
+    # the top with its total printed there (plain DP's terabytes would flatten the rest).
+    chosen_total = next(b.total_bytes for b, c in zip(bars, chosen, strict=True) if c)
+    top = max(chosen_total, result.gpu_memory_bytes) * 1.3
     data = []
     for key in SHOWN:
         label, colour = COMPONENTS[key]
@@ -49,22 +60,34 @@ def memory_figure(result) -> dict:
         data.append({
             "type": "bar", "name": label, "x": [outer, inner],
             "y": [round(v / 1e9, 3) for v in values],
-            "marker": {"color": colour, "line": {"color": ACCENT,
-                                                 "width": [2 if c else 0 for c in chosen]}},
+            "marker": {"color": colour, "opacity": chosen_opacity(chosen),
+                       "line": {"color": ACCENT, "width": [2 if c else 0 for c in chosen]}},
             "customdata": [fmt_bytes(v) for v in values],
             "hovertemplate": f"{label}: %{{customdata}}<extra>%{{x}}</extra>",
         })
     gpu = result.gpu_memory_bytes
     gpu_name = short_gpu_name(inp.gpu.name)
-    chosen_bar = next(b for b, c in zip(bars, chosen, strict=True) if c)
+    at = chosen.index(True)
+    chosen_bar = bars[at]
+    line = gpu_memory_line(gpu / 1e9, f"{gpu_name}: {fmt_bytes(gpu)}")
+    # The chosen bar's state, the figure the prose quotes, over it.
+    # (At the plot's top left, clear of the cut bars' totals and the GPU's label.)
+    label = value_label(0.01, 1, f"<b>{STAGE_NAMES[inp.zero]}, D = {inp.dp:,}</b>: "
+                        f"{fmt_bytes(chosen_bar.state_bytes)} state",
+                        xref="paper", yref="paper", xanchor="left", yanchor="top")
+    # The cut bars of the chosen D, each with its total read up the bar (room on a phone).
+    cut = [value_label(i, top / 1e9, f"{fmt_bytes(b.total_bytes)} ↑", yanchor="top",
+                       textangle=-90, font={"size": 10, "color": ACCENT},
+                       bgcolor="rgba(255,255,255,0.8)")
+           for i, b in enumerate(bars) if b.total_bytes > top and b.dp == inp.dp]
     return {
         "data": data,
         "layout": base_layout(
             barmode="stack", bargap=0.15, legend=_legend_below(),
-            margin={"l": 52, "r": 8, "t": 8, "b": 40},
-            yaxis=gb_axis(top * 1.1),
+            margin={"l": 52, "r": 8, "t": 8, "b": 44},
+            yaxis=gb_axis(top),
             xaxis={"type": "multicategory", "fixedrange": True, "tickfont": {"size": 10}},
-            **gpu_memory_line(gpu / 1e9, f"{gpu_name}: {fmt_bytes(gpu)}"),
+            shapes=line["shapes"], annotations=line["annotations"] + [label] + cut,
         ),
         "summary": (
             f"Per-GPU memory by ZeRO stage at D = 1, 8, 64 and {inp.dp:,}: the chosen plan, "
@@ -79,6 +102,7 @@ def traffic_figure(result) -> dict:
     """Wire bytes per GPU per step for each stage, stacked by collective."""
     rows = result.traffic
     x = [STAGE_NAMES[r.zero] for r in rows]
+    chosen = chosen_opacity([r.zero == result.input.zero for r in rows])
     data = []
     for (kind, moves), (label, colour) in TRANSFERS.items():
         values = []
@@ -89,14 +113,19 @@ def traffic_figure(result) -> dict:
             continue
         data.append({
             "type": "bar", "name": label, "x": x, "y": [round(v / 1e9, 3) for v in values],
-            "marker": {"color": colour}, "customdata": [fmt_bytes(v) for v in values],
+            "marker": {"color": colour, "opacity": chosen},
+            "customdata": [fmt_bytes(v) for v in values],
             "hovertemplate": f"{label}: %{{customdata}}<extra></extra>",
         })
     top = max(r.bytes_per_gpu for r in rows)
+    # Over each bar its bytes (what the prose quotes) and time on the link; the chosen
+    # stage's in ink, the others faint like their bars.
     data.append({
         "type": "scatter", "mode": "text", "x": x,
         "y": [round(r.bytes_per_gpu / 1e9, 3) for r in rows],
-        "text": [fmt_ms(r.seconds) for r in rows], "textposition": "top center",
+        "text": [f"{fmt_bytes(r.bytes_per_gpu)}<br>{fmt_ms(r.seconds)}" for r in rows],
+        "textposition": "top center",
+        "textfont": {"color": [ACCENT if o == 1.0 else "#8a93a3" for o in chosen]},
         "showlegend": False, "hoverinfo": "skip",
     })
     inp = result.input
@@ -106,7 +135,7 @@ def traffic_figure(result) -> dict:
         "data": data,
         "layout": base_layout(
             barmode="stack", bargap=0.35, legend=_legend_below(),
-            yaxis=gb_axis(max(top, 1e9) * 1.2, per="per GPU per step"),
+            yaxis=gb_axis(max(top, 1e9) * 1.3, per="per GPU per step"),
             xaxis={"fixedrange": True},
         ),
         "summary": (
@@ -123,30 +152,39 @@ def overlap_figure(result) -> dict:
     rows = result.traffic
     x = [STAGE_NAMES[r.zero] for r in rows]
     compute = result.compute_seconds
+    picked = [r.zero == result.input.zero for r in rows]
+    faint = chosen_opacity(picked)
     data = [
         {"type": "bar", "name": "Compute (forward + backward)", "x": x,
-         "y": [round(compute * 1e3, 3)] * len(rows), "marker": {"color": COMPUTE_COLOUR},
+         "y": [round(compute * 1e3, 3)] * len(rows),
+         "marker": {"color": COMPUTE_COLOUR, "opacity": faint},
          "hovertemplate": f"Compute: {fmt_ms(compute)}<extra></extra>"},
         {"type": "bar", "name": "Exposed communication", "x": x,
          "y": [round(r.exposed_seconds * 1e3, 3) for r in rows],
-         "marker": {"color": EXPOSED_COLOUR}, "customdata": [fmt_ms(r.exposed_seconds)
-                                                              for r in rows],
+         "marker": {"color": EXPOSED_COLOUR, "opacity": faint},
+         "customdata": [fmt_ms(r.exposed_seconds) for r in rows],
          "hovertemplate": "Exposed: %{customdata}<extra></extra>"},
         {"type": "scatter", "mode": "markers", "name": "Communication on the link", "x": x,
          "y": [round(r.seconds * 1e3, 3) for r in rows],
-         "marker": {"symbol": "diamond", "size": 11, "color": ACCENT},
+         "marker": {"symbol": "diamond", "size": 11, "color": ACCENT, "opacity": faint},
          "customdata": [fmt_ms(r.seconds) for r in rows],
          "hovertemplate": "On the link: %{customdata}<extra></extra>"},
     ]
     top = max(max(compute + r.exposed_seconds, r.seconds) for r in rows) * 1e3
     chosen = result.chosen_traffic
+    at = picked.index(True)
+    # The chosen stage's link time and exposed part, the figures the prose quotes.
+    label = value_label(at, max(compute + chosen.exposed_seconds, chosen.seconds) * 1e3,
+                        f"{fmt_ms(chosen.seconds)} on the link<br>"
+                        f"{fmt_ms(chosen.exposed_seconds)} exposed",
+                        xanchor="left" if at < 2 else "right", yshift=6)
     return {
         "data": data,
         "layout": base_layout(
             barmode="stack", bargap=0.35, legend=_legend_below(),
-            yaxis={"title": {"text": "ms per step"}, "range": [0, top * 1.15],
+            yaxis={"title": {"text": "ms per step"}, "range": [0, top * 1.35],
                    "gridcolor": "#e6e9ef", "fixedrange": True},
-            xaxis={"fixedrange": True},
+            xaxis={"fixedrange": True}, annotations=[label],
         ),
         "summary": (
             f"{STAGE_NAMES[result.input.zero]}: {fmt_ms(chosen.seconds)} on the link against "

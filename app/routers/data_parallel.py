@@ -147,8 +147,16 @@ def link_names() -> dict[str, str]:
 
 def figures(result: DataParallelResult) -> dict:
     families = {i: link_family(link) for i, link in links().items()}
+    replica = memory_figure(result.replica)
+    # N drawn on the chart: a link that changes only N shows that the replica does not change.
+    layout = replica["layout"]
+    layout["annotations"] = [*layout.get("annotations", []), {
+        "xref": "paper", "yref": "paper", "x": 1, "y": 1, "xanchor": "right", "yanchor": "top",
+        "showarrow": False, "bgcolor": "rgba(47,91,211,0.15)", "borderpad": 8,
+        "font": {"size": 16, "color": "#1d2330"},
+        "text": f"<b>N = {result.input.gpus:,}</b>: every replica<br>holds all of it"}]
     return {"scaling": scaling_figure(result, link_names(), families),
-            "time": time_figure(result), "replica": memory_figure(result.replica)}
+            "time": time_figure(result), "replica": replica}
 
 
 @lru_cache(maxsize=1)

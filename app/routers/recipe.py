@@ -231,7 +231,7 @@ def figures(state: RecipeState) -> dict:
     r = state.result
     if not r.legal:
         return {}
-    return {"step": step_figure(r), "causes": causes_figure(r, micro_api(r)),
+    return {"step": step_figure(r, state.replan), "causes": causes_figure(r, micro_api(r)),
             "memory": memory_figure(r)}
 
 

@@ -55,7 +55,10 @@ class TPQuery(ModelControls):
     model: ModelChoice = model_field(DEFAULT_MODEL, "Dense model")
     gpu: GpuChoice = gpu_field("h100-sxm")
     tp: int = Field(8, ge=1, le=MAX_TP, description="Tensor-parallel degree t.")
-    sp: bool = Field(True, description="Sequence parallelism (Korthikanti et al. 2022).")
+    # Off by default: the lesson teaches one all-reduce per matrix pair first (steps 1-4) and
+    # sequence parallelism in step 5, so the diagram shows from the first step what it reads.
+    sp: bool = Field(False, description="Sequence parallelism (Korthikanti et al. 2022); off "
+                                        "by default, as the lesson introduces it last.")
     link: str | None = Field(
         None, max_length=64,
         description="One link carrying the whole TP group, one of: "
@@ -199,6 +202,7 @@ def facts() -> dict:
         "t1": state(tp=1),
         "t2": state(tp=2),
         "sp_off": state(tp=8, sp=False),
+        "sp_on": state(tp=8, sp=True),
         "eth100": state(tp=8, gpus_per_node=1, inter_link="eth-100g"),
         "bad": state(tp=8, gpus_per_node=1, inter_link="eth-25g"),
         "gpt3_t8": state(model="gpt-3-175b", tp=8),

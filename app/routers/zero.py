@@ -207,7 +207,8 @@ VIEW = LabView(
     to_api=to_api,
     figures=figures,
     diagrams=(
-        Diagram("memory", "Memory per GPU by ZeRO stage and DP degree (GB)", embed_height=560),
+        # No unit in the title: the axis reads GB or TB as the sizes call for (gb_axis).
+        Diagram("memory", "Memory per GPU by ZeRO stage and DP degree", embed_height=560),
         Diagram("traffic", "Wire traffic per GPU per step, by stage (GB)", embed_height=480),
         Diagram("overlap", "Step time: compute and exposed communication (ms)",
                 embed_height=480),

@@ -77,10 +77,30 @@
     status.textContent = lines.join(" ");
   }
 
-  function drawOne(script) {
+  function drawn(el, script, summary) {
+    // A hook for tests and assistive tech: what the chart now shows. role="figure" (not
+    // "img") because the chart holds the toolbar's buttons.
+    el.dataset.drawn = script.dataset.state || "";
+    el.setAttribute("role", "figure");
+    if (summary) {
+      el.setAttribute("aria-label", summary);
+      el.dataset.summary = summary;
+    }
+    el.dispatchEvent(new CustomEvent("lab:drawn", { bubbles: true, detail: { state: el.dataset.drawn } }));
+  }
+
+  function drawOne(script, force) {
     var el = document.getElementById(script.dataset.target);
     if (!el || !window.Plotly) return;
     el._labFigure = script;
+    // The same figure as drawn (a control that moves another chart of the lab, the same
+    // theme and size): nothing to redraw, only the state it stands for.
+    var key = script.textContent + (isDark() ? "|dark" : "|light") + (phone.matches ? "|phone" : "");
+    if (!force && el._labDrawnKey === key && el._fullLayout) {
+      drawn(el, script, el.dataset.summary);
+      return Promise.resolve();
+    }
+    el._labDrawnKey = key;
     var fig = JSON.parse(themed(script.textContent));
     var layout = fig.layout || {};
     if (isDark()) {
@@ -95,15 +115,7 @@
     if (!el._fullLayout && el.firstChild) el.textContent = "";  // markup from a page, not a live plot
     var config = Object.assign(plotConfig(), fig.config || {});
     return window.Plotly.react(el, fig.data, layout, config).then(function () {
-      // A hook for tests and assistive tech: what the chart now shows. role="figure" (not
-      // "img") because the chart holds the toolbar's buttons.
-      el.dataset.drawn = script.dataset.state || "";
-      el.setAttribute("role", "figure");
-      if (fig.summary) {
-        el.setAttribute("aria-label", fig.summary);
-        el.dataset.summary = fig.summary;
-      }
-      el.dispatchEvent(new CustomEvent("lab:drawn", { bubbles: true, detail: { state: el.dataset.drawn } }));
+      drawn(el, script, fig.summary);
     });
   }
 
@@ -131,7 +143,7 @@
   }
 
   function redrawAll() {
-    within(document, ".js-plotly-plot").forEach(function (el) { if (el._labFigure) drawOne(el._labFigure); });
+    within(document, ".js-plotly-plot").forEach(function (el) { if (el._labFigure) drawOne(el._labFigure, true); });
   }
 
   // ---- Controls ----
@@ -196,12 +208,33 @@
     if (next) send(form, next);
   });
 
+  // A slider dragged by a pointer: its chart is brought into view on release.
+  var dragging = false, afterDrag = null;
+  document.addEventListener("pointerdown", function (event) {
+    if (event.target.closest && event.target.closest("#drawer input[type=range]")) dragging = true;
+  }, true);
+  function dropped() {
+    dragging = false;
+    var chart = afterDrag;
+    afterDrag = null;
+    if (chart && shown(chart) < 0.95) keepInView(chart);
+  }
+  document.addEventListener("pointerup", dropped, true);
+  document.addEventListener("pointercancel", dropped, true);
+
   document.addEventListener("input", function (event) {
     var input = event.target;
     var form = input.form;
     if (!form || !form.classList.contains("controls")) return;
     syncDependents(form);
     if (!form.hasAttribute("hx-trigger")) return;
+    var moved = movedBy(input);
+    if (moved) {
+      form._labMoved = moved.id;
+      // Brought into view at once, unless a pointer is dragging the control (the page would
+      // move under it): then when its answer is drawn, and at the latest on release.
+      if (!dragging && shown(moved) < 0.95) keepInView(moved, true);
+    }
     clearTimeout(typing);
     if (input.type === "text" || input.type === "number") {
       typing = setTimeout(function () { send(form, "replace"); }, 350);
@@ -236,11 +269,102 @@
     form.setAttribute(replace ? "hx-replace-url" : "hx-push-url", "true");
   });
 
+  // ---- The chart being worked stays in view: after a case button, a slider move or opening
+  // the controls, the bench sits at its pinned place (laptop: the whole bench; phone: the
+  // diagram pane at the top edge) and its view scrolls just enough to show the chart whole
+  // above the controls. ----
+  var DIAGRAMS = "#bench-view .chart, #bench-view figure.tp-split";
+
+  function roomBottom() {
+    // The lowest line of the screen not under the controls (a phone's open drawer).
+    var drawer = document.getElementById("drawer");
+    if (phone.matches && drawer && drawer.classList.contains("open")) return drawer.getBoundingClientRect().top;
+    return window.innerHeight;
+  }
+
+  function pinBench() {
+    var pinned = document.getElementById(phone.matches ? "bench-view" : "bench");
+    if (!pinned || window.getComputedStyle(pinned).position !== "sticky") return;
+    var top = pinned.getBoundingClientRect().top - parseFloat(window.getComputedStyle(pinned).top || 0);
+    if (top > 1) window.scrollBy(0, top);
+  }
+
+  function shown(el) {
+    // The share of el's height between the view's top and the room's bottom.
+    var view = el.closest(".bench-view");
+    var box = el.getBoundingClientRect();
+    if (!view || box.height <= 0) return 0;
+    var v = view.getBoundingClientRect();
+    var top = Math.max(v.top, 0), bottom = Math.min(v.bottom, roomBottom());
+    return Math.max(0, Math.min(box.bottom, bottom) - Math.max(box.top, top)) / box.height;
+  }
+
+  function watched() {
+    // The diagram the student is looking at: the most shown one, else the first.
+    var best = null, most = 0;
+    within(document, DIAGRAMS).forEach(function (el) {
+      var share = shown(el);
+      if (share > most + 0.01) { best = el; most = share; }
+    });
+    return best || document.querySelector(DIAGRAMS);
+  }
+
+  // A chart resized by its redraw (Plotly.react resolves after the swap) is shown again then.
+  var keeping = null;
+  document.addEventListener("lab:drawn", function (event) {
+    if (keeping && event.target.id === keeping.id && performance.now() - keeping.at < 5000) {
+      keepInView(event.target);
+    }
+  });
+
+  // follow: shown again once its redraw resolves (a case button's, a control's answer).
+  function keepInView(chart, follow) {
+    if (!chart || !chart.isConnected) return;
+    keeping = follow ? { id: chart.id, at: performance.now() } : null;
+    pinBench();
+    var view = chart.closest(".bench-view");
+    if (!view) return;
+    var v = view.getBoundingClientRect();
+    var top = Math.max(v.top, 0), bottom = Math.min(v.bottom, roomBottom());
+    var box = chart.getBoundingClientRect();
+    if (box.top >= top && box.bottom <= bottom) return;
+    // With its title when both fit, by the least scroll; else the chart's top at the top.
+    var head = chart.previousElementSibling && chart.previousElementSibling.matches(".chart-title")
+      ? chart.previousElementSibling.getBoundingClientRect().top : box.top;
+    var delta;
+    if (box.bottom - head + 8 <= bottom - top) {
+      delta = head < top ? head - top - 4 : Math.min(box.bottom - bottom + 4, head - top - 4);
+    } else {
+      delta = box.top - top - 4;
+    }
+    view.scrollTop += delta;
+  }
+
+  // The chart a control moves: the first drawn one its group names (data-diagrams on the
+  // group's title), else the one in view.
+  function movedBy(input) {
+    var form = input.form;
+    var item = input;
+    while (item && item.parentElement !== form) item = item.parentElement;
+    for (; item; item = item.previousElementSibling) {
+      if (item.matches && item.matches(".group-title[data-diagrams]")) {
+        var ids = item.dataset.diagrams.split(/\s+/);
+        for (var i = 0; i < ids.length; i++) {
+          var el = document.getElementById(ids[i]);
+          if (el && el.getBoundingClientRect().height > 0) return el;
+        }
+        break;
+      }
+    }
+    return watched();
+  }
+
   // ---- Bench swaps: a try link brings its step's diagram into view; a case button keeps the
-  // view where it was and keeps focus. ----
+  // chart in view that the student was looking at, and keeps focus. ----
   var pending = null;
 
   function reveal(chart) {
+    keeping = null;  // a step's diagram now, not the one a control moved before
     // Laptop: the whole bench (diagram view and controls) on screen; it then sticks there.
     var bench = document.getElementById("bench");
     if (bench && window.getComputedStyle(bench).display !== "contents") bench.scrollIntoView({ block: "nearest" });
@@ -266,23 +390,37 @@
     var elt = event.detail.requestConfig && event.detail.requestConfig.elt;
     var view = document.getElementById("bench-view");
     var step = elt && elt.closest ? elt.closest("section.step[data-diagram]") : null;
+    var isCase = elt && elt.matches && elt.matches(".case");
+    var seen = isCase || !(elt && elt.dataset) ? watched() : null;
     pending = {
       diagram: elt && elt.dataset && (elt.dataset.diagram || (step && step.dataset.diagram)),
+      watched: seen ? seen.id : null,
       scrollTop: view ? view.scrollTop : 0,
-      caseId: elt && elt.matches && elt.matches(".case") ? elt.id : null,
+      caseId: isCase ? elt.id : null,
       drawer: document.querySelector(".drawer.open") !== null,
     };
   });
 
-  document.addEventListener("htmx:afterSwap", function () {
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var form = event.detail.requestConfig && event.detail.requestConfig.elt;
+    if (form && form._labMoved) {  // a control's answer: its chart kept in view
+      var moved = document.getElementById(form._labMoved);
+      form._labMoved = null;
+      if (moved && dragging) afterDrag = moved;  // not while the page would move under it
+      else if (moved && shown(moved) < 0.95) keepInView(moved, true);
+    }
     if (!pending) return;
     var p = pending;
     pending = null;
     var view = document.getElementById("bench-view");
     if (p.drawer) openDrawer(true);
-    var chart = p.diagram && document.getElementById(p.diagram);
+    var chart = !p.caseId && p.diagram && document.getElementById(p.diagram);
     if (chart) reveal(chart);
-    else if (view) view.scrollTop = p.scrollTop;
+    else {
+      if (view) view.scrollTop = p.scrollTop;
+      var kept = p.watched && document.getElementById(p.watched);
+      if (kept) keepInView(kept, true);
+    }
     if (p.caseId) {
       var again = document.getElementById(p.caseId);
       if (again) again.focus({ preventScroll: true });
@@ -308,7 +446,10 @@
   document.addEventListener("click", function (event) {
     var toggle = event.target.closest(".drawer-toggle");
     if (toggle) {
-      openDrawer(toggle.getAttribute("aria-expanded") !== "true");
+      var opening = toggle.getAttribute("aria-expanded") !== "true";
+      var chart = opening ? watched() : null;
+      openDrawer(opening);
+      if (chart) keepInView(chart);  // the diagram above the open controls, never under them
       return;
     }
     if (event.target.closest("#theme-toggle")) {
@@ -349,6 +490,9 @@
     paint(node);
     within(node, "form.controls").forEach(syncDependents);
     draw(node);
+    // An HTML diagram (EP04's split) takes its size from paint(): shown again now.
+    var kept = keeping && document.getElementById(keeping.id);
+    if (kept && !kept.classList.contains("chart") && node.contains && node.contains(kept)) keepInView(kept);
   }
 
   document.addEventListener("DOMContentLoaded", function () {

@@ -77,6 +77,10 @@ def test_every_diagram_is_embeddable_alone(client, name):
         assert text.index(f'href="{view.episode.url}"') > head
         assert html_lib.escape(diagram.title) in text[head:text.index('id="embed-body"')]
         assert "js/embed.js" in text
+        if figures:  # a chart's embed says in one line what it shows
+            summary = next(iter(figures.values()))["summary"]
+            shown = re.search(r'data-testid="embed-summary">(.*?)</p>', text, re.S)
+            assert shown and html_lib.unescape(shown.group(1)) == summary
 
 
 def test_a_diagram_the_state_cannot_draw_says_so(client):

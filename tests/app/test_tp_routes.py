@@ -57,8 +57,8 @@ def test_api_link_alone_and_the_sweep(client):
 
 
 def test_api_memory_divides_with_t_and_sp(client):
-    one = client.get("/api/tp", params={"tp": 1}).json()
-    eight = client.get("/api/tp", params={"tp": 8}).json()
+    one = client.get("/api/tp", params={"tp": 1, "sp": "true"}).json()
+    eight = client.get("/api/tp", params={"tp": 8, "sp": "true"}).json()
     no_sp = client.get("/api/tp", params={"tp": 8, "sp": "false"}).json()
     assert eight["memory_breakdown"]["weights"] == pytest.approx(
         one["memory_breakdown"]["weights"] / 8, rel=1e-3)

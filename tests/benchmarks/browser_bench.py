@@ -35,6 +35,15 @@ CASES = [
     (f"{PIPELINE.code} pipeline", PIPELINE.path + "?stages=8&microbatches=16", "microbatches",
      [24, 32, 12, 10, 16, 20]),
 ]
+# Every other lesson with a slider, on its main one (EP07 has none: its controls are selects).
+for lab, slider, values in (("data_parallel", "nics_per_node", [2, 4, 8, 3, 6, 5]),
+                            ("zero", "micro_batch", [2, 4, 8, 3, 6, 5]),
+                            ("tensor_parallel", "micro_batch", [2, 4, 8, 3, 6, 5]),
+                            ("context_parallel", "tokens", [32, 48, 24, 40, 56, 64]),
+                            ("rl", "prompts", [16, 32, 4, 12, 24, 20]),
+                            ("playground", "micro_batch", [2, 4, 3, 2, 4, 3])):
+    if lab in BY_LAB:
+        CASES.append((f"{BY_LAB[lab].code} {lab}", BY_LAB[lab].path, slider, values))
 
 # Resolves when every chart of the page shows the state with name=value.
 WAIT_STATE = """(name, value) => new Promise(resolve => {

@@ -16,7 +16,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BUNDLE = ROOT / "static/vendor/node_modules/plotly.js-cartesian-dist-min/plotly-cartesian.min.js"
+sys.path.insert(0, str(ROOT))
+from app.assets import ASSETS  # noqa: E402  (the bundle static/vendor/build.mjs writes)
+
+BUNDLE = ASSETS["vendor/plotly.min.js"]
 OUT = ROOT / "static/css/plotly.css"
 HEADER = ("/* plotly.js's own rules, read from the pinned bundle by tests/browser/plotly_css.py"
           " (do not edit: rerun it). */\n")
@@ -44,7 +47,6 @@ def css_text(rules: list[str]) -> str:
 
 
 def main() -> None:
-    sys.path.insert(0, str(ROOT))
     from playwright.sync_api import sync_playwright
 
     from tests.conftest import CHROMIUM, CHROMIUM_ARGS

@@ -4,6 +4,9 @@ on) and every embed (light, dark, with controls) not one violation is reported, 
 and sizes that templates compute still reach the page (through CSSOM, static/js/lab.js), and
 static/css/plotly.css holds exactly the rules the pinned plotly.js would insert itself."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 import app.main  # noqa: F401  (registers every lab view)
@@ -11,6 +14,8 @@ from app.labkit import VIEWS
 from tests.browser.helpers import DRAWN
 from tests.browser.plotly_css import OUT, css_text, plotly_rules
 
+BUNDLE = json.loads((Path(__file__).resolve().parents[2] / "static/vendor/plotly-bundle.json")
+                    .read_text())
 WATCH = """window.__csp = [];
 document.addEventListener('securitypolicyviolation', e => window.__csp.push(
   [e.violatedDirective, e.blockedURI, (e.target && e.target.outerHTML || '').slice(0, 120)]
@@ -125,3 +130,12 @@ def test_plotly_css_matches_the_pinned_bundle(browser):
         page.close()
     assert len(rules) > 10
     assert OUT.read_text() == css_text(rules), "stale: run python tests/browser/plotly_css.py"
+
+
+def test_the_bundle_registers_exactly_the_listed_traces(tab, live_server):
+    """static/vendor/build.mjs built the bundle from plotly-bundle.json: its trace types, and
+    every lesson's charts drawn with them (test_a_lesson_walked_through... draws them all)."""
+    tab.goto(live_server + "/episodes/memory")
+    settle(tab)
+    registered = tab.evaluate("Object.keys(Plotly.PlotSchema.get().traces).sort()")
+    assert registered == sorted(BUNDLE["traces"])

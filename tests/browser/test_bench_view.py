@@ -1,0 +1,126 @@
+"""The chart being worked stays in view while its controls move it (static/js/lab.js
+keepInView), on a laptop (1280×800) and a phone (390×844, touch).
+
+For every lesson, opened at its top: after each case button, the diagram the student was
+looking at (the bench's first) must be at least 90% visible and uncovered on the laptop and
+60% on the phone; on the phone, opening the controls must leave the diagram as visible, above
+the drawer; after a control is moved (a slider where the lesson has one), the chart that
+control's group names must be as visible. "Visible and uncovered" is sampled: a 20×20 grid
+over the chart's box, each point counted when it lies on screen and ``elementFromPoint``
+there lands inside the chart (not on the drawer, the readouts or anything else above it)."""
+
+import pytest
+
+import app.main  # noqa: F401  (registers every lab view)
+from app.labkit import VIEWS
+from tests.browser.helpers import wait_drawn
+
+SIZES = {"laptop-1280x800": (1280, 800, 0.9), "phone-390x844": (390, 844, 0.6)}
+# Per lesson, a control and a new value: its main slider, or (EP07, which has none) a select.
+MOVES = {
+    "memory": ("micro_batch", "4"), "dp": ("nics_per_node", "2"), "zero": ("micro_batch", "2"),
+    "tp": ("micro_batch", "2"), "pipeline": ("microbatches", "16"), "cp": ("tokens", "32"),
+    "moe": ("capacity_factor", None), "recipe": ("micro_batch", "2"),
+    "placement": ("prompts", "16"), "playground": ("micro_batch", "2"),
+    "precision": ("micro_batch", "2"),
+}
+DIAGRAMS = "#bench-view .chart, #bench-view figure.tp-split"
+
+SHOWN = """(id) => {
+    const el = document.getElementById(id);
+    const r = el.getBoundingClientRect();
+    const N = 20;
+    let ok = 0;
+    for (let i = 0; i < N; i++) for (let j = 0; j < N; j++) {
+        const x = r.left + (i + .5) * r.width / N, y = r.top + (j + .5) * r.height / N;
+        if (x < 0 || y < 0 || x >= innerWidth || y >= innerHeight) continue;
+        const hit = document.elementFromPoint(x, y);
+        if (hit && el.contains(hit)) ok++;
+    }
+    return ok / (N * N);
+}"""
+
+# The chart a control moves: the first drawn one its group title names, as lab.js picks it.
+MOVED_BY = """(input) => {
+    let item = input;
+    while (item && item.parentElement !== input.form) item = item.parentElement;
+    for (; item; item = item.previousElementSibling) {
+        if (!item.matches('.group-title[data-diagrams]')) continue;
+        for (const id of item.dataset.diagrams.split(/\\s+/)) {
+            const el = document.getElementById(id);
+            if (el && el.getBoundingClientRect().height > 0) return id;
+        }
+        break;
+    }
+    return document.querySelector('#bench-view .chart, #bench-view figure.tp-split').id;
+}"""
+
+
+@pytest.fixture(params=list(SIZES), ids=list(SIZES))
+def sized(request, browser, live_server):
+    width, height, need = SIZES[request.param]
+    phone = width < 500
+    context = browser.new_context(viewport={"width": width, "height": height},
+                                  is_mobile=phone, has_touch=phone, base_url=live_server)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.phone, page.need = phone, need  # type: ignore[attr-defined]
+    yield page
+    context.close()
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def test_moves_are_counted_for_every_lesson():
+    assert set(MOVES) == set(VIEWS)
+
+
+def shown(page, chart_id: str, where: str) -> None:
+    share = page.evaluate(SHOWN, chart_id)
+    assert share >= page.need, f"{where}: #{chart_id} {share:.0%} visible and uncovered"
+
+
+def wait_state(page, name: str, value: str) -> None:
+    """Every chart redrawn, one of them with name=value in its state."""
+    page.wait_for_function("""([name, value]) => [...document.querySelectorAll(
+        'script.figure[data-target]')].some(s => new URLSearchParams(s.dataset.state)
+        .get(name) === value)""", arg=[name, value])
+    wait_drawn(page)
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
+def test_case_buttons_keep_the_chart_in_view(sized, name):
+    page = sized
+    view = VIEWS[name]
+    page.goto(view.episode.path)
+    wait_drawn(page)
+    first = page.evaluate(f"document.querySelector({DIAGRAMS!r}).id")
+    for kind, case in (("good", view.good), ("bad", view.bad)):
+        if not case:
+            continue
+        page.locator(f"#case-{kind}").click()
+        page.wait_for_url(lambda url, q=case.query_string: url.endswith(q))
+        wait_drawn(page)
+        shown(page, first, f"{name} after the {kind} case")
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
+def test_a_moved_control_keeps_its_chart_in_view(sized, name):
+    page = sized
+    view = VIEWS[name]
+    page.goto(view.episode.path)
+    wait_drawn(page)
+    if page.phone:  # the controls opened at the top of the page: the diagram above them
+        first = page.evaluate(f"document.querySelector({DIAGRAMS!r}).id")
+        page.locator(".drawer-toggle").click()
+        shown(page, first, f"{name} with the controls open")
+    control, value = MOVES[name]
+    field = page.locator(f'#drawer [name="{control}"]')
+    target = field.evaluate(MOVED_BY)
+    if value is None:  # a select: its next option
+        value = field.evaluate("s => s.options[(s.selectedIndex + 1) % s.options.length].value")
+        field.select_option(value)
+    else:
+        field.fill(value)
+    wait_state(page, control, value)
+    shown(page, target, f"{name} after {control}={value}")

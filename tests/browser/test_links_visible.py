@@ -1,0 +1,82 @@
+"""Every "try it" link visibly changes the diagram its step names (issue 19), in Chromium at
+1280×800: the lesson walked as a student walks it, step by step, each link clicked in order;
+for each one that sets another state of that diagram, the chart is rendered before and after
+(``Plotly.toImage``, laid on white) and at least MIN_CHANGED of its pixels must differ. A link
+that only moves an outline or a small circle changes well under that; a chosen option lit
+and the others dimmed, an axis ranged to what the step compares or the quoted number drawn
+changes more. An HTML diagram (EP04's split) must change its markup."""
+
+import pytest
+
+import app.main  # noqa: F401  (registers every lab view)
+from app.labkit import VIEWS
+from tests.browser.helpers import wait_drawn
+
+MIN_CHANGED = 0.01
+
+SNAP = """async ([id, slot]) => {
+    const el = document.getElementById(id);
+    if (!el.classList.contains('js-plotly-plot')) { window[slot] = {html: el.innerHTML}; return; }
+    const url = await Plotly.toImage(el, {format: 'png', width: el.clientWidth,
+                                          height: el.clientHeight});
+    const img = new Image();
+    img.src = url;
+    await img.decode();
+    const canvas = document.createElement('canvas');
+    canvas.width = img.width;
+    canvas.height = img.height;
+    const ctx = canvas.getContext('2d');
+    ctx.fillStyle = '#fff';  // as on the page: a dimmed bar differs in colour, not only alpha
+    ctx.fillRect(0, 0, img.width, img.height);
+    ctx.drawImage(img, 0, 0);
+    window[slot] = {w: img.width, h: img.height,
+                    px: ctx.getImageData(0, 0, img.width, img.height).data};
+}"""
+
+CHANGED = """() => {
+    const a = window.__before, b = window.__after;
+    if (a.html !== undefined) return a.html === b.html ? 0 : 1;
+    if (a.w !== b.w || a.h !== b.h) return 1;
+    let n = 0;
+    for (let i = 0; i < a.px.length; i += 4) {
+        const d = Math.abs(a.px[i] - b.px[i]) + Math.abs(a.px[i + 1] - b.px[i + 1])
+            + Math.abs(a.px[i + 2] - b.px[i + 2]);
+        if (d > 30) n++;
+    }
+    return n / (a.px.length / 4);
+}"""
+
+STATE = """id => {
+    const s = document.querySelector('script.figure[data-target="' + id + '"]');
+    const el = document.getElementById(id);
+    return s ? s.dataset.state : (el.closest('[data-state]') || el).dataset.state || el.innerHTML;
+}"""
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
+def test_each_link_changes_the_diagram_its_step_names(page, name):
+    view = VIEWS[name]
+    page.goto(view.episode.path)
+    wait_drawn(page)
+    steps = page.evaluate("""() => [...document.querySelectorAll('section.step[id^=step-]')]
+        .map(s => [s.id, s.dataset.diagram, [...s.querySelectorAll('a.try')]
+            .map(a => [a.textContent.trim(), a.getAttribute('href'), a.dataset.diagram || ''])])""")
+    checked, unchanged = 0, []
+    for step_id, step_diagram, links in steps:
+        for index, (label, href, own) in enumerate(links):
+            diagram = own or step_diagram
+            before = page.evaluate(STATE, diagram)
+            page.evaluate(SNAP, [diagram, "__before"])
+            query = href.split("?", 1)[1]
+            page.locator(f"#{step_id} a.try").nth(index).click()
+            page.wait_for_url(lambda url, q=query: url.endswith(q))
+            wait_drawn(page)
+            if page.evaluate(STATE, diagram) == before:
+                continue  # the state it shows already: nothing to change
+            page.evaluate(SNAP, [diagram, "__after"])
+            share = page.evaluate(CHANGED)
+            checked += 1
+            if share < MIN_CHANGED:
+                unchanged.append(f"{step_id} {label!r} #{diagram}: {share:.1%} of pixels")
+    assert checked >= 3, f"{name}: only {checked} links change a state"
+    assert not unchanged, f"{name}: links that barely change their diagram: {unchanged}"
