@@ -89,6 +89,50 @@ def step_figure(result, replan=None) -> dict:
     }
 
 
+# Cause -> colour (labs.recipe.step_time.Timing.causes names them); hidden time is drawn lighter.
+CAUSE_COLOURS = {
+    "gemm": "#4c78a8", "attention": "#72b7b2", "memory": "#9d755d", "tp": "#f58518",
+    "cp": "#54a24b", "ep": "#b279a2", "pp": "#88d27a", "dp": "#e45756", "bubble": "#bab0ac",
+    "optimizer": "#eeca3b",
+}
+
+
+def causes_figure(result, micro: dict) -> dict:
+    """One micro-batch's share of the step on the slowest stage, a bar per cause (ms): time
+    on the critical path solid, time hidden behind other work lighter beside it. Causes that
+    take no time on this plan are left out."""
+    rows = [c for c in micro["micro_causes"] if c["exposed_s"] + c["hidden_s"] > 0]
+    rows.reverse()  # plotly draws the first category at the bottom
+    labels = [c["label"] for c in rows]
+    colours = [CAUSE_COLOURS.get(c["name"], "#8a94a6") for c in rows]
+    data = [
+        {"type": "bar", "orientation": "h", "name": "On the critical path", "y": labels,
+         "x": [round(c["exposed_s"] * 1e3, 3) for c in rows], "marker": {"color": colours},
+         "hovertemplate": "%{y}: %{x:,.1f} ms on the critical path<extra></extra>"},
+        {"type": "bar", "orientation": "h", "name": "Hidden behind compute", "y": labels,
+         "x": [round(c["hidden_s"] * 1e3, 3) for c in rows],
+         "marker": {"color": colours, "opacity": 0.35, "line": {"color": colours, "width": 1}},
+         "hovertemplate": "%{y}: %{x:,.1f} ms hidden<extra></extra>"},
+    ]
+    total, peak = micro["micro_step_s"], micro["micro_at_peak_s"]
+    gemm = next(c["exposed_s"] for c in micro["micro_causes"] if c["name"] == "gemm")
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="stack", bargap=0.3, showlegend=False,
+            margin={"l": 8, "r": 8, "t": 8, "b": 44},
+            xaxis={"title": {"text": "ms per micro-batch; light: hidden"},
+                   "gridcolor": "#e6e9ef", "fixedrange": True, "rangemode": "tozero"},
+            yaxis={"automargin": True, "fixedrange": True},
+        ),
+        "summary": (
+            f"One micro-batch's share of the step: {total * 1e3:,.0f} ms on the slowest stage, "
+            f"of which GEMMs {fmt_pct(gemm / total)}; its model FLOPs at the GPU's peak would "
+            f"take {peak * 1e3:,.0f} ms: MFU {fmt_pct(result.mfu)}"
+        ),
+    }
+
+
 def memory_figure(result) -> dict:
     """Each pipeline stage's bytes per GPU (state and activations) against the GPU line."""
     mem = result.memory

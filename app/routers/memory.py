@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from pydantic import ConfigDict, Field
 
 from app.charts.memory import COMPONENTS, memory_figure
+from app.cluster_controls import Schedule, Virtual
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
 from app.model_controls import (
@@ -19,6 +20,7 @@ from app.model_controls import (
     model_field,
 )
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
+from app.routers.pipeline import SCHEDULE_LABELS
 from app.schemas import MemoryAnswer
 from labs.core.catalogue import ACTIVATION_MODEL_HELP, DEFAULT_RECIPE, RECIPES
 from labs.core.limits import (
@@ -26,6 +28,7 @@ from labs.core.limits import (
     MAX_DEGREE,
     MAX_DP,
     MAX_MICRO_BATCH,
+    MAX_MICROBATCHES,
     MAX_SEQ_LEN,
     MODES,
     RECIPE_IDS,
@@ -72,6 +75,12 @@ class MemoryQuery(ModelControls):
                             "(the first L mod PP stages hold one more layer).")
     sp: bool | None = Field(None, description="Sequence parallelism; default on whenever "
                             "TP > 1 (Megatron's advice, Korthikanti et al. 2022).")
+    schedule: Schedule = "1f1b"
+    virtual: Virtual = 1
+    microbatches: int | None = Field(
+        None, ge=1, le=MAX_MICROBATCHES,
+        description="Micro-batches per step; unset, as few as fill the pipeline (PP, or 2·PP "
+                    "for DualPipeV). With fewer than PP, 1F1B holds min(m, PP) in flight.")
 
 
 def memory_input(query: MemoryQuery) -> MemoryInput:
@@ -83,7 +92,8 @@ def memory_input(query: MemoryQuery) -> MemoryInput:
         tp=query.tp, pp=query.pp, cp=query.cp, dp=query.dp, ep=query.ep, zero=query.zero,
         offload=query.offload, uneven_pp=query.uneven_pp,
         activation_model=query.activation_model,
-        sp=query.sp,
+        sp=query.sp, schedule=query.schedule, virtual=query.virtual,
+        microbatches=query.microbatches,
     )
 
 
@@ -117,6 +127,10 @@ def to_api(result) -> dict:
         "stage_layers": list(result.stage_layers),
         "heaviest_stage": result.heaviest_stage,
         "stage_total_bytes": [round(s.total_bytes) for s in result.stages],
+        "schedule": inp.schedule,
+        "microbatches": inp.pipeline_microbatches,
+        "virtual": inp.pipeline_chunks,
+        "stage_in_flight": [s.in_flight for s in result.stages],
         "assumptions": list(result.assumptions),
     }
 
@@ -175,6 +189,7 @@ def extra_context(state) -> dict:
             "ep": with_value(divisors(spec.experts) if spec.experts else [1], query.ep),
         },
         "seq_options": with_value(SEQ_LENGTHS, query.seq_len),
+        "schedules": SCHEDULE_LABELS,
     }
 
 
@@ -200,7 +215,8 @@ VIEW = LabView(
         "cp": "CP (context)", "dp": "DP (data)", "ep": "EP (expert)", "zero": "ZeRO stage",
         "offload": "Optimizer offload", "uneven_pp": "Uneven stages",
         "activation_model": "Activation model",
-        "sp": "Sequence parallelism",
+        "sp": "Sequence parallelism", "schedule": "Schedule", "virtual": "Chunks per rank",
+        "microbatches": "Micro-batches per step",
     },
     response_model=MemoryAnswer,
     embed_height=1100,

@@ -165,7 +165,9 @@ PLAN = {"tp": "tp", "pp": "pp", "cp": "cp", "dp": "dp", "ep": "ep"}
 STEP = {"seq_len": "seq_len", "micro_batch": "micro_batch", "recompute": "recompute"}
 
 PANELS: tuple[Panel, ...] = (
-    Panel(memory.VIEW, {"model": "model", "gpu": "gpu", **STEP, **PLAN, "zero": "zero"},
+    Panel(memory.VIEW, {"model": "model", "gpu": "gpu", **STEP, **PLAN, "zero": "zero",
+                        "schedule": "schedule", "virtual": "virtual",
+                        "microbatches": "microbatches"},
           default="ledger"),
     Panel(data_parallel.VIEW, {"model": "model", "gpus": "dp",
                                "link": lambda q: group_link(q, q.tp * q.cp * q.dp)},

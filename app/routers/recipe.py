@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import ConfigDict, Field
 
-from app.charts.recipe import SEGMENTS, memory_figure, step_figure
+from app.charts.recipe import SEGMENTS, causes_figure, memory_figure, step_figure
 from app.cluster_controls import (
     INTER,
     INTRA,
@@ -212,14 +212,27 @@ def to_api(state: RecipeState) -> dict:
         "after": _result_api(rp.after) if rp.after else None,
         "changed": list(rp.changed),
     }
+    answer.update(micro_api(state.result))
     return answer
+
+
+def micro_api(r: RecipeResult) -> dict:
+    """One micro-batch's share of the step by cause (Timing.causes / m): EP08's MFU chart."""
+    if not r.timing:
+        return {"micro_causes": [], "micro_step_s": None, "micro_at_peak_s": None}
+    m = r.plan.microbatches
+    return {"micro_causes": [{"name": c.name, "label": c.label, "exposed_s": c.exposed / m,
+                              "hidden_s": c.hidden / m}
+                             for c in r.timing.causes(m, r.segments["bubble"])],
+            "micro_step_s": r.step_s / m, "micro_at_peak_s": r.mfu * r.step_s / m}
 
 
 def figures(state: RecipeState) -> dict:
     r = state.result
     if not r.legal:
         return {}
-    return {"step": step_figure(r, state.replan), "memory": memory_figure(r)}
+    return {"step": step_figure(r, state.replan), "causes": causes_figure(r, micro_api(r)),
+            "memory": memory_figure(r)}
 
 
 def api_errors(state: RecipeState) -> dict[str, str]:
@@ -267,6 +280,7 @@ def facts() -> dict:
         "h100": state(**{**SEED, "gpu": "h100-sxm", "intra_link": "nvlink-4",
                          "inter_link": "ib-ndr"}),
         "e60": state(**{**SEED, "matmul_efficiency": 0.6}),
+        "full": state(**{**SEED, "recompute": "full"}),
     }
 
 
@@ -286,6 +300,7 @@ def extra_context(state) -> dict:
         "schedules": SCHEDULE_LABELS,
         "recipe_options": [(k, r.label) for k, r in RECIPES.items() if r.mode == "train"],
         "segments": SEGMENTS,
+        "micro_api": micro_api,
         "seq_options": with_value(SEQ_LENGTHS, q.seq_len),
         "replan_link": plan_query(rp.after, base) if rp and rp.after else None,
     }
@@ -314,6 +329,8 @@ VIEW = LabView(
     diagrams=(
         Diagram("step", "One training step: compute, exposed communication, bubble",
                 embed_height=420),
+        Diagram("causes", "Why MFU is not 85%: one micro-batch on the slowest stage, by cause",
+                embed_height=520),
         Diagram("memory", "Memory per GPU on each pipeline stage", embed_height=440),
     ),
     labels={

@@ -53,3 +53,9 @@ from app.schemas.playground import (  # noqa: F401, E402
     PlaygroundPanel,
 )
 from app.schemas.precision import PrecisionAnswer  # noqa: E402, F401
+from app.schemas.validation import (  # noqa: E402, F401
+    ValidationAnswer,
+    ValidationLayout,
+    ValidationRun,
+    ValidationSummary,
+)

@@ -24,6 +24,13 @@ class MemoryAnswer(BaseModel):
     min_gpus: int = Field(description="Fewest GPUs whose memory could hold the state alone.")
     world_size: int = Field(description="TP x PP x CP x DP.")
     host_bytes: int = Field(description="Host RAM per GPU (optimizer offload).")
+    schedule: str = Field(description="Pipeline schedule whose in-flight rule sizes activations.")
+    microbatches: int = Field(description="Micro-batches per step (the default fills the "
+                                          "pipeline).")
+    virtual: int = Field(description="Model chunks per pipeline rank.")
+    stage_in_flight: list[float] = Field(
+        description="Per pipeline rank: activations held at its peak, in stage-loads (1F1B: "
+                    "min(m, PP - rank); interleaved: Megatron's 1 + (p-1)/(p·v) factor).")
     assumptions: list[str]
 
 

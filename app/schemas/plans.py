@@ -72,6 +72,16 @@ class RecipeReplanAnswer(BaseModel):
 
 class RecipeAnswer(RecipeResultAnswer):
     replan: RecipeReplanAnswer | None
+    micro_causes: list[RecipeCause] = Field(
+        description="One micro-batch's share of the step on the slowest stage, by cause: "
+                    "``causes`` divided by the micro-batches per step (the bubble, DP sync and "
+                    "optimizer spread over them); what EP08's \"why MFU is not 85%\" chart "
+                    "draws. Empty for a plan that cannot run.")
+    micro_step_s: float | None = Field(description="The step divided by its micro-batches.")
+    micro_at_peak_s: float | None = Field(
+        description="That micro-batch's model FLOPs at the GPUs' dense peak: MFU x "
+                    "micro_step_s.")
+
 class PlacementPool(BaseModel):
     role: str = Field(description="training, rollout, prefill, decode or colocated.")
     engines: int

@@ -39,11 +39,12 @@ class Recomputation:
     forward_again: bool  # the whole forward runs again (+ 2·N FLOPs per token, its TP traffic)
     megatron: tuple[tuple[str, object], ...]  # Megatron-LM's arguments for it
     deepspeed_interval: int  # DeepSpeed's pipeline activation_checkpoint_interval
+    text: str = ""  # the option list's text, when it is not the id
 
     @property
     def label(self) -> str:
         """The option list's text."""
-        return self.id
+        return self.text or self.id
 
 
 RECOMPUTATION: dict[str, Recomputation] = {r.id: r for r in (
@@ -51,6 +52,13 @@ RECOMPUTATION: dict[str, Recomputation] = {r.id: r for r in (
     Recomputation("none", "no recomputation", stores_scores=True, input_only=False,
                   attention_again=False, forward_again=False, megatron=(),
                   deepspeed_interval=0),
+    # FlashAttention with nothing recomputed (Dao et al. 2022, arXiv:2205.14135: the fused
+    # kernel never writes the s x s scores and its backward rebuilds them from the softmax
+    # statistics, inside the kernel): keeps 34sbh, no score term; repeats nothing outside the
+    # kernel. What Llama 3 ran at 8K tokens (Dubey et al. 2024, arXiv:2407.21783, sec 3.3).
+    Recomputation("flash", "no recomputation, with FlashAttention", stores_scores=False,
+                  input_only=False, attention_again=False, forward_again=False, megatron=(),
+                  deepspeed_interval=0, text="none, with FlashAttention"),
     # Keeps all but the attention core's intermediates, 34sbh; repeats the core's forward.
     Recomputation("selective", "selective recomputation", stores_scores=False,
                   input_only=False, attention_again=True, forward_again=False,

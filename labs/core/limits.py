@@ -19,12 +19,15 @@ MAX_VIRTUAL = 8
 __all__ = [
     "ACTIVATION_MODELS", "INFER_RECIPES", "MAX_DEGREE", "MAX_DP", "MAX_MICROBATCHES",
     "MAX_MICRO_BATCH", "MAX_SEQ_LEN", "MAX_STAGES", "MAX_VIRTUAL", "MAX_WORLD", "MODES",
-    "RECIPE_IDS", "RECOMPUTE", "TRAIN_RECIPES", "ZERO_STAGES",
+    "KORTHIKANTI_RECOMPUTE", "RECIPE_IDS", "RECOMPUTE", "TRAIN_RECIPES", "ZERO_STAGES",
     "EXPORT_FORMATS", "MAX_GPUS_PER_NODE",
 ]
 
 MODES = ("train", "infer")
-RECOMPUTE = tuple(RECOMPUTATION)  # none, selective, full
+RECOMPUTE = tuple(RECOMPUTATION)  # none, flash, selective, full
+# Korthikanti et al. 2022's three modes, the ones the ZeRO lesson's table and the planner try
+# ("flash" keeps what "selective" keeps and repeats what "none" repeats).
+KORTHIKANTI_RECOMPUTE = ("none", "selective", "full")
 # Activation models (labs.model.activations): Korthikanti et al. 2022's 34·s·b·h, or Megatron-LM's
 # theoretical-memory formula, which follows the model's FFN width and MoE routing.
 ACTIVATION_MODELS = tuple(ACTIVATION_MODEL_RECORDS)  # classic, megatron

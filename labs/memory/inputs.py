@@ -41,8 +41,9 @@ def check_activation_controls(seq_len: object, micro_batch: object, recompute: o
     whole("seq_len", seq_len, 1, MAX_SEQ_LEN, "sequence length")
     whole("micro_batch", micro_batch, 1, MAX_MICRO_BATCH, "micro-batch size")
     if recompute not in RECOMPUTE:
-        raise LabInputError("recompute", "recomputation must be 'none', 'selective' or "
-                                         f"'full' (got {recompute!r})")
+        names = ", ".join(repr(r) for r in RECOMPUTE)
+        raise LabInputError("recompute", f"recomputation must be one of {names} "
+                                         f"(got {recompute!r})")
     if activation_model not in ACTIVATION_MODELS:
         raise LabInputError("activation_model", "the activation model must be 'classic' or "
                                                 f"'megatron' (got {activation_model!r})")
@@ -56,7 +57,7 @@ class MemoryInput:
     recipe: str = "adam16"  # adam16/adam18 for train; bf16/int8/int4 for infer
     seq_len: int = 4096
     micro_batch: int = 1
-    recompute: str = "selective"  # "none" | "selective" | "full" (train only)
+    recompute: str = "selective"  # labs.core.catalogue.RECOMPUTATION (train only)
     tp: int = 1
     pp: int = 1
     cp: int = 1

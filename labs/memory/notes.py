@@ -39,6 +39,10 @@ def _activation_notes(inp: MemoryInput) -> list[str]:
     if mode.stores_scores:
         notes.append("No recomputation stores the attention scores (5·a·s² per layer), i.e. "
                      "assumes attention without FlashAttention.")
+    elif not (mode.attention_again or mode.forward_again):
+        notes.append("No recomputation, with FlashAttention: the fused kernel never stores the "
+                     "s x s attention scores (Dao et al. 2022), so a layer keeps what selective "
+                     "recomputation keeps and nothing is run again.")
     elif mode.input_only:
         notes.append("Full recomputation keeps each layer's input only (2·s·b·h"
                      + (", split by TP through sequence parallelism" if inp.sequence_parallel

@@ -66,11 +66,11 @@ from itertools import product
 from labs.core.errors import LabInputError
 from labs.core.limits import (
     DEFAULT_MATMUL_EFFICIENCY,
+    KORTHIKANTI_RECOMPUTE,
     MAX_GLOBAL_BATCH,
     MAX_MICROBATCHES,
     MAX_PLAN_GPUS,
     MAX_STAGES,
-    RECOMPUTE,
     ZERO_STAGES,
 )
 from labs.core.validate import whole
@@ -96,7 +96,9 @@ PLAN_VIRTUAL = (2, 4, 8)  # interleaved chunks per rank tried (each stage needs 
 # The schedules Megatron-LM runs, the interleaved one at each v: (1f1b, 1), (interleaved-1f1b, 2)..
 PLAN_SCHEDULES = tuple((k, v) for k, s in CATALOGUE.items() if s.megatron
                        for v in (PLAN_VIRTUAL if s.interleaved else (1,)))
-PLAN_RECOMPUTE = RECOMPUTE  # every mode: none, selective, full
+# Korthikanti's three modes: "flash" times as "none" and stores as "selective", so a plan
+# with it is one of theirs with its memory or its time improved; the planner leaves it out.
+PLAN_RECOMPUTE = KORTHIKANTI_RECOMPUTE
 MAX_CANDIDATES = 50_000  # a request that would enumerate more is refused
 MAX_SHAPE_LOOPS = 100_000  # TP x PP x CP x EP x schedule x micro-batch combinations looked at
 MAX_TOP = 50

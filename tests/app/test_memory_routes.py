@@ -153,3 +153,40 @@ def test_fragment_refreshes_the_degree_options_of_the_new_model(client):
     assert select, "PP control is not swapped out of band"
     offered = [int(v) for v in re.findall(r'option value="(\d+)"', select.group(0))]
     assert offered == [d for d in range(1, 127) if 126 % d == 0]
+
+
+def test_api_takes_microbatches_and_schedule_for_what_is_in_flight(client):
+    # Llama 3.1 70B at TP8 PP4 with Megatron's estimate: m = 2 < p holds min(m, p) = 2 on the
+    # first stage, as Megatron's theoretical memory does (5.38 GB of activations there,
+    # tests/labs/test_ledger_fidelity.py), not p = 4 (the pipeline filled, the default).
+    base = {"tp": 8, "pp": 4, "dp": 4, "activation_model": "megatron"}
+    filled = client.get("/api/memory", params=base).json()
+    two = client.get("/api/memory", params={**base, "microbatches": 2}).json()
+    assert filled["microbatches"] == 4 and two["microbatches"] == 2
+    assert filled["stage_in_flight"] == [4, 3, 2, 1]
+    assert two["stage_in_flight"] == [2, 2, 2, 1]
+    assert two["breakdown"]["activations"] * 2 == filled["breakdown"]["activations"]
+    assert two["breakdown"]["activations"] + two["breakdown"]["embedding_and_logits"] == \
+        pytest.approx(5_377_105_920, abs=1)
+    # Interleaved 1F1B holds Megatron's 1 + (p-1)/(p·v) factor of p micro-batches on rank 0.
+    inter = client.get("/api/memory", params={**base, "microbatches": 8,
+                                              "schedule": "interleaved-1f1b",
+                                              "virtual": 2}).json()
+    assert inter["stage_in_flight"][0] == pytest.approx(4 * (1 + 3 / 8))
+    assert inter["schedule"] == "interleaved-1f1b" and inter["virtual"] == 2
+    bad = api_messages(client, "memory", {**base, "schedule": "dualpipe-v", "microbatches": 2})
+    assert set(bad) == {"microbatches"}, bad
+
+
+def test_api_no_recomputation_with_flash_attention_stores_no_scores(client):
+    params = {"seq_len": 16384}
+    none = client.get("/api/memory", params={**params, "recompute": "none"}).json()
+    flash = client.get("/api/memory", params={**params, "recompute": "flash"}).json()
+    selective = client.get("/api/memory", params={**params, "recompute": "selective"}).json()
+    assert flash["breakdown"]["activations"] == selective["breakdown"]["activations"]
+    # The s² term: 5·a·s²·b = 5·64·16384² B a layer, x 80 layers.
+    assert none["breakdown"]["activations"] - flash["breakdown"]["activations"] == \
+        pytest.approx(80 * 5 * 64 * 16384 ** 2, rel=1e-9)
+    page = client.get("/episodes/memory", params={"recompute": "flash"}).text
+    assert 'value="flash" selected' in page and "none, with FlashAttention" in page
+    assert 'id="input-microbatches"' in page and 'id="input-schedule"' in page

@@ -137,3 +137,28 @@ def test_try_links_draw_their_diagram_within_laptop_and_phone_width(browser, liv
         assert box is not None and box["height"] > 50
         assert box["x"] >= 0 and box["x"] + box["width"] <= size[0] + 1
     context.close()
+
+
+def gemm_bar_ms(page) -> float:
+    """The GEMMs' bar of the by-cause chart, as drawn (ms per micro-batch)."""
+    return page.evaluate("""() => { const t = document.querySelector('#recipe-causes').data[0];
+        return t.x[t.y.indexOf('GEMMs')]; }""")
+
+
+@pytest.mark.parametrize("viewport", [{"width": 1280, "height": 800},
+                                      {"width": 390, "height": 844}])
+def test_why_mfu_step_link_redraws_the_by_cause_chart(page, live_server, viewport):
+    page.set_viewport_size(viewport)
+    page.goto(PAGE)
+    wait_drawn(page)
+    seed = api_json(live_server, "recipe")
+    gemm = next(c for c in seed["micro_causes"] if c["name"] == "gemm")
+    assert gemm_bar_ms(page) == pytest.approx(gemm["exposed_s"] * 1e3, rel=1e-3)
+    page.locator("#step-11 a.try", has_text="full recomputation").click()
+    page.wait_for_url("**recompute=full**")
+    wait_drawn(page)
+    full = api_json(live_server, "recipe", "recompute=full")
+    grown = next(c for c in full["micro_causes"] if c["name"] == "gemm")["exposed_s"]
+    assert grown > gemm["exposed_s"] * 1.2  # the forward runs again
+    assert gemm_bar_ms(page) == pytest.approx(grown * 1e3, rel=1e-3)
+    expect(page.locator("#recipe-causes")).to_be_in_viewport()

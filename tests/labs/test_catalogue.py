@@ -27,7 +27,8 @@ MODEL = get_model("llama-3.1-8b")
 
 
 def test_the_limits_ids_are_the_records_keys():
-    assert limits.RECOMPUTE == tuple(RECOMPUTATION) == ("none", "selective", "full")
+    assert limits.RECOMPUTE == tuple(RECOMPUTATION) == ("none", "flash", "selective", "full")
+    assert limits.KORTHIKANTI_RECOMPUTE == ("none", "selective", "full")
     assert limits.ACTIVATION_MODELS == tuple(ACTIVATION_MODEL_RECORDS) == ("classic", "megatron")
     assert limits.TRAIN_RECIPES == ("adam16", "adam18", "adam12", "fp8-delayed", "fp8-params",
                                     "fp8-blockwise", "mxfp8")

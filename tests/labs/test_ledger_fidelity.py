@@ -145,3 +145,47 @@ def test_microbatches_below_stages_hold_fewer():
     assert two == pytest.approx(full / 2)
     gpipe = ledger(pp=4, microbatches=16, schedule="gpipe").stages[0].breakdown["activations"]
     assert gpipe == pytest.approx(4 * full)
+
+
+def megatron_activation_bytes(*, s, b, h, ffn, layers, tp, pp, microbatches):
+    """Megatron-LM's compute_activation_memory (SP with selective recomputation, plain 1F1B),
+    written out from its published formula: the first stage's Table 2 bytes, L layers of
+    s·b·h·(18 + 4·ffn/h) (L/p layers x p micro-batches) plus the embedding's 8·s·b·p token ids
+    and s·b·h·p dropout mask, discounted by min(1, m/p) when fewer micro-batches than stages
+    are in flight, all over t (megatron/training/theoretical_memory_usage.py)."""
+    act = s * b * h * (18 + 4 * ffn / h) * layers
+    act += 8 * s * b * pp + s * b * h * pp
+    act *= min(1, microbatches / pp)
+    return act / tp
+
+
+def test_activations_match_megatron_theoretical_memory_with_fewer_microbatches_than_stages():
+    # Llama 3.1 70B at TP8 PP4, 4,096 tokens, m = 2 < p: Megatron holds min(m, p) = 2
+    # micro-batches in flight on the first stage, half of what p stage-loads would be.
+    expected = megatron_activation_bytes(s=4096, b=1, h=8192, ffn=28672, layers=80, tp=8, pp=4,
+                                         microbatches=2)
+    # By hand: 4096·8192·32 = 1,073,741,824 B a layer; x80 + 131,072 + 134,217,728
+    # = 86,033,694,720; x 2/4 / 8 = 5,377,105,920 B (5.38 GB).
+    assert expected == 5_377_105_920
+    result = ledger(tp=8, pp=4, dp=4, microbatches=2, activation_model="megatron",
+                    recipe="adam18", zero=1)
+    first = result.stages[0]
+    assert first.in_flight == 2
+    got = first.breakdown["activations"] + first.breakdown["embedding_and_logits"]
+    assert got == pytest.approx(expected, rel=1e-9)
+    # Unset, the ledger fills the pipeline (m = p): p stage-loads, twice Megatron's m = 2 figure.
+    full = ledger(tp=8, pp=4, dp=4, activation_model="megatron", recipe="adam18", zero=1)
+    assert full.stages[0].in_flight == 4
+    assert full.stages[0].breakdown["activations"] == 2 * first.breakdown["activations"]
+
+
+def test_flash_attention_without_recomputation_keeps_no_scores():
+    # "flash": FlashAttention with nothing recomputed keeps what selective keeps (34·s·b·h, no
+    # 5·a·s²·b score term) and repeats nothing; "none" keeps the scores.
+    s, h, a = 8192, 8192, 64
+    flash = activation_bytes_per_layer(L70, s, recompute="flash")
+    assert flash == activation_bytes_per_layer(L70, s, recompute="selective") == 34 * s * h
+    assert activation_bytes_per_layer(L70, s, recompute="none") == flash + 5 * a * s * s
+    notes = ledger(recompute="flash").assumptions
+    assert not any("stores the attention scores" in n for n in notes)
+    assert any("with FlashAttention" in n for n in notes)

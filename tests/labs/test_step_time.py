@@ -28,73 +28,44 @@ import statistics
 import pytest
 
 from labs.hardware.links import get_cluster
-from labs.model.spec import ModelSpec
 from labs.parallel.layer_time import Group, layer_time
-from labs.recipe.inputs import Plan
-from labs.recipe.lab import evaluate
 from labs.recipe.planner import PlanRequest, search
+from labs.recipe.runs import RUNS, SEQ_LEN, SOFTWARE, check, gpt
 
 A100 = get_cluster("dgx-a100")
-SEQ, VOCAB = 2048, 51200  # Narayanan sec 5.1
-
-
-def gpt(h: int, heads: int, layers: int) -> ModelSpec:
-    """Narayanan's GPT: GPT-2's layer (LayerNorm, biases, GeLU MLP of 4h, learned positions,
-    tied embeddings), vocabulary 51,200."""
-    return ModelSpec(id=f"gpt-{h}-{layers}", name=f"GPT h={h} L={layers}", layers=layers,
-                     hidden=h, heads=heads, kv_heads=heads, head_dim=h // heads, ffn=4 * h,
-                     vocab=VOCAB, source="Narayanan et al. 2021 Table 1", gated_mlp=False,
-                     linear_bias=True, norm="layernorm", max_positions=SEQ,
-                     tied_embeddings=True)
-
-
-# (params B, hidden, heads, layers, TP, PP, GPUs, global batch, micro-batch, v, published
-# TFLOP/s per GPU): Table 1 with run_table_1.sh's micro-batch and interleaving.
-TABLE1 = (
-    (1.7, 2304, 24, 24, 1, 1, 32, 512, 16, 1, 137),
-    (3.6, 3072, 32, 30, 2, 1, 64, 512, 16, 1, 138),
-    (7.5, 4096, 32, 36, 4, 1, 128, 512, 16, 1, 142),
-    (18.4, 6144, 48, 40, 8, 1, 256, 1024, 8, 1, 135),
-    (39.1, 8192, 64, 48, 8, 2, 512, 1536, 4, 1, 138),
-    (76.1, 10240, 80, 60, 8, 4, 1024, 1792, 2, 3, 140),
-    (145.6, 12288, 96, 80, 8, 8, 1536, 2304, 2, 2, 148),
-    (310.1, 16384, 128, 96, 8, 16, 1920, 2160, 1, 2, 155),
-    (529.6, 20480, 128, 105, 8, 35, 2520, 2520, 1, 3, 163),
-    (1008.0, 25600, 160, 128, 8, 64, 3072, 3072, 1, 1, 163),
-)
-MEGATRON_2021 = dict(attention="unfused", dropout=True, sequence_parallel=False,
-                     tp_overlap="none", grad_accum_fusion=False)
-
-
-def table1_plan(row) -> tuple[Plan, ModelSpec, int]:
-    _, h, heads, layers, tp, pp, gpus, batch, mbs, v, _ = row
-    dp = gpus // (tp * pp)
-    plan = Plan(tp=tp, pp=pp, dp=dp, zero=0, recompute="full",
-                schedule="interleaved-1f1b" if v > 1 else "1f1b", virtual=v,
-                micro_batch=mbs, microbatches=batch // (mbs * dp), seq_len=SEQ,
-                dp_overlap=pp == 1, **MEGATRON_2021)  # torch DDP for PP = 1, local otherwise
-    return plan, gpt(h, heads, layers), gpus // 8
-
-
-def eq3_tflops(row, step_s: float) -> float:
-    """Narayanan eq. 3: 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) FLOPs per iteration."""
-    _, h, _, layers, *_, gpus, batch, _, _, _ = row
-    flops = 96 * batch * SEQ * layers * h * h * (1 + SEQ / (6 * h) + VOCAB / (16 * layers * h))
-    return flops / step_s / gpus / 1e12
+SEQ = SEQ_LEN  # Narayanan sec 5.1
+# The runs, each with its citation and configuration: labs/presets/runs.json, the one source
+# this test and the "Checked against real runs" page (/validation) read.
+TABLE1 = tuple(r for r in RUNS if r.group == "narayanan-2021-table1")
+TABLE5 = tuple(r for r in RUNS if r.group == "korthikanti-2022-table5")
+MEGATRON_2021 = SOFTWARE["megatron-2021"]["settings"]
+KORTHIKANTI = SOFTWARE["korthikanti-2022"]["settings"]
 
 
 def table1_rows() -> list[tuple]:
+    """(params B, published TFLOP/s per GPU, the lab's by eq. 3, the recipe's result)."""
     rows = []
-    for row in TABLE1:
-        plan, model, nodes = table1_plan(row)
-        r = evaluate(plan, model, A100, nodes)
-        rows.append((row[0], row[-1], eq3_tflops(row, r.step_s), r))
+    for run in TABLE1:
+        r = check(run).result
+        rows.append((run.params_b, run.published_tflops, run.tflops(r.step_s), r))
     return rows
 
 
 @pytest.fixture(scope="module")
 def table1():
     return table1_rows()
+
+
+def test_runs_file_holds_the_papers_figures():
+    assert len(TABLE1) == 10 and len(TABLE5) == 8
+    assert [r.published_tflops for r in TABLE1] == [137, 138, 142, 135, 138, 140, 148, 155,
+                                                    163, 163]
+    assert [r.gpus for r in TABLE1] == [32, 64, 128, 256, 512, 1024, 1536, 1920, 2520, 3072]
+    assert [r.global_batch for r in TABLE1] == [512, 512, 512, 1024, 1536, 1792, 2304, 2160,
+                                                2520, 3072]
+    assert [r.published_step_s for r in TABLE5] == [1.42, 1.10, 18.13, 13.75, 49.05, 37.83,
+                                                    94.42, 71.49]
+    assert all("arXiv:" in r.source for r in RUNS)
 
 
 def test_table1_median_within_10_percent_and_every_run_within_25(table1):
@@ -125,35 +96,21 @@ def test_table1_time_goes_where_the_paper_says(table1):
 
 # Korthikanti et al. 2022 Table 3 (DP = 1, sequence 2048, V 51,200, 3 interleaved stages for
 # 175B and 530B) with Table 5's iteration seconds: full recomputation, then sequence
-# parallelism + selective recomputation ("present work").
-TABLE5 = (
-    ("22B", 6144, 64, 48, 8, 1, 4, 4, 1, 1.42, 1.10),
-    ("175B", 12288, 96, 96, 8, 8, 64, 1, 3, 18.13, 13.75),
-    ("530B", 20480, 128, 105, 8, 35, 280, 1, 3, 49.05, 37.83),
-    ("1T", 25600, 160, 128, 8, 64, 512, 1, 1, 94.42, 71.49),
-)
-KORTHIKANTI = dict(attention="unfused", dropout=True, tp_overlap="backward",
-                   dp_overlap=False, grad_accum_fusion=True)
+# parallelism + selective recomputation ("present work"), in pairs.
+TABLE5_PAIRS = tuple(zip(TABLE5[::2], TABLE5[1::2], strict=True))
 
 
-def table5_step(row, present: bool, dp: int = 1) -> float:
-    _, h, heads, layers, tp, pp, batch, mbs, v, *_ = row
-    plan = Plan(tp=tp, pp=pp, dp=dp, zero=0, recompute="selective" if present else "full",
-                schedule="interleaved-1f1b" if v > 1 else "1f1b", virtual=v, micro_batch=mbs,
-                microbatches=batch // mbs, seq_len=SEQ, sequence_parallel=present,
-                **KORTHIKANTI)
-    return evaluate(plan, gpt(h, heads, layers), A100, tp * pp * dp // 8 or 1).step_s
-
-
-@pytest.mark.parametrize("row", TABLE5, ids=[r[0] for r in TABLE5])
-def test_korthikanti_table5_iteration_times(row):
-    full, present = table5_step(row, False), table5_step(row, True)
-    assert full == pytest.approx(row[9], rel=0.10)
-    assert present == pytest.approx(row[10], rel=0.15)
+@pytest.mark.parametrize("pair", TABLE5_PAIRS, ids=[f.name.split(",")[0] for f, _ in TABLE5_PAIRS])
+def test_korthikanti_table5_iteration_times(pair):
+    full_run, present_run = pair
+    full, present = check(full_run).lab_step_s, check(present_run).lab_step_s
+    assert full == pytest.approx(full_run.published_step_s, rel=0.10)
+    assert present == pytest.approx(present_run.published_step_s, rel=0.15)
     # Sequence parallelism + selective recomputation speed the step up 29-32% (Table 5);
     # the lab gains a little more (it leaves out per-kernel costs they do not remove).
+    published_gain = full_run.published_step_s / present_run.published_step_s - 1
     gain = full / present - 1
-    assert (row[9] / row[10] - 1) - 0.02 <= gain <= (row[9] / row[10] - 1) + 0.09
+    assert published_gain - 0.02 <= gain <= published_gain + 0.09
 
 
 # Table 4: one 22B layer (TP 8, micro-batch 4), forward and backward ms.
@@ -202,8 +159,9 @@ def test_korthikanti_530b_at_dp8():
     """Sec 6.3: 530B at 8-way DP (2,240 GPUs) takes 39.15 s, the all-reduce after backward.
     The lab is 12% fast: its DP all-reduce at the nccl-tests bus bandwidth of two nodes
     (0.3 s) against ~1.3 s the paper implies on the fat tree."""
-    step = table5_step(TABLE5[2], True, dp=8)
-    assert step == pytest.approx(39.15, rel=0.15)
+    run = next(r for r in RUNS if r.id == "korthikanti-530b-dp8")
+    assert run.published_step_s == 39.15 and run.gpus == 2240
+    assert check(run).lab_step_s == pytest.approx(39.15, rel=0.15)
 
 
 def table1_planner_hits() -> list[tuple[float, bool, int]]:
@@ -211,14 +169,14 @@ def table1_planner_hits() -> list[tuple[float, bool, int]]:
     10 for that model, GPU count and global batch, the planner offering what the 2021
     software offered (no ZeRO, recomputation none or full)."""
     out = []
-    for row in TABLE1:
-        plan, model, _ = table1_plan(row)
+    for run in TABLE1:
+        plan = run.plan
         software = tuple((k, getattr(plan, k)) for k in (*MEGATRON_2021, "dp_overlap"))
-        found = search(PlanRequest(model, A100, row[6], SEQ, row[7], top=10,
+        found = search(PlanRequest(run.model, A100, run.gpus, SEQ, run.global_batch, top=10,
                                    software=software, zero_stages=(0,),
                                    recompute_modes=("none", "full")))
         layouts = [(p.plan.tp, p.plan.pp, p.plan.cp) for p in found.plans]
-        out.append((row[0], (plan.tp, plan.pp, 1) in layouts, len(layouts)))
+        out.append((run.params_b, (plan.tp, plan.pp, 1) in layouts, len(layouts)))
     return out
 
 

@@ -1,0 +1,113 @@
+"""EP08's "Checked against real runs": every published run the step model is calibrated on
+(labs/presets/runs.json through labs.recipe.runs, the data tests/labs/test_step_time.py pins),
+its citation, layout, published throughput, the lab's and their ratio, a scatter with ±10% and
+±25% bands, and each run's plan opened in EP08. JSON at /api/validation."""
+
+from functools import lru_cache
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from app.charts.validation import validation_figure
+from app.episodes import BY_SLUG
+from app.labkit.render import VARY, Chart
+from app.labkit.routes import json_response
+from app.routers.recipe import RecipeQuery
+from app.schemas import ValidationAnswer
+from app.templating import templates
+from labs.model.code import encode
+from labs.recipe.inputs import SOFTWARE
+from labs.recipe.runs import GROUPS, RunCheck, checks, summary
+
+router = APIRouter()
+EPISODE = BY_SLUG["recipe-3d"]
+PATH = EPISODE.path + "/validation"
+API_PATH = "/api/validation"
+PURE_ROUTES = (API_PATH, PATH)  # cached and pooled like a lab's answers (app/main.py)
+
+# What the step model does not count, each a reason a real run is slower than the lab.
+LEFT_OUT = (
+    "Kernel launch gaps: the CPU's time to launch each of thousands of small kernels a step, "
+    "and the idle gaps between them (CUDA graphs remove some).",
+    "Allocator fragmentation: PyTorch's caching allocator holding freed blocks it cannot "
+    "reuse, and the synchronising frees when memory runs short.",
+    "Stragglers: a step waits for the slowest of thousands of GPUs (thermal throttling, a "
+    "slow host, a bad link); the model times one GPU of each kind.",
+    "Network congestion: collectives of different groups sharing switches and links on the "
+    "fat tree; the model prices each at its nccl-tests bus bandwidth alone.",
+    "Data loading, checkpointing and logging between steps, and restarts after failures.",
+)
+
+
+def recipe_params(c: RunCheck) -> dict[str, str]:
+    """The EP08 query of a run: its model code, cluster, plan and software, non-defaults only."""
+    run, plan = c.run, c.result.plan
+    cluster = run.cluster
+    given = {"model": encode(run.model), "gpu": cluster.gpu.id, "nodes": run.nodes,
+             "gpus_per_node": cluster.gpus_per_node, "intra_link": cluster.intra.id,
+             "inter_link": cluster.inter.id,
+             **{k: getattr(plan, k) for k in ("tp", "pp", "dp", "cp", "ep", "zero",
+                                              "recompute", "schedule", "virtual",
+                                              "micro_batch", "microbatches", "seq_len")},
+             **{k: getattr(plan, k) for k in SOFTWARE}}
+    defaults = RecipeQuery().model_dump()
+    return {k: ("true" if v else "false") if isinstance(v, bool) else str(v)
+            for k, v in given.items() if defaults.get(k) != v}
+
+
+def recipe_url(c: RunCheck) -> str:
+    return EPISODE.url + "?" + urlencode(recipe_params(c))
+
+
+def run_api(c: RunCheck) -> dict:
+    run, plan = c.run, c.result.plan
+    return {
+        "id": run.id, "name": run.name, "source": run.source, "group": run.group,
+        "gpus": run.gpus, "params_b": run.params_b,
+        "layout": {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "virtual": plan.virtual,
+                   "micro_batch": plan.micro_batch, "microbatches": plan.microbatches,
+                   "global_batch": run.global_batch, "recompute": plan.recompute,
+                   "sequence_parallel": plan.sequence_parallel and plan.tp > 1,
+                   "schedule": plan.schedule},
+        "published_tflops_per_gpu": run.published_tflops,
+        "lab_tflops_per_gpu": round(run.tflops(c.lab_step_s), 2),
+        "published_step_s": round(run.published_step, 4),
+        "lab_step_s": round(c.lab_step_s, 4),
+        "published_tokens_per_s_per_gpu": round(c.published_tokens, 2),
+        "lab_tokens_per_s_per_gpu": round(c.lab_tokens, 2),
+        "ratio": round(c.ratio, 4),
+        "recipe_url": recipe_url(c),
+    }
+
+
+@lru_cache(maxsize=1)
+def answer() -> dict:
+    """The whole answer (the runs are fixed data: one cached answer)."""
+    found = checks()
+    return {"runs": [run_api(c) for c in found],
+            "summary": {k: (round(v, 4) if isinstance(v, float) else v)
+                        for k, v in summary(found).items()},
+            "left_out": list(LEFT_OUT)}
+
+
+@router.get(API_PATH, tags=["EP08"], response_model=ValidationAnswer,
+            summary="The published runs the step model is checked against: each run's "
+                    "layout, published and lab throughput, their ratio, and its EP08 link")
+def validation_json(request: Request) -> Response:
+    return json_response(request, answer())
+
+
+@router.get(PATH, response_class=HTMLResponse, include_in_schema=False)
+def validation_page(request: Request) -> Response:
+    found = checks()
+    urls = [recipe_url(c) for c in found]
+    figure = validation_figure(found, GROUPS, urls)
+    ctx = {
+        "episode": EPISODE, "rows": list(zip(found, urls, strict=True)), "groups": GROUPS,
+        "summary": summary(found), "left_out": LEFT_OUT,
+        "charts": {"validation": Chart("validation", "Lab against published throughput",
+                                       "validation-chart", figure, "", 520)},
+        "state_query": "",
+    }
+    return templates.TemplateResponse(request, "validation.html", ctx, headers=VARY)

@@ -1,0 +1,51 @@
+"""/api/validation: the published runs the step model is checked against, beside the lab's."""
+
+from pydantic import BaseModel, Field
+
+
+class ValidationLayout(BaseModel):
+    tp: int
+    pp: int
+    dp: int
+    virtual: int = Field(description="Model chunks per pipeline rank (interleaved 1F1B).")
+    micro_batch: int
+    microbatches: int = Field(description="Micro-batches per step per data-parallel rank.")
+    global_batch: int
+    recompute: str
+    sequence_parallel: bool
+    schedule: str
+
+
+class ValidationRun(BaseModel):
+    id: str
+    name: str
+    source: str = Field(description="The paper (and table) that published the run.")
+    group: str
+    gpus: int
+    params_b: float = Field(description="Parameters, billions, as the paper names the model.")
+    layout: ValidationLayout
+    published_tflops_per_gpu: float | None = Field(
+        description="As published (Narayanan et al. 2021 Table 1, eq. 3), or null.")
+    lab_tflops_per_gpu: float = Field(description="The lab's step through the same eq. 3.")
+    published_step_s: float = Field(description="Published seconds per iteration (Table 1's: "
+                                                "its TFLOP/s turned back by eq. 3).")
+    lab_step_s: float
+    published_tokens_per_s_per_gpu: float
+    lab_tokens_per_s_per_gpu: float
+    ratio: float = Field(description="Lab throughput / published throughput (> 1: the lab is "
+                                     "fast).")
+    recipe_url: str = Field(description="EP08 at this run's plan, model, cluster and software.")
+
+
+class ValidationSummary(BaseModel):
+    runs: int
+    median_deviation: float = Field(description="Median |ratio − 1|.")
+    worst_deviation: float = Field(description="Largest |ratio − 1|.")
+    within_10: int = Field(description="Runs within ±10%.")
+    within_25: int = Field(description="Runs within ±25%.")
+
+
+class ValidationAnswer(BaseModel):
+    runs: list[ValidationRun]
+    summary: ValidationSummary
+    left_out: list[str] = Field(description="What the step model does not count.")

@@ -1,0 +1,171 @@
+"""The published training runs the step model is checked against, and the lab's figure for each.
+
+One data source (``labs/presets/runs.json``, each run with its citation) for the calibration
+test (tests/labs/test_step_time.py) and the "Checked against real runs" page
+(app/routers/validation.py):
+
+- Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using
+  Megatron-LM" (arXiv:2104.04473) Table 1: ten GPT runs, 1.7B to 1T, published as TFLOP/s per
+  GPU by the paper's eq. 3, 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) FLOPs per iteration (which
+  counts the extra forward of full recomputation); configurations from NVIDIA/Megatron-LM
+  examples/sc21/run_table_1.sh and CONFIG.sh.
+- Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
+  (arXiv:2205.05198) Table 5: iteration seconds of four GPT models with full recomputation and
+  with sequence parallelism + selective recomputation (Table 3's configurations), and sec 6.3's
+  530B at 8-way data parallelism.
+
+A run's ``ratio`` is the lab's throughput over the published one (published step time over the
+lab's): above 1, the lab is fast.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from labs.core.data import read
+from labs.hardware.links import Cluster, get_cluster
+from labs.model.spec import ModelSpec
+from labs.recipe.inputs import Plan, RecipeResult
+from labs.recipe.lab import evaluate
+
+_DATA = read("runs.json")
+SEQ_LEN: int = _DATA["seq_len"]
+VOCAB: int = _DATA["vocab"]
+SOFTWARE: dict[str, dict[str, Any]] = _DATA["software"]
+GROUPS = {
+    "narayanan-2021-table1": "Narayanan et al. 2021, Table 1",
+    "korthikanti-2022-table5": "Korthikanti et al. 2022, Table 5",
+    "korthikanti-2022-dp": "Korthikanti et al. 2022, sec 6.3",
+}
+
+
+def gpt(hidden: int, heads: int, layers: int) -> ModelSpec:
+    """Narayanan's GPT (sec 5.1): GPT-2's layer (LayerNorm, biases, GeLU MLP of 4h, learned
+    positions, tied embeddings), vocabulary 51,200, sequence 2,048."""
+    return ModelSpec(id=f"gpt-{hidden}-{layers}", name=f"GPT h={hidden} L={layers}",
+                     layers=layers, hidden=hidden, heads=heads, kv_heads=heads,
+                     head_dim=hidden // heads, ffn=4 * hidden, vocab=VOCAB,
+                     source="Narayanan et al. 2021 Table 1", gated_mlp=False,
+                     linear_bias=True, norm="layernorm", max_positions=SEQ_LEN,
+                     tied_embeddings=True)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One published run: its model, layout, GPUs and published figure, with its source."""
+
+    id: str
+    name: str
+    group: str
+    source: str
+    params_b: float
+    hidden: int
+    heads: int
+    layers: int
+    gpus: int
+    software: str  # a key of runs.json's "software" sets
+    plan_fields: tuple[tuple[str, Any], ...]
+    published_tflops: float | None  # TFLOP/s per GPU (Narayanan eq. 3), or
+    published_step_s: float | None  # seconds per iteration
+
+    @property
+    def model(self) -> ModelSpec:
+        return gpt(self.hidden, self.heads, self.layers)
+
+    @property
+    def cluster(self) -> Cluster:
+        return get_cluster(_DATA["cluster"])
+
+    @property
+    def nodes(self) -> int:
+        return max(1, self.gpus // self.cluster.gpus_per_node)
+
+    @property
+    def plan(self) -> Plan:
+        fields = {"zero": 0, "seq_len": SEQ_LEN, **SOFTWARE[self.software]["settings"],
+                  **dict(self.plan_fields)}
+        return Plan(**fields)
+
+    @property
+    def global_batch(self) -> int:
+        p = self.plan
+        return p.dp * p.micro_batch * p.microbatches
+
+    def eq3_flops(self) -> float:
+        """Narayanan eq. 3: 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) FLOPs per iteration."""
+        h, s, n = self.hidden, SEQ_LEN, self.layers
+        return 96 * self.global_batch * s * n * h * h * (1 + s / (6 * h) + VOCAB / (16 * n * h))
+
+    def tflops(self, step_s: float) -> float:
+        """TFLOP/s per GPU by eq. 3 for a step of ``step_s`` seconds."""
+        return self.eq3_flops() / step_s / self.gpus / 1e12
+
+    @property
+    def published_step(self) -> float:
+        """The published step in seconds (Table 1's TFLOP/s turned back by eq. 3)."""
+        if self.published_step_s is not None:
+            return self.published_step_s
+        return self.eq3_flops() / (self.published_tflops * 1e12 * self.gpus)
+
+
+def _run(entry: dict) -> Run:
+    published = entry["published"]
+    return Run(id=entry["id"], name=entry["name"], group=entry["group"],
+               source=entry["source"], params_b=entry["params_b"], hidden=entry["hidden"],
+               heads=entry["heads"], layers=entry["layers"], gpus=entry["gpus"],
+               software=entry["software"], plan_fields=tuple(entry["plan"].items()),
+               published_tflops=published.get("tflops_per_gpu"),
+               published_step_s=published.get("step_s"))
+
+
+RUNS: tuple[Run, ...] = tuple(_run(e) for e in _DATA["runs"])
+BY_ID = {r.id: r for r in RUNS}
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """One run beside the lab's answer for it."""
+
+    run: Run
+    result: RecipeResult
+
+    @property
+    def lab_step_s(self) -> float:
+        return self.result.step_s
+
+    @property
+    def ratio(self) -> float:
+        """Lab throughput / published throughput (> 1: the lab is fast)."""
+        return self.run.published_step / self.lab_step_s
+
+    def tokens_per_s_per_gpu(self, step_s: float) -> float:
+        return self.run.global_batch * SEQ_LEN / step_s / self.run.gpus
+
+    @property
+    def published_tokens(self) -> float:
+        return self.tokens_per_s_per_gpu(self.run.published_step)
+
+    @property
+    def lab_tokens(self) -> float:
+        return self.tokens_per_s_per_gpu(self.lab_step_s)
+
+
+def check(run: Run) -> RunCheck:
+    return RunCheck(run, evaluate(run.plan, run.model, run.cluster, run.nodes))
+
+
+@lru_cache(maxsize=1)
+def checks() -> tuple[RunCheck, ...]:
+    """Every run, checked (one cached answer: the runs are fixed data)."""
+    return tuple(check(r) for r in RUNS)
+
+
+def summary(found: tuple[RunCheck, ...]) -> dict[str, float]:
+    """Median and worst |ratio − 1|, and how many runs lie within ±10% and ±25%."""
+    dev = [abs(c.ratio - 1) for c in found]
+    return {"median_deviation": statistics.median(dev), "worst_deviation": max(dev),
+            "within_10": sum(d <= 0.10 for d in dev), "within_25": sum(d <= 0.25 for d in dev),
+            "runs": len(dev)}

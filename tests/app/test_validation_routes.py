@@ -1,0 +1,80 @@
+"""EP08's "Checked against real runs" page and /api/validation: every calibration run (the one
+data file tests/labs/test_step_time.py reads), its figures, and its EP08 link."""
+
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from app.schemas import ValidationAnswer
+from labs.recipe.runs import RUNS
+
+
+@pytest.fixture(scope="module")
+def body(client):
+    response = client.get("/api/validation")
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_api_lists_every_run_of_the_data_file_with_its_citation(body):
+    ValidationAnswer.model_validate(body)
+    assert [r["id"] for r in body["runs"]] == [r.id for r in RUNS]
+    assert len(body["runs"]) == 19  # Table 1 (10), Table 5 (8), sec 6.3 (1)
+    for row in body["runs"]:
+        assert "arXiv:" in row["source"]
+        assert row["ratio"] == pytest.approx(row["published_step_s"] / row["lab_step_s"],
+                                             rel=1e-3)
+        assert row["ratio"] == pytest.approx(row["lab_tokens_per_s_per_gpu"]
+                                             / row["published_tokens_per_s_per_gpu"], rel=1e-3)
+    first = body["runs"][0]  # Narayanan Table 1, 1.7B: 137 TFLOP/s per GPU on 32 A100s
+    assert first["published_tflops_per_gpu"] == 137 and first["gpus"] == 32
+    assert first["layout"] == {"tp": 1, "pp": 1, "dp": 32, "virtual": 1, "micro_batch": 16,
+                               "microbatches": 1, "global_batch": 512, "recompute": "full",
+                               "sequence_parallel": False, "schedule": "1f1b"}
+    summary = body["summary"]
+    assert summary["runs"] == 19 and summary["within_25"] == 19
+    assert summary["median_deviation"] <= 0.10
+    assert any("launch" in x for x in body["left_out"])
+    assert any("fragmentation" in x for x in body["left_out"])
+    assert any("Stragglers" in x for x in body["left_out"])
+    assert any("congestion" in x for x in body["left_out"])
+
+
+def test_each_runs_link_opens_ep08_at_that_plan(client, body):
+    for row in body["runs"][::3] + body["runs"][-1:]:
+        url = urlsplit(row["recipe_url"])
+        assert url.path == "/episodes/recipe-3d"
+        query = dict(parse_qsl(url.query))
+        recipe = client.get("/api/recipe", params=query).json()
+        assert recipe["step_s"] == pytest.approx(row["lab_step_s"], abs=1e-4), row["id"]
+        assert recipe["plan"]["tp"] == row["layout"]["tp"]
+        assert recipe["plan"]["pp"] == row["layout"]["pp"]
+        assert recipe["plan"]["dp"] == row["layout"]["dp"]
+    page = client.get(body["runs"][-1]["recipe_url"])
+    assert page.status_code == 200 and 'value="unfused" selected' in page.text
+
+
+def test_page_shows_table_scatter_sources_and_what_is_left_out(client, body):
+    page = client.get("/episodes/recipe-3d/validation")
+    assert page.status_code == 200
+    html = page.text
+    assert 'data-testid="validation-table"' in html
+    assert html.count('<tr data-run="') == 19
+    assert 'id="validation-chart"' in html and '"type": "log"' in html.replace('":"', '": "')
+    assert "±10%" in html and "±25%" in html
+    assert "arXiv:2104.04473" in html and "arXiv:2205.05198" in html
+    assert "Network congestion" in html and "Kernel launch gaps" in html
+    for row in body["runs"]:
+        assert row["recipe_url"].replace("&", "&amp;") in html
+
+
+def test_page_is_linked_from_ep08_and_home(client):
+    assert 'href="/episodes/recipe-3d/validation"' in client.get("/episodes/recipe-3d").text
+    assert 'href="/episodes/recipe-3d/validation"' in client.get("/").text
+
+
+def test_api_is_documented(client):
+    spec = client.get("/openapi.json").json()
+    op = spec["paths"]["/api/validation"]["get"]
+    ref = op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    assert ref.endswith("ValidationAnswer")

@@ -1,0 +1,44 @@
+"""EP08's "Checked against real runs" in real Chromium: the scatter is drawn with every run,
+the table fits a phone by scrolling inside its box, and a run's link opens EP08 at its plan."""
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.helpers import api_json, wait_drawn
+
+PAGE = "/episodes/recipe-3d/validation"
+
+
+def drawn_points(page) -> int:
+    """Markers drawn in the scatter (the bands and the equality line are lines)."""
+    return page.evaluate("""() => document.querySelector('#validation-chart').data
+        .filter(t => t.mode === 'markers').reduce((n, t) => n + t.x.length, 0)""")
+
+
+@pytest.mark.parametrize("viewport", [{"width": 1280, "height": 800},
+                                      {"width": 390, "height": 844}])
+def test_scatter_and_table_show_every_run(page, live_server, viewport):
+    page.set_viewport_size(viewport)
+    body = api_json(live_server, "validation")
+    page.goto(PAGE)
+    wait_drawn(page)
+    expect(page.locator("#validation-chart .main-svg").first).to_be_visible()
+    assert drawn_points(page) == len(body["runs"]) == 19
+    expect(page.locator("[data-testid=validation-table] tbody tr")).to_have_count(19)
+    # Nothing wider than the screen: the table scrolls inside its own box.
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= viewport["width"]
+
+
+def test_a_runs_link_opens_ep08_at_its_plan(page, live_server):
+    body = api_json(live_server, "validation")
+    row = next(r for r in body["runs"] if r["id"] == "korthikanti-175b-present")
+    page.goto(PAGE)
+    page.locator("[data-testid=open-korthikanti-175b-present]").click()
+    page.wait_for_url("**/episodes/recipe-3d?**")
+    wait_drawn(page)
+    expect(page.locator("#input-pp")).to_have_value("8")
+    expect(page.locator("#input-recompute")).to_have_value("selective")
+    expect(page.locator("#input-attention")).to_have_value("unfused")
+    step = page.evaluate("() => document.querySelector('#recipe-step').data"
+                         ".reduce((s, t) => s + t.x[0], 0)")
+    assert step == pytest.approx(row["lab_step_s"] * 1e3, rel=1e-3)
