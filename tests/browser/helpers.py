@@ -20,3 +20,14 @@ def api_json(live_server: str, name: str, query: str = "") -> dict:
     """The lab's JSON twin of a state, from the live server."""
     with urllib.request.urlopen(f"{live_server}/api/{name}?{query}") as response:
         return json.load(response)
+
+
+def answer_drill(page, value: str, feedback: str, index: int = 0) -> None:
+    """Answer the page's ``index``-th drill with ``value`` and expect ``feedback`` back
+    (the drill's form is swapped by htmx, so it is found again each time)."""
+    from playwright.sync_api import expect
+
+    drill = page.locator("form.drill").nth(index)
+    drill.locator("input[name=answer]").fill(value)
+    drill.locator("button").click()
+    expect(page.locator(".drill-feedback").nth(index)).to_contain_text(feedback)

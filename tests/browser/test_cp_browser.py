@@ -4,7 +4,7 @@ controls and URL move together, cases, drills and each diagram's embed."""
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, wait_drawn
 
 LESSON = "/episodes/context-parallel"
 
@@ -102,14 +102,8 @@ def test_cost_chart_follows_the_link(page, live_server):
 def test_drill_and_embeds(page, live_server):
     page.goto(LESSON)
     wait_drawn(page)
-    drill = page.locator("form.drill").first
-    drill.locator("input[name=answer]").fill("40")
-    drill.locator("button").click()
-    expect(page.locator(".drill-feedback").first).to_contain_text("Hint")
-    drill = page.locator("form.drill").first
-    drill.locator("input[name=answer]").fill("58")
-    drill.locator("button").click()
-    expect(page.locator(".drill-feedback").first).to_contain_text("Right")
+    answer_drill(page, "40", "Hint")
+    answer_drill(page, "58", "Right")
 
     for name in ("mask", "pairs", "cost"):
         page.goto(f"/embed/cp/{name}?tokens=8&cp=2&layout=zigzag")

@@ -7,7 +7,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, wait_drawn
 
 LESSON = "/episodes/low-precision"
 # A state unlike every step's: each link must change the diagram its step names.
@@ -112,18 +112,9 @@ def test_good_and_bad_cases(page):
 def test_drills_hint_then_accept(page, live_server):
     page.goto(LESSON)
     wait_drawn(page)
-    drill = page.locator("form.drill").first
-    drill.locator("input[name=answer]").fill("16")
-    drill.locator("button").click()
-    expect(page.locator(".drill-feedback").first).to_contain_text("Hint")
-    drill = page.locator("form.drill").first
-    drill.locator("input[name=answer]").fill("18")
-    drill.locator("button").click()
-    expect(page.locator(".drill-feedback").first).to_contain_text("Right")
-    second = page.locator("form.drill").nth(1)
-    second.locator("input[name=answer]").fill("6.82")
-    second.locator("button").click()
-    expect(page.locator(".drill-feedback").nth(1)).to_contain_text("Right")
+    answer_drill(page, "16", "Hint")
+    answer_drill(page, "18", "Right")
+    answer_drill(page, "6.82", "Right", index=1)
 
 
 @pytest.mark.parametrize("diagram", ["ledger", "bytes", "finetune", "offload"])
