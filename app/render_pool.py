@@ -34,8 +34,9 @@ stopped):
 - bounded and fair: a client (its address, as uvicorn reports it: behind a proxy, the
   forwarded one) may have CLIENT_QUEUE answers queued or drawn per lane, and its k-th waits
   behind every other client's first k; a lane holds LANE_QUEUE waiting answers per child that
-  may take them. Past either, :class:`Busy` (429 for the client, 503 for a full lane), with
-  Retry-After from the lane's measured render time;
+  may take them. Past either, :class:`Busy`: a 429 with Retry-After from the lane's measured
+  render time (a flood gets 429s or its answers, never a hang; 503 is kept for a render that
+  broke its deadline);
 - a deadline (RENDER_TIMEOUT) on every render, and on every wait for one: past it the request
   gets a 503 saying so, and a child that held it is killed and replaced (its siblings serve
   on). A child that dies costs its request nothing: it is drawn in a thread instead.
@@ -87,8 +88,9 @@ def portable_scope(scope: dict) -> dict:
 
 
 class Busy(Exception):
-    """The pool will not draw this answer now: 429 (the client has enough queued) or 503 (the
-    lane is full, or the render passed its deadline). ``retry_after`` in whole seconds."""
+    """The pool will not draw this answer now: 429 (the client has enough queued, the lane is
+    full, or the answer waited past the deadline to start) or 503 (its render passed the
+    deadline, and its child is being replaced). ``retry_after`` in whole seconds."""
 
     def __init__(self, status: int, retry_after: int, message: str) -> None:
         super().__init__(message)
@@ -258,9 +260,9 @@ class RenderPool:
                        f"{CLIENT_QUEUE[lane]}); wait for them, then ask again.")
         waiting = len(self.lanes[lane].waiting)
         if waiting >= LANE_QUEUE[lane] * takers:
-            self.refused[503] += 1
+            self.refused[429] += 1
             retry = self._retry_after(lane, waiting + takers, takers)
-            raise Busy(503, retry, f"The lab is busy drawing {waiting + takers} large answers "
+            raise Busy(429, retry, f"The lab is busy drawing {waiting + takers} large answers "
                                    f"like this one ({cost.what}); try again in {retry} s.")
 
     def _retry_after(self, lane: str, jobs: int, takers: int) -> int:
@@ -332,9 +334,9 @@ class RenderPool:
         """A deadline on the wait, too: no request hangs in a queue (its answer would be
         late anyway)."""
         if job.started is None:
-            self.refused[503] += 1
+            self.refused[429] += 1
             self._settle(job, error=Busy(
-                503, self._retry_after(job.cost.lane, 1, 1),
+                429, self._retry_after(job.cost.lane, 1, 1),
                 f"The lab was too busy to start drawing {job.cost.what} within "
                 f"{self.timeout:g} s; try again in a moment."))
 

@@ -1,7 +1,7 @@
 """The render pool (app/render_pool.py): lab answers drawn in child processes are the same
 answers, byte for byte; a dead child costs no request; children never outlive the server; a
 light miss never waits behind a heavy one; a render past its deadline answers 503 and its child
-is replaced; what one client may queue, and a lane may hold, is bounded (429/503)."""
+is replaced; what one client may queue, and a lane may hold, is bounded (429 with Retry-After)."""
 
 import asyncio
 import contextlib
@@ -283,7 +283,7 @@ def test_a_full_lane_says_when_to_come_back():
     pool.lanes[heavy.lane].waiting.extend([None] * LANE_QUEUE[heavy.lane])
     with pytest.raises(Busy) as refused:
         pool._admit("10.0.0.3", heavy.lane, 1, heavy)
-    assert refused.value.status == 503
+    assert refused.value.status == 429  # issue 20: a flood gets 429s or answers
     assert refused.value.retry_after == 4  # (2 waiting + 1 drawn) x 1.2 s, rounded up
     assert "plan search" in refused.value.message
 
@@ -362,3 +362,27 @@ def test_a_clients_burst_waits_behind_its_classmates():
         "burst-0", "other-memory", "student-playground",  # everyone's first, cheapest first
         "burst-1", "student-memory",  # then everyone's second, in the order they came
         "burst-2", "burst-3"]
+
+
+def test_an_answer_no_child_started_in_time_gets_a_429():
+    """The wait in a lane has the render's deadline too: past it, a 429 with Retry-After
+    (the request never hangs), while 503 stays for a render that broke its deadline."""
+    import asyncio
+
+    from app.lanes import Cost
+    from app.render_pool import Busy, Job
+
+    async def wait_for_a_child():
+        pool = busy_pool()
+        pool.timeout = 0.05
+        job = Job({}, Cost(500.0, "a plan search"), "10.0.0.4",
+                  asyncio.get_running_loop().create_future())
+        pool._enqueue(job)  # no child: nothing takes it
+        with pytest.raises(Busy) as refused:
+            await asyncio.wait_for(job.future, 5)
+        return refused.value, pool.refused
+
+    busy, refused = asyncio.run(wait_for_a_child())
+    assert busy.status == 429 and busy.retry_after >= 1
+    assert "too busy to start drawing a plan search" in busy.message
+    assert refused == {429: 1, 503: 0}

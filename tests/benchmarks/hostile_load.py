@@ -11,7 +11,7 @@ log in a temporary file, then:
    top 50, a random matmul efficiency: never cached; about 1.2 CPU-s each), each waiting the
    Retry-After it is given; meanwhile a prober asks an uncached light answer (EP01's
    /api/memory at a new sequence length) and /healthz every 100 ms. Reports p50/p99/max of
-   both and what the 16 got (answers, 429s, 503s, the slowest: never a hang). Targets: light
+   both and what the 16 got (answers or 429s, the slowest: never a hang). Targets: light
    p99 < 150 ms, /healthz p99 < 50 ms, no flood request unanswered.
 2. header: one 100 MB header, sent as fast as the socket takes it: the worker's CPU while it
    does (its threads' /proc/<pid>/task/*/schedstat, in ns: its event loop parses every
@@ -238,9 +238,10 @@ async def flood(server: Server, duration: float, clients: int = 16) -> bool:
           f"load {load()}")
     ok = (pct(light, 0.99) < TARGETS["light_p99_ms"]
           and pct(healthz, 0.99) < TARGETS["healthz_p99_ms"]
-          and not errors and set(got) <= {200, 429, 503})
+          and not errors and set(got) <= {200, 429})
     print(f"  {'PASS' if ok else 'FAIL'} (light p99 < {TARGETS['light_p99_ms']:.0f} ms, "
-          f"/healthz p99 < {TARGETS['healthz_p99_ms']:.0f} ms, every flood request answered)")
+          f"/healthz p99 < {TARGETS['healthz_p99_ms']:.0f} ms, "
+          "each flood request an answer or a 429)")
     return ok
 
 
