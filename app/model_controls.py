@@ -8,9 +8,9 @@ and restates only its default model with :func:`model_field`.
 
 from typing import Annotated, get_args
 
-from pydantic import BaseModel, Field, StringConstraints, WithJsonSchema
+from pydantic import Field, StringConstraints, WithJsonSchema
 
-from app.options import GpuId, ModelId, chosen_model, is_custom
+from app.options import GpuId, LabQuery, ModelId, chosen_model, is_custom
 from labs.core.limits import MAX_MODEL_CODE
 from labs.model.code import decode, encode, is_code
 from labs.model.presets import get_model
@@ -50,7 +50,7 @@ def model_field(default: str, what: str = "Model"):
         "implies custom."))
 
 
-class ModelControls(BaseModel):
+class ModelControls(LabQuery):
     """model + params. Subclasses restate ``model = model_field(<their default>)``."""
 
     model: ModelChoice = model_field("llama-3.1-70b")
@@ -80,6 +80,13 @@ class ModelControls(BaseModel):
         if self.model_value == "custom":
             return {"model": "custom", "params": self.params}
         return {"model": self.model}
+
+
+class ModelGpuControls(ModelControls):
+    """model + params + gpu, H100 SXM by default (a lab restates ``gpu`` with
+    :func:`gpu_field` for another default; the field keeps its place after ``params``)."""
+
+    gpu: GpuChoice = gpu_field("h100-sxm")
 
 
 def model_choices(options, value: str, *, custom: bool = True) -> list[tuple[str, str]]:

@@ -3,11 +3,20 @@
 from functools import cache
 from typing import Literal
 
+from pydantic import BaseModel, ConfigDict
+
 from labs.core.errors import LabInputError
 from labs.hardware.gpus import gpus
 from labs.model.presets import custom_model, get_model, models
 
 SEQ_LENGTHS = tuple(2**k for k in range(9, 18))  # 512 ... 131,072 tokens
+
+
+class LabQuery(BaseModel):
+    """The base of every lab's controls: keys it does not know are ignored (a shared link may
+    carry another lab's), while every key it knows is validated and bounded."""
+
+    model_config = ConfigDict(extra="ignore")
 
 
 def with_value(options, value: int) -> list[int]:

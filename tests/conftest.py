@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -46,8 +47,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def live_server() -> Iterator[str]:
+@contextmanager
+def running_app() -> Iterator[str]:
+    """The real app under uvicorn on a free port of 127.0.0.1, ready (its /healthz answered):
+    the browser tests' live server, and the screenshot and benchmark scripts' too."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1",
@@ -56,21 +59,31 @@ def live_server() -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
-    while True:
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/healthz", timeout=1) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                if proc.poll() is not None:
+                    raise RuntimeError("uvicorn exited before serving") from None
+                if time.monotonic() > deadline:
+                    raise RuntimeError("uvicorn did not answer /healthz within 30 s") from None
+                time.sleep(0.1)  # readiness poll, not a timing assertion
+        yield url
+    finally:
+        proc.terminate()
         try:
-            with urllib.request.urlopen(url + "/healthz", timeout=1) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError("uvicorn exited before serving") from None
-            if time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("uvicorn did not answer /healthz within 30 s") from None
-            time.sleep(0.1)  # readiness poll, not a timing assertion
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="session")
+def live_server() -> Iterator[str]:
+    with running_app() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

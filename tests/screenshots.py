@@ -9,10 +9,7 @@ refreshes the README's pictures, ``static/img/<episode>-desktop.png`` (first scr
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.episodes import BY_LAB, EPISODES  # noqa: E402
 from tests.browser.helpers import wait_drawn  # noqa: E402
-from tests.conftest import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
+from tests.conftest import CHROMIUM, CHROMIUM_ARGS, running_app  # noqa: E402
 
 MEMORY, PIPELINE = BY_LAB["memory"].path, BY_LAB["pipeline"].path
 # The home page and every lesson of the registry (app/episodes.py) at its default state, then
@@ -54,51 +51,37 @@ def main() -> None:
 
     out = ROOT / "build/screenshots"
     out.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "app.main:app", "--port",
-                               str(port), "--log-level", "warning"], cwd=ROOT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(base + "/healthz", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            for width, height in SIZES:
-                size = f"{width}x{height}"
-                page = browser.new_page(viewport={"width": width, "height": height},
-                                        is_mobile=width < 500, has_touch=width < 500)
-                for name, path in PAGES.items():
-                    page.goto(base + path)
-                    if page.locator("script.figure").count():
-                        wait_drawn(page)
-                    page.screenshot(path=out / f"{name}-{size}.png")
-                    page.screenshot(path=out / f"{name}-{size}-full.png", full_page=True)
-                    if size == "1280x800" and name in README_PICTURES:
-                        page.screenshot(path=ROOT / "static/img" / README_PICTURES[name])
-                for name, (path, steps) in STEPS.items():
-                    for step in steps:
-                        try_step(page, base, path, step)
-                        page.screenshot(path=out / f"{name}-step{step}-{size}.png")
-                page.close()
-                dark = browser.new_page(viewport={"width": width, "height": height},
-                                        color_scheme="dark")
-                try_step(dark, base, PIPELINE, 6)
-                dark.screenshot(path=out / f"ep05-dark-{size}.png")
-                dark.close()
-            printed = browser.new_page(viewport={"width": 1280, "height": 800})
-            printed.goto(base + MEMORY)
-            wait_drawn(printed)
-            printed.emulate_media(media="print")
-            printed.screenshot(path=out / "ep01-print.png", full_page=True)
-            printed.close()
-            browser.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+    with running_app() as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for width, height in SIZES:
+            size = f"{width}x{height}"
+            page = browser.new_page(viewport={"width": width, "height": height},
+                                    is_mobile=width < 500, has_touch=width < 500)
+            for name, path in PAGES.items():
+                page.goto(base + path)
+                if page.locator("script.figure").count():
+                    wait_drawn(page)
+                page.screenshot(path=out / f"{name}-{size}.png")
+                page.screenshot(path=out / f"{name}-{size}-full.png", full_page=True)
+                if size == "1280x800" and name in README_PICTURES:
+                    page.screenshot(path=ROOT / "static/img" / README_PICTURES[name])
+            for name, (path, steps) in STEPS.items():
+                for step in steps:
+                    try_step(page, base, path, step)
+                    page.screenshot(path=out / f"{name}-step{step}-{size}.png")
+            page.close()
+            dark = browser.new_page(viewport={"width": width, "height": height},
+                                    color_scheme="dark")
+            try_step(dark, base, PIPELINE, 6)
+            dark.screenshot(path=out / f"ep05-dark-{size}.png")
+            dark.close()
+        printed = browser.new_page(viewport={"width": 1280, "height": 800})
+        printed.goto(base + MEMORY)
+        wait_drawn(printed)
+        printed.emulate_media(media="print")
+        printed.screenshot(path=out / "ep01-print.png", full_page=True)
+        printed.close()
+        browser.close()
 
 
 if __name__ == "__main__":

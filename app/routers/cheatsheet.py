@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from app.charts.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 from app.episodes import BY_SLUG, EPISODES
@@ -15,7 +15,7 @@ from app.labkit.parsing import QueryForm, validate
 from app.labkit.render import VARY, is_fragment
 from app.labkit.routes import api_error, json_response
 from app.model_controls import ModelChoice, model_choices, model_field
-from app.options import GpuId, gpu_options, model_options
+from app.options import GpuId, LabQuery, gpu_options, model_options
 from app.schemas import CheatSheetAnswer
 from app.templating import templates
 from labs.cheatsheet.inputs import CheatInput
@@ -39,10 +39,8 @@ API_PATH = "/api/cheatsheet"
 PURE_ROUTES = (API_PATH, PATH)  # cached and pooled like a lab's answers (app/main.py)
 
 
-class CheatQuery(BaseModel):
+class CheatQuery(LabQuery):
     """The worked example's knobs; each line's lab reads the ones it needs."""
-
-    model_config = ConfigDict(extra="ignore")
 
     model: ModelChoice = model_field("llama-3.1-70b")
     gpu: GpuId = Field("h100-sxm", description="GPU preset id (GET /api/gpus).")

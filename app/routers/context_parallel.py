@@ -4,7 +4,7 @@ from functools import lru_cache
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from app.charts.context_parallel import cost_figure, mask_figure, pairs_figure
 from app.episodes import BY_SLUG
@@ -35,8 +35,6 @@ SEQ_OPTIONS = tuple(2**k for k in range(12, 21))  # 4,096 ... 1,048,576 tokens
 class CPQuery(ModelControls):
     """The controls of the context-parallel lab: the mask picture (tokens, cp, layout) and the
     cost of one sequence of seq_len tokens through one layer of model on link."""
-
-    model_config = ConfigDict(extra="ignore")
 
     tokens: int = Field(16, ge=1, le=MAX_CP_TOKENS,
                         description="Tokens of the sequence drawn in the mask picture.")

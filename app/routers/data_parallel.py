@@ -5,14 +5,14 @@ from functools import lru_cache
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from app.charts.data_parallel import FAMILY_COLOURS, PARTS, scaling_figure, time_figure
 from app.charts.memory import COMPONENTS, memory_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
 from app.model_controls import ModelChoice, model_choices
-from app.options import model_options, with_value
+from app.options import LabQuery, model_options, with_value
 from app.schemas import DataParallelAnswer
 from labs.core.errors import LabInputError
 from labs.core.limits import (
@@ -49,10 +49,8 @@ BUCKET_CHOICES = (1024 * 1024, 5 * 1024 * 1024, DDP_BUCKET_BYTES, 100 * 1024 * 1
 GRAD_CHOICES = (2e9, 14e9, 16e9, 140e9, 810e9)
 
 
-class DataParallelQuery(BaseModel):
+class DataParallelQuery(LabQuery):
     """The controls of the data-parallel lab; sizes in bytes, times in seconds."""
-
-    model_config = ConfigDict(extra="ignore")
 
     # The shared model type (presets, custom, model codes); here a custom size is grad_bytes.
     model: ModelChoice | None = Field(

@@ -5,20 +5,13 @@ from functools import lru_cache
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from app.charts.memory import COMPONENTS, memory_figure
 from app.cluster_controls import Schedule, Virtual
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.model_controls import (
-    GpuChoice,
-    ModelChoice,
-    ModelControls,
-    gpu_field,
-    model_choices,
-    model_field,
-)
+from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.pipeline import SCHEDULE_LABELS
 from app.schemas import MemoryAnswer
@@ -45,13 +38,10 @@ DEFAULT_MODEL = "llama-3.1-70b"
 RECIPE_LABELS = {k: r.label for k, r in RECIPES.items()}  # the records of labs.core.catalogue
 
 
-class MemoryQuery(ModelControls):
+class MemoryQuery(ModelGpuControls):
     """The controls of the memory ledger; every size is bounded so no request is costly."""
 
-    model_config = ConfigDict(extra="ignore")
-
     model: ModelChoice = model_field(DEFAULT_MODEL)
-    gpu: GpuChoice = gpu_field("h100-sxm")
     mode: Literal[MODES] = Field("train", description="Training step or inference.")
     recipe: Literal[RECIPE_IDS] | None = Field(
         None, description="Precision recipe; default adam16 for train, bf16 for infer.",

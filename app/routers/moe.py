@@ -5,7 +5,7 @@ from functools import lru_cache
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from app.charts.moe import PHASES, experts_figure, gpus_figure, params_figure
 from app.charts.rank_map import rank_map_figure
@@ -38,8 +38,6 @@ router = APIRouter()
 class MoEQuery(ModelControls):
     """The controls of the experts lab: a model, the cluster, the parallel degrees (DP is
     what divides the rest), routing skew and capacity. Sizes come back in bytes, times in s."""
-
-    model_config = ConfigDict(extra="ignore")
 
     model: ModelChoice = model_field("mixtral-8x7b", "Mixture-of-experts model")
     link: str = Field("dgx-h100", max_length=64, description="Cluster preset (GPUs per node, "

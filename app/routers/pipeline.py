@@ -4,7 +4,7 @@ from functools import lru_cache
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from app.charts.pipeline import KINDS, activations_figure, gantt_figure, stage_memory_figure
 from app.episodes import BY_SLUG
@@ -50,8 +50,6 @@ SCHEDULE_LABELS = {k: s.label for k, s in CATALOGUE.items()}
 class PipelineQuery(ModelControls):
     """The controls of the pipeline lab. Costs are relative times (any unit; f = 1 is one
     stage's forward of one micro-batch); makespan and events come back in the same unit."""
-
-    model_config = ConfigDict(extra="ignore")
 
     schedule: Literal[tuple(SCHEDULES)] = Field(
         "1f1b", description="Pipeline schedule.")

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from app.charts.plan import plan_figure, plan_label
 from app.cluster_controls import GpusPerNode, InterLink, IntraLink, PrecisionRecipe, SeqLen
@@ -39,8 +39,6 @@ PURE_ROUTES = (API_PATH, FRAGMENT_PATH)
 
 class PlanQuery(ModelControls):
     """A model, a cluster and a sequence length: what the planner searches plans for."""
-
-    model_config = ConfigDict(extra="ignore")
 
     model: ModelChoice = model_field("gpt-3-175b")
     gpu: GpuChoice = gpu_field("a100-80gb")

@@ -13,7 +13,7 @@ from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, Field, create_model
 
 from app.cluster_controls import (
     ContextParallel,
@@ -35,6 +35,7 @@ from app.cluster_controls import (
 from app.labkit import LabView
 from app.labkit.parsing import run_cached, validate
 from app.model_controls import GpuChoice, ModelChoice, gpu_field, model_field
+from app.options import LabQuery
 from app.routers import (
     context_parallel,
     data_parallel,
@@ -51,11 +52,9 @@ from labs.hardware.links import clusters
 from labs.model.presets import get_model
 
 
-class SharedControls(BaseModel):
+class SharedControls(LabQuery):
     """The controls every lab reads: EP08's plan on a cluster (the worked plan by default:
     Llama 3.1 70B on 4 DGX H100 nodes as TP8 x PP2 x DP2, 16 micro-batches of 8,192 tokens)."""
-
-    model_config = ConfigDict(extra="ignore")
 
     model: ModelChoice = model_field("llama-3.1-70b")
     gpu: GpuChoice = gpu_field("h100-sxm")

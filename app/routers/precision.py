@@ -7,7 +7,7 @@ from functools import lru_cache
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from app.charts.precision import (
     FINETUNE,
@@ -21,14 +21,7 @@ from app.charts.precision import (
 )
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.model_controls import (
-    GpuChoice,
-    ModelChoice,
-    ModelControls,
-    gpu_field,
-    model_choices,
-    model_field,
-)
+from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.memory import divisors
 from app.schemas import PrecisionAnswer
@@ -60,14 +53,11 @@ MODULE_LABELS = {"qv": "q and v (the LoRA paper)", "attention": "q, k, v, o",
 LLAMA_65B = "L80.h8192.a64.f22016.v32000"  # LLaMA 65B (Touvron et al. 2023, Table 2)
 
 
-class PrecisionQuery(ModelControls):
+class PrecisionQuery(ModelGpuControls):
     """The controls of the precision lab: EP01's model, GPU and layout for the FP8 ledger,
     the fine-tune's adapters, and the offload."""
 
-    model_config = ConfigDict(extra="ignore")
-
     model: ModelChoice = model_field(DEFAULT_MODEL)
-    gpu: GpuChoice = gpu_field("h100-sxm")
     recipe: Literal[TRAIN_RECIPES] = Field(
         "fp8-delayed", description="Training recipe drawn against BF16 mixed precision "
         "(labs.core.catalogue: the FP8 recipes, or a 16-bit one).")

@@ -7,7 +7,7 @@ from typing import Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from app.charts.recipe import SEGMENTS, causes_figure, memory_figure, step_figure
 from app.cluster_controls import (
@@ -37,7 +37,7 @@ from app.labkit.routes import api_error, json_response, query_parameters
 from app.model_controls import (
     GpuChoice,
     ModelChoice,
-    ModelControls,
+    ModelGpuControls,
     gpu_field,
     model_choices,
     model_field,
@@ -68,10 +68,8 @@ from labs.recipe.replan import Replan, nearest
 router = APIRouter()
 
 
-class RecipeQuery(ModelControls):
+class RecipeQuery(ModelGpuControls):
     """The controls of the 3D recipe: a model, a cluster and a plan's every decision."""
-
-    model_config = ConfigDict(extra="ignore")
 
     model: ModelChoice = model_field("gpt-3-175b")
     gpu: GpuChoice = gpu_field("a100-80gb")

@@ -4,12 +4,12 @@ from functools import lru_cache
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from app.charts.rl import ROLES, cluster_figure, memory_figure, timeline_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.options import gpu_options
+from app.options import LabQuery, gpu_options
 from app.schemas import PlacementAnswer
 from labs.core.limits import (
     KV_DTYPES,
@@ -38,10 +38,8 @@ PLACEMENT_LABELS = {
 }
 
 
-class RLQuery(BaseModel):
+class RLQuery(LabQuery):
     """A recipe preset and overrides; an unset override takes the preset's value."""
-
-    model_config = ConfigDict(extra="ignore")
 
     preset: Literal[PRESETS] = Field("glm-4-9b", description="Recipe preset (GET "
                                      "/api/presets/recipes): model, training GPUs, degrees.")

@@ -5,20 +5,13 @@ from functools import cache, lru_cache
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from app.charts.tensor_parallel import figures
 from app.charts.tp_split import split_view
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.model_controls import (
-    GpuChoice,
-    ModelChoice,
-    ModelControls,
-    gpu_field,
-    model_choices,
-    model_field,
-)
+from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, with_value
 from app.schemas import TensorParallelAnswer
 from labs.core.errors import LabInputError
@@ -46,14 +39,11 @@ router = APIRouter()
 DEFAULT_MODEL = "llama-3.1-405b"
 
 
-class TPQuery(ModelControls):
+class TPQuery(ModelGpuControls):
     """The controls of the tensor-parallel lab; every size is bounded."""
-
-    model_config = ConfigDict(extra="ignore")
 
     # Dense models only: MoE and MLA models are split differently and refused (check_model).
     model: ModelChoice = model_field(DEFAULT_MODEL, "Dense model")
-    gpu: GpuChoice = gpu_field("h100-sxm")
     tp: int = Field(8, ge=1, le=MAX_TP, description="Tensor-parallel degree t.")
     # Off by default: the lesson teaches one all-reduce per matrix pair first (steps 1-4) and
     # sequence parallelism in step 5, so the diagram shows from the first step what it reads.

@@ -4,7 +4,7 @@ from functools import lru_cache
 from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from app.charts.zero import (
     STAGE_NAMES,
@@ -16,14 +16,7 @@ from app.charts.zero import (
 )
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, register
-from app.model_controls import (
-    GpuChoice,
-    ModelChoice,
-    ModelControls,
-    gpu_field,
-    model_choices,
-    model_field,
-)
+from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.memory import DEFAULT_MODEL, RECIPE_LABELS
 from app.schemas import ZeroAnswer
@@ -49,13 +42,10 @@ DP_OPTIONS = tuple(2**k for k in range(0, 11))  # 1 ... 1,024 replicas
 GPUS_PER_NODE_OPTIONS = (1, 2, 4, 8, 72)
 
 
-class ZeroQuery(ModelControls):
+class ZeroQuery(ModelGpuControls):
     """The controls of the ZeRO lab; every size is bounded so no request is costly."""
 
-    model_config = ConfigDict(extra="ignore")
-
     model: ModelChoice = model_field(DEFAULT_MODEL)
-    gpu: GpuChoice = gpu_field("h100-sxm")
     recipe: Literal[TRAIN_RECIPES] = Field(
         "adam16", description="Training recipe (labs.core.catalogue: mixed-precision Adam, "
         "16-bit Adam or an FP8 recipe; GET /api/precision itemises them).")

@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.episodes import BY_LAB  # noqa: E402
 from tests.browser.helpers import wait_drawn  # noqa: E402
-from tests.conftest import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
+from tests.conftest import CHROMIUM, CHROMIUM_ARGS, running_app  # noqa: E402
 
 # (lesson, starting state, slider name, values it cycles through). No value is the
 # control's default: the state string leaves defaults out, so they could not be waited for.
@@ -123,36 +120,22 @@ def main() -> None:
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "app.main:app", "--port",
-                               str(port), "--log-level", "warning"], cwd=ROOT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(base + "/healthz", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)  # readiness poll
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
-            print(f"input -> chart redrawn, {args.rounds} x values per lesson, localhost")
-            for label, path, name, values in CASES:
-                page.goto(base + path)
-                wait_drawn(page)
-                page.evaluate(STEP, [name, values[:2]])  # warm-up
-                times, seen = page.evaluate(STEP, [name, values * args.rounds])
-                redraws, tail = page.evaluate(DRAG, [name, min(values), max(values)])
-                print(f"{label} (n={len(times)}): first chart (in view) median"
-                      f" {statistics.median(seen):.1f} ms, p95 {p95(seen):.1f} ms;"
-                      f" all charts median {statistics.median(times):.1f} ms,"
-                      f" p95 {p95(times):.1f} ms; 1.6 s drag: {redraws} chart redraws during"
-                      f" it, final value drawn {tail:.1f} ms after the last input")
-            browser.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+    with running_app() as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        print(f"input -> chart redrawn, {args.rounds} x values per lesson, localhost")
+        for label, path, name, values in CASES:
+            page.goto(base + path)
+            wait_drawn(page)
+            page.evaluate(STEP, [name, values[:2]])  # warm-up
+            times, seen = page.evaluate(STEP, [name, values * args.rounds])
+            redraws, tail = page.evaluate(DRAG, [name, min(values), max(values)])
+            print(f"{label} (n={len(times)}): first chart (in view) median"
+                  f" {statistics.median(seen):.1f} ms, p95 {p95(seen):.1f} ms;"
+                  f" all charts median {statistics.median(times):.1f} ms,"
+                  f" p95 {p95(times):.1f} ms; 1.6 s drag: {redraws} chart redraws during"
+                  f" it, final value drawn {tail:.1f} ms after the last input")
+        browser.close()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
-"""Browser-test helpers: wait for lab.js to draw, and read a state's JSON twin."""
+"""Browser-test helpers: wait for lab.js to draw, read a state's JSON twin, answer a drill,
+open a page at a given size."""
 
 import json
 import urllib.request
+from contextlib import contextmanager
 
 DRAWN = """() => {
     const scripts = [...document.querySelectorAll('script.figure[data-target]')];
@@ -31,3 +33,22 @@ def answer_drill(page, value: str, feedback: str, index: int = 0) -> None:
     drill.locator("input[name=answer]").fill(value)
     drill.locator("button").click()
     expect(page.locator(".drill-feedback").nth(index)).to_contain_text(feedback)
+
+
+@contextmanager
+def sized_page(browser, base_url: str, width: int, height: int, *, touch: bool = False):
+    """A page of its own context at width x height; with ``touch``, a phone's (mobile
+    viewport, touch events) below 500 px. ``page.phone`` says which; JavaScript errors the
+    page raised fail the test when it closes."""
+    phone = touch and width < 500
+    context = browser.new_context(viewport={"width": width, "height": height},
+                                  is_mobile=phone, has_touch=phone, base_url=base_url)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.phone = phone  # type: ignore[attr-defined]
+    try:
+        yield page
+    finally:
+        context.close()
+    assert not errors, f"JavaScript errors: {errors}"

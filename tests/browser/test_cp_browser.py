@@ -4,7 +4,7 @@ controls and URL move together, cases, drills and each diagram's embed."""
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, sized_page, wait_drawn
 
 LESSON = "/episodes/context-parallel"
 
@@ -115,15 +115,10 @@ def test_drill_and_embeds(page, live_server):
 
 @pytest.mark.parametrize(("width", "height"), [(1280, 800), (390, 844)])
 def test_the_mask_is_in_view_with_its_layout_control(browser, live_server, width, height):
-    context = browser.new_context(viewport={"width": width, "height": height},
-                                  base_url=live_server)
-    page = context.new_page()
-    try:
+    with sized_page(browser, live_server, width, height) as page:
         page.goto(f"{LESSON}?tokens=16&cp=4")
         wait_drawn(page)
         page.locator("#cp-mask").scroll_into_view_if_needed()
         box = page.locator("#cp-mask").bounding_box()
         assert box and box["width"] > 0.5 * min(width, 700)
         assert 0 <= box["y"] < height
-    finally:
-        context.close()

@@ -4,7 +4,7 @@ each diagram's embed, and the diagrams in view at laptop and phone sizes."""
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, wait_drawn
+from tests.browser.helpers import api_json, sized_page, wait_drawn
 
 PAGE = "/episodes/data-parallel"
 DIAGRAMS = ("dp-scaling", "dp-time", "dp-replica")
@@ -142,22 +142,19 @@ def test_each_diagram_embeds_alone(page, name, chart):
 
 @pytest.mark.parametrize("width, height", [(1280, 800), (390, 844)])
 def test_each_steps_diagram_is_in_view_after_its_try_link(browser, live_server, width, height):
-    context = browser.new_context(viewport={"width": width, "height": height},
-                                  base_url=live_server)
-    page = context.new_page()
-    page.goto(PAGE)
-    wait_drawn(page)
-    steps = page.locator("section.step[data-diagram]")
-    for i in range(steps.count()):
-        step = steps.nth(i)
-        diagram = step.get_attribute("data-diagram")
-        step.locator("a.try").first.click()
+    with sized_page(browser, live_server, width, height) as page:
+        page.goto(PAGE)
         wait_drawn(page)
-        chart = page.locator(f"#{diagram}")
-        chart.scroll_into_view_if_needed()
-        box = chart.bounding_box()
-        assert box and box["width"] > 0.8 * min(width, 640) - 40, (diagram, box)
-        assert box["height"] >= 150, (diagram, box)
-        viewport = page.viewport_size
-        assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"] + 1, diagram
-    context.close()
+        steps = page.locator("section.step[data-diagram]")
+        for i in range(steps.count()):
+            step = steps.nth(i)
+            diagram = step.get_attribute("data-diagram")
+            step.locator("a.try").first.click()
+            wait_drawn(page)
+            chart = page.locator(f"#{diagram}")
+            chart.scroll_into_view_if_needed()
+            box = chart.bounding_box()
+            assert box and box["width"] > 0.8 * min(width, 640) - 40, (diagram, box)
+            assert box["height"] >= 150, (diagram, box)
+            viewport = page.viewport_size
+            assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"] + 1, diagram

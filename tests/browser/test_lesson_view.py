@@ -8,7 +8,7 @@ data-diagram="CHART_ID">``; its first "try it" link must leave CHART_ID on scree
 import pytest
 
 from app.episodes import EPISODES
-from tests.browser.helpers import wait_drawn
+from tests.browser.helpers import sized_page, wait_drawn
 
 LESSONS = [episode.path for episode in EPISODES]  # every lab of the registry
 SIZES = {"laptop-1280x800": (1280, 800), "laptop-1440x900": (1440, 900),
@@ -50,23 +50,14 @@ GROUP_HIDDEN = """title => {
 
 
 @pytest.fixture(params=list(SIZES), ids=list(SIZES))
-def sized_page(request, browser, live_server):
-    width, height = SIZES[request.param]
-    phone = width < 500
-    context = browser.new_context(viewport={"width": width, "height": height},
-                                  is_mobile=phone, has_touch=phone, base_url=live_server)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.phone = phone  # type: ignore[attr-defined]
-    yield page
-    context.close()
-    assert not errors, f"JavaScript errors: {errors}"
+def sized(request, browser, live_server):
+    with sized_page(browser, live_server, *SIZES[request.param], touch=True) as page:
+        yield page
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_each_steps_link_brings_its_diagram_into_view(sized_page, lesson):
-    page = sized_page
+def test_each_steps_link_brings_its_diagram_into_view(sized, lesson):
+    page = sized
     page.goto(lesson)
     wait_drawn(page)
     steps = page.locator("section.step[id^=step-]:not(#step-drill)")

@@ -7,7 +7,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, sized_page, wait_drawn
 
 LESSON = "/episodes/low-precision"
 # A state unlike every step's: each link must change the diagram its step names.
@@ -128,10 +128,7 @@ def test_each_diagram_embeds_alone_and_draws(page, diagram):
 
 @pytest.mark.parametrize(("width", "height"), [(1280, 800), (390, 844)])
 def test_every_chart_fits_the_width(browser, live_server, width, height):
-    context = browser.new_context(viewport={"width": width, "height": height},
-                                  base_url=live_server)
-    page = context.new_page()
-    try:
+    with sized_page(browser, live_server, width, height) as page:
         page.goto(LESSON)
         wait_drawn(page)
         for chart in ("precision-ledger", "precision-bytes", "precision-finetune",
@@ -143,5 +140,3 @@ def test_every_chart_fits_the_width(browser, live_server, width, height):
             "() => JSON.stringify(document.getElementById('precision-ledger').layout"
             ".showlegend)"))
         assert legend is False  # the table under the chart names each colour
-    finally:
-        context.close()

@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, wait_drawn
+from tests.browser.helpers import api_json, sized_page, wait_drawn
 
 PAGE = "/episodes/recipe-3d"
 
@@ -125,18 +125,15 @@ def test_each_diagram_embeds_alone(page, diagram):
 @pytest.mark.parametrize("size", [(1280, 800), (390, 844)])
 def test_try_links_draw_their_diagram_within_laptop_and_phone_width(browser, live_server,
                                                                     size):
-    context = browser.new_context(viewport={"width": size[0], "height": size[1]},
-                                  base_url=live_server)
-    page = context.new_page()
-    page.goto(PAGE)
-    wait_drawn(page)
-    for step, chart in (("step-1", "recipe-step"), ("step-2", "recipe-memory")):
-        page.locator(f"#{step} a.try").first.click()
+    with sized_page(browser, live_server, *size) as page:
+        page.goto(PAGE)
         wait_drawn(page)
-        box = page.locator(f"#{chart}").bounding_box()
-        assert box is not None and box["height"] > 50
-        assert box["x"] >= 0 and box["x"] + box["width"] <= size[0] + 1
-    context.close()
+        for step, chart in (("step-1", "recipe-step"), ("step-2", "recipe-memory")):
+            page.locator(f"#{step} a.try").first.click()
+            wait_drawn(page)
+            box = page.locator(f"#{chart}").bounding_box()
+            assert box is not None and box["height"] > 50
+            assert box["x"] >= 0 and box["x"] + box["width"] <= size[0] + 1
 
 
 def gemm_bar_ms(page) -> float:
