@@ -63,8 +63,23 @@ STEP = """async ([name, values]) => {
     const waitState = WAIT_STATE;
     const input = document.querySelector('[name="' + name + '"]');
     const first = document.querySelector('script.figure[data-target]').dataset.target;
-    const times = [], seen = [];
+    // Where a move's time goes: Plotly.react timed per chart (lab.js calls it through
+    // window.Plotly), the fragment's request from its resource timing and Server-Timing.
+    if (!window.__labReacts) {
+        const react = window.Plotly.react;
+        window.__labReacts = [];
+        window.Plotly.react = function (el, ...rest) {
+            const t = performance.now();
+            return react.call(this, el, ...rest).then(out => {
+                window.__labReacts.push([el.id, t, performance.now()]);
+                return out;
+            });
+        };
+    }
+    const times = [], seen = [], parts = [];
     for (const value of values) {
+        performance.clearResourceTimings();
+        window.__labReacts.length = 0;
         const t0 = performance.now();
         let t1 = null;
         const mark = e => { if (e.target.id === first && t1 === null) t1 = performance.now(); };
@@ -73,11 +88,23 @@ STEP = """async ([name, values]) => {
         input.dispatchEvent(new Event('input', {bubbles: true}));
         await waitState(name, value);
         document.removeEventListener('lab:drawn', mark);
-        times.push(performance.now() - t0);
-        seen.push((t1 === null ? performance.now() : t1) - t0);
+        const end = performance.now();
+        times.push(end - t0);
+        seen.push((t1 === null ? end : t1) - t0);
+        const asked = performance.getEntriesByType('resource').filter(
+            e => e.initiatorType === 'xmlhttprequest' || e.initiatorType === 'fetch');
+        const last = asked[asked.length - 1];
+        const server = last ? last.serverTiming.reduce((a, s) => a + s.duration, 0) : 0;
+        const response = last ? last.responseEnd - t0 : 0;
+        const reacts = window.__labReacts;
+        const plotly = reacts.reduce((a, [, s, e]) => a + (e - s), 0);
+        const firstReact = reacts.find(([id]) => id === first);
+        parts.push({server, wire: response - server, plotly, charts: reacts.length,
+                    swap: (firstReact ? firstReact[1] : end) - t0 - response});
     }
-    return [times, seen];
+    return [times, seen, parts];
 }"""
+
 
 DRAG = """async ([name, lo, hi]) => {
     const waitState = WAIT_STATE;

@@ -35,6 +35,14 @@ def answer_drill(page, value: str, feedback: str, index: int = 0) -> None:
     expect(page.locator(".drill-feedback").nth(index)).to_contain_text(feedback)
 
 
+def follow(target, url_part: str) -> None:
+    """Click ``target`` (a locator: a try link, a case button), wait until the URL carries
+    ``url_part`` and lab.js has drawn the new state."""
+    target.click()
+    target.page.wait_for_url(f"**{url_part}**")
+    wait_drawn(target.page)
+
+
 @contextmanager
 def sized_page(browser, base_url: str, width: int, height: int, *, touch: bool = False):
     """A page of its own context at width x height; with ``touch``, a phone's (mobile

@@ -4,7 +4,7 @@ controls and URL move together, cases, drills and each diagram's embed."""
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, sized_page, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, follow, sized_page, wait_drawn
 
 LESSON = "/episodes/context-parallel"
 
@@ -75,13 +75,9 @@ def test_a_refused_layout_shows_why_and_keeps_the_mask(page):
 def test_good_and_bad_cases(page):
     page.goto(LESSON)
     wait_drawn(page)
-    page.locator("[data-case=bad]").click()
-    page.wait_for_url("**layout=contiguous**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=bad]"), "layout=contiguous")
     assert bars(page)[-1] == 484
-    page.locator("[data-case=good]").click()
-    page.wait_for_url("**layout=zigzag**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=good]"), "layout=zigzag")
     assert bars(page) == [260] * 8
     assert page.locator("#input-cp").input_value() == "8"
 

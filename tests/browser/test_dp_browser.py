@@ -4,7 +4,7 @@ each diagram's embed, and the diagrams in view at laptop and phone sizes."""
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, sized_page, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, follow, sized_page, wait_drawn
 
 PAGE = "/episodes/data-parallel"
 DIAGRAMS = ("dp-scaling", "dp-time", "dp-replica")
@@ -93,14 +93,10 @@ def test_gpu_count_and_overlap_swap_the_fragment(page, live_server):
 
 def test_good_and_bad_case_buttons(page):
     open_lesson(page, "gpus=16&link=pcie-4")
-    page.locator("[data-case=bad]").click()
-    page.wait_for_url("**link=eth-100g**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=bad]"), "link=eth-100g")
     assert speedup(page) == pytest.approx(21, abs=0.5)
     expect(page.locator("[data-testid=efficiency]")).to_have_text("32.2%")
-    page.locator("[data-case=good]").click()
-    page.wait_for_url("**link=nvlink-4**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=good]"), "link=nvlink-4")
     assert speedup(page) == pytest.approx(7.6, abs=0.05)
     assert page.locator("#input-gpus").input_value() == "8"
 
@@ -124,9 +120,7 @@ def test_drill_rejects_then_accepts(page, live_server):
     drill.locator("button").click()
     expect(page.locator(".drill-feedback")).to_contain_text("Hint")
     curve = api_json(live_server, "dp", "gpus=8&link=pcie-4")
-    page.locator("form.drill input[name=answer]").fill(f"{1e3 * curve['comm_s']:.1f}")
-    page.locator("form.drill button").click()
-    expect(page.locator(".drill-feedback")).to_contain_text("Right")
+    answer_drill(page, f"{1e3 * curve['comm_s']:.1f}", "Right")
 
 
 @pytest.mark.parametrize("name, chart", [("scaling", "dp-scaling"), ("time", "dp-time"),

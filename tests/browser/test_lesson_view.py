@@ -8,7 +8,7 @@ data-diagram="CHART_ID">``; its first "try it" link must leave CHART_ID on scree
 import pytest
 
 from app.episodes import EPISODES
-from tests.browser.helpers import sized_page, wait_drawn
+from tests.browser.helpers import follow, sized_page, wait_drawn
 
 LESSONS = [episode.path for episode in EPISODES]  # every lab of the registry
 SIZES = {"laptop-1280x800": (1280, 800), "laptop-1440x900": (1440, 900),
@@ -91,14 +91,10 @@ def test_each_steps_link_brings_its_diagram_into_view(sized, lesson):
 def test_case_button_keeps_the_view_and_focus(page):
     page.goto("/episodes/pipeline?stages=8&microbatches=32&tp=8")
     wait_drawn(page)
-    page.locator("#step-6 a.try").first.click()
-    page.wait_for_url("**recompute=selective**")
-    wait_drawn(page)
+    follow(page.locator("#step-6 a.try").first, "recompute=selective")
     before = page.evaluate("document.getElementById('bench-view').scrollTop")
     assert before > 0
-    page.locator("#case-bad").click()
-    page.wait_for_url("**microbatches=1**")
-    wait_drawn(page)
+    follow(page.locator("#case-bad"), "microbatches=1")
     assert page.evaluate("document.getElementById('bench-view').scrollTop") == before
     assert page.evaluate("document.activeElement.id") == "case-bad"
     why = page.locator("#case-bad-why")

@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, follow, wait_drawn
 
 CHART = "#memory-chart"
 
@@ -78,16 +78,12 @@ def test_select_swaps_fragment_without_reload(page):
 
 def test_good_and_bad_case_buttons(page):
     open_lesson(page)
-    page.locator("[data-case=good]").click()
-    page.wait_for_url("**mode=infer**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=good]"), "mode=infer")
     expect(page.locator(".verdict")).to_contain_text("Fits")
     assert page.locator("input[name=mode][value=infer]").is_checked()
     assert page.locator("#input-recipe").input_value() == "int8"
 
-    page.locator("[data-case=bad]").click()
-    page.wait_for_url("**mode=train**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=bad]"), "mode=train")
     expect(page.locator(".verdict")).to_contain_text("Does not fit")
 
 
@@ -121,14 +117,9 @@ def test_bad_value_shows_message_and_keeps_the_chart(page):
 
 def test_drill_rejects_then_accepts(page, live_server):
     open_lesson(page)
-    drill = page.locator("form.drill")
-    drill.locator("input[name=answer]").fill("16")
-    drill.locator("button").click()
-    expect(page.locator(".drill-feedback")).to_contain_text("Hint")
+    answer_drill(page, "16", "Hint")
     answer = api_json(live_server, "memory", "model=llama-3.1-8b")["state_bytes"] / 1e9
-    page.locator("form.drill input[name=answer]").fill(f"{answer:.0f}")
-    page.locator("form.drill button").click()
-    expect(page.locator(".drill-feedback")).to_contain_text("Right")
+    answer_drill(page, f"{answer:.0f}", "Right")
 
 
 def test_drill_reveals_after_two_wrong_tries(page):

@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, wait_drawn
+from tests.browser.helpers import api_json, follow, wait_drawn
 
 MIXTRAL = "model=mixtral-8x7b&nodes=2&ep=8"
 
@@ -41,14 +41,10 @@ def test_skew_slider_moves_the_charts_and_the_url(page, live_server):
 def test_good_and_bad_cases(page):
     page.goto("/episodes/experts")
     wait_drawn(page)
-    page.locator("[data-case=bad]").click()
-    page.wait_for_url("**skew=1**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=bad]"), "skew=1")
     bad = layer(page)["layer_s"]
     expect(page.locator("#moe-layer .verdict")).to_contain_text("set by GPU 0")
-    page.locator("[data-case=good]").click()
-    page.wait_for_url("**skew=0**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=good]"), "skew=0")
     assert layer(page)["layer_s"] < bad / 2
     expect(page.locator("#moe-layer .verdict")).to_contain_text("every GPU finishes together")
 

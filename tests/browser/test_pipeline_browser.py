@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, follow, wait_drawn
 
 
 def bubble(page) -> float:
@@ -56,13 +56,9 @@ def test_switching_schedules(page, live_server):
 def test_good_and_bad_cases(page):
     page.goto("/episodes/pipeline")
     wait_drawn(page)
-    page.locator("[data-case=bad]").click()
-    page.wait_for_url("**microbatches=1**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=bad]"), "microbatches=1")
     assert bubble(page) == pytest.approx(0.875, abs=5e-4)
-    page.locator("[data-case=good]").click()
-    page.wait_for_url("**microbatches=32**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=good]"), "microbatches=32")
     assert bubble(page) == pytest.approx(0.179, abs=5e-4)
     assert page.locator("#input-stages").input_value() == "8"
 
@@ -102,13 +98,9 @@ def test_large_schedule_draws_as_raster(page):
 def test_drill_and_embed(page, live_server):
     page.goto("/episodes/pipeline")
     wait_drawn(page)
-    page.locator("form.drill input[name=answer]").fill("50")
-    page.locator("form.drill button").click()
-    expect(page.locator(".drill-feedback")).to_contain_text("Hint")
+    answer_drill(page, "50", "Hint")
     answer = 100 * api_json(live_server, "pipeline", "stages=8&microbatches=16")["bubble_fraction"]
-    page.locator("form.drill input[name=answer]").fill(f"{answer:.1f}")
-    page.locator("form.drill button").click()
-    expect(page.locator(".drill-feedback")).to_contain_text("Right")
+    answer_drill(page, f"{answer:.1f}", "Right")
 
     page.goto("/embed/pipeline?schedule=zb-h1&stages=4&microbatches=8")
     wait_drawn(page)

@@ -7,7 +7,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, sized_page, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, follow, sized_page, wait_drawn
 
 LESSON = "/episodes/low-precision"
 # A state unlike every step's: each link must change the diagram its step names.
@@ -97,13 +97,9 @@ def test_a_recipe_choice_swaps_the_ledger_in_place(page, live_server):
 def test_good_and_bad_cases(page):
     page.goto(LESSON)
     wait_drawn(page)
-    page.locator("[data-case=bad]").click()
-    page.wait_for_url("**recipe=fp8-delayed**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=bad]"), "recipe=fp8-delayed")
     expect(page.locator("#precision-lab .verdict")).to_contain_text("more than")
-    page.locator("[data-case=good]").click()
-    page.wait_for_url("**modules=all**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=good]"), "modules=all")
     qlora = float(page.locator("#precision-lab").get_attribute("data-qlora-bytes"))
     assert qlora < 48e9
     assert page.locator("#input-rank").input_value() == "64"

@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, sized_page, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, follow, sized_page, wait_drawn
 
 PAGE = "/episodes/recipe-3d"
 
@@ -52,13 +52,9 @@ def test_matmul_efficiency_control_redraws_the_step_at_that_rate(page, live_serv
 def test_good_and_bad_cases(page):
     page.goto(PAGE)
     wait_drawn(page)
-    page.locator("[data-case=bad]").click()
-    page.wait_for_url("**dp=64**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=bad]"), "dp=64")
     expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text("Memory per GPU")
-    page.locator("[data-case=good]").click()
-    page.wait_for_url("**tp=8**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=good]"), "tp=8")
     expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text("Every audit passes")
 
 
@@ -82,16 +78,10 @@ def test_broken_rules_are_listed_and_the_chart_kept(page):
 def test_worked_plan_steps_and_replan_link(page):
     page.goto(PAGE)
     wait_drawn(page)
-    page.locator("#step-6 a.try").click()
-    page.wait_for_url("**pp=2**")
-    wait_drawn(page)
+    follow(page.locator("#step-6 a.try"), "pp=2")
     expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text("Pipeline bubble")
-    page.locator("#step-9 a.try").click()
-    page.wait_for_url("**replan_nodes=6**")
-    wait_drawn(page)
-    page.locator("[data-testid=replan] a.apply").click()
-    page.wait_for_url("**nodes=6**")
-    wait_drawn(page)
+    follow(page.locator("#step-9 a.try"), "replan_nodes=6")
+    follow(page.locator("[data-testid=replan] a.apply"), "nodes=6")
     expect(page.locator("#recipe-audits")).to_have_attribute("data-passes", "true")
 
 
@@ -107,12 +97,8 @@ def test_export_copy_buttons(page):
 def test_drill_checks_the_product(page, live_server):
     page.goto(PAGE)
     answer = 100 * api_json(live_server, "recipe")["efficiency"]
-    page.locator("form.drill input[name=answer]").fill("50")
-    page.locator("form.drill button").click()
-    expect(page.locator(".drill-feedback")).to_contain_text("Hint")
-    page.locator("form.drill input[name=answer]").fill(f"{answer:.1f}")
-    page.locator("form.drill button").click()
-    expect(page.locator(".drill-feedback")).to_contain_text("Right")
+    answer_drill(page, "50", "Hint")
+    answer_drill(page, f"{answer:.1f}", "Right")
 
 
 @pytest.mark.parametrize("diagram", ["step", "memory"])
@@ -151,9 +137,7 @@ def test_why_mfu_step_link_redraws_the_by_cause_chart(page, live_server, viewpor
     seed = api_json(live_server, "recipe")
     gemm = next(c for c in seed["micro_causes"] if c["name"] == "gemm")
     assert gemm_bar_ms(page) == pytest.approx(gemm["exposed_s"] * 1e3, rel=1e-3)
-    page.locator("#step-11 a.try", has_text="full recomputation").click()
-    page.wait_for_url("**recompute=full**")
-    wait_drawn(page)
+    follow(page.locator("#step-11 a.try", has_text="full recomputation"), "recompute=full")
     full = api_json(live_server, "recipe", "recompute=full")
     grown = next(c for c in full["micro_causes"] if c["name"] == "gemm")["exposed_s"]
     assert grown > gemm["exposed_s"] * 1.2  # the forward runs again

@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, follow, wait_drawn
 
 
 def diagram(page):
@@ -69,14 +69,10 @@ def test_changing_the_recipe_takes_its_degrees(page):
 def test_good_and_bad_cases(page):
     page.goto("/episodes/rl-placement")
     wait_drawn(page)
-    page.locator("[data-case=bad]").click()
-    page.wait_for_url("**train_gpus=60**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=bad]"), "train_gpus=60")
     expect(diagram(page)).to_have_attribute("data-all-ok", "false")
     expect(page.locator("tr[data-check='world size']")).to_have_attribute("data-ok", "false")
-    page.locator("[data-case=good]").click()
-    page.wait_for_url("**preset=deepseek-r1**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=good]"), "preset=deepseek-r1")
     expect(diagram(page)).to_have_attribute("data-all-ok", "true")
 
 
@@ -91,10 +87,6 @@ def test_each_diagram_embeds_alone(page, name):
 def test_drill(page, live_server):
     page.goto("/episodes/rl-placement")
     wait_drawn(page)
-    page.locator("form.drill input[name=answer]").fill("1")
-    page.locator("form.drill button").click()
-    expect(page.locator(".drill-feedback")).to_contain_text("Hint")
+    answer_drill(page, "1", "Hint")
     answer = api_json(live_server, "placement", "preset=deepseek-r1")["colocated_bytes"] / 1e9
-    page.locator("form.drill input[name=answer]").fill(f"{answer:.1f}")
-    page.locator("form.drill button").click()
-    expect(page.locator(".drill-feedback")).to_contain_text("Right")
+    answer_drill(page, f"{answer:.1f}", "Right")

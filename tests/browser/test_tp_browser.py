@@ -4,7 +4,7 @@ push the URL, cases, drill, each diagram's embed alone."""
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, follow, wait_drawn
 
 LESSON = "/episodes/tensor-parallel"
 
@@ -72,9 +72,7 @@ def test_sequence_parallelism_switch_changes_collectives_and_memory(page, live_s
 def test_good_and_bad_case_buttons(page, live_server):
     good = api_json(live_server, "tp", "tp=8")
     open_lesson(page, "tp=2")
-    page.locator("[data-case=bad]").click()
-    page.wait_for_url("**inter_link=eth-25g**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=bad]"), "inter_link=eth-25g")
     expect(page.locator(".verdict")).to_contain_text("slower than one GPU")
     page.locator("[data-case=good]").click()
     page.wait_for_url(lambda url: "eth-25g" not in url)
@@ -92,13 +90,8 @@ def test_a_refused_tp_shows_its_message_and_keeps_the_diagram(page):
 
 def test_drill_rejects_then_accepts(page):
     open_lesson(page)
-    drill = page.locator("form.drill")
-    drill.locator("input[name=answer]").fill("67.1")
-    drill.locator("button").click()
-    expect(page.locator(".drill-feedback")).to_contain_text("Hint")
-    page.locator("form.drill input[name=answer]").fill("117.4")
-    page.locator("form.drill button").click()
-    expect(page.locator(".drill-feedback")).to_contain_text("Right")
+    answer_drill(page, "67.1", "Hint")
+    answer_drill(page, "117.4", "Right")
 
 
 def test_split_embeds_alone_and_charts_embed_alone(page):

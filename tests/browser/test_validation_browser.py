@@ -4,7 +4,7 @@ the table fits a phone by scrolling inside its box, and a run's link opens EP08 
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, wait_drawn
+from tests.browser.helpers import api_json, follow, wait_drawn
 
 PAGE = "/episodes/recipe-3d/validation"
 
@@ -33,9 +33,7 @@ def test_a_runs_link_opens_ep08_at_its_plan(page, live_server):
     body = api_json(live_server, "validation")
     row = next(r for r in body["runs"] if r["id"] == "korthikanti-175b-present")
     page.goto(PAGE)
-    page.locator("[data-testid=open-korthikanti-175b-present]").click()
-    page.wait_for_url("**/episodes/recipe-3d?**")
-    wait_drawn(page)
+    follow(page.locator("[data-testid=open-korthikanti-175b-present]"), "/episodes/recipe-3d?")
     expect(page.locator("#input-pp")).to_have_value("8")
     expect(page.locator("#input-recompute")).to_have_value("selective")
     expect(page.locator("#input-attention")).to_have_value("unfused")

@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, follow, wait_drawn
 
 DIAGRAMS = ("memory", "traffic", "overlap", "recompute", "offload")
 
@@ -62,15 +62,11 @@ def test_choosing_a_stage_and_degree_moves_the_outline_and_the_traffic(page, liv
 
 def test_good_and_bad_cases(page, live_server):
     open_lesson(page)
-    page.locator("[data-case=bad]").click()
-    page.wait_for_url("**link=eth-25g**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=bad]"), "link=eth-25g")
     expect(page.locator(".verdict")).to_contain_text("Does not fit")
     bad = api_json(live_server, "zero", "model=llama-3.1-70b&dp=32&zero=0&link=eth-25g")
     assert bad["exposed_seconds"] > 0
-    page.locator("[data-case=good]").click()
-    page.wait_for_url("**recompute=full**")
-    wait_drawn(page)
+    follow(page.locator("[data-case=good]"), "recompute=full")
     expect(page.locator(".verdict")).to_contain_text("Fits")
     assert page.locator("#input-recompute").input_value() == "full"
 
@@ -86,13 +82,9 @@ def test_bad_value_shows_message_and_keeps_the_chart(page):
 
 def test_drill_rejects_then_accepts(page, live_server):
     open_lesson(page)
-    page.locator("form.drill input[name=answer]").fill("1130")
-    page.locator("form.drill button").click()
-    expect(page.locator(".drill-feedback")).to_contain_text("Hint")
+    answer_drill(page, "1130", "Hint")
     state = api_json(live_server, "zero", "model=llama-3.1-70b&dp=32&zero=3")["state_bytes"]
-    page.locator("form.drill input[name=answer]").fill(f"{state / 1e9:.1f}")
-    page.locator("form.drill button").click()
-    expect(page.locator(".drill-feedback")).to_contain_text("Right")
+    answer_drill(page, f"{state / 1e9:.1f}", "Right")
 
 
 @pytest.mark.parametrize("diagram", DIAGRAMS)
