@@ -30,7 +30,7 @@ The search, cheapest test first:
    it holds), then the ledger itself (``labs.memory.lab.compute_memory``) — plans that do not
    fit are dropped;
 3. an upper bound of throughput: the recipe's own pipeline part for the plan
-   (``labs.recipe.step_time.stage_times``: the slowest stage's kernels, TP, CP and EP
+   (``labs.recipe.stage_time.stage_times``: the slowest stage's kernels, TP, CP and EP
    traffic and sends, cached, so the evaluation that follows reuses it), stretched by the
    bubble, plus the optimizer step and a floor of ZeRO-3's exposed weight traffic
    (``zero3_floor``: the slowest stage's per-layer gathers at the cheapest placement). The
@@ -46,7 +46,7 @@ The search, cheapest test first:
    beat its bound, so the ranking shown is the lab's own, and is complete.
 
 Every returned plan is exact, at any GPU count: the lab places rank groups from their pattern
-(``labs.recipe.step_time.spread``, O(group) rather than O(GPUs)). ``MAX_EVALUATIONS`` bounds the
+(``labs.recipe.groups.spread``, O(group) rather than O(GPUs)). ``MAX_EVALUATIONS`` bounds the
 work of one search; should it run out first, ``complete`` says so (the plans shown are still
 exact and pass every audit, a faster one may remain).
 
