@@ -7,8 +7,9 @@ The candidates (bounded; ``candidates``):
   stages where it divides the layers, otherwise Megatron's uneven first and last stages
   (``uneven_split``: the middle stages take ceil(L/p) layers, the first and last the rest,
   lighter; Llama 3 405B's 126 layers on 16 stages: 7, 8 x 14, 7, as Meta ran it, Llama 3
-  paper arXiv:2407.21783 sec 3.3.2); CP: powers of two up to ``MAX_PLAN_CP`` with the
-  sequence a multiple of 2·CP (zigzag); EP (MoE only): divisors of the expert count; DP takes
+  paper arXiv:2407.21783 sec 3.3.2); CP: powers of two up to ``MAX_PLAN_CP`` (those the
+  run's software offers, ``PlanRequest.cp_sizes``) with the sequence a multiple of 2·CP
+  (zigzag); EP (MoE only): divisors of the expert count; DP takes
   the rest;
 - ZeRO 0–3, recomputation none / selective / full (``PlanRequest.zero_stages`` and
   ``recompute_modes``: what a run's software offers);
