@@ -63,7 +63,8 @@ class PipelineQuery(ModelControls):
     w: float = Field(1.0, ge=0, le=1000, description="Backward weight-gradient time (W).")
     link: Literal[("none", *LINK_IDS)] = Field(
         "none", description="Link between neighbouring stages: each send costs its real size "
-        "(s·b·h·2/TP bytes) on it, in units of f. 'none': sends are free unless p2p is given.")
+        "(s·b·h·2/TP bytes) on it, in units of f (one stage's forward of the model below, "
+        "timed op by op as EP08 times it). 'none': sends are free unless p2p is given.")
     p2p: float | None = Field(
         None, ge=0, le=1000,
         description="Send latency between stages in units of f; overrides the link.")

@@ -96,7 +96,7 @@ ZERO_DP_SHOWN = (1, 8, 64)
 # EP08 (labs.recipe.lab): the cluster a plan runs on. 72 GPUs per node is an NVL72 rack's NVLink
 # domain. The recipe and the planner take the same jobs: up to MAX_PLAN_GPUS GPUs, in as many
 # nodes (MAX_JOB_NODES) as that makes (rank groups are placed from their pattern,
-# labs.recipe.step_time.spread, so the walk does not grow with the GPUs).
+# labs.recipe.groups.spread, so the walk does not grow with the GPUs).
 EXPORT_FORMATS = ("megatron", "deepspeed", "fsdp")
 # EP09 RL placement (labs.rl.lab): placements, engine KV dtypes, and the sizes one request
 # may ask for (the whole cluster is drawn GPU by GPU, so it is bounded).

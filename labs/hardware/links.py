@@ -186,6 +186,14 @@ def gpu_cluster(gpu: GPUSpec) -> Cluster:
                    nics_per_node=gpu.scale_up_domain, source=gpu.source)
 
 
+def node_cluster(gpu: GPUSpec) -> Cluster:
+    """The node a GPU sits in when a lab names only the GPU: its node preset
+    (``presets/clusters.json``, the first listed), else the node its datasheet describes
+    (``gpu_cluster``)."""
+    found = [c for c in CLUSTERS.all().values() if c.gpu.id == gpu.id]
+    return found[0] if found else gpu_cluster(gpu)
+
+
 def link_alone(gpu: GPUSpec, link: Link, group: int) -> Cluster:
     """A group of ``group`` GPUs on one link alone: a scale-up link puts them in one node of
     ``group``; a scale-out link puts each in its own node, one port each."""

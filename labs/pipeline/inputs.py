@@ -64,9 +64,9 @@ class PipelineLabInput:
     recipe: str = "adam16"
     activation_model: str = "classic"
     # The link between neighbouring stages: with it (and no typed ``pipeline.p2p``), each send
-    # costs its real size on that link, in units of one stage's forward at ``mfu``.
+    # costs its real size on that link, in units of one stage's forward (timed op by op,
+    # ``labs.pipeline.lab.stage_forward_seconds``).
     link: Link | None = None
-    mfu: float = 0.4
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,19 @@ embedding and logits activations. The ledger's closed-form in-flight counts
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
+from functools import lru_cache
 
 from labs.core.errors import LabInputError
 from labs.hardware.gpus import GPUSpec
+from labs.hardware.links import Cluster, node_cluster
 from labs.memory.inputs import STATE_KEYS, MemoryInput
 from labs.memory.lab import compute_memory
 from labs.model.activations import activation_bytes_per_layer
-from labs.model.flops import model_flops_per_token
+from labs.model.ops import head_ops
 from labs.model.spec import ModelSpec
+from labs.parallel.layer_time import Group, layer_time
 from labs.pipeline.inputs import PipelineLabInput, PipelineLabResult, StageMemory
 from labs.schedules.inputs import PipelineInput, PipelineResult
 from labs.schedules.simulate import simulate
@@ -74,15 +78,30 @@ def stage_memory(result: PipelineResult, model: ModelSpec, gpu: GPUSpec, *, tp: 
 
 
 def stage_forward_seconds(model: ModelSpec, gpu: GPUSpec, *, stages: int, tp: int,
-                          seq_len: int, micro_batch: int, mfu: float) -> float:
-    """Seconds one micro-batch's forward takes through one stage (what f stands for).
-
-    The forward is a third of the training FLOPs per token (6·N + attention, Kaplan et al.
-    2020 / Narayanan et al. 2021: 2·N forward, 4·N backward), over s·b tokens, split over the
-    p stages and the t GPUs of a stage, at ``mfu`` of the GPU's dense BF16 peak.
+                          seq_len: int, micro_batch: int) -> float:
+    """Seconds one micro-batch's forward takes through one stage (what f stands for), from the
+    step model's own kernels (``labs.parallel.layer_time``, as EP08 times a stage): every
+    layer's GEMMs at their shape's achieved rate, the attention core at its kernel's published
+    rate, the memory-bound ops at achieved HBM bandwidth and the forward's blocking TP
+    collectives (sequence parallel with TP > 1, Megatron Core's default) on the GPU's node
+    (``labs.hardware.links.node_cluster``), plus the embedding and the output layer and loss
+    (``labs.model.ops.head_ops``): the whole forward's share of one of the p stages.
     """
-    flops = model_flops_per_token(model, seq_len) / 3 * seq_len * micro_batch
-    return flops / (stages * tp * gpu.bf16_flops * mfu)
+    return _forward_seconds(model, node_cluster(gpu), tp, seq_len, micro_batch) / stages
+
+
+@lru_cache(maxsize=256)
+def _forward_seconds(model: ModelSpec, cluster: Cluster, tp: int, seq_len: int,
+                     micro_batch: int) -> float:
+    kw = dict(tp=Group(tp, min(tp, cluster.gpus_per_node)), cp=Group(), ep=Group(),
+              micro_batch=micro_batch, seq_len=seq_len, sp=tp > 1, recompute="none")
+    layers = [(model.layers - model.moe_layers, layer_time(model, cluster, **kw))]
+    if model.is_moe:
+        layers.append((model.moe_layers, layer_time(model, cluster, moe=True, **kw)))
+    head = head_ops(model, cluster.gpu, tp=tp, cp=1, micro_batch=micro_batch,
+                    seq_len=seq_len, sp=tp > 1)
+    return math.fsum([n * lt.forward.seconds for n, lt in layers]
+                     + [head.embedding_forward.seconds, head.output_forward.seconds])
 
 
 def on_link(inp: PipelineLabInput) -> PipelineInput:
@@ -96,7 +115,7 @@ def on_link(inp: PipelineLabInput) -> PipelineInput:
         link_bandwidth=inp.link.bandwidth, link_latency=inp.link.latency,
         forward_seconds=stage_forward_seconds(
             inp.model, inp.gpu, stages=pipe.stages, tp=inp.tp, seq_len=inp.seq_len,
-            micro_batch=inp.micro_batch, mfu=inp.mfu),
+            micro_batch=inp.micro_batch),
     )
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from labs.core.errors import LabInputError
 from labs.model.spec import ModelSpec
+from labs.recipe.groups import spread
 from labs.recipe.inputs import Audit, Plan, RecipeResult
-from labs.recipe.step_time import Part, spread
+from labs.recipe.timing import Part
 from labs.schedules.stages import stage_layer_counts
 
 # Pass marks for the audits that are a matter of degree. The bubble: EP05's verdict line (a

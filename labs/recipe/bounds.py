@@ -3,7 +3,7 @@
 - ``state_bytes_floor``: a lower bound of the ledger's bytes per GPU (``labs.memory.lab``);
 - ``textbook_bubble``: (p−1)/(v·m+p−1), a lower bound of the simulated bubble;
 - ``bound_step_s``: a lower bound of the lab's step time (``labs.recipe.lab.evaluate``): the
-  recipe's own slowest-stage micro-batch (``labs.recipe.step_time.stage_times``, cached, so the
+  recipe's own slowest-stage micro-batch (``labs.recipe.stage_time.stage_times``, cached, so the
   lab's evaluation reuses it), the bubble, the optimizer and a floor of ZeRO-3's traffic.
 ``labs.recipe.planner`` orders and prunes its search by them; tests/labs/test_planner.py and
 test_recipe_uneven.py check that none ever beats the lab.
@@ -18,9 +18,11 @@ from labs.core.limits import DEFAULT_MATMUL_EFFICIENCY
 from labs.hardware.links import Cluster
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.spec import ModelSpec
+from labs.recipe.dp_time import zero3_exposure
+from labs.recipe.groups import Spread
 from labs.recipe.inputs import Plan
 from labs.recipe.lab import measured_bubble
-from labs.recipe.step_time import Spread, StageTimes, stage_times, zero3_exposure
+from labs.recipe.stage_time import StageTimes, stage_times
 from labs.schedules.catalogue import CATALOGUE
 from labs.schedules.inflight import in_flight
 from labs.schedules.stages import stage_params

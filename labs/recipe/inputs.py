@@ -27,7 +27,7 @@ from labs.memory.inputs import MemoryResult
 from labs.model.ops import ComputeOptions
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout
-from labs.recipe.step_time import StepOptions, Timing
+from labs.recipe.timing import StepOptions, Timing
 from labs.schedules.catalogue import SCHEDULES
 
 

@@ -44,7 +44,7 @@ from functools import lru_cache
 from labs.core.errors import LabInputError
 from labs.core.limits import DEFAULT_MATMUL_EFFICIENCY, MAX_PLAN_GPUS
 from labs.core.validate import whole
-from labs.hardware.kernels import matmul_rate
+from labs.hardware.kernels import matmul_rate, with_matmul_efficiency
 from labs.hardware.links import Cluster
 from labs.memory.inputs import MemoryInput, MemoryResult
 from labs.memory.lab import compute_memory
@@ -52,7 +52,7 @@ from labs.model.spec import ModelSpec
 from labs.parallel.layout import problems, world_problems
 from labs.recipe.audits import audits_of, rule_audits
 from labs.recipe.inputs import Plan, RecipeResult, check_matmul_efficiency
-from labs.recipe.step_time import step_parts, with_matmul_efficiency
+from labs.recipe.step_time import step_parts
 from labs.schedules.catalogue import CATALOGUE, chunks_per_rank
 from labs.schedules.inputs import PipelineInput, check_shape
 from labs.schedules.simulate import placed

@@ -7,8 +7,9 @@ The candidates (bounded; ``candidates``):
   stages where it divides the layers, otherwise Megatron's uneven first and last stages
   (``uneven_split``: the middle stages take ceil(L/p) layers, the first and last the rest,
   lighter; Llama 3 405B's 126 layers on 16 stages: 7, 8 x 14, 7, as Meta ran it, Llama 3
-  paper arXiv:2407.21783 sec 3.3.2); CP: powers of two up to ``MAX_PLAN_CP`` with the
-  sequence a multiple of 2·CP (zigzag); EP (MoE only): divisors of the expert count; DP takes
+  paper arXiv:2407.21783 sec 3.3.2); CP: powers of two up to ``MAX_PLAN_CP`` (those the
+  run's software offers, ``PlanRequest.cp_sizes``) with the sequence a multiple of 2·CP
+  (zigzag); EP (MoE only): divisors of the expert count; DP takes
   the rest;
 - ZeRO 0–3, recomputation none / selective / full (``PlanRequest.zero_stages`` and
   ``recompute_modes``: what a run's software offers);
@@ -30,7 +31,7 @@ The search, cheapest test first:
    it holds), then the ledger itself (``labs.memory.lab.compute_memory``) — plans that do not
    fit are dropped;
 3. an upper bound of throughput: the recipe's own pipeline part for the plan
-   (``labs.recipe.step_time.stage_times``: the slowest stage's kernels, TP, CP and EP
+   (``labs.recipe.stage_time.stage_times``: the slowest stage's kernels, TP, CP and EP
    traffic and sends, cached, so the evaluation that follows reuses it), stretched by the
    bubble, plus the optimizer step and a floor of ZeRO-3's exposed weight traffic
    (``zero3_floor``: the slowest stage's per-layer gathers at the cheapest placement). The
@@ -46,7 +47,7 @@ The search, cheapest test first:
    beat its bound, so the ranking shown is the lab's own, and is complete.
 
 Every returned plan is exact, at any GPU count: the lab places rank groups from their pattern
-(``labs.recipe.step_time.spread``, O(group) rather than O(GPUs)). ``MAX_EVALUATIONS`` bounds the
+(``labs.recipe.groups.spread``, O(group) rather than O(GPUs)). ``MAX_EVALUATIONS`` bounds the
 work of one search; should it run out first, ``complete`` says so (the plans shown are still
 exact and pass every audit, a faster one may remain).
 
@@ -91,6 +92,7 @@ from labs.schedules.catalogue import CATALOGUE
 from labs.schedules.stages import stage_layer_counts, uneven_split
 
 MAX_PLAN_CP = 16
+PLAN_CP = tuple(c for c in (1, 2, 4, 8, 16) if c <= MAX_PLAN_CP)  # context-parallel sizes tried
 MICRO_BATCHES = (1, 2, 4)  # sequences per micro-batch tried
 PLAN_VIRTUAL = (2, 4, 8)  # interleaved chunks per rank tried (each stage needs v layers)
 # The schedules Megatron-LM runs, the interleaved one at each v: (1f1b, 1), (interleaved-1f1b, 2)..
@@ -122,10 +124,14 @@ class PlanRequest:
     # The run's software settings every candidate takes (labs.recipe.inputs.SOFTWARE pairs;
     # empty: Plan's defaults, Megatron Core today), and the ZeRO stages and recomputation
     # modes it offers (Megatron-LM 2021 had neither the distributed optimizer nor selective
-    # recomputation: Korthikanti et al. 2022 introduced it, Megatron-LM v3.0 the former).
+    # recomputation: Korthikanti et al. 2022 introduced it, Megatron-LM v3.0 the former), and
+    # the context-parallel sizes (Megatron-LM 2021 had no context parallelism: Megatron Core
+    # added --context-parallel-size in 2023, after ring attention, Liu et al. 2023,
+    # arXiv:2310.01889; (1,): none).
     software: tuple[tuple[str, object], ...] = ()
     zero_stages: tuple[int, ...] = ZERO_STAGES
     recompute_modes: tuple[str, ...] = PLAN_RECOMPUTE
+    cp_sizes: tuple[int, ...] = PLAN_CP
 
     def __post_init__(self) -> None:
         whole("gpus", self.gpus, 1, MAX_PLAN_GPUS, "GPUs")
@@ -138,6 +144,9 @@ class PlanRequest:
         if not self.recompute_modes or not set(self.recompute_modes) <= set(PLAN_RECOMPUTE):
             raise LabInputError("recompute", f"recomputation modes are some of "
                                              f"{', '.join(PLAN_RECOMPUTE)}")
+        if not self.cp_sizes or not set(self.cp_sizes) <= set(PLAN_CP) or 1 not in self.cp_sizes:
+            raise LabInputError("cp", f"context-parallel sizes are 1 and any of "
+                                      f"{', '.join(map(str, PLAN_CP[1:]))}")
         if self.gpus % self.cluster.gpus_per_node:
             raise LabInputError("gpus", f"{self.gpus:,} GPUs are not whole nodes of "
                                         f"{self.cluster.gpus_per_node}")
@@ -212,8 +221,7 @@ def shapes(req: PlanRequest) -> list[Plan]:
     splits = {p: (0, 0) if m.layers % p == 0 else uneven_split(m.layers, p)
               for p in range(1, min(MAX_STAGES, m.layers) + 1) if gpus % p == 0}
     pps = [p for p, split in splits.items() if split is not None]
-    cps = [c for c in (1, 2, 4, 8, 16) if c <= MAX_PLAN_CP and req.seq_len % (2 * c) == 0
-           or c == 1]
+    cps = [c for c in sorted(req.cp_sizes) if req.seq_len % (2 * c) == 0 or c == 1]
     eps = [e for e in divisors(m.experts, gpus)] if m.is_moe else [1]
     per_shape = len(req.zero_stages) * len(req.recompute_modes)
     # The loops' bound first (most of their combinations do not divide the GPUs and make no

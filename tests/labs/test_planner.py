@@ -179,3 +179,13 @@ def test_moe_candidates_try_expert_parallel_degrees_that_divide_the_experts():
     found = candidates(PlanRequest(mixtral, H100, 64, 4096, 256))
     assert {p.ep for p in found} == {1, 2, 4, 8}  # Mixtral's 8 experts
     assert all(64 % (p.ep * p.pp) == 0 for p in found)
+
+
+def test_planner_offers_only_the_context_parallel_sizes_asked():
+    base = dict(model=get_model("gpt-3-175b"), cluster=get_cluster("dgx-a100"), gpus=64,
+                seq_len=2048, global_batch=64, top=20)
+    assert any(p.plan.cp > 1 for p in search(PlanRequest(**base)).plans)
+    assert all(p.plan.cp == 1 for p in search(PlanRequest(**base, cp_sizes=(1,))).plans)
+    for bad in ((), (2, 4), (1, 3)):
+        with pytest.raises(LabInputError, match="context-parallel sizes"):
+            PlanRequest(**base, cp_sizes=bad)

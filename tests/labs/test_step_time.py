@@ -167,14 +167,14 @@ def test_korthikanti_530b_at_dp8():
 def table1_planner_hits() -> list[tuple[float, bool, int]]:
     """For each Table 1 run: whether the published TP x PP (CP 1) is among the planner's top
     10 for that model, GPU count and global batch, the planner offering what the 2021
-    software offered (no ZeRO, recomputation none or full)."""
+    software offered (no ZeRO, recomputation none or full, no context parallelism)."""
     out = []
     for run in TABLE1:
         plan = run.plan
         software = tuple((k, getattr(plan, k)) for k in (*MEGATRON_2021, "dp_overlap"))
         found = search(PlanRequest(run.model, A100, run.gpus, SEQ, run.global_batch, top=10,
                                    software=software, zero_stages=(0,),
-                                   recompute_modes=("none", "full")))
+                                   recompute_modes=("none", "full"), cp_sizes=(1,)))
         layouts = [(p.plan.tp, p.plan.pp, p.plan.cp) for p in found.plans]
         out.append((run.params_b, (plan.tp, plan.pp, 1) in layouts, len(layouts)))
     return out
@@ -183,10 +183,12 @@ def table1_planner_hits() -> list[tuple[float, bool, int]]:
 def test_published_layouts_among_the_planners_top_10():
     hits = table1_planner_hits()
     assert all(n == 10 for *_, n in hits)
-    # Issue 18 asks for 7 of 10; the lab reaches 5 (1.7B, 3.6B, 7.5B, 76B, 146B). Where it
-    # misses, its top plans skip recomputation or take a smaller TP with more pipeline
-    # stages, each within a few percent of the published layout's own time.
-    assert sum(hit for _, hit, _ in hits) >= 5
+    # Issue 18 asks for 7 of 10; the lab reaches 7 (all but 18.4B, 39.1B and 530B) once the
+    # planner offers no context parallelism, which the 2021 software did not have (offering
+    # it, CP-2 plans took top-10 places: 5 of 10). Where it misses, its top plans skip
+    # recomputation or take a smaller TP with more pipeline stages, each within a few
+    # percent of the published layout's own time.
+    assert sum(hit for _, hit, _ in hits) >= 7
 
 
 if __name__ == "__main__":

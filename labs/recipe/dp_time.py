@@ -1,0 +1,176 @@
+"""Data-parallel and ZeRO traffic of a step and how much of it is exposed, for the step model
+(``labs.recipe.step_time``).
+
+The gradients are reduced once per step in buckets (Megatron Core's DDP: all-reduce, or
+reduce-scatter then all-gather of the updated weights with the distributed optimizer) as the
+last micro-batch's backward produces them, and into the idle time the schedule leaves the stage
+(``labs.recipe.lab.pipeline_slack``); or, without overlap (Megatron 2021's "local" DDP,
+Korthikanti et al. 2022 sec 6.3), all after the backward. ZeRO-3/FSDP (Rajbhandari et al. 2020;
+Zhao et al. 2023, arXiv:2304.11277) gathers every layer's weights before its forward and
+backward and reduce-scatters its gradients after, per micro-batch, one layer ahead of the
+compute (FSDP's backward and forward prefetch): each pays NCCL's ring latency over the whole DP
+group, and only what outlasts its layer's compute is exposed, plus the first layer's gather of
+each pass. Tied input and output embeddings on different stages all-reduce their gradient
+between the two (Megatron's embedding group).
+"""
+
+from __future__ import annotations
+
+import math
+
+from labs.core.catalogue import RECIPES
+from labs.data_parallel.lab import exposed_after_window
+from labs.hardware.links import Cluster
+from labs.hardware.nccl import nccl_time
+from labs.model.spec import ModelSpec
+from labs.parallel.layout import ParallelLayout
+from labs.recipe.groups import Spread, spread
+from labs.recipe.stage_time import Stage
+from labs.recipe.timing import MicroBatchTime, Part, StepOptions
+
+
+def _cost(kind: str, size: float, s: Spread, cluster: Cluster):
+    return nccl_time(kind, size, s.size, cluster, s.per_node)
+
+
+def _sent(kind: str, size: float, n: int) -> float:
+    if n <= 1:
+        return 0.0
+    return (2.0 if kind == "all_reduce" else 1.0) * (n - 1) / n * size
+
+
+
+def megatron_bucket_params(dp_size: int) -> int:
+    """Megatron Core's default gradient bucket, in parameters: max(40M, 1M x DP size)
+    (DistributedDataParallelConfig.bucket_size: larger DP groups get larger buckets so the
+    collectives do not become latency-bound)."""
+    return max(40_000_000, 1_000_000 * dp_size)
+
+
+def _buckets(params: float, bucket_params: int) -> tuple[int, float]:
+    """How many buckets ``params`` fill and the last one's parameters."""
+    count = max(1, math.ceil(params / bucket_params))
+    return count, params - (count - 1) * bucket_params
+
+
+def gather_delay(window_s: float, bucket_s: float, last_s: float, buckets: int,
+                 bucket_share: float) -> float:
+    """Seconds a forward of ``window_s`` waits for bucketed weight all-gathers started with
+    it (Megatron's overlap_param_gather: bucket k is needed once the forward has used k−1
+    buckets, at (k−1)·share·window; the gathers run one after another). The wait, finish(k) −
+    need(k), is linear in k, so its largest value is at the first or the last bucket. The
+    gathers are taken back to back from the start: Megatron issues them as the forward's
+    hooks reach each bucket, which can only wait longer, so this is the least exposure."""
+    first = bucket_s if buckets > 1 else last_s
+    last = (buckets - 1) * bucket_s + last_s - (buckets - 1) * bucket_share * window_s
+    return max(first, last)
+
+
+def zero3_exposure(stage: Stage, lay: ParallelLayout, s: tuple[Spread, Spread], cluster: Cluster,
+           mb: int, weight_bytes: float, grad_bytes: float) -> tuple[float, float, float]:
+    """ZeRO-3 / FSDP on one stage, per step: (seconds, exposed, bytes sent). Per micro-batch,
+    each layer's weights are gathered before its forward and again before its backward, and
+    its gradients reduce-scattered after, one layer ahead of the compute: a layer's
+    collectives are exposed where they outlast the layer beside which they run, and each
+    pass waits for its first layer's gather."""
+    total = exposed = sent = 0.0
+    first_gather = 0.0
+    for n, lt, *params in stage.layers:
+        ag = rs = 0.0
+        for count, grp in zip(params, s, strict=True):
+            if grp.size == 1 or not count:
+                continue
+            ag += _cost("all_gather", count * weight_bytes, grp, cluster).seconds
+            rs += _cost("reduce_scatter", count * grad_bytes, grp, cluster).seconds
+            sent += mb * n * (2 * _sent("all_gather", count * weight_bytes, grp.size)
+                              + _sent("reduce_scatter", count * grad_bytes, grp.size))
+        total += mb * n * (2 * ag + rs)
+        exposed += mb * n * (max(0.0, ag - lt.forward.seconds)
+                             + max(0.0, ag + rs - lt.backward.seconds))
+        first_gather = first_gather or ag
+    return total, exposed + mb * 2 * first_gather, sent
+
+
+def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, Spread],
+              cluster: Cluster, micro: MicroBatchTime, windows: tuple[float, float], mb: int,
+              zero: int, recipe: str, overlap: bool,
+              idle: tuple[float, float]) -> tuple[float, float, float, str]:
+    """One stage's DP traffic: (seconds, exposed, bytes sent, bounding link)."""
+    # ZeRO-3 gathers the recipe's gathered copy: bf16, or FP8 for FP8 parameters.
+    grad_bytes, weight_bytes = RECIPES[recipe].gradients, RECIPES[recipe].gathered_bytes
+    first_fwd, last_bwd = windows
+    sp = stage.params
+    dense = sp.tp_split / lay.tp + sp.replicated
+    expert = sp.experts / (lay.ep * lay.etp)
+    link = cluster.intra.id
+    if zero == 3:
+        total, exposed, sent = zero3_exposure(stage, lay, spreads, cluster, mb, weight_bytes,
+                                      grad_bytes)
+        if spreads[0].nodes > 1:
+            link = cluster.inter.id
+        return total, exposed, sent, link
+    total = sent = 0.0
+    reduce_exposed = gather_exposed = 0.0
+    for params, s in ((dense, spreads[0]), (expert, spreads[1])):
+        if s.size == 1 or not params:
+            continue
+        count, last = _buckets(params, megatron_bucket_params(s.size))
+        full = min(params, megatron_bucket_params(s.size))
+        kind = "all_reduce" if zero == 0 else "reduce_scatter"
+        bucket = _cost(kind, full * grad_bytes, s, cluster)
+        tail = _cost(kind, last * grad_bytes, s, cluster)
+        total += (count - 1) * bucket.seconds + tail.seconds
+        sent += (count - 1) * _sent(kind, full * grad_bytes, s.size) \
+            + _sent(kind, last * grad_bytes, s.size)
+        if overlap:
+            reduce_exposed += exposed_after_window(last_bwd, bucket.seconds, tail.seconds,
+                                                   count, full / params)
+        else:
+            reduce_exposed += (count - 1) * bucket.seconds + tail.seconds
+        link = bucket.bottleneck
+        if zero in (1, 2):
+            bucket = _cost("all_gather", full * weight_bytes, s, cluster)
+            tail = _cost("all_gather", last * weight_bytes, s, cluster)
+            total += (count - 1) * bucket.seconds + tail.seconds
+            sent += (count - 1) * _sent("all_gather", full * weight_bytes, s.size) \
+                + _sent("all_gather", last * weight_bytes, s.size)
+            if overlap:
+                gather_exposed += gather_delay(first_fwd, bucket.seconds, tail.seconds, count,
+                                               full / params)
+            else:
+                gather_exposed += (count - 1) * bucket.seconds + tail.seconds
+    exposed = max(0.0, reduce_exposed - idle[1]) + max(0.0, gather_exposed - idle[0])
+    return total, exposed, sent, link
+
+
+def dp_part(model: ModelSpec, lay: ParallelLayout, cluster: Cluster, micro: MicroBatchTime,
+             stages: list[Stage], mb: int, zero: int, recipe: str, options: StepOptions,
+             chunks: int, idle: tuple[tuple[float, float], ...]) -> Part:
+    """Gradient (and ZeRO weight) traffic over the DP groups, stage by stage: the part is
+    the stage whose traffic lengthens the step most (on a tie, the heaviest)."""
+    g = cluster.gpus_per_node
+    dense_s = spread(lay, "dp-cp", g)
+    expert_s = spread(lay, "edp", g) if any(s.params.experts for s in stages) \
+        else Spread(1, 1, 1)
+    # The overlap windows: one model chunk's backward (the last) and forward (the first).
+    windows = (micro.forward / chunks, micro.backward / chunks)
+    worst = None
+    for rank, st in enumerate(stages):
+        found = _stage_dp(st, lay, (dense_s, expert_s), cluster, micro, windows, mb, zero,
+                          recipe, options.dp_overlap,
+                          idle[rank] if rank < len(idle) else (0.0, 0.0))
+        key = (found[1], st.seconds)
+        if worst is None or key > worst[0]:
+            worst = (key, found)
+    total, exposed, sent, link = worst[1]
+    if lay.pp > 1 and model.tied_embeddings:
+        # Megatron's embedding group: the first and last stages sum the tied weights' grads.
+        grads = model.vocab * model.hidden / lay.tp * RECIPES[recipe].gradients
+        tie = nccl_time("all_reduce", grads, 2, cluster, 1).seconds
+        total += tie
+        exposed += tie
+    name = {0: "all_reduce", 1: "reduce_scatter + all_gather", 2: "reduce_scatter + all_gather",
+            3: "all_gather x2 + reduce_scatter per layer per micro-batch"}[zero]
+    return Part("dp", name, dense_s.size, max(dense_s.nodes, expert_s.nodes), link, sent,
+                total, exposed)
+

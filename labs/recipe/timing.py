@@ -1,0 +1,141 @@
+"""The step model's options and answers (``labs.recipe.step_time``): how a run's software
+overlaps and fuses (``StepOptions``), one communication kind's time on a GPU per step (``Part``),
+one micro-batch on the slowest stage (``MicroBatchTime``) and the step by cause (``Timing``,
+``Cause``: what EP08's "why MFU is not 85%" chart draws)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labs.core.errors import LabInputError
+from labs.model.ops import DEFAULT_OPTIONS, ComputeOptions
+from labs.parallel.layer_time import check_tp_overlap
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """How a run's software overlaps and fuses, beside its kernels' ``ComputeOptions``: each a
+    property of the published configuration (Megatron flags), not a tuned knob.
+
+    ``tp_overlap``: "none", "backward" (Megatron's async TP collectives in backward, the
+    default since 2022) or "all" (--tp-comm-overlap); ``ep_overlap``: DualPipe / Megatron's
+    EP all-to-all overlap; ``dp_overlap``: gradient buckets reduced during the last backward
+    (--overlap-grad-reduce; False: Megatron 2021's local DDP, after it); ``grad_accum_fusion``:
+    the weight-gradient GEMM accumulates into fp32 main_grad (--gradient-accumulation-fusion);
+    ``matmul_efficiency``: an override of the GPU's measured full-wave GEMM rate as a fraction
+    of its dense peak (None: the preset's MAMF x sustain)."""
+
+    compute: ComputeOptions = DEFAULT_OPTIONS
+    tp_overlap: str = "backward"
+    ep_overlap: bool = False
+    dp_overlap: bool = True
+    grad_accum_fusion: bool = True
+    scatter_gather: bool = True
+    sequence_parallel: bool = True  # with TP > 1 (Korthikanti et al. 2022; 2021 runs: off)
+    matmul_efficiency: float | None = None
+
+    def __post_init__(self) -> None:
+        check_tp_overlap(self.tp_overlap)
+        for name in ("ep_overlap", "dp_overlap", "grad_accum_fusion", "scatter_gather",
+                     "sequence_parallel"):
+            if not isinstance(getattr(self, name), bool):
+                raise LabInputError(name, f"{name} is true or false")
+
+
+DEFAULT_STEP = StepOptions()
+
+
+
+@dataclass(frozen=True)
+class Part:
+    """One kind of communication on one GPU: total seconds per step, hidden and exposed."""
+
+    name: str  # "tp", "cp", "ep", "pp", "dp"
+    collective: str
+    group: int
+    nodes: int
+    link: str  # the link id that bounds it
+    bytes_per_step: float  # bytes one GPU sends per step
+    seconds: float  # per step, if nothing overlapped
+    exposed: float  # per step, on the critical path
+
+    @property
+    def hidden(self) -> float:
+        return self.seconds - self.exposed
+
+
+@dataclass(frozen=True)
+class MicroBatchTime:
+    """One micro-batch through the slowest pipeline stage on one GPU, in seconds: its kernels
+    by kind and its exposed collectives by kind."""
+
+    compute_forward: float  # kernels
+    compute_backward: float  # kernels, recomputation and gradient accumulation included
+    tp: float  # exposed, forward + backward
+    cp_exposed: float
+    ep: float
+    gemm: float = 0.0
+    attention: float = 0.0
+    memory: float = 0.0  # memory-bound ops (norms, activations, loss, accumulation)
+    exposed_forward: float = 0.0  # of tp + cp + ep, in the forward pass
+    sends: float = 0.0  # pipeline sends on the critical path, per micro-batch
+
+    @property
+    def total(self) -> float:
+        return self.compute_forward + self.compute_backward + self.tp + self.cp_exposed \
+            + self.ep + self.sends
+
+    @property
+    def forward(self) -> float:
+        return self.compute_forward + self.exposed_forward
+
+    @property
+    def backward(self) -> float:
+        return self.total - self.sends - self.forward
+
+    @property
+    def compute(self) -> float:
+        return self.compute_forward + self.compute_backward
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One cause of the step's time on the slowest stage, per step: seconds on the critical
+    path and seconds overlapped (hidden) behind something else."""
+
+    name: str  # gemm, attention, memory, optimizer, tp, cp, ep, pp, dp, bubble, stages
+    label: str
+    exposed: float
+    hidden: float = 0.0
+
+
+@dataclass(frozen=True)
+class Timing:
+    micro: MicroBatchTime
+    parts: tuple[Part, ...]  # tp, cp, ep, pp (per step: m micro-batches) and dp
+    model_flops_per_token: float
+    hardware_flops_per_token: float
+    # The slowest stage's micro-batch over the average stage's (1: even stages): the
+    # micro-batch above is timed on that stage, since a pipeline runs at its slowest pace.
+    stage_imbalance: float = 1.0
+    optimizer_s: float = 0.0  # the optimizer step, after the pipeline
+    attention: str = ""  # the attention implementation timed
+
+    def causes(self, microbatches: int, bubble_s: float) -> tuple[Cause, ...]:
+        """The step by cause on the slowest stage (``bubble_s``: the pipeline's idle time):
+        what EP08's "why MFU is not 85%" chart draws. Divide by the micro-batches for one
+        micro-batch's share."""
+        u, m = self.micro, microbatches
+        parts = {p.name: p for p in self.parts}
+        rows = [Cause("gemm", "GEMMs", m * u.gemm),
+                Cause("attention", "Attention", m * u.attention),
+                Cause("memory", "Memory-bound ops", m * u.memory)]
+        for name, label in (("tp", "TP collectives"), ("cp", "CP ring"),
+                            ("ep", "EP all-to-all"), ("pp", "Pipeline sends"),
+                            ("dp", "DP / ZeRO sync")):
+            p = parts[name]
+            rows.append(Cause(name, label, p.exposed, p.hidden))
+        rows += [Cause("bubble", "Pipeline bubble", bubble_s),
+                 Cause("optimizer", "Optimizer step", self.optimizer_s)]
+        return tuple(rows)
+
