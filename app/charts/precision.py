@@ -225,3 +225,56 @@ def offload_figure(result) -> dict:
             + f" (the forward hides up to {fmt_pct(o.hidden_share)})"
         ),
     }
+
+
+BF16_COLOUR, FP8_COLOUR = "#4c78a8", "#f58518"
+
+
+def speed_figure(result) -> dict:
+    """A step by part on the slowest GPU, BF16 against the chosen recipe (ms per step), from
+    ``labs.precision.speed``; each step's total written beside the chart's title rows."""
+    s, inp = result.speed, result.input
+    name = short_recipe(inp.recipe)
+    if not s.timed:
+        return {"data": [], "layout": base_layout(
+            margin={"l": 8, "r": 8, "t": 8, "b": 8}, xaxis={"visible": False},
+            yaxis={"visible": False},
+            annotations=[{"xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
+                          "showarrow": False, "text": s.reason}]),
+            "summary": f"Not timed: {s.reason}"}
+    parts = [p for p in s.parts if p.bf16_s or p.fp8_s]
+    rows = [p.label for p in reversed(parts)]
+    data = [
+        {"type": "bar", "orientation": "h", "name": "BF16", "y": rows,
+         "x": [round(p.bf16_s * 1e3, 4) for p in reversed(parts)],
+         "marker": {"color": BF16_COLOUR},
+         "hovertemplate": "BF16: %{x:.4g} ms<extra>%{y}</extra>"},
+        {"type": "bar", "orientation": "h", "name": name, "y": rows,
+         "x": [round(p.fp8_s * 1e3, 4) for p in reversed(parts)],
+         "marker": {"color": FP8_COLOUR},
+         "hovertemplate": f"{name}: %{{x:.4g}} ms<extra>%{{y}}</extra>"},
+    ]
+    top = max(max(p.bf16_s, p.fp8_s) for p in parts) * 1e3 * 1.25
+    notes = [{"xref": "paper", "yref": "paper", "x": 1, "y": 0, "xanchor": "right",
+              "yanchor": "bottom", "showarrow": False, "align": "right",
+              "bgcolor": "rgba(255,255,255,0.85)", "font": {"size": 12},
+              "text": f"step: BF16 {fmt_ms(s.bf16_step_s)}, {name} {fmt_ms(s.fp8_step_s)}"
+                      f"<br>{s.speedup:.2f}× · MFU {fmt_pct(s.bf16_mfu)} → "
+                      f"{fmt_pct(s.fp8_mfu)}"}]
+    unchanged = ", ".join(p.label for p in s.unchanged if p.bf16_s) or "none"
+    verdict = (f"{s.speedup:.2f}× as fast" if s.speedup >= 1
+               else f"{1 / s.speedup:.2f}× slower")
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="group", bargap=0.25, legend=_legend(), annotations=notes,
+            margin={"l": 8, "r": 16, "t": 8, "b": 40},
+            xaxis={"title": {"text": "ms per step"}, "range": [0, top], "fixedrange": True},
+            yaxis={"fixedrange": True, "automargin": True}),
+        "summary": (
+            f"{inp.model.name} on {s.gpus:,} × {short_gpu_name(inp.gpu.name)}: BF16 steps in "
+            f"{fmt_ms(s.bf16_step_s)} (MFU {fmt_pct(s.bf16_mfu)}), {name} in "
+            f"{fmt_ms(s.fp8_step_s)} (MFU {fmt_pct(s.fp8_mfu)}), {verdict}"
+            + (f". {s.reason}" if s.reason else f"; not faster: {unchanged}")
+        ),
+    }

@@ -49,6 +49,9 @@ REPORTED = {r_id: r for r_id, r in (
         "pytorch/torchtitan issue 1207")),
     ("titan_tp_rowwise_tps", Reported(
         5_189, "the same in rowwise float8: slower than bf16", "pytorch/torchtitan issue 1207")),
+    ("torchao_70b_speedup", Reported(
+        1.5, "float8 throughput speed-up 'of up to 1.5x on 128 GPU LLaMa 3 70B pretraining "
+        "jobs' (torch.compile on)", "pytorch/ao torchao/float8/README.md, introduction")),
     ("torchao_small_linear", Reported(
         0.80, "float8 linear speed-up, M, K, N = 1,024, 2,048, 1,024 on H100",
         "pytorch/ao torchao/float8/README.md, Performance, example 1")),

@@ -136,6 +136,13 @@ class SpeedResult:
         return next(p for p in self.parts if p.name == name)
 
 
+def amdahl(share: float, rate: float, added: float = 0.0) -> float:
+    """The step's speed-up when ``share`` of it runs ``rate`` times faster and ``added`` (a
+    share of the old step) is new work: 1 / ((1 − share) + share / rate + added) (Amdahl
+    1967, "Validity of the single processor approach"); what the parts above add up to."""
+    return 1.0 / ((1.0 - share) + share / rate + added)
+
+
 def _plan(inp: PrecisionInput, recipe: str, fp8: bool) -> Plan:
     led = inp.ledger_input()
     return Plan(tp=inp.tp, pp=inp.pp, dp=inp.dp, cp=inp.cp, ep=inp.ep, zero=inp.zero,

@@ -28,7 +28,7 @@ def test_each_try_link_visibly_changes_its_diagram(page):
     wait_drawn(page)
     steps = page.locator("section.step[id^=step-]:not(#step-drill)")
     ids = steps.evaluate_all("els => els.map(e => [e.id, e.dataset.diagram])")
-    assert len(ids) == 10
+    assert len(ids) == 11
     for step_id, chart in ids:
         page.goto(f"{LESSON}?{ELSEWHERE}")
         wait_drawn(page)

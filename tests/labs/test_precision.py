@@ -385,6 +385,14 @@ def test_torchtitans_fp8_speedups_on_llama3_8b():
         assert 1.2 < published < 1.3
 
 
+def test_torchaos_up_to_one_and_a_half_on_70b_over_128_gpus():
+    """torchao's float8 README: "up to 1.5x on 128 GPU LLaMa 3 70B pretraining jobs" (its
+    layout unpublished; here FSDP over 128 H100s at 8,192 tokens, FP8 gathers), within 10%:
+    a 70B layer's GEMMs are wide enough to run near the FP8 rate."""
+    s = fast(LLAMA70, recipe="fp8-params", dp=128, zero=3, seq_len=8192)
+    assert s.speedup == pytest.approx(reported("torchao_70b_speedup"), rel=0.10)
+
+
 def test_gains_range_from_slower_to_about_thirty_percent():
     """The issue's "from slower to about +30%": a large dense run with FSDP gains most; a 70B
     model split 8 ways by TP with ZeRO-1 across nodes loses, as faster GEMMs leave its
