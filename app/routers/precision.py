@@ -21,7 +21,7 @@ from app.charts.precision import (
     speed_figure,
 )
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, register
+from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.model_controls import (
     GpuChoice,
     ModelChoice,
@@ -197,9 +197,7 @@ def facts() -> dict:
     """The states the lesson's steps link to, each with the figures its prose quotes, run
     through the same query model, lab and ``to_api`` as GET /api/precision
     (tests/app/test_prose.py follows every link)."""
-    def state(**params) -> dict:
-        result = run(PrecisionQuery(**params))
-        return {"params": params, "result": result, "api": to_api(result)}
+    state = lesson_state(PrecisionQuery, run, to_api)
 
     return {
         "titan": state(**TITAN, recipe="fp8-delayed"),
@@ -321,6 +319,19 @@ VIEW = LabView(
             rel_tol=0.005,
         ),
         Drill(
+            id="precision-lora-params",
+            question=(
+                "LoRA with rank r = 16 on the q and v projections of Llama 3.1 8B (32 layers, "
+                "hidden 4,096; q maps 4,096 to 4,096, v maps 4,096 to 1,024 with its 8 KV "
+                "heads). How many million parameters train?"
+            ),
+            answer=lora_drill,
+            unit="M params",
+            hint="Each adapted matrix adds r·(d_in + d_out): 16·(4,096 + 4,096) for q, "
+                 "16·(4,096 + 1,024) for v, in each of the 32 layers.",
+            explanation="{answer} million: 32 × 16 × (8,192 + 5,120), 0.1% of the model.",
+        ),
+        Drill(
             id="precision-fp8-speedup",
             question=(
                 "In a BF16 step, the linear layers' GEMMs take 66% of the time. FP8 runs them "
@@ -334,19 +345,6 @@ VIEW = LabView(
             explanation="{answer}×: 1 / (0.34 + 0.388 + 0.04). Even an infinitely fast GEMM "
                         "would give only 1 / 0.38 = 2.6×.",
             rel_tol=0.01,
-        ),
-        Drill(
-            id="precision-lora-params",
-            question=(
-                "LoRA with rank r = 16 on the q and v projections of Llama 3.1 8B (32 layers, "
-                "hidden 4,096; q maps 4,096 to 4,096, v maps 4,096 to 1,024 with its 8 KV "
-                "heads). How many million parameters train?"
-            ),
-            answer=lora_drill,
-            unit="M params",
-            hint="Each adapted matrix adds r·(d_in + d_out): 16·(4,096 + 4,096) for q, "
-                 "16·(4,096 + 1,024) for v, in each of the 32 layers.",
-            explanation="{answer} million: 32 × 16 × (8,192 + 5,120), 0.1% of the model.",
         ),
     ),
 )
