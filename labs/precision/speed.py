@@ -68,14 +68,14 @@ CAST_BYTES = 3  # the step model's cast: read 2, write 1 (labs.model.ops)
 PARTS = ("linear", "casts", "scaling", "attention", "head", "memory", "zero", "comms",
          "bubble", "optimizer")
 LABELS = {
-    "linear": "Linear-layer GEMMs",
+    "linear": "Linear GEMMs",
     "casts": "FP8 casts",
     "scaling": "Scaling work",
-    "attention": "Attention core (16-bit)",
+    "attention": "Attention (16-bit)",
     "head": "Output head (16-bit)",
-    "memory": "Norms, activations, loss",
-    "zero": "DP / ZeRO-3 gathers",
-    "comms": "TP, CP, EP, PP traffic",
+    "memory": "Norms, act., loss",
+    "zero": "DP / ZeRO sync",
+    "comms": "TP, CP, EP, PP",
     "bubble": "Pipeline bubble",
     "optimizer": "Optimizer step",
 }

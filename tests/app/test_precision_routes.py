@@ -108,7 +108,9 @@ def test_the_speed_chart_draws_the_apis_parts_bf16_against_fp8(client):
     assert sum(p["fp8_s"] for p in body["parts"]) == pytest.approx(body["fp8_step_s"])
     assert {"attention", "head", "memory", "optimizer"} <= set(body["unchanged"])
     fig = page_figures(client.get(PAGE, params=q).text)["precision-speed"]
-    assert [t["name"] for t in fig["data"]] == ["BF16", "FP8 parameters"]
+    names = [t["name"] for t in fig["data"]]
+    assert names[0].startswith("BF16: ") and names[1].startswith("FP8 parameters: ")
+    assert names[1].endswith(f"{body['speedup']:.2f}×")
     shown = {label: x for label, x in zip(fig["data"][1]["y"], fig["data"][1]["x"],
                                           strict=True)}
     linear = next(p for p in body["parts"] if p["name"] == "linear")

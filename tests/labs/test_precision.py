@@ -423,3 +423,16 @@ def test_every_gpu_and_recipe_times_or_says_why():
             s = lab(LLAMA8, gpu, recipe=recipe).speed
             assert s.timed or s.reason
             assert s.fp8_path or s.reason
+
+
+def test_ep08_and_the_planner_time_an_fp8_recipe_in_fp8():
+    """An FP8 recipe's weight copies exist to feed FP8 GEMMs: EP08 times them so without the
+    separate fp8 flag, as the flag alone does, and the planner's plans inherit it."""
+    cluster = get_cluster("dgx-h100")
+    plan = {"dp": 8, "zero": 3, "seq_len": 8192}
+    bf16 = evaluate(Plan(**plan), LLAMA8, cluster, 1).step_s
+    fp8 = evaluate(Plan(**plan, recipe="fp8-delayed"), LLAMA8, cluster, 1).step_s
+    flagged = evaluate(Plan(**plan, recipe="fp8-delayed", fp8=True), LLAMA8, cluster, 1).step_s
+    assert fp8 == flagged < bf16 / 1.2
+    found = search(PlanRequest(LLAMA8, cluster, 8, 8192, 8, recipe="fp8-params", top=2))
+    assert found.plans and all(r.plan.fp8_gemms for r in found.plans)
