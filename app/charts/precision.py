@@ -225,3 +225,52 @@ def offload_figure(result) -> dict:
             + f" (the forward hides up to {fmt_pct(o.hidden_share)})"
         ),
     }
+
+
+BF16_COLOUR, FP8_COLOUR = "#4c78a8", "#f58518"
+
+
+def speed_figure(result) -> dict:
+    """A step by part on the slowest GPU, BF16 against the chosen recipe (ms per step), from
+    ``labs.precision.speed``; each step's total written beside the chart's title rows."""
+    s, inp = result.speed, result.input
+    name = short_recipe(inp.recipe)
+    if not s.timed:
+        return {"data": [], "layout": base_layout(
+            margin={"l": 8, "r": 8, "t": 8, "b": 8}, xaxis={"visible": False},
+            yaxis={"visible": False},
+            annotations=[{"xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
+                          "showarrow": False, "text": s.reason}]),
+            "summary": f"Not timed: {s.reason}"}
+    parts = [p for p in s.parts if p.bf16_s or p.fp8_s]
+    rows = [p.label for p in reversed(parts)]
+    # The legend carries each step's total, so a change of state shows in it too.
+    data = [
+        {"type": "bar", "orientation": "h", "name": f"BF16: {fmt_ms(s.bf16_step_s)}",
+         "y": rows, "x": [round(p.bf16_s * 1e3, 4) for p in reversed(parts)],
+         "marker": {"color": BF16_COLOUR},
+         "hovertemplate": "BF16: %{x:.4g} ms<extra>%{y}</extra>"},
+        {"type": "bar", "orientation": "h",
+         "name": f"{name}: {fmt_ms(s.fp8_step_s)}, {s.speedup:.2f}×", "y": rows,
+         "x": [round(p.fp8_s * 1e3, 4) for p in reversed(parts)],
+         "marker": {"color": FP8_COLOUR},
+         "hovertemplate": f"{name}: %{{x:.4g}} ms<extra>%{{y}}</extra>"},
+    ]
+    top = max(max(p.bf16_s, p.fp8_s) for p in parts) * 1e3 * 1.08
+    unchanged = ", ".join(p.label for p in s.unchanged if p.bf16_s) or "none"
+    verdict = (f"{s.speedup:.2f}× as fast" if s.speedup >= 1
+               else f"{1 / s.speedup:.2f}× slower")
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="group", bargap=0.2, bargroupgap=0, legend=_legend(),
+            margin={"l": 8, "r": 16, "t": 8, "b": 24},
+            xaxis={"ticksuffix": " ms", "range": [0, top], "fixedrange": True},
+            yaxis={"fixedrange": True, "automargin": True}),
+        "summary": (
+            f"{inp.model.name} on {s.gpus:,} × {short_gpu_name(inp.gpu.name)}: BF16 steps in "
+            f"{fmt_ms(s.bf16_step_s)} (MFU {fmt_pct(s.bf16_mfu)}), {name} in "
+            f"{fmt_ms(s.fp8_step_s)} (MFU {fmt_pct(s.fp8_mfu)}), {verdict}"
+            + (f". {s.reason}" if s.reason else f"; not faster: {unchanged}")
+        ),
+    }

@@ -18,9 +18,9 @@ that message by the control with the nearest good chart drawn (page).
 from app.labkit.drills import check_drill
 from app.labkit.parsing import State, parse, parse_with_fallback
 from app.labkit.routes import DiagramInfo, diagram_list, register
-from app.labkit.view import DRILLS, FORM, VIEWS, Case, Diagram, Drill, LabView
+from app.labkit.view import DRILLS, FORM, VIEWS, Case, Diagram, Drill, LabView, lesson_state
 
 __all__ = [
     "DRILLS", "FORM", "VIEWS", "Case", "Diagram", "DiagramInfo", "Drill", "LabView", "State",
-    "check_drill", "diagram_list", "parse", "parse_with_fallback", "register",
+    "check_drill", "diagram_list", "lesson_state", "parse", "parse_with_fallback", "register",
 ]

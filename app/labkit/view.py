@@ -132,3 +132,15 @@ def add_view(view: LabView) -> None:
     VIEWS[view.name] = view
     for drill in view.drills:
         DRILLS[drill.id] = (view, drill)
+
+
+def lesson_state(query_model: Callable[..., Any], run: Callable[[Any], Any],
+                 to_api: Callable[[Any], dict]) -> Callable[..., dict]:
+    """The maker of a lesson's fact: a state a step links to, run through the same query
+    model, lab and ``to_api`` as its GET /api/<lab>, so the figures its prose quotes are the
+    API's (tests/app/test_prose.py follows every link). ``state(**params)`` answers
+    ``{"params": params, "result": ..., "api": ...}``."""
+    def state(**params) -> dict:
+        result = run(query_model(**params))
+        return {"params": params, "result": result, "api": to_api(result)}
+    return state

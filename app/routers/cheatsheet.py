@@ -154,12 +154,15 @@ STEPS: dict[str, tuple[str, str, Any]] = {  # line -> (episode slug, step id, it
     "state_fp8-blockwise": ("low-precision", "step-5", lambda q: {**_model_gpu(q),
                                                                 "recipe": "fp8-blockwise"}),
     "state_mxfp8": ("low-precision", "step-6", lambda q: {**_model_gpu(q), "recipe": "mxfp8"}),
-    "lora_params": ("low-precision", "step-8", lambda q: {"model": q.model, "rank": 16,
+    "fp8_speedup": ("low-precision", "step-8", lambda q: {
+        **_model_gpu(q), "recipe": "fp8-delayed", "dp": 1, "zero": 0, "seq_len": q.seq_len,
+        "micro_batch": q.micro_batch}),
+    "lora_params": ("low-precision", "step-9", lambda q: {"model": q.model, "rank": 16,
                                                           "modules": "qv"}),
-    "qlora_base": ("low-precision", "step-9", lambda q: {
+    "qlora_base": ("low-precision", "step-10", lambda q: {
         **_model_gpu(q), "rank": 64, "modules": "all", "recompute": "full",
         "ft_recipe": "adam12", "seq_len": q.seq_len, "micro_batch": q.micro_batch}),
-    "offload": ("low-precision", "step-10", lambda q: {
+    "offload": ("low-precision", "step-11", lambda q: {
         **_model_gpu(q), "recipe": "adam16", "dp": 1, "zero": 0, "offload": 100,
         "seq_len": q.seq_len, "micro_batch": q.micro_batch}),
 }

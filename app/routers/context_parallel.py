@@ -8,7 +8,7 @@ from pydantic import Field
 
 from app.charts.context_parallel import cost_figure, mask_figure, pairs_figure
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, register
+from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.model_controls import (
     GpuChoice,
     ModelChoice,
@@ -107,9 +107,7 @@ def facts() -> dict:
     """The states the lesson's steps link to, each with the figures its prose quotes, run
     through the same query model, engine and ``to_api`` as GET /api/cp
     (tests/app/test_prose.py follows every link)."""
-    def state(**params) -> dict:
-        result = run(CPQuery(**params))
-        return {"params": params, "result": result, "api": to_api(result)}
+    state = lesson_state(CPQuery, run, to_api)
 
     seed = {"tokens": 8, "cp": 2}
     long = {"tokens": 64, "cp": 8, "seq_len": 131072}

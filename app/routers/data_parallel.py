@@ -10,7 +10,7 @@ from pydantic import Field
 from app.charts.data_parallel import FAMILY_COLOURS, PARTS, scaling_figure, time_figure
 from app.charts.memory import COMPONENTS, memory_figure
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, register
+from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.model_controls import ModelChoice, model_choices
 from app.options import LabQuery, model_options, with_value
 from app.schemas import DataParallelAnswer
@@ -161,9 +161,7 @@ def figures(result: DataParallelResult) -> dict:
 def facts() -> dict:
     """The states the lesson's steps link to, with the figures their prose quotes (run
     through the same query model, lab and ``to_api`` as GET /api/dp)."""
-    def state(**params) -> dict:
-        result = run(DataParallelQuery(**params))
-        return {"params": params, "result": result, "api": to_api(result)}
+    state = lesson_state(DataParallelQuery, run, to_api)
 
     eth = {"gpus": 64, "link": "eth-100g"}
     return {

@@ -10,7 +10,7 @@ from pydantic import Field
 from app.charts.memory import COMPONENTS, memory_figure
 from app.cluster_controls import Schedule, Virtual
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, register
+from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.pipeline import SCHEDULE_LABELS
@@ -136,9 +136,7 @@ def facts() -> dict:
     One ``params`` dict per state feeds both the step's try link and the numbers quoted next to
     it, run through the same query model, lab and ``to_api`` as GET /api/memory, so the prose
     cannot drift from what the link shows (tests/app/test_prose.py follows every link)."""
-    def state(**params) -> dict:
-        result = run(MemoryQuery(**params))
-        return {"params": params, "result": result, "api": to_api(result)}
+    state = lesson_state(MemoryQuery, run, to_api)
 
     l70 = {"model": "llama-3.1-70b"}
     return {

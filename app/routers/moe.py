@@ -10,7 +10,7 @@ from pydantic import Field
 from app.charts.moe import PHASES, experts_figure, gpus_figure, params_figure
 from app.charts.rank_map import rank_map_figure
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, register
+from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
 from app.options import with_value
 from app.schemas import MoEAnswer
@@ -129,9 +129,7 @@ def facts() -> dict:
 
     One ``params`` dict per state feeds both the step's try link and the numbers quoted next
     to it, run through the same query model, lab and ``to_api`` as GET /api/moe."""
-    def state(**params) -> dict:
-        result = run(MoEQuery(**params))
-        return {"params": params, "result": result, "api": to_api(result)}
+    state = lesson_state(MoEQuery, run, to_api)
 
     v3 = {"model": "deepseek-v3", "nodes": 256, "pp": 16}
     mx = {"model": "mixtral-8x7b", "nodes": 2}

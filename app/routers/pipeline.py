@@ -8,7 +8,7 @@ from pydantic import Field
 
 from app.charts.pipeline import KINDS, activations_figure, gantt_figure, stage_memory_figure
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, register
+from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.model_controls import (
     GpuChoice,
     ModelChoice,
@@ -144,9 +144,7 @@ def facts() -> dict:
     One ``params`` dict per state feeds both the step's try link and the numbers quoted next to
     it, run through the same query model, simulator and ``to_api`` as GET /api/pipeline, so the
     prose cannot drift from what the link shows (tests/app/test_prose.py follows every link)."""
-    def state(**params) -> dict:
-        simulated = run(PipelineQuery(**params))
-        return {"params": params, "result": simulated, "api": to_api(simulated)}
+    state = lesson_state(PipelineQuery, run, to_api)
 
     p8 = {"stages": 8}
     interleaved = {"schedule": "interleaved-1f1b", **p8, "microbatches": 16}

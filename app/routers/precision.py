@@ -18,9 +18,10 @@ from app.charts.precision import (
     ledger_figure,
     offload_figure,
     short_recipe,
+    speed_figure,
 )
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, register
+from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.memory import divisors
@@ -44,6 +45,7 @@ from labs.precision.finetune import trainable_params
 from labs.precision.inputs import FT_RECIPES, MODULE_SETS, PrecisionInput, PrecisionResult
 from labs.precision.lab import compute_precision
 from labs.precision.reported import REPORTED
+from labs.precision.speed import amdahl
 
 router = APIRouter()
 
@@ -110,6 +112,18 @@ def _ledger_api(ledger, gpu_bytes: float) -> dict:
             "copies": [{"what": w, "bytes": b} for w, b in ledger.copies]}
 
 
+def _speed_api(s) -> dict:
+    return {"recipe": s.recipe, "timed": s.timed, "fp8_path": s.fp8_path, "reason": s.reason,
+            "bf16_step_s": s.bf16_step_s, "fp8_step_s": s.fp8_step_s, "speedup": s.speedup,
+            "bf16_mfu": s.bf16_mfu, "fp8_mfu": s.fp8_mfu,
+            "bf16_tokens_per_gpu_s": s.bf16_tokens_per_gpu_s,
+            "fp8_tokens_per_gpu_s": s.fp8_tokens_per_gpu_s, "dp_bytes": list(s.dp_bytes),
+            "unchanged": [p.name for p in s.unchanged],
+            "parts": [{"name": p.name, "label": p.label, "bf16_s": p.bf16_s, "fp8_s": p.fp8_s,
+                       "sped_up": p.sped_up, "why": p.why} for p in s.parts],
+            "notes": list(s.notes)}
+
+
 def to_api(result: PrecisionResult) -> dict:
     inp, o, p = result.input, result.offload, result.paper
     gpu = inp.gpu.memory_bytes
@@ -148,18 +162,21 @@ def to_api(result: PrecisionResult) -> dict:
                     "hidden": o.hidden, "hidden_share": o.hidden_share,
                     "exposed_s": o.exposed_s,
                     "points": [{"share": pt.share, "copy_s": pt.copy_s} for pt in o.points]},
+        "speed": _speed_api(result.speed),
         "assumptions": list(result.assumptions),
     }
 
 
 def figures(result: PrecisionResult) -> dict:
     return {"ledger": ledger_figure(result), "bytes": bytes_figure(result),
-            "finetune": finetune_figure(result), "offload": offload_figure(result)}
+            "finetune": finetune_figure(result), "offload": offload_figure(result),
+            "speed": speed_figure(result)}
 
 
 # The lesson's states (facts below): torchtitan's Llama 3 8B run, a 70B Megatron-style layout.
 TITAN = {"model": "llama-3.1-8b", "dp": 8, "zero": 3, "seq_len": 8192}
 MEGATRON_70B = {"model": "llama-3.1-70b", "tp": 8, "dp": 8, "zero": 1, "seq_len": 4096}
+FSDP_70B = {"model": "llama-3.1-70b", "dp": 128, "zero": 3, "seq_len": 8192}  # torchao's 1.5x
 QLORA_65B = {"model": LLAMA_65B, "rank": 64, "modules": "all", "seq_len": 512,
              "recompute": "full", "ft_recipe": "adam12", "gpu": "h100-sxm"}
 QLORA_LONG = {**QLORA_65B, "seq_len": 4096, "micro_batch": 6}  # over 80 GB, unless paged
@@ -170,9 +187,7 @@ def facts() -> dict:
     """The states the lesson's steps link to, each with the figures its prose quotes, run
     through the same query model, lab and ``to_api`` as GET /api/precision
     (tests/app/test_prose.py follows every link)."""
-    def state(**params) -> dict:
-        result = run(PrecisionQuery(**params))
-        return {"params": params, "result": result, "api": to_api(result)}
+    state = lesson_state(PrecisionQuery, run, to_api)
 
     return {
         "titan": state(**TITAN, recipe="fp8-delayed"),
@@ -188,6 +203,8 @@ def facts() -> dict:
         "qlora65_paged": state(**QLORA_LONG, paged=True),
         "offload70": state(**MEGATRON_70B, recipe="adam16", offload=100),
         "offload70_half": state(**MEGATRON_70B, recipe="adam16", offload=40),
+        "speed_a100": state(**TITAN, recipe="fp8-delayed", gpu="a100-80gb"),
+        "speed_fsdp70": state(**FSDP_70B, recipe="fp8-params"),
     }
 
 
@@ -222,6 +239,11 @@ def bytes_drill() -> float:
     return RECIPES["fp8-delayed"].bytes_per_param
 
 
+def speed_drill() -> float:
+    """Amdahl's speed-up: 66% of a step 1.7x faster, casts adding 4% of it."""
+    return amdahl(0.66, 1.7, 0.04)
+
+
 def lora_drill() -> float:
     """LoRA's trainable parameters, in millions: Llama 3.1 8B, r = 16 on q and v."""
     return trainable_params(get_model("llama-3.1-8b"), 16, MODULE_SETS["qv"]) / 1e6
@@ -242,6 +264,8 @@ VIEW = LabView(
                 embed_height=560),
         Diagram("offload", "Activation offload: the copy of one layer against its compute",
                 embed_height=480),
+        Diagram("speed", "What FP8 buys in time: a step by part, BF16 against the recipe (ms)",
+                embed_height=620),
     ),
     labels={
         "model": "Model", "params": "Custom params", "gpu": "GPU", "recipe": "Recipe",
@@ -296,6 +320,21 @@ VIEW = LabView(
             hint="Each adapted matrix adds r·(d_in + d_out): 16·(4,096 + 4,096) for q, "
                  "16·(4,096 + 1,024) for v, in each of the 32 layers.",
             explanation="{answer} million: 32 × 16 × (8,192 + 5,120), 0.1% of the model.",
+        ),
+        Drill(
+            id="precision-fp8-speedup",
+            question=(
+                "In a BF16 step, the linear layers' GEMMs take 66% of the time. FP8 runs them "
+                "1.7 times faster; its casts and scaling add work worth 4% of the BF16 step; "
+                "nothing else changes. How many times faster is the FP8 step?"
+            ),
+            answer=speed_drill,
+            unit="×",
+            hint="The new step is 0.34 + 0.66 / 1.7 + 0.04 of the old one; the speed-up is "
+                 "its inverse.",
+            explanation="{answer}×: 1 / (0.34 + 0.388 + 0.04). Even an infinitely fast GEMM "
+                        "would give only 1 / 0.38 = 2.6×.",
+            rel_tol=0.01,
         ),
     ),
 )

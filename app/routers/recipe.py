@@ -31,7 +31,7 @@ from app.cluster_controls import (
     ZeroStage,
 )
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, register
+from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.labkit.parsing import run_cached, single, validate
 from app.labkit.routes import api_error, json_response, query_parameters
 from app.model_controls import (
@@ -261,9 +261,7 @@ WORKED = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 4, "gpus_per_nod
 def facts() -> dict:
     """The states the lesson links to, each with the JSON its prose quotes (same query model,
     engine and to_api as GET /api/recipe; tests/app/test_prose.py follows every link)."""
-    def state(**params) -> dict:
-        ran = run(RecipeQuery(**params))
-        return {"params": params, "result": ran, "api": to_api(ran)}
+    state = lesson_state(RecipeQuery, run, to_api)
 
     return {
         "seed": state(**SEED),

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from app.charts.rl import ROLES, cluster_figure, memory_figure, timeline_figure
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, register
+from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.options import LabQuery, gpu_options
 from app.schemas import PlacementAnswer
 from labs.core.limits import (
@@ -149,9 +149,7 @@ def figures(result: RLPlacementResult) -> dict:
 def facts() -> dict:
     """The states the lesson's steps link to, each with the figures its prose quotes (one
     ``params`` dict feeds the try link and the numbers, through the API's own path)."""
-    def state(**params) -> dict:
-        result = run(RLQuery(**params))
-        return {"params": params, "result": result, "api": to_api(result)}
+    state = lesson_state(RLQuery, run, to_api)
 
     return {
         "glm9": state(preset="glm-4-9b"),

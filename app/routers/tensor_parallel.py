@@ -10,7 +10,7 @@ from pydantic import Field
 from app.charts.tensor_parallel import figures
 from app.charts.tp_split import split_view
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, register
+from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, with_value
 from app.schemas import TensorParallelAnswer
@@ -183,9 +183,7 @@ def link_options() -> dict[str, tuple[tuple[str, str], ...]]:
 def facts() -> dict:
     """The states the lesson's steps link to, each with the figures its prose quotes (the same
     query model, lab and to_api as GET /api/tp; tests/app/test_prose.py)."""
-    def state(**params) -> dict:
-        result = run(TPQuery(**params))
-        return {"params": params, "result": result, "api": to_api(result)}
+    state = lesson_state(TPQuery, run, to_api)
 
     return {
         "good": state(tp=8),

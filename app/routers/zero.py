@@ -15,7 +15,7 @@ from app.charts.zero import (
     traffic_figure,
 )
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, register
+from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.memory import DEFAULT_MODEL, RECIPE_LABELS
@@ -143,9 +143,7 @@ def facts() -> dict:
     """The states the lesson's steps link to, each with the figures its prose quotes, run
     through the same query model, lab and ``to_api`` as GET /api/zero (tests/app/test_prose.py
     follows every link)."""
-    def state(**params) -> dict:
-        result = run(ZeroQuery(**params))
-        return {"params": params, "result": result, "api": to_api(result)}
+    state = lesson_state(ZeroQuery, run, to_api)
 
     return {
         "l70_z3": state(dp=32, zero=3),

@@ -77,6 +77,35 @@ class PrecisionOffload(BaseModel):
     points: list[PrecisionOffloadPoint]
 
 
+class PrecisionSpeedPart(BaseModel):
+    name: str
+    label: str
+    bf16_s: float = Field(description="Seconds per step in BF16, on the slowest GPU.")
+    fp8_s: float = Field(description="Seconds per step in the chosen recipe.")
+    sped_up: bool
+    why: str
+
+
+class PrecisionSpeed(BaseModel):
+    recipe: str
+    timed: bool = Field(description="False: the step could not be timed (reason says why).")
+    fp8_path: bool = Field(description="The GPU runs this recipe's GEMMs in FP8.")
+    reason: str = Field(description="Why the recipe's step equals BF16's, or why nothing was "
+                        "timed; empty otherwise.")
+    bf16_step_s: float
+    fp8_step_s: float
+    speedup: float = Field(description="BF16's step over the recipe's.")
+    bf16_mfu: float = Field(description="Model FLOPs over step x GPUs x the BF16 dense peak.")
+    fp8_mfu: float = Field(description="The same, against the same BF16 peak.")
+    bf16_tokens_per_gpu_s: float
+    fp8_tokens_per_gpu_s: float
+    dp_bytes: list[float] = Field(description="DP / ZeRO bytes one GPU sends per step, BF16 "
+                                  "and the recipe.")
+    unchanged: list[str] = Field(description="The parts that did not speed up.")
+    parts: list[PrecisionSpeedPart]
+    notes: list[str]
+
+
 class PrecisionAnswer(BaseModel):
     model: str
     model_name: str
@@ -92,4 +121,5 @@ class PrecisionAnswer(BaseModel):
     modules: list[str]
     lora_paper: PrecisionPaper
     offload: PrecisionOffload
+    speed: PrecisionSpeed
     assumptions: list[str]

@@ -26,6 +26,7 @@ from labs.cheatsheet.lines import (
     dp_speedup,
     flops_6nd,
     flops_8nd,
+    fp8_speedup,
     inference,
     kv_cache,
     lora_params,
@@ -131,6 +132,8 @@ LINES: tuple[tuple[str, str, str, str, str, Callable], ...] = (
      "Hu et al. 2021 (LoRA) sec 4.1", lora_params),
     ("qlora_base", "EP11", "QLoRA frozen base", "P_lin × (4 + 8/64 + 32/(64·256)) / 8 + "
      "P_rest × 2 B", "Dettmers et al. 2023 (QLoRA) sec 3", qlora_base),
+    ("fp8_speedup", "EP11", "What FP8 buys in time", "1 / ((1 − g) + g/r + c)",
+     "Amdahl 1967; FP8 GEMMs at the dense FP8 peak (H100: 1,979 vs 989 TFLOP/s)", fp8_speedup),
     ("offload", "EP11", "Activation offload", "host = f·A × GPUs/node; hidden while "
      "A_layer / B_PCIe ≤ t_fwd", "Megatron-LM CPU offloading; PyTorch save_on_cpu",
      offload_host),

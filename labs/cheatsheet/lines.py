@@ -22,6 +22,7 @@ from labs.model.spec import ModelSpec
 from labs.precision.finetune import finetunes, trainable_params
 from labs.precision.inputs import MODULE_SETS, PrecisionInput
 from labs.precision.lab import compute_precision
+from labs.precision.speed import speed
 from labs.recipe.inputs import Plan
 from labs.recipe.lab import evaluate
 from labs.rl.inputs import RLPlacementInput
@@ -332,6 +333,20 @@ def qlora_base(inp):
     return ((Term("NF4", b["weights"], "bytes", "4-bit linear layers, 16-bit the rest"),
              Term("constants", b["quant_constants"], "bytes", "double-quantized")),
             Term("base", b["weights"] + b["quant_constants"], "bytes", "frozen, on one GPU"))
+
+
+def fp8_speedup(inp):
+    """TransformerEngine's FP8 recipe against BF16 for the example on one GPU
+    (labs.precision.speed: EP08's op-level step model run in both)."""
+    s = speed(_one_gpu(inp, recipe="fp8-delayed"))
+    if not s.timed or not s.fp8_path:
+        raise LabInputError("gpu", s.reason or "no FP8 path")
+    lin, added = s.part("linear"), s.part("casts").fp8_s + s.part("scaling").fp8_s
+    share = lin.bf16_s / s.bf16_step_s
+    return ((Term("g", share, "fraction", "linear GEMMs' share of the BF16 step"),
+             Term("r", lin.bf16_s / lin.fp8_s, "", "their speed-up at the FP8 rate"),
+             Term("c", added / s.bf16_step_s, "fraction", "casts and scaling, of the step")),
+            Term("speed-up", s.speedup, "", "BF16 step / FP8 step"))
 
 
 def offload_host(inp):

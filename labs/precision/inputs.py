@@ -1,11 +1,12 @@
 """EP11's shapes: what the precision lab is asked (``PrecisionInput``, every control checked
 where it is built, in page order) and what it answers (``PrecisionResult``: the FP8 ledger
 against BF16, each recipe's bytes per parameter, the fine-tuning bills, the offload).
-``labs.precision.lab`` computes them."""
+``labs.precision.lab`` computes them, ``labs.precision.speed`` the step times."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from labs.core.catalogue import RECIPES, Recipe
 from labs.core.errors import LabInputError
@@ -19,6 +20,9 @@ from labs.core.validate import UNKNOWN_BARE, flag, number, one_of, whole
 from labs.hardware.gpus import GPUSpec
 from labs.memory.inputs import MemoryInput, MemoryResult, check_activation_controls
 from labs.model.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from labs.precision.speed import SpeedResult
 
 BASELINE = "adam16"  # what every recipe is drawn against: bf16 mixed-precision Adam
 # The recipes a fine-tune's trainable weights may use: 16-bit GEMMs only.
@@ -197,6 +201,7 @@ class PrecisionResult:
     paper: PaperCheck
     offload: Offload
     assumptions: tuple[str, ...]
+    speed: SpeedResult | None = None  # what FP8 buys in time (labs.precision.speed)
 
     @property
     def extra_bytes(self) -> float:

@@ -9,7 +9,8 @@ parameter, full fine-tuning beside LoRA and QLoRA, and activation offload.
   saved in FP8 and the rest in 16-bit (the two ledgers differ by exactly the FP8 saving,
   ``labs.model.activations.gemm_input_bytes_per_layer``). The recipes and their sources are
   records of ``labs.core.catalogue`` (``FP8_RECIPES``).
-- Fine-tuning: ``labs.precision.finetune``; offload: ``labs.precision.offload``.
+- Fine-tuning: ``labs.precision.finetune``; offload: ``labs.precision.offload``; what FP8
+  buys in time: ``labs.precision.speed``.
 - MXFP8 is read natively by Blackwell's tensor cores (NVIDIA Blackwell architecture; TE's
   MXFP8BlockScaling needs compute capability 10.0): on another GPU the ledger bills its
   memory and says so.
@@ -31,8 +32,7 @@ from labs.precision.inputs import (
     PrecisionResult,
 )
 from labs.precision.offload import offload
-
-MX_GPUS = ("b200",)  # the presets whose tensor cores read MX formats (Blackwell)
+from labs.precision.speed import MX_GPUS, speed
 
 
 def itemise(inp: PrecisionInput, recipe: str, baseline_acts: float | None = None,
@@ -86,8 +86,8 @@ def _assumptions(inp: PrecisionInput, ledger: Ledger) -> tuple[str, ...]:
             notes.append(f"MXFP8 runs on Blackwell's tensor cores; the {inp.gpu.name} has "
                          "none: this bills its memory only.")
     notes.append("BF16 beside it: mixed-precision Adam (adam16), the same model and layout.")
-    notes.append("What FP8 buys in time is not modelled here yet (it needs the op-level step "
-                 "model); the offload's compute is EP08's estimate.")
+    notes.append("What FP8 buys in time is EP08's op-level step model run in BF16 and in the "
+                 "recipe (labs.precision.speed); the offload's compute is EP08's estimate.")
     notes.append("Fine-tuning is billed on one GPU: full fine-tuning as the ledger bills "
                  f"{inp.ft_recipe}, LoRA and QLoRA with frozen bf16 or NF4 weights and "
                  "adapters trained in that recipe.")
@@ -109,4 +109,5 @@ def compute_precision(inp: PrecisionInput) -> PrecisionResult:
         paper=paper_check(inp.model, inp.rank, inp.module_names),
         offload=offload(inp, chosen.memory),
         assumptions=_assumptions(inp, chosen),
+        speed=speed(inp),
     )

@@ -28,6 +28,36 @@ REPORTED = {r_id: r for r_id, r in (
     ("torchtitan_rowwise_fixed", Reported(
         47.77 * GIB, "the same run in rowwise FP8 after the fixes",
         "pytorch/torchtitan PR 808 (step 30: memory 47.77GiB)")),
+    # What FP8 buys in time: torchtitan's Llama 3 8B runs on 8 H100s (FSDP, bf16 + compile
+    # against float8 + compile), tokens per second per GPU.
+    ("titan_table1_bf16_tps", Reported(
+        6_667, "Llama 3.1 8B, 8 H100s, FSDP, local batch 2, selective AC: FSDP + compile",
+        "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 1")),
+    ("titan_table1_fp8_tps", Reported(
+        8_532, "the same with Float8 (tensorwise, FP8 all-gather)",
+        "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 1")),
+    ("titan_pr808_bf16_tps", Reported(
+        5_760, "Llama 3 8B, 8 H100s, bf16 + compile (step 20: tps 5,760, mfu 33.73%)",
+        "pytorch/torchtitan PR 808")),
+    ("titan_pr808_tensorwise_tps", Reported(
+        7_186, "tensorwise float8 with float8 all-gather + compile (step 20: tps 7,186)",
+        "pytorch/torchtitan PR 808")),
+    ("titan_pr808_rowwise_tps", Reported(
+        6_468, "rowwise float8 + compile (step 30: tps 6,468)", "pytorch/torchtitan PR 808")),
+    ("titan_tp_bf16_tps", Reported(
+        5_378, "Llama 3 8B, 4 H100s, FSDP 2 x TP 2, per-op SAC: bf16",
+        "pytorch/torchtitan issue 1207")),
+    ("titan_tp_rowwise_tps", Reported(
+        5_189, "the same in rowwise float8: slower than bf16", "pytorch/torchtitan issue 1207")),
+    ("torchao_70b_speedup", Reported(
+        1.5, "float8 throughput speed-up 'of up to 1.5x on 128 GPU LLaMa 3 70B pretraining "
+        "jobs' (torch.compile on)", "pytorch/ao torchao/float8/README.md, introduction")),
+    ("torchao_small_linear", Reported(
+        0.80, "float8 linear speed-up, M, K, N = 1,024, 2,048, 1,024 on H100",
+        "pytorch/ao torchao/float8/README.md, Performance, example 1")),
+    ("torchao_large_linear", Reported(
+        1.39, "float8 linear speed-up, M, K, N = 4,096, 8,192, 16,384 on H100",
+        "pytorch/ao torchao/float8/README.md, Performance, example 2")),
     # LoRA, Hu et al. 2021 (arXiv:2106.09685).
     ("lora_trainable_reduction", Reported(
         10_000, "GPT-3 175B: trainable parameters reduced 'by 10,000 times'", "LoRA abstract")),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from labs.core.catalogue import RECIPES
 from labs.core.errors import LabInputError
 from labs.core.limits import (
     DEFAULT_MATMUL_EFFICIENCY,
@@ -100,9 +101,16 @@ class Plan:
         """The run's software settings (SOFTWARE), as (field, value) pairs."""
         return tuple((name, getattr(self, name)) for name in SOFTWARE)
 
+    @property
+    def fp8_gemms(self) -> bool:
+        """The linear layers' GEMMs run in FP8: the ``fp8`` flag, or an FP8 recipe (whose
+        weight copies exist to feed FP8 GEMMs: TransformerEngine, DeepSeek-V3)."""
+        return self.fp8 or RECIPES[self.recipe].family == "fp8"
+
     def step_options(self, matmul_efficiency: float | None = None) -> StepOptions:
-        """The run's software settings for the step model."""
-        return _step_options(self.attention, self.dropout, self.fp8, self.sequence_parallel,
+        """The run's software settings for the step model (FP8 GEMMs: ``fp8_gemms``)."""
+        return _step_options(self.attention, self.dropout, self.fp8_gemms,
+                             self.sequence_parallel,
                              self.tp_overlap, self.ep_overlap, self.dp_overlap,
                              self.grad_accum_fusion, matmul_efficiency)
 

@@ -82,7 +82,7 @@ def test_the_page_draws_four_diagrams_of_its_state(client):
     html = client.get(PAGE, params={"recipe": "mxfp8", "gpu": "b200", "offload": 30}).text
     figures = page_figures(html)
     assert set(figures) == {"precision-ledger", "precision-bytes", "precision-finetune",
-                            "precision-offload"}
+                            "precision-offload", "precision-speed"}
     ledger = figures["precision-ledger"]
     assert ledger["data"][0]["x"] == ["BF16", "MXFP8"]
     offload = figures["precision-offload"]
@@ -93,12 +93,35 @@ def test_the_page_draws_four_diagrams_of_its_state(client):
         (body["ledger"]["total_bytes"] + body["baseline"]["total_bytes"]) / 1e9, rel=1e-3)
 
 
-@pytest.mark.parametrize("diagram", ["ledger", "bytes", "finetune", "offload"])
+@pytest.mark.parametrize("diagram", ["ledger", "bytes", "finetune", "offload", "speed"])
 def test_each_diagram_embeds_alone(client, diagram):
     response = client.get(f"/embed/precision/{diagram}", params={"rank": 64})
     assert response.status_code == 200
     assert f'id="precision-{diagram}"' in response.text
     assert response.text.count('class="chart') == 1
+
+
+def test_the_speed_chart_draws_the_apis_parts_bf16_against_fp8(client):
+    q = {"dp": 8, "zero": 3, "seq_len": 8192, "recipe": "fp8-params"}
+    body = api(client, **q)["speed"]
+    assert body["timed"] and body["fp8_path"] and body["speedup"] > 1
+    assert sum(p["fp8_s"] for p in body["parts"]) == pytest.approx(body["fp8_step_s"])
+    assert {"attention", "head", "memory", "optimizer"} <= set(body["unchanged"])
+    fig = page_figures(client.get(PAGE, params=q).text)["precision-speed"]
+    names = [t["name"] for t in fig["data"]]
+    assert names[0].startswith("BF16: ") and names[1].startswith("FP8 parameters: ")
+    assert names[1].endswith(f"{body['speedup']:.2f}×")
+    shown = {label: x for label, x in zip(fig["data"][1]["y"], fig["data"][1]["x"],
+                                          strict=True)}
+    linear = next(p for p in body["parts"] if p["name"] == "linear")
+    assert shown[linear["label"]] == pytest.approx(1e3 * linear["fp8_s"], rel=1e-4)
+
+
+def test_a_gpu_without_fp8_says_so_in_the_speed_figures(client):
+    body = api(client, gpu="a100-80gb", recipe="fp8-delayed")["speed"]
+    assert not body["fp8_path"] and body["speedup"] == 1 and "no FP8" in body["reason"]
+    html = client.get(PAGE, params={"gpu": "a100-80gb", "recipe": "fp8-delayed"}).text
+    assert 'data-testid="speed-reason"' in html and "no FP8 tensor cores" in html
 
 
 def test_the_finetune_chart_keeps_lora_readable_beside_full_fine_tuning(client):
@@ -115,6 +138,6 @@ def test_cheat_sheet_carries_ep11s_lines_linked_to_their_steps(client):
     body = client.get("/api/cheatsheet").json()
     lines = {ln["key"]: ln for ln in body["lines"]}
     for key in ("state_fp8-delayed", "state_fp8-blockwise", "state_mxfp8", "lora_params",
-                "qlora_base", "offload"):
+                "qlora_base", "offload", "fp8_speedup"):
         assert lines[key]["episode"] == "EP11", key
         assert PAGE in lines[key]["link"], lines[key]

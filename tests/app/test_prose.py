@@ -35,7 +35,8 @@ LESSONS["/episodes/experts"] = ("/api/moe", {"moe-experts", "moe-gpus", "moe-par
 FORMATS["g3"] = lambda v: f"{v:.3g}"  # EP11 quotes bytes per parameter
 FORMATS["int"] = lambda v: f"{v:,.0f}"
 LESSONS["/episodes/low-precision"] = ("/api/precision", {
-    "precision-ledger", "precision-bytes", "precision-finetune", "precision-offload"})
+    "precision-ledger", "precision-bytes", "precision-finetune", "precision-offload",
+    "precision-speed"})
 
 
 class Steps(HTMLParser):

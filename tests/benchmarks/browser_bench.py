@@ -155,13 +155,18 @@ def main() -> None:
             page.goto(base + path)
             wait_drawn(page)
             page.evaluate(STEP, [name, values[:2]])  # warm-up
-            times, seen = page.evaluate(STEP, [name, values * args.rounds])
+            times, seen, parts = page.evaluate(STEP, [name, values * args.rounds])
             redraws, tail = page.evaluate(DRAG, [name, min(values), max(values)])
             print(f"{label} (n={len(times)}): first chart (in view) median"
                   f" {statistics.median(seen):.1f} ms, p95 {p95(seen):.1f} ms;"
                   f" all charts median {statistics.median(times):.1f} ms,"
                   f" p95 {p95(times):.1f} ms; 1.6 s drag: {redraws} chart redraws during"
                   f" it, final value drawn {tail:.1f} ms after the last input")
+            part = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
+            print(f"    where a move's time goes (medians): server {part['server']:.1f} ms,"
+                  f" request and wire {part['wire']:.1f} ms, swap and parse until the first"
+                  f" chart's redraw {part['swap']:.1f} ms, Plotly.react {part['plotly']:.1f} ms"
+                  f" over {part['charts']:.0f} charts redrawn")
         browser.close()
 
 

@@ -28,7 +28,7 @@ def test_each_try_link_visibly_changes_its_diagram(page):
     wait_drawn(page)
     steps = page.locator("section.step[id^=step-]:not(#step-drill)")
     ids = steps.evaluate_all("els => els.map(e => [e.id, e.dataset.diagram])")
-    assert len(ids) == 10
+    assert len(ids) == 11
     for step_id, chart in ids:
         page.goto(f"{LESSON}?{ELSEWHERE}")
         wait_drawn(page)
@@ -111,9 +111,10 @@ def test_drills_hint_then_accept(page, live_server):
     answer_drill(page, "16", "Hint")
     answer_drill(page, "18", "Right")
     answer_drill(page, "6.82", "Right", index=1)
+    answer_drill(page, "1.30", "Right", index=2)  # Amdahl: 1 / (0.34 + 0.66/1.7 + 0.04)
 
 
-@pytest.mark.parametrize("diagram", ["ledger", "bytes", "finetune", "offload"])
+@pytest.mark.parametrize("diagram", ["ledger", "bytes", "finetune", "offload", "speed"])
 def test_each_diagram_embeds_alone_and_draws(page, diagram):
     page.goto(f"/embed/precision/{diagram}?recipe=mxfp8&gpu=b200&offload=50")
     wait_drawn(page)
@@ -128,7 +129,7 @@ def test_every_chart_fits_the_width(browser, live_server, width, height):
         page.goto(LESSON)
         wait_drawn(page)
         for chart in ("precision-ledger", "precision-bytes", "precision-finetune",
-                      "precision-offload"):
+                      "precision-offload", "precision-speed"):
             box = page.locator(f"#{chart}").bounding_box()
             assert box and box["height"] >= 150, (chart, box)
             assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1, (chart, box)

@@ -42,7 +42,7 @@ def test_every_formula_of_the_brief_has_a_line():
             "bubble", "bubble_interleaved", "bubble_zb", "cp_contiguous", "cp_zigzag",
             "moe_params", "moe_a2a", "flops_6nd", "flops_8nd", "mfu", "step", "serving",
             "colocated", "state_fp8-delayed", "state_fp8-blockwise", "state_mxfp8",
-            "lora_params", "qlora_base", "offload"} <= keys
+            "lora_params", "qlora_base", "offload", "fp8_speedup"} <= keys
     assert {ep for _, ep, *_ in LINES} == {f"EP0{n}" for n in range(1, 10)} | {"EP11"}
     assert all(source for *_, source, _ in LINES)
 
@@ -147,6 +147,7 @@ def test_ep11_lines_are_the_precision_labs_own_figures(model):
     from labs.precision.finetune import trainable_params
     from labs.precision.inputs import MODULE_SETS, PrecisionInput
     from labs.precision.lab import compute_precision
+    from labs.precision.speed import amdahl, speed
 
     spec = get_model(model)
     lines = sheet(model, seq_len=4096)
@@ -164,3 +165,14 @@ def test_ep11_lines_are_the_precision_labs_own_figures(model):
     assert value(lines, "qlora_base") == b["weights"] + b["quant_constants"]
     off = compute_precision(PrecisionInput(spec, H100, **one, recipe="adam16", offload=1.0))
     assert value(lines, "offload") == off.offload.hidden_share
+    # What FP8 buys in time: Amdahl's formula over the parts gives the step model's speed-up.
+    fast = speed(PrecisionInput(spec, H100, **one, recipe="fp8-delayed"))
+    assert value(lines, "fp8_speedup") == fast.speedup
+    t = {term.symbol: term.value for term in lines["fp8_speedup"].terms}
+    assert amdahl(t["g"], t["r"], t["c"]) == pytest.approx(fast.speedup, rel=1e-9)
+
+
+def test_fp8_speedup_line_says_why_on_a_gpu_without_fp8():
+    lines = {ln.key: ln for ln in cheat_sheet(CheatInput(get_model("llama-3.1-8b"),
+                                                         get_gpu("a100-80gb")))}
+    assert lines["fp8_speedup"].result is None and "no FP8" in lines["fp8_speedup"].note
