@@ -45,13 +45,12 @@ dense peak, for both, so FP8's MFU above BF16's is its speed-up, not a second pe
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from labs.core.catalogue import RECIPES
 from labs.core.errors import LabInputError
 from labs.hardware.links import gpu_cluster, make_cluster
 from labs.model.ops import head_ops
-from labs.precision.inputs import BASELINE, PrecisionInput
+from labs.precision.inputs import BASELINE, PrecisionInput, SpeedPart, SpeedResult
 from labs.recipe.inputs import Plan, RecipeResult
 from labs.recipe.lab import evaluate
 from labs.recipe.step_time import stage_times
@@ -79,61 +78,6 @@ LABELS = {
     "bubble": "Pipeline bubble",
     "optimizer": "Optimizer step",
 }
-
-
-@dataclass(frozen=True)
-class SpeedPart:
-    name: str
-    label: str
-    bf16_s: float
-    fp8_s: float
-    why: str
-
-    @property
-    def saved_s(self) -> float:
-        return self.bf16_s - self.fp8_s
-
-    @property
-    def sped_up(self) -> bool:
-        return self.fp8_s < self.bf16_s * (1 - 1e-9)
-
-
-@dataclass(frozen=True)
-class SpeedResult:
-    recipe: str
-    timed: bool  # False: the step could not be timed (reason says why)
-    fp8_path: bool  # the GPU runs this recipe's GEMMs in FP8
-    reason: str  # why FP8 equals BF16 here, or why nothing was timed ("" otherwise)
-    parts: tuple[SpeedPart, ...]
-    bf16_step_s: float
-    fp8_step_s: float
-    bf16_mfu: float
-    fp8_mfu: float
-    tokens_per_step: int
-    gpus: int
-    notes: tuple[str, ...]
-    dp_bytes: tuple[float, float] = (0.0, 0.0)  # DP / ZeRO bytes one GPU sends per step
-
-    @property
-    def speedup(self) -> float:
-        """BF16's step over the recipe's (1.25: 25% more tokens per second)."""
-        return self.bf16_step_s / self.fp8_step_s if self.fp8_step_s else 1.0
-
-    @property
-    def bf16_tokens_per_gpu_s(self) -> float:
-        return self.tokens_per_step / self.bf16_step_s / self.gpus if self.bf16_step_s else 0.0
-
-    @property
-    def fp8_tokens_per_gpu_s(self) -> float:
-        return self.tokens_per_step / self.fp8_step_s / self.gpus if self.fp8_step_s else 0.0
-
-    @property
-    def unchanged(self) -> tuple[SpeedPart, ...]:
-        """The parts that did not speed up (those that take time in BF16 or FP8)."""
-        return tuple(p for p in self.parts if not p.sped_up and (p.bf16_s or p.fp8_s))
-
-    def part(self, name: str) -> SpeedPart:
-        return next(p for p in self.parts if p.name == name)
 
 
 def amdahl(share: float, rate: float, added: float = 0.0) -> float:
