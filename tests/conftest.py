@@ -47,29 +47,36 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+# How long a starting server may take to answer: its render processes import the app first
+# (app/render_pool.py waits up to START_TIMEOUT, 120 s, for them on a loaded machine).
+READY_S = 150
+
+
 @contextmanager
-def running_app() -> Iterator[str]:
-    """The real app under uvicorn on a free port of 127.0.0.1, ready (its /healthz answered):
-    the browser tests' live server, and the screenshot and benchmark scripts' too."""
+def running_app(env: dict[str, str] | None = None, probe: str = "/healthz") -> Iterator[str]:
+    """The real app under uvicorn on a free port of 127.0.0.1, once ``probe`` answers 200:
+    the browser tests' live server, the hosting tests' (``env``: settings such as BASE_PATH,
+    read once at start-up), and the screenshot and benchmark scripts'."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "warning"],
-        cwd=ROOT,
+        cwd=ROOT, env={**os.environ, **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + READY_S
     try:
         while True:
             try:
-                with urllib.request.urlopen(url + "/healthz", timeout=1) as response:
+                with urllib.request.urlopen(url + probe, timeout=2) as response:
                     if response.status == 200:
                         break
             except OSError:
                 if proc.poll() is not None:
-                    raise RuntimeError("uvicorn exited before serving") from None
+                    raise RuntimeError(f"uvicorn exited before serving ({env})") from None
                 if time.monotonic() > deadline:
-                    raise RuntimeError("uvicorn did not answer /healthz within 30 s") from None
+                    raise RuntimeError(f"uvicorn did not answer {probe} within {READY_S} s"
+                                       ) from None
                 time.sleep(0.1)  # readiness poll, not a timing assertion
         yield url
     finally:
