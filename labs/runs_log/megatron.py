@@ -152,6 +152,22 @@ def model_of(args: dict, padded: int) -> ModelSpec:
     return spec
 
 
+def attention_fused(args: dict, notes: list[str]) -> bool:
+    """Whether attention runs a fused (FlashAttention-style) kernel: Megatron Core's
+    --attention-backend (auto picks a fused one), else --transformer-impl (Transformer Engine's
+    is fused; 'local' only with --use-flash-attn), else --use-flash-attn. A log with none of
+    the three is from a Megatron (or Megatron-DeepSpeed) before FlashAttention: unfused."""
+    if "attention_backend" in args:
+        return "unfused" not in str(args["attention_backend"]).lower()
+    if "transformer_impl" in args:
+        return args["transformer_impl"] != "local" or _flag(args, "use_flash_attn")
+    if "use_flash_attn" in args:
+        return _flag(args, "use_flash_attn")
+    notes.append("no attention_backend, transformer_impl or use_flash_attn argument: a "
+                 "Megatron from before FlashAttention, so attention is unfused")
+    return False
+
+
 def plan_of(args: dict, layers: object) -> tuple[dict[str, object], int, list[str]]:
     """EP08's plan controls from the arguments, the world size, and what was assumed."""
     notes: list[str] = []
@@ -186,9 +202,7 @@ def plan_of(args: dict, layers: object) -> tuple[dict[str, object], int, list[st
     granularity = args.get("recompute_granularity")
     if granularity is None and _flag(args, "checkpoint_activations"):
         granularity = "full"  # Megatron-DeepSpeed / pre-2022 Megatron's flag
-    fused = not ("unfused" in str(args.get("attention_backend", "")).lower()
-                 or (args.get("transformer_impl") == "local"
-                     and not _flag(args, "use_flash_attn")))
+    fused = attention_fused(args, notes)
     if granularity in ("full", "selective"):
         recompute = granularity
         if granularity == "full" and args.get("recompute_num_layers") not in (None, 0) \
@@ -211,6 +225,14 @@ def plan_of(args: dict, layers: object) -> tuple[dict[str, object], int, list[st
                   for n in ("hidden_dropout", "attention_dropout"))
     first = _int(args, "decoder_first_pipeline_num_layers", 0) or 0
     last = _int(args, "decoder_last_pipeline_num_layers", 0) or 0
+    method = str(args.get("pp_partition_method") or "")
+    if "embedding" in method and isinstance(layers, int) and pp > 2 and not (first or last) \
+            and (layers + 2) % pp == 0 and layers % pp:
+        # Megatron-DeepSpeed's 'type:transformer|embedding' balances the embedding and the
+        # output layer as one layer each: the first and last stages hold one layer fewer.
+        first = last = (layers + 2) // pp - 1
+        notes.append(f"pp_partition_method {method}: the embedding and the head count as a "
+                     f"layer each, so the first and last stages hold {first} layers")
     plan = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "zero": zero,
             "recompute": recompute,
             "schedule": "interleaved-1f1b" if virtual > 1 else "1f1b", "virtual": virtual,
