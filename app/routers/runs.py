@@ -77,6 +77,7 @@ def analyse(request: RunParseRequest) -> tuple[dict, object, object]:
     m = run.measured
     answer = {
         "framework": run.framework, "found": list(run.found), "gpus": run.world_size,
+        "model_name": state.result.result.model.name,
         "recipe_query": params,
         "recipe_url": EPISODE.url + "?" + urlencode(_non_default(params)),
         "defaulted": [{"control": c, "value": v, "reason": r} for c, v, r in defaulted],

@@ -82,6 +82,8 @@ class RunParseAnswer(BaseModel):
     framework: str = Field(description="megatron, torchtitan or memory_stats.")
     found: list[str] = Field(description="Which kinds of lines were read.")
     gpus: int = Field(description="The job's GPUs (world size).")
+    model_name: str = Field(description="The model as pages name it (a preset's name, or "
+                            "'Your model (size)' for a shape given as a model code).")
     recipe_query: dict[str, str] = Field(description="The plan as EP08's controls: GET "
                                          "/api/recipe with these answers `recipe`.")
     recipe_url: str = Field(description="The plan opened in EP08.")

@@ -146,7 +146,7 @@ def test_page_upload_and_htmx_fragment(client):
                        data={"gpus_per_node": "8"}, headers={"hx-request": "true"})
     assert done.status_code == 200
     assert "<html" not in done.text  # the fragment only
-    assert 'data-testid="run-answer"' in done.text and "llama-3.1-70b" in done.text
+    assert 'data-testid="run-answer"' in done.text and "Llama 3.1 70B" in done.text
     bad = client.post(PATH, data={"log": "nothing here"})
     assert bad.status_code == 422 and "looked for" in bad.text
     bad = client.post(PATH, data={"log": "nothing here"}, headers={"hx-request": "true"})
