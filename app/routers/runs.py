@@ -15,6 +15,7 @@ app.limits.MAX_BODY_BYTES. Nothing pasted is stored: no cache holds a body, and 
 leaves as a URL.
 """
 
+import json
 from email.parser import BytesParser
 from email.policy import HTTP
 from urllib.parse import parse_qsl, urlencode
@@ -62,7 +63,10 @@ def _non_default(params: dict[str, str]) -> dict[str, str]:
 def analyse(request: RunParseRequest) -> tuple[dict, object, object]:
     """(the API answer, the recipe state, the run) or Refused naming each field."""
     try:
-        run = read_run(request.log, request.memory_stats, request.plan, request.gpus)
+        stats = request.memory_stats
+        if isinstance(stats, dict):
+            stats = json.dumps(stats)
+        run = read_run(request.log, stats, request.plan, request.gpus)
         controls = {k: str(getattr(request, k)) for k in CONTROLS if getattr(request, k)}
         params, defaulted = recipe_params(run, controls)
     except LabInputError as exc:

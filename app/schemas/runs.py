@@ -1,5 +1,7 @@
 """Bring your own run (POST /api/runs/parse): the request and the answer."""
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.schemas.plans import RecipeAnswer
@@ -15,9 +17,10 @@ class RunParseRequest(BaseModel):
         "The log text: Megatron-LM's arguments block with its iteration, memory-report and "
         "theoretical-memory lines, or a torchtitan job config (TOML) with its step lines. "
         f"At most {MAX_LOG_BYTES:,} bytes; read as text only."))
-    memory_stats: str = Field("", max_length=MAX_LOG_BYTES, description=(
-        "json.dumps(torch.cuda.memory_stats()) from the run (peak allocated and reserved "
-        "bytes), beside the log or the plan. JSON only, never a pickle."))
+    memory_stats: str | dict[str, Any] = Field("", description=(
+        "torch.cuda.memory_stats() from the run (peak allocated and reserved bytes), as a "
+        "JSON object or its json.dumps text (at most "
+        f"{MAX_LOG_BYTES:,} bytes), beside the log or the plan. JSON only, never a pickle."))
     plan: str = Field("", max_length=4096, description=(
         "An EP08 URL (/episodes/recipe-3d?...) for the run's plan, when no log is given."))
     gpu: str = Field("", max_length=40, description="GPU preset id (GET /api/gpus); empty: "

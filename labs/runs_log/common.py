@@ -4,6 +4,7 @@ against the world size before EP08 sees them."""
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 
@@ -49,6 +50,16 @@ def value(text: str) -> object:
         number = float(text)
         return number if number == number and abs(number) != float("inf") else text
     return text
+
+
+def finite(text: str) -> float | None:
+    """A printed number, or None when it is not finite (1e400, 10^400 digits): a log line
+    with such a figure is read as saying nothing."""
+    try:
+        number = float(text.replace(",", ""))
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def median(values: list[float]) -> float | None:

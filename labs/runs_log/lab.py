@@ -65,7 +65,10 @@ def read_run(log: str | bytes = "", stats: str | bytes = "", plan: str = "",
     """The run a paste describes. ``stats``: torch.cuda.memory_stats() JSON; ``plan``: an EP08
     URL, needed when there is no log; ``gpus``: the world size where a config leaves it out."""
     text = text_of(log)
-    stats_text = text_of(stats) if stats else ""
+    try:
+        stats_text = text_of(stats) if stats else ""
+    except LabInputError as exc:
+        raise LabInputError(memory_stats.FIELD, exc.message) from None
     if not stats_text and memory_stats.looks_like(text):
         text, stats_text = "", text
     if text.strip():

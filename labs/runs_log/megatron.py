@@ -31,6 +31,7 @@ from labs.runs_log.common import (
     FIELD,
     NUMBER,
     check_world,
+    finite,
     median,
     microbatches,
     model_value,
@@ -68,8 +69,9 @@ def _fields(rest: str) -> dict[str, float]:
     found = {}
     for part in rest.split("|"):
         key, sep, number = part.partition(":")
-        if sep and re.fullmatch(rf"\s*{NUMBER}\s*", number):
-            found[key.strip()] = float(number)
+        if sep and re.fullmatch(rf"\s*{NUMBER}\s*", number) and (got := finite(number)) \
+                is not None:
+            found[key.strip()] = got
     return found
 
 
@@ -93,9 +95,13 @@ def read_lines(text: str) -> tuple[dict[str, object], list[tuple[int, dict]], li
         if found := ITERATION.search(line):
             iterations.append((int(found.group(1)), _fields(found.group(3))))
         elif found := MEMORY.search(line):
-            memory.append(tuple(float(g) for g in found.groups()[2:]))
+            numbers = tuple(finite(g) for g in found.groups()[2:])
+            if None not in numbers:
+                memory.append(numbers)
         elif found := THEORY.search(line):
-            theory.append(tuple(float(g) if g else None for g in found.groups()))
+            numbers = tuple(finite(g) if g else None for g in found.groups())
+            if numbers[0] is not None:
+                theory.append(numbers)
         elif found := PADDED.search(line):
             padded = int(found.group(3))
     return args, iterations, memory, theory, padded

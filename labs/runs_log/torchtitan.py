@@ -29,6 +29,7 @@ from labs.runs_log.common import (
     FIELD,
     NUMBER,
     check_world,
+    finite,
     median,
     microbatches,
     no_lines,
@@ -98,7 +99,8 @@ def gpu_of(text: str) -> tuple[str | None, float | None]:
         return None, None
     name = found.group(1)
     gpu = next((gid for key, gid in GPUS if key in name), None)
-    return gpu, float(found.group(2)) * GIB
+    capacity = finite(found.group(2))
+    return gpu, capacity * GIB if capacity is not None else None
 
 
 def read(text: str, gpus: int | None = None) -> ParsedRun:
@@ -187,14 +189,17 @@ def read(text: str, gpus: int | None = None) -> ParsedRun:
     rows = steps[1:] if len(steps) > 1 else steps
     if len(steps) > 1:
         notes.append("the first step line is left out (it includes warm-up and compilation)")
-    tps = median([float(r[4].replace(",", "")) for r in rows])
+    def column(i: int, among: list) -> list[float]:
+        return [v for r in among if r[i] and (v := finite(r[i])) is not None]
+
+    tps = median(column(4, rows))
     step_s = gbs * seq / (tps * world) if tps else None
+    mfu = median(column(6, rows))
     measured = Measured(
         step_s=step_s, steps=len(rows) if steps else 0,
-        tflops_per_gpu=median([float(r[5].replace(",", "")) for r in rows if r[5]]),
-        tokens_per_s_per_gpu=tps,
-        mfu=(m / 100 if (m := median([float(r[6]) for r in rows if r[6]])) else None),
-        peak_reserved_bytes=max((float(r[2]) for r in steps), default=0) * GIB or None,
+        tflops_per_gpu=median(column(5, rows)), tokens_per_s_per_gpu=tps,
+        mfu=mfu / 100 if mfu else None,
+        peak_reserved_bytes=max(column(2, steps), default=0) * GIB or None,
         gpu_capacity_bytes=capacity, global_batch=gbs)
     get_model(model)  # a preset id, checked
     found = ["job config"] + (["steps"] if steps else []) + (["GPU"] if gpu else [])

@@ -3,10 +3,13 @@ answer for the plan, byte for byte), the page's form with and without htmx (text
 upload), bounded bodies refused unread, 422s that say why, OpenAPI documenting every field, and
 nothing pasted kept by any cache."""
 
+import json
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import app.main  # noqa: F401  (registers every lab view)
 from app.labkit.parsing import CACHES
@@ -70,6 +73,9 @@ def test_memory_stats_beside_a_plan(client):
     assert figures["step_time"]["measured"] is None and figures["step_time"]["ratio"] is None
     parts = {r["name"]: r["bytes"] for r in body["residuals"]}
     assert parts["caching_allocator"] == 45955743744 - 42171539456
+    as_object = client.post(API, json={"memory_stats": json.loads(text("memory_stats.json")),
+                                       "plan": plan}).json()
+    assert as_object["figures"] == body["figures"]
 
 
 @pytest.mark.parametrize("payload, loc, words", [
@@ -177,3 +183,27 @@ def test_form_query_fields_are_bounded(client):
                          headers={"content-type": "application/x-www-form-urlencoded"})
     assert answer.status_code == 422
     assert dict(parse_qsl("a=1")) == {"a": "1"}
+
+
+FIELDS = st.sampled_from(["log", "memory_stats", "plan", "gpu", "gpus_per_node", "intra_link",
+                          "inter_link", "model", "gpus", "file", "other"])
+TEXTS = st.one_of(st.text(max_size=60), st.sampled_from(
+    ["8", "-1", "0", "1e9", "h100-sxm", "nvlink-4", "L80", "nodes=1&tp=8", "{}",
+     '{"allocated_bytes.all.peak": 1, "reserved_bytes.all.peak": 2}']),
+    st.just(text("bloom_176b.log")), st.just(text("torchtitan_llama3_70b.log")))
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(st.lists(st.tuples(FIELDS, TEXTS), max_size=5), st.booleans(), st.booleans())
+def test_fuzz_no_5xx_and_every_refusal_says_why(client, fields, as_json, htmx):
+    if as_json:
+        answer = client.post(API, json=dict(fields))
+        assert answer.status_code in (200, 422), answer.text[:300]
+        if answer.status_code == 422:
+            assert all(d["msg"] for d in answer.json()["detail"])
+        return
+    answer = client.post(PATH, data=dict(fields), headers={"hx-request": "true"} if htmx else {})
+    assert answer.status_code in (200, 413, 422), answer.text[:300]
+    assert 'data-testid="run-answer"' in answer.text or 'data-testid="run-error"' in answer.text \
+        or (not fields and answer.status_code == 422)

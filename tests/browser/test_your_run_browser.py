@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.helpers import wait_drawn
+from tests.browser.test_lesson_behaviour import serious_violations
 
 PAGE = "/episodes/recipe-3d/your-run"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
@@ -71,3 +72,12 @@ def test_a_log_with_nothing_recognisable_says_what_was_looked_for(page):
     page.locator("[data-testid=run-log]").fill("just some text")
     page.locator("[data-testid=run-parse]").click()
     expect(page.locator("[data-testid=run-error]")).to_contain_text("looked for")
+
+
+def test_accessibility_of_the_page_and_its_answer(page):
+    page.goto(PAGE)
+    assert serious_violations(page) == []
+    page.locator("[data-testid=run-log]").fill((FIXTURES / "bloom_176b.log").read_text())
+    page.locator("[data-testid=run-parse]").click()
+    expect(page.locator("[data-testid=run-answer]")).to_be_visible()
+    assert serious_violations(page) == []

@@ -4,6 +4,7 @@ and measurements; bad input refused with a message naming what was looked for or
 contradicts; and a fuzz: any text is a run or a LabInputError, never another exception."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,7 @@ def test_memory_stats_beside_a_plan():
     ("", '{"allocated_bytes.all.peak": 1}', "nodes=1", "memory_stats",
      "no reserved_bytes.all.peak"),
     ("x" * (MAX_LOG_BYTES + 1), "", "", "log", "65,536-byte limit"),
+    ("", "{" + " " * MAX_LOG_BYTES + "}", "nodes=1", "memory_stats", "65,536-byte limit"),
     (" iteration 10/ 100 | elapsed time per iteration (ms): 5.0 |", "", "", "log",
      "no arguments block"),
     ("[parallelism]\ntensor_parallel_degree = \"two\"\n", "", "", "log",
@@ -137,6 +139,16 @@ def test_bad_input_names_what_was_looked_for(log, stats, plan, field, words):
         read_run(log, stats, plan)
     assert err.value.field == field
     assert words in err.value.message
+
+
+def test_a_figure_that_is_not_finite_is_read_as_nothing():
+    log = text("megatron_llama3_8b.log").replace("5398.2", "1e400")
+    log = log.replace("max reserved: 43826.0", "max reserved: 1e999")
+    m = read_run(log).measured
+    assert m.step_s == pytest.approx(5.405)  # the median of the 3 finite lines after the first
+    assert m.peak_reserved_bytes == 38912.0 * MIB  # rank 0's and 1's lines dropped
+    titan = text("torchtitan_llama3_70b.log").replace("tps: 1,012", "tps: " + "9" * 400)
+    assert read_run(titan).measured.tokens_per_s_per_gpu == (1021 + 1017) / 2
 
 
 def test_contradictory_arguments_name_the_degrees_and_the_world_size():
@@ -229,6 +241,8 @@ def test_fuzz_reads_a_run_or_says_why(log, stats, plan, gpus):
     except LabInputError as exc:
         assert exc.message
         return
+    numbers = [v for v in vars(run.measured).values() if isinstance(v, float)]
+    assert all(math.isfinite(v) for v in numbers)  # every figure can be sent as JSON
     try:
         recipe_params(run, {})
     except LabInputError as exc:
