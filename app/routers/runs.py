@@ -9,10 +9,11 @@ JSON beside an EP08 plan) beside the lab's prediction for the same plan.
   without JavaScript (``POST`` to the same path answers the whole page) and that htmx turns
   into an in-place answer (the result fragment).
 
-Bodies are refused unread above their bound (a declared length first, then as they stream):
-the API's at 2 × labs.core.limits.MAX_LOG_BYTES + 8 KiB of JSON, the form's at
-app.limits.MAX_BODY_BYTES. Nothing pasted is stored: no cache holds a body, and the plan
-leaves as a URL.
+The reading and the recipe run in the worker thread pool (app/main.py WORKER_THREADS), as a
+sync route would, never on the event loop. Bodies are refused unread above their bound (a
+declared length first, then as they stream): the API's at 2 × labs.core.limits.MAX_LOG_BYTES
++ 8 KiB of JSON, the form's at app.limits.MAX_BODY_BYTES. Nothing pasted is stored: no cache
+holds a body, and the plan leaves as a URL.
 """
 
 import json
@@ -23,6 +24,7 @@ from urllib.parse import parse_qsl, urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
 
 from app.episodes import BY_SLUG
 from app.labkit.parsing import parse
@@ -136,7 +138,7 @@ async def parse_api(request: Request) -> Response:
             found.setdefault(name, err["msg"])
         return _errors(request, found)
     try:
-        answer, _, _ = analyse(given)
+        answer, _, _ = await run_in_threadpool(analyse, given)
     except Refused as exc:
         return _errors(request, exc.errors)
     return json_response(request, answer)
@@ -207,7 +209,7 @@ async def your_run_post(request: Request) -> Response:
             fields = _form(body, request.headers.get("content-type", ""))
         except ValueError:
             raise Refused({"log": "send the form's fields once each"}) from None
-        answer, _, run = analyse(_request_of(fields))
+        answer, _, run = await run_in_threadpool(analyse, _request_of(fields))
     except Refused as exc:
         error = exc.errors
         status = 200 if htmx else (413 if "limit" in next(iter(error.values())) else 422)
