@@ -74,7 +74,7 @@ EPISODES: tuple[Episode, ...] = (
             lab="moe"),
     Episode(8, "recipe-3d", "The 3D recipe",
             "How do TP, PP and DP combine into a plan that fits and runs fast?",
-            lab="recipe", extra_routers=("plan", "validation")),
+            lab="recipe", extra_routers=("plan", "validation", "runs")),
     Episode(9, "rl-placement", "Placement for RL training",
             "Where do training ranks and rollout engines go on the cluster?",
             lab="rl"),

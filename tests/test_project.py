@@ -72,7 +72,7 @@ FLOORS = {
     "memory": 4, "data_parallel": 4, "zero": 4, "tensor_parallel": 4, "pipeline": 4,
     "context_parallel": 4, "experts": 4,
     "recipe": 5,
-    "rl": 6, "precision": 6, "cheatsheet": 6,
+    "rl": 6, "precision": 6, "cheatsheet": 6, "runs_log": 6,
 }
 
 

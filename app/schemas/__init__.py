@@ -53,6 +53,14 @@ from app.schemas.playground import (  # noqa: F401, E402
     PlaygroundPanel,
 )
 from app.schemas.precision import PrecisionAnswer  # noqa: E402, F401
+from app.schemas.runs import (  # noqa: E402, F401
+    RunDefaulted,
+    RunFigure,
+    RunMeasured,
+    RunParseAnswer,
+    RunParseRequest,
+    RunResidual,
+)
 from app.schemas.validation import (  # noqa: E402, F401
     ValidationAnswer,
     ValidationLayout,

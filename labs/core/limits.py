@@ -125,6 +125,10 @@ __all__ += ["MAX_GLOBAL_BATCH", "MAX_JOB_NODES", "MAX_PLAN_GPUS"]
 # yet small enough that no lab's per-layer, per-head or per-expert loop grows slow.
 __all__ += ["MAX_CONFIG_BYTES", "MAX_MODEL_CODE", "MODEL_BOUNDS"]
 MAX_CONFIG_BYTES = 65_536  # a config.json is ~1-3 KB; larger bodies are refused unread
+# Bring your own run (labs.runs_log): a pasted training log, read as text only. Megatron's
+# arguments block is ~30 KB, an iteration line ~300 bytes; larger bodies are refused unread.
+MAX_LOG_BYTES = 65_536
+__all__ += ["MAX_LOG_BYTES"]
 MAX_MODEL_CODE = 160  # characters of a model code in a URL
 MODEL_BOUNDS = {  # ModelSpec field -> (low, high)
     "layers": (1, 512),

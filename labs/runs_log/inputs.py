@@ -1,0 +1,91 @@
+"""The shapes of a read run: what the log measured (``Measured``), the plan it describes
+(``ParsedRun``: an EP08 recipe state's controls), and the comparison with the lab's answer
+(``Comparison``). Sizes are bytes, times seconds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from labs.model.spec import ModelSpec
+
+MIB = 1024 * 1024  # Megatron's "MB": mega_bytes = 1024 * 1024 (megatron/training/utils.py)
+GIB = 1024 ** 3  # torchtitan's GiB (torchtitan/components/metrics.py DeviceMemoryMonitor)
+
+# The EP08 controls a log cannot state, with the value the page uses when it is not given:
+# the cluster. Each one the log leaves out is named in ParsedRun.defaulted.
+CLUSTER_DEFAULTS = {"gpu": "h100-sxm", "gpus_per_node": 8, "intra_link": "nvlink-4",
+                    "inter_link": "ib-ndr"}
+# A GPU's links when the log names the GPU (the recipe's presets of the same generation).
+LINKS_OF_GPU = {"a100-80gb": ("nvlink-3", "ib-hdr"), "h100-sxm": ("nvlink-4", "ib-ndr"),
+                "h800": ("nvlink-4-h800", "ib-ndr"), "h200": ("nvlink-4", "ib-ndr"),
+                "b200": ("nvlink-5", "ib-xdr"), "mi300x": ("infinity-fabric-mi300x", "eth-400g"),
+                "rtx-4090": ("pcie-4", "eth-100g")}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a run printed, per GPU. None: the log does not say."""
+
+    step_s: float | None = None  # median over the logged iterations after the first
+    steps: int = 0  # iteration lines the median is over
+    tflops_per_gpu: float | None = None  # as the framework counts its FLOPs
+    tokens_per_s_per_gpu: float | None = None
+    mfu: float | None = None  # torchtitan's, a fraction
+    peak_allocated_bytes: float | None = None  # max over the ranks reported
+    peak_reserved_bytes: float | None = None
+    theory_state_bytes: float | None = None  # Megatron's weight and optimizer estimate
+    theory_activation_bytes: float | None = None
+    gpu_capacity_bytes: float | None = None  # torchtitan's device capacity line
+    global_batch: int | None = None  # from the iteration lines
+
+
+@dataclass(frozen=True)
+class ParsedRun:
+    """A log read into EP08's controls (``params``, strings as a URL carries them) and what it
+    measured. ``defaulted``: (control, value, why) for each control the log does not give."""
+
+    framework: str  # megatron, torchtitan, memory_stats
+    model: ModelSpec | None
+    params: tuple[tuple[str, str], ...]
+    world_size: int
+    measured: Measured
+    defaulted: tuple[tuple[str, str, str], ...] = ()
+    notes: tuple[str, ...] = ()
+    found: tuple[str, ...] = field(default=())  # which kinds of lines were read
+
+    @property
+    def query(self) -> dict[str, str]:
+        return dict(self.params)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One quantity, measured and predicted; ratio = predicted / measured (None if either
+    is missing). For a time a ratio below 1 means the lab is fast."""
+
+    name: str
+    unit: str
+    measured: float | None
+    predicted: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        if not self.measured or self.predicted is None:
+            return None
+        return self.predicted / self.measured
+
+
+@dataclass(frozen=True)
+class Residual:
+    """A named part of the gap between the lab's ledger and what the GPU held."""
+
+    name: str
+    bytes: float | None  # None: the log does not say
+    detail: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    figures: tuple[Figure, ...]
+    residuals: tuple[Residual, ...]
+    notes: tuple[str, ...]

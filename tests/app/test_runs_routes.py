@@ -1,0 +1,209 @@
+"""Bring your own run on the web: POST /api/runs/parse (its prediction is GET /api/recipe's
+answer for the plan, byte for byte), the page's form with and without htmx (textarea and file
+upload), bounded bodies refused unread, 422s that say why, OpenAPI documenting every field, and
+nothing pasted kept by any cache."""
+
+import json
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import app.main  # noqa: F401  (registers every lab view)
+from app.labkit.parsing import CACHES
+from app.response_cache import CACHE
+from app.routers.runs import API_LIMIT, PATH
+from app.schemas import RunParseAnswer, RunParseRequest
+from labs.core.limits import MAX_LOG_BYTES
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+API = "/api/runs/parse"
+LOGS = ["megatron_llama3_8b.log", "bloom_176b.log", "torchtitan_llama3_70b.log"]
+
+
+def text(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+@pytest.mark.parametrize("name", LOGS)
+def test_prediction_is_api_recipes_answer_for_the_plan(client, name):
+    answer = client.post(API, json={"log": text(name), "gpu": "a100-80gb"})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    RunParseAnswer.model_validate(body)
+    recipe = client.get("/api/recipe?" + urlencode(body["recipe_query"]))
+    assert recipe.status_code == 200
+    assert body["recipe"] == recipe.json()
+    figures = {f["name"]: f for f in body["figures"]}
+    assert figures["step_time"]["predicted"] == recipe.json()["step_s"]
+    assert figures["step_time"]["measured"] == body["measured"]["step_s"]
+    assert figures["step_time"]["ratio"] == pytest.approx(
+        recipe.json()["step_s"] / body["measured"]["step_s"])
+    # The EP08 link opens the same plan: its query, with EP08's defaults filled in, answers
+    # the same JSON.
+    link = urlsplit(body["recipe_url"])
+    assert link.path == "/episodes/recipe-3d"
+    same = client.get("/api/recipe?" + link.query).json()
+    assert same == body["recipe"]
+    assert client.get(body["recipe_url"]).status_code == 200
+
+
+def test_defaulted_controls_are_named_and_a_given_one_is_not(client):
+    body = client.post(API, json={"log": text("bloom_176b.log")}).json()
+    assert {d["control"] for d in body["defaulted"]} == {"gpu", "intra_link", "inter_link",
+                                                         "gpus_per_node"}
+    given = client.post(API, json={"log": text("bloom_176b.log"), "gpu": "a100-80gb",
+                                   "gpus_per_node": 8, "intra_link": "nvlink-3",
+                                   "inter_link": "ib-hdr"}).json()
+    assert given["defaulted"] == []
+    assert given["recipe_query"]["gpu"] == "a100-80gb"
+    assert given["recipe_query"]["nodes"] == "48"
+
+
+def test_memory_stats_beside_a_plan(client):
+    plan = "/episodes/recipe-3d?model=llama-3.1-8b&gpu=h100-sxm&nodes=1&tp=2&pp=2&dp=2"
+    body = client.post(API, json={"memory_stats": text("memory_stats.json"),
+                                  "plan": plan}).json()
+    assert body["framework"] == "memory_stats"
+    figures = {f["name"]: f for f in body["figures"]}
+    assert figures["peak_reserved_bytes"]["measured"] == 45955743744
+    assert figures["peak_allocated_bytes"]["predicted"] == body["recipe"]["memory_per_gpu_bytes"]
+    assert figures["step_time"]["measured"] is None and figures["step_time"]["ratio"] is None
+    parts = {r["name"]: r["bytes"] for r in body["residuals"]}
+    assert parts["caching_allocator"] == 45955743744 - 42171539456
+    as_object = client.post(API, json={"memory_stats": json.loads(text("memory_stats.json")),
+                                       "plan": plan}).json()
+    assert as_object["figures"] == body["figures"]
+
+
+@pytest.mark.parametrize("payload, loc, words", [
+    ({"log": "hello"}, ["body", "log"], "no recognisable lines: looked for"),
+    ({"log": ""}, ["body", "log"], "paste a Megatron-LM or torchtitan log"),
+    ({"log": "x", "extra": 1}, ["body", "extra"], "Extra inputs"),
+    ({"log": "x" * (MAX_LOG_BYTES + 1)}, ["body", "log"], "at most"),
+    ({"log": 5}, ["body", "log"], "string"),
+])
+def test_bad_input_is_a_422_that_says_why(client, payload, loc, words):
+    answer = client.post(API, json=payload)
+    assert answer.status_code == 422
+    (detail,) = answer.json()["detail"]
+    assert detail["loc"] == loc and words in detail["msg"]
+
+
+def test_contradictory_arguments_are_a_422_naming_them(client):
+    answer = client.post(API, json={"log": text("megatron_contradictory.log")})
+    assert answer.status_code == 422
+    assert answer.json()["detail"][0]["msg"] == (
+        "log: contradictory arguments in the arguments block: TP 2 × PP 2 × CP 1 × DP 2 = 8, "
+        "but the world size is 16")
+
+
+def test_a_plan_the_recipe_refuses_names_its_control(client):
+    answer = client.post(API, json={"log": text("bloom_176b.log"), "gpu": "no-such-gpu"})
+    assert answer.status_code == 422
+    assert answer.json()["detail"][0]["loc"] == ["body", "plan", "gpu"]
+
+
+def test_a_body_over_the_limit_is_refused_unread(client):
+    # Declared too large: refused on the header alone (the body is never sent in full).
+    answer = client.post(API, content=b"{}", headers={"content-length": str(API_LIMIT + 1),
+                                                      "content-type": "application/json"})
+    assert answer.status_code == 413
+    assert "byte limit" in answer.json()["detail"][0]["msg"]
+
+    def chunks():  # streamed without a length: refused once it passes the bound
+        for _ in range(API_LIMIT // 4096 + 2):
+            yield b" " * 4096
+
+    answer = client.post(API, content=chunks(), headers={"content-type": "application/json"})
+    assert answer.status_code == 413
+
+
+def test_openapi_documents_every_request_and_answer_field(client):
+    spec = client.get("/openapi.json").json()
+    route = spec["paths"][API]["post"]
+    schema = route["requestBody"]["content"]["application/json"]["schema"]
+    assert set(schema["properties"]) == set(RunParseRequest.model_fields)
+    assert all(p.get("description") for p in schema["properties"].values())
+    assert {"413", "422", "200"} <= set(route["responses"])
+    answer = spec["components"]["schemas"]["RunParseAnswer"]
+    assert set(answer["properties"]) == set(RunParseAnswer.model_fields)
+
+
+def test_page_form_without_javascript_shows_both_numbers(client):
+    page = client.get(PATH)
+    assert page.status_code == 200
+    assert 'name="log"' in page.text and 'type="file"' in page.text
+    done = client.post(PATH, data={"log": text("megatron_llama3_8b.log"), "gpu": "h100-sxm"})
+    assert done.status_code == 200
+    assert 'data-testid="measured-step_time">5,404 ms' in done.text
+    body = client.post(API, json={"log": text("megatron_llama3_8b.log"),
+                                  "gpu": "h100-sxm"}).json()
+    lab_ms = body["recipe"]["step_s"] * 1e3
+    assert f'data-testid="predicted-step_time">{lab_ms:,.0f} ms' in done.text
+    assert 'data-testid="open-plan"' in done.text
+
+
+def test_page_upload_and_htmx_fragment(client):
+    raw = text("torchtitan_llama3_70b.log").encode()
+    done = client.post(PATH, files={"file": ("run.log", raw, "text/plain")},
+                       data={"gpus_per_node": "8"}, headers={"hx-request": "true"})
+    assert done.status_code == 200
+    assert "<html" not in done.text  # the fragment only
+    assert 'data-testid="run-answer"' in done.text and "Llama 3.1 70B" in done.text
+    bad = client.post(PATH, data={"log": "nothing here"})
+    assert bad.status_code == 422 and "looked for" in bad.text
+    bad = client.post(PATH, data={"log": "nothing here"}, headers={"hx-request": "true"})
+    assert bad.status_code == 200 and 'data-testid="run-error"' in bad.text
+    big = client.post(PATH, data={"log": "x" * (MAX_LOG_BYTES + 1)})
+    assert big.status_code == 413
+
+
+def test_nothing_pasted_is_kept(client):
+    marker = "kept_marker_8c1f"
+    log = text("megatron_llama3_8b.log").replace("  lr ...", f"  {marker} ........ 1\n  lr ...")
+    assert client.post(API, json={"log": log}).status_code == 200
+    assert client.post(PATH, data={"log": log}).status_code == 200
+    kept = [repr(k) + repr(getattr(v, "body", v)) for k, v in CACHE.data.items()]
+    kept += [repr(k) for cache in CACHES.values() for k in cache.data]
+    assert not any(marker in k for k in kept)
+    assert marker not in client.get(PATH).text
+
+
+def test_linked_from_ep08_and_the_validation_page(client):
+    for page in ("/episodes/recipe-3d", "/episodes/recipe-3d/validation"):
+        assert f'href="{PATH}" data-testid="your-run-link"' in client.get(page).text
+
+
+def test_form_query_fields_are_bounded(client):
+    form = urlencode([("log", "a")] * 20)
+    answer = client.post(PATH, content=form,
+                         headers={"content-type": "application/x-www-form-urlencoded"})
+    assert answer.status_code == 422
+    assert dict(parse_qsl("a=1")) == {"a": "1"}
+
+
+FIELDS = st.sampled_from(["log", "memory_stats", "plan", "gpu", "gpus_per_node", "intra_link",
+                          "inter_link", "model", "gpus", "file", "other"])
+TEXTS = st.one_of(st.text(max_size=60), st.sampled_from(
+    ["8", "-1", "0", "1e9", "h100-sxm", "nvlink-4", "L80", "nodes=1&tp=8", "{}",
+     '{"allocated_bytes.all.peak": 1, "reserved_bytes.all.peak": 2}']),
+    st.just(text("bloom_176b.log")), st.just(text("torchtitan_llama3_70b.log")))
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(st.lists(st.tuples(FIELDS, TEXTS), max_size=5), st.booleans(), st.booleans())
+def test_fuzz_no_5xx_and_every_refusal_says_why(client, fields, as_json, htmx):
+    if as_json:
+        answer = client.post(API, json=dict(fields))
+        assert answer.status_code in (200, 422), answer.text[:300]
+        if answer.status_code == 422:
+            assert all(d["msg"] for d in answer.json()["detail"])
+        return
+    answer = client.post(PATH, data=dict(fields), headers={"hx-request": "true"} if htmx else {})
+    assert answer.status_code in (200, 413, 422), answer.text[:300]
+    assert 'data-testid="run-answer"' in answer.text or 'data-testid="run-error"' in answer.text \
+        or (not fields and answer.status_code == 422)
