@@ -144,6 +144,8 @@ def p95(values: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10, help="passes over each value list")
+    parser.add_argument("--only", default="",
+                        help="comma-separated lessons (EP10,EP03): those alone")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -151,7 +153,10 @@ def main() -> None:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         print(f"input -> chart redrawn, {args.rounds} x values per lesson, localhost")
+        only = {code.strip().upper() for code in args.only.split(",") if code.strip()}
         for label, path, name, values in CASES:
+            if only and label.split()[0] not in only:
+                continue
             page.goto(base + path)
             wait_drawn(page)
             page.evaluate(STEP, [name, values[:2]])  # warm-up
