@@ -126,20 +126,27 @@
     return box.bottom > 0 && box.top < window.innerHeight && box.height > 0;
   }
 
-  // The charts on screen first, in this task; the others a task later, so the chart the
-  // student is watching is not kept waiting by ones scrolled out of view.
+  // One chart per task, those on screen first: the chart the student is watching is drawn
+  // (and painted) before the next one starts, rather than after every chart of the answer.
+  // A chart whose figure a newer answer has replaced meanwhile is skipped (that answer's own
+  // pass draws it), so an older pass never draws over a newer state.
+  var nextTask = (function () {
+    var channel = new MessageChannel(), queued = [];
+    channel.port1.onmessage = function () { queued.shift()(); };
+    return function (fn) { queued.push(fn); channel.port2.postMessage(0); };
+  })();
+
   function draw(node) {
     var scripts = within(node, "script.figure[data-target]");
     if (!scripts.length) return;
     var now = scripts.filter(onScreen);
-    var later = scripts.filter(function (s) { return now.indexOf(s) < 0; });
-    var done = now.map(drawOne);
-    if (later.length) {
-      done.push(new Promise(function (resolve) {
-        setTimeout(function () { Promise.all(later.map(drawOne)).then(resolve); }, 0);
-      }));
-    }
-    Promise.all(done).then(announce);
+    var queue = now.concat(scripts.filter(function (s) { return now.indexOf(s) < 0; }));
+    (function next(i) {
+      while (i < queue.length && !queue[i].isConnected) i++;
+      if (i >= queue.length) { announce(); return; }
+      var go = function () { nextTask(function () { next(i + 1); }); };
+      Promise.resolve(drawOne(queue[i])).then(go, go);
+    })(0);
   }
 
   function redrawAll() {
