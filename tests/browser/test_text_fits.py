@@ -55,7 +55,8 @@ CROWDING = """(selectors) => {
             const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
             if (w > %OVERLAP% && h > %OVERLAP%) {
                 problems.push(`${name}: ${texts[i].kind} "${texts[i].text}" overlaps`
-                    + ` ${texts[j].kind} "${texts[j].text}" (${Math.round(w)}x${Math.round(h)} px)`);
+                    + ` ${texts[j].kind} "${texts[j].text}"`
+                    + ` (${Math.round(w)}x${Math.round(h)} px)`);
             }
         }
         for (const bar of chart.querySelectorAll('.legend .scrollbar')) {
@@ -69,7 +70,7 @@ SELECTORS = {
     "annotation": ".annotation-text",
     "x tick": ".xtick text, .x2tick text, .x3tick text",
     "y tick": ".ytick text, .y2tick text, .y3tick text",
-    "legend": ".legendtext",
+    "legend": ".legendtext, .legendtitletext",
     "axis title": ".xtitle, .ytitle, .x2title, .y2title, .x3title, .y3title",
     "chart title": ".gtitle",
     "bar text": ".bartext",
