@@ -43,6 +43,14 @@ def cut_label(x, top: float, text: str) -> dict:
                        font={"size": 10, "color": LINE_COLOUR}, bgcolor="rgba(255,255,255,0.8)")
 
 
+def bar_key(data: list[dict]) -> list[list[str]]:
+    """A figure's colour key, [label, colour] per named bar trace, for a chart drawn without
+    its legend (an embed shows it under the chart; the lesson's table names the colours)."""
+    return [[t["name"], t["marker"]["color"]] for t in data
+            if t.get("type") == "bar" and t.get("name")
+            and isinstance(t.get("marker", {}).get("color"), str)]
+
+
 def base_layout(**overrides) -> dict:
     """The layout every chart starts from: tight margins, no background, legend below."""
     layout = {

@@ -58,6 +58,14 @@ def _axes(n: int, s: int, i: int, gap: float) -> tuple[dict, dict]:
     return x, y
 
 
+def _rank_key(mask) -> list[list[str]]:
+    """The mask's colour key: the first 16 ranks' colours, with their heads under Ulysses
+    (the page lists them too)."""
+    return [[f"rank {r.rank}" + (f" (heads {r.heads[0]}–{r.heads[1]})" if r.heads else ""),
+             rank_colour(r.rank)] for r in mask.ranks[:16]] + [
+        ["not computed", EMPTY]]
+
+
 def mask_figure(mask) -> dict:
     """The causal mask of ``mask.tokens`` tokens; each computed cell in its rank's colour."""
     s, c = mask.tokens, mask.cp
@@ -77,6 +85,7 @@ def mask_figure(mask) -> dict:
         "data": data,
         "layout": base_layout(xaxis=x, yaxis=y, plot_bgcolor=EMPTY,
                               margin={"l": 48, "r": 8, "t": 8, "b": 40}),
+        "key": _rank_key(mask),
         "summary": (
             f"{LAYOUT_NAMES[mask.layout]}, {s} tokens over CP = {c}: each query row is "
             f"computed by the rank holding that token; the busiest, rank {busiest.rank}, "
@@ -113,6 +122,7 @@ def _ulysses_mask(mask) -> dict:
         "data": data,
         "layout": base_layout(**axes, annotations=notes, plot_bgcolor=EMPTY,
                               margin={"l": 48, "r": 8, "t": 24, "b": 40}),
+        "key": _rank_key(mask),
         "summary": (
             f"DeepSpeed-Ulysses, {s} tokens over CP = {c}: every rank computes the whole "
             f"mask for {mask.heads // c} of {mask.heads} heads{more}; "

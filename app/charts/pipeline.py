@@ -70,6 +70,8 @@ def gantt_figure(result) -> dict:
             plot_bgcolor=IDLE,
             showlegend=False,  # the page names the colours of the kinds present
         ),
+        # The colour key (the page writes it under the chart; an embed shows this one).
+        "key": [[KINDS[k][0], KINDS[k][1]] for k in kinds_present(result)] + [["idle", IDLE]],
         "summary": (
             f"{schedule_name(inp.schedule)}, {p} stages × {inp.microbatches} micro-batches"
             f"{chunks}: {fmt_pct(result.bubble_fraction)} of rank time idle, measured "

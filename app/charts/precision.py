@@ -6,6 +6,7 @@ Every bar is read off ``labs.precision.lab``; EP01's colours for what EP01 bills
 
 from app.charts import (
     LINE_COLOUR,
+    bar_key,
     base_layout,
     chosen_band,
     gpu_memory_line,
@@ -114,7 +115,7 @@ def ledger_figure(result) -> dict:
     data, layout = _stacked(bars, LEDGER, gpu, gpu_name)
     diff = result.extra_bytes
     return {
-        "data": data, "layout": layout,
+        "data": data, "layout": layout, "key": bar_key(data),
         "summary": (
             f"{inp.model.name} on {inp.tp * inp.pp * inp.cp * inp.dp:,} GPUs: BF16 holds "
             f"{fmt_bytes(base.total_bytes)} per GPU, {RECIPES[led.recipe].summary} "
@@ -175,7 +176,7 @@ def finetune_figure(result) -> dict:
                             top if tallest > top else None)
     full, lora, qlora = (result.finetune(k) for k in ("full", "lora", "qlora"))
     return {
-        "data": data, "layout": layout,
+        "data": data, "layout": layout, "key": bar_key(data),
         "summary": (
             f"{inp.model.name} on one {gpu_name}: full fine-tuning {fmt_bytes(full.total_bytes)}"
             f", LoRA (rank {inp.rank}, {lora.trainable:,} trainable parameters) "

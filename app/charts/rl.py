@@ -84,6 +84,7 @@ def cluster_figure(result) -> dict:
             yaxis={"title": {"text": "node"}, "autorange": "reversed", "fixedrange": True,
                    "tickmode": "auto", "nticks": min(nodes, 16)},
         ),
+        "key": [[ROLES[r][0], ROLES[r][1][0]] for r in counts],  # the roles present
         "summary": (f"{len(result.gpus)} GPUs on {nodes} node{'s' if nodes > 1 else ''} of 8: "
                     f"{parts}; "
                     + ("every pool fits" if all(p.fits for p in result.pools)
