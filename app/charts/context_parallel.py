@@ -208,7 +208,10 @@ def cost_figure(sweep, current) -> dict:
                    "line": {"width": 2.5}},
         "hovertemplate": f"this plan: {LAYOUT_NAMES[inp.layout]}, CP {inp.cp}<extra></extra>",
     })
-    xs = [c for c, _ in att]
+    # The axis ends where the last collective's line does (a link refuses CP degrees past its
+    # domain: NVLink's lines stop at 8), not at the sweep's end with nothing drawn there.
+    last = max([inp.cp] + [c for layout in COST_LINES for c, cost in sweep[layout] if cost])
+    xs = [c for c, _ in att if c <= last]
     # The plan's bytes and time, the figures the prose quotes (log axes: log10 positions).
     right = inp.cp >= 8
     label = value_label(
@@ -223,7 +226,8 @@ def cost_figure(sweep, current) -> dict:
             annotations=[label], shapes=[chosen_band(inp.cp / 1.35, inp.cp * 1.35)],
             margin={"l": 56, "r": 8, "t": 8, "b": 8},
             xaxis={"type": "log", "title": {"text": "CP degree c", "standoff": 2},
-                   "tickvals": xs, "ticktext": [str(c) for c in xs], "fixedrange": True},
+                   "tickvals": xs, "ticktext": [str(c) for c in xs], "fixedrange": True,
+                   "range": [math.log10(xs[0]) - 0.05, math.log10(last) + 0.05]},
             yaxis={"type": "log", "title": {"text": "ms per layer, forward"}, "dtick": 1,
                    "gridcolor": "#e6e9ef", "fixedrange": True},
             legend={"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top",
