@@ -22,6 +22,32 @@ def api_json(live_server: str, name: str, query: str = "") -> dict:
         return json.load(response)
 
 
+def sized_page(browser, live_server: str, width: int, height: int):
+    """A page in a fresh context of that size (under 500 px wide: a touch phone), with its
+    JavaScript errors collected: yields the page; fails when any was raised."""
+    phone = width < 500
+    context = browser.new_context(viewport={"width": width, "height": height},
+                                  is_mobile=phone, has_touch=phone, base_url=live_server)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.phone = phone  # type: ignore[attr-defined]
+    yield page
+    context.close()
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def click_cases(page, view):
+    """Click the lesson's good then bad case button, yielding each kind once it is drawn."""
+    for kind, case in (("good", view.good), ("bad", view.bad)):
+        if not case:
+            continue
+        page.locator(f"#case-{kind}").click()
+        page.wait_for_url(lambda url, q=case.query_string: url.endswith(q))
+        wait_drawn(page)
+        yield kind
+
+
 def answer_drill(page, value: str, feedback: str, index: int = 0) -> None:
     """Answer the page's ``index``-th drill with ``value`` and expect ``feedback`` back
     (the drill's form is swapped by htmx, so it is found again each time)."""

@@ -13,7 +13,7 @@ import pytest
 
 import app.main  # noqa: F401  (registers every lab view)
 from app.labkit import VIEWS
-from tests.browser.helpers import wait_drawn
+from tests.browser.helpers import click_cases, sized_page, wait_drawn
 
 SIZES = {"laptop-1280x800": (1280, 800, 0.9), "phone-390x844": (390, 844, 0.6)}
 # Per lesson, a control and a new value: its main slider, or (EP07, which has none) a select.
@@ -59,16 +59,9 @@ MOVED_BY = """(input) => {
 @pytest.fixture(params=list(SIZES), ids=list(SIZES))
 def sized(request, browser, live_server):
     width, height, need = SIZES[request.param]
-    phone = width < 500
-    context = browser.new_context(viewport={"width": width, "height": height},
-                                  is_mobile=phone, has_touch=phone, base_url=live_server)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.phone, page.need = phone, need  # type: ignore[attr-defined]
-    yield page
-    context.close()
-    assert not errors, f"JavaScript errors: {errors}"
+    for page in sized_page(browser, live_server, width, height):
+        page.need = need  # type: ignore[attr-defined]
+        yield page
 
 
 def test_moves_are_counted_for_every_lesson():
@@ -95,12 +88,7 @@ def test_case_buttons_keep_the_chart_in_view(sized, name):
     page.goto(view.episode.path)
     wait_drawn(page)
     first = page.evaluate(f"document.querySelector({DIAGRAMS!r}).id")
-    for kind, case in (("good", view.good), ("bad", view.bad)):
-        if not case:
-            continue
-        page.locator(f"#case-{kind}").click()
-        page.wait_for_url(lambda url, q=case.query_string: url.endswith(q))
-        wait_drawn(page)
+    for kind in click_cases(page, view):
         shown(page, first, f"{name} after the {kind} case")
 
 

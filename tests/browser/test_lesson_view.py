@@ -8,6 +8,7 @@ data-diagram="CHART_ID">``; its first "try it" link must leave CHART_ID on scree
 import pytest
 
 from app.episodes import EPISODES
+from tests.browser import helpers
 from tests.browser.helpers import wait_drawn
 
 LESSONS = [episode.path for episode in EPISODES]  # every lab of the registry
@@ -51,17 +52,7 @@ GROUP_HIDDEN = """title => {
 
 @pytest.fixture(params=list(SIZES), ids=list(SIZES))
 def sized_page(request, browser, live_server):
-    width, height = SIZES[request.param]
-    phone = width < 500
-    context = browser.new_context(viewport={"width": width, "height": height},
-                                  is_mobile=phone, has_touch=phone, base_url=live_server)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.phone = phone  # type: ignore[attr-defined]
-    yield page
-    context.close()
-    assert not errors, f"JavaScript errors: {errors}"
+    yield from helpers.sized_page(browser, live_server, *SIZES[request.param])
 
 
 @pytest.mark.parametrize("lesson", LESSONS)

@@ -10,7 +10,7 @@ import pytest
 
 import app.main  # noqa: F401  (registers every lab view)
 from app.labkit import VIEWS
-from tests.browser.helpers import wait_drawn
+from tests.browser.helpers import click_cases, sized_page, wait_drawn
 
 SIZES = {"laptop-1280x800": (1280, 800), "phone-390x844": (390, 844)}
 OVERLAP = 1.0  # px: glyph boxes that touch are not crowded
@@ -84,16 +84,7 @@ def crowding(page, where: str) -> list[str]:
 
 @pytest.fixture(params=list(SIZES), ids=list(SIZES))
 def sized(request, browser, live_server):
-    width, height = SIZES[request.param]
-    phone = width < 500
-    context = browser.new_context(viewport={"width": width, "height": height},
-                                  is_mobile=phone, has_touch=phone, base_url=live_server)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield page
-    context.close()
-    assert not errors, f"JavaScript errors: {errors}"
+    yield from sized_page(browser, live_server, *SIZES[request.param])
 
 
 @pytest.mark.parametrize("name", sorted(VIEWS))
@@ -103,11 +94,6 @@ def test_no_label_overlaps_or_is_clipped(sized, name):
     page.goto(view.episode.path)
     wait_drawn(page)
     problems = crowding(page, "default")
-    for kind, case in (("good", view.good), ("bad", view.bad)):
-        if not case:
-            continue
-        page.locator(f"#case-{kind}").click()
-        page.wait_for_url(lambda url, q=case.query_string: url.endswith(q))
-        wait_drawn(page)
+    for kind in click_cases(page, view):
         problems += crowding(page, f"{kind} case")
     assert not problems, f"{name}: " + "\n".join(problems)
