@@ -89,7 +89,7 @@ def test_drill_rejects_then_accepts(page, live_server):
     page.locator("form.drill input[name=answer]").fill("1130")
     page.locator("form.drill button").click()
     expect(page.locator(".drill-feedback")).to_contain_text("Hint")
-    state = api_json(live_server, "zero", "model=llama-3.1-70b&dp=32&zero=3")["state_bytes"]
+    state = api_json(live_server, "zero", "model=llama-3.1-70b&dp=64&zero=3")["state_bytes"]
     page.locator("form.drill input[name=answer]").fill(f"{state / 1e9:.1f}")
     page.locator("form.drill button").click()
     expect(page.locator(".drill-feedback")).to_contain_text("Right")
