@@ -36,6 +36,21 @@ def value_label(x, y: float, text: str, **extra) -> dict:
     return label
 
 
+def cut_label(x, top: float, text: str) -> dict:
+    """A bar cut at the axis's top, its total read up the bar from the top (rotated, so that
+    neighbouring bars' totals never run into each other, even on a phone)."""
+    return value_label(x, top, text, yanchor="top", textangle=-90,
+                       font={"size": 10, "color": LINE_COLOUR}, bgcolor="rgba(255,255,255,0.8)")
+
+
+def bar_key(data: list[dict]) -> list[list[str]]:
+    """A figure's colour key, [label, colour] per named bar trace, for a chart drawn without
+    its legend (an embed shows it under the chart; the lesson's table names the colours)."""
+    return [[t["name"], t["marker"]["color"]] for t in data
+            if t.get("type") == "bar" and t.get("name")
+            and isinstance(t.get("marker", {}).get("color"), str)]
+
+
 def base_layout(**overrides) -> dict:
     """The layout every chart starts from: tight margins, no background, legend below."""
     layout = {
@@ -50,9 +65,11 @@ def base_layout(**overrides) -> dict:
     return layout
 
 
-def gpu_memory_line(gpu_memory: float, label: str, *, x: float = 1.0) -> dict:
+def gpu_memory_line(gpu_memory: float, label: str, *, x: float = 1.0,
+                    xanchor: str = "right") -> dict:
     """Layout parts for the dashed line of a GPU's memory (already in the axis unit), with its
-    label above the line ending at ``x`` (paper units): the caller puts it where no bar is."""
+    label above the line, its ``xanchor`` side at ``x`` (paper units): the caller puts it
+    where no bar's text is."""
     return {
         "shapes": [{
             "type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y",
@@ -60,7 +77,7 @@ def gpu_memory_line(gpu_memory: float, label: str, *, x: float = 1.0) -> dict:
             "line": {"color": LINE_COLOUR, "width": 2, "dash": "dash"},
         }],
         "annotations": [{
-            "xref": "paper", "x": x, "xanchor": "right", "yref": "y", "y": gpu_memory,
+            "xref": "paper", "x": x, "xanchor": xanchor, "yref": "y", "y": gpu_memory,
             "yanchor": "bottom", "showarrow": False, "bgcolor": "rgba(255,255,255,0.85)",
             "text": label, "font": {"color": LINE_COLOUR},
         }],

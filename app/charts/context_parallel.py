@@ -58,6 +58,14 @@ def _axes(n: int, s: int, i: int, gap: float) -> tuple[dict, dict]:
     return x, y
 
 
+def _rank_key(mask) -> list[list[str]]:
+    """The mask's colour key: the first 16 ranks' colours, with their heads under Ulysses
+    (the page lists them too)."""
+    return [[f"rank {r.rank}" + (f" (heads {r.heads[0]}–{r.heads[1]})" if r.heads else ""),
+             rank_colour(r.rank)] for r in mask.ranks[:16]] + [
+        ["not computed", EMPTY]]
+
+
 def mask_figure(mask) -> dict:
     """The causal mask of ``mask.tokens`` tokens; each computed cell in its rank's colour."""
     s, c = mask.tokens, mask.cp
@@ -77,6 +85,7 @@ def mask_figure(mask) -> dict:
         "data": data,
         "layout": base_layout(xaxis=x, yaxis=y, plot_bgcolor=EMPTY,
                               margin={"l": 48, "r": 8, "t": 8, "b": 40}),
+        "key": _rank_key(mask),
         "summary": (
             f"{LAYOUT_NAMES[mask.layout]}, {s} tokens over CP = {c}: each query row is "
             f"computed by the rank holding that token; the busiest, rank {busiest.rank}, "
@@ -113,6 +122,7 @@ def _ulysses_mask(mask) -> dict:
         "data": data,
         "layout": base_layout(**axes, annotations=notes, plot_bgcolor=EMPTY,
                               margin={"l": 48, "r": 8, "t": 24, "b": 40}),
+        "key": _rank_key(mask),
         "summary": (
             f"DeepSpeed-Ulysses, {s} tokens over CP = {c}: every rank computes the whole "
             f"mask for {mask.heads // c} of {mask.heads} heads{more}; "
@@ -198,7 +208,10 @@ def cost_figure(sweep, current) -> dict:
                    "line": {"width": 2.5}},
         "hovertemplate": f"this plan: {LAYOUT_NAMES[inp.layout]}, CP {inp.cp}<extra></extra>",
     })
-    xs = [c for c, _ in att]
+    # The axis ends where the last collective's line does (a link refuses CP degrees past its
+    # domain: NVLink's lines stop at 8), not at the sweep's end with nothing drawn there.
+    last = max([inp.cp] + [c for layout in COST_LINES for c, cost in sweep[layout] if cost])
+    xs = [c for c, _ in att if c <= last]
     # The plan's bytes and time, the figures the prose quotes (log axes: log10 positions).
     right = inp.cp >= 8
     label = value_label(
@@ -213,7 +226,8 @@ def cost_figure(sweep, current) -> dict:
             annotations=[label], shapes=[chosen_band(inp.cp / 1.35, inp.cp * 1.35)],
             margin={"l": 56, "r": 8, "t": 8, "b": 8},
             xaxis={"type": "log", "title": {"text": "CP degree c", "standoff": 2},
-                   "tickvals": xs, "ticktext": [str(c) for c in xs], "fixedrange": True},
+                   "tickvals": xs, "ticktext": [str(c) for c in xs], "fixedrange": True,
+                   "range": [math.log10(xs[0]) - 0.05, math.log10(last) + 0.05]},
             yaxis={"type": "log", "title": {"text": "ms per layer, forward"}, "dtick": 1,
                    "gridcolor": "#e6e9ef", "fixedrange": True},
             legend={"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top",

@@ -94,7 +94,7 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
     right = point.gpus > 32
     annotations.append(value_label(
         _log10(point.gpus), _log10(max(point.speedup, 1e-3)),
-        f"{point.gpus:,} GPUs: {times(point.speedup)}, {fmt_pct(point.efficiency)}",
+        f"{point.gpus:,} GPUs:<br>{times(point.speedup)}, {fmt_pct(point.efficiency)}",
         xanchor="right" if right else "left", yanchor="bottom" if right else "top",
         xshift=-8 if right else 8, yshift=6 if right else -6))
     shapes.append(chosen_band(point.gpus / 1.3, point.gpus * 1.3))

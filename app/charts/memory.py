@@ -1,6 +1,6 @@
 """EP01's diagram: the per-GPU memory bill as a stacked bar against the GPU's memory line."""
 
-from app.charts import base_layout, gpu_memory_line, short_gpu_name
+from app.charts import bar_key, base_layout, gpu_memory_line, short_gpu_name
 from app.charts.units import fmt_bytes, fmt_count, gb_axis
 from labs.core.catalogue import RECIPES
 
@@ -54,6 +54,7 @@ def memory_figure(result) -> dict:
     largest = max(COMPONENTS, key=lambda k: result.breakdown.get(k, 0))
     return {
         "data": data,
+        "key": bar_key(data),
         "layout": base_layout(
             barmode="stack",
             # No height: the chart fills its box (.chart in lab.css), which the page sizes.

@@ -150,8 +150,9 @@ def params_figure(result) -> dict:
                           "text": f" {fmt_count(a + b)}", "showarrow": False}
                          for row, a, b in zip(rows, rest, routed, strict=True)],
             uniformtext={"minsize": 9, "mode": "hide"},
+            # Room past the longest bar for its total, on a phone too.
             xaxis={"title": {"text": "parameters (billions)"}, "fixedrange": True,
-                   "gridcolor": "#e6e9ef", "range": [0, result.params / 1e9 * 1.15]},
+                   "gridcolor": "#e6e9ef", "range": [0, result.params / 1e9 * 1.35]},
             yaxis={"autorange": "reversed", "fixedrange": True},
         ),
         "summary": (

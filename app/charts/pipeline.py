@@ -50,12 +50,7 @@ def gantt_figure(result) -> dict:
     events = result.events
     inp = result.input
     p = inp.stages
-    if len(events) > MAX_BARS:
-        data = _raster(result)
-    else:
-        data = _bars(result)
-        if len(events) <= LABEL_BARS:
-            data.append(_labels(result))
+    data = _raster(result) if len(events) > MAX_BARS else _bars(result, len(events) <= LABEL_BARS)
     height = max(200, min(640, 70 + 26 * p))
     chunks = f" × {inp.chunks} chunks" if inp.chunks > 1 else ""
     return {
@@ -64,6 +59,8 @@ def gantt_figure(result) -> dict:
             height=height,
             barmode="overlay",
             bargap=0.15,
+            # A micro-batch number too wide for its bar is left out, not drawn over the next.
+            uniformtext={"minsize": 10, "mode": "hide"},
             margin={"l": 52, "r": 8, "t": 8, "b": 40},
             xaxis={"title": {"text": TIME_AXIS, "standoff": 4},
                    "range": [0, result.makespan], "gridcolor": "#e6e9ef", "zeroline": False},
@@ -73,6 +70,8 @@ def gantt_figure(result) -> dict:
             plot_bgcolor=IDLE,
             showlegend=False,  # the page names the colours of the kinds present
         ),
+        # The colour key (the page writes it under the chart; an embed shows this one).
+        "key": [[KINDS[k][0], KINDS[k][1]] for k in kinds_present(result)] + [["idle", IDLE]],
         "summary": (
             f"{schedule_name(inp.schedule)}, {p} stages × {inp.microbatches} micro-batches"
             f"{chunks}: {fmt_pct(result.bubble_fraction)} of rank time idle, measured "
@@ -82,19 +81,9 @@ def gantt_figure(result) -> dict:
     }
 
 
-def _labels(result) -> dict:
-    """Each action's micro-batch number, written at the centre of its bar."""
-    events = result.events
-    return {
-        "type": "scatter", "mode": "text", "showlegend": False, "hoverinfo": "skip",
-        "x": [round((ev.start + ev.end) / 2, 6) for ev in events],
-        "y": [_rank_label(ev.rank) for ev in events],
-        "text": [str(ev.microbatch) for ev in events],
-        "textfont": {"color": "#ffffff", "size": 10},
-    }
-
-
-def _bars(result) -> list[dict]:
+def _bars(result, labelled: bool) -> list[dict]:
+    """One bar per action, by kind; ``labelled``: each carries its micro-batch number, written
+    at its centre where it fits."""
     traces: dict[str, dict] = {}
     chunks = result.input.chunks
     for ev in result.events:
@@ -106,6 +95,9 @@ def _bars(result) -> list[dict]:
                 "marker": {"color": colour, "line": {"color": "#ffffff", "width": 0.5},
                            "opacity": []},
                 "x": [], "base": [], "y": [], "customdata": [],
+                **({"text": [], "textposition": "inside", "insidetextanchor": "middle",
+                    "textangle": 0, "textfont": {"color": "#ffffff", "size": 10}}
+                   if labelled else {}),
                 "hovertemplate": (
                     f"{label}<br>%{{y}}, micro-batch %{{customdata[0]}}, chunk %{{customdata[1]}}"
                     "<br>%{base:.2f} → %{customdata[2]:.2f}<extra></extra>"
@@ -115,6 +107,8 @@ def _bars(result) -> list[dict]:
         trace["base"].append(round(ev.start, 6))
         trace["y"].append(_rank_label(ev.rank))
         trace["customdata"].append([ev.microbatch, ev.chunk, round(ev.end, 6)])
+        if labelled:
+            trace["text"].append(str(ev.microbatch))
         # Later model chunks (interleaved, V-shape) are drawn lighter.
         shade = 1.0 - 0.45 * ev.chunk / (chunks - 1) if chunks > 1 else 1.0
         trace["marker"]["opacity"].append(shade)
@@ -196,7 +190,8 @@ def activations_figure(result) -> dict:
         "layout": base_layout(
             # No height: the chart fills its box (.chart.short), legend included.
             margin={"l": 44, "r": 8, "t": 8, "b": 8},
-            xaxis={"title": {"text": TIME_AXIS, "standoff": 4},
+            # The tick labels a little lower: the two axes' "0" would touch at the origin.
+            xaxis={"title": {"text": TIME_AXIS, "standoff": 4}, "ticklabelstandoff": 6,
                    "range": [0, result.makespan],
                    "gridcolor": "#e6e9ef", "zeroline": False},
             yaxis={"title": {"text": "units held"}, "rangemode": "tozero",

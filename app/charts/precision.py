@@ -6,6 +6,7 @@ Every bar is read off ``labs.precision.lab``; EP01's colours for what EP01 bills
 
 from app.charts import (
     LINE_COLOUR,
+    bar_key,
     base_layout,
     chosen_band,
     gpu_memory_line,
@@ -68,14 +69,25 @@ def _stacked(bars: list[tuple[str, dict[str, float]]], components: dict, gpu_byt
     top = top or max(max(totals), gpu_bytes) * 1.12
     names = [name for name, _ in bars]
     data = []
+    below = [0.0] * len(bars)  # each bar's height under the segment being drawn
+
+    def named(v: float, under: float) -> bool:
+        # A segment tall enough for its name, wholly under the axis's top and clear of the
+        # GPU line's label (about 2% under the line to 9% over it, of the axis's height).
+        mid = under + v / 2
+        return (v >= 0.1 * top and under + v <= top
+                and not gpu_bytes - 0.02 * top < mid < gpu_bytes + 0.09 * top)
+
     for key, (label, colour) in components.items():
         values = [b.get(key, 0.0) for _, b in bars]
         if not any(values):
             continue
+        text = [label if named(v, u) else "" for v, u in zip(values, below, strict=True)]
+        below = [u + v for u, v in zip(below, values, strict=True)]
         data.append({
             "type": "bar", "name": label, "x": names, "y": [round(v / 1e9, 4) for v in values],
             "marker": {"color": colour}, "customdata": [fmt_bytes(v) for v in values],
-            "text": [label if v >= 0.1 * top else "" for v in values],
+            "text": text,
             "textposition": "inside", "insidetextanchor": "middle", "textangle": 0,
             "textfont": {"color": "#ffffff"},
             "hovertemplate": f"{label}: %{{customdata}}<extra>%{{x}}</extra>",
@@ -103,7 +115,7 @@ def ledger_figure(result) -> dict:
     data, layout = _stacked(bars, LEDGER, gpu, gpu_name)
     diff = result.extra_bytes
     return {
-        "data": data, "layout": layout,
+        "data": data, "layout": layout, "key": bar_key(data),
         "summary": (
             f"{inp.model.name} on {inp.tp * inp.pp * inp.cp * inp.dp:,} GPUs: BF16 holds "
             f"{fmt_bytes(base.total_bytes)} per GPU, {RECIPES[led.recipe].summary} "
@@ -164,7 +176,7 @@ def finetune_figure(result) -> dict:
                             top if tallest > top else None)
     full, lora, qlora = (result.finetune(k) for k in ("full", "lora", "qlora"))
     return {
-        "data": data, "layout": layout,
+        "data": data, "layout": layout, "key": bar_key(data),
         "summary": (
             f"{inp.model.name} on one {gpu_name}: full fine-tuning {fmt_bytes(full.total_bytes)}"
             f", LoRA (rank {inp.rank}, {lora.trainable:,} trainable parameters) "
@@ -213,7 +225,9 @@ def offload_figure(result) -> dict:
         "layout": base_layout(
             legend=_legend(), shapes=shapes, annotations=notes,
             margin={"l": 52, "r": 8, "t": 8, "b": 40},
-            xaxis={"ticksuffix": "%", "range": [0, 100], "fixedrange": True},
+            # The tick labels a little lower: the two axes' "0" would touch at the origin.
+            xaxis={"ticksuffix": "%", "range": [0, 100], "fixedrange": True,
+                   "ticklabelstandoff": 6},
             yaxis={"title": {"text": "ms per layer"}, "range": [0, top], "fixedrange": True,
                    "rangemode": "tozero"}),
         "summary": (

@@ -7,7 +7,7 @@ from app.charts.units import fmt_bytes, fmt_pct, gb_axis
 # Step segment -> (label, colour), in the order the bar stacks them (left first).
 SEGMENTS = {
     "compute": ("Compute", "#4c78a8"),
-    "stages": ("Uneven stages (wait for the slowest)", "#9d755d"),
+    "stages": ("Uneven stages (waits)", "#9d755d"),
     "tp": ("TP all-reduces (exposed)", "#f58518"),
     "cp": ("CP ring (exposed)", "#72b7b2"),
     "ep": ("EP all-to-all (exposed)", "#b279a2"),
@@ -76,8 +76,10 @@ def step_figure(result, replan=None) -> dict:
                    "gridcolor": "#e6e9ef", "fixedrange": True},
             yaxis={"showticklabels": False, "fixedrange": True, "autorange": "reversed"},
             annotations=notes,
+            # Up to nine entries, one a row on a phone: at 10 px, with up to 60% of the
+            # chart's height (plotly's default: half), the legend shows whole, unscrolled.
             legend={"orientation": "h", "y": -0.2, "x": 0, "yanchor": "top",
-                    "traceorder": "normal"},
+                    "traceorder": "normal", "font": {"size": 10}, "maxheight": 0.6},
         ),
         "summary": (
             f"One step takes {step * 1e3:,.0f} ms: compute "
@@ -121,7 +123,7 @@ def causes_figure(result, micro: dict) -> dict:
         "layout": base_layout(
             barmode="stack", bargap=0.3, showlegend=False,
             margin={"l": 8, "r": 8, "t": 8, "b": 44},
-            xaxis={"title": {"text": "ms per micro-batch; light: hidden"},
+            xaxis={"title": {"text": "ms per micro-batch"},
                    "gridcolor": "#e6e9ef", "fixedrange": True, "rangemode": "tozero"},
             yaxis={"automargin": True, "fixedrange": True},
         ),

@@ -78,12 +78,13 @@ def cluster_figure(result) -> dict:
         "layout": base_layout(
             # One row per node: a one-node job should not stretch into tall bars.
             height=max(170, min(520, 80 + 34 * nodes)),
-            margin={"l": 56, "r": 8, "t": 8, "b": 36},
-            xaxis={"title": {"text": "GPU in node"}, "tickmode": "array",
+            margin={"l": 56, "r": 8, "t": 8, "b": 44},  # room for the title under the ticks
+            xaxis={"title": {"text": "GPU in node", "standoff": 8}, "tickmode": "array",
                    "tickvals": list(range(per_node)), "fixedrange": True, "side": "bottom"},
             yaxis={"title": {"text": "node"}, "autorange": "reversed", "fixedrange": True,
                    "tickmode": "auto", "nticks": min(nodes, 16)},
         ),
+        "key": [[ROLES[r][0], ROLES[r][1][0]] for r in counts],  # the roles present
         "summary": (f"{len(result.gpus)} GPUs on {nodes} node{'s' if nodes > 1 else ''} of 8: "
                     f"{parts}; "
                     + ("every pool fits" if all(p.fits for p in result.pools)

@@ -6,6 +6,7 @@ from app.charts import (
     base_layout,
     chosen_band,
     chosen_opacity,
+    cut_label,
     gpu_memory_line,
     short_gpu_name,
     value_label,
@@ -82,7 +83,7 @@ def efficiency_figure(result) -> dict:
     top = max(c.tp for c in result.sweep)
     # Below 1/t the group is slower than one GPU (speedup < 1).
     data.append({
-        "type": "scatter", "mode": "lines", "name": "1/t: below, slower than 1 GPU",
+        "type": "scatter", "mode": "lines", "name": "1/t: slower below",
         "x": [_x(c.tp) for c in result.sweep], "y": [round(100 / c.tp, 2) for c in result.sweep],
         "line": {"color": "#999", "dash": "dot", "width": 1.5}, "hoverinfo": "skip",
     })
@@ -96,23 +97,26 @@ def efficiency_figure(result) -> dict:
     })
     shapes, notes = _kv_shade(inp.model.kv_heads, top)
     shapes.append(chosen_band(_x(cost.tp) - 0.3, _x(cost.tp) + 0.3))
-    # The chosen t's efficiency and speedup, the figures the prose quotes, by its circle.
+    # The chosen t's efficiency and speedup, the figures the prose quotes, by its circle
+    # (under it, or over it near the axis, where the tick labels are).
+    low = cost.step_efficiency < 0.3
     notes.append(value_label(
         _x(cost.tp), round(100 * cost.step_efficiency, 2),
         f"t = {cost.tp}: {100 * cost.step_efficiency:.0f}%, {cost.step_speedup:.2f}×",
-        xanchor="right" if cost.tp > 4 else "left", yanchor="top", xshift=-10 if cost.tp > 4
-        else 10, yshift=-8))
+        xanchor="right" if cost.tp > 4 else "left", yanchor="bottom" if low else "top",
+        xshift=-10 if cost.tp > 4 else 10, yshift=8 if low else -8))
     return {
         "data": data,
         "layout": base_layout(
             height=440,  # the legend lists every link; lab.js caps it to the view
             margin={"l": 52, "r": 8, "t": 8, "b": 40},
             xaxis=_t_axis(top),
-            yaxis={"title": {"text": "Efficiency per step (%)"}, "range": [0, 105],
+            yaxis={"title": {"text": "Efficiency (%)"}, "range": [0, 105],
                    "fixedrange": True, "gridcolor": "#e6e9ef"},
             shapes=shapes, annotations=notes,
+            # Eight entries: at 10 px a phone's legend fits without scrolling.
             legend={"orientation": "h", "y": -0.1, "x": 0, "yanchor": "top",
-                    "font": {"size": 11}},
+                    "font": {"size": 10}},
         ),
         "summary": (
             f"{inp.model.name} on {short_gpu_name(inp.gpu.name)}s: TP = {cost.tp} on "
@@ -212,8 +216,7 @@ def memory_figure(result) -> dict:
                              xanchor="left" if at < len(x) / 2 else "right", yshift=2))
     for i, m in enumerate(rows):
         if m.memory and m.memory.total_bytes > top:
-            notes.append(value_label(i, top / 1e9, f"{fmt_bytes(m.memory.total_bytes)} ↑",
-                                     yanchor="top", font={"size": 10, "color": LINE_COLOUR}))
+            notes.append(cut_label(i, top / 1e9, f"{fmt_bytes(m.memory.total_bytes)} ↑"))
     gpu_name = short_gpu_name(result.input.gpu.name)
     line = gpu_memory_line(gpu / 1e9, f"{gpu_name}: {fmt_bytes(gpu)}")
     return {

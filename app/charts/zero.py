@@ -4,6 +4,8 @@ activation checkpointing, optimizer offload. Plain dicts; EP01's colours for the
 from app.charts import (
     base_layout,
     chosen_opacity,
+    cut_label,
+    gpu_line_legend,
     gpu_memory_line,
     short_gpu_name,
     value_label,
@@ -22,6 +24,7 @@ TRANSFERS = {  # (collective, what it moves) -> (label, colour)
     ("all_gather", "weights (forward)"): ("All-gather of weights, forward", "#54a24b"),
     ("all_gather", "weights (backward)"): ("All-gather of weights, backward", "#88d27a"),
 }
+SHORT_NAMES = {"embedding_and_logits": "Embedding, logits"}
 COMPUTE_COLOUR = "#bab0ac"
 EXPOSED_COLOUR = "#e45756"
 ACCENT = "#1d2330"
@@ -58,7 +61,8 @@ def memory_figure(result) -> dict:
         if not any(values):
             continue
         data.append({
-            "type": "bar", "name": label, "x": [outer, inner],
+            # The long name shortened: a phone's legend gives each entry half its width.
+            "type": "bar", "name": SHORT_NAMES.get(key, label), "x": [outer, inner],
             "y": [round(v / 1e9, 3) for v in values],
             "marker": {"color": colour, "opacity": chosen_opacity(chosen),
                        "line": {"color": ACCENT, "width": [2 if c else 0 for c in chosen]}},
@@ -69,25 +73,27 @@ def memory_figure(result) -> dict:
     gpu_name = short_gpu_name(inp.gpu.name)
     at = chosen.index(True)
     chosen_bar = bars[at]
-    line = gpu_memory_line(gpu / 1e9, f"{gpu_name}: {fmt_bytes(gpu)}")
-    # The chosen bar's state, the figure the prose quotes, over it.
-    # (At the plot's top left, clear of the cut bars' totals and the GPU's label.)
-    label = value_label(0.01, 1, f"<b>{STAGE_NAMES[inp.zero]}, D = {inp.dp:,}</b>: "
-                        f"{fmt_bytes(chosen_bar.state_bytes)} state",
-                        xref="paper", yref="paper", xanchor="left", yanchor="top")
+    # The GPU's label on the side away from the chosen D's bars (their cut totals hang from
+    # the top there).
+    right = at < len(bars) / 2
+    line = gpu_memory_line(gpu / 1e9, f"{gpu_name}: {fmt_bytes(gpu)}", x=1 if right else 0,
+                           xanchor="right" if right else "left")
+    # The chosen bar's state, the figure the prose quotes, heads the legend above the plot
+    # (in the plot it would sit on the cut bars' totals).
+    legend = {**_legend_below(), "font": {"size": 10}}  # a phone's legend, short of scrolling
+    legend["title"] = {"text": f"<b>{STAGE_NAMES[inp.zero]}, D = {inp.dp:,}</b>: "
+                               f"{fmt_bytes(chosen_bar.state_bytes)} state", "side": "top"}
     # The cut bars of the chosen D, each with its total read up the bar (room on a phone).
-    cut = [value_label(i, top / 1e9, f"{fmt_bytes(b.total_bytes)} ↑", yanchor="top",
-                       textangle=-90, font={"size": 10, "color": ACCENT},
-                       bgcolor="rgba(255,255,255,0.8)")
+    cut = [cut_label(i, top / 1e9, f"{fmt_bytes(b.total_bytes)} ↑")
            for i, b in enumerate(bars) if b.total_bytes > top and b.dp == inp.dp]
     return {
         "data": data,
         "layout": base_layout(
-            barmode="stack", bargap=0.15, legend=_legend_below(),
+            barmode="stack", bargap=0.15, legend=legend,
             margin={"l": 52, "r": 8, "t": 8, "b": 44},
             yaxis=gb_axis(top),
             xaxis={"type": "multicategory", "fixedrange": True, "tickfont": {"size": 10}},
-            shapes=line["shapes"], annotations=line["annotations"] + [label] + cut,
+            shapes=line["shapes"], annotations=line["annotations"] + cut,
         ),
         "summary": (
             f"Per-GPU memory by ZeRO stage at D = 1, 8, 64 and {inp.dp:,}: the chosen plan, "
@@ -217,13 +223,16 @@ def recompute_figure(result) -> dict:
     top = max(max(r.total_bytes for r in rows), gpu) * 1.15
     chosen = next(r for r in rows if r.recompute == result.input.recompute)
     full = rows[-1]
+    # The GPU's line named in the legend: in the plot its label would sit on a bar's
+    # "+n% compute" when the bar ends near the line.
+    gpu_label = f"{short_gpu_name(result.input.gpu.name)}: {fmt_bytes(gpu)}"
+    data.append(gpu_line_legend(gpu / 1e9, gpu_label, x))
+    line = gpu_memory_line(gpu / 1e9, gpu_label)
     return {
         "data": data,
         "layout": base_layout(
             barmode="stack", bargap=0.35, legend=_legend_below(), yaxis=gb_axis(top),
-            xaxis={"fixedrange": True},
-            **gpu_memory_line(gpu / 1e9, f"{short_gpu_name(result.input.gpu.name)}: "
-                                         f"{fmt_bytes(gpu)}"),
+            xaxis={"fixedrange": True}, shapes=line["shapes"],
         ),
         "summary": (
             f"With {chosen.recompute} recomputation a GPU holds {fmt_bytes(chosen.total_bytes)}"
@@ -261,7 +270,9 @@ def offload_figure(result) -> dict:
         "data": data,
         "layout": base_layout(
             barmode="stack", bargap=0.35, legend=_legend_below(),
-            yaxis=_unit_only(gb_axis(top)), xaxis={"fixedrange": True, "tickangle": 0},
+            # Tick labels a little lower: a narrow frame's first one reaches the y axis's "0".
+            yaxis=_unit_only(gb_axis(top)), xaxis={"fixedrange": True, "tickangle": 0,
+                                                   "ticklabelstandoff": 6},
             **gpu_memory_line(gpu / 1e9, f"{short_gpu_name(inp.gpu.name)}: {fmt_bytes(gpu)}"),
         ),
         "summary": (

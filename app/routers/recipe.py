@@ -360,14 +360,20 @@ VIEW = LabView(
         Drill(
             id="recipe-efficiency",
             question=("GPT-3 175B on 64 A100s as TP8 × PP4 × DP2 with 16 micro-batches: the "
-                      f"lab gives TP {SEED_PARTS['tp']:.3f} and DP {SEED_PARTS['dp']:.3f}. "
-                      "With the 1F1B bubble of 4 stages, what efficiency (%) is the product "
-                      "of the parts?"),
+                      f"lab gives TP {SEED_PARTS['tp']:.3f}, DP {SEED_PARTS['dp']:.3f}, the end "
+                      f"stages' extra work {SEED_PARTS['stages']:.3f}, the pipeline sends "
+                      f"{SEED_PARTS['sends']:.3f} and the optimizer step "
+                      f"{SEED_PARTS['optimizer']:.3f}. With the 1F1B bubble of 4 stages, what "
+                      "efficiency (%) is the product of the parts?"),
             answer=drill_answer,
             unit="%",
-            hint="The pipeline factor is m / (m + p − 1) = 16/19; multiply the three.",
+            hint="The pipeline factor is m / (m + p − 1) = 16/19; multiply all six.",
+            # The answer is the lab's efficiency, the product of every unrounded part (the
+            # prose's figure); the rounded ones above multiply to the same tenth of a percent
+            # (tests/app/test_recipe_routes.py).
             explanation=(f"{{answer}}%: {SEED_PARTS['tp']:.3f} × 16/19 × "
-                         f"{SEED_PARTS['dp']:.3f}."),
+                         f"{SEED_PARTS['dp']:.3f} × {SEED_PARTS['stages']:.3f} × "
+                         f"{SEED_PARTS['sends']:.3f} × {SEED_PARTS['optimizer']:.3f}."),
         ),
     ),
 )

@@ -62,7 +62,14 @@
   function fitHeight(layout, el) {
     // A chart never taller than the view it scrolls in, so a step's diagram fits on screen.
     var view = el.closest(".bench-view");
-    if (!view) return;
+    if (!view) {
+      // An embed's box follows its figure too (lab.css), so a figure taller than the usual
+      // box (EP04's efficiency, 440 px for its legend) is not cut at 360.
+      if (el.closest(".embed-diagram") && !layout.height) {
+        layout.height = el.classList.contains("short") ? 280 : 360;
+      }
+      return;
+    }
     // Figures without a height of their own take their box's usual one (lab.css: .chart 360,
     // .chart.short 280): in the bench the box follows the figure, so it must have one.
     if (!layout.height) layout.height = el.classList.contains("short") ? 280 : 360;

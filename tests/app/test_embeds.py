@@ -117,3 +117,31 @@ def test_large_answers_are_compressed_by_the_worker(client):
     assert "content-encoding" not in raw.headers
     assert len(gzip.compress(raw.content)) < len(raw.content) / 4
     assert response.json() == raw.json()
+
+
+# Diagrams drawn without a plotly legend (the lesson names their colours beside them): their
+# embed carries the key, one swatch per colour.
+KEYED = {("pipeline", "gantt"): "Forward", ("cp", "mask"): "rank 0",
+         ("memory", "ledger"): "Weights", ("precision", "ledger"): "16-bit weights",
+         ("precision", "finetune"): "Base weights", ("placement", "cluster"): "Training + rollout"}
+
+
+@pytest.mark.parametrize(("name", "diagram"), [(n, d.name) for n, v in sorted(VIEWS.items())
+                                               for d in v.diagrams])
+def test_each_single_diagram_embed_shows_its_summary_and_colour_key(client, name, diagram):
+    from app.labkit.render import embed_path
+
+    view = VIEWS[name]
+    html = client.get(embed_path(view, view.diagram(diagram))).text
+    if view.diagram(diagram).template:  # an HTML diagram: its own key (EP04's GPU list)
+        assert 'class="swatch"' in html
+        return
+    if "This state draws no" in html:  # the playground's default draws only some labs
+        return
+    summary = re.search(r'data-testid="embed-summary">([^<]+)</p>', html)
+    assert summary and len(summary.group(1)) > 20, f"{name}/{diagram}: no one-line summary"
+    if (name, diagram) in KEYED:
+        key = re.search(r'<p class="embed-key" data-testid="embed-key">(.*?)</p>', html, re.S)
+        assert key, f"{name}/{diagram}: no colour key"
+        assert KEYED[name, diagram] in key.group(1)
+        assert 'class="swatch" data-colour="#' in key.group(1)

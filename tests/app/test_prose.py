@@ -137,3 +137,39 @@ def test_every_quoted_figure_is_what_its_links_state_shows(client, page):
 LESSONS["/episodes/playground"] = (  # EP10: the playground's prose quotes each lab's panel
     "/api/playground", {"memory-chart", "pipeline-gantt", "recipe-step", "recipe-memory",
                         "zero-memory", "tp-efficiency", "cp-mask", "moe-experts"})
+
+
+def _printed(answer: float, unit: str) -> list[str]:
+    """How the lesson would print a drill's answer, in the lab's formats."""
+    forms = {"%": [fmt_pct(answer / 100)], "GB": [fmt_bytes(answer * 1e9)],
+             "MB": [fmt_bytes(answer * 1e6)], "ms": [fmt_ms(answer / 1e3)]}
+    return forms.get(unit, [])
+
+
+# Figures of other quantities that happen to print as a drill's answer: (drill, data-field).
+COINCIDENT = {("placement-colocated-r1", "train_memory_bytes")}  # GLM-4.7's training bill
+
+
+@pytest.mark.parametrize("name", ["pipeline", "zero", "placement", "moe"])
+def test_no_drill_answer_is_printed_in_its_lessons_steps(client, name):
+    """A drill asks what the steps teach the student to work out: the steps above it must not
+    print the answer (issue 19: 30.4%, 35.3 GB, 36.3 GB, 462 MB and expert-DP 2 were)."""
+    import app.main  # noqa: F401  (registers every lab view)
+    from app.labkit import VIEWS
+
+    view = VIEWS[name]
+    html = client.get(view.episode.path).text
+    steps = re.sub(r"<script.*?</script>", "", html, flags=re.S)
+    steps = " ".join(re.findall(r'<section class="step" id="step-\d+".*?</section>', steps,
+                                re.S))
+    assert len(steps) > 2000
+    for drill in view.drills:
+        mine = re.sub(r'<span class="fig"[^>]*data-field="([^"]+)"[^>]*>[^<]*</span>',
+                      lambda m, d=drill.id: "" if (d, m.group(1)) in COINCIDENT else m.group(0),
+                      steps)
+        text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", mine))
+        answer = drill.answer()
+        for form in _printed(answer, drill.unit):
+            assert f" {form}" not in text, f"{drill.id}: {form} printed in the steps"
+        if drill.id == "moe-expert-dp":
+            assert f"expert-DP {answer:.0f}" not in text

@@ -155,3 +155,27 @@ def test_impossible_splits_are_422s_naming_the_rule(client, change, field, words
     detail = response.json()["detail"]
     hit = [d for d in detail if d["loc"][1] == field]
     assert hit and words in hit[0]["msg"], detail
+
+
+def test_the_efficiency_product_multiplies_as_printed_and_the_drill_answers_it(client):
+    """EP08 step 1 prints each part and their product (issue 19: "89.1% × 84.2% × 97.4% =
+    73.0%" once multiplied to 73.1%, a part left out). The printed parts, as printed, must
+    multiply to the printed efficiency; the drill must take that product and answer the same
+    figure."""
+    import re as re_
+
+    from app.labkit.drills import check_drill
+    from app.routers.recipe import VIEW
+
+    page = client.get("/episodes/recipe-3d").text
+    takeaway = re_.sub(r"<[^>]+>", "", page.split("Efficiency is a product of parts")[1]
+                       .split("MFU")[0])
+    shown = [float(v) for v in re_.findall(r"(\d+\.\d)%", takeaway)]
+    *parts, total = shown
+    assert len(parts) >= 5
+    assert f"{math.prod(p / 100 for p in parts) * 100:.1f}" == f"{total:.1f}"
+    drill = VIEW.drills[0]
+    question = [float(v) for v in re_.findall(r"\b0\.\d{3}\b", drill.question)]
+    typed = math.prod(question) * 16 / 19 * 100  # as a student multiplies the question's parts
+    graded = check_drill(drill, f"{typed:.1f}", 1)
+    assert graded["status"] == "right" and f"Right. {total:.1f}%" in graded["message"]

@@ -24,6 +24,17 @@ def api_json(live_server: str, name: str, query: str = "") -> dict:
         return json.load(response)
 
 
+def click_cases(page, view):
+    """Click the lesson's good then bad case button, yielding each kind once it is drawn."""
+    for kind, case in (("good", view.good), ("bad", view.bad)):
+        if not case:
+            continue
+        page.locator(f"#case-{kind}").click()
+        page.wait_for_url(lambda url, q=case.query_string: url.endswith(q))
+        wait_drawn(page)
+        yield kind
+
+
 def answer_drill(page, value: str, feedback: str, index: int = 0) -> None:
     """Answer the page's ``index``-th drill with ``value`` and expect ``feedback`` back
     (the drill's form is swapped by htmx, so it is found again each time)."""

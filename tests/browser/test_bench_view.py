@@ -13,7 +13,7 @@ import pytest
 
 import app.main  # noqa: F401  (registers every lab view)
 from app.labkit import VIEWS
-from tests.browser.helpers import sized_page, wait_drawn
+from tests.browser.helpers import click_cases, sized_page, wait_drawn
 
 SIZES = {"laptop-1280x800": (1280, 800, 0.9), "phone-390x844": (390, 844, 0.6)}
 # Per lesson, a control and a new value: its main slider, or (EP07, which has none) a select.
@@ -88,12 +88,7 @@ def test_case_buttons_keep_the_chart_in_view(sized, name):
     page.goto(view.episode.path)
     wait_drawn(page)
     first = page.evaluate(f"document.querySelector({DIAGRAMS!r}).id")
-    for kind, case in (("good", view.good), ("bad", view.bad)):
-        if not case:
-            continue
-        page.locator(f"#case-{kind}").click()
-        page.wait_for_url(lambda url, q=case.query_string: url.endswith(q))
-        wait_drawn(page)
+    for kind in click_cases(page, view):
         shown(page, first, f"{name} after the {kind} case")
 
 

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import wait_drawn
+from tests.browser.helpers import follow
 from tests.browser.test_lesson_behaviour import serious_violations
 
 PAGE = "/episodes/recipe-3d/your-run"
@@ -48,9 +48,7 @@ def test_paste_see_both_numbers_and_open_the_plan(page, live_server, viewport):
         f"{recipe['step_s'] / body['measured']['step_s']:.2f}")
     expect(page.locator("[data-testid=run-defaulted]")).to_contain_text("gpu")
     assert page.evaluate("() => document.documentElement.scrollWidth") <= viewport["width"]
-    page.locator("[data-testid=open-plan]").click()
-    page.wait_for_url("**/episodes/recipe-3d?**")
-    wait_drawn(page)
+    follow(page.locator("[data-testid=open-plan]"), "/episodes/recipe-3d?")
     expect(page.locator("#input-tp")).to_have_value("2")
     expect(page.locator("#input-schedule")).to_have_value("interleaved-1f1b")
     step = page.evaluate("() => document.querySelector('#recipe-step').data"
