@@ -51,8 +51,18 @@ def fmt_count(value: float) -> str:
 
 
 def fmt_pct(fraction: float) -> str:
-    """A fraction as a percentage with one decimal: 0.1795 -> "17.9%"."""
-    return f"{100 * fraction:.1f}%"
+    """A fraction as a percentage with one decimal: 0.1795 -> "17.9%". A fraction short of 1
+    that one decimal would round up to 100.0% keeps the digits that show it is short
+    (0.99978 -> "99.98%"), so a page never prints 100.0% beside a loss it draws."""
+    text = f"{100 * fraction:.1f}%"
+    if text == "100.0%" and fraction < 1:
+        for digits in (2, 3):
+            text = f"{100 * fraction:.{digits}f}%"
+            if not text.startswith("100."):
+                break
+        else:
+            text = "99.999%"
+    return text
 
 
 def axis_unit(largest_bytes: float) -> tuple[float, str]:
