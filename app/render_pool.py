@@ -53,14 +53,12 @@ import math
 import multiprocessing
 import os
 import signal
-import threading
 import time
 from concurrent.futures import BrokenExecutor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
-from uvicorn.importer import import_from_string
-
+from app import render_child
 from app.lanes import HEAVY, LIGHT, Cost
 from app.settings import SETTINGS
 
@@ -71,7 +69,6 @@ log = logging.getLogger("uvicorn.error")
 SCOPE_KEYS = ("type", "asgi", "http_version", "method", "scheme", "path", "raw_path",
               "root_path", "query_string", "headers", "server", "client")
 START_TIMEOUT = 120.0  # s: children import the app (a few s; more on a loaded machine)
-PARENT_POLL = 1.0  # s: how often a child checks that its parent is alive
 # What each child imports and runs first, as "module:attribute" (uvicorn's import strings):
 # the app uvicorn serves (app/__main__.py), and the templates compiled before any request.
 APP = "app.main:app"
@@ -180,8 +177,9 @@ class RenderPool:
             # methods"). Creating it can fail too (no /dev/shm for its locks in some sandboxes).
             slot.executor = ProcessPoolExecutor(
                 max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_child_init, initargs=(self.app, self.warm_up))
-            await asyncio.wait_for(loop.run_in_executor(slot.executor, _ping), START_TIMEOUT)
+                initializer=render_child.init, initargs=(self.app, self.warm_up))
+            await asyncio.wait_for(loop.run_in_executor(slot.executor, render_child.ping),
+                                   START_TIMEOUT)
             if slot.heavy and self.processes > 1:
                 await loop.run_in_executor(slot.executor, os.nice, HEAVY_NICE)
         except Exception as exc:  # noqa: BLE001 - whatever it is, the app serves without it
@@ -291,7 +289,7 @@ class RenderPool:
     def _run(self, slot: Slot, job: Job) -> None:
         loop = asyncio.get_running_loop()
         try:
-            done = asyncio.wrap_future(slot.executor.submit(_child_render, job.scope))
+            done = asyncio.wrap_future(slot.executor.submit(render_child.render, job.scope))
         except (BrokenExecutor, RuntimeError) as exc:  # died since its last answer
             self._settle(job, None)
             self._replace(slot, slot.generation, f"found broken: {exc!r}")
@@ -369,62 +367,3 @@ class RenderPool:
 
 
 POOL = RenderPool()
-
-
-# --- in each child ----------------------------------------------------------------------------
-
-_CHILD: dict = {}
-
-
-def _child_init(target: str, warm_up: str) -> None:
-    # Ctrl-C in a terminal reaches the whole process group: the parent stops the children
-    # (lifespan shutdown), so they ignore it instead of printing a traceback each.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # A parent killed outright (SIGKILL, out of memory) never stops its children, and a child
-    # never reads end-of-file on its task queue (its siblings hold that pipe open too): each
-    # child watches its parent and exits when it is gone.
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
-    app = import_from_string(target)
-    import_from_string(warm_up)()
-    # The child runs the stack below the layer that hands its misses to this pool (the
-    # response cache, app/response_cache.py): every layer keeps the next one as .app.
-    layer = app.build_middleware_stack()
-    while getattr(layer, "pool", None) is not POOL:
-        layer = layer.app
-    _CHILD.update(app=app, inner=layer.app, loop=asyncio.new_event_loop())
-
-
-def _exit_with_parent(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(PARENT_POLL)
-    os._exit(0)
-
-
-def _ping() -> bool:
-    return "inner" in _CHILD
-
-
-def _child_render(scope: dict) -> tuple[int, list, bytes]:
-    return _CHILD["loop"].run_until_complete(_call(scope))
-
-
-async def _call(scope: dict) -> tuple[int, list, bytes]:
-    started: dict = {}
-    body: list[bytes] = []
-    requested = False
-
-    async def receive():
-        nonlocal requested
-        if requested:
-            await asyncio.Event().wait()  # no more body; a GET handler never asks twice
-        requested = True
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message):
-        if message["type"] == "http.response.start":
-            started.update(message)
-        elif message["type"] == "http.response.body":
-            body.append(message.get("body", b""))
-
-    await _CHILD["inner"]({**scope, "app": _CHILD["app"]}, receive, send)
-    return started["status"], list(started.get("headers", ())), b"".join(body)

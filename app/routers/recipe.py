@@ -43,6 +43,7 @@ from app.model_controls import (
     model_field,
 )
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
+from app.recipe_answer import causes_of, micro_api, plan_api, result_api
 from app.routers.pipeline import SCHEDULE_LABELS
 from app.schemas import RecipeAnswer
 from labs.core.catalogue import RECIPES
@@ -162,67 +163,17 @@ def run(query: RecipeQuery) -> RecipeState:
     return RecipeState(result, replan, exports)
 
 
-def _plan_api(result: RecipeResult) -> dict:
-    p = result.plan
-    return {"model": result.model.id, "nodes": result.nodes, "tp": p.tp, "pp": p.pp,
-            "dp": p.dp, "cp": p.cp, "ep": p.ep, "zero": p.zero, "recompute": p.recompute,
-            "schedule": p.schedule, "virtual": p.virtual, "micro_batch": p.micro_batch,
-            "microbatches": p.microbatches, "seq_len": p.seq_len,
-            "first_stage_layers": p.first_stage_layers, "last_stage_layers": p.last_stage_layers}
-
-
-def _result_api(r: RecipeResult) -> dict:
-    return {
-        "plan": _plan_api(r),
-        "gpus": r.gpus,
-        "audits": [{"name": a.name, "ok": a.ok, "detail": a.detail} for a in r.audits],
-        "passes": r.passes,
-        "fits": r.fits,
-        "memory_per_gpu_bytes": r.memory_per_gpu_bytes,
-        "gpu_memory_bytes": r.cluster.gpu.memory_bytes,
-        "heaviest_stage": r.memory.heaviest_stage if r.memory else None,
-        "bubble_fraction": r.bubble_fraction,
-        "efficiency": r.efficiency,
-        "matmul_efficiency": r.matmul_efficiency,
-        "parts": r.parts or {},
-        "mfu": r.mfu,
-        "step_s": r.step_s,
-        "segments_s": r.segments or {},
-        "causes": [{"name": c.name, "label": c.label, "exposed_s": c.exposed,
-                    "hidden_s": c.hidden}
-                   for c in (r.timing.causes(r.plan.microbatches, r.segments["bubble"])
-                             if r.timing else ())],
-        "tokens_per_s": r.tokens_per_s,
-        "global_batch": r.plan.global_batch,
-        "tokens_per_step": r.tokens_per_step,
-        "traffic": [{"name": t.name, "collective": t.collective, "group": t.group,
-                     "nodes": t.nodes, "link": t.link, "bytes_per_step": t.bytes_per_step,
-                     "seconds": t.seconds, "hidden_s": t.hidden, "exposed_s": t.exposed}
-                    for t in (r.timing.parts if r.timing else ())],
-    }
-
-
 def to_api(state: RecipeState) -> dict:
-    answer = _result_api(state.result)
+    causes = causes_of(state.result)
+    answer = result_api(state.result, causes)
     rp = state.replan
     answer["replan"] = None if rp is None else {
-        "before": _result_api(rp.before),
-        "after": _result_api(rp.after) if rp.after else None,
+        "before": result_api(rp.before),
+        "after": result_api(rp.after) if rp.after else None,
         "changed": list(rp.changed),
     }
-    answer.update(micro_api(state.result))
+    answer.update(micro_api(state.result, causes))
     return answer
-
-
-def micro_api(r: RecipeResult) -> dict:
-    """One micro-batch's share of the step by cause (Timing.causes / m): EP08's MFU chart."""
-    if not r.timing:
-        return {"micro_causes": [], "micro_step_s": None, "micro_at_peak_s": None}
-    m = r.plan.microbatches
-    return {"micro_causes": [{"name": c.name, "label": c.label, "exposed_s": c.exposed / m,
-                              "hidden_s": c.hidden / m}
-                             for c in r.timing.causes(m, r.segments["bubble"])],
-            "micro_step_s": r.step_s / m, "micro_at_peak_s": r.mfu * r.step_s / m}
 
 
 def figures(state: RecipeState) -> dict:
@@ -412,7 +363,7 @@ def export_route(request: Request) -> Response:
     done = state.exports[fmt]
     return json_response(request, {"format": fmt, "text": done.text,
                                    "notes": list(done.notes),
-                                   "plan": _plan_api(state.result)})
+                                   "plan": plan_api(state.result)})
 
 
 register(router, VIEW)

@@ -25,7 +25,7 @@ import labs
 from app.labkit import DRILLS, VIEWS
 from app.limits import MAX_BODY_BYTES, MAX_HEAD_BYTES
 from app.settings import ServerSettings, Settings, SettingsError
-from tests.hosting_server import serve
+from tests.conftest import running_app
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = "https://lab.example.edu"
@@ -112,7 +112,7 @@ def fetch(url: str, headers: dict | None = None):
 
 @pytest.fixture(scope="module")
 def lab():
-    with serve(ENV, probe="/lab/healthz") as origin:
+    with running_app(ENV, probe="/lab/healthz") as origin:
         yield origin
 
 

@@ -10,7 +10,7 @@ import pytest
 import app.main  # noqa: F401  (registers every lab view)
 from app.labkit import DRILLS, VIEWS
 from tests.browser.helpers import wait_drawn
-from tests.hosting_server import serve
+from tests.conftest import running_app
 
 ENV = {"BASE_PATH": "/lab", "PUBLIC_URL": "http://127.0.0.1"}
 WATCH_CSP = """() => { window.__csp = [];
@@ -20,7 +20,7 @@ WATCH_CSP = """() => { window.__csp = [];
 
 @pytest.fixture(scope="module")
 def lab():
-    with serve(ENV, probe="/lab/healthz") as origin:
+    with running_app(ENV, probe="/lab/healthz") as origin:
         yield origin
 
 

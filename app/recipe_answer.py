@@ -1,0 +1,60 @@
+"""EP08's answer as JSON (``GET /api/recipe``, and the runs page's prediction): a recipe
+result's plan, audits, memory, timing by part and by cause, and traffic, in bytes and
+seconds."""
+
+from labs.recipe.inputs import RecipeResult
+
+
+def plan_api(result: RecipeResult) -> dict:
+    p = result.plan
+    return {"model": result.model.id, "nodes": result.nodes, "tp": p.tp, "pp": p.pp,
+            "dp": p.dp, "cp": p.cp, "ep": p.ep, "zero": p.zero, "recompute": p.recompute,
+            "schedule": p.schedule, "virtual": p.virtual, "micro_batch": p.micro_batch,
+            "microbatches": p.microbatches, "seq_len": p.seq_len,
+            "first_stage_layers": p.first_stage_layers, "last_stage_layers": p.last_stage_layers}
+
+
+def causes_of(r: RecipeResult) -> tuple:
+    """The step by cause (Timing.causes), computed once per answer and shared."""
+    return r.timing.causes(r.plan.microbatches, r.segments["bubble"]) if r.timing else ()
+
+
+def result_api(r: RecipeResult, causes: tuple | None = None) -> dict:
+    causes = causes_of(r) if causes is None else causes
+    return {
+        "plan": plan_api(r),
+        "gpus": r.gpus,
+        "audits": [{"name": a.name, "ok": a.ok, "detail": a.detail} for a in r.audits],
+        "passes": r.passes,
+        "fits": r.fits,
+        "memory_per_gpu_bytes": r.memory_per_gpu_bytes,
+        "gpu_memory_bytes": r.cluster.gpu.memory_bytes,
+        "heaviest_stage": r.memory.heaviest_stage if r.memory else None,
+        "bubble_fraction": r.bubble_fraction,
+        "efficiency": r.efficiency,
+        "matmul_efficiency": r.matmul_efficiency,
+        "parts": r.parts or {},
+        "mfu": r.mfu,
+        "step_s": r.step_s,
+        "segments_s": r.segments or {},
+        "causes": [{"name": c.name, "label": c.label, "exposed_s": c.exposed,
+                    "hidden_s": c.hidden} for c in causes],
+        "tokens_per_s": r.tokens_per_s,
+        "global_batch": r.plan.global_batch,
+        "tokens_per_step": r.tokens_per_step,
+        "traffic": [{"name": t.name, "collective": t.collective, "group": t.group,
+                     "nodes": t.nodes, "link": t.link, "bytes_per_step": t.bytes_per_step,
+                     "seconds": t.seconds, "hidden_s": t.hidden, "exposed_s": t.exposed}
+                    for t in (r.timing.parts if r.timing else ())],
+    }
+
+
+def micro_api(r: RecipeResult, causes: tuple | None = None) -> dict:
+    """One micro-batch's share of the step by cause (Timing.causes / m): EP08's MFU chart."""
+    if not r.timing:
+        return {"micro_causes": [], "micro_step_s": None, "micro_at_peak_s": None}
+    m = r.plan.microbatches
+    causes = causes_of(r) if causes is None else causes
+    return {"micro_causes": [{"name": c.name, "label": c.label, "exposed_s": c.exposed / m,
+                              "hidden_s": c.hidden / m} for c in causes],
+            "micro_step_s": r.step_s / m, "micro_at_peak_s": r.mfu * r.step_s / m}
