@@ -1,22 +1,35 @@
 """The labs of the curriculum, in teaching order: the one list the app is built from.
 
-Each entry names its episode (number, slug, title, question) and its lab (``lab``), the one
-internal name its files follow (app/labkit/view.py reads the templates from it):
+The list is read from the lesson templates: each ``templates/episodes/<lab>.html`` opens with
+its episode's front matter, a Jinja comment (it renders nothing)::
+
+    {#- episode
+    number: 8
+    slug: recipe-3d
+    title: The 3D recipe
+    question: How do TP, PP and DP combine into a plan that fits and runs fast?
+    extra_routers: plan validation runs
+    -#}
+
+so adding a lab hand-edits no list: its template's file name is its internal name (``lab``),
+the one name its other files follow (app/labkit/view.py reads the templates from it):
 
 - ``labs/<lab>/``: the engine (a lab may use another's: EP07's ``moe`` runs ``labs/experts``);
-- ``app/routers/<lab>.py``: its view (``register(router, VIEW)``), plus ``extra_routers``;
+- ``app/routers/<lab>.py``: its view (``register(router, VIEW)``), plus ``extra_routers``
+  (more modules of app/routers/ it serves);
 - ``app/charts/<lab>.py``: its figures;
 - ``templates/episodes/<lab>.html`` (the lesson), ``templates/partials/_<lab>.html`` (the
   diagram section) and ``templates/partials/_<lab>_controls.html`` (the form).
 
 app/main.py includes every lab's routers in this order; the home page, ``/api/diagrams``, the
 README's episode table (tools/readme_episodes.py), the tests, the screenshots and the
-benchmarks read it. An episode is live when its lab view registers (the home page marks the
-others as coming). The public names (``/episodes/<slug>``, ``/api/<view name>``,
+benchmarks read it. The public names (``/episodes/<slug>``, ``/api/<view name>``,
 ``/embed/<view name>``) are the view's and the slug's: they never change with ``lab``.
 """
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from app.settings import url
 
@@ -50,42 +63,46 @@ class Episode:
         return (f"app.routers.{self.lab}", *(f"app.routers.{r}" for r in self.extra_routers))
 
 
-EPISODES: tuple[Episode, ...] = (
-    Episode(1, "memory", "The memory ledger: it does not fit",
-            "What does one training step hold in GPU memory, and why is one GPU not enough?",
-            lab="memory"),
-    Episode(2, "data-parallel", "Data parallelism: clone the model, split the batch",
-            "What does a gradient all-reduce cost as GPUs are added, on each kind of link?",
-            lab="data_parallel"),
-    Episode(3, "zero", "Sharding state: ZeRO and FSDP",
-            "How much state does each ZeRO stage take off every GPU, and at what traffic?",
-            lab="zero"),
-    Episode(4, "tensor-parallel", "Tensor parallelism: split every matrix",
-            "Where are the matrices cut, and why must TP stay inside the NVLink domain?",
-            lab="tensor_parallel"),
-    Episode(5, "pipeline", "Pipeline parallelism: the assembly line and its bubble",
-            "How much of a pipeline sits idle, and which schedule fills the gaps?",
-            lab="pipeline"),
-    Episode(6, "context-parallel", "Context parallelism: split the tokens",
-            "How do ranks share one long sequence's causal attention evenly?",
-            lab="context_parallel"),
-    Episode(7, "experts", "Experts: mixture-of-experts and expert parallelism",
-            "How are experts placed on GPUs, and what does routing cost?",
-            lab="moe"),
-    Episode(8, "recipe-3d", "The 3D recipe",
-            "How do TP, PP and DP combine into a plan that fits and runs fast?",
-            lab="recipe", extra_routers=("plan", "validation", "runs")),
-    Episode(9, "rl-placement", "Placement for RL training",
-            "Where do training ranks and rollout engines go on the cluster?",
-            lab="rl"),
-    Episode(10, "playground", "Recap and playground",
-            "Every formula in one place, and a free playground over all controls.",
-            lab="playground", extra_routers=("cheatsheet", "compare")),
-    Episode(11, "low-precision", "Low precision and fine-tuning",
-            "Where does every byte of an FP8 run, a LoRA or QLoRA fine-tune and an activation "
-            "offload live, and what does each save?",
-            lab="precision"),
-)
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "episodes"
+# The front matter a lesson template opens with: a Jinja comment, so it renders nothing.
+_FRONT = re.compile(r"\A\{#-? *episode *\n(.*?)\n *-?#\}", re.S)
+_FIELDS = {"number", "slug", "title", "question", "extra_routers"}
+
+
+def _episode(template: Path) -> Episode:
+    """The episode a lesson template declares in its front matter (see the module's text)."""
+    match = _FRONT.match(template.read_text(encoding="utf-8"))
+    if not match:
+        raise RuntimeError(f"{template}: a lesson template opens with its episode's front "
+                           "matter, {#- episode ... -#} (app/episodes.py)")
+    fields: dict[str, str] = {}
+    for line in match.group(1).splitlines():
+        key, sep, value = line.partition(":")
+        key = key.strip()
+        if not sep or key not in _FIELDS or key in fields or not value.strip():
+            raise RuntimeError(f"{template}: front matter line {line!r}: expected one of "
+                               f"{sorted(_FIELDS)} once, as 'key: value'")
+        fields[key] = value.strip()
+    missing = _FIELDS - {"extra_routers"} - set(fields)
+    if missing or not fields["number"].isdigit():
+        raise RuntimeError(f"{template}: front matter needs {sorted(missing) or 'a whole number'}")
+    return Episode(int(fields["number"]), fields["slug"], fields["title"], fields["question"],
+                   lab=template.stem,
+                   extra_routers=tuple(fields.get("extra_routers", "").split()))
+
+
+def _episodes(folder: Path = TEMPLATES) -> tuple[Episode, ...]:
+    """Every lesson template's episode, in teaching order: numbered 1..N, slugs distinct."""
+    episodes = tuple(sorted(map(_episode, folder.glob("*.html")), key=lambda e: e.number))
+    if [e.number for e in episodes] != list(range(1, len(episodes) + 1)):
+        raise RuntimeError(f"{folder}: episodes are numbered 1..N, once each; found "
+                           f"{[e.number for e in episodes]}")
+    if len({e.slug for e in episodes}) != len(episodes):
+        raise RuntimeError(f"{folder}: two lesson templates declare the same slug")
+    return episodes
+
+
+EPISODES: tuple[Episode, ...] = _episodes()
 
 BY_SLUG = {episode.slug: episode for episode in EPISODES}
 BY_LAB = {episode.lab: episode for episode in EPISODES}

@@ -42,8 +42,9 @@ def test_readme_episode_table_is_the_registrys():
 
 
 def test_registry_lists_each_episode_once_in_order_each_with_its_files():
-    """app/episodes.py: episodes numbered 1..N, slugs and lab names distinct, every lab's view
-    registered by its router module, and its templates where the convention puts them."""
+    """app/episodes.py (read from the lesson templates' front matter): episodes numbered
+    1..N, slugs and lab names distinct, every lab's view registered by its router module, and
+    its templates where the convention puts them."""
     assert [e.number for e in EPISODES] == list(range(1, len(EPISODES) + 1))
     assert len({e.slug for e in EPISODES}) == len({e.lab for e in EPISODES}) == len(EPISODES)
     views = {view.episode.slug: view for view in VIEWS.values()}
@@ -207,3 +208,27 @@ def test_labs_stay_pure():
         if name.startswith("labs"):
             outside = {t.split(".")[0] for t in targets} - {"labs"} - sys.stdlib_module_names
             assert not outside, f"{name} imports {sorted(outside)}"
+
+
+def test_a_lesson_template_without_front_matter_or_with_a_bad_line_is_refused(tmp_path):
+    """The registry refuses, naming the file, a lesson template that does not declare its
+    episode, declares a field twice or an unknown one, or numbers episodes with a gap."""
+    import pytest
+
+    from app import episodes
+
+    good = "{#- episode\nnumber: 1\nslug: a\ntitle: A\nquestion: Why?\n-#}\n{% extends 'x' %}"
+    cases = {
+        "no front matter": "{% extends 'episode.html' %}",
+        "unknown field": good.replace("title: A", "titel: A"),
+        "field twice": good.replace("title: A", "title: A\ntitle: B"),
+        "no number": good.replace("number: 1", "number: one"),
+        "a gap": good.replace("number: 1", "number: 2"),
+    }
+    for text in cases.values():
+        (tmp_path / "lab.html").write_text(text)
+        with pytest.raises(RuntimeError, match="lab.html|numbered"):
+            episodes._episodes(tmp_path)
+    (tmp_path / "lab.html").write_text(good)
+    (found,) = episodes._episodes(tmp_path)
+    assert (found.number, found.slug, found.lab, found.extra_routers) == (1, "a", "lab", ())
