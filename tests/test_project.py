@@ -9,6 +9,7 @@ from pathlib import Path
 import app.main  # noqa: F401  (registers every lab)
 from app.episodes import EPISODES
 from app.labkit import VIEWS
+from tools.readme_episodes import floors
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -64,17 +65,13 @@ def test_readme_names_the_two_commands_and_ci_runs_the_test_one():
     assert "python -m app" in README
 
 
-# The floors of labs/ (README's Architecture table): a package imports only from its own floor
-# or those below it; lab packages on one floor may use each other while no cycle results.
-FLOORS = {
-    "core": 1,
-    "hardware": 2, "model": 2,
-    "parallel": 3, "schedules": 3,
-    "memory": 4, "data_parallel": 4, "zero": 4, "tensor_parallel": 4, "pipeline": 4,
-    "context_parallel": 4, "experts": 4,
-    "recipe": 5,
-    "rl": 6, "precision": 6, "cheatsheet": 6, "runs_log": 6,
-}
+# The floors of labs/, as each package's __init__.py declares them (FLOOR = n), and the README's
+# Architecture table writes them (tools/readme_episodes.py): a package imports only from its own
+# floor or those below it; lab packages on one floor may use each other while no cycle results.
+FLOORS = {package: floor for package, (floor, _) in floors().items()}
+# The infrastructure floors stay where they are: a lab package sits above them.
+INFRASTRUCTURE = {"core": 1, "hardware": 2, "model": 2, "parallel": 3, "schedules": 3,
+                  "recipe": 5}
 
 
 def _modules() -> dict[str, Path]:
@@ -175,7 +172,9 @@ def test_a_labs_package_imports_only_its_floor_and_below():
     graph = _graph()
     packages = {name.split(".")[1] for name in graph if name.count(".") >= 1
                 and name.startswith("labs.")}
-    assert packages == set(FLOORS), "every labs/ package has a floor here and in the README"
+    assert packages == set(FLOORS), "every labs/ package declares its FLOOR"
+    assert {p: FLOORS[p] for p in INFRASTRUCTURE} == INFRASTRUCTURE
+    assert all(FLOORS[p] >= 4 for p in set(FLOORS) - set(INFRASTRUCTURE)), "labs sit on 4+"
     wrong, between = [], {}
     for name, targets in graph.items():
         if not name.startswith("labs."):
@@ -194,11 +193,16 @@ def test_a_labs_package_imports_only_its_floor_and_below():
     assert not cycles, "package cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
-def test_readme_floor_table_is_the_tests():
-    rows = re.findall(r"^\s*\| (\d) \| ([^|]*) \| ([^|]*) \|$", README, re.M)
-    listed = {package: int(floor) for floor, where, what in rows
-              for package in re.findall(r"`(\w+)/`", where + what)}
-    assert listed == FLOORS
+def test_readme_floor_table_is_the_packages():
+    """README.md's floor table is written by tools/readme_episodes.py from each package's
+    FLOOR and docstring."""
+    from tools.readme_episodes import floor_table, replaced
+
+    assert replaced(README, floor_table()) == README, (
+        "the README's floor table is not the packages': run "
+        "python tools/readme_episodes.py --write")
+    rows = re.findall(r"^\s*\| (\d) \| `(\w+)/` \| [^|]* \|$", README, re.M)
+    assert {package: int(floor) for floor, package in rows} == FLOORS
 
 
 def test_labs_stay_pure():

@@ -1,1 +1,10 @@
-"""core"""
+"""`errors.py` (`LabInputError`), `catalogue.py` (one record per shared choice: recomputation modes
+with what each keeps and runs again and what the exports write, precision recipes with their
+bytes per parameter and names, the FP8 ones summed from the storage formats of what they keep
+(`Stored`: FP8 per tensor, 1×128 and 128×128 blocks, MXFP8, NF4 with double quantization),
+activation models; read by the engine, the option lists and the charts), `limits.py` (every
+enumeration's ids and every bound, read by routers and pages too), `validate.py` (the shared
+validators: `whole`, `number`, `one_of`, `flag`, each lab's wording a template), `data.py`
+(reading the preset files; `Presets`, one table of them by id)"""
+
+FLOOR = 1  # imports only labs packages of floors <= 1 (tests/test_project.py)

@@ -1,1 +1,7 @@
-"""hardware"""
+"""`gpus.py` (GPU presets, with each GPU's measured kernel rates), `links.py` (link and cluster
+presets, with what NCCL achieves on each link), `kernels.py` (one kernel's time: GEMM roofline
+with wave quantisation, memory-bound ops, FlashAttention at its published rate), `nccl.py` (a
+collective as NCCL's own tuning model prices it), `comm.py` (collectives on a cluster,
+NCCL-priced; the α–β ring for the textbook reading)"""
+
+FLOOR = 2  # imports only labs packages of floors <= 2 (tests/test_project.py)

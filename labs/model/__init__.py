@@ -1,1 +1,8 @@
-"""model"""
+"""`spec.py` (`ModelSpec`: the shape and its counts), `presets.py` (model presets, custom sizes),
+`code.py` (a shape as a short URL-safe code), `hf_config.py` (a Hugging Face `config.json` →
+`ModelSpec`), `flops.py` (FLOPs per token, time at an MFU), `activations.py` (classic or
+Megatron activation bytes, SP on/off), `ops.py` (one layer's compute kernel by kernel after the
+TP/CP/EP split: every GEMM with its shape, the attention core, every memory-bound op with its
+bytes; the head, loss and optimizer)"""
+
+FLOOR = 2  # imports only labs packages of floors <= 2 (tests/test_project.py)

@@ -1,6 +1,7 @@
-"""EP11 low precision and fine-tuning: where every byte of an FP8 recipe, a LoRA or QLoRA
-fine-tune and an activation offload lives (``labs.precision.lab``), and what FP8 buys in time
-(``labs.precision.speed``).
+"""EP11: composes EP01's ledger and EP08's step model: the FP8 recipes' ledger against BF16
+itemised from EP01's, `finetune.py` full fine-tuning beside LoRA and QLoRA, `offload.py`
+activation offload, `speed.py` what FP8 buys in time: EP08's op-level step run in BF16 and in
+the recipe, split by part, `reported.py` the published figures its tests hold it to
 
 Composed from the ledger (``labs.memory``): the FP8 recipes are records of
 ``labs.core.catalogue`` that every lab accepts, so this package only itemises what the ledger
@@ -15,3 +16,5 @@ ZeRO-3/FSDP all-gathers (``Recipe.gathered_bytes``: FP8 parameters halve them), 
 communication, bubble and optimizer that do not change, and the step time and MFU of each
 against the same BF16 peak. The published figures it is held to: ``reported``.
 """
+
+FLOOR = 6  # imports only labs packages of floors <= 6 (tests/test_project.py)

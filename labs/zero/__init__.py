@@ -1,1 +1,4 @@
-"""zero"""
+"""EP03: what each ZeRO stage takes off every GPU and its traffic, with `deepspeed.py`
+(DeepSpeed's own memory estimators)"""
+
+FLOOR = 4  # imports only labs packages of floors <= 4 (tests/test_project.py)
