@@ -1,18 +1,12 @@
 """The labs of the curriculum, in teaching order: the one list the app is built from.
 
 The list is read from the lesson templates: each ``templates/episodes/<lab>.html`` opens with
-its episode's front matter, a Jinja comment (it renders nothing)::
-
-    {#- episode
-    number: 8
-    slug: recipe-3d
-    title: The 3D recipe
-    question: How do TP, PP and DP combine into a plan that fits and runs fast?
-    extra_routers: plan validation runs
-    -#}
-
-so adding a lab hand-edits no list: its template's file name is its internal name (``lab``),
-the one name its other files follow (app/labkit/view.py reads the templates from it):
+its episode's front matter, a Jinja comment (it renders nothing): ``{#- episode`` on the first
+line, then one ``key: value`` line for each of number, slug, title, question and, where the lab
+serves more routers, ``extra_routers`` (space-separated), then ``-#}`` (see EP08's,
+templates/episodes/recipe.html), so adding a lab hand-edits no list: its template's file name
+is its internal name (``lab``), the one name its other files follow (app/labkit/view.py reads
+the templates from it):
 
 - ``labs/<lab>/``: the engine (a lab may use another's: EP07's ``moe`` runs ``labs/experts``);
 - ``app/routers/<lab>.py``: its view (``register(router, VIEW)``), plus ``extra_routers``
