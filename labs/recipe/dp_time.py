@@ -17,7 +17,10 @@ gathered flat buffer into each parameter (read and write each gathered byte), on
 compute stream, so on the critical path; before each reduce-scatter, foreach_reduce's
 _chunk_cat packs the 16-bit gradients into the reduce-scatter input in the reduce dtype
 (read 2 B, write the reduce dtype's bytes per parameter), on the reduce-scatter stream,
-so ahead of the collective. Tied input and output embeddings on different stages all-reduce
+so ahead of the collective; and its collectives' NCCL kernels take SMs from the layer they
+run beside (one CTA per channel, each on an SM): compute C beside collectives A then takes
+max(A, C + f·A), f = ``NCCL_RING_CTAS`` / SMs, as ``labs.parallel.layer_time`` prices
+DualPipe's all-to-all. Tied input and output embeddings on different stages all-reduce
 their gradient between the two (Megatron's embedding group).
 """
 
@@ -35,6 +38,11 @@ from labs.parallel.layout import ParallelLayout
 from labs.recipe.groups import Spread, spread
 from labs.recipe.stage_time import Stage
 from labs.recipe.timing import MicroBatchTime, Part, StepOptions
+
+# Ring channels (one CTA each) NCCL opens across 8-GPU NVSwitch nodes with a NIC per GPU:
+# "Channel 00/16" in NCCL's INFO log of a ring over 3 nodes x 8 H100 (NVIDIA/nccl#1453);
+# taken for every such node (no DGX A100 log was found to differ).
+NCCL_RING_CTAS = 16
 
 
 def _cost(kind: str, size: float, s: Spread, cluster: Cluster):
@@ -86,6 +94,8 @@ def zero3_exposure(stage: Stage, lay: ParallelLayout, s: tuple[Spread, Spread], 
     ahead of it."""
     total = exposed = sent = 0.0
     first_gather = 0.0
+    kern = cluster.gpu.kernels
+    share = min(1.0, NCCL_RING_CTAS / kern.sm_count) if fsdp2 and kern else 0.0
     for n, lt, *params in stage.layers:
         ag = rs = copy_out = 0.0
         for count, grp in zip(params, s, strict=True):
@@ -99,8 +109,9 @@ def zero3_exposure(stage: Stage, lay: ParallelLayout, s: tuple[Spread, Spread], 
                 copy_out += mem_time(cluster.gpu, 2 * count * weight_bytes)
                 rs += mem_time(cluster.gpu, count * (2 + grad_bytes))
         total += mb * n * (2 * ag + rs + 2 * copy_out)
-        exposed += mb * n * (max(0.0, ag - lt.forward.seconds)
-                             + max(0.0, ag + rs - lt.backward.seconds) + 2 * copy_out)
+        fwd, bwd = lt.forward.seconds, lt.backward.seconds
+        exposed += mb * n * (max(ag - fwd, share * min(ag, fwd))
+                             + max(ag + rs - bwd, share * min(ag + rs, bwd)) + 2 * copy_out)
         first_gather = first_gather or ag
     return total, exposed + mb * 2 * first_gather, sent
 

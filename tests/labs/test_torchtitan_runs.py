@@ -28,18 +28,18 @@ from labs.recipe.runs import VALIDATION, check
 
 # (run id, published tokens/s per GPU, the lab's ratio today)
 PINNED = {
-    "torchtitan-llama3-8b-a100-layer": (2876, 1.234),
-    "torchtitan-llama3-8b-a100-op": (2973, 1.194),
-    "torchtitan-llama3-70b-a100-full": (323, 1.130),
-    "torchtitan-llama2-13b-a100-none": (2162, 1.135),
-    "torchtitan-llama2-13b-a100-layer": (1914, 1.255),
-    "torchtitan-llama2-13b-a100-op": (1904, 1.261),
-    "torchtitan-llama2-70b-a100-op": (355, 1.355),
-    "torchtitan-llama2-70b-a100-full": (353, 1.092),
-    "torchtitan-llama31-8b-h100x8": (5762, 1.360),
-    "torchtitan-llama31-8b-h100x8-compile": (6667, 1.334),
-    "torchtitan-llama31-8b-h100x128": (5605, 1.410),
-    "torchtitan-llama31-8b-h100x128-compile": (6514, 1.379),
+    "torchtitan-llama3-8b-a100-layer": (2876, 1.208),
+    "torchtitan-llama3-8b-a100-op": (2973, 1.168),
+    "torchtitan-llama3-70b-a100-full": (323, 1.107),
+    "torchtitan-llama2-13b-a100-none": (2162, 1.105),
+    "torchtitan-llama2-13b-a100-layer": (1914, 1.223),
+    "torchtitan-llama2-13b-a100-op": (1904, 1.229),
+    "torchtitan-llama2-70b-a100-op": (355, 1.285),
+    "torchtitan-llama2-70b-a100-full": (353, 1.068),
+    "torchtitan-llama31-8b-h100x8": (5762, 1.349),
+    "torchtitan-llama31-8b-h100x8-compile": (6667, 1.321),
+    "torchtitan-llama31-8b-h100x128": (5605, 1.393),
+    "torchtitan-llama31-8b-h100x128-compile": (6514, 1.359),
 }
 
 
