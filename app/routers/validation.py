@@ -112,10 +112,10 @@ def validation_json(request: Request) -> Response:
 
 @router.get(PATH, response_class=HTMLResponse, include_in_schema=False)
 def validation_page(request: Request) -> Response:
-    found = checks()
+    found, extra = checks(), validation_checks()
     urls = [recipe_url(c) for c in found]
-    figure = validation_figure(found, GROUPS, urls)
-    extra = validation_checks()
+    figure = validation_figure(found, GROUPS, urls, extra, VALIDATION_GROUPS,
+                               [recipe_url(c) for c in extra])
     ctx = {
         "episode": EPISODE, "rows": list(zip(found, urls, strict=True)), "groups": GROUPS,
         "summary": summary(found), "left_out": LEFT_OUT,
