@@ -128,6 +128,14 @@ class RecipeQuery(ModelGpuControls):
                                                "backward (false: after it).")
     grad_accum_fusion: bool = Field(True, description="Weight-gradient GEMMs accumulate into "
                                                       "fp32 main_grad.")
+    kernels: Literal["fused", "compiled", "eager"] = Field(
+        "fused", description="The memory-bound ops' kernels and the stack around them: fused "
+        "(Megatron Core / Transformer Engine: one kernel per norm, activation, rotary, "
+        "bias-dropout-add), compiled (PyTorch with torch.compile: Inductor fuses each "
+        "elementwise chain; SDPA's K and V copied to every query head) or eager (PyTorch "
+        "eager as torchtitan runs it: every elementwise op its own kernel at HBM speed). "
+        "The PyTorch ones shard ZeRO-3 with FSDP2, whose all-gather copy-out and "
+        "reduce-scatter copy-in are timed too.")
 
 
 @dataclass(frozen=True)
@@ -295,7 +303,7 @@ VIEW = LabView(
         "sequence_parallel": "Sequence parallelism", "tp_overlap": "TP overlap",
         "ep_overlap": "EP overlap (DualPipe)", "dp_overlap": "DP overlap",
         "grad_accum_fusion": "Gradient accumulation fusion", "dropout": "Dropout",
-        "fp8": "FP8 linear layers",
+        "fp8": "FP8 linear layers", "kernels": "Kernels",
     },
     response_model=RecipeAnswer,
     embed_height=1400,

@@ -18,7 +18,14 @@ from app.schemas import ValidationAnswer
 from app.templating import templates
 from labs.model.code import encode
 from labs.recipe.inputs import SOFTWARE
-from labs.recipe.runs import GROUPS, RunCheck, checks, summary
+from labs.recipe.runs import (
+    GROUPS,
+    VALIDATION_GROUPS,
+    RunCheck,
+    checks,
+    summary,
+    validation_checks,
+)
 
 router = APIRouter()
 EPISODE = BY_SLUG["recipe-3d"]
@@ -48,7 +55,7 @@ def recipe_params(c: RunCheck) -> dict[str, str]:
              "gpus_per_node": cluster.gpus_per_node, "intra_link": cluster.intra.id,
              "inter_link": cluster.inter.id,
              **{k: getattr(plan, k) for k in ("tp", "pp", "dp", "cp", "ep", "zero",
-                                              "recompute", "schedule", "virtual",
+                                              "recompute", "recipe", "schedule", "virtual",
                                               "micro_batch", "microbatches", "seq_len")},
              **{k: getattr(plan, k) for k in SOFTWARE}}
     defaults = RecipeQuery().model_dump()
@@ -71,24 +78,29 @@ def run_api(c: RunCheck) -> dict:
                    "sequence_parallel": plan.sequence_parallel and plan.tp > 1,
                    "schedule": plan.schedule},
         "published_tflops_per_gpu": run.published_tflops,
-        "lab_tflops_per_gpu": round(run.tflops(c.lab_step_s), 2),
+        "lab_tflops_per_gpu": None if run.model_id else round(run.tflops(c.lab_step_s), 2),
         "published_step_s": round(run.published_step, 4),
         "lab_step_s": round(c.lab_step_s, 4),
         "published_tokens_per_s_per_gpu": round(c.published_tokens, 2),
         "lab_tokens_per_s_per_gpu": round(c.lab_tokens, 2),
         "ratio": round(c.ratio, 4),
         "recipe_url": recipe_url(c),
+        "note": run.note,
     }
 
 
 @lru_cache(maxsize=1)
 def answer() -> dict:
     """The whole answer (the runs are fixed data: one cached answer)."""
-    found = checks()
-    return {"runs": [run_api(c) for c in found],
-            "summary": {k: (round(v, 4) if isinstance(v, float) else v)
-                        for k, v in summary(found).items()},
-            "left_out": list(LEFT_OUT)}
+    found, extra = checks(), validation_checks()
+
+    def rounded(s: dict) -> dict:
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in s.items()}
+
+    return {"runs": [run_api(c) for c in found], "summary": rounded(summary(found)),
+            "left_out": list(LEFT_OUT),
+            "validation_runs": [run_api(c) for c in extra],
+            "validation_summary": rounded(summary(extra))}
 
 
 @router.get(API_PATH, tags=["EP08"], response_model=ValidationAnswer,
@@ -100,12 +112,15 @@ def validation_json(request: Request) -> Response:
 
 @router.get(PATH, response_class=HTMLResponse, include_in_schema=False)
 def validation_page(request: Request) -> Response:
-    found = checks()
+    found, extra = checks(), validation_checks()
     urls = [recipe_url(c) for c in found]
-    figure = validation_figure(found, GROUPS, urls)
+    figure = validation_figure(found, GROUPS, urls, extra, VALIDATION_GROUPS,
+                               [recipe_url(c) for c in extra])
     ctx = {
         "episode": EPISODE, "rows": list(zip(found, urls, strict=True)), "groups": GROUPS,
         "summary": summary(found), "left_out": LEFT_OUT,
+        "validation_rows": [(c, recipe_url(c)) for c in extra],
+        "validation_groups": VALIDATION_GROUPS, "validation_summary": summary(extra),
         "charts": {"validation": Chart("validation", "Lab against published throughput",
                                        "validation-chart", figure, "", 520)},
         "state_query": "",

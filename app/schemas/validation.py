@@ -26,7 +26,9 @@ class ValidationRun(BaseModel):
     layout: ValidationLayout
     published_tflops_per_gpu: float | None = Field(
         description="As published (Narayanan et al. 2021 Table 1, eq. 3), or null.")
-    lab_tflops_per_gpu: float = Field(description="The lab's step through the same eq. 3.")
+    lab_tflops_per_gpu: float | None = Field(
+        description="The lab's step through the same eq. 3 (null for a validation run: eq. 3 "
+                    "counts Narayanan's GPT only).")
     published_step_s: float = Field(description="Published seconds per iteration (Table 1's: "
                                                 "its TFLOP/s turned back by eq. 3).")
     lab_step_s: float
@@ -35,6 +37,7 @@ class ValidationRun(BaseModel):
     ratio: float = Field(description="Lab throughput / published throughput (> 1: the lab is "
                                      "fast).")
     recipe_url: str = Field(description="EP08 at this run's plan, model, cluster and software.")
+    note: str = Field("", description="Where the lab cannot time the run's exact setting.")
 
 
 class ValidationSummary(BaseModel):
@@ -49,3 +52,7 @@ class ValidationAnswer(BaseModel):
     runs: list[ValidationRun]
     summary: ValidationSummary
     left_out: list[str] = Field(description="What the step model does not count.")
+    validation_runs: list[ValidationRun] = Field(
+        description="Published runs the model was never calibrated on (other software and "
+                    "GPUs: torchtitan's FSDP2 runs), checked the same way.")
+    validation_summary: ValidationSummary

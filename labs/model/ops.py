@@ -37,6 +37,30 @@ fp32 main grad 2+4, unscale and inf check 4+4, grad norm 4, apex FusedAdam read 
 and write p, m, v 16+12, master to model copy 4+2). Gradient accumulation, when not fused
 into the weight-gradient GEMM (Megatron's --gradient-accumulation-fusion), adds each
 micro-batch's 16-bit gradient into fp32 main_grad: 6 B per local parameter per micro-batch.
+
+``kernels`` (the software's kernels; ``ComputeOptions.kernels``): "fused" is the above
+(Megatron Core / Transformer Engine's fused norm, activation, rotary and bias-dropout-add
+kernels: each reads its inputs and writes its output once). "eager" is PyTorch eager as
+torchtitan's Llama runs it (torchtitan models/norms.py RMSNorm, models/llama/model.py
+apply_rotary_emb, repeat_kv, FeedForward): every elementwise op a kernel of its own, each
+reading and writing its tensors at HBM speed, and autograd's backward op by op; bytes per
+element (16-bit activations, fp32 where the code casts), ``EAGER_BYTES``:
+- RMSNorm forward: x.float() (read 2, write 4), pow(2) (4+4), mean (4), x·rsqrt (4+4),
+  type_as (4+2), ·weight (2+2) = 36; backward: ·weight's dx and dweight (2+2, 2+2+2+2),
+  type_as (2+4), x·rsqrt's dx and its row sum (4+4, 4+4+4+4), mean (4), pow's 2·x·dy
+  (4+4, 4+4+4), the two dx summed (4+4+4) and .float()'s cast back (4+2) = 84;
+- rotary on the queries and keys: .float() (2+4), the complex multiply (4+4), type_as (4+2)
+  = 20, and 20 again in backward;
+- SwiGLU: silu (2+2) and the product (2+2+2) = 10 per element of f, backward the product's
+  two gradients (6+6) and silu's (2+2+2) = 18;
+- repeat_kv (GQA): expand + reshape copies K and V to every query head (read the KV width,
+  write the query width, 2 B each), backward sums them back;
+- the residual adds (6 B per element each way) and the attention core as fused; SDPA's
+  output transpose is a view of FlashAttention's [b, s, h, d] output, no copy.
+"compiled" is torch.compile (Inductor): each chain of elementwise ops between two extern
+kernels (GEMMs, SDPA) becomes one generated kernel, so the norms, rotary and SwiGLU move
+what the fused ones do, but SDPA's inputs are materialised, so repeat_kv still copies K and
+V to the query width. The head (embedding, loss) is counted alike for all three.
 """
 
 from __future__ import annotations
@@ -60,6 +84,11 @@ KINDS = ("gemm", "attention", "memory")
 OPTIMIZER_BYTES = 52  # per local parameter, Megatron mixed-precision Adam (docstring)
 ACCUMULATE_BYTES = 6  # per local parameter per micro-batch, unfused main_grad add
 DROPOUT_MASK = 1  # bytes per element of a dropout mask
+# The software's kernels (module docstring): Megatron / Transformer Engine's fused ones,
+# torch.compile'd PyTorch, PyTorch eager.
+KERNELS = ("fused", "compiled", "eager")
+# PyTorch eager's bytes per element, (forward, backward), op by op (module docstring).
+EAGER_BYTES = {"norm": (36, 84), "rotary": (20, 20), "swiglu": (10, 18)}
 
 
 @dataclass(frozen=True)
@@ -69,17 +98,22 @@ class ComputeOptions:
     ``attention``: "auto" (the fastest fused kernel the GPU has), "unfused" (Megatron
     2021-22: batched GEMMs, fused softmax), "flash2" or "flash3"; ``dropout``: GPT-3-style
     hidden and attention dropout (Megatron's default 0.1; modern runs set 0); ``fp8``: the
-    linear layers' GEMMs in FP8 (Transformer Engine), attention in 16-bit."""
+    linear layers' GEMMs in FP8 (Transformer Engine), attention in 16-bit; ``kernels``: the
+    memory-bound ops' kernels, "fused" (Megatron / TE), "compiled" (torch.compile) or
+    "eager" (PyTorch eager, as torchtitan runs it): the module docstring counts each."""
 
     attention: str = "auto"
     dropout: bool = False
     fp8: bool = False
     causal: bool = True
+    kernels: str = "fused"
 
     def __post_init__(self) -> None:
         if self.attention not in ("auto",) + ATTENTION_IMPLS:
             raise LabInputError("attention", f"attention must be one of auto, "
                                              f"{', '.join(ATTENTION_IMPLS)}")
+        if self.kernels not in KERNELS:
+            raise LabInputError("kernels", f"kernels must be one of {', '.join(KERNELS)}")
         for name in ("dropout", "fp8", "causal"):
             if not isinstance(getattr(self, name), bool):
                 raise LabInputError(name, f"{name} is true or false")
@@ -183,7 +217,9 @@ def layer_ops(model: ModelSpec, gpu: GPUSpec, *, tp: int, cp: int, micro_batch: 
                     drop, options.causal, fwd, bwd, core)
     # Memory-bound ops, bytes per token (see the module docstring).
     q_width, kv_width = _q_width(model, t), _kv_width(model, t)
-    norm_f, norm_b = 2 * 4 * h * fsp, 2 * 6 * h * fsp
+    eager = options.kernels == "eager"
+    norm = EAGER_BYTES["norm"] if eager else (4, 6)
+    norm_f, norm_b = 2 * norm[0] * h * fsp, 2 * norm[1] * h * fsp
     add_f = 2 * (7 if drop else 6) * h * fsp
     add_b = 2 * ((5 if drop else 0) + 6) * h * fsp
     fwd.mem("norms", tokens * norm_f)
@@ -192,14 +228,21 @@ def layer_ops(model: ModelSpec, gpu: GPUSpec, *, tp: int, cp: int, micro_batch: 
     bwd.mem("bias-dropout-add", tokens * add_b)
     act_rows, act_width = _activation(model, tokens, t, moe, ep, etp)
     gated = model.gated_mlp
-    fwd.mem("activation", act_rows * act_width * (6 if gated else 4))
-    bwd.mem("activation", act_rows * act_width * (10 if gated else 6))
+    act = (EAGER_BYTES["swiglu"] if eager and gated else (6, 10) if gated else (4, 6))
+    fwd.mem("activation", act_rows * act_width * act[0])
+    bwd.mem("activation", act_rows * act_width * act[1])
     if impl == "unfused":  # [b·a, s, d] -> [s, b, a·d] context copy, each way
         fwd.mem("context-copy", tokens * 4 * q_width)
         bwd.mem("context-copy", tokens * 4 * q_width)
     if model.max_positions == 0:  # rotary embeddings on queries and keys
-        fwd.mem("rotary", tokens * 4 * (q_width + kv_width))
-        bwd.mem("rotary", tokens * 4 * (q_width + kv_width))
+        rope = EAGER_BYTES["rotary"] if eager else (4, 4)
+        fwd.mem("rotary", tokens * rope[0] * (q_width + kv_width))
+        bwd.mem("rotary", tokens * rope[1] * (q_width + kv_width))
+    if options.kernels != "fused" and kv_width < q_width and not model.uses_mla:
+        # repeat_kv: K and V copied to every query head (2 B read per KV element, 2 B
+        # written per query-width element), summed back in backward.
+        fwd.mem("repeat-kv", tokens * 2 * 2 * (kv_width + q_width))
+        bwd.mem("repeat-kv", tokens * 2 * 2 * (kv_width + q_width))
     if cp > 1:
         # Ring attention merges each step's partial output into the running one by its
         # log-sum-exp (Liu et al. 2023, arXiv:2310.01889; Transformer Engine's

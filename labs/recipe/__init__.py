@@ -2,11 +2,12 @@
 stage, simulated bubble, traffic), `step_time.py` (the one step model, what EP02-EP09, the
 planner and the cheat sheet time with: the step on the slowest stage, from `stage_time.py` (each
 stage's micro-batch op by op, and the pipeline sends), `dp_time.py` (DP buckets, ZeRO-1/2
-gathers and per-layer ZeRO-3 traffic, and how much of each is exposed), `groups.py` (where each
-kind of rank group falls on the nodes) and `timing.py` (`StepOptions`, the parts and the step by
-cause)), `runs.py` (the published runs the step model is checked against, read from
-`presets/runs.json` with their citations: the calibration test and the "Checked against real
-runs" page share them), `audits.py`, `replan.py`, `export.py`, `planner.py` with `bounds.py`
+gathers and per-layer ZeRO-3 traffic, FSDP2's copy-out and copy-in with PyTorch kernels, and how
+much of each is exposed), `groups.py` (where each kind of rank group falls on the nodes) and
+`timing.py` (`StepOptions`, the parts and the step by cause)), `runs.py` (the published runs the
+step model is checked against, read from `presets/runs.json` with their citations: the
+calibration runs and the validation runs (torchtitan), which the tests and the "Checked against
+real runs" page share), `audits.py`, `replan.py`, `export.py`, `planner.py` with `bounds.py`
 (ranks every valid plan by the recipe's own throughput, by branch and bound)"""
 
 FLOOR = 5  # imports only labs packages of floors <= 5 (tests/test_project.py)

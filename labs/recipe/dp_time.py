@@ -10,8 +10,18 @@ Zhao et al. 2023, arXiv:2304.11277) gathers every layer's weights before its for
 backward and reduce-scatters its gradients after, per micro-batch, one layer ahead of the
 compute (FSDP's backward and forward prefetch): each pays NCCL's ring latency over the whole DP
 group, and only what outlasts its layer's compute is exposed, plus the first layer's gather of
-each pass. Tied input and output embeddings on different stages all-reduce their gradient
-between the two (Megatron's embedding group).
+each pass. PyTorch's FSDP2 (the "compiled" and "eager" kernels, ``labs.model.ops``) adds
+its memory-bound copies (torch 2.5 distributed/_composable/fsdp/_fsdp_collectives.py):
+after each all-gather, foreach_all_gather_copy_out's split_with_sizes_copy moves the
+gathered flat buffer into each parameter (read and write each gathered byte), on the
+compute stream, so on the critical path; before each reduce-scatter, foreach_reduce's
+_chunk_cat packs the 16-bit gradients into the reduce-scatter input in the reduce dtype
+(read 2 B, write the reduce dtype's bytes per parameter), on the reduce-scatter stream,
+so ahead of the collective; and its collectives' NCCL kernels take SMs from the layer they
+run beside (one CTA per channel, each on an SM): compute C beside collectives A then takes
+max(A, C + f·A), f = ``NCCL_RING_CTAS`` / SMs, as ``labs.parallel.layer_time`` prices
+DualPipe's all-to-all. Tied input and output embeddings on different stages all-reduce
+their gradient between the two (Megatron's embedding group).
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import math
 
 from labs.core.catalogue import RECIPES
 from labs.data_parallel.lab import exposed_after_window
+from labs.hardware.kernels import mem_time
 from labs.hardware.links import Cluster
 from labs.hardware.nccl import nccl_time
 from labs.model.spec import ModelSpec
@@ -27,6 +38,11 @@ from labs.parallel.layout import ParallelLayout
 from labs.recipe.groups import Spread, spread
 from labs.recipe.stage_time import Stage
 from labs.recipe.timing import MicroBatchTime, Part, StepOptions
+
+# Ring channels (one CTA each) NCCL opens across 8-GPU NVSwitch nodes with a NIC per GPU:
+# "Channel 00/16" in NCCL's INFO log of a ring over 3 nodes x 8 H100 (NVIDIA/nccl#1453);
+# taken for every such node (no DGX A100 log was found to differ).
+NCCL_RING_CTAS = 16
 
 
 def _cost(kind: str, size: float, s: Spread, cluster: Cluster):
@@ -67,16 +83,21 @@ def gather_delay(window_s: float, bucket_s: float, last_s: float, buckets: int,
 
 
 def zero3_exposure(stage: Stage, lay: ParallelLayout, s: tuple[Spread, Spread], cluster: Cluster,
-           mb: int, weight_bytes: float, grad_bytes: float) -> tuple[float, float, float]:
+           mb: int, weight_bytes: float, grad_bytes: float,
+           fsdp2: bool = False) -> tuple[float, float, float]:
     """ZeRO-3 / FSDP on one stage, per step: (seconds, exposed, bytes sent). Per micro-batch,
     each layer's weights are gathered before its forward and again before its backward, and
     its gradients reduce-scattered after, one layer ahead of the compute: a layer's
     collectives are exposed where they outlast the layer beside which they run, and each
-    pass waits for its first layer's gather."""
+    pass waits for its first layer's gather. ``fsdp2``: with FSDP2's copies (module
+    docstring): each gather's copy-out on the critical path, each reduce-scatter's copy-in
+    ahead of it."""
     total = exposed = sent = 0.0
     first_gather = 0.0
+    kern = cluster.gpu.kernels
+    share = min(1.0, NCCL_RING_CTAS / kern.sm_count) if fsdp2 and kern else 0.0
     for n, lt, *params in stage.layers:
-        ag = rs = 0.0
+        ag = rs = copy_out = 0.0
         for count, grp in zip(params, s, strict=True):
             if grp.size == 1 or not count:
                 continue
@@ -84,9 +105,13 @@ def zero3_exposure(stage: Stage, lay: ParallelLayout, s: tuple[Spread, Spread], 
             rs += _cost("reduce_scatter", count * grad_bytes, grp, cluster).seconds
             sent += mb * n * (2 * _sent("all_gather", count * weight_bytes, grp.size)
                               + _sent("reduce_scatter", count * grad_bytes, grp.size))
-        total += mb * n * (2 * ag + rs)
-        exposed += mb * n * (max(0.0, ag - lt.forward.seconds)
-                             + max(0.0, ag + rs - lt.backward.seconds))
+            if fsdp2:
+                copy_out += mem_time(cluster.gpu, 2 * count * weight_bytes)
+                rs += mem_time(cluster.gpu, count * (2 + grad_bytes))
+        total += mb * n * (2 * ag + rs + 2 * copy_out)
+        fwd, bwd = lt.forward.seconds, lt.backward.seconds
+        exposed += mb * n * (max(ag - fwd, share * min(ag, fwd))
+                             + max(ag + rs - bwd, share * min(ag + rs, bwd)) + 2 * copy_out)
         first_gather = first_gather or ag
     return total, exposed + mb * 2 * first_gather, sent
 
@@ -94,7 +119,7 @@ def zero3_exposure(stage: Stage, lay: ParallelLayout, s: tuple[Spread, Spread], 
 def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, Spread],
               cluster: Cluster, micro: MicroBatchTime, windows: tuple[float, float], mb: int,
               zero: int, recipe: str, overlap: bool,
-              idle: tuple[float, float]) -> tuple[float, float, float, str]:
+              idle: tuple[float, float], fsdp2: bool = False) -> tuple[float, float, float, str]:
     """One stage's DP traffic: (seconds, exposed, bytes sent, bounding link)."""
     # ZeRO-3 gathers the recipe's gathered copy: bf16, or FP8 for FP8 parameters.
     grad_bytes, weight_bytes = RECIPES[recipe].gradients, RECIPES[recipe].gathered_bytes
@@ -105,7 +130,7 @@ def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, Spread],
     link = cluster.intra.id
     if zero == 3:
         total, exposed, sent = zero3_exposure(stage, lay, spreads, cluster, mb, weight_bytes,
-                                      grad_bytes)
+                                              grad_bytes, fsdp2)
         if spreads[0].nodes > 1:
             link = cluster.inter.id
         return total, exposed, sent, link
@@ -158,7 +183,8 @@ def dp_part(model: ModelSpec, lay: ParallelLayout, cluster: Cluster, micro: Micr
     for rank, st in enumerate(stages):
         found = _stage_dp(st, lay, (dense_s, expert_s), cluster, micro, windows, mb, zero,
                           recipe, options.dp_overlap,
-                          idle[rank] if rank < len(idle) else (0.0, 0.0))
+                          idle[rank] if rank < len(idle) else (0.0, 0.0),
+                          options.compute.kernels != "fused")
         key = (found[1], st.seconds)
         if worst is None or key > worst[0]:
             worst = (key, found)

@@ -43,7 +43,7 @@ class Audit:
 
 # Plan's software settings (not the layout): what a published run's configuration fixes.
 SOFTWARE = ("attention", "dropout", "fp8", "sequence_parallel", "tp_overlap", "ep_overlap",
-            "dp_overlap", "grad_accum_fusion")
+            "dp_overlap", "grad_accum_fusion", "kernels")
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,10 @@ class Plan:
     ep_overlap: bool = False  # EP all-to-all beside another micro-batch (DualPipe)
     dp_overlap: bool = True  # gradient buckets reduced during the last backward
     grad_accum_fusion: bool = True  # weight-gradient GEMMs accumulate into fp32 main_grad
+    # The memory-bound ops' kernels and the stack around them (labs.model.ops KERNELS):
+    # fused (Megatron Core / Transformer Engine), compiled (torch.compile) or eager (PyTorch
+    # eager); the PyTorch ones shard with FSDP2 under ZeRO-3 (labs.recipe.dp_time).
+    kernels: str = "fused"
 
     def __post_init__(self) -> None:
         ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep)
@@ -112,7 +116,7 @@ class Plan:
         return _step_options(self.attention, self.dropout, self.fp8_gemms,
                              self.sequence_parallel,
                              self.tp_overlap, self.ep_overlap, self.dp_overlap,
-                             self.grad_accum_fusion, matmul_efficiency)
+                             self.grad_accum_fusion, matmul_efficiency, self.kernels)
 
     @property
     def uneven(self) -> bool:
@@ -195,8 +199,9 @@ class RecipeResult:
 @lru_cache(maxsize=256)
 def _step_options(attention: str, dropout: bool, fp8: bool, sp: bool, tp_overlap: str,
                   ep_overlap: bool, dp_overlap: bool, fusion: bool,
-                  matmul_efficiency: float | None) -> StepOptions:
-    return StepOptions(ComputeOptions(attention=attention, dropout=dropout, fp8=fp8),
+                  matmul_efficiency: float | None, kernels: str = "fused") -> StepOptions:
+    return StepOptions(ComputeOptions(attention=attention, dropout=dropout, fp8=fp8,
+                                      kernels=kernels),
                        tp_overlap=tp_overlap, ep_overlap=ep_overlap, dp_overlap=dp_overlap,
                        grad_accum_fusion=fusion, sequence_parallel=sp,
                        matmul_efficiency=matmul_efficiency)

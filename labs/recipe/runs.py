@@ -14,6 +14,14 @@ test (tests/labs/test_step_time.py) and the "Checked against real runs" page
   with sequence parallelism + selective recomputation (Table 3's configurations), and sec 6.3's
   530B at 8-way data parallelism.
 
+Validation runs (runs.json's ``validation_runs``, ``VALIDATION``; never calibrated on): other
+software on other clusters, each naming its model (a preset id or a model code), cluster,
+sequence, software and published tokens/s per GPU:
+
+- torchtitan docs/performance.md (pytorch/torchtitan): Llama 2 and 3 with FSDP2 on 64 A100s
+  and Llama 3.1 8B on 8 and 128 H100s, PyTorch eager or torch.compile'd kernels
+  (``labs.model.ops`` kernels="eager" / "compiled").
+
 A run's ``ratio`` is the lab's throughput over the published one (published step time over the
 lab's): above 1, the lab is fast.
 """
@@ -27,6 +35,7 @@ from typing import Any
 
 from labs.core.data import read
 from labs.hardware.links import Cluster, get_cluster
+from labs.model.presets import get_model
 from labs.model.spec import ModelSpec
 from labs.recipe.inputs import Plan, RecipeResult
 from labs.recipe.lab import evaluate
@@ -40,6 +49,7 @@ GROUPS = {
     "korthikanti-2022-table5": "Korthikanti et al. 2022, Table 5",
     "korthikanti-2022-dp": "Korthikanti et al. 2022, sec 6.3",
 }
+VALIDATION_GROUPS = {"torchtitan-fsdp2": "torchtitan (FSDP2), docs/performance.md"}
 
 
 def gpt(hidden: int, heads: int, layers: int) -> ModelSpec:
@@ -69,15 +79,25 @@ class Run:
     software: str  # a key of runs.json's "software" sets
     plan_fields: tuple[tuple[str, Any], ...]
     published_tflops: float | None  # TFLOP/s per GPU (Narayanan eq. 3), or
-    published_step_s: float | None  # seconds per iteration
+    published_step_s: float | None  # seconds per iteration, or
+    published_tokens_s: float | None = None  # tokens/s per GPU
+    model_id: str = ""  # a preset id or model code (empty: Narayanan's GPT of the shape)
+    cluster_id: str = ""  # empty: runs.json's cluster
+    note: str = ""  # where the lab cannot time the run's exact setting
 
     @property
     def model(self) -> ModelSpec:
+        if self.model_id:
+            return get_model(self.model_id)
         return gpt(self.hidden, self.heads, self.layers)
 
     @property
     def cluster(self) -> Cluster:
-        return get_cluster(_DATA["cluster"])
+        return get_cluster(self.cluster_id or _DATA["cluster"])
+
+    @property
+    def seq_len(self) -> int:
+        return self.plan.seq_len
 
     @property
     def nodes(self) -> int:
@@ -105,24 +125,32 @@ class Run:
 
     @property
     def published_step(self) -> float:
-        """The published step in seconds (Table 1's TFLOP/s turned back by eq. 3)."""
+        """The published step in seconds (Table 1's TFLOP/s turned back by eq. 3, or the
+        published tokens/s per GPU turned back by the step's tokens)."""
         if self.published_step_s is not None:
             return self.published_step_s
+        if self.published_tokens_s is not None:
+            return self.global_batch * self.seq_len / (self.published_tokens_s * self.gpus)
         return self.eq3_flops() / (self.published_tflops * 1e12 * self.gpus)
 
 
 def _run(entry: dict) -> Run:
     published = entry["published"]
     return Run(id=entry["id"], name=entry["name"], group=entry["group"],
-               source=entry["source"], params_b=entry["params_b"], hidden=entry["hidden"],
-               heads=entry["heads"], layers=entry["layers"], gpus=entry["gpus"],
+               source=entry["source"], params_b=entry["params_b"],
+               hidden=entry.get("hidden", 0), heads=entry.get("heads", 0),
+               layers=entry.get("layers", 0), gpus=entry["gpus"],
                software=entry["software"], plan_fields=tuple(entry["plan"].items()),
                published_tflops=published.get("tflops_per_gpu"),
-               published_step_s=published.get("step_s"))
+               published_step_s=published.get("step_s"),
+               published_tokens_s=published.get("tokens_per_s_per_gpu"),
+               model_id=entry.get("model", ""), cluster_id=entry.get("cluster", ""),
+               note=entry.get("note", ""))
 
 
-RUNS: tuple[Run, ...] = tuple(_run(e) for e in _DATA["runs"])
-BY_ID = {r.id: r for r in RUNS}
+RUNS: tuple[Run, ...] = tuple(_run(e) for e in _DATA["runs"])  # the calibration runs
+VALIDATION: tuple[Run, ...] = tuple(_run(e) for e in _DATA["validation_runs"])
+BY_ID = {r.id: r for r in RUNS + VALIDATION}
 
 
 @dataclass(frozen=True)
@@ -142,7 +170,7 @@ class RunCheck:
         return self.run.published_step / self.lab_step_s
 
     def tokens_per_s_per_gpu(self, step_s: float) -> float:
-        return self.run.global_batch * SEQ_LEN / step_s / self.run.gpus
+        return self.run.global_batch * self.run.seq_len / step_s / self.run.gpus
 
     @property
     def published_tokens(self) -> float:
@@ -159,8 +187,14 @@ def check(run: Run) -> RunCheck:
 
 @lru_cache(maxsize=1)
 def checks() -> tuple[RunCheck, ...]:
-    """Every run, checked (one cached answer: the runs are fixed data)."""
+    """Every calibration run, checked (one cached answer: the runs are fixed data)."""
     return tuple(check(r) for r in RUNS)
+
+
+@lru_cache(maxsize=1)
+def validation_checks() -> tuple[RunCheck, ...]:
+    """Every validation run, checked."""
+    return tuple(check(r) for r in VALIDATION)
 
 
 def summary(found: tuple[RunCheck, ...]) -> dict[str, float]:

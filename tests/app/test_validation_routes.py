@@ -6,7 +6,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 
 from app.schemas import ValidationAnswer
-from labs.recipe.runs import RUNS
+from labs.recipe.runs import RUNS, VALIDATION
 
 
 @pytest.fixture(scope="module")
@@ -38,10 +38,16 @@ def test_api_lists_every_run_of_the_data_file_with_its_citation(body):
     assert any("fragmentation" in x for x in body["left_out"])
     assert any("Stragglers" in x for x in body["left_out"])
     assert any("congestion" in x for x in body["left_out"])
+    # The validation group (torchtitan's FSDP2 runs), never calibrated on, beside them.
+    assert [r["id"] for r in body["validation_runs"]] == [r.id for r in VALIDATION]
+    assert body["validation_summary"]["runs"] == len(VALIDATION) == 12
+    for row in body["validation_runs"]:
+        assert "torchtitan docs/performance.md" in row["source"]
+        assert row["lab_tflops_per_gpu"] is None
 
 
 def test_each_runs_link_opens_ep08_at_that_plan(client, body):
-    for row in body["runs"][::3] + body["runs"][-1:]:
+    for row in body["runs"][::3] + body["runs"][-1:] + body["validation_runs"][::4]:
         url = urlsplit(row["recipe_url"])
         assert url.path == "/episodes/recipe-3d"
         query = dict(parse_qsl(url.query))
@@ -60,6 +66,8 @@ def test_page_shows_table_scatter_sources_and_what_is_left_out(client, body):
     html = page.text
     assert 'data-testid="validation-table"' in html
     assert html.count('<tr data-run="') == 19
+    assert html.count('<tr data-validation-run="') == 12
+    assert 'data-testid="validation-runs-table"' in html
     assert 'id="validation-chart"' in html and '"type": "log"' in html.replace('":"', '": "')
     assert "±10%" in html and "±25%" in html
     assert "arXiv:2104.04473" in html and "arXiv:2205.05198" in html

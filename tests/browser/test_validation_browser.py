@@ -23,8 +23,10 @@ def test_scatter_and_table_show_every_run(page, live_server, viewport):
     page.goto(PAGE)
     wait_drawn(page)
     expect(page.locator("#validation-chart .main-svg").first).to_be_visible()
-    assert drawn_points(page) == len(body["runs"]) == 19
+    # The calibration runs and the validation runs (torchtitan's, open diamonds).
+    assert drawn_points(page) == len(body["runs"]) + len(body["validation_runs"]) == 19 + 12
     expect(page.locator("[data-testid=validation-table] tbody tr")).to_have_count(19)
+    expect(page.locator("[data-testid=validation-runs-table] tbody tr")).to_have_count(12)
     # Nothing wider than the screen: the table scrolls inside its own box.
     assert page.evaluate("() => document.documentElement.scrollWidth") <= viewport["width"]
 
@@ -37,6 +39,20 @@ def test_a_runs_link_opens_ep08_at_its_plan(page, live_server):
     expect(page.locator("#input-pp")).to_have_value("8")
     expect(page.locator("#input-recompute")).to_have_value("selective")
     expect(page.locator("#input-attention")).to_have_value("unfused")
+    step = page.evaluate("() => document.querySelector('#recipe-step').data"
+                         ".reduce((s, t) => s + t.x[0], 0)")
+    assert step == pytest.approx(row["lab_step_s"] * 1e3, rel=1e-3)
+
+
+def test_a_torchtitan_runs_link_opens_ep08_with_pytorch_eager_kernels(page, live_server):
+    body = api_json(live_server, "validation")
+    row = next(r for r in body["validation_runs"]
+               if r["id"] == "torchtitan-llama3-70b-a100-full")
+    page.goto(PAGE)
+    follow(page.locator("[data-testid=open-torchtitan-llama3-70b-a100-full]"),
+           "/episodes/recipe-3d?")
+    expect(page.locator("#input-kernels")).to_have_value("eager")
+    expect(page.locator("input[name=zero][value=\"3\"]")).to_be_checked()
     step = page.evaluate("() => document.querySelector('#recipe-step').data"
                          ".reduce((s, t) => s + t.x[0], 0)")
     assert step == pytest.approx(row["lab_step_s"] * 1e3, rel=1e-3)
