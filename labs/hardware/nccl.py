@@ -29,6 +29,10 @@ NICs", so a GPU sends at most one NIC's rate (NVIDIA NCCL team, NVIDIA/nccl-test
 peers run in parallel, so it pays one Simple send's latency (a lower bound: DeepEP's
 low-latency kernels take 77 µs at EP 8 and 194 µs at EP 256 on H800, deepseek-ai/DeepEP).
 A send/recv pays baseLat + one hop on Simple and moves at the link's send bandwidth.
+
+A collective that runs beside compute takes SMs from it: NCCL runs one CTA per channel, each
+on an SM, for the collective's whole duration, so compute C beside a collective of A seconds
+takes max(A, C + f·A), f = ``RING_CTAS`` / SMs (``sm_share``).
 """
 
 from __future__ import annotations
@@ -54,6 +58,10 @@ HOP_LATENCY = {
     "net": {"ring": {"LL": 2.7, "LL128": 4.0, "Simple": 9.6},
             "tree": {"LL": 5.0, "LL128": 8.5, "Simple": 50.0}},
 }
+# Ring channels (one CTA each) NCCL opens on 8-GPU NVSwitch nodes with a NIC per GPU:
+# "Channel 00/16" in NCCL's INFO log of a ring over 3 nodes x 8 H100 (NVIDIA/nccl#1453);
+# taken for every such node (no DGX A100 log was found to differ).
+RING_CTAS = 16
 MULTI_NODE_LL_INTRA = 1.8  # tuning.cc: intraLat x 1.8 for LL with several nodes
 RING_PLATEAU = 1.9  # tuning.cc: ring Simple all-reduce latency x 1.9 across nodes
 LL128_SHARE = 0.92  # tuning.cc: LL128 busBw x 0.92 ("120.0/128.0")
@@ -82,6 +90,19 @@ class NcclTime:
     busbw: float  # the bus bandwidth it runs at, bytes/s
     bottleneck: str  # the link id that bounds it
     nodes: int
+
+
+def sm_share(cluster: Cluster) -> float:
+    """The share of the GPU's SMs a collective's NCCL kernels hold while they run (module
+    docstring); 0 where the GPU's SM count is not known."""
+    kern = cluster.gpu.kernels
+    return min(1.0, RING_CTAS / kern.sm_count) if kern else 0.0
+
+
+def overlapped(comm: float, compute: float, share: float) -> float:
+    """Seconds a collective of ``comm`` seconds run beside ``compute`` seconds of compute adds
+    to it: what outlasts the compute, or the SMs it took from the compute it overlapped."""
+    return max(comm - compute, share * min(comm, compute))
 
 
 def _node_share(cluster: Cluster, g: int) -> float:

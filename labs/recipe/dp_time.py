@@ -17,11 +17,13 @@ gathered flat buffer into each parameter (read and write each gathered byte), on
 compute stream, so on the critical path; before each reduce-scatter, foreach_reduce's
 _chunk_cat packs the 16-bit gradients into the reduce-scatter input in the reduce dtype
 (read 2 B, write the reduce dtype's bytes per parameter), on the reduce-scatter stream,
-so ahead of the collective; and its collectives' NCCL kernels take SMs from the layer they
-run beside (one CTA per channel, each on an SM): compute C beside collectives A then takes
-max(A, C + f·A), f = ``NCCL_RING_CTAS`` / SMs, as ``labs.parallel.layer_time`` prices
-DualPipe's all-to-all. Tied input and output embeddings on different stages all-reduce
-their gradient between the two (Megatron's embedding group).
+so ahead of the collective. Each layer's ZeRO-3 gathers and reduce-scatters, whichever
+software runs them, take NCCL's SMs from the layer they run beside
+(``labs.hardware.nccl.overlapped``). The gradient buckets of ZeRO-0/1/2 and TP's overlapped
+collectives would pay the same and are left uncharged, so the lab's times there are a lower
+bound (the calibration runs' published times are 2-13% longer). Tied input and output
+embeddings on different stages all-reduce their gradient between the two (Megatron's
+embedding group).
 """
 
 from __future__ import annotations
@@ -32,17 +34,12 @@ from labs.core.catalogue import RECIPES
 from labs.data_parallel.lab import exposed_after_window
 from labs.hardware.kernels import mem_time
 from labs.hardware.links import Cluster
-from labs.hardware.nccl import nccl_time
+from labs.hardware.nccl import nccl_time, overlapped, sm_share
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout
 from labs.recipe.groups import Spread, spread
 from labs.recipe.stage_time import Stage
 from labs.recipe.timing import MicroBatchTime, Part, StepOptions
-
-# Ring channels (one CTA each) NCCL opens across 8-GPU NVSwitch nodes with a NIC per GPU:
-# "Channel 00/16" in NCCL's INFO log of a ring over 3 nodes x 8 H100 (NVIDIA/nccl#1453);
-# taken for every such node (no DGX A100 log was found to differ).
-NCCL_RING_CTAS = 16
 
 
 def _cost(kind: str, size: float, s: Spread, cluster: Cluster):
@@ -94,8 +91,7 @@ def zero3_exposure(stage: Stage, lay: ParallelLayout, s: tuple[Spread, Spread], 
     ahead of it."""
     total = exposed = sent = 0.0
     first_gather = 0.0
-    kern = cluster.gpu.kernels
-    share = min(1.0, NCCL_RING_CTAS / kern.sm_count) if fsdp2 and kern else 0.0
+    share = sm_share(cluster)
     for n, lt, *params in stage.layers:
         ag = rs = copy_out = 0.0
         for count, grp in zip(params, s, strict=True):
@@ -110,8 +106,8 @@ def zero3_exposure(stage: Stage, lay: ParallelLayout, s: tuple[Spread, Spread], 
                 rs += mem_time(cluster.gpu, count * (2 + grad_bytes))
         total += mb * n * (2 * ag + rs + 2 * copy_out)
         fwd, bwd = lt.forward.seconds, lt.backward.seconds
-        exposed += mb * n * (max(ag - fwd, share * min(ag, fwd))
-                             + max(ag + rs - bwd, share * min(ag + rs, bwd)) + 2 * copy_out)
+        exposed += mb * n * (overlapped(ag, fwd, share) + overlapped(ag + rs, bwd, share)
+                             + 2 * copy_out)
         first_gather = first_gather or ag
     return total, exposed + mb * 2 * first_gather, sent
 
@@ -147,11 +143,13 @@ def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, Spread],
         total += (count - 1) * bucket.seconds + tail.seconds
         sent += (count - 1) * _sent(kind, full * grad_bytes, s.size) \
             + _sent(kind, last * grad_bytes, s.size)
+        reduce_s = (count - 1) * bucket.seconds + tail.seconds
         if overlap:
-            reduce_exposed += exposed_after_window(last_bwd, bucket.seconds, tail.seconds,
-                                                   count, full / params)
+            after = exposed_after_window(last_bwd, bucket.seconds, tail.seconds, count,
+                                         full / params)
+            reduce_exposed += after
         else:
-            reduce_exposed += (count - 1) * bucket.seconds + tail.seconds
+            reduce_exposed += reduce_s
         link = bucket.bottleneck
         if zero in (1, 2):
             bucket = _cost("all_gather", full * weight_bytes, s, cluster)
@@ -159,11 +157,13 @@ def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, Spread],
             total += (count - 1) * bucket.seconds + tail.seconds
             sent += (count - 1) * _sent("all_gather", full * weight_bytes, s.size) \
                 + _sent("all_gather", last * weight_bytes, s.size)
+            gather_s = (count - 1) * bucket.seconds + tail.seconds
             if overlap:
-                gather_exposed += gather_delay(first_fwd, bucket.seconds, tail.seconds, count,
-                                               full / params)
+                wait = gather_delay(first_fwd, bucket.seconds, tail.seconds, count,
+                                    full / params)
+                gather_exposed += wait
             else:
-                gather_exposed += (count - 1) * bucket.seconds + tail.seconds
+                gather_exposed += gather_s
     exposed = max(0.0, reduce_exposed - idle[1]) + max(0.0, gather_exposed - idle[0])
     return total, exposed, sent, link
 
