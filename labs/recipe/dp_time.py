@@ -66,6 +66,25 @@ def _buckets(params: float, bucket_params: int) -> tuple[int, float]:
     return count, params - (count - 1) * bucket_params
 
 
+def _bucketed(kind: str, params: float, per_param: float, s: Spread, cluster: Cluster,
+              overlap: tuple | None) -> tuple[float, float, float, str]:
+    """One collective over Megatron's gradient buckets of ``params`` parameters, one after
+    another: (seconds, seconds exposed, bytes sent, bounding link). ``overlap``: (the rule
+    that gives the exposure, the window it runs in), or None: all of it is exposed."""
+    count, last = _buckets(params, megatron_bucket_params(s.size))
+    full = min(params, megatron_bucket_params(s.size))
+    bucket = _cost(kind, full * per_param, s, cluster)
+    tail = _cost(kind, last * per_param, s, cluster)
+    seconds = (count - 1) * bucket.seconds + tail.seconds
+    sent = (count - 1) * _sent(kind, full * per_param, s.size) \
+        + _sent(kind, last * per_param, s.size)
+    if overlap is None:
+        return seconds, seconds, sent, bucket.bottleneck
+    rule, window = overlap
+    return seconds, rule(window, bucket.seconds, tail.seconds, count, full / params), sent, \
+        bucket.bottleneck
+
+
 def gather_delay(window_s: float, bucket_s: float, last_s: float, buckets: int,
                  bucket_share: float) -> float:
     """Seconds a forward of ``window_s`` waits for bucketed weight all-gathers started with
@@ -135,35 +154,16 @@ def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, Spread],
     for params, s in ((dense, spreads[0]), (expert, spreads[1])):
         if s.size == 1 or not params:
             continue
-        count, last = _buckets(params, megatron_bucket_params(s.size))
-        full = min(params, megatron_bucket_params(s.size))
         kind = "all_reduce" if zero == 0 else "reduce_scatter"
-        bucket = _cost(kind, full * grad_bytes, s, cluster)
-        tail = _cost(kind, last * grad_bytes, s, cluster)
-        total += (count - 1) * bucket.seconds + tail.seconds
-        sent += (count - 1) * _sent(kind, full * grad_bytes, s.size) \
-            + _sent(kind, last * grad_bytes, s.size)
-        reduce_s = (count - 1) * bucket.seconds + tail.seconds
-        if overlap:
-            after = exposed_after_window(last_bwd, bucket.seconds, tail.seconds, count,
-                                         full / params)
-            reduce_exposed += after
-        else:
-            reduce_exposed += reduce_s
-        link = bucket.bottleneck
+        seconds, waited, moved, link = _bucketed(
+            kind, params, grad_bytes, s, cluster,
+            (exposed_after_window, last_bwd) if overlap else None)
+        total, sent, reduce_exposed = total + seconds, sent + moved, reduce_exposed + waited
         if zero in (1, 2):
-            bucket = _cost("all_gather", full * weight_bytes, s, cluster)
-            tail = _cost("all_gather", last * weight_bytes, s, cluster)
-            total += (count - 1) * bucket.seconds + tail.seconds
-            sent += (count - 1) * _sent("all_gather", full * weight_bytes, s.size) \
-                + _sent("all_gather", last * weight_bytes, s.size)
-            gather_s = (count - 1) * bucket.seconds + tail.seconds
-            if overlap:
-                wait = gather_delay(first_fwd, bucket.seconds, tail.seconds, count,
-                                    full / params)
-                gather_exposed += wait
-            else:
-                gather_exposed += gather_s
+            seconds, waited, moved, _ = _bucketed(
+                "all_gather", params, weight_bytes, s, cluster,
+                (gather_delay, first_fwd) if overlap else None)
+            total, sent, gather_exposed = total + seconds, sent + moved, gather_exposed + waited
     exposed = max(0.0, reduce_exposed - idle[1]) + max(0.0, gather_exposed - idle[0])
     return total, exposed, sent, link
 
