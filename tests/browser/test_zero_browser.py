@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, follow, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, follow, look_at, wait_drawn
 
 DIAGRAMS = ("memory", "traffic", "overlap", "recompute", "offload")
 
@@ -36,6 +36,7 @@ def test_slider_updates_the_charts_and_the_url(page, live_server):
     expected = api_json(live_server, "zero", "micro_batch=2")["total_bytes"]
     assert after > before
     assert after == pytest.approx(expected, rel=1e-9)
+    look_at(page, "zero-memory")  # the slider brought the recompute chart into view
     assert chosen_bar_gb(page) == pytest.approx(expected / 1e9, rel=1e-3)
     page.reload()
     wait_drawn(page)
@@ -54,6 +55,7 @@ def test_choosing_a_stage_and_degree_moves_the_outline_and_the_traffic(page, liv
     wait_drawn(page)
     body = api_json(live_server, "zero", "dp=64&zero=0")
     assert chosen_bar_gb(page) == pytest.approx(body["total_bytes"] / 1e9, rel=1e-3)
+    look_at(page, "zero-traffic")
     traffic = page.evaluate(
         "() => document.querySelector('#zero-traffic').data.filter(t => t.type === 'bar')"
         ".reduce((a, t) => a + t.y[0], 0)")
