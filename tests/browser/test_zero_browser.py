@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, follow, look_at, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, follow, look_at, sized_page, wait_drawn
 
 DIAGRAMS = ("memory", "traffic", "overlap", "recompute", "offload")
 
@@ -97,3 +97,27 @@ def test_each_diagram_embeds_alone(page, diagram):
     assert page.locator(f"#zero-{diagram} .main-svg").count() >= 1
     others = [d for d in DIAGRAMS if d != diagram]
     assert all(page.locator(f"#zero-{d}").count() == 0 for d in others)
+
+
+# Each "+n% compute" label of the recompute chart against the dashed GPU line (its path's
+# box, 0 px tall, widened by half its 2 px stroke): the px by which they overlap vertically.
+LABELS_ON_LINE = """() => {
+    const chart = document.getElementById('zero-recompute');
+    const path = chart.querySelector('.shapelayer path').getBoundingClientRect();
+    const top = path.top - 1, bottom = path.bottom + 1;
+    return [...chart.querySelectorAll('.bartext')].filter(t => t.textContent.trim()).map(t => {
+        const r = t.getBoundingClientRect();
+        return [t.textContent, Math.max(0, Math.min(r.bottom, bottom) - Math.max(r.top, top))];
+    });
+}"""
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["laptop", "phone"])
+def test_the_compute_labels_stay_off_the_gpu_line(browser, live_server, size):
+    with sized_page(browser, live_server, *size, touch=True) as page:
+        for query in ("", "recompute=flash", "micro_batch=2", "dp=64&zero=3", "gpu=h200",
+                      "model=llama-3.1-8b"):
+            open_lesson(page, query)
+            labels = page.evaluate(LABELS_ON_LINE)
+            assert len(labels) >= 3
+            assert all(px == 0 for _, px in labels), (query, labels)
