@@ -81,7 +81,8 @@
     var status = document.getElementById("lab-status");
     if (!status) return;
     var lines = within(document, ".bench-view [data-summary]").map(function (c) { return c.dataset.summary; });
-    status.textContent = lines.join(" ");
+    var text = lines.join(" ");
+    if (status.textContent !== text) status.textContent = text;  // said again only if new
   }
 
   function drawn(el, state, summary) {
@@ -534,16 +535,23 @@
   }
 
   function setAttributes(el, next) {
-    var i, attr;
+    var i, attr, restyle = false;
     for (i = el.attributes.length - 1; i >= 0; i--) {
       attr = el.attributes[i];
       // style: set by paint() through CSSOM (the answer never carries one).
-      if (attr.name !== "style" && !next.hasAttribute(attr.name)) el.removeAttribute(attr.name);
+      if (attr.name !== "style" && !next.hasAttribute(attr.name)) {
+        el.removeAttribute(attr.name);
+        restyle = restyle || PAINTED.test(attr.name);
+      }
     }
     for (i = 0; i < next.attributes.length; i++) {
       attr = next.attributes[i];
-      if (el.getAttribute(attr.name) !== attr.value) el.setAttribute(attr.name, attr.value);
+      if (el.getAttribute(attr.name) !== attr.value) {
+        el.setAttribute(attr.name, attr.value);
+        restyle = restyle || PAINTED.test(attr.name);
+      }
     }
+    if (restyle) unpaint(el);  // paint() sets what the new values say
   }
 
   function replaceChildren(el, next) {
@@ -677,25 +685,25 @@
   // data attributes and are set here through CSSOM: the Content-Security-Policy refuses style
   // attributes in markup (style-src 'self', app/security.py), not styles set from a script.
   var COLOUR = /^(#[0-9a-f]{3,8}|rgba?\([\d\s.,%]+\)|hsla?\([\d\s.,%deg]+\))$/i;
-  // Each element painted once per value: a section updated in place keeps its styles.
-  function painted(el, value) {
-    if (el._labPainted === value) return true;
-    el._labPainted = value;
-    return false;
+  // Each element painted once: a section updated in place keeps its styles, and one whose
+  // data attributes change is unpainted (setAttributes) and painted again.
+  var PAINTED = /^data-(colour|width-px|height-px|flex)$/;
+  function unpaint(el) {
+    el.removeAttribute("style");
+    el._labPainted = false;
   }
 
   function paint(node) {
-    within(node, "[data-colour]").forEach(function (el) {
-      if (!painted(el, el.dataset.colour) && COLOUR.test(el.dataset.colour)) el.style.background = el.dataset.colour;
+    var fresh = function (el) { return !el._labPainted; };
+    within(node, "[data-colour]").filter(fresh).forEach(function (el) {
+      if (COLOUR.test(el.dataset.colour)) el.style.background = el.dataset.colour;
     });
-    within(node, "[data-width-px]").forEach(function (el) {
-      if (painted(el, el.dataset.widthPx + "x" + el.dataset.heightPx)) return;
+    within(node, "[data-width-px]").filter(fresh).forEach(function (el) {
       el.style.width = Number(el.dataset.widthPx) + "px";
       el.style.height = Number(el.dataset.heightPx) + "px";
     });
-    within(node, "[data-flex]").forEach(function (el) {
-      if (!painted(el, el.dataset.flex)) el.style.flex = String(Number(el.dataset.flex));
-    });
+    within(node, "[data-flex]").filter(fresh).forEach(function (el) { el.style.flex = String(Number(el.dataset.flex)); });
+    within(node, "[data-colour], [data-width-px], [data-flex]").forEach(function (el) { el._labPainted = true; });
   }
 
   function init(node) {
