@@ -7,8 +7,9 @@ times from the input event to the chart the slider moves (the one lab.js keeps i
 1280×800) and to every chart of the lesson redrawn with that state (lab.js's ``lab:drawn``,
 after Plotly.react resolves), or, out of sight, marked stale with it (drawn when it scrolls
 into view): median and p95. Then a drag: 100 input events
-16 ms apart (1.6 s), counting the redraws seen during the drag and timing the last input to
-the final state drawn. A benchmark, not a test: figures vary with the machine.
+16 ms apart (1.6 s), counting the ``lab:drawn`` events during the drag (an unchanged figure's,
+not redrawn, included) and timing the last input to the final state drawn. A benchmark, not a
+test: figures vary with the machine.
 """
 
 from __future__ import annotations
