@@ -81,30 +81,46 @@
     var status = document.getElementById("lab-status");
     if (!status) return;
     var lines = within(document, ".bench-view [data-summary]").map(function (c) { return c.dataset.summary; });
-    status.textContent = lines.join(" ");
+    var text = lines.join(" ");
+    if (status.textContent !== text) status.textContent = text;  // said again only if new
   }
 
-  function drawn(el, script, summary) {
+  function drawn(el, state, summary) {
     // A hook for tests and assistive tech: what the chart now shows. role="figure" (not
     // "img") because the chart holds the toolbar's buttons.
-    el.dataset.drawn = script.dataset.state || "";
+    el.dataset.drawn = state;
     el.setAttribute("role", "figure");
-    if (summary) {
-      el.setAttribute("aria-label", summary);
-      el.dataset.summary = summary;
-    }
-    el.dispatchEvent(new CustomEvent("lab:drawn", { bubbles: true, detail: { state: el.dataset.drawn } }));
+    if (summary) described(el, summary);
+    el.dispatchEvent(new CustomEvent("lab:drawn", { bubbles: true, detail: { state: state } }));
+  }
+
+  function described(el, summary) {
+    if (el.dataset.summary === summary) return;
+    el.setAttribute("aria-label", summary);
+    el.dataset.summary = summary;
+  }
+
+  function drawKey(script) {
+    return script.textContent + (isDark() ? "|dark" : "|light") + (phone.matches ? "|phone" : "");
   }
 
   function drawOne(script, force) {
     var el = document.getElementById(script.dataset.target);
     if (!el || !window.Plotly) return;
     el._labFigure = script;
+    watch(el);
+    // The state this draw stands for, read now: a newer answer may rewrite the script (its
+    // text and data-state) before Plotly.react resolves.
+    var state = script.dataset.state || "";
+    var key = drawKey(script);
+    if (el._labStale) {
+      el._labStale = false;
+      delete el.dataset.stale;
+    }
     // The same figure as drawn (a control that moves another chart of the lab, the same
     // theme and size): nothing to redraw, only the state it stands for.
-    var key = script.textContent + (isDark() ? "|dark" : "|light") + (phone.matches ? "|phone" : "");
     if (!force && el._labDrawnKey === key && el._fullLayout) {
-      drawn(el, script, el.dataset.summary);
+      drawn(el, state, el.dataset.summary);
       return Promise.resolve();
     }
     el._labDrawnKey = key;
@@ -122,8 +138,37 @@
     if (!el._fullLayout && el.firstChild) el.textContent = "";  // markup from a page, not a live plot
     var config = Object.assign(plotConfig(), fig.config || {});
     return window.Plotly.react(el, fig.data, layout, config).then(function () {
-      drawn(el, script, fig.summary);
+      drawn(el, state, fig.summary);
     });
+  }
+
+  // ---- Charts out of sight wait: after a control's answer, a chart whose figure changed
+  // is redrawn now only where the student can see it (or nearly: 200 px beyond the view and
+  // the bench's own scroll), and the chart the control moves; the others are marked stale
+  // (data-stale: the state they will show) and drawn when they scroll into view. Their
+  // summary (aria-label) is the new state's at once. ----
+  var NEAR = "200px 0px";
+  var sight = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+    var due = [];
+    entries.forEach(function (entry) {
+      var el = entry.target;
+      el._labSeen = entry.isIntersecting;
+      if (entry.isIntersecting && el._labStale && el._labFigure) due.push(el._labFigure);
+    });
+    if (due.length) drawQueue(due);
+  }, { rootMargin: NEAR, scrollMargin: NEAR }) : null;
+
+  function watch(el) {
+    if (sight && !el._labWatched) { el._labWatched = true; sight.observe(el); }
+  }
+
+  function markStale(el, script) {
+    el._labFigure = script;
+    el._labStale = true;
+    el.dataset.stale = script.dataset.state || "";
+    var summary = null;
+    try { summary = JSON.parse(script.textContent).summary; } catch (e) { /* drawn later */ }
+    if (summary) described(el, summary);
   }
 
   function onScreen(script) {
@@ -143,17 +188,38 @@
     return function (fn) { queued.push(fn); channel.port2.postMessage(0); };
   })();
 
-  function draw(node) {
-    var scripts = within(node, "script.figure[data-target]");
-    if (!scripts.length) return;
-    var now = scripts.filter(onScreen);
-    var queue = now.concat(scripts.filter(function (s) { return now.indexOf(s) < 0; }));
+  function drawQueue(queue) {
     (function next(i) {
       while (i < queue.length && !queue[i].isConnected) i++;
       if (i >= queue.length) { announce(); return; }
       var go = function () { nextTask(function () { next(i + 1); }); };
       Promise.resolve(drawOne(queue[i])).then(go, go);
     })(0);
+  }
+
+  // lazy (a control's answer, its section updated in place): which charts are in sight is
+  // the observer's last word, so nothing is measured; a chart it has not reported on yet is
+  // drawn. Otherwise (a page, a bench swapped whole) every chart, those on screen first.
+  function draw(node, lazy) {
+    var scripts = within(node, "script.figure[data-target]");
+    if (!scripts.length) return;
+    if (!lazy) {
+      var now = scripts.filter(onScreen);
+      drawQueue(now.concat(scripts.filter(function (s) { return now.indexOf(s) < 0; })));
+      return;
+    }
+    var moved = (keeping && keeping.id) || (afterDrag && afterDrag.id), queue = [];
+    scripts.forEach(function (script) {
+      var el = document.getElementById(script.dataset.target);
+      if (!el) return;
+      var same = el._labDrawnKey === drawKey(script) && el._fullLayout;
+      if (same || el._labSeen !== false || el.id === moved) {
+        if (el.id === moved) queue.unshift(script); else queue.push(script);
+      } else {
+        markStale(el, script);
+      }
+    });
+    drawQueue(queue);
   }
 
   function redrawAll() {
@@ -325,11 +391,14 @@
 
   // A chart resized by its redraw (Plotly.react resolves after the swap) is shown again then.
   var keeping = null;
-  document.addEventListener("lab:drawn", function (event) {
-    if (keeping && event.target.id === keeping.id && performance.now() - keeping.at < 5000) {
-      keepInView(event.target);
-    }
-  });
+  // ifHidden: only if less than 95% of it is shown (a control's answer).
+  function keepDrawn(el) {
+    var k = keeping;
+    if (!k || el.id !== k.id || performance.now() - k.at >= 5000) return;
+    if (k.ifHidden && shown(el) >= 0.95) { keeping = null; return; }
+    keepInView(el);
+  }
+  document.addEventListener("lab:drawn", function (event) { keepDrawn(event.target); });
 
   // follow: shown again once its redraw resolves (a case button's, a control's answer).
   function keepInView(chart, follow) {
@@ -421,8 +490,13 @@
       var moved = document.getElementById(form._labMoved);
       form._labMoved = null;
       if (moved && dragging) afterDrag = moved;  // not while the page would move under it
-      else if (moved && shown(moved) < 0.95) keepInView(moved, true);
+      // Measured once it is drawn, not now: a measure here would lay the swapped section
+      // out once more before the chart is drawn (and again after).
+      else if (moved && !(keeping && keeping.id === moved.id && !keeping.ifHidden)) {
+        keeping = { id: moved.id, at: performance.now(), ifHidden: true };
+      }
     }
+    if (event.detail.target && event.detail.target._labUpdated) init(event.detail.target);
     if (!pending) return;
     var p = pending;
     pending = null;
@@ -438,6 +512,128 @@
     if (p.caseId) {
       var again = document.getElementById(p.caseId);
       if (again) again.focus({ preventScroll: true });
+    }
+  });
+
+  // ---- A control's answer updates its section in place: each element the answer keeps
+  // (same tag and id, in the same place) is kept, its attributes and text set to the
+  // answer's; what differs in shape is replaced. A live chart (hx-preserve) is never
+  // touched: its figure script is updated and draw() redraws it only if the figure changed.
+  // So an answer costs the browser only what changed (style, layout, paint), not the whole
+  // section. The result is the answer's markup exactly, as an outerHTML swap would leave
+  // it, but for the styles paint() sets and the live charts. ----
+  var UPDATE = "lab-update";
+
+  function sameShape(a, b) {
+    if (a.length !== b.length) return false;
+    for (var i = 0; i < a.length; i++) {
+      var x = a[i], y = b[i];
+      if (x.nodeType !== y.nodeType) return false;
+      if (x.nodeType === 1 && (x.tagName !== y.tagName || x.id !== y.id)) return false;
+    }
+    return true;
+  }
+
+  function setAttributes(el, next) {
+    var i, attr, restyle = false;
+    for (i = el.attributes.length - 1; i >= 0; i--) {
+      attr = el.attributes[i];
+      // style: set by paint() through CSSOM (the answer never carries one).
+      if (attr.name !== "style" && !next.hasAttribute(attr.name)) {
+        el.removeAttribute(attr.name);
+        restyle = restyle || PAINTED.test(attr.name);
+      }
+    }
+    for (i = 0; i < next.attributes.length; i++) {
+      attr = next.attributes[i];
+      if (el.getAttribute(attr.name) !== attr.value) {
+        el.setAttribute(attr.name, attr.value);
+        restyle = restyle || PAINTED.test(attr.name);
+      }
+    }
+    if (restyle) unpaint(el);  // paint() sets what the new values say
+  }
+
+  function replaceChildren(el, next) {
+    // The live charts inside move into the new markup, in their placeholders' places.
+    within(el, "[hx-preserve]").forEach(function (chart) {
+      var spot = chart.id && next.querySelector("#" + CSS.escape(chart.id));
+      if (spot) spot.replaceWith(chart);
+    });
+    var nodes = Array.prototype.slice.call(next.childNodes);
+    el.replaceChildren.apply(el, nodes);
+    nodes.forEach(function (node) { if (node.nodeType === 1) window.htmx.process(node); });
+  }
+
+  function update(el, next) {
+    setAttributes(el, next);
+    var kids = el.childNodes, nextKids = next.childNodes;
+    if (!sameShape(kids, nextKids)) { replaceChildren(el, next); return; }
+    for (var i = 0; i < kids.length; i++) {
+      var kid = kids[i], nextKid = nextKids[i];
+      if (kid.nodeType !== 1) {
+        if (kid.nodeValue !== nextKid.nodeValue) kid.nodeValue = nextKid.nodeValue;
+      } else if (!kid.hasAttribute("hx-preserve")) {
+        update(kid, nextKid);
+      }
+    }
+  }
+
+  function defineUpdate() {
+    window.htmx.defineExtension(UPDATE, {
+      handleSwap: function (style, target, fragment, settleInfo) {
+        if (style !== UPDATE) return false;
+        var nodes = Array.prototype.slice.call(fragment.childNodes);
+        var elements = nodes.filter(function (n) { return n.nodeType === 1; });
+        var next = elements[0];
+        if (elements.length === 1 && next.tagName === target.tagName && next.id === target.id &&
+            nodes.every(function (n) { return n === next || !n.textContent.trim(); })) {
+          update(target, next);
+          // No htmx:load for it (htmx would walk the whole section again for hx- attributes
+          // it never has): lab.js's afterSwap handler inits it, drawing only what is in sight.
+          target._labUpdated = true;
+          return [];
+        }
+        // Not the section answered for (never expected): replaced whole, as outerHTML.
+        target.replaceWith.apply(target, nodes);
+        settleInfo.elts = elements;
+        return elements;
+      },
+    });
+    root.setAttribute("hx-ext", UPDATE);
+  }
+
+  // Which answers are updated in place: a lesson's control answers (200, swapping the
+  // section they answer for). A case button or step link swaps the bench whole; an embed's
+  // form swaps the embed's body; an errors-only answer swaps nothing (HX-Reswap: none).
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var d = event.detail, form = d.requestConfig && d.requestConfig.elt;
+    if (!form || !form.classList || !form.classList.contains("controls") || form.hasAttribute("data-embed")) return;
+    if (!d.shouldSwap || d.swapOverride || d.xhr.status !== 200 || !d.target || d.target.id === "bench") return;
+    if (form.getAttribute("hx-swap") !== "outerHTML" || typeof d.serverResponse !== "string") return;
+    // The charts are kept by update() itself: htmx's own hx-preserve would take every live
+    // chart out of the page and put it back, laying each out afresh.
+    d.serverResponse = d.serverResponse.split(' hx-preserve="true"').join("").replace(EMPTY_SLOT, unchanged);
+    d.swapOverride = UPDATE;
+  });
+
+  // An answer clears every error slot of its form out of band (templates/partials/
+  // _errors_oob.html; EP10: 93 of them): one already empty is left out of the answer before
+  // htmx reads it, rather than swapped for the same (htmx swaps each on its own, with events).
+  var EMPTY_SLOT = /<small class="field-error" id="(error-[^"]+)" hx-swap-oob="true" role="alert"><\/small>\s*/g;
+  function unchanged(slot, id) {
+    var live = document.getElementById(id);
+    var same = live && live.tagName === "SMALL" && live.className === "field-error" && !live.firstChild &&
+      live.getAttribute("role") === "alert" && live.attributes.length === 3;
+    return same ? "" : slot;
+  }
+
+  // An error slot the answer leaves as it is (empty before, empty now) is not swapped: a
+  // lesson clears every slot on every answer (EP10: 93), each an out-of-band swap.
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var d = event.detail, next = d.fragment && d.fragment.firstElementChild;
+    if (d.target && next && d.target.matches(".field-error, .form-error") && d.target.isEqualNode(next)) {
+      d.shouldSwap = false;
     }
   });
 
@@ -489,30 +685,43 @@
   // data attributes and are set here through CSSOM: the Content-Security-Policy refuses style
   // attributes in markup (style-src 'self', app/security.py), not styles set from a script.
   var COLOUR = /^(#[0-9a-f]{3,8}|rgba?\([\d\s.,%]+\)|hsla?\([\d\s.,%deg]+\))$/i;
+  // Each element painted once: a section updated in place keeps its styles, and one whose
+  // data attributes change is unpainted (setAttributes) and painted again.
+  var PAINTED = /^data-(colour|width-px|height-px|flex)$/;
+  function unpaint(el) {
+    el.removeAttribute("style");
+    el._labPainted = false;
+  }
+
   function paint(node) {
-    within(node, "[data-colour]").forEach(function (el) {
+    var fresh = function (el) { return !el._labPainted; };
+    within(node, "[data-colour]").filter(fresh).forEach(function (el) {
       if (COLOUR.test(el.dataset.colour)) el.style.background = el.dataset.colour;
     });
-    within(node, "[data-width-px]").forEach(function (el) {
+    within(node, "[data-width-px]").filter(fresh).forEach(function (el) {
       el.style.width = Number(el.dataset.widthPx) + "px";
       el.style.height = Number(el.dataset.heightPx) + "px";
     });
-    within(node, "[data-flex]").forEach(function (el) { el.style.flex = String(Number(el.dataset.flex)); });
+    within(node, "[data-flex]").filter(fresh).forEach(function (el) { el.style.flex = String(Number(el.dataset.flex)); });
+    within(node, "[data-colour], [data-width-px], [data-flex]").forEach(function (el) { el._labPainted = true; });
   }
 
   function init(node) {
+    var lazy = node._labUpdated === true;
+    node._labUpdated = false;
     paint(node);
     within(node, "form.controls").forEach(syncDependents);
-    draw(node);
+    draw(node, lazy);
     // An HTML diagram (EP04's split) takes its size from paint(): shown again now.
     var kept = keeping && document.getElementById(keeping.id);
-    if (kept && !kept.classList.contains("chart") && node.contains && node.contains(kept)) keepInView(kept);
+    if (kept && !kept.classList.contains("chart") && node.contains && node.contains(kept)) keepDrawn(kept);
   }
 
   document.addEventListener("DOMContentLoaded", function () {
     root.classList.add("js");
     showTheme();
     init(document);
+    if (window.htmx) defineUpdate();
     if (window.htmx) window.htmx.onLoad(function (elt) { if (elt !== document.body) { init(elt); showTheme(); } });
   });
 })();

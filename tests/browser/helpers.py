@@ -5,17 +5,51 @@ import json
 import urllib.request
 from contextlib import contextmanager
 
+# The chart a control moves: the first drawn one its group title names, as lab.js picks it.
+MOVED_BY = """(input) => {
+    let item = input;
+    while (item && item.parentElement !== input.form) item = item.parentElement;
+    for (; item; item = item.previousElementSibling) {
+        if (!item.matches('.group-title[data-diagrams]')) continue;
+        for (const id of item.dataset.diagrams.split(/\\s+/)) {
+            const el = document.getElementById(id);
+            if (el && el.getBoundingClientRect().height > 0) return id;
+        }
+        break;
+    }
+    return document.querySelector('#bench-view .chart, #bench-view figure.tp-split').id;
+}"""
+
+# Whether a chart shows on screen at all: inside the window and its scrolling bench view.
+IN_SIGHT = """(chart) => {
+    const r = chart.getBoundingClientRect();
+    const view = chart.closest('.bench-view');
+    const v = view ? view.getBoundingClientRect() : {top: 0, bottom: innerHeight};
+    return r.height > 0 && r.bottom > Math.max(0, v.top) && r.top < Math.min(innerHeight, v.bottom);
+}"""
+
+# Every chart shows its figure's state, or (after a control's answer, static/js/lab.js) is out
+# of sight and marked stale with that state: lab.js draws it when it scrolls into view.
 DRAWN = """() => {
+    const inSight = IN_SIGHT;
     const scripts = [...document.querySelectorAll('script.figure[data-target]')];
     return scripts.length > 0 && scripts.every(s => {
         const chart = document.getElementById(s.dataset.target);
-        return chart && chart.data && chart.dataset.drawn === s.dataset.state;
+        return chart && chart.data && (chart.dataset.drawn === s.dataset.state
+            || (chart.dataset.stale === s.dataset.state && !inSight(chart)));
     });
-}"""
+}""".replace("IN_SIGHT", IN_SIGHT)
 
 
 def wait_drawn(page) -> None:
     page.wait_for_function(DRAWN)
+
+
+def look_at(page, chart_id: str) -> None:
+    """Scroll a chart into view and wait until it is drawn: after a control's answer, a chart
+    out of sight is drawn only then."""
+    page.locator(f"#{chart_id}").scroll_into_view_if_needed()
+    wait_drawn(page)
 
 
 def api_json(live_server: str, name: str, query: str = "") -> dict:

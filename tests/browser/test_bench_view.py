@@ -13,7 +13,7 @@ import pytest
 
 import app.main  # noqa: F401  (registers every lab view)
 from app.labkit import VIEWS
-from tests.browser.helpers import click_cases, sized_page, wait_drawn
+from tests.browser.helpers import MOVED_BY, click_cases, sized_page, wait_drawn
 
 SIZES = {"laptop-1280x800": (1280, 800, 0.9), "phone-390x844": (390, 844, 0.6)}
 # Per lesson, a control and a new value: its main slider, or (EP07, which has none) a select.
@@ -39,22 +39,6 @@ SHOWN = """(id) => {
     }
     return ok / (N * N);
 }"""
-
-# The chart a control moves: the first drawn one its group title names, as lab.js picks it.
-MOVED_BY = """(input) => {
-    let item = input;
-    while (item && item.parentElement !== input.form) item = item.parentElement;
-    for (; item; item = item.previousElementSibling) {
-        if (!item.matches('.group-title[data-diagrams]')) continue;
-        for (const id of item.dataset.diagrams.split(/\\s+/)) {
-            const el = document.getElementById(id);
-            if (el && el.getBoundingClientRect().height > 0) return id;
-        }
-        break;
-    }
-    return document.querySelector('#bench-view .chart, #bench-view figure.tp-split').id;
-}"""
-
 
 @pytest.fixture(params=list(SIZES), ids=list(SIZES))
 def sized(request, browser, live_server):

@@ -4,18 +4,20 @@ controls and URL move together, cases, drills and each diagram's embed."""
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, follow, sized_page, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, follow, look_at, sized_page, wait_drawn
 
 LESSON = "/episodes/context-parallel"
 
 
 def mask_owners(page) -> list:
     """The first column of the drawn mask: the rank computing each query row."""
+    look_at(page, "cp-mask")  # a chart out of sight is drawn when it scrolls into view
     return page.evaluate(
         "() => document.querySelector('#cp-mask').data[0].z.map(row => row[0])")
 
 
 def bars(page) -> list:
+    look_at(page, "cp-pairs")
     return page.evaluate("() => document.querySelector('#cp-pairs').data[0].y")
 
 
@@ -37,6 +39,7 @@ def test_the_mask_changes_with_the_layout(page, live_server):
     page.locator("#input-layout").select_option("ulysses")
     page.wait_for_url("**layout=ulysses**")
     wait_drawn(page)
+    look_at(page, "cp-mask")
     panels = page.evaluate("() => document.querySelector('#cp-mask').data.length")
     assert panels == 2  # one full triangle per rank, for its heads
     expect(page.locator("#cp-mask-section .chart-note").first).to_contain_text("heads 0–31")
@@ -88,6 +91,7 @@ def test_cost_chart_follows_the_link(page, live_server):
     page.locator("#input-link").select_option("nvlink-4")
     page.wait_for_url("**link=nvlink-4**")
     wait_drawn(page)
+    look_at(page, "cp-cost")
     ring = page.evaluate("() => document.querySelector('#cp-cost').data[0].y")
     assert ring[3:] == [None, None, None]  # NVLink 4 reaches 8 GPUs
     shown = page.locator("[data-testid=comm-bytes]").inner_text()

@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, follow, wait_drawn
+from tests.browser.helpers import api_json, follow, look_at, wait_drawn
 
 MIXTRAL = "model=mixtral-8x7b&nodes=2&ep=8"
 
@@ -15,6 +15,7 @@ def layer(page) -> dict:
 
 
 def trace_y(page, chart: str, index: int = 0) -> list:
+    look_at(page, chart)  # a chart out of sight is drawn when it scrolls into view
     return page.evaluate(f"() => document.querySelector('#{chart}').data[{index}].y")
 
 

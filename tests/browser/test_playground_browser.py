@@ -4,7 +4,7 @@ recipe's fields."""
 
 from playwright.sync_api import expect
 
-from tests.browser.helpers import wait_drawn
+from tests.browser.helpers import look_at, wait_drawn
 
 # Every chart that depends on the model (the Gantt chart does not: it is the schedule alone).
 CHARTS = ("memory-chart", "recipe-step", "recipe-memory", "zero-memory", "tp-efficiency",
@@ -20,9 +20,10 @@ def test_one_control_redraws_every_labs_diagram(page):
     page.locator("#input-model").select_option("llama-3.1-8b")
     page.wait_for_url("**model=llama-3.1-8b**")
     assert "=&" not in page.url and not page.url.endswith("=")  # empty controls left out
-    page.wait_for_function(
-        "() => document.getElementById('recipe-step').dataset.drawn.includes('llama-3.1-8b')")
     wait_drawn(page)
+    for chart in CHARTS:  # those out of sight are drawn as they scroll into view
+        look_at(page, chart)
+        assert "llama-3.1-8b" in page.evaluate(f"document.getElementById('{chart}').dataset.drawn")
     after = page.evaluate(SUMMARIES, list(CHARTS))
     changed = [chart for chart, a, b in zip(CHARTS, before, after, strict=True) if a != b]
     assert changed == list(CHARTS), (before, after)
@@ -35,9 +36,9 @@ def test_the_state_survives_a_reload(page):
     page.wait_for_url("**schedule=gpipe**")
     page.locator("#input-microbatches").fill("4")
     page.wait_for_url("**microbatches=4**")
-    page.wait_for_function(
-        "() => document.getElementById('pipeline-gantt').dataset.drawn.includes('microbatches=4')")
-    wait_drawn(page)
+    look_at(page, "pipeline-gantt")
+    drawn = page.evaluate("document.getElementById('pipeline-gantt').dataset.drawn")
+    assert "microbatches=4" in drawn
     url, summary = page.url, page.evaluate(SUMMARIES, ["pipeline-gantt"])
     page.reload()
     wait_drawn(page)

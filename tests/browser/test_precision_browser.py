@@ -7,7 +7,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, follow, sized_page, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, follow, look_at, sized_page, wait_drawn
 
 LESSON = "/episodes/low-precision"
 # A state unlike every step's: each link must change the diagram its step names.
@@ -90,6 +90,7 @@ def test_a_recipe_choice_swaps_the_ledger_in_place(page, live_server):
     body = api_json(live_server, "precision", "recipe=fp8-params")
     shown = float(page.locator("#precision-lab").get_attribute("data-total-bytes"))
     assert shown == pytest.approx(body["ledger"]["total_bytes"], rel=1e-9)
+    look_at(page, "precision-bytes")
     names = page.evaluate("() => document.getElementById('precision-bytes').data[0].y")
     assert "<b>fp8-params</b>" in names
 

@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, follow, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, follow, look_at, wait_drawn
 
 
 def diagram(page):
@@ -12,6 +12,7 @@ def diagram(page):
 
 def roles_drawn(page) -> int:
     """Cells of the cluster heatmap as plotly holds them."""
+    look_at(page, "placement-cluster")  # a chart out of sight is drawn when it scrolls into view
     return page.evaluate(
         "() => document.querySelector('#placement-cluster').data[0].z.flat().length")
 
@@ -44,6 +45,7 @@ def test_switching_placement(page, live_server):
         page.wait_for_url(f"**placement={placement}**")
         wait_drawn(page)
         expect(diagram(page)).to_have_attribute("data-placement", placement)
+        look_at(page, "placement-timeline")
         drawn = set(page.evaluate(
             "() => document.querySelector('#placement-timeline').data.flatMap(t => t.y)"))
         assert drawn == lanes

@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, follow, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, follow, look_at, sized_page, wait_drawn
 
 DIAGRAMS = ("memory", "traffic", "overlap", "recompute", "offload")
 
@@ -36,6 +36,7 @@ def test_slider_updates_the_charts_and_the_url(page, live_server):
     expected = api_json(live_server, "zero", "micro_batch=2")["total_bytes"]
     assert after > before
     assert after == pytest.approx(expected, rel=1e-9)
+    look_at(page, "zero-memory")  # the slider brought the recompute chart into view
     assert chosen_bar_gb(page) == pytest.approx(expected / 1e9, rel=1e-3)
     page.reload()
     wait_drawn(page)
@@ -54,6 +55,7 @@ def test_choosing_a_stage_and_degree_moves_the_outline_and_the_traffic(page, liv
     wait_drawn(page)
     body = api_json(live_server, "zero", "dp=64&zero=0")
     assert chosen_bar_gb(page) == pytest.approx(body["total_bytes"] / 1e9, rel=1e-3)
+    look_at(page, "zero-traffic")
     traffic = page.evaluate(
         "() => document.querySelector('#zero-traffic').data.filter(t => t.type === 'bar')"
         ".reduce((a, t) => a + t.y[0], 0)")
@@ -95,3 +97,27 @@ def test_each_diagram_embeds_alone(page, diagram):
     assert page.locator(f"#zero-{diagram} .main-svg").count() >= 1
     others = [d for d in DIAGRAMS if d != diagram]
     assert all(page.locator(f"#zero-{d}").count() == 0 for d in others)
+
+
+# Each "+n% compute" label of the recompute chart against the dashed GPU line (its path's
+# box, 0 px tall, widened by half its 2 px stroke): the px by which they overlap vertically.
+LABELS_ON_LINE = """() => {
+    const chart = document.getElementById('zero-recompute');
+    const path = chart.querySelector('.shapelayer path').getBoundingClientRect();
+    const top = path.top - 1, bottom = path.bottom + 1;
+    return [...chart.querySelectorAll('.bartext')].filter(t => t.textContent.trim()).map(t => {
+        const r = t.getBoundingClientRect();
+        return [t.textContent, Math.max(0, Math.min(r.bottom, bottom) - Math.max(r.top, top))];
+    });
+}"""
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["laptop", "phone"])
+def test_the_compute_labels_stay_off_the_gpu_line(browser, live_server, size):
+    with sized_page(browser, live_server, *size, touch=True) as page:
+        for query in ("", "recompute=flash", "micro_batch=2", "dp=64&zero=3", "gpu=h200",
+                      "model=llama-3.1-8b"):
+            open_lesson(page, query)
+            labels = page.evaluate(LABELS_ON_LINE)
+            assert len(labels) >= 3
+            assert all(px == 0 for _, px in labels), (query, labels)
