@@ -3,7 +3,8 @@
 `ModelSpec`), `flops.py` (FLOPs per token, time at an MFU), `activations.py` (classic or
 Megatron activation bytes, SP on/off), `ops.py` (one layer's compute kernel by kernel after the
 TP/CP/EP split: every GEMM with its shape, the attention core, every memory-bound op with its
-bytes, as fused (Megatron / TE), torch.compile'd or eager PyTorch kernels move them; the head,
-loss and optimizer)"""
+bytes, as fused (Megatron / TE), torch.compile'd or eager PyTorch kernels move them), `head.py`
+(the same outside the layers: embedding, output layer and loss, optimizer step, gradient
+accumulation)"""
 
 FLOOR = 2  # imports only labs packages of floors <= 2 (tests/test_project.py)

@@ -1,5 +1,5 @@
 """One layer's compute on one GPU, kernel by kernel: every GEMM with its (m, n, k), the attention
-core, every memory-bound op with its bytes, and the head, loss and optimizer step.
+core, every memory-bound op with its bytes.
 
 The shapes are the layer's after the split (Megatron-LM, Shoeybi et al. 2019 sec 3): tensor
 parallelism t divides the attention heads and the MLP width (GQA's KV heads are replicated
@@ -27,16 +27,7 @@ Memory-bound bytes per token, counted from the kernels Megatron runs (16-bit act
   reading dY: 2 B per output width), FP8 casts of each GEMM input (read 2, write 1);
 - with sequence parallelism (Korthikanti et al. 2022 sec 4.2.2) the norms and dropouts run
   on s/t of the tokens.
-Head: the embedding lookup (read and write 2h), the learned position add (6h) and its
-dropout (5h), backward the embedding gradient's accumulation (6h) and the dropout's (5h);
-the final norm, the logits GEMM (T, V/t, h) and Megatron's vocab-parallel cross-entropy on
-fp32 logits (``megatron/mpu/cross_entropy.py``: cast 2+4, max 4, subtract 4+4, exp 4+4, sum
-4, divide 4+4 = 38 B per logit forward; the gradient 4+4 and its cast back 4+2 = 14).
-Optimizer: Megatron's mixed-precision Adam touches 52 B per local parameter (model grad to
-fp32 main grad 2+4, unscale and inf check 4+4, grad norm 4, apex FusedAdam read g, p, m, v
-and write p, m, v 16+12, master to model copy 4+2). Gradient accumulation, when not fused
-into the weight-gradient GEMM (Megatron's --gradient-accumulation-fusion), adds each
-micro-batch's 16-bit gradient into fp32 main_grad: 6 B per local parameter per micro-batch.
+The head, loss, optimizer step and gradient accumulation are ``labs.model.head``'s.
 
 ``kernels`` (the software's kernels; ``ComputeOptions.kernels``): "fused" is the above
 (Megatron Core / Transformer Engine's fused norm, activation, rotary and bias-dropout-add
@@ -81,8 +72,6 @@ from labs.hardware.kernels import (
 from labs.model.spec import ModelSpec
 
 KINDS = ("gemm", "attention", "memory")
-OPTIMIZER_BYTES = 52  # per local parameter, Megatron mixed-precision Adam (docstring)
-ACCUMULATE_BYTES = 6  # per local parameter per micro-batch, unfused main_grad add
 DROPOUT_MASK = 1  # bytes per element of a dropout mask
 # The software's kernels (module docstring): Megatron / Transformer Engine's fused ones,
 # torch.compile'd PyTorch, PyTorch eager.
@@ -167,7 +156,9 @@ class LayerOps:
     tokens: int  # rows of the layer's GEMMs (s·b/c)
 
 
-class _Builder:
+class PassBuilder:
+    """A pass's kernels as they are added, each timed on ``gpu`` (GEMMs in FP8 when ``fp8``)."""
+
     def __init__(self, gpu: GPUSpec, fp8: bool):
         self.gpu, self.fp8 = gpu, fp8
         self.kernels: list[Kernel] = []
@@ -206,7 +197,7 @@ def layer_ops(model: ModelSpec, gpu: GPUSpec, *, tp: int, cp: int, micro_batch: 
     fsp = 1 / t if sp else 1.0  # sequence parallelism splits the norms and dropouts
     fp8 = options.fp8
     impl = attention_impl(gpu, options)
-    fwd, bwd, core = _Builder(gpu, fp8), _Builder(gpu, fp8), _Builder(gpu, fp8)
+    fwd, bwd, core = PassBuilder(gpu, fp8), PassBuilder(gpu, fp8), PassBuilder(gpu, fp8)
     drop = options.dropout
     gemms = _attention_gemms(model, tokens, t) + _mlp_gemms(model, tokens, t, moe, ep, etp)
     for name, m, n, k, batch in gemms:
@@ -343,8 +334,8 @@ def _activation(model: ModelSpec, tokens: int, t: int, moe: bool, ep: int,
 
 
 def _attention_core(model: ModelSpec, gpu: GPUSpec, impl: str, s_local: int, seq_len: int,
-                    cp: int, b: int, t: int, drop: bool, causal: bool, fwd: _Builder,
-                    bwd: _Builder, core: _Builder) -> None:
+                    cp: int, b: int, t: int, drop: bool, causal: bool, fwd: PassBuilder,
+                    bwd: PassBuilder, core: PassBuilder) -> None:
     if model.uses_mla:
         d_qk, d_v = model.qk_nope_head_dim + model.qk_rope_head_dim, model.v_head_dim
     else:
@@ -390,47 +381,3 @@ def _attention_core(model: ModelSpec, gpu: GPUSpec, impl: str, s_local: int, seq
         for builder in (fwd, core):
             builder.attn("attention", f * count, flops)
         bwd.attn("attention", b_ * count, 2.5 * flops)
-
-
-@dataclass(frozen=True)
-class HeadOps:
-    """The first stage's embedding and the last stage's output layer and loss."""
-
-    embedding_forward: Pass
-    embedding_backward: Pass
-    output_forward: Pass
-    output_backward: Pass
-
-
-@lru_cache(maxsize=4096)
-def head_ops(model: ModelSpec, gpu: GPUSpec, *, tp: int, cp: int, micro_batch: int,
-             seq_len: int, sp: bool, options: ComputeOptions = DEFAULT_OPTIONS) -> HeadOps:
-    """Embedding (first stage) and final norm, logits and cross-entropy (last stage)."""
-    t, h = tp, model.hidden
-    tokens = seq_len * micro_batch // cp
-    fsp = 1 / t if sp else 1.0
-    drop = options.dropout
-    vocab = math.ceil(model.vocab / t)
-    ef, eb = _Builder(gpu, False), _Builder(gpu, False)
-    positions = 6 * h if model.max_positions else 0
-    ef.mem("embedding", tokens * fsp * (4 * h + positions + (5 * h if drop else 0)))
-    eb.mem("embedding", tokens * fsp * (6 * h + (5 * h if drop else 0)))
-    of, ob = _Builder(gpu, options.fp8), _Builder(gpu, options.fp8)
-    of.mem("final-norm", tokens * 4 * h * fsp)
-    ob.mem("final-norm", tokens * 6 * h * fsp)
-    of.gemm("logits", tokens, vocab, h, fp8=False)
-    ob.gemm("logits.dgrad", tokens, h, vocab, fp8=False)
-    ob.gemm("logits.wgrad", h, vocab, tokens, fp8=False)
-    of.mem("cross-entropy", tokens * vocab * 38)
-    ob.mem("cross-entropy", tokens * vocab * 14)
-    return HeadOps(ef.done(), eb.done(), of.done(), ob.done())
-
-
-def optimizer_time(gpu: GPUSpec, params: float) -> float:
-    """Seconds of the optimizer step over ``params`` local parameters (HBM-bound)."""
-    return mem_time(gpu, params * OPTIMIZER_BYTES)
-
-
-def accumulate_time(gpu: GPUSpec, params: float) -> float:
-    """Seconds one micro-batch's unfused gradient accumulation takes."""
-    return mem_time(gpu, params * ACCUMULATE_BYTES)

@@ -21,7 +21,7 @@ from labs.hardware.links import Cluster, node_cluster
 from labs.memory.inputs import STATE_KEYS, MemoryInput
 from labs.memory.lab import compute_memory
 from labs.model.activations import activation_bytes_per_layer
-from labs.model.ops import head_ops
+from labs.model.head import head_ops
 from labs.model.spec import ModelSpec
 from labs.parallel.layer_time import Group, layer_time
 from labs.pipeline.inputs import PipelineLabInput, PipelineLabResult, StageMemory
@@ -85,7 +85,7 @@ def stage_forward_seconds(model: ModelSpec, gpu: GPUSpec, *, stages: int, tp: in
     rate, the memory-bound ops at achieved HBM bandwidth and the forward's blocking TP
     collectives (sequence parallel with TP > 1, Megatron Core's default) on the GPU's node
     (``labs.hardware.links.node_cluster``), plus the embedding and the output layer and loss
-    (``labs.model.ops.head_ops``): the whole forward's share of one of the p stages.
+    (``labs.model.head.head_ops``): the whole forward's share of one of the p stages.
     """
     return _forward_seconds(model, node_cluster(gpu), tp, seq_len, micro_batch) / stages
 

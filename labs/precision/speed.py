@@ -49,7 +49,7 @@ import math
 from labs.core.catalogue import RECIPES
 from labs.core.errors import LabInputError
 from labs.hardware.links import gpu_cluster, make_cluster
-from labs.model.ops import head_ops
+from labs.model.head import head_ops
 from labs.precision.inputs import BASELINE, PrecisionInput, SpeedPart, SpeedResult
 from labs.recipe.inputs import Plan, RecipeResult
 from labs.recipe.lab import evaluate

@@ -5,7 +5,7 @@ A micro-batch on a stage is its layers' kernels and collectives (``labs.parallel
 every GEMM at its shape's achieved rate, the attention core at its kernel's published rate,
 every memory-bound op at achieved HBM bandwidth, each TP, CP and EP collective as NCCL runs it
 where its group sits, exposed or hidden), plus the first stage's embedding and the last
-stage's output layer and loss (``labs.model.ops.head_ops``) and, where the weight-gradient
+stage's output layer and loss (``labs.model.head.head_ops``) and, where the weight-gradient
 GEMMs do not accumulate into fp32 themselves, each micro-batch's gradient accumulation.
 
 Pipeline sends: Megatron's pipeline sends the s·b·h activations forward and their gradients
@@ -24,7 +24,7 @@ from functools import lru_cache
 from labs.hardware.kernels import with_matmul_efficiency
 from labs.hardware.links import Cluster
 from labs.hardware.nccl import nccl_time
-from labs.model.ops import accumulate_time, head_ops, optimizer_time
+from labs.model.head import accumulate_time, head_ops, optimizer_time
 from labs.model.spec import ModelSpec
 from labs.parallel.layer_time import LayerTime, layer_time
 from labs.parallel.layout import ParallelLayout

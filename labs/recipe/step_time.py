@@ -11,7 +11,7 @@ step is timed on that stage:
 - DP: the gradient (and ZeRO weight) traffic and what of it outlasts the compute and idle time
   beside it (``labs.recipe.dp_time``);
 - optimizer: the stage's local parameters (divided by DP x CP under ZeRO ≥ 1) through the
-  optimizer's HBM-bound kernels (``labs.model.ops.optimizer_time``).
+  optimizer's HBM-bound kernels (``labs.model.head.optimizer_time``).
 Only what does not fit behind compute (or idle time) is *exposed*, i.e. lengthens the step.
 The options and answers are ``labs.recipe.timing``'s; the rank groups' placement is
 ``labs.recipe.groups``'. This module re-exports the names the rest of the lab imports from it.

@@ -44,7 +44,7 @@ from labs.hardware.links import Cluster, get_link, make_cluster
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
 from labs.model.flops import attention_flops_per_token
-from labs.model.ops import head_ops
+from labs.model.head import head_ops
 from labs.model.spec import ModelSpec
 from labs.parallel.layer_time import Group, layer_time
 from labs.tensor_parallel.comm import (

@@ -43,7 +43,7 @@ from labs.hardware.links import Cluster, get_link
 from labs.memory.inputs import STATE_KEYS
 from labs.memory.lab import compute_memory
 from labs.model.flops import model_flops_per_token
-from labs.model.ops import head_ops
+from labs.model.head import head_ops
 from labs.model.spec import ModelSpec
 from labs.parallel.layer_time import Group, layer_time
 from labs.zero.deepspeed import (

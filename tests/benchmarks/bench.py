@@ -295,7 +295,7 @@ def planner_time(model: str = "llama-3.1-405b", gpus: int = 16_384, seq_len: int
     that run; the median is over the warm ones after it."""
     from labs.hardware import kernels, nccl
     from labs.hardware.links import get_cluster
-    from labs.model import ops
+    from labs.model import head, ops
     from labs.model.presets import get_model
     from labs.parallel import layer_time
     from labs.recipe import bounds as plan_bounds
@@ -308,7 +308,7 @@ def planner_time(model: str = "llama-3.1-405b", gpus: int = 16_384, seq_len: int
     for cached in (recipe._evaluate, recipe.ledger, recipe._schedule_run,
                    recipe_time.spread, recipe_time.stage_times, placement.stage_params,
                    plan_bounds._distinct_stages, plan_bounds._first_stage_activations,
-                   layer_time.layer_time, ops.layer_ops, ops.head_ops, kernels.gemm_time,
+                   layer_time.layer_time, ops.layer_ops, head.head_ops, kernels.gemm_time,
                    kernels.flash_time, nccl.nccl_time, recipe_inputs._step_options):
         cached.cache_clear()
     req = PlanRequest(get_model(model), get_cluster("dgx-h100"), gpus, seq_len, global_batch)

@@ -18,7 +18,8 @@ from labs.hardware.kernels import (
     wave,
 )
 from labs.hardware.links import clusters, get_cluster, get_link, links
-from labs.model.ops import ComputeOptions, head_ops, layer_ops, optimizer_time
+from labs.model.head import head_ops, optimizer_time
+from labs.model.ops import ComputeOptions, layer_ops
 from labs.model.presets import get_model
 
 A100, H100 = get_gpu("a100-80gb"), get_gpu("h100-sxm")

@@ -38,7 +38,7 @@ def test_forward_of_one_stage_is_the_step_models_forward_over_the_stages():
     so a send costs about 4% fewer f's than before; the A100's slower kernels cost more
     time, not a larger share of its lower peak (55%)."""
     from labs.hardware.links import node_cluster
-    from labs.model.ops import head_ops
+    from labs.model.head import head_ops
     from labs.parallel.layer_time import Group, layer_time
 
     f = stage_forward_seconds(LLAMA_70B, H100, stages=8, tp=8, seq_len=4096, micro_batch=1)
