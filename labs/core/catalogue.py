@@ -9,7 +9,8 @@ Sources:
   Transformer Models" (arXiv:2205.05198): what each mode keeps (Table 2; formulas in
   ``labs.model.activations``) and what it runs again (sec 5; FLOPs in ``labs.model.flops``);
   Megatron-LM's --recompute-granularity / --recompute-method and DeepSpeed's
-  activation_checkpoint_interval for the exports (``labs.recipe.export``);
+  activation_checkpoint_interval for the exports (``labs.recipe.export``); the layer-granular
+  mode (``every``) is torchtitan's "selective layer AC" (``Recomputation.groups``);
 - recipes: Micikevicius et al. 2018, "Mixed Precision Training" (arXiv:1710.03740); ZeRO,
   Rajbhandari et al. 2020 (arXiv:1910.02054) sec 3.1 counts 2 + 2 + 12 = 16 B/param: bf16
   weights and grads, fp32 master copy, fp32 first and second moments (Kingma & Ba 2015);
@@ -40,11 +41,40 @@ class Recomputation:
     megatron: tuple[tuple[str, object], ...]  # Megatron-LM's arguments for it
     deepspeed_interval: int  # DeepSpeed's pipeline activation_checkpoint_interval
     text: str = ""  # the option list's text, when it is not the id
+    # A layer-granular mode (every > 1) mixes two per-layer modes on each pipeline rank: its
+    # every-th layers follow ``every_mode`` (whose booleans it repeats above), the others
+    # ``others`` (``groups``); 1: every layer follows this record.
+    every: int = 1
+    every_mode: str = ""
+    others: str = ""
+    torchtitan: tuple[tuple[str, str], ...] = ()  # its [activation_checkpoint] settings
+    deepspeed_note: str = ""  # what DeepSpeed's config cannot say of it
 
     @property
     def label(self) -> str:
         """The option list's text."""
         return self.text or self.id
+
+    @property
+    def nth(self) -> str:
+        """``every`` as prose writes it: 2nd, 3rd, 4th."""
+        return {1: "1st", 2: "2nd", 3: "3rd"}.get(self.every, f"{self.every}th")
+
+    def groups(self, dense: int, moe: int = 0) -> tuple[tuple[str, int, int], ...]:
+        """(per-layer mode, dense layers, MoE layers) of one pipeline rank that holds ``dense``
+        dense layers followed by ``moe`` MoE layers (a MoE model's dense layers lead it, so a
+        rank's come first too). A layer-granular mode counts as torchtitan's selective layer
+        AC does (torchtitan/distributed/activation_checkpoint.py, ``_apply_layer_sac``: a
+        module-level counter, one per process, goes up by one for each transformer block
+        ``apply_ac`` visits, the rank's model chunks in order, and the block is wrapped in
+        full checkpointing when count % ac_freq == 0): the every-th, 2·every-th, ... layers of
+        the rank, floor(L / every) of its L layers, follow ``every_mode``."""
+        if self.every == 1:
+            return ((self.id, dense, moe),)
+        wrapped_dense = dense // self.every
+        wrapped_moe = (dense + moe) // self.every - wrapped_dense
+        return ((self.every_mode, wrapped_dense, wrapped_moe),
+                (self.others, dense - wrapped_dense, moe - wrapped_moe))
 
 
 RECOMPUTATION: dict[str, Recomputation] = {r.id: r for r in (
@@ -69,7 +99,38 @@ RECOMPUTATION: dict[str, Recomputation] = {r.id: r for r in (
                   megatron=(("--recompute-granularity", "full"),
                             ("--recompute-method", "uniform"), ("--recompute-num-layers", 1)),
                   deepspeed_interval=1),
+    # torchtitan's selective layer AC with selective_ac_option = "2" (``groups``: every 2nd
+    # block of a rank fully checkpointed), the others running FlashAttention/SDPA with
+    # nothing recomputed: per rank of L layers, floor(L/2) keep their input only (2sbh) and
+    # run their forward again, ceil(L/2) keep 34sbh. Megatron-LM's block method checkpoints
+    # the first --recompute-num-layers layers of each model chunk
+    # (megatron/core/transformer/transformer_block.py, ``_checkpointed_forward``): half of
+    # them is the same count (the export writes it and says where a rank's differs).
+    Recomputation("every-2nd", "full recomputation of every 2nd layer", stores_scores=False,
+                  input_only=True, attention_again=True, forward_again=True,
+                  megatron=(("--recompute-granularity", "full"),
+                            ("--recompute-method", "block")),
+                  deepspeed_interval=1, text="full, every 2nd layer",
+                  every=2, every_mode="full", others="flash",
+                  torchtitan=(("mode", "selective"), ("selective_ac_option", "2")),
+                  deepspeed_note="DeepSpeed's pipeline engine checkpoints runs of "
+                                 "activation_checkpoint_interval layers, every run "
+                                 "(PipelineModule.forward): it cannot leave every 2nd layer "
+                                 "unrecomputed, so 1 (every layer recomputed: less memory, "
+                                 "one more forward on all layers) is written; recomputing half "
+                                 "needs deepspeed.checkpointing.checkpoint around every 2nd "
+                                 "layer in the model code"),
 )}
+
+
+def layer_rules(recompute: str) -> Recomputation:
+    """The record whose rules each layer follows, for counts made one layer at a time; a
+    layer-granular mode has two (its ``groups``), so it is refused here."""
+    record = RECOMPUTATION[recompute]
+    if record.every > 1:
+        raise ValueError(f"{recompute!r} mixes two per-layer modes: count a rank's layers "
+                         "with Recomputation.groups")
+    return record
 
 
 @dataclass(frozen=True)

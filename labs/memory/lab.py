@@ -26,8 +26,8 @@ from labs.memory.inputs import BREAKDOWN_KEYS, MemoryInput, MemoryResult, StageB
 from labs.memory.notes import assumptions
 from labs.model.activations import (
     ACT_BYTES,
-    activation_bytes_per_layer,
     embedding_activation_bytes,
+    layers_activation_bytes,
     output_activation_bytes,
 )
 from labs.model.spec import ModelSpec
@@ -125,9 +125,8 @@ def _stage_bill(inp: MemoryInput, sp: StageParams, r: Recipe) -> StageBill:
         common = (m, inp.seq_len, inp.micro_batch, inp.tp, inp.cp, inp.recompute)
         kw = {"sp": inp.sequence_parallel, "activation_model": inp.activation_model,
               "ep": inp.ep, "etp": inp.etp, "gemm_inputs": r.saved_input_bytes}
-        per_dense = activation_bytes_per_layer(*common, **kw)
-        per_moe = activation_bytes_per_layer(*common, moe_layer=True, **kw)
-        bill["activations"] = held * (sp.dense_layers * per_dense + sp.moe_layers * per_moe)
+        bill["activations"] = held * layers_activation_bytes(
+            *common, dense_layers=sp.dense_layers, moe_layers=sp.moe_layers, **kw)
         shape = (m, inp.seq_len, inp.micro_batch, inp.tp, inp.cp, inp.sequence_parallel)
         if sp.first:
             bill["embedding_and_logits"] += held * embedding_activation_bytes(*shape)

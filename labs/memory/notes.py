@@ -17,7 +17,26 @@ def _and(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _activation_notes(inp: MemoryInput) -> list[str]:
+def _layer_granular_note(inp: MemoryInput, bills: Sequence[StageBill]) -> str:
+    """What a layer-granular mode keeps, with each stage's split (Recomputation.groups)."""
+    mode = RECOMPUTATION[inp.recompute]
+    split = []
+    for b in bills:
+        _, dense, moe = mode.groups(b.layers - b.moe_layers, b.moe_layers)[0]
+        split.append(f"{dense + moe} of {b.layers}")
+    where = (f"{split[0]} layers" if len(set(split)) == 1 else
+             f"{', '.join(split)} layers on its {len(split)} stages")
+    spelled = ", ".join(f'{k} = "{v}"' for k, v in mode.torchtitan)
+    return (f"{mode.phrase.capitalize()}, counted as torchtitan's selective layer AC "
+            f"({spelled}) counts a rank's blocks: every {mode.nth} block of a stage, {where}, "
+            "keeps its input only (2·s·b·h"
+            + (", split by TP through sequence parallelism" if inp.sequence_parallel else "")
+            + ") and runs its forward again; the others keep what the "
+            f"'{RECOMPUTATION[mode.others].label}' mode keeps (no attention scores) and run "
+            "nothing again.")
+
+
+def _activation_notes(inp: MemoryInput, bills: Sequence[StageBill]) -> list[str]:
     m = inp.model
     notes = []
     if inp.activation_model == "classic":
@@ -36,7 +55,9 @@ def _activation_notes(inp: MemoryInput) -> list[str]:
                         if m.is_moe else "")
                      + "); like Megatron's, it keeps full-width K and V (no GQA narrowing).")
     mode = RECOMPUTATION[inp.recompute]
-    if mode.stores_scores:
+    if mode.every > 1:
+        notes.append(_layer_granular_note(inp, bills))
+    elif mode.stores_scores:
         notes.append("No recomputation stores the attention scores (5·a·s² per layer), i.e. "
                      "assumes attention without FlashAttention.")
     elif not (mode.attention_again or mode.forward_again):
@@ -88,7 +109,7 @@ def assumptions(inp: MemoryInput, bills: Sequence[StageBill], worst: int) -> tup
                      + f"; the linear layers' inputs are saved in {r.saved_inputs} "
                      f"({r.saved_input_bytes:.3g} B an element). EP11 itemises each byte.")
     if train:
-        notes += _activation_notes(inp)
+        notes += _activation_notes(inp, bills)
         if inp.pp > 1:
             notes.append(_pipeline_note(inp, bills))
         lay = inp.layout

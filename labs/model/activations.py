@@ -27,11 +27,13 @@ Sources:
   attention scores, norms' inputs and masks are no GEMM inputs. TransformerEngine saves the
   FP8 (transposed) input for the weight gradient (TE issue 1764: "a 50% reduction in the
   activation memory usage"); DeepSeek-V3 caches them in FP8 ("Low-Precision Activation").
+- a rank's layers (``layers_activation_bytes``): each layer as its per-layer mode keeps; a
+  layer-granular mode splits them as torchtitan's counter does (``Recomputation.groups``).
 """
 
 from __future__ import annotations
 
-from labs.core.catalogue import RECOMPUTATION
+from labs.core.catalogue import RECOMPUTATION, layer_rules
 from labs.model.spec import ModelSpec
 
 ACT_BYTES = 2  # bf16 activations and KV cache
@@ -68,7 +70,7 @@ def gemm_input_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int 
     inputs outside the TP split, the second MLP input inside it), s·b·(4h/r + 2·ffn/t) in
     Megatron's, with a MoE layer's experts' inputs over EP; none with full recomputation."""
     sp = tp > 1 if sp is None else sp
-    if RECOMPUTATION[recompute].input_only:
+    if layer_rules(recompute).input_only:
         return 0.0
     h, b = model.hidden, micro_batch
     s = seq_len / cp
@@ -93,7 +95,7 @@ def _bf16_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int, tp: 
     s = seq_len / cp
     split = tp  # divisor of the terms inside TP-split matmuls
     rest = tp if sp else 1  # divisor of the others (norms, residuals, dropout masks)
-    mode = RECOMPUTATION[recompute]  # what it keeps (labs.core.catalogue)
+    mode = layer_rules(recompute)  # what it keeps (labs.core.catalogue)
     if mode.input_only:
         return 2 * s * b * h / rest  # only the layer input, split along s by SP
     scores = 5 * a * s * seq_len * b / split if mode.stores_scores else 0.0
@@ -106,6 +108,23 @@ def _bf16_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int, tp: 
     else:
         mlp, routed = 4 * s * b * model.ffn / split, 0.0
     return s * b * h * (10 / rest + 8 / split) + mlp + routed + scores
+
+
+def layers_activation_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1,
+                            tp: int = 1, cp: int = 1, recompute: str = "selective", *,
+                            dense_layers: int, moe_layers: int = 0, **kw) -> float:
+    """Bytes one micro-batch leaves on one GPU over a pipeline rank's ``dense_layers`` and
+    ``moe_layers`` (in model order), each counted by ``activation_bytes_per_layer`` (``kw``: its
+    keywords) in the mode its place gives it (``Recomputation.groups``: every layer in one
+    mode, or a layer-granular mode's two)."""
+    total = 0.0
+    for mode, dense, moe in RECOMPUTATION[recompute].groups(dense_layers, moe_layers):
+        common = (model, seq_len, micro_batch, tp, cp, mode)
+        if dense:
+            total += dense * activation_bytes_per_layer(*common, **kw)
+        if moe:
+            total += moe * activation_bytes_per_layer(*common, moe_layer=True, **kw)
+    return total
 
 
 def embedding_activation_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1,

@@ -9,7 +9,9 @@
   the whole sequence, not halved for causality).
 - Hardware FLOPs: recomputation repeats forward work. Full recomputation runs one more
   forward, 8·N + 16·L·a·d·s (≈ 8·N: +33%, Korthikanti et al. 2022 sec 5); selective
-  recomputation repeats only the attention core's forward, + 2·L·a·s·(d_qk + d_v).
+  recomputation repeats only the attention core's forward, + 2·L·a·s·(d_qk + d_v). A
+  layer-granular mode adds each per-layer mode's extra in the share of the layers it covers
+  (``Recomputation.groups`` on each pipeline rank): every 2nd layer, about half of full's.
 - MFU (model FLOPs utilisation, PaLM appendix B): achieved model FLOPs / peak. The peak is the
   GPU preset's dense BF16 tensor-core figure (``GPUSpec.bf16_flops``, datasheet in its
   ``source``), without 2:4 sparsity.
@@ -50,16 +52,24 @@ def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
     return 6 * matmul_params(model) + attention_flops_per_token(model, seq_len)
 
 
-def hardware_flops_per_token(model: ModelSpec, seq_len: int,
-                             recompute: str = "selective") -> float:
-    """FLOPs the GPUs actually run per token, recomputation included."""
+def hardware_flops_per_token(model: ModelSpec, seq_len: int, recompute: str = "selective",
+                             stage_layers: tuple[int, ...] = ()) -> float:
+    """FLOPs the GPUs actually run per token, recomputation included. ``stage_layers``: the
+    layers each pipeline rank holds (empty: the whole model on one), which a layer-granular
+    mode counts on each rank; the share of the layers each per-layer mode covers pays its
+    extra (all of them, share 1, in the other modes)."""
     one_of("recompute", recompute, RECOMPUTE, "recomputation")
-    mode = RECOMPUTATION[recompute]
     flops = model_flops_per_token(model, seq_len)
-    if mode.forward_again:  # one more forward: its matmuls ...
-        flops += 2 * matmul_params(model)
-    if mode.attention_again:  # ... and the attention core's forward again
-        flops += attention_flops_per_token(model, seq_len) / 3
+    covered: dict[str, int] = {}
+    for layers in stage_layers or (model.layers,):
+        for mode, n, _ in RECOMPUTATION[recompute].groups(layers):
+            covered[mode] = covered.get(mode, 0) + n
+    for mode, n in covered.items():
+        share, again = n / model.layers, RECOMPUTATION[mode]
+        if again.forward_again:  # one more forward: its matmuls ...
+            flops += share * (2 * matmul_params(model))
+        if again.attention_again:  # ... and the attention core's forward again
+            flops += share * attention_flops_per_token(model, seq_len) / 3
     return flops
 
 

@@ -30,7 +30,9 @@ TP, CP and EP groups run (``labs.hardware.nccl``, where each group sits), expose
   communication A side by side then take max(A, C + f·A), f = 20 / SMs; what exceeds C is
   what EP costs.
 Recomputation runs the forward again before backward (full: every kernel and TP collective;
-selective: the attention core, Korthikanti sec 5).
+selective: the attention core, Korthikanti sec 5). A layer follows one per-layer mode; the
+layers of a layer-granular mode are timed in their two (``Recomputation.groups``) by whoever
+sums a stage (``labs.recipe.stage_time``, ``labs.zero.lab``).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from labs.core.catalogue import RECOMPUTATION
+from labs.core.catalogue import layer_rules
 from labs.core.errors import LabInputError
 from labs.hardware.links import Cluster
 from labs.hardware.nccl import nccl_time
@@ -156,7 +158,7 @@ def layer_time(model: ModelSpec, cluster: Cluster, *, tp: Group, cp: Group, ep: 
         if moe else (None, None)
     fwd = _pass_time(ops.forward, tuple(c for c in (tp_f, cp_f, ep_f) if c))
     bwd = _pass_time(ops.backward, tuple(c for c in (tp_b, cp_b, ep_b) if c))
-    again = RECOMPUTATION[recompute]
+    again = layer_rules(recompute)
     if again.forward_again:
         bwd = _merge(fwd, bwd)
     elif again.attention_again:

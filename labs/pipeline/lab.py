@@ -20,7 +20,7 @@ from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, node_cluster
 from labs.memory.inputs import STATE_KEYS, MemoryInput
 from labs.memory.lab import compute_memory
-from labs.model.activations import activation_bytes_per_layer
+from labs.model.activations import layers_activation_bytes
 from labs.model.head import head_ops
 from labs.model.spec import ModelSpec
 from labs.parallel.layer_time import Group, layer_time
@@ -55,11 +55,10 @@ def stage_memory(result: PipelineResult, model: ModelSpec, gpu: GPUSpec, *, tp: 
     chunks = pin.chunks
     states, units, acts, edges, totals = [], [], [], [], []
     for bill, peak in zip(ledger.stages, result.peak_activations, strict=True):
-        per_layer = {moe: activation_bytes_per_layer(
+        rank_bytes = layers_activation_bytes(
             model, seq_len, micro_batch, tp, 1, recompute, sp=sp,
-            activation_model=activation_model, moe_layer=moe) for moe in (False, True)}
-        rank_bytes = (bill.layers - bill.moe_layers) * per_layer[False] \
-            + bill.moe_layers * per_layer[True]
+            activation_model=activation_model, dense_layers=bill.layers - bill.moe_layers,
+            moe_layers=bill.moe_layers)
         unit = rank_bytes / chunks
         state = sum(bill.breakdown[k] for k in STATE_KEYS)
         edge = bill.breakdown["embedding_and_logits"]

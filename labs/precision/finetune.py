@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from labs.core.catalogue import FORMATS, RECIPES
+from labs.core.catalogue import FORMATS, RECIPES, RECOMPUTATION
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
 from labs.model.activations import ACT_BYTES
@@ -163,8 +163,11 @@ def finetunes(inp: PrecisionInput) -> tuple[FineTune, ...]:
     trainable = trainable_params(m, inp.rank, inp.module_names)
     adapters = _trainable_bill(trainable, inp.ft_recipe)
     tokens = inp.seq_len * inp.micro_batch
-    kept = 0.0 if inp.recompute == "full" else adapter_activation_bytes(
-        m, inp.rank, inp.module_names, tokens)
+    # The adapters' intermediates stay on the layers that keep more than their input.
+    keeping = sum(dense for mode, dense, _ in RECOMPUTATION[inp.recompute].groups(m.layers)
+                  if not RECOMPUTATION[mode].input_only)
+    kept = adapter_activation_bytes(m, inp.rank, inp.module_names, tokens) * (keeping
+                                                                             / m.layers)
     linear = linear_params(m)
     nf4 = FORMATS[BASE_FORMAT]
     for method in ("lora", "qlora"):

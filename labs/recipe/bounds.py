@@ -16,7 +16,7 @@ from functools import lru_cache
 from labs.core.catalogue import RECIPES
 from labs.core.limits import DEFAULT_MATMUL_EFFICIENCY
 from labs.hardware.links import Cluster
-from labs.model.activations import activation_bytes_per_layer
+from labs.model.activations import layers_activation_bytes
 from labs.model.spec import ModelSpec
 from labs.recipe.dp_time import zero3_exposure
 from labs.recipe.groups import Spread
@@ -69,12 +69,9 @@ def _first_stage_activations(model: ModelSpec, seq_len: int, micro_batch: int, t
                              moe_layers: int, gemm_inputs: float) -> float:
     """One micro-batch's activations over a stage's layers, as the ledger counts them (the
     linear layers' inputs saved at the recipe's ``gemm_inputs`` bytes per element)."""
-    common = (model, seq_len, micro_batch, tp, cp, recompute)
-    kw = {"sp": tp > 1, "ep": ep, "gemm_inputs": gemm_inputs}
-    acts = dense_layers * activation_bytes_per_layer(*common, **kw)
-    if moe_layers:
-        acts += moe_layers * activation_bytes_per_layer(*common, moe_layer=True, **kw)
-    return acts
+    return layers_activation_bytes(model, seq_len, micro_batch, tp, cp, recompute, sp=tp > 1,
+                                   ep=ep, gemm_inputs=gemm_inputs, dense_layers=dense_layers,
+                                   moe_layers=moe_layers)
 
 
 @lru_cache(maxsize=512)

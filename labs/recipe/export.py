@@ -13,6 +13,11 @@ PyTorch FSDP2/DeviceMesh snippet. Each says the same degrees, batch sizes and Ze
   zero_optimization.stage; train_batch_size = micro-batch x gradient_accumulation_steps x
   DP; the pipeline engine's stages sit under "pipeline", AutoTP's degree under
   "tensor_parallel.autotp_size".
+- Recomputation: each mode's record (``labs.core.catalogue``) holds its arguments; the
+  layer-granular one's Megatron count is the block method's --recompute-num-layers, the first
+  N layers of each model chunk (megatron/core/transformer/transformer_block.py,
+  ``_checkpointed_forward``), set to half a chunk's layers and checked against the lab's
+  count on every rank (torchtitan's, ``Recomputation.groups``).
 - PyTorch FSDP2 (torch.distributed.fsdp.fully_shard) on a DeviceMesh
   (torch.distributed.device_mesh.init_device_mesh): sharding is a wrapper per transformer
   block; reshard_after_forward=True is ZeRO-3, False keeps the gathered weights between
@@ -29,7 +34,8 @@ from labs.core.limits import EXPORT_FORMATS
 from labs.core.validate import one_of
 from labs.model.spec import ModelSpec
 from labs.recipe.inputs import Plan
-from labs.schedules.catalogue import CATALOGUE
+from labs.schedules.catalogue import CATALOGUE, chunks_per_rank, piece
+from labs.schedules.stages import piece_layer_counts, stage_params
 
 FORMATS = EXPORT_FORMATS
 
@@ -79,7 +85,7 @@ def megatron(plan: Plan, model: ModelSpec) -> Export:
     elif not runs and plan.pp > 1:
         notes.append(f"Megatron-LM runs 1F1B or interleaved 1F1B; {plan.schedule} is not one "
                      "of its options, so it falls back to 1F1B")
-    args += RECOMPUTATION[plan.recompute].megatron
+    args += _megatron_recompute(plan, model, notes)
     if plan.zero >= 1:
         flags += ["--use-distributed-optimizer", "--overlap-grad-reduce",
                   "--overlap-param-gather"]
@@ -94,6 +100,38 @@ def megatron(plan: Plan, model: ModelSpec) -> Export:
     head = (f"# {world} GPUs: DP = {world} / (TP x PP x CP) = {plan.dp}\n"
             "torchrun ... pretrain_gpt.py \\\n")
     return Export("megatron", head + " \\\n".join(lines) + "\n", tuple(notes))
+
+
+def _megatron_recompute(plan: Plan, model: ModelSpec, notes: list[str]) -> list:
+    """The recomputation's arguments; a layer-granular mode's block count, N = half (1 /
+    every) of the commonest chunk's layers, with a note naming the ranks where Megatron's
+    first-N-of-each-chunk count differs from the lab's."""
+    record = RECOMPUTATION[plan.recompute]
+    args = list(record.megatron)
+    if record.every == 1:
+        return args
+    chunks = chunks_per_rank(plan.schedule, plan.virtual) if plan.pp > 1 else 1
+    pieces = piece_layer_counts(model.layers, plan.pp, chunks, plan.schedule,
+                                plan.first_stage_layers, plan.last_stage_layers)
+    n = max(set(pieces), key=lambda c: (pieces.count(c), c)) // record.every
+    args.append(("--recompute-num-layers", n))
+    stages = stage_params(model, plan.pp, plan.schedule, plan.virtual, plan.first_stage_layers,
+                          plan.last_stage_layers)
+    differ = []
+    for sp in stages:
+        held = [pieces[piece(plan.schedule, plan.pp, sp.rank, j)] if plan.pp > 1 else pieces[0]
+                for j in range(chunks)]
+        megatron_count = sum(min(n, c) for c in held)
+        _, dense, moe = record.groups(sp.dense_layers, sp.moe_layers)[0]
+        if megatron_count != dense + moe:
+            differ.append(f"stage {sp.rank} {megatron_count} of {sp.layers} (the lab "
+                          f"{dense + moe})")
+    if differ:
+        notes.append("--recompute-method block recomputes the first --recompute-num-layers "
+                     "layers of each model chunk, so its count differs from the lab's (every "
+                     f"{record.nth} layer of a rank, as torchtitan counts) on: "
+                     + ", ".join(differ))
+    return args
 
 
 def deepspeed(plan: Plan, model: ModelSpec) -> Export:
@@ -113,6 +151,8 @@ def deepspeed(plan: Plan, model: ModelSpec) -> Export:
     }
     if plan.zero == 3:
         config["zero_optimization"]["stage3_prefetch_bucket_size"] = model.hidden * model.hidden
+    if RECOMPUTATION[plan.recompute].deepspeed_note:
+        notes.append(RECOMPUTATION[plan.recompute].deepspeed_note)
     if plan.pp > 1 and plan.zero > 1:
         notes.append("DeepSpeed's pipeline engine accepts ZeRO stage 0 or 1 only; "
                      f"stage {plan.zero} needs PP = 1")
@@ -136,6 +176,14 @@ def fsdp(plan: Plan, model: ModelSpec) -> Export:
     schedule = record.torch_class
     if record.torch_note:
         notes.append(record.torch_note)
+    recompute = RECOMPUTATION[plan.recompute]
+    if recompute.torchtitan:
+        settings = ", ".join(f'{k} = "{v}"' for k, v in recompute.torchtitan)
+        notes.append(f"{recompute.phrase}: torchtitan writes it as [activation_checkpoint] "
+                     f"{settings}; this snippet checkpoints no block, so to match wrap every "
+                     f"{recompute.nth} block of stage.layers in checkpoint_wrapper "
+                     "(torch.distributed.algorithms._checkpoint.checkpoint_wrapper) before "
+                     "fully_shard")
     wrap = "replicate(block, device_mesh=dp_mesh)" if plan.zero == 0 else \
         "fully_shard(block, mesh=dp_mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)"
     top = "replicate(stage, device_mesh=dp_mesh)" if plan.zero == 0 else \

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from labs.core.catalogue import RECOMPUTATION
 from labs.hardware.kernels import with_matmul_efficiency
 from labs.hardware.links import Cluster
 from labs.hardware.nccl import nccl_time
@@ -63,9 +64,9 @@ class Stage:
         return self.forward + self.backward + self.tp + self.cp + self.ep
 
 
-def _stage(sp: StageParams, dense: tuple, moe: tuple, head, accumulate: float) -> Stage:
-    """``dense``, ``moe``: (layer time, local dense params, local expert params) of a layer."""
-    parts = [(sp.dense_layers, *dense), (sp.moe_layers, *moe)]
+def _stage(sp: StageParams, parts: list[tuple], head, accumulate: float) -> Stage:
+    """``parts``: (layers, layer time, local dense params, local expert params) of each kind
+    of layer the stage holds (dense or MoE, in each per-layer recomputation mode)."""
     parts = [p for p in parts if p[0] and p[1] is not None]
     acc = dict(forward=0.0, backward=0.0, exposed_forward=0.0, exposed_backward=0.0,
                gemm=0.0, attention=0.0, memory=0.0)
@@ -135,10 +136,15 @@ def stage_times(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, s
     tp_s, cp_s = spread(lay, "tp", g), spread(lay, "cp", g)
     ep_s = spread(lay, "ep", g) if lay.ep > 1 else Spread(1, 1, 1)
     common = dict(tp=tp_s.group, cp=cp_s.group, ep=ep_s.group, micro_batch=micro_batch,
-                  seq_len=seq_len, sp=sp, recompute=recompute, options=options.compute,
-                  etp=lay.etp, tp_overlap=options.tp_overlap, ep_overlap=options.ep_overlap)
-    dense = layer_time(m, cluster, **common)
-    moe = layer_time(m, cluster, moe=True, **common) if m.is_moe else None
+                  seq_len=seq_len, sp=sp, options=options.compute, etp=lay.etp,
+                  tp_overlap=options.tp_overlap, ep_overlap=options.ep_overlap)
+    # One dense and one MoE layer in each per-layer mode the recomputation runs (one, or a
+    # layer-granular mode's two: labs.core.catalogue, Recomputation.groups).
+    record = RECOMPUTATION[recompute]
+    times = {mode: (layer_time(m, cluster, recompute=mode, **common),
+                    layer_time(m, cluster, moe=True, recompute=mode, **common)
+                    if m.is_moe else None)
+             for mode, *_ in record.groups(m.layers)}
     h = head_ops(m, gpu, tp=lay.tp, cp=lay.cp, micro_batch=micro_batch, seq_len=seq_len,
                  sp=sp, options=options.compute)
     per_layer = _layer_params(m, lay)
@@ -152,8 +158,11 @@ def stage_times(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, s
                 ([h.output_backward] if sp_.last else [])
             acc = accumulate_time(gpu, local_params(sp_, lay)) \
                 if accumulate and not options.grad_accum_fusion else 0.0
-            distinct[key] = _stage(sp_, (dense, *per_layer[0]), (moe, *per_layer[1]), head,
-                                   acc)
+            parts = []
+            for mode, dense, moe in record.groups(sp_.dense_layers, sp_.moe_layers):
+                parts += [(dense, times[mode][0], *per_layer[0]),
+                          (moe, times[mode][1], *per_layer[1])]
+            distinct[key] = _stage(sp_, parts, head, acc)
         stages.append(distinct[key])
     slow = max(stages, key=lambda s: s.seconds)
     mean = math.fsum(s.seconds for s in stages) / len(stages)
@@ -162,7 +171,8 @@ def stage_times(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, s
     sends, send_part = _sends(m, lay, cluster, seq_len, micro_batch, chunks, sp,
                               options.scatter_gather)
     return StageTimes(tuple(stages), slow, slow.seconds / mean if mean else 1.0, sends,
-                      send_part, (tp_s, cp_s, ep_s), chunks, sp, cluster, dense.ops.attention)
+                      send_part, (tp_s, cp_s, ep_s), chunks, sp, cluster,
+                      next(iter(times.values()))[0].ops.attention)
 
 
 

@@ -73,6 +73,8 @@ def step_parts(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, se
                  st.chunks, tuple((a * pipeline_s, b * pipeline_s) for a, b in slack)),
     ]
     return Timing(micro, tuple(parts), model_flops_per_token(m, seq_len),
-                  hardware_flops_per_token(m, seq_len, recompute), st.imbalance,
+                  hardware_flops_per_token(m, seq_len, recompute,
+                                           tuple(s.params.layers for s in st.stages)),
+                  st.imbalance,
                   st.optimizer_s(lay, zero), st.attention)
 

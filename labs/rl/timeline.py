@@ -38,7 +38,7 @@ from labs.rl.serving import (
     per_engine,
     prefill_seconds,
 )
-from labs.schedules.stages import uneven_split
+from labs.schedules.stages import stage_layer_counts, uneven_split
 
 TRAIN_MFU = 0.35  # estimate, only for layouts EP08's recipe refuses
 PCIE_LINK = "pcie-5"  # host <-> GPU (labs/presets/links.json)
@@ -73,6 +73,13 @@ def rollout_seconds(inp) -> float:
     return prefill + decode_seconds(m, g, bw, e, per_engine(inp.samples, n), *args)
 
 
+def _uneven(inp) -> tuple[int, int]:
+    """Megatron's uneven first and last stages where the layers do not divide (as EP08's
+    planner takes them: labs.schedules.stages.uneven_split); (0, 0): even."""
+    return (uneven_split(inp.model.layers, inp.pp) or (0, 0)) \
+        if inp.model.layers % inp.pp else (0, 0)
+
+
 def train_step(inp) -> RecipeResult | None:
     """EP08's evaluation of the training layout for one update over the samples (None when
     the recipe's rules refuse the layout on the GPU's own nodes)."""
@@ -83,10 +90,7 @@ def train_step(inp) -> RecipeResult | None:
     own = gpu_cluster(inp.gpu)
     cluster = make_cluster(inp.gpu, g, replace(own.intra, domain=None), own.inter)
     dp = inp.train_gpus // share
-    # Megatron's uneven first and last stages where the layers do not divide (as EP08's
-    # planner takes them: labs.schedules.stages.uneven_split).
-    first, last = (uneven_split(inp.model.layers, inp.pp) or (0, 0)) \
-        if inp.model.layers % inp.pp else (0, 0)
+    first, last = _uneven(inp)
     try:
         plan = Plan(tp=inp.tp, pp=inp.pp, cp=inp.cp, ep=inp.ep, dp=dp, zero=1,
                     recompute=inp.recompute, micro_batch=1,
@@ -101,7 +105,8 @@ def train_step(inp) -> RecipeResult | None:
 def train_seconds(inp, weights_per_gpu: float) -> float:
     m, g = inp.model, inp.gpu
     tokens = inp.samples * (inp.prompt_len + inp.response_len)
-    hardware = hardware_flops_per_token(m, inp.seq_len, inp.recompute)
+    hardware = hardware_flops_per_token(m, inp.seq_len, inp.recompute,
+                                        stage_layer_counts(m.layers, inp.pp, *_uneven(inp)))
     per_token = hardware + 2 * matmul_params(m)
     step = train_step(inp)
     if step is not None:  # the step's time per token, and the log-probability forward

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 
+from labs.core.catalogue import RECOMPUTATION
 from labs.core.errors import LabInputError
 from labs.model.spec import ModelSpec
 from labs.runs_log.common import (
@@ -174,6 +175,30 @@ def attention_fused(args: dict, notes: list[str]) -> bool:
     return False
 
 
+def _block(count: object, layers: object, chunks: int, notes: list[str]) -> str:
+    """--recompute-method block: the first ``count`` layers of each model chunk recompute
+    in full (megatron/core/transformer/transformer_block.py, ``_checkpointed_forward``), the
+    rest keep everything. Half of a chunk is the layer-granular mode that recomputes every
+    2nd layer (labs.core.catalogue: the same count of a chunk's layers, taken from its start,
+    not every other one); at least a chunk, full; any other share, the mode of the nearest
+    share, said."""
+    n = whole("recompute_num_layers", count)
+    per_chunk = layers // chunks if isinstance(layers, int) and layers >= chunks else 0
+    if n >= per_chunk:
+        if not per_chunk:
+            notes.append(f"recompute_method block, recompute_num_layers {n}: the layers per "
+                         "model chunk cannot be read, so every layer is recomputed (full)")
+        return "full"
+    shares = {r.id: 1 / r.every for r in RECOMPUTATION.values() if r.every > 1}
+    shares["full"] = 1.0
+    near = min(shares, key=lambda k: (abs(shares[k] - n / per_chunk), -shares[k]))
+    if n != per_chunk // RECOMPUTATION[near].every:
+        notes.append(f"recompute_method block, recompute_num_layers {n}: {n} of each chunk's "
+                     f"{per_chunk} layers recompute; the lab's nearest mode is "
+                     f"{RECOMPUTATION[near].label}")
+    return near
+
+
 def plan_of(args: dict, layers: object) -> tuple[dict[str, object], int, list[str]]:
     """EP08's plan controls from the arguments, the world size, and what was assumed."""
     notes: list[str] = []
@@ -213,9 +238,7 @@ def plan_of(args: dict, layers: object) -> tuple[dict[str, object], int, list[st
         recompute = granularity
         if granularity == "full" and args.get("recompute_num_layers") not in (None, 0) \
                 and args.get("recompute_method") == "block":
-            notes.append(f"recompute_method block, recompute_num_layers "
-                         f"{args['recompute_num_layers']}: only some layers of each stage "
-                         "recompute; the lab recomputes every layer (full)")
+            recompute = _block(args["recompute_num_layers"], layers, pp * virtual, notes)
     else:
         recompute = "flash" if fused else "none"
     zero = 1 if _flag(args, "use_distributed_optimizer") else 0

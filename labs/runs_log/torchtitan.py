@@ -8,7 +8,9 @@ The formats, as torchtitan writes them (pytorch/torchtitan, read at commit c594d
   ``[parallelism] data_parallel_replicate_degree, data_parallel_shard_degree (-1: the rest of
   the world), tensor_parallel_degree, pipeline_parallel_degree, context_parallel_degree,
   expert_parallel_degree, pipeline_parallel_schedule, pipeline_parallel_microbatch_size``;
-  ``[activation_checkpoint] mode`` (none, selective, full); ``[float8]``;
+  ``[activation_checkpoint] mode`` (none, selective, full; default selective) and
+  ``selective_ac_option`` ("op", or an integer k: every k-th block fully checkpointed; default
+  "2"); ``[float8]``;
 - the step line, ``torchtitan/components/metrics.py`` ``MetricsProcessor.log``:
   ``step: {step:2}  loss: {loss:7.4f}  memory: {max_reserved_gib:5.2f}GiB({max_reserved_pct:.2f}%)
   tps: {round(tps):,}  tflops: {tflops:,.2f}  mfu: {mfu:.2f}%``, each field wrapped in ANSI
@@ -23,6 +25,7 @@ from __future__ import annotations
 import re
 import tomllib
 
+from labs.core.catalogue import RECOMPUTATION
 from labs.core.errors import LabInputError
 from labs.model.presets import get_model
 from labs.runs_log.common import (
@@ -55,6 +58,36 @@ GPUS = (("H100", "h100-sxm"), ("H800", "h800"), ("H200", "h200"), ("B200", "b200
         ("A100", "a100-80gb"), ("MI300X", "mi300x"), ("4090", "rtx-4090"))
 LOOKED_FOR = ("a torchtitan job config ([model], [training], [parallelism] tables) or its "
               "step lines ('step: N  loss: ...  memory: X GiB(Y%)  tps: ...')")
+
+
+def _recompute(ac: dict, notes: list[str]) -> str:
+    """The lab's mode for torchtitan's [activation_checkpoint] (module docstring): op-level
+    selective AC read as Korthikanti's selective; layer-level, selective_ac_option k, as the
+    layer-granular mode that checkpoints every k-th block (labs.core.catalogue: torchtitan's
+    own counter), k = 0 or 1 wrapping every block (full)."""
+    mode = str(ac.get("mode", "selective"))
+    if mode in ("none", "full"):
+        return {"none": "flash", "full": "full"}[mode]
+    if mode != "selective":
+        raise LabInputError(FIELD, f"[activation_checkpoint] mode = {mode!r}: expected none, "
+                                   "selective or full")
+    option = str(ac.get("selective_ac_option", "2"))
+    if option == "op":
+        notes.append("torchtitan's selective op checkpointing is read as Korthikanti et al.'s "
+                     "selective recomputation")
+        return "selective"
+    if not option.isdigit():
+        raise LabInputError(FIELD, f"[activation_checkpoint] selective_ac_option = {option!r}: "
+                                   "expected 'op' or a whole number of layers")
+    every = int(option)
+    if every <= 1:  # torchtitan wraps a block when not ac_freq or count % ac_freq == 0
+        return "full"
+    layered = {r.every: r for r in RECOMPUTATION.values() if r.every > 1}
+    record = layered.get(every) or min(layered.values(), key=lambda r: abs(r.every - every))
+    if record.every != every:
+        notes.append(f"selective_ac_option = {option!r} checkpoints 1 block in {every}; the "
+                     f"lab's nearest mode, {record.label}, recomputes more layers")
+    return record.id
 
 
 def looks_like(text: str) -> bool:
@@ -157,14 +190,7 @@ def read(text: str, gpus: int | None = None) -> ParsedRun:
         notes.append(f"pipeline schedule {name} is not one the lab runs: 1F1B stands in")
     virtual = 2 if schedule in ("interleaved-1f1b", "looped-bfs", "interleaved-zb", "zb-v",
                                 "dualpipe-v") else 1
-    mode = str(_table(config, "activation_checkpoint").get("mode", "selective"))
-    recompute = {"none": "flash", "selective": "selective", "full": "full"}.get(mode)
-    if recompute is None:
-        raise LabInputError(FIELD, f"[activation_checkpoint] mode = {mode!r}: expected none, "
-                                   "selective or full")
-    if mode == "selective":
-        notes.append("torchtitan's selective checkpointing (op or per-layer) is read as "
-                     "Korthikanti et al.'s selective recomputation")
+    recompute = _recompute(_table(config, "activation_checkpoint"), notes)
     converters = model_t.get("converters", [])
     fp8 = "float8" in config or (isinstance(converters, list)
                                  and any("float8" in str(c) for c in converters))

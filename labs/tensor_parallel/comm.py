@@ -65,12 +65,14 @@ def tp_exchange(cost_of: Callable[[str, float], CommCost], size: float, sp: bool
 
 
 def tp_collectives(layers: int, recompute: str = "selective") -> int:
-    """f and g collectives ``layers`` layers run per micro-batch: 2 in forward and 2 in
-    backward each (LAYER_COLLECTIVES); full recomputation runs the forward, and its 2, again
-    (Korthikanti et al. 2022 sec 5)."""
+    """f and g collectives ``layers`` layers (one pipeline rank's) run per micro-batch: 2 in
+    forward and 2 in backward each (LAYER_COLLECTIVES); full recomputation runs the forward,
+    and its 2, again (Korthikanti et al. 2022 sec 5), on the layers it covers (all, or a
+    layer-granular mode's share: ``Recomputation.groups``)."""
     forward = sum(1 for phase, *_ in LAYER_COLLECTIVES if phase == "forward")
     backward = len(LAYER_COLLECTIVES) - forward
-    return layers * (forward * (2 if RECOMPUTATION[recompute].forward_again else 1) + backward)
+    return sum(n * (forward * (2 if RECOMPUTATION[mode].forward_again else 1) + backward)
+               for mode, n, _ in RECOMPUTATION[recompute].groups(layers))
 
 
 def collective_bytes(model: ModelSpec, seq_len: int, micro_batch: int) -> float:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from labs.core.catalogue import RECIPES
+from labs.core.catalogue import RECIPES, RECOMPUTATION
 from labs.core.limits import KORTHIKANTI_RECOMPUTE, RECOMPUTE, ZERO_DP_SHOWN, ZERO_STAGES
 from labs.hardware.comm import collective
 from labs.hardware.links import Cluster, get_link
@@ -96,11 +96,13 @@ def compute_windows(inp: ZeroInput, recompute: str) -> tuple[float, float]:
 def _windows(model: ModelSpec, cluster: Cluster, seq_len: int, micro_batch: int,
              recompute: str) -> tuple[float, float]:
     kw = dict(tp=Group(), cp=Group(), ep=Group(), micro_batch=micro_batch, seq_len=seq_len,
-              sp=False, recompute=recompute)
-    dense = layer_time(model, cluster, **kw)
-    layers = [(model.layers - model.moe_layers, dense)]
-    if model.is_moe:
-        layers.append((model.moe_layers, layer_time(model, cluster, moe=True, **kw)))
+              sp=False)
+    layers = []  # (count, one layer's time) of each kind, in each per-layer mode
+    for mode, dense, moe in RECOMPUTATION[recompute].groups(model.layers - model.moe_layers,
+                                                            model.moe_layers):
+        layers.append((dense, layer_time(model, cluster, recompute=mode, **kw)))
+        if model.is_moe:
+            layers.append((moe, layer_time(model, cluster, moe=True, recompute=mode, **kw)))
     head = head_ops(model, cluster.gpu, tp=1, cp=1, micro_batch=micro_batch, seq_len=seq_len,
                     sp=False)
     forward = sum(n * lt.forward.compute for n, lt in layers) \
