@@ -1,0 +1,102 @@
+"""torchtitan's selective op activation checkpointing, op by op: what a layer keeps for its
+backward and what the backward runs again.
+
+Source: pytorch/torchtitan, ``torchtitan/models/llama/parallelize_llama.py`` as of the
+2024-12 performance runs (torchtitan 9dec370; later moved to
+``torchtitan/distributed/activation_checkpoint.py`` with the same rule):
+``_apply_ac_to_transformer_block`` with ``mode = "selective"``, ``selective_ac_option =
+"op"`` wraps every TransformerBlock in ``ptd_checkpoint_wrapper`` with a
+``create_selective_checkpoint_contexts`` policy (PyTorch's selective activation
+checkpointing, ``torch.utils.checkpoint``):
+
+- an op's output is saved (MUST_SAVE) when the op is in ``_save_list`` (``aten.mm``, the two
+  fused SDPA kernels, ``_c10d_functional.reduce_scatter_tensor``, ``aten.max``), **except
+  every second mm** (a per-block counter: ``meta[mm_count] % 2 == 0`` is recomputed);
+- every other op is PREFER_RECOMPUTE: in the backward the block's forward is replayed, the
+  saved ops' outputs taken from the cache, everything else run again.
+
+torchtitan's Llama block (``torchtitan/models/llama/model.py``) runs its matmuls in this
+order: ``wq``, ``wk``, ``wv`` (three separate projections), the attention core (SDPA),
+``wo``; then ``w2(silu(w1(x)) * w3(x))``: ``w1``, ``w3``, ``w2``. So the 2nd, 4th and 6th,
+``wk``, ``wo`` and ``w3``, run again in the backward, with every elementwise op (the RMSNorms,
+rotary embeddings, repeat_kv, SiLU and its product, the residual adds) and, under tensor
+parallelism, the sequence-parallel all-gathers (``all_gather_into_tensor`` is not in the
+list; the reduce-scatters are). The attention core is kept, not run again.
+
+What a layer keeps, bytes per token on one GPU (bf16 activations, t the TP degree,
+sequence parallelism splitting the block's input along the sequence as torchtitan's TP
+plan does):
+- the block's input (the checkpoint's own input): 2h/t;
+- the kept matmuls' outputs, ``wq``, ``wv``, ``w1``, ``w2``: 2·(q + kv + f + h) with q, kv
+  and f the query, key/value and MLP widths on this GPU (``w2``'s output is the full-width
+  partial sum before its reduce-scatter);
+- SDPA's outputs: the attention output (2q) and its fp32 log-sum-exp (4 B per head);
+- with t > 1, the two reduce-scatters' outputs (after ``wo`` and ``w2``): 2 · 2h/t.
+The policy is written for torchtitan's dense Llama block; a MoE layer's grouped expert GEMMs
+or MLA's projections follow other rules, so those models are refused with this mode.
+"""
+
+from __future__ import annotations
+
+from labs.core.errors import LabInputError
+from labs.model.spec import ModelSpec
+
+# bf16 activations, fp32 log-sum-exp (FlashAttention's softmax statistics).
+ACT_BYTES, LSE_BYTES = 2, 4
+
+
+def check_model(model: ModelSpec) -> None:
+    """The op policy is torchtitan's dense Llama block's: refuse what it does not describe."""
+    if model.is_moe or model.uses_mla:
+        raise LabInputError(
+            "recompute", f"torchtitan's op-level checkpointing is modelled for dense Llama-style "
+                         f"layers; {model.name} has "
+                         f"{'expert' if model.is_moe else 'latent-attention'} layers: choose "
+                         f"another recomputation")
+
+
+def widths(model: ModelSpec, tp: int) -> tuple[int, int, int]:
+    """(query, key/value, MLP) widths on one GPU: heads split by TP, KV heads replicated below
+    t = kv_heads (as ``labs.model.ops``)."""
+    q = model.heads * model.head_dim // tp
+    kv = max(1, model.kv_heads // tp) * model.head_dim
+    return q, kv, model.ffn // tp
+
+
+def block_matmuls(model: ModelSpec, tp: int = 1) -> list[tuple[str, int, int]]:
+    """The block's matmuls in the order its forward runs them: (name, output width, input
+    width) per token on one GPU."""
+    check_model(model)
+    h = model.hidden
+    q, kv, f = widths(model, tp)
+    mms = [("wq", q, h), ("wk", kv, h), ("wv", kv, h), ("wo", h, q), ("w1", f, h)]
+    if model.gated_mlp:
+        mms.append(("w3", f, h))
+    mms.append(("w2", h, f))
+    return mms
+
+
+def recomputed_matmuls(model: ModelSpec, tp: int = 1) -> list[tuple[str, int, int]]:
+    """Every second matmul of the block (counted from 1): run again in the backward."""
+    return [mm for i, mm in enumerate(block_matmuls(model, tp), start=1) if i % 2 == 0]
+
+
+def recomputed_params_per_layer(model: ModelSpec) -> int:
+    """Weights of the recomputed matmuls in one whole layer (their forward is 2 FLOPs each per
+    token)."""
+    return sum(n * k for _, n, k in recomputed_matmuls(model))
+
+
+def kept_bytes_per_token(model: ModelSpec, tp: int = 1) -> float:
+    """Bytes one layer keeps per token on one GPU for its backward (module docstring)."""
+    h = model.hidden
+    q, kv, f = widths(model, tp)
+    kept = [name for i, (name, _, _) in enumerate(block_matmuls(model, tp), start=1)
+            if i % 2 == 1]
+    out = {name: n for name, n, _ in block_matmuls(model, tp)}
+    total = ACT_BYTES * h / tp  # the block input, sequence-split under TP
+    total += ACT_BYTES * sum(out[name] for name in kept)
+    total += ACT_BYTES * q + LSE_BYTES * model.heads / tp  # SDPA's output and log-sum-exp
+    if tp > 1:
+        total += 2 * ACT_BYTES * h / tp  # the reduce-scatters' outputs
+    return total
