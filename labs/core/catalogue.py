@@ -49,6 +49,10 @@ class Recomputation:
     others: str = ""
     torchtitan: tuple[tuple[str, str], ...] = ()  # its [activation_checkpoint] settings
     deepspeed_note: str = ""  # what DeepSpeed's config cannot say of it
+    megatron_note: str = ""  # what Megatron-LM's arguments cannot say of it
+    # An op-level policy: what a layer keeps and runs again is counted op by op from the
+    # named policy (``labs.model.op_checkpoint``), not from the booleans above (all False).
+    policy: str = ""
 
     @property
     def label(self) -> str:
@@ -120,6 +124,25 @@ RECOMPUTATION: dict[str, Recomputation] = {r.id: r for r in (
                                  "one more forward on all layers) is written; recomputing half "
                                  "needs deepspeed.checkpointing.checkpoint around every 2nd "
                                  "layer in the model code"),
+    # torchtitan's selective op AC (selective_ac_option = "op"), counted op by op in
+    # labs.model.op_checkpoint: each layer keeps its input, every other matmul's output and
+    # the attention kernel's; its backward runs the other matmuls (wk, wo, w3 of the Llama
+    # block), every elementwise op and the TP all-gathers again, the attention core not.
+    Recomputation("op", "torchtitan's selective op recomputation (every 2nd matmul)",
+                  stores_scores=False, input_only=False, attention_again=False,
+                  forward_again=False, text="op-level, every 2nd matmul (torchtitan)",
+                  megatron=(("--recompute-granularity", "selective"),),
+                  deepspeed_interval=1, policy="torchtitan-op",
+                  torchtitan=(("mode", "selective"), ("selective_ac_option", "op")),
+                  megatron_note="Megatron-LM has no op-level policy like torchtitan's (every "
+                                "2nd matmul's output dropped and run again): the nearest, "
+                                "selective (the attention core run again), is written; it "
+                                "keeps every matmul's output, so more memory per layer and "
+                                "less run again",
+                  deepspeed_note="DeepSpeed's pipeline engine checkpoints whole layers "
+                                 "(activation_checkpoint_interval): torchtitan's op-level "
+                                 "policy cannot be written, so 1 (every layer recomputed "
+                                 "whole: less memory, more run again) is"),
 )}
 
 

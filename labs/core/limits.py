@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 MODES = ("train", "infer")
-RECOMPUTE = tuple(RECOMPUTATION)  # none, flash, selective, full, every-2nd
+RECOMPUTE = tuple(RECOMPUTATION)  # none, flash, selective, full, every-2nd, op
 # Korthikanti et al. 2022's three modes, the ones the ZeRO lesson's table and the planner try
 # ("flash" keeps what "selective" keeps and repeats what "none" repeats).
 KORTHIKANTI_RECOMPUTE = ("none", "selective", "full")

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from labs.core.catalogue import RECIPES, RECOMPUTATION
 from labs.memory.inputs import MemoryInput, StageBill
+from labs.model.op_checkpoint import recomputed_matmuls
 from labs.schedules.catalogue import CATALOGUE
 
 
@@ -57,6 +58,13 @@ def _activation_notes(inp: MemoryInput, bills: Sequence[StageBill]) -> list[str]
     mode = RECOMPUTATION[inp.recompute]
     if mode.every > 1:
         notes.append(_layer_granular_note(inp, bills))
+    elif mode.policy:
+        dropped = ", ".join(name for name, _, _ in recomputed_matmuls(m))
+        notes.append(f"{mode.phrase.capitalize()}, counted from torchtitan's save list: each "
+                     "layer keeps its input, the outputs of every other matmul and of the "
+                     "attention kernel (its output and log-sum-exp), and with TP the "
+                     f"reduce-scatters'; its backward runs {dropped}, every elementwise op and "
+                     "the TP all-gathers again, the attention core not.")
     elif mode.stores_scores:
         notes.append("No recomputation stores the attention scores (5·a·s² per layer), i.e. "
                      "assumes attention without FlashAttention.")

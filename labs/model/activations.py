@@ -28,12 +28,15 @@ Sources:
   FP8 (transposed) input for the weight gradient (TE issue 1764: "a 50% reduction in the
   activation memory usage"); DeepSeek-V3 caches them in FP8 ("Low-Precision Activation").
 - a rank's layers (``layers_activation_bytes``): each layer as its per-layer mode keeps; a
-  layer-granular mode splits them as torchtitan's counter does (``Recomputation.groups``).
+  layer-granular mode splits them as torchtitan's counter does (``Recomputation.groups``);
+  an op-level policy (torchtitan's selective op AC) keeps what ``labs.model.op_checkpoint``
+  counts from its save list, in bf16, whichever activation model is chosen.
 """
 
 from __future__ import annotations
 
 from labs.core.catalogue import RECOMPUTATION, layer_rules
+from labs.model.op_checkpoint import check_model, kept_bytes_per_token
 from labs.model.spec import ModelSpec
 
 ACT_BYTES = 2  # bf16 activations and KV cache
@@ -70,7 +73,11 @@ def gemm_input_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int 
     inputs outside the TP split, the second MLP input inside it), s·b·(4h/r + 2·ffn/t) in
     Megatron's, with a MoE layer's experts' inputs over EP; none with full recomputation."""
     sp = tp > 1 if sp is None else sp
-    if layer_rules(recompute).input_only:
+    rules = layer_rules(recompute)
+    if rules.input_only:
+        return 0.0
+    if rules.policy:  # the op policy keeps matmul and attention outputs, in bf16
+        check_model(model)
         return 0.0
     h, b = model.hidden, micro_batch
     s = seq_len / cp
@@ -98,6 +105,8 @@ def _bf16_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int, tp: 
     mode = layer_rules(recompute)  # what it keeps (labs.core.catalogue)
     if mode.input_only:
         return 2 * s * b * h / rest  # only the layer input, split along s by SP
+    if mode.policy:  # an op-level policy counts its kept tensors op by op
+        return s * b * kept_bytes_per_token(model, tp, sp)
     scores = 5 * a * s * seq_len * b / split if mode.stores_scores else 0.0
     if activation_model == "classic":
         return s * b * h * (10 / rest + 24 / split) + scores

@@ -9,7 +9,9 @@
   the whole sequence, not halved for causality).
 - Hardware FLOPs: recomputation repeats forward work. Full recomputation runs one more
   forward, 8·N + 16·L·a·d·s (≈ 8·N: +33%, Korthikanti et al. 2022 sec 5); selective
-  recomputation repeats only the attention core's forward, + 2·L·a·s·(d_qk + d_v). A
+  recomputation repeats only the attention core's forward, + 2·L·a·s·(d_qk + d_v);
+  torchtitan's op-level policy repeats the forward of every 2nd matmul of a layer, + 2·L·P_r
+  with P_r those matmuls' weights (``labs.model.op_checkpoint``), the attention core not. A
   layer-granular mode adds each per-layer mode's extra in the share of the layers it covers
   (``Recomputation.groups`` on each pipeline rank): every 2nd layer, about half of full's.
 - MFU (model FLOPs utilisation, PaLM appendix B): achieved model FLOPs / peak. The peak is the
@@ -27,6 +29,7 @@ from labs.core.errors import LabInputError
 from labs.core.limits import RECOMPUTE
 from labs.core.validate import is_int, one_of
 from labs.hardware.gpus import GPUSpec
+from labs.model.op_checkpoint import recomputed_params_per_layer
 from labs.model.spec import ModelSpec
 
 
@@ -70,6 +73,8 @@ def hardware_flops_per_token(model: ModelSpec, seq_len: int, recompute: str = "s
             flops += share * (2 * matmul_params(model))
         if again.attention_again:  # ... and the attention core's forward again
             flops += share * attention_flops_per_token(model, seq_len) / 3
+        if again.policy:  # an op-level policy: the matmuls it drops run their forward again
+            flops += share * 2 * model.layers * recomputed_params_per_layer(model)
     return flops
 
 

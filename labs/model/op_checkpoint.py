@@ -32,6 +32,10 @@ plan does):
   partial sum before its reduce-scatter);
 - SDPA's outputs: the attention output (2q) and its fp32 log-sum-exp (4 B per head);
 - with t > 1, the two reduce-scatters' outputs (after ``wo`` and ``w2``): 2 · 2h/t.
+The backward's replay (what it runs again): the recomputed matmuls' forward GEMMs, every
+memory-bound op of the forward (``labs.model.ops``'s count for the software's kernels) and
+the forward's TP collectives that are not kept: with sequence parallelism the two
+all-gathers (half of the forward's TP traffic), without it the two all-reduces (all of it).
 The policy is written for torchtitan's dense Llama block; a MoE layer's grouped expert GEMMs
 or MLA's projections follow other rules, so those models are refused with this mode.
 """
@@ -87,16 +91,20 @@ def recomputed_params_per_layer(model: ModelSpec) -> int:
     return sum(n * k for _, n, k in recomputed_matmuls(model))
 
 
-def kept_bytes_per_token(model: ModelSpec, tp: int = 1) -> float:
-    """Bytes one layer keeps per token on one GPU for its backward (module docstring)."""
+def kept_bytes_per_token(model: ModelSpec, tp: int = 1, sp: bool = True) -> float:
+    """Bytes one layer keeps per token on one GPU for its backward (module docstring). Without
+    sequence parallelism (``sp`` False, t > 1: not torchtitan's TP plan, which always splits
+    the sequence) the input stays whole and the all-reduces that replace the reduce-scatters
+    are not in ``_save_list``, so nothing of theirs is kept."""
     h = model.hidden
     q, kv, f = widths(model, tp)
     kept = [name for i, (name, _, _) in enumerate(block_matmuls(model, tp), start=1)
             if i % 2 == 1]
     out = {name: n for name, n, _ in block_matmuls(model, tp)}
-    total = ACT_BYTES * h / tp  # the block input, sequence-split under TP
+    split = tp > 1 and sp
+    total = ACT_BYTES * h / (tp if split else 1)  # the block input, sequence-split under SP
     total += ACT_BYTES * sum(out[name] for name in kept)
     total += ACT_BYTES * q + LSE_BYTES * model.heads / tp  # SDPA's output and log-sum-exp
-    if tp > 1:
+    if split:
         total += 2 * ACT_BYTES * h / tp  # the reduce-scatters' outputs
     return total

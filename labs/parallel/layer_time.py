@@ -30,9 +30,11 @@ TP, CP and EP groups run (``labs.hardware.nccl``, where each group sits), expose
   communication A side by side then take max(A, C + f·A), f = 20 / SMs; what exceeds C is
   what EP costs.
 Recomputation runs the forward again before backward (full: every kernel and TP collective;
-selective: the attention core, Korthikanti sec 5). A layer follows one per-layer mode; the
-layers of a layer-granular mode are timed in their two (``Recomputation.groups``) by whoever
-sums a stage (``labs.recipe.stage_time``, ``labs.zero.lab``).
+selective: the attention core, Korthikanti sec 5; torchtitan's op-level policy: the matmuls
+it drops, the memory-bound ops and the TP collectives it does not keep, ``_op_replay``). A
+layer follows one per-layer mode; the layers of a layer-granular mode are timed in their two
+(``Recomputation.groups``) by whoever sums a stage (``labs.recipe.stage_time``,
+``labs.zero.lab``).
 """
 
 from __future__ import annotations
@@ -45,7 +47,15 @@ from labs.core.catalogue import layer_rules
 from labs.core.errors import LabInputError
 from labs.hardware.links import Cluster
 from labs.hardware.nccl import nccl_time
-from labs.model.ops import DEFAULT_OPTIONS, ComputeOptions, LayerOps, Pass, layer_ops
+from labs.model.op_checkpoint import recomputed_matmuls
+from labs.model.ops import (
+    DEFAULT_OPTIONS,
+    ComputeOptions,
+    LayerOps,
+    Pass,
+    PassBuilder,
+    layer_ops,
+)
 from labs.model.spec import ModelSpec
 
 ACT_BYTES = 2  # 16-bit activations on the wire
@@ -163,7 +173,30 @@ def layer_time(model: ModelSpec, cluster: Cluster, *, tp: Group, cp: Group, ep: 
         bwd = _merge(fwd, bwd)
     elif again.attention_again:
         bwd = _merge(_pass_time(ops.attention_core, ()), bwd)
+    elif again.policy:
+        bwd = _merge(_op_replay(model, cluster, ops, tp.size, sp and tp.size > 1, options,
+                                tp_f), bwd)
     return LayerTime(ops, fwd, bwd)
+
+
+def _op_replay(model: ModelSpec, cluster: Cluster, ops: LayerOps, tp: int, sp: bool,
+               options: ComputeOptions, tp_f: Comm | None) -> PassTime:
+    """What torchtitan's op-level policy runs again before a layer's backward
+    (``labs.model.op_checkpoint``): the dropped matmuls' forward GEMMs, every memory-bound op
+    of the forward but the ring attention's merge (inside the kept attention kernel), and the
+    forward's TP collectives it does not keep (with SP the all-gathers, half; without, the
+    all-reduces, all)."""
+    again = PassBuilder(cluster.gpu, options.fp8)
+    for name, n, k in recomputed_matmuls(model, tp):
+        again.gemm(name, ops.tokens, n, k)
+    memory = math.fsum(k.seconds for k in ops.forward.kernels
+                       if k.kind == "memory" and k.name != "cp-merge")
+    comms = ()
+    if tp_f is not None:
+        share = 0.5 if sp else 1.0
+        comms = (Comm("tp", tp_f.collective, share * tp_f.seconds, share * tp_f.exposed,
+                      share * tp_f.bytes_per_gpu, tp_f.link),)
+    return PassTime(again.done().of("gemm"), 0.0, memory, comms)
 
 
 def _tp(act: float, ops: LayerOps, cluster: Cluster, g: Group, sp: bool,

@@ -108,6 +108,8 @@ def _megatron_recompute(plan: Plan, model: ModelSpec, notes: list[str]) -> list:
     first-N-of-each-chunk count differs from the lab's."""
     record = RECOMPUTATION[plan.recompute]
     args = list(record.megatron)
+    if record.megatron_note:
+        notes.append(record.megatron_note)
     if record.every == 1:
         return args
     chunks = chunks_per_rank(plan.schedule, plan.virtual) if plan.pp > 1 else 1
@@ -179,11 +181,15 @@ def fsdp(plan: Plan, model: ModelSpec) -> Export:
     recompute = RECOMPUTATION[plan.recompute]
     if recompute.torchtitan:
         settings = ", ".join(f'{k} = "{v}"' for k, v in recompute.torchtitan)
+        how = (f"wrap every {recompute.nth} block of stage.layers in checkpoint_wrapper "
+               "(torch.distributed.algorithms._checkpoint.checkpoint_wrapper)"
+               if recompute.every > 1 else
+               "wrap every block of stage.layers in checkpoint_wrapper with a "
+               "create_selective_checkpoint_contexts policy (torch.utils.checkpoint) that "
+               "saves matmul, SDPA and reduce-scatter outputs but every 2nd matmul's")
         notes.append(f"{recompute.phrase}: torchtitan writes it as [activation_checkpoint] "
-                     f"{settings}; this snippet checkpoints no block, so to match wrap every "
-                     f"{recompute.nth} block of stage.layers in checkpoint_wrapper "
-                     "(torch.distributed.algorithms._checkpoint.checkpoint_wrapper) before "
-                     "fully_shard")
+                     f"{settings}; this snippet checkpoints no block, so to match {how} "
+                     "before fully_shard")
     wrap = "replicate(block, device_mesh=dp_mesh)" if plan.zero == 0 else \
         "fully_shard(block, mesh=dp_mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)"
     top = "replicate(stage, device_mesh=dp_mesh)" if plan.zero == 0 else \

@@ -27,6 +27,7 @@ import tomllib
 
 from labs.core.catalogue import RECOMPUTATION
 from labs.core.errors import LabInputError
+from labs.model.op_checkpoint import check_model
 from labs.model.presets import get_model
 from labs.runs_log.common import (
     FIELD,
@@ -60,9 +61,11 @@ LOOKED_FOR = ("a torchtitan job config ([model], [training], [parallelism] table
               "step lines ('step: N  loss: ...  memory: X GiB(Y%)  tps: ...')")
 
 
-def _recompute(ac: dict, notes: list[str]) -> str:
+def _recompute(ac: dict, notes: list[str], model: str) -> str:
     """The lab's mode for torchtitan's [activation_checkpoint] (module docstring): op-level
-    selective AC read as Korthikanti's selective; layer-level, selective_ac_option k, as the
+    selective AC as the lab's op-level mode (``labs.model.op_checkpoint``, counted for dense
+    Llama blocks; another ``model``'s read as Korthikanti's selective, with a note);
+    layer-level, selective_ac_option k, as the
     layer-granular mode that checkpoints every k-th block (labs.core.catalogue: torchtitan's
     own counter), k = 0 or 1 wrapping every block (full)."""
     mode = str(ac.get("mode", "selective"))
@@ -73,9 +76,15 @@ def _recompute(ac: dict, notes: list[str]) -> str:
                                    "selective or full")
     option = str(ac.get("selective_ac_option", "2"))
     if option == "op":
-        notes.append("torchtitan's selective op checkpointing is read as Korthikanti et al.'s "
-                     "selective recomputation")
-        return "selective"
+        op = next(r.id for r in RECOMPUTATION.values() if r.policy == "torchtitan-op")
+        try:
+            check_model(get_model(model))
+        except LabInputError:
+            notes.append("torchtitan's selective op checkpointing is counted for dense Llama "
+                         f"blocks; {model}'s layers are read as Korthikanti et al.'s selective "
+                         "recomputation")
+            return "selective"
+        return op
     if not option.isdigit():
         raise LabInputError(FIELD, f"[activation_checkpoint] selective_ac_option = {option!r}: "
                                    "expected 'op' or a whole number of layers")
@@ -190,7 +199,6 @@ def read(text: str, gpus: int | None = None) -> ParsedRun:
         notes.append(f"pipeline schedule {name} is not one the lab runs: 1F1B stands in")
     virtual = 2 if schedule in ("interleaved-1f1b", "looped-bfs", "interleaved-zb", "zb-v",
                                 "dualpipe-v") else 1
-    recompute = _recompute(_table(config, "activation_checkpoint"), notes)
     converters = model_t.get("converters", [])
     fp8 = "float8" in config or (isinstance(converters, list)
                                  and any("float8" in str(c) for c in converters))
@@ -200,6 +208,7 @@ def read(text: str, gpus: int | None = None) -> ParsedRun:
         defaulted.append(("model", "llama-3.1-8b", f"torchtitan's {key[0]} {key[1]} is not a "
                           "lab preset: choose the model"))
         model = "llama-3.1-8b"
+    recompute = _recompute(_table(config, "activation_checkpoint"), notes, model)
     gpu, capacity = gpu_of(text)
     seq = whole("seq_len", _int(train, "seq_len", 2048))
     plan = {"model": model, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep,

@@ -68,10 +68,16 @@ def tp_collectives(layers: int, recompute: str = "selective") -> int:
     """f and g collectives ``layers`` layers (one pipeline rank's) run per micro-batch: 2 in
     forward and 2 in backward each (LAYER_COLLECTIVES); full recomputation runs the forward,
     and its 2, again (Korthikanti et al. 2022 sec 5), on the layers it covers (all, or a
-    layer-granular mode's share: ``Recomputation.groups``)."""
+    layer-granular mode's share: ``Recomputation.groups``); so does torchtitan's op-level
+    policy, which keeps none of the forward's g collectives whole (without SP it runs their
+    all-reduces again, with SP their all-gather halves: ``labs.model.op_checkpoint``)."""
     forward = sum(1 for phase, *_ in LAYER_COLLECTIVES if phase == "forward")
     backward = len(LAYER_COLLECTIVES) - forward
-    return sum(n * (forward * (2 if RECOMPUTATION[mode].forward_again else 1) + backward)
+
+    def again(mode: str) -> bool:
+        return RECOMPUTATION[mode].forward_again or bool(RECOMPUTATION[mode].policy)
+
+    return sum(n * (forward * (2 if again(mode) else 1) + backward)
                for mode, n, _ in RECOMPUTATION[recompute].groups(layers))
 
 

@@ -28,7 +28,7 @@ MODEL = get_model("llama-3.1-8b")
 
 def test_the_limits_ids_are_the_records_keys():
     assert limits.RECOMPUTE == tuple(RECOMPUTATION) == ("none", "flash", "selective", "full",
-                                                        "every-2nd")
+                                                        "every-2nd", "op")
     assert limits.KORTHIKANTI_RECOMPUTE == ("none", "selective", "full")
     assert limits.ACTIVATION_MODELS == tuple(ACTIVATION_MODEL_RECORDS) == ("classic", "megatron")
     assert limits.TRAIN_RECIPES == ("adam16", "adam18", "adam12", "fp8-delayed", "fp8-params",
@@ -42,8 +42,9 @@ def test_the_limits_ids_are_the_records_keys():
 
 
 # The modes whose every layer follows the record's rules (the layer-granular one mixes two:
-# tests/labs/test_layer_recompute.py).
-PER_LAYER = tuple(k for k, r in RECOMPUTATION.items() if r.every == 1)
+# tests/labs/test_layer_recompute.py; the op-level policy counts op by op:
+# tests/labs/test_op_checkpoint.py).
+PER_LAYER = tuple(k for k, r in RECOMPUTATION.items() if r.every == 1 and not r.policy)
 
 
 @pytest.mark.parametrize("mode", PER_LAYER)

@@ -171,8 +171,7 @@ TITAN = ("[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_s
 @pytest.mark.parametrize(("table", "mode", "note"), [
     ("", MODE, None),  # torchtitan's defaults: selective, option "2"
     ('[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "2"\n', MODE, None),
-    ('[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "op"\n', "selective",
-     "selective op checkpointing"),
+    ('[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "op"\n', "op", None),
     ('[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "1"\n', "full", None),
     ('[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "4"\n', MODE,
      "checkpoints 1 block in 4"),
