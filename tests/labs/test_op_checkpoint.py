@@ -20,9 +20,9 @@ from labs.model.presets import get_model
 from labs.parallel.layer_time import Group, layer_time
 from labs.recipe.export import export
 from labs.recipe.inputs import Plan
-from labs.recipe.lab import evaluate
 from labs.runs_log.lab import read_run
 from labs.tensor_parallel.comm import tp_collectives
+from tests.labs.test_layer_recompute import step_by_mode
 
 LLAMA3_8B = get_model("llama-3.1-8b")  # h 4096, 32 heads, 8 KV heads of 128, MLP 14336
 
@@ -123,13 +123,7 @@ def test_with_sequence_parallel_tp_the_all_gathers_run_again():
 
 
 def test_step_time_lies_between_flash_and_full_recomputation():
-    cluster = get_cluster("dgx-h100")
-    step = {}
-    for mode in ("flash", MODE, "full"):
-        result = evaluate(Plan(tp=2, pp=2, dp=2, microbatches=8, recompute=mode), LLAMA3_8B,
-                          cluster, 1)
-        assert result.legal
-        step[mode] = result.step_s
+    step = step_by_mode(("flash", MODE, "full"))
     assert step["flash"] < step[MODE] < step["full"]
 
 
