@@ -34,13 +34,16 @@ CASES = [
     (f"{PIPELINE.code} pipeline", PIPELINE.path + "?stages=8&microbatches=16", "microbatches",
      [24, 32, 12, 10, 16, 20]),
 ]
-# Every other lesson with a slider, on its main one (EP07 has none: its controls are selects).
+# Every other lesson, on its main slider.
 for lab, slider, values in (("data_parallel", "nics_per_node", [2, 4, 8, 3, 6, 5]),
                             ("zero", "micro_batch", [2, 4, 8, 3, 6, 5]),
                             ("tensor_parallel", "micro_batch", [2, 4, 8, 3, 6, 5]),
                             ("context_parallel", "tokens", [32, 48, 24, 40, 56, 64]),
+                            ("moe", "skew", [0.25, 0.5, 0.75, 0.85, 0.4, 0.6]),
+                            ("recipe", "microbatches", [24, 32, 12, 8, 20, 28]),
                             ("rl", "prompts", [16, 32, 4, 12, 24, 20]),
-                            ("playground", "micro_batch", [2, 4, 3, 2, 4, 3])):
+                            ("playground", "micro_batch", [2, 4, 3, 2, 4, 3]),
+                            ("precision", "micro_batch", [2, 4, 8, 3, 6, 5])):
     if lab in BY_LAB:
         CASES.append((f"{BY_LAB[lab].code} {lab}", BY_LAB[lab].path, slider, values))
 
@@ -132,8 +135,8 @@ DRAG = """async ([name, lo, hi]) => {
     document.addEventListener('lab:drawn', count);
     let value = lo;
     for (let i = 0; i < 100; i++) {
-        value = lo + Math.round((hi - lo) * i / 99);
-        input.value = value;
+        input.value = lo + (hi - lo) * i / 99;  // the range input snaps it to its step
+        value = input.value;
         input.dispatchEvent(new Event('input', {bubbles: true}));
         await pause(16);
     }
