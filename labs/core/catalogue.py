@@ -130,7 +130,7 @@ RECOMPUTATION: dict[str, Recomputation] = {r.id: r for r in (
     # block), every elementwise op and the TP all-gathers again, the attention core not.
     Recomputation("op", "torchtitan's selective op recomputation (every 2nd matmul)",
                   stores_scores=False, input_only=False, attention_again=False,
-                  forward_again=False, text="op-level, every 2nd matmul (torchtitan)",
+                  forward_again=False, text="op-level, torchtitan",
                   megatron=(("--recompute-granularity", "selective"),),
                   deepspeed_interval=1, policy="torchtitan-op",
                   torchtitan=(("mode", "selective"), ("selective_ac_option", "op")),

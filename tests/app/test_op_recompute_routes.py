@@ -3,7 +3,7 @@ control, the APIs taking it, and a model the policy does not describe refused wi
 
 import pytest
 
-OPTION = '<option value="op" selected>op-level, every 2nd matmul (torchtitan)</option>'
+OPTION = '<option value="op" selected>op-level, torchtitan</option>'
 
 
 @pytest.mark.parametrize("page", ["/episodes/memory", "/episodes/zero", "/episodes/recipe-3d",
