@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from labs.core.errors import LabInputError
 from labs.hardware.gpus import GPUSpec
@@ -129,15 +129,27 @@ class Pass:
 
     kernels: tuple[Kernel, ...]
 
-    @property
+    # The totals are read many times per pass (each collective's overlap, each cause), so
+    # each is summed once (math.fsum: correctly rounded, whatever the order).
+    @cached_property
     def seconds(self) -> float:
         return math.fsum(k.seconds for k in self.kernels)
 
+    @cached_property
+    def _totals(self) -> tuple[dict[str, float], dict[str, float]]:
+        by_kind: dict[str, list[float]] = {}
+        by_name: dict[str, list[float]] = {}
+        for k in self.kernels:
+            by_kind.setdefault(k.kind, []).append(k.seconds)
+            by_name.setdefault(k.name, []).append(k.seconds)
+        return ({kind: math.fsum(v) for kind, v in by_kind.items()},
+                {name: math.fsum(v) for name, v in by_name.items()})
+
     def of(self, kind: str) -> float:
-        return math.fsum(k.seconds for k in self.kernels if k.kind == kind)
+        return self._totals[0].get(kind, 0.0)
 
     def named(self, name: str) -> float:
-        return math.fsum(k.seconds for k in self.kernels if k.name == name)
+        return self._totals[1].get(name, 0.0)
 
     @property
     def flops(self) -> float:
