@@ -38,7 +38,7 @@ def test_api_lists_every_run_of_the_data_file_with_its_citation(body):
     assert any("fragmentation" in x for x in body["left_out"])
     assert any("Stragglers" in x for x in body["left_out"])
     assert any("congestion" in x for x in body["left_out"])
-    # The validation groups (torchtitan's FSDP2 runs, the MoE runs), never calibrated on, beside them.
+    # The validation groups (torchtitan's FSDP2 runs, the MoE runs), never calibrated on.
     assert [r["id"] for r in body["validation_runs"]] == [r.id for r in VALIDATION]
     assert body["validation_summary"]["runs"] == len(VALIDATION) == 17
     cited = {"torchtitan-fsdp2": "torchtitan docs/performance.md",
