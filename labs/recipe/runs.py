@@ -54,8 +54,8 @@ GROUPS = {
     "korthikanti-2022-dp": "Korthikanti et al. 2022, sec 6.3",
 }
 VALIDATION_GROUPS = {"torchtitan-fsdp2": "torchtitan (FSDP2), docs/performance.md",
-                     "deepseek-v3": "DeepSeek-V3 report (MoE, EP 64)",
-                     "megatron-moe": "Megatron Core MoE model zoo (Qwen3-235B)"}
+                     "deepseek-v3": "DeepSeek-V3 report (MoE)",
+                     "megatron-moe": "Megatron MoE zoo (Qwen3)"}
 
 
 def gpt(hidden: int, heads: int, layers: int) -> ModelSpec:
