@@ -154,10 +154,17 @@ def plan_api(request: Request) -> Response:
 @router.get(FRAGMENT_PATH, include_in_schema=False)
 def plan_fragment(request: Request) -> Response:
     """The plan diagram (scatter and table) for the lesson page, loaded when it comes into
-    view: a search takes a moment, the page does not wait for it."""
-    q, found, error = _parse(request)
-    if error is not None:
-        return error
+    view: a search takes a moment, the page does not wait for it. A search the planner
+    refuses (too many candidate plans) is said in its place, not failed: htmx swaps in only
+    a 2xx answer."""
+    q, errors, _ = validate(FORM, request.query_params.multi_items())
+    if q is None:
+        return api_error(request, errors)
+    try:
+        found = run(q)
+    except LabInputError as exc:
+        return templates.TemplateResponse(request, "partials/_plan_refused.html",
+                                          {"field": exc.field, "message": exc.message})
     links = plan_links(q, found)
     gpu = get_gpu(q.gpu)
     figure = plan_figure(found.plans, [u or "" for u in links], gpu.memory_bytes)

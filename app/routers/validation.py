@@ -56,7 +56,8 @@ def recipe_params(c: RunCheck) -> dict[str, str]:
              "inter_link": cluster.inter.id,
              **{k: getattr(plan, k) for k in ("tp", "pp", "dp", "cp", "ep", "zero",
                                               "recompute", "recipe", "schedule", "virtual",
-                                              "micro_batch", "microbatches", "seq_len")},
+                                              "micro_batch", "microbatches", "seq_len",
+                                              "first_stage_layers", "last_stage_layers")},
              **{k: getattr(plan, k) for k in SOFTWARE}}
     defaults = RecipeQuery().model_dump()
     return {k: ("true" if v else "false") if isinstance(v, bool) else str(v)

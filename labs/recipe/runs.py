@@ -21,6 +21,10 @@ sequence, software and published tokens/s per GPU:
 - torchtitan docs/performance.md (pytorch/torchtitan): Llama 2 and 3 with FSDP2 on 64 A100s
   and Llama 3.1 8B on 8 and 128 H100s, PyTorch eager or torch.compile'd kernels
   (``labs.model.ops`` kernels="eager" / "compiled").
+- MoE with expert parallelism (tests/labs/test_moe_runs.py): DeepSeek-V3 on 2,048 H800
+  (arXiv:2412.19437, 180K GPU hours per trillion tokens, PP 16, EP 64, DualPipe, FP8) and
+  Qwen3-235B-A22B on 256 H100 under Megatron Core (yanring/Megatron-MoE-ModelZoo
+  best_practice/Qwen3/readme.md, step seconds), each run's figure in its ``published``.
 
 A run's ``ratio`` is the lab's throughput over the published one (published step time over the
 lab's): above 1, the lab is fast.
@@ -49,7 +53,9 @@ GROUPS = {
     "korthikanti-2022-table5": "Korthikanti et al. 2022, Table 5",
     "korthikanti-2022-dp": "Korthikanti et al. 2022, sec 6.3",
 }
-VALIDATION_GROUPS = {"torchtitan-fsdp2": "torchtitan (FSDP2), docs/performance.md"}
+VALIDATION_GROUPS = {"torchtitan-fsdp2": "torchtitan (FSDP2), docs/performance.md",
+                     "deepseek-v3": "DeepSeek-V3 report (MoE)",
+                     "megatron-moe": "Megatron MoE zoo (Qwen3)"}
 
 
 def gpt(hidden: int, heads: int, layers: int) -> ModelSpec:

@@ -80,3 +80,17 @@ def test_the_plan_diagram_has_a_scatter_and_a_table_of_links(client):
     assert 'id="recipe-plan-chart"' in html and "Pareto front" in html
     assert html.count('data-testid="plan-link"') == 20
     assert "/episodes/recipe-3d?model=gpt-3-175b" in html
+
+
+def test_a_search_too_big_is_a_422_in_the_api_and_said_in_the_fragment(client):
+    # Qwen3-235B-A22B on 256 H100 (a validation run's cluster, tests/labs/test_moe_runs.py):
+    # more candidate plans than the planner searches. htmx swaps in only a 2xx answer, so the
+    # lesson's fragment says the refusal where the diagram would be.
+    params = {**SEED_H100, "model": "qwen3-235b-a22b", "gpus": 256, "seq_len": 4096,
+              "global_batch": 2048}
+    api = client.get("/api/plan", params=params)
+    assert api.status_code == 422
+    assert "candidate plans" in api.json()["detail"][0]["msg"]
+    page = client.get("/episodes/recipe-3d/plan", params=params)
+    assert page.status_code == 200
+    assert 'data-testid="plan-refused"' in page.text and "candidate plans" in page.text
