@@ -29,6 +29,15 @@ def test_scatter_and_table_show_every_run(page, live_server, viewport):
     expect(page.locator("[data-testid=validation-runs-table] tbody tr")).to_have_count(17)
     # Nothing wider than the screen: the table scrolls inside its own box.
     assert page.evaluate("() => document.documentElement.scrollWidth") <= viewport["width"]
+    # Every entry of the key is drawn above the plot, none under it (on a phone the key
+    # takes a line an entry).
+    keyed = page.evaluate("""() => {
+        const plot = document.querySelector('#validation-chart .nsewdrag')
+            .getBoundingClientRect();
+        return [...document.querySelectorAll('#validation-chart .legendtext')]
+            .map(t => [t.textContent, t.getBoundingClientRect().bottom <= plot.top]);
+    }""")
+    assert len(keyed) == 9 and all(above for _, above in keyed), keyed
 
 
 def test_a_runs_link_opens_ep08_at_its_plan(page, live_server):
