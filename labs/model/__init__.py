@@ -1,10 +1,12 @@
 """`spec.py` (`ModelSpec`: the shape and its counts), `presets.py` (model presets, custom sizes),
 `code.py` (a shape as a short URL-safe code), `hf_config.py` (a Hugging Face `config.json` →
 `ModelSpec`), `flops.py` (FLOPs per token, time at an MFU), `activations.py` (classic or
-Megatron activation bytes, SP on/off), `ops.py` (one layer's compute kernel by kernel after the
+Megatron activation bytes, SP on/off; a rank's layers in their recomputation modes:
+`layers_activation_bytes`), `ops.py` (one layer's compute kernel by kernel after the
 TP/CP/EP split: every GEMM with its shape, the attention core, every memory-bound op with its
 bytes, as fused (Megatron / TE), torch.compile'd or eager PyTorch kernels move them), `head.py`
 (the same outside the layers: embedding, output layer and loss, optimizer step, gradient
-accumulation)"""
+accumulation), `op_checkpoint.py` (torchtitan's selective op checkpointing from its save list:
+the matmuls a layer's backward runs again and the bytes it keeps)"""
 
 FLOOR = 2  # imports only labs packages of floors <= 2 (tests/test_project.py)
