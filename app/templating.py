@@ -10,7 +10,8 @@ from app.charts.pipeline import LABEL_BARS, MAX_BARS, event_kinds, memory_ranks,
 from app.charts.units import fmt_bytes, fmt_count, fmt_pct
 from app.episodes import EPISODES
 from app.settings import SETTINGS, url
-from labs.core.catalogue import ACTIVATION_MODEL_RECORDS, RECOMPUTATION
+from labs.core.catalogue import ACTIVATION_MODEL_RECORDS
+from labs.core.recomputation import RECOMPUTATION
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 

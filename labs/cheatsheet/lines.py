@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 from labs.cheatsheet.inputs import CheatInput, Term
 from labs.context_parallel.lab import cp_cost, mask_layout
-from labs.core.catalogue import RECOMPUTATION
 from labs.core.errors import LabInputError
+from labs.core.recomputation import RECOMPUTATION
 from labs.data_parallel.inputs import DataParallelInput
 from labs.data_parallel.lab import simulate as simulate_dp
 from labs.experts.inputs import MoEInput

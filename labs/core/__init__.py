@@ -1,11 +1,11 @@
-"""`errors.py` (`LabInputError`), `catalogue.py` (one record per shared choice: recomputation modes
-with what each keeps and runs again and what the exports write (none, flash, selective, full;
-the layer-granular every-2nd, torchtitan's selective layer AC: `Recomputation.groups` splits
-each pipeline rank's layers as torchtitan's counter does, floor(L/2) fully recomputed, the rest
-kept as with FlashAttention, every reader summing a stage through it; and op, torchtitan's
-selective op AC, whose `policy` is counted op by op in `model/op_checkpoint.py`), precision
-recipes with their
-bytes per parameter and names, the FP8 ones summed from the storage formats of what they keep
+"""`errors.py` (`LabInputError`), `recomputation.py` (one record per recomputation mode, with what
+each keeps and runs again and what the exports write: none, flash, selective, full; the
+layer-granular every-2nd, torchtitan's selective layer AC: `Recomputation.groups` splits each
+pipeline rank's layers as torchtitan's counter does, floor(L/2) fully recomputed, the rest kept
+as with FlashAttention, every reader summing a stage through it; and op, torchtitan's
+selective op AC, whose `policy` is counted op by op in `model/op_checkpoint.py`),
+`catalogue.py` (one record per other shared choice: precision recipes with their bytes per
+parameter and names, the FP8 ones summed from the storage formats of what they keep
 (`Stored`: FP8 per tensor, 1×128 and 128×128 blocks, MXFP8, NF4 with double quantization),
 activation models; read by the engine, the option lists and the charts), `limits.py` (every
 enumeration's ids and every bound, read by routers and pages too), `validate.py` (the shared

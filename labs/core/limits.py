@@ -9,7 +9,8 @@ their own (``labs.schedules.catalogue``).
 
 from __future__ import annotations
 
-from labs.core.catalogue import ACTIVATION_MODEL_RECORDS, RECIPES, RECOMPUTATION
+from labs.core.catalogue import ACTIVATION_MODEL_RECORDS, RECIPES
+from labs.core.recomputation import RECOMPUTATION
 
 # Pipeline shapes (labs.schedules): stages p, micro-batches m, model chunks v per rank.
 MAX_STAGES = 64

@@ -57,7 +57,7 @@ class MemoryInput:
     recipe: str = "adam16"  # adam16/adam18 for train; bf16/int8/int4 for infer
     seq_len: int = 4096
     micro_batch: int = 1
-    recompute: str = "selective"  # labs.core.catalogue.RECOMPUTATION (train only)
+    recompute: str = "selective"  # labs.core.recomputation.RECOMPUTATION (train only)
     tp: int = 1
     pp: int = 1
     cp: int = 1

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from labs.core.catalogue import RECIPES, RECOMPUTATION
+from labs.core.catalogue import RECIPES
+from labs.core.recomputation import RECOMPUTATION
 from labs.memory.inputs import MemoryInput, StageBill
 from labs.model.op_checkpoint import recomputed_matmuls
 from labs.schedules.catalogue import CATALOGUE

@@ -35,7 +35,7 @@ Sources:
 
 from __future__ import annotations
 
-from labs.core.catalogue import RECOMPUTATION, layer_rules
+from labs.core.recomputation import RECOMPUTATION, layer_rules
 from labs.model.op_checkpoint import check_model, kept_bytes_per_token
 from labs.model.spec import ModelSpec
 
@@ -102,7 +102,7 @@ def _bf16_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int, tp: 
     s = seq_len / cp
     split = tp  # divisor of the terms inside TP-split matmuls
     rest = tp if sp else 1  # divisor of the others (norms, residuals, dropout masks)
-    mode = layer_rules(recompute)  # what it keeps (labs.core.catalogue)
+    mode = layer_rules(recompute)  # what it keeps (labs.core.recomputation)
     if mode.input_only:
         return 2 * s * b * h / rest  # only the layer input, split along s by SP
     if mode.policy:  # an op-level policy counts its kept tensors op by op

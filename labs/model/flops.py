@@ -24,9 +24,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from labs.core.catalogue import RECOMPUTATION
 from labs.core.errors import LabInputError
 from labs.core.limits import RECOMPUTE
+from labs.core.recomputation import RECOMPUTATION
 from labs.core.validate import is_int, one_of
 from labs.hardware.gpus import GPUSpec
 from labs.model.op_checkpoint import recomputed_params_per_layer

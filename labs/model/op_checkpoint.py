@@ -43,6 +43,7 @@ or MLA's projections follow other rules, so those models are refused with this m
 from __future__ import annotations
 
 from labs.core.errors import LabInputError
+from labs.model.ops import key_value_width, query_width
 from labs.model.spec import ModelSpec
 
 # bf16 activations, fp32 log-sum-exp (FlashAttention's softmax statistics).
@@ -59,20 +60,12 @@ def check_model(model: ModelSpec) -> None:
                          f"another recomputation")
 
 
-def widths(model: ModelSpec, tp: int) -> tuple[int, int, int]:
-    """(query, key/value, MLP) widths on one GPU: heads split by TP, KV heads replicated below
-    t = kv_heads (as ``labs.model.ops``)."""
-    q = model.heads * model.head_dim // tp
-    kv = max(1, model.kv_heads // tp) * model.head_dim
-    return q, kv, model.ffn // tp
-
-
 def block_matmuls(model: ModelSpec, tp: int = 1) -> list[tuple[str, int, int]]:
     """The block's matmuls in the order its forward runs them: (name, output width, input
     width) per token on one GPU."""
     check_model(model)
-    h = model.hidden
-    q, kv, f = widths(model, tp)
+    h, f = model.hidden, model.ffn // tp
+    q, kv = query_width(model, tp), key_value_width(model, tp)  # as the layer's GEMMs
     mms = [("wq", q, h), ("wk", kv, h), ("wv", kv, h), ("wo", h, q), ("w1", f, h)]
     if model.gated_mlp:
         mms.append(("w3", f, h))
@@ -96,14 +89,11 @@ def kept_bytes_per_token(model: ModelSpec, tp: int = 1, sp: bool = True) -> floa
     sequence parallelism (``sp`` False, t > 1: not torchtitan's TP plan, which always splits
     the sequence) the input stays whole and the all-reduces that replace the reduce-scatters
     are not in ``_save_list``, so nothing of theirs is kept."""
-    h = model.hidden
-    q, kv, f = widths(model, tp)
-    kept = [name for i, (name, _, _) in enumerate(block_matmuls(model, tp), start=1)
-            if i % 2 == 1]
-    out = {name: n for name, n, _ in block_matmuls(model, tp)}
+    h, q = model.hidden, query_width(model, tp)
+    kept = [n for i, (_, n, _) in enumerate(block_matmuls(model, tp), start=1) if i % 2 == 1]
     split = tp > 1 and sp
     total = ACT_BYTES * h / (tp if split else 1)  # the block input, sequence-split under SP
-    total += ACT_BYTES * sum(out[name] for name in kept)
+    total += ACT_BYTES * sum(kept)  # the kept matmuls' outputs
     total += ACT_BYTES * q + LSE_BYTES * model.heads / tp  # SDPA's output and log-sum-exp
     if split:
         total += 2 * ACT_BYTES * h / tp  # the reduce-scatters' outputs

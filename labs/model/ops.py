@@ -219,7 +219,7 @@ def layer_ops(model: ModelSpec, gpu: GPUSpec, *, tp: int, cp: int, micro_batch: 
     _attention_core(model, gpu, impl, tokens // micro_batch, seq_len, cp, micro_batch, t,
                     drop, options.causal, fwd, bwd, core)
     # Memory-bound ops, bytes per token (see the module docstring).
-    q_width, kv_width = _q_width(model, t), _kv_width(model, t)
+    q_width, kv_width = query_width(model, t), key_value_width(model, t)
     eager = options.kernels == "eager"
     norm = EAGER_BYTES["norm"] if eager else (4, 6)
     norm_f, norm_b = 2 * norm[0] * h * fsp, 2 * norm[1] * h * fsp
@@ -274,13 +274,17 @@ def layer_ops(model: ModelSpec, gpu: GPUSpec, *, tp: int, cp: int, micro_batch: 
     return LayerOps(fwd.done(), bwd.done(), core.done(), impl, tokens)
 
 
-def _q_width(model: ModelSpec, t: int) -> int:
+def query_width(model: ModelSpec, t: int) -> int:
+    """The query projection's width on one GPU of t (heads split by TP)."""
     if model.uses_mla:
         return model.heads * (model.qk_nope_head_dim + model.qk_rope_head_dim) // t
     return model.heads * model.head_dim // t
 
 
-def _kv_width(model: ModelSpec, t: int) -> int:
+def key_value_width(model: ModelSpec, t: int) -> int:
+    """The key/value width on one GPU of t as the layer's GEMMs use it: K's (or V's) for
+    MHA/GQA, the KV heads replicated below t = kv_heads; for MLA, each head's up-projected
+    K (its no-RoPE part) and V together."""
     if model.uses_mla:
         return model.heads * (model.qk_nope_head_dim + model.v_head_dim) // t
     return max(1, model.kv_heads // t) * model.head_dim  # replicated below t = kv_heads
@@ -306,7 +310,7 @@ def _attention_gemms(model: ModelSpec, tokens: int, t: int) -> list[tuple]:
                     model.kv_lora_rank, 1))
         out.append(("proj", tokens, h, heads * model.v_head_dim, 1))
         return out
-    q, kv = _q_width(model, t), _kv_width(model, t)
+    q, kv = query_width(model, t), key_value_width(model, t)
     return [("qkv", tokens, q + 2 * kv, h, 1), ("proj", tokens, h, q, 1)]
 
 

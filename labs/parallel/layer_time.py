@@ -43,8 +43,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from labs.core.catalogue import layer_rules
 from labs.core.errors import LabInputError
+from labs.core.recomputation import layer_rules
 from labs.hardware.links import Cluster
 from labs.hardware.nccl import nccl_time
 from labs.model.op_checkpoint import recomputed_matmuls

@@ -29,7 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from labs.core.catalogue import FORMATS, RECIPES, RECOMPUTATION
+from labs.core.catalogue import FORMATS, RECIPES
+from labs.core.recomputation import RECOMPUTATION
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
 from labs.model.activations import ACT_BYTES

@@ -13,7 +13,7 @@ PyTorch FSDP2/DeviceMesh snippet. Each says the same degrees, batch sizes and Ze
   zero_optimization.stage; train_batch_size = micro-batch x gradient_accumulation_steps x
   DP; the pipeline engine's stages sit under "pipeline", AutoTP's degree under
   "tensor_parallel.autotp_size".
-- Recomputation: each mode's record (``labs.core.catalogue``) holds its arguments; the
+- Recomputation: each mode's record (``labs.core.recomputation``) holds its arguments; the
   layer-granular one's Megatron count is the block method's --recompute-num-layers, the first
   N layers of each model chunk (megatron/core/transformer/transformer_block.py,
   ``_checkpointed_forward``), set to half a chunk's layers and checked against the lab's
@@ -29,8 +29,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from labs.core.catalogue import RECOMPUTATION
 from labs.core.limits import EXPORT_FORMATS
+from labs.core.recomputation import RECOMPUTATION
 from labs.core.validate import one_of
 from labs.model.spec import ModelSpec
 from labs.recipe.inputs import Plan

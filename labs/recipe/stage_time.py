@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from labs.core.catalogue import RECOMPUTATION
+from labs.core.recomputation import RECOMPUTATION
 from labs.hardware.kernels import with_matmul_efficiency
 from labs.hardware.links import Cluster
 from labs.hardware.nccl import nccl_time
@@ -139,7 +139,7 @@ def stage_times(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, s
                   seq_len=seq_len, sp=sp, options=options.compute, etp=lay.etp,
                   tp_overlap=options.tp_overlap, ep_overlap=options.ep_overlap)
     # One dense and one MoE layer in each per-layer mode the recomputation runs (one, or a
-    # layer-granular mode's two: labs.core.catalogue, Recomputation.groups).
+    # layer-granular mode's two: labs.core.recomputation, Recomputation.groups).
     record = RECOMPUTATION[recompute]
     times = {mode: (layer_time(m, cluster, recompute=mode, **common),
                     layer_time(m, cluster, moe=True, recompute=mode, **common)

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import re
 
-from labs.core.catalogue import RECOMPUTATION
 from labs.core.errors import LabInputError
+from labs.core.recomputation import RECOMPUTATION
 from labs.model.spec import ModelSpec
 from labs.runs_log.common import (
     FIELD,

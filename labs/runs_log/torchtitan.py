@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 import tomllib
 
-from labs.core.catalogue import RECOMPUTATION
 from labs.core.errors import LabInputError
+from labs.core.recomputation import RECOMPUTATION
 from labs.model.op_checkpoint import check_model
 from labs.model.presets import get_model
 from labs.runs_log.common import (

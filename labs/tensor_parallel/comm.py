@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from labs.core.catalogue import RECOMPUTATION
+from labs.core.recomputation import RECOMPUTATION
 from labs.hardware.comm import CommCost
 from labs.model.activations import ACT_BYTES
 from labs.model.spec import ModelSpec

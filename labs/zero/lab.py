@@ -36,8 +36,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from labs.core.catalogue import RECIPES, RECOMPUTATION
+from labs.core.catalogue import RECIPES
 from labs.core.limits import KORTHIKANTI_RECOMPUTE, RECOMPUTE, ZERO_DP_SHOWN, ZERO_STAGES
+from labs.core.recomputation import RECOMPUTATION
 from labs.hardware.comm import collective
 from labs.hardware.links import Cluster, get_link
 from labs.memory.inputs import STATE_KEYS

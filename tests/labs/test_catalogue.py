@@ -1,5 +1,6 @@
-"""The shared choices' catalogue (labs.core.catalogue): recomputation modes, precision recipes
-and activation models are each defined once, and every reader applies the record's rule."""
+"""The shared choices' catalogues (labs.core.catalogue, labs.core.recomputation): recomputation
+modes, precision recipes and activation models are each defined once, and every reader applies
+the record's rule."""
 
 import pytest
 
@@ -9,8 +10,8 @@ from labs.core.catalogue import (
     ACTIVATION_MODEL_RECORDS,
     DEFAULT_RECIPE,
     RECIPES,
-    RECOMPUTATION,
 )
+from labs.core.recomputation import RECOMPUTATION
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.flops import (
     attention_flops_per_token,

@@ -7,7 +7,7 @@ a hand count from Korthikanti et al. 2022 (arXiv:2205.05198) Table 2 and sec 5."
 
 import pytest
 
-from labs.core.catalogue import RECOMPUTATION, layer_rules
+from labs.core.recomputation import RECOMPUTATION, layer_rules
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_cluster
 from labs.memory.inputs import MemoryInput

@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from labs.core.catalogue import RECOMPUTATION
 from labs.core.errors import LabInputError
+from labs.core.recomputation import RECOMPUTATION
 from labs.hardware.gpus import get_gpu
 from labs.hardware.kernels import gemm_time
 from labs.hardware.links import get_cluster
