@@ -124,6 +124,11 @@ class RecipeQuery(ModelGpuControls):
         "default), all (--tp-comm-overlap).")
     ep_overlap: bool = Field(False, description="EP all-to-all beside another micro-batch's "
                                                 "compute (DualPipe, Megatron's EP overlap).")
+    ep_dispatch: Literal["alltoall", "deepep"] = Field(
+        "alltoall", description="How a MoE layer's tokens travel to their experts: alltoall "
+        "(NCCL's all-to-all, a copy per routed expert: Megatron Core's alltoall dispatcher, "
+        "torchtitan) or deepep (DeepEP's kernels: a copy per destination node over the "
+        "network, forwarded on NVLink; Megatron Core's flex dispatcher, DeepSeek-V3).")
     dp_overlap: bool = Field(True, description="Gradient buckets reduced during the last "
                                                "backward (false: after it).")
     grad_accum_fusion: bool = Field(True, description="Weight-gradient GEMMs accumulate into "
@@ -301,7 +306,8 @@ VIEW = LabView(
         "matmul_efficiency": "Matmul efficiency", "replan_model": "New model",
         "replan_nodes": "Nodes now", "attention": "Attention kernel",
         "sequence_parallel": "Sequence parallelism", "tp_overlap": "TP overlap",
-        "ep_overlap": "EP overlap (DualPipe)", "dp_overlap": "DP overlap",
+        "ep_overlap": "EP overlap (DualPipe)", "ep_dispatch": "EP dispatch",
+        "dp_overlap": "DP overlap",
         "grad_accum_fusion": "Gradient accumulation fusion", "dropout": "Dropout",
         "fp8": "FP8 linear layers", "kernels": "Kernels",
     },

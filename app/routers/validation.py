@@ -44,6 +44,8 @@ LEFT_OUT = (
     "Network congestion: collectives of different groups sharing switches and links on the "
     "fat tree; the model prices each at its nccl-tests bus bandwidth alone.",
     "Data loading, checkpointing and logging between steps, and restarts after failures.",
+    "Routing imbalance: a MoE layer waits for its busiest expert-parallel rank; the model "
+    "routes every token uniformly (node-limited where the model's config limits it).",
 )
 
 

@@ -150,6 +150,8 @@ MODEL_BOUNDS = {  # ModelSpec field -> (low, high)
     "qk_rope_head_dim": (0, 1024),
     "v_head_dim": (0, 1024),
     "max_positions": (0, 1_048_576),
+    "route_groups": (0, 1024),
+    "route_group_limit": (0, 1024),
 }
 # Layers a pipeline stage may be given (Megatron's --decoder-first/last-pipeline-num-layers);
 # the model's own layer count bounds it further (labs.schedules.stages.uneven_problems).

@@ -13,7 +13,11 @@
   (DU-09799-001 sec 3.2; sec 2.3: 256x128 is cuBLAS's most efficient tile), taking the
   better of its 256x128 and 128x256 tiles: a matrix whose tiles leave the last wave part
   empty runs slower, which is why small (TP- and CP-split) matrices do. Bytes: both inputs
-  and the 16-bit output, once. A synchronous job runs at its slowest GPU's pace, and the GPUs
+  and the 16-bit output, once; a weight gradient accumulated into fp32 in the GEMM
+  (Megatron's --gradient-accumulation-fusion, ``wgrad_gemm_accum_fp32``; Transformer
+  Engine's grouped GEMM for the experts does the same) reads and writes its fp32 output
+  instead, so a weight gradient over few tokens (an expert's, K = its tokens) is
+  memory-bound. A synchronous job runs at its slowest GPU's pace, and the GPUs
   of one node differ chip to chip: ``SLOWEST_GPU`` scales every compute-bound kernel (GEMMs,
   attention) to the slowest of a node.
 - A memory-bound op (norm, activation, dropout, residual add, softmax, cast, optimizer) moves
@@ -85,14 +89,16 @@ def wave(sms: int, m: int, n: int, batch: int = 1) -> float:
 
 @lru_cache(maxsize=65536)
 def gemm_time(gpu: GPUSpec, m: int, n: int, k: int, batch: int = 1,
-              fp8: bool = False) -> float:
-    """Seconds of ``batch`` GEMMs C[m,n] = A[m,k]·B[k,n] (16-bit inputs, or FP8)."""
+              fp8: bool = False, accumulate: bool = False) -> float:
+    """Seconds of ``batch`` GEMMs C[m,n] = A[m,k]·B[k,n] (16-bit inputs, or FP8), or, with
+    ``accumulate``, C += A·B into fp32 (a weight gradient into Megatron's main_grad: C read
+    and written, 4 + 4 bytes per element)."""
     if m <= 0 or n <= 0 or k <= 0 or batch <= 0:
         return 0.0
     r = rates(gpu)
     fp8 = fp8 and bool(r.fp8_flops)
     flops = 2.0 * m * n * k * batch
-    moved = batch * ((1 if fp8 else 2) * (m * k + k * n) + 2 * m * n)
+    moved = batch * ((1 if fp8 else 2) * (m * k + k * n) + (8 if accumulate else 2) * m * n)
     return max(flops / (matmul_rate(gpu, fp8) * wave(r.sm_count, m, n, batch)),
                moved / hbm_rate(gpu))
 

@@ -27,7 +27,8 @@ NUMBERS = {
     "L": "layers", "h": "hidden", "a": "heads", "k": "kv_heads", "d": "head_dim", "f": "ffn",
     "v": "vocab", "E": "experts", "K": "top_k", "S": "shared_experts", "F": "expert_ffn",
     "D": "dense_layers", "q": "q_lora_rank", "c": "kv_lora_rank", "n": "qk_nope_head_dim",
-    "r": "qk_rope_head_dim", "V": "v_head_dim", "p": "max_positions",
+    "r": "qk_rope_head_dim", "V": "v_head_dim", "p": "max_positions", "G": "route_groups",
+    "M": "route_group_limit",
 }
 FLAGS = {  # flag -> (ModelSpec field, value the flag sets; the default is the other one)
     "tie": ("tied_embeddings", True), "qb": ("qkv_bias", True), "lb": ("linear_bias", True),

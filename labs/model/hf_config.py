@@ -216,11 +216,17 @@ def _deepseek_moe(r: _Reader) -> dict[str, Any]:
                                                      f"({layers})")
     if r.whole("moe_layer_freq", "layers", 1) != 1:
         raise _unsupported("moe_layer_freq", "only 1 (every layer after the dense ones is MoE)")
+    # Node-limited routing (DeepSeek-V3 sec 2.1.2): the top-k among the experts of the best
+    # topk_group of n_group groups; one group (GLM-4.5) is no limit.
+    groups = r.whole("n_group", "route_groups", 1, null_is=1)
+    limit = r.whole("topk_group", "route_group_limit", groups, null_is=groups)
+    routing = {"route_groups": groups, "route_group_limit": limit} \
+        if 1 <= limit < groups else {}
     return {"experts": r.whole("n_routed_experts", "experts"),
             "top_k": r.whole("num_experts_per_tok", "top_k"),
             "shared_experts": r.whole("n_shared_experts", "shared_experts", 0, null_is=0),
             "expert_ffn": r.whole("moe_intermediate_size", "expert_ffn"),
-            "dense_layers": dense, "router_bias": True}
+            "dense_layers": dense, "router_bias": True, **routing}
 
 
 def _deepseek_v3(r: _Reader, arch: str) -> dict[str, Any]:

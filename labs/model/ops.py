@@ -89,13 +89,16 @@ class ComputeOptions:
     hidden and attention dropout (Megatron's default 0.1; modern runs set 0); ``fp8``: the
     linear layers' GEMMs in FP8 (Transformer Engine), attention in 16-bit; ``kernels``: the
     memory-bound ops' kernels, "fused" (Megatron / TE), "compiled" (torch.compile) or
-    "eager" (PyTorch eager, as torchtitan runs it): the module docstring counts each."""
+    "eager" (PyTorch eager, as torchtitan runs it): the module docstring counts each;
+    ``fp32_wgrad``: the weight-gradient GEMMs accumulate into fp32 themselves (Megatron's
+    gradient accumulation fusion), reading and writing their fp32 output."""
 
     attention: str = "auto"
     dropout: bool = False
     fp8: bool = False
     causal: bool = True
     kernels: str = "fused"
+    fp32_wgrad: bool = False  # weight gradients accumulated into fp32 in the GEMM (main_grad)
 
     def __post_init__(self) -> None:
         if self.attention not in ("auto",) + ATTENTION_IMPLS:
@@ -103,7 +106,7 @@ class ComputeOptions:
                                              f"{', '.join(ATTENTION_IMPLS)}")
         if self.kernels not in KERNELS:
             raise LabInputError("kernels", f"kernels must be one of {', '.join(KERNELS)}")
-        for name in ("dropout", "fp8", "causal"):
+        for name in ("dropout", "fp8", "causal", "fp32_wgrad"):
             if not isinstance(getattr(self, name), bool):
                 raise LabInputError(name, f"{name} is true or false")
 
@@ -176,9 +179,9 @@ class PassBuilder:
         self.kernels: list[Kernel] = []
 
     def gemm(self, name: str, m: int, n: int, k: int, batch: int = 1,
-             fp8: bool | None = None) -> float:
+             fp8: bool | None = None, accumulate: bool = False) -> float:
         low = self.fp8 if fp8 is None else fp8
-        secs = gemm_time(self.gpu, m, n, k, batch, low)
+        secs = gemm_time(self.gpu, m, n, k, batch, low, accumulate)
         self.kernels.append(Kernel(name, "gemm", secs, 2.0 * m * n * k * batch,
                                    shape=(m, n, k, batch)))
         return secs
@@ -215,7 +218,7 @@ def layer_ops(model: ModelSpec, gpu: GPUSpec, *, tp: int, cp: int, micro_batch: 
     for name, m, n, k, batch in gemms:
         fwd.gemm(name, m, n, k, batch)
         bwd.gemm(name + ".dgrad", m, k, n, batch)
-        bwd.gemm(name + ".wgrad", k, n, m, batch)
+        bwd.gemm(name + ".wgrad", k, n, m, batch, accumulate=options.fp32_wgrad)
     _attention_core(model, gpu, impl, tokens // micro_batch, seq_len, cp, micro_batch, t,
                     drop, options.causal, fwd, bwd, core)
     # Memory-bound ops, bytes per token (see the module docstring).

@@ -48,6 +48,11 @@ class ModelSpec:
     expert_ffn: int = 0
     dense_layers: int = 0  # leading layers with a dense MLP in a MoE model
     router_bias: bool = False  # aux-loss-free balancing bias per expert (DeepSeek-V3, GLM-4.5)
+    # Node-limited routing (DeepSeek-V3 sec 2.1.2; config.json n_group, topk_group): the
+    # experts fall in route_groups groups and a token picks its top-k among the experts of its
+    # best route_group_limit groups (0: no limit).
+    route_groups: int = 0
+    route_group_limit: int = 0
     q_lora_rank: int = 0  # MLA query compression rank (0 = full-rank query projection)
     kv_lora_rank: int = 0  # MLA latent width (0 = ordinary multi-head / grouped-query attention)
     qk_nope_head_dim: int = 0
@@ -68,6 +73,7 @@ class ModelSpec:
         non_negative = (
             "experts", "top_k", "shared_experts", "expert_ffn", "dense_layers", "q_lora_rank",
             "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "max_positions",
+            "route_groups", "route_group_limit",
         )
         for name in positive:
             value = getattr(self, name)
@@ -92,8 +98,18 @@ class ModelSpec:
                 )
             if self.dense_layers >= self.layers:
                 raise LabInputError("model", f"{self.id}: dense_layers must be fewer than layers")
-        elif self.top_k or self.shared_experts or self.dense_layers:
-            raise LabInputError("model", f"{self.id}: top_k/shared/dense_layers need experts > 0")
+            if self.route_groups and (self.experts % self.route_groups
+                                      or not 1 <= self.route_group_limit <= self.route_groups
+                                      or self.top_k > self.route_group_limit
+                                      * (self.experts // self.route_groups)):
+                raise LabInputError(
+                    "model", f"{self.id}: routing groups must divide the experts, and a token's "
+                    "groups (1 to route_groups) must hold its top_k experts")
+            if self.route_group_limit and not self.route_groups:
+                raise LabInputError("model", f"{self.id}: route_group_limit needs route_groups")
+        elif self.top_k or self.shared_experts or self.dense_layers or self.route_groups:
+            raise LabInputError("model", f"{self.id}: top_k/shared/dense_layers/route_groups "
+                                         "need experts > 0")
         if self.uses_mla and not (self.qk_rope_head_dim and self.qk_nope_head_dim
                                   and self.v_head_dim):
             raise LabInputError("model", f"{self.id}: MLA needs qk_nope, qk_rope and v head dims")

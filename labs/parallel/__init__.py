@@ -1,5 +1,7 @@
 """`layout.py` (`ParallelLayout`: TP/PP/CP/DP/EP/expert-TP, Megatron's rank groups, `problems()`),
 `rank_map.py` (each rank's node and groups), `layer_time.py` (one layer on one GPU of a layout:
-its kernels and its TP, CP and EP collectives exposed or hidden, recomputation)"""
+its kernels and its TP, CP and EP collectives exposed or hidden, recomputation), `dispatch.py`
+(the copies of a token an EP dispatch sends over the network and NVLink: NCCL's all-to-all or
+DeepEP's, under uniform or node-limited routing)"""
 
 FLOOR = 3  # imports only labs packages of floors <= 3 (tests/test_project.py)

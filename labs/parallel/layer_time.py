@@ -21,10 +21,12 @@ TP, CP and EP groups run (``labs.hardware.nccl``, where each group sits), expose
 - CP (ring attention, Liu et al. 2023, arXiv:2310.01889; Megatron's context parallelism):
   c−1 sends of each K and V chunk in forward, of K, V and their gradients in backward, each
   hidden behind the attention block it feeds; the excess is exposed.
-- EP (GShard, Lepikhin et al. 2020; Megatron Core MoE): a dispatch and a combine all-to-all
-  of the T/t·k routed hidden vectors per MoE layer in forward and again in backward, on the
-  critical path; ``ep_overlap`` (DeepSeek-V3's DualPipe, arXiv:2412.19437 sec 3.2.1;
-  Megatron Core's --overlap-moe-expert-parallel-comm) runs them beside a second
+- EP (GShard, Lepikhin et al. 2020; Megatron Core MoE): a dispatch and a combine of the T/t
+  tokens per MoE layer in forward and again in backward, on the critical path, each as
+  ``ep_dispatch`` sends it (``labs.parallel.dispatch``: NCCL's all-to-all, a copy per routed
+  expert, or DeepEP's, a copy per destination node over the network); ``ep_overlap``
+  (DeepSeek-V3's DualPipe, arXiv:2412.19437 sec 3.2.1; Megatron Core's
+  --overlap-moe-expert-parallel-comm) runs them beside a second
   micro-batch's compute of the same pass, which meanwhile loses the SMs the communication
   kernels take: DeepSeek-V3 sec 3.2.2 gives 20 SMs (``COMM_SMS``). Compute C and
   communication A side by side then take max(A, C + f·A), f = 20 / SMs; what exceeds C is
@@ -57,6 +59,7 @@ from labs.model.ops import (
     layer_ops,
 )
 from labs.model.spec import ModelSpec
+from labs.parallel.dispatch import check_ep_dispatch, dispatch_time
 
 ACT_BYTES = 2  # 16-bit activations on the wire
 TP_OVERLAPS = ("none", "backward", "all")
@@ -154,9 +157,11 @@ def check_tp_overlap(value: object) -> None:
 def layer_time(model: ModelSpec, cluster: Cluster, *, tp: Group, cp: Group, ep: Group,
                micro_batch: int, seq_len: int, sp: bool, recompute: str,
                options: ComputeOptions = DEFAULT_OPTIONS, moe: bool = False, etp: int = 1,
-               tp_overlap: str = "backward", ep_overlap: bool = False) -> LayerTime:
+               tp_overlap: str = "backward", ep_overlap: bool = False,
+               ep_dispatch: str = "alltoall") -> LayerTime:
     """One layer's time on one GPU for one micro-batch, by cause."""
     check_tp_overlap(tp_overlap)
+    check_ep_dispatch(ep_dispatch)
     ops = layer_ops(model, cluster.gpu, tp=tp.size, cp=cp.size, micro_batch=micro_batch,
                     seq_len=seq_len, sp=sp and tp.size > 1, options=options, moe=moe,
                     ep=ep.size, etp=etp)
@@ -164,8 +169,8 @@ def layer_time(model: ModelSpec, cluster: Cluster, *, tp: Group, cp: Group, ep: 
     act = tokens * model.hidden * ACT_BYTES
     tp_f, tp_b = _tp(act, ops, cluster, tp, sp, tp_overlap)
     cp_f, cp_b = _cp(model, ops, cluster, cp, tp.size, micro_batch)
-    ep_f, ep_b = _ep(model, ops, cluster, ep, tp.size, options, moe, ep_overlap) \
-        if moe else (None, None)
+    ep_f, ep_b = _ep(model, ops, cluster, ep, tp.size, options, moe, ep_overlap,
+                     ep_dispatch) if moe else (None, None)
     fwd = _pass_time(ops.forward, tuple(c for c in (tp_f, cp_f, ep_f) if c))
     bwd = _pass_time(ops.backward, tuple(c for c in (tp_b, cp_b, ep_b) if c))
     again = layer_rules(recompute)
@@ -254,20 +259,23 @@ def _cp(model: ModelSpec, ops: LayerOps, cluster: Cluster, g: Group, tp: int,
 
 
 def _ep(model: ModelSpec, ops: LayerOps, cluster: Cluster, g: Group, tp: int,
-        options: ComputeOptions, moe: bool, overlap: bool) -> tuple[Comm | None, Comm | None]:
+        options: ComputeOptions, moe: bool, overlap: bool,
+        dispatch: str) -> tuple[Comm | None, Comm | None]:
     if g.size == 1 or not moe:
         return None, None
-    routed = ops.tokens / tp * model.top_k * model.hidden
-    dispatch = routed * (1 if options.fp8 else ACT_BYTES)  # DeepSeek-V3 dispatches in FP8
-    combine = routed * ACT_BYTES
-    d = nccl_time("all_to_all", dispatch, g.size, cluster, g.per_node)
-    c = nccl_time("all_to_all", combine, g.size, cluster, g.per_node)
+    tokens = ops.tokens / tp
+    # DeepSeek-V3 dispatches in FP8 (sec 3.3.2), and every one combines in 16 bits.
+    d = dispatch_time(model, dispatch, model.hidden * (1 if options.fp8 else ACT_BYTES), tokens,
+                      g.size, g.per_node, cluster)
+    c = dispatch_time(model, dispatch, model.hidden * ACT_BYTES, tokens, g.size, g.per_node,
+                      cluster)
     total = d.seconds + c.seconds
-    sent = (g.size - 1) / g.size * (dispatch + combine)
+    sent = d.bytes_sent + c.bytes_sent
     share = min(1.0, COMM_SMS / cluster.gpu.kernels.sm_count) if cluster.gpu.kernels else 0.0
+    name = "all_to_all" if dispatch == "alltoall" else "DeepEP"
     out = []
     for compute in (ops.forward.seconds, ops.backward.seconds):
         exposed = max(total - compute, share * total) if overlap else total
-        out.append(Comm("ep", "all_to_all (dispatch + combine)", total, exposed, sent,
+        out.append(Comm("ep", f"{name} (dispatch + combine)", total, exposed, sent,
                         d.bottleneck))
     return out[0], out[1]

@@ -43,7 +43,7 @@ class Audit:
 
 # Plan's software settings (not the layout): what a published run's configuration fixes.
 SOFTWARE = ("attention", "dropout", "fp8", "sequence_parallel", "tp_overlap", "ep_overlap",
-            "dp_overlap", "grad_accum_fusion", "kernels")
+            "ep_dispatch", "dp_overlap", "grad_accum_fusion", "kernels")
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,7 @@ class Plan:
     sequence_parallel: bool = True  # with TP > 1
     tp_overlap: str = "backward"  # none, backward (Megatron's default), all (--tp-comm-overlap)
     ep_overlap: bool = False  # EP all-to-all beside another micro-batch (DualPipe)
+    ep_dispatch: str = "alltoall"  # alltoall (NCCL, a copy per expert) or deepep (per node)
     dp_overlap: bool = True  # gradient buckets reduced during the last backward
     grad_accum_fusion: bool = True  # weight-gradient GEMMs accumulate into fp32 main_grad
     # The memory-bound ops' kernels and the stack around them (labs.model.ops KERNELS):
@@ -116,7 +117,8 @@ class Plan:
         return _step_options(self.attention, self.dropout, self.fp8_gemms,
                              self.sequence_parallel,
                              self.tp_overlap, self.ep_overlap, self.dp_overlap,
-                             self.grad_accum_fusion, matmul_efficiency, self.kernels)
+                             self.grad_accum_fusion, matmul_efficiency, self.kernels,
+                             self.ep_dispatch)
 
     @property
     def uneven(self) -> bool:
@@ -199,10 +201,12 @@ class RecipeResult:
 @lru_cache(maxsize=256)
 def _step_options(attention: str, dropout: bool, fp8: bool, sp: bool, tp_overlap: str,
                   ep_overlap: bool, dp_overlap: bool, fusion: bool,
-                  matmul_efficiency: float | None, kernels: str = "fused") -> StepOptions:
+                  matmul_efficiency: float | None, kernels: str = "fused",
+                  ep_dispatch: str = "alltoall") -> StepOptions:
     return StepOptions(ComputeOptions(attention=attention, dropout=dropout, fp8=fp8,
-                                      kernels=kernels),
-                       tp_overlap=tp_overlap, ep_overlap=ep_overlap, dp_overlap=dp_overlap,
+                                      kernels=kernels, fp32_wgrad=fusion),
+                       tp_overlap=tp_overlap, ep_overlap=ep_overlap, ep_dispatch=ep_dispatch,
+                       dp_overlap=dp_overlap,
                        grad_accum_fusion=fusion, sequence_parallel=sp,
                        matmul_efficiency=matmul_efficiency)
 

@@ -137,7 +137,8 @@ def stage_times(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, s
     ep_s = spread(lay, "ep", g) if lay.ep > 1 else Spread(1, 1, 1)
     common = dict(tp=tp_s.group, cp=cp_s.group, ep=ep_s.group, micro_batch=micro_batch,
                   seq_len=seq_len, sp=sp, options=options.compute, etp=lay.etp,
-                  tp_overlap=options.tp_overlap, ep_overlap=options.ep_overlap)
+                  tp_overlap=options.tp_overlap, ep_overlap=options.ep_overlap,
+                  ep_dispatch=options.ep_dispatch)
     # One dense and one MoE layer in each per-layer mode the recomputation runs (one, or a
     # layer-granular mode's two: labs.core.recomputation, Recomputation.groups).
     record = RECOMPUTATION[recompute]

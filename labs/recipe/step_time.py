@@ -62,7 +62,8 @@ def step_parts(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, se
         Part("cp", "ring send/recv", cp_s.size, cp_s.nodes,
              cluster.intra.id if cp_s.nodes == 1 else cluster.inter.id,
              mb * bytes_of(slow, "cp"), mb * slow.cp_total, mb * slow.cp),
-        Part("ep", "all_to_all" + (", overlapped" if options.ep_overlap else ""), ep_s.size,
+        Part("ep", ("all_to_all" if options.ep_dispatch == "alltoall" else "DeepEP")
+             + (", overlapped" if options.ep_overlap else ""), ep_s.size,
              ep_s.nodes, cluster.intra.id if ep_s.nodes == 1 else cluster.inter.id,
              mb * bytes_of(slow, "ep"), mb * slow.ep_total, mb * slow.ep),
         # The ramp's sends (2(p−1) hops before the first backward and after the last

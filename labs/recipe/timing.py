@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from labs.core.errors import LabInputError
 from labs.model.ops import DEFAULT_OPTIONS, ComputeOptions
+from labs.parallel.dispatch import check_ep_dispatch
 from labs.parallel.layer_time import check_tp_overlap
 
 
@@ -19,15 +20,19 @@ class StepOptions:
 
     ``tp_overlap``: "none", "backward" (Megatron's async TP collectives in backward, the
     default since 2022) or "all" (--tp-comm-overlap); ``ep_overlap``: DualPipe / Megatron's
-    EP all-to-all overlap; ``dp_overlap``: gradient buckets reduced during the last backward
-    (--overlap-grad-reduce; False: Megatron 2021's local DDP, after it); ``grad_accum_fusion``:
-    the weight-gradient GEMM accumulates into fp32 main_grad (--gradient-accumulation-fusion);
+    EP all-to-all overlap; ``ep_dispatch``: how the MoE tokens travel ("alltoall": NCCL, a
+    copy per routed expert; "deepep": DeepEP, a copy per destination node, forwarded on
+    NVLink; ``labs.parallel.dispatch``); ``dp_overlap``: gradient buckets reduced during the
+    last backward (--overlap-grad-reduce; False: Megatron 2021's local DDP, after it);
+    ``grad_accum_fusion``: the weight-gradient GEMM accumulates into fp32 main_grad
+    (--gradient-accumulation-fusion; its GEMMs then read and write it, ``ComputeOptions``);
     ``matmul_efficiency``: an override of the GPU's measured full-wave GEMM rate as a fraction
     of its dense peak (None: the preset's MAMF x sustain)."""
 
     compute: ComputeOptions = DEFAULT_OPTIONS
     tp_overlap: str = "backward"
     ep_overlap: bool = False
+    ep_dispatch: str = "alltoall"
     dp_overlap: bool = True
     grad_accum_fusion: bool = True
     scatter_gather: bool = True
@@ -36,6 +41,7 @@ class StepOptions:
 
     def __post_init__(self) -> None:
         check_tp_overlap(self.tp_overlap)
+        check_ep_dispatch(self.ep_dispatch)
         for name in ("ep_overlap", "dp_overlap", "grad_accum_fusion", "scatter_gather",
                      "sequence_parallel"):
             if not isinstance(getattr(self, name), bool):

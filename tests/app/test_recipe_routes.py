@@ -64,7 +64,8 @@ def test_page_lists_every_broken_rule_as_a_failed_audit_and_keeps_the_chart(clie
 @pytest.mark.parametrize("field,value", [("nodes", 0), ("tp", 0), ("zero", 4),
                                          ("schedule", "x"), ("intra_link", "ib-hdr"),
                                          ("gpus_per_node", 16), ("model", "nope"),
-                                         ("matmul_efficiency", 0), ("matmul_efficiency", 1.5)])
+                                         ("matmul_efficiency", 0), ("matmul_efficiency", 1.5),
+                                         ("ep_dispatch", "nvshmem")])
 def test_bad_controls_are_422s_naming_the_control(client, field, value):
     response = client.get("/api/recipe", params={**SEED, field: value})
     assert response.status_code == 422
@@ -121,6 +122,31 @@ def test_the_compute_rate_is_a_control_the_parts_follow(client):
     assert slow["parts"]["pp"] == pytest.approx(fast["parts"]["pp"])  # a ratio of compute
     page = client.get("/episodes/recipe-3d", params={**SEED, "matmul_efficiency": 0.6}).text
     assert 'id="input-matmul_efficiency"' in page and "a full-wave GEMM at 59.2%" in page
+
+
+# Qwen3-235B-A22B at EP 32 over 4 nodes (the Megatron MoE zoo's row, tests/labs/test_moe_runs.py).
+EP32 = {"model": "qwen3-235b-a22b", "gpu": "h100-sxm", "nodes": 32, "gpus_per_node": 8,
+        "intra_link": "nvlink-4", "inter_link": "ib-ndr", "tp": 2, "pp": 8, "dp": 16, "ep": 32,
+        "zero": 1, "recompute": "flash", "schedule": "interleaved-1f1b", "virtual": 4,
+        "microbatches": 128, "seq_len": 4096, "first_stage_layers": 11,
+        "last_stage_layers": 11}
+
+
+def test_ep_dispatch_is_a_control_the_ep_part_follows(client):
+    """DeepEP sends a token over IB once per destination node: the EP traffic falls to under
+    half of NCCL's all-to-all's, its efficiency factor rises, TP's stays, and the page keeps
+    the choice."""
+    nccl = client.get("/api/recipe", params=EP32).json()
+    deep = client.get("/api/recipe", params={**EP32, "ep_dispatch": "deepep"}).json()
+    ep = {name: next(t for t in r["traffic"] if t["name"] == "ep")
+          for name, r in (("nccl", nccl), ("deep", deep))}
+    assert ep["nccl"]["collective"] == "all_to_all" and ep["deep"]["collective"] == "DeepEP"
+    assert ep["deep"]["seconds"] < 0.5 * ep["nccl"]["seconds"]
+    assert deep["parts"]["ep"] > nccl["parts"]["ep"]
+    assert deep["parts"]["tp"] == pytest.approx(nccl["parts"]["tp"])
+    assert deep["step_s"] < nccl["step_s"]
+    page = client.get("/episodes/recipe-3d", params={**EP32, "ep_dispatch": "deepep"}).text
+    assert '<option value="deepep" selected' in page
 
 
 UNEVEN = {"model": "llama-3.1-405b", "gpu": "h100-sxm", "nodes": 64, "gpus_per_node": 8,

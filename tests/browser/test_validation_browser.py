@@ -65,3 +65,20 @@ def test_a_torchtitan_runs_link_opens_ep08_with_pytorch_eager_kernels(page, live
     step = page.evaluate("() => document.querySelector('#recipe-step').data"
                          ".reduce((s, t) => s + t.x[0], 0)")
     assert step == pytest.approx(row["lab_step_s"] * 1e3, rel=1e-3)
+
+
+def test_a_deepep_runs_link_opens_ep08_with_its_dispatch_and_the_control_moves_the_chart(
+        page, live_server):
+    body = api_json(live_server, "validation")
+    row = next(r for r in body["validation_runs"] if r["id"] == "mcore-qwen3-235b-ep32-deepep")
+    page.goto(PAGE)
+    follow(page.locator("[data-testid=open-mcore-qwen3-235b-ep32-deepep]"),
+           "/episodes/recipe-3d?")
+    expect(page.locator("#input-ep_dispatch")).to_have_value("deepep")
+    step = ("() => document.querySelector('#recipe-step').data"
+            ".reduce((s, t) => s + t.x[0], 0)")
+    assert page.evaluate(step) == pytest.approx(row["lab_step_s"] * 1e3, rel=1e-3)
+    # NCCL's all-to-all sends a copy per expert over IB: the step chart grows in place.
+    page.locator("#input-ep_dispatch").select_option("alltoall")
+    page.wait_for_url("**ep_dispatch=alltoall**")
+    page.wait_for_function(f"() => ({step})() > {row['lab_step_s'] * 1e3 * 1.2}")

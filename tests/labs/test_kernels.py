@@ -86,6 +86,26 @@ def test_thin_gemms_are_memory_bound():
     assert t == pytest.approx((2 * (m * 64 + 64 * n) + 2 * m * n) / hbm_rate(A100))
 
 
+def test_a_weight_gradient_accumulated_in_fp32_reads_and_writes_it():
+    # An expert's fc1 weight gradient over its 512 tokens (Qwen3-235B at EP 8): fp32 C read
+    # and written (8 B per element) makes it memory-bound; over 8,192 tokens it is not.
+    m, n, k = 4096, 3072, 512
+    fused = gemm_time(H100, m, n, k, accumulate=True)
+    assert fused == pytest.approx((2 * (m * k + k * n) + 8 * m * n) / hbm_rate(H100))
+    assert fused > 1.5 * gemm_time(H100, m, n, k)
+    assert gemm_time(H100, m, n, 8192, accumulate=True) == gemm_time(H100, m, n, 8192)
+
+
+def test_layer_ops_accumulate_weight_gradients_only_when_fused():
+    qwen = get_model("qwen3-235b-a22b")
+    common = dict(tp=4, cp=1, micro_batch=1, seq_len=4096, sp=True, moe=True, ep=8)
+    plain = layer_ops(qwen, H100, **common)
+    fused = layer_ops(qwen, H100, options=ComputeOptions(fp32_wgrad=True), **common)
+    assert fused.forward == plain.forward
+    wgrad = ("experts.fc1.wgrad", "experts.fc2.wgrad")
+    assert all(fused.backward.named(n) > plain.backward.named(n) for n in wgrad)
+
+
 def test_attention_curves_fit_the_published_bars():
     # FA3 paper, H100 hd128: forward 625 TFLOP/s at 2k, 648 at 16k; the fit within 5%.
     k = attention_kernels()[("h100-sxm", "flash3")]
