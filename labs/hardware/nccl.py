@@ -128,20 +128,28 @@ def nccl_time(kind: str, size: float, group: int, cluster: Cluster,
         bw = link.send_bandwidth
         return NcclTime(lat + size / bw, lat, "direct", "Simple", bw, link.id, nodes)
     if kind == "all_to_all":
-        link = intra if nodes == 1 else inter
-        lat = (BASE_LATENCY["ring"]["Simple"] + HOP_LATENCY[link.hw]["ring"]["Simple"]) * 1e-6
-        inside = (g - 1) / group * size / intra.send_bandwidth
-        nic = inter.ring_busbw * min(1.0, cluster.nics_per_node / cluster.gpus_per_node)
-        outside = (group - g) / group * size / nic
-        bottleneck = inter.id if outside > inside else intra.id
-        return NcclTime(lat + max(inside, outside), lat, "pairwise", "Simple",
-                        nic if nodes > 1 else intra.send_bandwidth, bottleneck, nodes)
+        return pairwise((g - 1) / group * size, (group - g) / group * size, nodes, cluster)
     best = _ring(kind, size, group, g, nodes, cluster)
     if kind == "all_reduce" and nodes > 1:
         tree = _tree(size, g, nodes, cluster)
         if tree.seconds < best.seconds:
             best = tree
     return best
+
+
+def pairwise(inside: float, outside: float, nodes: int, cluster: Cluster) -> NcclTime:
+    """Sends to every peer at once, ``inside`` bytes over the scale-up link and ``outside``
+    bytes out of the node (of a group over ``nodes`` nodes): both legs side by side after one
+    Simple send's latency, the network leg at one NIC's rate (module docstring)."""
+    intra, inter = cluster.intra, cluster.inter
+    link = intra if nodes == 1 else inter
+    lat = (BASE_LATENCY["ring"]["Simple"] + HOP_LATENCY[link.hw]["ring"]["Simple"]) * 1e-6
+    inside = inside / intra.send_bandwidth
+    nic = inter.ring_busbw * min(1.0, cluster.nics_per_node / cluster.gpus_per_node)
+    outside = outside / nic
+    bottleneck = inter.id if outside > inside else intra.id
+    return NcclTime(lat + max(inside, outside), lat, "pairwise", "Simple",
+                    nic if nodes > 1 else intra.send_bandwidth, bottleneck, nodes)
 
 
 def _ring(kind: str, size: float, n: int, g: int, nodes: int, cluster: Cluster) -> NcclTime:

@@ -4,7 +4,8 @@
 Megatron activation bytes, SP on/off; a rank's layers in their recomputation modes:
 `layers_activation_bytes`), `ops.py` (one layer's compute kernel by kernel after the
 TP/CP/EP split: every GEMM with its shape, the attention core, every memory-bound op with its
-bytes, as fused (Megatron / TE), torch.compile'd or eager PyTorch kernels move them), `head.py`
+bytes, as fused (Megatron / TE), torch.compile'd or eager PyTorch kernels move them),
+`passes.py` (a pass's kernels, each timed as it is added, and their totals), `head.py`
 (the same outside the layers: embedding, output layer and loss, optimizer step, gradient
 accumulation), `op_checkpoint.py` (torchtitan's selective op checkpointing from its save list:
 the matmuls a layer's backward runs again and the bytes it keeps)"""

@@ -22,7 +22,8 @@ from functools import lru_cache
 
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.kernels import mem_time
-from labs.model.ops import DEFAULT_OPTIONS, ComputeOptions, Pass, PassBuilder
+from labs.model.ops import DEFAULT_OPTIONS, ComputeOptions
+from labs.model.passes import Pass, PassBuilder
 from labs.model.spec import ModelSpec
 
 OPTIMIZER_BYTES = 52  # per local parameter, Megatron mixed-precision Adam (docstring)

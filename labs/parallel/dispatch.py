@@ -35,7 +35,7 @@ from functools import lru_cache
 
 from labs.core.errors import LabInputError
 from labs.hardware.links import Cluster
-from labs.hardware.nccl import BASE_LATENCY, HOP_LATENCY, nccl_time
+from labs.hardware.nccl import nccl_time, pairwise
 from labs.model.spec import ModelSpec
 
 EP_DISPATCHES = ("alltoall", "deepep")
@@ -120,20 +120,15 @@ def dispatch_time(model: ModelSpec, dispatch: str, token_bytes: float, tokens: f
                   ep: int, per_node: int, cluster: Cluster) -> DispatchTime:
     """``tokens`` tokens of ``token_bytes`` each, dispatched (or combined) over an EP group of
     ``ep`` GPUs with ``per_node`` on a node: "alltoall" as NCCL runs its all-to-all
-    (``labs.hardware.nccl``), "deepep" as its copies (``copies``) at the NICs' and NVLink's
-    measured bandwidths, both legs side by side, after the same one-send latency."""
+    (``labs.hardware.nccl``), "deepep" as its copies (``copies``) sent the same way
+    (``labs.hardware.nccl.pairwise``: the NIC's and NVLink's measured bandwidths, both legs
+    side by side, after one send's latency)."""
     g = min(ep, per_node, cluster.gpus_per_node)
     c = copies(model, dispatch, ep, g)
     sent = (c.network + c.nvlink) * token_bytes * tokens
     if dispatch == "alltoall":
         t = nccl_time("all_to_all", model.top_k * token_bytes * tokens, ep, cluster, per_node)
-        return DispatchTime(t.seconds, sent, t.bottleneck)
-    intra, inter = cluster.intra, cluster.inter
-    nodes = math.ceil(ep / g)
-    link = intra if nodes == 1 else inter
-    lat = (BASE_LATENCY["ring"]["Simple"] + HOP_LATENCY[link.hw]["ring"]["Simple"]) * 1e-6
-    nic = inter.ring_busbw * min(1.0, cluster.nics_per_node / cluster.gpus_per_node)
-    over_net = c.network * token_bytes * tokens / nic
-    over_nvlink = c.nvlink * token_bytes * tokens / intra.send_bandwidth
-    return DispatchTime(lat + max(over_net, over_nvlink), sent,
-                        inter.id if over_net > over_nvlink else intra.id)
+    else:
+        t = pairwise(c.nvlink * token_bytes * tokens, c.network * token_bytes * tokens,
+                     math.ceil(ep / g), cluster)
+    return DispatchTime(t.seconds, sent, t.bottleneck)

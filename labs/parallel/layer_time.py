@@ -50,14 +50,8 @@ from labs.core.recomputation import layer_rules
 from labs.hardware.links import Cluster
 from labs.hardware.nccl import nccl_time
 from labs.model.op_checkpoint import recomputed_matmuls
-from labs.model.ops import (
-    DEFAULT_OPTIONS,
-    ComputeOptions,
-    LayerOps,
-    Pass,
-    PassBuilder,
-    layer_ops,
-)
+from labs.model.ops import DEFAULT_OPTIONS, ComputeOptions, LayerOps, layer_ops
+from labs.model.passes import Pass, PassBuilder
 from labs.model.spec import ModelSpec
 from labs.parallel.dispatch import check_ep_dispatch, dispatch_time
 
