@@ -8,7 +8,8 @@ from app.charts import base_layout
 
 GROUP_COLOURS = {"narayanan-2021-table1": "#1f77b4", "korthikanti-2022-table5": "#d9480f",
                  "korthikanti-2022-dp": "#2b8a3e", "torchtitan-fsdp2": "#862e9c",
-                 "deepseek-v3": "#e8590c", "megatron-moe": "#0b7285"}
+                 "deepseek-v3": "#e8590c", "megatron-moe": "#0b7285",
+                 "nemo-h100-fp8": "#5c940d"}
 
 
 def validation_figure(found, groups: dict[str, str], urls: list[str], extra=(),

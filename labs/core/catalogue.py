@@ -119,6 +119,10 @@ class Recipe:
     saved_inputs: str = "bf16"
     amax_history: int = 0
     family: str = "bf16"  # "bf16" (16-bit GEMMs) or "fp8"
+    # HBM bytes one element of a GEMM input (or output gradient) moves when cast to FP8,
+    # read and written, scales included (labs.model.ops times the casts with it): 0 in a
+    # 16-bit recipe.
+    cast_bytes: float = 0.0
     scaling: str = ""  # how an FP8 recipe finds its scales, in words
     formats: str = ""  # the FP8 element formats, forward / backward
     source: str = ""
@@ -155,9 +159,17 @@ def _b(value: float) -> str:
     return f"{value:.3g}"
 
 
+# A 16-bit GEMM input cast to FP8 on Hopper: Transformer Engine's fused cast-transpose reads
+# it once (2 B) and writes the FP8 copy and its transpose (1 + 1 B), since Hopper's FP8 tensor
+# cores take only TN GEMMs and the weight gradient reads the transpose (TE issue 1261;
+# transformer_engine fp8_cast_transpose_fused); the amax is found inside the same kernel.
+TE_CAST_BYTES = 4.0
+
+
 def _low_precision(id: str, name: str, short: str, *, weights: str | None, copies: tuple,
                    gradients: str, master: str, moments: str, saved_inputs: str,
-                   amax_history: int = 0, scaling: str, formats: str, source: str) -> Recipe:
+                   amax_history: int = 0, scaling: str, formats: str, source: str,
+                   cast_bytes: float = 0.0) -> Recipe:
     """A low-precision training recipe whose bytes per parameter are the sums of its formats'
     (``FORMATS``): computed here, never typed; its account and option text say the sums."""
     f = {k: FORMATS[v].bytes_per_element if v else 0.0 for k, v in (
@@ -166,7 +178,7 @@ def _low_precision(id: str, name: str, short: str, *, weights: str | None, copie
     record = Recipe(id, "train", f["weights"], f["gradients"], f["master"], moments_bytes,
                     describe="", copies=copies, saved_inputs=saved_inputs,
                     amax_history=amax_history, family="fp8", scaling=scaling, formats=formats,
-                    source=source)
+                    source=source, cast_bytes=cast_bytes)
     parts = ([f"{_b(f['weights'])} B {weights} weights"] if weights else []) + [
         f"{_b(c.bytes_per_param)} B {c.what}" for c in copies] + [
         f"{_b(f['gradients'])} B {gradients} gradients", f"{_b(f['master'])} B {master} master "
@@ -196,7 +208,7 @@ FP8_RECIPES = (
     # ("the FP8 transpose data (on Hopper)", TE issue 1764), half of bf16's.
     _low_precision(
         "fp8-delayed", "FP8, per-tensor delayed scaling (TE)", "FP8 delayed scaling",
-        weights="bf16", **TE_DELAYED,
+        weights="bf16", **TE_DELAYED, cast_bytes=TE_CAST_BYTES,
         source="TransformerEngine DelayedScaling (HYBRID, amax_history_len=1024); TE issues "
                "1261, 1429, 1764; PR 647"),
     # The same with the parameters created in FP8 (TE fp8_model_init; Megatron-LM
@@ -204,7 +216,7 @@ FP8_RECIPES = (
     # TE issue 1764): no bf16 copy, and ZeRO-3/FSDP gathers FP8.
     _low_precision(
         "fp8-params", "FP8 parameters, no bf16 copy (TE fp8_model_init)", "FP8 parameters",
-        weights=None, **TE_DELAYED,
+        weights=None, **TE_DELAYED, cast_bytes=TE_CAST_BYTES,
         source="TransformerEngine fp8_model_init; Megatron-LM --fp8-param-gather (TE issue "
                "1764)"),
     # DeepSeek-V3 sec 3.3: E4M3 on every tensor, fine-grained online scales (1x128 tiles of
@@ -219,6 +231,10 @@ FP8_RECIPES = (
         gradients="fp32", master="fp32", moments="bf16", saved_inputs="fp8-1x128",
         scaling="online: each 1x128 activation tile and 128x128 weight block its own scale",
         formats="E4M3 on every tensor",
+        # The cast-transpose's 4 B, plus an FP32 scale per 1x128 tile in each of the two
+        # quantisations (sec 3.3.3: the backward reads the activations "transposed ... 1x128
+        # to 128x1", a second quantisation with its own scales).
+        cast_bytes=TE_CAST_BYTES + 2 * 4 / 128,
         source="DeepSeek-V3 technical report (arXiv:2412.19437) sec 3.3, Fig. 6"),
     # MXFP8 on Blackwell (TE MXFP8BlockScaling, E4M3): scales along the reduction dimension,
     # so the forward's 1x32 blocks and the backward's 32x1 blocks are different quantizations:
@@ -231,6 +247,9 @@ FP8_RECIPES = (
         gradients="bf16", master="fp32", moments="fp32", saved_inputs="mxfp8",
         scaling="one E8M0 power-of-two scale per 32 elements, found by the hardware's cast",
         formats="E4M3 (MXFP8)",
+        # Two quantisations (rowwise and columnwise: TE issue 1880), each writing 1 B and an
+        # E8M0 scale per 32 elements (OCP MX v1.0 sec 5).
+        cast_bytes=TE_CAST_BYTES + 2 / 32,
         source="OCP Microscaling Formats (MX) v1.0; TransformerEngine MXFP8BlockScaling; "
                "TE issue 1880"),
 )

@@ -15,7 +15,7 @@ from labs.core.recomputation import RECOMPUTATION
 # Pipeline shapes (labs.schedules): stages p, micro-batches m, model chunks v per rank.
 MAX_STAGES = 64
 MAX_MICROBATCHES = 1024
-MAX_VIRTUAL = 8
+MAX_VIRTUAL = 64  # one layer per chunk at PP 2 for models up to 128 layers (NeMo runs VP 20-24)
 
 __all__ = [
     "ACTIVATION_MODELS", "INFER_RECIPES", "MAX_DEGREE", "MAX_DP", "MAX_MICROBATCHES",

@@ -24,7 +24,9 @@ Memory-bound bytes per token, counted from the kernels Megatron runs (16-bit act
 - context parallelism's ring: merging each step's partial attention output (6 B per element
   per step) and, in backward, accumulating each step's K and V gradients (10 B);
 - rotary embeddings on the queries and keys (read 2, write 2), bias gradients (a reduction
-  reading dY: 2 B per output width), FP8 casts of each GEMM input (read 2, write 1);
+  reading dY: 2 B per output width), FP8 casts of each GEMM input and output gradient (the
+  recipe's ``cast_bytes``: Transformer Engine's cast-transpose reads 2 and writes the FP8 copy
+  and its transpose, 4);
 - with sequence parallelism (Korthikanti et al. 2022 sec 4.2.2) the norms and dropouts run
   on s/t of the tokens.
 The head, loss, optimizer step and gradient accumulation are ``labs.model.head``'s.
@@ -60,6 +62,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from labs.core.catalogue import TE_CAST_BYTES
 from labs.core.errors import LabInputError
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.kernels import ATTENTION_IMPLS, best_attention, flash_time
@@ -93,6 +96,9 @@ class ComputeOptions:
     causal: bool = True
     kernels: str = "fused"
     fp32_wgrad: bool = False  # weight gradients accumulated into fp32 in the GEMM (main_grad)
+    # HBM bytes per element of each FP8 cast (the recipe's ``cast_bytes``; Transformer
+    # Engine's cast-transpose by default: read 2, write the copy and its transpose).
+    fp8_cast_bytes: float = TE_CAST_BYTES
 
     def __post_init__(self) -> None:
         if self.attention not in ("auto",) + ATTENTION_IMPLS:
@@ -103,6 +109,9 @@ class ComputeOptions:
         for name in ("dropout", "fp8", "causal", "fp32_wgrad"):
             if not isinstance(getattr(self, name), bool):
                 raise LabInputError(name, f"{name} is true or false")
+        cast = self.fp8_cast_bytes
+        if isinstance(cast, bool) or not isinstance(cast, int | float) or not 3 <= cast <= 16:
+            raise LabInputError("recipe", "an FP8 cast moves 3 to 16 bytes per element")
 
 
 DEFAULT_OPTIONS = ComputeOptions()
@@ -193,9 +202,10 @@ def layer_ops(model: ModelSpec, gpu: GPUSpec, *, tp: int, cp: int, micro_batch: 
         widths = sum(n for name, _, n, _, _ in gemms if name in ("qkv", "fc1"))
         bwd.mem("bias-grads", tokens * 2 * widths + (
             tokens * 2 * 2 * h * fsp if model.linear_bias else 0))
-    if fp8:  # casts to FP8 (read 2, write 1): each GEMM's input, and in backward its dY
-        fwd.mem("fp8-casts", 3 * sum(m * k * batch for _, m, _, k, batch in gemms))
-        bwd.mem("fp8-casts", 3 * sum(m * n * batch for _, m, n, _, batch in gemms))
+    if fp8:  # casts to FP8 (the recipe's bytes): each GEMM's input, and in backward its dY
+        cast = options.fp8_cast_bytes
+        fwd.mem("fp8-casts", cast * sum(m * k * batch for _, m, _, k, batch in gemms))
+        bwd.mem("fp8-casts", cast * sum(m * n * batch for _, m, n, _, batch in gemms))
     return LayerOps(fwd.done(), bwd.done(), core.done(), impl, tokens)
 
 

@@ -14,9 +14,10 @@ both steps are the step model's, and each part is read from them.
   head, MoE gating modules, normalization operators, and attention operators" keep their
   original precision; torchtitan's float8 converter skips the output layer), the norms,
   activations, residuals, loss and optimizer.
-- Scaling work beyond the step model's cast (per element of each cast tensor, memory-bound
-  at the step model's achieved HBM bandwidth, taken in proportion to its cast time since
-  both are bytes over the same bandwidth):
+- Scaling work beyond the plain cast (per element of each cast tensor, memory-bound at the
+  step model's achieved HBM bandwidth; the step model times it with the cast, at the
+  recipe's ``cast_bytes``, and this part is its share of the casts' time, bytes over the same
+  bandwidth):
   - per-tensor delayed scaling (TE DelayedScaling): the amax is found inside the cast kernel
     and the scale comes from the history, so no extra pass; Hopper's FP8 tensor cores take
     only TN GEMMs, so the fused cast-transpose also writes the transposed FP8 copy the
@@ -56,14 +57,9 @@ from labs.recipe.lab import evaluate
 from labs.recipe.step_time import stage_times
 
 MX_GPUS = ("b200",)  # the presets whose tensor cores read MX formats (Blackwell)
-# Bytes per cast element each recipe writes beyond the step model's read 2, write 1 (above).
-SCALING_EXTRA = {
-    "fp8-delayed": 1.0,
-    "fp8-params": 1.0,
-    "fp8-blockwise": 1.0 + 2 * 4 / 128,
-    "mxfp8": 1.0 + 2 * 1 / 32,
-}
-CAST_BYTES = 3  # the step model's cast: read 2, write 1 (labs.model.ops)
+# Of each cast element's bytes (the recipe's ``cast_bytes``, which the step model times:
+# labs.model.ops), the plain cast's: read 2, write 1. The rest is the recipe's scaling work.
+CAST_BYTES = 3
 PARTS = ("linear", "casts", "scaling", "attention", "head", "memory", "zero", "comms",
          "bubble", "optimizer")
 LABELS = {
@@ -156,8 +152,12 @@ def speed(inp: PrecisionInput) -> SpeedResult:
     low = evaluate(_plan(inp, inp.recipe, True), inp.model, cluster, nodes, None) \
         if fp8_path else base
     b, f = _categories(base, inp), _categories(low, inp)
-    casts = max(0.0, f["memory"] - b["memory"])  # the only memory-bound ops FP8 adds
-    scaling = casts * SCALING_EXTRA.get(inp.recipe, 0.0) / CAST_BYTES if fp8_path else 0.0
+    # The only memory-bound ops FP8 adds, timed in the step at the recipe's cast bytes: the
+    # plain cast's share of them, and the scaling work's (the rest).
+    added = max(0.0, f["memory"] - b["memory"])
+    cast_bytes = low.plan.step_options().compute.fp8_cast_bytes
+    casts = added * CAST_BYTES / cast_bytes if fp8_path else added
+    scaling = added - casts
     dp = {p.name: p for p in base.timing.parts}["dp"], {p.name: p for p in low.timing.parts}["dp"]
     g_b, g_f = RECIPES[BASELINE].gathered_bytes, r.gathered_bytes if fp8_path else None
     why = {
@@ -200,13 +200,13 @@ def speed(inp: PrecisionInput) -> SpeedResult:
           "head": b["head"], "memory": b["memory"], "zero": b["zero"], "comms": b["comms"],
           "bubble": b["bubble"], "optimizer": b["optimizer"]}
     lo = {"linear": f["gemm"], "casts": casts, "scaling": scaling,
-          "attention": f["attention"], "head": f["head"], "memory": f["memory"] - casts,
+          "attention": f["attention"], "head": f["head"], "memory": f["memory"] - added,
           "zero": f["zero"], "comms": f["comms"], "bubble": f["bubble"],
           "optimizer": f["optimizer"]}
     parts = tuple(SpeedPart(n, LABELS[n], bf[n], lo[n], why[n]) for n in PARTS)
     step_b = base.step_s
-    step_f = low.step_s + scaling
-    mfu_f = low.mfu * low.step_s / step_f if step_f else 0.0
+    step_f = low.step_s
+    mfu_f = low.mfu
     notes = [f"Both steps are EP08's op-level model on {nodes} x {cluster.name}, "
              f"{base.plan.microbatches} micro-batch(es) per step; MFU against the "
              f"{inp.gpu.name}'s BF16 dense peak for both."]

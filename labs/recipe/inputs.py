@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from labs.core.catalogue import RECIPES
+from labs.core.catalogue import RECIPES, TE_CAST_BYTES
 from labs.core.errors import LabInputError
 from labs.core.limits import (
     DEFAULT_MATMUL_EFFICIENCY,
@@ -118,6 +118,7 @@ class Plan:
                              self.sequence_parallel,
                              self.tp_overlap, self.ep_overlap, self.dp_overlap,
                              self.grad_accum_fusion, matmul_efficiency, self.kernels,
+                             RECIPES[self.recipe].cast_bytes or TE_CAST_BYTES,
                              self.ep_dispatch)
 
     @property
@@ -202,9 +203,11 @@ class RecipeResult:
 def _step_options(attention: str, dropout: bool, fp8: bool, sp: bool, tp_overlap: str,
                   ep_overlap: bool, dp_overlap: bool, fusion: bool,
                   matmul_efficiency: float | None, kernels: str = "fused",
+                  cast_bytes: float = TE_CAST_BYTES,
                   ep_dispatch: str = "alltoall") -> StepOptions:
     return StepOptions(ComputeOptions(attention=attention, dropout=dropout, fp8=fp8,
-                                      kernels=kernels, fp32_wgrad=fusion),
+                                      kernels=kernels, fp32_wgrad=fusion,
+                                      fp8_cast_bytes=cast_bytes),
                        tp_overlap=tp_overlap, ep_overlap=ep_overlap, ep_dispatch=ep_dispatch,
                        dp_overlap=dp_overlap,
                        grad_accum_fusion=fusion, sequence_parallel=sp,

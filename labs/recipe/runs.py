@@ -25,6 +25,10 @@ sequence, software and published tokens/s per GPU:
   (arXiv:2412.19437, 180K GPU hours per trillion tokens, PP 16, EP 64, DualPipe, FP8) and
   Qwen3-235B-A22B on 256 H100 under Megatron Core (yanring/Megatron-MoE-ModelZoo
   best_practice/Qwen3/readme.md, step seconds), each run's figure in its ``published``.
+- NVIDIA NeMo 24.07's performance summary (NVIDIA/NeMo docs/source/performance/
+  performance_summary.md): dense Llama 2, Llama 3 and GPT-3 runs on 8 to 512 DGX-H100 GPUs
+  in FP8 (Transformer Engine's delayed scaling), with TP, PP, CP and VP up to 20
+  (tests/labs/test_nemo_runs.py).
 
 A run's ``ratio`` is the lab's throughput over the published one (published step time over the
 lab's): above 1, the lab is fast.
@@ -55,7 +59,8 @@ GROUPS = {
 }
 VALIDATION_GROUPS = {"torchtitan-fsdp2": "torchtitan (FSDP2), docs/performance.md",
                      "deepseek-v3": "DeepSeek-V3 report (MoE)",
-                     "megatron-moe": "Megatron MoE zoo (Qwen3)"}
+                     "megatron-moe": "Megatron MoE zoo (Qwen3)",
+                     "nemo-h100-fp8": "NeMo 24.07 (H100, FP8)"}
 
 
 def gpt(hidden: int, heads: int, layers: int) -> ModelSpec:

@@ -38,11 +38,13 @@ def test_api_lists_every_run_of_the_data_file_with_its_citation(body):
     assert any("fragmentation" in x for x in body["left_out"])
     assert any("Stragglers" in x for x in body["left_out"])
     assert any("congestion" in x for x in body["left_out"])
-    # The validation groups (torchtitan's FSDP2 runs, the MoE runs), never calibrated on.
+    # The validation groups (torchtitan's FSDP2 runs, the MoE runs, NeMo's FP8 runs), never
+    # calibrated on.
     assert [r["id"] for r in body["validation_runs"]] == [r.id for r in VALIDATION]
-    assert body["validation_summary"]["runs"] == len(VALIDATION) == 17
+    assert body["validation_summary"]["runs"] == len(VALIDATION) == 24
     cited = {"torchtitan-fsdp2": "torchtitan docs/performance.md",
-             "deepseek-v3": "arXiv:2412.19437", "megatron-moe": "Megatron-MoE-ModelZoo"}
+             "deepseek-v3": "arXiv:2412.19437", "megatron-moe": "Megatron-MoE-ModelZoo",
+             "nemo-h100-fp8": "NVIDIA/NeMo docs/source/performance"}
     for row in body["validation_runs"]:
         assert cited[row["group"]] in row["source"]
         assert row["lab_tflops_per_gpu"] is None
@@ -68,7 +70,7 @@ def test_page_shows_table_scatter_sources_and_what_is_left_out(client, body):
     html = page.text
     assert 'data-testid="validation-table"' in html
     assert html.count('<tr data-run="') == 19
-    assert html.count('<tr data-validation-run="') == 17
+    assert html.count('<tr data-validation-run="') == 24
     assert 'data-testid="validation-runs-table"' in html
     assert 'id="validation-chart"' in html and '"type": "log"' in html.replace('":"', '": "')
     assert "±10%" in html and "±25%" in html

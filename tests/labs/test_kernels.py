@@ -1,6 +1,8 @@
 """Kernel rates (labs.hardware.kernels) and the op-level layer (labs.model.ops), pinned to the
 microbenchmarks the presets cite: each figure the model uses comes back out of it."""
 
+from dataclasses import replace
+
 import pytest
 
 from labs.core.errors import LabInputError
@@ -8,6 +10,7 @@ from labs.hardware.gpus import GPUSpec, KernelRates, get_gpu, gpus
 from labs.hardware.kernels import (
     SLOWEST_GPU,
     attention_kernels,
+    attention_rate,
     best_attention,
     flash_flops,
     flash_time,
@@ -119,8 +122,24 @@ def test_attention_curves_fit_the_published_bars():
 def test_flash_time_uses_the_causal_curve_and_2_5x_backward():
     f, b = flash_time(H100, "flash3", 4096, 4096, 128, 32, True)
     flops = flash_flops(4096, 4096, 128, 32, True)
-    assert flops / f / 1e12 == pytest.approx(579, rel=0.05)  # causal forward bar at 4k
+    # The causal forward bar at 4k (579 TFLOP/s, a burst benchmark), held to the power limit
+    # as a GEMM is: x MSMF/MAMF 702.9/828.0, on the node's slowest GPU.
+    sustained = 579 * 702.9 / 828.0 * SLOWEST_GPU
+    assert flops / f / 1e12 == pytest.approx(sustained, rel=0.05)
     assert 2.5 * flops / b < flops / f  # backward runs slower than forward
+
+
+def test_attention_is_held_to_the_power_limit_as_gemms_are():
+    # A100: He's 258 TFLOP/s is already power-limited (matmul_sustain 1): its attention runs
+    # at the FA2 paper's rate; H100: the sustain slows attention exactly as it slows a GEMM.
+    assert A100.kernels.matmul_sustain == 1.0
+    f_a, _ = flash_time(A100, "flash2", 8192, 8192, 128, 8, True)
+    assert flash_flops(8192, 8192, 128, 8, True) / f_a == pytest.approx(
+        attention_rate(A100, "flash2", 8192, 128, True))
+    fast = replace(H100, kernels=replace(H100.kernels, matmul_sustain=1.0))
+    f_h, b_h = flash_time(H100, "flash3", 8192, 8192, 128, 8, True)
+    f_1, b_1 = flash_time(fast, "flash3", 8192, 8192, 128, 8, True)
+    assert f_1 / f_h == pytest.approx(b_1 / b_h) == pytest.approx(H100.kernels.matmul_sustain)
 
 
 def test_attention_falls_back_where_a_kernel_is_missing():

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from labs.core.errors import LabInputError
+from labs.core.limits import MAX_VIRTUAL
 from labs.schedules.catalogue import SCHEDULES
 from labs.schedules.generators import Action
 from labs.schedules.inputs import Event, PipelineInput, PipelineResult
@@ -316,7 +317,7 @@ def test_every_schedule_is_a_valid_timeline(inp):
         ({"microbatches": 0}, "microbatches"),
         ({"microbatches": 1025}, "microbatches"),
         ({"virtual": 0}, "virtual"),
-        ({"virtual": 9}, "virtual"),
+        ({"virtual": MAX_VIRTUAL + 1}, "virtual"),
         ({"schedule": "interleaved-1f1b", "virtual": 1}, "virtual"),
         (
             {"schedule": "interleaved-1f1b", "virtual": 2, "stages": 4, "microbatches": 11},

@@ -395,13 +395,15 @@ def test_torchaos_up_to_one_and_a_half_on_70b_over_128_gpus():
 
 def test_gains_range_from_slower_to_about_thirty_percent():
     """The issue's "from slower to about +30%": a large dense run with FSDP gains most; a 70B
-    model split 8 ways by TP with ZeRO-1 across nodes loses, as faster GEMMs leave its
-    gradient sync and TP traffic less compute to hide behind (torchtitan issue 1207 saw
-    rowwise FP8 slower than bf16 under TP: 5,189 against 5,378 tokens/s)."""
+    model split 8 ways by TP with ZeRO-1 across nodes gains nothing (within 1%: its casts,
+    timed in the step at Transformer Engine's 4 B per element, now lengthen the backward that
+    hides the sync), as faster GEMMs leave its gradient sync and TP traffic less compute to
+    hide behind (torchtitan issue 1207 saw rowwise FP8 slower than bf16 under TP: 5,189
+    against 5,378 tokens/s)."""
     assert reported("titan_tp_rowwise_tps") < reported("titan_tp_bf16_tps")
     assert 1.2 < fast(recipe="fp8-params", **TITAN).speedup < 1.4
     slow = fast(LLAMA70, recipe="fp8-delayed", **MEGATRON_70B)
-    assert slow.speedup < 1
+    assert slow.speedup == pytest.approx(1.0, abs=0.01)
     assert slow.part("zero").fp8_s > slow.part("zero").bf16_s
     assert slow.part("linear").fp8_s < slow.part("linear").bf16_s
 
