@@ -283,3 +283,20 @@ def test_plan_fields_are_validated_by_name():
         with pytest.raises(LabInputError) as exc:
             Plan(**kw)
         assert exc.value.field == field
+
+
+def test_a_plan_timed_in_closed_form_is_not_held_to_the_simulators_bound():
+    """Interleaved 1F1B in whole rounds is timed by its closed form (labs.schedules.catalogue
+    flush), never simulated: 16 stages x 512 micro-batches x 8 chunks (131,072 actions, twice
+    the simulator's bound) is a plan the recipe times, its bubble Narayanan's (p−1)/(v·m+p−1).
+    A schedule that must be simulated keeps the bound, and says so on the micro-batches."""
+    model, cluster = get_model("llama-3.1-405b"), get_cluster("dgx-h100")
+    big = dict(tp=8, pp=14, dp=8, seq_len=8192, microbatches=504, recompute="full")
+    res = evaluate(Plan(schedule="interleaved-1f1b", virtual=9, **big), model, cluster, 112)
+    assert res.legal and res.step_s > 0
+    assert 2 * 14 * 504 * 9 > 65536
+    assert res.bubble_fraction == pytest.approx(13 / (9 * 504 + 13))
+    refused = evaluate(Plan(schedule="interleaved-zb", virtual=9, **big), model, cluster, 112)
+    assert not refused.legal
+    assert any(e.field == "microbatches" and "too much work to simulate" in e.message
+               for e in refused.problems)
