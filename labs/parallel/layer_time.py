@@ -17,7 +17,9 @@ TP, CP and EP groups run (``labs.hardware.nccl``, where each group sits), expose
     wgrad); only what outlasts that GEMM is exposed;
   - "all": Transformer Engine's userbuffers overlap (Megatron Core --tp-comm-overlap; Wang
     et al. 2023, "Overlap Communication with Dependent Computation via Decomposition"):
-    every TP collective runs beside the GEMM it feeds or follows.
+    every TP collective runs beside the GEMM it feeds or follows, decomposed into the TP
+    degree's chunks (``decomposed_exposed``): one chunk's GEMM and one chunk's sends stay
+    exposed, and the chunks' smaller GEMMs run at their own shapes' rates.
 - CP (ring attention, Liu et al. 2023, arXiv:2310.01889; Megatron's context parallelism):
   c−1 sends of each K and V chunk in forward, of K, V and their gradients in backward, each
   hidden behind the attention block it feeds; the excess is exposed.
@@ -47,11 +49,13 @@ from functools import lru_cache
 
 from labs.core.errors import LabInputError
 from labs.core.recomputation import layer_rules
+from labs.hardware.gpus import GPUSpec
+from labs.hardware.kernels import gemm_time
 from labs.hardware.links import Cluster
 from labs.hardware.nccl import nccl_time
 from labs.model.op_checkpoint import recomputed_matmuls
 from labs.model.ops import DEFAULT_OPTIONS, ComputeOptions, LayerOps, layer_ops
-from labs.model.passes import Pass, PassBuilder
+from labs.model.passes import Kernel, Pass, PassBuilder
 from labs.model.spec import ModelSpec
 from labs.parallel.dispatch import check_ep_dispatch, dispatch_time
 
@@ -161,7 +165,7 @@ def layer_time(model: ModelSpec, cluster: Cluster, *, tp: Group, cp: Group, ep: 
                     ep=ep.size, etp=etp)
     tokens = ops.tokens
     act = tokens * model.hidden * ACT_BYTES
-    tp_f, tp_b = _tp(act, ops, cluster, tp, sp, tp_overlap)
+    tp_f, tp_b = _tp(act, ops, cluster, tp, sp, tp_overlap, options.fp8)
     cp_f, cp_b = _cp(model, ops, cluster, cp, tp.size, micro_batch)
     ep_f, ep_b = _ep(model, ops, cluster, ep, tp.size, options, moe, ep_overlap,
                      ep_dispatch) if moe else (None, None)
@@ -198,8 +202,26 @@ def _op_replay(model: ModelSpec, cluster: Cluster, ops: LayerOps, tp: int, sp: b
     return PassTime(again.done().of("gemm"), 0.0, memory, comms)
 
 
+def decomposed_exposed(gemm: Kernel, comm: float, chunks: int, gpu: GPUSpec,
+                       fp8: bool) -> float:
+    """What a collective decomposed with the GEMM it feeds or follows adds to that GEMM
+    (Wang et al. 2023, "Overlap Communication with Dependent Computation via Decomposition
+    in Large Deep Learning Models", ASPLOS: the collective's ``chunks`` steps each paired
+    with a GEMM on 1/chunks of the rows; Transformer Engine's ring-exchange userbuffers
+    overlap and PyTorch's async TP split by the TP degree). The first chunk's GEMM cannot
+    wait on nothing and the last chunk's sends cannot hide behind anything, so the pair
+    takes max(chunks · g, g + A), g one chunk's GEMM at its own (smaller) shape's rate and A
+    the whole collective; what exceeds the undivided GEMM is exposed. Where splitting costs
+    more than it hides (a short collective beside a GEMM whose chunks lose their waves), the
+    collective runs whole and blocks, as a per-GEMM overlap setting chooses (TE's userbuffers
+    configuration names a method per GEMM, "bulk" among them): the smaller of the two."""
+    m, n, k, batch = gemm.shape
+    sub = gemm_time(gpu, math.ceil(m / chunks), n, k, batch, fp8)
+    return min(comm, max(0.0, max(chunks * sub, sub + comm) - gemm.seconds))
+
+
 def _tp(act: float, ops: LayerOps, cluster: Cluster, g: Group, sp: bool,
-        overlap: str) -> tuple[Comm | None, Comm | None]:
+        overlap: str, fp8: bool = False) -> tuple[Comm | None, Comm | None]:
     if g.size == 1:
         return None, None
     f, b = ops.forward, ops.backward
@@ -227,6 +249,10 @@ def _tp(act: float, ops: LayerOps, cluster: Cluster, g: Group, sp: bool,
             t = nccl_time(kind, act, g.size, cluster, g.per_node).seconds
             total += t
             sent += (2 if kind == "all_reduce" else 1) * (g.size - 1) / g.size * act
+            if needs == "all" and overlap == "all":
+                gemm = next(k for k in pass_.kernels if k.name == beside)
+                exposed += decomposed_exposed(gemm, t, g.size, cluster.gpu, fp8)
+                continue
             hidden_by = pass_.named(beside) if level >= TP_OVERLAPS.index(needs) else 0.0
             exposed += max(0.0, t - hidden_by)
         name = "all_reduce" if not sp else "all_gather + reduce_scatter"

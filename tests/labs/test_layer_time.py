@@ -4,11 +4,13 @@ schedule, exposed or hidden as its overlap settings allow."""
 import pytest
 
 from labs.core.errors import LabInputError
+from labs.hardware.kernels import gemm_time
 from labs.hardware.links import get_cluster
 from labs.hardware.nccl import nccl_time
 from labs.model.ops import ComputeOptions
+from labs.model.passes import PassBuilder
 from labs.model.presets import get_model
-from labs.parallel.layer_time import COMM_SMS, Group, layer_time
+from labs.parallel.layer_time import COMM_SMS, Group, decomposed_exposed, layer_time
 
 DGX_H100, HGX_H800 = get_cluster("dgx-h100"), get_cluster("hgx-h800")
 LLAMA = get_model("llama-3.1-70b")
@@ -75,3 +77,30 @@ def test_ep_all_to_all_is_exposed_unless_overlapped():
     assert o.exposed == pytest.approx(max(a2a.seconds - plain.forward.compute,
                                           share * a2a.seconds))
     assert o.exposed < a2a.exposed
+
+
+def test_decomposed_overlap_exposes_one_chunk_and_the_chunks_lost_waves():
+    """Wang et al. 2023's decomposition (TE's ring-exchange overlap, PyTorch's async TP): the
+    pair of a collective A and its GEMM C in t chunks takes max(t·g, g + A), g one chunk's
+    GEMM at its own shape; never more than the collective run whole."""
+    gpu = DGX_H100.gpu
+    # A 2,048-row GEMM in 8 chunks of 256 rows: each chunk's waves are part empty.
+    qkv = PassBuilder(gpu, False)
+    qkv.gemm("qkv", 2048, 1280, 8192)
+    gemm = qkv.done().kernels[0]
+    g = gemm_time(gpu, 256, 1280, 8192)
+    assert 8 * g > gemm.seconds  # chunking costs
+    long_comm = 4 * gemm.seconds
+    assert decomposed_exposed(gemm, long_comm, 8, gpu, False) == pytest.approx(
+        g + long_comm - gemm.seconds)  # one chunk's GEMM waits for nothing to hide behind
+    short = 1e-7
+    assert decomposed_exposed(gemm, short, 8, gpu, False) == short  # whole, blocking: cheaper
+    # Wide chunks lose nothing: what is exposed is at most one chunk's GEMM.
+    big = PassBuilder(gpu, False)
+    big.gemm("fc1", 65536, 7168, 8192)
+    wide = big.done().kernels[0]
+    mid = 0.5 * wide.seconds
+    assert decomposed_exposed(wide, mid, 8, gpu, False) <= wide.seconds / 8 * 1.01
+    # On a layer: "all" hides the forward's TP traffic, less one chunk per collective.
+    full, none = run(tp_overlap="all"), run(tp_overlap="none")
+    assert 0 < full.forward.exposed < none.forward.exposed

@@ -8,9 +8,11 @@ Transformer Engine's delayed scaling, distributed optimizer, TP communication ov
 attention, no recomputation) are labs/presets/runs.json's ``nemo-24.07-fp8``.
 
 Each run is pinned to its published figure at the ratio the lab gives today, within ±0.03, so
-a change to the model that moves one shows here. The group lies within -6% and +18%: like the
-calibration runs and torchtitan's, the lab is fast on all but one (the Llama 2 13B run, whose
-one layer per model chunk sends an activation across a stage boundary for every layer).
+a change to the model that moves one shows here. The group lies within -6% and +18%. The
+TP 4 runs ran NeMo's TP communication overlap, timed decomposed into TP-degree chunks
+(labs.parallel.layer_time.decomposed_exposed): GPT-3 175B at micro-batch 1 (2,048 rows, 512
+a chunk) pays for its chunks' smaller GEMMs where micro-batch 2 pays less, as published
+(726 against 782 tokens/s per GPU).
 """
 
 import pytest
@@ -24,11 +26,11 @@ VALIDATION = tuple(r for r in ALL_VALIDATION if r.group == "nemo-h100-fp8")
 PINNED = {
     "nemo-llama2-7b-h100x8": (16847, 1.113),
     "nemo-llama2-13b-h100x16": (8646, 0.945),
-    "nemo-llama2-70b-h100x64": (1707, 1.044),
+    "nemo-llama2-70b-h100x64": (1707, 0.995),
     "nemo-llama3-8b-h100x8": (12036, 1.177),
-    "nemo-llama3-70b-h100x64": (1533, 1.108),
-    "nemo-gpt3-175b-h100x128": (726, 1.103),
-    "nemo-gpt3-175b-h100x512": (782, 1.058),
+    "nemo-llama3-70b-h100x64": (1533, 1.058),
+    "nemo-gpt3-175b-h100x128": (726, 1.004),
+    "nemo-gpt3-175b-h100x512": (782, 1.031),
 }
 
 
