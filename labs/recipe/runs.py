@@ -20,7 +20,8 @@ sequence, software and published tokens/s per GPU:
 
 - torchtitan docs/performance.md (pytorch/torchtitan): Llama 2 and 3 with FSDP2 on 64 A100s
   and Llama 3.1 8B on 8 and 128 H100s, PyTorch eager or torch.compile'd kernels
-  (``labs.model.ops`` kernels="eager" / "compiled").
+  (``labs.model.ops`` kernels="eager" / "compiled"); with Float8, Llama 3.1 8B under context
+  parallelism to 256K tokens, 70B with TP 8 (and AsyncTP) and 405B with TP 8 x PP 8.
 - MoE with expert parallelism (tests/labs/test_moe_runs.py): DeepSeek-V3 on 2,048 H800
   (arXiv:2412.19437, 180K GPU hours per trillion tokens, PP 16, EP 64, DualPipe, FP8) and
   Qwen3-235B-A22B on 256 H100 under Megatron Core (yanring/Megatron-MoE-ModelZoo

@@ -41,7 +41,7 @@ def test_api_lists_every_run_of_the_data_file_with_its_citation(body):
     # The validation groups (torchtitan's FSDP2 runs, the MoE runs, NeMo's FP8 runs), never
     # calibrated on.
     assert [r["id"] for r in body["validation_runs"]] == [r.id for r in VALIDATION]
-    assert body["validation_summary"]["runs"] == len(VALIDATION) == 24
+    assert body["validation_summary"]["runs"] == len(VALIDATION) == 32
     cited = {"torchtitan-fsdp2": "torchtitan docs/performance.md",
              "deepseek-v3": "arXiv:2412.19437", "megatron-moe": "Megatron-MoE-ModelZoo",
              "nemo-h100-fp8": "NVIDIA/NeMo docs/source/performance"}
@@ -70,7 +70,7 @@ def test_page_shows_table_scatter_sources_and_what_is_left_out(client, body):
     html = page.text
     assert 'data-testid="validation-table"' in html
     assert html.count('<tr data-run="') == 19
-    assert html.count('<tr data-validation-run="') == 24
+    assert html.count('<tr data-validation-run="') == 32
     assert 'data-testid="validation-runs-table"' in html
     assert 'id="validation-chart"' in html and '"type": "log"' in html.replace('":"', '": "')
     assert "±10%" in html and "±25%" in html
@@ -90,3 +90,10 @@ def test_api_is_documented(client):
     op = spec["paths"]["/api/validation"]["get"]
     ref = op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
     assert ref.endswith("ValidationAnswer")
+
+
+def test_a_validation_rows_layout_names_its_context_parallelism(client):
+    html = client.get("/episodes/recipe-3d/validation").text
+    row = html.split('<tr data-validation-run="torchtitan-llama31-8b-h100x8-cp4">')[1]
+    row = row.split("</tr>")[0]
+    assert "FSDP2 × CP4" in row and "sequence 131,072" in row

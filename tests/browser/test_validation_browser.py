@@ -24,9 +24,9 @@ def test_scatter_and_table_show_every_run(page, live_server, viewport):
     wait_drawn(page)
     expect(page.locator("#validation-chart .main-svg").first).to_be_visible()
     # The calibration runs and the validation runs (torchtitan's, open diamonds).
-    assert drawn_points(page) == len(body["runs"]) + len(body["validation_runs"]) == 19 + 24
+    assert drawn_points(page) == len(body["runs"]) + len(body["validation_runs"]) == 19 + 32
     expect(page.locator("[data-testid=validation-table] tbody tr")).to_have_count(19)
-    expect(page.locator("[data-testid=validation-runs-table] tbody tr")).to_have_count(24)
+    expect(page.locator("[data-testid=validation-runs-table] tbody tr")).to_have_count(32)
     # Nothing wider than the screen: the table scrolls inside its own box.
     assert page.evaluate("() => document.documentElement.scrollWidth") <= viewport["width"]
     # Every entry of the key is drawn above the plot, none under it (on a phone the key
