@@ -23,6 +23,7 @@ from labs.recipe.runs import (
     VALIDATION_GROUPS,
     RunCheck,
     checks,
+    group_summaries,
     summary,
     validation_checks,
 )
@@ -75,7 +76,8 @@ def run_api(c: RunCheck) -> dict:
     return {
         "id": run.id, "name": run.name, "source": run.source, "group": run.group,
         "gpus": run.gpus, "params_b": run.params_b,
-        "layout": {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "virtual": plan.virtual,
+        "layout": {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep,
+                   "zero": plan.zero, "virtual": plan.virtual,
                    "micro_batch": plan.micro_batch, "microbatches": plan.microbatches,
                    "global_batch": run.global_batch, "recompute": plan.recompute,
                    "sequence_parallel": plan.sequence_parallel and plan.tp > 1,
@@ -103,7 +105,13 @@ def answer() -> dict:
     return {"runs": [run_api(c) for c in found], "summary": rounded(summary(found)),
             "left_out": list(LEFT_OUT),
             "validation_runs": [run_api(c) for c in extra],
-            "validation_summary": rounded(summary(extra))}
+            "validation_summary": rounded(summary(extra)),
+            "groups": [rounded(g) for g in by_group(found, extra)]}
+
+
+def by_group(found: tuple[RunCheck, ...], extra: tuple[RunCheck, ...]) -> list[dict]:
+    """The calibration groups, then the validation groups, each summarised alone."""
+    return group_summaries(found, GROUPS) + group_summaries(extra, VALIDATION_GROUPS)
 
 
 @router.get(API_PATH, tags=["EP08"], response_model=ValidationAnswer,
@@ -124,6 +132,7 @@ def validation_page(request: Request) -> Response:
         "summary": summary(found), "left_out": LEFT_OUT,
         "validation_rows": [(c, recipe_url(c)) for c in extra],
         "validation_groups": VALIDATION_GROUPS, "validation_summary": summary(extra),
+        "by_group": by_group(found, extra),
         "charts": {"validation": Chart("validation", "Lab against published throughput",
                                        "validation-chart", figure, "", 520)},
         "state_query": "",

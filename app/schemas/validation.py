@@ -7,6 +7,9 @@ class ValidationLayout(BaseModel):
     tp: int
     pp: int
     dp: int
+    cp: int = Field(description="Context-parallel degree.")
+    ep: int = Field(description="Expert-parallel degree.")
+    zero: int = Field(description="ZeRO stage (3: FSDP).")
     virtual: int = Field(description="Model chunks per pipeline rank (interleaved 1F1B).")
     micro_batch: int
     microbatches: int = Field(description="Micro-batches per step per data-parallel rank.")
@@ -48,11 +51,21 @@ class ValidationSummary(BaseModel):
     within_25: int = Field(description="Runs within ±25%.")
 
 
+class ValidationGroup(ValidationSummary):
+    group: str
+    title: str = Field(description="The group as the page names it (its source).")
+    median_ratio: float = Field(description="Median lab/published throughput of the group's "
+                                            "runs (> 1: the lab is fast on it).")
+
+
 class ValidationAnswer(BaseModel):
     runs: list[ValidationRun]
     summary: ValidationSummary
     left_out: list[str] = Field(description="What the step model does not count.")
     validation_runs: list[ValidationRun] = Field(
         description="Published runs the model was never calibrated on (other software and "
-                    "GPUs: torchtitan's FSDP2 runs), checked the same way.")
+                    "GPUs: torchtitan's FSDP2 runs, MoE runs, NeMo's FP8 runs), checked the "
+                    "same way.")
     validation_summary: ValidationSummary
+    groups: list[ValidationGroup] = Field(
+        description="Each group of runs, calibration groups first, summarised alone.")

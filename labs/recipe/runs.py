@@ -209,6 +209,18 @@ def validation_checks() -> tuple[RunCheck, ...]:
     return tuple(check(r) for r in VALIDATION)
 
 
+def group_summaries(found: tuple[RunCheck, ...], titles: dict[str, str]) -> list[dict]:
+    """Each group's runs summarised as ``summary`` does, with the median ratio itself (above
+    1: the lab is fast on that group), in ``titles``' order; groups without runs left out."""
+    out = []
+    for group, title in titles.items():
+        mine = tuple(c for c in found if c.run.group == group)
+        if mine:
+            out.append({"group": group, "title": title, **summary(mine),
+                        "median_ratio": statistics.median(c.ratio for c in mine)})
+    return out
+
+
 def summary(found: tuple[RunCheck, ...]) -> dict[str, float]:
     """Median and worst |ratio − 1|, and how many runs lie within ±10% and ±25%."""
     dev = [abs(c.ratio - 1) for c in found]

@@ -1,12 +1,13 @@
 """EP08's "Checked against real runs" page and /api/validation: every calibration run (the one
 data file tests/labs/test_step_time.py reads), its figures, and its EP08 link."""
 
+import statistics
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
 from app.schemas import ValidationAnswer
-from labs.recipe.runs import RUNS, VALIDATION
+from labs.recipe.runs import GROUPS, RUNS, VALIDATION, VALIDATION_GROUPS
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,8 @@ def test_api_lists_every_run_of_the_data_file_with_its_citation(body):
                                              / row["published_tokens_per_s_per_gpu"], rel=1e-3)
     first = body["runs"][0]  # Narayanan Table 1, 1.7B: 137 TFLOP/s per GPU on 32 A100s
     assert first["published_tflops_per_gpu"] == 137 and first["gpus"] == 32
-    assert first["layout"] == {"tp": 1, "pp": 1, "dp": 32, "virtual": 1, "micro_batch": 16,
+    assert first["layout"] == {"tp": 1, "pp": 1, "dp": 32, "cp": 1, "ep": 1, "zero": 0,
+                               "virtual": 1, "micro_batch": 16,
                                "microbatches": 1, "global_batch": 512, "recompute": "full",
                                "sequence_parallel": False, "schedule": "1f1b"}
     summary = body["summary"]
@@ -97,3 +99,25 @@ def test_a_validation_rows_layout_names_its_context_parallelism(client):
     row = html.split('<tr data-validation-run="torchtitan-llama31-8b-h100x8-cp4">')[1]
     row = row.split("</tr>")[0]
     assert "FSDP2 × CP4" in row and "sequence 131,072" in row
+
+
+def test_each_group_is_summarised_alone_in_the_json_and_on_the_page(client, body):
+    rows = body["runs"] + body["validation_runs"]
+    groups = body["groups"]
+    assert [g["group"] for g in groups] == list(GROUPS) + list(VALIDATION_GROUPS)
+    for g in groups:
+        ratios = sorted(r["ratio"] for r in rows if r["group"] == g["group"])
+        assert g["runs"] == len(ratios)
+        assert g["median_ratio"] == pytest.approx(statistics.median(ratios), abs=1e-3)
+        assert g["worst_deviation"] == pytest.approx(max(abs(x - 1) for x in ratios), abs=1e-3)
+        assert g["within_25"] == sum(abs(x - 1) <= 0.25 for x in ratios)
+    html = client.get("/episodes/recipe-3d/validation").text
+    table = html.split('data-testid="validation-groups-table"')[1].split("</table>")[0]
+    for g in groups:
+        assert f'<tr data-group="{g["group"]}">' in table
+        assert f'{g["median_ratio"]:.2f}' in table.split(f'data-group="{g["group"]}"')[1]
+    # Each row's layout in the JSON names all five degrees.
+    cp = next(r for r in rows if r["id"] == "torchtitan-llama31-8b-h100x8-cp4")
+    assert cp["layout"]["cp"] == 4 and cp["layout"]["zero"] == 3
+    ep = next(r for r in rows if r["id"] == "mcore-qwen3-235b-ep32-deepep")
+    assert ep["layout"]["ep"] == 32

@@ -16,7 +16,8 @@ PAGES += ["/episodes/data-parallel?gpus=64&link=eth-100g&overlap=bucketed", "/em
 PAGES += ["/episodes/experts?skew=0.5&capacity_factor=1.25",  # EP07
           "/embed/moe/ranks?model=deepseek-v3&nodes=256&pp=16&ep=64"]
 PAGES += ["/episodes/context-parallel?tokens=16&cp=4&layout=ulysses", "/embed/cp?layout=zigzag"]
-PAGES += ["/episodes/recipe-3d?replan_nodes=6", "/embed/recipe?tp=3"]  # EP08
+PAGES += ["/episodes/recipe-3d?replan_nodes=6", "/embed/recipe?tp=3",  # EP08
+          "/episodes/recipe-3d/validation"]
 PAGES += ["/episodes/rl-placement?preset=deepseek-r1&placement=separate-pd",
           "/embed/placement/cluster?preset=glm-4.7"]
 PAGES += ["/episodes/low-precision?recipe=mxfp8&gpu=b200&offload=40",  # EP11
