@@ -56,6 +56,11 @@ class MoEQuery(ModelControls):
                                    "capacity factor; 0 = no limit (dropless).")
     tokens: int = Field(4096, ge=1, le=MAX_MOE_TOKENS,
                         description="Tokens per GPU entering each MoE layer.")
+    ep_dispatch: Literal["alltoall", "deepep"] = Field(
+        "alltoall", description="How the tokens travel: alltoall (NCCL's all-to-all, a copy "
+                                "per routed expert) or deepep (DeepEP: a copy per "
+                                "destination node over the network, forwarded on NVLink to "
+                                "each destination GPU).")
     mfu: float | None = Field(None, ge=MIN_MFU, le=MAX_MFU,
                               description="An override of the share of the GPU's BF16 peak a "
                                           "full-wave expert GEMM reaches (empty: each "
@@ -68,8 +73,8 @@ def run(query: MoEQuery) -> MoEResult:
     return simulate_moe(MoEInput(
         model=query.model_spec(), cluster=get_cluster(query.link), nodes=query.nodes,
         tp=query.tp, pp=query.pp, cp=query.cp, ep=query.ep, etp=query.etp, skew=query.skew,
-        capacity_factor=query.capacity_factor, tokens=query.tokens, mfu=query.mfu,
-        group=query.group))
+        capacity_factor=query.capacity_factor, tokens=query.tokens,
+        ep_dispatch=query.ep_dispatch, mfu=query.mfu, group=query.group))
 
 
 def to_api(result: MoEResult) -> dict:
@@ -77,6 +82,7 @@ def to_api(result: MoEResult) -> dict:
     return {
         "model": inp.model.id,
         "link": inp.cluster.id,
+        "ep_dispatch": inp.ep_dispatch,
         "world_size": lay.world_size,
         "tp": lay.tp, "pp": lay.pp, "cp": lay.cp, "dp": lay.dp, "ep": lay.ep, "etp": lay.etp,
         "expert_dp": lay.expert_dp,
@@ -138,6 +144,7 @@ def facts() -> dict:
         "mixtral_ep2": state(**mx, ep=2),
         "v3": state(**v3, ep=64),
         "v3_ep8": state(**v3, ep=8),
+        "v3_deepep": state(**v3, ep=64, ep_dispatch="deepep"),
         "hot": state(**mx, ep=8, skew=0.5),
         "one_hot": state(**mx, ep=8, skew=1.0),
         "capped": state(**mx, ep=8, skew=0.5, capacity_factor=1.25),
@@ -208,6 +215,7 @@ VIEW = LabView(
         "nodes": "Nodes", "tp": "TP", "pp": "PP",
         "cp": "CP", "ep": "EP", "etp": "Expert-TP", "skew": "Routing skew",
         "capacity_factor": "Capacity factor", "tokens": "Tokens per GPU", "mfu": "MFU",
+        "ep_dispatch": "EP dispatch",
         "group": "Rank map colours",
     },
     aliases={"gpus": "nodes", "cluster": "link"},

@@ -144,6 +144,7 @@ class MoERankMapAnswer(BaseModel):
 class MoEAnswer(BaseModel):
     model: str
     link: str = Field(description="Cluster preset id.")
+    ep_dispatch: str = Field(description="How the tokens travel: alltoall or deepep.")
     world_size: int
     tp: int
     pp: int

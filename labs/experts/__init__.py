@@ -1,3 +1,4 @@
-"""EP07: experts placed on GPUs, routing and its all-to-all"""
+"""EP07: experts placed on GPUs, routing and its dispatch (NCCL's all-to-all or DeepEP's, as
+`labs/parallel/dispatch.py` counts them for EP08)"""
 
 FLOOR = 4  # imports only labs packages of floors <= 4 (tests/test_project.py)

@@ -17,6 +17,7 @@ from labs.core.limits import (
 from labs.core.validate import number, one_of, whole
 from labs.hardware.links import Cluster
 from labs.model.spec import ModelSpec
+from labs.parallel.dispatch import check_ep_dispatch
 from labs.parallel.layout import ParallelLayout, problems, world_problems
 from labs.parallel.rank_map import GpuColouring, GroupSummary
 
@@ -34,6 +35,10 @@ class MoEInput:
     skew: float = 0.0  # 0 = uniform routing, 1 = every token picks expert 0
     capacity_factor: float = 0.0  # 0 = no capacity limit (dropless)
     tokens: int = 4096  # tokens per GPU entering each MoE layer (one micro-batch)
+    # How the tokens travel (labs.parallel.dispatch): NCCL's all-to-all, a copy per routed
+    # expert, or DeepEP's, a copy per destination node over the network and per destination
+    # GPU on NVLink.
+    ep_dispatch: str = "alltoall"
     # An override of the GPU's measured full-wave GEMM rate for the experts, a fraction of its
     # dense peak (None: the grouped GEMMs at their shapes' measured rates).
     mfu: float | None = None
@@ -54,6 +59,7 @@ class MoEInput:
         if self.mfu == 0:
             raise LabInputError("mfu", "MFU must be above 0")
         whole("tokens", self.tokens, 1, MAX_MOE_TOKENS, "tokens per GPU")
+        check_ep_dispatch(self.ep_dispatch)
         one_of("group", self.group, MOE_GROUP_KINDS, "", "the rank map colours one of {choices}")
         # World-size rules first (dense grouping TP·PP·CP, expert grouping EP·expert-TP·PP),
         # then the model's own (heads by TP, experts by EP); uneven stages are allowed, as

@@ -21,6 +21,20 @@ the remaining k − p_0 equally (a token picks k *distinct* experts, so no exper
 more than every token once). Every GPU routes its T tokens with that distribution; counts are
 whole tokens by largest remainder, so a URL fully describes the state.
 
+DeepEP (``ep_dispatch="deepep"``; deepseek-ai/DeepEP's normal kernels, DeepSeek-V3 sec 3.2.2,
+as EP08 times it in ``labs.parallel.dispatch``): a token crosses the network once per
+destination node, to the GPU of the same in-node index, which forwards it on NVLink to the
+GPUs there that hold its experts; inside a node it goes once per destination GPU, not once per
+expert. Under the skew above a token's picks are a mixture: with the hot chance p_0 it takes
+expert 0 and k − 1 of the other E − 1 at random, else k of the other E − 1 at random (the same
+marginals; at skew 0 exactly uniform routing), so the chance a token reaches a GPU's (or a
+node's) block of experts is hypergeometric within each branch (``block_hit``). Each GPU then
+receives, per dispatch, (N − 1)·T·P(node) copies over the network (one from each other node's
+same-index GPU) and (EP − N)·T·P(GPU) on NVLink, N the nodes the group spans, and sends as
+many as its own tokens and its forwarding make; both legs side by side
+(``labs.hardware.nccl.pairwise``), the slower of receiving and sending. Dropped copies (over
+capacity) thin a GPU's in proportion.
+
 Capacity (Switch Transformer, Fedus et al. 2021, arXiv:2101.03961 sec 2.2): each expert takes
 at most C = ceil(capacity_factor · T·k / E) tokens from each GPU (Megatron's
 ``get_capacity`` on the local tokens x top-k); the rest are dropped and pass through the
@@ -37,8 +51,10 @@ from labs.experts.inputs import MoEInput, MoEResult, Routing
 from labs.hardware.comm import collective
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.kernels import gemm_time, with_matmul_efficiency
+from labs.hardware.nccl import pairwise
 from labs.model.flops import expert_flops_per_token, model_flops_per_token
 from labs.model.spec import ModelSpec
+from labs.parallel.dispatch import block_missed
 from labs.parallel.rank_map import group_colouring, group_of_rank, group_summaries, members_per_node
 from labs.schedules.stages import stage_params
 
@@ -65,6 +81,50 @@ def whole_tokens(tokens: int, chances: tuple[float, ...]) -> tuple[int, ...]:
     return tuple(counts)
 
 
+def block_hit(model: ModelSpec, hot: float, lo: int, hi: int) -> float:
+    """P(a token's k picks reach any of experts lo .. hi − 1) under the skewed routing: with
+    chance ``hot`` it picks expert 0 and k − 1 of the other E − 1 uniformly, else k of them
+    (module docstring). Uniform routing (hot = k/E) is EP08's own count
+    (``labs.parallel.dispatch.block_missed``), node-limited where the model's config limits
+    it; a skewed router's picks leave that limit out."""
+    e, k, size = model.experts, model.top_k, hi - lo
+    if math.isclose(hot, k / e):
+        return 1.0 - block_missed(e, k, size, model.route_groups, model.route_group_limit)
+    if k >= e or size >= e:
+        return 1.0
+    others = e - 1
+
+    def avoid(block: int, picks: int) -> float:  # picks from the E − 1 avoid ``block``
+        return math.comb(others - block, picks) / math.comb(others, picks) if picks else 1.0
+
+    if lo == 0:  # the block holds expert 0: missed only when 0 is not picked
+        return 1.0 - (1.0 - hot) * avoid(size - 1, k)
+    return 1.0 - hot * avoid(size, k - 1) - (1.0 - hot) * avoid(size, k)
+
+
+def deepep_traffic(inp: MoEInput, hot: float, per_node: int,
+                   kept_share: list[float]) -> list[tuple[float, float, float, float]]:
+    """Per EP rank, token copies (network in, NVLink in, network out, NVLink out) of one
+    DeepEP dispatch of ``inp.tokens`` tokens per GPU (module docstring), each GPU's incoming
+    copies thinned by ``kept_share``, the share of its experts' copies under capacity."""
+    m, ep, tokens = inp.model, inp.ep, inp.tokens
+    per_gpu = m.experts // ep
+    g = max(1, min(per_node, ep))
+    nodes = math.ceil(ep / g)
+    gpu_hit = [block_hit(m, hot, r * per_gpu, (r + 1) * per_gpu) for r in range(ep)]
+    node_hit = [block_hit(m, hot, n * g * per_gpu, min(m.experts, (n + 1) * g * per_gpu))
+                for n in range(nodes)]
+    out = []
+    for r in range(ep):
+        n = r // g
+        mates = [q for q in range(n * g, min(ep, (n + 1) * g)) if q != r]
+        out.append(((nodes - 1) * tokens * node_hit[n] * kept_share[r],
+                    (ep - nodes) * tokens * gpu_hit[r] * kept_share[r],
+                    tokens * math.fsum(node_hit[q] for q in range(nodes) if q != n),
+                    nodes * tokens * math.fsum(gpu_hit[q] for q in mates)))
+    return out
+
+
 def expert_seconds(model: ModelSpec, gpu: GPUSpec, tokens: int, etp: int = 1) -> float:
     """One routed expert's forward on ``tokens`` tokens: its up (and gate) GEMM and its down
     GEMM, each 1/etp wide (labs.hardware.kernels.gemm_time)."""
@@ -73,6 +133,23 @@ def expert_seconds(model: ModelSpec, gpu: GPUSpec, tokens: int, etp: int = 1) ->
     width = model.expert_ffn // etp
     up = (2 if model.gated_mlp else 1) * width
     return gemm_time(gpu, tokens, up, model.hidden) + gemm_time(gpu, tokens, model.hidden, width)
+
+
+def _alltoall(inp: MoEInput, received: tuple[float, ...], sent: tuple[float, ...],
+              per_node: int) -> list[float]:
+    """Each EP rank's NCCL all-to-all for the larger of what it receives and sends."""
+    ep, out = inp.ep, []
+    for g in range(ep):
+        traffic = max(received[g], sent[g])
+        if ep == 1 or traffic == 0:
+            out.append(0.0)
+            continue
+        # A receiver hears equally from every peer, which is the even spread labs.hardware.comm's
+        # all-to-all prices: (N−1)/N·S per GPU, split between NVLink and the network by how
+        # many members share the node. S is the tensor whose (N−1)/N share is this traffic.
+        size = traffic * ep / (ep - 1)
+        out.append(collective("all_to_all", size, ep, inp.cluster, per_node).seconds)
+    return out
 
 
 def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
@@ -95,17 +172,19 @@ def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
     gpu = with_matmul_efficiency(inp.cluster, inp.mfu).gpu
     compute = tuple(sum(expert_seconds(m, gpu, ep * kept[j], inp.etp)
                         for j in range(g * per_gpu, (g + 1) * per_gpu)) for g in range(ep))
-    dispatch = []
-    for g in range(ep):
-        traffic = max(received[g], sent[g])
-        if ep == 1 or traffic == 0:
-            dispatch.append(0.0)
-            continue
-        # A receiver hears equally from every peer, which is the even spread labs.hardware.comm's
-        # all-to-all prices: (N−1)/N·S per GPU, split between NVLink and the network by how
-        # many members share the node. S is the tensor whose (N−1)/N share is this traffic.
-        size = traffic * ep / (ep - 1)
-        dispatch.append(collective("all_to_all", size, ep, inp.cluster, per_node).seconds)
+    if inp.ep_dispatch == "deepep" and ep > 1:
+        hot = pick_chances(m.experts, m.top_k, skew)[0]
+        share = [sum(kept[g * per_gpu:(g + 1) * per_gpu])
+                 / max(1, sum(local[g * per_gpu:(g + 1) * per_gpu])) for g in range(ep)]
+        legs = deepep_traffic(inp, hot, per_node, share)
+        nodes = math.ceil(ep / max(1, min(per_node, ep)))
+        received = tuple((a + b) * token_bytes for a, b, _, _ in legs)
+        sent = tuple((c + d) * token_bytes for _, _, c, d in legs)
+        dispatch = [max(pairwise(b * token_bytes, a * token_bytes, nodes, inp.cluster).seconds,
+                        pairwise(d * token_bytes, c * token_bytes, nodes, inp.cluster).seconds)
+                    for a, b, c, d in legs]
+    else:
+        dispatch = _alltoall(inp, received, sent, per_node)
     # Combine sends the same bytes back the other way: the same time per GPU.
     layer = 2 * max(dispatch) + max(compute)
     return Routing(

@@ -40,6 +40,18 @@ def test_skew_makes_one_gpu_the_slowest(client):
     assert client.get("/api/moe", params={"skew": 0.5}).json() == hot
 
 
+def test_ep_dispatch_deepep_sends_a_token_once_per_node_and_answers_which(client):
+    nccl = client.get("/api/moe", params=V3).json()
+    deepep = client.get("/api/moe", params={**V3, "ep_dispatch": "deepep"}).json()
+    assert (nccl["ep_dispatch"], deepep["ep_dispatch"]) == ("alltoall", "deepep")
+    assert deepep["dispatch_s"] < nccl["dispatch_s"] / 2
+    assert deepep["compute_s"] == pytest.approx(nccl["compute_s"])
+    # More copies reach each GPU (NVLink forwarding), fewer of them over the network.
+    assert deepep["dispatch_bytes_per_gpu"][0] > nccl["dispatch_bytes_per_gpu"][0]
+    page = client.get("/episodes/experts", params={**V3, "ep_dispatch": "deepep"}).text
+    assert '<option value="deepep" selected' in page
+
+
 def test_capacity_drops_tokens(client):
     body = client.get("/api/moe", params={"skew": 0.5, "capacity_factor": 1.25}).json()
     assert body["capacity"] == 8 * 1280
@@ -56,6 +68,7 @@ def test_capacity_drops_tokens(client):
     ({"capacity_factor": -1}, "capacity_factor", ""),
     ({"link": "nope"}, "link", "cluster"),
     ({"group": "zz"}, "group", ""),
+    ({"ep_dispatch": "nvshmem"}, "ep_dispatch", "alltoall, deepep"),
 ])
 def test_inconsistent_or_bad_input_is_a_422_naming_the_control(client, params, field, words):
     response = client.get("/api/moe", params=params)

@@ -100,3 +100,20 @@ def test_each_diagram_embeds_alone(page, diagram):
     assert page.locator(f"#moe-{diagram} .main-svg").count() >= 1
     assert page.locator(".chart").count() == 1
     assert page.locator("form.controls").count() == 0
+
+
+def test_ep_dispatch_control_shrinks_the_dispatch_bars_in_place(page, live_server):
+    v3 = "model=deepseek-v3&nodes=256&pp=16&ep=64"
+    page.goto(f"/episodes/experts?{v3}")
+    wait_drawn(page)
+    nccl = api_json(live_server, "moe", v3)
+    assert trace_y(page, "moe-gpus", 0) == pytest.approx(  # drawn to 0.1 µs
+        [1e3 * s for s in nccl["dispatch_s_per_gpu"]], abs=1e-4)
+    page.locator("#input-ep_dispatch").select_option("deepep")
+    page.wait_for_url("**ep_dispatch=deepep**")
+    wait_drawn(page)
+    deepep = api_json(live_server, "moe", f"{v3}&ep_dispatch=deepep")
+    bars = trace_y(page, "moe-gpus", 0)
+    assert bars == pytest.approx([1e3 * s for s in deepep["dispatch_s_per_gpu"]], abs=1e-4)
+    assert max(bars) < 1e3 * max(nccl["dispatch_s_per_gpu"]) / 2
+    assert layer(page)["layer_s"] == pytest.approx(deepep["layer_s"])

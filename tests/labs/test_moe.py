@@ -1,13 +1,22 @@
 """EP07: MoE layer under expert parallelism, pinned to published figures and labs.hardware."""
 
+from itertools import combinations
+
 import pytest
 
 from labs.core.errors import LabInputError
 from labs.experts.inputs import MoEInput
-from labs.experts.lab import pick_chances, simulate_moe, whole_tokens
+from labs.experts.lab import (
+    block_hit,
+    deepep_traffic,
+    pick_chances,
+    simulate_moe,
+    whole_tokens,
+)
 from labs.hardware.comm import collective
 from labs.hardware.links import get_cluster
 from labs.model.presets import get_model
+from labs.parallel.dispatch import copies, dispatch_time
 from labs.parallel.rank_map import group_colouring, group_summaries
 
 H100 = get_cluster("dgx-h100")
@@ -160,3 +169,65 @@ def test_group_of_rank_matches_layout_groups(layout):
         ids = group_of_rank(lay, kind)
         rebuilt = [tuple(r for r, g in enumerate(ids) if g == i) for i in range(max(ids) + 1)]
         assert rebuilt == lay.groups(kind), kind
+
+
+def _mixture_hit_by_enumeration(experts: int, k: int, hot: float, block: range) -> float:
+    """P(a token reaches ``block``) enumerated over every pick set of the skewed router's two
+    branches: expert 0 and k − 1 of the others (chance ``hot``), or k of the others."""
+    others = range(1, experts)
+    with_hot = list(combinations(others, k - 1))
+    without = list(combinations(others, k))
+    hit_with = sum(any(e in block for e in (0, *s)) for s in with_hot) / len(with_hot)
+    hit_without = sum(any(e in block for e in s) for s in without) / len(without)
+    return hot * hit_with + (1 - hot) * hit_without
+
+
+@pytest.mark.parametrize("skew", [0.0, 0.3, 1.0])
+@pytest.mark.parametrize("lo,hi", [(0, 2), (2, 4), (4, 8), (0, 4)])
+def test_block_hit_is_the_skewed_routers_chance_by_enumeration(skew, lo, hi):
+    spec = get_model("mixtral-8x7b")  # 8 experts, top-2, no group limit
+    hot = pick_chances(8, 2, skew)[0]
+    assert block_hit(spec, hot, lo, hi) == pytest.approx(
+        _mixture_hit_by_enumeration(8, 2, hot, range(lo, hi)))
+    # The mixture keeps the router's marginals: each single expert's chance is its pick chance.
+    for e in range(8):
+        assert block_hit(spec, hot, e, e + 1) == pytest.approx(pick_chances(8, 2, skew)[e])
+
+
+def test_deepep_in_ep07_is_ep08s_copies_under_uniform_routing():
+    """Balanced routing: each GPU receives what labs.parallel.dispatch counts EP08 sending,
+    network and NVLink copies of its 4,096 tokens (DeepSeek-V3's node-limited routing and
+    Qwen3's plain top-8 alike), and the dispatch is EP08's dispatch_time."""
+    for model, nodes, pp, ep in (("deepseek-v3", 256, 16, 64), ("qwen3-235b-a22b", 4, 1, 32)):
+        r = moe(model, nodes=nodes, pp=pp, ep=ep, ep_dispatch="deepep")
+        m = r.input.model
+        c = copies(m, "deepep", ep, r.ep_per_node)
+        token = m.hidden * 2
+        assert r.routing.received_bytes == pytest.approx(
+            [(c.network + c.nvlink) * 4096 * token] * ep)
+        assert r.routing.sent_bytes == pytest.approx(r.routing.received_bytes)
+        t = dispatch_time(m, "deepep", token, 4096, ep, r.ep_per_node, H100)
+        assert r.dispatch_s == pytest.approx(t.seconds)
+        assert r.dispatch_s < moe(model, nodes=nodes, pp=pp, ep=ep).dispatch_s / 2
+
+
+def test_deepep_matches_the_all_to_all_when_every_gpu_holds_one_expert_in_a_node():
+    # Mixtral EP 8 in a node: a token's copies per GPU are its copies per expert.
+    a, d = moe(ep=8), moe(ep=8, ep_dispatch="deepep")
+    assert d.routing.received_bytes == pytest.approx(a.routing.received_bytes)
+    assert d.dispatch_s == pytest.approx(a.dispatch_s)
+
+
+def test_a_hot_expert_under_deepep_loads_its_nodes_nics_and_nvlink_not_its_own_nic():
+    """Every token picks expert 0 (skew 1): NCCL's all-to-all brings every remote copy in on
+    GPU 0's own NIC; DeepEP brings each remote token in once on the NIC of the GPU with the
+    sender's in-node index, and forwards it to GPU 0 on NVLink."""
+    kw = dict(nodes=4, ep=32, skew=1.0)
+    a, d = moe("qwen3-235b-a22b", **kw), moe("qwen3-235b-a22b", ep_dispatch="deepep", **kw)
+    token = a.input.model.hidden * 2
+    legs = deepep_traffic(d.input, 1.0, d.ep_per_node, [1.0] * 32)
+    assert legs[0][0] == pytest.approx(3 * 4096)  # one copy from each other node's peer
+    assert legs[0][1] == pytest.approx((32 - 4) * 4096)  # the rest forwarded on NVLink
+    assert max(d.routing.received_bytes) == pytest.approx(sum(legs[0][:2]) * token)
+    assert d.dispatch_s < a.dispatch_s / 4
+    assert d.compute_s == pytest.approx(a.compute_s)  # the same experts compute the same tokens
