@@ -102,6 +102,12 @@ def block_hit(model: ModelSpec, hot: float, lo: int, hi: int) -> float:
     return 1.0 - hot * avoid(size, k - 1) - (1.0 - hot) * avoid(size, k)
 
 
+def _span(ep: int, per_node: int) -> tuple[int, int]:
+    """(EP members on a node, nodes the EP group spans)."""
+    g = max(1, min(per_node, ep))
+    return g, math.ceil(ep / g)
+
+
 def deepep_traffic(inp: MoEInput, hot: float, per_node: int,
                    kept_share: list[float]) -> list[tuple[float, float, float, float]]:
     """Per EP rank, token copies (network in, NVLink in, network out, NVLink out) of one
@@ -109,8 +115,7 @@ def deepep_traffic(inp: MoEInput, hot: float, per_node: int,
     copies thinned by ``kept_share``, the share of its experts' copies under capacity."""
     m, ep, tokens = inp.model, inp.ep, inp.tokens
     per_gpu = m.experts // ep
-    g = max(1, min(per_node, ep))
-    nodes = math.ceil(ep / g)
+    g, nodes = _span(ep, per_node)
     gpu_hit = [block_hit(m, hot, r * per_gpu, (r + 1) * per_gpu) for r in range(ep)]
     node_hit = [block_hit(m, hot, n * g * per_gpu, min(m.experts, (n + 1) * g * per_gpu))
                 for n in range(nodes)]
@@ -135,10 +140,35 @@ def expert_seconds(model: ModelSpec, gpu: GPUSpec, tokens: int, etp: int = 1) ->
     return gemm_time(gpu, tokens, up, model.hidden) + gemm_time(gpu, tokens, model.hidden, width)
 
 
-def _alltoall(inp: MoEInput, received: tuple[float, ...], sent: tuple[float, ...],
-              per_node: int) -> list[float]:
-    """Each EP rank's NCCL all-to-all for the larger of what it receives and sends."""
-    ep, out = inp.ep, []
+Traffic = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]
+
+
+def _deepep(inp: MoEInput, skew: float, per_node: int, local: list[int], kept: list[int],
+            token_bytes: float) -> Traffic:
+    """Bytes each EP rank receives and sends in one DeepEP dispatch, and its time: the
+    network and NVLink legs side by side, the slower of receiving and sending."""
+    m, ep = inp.model, inp.ep
+    per_gpu = m.experts // ep
+    share = [sum(kept[g * per_gpu:(g + 1) * per_gpu])
+             / max(1, sum(local[g * per_gpu:(g + 1) * per_gpu])) for g in range(ep)]
+    legs = deepep_traffic(inp, pick_chances(m.experts, m.top_k, skew)[0], per_node, share)
+    nodes = _span(ep, per_node)[1]
+    received = tuple((a + b) * token_bytes for a, b, _, _ in legs)
+    sent = tuple((c + d) * token_bytes for _, _, c, d in legs)
+    seconds = tuple(max(pairwise(b * token_bytes, a * token_bytes, nodes, inp.cluster).seconds,
+                        pairwise(d * token_bytes, c * token_bytes, nodes, inp.cluster).seconds)
+                    for a, b, c, d in legs)
+    return received, sent, seconds
+
+
+def _alltoall(inp: MoEInput, on_gpu: list[int], total_kept: int,
+              token_bytes: float, per_node: int) -> Traffic:
+    """Bytes each EP rank receives and sends in one NCCL all-to-all (a copy per routed
+    expert), and its time for the larger of the two."""
+    ep = inp.ep
+    received = tuple((ep - 1) * on_gpu[g] * token_bytes for g in range(ep))
+    sent = tuple((total_kept - on_gpu[g]) * token_bytes for g in range(ep))
+    out = []
     for g in range(ep):
         traffic = max(received[g], sent[g])
         if ep == 1 or traffic == 0:
@@ -149,7 +179,7 @@ def _alltoall(inp: MoEInput, received: tuple[float, ...], sent: tuple[float, ...
         # many members share the node. S is the tensor whose (N−1)/N share is this traffic.
         size = traffic * ep / (ep - 1)
         out.append(collective("all_to_all", size, ep, inp.cluster, per_node).seconds)
-    return out
+    return received, sent, tuple(out)
 
 
 def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
@@ -161,10 +191,7 @@ def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
     kept = [n if cap is None else min(n, cap) for n in local]
     # Every GPU of the group routes alike, so each expert gets EP times one GPU's share.
     on_gpu = [sum(kept[g * per_gpu:(g + 1) * per_gpu]) for g in range(ep)]
-    total_kept = sum(kept)
     token_bytes = m.hidden * ACTIVATION_BYTES
-    received = tuple((ep - 1) * on_gpu[g] * token_bytes for g in range(ep))
-    sent = tuple((total_kept - on_gpu[g]) * token_bytes for g in range(ep))
     # Each local expert's forward GEMMs on the tokens it keeps, at their shapes' measured rates
     # (labs.hardware.kernels: a lightly loaded expert's short GEMM runs slower). Expert-TP
     # splits each expert's matmuls over etp GPUs (Megatron's expert-tensor-parallel group);
@@ -173,18 +200,9 @@ def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
     compute = tuple(sum(expert_seconds(m, gpu, ep * kept[j], inp.etp)
                         for j in range(g * per_gpu, (g + 1) * per_gpu)) for g in range(ep))
     if inp.ep_dispatch == "deepep" and ep > 1:
-        hot = pick_chances(m.experts, m.top_k, skew)[0]
-        share = [sum(kept[g * per_gpu:(g + 1) * per_gpu])
-                 / max(1, sum(local[g * per_gpu:(g + 1) * per_gpu])) for g in range(ep)]
-        legs = deepep_traffic(inp, hot, per_node, share)
-        nodes = math.ceil(ep / max(1, min(per_node, ep)))
-        received = tuple((a + b) * token_bytes for a, b, _, _ in legs)
-        sent = tuple((c + d) * token_bytes for _, _, c, d in legs)
-        dispatch = [max(pairwise(b * token_bytes, a * token_bytes, nodes, inp.cluster).seconds,
-                        pairwise(d * token_bytes, c * token_bytes, nodes, inp.cluster).seconds)
-                    for a, b, c, d in legs]
+        received, sent, dispatch = _deepep(inp, skew, per_node, local, kept, token_bytes)
     else:
-        dispatch = _alltoall(inp, received, sent, per_node)
+        received, sent, dispatch = _alltoall(inp, on_gpu, sum(kept), token_bytes, per_node)
     # Combine sends the same bytes back the other way: the same time per GPU.
     layer = 2 * max(dispatch) + max(compute)
     return Routing(
@@ -193,7 +211,7 @@ def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
         dropped_per_expert=tuple(ep * (n - k) for n, k in zip(local, kept, strict=True)),
         capacity=None if cap is None else ep * cap,
         tokens_per_gpu=tuple(ep * n for n in on_gpu),
-        received_bytes=received, sent_bytes=sent, dispatch_s=tuple(dispatch),
+        received_bytes=received, sent_bytes=sent, dispatch_s=dispatch,
         compute_s=compute, layer_s=layer)
 
 

@@ -84,11 +84,18 @@ def pipeline_slack(schedule: str, p: int, m: int, v: int) -> tuple[tuple[float, 
     return _schedule_run(schedule, p, m, v)[1]
 
 
-def closed_form(schedule: str, p: int, m: int, v: int) -> bool:
-    """Whether the schedule's bubble and slack at (p, m, v) come from its closed form
-    (``labs.schedules.catalogue`` ``flush``), with no simulation."""
+def _flush(schedule: str, p: int, m: int, v: int):
+    """The schedule's closed form at these costs, where its record has one (1F1B, and
+    interleaved 1F1B in whole rounds: labs.schedules.catalogue), in O(p) instead of O(p·m);
+    None where it must be simulated."""
     flush = CATALOGUE[schedule].flush
-    return p == 1 or (flush is not None and flush(p, m, v) is not None)
+    return flush(p, m, v) if flush is not None else None
+
+
+def closed_form(schedule: str, p: int, m: int, v: int) -> bool:
+    """Whether the schedule's bubble and slack at (p, m, v) come from its closed form, with
+    no simulation."""
+    return p == 1 or _flush(schedule, p, m, v) is not None
 
 
 @lru_cache(maxsize=1024)
@@ -98,10 +105,7 @@ def _schedule_run(schedule: str, p: int, m: int, v: int) -> tuple[float, tuple]:
     measures it, idle / (p x makespan)."""
     if p == 1:
         return 0.0, ((0.0, 0.0),)
-    # The schedule's closed form at these costs, where its record has one (1F1B, and
-    # interleaved 1F1B in whole rounds: labs.schedules.catalogue), in O(p) instead of O(p·m).
-    flush = CATALOGUE[schedule].flush
-    closed = flush(p, m, v) if flush is not None else None
+    closed = _flush(schedule, p, m, v)
     if closed is not None:
         return closed
     steps, starts, ends = placed(PipelineInput(schedule=schedule, stages=p, microbatches=m,
