@@ -52,6 +52,7 @@ class MoEInput:
         if not isinstance(self.cluster, Cluster):
             raise LabInputError("link", "choose a cluster preset (its GPUs and links)")
         whole("nodes", self.nodes, 1, MAX_NODES, "the number of nodes")
+        check_ep_dispatch(self.ep_dispatch)
         for name, value, high in (("skew", self.skew, MAX_SKEW),
                                   ("capacity_factor", self.capacity_factor, MAX_CAPACITY_FACTOR),
                                   ("mfu", 0.5 if self.mfu is None else self.mfu, 1.0)):
@@ -59,7 +60,6 @@ class MoEInput:
         if self.mfu == 0:
             raise LabInputError("mfu", "MFU must be above 0")
         whole("tokens", self.tokens, 1, MAX_MOE_TOKENS, "tokens per GPU")
-        check_ep_dispatch(self.ep_dispatch)
         one_of("group", self.group, MOE_GROUP_KINDS, "", "the rank map colours one of {choices}")
         # World-size rules first (dense grouping TP·PP·CP, expert grouping EP·expert-TP·PP),
         # then the model's own (heads by TP, experts by EP); uneven stages are allowed, as

@@ -96,3 +96,18 @@ def test_a_moved_control_keeps_its_chart_in_view(sized, name):
         field.fill(value)
     wait_state(page, control, value)
     shown(page, target, f"{name} after {control}={value}")
+
+
+def test_ep07s_dispatch_control_keeps_the_gpu_chart_in_view(sized):
+    """EP07's "EP dispatch" moves only the GPU chart (its group names that chart, not the
+    routing group's experts chart): selecting DeepEP keeps #moe-gpus in view."""
+    page = sized
+    page.goto("/episodes/experts?model=deepseek-v3&nodes=256&pp=16&ep=64")
+    wait_drawn(page)
+    if page.phone:
+        page.locator(".drawer-toggle").click()
+    field = page.locator('#drawer [name="ep_dispatch"]')
+    assert field.evaluate(MOVED_BY) == "moe-gpus"
+    field.select_option("deepep")
+    wait_state(page, "ep_dispatch", "deepep")
+    shown(page, "moe-gpus", "experts after ep_dispatch=deepep")
