@@ -50,14 +50,47 @@ ExpertParallel = Annotated[int, Field(ge=1, le=MAX_DEGREE, description="Expert-p
 ZeroStage = Annotated[int, Field(ge=0, le=3, description="ZeRO stage (1 = distributed optimizer).")]
 Recompute = Annotated[Literal[RECOMPUTE], Field(description="Activation recomputation.")]
 # The precision recipe (labs.core.catalogue: mixed precision, 16-bit Adam or FP8, EP11): the
-# ledger bills it and ZeRO-3 gathers its weights' bytes; the step's GEMMs are timed at the BF16
-# rate (what FP8 buys in time needs the op-level step model).
+# ledger bills it, ZeRO-3 gathers its weights' bytes, and an FP8 recipe's linear layers run
+# FP8 GEMMs with their casts (labs.recipe.inputs.Plan.fp8_gemms).
 PrecisionRecipe = Annotated[Literal[TRAIN_RECIPES], Field(
     description="Precision recipe (GET /api/precision itemises each): memory and ZeRO-3's "
-                "gathered bytes follow it; GEMMs are timed at the BF16 rate.")]
+                "gathered bytes follow it; an FP8 recipe's linear layers are timed as FP8 "
+                "GEMMs with their casts.")]
 Schedule = Annotated[Literal[tuple(SCHEDULES)], Field(description="Pipeline schedule.")]
 Virtual = Annotated[int, Field(ge=1, le=MAX_VIRTUAL, description="Model chunks per rank.")]
 MicroBatch = Annotated[int, Field(ge=1, le=MAX_MICRO_BATCH,
                                   description="Sequences per micro-batch.")]
 Microbatches = Annotated[int, Field(ge=1, le=MAX_MICROBATCHES,
                                     description="Micro-batches per step.")]
+
+# The run's software (labs.recipe.inputs.SOFTWARE): what a published run's configuration sets,
+# each query restating its default (Megatron Core's today) in place. The recipe times one plan
+# with them; the planner times every candidate with them.
+Attention = Annotated[Literal["auto", "unfused", "flash2", "flash3"], Field(
+    description="Attention kernel: auto (the GPU's fastest fused one), unfused "
+                "(Megatron 2021-22), flash2, flash3.")]
+Dropout = Annotated[bool, Field(description="GPT-3-style hidden and attention dropout.")]
+Fp8Layers = Annotated[bool, Field(description="FP8 linear layers (Transformer Engine).")]
+SequenceParallel = Annotated[bool, Field(description="Sequence parallelism with TP > 1.")]
+TpOverlap = Annotated[Literal["none", "backward", "all"], Field(
+    description="TP collectives beside GEMMs: none, backward (Megatron's default), all "
+                "(--tp-comm-overlap).")]
+EpOverlap = Annotated[bool, Field(description="EP all-to-all beside another micro-batch's "
+                                              "compute (DualPipe, Megatron's EP overlap).")]
+EpDispatch = Annotated[Literal["alltoall", "deepep"], Field(
+    description="How a MoE layer's tokens travel to their experts: alltoall (NCCL's "
+                "all-to-all, a copy per routed expert: Megatron Core's alltoall dispatcher, "
+                "torchtitan) or deepep (DeepEP's kernels: a copy per destination node over the "
+                "network, forwarded on NVLink; Megatron Core's flex dispatcher, DeepSeek-V3).")]
+DpOverlap = Annotated[bool, Field(description="Gradient buckets reduced during the last "
+                                              "backward (false: after it).")]
+GradAccumFusion = Annotated[bool, Field(description="Weight-gradient GEMMs accumulate into "
+                                                    "fp32 main_grad.")]
+Kernels = Annotated[Literal["fused", "compiled", "eager"], Field(
+    description="The memory-bound ops' kernels and the stack around them: fused (Megatron "
+                "Core / Transformer Engine: one kernel per norm, activation, rotary, "
+                "bias-dropout-add), compiled (PyTorch with torch.compile: Inductor fuses each "
+                "elementwise chain; SDPA's K and V copied to every query head) or eager "
+                "(PyTorch eager as torchtitan runs it: every elementwise op its own kernel at "
+                "HBM speed). The PyTorch ones shard ZeRO-3 with FSDP2, whose all-gather "
+                "copy-out and reduce-scatter copy-in are timed too.")]

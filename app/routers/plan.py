@@ -11,7 +11,23 @@ from fastapi.responses import Response
 from pydantic import Field
 
 from app.charts.plan import plan_figure, plan_label
-from app.cluster_controls import GpusPerNode, InterLink, IntraLink, PrecisionRecipe, SeqLen
+from app.cluster_controls import (
+    Attention,
+    DpOverlap,
+    Dropout,
+    EpDispatch,
+    EpOverlap,
+    Fp8Layers,
+    GpusPerNode,
+    GradAccumFusion,
+    InterLink,
+    IntraLink,
+    Kernels,
+    PrecisionRecipe,
+    SeqLen,
+    SequenceParallel,
+    TpOverlap,
+)
 from app.episodes import BY_SLUG
 from app.labkit.parsing import QueryForm, validate
 from app.labkit.routes import api_error, json_response, query_parameters
@@ -28,6 +44,7 @@ from labs.core.limits import (
 )
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, make_cluster
+from labs.recipe.inputs import SOFTWARE
 from labs.recipe.planner import MAX_TOP, PlanRequest, PlanSearch, search
 
 router = APIRouter()
@@ -55,6 +72,28 @@ class PlanQuery(ModelControls):
         DEFAULT_MATMUL_EFFICIENCY, ge=MIN_MATMUL_EFFICIENCY, le=MAX_MATMUL_EFFICIENCY,
         description="An override of the fraction of the dense BF16 peak a full-wave GEMM "
                     "reaches, as on the recipe page (GET /api/recipe; empty: measured).")
+    # The run's software, as on the recipe page: every candidate is timed with it (a MoE
+    # plan whose all-to-all hides behind another micro-batch needs ep_overlap, one whose
+    # tokens cross the network once per node needs ep_dispatch=deepep).
+    attention: Attention = "auto"
+    dropout: Dropout = False
+    fp8: Fp8Layers = False
+    sequence_parallel: SequenceParallel = True
+    tp_overlap: TpOverlap = "backward"
+    ep_overlap: EpOverlap = False
+    ep_dispatch: EpDispatch = "alltoall"
+    dp_overlap: DpOverlap = True
+    grad_accum_fusion: GradAccumFusion = True
+    kernels: Kernels = "fused"
+
+    def software(self) -> tuple[tuple[str, object], ...]:
+        """The software settings (labs.recipe.inputs.SOFTWARE) as (field, value) pairs."""
+        return tuple((name, getattr(self, name)) for name in SOFTWARE)
+
+    def software_changed(self) -> dict[str, object]:
+        """The settings off their defaults: what a plan's link carries to the recipe page."""
+        fields = type(self).model_fields
+        return {k: v for k, v in self.software() if v != fields[k].default}
 
 
 # Parsed by the labs' own parser (app/labkit/parsing.py): an empty value is not given, numbers
@@ -64,7 +103,12 @@ FORM = QueryForm(PlanQuery, {
     "gpus_per_node": "GPUs per node", "intra_link": "Link inside a node",
     "inter_link": "Link between nodes", "seq_len": "Sequence length",
     "global_batch": "Global batch", "top": "Plans to return",
-    "matmul_efficiency": "Matmul efficiency"})
+    "matmul_efficiency": "Matmul efficiency", "attention": "Attention kernel",
+    "dropout": "Dropout", "fp8": "FP8 linear layers",
+    "sequence_parallel": "Sequence parallelism", "tp_overlap": "TP overlap",
+    "ep_overlap": "EP overlap (DualPipe)", "ep_dispatch": "EP dispatch",
+    "dp_overlap": "DP overlap", "grad_accum_fusion": "Gradient accumulation fusion",
+    "kernels": "Kernels"})
 
 
 @lru_cache(maxsize=32)
@@ -74,7 +118,7 @@ def _search(query: tuple) -> PlanSearch:
                            get_link(q.inter_link))
     return search(PlanRequest(q.model_spec(), cluster, q.gpus, q.seq_len, q.global_batch,
                               recipe=q.recipe, top=q.top,
-                              matmul_efficiency=q.matmul_efficiency))
+                              matmul_efficiency=q.matmul_efficiency, software=q.software()))
 
 
 def run(q: PlanQuery) -> PlanSearch:
@@ -89,7 +133,8 @@ def plan_links(q: PlanQuery, found: PlanSearch) -> list[str | None]:
         return [None] * len(found.plans)
     base = {**q.model_controls(), "gpu": q.gpu, "nodes": nodes, "gpus_per_node": q.gpus_per_node,
             "intra_link": q.intra_link, "inter_link": q.inter_link, "seq_len": q.seq_len,
-            **({"recipe": q.recipe} if q.recipe != "adam16" else {})}  # the page's default
+            **({"recipe": q.recipe} if q.recipe != "adam16" else {}),  # the page's default
+            **q.software_changed()}
     if q.matmul_efficiency is not None:
         base["matmul_efficiency"] = q.matmul_efficiency
     url = BY_SLUG["recipe-3d"].url
@@ -109,6 +154,7 @@ def to_api(q: PlanQuery, found: PlanSearch) -> dict:
         "hopeful": found.hopeful,
         "evaluated": found.evaluated,
         "complete": found.complete,
+        "failed_audits": [{"audit": name, "plans": n} for name, n in found.failed],
         "plans": [{
             "rank": i + 1,
             "label": plan_label(r.plan),

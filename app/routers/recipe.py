@@ -3,7 +3,6 @@ export it, and re-plan it when the model or the cluster changes."""
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -13,11 +12,19 @@ from app.charts.recipe import SEGMENTS, causes_figure, memory_figure, step_figur
 from app.cluster_controls import (
     INTER,
     INTRA,
+    Attention,
     ContextParallel,
+    DpOverlap,
+    Dropout,
+    EpDispatch,
+    EpOverlap,
     ExpertParallel,
+    Fp8Layers,
     GpusPerNode,
+    GradAccumFusion,
     InterLink,
     IntraLink,
+    Kernels,
     MicroBatch,
     Microbatches,
     Nodes,
@@ -26,7 +33,9 @@ from app.cluster_controls import (
     Recompute,
     Schedule,
     SeqLen,
+    SequenceParallel,
     TensorParallel,
+    TpOverlap,
     Virtual,
     ZeroStage,
 )
@@ -113,34 +122,16 @@ class RecipeQuery(ModelGpuControls):
                               "job has now (0: unchanged).")
     # The run's software (labs.recipe.inputs.SOFTWARE), defaults Megatron Core's today: what
     # a published run's configuration sets (tests/labs/test_step_time.py's 2021 runs).
-    attention: Literal["auto", "unfused", "flash2", "flash3"] = Field(
-        "auto", description="Attention kernel: auto (the GPU's fastest fused one), unfused "
-        "(Megatron 2021-22), flash2, flash3.")
-    dropout: bool = Field(False, description="GPT-3-style hidden and attention dropout.")
-    fp8: bool = Field(False, description="FP8 linear layers (Transformer Engine).")
-    sequence_parallel: bool = Field(True, description="Sequence parallelism with TP > 1.")
-    tp_overlap: Literal["none", "backward", "all"] = Field(
-        "backward", description="TP collectives beside GEMMs: none, backward (Megatron's "
-        "default), all (--tp-comm-overlap).")
-    ep_overlap: bool = Field(False, description="EP all-to-all beside another micro-batch's "
-                                                "compute (DualPipe, Megatron's EP overlap).")
-    ep_dispatch: Literal["alltoall", "deepep"] = Field(
-        "alltoall", description="How a MoE layer's tokens travel to their experts: alltoall "
-        "(NCCL's all-to-all, a copy per routed expert: Megatron Core's alltoall dispatcher, "
-        "torchtitan) or deepep (DeepEP's kernels: a copy per destination node over the "
-        "network, forwarded on NVLink; Megatron Core's flex dispatcher, DeepSeek-V3).")
-    dp_overlap: bool = Field(True, description="Gradient buckets reduced during the last "
-                                               "backward (false: after it).")
-    grad_accum_fusion: bool = Field(True, description="Weight-gradient GEMMs accumulate into "
-                                                      "fp32 main_grad.")
-    kernels: Literal["fused", "compiled", "eager"] = Field(
-        "fused", description="The memory-bound ops' kernels and the stack around them: fused "
-        "(Megatron Core / Transformer Engine: one kernel per norm, activation, rotary, "
-        "bias-dropout-add), compiled (PyTorch with torch.compile: Inductor fuses each "
-        "elementwise chain; SDPA's K and V copied to every query head) or eager (PyTorch "
-        "eager as torchtitan runs it: every elementwise op its own kernel at HBM speed). "
-        "The PyTorch ones shard ZeRO-3 with FSDP2, whose all-gather copy-out and "
-        "reduce-scatter copy-in are timed too.")
+    attention: Attention = "auto"
+    dropout: Dropout = False
+    fp8: Fp8Layers = False
+    sequence_parallel: SequenceParallel = True
+    tp_overlap: TpOverlap = "backward"
+    ep_overlap: EpOverlap = False
+    ep_dispatch: EpDispatch = "alltoall"
+    dp_overlap: DpOverlap = True
+    grad_accum_fusion: GradAccumFusion = True
+    kernels: Kernels = "fused"
 
 
 @dataclass(frozen=True)
@@ -244,6 +235,22 @@ def facts() -> dict:
     }
 
 
+def planner_query(q: RecipeQuery) -> dict:
+    """The auto-planner's query (app/routers/plan.py) for the page's model, cluster, global
+    batch, precision recipe and software: the plans it ranks are timed as this one is."""
+    fields = type(q).model_fields
+    out = {**q.model_controls(), "gpu": q.gpu, "gpus": q.nodes * q.gpus_per_node,
+           "gpus_per_node": q.gpus_per_node, "intra_link": q.intra_link,
+           "inter_link": q.inter_link, "seq_len": q.seq_len,
+           "global_batch": q.micro_batch * q.microbatches * q.dp}
+    if q.matmul_efficiency is not None:
+        out["matmul_efficiency"] = q.matmul_efficiency
+    for name in ("recipe", *SOFTWARE):  # off the page's defaults only, as its own URL
+        if getattr(q, name) != fields[name].default:
+            out[name] = getattr(q, name)
+    return out
+
+
 def extra_context(state) -> dict:
     q = state.query
     base = {k: v for k, v in state.query.model_dump(exclude={"replan_model", "replan_nodes"})
@@ -263,6 +270,7 @@ def extra_context(state) -> dict:
         "micro_api": micro_api,
         "seq_options": with_value(SEQ_LENGTHS, q.seq_len),
         "replan_link": plan_query(rp.after, base) if rp and rp.after else None,
+        "planner_query": planner_query(q),
     }
 
 

@@ -18,6 +18,7 @@ from labs.schedules.stages import stage_layer_counts
 # quarter of the step idle); communication: at most a tenth of the step exposed.
 BUBBLE_LIMIT = 0.25
 EXPOSED_LIMIT = 0.10
+MEMORY_AUDIT = "Memory per GPU"
 
 
 def rule_audits(found: tuple[LabInputError, ...]) -> tuple[Audit, ...]:
@@ -63,7 +64,7 @@ def audits_of(r: RecipeResult) -> tuple[Audit, ...]:
         Audit("Layout rules", True, f"TP x PP x CP x DP = {plan.world_size:,} = the "
                                     f"cluster's GPUs; heads, layers, sequence and experts "
                                     "divide" + _split_text(plan, r.model)),
-        Audit("Memory per GPU", mem.fits,
+        Audit(MEMORY_AUDIT, mem.fits,
               f"{_gb(mem.total_bytes)} on pipeline stage {mem.heaviest_stage} (the heaviest) "
               f"of {_gb(mem.gpu_memory_bytes)}: {_gb(mem.headroom_bytes)} "
               f"{'to spare' if mem.fits else 'short'}".replace(" -", " "), "zero"),

@@ -5,7 +5,7 @@ is timed at, and the answer (``RecipeResult``, with its ``Audit`` checks)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from labs.core.catalogue import RECIPES, TE_CAST_BYTES
 from labs.core.errors import LabInputError
@@ -126,8 +126,10 @@ class Plan:
         """Megatron's uneven first/last stages are set."""
         return bool(self.first_stage_layers or self.last_stage_layers)
 
-    @property
+    @cached_property
     def layout(self) -> ParallelLayout:
+        """The plan's degrees (built once per plan: the planner asks for it on every bound;
+        ZeRO and recomputation, which its variants change, are not part of it)."""
         return ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep)
 
     @property

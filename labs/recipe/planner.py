@@ -30,21 +30,33 @@ The search, cheapest test first:
    ZeRO-sharded as ``labs.memory.lab`` shards them, or the first stage's with the activations
    it holds), then the ledger itself (``labs.memory.lab.compute_memory``) — plans that do not
    fit are dropped;
-3. an upper bound of throughput: the recipe's own pipeline part for the plan
+3. an upper bound of throughput, in three steps, each only for the plans the one before
+   leaves in reach: first the heaviest stage's layers alone (``labs.recipe.stage_time
+   .layers_floor``: each layer's kernels and exposed TP, CP and EP collectives, the same
+   cached layer times the recipe sums, times the stage's layer count; no stage is built)
+   stretched by the textbook bubble; then the recipe's own pipeline part for the plan
    (``labs.recipe.stage_time.stage_times``: the slowest stage's kernels, TP, CP and EP
    traffic and sends, cached, so the evaluation that follows reuses it), stretched by the
    bubble, plus the optimizer step and a floor of ZeRO-3's exposed weight traffic
-   (``zero3_floor``: the slowest stage's per-layer gathers at the cheapest placement). The
-   DP part only adds time, so no plan beats its bound. The bound first takes the
-   textbook bubble; a plan reached in the queue is re-bounded with the measured bubble
-   (``labs.recipe.lab.measured_bubble``, the very figure the recipe lab uses) and queued
-   again, so only the pipelines the search reaches are simulated. (GPT-3 on 2,048 GPUs
-   took 4 s: simulating every candidate's pipeline up front, up to 65,536 actions each,
-   and timing ~700 plans that failed the CP audit the bound did not see.)
+   (``zero3_floor``: the slowest stage's per-layer gathers at the cheapest placement); then
+   the same on the measured bubble (``labs.recipe.lab.measured_bubble``, the very figure the
+   recipe lab uses), so only the pipelines the search reaches are simulated. The DP part
+   only adds time, so no plan beats any of its bounds. (GPT-3 on 2,048 GPUs took 4 s:
+   simulating every candidate's pipeline up front, up to 65,536 actions each, and timing
+   ~700 plans that failed the CP audit the bound did not see. DeepSeek-V3 on 2,048 H800s,
+   77,000 candidates, took 4.0 s building all 13,000 of its layouts' stages up front; on
+   the layers first it builds a tenth of them.)
 4. exact figures (branch and bound): plans are evaluated by ``labs.recipe.lab.evaluate`` in
    order of their bound, fastest first; the search stops once it holds ``top`` plans that
    pass every audit and the next bound is slower than the slowest of them. No plan left can
-   beat its bound, so the ranking shown is the lab's own, and is complete.
+   beat its bound, so the ranking shown is the lab's own, and is complete. Of the plans
+   checked that fail, the search counts which audits they fail (``PlanSearch.failed``): a
+   search that finds nothing says why (a MoE whose all-to-all stays exposed without EP
+   overlap; too few micro-batches to hide the bubble or the gradients behind).
+
+The software settings (``PlanRequest.software``: attention kernel, overlaps, EP dispatch,
+kernels, as the recipe page sets them) are every candidate's: a MoE plan is timed with the
+dispatch and overlap its run would use.
 
 Every returned plan is exact, at any GPU count: the lab places rank groups from their pattern
 (``labs.recipe.groups.spread``, O(group) rather than O(GPUs)). ``MAX_EVALUATIONS`` bounds the
@@ -61,6 +73,7 @@ batch 1,536: 0.54-1.07 s cold, 0.43-0.57 s warm.
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from dataclasses import dataclass
 from itertools import product
 
@@ -78,11 +91,14 @@ from labs.core.validate import whole
 from labs.hardware.links import Cluster
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import divisors
-from labs.recipe.audits import BUBBLE_LIMIT
+from labs.recipe.audits import BUBBLE_LIMIT, MEMORY_AUDIT
 from labs.recipe.bounds import (
     bound_step_s,
     core_bound,
-    state_bytes_floor,
+    held_activations,
+    layers_bound,
+    plan_stages,
+    state_floors,
     textbook_bubble,
     zero3_floor,
 )
@@ -101,7 +117,10 @@ PLAN_SCHEDULES = tuple((k, v) for k, s in CATALOGUE.items() if s.megatron
 # Korthikanti's three modes: "flash" times as "none" and stores as "selective", so a plan
 # with it is one of theirs with its memory or its time improved; the planner leaves it out.
 PLAN_RECOMPUTE = KORTHIKANTI_RECOMPUTE
-MAX_CANDIDATES = 50_000  # a request that would enumerate more is refused
+MAX_CANDIDATES = 100_000  # a request that would enumerate more is refused
+# A queued plan's bound, tightest last: its layers alone (textbook bubble), its stages'
+# pipeline part (textbook bubble), the same on the simulated bubble; then it is evaluated.
+LAYERS, TEXTBOOK, MEASURED = 0, 1, 2
 MAX_SHAPE_LOOPS = 100_000  # TP x PP x CP x EP x schedule x micro-batch combinations looked at
 MAX_TOP = 50
 MAX_EVALUATIONS = 2000  # exact evaluations one search may run (each is ~1 ms)
@@ -184,6 +203,9 @@ class PlanSearch:
     hopeful: int  # legal and not over memory on weights and optimizer state alone
     evaluated: int  # plans checked by the lab (its ledger, then its timing if they fit)
     complete: bool  # the ranking is provably the lab's top (bound search finished)
+    # Of the plans checked that failed, how many failed each audit (a plan may fail more
+    # than one), most first: why a search found nothing, or little.
+    failed: tuple[tuple[str, int], ...] = ()
 
 
 def candidates(req: PlanRequest) -> list[Plan]:
@@ -292,23 +314,36 @@ def search(req: PlanRequest) -> PlanSearch:
         bubble = textbook_bubble(shape)
         if bubble > BUBBLE_LIMIT:
             continue
-        core = {}  # the pipeline part depends on the recomputation, not on ZeRO
+        # ZeRO shards the state, the recomputation sets the activations and the layers'
+        # time: each is computed once per shape and combined per variant.
+        states, held, layers = {}, {}, {}
         for plan in variants(shape, req):
-            if state_bytes_floor(plan, model) > capacity:
-                continue
-            if plan.recompute not in core:
-                core[plan.recompute] = core_bound(plan, model, cluster, rate, bubble)
-            bound = core[plan.recompute] + zero3_floor(plan, model, cluster, rate)
-            queue.append((bound, len(queue), False, plan))
+            if plan.zero not in states:
+                states[plan.zero] = state_floors(plan, model)
+            if plan.recompute not in held:
+                held[plan.recompute] = held_activations(plan, model)
+            heaviest, first = states[plan.zero]
+            if max(heaviest, first + held[plan.recompute]) > capacity:
+                continue  # state_bytes_floor
+            if plan.recompute not in layers:
+                layers[plan.recompute] = layers_bound(plan, model, cluster, rate, bubble)
+            queue.append((layers[plan.recompute], len(queue), LAYERS, plan))
     hopeful = len(queue)
     heapq.heapify(queue)
     ranked: list[Ranked] = []
-    evaluated, simulated, complete = 0, {}, True
+    evaluated, simulated, complete, failed = 0, {}, True, Counter()
     while queue:
-        bound, i, exact_bubble, plan = heapq.heappop(queue)
+        bound, i, level, plan = heapq.heappop(queue)
         if len(ranked) >= req.top and bound > ranked[req.top - 1].step_s:
             break  # no plan left can enter the top (a tie might, on less memory)
-        if not exact_bubble and plan.pp > 1:
+        if level == LAYERS:
+            # Reached on its layers alone: build its stages (the recipe's own, cached for
+            # the evaluation) and queue it again on the pipeline part, textbook bubble.
+            st = plan_stages(plan, model, cluster, rate)
+            heapq.heappush(queue, (core_bound(plan, st, textbook_bubble(plan))
+                                   + zero3_floor(plan, st), i, TEXTBOOK, plan))
+            continue
+        if level == TEXTBOOK and plan.pp > 1:
             # Reached on the textbook bubble: simulate it, and queue it again on that.
             key = (plan.schedule, plan.pp, plan.microbatches, plan.virtual)
             if key not in simulated:
@@ -320,15 +355,17 @@ def search(req: PlanRequest) -> PlanSearch:
             bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
             if bubble <= BUBBLE_LIMIT:
                 heapq.heappush(queue, (bound_step_s(plan, model, cluster, rate, bubble), i,
-                                       True, plan))
+                                       MEASURED, plan))
             continue
         if evaluated >= MAX_EVALUATIONS:
             complete = False
             break
         evaluated += 1
         if _ledger_bytes(plan, req) > capacity:
+            failed[MEMORY_AUDIT] += 1
             continue  # over memory fails the lab's memory audit: no need to time it
         result = evaluate(plan, model, cluster, nodes, rate)
+        failed.update(a.name for a in result.audits if not a.ok)
         if result.passes:
             ranked.append(_from_result(result))
             # Equal steps (ZeRO stages whose traffic hides) list the lighter plan first.
@@ -338,4 +375,4 @@ def search(req: PlanRequest) -> PlanSearch:
     ranked = [Ranked(**{**r.__dict__, "pareto": i in front}) for i, r in enumerate(ranked)]
     per_shape = len(req.zero_stages) * len(req.recompute_modes)
     return PlanSearch(req, tuple(ranked), len(found) * per_shape, len(legal) * per_shape,
-                      hopeful, evaluated, complete)
+                      hopeful, evaluated, complete, tuple(failed.most_common()))

@@ -122,6 +122,75 @@ class StageTimes:
         return optimizer_time(self.cluster.gpu, local)
 
 
+@dataclass(frozen=True)
+class LayerKinds:
+    """One dense and one MoE layer's micro-batch in each per-layer mode a recomputation runs
+    (one, or a layer-granular mode's two: labs.core.recomputation, Recomputation.groups),
+    where the layout places their TP, CP and EP groups."""
+
+    times: dict[str, tuple[LayerTime, LayerTime | None]]
+    spreads: tuple[Spread, Spread, Spread]  # tp, cp, ep
+    sp: bool
+    cluster: Cluster  # with any matmul override applied
+
+
+@lru_cache(maxsize=8192)
+def layer_kinds(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, seq_len: int,
+                micro_batch: int, recompute: str,
+                options: StepOptions = DEFAULT_STEP) -> LayerKinds:
+    m, lay = model, layout
+    cluster = with_matmul_efficiency(cluster, options.matmul_efficiency)
+    g = cluster.gpus_per_node
+    sp = lay.tp > 1 and options.sequence_parallel
+    tp_s, cp_s = spread(lay, "tp", g), spread(lay, "cp", g)
+    ep_s = spread(lay, "ep", g) if lay.ep > 1 else Spread(1, 1, 1)
+    common = dict(tp=tp_s.group, cp=cp_s.group, ep=ep_s.group, micro_batch=micro_batch,
+                  seq_len=seq_len, sp=sp, options=options.compute, etp=lay.etp,
+                  tp_overlap=options.tp_overlap, ep_overlap=options.ep_overlap,
+                  ep_dispatch=options.ep_dispatch)
+    times = {mode: (layer_time(m, cluster, recompute=mode, **common),
+                    layer_time(m, cluster, moe=True, recompute=mode, **common)
+                    if m.is_moe else None)
+             for mode, *_ in RECOMPUTATION[recompute].groups(m.layers)}
+    return LayerKinds(times, (tp_s, cp_s, ep_s), sp, cluster)
+
+
+def _layer_seconds(lt: LayerTime | None) -> float:
+    """A layer's share of its stage's micro-batch (``Stage.seconds``): its kernels and its
+    exposed collectives, both passes."""
+    if lt is None:
+        return 0.0
+    return math.fsum((lt.forward.compute, lt.backward.compute,
+                      *(c.exposed for c in lt.forward.comms),
+                      *(c.exposed for c in lt.backward.comms)))
+
+
+@lru_cache(maxsize=512)
+def _stage_layer_counts(model: ModelSpec, pp: int, schedule: str, virtual: int, first: int,
+                        last: int) -> frozenset[tuple[int, int]]:
+    """The distinct (dense, MoE) layer counts of the stages (a handful, however many)."""
+    return frozenset((sp.dense_layers, sp.moe_layers)
+                     for sp in stage_params(model, pp, schedule, virtual, first, last))
+
+
+def layers_floor(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *,
+                 seq_len: int, micro_batch: int, recompute: str, schedule: str, virtual: int,
+                 options: StepOptions = DEFAULT_STEP, first: int = 0, last: int = 0) -> float:
+    """The heaviest stage's layers alone (kernels and exposed TP, CP, EP collectives; no
+    embedding, output layer, gradient accumulation or pipeline sends): never above
+    ``stage_times(...).micro.total``, and a few lookups instead of building every stage, so
+    the planner orders its candidates by it before it builds the stages of the few in reach."""
+    kinds = layer_kinds(model, layout, cluster, seq_len=seq_len, micro_batch=micro_batch,
+                        recompute=recompute, options=options)
+    per = {mode: (_layer_seconds(d), _layer_seconds(e)) for mode, (d, e) in kinds.times.items()}
+    record = RECOMPUTATION[recompute]
+    heaviest = max(math.fsum(dense * per[mode][0] + moe * per[mode][1]
+                             for mode, dense, moe in record.groups(d, e))
+                   for d, e in _stage_layer_counts(model, layout.pp, schedule, virtual, first,
+                                                   last))
+    return heaviest * (1 - 1e-9)  # shaved for float rounding: the stages sum in another order
+
+
 @lru_cache(maxsize=4096)
 def stage_times(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, seq_len: int,
                 micro_batch: int, accumulate: bool, recompute: str, schedule: str,
@@ -130,22 +199,11 @@ def stage_times(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, s
     """Each stage's micro-batch on one GPU (``accumulate``: more than one micro-batch, so
     unfused gradient accumulation runs); cached, since ZeRO and the bubble do not change it."""
     m, lay = model, layout
-    cluster = with_matmul_efficiency(cluster, options.matmul_efficiency)
-    gpu, g = cluster.gpu, cluster.gpus_per_node
-    sp = lay.tp > 1 and options.sequence_parallel
-    tp_s, cp_s = spread(lay, "tp", g), spread(lay, "cp", g)
-    ep_s = spread(lay, "ep", g) if lay.ep > 1 else Spread(1, 1, 1)
-    common = dict(tp=tp_s.group, cp=cp_s.group, ep=ep_s.group, micro_batch=micro_batch,
-                  seq_len=seq_len, sp=sp, options=options.compute, etp=lay.etp,
-                  tp_overlap=options.tp_overlap, ep_overlap=options.ep_overlap,
-                  ep_dispatch=options.ep_dispatch)
-    # One dense and one MoE layer in each per-layer mode the recomputation runs (one, or a
-    # layer-granular mode's two: labs.core.recomputation, Recomputation.groups).
+    kinds = layer_kinds(model, layout, cluster, seq_len=seq_len, micro_batch=micro_batch,
+                        recompute=recompute, options=options)
+    cluster, sp, times = kinds.cluster, kinds.sp, kinds.times
+    gpu = cluster.gpu
     record = RECOMPUTATION[recompute]
-    times = {mode: (layer_time(m, cluster, recompute=mode, **common),
-                    layer_time(m, cluster, moe=True, recompute=mode, **common)
-                    if m.is_moe else None)
-             for mode, *_ in record.groups(m.layers)}
     h = head_ops(m, gpu, tp=lay.tp, cp=lay.cp, micro_batch=micro_batch, seq_len=seq_len,
                  sp=sp, options=options.compute)
     per_layer = _layer_params(m, lay)
@@ -172,7 +230,7 @@ def stage_times(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, s
     sends, send_part = _sends(m, lay, cluster, seq_len, micro_batch, chunks, sp,
                               options.scatter_gather)
     return StageTimes(tuple(stages), slow, slow.seconds / mean if mean else 1.0, sends,
-                      send_part, (tp_s, cp_s, ep_s), chunks, sp, cluster,
+                      send_part, kinds.spreads, chunks, sp, cluster,
                       next(iter(times.values()))[0].ops.attention)
 
 

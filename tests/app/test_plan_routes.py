@@ -83,14 +83,58 @@ def test_the_plan_diagram_has_a_scatter_and_a_table_of_links(client):
 
 
 def test_a_search_too_big_is_a_422_in_the_api_and_said_in_the_fragment(client):
-    # Qwen3-235B-A22B on 256 H100 (a validation run's cluster, tests/labs/test_moe_runs.py):
-    # more candidate plans than the planner searches. htmx swaps in only a 2xx answer, so the
-    # lesson's fragment says the refusal where the diagram would be.
-    params = {**SEED_H100, "model": "qwen3-235b-a22b", "gpus": 256, "seq_len": 4096,
-              "global_batch": 2048}
+    # GLM-5.3 (256 experts, 78 layers) on 16,384 H100s: more candidate plans than the planner
+    # searches. htmx swaps in only a 2xx answer, so the lesson's fragment says the refusal
+    # where the diagram would be.
+    params = {**SEED_H100, "model": "glm-5.3", "gpus": 16_384, "seq_len": 4096,
+              "global_batch": 16_384}
     api = client.get("/api/plan", params=params)
     assert api.status_code == 422
     assert "candidate plans" in api.json()["detail"][0]["msg"]
     page = client.get("/episodes/recipe-3d/plan", params=params)
     assert page.status_code == 200
     assert 'data-testid="plan-refused"' in page.text and "candidate plans" in page.text
+
+
+QWEN3_256 = {**SEED_H100, "model": "qwen3-235b-a22b", "gpus": 256, "seq_len": 4096,
+             "global_batch": 2048}
+
+
+def test_the_planner_times_every_plan_with_the_software_asked_and_its_links_keep_it(client):
+    """Qwen3-235B-A22B on 256 H100s as NVIDIA's MoE zoo runs it (DeepEP's dispatch): planned,
+    not refused; each plan's link opens the recipe with the same software, which times it
+    as the planner did."""
+    plain = client.get("/api/plan", params=QWEN3_256).json()
+    deepep = client.get("/api/plan", params={**QWEN3_256, "ep_dispatch": "deepep"}).json()
+    assert plain["complete"] and deepep["complete"] and plain["candidates"] > 50_000
+    assert plain["plans"] != deepep["plans"]
+    best = deepep["plans"][0]
+    query = {k: v[0] for k, v in parse_qs(urlsplit(best["link"]).query).items()}
+    assert query["ep_dispatch"] == "deepep" and "ep_overlap" not in query  # defaults left out
+    body = client.get("/api/recipe", params=query).json()
+    assert body["passes"] is True
+    assert body["tokens_per_s"] == pytest.approx(best["tokens_per_s"], rel=1e-9)
+    assert client.get("/api/plan", params={**QWEN3_256, "ep_dispatch": "nccl"}).status_code \
+        == 422
+
+
+def test_a_search_with_no_passing_plan_names_the_audits_that_failed(client):
+    # GPT-3 175B on 64 H100s with 4 sequences a step: too few micro-batches to hide the
+    # gradient traffic behind.
+    params = {**SEED_H100, "global_batch": 4}
+    api = client.get("/api/plan", params=params).json()
+    assert api["plans"] == [] and api["evaluated"] > 0
+    failed = {f["audit"]: f["plans"] for f in api["failed_audits"]}
+    assert failed["DP traffic"] > 0
+    page = client.get("/episodes/recipe-3d/plan", params=params).text
+    assert 'data-testid="plan-none"' in page
+    assert f"{failed['DP traffic']:,} fail DP traffic" in page and "larger global batch" in page
+
+
+def test_the_recipe_page_asks_the_planner_for_its_own_precision_and_software(client):
+    page = client.get("/episodes/recipe-3d", params={
+        "recipe": "fp8-delayed", "ep_overlap": "true", "tp_overlap": "all"}).text
+    planner = page[page.index('id="plan-search"'):]
+    query = planner[planner.index("/plan?"):planner.index('"', planner.index("/plan?"))]
+    assert "recipe=fp8-delayed" in query and "ep_overlap=True" in query
+    assert "tp_overlap=all" in query and "kernels" not in query  # defaults left out

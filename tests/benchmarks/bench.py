@@ -187,6 +187,13 @@ def engine_times() -> list[tuple[str, float, float]]:
     rows.append(recipe_time())
     rows.append(planner_time())
     rows.append(planner_time("gpt-3-175b", 2048, 2048, 1536))  # Megatron-LM's GPT-3 batch
+    # Fine-grained MoE as their teams ran them (tests/labs/test_moe_runs.py): NVIDIA's zoo,
+    # and DeepSeek-V3 with its FP8 recipe, DeepEP and DualPipe's overlap.
+    rows.append(planner_time("qwen3-235b-a22b", 256, 4096, 2048,
+                             software=(("ep_dispatch", "deepep"),)))
+    rows.append(planner_time("deepseek-v3", 2048, 4096, 15360, cluster="hgx-h800",
+                             precision="fp8-blockwise",
+                             software=(("ep_dispatch", "deepep"), ("ep_overlap", True))))
     return rows
 
 
@@ -288,7 +295,8 @@ def main() -> None:
 
 
 def planner_time(model: str = "llama-3.1-405b", gpus: int = 16_384, seq_len: int = 8192,
-                 global_batch: int = 2048) -> tuple[str, float, float]:
+                 global_batch: int = 2048, cluster: str = "dgx-h100", precision: str = "adam16",
+                 software: tuple = ()) -> tuple[str, float, float]:
     """EP08's auto-planner, the issue's case by default: Llama 3.1 405B on 16,384 H100s (2,048
     DGX nodes), sequence 8192, global batch 2048 (Llama 3's 16M tokens). The first search
     runs cold (the labs' caches cleared: no bubble, ledger or evaluation kept), "max" is
@@ -301,23 +309,27 @@ def planner_time(model: str = "llama-3.1-405b", gpus: int = 16_384, seq_len: int
     from labs.recipe import bounds as plan_bounds
     from labs.recipe import inputs as recipe_inputs
     from labs.recipe import lab as recipe
+    from labs.recipe import stage_time
     from labs.recipe import step_time as recipe_time
     from labs.recipe.planner import PlanRequest, search
     from labs.schedules import stages as placement
 
     for cached in (recipe._evaluate, recipe.ledger, recipe._schedule_run,
                    recipe_time.spread, recipe_time.stage_times, placement.stage_params,
+                   stage_time.layer_kinds, stage_time._stage_layer_counts,
                    plan_bounds._distinct_stages, plan_bounds._first_stage_activations,
                    layer_time.layer_time, ops.layer_ops, head.head_ops, kernels.gemm_time,
                    kernels.flash_time, nccl.nccl_time, recipe_inputs._step_options):
         cached.cache_clear()
-    req = PlanRequest(get_model(model), get_cluster("dgx-h100"), gpus, seq_len, global_batch)
+    req = PlanRequest(get_model(model), get_cluster(cluster), gpus, seq_len, global_batch,
+                      recipe=precision, software=software)
     times = []
     for _ in range(6):
         t0 = time.perf_counter()
         search(req)
         times.append((time.perf_counter() - t0) * 1e3)
-    return (f"planner {model} on {gpus:,} H100, batch {global_batch} (search)",
+    return (f"planner {model} on {gpus:,} {req.cluster.gpu.name}, batch {global_batch} "
+            f"(search)",
             statistics.median(times[1:]), times[0])
 
 

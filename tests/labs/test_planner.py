@@ -14,6 +14,13 @@ from labs.hardware.links import get_cluster
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
 from labs.model.presets import get_model
+from labs.recipe.bounds import (
+    core_bound,
+    layers_bound,
+    plan_stages,
+    state_bytes_floor,
+    textbook_bubble,
+)
 from labs.recipe.inputs import Plan
 from labs.recipe.lab import evaluate, rule_problems
 from labs.recipe.planner import (
@@ -22,7 +29,6 @@ from labs.recipe.planner import (
     candidates,
     pareto_front,
     search,
-    state_bytes_floor,
 )
 
 H100 = get_cluster("dgx-h100")
@@ -189,3 +195,60 @@ def test_planner_offers_only_the_context_parallel_sizes_asked():
     for bad in ((), (2, 4), (1, 3)):
         with pytest.raises(LabInputError, match="context-parallel sizes"):
             PlanRequest(**base, cp_sizes=bad)
+
+
+QWEN3 = get_model("qwen3-235b-a22b")
+# Megatron Core as NVIDIA's MoE model zoo runs Qwen3-235B-A22B on 256 H100s (the validation
+# runs of tests/labs/test_moe_runs.py): DeepEP's dispatch.
+DEEPEP = (("ep_dispatch", "deepep"),)
+
+
+@pytest.fixture(scope="module")
+def qwen3_search():
+    return search(PlanRequest(QWEN3, H100, 256, 4096, 2048, software=DEEPEP))
+
+
+def test_a_fine_grained_moe_on_a_real_cluster_is_planned_not_refused(qwen3_search):
+    """Qwen3-235B-A22B (128 experts) on 256 H100s: 56,148 candidates, every EP that divides
+    the experts. The search is the lab's own to the end: complete, each plan exact, passing,
+    timed with the request's software, fastest first."""
+    found = qwen3_search
+    assert found.candidates > 50_000 and found.complete
+    assert len(found.plans) == 20 and found.evaluated < 1000
+    speeds = [r.tokens_per_s for r in found.plans]
+    assert speeds == sorted(speeds, reverse=True)
+    for r in found.plans[:5]:
+        assert r.plan.ep_dispatch == "deepep" and r.plan.global_batch == 2048
+        lab = evaluate(r.plan, QWEN3, H100, 32)
+        assert lab.passes and lab.step_s == pytest.approx(r.step_s, rel=1e-12)
+    assert {r.plan.ep for r in found.plans} - {1}  # experts split across GPUs
+
+
+def test_layers_bound_is_below_the_stages_bound_and_the_lab_for_moe_and_dense():
+    """The search orders its candidates by the heaviest stage's layers alone before it builds
+    any stage: that first bound must sit under the stages' one, and both under the lab."""
+    for model, gpus, batch, software in ((QWEN3, 256, 2048, DEEPEP),
+                                          (get_model("deepseek-v3"), 256, 512, ()),
+                                          (GPT3, 64, 32, ())):
+        req = PlanRequest(model, H100, gpus, 4096 if model.is_moe else 2048, batch,
+                          software=software)
+        legal = [p for p in candidates(req) if not rule_problems(p, model, H100, gpus // 8)]
+        for plan in random.Random(gpus).sample(legal, 25):
+            bubble = textbook_bubble(plan)
+            first = layers_bound(plan, model, H100, None, bubble)
+            second = core_bound(plan, plan_stages(plan, model, H100, None), bubble)
+            assert 0 < first <= second
+            r = evaluate(plan, model, H100, gpus // 8)
+            assert second <= bound_step_s(plan, model, H100) <= r.step_s * (1 + 1e-12)
+
+
+def test_a_search_with_no_passing_plan_says_which_audits_failed():
+    """GPT-3 175B on 64 H100s with 4 sequences a step: too few micro-batches to hide the
+    gradient traffic behind, so every plan checked fails an audit; the search counts which."""
+    found = search(PlanRequest(GPT3, H100, 64, 2048, 4))
+    assert found.plans == () and found.evaluated > 0
+    names = dict(found.failed)
+    assert names and all(n > 0 for n in names.values())
+    assert sum(names.values()) >= found.evaluated  # each checked plan failed at least one
+    assert [n for _, n in found.failed] == sorted(names.values(), reverse=True)
+    assert "DP traffic" in names
