@@ -129,6 +129,8 @@ def test_a_search_with_no_passing_plan_names_the_audits_that_failed(client):
     page = client.get("/episodes/recipe-3d/plan", params=params).text
     assert 'data-testid="plan-none"' in page
     assert f"{failed['DP traffic']:,} fail DP traffic" in page and "larger global batch" in page
+    assert "Auto-planner: no plan for GPT-3 175B" in page
+    assert "every plan in reach was checked" in page and "the slowest one shown" not in page
 
 
 def test_the_recipe_page_asks_the_planner_for_its_own_precision_and_software(client):
