@@ -83,11 +83,12 @@ def test_the_plan_diagram_has_a_scatter_and_a_table_of_links(client):
 
 
 def test_a_search_too_big_is_a_422_in_the_api_and_said_in_the_fragment(client):
-    # GLM-5.3 (256 experts, 78 layers) on 16,384 H100s: more candidate plans than the planner
-    # searches. htmx swaps in only a 2xx answer, so the lesson's fragment says the refusal
+    # A model code with 1,024 experts and 96 layers on 16,384 H100s: 138,708 candidate plans,
+    # more than the planner searches (every preset, at any size up to 16,384 GPUs, is
+    # searched). htmx swaps in only a 2xx answer, so the lesson's fragment says the refusal
     # where the diagram would be.
-    params = {**SEED_H100, "model": "glm-5.3", "gpus": 16_384, "seq_len": 4096,
-              "global_batch": 16_384}
+    params = {**SEED_H100, "model": "L96.h8192.a64.k8.f28672.v128256.E1024.K8.F2048",
+              "gpus": 16_384, "seq_len": 4096, "global_batch": 16_384}
     api = client.get("/api/plan", params=params)
     assert api.status_code == 422
     assert "candidate plans" in api.json()["detail"][0]["msg"]

@@ -13,7 +13,7 @@ from labs.core.errors import LabInputError
 from labs.hardware.links import get_cluster
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
-from labs.model.presets import get_model
+from labs.model.presets import get_model, models
 from labs.recipe.bounds import (
     core_bound,
     layers_bound,
@@ -24,11 +24,14 @@ from labs.recipe.bounds import (
 from labs.recipe.inputs import Plan
 from labs.recipe.lab import evaluate, rule_problems
 from labs.recipe.planner import (
+    MAX_CANDIDATES,
     PlanRequest,
     bound_step_s,
     candidates,
     pareto_front,
     search,
+    shapes,
+    variants,
 )
 
 H100 = get_cluster("dgx-h100")
@@ -252,3 +255,13 @@ def test_a_search_with_no_passing_plan_says_which_audits_failed():
     assert sum(names.values()) >= found.evaluated  # each checked plan failed at least one
     assert [n for _, n in found.failed] == sorted(names.values(), reverse=True)
     assert "DP traffic" in names
+
+
+@pytest.mark.parametrize("model_id", sorted(models()))
+def test_every_preset_is_searched_at_the_recipes_largest_cluster(model_id):
+    """The recipe and the planner take the same jobs (issue 18): the planner's bound on its
+    candidates admits every preset on 16,384 GPUs, where the candidates are most (a
+    fine-grained MoE's every EP that divides its experts)."""
+    req = PlanRequest(get_model(model_id), H100, 16_384, 4096, 16_384)
+    found = shapes(req)
+    assert 0 < len(found) * len(variants(found[0], req)) <= MAX_CANDIDATES
