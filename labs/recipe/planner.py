@@ -117,9 +117,10 @@ PLAN_SCHEDULES = tuple((k, v) for k, s in CATALOGUE.items() if s.megatron
 # Korthikanti's three modes: "flash" times as "none" and stores as "selective", so a plan
 # with it is one of theirs with its memory or its time improved; the planner leaves it out.
 PLAN_RECOMPUTE = KORTHIKANTI_RECOMPUTE
-# A request that would enumerate more is refused: every preset is searched at up to 16,384
-# GPUs (the most, GLM-5.3's 102,492 there: every EP that divides its 256 experts; ~3.5 s);
-# a model code with more experts and layers to divide can go past it.
+# A request that would enumerate more is refused: every preset is searched on any cluster the
+# recipe takes, up to MAX_PLAN_GPUS (the most, GLM-5.3's 102,492 candidates from 16,384 GPUs
+# up: every EP that divides its 256 experts; ~3.5 s); a model code with more experts and
+# layers to divide can go past it.
 MAX_CANDIDATES = 120_000
 # A queued plan's bound, tightest last: its layers alone (textbook bubble), its stages'
 # pipeline part (textbook bubble), the same on the simulated bubble; then it is evaluated.

@@ -10,6 +10,7 @@ import random
 import pytest
 
 from labs.core.errors import LabInputError
+from labs.core.limits import MAX_PLAN_GPUS
 from labs.hardware.links import get_cluster
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
@@ -260,8 +261,8 @@ def test_a_search_with_no_passing_plan_says_which_audits_failed():
 @pytest.mark.parametrize("model_id", sorted(models()))
 def test_every_preset_is_searched_at_the_recipes_largest_cluster(model_id):
     """The recipe and the planner take the same jobs (issue 18): the planner's bound on its
-    candidates admits every preset on 16,384 GPUs, where the candidates are most (a
-    fine-grained MoE's every EP that divides its experts)."""
-    req = PlanRequest(get_model(model_id), H100, 16_384, 4096, 16_384)
+    candidates admits every preset on the largest cluster the recipe takes, where the
+    candidates are most (a fine-grained MoE's every EP that divides its experts)."""
+    req = PlanRequest(get_model(model_id), H100, MAX_PLAN_GPUS, 4096, MAX_PLAN_GPUS)
     found = shapes(req)
     assert 0 < len(found) * len(variants(found[0], req)) <= MAX_CANDIDATES
