@@ -5,7 +5,7 @@ is timed at, and the answer (``RecipeResult``, with its ``Audit`` checks)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
 from labs.core.catalogue import RECIPES, TE_CAST_BYTES
 from labs.core.errors import LabInputError
@@ -44,6 +44,11 @@ class Audit:
 # Plan's software settings (not the layout): what a published run's configuration fixes.
 SOFTWARE = ("attention", "dropout", "fp8", "sequence_parallel", "tp_overlap", "ep_overlap",
             "ep_dispatch", "dp_overlap", "grad_accum_fusion", "kernels")
+
+
+@lru_cache(maxsize=16384)
+def _layout(tp: int, pp: int, cp: int, dp: int, ep: int) -> ParallelLayout:
+    return ParallelLayout(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep)
 
 
 @dataclass(frozen=True)
@@ -126,11 +131,10 @@ class Plan:
         """Megatron's uneven first/last stages are set."""
         return bool(self.first_stage_layers or self.last_stage_layers)
 
-    @cached_property
+    @property
     def layout(self) -> ParallelLayout:
-        """The plan's degrees (built once per plan: the planner asks for it on every bound;
-        ZeRO and recomputation, which its variants change, are not part of it)."""
-        return ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep)
+        """The plan's degrees (built once per set of them: the planner asks on every bound)."""
+        return _layout(self.tp, self.pp, self.cp, self.dp, self.ep)
 
     @property
     def world_size(self) -> int:

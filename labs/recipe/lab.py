@@ -42,12 +42,14 @@ import operator
 from functools import lru_cache
 
 from labs.core.errors import LabInputError
+from labs.core.recomputation import RECOMPUTATION
 from labs.core.limits import DEFAULT_MATMUL_EFFICIENCY, MAX_PLAN_GPUS
 from labs.core.validate import whole
 from labs.hardware.kernels import matmul_rate, with_matmul_efficiency
 from labs.hardware.links import Cluster
 from labs.memory.inputs import MemoryInput, MemoryResult
 from labs.memory.lab import compute_memory
+from labs.model.ops import attention_impl
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import problems, world_problems
 from labs.recipe.audits import audits_of, rule_audits
@@ -138,6 +140,7 @@ def rule_problems(plan: Plan, model: ModelSpec, cluster: Cluster,
         found += [e for e in world_problems(gpus, tp=plan.tp, pp=plan.pp, cp=plan.cp,
                                             ep=plan.ep) if "expert" not in e.message]
     found += problems(model, plan.layout, seq_len=plan.seq_len, uneven_pp=plan.uneven)
+    found += _recompute_problems(plan, model, cluster)
     chunks = chunks_per_rank(plan.schedule, plan.virtual) if plan.pp > 1 else 1
     found += [e for e in uneven_problems(model.layers, plan.pp, plan.first_stage_layers,
                                          plan.last_stage_layers, chunks)
@@ -158,6 +161,21 @@ def rule_problems(plan: Plan, model: ModelSpec, cluster: Cluster,
                 found.append(LabInputError("virtual", f"{model.layers} layers cannot fill "
                                                       f"{plan.pp} stages x {chunks} chunks"))
     return found
+
+
+def _recompute_problems(plan: Plan, model: ModelSpec, cluster: Cluster) -> list[LabInputError]:
+    """A mode that keeps no attention scores ("flash", and the layers "every-2nd" leaves
+    unrecomputed) needs a fused kernel to rebuild them in its backward (Dao et al. 2022);
+    Megatron's unfused attention keeps them or runs the core again."""
+    record = RECOMPUTATION[plan.recompute]
+    if not any(mode == "flash" for mode, *_ in record.groups(model.layers)):
+        return []
+    if attention_impl(cluster.gpu, plan.step_options().compute) != "unfused":
+        return []
+    return [LabInputError("recompute", f"'{record.text}' keeps no attention scores: it needs "
+                                       "a fused attention kernel (attention auto, flash2 or "
+                                       "flash3); unfused attention keeps them (none) or runs "
+                                       "its core again (selective, full)")]
 
 
 def evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,

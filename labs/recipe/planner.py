@@ -11,8 +11,9 @@ The candidates (bounded; ``candidates``):
   run's software offers, ``PlanRequest.cp_sizes``) with the sequence a multiple of 2·CP
   (zigzag); EP (MoE only): divisors of the expert count; DP takes
   the rest;
-- ZeRO 0–3, recomputation none / selective / full (``PlanRequest.zero_stages`` and
-  ``recompute_modes``: what a run's software offers);
+- ZeRO 0–3; recomputation none / selective / full with unfused attention, flash / full with
+  a fused kernel (``PlanRequest.zero_stages`` and ``recompute_modes``: what a run's software
+  offers; ``FUSED_RECOMPUTE``);
 - schedules: Megatron-LM's (their records in ``labs.schedules.catalogue``): 1F1B, and
   interleaved 1F1B with v = 2, 4 or 8 chunks per rank, as many as every
   stage has layers for (Narayanan et al. 2021 sec 2.2.2: the bubble shrinks by v, at v times
@@ -89,6 +90,7 @@ from labs.core.limits import (
 )
 from labs.core.validate import whole
 from labs.hardware.links import Cluster
+from labs.model.ops import attention_impl
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import divisors
 from labs.recipe.audits import BUBBLE_LIMIT, MEMORY_AUDIT
@@ -114,13 +116,20 @@ PLAN_VIRTUAL = (2, 4, 8)  # interleaved chunks per rank tried (each stage needs 
 # The schedules Megatron-LM runs, the interleaved one at each v: (1f1b, 1), (interleaved-1f1b, 2)..
 PLAN_SCHEDULES = tuple((k, v) for k, s in CATALOGUE.items() if s.megatron
                        for v in (PLAN_VIRTUAL if s.interleaved else (1,)))
-# Korthikanti's three modes: "flash" times as "none" and stores as "selective", so a plan
-# with it is one of theirs with its memory or its time improved; the planner leaves it out.
-PLAN_RECOMPUTE = KORTHIKANTI_RECOMPUTE
+# The recomputation modes tried. Korthikanti's three where the attention is unfused (its
+# scores are stored, or the core recomputed); with a fused attention kernel, "flash" (what
+# Llama 3 and NeMo run: nothing recomputed, no scores stored) and "full": there "none" takes
+# flash's time on more memory (the s x s scores it would keep) and "selective" flash's
+# memory on more time (the attention forward again), so either can only rank below its
+# flash twin. A request may name its own (``PlanRequest.recompute_modes``).
+PLAN_RECOMPUTE = (*KORTHIKANTI_RECOMPUTE, "flash")
+UNFUSED_RECOMPUTE = KORTHIKANTI_RECOMPUTE
+FUSED_RECOMPUTE = ("flash", "full")
 # A request that would enumerate more is refused: every preset is searched on any cluster the
 # recipe takes, up to MAX_PLAN_GPUS (the most, GLM-5.3's 102,492 candidates from 16,384 GPUs
-# up: every EP that divides its 256 experts; ~3.5 s); a model code with more experts and
-# layers to divide can go past it.
+# up with unfused attention's three recomputation modes, 68,328 with a fused kernel's two:
+# every EP that divides its 256 experts; ~3.5 s); a model code with more experts and layers
+# to divide can go past it.
 MAX_CANDIDATES = 120_000
 # A queued plan's bound, tightest last: its layers alone (textbook bubble), its stages'
 # pipeline part (textbook bubble), the same on the simulated bubble; then it is evaluated.
@@ -153,7 +162,7 @@ class PlanRequest:
     # arXiv:2310.01889; (1,): none).
     software: tuple[tuple[str, object], ...] = ()
     zero_stages: tuple[int, ...] = ZERO_STAGES
-    recompute_modes: tuple[str, ...] = PLAN_RECOMPUTE
+    recompute_modes: tuple[str, ...] | None = None  # None: by the attention kernel (above)
     cp_sizes: tuple[int, ...] = PLAN_CP
 
     def __post_init__(self) -> None:
@@ -164,6 +173,11 @@ class PlanRequest:
         Plan(**dict(self.software))
         if not self.zero_stages or not set(self.zero_stages) <= set(ZERO_STAGES):
             raise LabInputError("zero", f"ZeRO stages are some of {ZERO_STAGES}")
+        if self.recompute_modes is None:
+            fused = attention_impl(self.cluster.gpu, Plan(**dict(self.software))
+                                   .step_options().compute) != "unfused"
+            object.__setattr__(self, "recompute_modes",
+                               FUSED_RECOMPUTE if fused else UNFUSED_RECOMPUTE)
         if not self.recompute_modes or not set(self.recompute_modes) <= set(PLAN_RECOMPUTE):
             raise LabInputError("recompute", f"recomputation modes are some of "
                                              f"{', '.join(PLAN_RECOMPUTE)}")
