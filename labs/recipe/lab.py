@@ -42,8 +42,8 @@ import operator
 from functools import lru_cache
 
 from labs.core.errors import LabInputError
-from labs.core.recomputation import RECOMPUTATION
 from labs.core.limits import DEFAULT_MATMUL_EFFICIENCY, MAX_PLAN_GPUS
+from labs.core.recomputation import RECOMPUTATION
 from labs.core.validate import whole
 from labs.hardware.kernels import matmul_rate, with_matmul_efficiency
 from labs.hardware.links import Cluster

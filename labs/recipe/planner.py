@@ -11,9 +11,9 @@ The candidates (bounded; ``candidates``):
   run's software offers, ``PlanRequest.cp_sizes``) with the sequence a multiple of 2·CP
   (zigzag); EP (MoE only): divisors of the expert count; DP takes
   the rest;
-- ZeRO 0–3; recomputation none / selective / full with unfused attention, flash / full with
-  a fused kernel (``PlanRequest.zero_stages`` and ``recompute_modes``: what a run's software
-  offers; ``FUSED_RECOMPUTE``);
+- ZeRO 0–3; recomputation none / selective / full with unfused attention, flash / every-2nd
+  / full with a fused kernel (``PlanRequest.zero_stages`` and ``recompute_modes``: what a
+  run's software offers; ``FUSED_RECOMPUTE``);
 - schedules: Megatron-LM's (their records in ``labs.schedules.catalogue``): 1F1B, and
   interleaved 1F1B with v = 2, 4 or 8 chunks per rank, as many as every
   stage has layers for (Narayanan et al. 2021 sec 2.2.2: the bubble shrinks by v, at v times
@@ -118,16 +118,18 @@ PLAN_SCHEDULES = tuple((k, v) for k, s in CATALOGUE.items() if s.megatron
                        for v in (PLAN_VIRTUAL if s.interleaved else (1,)))
 # The recomputation modes tried. Korthikanti's three where the attention is unfused (its
 # scores are stored, or the core recomputed); with a fused attention kernel, "flash" (what
-# Llama 3 and NeMo run: nothing recomputed, no scores stored) and "full": there "none" takes
-# flash's time on more memory (the s x s scores it would keep) and "selective" flash's
-# memory on more time (the attention forward again), so either can only rank below its
-# flash twin. A request may name its own (``PlanRequest.recompute_modes``).
-PLAN_RECOMPUTE = (*KORTHIKANTI_RECOMPUTE, "flash")
+# Llama 3 and NeMo run: nothing recomputed, no scores stored), "every-2nd" (every second
+# layer of a rank fully recomputed: Megatron's block method, torchtitan's selective layer
+# AC) and "full": there "none" takes flash's time on more memory (the s x s scores it would
+# keep) and "selective" flash's memory on more time (the attention forward again), so either
+# can only rank below its flash twin. A request may name its own
+# (``PlanRequest.recompute_modes``).
+PLAN_RECOMPUTE = (*KORTHIKANTI_RECOMPUTE, "flash", "every-2nd")
 UNFUSED_RECOMPUTE = KORTHIKANTI_RECOMPUTE
-FUSED_RECOMPUTE = ("flash", "full")
+FUSED_RECOMPUTE = ("flash", "every-2nd", "full")
 # A request that would enumerate more is refused: every preset is searched on any cluster the
 # recipe takes, up to MAX_PLAN_GPUS (the most, GLM-5.3's 102,492 candidates from 16,384 GPUs
-# up with unfused attention's three recomputation modes, 68,328 with a fused kernel's two:
+# up, with three recomputation modes to try, fused attention or not:
 # every EP that divides its 256 experts; ~3.5 s); a model code with more experts and layers
 # to divide can go past it.
 MAX_CANDIDATES = 120_000
