@@ -64,11 +64,12 @@ Every returned plan is exact, at any GPU count: the lab places rank groups from 
 work of one search; should it run out first, ``complete`` says so (the plans shown are still
 exact and pass every audit, a faster one may remain).
 
-Measured (``planner_time`` in tests/benchmarks/bench.py, caches cleared for the cold run,
-on a shared 2-core box under other jobs' load, so ranges), with the op-level step model:
-Llama 3.1 405B on 16,384 H100s at Meta's batch (2,048 x 8,192 tokens): 0.33-0.40 s cold,
-0.13-0.25 s warm (0.23 s cold with the former flat-rate model); GPT-3 175B on 2,048 H100s,
-batch 1,536: 0.54-1.07 s cold, 0.43-0.57 s warm.
+Measured (``planner_time`` in tests/benchmarks/bench.py, caches cleared for the cold run, on
+this 2-core box), with the op-level step model: Llama 3.1 405B on 16,384 H100s at Meta's batch
+(2,048 x 8,192 tokens) 0.31 s cold, 0.10 s warm; GPT-3 175B on 2,048 H100s, batch 1,536:
+0.26 s cold, 0.14 s warm; Qwen3-235B-A22B on 256 H100s with DeepEP (56,148 candidates): 1.1 s
+cold, 0.7 s warm; DeepSeek-V3 on 2,048 H800s with its FP8 recipe, DeepEP and EP overlap
+(76,992): 1.7 s cold, 1.0 s warm.
 """
 
 from __future__ import annotations
