@@ -7,7 +7,7 @@ from functools import lru_cache
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi.responses import RedirectResponse, Response
 from pydantic import Field
 
 from app.charts.plan import plan_figure, plan_label
@@ -32,6 +32,9 @@ from app.episodes import BY_SLUG
 from app.labkit.parsing import QueryForm, validate
 from app.labkit.routes import api_error, json_response, query_parameters
 from app.model_controls import GpuChoice, ModelChoice, ModelControls, gpu_field, model_field
+from app.routers.recipe import VIEW as RECIPE_VIEW
+from app.routers.recipe import planner_query
+from app.settings import url
 from app.templating import templates
 from labs.core.errors import LabInputError
 from labs.core.limits import (
@@ -50,6 +53,8 @@ from labs.recipe.planner import MAX_TOP, PlanRequest, PlanSearch, search
 router = APIRouter()
 API_PATH = "/api/plan"
 FRAGMENT_PATH = BY_SLUG["recipe-3d"].path + "/plan"
+# The lesson's "Search again" button: the recipe form as it is now, sent to the planner.
+CONTROLS_PATH = FRAGMENT_PATH + "-controls"
 # Answers as pure as a lab's (a function of the request alone): cached and pooled like one.
 PURE_ROUTES = (API_PATH, FRAGMENT_PATH)
 
@@ -219,3 +224,19 @@ def plan_fragment(request: Request) -> Response:
         # What lab.js marks the chart as drawn with, as for every other figure of the lab.
         "state_query": urlencode(q.model_dump()),
         "gpu_memory_bytes": gpu.memory_bytes, "label": plan_label})
+
+
+@router.get(CONTROLS_PATH, include_in_schema=False)
+def plan_for_controls(request: Request) -> Response:
+    """The plan diagram for the recipe page's controls as they are now (the lesson's "Search
+    again" button sends the recipe form): a redirect to the fragment for that form's model,
+    cluster, global batch, precision and software (``planner_query``), which htmx follows;
+    a bad control is said where the diagram would be."""
+    q, errors, _ = validate(RECIPE_VIEW, request.query_params.multi_items())
+    if q is None:
+        field, message = next(iter(errors.items()))
+        return templates.TemplateResponse(request, "partials/_plan_refused.html",
+                                          {"field": field, "message": message,
+                                           "bad_control": True})
+    return RedirectResponse(f"{url(FRAGMENT_PATH)}?{urlencode(planner_query(q))}",
+                            status_code=303)

@@ -141,3 +141,27 @@ def test_the_recipe_page_asks_the_planner_for_its_own_precision_and_software(cli
     query = planner[planner.index("/plan?"):planner.index('"', planner.index("/plan?"))]
     assert "recipe=fp8-delayed" in query and "ep_overlap=True" in query
     assert "tp_overlap=all" in query and "kernels" not in query  # defaults left out
+
+
+def test_search_again_sends_the_recipe_form_as_it_is_now_to_the_planner(client):
+    """The lesson's "Search again" button sends the recipe form: its model, cluster, global
+    batch (micro-batch x micro-batches x DP), precision and software reach the planner."""
+    form = {"model": "qwen3-235b-a22b", "gpu": "h100-sxm", "nodes": 32, "gpus_per_node": 8,
+            "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 4096, "tp": 2,
+            "pp": 8, "dp": 16, "ep": 32, "micro_batch": 1, "microbatches": 128,
+            "ep_dispatch": "deepep", "recipe": "fp8-delayed"}
+    moved = client.get("/episodes/recipe-3d/plan-controls", params=form, follow_redirects=False)
+    assert moved.status_code == 303
+    target = urlsplit(moved.headers["location"])
+    assert target.path == "/episodes/recipe-3d/plan"
+    query = {k: v[0] for k, v in parse_qs(target.query).items()}
+    assert query == {"model": "qwen3-235b-a22b", "gpu": "h100-sxm", "gpus": "256",
+                     "gpus_per_node": "8", "intra_link": "nvlink-4", "inter_link": "ib-ndr",
+                     "seq_len": "4096", "global_batch": "2048", "recipe": "fp8-delayed",
+                     "ep_dispatch": "deepep"}
+    page = client.get("/episodes/recipe-3d/plan-controls", params=form).text
+    assert 'data-testid="plan-table"' in page and "Qwen3-235B-A22B" in page
+    bad = client.get("/episodes/recipe-3d/plan-controls", params={**form, "tp": "x"})
+    assert bad.status_code == 200 and "A control is not valid" in bad.text
+    recipe = client.get("/episodes/recipe-3d", params=form).text
+    assert 'data-testid="plan-again"' in recipe and 'hx-include="#recipe-form"' in recipe

@@ -143,3 +143,28 @@ def test_why_mfu_step_link_redraws_the_by_cause_chart(page, live_server, viewpor
     assert grown > gemm["exposed_s"] * 1.2  # the forward runs again
     assert gemm_bar_ms(page) == pytest.approx(grown * 1e3, rel=1e-3)
     expect(page.locator("#recipe-causes")).to_be_in_viewport()
+
+
+BATCHES_JS = """() => [...document.querySelectorAll('[data-testid=plan-link]')].map(a => {
+    const q = new URL(a.href).searchParams;
+    return q.get('micro_batch') * q.get('microbatches') * q.get('dp'); })"""
+
+
+def test_search_again_plans_the_controls_as_they_are_now(page):
+    """The planner loads for the page's state; after a control changes the global batch,
+    "Search again" re-plans for it, in place."""
+    page.goto(PAGE)
+    wait_drawn(page)
+    page.locator("#plan-search").scroll_into_view_if_needed()
+    expect(page.locator("[data-testid=plan-link]").first).to_be_visible(timeout=60_000)
+    assert set(page.evaluate(BATCHES_JS)) == {32}  # TP8 x PP4 x DP2, 16 micro-batches of 1
+    page.locator("#input-microbatches").fill("64")
+    page.wait_for_url("**microbatches=64**")
+    wait_drawn(page)
+    again = page.locator("[data-testid=plan-again]")
+    again.scroll_into_view_if_needed()
+    again.click()
+    page.wait_for_function(f"() => {{ const b = ({BATCHES_JS})(); "
+                           "return b.length > 0 && b.every(x => x === 128); }",
+                           timeout=60_000)
+    expect(page.locator("#plan-search-result")).to_be_in_viewport()
