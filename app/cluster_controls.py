@@ -10,7 +10,7 @@ parameters and its canonical URL (``model_dump`` in field order). The GPU contro
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from labs.core.limits import (
     MAX_DEGREE,
@@ -94,3 +94,10 @@ Kernels = Annotated[Literal["fused", "compiled", "eager"], Field(
                 "(PyTorch eager as torchtitan runs it: every elementwise op its own kernel at "
                 "HBM speed). The PyTorch ones shard ZeRO-3 with FSDP2, whose all-gather "
                 "copy-out and reduce-scatter copy-in are timed too.")]
+
+
+def off_defaults(query: BaseModel, names) -> dict:
+    """``query``'s values of ``names`` that differ from their defaults: what a link carries
+    (a page's URL leaves its defaults out)."""
+    fields = type(query).model_fields
+    return {n: getattr(query, n) for n in names if getattr(query, n) != fields[n].default}

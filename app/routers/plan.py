@@ -27,6 +27,7 @@ from app.cluster_controls import (
     SeqLen,
     SequenceParallel,
     TpOverlap,
+    off_defaults,
 )
 from app.episodes import BY_SLUG
 from app.labkit.parsing import QueryForm, validate
@@ -95,11 +96,6 @@ class PlanQuery(ModelControls):
         """The software settings (labs.recipe.inputs.SOFTWARE) as (field, value) pairs."""
         return tuple((name, getattr(self, name)) for name in SOFTWARE)
 
-    def software_changed(self) -> dict[str, object]:
-        """The settings off their defaults: what a plan's link carries to the recipe page."""
-        fields = type(self).model_fields
-        return {k: v for k, v in self.software() if v != fields[k].default}
-
 
 # Parsed by the labs' own parser (app/labkit/parsing.py): an empty value is not given, numbers
 # are plain digits, a message names the control.
@@ -138,8 +134,7 @@ def plan_links(q: PlanQuery, found: PlanSearch) -> list[str | None]:
         return [None] * len(found.plans)
     base = {**q.model_controls(), "gpu": q.gpu, "nodes": nodes, "gpus_per_node": q.gpus_per_node,
             "intra_link": q.intra_link, "inter_link": q.inter_link, "seq_len": q.seq_len,
-            **({"recipe": q.recipe} if q.recipe != "adam16" else {}),  # the page's default
-            **q.software_changed()}
+            **off_defaults(q, ("recipe", *SOFTWARE))}  # as the recipe page's own URL
     if q.matmul_efficiency is not None:
         base["matmul_efficiency"] = q.matmul_efficiency
     url = BY_SLUG["recipe-3d"].url

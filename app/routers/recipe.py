@@ -38,6 +38,7 @@ from app.cluster_controls import (
     TpOverlap,
     Virtual,
     ZeroStage,
+    off_defaults,
 )
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
@@ -238,17 +239,13 @@ def facts() -> dict:
 def planner_query(q: RecipeQuery) -> dict:
     """The auto-planner's query (app/routers/plan.py) for the page's model, cluster, global
     batch, precision recipe and software: the plans it ranks are timed as this one is."""
-    fields = type(q).model_fields
     out = {**q.model_controls(), "gpu": q.gpu, "gpus": q.nodes * q.gpus_per_node,
            "gpus_per_node": q.gpus_per_node, "intra_link": q.intra_link,
            "inter_link": q.inter_link, "seq_len": q.seq_len,
            "global_batch": q.micro_batch * q.microbatches * q.dp}
     if q.matmul_efficiency is not None:
         out["matmul_efficiency"] = q.matmul_efficiency
-    for name in ("recipe", *SOFTWARE):  # off the page's defaults only, as its own URL
-        if getattr(q, name) != fields[name].default:
-            out[name] = getattr(q, name)
-    return out
+    return {**out, **off_defaults(q, ("recipe", *SOFTWARE))}  # as the page's own URL
 
 
 def extra_context(state) -> dict:

@@ -173,12 +173,12 @@ class PlanRequest:
         check_matmul_efficiency(self.matmul_efficiency)
         if any(name not in SOFTWARE for name, _ in self.software):
             raise LabInputError("software", f"software settings are {', '.join(SOFTWARE)}")
-        Plan(**dict(self.software))
+        software = Plan(**dict(self.software))  # the settings' own checks
         if not self.zero_stages or not set(self.zero_stages) <= set(ZERO_STAGES):
             raise LabInputError("zero", f"ZeRO stages are some of {ZERO_STAGES}")
         if self.recompute_modes is None:
-            fused = attention_impl(self.cluster.gpu, Plan(**dict(self.software))
-                                   .step_options().compute) != "unfused"
+            fused = attention_impl(self.cluster.gpu,
+                                   software.step_options().compute) != "unfused"
             object.__setattr__(self, "recompute_modes",
                                FUSED_RECOMPUTE if fused else UNFUSED_RECOMPUTE)
         if not self.recompute_modes or not set(self.recompute_modes) <= set(PLAN_RECOMPUTE):

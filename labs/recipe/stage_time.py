@@ -155,16 +155,6 @@ def layer_kinds(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, s
     return LayerKinds(times, (tp_s, cp_s, ep_s), sp, cluster)
 
 
-def _layer_seconds(lt: LayerTime | None) -> float:
-    """A layer's share of its stage's micro-batch (``Stage.seconds``): its kernels and its
-    exposed collectives, both passes."""
-    if lt is None:
-        return 0.0
-    return math.fsum((lt.forward.compute, lt.backward.compute,
-                      *(c.exposed for c in lt.forward.comms),
-                      *(c.exposed for c in lt.backward.comms)))
-
-
 @lru_cache(maxsize=512)
 def _stage_layer_counts(model: ModelSpec, pp: int, schedule: str, virtual: int, first: int,
                         last: int) -> frozenset[tuple[int, int]]:
@@ -182,7 +172,9 @@ def layers_floor(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *,
     the planner orders its candidates by it before it builds the stages of the few in reach."""
     kinds = layer_kinds(model, layout, cluster, seq_len=seq_len, micro_batch=micro_batch,
                         recompute=recompute, options=options)
-    per = {mode: (_layer_seconds(d), _layer_seconds(e)) for mode, (d, e) in kinds.times.items()}
+    # A layer's share of its stage's micro-batch (``Stage.seconds``): kernels and exposed
+    # collectives, both passes.
+    per = {mode: (d.seconds, e.seconds if e else 0.0) for mode, (d, e) in kinds.times.items()}
     record = RECOMPUTATION[recompute]
     heaviest = max(math.fsum(dense * per[mode][0] + moe * per[mode][1]
                              for mode, dense, moe in record.groups(d, e))
