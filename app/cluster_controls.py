@@ -1,4 +1,4 @@
-"""The cluster and plan controls EP08's recipe, EP08's planner and EP10's playground share,
+"""The cluster and plan controls EP08's recipe, EP08's planner and EP11's playground share,
 declared once: bounds, type and description as annotated types, each query restating only its
 own default in place (``gpus_per_node: GpusPerNode = 8``).
 
@@ -49,7 +49,7 @@ ContextParallel = Annotated[int, Field(ge=1, le=MAX_DEGREE,
 ExpertParallel = Annotated[int, Field(ge=1, le=MAX_DEGREE, description="Expert-parallel degree.")]
 ZeroStage = Annotated[int, Field(ge=0, le=3, description="ZeRO stage (1 = distributed optimizer).")]
 Recompute = Annotated[Literal[RECOMPUTE], Field(description="Activation recomputation.")]
-# The precision recipe (labs.core.catalogue: mixed precision, 16-bit Adam or FP8, EP11): the
+# The precision recipe (labs.core.catalogue: mixed precision, 16-bit Adam or FP8, EP10): the
 # ledger bills it, ZeRO-3 gathers its weights' bytes, and an FP8 recipe's linear layers run
 # FP8 GEMMs with their casts (labs.recipe.inputs.Plan.fp8_gemms).
 PrecisionRecipe = Annotated[Literal[TRAIN_RECIPES], Field(

@@ -1,4 +1,4 @@
-"""EP11's diagrams: the FP8 ledger against BF16, each recipe's bytes per parameter, the
+"""EP10's diagrams: the FP8 ledger against BF16, each recipe's bytes per parameter, the
 fine-tuning bills and the activation offload's copy against the compute that hides it.
 
 Every bar is read off ``labs.precision.lab``; EP01's colours for what EP01 bills too.

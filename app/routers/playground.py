@@ -1,4 +1,4 @@
-"""EP10 Recap and playground: every control of every episode on one page, the diagrams side by
+"""EP11 Recap and playground: every control of every episode on one page, the diagrams side by
 side, one state in the URL. Each lab is run through its own view (app/routers/playground_panels
 translates the shared state into its query); this module draws them together."""
 
@@ -255,6 +255,8 @@ def extra_context(state) -> dict:
     q = state.query
     return {
         "headlines": headlines(result),
+        # How many episodes' labs the playground runs (the lede counts them, never a word).
+        "panel_episodes": len({p.view.episode for p in PANELS}),
         "cheat_query": {"model": q.model, "gpu": q.gpu, "seq_len": q.seq_len, "tp": q.tp,
                         "pp": q.pp, "dp": q.dp, "microbatches": q.microbatches},
         "facts": facts(),

@@ -1,4 +1,4 @@
-"""EP11 Low precision and fine-tuning: page, embeds and JSON for the FP8 ledger against BF16,
+"""EP10 Low precision and fine-tuning: page, embeds and JSON for the FP8 ledger against BF16,
 each recipe's bytes per parameter, full fine-tuning beside LoRA and QLoRA, and activation
 offload."""
 

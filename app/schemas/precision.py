@@ -1,4 +1,4 @@
-"""EP11's JSON answer (GET /api/precision): the FP8 ledger against BF16, every recipe's bytes
+"""EP10's JSON answer (GET /api/precision): the FP8 ledger against BF16, every recipe's bytes
 per parameter, the fine-tuning bills, LoRA's own accounting and the activation offload."""
 
 from pydantic import BaseModel, Field

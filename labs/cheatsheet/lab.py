@@ -1,4 +1,4 @@
-"""EP10's cheat sheet: every formula of EP01-EP09 and EP11 with a worked example for one model
+"""EP11's cheat sheet: every formula of EP01-EP10 with a worked example for one model
 and GPU.
 
 Each line states a formula (in the symbols of the paper it comes from, cited in ``source``) and
@@ -121,20 +121,20 @@ LINES: tuple[tuple[str, str, str, str, str, Callable], ...] = (
      "vLLM (Kwon et al. 2023); SGLang", serving),
     ("colocated", "EP09", "Colocated RL placement", "max(M_train, M_rollout) + overhead",
      "slime / verl colocated mode", colocated),
-    *((f"state_{recipe}", "EP11", title, _per_param(recipe), source, recipe_state(recipe))
+    *((f"state_{recipe}", "EP10", title, _per_param(recipe), source, recipe_state(recipe))
       for recipe, title, source in (
           ("fp8-delayed", "FP8 state, bf16 weights kept (TE)",
            "TransformerEngine DelayedScaling; TE issues 1261, 1429"),
           ("fp8-blockwise", "FP8 state, fine-grained (DeepSeek-V3)",
            "DeepSeek-V3 report sec 3.3"),
           ("mxfp8", "MXFP8 state (Blackwell)", "OCP MX spec v1.0; TE MXFP8BlockScaling"))),
-    ("lora_params", "EP11", "LoRA trainable parameters", "Σ r·(d_in + d_out), adapted matrices",
+    ("lora_params", "EP10", "LoRA trainable parameters", "Σ r·(d_in + d_out), adapted matrices",
      "Hu et al. 2021 (LoRA) sec 4.1", lora_params),
-    ("qlora_base", "EP11", "QLoRA frozen base", "P_lin × (4 + 8/64 + 32/(64·256)) / 8 + "
+    ("qlora_base", "EP10", "QLoRA frozen base", "P_lin × (4 + 8/64 + 32/(64·256)) / 8 + "
      "P_rest × 2 B", "Dettmers et al. 2023 (QLoRA) sec 3", qlora_base),
-    ("fp8_speedup", "EP11", "What FP8 buys in time", "1 / ((1 − g) + g/r + c)",
+    ("fp8_speedup", "EP10", "What FP8 buys in time", "1 / ((1 − g) + g/r + c)",
      "Amdahl 1967; FP8 GEMMs at the dense FP8 peak (H100: 1,979 vs 989 TFLOP/s)", fp8_speedup),
-    ("offload", "EP11", "Activation offload", "host = f·A × GPUs/node; hidden while "
+    ("offload", "EP10", "Activation offload", "host = f·A × GPUs/node; hidden while "
      "A_layer / B_PCIe ≤ t_fwd", "Megatron-LM CPU offloading; PyTorch save_on_cpu",
      offload_host),
 )

@@ -1,4 +1,4 @@
-"""EP10's cheat sheet, its lines: one function per formula, each returning the worked example's
+"""EP11's cheat sheet, its lines: one function per formula, each returning the worked example's
 inputs and result as the lab that teaches the formula computes them (never re-derived here).
 Each group cites the paper its formulas come from; labs/cheatsheet/lab.py lists them in order."""
 
@@ -299,7 +299,7 @@ def colocated(inp):
             Term("max + overhead", r.colocated_bytes, "bytes", "per colocated GPU"))
 
 
-# ---- EP11 low precision and fine-tuning (TransformerEngine; DeepSeek-V3; OCP MX; LoRA; QLoRA) ----
+# ---- EP10 low precision and fine-tuning (TransformerEngine; DeepSeek-V3; OCP MX; LoRA; QLoRA) ----
 
 LORA_RANK, QLORA_RANK = 16, 64  # the examples' ranks: a common LoRA choice, QLoRA's own
 

@@ -10,7 +10,7 @@ Sources:
   weights and grads, fp32 master copy, fp32 first and second moments (Kingma & Ba 2015);
 - activation models: Korthikanti et al. 2022 Table 2 (``classic``) and Megatron-LM's
   theoretical memory estimate (megatron/training/theoretical_memory_usage.py, ``megatron``);
-- storage formats and the low-precision recipes (EP11, ``labs.precision``): each recipe's bytes
+- storage formats and the low-precision recipes (EP10, ``labs.precision``): each recipe's bytes
   per parameter are summed from the formats of what it keeps (``Stored``), never typed; the
   sources are cited at each format and recipe below.
 """

@@ -157,12 +157,12 @@ MODEL_BOUNDS = {  # ModelSpec field -> (low, high)
 # the model's own layer count bounds it further (labs.schedules.stages.uneven_problems).
 MAX_STAGE_LAYERS = 1024
 __all__ += ["MAX_STAGE_LAYERS"]
-# EP10 cheat sheet: the worked example's knobs (each line's lab checks its own rules as well).
+# EP11 cheat sheet: the worked example's knobs (each line's lab checks its own rules as well).
 MAX_CHEAT_DEGREE = 64  # TP, PP and CP of the example
 MAX_CHEAT_DP = 4096
 MAX_CHEAT_MICRO_BATCH = 64
 MAX_CHEAT_MICROBATCHES = 1024
-# EP11 low precision and fine-tuning (labs.precision): the LoRA rank (QLoRA used 64; a rank
+# EP10 low precision and fine-tuning (labs.precision): the LoRA rank (QLoRA used 64; a rank
 # past the model's width adapts nothing a full update would not) and the offload's sweep.
 MAX_LORA_RANK = 1024
 OFFLOAD_SHARES = tuple(i / 20 for i in range(21))  # 0%, 5%, ..., 100% of saved activations

@@ -116,7 +116,7 @@ def assumptions(inp: MemoryInput, bills: Sequence[StageBill], worst: int) -> tup
                      + f"{copies}"
                      + (" and the amax history of every FP8 tensor" if r.amax_history else "")
                      + f"; the linear layers' inputs are saved in {r.saved_inputs} "
-                     f"({r.saved_input_bytes:.3g} B an element). EP11 itemises each byte.")
+                     f"({r.saved_input_bytes:.3g} B an element). EP10 itemises each byte.")
     if train:
         notes += _activation_notes(inp, bills)
         if inp.pp > 1:

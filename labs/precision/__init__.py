@@ -1,4 +1,4 @@
-"""EP11: composes EP01's ledger and EP08's step model: the FP8 recipes' ledger against BF16
+"""EP10: composes EP01's ledger and EP08's step model: the FP8 recipes' ledger against BF16
 itemised from EP01's, `finetune.py` full fine-tuning beside LoRA and QLoRA, `offload.py`
 activation offload, `speed.py` what FP8 buys in time: EP08's op-level step run in BF16 and in
 the recipe, split by part, `reported.py` the published figures its tests hold it to

@@ -1,4 +1,4 @@
-"""EP11 fine-tuning on one GPU: full fine-tuning, LoRA and QLoRA, where every byte lives.
+"""EP10 fine-tuning on one GPU: full fine-tuning, LoRA and QLoRA, where every byte lives.
 
 Sources:
 - LoRA: Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language Models"

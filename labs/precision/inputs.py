@@ -1,4 +1,4 @@
-"""EP11's shapes: what the precision lab is asked (``PrecisionInput``, every control checked
+"""EP10's shapes: what the precision lab is asked (``PrecisionInput``, every control checked
 where it is built, in page order) and what it answers (``PrecisionResult``: the FP8 ledger
 against BF16, each recipe's bytes per parameter, the fine-tuning bills, the offload).
 ``labs.precision.lab`` computes them, ``labs.precision.speed`` the step times."""

@@ -1,4 +1,4 @@
-"""EP11 low precision and fine-tuning: the FP8 recipes' ledger against BF16, their bytes per
+"""EP10 low precision and fine-tuning: the FP8 recipes' ledger against BF16, their bytes per
 parameter, full fine-tuning beside LoRA and QLoRA, and activation offload.
 
 - The FP8 ledger is EP01's (``labs.memory.lab.compute_memory``) run in the chosen recipe and
@@ -96,7 +96,7 @@ def _assumptions(inp: PrecisionInput, ledger: Ledger) -> tuple[str, ...]:
 
 
 def compute_precision(inp: PrecisionInput) -> PrecisionResult:
-    """Every figure EP11 draws for ``inp``."""
+    """Every figure EP10 draws for ``inp``."""
     baseline = itemise(inp, BASELINE)
     chosen = itemise(inp, inp.recipe)
     stage = chosen.memory.heaviest_stage

@@ -1,4 +1,4 @@
-"""EP11 activation offload: saved activations copied to host memory over the GPU's host link
+"""EP10 activation offload: saved activations copied to host memory over the GPU's host link
 while the next layers compute, and copied back before the backward needs them.
 
 - What moves: a share of each layer's saved activations (the ledger's, ``labs.memory.lab``);

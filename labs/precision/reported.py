@@ -1,4 +1,4 @@
-"""The published figures EP11 quotes and its tests hold the lab to (tests/labs/
+"""The published figures EP10 quotes and its tests hold the lab to (tests/labs/
 test_precision.py, each with its tolerance): typed once here, each with its source."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""EP10 routes: the playground (one state, every lab's own answer), the cheat sheet (lines equal
+"""EP11 routes: the playground (one state, every lab's own answer), the cheat sheet (lines equal
 the API's, links land on real steps) and the A/B compare."""
 
 import re
@@ -27,6 +27,20 @@ def step_ids(slug: str) -> set[str]:
 
 
 # ---- Playground ----
+
+def test_the_recap_comes_last_and_counts_the_episodes_before_it(client):
+    """The recap closes the course (issue 36, item 6): its lede counts the episodes before it
+    and the ones its playground runs from the registry, so an inserted episode is counted."""
+    from app.templating import spelled
+
+    assert EPISODES[-1].slug == "playground"
+    assert [e.slug for e in EPISODES].index("low-precision") < len(EPISODES) - 1
+    text = " ".join(client.get("/episodes/playground").text.split())
+    assert f"The {spelled(len(EPISODES) - 1)} episodes before this one" in text
+    assert f"The labs of {spelled(len({p.view.episode for p in PANELS}))} of them" in text
+    for episode in EPISODES:  # every URL is a slug, so renumbering keeps each one
+        assert client.get(episode.path).status_code == 200, episode.slug
+
 
 def test_api_gives_each_shown_labs_own_answer(client):
     body = client.get("/api/playground").json()

@@ -1,4 +1,4 @@
-"""EP11 routes in-process: GET /api/precision against its schema and the engine, 422s that
+"""EP10 routes in-process: GET /api/precision against its schema and the engine, 422s that
 name the control, the page and its four embeds, and the FP8 recipes offered where EP01, EP03,
 EP08 and the planner take a recipe."""
 
@@ -139,5 +139,5 @@ def test_cheat_sheet_carries_ep11s_lines_linked_to_their_steps(client):
     lines = {ln["key"]: ln for ln in body["lines"]}
     for key in ("state_fp8-delayed", "state_fp8-blockwise", "state_mxfp8", "lora_params",
                 "qlora_base", "offload", "fp8_speedup"):
-        assert lines[key]["episode"] == "EP11", key
+        assert lines[key]["episode"] == "EP10", key
         assert PAGE in lines[key]["link"], lines[key]

@@ -32,7 +32,7 @@ FORMATS = {"bytes": fmt_bytes, "count": fmt_count, "pct": fmt_pct, "": str}
 FORMATS["ms"] = fmt_ms  # EP07 quotes times
 LESSONS["/episodes/experts"] = ("/api/moe", {"moe-experts", "moe-gpus", "moe-params",
                                              "moe-ranks"})
-FORMATS["g3"] = lambda v: f"{v:.3g}"  # EP11 quotes bytes per parameter
+FORMATS["g3"] = lambda v: f"{v:.3g}"  # EP10 quotes bytes per parameter
 FORMATS["int"] = lambda v: f"{v:,.0f}"
 LESSONS["/episodes/low-precision"] = ("/api/precision", {
     "precision-ledger", "precision-bytes", "precision-finetune", "precision-offload",
@@ -134,7 +134,7 @@ def test_every_quoted_figure_is_what_its_links_state_shows(client, page):
             assert expected in shown, f"{where}: not shown in the diagram"
             quoted += 1
     assert quoted >= 10, f"{page} quotes only {quoted} checked figures"
-LESSONS["/episodes/playground"] = (  # EP10: the playground's prose quotes each lab's panel
+LESSONS["/episodes/playground"] = (  # EP11: the playground's prose quotes each lab's panel
     "/api/playground", {"memory-chart", "pipeline-gantt", "recipe-step", "recipe-memory",
                         "zero-memory", "tp-efficiency", "cp-mask", "moe-experts"})
 

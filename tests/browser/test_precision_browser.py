@@ -1,4 +1,4 @@
-"""EP11 in real Chromium against the real server: every step's try link visibly changes its
+"""EP10 in real Chromium against the real server: every step's try link visibly changes its
 diagram, sliders move their charts and the URL together, cases, drills and each diagram's
 embed."""
 

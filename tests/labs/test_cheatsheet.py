@@ -1,4 +1,4 @@
-"""EP10's cheat sheet: every line's worked example is its lab's own figure (for two models), and
+"""EP11's cheat sheet: every line's worked example is its lab's own figure (for two models), and
 the lines carry the course's published figures (CURRICULUM EP01-EP09) within rounding."""
 
 import math
@@ -43,7 +43,7 @@ def test_every_formula_of_the_brief_has_a_line():
             "moe_params", "moe_a2a", "flops_6nd", "flops_8nd", "mfu", "step", "serving",
             "colocated", "state_fp8-delayed", "state_fp8-blockwise", "state_mxfp8",
             "lora_params", "qlora_base", "offload", "fp8_speedup"} <= keys
-    assert {ep for _, ep, *_ in LINES} == {f"EP0{n}" for n in range(1, 10)} | {"EP11"}
+    assert {ep for _, ep, *_ in LINES} == {f"EP{n:02d}" for n in range(1, 11)}
     assert all(source for *_, source, _ in LINES)
 
 

@@ -1,4 +1,4 @@
-"""EP11's engine (labs.precision) pinned to its sources, each with its tolerance: the recipes'
+"""EP10's engine (labs.precision) pinned to its sources, each with its tolerance: the recipes'
 bytes per parameter summed from their formats, the FP8 ledger against BF16, LoRA's and
 QLoRA's published figures, the QLoRA-never-above-LoRA rule, and the offload's arithmetic."""
 
@@ -106,7 +106,7 @@ def test_ep01s_notes_name_an_fp8_recipes_copies():
     assert any("MXFP8 weights, 1×32 blocks and MXFP8 weights, 32×1 blocks" in n
                and "saved in mxfp8 (1.03 B" in n for n in notes)
     plain = compute_memory(MemoryInput(LLAMA8, H100)).assumptions
-    assert not any("EP11" in n for n in plain)
+    assert not any("EP10" in n for n in plain)
 
 
 def test_fp8_with_bf16_weights_kept_holds_more_than_bf16():
