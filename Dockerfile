@@ -26,7 +26,7 @@ COPY --from=assets /assets/node_modules/swagger-ui-dist ./static/vendor/node_mod
 COPY --from=assets /assets/node_modules/redoc/bundles ./static/vendor/node_modules/redoc/bundles
 USER 10001
 # One worker: its render processes (app/render_pool.py) draw lab answers on every core;
-# `python -m app` bounds every request (app/limits.py; README "Limits on every request").
+# `python -m app` bounds every request (app/limits.py; docs/settings.md, "Limits on every request").
 ENV HOST=0.0.0.0 PORT=8000 WORKERS=1 RENDER_PROCESSES=2 RENDER_TIMEOUT=10 CLIENT_TIMEOUT=10
 EXPOSE 8000
 # Reads $PORT at check time, so `docker run -e PORT=9000` stays healthy.

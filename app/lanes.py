@@ -12,7 +12,7 @@ loops over, each with 4 schedules and 3 micro-batch sizes), a pipeline by the ac
 it simulates and draws (stages x micro-batches x chunks x 2 or 3, ``labs.schedules.simulate``),
 EP08's recipe by its pipeline and its re-plan, EP11's playground by every lab it runs and its
 pipeline, the A/B compare by two playgrounds, the cheat sheet by its lines. The figures
-(``*_MS``) are CPU milliseconds on the 2-core machine the README measures, rounded up from
+(``*_MS``) are CPU milliseconds on the 2-core machine docs/capacity.md measures, rounded up from
 tests/benchmarks/hostile_load.py's ``--calibrate``; the estimate is a guide, not a promise:
 the render deadline (RENDER_TIMEOUT) bounds whatever a render really takes.
 

@@ -1,4 +1,4 @@
-"""Hosting settings, read once from the environment (README, "Hosting a class").
+"""Hosting settings, read once from the environment (docs/settings.md).
 
 - ``BASE_PATH``: the prefix the lab is served under behind a reverse proxy (``/lab``), or empty.
   Every link, asset, htmx call, pushed URL, embed code and the OpenAPI URL carry it. The proxy

@@ -18,7 +18,7 @@ TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 templates = Jinja2Templates(directory=TEMPLATES)
 # Templates are compiled once (compile_templates below) and never change under a running
 # server: without this, every render of every include stats its file for a change (Jinja's
-# auto_reload). Restart the app after editing a template (README).
+# auto_reload). Restart the app after editing a template (docs/capacity.md).
 templates.env.auto_reload = False
 # Figure JSON as compact as JSON goes and in the figure's own key order: Jinja's default policy
 # sorts keys (Jinja docs, "Policies": json.dumps_kwargs), which costs time on every chart and

@@ -4,7 +4,7 @@ Run: ``python tests/screenshots.py`` (starts its own uvicorn on a free port). Sa
 ``build/screenshots/``: ``<name>-<w>x<h>.png`` (the first screen), ``<name>-<w>x<h>-full.png``
 (the whole page), ``<lesson>-step<N>-<w>x<h>.png`` (the screen after a step's first "try it"
 link, the step's diagram in view), the same in dark mode for EP05, and a print rendering;
-refreshes the README's pictures, ``static/img/<episode>-desktop.png`` (first screen, 1280×800).
+refreshes the README's picture, ``static/img/ep01-desktop.png`` (first screen, 1280×800).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tests.conftest import CHROMIUM, CHROMIUM_ARGS, running_app  # noqa: E402
 
 MEMORY, PIPELINE = BY_LAB["memory"].path, BY_LAB["pipeline"].path
 # The home page and every lesson of the registry (app/episodes.py) at its default state, then
-# the states the README's pictures show (EP05's) and a few more of EP01 and EP05.
+# a few more states of EP01 and EP05.
 PAGES = {
     "home": "/",
     **{episode.code.lower(): episode.path for episode in EPISODES},
@@ -30,7 +30,7 @@ PAGES = {
     "ep05-zb": PIPELINE + "?schedule=zb-h1&stages=8&microbatches=16",
     "ep05-embed": "/embed/pipeline?schedule=interleaved-1f1b&stages=4&microbatches=8&virtual=2",
 }
-README_PICTURES = {"ep01": "ep01-desktop.png", "ep05": "ep05-desktop.png"}
+README_PICTURES = {"ep01": "ep01-desktop.png"}
 SIZES = [(1280, 800), (1440, 900), (390, 844)]
 STEPS = {"ep01": (MEMORY, [1, 5]), "ep05": (PIPELINE, [1, 4, 6])}
 

@@ -1,4 +1,5 @@
-"""Completeness and hygiene: every lab has its page, embed, API and README line; ruff is clean."""
+"""Completeness and hygiene: every lab has its page, embed, API and README line; the
+architecture doc's floor table is the packages'; ruff is clean."""
 
 import ast
 import re
@@ -13,6 +14,7 @@ from tools.readme_episodes import floors
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+ARCHITECTURE = (ROOT / "docs" / "architecture.md").read_text()
 
 
 def test_ruff_clean():
@@ -65,9 +67,19 @@ def test_readme_names_the_two_commands_and_ci_runs_the_test_one():
     assert "python -m app" in README
 
 
-# The floors of labs/, as each package's __init__.py declares them (FLOOR = n), and the README's
-# Architecture table writes them (tools/readme_episodes.py): a package imports only from its own
-# floor or those below it; lab packages on one floor may use each other while no cycle results.
+def test_readme_is_short_and_every_link_it_makes_resolves():
+    """The README is what a newcomer reads (at most 150 lines); the detail is in docs/, and
+    every relative link there or in the README names a file of the repository."""
+    assert len(README.splitlines()) <= 150, "keep README.md short: move detail to docs/"
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\((?!https?:|#)([^)#\s]+)", page.read_text()):
+            assert (page.parent / target).exists(), f"{page.name} links {target}"
+
+
+# The floors of labs/, as each package's __init__.py declares them (FLOOR = n), and
+# docs/architecture.md's table writes them (tools/readme_episodes.py): a package imports only
+# from its own floor or those below it; lab packages on one floor may use each other while no
+# cycle results.
 FLOORS = {package: floor for package, (floor, _) in floors().items()}
 # The infrastructure floors stay where they are: a lab package sits above them.
 INFRASTRUCTURE = {"core": 1, "hardware": 2, "model": 2, "parallel": 3, "schedules": 3,
@@ -193,15 +205,15 @@ def test_a_labs_package_imports_only_its_floor_and_below():
     assert not cycles, "package cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
-def test_readme_floor_table_is_the_packages():
-    """README.md's floor table is written by tools/readme_episodes.py from each package's
-    FLOOR and docstring."""
+def test_architecture_floor_table_is_the_packages():
+    """docs/architecture.md's floor table is written by tools/readme_episodes.py from each
+    package's FLOOR and docstring."""
     from tools.readme_episodes import floor_table, replaced
 
-    assert replaced(README, floor_table()) == README, (
-        "the README's floor table is not the packages': run "
+    assert replaced(ARCHITECTURE, floor_table()) == ARCHITECTURE, (
+        "docs/architecture.md's floor table is not the packages': run "
         "python tools/readme_episodes.py --write")
-    rows = re.findall(r"^\s*\| (\d) \| `(\w+)/` \| [^|]* \|$", README, re.M)
+    rows = re.findall(r"^\s*\| (\d) \| `(\w+)/` \| [^|]* \|$", ARCHITECTURE, re.M)
     assert {package: int(floor) for floor, package in rows} == FLOORS
 
 

@@ -1,15 +1,15 @@
-"""The README's two derived tables: the episodes, written from the lab registry (one row per
+"""The two derived tables: README.md's episodes, written from the lab registry (one row per
 lab of app/episodes.py, in teaching order, with its page, embeds, the whole lab then each
-diagram of its view, and JSON route), and the floors of labs/ (one row per package: the
-``FLOOR`` its ``__init__.py`` declares and the first paragraph of its docstring). Nobody edits
-those tables by hand: adding a lab adds its rows here.
+diagram of its view, and JSON route), and docs/architecture.md's floors of labs/ (one row per
+package: the ``FLOOR`` its ``__init__.py`` declares and the first paragraph of its docstring).
+Nobody edits those tables by hand: adding a lab adds its rows here.
 
 Run from the repository root::
 
     python tools/readme_episodes.py           # print the tables
-    python tools/readme_episodes.py --write   # rewrite them in README.md
+    python tools/readme_episodes.py --write   # rewrite them in README.md and docs/architecture.md
 
-tests/test_project.py checks that README.md holds exactly these tables.
+tests/test_project.py checks that those files hold exactly these tables.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 HEADER = ("| # | episode | page | embed (all / one diagram) | JSON |", "|---|---|---|---|---|")
 FLOOR_HEADER = ("| floor | package | what it answers |", "|---|---|---|")
 
@@ -56,7 +57,7 @@ def floors() -> dict[str, tuple[int, str]]:
         doc = ast.get_docstring(tree)
         if not isinstance(floor, int) or not doc:
             raise SystemExit(f"{init}: a labs package's __init__.py declares its docstring "
-                             "and FLOOR = <n> (the README's floor table)")
+                             "and FLOOR = <n> (docs/architecture.md's floor table)")
         found[init.parent.name] = (floor, " ".join(doc.split("\n\n")[0].split()))
     return found
 
@@ -70,8 +71,8 @@ def floor_table() -> list[str]:
 
 
 def replaced(text: str, rows: list[str]) -> str:
-    """README text with the table that ``rows`` starts with (its header and every table
-    line after it, at any indent) replaced by ``rows``, indented as the README's is."""
+    """Markdown text with the table that ``rows`` starts with (its header and every table
+    line after it, at any indent) replaced by ``rows``, indented as the text's is."""
     lines = text.split("\n")
     start = next(i for i, line in enumerate(lines) if line.strip() == rows[0].strip())
     indent = lines[start][:len(lines[start]) - len(lines[start].lstrip())]
@@ -81,17 +82,14 @@ def replaced(text: str, rows: list[str]) -> str:
     return "\n".join([*lines[:start], *(indent + row.strip() for row in rows), *lines[end:]])
 
 
-def written(text: str) -> str:
-    """README text with both derived tables rewritten."""
-    return replaced(replaced(text, table()), floor_table())
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write", action="store_true", help="rewrite the table in README.md")
+    parser.add_argument("--write", action="store_true",
+                        help="rewrite the tables in README.md and docs/architecture.md")
     args = parser.parse_args()
     if args.write:
-        README.write_text(written(README.read_text()))
+        README.write_text(replaced(README.read_text(), table()))
+        ARCHITECTURE.write_text(replaced(ARCHITECTURE.read_text(), floor_table()))
     else:
         print("\n".join([*table(), "", *floor_table()]))
 

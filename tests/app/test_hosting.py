@@ -1,6 +1,6 @@
 """Hosting a class: settings from the environment, the whole site under BASE_PATH, embed codes
 from PUBLIC_URL, framing by EMBED_ALLOWED_ORIGINS, HIDE_ANSWERS, bounded caches, and the
-compose file and proxy config of the README's "Hosting a class"."""
+compose file and proxy config of docs/hosting.md."""
 
 import html
 import importlib
