@@ -37,6 +37,7 @@ from labs.data_parallel.lab import (
     simulate,
 )
 from labs.hardware.links import get_link, links
+from labs.hardware.nccl import BASE_LATENCY, HOP_LATENCY
 from labs.model.presets import custom_model, get_model
 
 router = APIRouter()
@@ -116,6 +117,8 @@ def _point(p) -> dict:
         "overlapped_comm_s": round(p.overlapped_comm_s, 9), "step_s": round(p.step_s, 9),
         "allreduce_bytes_per_gpu": round(p.allreduce_bytes_per_gpu),
         "buckets": p.buckets, "algorithm": p.algorithm, "bottleneck": p.bottleneck,
+        "bucket_s": round(p.bucket_s, 9), "bucket_algorithm": p.bucket_algorithm,
+        "bucket_across": p.bucket_across,
     }
 
 
@@ -164,6 +167,7 @@ def facts() -> dict:
     state = lesson_state(DataParallelQuery, run, to_api)
 
     eth = {"gpus": 64, "link": "eth-100g"}
+    ib1024 = {"gpus": 1024, "link": "ib-ndr", "nics_per_node": 8, "overlap": "bucketed"}
     return {
         "one": state(gpus=1),
         "good": state(gpus=8, link="nvlink-4"),
@@ -174,10 +178,11 @@ def facts() -> dict:
         "eth1024": state(gpus=1024, link="eth-100g"),
         "bad_overlap": state(**eth, overlap="bucketed"),
         "ib64_overlap": state(gpus=64, link="ib-ndr", nics_per_node=8, overlap="bucketed"),
-        "nv1024_tiny": state(gpus=1024, link="nvlink-4", overlap="bucketed",
-                             bucket_bytes=1048576),
-        "nv1024_big": state(gpus=1024, link="nvlink-4", overlap="bucketed",
-                            bucket_bytes=524288000),
+        # Step 6: 1,024 GPUs as built (128 servers, 8 NDR ports each), where NCCL's cost model
+        # picks a tree across servers for small buckets (labs.hardware.nccl).
+        "ib1024_tiny": state(**ib1024, bucket_bytes=1048576),
+        "ib1024_ddp": state(**ib1024),
+        "ib1024_big": state(**ib1024, bucket_bytes=524288000),
         "strong8": state(gpus=8, link="nvlink-4", scaling="strong"),
         "strong_bad": state(**eth, scaling="strong"),
         "l70": state(model="llama-3.1-70b", gpus=64, link="eth-100g"),
@@ -192,6 +197,7 @@ def extra_context(state) -> dict:
     query = state.query
     return {
         "facts": facts(),
+        "busbw": {"pcie": get_link("pcie-4"), "nvlink": get_link("nvlink-4")},
         "model_options": (("custom", "Custom gradient size…"),
                           *model_choices(model_options(), query.model or "", custom=False)),
         "model_value": "custom" if is_custom(query) else query.model,
@@ -212,9 +218,28 @@ def extra_context(state) -> dict:
     }
 
 
+DRILL_GPUS, DRILL_GRAD = 8, 14e9  # the drill: a 7B model's bf16 gradients on 8 GPUs
+
+
 def drill_answer() -> float:
-    """ms for one ring all-reduce of 14 GB over 8 GPUs on PCIe 4.0 x16."""
-    return 1e3 * all_reduce(14e9, 8, get_link("pcie-4")).seconds
+    """ms for one ring all-reduce of 14 GB over 8 GPUs on PCIe 4.0 x16, as the lab times it."""
+    return 1e3 * all_reduce(DRILL_GRAD, DRILL_GPUS, get_link("pcie-4")).seconds
+
+
+def _drill_inputs() -> dict[str, float]:
+    """What the drill states: the link's datasheet bandwidth, NCCL's achieved bus bandwidth on
+    it (nccl-tests' busBW, ``Link.ring_busbw``) and NCCL's ring latencies on PCIe (tuning.cc
+    baseLat and hwLat, Simple protocol, ``labs.hardware.nccl``): every input the lab's time
+    uses, so the derivation from them is the checker's answer."""
+    link = get_link("pcie-4")
+    return {"link_gbs": link.bandwidth / 1e9, "busbw_gbs": link.ring_busbw / 1e9,
+            "share": link.ring_busbw / link.bandwidth,
+            "base_us": BASE_LATENCY["ring"]["Simple"],
+            "hop_us": HOP_LATENCY[link.hw]["ring"]["Simple"]}
+
+
+_DI = _drill_inputs()
+_STEPS = 2 * (DRILL_GPUS - 1)
 
 
 VIEW = LabView(
@@ -256,15 +281,29 @@ VIEW = LabView(
         Drill(
             id="dp-allreduce-pcie",
             question=(
-                "A 7B model's 14 GB of bf16 gradients are ring all-reduced over 8 GPUs on "
-                "PCIe 4.0 x16 (32 GB/s per direction, 5 µs per ring step). How many ms does "
-                "the all-reduce take?"
+                f"A 7B model's {DRILL_GRAD / 1e9:g} GB of bf16 gradients are ring all-reduced "
+                f"over {DRILL_GPUS} GPUs on PCIe 4.0 x16. The link's datasheet gives "
+                f"{_DI['link_gbs']:g} GB/s per direction; NCCL's achieved bus bandwidth "
+                f"(busBW) on it is {_DI['share']:.0%} of the link, {_DI['busbw_gbs']:.2f} GB/s. "
+                f"NCCL's ring pays {_DI['base_us']:g} µs to start and {_DI['hop_us']:g} µs "
+                "per ring step. How many ms does the all-reduce take?"
             ),
             answer=drill_answer,
             unit="ms",
-            hint="Each GPU sends 2·(N−1)/N of the gradients, at the link's bandwidth; add "
-                 "2·(N−1) latency steps.",
-            explanation="{answer} ms: 2·7/8·14 GB = 24.5 GB per GPU at 32 GB/s, plus 14 × 5 µs.",
+            hint="Each GPU sends 2·(N−1)/N of the gradients at the bus bandwidth (not the "
+                 "datasheet's); add the start and 2·(N−1) ring steps.",
+            explanation=(
+                f"{{answer}} ms: each GPU sends 2·{DRILL_GPUS - 1}/{DRILL_GPUS} × "
+                f"{DRILL_GRAD / 1e9:g} GB = "
+                f"{2 * (DRILL_GPUS - 1) / DRILL_GPUS * DRILL_GRAD / 1e9:g} GB at "
+                f"{_DI['busbw_gbs']:.2f} GB/s busBW "
+                f"({_DI['share']:.0%} of {_DI['link_gbs']:g} GB/s), "
+                f"{2 * (DRILL_GPUS - 1) / DRILL_GPUS * DRILL_GRAD / _DI['busbw_gbs'] / 1e6:,.1f}"
+                f" ms, plus {_DI['base_us']:g} + {_STEPS} × {_DI['hop_us']:g} µs of latency "
+                f"({(_DI['base_us'] + _STEPS * _DI['hop_us']) / 1e3:.2f} ms). At the datasheet's "
+                f"{_DI['link_gbs']:g} GB/s it would be "
+                f"{2 * (DRILL_GPUS - 1) / DRILL_GPUS * DRILL_GRAD / _DI['link_gbs'] / 1e6:,.0f}"
+                " ms: NCCL reaches less than the link."),
         ),
     ),
 )

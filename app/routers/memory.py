@@ -31,6 +31,7 @@ from labs.core.limits import (
 from labs.hardware.gpus import get_gpu
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
+from labs.model.presets import get_model
 
 router = APIRouter()
 
@@ -225,14 +226,14 @@ VIEW = LabView(
         Drill(
             id="memory-state-8b",
             question=(
-                "Llama 3.1 8B is trained with mixed-precision Adam in the 16-byte recipe, "
+                f"Llama 3.1 8B ({get_model('llama-3.1-8b').params / 1e9:.2f} billion "
+                "parameters) is trained with mixed-precision Adam in the 16-byte recipe, "
                 "on one GPU with no sharding. How many GB of weights, gradients, master weights "
                 "and optimizer moments does it hold, before any activation?"
             ),
             answer=drill_answer,
             unit="GB",
-            hint="Count its parameters (pick it in the model list), then multiply by "
-                 "2 + 2 + 4 + 8 bytes.",
+            hint="Multiply the parameters by 2 + 2 + 4 + 8 bytes.",
             explanation=(
                 "{answer} GB: each of Llama 3.1 8B's parameters costs 2 + 2 + 4 + 8 = 16 bytes."
             ),

@@ -179,9 +179,12 @@ def extra_context(state) -> dict:
     }
 
 
+_R1 = run(RLQuery(preset="deepseek-r1"))  # the drill's state: its question states its bills
+
+
 def drill_answer() -> float:
     """GB per GPU a colocated DeepSeek-R1 recipe needs: max(training, rollout) + transition."""
-    return run(RLQuery(preset="deepseek-r1")).colocated_bytes / 1e9
+    return _R1.colocated_bytes / 1e9
 
 
 VIEW = LabView(
@@ -223,14 +226,18 @@ VIEW = LabView(
     drills=(
         Drill(
             id="placement-colocated-r1",
-            question=("DeepSeek-R1's recipe runs colocated on 128 GPUs. Each GPU takes turns "
-                      "training and serving. How many GB per GPU does it need, by the lab's "
-                      "rule max(training, rollout) + transition overhead?"),
+            question=(f"DeepSeek-R1's recipe runs colocated on 128 GPUs: each GPU takes turns "
+                      f"training and serving. Training needs {_R1.train_memory_bytes / 1e9:.1f} "
+                      f"GB per GPU, serving the rollouts "
+                      f"{_R1.rollout_memory_bytes / 1e9:.1f} GB, and the switch between them "
+                      f"keeps {_R1.transition_overhead_bytes / 1e9:g} GB (the lab's transition "
+                      "overhead). How many GB per GPU does it need?"),
             answer=drill_answer,
             unit="GB",
-            hint="Read the training bar and the rollout bar in the memory chart; take the "
-                 "larger and add the 1 GB the switch keeps.",
-            explanation="{answer} GB: the larger phase plus 1 GB of transition overhead.",
+            hint="The phases take turns, so they do not add: the larger phase sets the bill, "
+                 "and the switch adds its overhead.",
+            explanation="{answer} GB: max(training, rollout) plus the transition overhead; "
+                        "the two phases never hold their memory at once.",
             rel_tol=0.03,
         ),
     ),

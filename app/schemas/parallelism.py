@@ -97,8 +97,13 @@ class DataParallelPoint(BaseModel):
     step_s: float = Field(description="compute_s + exposed_comm_s.")
     allreduce_bytes_per_gpu: int = Field(description="2(N-1)/N x gradient bytes.")
     buckets: int
-    algorithm: str = Field(description="ring or hierarchical (NCCL).")
+    algorithm: str = Field(description="ring, nvls, tree or hierarchical (NCCL's pick).")
     bottleneck: str = Field(description="The link that bounds the all-reduce.")
+    bucket_s: float = Field(description="One full bucket's all-reduce, seconds (without "
+                            "overlap: the whole gradient's).")
+    bucket_algorithm: str = Field(description="NCCL's algorithm for one bucket.")
+    bucket_across: str = Field(description="NCCL's algorithm for the bucket's part across "
+                               "servers (ring or tree); empty inside one fabric.")
 
 
 class DataParallelReplica(BaseModel):

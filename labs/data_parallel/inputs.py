@@ -79,6 +79,9 @@ class DataParallelPoint:
     buckets: int
     algorithm: str
     bottleneck: str
+    bucket_s: float  # one full bucket's all-reduce (the whole gradient's without overlap)
+    bucket_algorithm: str  # NCCL's algorithm for it (labs.hardware.comm.CommCost.algorithm)
+    bucket_across: str  # and for its part across servers ("ring", "tree"; "" inside one)
 
 
 @dataclass(frozen=True)

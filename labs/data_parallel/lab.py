@@ -120,12 +120,12 @@ def data_parallel_point(inp: DataParallelInput, gpus: int, link_id: str,
     compute = inp.compute_s if inp.scaling == "weak" else inp.compute_s / gpus
     whole = all_reduce(inp.grad_bytes, gpus, link, nics, flat)
     if inp.overlap == "none" or gpus == 1:
-        buckets, comm, exposed = 1, whole.seconds, whole.seconds
+        buckets, comm, exposed, bucket = 1, whole.seconds, whole.seconds, whole
     else:
         buckets = max(1, math.ceil(inp.grad_bytes / inp.bucket_bytes))
         last_size = inp.grad_bytes - (buckets - 1) * inp.bucket_bytes
-        bucket_s = all_reduce(min(inp.bucket_bytes, inp.grad_bytes), gpus, link, nics,
-                              flat).seconds
+        bucket = all_reduce(min(inp.bucket_bytes, inp.grad_bytes), gpus, link, nics, flat)
+        bucket_s = bucket.seconds
         last_s = all_reduce(last_size, gpus, link, nics, flat).seconds
         comm = (buckets - 1) * bucket_s + last_s
         exposed = exposed_after_backward(compute, bucket_s, last_s, buckets,
@@ -136,7 +136,8 @@ def data_parallel_point(inp: DataParallelInput, gpus: int, link_id: str,
         link=link.id, gpus=gpus, compute_s=compute, comm_s=comm, exposed_comm_s=exposed,
         overlapped_comm_s=comm - exposed, step_s=step, speedup=speedup,
         efficiency=speedup / gpus, allreduce_bytes_per_gpu=whole.bytes_per_gpu,
-        buckets=buckets, algorithm=whole.algorithm, bottleneck=whole.bottleneck)
+        buckets=buckets, algorithm=whole.algorithm, bottleneck=whole.bottleneck,
+        bucket_s=bucket.seconds, bucket_algorithm=bucket.algorithm, bucket_across=bucket.across)
 
 
 def simulate(inp: DataParallelInput) -> DataParallelResult:

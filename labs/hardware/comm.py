@@ -42,6 +42,9 @@ class CommCost:
     seconds: float
     algorithm: str  # "ring", "hierarchical", "pairwise" or "direct"
     bottleneck: str  # the link that bounds it
+    # NCCL's algorithm for the part that crosses nodes ("ring" or "tree"; a hierarchical
+    # all-reduce's middle step); "" where nothing crosses nodes.
+    across: str = ""
 
 
 def _check(kind: str, size: float, group: int, per_node: int | None) -> None:
@@ -78,7 +81,8 @@ def collective(kind: str, size: float, group: int, cluster: Cluster,
         return CommCost(kind, group, size, size if group > 1 else 0.0, t.seconds, "direct",
                         t.bottleneck)
     sent = _FACTOR[kind] * (group - 1) / group * size
-    best = CommCost(kind, group, size, sent, t.seconds, t.algorithm, t.bottleneck)
+    best = CommCost(kind, group, size, sent, t.seconds, t.algorithm, t.bottleneck,
+                    t.algorithm if nodes > 1 else "")
     if kind == "all_reduce" and nodes > 1 and g > 1:
         # Reduce-scatter in the node, all-reduce S/g across the nodes (g such rings share the
         # node's ports: one member per node each), all-gather in the node.
@@ -88,7 +92,7 @@ def collective(kind: str, size: float, group: int, cluster: Cluster,
         if local + across.seconds < best.seconds:
             moved = 2 * (g - 1) / g * size + 2 * (nodes - 1) / nodes * size / g
             best = CommCost(kind, group, size, moved, local + across.seconds, "hierarchical",
-                            across.bottleneck)
+                            across.bottleneck, across.algorithm)
     return best
 
 

@@ -1,11 +1,15 @@
 """EP02 routes in-process: the seed figures through the API, /api/links, 422s naming the
 field, page and fragment."""
 
+import re
+
 import pytest
 
+from app.charts.units import fmt_ms
 from app.routers.data_parallel import DataParallelQuery, facts, figures, run
 from app.schemas import DataParallelAnswer
 from labs.data_parallel.lab import CURVE_LINKS, GPU_COUNTS
+from labs.hardware.links import get_link
 
 API_FIELDS = {"speedup", "efficiency", "compute_s", "comm_s", "exposed_comm_s",
               "allreduce_bytes_per_gpu", "curve"}
@@ -134,3 +138,30 @@ def test_quoted_states_are_the_seed_figures():
     assert f["good"]["api"]["speedup"] == pytest.approx(7.6, abs=0.05)
     assert f["bad"]["api"]["speedup"] == pytest.approx(21, abs=0.5)
     assert f["good"]["api"]["replica"] == f["eth1024"]["api"]["replica"]
+
+
+def test_step_6_times_buckets_with_the_algorithm_nccl_picks(client):
+    """Issue 36: 1 MiB buckets at 1,024 GPUs were timed on a flat NVLink ring of 2(N-1)
+    latency steps (75.7x), where NCCL's cost model picks a tree. Step 6 now takes 1,024 GPUs
+    as built (128 servers, 8 NDR ports each): each bucket's cross-server part is NCCL's tree,
+    about 1/70 of the flat ring's time, and the page says so from the engine's figures."""
+    f = facts()
+    tiny = f["ib1024_tiny"]["api"]
+    assert tiny["bucket_algorithm"] == "hierarchical" and tiny["bucket_across"] == "tree"
+    assert tiny["flat_ring"]["bucket_algorithm"] == "ring"
+    assert tiny["flat_ring"]["bucket_s"] > 50 * tiny["bucket_s"]
+    # Small buckets still lose against DDP's 25 MiB, which hides the all-reduce.
+    assert tiny["speedup"] < 0.6 * f["ib1024_ddp"]["api"]["speedup"]
+    html = client.get("/episodes/data-parallel").text
+    step = html[html.index('id="step-6"'):html.index('id="step-7"')]
+    assert "tree" in step and "tuning.cc" in step and "2·log2(servers)" in step
+    assert "nvlink-4" not in step  # the impossible 1,024-GPU NVLink ring is gone
+    assert fmt_ms(tiny["bucket_s"]) in step and fmt_ms(tiny["flat_ring"]["bucket_s"]) in step
+
+
+def test_step_1_names_nccls_bus_bandwidth_from_the_link_presets(client):
+    html = client.get("/episodes/data-parallel").text
+    step = re.sub(r"\s+", " ", html[html.index('id="step-1"'):html.index('id="step-2"')])
+    pcie = get_link("pcie-4")
+    assert "busBW" in step
+    assert f"{pcie.ring_busbw / 1e9:g} of PCIe 4.0's {pcie.bandwidth / 1e9:g} GB/s" in step

@@ -1,0 +1,137 @@
+"""Every drill's answer can be worked out from what its question states (issue 36).
+
+Each derivation below reads its inputs out of the question as the student sees it and does
+the textbook arithmetic; the checker must accept the result. A drill whose checker applied a
+factor its question does not state (EP02's PCIe all-reduce took NCCL's 82% bus bandwidth
+while its question gave only the link's 32 GB/s: 765.7 ms worked out, 933.8 ms accepted)
+fails here.
+"""
+
+import re
+
+import pytest
+
+import app.main  # noqa: F401  (registers every lab view and its drills)
+from app.labkit import DRILLS
+from app.labkit.drills import check_drill
+
+
+def num(question: str, pattern: str) -> float:
+    """The number the pattern's group captures in the question (thousands commas allowed)."""
+    match = re.search(pattern, question)
+    assert match, f"{pattern!r} not stated in: {question}"
+    return float(match.group(1).replace(",", ""))
+
+
+N = r"([\d,]+(?:\.\d+)?)"  # a stated number
+
+
+def _dp_allreduce(q: str) -> float:
+    grad, gpus = num(q, N + r" GB of bf16 gradients"), num(q, r"over " + N + " GPUs")
+    busbw = num(q, r"of the link, " + N + " GB/s")
+    start, hop = num(q, r"pays " + N + " µs to start"), num(q, N + r" µs\s+per ring step")
+    steps = 2 * (gpus - 1)
+    return 1e3 * (steps / gpus * grad / busbw + (start + steps * hop) * 1e-6)
+
+
+def _recipe(q: str) -> float:
+    m, p = num(q, N + " micro-batches"), num(q, "bubble of " + N + " stages")
+    parts = [num(q, name + " " + N) for name in (r"gives TP", "DP", "extra work",
+                                                 "sends", "optimizer step")]
+    product = m / (m + p - 1)
+    for part in parts:
+        product *= part
+    return 100 * product
+
+
+def _pairs(tokens: range) -> float:
+    return float(sum(t + 1 for t in tokens))  # a query at position t sees keys 0..t
+
+
+def _contiguous(q: str) -> float:
+    seq, cp = int(num(q, N + "-token sequence")), int(num(q, r"CP = " + N))
+    per = seq // cp
+    return max(_pairs(range(r * per, (r + 1) * per)) for r in range(cp))
+
+
+def _zigzag(q: str) -> float:
+    seq, cp = int(num(q, r"The same " + N + " tokens")), int(num(q, r"CP = " + N))
+    chunk = seq // (2 * cp)
+    return max(_pairs(range(c * chunk, (c + 1) * chunk)) for r in range(cp)
+               for c in (r,)) * 0 + max(
+        _pairs(range(r * chunk, (r + 1) * chunk))
+        + _pairs(range((2 * cp - 1 - r) * chunk, (2 * cp - r) * chunk)) for r in range(cp))
+
+
+def _dispatch(q: str) -> float:
+    hidden, topk = num(q, r"hidden " + N), num(q, r"top-" + N)
+    ep, tokens = num(q, r"EP" + N), num(q, N + " tokens per GPU")
+    return tokens * topk * hidden * 2 * (ep - 1) / ep / 1e6
+
+
+def _lora(q: str) -> float:
+    r, layers = num(q, r"r = " + N), num(q, N + " layers")
+    q_in, q_out = num(q, r"q maps " + N), num(q, r"q maps [\d,]+ to " + N)
+    v_in, v_out = num(q, r"v maps " + N), num(q, r"v maps [\d,]+ to " + N)
+    return layers * r * (q_in + q_out + v_in + v_out) / 1e6
+
+
+def _fp8(q: str) -> float:
+    share = num(q, r"GEMMs take " + N + "%") / 100
+    faster, extra = num(q, r"runs them\s+" + N + " times"), num(q, r"worth " + N + "%") / 100
+    return 1 / (1 - share + share / faster + extra)
+
+
+def _colocated(q: str) -> float:
+    train, serve = num(q, r"Training needs " + N + " GB"), num(q, r"rollouts\s+" + N + " GB")
+    return max(train, serve) + num(q, r"keeps " + N + " GB")
+
+
+def _tp_bytes(q: str) -> float:
+    h, t, s = num(q, r"h = " + N), num(q, r"TP = " + N), num(q, r"s = " + N)
+    return s * h * 2 * 2 * (t - 1) / t / 1e6
+
+
+DERIVATIONS = {
+    "dp-allreduce-pcie": _dp_allreduce,
+    "memory-state-8b": lambda q: num(q, N + " billion") * (2 + 2 + 4 + 8),
+    "zero3-state-70b": lambda q: (num(q, N + "B parameters") * num(q, N + " bytes per")
+                                  / num(q, r"across " + N)),
+    "pipeline-bubble": lambda q: 100 * (num(q, N + " stages") - 1) / (
+        num(q, N + " micro-batches") + num(q, N + " stages") - 1),
+    "tp-allreduce-bytes": _tp_bytes,
+    "cp-busiest-contiguous": _contiguous,
+    "cp-busiest-zigzag": _zigzag,
+    "moe-expert-dp": lambda q: num(q, N + " GPUs") / num(q, r"PP" + N) / num(q, r"EP" + N),
+    "moe-dispatch-mb": _dispatch,
+    "recipe-efficiency": _recipe,
+    "placement-colocated-r1": _colocated,
+    "precision-bytes-delayed": lambda q: 2 + 1 + 1 + 2 + 4 + 4 + 4,
+    "precision-lora-params": _lora,
+    "precision-fp8-speedup": _fp8,
+}
+
+
+def test_every_drill_has_a_derivation_from_its_stated_inputs():
+    missing = sorted(set(DRILLS) - set(DERIVATIONS))
+    assert not missing, (f"{missing}: add the drill's textbook derivation from the numbers "
+                         "its question states to DERIVATIONS (tests/app/test_drills.py)")
+
+
+@pytest.mark.parametrize("drill_id", sorted(DERIVATIONS))
+def test_the_checker_accepts_the_derivation_from_the_stated_inputs(drill_id):
+    _view, drill = DRILLS[drill_id]
+    worked = DERIVATIONS[drill_id](re.sub(r"\s+", " ", drill.question))
+    result = check_drill(drill, f"{worked:.6g}", attempt=1, hide_answers=True)
+    assert result["status"] == "right", (drill_id, worked, drill.answer())
+
+
+def test_the_pcie_drill_states_nccls_bus_bandwidth_and_the_link_alone_is_not_accepted():
+    """Issue 36: the drill names NCCL's achieved bus bandwidth as a share of the link, and the
+    worked solution shows it; the datasheet-only reading (765.7 ms) is a wrong answer now
+    that the question states the factor."""
+    _view, drill = DRILLS["dp-allreduce-pcie"]
+    assert "bus bandwidth" in drill.question and "82% of the link" in drill.question
+    assert check_drill(drill, "765.7", attempt=1, hide_answers=True)["status"] == "hint"
+    solution = check_drill(drill, "933.8", attempt=1, hide_answers=True)["message"]
+    assert "26.24 GB/s busBW (82% of 32 GB/s)" in solution
