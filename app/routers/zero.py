@@ -121,7 +121,11 @@ def to_api(result: ZeroResult) -> dict:
             "host_bytes_per_gpu": round(off.host_bytes_per_gpu),
             "host_bytes_per_node": round(off.host_bytes_per_node),
             "pcie_bytes": round(off.pcie_down_bytes + off.pcie_up_bytes),
-            "pcie_seconds": off.pcie_seconds, "exposed_seconds": off.exposed_seconds,
+            "pcie_seconds": off.pcie_seconds, "adam_bytes": round(off.adam_bytes),
+            "adam_seconds": off.adam_seconds,
+            "host_memory_bandwidth": off.host_memory_bandwidth,
+            "exposed_seconds": off.exposed_seconds,
+            "delayed_exposed_seconds": off.delayed_exposed_seconds,
             "download_hidden": off.download_hidden,
         },
         "deepspeed": {f"stage{d.stage}": {

@@ -256,7 +256,18 @@ class ZeroOffload(BaseModel):
     host_bytes_per_node: int
     pcie_bytes: int = Field(description="Gradients down and weights up, per GPU per step.")
     pcie_seconds: float
-    exposed_seconds: float
+    adam_bytes: int = Field(description="CPU Adam's host-memory traffic per GPU: 28 B per "
+                            "parameter of its shard (read fp32 weight, gradient, m, v; write "
+                            "weight, m, v).")
+    adam_seconds: float = Field(description="CPU Adam: the node's GPUs' adam_bytes over the "
+                                "node's host memory bandwidth.")
+    host_memory_bandwidth: float = Field(description="A node's host memory bandwidth, bytes/s "
+                                         "(DGX H100: 2 x 8 channels of DDR5-4800).")
+    exposed_seconds: float = Field(description="Gradients' overrun of backward + CPU Adam + "
+                                   "the weights' upload.")
+    delayed_exposed_seconds: float = Field(description="The same with ZeRO-Offload's one-step "
+                                           "delayed parameter update (CPU Adam and upload "
+                                           "beside the next step's compute).")
     download_hidden: bool
 class DeepSpeedColumn(BaseModel):
     gpu_bytes: int = Field(description="DeepSpeed's estimate per GPU.")

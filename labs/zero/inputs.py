@@ -16,6 +16,12 @@ from labs.memory.inputs import STATE_KEYS, MemoryInput, MemoryResult, check_acti
 from labs.model.spec import ModelSpec
 from labs.zero.deepspeed import DeepSpeedEstimate
 
+# Host memory bandwidth of one node, bytes/s: a DGX H100 has two Intel Xeon Platinum 8480C
+# (NVIDIA DGX H100 user guide), each with 8 channels of DDR5-4800 = 8 x 4,800 MT/s x 8 B =
+# 307.2 GB/s (Intel ARK, Xeon Platinum 8480+: "Max Memory Bandwidth 307.2 GB/s"). The datasheet
+# peak: a STREAM-style kernel such as CPU Adam reaches less, so the lab's update is a lower bound.
+HOST_MEMORY_BANDWIDTH = 2 * 8 * 4800e6 * 8
+
 
 @dataclass(frozen=True)
 class ZeroInput:
@@ -31,6 +37,7 @@ class ZeroInput:
     micro_batch: int = 1
     recompute: str = "selective"
     host_link: str = "pcie-5"  # the GPU's link to host RAM, for offload
+    host_memory_bandwidth: float = HOST_MEMORY_BANDWIDTH  # a node's host RAM, for CPU Adam
     activation_model: str = "classic"  # EP01's: Korthikanti's 34·s·b·h or Megatron's estimate
 
     def __post_init__(self) -> None:  # one check per control, in page order
@@ -54,6 +61,10 @@ class ZeroInput:
         check_activation_controls(self.seq_len, self.micro_batch, self.recompute,
                                   self.activation_model)
         one_of("host_link", self.host_link, HOST_LINKS, "the host link")
+        if not (isinstance(self.host_memory_bandwidth, int | float)
+                and self.host_memory_bandwidth > 0):
+            raise LabInputError("host_memory_bandwidth",
+                                "host memory bandwidth must be a positive number of bytes/s")
 
     @property
     def cluster(self) -> Cluster:
@@ -144,7 +155,15 @@ class OffloadPlan:
     pcie_down_bytes: float  # gradients to the host, per GPU per step
     pcie_up_bytes: float  # updated bf16 weights back
     pcie_seconds: float
-    exposed_seconds: float
+    # CPU Adam on the node's host RAM: ADAM_HOST_BYTES per parameter of the rank's shard, the
+    # node's ranks sharing its memory bandwidth (labs.zero.lab.offload_plan).
+    adam_bytes: float  # host-memory traffic of one rank's update
+    adam_seconds: float
+    host_memory_bandwidth: float  # the node's, bytes/s
+    exposed_seconds: float  # the update in the step: gradients' overrun + CPU Adam + upload
+    # With ZeRO-Offload's one-step delayed parameter update the CPU Adam and the upload run
+    # while the GPU computes the next step: only what outlasts that step's compute is exposed.
+    delayed_exposed_seconds: float
     pcie_bandwidth: float
     download_hidden: bool  # the gradients reach the host within the backward pass
 

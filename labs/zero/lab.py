@@ -27,9 +27,14 @@ during the next forward (Megatron's overlapped parameter gather).
 
 Optimizer offload (Ren et al. 2021, "ZeRO-Offload", arXiv:2101.06840 sec 4): the rank's
 optimizer shard lives in host RAM and the CPU runs Adam; each step its gradients cross PCIe
-down during backward (hidden while they fit that window) and its updated bf16 weights cross
-back up before the next forward (exposed, without the paper's one-step delayed update). The
-CPU Adam step's own time is not modelled.
+down during backward (hidden while they fit that window), the CPU updates the shard, and its
+updated bf16 weights cross back up before the next forward. CPU Adam is bound by host memory
+bandwidth (the paper's CPU-Adam is vectorised to stream memory): per parameter it reads the
+fp32 weight, gradient and two moments and writes the weight and moments back,
+``ADAM_HOST_BYTES`` = 7 x 4 = 28 B, and the ranks of a node share its memory bandwidth
+(``labs.zero.inputs.HOST_MEMORY_BANDWIDTH``). In the step all three are exposed; the paper's
+one-step delayed parameter update (sec 5, "DPU") runs the CPU step and the upload beside the
+next step's compute, which is why it exists (``delayed_exposed_seconds``).
 """
 
 from __future__ import annotations
@@ -135,7 +140,11 @@ def traffic_row(inp: ZeroInput, stage: int, windows: tuple[float, float]) -> Tra
                       sum(t.seconds for t in transfers), exposed)
 
 
-def offload_plan(inp: ZeroInput, backward_seconds: float) -> OffloadPlan:
+ADAM_HOST_BYTES = 7 * 4  # CPU Adam: read fp32 weight, gradient, m, v; write weight, m, v
+
+
+def offload_plan(inp: ZeroInput, backward_seconds: float,
+                 compute_seconds: float) -> OffloadPlan:
     recipe = RECIPES[inp.recipe]
     without = compute_memory(inp.ledger_input(offload=False))
     with_ = compute_memory(inp.ledger_input(offload=True))
@@ -143,13 +152,19 @@ def offload_plan(inp: ZeroInput, backward_seconds: float) -> OffloadPlan:
     down, up = recipe.gradients * shard, recipe.gathered_bytes * shard  # updated weights up
     bandwidth = get_link(inp.host_link).bandwidth
     down_s, up_s = down / bandwidth, up / bandwidth
+    adam = ADAM_HOST_BYTES * shard
+    adam_s = adam * inp.gpus_on_node / inp.host_memory_bandwidth  # the node's ranks share it
+    overrun = max(0.0, down_s - backward_seconds)
     return OffloadPlan(
         gpu_bytes_without=without.total_bytes, gpu_bytes_with=with_.total_bytes,
         breakdown_without=dict(without.breakdown), breakdown_with=dict(with_.breakdown),
         host_bytes_per_gpu=with_.host_bytes,
         host_bytes_per_node=with_.host_bytes * inp.gpus_on_node,
         pcie_down_bytes=down, pcie_up_bytes=up, pcie_seconds=down_s + up_s,
-        exposed_seconds=max(0.0, down_s - backward_seconds) + up_s, pcie_bandwidth=bandwidth,
+        adam_bytes=adam, adam_seconds=adam_s, host_memory_bandwidth=inp.host_memory_bandwidth,
+        exposed_seconds=overrun + adam_s + up_s,
+        delayed_exposed_seconds=overrun + max(0.0, adam_s + up_s - compute_seconds),
+        pcie_bandwidth=bandwidth,
         download_hidden=down_s <= backward_seconds)
 
 
@@ -182,7 +197,7 @@ def simulate_zero(inp: ZeroInput) -> ZeroResult:
         seconds = sum(compute_windows(inp, mode))
         rows.append(RecomputeRow(mode, sum(bill.breakdown[k] for k in ACTIVATION_KEYS),
                                  bill.total_bytes, seconds, seconds / baseline - 1, bill.fits))
-    offload = offload_plan(inp, windows[1])
+    offload = offload_plan(inp, windows[1], sum(windows))
     return ZeroResult(
         input=inp, params=inp.model.params, bytes_per_param=RECIPES[inp.recipe].bytes_per_param,
         ledger=chosen, breakdown=dict(chosen.breakdown), total_bytes=chosen.total_bytes,

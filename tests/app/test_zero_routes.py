@@ -5,6 +5,8 @@ import re
 
 import pytest
 
+from app.charts.units import fmt_ms
+from app.routers.zero import facts
 from tests.app.test_parser import api_messages
 
 LLAMA_70B_PARAMS = 70_553_706_496
@@ -141,3 +143,33 @@ def test_drill_answer_is_16_bytes_times_p_over_d(client):
     assert right["answer"] == pytest.approx(16 * LLAMA_70B_PARAMS / 64 / 1e9, rel=1e-3)
     wrong = client.get("/api/drills/zero3-state-70b", params={"answer": 1130}).json()
     assert wrong["status"] == "hint"
+
+
+def test_offload_times_cpu_adam_on_host_memory_and_teaches_the_delayed_update(client):
+    """Issue 36: step 7 quoted the offload step without the CPU Adam update. The update moves
+    28 B per parameter of the rank's shard through host RAM (read fp32 weight, gradient, m, v;
+    write weight, m, v: Ren et al. 2021), the node's ranks sharing a DGX H100's 614.4 GB/s
+    (2 x 8 x DDR5-4800), and it is in the step; the one-step delayed update hides it."""
+    from labs.zero.inputs import HOST_MEMORY_BANDWIDTH
+    from labs.zero.lab import ADAM_HOST_BYTES
+
+    assert ADAM_HOST_BYTES == 28 and pytest.approx(614.4e9) == HOST_MEMORY_BANDWIDTH
+    api = facts()["offload"]["api"]
+    off = api["offload_plan"]
+    shard = api["params"] / api["dp"]
+    assert off["adam_bytes"] == pytest.approx(28 * shard, rel=1e-9)
+    assert off["adam_seconds"] == pytest.approx(28 * shard * 8 / 614.4e9, rel=1e-9)
+    assert off["adam_seconds"] > 5 * off["pcie_seconds"]  # the update, not PCIe, is the cost
+    assert api["step_seconds"] == pytest.approx(
+        api["compute_seconds"] + api["exposed_seconds"] + off["exposed_seconds"], rel=1e-9)
+    assert off["exposed_seconds"] >= off["adam_seconds"] > off["delayed_exposed_seconds"]
+    html = client.get("/episodes/zero").text
+    step = re.sub(r"\s+", " ", html[html.index('id="step-7"'):html.index('id="step-8"')])
+    assert "7 × 4 = 28 B" in step and "one-step delayed parameter update" in step
+    assert fmt_ms(off["adam_seconds"]) in step and fmt_ms(api["step_seconds"]) in step
+
+
+def test_the_intro_says_only_stage_3_keeps_one_copy(client):
+    html = re.sub(r"\s+", " ", client.get("/episodes/zero").text)
+    assert "keep one copy in total" not in html
+    assert "only stage 3 keeps one copy of everything in total" in html
