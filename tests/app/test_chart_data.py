@@ -1,0 +1,560 @@
+"""Every diagram draws the lab's numbers: each test derives what must be drawn from the lab's
+result (its events, breakdowns, sweeps and chosen point), by a route that does not go through
+``app/charts``, and compares it with the figure JSON a page ships.
+
+``tests/app/test_contracts.py`` checks that page, fragment, embed and API ship one figure for
+one state; this file checks that the figure is right. A Gantt bar drawn as wide as its end
+time, a stacked bar at half height, a curve read off the wrong field or a chosen point that is
+not the state's own each fail here. Bars are drawn in GB (10^9 bytes) and ms and rounded by
+the chart (3 or 4 decimals), so sums are compared to that rounding times the segment count.
+"""
+
+import json
+import math
+from collections import Counter
+
+import pytest
+
+import app.main  # noqa: F401  (registers every lab view)
+from app.labkit import VIEWS, parse
+
+KINDS = ("default", "good", "bad")
+
+
+def figures_for(name: str, query: dict):
+    """(the lab's result for ``query``, its figures as the page's JSON gives them back)."""
+    state, errors, _ = parse(VIEWS[name], list(query.items()))
+    assert state is not None, errors
+    return state.result, json.loads(json.dumps(VIEWS[name].figures(state.result)))
+
+
+def figures_of(name: str, kind: str):
+    """The same for the lab's default state, or the good or bad case its lesson shows."""
+    view = VIEWS[name]
+    case = {"default": None, "good": view.good, "bad": view.bad}[kind]
+    return figures_for(name, dict(case.query) if case else {})
+
+
+def close(drawn, expected, tol: float, what: str) -> None:
+    drawn, expected = list(drawn), list(expected)
+    assert len(drawn) == len(expected), f"{what}: {len(drawn)} drawn, {len(expected)} expected"
+    for i, (d, e) in enumerate(zip(drawn, expected, strict=True)):
+        if e is None:
+            assert d is None, f"{what}[{i}]: drew {d}, expected nothing"
+            continue
+        assert d is not None and math.isclose(d, e, rel_tol=1e-6, abs_tol=tol), (
+            f"{what}[{i}]: drew {d}, expected {e}")
+
+
+def bars(fig: dict) -> list[dict]:
+    return [t for t in fig["data"] if t["type"] == "bar"]
+
+
+def stack_sums(traces: list[dict], axis: str = "y") -> list[float]:
+    """Per category, the height of a stack of bar traces that share one category axis."""
+    other = "x" if axis == "y" else "y"
+    cats = traces[0][other]
+    for t in traces:
+        assert t[other] == cats, "every segment of a stack stands on the same categories"
+    count = len(cats[0]) if cats and isinstance(cats[0], list) else len(cats)  # two-level
+    return [sum(t[axis][i] for t in traces) for i in range(count)]
+
+
+def trace(fig: dict, name: str) -> dict:
+    (found,) = [t for t in fig["data"] if t.get("name") == name]
+    return found
+
+
+# EP01 ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_memory_ledger_stacks_the_breakdown_to_the_total(kind):
+    result, figs = figures_of("memory", kind)
+    fig = figs["ledger"]
+    parts = {k: v for k, v in result.breakdown.items() if v > 0}
+    assert math.isclose(sum(parts.values()), result.total_bytes, rel_tol=1e-9)
+    drawn = sorted(t["y"][0] for t in bars(fig))
+    close(drawn, sorted(v / 1e9 for v in parts.values()), 6e-4, "segments (GB)")
+    (height,) = stack_sums(bars(fig))
+    close([height], [result.total_bytes / 1e9], 6e-4 * len(parts), "bar height (GB)")
+    line = fig["layout"]["shapes"][0]
+    close([line["y0"], line["y1"]], [result.gpu_memory_bytes / 1e9] * 2, 1e-9, "GPU line")
+
+
+# EP05 ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_pipeline_gantt_bars_are_the_events(kind):
+    result, figs = figures_of("pipeline", kind)
+    events = result.result.events
+    drawn = Counter()
+    for t in bars(figs["gantt"]):
+        for y, base, width in zip(t["y"], t["base"], t["x"], strict=True):
+            drawn[(y, round(base, 4), round(width, 4))] += 1
+    expected = Counter((f"rank {e.rank}", round(e.start, 4), round(e.end - e.start, 4))
+                       for e in events)
+    assert drawn == expected, (
+        f"bars not drawn from events: {(expected - drawn).most_common(3)} missing, "
+        f"{(drawn - expected).most_common(3)} extra")
+    # Each bar ends where its event ends and no rank's bars overlap.
+    for rank in range(result.result.input.stages):
+        spans = sorted((e.start, e.end) for e in events if e.rank == rank)
+        assert all(a[1] <= b[0] + 1e-9 for a, b in zip(spans, spans[1:], strict=False))
+    assert max(e.end for e in events) == pytest.approx(result.result.makespan)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_pipeline_activations_follow_the_timeline_and_mark_each_peak(kind):
+    result, figs = figures_of("pipeline", kind)
+    r = result.result
+    lines = [t for t in figs["activations"]["data"] if t["mode"] == "lines"]
+    marks = [t for t in figs["activations"]["data"] if t["mode"] == "markers"]
+    assert lines and len(lines) == len(marks)
+    for line, mark in zip(lines, marks, strict=True):
+        rank = int(line["name"][1:])
+        points = r.activation_timeline[rank]
+        close(line["y"][:-1], [n for _, n in points], 0, f"rank {rank} held")
+        close(line["x"][:-1], [t for t, _ in points], 1e-9, f"rank {rank} times")
+        peak = max(n for _, n in points)
+        assert mark["y"] == [peak] == [r.peak_activations[rank]]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_pipeline_stage_memory_is_state_plus_activations(kind):
+    result, figs = figures_of("pipeline", kind)
+    if result.memory is None:
+        assert "memory" not in figs
+        return
+    mem = result.memory
+    stack = bars(figs["memory"])
+    close(stack[0]["y"], [s / 1e9 for s in mem.state_per_rank], 6e-4, "state (GB)")
+    close(stack[1]["y"], [a / 1e9 for a in mem.activation_bytes], 6e-4, "activations (GB)")
+    # The rank's total adds the embedding and logits activations (first and last rank) to
+    # state and activations; the bars draw state and activations.
+    for r, total in enumerate(mem.total_bytes):
+        assert total == pytest.approx(mem.state_per_rank[r] + mem.activation_bytes[r]
+                                      + mem.embedding_and_logits[r])
+    close(stack_sums(stack), [(t - e) / 1e9 for t, e in
+                              zip(mem.total_bytes, mem.embedding_and_logits, strict=True)],
+          1.2e-3, "rank state + activations (GB)")
+
+
+# EP06 ---------------------------------------------------------------------------------------
+
+def owner_by_hand(tokens: int, cp: int, layout: str) -> list[int]:
+    """Who computes each query token: contiguous gives rank r the r-th of c equal chunks;
+    zigzag cuts 2c chunks and gives rank r chunks r and 2c-1-r (Brandon et al. 2023,
+    'Striped Attention', and Megatron-Core's load-balanced CP)."""
+    if layout == "contiguous":
+        size = tokens // cp
+        return [q // size for q in range(tokens)]
+    size = tokens // (2 * cp)
+    return [(q // size) if q // size < cp else 2 * cp - 1 - q // size for q in range(tokens)]
+
+
+@pytest.mark.parametrize("query", [
+    {}, {"tokens": 64, "cp": 8, "layout": "zigzag"}, {"tokens": 64, "cp": 8,
+                                                      "layout": "contiguous"},
+    {"tokens": 32, "cp": 4, "layout": "contiguous"},
+])
+def test_cp_mask_and_pairs_are_the_hand_counted_owners(query):
+    result, figs = figures_for("cp", query)
+    s, c, layout = result.mask.tokens, result.mask.cp, result.mask.layout
+    assert layout in ("zigzag", "contiguous")
+    owner = owner_by_hand(s, c, layout)
+    (heat,) = figs["mask"]["data"]
+    assert heat["z"] == [[owner[q] if k <= q else None for k in range(s)] for q in range(s)]
+    # Query q attends to keys 0..q: q + 1 causal pairs, counted to its owner.
+    pairs = [sum(q + 1 for q in range(s) if owner[q] == r) for r in range(c)]
+    (bar,) = figs["pairs"]["data"]
+    assert bar["y"] == pairs and sum(pairs) == s * (s + 1) // 2
+    mean = figs["pairs"]["layout"]["shapes"][0]["y0"]
+    assert mean == pytest.approx(s * (s + 1) / 2 / c)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cp_cost_curves_are_the_sweep_and_the_mark_is_this_plan(kind):
+    result, figs = figures_of("cp", kind)
+    fig = figs["cost"]
+    lines = [t for t in fig["data"] if t["mode"] == "lines+markers"]
+    prefixes = {"zigzag": "Ring", "allgather": "All-gather", "ulysses": "Ulysses"}
+    assert len(lines) == len(prefixes)
+    for layout, prefix in prefixes.items():
+        points = result.sweep[layout]
+        (line,) = [t for t in lines if t["name"].startswith(prefix)]
+        assert line["x"] == [c for c, _ in points]
+        close(line["y"], [None if k is None else k.comm_s * 1e3 for _, k in points], 1e-6,
+              f"{layout} ms")
+    att = trace(fig, "Attention, busiest rank (zigzag)")
+    close(att["y"], [None if k is None else k.attention_s * 1e3
+                     for _, k in result.sweep["zigzag"]], 1e-6, "attention ms")
+    mark = trace(fig, "this plan")
+    assert mark["x"] == [result.input.cp]
+    close(mark["y"], [result.cost.comm_s * 1e3], 1e-9, "this plan's ms")
+
+
+# EP02 ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dp_scaling_curves_and_the_chosen_point(kind):
+    result, figs = figures_of("dp", kind)
+    fig = figs["scaling"]
+    for link in result.curve_links:
+        series = [p for p in result.curve if p.link == link]
+        speed, eff = [t for t in fig["data"] if t.get("legendgroup") == link]
+        assert speed["x"] == eff["x"] == [p.gpus for p in series]
+        close(speed["y"], [p.speedup for p in series], 1e-4, f"{link} speedup")
+        close(eff["y"], [p.efficiency for p in series], 1e-4, f"{link} efficiency")
+        # Efficiency is speedup per GPU.
+        close(eff["y"], [p.speedup / p.gpus for p in series], 2e-4, f"{link} speedup/N")
+    chosen = [t for t in fig["data"] if t.get("legendgroup") == "chosen"]
+    p = result.point
+    assert p.gpus == result.input.gpus and p.link == result.input.link
+    assert [t["x"] for t in chosen] == [[p.gpus]] * 2
+    close([chosen[0]["y"][0], chosen[1]["y"][0]], [p.speedup, p.efficiency], 1e-4, "chosen")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dp_step_bar_is_compute_then_exposed_all_reduce(kind):
+    result, figs = figures_of("dp", kind)
+    p = result.point
+    assert p.comm_s == pytest.approx(p.overlapped_comm_s + p.exposed_comm_s)
+    assert p.step_s == pytest.approx(p.compute_s + p.exposed_comm_s)
+    step = [t for t in bars(figs["time"]) if t["y"] == ["GPU step"]]
+    spans = sorted((t["base"][0], t["x"][0]) for t in step)
+    expected = [(0.0, p.compute_s * 1e3)] + (
+        [(p.compute_s * 1e3, p.exposed_comm_s * 1e3)] if p.exposed_comm_s > 0 else [])
+    close([b for b, _ in spans], [b for b, _ in expected], 1e-6, "step bases (ms)")
+    close([w for _, w in spans], [w for _, w in expected], 1e-6, "step widths (ms)")
+    wire = [t for t in bars(figs["time"]) if t["y"] == ["All-reduce"]]
+    close([sum(t["x"][0] for t in wire)], [p.comm_s * 1e3], 2e-6, "all-reduce (ms)")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dp_replica_is_the_replica_ledger(kind):
+    result, figs = figures_of("dp", kind)
+    stack = bars(figs["replica"])
+    close(stack_sums(stack), [result.replica.total_bytes / 1e9], 6e-4 * len(stack), "GB")
+
+
+# EP07 ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("query", [{}, {"skew": 1}, {"skew": 0.5, "capacity_factor": 1.0}])
+def test_moe_experts_bars_are_the_routing(query):
+    result, figs = figures_for("moe", query)
+    fig = figs["experts"]
+    r, inp = result.routing, result.input
+    stack = bars(fig)
+    kept, dropped = stack[0]["y"], stack[1]["y"] if len(stack) > 1 else [0] * len(stack[0]["y"])
+    assert list(dropped) == list(r.dropped_per_expert)
+    assert [k + d for k, d in zip(kept, dropped, strict=True)] == list(r.routed_per_expert)
+    # Each of the EP group's GPUs sends its tokens to top_k experts: the bars sum to
+    # EP x tokens x k token copies.
+    assert sum(r.routed_per_expert) == inp.ep * inp.tokens * inp.model.top_k
+    if inp.capacity_factor:
+        # Capacity (Switch Transformer, Fedus et al. 2021): ceil(factor x tokens x k / E) per
+        # expert per GPU, EP GPUs' worth; nothing is drawn kept above it.
+        cap = inp.ep * math.ceil(inp.capacity_factor * inp.tokens * inp.model.top_k
+                                 / inp.model.experts)
+        assert max(kept) == cap and sum(dropped) > 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_moe_gpu_bars_reach_the_layer_time(kind):
+    result, figs = figures_of("moe", kind)
+    r = result.routing
+    stack = bars(figs["gpus"])
+    names = [t["name"] for t in stack]
+    dispatch = stack[0]["y"]
+    close(dispatch, [s * 1e3 for s in r.dispatch_s], 1e-4, "dispatch ms")
+    close(stack[1]["y"], [s * 1e3 for s in r.compute_s], 1e-4, "compute ms")
+    assert stack[2]["y"] == dispatch, names  # combine moves the same bytes back
+    close(stack_sums(stack), [r.layer_s * 1e3] * len(dispatch), 4e-4, "layer ms")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_moe_params_bars_are_total_active_and_per_gpu(kind):
+    result, figs = figures_of("moe", kind)
+    stack = bars(figs["params"])
+    sums = stack_sums(stack, axis="x")
+    close(sums, [result.params / 1e9, result.active_params / 1e9,
+                 result.params_per_gpu / 1e9], 1.2e-3, "params (B)")
+    close(stack[1]["x"], [result.expert_params / 1e9,
+                          (result.active_params - (result.params - result.expert_params))
+                          / 1e9, result.experts_per_gpu_params / 1e9], 6e-4, "experts (B)")
+
+
+# EP09 ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_rl_cluster_cells_count_each_pools_gpus(kind):
+    result, figs = figures_of("placement", kind)
+    (heat,) = figs["cluster"]["data"]
+    cells = [c for row in heat["z"] for c in row]
+    assert len(cells) == len(result.gpus)
+    placed = [g for g in result.gpus if g["role"] != "unplaced"]
+    if result.all_ok and result.pools[0].role != "colocated":
+        assert len(placed) == sum(p.gpus for p in result.pools)
+    # One colour code per role: as many cells of each code as GPUs of that role.
+    by_role = Counter(g["role"] for g in result.gpus)
+    assert sorted(Counter(cells).values()) == sorted(by_role.values()) or len(
+        set(cells)) > len(by_role)  # training and colocated shade replicas apart
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_rl_memory_stacks_are_each_pools_bill(kind):
+    result, figs = figures_of("placement", kind)
+    stack = bars(figs["memory"])
+    heights: dict[str, float] = {}
+    for t in stack:
+        heights[t["x"][0]] = heights.get(t["x"][0], 0) + t["y"][0]
+    pool = result.pools[0]
+    if pool.role == "colocated":
+        expected = {"training phase": sum(result.train_breakdown.values()),
+                    "rollout phase": sum(result.rollout_breakdown.values())}
+        if result.colocated_bytes is not None:
+            expected["colocated need"] = result.colocated_bytes
+            assert result.colocated_bytes == pytest.approx(
+                max(expected["training phase"], expected["rollout phase"])
+                + result.transition_overhead_bytes)
+    else:
+        expected = {f"{p.role} ({p.gpus} GPUs)": p.memory_per_gpu_bytes
+                    for p in result.pools if p.memory_per_gpu_bytes < 1e30}
+    assert set(heights) == set(expected)
+    for name, value in expected.items():
+        close([heights[name]], [value / 1e9], 6e-3, name)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_rl_timeline_bars_are_the_phases(kind):
+    result, figs = figures_of("placement", kind)
+    drawn = sorted((t["y"][0], t["base"][0], t["x"][0]) for t in bars(figs["timeline"]))
+    expected = sorted((ph.lane, ph.start, ph.end - ph.start) for ph in result.timeline)
+    assert [d[0] for d in drawn] == [e[0] for e in expected]
+    close([d[1] for d in drawn], [e[1] for e in expected], 1e-4, "starts (s)")
+    close([d[2] for d in drawn], [e[2] for e in expected], 1e-4, "durations (s)")
+    # One step's phases: rollout, train and sync add up to the step (sync may overlap).
+    steps = {ph.step for ph in result.timeline}
+    assert max(ph.end for ph in result.timeline) <= len(steps) * result.step_seconds + 1e-6
+
+
+# EP03 (precision) ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_precision_stacks_reach_each_ledgers_total(kind):
+    result, figs = figures_of("precision", kind)
+    base, led = result.baseline, result.ledger
+    stack = bars(figs["ledger"])
+    close(stack_sums(stack), [base.total_bytes / 1e9, led.total_bytes / 1e9],
+          6e-5 * len(stack), "ledger (GB)")
+    stack = bars(figs["finetune"])
+    close(stack_sums(stack), [f.total_bytes / 1e9 for f in result.finetunes],
+          6e-5 * len(stack), "fine-tune (GB)")
+    stack = bars(figs["bytes"])
+    rows = list(reversed(result.per_param))
+    close(stack_sums(stack, axis="x"), [r.total for r in rows], 1e-9, "bytes/param")
+    close([r.total for r in rows], [sum(b for _, b in r.parts) for r in rows], 1e-9, "parts")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_precision_offload_curve_and_chosen_share(kind):
+    result, figs = figures_of("precision", kind)
+    o = result.offload
+    copy = figs["offload"]["data"][0]
+    assert copy["x"] == [round(100 * p.share) for p in o.points]
+    close(copy["y"], [p.copy_s * 1e3 for p in o.points], 1e-4, "copy ms")
+    # The copy is the shared bytes over the link: linear in the share.
+    full = o.points[-1]
+    assert full.share == 1
+    close(copy["y"], [full.copy_s * 1e3 * p.share for p in o.points], 1e-3, "linear")
+    fwd, bwd = figs["offload"]["data"][1:3]
+    close(fwd["y"], [o.forward_s * 1e3] * 2, 1e-4, "forward ms")
+    close(bwd["y"], [o.backward_s * 1e3] * 2, 1e-4, "backward ms")
+    band = figs["offload"]["layout"]["shapes"][0]
+    assert band["x0"] == pytest.approx(100 * o.share)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_precision_speed_bars_sum_to_each_step(kind):
+    result, figs = figures_of("precision", kind)
+    s = result.speed
+    if not s.timed:
+        assert figs["speed"]["data"] == []
+        return
+    bf16, fp8 = bars(figs["speed"])
+    close([sum(bf16["x"]), sum(fp8["x"])], [s.bf16_step_s * 1e3, s.fp8_step_s * 1e3],
+          1e-3, "step ms")
+    assert s.speedup == pytest.approx(s.bf16_step_s / s.fp8_step_s)
+
+
+# EP08 ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_recipe_step_bar_adds_up_to_the_step(kind):
+    recipe, figs = figures_of("recipe", kind)
+    r = recipe.result
+    if not r.legal:
+        assert figs == {}
+        return
+    assert sum(r.segments.values()) == pytest.approx(r.step_s, rel=1e-9)
+    stack = bars(figs["step"])
+    close([stack_sums(stack, axis="x")[0]], [r.step_s * 1e3], 1e-3 * len(stack), "step ms")
+    mem = r.memory
+    stack = bars(figs["memory"])
+    close(stack_sums(stack), [b.total_bytes / 1e9 for b in mem.stages], 1.2e-3, "stage GB")
+
+
+# EP04 ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_tp_curves_costs_and_memory_are_the_sweep(kind):
+    result, figs = figures_of("tp", kind)
+    eff = trace(figs["efficiency"], "This setup")
+    assert eff["customdata"] == [c.tp for c in result.sweep]
+    close(eff["y"], [100 * c.step_efficiency for c in result.sweep], 5e-3, "efficiency %")
+    # Step efficiency is the speedup over one GPU per GPU.
+    close(eff["y"], [100 * c.single_gpu_step_s / (c.step_compute_s + c.step_comm_s) / c.tp
+                     for c in result.sweep], 5e-3, "speedup / t")
+    (now,) = [t for t in figs["efficiency"]["data"] if t["name"].startswith("Now:")]
+    assert result.cost.tp == result.input.tp
+    close(now["y"], [100 * result.cost.step_efficiency], 5e-3, "now")
+    stack = bars(figs["cost"])
+    close(stack_sums(stack), [c.layer_s * 1e3 for c in result.sweep], 1e-4, "layer ms")
+    close(stack[0]["y"], [c.compute_s * 1e3 for c in result.sweep], 1e-4, "compute ms")
+    close(stack[1]["y"], [c.comm_s * 1e3 for c in result.sweep], 1e-4, "collectives ms")
+    one = [t for t in figs["cost"]["data"] if t["type"] == "scatter"][0]
+    close(one["y"], [result.sweep[0].single_gpu_s * 1e3] * len(result.sweep), 1e-4, "one GPU")
+    stack = bars(figs["memory"])
+    close(stack_sums(stack), [m.memory.total_bytes / 1e9 if m.memory else 0
+                              for m in result.memory_sweep], 6e-4 * len(stack), "GB")
+
+
+# EP03 (ZeRO) --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_zero_memory_and_traffic_stacks_reach_each_total(kind):
+    result, figs = figures_of("zero", kind)
+    stack = bars(figs["memory"])
+    close(stack_sums(stack), [b.total_bytes / 1e9 for b in result.bars], 6e-4 * len(stack),
+          "memory GB")
+    stack = bars(figs["traffic"])
+    close(stack_sums(stack), [r.bytes_per_gpu / 1e9 for r in result.traffic],
+          6e-4 * len(stack), "traffic GB")
+    stack = bars(figs["overlap"])
+    close(stack[0]["y"], [result.compute_seconds * 1e3] * len(result.traffic), 6e-4,
+          "compute ms")
+    close(stack[1]["y"], [r.exposed_seconds * 1e3 for r in result.traffic], 6e-4,
+          "exposed ms")
+    stack = [t for t in bars(figs["recompute"]) if t["name"] != "Compute over none"]
+    close(stack_sums(stack), [r.total_bytes / 1e9 for r in result.recompute], 1.2e-3,
+          "recompute GB")
+    off = result.offload
+    stack = bars(figs["offload"])
+    sums = stack_sums(stack)
+    close(sums[:2], [sum(off.breakdown_without.values()) / 1e9,
+                     sum(off.breakdown_with.values()) / 1e9], 6e-4 * len(stack), "GPU GB")
+
+
+# The rank map (EP07) ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("query", [{}, {"model": "mixtral-8x7b", "nodes": 2, "ep": 8},
+                                   {"nodes": 4, "ep": 8, "group": "dp"}])
+def test_moe_rank_map_colours_each_group_by_its_members(query):
+    result, figs = figures_for("moe", query)
+    colouring, fig = result.rank_map, figs["ranks"]
+    (heat,) = fig["data"]
+    gpn = colouring.gpus_per_node
+    # Node by node, GPU by GPU: rank = node x GPUs per node + slot; the cell's text is its
+    # group's number and each group has as many cells as members.
+    cells = {}
+    rows_are_nodes = len(heat["z"]) == colouring.nodes
+    for a, row in enumerate(heat["text"]):
+        for b, text in enumerate(row):
+            node, slot = (a, b) if rows_are_nodes else (b, a)
+            cells[node * gpn + slot] = text
+    ranks = len(colouring.category)
+    assert [cells[r] for r in range(ranks)] == [str(c) for c in colouring.category]
+    sizes = Counter(colouring.category)
+    assert set(sizes.values()) == {ranks // len(sizes)}  # equal groups
+    group = query.get("group", "ep")
+    if group == "ep":
+        assert set(sizes.values()) == {result.input.ep}
+
+
+# EP04's split diagram -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("query", [{}, {"tp": 2}, {"tp": 8, "model": "llama-3.1-70b"}])
+def test_tp_split_boxes_are_the_models_matrices_cut_by_t(query):
+    from app.charts.tp_split import split_view
+
+    result, _ = figures_for("tp", query)
+    m, t = result.input.model, result.input.tp
+    split = split_view(result)
+    attention, mlp = split["blocks"]
+    (qkv,) = attention["columns"]
+    # Fused QKV: a query heads and 2 x kv key/value heads of d columns each (Megatron).
+    assert (qkv["rows"], qkv["cols"]) == (m.hidden, (m.heads + 2 * m.kv_heads) * m.head_dim)
+    assert len(qkv["strips"]) == t
+    if qkv["strips"][0]["parts"]:
+        shares = {p["label"]: p["share"] for p in qkv["strips"][0]["parts"]}
+        per_gpu = (m.heads // t + 2 * max(1, m.kv_heads // t)) * m.head_dim
+        assert shares["Q"] == pytest.approx(m.heads // t * m.head_dim / per_gpu)
+    assert (attention["rows"]["rows"], attention["rows"]["cols"]) == (
+        m.heads * m.head_dim, m.hidden)
+    ups = mlp["columns"]
+    assert [u["name"] for u in ups] == (["W_gate", "W_up"] if m.gated_mlp else ["W_up"])
+    assert all((u["rows"], u["cols"]) == (m.hidden, m.ffn) for u in ups)
+    assert (mlp["rows"]["rows"], mlp["rows"]["cols"]) == (m.ffn, m.hidden)
+    assert f"{m.ffn // t:,}" in mlp["rows"]["caption"]
+
+
+# EP08's planner and the published runs ------------------------------------------------------
+
+def page_figure(html: str) -> dict:
+    from tests.app.test_contracts import page_figures
+
+    (fig,) = page_figures(html).values()
+    return fig
+
+
+def test_plan_scatter_is_the_apis_plans(client):
+    query = {"model": "gpt-3-175b", "gpu": "a100-80gb", "gpus": 64, "gpus_per_node": 8,
+             "intra_link": "nvlink-3", "inter_link": "ib-hdr", "seq_len": 2048,
+             "global_batch": 32}
+    plans = client.get("/api/plan", params=query).json()["plans"]
+    fig = page_figure(client.get("/episodes/recipe-3d/plan", params=query).text)
+    assert plans
+    rest, front = fig["data"]
+    expected_rest = [p for p in plans if not p["pareto"]]
+    expected_front = sorted((p for p in plans if p["pareto"]),
+                            key=lambda p: p["memory_per_gpu_bytes"])
+    for drawn, want in ((rest, expected_rest), (front, expected_front)):
+        close(drawn["x"], [p["memory_per_gpu_bytes"] / 1e9 for p in want], 6e-3, "GB")
+        close(drawn["y"], [p["tokens_per_s"] / 1e3 for p in want], 6e-3, "k tokens/s")
+    # Tokens per second is the global batch's tokens over the step.
+    for p in plans:
+        assert p["tokens_per_s"] == pytest.approx(
+            p["global_batch"] * query["seq_len"] / p["step_s"], rel=1e-9)
+
+
+def test_validation_scatter_is_each_runs_published_and_lab_figures(client):
+    answer = client.get("/api/validation").json()
+    from app.routers.validation import PATH
+
+    fig = page_figure(client.get(PATH).text)
+    drawn = sorted((x, y) for t in fig["data"] if t["mode"] == "markers"
+                   for x, y in zip(t["x"], t["y"], strict=True))
+    runs = answer["runs"] + answer["validation_runs"]
+    expected = sorted((r["published_tokens_per_s_per_gpu"], r["lab_tokens_per_s_per_gpu"])
+                      for r in runs)
+    close([x for x, _ in drawn], [x for x, _ in expected], 0.06, "published tokens/s")
+    close([y for _, y in drawn], [y for _, y in expected], 0.06, "lab tokens/s")
+    for r in runs:
+        assert r["ratio"] == pytest.approx(
+            r["lab_tokens_per_s_per_gpu"] / r["published_tokens_per_s_per_gpu"], abs=1e-3)
+    # The ±10% and ±25% bands: y = x (1 ± band).
+    bands = [t for t in fig["data"] if t["mode"] == "lines"]
+    assert len(bands) == 5
+    for t in bands:
+        ratios = {round(y / x, 6) for x, y in zip(t["x"], t["y"], strict=True)}
+        assert len(ratios) == 1 and ratios <= {0.75, 0.9, 1.0, 1.1, 1.25}
