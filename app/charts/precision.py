@@ -282,7 +282,9 @@ def speed_figure(result) -> dict:
             xaxis={"ticksuffix": " ms", "range": [0, top], "fixedrange": True},
             yaxis={"fixedrange": True, "automargin": True}),
         "summary": (
-            f"{inp.model.name} on {s.gpus:,} × {short_gpu_name(inp.gpu.name)}: BF16 steps in "
+            f"{inp.model.name} on {s.gpus:,} × {short_gpu_name(inp.gpu.name)}, "
+            f"{s.microbatches} micro-batch{'es' if s.microbatches != 1 else ''} per step: "
+            f"BF16 steps in "
             f"{fmt_ms(s.bf16_step_s)} (MFU {fmt_pct(s.bf16_mfu)}), {name} in "
             f"{fmt_ms(s.fp8_step_s)} (MFU {fmt_pct(s.fp8_mfu)}), {verdict}"
             + (f". {s.reason}" if s.reason else f"; not faster: {unchanged}")

@@ -20,6 +20,7 @@ from app.charts.precision import (
     short_recipe,
     speed_figure,
 )
+from app.cluster_controls import Microbatches
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
@@ -68,6 +69,7 @@ class PrecisionQuery(ModelGpuControls):
                              "micro-batch.")
     recompute: Literal[RECOMPUTE] = Field(
         "selective", description="Activation recomputation (full = gradient checkpointing).")
+    microbatches: Microbatches = 16
     tp: int = Field(1, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree.")
     pp: int = Field(1, ge=1, le=MAX_DEGREE, description="Pipeline-parallel degree (stages).")
     cp: int = Field(1, ge=1, le=MAX_DEGREE, description="Context-parallel degree.")
@@ -94,7 +96,8 @@ def precision_input(query: PrecisionQuery) -> PrecisionInput:
     return PrecisionInput(
         model=query.model_spec(), gpu=get_gpu(query.gpu), recipe=query.recipe,
         seq_len=query.seq_len, micro_batch=query.micro_batch, recompute=query.recompute,
-        tp=query.tp, pp=query.pp, cp=query.cp, dp=query.dp, ep=query.ep, zero=query.zero,
+        microbatches=query.microbatches, tp=query.tp, pp=query.pp, cp=query.cp, dp=query.dp,
+        ep=query.ep, zero=query.zero,
         rank=query.rank, modules=query.modules, ft_recipe=query.ft_recipe, paged=query.paged,
         offload=query.offload / 100, host_link=query.host_link,
         gpus_per_node=query.gpus_per_node)
@@ -114,6 +117,8 @@ def _ledger_api(ledger, gpu_bytes: float) -> dict:
 
 def _speed_api(s) -> dict:
     return {"recipe": s.recipe, "timed": s.timed, "fp8_path": s.fp8_path, "reason": s.reason,
+            "microbatches": s.microbatches, "global_batch": s.global_batch,
+            "linear_share": s.linear_share, "comm_share": s.comm_share,
             "bf16_step_s": s.bf16_step_s, "fp8_step_s": s.fp8_step_s, "speedup": s.speedup,
             "bf16_mfu": s.bf16_mfu, "fp8_mfu": s.fp8_mfu,
             "bf16_tokens_per_gpu_s": s.bf16_tokens_per_gpu_s,
@@ -176,7 +181,8 @@ def figures(result: PrecisionResult) -> dict:
 # The lesson's states (facts below): torchtitan's Llama 3 8B run, a 70B Megatron-style layout.
 TITAN = {"model": "llama-3.1-8b", "dp": 8, "zero": 3, "seq_len": 8192}
 MEGATRON_70B = {"model": "llama-3.1-70b", "tp": 8, "dp": 8, "zero": 1, "seq_len": 4096}
-FSDP_70B = {"model": "llama-3.1-70b", "dp": 128, "zero": 3, "seq_len": 8192}  # torchao's 1.5x
+# torchao's 1.5x on 128 GPUs: one micro-batch per step keeps the global batch at 1M tokens.
+FSDP_70B = {"model": "llama-3.1-70b", "dp": 128, "zero": 3, "seq_len": 8192, "microbatches": 1}
 QLORA_65B = {"model": LLAMA_65B, "rank": 64, "modules": "all", "seq_len": 512,
              "recompute": "full", "ft_recipe": "adam12", "gpu": "h100-sxm"}
 QLORA_LONG = {**QLORA_65B, "seq_len": 4096, "micro_batch": 6}  # over 80 GB, unless paged
@@ -192,6 +198,8 @@ def facts() -> dict:
     return {
         "titan": state(**TITAN, recipe="fp8-delayed"),
         "te70": state(**MEGATRON_70B, recipe="fp8-delayed"),
+        # The same run with no gradient accumulation: a step dominated by exposed traffic.
+        "te70_m1": state(**MEGATRON_70B, recipe="fp8-delayed", microbatches=1),
         "params70": state(**MEGATRON_70B, recipe="fp8-params"),
         "titan_params": state(**TITAN, recipe="fp8-params"),
         "titan_32k": state(**{**TITAN, "seq_len": 32768}, recipe="fp8-params"),
@@ -270,7 +278,8 @@ VIEW = LabView(
     labels={
         "model": "Model", "params": "Custom params", "gpu": "GPU", "recipe": "Recipe",
         "seq_len": "Sequence length", "micro_batch": "Micro-batch",
-        "recompute": "Recomputation", "tp": "TP (tensor)", "pp": "PP (pipeline)",
+        "microbatches": "Micro-batches per step", "recompute": "Recomputation",
+        "tp": "TP (tensor)", "pp": "PP (pipeline)",
         "cp": "CP (context)", "dp": "DP (data)", "ep": "EP (expert)", "zero": "ZeRO stage",
         "rank": "LoRA rank", "modules": "Adapted modules", "ft_recipe": "Fine-tuning recipe",
         "paged": "Paged optimizer", "offload": "Offloaded activations",

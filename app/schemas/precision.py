@@ -92,6 +92,15 @@ class PrecisionSpeed(BaseModel):
     fp8_path: bool = Field(description="The GPU runs this recipe's GEMMs in FP8.")
     reason: str = Field(description="Why the recipe's step equals BF16's, or why nothing was "
                         "timed; empty otherwise.")
+    microbatches: int = Field(description="Micro-batches per step (gradient accumulation), "
+                              "as EP08 times the step.")
+    global_batch: int = Field(description="Sequences per step: micro-batch x micro-batches x "
+                              "DP.")
+    linear_share: float = Field(description="The linear GEMMs' share of the BF16 step: what "
+                                "FP8 can speed up.")
+    comm_share: float = Field(description="Exposed communication's share of the BF16 step "
+                              "(DP / ZeRO sync, TP, CP, EP and pipeline traffic): what FP8 "
+                              "cannot.")
     bf16_step_s: float
     fp8_step_s: float
     speedup: float = Field(description="BF16's step over the recipe's.")

@@ -13,6 +13,7 @@ from labs.core.limits import (
     HOST_LINKS,
     MAX_GPUS_PER_NODE,
     MAX_LORA_RANK,
+    MAX_MICROBATCHES,
     TRAIN_RECIPES,
 )
 from labs.core.validate import UNKNOWN_BARE, flag, number, one_of, whole
@@ -53,6 +54,10 @@ class PrecisionInput:
     dp: int = 8
     ep: int = 1
     zero: int = 3
+    # Micro-batches per step (gradient accumulation), as EP08 times a step: real runs take
+    # 16 to 64 (Megatron-LM's --global-batch-size over micro-batch x DP), and the gradient
+    # sync is paid once per step, behind the last backward.
+    microbatches: int = 16
     # Fine-tuning (one GPU): the adapters' rank and modules, their recipe, paged optimizer.
     rank: int = 16
     modules: str = "qv"
@@ -70,6 +75,7 @@ class PrecisionInput:
             raise LabInputError("gpu", "choose a GPU preset")
         one_of("recipe", self.recipe, TRAIN_RECIPES, "training recipe", UNKNOWN_BARE)
         check_activation_controls(self.seq_len, self.micro_batch, self.recompute, "classic")
+        whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES, "micro-batches per step")
         self.ledger_input()  # the ledger checks the layout, naming each degree's control
         whole("rank", self.rank, 1, MAX_LORA_RANK, "LoRA rank")
         one_of("modules", self.modules, MODULE_SETS, "module set", UNKNOWN_BARE)
@@ -94,7 +100,8 @@ class PrecisionInput:
         return MemoryInput(model=self.model, gpu=self.gpu, mode="train",
                            recipe=recipe or self.recipe, seq_len=self.seq_len,
                            micro_batch=self.micro_batch, recompute=self.recompute, tp=self.tp,
-                           pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep, zero=self.zero)
+                           pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep, zero=self.zero,
+                           microbatches=self.microbatches)
 
 
 @dataclass(frozen=True)
@@ -219,6 +226,8 @@ class SpeedResult:
     gpus: int
     notes: tuple[str, ...]
     dp_bytes: tuple[float, float] = (0.0, 0.0)  # DP / ZeRO bytes one GPU sends per step
+    microbatches: int = 1  # per step, as EP08 times it
+    global_batch: int = 0  # sequences per step
 
     @property
     def speedup(self) -> float:
@@ -240,6 +249,23 @@ class SpeedResult:
 
     def part(self, name: str) -> SpeedPart:
         return next(p for p in self.parts if p.name == name)
+
+    def bf16_share(self, *names: str) -> float:
+        """The named parts' share of the BF16 step (0 when nothing was timed)."""
+        if not self.bf16_step_s:
+            return 0.0
+        return sum(p.bf16_s for p in self.parts if p.name in names) / self.bf16_step_s
+
+    @property
+    def linear_share(self) -> float:
+        """The linear GEMMs' share of the BF16 step: all that FP8 runs faster."""
+        return self.bf16_share("linear")
+
+    @property
+    def comm_share(self) -> float:
+        """Exposed communication's share of the BF16 step (DP / ZeRO sync and the TP, CP, EP
+        and pipeline traffic): no faster in FP8."""
+        return self.bf16_share("zero", "comms")
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,12 @@ layout, part by part, from EP08's op-level step model (``labs.recipe.lab.evaluat
 kernels of ``labs.model.ops`` at ``labs.hardware.kernels``' rates). Nothing is re-timed here:
 both steps are the step model's, and each part is read from them.
 
+- The step is EP08's whole step: ``inp.microbatches`` micro-batches (gradient accumulation,
+  default 16; real runs take 16 to 64) and one gradient sync, overlapped with the last
+  backward (ZeRO-3 gathers and reduces every micro-batch). With one micro-batch the sync,
+  paid once per step, weighs against a single micro-batch's compute: on the 70B TP 8 x DP 8
+  ZeRO-1 layout exposed communication is then 42% of the BF16 step and FP8 gains nothing
+  (1.00x), where 16 to 64 micro-batches give 1.27-1.30x (tests/labs/test_precision.py).
 - BF16: mixed-precision Adam (``adam16``), every GEMM at the 16-bit rate. FP8: the recipe's
   record with the step model's ``fp8`` option (``labs.model.ops.ComputeOptions``): the
   linear layers' GEMMs at the FP8 dense peak x the GPU's measured FP8 MAMF (H100 SXM: 1,979
@@ -84,11 +90,11 @@ def amdahl(share: float, rate: float, added: float = 0.0) -> float:
 
 
 def _plan(inp: PrecisionInput, recipe: str, fp8: bool) -> Plan:
-    led = inp.ledger_input()
+    """EP08's plan for ``inp``: the same degrees, with ``inp.microbatches`` micro-batches
+    per step (gradient accumulation), so the step is timed as EP08 times it."""
     return Plan(tp=inp.tp, pp=inp.pp, dp=inp.dp, cp=inp.cp, ep=inp.ep, zero=inp.zero,
                 recompute=inp.recompute, micro_batch=inp.micro_batch,
-                microbatches=led.pipeline_microbatches, seq_len=inp.seq_len, recipe=recipe,
-                fp8=fp8)
+                microbatches=inp.microbatches, seq_len=inp.seq_len, recipe=recipe, fp8=fp8)
 
 
 def cluster_of(inp: PrecisionInput):
@@ -123,7 +129,9 @@ def _categories(res: RecipeResult, inp: PrecisionInput) -> dict[str, float]:
 
 
 def _untimed(inp: PrecisionInput, reason: str) -> SpeedResult:
-    return SpeedResult(inp.recipe, False, False, reason, (), 0.0, 0.0, 0.0, 0.0, 0, 0, ())
+    return SpeedResult(inp.recipe, False, False, reason, (), 0.0, 0.0, 0.0, 0.0, 0, 0, (),
+                       microbatches=inp.microbatches,
+                       global_batch=inp.micro_batch * inp.microbatches * inp.dp)
 
 
 def speed(inp: PrecisionInput) -> SpeedResult:
@@ -208,11 +216,13 @@ def speed(inp: PrecisionInput) -> SpeedResult:
     step_f = low.step_s
     mfu_f = low.mfu
     notes = [f"Both steps are EP08's op-level model on {nodes} x {cluster.name}, "
-             f"{base.plan.microbatches} micro-batch(es) per step; MFU against the "
+             f"{base.plan.microbatches} micro-batch(es) per step (gradient accumulation, "
+             "one gradient sync after the last); MFU against the "
              f"{inp.gpu.name}'s BF16 dense peak for both."]
     if fp8_path:
         notes.append("DeepSeek-V3's promotion of partial sums to CUDA cores every 128 "
                      "elements is taken as overlapped (its report), not charged.")
     return SpeedResult(inp.recipe, True, fp8_path, reason, parts, step_b, step_f, base.mfu,
                        mfu_f, base.tokens_per_step, base.gpus, tuple(notes),
-                       (dp[0].bytes_per_step, dp[1].bytes_per_step))
+                       (dp[0].bytes_per_step, dp[1].bytes_per_step), base.plan.microbatches,
+                       base.plan.global_batch)

@@ -141,3 +141,46 @@ def test_cheat_sheet_carries_ep11s_lines_linked_to_their_steps(client):
                 "qlora_base", "offload", "fp8_speedup"):
         assert lines[key]["episode"] == "EP10", key
         assert PAGE in lines[key]["link"], lines[key]
+
+
+def test_step_8_quotes_the_speed_the_chart_shows_when_the_student_arrives(client):
+    """Issue 36: step 8's prose said 1.33x and 76.2% (FP8 parameters) beside a chart that
+    said 1.32x and 75.6% (the page's recipe). Its 8B figures now come from the one state the
+    bench holds on arrival (the page's default, and step 7's link), so the text and the
+    chart are one computation."""
+    import re
+
+    from app.charts.units import fmt_pct
+    from tests.app.test_prose import steps_of
+
+    steps = steps_of(client, PAGE)
+    step7, step8 = steps[6], steps[7]
+    quoted: dict[str, dict] = {}
+    for f in step8["figs"]:  # the first figure of each field: the 8B paragraph's
+        quoted.setdefault(f["data-field"], f)
+    state = quoted["speed.speedup"]["data-state"]
+    assert {f["data-state"] for f in step8["figs"][:9]} == {state}
+    assert step7["links"][0]["href"].endswith("?" + state)
+    default = api(client)["speed"]
+    assert api(client, **dict(re.findall(r"(\w+)=([\w.-]+)", state)))["speed"] == default
+    summary = re.search(r'data-chart="precision-speed">([^<]*)<',
+                        client.get(PAGE).text).group(1)
+    assert quoted["speed.speedup"]["text"] == f"{default['speedup']:.2f}"
+    assert f"{default['speedup']:.2f}× as fast" in summary
+    for field in ("bf16_mfu", "fp8_mfu"):
+        assert quoted[f"speed.{field}"]["text"] == fmt_pct(default[field])
+        assert f"MFU {fmt_pct(default[field])}" in summary
+
+
+def test_the_speed_is_timed_over_the_micro_batches_control(client):
+    q = {"model": "llama-3.1-70b", "tp": 8, "dp": 8, "zero": 1, "seq_len": 4096}
+    one, many = (api(client, **q, microbatches=m)["speed"] for m in (1, 32))
+    assert (one["microbatches"], many["microbatches"]) == (1, 32)
+    assert (one["global_batch"], many["global_batch"]) == (8, 256)
+    assert one["speedup"] < 1.01 < 1.25 < many["speedup"]
+    html = client.get(PAGE, params={**q, "microbatches": 32}).text
+    assert "One step of 32 micro-batches (256 sequences)" in html
+    assert 'name="microbatches"' in html
+    for bad in (0, 100000):
+        messages = api_messages(client, "precision", {"microbatches": bad})
+        assert "Micro-batches per step" in messages["microbatches"], messages

@@ -34,6 +34,7 @@ LESSONS["/episodes/experts"] = ("/api/moe", {"moe-experts", "moe-gpus", "moe-par
                                              "moe-ranks"})
 FORMATS["g3"] = lambda v: f"{v:.3g}"  # EP10 quotes bytes per parameter
 FORMATS["int"] = lambda v: f"{v:,.0f}"
+FORMATS["x2"] = lambda v: f"{v:.2f}"  # a speed-up, as the charts write it
 LESSONS["/episodes/low-precision"] = ("/api/precision", {
     "precision-ledger", "precision-bytes", "precision-finetune", "precision-offload",
     "precision-speed"})

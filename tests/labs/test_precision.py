@@ -332,7 +332,7 @@ def test_the_parts_add_up_to_each_step_and_mfu_shares_the_bf16_peak():
     inp = PrecisionInput(LLAMA8, H100, recipe="fp8-delayed", **TITAN)
     cluster, nodes = cluster_of(inp)
     assert (cluster.gpus_per_node, nodes) == (8, 1)
-    plan = Plan(dp=8, zero=3, seq_len=8192, recipe="adam16")
+    plan = Plan(dp=8, zero=3, seq_len=8192, microbatches=16, recipe="adam16")
     assert s.bf16_step_s == evaluate(plan, LLAMA8, cluster, nodes, None).step_s
 
 
@@ -380,7 +380,7 @@ def test_torchtitans_fp8_speedups_on_llama3_8b():
     for batch, bf16, fp8 in ((2, "titan_table1_bf16_tps", "titan_table1_fp8_tps"),
                              (1, "titan_pr808_bf16_tps", "titan_pr808_tensorwise_tps")):
         published = reported(fp8) / reported(bf16)
-        s = fast(recipe="fp8-params", micro_batch=batch, **TITAN)
+        s = fast(recipe="fp8-params", micro_batch=batch, microbatches=1, **TITAN)  # no accum.
         assert s.speedup == pytest.approx(published, rel=0.10)
         assert 1.2 < published < 1.3
 
@@ -389,23 +389,49 @@ def test_torchaos_up_to_one_and_a_half_on_70b_over_128_gpus():
     """torchao's float8 README: "up to 1.5x on 128 GPU LLaMa 3 70B pretraining jobs" (its
     layout unpublished; here FSDP over 128 H100s at 8,192 tokens, FP8 gathers), within 10%:
     a 70B layer's GEMMs are wide enough to run near the FP8 rate."""
-    s = fast(LLAMA70, recipe="fp8-params", dp=128, zero=3, seq_len=8192)
+    s = fast(LLAMA70, recipe="fp8-params", dp=128, zero=3, seq_len=8192, microbatches=1)
     assert s.speedup == pytest.approx(reported("torchao_70b_speedup"), rel=0.10)
 
 
-def test_gains_range_from_slower_to_about_thirty_percent():
-    """The issue's "from slower to about +30%": a large dense run with FSDP gains most; a 70B
-    model split 8 ways by TP with ZeRO-1 across nodes gains nothing (within 1%: its casts,
-    timed in the step at Transformer Engine's 4 B per element, now lengthen the backward that
-    hides the sync), as faster GEMMs leave its gradient sync and TP traffic less compute to
-    hide behind (torchtitan issue 1207 saw rowwise FP8 slower than bf16 under TP: 5,189
-    against 5,378 tokens/s)."""
+def test_fp8_on_70b_tp8_zero1_gains_with_the_micro_batches_real_runs_use():
+    """Issue 36: EP11 timed one micro-batch per step, so the 70B TP 8 x DP 8 ZeRO-1 run's
+    exposed gradient sync ate FP8's gain ("no faster: 1x"). Timed as EP08 times a step, with
+    the 16 to 64 micro-batches real runs accumulate, the gain is 1.27-1.30x, and it is EP08's
+    own step model: the BF16 and FP8 steps are evaluate()'s for the same plan."""
+    inp = PrecisionInput(LLAMA70, H100, recipe="fp8-delayed", **MEGATRON_70B)
+    assert inp.microbatches == 16  # the default: a realistic count, not 1
+    cluster, nodes = cluster_of(inp)
+    gains = []
+    for m in (16, 32, 64):
+        s = fast(LLAMA70, recipe="fp8-delayed", microbatches=m, **MEGATRON_70B)
+        plan = Plan(tp=8, dp=8, zero=1, seq_len=4096, microbatches=m, recipe="adam16")
+        assert s.bf16_step_s == evaluate(plan, LLAMA70, cluster, nodes, None).step_s
+        low = Plan(tp=8, dp=8, zero=1, seq_len=4096, microbatches=m, recipe="fp8-delayed",
+                   fp8=True)
+        assert s.fp8_step_s == evaluate(low, LLAMA70, cluster, nodes, None).step_s
+        assert s.microbatches == m and s.global_batch == 8 * m
+        gains.append(s.speedup)
+    assert gains == sorted(gains) and gains[0] > 1.25 and gains[-1] < 1.31
+
+
+def test_fp8_does_not_pay_where_exposed_communication_dominates_the_step():
+    """What EP11 teaches from its one-micro-batch state: the gradient sync is paid once per
+    step, so with one micro-batch exposed communication is most of what FP8 cannot speed up,
+    and FP8's shorter backward hides even less of it: no faster (within 1%). torchtitan issue
+    1207 saw rowwise FP8 slower than bf16 under TP: 5,189 against 5,378 tokens/s."""
     assert reported("titan_tp_rowwise_tps") < reported("titan_tp_bf16_tps")
+    one = fast(LLAMA70, recipe="fp8-delayed", microbatches=1, **MEGATRON_70B)
+    many = fast(LLAMA70, recipe="fp8-delayed", **MEGATRON_70B)
+    assert one.speedup == pytest.approx(1.0, abs=0.01)
+    assert many.speedup > one.speedup + 0.2
+    assert one.comm_share > 0.4 > 0.25 > many.comm_share
+    assert one.linear_share < 0.5 < many.linear_share
+    assert one.part("zero").fp8_s > one.part("zero").bf16_s
+    assert one.part("linear").fp8_s < one.part("linear").bf16_s
+    assert one.comm_share == pytest.approx(
+        (one.part("zero").bf16_s + one.part("comms").bf16_s) / one.bf16_step_s, rel=1e-12)
+    # A large dense run with FSDP gains most: the issue's "from slower to about +30%".
     assert 1.2 < fast(recipe="fp8-params", **TITAN).speedup < 1.4
-    slow = fast(LLAMA70, recipe="fp8-delayed", **MEGATRON_70B)
-    assert slow.speedup == pytest.approx(1.0, abs=0.01)
-    assert slow.part("zero").fp8_s > slow.part("zero").bf16_s
-    assert slow.part("linear").fp8_s < slow.part("linear").bf16_s
 
 
 def test_a_16_bit_recipe_is_bf16s_step_and_a_gpu_without_fp8_says_so():
