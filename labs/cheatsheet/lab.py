@@ -91,7 +91,7 @@ LINES: tuple[tuple[str, str, str, str, str, Callable], ...] = (
      zero_stage(3)),
     ("zero_traffic", "EP03", "ZeRO-3 traffic against DP", "≈ 1.5 × DP's all-reduce",
      "Rajbhandari et al. 2020 sec 7.2", zero_traffic),
-    ("tp", "EP04", "TP collectives per layer", "4 × (s·b·h·2 B), each ring over t GPUs",
+    ("tp", "EP04", "TP collectives per layer", "(n + r) × 2(t−1)/t × s·b·h·2 B",
      "Shoeybi et al. 2019 (Megatron-LM) sec 3", tp_layer),
     ("bubble", "EP05", "Pipeline bubble (1F1B)", "(p−1) / (m+p−1)",
      "Huang et al. 2019 (GPipe); Narayanan et al. 2021 sec 2.2", bubble),

@@ -155,10 +155,20 @@ def zero_traffic(inp):
 # ---- EP04 tensor parallelism (Shoeybi et al. 2019; Korthikanti et al. 2022 for SP) ----
 
 def tp_layer(inp):
+    """Bytes one GPU sends per layer: (n + r) collectives of s·b·h·2 B, each a ring over t GPUs
+    sending 2(t−1)/t of it (an all-reduce, or with SP its all-gather + reduce-scatter pair);
+    r is what the step's recomputation runs again (EP04's lab: with SP and selective
+    recomputation the forward's two all-gathers, half a pair each), read off the lab's own
+    bytes so the terms multiply to the printed result (issue 36: they gave 470 MB, it 587)."""
     c = inp.cluster
     r = tensor_parallel(TPInput(inp.model, inp.gpu, Topology(c.name, cluster=c), tp=inp.tp,
                                 seq_len=inp.seq_len, micro_batch=inp.micro_batch))
-    return ((Term("n", len(LAYER_COLLECTIVES), "", "collectives per layer per step"),
+    n = len(LAYER_COLLECTIVES)
+    per = 2 * (inp.tp - 1) / inp.tp * r.collective_bytes  # one collective's bytes per GPU
+    again = r.cost.comm_bytes / per - n if per else 0.0
+    return ((Term("n", n, "", "collectives per layer per step (2 forward, 2 backward)"),
+             Term("r", round(again, 3), "", "run again by recomputation (SP: the forward's "
+                                             "all-gathers, half a collective each)"),
              Term("s·b·h·2", r.collective_bytes, "bytes", "each one's tensor"),
              Term("t", inp.tp, "", "TP degree")),
             Term("sent per layer", r.cost.comm_bytes, "bytes", "per GPU, forward + backward"))

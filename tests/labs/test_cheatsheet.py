@@ -94,6 +94,12 @@ def test_published_figures_llama_70b():
     # EP04: 4 collectives of s·b·h·2 bytes per layer.
     tp_terms = {t.symbol: t.value for t in lines["tp"].terms}
     assert tp_terms["n"] == 4 and tp_terms["s·b·h·2"] == 4096 * 8192 * 2
+    # Its formula, (n + r) × 2(t−1)/t × s·b·h·2, gives the printed result (issue 36: the
+    # terms gave 470 MB while the line printed the lab's 587 MB): one computation.
+    t = tp_terms["t"]
+    assert (tp_terms["n"] + tp_terms["r"]) * 2 * (t - 1) / t * tp_terms["s·b·h·2"] == \
+        pytest.approx(value(lines, "tp"), rel=1e-3)
+    assert tp_terms["r"] == pytest.approx(1.0)  # SP + selective: the forward's 2 all-gathers
     # EP05: 8 stages, 32 micro-batches -> 17.9% idle under 1F1B; interleaving shrinks it.
     assert value(lines, "bubble") == pytest.approx(7 / 39, abs=5e-4)
     assert value(lines, "bubble_interleaved") < value(lines, "bubble")
