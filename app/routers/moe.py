@@ -158,8 +158,11 @@ def facts() -> dict:
 def extra_context(state) -> dict:
     query = state.query
     spec = state.result.input.model
+    from app.routers.validation import answer as validation  # its runs load EP08's lab
+
     return {
         "facts": facts(),
+        "validation": {g["group"]: g for g in validation()["groups"]},
         "model_options": model_choices(
             [(m, f"{s.name} ({s.params / 1e9:.1f}B, {s.active_params / 1e9:.1f}B active)")
              for m, s in models().items() if s.is_moe], query.model_value, custom=False),

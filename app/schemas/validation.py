@@ -49,13 +49,16 @@ class ValidationSummary(BaseModel):
     worst_deviation: float = Field(description="Largest |ratio − 1|.")
     within_10: int = Field(description="Runs within ±10%.")
     within_25: int = Field(description="Runs within ±25%.")
+    median_ratio: float = Field(description="Median lab/published throughput (> 1: the lab "
+                                            "is fast).")
+    min_ratio: float = Field(description="Lowest lab/published throughput.")
+    max_ratio: float = Field(description="Highest lab/published throughput.")
+    fast: int = Field(description="Runs the lab is fast on (ratio > 1).")
 
 
 class ValidationGroup(ValidationSummary):
     group: str
     title: str = Field(description="The group as the page names it (its source).")
-    median_ratio: float = Field(description="Median lab/published throughput of the group's "
-                                            "runs (> 1: the lab is fast on it).")
 
 
 class ValidationAnswer(BaseModel):

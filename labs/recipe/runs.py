@@ -216,14 +216,18 @@ def group_summaries(found: tuple[RunCheck, ...], titles: dict[str, str]) -> list
     for group, title in titles.items():
         mine = tuple(c for c in found if c.run.group == group)
         if mine:
-            out.append({"group": group, "title": title, **summary(mine),
-                        "median_ratio": statistics.median(c.ratio for c in mine)})
+            out.append({"group": group, "title": title, **summary(mine)})
     return out
 
 
 def summary(found: tuple[RunCheck, ...]) -> dict[str, float]:
-    """Median and worst |ratio − 1|, and how many runs lie within ±10% and ±25%."""
-    dev = [abs(c.ratio - 1) for c in found]
+    """Median and worst |ratio − 1|, how many runs lie within ±10% and ±25%, and which way
+    the lab errs: the median, lowest and highest ratio (above 1: the lab is fast) and how many
+    runs it is fast on."""
+    ratios = [c.ratio for c in found]
+    dev = [abs(r - 1) for r in ratios]
     return {"median_deviation": statistics.median(dev), "worst_deviation": max(dev),
             "within_10": sum(d <= 0.10 for d in dev), "within_25": sum(d <= 0.25 for d in dev),
-            "runs": len(dev)}
+            "runs": len(dev), "median_ratio": statistics.median(ratios),
+            "min_ratio": min(ratios), "max_ratio": max(ratios),
+            "fast": sum(r > 1 for r in ratios)}

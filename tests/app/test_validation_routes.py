@@ -1,6 +1,7 @@
 """EP08's "Checked against real runs" page and /api/validation: every calibration run (the one
 data file tests/labs/test_step_time.py reads), its figures, and its EP08 link."""
 
+import re
 import statistics
 from urllib.parse import parse_qsl, urlsplit
 
@@ -121,3 +122,34 @@ def test_each_group_is_summarised_alone_in_the_json_and_on_the_page(client, body
     assert cp["layout"]["cp"] == 4 and cp["layout"]["zero"] == 3
     ep = next(r for r in rows if r["id"] == "mcore-qwen3-235b-ep32-deepep")
     assert ep["layout"]["ep"] == 32
+
+
+def test_the_page_says_which_way_the_lab_errs_for_every_group(client):
+    """Issue 36: the page said 'the median run is 7.3% off' while the lab is fast on all 19
+    calibration runs; it now says which way, and each group's direction and ratios."""
+    body = client.get("/api/validation").json()
+    s = body["summary"]
+    assert s["fast"] == sum(r["ratio"] > 1 for r in body["runs"])
+    assert s["min_ratio"] == pytest.approx(min(r["ratio"] for r in body["runs"]), abs=1e-4)
+    html = client.get("/episodes/recipe-3d/validation").text
+    lede = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html[html.index(
+        'data-testid="validation-direction"'):]))[:400]
+    if s["fast"] == s["runs"]:
+        assert f"faster than the published run on all {s['runs']}" in lede
+    assert f"{(s['min_ratio'] - 1) * 100:.1f}% to {(s['max_ratio'] - 1) * 100:.1f}%" in lede
+    for g in body["groups"]:
+        cell = re.search(rf'data-testid="direction-{g["group"]}">([^<]+)<', html).group(1)
+        want = ("fast on all" if g["fast"] == g["runs"] else "slow on all" if not g["fast"]
+                else f"fast on {g['fast']}, slow on {g['runs'] - g['fast']}")
+        assert cell == want
+
+
+def test_ep07_says_the_lab_errs_fast_on_moe_and_fsdp_runs(client):
+    groups = {g["group"]: g for g in client.get("/api/validation").json()["groups"]}
+    html = client.get("/episodes/experts").text
+    note = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html[html.index(
+        'data-testid="moe-validation"'):]))[:900]
+    assert "errs fast" in note
+    v3, titan = groups["deepseek-v3"], groups["torchtitan-fsdp2"]
+    assert f"{(v3['median_ratio'] - 1) * 100:+.0f}% fast on DeepSeek-V3" in note
+    assert f"fast on all {titan['runs']}, by {(titan['min_ratio'] - 1) * 100:+.0f}%" in note
