@@ -1,4 +1,4 @@
-"""The cluster and plan controls EP08's recipe, EP08's planner and EP11's playground share,
+"""The cluster and plan controls EP08's recipe, EP08's planner and EP12's playground share,
 declared once: bounds, type and description as annotated types, each query restating only its
 own default in place (``gpus_per_node: GpusPerNode = 8``).
 

@@ -10,7 +10,7 @@ How: the cost of a lab answer is set by a few of its controls, read here from th
 by the layouts it may try (the TP x PP x CP x EP divisors ``labs.recipe.planner.shapes``
 loops over, each with 4 schedules and 3 micro-batch sizes), a pipeline by the actions
 it simulates and draws (stages x micro-batches x chunks x 2 or 3, ``labs.schedules.simulate``),
-EP08's recipe by its pipeline and its re-plan, EP11's playground by every lab it runs and its
+EP08's recipe by its pipeline and its re-plan, EP12's playground by every lab it runs and its
 pipeline, the A/B compare by two playgrounds, the cheat sheet by its lines. The figures
 (``*_MS``) are CPU milliseconds on the 2-core machine docs/capacity.md measures, rounded up from
 tests/benchmarks/hostile_load.py's ``--calibrate``; the estimate is a guide, not a promise:

@@ -41,7 +41,7 @@ from app.settings import SETTINGS
 
 log = logging.getLogger("uvicorn.error")
 
-MAX_REQUEST_LINE = 16 * 1024  # the longest URL the app writes (EP11's compare) is ~2 KB
+MAX_REQUEST_LINE = 16 * 1024  # the longest URL the app writes (EP12's compare) is ~2 KB
 MAX_HEAD_BYTES = 64 * 1024
 MAX_HEADERS = 100
 MAX_BODY_BYTES = 256 * 1024  # the model form: a 64 KiB config, %-encoded (x3), and its fields

@@ -105,7 +105,7 @@ def lab_route(path: str) -> bool:
         for view in VIEWS.values():
             _LAB_PATHS.update((view.episode.path, f"/api/{view.name}"))
         # GET routes beside the views whose answer is as pure (EP08's planner, the heaviest
-        # answer a page asks for; EP11's cheat sheet and A/B compare): each module says so.
+        # answer a page asks for; EP12's cheat sheet and A/B compare): each module says so.
         for module in lab_modules():
             _LAB_PATHS.update(getattr(module, "PURE_ROUTES", ()))
     return path in _LAB_PATHS or path.startswith(("/embed/", "/static/"))

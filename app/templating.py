@@ -68,9 +68,9 @@ templates.env.filters.update(bytes=fmt_bytes, si_count=fmt_count, pct=fmt_pct,
                             schedule_name=schedule_name, chart_ranks=memory_ranks,
                             event_kinds=event_kinds)
 # Times as the pages show them (ms).
-from app.charts.units import fmt_ms  # noqa: E402
+from app.charts.units import fmt_duration, fmt_ms  # noqa: E402
 
-templates.env.filters.update(ms=fmt_ms)
+templates.env.filters.update(ms=fmt_ms, duration=fmt_duration)
 # EP06: a rank's colour in the mask, and a rank's tokens as runs (0–1, 6–7).
 templates.env.filters.update(rank_colour=rank_colour, token_ranges=token_ranges)
 

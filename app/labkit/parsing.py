@@ -8,7 +8,7 @@ an optional leading minus, a decimal point and an exponent (pydantic alone would
 ``+4``, `` 8 `` and ``1_0``). Messages name the control by its label and state its bounds,
 in plain words. Results are cached by the canonical query (labs are pure).
 
-Routes that are no lab view (EP08's planner, EP11's cheat sheet) parse with the same rules
+Routes that are no lab view (EP08's planner, EP12's cheat sheet) parse with the same rules
 through a :class:`QueryForm`.
 """
 

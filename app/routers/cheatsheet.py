@@ -1,4 +1,4 @@
-"""EP11's cheat sheet: every formula of the course, each with a worked example computed by the
+"""EP12's cheat sheet: every formula of the course, each with a worked example computed by the
 lab that teaches it (labs/cheatsheet/lab.py) for the model and GPU at the top, and a link to the
 episode step that teaches it, at the same example. Page, htmx swap and JSON (/api/cheatsheet)."""
 
@@ -212,7 +212,7 @@ def parse_query(request: Request) -> tuple[CheatQuery | None, dict[str, str]]:
     return query, errors
 
 
-@router.get(API_PATH, tags=["EP11"], response_model=CheatSheetAnswer,
+@router.get(API_PATH, tags=["EP12"], response_model=CheatSheetAnswer,
             summary="Every formula of the course with its worked example for one model and GPU",
             responses={422: {"description": "A bad control, named in `detail[].loc`"}},
             openapi_extra={"parameters": [

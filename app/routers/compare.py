@@ -1,4 +1,4 @@
-"""EP11's A/B compare: two playground states side by side, each a playground URL of its own,
+"""EP12's A/B compare: two playground states side by side, each a playground URL of its own,
 with the plan's figures (EP08's audit of each) and the ones that differ marked."""
 
 from dataclasses import dataclass
@@ -130,7 +130,7 @@ def compare_api(a: Side, b: Side) -> dict:
     return {"a": side(a), "b": side(b), "differs": differs(a, b)}
 
 
-@router.get(API_PATH, tags=["EP11"], response_model=CompareAnswer,
+@router.get(API_PATH, tags=["EP12"], response_model=CompareAnswer,
             summary="Two playground states side by side: each plan's figures and which differ",
             responses={422: {"description": "A side's bad or inconsistent control"}})
 def compare_json(request: Request, a: str = "", b: str = "") -> Response:

@@ -1,4 +1,4 @@
-"""EP11 Recap and playground: every control of every episode on one page, the diagrams side by
+"""EP12 Recap and playground: every control of every episode on one page, the diagrams side by
 side, one state in the URL. Each lab is run through its own view (app/routers/playground_panels
 translates the shared state into its query); this module draws them together."""
 

@@ -1,4 +1,4 @@
-"""EP11's playground state: one query over every episode's controls, and its translation into
+"""EP12's playground state: one query over every episode's controls, and its translation into
 each lab's own query.
 
 The shared controls (model, GPU, cluster, the plan's degrees and batch) feed every lab that has

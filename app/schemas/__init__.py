@@ -2,6 +2,12 @@
 tests validate every answer against them. The answers themselves are built by each router's
 ``to_api`` (plain dicts); these models describe, they are not on the hot path."""
 
+from app.schemas.failures import (  # noqa: E402, F401
+    FailuresAnswer,
+    FailuresCheckpoint,
+    FailuresGoodput,
+    FailuresScalePoint,
+)
 from app.schemas.memory_pipeline import (  # noqa: F401
     Event,
     EventColumns,

@@ -1,4 +1,4 @@
-"""EP11 answers: the playground (every shown lab's own answer) and the cheat sheet."""
+"""EP12 answers: the playground (every shown lab's own answer) and the cheat sheet."""
 
 from pydantic import BaseModel, Field
 

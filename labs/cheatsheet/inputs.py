@@ -1,4 +1,4 @@
-"""EP11's cheat sheet, its shapes: the worked example's input and one line of the sheet."""
+"""EP12's cheat sheet, its shapes: the worked example's input and one line of the sheet."""
 
 from dataclasses import dataclass
 

@@ -1,4 +1,4 @@
-"""EP11's cheat sheet: every formula of EP01-EP10 with a worked example for one model
+"""EP12's cheat sheet: every formula of EP01-EP10 with a worked example for one model
 and GPU.
 
 Each line states a formula (in the symbols of the paper it comes from, cited in ``source``) and

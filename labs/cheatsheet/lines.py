@@ -1,4 +1,4 @@
-"""EP11's cheat sheet, its lines: one function per formula, each returning the worked example's
+"""EP12's cheat sheet, its lines: one function per formula, each returning the worked example's
 inputs and result as the lab that teaches the formula computes them (never re-derived here).
 Each group cites the paper its formulas come from; labs/cheatsheet/lab.py lists them in order."""
 

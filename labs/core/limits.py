@@ -157,7 +157,7 @@ MODEL_BOUNDS = {  # ModelSpec field -> (low, high)
 # the model's own layer count bounds it further (labs.schedules.stages.uneven_problems).
 MAX_STAGE_LAYERS = 1024
 __all__ += ["MAX_STAGE_LAYERS"]
-# EP11 cheat sheet: the worked example's knobs (each line's lab checks its own rules as well).
+# EP12 cheat sheet: the worked example's knobs (each line's lab checks its own rules as well).
 MAX_CHEAT_DEGREE = 64  # TP, PP and CP of the example
 MAX_CHEAT_DP = 4096
 MAX_CHEAT_MICRO_BATCH = 64
@@ -167,3 +167,18 @@ MAX_CHEAT_MICROBATCHES = 1024
 MAX_LORA_RANK = 1024
 OFFLOAD_SHARES = tuple(i / 20 for i in range(21))  # 0%, 5%, ..., 100% of saved activations
 __all__ += ["MAX_LORA_RANK", "OFFLOAD_SHARES"]
+# Failures at scale (labs.failures): the job's GPUs, a GPU's mean time between interruptions
+# (1 day .. 1,000 years), the step, the job's steps, the checkpoint's storage bandwidth
+# (0.1 GB/s .. 100 TB/s, aggregate), the interval between checkpoints (1 s .. 11.6 days) and
+# the restart (0 .. 1 day). Sizes and times are bytes and seconds.
+__all__ += ["MAX_FAIL_BW", "MAX_FAIL_GPUS", "MAX_FAIL_INTERVAL", "MAX_FAIL_MTBI",
+            "MAX_FAIL_RESTART", "MAX_FAIL_STEP", "MAX_FAIL_STEPS", "MIN_FAIL_BW",
+            "MIN_FAIL_MTBI", "MIN_FAIL_STEP", "SAVE_MODES"]
+SAVE_MODES = ("sync", "async")
+MAX_FAIL_GPUS = MAX_WORLD
+MIN_FAIL_MTBI, MAX_FAIL_MTBI = 86_400.0, 1000 * 365 * 86_400.0
+MIN_FAIL_STEP, MAX_FAIL_STEP = 0.01, 3600.0
+MAX_FAIL_STEPS = 100_000_000
+MIN_FAIL_BW, MAX_FAIL_BW = 1e8, 1e14
+MAX_FAIL_INTERVAL = 1_000_000.0
+MAX_FAIL_RESTART = 86_400.0

@@ -16,7 +16,7 @@ from labs.core.errors import LabInputError
 
 # Whole numbers. WHOLE: every layout degree and most controls; the others, one lab each.
 WHOLE = "{what} must be a whole number from {low:,} to {high:,} (got {value!r})"
-WHOLE_BARE = "{what} must be a whole number from {low:,} to {high:,}"  # EP11's example
+WHOLE_BARE = "{what} must be a whole number from {low:,} to {high:,}"  # EP12's example
 WHOLE_PLAIN = "{what} must be a whole number from {low} to {high}"  # EP02
 WHOLE_SENTENCE = "The {what} must be a whole number from {low:,} to {high:,}; got {value!r}."
 WHOLE_COUNT = "The number of {what} must be a whole number from {low} to {high}; got {value!r}."

@@ -323,7 +323,7 @@
     }
   }, true);
 
-  // A form with many optional controls (EP11's playground) leaves the empty ones out of the
+  // A form with many optional controls (EP12's playground) leaves the empty ones out of the
   // request, so its pushed URL holds only what was set (an empty value means "not given").
   document.addEventListener("htmx:configRequest", function (event) {
     var form = event.detail.elt;
@@ -618,7 +618,7 @@
   });
 
   // An answer clears every error slot of its form out of band (templates/partials/
-  // _errors_oob.html; EP11: 93 of them): one already empty is left out of the answer before
+  // _errors_oob.html; EP12: 93 of them): one already empty is left out of the answer before
   // htmx reads it, rather than swapped for the same (htmx swaps each on its own, with events).
   var EMPTY_SLOT = /<small class="field-error" id="(error-[^"]+)" hx-swap-oob="true" role="alert"><\/small>\s*/g;
   function unchanged(slot, id) {
@@ -629,7 +629,7 @@
   }
 
   // An error slot the answer leaves as it is (empty before, empty now) is not swapped: a
-  // lesson clears every slot on every answer (EP11: 93), each an out-of-band swap.
+  // lesson clears every slot on every answer (EP12: 93), each an out-of-band swap.
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
     var d = event.detail, next = d.fragment && d.fragment.firstElementChild;
     if (d.target && next && d.target.matches(".field-error, .form-error") && d.target.isEqualNode(next)) {

@@ -42,7 +42,7 @@ def test_counts_read_like_model_cards(value, text):
 
 def test_percent_and_axis_unit():
     assert fmt_pct(7 / 39) == "17.9%"
-    # Short of 1 never prints as 100.0% (EP11's compare drew an exposed DP sliver beside it).
+    # Short of 1 never prints as 100.0% (EP12's compare drew an exposed DP sliver beside it).
     assert fmt_pct(1.0) == "100.0%"
     assert fmt_pct(0.99978) == "99.98%" and fmt_pct(0.99996) == "99.996%"
     assert fmt_pct(1 - 1e-9) == "99.999%"

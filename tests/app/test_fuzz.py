@@ -95,7 +95,7 @@ def literal_choices():
 @pytest.mark.parametrize(("name", "field", "value"), literal_choices())
 def test_every_choice_of_every_control_draws_its_page(client, name, field, value):
     """A page draws every figure of its state, so each choice of each select is asked once:
-    EP11's playground with recompute=flash once reached EP03's recompute chart, which knew
+    EP12's playground with recompute=flash once reached EP03's recompute chart, which knew
     only Korthikanti's three modes (a StopIteration, a 500)."""
     view = VIEWS[name]
     got = client.get(view.episode.url, params={field: value})

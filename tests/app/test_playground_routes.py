@@ -1,4 +1,4 @@
-"""EP11 routes: the playground (one state, every lab's own answer), the cheat sheet (lines equal
+"""EP12 routes: the playground (one state, every lab's own answer), the cheat sheet (lines equal
 the API's, links land on real steps) and the A/B compare."""
 
 import re

@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from app.charts.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct
+from app.charts.units import fmt_bytes, fmt_count, fmt_duration, fmt_ms, fmt_pct
 
 LESSONS = {  # page -> (API, chart ids a step may name)
     "/episodes/memory": ("/api/memory", {"memory-chart"}),
@@ -135,7 +135,10 @@ def test_every_quoted_figure_is_what_its_links_state_shows(client, page):
             assert expected in shown, f"{where}: not shown in the diagram"
             quoted += 1
     assert quoted >= 10, f"{page} quotes only {quoted} checked figures"
-LESSONS["/episodes/playground"] = (  # EP11: the playground's prose quotes each lab's panel
+LESSONS["/episodes/failures"] = ("/api/failures", {
+    "failures-rate", "failures-time", "failures-interval", "failures-scale"})
+FORMATS["duration"] = fmt_duration  # the failures lab quotes spans of wall time
+LESSONS["/episodes/playground"] = (  # EP12: the playground's prose quotes each lab's panel
     "/api/playground", {"memory-chart", "pipeline-gantt", "recipe-step", "recipe-memory",
                         "zero-memory", "tp-efficiency", "cp-mask", "moe-experts"})
 

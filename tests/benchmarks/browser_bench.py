@@ -162,7 +162,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10, help="passes over each value list")
     parser.add_argument("--only", default="",
-                        help="comma-separated lessons (EP11,EP03): those alone")
+                        help="comma-separated lessons (EP12,EP03): those alone")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 

@@ -22,7 +22,7 @@ PAGES += ["/episodes/rl-placement?preset=deepseek-r1&placement=separate-pd",
           "/embed/placement/cluster?preset=glm-4.7"]
 PAGES += ["/episodes/low-precision?recipe=mxfp8&gpu=b200&offload=40",  # EP10
           "/embed/precision/finetune?rank=64"]
-PAGES += ["/episodes/playground", "/episodes/playground/cheatsheet",  # EP11
+PAGES += ["/episodes/playground", "/episodes/playground/cheatsheet",  # EP12
           "/episodes/playground/compare?a=tp%3D1%26pp%3D1%26dp%3D32", "/embed/playground"]
 
 

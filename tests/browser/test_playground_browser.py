@@ -1,4 +1,4 @@
-"""EP11 in Chromium: one control redraws several labs' diagrams, the state survives a reload,
+"""EP12 in Chromium: one control redraws several labs' diagrams, the state survives a reload,
 the cheat sheet recomputes, the A/B page draws both sides; and EP09's embed keeps a new
 recipe's fields."""
 

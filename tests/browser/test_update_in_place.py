@@ -42,7 +42,7 @@ MARKUP = """async (id) => {
 KEPT = "() => [...document.querySelectorAll('.chart')].every(c => c.__kept)"
 
 # (lesson, section, control, value): a slider; a checkbox that adds a readout line (the
-# section's shape changes); EP11's tp=16, which replaces a panel by its error.
+# section's shape changes); EP12's tp=16, which replaces a panel by its error.
 MOVES = [
     ("/episodes/zero", "zero-stages", "micro_batch", "2"),
     ("/episodes/zero", "zero-stages", "offload", True),

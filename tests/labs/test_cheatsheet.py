@@ -1,4 +1,4 @@
-"""EP11's cheat sheet: every line's worked example is its lab's own figure (for two models), and
+"""EP12's cheat sheet: every line's worked example is its lab's own figure (for two models), and
 the lines carry the course's published figures (CURRICULUM EP01-EP09) within rounding."""
 
 import math

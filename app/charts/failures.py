@@ -1,0 +1,222 @@
+"""The failures lab's diagrams: interruptions per day against the job's GPUs, where the wall
+clock goes, goodput against the checkpoint interval (the optimum marked) and goodput and days
+to finish against the job's GPUs for sync and async saves.
+
+Every point is read off ``labs.failures.lab``'s result (its interval and cluster-size sweeps);
+nothing here knows a formula.
+"""
+
+import math
+
+from app.charts import DIMMED, LINE_COLOUR, base_layout, chosen_band, value_label
+from app.charts.units import fmt_duration, fmt_pct
+from labs.failures.lab import LLAMA3
+
+SAVE_COLOURS = {"sync": "#e45756", "async": "#4c78a8"}
+PARTS = (  # Goodput field, label, colour
+    ("goodput", "training that counts", "#54a24b"),
+    ("blocking", "stopped for saves", "#eeca3b"),
+    ("rework", "redoing lost steps", "#f58518"),
+    ("restart", "restarting", "#e45756"),
+)
+
+
+def _log_band(x: float) -> dict:
+    return chosen_band(x / 1.25, x * 1.25)
+
+
+def _gpu_axis(points) -> dict:
+    xs = [p.gpus for p in points]
+    ticks = [n for n in xs if math.log2(n).is_integer() and int(math.log2(n)) % 2 == 0]
+    return {"type": "log", "title": {"text": "GPUs in the job", "standoff": 2},
+            "tickvals": ticks, "ticktext": [f"{n // 1024}K" if n >= 1024 else str(n)
+                                            for n in ticks],
+            "fixedrange": True, "range": [math.log10(min(xs)) - 0.05,
+                                          math.log10(max(xs)) + 0.05]}
+
+
+def rate_figure(result) -> dict:
+    """Interruptions per day against the job's GPUs; Llama 3's published count marked."""
+    points = result.scale
+    inp = result.input
+    published = LLAMA3["interruptions"] / LLAMA3["days"]
+    data = [
+        {"type": "scatter", "mode": "lines", "name": "at this GPU's rate",
+         "x": [p.gpus for p in points], "y": [round(p.per_day, 4) for p in points],
+         "line": {"color": LINE_COLOUR, "width": 2.5},
+         "hovertemplate": "%{x:,} GPUs: %{y:.3g} interruptions a day<extra></extra>"},
+        {"type": "scatter", "mode": "markers", "name": "Llama 3, published (419 in 54 days)",
+         "x": [LLAMA3["gpus"]], "y": [published],
+         "marker": {"size": 11, "symbol": "diamond", "color": "#f58518"},
+         "hovertemplate": "Llama 3 405B: 16,384 GPUs, %{y:.3g} a day<extra></extra>"},
+        {"type": "scatter", "mode": "markers", "name": "this job", "showlegend": False,
+         "x": [inp.gpus], "y": [result.per_day],
+         "marker": {"size": 14, "symbol": "circle-open", "color": "#b42318",
+                    "line": {"width": 2.5}},
+         "hovertemplate": "this job: %{y:.3g} a day<extra></extra>"},
+    ]
+    label = value_label(math.log10(inp.gpus), math.log10(result.per_day),
+                        f"{inp.gpus:,} GPUs: {result.per_day:.3g} a day,<br>one every "
+                        f"{fmt_duration(result.mtbi_s)}", xanchor="right", xshift=-10,
+                        yanchor="bottom")
+    return {
+        "data": data,
+        "layout": base_layout(
+            annotations=[label], shapes=[_log_band(inp.gpus)],
+            margin={"l": 56, "r": 8, "t": 8, "b": 8},
+            xaxis=_gpu_axis(points),
+            yaxis={"type": "log", "title": {"text": "interruptions a day"}, "dtick": 1,
+                   "gridcolor": "#e6e9ef", "fixedrange": True},
+            legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top",
+                    "font": {"size": 11}}),
+        "summary": (f"Interruptions a day grow in proportion to the GPUs: {inp.gpus:,} GPUs "
+                    f"stop {result.per_day:.3g} times a day, one every "
+                    f"{fmt_duration(result.mtbi_s)}; Llama 3 reported {published:.3g} a day "
+                    "on 16,384"),
+    }
+
+
+def time_figure(result) -> dict:
+    """Shares of the wall clock at the chosen interval and at the best one, stacked."""
+    rows = (("this interval", result.chosen), ("best interval", result.best))
+    labels = [f"{name}<br>{fmt_duration(g.interval)}" for name, g in rows]
+    data = [{"type": "bar", "orientation": "h", "name": label, "y": labels,
+             "x": [round(100 * getattr(g, field), 4) for _, g in rows],
+             "marker": {"color": colour},
+             "text": [fmt_pct(getattr(g, field)) if getattr(g, field) >= 0.06 else ""
+                      for _, g in rows],
+             "textposition": "inside", "insidetextanchor": "middle",
+             "hovertemplate": f"{label}: %{{x:.3g}}%<extra></extra>"}
+            for field, label, colour in PARTS]
+    g = result.chosen
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="stack", margin={"l": 96, "r": 8, "t": 8, "b": 8},
+            xaxis={"range": [0, 100], "title": {"text": "% of wall time", "standoff": 2},
+                   "fixedrange": True, "gridcolor": "#e6e9ef"},
+            yaxis={"autorange": "reversed", "fixedrange": True},
+            legend={"orientation": "h", "x": 0, "y": -0.35, "yanchor": "top",
+                    "font": {"size": 11}, "traceorder": "normal"}),
+        "summary": (f"At a {fmt_duration(g.interval)} interval: {fmt_pct(g.goodput)} trains, "
+                    f"{fmt_pct(g.blocking)} waits for saves, {fmt_pct(g.rework)} redoes lost "
+                    f"steps, {fmt_pct(g.restart)} restarts; at the best interval "
+                    f"({fmt_duration(result.best.interval)}) {fmt_pct(result.best.goodput)} "
+                    "trains"),
+    }
+
+
+def interval_figure(result) -> dict:
+    """Goodput against the interval (log), Young's interval dashed, the best and the chosen
+    interval marked."""
+    inp = result.input
+    sweep = result.intervals
+    colour = SAVE_COLOURS[inp.save]
+    data = [
+        {"type": "scatter", "mode": "lines", "name": f"{inp.save} saves",
+         "x": [round(g.interval, 4) for g in sweep],
+         "y": [round(100 * g.goodput, 4) for g in sweep],
+         "line": {"color": colour, "width": 3}, "fill": "tozeroy",
+         "fillcolor": "rgba(76,120,168,0.10)" if inp.save == "async" else
+         "rgba(228,87,86,0.10)",
+         "hovertemplate": "every %{x:.3g} s: %{y:.3g}% goodput<extra></extra>"},
+        {"type": "scatter", "mode": "markers", "name": "best (Daly, no shorter than allowed)",
+         "x": [result.best.interval], "y": [100 * result.best.goodput],
+         "marker": {"size": 11, "symbol": "star", "color": "#54a24b"},
+         "hovertemplate": "best: every %{x:.3g} s, %{y:.3g}%<extra></extra>"},
+        {"type": "scatter", "mode": "markers", "name": "this interval",
+         "x": [inp.interval], "y": [100 * result.chosen.goodput],
+         "marker": {"size": 14, "symbol": "circle-open", "color": "#b42318",
+                    "line": {"width": 2.5}},
+         "hovertemplate": "this interval: %{y:.3g}%<extra></extra>"},
+    ]
+    young = {"type": "line", "xref": "x", "yref": "paper", "x0": result.young_s,
+             "x1": result.young_s, "y0": 0, "y1": 1,
+             "line": {"color": LINE_COLOUR, "width": 1.5, "dash": "dash"}}
+    right = inp.interval > math.sqrt(sweep[0].interval * sweep[-1].interval)
+    label = value_label(math.log10(inp.interval), 100 * result.chosen.goodput,
+                        f"every {fmt_duration(inp.interval)}:<br>"
+                        f"{fmt_pct(result.chosen.goodput)}",
+                        xanchor="right" if right else "left", xshift=-10 if right else 10,
+                        yanchor="top", align="right" if right else "left")
+    return {
+        "data": data,
+        "layout": base_layout(
+            annotations=[label], shapes=[_log_band(inp.interval), young],
+            margin={"l": 56, "r": 8, "t": 8, "b": 8},
+            xaxis={"type": "log", "title": {"text": "seconds of training between saves "
+                                                     "(dashed: Young's √(2δM))",
+                                            "standoff": 2}, "fixedrange": True},
+            yaxis={"title": {"text": "goodput, % of wall time"}, "range": [0, 100],
+                   "gridcolor": "#e6e9ef", "fixedrange": True},
+            legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top",
+                    "font": {"size": 11}}),
+        "summary": (f"{inp.save.capitalize()} saves on {inp.gpus:,} GPUs: saving every "
+                    f"{fmt_duration(inp.interval)} gives {fmt_pct(result.chosen.goodput)}; "
+                    f"the best interval, {fmt_duration(result.best.interval)}, gives "
+                    f"{fmt_pct(result.best.goodput)}; too short and saves eat the time, too "
+                    "long and failures do"),
+    }
+
+
+def scale_figure(result) -> dict:
+    """Two panels against the job's GPUs: goodput, and days to finish the job's steps, for
+    sync and async saves each at its best interval."""
+    inp = result.input
+    points = result.scale
+    data = []
+    for save, field in (("sync", "sync"), ("async", "async_")):
+        chosen = save == inp.save
+        style = {"color": SAVE_COLOURS[save], "width": 3 if chosen else 2}
+        opacity = 1.0 if chosen else max(DIMMED, 0.5)
+        data.append({
+            "type": "scatter", "mode": "lines+markers", "name": f"{save} saves",
+            "x": [p.gpus for p in points],
+            "y": [round(100 * getattr(p, field).goodput, 4) for p in points],
+            "line": style, "opacity": opacity, "legendgroup": save,
+            "hovertemplate": f"{save}, %{{x:,}} GPUs: %{{y:.3g}}% goodput<extra></extra>"})
+        data.append({
+            "type": "scatter", "mode": "lines+markers", "name": f"{save} saves",
+            "showlegend": False, "xaxis": "x2", "yaxis": "y2", "legendgroup": save,
+            "x": [p.gpus for p in points],
+            "y": [None if getattr(p, field).finish_days is None
+                  else round(getattr(p, field).finish_days, 4) for p in points],
+            "line": style, "opacity": opacity,
+            "hovertemplate": f"{save}, %{{x:,}} GPUs: %{{y:.3g}} days<extra></extra>"})
+    here = next(p for p in points if p.gpus == inp.gpus)
+    mine = here.sync if inp.save == "sync" else here.async_
+    days = mine.finish_days
+    finish = [g for p in points for g in (p.sync.finish_days, p.async_.finish_days)
+              if g is not None]
+    axis = _gpu_axis(points)
+    labels = [value_label(math.log10(inp.gpus), 100 * mine.goodput,
+                          f"{inp.gpus:,}: {fmt_pct(mine.goodput)}", yanchor="top",
+                          xanchor="right", xshift=-8)]
+    if days is not None:
+        labels.append(value_label(math.log10(inp.gpus), math.log10(days),
+                                  f"{days:,.3g} days", xref="x2", yref="y2",
+                                  xanchor="left", xshift=8))
+    fastest = min((p for p in points if (p.sync if inp.save == "sync" else p.async_)
+                   .finish_days is not None),
+                  key=lambda p: (p.sync if inp.save == "sync" else p.async_).finish_days)
+    return {
+        "data": data,
+        "layout": base_layout(
+            annotations=labels, grid={"rows": 2, "columns": 1, "pattern": "independent"},
+            shapes=[_log_band(inp.gpus)],
+            margin={"l": 56, "r": 8, "t": 8, "b": 8},
+            xaxis={**axis, "title": {"text": ""}, "domain": [0, 1]},
+            yaxis={"title": {"text": "goodput, %"}, "range": [0, 100], "domain": [0.56, 1],
+                   "gridcolor": "#e6e9ef", "fixedrange": True},
+            xaxis2={**axis, "anchor": "y2", "domain": [0, 1]},
+            yaxis2={"type": "log", "title": {"text": "days to finish"}, "domain": [0, 0.44],
+                    "anchor": "x2", "gridcolor": "#e6e9ef", "fixedrange": True,
+                    "range": [math.log10(min(finish)) - 0.1, math.log10(max(finish)) + 0.1]},
+            legend={"orientation": "h", "x": 0, "y": -0.12, "yanchor": "top",
+                    "font": {"size": 11}}),
+        "summary": (f"Each at its best interval, {inp.save} saves on {inp.gpus:,} GPUs keep "
+                    f"{fmt_pct(mine.goodput)} of the wall clock"
+                    + (f" and finish in {days:,.3g} days" if days is not None else
+                       " and never finish")
+                    + f"; the job finishes soonest on {fastest.gpus:,} GPUs"),
+    }

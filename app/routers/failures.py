@@ -1,0 +1,307 @@
+"""Failures at scale: how often a job stops, what a checkpoint costs, the best interval and the
+goodput, from labs.failures."""
+
+from functools import lru_cache
+from typing import Literal
+
+from fastapi import APIRouter
+from pydantic import Field
+
+from app.charts.failures import interval_figure, rate_figure, scale_figure, time_figure
+from app.charts.units import fmt_bytes, fmt_duration, fmt_pct
+from app.episodes import BY_SLUG
+from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
+from app.options import model_options
+from app.schemas import FailuresAnswer
+from labs.core.limits import (
+    HOST_LINKS,
+    MAX_FAIL_BW,
+    MAX_FAIL_GPUS,
+    MAX_FAIL_INTERVAL,
+    MAX_FAIL_MTBI,
+    MAX_FAIL_RESTART,
+    MAX_FAIL_STEP,
+    MAX_FAIL_STEPS,
+    MIN_FAIL_BW,
+    MIN_FAIL_MTBI,
+    MIN_FAIL_STEP,
+    SAVE_MODES,
+)
+from labs.failures.inputs import FailuresInput, FailuresResult, Goodput
+from labs.failures.lab import (
+    LLAMA3,
+    LLAMA3_STORAGE_BW,
+    gpu_mtbi_llama3,
+    llama3_step_s,
+    llama3_steps,
+    simulate_failures,
+    young,
+)
+from labs.hardware.links import get_link
+from labs.model.presets import get_model
+
+router = APIRouter()
+
+DEFAULT_MODEL = "llama-3.1-405b"
+GPU_MTBI = gpu_mtbi_llama3()
+STEP_S = round(llama3_step_s(get_model(DEFAULT_MODEL).params), 2)
+YEAR = 365 * 86_400
+GPUS_OPTIONS = tuple(2**k for k in range(10, 19))
+MTBI_OPTIONS = (YEAR, 2 * YEAR, GPU_MTBI, 10 * YEAR, 20 * YEAR)
+BW_OPTIONS = (10e9, 20e9, 100e9, 500e9, LLAMA3_STORAGE_BW, 7e12)
+INTERVAL_OPTIONS = (10, 30, 60, 300, 600, 1800, 3600, 10_800)
+RESTART_OPTIONS = (0, 60, 300, 600, 1800, 3600)
+SAVE_NAMES = {"sync": "Synchronous: training waits for the write",
+              "async": "Asynchronous: training waits for the copy to host memory"}
+
+
+class FailuresQuery(ModelControls):
+    """The controls of the failures lab: the job (model, GPUs, interruption rate, step), how it
+    saves (sync or async, storage and host bandwidth), how often, and how long a restart takes.
+    Times are seconds, bandwidths bytes per second."""
+
+    model: ModelChoice = model_field(DEFAULT_MODEL, "Model (its checkpoint's bytes)")
+    gpus: int = Field(LLAMA3["gpus"], ge=1, le=MAX_FAIL_GPUS,
+                      description="GPUs of the job N: it stops N times as often as one GPU.")
+    gpu_mtbi: float = Field(
+        GPU_MTBI, ge=MIN_FAIL_MTBI, le=MAX_FAIL_MTBI,
+        description="Mean time between interruptions one GPU's share of the cluster causes, "
+        "seconds. Default: Llama 3 405B's, 54 days x 16,384 GPUs / 419 unexpected "
+        "interruptions (arXiv:2407.21783 sec 3.3.4).")
+    save: Literal[SAVE_MODES] = Field(
+        "async", description="sync: training waits for the write to storage; async: only for "
+        "the copy of each rank's shard to host memory.")
+    storage_bw: float = Field(
+        LLAMA3_STORAGE_BW, ge=MIN_FAIL_BW, le=MAX_FAIL_BW,
+        description="Bytes per second the file system writes, all ranks together. Default: "
+        "Llama 3's Tectonic, 2 TB/s sustained (arXiv:2407.21783 sec 3.3.1).")
+    interval: float = Field(1800, ge=1, le=MAX_FAIL_INTERVAL,
+                            description="Seconds of training between checkpoints.")
+    restart: float = Field(600, ge=0, le=MAX_FAIL_RESTART,
+                           description="Seconds from a failure to training again: rescheduling, "
+                           "NCCL initialisation, loading the checkpoint (an assumption).")
+    host_link: Literal[HOST_LINKS] = Field(
+        "pcie-5", description="The GPU's link to host memory, which an async save's copy "
+        "crosses (GET /api/links).")
+    step_s: float = Field(
+        STEP_S, ge=MIN_FAIL_STEP, le=MAX_FAIL_STEP,
+        description="Seconds of one training step on step_gpus GPUs (EP08's step time). "
+        "Default: Llama 3 405B's, 6 x params x 16M tokens / (16,384 x 400 TFLOP/s).")
+    step_gpus: int = Field(LLAMA3["gpus"], ge=1, le=MAX_FAIL_GPUS,
+                           description="GPUs step_s was timed on; on gpus GPUs a step takes "
+                           "step_s x step_gpus / gpus (ideal strong scaling).")
+    steps: int = Field(llama3_steps(), ge=1, le=MAX_FAIL_STEPS,
+                       description="Steps of the job. Default: Llama 3's 15.6T tokens / 16M.")
+
+
+def run(query: FailuresQuery) -> FailuresResult:
+    return simulate_failures(FailuresInput(
+        model=query.model_spec(), gpus=query.gpus, gpu_mtbi=query.gpu_mtbi,
+        step_s=query.step_s, step_gpus=query.step_gpus, steps=query.steps, save=query.save,
+        storage_bw=query.storage_bw, host_link=get_link(query.host_link),
+        interval=query.interval, restart=query.restart))
+
+
+def _goodput(g: Goodput) -> dict:
+    return {"interval_s": g.interval, "goodput": g.goodput, "blocking": g.blocking,
+            "rework": g.rework, "restart": g.restart, "finish_days": g.finish_days}
+
+
+def to_api(result: FailuresResult) -> dict:
+    inp, c = result.input, result.checkpoint
+    return {
+        "model": inp.model.id, "gpus": inp.gpus, "gpu_mtbi": inp.gpu_mtbi, "save": inp.save,
+        "storage_bw": inp.storage_bw, "interval": inp.interval, "restart": inp.restart,
+        "host_link": inp.host_link.id, "host_bw": inp.host_link.bandwidth,
+        "step_s": inp.step_s, "step_gpus": inp.step_gpus, "steps": inp.steps,
+        "step_here_s": result.step_s,
+        "mtbi_s": result.mtbi_s, "per_day": result.per_day,
+        "checkpoint": {
+            "weights_bytes": c.weights_bytes, "master_bytes": c.master_bytes,
+            "moments_bytes": c.moments_bytes, "total_bytes": c.total_bytes,
+            "bytes_per_gpu": c.bytes_per_gpu, "write_s": c.write_s, "copy_s": c.copy_s,
+            "cost_s": c.cost_s, "block_s": c.block_s, "lag_s": c.lag_s,
+        },
+        "young_s": result.young_s, "daly_s": result.daly_s, "floor_s": result.floor_s,
+        "best_s": result.best_s,
+        "chosen": _goodput(result.chosen), "best": _goodput(result.best),
+        "scale": [{"gpus": p.gpus, "mtbi_s": p.mtbi_s, "per_day": p.per_day,
+                   "step_s": p.step_s, "sync": _goodput(p.sync), "async": _goodput(p.async_)}
+                  for p in result.scale],
+    }
+
+
+def figures(result: FailuresResult) -> dict:
+    return {"rate": rate_figure(result), "time": time_figure(result),
+            "interval": interval_figure(result), "scale": scale_figure(result)}
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict:
+    """The states the lesson's steps link to, each with the figures its prose quotes, run
+    through the same query model, engine and ``to_api`` as GET /api/failures
+    (tests/app/test_prose.py follows every link)."""
+    state = lesson_state(FailuresQuery, run, to_api)
+    slow = {"save": "sync", "storage_bw": 20e9}
+    return {
+        "llama": state(gpus=LLAMA3["gpus"]),
+        "small": state(gpus=1024),
+        "sync": state(save="sync"),
+        "sync_best": state(save="sync", interval=_rounded_best(save="sync")),
+        "async_best": state(interval=_rounded_best()),
+        "slow_naive": state(**slow, interval=10_800),
+        "slow_best": state(**slow, interval=_rounded_best(**slow)),
+        "slow_64k": state(**slow, gpus=65_536,
+                          interval=_rounded_best(**slow, gpus=65_536)),
+        "no_restart": state(restart=0, interval=_rounded_best()),
+        "more": state(**CASES["more"][1]),
+    }
+
+
+def _rounded_best(**params) -> int:
+    """The best interval (Daly's, floored) of a state, rounded to a whole second: what the
+    cases and the lesson's links set."""
+    return round(run(FailuresQuery(**params)).best_s)
+
+
+def extra_context(state) -> dict:
+    q = state.query
+    return {
+        "facts": facts(),
+        "save_names": SAVE_NAMES,
+        "model_options": model_choices(model_options(), q.model_value),
+        "model_value": q.model_value,
+        "gpus_options": [(n, f"{n:,}") for n in sorted(set(GPUS_OPTIONS) | {q.gpus})],
+        "mtbi_options": [(v, fmt_duration(v) + (" (Llama 3)" if v == GPU_MTBI else ""))
+                         for v in sorted(set(MTBI_OPTIONS) | {q.gpu_mtbi})],
+        "bw_options": [(int(v) if v == int(v) else v,
+                        f"{v / 1e9:,.4g} GB/s" + (" (Llama 3's Tectonic)"
+                                                  if v == LLAMA3_STORAGE_BW else ""))
+                       for v in sorted(set(BW_OPTIONS) | {q.storage_bw})],
+        "interval_options": [(_whole(v), fmt_duration(v))
+                             for v in sorted(set(INTERVAL_OPTIONS) | {q.interval})],
+        "restart_options": [(_whole(v), fmt_duration(v) if v else "none")
+                            for v in sorted(set(RESTART_OPTIONS) | {q.restart})],
+        "host_link_options": tuple((k, get_link(k).name) for k in HOST_LINKS),
+    }
+
+
+def _whole(value: float):
+    """A select's value as the URL writes it: 600, not 600.0."""
+    return int(value) if float(value).is_integer() else value
+
+
+# Drills: each answer computed by the engine for the state its question states.
+def mtbi_drill_answer() -> float:
+    """Hours between interruptions on 4,096 GPUs at Llama 3's per-GPU rate."""
+    return run(FailuresQuery(gpus=4096)).mtbi_s / 3600
+
+
+def young_drill_answer() -> float:
+    """Young's interval, minutes: a 100 s save every ... on a job that stops every 5.5 h."""
+    return young(100, 5.5 * 3600) / 60
+
+
+def goodput_drill_answer() -> float:
+    """Goodput, %: interval 1 h, 5 min sync save, 10 min restart, a failure every 10 h."""
+    interval, block, restart, mtbi = 3600, 300, 600, 36_000
+    cycle = interval + block
+    return 100 * interval / cycle * (1 - (restart + cycle / 2) / mtbi)
+
+
+def _case_why(name: str) -> str:
+    r = run(FailuresQuery(**CASES[name][1]))
+    g = r.chosen
+    if name == "good":
+        return (f"A failure every {fmt_duration(r.mtbi_s)}; each async save stops training "
+                f"for {fmt_duration(r.checkpoint.block_s)}, so it saves every "
+                f"{fmt_duration(r.input.interval)} and loses little: goodput "
+                f"{fmt_pct(g.goodput)}, the restarts taking most of the rest.")
+    if name == "bad":
+        return (f"Each save stops training for {fmt_duration(r.checkpoint.block_s)} "
+                f"({fmt_bytes(r.checkpoint.total_bytes)} at 20 GB/s), and saving every 3 h "
+                f"loses {fmt_duration(r.chosen.interval / 2)} of work a failure on average: "
+                f"goodput {fmt_pct(g.goodput)}.")
+    raise ValueError(name)
+
+
+CASES = {
+    "good": ("Good case: Llama 3 405B on 16,384 H100s, async saves",
+             {"save": "async", "interval": _rounded_best()}),
+    "bad": ("Bad case: sync saves to a 20 GB/s file system every 3 hours",
+            {"save": "sync", "storage_bw": 20e9, "interval": 10_800}),
+    "more": ("More GPUs, later: 131,072 GPUs, sync saves at 20 GB/s",
+             {"save": "sync", "storage_bw": 20e9, "gpus": 131_072,
+              "interval": _rounded_best(save="sync", storage_bw=20e9, gpus=131_072)}),
+}
+
+VIEW = LabView(
+    name="failures",
+    episode=BY_SLUG["failures"],
+    query_model=FailuresQuery,
+    run=run,
+    to_api=to_api,
+    figures=figures,
+    diagrams=(
+        Diagram("rate", "Interruptions per day against the GPUs in the job", embed_height=420),
+        Diagram("time", "Where the wall clock goes: training, saving, redoing, restarting",
+                embed_height=300),
+        Diagram("interval", "Goodput against the checkpoint interval, the optimum marked",
+                embed_height=440),
+        Diagram("scale", "Goodput and days to finish against the GPUs in the job, sync and async",
+                embed_height=560),
+    ),
+    labels={
+        "model": "Model", "params": "Custom params", "gpus": "GPUs",
+        "gpu_mtbi": "Mean time between interruptions, per GPU", "save": "Save",
+        "storage_bw": "Storage bandwidth (all ranks)", "interval": "Checkpoint interval",
+        "restart": "Restart time", "host_link": "Host link (async copy)",
+        "step_s": "Step time (s)",
+        "step_gpus": "Step timed on (GPUs)", "steps": "Steps of the job",
+    },
+    response_model=FailuresAnswer,
+    embed_height=1700,
+    extra_context=extra_context,
+    summary="A training job's interruptions, checkpoint cost (bytes, seconds), Young's and "
+            "Daly's best interval and the goodput (share of wall time on steps that count), "
+            "against the interval and the cluster size",
+    good=Case(CASES["good"][0], CASES["good"][1], _case_why("good")),
+    bad=Case(CASES["bad"][0], CASES["bad"][1], _case_why("bad")),
+    drills=(
+        Drill(
+            id="failures-mtbi",
+            question=("Llama 3's 16,384 GPUs had 419 unexpected interruptions in 54 days. At "
+                      "the same rate per GPU, how many hours pass between interruptions on "
+                      "4,096 GPUs?"),
+            answer=mtbi_drill_answer, unit="h",
+            hint="Hours between interruptions on 16,384 GPUs first: 54 × 24 ÷ 419. A quarter "
+                 "of the GPUs fail a quarter as often.",
+            explanation="{answer} h: 54 × 24 ÷ 419 = 3.09 h on 16,384 GPUs, × 16,384 ÷ 4,096.",
+            rel_tol=0.01,
+        ),
+        Drill(
+            id="failures-young",
+            question=("A save stops training for 100 s, and the job is interrupted every "
+                      "5.5 hours on average. By Young's rule, how many minutes of training "
+                      "should pass between saves?"),
+            answer=young_drill_answer, unit="min",
+            hint="τ = √(2·δ·M), with δ and M in seconds; then divide by 60.",
+            explanation="{answer} min: √(2 × 100 s × 19,800 s) = 1,990 s.",
+            rel_tol=0.01,
+        ),
+        Drill(
+            id="failures-goodput",
+            question=("A job saves every hour, each sync save stops it for 5 minutes, a restart "
+                      "takes 10 minutes, and it fails every 10 hours on average. What share of "
+                      "the wall clock trains steps that count, in %?"),
+            answer=goodput_drill_answer, unit="%",
+            hint="Cycle = 65 min. Each failure costs the restart plus half a cycle; of the "
+                 "time left, 60/65 trains.",
+            explanation="{answer}%: (60 ÷ 65) × (1 − (10 + 32.5) ÷ 600) = 0.923 × 0.929.",
+            rel_tol=0.01,
+        ),
+    ),
+)
+
+register(router, VIEW)

@@ -1,0 +1,124 @@
+"""The failures lab's shapes: what it is asked (``FailuresInput``, every control checked where
+it is built, in page order) and what it answers (``Checkpoint``, ``Goodput``, ``FailuresResult``).
+``labs.failures.lab`` computes them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labs.core.errors import LabInputError
+from labs.core.limits import (
+    HOST_LINKS,
+    MAX_FAIL_BW,
+    MAX_FAIL_GPUS,
+    MAX_FAIL_INTERVAL,
+    MAX_FAIL_MTBI,
+    MAX_FAIL_RESTART,
+    MAX_FAIL_STEP,
+    MAX_FAIL_STEPS,
+    MIN_FAIL_BW,
+    MIN_FAIL_MTBI,
+    MIN_FAIL_STEP,
+    SAVE_MODES,
+)
+from labs.core.validate import number, one_of, whole
+from labs.hardware.links import Link
+from labs.model.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class FailuresInput:
+    """One training job: its model (the checkpoint's bytes), its GPUs and their interruption
+    rate, its step, how it saves and how long a restart takes."""
+
+    model: ModelSpec
+    gpus: int
+    gpu_mtbi: float  # seconds between interruptions a single GPU's share of the cluster causes
+    step_s: float  # one training step on ``step_gpus`` GPUs
+    step_gpus: int  # the GPUs ``step_s`` was timed on (the job's size in GPU-seconds a step)
+    steps: int  # the job's steps
+    save: str  # "sync" | "async"
+    storage_bw: float  # bytes/s the file system takes, all writers together
+    host_link: Link  # the GPU's link to host memory (an async save's copy)
+    interval: float  # seconds of training between checkpoints
+    restart: float  # seconds from the failure to training again (reschedule, init, load)
+
+    @property
+    def step_here(self) -> float:
+        """The step on ``gpus`` GPUs: the same batch, ideal strong scaling (errs fast when
+        ``gpus`` exceeds ``step_gpus``: communication does not shrink as 1/N)."""
+        return self.step_s * self.step_gpus / self.gpus
+
+    def __post_init__(self) -> None:  # page order
+        if not isinstance(self.model, ModelSpec):
+            raise LabInputError("model", "choose a model preset or a custom parameter count")
+        whole("gpus", self.gpus, 1, MAX_FAIL_GPUS, "the GPUs of the job")
+        number("gpu_mtbi", self.gpu_mtbi, MIN_FAIL_MTBI, MAX_FAIL_MTBI,
+               "a GPU's mean time between interruptions (seconds)")
+        number("step_s", self.step_s, MIN_FAIL_STEP, MAX_FAIL_STEP, "the step time (seconds)")
+        whole("step_gpus", self.step_gpus, 1, MAX_FAIL_GPUS, "the GPUs the step was timed on")
+        whole("steps", self.steps, 1, MAX_FAIL_STEPS, "the job's steps")
+        one_of("save", self.save, SAVE_MODES, "the save")
+        number("storage_bw", self.storage_bw, MIN_FAIL_BW, MAX_FAIL_BW,
+               "the storage bandwidth (bytes/s)")
+        if not isinstance(self.host_link, Link) or self.host_link.id not in HOST_LINKS:
+            raise LabInputError("host_link",
+                                f"the host link must be one of {', '.join(HOST_LINKS)}")
+        number("interval", self.interval, 1.0, MAX_FAIL_INTERVAL,
+               "the checkpoint interval (seconds)")
+        number("restart", self.restart, 0.0, MAX_FAIL_RESTART, "the restart time (seconds)")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What one save costs: its bytes (the ledger's), the write and the blocking."""
+
+    weights_bytes: float
+    master_bytes: float
+    moments_bytes: float
+    total_bytes: float  # the whole job's checkpoint
+    bytes_per_gpu: float  # each rank writes its own shard
+    write_s: float  # total ÷ storage bandwidth
+    copy_s: float  # one GPU's shard ÷ host link bandwidth (async's blocking)
+    cost_s: float  # δ of Young and Daly: write_s (sync) or copy_s (async)
+    block_s: float  # training stopped per save at the chosen interval
+    lag_s: float  # how much older the newest durable checkpoint is than the newest save
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """Where wall time goes at one interval: each share of the wall clock, summing to 1."""
+
+    interval: float
+    goodput: float  # useful: steps that count
+    blocking: float  # training stopped for saves
+    rework: float  # steps redone after failures
+    restart: float  # restarting after failures
+    finish_days: float | None  # the job's wall time; None when no step ever counts
+
+
+@dataclass(frozen=True)
+class ScalePoint:
+    gpus: int
+    mtbi_s: float
+    per_day: float
+    step_s: float
+    sync: Goodput  # each at its own best interval (Daly's, floored)
+    async_: Goodput
+
+
+@dataclass(frozen=True)
+class FailuresResult:
+    input: FailuresInput
+    mtbi_s: float  # the job's mean time between interruptions
+    per_day: float  # interruptions per day
+    step_s: float  # the step on the job's GPUs
+    checkpoint: Checkpoint
+    young_s: float  # sqrt(2 δ M)
+    daly_s: float  # Daly 2006's higher-order optimum
+    floor_s: float  # the shortest interval the save allows (a step; async: the write too)
+    best_s: float  # max(Daly, floor)
+    chosen: Goodput
+    best: Goodput
+    intervals: tuple[Goodput, ...]  # the interval sweep
+    scale: tuple[ScalePoint, ...]  # the cluster-size sweep

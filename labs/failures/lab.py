@@ -1,0 +1,187 @@
+"""Failures at scale: how often a job stops, what a checkpoint costs, the best interval between
+checkpoints, and the share of wall time spent on steps that count (goodput).
+
+Sources, each used where named below:
+- Interruptions: Llama Team 2024, "The Llama 3 Herd of Models" (arXiv:2407.21783), sec 3.3.4
+  and Table 5: 419 unexpected interruptions in a 54-day snapshot of pre-training on 16,384
+  H100s (466 with the 47 planned ones), effective training time above 90%. Failures are taken
+  as independent, at a constant rate per GPU (a Poisson process), so a job of N GPUs stops N
+  times as often: its mean time between interruptions is M = M_gpu / N, where
+  M_gpu = 54 days x 16,384 / 419 (``LLAMA3``) is the GPU's share of the cluster (its host,
+  network and software included: Table 5 counts them all).
+- The checkpoint's bytes: EP01's ledger (``labs.memory.lab.compute_memory``) for the model
+  with no parallelism: the 16-bit weights, FP32 master weights and the two FP32 Adam moments
+  (2 + 4 + 8 = 14 bytes per parameter; gradients are not saved). Each rank writes its own
+  shard, bytes ÷ N, as PyTorch Distributed Checkpoint and Megatron-LM's distributed
+  checkpointing do; the write runs at the file system's aggregate bandwidth.
+- Llama 3's storage: Tectonic, 2 TB/s sustained, 7 TB/s peak (arXiv:2407.21783 sec 3.3.1).
+- An asynchronous save (PyTorch DCP ``async_save``, Megatron-LM ``--async-save``) stops
+  training only for the copy of the rank's shard to host memory over its host link
+  (``labs/presets/links.json``: PCIe 5.0 x16, 64 GB/s per direction); the write to storage
+  runs behind training. Only one save is in flight: a save that finds the last one still
+  writing waits for it. Until the write ends the newest durable checkpoint is the previous
+  one, so a failure loses that much more work.
+- The interval: Young 1974 ("A first order approximation to the optimum checkpoint interval",
+  CACM 17(9)): τ = sqrt(2·δ·M), δ the time a save costs; Daly 2006 ("A higher order estimate of
+  the optimum checkpoint interval for restart dumps", FGCS 22(3), eq. 37):
+  τ = sqrt(2δM)·[1 + (1/3)·sqrt(δ/2M) + (1/9)·(δ/2M)] − δ for δ < 2M, else τ = M.
+- Goodput, first order (Young's own accounting): each interval of τ seconds of training is
+  followed by a save that stops training for b seconds, a cycle of τ + b. Failures come every
+  M seconds of wall time; each costs the restart R, the work since the newest durable
+  checkpoint (half a cycle on average, plus the async lag L), so a share (R + (τ+b)/2 + L)/M
+  of wall time is lost; of the rest, τ/(τ+b) trains. Goodput = τ/(τ+b) · (1 − (R+(τ+b)/2+L)/M),
+  0 when the loss reaches the whole wall clock. It errs high when a cycle or a restart is not
+  short against M: it leaves out failures during restarts and the chance of two in one cycle.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from labs.failures.inputs import Checkpoint, FailuresInput, FailuresResult, Goodput, ScalePoint
+from labs.hardware.gpus import get_gpu
+from labs.memory.inputs import MemoryInput
+from labs.memory.lab import compute_memory
+from labs.model.spec import ModelSpec
+
+DAY = 86_400.0
+# Llama 3 405B's pre-training snapshot (arXiv:2407.21783 sec 3.3.4, Table 5).
+LLAMA3 = {"interruptions": 419, "days": 54, "gpus": 16_384}
+# Its storage (sec 3.3.1: Tectonic, 2 TB/s sustained) and its step (sec 3.3.2, Table 4: a
+# batch of 16M tokens, 2,048 sequences of 8,192; 400 TFLOP/s per GPU on 16,384 H100s).
+LLAMA3_STORAGE_BW = 2e12
+LLAMA3_BATCH_TOKENS = 2048 * 8192
+LLAMA3_TFLOPS = 400e12
+LLAMA3_TOKENS = 15.6e12  # pre-training tokens (sec 3.1)
+SWEEP_GPUS = tuple(2**k for k in range(10, 19))  # 1,024 ... 262,144
+SWEEP_POINTS = 72  # the interval sweep's points, log-spaced
+
+
+def gpu_mtbi_llama3() -> float:
+    """Seconds between interruptions per GPU: 54 days x 16,384 GPUs / 419 (about 5.8 years)."""
+    return LLAMA3["days"] * DAY * LLAMA3["gpus"] / LLAMA3["interruptions"]
+
+
+def llama3_step_s(params: float) -> float:
+    """Llama 3 405B's step from its published rate: 6 FLOPs per parameter per token (Kaplan et
+    al. 2020) x 16M tokens ÷ (16,384 GPUs x 400 TFLOP/s)."""
+    return 6 * params * LLAMA3_BATCH_TOKENS / (LLAMA3["gpus"] * LLAMA3_TFLOPS)
+
+
+def llama3_steps() -> int:
+    """Pre-training's steps at the final batch: 15.6T tokens ÷ 16M tokens a step."""
+    return round(LLAMA3_TOKENS / LLAMA3_BATCH_TOKENS)
+
+
+def young(cost: float, mtbi: float) -> float:
+    """Young 1974: τ = sqrt(2·δ·M)."""
+    return math.sqrt(2 * cost * mtbi)
+
+
+def daly(cost: float, mtbi: float) -> float:
+    """Daly 2006, eq. 37: the higher-order optimum (M when δ ≥ 2M)."""
+    if cost >= 2 * mtbi:
+        return mtbi
+    x = cost / (2 * mtbi)
+    return math.sqrt(2 * cost * mtbi) * (1 + math.sqrt(x) / 3 + x / 9) - cost
+
+
+@lru_cache(maxsize=64)
+def state_bytes(model: ModelSpec) -> tuple[float, float, float]:
+    """(weights, master weights, Adam moments) of the whole model, EP01's ledger's bill with no
+    parallelism (the mixed-precision Adam recipe, adam16)."""
+    bill = compute_memory(MemoryInput(model=model, gpu=get_gpu("h100-sxm"))).breakdown
+    return bill["weights"], bill["master_weights"], bill["optimizer_moments"]
+
+
+def checkpoint(model: ModelSpec, gpus: int, save: str, storage_bw: float, host_bw: float,
+               interval: float) -> Checkpoint:
+    """One save's bytes and seconds at ``interval`` seconds of training between saves."""
+    weights, master, moments = state_bytes(model)
+    total = weights + master + moments
+    per_gpu = total / gpus
+    write = total / storage_bw
+    copy = per_gpu / host_bw
+    if save == "sync":
+        cost, block, lag = write, write, 0.0
+    else:  # the copy, and the wait for the last write when the interval is shorter than it
+        cost, block, lag = copy, copy + max(0.0, write - interval), write
+    return Checkpoint(weights, master, moments, total, per_gpu, write, copy, cost, block, lag)
+
+
+def goodput(interval: float, block: float, lag: float, restart: float, mtbi: float,
+            work_s: float) -> Goodput:
+    """Each share of wall time at one interval (the module's first-order accounting)."""
+    cycle = interval + block
+    restart_share = restart / mtbi
+    rework_share = (cycle / 2 + lag) / mtbi
+    lost = restart_share + rework_share
+    if lost >= 1:  # every interval is lost before it ends: nothing counts
+        return Goodput(interval, 0.0, 0.0, rework_share / lost, restart_share / lost, None)
+    left = 1 - lost
+    useful = left * interval / cycle
+    return Goodput(interval, useful, left * block / cycle, rework_share, restart_share,
+                   work_s / useful / DAY)
+
+
+def floor_s(inp_step: float, save: str, write: float) -> float:
+    """The shortest interval: a save waits for the step to end; async saves one at a time."""
+    return max(inp_step, write) if save == "async" else inp_step
+
+
+def at_best(model: ModelSpec, gpus: int, save: str, storage_bw: float, host_bw: float,
+            restart: float, mtbi: float, step_s: float, work_s: float) -> tuple[float, Goodput]:
+    """Daly's interval (no shorter than the floor) and the goodput there."""
+    ckpt = checkpoint(model, gpus, save, storage_bw, host_bw, 0.0)
+    best = max(daly(ckpt.cost_s, mtbi), floor_s(step_s, save, ckpt.write_s))
+    ckpt = checkpoint(model, gpus, save, storage_bw, host_bw, best)
+    return best, goodput(best, ckpt.block_s, ckpt.lag_s, restart, mtbi, work_s)
+
+
+def interval_sweep(inp: FailuresInput, mtbi: float, marks: tuple[float, ...]) -> tuple:
+    """Goodput at log-spaced intervals from a step (or 1 s) to 4 M, and at each mark."""
+    low, high = max(1.0, inp.step_here), max(4 * mtbi, 2 * max(marks))
+    points = {low * (high / low) ** (i / (SWEEP_POINTS - 1)) for i in range(SWEEP_POINTS)}
+    out = []
+    work = inp.steps * inp.step_here
+    for t in sorted(points | set(marks)):
+        ckpt = checkpoint(inp.model, inp.gpus, inp.save, inp.storage_bw,
+                          inp.host_link.bandwidth, t)
+        out.append(goodput(t, ckpt.block_s, ckpt.lag_s, inp.restart, mtbi, work))
+    return tuple(out)
+
+
+def scale_sweep(inp: FailuresInput) -> tuple[ScalePoint, ...]:
+    """Each cluster size of SWEEP_GPUS and the chosen one: interruptions, and the goodput and
+    finish time of sync and async saves, each at its best interval. The step shrinks as
+    1/N (``FailuresInput.step_here``: a fixed batch, ideal strong scaling)."""
+    work = inp.steps * inp.step_s * inp.step_gpus  # GPU-seconds of steps
+    out = []
+    for n in sorted(set(SWEEP_GPUS) | {inp.gpus}):
+        mtbi = inp.gpu_mtbi / n
+        step = inp.step_s * inp.step_gpus / n
+        modes = [at_best(inp.model, n, save, inp.storage_bw, inp.host_link.bandwidth,
+                         inp.restart, mtbi, step, work / n)[1] for save in ("sync", "async")]
+        out.append(ScalePoint(n, mtbi, DAY / mtbi, step, *modes))
+    return tuple(out)
+
+
+def simulate_failures(inp: FailuresInput) -> FailuresResult:
+    mtbi = inp.gpu_mtbi / inp.gpus
+    bw = inp.host_link.bandwidth
+    ckpt = checkpoint(inp.model, inp.gpus, inp.save, inp.storage_bw, bw, inp.interval)
+    step = inp.step_here
+    work = inp.steps * step
+    chosen = goodput(inp.interval, ckpt.block_s, ckpt.lag_s, inp.restart, mtbi, work)
+    best_s, best = at_best(inp.model, inp.gpus, inp.save, inp.storage_bw, bw, inp.restart,
+                           mtbi, step, work)
+    young_s, daly_s = young(ckpt.cost_s, mtbi), daly(ckpt.cost_s, mtbi)
+    return FailuresResult(
+        input=inp, mtbi_s=mtbi, per_day=DAY / mtbi, step_s=step, checkpoint=ckpt,
+        young_s=young_s, daly_s=daly_s, floor_s=floor_s(step, inp.save, ckpt.write_s),
+        best_s=best_s,
+        chosen=chosen, best=best,
+        intervals=interval_sweep(inp, mtbi, (inp.interval, best_s, young_s)),
+        scale=scale_sweep(inp),
+    )

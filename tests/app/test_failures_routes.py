@@ -1,0 +1,83 @@
+"""The failures lab's routes in-process: GET /api/failures answers the engine's figures, bad
+input is a 422 naming its control, each chart is drawn from the same answer, the page, its
+cases and each diagram's embed."""
+
+import pytest
+
+from app.schemas import FailuresAnswer
+from tests.app.test_contracts import page_figures
+from tests.app.test_parser import api_messages
+
+LESSON = "/episodes/failures"
+
+
+def api(client, **params):
+    response = client.get("/api/failures", params=params)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_defaults_are_llama3s_job(client):
+    body = api(client)
+    FailuresAnswer.model_validate(body)
+    assert body["gpus"] == 16_384 and body["save"] == "async"
+    assert body["per_day"] == pytest.approx(419 / 54)
+    assert body["mtbi_s"] == pytest.approx(54 * 86_400 / 419)
+    assert body["checkpoint"]["total_bytes"] / 1e12 == pytest.approx(5.68, abs=0.005)
+    assert body["best"]["goodput"] > 0.9  # Llama 3: effective training time above 90%
+    assert [p["gpus"] for p in body["scale"]] == sorted(p["gpus"] for p in body["scale"])
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"gpus": 0}, "gpus"), ({"gpus": "many"}, "gpus"), ({"save": "later"}, "save"),
+    ({"storage_bw": 0}, "storage_bw"), ({"interval": 0}, "interval"),
+    ({"restart": -5}, "restart"), ({"host_link": "nvlink-4"}, "host_link"),
+    ({"gpu_mtbi": 60}, "gpu_mtbi"), ({"step_s": 0}, "step_s"), ({"steps": 0}, "steps"),
+    ({"step_gpus": 0}, "step_gpus"), ({"interval": "nan"}, "interval")])
+def test_bad_input_is_a_422_naming_the_control(client, params, field):
+    assert field in api_messages(client, "failures", params)
+
+
+def test_charts_are_the_answers_numbers(client):
+    params = {"save": "sync", "storage_bw": 20e9, "interval": 10_800}
+    body = api(client, **params)
+    figures = page_figures(client.get(LESSON, params=params,
+                                      headers={"HX-Request": "true", "HX-Target": "x"}).text)
+    rate = figures["failures-rate"]["data"]
+    assert rate[2]["y"] == [pytest.approx(body["per_day"])]
+    assert rate[0]["y"] == [pytest.approx(p["per_day"], rel=1e-4) for p in body["scale"]]
+    interval = figures["failures-interval"]["data"]
+    assert interval[2]["x"] == [body["interval"]]
+    assert interval[2]["y"] == [pytest.approx(100 * body["chosen"]["goodput"])]
+    assert interval[1]["x"] == [pytest.approx(body["best_s"])]
+    young = figures["failures-interval"]["layout"]["shapes"][1]
+    assert young["x0"] == pytest.approx(body["young_s"])
+    scale = figures["failures-scale"]["data"]
+    assert scale[0]["y"] == [pytest.approx(100 * p["sync"]["goodput"], abs=1e-3)
+                             for p in body["scale"]]
+    assert scale[3]["y"] == [None if p["async"]["finish_days"] is None else
+                             pytest.approx(p["async"]["finish_days"], abs=1e-3)
+                             for p in body["scale"]]
+    time = figures["failures-time"]["data"]
+    assert [t["x"][0] for t in time] == [
+        pytest.approx(100 * body["chosen"][k], abs=1e-3)
+        for k in ("goodput", "blocking", "rework", "restart")]
+
+
+def test_page_cases_and_embeds(client):
+    page = client.get(LESSON)
+    assert page.status_code == 200
+    assert "Good case" in page.text and "Bad case" in page.text
+    assert "Where this comes from" in page.text
+    for name in ("rate", "time", "interval", "scale"):
+        embed = client.get(f"/embed/failures/{name}")
+        assert embed.status_code == 200 and f'id="failures-{name}"' in embed.text
+    bad = client.get(LESSON, params={"gpus": "-1"})
+    assert bad.status_code == 422 and "GPUs must be a whole number" in bad.text
+
+
+def test_the_bad_case_is_below_half_and_the_good_above_ninety(client):
+    from app.routers.failures import VIEW
+
+    assert api(client, **VIEW.good.query)["chosen"]["goodput"] > 0.9
+    assert api(client, **VIEW.bad.query)["chosen"]["goodput"] < 0.5
