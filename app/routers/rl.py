@@ -153,6 +153,7 @@ def facts() -> dict:
 
     return {
         "glm9": state(preset="glm-4-9b"),
+        "glm9_16": state(preset="glm-4-9b", train_gpus=16),
         "glm9_sep": state(preset="glm-4-9b", placement="separate"),
         "r1": state(preset="deepseek-r1"),
         "r1_sep": state(preset="deepseek-r1", placement="separate"),

@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from app.routers.rl import facts
 from tests.app.test_parser import api_messages
 from tests.labs.test_rl import TABLE  # the curriculum's recipe table
 
@@ -83,3 +84,23 @@ def test_page_and_fragment(client):
                           headers={"HX-Request": "true"}).text
     assert 'id="placement-diagram"' in fragment
     assert 'data-placement="separate-pd"' in fragment and "<html" not in fragment
+
+
+def test_step_8_teaches_what_doubling_dp_frees_from_the_numbers_it_shows(client):
+    """Issue 36: step 8 said 'more GPUs add replicas, not headroom' above a table showing
+    43.5 -> 36.5 GB (GLM-4-9B, Adam on the GPU, its distributed optimizer sharded over DP).
+    Now it says only the optimizer state shrinks, and only where it is on the GPU."""
+    f = facts()
+    gpu_adam, gpu_adam_16 = f["glm9"]["result"], f["glm9_16"]["result"]
+    assert gpu_adam_16.train_memory_bytes < gpu_adam.train_memory_bytes - 5e9
+    freed = {k: gpu_adam.train_breakdown[k] - gpu_adam_16.train_breakdown[k]
+             for k in gpu_adam.train_breakdown}
+    assert freed["optimizer_moments"] > 0 and freed["weights"] == freed["activations"] == 0
+    cpu_adam, cpu_adam_128 = f["glm47"]["result"], f["glm47_128"]["result"]
+    assert cpu_adam.train_memory_bytes == cpu_adam_128.train_memory_bytes
+    html = re.sub(r"\s+", " ", client.get("/episodes/rl-placement").text)
+    step = html[html.index('id="step-8"'):html.index('id="step-9"')]
+    assert "not headroom" not in step and "Only the optimizer state shrinks" in step
+    six = html[html.index('id="step-6"'):html.index('id="step-7"')]
+    assert "every rollout GPU receives the full bf16 weights" not in six
+    assert "as slime runs it" in six and "not a requirement" in six
