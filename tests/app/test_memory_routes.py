@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from app.charts.units import fmt_bytes
 from tests.app.test_parser import api_messages
 
 LLAMA_70B_PARAMS = 70_553_706_496
@@ -190,3 +191,23 @@ def test_api_no_recomputation_with_flash_attention_stores_no_scores(client):
     page = client.get("/episodes/memory", params={"recompute": "flash"}).text
     assert 'value="flash" selected' in page and "none, with FlashAttention" in page
     assert 'id="input-microbatches"' in page and 'id="input-schedule"' in page
+
+
+def test_step_3_teaches_fused_attention_and_quotes_16k_figures_at_16k(client):
+    """Issue 36: step 3 said switching recomputation off brings the attention scores back,
+    where fused attention (what current stacks run) stores no s x s scores; and its 16k
+    sentence quoted the 4k full-recomputation figure (5.37 GB for 21.5 GB). The scores are
+    now what the unfused kernels of 2021-22 kept, and every 16k figure is a 16k state."""
+    from app.routers.memory import facts
+
+    f = facts()
+    for key in ("l70_flash_16k", "l70_full_16k", "l70_none_16k"):
+        assert f[key]["params"]["seq_len"] == 16384
+    flash4, flash16 = (f[k]["api"]["breakdown"]["activations"]
+                       for k in ("l70_flash", "l70_flash_16k"))
+    assert flash16 == pytest.approx(4 * flash4, rel=1e-6)  # linear in s: no s x s term
+    html = re.sub(r"\s+", " ", client.get("/episodes/memory").text)
+    step = html[html.index('id="step-3"'):html.index('id="step-4"')]
+    assert "unfused attention kernels of 2021–22" in step and "never stores the scores" in step
+    full16 = f["l70_full_16k"]["api"]["breakdown"]["activations"]
+    assert f"brings it down to {fmt_bytes(full16)}" in re.sub(r"<[^>]+>", "", step)

@@ -1,5 +1,7 @@
 """EP05 routes in-process: the measured figures through the API, 422s, page and fragment."""
 
+import re
+
 import pytest
 
 from app.charts.pipeline import (
@@ -9,6 +11,7 @@ from app.charts.pipeline import (
     gantt_figure,
     stage_memory_figure,
 )
+from app.charts.units import fmt_bytes
 from app.routers.pipeline import PipelineQuery, run
 from labs.schedules.catalogue import SCHEDULES
 from tests.app.test_parser import api_messages
@@ -154,3 +157,20 @@ def test_the_page_says_labels_are_drawn_exactly_when_the_chart_draws_them(client
     page = client.get("/episodes/pipeline", params=params).text
     assert ("numbers are micro-batches" in page) == labelled
     assert ("labels hidden at this size" in page) == (not labelled)
+
+
+def test_break_it_breaks_as_current_stacks_do_with_a_long_sequence(client):
+    """Issue 36: step 6 broke memory by switching recomputation off so 'the attention scores
+    come back' (84.3 GB); with fused attention no s x s score matrix is stored. It now breaks
+    with fused attention on a long sequence, and names the scores as what the unfused kernels
+    of 2021-22 kept."""
+    params = {"stages": 8, "microbatches": 32, "tp": 8, "model": "llama-3.1-70b",
+              "recompute": "flash"}
+    short = client.get("/api/pipeline", params={**params, "seq_len": 4096}).json()["memory"]
+    long = client.get("/api/pipeline", params={**params, "seq_len": 32768}).json()["memory"]
+    assert all(short["fits"]) and long["fits"][0] is False and long["fits"][7] is True
+    html = re.sub(r"\s+", " ", client.get("/episodes/pipeline").text)
+    step = html[html.index('id="step-6"'):]
+    assert "scores come back" not in step
+    assert "unfused attention kernels of 2021–22" in step
+    assert fmt_bytes(long["per_rank_bytes"][0]) in step
