@@ -51,3 +51,15 @@ ALL = lab_routes() + drill_routes() + SITE
 HTML = [r for r in ALL if r.kind not in ("api", "drill-api")
         and r.path not in ("/api/diagrams", "/healthz", "/openapi.json", "/api/models",
                            "/api/gpus")]
+
+
+def sweep(items, check, name=lambda item: item.id) -> None:
+    """Run ``check`` on every item and fail once, naming each item that failed and why: one
+    test id for one behaviour over every route, not one id per route."""
+    failures = []
+    for item in items:
+        try:
+            check(item)
+        except AssertionError as exc:
+            failures.append(f"{name(item)}: {' '.join(str(exc).split())[:300]}")
+    assert not failures, f"{len(failures)} of {len(items)} fail:\n" + "\n".join(failures[:30])
