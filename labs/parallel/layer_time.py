@@ -19,7 +19,9 @@ TP, CP and EP groups run (``labs.hardware.nccl``, where each group sits), expose
     et al. 2023, "Overlap Communication with Dependent Computation via Decomposition"):
     every TP collective runs beside the GEMM it feeds or follows, decomposed into the TP
     degree's chunks (``decomposed_exposed``): one chunk's GEMM and one chunk's sends stay
-    exposed, and the chunks' smaller GEMMs run at their own shapes' rates.
+    exposed, and the chunks' smaller GEMMs run at their own shapes' rates. A MoE layer's
+    MLP collectives pair with its shared experts' GEMMs; its routed experts' grouped GEMMs
+    take no TP overlap at any setting (``_tp``), so without shared experts those block.
 - CP (ring attention, Liu et al. 2023, arXiv:2310.01889; Megatron's context parallelism):
   c−1 sends of each K and V chunk in forward, of K, V and their gradients in backward, each
   hidden behind the attention block it feeds; the excess is exposed.
@@ -226,6 +228,11 @@ def _tp(act: float, ops: LayerOps, cluster: Cluster, g: Group, sp: bool,
         return None, None
     f, b = ops.forward, ops.backward
     attn = next(n for n in ("qkv", "q-up", "q") if f.named(n))
+    # A MoE layer's MLP collectives run beside its shared experts' GEMMs (TP-split linears,
+    # as a dense MLP's). Its routed experts' grouped GEMMs are not: Megatron Core builds them
+    # with parallel_mode=None and moves their tokens itself, so neither the async backward
+    # all-reduce nor Transformer Engine's userbuffers (TransformerEngine PR #1055) runs a TP
+    # collective beside them; with no shared experts (Mixtral, Qwen3) those collectives block.
     mlp = "fc1" if f.named("fc1") else "shared.fc1"
     fc2 = "fc2" if f.named("fc2") else "shared.fc2"
     # (collective, the GEMM it can run beside, the overlap setting that lets it)
@@ -249,8 +256,8 @@ def _tp(act: float, ops: LayerOps, cluster: Cluster, g: Group, sp: bool,
             t = nccl_time(kind, act, g.size, cluster, g.per_node).seconds
             total += t
             sent += (2 if kind == "all_reduce" else 1) * (g.size - 1) / g.size * act
-            if needs == "all" and overlap == "all":
-                gemm = next(k for k in pass_.kernels if k.name == beside)
+            gemm = next((k for k in pass_.kernels if k.name == beside), None)
+            if gemm is not None and needs == "all" and overlap == "all":
                 exposed += decomposed_exposed(gemm, t, g.size, cluster.gpu, fp8)
                 continue
             hidden_by = pass_.named(beside) if level >= TP_OVERLAPS.index(needs) else 0.0

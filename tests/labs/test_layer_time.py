@@ -104,3 +104,31 @@ def test_decomposed_overlap_exposes_one_chunk_and_the_chunks_lost_waves():
     # On a layer: "all" hides the forward's TP traffic, less one chunk per collective.
     full, none = run(tp_overlap="all"), run(tp_overlap="none")
     assert 0 < full.forward.exposed < none.forward.exposed
+
+
+@pytest.mark.parametrize(("name", "shared"), [("mixtral-8x7b", False), ("qwen3-235b-a22b", False),
+                                              ("deepseek-v3", True)])
+def test_a_moe_layers_mlp_collectives_overlap_only_beside_its_shared_experts(name, shared):
+    """TP overlap "all" on a MoE layer (issue 31: Mixtral at TP 2 was a StopIteration, a 500):
+    the attention's collectives decompose with their GEMMs as a dense layer's do; the MLP's
+    decompose with the shared experts' GEMMs, and with none (the routed experts' grouped GEMMs
+    take no TP overlap in Megatron Core) they block, as under "backward"."""
+    model = get_model(name)
+    kw = dict(model=model, tp=2, ep=8, moe=True)
+    full, backward = run(tp_overlap="all", **kw), run(tp_overlap="backward", **kw)
+    act = 8192 * model.hidden * 2
+    ag = nccl_time("all_gather", act, 2, DGX_H100, 2).seconds
+    rs = nccl_time("reduce_scatter", act, 2, DGX_H100, 2).seconds
+    f = full.ops.forward
+    attn = next(k for k in f.kernels if k.name in ("qkv", "q-up", "q"))
+    proj = next(k for k in f.kernels if k.name == "proj")
+    attention = (decomposed_exposed(attn, ag, 2, DGX_H100.gpu, False)
+                 + decomposed_exposed(proj, rs, 2, DGX_H100.gpu, False))
+    tp_f = full.forward.comm("tp")
+    assert tp_f.seconds == pytest.approx(2 * (ag + rs))
+    if shared:
+        assert tp_f.exposed < attention + ag + rs
+    else:
+        assert tp_f.exposed == pytest.approx(attention + ag + rs)
+    assert tp_f.exposed < backward.forward.comm("tp").exposed
+    assert full.backward.exposed <= backward.backward.exposed
