@@ -14,6 +14,7 @@ from functools import cache
 
 from labs.core.data import Presets, read
 from labs.core.errors import LabInputError
+from labs.hardware.gpus import GPUSpec
 from labs.model.presets import get_model
 from labs.model.spec import ModelSpec
 
@@ -71,15 +72,9 @@ def experiment() -> Experiment:
     return Experiment(**_data()["experiment"])
 
 
-@cache
-def _bandwidths() -> dict[str, tuple[float, str]]:
-    return {row["gpu"]: (row["bytes_per_second"], row["source"])
-            for row in _data()["memory_bandwidth"]}
-
-
-def memory_bandwidth(gpu_id: str) -> float:
-    """HBM bytes/s of a GPU preset (datasheet, cited in the data file)."""
-    found = _bandwidths()
-    if gpu_id not in found:
-        raise LabInputError("gpu", f"no memory bandwidth on file for GPU {gpu_id!r}")
-    return found[gpu_id][0]
+def memory_bandwidth(gpu: GPUSpec) -> float:
+    """HBM bytes/s of a GPU: its preset's datasheet figure (``labs/presets/gpus.json``, cited
+    there), the one the op-level step model times memory-bound kernels at."""
+    if gpu.kernels is None:
+        raise LabInputError("gpu", f"no memory bandwidth on file for GPU {gpu.name}")
+    return gpu.kernels.hbm_bandwidth

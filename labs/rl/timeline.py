@@ -57,7 +57,7 @@ class StepTimes:
 
 def rollout_seconds(inp) -> float:
     m, g, e = inp.model, inp.gpu, inp.engine_gpus
-    bw = memory_bandwidth(g.id)
+    bw = memory_bandwidth(g)
     ext = inp.external_engines
     args = (inp.prompt_len, inp.response_len, inp.kv_dtype)
     if inp.placement == "separate-pd":

@@ -104,3 +104,17 @@ def test_step_8_teaches_what_doubling_dp_frees_from_the_numbers_it_shows(client)
     six = html[html.index('id="step-6"'):html.index('id="step-7"')]
     assert "every rollout GPU receives the full bf16 weights" not in six
     assert "as slime runs it" in six and "not a requirement" in six
+
+
+def test_every_gpu_of_the_list_times_a_rollout(client):
+    """The rollout's decode reads the GPU preset's HBM bandwidth: the H800, offered in the GPU
+    list, was refused once (EP09 kept its own table without it; issue 31)."""
+    from labs.hardware.gpus import gpus
+
+    for gpu_id in gpus():
+        got = client.get("/api/placement", params={"gpu": gpu_id})
+        assert got.status_code == 200, (gpu_id, got.text[:200])
+    h100, h800 = (client.get("/api/placement", params={"gpu": g}).json()
+                  for g in ("h100-sxm", "h800"))
+    # Same HBM3 and compute: the same rollout; the H800's slower NVLink only moves the sync.
+    assert h800["rollout_seconds"] == pytest.approx(h100["rollout_seconds"])
