@@ -98,6 +98,7 @@ def to_api(state: PlaygroundState) -> dict:
             "diagrams": list(p.diagrams),
             "query": lab_query(p),
             "errors": p.errors,
+            "note": p.note,
             "answer": p.view.to_api(p.result) if p.result is not None else None,
         }
     return {"panels": panels}

@@ -114,6 +114,9 @@ class Panel:
     # A computed field's errors name this shared control (default: the field's prefixed twin).
     blame: Mapping[str, str] = field(default_factory=dict)
     skip: tuple[str, ...] = ("params",)  # custom models are EP01/EP03's own
+    # Why the lab's model cannot represent this state ("" when it can): the panel then says so
+    # instead of drawing another plan's figures beside the panels that can.
+    outside: Callable[[Any], str] = lambda q: ""  # noqa: E731
 
     @property
     def lab(self) -> str:
@@ -161,6 +164,24 @@ def _text(value) -> str:
 
 
 PLAN = {"tp": "tp", "pp": "pp", "cp": "cp", "dp": "dp", "ep": "ep"}
+
+
+def pure_dp(episode: str) -> Callable[[Any], str]:
+    """EP02 and EP03 model data parallelism alone: every GPU a replica (EP02) or a ZeRO shard
+    (EP03) of the whole model. A plan with model parallelism is outside them: fed its DP degree
+    and the whole model, they drew another plan (issue 36: the worked plan, TP 8 × PP 2 × DP 2
+    of Llama 3.1 70B, showed 893 GB per GPU in EP03's panel beside EP01's and EP08's 66.9 GB,
+    which shard the model 16 ways first)."""
+    def outside(q) -> str:
+        degrees = [(name, getattr(q, key)) for name, key in
+                   (("TP", "tp"), ("PP", "pp"), ("CP", "cp"), ("EP", "ep")) if getattr(q, key) > 1]
+        if not degrees:
+            return ""
+        plan = " × ".join(f"{name} {value}" for name, value in degrees)
+        return (f"{episode}'s lab is data parallelism alone, with the whole model on every "
+                f"data-parallel rank; this plan also splits the model ({plan}), so each GPU's "
+                "bill is EP01's and EP08's panel. Set TP, PP, CP and EP to 1 to see it here")
+    return outside
 STEP = {"seq_len": "seq_len", "micro_batch": "micro_batch", "recompute": "recompute"}
 
 PANELS: tuple[Panel, ...] = (
@@ -170,10 +191,11 @@ PANELS: tuple[Panel, ...] = (
           default="ledger"),
     Panel(data_parallel.VIEW, {"model": "model", "gpus": "dp",
                                "link": lambda q: group_link(q, q.tp * q.cp * q.dp)},
-          blame={"link": "inter_link"}, default="scaling"),
+          blame={"link": "inter_link"}, default="scaling",
+          outside=pure_dp(data_parallel.VIEW.episode.code)),
     Panel(zero.VIEW, {"model": "model", "gpu": "gpu", "dp": "dp", "zero": "zero",
                       "gpus_per_node": "gpus_per_node", "link": "inter_link", **STEP},
-          default="memory"),
+          default="memory", outside=pure_dp(zero.VIEW.episode.code)),
     Panel(tensor_parallel.VIEW, {"model": "model", "gpu": "gpu", "tp": "tp",
                                  "gpus_per_node": "gpus_per_node", "intra_link": "intra_link",
                                  "inter_link": "inter_link", **STEP},
@@ -249,6 +271,7 @@ class PanelState:
     query: BaseModel | None
     result: Any
     errors: dict[str, str]  # playground control -> message
+    note: str = ""  # why the lab does not draw this state (Panel.outside), not an error
 
     @property
     def lab(self) -> str:
@@ -265,6 +288,9 @@ def run_panel(panel: Panel, q, names: tuple[str, ...] | None = None) -> PanelSta
     names = shown(panel, q) if names is None else names
     if not names:
         return PanelState(panel, names, None, None, {})
+    note = panel.outside(q)
+    if note:
+        return PanelState(panel, names, None, None, {}, note)
     query, errors, _ = validate(panel.view, panel.lab_items(q))
     result = None
     if query is not None:

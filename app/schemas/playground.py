@@ -10,6 +10,8 @@ class PlaygroundPanel(BaseModel):
                                    "(/api/<lab>?<query> answers the same).")
     errors: dict[str, str] = Field(description="Playground control -> why the lab cannot draw "
                                                "this state (empty when it can).")
+    note: str = Field(description="Why the lab's model does not draw this state (EP02 and "
+                                  "EP03 model data parallelism alone); empty when it does.")
     answer: dict | None = Field(description="The lab's own JSON answer (GET /api/<lab>).")
 
 

@@ -49,8 +49,32 @@ def test_api_gives_each_shown_labs_own_answer(client):
     assert "placement" not in panels  # off by default: not run
     for lab, panel in panels.items():
         assert panel["errors"] == {}
+        if lab in ("dp", "zero"):  # data parallelism alone: the worked plan has TP and PP
+            assert panel["answer"] is None and "TP 8 × PP 2" in panel["note"]
+            continue
+        assert panel["note"] == ""
         own = client.get(f"/api/{lab}?{panel['query']}").json()
         assert panel["answer"] == own, lab
+
+
+def test_one_state_shows_one_bill_per_gpu(client):
+    """Issue 36: the worked plan (TP 8 × PP 2 × DP 2) showed 893 GB per GPU in EP03's panel
+    against 66.9 GB in EP01's and EP08's: EP03's lab, data parallelism alone, was fed the DP
+    degree and the whole model. It now says the plan is outside it instead, and where it does
+    draw (no model parallelism) its bill is EP01's and EP08's, at every ZeRO stage."""
+    seed = client.get("/api/playground").json()["panels"]
+    assert seed["zero"]["answer"] is None and seed["dp"]["answer"] is None
+    assert seed["memory"]["answer"]["total_bytes"] == pytest.approx(
+        seed["recipe"]["answer"]["memory_per_gpu_bytes"], rel=1e-9)
+    html = client.get("/episodes/playground").text
+    assert 'data-testid="panel-note-zero"' in html and 'data-testid="panel-note-dp"' in html
+    for zero in (0, 1, 2, 3):
+        panels = client.get("/api/playground", params={
+            "tp": 1, "pp": 1, "dp": 32, "microbatches": 1, "zero": zero}).json()["panels"]
+        bill = panels["memory"]["answer"]["total_bytes"]
+        assert panels["zero"]["answer"]["total_bytes"] == bill, zero
+        assert panels["recipe"]["answer"]["memory_per_gpu_bytes"] == pytest.approx(
+            bill, rel=1e-9), zero
 
 
 def test_shared_controls_reach_every_lab(client):
@@ -106,7 +130,8 @@ def test_inconsistent_state_names_the_control_and_keeps_the_other_labs(client):
     assert page.status_code == 200
     assert 'data-testid="panel-error-tp"' in page.text
     assert 'id="tp-efficiency" class="chart short" hx-preserve="true"' in page.text  # kept
-    assert 'data-target="dp-scaling"' in page.text  # EP02 still draws
+    assert 'data-target="cp-mask"' in page.text  # EP06 still draws
+    assert 'data-testid="panel-note-dp"' in page.text  # EP02: TP 16 is outside its lab
 
 
 def test_page_fragment_and_panel_links(client):
