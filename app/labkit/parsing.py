@@ -232,10 +232,11 @@ def run_cached(view: LabView, query: BaseModel) -> tuple[Any, dict[str, str]]:
     status, value = outcome
     if status == "ok":
         return value, {}
-    name = view.aliases.get(value.field, value.field)
-    if name not in view.query_model.model_fields:
-        name = FORM
-    return None, {name: value.message}
+    found = {}
+    for named in (value.field, *value.also):  # a clash of two controls is said by both
+        name = view.aliases.get(named, named)
+        found.setdefault(name if name in view.query_model.model_fields else FORM, value.message)
+    return None, found
 
 
 def parse(view: LabView, items: Iterable[tuple[str, str]]) -> tuple[State | None,

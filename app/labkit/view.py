@@ -23,11 +23,16 @@ class Case:
 
     label: str
     query: Mapping[str, Any]
-    why: str
+    why: str | Callable[[], str]  # a callable renders a figure from the lab (one computation)
 
     @property
     def query_string(self) -> str:
         return urlencode(self.query)
+
+    @property
+    def text(self) -> str:
+        """The line under the button, its figures read off the lab when ``why`` computes it."""
+        return self.why() if callable(self.why) else self.why
 
 
 @dataclass(frozen=True)

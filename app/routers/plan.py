@@ -47,7 +47,7 @@ from labs.core.limits import (
     MIN_MATMUL_EFFICIENCY,
 )
 from labs.hardware.gpus import get_gpu
-from labs.hardware.links import get_link, make_cluster
+from labs.hardware.links import get_link, paired_cluster
 from labs.recipe.inputs import SOFTWARE
 from labs.recipe.planner import MAX_TOP, PlanRequest, PlanSearch, search
 
@@ -115,7 +115,7 @@ FORM = QueryForm(PlanQuery, {
 @lru_cache(maxsize=32)
 def _search(query: tuple) -> PlanSearch:
     q = PlanQuery(**dict(query))
-    cluster = make_cluster(get_gpu(q.gpu), q.gpus_per_node, get_link(q.intra_link),
+    cluster = paired_cluster(get_gpu(q.gpu), q.gpus_per_node, get_link(q.intra_link),
                            get_link(q.inter_link))
     return search(PlanRequest(q.model_spec(), cluster, q.gpus, q.seq_len, q.global_batch,
                               recipe=q.recipe, top=q.top,

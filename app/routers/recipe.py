@@ -69,7 +69,7 @@ from labs.core.limits import (
     MIN_MATMUL_EFFICIENCY,
 )
 from labs.hardware.gpus import get_gpu
-from labs.hardware.links import get_link, links, make_cluster
+from labs.hardware.links import get_link, links, paired_cluster
 from labs.model.presets import get_model
 from labs.recipe.export import Export, export
 from labs.recipe.inputs import SOFTWARE, Plan, RecipeResult
@@ -144,7 +144,7 @@ class RecipeState:
 
 def run(query: RecipeQuery) -> RecipeState:
     gpu = get_gpu(query.gpu)
-    cluster = make_cluster(gpu, query.gpus_per_node, get_link(query.intra_link),
+    cluster = paired_cluster(gpu, query.gpus_per_node, get_link(query.intra_link),
                            get_link(query.inter_link))
     plan = Plan(tp=query.tp, pp=query.pp, dp=query.dp, cp=query.cp, ep=query.ep,
                 zero=query.zero, recompute=query.recompute, recipe=query.recipe,

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from app.charts.tensor_parallel import figures
 from app.charts.tp_split import split_view
+from app.charts.units import fmt_pct
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
@@ -179,6 +180,9 @@ def link_options() -> dict[str, tuple[tuple[str, str], ...]]:
     }
 
 
+GOOD = {"tp": 8}  # the good case: TP = 8 inside an NVLink 4 node
+
+
 @lru_cache(maxsize=1)
 def facts() -> dict:
     """The states the lesson's steps link to, each with the figures its prose quotes (the same
@@ -186,7 +190,9 @@ def facts() -> dict:
     state = lesson_state(TPQuery, run, to_api)
 
     return {
-        "good": state(tp=8),
+        "good": state(**GOOD),
+        # The rough estimate's flat MFU: a GPU that slow hides the same bytes better.
+        "flat": state(**GOOD, mfu=0.4),
         "t1": state(tp=1),
         "t2": state(tp=2),
         "sp_off": state(tp=8, sp=False),
@@ -195,7 +201,9 @@ def facts() -> dict:
         "bad": state(tp=8, gpus_per_node=1, inter_link="eth-25g"),
         "gpt3_t8": state(model="gpt-3-175b", tp=8),
         "gpt3_t16": state(model="gpt-3-175b", tp=16),
-        "gpt3_nvl72": state(model="gpt-3-175b", tp=32, link="nvl72"),
+        # An NVL72 rack holds only Blackwell GPUs: its state times B200s.
+        "gpt3_nvl72": state(model="gpt-3-175b", tp=32, link="nvl72", gpu="b200"),
+        "gpt3_nvl72_t8": state(model="gpt-3-175b", tp=8, link="nvl72", gpu="b200"),
         "l70": state(model="llama-3.1-70b", tp=8, sp=False),
     }
 
@@ -208,6 +216,7 @@ def extra_context(state) -> dict:
         "model_value": query.model_value,
         "gpu_options": gpu_options(),
         "link_options": link_options(),
+        "links": links(),  # the presets the prose quotes (bandwidth, NVL72's domain)
         "tp_options": with_value(TP_DEGREES, query.tp),
         "seq_options": with_value(SEQ_LENGTHS, query.seq_len),
         "notes": assumptions(state.result),
@@ -250,8 +259,9 @@ VIEW = LabView(
             "link, and memory per GPU (bytes, seconds)",
     good=Case(
         "Good case: TP = 8 inside an NVLink node",
-        {"tp": 8},
-        "Eight GPUs on NVLink 4 share every matrix: about 90% efficient.",
+        GOOD,
+        lambda: "Eight GPUs on NVLink 4 share every matrix: "
+                f"{fmt_pct(facts()['good']['api']['step_efficiency'])} efficient.",
     ),
     bad=Case(
         "Bad case: TP = 8 across Ethernet nodes",

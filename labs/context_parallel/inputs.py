@@ -12,7 +12,7 @@ from labs.core.errors import LabInputError
 from labs.core.limits import CP_LAYOUTS, MAX_CP, MAX_CP_TOKENS, MAX_SEQ_LEN
 from labs.core.validate import one_of, whole
 from labs.hardware.gpus import GPUSpec
-from labs.hardware.links import Link
+from labs.hardware.links import Link, check_pairing
 from labs.model.spec import ModelSpec
 
 
@@ -85,6 +85,8 @@ class CPInput:
         heads, kv = attention_heads(self.model)
         check_layout("tokens", self.tokens, self.cp, self.layout, heads, kv)
         check_cost(self.model, self.seq_len, self.cp, self.layout, self.link)
+        if self.link.kind == "scale-up" and self.cp > 1:  # the GPU's compute on its own fabric
+            check_pairing(self.gpu, self.link, "link")
 
 
 def check_cost(model: ModelSpec, seq_len: int, cp: int, layout: str, link: Link) -> None:

@@ -9,7 +9,8 @@ class LabInputError(ValueError):
     what would be accepted.
     """
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, also: tuple[str, ...] = ()) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+        self.also = also  # other controls the message names (a pairing of two that clash)

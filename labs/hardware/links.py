@@ -14,6 +14,13 @@ the switch reduces (NVLink SHARP, NCCL's NVLS), ``p2p_bandwidth`` for send/recv,
 ``nccl_hw``, the row of NCCL's per-hop latencies it takes (``labs.hardware.nccl``). A link
 without a measurement (a GPU preset's own, built by ``gpu_cluster``) takes the measured
 fraction of a link of its kind: ``UNMEASURED_SCALE_UP``, ``UNMEASURED_SCALE_OUT``.
+
+A vendor's scale-up fabric ships only with its own GPUs (``Link.gpus``: NVLink 3 with the A100,
+NVLink 4 with the H100 and H200 and the H800's cut-down NVLink 4 with the H800, NVLink 5 and
+the GB200 NVL72 rack with Blackwell, Infinity Fabric with the MI300X; the NVIDIA and AMD
+datasheets each preset cites). ``check_pairing`` refuses a GPU on a fabric it never ships
+with, naming both controls, so no lab times one GPU's compute on another's fabric; PCIe,
+InfiniBand and Ethernet take any GPU.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ class Link:
     p2p_bandwidth: float | None = None  # send/recv between two GPUs; None: busbw
     nccl_hw: str | None = None  # NCCL_HW row; None: nvlink (scale-up) or net (scale-out)
     achieved_source: str = ""
+    gpus: tuple[str, ...] = ()  # the GPU presets this fabric ships with (empty: any GPU)
 
     def __post_init__(self) -> None:
         if self.kind not in LINK_KINDS:
@@ -144,7 +152,8 @@ def _clusters() -> dict[str, Cluster]:
     return out
 
 
-LINKS = Presets(lambda: {e["id"]: Link(**e) for e in read("links.json")}, "link", "link")
+LINKS = Presets(lambda: {e["id"]: Link(**{**e, "gpus": tuple(e.get("gpus", ()))})
+                         for e in read("links.json")}, "link", "link")
 CLUSTERS = Presets(_clusters, "cluster", "cluster")
 
 
@@ -158,6 +167,35 @@ def clusters() -> dict[str, Cluster]:
 
 def get_link(link_id: str) -> Link:
     return LINKS.get(link_id)
+
+
+def ships_with(gpu: GPUSpec, link: Link) -> bool:
+    """Whether ``gpu`` is ever built on ``link`` (a vendor fabric: only its own GPUs)."""
+    return not link.gpus or gpu.id in link.gpus
+
+
+def check_pairing(gpu: GPUSpec, link: Link, link_field: str, gpu_field: str = "gpu") -> None:
+    """Refuse a GPU on a fabric it never ships with (module docstring): a LabInputError on
+    ``link_field`` that also names ``gpu_field``, saying which GPUs the fabric holds and which
+    fabrics the GPU ships with."""
+    if ships_with(gpu, link):
+        return
+    holds = " or ".join(get_gpu(g).name for g in link.gpus)
+    own = [x.name for x in links().values() if x.gpus and gpu.id in x.gpus]
+    choose = ", ".join([*own, "PCIe, InfiniBand or Ethernet"])
+    raise LabInputError(link_field, f"GPU and link do not match: {link.name} ships only with "
+                                    f"the {holds}, never the {gpu.name}. Choose the {holds}, "
+                                    f"or a link the {gpu.name} has: {choose}.",
+                        also=(gpu_field,))
+
+
+def paired_cluster(gpu: GPUSpec, gpus_per_node: int, intra: Link, inter: Link,
+                   nics_per_node: int | None = None, intra_field: str = "intra_link") -> Cluster:
+    """``make_cluster`` for a GPU and links a student chose: a node of more than one GPU on a
+    fabric the GPU never ships with is refused (``check_pairing``)."""
+    if gpus_per_node > 1:
+        check_pairing(gpu, intra, intra_field)
+    return make_cluster(gpu, gpus_per_node, intra, inter, nics_per_node)
 
 
 def get_cluster(cluster_id: str) -> Cluster:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from labs.hardware.gpus import GPUSpec
-from labs.hardware.links import Link
+from labs.hardware.links import Link, check_pairing
 from labs.memory.inputs import MemoryResult
 from labs.model.spec import ModelSpec
 from labs.schedules.inputs import PipelineInput, PipelineResult
@@ -67,6 +67,10 @@ class PipelineLabInput:
     # costs its real size on that link, in units of one stage's forward (timed op by op,
     # ``labs.pipeline.lab.stage_forward_seconds``).
     link: Link | None = None
+
+    def __post_init__(self) -> None:  # a send on a fabric the GPU never ships with is refused
+        if self.link is not None and self.link.kind == "scale-up":
+            check_pairing(self.gpu, self.link, "link")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from labs.core.limits import (
 from labs.core.validate import FRACTION, flag, number, one_of, whole
 from labs.hardware.comm import CommCost, collective
 from labs.hardware.gpus import GPUSpec
-from labs.hardware.links import Cluster, Link, link_alone
+from labs.hardware.links import Cluster, Link, check_pairing, link_alone
 from labs.memory.inputs import MemoryResult
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout, problems
@@ -90,6 +90,9 @@ class TPInput:
         for found in problems(self.model, ParallelLayout(tp=self.tp)):
             if found.field == "tp":
                 raise found
+        link = self.topology.link
+        if link is not None and link.kind == "scale-up":  # one GPU's compute on its own fabric
+            check_pairing(self.gpu, link, "link")
         most = self.topology.max_group
         if most is not None and self.tp > most:
             raise LabInputError("tp", f"{self.topology.link.name} connects at most {most} GPUs: "

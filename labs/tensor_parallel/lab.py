@@ -40,7 +40,7 @@ from labs.core.validate import whole
 from labs.hardware.comm import collective
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.kernels import with_matmul_efficiency
-from labs.hardware.links import Cluster, get_link, make_cluster
+from labs.hardware.links import Cluster, get_link, paired_cluster, ships_with
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
 from labs.model.flops import attention_flops_per_token
@@ -55,8 +55,15 @@ from labs.tensor_parallel.comm import (
 )
 from labs.tensor_parallel.inputs import MemoryAtTP, Shapes, Topology, TPCost, TPInput, TPResult
 
-# The links the efficiency chart compares, each carrying the whole TP group alone.
-COMPARE_LINKS = ("nvlink-4", "nvl72", "pcie-4", "ib-ndr", "eth-100g", "eth-25g")
+# The links the efficiency chart compares, each carrying the whole TP group alone: of the
+# vendor fabrics, those the chosen GPU ships with (``compared_links``), then the rest.
+COMPARE_LINKS = ("nvlink-3", "nvlink-4", "nvlink-4-h800", "nvlink-5", "nvl72",
+                 "infinity-fabric-mi300x", "pcie-4", "ib-ndr", "eth-100g", "eth-25g")
+
+
+def compared_links(gpu: GPUSpec) -> tuple[str, ...]:
+    """COMPARE_LINKS the GPU is ever built on: an H100 is never drawn on an NVL72 rack."""
+    return tuple(k for k in COMPARE_LINKS if ships_with(gpu, get_link(k)))
 
 
 def tp_cluster(gpu: GPUSpec, gpus_per_node: int, intra_link: str, inter_link: str) -> Cluster:
@@ -80,7 +87,7 @@ def tp_cluster(gpu: GPUSpec, gpus_per_node: int, intra_link: str, inter_link: st
         raise LabInputError("gpus_per_node", f"{intra.name} connects at most {intra.domain} "
                                              f"GPUs; a node of {gpus_per_node} needs another "
                                              "link")
-    return make_cluster(gpu, gpus_per_node, intra, inter)
+    return paired_cluster(gpu, gpus_per_node, intra, inter)
 
 
 def layer_params(model: ModelSpec) -> float:
@@ -204,7 +211,7 @@ def tensor_parallel(inp: TPInput) -> TPResult:
         collective_bytes=collective_bytes(m, inp.seq_len, inp.micro_batch),
         memory=memory.memory,
         sweep=sweep,
-        by_link=compare_links(inp, COMPARE_LINKS),
+        by_link=compare_links(inp, compared_links(inp.gpu)),
         memory_sweep=tuple(memory_at(inp, t) for t in sweep_degrees(m)),
     )
 

@@ -11,7 +11,7 @@ from labs.core.errors import LabInputError
 from labs.core.limits import HOST_LINKS, MAX_DP, MAX_GPUS_PER_NODE, TRAIN_RECIPES, ZERO_STAGES
 from labs.core.validate import flag, one_of, whole
 from labs.hardware.gpus import GPUSpec
-from labs.hardware.links import Cluster, get_link, gpu_cluster, make_cluster
+from labs.hardware.links import Cluster, get_link, gpu_cluster, paired_cluster
 from labs.memory.inputs import STATE_KEYS, MemoryInput, MemoryResult, check_activation_controls
 from labs.model.spec import ModelSpec
 from labs.zero.deepspeed import DeepSpeedEstimate
@@ -74,7 +74,7 @@ class ZeroInput:
         own = gpu_cluster(self.gpu)
         link = get_link(self.link)
         intra, inter = (own.intra, link) if link.kind == "scale-out" else (link, own.inter)
-        return make_cluster(self.gpu, self.gpus_per_node, intra, inter)
+        return paired_cluster(self.gpu, self.gpus_per_node, intra, inter, intra_field="link")
 
     @property
     def gpus_on_node(self) -> int:

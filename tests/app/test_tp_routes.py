@@ -127,3 +127,21 @@ def test_memory_page_and_api_honour_sp(client):
     assert page.status_code == 200
     assert 'name="sp"' in page.text
     assert 'value="false" selected' in page.text
+
+
+def test_the_good_case_and_step_4_quote_one_computation(client):
+    """Issue 36: the good case said "about 90% efficient" where step 4 said 85.9%; both now
+    read the same state's efficiency, and the rough ≈90% is a state of its own (a flat 40%
+    MFU) with its figure read off the lab too."""
+    import re
+
+    from app.charts.units import fmt_pct
+
+    good = client.get("/api/tp", params={"tp": 8}).json()["step_efficiency"]
+    flat = client.get("/api/tp", params={"tp": 8, "mfu": 0.4}).json()["step_efficiency"]
+    html = client.get("/episodes/tensor-parallel").text
+    case = re.search(r'id="case-good-why"[^>]*>([^<]*)<', html).group(1)
+    assert case.endswith(f"{fmt_pct(good)} efficient.")
+    step4 = html.split('id="step-4"')[1].split('id="step-5"')[0]
+    assert f">{fmt_pct(good)}</span> efficiency" in step4
+    assert f">{fmt_pct(flat)}</span>" in step4 and "≈90%" not in html and "about 90" not in html

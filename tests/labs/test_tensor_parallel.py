@@ -29,8 +29,8 @@ L405 = get_model("llama-3.1-405b")
 L70 = get_model("llama-3.1-70b")
 
 
-def node(gpus_per_node=8, intra="nvlink-4", inter="ib-ndr"):
-    return Topology("cluster", cluster=tp_cluster(H100, gpus_per_node, intra, inter))
+def node(gpus_per_node=8, intra="nvlink-4", inter="ib-ndr", gpu=H100):
+    return Topology("cluster", cluster=tp_cluster(gpu, gpus_per_node, intra, inter))
 
 
 def run(model=L405, topology=None, **kw):
@@ -156,7 +156,9 @@ def test_tp_beyond_the_kv_heads_is_refused_and_marked_in_the_sweep():
 def test_sweep_stops_at_a_links_domain_and_at_whole_heads():
     result = run(tp=8)
     assert max(c.tp for c in result.by_link["nvlink-4"]) == 8
-    assert max(c.tp for c in result.by_link["nvl72"]) == 64
+    b200 = tensor_parallel(TPInput(L405, get_gpu("b200"), node(gpu=get_gpu("b200"),
+                                                               intra="nvlink-5"), tp=8))
+    assert max(c.tp for c in b200.by_link["nvl72"]) == 64
     gpt3 = run(model=get_model("gpt-3-175b"), tp=8)  # 96 heads: 64 does not divide them
     assert max(c.tp for c in gpt3.sweep) == 32
 
@@ -209,3 +211,28 @@ def test_crossing_nodes_is_bounded_by_the_inter_node_link():
     assert by_t[16].bottleneck == "nvlink-4"
     slow = {c.tp: c for c in run(tp=8, topology=node(inter="eth-25g")).sweep}
     assert slow[16].bottleneck == "eth-25g" and slow[16].efficiency < 0.5
+
+
+def test_the_compared_links_are_those_the_gpu_ships_with():
+    """Issue 36: the efficiency chart drew H100s on an NVL72 rack, which holds only Blackwell
+    GPUs. Each GPU is compared on its own vendor fabric, and on PCIe and the networks."""
+    assert list(run(tp=8).by_link) == ["nvlink-4", "pcie-4", "ib-ndr", "eth-100g", "eth-25g"]
+    b200 = tensor_parallel(TPInput(L405, get_gpu("b200"), node(gpu=get_gpu("b200"),
+                                                               intra="nvlink-5"), tp=8))
+    assert list(b200.by_link)[:2] == ["nvlink-5", "nvl72"]
+    a100 = tensor_parallel(TPInput(L405, get_gpu("a100-80gb"), node(
+        gpu=get_gpu("a100-80gb"), intra="nvlink-3"), tp=8))
+    assert "nvl72" not in a100.by_link and "nvlink-4" not in a100.by_link
+
+
+@pytest.mark.parametrize("gpu, link", [("h100-sxm", "nvl72"), ("a100-80gb", "nvlink-4"),
+                                       ("b200", "nvlink-3"), ("mi300x", "nvlink-5"),
+                                       ("rtx-4090", "infinity-fabric-mi300x")])
+def test_a_gpu_on_a_fabric_it_never_ships_with_is_refused_naming_both(gpu, link):
+    with pytest.raises(LabInputError) as err:
+        TPInput(L405, get_gpu(gpu), Topology(link, link=get_link(link)), tp=8)
+    assert err.value.field == "link" and err.value.also == ("gpu",)
+    assert get_gpu(gpu).name in err.value.message and get_link(link).name in err.value.message
+    with pytest.raises(LabInputError) as err:
+        tp_cluster(get_gpu(gpu), 8, link, "ib-ndr")
+    assert err.value.field == "intra_link" and err.value.also == ("gpu",)
