@@ -23,7 +23,10 @@ from labs.core.limits import (
     MAX_DP_GLOBAL_BATCH,
     MAX_DP_GPUS,
     MAX_DP_GRAD_BYTES,
+    MAX_MICRO_BATCH,
+    MAX_MICROBATCHES,
     MAX_NICS_PER_NODE,
+    MAX_SEQ_LEN,
     MIN_DP_BUCKET_BYTES,
     MIN_DP_COMPUTE_S,
     MIN_DP_GRAD_BYTES,
@@ -44,7 +47,9 @@ router = APIRouter()
 
 DEFAULT_GRAD_BYTES = 14e9  # CURRICULUM EP02: a 7B model's bf16 gradients
 GPU_CHOICES = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 256, 512, 1024)
-COMPUTE_CHOICES = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+MICRO_CHOICES = (1, 2, 4, 8, 16)
+MICROBATCH_CHOICES = (1, 2, 4, 8, 16, 32, 64)
+SEQ_CHOICES = (1024, 2048, 4096, 8192)
 BUCKET_CHOICES = (1024 * 1024, 5 * 1024 * 1024, DDP_BUCKET_BYTES, 100 * 1024 * 1024,
                   500 * 1024 * 1024, 2e9)
 GRAD_CHOICES = (2e9, 14e9, 16e9, 140e9, 810e9)
@@ -66,10 +71,11 @@ class DataParallelQuery(LabQuery):
     gpus: int = Field(8, ge=1, le=MAX_DP_GPUS, description="Data-parallel GPUs N.")
     link: str = Field("nvlink-4", max_length=64,
                       description="Link preset id (GET /api/links) the all-reduce runs on.")
-    compute_s: float = Field(
-        1.0, ge=MIN_DP_COMPUTE_S, le=MAX_DP_COMPUTE_S,
-        description="Compute seconds per step: weak scaling, one GPU's own micro-batch; "
-        "strong scaling, the whole global batch on one GPU.")
+    compute_s: float | None = Field(
+        None, ge=MIN_DP_COMPUTE_S, le=MAX_DP_COMPUTE_S,
+        description="Override of the compute seconds per step (weak scaling, one GPU's step; "
+        "strong, the whole global batch on one GPU). Absent: 6 x parameters x tokens per GPU "
+        "over the H100's achieved FLOP/s (ratio.rate).")
     scaling: Literal[DP_SCALINGS] = Field(
         "weak", description="weak: each GPU keeps its micro-batch; strong: a fixed global "
         "batch split N ways.")
@@ -85,6 +91,13 @@ class DataParallelQuery(LabQuery):
     global_batch: int = Field(
         1024, ge=1, le=MAX_DP_GLOBAL_BATCH,
         description="Sequences per step; strong scaling splits it, so N ≤ global_batch.")
+    seq_len: int = Field(4096, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
+    micro_batch: int = Field(4, ge=1, le=MAX_MICRO_BATCH,
+                             description="Sequences per micro-batch on each GPU.")
+    microbatches: int = Field(
+        1, ge=1, le=MAX_MICROBATCHES,
+        description="Micro-batches per step (gradient accumulation), weak scaling: the "
+        "global batch is micro_batch x microbatches x gpus sequences.")
 
 
 def is_custom(query: DataParallelQuery) -> bool:
@@ -105,7 +118,8 @@ def run(query: DataParallelQuery) -> DataParallelResult:
         model=model, grad_bytes=grad, gpus=query.gpus, link=query.link,
         compute_s=query.compute_s, scaling=query.scaling, overlap=query.overlap,
         bucket_bytes=query.bucket_bytes, nics_per_node=query.nics_per_node,
-        global_batch=query.global_batch))
+        global_batch=query.global_batch, seq_len=query.seq_len,
+        micro_batch=query.micro_batch, microbatches=query.microbatches))
 
 
 def _point(p) -> dict:
@@ -122,6 +136,18 @@ def _point(p) -> dict:
     }
 
 
+def _ratio(r) -> dict:
+    return {
+        "tokens_per_gpu": r.tokens_per_gpu, "global_batch_tokens": r.global_batch_tokens,
+        "flops_per_gpu": r.flops_per_gpu, "peak_flops": r.peak_flops,
+        "achieved_share": round(r.achieved_share, 6), "rate": round(r.rate),
+        "compute_s": round(r.compute_s, 9), "allreduce_s": round(r.allreduce_s, 9),
+        "busbw": round(r.busbw), "crossover_tokens": round(r.crossover_tokens, 1),
+        "ratio": round(r.ratio, 4) if r.allreduce_s else None,
+        "sweep": [[t, round(s, 9)] for t, s in r.sweep],
+    }
+
+
 def to_api(result: DataParallelResult) -> dict:
     inp, replica = result.input, result.replica
     return {
@@ -129,6 +155,8 @@ def to_api(result: DataParallelResult) -> dict:
         "model": inp.model.id, "model_name": inp.model.name, "grad_bytes": inp.grad_bytes,
         "scaling": inp.scaling, "overlap": inp.overlap, "bucket_bytes": inp.bucket_bytes,
         "nics_per_node": inp.nics_per_node, "global_batch": inp.global_batch,
+        "seq_len": inp.seq_len, "micro_batch": inp.micro_batch,
+        "microbatches": inp.microbatches, "ratio": _ratio(result.ratio),
         "max_gpus": result.max_gpus, "curve_links": list(result.curve_links),
         "curve": [_point(p) for p in result.curve],
         "flat_ring": _point(result.flat_ring) if result.flat_ring else None,
@@ -184,7 +212,7 @@ def facts() -> dict:
         "ib1024_ddp": state(**ib1024),
         "ib1024_big": state(**ib1024, bucket_bytes=524288000),
         "strong8": state(gpus=8, link="nvlink-4", scaling="strong"),
-        "strong_bad": state(**eth, scaling="strong"),
+        "strong_bad": state(**eth, scaling="strong", global_batch=64),
         "l70": state(model="llama-3.1-70b", gpus=64, link="eth-100g"),
     }
 
@@ -207,8 +235,10 @@ def extra_context(state) -> dict:
         "link_options": [(i, f"{link.name}, {link.bandwidth / 1e9:g} GB/s")
                          for i, link in links().items()],
         "gpu_options": [(n, f"{n:,}") for n in with_value(GPU_CHOICES, query.gpus)],
-        "compute_options": [(v, f"{v * 1e3:,.0f} ms") for v in
-                            with_value(COMPUTE_CHOICES, query.compute_s)],
+        "micro_options": [(v, f"{v:,}") for v in with_value(MICRO_CHOICES, query.micro_batch)],
+        "microbatch_options": [(v, f"{v:,}") for v in
+                               with_value(MICROBATCH_CHOICES, query.microbatches)],
+        "seq_options": [(v, f"{v:,}") for v in with_value(SEQ_CHOICES, query.seq_len)],
         "bucket_options": [(round(v), _mb(v) + (" (DDP default, 25 MiB)" if v == DDP_BUCKET_BYTES
                                         else "")) for v in
                            with_value(BUCKET_CHOICES, query.bucket_bytes)],
@@ -261,7 +291,8 @@ VIEW = LabView(
         "model": "Model", "grad_bytes": "Gradients (bf16)", "gpus": "GPUs N", "link": "Link",
         "compute_s": "Compute per step", "scaling": "Scaling", "overlap": "Overlap",
         "bucket_bytes": "Bucket size", "nics_per_node": "Network ports per server",
-        "global_batch": "Global batch (sequences)",
+        "global_batch": "Global batch (sequences)", "seq_len": "Sequence length",
+        "micro_batch": "Micro-batch (sequences)", "microbatches": "Micro-batches per step",
     },
     response_model=DataParallelAnswer,
     embed_height=1600,
@@ -270,7 +301,7 @@ VIEW = LabView(
     good=Case(
         "Good case: 8 GPUs on NVLink",
         {"gpus": 8, "link": "nvlink-4"},
-        "14 GB of gradients over 450 GB/s NVLink: about 54 ms against 1 s of compute.",
+        "14 GB of gradients over 450 GB/s NVLink: about 51 ms against about 1 s of compute.",
     ),
     bad=Case(
         "Bad case: 64 GPUs on 100 Gb/s Ethernet",

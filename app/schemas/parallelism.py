@@ -115,6 +115,27 @@ class DataParallelReplica(BaseModel):
     fits: bool
 
 
+class DataParallelRatio(BaseModel):
+    """Compute against communication for the state (EP02's ratio step)."""
+
+    tokens_per_gpu: float = Field(description="Tokens one GPU computes per step: micro_batch x "
+                                  "microbatches x seq_len (strong: global_batch x seq_len / N).")
+    global_batch_tokens: float = Field(description="Tokens per step over all N GPUs.")
+    flops_per_gpu: float = Field(description="6 x active parameters x tokens_per_gpu (Kaplan "
+                                 "et al. 2020), FLOPs.")
+    peak_flops: float = Field(description="The GPU's dense bf16 datasheet rate, FLOP/s.")
+    achieved_share: float = Field(description="Its preset's measured matmul share of that peak "
+                                  "(matmul_efficiency x matmul_sustain).")
+    rate: float = Field(description="peak_flops x achieved_share, FLOP/s.")
+    compute_s: float = Field(description="One GPU's compute per step, seconds.")
+    allreduce_s: float = Field(description="The whole gradient's all-reduce, once per step, s.")
+    busbw: float = Field(description="Bytes each GPU sends / allreduce_s, bytes/s (0 on 1 GPU).")
+    crossover_tokens: float = Field(description="Tokens per GPU where compute equals the "
+                                    "all-reduce: (2/3)(N-1)/N x rate / busbw (0 on 1 GPU).")
+    ratio: float | None = Field(description="compute_s / allreduce_s (null on 1 GPU).")
+    sweep: list[list[float]] = Field(description="[tokens per GPU, compute seconds] pairs.")
+
+
 class DataParallelAnswer(DataParallelPoint):
     model: str
     model_name: str
@@ -124,6 +145,10 @@ class DataParallelAnswer(DataParallelPoint):
     bucket_bytes: float
     nics_per_node: int
     global_batch: int
+    seq_len: int
+    micro_batch: int
+    microbatches: int
+    ratio: DataParallelRatio
     max_gpus: int = Field(description="Largest N on the curve (strong: the global batch).")
     curve_links: list[str]
     curve: list[DataParallelPoint] = Field(description="One entry per GPU count per link.")

@@ -14,7 +14,7 @@ from labs.core.limits import MAX_DP_COMPUTE_S as MAX_COMPUTE_S
 from labs.core.limits import MAX_DP_GLOBAL_BATCH as MAX_GLOBAL_BATCH
 from labs.core.limits import MAX_DP_GPUS as MAX_GPUS
 from labs.core.limits import MAX_DP_GRAD_BYTES as MAX_GRAD_BYTES
-from labs.core.limits import MAX_NICS_PER_NODE
+from labs.core.limits import MAX_MICRO_BATCH, MAX_MICROBATCHES, MAX_NICS_PER_NODE, MAX_SEQ_LEN
 from labs.core.limits import MIN_DP_BUCKET_BYTES as MIN_BUCKET_BYTES
 from labs.core.limits import MIN_DP_COMPUTE_S as MIN_COMPUTE_S
 from labs.core.limits import MIN_DP_GRAD_BYTES as MIN_GRAD_BYTES
@@ -33,12 +33,17 @@ class DataParallelInput:
     grad_bytes: float  # gradient bytes all-reduced per step (bf16: 2 x params)
     gpus: int = 8
     link: str = "nvlink-4"
-    compute_s: float = 1.0  # weak: one micro-batch's step; strong: the global batch on 1 GPU
+    # An override (old links): weak, one GPU's step; strong, the global batch on 1 GPU.
+    # None: computed from the tokens each GPU takes and the GPU's achieved rate (lab.py).
+    compute_s: float | None = None
     scaling: str = "weak"
     overlap: str = "none"
     bucket_bytes: float = DDP_BUCKET_BYTES
     nics_per_node: int = 1
     global_batch: int = 1024  # sequences per step (strong scaling splits it N ways)
+    seq_len: int = 4096  # tokens per sequence
+    micro_batch: int = 4  # sequences per micro-batch, per GPU
+    microbatches: int = 1  # micro-batches per step (gradient accumulation; weak scaling)
 
     def __post_init__(self) -> None:  # one check per control, in page order
         if not isinstance(self.model, ModelSpec):
@@ -46,8 +51,9 @@ class DataParallelInput:
         number("grad_bytes", self.grad_bytes, MIN_GRAD_BYTES, MAX_GRAD_BYTES, "gradient bytes")
         whole("gpus", self.gpus, 1, MAX_GPUS, "the GPU count", WHOLE_PLAIN)
         get_link(self.link)
-        number("compute_s", self.compute_s, MIN_COMPUTE_S, MAX_COMPUTE_S,
-               "compute seconds per step")
+        if self.compute_s is not None:
+            number("compute_s", self.compute_s, MIN_COMPUTE_S, MAX_COMPUTE_S,
+                   "compute seconds per step")
         one_of("scaling", self.scaling, SCALINGS, "scaling")
         one_of("overlap", self.overlap, OVERLAPS, "overlap")
         number("bucket_bytes", self.bucket_bytes, MIN_BUCKET_BYTES, MAX_BUCKET_BYTES,
@@ -56,6 +62,11 @@ class DataParallelInput:
               "network ports per server", WHOLE_PLAIN)
         whole("global_batch", self.global_batch, 1, MAX_GLOBAL_BATCH, "the global batch",
               WHOLE_PLAIN)
+        whole("seq_len", self.seq_len, 1, MAX_SEQ_LEN, "the sequence length", WHOLE_PLAIN)
+        whole("micro_batch", self.micro_batch, 1, MAX_MICRO_BATCH, "the micro-batch",
+              WHOLE_PLAIN)
+        whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES,
+              "the micro-batches per step", WHOLE_PLAIN)
         if self.scaling == "strong" and self.gpus > self.global_batch:
             raise LabInputError("gpus", f"a fixed global batch of {self.global_batch} sequences "
                                         f"gives at most {self.global_batch} GPUs one each "
@@ -85,6 +96,26 @@ class DataParallelPoint:
 
 
 @dataclass(frozen=True)
+class ComputeToComm:
+    """Compute against communication for the chosen state (``lab.compute_to_comm``): one
+    GPU's step, 6·P FLOPs per token (Kaplan et al. 2020) at the GPU's achieved rate, against
+    the whole gradient's all-reduce, and the tokens per GPU where the two are equal."""
+
+    tokens_per_gpu: float  # per step: micro-batch x micro-batches x sequence (strong: B·s/N)
+    global_batch_tokens: float  # every GPU's tokens in one step
+    flops_per_gpu: float  # 6·P·tokens_per_gpu
+    peak_flops: float  # the GPU's dense bf16 datasheet FLOP/s
+    achieved_share: float  # matmul_efficiency x matmul_sustain (the GPU preset's kernels)
+    rate: float  # peak_flops x achieved_share, FLOP/s
+    compute_s: float  # flops_per_gpu / rate (or the compute_s override)
+    allreduce_s: float  # the whole gradient's all-reduce, one per step
+    busbw: float  # bytes sent per GPU / allreduce_s: the bus bandwidth the all-reduce reaches
+    crossover_tokens: float  # (2/3)·(D−1)/D·rate/busbw: compute = all-reduce (0 on 1 GPU)
+    ratio: float  # compute_s / allreduce_s (inf on 1 GPU)
+    sweep: tuple[tuple[float, float], ...]  # (tokens per GPU, compute s) for the chart
+
+
+@dataclass(frozen=True)
 class DataParallelResult:
     input: DataParallelInput
     point: DataParallelPoint
@@ -94,4 +125,5 @@ class DataParallelResult:
     replica: MemoryResult  # the EP01 ledger of one replica (what every GPU holds)
     # A scale-out link read as in the textbook: a port per GPU, one flat ring through all N.
     flat_ring: DataParallelPoint | None
+    ratio: ComputeToComm
     assumptions: tuple[str, ...]

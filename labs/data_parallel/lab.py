@@ -1,8 +1,21 @@
 """EP02 Data parallelism: N replicas, each on its share of the batch, then a gradient all-reduce.
 
-Step time = compute + the all-reduce's *exposed* part. The all-reduce itself comes from
-``labs.hardware.comm`` (α–β ring, Patarasuk & Yuan 2009; hierarchical across nodes), so a ring moves
-2(N−1)/N x the gradient bytes per GPU. Two readings of "adding GPUs":
+Step time = compute + the all-reduce's *exposed* part. Compute is one GPU's tokens per step at
+6·P FLOPs a token (2 forward + 4 backward per parameter, Kaplan et al. 2020; attention's
+FLOPs left out, so the lab errs fast) over the GPU's achieved rate: the datasheet's dense bf16
+FLOP/s x its preset's measured matmul share (``matmul_efficiency`` x ``matmul_sustain``). A
+GPU takes ``micro_batch`` sequences per micro-batch and runs ``microbatches`` of them per step
+(gradient accumulation): global batch = micro-batch x micro-batches x N, and the gradients are
+all-reduced once per step, not per micro-batch (DDP's ``no_sync``), so only the last
+micro-batch's backward can hide it. The compute-to-communication ratio
+(``compute_to_comm``): compute = 6·P·T/R for T tokens per GPU at rate R, the all-reduce moves
+2(D−1)/D·2P bytes at the bus bandwidth busBW, so the two are equal at
+T* = (2/3)·(D−1)/D·R/busBW tokens per GPU; P cancels (the Scaling Book's data-parallel bound,
+Austin et al. 2025, "How to Scale Your Model", sec. "Data Parallelism").
+
+The all-reduce itself comes from ``labs.hardware.comm`` (α–β ring, Patarasuk & Yuan 2009;
+hierarchical across nodes), so a ring moves 2(N−1)/N x the gradient bytes per GPU.
+Two readings of "adding GPUs":
 
 - weak scaling (each GPU keeps its micro-batch, the global batch grows with N):
   speedup = N x compute / (compute + exposed all-reduce);
@@ -30,7 +43,12 @@ from dataclasses import replace
 from functools import lru_cache
 
 from labs.core.limits import MAX_DP_GPUS as MAX_GPUS
-from labs.data_parallel.inputs import DataParallelInput, DataParallelPoint, DataParallelResult
+from labs.data_parallel.inputs import (
+    ComputeToComm,
+    DataParallelInput,
+    DataParallelPoint,
+    DataParallelResult,
+)
 from labs.hardware.comm import CommCost, collective, ring
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import Cluster, Link, get_link, links, make_cluster
@@ -42,6 +60,7 @@ CURVE_LINKS = ("nvlink-4", "ib-ndr", "eth-100g", "pcie-4")
 GPU_COUNTS = tuple(2 ** k for k in range(MAX_GPUS.bit_length()))  # 1 .. 1024, a log axis
 BACKWARD_FRACTION = 2 / 3  # backward = 4ND of the 6ND training FLOPs (Kaplan et al. 2020)
 GRAD_BYTES_PER_PARAM = 2  # bf16 gradients (the 16-byte mixed-precision Adam recipe)
+FLOPS_PER_PARAM_TOKEN = 6  # 2 forward + 4 backward per parameter per token (Kaplan et al. 2020)
 # Servers that a scale-out link joins: HGX H100 boards, 8 GPUs on NVLink 4.
 SERVER_GPU, SERVER_LINK, GPUS_PER_SERVER = "h100-sxm", "nvlink-4", 8
 
@@ -114,10 +133,41 @@ def exposed_after_window(window_s: float, bucket_s: float, last_s: float, bucket
     return max(finish(1), finish(full), window_s + last_s) - window_s
 
 
+def achieved_share() -> float:
+    """The share of the dense bf16 peak the servers' GPU sustains on matmuls (its preset's
+    measured MAMF share x sustained/burst)."""
+    kernels = get_gpu(SERVER_GPU).kernels
+    return kernels.matmul_efficiency * kernels.matmul_sustain
+
+
+def gpu_rate() -> float:
+    """FLOP/s one GPU achieves: the datasheet's dense bf16 peak x ``achieved_share()``."""
+    return get_gpu(SERVER_GPU).bf16_flops * achieved_share()
+
+
+def tokens_per_gpu(inp: DataParallelInput, gpus: int) -> float:
+    """Tokens one GPU computes per step: weak, its micro-batches; strong, B·s/N."""
+    if inp.scaling == "weak":
+        return inp.micro_batch * inp.microbatches * inp.seq_len
+    return inp.global_batch * inp.seq_len / gpus
+
+
+def step_compute(inp: DataParallelInput, gpus: int) -> tuple[float, float]:
+    """(compute seconds of one GPU's step, the last micro-batch's backward seconds): the
+    window bucketed all-reduces can hide behind, since accumulation syncs once per step."""
+    tokens = tokens_per_gpu(inp, gpus)
+    micro = min(inp.micro_batch * inp.seq_len, tokens)  # the last micro-batch's tokens
+    if inp.compute_s is None:
+        compute = FLOPS_PER_PARAM_TOKEN * inp.model.active_params * tokens / gpu_rate()
+    else:
+        compute = inp.compute_s if inp.scaling == "weak" else inp.compute_s / gpus
+    return compute, BACKWARD_FRACTION * compute * micro / tokens
+
+
 def data_parallel_point(inp: DataParallelInput, gpus: int, link_id: str,
                         flat: bool = False) -> DataParallelPoint:
     link, nics = get_link(link_id), inp.nics_per_node
-    compute = inp.compute_s if inp.scaling == "weak" else inp.compute_s / gpus
+    compute, window = step_compute(inp, gpus)
     whole = all_reduce(inp.grad_bytes, gpus, link, nics, flat)
     if inp.overlap == "none" or gpus == 1:
         buckets, comm, exposed, bucket = 1, whole.seconds, whole.seconds, whole
@@ -128,10 +178,10 @@ def data_parallel_point(inp: DataParallelInput, gpus: int, link_id: str,
         bucket_s = bucket.seconds
         last_s = all_reduce(last_size, gpus, link, nics, flat).seconds
         comm = (buckets - 1) * bucket_s + last_s
-        exposed = exposed_after_backward(compute, bucket_s, last_s, buckets,
-                                         inp.bucket_bytes / inp.grad_bytes)
+        exposed = exposed_after_window(window, bucket_s, last_s, buckets,
+                                       inp.bucket_bytes / inp.grad_bytes)
     step = compute + exposed
-    speedup = (gpus * compute if inp.scaling == "weak" else inp.compute_s) / step
+    speedup = (gpus * compute if inp.scaling == "weak" else step_compute(inp, 1)[0]) / step
     return DataParallelPoint(
         link=link.id, gpus=gpus, compute_s=compute, comm_s=comm, exposed_comm_s=exposed,
         overlapped_comm_s=comm - exposed, step_s=step, speedup=speedup,
@@ -152,9 +202,36 @@ def simulate(inp: DataParallelInput) -> DataParallelResult:
         flat = data_parallel_point(inp, inp.gpus, inp.link, flat=True)
     # ZeRO 0: each replica holds the whole model's state whatever N is (Rajbhandari et al.).
     replica = compute_memory(MemoryInput(model=inp.model, gpu=get_gpu(SERVER_GPU),
-                                         dp=inp.gpus))
+                                         dp=inp.gpus, seq_len=inp.seq_len,
+                                         micro_batch=inp.micro_batch))
     return DataParallelResult(inp, point, curve, curve_links, max_gpus, replica, flat,
-                              assumptions(inp, link))
+                              compute_to_comm(inp, point), assumptions(inp, link))
+
+
+SWEEP_TOKENS = tuple(2.0 ** k for k in range(8, 23))  # 256 .. 4M tokens per GPU, a log axis
+
+
+def compute_to_comm(inp: DataParallelInput, point: DataParallelPoint) -> ComputeToComm:
+    """The chosen state's compute against its whole-gradient all-reduce, and the crossover
+    tokens per GPU T* = (2/3)·(D−1)/D·R/busBW where they are equal (module docstring)."""
+    d, rate = inp.gpus, gpu_rate()
+    tokens = tokens_per_gpu(inp, d)
+    per_token = FLOPS_PER_PARAM_TOKEN * inp.model.active_params / rate  # seconds a token
+    whole = all_reduce(inp.grad_bytes, d, get_link(inp.link), inp.nics_per_node) \
+        if d > 1 else None
+    allreduce_s = whole.seconds if whole else 0.0
+    busbw = whole.bytes_per_gpu / allreduce_s if whole else 0.0
+    # P cancels only when the gradients are the compute's 2 bytes a parameter (a dense model);
+    # the general form is the all-reduce's seconds over one token's compute seconds.
+    crossover = allreduce_s / per_token
+    return ComputeToComm(
+        tokens_per_gpu=tokens, global_batch_tokens=tokens * d,
+        flops_per_gpu=FLOPS_PER_PARAM_TOKEN * inp.model.active_params * tokens,
+        peak_flops=get_gpu(SERVER_GPU).bf16_flops, achieved_share=achieved_share(), rate=rate,
+        compute_s=point.compute_s, allreduce_s=allreduce_s, busbw=busbw,
+        crossover_tokens=crossover,
+        ratio=point.compute_s / allreduce_s if allreduce_s else math.inf,
+        sweep=tuple((t, t * per_token) for t in SWEEP_TOKENS))
 
 
 def assumptions(inp: DataParallelInput, link: Link) -> tuple[str, ...]:

@@ -1,5 +1,6 @@
 """EP02 data parallelism pinned to CURRICULUM's figures: 7B bf16 gradients (14 GB), ≈1 s of
-compute, ≈7.6x (95%) on 8 GPUs over NVLink and ≈21x (33%) on 64 GPUs over 100 Gb/s Ethernet."""
+compute (4 x 4,096 tokens per GPU at 6·P FLOPs a token on an H100's achieved 674 TFLOP/s),
+≈7.6x (95%) on 8 GPUs over NVLink and ≈21x (33%) on 64 GPUs over 100 Gb/s Ethernet."""
 
 import pytest
 
@@ -42,12 +43,13 @@ def test_bad_case_64_gpus_ethernet_21x_and_the_flat_ring_reading():
     assert point.efficiency == pytest.approx(0.33, abs=0.01)
     assert point.algorithm == "hierarchical" and point.bottleneck == "eth-100g"
     # As labs.hardware.comm on the EP02 cluster preset (8 x 8 H100, one 100 Gb/s port each).
-    pinned = data_parallel_scaling(GRAD, 64, get_cluster("hgx-h100-eth100"), 1.0)
+    pinned = data_parallel_scaling(GRAD, 64, get_cluster("hgx-h100-eth100"),
+                                  point.compute_s)
     assert point.speedup == pytest.approx(pinned.speedup)
     # The textbook reading (a port per GPU, one flat ring of 64): 2·63/64·14 GB / 12.5 GB/s.
     flat = result.flat_ring
     assert flat.comm_s == pytest.approx(2 * 63 / 64 * 14e9 / 12.5e9 + 126 * 10e-6)
-    assert flat.speedup == pytest.approx(20.0, abs=0.1)
+    assert flat.speedup == pytest.approx(64 * point.compute_s / (point.compute_s + flat.comm_s))
     assert flat.efficiency == pytest.approx(0.31, abs=0.01)
 
 
@@ -78,8 +80,8 @@ def test_curve_one_entry_per_gpu_count_per_link():
 
 
 def test_strong_scaling_and_the_global_batch_limit():
-    weak = run(gpus=64, link="eth-100g").point
-    strong = run(gpus=64, link="eth-100g", scaling="strong").point
+    weak = run(gpus=64, link="eth-100g", compute_s=1.0).point  # the override, old links
+    strong = run(gpus=64, link="eth-100g", scaling="strong", compute_s=1.0).point
     assert strong.compute_s == pytest.approx(1 / 64)
     assert strong.speedup == pytest.approx(1 / (1 / 64 + weak.comm_s))
     capped = run(gpus=8, link="nvlink-4", scaling="strong", global_batch=100)
@@ -101,7 +103,8 @@ def test_bucketed_overlap_hides_communication_behind_backward():
     # Slow link: the buckets queue up from the first one on, so what backward hides is its
     # 2/3 s less the time to produce the first bucket; the rest of the 2 s is exposed.
     eth = run(gpus=64, link="eth-100g", overlap="bucketed").point
-    assert eth.exposed_comm_s == pytest.approx(eth.comm_s - (2 / 3) * (1 - 1 / 535), rel=0.01)
+    assert eth.exposed_comm_s == pytest.approx(
+        eth.comm_s - (2 / 3) * eth.compute_s * (1 - 1 / 535), rel=0.01)
 
 
 def test_exposed_after_backward_closed_form():
