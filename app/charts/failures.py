@@ -55,10 +55,14 @@ def rate_figure(result) -> dict:
                     "line": {"width": 2.5}},
          "hovertemplate": "this job: %{y:.3g} a day<extra></extra>"},
     ]
+    # Below and right of the point on the left half (the line rises to the right), above
+    # and left of it on the right half: never across the line or the axes.
+    left = inp.gpus <= math.sqrt(points[0].gpus * points[-1].gpus)
     label = value_label(math.log10(inp.gpus), math.log10(result.per_day),
-                        f"{inp.gpus:,} GPUs: {result.per_day:.3g} a day,<br>one every "
-                        f"{fmt_duration(result.mtbi_s)}", xanchor="right", xshift=-10,
-                        yanchor="bottom")
+                        f"{result.per_day:.3g} a day<br>(every {fmt_duration(result.mtbi_s)})",
+                        xanchor="left" if left else "right",
+                        xshift=10 if left else -10, yanchor="top" if left else "bottom",
+                        align="left" if left else "right")
     return {
         "data": data,
         "layout": base_layout(
@@ -144,9 +148,8 @@ def interval_figure(result) -> dict:
         "layout": base_layout(
             annotations=[label], shapes=[_log_band(inp.interval), young],
             margin={"l": 56, "r": 8, "t": 8, "b": 8},
-            xaxis={"type": "log", "title": {"text": "seconds of training between saves "
-                                                     "(dashed: Young's √(2δM))",
-                                            "standoff": 2}, "fixedrange": True},
+            xaxis={"type": "log", "title": {"text": "seconds between saves (dashed: Young)",
+                                            "standoff": 2}, "fixedrange": True, "dtick": 1},
             yaxis={"title": {"text": "goodput, % of wall time"}, "range": [0, 100],
                    "gridcolor": "#e6e9ef", "fixedrange": True},
             legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top",
@@ -207,9 +210,11 @@ def scale_figure(result) -> dict:
             margin={"l": 56, "r": 8, "t": 8, "b": 8},
             xaxis={**axis, "title": {"text": ""}, "domain": [0, 1]},
             yaxis={"title": {"text": "goodput, %"}, "range": [0, 100], "domain": [0.56, 1],
+                   "tickvals": [25, 50, 75, 100],
                    "gridcolor": "#e6e9ef", "fixedrange": True},
             xaxis2={**axis, "anchor": "y2", "domain": [0, 1]},
             yaxis2={"type": "log", "title": {"text": "days to finish"}, "domain": [0, 0.44],
+                    "dtick": 1,
                     "anchor": "x2", "gridcolor": "#e6e9ef", "fixedrange": True,
                     "range": [math.log10(min(finish)) - 0.1, math.log10(max(finish)) + 0.1]},
             legend={"orientation": "h", "x": 0, "y": -0.12, "yanchor": "top",

@@ -49,11 +49,11 @@ STEP_S = round(llama3_step_s(get_model(DEFAULT_MODEL).params), 2)
 YEAR = 365 * 86_400
 GPUS_OPTIONS = tuple(2**k for k in range(10, 19))
 MTBI_OPTIONS = (YEAR, 2 * YEAR, GPU_MTBI, 10 * YEAR, 20 * YEAR)
-BW_OPTIONS = (10e9, 20e9, 100e9, 500e9, LLAMA3_STORAGE_BW, 7e12)
+BW_OPTIONS = tuple(int(v) for v in (10e9, 20e9, 100e9, 500e9, LLAMA3_STORAGE_BW, 7e12))
 INTERVAL_OPTIONS = (10, 30, 60, 300, 600, 1800, 3600, 10_800)
 RESTART_OPTIONS = (0, 60, 300, 600, 1800, 3600)
-SAVE_NAMES = {"sync": "Synchronous: training waits for the write",
-              "async": "Asynchronous: training waits for the copy to host memory"}
+SAVE_NAMES = {"sync": "Synchronous (waits for the write)",
+              "async": "Asynchronous (waits for the copy to host)"}
 
 
 class FailuresQuery(ModelControls):
@@ -72,13 +72,13 @@ class FailuresQuery(ModelControls):
     save: Literal[SAVE_MODES] = Field(
         "async", description="sync: training waits for the write to storage; async: only for "
         "the copy of each rank's shard to host memory.")
-    storage_bw: float = Field(
-        LLAMA3_STORAGE_BW, ge=MIN_FAIL_BW, le=MAX_FAIL_BW,
+    storage_bw: int = Field(
+        int(LLAMA3_STORAGE_BW), ge=MIN_FAIL_BW, le=MAX_FAIL_BW,
         description="Bytes per second the file system writes, all ranks together. Default: "
         "Llama 3's Tectonic, 2 TB/s sustained (arXiv:2407.21783 sec 3.3.1).")
-    interval: float = Field(1800, ge=1, le=MAX_FAIL_INTERVAL,
+    interval: int = Field(1800, ge=1, le=MAX_FAIL_INTERVAL,
                             description="Seconds of training between checkpoints.")
-    restart: float = Field(600, ge=0, le=MAX_FAIL_RESTART,
+    restart: int = Field(600, ge=0, le=MAX_FAIL_RESTART,
                            description="Seconds from a failure to training again: rescheduling, "
                            "NCCL initialisation, loading the checkpoint (an assumption).")
     host_link: Literal[HOST_LINKS] = Field(
@@ -143,7 +143,7 @@ def facts() -> dict:
     through the same query model, engine and ``to_api`` as GET /api/failures
     (tests/app/test_prose.py follows every link)."""
     state = lesson_state(FailuresQuery, run, to_api)
-    slow = {"save": "sync", "storage_bw": 20e9}
+    slow = {"save": "sync", "storage_bw": 20_000_000_000}
     return {
         "llama": state(gpus=LLAMA3["gpus"]),
         "small": state(gpus=1024),
@@ -175,21 +175,20 @@ def extra_context(state) -> dict:
         "gpus_options": [(n, f"{n:,}") for n in sorted(set(GPUS_OPTIONS) | {q.gpus})],
         "mtbi_options": [(v, fmt_duration(v) + (" (Llama 3)" if v == GPU_MTBI else ""))
                          for v in sorted(set(MTBI_OPTIONS) | {q.gpu_mtbi})],
-        "bw_options": [(int(v) if v == int(v) else v,
-                        f"{v / 1e9:,.4g} GB/s" + (" (Llama 3's Tectonic)"
-                                                  if v == LLAMA3_STORAGE_BW else ""))
+        "bw_options": [(v, fmt_bandwidth(v) + (" (Llama 3)"
+                                                        if v == LLAMA3_STORAGE_BW else ""))
                        for v in sorted(set(BW_OPTIONS) | {q.storage_bw})],
-        "interval_options": [(_whole(v), fmt_duration(v))
+        "interval_options": [(v, fmt_duration(v))
                              for v in sorted(set(INTERVAL_OPTIONS) | {q.interval})],
-        "restart_options": [(_whole(v), fmt_duration(v) if v else "none")
+        "restart_options": [(v, fmt_duration(v) if v else "none")
                             for v in sorted(set(RESTART_OPTIONS) | {q.restart})],
         "host_link_options": tuple((k, get_link(k).name) for k in HOST_LINKS),
     }
 
 
-def _whole(value: float):
-    """A select's value as the URL writes it: 600, not 600.0."""
-    return int(value) if float(value).is_integer() else value
+def fmt_bandwidth(value: float) -> str:
+    """Bytes per second as GB/s, or TB/s from 1 TB/s: 2e10 -> "20 GB/s", 2e12 -> "2 TB/s"."""
+    return f"{value / 1e12:,.3g} TB/s" if value >= 1e12 else f"{value / 1e9:,.3g} GB/s"
 
 
 # Drills: each answer computed by the engine for the state its question states.
@@ -230,10 +229,10 @@ CASES = {
     "good": ("Good case: Llama 3 405B on 16,384 H100s, async saves",
              {"save": "async", "interval": _rounded_best()}),
     "bad": ("Bad case: sync saves to a 20 GB/s file system every 3 hours",
-            {"save": "sync", "storage_bw": 20e9, "interval": 10_800}),
+            {"save": "sync", "storage_bw": 20_000_000_000, "interval": 10_800}),
     "more": ("More GPUs, later: 131,072 GPUs, sync saves at 20 GB/s",
-             {"save": "sync", "storage_bw": 20e9, "gpus": 131_072,
-              "interval": _rounded_best(save="sync", storage_bw=20e9, gpus=131_072)}),
+             {"save": "sync", "storage_bw": 20_000_000_000, "gpus": 131_072,
+              "interval": _rounded_best(save="sync", storage_bw=20_000_000_000, gpus=131_072)}),
 }
 
 VIEW = LabView(

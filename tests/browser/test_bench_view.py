@@ -22,7 +22,7 @@ MOVES = {
     "tp": ("micro_batch", "2"), "pipeline": ("microbatches", "16"), "cp": ("tokens", "32"),
     "moe": ("capacity_factor", None), "recipe": ("micro_batch", "2"),
     "placement": ("prompts", "16"), "playground": ("micro_batch", "2"),
-    "precision": ("micro_batch", "2"),
+    "precision": ("micro_batch", "2"), "failures": ("interval", None),
 }
 DIAGRAMS = "#bench-view .chart, #bench-view figure.tp-split"
 

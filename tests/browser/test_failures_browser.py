@@ -1,0 +1,53 @@
+"""The failures lab in Chromium: a case button redraws the goodput-against-interval chart in
+view, with the answer's numbers; a control moves the URL; each diagram embeds alone."""
+
+import pytest
+
+from tests.browser.helpers import api_json, follow, sized_page, wait_drawn
+
+LESSON = "/episodes/failures"
+IN_VIEW = """(id) => {
+    const r = document.getElementById(id).getBoundingClientRect();
+    const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+    return r.top >= 0 && r.bottom <= innerHeight && !!hit
+        && document.getElementById(id).contains(hit);
+}"""
+
+
+def chosen_goodput(page) -> float:
+    """The chosen interval's marker on the drawn chart, in %."""
+    return page.evaluate("() => document.querySelector('#failures-interval').data[2].y[0]")
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 800), (390, 844)])
+def test_a_case_button_redraws_the_interval_chart_in_view(browser, live_server, width, height):
+    with sized_page(browser, live_server, width, height) as page:
+        page.goto(LESSON)
+        wait_drawn(page)
+        before = chosen_goodput(page)
+        follow(page.locator("[data-case=bad]"), "storage_bw=")
+        after = chosen_goodput(page)
+        expected = api_json(live_server, "failures", "save=sync&storage_bw=20000000000"
+                                                     "&interval=10800")
+        assert after == pytest.approx(100 * expected["chosen"]["goodput"])
+        assert after < 50 < before
+        assert page.evaluate(IN_VIEW, "failures-interval")
+        follow(page.locator("[data-case=good]"), "save=async")
+        assert chosen_goodput(page) > 90
+        assert page.evaluate(IN_VIEW, "failures-interval")
+
+
+def test_a_control_moves_the_url_and_the_readout(page, live_server):
+    page.goto(LESSON)
+    wait_drawn(page)
+    page.locator("#input-save").select_option("sync")
+    page.wait_for_url("**save=sync**")
+    wait_drawn(page)
+    expected = api_json(live_server, "failures", "save=sync")
+    shown = page.locator("[data-testid=block]").inner_text()
+    assert shown == f"{expected['checkpoint']['block_s']:.3g} s"
+    for name in ("rate", "time", "interval", "scale"):
+        page.goto(f"/embed/failures/{name}?save=sync")
+        wait_drawn(page)
+        assert page.locator("form.controls").count() == 0
+        assert page.locator(f"#failures-{name} .main-svg").count() >= 1
