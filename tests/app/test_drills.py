@@ -92,6 +92,26 @@ def _tp_bytes(q: str) -> float:
     return s * h * 2 * 2 * (t - 1) / t / 1e6
 
 
+def _goodput(q: str) -> float:
+    """Saves every τ, each stopping the job δ; a failure every M loses the restart R and, on
+    average, half of a save interval (τ + δ) / 2 of work (Young 1974; Meta's Llama 3 report)."""
+    tau = 60.0 if "saves every hour" in q else num(q, r"saves every " + N + " minutes")
+    delta, restart = num(q, r"stops it for " + N), num(q, r"restart takes " + N)
+    mtbf = 60 * num(q, r"fails every " + N + " hours")
+    return 100 * tau / (tau + delta) * (1 - (restart + (tau + delta) / 2) / mtbf)
+
+
+def _mtbi(q: str) -> float:
+    gpus, events, days = (num(q, N + " GPUs had"), num(q, N + " unexpected"),
+                          num(q, N + " days"))
+    return days * 24 / events * gpus / num(q, r"on " + N + " GPUs")
+
+
+def _young(q: str) -> float:
+    save, mtbf = num(q, r"stops training for " + N + " s"), num(q, r"every " + N + " hours")
+    return (2 * save * mtbf * 3600) ** 0.5 / 60  # √(2 δ M), Young 1974
+
+
 DERIVATIONS = {
     "dp-allreduce-pcie": _dp_allreduce,
     "memory-state-8b": lambda q: num(q, N + " billion") * (2 + 2 + 4 + 8),
@@ -109,6 +129,9 @@ DERIVATIONS = {
     "precision-bytes-delayed": lambda q: 2 + 1 + 1 + 2 + 4 + 4 + 4,
     "precision-lora-params": _lora,
     "precision-fp8-speedup": _fp8,
+    "failures-goodput": _goodput,
+    "failures-mtbi": _mtbi,
+    "failures-young": _young,
 }
 
 
@@ -132,6 +155,9 @@ def test_the_pcie_drill_states_nccls_bus_bandwidth_and_the_link_alone_is_not_acc
     that the question states the factor."""
     _view, drill = DRILLS["dp-allreduce-pcie"]
     assert "bus bandwidth" in drill.question and "82% of the link" in drill.question
-    assert check_drill(drill, "765.7", attempt=1, hide_answers=True)["status"] == "hint"
-    solution = check_drill(drill, "933.8", attempt=1, hide_answers=True)["message"]
+    datasheet_only = 1e3 * 2 * 7 / 8 * 16e9 / 32e9  # 875 ms: the link's figure, no factor
+    assert check_drill(drill, f"{datasheet_only}", attempt=1,
+                       hide_answers=True)["status"] == "hint"
+    solution = check_drill(drill, f"{drill.answer():.1f}", attempt=1,
+                           hide_answers=True)["message"]
     assert "26.24 GB/s busBW (82% of 32 GB/s)" in solution

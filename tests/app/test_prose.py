@@ -154,7 +154,7 @@ def _printed(answer: float, unit: str) -> list[str]:
 COINCIDENT = {("placement-colocated-r1", "train_memory_bytes")}  # GLM-4.7's training bill
 
 
-@pytest.mark.parametrize("name", ["pipeline", "zero", "placement", "moe"])
+@pytest.mark.parametrize("name", ["pipeline", "zero", "placement", "moe", "dp"])
 def test_no_drill_answer_is_printed_in_its_lessons_steps(client, name):
     """A drill asks what the steps teach the student to work out: the steps above it must not
     print the answer (issue 19: 30.4%, 35.3 GB, 36.3 GB, 462 MB and expert-DP 2 were)."""
