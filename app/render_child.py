@@ -1,10 +1,20 @@
 """The render pool's child side (app/render_pool.py starts these processes): each imports the
 app by its import string, finds the stack below the layer that hands its misses to the pool,
-and draws the requests it is sent, one at a time, on its own event loop."""
+and draws the requests it is sent, one at a time, on the event loop of the request's lane.
+
+Two lanes, two threads, each running its own event loop for as long as the child lives: a
+light answer is drawn at the child's niceness, a heavy one at ``heavy_nice`` (Linux keeps a
+niceness per thread: setpriority(2) on a thread id, which the threads it starts inherit), so
+a child that draws either gives the CPU to light work, the serving process's included, first
+while a heavy answer is drawn, and never draws a light one at a lowered priority. Each loop
+runs one long task (``_serve``): anyio keeps a sync handler's worker thread as long as the
+task that started the loop runs, so a render does not start and stop a thread of its own.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import signal
 import threading
@@ -17,7 +27,7 @@ PARENT_POLL = 1.0  # s: how often a child checks that its parent is alive
 _CHILD: dict = {}
 
 
-def init(target: str, warm_up: str) -> None:
+def init(target: str, warm_up: str, heavy_nice: int = 0) -> None:
     # Ctrl-C in a terminal reaches the whole process group: the parent stops the children
     # (lifespan shutdown), so they ignore it instead of printing a traceback each.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -32,7 +42,33 @@ def init(target: str, warm_up: str) -> None:
     layer = app.build_middleware_stack()
     while not hasattr(layer, "pool"):
         layer = layer.app
-    _CHILD.update(app=app, inner=layer.app, loop=asyncio.new_event_loop())
+    _CHILD.update(app=app, inner=layer.app)
+    for lane, nice in (("light", 0), ("heavy", heavy_nice)):
+        ready = threading.Event()
+        threading.Thread(target=_lane, args=(lane, nice, ready), daemon=True,
+                         name=f"render-{lane}").start()
+        ready.wait()
+
+
+def _lane(lane: str, nice: int, ready: threading.Event) -> None:
+    """A lane's thread: its niceness, then its event loop, serving until the process ends."""
+    if nice:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    jobs: asyncio.Queue = asyncio.Queue()
+    _CHILD[lane] = (loop, jobs)
+    loop.call_soon(ready.set)
+    loop.run_until_complete(_serve(jobs))
+
+
+async def _serve(jobs: asyncio.Queue) -> None:
+    while True:
+        scope, answer = await jobs.get()
+        try:
+            answer.set_result(await _call(scope))
+        except BaseException as exc:  # noqa: BLE001 - the app's error goes back to the parent
+            answer.set_exception(exc)
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -45,8 +81,11 @@ def ping() -> bool:
     return "inner" in _CHILD
 
 
-def render(scope: dict) -> tuple[int, list, bytes]:
-    return _CHILD["loop"].run_until_complete(_call(scope))
+def render(scope: dict, lane: str = "light") -> tuple[int, list, bytes]:
+    loop, jobs = _CHILD[lane]
+    answer: concurrent.futures.Future = concurrent.futures.Future()
+    loop.call_soon_threadsafe(jobs.put_nowait, (scope, answer))
+    return answer.result()
 
 
 async def _call(scope: dict) -> tuple[int, list, bytes]:

@@ -28,15 +28,21 @@ stopped):
 - a miss comes with its expected cost (app/lanes.py) and waits in the light or the heavy lane.
   Heavy answers are drawn only by the "general" children: with two or more, the first
   (a quarter of them) draws light answers only, so a light miss never waits behind heavy
-  ones. Light answers go to any free child, the light-only ones first;
-  general children run at nice HEAVY_NICE, so the OS gives the serving process and the
-  light child the CPU first when the machine is full;
+  ones. Light answers go to any free child, the light-only ones first. A child draws a
+  heavy answer at nice HEAVY_NICE and a light one at its own (app/render_child.py: a thread
+  per lane), so the OS gives the serving process and light work the CPU first when the
+  machine is full, and a general child drawing a light answer is not slowed for it;
 - bounded and fair: a client (its address, as uvicorn reports it: behind a proxy, the
   forwarded one) may have CLIENT_QUEUE answers queued or drawn per lane, and its k-th waits
-  behind every other client's first k; a lane holds LANE_QUEUE waiting answers per child that
-  may take them. Past either, :class:`Busy`: a 429 with Retry-After from the lane's measured
-  render time (a flood gets 429s or its answers, never a hang; 503 is kept for a render that
-  broke its deadline);
+  behind every other client's first k: each answer takes the client's next round of the
+  lane, never before the round being drawn (start-time fair queuing, Goyal, Vin & Cheng,
+  SIGCOMM 1996, with one unit per answer), so a class behind one address (one NAT, the
+  benchmark's loopback) is served in the order it asked and no answer waits for ever
+  behind later, cheaper ones (issue 31: counting only what a client held let answers asked
+  later jump ahead until the 10 s deadline). A lane holds LANE_QUEUE waiting answers per
+  child that may take them. Past either, :class:`Busy`: a 429 with Retry-After from the
+  lane's measured render time (a flood gets 429s or its answers, never a hang; 503 is kept
+  for a render that broke its deadline);
 - a deadline (RENDER_TIMEOUT) on every render, and on every wait for one: past it the request
   gets a 503 saying so, and a child that held it is killed and replaced (its siblings serve
   on). A child that dies costs its request nothing: it is drawn in a thread instead.
@@ -77,7 +83,7 @@ WARM_UP = "app.templating:compile_templates"
 # site; a page of embeds, or a class behind one address, may ask more at once.
 CLIENT_QUEUE = {LIGHT: 32, HEAVY: 2}
 LANE_QUEUE = {LIGHT: 32, HEAVY: 2}  # answers waiting in a lane, per child that takes it
-HEAVY_NICE = 10  # the general children's niceness (os.nice): light work gets the CPU first
+HEAVY_NICE = 10  # a heavy answer's thread's niceness in its child: light work gets the CPU first
 
 
 def portable_scope(scope: dict) -> dict:
@@ -100,6 +106,7 @@ class Job:
     cost: Cost
     client: str | None
     future: asyncio.Future
+    round: int = 0  # the client's round of the lane it waits in (RenderPool._enqueue)
     timer: asyncio.TimerHandle | None = None
     started: float | None = None
     gone: bool = False  # its request stopped waiting
@@ -125,8 +132,9 @@ class Slot:
 
 @dataclass(eq=False)
 class _Lane:
-    waiting: list = field(default_factory=list)  # heap of (priority, order, job)
+    waiting: list = field(default_factory=list)  # heap of (round, ms, order, job)
     seconds: float = 0.0  # measured render time (moving average), for Retry-After
+    round: int = 0  # the round of the answer drawn last
 
 
 class RenderPool:
@@ -142,7 +150,8 @@ class RenderPool:
         self.replaced = 0  # children killed past their deadline or found dead
         self.refused = {429: 0, 503: 0}
         self.lanes = {LIGHT: _Lane(), HEAVY: _Lane()}
-        self.held: dict[tuple[str | None, str], int] = {}
+        self.held: dict[tuple[str | None, str], int] = {}  # answers queued or drawn
+        self.rounds: dict[tuple[str | None, str], int] = {}  # the last round each took
         self.order = itertools.count()
         self.tasks: set[asyncio.Task] = set()  # slots starting (tasks are weakly held)
 
@@ -177,11 +186,12 @@ class RenderPool:
             # methods"). Creating it can fail too (no /dev/shm for its locks in some sandboxes).
             slot.executor = ProcessPoolExecutor(
                 max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                initializer=render_child.init, initargs=(self.app, self.warm_up))
+                initializer=render_child.init,
+                # With one child, light answers wait behind its heavy one anyway: not slowed.
+                initargs=(self.app, self.warm_up,
+                          HEAVY_NICE if slot.heavy and self.processes > 1 else 0))
             await asyncio.wait_for(loop.run_in_executor(slot.executor, render_child.ping),
                                    START_TIMEOUT)
-            if slot.heavy and self.processes > 1:
-                await loop.run_in_executor(slot.executor, os.nice, HEAVY_NICE)
         except Exception as exc:  # noqa: BLE001 - whatever it is, the app serves without it
             log.warning("render process %d off (its answers render elsewhere): %r",
                         slot.index, exc)
@@ -234,20 +244,25 @@ class RenderPool:
         finally:
             job.gone = True
             self.held[client, lane] -= 1
-            if not self.held[client, lane]:
+            if not self.held[client, lane]:  # its rounds are all drawn: bounded by the held
                 del self.held[client, lane]
+                self.rounds.pop((client, lane), None)
 
     def _enqueue(self, job: Job) -> None:
         """A client's k-th answer waits behind every other client's first k (one client's
-        burst cannot push a classmate back), then the cheapest first in the light lane (a
-        5 ms answer does not wait behind a 40 ms one), then in the order they came."""
+        burst cannot push a classmate back): it takes the client's next round, and never one
+        before the lane's (so an answer asked later never takes an earlier round). In a
+        round, the cheapest first in the light lane (a 5 ms answer does not wait behind a
+        40 ms one), then in the order they came."""
         lane = job.cost.lane
-        held = self.held.get((job.client, lane), 0)
+        key = (job.client, lane)
+        job.round = max(self.rounds.get(key, 0), self.lanes[lane].round) + 1
+        self.rounds[key] = job.round
         heapq.heappush(self.lanes[lane].waiting, (
-            held, job.cost.ms if lane == LIGHT else 0.0, next(self.order), job))
+            job.round, job.cost.ms if lane == LIGHT else 0.0, next(self.order), job))
         job.timer = asyncio.get_running_loop().call_later(self.timeout, self._waited_too_long,
                                                           job)
-        self.held[job.client, lane] = held + 1
+        self.held[key] = self.held.get(key, 0) + 1
 
     def _admit(self, client: str | None, lane: str, takers: int, cost: Cost) -> None:
         held = self.held.get((client, lane), 0)
@@ -283,13 +298,15 @@ class RenderPool:
             *_, job = heapq.heappop(waiting)
             if not job.gone and not job.future.done():
                 job.timer.cancel()
+                self.lanes[lane].round = max(self.lanes[lane].round, job.round)
                 return job
         return None
 
     def _run(self, slot: Slot, job: Job) -> None:
         loop = asyncio.get_running_loop()
         try:
-            done = asyncio.wrap_future(slot.executor.submit(render_child.render, job.scope))
+            done = asyncio.wrap_future(slot.executor.submit(render_child.render, job.scope,
+                                                            job.cost.lane))
         except (BrokenExecutor, RuntimeError) as exc:  # died since its last answer
             self._settle(job, None)
             self._replace(slot, slot.generation, f"found broken: {exc!r}")

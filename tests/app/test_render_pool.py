@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from app.labkit import VIEWS
-from app.render_pool import POOL
+from app.render_pool import HEAVY_NICE, POOL
 from app.response_cache import CACHE, ResponseCache, ResponseCacheMiddleware
 from tests.conftest import ROOT, free_port
 
@@ -249,6 +249,25 @@ def test_without_a_light_child_the_heavy_lane_queues_behind_one(client, pair):
     assert first[0].status_code == 503
 
 
+def nices(pid: int) -> list[int]:
+    """The niceness of each thread of a process (/proc/<pid>/task/*/stat, field 19)."""
+    return sorted(int(task.read_text().rsplit(")", 1)[1].split()[16])
+                  for task in Path(f"/proc/{pid}/task").glob("*/stat"))
+
+
+def test_a_general_child_draws_heavy_answers_at_a_lower_priority_only(client, pair):
+    """The general child lowers the priority of the thread that draws heavy answers, not its
+    own: a light answer it draws competes for the CPU as the light-only child's do."""
+    light_only, general = pair.slots
+    CACHE.clear()
+    assert client.get("/api/plan", params=HEAVY_PLAN).status_code == 200
+    assert client.get(*LIGHT_ASK[:1], params=LIGHT_ASK[1]).status_code == 200
+    assert set(nices(light_only.pid)) == {0}
+    assert HEAVY_NICE in nices(general.pid) and 0 in nices(general.pid)
+    main_thread = Path(f"/proc/{general.pid}/stat").read_text().rsplit(")", 1)[1].split()[16]
+    assert main_thread == "0"
+
+
 def busy_pool(**held):
     from app.lanes import HEAVY, LIGHT
     from app.render_pool import RenderPool
@@ -362,6 +381,33 @@ def test_a_clients_burst_waits_behind_its_classmates():
         "burst-0", "other-memory", "student-playground",  # everyone's first, cheapest first
         "burst-1", "student-memory",  # then everyone's second, in the order they came
         "burst-2", "burst-3"]
+
+
+def test_a_class_behind_one_address_is_served_in_the_order_it_asked():
+    """Issue 31: one address for a whole class (a NAT, the benchmark's loopback). An answer
+    asked while many were held must not fall behind answers asked later, once those drain
+    (ordering by what the client held let later ones jump ahead, to the 10 s deadline)."""
+    from app.lanes import Cost
+    from app.render_pool import Job, RenderPool
+
+    async def order() -> list[str]:
+        pool, loop = RenderPool(), asyncio.get_running_loop()
+
+        def job(ms: float, name: str) -> Job:
+            made = Job({"name": name}, Cost(ms, name), "10.1.1.1", loop.create_future())
+            pool._enqueue(made)
+            return made
+
+        for i in range(3):
+            job(5.0, f"first-{i}")
+        job(30.0, "playground")
+        for _ in range(3):
+            drawn = pool._next("light")
+            pool.held[drawn.client, "light"] -= 1  # answered, as render() counts it
+        job(5.0, "later-memory")
+        return [pool._next("light").scope["name"] for _ in range(2)]
+
+    assert asyncio.run(order()) == ["playground", "later-memory"]
 
 
 def test_an_answer_no_child_started_in_time_gets_a_429():

@@ -21,8 +21,14 @@ another uvicorn), then:
    side runs twice: the same query (the response cache's answer, what a class mostly gets)
    and a query made unique by an ignored key (rendered every time from the result cache).
 
-Targets (issue 12): p99 < 100 ms and no errors; RSS flat (``--minutes``: the last half grows
+Targets: p99 <= 100 ms and no errors (issue 12), p99 <= 50 ms for a class of 1,000 or fewer
+(issue 31; ``--p99`` sets another); a 429 (the render pool refusing or giving up on an
+answer) is an error: the student got no answer. RSS flat (``--minutes``: the last half grows
 by less than 5% and 10 MB); lab burst >= half the bare one. The summary says PASS or FAIL.
+
+Issue 31's two runs, each twice back to back on an otherwise idle machine:
+``--students 2000 --duration 120 --burst 0 --ramp 30`` and
+``--students 1000 --duration 90 --burst 0 --ramp 20``.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ from tests.benchmarks.class_client import (  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 
 P99_TARGET_MS = 100.0
+SMALL_CLASS, SMALL_P99_TARGET_MS = 1000, 50.0  # issue 31: 1,000 students at p99 <= 50 ms
 BURST_RATIO_TARGET = 0.5
 FLAT_SHARE, FLAT_MB = 0.05, 10.0
 
@@ -134,11 +141,11 @@ def rss_mb(pid: int) -> float:
     return total
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int, children: bool = True) -> float:
     """User + system CPU the worker and its children have used (/proc/<pid>/stat, fields 14
-    and 15 of each)."""
+    and 15 of each); the worker's alone with ``children=False``."""
     total = 0
-    for member in family(pid):
+    for member in family(pid) if children else [pid]:
         try:
             fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
@@ -162,7 +169,8 @@ class Tally:
         self.refused = 0
         self.hits = 0  # answered from the response cache (its Server-Timing says so)
         self.parsed = Parsed()
-        self.server_cpu = 0.0  # seconds of the lab worker's CPU over the run
+        self.server_cpu = 0.0  # seconds of the lab worker's and its children's CPU over the run
+        self.worker_cpu = 0.0  # of which the worker's own (the event loop: every answer sent)
         self.retried = 0  # GETs sent again after a stale keep-alive connection
         self.arrived = 0.0  # perf_counter when the last student has arrived
         self.lag: list[float] = []  # ms the client's event loop was late (loop_lag)
@@ -213,7 +221,7 @@ async def get(client: Browser, tally: Tally, kind: str, url: str,
         heapq.heappush(tally.heaviest, (server_ms, url))
         if len(tally.heaviest) > 5:
             heapq.heappop(tally.heaviest)
-    if response.status_code >= 500 or response.status_code in (404, 405):
+    if response.status_code >= 500 or response.status_code in (404, 405, 429):
         tally.errors.append(f"{response.status_code} {url[:80]}")
     elif response.status_code == 422:
         tally.refused += 1
@@ -291,6 +299,7 @@ async def run_class(origin: str, pid: int, students: int, duration: float,
         until = time.monotonic() + duration
         samples: list = []
         cpu0, server0 = time.process_time(), cpu_seconds(pid)
+        worker0 = cpu_seconds(pid, children=False)
         tally.arrived = time.perf_counter() + ramp  # every student is in by then
         rng = random.Random(12)
         await asyncio.gather(watch(pid, until, every, samples), loop_lag(until, tally), *(
@@ -298,6 +307,7 @@ async def run_class(origin: str, pid: int, students: int, duration: float,
             for _ in range(students)))
         client_cpu = (time.process_time() - cpu0) / duration
         tally.server_cpu = cpu_seconds(pid) - server0
+        tally.worker_cpu = cpu_seconds(pid, children=False) - worker0
     return tally, samples, client_cpu
 
 
@@ -319,8 +329,13 @@ def flat(samples: list) -> tuple[bool, float]:
     return grew < FLAT_MB and grew < FLAT_SHARE * mid, grew
 
 
+def p99_target(students: int) -> float:
+    return SMALL_P99_TARGET_MS if students <= SMALL_CLASS else P99_TARGET_MS
+
+
 def report_class(tally: Tally, samples: list, client_cpu: float, students: int,
-                 duration: float, memory_run: bool) -> list[tuple[str, bool]]:
+                 duration: float, memory_run: bool,
+                 target: float = P99_TARGET_MS) -> list[tuple[str, bool]]:
     lat = tally.all()
     print(f"\nclass: {students} students, {duration:.0f} s, {len(lat)} requests "
           f"({len(lat) / duration:.0f}/s), {tally.refused} answered 422, "
@@ -329,7 +344,9 @@ def report_class(tally: Tally, samples: list, client_cpu: float, students: int,
           f"cache; client CPU {client_cpu:.0%} of one core")
     print(f"server CPU (worker and render processes): {tally.server_cpu / duration:.0%} of "
           f"one core, "
-          f"{1e3 * tally.server_cpu / max(1, len(lat)):.2f} ms per request (load-insensitive)")
+          f"{1e3 * tally.server_cpu / max(1, len(lat)):.2f} ms per request (load-insensitive); "
+          f"the worker's own {1e3 * tally.worker_cpu / max(1, len(lat)):.2f} ms, the render "
+          f"processes' {1e3 * (tally.server_cpu - tally.worker_cpu) / max(1, len(lat)):.2f} ms")
     print(f"latency ms: p50 {pct(lat, .5):.1f}  p95 {pct(lat, .95):.1f}  "
           f"p99 {pct(lat, .99):.1f}  max {max(lat, default=float('nan')):.1f}  (all)")
     steady = tally.steady()
@@ -355,10 +372,10 @@ def report_class(tally: Tally, samples: list, client_cpu: float, students: int,
     shown = samples if memory_run else [samples[0], samples[len(samples) // 2], samples[-1]]
     for t, mb, avg in shown:
         print(f"  {t:6.0f}  {mb:7.1f}  {avg}")
-    verdicts = [(f"p99 {pct(lat, .99):.1f} ms < {P99_TARGET_MS:.0f} ms (all requests)",
-                 pct(lat, .99) < P99_TARGET_MS),
-                (f"p99 {pct(steady, .99):.1f} ms < {P99_TARGET_MS:.0f} ms (class in)",
-                 pct(steady, .99) < P99_TARGET_MS),
+    verdicts = [(f"p99 {pct(lat, .99):.1f} ms <= {target:.0f} ms (all requests)",
+                 pct(lat, .99) <= target),
+                (f"p99 {pct(steady, .99):.1f} ms <= {target:.0f} ms (class in)",
+                 pct(steady, .99) <= target),
                 (f"{len(tally.errors)} errors", not tally.errors)]
     if memory_run:
         ok, grew = flat(samples)
@@ -434,6 +451,9 @@ def main() -> None:
     parser.add_argument("--burst", type=float, default=15, help="seconds per side; 0: none")
     parser.add_argument("--ramp", type=float, default=20,
                         help="seconds over which the students arrive")
+    parser.add_argument("--p99", type=float, default=None,
+                        help=f"the p99 target in ms (default {SMALL_P99_TARGET_MS:.0f} up to "
+                             f"{SMALL_CLASS:,} students, {P99_TARGET_MS:.0f} above)")
     args = parser.parse_args()
     memory_run = args.minutes > 0
     duration = min(args.minutes * 60 if memory_run else args.duration, 3600)
@@ -446,13 +466,13 @@ def main() -> None:
                 run_class(origin, lab.pid, args.students, duration, 60 if memory_run else 10,
                           args.ramp))
             verdicts += report_class(tally, samples, client_cpu, args.students, duration,
-                                     memory_run)
+                                     memory_run, args.p99 or p99_target(args.students))
         if args.burst and not memory_run:
             verdicts += run_burst(origin, args.burst)
     finally:
         lab.terminate()
         lab.wait(timeout=10)
-    print("\nsummary (targets of issue 12):")
+    print("\nsummary (targets of issues 12 and 31):")
     for text, ok in verdicts:
         print(f"  {'PASS' if ok else 'FAIL'}  {text}")
     print("PASS" if verdicts and all(ok for _, ok in verdicts) else "FAIL")

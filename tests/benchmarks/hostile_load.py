@@ -84,7 +84,7 @@ class Server:
             time.sleep(0.2)  # the render processes import the app
 
     def children(self) -> list[int]:
-        """The render processes (niceness 0: light only; 10: general), not the resource
+        """The render processes (niceness 0: light only; a thread at 10: general), not the resource
         tracker multiprocessing may start: those whose command line runs spawn_main."""
         out = []
         for pid in family(self.proc.pid)[1:]:
@@ -124,7 +124,15 @@ class Server:
 
 
 def nice_of(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+    """The highest niceness of a process's threads: a general render process draws heavy
+    answers in a thread at HEAVY_NICE (app/render_child.py), its other threads at 0."""
+    nices = [0]
+    for task in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            nices.append(int(task.read_text().rsplit(")", 1)[1].split()[16]))
+        except OSError:  # a thread gone meanwhile
+            continue
+    return max(nices)
 
 
 # --- a client ----------------------------------------------------------------------------------
