@@ -20,6 +20,7 @@ rank's, the one that decides whether the plan fits.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from labs.core.catalogue import RECIPES, Recipe
 from labs.memory.inputs import BREAKDOWN_KEYS, MemoryInput, MemoryResult, StageBill
@@ -142,6 +143,10 @@ def _stage_bill(inp: MemoryInput, sp: StageParams, r: Recipe) -> StageBill:
     return StageBill(sp.rank, sp.layers, sp.moe_layers, held, bill, host)
 
 
+# Pure in its frozen input, and asked again and again: the ZeRO lesson's bars, TP's ledger
+# per degree and the recipe's stages repeat while a student moves other controls (issue 31).
+# A few kB each: bounded.
+@lru_cache(maxsize=1024)
 def compute_memory(inp: MemoryInput) -> MemoryResult:
     """Bytes one GPU holds for ``inp``: every pipeline rank's bill, and the heaviest."""
     m, r = inp.model, RECIPES[inp.recipe]

@@ -33,6 +33,7 @@ Sources:
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from labs.core.errors import LabInputError
 from labs.core.limits import MAX_GPUS_PER_NODE, TP_DEGREES
@@ -122,6 +123,9 @@ def head_flops(model: ModelSpec, seq_len: int, micro_batch: int, tp: int = 1) ->
     return 6 * model.vocab * model.hidden * seq_len * micro_batch / tp
 
 
+# Pure in its (frozen, hashable) inputs, and asked again and again: the lesson's sweeps over
+# TP degrees and links stay the same while a student moves the other controls (issue 31).
+@lru_cache(maxsize=2048)
 def tp_cost(model: ModelSpec, gpu: GPUSpec, topology: Topology, tp: int, *, sp: bool,
             seq_len: int, micro_batch: int, mfu: float | None = None) -> TPCost:
     """Per-layer and per-step time of TP = ``tp``: the layer's kernels on one GPU of the group
