@@ -75,6 +75,7 @@ from labs.recipe.export import Export, export
 from labs.recipe.inputs import SOFTWARE, Plan, RecipeResult
 from labs.recipe.lab import evaluate
 from labs.recipe.replan import Replan, nearest
+from labs.recipe.runs import BY_ID, check, checks, summary, utilisation
 
 router = APIRouter()
 
@@ -236,6 +237,26 @@ def facts() -> dict:
     }
 
 
+# MegaScale (Jiang et al. 2024, arXiv:2402.15627, abstract): "55.2% Model FLOPs Utilization
+# (MFU) when training a 175B LLM model on 12,288 GPUs".
+MEGASCALE_MFU = 0.552
+# Korthikanti et al. 2022 sec 6.3: 530B on 2,240 A100s with full recomputation, MFU.
+KORTHIKANTI_FULL_MFU = 0.421
+
+
+@lru_cache(maxsize=1)
+def marks() -> dict:
+    """The published runs EP08 quotes, MFU and HFU each from the run's own step
+    (labs.recipe.runs.utilisation), beside the lab's for the same run, and which way the
+    lab errs on every calibration run (labs.recipe.runs.summary)."""
+    one_t, big = BY_ID["narayanan-1008b"], BY_ID["korthikanti-530b-dp8"]
+    return {"one_t": one_t, "one_t_published": utilisation(one_t, one_t.published_step),
+            "one_t_lab": utilisation(one_t, check(one_t).lab_step_s),
+            "big": big, "big_published": utilisation(big, big.published_step),
+            "megascale_mfu": MEGASCALE_MFU, "korthikanti_full_mfu": KORTHIKANTI_FULL_MFU,
+            "errs": summary(checks())}
+
+
 def planner_query(q: RecipeQuery) -> dict:
     """The auto-planner's query (app/routers/plan.py) for the page's model, cluster, global
     batch, precision recipe and software: the plans it ranks are timed as this one is."""
@@ -255,6 +276,7 @@ def extra_context(state) -> dict:
     rp = state.result.replan
     return {
         "facts": facts(),
+        "marks": marks(),
         "model_options": model_choices(model_options(), q.model_value),
         "model_value": q.model_value,
         "model_controls": q.model_controls(),

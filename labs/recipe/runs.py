@@ -44,6 +44,7 @@ from typing import Any
 
 from labs.core.data import read
 from labs.hardware.links import Cluster, get_cluster
+from labs.model.flops import hardware_flops_per_token, model_flops_per_token
 from labs.model.presets import get_model
 from labs.model.spec import ModelSpec
 from labs.recipe.inputs import Plan, RecipeResult
@@ -144,6 +145,31 @@ class Run:
         if self.published_tokens_s is not None:
             return self.global_batch * self.seq_len / (self.published_tokens_s * self.gpus)
         return self.eq3_flops() / (self.published_tflops * 1e12 * self.gpus)
+
+
+@dataclass(frozen=True)
+class Utilisation:
+    """A step's FLOPs over what the GPUs could do at their dense BF16 peak, two ways.
+
+    MFU (model FLOPs utilisation, Chowdhery et al. 2022, PaLM appendix B) counts only the
+    model's own FLOPs, 6·N + attention per token (``labs.model.flops``): a recomputed
+    forward does not count, so MFU compares runs whatever they recompute. HFU (hardware FLOPs
+    utilisation) counts every FLOP the GPUs execute, the recomputed forward included:
+    Narayanan et al. 2021's eq. 3 is such a count (96·B·s·l·h², 4 passes of 24·s·h² per
+    layer), so their "52% of peak" for the 1T run is HFU. With full recomputation HFU is
+    about 4/3 of MFU; with selective recomputation the two nearly agree."""
+
+    mfu: float
+    hfu: float
+
+
+def utilisation(run: Run, step_s: float) -> Utilisation:
+    """MFU and HFU of ``run`` at a step of ``step_s`` seconds (published or the lab's)."""
+    tokens = run.global_batch * run.seq_len
+    peak = step_s * run.gpus * run.cluster.gpu.bf16_flops
+    return Utilisation(model_flops_per_token(run.model, run.seq_len) * tokens / peak,
+                       hardware_flops_per_token(run.model, run.seq_len, run.plan.recompute)
+                       * tokens / peak)
 
 
 def _run(entry: dict) -> Run:

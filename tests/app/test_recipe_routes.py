@@ -205,3 +205,36 @@ def test_the_efficiency_product_multiplies_as_printed_and_the_drill_answers_it(c
     typed = math.prod(question) * 16 / 19 * 100  # as a student multiplies the question's parts
     graded = check_drill(drill, f"{typed:.1f}", 1)
     assert graded["status"] == "right" and f"Right. {total:.1f}%" in graded["message"]
+
+
+def test_ep08_quotes_mfu_as_mfu_and_hfu_as_hfu_and_which_way_the_lab_errs(client):
+    """Issue 36: step 10 called Narayanan et al.'s 52.8% "MFU"; their eq. 3 counts the
+    recomputed forward, so their 52% of peak is hardware FLOPs utilisation. The page now
+    quotes that run's MFU (about 39%) and HFU from its published step, beside the lab's, and
+    says the lab is fast, by how much, from every calibration run."""
+    import statistics
+
+    from app.charts.units import fmt_pct
+    from labs.recipe.runs import BY_ID, checks, utilisation
+
+    one_t = BY_ID["narayanan-1008b"]
+    published = utilisation(one_t, one_t.published_step)
+    peak = one_t.cluster.gpu.bf16_flops
+    assert published.hfu == pytest.approx(one_t.published_tflops * 1e12 / peak, rel=0.005)
+    assert published.mfu == pytest.approx(0.75 * published.hfu, rel=0.02)
+    assert 0.38 < published.mfu < 0.41
+    big = BY_ID["korthikanti-530b-dp8"]
+    selective = utilisation(big, big.published_step)
+    assert selective.hfu == pytest.approx(selective.mfu, rel=0.01)  # nothing runs twice
+    html = client.get("/episodes/recipe-3d").text
+    step10 = html.split('id="step-10"')[1].split('id="step-11"')[0]
+    step11 = html.split('id="step-11"')[1].split("</section>")[0]
+    assert "52.8%" not in html
+    assert "hardware FLOPs utilisation" in step10 and "model FLOPs utilisation" in step10
+    assert f"so it is HFU ({fmt_pct(published.hfu)})" in step10
+    assert f"run's MFU is {fmt_pct(published.mfu)}" in step10
+    ratios = [c.ratio for c in checks()]
+    assert all(r > 1 for r in ratios)  # the lab is fast on every calibration run
+    assert f"median {fmt_pct(statistics.median(ratios) - 1)}" in step10
+    assert "errs fast" in step10 and f"all {len(ratios)}" in step10
+    assert f"{fmt_pct(selective.mfu)} with selective recomputation" in " ".join(step11.split())
