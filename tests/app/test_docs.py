@@ -77,31 +77,56 @@ def test_export_documents_every_recipe_control(spec):
     assert names == {"format", *VIEWS["recipe"].query_model.model_fields}
 
 
-@pytest.mark.parametrize(("path", "params", "needs"), OPERATIONS, ids=[o[0] for o in OPERATIONS])
+def numeric(param: dict) -> bool:
+    return bool(kinds(param["schema"]) & {"integer", "number"})
+
+
+def operations(having) -> list:
+    """The operations with at least one parameter ``having`` holds for, each with those
+    parameters alone: a case with nothing to check is not a case."""
+    out = []
+    for path, params, needs in OPERATIONS:
+        chosen = [p for p in params if p["name"] not in needs and having(p)]
+        if chosen:
+            out.append(pytest.param(path, chosen, needs, id=path))
+    return out
+
+
+WITH_EXAMPLES = operations(lambda p: p["schema"].get("examples"))
+WITH_PARAMETERS = operations(lambda p: True)
+WITH_NUMBERS = operations(numeric)
+
+
+def test_the_sweeps_below_cover_the_document():
+    """Every documented query parameter is in the empty-value sweep, and the examples and
+    numbers sweeps have routes to check."""
+    documented = sum(len([p for p in params if p["name"] not in needs])
+                     for _, params, needs in OPERATIONS)
+    assert sum(len(c.values[1]) for c in WITH_PARAMETERS) == documented > 0
+    assert WITH_EXAMPLES and WITH_NUMBERS
+
+
+@pytest.mark.parametrize(("path", "params", "needs"), WITH_EXAMPLES)
 def test_every_documented_example_answers(client, path, params, needs):
     for param in params:
-        for example in param["schema"].get("examples", []):
+        for example in param["schema"]["examples"]:
             answer = client.get(path, params={**needs, param["name"]: example})
             assert answer.status_code == 200, (path, param["name"], example, answer.text[:300])
 
 
-@pytest.mark.parametrize(("path", "params", "needs"), OPERATIONS, ids=[o[0] for o in OPERATIONS])
+@pytest.mark.parametrize(("path", "params", "needs"), WITH_PARAMETERS)
 def test_an_empty_value_is_not_given_on_every_route(client, path, params, needs):
     plain = client.get(path, params=needs)
     for param in params:
-        if param["name"] in needs:
-            continue
         empty = client.get(path, params={**needs, param["name"]: ""})
         assert (empty.status_code, empty.content) == (plain.status_code, plain.content), \
             (path, param["name"], empty.text[:300])
 
 
-@pytest.mark.parametrize(("path", "params", "needs"), OPERATIONS, ids=[o[0] for o in OPERATIONS])
+@pytest.mark.parametrize(("path", "params", "needs"), WITH_NUMBERS)
 def test_numbers_are_plain_digits_on_every_route(client, path, params, needs):
     """pydantic alone reads '+4', ' 8 ' and '1_0' as numbers."""
     for param in params:
-        if not kinds(param["schema"]) & {"integer", "number"}:
-            continue
         good = str(param["schema"].get("default") or param["schema"].get("minimum") or 1)
         for loose in (f"+{good}", f" {good} ", f"{good[0]}_{good[1:] or '0'}", "\u0661"):
             answer = client.get(path, params={**needs, param["name"]: loose})

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from labs.core.errors import LabInputError
 from labs.core.limits import (
+    INFER_RECIPES,
     MAX_DEGREE,
     MAX_MICRO_BATCH,
     MAX_MICROBATCHES,
@@ -17,11 +18,13 @@ from labs.core.limits import (
     MAX_VIRTUAL,
     RECIPE_IDS,
     RECOMPUTE,
+    TRAIN_RECIPES,
 )
 from labs.hardware.gpus import get_gpu, gpus
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
 from labs.model.presets import custom_model, models
+from labs.model.spec import ModelSpec
 from labs.schedules.catalogue import SCHEDULES
 from labs.schedules.inputs import PipelineInput
 from labs.schedules.simulate import simulate as simulate_pipeline
@@ -60,30 +63,77 @@ def test_pipeline_answers_bounded_figures_or_refuses(schedule, stages, microbatc
     assert all(0 <= peak <= microbatches * max(virtual, 2) for peak in result.peak_activations)
 
 
+def divisors(n: int, high: int) -> list[int]:
+    return [d for d in range(1, min(n, high) + 1) if n % d == 0]
+
+
+@st.composite
+def memory_inputs(draw):
+    """Nine in ten a state the page accepts (a preset or custom model, a recipe of its mode,
+    TP dividing the heads and KV heads, PP dividing the layers, ZeRO for training only); one
+    in ten anything in a margin around the limits (answered in bounds or refused by field)."""
+    gpu = get_gpu(draw(st.sampled_from(sorted(gpus()))))
+    if draw(st.integers(0, 9)) == 5:  # the margin (not 0: hypothesis tries the ends often)
+        return dict(
+            model=draw(st.one_of(st.sampled_from(sorted(models())),
+                                 st.floats(1e5, 2e14).map(lambda p: ("custom", p)))),
+            gpu=gpu, mode=draw(st.sampled_from(["train", "infer", "x"])),
+            recipe=draw(st.sampled_from([*RECIPE_IDS, "fp64"])),
+            seq_len=draw(st.integers(0, MAX_SEQ_LEN + 1)),
+            micro_batch=draw(st.integers(0, MAX_MICRO_BATCH + 1)),
+            recompute=draw(st.sampled_from([*RECOMPUTE, "some"])), tp=draw(degree(MAX_DEGREE)),
+            pp=draw(degree(64)), dp=draw(degree(1024)), zero=draw(st.integers(-1, 4)))
+    spec = draw(st.one_of(st.sampled_from(sorted(models())).map(lambda m: models()[m]),
+                          st.integers(10**9, 10**14).map(custom_model)))
+    mode = draw(st.sampled_from(["train", "infer"]))
+    heads = math.gcd(spec.heads, spec.kv_heads if mode == "train" and not spec.uses_mla
+                     else spec.heads)
+    return dict(
+        model=spec, gpu=gpu, mode=mode,
+        recipe=draw(st.sampled_from(TRAIN_RECIPES if mode == "train" else INFER_RECIPES)),
+        seq_len=draw(st.one_of(st.sampled_from([512, 4096, 131072]),
+                               st.integers(1, MAX_SEQ_LEN))),
+        micro_batch=draw(st.integers(1, MAX_MICRO_BATCH)),
+        # torchtitan's op-level checkpointing is modelled for dense layers only.
+        recompute=draw(st.sampled_from([r for r in RECOMPUTE if r != "op" or not spec.is_moe])),
+        tp=draw(st.sampled_from(divisors(heads, MAX_DEGREE))),
+        pp=draw(st.sampled_from(divisors(spec.layers, 64))),
+        dp=draw(st.sampled_from([1, 2, 4, 8, 64, 1024])),
+        zero=draw(st.integers(0, 3)) if mode == "train" else 0)
+
+
+MEMORY_TRIES: list[bool] = []  # per generated example: did it reach the assertions
+
+
 @FAST
-@given(model=st.one_of(st.sampled_from(sorted(models())),
-                       st.floats(1e5, 2e14).map(lambda p: ("custom", p))),
-       gpu=st.sampled_from(sorted(gpus())), mode=st.sampled_from(["train", "infer", "x"]),
-       recipe=st.sampled_from([*RECIPE_IDS, "fp64"]),
-       seq_len=st.one_of(st.sampled_from([512, 4096, 131072]), st.integers(0, MAX_SEQ_LEN + 1)),
-       micro_batch=st.integers(0, MAX_MICRO_BATCH + 1),
-       recompute=st.sampled_from([*RECOMPUTE, "some"]),
-       tp=degree(MAX_DEGREE), pp=degree(64), dp=degree(1024), zero=st.integers(-1, 4))
-def test_memory_answers_bounded_figures_or_refuses(model, gpu, mode, recipe, seq_len,
-                                                    micro_batch, recompute, tp, pp, dp, zero):
+@given(args=memory_inputs())
+def memory_property(args):
     try:
-        spec = custom_model(model[1]) if isinstance(model, tuple) else models()[model]
-        result = compute_memory(MemoryInput(
-            model=spec, gpu=get_gpu(gpu), mode=mode, recipe=recipe, seq_len=seq_len,
-            micro_batch=micro_batch, recompute=recompute, tp=tp, pp=pp, dp=dp, zero=zero))
+        model = args["model"]
+        if not isinstance(model, ModelSpec):  # a preset's id, or a custom parameter count
+            model = custom_model(model[1]) if isinstance(model, tuple) else models()[model]
+        result = compute_memory(MemoryInput(**{**args, "model": model}))
     except LabInputError as exc:
         assert exc.field and exc.message
+        MEMORY_TRIES.append(False)
         return
-    assert mode in ("train", "infer") and 1 <= micro_batch <= MAX_MICRO_BATCH
+    MEMORY_TRIES.append(True)
+    assert args["mode"] in ("train", "infer") and 1 <= args["micro_batch"] <= MAX_MICRO_BATCH
     assert math.isfinite(result.total_bytes) and result.total_bytes > 0
+    assert math.isclose(math.fsum(result.breakdown.values()), result.total_bytes, rel_tol=1e-9)
+    assert all(v >= 0 for v in result.breakdown.values())
     # One GPU's bill can never exceed the whole model's state on one GPU times a sane factor
     # (bf16/fp32 copies, optimizer, activations): a runaway formula shows up here.
     assert result.total_bytes < 1e18
+
+
+def test_memory_answers_bounded_figures_or_refuses():
+    MEMORY_TRIES.clear()
+    memory_property()
+    # Most examples are states the lab answers, so most reach the assertions above (the old
+    # strategy's uniform draws got an answer for 3 of 450; this one 81-93% of 150 in six runs).
+    answered = sum(MEMORY_TRIES) / len(MEMORY_TRIES)
+    assert answered >= 0.7, f"{sum(MEMORY_TRIES)} of {len(MEMORY_TRIES)} answered"
 
 
 @FAST
