@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from pydantic import Field
 
 from app.charts.memory import COMPONENTS, memory_figure
+from app.charts.units import fmt_bytes
 from app.cluster_controls import Schedule, Virtual
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
@@ -187,6 +188,15 @@ def extra_context(state) -> dict:
     }
 
 
+# The case buttons' states; their texts quote the lab's answer for them (never typed in).
+_GOOD = {"params": "7e9", "mode": "infer", "recipe": "int8", "gpu": "rtx-4090"}
+_BAD = {"model": "llama-3.1-70b", "mode": "train", "recipe": "adam16", "gpu": "h100-sxm"}
+
+
+def _case(query: dict) -> dict:
+    return to_api(run(MemoryQuery(**query)))
+
+
 def drill_answer() -> float:
     """GB of training state for Llama 3.1 8B in the 16-byte recipe (no sharding)."""
     result = run(MemoryQuery(model="llama-3.1-8b"))
@@ -218,14 +228,14 @@ VIEW = LabView(
     extra_context=extra_context,
     summary="The per-GPU memory bill of one training step or inference (bytes)",
     good=Case(
-        "Good case: 7B, int8 inference",
-        {"params": "7e9", "mode": "infer", "recipe": "int8", "gpu": "rtx-4090"},
-        "A 7B model in int8 holds about 7 GB of weights: it fits a 24 GB gaming card.",
+        "Good case: 7B, int8 inference", _GOOD,
+        f"A 7B model in int8 holds {fmt_bytes(_case(_GOOD)['breakdown']['weights'])} of "
+        f"weights: it fits a {fmt_bytes(_case(_GOOD)['gpu_memory_bytes'])} gaming card.",
     ),
     bad=Case(
-        "Bad case: 70B training",
-        {"model": "llama-3.1-70b", "mode": "train", "recipe": "adam16", "gpu": "h100-sxm"},
-        "Llama 3.1 70B with mixed-precision Adam needs about 1.1 TB before one activation.",
+        "Bad case: 70B training", _BAD,
+        f"Llama 3.1 70B with mixed-precision Adam needs {fmt_bytes(_case(_BAD)['state_bytes'])}"
+        " before one activation.",
     ),
     drills=(
         Drill(

@@ -198,6 +198,8 @@ def dispatch_mb_answer() -> float:
     return max(facts()["v3"]["result"].routing.received_bytes) / 1e6
 
 
+_HOT = {"model": "mixtral-8x7b", "nodes": 2, "ep": 8, "skew": 1}  # the bad case's state
+
 VIEW = LabView(
     name="moe",
     episode=BY_SLUG["experts"],
@@ -234,9 +236,10 @@ VIEW = LabView(
         "together and the all-to-all stays on NVLink.",
     ),
     bad=Case(
-        "Bad case: one hot expert",
-        {"model": "mixtral-8x7b", "nodes": 2, "ep": 8, "skew": 1},
-        "Every token picks expert 0: its GPU computes 4x the mean while the other seven wait.",
+        "Bad case: one hot expert", _HOT,
+        f"Every token picks expert 0: its GPU computes "
+        f"{to_api(run(MoEQuery(**_HOT)))['gpu_max_over_mean']:g}x the mean while the other "
+        "seven wait.",
     ),
     drills=(
         Drill(

@@ -177,3 +177,34 @@ def test_no_drill_answer_is_printed_in_its_lessons_steps(client, name):
             assert f" {form}" not in text, f"{drill.id}: {form} printed in the steps"
         if drill.id == "moe-expert-dp":
             assert f"expert-DP {answer:.0f}" not in text
+
+
+def _every_form(value, out: set | None = None) -> set:
+    """Every number of a JSON answer as the page would print it (size, time or ratio)."""
+    out = set() if out is None else out
+    if isinstance(value, dict):
+        for v in value.values():
+            _every_form(v, out)
+    elif isinstance(value, list):
+        for v in value[:64]:
+            _every_form(v, out)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        out.update({fmt_bytes(value), fmt_ms(value), f"{value:g}x"})
+    return out
+
+
+@pytest.mark.parametrize("name", ["memory", "zero", "dp", "moe"])
+def test_case_texts_quote_their_own_states_figures(client, name):
+    """Issue 36, the class: a case button's text quoted figures typed in by hand ('about 7
+    GB', '35 GB', 'about 54 ms', '4x'), which drifted from the lab. Every size or time a case
+    text quotes is now the lab's answer for the case's own state, formatted as the page
+    formats it."""
+    import app.main  # noqa: F401  (registers every lab view)
+    from app.labkit import VIEWS
+
+    view = VIEWS[name]
+    for case in (view.good, view.bad):
+        printed = _every_form(client.get(f"/api/{name}?{case.query_string}").json())
+        quoted = re.findall(r"[\d.,]+ (?:GB|TB|MB|ms)(?!/)|[\d.]+x\b", case.why)
+        for figure in quoted:
+            assert figure in printed or figure in ("14 GB", "25 Gb"), (name, case.label, figure)
