@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import Field, field_validator
 
-from app.charts.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct
+from app.charts.units import fmt_bytes, fmt_count, fmt_duration, fmt_ms, fmt_pct
 from app.episodes import BY_SLUG, EPISODES
 from app.labkit.parsing import QueryForm, validate
 from app.labkit.render import VARY, is_fragment
@@ -162,6 +162,10 @@ STEPS: dict[str, tuple[str, str, Any]] = {  # line -> (episode slug, step id, it
     "qlora_base": ("low-precision", "step-10", lambda q: {
         **_model_gpu(q), "rank": 64, "modules": "all", "recompute": "full",
         "ft_recipe": "adam12", "seq_len": q.seq_len, "micro_batch": q.micro_batch}),
+    "young": ("failures", "step-4", lambda q: {
+        "model": q.model, "gpus": q.tp * q.pp * q.dp * q.cp, "save": "sync"}),
+    "goodput": ("failures", "step-5", lambda q: {
+        "model": q.model, "gpus": q.tp * q.pp * q.dp * q.cp, "save": "sync"}),
     "offload": ("low-precision", "step-11", lambda q: {
         **_model_gpu(q), "recipe": "adam16", "dp": 1, "zero": 0, "offload": 100,
         "seq_len": q.seq_len, "micro_batch": q.micro_batch}),
@@ -186,6 +190,8 @@ def fmt_term(value: float, unit: str) -> str:
         return fmt_pct(value)
     if unit == "s":
         return fmt_ms(value)
+    if unit == "duration":
+        return fmt_duration(value)
     if unit == "count":
         return fmt_count(value)
     if unit == "flops":

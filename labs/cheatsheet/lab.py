@@ -1,4 +1,4 @@
-"""EP12's cheat sheet: every formula of EP01-EP10 with a worked example for one model
+"""EP12's cheat sheet: every formula of EP01-EP11 with a worked example for one model
 and GPU.
 
 Each line states a formula (in the symbols of the paper it comes from, cited in ``source``) and
@@ -27,6 +27,7 @@ from labs.cheatsheet.lines import (
     flops_6nd,
     flops_8nd,
     fp8_speedup,
+    goodput_line,
     inference,
     kv_cache,
     lora_params,
@@ -43,6 +44,7 @@ from labs.cheatsheet.lines import (
     state18,
     step_time,
     tp_layer,
+    young_interval,
     zero_stage,
     zero_traffic,
 )
@@ -137,6 +139,11 @@ LINES: tuple[tuple[str, str, str, str, str, Callable], ...] = (
     ("offload", "EP10", "Activation offload", "host = f·A × GPUs/node; hidden while "
      "A_layer / B_PCIe ≤ t_fwd", "Megatron-LM CPU offloading; PyTorch save_on_cpu",
      offload_host),
+    ("young", "EP11", "Checkpoint interval", "τ = √(2·δ·M)",
+     "Young 1974 (CACM 17(9)); Daly 2006 (FGCS 22(3)) refines it", young_interval),
+    ("goodput", "EP11", "Goodput", "τ/(τ+b) × (1 − (R + (τ+b)/2)/M)",
+     "Young 1974's first-order accounting; Llama 3 (arXiv:2407.21783) sec 3.3.4",
+     goodput_line),
 )
 
 

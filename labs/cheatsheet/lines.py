@@ -12,7 +12,9 @@ from labs.data_parallel.inputs import DataParallelInput
 from labs.data_parallel.lab import simulate as simulate_dp
 from labs.experts.inputs import MoEInput
 from labs.experts.lab import simulate_moe
-from labs.hardware.links import get_cluster
+from labs.failures.inputs import FailuresInput
+from labs.failures.lab import gpu_mtbi_llama3, llama3_step_s, llama3_steps, simulate_failures
+from labs.hardware.links import get_cluster, get_link
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory, kv_cache_bytes
 from labs.model.activations import activation_bytes_per_layer
@@ -365,6 +367,34 @@ def offload_host(inp):
              Term("t_copy", o.copy_s, "s", "one layer over PCIe 5"),
              Term("t_fwd", o.forward_s, "s", "its forward")),
             Term("f_hidden", o.hidden_share, "fraction", "largest share the forward hides"))
+
+
+def _failures(inp):
+    """EP11's lab for the example's plan: its GPUs at Llama 3's interruption rate, sync saves
+    to 2 TB/s (Llama 3's Tectonic), a 10-minute restart."""
+    gpus = inp.tp * inp.pp * inp.dp * inp.cp
+    return simulate_failures(FailuresInput(
+        model=inp.model, gpus=gpus, gpu_mtbi=gpu_mtbi_llama3(),
+        step_s=llama3_step_s(inp.model.params), step_gpus=16_384, steps=llama3_steps(),
+        save="sync", storage_bw=2e12, host_link=get_link("pcie-5"), interval=3600,
+        restart=600))
+
+
+def young_interval(inp):
+    r = _failures(inp)
+    return ((Term("δ", r.checkpoint.cost_s, "duration", "sync save: 14·P B at 2 TB/s"),
+             Term("M", r.mtbi_s, "duration", f"Llama 3's rate on {r.input.gpus:,} GPUs")),
+            Term("τ", r.young_s, "duration", "training between saves"))
+
+
+def goodput_line(inp):
+    r = _failures(inp)
+    g = r.best
+    return ((Term("τ", g.interval, "duration", "Daly's interval"),
+             Term("b", r.checkpoint.block_s, "duration", "stop per save"),
+             Term("R", r.input.restart, "duration", "restart (assumed)"),
+             Term("M", r.mtbi_s, "duration", "between interruptions")),
+            Term("goodput", g.goodput, "fraction", "wall time on steps that count"))
 
 
 # (key, episode, title, formula, source, compute)

@@ -43,7 +43,8 @@ for lab, slider, values in (("data_parallel", "nics_per_node", [2, 4, 8, 3, 6, 5
                             ("recipe", "microbatches", [24, 32, 12, 8, 20, 28]),
                             ("rl", "prompts", [16, 32, 4, 12, 24, 20]),
                             ("playground", "micro_batch", [2, 4, 3, 2, 4, 3]),
-                            ("precision", "micro_batch", [2, 4, 8, 3, 6, 5])):
+                            ("precision", "micro_batch", [2, 4, 8, 3, 6, 5]),
+                            ("failures", "interval", [60, 300, 600, 3600, 10800, 30])):
     if lab in BY_LAB:
         CASES.append((f"{BY_LAB[lab].code} {lab}", BY_LAB[lab].path, slider, values))
 

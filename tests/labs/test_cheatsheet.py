@@ -42,8 +42,8 @@ def test_every_formula_of_the_brief_has_a_line():
             "bubble", "bubble_interleaved", "bubble_zb", "cp_contiguous", "cp_zigzag",
             "moe_params", "moe_a2a", "flops_6nd", "flops_8nd", "mfu", "step", "serving",
             "colocated", "state_fp8-delayed", "state_fp8-blockwise", "state_mxfp8",
-            "lora_params", "qlora_base", "offload", "fp8_speedup"} <= keys
-    assert {ep for _, ep, *_ in LINES} == {f"EP{n:02d}" for n in range(1, 11)}
+            "lora_params", "qlora_base", "offload", "fp8_speedup", "young", "goodput"} <= keys
+    assert {ep for _, ep, *_ in LINES} == {f"EP{n:02d}" for n in range(1, 12)}
     assert all(source for *_, source, _ in LINES)
 
 
@@ -182,3 +182,18 @@ def test_fp8_speedup_line_says_why_on_a_gpu_without_fp8():
     lines = {ln.key: ln for ln in cheat_sheet(CheatInput(get_model("llama-3.1-8b"),
                                                          get_gpu("a100-80gb")))}
     assert lines["fp8_speedup"].result is None and "no FP8" in lines["fp8_speedup"].note
+
+
+def test_the_interval_and_goodput_lines_are_ep11s_lab():
+    """EP11's two lines: Young's interval and the goodput at Daly's, for the example's GPUs
+    (TP8 x PP4 x DP2 x CP2 = 128), from labs.failures itself."""
+    from labs.failures.lab import gpu_mtbi_llama3, young
+
+    lines = sheet("llama-3.1-70b")
+    delta, mtbi = (t.value for t in lines["young"].terms)
+    assert mtbi == pytest.approx(gpu_mtbi_llama3() / 128)
+    assert delta == pytest.approx(14 * LLAMA70.params / 2e12)  # the ledger's 14 B/param
+    assert value(lines, "young") == pytest.approx(young(delta, mtbi))
+    tau, b, r, m = (t.value for t in lines["goodput"].terms)
+    assert value(lines, "goodput") == pytest.approx(
+        tau / (tau + b) * (1 - (r + (tau + b) / 2) / m))
