@@ -256,6 +256,7 @@ def extra_context(state) -> dict:
     q = state.query
     return {
         "headlines": headlines(result),
+        "defaults": PlaygroundQuery(),  # the worked plan step 1 names, as the controls default
         # How many episodes' labs the playground runs (the lede counts them, never a word).
         "panel_episodes": len({p.view.episode for p in PANELS}),
         "cheat_query": {"model": q.model, "gpu": q.gpu, "seq_len": q.seq_len, "tp": q.tp,
