@@ -19,13 +19,15 @@ Every run here used DeepSeek's dispatch (DeepEP, or DeepSeek-V3's own kernels it
 open-sources), which the lab times as such (``ep_dispatch`` deepep, labs.parallel.dispatch):
 a token crosses IB once per destination node, not once per expert.
 
-Each run is pinned to its published figure and the ratio the lab gives today (lab throughput
-over published), within ±0.03, so a change to the model that moves one shows here. The group
-is wide (median |ratio - 1| about 0.35, worst 0.73). Timed as NCCL all-to-alls (a copy per
-expert, 2.2x the IB bytes), the EP 32 row came out 0.82x and the group's median 0.18: the
-extra bytes hid that the lab is fast on these H100/H800 runs, as on torchtitan's H100 runs
-(1.22-1.27x): DeepSeek-V3 1.37x, the EP 32 row with overlap 1.35x (the lab's overlap hides
-4.7 s where the published one saves 2.1 s), the TP 4 / EP 8 row 1.73x.
+Accuracy: each run is held to its published figure within a band this file names, and the
+direction the group shows: the lab errs fast (ratio = lab / published throughput > 1) on these
+H100/H800 runs, as on torchtitan's H100 runs (1.22-1.27x), except the EP 8 FSDP row, within
+5% on the slow side. DeepSeek-V3 and the two EP 32 rows lie within +40% (the lab's EP overlap
+hides 4.7 s where the published one saves 2.1 s); the TP 4 / EP 8 row is the group's worst,
+within +80%: no cause the lab counts makes its published step 29 s. Timed as NCCL
+all-to-alls (a copy per expert, 2.2x the IB bytes), the EP 32 row came out 0.82x: the extra
+bytes hid that the lab is fast here. Today's exact ratios are a change detector, apart:
+tests/labs/test_runs_snapshot.py.
 """
 
 from dataclasses import replace
@@ -34,27 +36,30 @@ import pytest
 
 from labs.model.presets import get_model
 from labs.recipe.lab import evaluate
-from labs.recipe.runs import VALIDATION, VALIDATION_GROUPS, RunCheck, check, summary
+from labs.recipe.runs import VALIDATION, VALIDATION_GROUPS, RunCheck, check
 
 GROUPS = ("deepseek-v3", "megatron-moe")
 MOE = tuple(r for r in VALIDATION if r.group in GROUPS)
 
-# (run id, published figure, the lab's ratio today)
-PINNED = {
-    "deepseek-v3-h800-2048": (1543.2, 1.366),  # tokens/s per GPU (180K GPU h / 1T tokens)
-    "mcore-qwen3-235b-ep32-deepep": (19.7, 1.108),  # step seconds
-    "mcore-qwen3-235b-ep32-deepep-overlap": (17.6, 1.345),
-    "mcore-qwen3-235b-tp4-ep8": (29.0, 1.733),
-    "mcore-qwen3-235b-ep8-fsdp": (17.6, 0.987),
+# run id -> (published figure, the band lab / published lies in, why)
+PUBLISHED = {
+    # tokens/s per GPU (180K GPU hours per trillion tokens)
+    "deepseek-v3-h800-2048": (1543.2, (1.0, 1.40), "fast, as on H100"),
+    # step seconds
+    "mcore-qwen3-235b-ep32-deepep": (19.7, (1.0, 1.40), "fast, as on H100"),
+    "mcore-qwen3-235b-ep32-deepep-overlap": (17.6, (1.0, 1.40),
+                                              "the lab's overlap hides more"),
+    "mcore-qwen3-235b-tp4-ep8": (29.0, (1.0, 1.80), "the group's worst"),
+    "mcore-qwen3-235b-ep8-fsdp": (17.6, (0.95, 1.05), "within 5%"),
 }
 
 
 def test_moe_groups_hold_the_published_figures_with_citations():
-    assert [r.id for r in MOE] == list(PINNED)
+    assert [r.id for r in MOE] == list(PUBLISHED)
     assert all(g in VALIDATION_GROUPS for g in GROUPS)
     for run in MOE:
         figure = run.published_tokens_s if run.group == "deepseek-v3" else run.published_step_s
-        assert figure == PINNED[run.id][0]
+        assert figure == PUBLISHED[run.id][0]
         assert run.model.is_moe and run.plan.ep > 1
         assert run.note  # where the lab cannot time the run's exact setting
     v3 = MOE[0]
@@ -76,11 +81,23 @@ def test_qwen3_235b_preset_counts_its_published_sizes():
 
 
 @pytest.mark.parametrize("run", MOE, ids=[r.id for r in MOE])
-def test_each_moe_run(run):
+def test_each_moe_run_is_within_its_band(run):
     c = check(run)
     assert c.result.legal
     assert c.result.memory.fits  # as each ran, in 80 GB (fused attention: the flash mode)
-    assert c.ratio == pytest.approx(PINNED[run.id][1], abs=0.03), run.note
+    published, (low, high), why = PUBLISHED[run.id]
+    # Throughput ratio: a step-time figure is inverted (tokens per step / step).
+    expected = (c.lab_tokens / published if run.group == "deepseek-v3"
+                else published / c.lab_step_s)
+    assert c.ratio == pytest.approx(expected)
+    assert low <= c.ratio <= high, f"lab/published {c.ratio:.3f} outside [{low}, {high}]: {why}"
+
+
+def test_the_moe_groups_err_fast_but_on_the_fsdp_row():
+    ratios = {r.id: check(r).ratio for r in MOE}
+    assert [k for k, v in ratios.items() if v <= 1] == ["mcore-qwen3-235b-ep8-fsdp"]
+    deviations = sorted(abs(v - 1) for v in ratios.values())
+    assert deviations[2] <= 0.40  # the median run within 40%
 
 
 def test_ep_overlap_is_what_separates_the_two_ep32_rows():
@@ -105,10 +122,3 @@ def test_deepep_sends_fewer_ib_bytes_than_nccls_all_to_all_on_the_ep32_row():
     # IB-bound both: 2.72 copies of a token cross IB where the all-to-all sends 6.
     assert ep["deepep"].seconds == pytest.approx(2.72 / 6 * ep["alltoall"].seconds, rel=0.02)
     assert nccl.ratio == pytest.approx(0.82, abs=0.03)  # as timed before DeepEP was
-
-
-def test_group_summary_today():
-    s = summary(tuple(check(r) for r in MOE))
-    assert s["runs"] == 5 and s["within_10"] == 1 and s["within_25"] == 2
-    assert s["median_deviation"] == pytest.approx(0.37, abs=0.03)
-    assert s["worst_deviation"] == pytest.approx(0.76, abs=0.03)

@@ -7,8 +7,9 @@ GPU at the listed GPUs, batch, sequence and TP/PP/CP/VP; the software's settings
 Transformer Engine's delayed scaling, distributed optimizer, TP communication overlap, fused
 attention, no recomputation) are labs/presets/runs.json's ``nemo-24.07-fp8``.
 
-Each run is pinned to its published figure at the ratio the lab gives today, within ±0.03, so
-a change to the model that moves one shows here. The group lies within -6% and +18%. The
+Accuracy: each run is held to its published figure within -8% and +20% (the group lies within
+-6% and +18%), and the group errs fast at the median, as the lesson says of most validation
+runs; today's exact ratios are a change detector, apart (tests/labs/test_runs_snapshot.py). The
 TP 4 runs ran NeMo's TP communication overlap, timed decomposed into TP-degree chunks
 (labs.parallel.layer_time.decomposed_exposed): GPT-3 175B at micro-batch 1 (2,048 rows, 512
 a chunk) pays for its chunks' smaller GEMMs where micro-batch 2 pays less, as published
@@ -22,22 +23,23 @@ from labs.recipe.runs import check
 
 VALIDATION = tuple(r for r in ALL_VALIDATION if r.group == "nemo-h100-fp8")
 
-# (run id, published tokens/s per GPU, the lab's ratio today)
-PINNED = {
-    "nemo-llama2-7b-h100x8": (16847, 1.113),
-    "nemo-llama2-13b-h100x16": (8646, 0.945),
-    "nemo-llama2-70b-h100x64": (1707, 0.995),
-    "nemo-llama3-8b-h100x8": (12036, 1.177),
-    "nemo-llama3-70b-h100x64": (1533, 1.058),
-    "nemo-gpt3-175b-h100x128": (726, 1.004),
-    "nemo-gpt3-175b-h100x512": (782, 1.031),
+# run id -> published tokens/s per GPU
+PUBLISHED = {
+    "nemo-llama2-7b-h100x8": 16847,
+    "nemo-llama2-13b-h100x16": 8646,
+    "nemo-llama2-70b-h100x64": 1707,
+    "nemo-llama3-8b-h100x8": 12036,
+    "nemo-llama3-70b-h100x64": 1533,
+    "nemo-gpt3-175b-h100x128": 726,
+    "nemo-gpt3-175b-h100x512": 782,
 }
+BAND = (0.92, 1.20)  # lab / published
 
 
 def test_the_group_holds_nemos_figures_with_their_citation():
-    assert [r.id for r in VALIDATION] == list(PINNED)
+    assert [r.id for r in VALIDATION] == list(PUBLISHED)
     for run in VALIDATION:
-        assert run.published_tokens_s == PINNED[run.id][0]
+        assert run.published_tokens_s == PUBLISHED[run.id]
         assert "NVIDIA/NeMo docs/source/performance/performance_summary.md" in run.source
         assert run.plan.fp8_gemms and run.plan.zero == 1 and run.plan.recompute == "flash"
         assert run.cluster.gpu.id == "h100-sxm"
@@ -46,11 +48,18 @@ def test_the_group_holds_nemos_figures_with_their_citation():
 
 
 @pytest.mark.parametrize("run", VALIDATION, ids=[r.id for r in VALIDATION])
-def test_each_nemo_run(run):
+def test_each_nemo_run_is_within_the_band(run):
     c = check(run)
     assert c.result.legal and c.result.memory.fits  # as each ran, in 80 GB
-    assert c.ratio == pytest.approx(PINNED[run.id][1], abs=0.03), run.note
-    assert c.ratio == pytest.approx(1.0, abs=0.20)
+    assert c.ratio == pytest.approx(c.lab_tokens / PUBLISHED[run.id])
+    low, high = BAND
+    assert low <= c.ratio <= high, f"lab/published {c.ratio:.3f} outside {BAND}: {run.note}"
+
+
+def test_the_group_errs_fast_at_the_median():
+    ratios = sorted(check(r).ratio for r in VALIDATION)
+    assert 1.0 < ratios[3] <= 1.10  # the median run
+    assert sum(r > 1 for r in ratios) > len(ratios) / 2
 
 
 def test_virtual_stages_beyond_eight_are_timed():

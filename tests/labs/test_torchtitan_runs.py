@@ -8,15 +8,14 @@ parallelism from 32K to 256K tokens, Table 2; Llama 3.1 70B with TP 8 and AsyncT
 4; Llama 3.1 405B with TP 8 x PP 8 on 512, 1F1B and interleaved, Table 5). Each run's model,
 cluster, batch, AC mode and software are labs/presets/runs.json's ``validation_runs``.
 
-Each run is pinned to its published figure at the ratio the lab gives today, within ±0.03, so
-a change to the model that moves one shows here; the bands say how far each is from the
-published figure and why (the run's ``note``): the A100 runs, each in its own AC mode (full,
-none, torchtitan's selective layer AC as the lab's every-2nd, its selective op AC as the
-lab's op mode), lie within ±16%; the H100 runs ran at 500 W on HBM2e, which has no
-datasheet, and run 1.13-1.33x fast on the lab's 700 W H100 SXM, but for context parallelism
-at 128K and 256K tokens (about 1.5x: the published throughput drops more than the work per
-token grows, at 84 of 96 GiB) and 70B without AsyncTP (1.06: the lab's blocking TP traffic,
-at 131,072 tokens a micro-batch, is a third of its step).
+Accuracy: each run is held to its published figure within a band this file names, and the
+direction the lesson states (the lab errs fast: ratio = lab / published tokens/s > 1): the
+A100 runs, each in its own AC mode (full, none, torchtitan's selective layer AC as the lab's
+every-2nd, its selective op AC as the lab's op mode), within +16%; the H100 runs ran at 500 W
+on HBM2e, which has no datasheet, and are timed on the lab's 700 W H100 SXM: fast by up to
+35%, but for context parallelism at 128K and 256K tokens (up to +60%: the published throughput
+drops more than the work per token grows, at 84 of 96 GiB). Today's exact ratios are a change
+detector, apart: tests/labs/test_runs_snapshot.py.
 """
 
 import pytest
@@ -34,50 +33,69 @@ from labs.recipe.runs import check
 # This file's group; the MoE groups are tests/labs/test_moe_runs.py's.
 VALIDATION = tuple(r for r in ALL_VALIDATION if r.group == "torchtitan-fsdp2")
 
-# (run id, published tokens/s per GPU, the lab's ratio today)
-PINNED = {
-    "torchtitan-llama3-8b-a100-layer": (2876, 1.096),
-    "torchtitan-llama3-8b-a100-op": (2973, 1.082),
-    "torchtitan-llama3-70b-a100-full": (323, 1.107),
-    "torchtitan-llama2-13b-a100-none": (2162, 1.105),
-    "torchtitan-llama2-13b-a100-layer": (1914, 1.081),
-    "torchtitan-llama2-13b-a100-op": (1904, 1.100),
-    "torchtitan-llama2-70b-a100-op": (355, 1.158),
-    "torchtitan-llama2-70b-a100-full": (353, 1.068),
-    "torchtitan-llama31-8b-h100x8": (5762, 1.222),
-    "torchtitan-llama31-8b-h100x8-compile": (6667, 1.230),
-    "torchtitan-llama31-8b-h100x128": (5605, 1.261),
-    "torchtitan-llama31-8b-h100x128-compile": (6514, 1.265),
-    "torchtitan-llama31-8b-h100x8-cp1": (3890, 1.202),
-    "torchtitan-llama31-8b-h100x8-cp2": (2540, 1.132),
-    "torchtitan-llama31-8b-h100x8-cp4": (1071, 1.517),
-    "torchtitan-llama31-8b-h100x8-cp8": (548, 1.585),
-    "torchtitan-llama31-70b-h100x256": (829, 1.058),
-    "torchtitan-llama31-70b-h100x256-asynctp": (876, 1.267),
-    "torchtitan-llama31-405b-h100x512-1f1b": (100, 1.314),
-    "torchtitan-llama31-405b-h100x512-interleaved": (128, 1.327),
+# run id -> published tokens/s per GPU (docs/performance.md)
+PUBLISHED = {
+    "torchtitan-llama3-8b-a100-layer": 2876,
+    "torchtitan-llama3-8b-a100-op": 2973,
+    "torchtitan-llama3-70b-a100-full": 323,
+    "torchtitan-llama2-13b-a100-none": 2162,
+    "torchtitan-llama2-13b-a100-layer": 1914,
+    "torchtitan-llama2-13b-a100-op": 1904,
+    "torchtitan-llama2-70b-a100-op": 355,
+    "torchtitan-llama2-70b-a100-full": 353,
+    "torchtitan-llama31-8b-h100x8": 5762,
+    "torchtitan-llama31-8b-h100x8-compile": 6667,
+    "torchtitan-llama31-8b-h100x128": 5605,
+    "torchtitan-llama31-8b-h100x128-compile": 6514,
+    "torchtitan-llama31-8b-h100x8-cp1": 3890,
+    "torchtitan-llama31-8b-h100x8-cp2": 2540,
+    "torchtitan-llama31-8b-h100x8-cp4": 1071,
+    "torchtitan-llama31-8b-h100x8-cp8": 548,
+    "torchtitan-llama31-70b-h100x256": 829,
+    "torchtitan-llama31-70b-h100x256-asynctp": 876,
+    "torchtitan-llama31-405b-h100x512-1f1b": 100,
+    "torchtitan-llama31-405b-h100x512-interleaved": 128,
 }
+LONG_CP = ("torchtitan-llama31-8b-h100x8-cp4", "torchtitan-llama31-8b-h100x8-cp8")
+
+
+def band(run) -> tuple[float, str]:
+    """The most the lab may be fast on this run (lab / published), and why."""
+    if run.cluster.gpu.id == "a100-80gb":
+        return 1.16, "A100 80GB, each run in its own AC mode: within +16%"
+    if run.id in LONG_CP:
+        return 1.60, "CP at 128K and 256K tokens: the published drop outgrows the work"
+    return 1.35, "500 W H100 (HBM2e) timed as the 700 W H100 SXM: fast by up to 35%"
 
 
 def test_validation_group_holds_torchtitans_figures_with_citations():
-    assert [r.id for r in VALIDATION] == list(PINNED)
+    assert [r.id for r in VALIDATION] == list(PUBLISHED)
     for run in VALIDATION:
-        assert run.published_tokens_s == PINNED[run.id][0]
+        assert run.published_tokens_s == PUBLISHED[run.id]
         assert "torchtitan docs/performance.md" in run.source
         assert run.plan.zero == 3 and run.plan.kernels in ("eager", "compiled")
         assert run.group == "torchtitan-fsdp2"
+        if run.cluster.gpu.id != "a100-80gb":
+            assert "500 W" in run.note  # says what the lab timed instead
 
 
 @pytest.mark.parametrize("run", VALIDATION, ids=[r.id for r in VALIDATION])
-def test_each_torchtitan_run(run):
+def test_each_torchtitan_run_is_within_its_band_and_fast(run):
     c = check(run)
     assert c.result.legal
-    assert c.ratio == pytest.approx(PINNED[run.id][1], abs=0.03), run.note
-    assert c.ratio > 1  # fast, as on every calibration run
-    if run.cluster.gpu.id == "a100-80gb":
-        assert c.ratio == pytest.approx(1.0, abs=0.16)  # each in its own AC mode
-    else:
-        assert "500 W" in run.note  # says what the lab timed instead
+    assert c.published_tokens == pytest.approx(PUBLISHED[run.id])
+    assert c.ratio == pytest.approx(c.lab_tokens / PUBLISHED[run.id])
+    high, why = band(run)
+    # Fast, as on every calibration run, and by no more than the band.
+    assert 1.0 < c.ratio <= high, f"lab/published {c.ratio:.3f} outside (1, {high}]: {why}"
+
+
+def test_the_group_errs_fast_within_a_quarter_at_the_median():
+    ratios = sorted(check(r).ratio for r in VALIDATION)
+    median = (ratios[9] + ratios[10]) / 2
+    assert len(ratios) == 20 and 1.0 < median <= 1.25
+    # Only the two long-context CP runs lie past +35%.
+    assert sum(r > 1.35 for r in ratios) == len(LONG_CP)
 
 
 def test_torchtitans_pipeline_runs_gain_from_interleaving_what_the_bubble_says():
