@@ -46,6 +46,15 @@ class Recomputation:
     policy: str = ""
 
     @property
+    def keeps_attention_output(self) -> bool:
+        """FlashAttention kept, its core not run again: the core saves its own output for its
+        backward (FlashAttention-2's backward reads O, Dao 2023 Algorithm 2), the very tensor
+        the output projection saves as its input. An unfused core (scores kept) or a
+        recomputed one does not hold it (labs.model.activations)."""
+        return not (self.stores_scores or self.input_only or self.attention_again
+                    or self.policy or self.every > 1)
+
+    @property
     def label(self) -> str:
         """The option list's text."""
         return self.text or self.id

@@ -20,13 +20,18 @@ Sources:
   final norm's output and the fp32 logits on the last stage.
 - the linear layers' saved inputs (``gemm_input_bytes_per_layer``), the part a low-precision
   recipe saves in FP8 (``gemm_inputs`` of ``activation_bytes_per_layer``): of Korthikanti's
-  terms, the QKV projection's input (2sbh, the first norm's output), the MLP's first input
-  (2sbh) and its second (8sbh of GeLU output; Megatron's 2·s·b·ffn). The attention output
-  feeding the output projection stays 16-bit: the attention core saves it for its own
-  backward (DeepSeek-V3 sec 3.3.3 keeps that input in a wider format for this reason);
-  attention scores, norms' inputs and masks are no GEMM inputs. TransformerEngine saves the
-  FP8 (transposed) input for the weight gradient (TE issue 1764: "a 50% reduction in the
-  activation memory usage"); DeepSeek-V3 caches them in FP8 ("Low-Precision Activation").
+  terms, the QKV projection's input (2sbh, the first norm's output), the output
+  projection's (2sbh/t, the attention core's output), the MLP's first input (2sbh) and its
+  second (8sbh of GeLU output; Megatron's 2·s·b·ffn): 14sbh of the 34. TransformerEngine's
+  Linear saves its FP8 (transposed) input for the weight gradient, the output projection's
+  too (module/linear.py: ``saved_inputmat = inputmat``, the FP8 cast; TE issue 1764: "a 50%
+  reduction in the activation memory usage"); DeepSeek-V3 caches them in FP8
+  ("Low-Precision Activation"; the output projection's in its own E5M6, taken here at the
+  recipe's bytes). Where FlashAttention is kept and not recomputed (``flash``), its core
+  also saves that same output in 16-bit for its own backward, so the projection's FP8 copy
+  comes on top of it (``attention_output_bytes_per_layer``); the unfused core of ``none``
+  and a recomputed core (``selective``) hold no such copy. Attention scores, norms' inputs
+  and masks are no GEMM inputs.
 - a rank's layers (``layers_activation_bytes``): each layer as its per-layer mode keeps; a
   layer-granular mode splits them as torchtitan's counter does (``Recomputation.groups``);
   an op-level policy (torchtitan's selective op AC) keeps what ``labs.model.op_checkpoint``
@@ -61,7 +66,20 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int 
     kept = _bf16_bytes_per_layer(*args, **kw)
     if gemm_inputs != ACT_BYTES:  # bf16 recipes return the bf16 count untouched
         kept -= gemm_input_bytes_per_layer(*args, **kw) * (1 - gemm_inputs / ACT_BYTES)
+        # FlashAttention's own 16-bit copy of the projection's input stays beside the FP8 one.
+        kept += attention_output_bytes_per_layer(*args, **kw)
     return kept
+
+
+def attention_output_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int = 1,
+                                     tp: int = 1, cp: int = 1, recompute: str = "selective",
+                                     **_: object) -> float:
+    """The bf16 bytes of the attention core's output, 2·s·b·h/t, when the core itself keeps
+    them for its backward (``Recomputation.keeps_attention_output``: FlashAttention, not
+    recomputed); 0 otherwise. A low-precision recipe keeps them beside its FP8 copy."""
+    if not layer_rules(recompute).keeps_attention_output:
+        return 0.0
+    return 2 * seq_len / cp * micro_batch * model.hidden / tp
 
 
 def gemm_input_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int = 1,
@@ -69,9 +87,10 @@ def gemm_input_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int 
                                sp: bool | None = None, activation_model: str = "classic",
                                moe_layer: bool = False, ep: int = 1, etp: int = 1) -> float:
     """The bf16 bytes, within ``activation_bytes_per_layer``'s, of the linear layers' saved
-    inputs (module docstring): s·b·h·(4/r + 8/t) in the classic model (QKV and first MLP
-    inputs outside the TP split, the second MLP input inside it), s·b·(4h/r + 2·ffn/t) in
-    Megatron's, with a MoE layer's experts' inputs over EP; none with full recomputation."""
+    inputs (module docstring): s·b·h·(4/r + 10/t) in the classic model (QKV and first MLP
+    inputs outside the TP split; the output projection's and the second MLP input inside
+    it), s·b·(4h/r + 2h/t + 2·ffn/t) in Megatron's, with a MoE layer's experts' inputs over
+    EP; none with full recomputation."""
     sp = tp > 1 if sp is None else sp
     rules = layer_rules(recompute)
     if rules.input_only:
@@ -83,14 +102,14 @@ def gemm_input_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int 
     s = seq_len / cp
     rest = tp if sp else 1
     if activation_model == "classic":
-        return s * b * h * (4 / rest + 8 / tp)
+        return s * b * h * (4 / rest + 10 / tp)
     if moe_layer and model.is_moe:
         mlp = 2 * s * b * model.shared_experts * model.expert_ffn / tp
         routed = (2 * model.top_k * s * b * h / ep
                   + 2 * model.top_k * s * b * model.expert_ffn / (ep * etp))
     else:
         mlp, routed = 2 * s * b * model.ffn / tp, 0.0
-    return 4 * s * b * h / rest + mlp + routed
+    return 4 * s * b * h / rest + 2 * s * b * h / tp + mlp + routed
 
 
 def _bf16_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int, tp: int, cp: int,

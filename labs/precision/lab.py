@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from labs.core.catalogue import RECIPES, Recipe
 from labs.core.limits import TRAIN_RECIPES
+from labs.memory.inputs import MemoryResult, StageBill
 from labs.memory.lab import compute_memory, scaling_state_bytes
-from labs.model.activations import ACT_BYTES
+from labs.model.activations import ACT_BYTES, layers_activation_bytes
 from labs.precision.finetune import finetunes, paper_check
 from labs.precision.inputs import (
     BASELINE,
@@ -35,12 +36,23 @@ from labs.precision.offload import offload
 from labs.precision.speed import MX_GPUS, speed
 
 
-def itemise(inp: PrecisionInput, recipe: str, baseline_acts: float | None = None,
-            stage: int | None = None) -> Ledger:
-    """The ledger of ``recipe`` for ``inp``'s model and layout, itemised on its heaviest GPU.
+def fp8_activation_bytes(memory: MemoryResult, bill: StageBill, g: float) -> float:
+    """The bytes of ``bill``'s saved activations kept at ``g`` bytes per element (the linear
+    layers' inputs, ``labs.model.activations.gemm_input_bytes_per_layer``): the ledger's
+    own count at ``g`` less the same count with those inputs kept in no bytes at all, so any
+    16-bit copy kept beside them (FlashAttention's output) stays in the 16-bit row."""
+    m = memory.input
+    common = (m.model, m.seq_len, m.micro_batch, m.tp, m.cp, m.recompute)
+    kw = {"sp": m.sequence_parallel, "activation_model": m.activation_model, "ep": m.ep,
+          "etp": m.etp, "dense_layers": bill.layers - bill.moe_layers,
+          "moe_layers": bill.moe_layers}
+    return bill.in_flight * (layers_activation_bytes(*common, gemm_inputs=g, **kw)
+                             - layers_activation_bytes(*common, gemm_inputs=0.0, **kw))
 
-    ``baseline_acts``: BF16's activations on that stage (the FP8 share is their difference);
-    ``stage``: the pipeline rank to read (default the recipe's heaviest)."""
+
+def itemise(inp: PrecisionInput, recipe: str, stage: int | None = None) -> Ledger:
+    """The ledger of ``recipe`` for ``inp``'s model and layout, itemised on its heaviest GPU
+    (``stage``: the pipeline rank to read instead)."""
     r = RECIPES[recipe]
     memory = compute_memory(inp.ledger_input(recipe))
     bill = memory.stages[memory.heaviest_stage if stage is None else stage]
@@ -50,9 +62,7 @@ def itemise(inp: PrecisionInput, recipe: str, baseline_acts: float | None = None
     share = (lambda x: weights * x / r.weight_bytes) if r.weight_bytes else (lambda x: 0.0)
     acts = b["activations"]
     g = r.saved_input_bytes
-    fp8_acts = 0.0
-    if baseline_acts is not None and g != ACT_BYTES:
-        fp8_acts = (baseline_acts - acts) / (1 - g / ACT_BYTES) * g / ACT_BYTES
+    fp8_acts = fp8_activation_bytes(memory, bill, g) if g != ACT_BYTES else 0.0
     parts = dict.fromkeys(LEDGER_KEYS, 0.0)
     parts.update(weights=share(r.weights), fp8_weights=share(r.copy_bytes),
                  scaling_state=scaling, gradients=b["gradients"],
@@ -99,9 +109,6 @@ def compute_precision(inp: PrecisionInput) -> PrecisionResult:
     """Every figure EP10 draws for ``inp``."""
     baseline = itemise(inp, BASELINE)
     chosen = itemise(inp, inp.recipe)
-    stage = chosen.memory.heaviest_stage
-    base_acts = baseline.memory.stages[stage].breakdown["activations"]
-    chosen = itemise(inp, inp.recipe, base_acts, stage)
     return PrecisionResult(
         input=inp, baseline=baseline, ledger=chosen,
         per_param=tuple(per_param(RECIPES[k]) for k in TRAIN_RECIPES),

@@ -184,3 +184,21 @@ def test_the_speed_is_timed_over_the_micro_batches_control(client):
     for bad in (0, 100000):
         messages = api_messages(client, "precision", {"microbatches": bad})
         assert "Micro-batches per step" in messages["microbatches"], messages
+
+
+def test_step_4_counts_the_linear_inputs_the_ledger_keeps_in_fp8(client):
+    """Issue 36: step 4 said 12·s·b·h "(QKV and the MLP's two)", leaving out the output
+    projection's input, which TransformerEngine also saves in FP8. The count it states is
+    the ledger's own (labs.model.activations.gemm_input_bytes_per_layer over s·b·h)."""
+    from labs.model.activations import gemm_input_bytes_per_layer
+    from labs.model.presets import get_model
+    from tests.app.test_prose import steps_of
+
+    model, s = get_model("llama-3.1-8b"), 8192
+    count = gemm_input_bytes_per_layer(model, s) / (s * model.hidden)
+    assert count == 14
+    html = client.get(PAGE).text
+    step4 = " ".join(html.split('id="step-4"')[1].split('id="step-5"')[0].split())
+    assert f"{count:.0f}·s·b·h are such inputs" in step4 and "output projection's" in step4
+    assert "12·s·b·h" not in html
+    assert steps_of(client, PAGE)[3]["figs"]

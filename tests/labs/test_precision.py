@@ -130,14 +130,17 @@ def test_fp8_parameters_keep_bf16s_state_and_save_activations():
     assert result.extra_bytes < 0
 
 
-def test_fp8_saves_twelve_of_34_sbh_at_half_their_bytes():
-    """The linear layers' inputs (QKV 2, MLP 2 + 8 of Korthikanti's 34·s·b·h) in FP8; none
-    with full recomputation, which keeps the layer input alone."""
+def test_fp8_saves_fourteen_of_34_sbh_at_half_their_bytes():
+    """The linear layers' inputs (of Korthikanti's 34·s·b·h: QKV 2, the output projection 2,
+    MLP 2 + 8) in FP8; none with full recomputation, which keeps the layer input alone.
+    Issue 36: EP11 counted 12, leaving out the output projection's input, which
+    TransformerEngine's Linear also saves in FP8 (its ``saved_inputmat`` is the FP8 cast)."""
     s, h = 8192, LLAMA8.hidden
-    assert gemm_input_bytes_per_layer(LLAMA8, s) == 12 * s * h
-    assert activation_bytes_per_layer(LLAMA8, s, gemm_inputs=1) == (34 - 6) * s * h
+    assert gemm_input_bytes_per_layer(LLAMA8, s) == 14 * s * h
+    assert activation_bytes_per_layer(LLAMA8, s, gemm_inputs=1) == (34 - 7) * s * h
+    # With TP 4 and SP: QKV and MLP-in split by SP, the projection and MLP-out by TP.
     assert activation_bytes_per_layer(LLAMA8, s, 1, 4, sp=True, gemm_inputs=1) == \
-        pytest.approx((34 - 6) * s * h / 4)
+        pytest.approx((34 - 7) * s * h / 4)
     full = activation_bytes_per_layer(LLAMA8, s, recompute="full")
     assert activation_bytes_per_layer(LLAMA8, s, recompute="full", gemm_inputs=1) == full
     result = lab(recipe="fp8-params")
@@ -145,6 +148,28 @@ def test_fp8_saves_twelve_of_34_sbh_at_half_their_bytes():
     # What moved to the FP8 row is half of the bf16 bytes it no longer holds.
     assert result.ledger.parts["activations_fp8"] == pytest.approx(
         saved - result.ledger.parts["activations_fp8"], rel=1e-9)
+
+
+def test_with_flashattention_kept_the_projections_fp8_input_comes_beside_a_16_bit_copy():
+    """FlashAttention's backward reads its own output O (kept in 16-bit), the tensor the
+    output projection saves: in BF16 one copy serves both, in FP8 TransformerEngine's Linear
+    keeps its FP8 cast as well. So with FlashAttention and no recomputation the FP8 recipe
+    keeps 34 - 6 + 1 = 29·s·b·h (the other three inputs halved, 1 B more for O); with the
+    core recomputed (selective) or unfused, O is kept once, in FP8: 27."""
+    s, h = 8192, LLAMA8.hidden
+    flash = activation_bytes_per_layer(LLAMA8, s, recompute="flash")
+    assert flash == 34 * s * h
+    assert activation_bytes_per_layer(LLAMA8, s, recompute="flash", gemm_inputs=1) == \
+        (34 - 6 + 1) * s * h
+    inp = {"recompute": "flash", "recipe": "fp8-delayed"}
+    result = lab(**inp)
+    # The FP8 row holds the four inputs at 1 B: 14 sbh / 2 per layer; O's 16-bit copy stays
+    # in the 16-bit row.
+    one = PrecisionInput(LLAMA8, H100, **inp)
+    bill = result.ledger.memory.stages[result.ledger.memory.heaviest_stage]
+    per_layer = 7 * s * h * one.micro_batch / one.tp
+    assert result.ledger.parts["activations_fp8"] == pytest.approx(
+        bill.in_flight * bill.layers * per_layer, rel=1e-9)
 
 
 def test_fp8_parameters_halve_zero3s_weight_gathers():
