@@ -15,12 +15,24 @@ Bad input never costs a 500: a bad control is a 422 with a plain message naming 
 that message by the control with the nearest good chart drawn (page).
 """
 
-from app.labkit.drills import check_drill
+from app.labkit.drills import check_drill, decide, lab_value, predict
 from app.labkit.parsing import State, parse, parse_with_fallback
 from app.labkit.routes import DiagramInfo, diagram_list, register
-from app.labkit.view import DRILLS, FORM, VIEWS, Case, Diagram, Drill, LabView, lesson_state
+from app.labkit.view import (
+    DRILLS,
+    FORM,
+    VIEWS,
+    Case,
+    Decide,
+    Diagram,
+    Drill,
+    LabView,
+    Option,
+    lesson_state,
+)
 
 __all__ = [
-    "DRILLS", "FORM", "VIEWS", "Case", "Diagram", "DiagramInfo", "Drill", "LabView", "State",
+    "DRILLS", "FORM", "VIEWS", "Case", "Decide", "Diagram", "DiagramInfo", "Drill", "LabView",
+    "Option", "State", "decide", "lab_value", "predict",
     "check_drill", "diagram_list", "lesson_state", "parse", "parse_with_fallback", "register",
 ]

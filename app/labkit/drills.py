@@ -1,19 +1,25 @@
-"""Grading a drill: the lab computes the answer; a try is right within a relative tolerance."""
+"""Grading a drill: the lab computes the answer; a numeric try is right within a relative
+tolerance, a decide drill's choice is right when the lab judges it so."""
 
 import math
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
-from app.labkit.view import Drill
+from app.labkit.view import VIEWS, Decide, Drill, Option
 from app.settings import SETTINGS
 
 
-def check_drill(drill: Drill, answer: str, attempt: int,
+def check_drill(drill: Drill | Decide, answer: str, attempt: int,
                 hide_answers: bool | None = None) -> dict[str, Any]:
-    """Grade one try: right within tolerance; a hint after a wrong try; the reveal after two.
-    Anything that is not a finite number (text, nan, inf) is ``invalid`` (and uses no try).
-    With HIDE_ANSWERS (a class being graded) a wrong try never reveals: it gets the hint."""
+    """Grade one try: right, or a hint after a wrong try; the reveal after two.
+    An answer that is no finite number (text, nan, inf), or no choice of a decide drill, is
+    ``invalid`` (and uses no try). With HIDE_ANSWERS (a class being graded) a wrong try never
+    reveals: it gets the hint."""
     if hide_answers is None:
         hide_answers = SETTINGS.hide_answers
+    if isinstance(drill, Decide):
+        return _check_decide(drill, answer.strip(), attempt, hide_answers)
     expected = drill.answer()
     try:
         given = float(answer.replace(",", "").strip())
@@ -21,14 +27,9 @@ def check_drill(drill: Drill, answer: str, attempt: int,
         given = math.nan
     if not math.isfinite(given):
         return {"status": "invalid", "attempt": attempt, "given": None, "answer": None,
-                "message": "Enter a number, e.g. 12.5."}
+                "message": "Enter a number, e.g. 12.5.", "feedback": []}
     right = abs(given - expected) <= drill.rel_tol * abs(expected)
-    if right:
-        status = "right"
-    elif attempt >= 2 and not hide_answers:
-        status = "revealed"
-    else:
-        status = "hint"
+    status = _status(right, attempt, hide_answers)
     return {
         "status": status,
         "attempt": attempt,
@@ -39,4 +40,98 @@ def check_drill(drill: Drill, answer: str, attempt: int,
             "hint": "Not quite. Hint: " + drill.hint,
             "revealed": "The answer is " + drill.explanation.format(answer=f"{expected:,.1f}"),
         }[status],
+        "feedback": [],
     }
+
+
+def _status(right: bool, attempt: int, hide_answers: bool) -> str:
+    if right:
+        return "right"
+    return "revealed" if attempt >= 2 and not hide_answers else "hint"
+
+
+def _check_decide(drill: Decide, key: str, attempt: int, hide_answers: bool) -> dict[str, Any]:
+    """A choice: the chosen option's why (right or wrong) at once; every option's why and the
+    worked solution once it is right or revealed."""
+    labels = dict(drill.choices)
+    if key not in labels:
+        return {"status": "invalid", "attempt": attempt, "given": None, "answer": None,
+                "message": "Pick one of the choices.", "feedback": []}
+    options = {o.key: o for o in drill.judge()}
+    best = next(o for o in options.values() if o.right)
+    status = _status(options[key].right, attempt, hide_answers)
+    shown = drill.choices if status != "hint" else [(key, labels[key])]
+    feedback = [{"key": k, "label": label, "right": options[k].right, "why": options[k].why}
+                for k, label in shown]
+    message = {"right": "Right. " + drill.solution(),
+               "hint": "Not that one. Hint: " + drill.hint,
+               "revealed": f"The answer is “{labels[best.key]}”. " + drill.solution()}[status]
+    return {"status": status, "attempt": attempt, "given": key,
+            "answer": best.key if status in ("right", "revealed") else None,
+            "message": message, "feedback": feedback}
+
+
+# ---- Making predict and decide drills from a lab's own answers ----------------------------
+
+@lru_cache(maxsize=256)
+def _answer(view_name: str, params: tuple) -> dict:
+    view = VIEWS[view_name]
+    return view.to_api(view.run(view.query_model(**dict(params))))
+
+
+Path = str | Callable[[dict], Any]
+
+
+def lab_value(view_name: str, params: Mapping[str, Any], path: Path) -> Any:
+    """One field of a lab's JSON answer (GET /api/<view_name>?params), by a dotted path (or a
+    function of the answer): the same query model, run and ``to_api`` as the API, so a drill's
+    answer is the lab's."""
+    found: Any = _answer(view_name, tuple(sorted(params.items())))
+    if callable(path):
+        return path(found)
+    for part in path.split("."):
+        found = found[int(part)] if isinstance(found, list) else found[part]
+    return found
+
+
+def predict(id: str, question: str, view: str, params: Mapping[str, Any], path: Path, *,
+            unit: str, hint: str, explanation: str, scale: float = 1.0,
+            rel_tol: float = 0.1) -> Drill:
+    """Predict what the lab gives for a state the page does not show (``params``): a guess
+    within ``rel_tol`` counts; the answer links to that state."""
+    return Drill(id=id, question=question, answer=lambda: scale * lab_value(view, params, path),
+                 unit=unit, hint=hint, explanation=explanation, rel_tol=rel_tol,
+                 kind="predict", see=dict(params))
+
+
+def decide(id: str, question: str, view: str, path: Path | Mapping[str, Path],
+           choices: Sequence[tuple[str, str, Mapping[str, Any], str]], *, best: str,
+           fmt: Callable[[float], str], hint: str, solution: str) -> Decide:
+    """Pick the choice whose state gives the lowest (``best="min"``) or highest value at
+    ``path`` of the lab's answer. Each choice is (key, label, the state's params, why: its
+    reasoning, formatted with ``{value}``, the lab's figure for it); ``solution`` is formatted
+    with each choice's figure by key and ``best`` (the right choice's label). ``path`` may be
+    one per choice key, where the choices read different fields of one answer."""
+    pick = {"min": min, "max": max}[best]
+    paths = path if isinstance(path, Mapping) else {key: path for key, *_ in choices}
+
+    def values() -> dict[str, float]:
+        return {key: lab_value(view, params, paths[key]) for key, _, params, _ in choices}
+
+    def judge() -> tuple[Option, ...]:
+        found = values()
+        top = pick(found.values())
+        return tuple(Option(key, found[key] == top,
+                            why.format(value=fmt(found[key])) + (
+                                "" if found[key] == top else
+                                f" Another choice gives {fmt(top)}."))
+                     for key, _, _, why in choices)
+
+    def worked() -> str:
+        found = values()
+        top = pick(found, key=found.__getitem__)
+        labels = {key: label for key, label, _, _ in choices}
+        return solution.format(best=labels[top], **{k: fmt(v) for k, v in found.items()})
+
+    return Decide(id=id, question=question, choices=tuple((k, label) for k, label, _, _ in choices),
+                  judge=judge, hint=hint, solution=worked)

@@ -37,7 +37,10 @@ class Case:
 
 @dataclass(frozen=True)
 class Drill:
-    """A numeric question whose answer the lab computes (never typed in)."""
+    """A numeric question whose answer the lab computes (never typed in). ``kind`` is
+    ``derive`` (work it out from the inputs the question states) or ``predict`` (guess what a
+    state the page does not show will give, then see it: ``see`` is that state's query, linked
+    only once the drill is answered, and a guess counts within ``rel_tol``)."""
 
     id: str
     question: str
@@ -46,6 +49,43 @@ class Drill:
     hint: str
     explanation: str  # formatted with {answer}
     rel_tol: float = 0.02
+    kind: str = "derive"
+    see: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("derive", "predict"):
+            raise ValueError(f"{self.id}: a numeric drill is derive or predict, not {self.kind}")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One choice of a decide drill, as the lab judged it: right or not, and why (with the
+    lab's own figures), shown only once the drill is answered."""
+
+    key: str
+    right: bool
+    why: str
+
+
+@dataclass(frozen=True)
+class Decide:
+    """Pick the plan, the change or the cause among 3-4 choices. The page shows only the
+    labels; ``judge`` runs the lab and says which is right and why each is right or wrong, and
+    ``solution`` is the worked solution shown after the answer."""
+
+    id: str
+    question: str
+    choices: tuple[tuple[str, str], ...]  # (key, label), in the order shown
+    judge: Callable[[], tuple[Option, ...]]
+    hint: str
+    solution: Callable[[], str]
+    kind: str = "decide"
+    see: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        keys = {k for k, _ in self.choices}
+        if not 3 <= len(self.choices) <= 4 or len(keys) != len(self.choices):
+            raise ValueError(f"{self.id}: a decide drill has 3 or 4 choices with distinct keys")
 
 
 @dataclass(frozen=True)
@@ -92,7 +132,7 @@ class LabView(Generic[Q, R]):
     oob_template: str | None = None
     good: Case | None = None
     bad: Case | None = None
-    drills: tuple[Drill, ...] = field(default=())
+    drills: tuple[Drill | Decide, ...] = field(default=())
     # Problems a drawn result carries that make its JSON answer a 422 ({control: message}):
     # a page may draw an inconsistent plan with its broken rules listed; the API refuses it.
     api_errors: Callable[[Any], dict[str, str]] | None = None
@@ -123,7 +163,7 @@ class LabView(Generic[Q, R]):
 
 
 VIEWS: dict[str, LabView] = {}
-DRILLS: dict[str, tuple[LabView, Drill]] = {}
+DRILLS: dict[str, tuple[LabView, Drill | Decide]] = {}
 
 
 def add_view(view: LabView) -> None:

@@ -9,6 +9,7 @@ from pydantic import Field
 from app.charts.context_parallel import cost_figure, mask_figure, pairs_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import (
     GpuChoice,
     ModelChoice,
@@ -147,13 +148,14 @@ def extra_context(state) -> dict:
 
 
 def drill_answer() -> float:
-    """Causal pairs of the busiest rank: 16 tokens, CP = 4, contiguous (the last rank)."""
-    return float(mask_layout(16, 4, "contiguous").busiest.causal_pairs)
+    """Causal pairs of the busiest rank: 24 tokens, CP = 4, contiguous (the last rank). Not the
+    lesson's 16 tokens, whose figures the mask and the table show."""
+    return float(mask_layout(24, 4, "contiguous").busiest.causal_pairs)
 
 
 def zigzag_drill_answer() -> float:
-    """Causal pairs of the busiest rank: 16 tokens, CP = 4, zigzag (every rank alike)."""
-    return float(mask_layout(16, 4, "zigzag").busiest.causal_pairs)
+    """Causal pairs of the busiest rank: 24 tokens, CP = 4, zigzag (every rank alike)."""
+    return float(mask_layout(24, 4, "zigzag").busiest.causal_pairs)
 
 
 def _case_why(layout: str) -> str:
@@ -204,27 +206,29 @@ VIEW = LabView(
         Drill(
             id="cp-busiest-contiguous",
             question=(
-                "A 16-token sequence is split contiguously over CP = 4 ranks (4 tokens each). "
+                "A 24-token sequence is split contiguously over CP = 4 ranks (6 tokens each). "
                 "How many causal (query, key) pairs does the busiest rank compute?"
             ),
             answer=drill_answer,
             unit="pairs",
-            hint="The last rank holds tokens 12–15; query q sees keys 0..q, q + 1 of them.",
-            explanation="{answer}: 13 + 14 + 15 + 16, on the rank holding the last tokens.",
+            hint="The last rank holds tokens 18–23; query q sees keys 0..q, q + 1 of them.",
+            explanation="{answer}: 19 + 20 + 21 + 22 + 23 + 24, on the rank holding the last "
+                        "tokens.",
             rel_tol=0.005,
         ),
         Drill(
             id="cp-busiest-zigzag",
             question=(
-                "The same 16 tokens over CP = 4 in zigzag: 8 chunks of 2, rank r keeps chunks "
+                "The same 24 tokens over CP = 4 in zigzag: 8 chunks of 3, rank r keeps chunks "
                 "r and 7 − r. How many causal pairs does the busiest rank compute?"
             ),
             answer=zigzag_drill_answer,
             unit="pairs",
-            hint="Zigzag balances exactly: divide all 16 · 17 / 2 pairs by the 4 ranks.",
-            explanation="{answer}: 136 pairs shared equally by 4 ranks.",
+            hint="Zigzag balances exactly: divide all 24 · 25 / 2 pairs by the 4 ranks.",
+            explanation="{answer}: 300 pairs shared equally by 4 ranks.",
             rel_tol=0.005,
         ),
+        *LESSON_DRILLS["cp"],  # predict and decide (app/lesson_drills.py)
     ),
 )
 

@@ -12,6 +12,7 @@ from app.charts.memory import COMPONENTS, memory_figure
 from app.charts.units import fmt_ms
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, model_choices
 from app.options import LabQuery, model_options, with_value
 from app.schemas import DataParallelAnswer
@@ -344,6 +345,7 @@ VIEW = LabView(
                 f"{2 * (DRILL_GPUS - 1) / DRILL_GPUS * DRILL_GRAD / _DI['link_gbs'] / 1e6:,.0f}"
                 " ms: NCCL reaches less than the link."),
         ),
+        *LESSON_DRILLS["dp"],  # predict and decide (app/lesson_drills.py)
     ),
 )
 

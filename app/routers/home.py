@@ -30,12 +30,21 @@ def attempt_of(request: Request) -> tuple[int, JSONResponse | None]:
     return (int(value.split(".")[0]) if value else 1), None
 
 
+class OptionFeedback(BaseModel):
+    key: str
+    label: str
+    right: bool
+    why: str
+
+
 class DrillAnswer(BaseModel):
     status: Literal["right", "hint", "revealed", "invalid"]
     attempt: int
-    given: float | None
-    answer: float | None  # given once right or revealed
+    given: float | str | None  # a number, or a decide drill's choice key
+    answer: float | str | None  # given once right or revealed
     message: str
+    # A decide drill's options judged: the one chosen after a wrong try, all once answered.
+    feedback: list[OptionFeedback] = []
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -79,12 +88,15 @@ def drill_page(
 @router.get("/api/drills/{drill_id}", tags=["drills"], summary="Check a drill's answer",
             response_model=DrillAnswer,
             responses={404: {"description": "No such drill"},
-                       422: {"description": "The answer is not a finite number"}},
+                       422: {"description": "The answer is not a finite number, or not "
+                                                 "one of a decide drill's choices"}},
             openapi_extra={"parameters": [ATTEMPT]})
 def drill_api(
     request: Request,
     drill_id: str,
-    answer: str = Query(..., max_length=40, description="The number tried (commas allowed)."),
+    answer: str = Query(..., max_length=40,
+                        description="The number tried (commas allowed), or a decide drill's "
+                                    "choice key."),
 ) -> Response:
     if drill_id not in DRILLS:
         return JSONResponse({"detail": "no such drill"}, status_code=404)

@@ -12,6 +12,7 @@ from app.charts.units import fmt_bytes
 from app.cluster_controls import Schedule, Virtual
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.pipeline import SCHEDULE_LABELS
@@ -253,6 +254,7 @@ VIEW = LabView(
                 "{answer} GB: each of Llama 3.1 8B's parameters costs 2 + 2 + 4 + 8 = 16 bytes."
             ),
         ),
+        *LESSON_DRILLS["memory"],  # predict and decide (app/lesson_drills.py)
     ),
 )
 

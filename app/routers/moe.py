@@ -11,6 +11,7 @@ from app.charts.moe import PHASES, experts_figure, gpus_figure, params_figure
 from app.charts.rank_map import rank_map_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
 from app.options import with_value
 from app.schemas import MoEAnswer
@@ -267,6 +268,7 @@ VIEW = LabView(
                  "leave it, and it receives as much as it sends.",
             explanation="{answer} MB: 4,096 x 8 x 7,168 x 2 bytes x 63/64.",
         ),
+        *LESSON_DRILLS["moe"],  # predict and decide (app/lesson_drills.py)
     ),
 )
 

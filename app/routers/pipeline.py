@@ -9,6 +9,7 @@ from pydantic import Field
 from app.charts.pipeline import KINDS, activations_figure, gantt_figure, stage_memory_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import (
     GpuChoice,
     ModelChoice,
@@ -241,6 +242,7 @@ VIEW = LabView(
             hint="The bubble is the warm-up and cool-down: p − 1 stage-steps out of m + p − 1.",
             explanation="{answer}%: (p − 1) / (m + p − 1) = 7 / 23 of the time is idle.",
         ),
+        *LESSON_DRILLS["pipeline"],  # predict and decide (app/lesson_drills.py)
     ),
 )
 

@@ -14,6 +14,7 @@ from app.cluster_controls import INTER, INTRA
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, LabView, register
 from app.labkit.render import state_query, with_query
+from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import model_choices
 from app.options import gpu_options, model_options
 from app.routers.pipeline import SCHEDULE_LABELS
@@ -281,6 +282,7 @@ VIEW = LabView(
     embed_height=2000,
     extra_context=extra_context,
     api_errors=api_errors,
+    drills=LESSON_DRILLS["playground"],
     summary="Every lab at once from one state: the shared plan (model, GPU, cluster, degrees, "
             "batch) and each lab's own controls; each shown lab's own JSON answer",
     good=Case("Good case: the worked plan", {"show_pipeline": "gantt"},

@@ -22,7 +22,8 @@ from app.charts.precision import (
 )
 from app.cluster_controls import Microbatches
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.labkit import Case, Diagram, Drill, LabView, lab_value, lesson_state, register
+from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.memory import divisors
@@ -243,8 +244,11 @@ def extra_context(state) -> dict:
 
 
 def bytes_drill() -> float:
-    """TransformerEngine's delayed-scaling recipe with the bf16 weights kept, B/param."""
-    return RECIPES["fp8-delayed"].bytes_per_param
+    """GB of state Llama 3.1 70B holds unsharded in TransformerEngine's delayed-scaling recipe
+    (bf16 weights kept): its bytes per parameter, which the lesson's chart shows, times the
+    parameters the EP01 ledger counts."""
+    params = lab_value("memory", {"model": "llama-3.1-70b"}, "params")
+    return RECIPES["fp8-delayed"].bytes_per_param * params / 1e9
 
 
 def speed_drill() -> float:
@@ -309,12 +313,15 @@ VIEW = LabView(
             question=(
                 "TransformerEngine's FP8 recipe on Hopper keeps the bf16 weights, an FP8 copy "
                 "and its FP8 transpose, bf16 gradients, an fp32 master copy and two fp32 Adam "
-                "moments. How many bytes per parameter is that?"
+                "moments. How many GB of that state does Llama 3.1 70B (70.6B parameters) "
+                "hold on one replica, unsharded?"
             ),
             answer=bytes_drill,
-            unit="B/param",
-            hint="Add 2 (bf16) + 1 + 1 (the two FP8 copies) to mixed precision's 2 + 4 + 8.",
-            explanation="{answer} bytes: 2 + 1 + 1 + 2 + 4 + 8, two more than BF16's 16.",
+            unit="GB",
+            hint="Add 2 (bf16) + 1 + 1 (the two FP8 copies) to mixed precision's 2 + 4 + 8 "
+                 "bytes, then multiply by the parameters.",
+            explanation="{answer} GB: (2 + 1 + 1 + 2 + 4 + 8) B × 70.6B parameters, two "
+                        "bytes a parameter more than BF16's 16.",
             rel_tol=0.005,
         ),
         Drill(
@@ -345,6 +352,7 @@ VIEW = LabView(
                         "would give only 1 / 0.38 = 2.6×.",
             rel_tol=0.01,
         ),
+        *LESSON_DRILLS["precision"],  # predict and decide (app/lesson_drills.py)
     ),
 )
 

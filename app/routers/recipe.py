@@ -44,6 +44,7 @@ from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.labkit.parsing import run_cached, single, validate
 from app.labkit.routes import api_error, json_response, query_parameters
+from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import (
     GpuChoice,
     ModelChoice,
@@ -293,14 +294,19 @@ def extra_context(state) -> dict:
     }
 
 
+# The drill's plan: the seed with 32 micro-batches, a state the lesson does not print (its
+# efficiency would otherwise be on the page before the drill is answered).
+DRILL_PLAN = {**SEED, "microbatches": 32}
+
+
 def drill_answer() -> float:
-    """Efficiency (%) of the seed plan, read off the lab: the product of its parts."""
-    return 100 * run(RecipeQuery(**SEED)).result.efficiency
+    """Efficiency (%) of the drill's plan, read off the lab: the product of its parts."""
+    return 100 * run(RecipeQuery(**DRILL_PLAN)).result.efficiency
 
 
 def _seed_parts() -> dict[str, float]:
-    """The seed's TP and DP factors, quoted by the drill (from the lab, not typed in)."""
-    return run(RecipeQuery(**SEED)).result.parts
+    """The drill plan's TP and DP factors, quoted by the drill (from the lab, not typed in)."""
+    return run(RecipeQuery(**DRILL_PLAN)).result.parts
 
 
 SEED_PARTS = _seed_parts()
@@ -351,7 +357,7 @@ VIEW = LabView(
     drills=(
         Drill(
             id="recipe-efficiency",
-            question=("GPT-3 175B on 64 A100s as TP8 × PP4 × DP2 with 16 micro-batches: the "
+            question=("GPT-3 175B on 64 A100s as TP8 × PP4 × DP2 with 32 micro-batches: the "
                       f"lab gives TP {SEED_PARTS['tp']:.3f}, DP {SEED_PARTS['dp']:.3f}, the end "
                       f"stages' extra work {SEED_PARTS['stages']:.3f}, the pipeline sends "
                       f"{SEED_PARTS['sends']:.3f} and the optimizer step "
@@ -359,14 +365,15 @@ VIEW = LabView(
                       "efficiency (%) is the product of the parts?"),
             answer=drill_answer,
             unit="%",
-            hint="The pipeline factor is m / (m + p − 1) = 16/19; multiply all six.",
+            hint="The pipeline factor is m / (m + p − 1) = 32/35; multiply all six.",
             # The answer is the lab's efficiency, the product of every unrounded part (the
             # prose's figure); the rounded ones above multiply to the same tenth of a percent
             # (tests/app/test_recipe_routes.py).
-            explanation=(f"{{answer}}%: {SEED_PARTS['tp']:.3f} × 16/19 × "
+            explanation=(f"{{answer}}%: {SEED_PARTS['tp']:.3f} × 32/35 × "
                          f"{SEED_PARTS['dp']:.3f} × {SEED_PARTS['stages']:.3f} × "
                          f"{SEED_PARTS['sends']:.3f} × {SEED_PARTS['optimizer']:.3f}."),
         ),
+        *LESSON_DRILLS["recipe"],  # predict and decide (app/lesson_drills.py)
     ),
 )
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from app.charts.rl import ROLES, cluster_figure, memory_figure, timeline_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.lesson_drills import LESSON_DRILLS
 from app.options import LabQuery, gpu_options
 from app.schemas import PlacementAnswer
 from labs.core.limits import (
@@ -180,11 +181,13 @@ def extra_context(state) -> dict:
     }
 
 
-_R1 = run(RLQuery(preset="deepseek-r1"))  # the drill's state: its question states its bills
+# The drill's state: its question states its bills. Not DeepSeek-R1's, whose 36.3 GB the
+# lesson's prose prints as GLM-4.7's training bill: the answer would be on the page.
+_R1 = run(RLQuery(preset="qwen3.8-27b"))
 
 
 def drill_answer() -> float:
-    """GB per GPU a colocated DeepSeek-R1 recipe needs: max(training, rollout) + transition."""
+    """GB per GPU a colocated Qwen3.8-27B recipe needs: max(training, rollout) + transition."""
     return _R1.colocated_bytes / 1e9
 
 
@@ -227,7 +230,7 @@ VIEW = LabView(
     drills=(
         Drill(
             id="placement-colocated-r1",
-            question=(f"DeepSeek-R1's recipe runs colocated on 128 GPUs: each GPU takes turns "
+            question=(f"Qwen3.8-27B's recipe runs colocated: each GPU takes turns "
                       f"training and serving. Training needs {_R1.train_memory_bytes / 1e9:.1f} "
                       f"GB per GPU, serving the rollouts "
                       f"{_R1.rollout_memory_bytes / 1e9:.1f} GB, and the switch between them "
@@ -241,6 +244,7 @@ VIEW = LabView(
                         "the two phases never hold their memory at once.",
             rel_tol=0.03,
         ),
+        *LESSON_DRILLS["placement"],  # predict and decide (app/lesson_drills.py)
     ),
 )
 

@@ -12,6 +12,7 @@ from app.charts.tp_split import split_view
 from app.charts.units import fmt_pct
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, with_value
 from app.schemas import TensorParallelAnswer
@@ -287,6 +288,7 @@ VIEW = LabView(
                 "all-reduce sends 2 × 7/8 of it from each GPU."
             ),
         ),
+        *LESSON_DRILLS["tp"],  # predict and decide (app/lesson_drills.py)
     ),
 )
 

@@ -17,6 +17,7 @@ from app.charts.zero import (
 )
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.memory import DEFAULT_MODEL, RECIPE_LABELS
@@ -188,9 +189,9 @@ def extra_context(state) -> dict:
 
 
 def drill_answer() -> float:
-    """GB of training state per GPU for Llama 3.1 70B under ZeRO-3 on 64 GPUs (16-byte): the
-    lesson prints the 32-GPU figure, so the drill asks for another."""
-    return run(ZeroQuery(model="llama-3.1-70b", dp=64, zero=3)).state_bytes / 1e9
+    """GB of training state per GPU for Llama 3.1 70B under ZeRO-3 on 48 GPUs (16-byte): the
+    lesson prints the figures at 8 to 64 GPUs, so the drill asks for another."""
+    return run(ZeroQuery(model="llama-3.1-70b", dp=48, zero=3)).state_bytes / 1e9
 
 
 
@@ -248,15 +249,16 @@ VIEW = LabView(
             id="zero3-state-70b",
             question=(
                 "Llama 3.1 70B (70.6B parameters) trains with mixed-precision Adam, 16 bytes per "
-                "parameter, under ZeRO-3 across 64 data-parallel GPUs. How many GB of weights, "
+                "parameter, under ZeRO-3 across 48 data-parallel GPUs. How many GB of weights, "
                 "gradients and optimizer state does each GPU hold?"
             ),
             answer=drill_answer,
             unit="GB",
             hint="ZeRO-3 shards all four kinds of state: 16 B x P / D.",
-            explanation="{answer} GB: 16 B x 70.6B parameters / 64 GPUs; activations come on "
+            explanation="{answer} GB: 16 B x 70.6B parameters / 48 GPUs; activations come on "
                         "top, unsharded.",
         ),
+        *LESSON_DRILLS["zero"],  # predict and decide (app/lesson_drills.py)
     ),
 )
 

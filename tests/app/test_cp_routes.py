@@ -134,11 +134,11 @@ def test_token_ranges():
 
 
 def test_drills_grade_the_busiest_rank(client):
-    for drill, right in (("cp-busiest-contiguous", "58"), ("cp-busiest-zigzag", "34")):
+    for drill, right in (("cp-busiest-contiguous", "129"), ("cp-busiest-zigzag", "75")):
         body = client.get(f"/drills/{drill}", params={"answer": right})
         assert body.status_code == 200
         assert "Right" in body.text
-        wrong = client.get(f"/drills/{drill}", params={"answer": "57"})
+        wrong = client.get(f"/drills/{drill}", params={"answer": "128"})
         assert "Not quite" in wrong.text
 
 

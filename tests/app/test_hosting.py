@@ -211,13 +211,24 @@ def test_diagram_list_spells_public_url(lab):
             assert fetch(lab + entry[key][len(PUBLIC):])[0] == 200
 
 
+def wrong_answer(drill_id: str) -> str:
+    """A wrong try: an absurd number, or a decide drill's wrong choice (as the lab judges)."""
+    _, drill = DRILLS[drill_id]
+    if drill.kind != "decide":
+        return "-1e30"
+    return next(o.key for o in drill.judge() if not o.right)
+
+
 @pytest.mark.parametrize("drill_id", sorted(DRILLS))
 def test_hidden_answers_are_never_revealed(lab, drill_id):
+    wrong = wrong_answer(drill_id)
     for attempt in (1, 2, 3, 50):
-        _, _, text = fetch(lab + f"/lab/api/drills/{drill_id}?answer=-1e30&attempt={attempt}")
+        _, _, text = fetch(lab + f"/lab/api/drills/{drill_id}?answer={wrong}&attempt={attempt}")
         outcome = json.loads(text)
         assert outcome["status"] == "hint" and outcome["answer"] is None, outcome
-    _, _, page = fetch(lab + f"/lab/drills/{drill_id}?answer=-1e30&attempt=2")
+        # A decide drill says why the choice made is wrong, and nothing of the others.
+        assert [f["key"] for f in outcome["feedback"]] in ([], [wrong]), outcome
+    _, _, page = fetch(lab + f"/lab/drills/{drill_id}?answer={wrong}&attempt=2")
     assert "The answer is" not in page
 
 
@@ -228,7 +239,8 @@ def test_a_wrong_format_answer_uses_no_try(client, drill_id):
     text = client.get(f"/drills/{drill_id}", params={"answer": "twelve", "attempt": 1},
                       headers={"HX-Request": "true"}).text
     assert re.search(r'name="attempt" value="1"', text)
-    text = client.get(f"/drills/{drill_id}", params={"answer": "-1e30", "attempt": 1},
+    text = client.get(f"/drills/{drill_id}", params={"answer": wrong_answer(drill_id),
+                                                     "attempt": 1},
                       headers={"HX-Request": "true"}).text
     assert re.search(r'name="attempt" value="2"', text)
 

@@ -186,8 +186,9 @@ def test_impossible_splits_are_422s_naming_the_rule(client, change, field, words
 def test_the_efficiency_product_multiplies_as_printed_and_the_drill_answers_it(client):
     """EP08 step 1 prints each part and their product (issue 19: "89.1% × 84.2% × 97.4% =
     73.0%" once multiplied to 73.1%, a part left out). The printed parts, as printed, must
-    multiply to the printed efficiency; the drill must take that product and answer the same
-    figure."""
+    multiply to the printed efficiency. The drill asks the same product for 32 micro-batches,
+    a plan the page does not print (its answer must not be on the page): the product of the
+    question's parts, as printed, is right, and it is not the page's figure."""
     import re as re_
 
     from app.labkit.drills import check_drill
@@ -200,11 +201,12 @@ def test_the_efficiency_product_multiplies_as_printed_and_the_drill_answers_it(c
     *parts, total = shown
     assert len(parts) >= 5
     assert f"{math.prod(p / 100 for p in parts) * 100:.1f}" == f"{total:.1f}"
-    drill = VIEW.drills[0]
+    drill = next(d for d in VIEW.drills if d.id == "recipe-efficiency")
     question = [float(v) for v in re_.findall(r"\b0\.\d{3}\b", drill.question)]
-    typed = math.prod(question) * 16 / 19 * 100  # as a student multiplies the question's parts
+    typed = math.prod(question) * 32 / 35 * 100  # as a student multiplies the question's parts
     graded = check_drill(drill, f"{typed:.1f}", 1)
-    assert graded["status"] == "right" and f"Right. {total:.1f}%" in graded["message"]
+    assert graded["status"] == "right" and f"Right. {drill.answer():.1f}%" in graded["message"]
+    assert f"{drill.answer():.1f}" != f"{total:.1f}"
 
 
 def test_ep08_quotes_mfu_as_mfu_and_hfu_as_hfu_and_which_way_the_lab_errs(client):

@@ -138,9 +138,9 @@ def test_each_diagram_embeds_alone(client, diagram):
 
 def test_drill_answer_is_16_bytes_times_p_over_d(client):
     right = client.get("/api/drills/zero3-state-70b",
-                       params={"answer": 16 * LLAMA_70B_PARAMS / 64 / 1e9}).json()
+                       params={"answer": 16 * LLAMA_70B_PARAMS / 48 / 1e9}).json()
     assert right["status"] == "right"
-    assert right["answer"] == pytest.approx(16 * LLAMA_70B_PARAMS / 64 / 1e9, rel=1e-3)
+    assert right["answer"] == pytest.approx(16 * LLAMA_70B_PARAMS / 48 / 1e9, rel=1e-3)
     wrong = client.get("/api/drills/zero3-state-70b", params={"answer": 1130}).json()
     assert wrong["status"] == "hint"
 

@@ -103,7 +103,7 @@ def test_drill_and_embeds(page, live_server):
     page.goto(LESSON)
     wait_drawn(page)
     answer_drill(page, "40", "Hint")
-    answer_drill(page, "58", "Right")
+    answer_drill(page, "129", "Right")
 
     for name in ("mask", "pairs", "cost"):
         page.goto(f"/embed/cp/{name}?tokens=8&cp=2&layout=zigzag")

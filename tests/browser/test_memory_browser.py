@@ -125,10 +125,10 @@ def test_drill_rejects_then_accepts(page, live_server):
 def test_drill_reveals_after_two_wrong_tries(page):
     open_lesson(page)
     for _ in range(2):
-        page.locator("form.drill input[name=answer]").fill("1")
-        page.locator("form.drill button").click()
-        expect(page.locator(".drill-feedback")).to_be_visible()
-    expect(page.locator(".drill-feedback")).to_contain_text("The answer is")
+        page.locator("form.drill").first.locator("input[name=answer]").fill("1")
+        page.locator("form.drill").first.locator("button").click()
+        expect(page.locator(".drill-feedback").first).to_be_visible()
+    expect(page.locator(".drill-feedback").first).to_contain_text("The answer is")
 
 
 def test_embed_page_renders_its_chart(page):

@@ -109,8 +109,8 @@ def test_good_and_bad_cases(page):
 def test_drills_hint_then_accept(page, live_server):
     page.goto(LESSON)
     wait_drawn(page)
-    answer_drill(page, "16", "Hint")
-    answer_drill(page, "18", "Right")
+    answer_drill(page, "1129", "Hint")  # BF16's 16 bytes a parameter, not FP8's
+    answer_drill(page, "1270", "Right")  # 18 B × 70.6B parameters
     answer_drill(page, "6.82", "Right", index=1)
     answer_drill(page, "1.30", "Right", index=2)  # Amdahl: 1 / (0.34 + 0.66/1.7 + 0.04)
 

@@ -1,0 +1,405 @@
+"""Every episode's predict and decide drills (issue 36: each episode has at least one of each).
+
+A *predict* drill asks what the lab gives for a state the page does not show; the guess counts
+within 10%, and only then does the drill link to that state. A *decide* drill asks for the
+plan, the change or the cause among 3-4 choices; the lab runs every choice's state, the best
+figure is the right one, and each choice's feedback quotes the lab's figure for it. No answer
+is typed in: each is read off the lab's own JSON answer (app.labkit.drills.lab_value), and
+none is in the page before the drill is answered (tests/app/test_drills.py).
+
+Each lab's router adds ``LESSON_DRILLS[<view name>]`` to its own drills.
+"""
+
+from app.labkit import Decide, Drill, decide, predict
+
+
+def gb(value: float) -> str:
+    return f"{value / 1e9:,.1f} GB"
+
+
+def ms(value: float) -> str:
+    return f"{value * 1e3:,.1f} ms"
+
+
+def pct(value: float) -> str:
+    return f"{value * 100:,.1f}%"
+
+
+def per_s(value: float) -> str:
+    return f"{value:,.2f} samples/s"
+
+
+def finetune_bytes(method: str):
+    return lambda answer: next(f["total_bytes"] for f in answer["finetune"]
+                               if f["method"] == method)
+
+
+SEVENTY = {"model": "llama-3.1-70b"}
+
+
+def heaviest_stage(answer: dict) -> float:
+    return max(answer["memory"]["per_rank_bytes"])
+
+
+LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
+    "memory": (
+        predict(
+            "memory-predict-405b-h200",
+            "Llama 3.1 405B, 16 bytes of training state per parameter, on H200s (141 GB each) "
+            "instead of H100s. Predict the fewest GPUs whose memory could hold that state.",
+            "memory", {"model": "llama-3.1-405b", "gpu": "h200"}, "min_gpus", unit="GPUs",
+            hint="16 B × 405 billion parameters, divided by 141 GB, rounded up.",
+            explanation="{answer} GPUs: 16 B × 405B parameters ≈ 6.5 TB, over 141 GB a GPU, "
+                        "rounded up; activations and the CUDA context come on top.",
+            rel_tol=0.05),
+        decide(
+            "memory-decide-cut",
+            "Llama 3.1 70B does not fit on one H100. Which single change cuts the bytes each "
+            "GPU holds the most?",
+            "memory", "total_bytes",
+            (("zero1", "Data parallelism over 8 GPUs with ZeRO-1", {"dp": 8, "zero": 1},
+              "ZeRO-1 shards only the 12 bytes of optimizer state; the 4 bytes of weights and "
+              "gradients and all activations stay on every GPU: {value} per GPU."),
+             ("tp8", "Tensor parallelism over 8 GPUs", {"tp": 8},
+              "TP cuts every weight matrix, so weights, gradients, optimizer state and most "
+              "activations all shrink about 8 times: {value} per GPU."),
+             ("full", "Full activation recomputation", {"recompute": "full"},
+              "Recomputation shrinks only the activations; the 16 bytes per parameter of "
+              "state stay whole: {value} per GPU."),
+             ("pp8", "Pipeline parallelism over 8 GPUs", {"pp": 8},
+              "Each stage holds an eighth of the layers, but the first stage keeps up to p "
+              "micro-batches of activations in flight: {value} on the heaviest GPU.")),
+            best="min", fmt=gb,
+            hint="Which choice divides all four kinds of state and the activations?",
+            solution="{best}. TP8 {tp8}, PP8 {pp8}, ZeRO-1 {zero1}, full recomputation "
+                     "{full}: only a cut of the weights shrinks all of the state at once."),
+    ),
+    "dp": (
+        predict(
+            "dp-predict-16-ib",
+            "16 GPUs on InfiniBand NDR (400 Gb/s per server), weak scaling, 1 s of compute a "
+            "step, no overlap. Predict the speedup over one GPU.",
+            "dp", {"gpus": 16, "link": "ib-ndr"}, "speedup", unit="×",
+            hint="Speedup = N × compute / (compute + all-reduce); the all-reduce moves "
+                 "2(N−1)/N of the gradients at the link's bus bandwidth.",
+            explanation="{answer}×: 16 × 1 s / (1 s + the all-reduce over two servers' "
+                        "network ports)."),
+        decide(
+            "dp-decide-exposed",
+            "64 GPUs (8 servers) on 100 Gb/s Ethernet, one network port per server: the "
+            "gradient all-reduce is exposed, added to every step. Which change cuts the "
+            "exposed all-reduce the most?",
+            "dp", "exposed_comm_s",
+            (("ports", "Give each server 8 Ethernet ports instead of 1",
+              {"gpus": 64, "link": "eth-100g", "nics_per_node": 8},
+              "Eight ports carry eight rings at once: 8 × 100 Gb/s out of each server. "
+              "Exposed: {value}."),
+             ("overlap", "Overlap the all-reduce with the backward pass, in buckets",
+              {"gpus": 64, "link": "eth-100g", "overlap": "bucketed"},
+              "Overlap hides only as much as the backward pass lasts; the bytes and the link "
+              "are unchanged. Exposed: {value}."),
+             ("compute", "Double the compute per step (a bigger micro-batch)",
+              {"gpus": 64, "link": "eth-100g", "compute_s": 2.0},
+              "Without overlap the all-reduce waits for the backward pass whatever its "
+              "length: the same bytes over the same link. Exposed: {value}."),
+             ("ib", "Move to one InfiniBand NDR port (400 Gb/s) per server",
+              {"gpus": 64, "link": "ib-ndr"},
+              "Four times the bandwidth of one Ethernet port. Exposed: {value}.")),
+            best="min", fmt=ms,
+            hint="The ring's time is bytes over the slowest link. Compare the bandwidth out "
+                 "of each server in each choice.",
+            solution="{best}. Exposed all-reduce: 8 ports {ports}, one NDR port {ib}, "
+                     "bucketed overlap {overlap}, double compute {compute}. The server's "
+                     "bandwidth out, 800 Gb/s against 400, decides it."),
+    ),
+    "zero": (
+        predict(
+            "zero-predict-stage2-16",
+            "Llama 3.1 70B (70.6B parameters), 16 bytes of state per parameter, ZeRO-2 over "
+            "16 GPUs. Predict the training state (no activations) on each GPU, in GB.",
+            "zero", {"dp": 16, "zero": 2}, "state_bytes", unit="GB", scale=1e-9,
+            hint="ZeRO-2 shards gradients and optimizer state (2 + 12 B); the 2 B of bf16 "
+                 "weights stay whole: 2·P + 14·P/16.",
+            explanation="{answer} GB: 2 B × 70.6B + 14 B × 70.6B / 16.", rel_tol=0.05),
+        decide(
+            "zero-decide-memory",
+            "Llama 3.1 70B on 8 GPUs with ZeRO-1. Which change cuts each GPU's memory most?",
+            "zero", "total_bytes",
+            (("z2", "ZeRO-2 on the same 8 GPUs", {"dp": 8, "zero": 2},
+              "Adds the gradients to what is sharded; the bf16 weights stay whole on every "
+              "GPU: {value}."),
+             ("z1x64", "ZeRO-1 on 64 GPUs instead of 8", {"dp": 64, "zero": 1},
+              "More GPUs shrink only the sharded optimizer part; the 4 bytes of weights and "
+              "gradients per parameter stay on each: {value}."),
+             ("z3", "ZeRO-3 on the same 8 GPUs", {"dp": 8, "zero": 3},
+              "Shards all 16 bytes, weights included: {value}, at about 1.5 times the "
+              "traffic."),
+             ("z0x64", "Plain data parallelism on 64 GPUs", {"dp": 64, "zero": 0},
+              "Plain DP copies every byte of state to every GPU, however many: {value}.")),
+            best="min", fmt=gb,
+            hint="What stays whole on every GPU under each choice?",
+            solution="{best}. ZeRO-3 on 8 {z3}, ZeRO-2 on 8 {z2}, ZeRO-1 on 64 {z1x64}, "
+                     "plain DP on 64 {z0x64}: what a stage leaves unsharded sets the floor, "
+                     "and more GPUs cannot lower it."),
+    ),
+    "tp": (
+        predict(
+            "tp-predict-70b",
+            "Switch the model to Llama 3.1 70B (hidden size 8,192, half of 405B's 16,384), "
+            "still TP8 on NVLink. Predict the TP efficiency, in %.",
+            "tp", {"model": "llama-3.1-70b", "tp": 8}, "efficiency", unit="%", scale=100,
+            hint="Compute per layer grows with h², the bytes all-reduced with h: a smaller "
+                 "model spends a larger share of its time communicating.",
+            explanation="{answer}%: the layer's matmuls shrink four times, its all-reduced "
+                        "activations only two."),
+        decide(
+            "tp-decide-efficiency",
+            "Llama 3.1 405B runs TP8 inside an NVLink node. Which change costs the most TP "
+            "efficiency?",
+            "tp", "efficiency",
+            (("pcie", "The same 8 GPUs joined by PCIe 5.0 instead of NVLink",
+              {"tp": 8, "intra_link": "pcie-5"},
+              "Every layer's all-reduces now cross a link several times slower: {value}."),
+             ("span", "Nodes of 4 GPUs, so TP8 spans two nodes over InfiniBand",
+              {"tp": 8, "gpus_per_node": 4},
+              "Only the ring's hop between the two nodes runs at InfiniBand speed: {value}."),
+             ("sp", "Turn on sequence parallelism", {"tp": 8, "sp": True},
+              "Sequence parallelism swaps each all-reduce for a reduce-scatter and an "
+              "all-gather of the same total bytes: {value}."),
+             ("long", "Train on 8,192-token sequences instead of 4,096",
+              {"tp": 8, "seq_len": 8192},
+              "Compute and the bytes sent both double; attention grows a little faster: "
+              "{value}.")),
+            best="min", fmt=pct,
+            hint="TP's traffic runs every layer, forward and backward: what sets its speed?",
+            solution="{best}. TP efficiency: PCIe {pcie}, across two nodes {span}, "
+                     "sequence parallel {sp}, longer sequences {long}. TP needs the fastest "
+                     "link on every GPU of its group."),
+    ),
+    "pipeline": (
+        predict(
+            "pipeline-predict-gpipe-memory",
+            "GPipe keeps each micro-batch's activations until its backward pass. Run 4 stages "
+            "with 32 micro-batches under GPipe. Predict the heaviest stage's memory, in GB.",
+            "pipeline", {"schedule": "gpipe", "stages": 4, "microbatches": 32},
+            heaviest_stage, unit="GB", scale=1e-9,
+            hint="The stage's state plus 32 micro-batches of its layers' activations "
+                 "(the memory chart's unit per micro-batch).",
+            explanation="{answer} GB: every one of the 32 micro-batches is in flight on every "
+                        "stage at the turn from forward to backward; 1F1B would hold at most "
+                        "4."),
+        decide(
+            "pipeline-decide-bubble",
+            "4 stages, 8 micro-batches, 1F1B. Which change shrinks the bubble the most?",
+            "pipeline", "bubble_fraction",
+            (("gpipe", "Switch to GPipe", {"schedule": "gpipe", "stages": 4, "microbatches": 8},
+              "GPipe runs the same warm-up and cool-down as 1F1B; it differs in memory, not "
+              "time: {value} idle."),
+             ("interleaved", "Interleaved 1F1B with 2 chunks per rank",
+              {"schedule": "interleaved-1f1b", "stages": 4, "microbatches": 8, "virtual": 2},
+              "Each chunk is half a stage, so the warm-up is half as long: {value} idle."),
+             ("zb", "Zero bubble (ZB-H1): split the backward into B and W",
+              {"schedule": "zb-h1", "stages": 4, "microbatches": 8},
+              "The weight-gradient work W has no one waiting on it, so it fills the idle "
+              "slots: {value} idle."),
+             ("m16", "16 micro-batches instead of 8",
+              {"schedule": "1f1b", "stages": 4, "microbatches": 16},
+              "The same p − 1 idle slots over twice the work: {value} idle.")),
+            best="min", fmt=pct,
+            hint="Which choice puts work into the idle slots rather than spreading them "
+                 "thinner?",
+            solution="{best}. Bubble: ZB-H1 {zb}, interleaved {interleaved}, 16 "
+                     "micro-batches {m16}, GPipe {gpipe}. (p − 1)/(m + p − 1) with p = 4: "
+                     "3/11 at m = 8, 3/19 at m = 16."),
+    ),
+    "cp": (
+        predict(
+            "cp-predict-busiest-32",
+            "32 tokens split contiguously over CP = 8 ranks (4 tokens each). Predict the "
+            "causal (query, key) pairs of the busiest rank.",
+            "cp", {"tokens": 32, "cp": 8}, "busiest_pairs", unit="pairs",
+            hint="The last rank holds tokens 28–31; query q sees keys 0..q.",
+            explanation="{answer}: 29 + 30 + 31 + 32, on the rank holding the last tokens.",
+            rel_tol=0.005),
+        decide(
+            "cp-decide-balance",
+            "16 tokens split contiguously over CP = 4: the last rank does far more attention "
+            "work than the first. Which change evens the ranks out?",
+            "cp", "imbalance",
+            (("cp8", "Use 8 ranks instead of 4", {"cp": 8},
+              "Smaller slices, but the last still sees nearly every key: busiest over "
+              "average {value}."),
+             ("zigzag", "Zigzag: rank r keeps chunks r and 2c − r − 1", {"layout": "zigzag"},
+              "Each rank pairs an early chunk with a late one, so every rank's pairs add up "
+              "to the same: busiest over average {value}."),
+             ("tokens", "Split 32 tokens instead of 16", {"tokens": 32},
+              "The triangle keeps its shape at any length: busiest over average {value}.")),
+            best="min", fmt=lambda v: f"{v:.2f}×",
+            hint="The causal mask is a triangle: which choice gives every rank a fair share "
+                 "of it?",
+            solution="{best}. Busiest rank over average: zigzag {zigzag}, 8 ranks {cp8}, 32 "
+                     "tokens {tokens}."),
+    ),
+    "moe": (
+        predict(
+            "moe-predict-params-dsv3",
+            "DeepSeek-V3 (671B parameters, 256 routed experts a layer) on 8 nodes with EP = 64 "
+            "and no TP or PP: each GPU keeps 4 of each layer's routed experts. Predict the "
+            "parameters each GPU holds, in billions.",
+            "moe", {"model": "deepseek-v3", "nodes": 8, "ep": 64}, "params_per_gpu",
+            unit="B params", scale=1e-9,
+            hint="Each GPU keeps all the shared weights (attention, embeddings, routers, the "
+                 "shared expert and the dense layers) and 1/EP of the routed experts.",
+            explanation="{answer} billion: the shared weights whole, plus 4 of the 256 routed "
+                        "experts in each MoE layer."),
+        decide(
+            "moe-decide-skew",
+            "Mixtral 8×7B, EP8 on 2 nodes, routing skew 0.8: one MoE layer takes far longer "
+            "than with uniform routing. Which change cuts the layer's time most?",
+            "moe", "layer_s",
+            (("balance", "Balance the router (an auxiliary balancing loss: skew 0)",
+              {"nodes": 2, "ep": 8, "skew": 0.0},
+              "The layer waits for the GPU with the most tokens; balanced, none has more "
+              "than its share: {value}."),
+             ("capacity", "Cap each expert at 1.25 × its fair share of tokens",
+              {"nodes": 2, "ep": 8, "skew": 0.8, "capacity_factor": 1.25},
+              "Capping drops the overflow tokens (they skip the expert), so it buys time "
+              "with quality: {value}."),
+             ("deepep", "Dispatch with DeepEP instead of NCCL's all-to-all",
+              {"nodes": 2, "ep": 8, "skew": 0.8, "ep_dispatch": "deepep"},
+              "A faster dispatch trims the communication, not the hot expert's compute: "
+              "{value}."),
+             ("nodes", "Run on 4 nodes instead of 2",
+              {"nodes": 4, "ep": 8, "skew": 0.8},
+              "More nodes add expert-data-parallel copies; each EP group still has one hot "
+              "expert: {value}.")),
+            best="min", fmt=ms,
+            hint="The cause is what makes one GPU slower than the rest.",
+            solution="{best}. Layer time: balanced {balance}, capped {capacity}, DeepEP "
+                     "{deepep}, 4 nodes {nodes}. The cause is the skew; capping hides it by "
+                     "dropping tokens."),
+    ),
+    "recipe": (
+        predict(
+            "recipe-predict-bubble-40",
+            "GPT-3 175B as TP8 × PP4 × DP2: raise the micro-batches from 16 to 40. Predict "
+            "the pipeline bubble, in %.",
+            "recipe", {"microbatches": 40}, "bubble_fraction", unit="%", scale=100,
+            hint="1F1B's bubble is (p − 1)/(m + p − 1).",
+            explanation="{answer}%: 3 / 43.", rel_tol=0.05),
+        decide(
+            "recipe-decide-mfu",
+            "GPT-3 175B on 64 A100s as TP8 × PP4 × DP2 with 16 micro-batches. Which change "
+            "raises MFU the most?",
+            "recipe", "mfu",
+            (("tp4pp8", "TP4 × PP8 (TP's traffic halved)", {"tp": 4, "pp": 8},
+              "Less TP traffic, but twice the stages: the bubble grows to 7 slots: MFU "
+              "{value}."),
+             ("m64", "64 micro-batches instead of 16 (a 4× larger global batch)",
+              {"microbatches": 64},
+              "The 3 idle slots now spread over 64 micro-batches: MFU {value}."),
+             ("full", "Full activation recomputation", {"recompute": "full"},
+              "Recomputing every layer's forward costs about a third more compute, which "
+              "MFU does not count: MFU {value}."),
+             ("nooverlap", "Stop overlapping DP's all-reduce with the backward pass",
+              {"dp_overlap": False},
+              "The all-reduce then sits exposed at the end of the step: MFU {value}.")),
+            best="max", fmt=pct,
+            hint="Which of the step's losses is largest at 16 micro-batches, and which "
+                 "choice shrinks it?",
+            solution="{best}. MFU: 64 micro-batches {m64}, no DP overlap {nooverlap}, TP4 × "
+                     "PP8 {tp4pp8}, full recomputation {full}. The bubble, 3/19 of the step, "
+                     "is the largest loss here."),
+    ),
+    "placement": (
+        predict(
+            "placement-predict-rollout-2x",
+            "GLM-4-9B colocated: double the responses per prompt from 8 to 16, so twice the "
+            "tokens are generated. Predict the rollout phase's seconds.",
+            "placement", {"preset": "glm-4-9b", "responses_per_prompt": 16}, "rollout_seconds",
+            unit="s",
+            hint="Decoding is bound by memory bandwidth: each step reads the weights once for "
+                 "the whole batch, so a larger batch costs far less than its share.",
+            explanation="{answer} s: not twice the time. Each decode step reads the weights and "
+                        "the KV cache once for every sequence in flight; more sequences add "
+                        "only their KV reads and compute."),
+        decide(
+            "placement-decide-throughput",
+            "GLM-4-9B's RL recipe on its GPUs: which placement gives the most samples per "
+            "second?",
+            "placement", "samples_per_second",
+            (("colocated", "Colocated: one pool takes turns at rollout and training",
+              {"placement": "colocated"},
+              "Rollout and training run one after the other on every GPU: {value}."),
+             ("separate", "Separate pools: rollout and training at once",
+              {"placement": "separate"},
+              "The two phases overlap, each on its own GPUs: {value}."),
+             ("separate-pd", "Separate pools, prefill and decode split too",
+              {"placement": "separate-pd"},
+              "Splitting prefill from decode takes GPUs from decode, where this rollout "
+              "spends its time: {value}.")),
+            best="max", fmt=per_s,
+            hint="Which placement lets the slow phase and the other run at the same time?",
+            solution="{best}. Samples per second: separate {separate}, prefill/decode split "
+                     "{separate-pd}, colocated {colocated}."),
+    ),
+    "precision": (
+        predict(
+            "precision-predict-lora-24",
+            "LoRA on q and v of Llama 3.1 8B (32 layers; q maps 4,096 to 4,096, v maps 4,096 "
+            "to 1,024) with rank r = 24. Predict the trainable parameters, in millions.",
+            "precision", {"rank": 24}, lambda a: a["finetune"][1]["trainable_params"],
+            unit="M params", scale=1e-6,
+            hint="Each adapted matrix adds r·(d_in + d_out).",
+            explanation="{answer} million: 32 × 24 × (8,192 + 5,120).", rel_tol=0.02),
+        decide(
+            "precision-decide-finetune",
+            "You fine-tune Llama 3.1 70B on 8,192-token sequences. Which method holds the "
+            "fewest bytes on the GPU?",
+            "precision", {m: finetune_bytes(m) for m in ("full", "lora", "qlora")},
+            (("full", "Full fine-tuning in mixed precision", SEVENTY,
+              "Every parameter trains, so every one carries gradients, an fp32 master copy "
+              "and two Adam moments, 16 bytes in all: {value}."),
+             ("lora", "LoRA: the bf16 base frozen, small adapters trained", SEVENTY,
+              "The frozen base still sits on the GPU in bf16, 2 bytes a parameter; only the "
+              "adapters carry optimizer state: {value}."),
+             ("qlora", "QLoRA: the base frozen in 4-bit NF4, adapters trained", SEVENTY,
+              "The frozen base shrinks to about half a byte a parameter, plus its "
+              "quantisation constants: {value}.")),
+            best="min", fmt=gb,
+            hint="Which bytes per parameter does each method keep for the 70 billion it does "
+                 "not train?",
+            solution="{best}. On the GPU: QLoRA {qlora}, LoRA {lora}, full {full}. The "
+                     "activations of 8,192 tokens come on top of each."),
+    ),
+    "playground": (
+        predict(
+            "playground-predict-bubble",
+            "The worked plan (TP8 × PP2 × DP2) with 32 micro-batches instead of 16. Predict "
+            "the pipeline's bubble, in %.",
+            "playground", {"microbatches": 32}, "panels.pipeline.answer.bubble_fraction",
+            unit="%", scale=100,
+            hint="(p − 1)/(m + p − 1) with p = 2.",
+            explanation="{answer}%: 1 / 33.", rel_tol=0.05),
+        decide(
+            "playground-decide-memory",
+            "Start from the worked plan. Which change cuts the 3D recipe's memory on its "
+            "heaviest GPU most?",
+            "playground", "panels.recipe.answer.memory_per_gpu_bytes",
+            (("zero3", "ZeRO-3 instead of ZeRO-1", {"zero": 3},
+              "Shards the bf16 weights and gradients as well, over DP = 2 only: {value}."),
+             ("tp4pp4", "TP4 × PP4 instead of TP8 × PP2", {"tp": 4, "pp": 4},
+              "Each GPU now holds a quarter of each layer's weights instead of an eighth, "
+              "and the first stage keeps more micro-batches in flight: {value}."),
+             ("full", "Full activation recomputation", {"recompute": "full"},
+              "At 8,192 tokens the saved activations are the largest item: keeping only each "
+              "layer's input leaves {value}."),
+             ("m32", "32 micro-batches instead of 16", {"microbatches": 32},
+              "1F1B keeps at most p micro-batches in flight, however many there are: "
+              "{value}.")),
+            best="min", fmt=gb,
+            hint="Which item of the ledger is largest at 8,192 tokens?",
+            solution="{best}. Memory per GPU: full recomputation {full}, ZeRO-3 {zero3}, "
+                     "32 micro-batches {m32}, TP4 × PP4 {tp4pp4}."),
+    ),
+}

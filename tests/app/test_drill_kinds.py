@@ -1,0 +1,82 @@
+"""Every episode's drills teach (issue 36, item 3): each has a predict and a decide drill, no
+drill's answer is on its page before it is answered (not in the prose, a table, a chart's
+labels or a neighbouring drill), a decide drill's verdicts come from the lab, and grading
+reveals them only once the drill is answered."""
+
+import re
+
+import pytest
+
+import app.main  # noqa: F401  (registers every lab view)
+from app.labkit import VIEWS, Decide, check_drill
+from app.lesson_drills import LESSON_DRILLS
+
+LESSONS = sorted(VIEWS)
+
+
+def number_shown(value: float, html: str) -> str | None:
+    """The answer as a page would print it (one decimal, or whole), found as a number of its
+    own in the page's text: every tag's text and the charts' JSON (labels, hover text), not
+    the tags' attributes. A whole answer is looked for whole only from 10 up: a small count
+    (2 expert-DP groups) is on every page as some degree or another. Else None."""
+    text = re.sub(r"<[^>]+>", " ", html)
+    forms = [f"{value:,.1f}"] + ([f"{value:,.0f}"] if value == round(value) >= 10 else [])
+    for form in forms:
+        if re.search(rf"(?<![\d.,]){re.escape(form)}(?![\d]|,\d|\.\d)", text):
+            return form
+    return None
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_every_episode_has_predict_and_decide_drills(name):
+    kinds = {drill.kind for drill in VIEWS[name].drills}
+    assert {"predict", "decide"} <= kinds, (name, kinds)
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_no_answer_is_on_the_page_before_the_drill_is_answered(client, name):
+    view = VIEWS[name]
+    html = client.get(view.episode.path).text
+    for drill in view.drills:
+        assert f'id="drill-{drill.id}"' in html, drill.id
+        if isinstance(drill, Decide):
+            form = html.split(f'id="drill-{drill.id}"')[1].split("</form>")[0]
+            assert 'class="choice right' not in form and 'class="why"' not in form
+            assert drill.solution() not in html, drill.id
+            for option in drill.judge():
+                assert option.why not in html, (drill.id, option.key)
+        else:
+            assert number_shown(drill.answer(), html) is None, (drill.id, drill.answer())
+
+
+@pytest.mark.parametrize("drill", [d for drills in LESSON_DRILLS.values() for d in drills
+                                   if isinstance(d, Decide)], ids=lambda d: d.id)
+def test_a_decide_drill_has_one_right_choice_and_says_why_for_each(drill):
+    options = drill.judge()
+    assert [o.key for o in options] == [k for k, _ in drill.choices]
+    assert sum(o.right for o in options) == 1, drill.id
+    right = next(o.key for o in options if o.right)
+    wrong = next(o.key for o in options if not o.right)
+    graded = check_drill(drill, right, 1, hide_answers=False)
+    assert graded["status"] == "right" and graded["answer"] == right
+    assert {f["key"] for f in graded["feedback"]} == {k for k, _ in drill.choices}
+    first = check_drill(drill, wrong, 1, hide_answers=False)
+    assert first["status"] == "hint" and first["answer"] is None
+    assert [f["key"] for f in first["feedback"]] == [wrong] and not first["feedback"][0]["right"]
+    second = check_drill(drill, wrong, 2, hide_answers=False)
+    assert second["status"] == "revealed" and second["answer"] == right
+    assert check_drill(drill, wrong, 2, hide_answers=True)["answer"] is None
+    assert check_drill(drill, "no-such-choice", 1)["status"] == "invalid"
+
+
+@pytest.mark.parametrize("drill", [d for drills in LESSON_DRILLS.values() for d in drills
+                                   if not isinstance(d, Decide)], ids=lambda d: d.id)
+def test_a_predict_drill_links_its_state_only_once_answered(client, drill):
+    view = next(v for v in VIEWS.values() if drill in v.drills)
+    link = f'href="{view.episode.path}?'
+    page = client.get(f"/drills/{drill.id}", params={"answer": "-1e30"},
+                      headers={"HX-Request": "true"}).text
+    assert "See it on the charts" not in page
+    page = client.get(f"/drills/{drill.id}", params={"answer": f"{drill.answer():.6g}"},
+                      headers={"HX-Request": "true"}).text
+    assert "Right." in page and "See it on the charts" in page and link in page
