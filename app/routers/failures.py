@@ -11,6 +11,7 @@ from app.charts.failures import interval_figure, rate_figure, scale_figure, time
 from app.charts.units import fmt_bytes, fmt_duration, fmt_pct
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
 from app.options import model_options
 from app.schemas import FailuresAnswer
@@ -300,6 +301,7 @@ VIEW = LabView(
             explanation="{answer}%: (60 ÷ 65) × (1 − (10 + 32.5) ÷ 600) = 0.923 × 0.929.",
             rel_tol=0.01,
         ),
+        *LESSON_DRILLS["failures"],  # predict and decide (app/lesson_drills.py)
     ),
 )
 
