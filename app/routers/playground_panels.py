@@ -189,8 +189,11 @@ PANELS: tuple[Panel, ...] = (
                         "schedule": "schedule", "virtual": "virtual",
                         "microbatches": "microbatches"},
           default="ledger"),
+    # EP02 times compute from the tokens each GPU takes: the state's batch, as EP08's step.
     Panel(data_parallel.VIEW, {"model": "model", "gpus": "dp",
-                               "link": lambda q: group_link(q, q.tp * q.cp * q.dp)},
+                               "link": lambda q: group_link(q, q.tp * q.cp * q.dp),
+                               "seq_len": "seq_len", "micro_batch": "micro_batch",
+                               "microbatches": "microbatches"},
           blame={"link": "inter_link"}, default="scaling",
           outside=pure_dp(data_parallel.VIEW.episode.code)),
     Panel(zero.VIEW, {"model": "model", "gpu": "gpu", "dp": "dp", "zero": "zero",

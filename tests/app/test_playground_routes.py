@@ -72,6 +72,8 @@ def test_one_state_shows_one_bill_per_gpu(client):
         panels = client.get("/api/playground", params={
             "tp": 1, "pp": 1, "dp": 32, "microbatches": 1, "zero": zero}).json()["panels"]
         bill = panels["memory"]["answer"]["total_bytes"]
+        step = panels["dp"]["answer"]  # EP02 times the state's batch, not its own default
+        assert (step["seq_len"], step["micro_batch"], step["microbatches"]) == (8192, 1, 1)
         assert panels["zero"]["answer"]["total_bytes"] == bill, zero
         assert panels["recipe"]["answer"]["memory_per_gpu_bytes"] == pytest.approx(
             bill, rel=1e-9), zero
