@@ -95,8 +95,12 @@ def inference(inp):
 def kv_cache(inp):
     m = inp.model
     kv = kv_cache_bytes(m, inp.seq_len, inp.micro_batch)
-    return ((Term("L", m.layers, "", "layers"), Term("s·b", inp.seq_len * inp.micro_batch, "",
-                                                     "tokens cached")),
+    # Every factor of the formula is a term (issue 36: kv_heads and d_head were left out, so
+    # the printed result could not be worked out from the line); MLA caches a latent instead.
+    heads = () if m.uses_mla else (Term("kv_heads", m.kv_heads, "", "key/value heads"),
+                                   Term("d_head", m.head_dim, "", "per head"))
+    return ((Term("L", m.layers, "", "layers"), *heads,
+             Term("s·b", inp.seq_len * inp.micro_batch, "", "tokens cached")),
             Term("KV", kv, "bytes", "bf16 keys and values"))
 
 
@@ -215,6 +219,7 @@ def cp_kv(inp):
         inp.cluster.inter
     cost = cp_cost(inp.model, inp.seq_len, inp.cp, "zigzag", link, inp.gpu)
     return ((Term("c", inp.cp, "", "CP ranks"), Term("steps", cost.steps, "", "ring steps"),
+             Term("s/c", inp.seq_len / inp.cp, "", "tokens in one rank's K/V block"),
              Term("K,V per token", cost.kv_bytes_per_token, "bytes", "one layer")),
             Term("sent", cost.comm_bytes_per_gpu, "bytes", "per GPU per layer"))
 
@@ -275,7 +280,9 @@ def flops_8nd(inp):
 
 def mfu(inp):
     r = _legal(_plan(inp))
-    return ((Term("step", r.step_s, "s", "simulated"), Term("GPUs", r.gpus, "", "in the plan"),
+    return ((Term("6·N·D", r.timing.model_flops_per_token * r.tokens_per_step, "flops",
+                  f"model FLOPs of the step's {r.tokens_per_step:,} tokens (+ attention)"),
+             Term("step", r.step_s, "s", "simulated"), Term("GPUs", r.gpus, "", "in the plan"),
              Term("peak", inp.gpu.bf16_flops, "flops", "per GPU per second")),
             Term("MFU", r.mfu, "fraction", "model FLOPs over step × GPUs × peak"))
 

@@ -100,6 +100,16 @@ def test_published_figures_llama_70b():
     assert (tp_terms["n"] + tp_terms["r"]) * 2 * (t - 1) / t * tp_terms["s·b·h·2"] == \
         pytest.approx(value(lines, "tp"), rel=1e-3)
     assert tp_terms["r"] == pytest.approx(1.0)  # SP + selective: the forward's 2 all-gathers
+    # The same for the KV cache, CP's ring and MFU: the terms give the printed result.
+    kv = {t.symbol: t.value for t in lines["kv_cache"].terms}
+    assert 2 * kv["L"] * kv["kv_heads"] * kv["d_head"] * kv["s·b"] * 2 == pytest.approx(
+        value(lines, "kv_cache"), rel=1e-9)
+    cp = {t.symbol: t.value for t in lines["cp_kv"].terms}
+    assert cp["steps"] * cp["s/c"] * cp["K,V per token"] == pytest.approx(
+        value(lines, "cp_kv"), rel=1e-9)
+    m = {t.symbol: t.value for t in lines["mfu"].terms}
+    assert m["6·N·D"] / (m["step"] * m["GPUs"] * m["peak"]) == pytest.approx(
+        value(lines, "mfu"), rel=1e-9)
     # EP05: 8 stages, 32 micro-batches -> 17.9% idle under 1F1B; interleaving shrinks it.
     assert value(lines, "bubble") == pytest.approx(7 / 39, abs=5e-4)
     assert value(lines, "bubble_interleaved") < value(lines, "bubble")
