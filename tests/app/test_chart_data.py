@@ -402,6 +402,18 @@ def test_recipe_step_bar_adds_up_to_the_step(kind):
     mem = r.memory
     stack = bars(figs["memory"])
     close(stack_sums(stack), [b.total_bytes / 1e9 for b in mem.stages], 1.2e-3, "stage GB")
+    # One micro-batch's share by cause: what is on the critical path adds up to the step over
+    # the micro-batches; the bubble, the TP collectives and the optimizer are the step's
+    # segments of those names, shared out.
+    m = r.plan.microbatches
+    on_path, hidden = bars(figs["causes"])
+    close([sum(on_path["x"])], [r.step_s / m * 1e3], 1e-3 * len(on_path["x"]), "ms on path")
+    drawn = dict(zip(on_path["y"], on_path["x"], strict=True))
+    for label, segment in (("Pipeline bubble", "bubble"), ("TP collectives", "tp"),
+                           ("Optimizer step", "optimizer")):
+        if r.segments[segment] > 0:
+            close([drawn[label]], [r.segments[segment] / m * 1e3], 1e-3, label)
+    assert all(x >= 0 for x in hidden["x"])
 
 
 # EP04 ---------------------------------------------------------------------------------------
@@ -453,6 +465,61 @@ def test_zero_memory_and_traffic_stacks_reach_each_total(kind):
     sums = stack_sums(stack)
     close(sums[:2], [sum(off.breakdown_without.values()) / 1e9,
                      sum(off.breakdown_with.values()) / 1e9], 6e-4 * len(stack), "GPU GB")
+
+
+# EP11 (failures) ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_failures_rate_line_is_gpus_over_the_mtbi(kind):
+    result, figs = figures_of("failures", kind)
+    inp = result.input
+    line, published, mark = figs["rate"]["data"]
+    # N GPUs each failing once per MTBI: N x 86,400 / MTBI interruptions a day.
+    assert line["x"] == [p.gpus for p in result.scale]
+    close(line["y"], [n * 86_400 / inp.gpu_mtbi for n in line["x"]], 1e-4, "per day")
+    # Llama 3 (Dubey et al. 2024, sec 3.3.4): 419 unexpected interruptions in 54 days.
+    assert published["x"] == [16_384] and published["y"] == [pytest.approx(419 / 54)]
+    assert mark["x"] == [inp.gpus]
+    close(mark["y"], [inp.gpus * 86_400 / inp.gpu_mtbi], 1e-9, "this job")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_failures_time_bars_share_out_the_wall_clock(kind):
+    result, figs = figures_of("failures", kind)
+    stack = bars(figs["time"])
+    rows = (result.chosen, result.best)
+    for t, field in zip(stack, ("goodput", "blocking", "rework", "restart"), strict=True):
+        close(t["x"], [100 * getattr(g, field) for g in rows], 1e-4, field)
+    # Training, saving, redoing and restarting fill the wall clock.
+    close(stack_sums(stack, axis="x"), [100, 100], 5e-4, "% of wall time")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_failures_interval_curve_and_its_marks(kind):
+    result, figs = figures_of("failures", kind)
+    inp = result.input
+    curve, best, chosen = figs["interval"]["data"]
+    close(curve["x"], [g.interval for g in result.intervals], 1e-4, "intervals (s)")
+    close(curve["y"], [100 * g.goodput for g in result.intervals], 1e-4, "goodput %")
+    assert chosen["x"] == [inp.interval]
+    close(chosen["y"], [100 * result.chosen.goodput], 1e-9, "this interval")
+    close(best["x"] + best["y"], [result.best.interval, 100 * result.best.goodput], 1e-9,
+          "best")
+    # Young (1974): the interval sqrt(2 x save cost x MTBI), dashed.
+    young = figs["interval"]["layout"]["shapes"][-1]
+    assert young["x0"] == pytest.approx(math.sqrt(2 * result.checkpoint.cost_s
+                                                  * result.mtbi_s))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_failures_scale_panels_are_the_sweep(kind):
+    result, figs = figures_of("failures", kind)
+    points = result.scale
+    for save, field in (("sync", "sync"), ("async", "async_")):
+        good, days = [t for t in figs["scale"]["data"] if t["legendgroup"] == save]
+        assert good["x"] == days["x"] == [p.gpus for p in points]
+        close(good["y"], [100 * getattr(p, field).goodput for p in points], 1e-4, save)
+        close(days["y"], [getattr(p, field).finish_days for p in points], 1e-4, save)
 
 
 # The rank map (EP07) ------------------------------------------------------------------------
@@ -558,3 +625,47 @@ def test_validation_scatter_is_each_runs_published_and_lab_figures(client):
     for t in bands:
         ratios = {round(y / x, 6) for x, y in zip(t["x"], t["y"], strict=True)}
         assert len(ratios) == 1 and ratios <= {0.75, 0.9, 1.0, 1.1, 1.25}
+
+
+# The playground (EP12) and the coverage of this file ------------------------------------------
+
+def test_the_playground_draws_what_each_lab_draws_for_the_same_state():
+    """Each panel's figure is the one the lab's own page draws for the lab's own query of that
+    state (so the tests above check its data)."""
+    from urllib.parse import parse_qsl
+
+    from app.routers.playground import diagram_name, lab_query
+
+    state, errors, _ = parse(VIEWS["playground"], [])
+    assert state is not None, errors
+    drawn = json.loads(json.dumps(VIEWS["playground"].figures(state.result)))
+    checked = 0
+    for p in state.result.panels:
+        if p.result is None:
+            continue
+        _, own = figures_for(p.view.name, dict(parse_qsl(lab_query(p))))
+        for name in p.diagrams:
+            if name in own:
+                assert drawn[diagram_name(p.lab, name)] == own[name], (p.lab, name)
+                checked += 1
+    assert checked == len(drawn) > 0
+
+
+COVERED = {  # lab -> the diagrams whose data a test above derives from the lab's result
+    "memory": {"ledger"}, "dp": {"scaling", "time", "replica"},
+    "zero": {"memory", "traffic", "overlap", "recompute", "offload"},
+    "tp": {"split", "efficiency", "cost", "memory"},
+    "pipeline": {"gantt", "activations", "memory"}, "cp": {"mask", "pairs", "cost"},
+    "moe": {"experts", "gpus", "params", "ranks"}, "recipe": {"step", "causes", "memory"},
+    "placement": {"cluster", "memory", "timeline"},
+    "precision": {"ledger", "bytes", "finetune", "offload", "speed"},
+    "failures": {"rate", "time", "interval", "scale"},
+}
+
+
+def test_every_diagram_of_every_lab_has_its_data_checked_here():
+    """A lab added to the registry fails here until a test above checks its diagrams' data
+    (the playground draws the labs' own: the test above)."""
+    labs = {name: {d.name for d in view.diagrams} for name, view in VIEWS.items()
+            if name != "playground"}
+    assert labs == COVERED
