@@ -346,7 +346,12 @@ def test_costs_put_the_class_in_the_light_lane_and_the_planner_in_the_heavy():
                                      b"&virtual=4").lane == HEAVY
     assert estimate("/embed/pipeline/gantt", b"schedule=zb-h1&stages=32&microbatches=256"
                                              b"").lane == HEAVY
-    assert estimate("/api/recipe", b"replan_nodes=6").lane == HEAVY
+    # A re-plan (10-45 ms cold, issue 31) costs more than the recipe, but stays light.
+    assert estimate("/api/recipe", b"replan_nodes=6").ms > estimate("/api/recipe", b"").ms
+    assert estimate("/api/recipe", b"replan_model=llama-3.1-8b&replan_nodes=0").ms \
+        == estimate("/api/recipe", b"replan_nodes=6").ms
+    assert estimate("/api/recipe", b"replan_model=&replan_nodes=0").ms \
+        == estimate("/api/recipe", b"").ms
     for view in VIEWS.values():  # every lab at its defaults, page, embed and API
         for path in (view.episode.path, f"/embed/{view.name}", f"/api/{view.name}"):
             assert estimate(path, b"").lane == LIGHT, path
@@ -354,6 +359,18 @@ def test_costs_put_the_class_in_the_light_lane_and_the_planner_in_the_heavy():
     assert estimate("/api/pipeline", b"stages=abc").lane == LIGHT  # a 422: its parse
     assert estimate("/api/pipeline", b"stages=8&microbatches=16").ms < \
         estimate("/api/pipeline", b"stages=8&microbatches=64").ms
+
+
+def test_every_lab_form_as_sent_is_a_light_answer(client):
+    """Issue 31: EP08's form sends replan_nodes=0 with every control, which the estimate took
+    for a re-plan: every recipe control waited in the heavy lane (2 at a time, at nice 10)."""
+    from app.lanes import LIGHT, estimate
+    from tests.benchmarks.class_client import parse_page
+
+    for view in VIEWS.values():
+        form = parse_page(client.get(view.episode.path).text).form
+        if form is not None:
+            assert estimate(form.action, form.query().encode()).lane == LIGHT, view.name
 
 
 def test_a_clients_burst_waits_behind_its_classmates():

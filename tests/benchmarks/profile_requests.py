@@ -16,6 +16,15 @@ machine's load than wall latency):
   result cache cleared, process CPU (the handler runs in a worker thread);
 - hit: the same request again, answered from the response cache (when there is one).
 
+Then the render cost of every answer a lab serves, at its defaults (``answer_costs``): each
+lab's page, bench, control fragment, embed, embed fragment and JSON, and the routes beside
+them (EP08's planner and its controls, the cheat sheet, the A/B compare, the validation
+page), each through the whole ASGI app with the response cache cleared: "first" with every
+cache of the engine cleared too (what a render process pays for the first state of a model
+and cluster), "again" with only the lab's result cache cleared (a new state of a model and
+cluster already drawn). Beside them, app/lanes.py's estimate and its lane: an answer that
+takes HEAVY_MS or more belongs in the heavy lane. ``--answers`` prints this table alone.
+
 Timings live here, not in tests.
 """
 
@@ -159,12 +168,90 @@ def clear_response_cache() -> None:
     CACHE.clear()
 
 
+def engine_caches() -> list:
+    """Every memoised function of the engine (labs.*): cleared for a "first" render."""
+    import functools
+    import gc
+
+    return [f for f in gc.get_objects() if isinstance(f, functools._lru_cache_wrapper)
+            and getattr(f, "__module__", "").startswith("labs.")]
+
+
+def answers(app) -> list[tuple[str, str, str, dict]]:
+    """(name, path, query, headers) of every answer a lab serves, at its defaults."""
+    from app.labkit import VIEWS
+    from app.routers import cheatsheet, compare, plan, validation
+    from tests.benchmarks.class_client import parse_page
+
+    out = []
+    for view in VIEWS.values():
+        page = view.episode.path
+        _, _, body = call(app, page, "", {"accept-encoding": "identity"})
+        form = parse_page(body.decode()).form
+        target = form.target if form is not None and form.target else "x"
+        first = view.diagrams[0].name
+        out += [(f"{view.name} page", page, "", {}),
+                (f"{view.name} bench", page, "", {"hx-request": "true", "hx-target": "bench"}),
+                (f"{view.name} fragment #{target}", page, "",
+                 {"hx-request": "true", "hx-target": target}),
+                (f"{view.name} embed", f"/embed/{view.name}", "", {}),
+                (f"{view.name} embed {first}", f"/embed/{view.name}/{first}", "", {}),
+                (f"{view.name} embed fragment", f"/embed/{view.name}", "",
+                 {"hx-request": "true"}),
+                (f"{view.name} api", f"/api/{view.name}", "", {})]
+    sides = "a=dp%3D16%26tp%3D2&b=dp%3D8%26tp%3D4"
+    out += [("planner fragment", plan.FRAGMENT_PATH, "", {"hx-request": "true"}),
+            ("planner controls", plan.CONTROLS_PATH, "", {"hx-request": "true"}),
+            ("planner api", plan.API_PATH, "", {}),
+            ("cheat sheet page", cheatsheet.PATH, "", {}),
+            ("cheat sheet api", cheatsheet.API_PATH, "", {}),
+            ("compare page", compare.PATH, sides, {}),
+            ("compare api", compare.API_PATH, sides, {}),
+            ("validation page", validation.PATH, "", {}),
+            ("validation api", validation.API_PATH, "", {})]
+    return out
+
+
+def answer_costs(app, repeat: int) -> None:
+    """The table the module's docstring describes."""
+    from app.labkit import parsing
+    from app.lanes import HEAVY_MS, estimate
+
+    caches = engine_caches()
+    print(f"\nRender cost of every answer at its defaults, CPU ms through the whole app, the "
+          f"median of {repeat} (first: every engine cache cleared; again: the lab's result "
+          f"cache only), beside app/lanes.py's estimate (heavy from {HEAVY_MS:.0f} ms)")
+    print(f"{'answer':40} {'status':>6} {'first':>8} {'again':>8} {'kB':>6} "
+          f"{'estimate':>9} {'lane':>6}")
+    for name, path, query, headers in answers(app):
+        first, again = [], []
+        for _ in range(repeat):
+            for cache in caches:
+                cache.cache_clear()
+            for times in (first, again):
+                clear_response_cache()
+                parsing.CACHES.clear()
+                start = time.process_time()
+                status, _, body = call(app, path, query, headers)
+                times.append((time.process_time() - start) * 1e3)
+        cost = estimate(path, query.encode())
+        print(f"{name[:40]:40} {status:6} {statistics.median(first):8.1f} "
+              f"{statistics.median(again):8.1f} {len(body) / 1e3:6.1f} {cost.ms:9.1f} "
+              f"{cost.lane:>6}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per request; median kept")
+    parser.add_argument("--answers", action="store_true",
+                        help="only the render cost of every answer at its defaults")
     args = parser.parse_args()
     from app.labkit import VIEWS
     from app.main import app
+
+    if args.answers:
+        answer_costs(app, args.repeat)
+        return
 
     print(f"CPU ms per request (median over the class's requests of each lab; each request "
           f"the median of {args.repeat} runs); jinja excludes the figure build")
@@ -189,6 +276,7 @@ def main() -> None:
               + f" {kb:6.1f} {worst['full']:11.1f}")
     print(f"{'all':10} {len(totals['full']):4} "
           + " ".join(f"{statistics.mean(totals[s]):7.2f}" for s in STAGES) + "  (means)")
+    answer_costs(app, args.repeat)
 
 
 if __name__ == "__main__":
