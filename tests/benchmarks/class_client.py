@@ -180,8 +180,9 @@ class Browser:
     accepted, bodies read as sent (decompressed only to read a page once). Raw asyncio
     streams: httpx cost about 5 ms of client CPU per request here, as much as the server."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, local: str | None = None) -> None:
         self.host, self.port = host, port
+        self.local = (local, 0) if local else None  # the address it connects from
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
         self.slots = asyncio.Semaphore(6)
 
@@ -191,7 +192,7 @@ class Browser:
             for attempt in (1, 2):
                 reused = bool(self.idle)
                 conn = self.idle.pop() if reused else await asyncio.open_connection(
-                    self.host, self.port)
+                    self.host, self.port, local_addr=self.local)
                 try:
                     answer = await asyncio.wait_for(self._exchange(conn, target, headers), 30)
                 except (ConnectionError, asyncio.IncompleteReadError) as exc:

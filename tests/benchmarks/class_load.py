@@ -15,7 +15,11 @@ another uvicorn), then:
    2 s (1.5-2.5 s) a request; at the end of a lesson, the next episode. Reports p50/p95/p99
    and max latency, errors (5xx, refused, timed out; a 422 is the lab's answer to an
    inconsistent state, counted apart), req/s, the server's RSS and the load average at the
-   start, middle and end, and the client's own CPU (it must not be the bottleneck).
+   start, middle and end, and the client's own CPU (it must not be the bottleneck). Each
+   student connects from a loopback address of its own (127.1.x.y), as each student's
+   browser is a client of its own to the render pool's per-client bounds
+   (app/render_pool.py); ``--one-address`` puts the whole class behind 127.0.0.1, as a
+   classroom behind one NAT address is.
 2. Burst: 32 connections back to back for ``--burst`` seconds on one lab fragment, then on a
    bare FastAPI endpoint rendering a Jinja fragment of the same byte size; both req/s. The lab
    side runs twice: the same query (the response cache's answer, what a class mostly gets)
@@ -228,11 +232,17 @@ async def get(client: Browser, tally: Tally, kind: str, url: str,
     return response
 
 
+def student_address(index: int) -> str:
+    """Student ``index``'s own loopback address: 127.1.0.1, 127.1.0.2, ... (Linux routes all
+    of 127/8 to the loopback interface)."""
+    return f"127.1.{index // 250}.{1 + index % 250}"
+
+
 async def student(origin: str, episodes: list[str], rng: random.Random, until: float,
-                  tally: Tally, ramp: float) -> None:
+                  tally: Tally, ramp: float, local: str | None = None) -> None:
     await asyncio.sleep(rng.uniform(0, ramp))  # a class comes in over some seconds
     host, port = urlsplit(origin).hostname, urlsplit(origin).port
-    client = Browser(host, port)
+    client = Browser(host, port, local)
     try:
         await lesson(client, episodes, rng, until, tally)
     finally:
@@ -291,7 +301,8 @@ async def watch(pid: int, until: float, every: float, samples: list) -> None:
 
 
 async def run_class(origin: str, pid: int, students: int, duration: float,
-                    every: float, ramp: float) -> tuple[Tally, list, float]:
+                    every: float, ramp: float,
+                    one_address: bool = False) -> tuple[Tally, list, float]:
     async with httpx.AsyncClient(base_url=origin, timeout=30) as client:
         urls = list(dict.fromkeys(live_links((await client.get("/")).text)))
         print(f"episodes: {', '.join(urls)}")
@@ -303,8 +314,9 @@ async def run_class(origin: str, pid: int, students: int, duration: float,
         tally.arrived = time.perf_counter() + ramp  # every student is in by then
         rng = random.Random(12)
         await asyncio.gather(watch(pid, until, every, samples), loop_lag(until, tally), *(
-            student(origin, urls, random.Random(rng.random()), until, tally, ramp)
-            for _ in range(students)))
+            student(origin, urls, random.Random(rng.random()), until, tally, ramp,
+                    None if one_address else student_address(i))
+            for i in range(students)))
         client_cpu = (time.process_time() - cpu0) / duration
         tally.server_cpu = cpu_seconds(pid) - server0
         tally.worker_cpu = cpu_seconds(pid, children=False) - worker0
@@ -451,6 +463,8 @@ def main() -> None:
     parser.add_argument("--burst", type=float, default=15, help="seconds per side; 0: none")
     parser.add_argument("--ramp", type=float, default=20,
                         help="seconds over which the students arrive")
+    parser.add_argument("--one-address", action="store_true",
+                        help="every student from 127.0.0.1 (a class behind one NAT address)")
     parser.add_argument("--p99", type=float, default=None,
                         help=f"the p99 target in ms (default {SMALL_P99_TARGET_MS:.0f} up to "
                              f"{SMALL_CLASS:,} students, {P99_TARGET_MS:.0f} above)")
@@ -464,7 +478,7 @@ def main() -> None:
         if args.students and duration:  # --students 0: the burst alone
             tally, samples, client_cpu = asyncio.run(
                 run_class(origin, lab.pid, args.students, duration, 60 if memory_run else 10,
-                          args.ramp))
+                          args.ramp, args.one_address))
             verdicts += report_class(tally, samples, client_cpu, args.students, duration,
                                      memory_run, args.p99 or p99_target(args.students))
         if args.burst and not memory_run:
