@@ -6,9 +6,9 @@ gathers and per-layer ZeRO-3 traffic, FSDP2's copy-out and copy-in with PyTorch 
 much of each is exposed), `groups.py` (where each kind of rank group falls on the nodes) and
 `timing.py` (`StepOptions`, the parts and the step by cause)), `runs.py` (the published runs the
 step model is checked against, read from `presets/runs.json` with their citations: the
-calibration runs and the validation runs (torchtitan, the MoE runs, NeMo's H100 FP8 runs),
-which the tests and the "Checked against real runs" page share), `audits.py`, `replan.py`,
-`export.py`, `planner.py` with `bounds.py` (ranks every valid plan by the recipe's own
-throughput, by branch and bound)"""
+calibration runs and the validation runs (torchtitan, the MoE runs, NeMo's H100 FP8 runs), which
+the tests and the "Checked against real runs" page share; `utilisation`, a run's MFU and HFU
+from a step, which EP08's prose quotes), `audits.py`, `replan.py`, `export.py`, `planner.py`
+with `bounds.py` (ranks every valid plan by the recipe's own throughput, by branch and bound)"""
 
 FLOOR = 5  # imports only labs packages of floors <= 5 (tests/test_project.py)
