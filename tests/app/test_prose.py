@@ -159,7 +159,7 @@ def test_no_drill_answer_is_printed_in_its_lessons_steps(client, name):
     """A drill asks what the steps teach the student to work out: the steps above it must not
     print the answer (issue 19: 30.4%, 35.3 GB, 36.3 GB, 462 MB and expert-DP 2 were)."""
     import app.main  # noqa: F401  (registers every lab view)
-    from app.labkit import VIEWS
+    from app.labkit import VIEWS, Drill
 
     view = VIEWS[name]
     html = client.get(view.episode.path).text
@@ -167,7 +167,7 @@ def test_no_drill_answer_is_printed_in_its_lessons_steps(client, name):
     steps = " ".join(re.findall(r'<section class="step" id="step-\d+".*?</section>', steps,
                                 re.S))
     assert len(steps) > 2000
-    for drill in view.drills:
+    for drill in (d for d in view.drills if isinstance(d, Drill)):  # numeric ones
         mine = re.sub(r'<span class="fig"[^>]*data-field="([^"]+)"[^>]*>[^<]*</span>',
                       lambda m, d=drill.id: "" if (d, m.group(1)) in COINCIDENT else m.group(0),
                       steps)
