@@ -62,11 +62,13 @@ from labs.core.errors import LabInputError
 from labs.core.limits import (
     DEFAULT_MATMUL_EFFICIENCY,
     EXPORT_FORMATS,
+    MAX_FAIL_STEP,
     MAX_JOB_NODES,
     MAX_MATMUL_EFFICIENCY,
     MAX_MODEL_CODE,
     MAX_PLAN_GPUS,
     MAX_STAGE_LAYERS,
+    MIN_FAIL_STEP,
     MIN_MATMUL_EFFICIENCY,
 )
 from labs.hardware.gpus import get_gpu
@@ -291,7 +293,18 @@ def extra_context(state) -> dict:
         "seq_options": with_value(SEQ_LENGTHS, q.seq_len),
         "replan_link": plan_query(rp.after, base) if rp and rp.after else None,
         "planner_query": planner_query(q),
+        "failures_link": failures_link(q, state.result.result),
     }
+
+
+def failures_link(q: RecipeQuery, r) -> dict | None:
+    """EP11's state for this plan: its model, GPUs and step time, so the student sees how often
+    this job stops and what checkpoints cost it (None while the plan cannot run, or its step
+    is outside EP11's range)."""
+    if not r.legal or not MIN_FAIL_STEP <= r.step_s <= MAX_FAIL_STEP:
+        return None
+    return {**q.model_controls(), "gpus": r.gpus, "step_s": float(f"{r.step_s:.4g}"),
+            "step_gpus": r.gpus}
 
 
 # The drill's plan: the seed with 32 micro-batches, a state the lesson does not print (its

@@ -81,3 +81,25 @@ def test_the_bad_case_is_below_half_and_the_good_above_ninety(client):
 
     assert api(client, **VIEW.good.query)["chosen"]["goodput"] > 0.9
     assert api(client, **VIEW.bad.query)["chosen"]["goodput"] < 0.5
+
+
+def test_ep08s_plan_links_here_with_its_model_gpus_and_step(client):
+    """EP08's readout links to EP11 with the plan's model, GPUs and step time; EP11 then
+    times the job's step as that plan's."""
+    import html
+    import re
+    from urllib.parse import parse_qsl, urlsplit
+
+    params = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "intra_link": "nvlink-4", "nodes": 4,
+              "tp": 8, "pp": 2, "dp": 2, "microbatches": 16}
+    page = client.get("/episodes/recipe-3d", params=params).text
+    link = html.unescape(re.search(r'data-testid="failures-link".*?href="([^"]+)"', page,
+                                   re.S).group(1))
+    query = dict(parse_qsl(urlsplit(link).query))
+    recipe = client.get("/api/recipe", params=params).json()
+    assert query["model"] == "llama-3.1-70b" and int(query["gpus"]) == 32
+    assert float(query["step_s"]) == pytest.approx(recipe["step_s"], rel=1e-3)
+    body = api(client, **query)
+    assert body["step_here_s"] == pytest.approx(recipe["step_s"], rel=1e-3)
+    assert body["mtbi_s"] == pytest.approx(body["gpu_mtbi"] / 32)
+    assert client.get(link).status_code == 200
