@@ -1,0 +1,243 @@
+"""Every pair of every /api/ route's enumerated and boolean controls: no 5xx (issue 31).
+
+A class found a 500 by combination: ``recipe_tp_overlap=all`` beside a Mixtral state (TP overlap
+"all" looked for a GEMM a MoE layer without shared experts does not have), which a test that
+changes one control at a time cannot reach. Here each route, read from the app's OpenAPI
+schema (a new route is included the moment it is registered), is asked on its default state
+and, where it takes a model, on a mixture-of-experts state (Mixtral) and an MLA one (DeepSeek-V3),
+with each value of each enumerated or boolean control beside each value of every other:
+
+1. each value alone (the other controls at their defaults);
+2. a covering array (all-pairs, built greedily) over the values each state takes alone, every
+   control left at its default where no uncovered pair needs it: each pair of values meets in
+   at least one request;
+3. a request the lab refuses (4xx) covers nothing, since it masks every other pair in it, so
+   its pairs are covered again in smaller rows; what a few rounds leave is asked alone, the
+   pair beside the defaults, and where the lab refuses two values it takes alone, its answer
+   names both controls.
+
+Each route's pages (its episode and HTML fragment) take the same query names: the covering
+rows are asked there too. One test per route, all its failures in one message.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from itertools import combinations
+from urllib.parse import urlencode
+
+import pytest
+
+import app.main
+from app.labkit import VIEWS
+
+SCHEMA = app.main.app.openapi()
+# A mixture-of-experts state (the issue's Mixtral at TP 2, EP 8 on two nodes, with two pipeline
+# stages so that the schedules meet it) and an MLA one (DeepSeek-V3: MLA attention and shared
+# experts, with CP 2 so that the ring meets MLA's keys), each cut to the controls a route has. A
+# route searching plans (``gpus``) searches 16 GPUs.
+MOE = {"model": "mixtral-8x7b", "gpu": "h100-sxm", "nodes": 2, "tp": 2, "pp": 2, "dp": 4,
+       "ep": 8, "cp": 1, "gpus": 16}
+MLA = {"model": "deepseek-v3", "gpu": "h100-sxm", "nodes": 2, "tp": 2, "pp": 1, "dp": 4,
+       "ep": 8, "cp": 2, "gpus": 16}
+ROUNDS = 3  # covering rounds before what is left is asked pair by pair
+
+
+def domain(schema: dict) -> list | None:
+    if "enum" in schema:
+        return list(schema["enum"])
+    if schema.get("type") == "boolean":
+        return [False, True]
+    if "const" in schema:
+        return [schema["const"]]
+    for sub in schema.get("anyOf", []):
+        values = domain(sub)
+        if values:
+            return values
+    return None
+
+
+def api_routes() -> list[tuple[str, list[dict]]]:
+    return [(path, ops["get"].get("parameters", []))
+            for path, ops in SCHEMA["paths"].items()
+            if path.startswith("/api/") and "get" in ops]
+
+
+def text(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+class Route:
+    """One GET /api/ route: its enumerated controls, their defaults, and how to ask it."""
+
+    def __init__(self, path: str, params: list[dict]) -> None:
+        self.path = path
+        self.names = {p["name"] for p in params}
+        self.controls: dict[str, list] = {}
+        self.defaults: dict[str, object] = {}
+        self.in_path: set[str] = set()
+        for p in params:
+            values = domain(p.get("schema", {}))
+            if not values:
+                continue
+            self.controls[p["name"]] = values
+            if p["in"] == "path":
+                self.in_path.add(p["name"])
+                self.defaults[p["name"]] = values[0]
+            else:
+                self.defaults[p["name"]] = p.get("schema", {}).get("default")
+        name = path.removeprefix("/api/")
+        self.page = VIEWS[name].episode.url if name in VIEWS else None
+
+    def states(self) -> dict[str, dict]:
+        out = {"default": {}}
+        if "model" in self.names:
+            for label, state in (("moe", MOE), ("mla", MLA)):
+                out[label] = {k: v for k, v in state.items() if k in self.names}
+        return out
+
+    def url(self, query: dict, base: str | None = None) -> str:
+        path = base or self.path
+        for name in self.in_path:
+            path = path.replace("{" + name + "}", text(query.get(name, self.defaults[name])))
+        rest = {k: text(v) for k, v in query.items() if k not in self.in_path}
+        return f"{path}?{urlencode(rest)}" if rest else path
+
+
+def covering_rows(values: dict[str, list], pairs: set) -> list[dict]:
+    """Greedy all-pairs (AETG's idea, deterministic): each row starts from an uncovered pair and
+    takes, control by control, the value meeting the most uncovered pairs with the row so far;
+    a control no uncovered pair needs stays at its default."""
+    order = list(values)
+    rows = []
+    left = set(pairs)
+    while left:
+        count = defaultdict(int)
+        for (p, _), (q, _) in left:
+            count[p] += 1
+            count[q] += 1
+        (p, a), (q, b) = min(left, key=lambda pq: (-count[pq[0][0]] - count[pq[1][0]],
+                                                   repr(pq)))
+        row = {p: a, q: b}
+        for name in sorted(order, key=lambda n: -count[n]):
+            if name in row or not count[name]:
+                continue
+            best, gain = None, 0
+            for v in values[name]:
+                got = sum(pair_key((name, v), (o, w)) in left for o, w in row.items())
+                if got > gain:
+                    best, gain = v, got
+            if best is not None:
+                row[name] = best
+        for x, y in combinations(row.items(), 2):
+            left.discard(pair_key(x, y))
+        rows.append(row)
+    return rows
+
+
+def pair_key(x: tuple, y: tuple) -> tuple:
+    return (x, y) if (x[0], repr(x[1])) < (y[0], repr(y[1])) else (y, x)
+
+
+def names_both(body: str, a: tuple, b: tuple) -> bool:
+    """Whether a refusal names both controls of a pair: each by its name (a playground
+    control's also without its lab's prefix) or by the value chosen ("inference" for
+    mode=infer)."""
+    def named(control: str, value) -> bool:
+        bare = re.sub(r"^(recipe|memory|zero|dp|tp|cp|moe|pipeline|placement)_", "", control)
+        words = {control, bare, bare.replace("_", " ")}
+        if not isinstance(value, bool) and len(str(value)) > 2:
+            words.add(str(value))
+        return any(re.search(rf"(?<![a-z]){re.escape(w)}", body, re.I) for w in words)
+    return named(*a) and named(*b)
+
+
+class Asker:
+    def __init__(self, client, route: Route) -> None:
+        self.client, self.route = client, route
+        self.failures: list[str] = []
+        self.asked = 0
+
+    def get(self, query: dict, base: str | None = None, htmx: bool = False) -> int:
+        url = self.route.url(query, base)
+        self.asked += 1
+        try:
+            got = self.client.get(url, headers={"HX-Request": "true"} if htmx else {})
+        except Exception as exc:  # an in-process 500 raises here
+            self.failures.append(f"{url}{' (htmx)' if htmx else ''}: {type(exc).__name__}: "
+                                 f"{exc}"[:300])
+            return 500
+        if got.status_code >= 500:
+            self.failures.append(f"{url}: {got.status_code} {got.text[:200]}")
+        self.last = got
+        return got.status_code
+
+
+def accepted_state(asker: Asker, route: Route, state: dict) -> dict | None:
+    """A refused state with one more control set so that the route takes it, if one does: the
+    playground takes a MoE model once its TP lab (EP04, dense models only) is off."""
+    for name, values in route.controls.items():
+        for v in values:
+            if (name not in state and v != route.defaults[name]
+                    and asker.get({**state, name: v}) < 400):
+                return {**state, name: v}
+    return None
+
+
+def check_state(asker: Asker, route: Route, state: dict) -> None:
+    if asker.get(state) >= 400:
+        state = accepted_state(asker, route, state)
+        if state is None:
+            return  # the route refuses this state as a whole (EP04's TP lab and a MoE model)
+    controls = {k: v for k, v in route.controls.items() if k not in state}
+    values: dict[str, list] = {}
+    for name, domain_values in controls.items():
+        taken = []
+        for v in domain_values:
+            if v == route.defaults[name]:
+                continue
+            if asker.get({**state, name: v}) < 400:
+                taken.append(v)
+        if taken:
+            values[name] = taken
+    pairs = {pair_key((p, a), (q, b)) for p, q in combinations(values, 2)
+             for a in values[p] for b in values[q]}
+    pages = [route.page] if route.page else []
+    for _ in range(ROUNDS):
+        if not pairs:
+            break
+        for row in covering_rows(values, pairs):
+            if asker.get({**state, **row}) < 400:
+                for x, y in combinations(row.items(), 2):
+                    pairs.discard(pair_key(x, y))
+                for page in pages:
+                    asker.get({**state, **row}, base=page, htmx=True)
+    for (p, a), (q, b) in sorted(pairs, key=repr):
+        status = asker.get({**state, p: a, q: b})
+        if 400 <= status < 500 and not names_both(asker.last.text, (p, a), (q, b)):
+            asker.failures.append(f"{route.url({**state, p: a, q: b})}: refused, but its "
+                                  f"answer does not name both {p} and {q}: "
+                                  f"{asker.last.text[:200]}")
+
+
+ROUTES = [Route(path, params) for path, params in api_routes()]
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=[r.path for r in ROUTES])
+def test_no_pair_of_controls_answers_a_5xx(client, route):
+    asker = Asker(client, route)
+    for state in route.states().values():
+        check_state(asker, route, state)
+    assert not asker.failures, (f"{len(asker.failures)} of {asker.asked} requests:\n"
+                                + "\n".join(asker.failures[:40]))
+
+
+def test_the_covering_rows_meet_every_pair_in_fewer_requests_than_the_cross():
+    values = {"a": [1, 2, 3], "b": [True], "c": ["x", "y", "z", "w"], "d": [5, 6], "e": [7, 8, 9]}
+    pairs = {pair_key((p, v), (q, w)) for p, q in combinations(values, 2)
+             for v in values[p] for w in values[q]}
+    rows = covering_rows(values, pairs)
+    met = {pair_key(x, y) for row in rows for x, y in combinations(row.items(), 2)}
+    assert pairs <= met
+    assert 12 <= len(rows) < len(pairs) // 4  # c x a (or e) needs 12 rows at least
