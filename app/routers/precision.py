@@ -222,6 +222,7 @@ def extra_context(state) -> dict:
     spec = state.result.input.model
     return {
         "facts": facts(),
+        "h100": get_gpu("h100-sxm"),  # the datasheet peaks step 8 quotes
         "reported": REPORTED,
         "model_options": model_choices(model_options(), query.model_value),
         "model_value": query.model_value,

@@ -71,7 +71,7 @@ from labs.core.limits import (
     MIN_FAIL_STEP,
     MIN_MATMUL_EFFICIENCY,
 )
-from labs.hardware.gpus import get_gpu
+from labs.hardware.gpus import get_gpu, gpus
 from labs.hardware.links import get_link, links, paired_cluster
 from labs.model.presets import get_model
 from labs.recipe.export import Export, export
@@ -280,6 +280,7 @@ def extra_context(state) -> dict:
     return {
         "facts": facts(),
         "marks": marks(),
+        "gpus": gpus(), "links": links(),  # the presets step 10 compares
         "model_options": model_choices(model_options(), q.model_value),
         "model_value": q.model_value,
         "model_controls": q.model_controls(),
