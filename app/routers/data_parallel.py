@@ -7,7 +7,13 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import Field
 
-from app.charts.data_parallel import FAMILY_COLOURS, PARTS, scaling_figure, time_figure
+from app.charts.data_parallel import (
+    FAMILY_COLOURS,
+    PARTS,
+    ratio_figure,
+    scaling_figure,
+    time_figure,
+)
 from app.charts.memory import COMPONENTS, memory_figure
 from app.charts.units import fmt_ms
 from app.episodes import BY_SLUG
@@ -41,6 +47,7 @@ from labs.data_parallel.lab import (
     link_family,
     simulate,
 )
+from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links
 from labs.hardware.nccl import BASE_LATENCY, HOP_LATENCY
 from labs.model.presets import custom_model, get_model
@@ -187,7 +194,7 @@ def figures(result: DataParallelResult) -> dict:
         "font": {"size": 16, "color": "#1d2330"},
         "text": f"<b>N = {result.input.gpus:,}</b>: every replica<br>holds all of it"}]
     return {"scaling": scaling_figure(result, link_names(), families),
-            "time": time_figure(result), "replica": replica}
+            "time": time_figure(result), "ratio": ratio_figure(result), "replica": replica}
 
 
 @lru_cache(maxsize=1)
@@ -213,6 +220,10 @@ def facts() -> dict:
         "ib1024_tiny": state(**ib1024, bucket_bytes=1048576),
         "ib1024_ddp": state(**ib1024),
         "ib1024_big": state(**ib1024, bucket_bytes=524288000),
+        # Steps 8-9: the crossover and gradient accumulation (64 x Ethernet is "bad").
+        "acc4": state(**eth, microbatches=4),
+        "acc16": state(**eth, microbatches=16),
+        "acc4_16": state(gpus=16, link="eth-100g", microbatches=4),
         "strong8": state(gpus=8, link="nvlink-4", scaling="strong"),
         "strong_bad": state(**eth, scaling="strong", global_batch=64),
         "l70": state(model="llama-3.1-70b", gpus=64, link="eth-100g"),
@@ -275,6 +286,24 @@ def _drill_inputs() -> dict[str, float]:
 _DI = _drill_inputs()
 _STEPS = 2 * (DRILL_GPUS - 1)
 
+CROSS_GPUS, CROSS_LINK = 4, "pcie-4"  # the crossover drill: a state no step links to
+
+
+def crossover_answer() -> float:
+    """Tokens per GPU where compute equals the all-reduce, 4 H100s on PCIe 4.0, as the lab
+    computes it (``labs.data_parallel.lab.compute_to_comm``)."""
+    return run(DataParallelQuery(gpus=CROSS_GPUS, link=CROSS_LINK)).ratio.crossover_tokens
+
+
+def _cross_inputs() -> dict[str, float]:
+    from labs.data_parallel.lab import achieved_share, gpu_rate
+    return {"rate": gpu_rate() / 1e12, "share": achieved_share(),
+            "peak": get_gpu("h100-sxm").bf16_flops / 1e12,
+            "busbw": get_link(CROSS_LINK).ring_busbw / 1e9}
+
+
+_CI = _cross_inputs()
+
 
 VIEW = LabView(
     name="dp",
@@ -288,6 +317,8 @@ VIEW = LabView(
                 element_id="dp-scaling", embed_height=620),
         Diagram("time", "Where one step’s time goes (ms)", element_id="dp-time",
                 embed_height=360),
+        Diagram("ratio", "Compute against the all-reduce, per tokens per GPU",
+                element_id="dp-ratio", embed_height=420),
         Diagram("replica", "What every replica holds (GB), whatever N",
                 element_id="dp-replica", embed_height=520),
     ),
@@ -344,6 +375,25 @@ VIEW = LabView(
                 f"{_DI['link_gbs']:g} GB/s it would be "
                 f"{2 * (DRILL_GPUS - 1) / DRILL_GPUS * DRILL_GRAD / _DI['link_gbs'] / 1e6:,.0f}"
                 " ms: NCCL reaches less than the link."),
+        ),
+        Drill(
+            id="dp-crossover-pcie",
+            question=(
+                f"{CROSS_GPUS} H100s train a dense model with data parallelism over PCIe 4.0, "
+                f"whose NCCL bus bandwidth is {_CI['busbw']:.2f} GB/s. Each H100 achieves "
+                f"{_CI['rate']:.0f} TFLOP/s ({_CI['share']:.1%} of its {_CI['peak']:.1f} dense "
+                "bf16). A step costs 6 FLOPs per parameter per token and all-reduces 2 bytes "
+                "per parameter. Above how many tokens per GPU per step does compute take "
+                "longer than the all-reduce?"),
+            answer=crossover_answer,
+            unit="tokens",
+            hint="Write compute (6·P·T ÷ rate) and the all-reduce (2(N−1)/N × 2P ÷ busBW) "
+                 "and set them equal: P cancels.",
+            explanation=(
+                f"{{answer}} tokens: T* = ⅔ × ({CROSS_GPUS}−1)/{CROSS_GPUS} × "
+                f"{_CI['rate']:.0f} TFLOP/s ÷ {_CI['busbw']:.2f} GB/s. The model's size cancels: "
+                "DP's crossover depends only on the GPU's rate against the link's bus bandwidth "
+                "(and N, barely). NCCL's latency, left out here, moves it by under 0.1%."),
         ),
         *LESSON_DRILLS["dp"],  # predict and decide (app/lesson_drills.py)
     ),

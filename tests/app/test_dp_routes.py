@@ -97,6 +97,8 @@ def test_links_presets(client):
     ({"grad_bytes": 1}, "grad_bytes"), ({"model": "gpt-9"}, "model"),
     ({"model": "llama-3.1-8b", "grad_bytes": 2e10}, "grad_bytes"),
     ({"nics_per_node": 9}, "nics_per_node"),
+    ({"microbatches": 0}, "microbatches"), ({"micro_batch": 2000}, "micro_batch"),
+    ({"seq_len": "long"}, "seq_len"),
     ({"scaling": "strong", "global_batch": 32, "gpus": 64}, "gpus"),
 ])
 def test_bad_input_is_a_422_naming_the_field(client, params, field):
@@ -173,3 +175,20 @@ def test_step_1_names_nccls_bus_bandwidth_from_the_link_presets(client):
     pcie = get_link("pcie-4")
     assert "busBW" in step
     assert f"{pcie.ring_busbw / 1e9:g} of PCIe 4.0's {pcie.bandwidth / 1e9:g} GB/s" in step
+
+
+def test_the_ratio_in_the_api_is_bytes_seconds_and_the_crossover(client):
+    body = client.get("/api/dp", params={"gpus": 64, "link": "eth-100g",
+                                         "microbatches": 4}).json()
+    DataParallelAnswer.model_validate(body)
+    r = body["ratio"]
+    assert r["tokens_per_gpu"] == 4 * 4 * 4096 and r["global_batch_tokens"] == 64 * 65536
+    assert r["flops_per_gpu"] == pytest.approx(6 * 7e9 * 65536)
+    assert r["compute_s"] == pytest.approx(r["flops_per_gpu"] / r["rate"], rel=1e-6)
+    assert r["allreduce_s"] == pytest.approx(body["comm_s"])
+    assert r["busbw"] == pytest.approx(body["allreduce_bytes_per_gpu"] / r["allreduce_s"], 1e-6)
+    assert r["crossover_tokens"] == pytest.approx(
+        2 / 3 * 63 / 64 * r["rate"] / r["busbw"], rel=1e-6)
+    assert r["ratio"] == pytest.approx(r["compute_s"] / r["allreduce_s"], rel=1e-3)
+    one = client.get("/api/dp", params={"gpus": 1}).json()["ratio"]
+    assert one["allreduce_s"] == 0 and one["ratio"] is None and one["crossover_tokens"] == 0

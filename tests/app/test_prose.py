@@ -22,7 +22,7 @@ LESSONS = {  # page -> (API, chart ids a step may name)
         "/api/tp", {"tp-split", "tp-efficiency", "tp-cost", "tp-memory"}),
     "/episodes/zero": ("/api/zero", {"zero-memory", "zero-traffic", "zero-overlap",
                                      "zero-recompute", "zero-offload"}),
-    "/episodes/data-parallel": ("/api/dp", {"dp-scaling", "dp-time", "dp-replica"}),
+    "/episodes/data-parallel": ("/api/dp", {"dp-scaling", "dp-time", "dp-ratio", "dp-replica"}),
     "/episodes/context-parallel": ("/api/cp", {"cp-mask", "cp-pairs", "cp-cost"}),
     "/episodes/recipe-3d": ("/api/recipe", {"recipe-step", "recipe-causes", "recipe-memory"}),
     "/episodes/rl-placement": (

@@ -151,3 +151,52 @@ def test_bad_inputs_name_their_field(kw, field):
     with pytest.raises(LabInputError) as err:
         DataParallelInput(**args)
     assert err.value.field == field
+
+
+# The crossover T* = (2/3)(N-1)/N x rate / busBW (labs.data_parallel.lab.compute_to_comm),
+# derived from the stated inputs, against the lab's own step model run at T* tokens per GPU:
+# compute and the all-reduce agree within 1% (NCCL's latency, tens of µs on a 14 GB
+# all-reduce, is what the formula leaves out), and without overlap efficiency is 1/2.
+CROSSOVER_TOL = 0.01
+
+
+@pytest.mark.parametrize("link, gpus, busbw", [
+    ("nvlink-4", 8, lambda link: link.allreduce_busbw),  # NVLS, 480 GB/s
+    ("pcie-4", 8, lambda link: link.ring_busbw),  # 82% of 32 GB/s
+    ("pcie-4", 4, lambda link: link.ring_busbw),
+])
+def test_crossover_from_the_stated_inputs_matches_the_step_model(link, gpus, busbw):
+    from labs.data_parallel.lab import gpu_rate
+    rate = 989.4e12 * 0.803 * 0.8489  # the H100 preset: dense bf16 x measured matmul share
+    assert gpu_rate() == pytest.approx(rate)
+    derived = 2 / 3 * (gpus - 1) / gpus * rate / busbw(get_link(link))
+    result = run(gpus=gpus, link=link, micro_batch=1, seq_len=round(derived))
+    point = result.point
+    assert point.compute_s == pytest.approx(point.comm_s, rel=CROSSOVER_TOL)
+    assert point.efficiency == pytest.approx(0.5, rel=CROSSOVER_TOL)
+    assert result.ratio.crossover_tokens == pytest.approx(derived, rel=CROSSOVER_TOL)
+    # Either side of it: half the tokens is communication-bound, twice compute-bound.
+    assert run(gpus=gpus, link=link, micro_batch=1, seq_len=round(derived / 2)).ratio.ratio < 1
+    assert run(gpus=gpus, link=link, micro_batch=1, seq_len=round(2 * derived)).ratio.ratio > 1
+
+
+def test_accumulation_multiplies_compute_not_the_all_reduce():
+    one = run(gpus=64, link="eth-100g")
+    four = run(gpus=64, link="eth-100g", microbatches=4)
+    assert four.point.compute_s == pytest.approx(4 * one.point.compute_s)
+    assert four.point.comm_s == pytest.approx(one.point.comm_s)  # once per step
+    assert four.ratio.ratio == pytest.approx(4 * one.ratio.ratio)
+    assert four.ratio.global_batch_tokens == 4 * 4 * 4096 * 64  # micro x accum x seq x N
+    # Efficiency without overlap is ratio / (1 + ratio): less than 4x the gain.
+    assert four.point.efficiency == pytest.approx(four.ratio.ratio / (1 + four.ratio.ratio))
+    # Bucketed overlap hides only behind the last micro-batch's backward.
+    b1 = run(gpus=64, link="eth-100g", overlap="bucketed").point
+    b4 = run(gpus=64, link="eth-100g", overlap="bucketed", microbatches=4).point
+    assert b4.overlapped_comm_s == pytest.approx(b1.overlapped_comm_s)
+
+
+def test_accumulation_controls_are_checked():
+    for field, bad in (("microbatches", 0), ("micro_batch", 0), ("seq_len", 0)):
+        with pytest.raises(LabInputError) as err:
+            run(**{field: bad})
+        assert err.value.field == field
