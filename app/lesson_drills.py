@@ -77,13 +77,14 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
     "dp": (
         predict(
             "dp-predict-16-ib",
-            "16 GPUs on InfiniBand NDR (400 Gb/s per server), weak scaling, 1 s of compute a "
-            "step, no overlap. Predict the speedup over one GPU.",
+            "16 GPUs on InfiniBand NDR (400 Gb/s per server), weak scaling, 1,020 ms of compute "
+            "a step (the page's 16,384 tokens per GPU), no overlap. Predict the speedup over "
+            "one GPU.",
             "dp", {"gpus": 16, "link": "ib-ndr"}, "speedup", unit="×",
             hint="Speedup = N × compute / (compute + all-reduce); the all-reduce moves "
                  "2(N−1)/N of the gradients at the link's bus bandwidth.",
-            explanation="{answer}×: 16 × 1 s / (1 s + the all-reduce over two servers' "
-                        "network ports)."),
+            explanation="{answer}×: 16 × 1,020 ms / (1,020 ms + the all-reduce over two "
+                        "servers' network ports)."),
         decide(
             "dp-decide-exposed",
             "64 GPUs (8 servers) on 100 Gb/s Ethernet, one network port per server: the "
@@ -99,7 +100,7 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
               "Overlap hides only as much as the backward pass lasts; the bytes and the link "
               "are unchanged. Exposed: {value}."),
              ("compute", "Double the compute per step (a bigger micro-batch)",
-              {"gpus": 64, "link": "eth-100g", "compute_s": 2.0},
+              {"gpus": 64, "link": "eth-100g", "micro_batch": 8},
               "Without overlap the all-reduce waits for the backward pass whatever its "
               "length: the same bytes over the same link. Exposed: {value}."),
              ("ib", "Move to one InfiniBand NDR port (400 Gb/s) per server",
@@ -111,6 +112,34 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
             solution="{best}. Exposed all-reduce: 8 ports {ports}, one NDR port {ib}, "
                      "bucketed overlap {overlap}, double compute {compute}. The server's "
                      "bandwidth out, 800 Gb/s against 400, decides it."),
+        decide(
+            "dp-decide-bound",
+            "128 GPUs (16 servers) on 100 Gb/s Ethernet, one port per server, 4 sequences of "
+            "4,096 tokens per GPU per step, no overlap: compute is under half the all-reduce. "
+            "Which change raises the efficiency most?",
+            "dp", "efficiency",
+            (("accum", "Accumulate 4 micro-batches per step",
+              {"gpus": 128, "link": "eth-100g", "microbatches": 4},
+              "Four times the tokens per all-reduce: compute grows 4×, the one all-reduce a "
+              "step does not. Efficiency {value}."),
+             ("seq", "Double the sequence length to 8,192",
+              {"gpus": 128, "link": "eth-100g", "seq_len": 8192},
+              "Twice the tokens per GPU, so compute doubles against the same all-reduce (and "
+              "the activations double too). Efficiency {value}."),
+             ("ports", "Give each server 2 Ethernet ports",
+              {"gpus": 128, "link": "eth-100g", "nics_per_node": 2},
+              "Twice the bandwidth out of each server halves the all-reduce's network part. "
+              "Efficiency {value}."),
+             ("overlap", "Overlap the all-reduce with backward, in buckets",
+              {"gpus": 128, "link": "eth-100g", "overlap": "bucketed"},
+              "Only the backward pass, two thirds of compute, can hide it; most of the "
+              "all-reduce stays exposed. Efficiency {value}.")),
+            best="max", fmt=pct,
+            hint="Efficiency without overlap is ratio ÷ (1 + ratio), ratio = compute ÷ "
+                 "all-reduce. Which choice multiplies the ratio most?",
+            solution="{best}. Efficiency: 4 micro-batches {accum}, 8,192 tokens {seq}, 2 ports "
+                     "{ports}, bucketed overlap {overlap}. Accumulation multiplies compute by 4 "
+                     "and leaves the once-a-step all-reduce alone; the others gain 2× or less."),
     ),
     "zero": (
         predict(
