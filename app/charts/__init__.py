@@ -19,6 +19,12 @@ def chosen_opacity(chosen: list[bool]) -> list[float]:
     return [1.0 if c else DIMMED for c in chosen]
 
 
+def tint(colour: str, alpha: float = 0.15) -> str:
+    """A line's colour ("#rrggbb") as a light fill under it."""
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
 def chosen_band(x0: float, x1: float) -> dict:
     """A light band behind the chosen x (data coordinates; on a log axis, data values too),
     the full height of the plot: moving the choice moves the band."""

@@ -7,7 +7,7 @@ rank's pairs, each layout's cost); nothing here knows a balance formula.
 
 import math
 
-from app.charts import DIMMED, base_layout, chosen_band, value_label
+from app.charts import DIMMED, base_layout, chosen_band, tint, value_label
 from app.charts.units import fmt_bytes
 from labs.context_parallel.lab import LAYOUT_NAMES
 
@@ -186,7 +186,7 @@ def cost_figure(sweep, current) -> dict:
             "y": [None if cost is None else round(cost.comm_s * 1e3, 6) for _, cost in points],
             "line": {"color": colour, "dash": dash, "width": 3 if layout == picked else 2},
             "opacity": 1.0 if layout == picked else DIMMED,
-            **({"fill": "tozeroy", "fillcolor": _tint(colour)} if layout == picked else {}),
+            **({"fill": "tozeroy", "fillcolor": tint(colour)} if layout == picked else {}),
             "customdata": [None if cost is None else fmt_bytes(cost.comm_bytes_per_gpu)
                            for _, cost in points],
             "hovertemplate": f"{label}, CP %{{x}}: %{{y:.3g}} ms, %{{customdata}} "
@@ -242,11 +242,6 @@ def cost_figure(sweep, current) -> dict:
         ),
     }
 
-
-def _tint(colour: str) -> str:
-    """A line's colour as a light fill under it."""
-    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
-    return f"rgba({r},{g},{b},0.15)"
 
 
 def token_ranges(tokens) -> str:

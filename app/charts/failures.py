@@ -1,6 +1,6 @@
 """The failures lab's diagrams: interruptions per day against the job's GPUs, where the wall
 clock goes, goodput against the checkpoint interval (the optimum marked) and goodput and days
-to finish against the job's GPUs for sync and async saves.
+to finish against the job's GPUs for sync, async and peer-memory saves.
 
 Every point is read off ``labs.failures.lab``'s result (its interval and cluster-size sweeps);
 nothing here knows a formula.
@@ -8,11 +8,12 @@ nothing here knows a formula.
 
 import math
 
-from app.charts import DIMMED, LINE_COLOUR, base_layout, chosen_band, value_label
+from app.charts import DIMMED, LINE_COLOUR, base_layout, chosen_band, tint, value_label
 from app.charts.units import fmt_duration, fmt_pct
 from labs.failures.lab import LLAMA3
 
-SAVE_COLOURS = {"sync": "#e45756", "async": "#4c78a8"}
+SAVE_COLOURS = {"sync": "#e45756", "async": "#4c78a8", "peer": "#b279a2"}
+FIELDS = {"sync": "sync", "async": "async_", "peer": "peer"}  # ScalePoint's field per save
 PARTS = (  # Goodput field, label, colour
     ("goodput", "training that counts", "#54a24b"),
     ("blocking", "stopped for saves", "#eeca3b"),
@@ -121,8 +122,7 @@ def interval_figure(result) -> dict:
          "x": [round(g.interval, 4) for g in sweep],
          "y": [round(100 * g.goodput, 4) for g in sweep],
          "line": {"color": colour, "width": 3}, "fill": "tozeroy",
-         "fillcolor": "rgba(76,120,168,0.10)" if inp.save == "async" else
-         "rgba(228,87,86,0.10)",
+         "fillcolor": tint(colour, 0.10),
          "hovertemplate": "every %{x:.3g} s: %{y:.3g}% goodput<extra></extra>"},
         {"type": "scatter", "mode": "markers", "name": "best (Daly, no shorter than allowed)",
          "x": [result.best.interval], "y": [100 * result.best.goodput],
@@ -164,11 +164,11 @@ def interval_figure(result) -> dict:
 
 def scale_figure(result) -> dict:
     """Two panels against the job's GPUs: goodput, and days to finish the job's steps, for
-    sync and async saves each at its best interval."""
+    each save (sync, async, peer memory) at its best interval."""
     inp = result.input
     points = result.scale
     data = []
-    for save, field in (("sync", "sync"), ("async", "async_")):
+    for save, field in FIELDS.items():
         chosen = save == inp.save
         style = {"color": SAVE_COLOURS[save], "width": 3 if chosen else 2}
         opacity = 1.0 if chosen else max(DIMMED, 0.5)
@@ -187,10 +187,11 @@ def scale_figure(result) -> dict:
             "line": style, "opacity": opacity,
             "hovertemplate": f"{save}, %{{x:,}} GPUs: %{{y:.3g}} days<extra></extra>"})
     here = next(p for p in points if p.gpus == inp.gpus)
-    mine = here.sync if inp.save == "sync" else here.async_
+    field = FIELDS[inp.save]
+    mine = getattr(here, field)
     days = mine.finish_days
-    finish = [g for p in points for g in (p.sync.finish_days, p.async_.finish_days)
-              if g is not None]
+    finish = [getattr(p, f).finish_days for p in points for f in FIELDS.values()
+              if getattr(p, f).finish_days is not None]
     axis = _gpu_axis(points)
     labels = [value_label(math.log10(inp.gpus), 100 * mine.goodput,
                           f"{inp.gpus:,}: {fmt_pct(mine.goodput)}", yanchor="top",
@@ -199,9 +200,8 @@ def scale_figure(result) -> dict:
         labels.append(value_label(math.log10(inp.gpus), math.log10(days),
                                   f"{days:,.3g} days", xref="x2", yref="y2",
                                   xanchor="left", xshift=8))
-    fastest = min((p for p in points if (p.sync if inp.save == "sync" else p.async_)
-                   .finish_days is not None),
-                  key=lambda p: (p.sync if inp.save == "sync" else p.async_).finish_days)
+    fastest = min((p for p in points if getattr(p, field).finish_days is not None),
+                  key=lambda p: getattr(p, field).finish_days)
     return {
         "data": data,
         "layout": base_layout(
@@ -225,3 +225,4 @@ def scale_figure(result) -> dict:
                        " and never finish")
                     + f"; the job finishes soonest on {fastest.gpus:,} GPUs"),
     }
+

@@ -54,7 +54,8 @@ BW_OPTIONS = tuple(int(v) for v in (10e9, 20e9, 100e9, 500e9, LLAMA3_STORAGE_BW,
 INTERVAL_OPTIONS = (10, 30, 60, 300, 600, 1800, 3600, 10_800)
 RESTART_OPTIONS = (0, 60, 300, 600, 1800, 3600)
 SAVE_NAMES = {"sync": "Synchronous (waits for the write)",
-              "async": "Asynchronous (waits for the copy to host)"}
+              "async": "Asynchronous (waits for the copy to host)",
+              "peer": "Peer memory, Gemini (waits for the copy to host)"}
 
 
 class FailuresQuery(ModelControls):
@@ -72,7 +73,9 @@ class FailuresQuery(ModelControls):
         "interruptions (arXiv:2407.21783 sec 3.3.4).")
     save: Literal[SAVE_MODES] = Field(
         "async", description="sync: training waits for the write to storage; async: only for "
-        "the copy of each rank's shard to host memory.")
+        "the copy of each rank's shard to host memory, the write runs behind; peer: the copy, "
+        "then a send to a peer machine's CPU memory over InfiniBand NDR instead of the write "
+        "(Gemini, SOSP 2023).")
     storage_bw: int = Field(
         int(LLAMA3_STORAGE_BW), ge=MIN_FAIL_BW, le=MAX_FAIL_BW,
         description="Bytes per second the file system writes, all ranks together. Default: "
@@ -122,13 +125,15 @@ def to_api(result: FailuresResult) -> dict:
             "weights_bytes": c.weights_bytes, "master_bytes": c.master_bytes,
             "moments_bytes": c.moments_bytes, "total_bytes": c.total_bytes,
             "bytes_per_gpu": c.bytes_per_gpu, "write_s": c.write_s, "copy_s": c.copy_s,
+            "send_s": c.send_s,
             "cost_s": c.cost_s, "block_s": c.block_s, "lag_s": c.lag_s,
         },
         "young_s": result.young_s, "daly_s": result.daly_s, "floor_s": result.floor_s,
         "best_s": result.best_s,
         "chosen": _goodput(result.chosen), "best": _goodput(result.best),
         "scale": [{"gpus": p.gpus, "mtbi_s": p.mtbi_s, "per_day": p.per_day,
-                   "step_s": p.step_s, "sync": _goodput(p.sync), "async": _goodput(p.async_)}
+                   "step_s": p.step_s, "sync": _goodput(p.sync), "async": _goodput(p.async_),
+                   "peer": _goodput(p.peer)}
                   for p in result.scale],
     }
 
@@ -157,6 +162,9 @@ def facts() -> dict:
                           interval=_rounded_best(**slow, gpus=65_536)),
         "no_restart": state(restart=0, interval=_rounded_best()),
         "more": state(**CASES["more"][1]),
+        "peer_128k": state(save="peer", storage_bw=20_000_000_000, gpus=131_072,
+                           interval=_rounded_best(save="peer", storage_bw=20_000_000_000,
+                                                  gpus=131_072)),
     }
 
 
@@ -249,7 +257,7 @@ VIEW = LabView(
                 embed_height=300),
         Diagram("interval", "Goodput against the checkpoint interval, the optimum marked",
                 embed_height=440),
-        Diagram("scale", "Goodput and days to finish against the GPUs in the job, sync and async",
+        Diagram("scale", "Goodput and days to finish against the GPUs in the job, each save",
                 embed_height=560),
     ),
     labels={

@@ -21,7 +21,10 @@ class FailuresCheckpoint(BaseModel):
     bytes_per_gpu: float = Field(description="Each rank's shard: total / GPUs.")
     write_s: float = Field(description="total / storage bandwidth.")
     copy_s: float = Field(description="A shard over the host link (an async save's stop).")
-    cost_s: float = Field(description="δ of Young and Daly: write_s (sync) or copy_s (async).")
+    send_s: float = Field(description="A shard over the GPU's network port (a peer save's "
+                                      "background send).")
+    cost_s: float = Field(description="δ of Young and Daly: write_s (sync) or copy_s (async, "
+                                      "peer).")
     block_s: float = Field(description="Seconds training stops per save at the interval.")
     lag_s: float = Field(description="How much older the newest durable checkpoint is.")
 
@@ -33,6 +36,7 @@ class FailuresScalePoint(BaseModel):
     step_s: float = Field(description="The step on these GPUs (ideal strong scaling).")
     sync: FailuresGoodput = Field(description="Sync saves at Daly's interval (floored).")
     async_: FailuresGoodput = Field(alias="async", description="Async saves, likewise.")
+    peer: FailuresGoodput = Field(description="Saves to peer memory (Gemini), likewise.")
 
 
 class FailuresAnswer(BaseModel):
@@ -54,7 +58,8 @@ class FailuresAnswer(BaseModel):
     checkpoint: FailuresCheckpoint
     young_s: float = Field(description="Young 1974: sqrt(2 x cost_s x mtbi_s).")
     daly_s: float = Field(description="Daly 2006's higher-order optimum.")
-    floor_s: float = Field(description="The shortest interval: a step (async: the write too).")
+    floor_s: float = Field(description="The shortest interval: a step (async: the write too; "
+                                       "peer: the send).")
     best_s: float = Field(description="max(daly_s, floor_s).")
     chosen: FailuresGoodput
     best: FailuresGoodput

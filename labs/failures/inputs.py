@@ -37,7 +37,7 @@ class FailuresInput:
     step_s: float  # one training step on ``step_gpus`` GPUs
     step_gpus: int  # the GPUs ``step_s`` was timed on (the job's size in GPU-seconds a step)
     steps: int  # the job's steps
-    save: str  # "sync" | "async"
+    save: str  # "sync" | "async" | "peer"
     storage_bw: float  # bytes/s the file system takes, all writers together
     host_link: Link  # the GPU's link to host memory (an async save's copy)
     interval: float  # seconds of training between checkpoints
@@ -79,8 +79,9 @@ class Checkpoint:
     total_bytes: float  # the whole job's checkpoint
     bytes_per_gpu: float  # each rank writes its own shard
     write_s: float  # total ÷ storage bandwidth
-    copy_s: float  # one GPU's shard ÷ host link bandwidth (async's blocking)
-    cost_s: float  # δ of Young and Daly: write_s (sync) or copy_s (async)
+    copy_s: float  # one GPU's shard ÷ host link bandwidth (async's and peer's blocking)
+    send_s: float  # one GPU's shard ÷ its network port (a peer save's background send)
+    cost_s: float  # δ of Young and Daly: write_s (sync) or copy_s (async, peer)
     block_s: float  # training stopped per save at the chosen interval
     lag_s: float  # how much older the newest durable checkpoint is than the newest save
 
@@ -105,6 +106,7 @@ class ScalePoint:
     step_s: float
     sync: Goodput  # each at its own best interval (Daly's, floored)
     async_: Goodput
+    peer: Goodput
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,8 @@ class FailuresResult:
     checkpoint: Checkpoint
     young_s: float  # sqrt(2 δ M)
     daly_s: float  # Daly 2006's higher-order optimum
-    floor_s: float  # the shortest interval the save allows (a step; async: the write too)
+    floor_s: float  # the shortest interval the save allows (a step; async: the write too;
+    # peer: the send)
     best_s: float  # max(Daly, floor)
     chosen: Goodput
     best: Goodput

@@ -21,6 +21,13 @@ Sources, each used where named below:
   runs behind training. Only one save is in flight: a save that finds the last one still
   writing waits for it. Until the write ends the newest durable checkpoint is the previous
   one, so a failure loses that much more work.
+- A save to peer memory (Gemini: Wang et al., "Gemini: Fast Failure Recovery in Distributed
+  Training with In-Memory Checkpoints", SOSP 2023) copies the shard to host memory as an
+  async save does, then sends it to a peer machine's CPU memory over the GPU's network port
+  (``PEER_LINK``: InfiniBand NDR, 50 GB/s, one port per GPU as in a DGX H100) instead of
+  writing it to storage: the lag is that send. A failure recovers from the peer's copy; the
+  lab leaves out the rarer case where a machine and its peer fail together (Gemini falls back
+  to storage then) and keeps the restart control as given.
 - The interval: Young 1974 ("A first order approximation to the optimum checkpoint interval",
   CACM 17(9)): τ = sqrt(2·δ·M), δ the time a save costs; Daly 2006 ("A higher order estimate of
   the optimum checkpoint interval for restart dumps", FGCS 22(3), eq. 37):
@@ -39,8 +46,10 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+from labs.core.limits import SAVE_MODES
 from labs.failures.inputs import Checkpoint, FailuresInput, FailuresResult, Goodput, ScalePoint
 from labs.hardware.gpus import get_gpu
+from labs.hardware.links import get_link
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
 from labs.model.spec import ModelSpec
@@ -54,6 +63,7 @@ LLAMA3_STORAGE_BW = 2e12
 LLAMA3_BATCH_TOKENS = 2048 * 8192
 LLAMA3_TFLOPS = 400e12
 LLAMA3_TOKENS = 15.6e12  # pre-training tokens (sec 3.1)
+PEER_LINK = "ib-ndr"  # the port a peer save's send crosses (labs/presets/links.json)
 SWEEP_GPUS = tuple(2**k for k in range(10, 19))  # 1,024 ... 262,144
 SWEEP_POINTS = 72  # the interval sweep's points, log-spaced
 
@@ -103,11 +113,14 @@ def checkpoint(model: ModelSpec, gpus: int, save: str, storage_bw: float, host_b
     per_gpu = total / gpus
     write = total / storage_bw
     copy = per_gpu / host_bw
+    send = per_gpu / get_link(PEER_LINK).bandwidth
     if save == "sync":
         cost, block, lag = write, write, 0.0
-    else:  # the copy, and the wait for the last write when the interval is shorter than it
-        cost, block, lag = copy, copy + max(0.0, write - interval), write
-    return Checkpoint(weights, master, moments, total, per_gpu, write, copy, cost, block, lag)
+    else:  # the copy, and the wait for the last write (or send) when the interval is shorter
+        behind = write if save == "async" else send
+        cost, block, lag = copy, copy + max(0.0, behind - interval), behind
+    return Checkpoint(weights, master, moments, total, per_gpu, write, copy, send, cost, block,
+                      lag)
 
 
 def goodput(interval: float, block: float, lag: float, restart: float, mtbi: float,
@@ -125,16 +138,17 @@ def goodput(interval: float, block: float, lag: float, restart: float, mtbi: flo
                    work_s / useful / DAY)
 
 
-def floor_s(inp_step: float, save: str, write: float) -> float:
-    """The shortest interval: a save waits for the step to end; async saves one at a time."""
-    return max(inp_step, write) if save == "async" else inp_step
+def floor_s(step: float, save: str, ckpt: Checkpoint) -> float:
+    """The shortest interval: a save waits for the step to end; async and peer saves go one
+    at a time, so no sooner than the last one's write (or send) ends."""
+    return step if save == "sync" else max(step, ckpt.lag_s)
 
 
 def at_best(model: ModelSpec, gpus: int, save: str, storage_bw: float, host_bw: float,
             restart: float, mtbi: float, step_s: float, work_s: float) -> tuple[float, Goodput]:
     """Daly's interval (no shorter than the floor) and the goodput there."""
     ckpt = checkpoint(model, gpus, save, storage_bw, host_bw, 0.0)
-    best = max(daly(ckpt.cost_s, mtbi), floor_s(step_s, save, ckpt.write_s))
+    best = max(daly(ckpt.cost_s, mtbi), floor_s(step_s, save, ckpt))
     ckpt = checkpoint(model, gpus, save, storage_bw, host_bw, best)
     return best, goodput(best, ckpt.block_s, ckpt.lag_s, restart, mtbi, work_s)
 
@@ -154,7 +168,7 @@ def interval_sweep(inp: FailuresInput, mtbi: float, marks: tuple[float, ...]) ->
 
 def scale_sweep(inp: FailuresInput) -> tuple[ScalePoint, ...]:
     """Each cluster size of SWEEP_GPUS and the chosen one: interruptions, and the goodput and
-    finish time of sync and async saves, each at its best interval. The step shrinks as
+    finish time of sync, async and peer saves, each at its best interval. The step shrinks as
     1/N (``FailuresInput.step_here``: a fixed batch, ideal strong scaling)."""
     work = inp.steps * inp.step_s * inp.step_gpus  # GPU-seconds of steps
     out = []
@@ -162,7 +176,7 @@ def scale_sweep(inp: FailuresInput) -> tuple[ScalePoint, ...]:
         mtbi = inp.gpu_mtbi / n
         step = inp.step_s * inp.step_gpus / n
         modes = [at_best(inp.model, n, save, inp.storage_bw, inp.host_link.bandwidth,
-                         inp.restart, mtbi, step, work / n)[1] for save in ("sync", "async")]
+                         inp.restart, mtbi, step, work / n)[1] for save in SAVE_MODES]
         out.append(ScalePoint(n, mtbi, DAY / mtbi, step, *modes))
     return tuple(out)
 
@@ -179,7 +193,7 @@ def simulate_failures(inp: FailuresInput) -> FailuresResult:
     young_s, daly_s = young(ckpt.cost_s, mtbi), daly(ckpt.cost_s, mtbi)
     return FailuresResult(
         input=inp, mtbi_s=mtbi, per_day=DAY / mtbi, step_s=step, checkpoint=ckpt,
-        young_s=young_s, daly_s=daly_s, floor_s=floor_s(step, inp.save, ckpt.write_s),
+        young_s=young_s, daly_s=daly_s, floor_s=floor_s(step, inp.save, ckpt),
         best_s=best_s,
         chosen=chosen, best=best,
         intervals=interval_sweep(inp, mtbi, (inp.interval, best_s, young_s)),

@@ -135,3 +135,20 @@ def test_a_link_that_is_no_host_link_is_refused():
     with pytest.raises(LabInputError) as caught:
         job(host_link=get_link("nvlink-4"))
     assert caught.value.field == "host_link"
+
+
+def test_peer_memory_saves_send_instead_of_write():
+    """Gemini (SOSP 2023): the copy to host, then a send to a peer's CPU memory over the GPU's
+    InfiniBand NDR port (50 GB/s): the lag is the send, not the storage write."""
+    slow = {"storage_bw": 20e9, "gpus": 131_072}
+    peer = simulate_failures(job(save="peer", **slow))
+    c = peer.checkpoint
+    assert c.send_s == pytest.approx(14 * M405.params / 131_072 / 50e9)  # 0.87 ms
+    assert c.block_s == pytest.approx(c.copy_s) and c.lag_s == pytest.approx(c.send_s)
+    assert peer.floor_s == pytest.approx(peer.step_s)  # the send is shorter than a step
+    async_ = simulate_failures(job(save="async", **slow))
+    assert peer.best.goodput > async_.best.goodput  # no 284 s write to lose
+    # Restarts are all that is left: goodput ~ 1 - R/M.
+    assert peer.best.goodput == pytest.approx(1 - 600 / peer.mtbi_s, abs=0.01)
+    days = {p.gpus: p.peer.finish_days for p in peer.scale}
+    assert days[131_072] < days[65_536]  # peer saves still gain from the doubling
