@@ -2,6 +2,10 @@
 app by its import string, finds the stack below the layer that hands its misses to the pool,
 and draws the requests it is sent, one at a time, on the event loop of the request's lane.
 
+Full garbage collections run when the pool asks (``collect``, between answers: app/
+render_pool.py), not when the collector's counts say: a full pass walks every object the
+engine's caches keep, tens of ms, and it paused the render it fell in.
+
 Two lanes, two threads, each running its own event loop for as long as the child lives: a
 light answer is drawn at the child's niceness, a heavy one at ``heavy_nice`` (Linux keeps a
 niceness per thread: setpriority(2) on a thread id, which the threads it starts inherit), so
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import os
 import signal
 import threading
@@ -23,6 +28,9 @@ import time
 from uvicorn.importer import import_from_string
 
 PARENT_POLL = 1.0  # s: how often a child checks that its parent is alive
+# The oldest generation's threshold (gen1 collections before a full one): never reached, so
+# only ``collect`` runs a full collection; the young generations are collected as usual.
+NO_AUTOMATIC_FULL = 1 << 30
 
 _CHILD: dict = {}
 
@@ -43,6 +51,8 @@ def init(target: str, warm_up: str, heavy_nice: int = 0) -> None:
     while not hasattr(layer, "pool"):
         layer = layer.app
     _CHILD.update(app=app, inner=layer.app)
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, NO_AUTOMATIC_FULL)
     for lane, nice in (("light", 0), ("heavy", heavy_nice)):
         ready = threading.Event()
         threading.Thread(target=_lane, args=(lane, nice, ready), daemon=True,
@@ -79,6 +89,11 @@ def _exit_with_parent(parent: int) -> None:
 
 def ping() -> bool:
     return "inner" in _CHILD
+
+
+def collect() -> int:
+    """A full garbage collection, between answers (the pool asks when the child is idle)."""
+    return gc.collect()
 
 
 def render(scope: dict, lane: str = "light") -> tuple[int, list, bytes]:

@@ -89,6 +89,9 @@ CLIENT_QUEUE = {LIGHT: 32, HEAVY: 2}
 # students on a machine shared with other jobs). The deadline bounds the wait either way.
 LANE_QUEUE = {LIGHT: 128, HEAVY: 2}
 HEAVY_NICE = 10  # a heavy answer's thread's niceness in its child: light work gets the CPU first
+# A child's full garbage collections (app/render_child.py turns off the automatic ones): after
+# COLLECT_IDLE renders, when no answer is waiting for it; after COLLECT_BUSY, before its next.
+COLLECT_IDLE, COLLECT_BUSY = 200, 2000
 
 
 def portable_scope(scope: dict) -> dict:
@@ -128,6 +131,8 @@ class Slot:
     ready: bool = False
     job: Job | None = None
     generation: int = 0
+    renders: int = 0  # since its last full garbage collection
+    collecting: bool = False
 
     @property
     def pid(self) -> int | None:
@@ -152,6 +157,7 @@ class RenderPool:
         self.processes = 0
         self.timeout = float(SETTINGS.render_timeout)
         self.rendered = 0  # answers the children rendered (tests and benchmarks read it)
+        self.collections = 0  # full garbage collections the children ran between answers
         self.replaced = 0  # children killed past their deadline or found dead
         self.refused = {429: 0, 503: 0}
         self.lanes = {LIGHT: _Lane(), HEAVY: _Lane()}
@@ -291,11 +297,39 @@ class RenderPool:
         """Give each free child the next answer it may draw: light ones first (the light-only
         children are first in the list), heavy ones to the general children."""
         for slot in self.slots:
-            if not slot.ready or slot.job is not None:
+            if not slot.ready or slot.job is not None or slot.collecting:
+                continue
+            if slot.renders >= COLLECT_BUSY:
+                self._collect(slot)
                 continue
             job = self._next(LIGHT) or (self._next(HEAVY) if slot.heavy else None)
             if job is not None:
                 self._run(slot, job)
+            elif slot.renders >= COLLECT_IDLE:
+                self._collect(slot)
+
+    def _collect(self, slot: Slot) -> None:
+        """The child's full garbage collection, while it has nothing to draw: a full pass
+        walks every object its caches keep (tens of ms), and the automatic one paused
+        whatever render it fell in, and every answer queued behind it (issue 31)."""
+        try:
+            done = asyncio.wrap_future(slot.executor.submit(render_child.collect))
+        except (BrokenExecutor, RuntimeError) as exc:  # died since its last answer
+            self._replace(slot, slot.generation, f"found broken: {exc!r}")
+            return
+        slot.collecting, slot.renders = True, 0
+        done.add_done_callback(partial(self._collected, slot, slot.generation))
+
+    def _collected(self, slot: Slot, generation: int, done: asyncio.Future) -> None:
+        if slot.generation != generation:
+            return  # replaced meanwhile
+        slot.collecting = False
+        error = done.exception() if not done.cancelled() else BrokenExecutor("cancelled")
+        if error is not None:
+            self._replace(slot, generation, f"died: {error!r}")
+            return
+        self.collections += 1
+        self._dispatch()
 
     def _next(self, lane: str) -> Job | None:
         waiting = self.lanes[lane].waiting
@@ -324,6 +358,7 @@ class RenderPool:
         job.timer.cancel()
         if slot.generation == generation:
             slot.job = None
+            slot.renders += 1
         error = None if done.cancelled() else done.exception()
         if isinstance(error, BrokenExecutor) or done.cancelled():
             # A child killed (out of memory) or stopped: draw it in a thread instead.
@@ -374,7 +409,7 @@ class RenderPool:
             return  # replaced already
         log.warning("render process %d %s: replacing it", slot.index, why)
         slot.generation += 1
-        slot.ready, slot.job = False, None
+        slot.ready, slot.job, slot.collecting, slot.renders = False, None, False, 0
         pid, executor = slot.pid, slot.executor
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):  # gone already

@@ -249,6 +249,26 @@ def test_without_a_light_child_the_heavy_lane_queues_behind_one(client, pair):
     assert first[0].status_code == 503
 
 
+def test_a_child_collects_its_garbage_between_answers(client, pair, monkeypatch):
+    """Issue 31: a child's full garbage collection walks every object the engine's caches
+    keep; it runs when the pool has nothing for the child to draw, not inside a render."""
+    import gc
+
+    from app import render_child, render_pool
+
+    monkeypatch.setattr(render_pool, "COLLECT_IDLE", 1)
+    light_only, _ = pair.slots
+    automatic = light_only.executor.submit(gc.get_threshold).result(WAIT)
+    assert automatic[2] == render_child.NO_AUTOMATIC_FULL
+    before = pair.collections
+    CACHE.clear()
+    assert client.get(LIGHT_ASK[0], params=LIGHT_ASK[1]).status_code == 200
+    wait_until(lambda: pool_call(client, lambda: pair.collections > before and not any(
+        s.collecting for s in pair.slots)), "the child that drew it collected, then was free")
+    CACHE.clear()
+    assert client.get(LIGHT_ASK[0], params={"seq_len": 12346}).status_code == 200
+
+
 def nices(pid: int) -> list[int]:
     """The niceness of each thread of a process (/proc/<pid>/task/*/stat, field 19)."""
     return sorted(int(task.read_text().rsplit(")", 1)[1].split()[16])
