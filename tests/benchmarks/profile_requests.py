@@ -199,7 +199,7 @@ def answers(app) -> list[tuple[str, str, str, dict]]:
                 (f"{view.name} embed fragment", f"/embed/{view.name}", "",
                  {"hx-request": "true"}),
                 (f"{view.name} api", f"/api/{view.name}", "", {})]
-    sides = "a=dp%3D16%26tp%3D2&b=dp%3D8%26tp%3D4"
+    sides = "a=dp%3D8%26tp%3D2&b=dp%3D4%26tp%3D4"  # 32 GPUs each, as the cluster has
     out += [("planner fragment", plan.FRAGMENT_PATH, "", {"hx-request": "true"}),
             ("planner controls", plan.CONTROLS_PATH, "", {"hx-request": "true"}),
             ("planner api", plan.API_PATH, "", {}),
