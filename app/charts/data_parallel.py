@@ -6,6 +6,7 @@ import math
 import re
 
 from app.charts import DIMMED, base_layout, chosen_band, value_label
+from app.charts.crossover import crossover_figure
 from app.charts.units import fmt_pct
 
 # Link family -> colour; one curve per link of the lesson (and the chosen one if apart).
@@ -185,77 +186,9 @@ def time_figure(result) -> dict:
     }
 
 
-COMPUTE_BOUND, COMM_BOUND = "rgba(84,162,75,0.10)", "rgba(228,87,86,0.10)"
-
-
-def tokens(value: float) -> str:
-    return f"{value:,.0f}"
-
 
 def ratio_figure(result) -> dict:
-    """Compute and the all-reduce against tokens per GPU per step (log-log): compute rises
-    with the tokens, the all-reduce does not, and they cross at the lab's T*. The state is
-    marked on the compute line, the crossover by a dashed line, each side shaded."""
-    r, inp = result.ratio, result.input
-    xs = [t for t, _ in r.sweep]
-    lo, hi = min(xs[0], r.tokens_per_gpu), max(xs[-1], r.tokens_per_gpu)
-    data = [{"type": "scatter", "mode": "lines", "name": "Compute, 6·P·T ÷ rate",
-             "x": xs, "y": [round(s, 9) for _, s in r.sweep],
-             "line": {"color": PARTS["compute"][1], "width": 2.5},
-             "hovertemplate": "%{x:,} tokens: %{y:.3s}s of compute<extra></extra>"}]
-    shapes, annotations = [], []
-    if r.allreduce_s:
-        data.append({"type": "scatter", "mode": "lines", "name": "All-reduce, once a step",
-                     "x": [lo, hi], "y": [round(r.allreduce_s, 9)] * 2,
-                     "line": {"color": PARTS["exposed"][1], "width": 2.5},
-                     "hovertemplate": f"all-reduce {ms(r.allreduce_s)}<extra></extra>"})
-        cross = r.crossover_tokens
-        shapes += [
-            {"type": "rect", "xref": "x", "yref": "paper", "x0": lo, "x1": cross, "y0": 0,
-             "y1": 1, "fillcolor": COMM_BOUND, "line": {"width": 0}, "layer": "below"},
-            {"type": "rect", "xref": "x", "yref": "paper", "x0": cross, "x1": hi, "y0": 0,
-             "y1": 1, "fillcolor": COMPUTE_BOUND, "line": {"width": 0}, "layer": "below"},
-            {"type": "line", "xref": "x", "yref": "paper", "x0": cross, "x1": cross, "y0": 0,
-             "y1": 1, "line": {"color": "#1d2330", "dash": "dash", "width": 1.5}}]
-        annotations.append({"xref": "x", "yref": "paper", "x": _log10(cross), "y": 1,
-                            "xanchor": "left", "yanchor": "top", "showarrow": False,
-                            "xshift": 4, "bgcolor": "rgba(255,255,255,0.85)",
-                            "text": f"T* = {tokens(cross)} tokens"})
-        # The state: its compute on the line and the gap to the all-reduce drawn between them.
-        shapes.append({"type": "line", "xref": "x", "yref": "y", "x0": r.tokens_per_gpu,
-                       "x1": r.tokens_per_gpu, "y0": r.compute_s, "y1": r.allreduce_s,
-                       "line": {"color": "#1d2330", "width": 3}})
-    shapes.append(chosen_band(r.tokens_per_gpu / 1.25, r.tokens_per_gpu * 1.25))
-    data.append({"type": "scatter", "mode": "markers", "name": "This state",
-                 "x": [r.tokens_per_gpu], "y": [round(r.compute_s, 9)],
-                 "marker": {"size": 14, "color": "#1d2330"}, "hoverinfo": "skip"})
-    bound = ("no all-reduce on 1 GPU" if not r.allreduce_s else
-             f"compute ÷ all-reduce = {r.ratio:.3g}")
-    right = r.tokens_per_gpu > math.sqrt(lo * hi)
-    annotations.append(value_label(
-        _log10(r.tokens_per_gpu), _log10(r.compute_s),
-        f"{tokens(r.tokens_per_gpu)} tokens/GPU:<br>{bound}",
-        xanchor="right" if right else "left", xshift=-10 if right else 10, yanchor="middle"))
-    ys = [s for _, s in r.sweep] + ([r.allreduce_s] if r.allreduce_s else []) + [r.compute_s]
-    side = ("compute-bound" if r.allreduce_s and r.compute_s >= r.allreduce_s else
-            "communication-bound" if r.allreduce_s else "compute only")
-    return {
-        "data": data,
-        "layout": base_layout(
-            margin={"l": 56, "r": 8, "t": 8, "b": 44},
-            xaxis={"type": "log", "title": {"text": "tokens per GPU per step (log scale)",
-                                            "standoff": 6},
-                   "range": [_log10(lo) - 0.05, _log10(hi) + 0.05], "gridcolor": "#e6e9ef"},
-            yaxis={"type": "log", "title": {"text": "seconds per step"},
-                   "range": [_log10(min(ys)) - 0.1, _log10(max(ys)) + 0.1],
-                   "gridcolor": "#e6e9ef"},
-            legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top",
-                    "font": {"size": 11}},
-            shapes=shapes, annotations=annotations),
-        "summary": (
-            f"{tokens(r.tokens_per_gpu)} tokens per GPU on {inp.gpus:,} GPUs: "
-            f"{ms(r.compute_s)} of compute"
-            + (f" against {ms(r.allreduce_s)} of all-reduce ({side}); the two are equal at "
-               f"T* = {tokens(r.crossover_tokens)} tokens per GPU" if r.allreduce_s else
-               ", no all-reduce")),
-    }
+    """EP02's compute against its once-a-step all-reduce (``app.charts.crossover``)."""
+    r = result.ratio
+    return crossover_figure(r.tokens_per_gpu, r.compute_s, r.allreduce_s, r.crossover_tokens,
+                            r.sweep, "All-reduce, once a step", result.input.gpus)

@@ -237,6 +237,29 @@ def test_dp_replica_is_the_replica_ledger(kind):
     close(stack_sums(stack), [result.replica.total_bytes / 1e9], 6e-4 * len(stack), "GB")
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_dp_ratio_is_compute_against_the_all_reduce(kind):
+    result, figs = figures_of("dp", kind)
+    r, p, inp = result.ratio, result.point, result.input
+    lines = {t["name"]: t for t in figs["ratio"]["data"]}
+    compute = lines["Compute, 6·P·T ÷ rate"]
+    # Compute is 6 x active parameters x tokens at the rate, the line through the state.
+    close(compute["y"], [6 * inp.model.active_params * t / r.rate for t in compute["x"]],
+          1e-6, "compute line (s)")
+    state = lines["This state"]
+    assert state["x"] == [r.tokens_per_gpu]
+    close(state["y"], [p.compute_s], 1e-6, "state's compute (s)")
+    if inp.gpus > 1:
+        close(lines["All-reduce, once a step"]["y"], [p.comm_s if p.buckets == 1 else
+                                                     r.allreduce_s] * 2, 1e-6, "all-reduce")
+        cross = [s for s in figs["ratio"]["layout"]["shapes"] if s.get("line", {}).get("dash")
+                 == "dash"]
+        # At the crossover, the compute line reaches the all-reduce.
+        assert len(cross) == 1
+        close([6 * inp.model.active_params * cross[0]["x0"] / r.rate], [r.allreduce_s], 1e-6,
+              "compute at T*")
+
+
 # EP07 ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("query", [{}, {"skew": 1}, {"skew": 0.5, "capacity_factor": 1.0}])
@@ -652,7 +675,7 @@ def test_the_playground_draws_what_each_lab_draws_for_the_same_state():
 
 
 COVERED = {  # lab -> the diagrams whose data a test above derives from the lab's result
-    "memory": {"ledger"}, "dp": {"scaling", "time", "replica"},
+    "memory": {"ledger"}, "dp": {"scaling", "time", "ratio", "replica"},
     "zero": {"memory", "traffic", "overlap", "recompute", "offload"},
     "tp": {"split", "efficiency", "cost", "memory"},
     "pipeline": {"gantt", "activations", "memory"}, "cp": {"mask", "pairs", "cost"},
