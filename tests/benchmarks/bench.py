@@ -184,6 +184,7 @@ def engine_times() -> list[tuple[str, float, float]]:
             times.append((time.perf_counter() - t0) * 1e3)
         rows.append((name.replace("(simulate)", "(charts)"), statistics.median(times), max(times)))
     rows.append(ledger_time())
+    rows.append(failures_time())
     rows.append(recipe_time())
     rows.append(planner_time())
     rows.append(planner_time("gpt-3-175b", 2048, 2048, 1536))  # Megatron-LM's GPT-3 batch
@@ -212,6 +213,22 @@ def ledger_time() -> tuple[str, float, float]:
         compute_memory(inp)
         times.append((time.perf_counter() - t0) * 1e3)
     return ("ledger DeepSeek-V3 TP8 PP61 DP8 EP64 (compute_memory)", statistics.median(times),
+            max(times))
+
+
+def failures_time() -> tuple[str, float, float]:
+    """One new EP11 answer (run, JSON and figures: 72 intervals and 9 cluster sizes x 3 saves
+    at Daly's interval), a new interval each time so no result is reused."""
+    from app.routers import failures as router
+
+    times = []
+    for interval in range(600, 621):
+        t0 = time.perf_counter()
+        result = router.run(router.FailuresQuery(interval=interval))
+        router.to_api(result)
+        router.figures(result)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return ("failures 405B on 16,384 GPUs (run, JSON, figures)", statistics.median(times),
             max(times))
 
 
