@@ -163,6 +163,31 @@ def test_moe_dispatch_bytes_by_hand(dispatch):
     assert routing.sent_bytes == pytest.approx((expected,) * 8)
 
 
+def test_moe_flops_per_token_the_lesson_quotes_by_hand():
+    """Mixtral 8x7B (32 layers, hidden 4,096, 32 heads, 8 KV heads of 128, 8 experts of FFN
+    14,336, top 2, vocab 32,000, untied). Per layer: attention 4,096 x (2 x 4,096 + 2 x
+    1,024), each expert 3 x 4,096 x 14,336, the router 4,096 x 8, two norms of 4,096."""
+    attention = 4096 * (2 * 4096 + 2 * 1024)
+    expert = 3 * 4096 * 14336
+    rest = 4096 * 8 + 2 * 4096
+    head = 32000 * 4096
+    params = 32 * (attention + 8 * expert + rest) + 4096 + 2 * head
+    active = 32 * (attention + 2 * expert + rest) + 4096 + 2 * head
+    assert (params, active) == (46_702_792_704, 12_879_925_248)  # "46.7B, 12.9B active"
+    matmul = active - head  # the input embedding is a lookup
+    # Training FLOPs per token at 4,096 tokens: 6 per active matmul parameter, and QK^T and
+    # AV, 6 x layers x heads x s x (d_qk + d_v) (Narayanan et al. 2021 eq. 3's terms).
+    per_token = 6 * matmul + 6 * 32 * 32 * 4096 * 256
+    result = simulate_moe(MoEInput(model=get_model("mixtral-8x7b"),
+                                   cluster=get_cluster("dgx-h100"), nodes=1, ep=8))
+    assert result.params == params and result.active_params == active
+    assert result.flops_per_token == per_token == 82_935_570_432
+    # If every parameter were active: 6 more per parameter no token of it computes with.
+    assert result.dense_equivalent_flops == per_token + 6 * (params - active)
+    # One routed expert's forward on one token: 2 FLOPs per weight.
+    assert result.expert_flops_per_token == 2 * expert == 352_321_536
+
+
 def test_planner_tokens_per_second_is_its_batch_over_its_step():
     from labs.recipe.planner import PlanRequest, search
 
