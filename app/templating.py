@@ -75,6 +75,13 @@ templates.env.filters.update(ms=fmt_ms, duration=fmt_duration)
 templates.env.filters.update(rank_colour=rank_colour, token_ranges=token_ranges)
 
 
+# The glossary's inline definitions at each term's first use in a lesson (app/glossary.py).
+from app.glossary import define_terms  # noqa: E402
+
+templates.env.filters.update(define_terms=define_terms)
+templates.env.globals.update(terms_seen=set)
+
+
 def compile_templates() -> None:
     """Compile every template before the first student arrives: Jinja compiles on first use,
     about 1 s for all of them, which a class's first page loads would otherwise wait for (the

@@ -6,6 +6,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel
 
+from app.glossary import GLOSSARY
 from app.labkit import DRILLS, VIEWS, DiagramInfo, check_drill, diagram_list
 from app.labkit.parsing import WHOLE_TEXT, single
 from app.templating import templates
@@ -45,6 +46,12 @@ class DrillAnswer(BaseModel):
     message: str
     # A decide drill's options judged: the one chosen after a wrong try, all once answered.
     feedback: list[OptionFeedback] = []
+
+
+@router.get("/glossary", response_class=HTMLResponse, include_in_schema=False)
+def glossary(request: Request) -> Response:
+    """Every term of art the lessons use, defined (app/glossary.py)."""
+    return templates.TemplateResponse(request, "glossary.html", {"terms": GLOSSARY})
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)

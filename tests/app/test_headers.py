@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from app.labkit import DRILLS
 from app.security import accepted_codings
 from tests.app.registry_routes import ALL, HTML, sweep
 
@@ -13,8 +14,17 @@ DRILL_QUERY = {"drill": {"answer": "1"}, "drill-fragment": {"answer": "1"},
                "drill-api": {"answer": "1"}}
 
 
+def drill_query(route) -> dict | None:
+    """A drill's try: the number 1, or a decide drill's first choice."""
+    query = DRILL_QUERY.get(route.kind)
+    drill = DRILLS.get(route.path.rsplit("/", 1)[-1]) if query else None
+    if drill and drill[1].kind == "decide":
+        return {"answer": drill[1].choices[0][0]}
+    return query
+
+
 def get(client, route, method="GET", headers=None):
-    return client.request(method, route.path, params=DRILL_QUERY.get(route.kind),
+    return client.request(method, route.path, params=drill_query(route),
                           headers={**(route.htmx or {}), **(headers or {})})
 
 

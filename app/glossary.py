@@ -1,0 +1,279 @@
+"""The glossary: every term of art the lessons use, defined once (GET /glossary), and at its
+first use in a lesson's lede or steps an inline definition that a hover, a keyboard focus or a
+tap shows, with a link to the entry (``define_terms``, the ``define_terms`` filter that
+templates/episode.html runs over the lesson's prose).
+
+A term is found by its ``pattern`` (a regular expression over the prose's text, outside tags,
+links, code, headings, figures and controls); tests/app/test_glossary.py checks that every term
+a lesson uses is defined at its first use there.
+"""
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from html import escape
+
+from markupsafe import Markup
+
+from app.settings import url
+
+
+@dataclass(frozen=True)
+class Term:
+    slug: str  # the entry's anchor: /glossary#<slug>
+    term: str  # as the glossary lists it
+    pattern: str  # how lessons write it (a regular expression)
+    definition: str
+
+    @property
+    def regex(self) -> re.Pattern:
+        return re.compile(self.pattern)
+
+
+GLOSSARY: tuple[Term, ...] = (
+    # ---- the split itself ----
+    Term("data-parallelism", "Data parallelism (DP)", r"\bdata parallelism\b|\bDP\b",
+         "Every GPU (a replica) runs the whole model on its own slice of the batch; after the "
+         "backward pass the replicas average their gradients with an all-reduce."),
+    Term("tensor-parallelism", "Tensor parallelism (TP)", r"\btensor parallelism\b|\bTP\b",
+         "Each weight matrix is split across the GPUs of a group (Megatron-LM); each multiplies "
+         "its slice and the partial results are combined in every layer, by an all-reduce or "
+         "a reduce-scatter and an all-gather."),
+    Term("pipeline-parallelism", "Pipeline parallelism (PP)",
+         r"\bpipeline parallelism\b|\bPP\b",
+         "The model's layers are cut into stages on different GPUs; micro-batches flow through "
+         "the stages like an assembly line."),
+    Term("context-parallelism", "Context parallelism (CP)", r"\bcontext parallelism\b|\bCP\b",
+         "One sequence's tokens are split across GPUs; attention exchanges keys and values "
+         "between them (ring attention), since a token attends to tokens other GPUs hold."),
+    Term("expert-parallelism", "Expert parallelism (EP)", r"\bexpert parallelism\b|\bEP\b",
+         "A mixture-of-experts layer's experts are placed on different GPUs; tokens travel to "
+         "their experts and back by all-to-all."),
+    Term("sequence-parallelism", "Sequence parallelism (Megatron-LM)",
+         r"\bsequence parallelism\b|\bsequence-parallel\b",
+         "Megatron-LM's companion to TP: the layer norms and dropout, which TP leaves whole on "
+         "every GPU, are split along the sequence, and each all-reduce becomes a reduce-scatter "
+         "and an all-gather of the same bytes. Not context parallelism, and not Ulysses, which "
+         "DeepSpeed also calls sequence parallelism."),
+    Term("ulysses", "Ulysses (DeepSpeed)", r"\bUlysses\b",
+         "Context parallelism by attention heads: an all-to-all regroups the sequence-split Q, "
+         "K and V so each GPU computes whole-sequence attention for some of the heads, and "
+         "another all-to-all splits the sequence again."),
+    Term("zero", "ZeRO stages", r"\bZeRO(?:-[0-3])?\b",
+         "Zero Redundancy Optimizer (DeepSpeed): the data-parallel GPUs shard the training "
+         "state instead of each copying it. Stage 1 shards the optimizer state, stage 2 the "
+         "gradients too, stage 3 the weights too; stage 0 is plain data parallelism."),
+    Term("fsdp", "FSDP", r"\bFSDP2?\b",
+         "Fully Sharded Data Parallel, PyTorch's form of ZeRO-3: each GPU keeps 1/N of the "
+         "weights, gradients and optimizer state, and gathers a layer's weights when it needs "
+         "them."),
+    Term("expert-dp", "Expert-DP", r"\bexpert-DP\b",
+         "The data-parallel degree of the experts: how many copies of each expert there are, "
+         "a stage's GPUs divided by EP × expert-TP."),
+    # ---- batches and schedules ----
+    Term("micro-batch", "Micro-batch", r"\bmicro-batch(?:es)?\b",
+         "The slice of a step's batch that one GPU, or one pipeline stage, runs through one "
+         "forward and backward pass. A step runs several."),
+    Term("gradient-accumulation", "Gradient accumulation",
+         r"\bgradient accumulation\b|\baccumulat(?:es?|ed|ing) (?:the )?gradients\b",
+         "Running several micro-batches before one optimizer step, adding up their gradients: "
+         "a larger batch without the activation memory of running it at once."),
+    Term("bubble", "Pipeline bubble", r"\bbubbles?\b",
+         "The time pipeline stages sit idle while work reaches them at the start of a step and "
+         "drains at the end: (p − 1)/(m + p − 1) of the step for 1F1B with p stages and m "
+         "micro-batches. Papers often write (p − 1)/m, the idle time over the busy time; the "
+         "two agree when m is much larger than p."),
+    Term("1f1b", "1F1B", r"\b1F1B\b",
+         "One forward, one backward: after a warm-up each pipeline stage alternates one "
+         "micro-batch's forward with another's backward, so it keeps at most p micro-batches' "
+         "activations, where GPipe keeps all m."),
+    Term("interleaved", "Interleaved 1F1B", r"\binterleaved\b",
+         "Each GPU holds v non-adjacent chunks of layers, so a micro-batch passes it v times "
+         "and the warm-up is v times shorter: bubble (p − 1)/(v·m + p − 1), for more "
+         "sends."),
+    Term("zero-bubble", "Zero bubble (ZB-H1)", r"\b[Zz]ero[- ]bubble\b|\bZB-H1\b",
+         "Schedules that split the backward into B (the input's gradient, which the previous "
+         "stage waits for) and W (the weights' gradient, which nothing waits for) and run W in "
+         "the idle slots."),
+    Term("weak-scaling", "Weak scaling", r"\bweak scaling\b",
+         "Adding GPUs while each keeps the same work: the batch grows with the GPUs."),
+    Term("strong-scaling", "Strong scaling", r"\bstrong scaling\b",
+         "Adding GPUs to a fixed batch: each GPU gets less work."),
+    Term("recomputation", "Activation recomputation",
+         r"\b(?:activation )?recomputation\b",
+         "Dropping activations in the forward pass and computing them again in the backward: "
+         "less memory for more compute. Selective recomputation redoes only attention's large, "
+         "cheap parts; full recomputation keeps only each layer's input."),
+    # ---- communication ----
+    Term("all-reduce", "All-reduce", r"\ball-reduces?\b",
+         "A collective after which every GPU holds the sum (or the mean) of every GPU's copy "
+         "of a tensor. A ring all-reduce sends 2(N − 1)/N of the tensor from each GPU: a "
+         "reduce-scatter, then an all-gather."),
+    Term("reduce-scatter", "Reduce-scatter", r"\breduce-scatters?\b",
+         "A collective after which each GPU holds the sum of one 1/N slice of the tensor: the "
+         "first half of a ring all-reduce."),
+    Term("all-gather", "All-gather", r"\ball-gathers?\b",
+         "A collective after which every GPU holds every GPU's slice: the second half of a "
+         "ring all-reduce."),
+    Term("all-to-all", "All-to-all", r"\ball-to-alls?\b",
+         "A collective in which every GPU sends a different piece to every other: expert "
+         "parallelism's dispatch of tokens to their experts, and the combine that brings the "
+         "results back."),
+    Term("busbw", "Bus bandwidth (busBW)", r"\bbusBW\b|\bbus bandwidth\b",
+         "NCCL's measure of a collective's speed: the bytes each GPU must move (2(N − 1)/N of "
+         "the data for an all-reduce) divided by the time taken. It reaches only a share of "
+         "the link's datasheet bandwidth; the lab applies that share and says so where it "
+         "does."),
+    Term("nvls", "NVLS (NVLink SHARP)", r"\bNVLS\b|\bNVLink SHARP\b",
+         "On NVSwitch systems from H100 on, the switch adds the GPUs' contributions itself, so "
+         "an all-reduce sends each byte about once instead of twice. NCCL picks it inside one "
+         "NVLink domain."),
+    Term("ll-protocol", "LL protocol (NCCL)", r"\bLL(?:128)? protocols?\b",
+         "NCCL's low-latency protocols, LL and LL128: each 8- or 128-byte word carries a flag, "
+         "so a receiver needs no separate synchronisation. Faster for small messages, slower "
+         "for large ones, which use the Simple protocol."),
+    Term("deepep", "DeepEP", r"\bDeepEP\b",
+         "DeepSeek's expert-parallel communication library: all-to-all kernels that dispatch "
+         "tokens to their experts and combine the results."),
+    # ---- compute and utilisation ----
+    Term("gemm", "GEMM", r"\bGEMMs?\b",
+         "General matrix multiply: the matrix products that do most of a transformer's "
+         "FLOPs."),
+    Term("wave-quantisation", "Wave quantisation",
+         r"\bwave quanti[sz]ation\b|\bwaves? part empty\b|\bfull-wave\b",
+         "A GEMM runs as output tiles spread over the GPU's streaming multiprocessors in "
+         "waves; when the tile count is not a multiple of the SM count, the last wave runs "
+         "part empty and the GEMM falls short of its full-wave rate."),
+    Term("mfu", "MFU (model FLOPs utilisation)", r"\bMFU\b|\bmodel FLOPs utili[sz]ation\b",
+         "The FLOPs the model needs for a step (about 6 × parameters × tokens, plus attention) "
+         "divided by the step time and by the GPUs' peak FLOP/s. Work done twice, such as "
+         "recomputation, does not count."),
+    Term("hfu", "HFU (hardware FLOPs utilisation)",
+         r"\bHFU\b|\bhardware FLOPs utili[sz]ation\b",
+         "Like MFU, but counting every FLOP the GPUs run, recomputation included: higher than "
+         "MFU whenever activations are recomputed, equal when nothing is."),
+    Term("flashattention", "FlashAttention", r"\bFlashAttention\b",
+         "A fused attention kernel that computes softmax(QKᵀ)V tile by tile, never storing "
+         "the s × s matrix of scores."),
+    Term("gqa", "Grouped-query attention (GQA)", r"\bgrouped-query attention\b|\bGQA\b",
+         "Several query heads share one key/value head, which shrinks the KV cache and the "
+         "keys and values TP and CP move."),
+    Term("kv-cache", "KV cache", r"\bKV cache\b",
+         "The keys and values of the tokens already processed, kept so that each new token "
+         "attends to them without computing them again."),
+    # ---- precision ----
+    Term("master-weights", "Master weights", r"\bmaster (?:copy|copies|weights)\b",
+         "The fp32 copy of the weights that the optimizer updates; the 16-bit weights the "
+         "forward pass reads are cast from it."),
+    Term("adam-moments", "Adam moments", r"\bAdam(?:'s)? (?:two )?moments\b",
+         "Adam keeps two fp32 numbers per parameter, a running mean of the gradient and of its "
+         "square: 8 bytes a parameter."),
+    Term("fp8-formats", "E4M3 and E5M2", r"\bE4M3\b|\bE5M2\b",
+         "The two FP8 formats: 4 exponent and 3 mantissa bits (more precision, for weights "
+         "and activations) or 5 and 2 (more range, for gradients)."),
+    Term("e8m0", "E8M0", r"\bE8M0\b",
+         "An 8-bit number with only an exponent, so a power of two: the shared scale of each "
+         "32-value block in the OCP MX formats such as MXFP8."),
+    Term("delayed-scaling", "Delayed scaling", r"\bdelayed scaling\b",
+         "FP8 scaling that takes each tensor's scale from the largest magnitudes (amax) seen "
+         "in earlier steps, so the cast needs no extra pass over the tensor."),
+    Term("mxfp8", "MXFP8", r"\bMXFP8\b",
+         "The OCP microscaling FP8 format: each block of 32 FP8 values shares one E8M0 scale. "
+         "Blackwell's tensor cores read it directly."),
+    Term("tn-layout", "TN layout", r"\bTN(?: layouts?| GEMMs?)\b",
+         "A GEMM's operand layout: the first matrix transposed (T), the second not (N). "
+         "Hopper's FP8 tensor cores take only TN, so an FP8 recipe also writes a transposed "
+         "copy of each operand the backward pass multiplies."),
+    Term("lora", "LoRA", r"\bLoRA\b",
+         "Low-rank adaptation: the model is frozen, and each chosen matrix W gets a trained "
+         "update B·A of rank r, r·(d_in + d_out) parameters."),
+    Term("qlora", "QLoRA", r"\bQLoRA\b",
+         "LoRA on a base model stored in 4-bit NF4 and dequantised for each multiply."),
+    Term("nf4", "NF4", r"\bNF4\b",
+         "4-bit NormalFloat: 16 levels at the quantiles of a normal distribution, with one "
+         "scale for each block of 64 weights."),
+    # ---- MoE, CP, RL, failures ----
+    Term("capacity-factor", "Capacity factor", r"\bcapacity factor\b",
+         "The most tokens an expert takes, as a multiple of its fair share; the tokens beyond "
+         "it are dropped (they skip the expert)."),
+    Term("zigzag", "Zigzag layout", r"\bzigzag\b",
+         "A context-parallel split: cut the sequence into 2c chunks and give rank r chunks r "
+         "and 2c − r − 1, so every rank gets the same share of the causal mask."),
+    Term("rollout", "Rollout", r"\brollouts?\b",
+         "In reinforcement learning, generating responses with the current model, which the "
+         "trainer then scores and learns from."),
+    Term("goodput", "Goodput", r"\bgoodput\b",
+         "The share of the wall clock that trains steps that count: time spent saving, "
+         "re-doing work lost at a failure and restarting is not goodput."),
+    Term("mtbi", "MTBI", r"\bMTBI\b",
+         "Mean time between interruptions: how long a job runs, on average, between failures "
+         "that stop it. It falls as GPUs are added."),
+    Term("young", "Young's rule", r"\bYoung's (?:rule|formula|interval)\b",
+         "The save interval that loses the least time: √(2δM) for a save that stops training "
+         "for δ and failures every M on average (Young 1974; Daly 2006 refines it)."),
+)
+
+BY_SLUG = {term.slug: term for term in GLOSSARY}
+
+# Text inside these elements is never a first use: links, code, headings, live figures'
+# own markup, controls, and the definitions themselves.
+_SKIP = {"a", "code", "pre", "h1", "h2", "h3", "h4", "script", "style", "button", "summary",
+         "label", "select", "option", "textarea", "dfn", "sub", "sup", "abbr", "svg"}
+_TAG = re.compile(r"(<[^>]*>)")
+_NAME = re.compile(r"</?\s*([a-zA-Z0-9]+)")
+
+
+def _wrap(term: Term, text: str) -> str:
+    """The inline definition: the word as written, its definition in a tip that hover, focus
+    or a tap (focus) shows, and a link to the glossary entry."""
+    return (f'<span class="term" tabindex="0"><dfn data-term="{term.slug}">{text}</dfn>'
+            f'<span class="term-tip" role="tooltip"><strong>{escape(term.term)}</strong>: '
+            f'{escape(term.definition)} <a href="{url("/glossary")}#{term.slug}">Glossary'
+            "</a></span></span>")
+
+
+def _first_match(text: str, terms) -> tuple[int, int, Term] | None:
+    found = None
+    for term in terms:
+        match = term.regex.search(text)
+        if match and (found is None or (match.start(), -match.end()) < (found[0], -found[1])):
+            found = (match.start(), match.end(), term)
+    return found
+
+
+def define_terms(html: str, seen: set[str] | None = None) -> Markup:
+    """``html`` with each glossary term's first use (not already in ``seen``) wrapped in its
+    inline definition; ``seen`` gains the terms wrapped, so a page's lede and steps share it."""
+    seen = set() if seen is None else seen
+    out: list[str] = []
+    skipping: list[str] = []
+    for part in _TAG.split(str(html)):
+        if part.startswith("<"):
+            name = _NAME.match(part)
+            tag = name.group(1).lower() if name else ""
+            if part.startswith("</"):
+                if skipping and skipping[-1] == tag:
+                    skipping.pop()
+            elif (tag in _SKIP and not part.endswith("/>")) or (skipping and tag == skipping[-1]):
+                skipping.append(tag)
+            out.append(part)
+            continue
+        if skipping:
+            out.append(part)
+            continue
+        while part:
+            found = _first_match(part, [t for t in GLOSSARY if t.slug not in seen])
+            if found is None:
+                break
+            start, end, term = found
+            out.append(part[:start] + _wrap(term, part[start:end]))
+            seen.add(term.slug)
+            part = part[end:]
+        out.append(part)
+    return Markup("".join(out))
+
+
+@lru_cache(maxsize=1)
+def terms_used_pattern() -> re.Pattern:
+    """Any term, as lessons write it (the test's and the glossary page's lookup)."""
+    return re.compile("|".join(f"(?:{t.pattern})" for t in GLOSSARY))

@@ -1,0 +1,108 @@
+"""The glossary (issue 36, item 4): /glossary defines every term of art, every page's nav links
+to it, and in every lesson each glossary term the prose uses is defined at its first use: an
+inline definition (hover, focus or tap) with the glossary's words and a link to its entry."""
+
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+import app.main  # noqa: F401  (registers every lab view)
+from app.episodes import EPISODES
+from app.glossary import GLOSSARY
+
+ASKED = ("busbw", "nvls", "ll-protocol", "wave-quantisation", "hfu", "mfu", "tn-layout", "e8m0",
+         "micro-batch", "gradient-accumulation", "bubble", "zero")  # the issue's list
+SKIP = {"a", "code", "pre", "h1", "h2", "h3", "h4", "script", "style", "button", "summary",
+        "label", "select", "option", "textarea", "sub", "sup", "abbr", "svg"}
+
+
+class Prose(HTMLParser):
+    """A lesson's lede and steps as a reader meets them: the prose's text in order (not in
+    links, code, headings or controls, nor a definition's tip), and where each inline
+    definition starts in it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text, self.defined, self.tips = "", {}, {}
+        self.stack: list[str] = []
+        self.inside = 0  # depth inside the lede or the steps
+        self.tip: str | None = None
+        self.tip_depth = 0
+        self.term: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        classes = (attrs.get("class") or "").split()
+        if self.inside:
+            self.inside += 1
+        elif "lede" in classes or "steps" in classes:
+            self.inside = 1
+        if not self.inside:
+            return
+        if self.tip is not None:
+            self.tip_depth += 1
+        elif "term-tip" in classes:
+            self.tip, self.tip_depth = self.term, 1
+            self.tips[self.term] = ""
+        if tag == "dfn" and attrs.get("data-term"):
+            self.term = attrs["data-term"]
+            assert self.term not in self.defined, f"{self.term} defined twice"
+            self.defined[self.term] = len(self.text)
+        self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if not self.inside:
+            return
+        self.inside -= 1
+        if self.tip is not None:
+            self.tip_depth -= 1
+            if self.tip_depth == 0:
+                self.tip = None
+        if self.stack:
+            self.stack.pop()
+
+    def handle_data(self, data):
+        if not self.inside:
+            return
+        if self.tip is not None:
+            self.tips[self.tip] += data
+        elif not SKIP & set(self.stack) or (self.stack and self.stack[-1] == "dfn"):
+            self.text += data
+
+
+def test_the_glossary_defines_every_term_once_with_an_anchor(client):
+    assert len({t.slug for t in GLOSSARY}) == len(GLOSSARY)
+    assert set(ASKED) <= {t.slug for t in GLOSSARY}
+    page = client.get("/glossary")
+    assert page.status_code == 200
+    for term in GLOSSARY:
+        assert f'id="{term.slug}"' in page.text
+        assert term.definition.replace("'", "&#39;") in page.text
+
+
+@pytest.mark.parametrize("path", ["/", "/glossary", *[e.path for e in EPISODES]])
+def test_every_page_links_the_glossary_from_its_nav(client, path):
+    nav = client.get(path).text.split('<header class="site">')[1].split("</header>")[0]
+    assert 'href="/glossary"' in nav
+
+
+@pytest.mark.parametrize("episode", EPISODES, ids=lambda e: e.slug)
+def test_every_term_a_lesson_uses_is_defined_at_its_first_use(client, episode):
+    prose = Prose()  # the lede and the steps, up to the drills
+    prose.feed(client.get(episode.path).text.split('id="step-drill"')[0])
+    assert prose.text, episode.slug
+    for term in GLOSSARY:
+        used = term.regex.search(prose.text)
+        if not used:
+            assert term.slug not in prose.defined, term.slug
+            continue
+        assert prose.defined.get(term.slug) == used.start(), (episode.slug, term.slug)
+        tip = " ".join(prose.tips[term.slug].split())
+        assert " ".join(term.definition.split()) in tip and "Glossary" in tip, term.slug
+
+
+def test_a_definitions_link_goes_to_its_entry(client):
+    html = client.get("/episodes/data-parallel").text
+    links = re.findall(r'<span class="term-tip"[^>]*>.*?href="/glossary#([a-z0-9-]+)"', html)
+    assert links and set(links) <= {t.slug for t in GLOSSARY}
