@@ -10,7 +10,7 @@ from pydantic import Field
 from app.charts.failures import interval_figure, rate_figure, scale_figure, time_figure
 from app.charts.units import fmt_bytes, fmt_duration, fmt_pct
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.labkit import Case, Diagram, Drill, LabView, decide, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
 from app.options import model_options
@@ -218,6 +218,41 @@ def goodput_drill_answer() -> float:
     return 100 * interval / cycle * (1 - (restart + cycle / 2) / mtbi)
 
 
+SLOW_SYNC = {"save": "sync", "storage_bw": 20_000_000_000}
+
+
+def _more_or_faster():
+    """Decide: more GPUs or faster checkpoints, for the slow-storage job on 16,384 GPUs, by
+    days to finish at each choice's best interval (step 7 shows the other side, at 131,072)."""
+    slow = run(FailuresQuery(**SLOW_SYNC))  # what /api/failures answers
+    days, write = slow.best.finish_days, fmt_duration(slow.checkpoint.write_s)
+    return decide(
+        "failures-decide-more-or-faster",
+        f"Llama 3 405B on 16,384 GPUs saves synchronously to a 20 GB/s file system and, "
+        f"saving at its best interval, takes {days:,.3g} days. Which one change finishes it "
+        "soonest?",
+        "failures", "best.finish_days",
+        (("gpus", "Twice the GPUs (32,768), the same saves", {**SLOW_SYNC, "gpus": 32_768},
+          "Each step takes half as long (the lab's ideal scaling) and a failure comes twice as "
+          "often; at 16,384 GPUs the halved step wins: {value}."),
+         ("async", "Asynchronous saves, the same storage", {**SLOW_SYNC, "save": "async"},
+          "The stop shrinks to the copy, but the " + write + " write still lands behind each "
+          "save: {value}."),
+         ("peer", "Saves to peer memory (Gemini)", {**SLOW_SYNC, "save": "peer"},
+          "Almost nothing is stopped or lost, but the restarts stay and the step does not "
+          "shrink: {value}."),
+         ("storage", "Ten times faster storage (200 GB/s), still synchronous",
+          {**SLOW_SYNC, "storage_bw": 200_000_000_000},
+          "Each save stops training for a tenth as long: {value}.")),
+        best="min", fmt=lambda v: f"{v:,.3g} days",
+        hint="Goodput is not the goal, days are: how much does each choice cut the lost "
+             "share, and does any choice shrink the step itself?",
+        solution="{best}. Days to finish: twice the GPUs {gpus}, peer memory {peer}, async "
+                 "{async}, faster storage {storage}. Every checkpoint fix can win back at most "
+                 "the lost share of the wall clock; twice the GPUs halve every step. Step 7 "
+                 "shows where that stops: at 131,072 GPUs doubling makes the job later.")
+
+
 def _case_why(name: str) -> str:
     r = run(FailuresQuery(**CASES[name][1]))
     g = r.chosen
@@ -310,6 +345,7 @@ VIEW = LabView(
             rel_tol=0.01,
         ),
         *LESSON_DRILLS["failures"],  # predict and decide (app/lesson_drills.py)
+        _more_or_faster(),
     ),
 )
 
