@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import gc
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -62,8 +64,9 @@ def init(target: str, warm_up: str, heavy_nice: int = 0) -> None:
 
 def _lane(lane: str, nice: int, ready: threading.Event) -> None:
     """A lane's thread: its niceness, then its event loop, serving until the process ends."""
-    if nice:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    if nice and sys.platform.startswith("linux"):  # elsewhere a thread id is no process id
+        with contextlib.suppress(OSError):  # a priority it may not set: the lane runs as is
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     jobs: asyncio.Queue = asyncio.Queue()
