@@ -218,15 +218,16 @@ BY_SLUG = {term.slug: term for term in GLOSSARY}
 # Text inside these elements is never a first use: links, code, headings, live figures'
 # own markup, controls, and the definitions themselves.
 _SKIP = {"a", "code", "pre", "h1", "h2", "h3", "h4", "script", "style", "button", "summary",
-         "label", "select", "option", "textarea", "dfn", "sub", "sup", "abbr", "svg"}
+         "label", "select", "option", "textarea", "sub", "sup", "abbr", "svg"}
 _TAG = re.compile(r"(<[^>]*>)")
 _NAME = re.compile(r"</?\s*([a-zA-Z0-9]+)")
 
 
-def _wrap(term: Term, text: str) -> str:
+def _wrap(term: Term, text: str, inner: str = "dfn") -> str:
     """The inline definition: the word as written, its definition in a tip that hover, focus
-    or a tap (focus) shows, and a link to the glossary entry."""
-    return (f'<span class="term" tabindex="0"><dfn data-term="{term.slug}">{text}</dfn>'
+    or a tap (focus) shows, and a link to the glossary entry. Inside a lesson's own <dfn> the
+    word is a <span> (a <dfn> holds no <dfn>)."""
+    return (f'<span class="term" tabindex="0"><{inner} data-term="{term.slug}">{text}</{inner}>'
             f'<span class="term-tip" role="tooltip"><strong>{escape(term.term)}</strong>: '
             f'{escape(term.definition)} <a href="{url("/glossary")}#{term.slug}">Glossary'
             "</a></span></span>")
@@ -247,10 +248,13 @@ def define_terms(html: str, seen: set[str] | None = None) -> Markup:
     seen = set() if seen is None else seen
     out: list[str] = []
     skipping: list[str] = []
+    in_dfn = 0  # inside the lesson's own <dfn>: the term it defines gets its tip too
     for part in _TAG.split(str(html)):
         if part.startswith("<"):
             name = _NAME.match(part)
             tag = name.group(1).lower() if name else ""
+            if tag == "dfn" and not skipping:
+                in_dfn += -1 if part.startswith("</") else 1
             if part.startswith("</"):
                 if skipping and skipping[-1] == tag:
                     skipping.pop()
@@ -266,7 +270,7 @@ def define_terms(html: str, seen: set[str] | None = None) -> Markup:
             if found is None:
                 break
             start, end, term = found
-            out.append(part[:start] + _wrap(term, part[start:end]))
+            out.append(part[:start] + _wrap(term, part[start:end], "span" if in_dfn else "dfn"))
             seen.add(term.slug)
             part = part[end:]
         out.append(part)

@@ -45,7 +45,7 @@ class Prose(HTMLParser):
         elif "term-tip" in classes:
             self.tip, self.tip_depth = self.term, 1
             self.tips[self.term] = ""
-        if tag == "dfn" and attrs.get("data-term"):
+        if attrs.get("data-term"):
             self.term = attrs["data-term"]
             assert self.term not in self.defined, f"{self.term} defined twice"
             self.defined[self.term] = len(self.text)
@@ -67,7 +67,7 @@ class Prose(HTMLParser):
             return
         if self.tip is not None:
             self.tips[self.tip] += data
-        elif not SKIP & set(self.stack) or (self.stack and self.stack[-1] == "dfn"):
+        elif not SKIP & set(self.stack):
             self.text += data
 
 
