@@ -52,8 +52,14 @@ COPY_COLOUR, COMPUTE_COLOUR, EXPOSED_FILL = "#e45756", "#4c78a8", "rgba(228,87,8
 
 
 def short_recipe(recipe: str) -> str:
-    """A bar's name: BF16 for the baseline, the record's short name otherwise."""
-    return "BF16" if recipe == "adam16" else RECIPES[recipe].summary.split(",")[0]
+    """A bar's or row's name, never the record's id: BF16 for the baseline, mixed precision
+    with fp32 gradients named as such (its summary reads as the baseline's), the record's
+    short name otherwise."""
+    if recipe == "adam16":
+        return "BF16"
+    if recipe == "adam18":
+        return "BF16, fp32 gradients"
+    return RECIPES[recipe].summary.split(",")[0]
 
 
 def _legend() -> dict:
@@ -130,8 +136,8 @@ def bytes_figure(result) -> dict:
     """Each training recipe's bytes per parameter, stacked by what holds them; the chosen
     recipe's name in bold."""
     rows = list(reversed(result.per_param))  # the first recipe on top
-    names = [(f"<b>{r.recipe}</b>" if r.recipe == result.input.recipe else r.recipe)
-             for r in rows]
+    names = [(f"<b>{short_recipe(r.recipe)}</b>" if r.recipe == result.input.recipe
+              else short_recipe(r.recipe)) for r in rows]
     data = []
     for key, (label, colour) in PER_PARAM.items():
         values = [sum(b for what, b in r.parts if (what == key) or (

@@ -196,9 +196,10 @@ def speed(inp: PrecisionInput) -> SpeedResult:
                  if inp.zero == 3 and g_f is not None and g_f < g_b else
                  "ZeRO-3 still gathers the bf16 weights (this recipe keeps them)."
                  if inp.zero == 3 else "Gradients reduced in the same bytes in both.")
-                + f" Exposed: {1e3 * b['zero']:.0f} ms of {1e3 * dp[0].seconds:.0f} in BF16, "
-                  f"{1e3 * f['zero']:.0f} of {1e3 * dp[1].seconds:.0f} in FP8 (faster compute "
-                  "hides less).",
+                + f" Exposed: {1e3 * b['zero']:,.0f} ms of {1e3 * dp[0].seconds:,.0f} in BF16, "
+                  f"{1e3 * f['zero']:,.0f} ms of {1e3 * dp[1].seconds:,.0f} in FP8"
+                + (" (the faster FP8 backward hides less of it)."
+                   if f["zero"] > b["zero"] * 1.005 else "."),
         "comms": "TP, CP, EP and pipeline traffic moves 16-bit activations in both.",
         "bubble": "The pipeline's idle share of a shorter micro-batch: it shrinks in step "
                   "with it, but never goes away.",

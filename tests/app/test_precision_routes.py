@@ -202,3 +202,84 @@ def test_step_4_counts_the_linear_inputs_the_ledger_keeps_in_fp8(client):
     assert f"{count:.0f}·s·b·h are such inputs" in step4 and "output projection's" in step4
     assert "12·s·b·h" not in html
     assert steps_of(client, PAGE)[3]["figs"]
+
+
+def _visible(html: str) -> str:
+    import re
+
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def _step(html: str, n: int) -> str:
+    return _visible(html.split(f'id="step-{n}"')[1].split("</section>")[0])
+
+
+def test_the_lora_derive_drill_asks_a_count_the_page_does_not_show(client):
+    """Cold reading (issue 36): the derive drill asked r = 16 on q and v of Llama 3.1 8B, the
+    page's default state, whose fine-tuning chart prints the answer (6,815,744 trainable
+    parameters, 6.82M) before the student answers. It asks another rank; neither form of its
+    answer is on the page, and the chart's own count is still the default rank's."""
+    from app.labkit import VIEWS
+    from labs.model.presets import get_model
+    from labs.precision.finetune import trainable_params
+    from labs.precision.inputs import MODULE_SETS
+
+    drill = next(d for d in VIEWS["precision"].drills if d.id == "precision-lora-params")
+    answer = drill.answer()
+    text = _visible(client.get(PAGE).text)
+    shown = trainable_params(get_model("llama-3.1-8b"), api(client)["rank"], MODULE_SETS["qv"])
+    assert f"{shown:,}" in text  # the chart's count: the trap the drill must avoid
+    assert f"{answer * 1e6:,.0f}" not in text and f"{answer:.2f}M" not in text
+    assert f"{answer:.2f}" not in text
+
+
+def test_recipes_are_named_not_given_by_their_ids(client):
+    """Cold reading: the bytes-per-parameter table and chart named each row by its record id
+    (adam16, adam18, fp8-delayed), words a student has never been taught."""
+    html = client.get(PAGE).text
+    table = html.split('data-chart="precision-bytes"')[2].split("</table>")[0]
+    for rid in ("adam16", "adam18", "adam12", "fp8-delayed", "fp8-blockwise"):
+        assert f">{rid}<" not in table, rid
+    assert ">BF16, fp32 gradients<" in table and ">FP8 delayed scaling<" in table
+
+
+@pytest.mark.parametrize(("params", "hides_less"), [
+    ({}, False),  # FSDP's sync is the same in both steps: nothing to explain
+    ({"model": "llama-3.1-70b", "tp": 8, "dp": 8, "zero": 1, "seq_len": 4096,
+      "microbatches": 1}, True),
+])
+def test_the_sync_note_says_fp8_hides_less_only_where_it_does(client, params, hides_less):
+    """Cold reading: the DP / ZeRO note said '(faster compute hides less)' under 234 ms in BF16
+    and 234 ms in FP8."""
+    speed = api(client, **params)["speed"]
+    zero = next(p for p in speed["parts"] if p["name"] == "zero")
+    grows = zero["fp8_s"] > zero["bf16_s"] * 1.005
+    assert grows == hides_less
+    assert ("hides less" in zero["why"]) == hides_less
+    assert zero["why"] in client.get(PAGE, params=params).text
+
+
+def test_step_10_quotes_loras_total_not_its_base(client):
+    """Cold reading: step 10 called LoRA's 141 GB 'the bf16 base alone', while LLaMA 65B's bf16
+    base is 2 B x 65.2B = 130 GB; the figure is LoRA's whole bill."""
+    from app.routers.precision import facts
+
+    lora = facts()["qlora65"]["api"]["finetune"][1]
+    base = lora["breakdown"]["weights"]
+    assert lora["total_bytes"] > base * 1.05
+    step = _step(client.get(PAGE).text, 10)
+    assert "base alone" not in step and "LoRA, the same adapters on a bf16 base, needs" in step
+
+
+def test_step_7_says_which_way_the_ledger_errs_against_torchtitan(client):
+    """Cold reading: step 7 put torchtitan's measured 47.65 GiB beside the ledger's 56.9 GB
+    without converting GiB or saying the ledger is high."""
+    from app.routers.precision import facts
+    from labs.precision.reported import REPORTED
+
+    ledger = facts()["titan"]["api"]["baseline"]["total_bytes"]
+    over = round(100 * (ledger / REPORTED["torchtitan_bf16"].value - 1))
+    assert over > 0
+    step = _step(client.get(PAGE).text, 7)
+    assert f"{over}% above torchtitan's measured peak" in step
+    assert f"BF16's peak is {REPORTED['torchtitan_bf16'].value / 1e9:.1f} GB" in step
