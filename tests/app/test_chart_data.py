@@ -318,10 +318,19 @@ def test_rl_cluster_cells_count_each_pools_gpus(kind):
     placed = [g for g in result.gpus if g["role"] != "unplaced"]
     if result.all_ok and result.pools[0].role != "colocated":
         assert len(placed) == sum(p.gpus for p in result.pools)
-    # One colour code per role: as many cells of each code as GPUs of that role.
-    by_role = Counter(g["role"] for g in result.gpus)
-    assert sorted(Counter(cells).values()) == sorted(by_role.values()) or len(
-        set(cells)) > len(by_role)  # training and colocated shade replicas apart
+    # Node n's row holds GPUs 8n .. 8n + 7, each named by its own role, marked when it
+    # does not fit.
+    from app.charts.rl import ROLES
+
+    hover = [c for row in heat["customdata"] for c in row]
+    text = [c for row in heat["text"] for c in row]
+    for g, h, t in zip(result.gpus, hover, text, strict=True):
+        assert h.split("<br>")[0] == ROLES[g["role"]][0], (g, h)
+        assert t.endswith("✗") == (not g["fits"]), (g, t)
+    # One colour per role (training and colocated shade replicas apart).
+    for role in {g["role"] for g in result.gpus} - {"training", "colocated"}:
+        assert len({c for g, c in zip(result.gpus, cells, strict=True)
+                    if g["role"] == role}) == 1
 
 
 @pytest.mark.parametrize("kind", KINDS)
