@@ -6,6 +6,7 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import Field
 
+from app.charts.crossover import crossover_figure
 from app.charts.units import fmt_bytes
 from app.charts.zero import (
     STAGE_NAMES,
@@ -36,7 +37,7 @@ from labs.core.limits import (
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import links
 from labs.zero.inputs import ZeroInput, ZeroResult
-from labs.zero.lab import FSDP_NAMES, achieved_mfu, simulate_zero
+from labs.zero.lab import FSDP_NAMES, achieved_mfu, crossover, simulate_zero
 
 router = APIRouter()
 
@@ -79,6 +80,14 @@ def run(query: ZeroQuery) -> ZeroResult:
 
 def _bytes(breakdown: dict) -> dict:
     return {k: round(v) for k, v in breakdown.items()}
+
+
+def _crossover(c) -> dict:
+    return {"tokens_per_gpu": c.tokens_per_gpu, "compute_s": c.compute_s, "comm_s": c.comm_s,
+            "comm_bytes": round(c.comm_bytes), "busbw": round(c.busbw), "rate": round(c.rate),
+            "factor": round(c.factor, 6), "crossover_tokens": round(c.crossover_tokens, 1),
+            "ratio": round(c.compute_s / c.comm_s, 4) if c.comm_s else None,
+            "sweep": [[t, round(v, 9)] for t, v in c.sweep]}
 
 
 def to_api(result: ZeroResult) -> dict:
@@ -130,6 +139,7 @@ def to_api(result: ZeroResult) -> dict:
             "delayed_exposed_seconds": off.delayed_exposed_seconds,
             "download_hidden": off.download_hidden,
         },
+        "crossover": _crossover(crossover(result)),
         "deepspeed": {f"stage{d.stage}": {
             "gpu_bytes": d.gpu_bytes, "cpu_bytes_per_node": d.cpu_bytes_per_node,
             "largest_layer_params": d.largest_layer_params,
@@ -141,7 +151,14 @@ def to_api(result: ZeroResult) -> dict:
 def figures(result: ZeroResult) -> dict:
     return {"memory": memory_figure(result), "traffic": traffic_figure(result),
             "overlap": overlap_figure(result), "recompute": recompute_figure(result),
-            "offload": offload_figure(result)}
+            "offload": offload_figure(result), "crossover": crossover_chart(result)}
+
+
+def crossover_chart(result: ZeroResult) -> dict:
+    c = crossover(result)
+    return crossover_figure(c.tokens_per_gpu, c.compute_s, c.comm_s, c.crossover_tokens,
+                            c.sweep, f"ZeRO-{result.input.zero} communication",
+                            result.input.dp)
 
 
 @lru_cache(maxsize=1)
@@ -153,6 +170,7 @@ def facts() -> dict:
 
     return {
         "l70_z3": state(dp=32, zero=3),
+        "l70_z3_1k": state(dp=32, zero=3, seq_len=1024),  # step 9: below the crossover
         "l70_z0": state(dp=32, zero=0),
         "l70_z1": state(dp=32, zero=1),
         "l70_z2": state(dp=32, zero=2),
@@ -173,6 +191,7 @@ def extra_context(state) -> dict:
     query = state.query
     return {
         "facts": facts(),
+        "crossover": crossover(state.result),
         "model_options": model_choices(model_options(), query.model_value),
         "model_value": query.model_value,
         "gpu_options": gpu_options(),
@@ -216,6 +235,8 @@ VIEW = LabView(
         Diagram("traffic", "Wire traffic per GPU per step, by stage (GB)", embed_height=480),
         Diagram("overlap", "Step time: compute and exposed communication (ms)",
                 embed_height=480),
+        Diagram("crossover", "Compute against ZeRO's communication, per tokens per GPU",
+                embed_height=420),
         Diagram("recompute", "Activation checkpointing: memory and extra compute",
                 embed_height=480),
         Diagram("offload", "Optimizer offload: GPU and host memory", embed_height=480),

@@ -300,6 +300,22 @@ class DeepSpeedColumn(BaseModel):
     largest_layer_params: int
     num_gpus_per_node: int
     num_nodes: int
+class ZeroCrossover(BaseModel):
+    """The chosen stage's communication against the step's compute (EP03 step 5)."""
+
+    tokens_per_gpu: int = Field(description="micro_batch x seq_len.")
+    compute_s: float = Field(description="The step's compute, op by op, seconds.")
+    comm_s: float = Field(description="The stage's collectives in all, seconds.")
+    comm_bytes: int = Field(description="Bytes each GPU sends: k(D-1)/D x 2P.")
+    busbw: int = Field(description="comm_bytes / comm_s, bytes/s.")
+    rate: int = Field(description="6 x params x tokens / compute_s, FLOP/s.")
+    factor: float = Field(description="k/3: 2/3 for stages 0-2, 1 for ZeRO-3.")
+    crossover_tokens: float = Field(description="factor x (D-1)/D x rate / busbw: tokens per "
+                                    "GPU where compute equals the stage's communication.")
+    ratio: float | None = Field(description="compute_s / comm_s (null on one GPU).")
+    sweep: list[list[float]] = Field(description="[tokens per GPU, compute seconds] pairs.")
+
+
 class ZeroAnswer(BaseModel):
     model_name: str
     recipe: str
@@ -327,5 +343,6 @@ class ZeroAnswer(BaseModel):
     traffic: list[ZeroTraffic]
     recompute: list[ZeroRecompute]
     offload_plan: ZeroOffload
+    crossover: ZeroCrossover
     deepspeed: dict[str, DeepSpeedColumn] = Field(
         description="DeepSpeed's estimators for stages 2 and 3 (keys stage2, stage3).")

@@ -39,6 +39,7 @@ next step's compute, which is why it exists (``delayed_exposed_seconds``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 from labs.core.catalogue import RECIPES
@@ -211,3 +212,35 @@ def simulate_zero(inp: ZeroInput) -> ZeroResult:
     )
 
 
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """The chosen stage's communication against the step's compute, as in EP02's ratio: the
+    stage moves k(D−1)/D x 2P bytes a step (k = 2 for stages 0-2, 3 for ZeRO-3), compute is
+    6·P FLOPs a token at the rate the lab's op-level compute reaches, so the two are equal at
+    T* = (k/3)·(D−1)/D·R/busBW tokens per GPU (P cancels; ZeRO-3's is 1.5x plain DP's)."""
+
+    tokens_per_gpu: int  # micro_batch x seq_len (one micro-batch a step)
+    compute_s: float  # the step's compute, op by op (``compute_windows``)
+    comm_s: float  # the stage's collectives, all of them, one after another
+    comm_bytes: float  # what each GPU sends
+    busbw: float  # comm_bytes / comm_s
+    rate: float  # 6·P·tokens / compute_s: the lab's compute as 6·P FLOPs a token
+    factor: float  # k/3
+    crossover_tokens: float  # factor·(D−1)/D·rate/busbw (0 on one GPU)
+    sweep: tuple[tuple[float, float], ...]  # (tokens, compute s) at this rate
+
+
+def crossover(result: ZeroResult) -> Crossover:
+    inp, row = result.input, result.chosen_traffic
+    tokens = inp.micro_batch * inp.seq_len
+    rate = 6 * inp.model.params * tokens / result.compute_seconds
+    per_token = result.compute_seconds / tokens
+    busbw = row.bytes_per_gpu / row.seconds if row.seconds else 0.0
+    k = 3 if inp.zero == 3 else 2
+    return Crossover(
+        tokens_per_gpu=tokens, compute_s=result.compute_seconds, comm_s=row.seconds,
+        comm_bytes=row.bytes_per_gpu, busbw=busbw, rate=rate, factor=k / 3,
+        crossover_tokens=row.seconds / per_token,
+        sweep=tuple((2.0 ** e, 2.0 ** e * per_token) for e in range(8, 21)))

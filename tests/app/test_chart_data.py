@@ -476,6 +476,27 @@ def test_tp_curves_costs_and_memory_are_the_sweep(kind):
 # EP03 (ZeRO) --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_zero_crossover_is_compute_against_the_stage_traffic(kind):
+    result, figs = figures_of("zero", kind)
+    row, inp = result.chosen_traffic, result.input
+    tokens = inp.micro_batch * inp.seq_len
+    lines = {t["name"]: t for t in figs["crossover"]["data"]}
+    # The compute line passes through the state: the lab's compute, straight in the tokens.
+    compute = lines["Compute, 6·P·T ÷ rate"]
+    close(compute["y"], [result.compute_seconds * t / tokens for t in compute["x"]], 1e-6,
+          "compute line (s)")
+    assert lines["This state"]["x"] == [tokens]
+    close(lines["This state"]["y"], [result.compute_seconds], 1e-6, "state's compute")
+    if row.seconds:
+        close(lines[f"ZeRO-{inp.zero} communication"]["y"], [row.seconds] * 2, 1e-6, "comm")
+        cross = [s for s in figs["crossover"]["layout"]["shapes"]
+                 if s.get("line", {}).get("dash") == "dash"]
+        assert len(cross) == 1
+        close([result.compute_seconds * cross[0]["x0"] / tokens], [row.seconds], 1e-6,
+              "compute at T*")
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_zero_memory_and_traffic_stacks_reach_each_total(kind):
     result, figs = figures_of("zero", kind)
     stack = bars(figs["memory"])
@@ -685,7 +706,7 @@ def test_the_playground_draws_what_each_lab_draws_for_the_same_state():
 
 COVERED = {  # lab -> the diagrams whose data a test above derives from the lab's result
     "memory": {"ledger"}, "dp": {"scaling", "time", "ratio", "replica"},
-    "zero": {"memory", "traffic", "overlap", "recompute", "offload"},
+    "zero": {"memory", "traffic", "overlap", "crossover", "recompute", "offload"},
     "tp": {"split", "efficiency", "cost", "memory"},
     "pipeline": {"gantt", "activations", "memory"}, "cp": {"mask", "pairs", "cost"},
     "moe": {"experts", "gpus", "params", "ranks"}, "recipe": {"step", "causes", "memory"},

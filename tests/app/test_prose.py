@@ -21,6 +21,7 @@ LESSONS = {  # page -> (API, chart ids a step may name)
     "/episodes/tensor-parallel": (
         "/api/tp", {"tp-split", "tp-efficiency", "tp-cost", "tp-memory"}),
     "/episodes/zero": ("/api/zero", {"zero-memory", "zero-traffic", "zero-overlap",
+                                     "zero-crossover",
                                      "zero-recompute", "zero-offload"}),
     "/episodes/data-parallel": ("/api/dp", {"dp-scaling", "dp-time", "dp-ratio", "dp-replica"}),
     "/episodes/context-parallel": ("/api/cp", {"cp-mask", "cp-pairs", "cp-cost"}),

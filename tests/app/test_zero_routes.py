@@ -173,3 +173,15 @@ def test_the_intro_says_only_stage_3_keeps_one_copy(client):
     html = re.sub(r"\s+", " ", client.get("/episodes/zero").text)
     assert "keep one copy in total" not in html
     assert "only stage 3 keeps one copy of everything in total" in html
+
+
+def test_the_crossover_in_the_api(client):
+    body = client.get("/api/zero", params={"dp": 32, "zero": 3}).json()
+    c = body["crossover"]
+    assert c["tokens_per_gpu"] == 4096 and c["factor"] == 1
+    assert c["comm_s"] == pytest.approx(body["traffic_seconds"])
+    assert c["comm_bytes"] == body["traffic_bytes"]
+    assert c["crossover_tokens"] == pytest.approx(31 / 32 * c["rate"] / c["busbw"], abs=0.1)
+    below = client.get("/api/zero", params={"dp": 32, "zero": 3, "seq_len": 1024}).json()
+    assert below["crossover"]["ratio"] < 1 < c["ratio"]
+    assert client.get("/api/zero", params={"seq_len": 0}).status_code == 422

@@ -5,7 +5,7 @@ from playwright.sync_api import expect
 
 from tests.browser.helpers import answer_drill, api_json, follow, look_at, sized_page, wait_drawn
 
-DIAGRAMS = ("memory", "traffic", "overlap", "recompute", "offload")
+DIAGRAMS = ("memory", "traffic", "overlap", "crossover", "recompute", "offload")
 
 
 def open_lesson(page, query: str = ""):

@@ -191,3 +191,32 @@ def test_offload_on_one_gpu_fits_but_stops_hiding():
     assert result.step_seconds > 1.5 * result.compute_seconds
     hidden = run(dp=32, zero=3, offload=True).offload
     assert hidden.download_hidden
+
+
+# ZeRO's crossover (labs.zero.lab.crossover): T* = (k/3)(D−1)/D x rate / busBW, k = 3 for
+# ZeRO-3 and 2 below it. Run again at T* tokens per GPU, the lab's own step has compute equal
+# to the stage's communication within 5%: the op-level compute's rate moves a little with the
+# sequence length (attention's share, wave quantisation), which the straight line leaves out.
+ZERO_CROSSOVER_TOL = 0.05
+
+
+@pytest.mark.parametrize("zero, dp", [(3, 8), (3, 32), (3, 64), (0, 8), (0, 64)])
+def test_crossover_from_its_inputs_matches_the_step_model(zero, dp):
+    from labs.zero.lab import crossover
+    c = crossover(run(dp=dp, zero=zero))
+    k = 3 if zero == 3 else 2
+    derived = k / 3 * (dp - 1) / dp * c.rate / c.busbw
+    assert c.crossover_tokens == pytest.approx(derived, rel=1e-9)
+    assert c.comm_bytes == pytest.approx(k * (dp - 1) / dp * 2 * L70.params)
+    at = run(dp=dp, zero=zero, seq_len=round(derived))
+    again = crossover(at)
+    assert again.compute_s == pytest.approx(again.comm_s, rel=ZERO_CROSSOVER_TOL)
+
+
+def test_zero3_hides_above_its_crossover_and_not_below():
+    from labs.zero.lab import crossover
+    t = crossover(run(dp=32, zero=3)).crossover_tokens
+    zero0 = crossover(run(dp=32, zero=0)).crossover_tokens
+    assert t == pytest.approx(1.5 * zero0, rel=0.01)  # 3 against 2 collectives' bytes
+    assert run(dp=32, zero=3, seq_len=round(2 * t)).chosen_traffic.exposed_seconds == 0
+    assert run(dp=32, zero=3, seq_len=round(t / 2)).chosen_traffic.exposed_seconds > 0
