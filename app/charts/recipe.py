@@ -62,9 +62,9 @@ def step_figure(result, replan=None) -> dict:
                           "font": {"size": 11, "color": "#ffffff"},
                           "text": f"<b>{head}</b><br>{gpus}: {fmt_pct(r.efficiency)} efficient"})
         step = max(r.step_s for r in rows)
-    parts = " × ".join(f"{name.upper()} {result.parts[name]:.2f}"
-                       for name in ("stages", "tp", "cp", "ep", "sends", "pp", "dp",
-                                    "optimizer")
+    # The readout's names and rounding (partials/_recipe.html), so the product reads alike.
+    parts = " × ".join(f"{label} {fmt_pct(result.parts[name])}"
+                       for name, label in PART_LABELS.items()
                        if result.parts[name] < 0.9995)
     return {
         "data": data,
@@ -82,13 +82,18 @@ def step_figure(result, replan=None) -> dict:
                     "traceorder": "normal", "font": {"size": 10}, "maxheight": 0.6},
         ),
         "summary": (
-            f"One step takes {step * 1e3:,.0f} ms: compute "
-            f"{fmt_pct(result.segments['compute'] / step)}"
-            f", efficiency {fmt_pct(result.efficiency)}"
+            f"One step takes {step * 1e3:,.0f} ms, "
+            f"{fmt_pct(result.segments['compute'] / step)} of it compute"
+            f": efficiency {fmt_pct(result.efficiency)}"
             + (f" = {parts}" if parts else "")
             + f"; MFU {fmt_pct(result.mfu)}"
         ),
     }
+
+
+# The efficiency's factors, in the readout's order and words.
+PART_LABELS = {"stages": "uneven stages", "tp": "TP", "cp": "CP", "ep": "EP", "sends": "sends",
+               "pp": "pipeline", "dp": "DP", "optimizer": "optimizer"}
 
 
 # Cause -> colour (labs.recipe.step_time.Timing.causes names them); hidden time is drawn lighter.

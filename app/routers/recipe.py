@@ -72,7 +72,7 @@ from labs.core.limits import (
     MIN_MATMUL_EFFICIENCY,
 )
 from labs.hardware.gpus import get_gpu, gpus
-from labs.hardware.links import get_link, links, paired_cluster
+from labs.hardware.links import get_link, link_name, links, paired_cluster
 from labs.model.presets import get_model
 from labs.recipe.export import Export, export
 from labs.recipe.inputs import SOFTWARE, Plan, RecipeResult
@@ -281,6 +281,7 @@ def extra_context(state) -> dict:
         "facts": facts(),
         "marks": marks(),
         "gpus": gpus(), "links": links(),  # the presets step 10 compares
+        "link_name": link_name,  # the traffic table names each part's link
         "model_options": model_choices(model_options(), q.model_value),
         "model_value": q.model_value,
         "model_controls": q.model_controls(),

@@ -161,6 +161,13 @@ def links() -> dict[str, Link]:
     return LINKS.all()
 
 
+def link_name(link_id: str) -> str:
+    """The name a page shows for a link (its preset's), never its id; an id that names no
+    preset (a part with no link) as it is."""
+    link = links().get(link_id)
+    return link.name if link else link_id
+
+
 def clusters() -> dict[str, Cluster]:
     return CLUSTERS.all()
 

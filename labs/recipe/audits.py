@@ -8,6 +8,7 @@ simulated bubble, the traffic parts of ``labs.recipe.step_time``); this module o
 from __future__ import annotations
 
 from labs.core.errors import LabInputError
+from labs.hardware.links import link_name
 from labs.model.spec import ModelSpec
 from labs.recipe.groups import spread
 from labs.recipe.inputs import Audit, Plan, RecipeResult
@@ -36,7 +37,7 @@ def _traffic_audit(name: str, part: Part, step: float, degree: int) -> Audit:
     share = part.exposed / step
     where = "inside one node" if part.nodes == 1 else f"across {part.nodes} nodes"
     return Audit(f"{name} traffic", share <= EXPOSED_LIMIT,
-                 f"{_gb(part.bytes_per_step)} per GPU per step {where} ({part.link}): "
+                 f"{_gb(part.bytes_per_step)} per GPU per step {where} ({link_name(part.link)}): "
                  f"{part.seconds * 1e3:,.0f} ms, {part.hidden * 1e3:,.0f} ms hidden behind "
                  f"compute or pipeline idle, {part.exposed * 1e3:,.0f} ms exposed = "
                  f"{share:.1%} of the step "

@@ -240,3 +240,40 @@ def test_ep08_quotes_mfu_as_mfu_and_hfu_as_hfu_and_which_way_the_lab_errs(client
     assert f"median {fmt_pct(statistics.median(ratios) - 1)}" in step10
     assert "errs fast" in step10 and f"all {len(ratios)}" in step10
     assert f"{fmt_pct(selective.mfu)} with selective recomputation" in " ".join(step11.split())
+
+
+def test_the_page_names_links_and_sources_in_words_a_student_reads(client):
+    """Cold reading (issue 36): the traffic table and the DP audit named links by preset id
+    ('(nvlink-3)', '(ib-hdr)'), and the marks note cited a test file
+    ('tests/labs/test_step_time.py') where a student needs the validation page."""
+    import re
+
+    from labs.hardware.links import links
+
+    html = client.get("/episodes/recipe-3d", params=SEED).text
+    text = re.sub(r"<[^>]+>", " ", html)
+    for link_id in ("nvlink-3", "ib-hdr"):
+        assert f"({link_id})" not in text, link_id
+        assert f"({links()[link_id].name})" in text, link_id
+    assert "tests/labs" not in text
+    assert 'href="/episodes/recipe-3d/validation">checked against real runs</a>' in html
+
+
+def test_the_step_charts_product_reads_as_the_readouts_and_multiplies_out(client):
+    """Cold reading: the step chart's summary said 'STAGES 0.99 × TP 0.91 × SENDS 1.00 × PP
+    0.84 × DP 0.98 × OPTIMIZER 0.99' = 72.8%, factors that multiply to 73.4%. It now names
+    them as the readout does, at its precision, and the product of what it prints is the
+    efficiency it prints."""
+    import re
+
+    from app.charts.units import fmt_pct
+
+    body = client.get("/api/recipe", params=SEED).json()
+    html = client.get("/episodes/recipe-3d", params=SEED).text
+    summary = re.search(r"efficiency ([\d.]+)% = ([^;]+);", html)
+    assert summary and summary.group(1) + "%" == fmt_pct(body["efficiency"])
+    factors = re.findall(r"([a-zA-Z ]+) ([\d.]+)%", summary.group(2))
+    assert [name.strip() for name, _ in factors] == [
+        "uneven stages", "TP", "sends", "pipeline", "DP", "optimizer"]
+    product = math.prod(float(v) / 100 for _, v in factors)
+    assert product == pytest.approx(body["efficiency"], abs=0.0015)
