@@ -192,3 +192,17 @@ def test_the_ratio_in_the_api_is_bytes_seconds_and_the_crossover(client):
     assert r["ratio"] == pytest.approx(r["compute_s"] / r["allreduce_s"], rel=1e-3)
     one = client.get("/api/dp", params={"gpus": 1}).json()["ratio"]
     assert one["allreduce_s"] == 0 and one["ratio"] is None and one["crossover_tokens"] == 0
+
+
+def test_the_crossover_sentence_says_when_p_does_not_cancel(client):
+    dense = client.get("/episodes/data-parallel", params={"gpus": 8}).text
+    assert "T* = ⅔ × (N−1)/N × rate ÷ busBW = ⅔ × 7/8" in " ".join(dense.split())
+    moe = client.get("/episodes/data-parallel", params={"model": "mixtral-8x7b", "gpus": 64,
+                                                        "link": "ib-ndr"})
+    assert moe.status_code == 200 and "P does not cancel" in " ".join(moe.text.split())
+    body = client.get("/api/dp", params={"model": "mixtral-8x7b", "gpus": 64,
+                                         "link": "ib-ndr"}).json()["ratio"]
+    # T* is the all-reduce over one token's compute, 6 x active parameters / rate.
+    assert body["crossover_tokens"] == pytest.approx(
+        body["allreduce_s"] / (body["flops_per_gpu"] / body["tokens_per_gpu"] / body["rate"]),
+        rel=1e-5)
