@@ -78,6 +78,21 @@ GLOSSARY: tuple[Term, ...] = (
          r"\bgradient accumulation\b|\baccumulat(?:es?|ed|ing) (?:the )?gradients\b",
          "Running several micro-batches before one optimizer step, adding up their gradients: "
          "a larger batch without the activation memory of running it at once."),
+    Term("global-batch", "Global batch", r"\bglobal batch\b",
+         "Everything one optimizer step learns from: micro-batch × micro-batches per step × "
+         "data-parallel GPUs, in sequences (or times the sequence length, in tokens)."),
+    Term("crossover", "Compute-to-communication crossover (T*)", r"\bcrossover\b",
+         "The tokens per GPU per step at which compute takes as long as the step's "
+         "communication. Above it a split is compute-bound; below it, communication-bound. For "
+         "data parallelism T* = ⅔ × (N−1)/N × achieved FLOP/s ÷ busBW; for ZeRO-3, 1.5 times "
+         "that (the jax-ml Scaling Book derives each split's)."),
+    Term("critical-batch-size", "Critical batch size", r"\bcritical batch size\b",
+         "The batch past which more data per step barely cuts the steps training needs "
+         "(McCandlish et al. 2018): about the gradient noise scale, which grows as the loss "
+         "falls."),
+    Term("gradient-noise-scale", "Gradient noise scale", r"\bgradient noise scale\b",
+         "B_noise = tr(Σ) ÷ |G|², the gradient's variance over its squared size (McCandlish et "
+         "al. 2018): steps S = S_min(1 + B_noise/B), data E = E_min(1 + B/B_noise)."),
     Term("bubble", "Pipeline bubble", r"\bbubbles?\b",
          "The time pipeline stages sit idle while work reaches them at the start of a step and "
          "drains at the end: (p − 1)/(m + p − 1) of the step for 1F1B with p stages and m "
