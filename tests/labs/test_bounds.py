@@ -25,7 +25,7 @@ from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
 from labs.model.presets import custom_model, models
 from labs.model.spec import ModelSpec
-from labs.schedules.catalogue import SCHEDULES
+from labs.schedules.catalogue import CATALOGUE, SCHEDULES
 from labs.schedules.inputs import PipelineInput
 from labs.schedules.simulate import simulate as simulate_pipeline
 
@@ -36,21 +36,59 @@ def degree(high: int):
     return st.one_of(st.sampled_from([1, 2, 4, 8, 16]), st.integers(-2, high + 2))
 
 
+@st.composite
+def pipeline_inputs(draw):
+    """Nine in ten a schedule the lab runs (its chunks per stage, interleaved rounds of the
+    stages, DualPipeV's two micro-batches a stage, positive forward and backward); one in
+    ten anything in a margin around the limits."""
+    if draw(st.integers(0, 9)) == 5:  # the margin (not 0: hypothesis tries the ends often)
+        return dict(schedule=draw(st.sampled_from([*SCHEDULES, "nope"])),
+                    stages=draw(st.integers(-1, 16)), microbatches=draw(st.integers(-1, 48)),
+                    virtual=draw(st.integers(0, MAX_VIRTUAL + 1)),
+                    f=draw(st.one_of(st.floats(-1, 50), st.just(math.nan))),
+                    b=draw(st.floats(0, 50)), w=draw(st.floats(0, 50)),
+                    p2p=draw(st.floats(0, 5)))
+    schedule = draw(st.sampled_from(sorted(SCHEDULES)))
+    kind = CATALOGUE[schedule]
+    stages = draw(st.integers(1, 16))
+    virtual = 2 if kind.v_shape else draw(st.integers(2, 8)) if kind.interleaved else 1
+    rounds = stages if kind.rounds else 1
+    microbatches = rounds * draw(st.integers(1, max(1, 48 // rounds)))
+    if schedule == "dualpipe-v":  # both arms of the V filled: at least 2 per stage
+        microbatches = draw(st.integers(2 * stages, 48))
+    return dict(schedule=schedule, stages=stages, microbatches=microbatches, virtual=virtual,
+                f=draw(st.floats(0.1, 50)), b=draw(st.floats(0.1, 50)), w=draw(st.floats(0, 50)),
+                p2p=draw(st.floats(0, 5)))
+
+
+TRIES: dict[str, list[bool]] = {"memory": [], "pipeline": []}  # per example: answered?
+
+
+def most_reach_the_assertions(name: str, prop) -> None:
+    """Run a property and check that most of its examples reached its assertions (the old
+    uniform strategies got an answer for 3 of 450 memory inputs and 35 of 150 pipelines;
+    these, 81-96% in runs here)."""
+    TRIES[name].clear()
+    prop()
+    tries = TRIES[name]
+    assert sum(tries) >= 0.7 * len(tries), f"{sum(tries)} of {len(tries)} answered"
+
+
+def test_pipeline_answers_bounded_figures_or_refuses():
+    most_reach_the_assertions("pipeline", pipeline_property)
+
+
 @FAST
-@given(schedule=st.sampled_from([*SCHEDULES, "nope"]),
-       stages=st.integers(-1, 16), microbatches=st.integers(-1, 48),
-       virtual=st.integers(0, MAX_VIRTUAL + 1),
-       f=st.one_of(st.floats(-1, 50), st.just(math.nan)), b=st.floats(0, 50), w=st.floats(0, 50),
-       p2p=st.floats(0, 5))
-def test_pipeline_answers_bounded_figures_or_refuses(schedule, stages, microbatches, virtual,
-                                                      f, b, w, p2p):
+@given(args=pipeline_inputs())
+def pipeline_property(args):
+    stages, microbatches, virtual = args["stages"], args["microbatches"], args["virtual"]
     try:
-        inp = PipelineInput(schedule=schedule, stages=stages, microbatches=microbatches,
-                            virtual=virtual, f=f, b=b, w=w, p2p=p2p)
-        result = simulate_pipeline(inp)
+        result = simulate_pipeline(PipelineInput(**args))
     except LabInputError as exc:
         assert exc.field and exc.message
+        TRIES["pipeline"].append(False)
         return
+    TRIES["pipeline"].append(True)
     assert 1 <= stages <= MAX_STAGES and 1 <= microbatches <= MAX_MICROBATCHES
     assert math.isfinite(result.makespan) and result.makespan > 0
     assert 0.0 <= result.bubble_fraction <= 1.0
@@ -102,9 +140,6 @@ def memory_inputs(draw):
         zero=draw(st.integers(0, 3)) if mode == "train" else 0)
 
 
-MEMORY_TRIES: list[bool] = []  # per generated example: did it reach the assertions
-
-
 @FAST
 @given(args=memory_inputs())
 def memory_property(args):
@@ -115,25 +150,26 @@ def memory_property(args):
         result = compute_memory(MemoryInput(**{**args, "model": model}))
     except LabInputError as exc:
         assert exc.field and exc.message
-        MEMORY_TRIES.append(False)
+        TRIES["memory"].append(False)
         return
-    MEMORY_TRIES.append(True)
+    TRIES["memory"].append(True)
     assert args["mode"] in ("train", "infer") and 1 <= args["micro_batch"] <= MAX_MICRO_BATCH
     assert math.isfinite(result.total_bytes) and result.total_bytes > 0
     assert math.isclose(math.fsum(result.breakdown.values()), result.total_bytes, rel_tol=1e-9)
     assert all(v >= 0 for v in result.breakdown.values())
-    # One GPU's bill can never exceed the whole model's state on one GPU times a sane factor
-    # (bf16/fp32 copies, optimizer, activations): a runaway formula shows up here.
-    assert result.total_bytes < 1e18
+    # Sharding only divides the model's state: one GPU never holds more than the recipe's
+    # bytes per parameter times the parameters (16 B for mixed-precision Adam). A bound on
+    # the total (1e18 B) stood here, never reached by the old draws; these reach 8.8e18 B of
+    # honest activations (DeepSeek-R1, a million tokens, micro-batch 64, no recomputation).
+    # (FP8 recipes add their scaling factors, 0.0009 B a parameter for delayed scaling,
+    # which the recipe's round figure leaves out: 0.1% allowed.)
+    state = sum(result.breakdown.get(k, 0.0) for k in
+                ("weights", "gradients", "master_weights", "optimizer_moments"))
+    assert 0 < state <= result.bytes_per_param * result.params * 1.001
 
 
 def test_memory_answers_bounded_figures_or_refuses():
-    MEMORY_TRIES.clear()
-    memory_property()
-    # Most examples are states the lab answers, so most reach the assertions above (the old
-    # strategy's uniform draws got an answer for 3 of 450; this one 81-93% of 150 in six runs).
-    answered = sum(MEMORY_TRIES) / len(MEMORY_TRIES)
-    assert answered >= 0.7, f"{sum(MEMORY_TRIES)} of {len(MEMORY_TRIES)} answered"
+    most_reach_the_assertions("memory", memory_property)
 
 
 @FAST
