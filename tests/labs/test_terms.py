@@ -188,6 +188,24 @@ def test_moe_flops_per_token_the_lesson_quotes_by_hand():
     assert result.expert_flops_per_token == 2 * expert == 352_321_536
 
 
+def test_zero_lessons_mfu_is_model_flops_over_compute_time_and_peak():
+    """EP03 quotes the MFU of a micro-batch's compute: Llama 3.1 70B, 4,096 tokens. Per layer
+    Q and O 8,192 x 8,192, K and V 8,192 x 1,024, three MLP matrices 8,192 x 28,672, two
+    norms; the output head 128,256 x 8,192; 6 FLOPs per matmul parameter per token and QK^T,
+    AV at 6 x 80 layers x 64 heads x 4,096 x 256."""
+    from labs.zero.inputs import ZeroInput
+    from labs.zero.lab import achieved_mfu, simulate_zero
+
+    layer = 2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672 + 2 * 8192
+    matmul = 80 * layer + 8192 + 128256 * 8192
+    assert matmul == matmul_params(LLAMA70) == 69_503_033_344
+    flops = (6 * matmul + 6 * 80 * 64 * 4096 * 256) * 4096
+    inp = ZeroInput(model=LLAMA70, gpu=H100, seq_len=4096, micro_batch=1)
+    seconds = simulate_zero(inp).compute_seconds
+    assert achieved_mfu(inp, seconds) == pytest.approx(flops / (seconds * PEAK), rel=1e-12)
+    assert 0.3 < achieved_mfu(inp, seconds) < 0.8  # a plausible share of the peak
+
+
 def test_planner_tokens_per_second_is_its_batch_over_its_step():
     from labs.recipe.planner import PlanRequest, search
 
