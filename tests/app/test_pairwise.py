@@ -7,8 +7,10 @@ schema (a new route is included the moment it is registered), is asked on its de
 and, where it takes a model, on a mixture-of-experts state (Mixtral) and an MLA one (DeepSeek-V3),
 with each value of each enumerated or boolean control beside each value of every other:
 
-1. each value alone (the other controls at their defaults);
-2. a covering array (all-pairs, built greedily) over the values each state takes alone, every
+1. each value alone (the other controls at their defaults) or, where the route refuses it
+   so, with the one other value it needs, which every request with it then carries where it
+   does not set that control (a GPU with the NVLink it ships with);
+2. a covering array (all-pairs, built greedily) over the values each state takes, every
    control left at its default where no uncovered pair needs it: each pair of values meets in
    at least one request;
 3. a request the lab refuses (4xx) covers nothing, since it masks every other pair in it, so
@@ -16,8 +18,8 @@ with each value of each enumerated or boolean control beside each value of every
    pair beside the defaults, and where the lab refuses two values it takes alone, its answer
    names both controls.
 
-Each route's pages (its episode and HTML fragment) take the same query names: the covering
-rows are asked there too. One test per route, all its failures in one message.
+A route's lab page takes the same query names: each covering row the API takes is asked of
+its HTML fragment too. One test per route, all its failures in one message.
 """
 
 from __future__ import annotations
@@ -140,17 +142,31 @@ def pair_key(x: tuple, y: tuple) -> tuple:
     return (x, y) if (x[0], repr(x[1])) < (y[0], repr(y[1])) else (y, x)
 
 
-def names_both(body: str, a: tuple, b: tuple) -> bool:
+def bare(control: str) -> str:
+    """A playground control's name without its lab's prefix."""
+    return re.sub(r"^(recipe|memory|zero|dp|tp|cp|moe|pipeline|placement)_", "", control)
+
+
+def spaced(words: str) -> str:
+    return re.sub(r"[-_]", " ", words)
+
+
+def names_both(body: str, a: tuple, b: tuple, with_: dict) -> bool:
     """Whether a refusal names both controls of a pair: each by its name (a playground
-    control's also without its lab's prefix) or by the value chosen ("inference" for
-    mode=infer)."""
+    control's also without its lab's prefix), by the value chosen ("inference" for mode=infer,
+    "NVLink 4" for intra_link=nvlink-4) or by the value it came with (``with_``: the B200 an
+    NVLink 5 came with); a playground panel's show_ control by the panel's episode."""
     def named(control: str, value) -> bool:
-        bare = re.sub(r"^(recipe|memory|zero|dp|tp|cp|moe|pipeline|placement)_", "", control)
-        words = {control, bare, bare.replace("_", " ")}
+        if control.startswith("show_") and re.search(r"EP\d\d", body):
+            return True  # the playground names the panel a show_ control draws by its episode
+        words = {control, bare(control)}
         if not isinstance(value, bool) and len(str(value)) > 2:
             words.add(str(value))
-        return any(re.search(rf"(?<![a-z]){re.escape(w)}", body, re.I) for w in words)
-    return named(*a) and named(*b)
+        return any(re.search(rf"(?<![a-z]){re.escape(spaced(w))}", spaced(body), re.I)
+                   for w in words)
+    def named_or_its_companion(item: tuple) -> bool:
+        return named(*item) or any(named(*more) for more in with_.get(item, {}).items())
+    return named_or_its_companion(a) and named_or_its_companion(b)
 
 
 class Asker:
@@ -160,7 +176,7 @@ class Asker:
         self.asked = 0
 
     def get(self, query: dict, base: str | None = None, htmx: bool = False) -> int:
-        url = self.route.url(query, base)
+        url = self.last_url = self.route.url(query, base)
         self.asked += 1
         try:
             got = self.client.get(url, headers={"HX-Request": "true"} if htmx else {})
@@ -174,51 +190,73 @@ class Asker:
         return got.status_code
 
 
-def accepted_state(asker: Asker, route: Route, state: dict) -> dict | None:
-    """A refused state with one more control set so that the route takes it, if one does: the
-    playground takes a MoE model once its TP lab (EP04, dense models only) is off."""
+def completion(asker: Asker, route: Route, query: dict, named: str = "") -> dict | None:
+    """The one more control value that makes the route take a query it refuses, if one does:
+    the playground takes a MoE model once its TP lab (EP04, dense models only) is off; a GPU
+    is taken with the NVLink it ships with, an inference-only recipe in inference mode. With
+    ``named`` (the refusal), only the controls it names are tried ("GPU and link do not
+    match": gpu and the links; "does not fit mode 'train'": mode)."""
+    def says(name: str) -> bool:
+        words = {name, bare(name), bare(name).rsplit("_", 1)[-1]}
+        return any(re.search(rf"(?<![a-z]){re.escape(spaced(w))}(?![a-z])", spaced(named),
+                             re.I) for w in words)
+
     for name, values in route.controls.items():
+        if named and not says(name):
+            continue
         for v in values:
-            if (name not in state and v != route.defaults[name]
-                    and asker.get({**state, name: v}) < 400):
-                return {**state, name: v}
+            if (name not in query and v != route.defaults[name]
+                    and asker.get({**query, name: v}) < 400):
+                return {name: v}
     return None
 
 
 def check_state(asker: Asker, route: Route, state: dict) -> None:
     if asker.get(state) >= 400:
-        state = accepted_state(asker, route, state)
-        if state is None:
+        more = completion(asker, route, state)
+        if more is None:
             return  # the route refuses this state as a whole (EP04's TP lab and a MoE model)
-    controls = {k: v for k, v in route.controls.items() if k not in state}
+        state = {**state, **more}
+    # Each value the route takes alone, or with the one other value it needs (``with_``),
+    # which a row or a pair gets where it does not set that control itself.
     values: dict[str, list] = {}
-    for name, domain_values in controls.items():
-        taken = []
+    with_: dict[tuple, dict] = {}
+    for name, domain_values in route.controls.items():
+        if name in state:
+            continue
         for v in domain_values:
             if v == route.defaults[name]:
                 continue
-            if asker.get({**state, name: v}) < 400:
-                taken.append(v)
-        if taken:
-            values[name] = taken
+            if asker.get({**state, name: v}) >= 400:
+                more = completion(asker, route, {**state, name: v}, asker.last.text)
+                if more is None:
+                    continue
+                with_[name, v] = more
+            values.setdefault(name, []).append(v)
+
+    def ask(row: dict, **page) -> int:
+        query = dict(row)
+        for item in row.items():
+            for k, w in with_.get(item, {}).items():
+                query.setdefault(k, w)
+        return asker.get({**state, **query}, **page)
+
     pairs = {pair_key((p, a), (q, b)) for p, q in combinations(values, 2)
              for a in values[p] for b in values[q]}
-    pages = [route.page] if route.page else []
     for _ in range(ROUNDS):
         if not pairs:
             break
         for row in covering_rows(values, pairs):
-            if asker.get({**state, **row}) < 400:
+            if ask(row) < 400:
                 for x, y in combinations(row.items(), 2):
                     pairs.discard(pair_key(x, y))
-                for page in pages:
-                    asker.get({**state, **row}, base=page, htmx=True)
+                if route.page:
+                    ask(row, base=route.page, htmx=True)
     for (p, a), (q, b) in sorted(pairs, key=repr):
-        status = asker.get({**state, p: a, q: b})
-        if 400 <= status < 500 and not names_both(asker.last.text, (p, a), (q, b)):
-            asker.failures.append(f"{route.url({**state, p: a, q: b})}: refused, but its "
-                                  f"answer does not name both {p} and {q}: "
-                                  f"{asker.last.text[:200]}")
+        status = ask({p: a, q: b})
+        if 400 <= status < 500 and not names_both(asker.last.text, (p, a), (q, b), with_):
+            asker.failures.append(f"{asker.last_url}: refused, but its answer does not name "
+                                  f"both {p} and {q}: {asker.last.text[:200]}")
 
 
 ROUTES = [Route(path, params) for path, params in api_routes()]
