@@ -28,7 +28,7 @@ from labs.core.limits import (
     TP_DEGREES,
 )
 from labs.hardware.gpus import get_gpu
-from labs.hardware.links import get_link, links
+from labs.hardware.links import get_link, link_name, links
 from labs.model.presets import models
 from labs.tensor_parallel.comm import LAYER_COLLECTIVES
 from labs.tensor_parallel.inputs import Topology, TPInput, TPResult, check_model
@@ -120,6 +120,11 @@ def to_api(result: TPResult) -> dict:
         "compute_s": cost.compute_s,
         "comm_s": cost.comm_s,
         "comm_bytes": cost.comm_bytes,
+        "collective_s": cost.collective_s,
+        "collective_sent_bytes": cost.collective_sent,
+        "bus_bandwidth": cost.bus_bandwidth,
+        "forward_comm_s": cost.forward_comm_s,
+        "backward_comm_s": cost.backward_comm_s,
         "single_gpu_s": cost.single_gpu_s,
         "step_efficiency": cost.step_efficiency,
         "step_speedup": cost.step_speedup,
@@ -218,6 +223,7 @@ def extra_context(state) -> dict:
         "gpu_options": gpu_options(),
         "link_options": link_options(),
         "links": links(),  # the presets the prose quotes (bandwidth, NVL72's domain)
+        "link_name": link_name,  # the tables name each link, never its id
         "tp_options": with_value(TP_DEGREES, query.tp),
         "seq_options": with_value(SEQ_LENGTHS, query.seq_len),
         "notes": assumptions(state.result),

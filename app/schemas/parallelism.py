@@ -59,6 +59,16 @@ class TensorParallelAnswer(BaseModel):
     comm_s: float = Field(description="Seconds of the 4 blocking collectives per layer per "
                                       "step.")
     comm_bytes: float = Field(description="Bytes each GPU sends per layer per step.")
+    collective_s: float = Field(description="Seconds of one f or g exchange (an all-reduce, or "
+                                "with SP a reduce-scatter plus an all-gather) as NCCL runs it.")
+    collective_sent_bytes: float = Field(description="Bytes each GPU sends in that exchange: "
+                                         "2(t-1)/t of the tensor.")
+    bus_bandwidth: float = Field(description="Bytes/s that exchange reaches: its sent bytes "
+                                 "over its seconds (NCCL's bus bandwidth at this size, latency "
+                                 "included); 0 at t = 1.")
+    forward_comm_s: float = Field(description="Of comm_s, the forward's exchanges, which block.")
+    backward_comm_s: float = Field(description="Of comm_s, what the backward's exchanges add "
+                                   "beyond the weight-gradient GEMMs they run beside.")
     single_gpu_s: float = Field(description="One layer's step on one GPU.")
     step_efficiency: float
     step_speedup: float

@@ -171,6 +171,19 @@ class TPCost:
     attention_s: float = 0.0
     memory_s: float = 0.0
     gemm_flops: float = 0.0
+    # One f or g exchange as NCCL runs it (its seconds and the bytes each GPU sends, ring-
+    # equivalent: 2(t-1)/t of the tensor for an all-reduce), and comm_s split by pass: the
+    # forward's block whole, the backward's count only what outlasts the GEMM beside them.
+    collective_s: float = 0.0
+    collective_sent: float = 0.0
+    forward_comm_s: float = 0.0
+    backward_comm_s: float = 0.0
+
+    @property
+    def bus_bandwidth(self) -> float:
+        """Bytes/s one exchange reaches, sent bytes over its time (NCCL's bus bandwidth at
+        this size, its latency included); 0 at t = 1."""
+        return self.collective_sent / self.collective_s if self.collective_s else 0.0
 
     @property
     def gemm_rate(self) -> float:

@@ -146,6 +146,7 @@ def tp_cost(model: ModelSpec, gpu: GPUSpec, topology: Topology, tp: int, *, sp: 
     compute = lt.forward.compute + lt.backward.compute
     tp_comms = [c for c in (lt.forward.comm("tp"), lt.backward.comm("tp")) if c]
     comm = sum(c.exposed for c in tp_comms)
+    forward = lt.forward.comm("tp").exposed if lt.forward.comm("tp") else 0.0
     comm_bytes = sum(c.bytes_per_gpu for c in tp_comms)
     gemms = [k for p in (lt.ops.forward, lt.ops.backward) for k in p.kernels
              if k.kind == "gemm"]
@@ -162,7 +163,10 @@ def tp_cost(model: ModelSpec, gpu: GPUSpec, topology: Topology, tp: int, *, sp: 
         gemm_s=lt.forward.gemm + lt.backward.gemm,
         attention_s=lt.forward.attention + lt.backward.attention,
         memory_s=lt.forward.memory + lt.backward.memory,
-        gemm_flops=sum(k.flops for k in gemms))
+        gemm_flops=sum(k.flops for k in gemms),
+        collective_s=pair.seconds if tp > 1 else 0.0,
+        collective_sent=pair.bytes_per_gpu if tp > 1 else 0.0,
+        forward_comm_s=forward, backward_comm_s=comm - forward)
 
 
 def _layer(model: ModelSpec, cluster: Cluster, tp: int, sp: bool, seq_len: int,

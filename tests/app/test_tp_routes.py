@@ -145,3 +145,46 @@ def test_the_good_case_and_step_4_quote_one_computation(client):
     step4 = html.split('id="step-4"')[1].split('id="step-5"')[0]
     assert f">{fmt_pct(good)}</span> efficiency" in step4
     assert f">{fmt_pct(flat)}</span>" in step4 and "≈90%" not in html and "about 90" not in html
+
+
+@pytest.mark.parametrize("params", [{"tp": 8, "sp": False}, {"tp": 2, "sp": False},
+                                    {"tp": 8, "sp": True},
+                                    {"tp": 8, "gpus_per_node": 1, "inter_link": "eth-25g"}])
+def test_the_collectives_time_follows_from_the_bytes_and_the_bus_bandwidth(client, params):
+    """Cold reading (issue 36): step 3 quoted 940 MB sent and 1.16 ms of collectives a layer
+    with nothing to derive one from the other (940 MB at NVLink 4's 450 GB/s is 2.09 ms). The
+    API now gives one exchange's sent bytes, its seconds and the bus bandwidth they imply, and
+    splits the layer's time into the forward pair, which blocks, and what the backward pair
+    adds beyond the GEMMs beside it."""
+    body = client.get("/api/tp", params=params).json()
+    t, sent = body["tp"], body["collective_sent_bytes"]
+    assert sent == pytest.approx(2 * (t - 1) / t * body["collective_bytes"], rel=1e-9)
+    assert body["bus_bandwidth"] * body["collective_s"] == pytest.approx(sent, rel=1e-9)
+    assert body["forward_comm_s"] == pytest.approx(2 * body["collective_s"], rel=1e-9)
+    assert 0 <= body["backward_comm_s"] <= body["forward_comm_s"]
+    assert body["forward_comm_s"] + body["backward_comm_s"] == pytest.approx(body["comm_s"],
+                                                                          rel=1e-9)
+
+
+def test_step_3_derives_its_time_from_the_bus_bandwidth_it_states(client):
+    import re
+
+    from app.routers.tensor_parallel import facts
+
+    good = facts()["good"]["api"]
+    html = client.get("/episodes/tensor-parallel").text
+    step = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.split('id="step-3"')[1]
+                                      .split("</section>")[0]))
+    busbw = f"{good['bus_bandwidth'] / 1e9:.0f} GB/s"
+    assert busbw in step
+    # What the step quotes derives its time: sent bytes / busBW, twice forward, plus the
+    # backward's exposed part, is the layer's collectives.
+    assert good["collective_sent_bytes"] / float(busbw.split()[0]) / 1e9 == pytest.approx(
+        good["collective_s"], rel=0.01)
+    assert f"{good['comm_s'] * 1e3:.2f} ms" in step
+
+
+def test_tables_name_links_not_their_ids(client):
+    text = client.get("/episodes/tensor-parallel").text
+    table = text.split('data-chart="tp-efficiency"')[2].split("</table>")[0]
+    assert ">nvlink-4<" not in table and ">NVLink 4 (H100/H200)<" in table
