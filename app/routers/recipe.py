@@ -337,7 +337,8 @@ VIEW = LabView(
     diagrams=(
         Diagram("step", "One training step: compute, exposed communication, bubble",
                 embed_height=420),
-        Diagram("causes", "Why MFU is not 85%: one micro-batch on the slowest stage, by cause",
+        Diagram("causes", "Why MFU falls short of the GEMM rate: one micro-batch on the "
+                "slowest stage, by cause",
                 embed_height=520),
         Diagram("memory", "Memory per GPU on each pipeline stage", embed_height=440),
     ),

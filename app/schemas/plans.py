@@ -75,8 +75,8 @@ class RecipeAnswer(RecipeResultAnswer):
     micro_causes: list[RecipeCause] = Field(
         description="One micro-batch's share of the step on the slowest stage, by cause: "
                     "``causes`` divided by the micro-batches per step (the bubble, DP sync and "
-                    "optimizer spread over them); what EP08's \"why MFU is not 85%\" chart "
-                    "draws. Empty for a plan that cannot run.")
+                    "optimizer spread over them); what EP08's \"why MFU falls short of the GEMM "
+                    "rate\" chart draws. Empty for a plan that cannot run.")
     micro_step_s: float | None = Field(description="The step divided by its micro-batches.")
     micro_at_peak_s: float | None = Field(
         description="That micro-batch's model FLOPs at the GPUs' dense peak: MFU x "

@@ -1,7 +1,7 @@
 """The step model's options and answers (``labs.recipe.step_time``): how a run's software
 overlaps and fuses (``StepOptions``), one communication kind's time on a GPU per step (``Part``),
 one micro-batch on the slowest stage (``MicroBatchTime``) and the step by cause (``Timing``,
-``Cause``: what EP08's "why MFU is not 85%" chart draws)."""
+``Cause``: what EP08's "why MFU falls short of the GEMM rate" chart draws)."""
 
 from __future__ import annotations
 
@@ -129,8 +129,8 @@ class Timing:
 
     def causes(self, microbatches: int, bubble_s: float) -> tuple[Cause, ...]:
         """The step by cause on the slowest stage (``bubble_s``: the pipeline's idle time):
-        what EP08's "why MFU is not 85%" chart draws. Divide by the micro-batches for one
-        micro-batch's share."""
+        what EP08's "why MFU falls short of the GEMM rate" chart draws. Divide by the
+        micro-batches for one micro-batch's share."""
         u, m = self.micro, microbatches
         parts = {p.name: p for p in self.parts}
         rows = [Cause("gemm", "GEMMs", m * u.gemm),

@@ -277,3 +277,22 @@ def test_the_step_charts_product_reads_as_the_readouts_and_multiplies_out(client
         "uneven stages", "TP", "sends", "pipeline", "DP", "optimizer"]
     product = math.prod(float(v) / 100 for _, v in factors)
     assert product == pytest.approx(body["efficiency"], abs=0.0015)
+
+
+def test_steps_10_and_11_quote_only_rates_the_page_derives(client):
+    """Cold reading: step 11 was headed 'Why MFU is not 85%', a figure nothing on the page
+    derives (the A100's full-wave GEMM runs at 81.6%); step 10 said the lab times kernels 'at
+    the H100's measured rates' while the runs it is checked against ran on A100s."""
+    import re
+
+    from app.charts.units import fmt_pct
+    from app.routers.recipe import facts
+
+    html = client.get("/episodes/recipe-3d").text
+    step = {n: html.split(f'id="step-{n}"')[1].split("</section>")[0] for n in (10, 11)}
+    heading = re.search(r"<h2>(.*?)</h2>", step[11]).group(1)
+    assert "%" not in heading, heading
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", step[10]))
+    a100 = fmt_pct(facts()["seed"]["api"]["matmul_efficiency"])
+    h100 = fmt_pct(facts()["h100"]["api"]["matmul_efficiency"])
+    assert f"on the H100 a full-wave GEMM at {h100} of peak, on the A100, step 1's {a100}" in text
