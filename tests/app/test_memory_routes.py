@@ -211,3 +211,21 @@ def test_step_3_teaches_fused_attention_and_quotes_16k_figures_at_16k(client):
     assert "unfused attention kernels of 2021–22" in step and "never stores the scores" in step
     full16 = f["l70_full_16k"]["api"]["breakdown"]["activations"]
     assert f"brings it down to {fmt_bytes(full16)}" in re.sub(r"<[^>]+>", "", step)
+
+
+def test_later_controls_sit_behind_more_controls_and_stay_in_the_form(client):
+    """Issue 36, item 5: EP01 opens with what it teaches; the parallel degrees, ZeRO and the
+    schedule sit in a closed "more controls" disclosure, inside the form (so in the URL), and
+    open when the state sets any of them."""
+    def more(query: str) -> str:
+        html = client.get(f"/episodes/memory{query}").text
+        form = html.split('id="memory-form"')[1].split("</form>")[0]
+        return form.split('<details class="more-controls"')[1].split("</details>")[0]
+
+    closed = more("")
+    assert closed.startswith(' id="more-controls">')
+    for name in ("tp", "pp", "cp", "ep", "dp", "zero", "schedule", "virtual", "microbatches"):
+        assert f'name="{name}"' in closed, name
+    assert 'name="seq_len"' not in closed and 'name="model"' not in closed
+    for query in ("?tp=8", "?dp=8&zero=3", "?schedule=gpipe&pp=4", "?offload=true"):
+        assert more(query).startswith(' id="more-controls" open>'), query

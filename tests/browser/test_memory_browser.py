@@ -143,6 +143,8 @@ def test_works_without_javascript(browser, live_server):
     context = browser.new_context(java_script_enabled=False, base_url=live_server)
     page = context.new_page()
     page.goto("/episodes/memory")
+    assert not page.locator("#input-dp").is_visible()  # behind "more controls" (issue 36)
+    page.locator("#more-controls summary").click()
     page.locator("#input-dp").fill("16")
     page.locator("form.controls button[type=submit]").click()
     page.wait_for_url("**dp=16**")
