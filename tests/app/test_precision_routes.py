@@ -283,3 +283,27 @@ def test_step_7_says_which_way_the_ledger_errs_against_torchtitan(client):
     step = _step(client.get(PAGE).text, 7)
     assert f"{over}% above torchtitan's measured peak" in step
     assert f"BF16's peak is {REPORTED['torchtitan_bf16'].value / 1e9:.1f} GB" in step
+
+
+def test_step_8s_formula_derives_the_70b_speedup_it_quotes(client):
+    """Cold reading: step 8 gave the speed-up as 1 / ((1 - g) + g/r + c) and quoted 1.27x for
+    the 70B layout, where that formula with the chart's own parts gives 1.33x: the shorter FP8
+    backward hides less of the TP and DP traffic. The step now states that term, e, and the
+    four terms the page quotes make the step's speed-up."""
+    import re
+
+    from app.routers.precision import facts
+
+    sp = facts()["te70"]["api"]["speed"]
+    by = {p["name"]: p for p in sp["parts"]}
+    g, base = sp["linear_share"], sp["bf16_step_s"]
+    r = by["linear"]["bf16_s"] / by["linear"]["fp8_s"]
+    c = (by["casts"]["fp8_s"] + by["scaling"]["fp8_s"]) / base
+    e = sum(by[k]["fp8_s"] - by[k]["bf16_s"] for k in ("zero", "comms")) / base
+    assert e > 0.01  # FP8 hides less: the term is real here
+    assert 1 / ((1 - g) + g / r + c + e) == pytest.approx(sp["speedup"], rel=2e-3)
+    text = _step(client.get(PAGE).text, 8)
+    assert f"= {1 / ((1 - g) + g / r + c):.2f}×" in text
+    assert re.search(rf"grow by {1e3 * e * base:,.0f} ms", text)
+    assert "g/r + c + e" in text
+    assert f"+ {e:.3f}) is the {sp['speedup']:.2f}× above" in text
