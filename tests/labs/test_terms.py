@@ -103,6 +103,28 @@ def test_rl_rollout_of_the_lab_is_prefill_then_decode_by_hand():
     assert result.rollout_seconds == pytest.approx(0.2486 + 17.196, rel=1e-4)
 
 
+@pytest.mark.parametrize("placement", ["separate", "colocated"])
+def test_rl_weight_sync_by_hand(placement):
+    """Llama 3.1 8B, TP 1 x PP 2 on 8 H100s, engines of 2 GPUs. Separate pools: every engine
+    GPU takes the whole bf16 model (16.06 GB) over its 50 GB/s network port (400 Gb/s
+    ConnectX-7): 0.3212 s. Colocated: each GPU gathers its stage's half over NVLink (450 GB/s
+    a direction) and the switch moves the training weights and gradients out and the
+    engine's share of the weights in over PCIe 5.0 x16 (64 GB/s)."""
+    inp = RLPlacementInput(model=LLAMA8, gpu=H100, train_gpus=8, pp=2, engine_gpus=2,
+                           placement=placement)
+    result = compute_rl_placement(inp)
+    full = 2 * PARAMS_8B
+    if placement == "separate":
+        assert result.sync_bytes_per_gpu == full
+        assert result.sync_seconds == pytest.approx(full / 50e9, rel=1e-12)
+        assert result.sync_seconds == pytest.approx(0.32121, rel=1e-4)
+        return
+    assert result.sync_bytes_per_gpu == full / 2
+    resident = result.train_breakdown["weights"] + result.train_breakdown["gradients"]
+    seconds = full / 2 / 450e9 + (resident + full / 2) / 64e9
+    assert result.sync_seconds == pytest.approx(seconds, rel=1e-12)
+
+
 # EP06: context parallelism, Llama 3.1 70B, one 131,072-token sequence over 8 ranks.
 S, C = 131072, 8
 KV_TOKEN_70B = 8 * (128 + 128) * 2  # K and V of 8 KV heads of 128, bf16: 4,096 B/token
