@@ -296,3 +296,18 @@ def test_steps_10_and_11_quote_only_rates_the_page_derives(client):
     a100 = fmt_pct(facts()["seed"]["api"]["matmul_efficiency"])
     h100 = fmt_pct(facts()["h100"]["api"]["matmul_efficiency"])
     assert f"on the H100 a full-wave GEMM at {h100} of peak, on the A100, step 1's {a100}" in text
+
+
+def test_steps_7_and_10_quote_one_peak_ratio(client):
+    """Cold reading: step 7 said an H100 computes 'three times' an A100 where step 10 said
+    3.2 times; both now read the presets' dense BF16 peaks."""
+    import re
+
+    from labs.hardware.gpus import get_gpu
+
+    ratio = f"{get_gpu('h100-sxm').bf16_flops / get_gpu('a100-80gb').bf16_flops:.1f}"
+    html = client.get("/episodes/recipe-3d").text
+    for n in (7, 10):
+        step = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.split(f'id="step-{n}"')[1]
+                                          .split("</section>")[0]))
+        assert f"{ratio} times" in step and "three times" not in step, n
