@@ -125,6 +125,20 @@ def test_rl_weight_sync_by_hand(placement):
     assert result.sync_seconds == pytest.approx(seconds, rel=1e-12)
 
 
+def test_inference_workspace_by_hand():
+    """EP01's inference workspace, the estimate labs/memory/lab.py states (one layer's bf16
+    forward intermediates, s x b x (4h + 2 x FFN / t) x 2 B): Llama 3.1 70B, 8,192 tokens,
+    TP 4: 8,192 x (4 x 8,192 + 2 x 28,672 / 4) x 2 = 771,751,936 B."""
+    from labs.memory.inputs import MemoryInput
+    from labs.memory.lab import compute_memory
+
+    expected = 8192 * (4 * 8192 + 2 * 28672 // 4) * 2
+    assert expected == 771_751_936
+    bill = compute_memory(MemoryInput(model=LLAMA70, gpu=H100, mode="infer", recipe="bf16",
+                                      seq_len=8192, tp=4))
+    assert bill.breakdown["workspace"] == expected
+
+
 # EP06: context parallelism, Llama 3.1 70B, one 131,072-token sequence over 8 ranks.
 S, C = 131072, 8
 KV_TOKEN_70B = 8 * (128 + 128) * 2  # K and V of 8 KV heads of 128, bf16: 4,096 B/token
