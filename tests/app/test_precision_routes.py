@@ -307,3 +307,18 @@ def test_step_8s_formula_derives_the_70b_speedup_it_quotes(client):
     assert re.search(rf"grow by {1e3 * e * base:,.0f} ms", text)
     assert "g/r + c + e" in text
     assert f"+ {e:.3f}) is the {sp['speedup']:.2f}× above" in text
+
+
+def test_step_8_says_the_labs_rates_are_ideal_and_by_how_much(client):
+    """Cold reading (issue 36, item 8): step 8 compared only the ratio (1.33x against
+    torchtitan's +28%) while its chart prints 10,020 BF16 tokens/s per GPU against
+    torchtitan's measured 6,667: an ideal rate a student would read as a measured one."""
+    from app.routers.precision import facts
+    from labs.precision.reported import REPORTED
+
+    lab = facts()["titan"]["api"]["speed"]["bf16_tokens_per_gpu_s"]
+    over = 100 * (lab / REPORTED["titan_table1_bf16_tps"].value - 1)
+    assert over > 10
+    text = _step(client.get(PAGE).text, 8)
+    assert f"{lab:,.0f} tokens/s per GPU is {over:.0f}% above torchtitan's measured rate" in text
+    assert "Read the lab's step times as ideal" in text
