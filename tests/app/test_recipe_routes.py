@@ -311,3 +311,30 @@ def test_steps_7_and_10_quote_one_peak_ratio(client):
         step = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.split(f'id="step-{n}"')[1]
                                           .split("</section>")[0]))
         assert f"{ratio} times" in step and "three times" not in step, n
+
+
+def test_step_9_names_the_new_plan_and_says_efficiency_is_not_speed(client):
+    """Cold reading: step 9 said the re-plan 'finds one at 75.8% efficiency', above the seed's
+    72.8% on fewer GPUs, without naming the plan or saying why, and a student reads the
+    higher efficiency as a faster job. The step names it, derives its bubble, and puts its
+    throughput beside the seed's."""
+    import re
+
+    from app.charts.units import fmt_pct
+    from app.routers.recipe import facts
+
+    after = facts()["lost"]["api"]["replan"]["after"]
+    seed = facts()["seed"]["api"]
+    p = after["plan"]
+    assert after["bubble_fraction"] == pytest.approx((p["pp"] - 1) / (p["microbatches"]
+                                                                      + p["pp"] - 1))
+    assert after["efficiency"] > seed["efficiency"] and after["tokens_per_s"] < seed[
+        "tokens_per_s"]
+    html = client.get("/episodes/recipe-3d").text
+    step = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.split('id="step-9"')[1]
+                                      .split("</section>")[0]))
+    assert f"TP{p['tp']} × PP{p['pp']} × DP{p['dp']} with {p['microbatches']} micro-batches" \
+        in step
+    assert f"{p['pp'] - 1}/{p['microbatches'] + p['pp'] - 1} of the step" in step
+    assert f"above the seed's {fmt_pct(seed['efficiency'])}" in step
+    assert "Efficiency is not speed" in step
