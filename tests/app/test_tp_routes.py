@@ -91,7 +91,7 @@ def test_page_fragment_and_embeds(client):
     page = client.get("/episodes/tensor-parallel", params={"tp": 4})
     assert page.status_code == 200
     assert 'id="tp-split"' in page.text and 'data-tp="4"' in page.text
-    assert "Assumptions" in page.text and "MFU" in page.text
+    assert "Assumptions" in page.text and "dense BF16 peak" in page.text
     fragment = client.get("/episodes/tensor-parallel", params={"tp": 2},
                           headers={"HX-Request": "true"})
     assert fragment.status_code == 200
@@ -188,3 +188,15 @@ def test_tables_name_links_not_their_ids(client):
     text = client.get("/episodes/tensor-parallel").text
     table = text.split('data-chart="tp-efficiency"')[2].split("</table>")[0]
     assert ">nvlink-4<" not in table and ">NVLink 4 (H100/H200)<" in table
+
+
+def test_step_4_calls_a_matmul_rate_a_share_of_peak_not_mfu(client):
+    """Cold reading: step 4 called the rough estimate's flat matmul rate '40% MFU'. MFU is a
+    whole step's model FLOPs over the peak (EP08); the estimate sets each GEMM's rate."""
+    import re
+
+    html = client.get("/episodes/tensor-parallel").text
+    step = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.split('id="step-4"')[1]
+                                      .split("</section>")[0]))
+    assert "% MFU" not in step
+    assert "40% of peak for every matmul" in step
