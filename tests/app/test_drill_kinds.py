@@ -15,12 +15,14 @@ LESSONS = sorted(VIEWS)
 
 
 def number_shown(value: float, html: str) -> str | None:
-    """The answer as a page would print it (one decimal, or whole), found as a number of its
+    """The answer as a page would print it (one or two decimals, or whole), found as a number of its
     own in the page's text: every tag's text and the charts' JSON (labels, hover text), not
     the tags' attributes. A whole answer is looked for whole only from 10 up: a small count
     (2 expert-DP groups) is on every page as some degree or another. Else None."""
     text = re.sub(r"<[^>]+>", " ", html)
-    forms = [f"{value:,.1f}"] + ([f"{value:,.0f}"] if value == round(value) >= 10 else [])
+    # Two decimals too: a chart prints 6.82M where one decimal (6.8) is not on the page.
+    forms = [f"{value:,.1f}", f"{value:,.2f}"] + (
+        [f"{value:,.0f}"] if value == round(value) >= 10 else [])
     for form in forms:
         if re.search(rf"(?<![\d.,]){re.escape(form)}(?![\d]|,\d|\.\d)", text):
             return form
