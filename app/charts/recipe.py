@@ -8,7 +8,7 @@ from app.charts.units import fmt_bytes, fmt_pct, gb_axis
 SEGMENTS = {
     "compute": ("Compute", "#4c78a8"),
     "stages": ("Uneven stages (waits)", "#9d755d"),
-    "tp": ("TP all-reduces (exposed)", "#f58518"),
+    "tp": ("TP collectives (exposed)", "#f58518"),
     "cp": ("CP ring (exposed)", "#72b7b2"),
     "ep": ("EP all-to-all (exposed)", "#b279a2"),
     "sends": ("Pipeline sends", "#54a24b"),

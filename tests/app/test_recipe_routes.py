@@ -338,3 +338,20 @@ def test_step_9_names_the_new_plan_and_says_efficiency_is_not_speed(client):
     assert f"{p['pp'] - 1}/{p['microbatches'] + p['pp'] - 1} of the step" in step
     assert f"above the seed's {fmt_pct(seed['efficiency'])}" in step
     assert "Efficiency is not speed" in step
+
+
+def test_the_page_calls_tp_traffic_what_the_plan_runs(client):
+    """Cold reading: the seed plan runs sequence parallelism (its export says
+    --sequence-parallel, its traffic table 'reduce scatter + all gather'), yet the step chart's
+    legend and steps 2 and 11 called its TP traffic all-reduces."""
+    import re
+
+    from app.routers.recipe import facts
+
+    tp = next(t for t in facts()["seed"]["api"]["traffic"] if t["name"] == "tp")
+    assert "all_reduce" not in tp["collective"]
+    html = client.get("/episodes/recipe-3d").text
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    assert "TP all-reduces" not in text and "TP's all-reduces" not in text
+    assert "four all-reduces per layer" not in text
+    assert "TP collectives (exposed)" in text
