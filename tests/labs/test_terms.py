@@ -139,6 +139,41 @@ def test_inference_workspace_by_hand():
     assert bill.breakdown["workspace"] == expected
 
 
+def test_dp_textbook_ring_by_hand():
+    """EP02's flat ring (Patarasuk & Yuan 2009): each GPU sends 2(N-1)/N of the gradients and
+    pays 2(N-1) hops of latency: 16 GB of bf16 gradients (an 8B model) over 8 GPUs on NVLink
+    4 at its datasheet 450 GB/s a direction: 28 GB each, 62.2 ms + 14 hops."""
+    from labs.data_parallel.lab import all_reduce
+
+    link = get_link("nvlink-4")
+    cost = all_reduce(16e9, 8, link, 1, flat=True)
+    assert cost.bytes_per_gpu == 2 * 7 / 8 * 16e9 == 28e9
+    assert cost.seconds == pytest.approx(28e9 / link.bandwidth + 2 * 7 * link.latency,
+                                         rel=1e-12)
+
+
+def test_precision_activation_offload_by_hand():
+    """EP10's offload: one layer's saved activations of one micro-batch (the heaviest GPU's
+    ledger over its micro-batches in flight and its layers) copied over the host link at the
+    chosen share; a copy longer than the layer's forward, or its backward, shows for every
+    layer of every micro-batch, once each way."""
+    from labs.precision.inputs import PrecisionInput
+    from labs.precision.lab import compute_precision
+
+    inp = PrecisionInput(model=LLAMA70, gpu=H100, tp=8, pp=4, dp=1, seq_len=8192,
+                         offload=1.0, recompute="none")
+    result = compute_precision(inp)
+    o, ledger = result.offload, result.ledger.memory
+    stage = ledger.stages[ledger.heaviest_stage]
+    acts = ledger.breakdown["activations"]
+    assert o.layer_bytes == pytest.approx(acts / (stage.in_flight * stage.layers))
+    assert o.copy_s == pytest.approx(o.layer_bytes / o.link_bandwidth)
+    layers = stage.layers * ledger.input.pipeline_microbatches
+    assert o.exposed_s == pytest.approx(layers * (max(0, o.copy_s - o.forward_s)
+                                                  + max(0, o.copy_s - o.backward_s)))
+    assert o.host_bytes_per_node == pytest.approx(acts * inp.gpus_per_node)
+
+
 # EP06: context parallelism, Llama 3.1 70B, one 131,072-token sequence over 8 ranks.
 S, C = 131072, 8
 KV_TOKEN_70B = 8 * (128 + 128) * 2  # K and V of 8 KV heads of 128, bf16: 4,096 B/token
