@@ -10,7 +10,6 @@ a lesson uses is defined at its first use there.
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from html import escape
 
 from markupsafe import Markup
@@ -228,8 +227,6 @@ GLOSSARY: tuple[Term, ...] = (
          "for δ and failures every M on average (Young 1974; Daly 2006 refines it)."),
 )
 
-BY_SLUG = {term.slug: term for term in GLOSSARY}
-
 # Text inside these elements is never a first use: links, code, headings, live figures'
 # own markup, controls, and the definitions themselves.
 _SKIP = {"a", "code", "pre", "h1", "h2", "h3", "h4", "script", "style", "button", "summary",
@@ -291,8 +288,3 @@ def define_terms(html: str, seen: set[str] | None = None) -> Markup:
         out.append(part)
     return Markup("".join(out))
 
-
-@lru_cache(maxsize=1)
-def terms_used_pattern() -> re.Pattern:
-    """Any term, as lessons write it (the test's and the glossary page's lookup)."""
-    return re.compile("|".join(f"(?:{t.pattern})" for t in GLOSSARY))
