@@ -9,10 +9,9 @@ other host.
 
 from __future__ import annotations
 
-from html import escape
-
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
+from markupsafe import escape  # what Jinja escapes with: one escaping for every page
 
 from app.assets import asset_url
 from app.settings import url

@@ -10,9 +10,11 @@ a lesson uses is defined at its first use there.
 
 import re
 from dataclasses import dataclass
-from html import escape
 
-from markupsafe import Markup
+from markupsafe import (
+    Markup,
+    escape,  # what Jinja escapes with: one escaping for every page
+)
 
 from app.settings import url
 

@@ -39,13 +39,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import html
 import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
+
+from markupsafe import escape  # what Jinja escapes with: one escaping for every page
 
 from app.assets import ASSETS, get_asset
 from app.lanes import estimate
@@ -317,7 +318,7 @@ async def _send_busy(send, path: str, busy: Busy) -> None:
         body = json.dumps({"detail": busy.message}).encode()
         ctype = b"application/json"
     else:
-        body = f'<p class="busy" role="alert">{html.escape(busy.message)}</p>\n'.encode()
+        body = f'<p class="busy" role="alert">{escape(busy.message)}</p>\n'.encode()
         ctype = b"text/html; charset=utf-8"
     await send({"type": "http.response.start", "status": busy.status, "headers": [
         (b"content-type", ctype), (b"content-length", str(len(body)).encode()),

@@ -8,6 +8,7 @@ import re
 
 import plotly.graph_objects as go
 import pytest
+from markupsafe import escape  # what Jinja escapes with
 
 import app.main  # noqa: F401  (registers every lab view)
 from app.labkit import VIEWS, parse
@@ -75,7 +76,7 @@ def test_every_diagram_is_embeddable_alone(client, name):
         # The title and the link back to the lesson come before the chart.
         head = text.index('class="embed-head"')
         assert text.index(f'href="{view.episode.url}"') > head
-        assert html_lib.escape(diagram.title) in text[head:text.index('id="embed-body"')]
+        assert escape(diagram.title) in text[head:text.index('id="embed-body"')]
         assert "js/embed.js" in text
         if figures:  # a chart's embed says in one line what it shows
             summary = next(iter(figures.values()))["summary"]
@@ -117,7 +118,7 @@ def test_labels_are_the_page_control_labels(client, name):
     html = client.get(view.episode.url).text
     for control, label in view.labels.items():
         assert control in view.query_model.model_fields
-        assert html_lib.escape(label) in html, f"{name}: no control labelled {label!r}"
+        assert escape(label) in html, f"{name}: no control labelled {label!r}"
     assert set(view.labels) == set(view.query_model.model_fields)
 
 

@@ -78,7 +78,7 @@ def test_api_memory_divides_with_t_and_sp(client):
     ({"gpus_per_node": 0}, "gpus_per_node", "GPUs per node"),
     ({"intra_link": "eth-25g"}, "intra_link", "links nodes"),
     ({"inter_link": "nvlink-4"}, "inter_link", "inside a node"),
-    ({"mfu": 2}, "mfu", "MFU"),
+    ({"mfu": 2}, "mfu", "Matmul rate override"),
     ({"sp": "maybe"}, "sp", "Sequence parallelism"),
     ({"seq_len": 0}, "seq_len", "Sequence length"),
 ])
