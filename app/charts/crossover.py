@@ -4,7 +4,7 @@ a collective's formula."""
 
 import math
 
-from app.charts import base_layout, chosen_band, value_label
+from app.charts import LINE_COLOUR, base_layout, chosen_band
 
 _log10 = math.log10
 COMPUTE, COMM = "#4c78a8", "#e45756"  # as EP02's step bars: compute, exposed communication
@@ -57,18 +57,19 @@ def crossover_figure(tokens_per_gpu: float, compute_s: float, comm_s: float, cro
                  "marker": {"size": 14, "color": "#1d2330"}, "hoverinfo": "skip"})
     bound = ("no all-reduce on 1 GPU" if not comm_s else
              f"compute ÷ communication = {compute_s / comm_s:.3g}")
-    right = tokens_per_gpu > math.sqrt(lo * hi)
-    annotations.append(value_label(
-        _log10(tokens_per_gpu), _log10(compute_s),
-        f"{tokens(tokens_per_gpu)} tokens/GPU:<br>{bound}",
-        xanchor="right" if right else "left", xshift=-10 if right else 10, yanchor="middle"))
+    # The state's figures sit above the plot, left-aligned: beside its point they ran off a
+    # phone's chart wherever the point sat mid-axis (215 px of text, 126 px to either side).
+    annotations.append({"xref": "paper", "yref": "paper", "x": 0, "y": 1, "xanchor": "left",
+                        "yanchor": "bottom", "yshift": 2, "align": "left", "showarrow": False,
+                        "font": {"color": LINE_COLOUR, "size": 12},
+                        "text": f"This state, {tokens(tokens_per_gpu)} tokens/GPU:<br>{bound}"})
     ys = [s for _, s in sweep] + ([comm_s] if comm_s else []) + [compute_s]
     side = ("compute-bound" if comm_s and compute_s >= comm_s else
             "communication-bound" if comm_s else "compute only")
     return {
         "data": data,
         "layout": base_layout(
-            margin={"l": 56, "r": 8, "t": 8, "b": 44},
+            margin={"l": 56, "r": 8, "t": 40, "b": 44},
             xaxis={"type": "log", "title": {"text": "tokens per GPU per step (log scale)",
                                             "standoff": 6},
                    "range": [_log10(lo) - 0.05, _log10(hi) + 0.05], "gridcolor": "#e6e9ef"},
