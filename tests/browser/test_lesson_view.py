@@ -6,6 +6,7 @@ data-diagram="CHART_ID">``; its first "try it" link must leave CHART_ID on scree
 """
 
 import pytest
+from playwright.sync_api import expect
 
 from app.episodes import EPISODES
 from tests.browser.helpers import follow, sized_page, wait_drawn
@@ -94,7 +95,15 @@ def test_each_steps_link_brings_its_diagram_into_view(sized, lesson):
 def test_case_button_keeps_the_view_and_focus(page):
     page.goto("/episodes/pipeline?stages=8&microbatches=32&tp=8")
     wait_drawn(page)
-    follow(page.locator("#step-6 a.try").first, "recompute=selective")
+    # Step 6 (since 55a16af, fused attention as current stacks run it): its link to 32,768
+    # tokens redraws the step's memory diagram, rank 0 now over the GPU's line.
+    drawn = "JSON.stringify(document.getElementById('pipeline-memory').data.map(t => [t.x, t.y]))"
+    verdict = page.locator("[data-testid=memory-verdict]")
+    expect(verdict).to_contain_text("Every rank fits")
+    shown = page.evaluate(drawn)
+    follow(page.locator('#step-6 a.try[href*="seq_len=32768"]'), "seq_len=32768")
+    expect(verdict).to_contain_text("overflow; the worst, rank 0")
+    assert page.evaluate(drawn) != shown
     before = page.evaluate("document.getElementById('bench-view').scrollTop")
     assert before > 0
     follow(page.locator("#case-bad"), "microbatches=1")
