@@ -191,7 +191,8 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
               "Every layer's all-reduces now cross a link several times slower: {value}."),
              ("span", "Nodes of 4 GPUs, so TP8 spans two nodes over InfiniBand",
               {"tp": 8, "gpus_per_node": 4},
-              "Only the ring's hop between the two nodes runs at InfiniBand speed: {value}."),
+              "A ring runs at its slowest hop's pace: the hops between the two nodes cross "
+              "InfiniBand, and every step of the ring waits for them: {value}."),
              ("sp", "Turn on sequence parallelism", {"tp": 8, "sp": True},
               "Sequence parallelism swaps each all-reduce for a reduce-scatter and an "
               "all-gather of the same total bytes: {value}."),
@@ -382,24 +383,30 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
             hint="Each adapted matrix adds r·(d_in + d_out).",
             explanation="{answer} million: 32 × 24 × (8,192 + 5,120).", rel_tol=0.02),
         decide(
-            "precision-decide-finetune",
-            "You fine-tune Llama 3.1 70B on 8,192-token sequences. Which method holds the "
-            "fewest bytes on the GPU?",
-            "precision", {m: finetune_bytes(m) for m in ("full", "lora", "qlora")},
-            (("full", "Full fine-tuning in mixed precision", SEVENTY,
-              "Every parameter trains, so every one carries gradients, an fp32 master copy "
-              "and two Adam moments, 16 bytes in all: {value}."),
-             ("lora", "LoRA: the bf16 base frozen, small adapters trained", SEVENTY,
-              "The frozen base still sits on the GPU in bf16, 2 bytes a parameter; only the "
-              "adapters carry optimizer state: {value}."),
-             ("qlora", "QLoRA: the base frozen in 4-bit NF4, adapters trained", SEVENTY,
-              "The frozen base shrinks to about half a byte a parameter, plus its "
-              "quantisation constants: {value}.")),
+            "precision-decide-qlora-fit",
+            "You fine-tune Llama 3.1 70B with QLoRA (a 4-bit base, small adapters on q and "
+            "v) on 8,192-token sequences, and it does not fit one GPU. Which single change "
+            "cuts the bytes QLoRA holds on the GPU the most?",
+            "precision", finetune_bytes("qlora"),
+            (("recompute", "Full recomputation (gradient checkpointing)",
+              {**SEVENTY, "recompute": "full"},
+              "Each layer keeps only its input and recomputes the rest in the backward: the "
+              "activations of 8,192 tokens, most of the bill, shrink: {value}."),
+             ("short", "Sequences of 2,048 tokens instead of 8,192",
+              {**SEVENTY, "seq_len": 2048},
+              "A quarter of the tokens, a quarter of the activations; the 4-bit base stays: "
+              "{value}."),
+             ("paged", "A paged optimizer", {**SEVENTY, "paged": True},
+              "It moves only the adapters' optimizer state to host RAM, a fraction of a GB: "
+              "{value}."),
+             ("rank", "A smaller LoRA rank: 8", {**SEVENTY, "rank": 8},
+              "The adapters shrink, but they were already small beside the base and the "
+              "activations: {value}.")),
             best="min", fmt=gb,
-            hint="Which bytes per parameter does each method keep for the 70 billion it does "
-                 "not train?",
-            solution="{best}. On the GPU: QLoRA {qlora}, LoRA {lora}, full {full}. The "
-                     "activations of 8,192 tokens come on top of each."),
+            hint="What grows with the tokens, and which change stops keeping it?",
+            solution="{best}. QLoRA on the GPU: full recomputation {recompute}, 2,048-token "
+                     "sequences {short}, paged optimizer {paged}, rank 8 {rank}. At 8,192 "
+                     "tokens the activations, not the 4-bit base, are most of the bill."),
     ),
     "failures": (
         predict(

@@ -47,6 +47,14 @@ def test_no_answer_is_on_the_page_before_the_drill_is_answered(client, name):
             assert drill.solution() not in html, drill.id
             for option in drill.judge():
                 assert option.why not in html, (drill.id, option.key)
+            # Nor the right choice's figure with its unit: a chart or a step printing it
+            # answers the drill (EP10's old decide drill asked which fine-tuning method holds
+            # the fewest bytes while its chart and step 10 showed all three).
+            right = next(o for o in drill.judge() if o.right)
+            figure = re.findall(r"\d[\d,]*(?:\.\d+)?(?:%| GB| ms| samples/s| days|×)",
+                                right.why)[-1]
+            text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+            assert not re.search(rf"(?<![\d.,]){re.escape(figure)}", text), (drill.id, figure)
         else:
             assert number_shown(drill.answer(), html) is None, (drill.id, drill.answer())
 
