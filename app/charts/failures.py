@@ -205,7 +205,7 @@ def scale_figure(result) -> dict:
     return {
         "data": data,
         "layout": base_layout(
-            annotations=labels, grid={"rows": 2, "columns": 1, "pattern": "independent"},
+            annotations=labels,  # two stacked plots by their axes' domains (the bundle has no grid)
             shapes=[_log_band(inp.gpus)],
             margin={"l": 56, "r": 8, "t": 8, "b": 8},
             xaxis={**axis, "title": {"text": ""}, "domain": [0, 1]},
