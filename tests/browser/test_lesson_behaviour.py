@@ -97,7 +97,12 @@ def test_controls_that_do_nothing_are_disabled_with_the_reason(page):
     page.locator("input[name=mode][value=infer]").check()
     assert page.locator("#input-offload").is_disabled()
     assert page.locator("input[name=zero]").first.is_disabled()
+    # Since aaa54c1 ZeRO sits in EP01's "More controls" disclosure, closed at the defaults:
+    # its reason shows once the student opens it to look.
+    expect(page.locator("#reason-zero")).to_be_hidden()
+    page.locator("#more-controls > summary").click()
     expect(page.locator("#reason-zero")).to_be_visible()
+    expect(page.locator("#reason-offload")).to_be_visible()
 
 
 def test_chart_config_has_no_cloud_link_and_theme_toggle_recolours(page):
