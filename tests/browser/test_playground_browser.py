@@ -28,7 +28,10 @@ def test_one_control_redraws_every_labs_diagram(page):
         assert "llama-3.1-8b" in page.evaluate(f"document.getElementById('{chart}').dataset.drawn")
     after = page.evaluate(SUMMARIES, list(CHARTS))
     changed = [chart for chart, a, b in zip(CHARTS, before, after, strict=True) if a != b]
-    assert changed == list(CHARTS), (before, after)
+    # All redrawn (above); all changed but EP02's speed-ups: since 25f7cbc its compute is
+    # 6·P·T ÷ rate and its all-reduce moves bytes in proportion to P too, so a dense model's
+    # size cancels out of them (its crossover T* is P-free) and 70B and 8B scale alike.
+    assert changed == [chart for chart in CHARTS if chart != "dp-scaling"], (before, after)
 
 
 def test_the_state_survives_a_reload(page):
