@@ -7,6 +7,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
+from app.charts.precision import short_recipe
 from tests.browser.helpers import answer_drill, api_json, follow, look_at, sized_page, wait_drawn
 
 LESSON = "/episodes/low-precision"
@@ -92,7 +93,8 @@ def test_a_recipe_choice_swaps_the_ledger_in_place(page, live_server):
     assert shown == pytest.approx(body["ledger"]["total_bytes"], rel=1e-9)
     look_at(page, "precision-bytes")
     names = page.evaluate("() => document.getElementById('precision-bytes').data[0].y")
-    assert "<b>fp8-params</b>" in names
+    # The chosen recipe's row, bold, by its name (f40ec96), not its record id.
+    assert f"<b>{short_recipe('fp8-params')}</b>" in names
 
 
 def test_good_and_bad_cases(page):
@@ -111,7 +113,7 @@ def test_drills_hint_then_accept(page, live_server):
     wait_drawn(page)
     answer_drill(page, "1129", "Hint")  # BF16's 16 bytes a parameter, not FP8's
     answer_drill(page, "1270", "Right")  # 18 B × 70.6B parameters
-    answer_drill(page, "6.82", "Right", index=1)
+    answer_drill(page, "3.41", "Right", index=1)  # r = 8 on q, v: 32 × 8 × (8,192 + 5,120)
     answer_drill(page, "1.30", "Right", index=2)  # Amdahl: 1 / (0.34 + 0.66/1.7 + 0.04)
 
 
