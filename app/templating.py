@@ -82,6 +82,14 @@ templates.env.filters.update(define_terms=define_terms)
 templates.env.globals.update(terms_seen=set)
 
 
+def placed_in(drill, html: str) -> bool:
+    """Whether a lesson's steps already hold this drill (templates/partials/_predict.html)."""
+    return f'id="drill-{drill.id}"' in str(html)
+
+
+templates.env.tests.update(placed_in=placed_in)
+
+
 def compile_templates() -> None:
     """Compile every template before the first student arrives: Jinja compiles on first use,
     about 1 s for all of them, which a class's first page loads would otherwise wait for (the

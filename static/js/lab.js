@@ -706,6 +706,44 @@
     within(node, "[data-colour], [data-width-px], [data-flex]").forEach(function (el) { el._labPainted = true; });
   }
 
+  // ---- In-step predictions (templates/partials/_predict.html): the student commits a guess,
+  // which is said back (with right or not, where the step names its right choice), and the
+  // step's why opens. Opening the why's summary is "show me" without a guess. ----
+  function armPredictions(node) {
+    within(node, "form.predict-form .predict-commit").forEach(function (button) {
+      button.disabled = false;
+      button.hidden = false;
+    });
+  }
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target.closest && event.target.closest("form.predict-form");
+    if (!form) return;
+    event.preventDefault();
+    var field = form.elements.guess;
+    var chosen = form.querySelector("input[name=guess]:checked");
+    var guess = chosen ? chosen.value : (field && field.value ? String(field.value).trim() : "");
+    var said = form.querySelector(".predict-said");
+    if (!guess) {
+      said.textContent = chosen === null && form.querySelector("input[type=radio]") ? "Pick one first, or open the why below." : "Type a guess first, or open the why below.";
+      said.hidden = false;
+      return;
+    }
+    var text = chosen ? chosen.closest("label").textContent.trim() : guess + " " + ((form.querySelector(".unit") || {}).textContent || "");
+    var right = form.dataset.right;
+    within(form, ".predict-choice").forEach(function (label) {
+      var input = label.querySelector("input");
+      label.classList.toggle("right", !!right && input.value === right);
+      label.classList.toggle("wrong", !!right && input.checked && input.value !== right);
+    });
+    said.textContent = "Your guess: " + text.trim() + "." +
+      (right && chosen ? (chosen.value === right ? " Right." : " Not this one: the right one is marked.") : "") +
+      " Now follow the link and read the why.";
+    said.hidden = false;
+    var why = form.parentElement.querySelector("details.why");
+    if (why) why.open = true;
+  });
+
   function init(node) {
     var lazy = node._labUpdated === true;
     node._labUpdated = false;
@@ -721,6 +759,7 @@
     root.classList.add("js");
     showTheme();
     init(document);
+    armPredictions(document);
     if (window.htmx) defineUpdate();
     if (window.htmx) window.htmx.onLoad(function (elt) { if (elt !== document.body) { init(elt); showTheme(); } });
   });

@@ -15,6 +15,8 @@ ASKED = ("busbw", "nvls", "ll-protocol", "wave-quantisation", "hfu", "mfu", "tn-
          "micro-batch", "gradient-accumulation", "bubble", "zero")  # the issue's list
 SKIP = {"a", "code", "pre", "h1", "h2", "h3", "h4", "script", "style", "button", "summary",
         "label", "select", "option", "textarea", "sub", "sup", "abbr", "svg"}
+# Elements with no end tag: never on the stack (a step's in-step guess has an <input>).
+VOID = {"input", "br", "img", "hr", "wbr", "meta", "link", "source"}
 
 
 class Prose(HTMLParser):
@@ -32,6 +34,8 @@ class Prose(HTMLParser):
         self.term: str | None = None
 
     def handle_starttag(self, tag, attrs):
+        if tag in VOID:
+            return
         attrs = dict(attrs)
         classes = (attrs.get("class") or "").split()
         if self.inside:

@@ -1,0 +1,61 @@
+"""A lesson step's five beats (issue 36; templates/partials/_predict.html): a question, a
+prediction the student commits in the step, the try links, the why, and the limit. The
+lessons listed here have every step in that shape; in each, no figure the step quotes is
+outside its closed why (the guess comes first), the why is a <details> that opens only on a
+commit or "show me", and a drill placed in a step is asked there and not again at the end."""
+
+import re
+
+import pytest
+
+import app.main  # noqa: F401  (registers every lab view)
+from app.labkit import VIEWS
+
+# The lessons whose steps carry all five beats (EP01-EP04 so far).
+BEATS = ["memory"]
+
+
+def steps(html: str) -> list[tuple[str, str]]:
+    body = html.split('<article class="steps">')[1].split('id="step-drill"')[0]
+    found = re.findall(r'<section class="step" id="(step-\d+)"(.*?)</section>', body, re.S)
+    assert found
+    return found
+
+
+@pytest.mark.parametrize("name", BEATS)
+def test_every_step_has_question_predict_move_why_limit_in_order(client, name):
+    html = client.get(VIEWS[name].episode.path).text
+    for step_id, step in steps(html):
+        marks = [step.find(m) for m in ('class="question"', 'class="predict-form"', 'class="try"',
+                                          '<details class="why"', 'class="limit"')]
+        assert -1 not in marks, (step_id, marks)
+        assert marks == sorted(marks), (step_id, "beats out of order", marks)
+        why = re.findall(r'<details class="why"[^>]*>', step)
+        assert why and not any(" open" in tag for tag in why), step_id  # closed until asked
+        # The commit button waits for the script: with JS off, Enter submits nothing.
+        for button in re.findall(r'<button[^>]*predict-commit[^>]*>', step):
+            assert "disabled" in button and "hidden" in button, step_id
+
+
+@pytest.mark.parametrize("name", BEATS)
+def test_no_quoted_figure_is_outside_the_why(client, name):
+    """Predict, then see: each number a step quotes is in its why, closed before the guess."""
+    html = client.get(VIEWS[name].episode.path).text
+    for step_id, step in steps(html):
+        outside = re.sub(r'<details class="why".*?</details>', "", step, flags=re.S)
+        outside = re.sub(r'<form id="drill-.*?</form>', "", outside, flags=re.S)
+        figs = re.findall(r'<span class="fig"[^>]*data-field="([^"]+)"', outside)
+        assert not figs, (step_id, figs)
+
+
+@pytest.mark.parametrize("name", BEATS)
+def test_a_drill_in_a_step_is_asked_once(client, name):
+    html = client.get(VIEWS[name].episode.path).text
+    view = VIEWS[name]
+    in_steps = {d.id for d in view.drills
+                if any(f'id="drill-{d.id}"' in s for _, s in steps(html))}
+    for drill in view.drills:
+        assert html.count(f'id="drill-{drill.id}"') == 1, drill.id
+    end = html.split('id="step-drill"')[1] if 'id="step-drill"' in html else ""
+    for drill_id in in_steps:
+        assert f'id="drill-{drill_id}"' not in end, drill_id

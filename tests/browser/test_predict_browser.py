@@ -1,0 +1,52 @@
+"""An in-step prediction (templates/partials/_predict.html, static/js/lab.js) in Chromium: the
+why stays closed until the student commits a guess or opens it ("show me"); a committed
+guess is said back, with right or not where the step names its right choice; with JS off
+the why is a plain <details> and the commit button stays out of the way."""
+
+from playwright.sync_api import expect
+
+
+def test_committing_a_guess_opens_the_why_and_marks_the_choice(page):
+    page.goto("/episodes/memory")
+    beat = page.locator("#predict-memory-3")
+    why = beat.locator("details.why")
+    expect(why).not_to_have_attribute("open", "")
+    expect(why.locator("p").first).to_be_hidden()
+    beat.locator(".predict-commit").click()  # nothing chosen: asks for a guess, stays closed
+    expect(beat.locator(".predict-said")).to_contain_text("Pick one first")
+    assert why.evaluate("d => d.open") is False
+    beat.locator("input[value='16']").check()
+    beat.locator(".predict-commit").click()
+    expect(beat.locator(".predict-said")).to_contain_text("Your guess: 16×")
+    expect(beat.locator(".predict-said")).to_contain_text("Not this one")
+    assert why.evaluate("d => d.open") is True
+    expect(beat.locator(".predict-choice.right")).to_contain_text("4×")
+    expect(beat.locator(".predict-choice.wrong")).to_contain_text("16×")
+
+
+def test_a_number_guess_is_said_back_and_show_me_opens_without_one(page):
+    page.goto("/episodes/memory")
+    beat = page.locator("#predict-memory-2")
+    beat.locator("input[name=guess]").fill("1100")
+    beat.locator("input[name=guess]").press("Enter")
+    expect(beat.locator(".predict-said")).to_contain_text("Your guess: 1100 GB")
+    assert beat.locator("details.why").evaluate("d => d.open") is True
+    other = page.locator("#predict-memory-5 details.why")
+    other.locator("summary").click()
+    assert other.evaluate("d => d.open") is True
+
+
+def test_without_javascript_the_why_is_a_details_and_nothing_submits(browser, live_server):
+    context = browser.new_context(java_script_enabled=False, base_url=live_server)
+    page = context.new_page()
+    page.goto("/episodes/memory")
+    beat = page.locator("#predict-memory-2")
+    expect(beat.locator(".predict-commit")).to_be_hidden()
+    beat.locator("input[name=guess]").fill("1100")
+    beat.locator("input[name=guess]").press("Enter")  # the default button is disabled
+    assert page.url.endswith("/episodes/memory")
+    why = beat.locator("details.why")
+    expect(why.locator("p").first).to_be_hidden()
+    why.locator("summary").click()
+    expect(why.locator("p").first).to_be_visible()
+    context.close()
