@@ -425,18 +425,19 @@
 
   // The chart a control moves: the first drawn one its group names (data-diagrams on the
   // group's title), else the one in view.
+  // A group inside "more controls" has its own title there: looked for first, nearest out.
   function movedBy(input) {
     var form = input.form;
-    var item = input;
-    while (item && item.parentElement !== form) item = item.parentElement;
-    for (; item; item = item.previousElementSibling) {
-      if (item.matches && item.matches(".group-title[data-diagrams]")) {
-        var ids = item.dataset.diagrams.split(/\s+/);
-        for (var i = 0; i < ids.length; i++) {
-          var el = document.getElementById(ids[i]);
-          if (el && el.getBoundingClientRect().height > 0) return el;
+    for (var level = input; level && level !== form; level = level.parentElement) {
+      for (var item = level.previousElementSibling; item; item = item.previousElementSibling) {
+        if (item.matches && item.matches(".group-title[data-diagrams]")) {
+          var ids = item.dataset.diagrams.split(/\s+/);
+          for (var i = 0; i < ids.length; i++) {
+            var el = document.getElementById(ids[i]);
+            if (el && el.getBoundingClientRect().height > 0) return el;
+          }
+          return watched();
         }
-        break;
       }
     }
     return watched();
@@ -484,11 +485,37 @@
     };
   });
 
+  // A control's answer must leave in view a chart it changed: when the chart its group names
+  // (or the one in view) kept its figure while others changed, the first of those, in page
+  // order (EP12's shared controls move charts far from the one in view). Figures compared
+  // by their JSON, read just before the answer is swapped in and just after.
+  function figureTexts() {
+    var found = {};
+    within(document, "script.figure[data-target]").forEach(function (s) { found[s.dataset.target] = s.textContent; });
+    return found;
+  }
+
+  function changedBy(before) {
+    var charts = [];
+    within(document, "script.figure[data-target]").forEach(function (s) {
+      var el = document.getElementById(s.dataset.target);
+      if (el && before[s.dataset.target] !== s.textContent && el.getBoundingClientRect().height > 0) charts.push(el);
+    });
+    return charts;
+  }
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var form = event.detail.requestConfig && event.detail.requestConfig.elt;
+    if (form && form._labMoved) form._labFigures = figureTexts();
+  });
+
   document.addEventListener("htmx:afterSwap", function (event) {
     var form = event.detail.requestConfig && event.detail.requestConfig.elt;
     if (form && form._labMoved) {  // a control's answer: its chart kept in view
       var moved = document.getElementById(form._labMoved);
-      form._labMoved = null;
+      var changed = form._labFigures ? changedBy(form._labFigures) : [];
+      form._labMoved = form._labFigures = null;
+      if (changed.length && changed.indexOf(moved) < 0) moved = changed[0];
       if (moved && dragging) afterDrag = moved;  // not while the page would move under it
       // Measured once it is drawn, not now: a measure here would lay the swapped section
       // out once more before the chart is drawn (and again after).

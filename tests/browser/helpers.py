@@ -7,17 +7,19 @@ from contextlib import contextmanager
 
 # The chart a control moves: the first drawn one its group title names, as lab.js picks it.
 MOVED_BY = """(input) => {
-    let item = input;
-    while (item && item.parentElement !== input.form) item = item.parentElement;
-    for (; item; item = item.previousElementSibling) {
-        if (!item.matches('.group-title[data-diagrams]')) continue;
-        for (const id of item.dataset.diagrams.split(/\\s+/)) {
-            const el = document.getElementById(id);
-            if (el && el.getBoundingClientRect().height > 0) return id;
+    const first = () => document.querySelector(
+        '#bench-view .chart, #bench-view figure.tp-split').id;
+    for (let level = input; level && level !== input.form; level = level.parentElement) {
+        for (let item = level.previousElementSibling; item; item = item.previousElementSibling) {
+            if (!item.matches('.group-title[data-diagrams]')) continue;
+            for (const id of item.dataset.diagrams.split(/\\s+/)) {
+                const el = document.getElementById(id);
+                if (el && el.getBoundingClientRect().height > 0) return id;
+            }
+            return first();
         }
-        break;
     }
-    return document.querySelector('#bench-view .chart, #bench-view figure.tp-split').id;
+    return first();
 }"""
 
 # Whether a chart shows on screen at all: inside the window and its scrolling bench view.

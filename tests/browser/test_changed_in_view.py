@@ -1,0 +1,110 @@
+"""Predict, then see (issue 36): after every case button, try link and slider of EP09-EP12,
+the diagram that changed is the one in view, on a laptop (1280×800) and a phone (390×844).
+
+A chart "changed" when its figure's JSON differs before and after the move. After a slider or
+a case button, at least one changed chart must be visible and uncovered (sampled as in
+test_bench_view: 90% of it on the laptop, 60% on the phone); after a try link, the diagram its
+step names, where the link changed it. The playground's shared sliders move charts far from
+the one in view (its pipeline slider redraws only the Gantt chart): static/js/lab.js then
+brings the first changed chart into view."""
+
+import pytest
+
+from tests.browser.helpers import wait_drawn
+from tests.browser.test_bench_view import SHOWN
+from tests.browser.test_bench_view import sized as sized  # the laptop and phone page fixture
+
+PAGES = {"placement": "/episodes/rl-placement", "precision": "/episodes/low-precision",
+         "failures": "/episodes/failures", "playground": "/episodes/playground"}
+
+FIGURES = """() => Object.fromEntries([...document.querySelectorAll('script.figure[data-target]')]
+    .map(s => [s.dataset.target, s.textContent]))"""
+
+
+def changed(page, before: dict) -> list[str]:
+    after = page.evaluate(FIGURES)
+    return [k for k, text in after.items() if before.get(k) != text
+            and page.evaluate("id => document.getElementById(id).getBoundingClientRect()"
+                              ".height > 0", k)]
+
+
+def assert_one_in_view(page, ids: list[str], where: str) -> None:
+    shares = {k: page.evaluate(SHOWN, k) for k in ids}
+    assert max(shares.values()) >= page.need, f"{where}: changed {shares}, none in view"
+
+
+def open_controls(page) -> None:
+    if page.phone and not page.evaluate("!!document.querySelector('.drawer.open')"):
+        page.locator(".drawer-toggle").click()
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_each_slider_leaves_a_changed_chart_in_view(sized, name):
+    page = sized
+    page.goto(PAGES[name])
+    wait_drawn(page)
+    sliders = page.evaluate("""() => [...document.querySelectorAll('#drawer input[type=range]')]
+        .filter(e => e.getBoundingClientRect().height > 0 || !e.closest('details'))
+        .map(e => [e.name, +e.value, +e.min, +e.max])""")
+    moved = 0
+    for control, value, _low, high in sliders:
+        page.goto(PAGES[name])
+        wait_drawn(page)
+        open_controls(page)
+        before = page.evaluate(FIGURES)
+        new = str(value + 1 if value < high else value - 1)
+        page.locator(f'#drawer input[type=range][name="{control}"]').fill(new)
+        page.wait_for_function("""([n, v]) => [...document.querySelectorAll(
+            'script.figure[data-target]')].some(s => new URLSearchParams(s.dataset.state)
+            .get(n) === v)""", arg=[control, new])
+        wait_drawn(page)
+        ids = changed(page, before)
+        if ids:
+            moved += 1
+            assert_one_in_view(page, ids, f"{name} {control}={new}")
+    assert moved or not sliders, f"{name}: no slider changed a chart"
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_each_case_button_leaves_a_changed_chart_in_view(sized, name):
+    page = sized
+    page.goto(PAGES[name])
+    wait_drawn(page)
+    for kind in ("good", "bad"):
+        button = page.locator(f"#case-{kind}")
+        if not button.count():
+            continue
+        before = page.evaluate(FIGURES)
+        href = button.get_attribute("href") or ""
+        button.click()
+        if "?" in href:
+            query = href.split("?", 1)[1]
+            page.wait_for_url(lambda url, q=query: url.endswith(q))
+        wait_drawn(page)
+        ids = changed(page, before)
+        if ids:
+            assert_one_in_view(page, ids, f"{name} {kind} case")
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_each_try_link_shows_the_diagram_it_changed(sized, name):
+    page = sized
+    page.goto(PAGES[name])
+    wait_drawn(page)
+    steps = page.evaluate("""() => [...document.querySelectorAll('section.step[id^=step-]')]
+        .map(s => [s.id, s.dataset.diagram, [...s.querySelectorAll('a.try')]
+            .map(a => [a.getAttribute('href'), a.dataset.diagram || ''])])""")
+    for step_id, step_diagram, links in steps:
+        for index, (href, own) in enumerate(links):
+            diagram = own or step_diagram
+            before = page.evaluate(FIGURES)
+            link = page.locator(f"#{step_id} a.try").nth(index)
+            link.scroll_into_view_if_needed()
+            link.click()
+            query = href.split("?", 1)[1]
+            page.wait_for_url(lambda url, q=query: url.endswith(q))
+            wait_drawn(page)
+            if diagram not in changed(page, before):
+                continue  # the state it shows already (or absent before: checked elsewhere)
+            share = page.evaluate(SHOWN, diagram)
+            assert share >= page.need, f"{name} {step_id} link {index} #{diagram}: {share:.0%}"
