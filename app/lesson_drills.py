@@ -355,23 +355,37 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
                         "only their KV reads and compute."),
         decide(
             "placement-decide-throughput",
-            "GLM-4-9B's RL recipe on its GPUs: which placement gives the most samples per "
+            "You have 16 H100s for GLM-4-9B's RL recipe (64 samples a step: TP 2 × CP 2 "
+            "replicas, rollout engines of 2 GPUs). Which plan gives the most samples per "
             "second?",
             "placement", "samples_per_second",
-            (("colocated", "Colocated: one pool takes turns at rollout and training",
-              {"placement": "colocated"},
-              "Rollout and training run one after the other on every GPU: {value}."),
-             ("separate", "Separate pools: rollout and training at once",
-              {"placement": "separate"},
-              "The two phases overlap, each on its own GPUs: {value}."),
-             ("separate-pd", "Separate pools, prefill and decode split too",
-              {"placement": "separate-pd"},
-              "Splitting prefill from decode takes GPUs from decode, where this rollout "
-              "spends its time: {value}.")),
+            (("colocated", "All 16 colocated: DP 4 and 8 engines, taking turns",
+              {"placement": "colocated", "train_gpus": 16, "engines": 8},
+              "The phases still take turns, so a step is rollout + training + sync. Twice the "
+              "replicas halve the training, but twice the engines barely shorten the rollout: "
+              "decoding is bound by reading the weights, which each engine does every token "
+              "whatever its batch, so half the requests per engine take nearly as long: "
+              "{value}."),
+             ("separate", "8 training GPUs and 8 rollout GPUs (4 engines), working at once",
+              {"placement": "separate", "train_gpus": 8, "engines": 4},
+              "The pools work at the same time, so a step is max(rollout, training) + sync: "
+              "training on 8 GPUs takes about half the rollout's time and hides behind it: "
+              "{value}."),
+             ("separate-pd", "8 training GPUs; rollout split into 1 prefill and 3 decode "
+              "engines", {"placement": "separate-pd", "train_gpus": 8, "engines": 4},
+              "Prefill is one short, compute-bound pass over the prompts; the engine it takes "
+              "from decode slows the long decode phase, which sets the step: {value}."),
+             ("more-rollout", "4 training GPUs and 12 rollout GPUs (6 engines), working at "
+              "once", {"placement": "separate", "train_gpus": 4, "engines": 6},
+              "More engines barely speed up a decode bound by weight reads, while one "
+              "replica on 4 GPUs now trains longer than the rollout and sets the step: "
+              "{value}.")),
             best="max", fmt=per_s,
-            hint="Which placement lets the slow phase and the other run at the same time?",
-            solution="{best}. Samples per second: separate {separate}, prefill/decode split "
-                     "{separate-pd}, colocated {colocated}."),
+            hint="A step of separate pools takes as long as its slower pool. Which split "
+                 "keeps both pools busy, and does more rollout GPUs make decode faster?",
+            solution="{best}. Samples per second: 8 + 8 {separate}, 4 + 12 {more-rollout}, "
+                     "prefill/decode split {separate-pd}, all 16 colocated {colocated}. "
+                     "Overlap wins when neither pool waits long for the other."),
     ),
     "precision": (
         predict(

@@ -178,6 +178,7 @@ def extra_context(state) -> dict:
         "placements": PLACEMENT_LABELS,
         "roles": ROLES,
         "recipe": get_recipe(state.query.preset),
+        "exp": EXP,
     }
 
 
