@@ -209,32 +209,39 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
     "pipeline": (
         predict(
             "pipeline-predict-gpipe-memory",
-            "GPipe keeps each micro-batch's activations until its backward pass. Run 4 stages "
-            "with 32 micro-batches under GPipe. Predict the heaviest stage's memory, in GB.",
+            "GPipe keeps each micro-batch's activations until its backward pass. Run the "
+            "memory panel's plan (Llama 3.1 70B, TP 8, 4,096-token sequences, micro-batch 1) "
+            "as 4 stages with 32 micro-batches under GPipe. Predict the heaviest stage's "
+            "memory, in GB.",
             "pipeline", {"schedule": "gpipe", "stages": 4, "microbatches": 32},
             heaviest_stage, unit="GB", scale=1e-9,
             hint="The stage's state plus 32 micro-batches of its layers' activations "
                  "(the memory chart's unit per micro-batch).",
-            explanation="{answer} GB: every one of the 32 micro-batches is in flight on every "
-                        "stage at the turn from forward to backward; 1F1B would hold at most "
-                        "4."),
+            explanation="{answer} GB, on the last stage: its share of the state plus 32 "
+                        "micro-batches of its layers' activations, since every micro-batch "
+                        "is in flight on every stage at the turn from forward to backward. "
+                        "The last stage is heavier than the first: for each micro-batch it "
+                        "also keeps the fp32 logits, 4 × s × vocabulary ÷ t = 4 × 4,096 × "
+                        "128,256 ÷ 8 = 263 MB. 1F1B would hold at most 4 micro-batches."),
         decide(
             "pipeline-decide-bubble",
             "4 stages, 8 micro-batches, 1F1B. Which change shrinks the bubble the most?",
             "pipeline", "bubble_fraction",
             (("gpipe", "Switch to GPipe", {"schedule": "gpipe", "stages": 4, "microbatches": 8},
               "GPipe runs the same warm-up and cool-down as 1F1B; it differs in memory, not "
-              "time: {value} idle."),
+              "time: 3/11, {value} idle."),
              ("interleaved", "Interleaved 1F1B with 2 chunks per rank",
               {"schedule": "interleaved-1f1b", "stages": 4, "microbatches": 8, "virtual": 2},
-              "Each chunk is half a stage, so the warm-up is half as long: {value} idle."),
-             ("zb", "Zero bubble (ZB-H1): split the backward into B and W",
+              "Each chunk is half a stage, so the warm-up is half as long: 3/(16 + 3), "
+              "{value} idle."),
+             ("zb", "Zero bubble (ZB-H1): split the backward into I and W (F = I = W)",
               {"schedule": "zb-h1", "stages": 4, "microbatches": 8},
               "The weight-gradient work W has no one waiting on it, so it fills the idle "
-              "slots: {value} idle."),
+              "slots: 3 idle slots over 3m + 3 = 27, {value} idle. With W shorter than I "
+              "the gain shrinks."),
              ("m16", "16 micro-batches instead of 8",
               {"schedule": "1f1b", "stages": 4, "microbatches": 16},
-              "The same p − 1 idle slots over twice the work: {value} idle.")),
+              "The same p − 1 idle slots over twice the work: 3/19, {value} idle.")),
             best="min", fmt=pct,
             hint="Which choice puts work into the idle slots rather than spreading them "
                  "thinner?",

@@ -104,6 +104,10 @@ def to_api(state: PipelineState) -> dict:
         "makespan": result.makespan,
         "bubble_fraction": result.bubble_fraction,
         "textbook_bubble": result.textbook_bubble,
+        # The papers' form: the same idle time over the ideal (busy) time, not the step.
+        "idle_over_ideal": result.idle_over_ideal,
+        "textbook_over_ideal": CATALOGUE[inp.schedule].textbook_over_ideal(
+            inp.stages, inp.microbatches, inp.chunks),
         # One send between neighbouring stages (in f's units; in seconds when a link sizes
         # it) and the bytes each rank puts on the wire per step.
         "send_time": result.send_time,
@@ -188,8 +192,9 @@ def extra_context(state) -> dict:
 
 
 def drill_answer() -> float:
-    """Idle percentage of 1F1B with 8 stages and 16 micro-batches, measured."""
-    return 100 * simulate(PipelineInput(stages=8, microbatches=16)).bubble_fraction
+    """Idle percentage of 1F1B with 6 stages and 12 micro-batches, measured (a state no step
+    links to: the steps' 8 x 16 would print it on the bench)."""
+    return 100 * simulate(PipelineInput(stages=6, microbatches=12)).bubble_fraction
 
 
 VIEW = LabView(
@@ -234,13 +239,16 @@ VIEW = LabView(
         Drill(
             id="pipeline-bubble",
             question=(
-                "A 1F1B pipeline has 8 stages and 16 micro-batches, every stage equally fast. "
-                "What percentage of the ranks' time is idle (the bubble)?"
+                "A 1F1B pipeline has 6 stages and 12 micro-batches, every stage equally fast. "
+                "What percentage of the ranks' time is idle (the bubble, as a share of the "
+                "step)?"
             ),
             answer=drill_answer,
             unit="%",
             hint="The bubble is the warm-up and cool-down: p − 1 stage-steps out of m + p − 1.",
-            explanation="{answer}%: (p − 1) / (m + p − 1) = 7 / 23 of the time is idle.",
+            explanation="{answer}%: (p − 1) / (m + p − 1) = 5 / 17 of the step is idle. The "
+                        "papers' form divides the same idle time by the ideal time instead: "
+                        "(p − 1) / m = 5 / 12 = 41.7% of it.",
         ),
         *LESSON_DRILLS["pipeline"],  # predict and decide (app/lesson_drills.py)
     ),

@@ -69,6 +69,10 @@ class PipelineAnswer(BaseModel):
     makespan: float = Field(description="Time of the whole step, in the unit of f, b, w.")
     bubble_fraction: float = Field(description="Idle share of the ranks' time, measured.")
     textbook_bubble: float = Field(description="(p-1)/(v*m+p-1), for comparison.")
+    idle_over_ideal: float = Field(description="The measured idle time over the ideal (busy) "
+                                   "time: the papers' bubble, f/(1-f) of bubble_fraction f.")
+    textbook_over_ideal: float = Field(description="(p-1)/(v*m): Narayanan et al. 2021's "
+                                       "bubble over the ideal time, for comparison.")
     send_time: float = Field(description="One send between neighbouring stages, in f's units "
                                          "(0: sends are free).")
     send_seconds: float | None = Field(description="One send on the chosen link, seconds "

@@ -190,6 +190,12 @@ def fsdp(plan: Plan, model: ModelSpec) -> Export:
         notes.append(f"{recompute.phrase}: torchtitan writes it as [activation_checkpoint] "
                      f"{settings}; this snippet checkpoints no block, so to match {how} "
                      "before fully_shard")
+    if plan.tp > 1 and plan.sequence_parallel:
+        notes.append("sequence parallelism (on in this plan; Megatron's --sequence-parallel): "
+                     "this TP_PLAN leaves it out. torchtitan adds SequenceParallel() on the "
+                     "norms and Shard(1) input and output layouts around the attention and "
+                     "MLP blocks; without them every GPU of a TP group keeps the norms' and "
+                     "dropouts' activations whole, more memory than the plan's")
     wrap = "replicate(block, device_mesh=dp_mesh)" if plan.zero == 0 else \
         "fully_shard(block, mesh=dp_mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)"
     top = "replicate(stage, device_mesh=dp_mesh)" if plan.zero == 0 else \

@@ -98,6 +98,12 @@ class Schedule:
         v = virtual if self.interleaved else 1
         return (p - 1) / (v * m + p - 1)
 
+    def textbook_over_ideal(self, p: int, m: int, virtual: int = 1) -> float:
+        """(p-1)/(v*m): the textbook bubble over the ideal time, not the step (Narayanan et al.
+        2021 sec 2.2.1: t_pb / t_id = (p-1)/m; sec 2.2.2: (1/v)(p-1)/m interleaved)."""
+        v = virtual if self.interleaved else 1
+        return (p - 1) / (v * m)
+
     def ledger_label(self, virtual: int) -> str:
         return (self.ledger_name or self.name).format(virtual=virtual)
 

@@ -239,6 +239,15 @@ class PipelineResult:
     wire_bytes: tuple[float, ...]  # per rank: sends x boundary_bytes
 
     @property
+    def idle_over_ideal(self) -> float:
+        """The same measured idle time over the ideal time (the busy time), not over the step:
+        the papers' form of the bubble, (p-1)/m for 1F1B with equal stages and (p-1)/(v*m)
+        interleaved (Narayanan et al. 2021 sec 2.2.1-2.2.2), where ``bubble_fraction`` is
+        GPipe's (p-1)/(m+p-1) of the step (Huang et al. 2019 sec 2.3). Each is the other's
+        f/(1-f) and f/(1+f)."""
+        return self.bubble_fraction / (1.0 - self.bubble_fraction)  # < 1: some rank works
+
+    @property
     def wire_seconds(self) -> tuple[float, ...] | None:
         """Per rank: the link time of all its sends, one after the other; None without link."""
         if self.send_seconds is None:

@@ -302,10 +302,31 @@
   document.addEventListener("pointerup", dropped, true);
   document.addEventListener("pointercancel", dropped, true);
 
+  // data-fills-rest="a b / c d" on a number control: when a, b, c or d moves, it becomes
+  // a·b ÷ (c·d) where that is whole, as Megatron sets DP to what divides the rest of the
+  // launched GPUs (EP08: nodes × GPUs per node ÷ (TP·PP·CP)); otherwise it stays, and the
+  // server names the broken rule.
+  function fillRest(form, input) {
+    within(form, "input[data-fills-rest]").forEach(function (target) {
+      if (target === input) return;
+      var parts = target.dataset.fillsRest.split("/");
+      var top = parts[0].trim().split(/\s+/), bottom = parts[1].trim().split(/\s+/);
+      if (top.concat(bottom).indexOf(input.name) < 0) return;
+      var product = function (names) {
+        return names.reduce(function (acc, name) { return acc * Number(controlValue(form, name)); }, 1);
+      };
+      var value = product(top) / product(bottom);
+      if (Number.isInteger(value) && value >= 1 && String(value) !== target.value) {
+        target.value = String(value);
+      }
+    });
+  }
+
   document.addEventListener("input", function (event) {
     var input = event.target;
     var form = input.form;
     if (!form || !form.classList.contains("controls")) return;
+    fillRest(form, input);
     syncDependents(form);
     if (!form.hasAttribute("hx-trigger")) return;
     var moved = movedBy(input);

@@ -76,6 +76,7 @@ def test_slider_replaces_the_url_and_a_select_pushes(page):
 def test_fractional_cost_is_sent(page):
     page.goto("/episodes/pipeline?stages=4&microbatches=8")
     wait_drawn(page)
+    page.locator("#more-controls > summary").click()  # the costs: under "More controls"
     page.locator("#input-f").fill("1.33")
     page.wait_for_url("**f=1.33**")
     wait_drawn(page)

@@ -62,15 +62,17 @@ def test_broken_rules_are_listed_and_the_chart_kept(page):
     page.goto(PAGE)
     wait_drawn(page)
     before = step_ms(page)
-    page.locator("#input-tp").select_option("16")  # 16 x 4 x 2 = 128 GPUs on 64
-    page.wait_for_url("**tp=16**")
+    page.locator("#input-dp").fill("3")  # 8 x 4 x 3 = 96 GPUs on 64
+    page.locator("#input-dp").dispatch_event("input")
+    page.wait_for_url("**dp=3**")
     expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text("rule")
     expect(page.locator(".audit.fail")).not_to_have_count(0)
     # The step chart keeps the last plan that ran.
     assert step_ms(page) == pytest.approx(before)
-    page.locator("#input-dp").fill("1")
-    page.locator("#input-dp").dispatch_event("input")
-    page.wait_for_url("**dp=1**")
+    # A degree moved: DP follows to what divides the rest (64 ÷ (16 x 4) = 1), as Megatron
+    # sets it, and the plan runs, across two nodes.
+    page.locator("#input-tp").select_option("16")
+    page.wait_for_url("**tp=16**dp=1**")
     wait_drawn(page)
     expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text("TP inside a node")
 

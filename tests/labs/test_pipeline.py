@@ -389,3 +389,21 @@ def test_schedule_ids_are_stable():
         "dualpipe-v",
     ]
     assert SCHEDULES["zb-h1"] == "ZB-H1" and SCHEDULES["zb-v"] == "ZB-V"
+
+
+# ----- the two textbook forms of one bubble (issue 36, item 7) --------------------------------
+@pytest.mark.parametrize(
+    ("schedule", "virtual", "stages", "microbatches"),
+    [(s, 1, p, m) for s in ("gpipe", "1f1b") for p, m in ((8, 1), (4, 8), (8, 32), (8, 16))]
+    + [("interleaved-1f1b", v, p, m) for v in (2, 4) for p, m in ((4, 8), (8, 32), (8, 16))],
+)
+def test_the_papers_bubble_is_the_same_idle_time_over_the_ideal_time(schedule, virtual, stages,
+                                                                     microbatches):
+    """GPipe's (p-1)/(m+p-1) is idle over the step; Megatron-LM's (p-1)/m (interleaved:
+    (p-1)/(v*m)) is the same idle time over the ideal time, the busy time. Both measured."""
+    result = run(schedule, stages=stages, microbatches=microbatches, virtual=virtual)
+    idle = result.bubble_fraction * stages * result.makespan
+    assert result.idle_over_ideal == pytest.approx(idle / sum(result.busy), abs=TOL)
+    v, m, p = virtual, microbatches, stages
+    assert result.idle_over_ideal == pytest.approx((p - 1) / (v * m), abs=TOL)
+    assert result.bubble_fraction == pytest.approx((p - 1) / (v * m + p - 1), abs=TOL)

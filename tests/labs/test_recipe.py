@@ -300,3 +300,16 @@ def test_a_plan_timed_in_closed_form_is_not_held_to_the_simulators_bound():
     assert not refused.legal
     assert any(e.field == "microbatches" and "too much work to simulate" in e.message
                for e in refused.problems)
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_each_export_says_whether_it_runs_the_plans_sequence_parallelism(plan):
+    """Megatron's export turns on --sequence-parallel with TP (the plan's default); the FSDP2
+    snippet's TP_PLAN has no SequenceParallel, so it says so (cold reading, issue 36): its
+    activations are not the plan's."""
+    megatron_sp = "--sequence-parallel" in export(plan, GPT3, "megatron").text
+    fsdp = export(plan, GPT3, "fsdp")
+    noted = any(n.startswith("sequence parallelism") for n in fsdp.notes)
+    assert megatron_sp == (plan.tp > 1)
+    assert "SequenceParallel" not in fsdp.text.split("TP_PLAN")[1]
+    assert noted == (plan.tp > 1 and plan.sequence_parallel)
