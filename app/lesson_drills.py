@@ -10,7 +10,11 @@ none is in the page before the drill is answered (tests/app/test_drills.py).
 Each lab's router adds ``LESSON_DRILLS[<view name>]`` to its own drills.
 """
 
+import math
+
 from app.labkit import Decide, Drill, decide, predict
+from labs.hardware.gpus import get_gpu
+from labs.model.presets import get_model
 
 
 def gb(value: float) -> str:
@@ -35,6 +39,9 @@ def finetune_bytes(method: str):
 
 
 SEVENTY = {"model": "llama-3.1-70b"}
+# EP01's predict drill: 405B's 16-byte state over H200s, with the rounding worked out.
+P405, H200 = get_model("llama-3.1-405b").params, get_gpu("h200").memory_bytes
+FEWEST_H200 = math.ceil(16 * P405 / H200)
 
 
 def heaviest_stage(answer: dict) -> float:
@@ -45,13 +52,18 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
     "memory": (
         predict(
             "memory-predict-405b-h200",
-            "Llama 3.1 405B, 16 bytes of training state per parameter, on H200s (141 GB each) "
-            "instead of H100s. Predict the fewest GPUs whose memory could hold that state.",
+            f"Llama 3.1 405B ({P405 / 1e9:.1f} billion parameters), 16 bytes of training "
+            f"state per parameter, on H200s ({H200 / 1e9:.0f} GB each) instead of H100s. "
+            "Predict the fewest GPUs whose memory could hold that state.",
             "memory", {"model": "llama-3.1-405b", "gpu": "h200"}, "min_gpus", unit="GPUs",
-            hint="16 B × 405 billion parameters, divided by 141 GB, rounded up.",
-            explanation="{answer} GPUs: 16 B × 405B parameters ≈ 6.5 TB, over 141 GB a GPU, "
-                        "rounded up; activations and the CUDA context come on top.",
-            rel_tol=0.05),
+            hint=f"16 B × {P405 / 1e9:.1f} billion parameters, divided by {H200 / 1e9:.0f} "
+                 "GB, rounded up: GPUs a little short of the state cannot hold it.",
+            explanation=f"{{answer}} GPUs: 16 B × {P405 / 1e9:.1f}B parameters = "
+                        f"{16 * P405 / 1e9:,.0f} GB; ÷ {H200 / 1e9:.0f} GB = "
+                        f"{16 * P405 / H200:.2f}, and {FEWEST_H200 - 1} GPUs hold only "
+                        f"{(FEWEST_H200 - 1) * H200 / 1e9:,.0f} GB, so round up; activations "
+                        "and the CUDA context come on top.",
+            rel_tol=0.01),
         decide(
             "memory-decide-cut",
             "Llama 3.1 70B does not fit on one H100. Which single change cuts the bytes each "
@@ -60,13 +72,15 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
             (("zero1", "Data parallelism over 8 GPUs with ZeRO-1", {"dp": 8, "zero": 1},
               "ZeRO-1 shards only the 12 bytes of optimizer state; the 4 bytes of weights and "
               "gradients and all activations stay on every GPU: {value} per GPU."),
-             ("tp8", "Tensor parallelism over 8 GPUs", {"tp": 8},
+             ("tp8", "Tensor parallelism over 8 GPUs, with sequence parallelism",
+              {"tp": 8, "sp": True},
               "TP cuts every weight matrix, so weights, gradients, optimizer state and most "
               "activations all shrink about 8 times: {value} per GPU."),
              ("full", "Full activation recomputation", {"recompute": "full"},
               "Recomputation shrinks only the activations; the 16 bytes per parameter of "
               "state stay whole: {value} per GPU."),
-             ("pp8", "Pipeline parallelism over 8 GPUs", {"pp": 8},
+             ("pp8", "Pipeline parallelism over 8 GPUs (1F1B, 8 micro-batches)",
+              {"pp": 8, "microbatches": 8},
               "Each stage holds an eighth of the layers, but the first stage keeps up to p "
               "micro-batches of activations in flight: {value} on the heaviest GPU.")),
             best="min", fmt=gb,

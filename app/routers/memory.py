@@ -160,6 +160,7 @@ def facts() -> dict:
         "l70_zero3": state(**l70, dp=32, zero=3),
         "mixtral": state(model="mixtral-8x7b"),
         "deepseek": state(model="deepseek-v3"),
+        "deepseek_fp8": state(model="deepseek-v3", recipe="fp8-blockwise"),
     }
 
 
@@ -198,10 +199,14 @@ def _case(query: dict) -> dict:
     return to_api(run(MemoryQuery(**query)))
 
 
+DRILL_GPUS = 4
+
+
 def drill_answer() -> float:
-    """GB of training state for Llama 3.1 8B in the 16-byte recipe (no sharding)."""
-    result = run(MemoryQuery(model="llama-3.1-8b"))
-    return result.state_bytes / 1e9
+    """GB of training state per GPU for Llama 3.1 8B in the 18-byte recipe, cut perfectly over
+    DRILL_GPUS GPUs (step 2's bytes per parameter, step 5's division)."""
+    result = run(MemoryQuery(model="llama-3.1-8b", recipe="adam18"))
+    return result.state_bytes / DRILL_GPUS / 1e9
 
 
 VIEW = LabView(
@@ -243,15 +248,17 @@ VIEW = LabView(
             id="memory-state-8b",
             question=(
                 f"Llama 3.1 8B ({get_model('llama-3.1-8b').params / 1e9:.2f} billion "
-                "parameters) is trained with mixed-precision Adam in the 16-byte recipe, "
-                "on one GPU with no sharding. How many GB of weights, gradients, master weights "
-                "and optimizer moments does it hold, before any activation?"
+                "parameters) is trained in the 18-byte recipe (its gradients kept in fp32), and "
+                f"its state is cut perfectly over {DRILL_GPUS} GPUs. How many GB of weights, "
+                "gradients, master weights and optimizer moments does each GPU hold?"
             ),
             answer=drill_answer,
             unit="GB",
-            hint="Multiply the parameters by 2 + 2 + 4 + 8 bytes.",
+            hint="Bytes per parameter: 2 + 4 + 4 + 8. Multiply by the parameters, then divide "
+                 "by the GPUs.",
             explanation=(
-                "{answer} GB: each of Llama 3.1 8B's parameters costs 2 + 2 + 4 + 8 = 16 bytes."
+                "{answer} GB: 2 + 4 + 4 + 8 = 18 bytes for each of Llama 3.1 8B's parameters, "
+                f"divided over {DRILL_GPUS} GPUs."
             ),
         ),
         *LESSON_DRILLS["memory"],  # predict and decide (app/lesson_drills.py)

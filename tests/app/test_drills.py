@@ -117,7 +117,8 @@ DERIVATIONS = {
     "dp-crossover-pcie": lambda q: (2 / 3 * (num(q, N + " H100s") - 1) / num(q, N + " H100s")
                                     * num(q, N + " TFLOP/s") * 1e12
                                     / (num(q, N + " GB/s") * 1e9)),
-    "memory-state-8b": lambda q: num(q, N + " billion") * (2 + 2 + 4 + 8),
+    "memory-state-8b": lambda q: (num(q, N + " billion") * (2 + 4 + 4 + 8)
+                                  / num(q, r"over " + N + " GPUs")),
     "zero3-state-70b": lambda q: (num(q, N + "B parameters") * num(q, N + " bytes per")
                                   / num(q, r"across " + N)),
     "pipeline-bubble": lambda q: 100 * (num(q, N + " stages") - 1) / (

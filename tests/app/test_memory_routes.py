@@ -136,7 +136,9 @@ def test_presets_list_ids_and_computed_counts(client):
 
 
 def test_drill_grades_hint_and_reveal(client):
-    state = client.get("/api/memory", params={"model": "llama-3.1-8b"}).json()["state_bytes"]
+    state = client.get("/api/memory", params={"model": "llama-3.1-8b", "recipe": "adam18",
+                                              "dp": 4, "zero": 3}).json()["breakdown"]
+    state = sum(state[k] for k in ("weights", "gradients", "master_weights", "optimizer_moments"))
     right = client.get("/api/drills/memory-state-8b", params={"answer": state / 1e9}).json()
     assert right["status"] == "right"
     wrong = client.get("/api/drills/memory-state-8b", params={"answer": "16", "attempt": 1}).json()
@@ -229,3 +231,25 @@ def test_later_controls_sit_behind_more_controls_and_stay_in_the_form(client):
     assert 'name="seq_len"' not in closed and 'name="model"' not in closed
     for query in ("?tp=8", "?dp=8&zero=3", "?schedule=gpipe&pp=4", "?offload=true"):
         assert more(query).startswith(' id="more-controls" open>'), query
+
+
+def test_ep01_cold_reading_fixes_derive_from_the_engine(client):
+    """Issue 36's cold reading of EP01: step 4's KV cache is derived from Llama 3.1 70B's own
+    shape (GQA: 8 KV heads of 128 in 80 layers), step 1 names Adam's second moment as the mean
+    of the squared gradient (not a variance), and step 5 says ZeRO-3 over 32 GPUs still does
+    not fit, with the engine's bill."""
+    from app.routers.memory import facts
+    from labs.model.presets import get_model
+
+    m = get_model("llama-3.1-70b")
+    per_token = 2 * m.layers * m.kv_heads * m.head_dim * 2
+    f = facts()
+    serve = f["l70_serve"]
+    assert serve["api"]["breakdown"]["kv_cache"] == pytest.approx(
+        per_token * serve["params"]["micro_batch"] * serve["params"]["seq_len"], rel=1e-9)
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/memory").text))
+    assert (f"2 × {m.layers} × {m.kv_heads} × {m.head_dim} × 2 B = {per_token:,} B" in text)
+    assert "mean and variance" not in text and "of its square" in text
+    zero3 = f["l70_zero3"]["api"]
+    assert zero3["total_bytes"] > zero3["gpu_memory_bytes"]
+    assert f"it holds {fmt_bytes(zero3['total_bytes'])} , still over" in text

@@ -118,8 +118,10 @@ def test_bad_value_shows_message_and_keeps_the_chart(page):
 def test_drill_rejects_then_accepts(page, live_server):
     open_lesson(page)
     answer_drill(page, "16", "Hint")
-    answer = api_json(live_server, "memory", "model=llama-3.1-8b")["state_bytes"] / 1e9
-    answer_drill(page, f"{answer:.0f}", "Right")
+    from app.routers.memory import DRILL_GPUS  # 18 B a parameter, cut over DRILL_GPUS
+
+    state = api_json(live_server, "memory", "model=llama-3.1-8b&recipe=adam18")["state_bytes"]
+    answer_drill(page, f"{state / DRILL_GPUS / 1e9:.1f}", "Right")
 
 
 def test_drill_reveals_after_two_wrong_tries(page):
