@@ -28,7 +28,8 @@ class Term:
 
     @property
     def regex(self) -> re.Pattern:
-        return re.compile(self.pattern)
+        # An apostrophe as written, or as Jinja escapes it in a macro's text (&#39;).
+        return re.compile(self.pattern.replace("'", "(?:'|&#39;)"))
 
 
 GLOSSARY: tuple[Term, ...] = (

@@ -32,13 +32,15 @@ Sources, each used where named below:
   CACM 17(9)): τ = sqrt(2·δ·M), δ the time a save costs; Daly 2006 ("A higher order estimate of
   the optimum checkpoint interval for restart dumps", FGCS 22(3), eq. 37):
   τ = sqrt(2δM)·[1 + (1/3)·sqrt(δ/2M) + (1/9)·(δ/2M)] − δ for δ < 2M, else τ = M.
-- Goodput, first order (Young's own accounting): each interval of τ seconds of training is
-  followed by a save that stops training for b seconds, a cycle of τ + b. Failures come every
-  M seconds of wall time; each costs the restart R, the work since the newest durable
-  checkpoint (half a cycle on average, plus the async lag L), so a share (R + (τ+b)/2 + L)/M
-  of wall time is lost; of the rest, τ/(τ+b) trains. Goodput = τ/(τ+b) · (1 − (R+(τ+b)/2+L)/M),
-  0 when the loss reaches the whole wall clock. It errs high when a cycle or a restart is not
-  short against M: it leaves out failures during restarts and the chance of two in one cycle.
+- Goodput (Daly 2006, sec 3, the exponential renewal model): each interval of τ seconds of
+  training is followed by a save that stops training for b seconds, a cycle of c = τ + b.
+  Failures come at random, every M seconds of wall time on average; each costs the restart R,
+  what ran of the cycle, and the async lag L (the work behind the newest durable checkpoint).
+  A cycle then takes E = (M + R + L)(e^(c/M) − 1) of wall time on average, and goodput is
+  τ/E. While c, R and L are short against M it is Young's first order,
+  τ/c · (1 − (R + c/2 + L)/M); as jobs grow M shrinks and the first order falls far below it.
+  It leaves out failures during a restart (which would add a factor e^(R/M)) and counts L as
+  if the write never failed.
 """
 
 from __future__ import annotations
@@ -125,17 +127,25 @@ def checkpoint(model: ModelSpec, gpus: int, save: str, storage_bw: float, host_b
 
 def goodput(interval: float, block: float, lag: float, restart: float, mtbi: float,
             work_s: float) -> Goodput:
-    """Each share of wall time at one interval (the module's first-order accounting)."""
+    """Each share of wall time at one interval: Daly's renewal accounting for failures that
+    come at random (a Poisson process of mean M). A cycle of c = τ + b seconds (τ training, b
+    the save's stop) is tried until it runs to its end without a failure: e^(c/M) − 1 failed
+    tries on average, each costing what ran of the cycle, the restart R and the async lag L
+    (the work behind the newest durable checkpoint), so a cycle takes
+    E = (M + R + L)·(e^(c/M) − 1) of wall time (Daly 2006, eq. 10, with L added to R).
+    Goodput = τ/E. Where c, R and L are short against M it is the first-order
+    τ/c · (1 − (R + c/2 + L)/M); where they are not, the first order drops far below it."""
     cycle = interval + block
-    restart_share = restart / mtbi
-    rework_share = (cycle / 2 + lag) / mtbi
-    lost = restart_share + rework_share
-    if lost >= 1:  # every interval is lost before it ends: nothing counts
-        return Goodput(interval, 0.0, 0.0, rework_share / lost, restart_share / lost, None)
-    left = 1 - lost
-    useful = left * interval / cycle
-    return Goodput(interval, useful, left * block / cycle, rework_share, restart_share,
-                   work_s / useful / DAY)
+    if cycle / mtbi > 700:  # e^(c/M) past a float: no cycle ever ends
+        return Goodput(interval, 0.0, 0.0, 1.0 - restart / (mtbi + restart + lag),
+                       restart / (mtbi + restart + lag), None)
+    tries = math.expm1(cycle / mtbi)  # failed tries per cycle that ends
+    wall = (mtbi + restart + lag) * tries
+    useful = interval / wall
+    blocking = block / wall
+    restart_share = restart * tries / wall
+    return Goodput(interval, useful, blocking, 1.0 - useful - blocking - restart_share,
+                   restart_share, work_s / useful / DAY)
 
 
 def floor_s(step: float, save: str, ckpt: Checkpoint) -> float:

@@ -76,11 +76,14 @@ def test_page_cases_and_embeds(client):
     assert bad.status_code == 422 and "GPUs must be a whole number" in bad.text
 
 
-def test_the_bad_case_is_below_half_and_the_good_above_ninety(client):
+def test_the_bad_case_loses_a_quarter_of_its_best_and_the_good_is_above_ninety(client):
     from app.routers.failures import VIEW
 
     assert api(client, **VIEW.good.query)["chosen"]["goodput"] > 0.9
-    assert api(client, **VIEW.bad.query)["chosen"]["goodput"] < 0.5
+    bad = api(client, **VIEW.bad.query)
+    # Counted as Daly does (a 3-hour cycle is not short against M): 54.0% against 75.0% at
+    # its best interval.
+    assert bad["chosen"]["goodput"] < 0.75 * bad["best"]["goodput"]
 
 
 def test_ep08s_plan_links_here_with_its_model_gpus_and_step(client):

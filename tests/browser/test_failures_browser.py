@@ -30,7 +30,9 @@ def test_a_case_button_redraws_the_interval_chart_in_view(browser, live_server, 
         expected = api_json(live_server, "failures", "save=sync&storage_bw=20000000000"
                                                      "&interval=10800")
         assert after == pytest.approx(100 * expected["chosen"]["goodput"])
-        assert after < 50 < before
+        # 54.0% counted as Daly does (issue 36 cold reading: the first order said 43.7%),
+        # against 87.4% for async saves every 30 min.
+        assert after < 0.75 * before
         assert page.evaluate(IN_VIEW, "failures-interval")
         follow(page.locator("[data-case=good]"), "save=async")
         assert chosen_goodput(page) > 90
