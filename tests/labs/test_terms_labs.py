@@ -46,6 +46,22 @@ def test_llama_70b_parameters_by_hand():
     assert LLAMA70.params == PARAMS_70B
 
 
+# A GEMM on an H100 as the step model times it (labs.hardware.kernels): 2·m·n·k FLOPs at the
+# matmul rate of a node's slowest GPU, 989.4 TFLOP/s x 0.803 (MAMF, 794.5 of 989) x 0.8489
+# (sustained, 702.9 of 828.0) x 745/755 (slowest of 8), times the share of the 132 SMs its
+# tiles (256 x 128 or 128 x 256, the better) keep busy over their waves; or its bytes at 78%
+# of 3.35 TB/s (BabelStream), whichever is longer.
+H100_MATMUL = 989.4e12 * 0.803 * 0.8489 * 745 / 755
+
+
+def _gemm_by_hand(m, n, k):
+    busy = max(tiles / (math.ceil(tiles / 132) * 132)
+               for tiles in (math.ceil(m / 256) * math.ceil(n / 128),
+                             math.ceil(m / 128) * math.ceil(n / 256)))
+    return max(2 * m * n * k / (H100_MATMUL * busy),
+               2 * (m * k + k * n + m * n) / (3.35e12 * 0.78))
+
+
 # EP04: tensor parallelism, Llama 3.1 405B (hidden 16,384), 4,096 tokens, TP 8 in an NVLink 4
 # node, sequence parallel (the lesson's good case).
 
@@ -484,3 +500,119 @@ def test_fp8_delayed_scaling_ledger_by_hand():
     assert bill["gradients"] == pytest.approx(2 * local, rel=1e-12)
     assert bill["master_weights"] == pytest.approx(4 * local / 8, rel=1e-12)
     assert bill["optimizer_moments"] == pytest.approx(8 * local / 8, rel=1e-12)
+
+
+@pytest.mark.parametrize("sp", [True, False])
+def test_fp8_activations_by_hand(sp):
+    """FP8 keeps the linear layers' saved inputs in 1 B instead of 2 (Korthikanti et al.'s
+    34·s·h a layer with selective recomputation: QKV's and the first MLP's inputs, 4·s·h
+    outside the TP split, and the output projection's and second MLP's, 10·s·h inside it).
+    With sequence parallelism everything divides by t: 20 of the 34 stay 16-bit, 14 halve.
+    Without it the norms and residuals stay whole: 16-bit 10 + 24/t, of which 4 + 10/t
+    halve."""
+    from labs.memory.inputs import MemoryInput
+    from labs.memory.lab import compute_memory
+
+    s, h, t = 4096, 8192, 8
+    if sp:
+        layer = s * h * (34 - 14) / t + s * h * 14 / t / 2
+    else:
+        fp8 = s * h * (4 + 10 / t)
+        layer = s * h * (10 + 24 / t) - fp8 + fp8 / 2
+    bill = compute_memory(MemoryInput(model=LLAMA70, gpu=H100, tp=t, dp=8, zero=1, seq_len=s,
+                                      recipe="fp8-params", sp=sp)).breakdown
+    assert bill["activations"] == pytest.approx(80 * layer, rel=1e-12)
+
+
+def test_qlora_bill_by_hand():
+    """QLoRA's case (Dettmers et al. 2023): LLaMA 65B (80 layers, hidden 8,192, 64 heads, FFN
+    22,016, vocab 32,000, untied), r = 64 on every linear layer, 512 tokens, full
+    recomputation, 12-byte Adam for the adapters. The linear layers, 80 x (4 x 8,192² + 3 x
+    8,192 x 22,016), in NF4 (4 bits) with double-quantized constants (sec 3: an 8-bit scale
+    per 64 weights and a 32-bit one per 256 of those, 0.127 bits); the rest (embeddings,
+    norms) in bf16; one dequantized matrix at a time (the largest, 8,192 x 22,016, in bf16).
+    Adapters: r x (d_in + d_out) per matrix, 2 B weights, 2 B gradients, 8 B moments. Kept
+    activations: each layer's bf16 input (2·s·h); the first stage's token ids and dropout
+    mask, the final norm's output and the fp32 logits."""
+    from labs.model.code import decode
+    from labs.precision.inputs import PrecisionInput
+    from labs.precision.lab import compute_precision
+
+    s, h, ffn, v = 512, 8192, 22016, 32000
+    linear = 80 * (4 * h * h + 3 * h * ffn)
+    rest = 2 * v * h + 80 * 2 * h + h
+    model = decode("L80.h8192.a64.f22016.v32000")
+    assert model.params == linear + rest == 65_285_660_672
+    trainable = 80 * 64 * (4 * (h + h) + 3 * (h + ffn))
+    assert trainable == 799_539_200
+    expected = {
+        "weights": linear * 4 / 8 + rest * 2,
+        "quant_constants": linear * (8 / 64 + 32 / (64 * 256)) / 8,
+        "dequant_workspace": h * ffn * 2,
+        "adapter_weights": 2 * trainable, "gradients": 2 * trainable, "master_weights": 0,
+        "optimizer_moments": 8 * trainable,
+        "activations": 80 * 2 * s * h,
+        "embedding_and_logits": (8 * s + s * h) + (4 * s * h + 4 * s * v),
+    }
+    result = compute_precision(PrecisionInput(model=model, gpu=H100, rank=64, modules="all",
+                                              seq_len=s, recompute="full", ft_recipe="adam12"))
+    qlora = result.finetune("qlora")
+    assert qlora.trainable == trainable
+    assert qlora.breakdown == pytest.approx(expected, rel=1e-12)
+    assert qlora.total_bytes == pytest.approx(45.17e9, rel=1e-3)  # under QLoRA's 48 GB
+
+
+def test_rl_moe_decode_reads_the_experts_a_batch_touches_by_hand():
+    """Decoding Mixtral 8x7B, 4 requests a step on one H100: each token picks 2 of 8 experts,
+    so an expert is missed by all 4 with chance (6/8)^4 and the step reads the shared weights
+    and 1 - 0.75^4 = 68.4% of the experts' (bf16), and the 4 caches (32 layers x 8 KV heads
+    x 128 x 2 x 2 B = 131,072 B a token, the mean context 1,024 + 2,048), at 80% of 3.35
+    TB/s."""
+    from labs.rl.serving import decode_seconds
+
+    mixtral = get_model("mixtral-8x7b")
+    experts = 32 * 8 * EXPERT
+    shared = PARAMS_MIXTRAL - experts
+    touched = 1 - (1 - 2 / 8) ** 4
+    read = 2 * (shared + touched * experts) + 4 * 3072 * 32 * 8 * 128 * 2 * 2
+    step = read / (3.35e12 * 0.8)
+    assert step == pytest.approx(24.8e-3, rel=1e-2)
+    assert decode_seconds(mixtral, H100, 3.35e12, 1, 4, 1024, 4096, "bf16") == pytest.approx(
+        4096 * step, rel=1e-12)
+
+
+def test_moe_layer_time_by_hand():
+    """The balanced Mixtral layer on each GPU: its expert's two GEMMs on the 8 x 1,024 tokens
+    routed to it (gate and up fused, 8,192 x 28,672 x 4,096; down, 8,192 x 4,096 x 14,336),
+    timed as ``_gemm_by_hand`` says (both compute-bound, their waves 98.7% and 97.0% full);
+    then dispatch and combine, the same all-to-all each way."""
+    compute = _gemm_by_hand(8192, 2 * 14336, 4096) + _gemm_by_hand(8192, 4096, 14336)
+    assert compute == pytest.approx(2 * 8192 * 4096 * 3 * 14336 / H100_MATMUL, rel=0.03)
+    result = simulate_moe(MoEInput(model=get_model("mixtral-8x7b"),
+                                   cluster=get_cluster("dgx-h100"), nodes=1, ep=8))
+    assert result.routing.compute_s == pytest.approx((compute,) * 8, rel=1e-9)
+    dispatch = SEND + 7 * 1024 * 4096 * 2 / NVLINK4_BUS
+    assert result.layer_s == pytest.approx(2 * dispatch + compute, rel=1e-9)
+    assert result.layer_s == pytest.approx(4.763e-3, rel=1e-3)
+
+
+@pytest.mark.parametrize(("tp", "tflops"), [(1, 656), (8, 636)])
+def test_tp_gemm_rate_by_hand(tp, tflops):
+    """EP04's "GEMM TFLOP/s": one Llama 3.1 405B layer's GEMMs on 4,096 tokens, each matrix
+    1/t wide: QKV 16,384 -> (128 + 2 x 8) heads x 128, the output projection 128 x 128 ->
+    16,384, gate and up 16,384 -> 2 x 53,248, down 53,248 -> 16,384. Forward (m, n, k),
+    backward the input gradient (m, k, n) and the weight gradient (k, n, m)."""
+    from labs.tensor_parallel.inputs import Topology, TPInput
+    from labs.tensor_parallel.lab import tensor_parallel, tp_cluster
+
+    s, h = 4096, 16384
+    shapes = [(s, 144 * 128 // tp, h), (s, h, 128 * 128 // tp), (s, 2 * 53248 // tp, h),
+              (s, h, 53248 // tp)]
+    seconds = sum(_gemm_by_hand(m, n, k) + _gemm_by_hand(m, k, n) + _gemm_by_hand(k, n, m)
+                  for m, n, k in shapes)
+    flops = sum(3 * 2 * m * n * k for m, n, k in shapes)
+    topology = Topology("node", cluster=tp_cluster(H100, 8, "nvlink-4", "ib-ndr"))
+    cost = tensor_parallel(TPInput(get_model("llama-3.1-405b"), H100, topology, tp=tp)).cost
+    assert cost.gemm_flops == flops
+    assert cost.gemm_s == pytest.approx(seconds, rel=1e-9)
+    assert round(cost.gemm_rate / 1e12) == tflops
