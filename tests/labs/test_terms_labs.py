@@ -89,6 +89,14 @@ def test_tp_collective_time_by_hand(tp):
     # Forward: the exchanges after attention's and the MLP's row-split matrices block the
     # next matmul, both exposed whole.
     assert cost.forward_comm_s == pytest.approx(2 * 2 * one, rel=1e-9)
+    # Backward (Megatron's default overlap): the row-split layers' output-gradient
+    # all-gathers block; the column-split layers' input all-gather and gradient
+    # reduce-scatter run beside their input- and weight-gradient GEMMs, each longer.
+    s = 4096
+    for m, n, k in ((s, 144 * 128 // tp, 16384), (s, 2 * 53248 // tp, 16384)):
+        assert min(_gemm_by_hand(m, k, n), _gemm_by_hand(k, n, m)) > one
+    assert cost.backward_comm_s == pytest.approx(2 * one, rel=1e-9)
+    assert cost.comm_s == pytest.approx(6 * one, rel=1e-9)
 
 
 # EP03: ZeRO, Llama 3.1 70B on 32 H100s (4 nodes of 8, a 400 Gb/s NDR port per GPU).
@@ -307,10 +315,18 @@ def test_dp_bucket_count_and_time_by_hand():
     assert inside == ll
     tree_bw = min(0.9 * 48e9, 80e9) / 3.8 * 0.5
     across = (4.4 + 2 * 7 * 5.0) * US + size / 8 / (tree_bw / 2)
-    point = simulate(DataParallelInput(model=custom_model(7e9), grad_bytes=grads, gpus=1024,
-                                       link="ib-ndr", nics_per_node=8, overlap="bucketed",
-                                       bucket_bytes=size)).point
+    result = simulate(DataParallelInput(model=custom_model(7e9), grad_bytes=grads, gpus=1024,
+                                        link="ib-ndr", nics_per_node=8, overlap="bucketed",
+                                        bucket_bytes=size))
+    point = result.point
+    # The textbook reading: one flat ring of 1,024 ports at the datasheet's 50 GB/s and 5 µs
+    # a hop, 2 x 1,023 hops: 10.23 ms of latency a bucket.
+    flat = 2 * 1023 * 5e-6 + 2 * 1023 / 1024 * size / 50e9
+    assert result.flat_ring.bucket_s == pytest.approx(flat, rel=1e-9)
     assert point.buckets == 13_352
+    # The whole gradient's all-reduce sends 2(N-1)/N of it, hierarchical or not:
+    # 2 x 7/8 in the server and 2 x 127/128 of an eighth across, 2 x 1,023/1,024 in all.
+    assert point.allreduce_bytes_per_gpu == pytest.approx(2 * 1023 / 1024 * grads, rel=1e-12)
     assert point.bucket_across == "tree"
     assert point.bucket_s == pytest.approx(2 * inside + across, rel=1e-9)
     assert point.bucket_s == pytest.approx(149.3e-6, rel=1e-3)
