@@ -390,8 +390,8 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
              ("separate", "8 training GPUs and 8 rollout GPUs (4 engines), working at once",
               {"placement": "separate", "train_gpus": 8, "engines": 4},
               "The pools work at the same time, so a step is max(rollout, training) + sync: "
-              "training on 8 GPUs takes about half the rollout's time and hides behind it: "
-              "{value}."),
+              "training on 8 GPUs takes about half the rollout's time and hides behind it. "
+              "The price: samples come from weights one step old: {value}."),
              ("separate-pd", "8 training GPUs; rollout split into 1 prefill and 3 decode "
               "engines", {"placement": "separate-pd", "train_gpus": 8, "engines": 4},
               "Prefill is one short, compute-bound pass over the prompts; the engine it takes "
