@@ -137,7 +137,12 @@ def test_the_page_says_which_way_the_lab_errs_for_every_group(client):
     if s["fast"] == s["runs"]:
         assert f"faster than the published run on all {s['runs']}" in lede
     assert f"{(s['min_ratio'] - 1) * 100:.1f}% to {(s['max_ratio'] - 1) * 100:.1f}%" in lede
+    from app.routers.validation import GROUP_WHY
+
     for g in body["groups"]:
+        # Why, where known: every group says it, in its own row.
+        row = html.split(f'<tr data-group="{g["group"]}">')[1].split("</tr>")[0]
+        assert GROUP_WHY[g["group"]].replace("'", "&#39;") in row
         cell = re.search(rf'data-testid="direction-{g["group"]}">([^<]+)<', html).group(1)
         want = ("fast on all" if g["fast"] == g["runs"] else "slow on all" if not g["fast"]
                 else f"fast on {g['fast']}, slow on {g['runs'] - g['fast']}")
