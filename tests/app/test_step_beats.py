@@ -12,7 +12,7 @@ import app.main  # noqa: F401  (registers every lab view)
 from app.labkit import VIEWS
 
 # The lessons whose steps carry all five beats (EP01-EP04 so far).
-BEATS = ["memory", "failures", "placement"]
+BEATS = ["memory", "failures", "placement", "pipeline"]
 
 
 def steps(html: str) -> list[tuple[str, str]]:

@@ -1,5 +1,6 @@
 """Predict, then see (issue 36): after every case button, try link and slider of EP09-EP12,
-the diagram that changed is the one in view, on a laptop (1280×800) and a phone (390×844).
+the diagram that changed is the one in view (EP05-EP08 too), on a laptop (1280×800) and a phone
+(390×844).
 
 A chart "changed" when its figure's JSON differs before and after the move. After a slider or
 a case button, at least one changed chart must be visible and uncovered (sampled as in
@@ -14,7 +15,8 @@ from tests.browser.helpers import wait_drawn
 from tests.browser.test_bench_view import SHOWN
 from tests.browser.test_bench_view import sized as sized  # the laptop and phone page fixture
 
-PAGES = {"placement": "/episodes/rl-placement", "precision": "/episodes/low-precision",
+PAGES = {"pipeline": "/episodes/pipeline",
+         "placement": "/episodes/rl-placement", "precision": "/episodes/low-precision",
          "failures": "/episodes/failures", "playground": "/episodes/playground"}
 
 FIGURES = """() => Object.fromEntries([...document.querySelectorAll('script.figure[data-target]')]
@@ -44,7 +46,7 @@ def test_each_slider_leaves_a_changed_chart_in_view(sized, name):
     page.goto(PAGES[name])
     wait_drawn(page)
     sliders = page.evaluate("""() => [...document.querySelectorAll('#drawer input[type=range]')]
-        .filter(e => e.getBoundingClientRect().height > 0 || !e.closest('details'))
+        .filter(e => !e.disabled && !e.closest('details:not([open])'))
         .map(e => [e.name, +e.value, +e.min, +e.max])""")
     moved = 0
     for control, value, _low, high in sliders:

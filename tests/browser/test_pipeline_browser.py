@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, follow, wait_drawn
+from tests.browser.helpers import api_json, follow, wait_drawn
 
 
 def bubble(page) -> float:
@@ -98,9 +98,13 @@ def test_large_schedule_draws_as_raster(page):
 def test_drill_and_embed(page, live_server):
     page.goto("/episodes/pipeline")
     wait_drawn(page)
-    answer_drill(page, "50", "Hint")
-    answer = 100 * api_json(live_server, "pipeline", "stages=8&microbatches=16")["bubble_fraction"]
-    answer_drill(page, f"{answer:.1f}", "Right")
+    # The derive drill sits in step 4 (its 6 x 12 pipeline is a state no step links to).
+    answer = 100 * api_json(live_server, "pipeline", "stages=6&microbatches=12")["bubble_fraction"]
+    for guess, feedback in (("50", "Hint"), (f"{answer:.1f}", "Right")):
+        drill = page.locator("#step-4 form#drill-pipeline-bubble")
+        drill.locator("input[name=answer]").fill(guess)
+        drill.locator("button").click()
+        expect(page.locator("#drill-pipeline-bubble .drill-feedback")).to_contain_text(feedback)
 
     page.goto("/embed/pipeline?schedule=zb-h1&stages=4&microbatches=8")
     wait_drawn(page)
