@@ -91,14 +91,17 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
     "dp": (
         predict(
             "dp-predict-16-ib",
-            "16 GPUs on InfiniBand NDR (400 Gb/s per server), weak scaling, 1,020 ms of compute "
-            "a step (the page's 16,384 tokens per GPU), no overlap. Predict the speedup over "
-            "one GPU.",
-            "dp", {"gpus": 16, "link": "ib-ndr"}, "speedup", unit="×",
-            hint="Speedup = N × compute / (compute + all-reduce); the all-reduce moves "
-                 "2(N−1)/N of the gradients at the link's bus bandwidth.",
-            explanation="{answer}×: 16 × 1,020 ms / (1,020 ms + the all-reduce over two "
-                        "servers' network ports)."),
+            "16 GPUs in 2 servers on InfiniBand NDR, two 400 Gb/s ports per server (48 GB/s "
+            "busBW each; NVLink's ring inside a server 367 GB/s), weak scaling, 1,020 ms of "
+            "compute a step (the page's 16,384 tokens per GPU), no overlap. Predict the "
+            "speedup over one GPU.",
+            "dp", {"gpus": 16, "link": "ib-ndr", "nics_per_node": 2}, "speedup", unit="×",
+            hint="Speedup = N × compute / (compute + all-reduce). Inside a server: 2 × 7/8 × "
+                 "14 GB over NVLink; across: the servers' rings push 2 × ½ × 14 GB through "
+                 "the server's two ports.",
+            explanation="{answer}×: inside, 2 × 7/8 × 14 GB ÷ 367 GB/s = 66.8 ms; across, "
+                        "14 GB through 2 × 48 GB/s = 145.8 ms; the all-reduce 212.7 ms with "
+                        "latency, and 16 × 1,020 ÷ (1,020 + 213)."),
         decide(
             "dp-decide-exposed",
             "64 GPUs (8 servers) on 100 Gb/s Ethernet, one network port per server: the "
@@ -138,8 +141,9 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
               "step does not. Efficiency {value}."),
              ("seq", "Double the sequence length to 8,192",
               {"gpus": 128, "link": "eth-100g", "seq_len": 8192},
-              "Twice the tokens per GPU, so compute doubles against the same all-reduce (and "
-              "the activations double too). Efficiency {value}."),
+              "Twice the tokens per GPU, so compute a little more than doubles (attention "
+              "grows with s, which the lab's 6·P·T leaves out) against the same all-reduce, "
+              "and the activations double too. Efficiency {value}."),
              ("ports", "Give each server 2 Ethernet ports",
               {"gpus": 128, "link": "eth-100g", "nics_per_node": 2},
               "Twice the bandwidth out of each server halves the all-reduce's network part. "

@@ -16,7 +16,10 @@ COMPUTE_BOUND, COMM_BOUND = "rgba(84,162,75,0.10)", "rgba(228,87,86,0.10)"
 
 
 def tokens(value: float) -> str:
-    return f"{value:,.0f}"
+    """Tokens as the page prints them: from the API's figure (one decimal, as /api/dp and
+    /api/zero answer it), so a prose quote and this label round alike (820.5 is 820 in both,
+    not 821 on the chart and 820 in the step)."""
+    return f"{round(value, 1):,.0f}"
 
 
 def crossover_figure(tokens_per_gpu: float, compute_s: float, comm_s: float, cross: float,

@@ -238,7 +238,8 @@ def extra_context(state) -> dict:
     query = state.query
     return {
         "facts": facts(),
-        "busbw": {"pcie": get_link("pcie-4"), "nvlink": get_link("nvlink-4")},
+        "busbw": {"pcie": get_link("pcie-4"), "nvlink": get_link("nvlink-4"),
+                  "ib": get_link("ib-ndr"), "eth": get_link("eth-100g")},
         "model_options": (("custom", "Custom gradient size…"),
                           *model_choices(model_options(), query.model or "", custom=False)),
         "model_value": "custom" if is_custom(query) else query.model,

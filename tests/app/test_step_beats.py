@@ -11,8 +11,14 @@ import pytest
 import app.main  # noqa: F401  (registers every lab view)
 from app.labkit import VIEWS
 
-# The lessons whose steps carry all five beats (EP01-EP04 so far).
-BEATS = ["memory", "failures", "placement", "pipeline"]
+# The lessons whose steps carry all five beats, one a line (owners add theirs).
+BEATS = [
+    "memory",
+    "dp",
+    "pipeline",
+    "failures",
+    "placement",
+]
 
 
 def steps(html: str) -> list[tuple[str, str]]:

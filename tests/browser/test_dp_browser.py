@@ -83,6 +83,10 @@ def test_gpu_count_and_overlap_swap_the_fragment(page, live_server):
     assert speedup(page) == pytest.approx(state["speedup"], abs=0.005)
     expect(page.locator("[data-testid=flat-ring]")).to_contain_text(
         f"{state['flat_ring']['speedup']:.2f}×")
+    # Overlap is taught in step 5: behind "More controls", closed at the defaults.
+    more = page.locator("#dp-form details.more-controls")
+    assert more.evaluate("d => d.open") is False
+    more.locator("summary").click()
     page.locator("input[name=overlap][value=bucketed]").check()
     page.wait_for_url("**overlap=bucketed**")
     wait_drawn(page)
