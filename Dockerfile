@@ -14,7 +14,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /srv/lab
 # The app's pins, hash-checked: the same file `make run` installs (refresh: `make lock`).
 COPY requirements.lock ./
-RUN pip install --no-cache-dir --require-hashes -r requirements.lock && useradd --system --uid 10001 --no-create-home lab
+# data/: the live class's SQLite file (DATA_DIR, app/classroom/db.py), the app user's own;
+# mount a volume there to keep classes across containers, or set DATABASE_URL (compose.yaml).
+RUN pip install --no-cache-dir --require-hashes -r requirements.lock && useradd --system --uid 10001 --no-create-home lab && mkdir -p data && chown 10001 data
 COPY app ./app
 COPY labs ./labs
 COPY templates ./templates
@@ -27,7 +29,7 @@ COPY --from=assets /assets/node_modules/redoc/bundles ./static/vendor/node_modul
 USER 10001
 # One worker: its render processes (app/render_pool.py) draw lab answers on every core;
 # `python -m app` bounds every request (app/limits.py; docs/settings.md, "Limits on every request").
-ENV HOST=0.0.0.0 PORT=8000 WORKERS=1 RENDER_PROCESSES=2 RENDER_TIMEOUT=10 CLIENT_TIMEOUT=10
+ENV HOST=0.0.0.0 PORT=8000 WORKERS=1 RENDER_PROCESSES=2 RENDER_TIMEOUT=10 CLIENT_TIMEOUT=10 DATA_DIR=data
 EXPOSE 8000
 # Reads $PORT at check time, so `docker run -e PORT=9000` stays healthy.
 HEALTHCHECK --interval=30s --timeout=3s CMD ["python", "-c", "import os, urllib.request as u; u.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('PORT', '8000'), timeout=2)"]

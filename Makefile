@@ -81,7 +81,7 @@ $(ASSETS): static/vendor/package-lock.json
 $(BUNDLE): $(ASSETS) static/vendor/build.mjs static/vendor/plotly-bundle.json
 	node static/vendor/build.mjs
 
-chromium:
+chromium:  # and PostgreSQL for the live-class tests (.ci/install)
 	@bash .ci/install
 
 # Resolved from PyPI in a separate environment (pip-tools stays out of .venv), for Python

@@ -1,6 +1,8 @@
 """`python -m app`: serve the lab on http://127.0.0.1:8000 (HOST, PORT, WORKERS, LOG_LEVEL and
 the app's settings from the environment: app/settings.py), with the request limits of
-app/limits.py. `make run` and the container (Dockerfile, compose.yaml) start it this way."""
+app/limits.py. `make run` and the container (Dockerfile, compose.yaml) start it this way.
+`python -m app migrate`: bring the live class's database (DATA_DIR or DATABASE_URL) to the
+newest schema and exit; serving does the same at start-up."""
 
 import sys
 
@@ -14,6 +16,12 @@ def main() -> None:
         from app.settings import ServerSettings
 
         server = ServerSettings.from_env()
+        if sys.argv[1:] == ["migrate"]:
+            from app.classroom import db
+
+            db.migrate()
+            print(f"parallelism-lab: {db.describe()} is at the newest schema")
+            return
     except ValueError as exc:
         if type(exc).__name__ != "SettingsError":
             raise

@@ -43,6 +43,7 @@ ASSETS: dict[str, Path] = {
     "js/embed.js": STATIC / "js/embed.js",
     "js/first-paint.js": STATIC / "js/first-paint.js",
     "js/progress.js": STATIC / "js/progress.js",
+    "js/classroom.js": STATIC / "js/classroom.js",
     "js/byom.js": STATIC / "js/byom.js",
     "js/plan.js": STATIC / "js/plan.js",
     "css/lab.css": STATIC / "css/lab.css",

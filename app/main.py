@@ -11,6 +11,8 @@ from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
 
 from app import assets, docs
+from app.classroom import db as class_db
+from app.classroom import router as classroom
 from app.episodes import EPISODES
 from app.labkit import DRILLS, VIEWS
 from app.limits import QuietDisconnects
@@ -46,6 +48,9 @@ WORKER_THREADS = 4
 @asynccontextmanager
 async def _lifespan(app: FastAPI):
     compile_templates()
+    # The live class's schema, before the first request (app/classroom/db.py): a database
+    # that cannot be reached or written stops the start-up here, with its reason.
+    await anyio.to_thread.run_sync(class_db.migrate)
     anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
     # Lab answers render in child processes (app/render_pool.py); the in-process test client
     # sets app.state.render_processes = 0 to keep them in this process's threads.
@@ -79,7 +84,8 @@ def create_app() -> FastAPI:
     app.add_middleware(SecurityHeadersMiddleware, settings=SETTINGS)
     app.add_middleware(QuietDisconnects)  # a client gone before its body: a line, no traceback
     # The site's own routes, then every lab's, in teaching order (app/episodes.py).
-    for router in (assets.router, docs.router, home.router, presets.router, models.router):
+    for router in (assets.router, docs.router, home.router, presets.router, models.router,
+                   classroom.router):
         app.include_router(router)
     for module in lab_modules():
         app.include_router(module.router)

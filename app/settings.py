@@ -18,6 +18,13 @@
 - ``CLIENT_TIMEOUT``: seconds a client has to send a request's headers, and then its body
   (default 10), where the app serves HTTP itself (``python -m app``: app/limits.py).
 
+- ``DATA_DIR``: the folder of the live class's embedded database (``classes.sqlite3``, SQLite
+  in WAL mode), default ``data`` under the working directory; created if missing.
+- ``DATABASE_URL``: a PostgreSQL URL (``postgresql://user:password@host:5432/lab``) to keep
+  the classes there instead (several replicas share it); empty: SQLite under ``DATA_DIR``.
+- ``CLASS_TTL_DAYS``: days a class lives after it starts (default 7, 1 to 365); then its
+  answers are deleted with it.
+
 The server's own (``python -m app``, app/__main__.py): ``HOST``, ``PORT``, ``WORKERS``,
 ``LOG_LEVEL`` (:class:`ServerSettings`). Every value is checked here, at start-up, and a bad
 one stops the app with a message naming its variable (numbers in ASCII digits only: Python's
@@ -97,6 +104,23 @@ DEFAULT_RENDER_TIMEOUT = 10  # s: the heaviest, a MoE planner search at scale, t
 DEFAULT_CLIENT_TIMEOUT = 10  # s: for a request's headers, then for its body
 
 
+DEFAULT_CLASS_TTL_DAYS = 7
+_PG_URL = re.compile(r"^postgres(ql)?(\+psycopg)?://")
+
+
+def _database_url(value: str) -> str:
+    """A PostgreSQL URL, normalised to SQLAlchemy's psycopg 3 driver; empty stays empty."""
+    value = value.strip()
+    if not value:
+        return ""
+    found = _PG_URL.match(value)
+    if not found:
+        raise SettingsError("DATABASE_URL must be a PostgreSQL URL like "
+                            "postgresql://user:password@host:5432/lab (or empty for SQLite "
+                            "under DATA_DIR)")
+    return "postgresql+psycopg://" + value[found.end():]
+
+
 def _render_processes(value: str) -> int:
     return _whole("RENDER_PROCESSES", value, DEFAULT_RENDER_PROCESSES, 0, MAX_RENDER_PROCESSES,
                   "the render processes per worker")
@@ -111,6 +135,9 @@ class Settings:
     render_processes: int = DEFAULT_RENDER_PROCESSES
     render_timeout: int = DEFAULT_RENDER_TIMEOUT
     client_timeout: int = DEFAULT_CLIENT_TIMEOUT
+    data_dir: str = "data"
+    database_url: str = ""
+    class_ttl_days: int = DEFAULT_CLASS_TTL_DAYS
 
     @classmethod
     def from_env(cls, env=None) -> "Settings":
@@ -126,6 +153,10 @@ class Settings:
             client_timeout=_whole("CLIENT_TIMEOUT", env.get("CLIENT_TIMEOUT", ""),
                                   DEFAULT_CLIENT_TIMEOUT, 1, 3600,
                                   "seconds a client has to send its headers, then its body"),
+            data_dir=env.get("DATA_DIR", "").strip() or "data",
+            database_url=_database_url(env.get("DATABASE_URL", "")),
+            class_ttl_days=_whole("CLASS_TTL_DAYS", env.get("CLASS_TTL_DAYS", ""),
+                                  DEFAULT_CLASS_TTL_DAYS, 1, 365, "days a class lives"),
         )
 
 

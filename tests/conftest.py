@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +22,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# The live class's SQLite file (app/classroom/db.py) of this run's in-process app and of every
+# server the tests start: a fresh folder, never the checkout's data/.
+os.environ.setdefault("DATA_DIR", tempfile.mkdtemp(prefix="lab-data-"))
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -91,6 +95,35 @@ def running_app(env: dict[str, str] | None = None, probe: str = "/healthz") -> I
 def live_server() -> Iterator[str]:
     with running_app() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """One private PostgreSQL server for the whole run (tests/postgres.py). It fails, never
+    skips, when the server cannot start: CI installs PostgreSQL (.ci/install)."""
+    from tests.postgres import PostgresUnavailable, postgres_server
+
+    try:
+        with postgres_server(free_port()) as url:
+            yield url
+    except PostgresUnavailable as exc:
+        pytest.fail(f"PostgreSQL for the class tests: {exc}")
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+def class_db(request, tmp_path_factory) -> Iterator[str]:
+    """The live class's database, each test once on SQLite and once on PostgreSQL: the app's
+    engine pointed at it and migrated (app/classroom/db.py). Yields its URL."""
+    from app.classroom import db
+
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('class-db') / db.SQLITE_FILE}"
+    else:
+        url = request.getfixturevalue("postgres_url")
+    db.configure(url)
+    db.migrate(url)
+    yield url
+    db.configure()
 
 
 @pytest.fixture(scope="session")

@@ -307,6 +307,12 @@ def test_compose_replicates_the_lab_behind_caddy_under_the_base_path():
         assert source in compose.get("volumes", {}) or (ROOT / source).exists(), volume
     base = lab["environment"]["BASE_PATH"]
     assert Settings.from_env({"BASE_PATH": base}).base_path == base == "/lab"
+    # The live class's database: one postgres service with a volume, every replica on it.
+    postgres = services["postgres"]
+    assert postgres["volumes"][0].split(":")[0] in compose["volumes"]
+    assert lab["depends_on"]["postgres"]["condition"] == "service_healthy"
+    url = Settings.from_env({"DATABASE_URL": lab["environment"]["DATABASE_URL"]}).database_url
+    assert url.startswith("postgresql+psycopg://lab:") and url.endswith("@postgres:5432/lab")
     assert (ROOT / lab["build"] / "Dockerfile").exists()
 
     caddy = caddy_blocks((ROOT / "deploy/Caddyfile").read_text())

@@ -1,0 +1,1 @@
+"""The live class: a class session, its students ' answers and the instructor's dashboard."""

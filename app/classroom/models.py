@@ -1,0 +1,92 @@
+"""The live class's tables (SQLAlchemy Core): one class, its students, their answers and
+where they are. Every row names its class and goes with it (ON DELETE CASCADE, and "End"
+deletes each table's rows explicitly too, so SQLite without foreign keys loses nothing)."""
+
+from sqlalchemy import (
+                        Boolean,
+                        Column,
+                        DateTime,
+                        Float,
+                        ForeignKey,
+                        Index,
+                        Integer,
+                        MetaData,
+                        String,
+                        Table,
+                        UniqueConstraint,
+)
+
+metadata = MetaData()
+
+CODE_LENGTH = 6
+NICKNAME_LENGTH = 24
+ANSWER_LENGTH = 40  # the drill routes' own bound on an answer (app/routers/home.py)
+ID_LENGTH = 80  # drill, step and episode ids (static/js/progress.js keeps the same bound)
+
+classes = Table(
+    "classes", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("code", String(CODE_LENGTH), nullable=False, unique=True),
+    # SHA-256 of the instructor's secret, hex: the secret itself is never stored.
+    Column("key_hash", String(64), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False, index=True),
+    Column("students", Integer, nullable=False, default=0),  # joined so far, for the bound
+    # Pace: the class held at one step of one episode (both empty: free).
+    Column("pace_episode", String(ID_LENGTH)),
+    Column("pace_step", String(ID_LENGTH)),
+)
+
+students = Table(
+    "students", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("class_id", ForeignKey("classes.id", ondelete="CASCADE"), nullable=False),
+    # SHA-256 of the session cookie's token, hex.
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("nickname", String(NICKNAME_LENGTH), nullable=False, default=""),
+    Column("joined_at", DateTime(timezone=True), nullable=False),
+    # Where the student is: the last step opened or tried.
+    Column("episode", String(ID_LENGTH)),
+    Column("step", String(ID_LENGTH)),
+    Column("events", Integer, nullable=False, default=0),  # steps opened + tries, for the bound
+    Index("ix_students_class_place", "class_id", "episode", "step"),
+)
+
+# One row per drill the class has touched: its round (a reset starts the next) and whether
+# the instructor revealed the right answer and the class's spread.
+drills = Table(
+    "class_drills", metadata,
+    Column("class_id", ForeignKey("classes.id", ondelete="CASCADE"), primary_key=True),
+    Column("drill_id", String(ID_LENGTH), primary_key=True),
+    Column("round", Integer, nullable=False, default=0),
+    Column("revealed", Boolean, nullable=False, default=False),
+)
+
+# One row per student, drill and round: the latest answer and the first try's verdict, so the
+# dashboard's counts and histogram are one GROUP BY on an index.
+responses = Table(
+    "responses", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("class_id", ForeignKey("classes.id", ondelete="CASCADE"), nullable=False),
+    Column("student_id", ForeignKey("students.id", ondelete="CASCADE"), nullable=False),
+    Column("drill_id", String(ID_LENGTH), nullable=False),
+    Column("round", Integer, nullable=False),
+    Column("tries", Integer, nullable=False),
+    Column("first_right", Boolean, nullable=False),
+    Column("right", Boolean, nullable=False),  # the latest answer's verdict
+    Column("answer", String(ANSWER_LENGTH), nullable=False),  # the latest, as graded
+    Column("value", Float),  # the latest as a number (predict, derive); empty for a choice
+    Column("answered_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("class_id", "drill_id", "round", "student_id", name="uq_response"),
+)
+
+# Try-it clicks per student and step (the steps opened are the students table's place).
+tries = Table(
+    "tries", metadata,
+    Column("class_id", ForeignKey("classes.id", ondelete="CASCADE"), primary_key=True),
+    Column("episode", String(ID_LENGTH), primary_key=True),
+    Column("step", String(ID_LENGTH), primary_key=True),
+    Column("clicks", Integer, nullable=False, default=0),
+)
+
+TABLES = (tries, responses, drills, students, classes)  # children first: the order End deletes

@@ -1,0 +1,88 @@
+// The live class, on the student's side (app/classroom): while this browser is joined to a
+// class (the lab-class-csrf cookie, set by /join next to the HttpOnly session cookie), each
+// checked drill answer, each step opened and each "try it" click is also sent to the class,
+// with that token as the CSRF header. Without a class nothing is sent, as before. A class bar
+// at the top of each page (polled, htmx) shows the class, where the instructor holds it, and
+// each revealed drill's spread beside the student's own answer.
+(function () {
+  "use strict";
+
+  var basePath = document.documentElement.dataset.basePath || "";
+  var TOKEN = "lab-class-csrf";
+  var BAR_POLL = "every 5s";
+
+  function token() {
+    var found = document.cookie.split("; ").filter(function (c) {
+      return c.indexOf(TOKEN + "=") === 0;
+    })[0];
+    return found ? decodeURIComponent(found.slice(TOKEN.length + 1)) : "";
+  }
+
+  function send(path, fields) {
+    var csrf = token();
+    if (!csrf) return;  // not in a class: nothing leaves this browser
+    fetch(basePath + path, {
+      method: "POST", credentials: "same-origin", keepalive: true,
+      headers: { "X-CSRF-Token": csrf },
+      body: new URLSearchParams(fields),
+    }).catch(function () { /* offline: the answer stays in this browser only */ });
+  }
+
+  function lesson() { return document.querySelector(".lesson[data-episode]"); }
+
+  // A drill's answer as it is sent to be checked (the server grades it again for the class).
+  document.addEventListener("htmx:configRequest", function (event) {
+    var form = event.detail.elt;
+    if (!token() || !form.matches || !form.matches("form.drill")) return;
+    var answer = new FormData(form).get("answer");
+    if (answer === null || String(answer).trim() === "") return;
+    send("/class/answer", { drill: form.id.replace(/^drill-/, ""), answer: String(answer) });
+  });
+
+  var sent = {};
+  function moved(step, kind) {
+    var node = lesson();
+    if (!node || !step.id) return;
+    var key = kind + ":" + step.id;
+    if (kind === "open" && sent[key]) return;  // one "open" per step and page
+    sent[key] = true;
+    send("/class/progress", { episode: node.dataset.episode, step: step.id, kind: kind });
+  }
+
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest && event.target.closest("a.try");
+    var step = link && link.closest("section.step[id]");
+    if (step && token()) moved(step, "try");
+  });
+
+  function watchSteps() {
+    var node = lesson();
+    if (!node || !("IntersectionObserver" in window)) return;
+    var seen = new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) { if (entry.isIntersecting) moved(entry.target, "open"); });
+    }, { threshold: 0.5 });
+    node.querySelectorAll("section.step[id]").forEach(function (step) { seen.observe(step); });
+  }
+
+  function showBar() {
+    var main = document.querySelector("main");
+    if (!main || document.querySelector(".class-page") || !window.htmx) return;
+    var bar = document.createElement("aside");
+    bar.className = "class-bar";
+    bar.id = "class-bar";
+    bar.setAttribute("aria-label", "Your class");
+    bar.setAttribute("hx-get", basePath + "/class/me");
+    bar.setAttribute("hx-trigger", "load, " + BAR_POLL);
+    bar.setAttribute("hx-swap", "innerHTML");
+    main.insertBefore(bar, main.firstChild);
+    window.htmx.process(bar);
+  }
+
+  function start() {
+    if (!token()) return;
+    showBar();
+    watchSteps();
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

@@ -1,0 +1,206 @@
+"""The live class over its routes, each test on SQLite and on a real PostgreSQL server
+(the ``class_db`` fixture): start, join, answer, the dashboard's counts, histogram and share
+right first, reveal, reset, pace, export, end, expiry and the bounds."""
+
+import csv
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+from sqlalchemy import create_engine, select, update
+
+from app.classroom import db, service
+from app.classroom.limits import CLASSES_STARTED, JOIN_MISSES
+from app.classroom.models import classes, metadata, responses
+from tests.app.class_helpers import drill_of, join, new_client, start_class
+from tests.conftest import READY_S, ROOT, free_port
+
+pytestmark = pytest.mark.usefixtures("client")
+
+
+@pytest.fixture(autouse=True)
+def fresh_limits():
+    JOIN_MISSES.clear()
+    CLASSES_STARTED.clear()
+
+
+def class_id(code: str) -> int:
+    with db.begin() as conn:
+        return conn.execute(select(classes.c.id).where(classes.c.code == code)).scalar_one()
+
+
+def test_answers_reach_the_dashboard_and_reveal_shows_them(class_db):
+    teacher = start_class()
+    decide, right, wrong = drill_of("decide")
+    ann, bob, cy = join(teacher.code, "Ann"), join(teacher.code.lower()), join(teacher.code)
+    assert ann.answer(decide, right).json()["right"] is True
+    assert bob.answer(decide, wrong).json()["right"] is False
+    assert bob.answer(decide, right).json() == {"status": "stored", "drill": decide,
+                                                "right": True, "tries": 2, "round": 0}
+    assert cy.answer(decide, wrong).status_code == 200
+    live = teacher.live()
+    assert '<strong data-testid="students">3</strong>' in live
+    assert '<strong data-testid="answered">3</strong>' in live
+    assert '<strong data-testid="first-right">33%</strong>' in live  # Ann alone
+    assert "✓ right" not in live and "right-answer" not in live  # hidden until revealed
+    # Students see nothing of the class before the reveal, their spread after it.
+    assert "class-spread" not in ann.web.get("/class/me", headers={"HX-Request": "true"}).text
+    assert teacher.control("reveal", drill=decide, shown="1").status_code == 200
+    live = teacher.live()
+    assert "✓ right" in live and 'data-testid="right-answer"' in live
+    mine = ann.web.get("/class/me", headers={"HX-Request": "true"}).text
+    assert 'data-testid="class-spread"' in mine and "(3)" in mine
+    # The latest answers: two right (Ann, Bob), one wrong (Cy), the right bar marked.
+    assert '<tr class="right">' in live and '<td class="n">2</td>' in live
+
+
+def test_numbers_bin_and_reset_polls_again(class_db):
+    teacher = start_class()
+    drill, right, wrong = drill_of("predict")
+    students = [join(teacher.code) for _ in range(3)]
+    for student, given in zip(students, (right, wrong, "1,000"), strict=True):
+        assert student.answer(drill, given).status_code == 200
+    live = teacher.live()
+    assert '<strong data-testid="answered">3</strong>' in live
+    assert '<td class="n">1</td>' in live  # three distinct numbers: a bar each
+    assert teacher.control("reset", drill=drill).status_code == 200
+    live = teacher.live()
+    assert '<strong data-testid="answered">0</strong>' in live and "poll 2" in live
+    assert students[0].answer(drill, right).json()["round"] == 1
+    assert '<strong data-testid="answered">1</strong>' in teacher.live()
+    # The export keeps both rounds, with no nickname and no student.
+    text = teacher.web.get(teacher.base + "/export.csv").text
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [r["round"] for r in rows].count("0") == 3 and [r["round"] for r in rows].count("1") == 1
+    assert set(rows[0]) == {"episode", "drill", "kind", "round", "answer", "right",
+                            "first_try_right", "tries"}
+
+
+def test_pace_progress_and_end_deletes_every_row(class_db):
+    teacher = start_class()
+    ann = join(teacher.code, "Ann")
+    assert ann.post("/class/progress", episode="memory", step="step-2",
+                    kind="open").status_code == 204
+    assert ann.post("/class/progress", episode="memory", step="step-2",
+                    kind="try").status_code == 204
+    live = teacher.live()
+    assert "<td>EP01</td><td>step 2</td>" in live and "<td>1</td><td>1</td>" in live
+    assert teacher.control("pace", episode="memory", step="step-2").status_code == 200
+    bar = ann.web.get("/class/me", headers={"HX-Request": "true"}).text
+    assert 'data-pace-step="step-2"' in bar and "/episodes/memory#step-2" in bar
+    drill, right, _ = drill_of("decide")
+    ann.answer(drill, right)
+    cid = class_id(teacher.code)
+    assert all(service.class_rows(cid).values())  # a row in every table
+    response = teacher.control("end")
+    assert response.status_code == 204 and response.headers["HX-Redirect"].endswith("ended=1")
+    assert service.class_rows(cid) == {t.name: 0 for t in service.TABLES}
+    assert teacher.web.get(teacher.base).status_code == 404
+    # The student's next poll says so and drops the cookies: the lessons stop sending.
+    gone = ann.web.get("/class/me", headers={"HX-Request": "true"})
+    assert 'data-testid="class-gone"' in gone.text and not ann.web.cookies.get("lab-class")
+    assert ann.answer(drill, right).status_code == 401
+
+
+def test_expired_classes_are_refused_then_deleted(class_db):
+    teacher = start_class()
+    ann = join(teacher.code)
+    cid = class_id(teacher.code)
+    with db.begin() as conn:
+        conn.execute(update(classes).where(classes.c.id == cid)
+                     .values(expires_at=service.now() - service.timedelta(seconds=1)))
+    drill, right, _ = drill_of("decide")
+    assert ann.answer(drill, right).status_code == 401
+    assert teacher.web.get(teacher.base + "/live").status_code == 404
+    with db.begin() as conn:  # what starting a class does first
+        assert service.purge_expired(conn) == 1
+    assert service.class_rows(cid) == {t.name: 0 for t in service.TABLES}
+
+
+def test_bounds_students_and_answers(class_db):
+    teacher = start_class()
+    ann = join(teacher.code)
+    with db.begin() as conn:
+        conn.execute(update(classes).where(classes.c.code == teacher.code)
+                     .values(students=service.MAX_STUDENTS))
+    web = new_client()
+    token = web.get("/join").cookies["lab-csrf"]
+    full = web.post("/join", data={"csrf": token, "code": teacher.code})
+    assert full.status_code == 409 and "full" in full.text
+    drill, _, wrong = drill_of("derive")
+    for _ in range(service.MAX_TRIES):
+        assert ann.answer(drill, wrong).status_code == 200
+    over = ann.answer(drill, wrong)
+    assert over.status_code == 429 and over.json()["detail"][0]["loc"] == ["body", "answer"]
+    with db.begin() as conn:
+        assert conn.execute(select(responses.c.tries)).all()[-1].tries == service.MAX_TRIES
+
+
+def test_migrations_match_the_models(class_db):
+    """The schema Alembic built is the models' (autogenerate finds nothing to add)."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    with db.engine().connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+
+
+def _wait_ready(proc, origin: str) -> None:
+    deadline = time.monotonic() + READY_S
+    while True:
+        try:
+            urllib.request.urlopen(origin + "/healthz", timeout=2)
+            return
+        except OSError:
+            assert proc.poll() is None, "uvicorn exited before serving"
+            assert time.monotonic() < deadline, f"uvicorn did not answer within {READY_S} s"
+            time.sleep(0.1)  # readiness poll, not a timing assertion
+
+
+def test_an_acknowledged_answer_survives_kill_9(tmp_path):
+    """A real server (uvicorn, SQLite under its DATA_DIR) answers 200 to an answer, is killed
+    with SIGKILL at once, and the answer is in the file. (PostgreSQL's commits are its own
+    durability; the app commits before it answers on both.)"""
+    env = {**os.environ, "RENDER_PROCESSES": "0", "DATA_DIR": str(tmp_path), "DATABASE_URL": ""}
+    port = free_port()
+    origin = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "app.main:app", "--port",
+                             str(port), "--log-level", "warning"], cwd=ROOT, env=env)
+    try:
+        _wait_ready(proc, origin)
+        jar = urllib.request.HTTPCookieProcessor()
+        web = urllib.request.build_opener(jar)
+
+        def form_post(path: str, **fields):
+            page = web.open(origin + path).read().decode()
+            token = page.split('name="csrf" value="')[1].split('"')[0]
+            return web.open(origin + path, data=urllib.parse.urlencode(
+                {"csrf": token, **fields}).encode())
+
+        teach = form_post("/class/new").url  # the dashboard, after the redirect
+        code = teach.split("/class/")[1].split("/")[0]
+        form_post("/join", code=code)
+        csrf = next(c.value for c in jar.cookiejar if c.name == "lab-class-csrf")
+        drill, right, _ = drill_of("decide")
+        request = urllib.request.Request(
+            origin + "/class/answer", headers={"X-CSRF-Token": csrf},
+            data=urllib.parse.urlencode({"drill": drill, "answer": right}).encode())
+        assert web.open(request).status == 200
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    engine = create_engine(f"sqlite:///{tmp_path / db.SQLITE_FILE}")
+    try:
+        with engine.connect() as conn:
+            stored = conn.execute(select(responses.c.drill_id, responses.c.right)).all()
+    finally:
+        engine.dispose()
+    assert [tuple(r) for r in stored] == [(drill, True)]
