@@ -632,3 +632,26 @@ def test_tp_gemm_rate_by_hand(tp, tflops):
     assert cost.gemm_flops == flops
     assert cost.gemm_s == pytest.approx(seconds, rel=1e-9)
     assert round(cost.gemm_rate / 1e12) == tflops
+
+
+@pytest.mark.parametrize("tp", [1, 8])
+def test_tp_memory_bound_ops_by_hand(tp):
+    """The rest of EP04's per-layer compute: the memory-bound kernels (labs.model.ops, fused
+    as Megatron Core runs them, no dropout) at 78% of 3.35 TB/s, bytes per token: two norms,
+    read 2 B and write 2 B of h each way (backward 6), the residual adds (6 B of h each way),
+    SwiGLU (6 B forward, 10 backward, of FFN/t), RoPE on the queries and keys (4 B of their
+    widths each way); with sequence parallelism (TP > 1) the norms and adds split by t. At TP
+    8 each GPU keeps one of the 8 KV heads. Compute = GEMMs + attention + these."""
+    from labs.tensor_parallel.inputs import Topology, TPInput
+    from labs.tensor_parallel.lab import tensor_parallel, tp_cluster
+
+    tokens, h, ffn = 4096, 16384, 53248
+    split = 1 / tp  # norms, adds: split along s by SP when t > 1 (1 at t = 1)
+    q, kv = 128 * 128 // tp, max(1, 8 // tp) * 128
+    forward = tokens * (2 * 4 * h * split + 2 * 6 * h * split + ffn // tp * 6 + 4 * (q + kv))
+    backward = tokens * (2 * 6 * h * split + 2 * 6 * h * split + ffn // tp * 10 + 4 * (q + kv))
+    topology = Topology("node", cluster=tp_cluster(H100, 8, "nvlink-4", "ib-ndr"))
+    cost = tensor_parallel(TPInput(get_model("llama-3.1-405b"), H100, topology, tp=tp)).cost
+    assert cost.memory_s == pytest.approx((forward + backward) / (3.35e12 * 0.78), rel=1e-12)
+    assert cost.compute_s == pytest.approx(cost.gemm_s + cost.attention_s + cost.memory_s,
+                                           rel=1e-12)
