@@ -8,9 +8,9 @@ parameters and its canonical URL (``model_dump`` in field order). The GPU contro
 ``app.model_controls.gpu_field``, shared by every lab with a GPU.
 """
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from labs.core.limits import (
     MAX_DEGREE,
@@ -24,7 +24,8 @@ from labs.core.limits import (
     RECOMPUTE,
     TRAIN_RECIPES,
 )
-from labs.hardware.links import links
+from labs.hardware.gpus import get_gpu
+from labs.hardware.links import get_link, links, own_fabric, ships_with
 from labs.schedules.catalogue import SCHEDULES
 
 # The link presets by where they run: inside a node (NVLink) or between nodes (InfiniBand).
@@ -101,3 +102,27 @@ def off_defaults(query: BaseModel, names) -> dict:
     (a page's URL leaves its defaults out)."""
     fields = type(query).model_fields
     return {n: getattr(query, n) for n in names if getattr(query, n) != fields[n].default}
+
+
+class LinkFollowsGpu(BaseModel):
+    """A scale-up link control left at its default follows the chosen GPU: asked for a B200
+    alone, a query whose default is the A100's NVLink 3 times the B200's own NVLink 5
+    (``labs.hardware.links.own_fabric``), as the page's link select does when the GPU changes
+    (``data-filter-by="gpu"``). A mismatched link the student chose is still refused, naming
+    both controls (``labs.hardware.links.check_pairing``). No fields: mixed in after a
+    query's base, it leaves the field order alone."""
+
+    follow_gpu: ClassVar[tuple[str, ...]] = ("intra_link",)
+
+    @model_validator(mode="after")
+    def _link_follows_gpu(self):
+        gpu = get_gpu(self.gpu)
+        fields = type(self).model_fields
+        for name in self.follow_gpu:
+            value = getattr(self, name)
+            default = fields[name].default
+            if (value is None or value != default or value not in links()
+                    or ships_with(gpu, get_link(value))):
+                continue
+            object.__setattr__(self, name, own_fabric(gpu))
+        return self

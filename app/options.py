@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict
 
 from labs.core.errors import LabInputError
 from labs.hardware.gpus import gpus
+from labs.hardware.links import links
 from labs.model.presets import custom_model, get_model, models
 
 SEQ_LENGTHS = tuple(2**k for k in range(9, 18))  # 512 ... 131,072 tokens
@@ -67,3 +68,11 @@ def chosen_model(model: str | None, params: float | None, default: str):
             "params", "params sets a custom model's size: choose model=custom or clear it")
     return get_model(model or default)
 
+
+def link_choices(ids, label=lambda link: link.name) -> tuple[tuple[str, str, str], ...]:
+    """Link presets as (id, label, gpus) for a select filtered by the GPU control
+    (``filter_by="gpu"`` in templates/partials/_controls.html): a vendor fabric names the GPUs
+    it ships with (``labs.hardware.links.Link.gpus``), so choosing a GPU hides the others and
+    the link follows it; an open link (PCIe, InfiniBand, Ethernet) names none: any GPU."""
+    every = links()
+    return tuple((k, label(every[k]), " ".join(every[k].gpus)) for k in ids)

@@ -18,7 +18,7 @@ from app.model_controls import (
     model_choices,
     model_field,
 )
-from app.options import gpu_options, with_value
+from app.options import gpu_options, link_choices, with_value
 from app.schemas import CPAnswer
 from labs.context_parallel.inputs import CPInput, CPResult, attention_heads
 from labs.context_parallel.lab import LAYOUT_NAMES, mask_layout, simulate_cp
@@ -141,7 +141,7 @@ def extra_context(state) -> dict:
             for id_, spec in models().items()), query.model_value),
         "model_value": query.model_value,
         "gpu_options": gpu_options(),
-        "link_options": tuple((id_, link.name) for id_, link in links().items()),
+        "link_options": link_choices(links()),
         "cp_options": with_value(CP_OPTIONS, query.cp),
         "seq_options": with_value(SEQ_OPTIONS, query.seq_len),
     }

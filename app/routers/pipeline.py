@@ -18,7 +18,7 @@ from app.model_controls import (
     model_choices,
     model_field,
 )
-from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
+from app.options import SEQ_LENGTHS, gpu_options, link_choices, model_options, with_value
 from app.schemas import PipelineAnswer
 from labs.core.limits import (
     MAX_DEGREE,
@@ -184,9 +184,9 @@ def extra_context(state) -> dict:
         "tp_options": with_value((1, 2, 4, 8, 16, 32, 64), state.query.tp),
         "interleaved": INTERLEAVED,
         "interleaved_names": ", ".join(SCHEDULES[k] for k in INTERLEAVED),
-        "link_options": (("none", "None: sends are free"),
-                         *((k, f"{v.name} ({v.bandwidth / 1e9:,.1f} GB/s)")
-                           for k, v in links().items())),
+        "link_options": (("none", "None: sends are free", ""),
+                         *link_choices(links(), lambda v: f"{v.name} "
+                                                          f"({v.bandwidth / 1e9:,.1f} GB/s)")),
         "seq_options": with_value(SEQ_LENGTHS, state.query.seq_len),
     }
 

@@ -23,6 +23,7 @@ from app.cluster_controls import (
     InterLink,
     IntraLink,
     Kernels,
+    LinkFollowsGpu,
     PrecisionRecipe,
     SeqLen,
     SequenceParallel,
@@ -60,7 +61,7 @@ CONTROLS_PATH = FRAGMENT_PATH + "-controls"
 PURE_ROUTES = (API_PATH, FRAGMENT_PATH)
 
 
-class PlanQuery(ModelControls):
+class PlanQuery(ModelControls, LinkFollowsGpu):
     """A model, a cluster and a sequence length: what the planner searches plans for."""
 
     model: ModelChoice = model_field("gpt-3-175b")
@@ -182,8 +183,9 @@ def _parse(request: Request) -> tuple[PlanQuery | None, PlanSearch | None, Respo
         return None, None, api_error(request, errors)
     try:
         return q, run(q), None
-    except LabInputError as exc:
-        return None, None, api_error(request, {exc.field: exc.message})
+    except LabInputError as exc:  # a clash of two controls (GPU and link) is said by both
+        return None, None, api_error(request, dict.fromkeys((exc.field, *exc.also),
+                                                            exc.message))
 
 
 @router.get(API_PATH, tags=["EP08"], summary="Auto-planner: every valid plan for a model "

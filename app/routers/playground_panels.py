@@ -21,6 +21,7 @@ from app.cluster_controls import (
     GpusPerNode,
     InterLink,
     IntraLink,
+    LinkFollowsGpu,
     MicroBatch,
     Microbatches,
     Nodes,
@@ -52,7 +53,7 @@ from labs.hardware.links import clusters
 from labs.model.presets import get_model
 
 
-class SharedControls(LabQuery):
+class SharedControls(LabQuery, LinkFollowsGpu):
     """The controls every lab reads: EP08's plan on a cluster (the worked plan by default:
     Llama 3.1 70B on 4 DGX H100 nodes as TP8 x PP2 x DP2, 16 micro-batches of 8,192 tokens)."""
 

@@ -25,6 +25,7 @@ from app.cluster_controls import (
     InterLink,
     IntraLink,
     Kernels,
+    LinkFollowsGpu,
     MicroBatch,
     Microbatches,
     Nodes,
@@ -53,7 +54,7 @@ from app.model_controls import (
     model_choices,
     model_field,
 )
-from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
+from app.options import SEQ_LENGTHS, gpu_options, link_choices, model_options, with_value
 from app.recipe_answer import causes_of, micro_api, plan_api, result_api
 from app.routers.pipeline import SCHEDULE_LABELS
 from app.schemas import RecipeAnswer
@@ -83,7 +84,7 @@ from labs.recipe.runs import BY_ID, check, checks, summary, utilisation
 router = APIRouter()
 
 
-class RecipeQuery(ModelGpuControls):
+class RecipeQuery(ModelGpuControls, LinkFollowsGpu):
     """The controls of the 3D recipe: a model, a cluster and a plan's every decision."""
 
     model: ModelChoice = model_field("gpt-3-175b")
@@ -286,7 +287,7 @@ def extra_context(state) -> dict:
         "model_value": q.model_value,
         "model_controls": q.model_controls(),
         "gpu_options": gpu_options(),
-        "intra_options": [(k, links()[k].name) for k in INTRA],
+        "intra_options": link_choices(INTRA),
         "inter_options": [(k, links()[k].name) for k in INTER],
         "schedules": SCHEDULE_LABELS,
         "recipe_options": [(k, r.label) for k, r in RECIPES.items() if r.mode == "train"],

@@ -10,11 +10,12 @@ from pydantic import Field
 from app.charts.tensor_parallel import figures
 from app.charts.tp_split import split_view
 from app.charts.units import fmt_pct
+from app.cluster_controls import LinkFollowsGpu
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
-from app.options import SEQ_LENGTHS, gpu_options, with_value
+from app.options import SEQ_LENGTHS, gpu_options, link_choices, with_value
 from app.schemas import TensorParallelAnswer
 from labs.core.errors import LabInputError
 from labs.core.limits import (
@@ -41,7 +42,7 @@ router = APIRouter()
 DEFAULT_MODEL = "llama-3.1-405b"
 
 
-class TPQuery(ModelGpuControls):
+class TPQuery(ModelGpuControls, LinkFollowsGpu):
     """The controls of the tensor-parallel lab; every size is bounded."""
 
     # Dense models only: MoE and MLA models are split differently and refused (check_model).
@@ -179,9 +180,9 @@ def dense_model_options() -> tuple[tuple[str, str], ...]:
 def link_options() -> dict[str, tuple[tuple[str, str], ...]]:
     every = links().values()
     return {
-        "link": (("", "The cluster below"),
-                 *((x.id, f"{x.name} alone") for x in every)),
-        "intra": tuple((x.id, x.name) for x in every if x.kind == "scale-up"),
+        "link": (("", "The cluster below", ""),
+                 *link_choices(links(), lambda x: f"{x.name} alone")),
+        "intra": link_choices(x.id for x in every if x.kind == "scale-up"),
         "inter": tuple((x.id, x.name) for x in every if x.kind == "scale-out"),
     }
 

@@ -20,7 +20,7 @@ from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
-from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
+from app.options import SEQ_LENGTHS, gpu_options, link_choices, model_options, with_value
 from app.routers.memory import DEFAULT_MODEL, RECIPE_LABELS
 from app.schemas import ZeroAnswer
 from labs.core.catalogue import ACTIVATION_MODEL_HELP
@@ -196,7 +196,7 @@ def extra_context(state) -> dict:
         "model_value": query.model_value,
         "gpu_options": gpu_options(),
         "recipes": {k: RECIPE_LABELS[k] for k in TRAIN_RECIPES},
-        "link_options": tuple((id_, link.name) for id_, link in links().items()),
+        "link_options": link_choices(links()),
         "host_links": {k: links()[k].name for k in HOST_LINKS},
         "dp_options": with_value(DP_OPTIONS, query.dp),
         "gpn_options": with_value(GPUS_PER_NODE_OPTIONS, query.gpus_per_node),

@@ -181,6 +181,13 @@ def ships_with(gpu: GPUSpec, link: Link) -> bool:
     return not link.gpus or gpu.id in link.gpus
 
 
+def own_fabric(gpu: GPUSpec) -> str:
+    """The scale-up link preset a GPU ships with: its vendor fabric (the first in preset order:
+    NVLink 4 for an H100, NVLink 5 for a B200), or PCIe for a GPU sold without one."""
+    up = [k for k, x in links().items() if x.kind == "scale-up" and ships_with(gpu, x)]
+    return next((k for k in up if links()[k].gpus), up[0])
+
+
 def check_pairing(gpu: GPUSpec, link: Link, link_field: str, gpu_field: str = "gpu") -> None:
     """Refuse a GPU on a fabric it never ships with (module docstring): a LabInputError on
     ``link_field`` that also names ``gpu_field``, saying which GPUs the fabric holds and which

@@ -235,12 +235,13 @@
   }
 
   function syncDependents(form) {
-    // <select data-filter-by="mode">: only options whose data-when matches the mode are offered.
+    // <select data-filter-by="mode">: only options whose data-when (space-separated values)
+    // holds the mode are offered; a link select filtered by "gpu" offers the fabrics it ships on.
     within(form, "select[data-filter-by]").forEach(function (select) {
       var want = controlValue(form, select.dataset.filterBy);
       var firstOk = null;
       Array.prototype.forEach.call(select.options, function (opt) {
-        var ok = !opt.dataset.when || opt.dataset.when === want;
+        var ok = !opt.dataset.when || opt.dataset.when.split(" ").indexOf(want) >= 0;
         opt.disabled = !ok;
         opt.hidden = !ok;
         if (ok && firstOk === null) firstOk = opt;

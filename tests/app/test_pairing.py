@@ -1,6 +1,10 @@
 """Issue 36: a GPU is never timed on a vendor fabric it never ships with (EP04 drew H100s on
 an NVL72 rack, which holds only Blackwell GPUs). Every lab that takes a GPU and a link
-refuses such a pair with a 422 naming both controls, and says so by both on the page."""
+refuses such a pair with a 422 naming both controls, and says so by both on the page. A link
+control left at its default follows the GPU instead (app.cluster_controls.LinkFollowsGpu):
+choosing only a GPU is never an error."""
+
+import html as html_lib
 
 import pytest
 
@@ -11,8 +15,12 @@ from tests.app.test_parser import api_messages, slot_messages
 #  the link control that names it)
 CLASHES = [
     ("tp", "/episodes/tensor-parallel", {"tp": 8, "link": "nvl72"}, "link"),
-    ("tp", "/episodes/tensor-parallel", {"tp": 8, "gpu": "b200"}, "intra_link"),
-    ("recipe", "/episodes/recipe-3d", {"gpu": "h100-sxm"}, "intra_link"),
+    ("tp", "/episodes/tensor-parallel", {"tp": 8, "gpu": "b200", "intra_link": "nvlink-3"},
+     "intra_link"),
+    ("recipe", "/episodes/recipe-3d", {"gpu": "h100-sxm", "intra_link": "nvlink-5"},
+     "intra_link"),
+    ("plan", "/episodes/recipe-3d/plan", {"gpu": "b200", "intra_link": "nvlink-4"},
+     "intra_link"),
     ("zero", "/episodes/zero", {"link": "nvlink-5"}, "link"),
     ("cp", "/episodes/context-parallel", {"cp": 4, "link": "nvl72"}, "link"),
     ("pipeline", "/episodes/pipeline", {"link": "nvlink-3"}, "link"),
@@ -26,6 +34,9 @@ def test_a_gpu_on_a_fabric_it_never_ships_with_is_a_422_naming_both(client, name
     assert set(messages) == {link, "gpu"}, messages
     assert messages[link] == messages["gpu"] and "GPU and link do not match" in messages[link]
     html = client.get(page, params=query).text
+    if name == "plan":  # the planner's fragment says a refusal in its place (plan_fragment)
+        assert messages[link] in html_lib.unescape(html)
+        return
     shown = slot_messages(html)
     assert shown.get(link) == shown.get("gpu") == messages[link], shown
 
@@ -47,3 +58,47 @@ def test_every_cluster_preset_pairs_its_gpu_with_its_own_fabric():
     fabrics = [k for k, x in links().items() if x.gpus]
     assert set(fabrics) == {"nvlink-3", "nvlink-4", "nvlink-4-h800", "nvlink-5", "nvl72",
                             "infinity-fabric-mi300x"}
+
+
+# (API name, the query choosing only a GPU, the link field, the GPU's own fabric): each
+# query's default link (NVLink 3 for the recipe and planner's A100, NVLink 4 for the TP lab's
+# and the playground's H100) gives way to the chosen GPU's.
+FOLLOWS = [
+    ("recipe", {"gpu": "h100-sxm"}, "intra_link", "nvlink-4"),
+    ("recipe", {"model": "mixtral-8x7b", "gpu": "h100-sxm", "nodes": 2, "tp": 2, "pp": 1,
+                "dp": 8, "ep": 8, "tp_overlap": "all"}, "intra_link", "nvlink-4"),
+    ("plan", {"gpu": "b200"}, "intra_link", "nvlink-5"),
+    ("tp", {"gpu": "b200"}, "intra_link", "nvlink-5"),
+    ("tp", {"gpu": "mi300x"}, "intra_link", "infinity-fabric-mi300x"),
+    ("tp", {"gpu": "rtx-4090"}, "intra_link", "pcie-4"),
+    ("playground", {"gpu": "a100-80gb"}, "intra_link", "nvlink-3"),
+]
+
+
+@pytest.mark.parametrize("name, query, field, fabric", FOLLOWS)
+def test_choosing_only_a_gpu_runs_it_on_its_own_fabric(client, name, query, field, fabric):
+    from app.cluster_controls import LinkFollowsGpu
+    from app.routers import plan, playground_panels, recipe, tensor_parallel
+
+    model = {"recipe": recipe.RecipeQuery, "plan": plan.PlanQuery,
+             "tp": tensor_parallel.TPQuery, "playground": playground_panels.SharedControls}[name]
+    assert issubclass(model, LinkFollowsGpu)
+    assert getattr(model(**query), field) == fabric
+    path = {"recipe": "/api/recipe", "plan": "/api/plan", "tp": "/api/tp",
+            "playground": "/api/playground"}[name]
+    response = client.get(path, params=query)
+    assert response.status_code == 200, response.text[:300]
+
+
+def test_the_link_select_offers_only_the_fabrics_the_gpu_ships_with(client):
+    """The page's select marks each vendor fabric with its GPUs (lab.js hides the others and
+    moves a selection that no longer fits), and renders the followed link as selected."""
+    html = client.get("/episodes/recipe-3d", params={"gpu": "h100-sxm"}).text
+    select = html.split('<select name="intra_link"', 1)[1].split("</select>", 1)[0]
+    assert 'data-filter-by="gpu"' in select
+    for key, link in links().items():
+        if link.kind != "scale-up":
+            continue
+        option = select.split(f'<option value="{key}"', 1)[1].split(">", 1)[0]
+        assert (f'data-when="{" ".join(link.gpus)}"' in option) == bool(link.gpus), option
+    assert '<option value="nvlink-4" selected' in select

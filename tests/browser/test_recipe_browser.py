@@ -170,3 +170,20 @@ def test_search_again_plans_the_controls_as_they_are_now(page):
                            "return b.length > 0 && b.every(x => x === 128); }",
                            timeout=60_000)
     expect(page.locator("#plan-search-result")).to_be_in_viewport()
+
+
+def test_choosing_a_gpu_moves_the_link_to_its_own_fabric(page, live_server):
+    """The A100 default's NVLink 3 gives way to the H100's NVLink 4 when only the GPU changes
+    (lab.js syncDependents, data-filter-by="gpu"): the step is timed, not refused."""
+    page.goto(PAGE)
+    wait_drawn(page)
+    page.evaluate("() => document.querySelectorAll('form.controls details')"
+                  ".forEach(d => { d.open = true; })")
+    page.locator("#input-gpu").select_option("h100-sxm")
+    page.wait_for_url("**gpu=h100-sxm**")
+    wait_drawn(page)
+    expect(page.locator("#input-intra_link")).to_have_value("nvlink-4")
+    assert page.locator("#input-intra_link option[value=nvlink-3]").evaluate("o => o.hidden")
+    h100 = api_json(live_server, "recipe", "gpu=h100-sxm&intra_link=nvlink-4")
+    assert step_ms(page) == pytest.approx(h100["step_s"] * 1e3, rel=1e-3)
+    expect(page.locator("#error-intra_link")).to_have_text("")
