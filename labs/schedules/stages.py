@@ -13,7 +13,8 @@ the earlier chunks taking the extra layer: Megatron's --pipeline-model-parallel-
 flexible virtual-pipeline layout, NVIDIA Megatron-LM MR 2795) allows any such split, where
 the older rule asked every stage's layers to divide by the chunks.
 Under TP, projections and the embedding are split (vocab-parallel), while norms,
-routers and learned position embeddings are replicated on every TP rank. A MoE model's first
+routers, learned position embeddings and the row-split projections' biases are replicated on
+every TP rank. A MoE model's first
 ``dense_layers`` layers are dense, so a stage's routed experts follow the MoE layers *it*
 holds. With interleaved or V-shaped schedules a rank holds several model pieces
 (``Schedule.piece`` in ``labs.schedules.catalogue``); its layers are the union of theirs.
@@ -38,7 +39,7 @@ class StageParams:
     layers: int
     moe_layers: int
     tp_split: float  # divided by TP: projections, dense/shared MLPs, embedding, output head
-    replicated: float  # copied on every TP rank: norms, routers, position embeddings
+    replicated: float  # on every TP rank: norms, routers, position embeddings, row biases
     experts: float  # routed experts, divided by EP x expert-TP
     first: bool  # holds the embedding (and the first layer)
     last: bool  # holds the final norm and output layer (and the loss)
@@ -161,8 +162,12 @@ def stage_params(model: ModelSpec, pp: int, schedule: str = "1f1b", virtual: int
         moe = sum(max(0, starts[k] + counts[k] - max(starts[k], m.dense_layers))
                   for k in held) if m.is_moe else 0
         dense = layers - moe
-        tp_split = layers * m.attention_params + dense * dense_mlp + moe * shared
-        replicated = layers * 2 * norm + moe * router
+        # A row-split matrix's bias (the attention output projection's, the MLP's down
+        # projection's) is added after its all-reduce: whole on every TP rank
+        # (megatron/core/tensor_parallel/layers.py, RowParallelLinear: a bias of output_size).
+        row_biases = (layers + dense + moe * m.shared_experts) * h if m.linear_bias else 0
+        tp_split = layers * m.attention_params + dense * dense_mlp + moe * shared - row_biases
+        replicated = layers * 2 * norm + moe * router + row_biases
         first, last = 0 in held, pieces - 1 in held
         if first:
             tp_split += m.vocab * h

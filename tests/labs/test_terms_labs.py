@@ -641,7 +641,8 @@ def test_tp_memory_bound_ops_by_hand(tp):
     read 2 B and write 2 B of h each way (backward 6), the residual adds (6 B of h each way),
     SwiGLU (6 B forward, 10 backward, of FFN/t), RoPE on the queries and keys (4 B of their
     widths each way); with sequence parallelism (TP > 1) the norms and adds split by t. At TP
-    8 each GPU keeps one of the 8 KV heads. Compute = GEMMs + attention + these."""
+    8 each GPU keeps one of the 8 KV heads. Compute = GEMMs + attention + these; the step
+    adds the embedding, the output layer and the loss."""
     from labs.tensor_parallel.inputs import Topology, TPInput
     from labs.tensor_parallel.lab import tensor_parallel, tp_cluster
 
@@ -655,3 +656,39 @@ def test_tp_memory_bound_ops_by_hand(tp):
     assert cost.memory_s == pytest.approx((forward + backward) / (3.35e12 * 0.78), rel=1e-12)
     assert cost.compute_s == pytest.approx(cost.gemm_s + cost.attention_s + cost.memory_s,
                                            rel=1e-12)
+    # The step: 126 layers, the embedding (read and write 2 B of h; backward 6), the final
+    # norm (4 and 6 B of h), the vocab-parallel logits GEMMs (4,096 x 128,256/t x 16,384,
+    # forward, input and weight gradients) and Megatron's fp32 cross-entropy, 38 B a logit
+    # forward and 14 backward (labs.model.head's count of its kernels).
+    vocab = math.ceil(128256 / tp)
+    head = (tokens * split * (4 + 6 + 4 + 6) * h + tokens * vocab * (38 + 14)) / (3.35e12 * 0.78) \
+        + _gemm_by_hand(tokens, vocab, h) + _gemm_by_hand(tokens, h, vocab) \
+        + _gemm_by_hand(h, vocab, tokens)
+    assert cost.step_compute_s == pytest.approx(126 * cost.compute_s + head, rel=1e-12)
+
+
+# EP08: the 3D recipe's seed, GPT-3 175B (96 layers, hidden 12,288, 96 heads, FFN 49,152,
+# vocab 50,257 tied, 2,048 learned positions, LayerNorm and a bias on every linear layer) on
+# 8 DGX A100 nodes, TP 8 x PP 4 x DP 2, ZeRO-1.
+
+def test_recipe_optimizer_step_by_hand():
+    """The optimizer runs on the slowest stage's local parameters, its shard under ZeRO-1 (over
+    DP 2): Megatron's mixed-precision Adam touches 52 B a parameter (model gradient into the
+    fp32 main gradient 2 + 4, unscale 4 + 4, norm 4, FusedAdam 16 + 12, master to model 4 +
+    2) at 75.33% of the A100's 2,039 GB/s (a measured 1,536 GB/s memcopy). The last stage
+    holds 24 layers and the tied embedding's copy. TP 8 splits each layer's matrices and the
+    column-split biases (QKV 3h, the MLP's up 4h) and the vocab; every GPU of the group keeps
+    the row-split projections' biases (the attention output's and the MLP down's, h each:
+    Megatron's RowParallelLinear adds them after the all-reduce), the two LayerNorms (2h
+    each) and the final one."""
+    from labs.recipe.inputs import Plan
+    from labs.recipe.lab import evaluate
+
+    h, v = 12288, 50257
+    split = 24 * (12 * h * h + 3 * h + 4 * h) + v * h
+    whole = 24 * (h + h + 2 * 2 * h) + 2 * h
+    local = (split / 8 + whole) / 2
+    result = evaluate(Plan(tp=8, pp=4, dp=2, zero=1, microbatches=16, seq_len=2048),
+                      get_model("gpt-3-175b"), get_cluster("dgx-a100"), 8)
+    assert result.timing.optimizer_s == pytest.approx(local * 52 / (2.039e12 * 0.7533),
+                                                      rel=1e-12)
