@@ -260,13 +260,45 @@ def test_a_child_collects_its_garbage_between_answers(client, pair, monkeypatch)
     light_only, _ = pair.slots
     automatic = light_only.executor.submit(gc.get_threshold).result(WAIT)
     assert automatic[2] == render_child.NO_AUTOMATIC_FULL
+    frozen = light_only.executor.submit(gc.get_freeze_count).result(WAIT)  # the app's import
     before = pair.collections
     CACHE.clear()
     assert client.get(LIGHT_ASK[0], params=LIGHT_ASK[1]).status_code == 200
     wait_until(lambda: pool_call(client, lambda: pair.collections > before and not any(
         s.collecting for s in pair.slots)), "the child that drew it collected, then was free")
+    # What survived is frozen: the next pass walks only what later answers make.
+    assert light_only.executor.submit(gc.get_freeze_count).result(WAIT) > frozen
     CACHE.clear()
     assert client.get(LIGHT_ASK[0], params={"seq_len": 12346}).status_code == 200
+
+
+def test_every_tenth_collection_walks_the_frozen_objects_too(monkeypatch):
+    """A cycle that became garbage after it was frozen (an evicted cached error and its
+    traceback) is reclaimed by the next collection that unfreezes first."""
+    from app import render_child
+
+    calls = []
+
+    class Recorder:
+        def unfreeze(self):
+            calls.append("unfreeze")
+
+        def collect(self):
+            calls.append("collect")
+            return 0
+
+        def freeze(self):
+            calls.append("freeze")
+
+    monkeypatch.setattr(render_child, "gc", Recorder())
+    monkeypatch.setitem(render_child._CHILD, "collections", 0)
+    for _ in range(2 * render_child.FULL_EVERY):
+        render_child.collect()
+    assert calls.count("collect") == calls.count("freeze") == 2 * render_child.FULL_EVERY
+    assert calls.count("unfreeze") == 2
+    first = calls.index("unfreeze")
+    assert calls[first:first + 3] == ["unfreeze", "collect", "freeze"]
+    assert calls[:first].count("collect") == render_child.FULL_EVERY - 1
 
 
 def nices(pid: int) -> list[int]:
