@@ -277,23 +277,29 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
             explanation="{answer}: 29 + 30 + 31 + 32, on the rank holding the last tokens.",
             rel_tol=0.005),
         decide(
-            "cp-decide-balance",
-            "16 tokens split contiguously over CP = 4: the last rank does far more attention "
-            "work than the first. Which change evens the ranks out?",
-            "cp", "imbalance",
-            (("cp8", "Use 8 ranks instead of 4", {"cp": 8},
-              "Smaller slices, but the last still sees nearly every key: busiest over "
-              "average {value}."),
-             ("zigzag", "Zigzag: rank r keeps chunks r and 2c − r − 1", {"layout": "zigzag"},
-              "Each rank pairs an early chunk with a late one, so every rank's pairs add up "
-              "to the same: busiest over average {value}."),
-             ("tokens", "Split 32 tokens instead of 16", {"tokens": 32},
-              "The triangle keeps its shape at any length: busiest over average {value}.")),
-            best="min", fmt=lambda v: f"{v:.2f}×",
-            hint="The causal mask is a triangle: which choice gives every rank a fair share "
-                 "of it?",
-            solution="{best}. Busiest rank over average: zigzag {zigzag}, 8 ranks {cp8}, 32 "
-                     "tokens {tokens}."),
+            "cp-decide-layout",
+            "GPT-3 175B (96 heads, each with its own K and V: no grouped-query attention), "
+            "one 131,072-token sequence over CP = 8 on NVLink 4. Which layout sends the fewest "
+            "bytes per GPU per layer?",
+            "cp", "comm_bytes_per_gpu",
+            tuple((key, label, {"model": "gpt-3-175b", "seq_len": 131072, "cp": 8,
+                                "tokens": 64, "layout": layout, "link": "nvlink-4"}, why)
+                  for key, label, layout, why in (
+                ("ring", "Zigzag ring: pass K/V blocks c − 1 times", "zigzag",
+                 "7 blocks of 16,384 tokens, each token's K and V 2 × 12,288 × 2 B = "
+                 "49,152 B: {value}."),
+                ("allgather", "All-gather the whole sequence's K/V", "allgather",
+                 "7/8 of 131,072 tokens × 49,152 B, the same bytes as the ring: {value}."),
+                ("ulysses", "Ulysses: all-to-all by heads", "ulysses",
+                 "7/8 of each rank's 16,384 tokens of Q, K, V and the output, 98,304 B a "
+                 "token: {value}. Without grouped-query attention K and V are as large as "
+                 "Q, and Ulysses' 1/c shard wins."))),
+            best="min", fmt=gb,
+            hint="The ring and the all-gather send the whole sequence's K/V; Ulysses sends a "
+                 "1/c shard of Q, K, V and the output. Which is smaller when K/V is big?",
+            solution="{best}. Bytes per GPU: ring {ring}, all-gather {allgather}, Ulysses "
+                     "{ulysses}. With Llama 3.1 70B's 8 KV heads (grouped-query attention) "
+                     "the ring sends less than Ulysses instead."),
     ),
     "moe": (
         predict(
@@ -305,8 +311,10 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
             unit="B params", scale=1e-9,
             hint="Each GPU keeps all the shared weights (attention, embeddings, routers, the "
                  "shared expert and the dense layers) and 1/EP of the routed experts.",
-            explanation="{answer} billion: the shared weights whole, plus 4 of the 256 routed "
-                        "experts in each MoE layer."),
+            explanation="{answer} billion. Each routed expert is 3 × 7,168 × 2,048 = 44.0M "
+                        "parameters; 58 MoE layers × 256 × 44.0M = 654B are routed experts, "
+                        "so 671 − 654 = 17B are shared and sit whole on every GPU: "
+                        "654 / 64 + 17 = {answer}."),
         decide(
             "moe-decide-skew",
             "Mixtral 8×7B, EP8 on 2 nodes, routing skew 0.8: one MoE layer takes far longer "

@@ -90,6 +90,12 @@ def to_api(result: CPResult) -> dict:
         "comm_bytes_per_gpu": cost.comm_bytes_per_gpu,
         "comm_s": cost.comm_s,
         "attention_s": cost.attention_s,
+        # The rates the times come from, named on the page (cold reading, issue 36): the
+        # attention kernel's achieved FLOP/s at this block size, and the bytes each GPU sends
+        # over the collective's whole time (NCCL's achieved rate with its latency).
+        "attention_flops": cost.attention_flops,
+        "attention_flops_per_s": cost.attention_flops / cost.attention_s,
+        "comm_bytes_per_s": cost.comm_bytes_per_gpu / cost.comm_s if cost.comm_s else 0.0,
         "exposed_s": cost.exposed_s,
         "kv_held_bytes": cost.kv_held_bytes,
         "seq_imbalance": cost.imbalance,

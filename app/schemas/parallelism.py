@@ -250,6 +250,13 @@ class CPAnswer(BaseModel):
                                                   "one sequence of seq_len tokens.")
     comm_s: float = Field(description="Seconds of that communication on the link (α–β).")
     attention_s: float = Field(description="Busiest rank's attention forward per layer, s.")
+    attention_flops: float = Field(description="Its FLOPs: 2·(d_qk + d_v)·heads per causal "
+                                   "pair (QKᵀ and AV).")
+    attention_flops_per_s: float = Field(description="The fused attention kernel's achieved "
+                                         "rate at this block size, FLOP/s.")
+    comm_bytes_per_s: float = Field(description="Bytes sent per GPU over the communication "
+                                    "time: the link's rate as NCCL achieves it, latency "
+                                    "included (0 without communication).")
     exposed_s: float = Field(description="Communication attention waits for, seconds.")
     kv_held_bytes: float = Field(description="Other ranks' K/V held at once per layer.")
     seq_imbalance: float = Field(description="Imbalance at seq_len.")

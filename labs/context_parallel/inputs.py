@@ -113,6 +113,7 @@ class CPCost:
     comm_bytes_per_gpu: float
     comm_s: float
     attention_s: float  # busiest rank's attention forward at its fused kernel's rate
+    attention_flops: float  # the busiest rank's attention forward FLOPs (QKᵀ and AV)
     exposed_s: float  # communication attention must wait for
     kv_held_bytes: float  # K/V of other ranks held at once for attention
     busiest_pairs: float  # at seq_len (Ulysses: s(s+1)/2c, possibly fractional)

@@ -175,6 +175,7 @@ def cp_cost(model: ModelSpec, seq_len: int, cp: int, layout: str, link: Link,
     return CPCost(
         collective=collective, steps=steps, kv_bytes_per_token=kv_token, block_bytes=block,
         comm_bytes_per_gpu=sent if c > 1 else 0.0, comm_s=comm, attention_s=attention_s,
+        attention_flops=float(flops),
         exposed_s=exposed if c > 1 else 0.0, kv_held_bytes=held if c > 1 else 0.0,
         busiest_pairs=float(busiest), imbalance=big.imbalance,
         activation_bytes_per_gpu=m.layers * per_layer,

@@ -1,7 +1,9 @@
 """EP06 routes in-process: the seed figures through GET /api/cp, 422s that say why, the page,
 the fragment, the mask drawn from the layout, and each diagram's embed."""
 
+import html as html_lib
 import json
+import re
 
 import pytest
 
@@ -148,3 +150,56 @@ def test_json_answer_validates_against_its_schema(client):
     for layout in ("contiguous", "zigzag", "allgather", "ulysses"):
         CPAnswer.model_validate(api(client, layout=layout, tokens=16, cp=4))
     assert json.loads(json.dumps(api(client))) == api(client)  # plain JSON, stable
+
+
+def test_three_methods_called_sequence_parallelism_are_told_apart(client):
+    """Issue 36, item 7: EP06 separates Megatron's sequence parallelism (EP04), context
+    parallelism (ring or all-gather of K/V) and DeepSpeed-Ulysses (all-to-all over heads,
+    which DeepSpeed also calls sequence parallelism): what each splits, sends and its limit,
+    with sources."""
+    html = client.get("/episodes/context-parallel").text
+    step = html.split('id="step-5"')[1].split("</section>")[0]
+    text = html_lib.unescape(re.sub(r"<[^>]+>", "", step))  # the glossary's tips are tags
+    for name in ("Megatron's sequence parallelism", "Context parallelism",
+                 "DeepSpeed-Ulysses (DeepSpeed's \"sequence parallelism\")"):
+        assert name in text, name
+    for source in ("Korthikanti et al. 2022", "Jacobs et al. 2023"):
+        assert source in text
+
+
+def test_ulysses_splits_cleanly_only_up_to_the_kv_heads(client):
+    """Ulysses' traffic per GPU is (c - 1)/c of a 1/c shard of Q, K, V and the output: it
+    falls with c while the KV heads divide among the ranks. Past them (Llama 3.1 70B has 8)
+    each KV head is copied to c/8 ranks and the K/V part stops falling, as the page says."""
+    def sent(model, c):
+        return client.get("/api/cp", params={"model": model, "seq_len": 131072, "cp": c,
+                                             "layout": "ulysses", "tokens": 64}).json()
+
+    mha = {c: sent("gpt-3-175b", c) for c in (4, 8, 16)}  # 96 heads, 96 KV heads
+    assert mha[4]["kv_heads"] == mha[4]["heads"]
+    for a, b in ((4, 8), (8, 16)):  # the 1/c law: (c-1)/c^2 of the sequence
+        law = ((b - 1) / b**2) / ((a - 1) / a**2)
+        assert mha[b]["comm_bytes_per_gpu"] / mha[a]["comm_bytes_per_gpu"] == pytest.approx(law)
+    gqa = {c: sent("llama-3.1-70b", c) for c in (4, 8, 16)}
+    kv = gqa[8]["kv_heads"]
+    assert kv == 8
+    law = ((8 - 1) / 8**2) / ((4 - 1) / 4**2)
+    assert gqa[8]["comm_bytes_per_gpu"] / gqa[4]["comm_bytes_per_gpu"] == pytest.approx(law)
+    past = ((16 - 1) / 16**2) / ((8 - 1) / 8**2)
+    assert gqa[16]["comm_bytes_per_gpu"] / gqa[8]["comm_bytes_per_gpu"] > past * 1.05
+    assert client.get("/api/cp", params={"model": "llama-3.1-70b", "cp": 3,
+                                         "layout": "ulysses"}).status_code == 422
+
+
+def test_the_cost_note_names_the_rates_its_times_come_from(client):
+    """Cold reading: the note said 'half the BF16 peak', which the lab does not use; it now
+    prints the attention kernel's achieved rate and NCCL's achieved send rate, from the API."""
+    q = {"model": "llama-3.1-70b", "seq_len": 131072, "cp": 8, "layout": "zigzag",
+         "tokens": 64, "link": "nvlink-4"}
+    body = client.get("/api/cp", params=q).json()
+    html = client.get("/episodes/context-parallel", params=q).text
+    assert body["attention_flops"] / body["attention_s"] == pytest.approx(
+        body["attention_flops_per_s"])
+    assert f"{body['attention_flops_per_s'] / 1e12:.0f} TFLOP/s here" in html
+    assert f"{body['comm_bytes_per_s'] / 1e9:.1f} GB/s with the latency" in html
+    assert "half the" not in html.split("Attention is timed")[1][:40]

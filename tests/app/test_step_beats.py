@@ -18,6 +18,7 @@ BEATS = [
     "pipeline",
     "failures",
     "placement",
+    "cp",
 ]
 
 

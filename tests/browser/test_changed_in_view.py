@@ -15,7 +15,7 @@ from tests.browser.helpers import wait_drawn
 from tests.browser.test_bench_view import SHOWN
 from tests.browser.test_bench_view import sized as sized  # the laptop and phone page fixture
 
-PAGES = {"pipeline": "/episodes/pipeline",
+PAGES = {"pipeline": "/episodes/pipeline", "cp": "/episodes/context-parallel",
          "placement": "/episodes/rl-placement", "precision": "/episodes/low-precision",
          "failures": "/episodes/failures", "playground": "/episodes/playground"}
 
