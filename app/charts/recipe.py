@@ -3,19 +3,13 @@ pipeline stage's memory against the GPU."""
 
 from app.charts import base_layout, gpu_line_legend, gpu_memory_line, short_gpu_name
 from app.charts.units import fmt_bytes, fmt_pct, gb_axis
+from labs.recipe.inputs import SEGMENT_LABELS
 
 # Step segment -> (label, colour), in the order the bar stacks them (left first).
-SEGMENTS = {
-    "compute": ("Compute", "#4c78a8"),
-    "stages": ("Uneven stages (waits)", "#9d755d"),
-    "tp": ("TP collectives (exposed)", "#f58518"),
-    "cp": ("CP ring (exposed)", "#72b7b2"),
-    "ep": ("EP all-to-all (exposed)", "#b279a2"),
-    "sends": ("Pipeline sends", "#54a24b"),
-    "bubble": ("Pipeline bubble", "#bab0ac"),
-    "dp": ("DP sync (exposed)", "#e45756"),
-    "optimizer": ("Optimizer step", "#eeca3b"),
-}
+COLOURS = {"compute": "#4c78a8", "stages": "#9d755d", "tp": "#f58518", "cp": "#72b7b2",
+           "ep": "#b279a2", "sends": "#54a24b", "bubble": "#bab0ac", "dp": "#e45756",
+           "optimizer": "#eeca3b"}
+SEGMENTS = {k: (label, COLOURS[k]) for k, label in SEGMENT_LABELS.items()}
 
 
 def _plan_name(r) -> str:

@@ -196,6 +196,10 @@ def fmt_term(value: float, unit: str) -> str:
         return fmt_count(value)
     if unit == "flops":
         return f"{value:.3g} FLOP"
+    if unit == "flop/s":
+        return f"{value / 1e12:,.0f} TFLOP/s"
+    if unit == "B/s":
+        return f"{value / 1e9:,.0f} GB/s"
     if float(value).is_integer():
         return f"{int(value):,}"
     return f"{value:.3g}"

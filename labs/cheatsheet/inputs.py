@@ -57,8 +57,8 @@ class CheatInput:
 class Term:
     symbol: str
     value: float
-    unit: str  # bytes, s (shown in ms), duration (s, shown in its unit), flops, count,
-    # fraction, or "" (a plain number)
+    unit: str  # bytes, s (shown in ms), duration (s, shown in its unit), flops, flop/s, B/s,
+    # count, fraction, or "" (a plain number)
     meaning: str
 
 

@@ -134,15 +134,15 @@ LINES: tuple[tuple[str, str, str, str, str, Callable], ...] = (
      "Hu et al. 2021 (LoRA) sec 4.1", lora_params),
     ("qlora_base", "EP10", "QLoRA frozen base", "P_lin × (4 + 8/64 + 32/(64·256)) / 8 + "
      "P_rest × 2 B", "Dettmers et al. 2023 (QLoRA) sec 3", qlora_base),
-    ("fp8_speedup", "EP10", "What FP8 buys in time", "1 / ((1 − g) + g/r + c)",
+    ("fp8_speedup", "EP10", "What FP8 buys in time", "1 / ((1 − g) + g/r + c + e)",
      "Amdahl 1967; FP8 GEMMs at the dense FP8 peak (H100: 1,979 vs 989 TFLOP/s)", fp8_speedup),
     ("offload", "EP10", "Activation offload", "host = f·A × GPUs/node; hidden while "
      "A_layer / B_PCIe ≤ t_fwd", "Megatron-LM CPU offloading; PyTorch save_on_cpu",
      offload_host),
     ("young", "EP11", "Checkpoint interval", "τ = √(2·δ·M)",
      "Young 1974 (CACM 17(9)); Daly 2006 (FGCS 22(3)) refines it", young_interval),
-    ("goodput", "EP11", "Goodput", "τ/(τ+b) × (1 − (R + (τ+b)/2)/M)",
-     "Young 1974's first-order accounting; Llama 3 (arXiv:2407.21783) sec 3.3.4",
+    ("goodput", "EP11", "Goodput", "τ / ((M + R)·(e^((τ+b)/M) − 1))",
+     "Daly 2006 (FGCS 22(3)) eq. 10; Llama 3 (arXiv:2407.21783) sec 3.3.4",
      goodput_line),
 )
 

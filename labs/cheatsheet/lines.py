@@ -25,7 +25,7 @@ from labs.precision.finetune import finetunes, trainable_params
 from labs.precision.inputs import MODULE_SETS, PrecisionInput
 from labs.precision.lab import compute_precision
 from labs.precision.speed import speed
-from labs.recipe.inputs import Plan
+from labs.recipe.inputs import SEGMENT_LABELS, Plan
 from labs.recipe.lab import evaluate
 from labs.rl.inputs import RLPlacementInput
 from labs.rl.lab import compute_rl_placement
@@ -116,7 +116,9 @@ def min_gpus(inp):
 def _dp(inp):
     link = inp.cluster.inter.id if inp.dp > inp.cluster.gpus_per_node else inp.cluster.intra.id
     return simulate_dp(DataParallelInput(inp.model, 2 * inp.model.params, gpus=inp.dp,
-                                         link=link)), link
+                                         link=link, seq_len=inp.seq_len,
+                                         micro_batch=inp.micro_batch,
+                                         microbatches=inp.microbatches)), get_link(link).name
 
 
 def ring(inp):
@@ -129,9 +131,16 @@ def ring(inp):
 
 def dp_speedup(inp):
     r, link = _dp(inp)
-    p = r.point
-    return ((Term("N", inp.dp, "", "GPUs"), Term("c", p.compute_s, "s", "compute per step"),
-             Term("t", p.exposed_comm_s, "s", f"all-reduce on {link}")),
+    p, c = r.point, r.ratio
+    return ((Term("N", inp.dp, "", "GPUs"),
+             Term("T", c.tokens_per_gpu, "", "tokens per GPU per step: b·m·s"),
+             Term("rate", c.rate, "flop/s", f"EP02's H100: {c.achieved_share:.0%} of its "
+                                            f"{c.peak_flops / 1e12:,.0f} TFLOP/s dense peak, "
+                                            "achieved"),
+             Term("c", p.compute_s, "s", "6·P·T ÷ rate"),
+             Term("B_bus", c.busbw, "B/s", f"NCCL's bus bandwidth on {link}, measured "
+                                           "(nccl-tests), not the link's datasheet rate"),
+             Term("t", p.exposed_comm_s, "s", "2(N−1)/N · 2·P ÷ B_bus, no overlap")),
             Term("N·c/(c+t)", p.speedup, "", "weak-scaling speedup"))
 
 
@@ -140,7 +149,9 @@ def dp_speedup(inp):
 def _zero(inp, stage):
     r = simulate_zero(ZeroInput(inp.model, inp.gpu, dp=inp.dp, zero=stage,
                                 seq_len=inp.seq_len, micro_batch=inp.micro_batch))
-    return ((Term("P", r.params, "count", "parameters"), Term("D", inp.dp, "", "DP replicas")),
+    return ((Term("P", r.params, "count", "parameters"),
+             Term("D", inp.dp, "", "DP replicas, DP alone: the TP and PP above are not "
+                                   "applied (EP03's lab)")),
             Term(f"ZeRO-{stage}", r.state_bytes, "bytes", "state per GPU"))
 
 
@@ -173,8 +184,10 @@ def tp_layer(inp):
     per = 2 * (inp.tp - 1) / inp.tp * r.collective_bytes  # one collective's bytes per GPU
     again = r.cost.comm_bytes / per - n if per else 0.0
     return ((Term("n", n, "", "collectives per layer per step (2 forward, 2 backward)"),
-             Term("r", round(again, 3), "", "run again by recomputation (SP: the forward's "
-                                             "all-gathers, half a collective each)"),
+             Term("r", round(again, 3), "", "sent again in the backward: with sequence "
+                  "parallelism (on here) each column-parallel layer's input is all-gathered "
+                  "again for its weight gradient, two all-gathers = one all-reduce's bytes"
+                  if again else "nothing sent again (no sequence parallelism)"),
              Term("s·b·h·2", r.collective_bytes, "bytes", "each one's tensor"),
              Term("t", inp.tp, "", "TP degree")),
             Term("sent per layer", r.cost.comm_bytes, "bytes", "per GPU, forward + backward"))
@@ -230,9 +243,14 @@ def _moe_model(inp) -> ModelSpec:
     return inp.model if inp.model.is_moe else get_model(MOE_EXAMPLE)
 
 
+def _borrowed(inp, m: ModelSpec) -> str:
+    """Said on an EP07 line when the chosen model is dense and the line shows MOE_EXAMPLE."""
+    return "" if m is inp.model else f" ({m.name}: {inp.model.name} is dense)"
+
+
 def moe_params(inp):
     m = _moe_model(inp)
-    return ((Term("experts", m.experts, "", f"{m.name}, top-{m.top_k}"),),
+    return ((Term("experts", m.experts, "", f"{m.name}, top-{m.top_k}{_borrowed(inp, m)}"),),
             Term("total / active", m.params / m.active_params, "",
                  f"{m.params / 1e9:.1f}B held, {m.active_params / 1e9:.1f}B per token"))
 
@@ -242,8 +260,9 @@ def moe_a2a(inp):
     ep = min(8, m.experts)
     r = simulate_moe(MoEInput(m, get_cluster("dgx-h100"), nodes=1, ep=ep,
                               tokens=inp.seq_len * inp.micro_batch))
-    return ((Term("T", r.input.tokens, "", "tokens per GPU"), Term("k", m.top_k, "", "experts "
-             "per token"), Term("h·2", m.hidden * 2, "bytes", "one token"),
+    return ((Term("T", r.input.tokens, "", f"tokens per GPU{_borrowed(inp, m)}"),
+             Term("k", m.top_k, "", "experts per token"),
+             Term("h·2", m.hidden * 2, "bytes", "one token"),
              Term("EP", ep, "", "expert-parallel GPUs")),
             Term("dispatch", max(r.routing.received_bytes), "bytes",
                  "received per GPU, one all-to-all (combine sends it back)"))
@@ -263,25 +282,37 @@ def _legal(r):
     return r
 
 
-def flops_6nd(inp):
+def _flop_terms(inp, matmul: int, per_token: float, tokens: int) -> tuple:
+    """N, D and the attention score FLOPs: what the FLOP count adds to matmul·N·D, so the
+    terms sum to the result."""
     n = matmul_params(inp.model)
-    return ((Term("N", n, "count", "matmul parameters"),
-             Term("D", inp.seq_len, "", "tokens (one sequence)")),
-            Term("6·N·D + attention", model_flops_per_token(inp.model, inp.seq_len) *
-                 inp.seq_len, "flops", "training FLOPs"))
+    return (Term("N", n, "count", f"matmul parameters ({inp.model.params / 1e9:.1f}B less "
+                                  "the input embedding, a lookup)"),
+            Term("D", tokens, "", "tokens"),
+            Term(f"{matmul}·N·D", matmul * n * tokens, "flops", "the weight matmuls"),
+            Term("attention", per_token * tokens - matmul * n * tokens, "flops",
+                 "QKᵀ and AV, 4·L·h·s per token forward, twice that backward: 12·L·h·s per "
+                 "token (16·L·h·s with full recomputation's second forward)"))
+
+
+def flops_6nd(inp):
+    per = model_flops_per_token(inp.model, inp.seq_len)
+    return (_flop_terms(inp, 6, per, inp.seq_len),
+            Term("6·N·D + attention", per * inp.seq_len, "flops", "training FLOPs, one "
+                 "sequence"))
 
 
 def flops_8nd(inp):
     per = hardware_flops_per_token(inp.model, inp.seq_len, "full")
-    return ((Term("N", matmul_params(inp.model), "count", "matmul parameters"),
-             Term("D", inp.seq_len, "", "tokens")),
+    return (_flop_terms(inp, 8, per, inp.seq_len),
             Term("8·N·D + attention", per * inp.seq_len, "flops", "run with full recomputation"))
 
 
 def mfu(inp):
     r = _legal(_plan(inp))
-    return ((Term("6·N·D", r.timing.model_flops_per_token * r.tokens_per_step, "flops",
-                  f"model FLOPs of the step's {r.tokens_per_step:,} tokens (+ attention)"),
+    return ((Term("6·N·D + attention", r.timing.model_flops_per_token * r.tokens_per_step,
+                  "flops", f"model FLOPs of the step's D = b·m·DP·s = {r.tokens_per_step:,} "
+                           "tokens, as the Training FLOPs line counts them"),
              Term("step", r.step_s, "s", "simulated"), Term("GPUs", r.gpus, "", "in the plan"),
              Term("peak", inp.gpu.bf16_flops, "flops", "per GPU per second")),
             Term("MFU", r.mfu, "fraction", "model FLOPs over step × GPUs × peak"))
@@ -290,7 +321,7 @@ def mfu(inp):
 def step_time(inp):
     r = _legal(_plan(inp))
     seg = r.segments or {}
-    terms = tuple(Term(k, v, "s", k.replace("_", " ")) for k, v in seg.items())
+    terms = tuple(Term(k, v, "s", SEGMENT_LABELS.get(k, k).lower()) for k, v in seg.items())
     return terms, Term("step", r.step_s, "s", "the sum")
 
 
@@ -362,15 +393,20 @@ def fp8_speedup(inp):
         raise LabInputError("gpu", s.reason or "no FP8 path")
     lin, added = s.part("linear"), s.part("casts").fp8_s + s.part("scaling").fp8_s
     share = lin.bf16_s / s.bf16_step_s
+    sync = s.part("zero")
     return ((Term("g", share, "fraction", "linear GEMMs' share of the BF16 step"),
              Term("r", lin.bf16_s / lin.fp8_s, "", "their speed-up at the FP8 rate"),
-             Term("c", added / s.bf16_step_s, "fraction", "casts and scaling, of the step")),
+             Term("c", added / s.bf16_step_s, "fraction", "casts and scaling, of the step"),
+             Term("e", (sync.fp8_s - sync.bf16_s) / s.bf16_step_s, "fraction",
+                  "gradient sync the shorter backward stops hiding (one GPU here, no DP: 0; "
+                  "EP10 step 8 shows a state where it is not)")),
             Term("speed-up", s.speedup, "", "BF16 step / FP8 step"))
 
 
 def offload_host(inp):
-    o = compute_precision(_one_gpu(inp, recipe="adam16", offload=1.0)).offload
-    return ((Term("A", o.activation_bytes, "bytes", "saved activations per GPU"),
+    o = compute_precision(_one_gpu(inp, recipe="adam16", offload=1.0, tp=inp.tp)).offload
+    return ((Term("A", o.activation_bytes, "bytes", f"saved activations per GPU at TP = "
+                                                     f"{inp.tp}"),
              Term("t_copy", o.copy_s, "s", "one layer over PCIe 5"),
              Term("t_fwd", o.forward_s, "s", "its forward")),
             Term("f_hidden", o.hidden_share, "fraction", "largest share the forward hides"))
@@ -399,7 +435,8 @@ def goodput_line(inp):
     g = r.best
     return ((Term("τ", g.interval, "duration", "Daly's interval"),
              Term("b", r.checkpoint.block_s, "duration", "stop per save"),
-             Term("R", r.input.restart, "duration", "restart (assumed)"),
+             Term("R", r.input.restart, "duration", "restart (assumed; a sync save loses no "
+                                                    "work behind it)"),
              Term("M", r.mtbi_s, "duration", "between interruptions")),
             Term("goodput", g.goodput, "fraction", "wall time on steps that count"))
 

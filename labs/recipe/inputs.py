@@ -146,6 +146,21 @@ class Plan:
         return self.micro_batch * self.microbatches * self.dp
 
 
+# The step bar's segments (RecipeResult.segments) as EP08 names them: its chart and the cheat
+# sheet's step-time line both read these.
+SEGMENT_LABELS = {
+    "compute": "Compute",
+    "stages": "Uneven stages (waits)",
+    "tp": "TP collectives (exposed)",
+    "cp": "CP ring (exposed)",
+    "ep": "EP all-to-all (exposed)",
+    "sends": "Pipeline sends",
+    "bubble": "Pipeline bubble",
+    "dp": "DP sync (exposed)",
+    "optimizer": "Optimizer step",
+}
+
+
 @dataclass(frozen=True)
 class RecipeResult:
     plan: Plan
@@ -163,7 +178,8 @@ class RecipeResult:
     # measured one (labs.hardware.kernels.matmul_rate) unless overridden.
     matmul_efficiency: float = DEFAULT_MATMUL_EFFICIENCY
     parts: dict[str, float] | None = None  # efficiency factors: stages, tp, cp, ep, sends, ...
-    segments: dict[str, float] | None = None  # the step bar, seconds, summing to step_s
+    segments: dict[str, float] | None = None  # the step bar, seconds, summing to step_s (keys:
+    # SEGMENT_LABELS, in that order)
 
     @property
     def legal(self) -> bool:

@@ -6,6 +6,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
+from markupsafe import escape
 
 from app.episodes import EPISODES
 from app.routers.playground_panels import PANELS, PlaygroundQuery
@@ -164,6 +165,9 @@ def test_cheat_sheet_page_shows_the_apis_lines(client, model):
             continue
         shown = re.search(rf'data-testid="result-{line["key"]}">([^<]+)<', page).group(1)
         assert shown == fmt_term(line["result"]["value"], line["result"]["unit"])
+        for term in line["terms"]:  # each term says what it is (cold reading, issue 36)
+            assert f'{term["symbol"]} = {fmt_term(term["value"], term["unit"])} ' \
+                   f'<small class="meaning">{escape(term["meaning"])}</small>' in page, term
 
 
 def test_every_cheat_line_links_to_a_real_step_at_a_good_state(client):
