@@ -692,3 +692,56 @@ def test_recipe_optimizer_step_by_hand():
                       get_model("gpt-3-175b"), get_cluster("dgx-a100"), 8)
     assert result.timing.optimizer_s == pytest.approx(local * 52 / (2.039e12 * 0.7533),
                                                       rel=1e-12)
+
+
+def test_rl_prefill_decode_split_by_hand():
+    """Separate prefill and decode engines (4 engines of 2 GPUs, 1 of them prefill): the
+    prefill engine takes all 64 prompts of 1,024 tokens at half the peak on its 2 GPUs
+    (0.994 s), the 3 decode engines their 22, 21 and 21 requests (the fullest one paces the
+    rollout, reading weights and caches from 2 GPUs' HBM for 4,096 steps), and each prompt's
+    cache, 1,024 x 131,072 B, crosses the prefill GPUs' 400 Gb/s ports (50 GB/s each)."""
+    from labs.rl.inputs import RLPlacementInput
+    from labs.rl.lab import compute_rl_placement
+
+    layer = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
+    params = 32 * layer + 4096 + 2 * 128256 * 4096
+    matmul = params - 128256 * 4096  # the input embedding is a lookup
+    kv_token = 2 * 8 * 128 * 32 * 2
+    prefill = 2 * matmul * 64 * 1024 / (2 * 989.4e12 * 0.5)
+    decode = 4096 * (2 * params + 22 * (1024 + 2048) * kv_token) / (2 * 3.35e12 * 0.8)
+    kv_move = 64 * 1024 * kv_token / (2 * 50e9)
+    assert prefill < decode
+    result = compute_rl_placement(RLPlacementInput(
+        model=get_model("llama-3.1-8b"), gpu=H100, train_gpus=8, engine_gpus=2,
+        placement="separate-pd", engines=4, prefill_engines=1, prompt_len=1024,
+        response_len=4096, prompts=8, responses_per_prompt=8))
+    assert result.rollout_seconds == pytest.approx(decode + kv_move, rel=1e-12)
+    assert result.rollout_seconds == pytest.approx(19.128, rel=1e-4)
+
+
+def test_cp_ulysses_holds_its_heads_whole_sequence_by_hand():
+    """Ulysses gives each of 8 ranks 1 of the 8 KV heads over all 131,072 tokens: 131,072 x
+    (128 + 128) x 2 B of K and V."""
+    cost = cp_cost(LLAMA70, S, C, "ulysses", get_link("nvlink-4"), H100)
+    assert cost.kv_held_bytes == S * 1 * 256 * 2 == 67_108_864
+
+
+@pytest.mark.parametrize(("zero", "factor"), [(0, 2 / 3), (3, 1.0)])
+def test_zero_crossover_by_hand(zero, factor):
+    """EP03's crossover: the stage's collectives, one after another, against the step's
+    compute; they take as long at comm_s / (compute_s / 4,096) tokens a GPU. ZeRO-0 moves
+    2 x 31/32 of S, ZeRO-3 3 x 31/32: k/3 of 6·P·T's ratio, k = 2 or 3."""
+    from labs.zero.lab import crossover
+
+    s = 2 * PARAMS_70B
+    gather = (SIMPLE_LAT + 28 * NVLINK_HOP + 3 * NET_HOP) * US + s * 31 / 32 / 367.6e9
+    reduce = (SIMPLE_LAT + 56 * NVLINK_HOP + 6 * NET_HOP) * 1.9 * US + s * 62 / 32 / 367.6e9
+    comm, sent = (reduce, 2 * 31 / 32 * s) if zero == 0 else (3 * gather, 3 * 31 / 32 * s)
+    result = _zero(dp=32, zero=zero)
+    c = crossover(result)
+    assert c.tokens_per_gpu == 4096
+    assert c.factor == pytest.approx(factor)
+    assert c.comm_s == pytest.approx(comm, rel=1e-9)
+    assert c.comm_bytes == pytest.approx(sent, rel=1e-12)
+    assert c.busbw == pytest.approx(sent / comm, rel=1e-9)
+    assert c.crossover_tokens == pytest.approx(comm * 4096 / result.compute_seconds, rel=1e-9)
