@@ -423,17 +423,19 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
     "precision": (
         predict(
             "precision-predict-lora-24",
-            "LoRA on q and v of Llama 3.1 8B (32 layers; q maps 4,096 to 4,096, v maps 4,096 "
+            "LoRA on q and v of Llama 3.1 70B (80 layers; q maps 8,192 to 8,192, v maps 8,192 "
             "to 1,024) with rank r = 24. Predict the trainable parameters, in millions.",
-            "precision", {"rank": 24}, lambda a: a["finetune"][1]["trainable_params"],
+            "precision", {**SEVENTY, "rank": 24}, lambda a: a["finetune"][1]["trainable_params"],
             unit="M params", scale=1e-6,
             hint="Each adapted matrix adds r·(d_in + d_out).",
-            explanation="{answer} million: 32 × 24 × (8,192 + 5,120).", rel_tol=0.02),
+            explanation="{answer} million: 80 × 24 × (16,384 + 9,216).", rel_tol=0.02),
         decide(
             "precision-decide-qlora-fit",
             "You fine-tune Llama 3.1 70B with QLoRA (a 4-bit base, small adapters on q and "
-            "v) on 8,192-token sequences, and it does not fit one GPU. Which single change "
-            "cuts the bytes QLoRA holds on the GPU the most?",
+            "v) on 8,192-token sequences, with selective recomputation only: each layer keeps "
+            "its activations (the QLoRA paper checkpoints every layer; this run does not yet). "
+            "It does not fit one GPU. Which single change, on the same data, cuts the bytes "
+            "QLoRA holds on the GPU the most?",
             "precision", finetune_bytes("qlora"),
             (("recompute", "Full recomputation (gradient checkpointing)",
               {**SEVENTY, "recompute": "full"},
@@ -441,8 +443,9 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
               "activations of 8,192 tokens, most of the bill, shrink: {value}."),
              ("short", "Sequences of 2,048 tokens instead of 8,192",
               {**SEVENTY, "seq_len": 2048},
-              "A quarter of the tokens, a quarter of the activations; the 4-bit base stays: "
-              "{value}."),
+              "A quarter of the tokens, a quarter of the activations ({value}), but the model "
+              "now learns from shorter contexts: not the same data, so not the same "
+              "fine-tune."),
              ("paged", "A paged optimizer", {**SEVENTY, "paged": True},
               "It moves only the adapters' optimizer state to host RAM, a fraction of a GB: "
               "{value}."),
@@ -502,8 +505,10 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
             (("zero3", "ZeRO-3 instead of ZeRO-1", {"zero": 3},
               "Shards the bf16 weights and gradients as well, over DP = 2 only: {value}."),
              ("tp4pp4", "TP4 × PP4 instead of TP8 × PP2", {"tp": 4, "pp": 4},
-              "Each GPU now holds a quarter of each layer's weights instead of an eighth, "
-              "and the first stage keeps more micro-batches in flight: {value}."),
+              "Each GPU holds as many weights as before (a quarter of each layer, but half "
+              "as many layers). Its activations double: TP 4 splits each layer's activations "
+              "4 ways, not 8, and the first stage now keeps 4 micro-batches in flight, not 2: "
+              "{value}."),
              ("full", "Full activation recomputation", {"recompute": "full"},
               "At 8,192 tokens the saved activations are the largest item: keeping only each "
               "layer's input leaves {value}."),

@@ -294,7 +294,8 @@ def speed_figure(result) -> dict:
             f"{s.microbatches} micro-batch{'es' if s.microbatches != 1 else ''} per step: "
             f"BF16 steps in "
             f"{fmt_ms(s.bf16_step_s)} (MFU {fmt_pct(s.bf16_mfu)}), {name} in "
-            f"{fmt_ms(s.fp8_step_s)} (MFU {fmt_pct(s.fp8_mfu)}), {verdict}"
+            f"{fmt_ms(s.fp8_step_s)} (BF16-equivalent MFU {fmt_pct(s.fp8_mfu)}: model FLOPs over "
+            f"the BF16 peak), {verdict}"
             + (f". {s.reason}" if s.reason else f"; not faster: {unchanged}")
         ),
     }

@@ -20,6 +20,7 @@ from app.charts.precision import (
     short_recipe,
     speed_figure,
 )
+from app.charts.units import fmt_bytes
 from app.cluster_controls import Microbatches
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lab_value, lesson_state, register
@@ -48,6 +49,7 @@ from labs.precision.inputs import FT_RECIPES, MODULE_SETS, PrecisionInput, Preci
 from labs.precision.lab import compute_precision
 from labs.precision.reported import REPORTED
 from labs.precision.speed import amdahl
+from labs.recipe.runs import BY_ID, check
 
 router = APIRouter()
 
@@ -190,6 +192,12 @@ QLORA_LONG = {**QLORA_65B, "seq_len": 4096, "micro_batch": 6}  # over 80 GB, unl
 
 
 @lru_cache(maxsize=1)
+def titan_check():
+    """torchtitan's Llama 3.1 8B on 8 H100s (torch.compile), checked as /validation does."""
+    return check(BY_ID["torchtitan-llama31-8b-h100x8-compile"])
+
+
+@lru_cache(maxsize=1)
 def facts() -> dict:
     """The states the lesson's steps link to, each with the figures its prose quotes, run
     through the same query model, lab and ``to_api`` as GET /api/precision
@@ -223,6 +231,8 @@ def extra_context(state) -> dict:
     return {
         "facts": facts(),
         "h100": get_gpu("h100-sxm"),  # the datasheet peaks step 8 quotes
+        # torchtitan's 8B run on its own layout, as /validation checks it (step 8).
+        "titan_check": titan_check(),
         "reported": REPORTED,
         "model_options": model_choices(model_options(), query.model_value),
         "model_value": query.model_value,
@@ -264,6 +274,8 @@ def lora_drill() -> float:
     """LoRA's trainable parameters, in millions: Llama 3.1 8B, r = 8 on q and v."""
     return trainable_params(get_model("llama-3.1-8b"), LORA_DRILL_RANK, MODULE_SETS["qv"]) / 1e6
 
+
+_BAD = run(PrecisionQuery(**MEGATRON_70B, recipe="fp8-delayed"))  # the bad case's bill
 
 VIEW = LabView(
     name="precision",
@@ -309,7 +321,9 @@ VIEW = LabView(
         "Bad case: FP8 that holds more than BF16",
         {**MEGATRON_70B, "recipe": "fp8-delayed"},
         "TransformerEngine keeps the bf16 weights beside an FP8 copy and its transpose: "
-        "2 more bytes per parameter than BF16, which ZeRO-1 does not shard.",
+        "2 more bytes per parameter than BF16, which ZeRO-1 does not shard ("
+        + fmt_bytes(_BAD.ledger.total_bytes) + " against " + fmt_bytes(_BAD.baseline.total_bytes)
+        + ").",
     ),
     drills=(
         Drill(

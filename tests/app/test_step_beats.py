@@ -19,6 +19,7 @@ BEATS = [
     "failures",
     "placement",
     "cp",
+    "precision",
 ]
 
 

@@ -29,7 +29,7 @@ def test_each_try_link_visibly_changes_its_diagram(page):
     wait_drawn(page)
     steps = page.locator("section.step[id^=step-]:not(#step-drill)")
     ids = steps.evaluate_all("els => els.map(e => [e.id, e.dataset.diagram])")
-    assert len(ids) == 11
+    assert len(ids) == 12
     for step_id, chart in ids:
         page.goto(f"{LESSON}?{ELSEWHERE}")
         wait_drawn(page)
@@ -113,8 +113,9 @@ def test_drills_hint_then_accept(page, live_server):
     wait_drawn(page)
     answer_drill(page, "1129", "Hint")  # BF16's 16 bytes a parameter, not FP8's
     answer_drill(page, "1270", "Right")  # 18 B × 70.6B parameters
-    answer_drill(page, "3.41", "Right", index=1)  # r = 8 on q, v: 32 × 8 × (8,192 + 5,120)
-    answer_drill(page, "1.30", "Right", index=2)  # Amdahl: 1 / (0.34 + 0.66/1.7 + 0.04)
+    # In page order, each in its step: step 8's Amdahl, then step 10's LoRA count.
+    answer_drill(page, "1.30", "Right", index=1)  # Amdahl: 1 / (0.34 + 0.66/1.7 + 0.04)
+    answer_drill(page, "3.41", "Right", index=2)  # r = 8 on q, v: 32 × 8 × (8,192 + 5,120)
 
 
 @pytest.mark.parametrize("diagram", ["ledger", "bytes", "finetune", "offload", "speed"])
