@@ -745,3 +745,34 @@ def test_zero_crossover_by_hand(zero, factor):
     assert c.comm_bytes == pytest.approx(sent, rel=1e-12)
     assert c.busbw == pytest.approx(sent / comm, rel=1e-9)
     assert c.crossover_tokens == pytest.approx(comm * 4096 / result.compute_seconds, rel=1e-9)
+
+
+def test_precision_offload_layer_forward_by_hand():
+    """EP10's offload hides a layer's activation copy behind that layer's forward (and its
+    backward, twice as long: Narayanan et al. 2021). One Llama 3.1 70B layer's forward on
+    one GPU of TP 8, 8,192 tokens: 2 FLOPs a weight (its matrices and norms, and an 80th of
+    the final norm) and QK^T and AV, 2 x 64 heads x 8,192 x 256 a token, at the step model's
+    full-wave matmul rate (989.4 TFLOP/s x 0.803 x 0.8489 x 745/755): 3.046 ms."""
+    from labs.precision.inputs import PrecisionInput
+    from labs.precision.lab import compute_precision
+
+    per_token = 2 * (LAYER_70B + 8192 / 80) + 2 * 64 * 8192 * 256
+    forward = 8192 * per_token / 8 / H100_MATMUL
+    assert forward == pytest.approx(3.0462e-3, rel=1e-4)
+    o = compute_precision(PrecisionInput(model=LLAMA70, gpu=H100, tp=8, pp=4, dp=1,
+                                         seq_len=8192, offload=1.0, recompute="none")).offload
+    assert o.forward_s == pytest.approx(forward, rel=1e-12)
+    assert o.backward_s == pytest.approx(2 * forward, rel=1e-12)
+    assert o.link_bandwidth == 64e9  # PCIe 5.0 x16
+    assert o.hidden_share == pytest.approx(forward / (o.layer_bytes / 64e9), rel=1e-12)
+
+
+def test_moe_inference_holds_every_expert_by_hand():
+    """EP01 in inference: Mixtral 8x7B in bf16 on one GPU holds all 46.7B weights, the 32 x
+    8 experts among them, 2 B each."""
+    from labs.memory.inputs import MemoryInput
+    from labs.memory.lab import compute_memory
+
+    bill = compute_memory(MemoryInput(model=get_model("mixtral-8x7b"), gpu=H100, mode="infer",
+                                      recipe="bf16", seq_len=4096)).breakdown
+    assert bill["weights"] == 2 * PARAMS_MIXTRAL
