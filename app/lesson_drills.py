@@ -39,6 +39,7 @@ def finetune_bytes(method: str):
 
 
 SEVENTY = {"model": "llama-3.1-70b"}
+FOUR_OH_FIVE = {"model": "llama-3.1-405b"}  # EP03's decide drill: a model its table does not show
 # EP01's predict drill: 405B's 16-byte state over H200s, with the rounding worked out.
 P405, H200 = get_model("llama-3.1-405b").params, get_gpu("h200").memory_bytes
 FEWEST_H200 = math.ceil(16 * P405 / H200)
@@ -170,23 +171,25 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
             explanation="{answer} GB: 2 B × 70.6B + 14 B × 70.6B / 16.", rel_tol=0.05),
         decide(
             "zero-decide-memory",
-            "Llama 3.1 70B on 8 GPUs with ZeRO-1. Which change cuts each GPU's memory most?",
+            "Llama 3.1 405B on 16 GPUs with ZeRO-1. Which change cuts each GPU's memory most?",
             "zero", "total_bytes",
-            (("z2", "ZeRO-2 on the same 8 GPUs", {"dp": 8, "zero": 2},
+            (("z2", "ZeRO-2 on the same 16 GPUs", {**FOUR_OH_FIVE, "dp": 16, "zero": 2},
               "Adds the gradients to what is sharded; the bf16 weights stay whole on every "
               "GPU: {value}."),
-             ("z1x64", "ZeRO-1 on 64 GPUs instead of 8", {"dp": 64, "zero": 1},
+             ("z1x128", "ZeRO-1 on 128 GPUs instead of 16",
+              {**FOUR_OH_FIVE, "dp": 128, "zero": 1},
               "More GPUs shrink only the sharded optimizer part; the 4 bytes of weights and "
               "gradients per parameter stay on each: {value}."),
-             ("z3", "ZeRO-3 on the same 8 GPUs", {"dp": 8, "zero": 3},
+             ("z3", "ZeRO-3 on the same 16 GPUs", {**FOUR_OH_FIVE, "dp": 16, "zero": 3},
               "Shards all 16 bytes, weights included: {value}, at about 1.5 times the "
               "traffic."),
-             ("z0x64", "Plain data parallelism on 64 GPUs", {"dp": 64, "zero": 0},
+             ("z0x128", "Plain data parallelism on 128 GPUs",
+              {**FOUR_OH_FIVE, "dp": 128, "zero": 0},
               "Plain DP copies every byte of state to every GPU, however many: {value}.")),
             best="min", fmt=gb,
             hint="What stays whole on every GPU under each choice?",
-            solution="{best}. ZeRO-3 on 8 {z3}, ZeRO-2 on 8 {z2}, ZeRO-1 on 64 {z1x64}, "
-                     "plain DP on 64 {z0x64}: what a stage leaves unsharded sets the floor, "
+            solution="{best}. ZeRO-3 on 16 {z3}, ZeRO-2 on 16 {z2}, ZeRO-1 on 128 {z1x128}, "
+                     "plain DP on 128 {z0x128}: what a stage leaves unsharded sets the floor, "
                      "and more GPUs cannot lower it."),
     ),
     "tp": (

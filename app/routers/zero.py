@@ -191,6 +191,7 @@ def extra_context(state) -> dict:
     query = state.query
     return {
         "facts": facts(),
+        "defaults": ZeroQuery(),  # the disclosure opens when the state leaves these
         "crossover": crossover(state.result),
         "model_options": model_choices(model_options(), query.model_value),
         "model_value": query.model_value,

@@ -15,6 +15,7 @@ from app.labkit import VIEWS
 BEATS = [
     "memory",
     "dp",
+    "zero",
     "pipeline",
     "failures",
     "placement",

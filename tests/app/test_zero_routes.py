@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from app.charts.units import fmt_ms
+from app.charts.units import fmt_ms, fmt_pct
 from app.routers.zero import facts
 from tests.app.test_parser import api_messages
 
@@ -185,3 +185,46 @@ def test_the_crossover_in_the_api(client):
     below = client.get("/api/zero", params={"dp": 32, "zero": 3, "seq_len": 1024}).json()
     assert below["crossover"]["ratio"] < 1 < c["ratio"]
     assert client.get("/api/zero", params={"seq_len": 0}).status_code == 422
+
+
+def test_ep03_cold_reading_fixes_derive_from_the_engine(client):
+    """Issue 36's cold reading of EP03: step 4's time is set by NVLink (each GPU's bytes at
+    its ring busBW), not the 8 NICs; step 6 prices full recomputation against selective, the
+    state it starts from; step 7 says DeepSpeed runs the CPU step in line (the delayed update
+    is the paper's); the crossover chart's T* and the prose round alike."""
+    from app.charts.crossover import tokens
+
+    f = facts()
+    z0 = f["l70_z0"]
+    cl = z0["result"].input.cluster
+    nic_s = z0["api"]["traffic_bytes"] / cl.nics_per_node / cl.inter.ring_busbw
+    nvlink_s = z0["api"]["traffic_bytes"] / cl.intra.ring_busbw
+    assert nic_s < nvlink_s
+    assert z0["api"]["traffic_seconds"] == pytest.approx(nvlink_s, rel=0.02)
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", client.get("/episodes/zero").text))
+    assert "NVLink, not the network, sets the time here" in text
+    rc = f["full"]["api"]["recompute"]
+    vs_selective = rc[2]["compute_seconds"] / rc[1]["compute_seconds"] - 1
+    assert f"{fmt_pct(vs_selective)} more compute than selective" in text
+    assert "runs the CPU step in line" in text
+    eth = f["eth"]["api"]["crossover"]["crossover_tokens"]
+    assert f"{eth:,.0f}" == tokens(eth)
+
+
+def test_later_controls_sit_behind_more_controls_and_stay_in_the_form(client):
+    """Issue 36, item 5: EP03 opens with what it teaches (D, the stage, recipe, offload, the
+    link, the activations); the host link and the activation model sit in a
+    closed disclosure inside the form, open when the state sets any of them."""
+    def more(query: str) -> str:
+        html = client.get(f"/episodes/zero{query}").text
+        form = html.split('id="zero-form"')[1].split("</form>")[0]
+        return form.split('<details class="more-controls"')[1].split("</details>")[0]
+
+    closed = more("")
+    assert closed.startswith(' id="more-controls">')
+    for name in ("host_link", "activation_model"):
+        assert f'name="{name}"' in closed, name
+    for name in ("dp", "zero", "offload", "link", "gpus_per_node", "recompute", "micro_batch"):
+        assert f'name="{name}"' not in closed, name
+    for query in ("?host_link=pcie-4", "?activation_model=megatron"):
+        assert more(query).startswith(' id="more-controls" open>'), query
