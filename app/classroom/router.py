@@ -36,7 +36,6 @@ SESSION = "lab-class"
 SESSION_CSRF = "lab-class-csrf"
 FORM_CSRF = "lab-csrf"
 POLL_S = 1  # the dashboard's refresh (the issue: live within 2 s)
-STUDENT_POLL_S = 5  # a student's class bar (pace, revealed answers)
 
 
 def _path() -> str:
@@ -296,35 +295,50 @@ def _forget(response: Response) -> Response:
     return response
 
 
-async def _student(request: Request):
-    return await run_in_threadpool(service.student_of, request.cookies.get(SESSION, ""))
+def _session(request: Request) -> str:
+    return request.cookies.get(SESSION, "")
+
+
+def _student_and_view(token: str):
+    student = service.student_of(token)
+    return student, service.student_view(student) if student else []
 
 
 @router.get("/class/me", response_class=HTMLResponse)
 async def me(request: Request) -> Response:
     """The student's class: a page, or the bar every lesson polls (htmx)."""
-    student = await _student(request)
-    mine = await run_in_threadpool(service.student_view, student) if student else []
+    student, mine = await run_in_threadpool(_student_and_view, _session(request))
     fragment = request.headers.get("hx-request") == "true"
     response = templates.TemplateResponse(
         request, "class/_me.html" if fragment else "class/me.html",
         {"student": student, "mine": mine, "episodes": BY_SLUG,
-         "csrf": service.csrf_of(request.cookies.get(SESSION, "")) if student else ""},
+         "csrf": service.csrf_of(_session(request)) if student else ""},
         headers={"Cache-Control": "no-store"})
     if student is None and (SESSION in request.cookies or SESSION_CSRF in request.cookies):
         _forget(response)  # the class ended or expired: the lessons stop sending
     return response
 
 
-async def _student_post(request: Request, fields: tuple[str, ...]):
-    student = await _student(request)
-    if student is None:
-        raise Refused("session", "session: not in a class (join one at /join)", 401)
+NO_SESSION = Refused("session", "session: not in a class (join one at /join)", 401)
+
+
+async def _student_post(request: Request, fields: tuple[str, ...]) -> dict[str, str]:
+    """The form of a student's POST, its CSRF token checked against the session's (no
+    database needed: the token is the session token's hash)."""
+    if not _session(request):
+        raise NO_SESSION
     form = await _form(request, ("csrf", *fields))
-    if not service.same(service.csrf_of(request.cookies.get(SESSION, "")),
-                        _given_csrf(request, form)):
+    if not service.same(service.csrf_of(_session(request)), _given_csrf(request, form)):
         raise Refused("csrf", "csrf: missing or wrong token", 403)
-    return student, form
+    return form
+
+
+def _as_student(token: str, action, *args):
+    """``action(student, *args)`` for the session's student, in one worker-thread hop."""
+    student = service.student_of(token)
+    if student is None:
+        raise NO_SESSION
+    return action(student, *args)
 
 
 @router.post("/class/answer")
@@ -332,9 +346,9 @@ async def answer(request: Request) -> Response:
     """A drill answer (``drill``, ``answer``), graded by the server and stored before the
     answer (200, its verdict): what classroom.js sends after each check."""
     try:
-        student, form = await _student_post(request, ("drill", "answer"))
-        stored = await run_in_threadpool(service.answer, student, form.get("drill", ""),
-                                         form.get("answer", ""))
+        form = await _student_post(request, ("drill", "answer"))
+        stored = await run_in_threadpool(_as_student, _session(request), service.answer,
+                                         form.get("drill", ""), form.get("answer", ""))
     except Refused as refused:
         return _error(refused.field, refused.message, refused.status)
     return JSONResponse(stored, headers={"Cache-Control": "no-store"})
@@ -344,9 +358,10 @@ async def answer(request: Request) -> Response:
 async def progress(request: Request) -> Response:
     """A step opened or a try-it link followed (``episode``, ``step``, ``kind``)."""
     try:
-        student, form = await _student_post(request, ("episode", "step", "kind"))
-        await run_in_threadpool(service.moved, student, form.get("episode", ""),
-                                form.get("step", ""), form.get("kind", ""))
+        form = await _student_post(request, ("episode", "step", "kind"))
+        await run_in_threadpool(_as_student, _session(request), service.moved,
+                                form.get("episode", ""), form.get("step", ""),
+                                form.get("kind", ""))
     except Refused as refused:
         return _error(refused.field, refused.message, refused.status)
     return Response(status_code=204)

@@ -106,8 +106,8 @@ def test_one_instructor_three_students(people):
     card.get_by_test_id("reveal").click()
     expect(card.locator("tr.right")).to_have_count(1)
     expect(card.get_by_test_id("right-answer")).to_be_visible()
-    for page in students:  # the class bar polls every 5 s
-        expect(page.get_by_test_id("class-spread")).to_contain_text("(3)", timeout=12_000)
+    for page in students:  # the class bar polls every 10 s
+        expect(page.get_by_test_id("class-spread")).to_contain_text("(3)", timeout=15_000)
 
     hold = teacher.locator("[data-testid^='hold-']").first
     held_at = hold.get_attribute("data-testid").split("-step-")[1]
@@ -115,7 +115,7 @@ def test_one_instructor_three_students(people):
     expect(teacher.get_by_test_id("held")).to_contain_text(f"step {held_at}")
     for page in students:
         expect(page.get_by_test_id("class-pace")).to_contain_text(f"step {held_at}",
-                                                                 timeout=12_000)
+                                                                 timeout=15_000)
 
     with teacher.expect_download() as download:
         teacher.get_by_test_id("export").click()
@@ -136,4 +136,4 @@ def test_one_instructor_three_students(people):
     expect(teacher.get_by_test_id("class-ended")).to_be_visible()
     assert class_id_of(code) is None and set(rows_of(class_id).values()) == {0}
     for page in students:  # their next poll says the class ended
-        expect(page.get_by_test_id("class-gone")).to_be_visible(timeout=12_000)
+        expect(page.get_by_test_id("class-gone")).to_be_visible(timeout=15_000)
