@@ -21,6 +21,7 @@ BEATS = [
     "placement",
     "cp",
     "precision",
+    "playground",
 ]
 
 

@@ -97,6 +97,7 @@ def test_placement_embed_takes_a_new_recipes_fields(page):
     assert page.locator("#input-train_gpus").input_value() == "64"
     assert page.locator("input[type=hidden][name=preset]").input_value() == "glm-4.7"
     url = page.url
+    page.locator("#more-controls summary").click()  # the KV dtype sits behind it (EP09)
     page.locator("#input-kv_dtype").select_option("fp8")
     page.wait_for_function(
         "() => document.querySelector('#embed-body [data-state]').dataset.state.includes('fp8')")
