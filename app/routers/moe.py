@@ -138,7 +138,8 @@ def facts() -> dict:
     to it, run through the same query model, lab and ``to_api`` as GET /api/moe."""
     state = lesson_state(MoEQuery, run, to_api)
 
-    v3 = {"model": "deepseek-v3", "nodes": 256, "pp": 16}
+    # DeepSeek-V3 trained on H800 nodes (NVLink cut to 200 GB/s per direction; its report).
+    v3 = {"model": "deepseek-v3", "nodes": 256, "pp": 16, "link": "hgx-h800"}
     mx = {"model": "mixtral-8x7b", "nodes": 2}
     return {
         "mixtral": state(**mx, ep=8),
@@ -189,14 +190,20 @@ def extra_context(state) -> dict:
     }
 
 
+# The drills' states: none a step links to (the steps' DeepSeek-V3 at PP16 x EP64 with 4,096
+# tokens draws expert-DP 2 and 462 MB received, which the drills once asked: cold reading).
+EXPERT_DP_DRILL = {"model": "deepseek-v3", "nodes": 256, "pp": 4, "ep": 64}
+DISPATCH_DRILL = {"model": "deepseek-v3", "nodes": 256, "pp": 16, "ep": 32, "tokens": 8192}
+
+
 def expert_dp_answer() -> float:
-    """DeepSeek-V3's expert-DP degree on 2,048 GPUs with PP16, EP64, no TP."""
-    return facts()["v3"]["result"].layout.expert_dp
+    """DeepSeek-V3's expert-DP degree on 2,048 GPUs with PP4, EP64, no TP."""
+    return run(MoEQuery(**EXPERT_DP_DRILL)).layout.expert_dp
 
 
 def dispatch_mb_answer() -> float:
-    """MB each GPU receives in one dispatch: DeepSeek-V3, 4,096 tokens, EP64, uniform."""
-    return max(facts()["v3"]["result"].routing.received_bytes) / 1e6
+    """MB each GPU receives in one dispatch: DeepSeek-V3, 8,192 tokens, EP32, uniform."""
+    return max(run(MoEQuery(**DISPATCH_DRILL)).routing.received_bytes) / 1e6
 
 
 _HOT = {"model": "mixtral-8x7b", "nodes": 2, "ep": 8, "skew": 1}  # the bad case's state
@@ -247,27 +254,30 @@ VIEW = LabView(
         Drill(
             id="moe-expert-dp",
             question=(
-                "DeepSeek-V3 trains on 2,048 GPUs with PP16, EP64, no TP and no CP. Experts "
-                "regroup each pipeline stage's GPUs as EP x expert-DP. What is expert-DP?"
+                "DeepSeek-V3 on 2,048 GPUs with PP4, EP64, no TP and no CP (not the run step "
+                "6 shows). Experts regroup each pipeline stage's GPUs as EP x expert-DP. What "
+                "is expert-DP?"
             ),
             answer=expert_dp_answer,
             unit="",
-            hint="A stage has 2,048 / 16 GPUs; EP takes 64 of them at a time.",
-            explanation="{answer}: each stage's 128 GPUs are 64 (EP) x 2 (expert-DP); EP is "
+            hint="A stage has 2,048 / 4 GPUs; EP takes 64 of them at a time.",
+            explanation="{answer}: each stage's 512 GPUs are 64 (EP) x 8 (expert-DP); EP is "
                         "not multiplied on top of DP.",
         ),
         Drill(
             id="moe-dispatch-mb",
             question=(
-                "DeepSeek-V3 (hidden 7,168, top-8 of 256 experts), EP64, 4,096 tokens per GPU, "
+                "DeepSeek-V3 (hidden 7,168, top-8 of 256 experts), EP32, 8,192 tokens per GPU, "
                 "bf16, uniform routing. How many MB (10^6 bytes) does each GPU receive from "
-                "the other 63 in one dispatch all-to-all?"
+                "the other 31 in one dispatch all-to-all?"
             ),
             answer=dispatch_mb_answer,
             unit="MB",
-            hint="Each GPU sends 4,096 x 8 token copies of 7,168 x 2 bytes; 63/64 of them "
+            hint="Each GPU sends 8,192 x 8 token copies of 7,168 x 2 bytes; 31/32 of them "
                  "leave it, and it receives as much as it sends.",
-            explanation="{answer} MB: 4,096 x 8 x 7,168 x 2 bytes x 63/64.",
+            explanation="{answer} MB: 8,192 x 8 x 7,168 x 2 bytes x 31/32. Without the 31/32 "
+                        "(939.5 MB) you counted the copies a GPU keeps for its own experts.",
+            rel_tol=0.01,
         ),
         *LESSON_DRILLS["moe"],  # predict and decide (app/lesson_drills.py)
     ),

@@ -103,3 +103,41 @@ def test_rank_map_figure_from_any_colouring():
     z = rank_map_figure(wide)["data"][0]["z"]
     assert (len(z), len(z[0])) == (8, 32)
     assert "span" in rank_map_figure(wide)["summary"]
+
+
+def test_deepseek_v3_is_priced_on_the_h800_nodes_it_trained_on(client):
+    """Cold reading: every DeepSeek-V3 link priced DGX H100 nodes, while the run used H800s
+    (NVLink cut to 200 GB/s per direction). Keeping EP at 8 inside one node is NVLink-bound,
+    so the fabric changes the step's comparison: it is quoted from H800 nodes."""
+    from app.routers.moe import facts
+
+    f = facts()
+    for key in ("v3", "v3_ep8", "v3_deepep", "v3_dp"):
+        assert f[key]["params"]["link"] == "hgx-h800", key
+    base = {"model": "deepseek-v3", "nodes": 256, "pp": 16, "ep": 8}
+    h800 = client.get("/api/moe", params={**base, "link": "hgx-h800"}).json()["dispatch_s"]
+    h100 = client.get("/api/moe", params={**base, "link": "dgx-h100"}).json()["dispatch_s"]
+    assert h800 > 2 * h100  # NVLink-bound: 200 against 450 GB/s per direction
+    html = client.get("/episodes/experts").text
+    assert "the lab prices DGX H100 nodes" not in html
+
+
+def test_the_drills_ask_states_no_step_links_to(client):
+    """Cold reading: the expert-DP and dispatch drills asked the state step 6's and step 3's
+    links draw (expert-DP 2, 462 MB received). Their states are now ones no link sets."""
+    import re
+
+    from app.routers.moe import DISPATCH_DRILL, EXPERT_DP_DRILL, VIEW
+
+    html = client.get("/episodes/experts").text
+    linked = {tuple(sorted(dict(p.split("=") for p in href.split("?", 1)[1].split("&"))
+                           .items()))
+              for href in re.findall(r'class="try" href="([^"]+)"', html.replace("&amp;", "&"))}
+    for state in (DISPATCH_DRILL, EXPERT_DP_DRILL):
+        mine = tuple(sorted((k, str(v)) for k, v in state.items()))
+        assert mine not in linked
+    drills = {d.id: d for d in VIEW.drills}
+    assert drills["moe-expert-dp"].answer() == 8  # 2,048 / PP4 / EP64
+    mb = drills["moe-dispatch-mb"].answer()
+    assert mb == pytest.approx(8192 * 8 * 7168 * 2 * 31 / 32 / 1e6)
+    assert drills["moe-dispatch-mb"].rel_tol * mb < mb / 32  # forgetting 31/32 is wrong

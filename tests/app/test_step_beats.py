@@ -20,6 +20,7 @@ BEATS = [
     "failures",
     "placement",
     "cp",
+    "moe",
     "precision",
     "playground",
 ]

@@ -16,6 +16,7 @@ from tests.browser.test_bench_view import SHOWN
 from tests.browser.test_bench_view import sized as sized  # the laptop and phone page fixture
 
 PAGES = {"pipeline": "/episodes/pipeline", "cp": "/episodes/context-parallel",
+         "moe": "/episodes/experts",
          "placement": "/episodes/rl-placement", "precision": "/episodes/low-precision",
          "failures": "/episodes/failures", "playground": "/episodes/playground"}
 
@@ -58,7 +59,8 @@ def test_each_slider_leaves_a_changed_chart_in_view(sized, name):
         page.locator(f'#drawer input[type=range][name="{control}"]').fill(new)
         page.wait_for_function("""([n, v]) => [...document.querySelectorAll(
             'script.figure[data-target]')].some(s => new URLSearchParams(s.dataset.state)
-            .get(n) === v)""", arg=[control, new])
+            .get(n) !== null && Number(new URLSearchParams(s.dataset.state).get(n)) === +v)""",
+            arg=[control, new])
         wait_drawn(page)
         ids = changed(page, before)
         if ids:

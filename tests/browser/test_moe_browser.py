@@ -78,19 +78,16 @@ def test_rank_map_colours_the_chosen_group(page, live_server):
 def test_drills(page, live_server):
     page.goto("/episodes/experts")
     wait_drawn(page)
-    drills = page.locator("form.drill")
-    first = drills.nth(0)
-    first.locator("input[name=answer]").fill("64")
-    first.locator("button").click()
-    expect(page.locator(".drill-feedback").first).to_contain_text("Hint")
-    first.locator("input[name=answer]").fill("2")
-    first.locator("button").click()
-    expect(page.locator(".drill-feedback").first).to_contain_text("Right")
-    body = api_json(live_server, "moe", "model=deepseek-v3&nodes=256&pp=16&ep=64")
-    second = page.locator("form.drill").nth(1)
-    second.locator("input[name=answer]").fill(f"{body['dispatch_bytes_per_gpu'][0] / 1e6:.0f}")
-    second.locator("button").click()
-    expect(page.locator(".drill-feedback").nth(1)).to_contain_text("Right")
+    # The derive drills sit in steps 6 and 3, on states no step links to.
+    body = api_json(live_server, "moe", "model=deepseek-v3&nodes=256&pp=16&ep=32&tokens=8192")
+    received = f"{max(body['dispatch_bytes_per_gpu']) / 1e6:.0f}"
+    for drill_id, tries in (("moe-expert-dp", (("64", "Hint"), ("8", "Right"))),
+                            ("moe-dispatch-mb", ((received, "Right"),))):
+        for guess, feedback in tries:
+            drill = page.locator(f"form#drill-{drill_id}")
+            drill.locator("input[name=answer]").fill(guess)
+            drill.locator("button").click()
+            expect(page.locator(f"#drill-{drill_id} .drill-feedback")).to_contain_text(feedback)
 
 
 @pytest.mark.parametrize("diagram", ["experts", "gpus", "params", "ranks"])
