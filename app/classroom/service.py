@@ -466,14 +466,22 @@ class Dashboard:
     pace_step: str | None
     drills: list[DrillStats]
     places: list[Place]
+    nicknames: list[str]  # the first NAMES_SHOWN given, in the order they joined
+
+
+NAMES_SHOWN = 60
 
 
 def dashboard(cls: Row) -> Dashboard:
     with db.begin() as conn:
         joined = conn.execute(select(func.count()).select_from(students)
                               .where(students.c.class_id == cls.id)).scalar_one()
+        names = conn.execute(select(students.c.nickname).where(and_(
+            students.c.class_id == cls.id, students.c.nickname != "")).order_by(students.c.id)
+            .limit(NAMES_SHOWN)).scalars().all()
         return Dashboard(cls.code, joined, _aware(cls.expires_at), cls.pace_episode,
-                         cls.pace_step, drill_stats(conn, cls.id), places(conn, cls))
+                         cls.pace_step, drill_stats(conn, cls.id), places(conn, cls),
+                         list(names))
 
 
 # ---- the instructor's controls ---------------------------------------------------------

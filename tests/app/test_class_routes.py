@@ -46,6 +46,7 @@ def test_answers_reach_the_dashboard_and_reveal_shows_them(class_db):
     assert cy.answer(decide, wrong).status_code == 200
     live = teacher.live()
     assert '<strong data-testid="students">3</strong>' in live
+    assert '<span data-testid="nicknames">Ann</span> and 2 more' in live  # Bob, Cy gave none
     assert '<strong data-testid="answered">3</strong>' in live
     assert '<strong data-testid="first-right">33%</strong>' in live  # Ann alone
     assert "✓ right" not in live and "right-answer" not in live  # hidden until revealed
