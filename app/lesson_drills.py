@@ -83,7 +83,8 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
              ("pp8", "Pipeline parallelism over 8 GPUs (1F1B, 8 micro-batches)",
               {"pp": 8, "microbatches": 8},
               "Each stage holds an eighth of the layers, but the first stage keeps up to p "
-              "micro-batches of activations in flight: {value} on the heaviest GPU.")),
+              "micro-batches of activations in flight, and the embedding table's state "
+              "(1.05B parameters × 16 B): {value} on the heaviest GPU.")),
             best="min", fmt=gb,
             hint="Which choice divides all four kinds of state and the activations?",
             solution="{best}. TP8 {tp8}, PP8 {pp8}, ZeRO-1 {zero1}, full recomputation "
@@ -200,8 +201,11 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
             "tp", {"model": "llama-3.1-70b", "tp": 8}, "efficiency", unit="%", scale=100,
             hint="Compute per layer grows with h², the bytes all-reduced with h: a smaller "
                  "model spends a larger share of its time communicating.",
-            explanation="{answer}%: the layer's matmuls shrink four times, its all-reduced "
-                        "activations only two."),
+            explanation="{answer}%. From 405B's layer, compute shrinks 4× and the bytes 2×, "
+                        "which gives about 81%. The lab gives less: 70B's narrower GEMMs run "
+                        "a little slower (621 against 636 TFLOP/s), and NCCL reaches a lower "
+                        "busBW on the half-size tensor (391 against 431 GB/s), since its fixed "
+                        "start-up time weighs more."),
         decide(
             "tp-decide-efficiency",
             "Llama 3.1 405B runs TP8 inside an NVLink node. Which change costs the most TP "
@@ -212,8 +216,9 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
               "Every layer's all-reduces now cross a link several times slower: {value}."),
              ("span", "Nodes of 4 GPUs, so TP8 spans two nodes over InfiniBand",
               {"tp": 8, "gpus_per_node": 4},
-              "A ring runs at its slowest hop's pace: the hops between the two nodes cross "
-              "InfiniBand, and every step of the ring waits for them: {value}."),
+              "The ring's hops between the two nodes share each node's 4 InfiniBand ports, "
+              "4 × 48 = 192 GB/s of busBW against NVLink's 367: each all-reduce takes about "
+              "twice as long: {value}."),
              ("sp", "Turn on sequence parallelism", {"tp": 8, "sp": True},
               "Sequence parallelism swaps each all-reduce for a reduce-scatter and an "
               "all-gather of the same total bytes: {value}."),

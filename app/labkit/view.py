@@ -24,6 +24,9 @@ class Case:
     label: str
     query: Mapping[str, Any]
     why: str | Callable[[], str]  # a callable renders a figure from the lab (one computation)
+    # The chart the case changes, brought into view after it (static/js/lab.js), where the
+    # bench's first diagram would not change (EP04: the split stays, the efficiency moves).
+    diagram: str | None = None
 
     @property
     def query_string(self) -> str:

@@ -208,6 +208,9 @@ def facts() -> dict:
         "bad": state(tp=8, gpus_per_node=1, inter_link="eth-25g"),
         "gpt3_t8": state(model="gpt-3-175b", tp=8),
         "gpt3_t16": state(model="gpt-3-175b", tp=16),
+        # Where the crossing hop is the bottleneck (on IB NDR, 8 ports x 48 GB/s keep pace
+        # with NVLink's ring, so t = 16's drop there is the cost of t).
+        "gpt3_t16_eth": state(model="gpt-3-175b", tp=16, inter_link="eth-100g"),
         # An NVL72 rack holds only Blackwell GPUs: its state times B200s.
         "gpt3_nvl72": state(model="gpt-3-175b", tp=32, link="nvl72", gpu="b200"),
         "gpt3_nvl72_t8": state(model="gpt-3-175b", tp=8, link="nvl72", gpu="b200"),
@@ -271,12 +274,14 @@ VIEW = LabView(
         GOOD,
         lambda: "Eight GPUs on NVLink 4 share every matrix: "
                 f"{fmt_pct(facts()['good']['api']['step_efficiency'])} efficient.",
+        diagram="tp-efficiency",
     ),
     bad=Case(
         "Bad case: TP = 8 across Ethernet nodes",
         {"tp": 8, "gpus_per_node": 1, "inter_link": "eth-25g"},
         "The same split over 25 Gb/s Ethernet: the collectives take longer than the compute "
         "saved, slower than one GPU.",
+        diagram="tp-efficiency",  # the split does not change; the efficiency does
     ),
     drills=(
         Drill(

@@ -466,7 +466,8 @@
   }
 
   // ---- Bench swaps: a try link brings its step's diagram into view; a case button keeps the
-  // chart in view that the student was looking at, and keeps focus. ----
+  // chart in view that the student was looking at (or brings its own data-diagram into
+  // view), and keeps focus. ----
   var pending = null;
 
   function reveal(chart) {
@@ -551,7 +552,9 @@
     pending = null;
     var view = document.getElementById("bench-view");
     if (p.drawer) openDrawer(true);
-    var chart = !p.caseId && p.diagram && document.getElementById(p.diagram);
+    // A try link's step diagram; a case button's own (data-diagram: the chart it changes,
+    // where the one in view would not change); else the chart the student was watching.
+    var chart = p.diagram && document.getElementById(p.diagram);
     if (chart) reveal(chart);
     else {
       if (view) view.scrollTop = p.scrollTop;
@@ -763,7 +766,28 @@
       button.disabled = false;
       button.hidden = false;
     });
+    // The step's links stay live, but dimmed, with a word, until the guess or "show me".
+    within(node, ".predict-beat > .moves").forEach(function (moves) {
+      moves.classList.add("before-guess");
+      var note = document.createElement("span");
+      note.className = "guess-first";
+      note.textContent = "Guess first, or open the why. ";
+      moves.insertBefore(note, moves.firstChild);
+    });
   }
+
+  function guessed(beat) {
+    var moves = beat && beat.querySelector(":scope > .moves");
+    if (!moves) return;
+    moves.classList.remove("before-guess");
+    var note = moves.querySelector(".guess-first");
+    if (note) note.remove();
+  }
+
+  document.addEventListener("toggle", function (event) {
+    var why = event.target;
+    if (why.matches && why.matches(".predict-beat > details.why") && why.open) guessed(why.parentElement);
+  }, true);
 
   document.addEventListener("submit", function (event) {
     var form = event.target.closest && event.target.closest("form.predict-form");
@@ -791,6 +815,7 @@
     said.hidden = false;
     var why = form.parentElement.querySelector("details.why");
     if (why) why.open = true;
+    guessed(form.parentElement);
   });
 
   function init(node) {

@@ -10,6 +10,7 @@ from app.routers.data_parallel import DataParallelQuery, facts, figures, run
 from app.schemas import DataParallelAnswer
 from labs.data_parallel.lab import CURVE_LINKS, GPU_COUNTS
 from labs.hardware.links import get_link
+from tests.app.disclosure import more_controls
 
 API_FIELDS = {"speedup", "efficiency", "compute_s", "comm_s", "exposed_comm_s",
               "allreduce_bytes_per_gpu", "curve"}
@@ -244,9 +245,7 @@ def test_later_controls_sit_behind_more_controls_and_stay_in_the_form(client):
     strong scaling and accumulation (steps 5-9) sit in a closed disclosure inside the form
     (so in the URL), open when the state sets any of them."""
     def more(query: str) -> str:
-        html = client.get(f"/episodes/data-parallel{query}").text
-        form = html.split('id="dp-form"')[1].split("</form>")[0]
-        return form.split('<details class="more-controls"')[1].split("</details>")[0]
+        return more_controls(client, "/episodes/data-parallel", "dp-form", query)
 
     closed = more("")
     assert closed.startswith(' id="more-controls">')

@@ -5,6 +5,7 @@ import re
 import pytest
 
 from app.charts.units import fmt_bytes
+from tests.app.disclosure import more_controls
 from tests.app.test_parser import api_messages
 
 LLAMA_70B_PARAMS = 70_553_706_496
@@ -220,9 +221,7 @@ def test_later_controls_sit_behind_more_controls_and_stay_in_the_form(client):
     schedule sit in a closed "more controls" disclosure, inside the form (so in the URL), and
     open when the state sets any of them."""
     def more(query: str) -> str:
-        html = client.get(f"/episodes/memory{query}").text
-        form = html.split('id="memory-form"')[1].split("</form>")[0]
-        return form.split('<details class="more-controls"')[1].split("</details>")[0]
+        return more_controls(client, "/episodes/memory", "memory-form", query)
 
     closed = more("")
     assert closed.startswith(' id="more-controls">')

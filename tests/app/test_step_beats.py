@@ -16,6 +16,7 @@ BEATS = [
     "memory",
     "dp",
     "zero",
+    "tp",
     "pipeline",
     "failures",
     "placement",

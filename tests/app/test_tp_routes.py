@@ -4,6 +4,7 @@ sequence-parallelism control."""
 
 import pytest
 
+from tests.app.disclosure import more_controls
 from tests.app.test_parser import api_messages
 
 API_FIELDS = {"efficiency", "speedup", "compute_s", "comm_s", "comm_bytes",
@@ -200,3 +201,53 @@ def test_step_4_calls_a_matmul_rate_a_share_of_peak_not_mfu(client):
                                       .split("</section>")[0]))
     assert "% MFU" not in step
     assert "40% of peak for every matmul" in step
+
+
+def test_ep04_cold_reading_fixes_derive_from_the_engine(client):
+    """Issue 36's cold reading of EP04: GPT-3 at t = 16 over two InfiniBand nodes is not held
+    back by the network (8 ports x 48 GB/s keep pace with NVLink's ring), so step 4 calls its
+    drop the cost of t and shows a state where the crossing hop does set the pace; the predict
+    drill's solution quotes the engine's GEMM rates and busBW; the decide drill's feedback for
+    nodes of 4 names the 4 ports a node; both case buttons name the efficiency chart, the one
+    they change (the split stays), so it is brought into view."""
+    import re
+
+    from app.lesson_drills import LESSON_DRILLS
+    from app.routers.tensor_parallel import VIEW, facts
+    from labs.hardware.links import get_link
+
+    f = facts()
+    assert f["gpt3_t16"]["api"]["bottleneck"] == "nvlink-4"
+    assert 8 * get_link("ib-ndr").ring_busbw >= get_link("nvlink-4").ring_busbw
+    assert f["gpt3_t16_eth"]["api"]["bottleneck"] == "eth-100g"
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", client.get("/episodes/tensor-parallel").text))
+    assert "the drop is the cost of t itself" in text
+    drills = {d.id: d for d in LESSON_DRILLS["tp"]}
+    l70, good = f["l70"]["api"], f["good"]["api"]
+    assert l70 == client.get("/api/tp", params={"model": "llama-3.1-70b", "tp": 8}).json()
+    why = drills["tp-predict-70b"].explanation
+    for figure in (l70["gemm_tflops"], good["gemm_tflops"], round(l70["bus_bandwidth"] / 1e9),
+                   round(good["bus_bandwidth"] / 1e9)):
+        assert f"{figure:.0f}" in why, figure
+    span = next(o for o in drills["tp-decide-efficiency"].judge() if o.key == "span")
+    assert "4 × 48 = 192 GB/s" in span.why
+    assert VIEW.good.diagram == VIEW.bad.diagram == "tp-efficiency"
+    page = client.get("/episodes/tensor-parallel").text
+    assert page.count('data-diagram="tp-efficiency" aria-describedby="case-') == 2
+
+
+def test_later_controls_sit_behind_more_controls_and_stay_in_the_form(client):
+    """Issue 36, item 5: EP04 opens with what it teaches (model, t, SP, the links, the work);
+    the flat matmul rate and recomputation sit in a closed disclosure inside the form (so in
+    the URL), open when the state sets either (step 4's flat-rate link does)."""
+    def more(query: str) -> str:
+        return more_controls(client, "/episodes/tensor-parallel", "tp-form", query)
+
+    closed = more("")
+    assert closed.startswith(' id="more-controls">')
+    for name in ("mfu", "recompute"):
+        assert f'name="{name}"' in closed, name
+    for name in ("tp", "sp", "link", "gpus_per_node", "micro_batch", "seq_len"):
+        assert f'name="{name}"' not in closed, name
+    for query in ("?tp=8&mfu=0.4", "?recompute=full"):
+        assert more(query).startswith(' id="more-controls" open>'), query

@@ -7,6 +7,7 @@ import pytest
 
 from app.charts.units import fmt_ms, fmt_pct
 from app.routers.zero import facts
+from tests.app.disclosure import more_controls
 from tests.app.test_parser import api_messages
 
 LLAMA_70B_PARAMS = 70_553_706_496
@@ -216,9 +217,7 @@ def test_later_controls_sit_behind_more_controls_and_stay_in_the_form(client):
     link, the activations); the host link and the activation model sit in a
     closed disclosure inside the form, open when the state sets any of them."""
     def more(query: str) -> str:
-        html = client.get(f"/episodes/zero{query}").text
-        form = html.split('id="zero-form"')[1].split("</form>")[0]
-        return form.split('<details class="more-controls"')[1].split("</details>")[0]
+        return more_controls(client, "/episodes/zero", "zero-form", query)
 
     closed = more("")
     assert closed.startswith(' id="more-controls">')
