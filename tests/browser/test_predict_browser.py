@@ -15,8 +15,10 @@ def test_committing_a_guess_opens_the_why_and_marks_the_choice(page):
     beat.locator(".predict-commit").click()  # nothing chosen: asks for a guess, stays closed
     expect(beat.locator(".predict-said")).to_contain_text("Pick one first")
     assert why.evaluate("d => d.open") is False
+    expect(beat.locator(".moves .guess-first")).to_have_text("Guess first, or open the why. ")
     beat.locator("input[value='16']").check()
     beat.locator(".predict-commit").click()
+    expect(beat.locator(".moves .guess-first")).to_have_count(0)
     expect(beat.locator(".predict-said")).to_contain_text("Your guess: 16×")
     expect(beat.locator(".predict-said")).to_contain_text("Not this one")
     assert why.evaluate("d => d.open") is True
@@ -34,6 +36,7 @@ def test_a_number_guess_is_said_back_and_show_me_opens_without_one(page):
     other = page.locator("#predict-memory-5 details.why")
     other.locator("summary").click()
     assert other.evaluate("d => d.open") is True
+    expect(page.locator("#predict-memory-5 .moves")).not_to_have_class("moves before-guess")
 
 
 def test_without_javascript_the_why_is_a_details_and_nothing_submits(browser, live_server):
