@@ -185,10 +185,13 @@ def _head_s(h) -> float:
                                    h.output_forward, h.output_backward))
 
 
-def sweep_degrees(model: ModelSpec, topology: Topology | None = None) -> tuple[int, ...]:
-    """The TP degrees drawn against t: those that split the heads whole (and fit the link)."""
+def sweep_degrees(model: ModelSpec, topology: Topology | None = None,
+                  chosen: int | None = None) -> tuple[int, ...]:
+    """The TP degrees drawn against t: those that split the heads whole (and fit the link),
+    with the chosen degree among them where it does too (TP = 3 of GPT-3's 96 heads: the
+    charts mark the chosen bar, so a sweep of powers of two alone has none to mark)."""
     most = topology.max_group if topology is not None else None
-    return tuple(t for t in TP_DEGREES
+    return tuple(t for t in sorted({*TP_DEGREES, *([chosen] if chosen else [])})
                  if model.heads % t == 0 and (most is None or t <= most))
 
 
@@ -208,7 +211,7 @@ def tensor_parallel(inp: TPInput) -> TPResult:
     kw = {"sp": inp.sp, "seq_len": inp.seq_len, "micro_batch": inp.micro_batch,
           "mfu": inp.mfu}
     sweep = tuple(tp_cost(m, inp.gpu, inp.topology, t, **kw)
-                  for t in sweep_degrees(m, inp.topology))
+                  for t in sweep_degrees(m, inp.topology, inp.tp))
     memory = memory_at(inp, inp.tp)
     if memory.memory is None:  # the ledger's own rule, should TPInput's check ever differ
         raise LabInputError("tp", memory.refused)
@@ -220,7 +223,7 @@ def tensor_parallel(inp: TPInput) -> TPResult:
         memory=memory.memory,
         sweep=sweep,
         by_link=compare_links(inp, compared_links(inp.gpu)),
-        memory_sweep=tuple(memory_at(inp, t) for t in sweep_degrees(m)),
+        memory_sweep=tuple(memory_at(inp, t) for t in sweep_degrees(m, chosen=inp.tp)),
     )
 
 
@@ -232,6 +235,6 @@ def compare_links(inp: TPInput, link_ids: tuple[str, ...]) -> dict[str, tuple[TP
     for link_id in link_ids:
         topology = Topology(get_link(link_id).name, link=get_link(link_id))
         out[link_id] = tuple(tp_cost(inp.model, inp.gpu, topology, t, **kw)
-                             for t in sweep_degrees(inp.model, topology))
+                             for t in sweep_degrees(inp.model, topology, inp.tp))
     return out
 

@@ -110,6 +110,26 @@ def test_page_fragment_and_embeds(client):
         assert 'id="tp-split"' not in embed.text
 
 
+def test_a_degree_off_the_powers_of_two_is_drawn_and_marked(client):
+    """GPT-3's 96 heads split by TP = 3 or 6 (the API takes them): the page drew its sweeps over
+    the powers of two alone and looked for the chosen bar there (ValueError, a 500, found by
+    the pairwise explorer: model=gpt-3-175b x tp=3). The sweeps now carry the chosen degree."""
+    from app.charts.tensor_parallel import cost_figure, memory_figure
+    from app.labkit.parsing import parse
+    from app.routers.tensor_parallel import VIEW
+
+    for tp in (3, 6):
+        query = {"model": "gpt-3-175b", "tp": tp}
+        for headers in ({}, {"HX-Request": "true"}):
+            assert client.get("/episodes/tensor-parallel", params=query,
+                              headers=headers).status_code == 200
+        state, errors, _ = parse(VIEW, [(k, str(v)) for k, v in query.items()])
+        assert not errors
+        for figure in (cost_figure(state.result), memory_figure(state.result)):
+            x = figure["data"][0]["x"]
+            assert str(tp) in x and x == sorted(x, key=int)
+
+
 def test_split_is_drawn_from_the_models_shapes(client):
     text = client.get("/embed/tp/split", params={"model": "llama-3.1-70b", "tp": 8}).text
     # 64 query heads, 8 KV heads, head_dim 128 over 8 GPUs: 8 + 1 + 1 heads = 1,280 columns.
