@@ -431,12 +431,15 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
     "precision": (
         predict(
             "precision-predict-lora-24",
-            "LoRA on q and v of Llama 3.1 70B (80 layers; q maps 8,192 to 8,192, v maps 8,192 "
-            "to 1,024) with rank r = 24. Predict the trainable parameters, in millions.",
-            "precision", {**SEVENTY, "rank": 24}, lambda a: a["finetune"][1]["trainable_params"],
-            unit="M params", scale=1e-6,
-            hint="Each adapted matrix adds r·(d_in + d_out).",
-            explanation="{answer} million: 80 × 24 × (16,384 + 9,216).", rel_tol=0.02),
+            "LoRA on all seven linear layers of Llama 3.1 8B (32 layers; q and o map 4,096 "
+            "to 4,096, k and v 4,096 to 1,024, gate and up 4,096 to 14,336, down 14,336 to "
+            "4,096) with rank r = 24. Predict the trainable parameters, in millions.",
+            "precision", {"rank": 24, "modules": "all"},
+            lambda a: a["finetune"][1]["trainable_params"], unit="M params", scale=1e-6,
+            hint="Each adapted matrix adds r·(d_in + d_out); add the seven.",
+            explanation="{answer} million: 32 × 24 × (8,192 + 5,120 + 5,120 + 8,192 + 3 × "
+                        "18,432). The MLP's three matrices are two thirds of it.",
+            rel_tol=0.02),
         decide(
             "precision-decide-qlora-fit",
             "You fine-tune Llama 3.1 70B with QLoRA (a 4-bit base, small adapters on q and "

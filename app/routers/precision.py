@@ -271,8 +271,9 @@ LORA_DRILL_RANK = 8  # not the page's default rank (16), whose count the fine-tu
 
 
 def lora_drill() -> float:
-    """LoRA's trainable parameters, in millions: Llama 3.1 8B, r = 8 on q and v."""
-    return trainable_params(get_model("llama-3.1-8b"), LORA_DRILL_RANK, MODULE_SETS["qv"]) / 1e6
+    """LoRA's trainable parameters, in millions: Llama 3.1 70B, r = 8 on q and v (not the 8B
+    of the page's chart, whose count scales to any rank's)."""
+    return trainable_params(get_model("llama-3.1-70b"), LORA_DRILL_RANK, MODULE_SETS["qv"]) / 1e6
 
 
 _BAD = run(PrecisionQuery(**MEGATRON_70B, recipe="fp8-delayed"))  # the bad case's bill
@@ -345,15 +346,15 @@ VIEW = LabView(
         Drill(
             id="precision-lora-params",
             question=(
-                "LoRA with rank r = 8 on the q and v projections of Llama 3.1 8B (32 layers, "
-                "hidden 4,096; q maps 4,096 to 4,096, v maps 4,096 to 1,024 with its 8 KV "
+                "LoRA with rank r = 8 on the q and v projections of Llama 3.1 70B (80 layers, "
+                "hidden 8,192; q maps 8,192 to 8,192, v maps 8,192 to 1,024 with its 8 KV "
                 "heads). How many million parameters train?"
             ),
             answer=lora_drill,
             unit="M params",
-            hint="Each adapted matrix adds r·(d_in + d_out): 8·(4,096 + 4,096) for q, "
-                 "8·(4,096 + 1,024) for v, in each of the 32 layers.",
-            explanation="{answer} million: 32 × 8 × (8,192 + 5,120), 0.04% of the model.",
+            hint="Each adapted matrix adds r·(d_in + d_out): 8·(8,192 + 8,192) for q, "
+                 "8·(8,192 + 1,024) for v, in each of the 80 layers.",
+            explanation="{answer} million: 80 × 8 × (16,384 + 9,216), 0.02% of the model.",
         ),
         Drill(
             id="precision-fp8-speedup",

@@ -217,8 +217,9 @@ def _step(html: str, n: int) -> str:
 def test_the_lora_derive_drill_asks_a_count_the_page_does_not_show(client):
     """Cold reading (issue 36): the derive drill asked r = 16 on q and v of Llama 3.1 8B, the
     page's default state, whose fine-tuning chart prints the answer (6,815,744 trainable
-    parameters, 6.82M) before the student answers. It asks another rank; neither form of its
-    answer is on the page, and the chart's own count is still the default rank's."""
+    parameters, 6.82M) before the student answers; then r = 8, half the chart's count. It
+    asks Llama 3.1 70B's q and v, no rank's scaling of the chart's 8B count; neither form of
+    its answer is on the page, and the chart's own count is still the default rank's."""
     from app.labkit import VIEWS
     from labs.model.presets import get_model
     from labs.precision.finetune import trainable_params
@@ -231,6 +232,7 @@ def test_the_lora_derive_drill_asks_a_count_the_page_does_not_show(client):
     assert f"{shown:,}" in text  # the chart's count: the trap the drill must avoid
     assert f"{answer * 1e6:,.0f}" not in text and f"{answer:.2f}M" not in text
     assert f"{answer:.2f}" not in text
+    assert (answer * 1e6 / shown) % 1 > 0.05  # no whole multiple of the chart's count
 
 
 def test_recipes_are_named_not_given_by_their_ids(client):

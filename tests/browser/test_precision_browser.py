@@ -115,7 +115,7 @@ def test_drills_hint_then_accept(page, live_server):
     answer_drill(page, "1270", "Right")  # 18 B × 70.6B parameters
     # In page order, each in its step: step 8's Amdahl, then step 10's LoRA count.
     answer_drill(page, "1.30", "Right", index=1)  # Amdahl: 1 / (0.34 + 0.66/1.7 + 0.04)
-    answer_drill(page, "3.41", "Right", index=2)  # r = 8 on q, v: 32 × 8 × (8,192 + 5,120)
+    answer_drill(page, "16.4", "Right", index=2)  # 70B, r = 8 on q, v: 80 × 8 × 25,600
 
 
 @pytest.mark.parametrize("diagram", ["ledger", "bytes", "finetune", "offload", "speed"])
