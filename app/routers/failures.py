@@ -162,6 +162,8 @@ def facts() -> dict:
         "slow_64k": state(**slow, gpus=65_536,
                           interval=_rounded_best(**slow, gpus=65_536)),
         "no_restart": state(restart=0, interval=_rounded_best()),
+        "restart_5": state(restart=300, interval=_rounded_best()),
+        "restart_30": state(restart=1800, interval=_rounded_best()),
         "more": state(**CASES["more"][1]),
         "most": state(**slow, gpus=262_144, interval=_rounded_best(**slow, gpus=262_144)),
         "more_r30": state(**slow, gpus=131_072, restart=1800,
