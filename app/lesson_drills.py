@@ -43,6 +43,7 @@ FOUR_OH_FIVE = {"model": "llama-3.1-405b"}  # EP03's decide drill: a model its t
 # EP01's predict drill: 405B's 16-byte state over H200s, with the rounding worked out.
 P405, H200 = get_model("llama-3.1-405b").params, get_gpu("h200").memory_bytes
 FEWEST_H200 = math.ceil(16 * P405 / H200)
+P8 = get_model("llama-3.1-8b").params  # EP03's predict drill: a model its table does not show
 
 
 def heaviest_stage(answer: dict) -> float:
@@ -112,8 +113,9 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
             "dp", "exposed_comm_s",
             (("ports", "Give each server 8 Ethernet ports instead of 1",
               {"gpus": 64, "link": "eth-100g", "nics_per_node": 8},
-              "Eight ports carry eight rings at once: 8 × 100 Gb/s out of each server. "
-              "Exposed: {value}."),
+              "Eight ports carry eight rings at once: 8 × 12 GB/s of busBW out of each "
+              "server; one ring through all 64 at that rate, 27.56 GB ÷ 96 GB/s, is the "
+              "faster way. Exposed: {value}."),
              ("overlap", "Overlap the all-reduce with the backward pass, in buckets",
               {"gpus": 64, "link": "eth-100g", "overlap": "bucketed"},
               "Overlap hides only as much as the backward pass lasts; the bytes and the link "
@@ -164,12 +166,15 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
     "zero": (
         predict(
             "zero-predict-stage2-16",
-            "Llama 3.1 70B (70.6B parameters), 16 bytes of state per parameter, ZeRO-2 over "
-            "16 GPUs. Predict the training state (no activations) on each GPU, in GB.",
-            "zero", {"dp": 16, "zero": 2}, "state_bytes", unit="GB", scale=1e-9,
+            f"Llama 3.1 8B ({P8 / 1e9:.2f}B parameters, a model the page's table does not "
+            "show), 16 bytes of state per parameter, ZeRO-2 over 16 GPUs. Predict the training "
+            "state (no activations) on each GPU, in GB.",
+            "zero", {"model": "llama-3.1-8b", "dp": 16, "zero": 2}, "state_bytes", unit="GB",
+            scale=1e-9,
             hint="ZeRO-2 shards gradients and optimizer state (2 + 12 B); the 2 B of bf16 "
                  "weights stay whole: 2·P + 14·P/16.",
-            explanation="{answer} GB: 2 B × 70.6B + 14 B × 70.6B / 16.", rel_tol=0.05),
+            explanation=f"{{answer}} GB: 2 B × {P8 / 1e9:.2f}B + 14 B × {P8 / 1e9:.2f}B / 16.",
+            rel_tol=0.05),
         decide(
             "zero-decide-memory",
             "Llama 3.1 405B on 16 GPUs with ZeRO-1. Which change cuts each GPU's memory most?",
