@@ -50,6 +50,14 @@ def heaviest_stage(answer: dict) -> float:
     return max(answer["memory"]["per_rank_bytes"])
 
 
+# EP08's overlap plan: Mixtral 8x7B on 8 H100 nodes, TP2 x EP8 x DP32, where TP, EP, DP and
+# ZeRO all have traffic to hide (the lesson's step shows it at 4 micro-batches; the drill asks
+# at 8, a state the page does not show).
+MIXTRAL_64 = {"model": "mixtral-8x7b", "gpu": "h100-sxm", "nodes": 8, "gpus_per_node": 8,
+              "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 4096, "zero": 1,
+              "tp": 2, "pp": 1, "dp": 32, "ep": 8, "microbatches": 8}
+
+
 LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
     "memory": (
         predict(
@@ -386,6 +394,36 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
             solution="{best}. MFU: 64 micro-batches {m64}, no DP overlap {nooverlap}, TP4 × "
                      "PP8 {tp4pp8}, full recomputation {full}. The bubble, 3/19 of the step, "
                      "is the largest loss here."),
+        decide(
+            "recipe-decide-overlap",
+            "Mixtral 8x7B on 64 H100s as TP2 × EP8 × DP32, 8 micro-batches a step, TP "
+            "overlap 'backward', DP overlap on. Which one change shortens the step most?",
+            "recipe", "step_s",
+            (("ep", "Overlap the EP all-to-all with another micro-batch's compute",
+              {**MIXTRAL_64, "ep_overlap": True},
+              "The dispatch and combine, which blocked every MoE layer, now run beside the "
+              "other micro-batch; what is left is the compute slowed by the 20 of 132 SMs "
+              "the all-to-all kernels hold: step {value}."),
+             ("tp", "TP overlap 'all' (Transformer Engine's userbuffers)",
+              {**MIXTRAL_64, "tp_overlap": "all"},
+              "The attention's TP collectives now hide in chunks beside their GEMMs, but "
+              "Mixtral's routed experts take no TP overlap at any setting, so its MLP's still "
+              "block: step {value}."),
+             ("deepep", "Dispatch with DeepEP instead of NCCL's all-to-all",
+              {**MIXTRAL_64, "ep_dispatch": "deepep"},
+              "DeepEP saves copies to the same node across the network; EP 8 sits inside one "
+              "NVLink node, so it sends the same bytes: step {value}."),
+             ("zero3", "ZeRO-3, each layer's weights gathered one layer ahead",
+              {**MIXTRAL_64, "zero": 3},
+              "Prefetching hides a layer's gather only behind the layer before it; every "
+              "micro-batch now gathers every layer twice across InfiniBand, and its kernels "
+              "take 16 SMs from the compute: step {value}.")),
+            best="min", fmt=ms,
+            hint="On the timeline, which collective blocks the compute stream every "
+                 "micro-batch, and how much of it could another micro-batch's compute hide?",
+            solution="{best}. Step: EP overlap {ep}, TP overlap 'all' {tp}, DeepEP {deepep}, "
+                     "ZeRO-3 {zero3}. The all-to-all blocks every MoE layer in both passes; "
+                     "overlapped, only its SMs' share (20 of 132) stays on the critical path."),
     ),
     "placement": (
         predict(

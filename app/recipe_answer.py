@@ -2,7 +2,9 @@
 result's plan, audits, memory, timing by part and by cause, and traffic, in bytes and
 seconds."""
 
+from app.charts.units import fmt_ms
 from labs.recipe.inputs import RecipeResult
+from labs.recipe.overlap import LABELS, timeline
 
 
 def plan_api(result: RecipeResult) -> dict:
@@ -58,3 +60,39 @@ def micro_api(r: RecipeResult, causes: tuple | None = None) -> dict:
     return {"micro_causes": [{"name": c.name, "label": c.label, "exposed_s": c.exposed / m,
                               "hidden_s": c.hidden / m} for c in causes],
             "micro_step_s": r.step_s / m, "micro_at_peak_s": r.mfu * r.step_s / m}
+
+
+SHORT = {"kernels": "kernels", "tp": "TP", "cp": "CP", "ep": "EP", "sends": "sends",
+         "dp": "DP"}
+
+
+def timeline_api(r: RecipeResult) -> dict | None:
+    """One micro-batch's two lanes (labs.recipe.overlap.timeline), in seconds: each event,
+    each kind's exposed seconds on it and what the step bar charges for them."""
+    line = timeline(r)
+    if line is None:
+        return None
+    dp_name = "ZeRO-3" if r.plan.zero == 3 else "DP buckets"
+    events = [{"lane": e.lane, "phase": e.phase, "kind": e.kind, "state": e.state,
+               "start_s": e.start, "seconds": e.seconds,
+               "label": (f"{e.phase} kernels" if e.kind == "kernels"
+                         else dp_name if e.kind == "dp" else SHORT[e.kind])}
+              for e in line.events]
+    back = next((e.start for e in line.events if e.phase == "backward"
+                 and e.kind == "kernels"), 0.0)
+    kern = r.cluster.gpu.kernels
+    sms = kern.sm_count if kern else 0
+    shown = [f"{LABELS[k]} {fmt_ms(v)}" for k, v in line.exposed.items()
+             if v > 0 and not (k == "dp" and r.plan.zero < 3)]
+    dp = line.exposed["dp"] if r.plan.zero < 3 else 0.0
+    summary = (f"The step's last micro-batch on the slowest stage: {fmt_ms(line.seconds)}. "
+               "On the critical path: " + (", ".join(shown) or "no communication")
+               + (f"; DP {fmt_ms(dp)} once a step, after the last backward" if dp else "")
+               + f". SMs lent to NCCL, charged: {fmt_ms(line.charged_sm_s)}; "
+               f"not charged beside the hidden collectives ({round(line.sm_share['dp'] * sms)} "
+               f"of {sms} SMs): up to {fmt_ms(line.uncharged_sm_s)}, so the lab errs "
+               "fast by up to that")
+    return {"events": events, "seconds": line.seconds, "backward_start_s": back,
+            "exposed_s": line.exposed, "charged_s": line.charged(),
+            "sm_share": line.sm_share, "charged_sm_s": line.charged_sm_s,
+            "uncharged_sm_s": line.uncharged_sm_s, "summary": summary}

@@ -169,3 +169,64 @@ def memory_figure(result) -> dict:
             + ("fits" if mem.fits else f"over by {fmt_bytes(-mem.headroom_bytes)}")
         ),
     }
+
+
+# Timeline state -> (legend label, colour): labs.recipe.overlap.Event.state.
+TIMELINE_STATES = {
+    "compute": ("Kernels", "#4c78a8"),
+    "hidden": ("Communication hidden behind compute", "#9ecae9"),
+    "sm": ("Compute slowed: SMs lent to NCCL", "#b279a2"),
+    "exposed": ("Exposed: the compute stream waits", "#e45756"),
+}
+TIMELINE_LANES = ("Compute stream", "Comm stream")
+
+
+def timeline_figure(line: dict) -> dict:
+    """``line``: the answer's ``timeline`` (app.recipe_answer.timeline_api). Two lanes, a bar
+    per event from its start for its seconds (ms), coloured by what it costs; the backward's
+    start marked."""
+    events = line["events"]
+    lanes = {"compute": TIMELINE_LANES[0], "comm": TIMELINE_LANES[1]}
+    data = []
+    for state, (label, colour) in TIMELINE_STATES.items():
+        rows = [e for e in events if e["state"] == state]
+        if not rows:
+            continue
+        names = [e["label"] for e in rows]
+        data.append({
+            "type": "bar", "orientation": "h", "name": label,
+            "y": [lanes[e["lane"]] for e in rows],
+            "base": [round(e["start_s"] * 1e3, 3) for e in rows],
+            "x": [round(e["seconds"] * 1e3, 3) for e in rows],
+            "marker": {"color": colour, "line": {"color": "#ffffff", "width": 1}},
+            "text": names, "textposition": "inside", "insidetextanchor": "middle",
+            "textangle": 0, "textfont": {"size": 10},
+            "customdata": names,
+            "hovertemplate": f"%{{customdata}}: %{{x:,.2f}} ms ({label.lower()}), from "
+                             "%{base:,.1f} ms<extra></extra>",
+        })
+    end = line["seconds"] * 1e3
+    back = line["backward_start_s"] * 1e3
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="overlay", bargap=0.3, showlegend=True,
+            margin={"l": 8, "r": 8, "t": 24, "b": 40},
+            uniformtext={"minsize": 8, "mode": "hide"},
+            xaxis={"title": {"text": "ms into the micro-batch"}, "range": [0, end * 1.01],
+                   "gridcolor": "#e6e9ef", "fixedrange": True},
+            yaxis={"automargin": True, "fixedrange": True, "autorange": "reversed",
+                   "categoryorder": "array", "categoryarray": list(TIMELINE_LANES)},
+            shapes=[{"type": "line", "xref": "x", "yref": "paper", "x0": back, "x1": back,
+                     "y0": 0, "y1": 1, "line": {"color": "#555", "width": 1, "dash": "dot"}}],
+            annotations=[{"xref": "x", "yref": "paper", "x": back, "y": 1, "yanchor": "bottom",
+                          "xanchor": "left", "showarrow": False, "text": "backward →",
+                          "font": {"size": 10}},
+                         {"xref": "x", "yref": "paper", "x": 0, "y": 1, "yanchor": "bottom",
+                          "xanchor": "left", "showarrow": False, "text": "forward →",
+                          "font": {"size": 10}}],
+            legend={"orientation": "h", "y": -0.3, "x": 0, "yanchor": "top",
+                    "font": {"size": 10}},
+        ),
+        "summary": line["summary"],
+    }

@@ -8,7 +8,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import Field
 
-from app.charts.recipe import SEGMENTS, causes_figure, memory_figure, step_figure
+from app.charts.recipe import (
+    SEGMENTS,
+    causes_figure,
+    memory_figure,
+    step_figure,
+    timeline_figure,
+)
 from app.cluster_controls import (
     INTER,
     INTRA,
@@ -45,7 +51,7 @@ from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.labkit.parsing import run_cached, single, validate
 from app.labkit.routes import api_error, json_response, query_parameters
-from app.lesson_drills import LESSON_DRILLS
+from app.lesson_drills import LESSON_DRILLS, MIXTRAL_64
 from app.model_controls import (
     GpuChoice,
     ModelChoice,
@@ -55,7 +61,7 @@ from app.model_controls import (
     model_field,
 )
 from app.options import SEQ_LENGTHS, gpu_options, link_choices, model_options, with_value
-from app.recipe_answer import causes_of, micro_api, plan_api, result_api
+from app.recipe_answer import causes_of, micro_api, plan_api, result_api, timeline_api
 from app.routers.pipeline import SCHEDULE_LABELS
 from app.schemas import RecipeAnswer
 from labs.core.catalogue import RECIPES
@@ -183,6 +189,7 @@ def to_api(state: RecipeState) -> dict:
         "changed": list(rp.changed),
     }
     answer.update(micro_api(state.result, causes))
+    answer["timeline"] = timeline_api(state.result)
     return answer
 
 
@@ -191,7 +198,7 @@ def figures(state: RecipeState) -> dict:
     if not r.legal:
         return {}
     return {"step": step_figure(r, state.replan), "causes": causes_figure(r, micro_api(r)),
-            "memory": memory_figure(r)}
+            "timeline": timeline_figure(timeline_api(r)), "memory": memory_figure(r)}
 
 
 def api_errors(state: RecipeState) -> dict[str, str]:
@@ -218,6 +225,14 @@ WORKED = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 4, "gpus_per_nod
           "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 8192, "zero": 1}
 
 
+# Mixtral 8x7B on 8 H100 nodes, TP2 x EP8 x DP32: every overlap the lab times acts on it (the
+# drill asks the same plan at 8 micro-batches).
+MIXTRAL = {**MIXTRAL_64, "microbatches": 4}
+OVERLAPS = {"ov": {}, "ov_tp_none": {"tp_overlap": "none"}, "ov_tp_all": {"tp_overlap": "all"},
+            "ov_dp_off": {"dp_overlap": False}, "ov_zero3": {"zero": 3},
+            "ov_ep": {"ep_overlap": True}}
+
+
 @lru_cache(maxsize=1)
 def facts() -> dict:
     """The states the lesson links to, each with the JSON its prose quotes (same query model,
@@ -238,6 +253,8 @@ def facts() -> dict:
                          "inter_link": "ib-ndr"}),
         "e60": state(**{**SEED, "matmul_efficiency": 0.6}),
         "full": state(**{**SEED, "recompute": "full"}),
+        # What hides behind what: one plan with TP, EP, DP and ZeRO to overlap.
+        **{name: state(**{**MIXTRAL, **change}) for name, change in OVERLAPS.items()},
     }
 
 
@@ -341,6 +358,8 @@ VIEW = LabView(
         Diagram("causes", "Why MFU falls short of the GEMM rate: one micro-batch on the "
                 "slowest stage, by cause",
                 embed_height=520),
+        Diagram("timeline", "What hides behind what: one micro-batch's compute and "
+                "communication streams", embed_height=420),
         Diagram("memory", "Memory per GPU on each pipeline stage", embed_height=440),
     ),
     labels={

@@ -70,6 +70,36 @@ class RecipeReplanAnswer(BaseModel):
     changed: list[str]
 
 
+class RecipeTimelineEvent(BaseModel):
+    lane: str = Field(description="compute (the compute stream) or comm (NCCL's stream).")
+    phase: str = Field(description="forward, backward, or after (DP's wait at the step's end).")
+    kind: str = Field(description="kernels, tp, cp, ep, sends or dp.")
+    state: str = Field(description="compute; hidden (behind compute); exposed (the compute "
+                                   "stream waits); sm (compute slowed by the SMs NCCL holds).")
+    start_s: float = Field(description="Seconds from the micro-batch's start.")
+    seconds: float
+    label: str
+
+
+class RecipeTimeline(BaseModel):
+    events: list[RecipeTimelineEvent]
+    seconds: float = Field(description="The timeline's end (ZeRO-0/1/2: with DP's wait).")
+    backward_start_s: float
+    exposed_s: dict[str, float] = Field(description="Per kind, exposed + SM seconds on this "
+                                                    "micro-batch (dp: once a step, ZeRO-3: "
+                                                    "per micro-batch).")
+    charged_s: dict[str, float] = Field(description="The same, per step: equal to the step "
+                                                    "bar's segments_s (tests/labs).")
+    sm_share: dict[str, float] = Field(description="Share of the GPU's SMs each kind's "
+                                                   "kernels hold while they run.")
+    charged_sm_s: float = Field(description="SM seconds the step charges on this "
+                                            "micro-batch (EP overlap, ZeRO-3).")
+    uncharged_sm_s: float = Field(description="share x hidden seconds where the model "
+                                              "charges no SMs (TP, CP, DP buckets): the most "
+                                              "the lab errs fast by.")
+    summary: str
+
+
 class RecipeAnswer(RecipeResultAnswer):
     replan: RecipeReplanAnswer | None
     micro_causes: list[RecipeCause] = Field(
@@ -81,6 +111,10 @@ class RecipeAnswer(RecipeResultAnswer):
     micro_at_peak_s: float | None = Field(
         description="That micro-batch's model FLOPs at the GPUs' dense peak: MFU x "
                     "micro_step_s.")
+    timeline: RecipeTimeline | None = Field(
+        description="What hides behind what: the step's last micro-batch on the slowest "
+                    "stage as a compute and a communication lane (labs.recipe.overlap). "
+                    "None for a plan that cannot run.")
 
 class PlacementPool(BaseModel):
     role: str = Field(description="training, rollout, prefill, decode or colocated.")

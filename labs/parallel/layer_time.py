@@ -84,6 +84,9 @@ class Comm:
     exposed: float  # on the critical path
     bytes_per_gpu: float
     link: str  # the link id that bounds it
+    # Of ``exposed``: the compute it ran beside slowed by the SMs its kernels took (charged
+    # only where the model charges them: EP overlap, COMM_SMS); the rest outlasts the compute.
+    sm: float = 0.0
 
     @property
     def hidden(self) -> float:
@@ -142,7 +145,8 @@ def _merge(a: PassTime, b: PassTime) -> PassTime:
             o = comms[c.name]
             c = Comm(c.name, o.collective if o.collective == c.collective
                      else f"{o.collective}; {c.collective}", o.seconds + c.seconds,
-                     o.exposed + c.exposed, o.bytes_per_gpu + c.bytes_per_gpu, c.link)
+                     o.exposed + c.exposed, o.bytes_per_gpu + c.bytes_per_gpu, c.link,
+                     o.sm + c.sm)
         comms[c.name] = c
     return PassTime(a.gemm + b.gemm, a.attention + b.attention, a.memory + b.memory,
                     tuple(comms.values()))
@@ -303,6 +307,7 @@ def _ep(model: ModelSpec, ops: LayerOps, cluster: Cluster, g: Group, tp: int,
     out = []
     for compute in (ops.forward.seconds, ops.backward.seconds):
         exposed = max(total - compute, share * total) if overlap else total
+        # Overlapped, the compute runs f·A longer for the SMs lent; past that it waits.
         out.append(Comm("ep", f"{name} (dispatch + combine)", total, exposed, sent,
-                        d.bottleneck))
+                        d.bottleneck, min(exposed, share * total) if overlap else 0.0))
     return out[0], out[1]

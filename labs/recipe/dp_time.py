@@ -100,15 +100,16 @@ def gather_delay(window_s: float, bucket_s: float, last_s: float, buckets: int,
 
 def zero3_exposure(stage: Stage, lay: ParallelLayout, s: tuple[Spread, Spread], cluster: Cluster,
            mb: int, weight_bytes: float, grad_bytes: float,
-           fsdp2: bool = False) -> tuple[float, float, float]:
-    """ZeRO-3 / FSDP on one stage, per step: (seconds, exposed, bytes sent). Per micro-batch,
+           fsdp2: bool = False) -> tuple[float, float, float, float, tuple]:
+    """ZeRO-3 / FSDP on one stage, per step: (seconds, exposed, bytes sent, of exposed the
+    SMs lent, the forward passes' (seconds, exposed, SMs lent)). Per micro-batch,
     each layer's weights are gathered before its forward and again before its backward, and
     its gradients reduce-scattered after, one layer ahead of the compute: a layer's
     collectives are exposed where they outlast the layer beside which they run, and each
     pass waits for its first layer's gather. ``fsdp2``: with FSDP2's copies (module
     docstring): each gather's copy-out on the critical path, each reduce-scatter's copy-in
     ahead of it."""
-    total = exposed = sent = 0.0
+    total = exposed = sent = sm = fwd_total = fwd_exposed = fwd_sm = 0.0
     first_gather = 0.0
     share = sm_share(cluster)
     for n, lt, *params in stage.layers:
@@ -125,17 +126,25 @@ def zero3_exposure(stage: Stage, lay: ParallelLayout, s: tuple[Spread, Spread], 
                 rs += mem_time(cluster.gpu, count * (2 + grad_bytes))
         total += mb * n * (2 * ag + rs + 2 * copy_out)
         fwd, bwd = lt.forward.seconds, lt.backward.seconds
-        exposed += mb * n * (overlapped(ag, fwd, share) + overlapped(ag + rs, bwd, share)
-                             + 2 * copy_out)
+        ahead, behind = overlapped(ag, fwd, share), overlapped(ag + rs, bwd, share)
+        exposed += mb * n * (ahead + behind + 2 * copy_out)
+        # Of each, the SMs lent: what the compute beside it lost, up to all it added.
+        lent = mb * n * min(ahead, share * min(ag, fwd))
+        sm += lent + mb * n * min(behind, share * min(ag + rs, bwd))
+        fwd_sm += lent
+        fwd_total += mb * n * (ag + copy_out)
+        fwd_exposed += mb * n * (ahead + copy_out)
         first_gather = first_gather or ag
-    return total, exposed + mb * 2 * first_gather, sent
+    return (total, exposed + mb * 2 * first_gather, sent, sm,
+            (fwd_total, fwd_exposed + mb * first_gather, fwd_sm))
 
 
 def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, Spread],
               cluster: Cluster, micro: MicroBatchTime, windows: tuple[float, float], mb: int,
               zero: int, recipe: str, overlap: bool,
-              idle: tuple[float, float], fsdp2: bool = False) -> tuple[float, float, float, str]:
-    """One stage's DP traffic: (seconds, exposed, bytes sent, bounding link)."""
+              idle: tuple[float, float], fsdp2: bool = False) -> tuple:
+    """One stage's DP traffic: (seconds, exposed, bytes sent, bounding link, of exposed the
+    SMs lent, ZeRO-3's forward (seconds, exposed))."""
     # ZeRO-3 gathers the recipe's gathered copy: bf16, or FP8 for FP8 parameters.
     grad_bytes, weight_bytes = RECIPES[recipe].gradients, RECIPES[recipe].gathered_bytes
     first_fwd, last_bwd = windows
@@ -144,11 +153,11 @@ def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, Spread],
     expert = sp.experts / (lay.ep * lay.etp)
     link = cluster.intra.id
     if zero == 3:
-        total, exposed, sent = zero3_exposure(stage, lay, spreads, cluster, mb, weight_bytes,
-                                              grad_bytes, fsdp2)
+        total, exposed, sent, sm, fwd = zero3_exposure(stage, lay, spreads, cluster, mb,
+                                                       weight_bytes, grad_bytes, fsdp2)
         if spreads[0].nodes > 1:
             link = cluster.inter.id
-        return total, exposed, sent, link
+        return total, exposed, sent, link, sm, fwd
     total = sent = 0.0
     reduce_exposed = gather_exposed = 0.0
     for params, s in ((dense, spreads[0]), (expert, spreads[1])):
@@ -165,7 +174,7 @@ def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, Spread],
                 (gather_delay, first_fwd) if overlap else None)
             total, sent, gather_exposed = total + seconds, sent + moved, gather_exposed + waited
     exposed = max(0.0, reduce_exposed - idle[1]) + max(0.0, gather_exposed - idle[0])
-    return total, exposed, sent, link
+    return total, exposed, sent, link, 0.0, (0.0, 0.0, 0.0)
 
 
 def dp_part(model: ModelSpec, lay: ParallelLayout, cluster: Cluster, micro: MicroBatchTime,
@@ -188,7 +197,7 @@ def dp_part(model: ModelSpec, lay: ParallelLayout, cluster: Cluster, micro: Micr
         key = (found[1], st.seconds)
         if worst is None or key > worst[0]:
             worst = (key, found)
-    total, exposed, sent, link = worst[1]
+    total, exposed, sent, link, sm, forward = worst[1]
     if lay.pp > 1 and model.tied_embeddings:
         # Megatron's embedding group: the first and last stages sum the tied weights' grads.
         grads = model.vocab * model.hidden / lay.tp * RECIPES[recipe].gradients
@@ -198,5 +207,5 @@ def dp_part(model: ModelSpec, lay: ParallelLayout, cluster: Cluster, micro: Micr
     name = {0: "all_reduce", 1: "reduce_scatter + all_gather", 2: "reduce_scatter + all_gather",
             3: "all_gather x2 + reduce_scatter per layer per micro-batch"}[zero]
     return Part("dp", name, dense_s.size, max(dense_s.nodes, expert_s.nodes), link, sent,
-                total, exposed)
+                total, exposed, sm, forward)
 

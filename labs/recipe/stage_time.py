@@ -58,6 +58,9 @@ class Stage:
     # (count, time, local dense parameters, local expert parameters) of its dense and MoE
     # layers
     layers: tuple[tuple[int, LayerTime, float, float], ...]
+    # (pass, kind, seconds, exposed, of it SMs lent) of the TP, CP and EP collectives of
+    # each pass (``labs.recipe.overlap`` draws them)
+    passes: tuple[tuple[str, str, float, float, float], ...] = ()
 
     @property
     def seconds(self) -> float:
@@ -71,6 +74,8 @@ def _stage(sp: StageParams, parts: list[tuple], head, accumulate: float) -> Stag
     acc = dict(forward=0.0, backward=0.0, exposed_forward=0.0, exposed_backward=0.0,
                gemm=0.0, attention=0.0, memory=0.0)
     comm = {k: [0.0, 0.0] for k in ("tp", "cp", "ep")}
+    by_pass = {(p, k): [0.0, 0.0, 0.0] for p in ("forward", "backward")
+               for k in ("tp", "cp", "ep")}
     for n, lt, *_ in parts:
         for pass_, key in ((lt.forward, "forward"), (lt.backward, "backward")):
             acc[key] += n * pass_.compute
@@ -81,6 +86,10 @@ def _stage(sp: StageParams, parts: list[tuple], head, accumulate: float) -> Stag
             for c in pass_.comms:
                 comm[c.name][0] += n * c.exposed
                 comm[c.name][1] += n * c.seconds
+                row = by_pass[key, c.name]
+                row[0] += n * c.seconds
+                row[1] += n * c.exposed
+                row[2] += n * c.sm
     for passes, key in ((head[0], "forward"), (head[1], "backward")):
         for p in passes:
             acc[key] += p.seconds
@@ -91,7 +100,8 @@ def _stage(sp: StageParams, parts: list[tuple], head, accumulate: float) -> Stag
     return Stage(sp, acc["forward"], acc["backward"], acc["exposed_forward"],
                   acc["exposed_backward"], acc["gemm"], acc["attention"], acc["memory"],
                   comm["tp"][0], comm["cp"][0], comm["ep"][0], comm["tp"][1],
-                  comm["cp"][1], comm["ep"][1], tuple(parts))
+                  comm["cp"][1], comm["ep"][1], tuple(parts),
+                  tuple((p, k, *v) for (p, k), v in by_pass.items() if v[0] > 0))
 
 
 @dataclass(frozen=True)
@@ -114,7 +124,7 @@ class StageTimes:
     def micro(self) -> MicroBatchTime:
         s = self.slow
         return MicroBatchTime(s.forward, s.backward, s.tp, s.cp, s.ep, s.gemm, s.attention,
-                              s.memory, s.exposed_forward, self.sends)
+                              s.memory, s.exposed_forward, self.sends, s.passes)
 
     def optimizer_s(self, lay: ParallelLayout, zero: int) -> float:
         """The slowest stage's optimizer step (its local parameters; ZeRO ≥ 1: their shard)."""

@@ -64,6 +64,9 @@ class Part:
     bytes_per_step: float  # bytes one GPU sends per step
     seconds: float  # per step, if nothing overlapped
     exposed: float  # per step, on the critical path
+    sm: float = 0.0  # of exposed: compute slowed by the SMs NCCL's kernels took (ZeRO-3)
+    # ZeRO-3: the forward passes' share of seconds, exposed and sm (gathers before each layer)
+    forward: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     @property
     def hidden(self) -> float:
@@ -85,6 +88,8 @@ class MicroBatchTime:
     memory: float = 0.0  # memory-bound ops (norms, activations, loss, accumulation)
     exposed_forward: float = 0.0  # of tp + cp + ep, in the forward pass
     sends: float = 0.0  # pipeline sends on the critical path, per micro-batch
+    # (pass, kind, seconds, exposed, of it SMs lent) of the TP, CP and EP collectives
+    comms: tuple[tuple[str, str, float, float, float], ...] = ()
 
     @property
     def total(self) -> float:

@@ -17,6 +17,8 @@ import pytest
 
 import app.main  # noqa: F401  (registers every lab view)
 from app.labkit import VIEWS, parse
+from app.lesson_drills import MIXTRAL_64
+from labs.recipe.overlap import timeline
 
 KINDS = ("default", "good", "bad")
 
@@ -446,6 +448,38 @@ def test_recipe_step_bar_adds_up_to_the_step(kind):
         if r.segments[segment] > 0:
             close([drawn[label]], [r.segments[segment] / m * 1e3], 1e-3, label)
     assert all(x >= 0 for x in hidden["x"])
+
+
+@pytest.mark.parametrize("query", [{}, {"zero": 3}, {"tp_overlap": "none", "dp_overlap": "false"},
+                                   {**MIXTRAL_64, "ep_overlap": "true"}])
+def test_recipe_timeline_bars_are_the_events_and_the_step_bars_charge(query):
+    """Each bar is an event of labs.recipe.overlap (start and length in ms); the compute lane's
+    waits and lent SMs, times the micro-batches (DP once a step below ZeRO-3), are the step
+    bar's TP, CP, EP, sends and DP segments."""
+    recipe, figs = figures_for("recipe", query)
+    r = recipe.result
+    line = timeline(r)
+    drawn = sorted((lane, b, x) for t in bars(figs["timeline"])
+                   for lane, b, x in zip(t["y"], t["base"], t["x"], strict=True))
+    lanes = {"compute": "Compute stream", "comm": "Comm stream"}
+    expected = sorted((lanes[e.lane], e.start * 1e3, e.seconds * 1e3) for e in line.events)
+    assert [d[0] for d in drawn] == [e[0] for e in expected]
+    close([d[1] for d in drawn], [e[1] for e in expected], 1e-3, "starts")
+    close([d[2] for d in drawn], [e[2] for e in expected], 1e-3, "lengths")
+    # The compute lane's waits and lent SMs, by the kind each bar names.
+    kinds = {"TP": "tp", "CP": "cp", "EP": "ep", "sends": "sends", "DP buckets": "dp",
+             "ZeRO-3": "dp"}
+    charged = dict.fromkeys(kinds.values(), 0.0)
+    for t in bars(figs["timeline"]):
+        if t["name"] in ("Kernels", "Communication hidden behind compute"):
+            continue
+        for lane, x, text in zip(t["y"], t["x"], t["text"], strict=True):
+            if lane == "Compute stream":
+                charged[kinds[text]] += x / 1e3
+    m = r.plan.microbatches
+    for kind, seconds in charged.items():
+        times = 1 if kind == "dp" and r.plan.zero < 3 else m
+        close([seconds * times], [r.segments[kind]], 1e-5 * times * 20, kind)
 
 
 # EP04 ---------------------------------------------------------------------------------------

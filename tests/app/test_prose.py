@@ -25,7 +25,8 @@ LESSONS = {  # page -> (API, chart ids a step may name)
                                      "zero-recompute", "zero-offload"}),
     "/episodes/data-parallel": ("/api/dp", {"dp-scaling", "dp-time", "dp-ratio", "dp-replica"}),
     "/episodes/context-parallel": ("/api/cp", {"cp-mask", "cp-pairs", "cp-cost"}),
-    "/episodes/recipe-3d": ("/api/recipe", {"recipe-step", "recipe-causes", "recipe-memory"}),
+    "/episodes/recipe-3d": ("/api/recipe", {"recipe-step", "recipe-causes", "recipe-memory",
+                                            "recipe-timeline"}),
     "/episodes/rl-placement": (
         "/api/placement", {"placement-cluster", "placement-memory", "placement-timeline"}),
 }
