@@ -65,7 +65,9 @@ def test_page_lists_every_broken_rule_as_a_failed_audit_and_keeps_the_chart(clie
                                          ("schedule", "x"), ("intra_link", "ib-hdr"),
                                          ("gpus_per_node", 16), ("model", "nope"),
                                          ("matmul_efficiency", 0), ("matmul_efficiency", 1.5),
-                                         ("ep_dispatch", "nvshmem")])
+                                         ("ep_dispatch", "nvshmem"),
+                                         ("tp_overlap", "some"), ("dp_overlap", "maybe"),
+                                         ("ep_overlap", "2"), ("kernels", "jit")])
 def test_bad_controls_are_422s_naming_the_control(client, field, value):
     response = client.get("/api/recipe", params={**SEED, field: value})
     assert response.status_code == 422
@@ -355,3 +357,19 @@ def test_the_page_calls_tp_traffic_what_the_plan_runs(client):
     assert "TP all-reduces" not in text and "TP's all-reduces" not in text
     assert "four all-reduces per layer" not in text
     assert "TP collectives (exposed)" in text
+
+
+@pytest.mark.parametrize("change", [{}, {"tp_overlap": "none"}, {"dp_overlap": "false"},
+                                    {"zero": 3}])
+def test_the_timeline_is_in_the_answer_and_charges_the_step_bars_segments(client, change):
+    """/api/recipe's timeline (labs.recipe.overlap): its per-step charges are the segments,
+    and its compute lane is the micro-batch's kernels and waits, end to end."""
+    body = client.get("/api/recipe", params={**SEED, **change}).json()
+    line = body["timeline"]
+    for kind, seconds in line["charged_s"].items():
+        assert seconds == pytest.approx(body["segments_s"][kind], rel=1e-9, abs=1e-15)
+    lane = sorted((e["start_s"], e["seconds"]) for e in line["events"] if e["lane"] == "compute")
+    for (start, length), (after, _) in zip(lane, lane[1:], strict=False):
+        assert after == pytest.approx(start + length, rel=1e-9)
+    # The buckets' hidden time may run on past the compute (behind the pipeline's drain)
+    assert lane[-1][0] + lane[-1][1] <= line["seconds"] * (1 + 1e-9)
