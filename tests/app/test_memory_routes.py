@@ -252,3 +252,23 @@ def test_ep01_cold_reading_fixes_derive_from_the_engine(client):
     zero3 = f["l70_zero3"]["api"]
     assert zero3["total_bytes"] > zero3["gpu_memory_bytes"]
     assert f"it holds {fmt_bytes(zero3['total_bytes'])} , still over" in text
+
+
+def test_steps_1_2_5_ask_what_the_opening_bench_does_not_print(client):
+    """Round-2 cold reading (issue 36): the page opens at 70B on one H100, so step 1 asks the
+    8B's bill, step 2 the 405B's state and step 5 the 405B's 18-byte count; none of these is
+    on the page outside the closed whys before the student guesses."""
+    from app.routers.memory import facts
+    f = facts()
+    l8, l405, l405_18 = f["l8"]["api"], f["l405"]["api"], f["l405_18"]["api"]
+    assert l8["total_bytes"] == pytest.approx(148.9e9, rel=1e-3)  # 16.06 GB x 9.3
+    assert l8["total_bytes"] / l8["breakdown"]["weights"] == pytest.approx(9.27, abs=0.01)
+    assert l405["state_bytes"] == pytest.approx(16 * l405["params"], rel=1e-12)  # 6.49 TB
+    assert l405_18["state_bytes"] == pytest.approx(18 * l405["params"], rel=1e-12)  # 7.31 TB
+    assert l405_18["min_gpus"] == 92 == -(-l405_18["state_bytes"] // 80e9)
+    html = client.get("/episodes/memory").text
+    outside = re.sub(r'<details class="why".*?</details>', " ", html, flags=re.S)
+    outside = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", outside))
+    for answer in (fmt_bytes(l8["total_bytes"]), fmt_bytes(l405["state_bytes"]),
+                   fmt_bytes(l405_18["state_bytes"]), "at least 92"):
+        assert answer not in outside, answer

@@ -29,9 +29,9 @@ def test_committing_a_guess_opens_the_why_and_marks_the_choice(page):
 def test_a_number_guess_is_said_back_and_show_me_opens_without_one(page):
     page.goto("/episodes/memory")
     beat = page.locator("#predict-memory-2")
-    beat.locator("input[name=guess]").fill("1100")
+    beat.locator("input[name=guess]").fill("6.5")
     beat.locator("input[name=guess]").press("Enter")
-    expect(beat.locator(".predict-said")).to_contain_text("Your guess: 1100 GB")
+    expect(beat.locator(".predict-said")).to_contain_text("Your guess: 6.5 TB")
     assert beat.locator("details.why").evaluate("d => d.open") is True
     other = page.locator("#predict-memory-5 details.why")
     other.locator("summary").click()
