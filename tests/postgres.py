@@ -38,8 +38,18 @@ def _as_owner(command: list[str]) -> list[str]:
     return command
 
 
+# How long initdb, pg_ctl and createdb may take: seconds on an idle machine, but a full suite on
+# two loaded cores once took long enough that every PostgreSQL-backed class test errored.
+STEP_TIMEOUT_S = 600
+
+
 def _run(command: list[str]) -> None:
-    done = subprocess.run(_as_owner(command), capture_output=True, text=True, timeout=120)
+    try:
+        done = subprocess.run(_as_owner(command), capture_output=True, text=True,
+                              timeout=STEP_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        raise PostgresUnavailable(f"{' '.join(command[:2])} took over {STEP_TIMEOUT_S} s") \
+            from exc
     if done.returncode != 0:
         raise PostgresUnavailable(f"{' '.join(command[:2])} failed ({done.returncode}): "
                                   f"{done.stderr.strip()[-2000:] or done.stdout[-2000:]}")
@@ -63,8 +73,13 @@ def postgres_server(port: int) -> Iterator[str]:
         # nothing a commit acknowledged either way (the data is in PostgreSQL's files).
         options = (f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off "
                    "-c max_connections=200 -c shared_buffers=32MB")
-        _run([str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l",
-              str(root / "log"), "-w", "-t", "60", "start"])
+        try:
+            _run([str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l",
+                  str(root / "log"), "-w", "-t", str(STEP_TIMEOUT_S), "start"])
+        except PostgresUnavailable as exc:  # the server's own log says why
+            log = root / "log"
+            said = log.read_text(errors="replace")[-2000:] if log.exists() else "no log"
+            raise PostgresUnavailable(f"{exc}; server log: {said}") from exc
         started = True
         _run([str(binaries / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres",
               "lab"])
