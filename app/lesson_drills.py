@@ -376,7 +376,7 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
             "GPT-3 175B on 64 A100s as TP8 × PP4 × DP2 with 16 micro-batches. Which change "
             "raises MFU the most?",
             "recipe", "mfu",
-            (("tp4pp8", "TP4 × PP8 (TP's traffic halved)", {"tp": 4, "pp": 8},
+            (("tp4pp8", "TP4 × PP8 (TP groups of 4, half the layers per GPU)", {"tp": 4, "pp": 8},
               "Less TP traffic, but twice the stages: the bubble grows to 7 slots: MFU "
               "{value}."),
              ("m64", "64 micro-batches instead of 16 (a 4× larger global batch)",
@@ -385,9 +385,10 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
              ("full", "Full activation recomputation", {"recompute": "full"},
               "Recomputing every layer's forward costs about a third more compute, which "
               "MFU does not count: MFU {value}."),
-             ("nooverlap", "Stop overlapping DP's all-reduce with the backward pass",
+             ("nooverlap", "Stop overlapping DP's gradient sync with the backward pass",
               {"dp_overlap": False},
-              "The all-reduce then sits exposed at the end of the step: MFU {value}.")),
+              "The sync (a reduce-scatter of the gradients with ZeRO-1) then sits exposed at "
+              "the end of the step: MFU {value}.")),
             best="max", fmt=pct,
             hint="Which of the step's losses is largest at 16 micro-batches, and which "
                  "choice shrinks it?",

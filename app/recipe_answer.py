@@ -3,8 +3,19 @@ result's plan, audits, memory, timing by part and by cause, and traffic, in byte
 seconds."""
 
 from app.charts.units import fmt_ms
+from labs.model.flops import hardware_flops_per_token, model_flops_per_token
 from labs.recipe.inputs import RecipeResult
 from labs.recipe.overlap import LABELS, timeline
+
+
+def hfu_of(r: RecipeResult) -> float:
+    """Hardware FLOPs utilisation: MFU x the FLOPs the GPUs run (the recomputed forward
+    counted, on each stage's layers) over the model's FLOPs (Korthikanti et al. 2022 sec 6.3:
+    HFU counts recomputation, MFU does not)."""
+    p, m = r.plan, r.model
+    stages = tuple(b.layers for b in r.memory.stages) if r.memory else ()
+    return r.mfu * (hardware_flops_per_token(m, p.seq_len, p.recompute, stages)
+                    / model_flops_per_token(m, p.seq_len))
 
 
 def plan_api(result: RecipeResult) -> dict:
@@ -37,6 +48,7 @@ def result_api(r: RecipeResult, causes: tuple | None = None) -> dict:
         "matmul_efficiency": r.matmul_efficiency,
         "parts": r.parts or {},
         "mfu": r.mfu,
+        "hfu": hfu_of(r) if r.legal else 0.0,
         "step_s": r.step_s,
         "segments_s": r.segments or {},
         "causes": [{"name": c.name, "label": c.label, "exposed_s": c.exposed,

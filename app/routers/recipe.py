@@ -61,7 +61,14 @@ from app.model_controls import (
     model_field,
 )
 from app.options import SEQ_LENGTHS, gpu_options, link_choices, model_options, with_value
-from app.recipe_answer import causes_of, micro_api, plan_api, result_api, timeline_api
+from app.recipe_answer import (
+    causes_of,
+    hfu_of,
+    micro_api,
+    plan_api,
+    result_api,
+    timeline_api,
+)
 from app.routers.pipeline import SCHEDULE_LABELS
 from app.schemas import RecipeAnswer
 from labs.core.catalogue import RECIPES
@@ -310,6 +317,7 @@ def extra_context(state) -> dict:
         "recipe_options": [(k, r.label) for k, r in RECIPES.items() if r.mode == "train"],
         "segments": SEGMENTS,
         "micro_api": micro_api,
+        "hfu_of": hfu_of,  # the readout's HFU beside MFU (step 10)
         "seq_options": with_value(SEQ_LENGTHS, q.seq_len),
         "replan_link": plan_query(rp.after, base) if rp and rp.after else None,
         "planner_query": planner_query(q),
@@ -394,10 +402,10 @@ VIEW = LabView(
         Drill(
             id="recipe-efficiency",
             question=("GPT-3 175B on 64 A100s as TP8 × PP4 × DP2 with 32 micro-batches: the "
-                      f"lab gives TP {SEED_PARTS['tp']:.3f}, DP {SEED_PARTS['dp']:.3f}, the end "
-                      f"stages' extra work {SEED_PARTS['stages']:.3f}, the pipeline sends "
-                      f"{SEED_PARTS['sends']:.3f} and the optimizer step "
-                      f"{SEED_PARTS['optimizer']:.3f}. With the 1F1B bubble of 4 stages, what "
+                      f"lab gives TP {SEED_PARTS['tp']:.4f}, DP {SEED_PARTS['dp']:.4f}, the end "
+                      f"stages' extra work {SEED_PARTS['stages']:.4f}, the pipeline sends "
+                      f"{SEED_PARTS['sends']:.4f} and the optimizer step "
+                      f"{SEED_PARTS['optimizer']:.4f}. With the 1F1B bubble of 4 stages, what "
                       "efficiency (%) is the product of the parts?"),
             answer=drill_answer,
             unit="%",
@@ -405,9 +413,9 @@ VIEW = LabView(
             # The answer is the lab's efficiency, the product of every unrounded part (the
             # prose's figure); the rounded ones above multiply to the same tenth of a percent
             # (tests/app/test_recipe_routes.py).
-            explanation=(f"{{answer}}%: {SEED_PARTS['tp']:.3f} × 32/35 × "
-                         f"{SEED_PARTS['dp']:.3f} × {SEED_PARTS['stages']:.3f} × "
-                         f"{SEED_PARTS['sends']:.3f} × {SEED_PARTS['optimizer']:.3f}."),
+            explanation=(f"{{answer}}%: {SEED_PARTS['tp']:.4f} × 32/35 × "
+                         f"{SEED_PARTS['dp']:.4f} × {SEED_PARTS['stages']:.4f} × "
+                         f"{SEED_PARTS['sends']:.4f} × {SEED_PARTS['optimizer']:.4f}."),
         ),
         *LESSON_DRILLS["recipe"],  # predict and decide (app/lesson_drills.py)
     ),

@@ -45,6 +45,10 @@ class RecipeResultAnswer(BaseModel):
                                     "wait for the slowest), tp, cp, ep, sends, pp (bubble), dp, "
                                     "optimizer.")
     mfu: float = Field(description="Model FLOPs (6·N·D + attention) / (step x GPUs x peak).")
+    hfu: float = Field(description="Hardware FLOPs utilisation: the FLOPs the GPUs run, the "
+                                   "recomputed forward included, over the same peak time. "
+                                   "Equal to MFU without recomputation; 4/3 of it with full "
+                                   "recomputation of the matmuls.")
     step_s: float
     segments_s: dict[str, float] = Field(description="The step bar: compute, uneven stages' "
                                                      "wait, exposed tp/cp/ep, pipeline sends, "

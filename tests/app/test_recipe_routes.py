@@ -197,18 +197,22 @@ def test_the_efficiency_product_multiplies_as_printed_and_the_drill_answers_it(c
     from app.routers.recipe import VIEW
 
     page = client.get("/episodes/recipe-3d").text
-    takeaway = re_.sub(r"<[^>]+>", "", page.split("Efficiency is a product of parts")[1]
-                       .split("MFU")[0])
-    shown = [float(v) for v in re_.findall(r"(\d+\.\d)%", takeaway)]
-    *parts, total = shown
-    assert len(parts) >= 5
-    assert f"{math.prod(p / 100 for p in parts) * 100:.1f}" == f"{total:.1f}"
+    why = re_.sub(r"<[^>]+>", "", page.split("Efficiency is a product of parts")[1]
+                  .split("The chart's table")[0])
+    shown = [float(v) for v in re_.findall(r"(\d+\.\d)%", why)]
+    tp, pp, dp, big, small, total = shown  # three parts, their product, the rest's, the whole
+    assert abs(tp * pp * dp / 1e4 - big) <= 0.1
+    assert abs(big * small / 100 - total) <= 0.1
     drill = next(d for d in VIEW.drills if d.id == "recipe-efficiency")
-    question = [float(v) for v in re_.findall(r"\b0\.\d{3}\b", drill.question)]
+    question = [float(v) for v in re_.findall(r"\b0\.\d{4}\b", drill.question)]
+    assert len(question) == 5
     typed = math.prod(question) * 32 / 35 * 100  # as a student multiplies the question's parts
     graded = check_drill(drill, f"{typed:.1f}", 1)
     assert graded["status"] == "right" and f"Right. {drill.answer():.1f}%" in graded["message"]
     assert f"{drill.answer():.1f}" != f"{total:.1f}"
+    # The worked solution's factors, as printed, multiply to its answer (cold reading).
+    worked = [float(v) for v in re_.findall(r"\b0\.\d{4}\b", drill.explanation)]
+    assert f"{math.prod(worked) * 32 / 35 * 100:.1f}" == f"{drill.answer():.1f}"
 
 
 def test_ep08_quotes_mfu_as_mfu_and_hfu_as_hfu_and_which_way_the_lab_errs(client):
@@ -233,15 +237,36 @@ def test_ep08_quotes_mfu_as_mfu_and_hfu_as_hfu_and_which_way_the_lab_errs(client
     html = client.get("/episodes/recipe-3d").text
     step10 = html.split('id="step-10"')[1].split('id="step-11"')[0]
     step11 = html.split('id="step-11"')[1].split("</section>")[0]
-    assert "52.8%" not in html
+    assert "52.8% MFU" not in html  # the 1T run's old figure, HFU quoted as MFU
     assert "hardware FLOPs utilisation" in step10 and "model FLOPs utilisation" in step10
-    assert f"so it is HFU ({fmt_pct(published.hfu)})" in step10
-    assert f"run's MFU is {fmt_pct(published.mfu)}" in step10
+    row = step10.split("Megatron-LM 1T")[1].split("</tr>")[0]
+    assert f"<td>full</td><td>{fmt_pct(published.mfu)}</td><td>{fmt_pct(published.hfu)}</td>" in row
     ratios = [c.ratio for c in checks()]
     assert all(r > 1 for r in ratios)  # the lab is fast on every calibration run
     assert f"median {fmt_pct(statistics.median(ratios) - 1)}" in step10
     assert "errs fast" in step10 and f"all {len(ratios)}" in step10
-    assert f"{fmt_pct(selective.mfu)} with selective recomputation" in " ".join(step11.split())
+    row = step10.split("530B,")[1].split("</tr>")[0]
+    assert f"<td>selective</td><td>{fmt_pct(selective.mfu)}</td>" in row
+    assert "MFU" in step11
+
+
+def test_hfu_counts_the_recomputed_forward_and_mfu_does_not(client):
+    """Issue 36, item 7: MFU against HFU, each with when it applies. The lab's own plan gives
+    both: equal but for attention's core with selective recomputation, HFU = 4/3 MFU with full
+    recomputation (four passes of matmuls where the model needs three); step 10 quotes both."""
+    from app.charts.units import fmt_pct
+
+    seed = client.get("/api/recipe", params=SEED).json()
+    full = client.get("/api/recipe", params={**SEED, "recompute": "full"}).json()
+    none = client.get("/api/recipe", params={**SEED, "recompute": "none"}).json()
+    assert full["hfu"] == pytest.approx(full["mfu"] * 4 / 3, rel=1e-9)
+    assert none["hfu"] == pytest.approx(none["mfu"], rel=1e-9)
+    assert seed["mfu"] < seed["hfu"] < seed["mfu"] * 1.02
+    step10 = client.get("/episodes/recipe-3d").text.split('id="step-10"')[1].split(
+        'id="step-11"')[0]
+    for body in (seed, full):
+        assert fmt_pct(body["mfu"]) in step10 and fmt_pct(body["hfu"]) in step10
+    assert "HFU = MFU × 4/3" in step10
 
 
 def test_the_page_names_links_and_sources_in_words_a_student_reads(client):
@@ -297,7 +322,26 @@ def test_steps_10_and_11_quote_only_rates_the_page_derives(client):
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", step[10]))
     a100 = fmt_pct(facts()["seed"]["api"]["matmul_efficiency"])
     h100 = fmt_pct(facts()["h100"]["api"]["matmul_efficiency"])
-    assert f"on the H100 a full-wave GEMM at {h100} of peak, on the A100, step 1's {a100}" in text
+    assert f"at {h100} of it against {a100}" in text
+
+
+def test_steps_7_and_10_compare_the_gpus_at_the_rates_the_lab_times_them(client):
+    """Cold reading: 'an H100's peak is 3.2 times an A100's' carried the argument, but the
+    lab times each at its own GEMM rate: 3.2 x 67.3% / 81.6% = 2.6 times as fast."""
+    import re
+
+    from app.routers.recipe import facts
+    from labs.hardware.gpus import get_gpu
+
+    f = facts()
+    speed = (get_gpu("h100-sxm").bf16_flops * f["h100"]["api"]["matmul_efficiency"]
+             / (get_gpu("a100-80gb").bf16_flops * f["seed"]["api"]["matmul_efficiency"]))
+    assert 2.5 < speed < 2.7
+    html = client.get("/episodes/recipe-3d").text
+    for n in (7, 10):
+        step = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.split(f'id="step-{n}"')[1]
+                                          .split("</section>")[0]))
+        assert f"computes about {speed:.1f} times as fast as" in step, n
 
 
 def test_steps_7_and_10_quote_one_peak_ratio(client):

@@ -22,6 +22,7 @@ BEATS = [
     "placement",
     "cp",
     "moe",
+    "recipe",
     "precision",
     "playground",
 ]
