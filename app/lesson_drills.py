@@ -261,7 +261,8 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
                         "is in flight on every stage at the turn from forward to backward. "
                         "The last stage is heavier than the first: for each micro-batch it "
                         "also keeps the fp32 logits, 4 × s × vocabulary ÷ t = 4 × 4,096 × "
-                        "128,256 ÷ 8 = 263 MB. 1F1B would hold at most 4 micro-batches."),
+                        "128,256 ÷ 8 = 263 MB, and the final norm's fp32 output, 4 × 4,096 × "
+                        "8,192 ÷ 8 = 16.8 MB. 1F1B would hold at most 4 micro-batches."),
         decide(
             "pipeline-decide-bubble",
             "4 stages, 8 micro-batches, 1F1B. Which change shrinks the bubble the most?",

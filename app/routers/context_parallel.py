@@ -165,13 +165,10 @@ def zigzag_drill_answer() -> float:
 
 
 def _case_why(layout: str) -> str:
-    mask = mask_layout(64, 8, layout)
-    first, last = (int(mask.ranks[i].causal_pairs) for i in (0, -1))
+    # The setup only: the pair counts are what steps 2 and 3 ask (round-2 cold reading).
     if layout == "zigzag":
-        return (f"Each rank pairs an early chunk with its mirror: every rank computes {last} "
-                "causal cells.")
-    return (f"The last rank's rows are the longest: it computes {last} causal cells, the first "
-            f"rank {first}.")
+        return "Each rank keeps an early chunk and its mirror."
+    return "Each rank keeps one contiguous slice; the last rank holds the last tokens."
 
 
 VIEW = LabView(

@@ -246,9 +246,7 @@ VIEW = LabView(
     ),
     bad=Case(
         "Bad case: one hot expert", _HOT,
-        f"Every token picks expert 0: its GPU computes "
-        f"{to_api(run(MoEQuery(**_HOT)))['gpu_max_over_mean']:g}x the mean while the other "
-        "seven wait.",
+        "Skew 1: every token picks expert 0, on one GPU of the eight.",
     ),
     drills=(
         Drill(

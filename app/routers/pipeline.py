@@ -228,12 +228,13 @@ VIEW = LabView(
     good=Case(
         "Good case: 8 stages × 32 micro-batches",
         {"schedule": "1f1b", "stages": 8, "microbatches": 32},
-        "Enough micro-batches to keep 8 stages busy: under a fifth of the time is idle.",
+        "Many micro-batches follow each other down 8 stages (if the global batch allows: "
+        "step 2's limit).",
     ),
     bad=Case(
         "Bad case: 8 stages × 1 micro-batch",
         {"schedule": "gpipe", "stages": 8, "microbatches": 1},
-        "One micro-batch walks the line alone: 7 of every 8 stage-steps are idle.",
+        "One micro-batch walks the 8 stages alone.",
     ),
     drills=(
         Drill(
