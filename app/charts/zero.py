@@ -249,7 +249,9 @@ def recompute_figure(result) -> dict:
         "summary": (
             f"With {chosen.recompute} recomputation a GPU holds {fmt_bytes(chosen.total_bytes)}"
             f"; full recomputation brings it to {fmt_bytes(full.total_bytes)} for "
-            f"+{100 * full.extra_compute:.0f}% compute"
+            # against the chosen mode, not against none (EP03 step 6 quotes the same ratio)
+            f"+{100 * ((1 + full.extra_compute) / (1 + chosen.extra_compute) - 1):.0f}% compute"
+            f" against {chosen.recompute}"
         ),
     }
 

@@ -227,3 +227,15 @@ def test_later_controls_sit_behind_more_controls_and_stay_in_the_form(client):
         assert f'name="{name}"' not in closed, name
     for query in ("?host_link=pcie-4", "?activation_model=megatron"):
         assert more(query).startswith(' id="more-controls" open>'), query
+
+
+def test_recompute_chart_prices_full_against_the_chosen_mode(client):
+    """Second cold reading of EP03: the recomputation chart's summary said '+33% compute'
+    (against none) beside 'With selective recomputation a GPU holds 129 GB'; it now prices
+    full recomputation against the chosen mode, as step 6 does (+30% against selective)."""
+    from app.charts.zero import recompute_figure
+
+    rc = facts()["full"]["api"]["recompute"]
+    ratio = rc[2]["compute_seconds"] / rc[1]["compute_seconds"] - 1
+    summary = recompute_figure(facts()["l70_z3"]["result"])["summary"]
+    assert summary.endswith(f"+{100 * ratio:.0f}% compute against selective")
