@@ -104,7 +104,16 @@ def timeline_api(r: RecipeResult) -> dict | None:
                f"not charged beside the hidden collectives ({round(line.sm_share['dp'] * sms)} "
                f"of {sms} SMs): up to {fmt_ms(line.uncharged_sm_s)}, so the lab errs "
                "fast by up to that")
-    return {"events": events, "seconds": line.seconds, "backward_start_s": back,
+    by_kind = []
+    for kind in ("tp", "cp", "ep", "sends", "dp"):
+        mine = [e for e in line.events if e.kind == kind]
+        if mine:
+            by_kind.append({"kind": kind, "label": LABELS[kind], **{
+                f"{state}_s": sum(e.seconds for e in mine if e.state == state
+                                  and (e.lane == "compute" or state == "hidden"))
+                for state in ("hidden", "sm", "exposed")}})
+    return {"events": events, "by_kind": by_kind, "seconds": line.seconds,
+            "backward_start_s": back,
             "exposed_s": line.exposed, "charged_s": line.charged(),
             "sm_share": line.sm_share, "charged_sm_s": line.charged_sm_s,
             "uncharged_sm_s": line.uncharged_sm_s, "summary": summary}

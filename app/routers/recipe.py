@@ -317,6 +317,7 @@ def extra_context(state) -> dict:
         "recipe_options": [(k, r.label) for k, r in RECIPES.items() if r.mode == "train"],
         "segments": SEGMENTS,
         "micro_api": micro_api,
+        "timeline_api": timeline_api,  # the timeline's table, by kind
         "hfu_of": hfu_of,  # the readout's HFU beside MFU (step 10)
         "seq_options": with_value(SEQ_LENGTHS, q.seq_len),
         "replan_link": plan_query(rp.after, base) if rp and rp.after else None,

@@ -85,8 +85,17 @@ class RecipeTimelineEvent(BaseModel):
     label: str
 
 
+class RecipeTimelineKind(BaseModel):
+    kind: str
+    label: str
+    hidden_s: float = Field(description="Seconds hidden behind compute on this micro-batch.")
+    sm_s: float = Field(description="Seconds the compute beside it lost to NCCL's SMs.")
+    exposed_s: float = Field(description="Seconds the compute stream waits for it.")
+
+
 class RecipeTimeline(BaseModel):
     events: list[RecipeTimelineEvent]
+    by_kind: list[RecipeTimelineKind] = Field(description="The events summed by kind.")
     seconds: float = Field(description="The timeline's end (ZeRO-0/1/2: with DP's wait).")
     backward_start_s: float
     exposed_s: dict[str, float] = Field(description="Per kind, exposed + SM seconds on this "

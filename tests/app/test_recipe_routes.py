@@ -415,5 +415,9 @@ def test_the_timeline_is_in_the_answer_and_charges_the_step_bars_segments(client
     lane = sorted((e["start_s"], e["seconds"]) for e in line["events"] if e["lane"] == "compute")
     for (start, length), (after, _) in zip(lane, lane[1:], strict=False):
         assert after == pytest.approx(start + length, rel=1e-9)
+    # The table by kind: its lent SMs and waits are the kind's exposed seconds.
+    for row in line["by_kind"]:
+        assert row["sm_s"] + row["exposed_s"] == pytest.approx(line["exposed_s"][row["kind"]],
+                                                               rel=1e-9)
     # The buckets' hidden time may run on past the compute (behind the pipeline's drain)
     assert lane[-1][0] + lane[-1][1] <= line["seconds"] * (1 + 1e-9)
