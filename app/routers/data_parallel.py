@@ -15,7 +15,6 @@ from app.charts.data_parallel import (
     time_figure,
 )
 from app.charts.memory import COMPONENTS, memory_figure
-from app.charts.units import fmt_ms
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -210,6 +209,11 @@ def facts() -> dict:
         "good": state(gpus=8, link="nvlink-4"),
         "bad": state(**eth),
         "pcie8": state(gpus=8, link="pcie-4"),
+        # Round-2 cold reading: the page opens at "good", so steps 2, 8 and 10 ask about a
+        # state it does not print (one sequence a GPU; eight at 1,024 GPUs).
+        "good1": state(gpus=8, link="nvlink-4", micro_batch=1),
+        "pcie8_1": state(gpus=8, link="pcie-4", micro_batch=1),
+        "eth1024_8": state(gpus=1024, link="eth-100g", micro_batch=8),
         "ib64": state(gpus=64, link="ib-ndr"),
         "ib64_8": state(gpus=64, link="ib-ndr", nics_per_node=8),
         "eth1024": state(gpus=1024, link="eth-100g"),
@@ -337,17 +341,13 @@ VIEW = LabView(
     good=Case(
         "Good case: 8 GPUs on NVLink",
         facts()["good"]["params"],
-        f"14 GB of gradients, reduced in the NVSwitch at "
-        f"{get_link('nvlink-4').allreduce_busbw / 1e9:g} GB/s busBW: "
-        f"{fmt_ms(facts()['good']['api']['comm_s'])} against "
-        f"{fmt_ms(facts()['good']['api']['compute_s'])} of compute.",
+        "One 8-GPU server: 14 GB of bf16 gradients (a 7B model), reduced in its NVSwitch "
+        "(steps 1–2).",
     ),
     bad=Case(
         "Bad case: 64 GPUs on 100 Gb/s Ethernet",
         facts()["bad"]["params"],
-        f"8 servers sharing one 100 Gb/s port each: "
-        f"{fmt_ms(facts()['bad']['api']['comm_s'])} of all-reduce against "
-        f"{fmt_ms(facts()['bad']['api']['compute_s'])} of compute.",
+        "8 servers of 8 GPUs, each server with one 100 Gb/s Ethernet port (step 3).",
     ),
     drills=(
         Drill(

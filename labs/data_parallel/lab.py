@@ -238,9 +238,9 @@ def assumptions(inp: DataParallelInput, link: Link) -> tuple[str, ...]:
     out = ["Gradients are all-reduced in bf16 with NCCL's ring (2(N−1)/N x bytes per GPU); "
            "α–β link model, no congestion."]
     if link.kind == "scale-up":
-        out.append(f"{link.name} joins the whole group in one flat ring (past 8 GPUs an "
-                   "NVLink Switch fabric: an upper bound); its 2(N−1) latency steps per "
-                   "all-reduce grow with N (NCCL would switch to trees at scale).")
+        out.append(f"{link.name} joins the whole group as one fabric (past 8 GPUs a "
+                   "hypothetical NVLink Switch fabric: an upper bound, as NVLink 4 joins 8); "
+                   "NCCL's ring, tree or NVLS, whichever its tuner picks (EP02, step 6).")
     else:
         out.append(f"Servers of {GPUS_PER_SERVER} H100 on NVLink 4, {inp.nics_per_node} "
                    f"{link.name} port(s) each; all-reduce inside the server first.")

@@ -255,3 +255,34 @@ def test_later_controls_sit_behind_more_controls_and_stay_in_the_form(client):
         assert f'name="{name}"' not in closed, name
     for query in ("?overlap=bucketed", "?scaling=strong&global_batch=64", "?microbatches=4"):
         assert more(query).startswith(' id="more-controls" open>'), query
+
+
+def test_steps_2_8_10_ask_what_the_opening_bench_does_not_print(client):
+    """Round-2 cold reading (issue 36): the page opens at 8 GPUs on NVLink with 4 sequences a
+    GPU, whose bench prints 7.62x, the per-link table and the 185 GB replica. Step 2 asks one
+    sequence a GPU (255 ms + 51.1 ms: 6.66x), step 8 PCIe's T* (2/3 x 7/8 x rate / 26.24 GB/s),
+    step 10 eight sequences at 1,024 GPUs (112 GB + 2 x 63.9 GB + 2 x 8.74 GB = 257 GB); none of
+    these is on the page outside the closed whys, and the case captions quote no figure."""
+    f = facts()
+    one = f["good1"]["api"]
+    assert one["compute_s"] == pytest.approx(f["good"]["api"]["compute_s"] / 4, rel=1e-9)
+    assert one["comm_s"] == f["good"]["api"]["comm_s"]
+    assert one["speedup"] == pytest.approx(8 * one["compute_s"] / (one["compute_s"]
+                                                                  + one["comm_s"]), abs=0.005)
+    pcie = f["pcie8_1"]["api"]["ratio"]
+    rate, busbw = pcie["rate"], get_link("pcie-4").ring_busbw
+    assert pcie["crossover_tokens"] == pytest.approx(2 / 3 * 7 / 8 * rate / busbw / 6 * 6,
+                                                     rel=0.01)
+    assert pcie["ratio"] < 0.5 < f["pcie8"]["api"]["ratio"]["ratio"]
+    rep8, rep4 = f["eth1024_8"]["api"]["replica"], f["good"]["api"]["replica"]
+    assert rep8["state_bytes"] == rep4["state_bytes"] == 112e9
+    assert rep8["breakdown"]["activations"] == 34 * 32768 * 4096 * 28
+    html = client.get("/episodes/data-parallel").text
+    outside = re.sub(r'<details class="why".*?</details>', " ", html, flags=re.S)
+    outside = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", outside))
+    for answer in (f"{one['speedup']}×", f"{pcie['crossover_tokens']:,.0f}",
+                   f"{rep8['total_bytes'] / 1e9:,.0f} GB"):
+        assert answer not in outside, answer
+    from app.routers.data_parallel import VIEW
+    for case in (VIEW.good, VIEW.bad):
+        assert not re.search(r"\d\s*(ms|×|%)", case.why), case.why
