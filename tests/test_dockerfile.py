@@ -102,8 +102,8 @@ def mirror(tmp_path: Path) -> tuple[dict[str, str], Path, list[str], list[str]]:
         elif op == "RUN":
             for step in arg.split("&&"):
                 words = shlex.split(step)
-                if words[0] == "useradd":
-                    continue  # a system user: nothing to mirror without root in a container
+                if words[0] in ("useradd", "chown"):
+                    continue  # a system user and what it owns: nothing to mirror without root
                 if words[0] == "pip":
                     words = [str(venv / "bin" / "python"), "-m", "pip", "--quiet",
                              *[w for w in words[1:] if w != "--no-cache-dir"]]

@@ -142,7 +142,10 @@ async def run(args) -> None:
         print(f"{args.db}, {args.apps} app process(es), {args.students} students, "
               f"load average at start {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
-        limits = httpx.Limits(max_connections=600, max_keepalive_connections=600)
+        # No kept-alive connections for the students: one request every few seconds each, and
+        # the server answers an idle connection with 408 after CLIENT_TIMEOUT (app/limits.py),
+        # which a load client starved of CPU would read as the answer to its next request.
+        limits = httpx.Limits(max_connections=600, max_keepalive_connections=0)
         teacher = httpx.AsyncClient(base_url=origins[0], timeout=30, follow_redirects=True)
         started = await form_post(teacher, "/class/new")
         live_url = str(started.url) + "/live"
