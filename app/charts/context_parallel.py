@@ -211,7 +211,9 @@ def cost_figure(sweep, current) -> dict:
     # The axis ends where the last collective's line does (a link refuses CP degrees past its
     # domain: NVLink's lines stop at 8), not at the sweep's end with nothing drawn there.
     last = max([inp.cp] + [c for layout in COST_LINES for c, cost in sweep[layout] if cost])
-    xs = [c for c, _ in att if c <= last]
+    # The plan's own degree is always a tick: at a sequence too short to split (seq_len 1) the
+    # sweep refuses every c >= 2, and CP = 1 is all there is to draw.
+    xs = sorted({inp.cp, *(c for c, _ in att if c <= last)})
     # The plan's bytes and time, the figures the prose quotes (log axes: log10 positions).
     right = inp.cp >= 8
     label = value_label(

@@ -203,3 +203,20 @@ def test_the_cost_note_names_the_rates_its_times_come_from(client):
     assert f"{body['attention_flops_per_s'] / 1e12:.0f} TFLOP/s here" in html
     assert f"{body['comm_bytes_per_s'] / 1e9:.1f} GB/s with the latency" in html
     assert "half the" not in html.split("Attention is timed")[1][:40]
+
+
+def test_a_sequence_too_short_to_split_draws_cp_1_alone(client):
+    """seq_len = 1 at CP = 1 (the pairwise bounds test, layout=allgather x seq_len=1): the sweep
+    refuses every c >= 2, and the cost chart's axis took its first tick from an empty list (an
+    IndexError, a 500, on the page, its fragment and the playground's CP panel)."""
+    from app.charts.context_parallel import cost_figure
+    from app.labkit.parsing import parse
+    from app.routers.context_parallel import VIEW
+
+    query = {"cp": 1, "layout": "allgather", "seq_len": 1}
+    for headers in ({}, {"HX-Request": "true"}):
+        assert client.get("/episodes/context-parallel", params=query,
+                          headers=headers).status_code == 200
+    state, errors, _ = parse(VIEW, [(k, str(v)) for k, v in query.items()])
+    assert not errors
+    assert cost_figure(state.result.sweep, state.result)["layout"]["xaxis"]["tickvals"] == [1]
