@@ -156,6 +156,8 @@ def facts() -> dict:
     return {
         "bad": state(schedule="gpipe", **p8, microbatches=1),
         "mid": state(stages=4, microbatches=8),
+        # Step 2's prediction: a state the page does not open at (its default is 4 x 8).
+        "six10": state(stages=6, microbatches=10),
         "good": state(schedule="1f1b", **p8, microbatches=32),
         "gpipe32": state(schedule="gpipe", **p8, microbatches=32),
         # Interleaving compared at one m (16, a multiple of p as Megatron-LM requires).

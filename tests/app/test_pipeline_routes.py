@@ -174,3 +174,31 @@ def test_break_it_breaks_as_current_stacks_do_with_a_long_sequence(client):
     assert "scores come back" not in step
     assert "unfused attention kernels of 2021–22" in step
     assert fmt_bytes(long["per_rank_bytes"][0]) in step
+
+
+def test_step_predictions_are_not_on_the_opening_page(client):
+    """Round-2 cold reading of EP05: step 2 asked the page's default state (4 x 8, 27.3% on the
+    bench at load); it now asks 6 x 10 (5/15), which its try link moves to. The case captions
+    name the setup, not the idle shares steps 1 and 2 ask for. Step 4 gives plain 1F1B's
+    8 x 16 baseline (7/23) that its prediction (the idle time halves) is judged against."""
+    api = client.get("/api/pipeline", params={"stages": 6, "microbatches": 10}).json()
+    assert api["bubble_fraction"] == pytest.approx(5 / 15, abs=1e-9)
+    plain = client.get("/api/pipeline", params={"stages": 8, "microbatches": 16}).json()
+    assert plain["bubble_fraction"] == pytest.approx(7 / 23, abs=1e-9)
+    html = re.sub(r"\s+", " ", client.get("/episodes/pipeline").text)
+    html = re.sub(r"<(?!section)[^>]+>", "", html)  # the text, each step's section kept
+    step2 = html[html.index('id="step-2"'):html.index('id="step-3"')]
+    assert "6 stages and 10 micro-batches" in step2 and "5/15 = 33.3%" in step2
+    assert "7 of every 8" not in html and "under a fifth" not in html
+    step4 = html[html.index('id="step-4"'):html.index('id="step-5"')]
+    assert "7/23 = 30.4%" in step4 and "drill below" not in step4
+    step3 = html[html.index('id="step-3"'):html.index('id="step-4"')]
+    assert "(step 6)" not in step3
+
+
+def test_gpipe_memory_drill_names_every_last_stage_term():
+    """The drill's 136.5 GB: 127.6 GB + 32 x (263 MB of logits + 16.8 MB of final-norm
+    output); the solution named only the logits (round-2 cold reading, first-round item 2)."""
+    from app.lesson_drills import LESSON_DRILLS
+    drill = next(d for d in LESSON_DRILLS["pipeline"] if d.id == "pipeline-predict-gpipe-memory")
+    assert "263 MB" in drill.explanation and "16.8 MB" in drill.explanation
