@@ -71,6 +71,11 @@ templates.env.filters.update(bytes=fmt_bytes, si_count=fmt_count, pct=fmt_pct,
 from app.charts.units import fmt_duration, fmt_ms  # noqa: E402
 
 templates.env.filters.update(ms=fmt_ms, duration=fmt_duration)
+# Tokens per GPU (T*, a state's tokens) as the crossover chart labels them, so the chart, its
+# note, its table and the prose round the one figure once, alike (EP02, EP03).
+from app.charts.crossover import tokens  # noqa: E402
+
+templates.env.filters.update(tokens=tokens)
 # EP06: a rank's colour in the mask, and a rank's tokens as runs (0–1, 6–7).
 templates.env.filters.update(rank_colour=rank_colour, token_ranges=token_ranges)
 

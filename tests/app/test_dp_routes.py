@@ -286,3 +286,23 @@ def test_steps_2_8_10_ask_what_the_opening_bench_does_not_print(client):
     from app.routers.data_parallel import VIEW
     for case in (VIEW.good, VIEW.bad):
         assert not re.search(r"\d\s*(ms|×|%)", case.why), case.why
+
+
+def test_the_crossover_is_one_figure_in_the_prose_chart_note_and_table(client):
+    """Issue 36: step 8 quoted T* on NVLink as 820 tokens (the API's 820.5) where the chart's
+    note and table printed 821 (the unrounded 820.53) for the same state. Every place the page
+    prints T* now reads the one figure through one rounding (app.charts.crossover.tokens)."""
+    from app.charts.crossover import tokens
+
+    good = facts()["good"]
+    quoted = tokens(good["api"]["ratio"]["crossover_tokens"])
+    html = client.get("/episodes/data-parallel", params=good["params"]).text
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))
+    fig = re.search(r'data-field="ratio.crossover_tokens" data-unit="int">([\d,]+)</span>'
+                    r' tokens: far below', html)
+    assert fig and fig.group(1) == quoted
+    assert f"T* = {quoted} tokens" in html  # the chart's label and summary
+    assert re.search(rf"= {quoted} tokens per GPU\. This state", text)  # the note
+    assert f"Crossover T* (tokens per GPU){quoted}" in text  # the table
+    printed = set(re.findall(r"T\* \(tokens per GPU\) ?([\d,]+)|T\* = ([\d,]+) tokens", text))
+    assert {a or b for a, b in printed} == {quoted}
