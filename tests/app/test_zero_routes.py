@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from app.charts.units import fmt_ms, fmt_pct
+from app.charts.units import fmt_bytes, fmt_ms, fmt_pct
 from app.routers.zero import facts
 from tests.app.disclosure import more_controls
 from tests.app.test_parser import api_messages
@@ -239,3 +239,23 @@ def test_recompute_chart_prices_full_against_the_chosen_mode(client):
     ratio = rc[2]["compute_seconds"] / rc[1]["compute_seconds"] - 1
     summary = recompute_figure(facts()["l70_z3"]["result"])["summary"]
     assert summary.endswith(f"+{100 * ratio:.0f}% compute against selective")
+
+
+def test_steps_1_2_ask_what_the_opening_bench_does_not_print(client):
+    """Round-2 cold reading (issue 36): the page opens at 70B, whose table prints ZeRO-0's
+    1.13 TB and ZeRO-2's 172 GB at D = 32. Step 1 asks the 8B's replicated state
+    (16 B x 8.03B = 128 GB), step 2 the 405B's ZeRO-2 share (2P + 14P/32 = 989 GB); neither is
+    on the page outside the closed whys, and the case captions quote no figure."""
+    from app.routers.zero import VIEW
+    f = facts()
+    l8, l405 = f["l8_z0"]["api"], f["l405_z2"]["api"]
+    assert l8["state_bytes"] == pytest.approx(16 * l8["params"], rel=1e-12)
+    p = l405["params"]
+    assert l405["state_bytes"] == pytest.approx(2 * p + 14 * p / 32, rel=1e-12)
+    html = client.get("/episodes/zero").text
+    outside = re.sub(r'<details class="why".*?</details>', " ", html, flags=re.S)
+    outside = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", outside))
+    for answer in (fmt_bytes(l8["state_bytes"]), fmt_bytes(l405["state_bytes"])):
+        assert answer not in outside, answer
+    for case in (VIEW.good, VIEW.bad):
+        assert not re.search(r"\d\s*(GB|TB|ms|×|%)", case.why), case.why
