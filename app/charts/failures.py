@@ -45,7 +45,9 @@ def rate_figure(result) -> dict:
         {"type": "scatter", "mode": "lines", "name": "at this GPU's rate",
          "x": [p.gpus for p in points], "y": [round(p.per_day, 4) for p in points],
          "line": {"color": LINE_COLOUR, "width": 2.5},
-         "hovertemplate": "%{x:,} GPUs: %{y:.3g} interruptions a day<extra></extra>"},
+         # No hover on the line: the MTBI drills (24 h ÷ the rate at 4,096 and 32,768 GPUs)
+         # would be one hover away. Only the published point and this job's are read out.
+         "hoverinfo": "skip"},
         {"type": "scatter", "mode": "markers", "name": "Llama 3, published (419 in 54 days)",
          "x": [LLAMA3["gpus"]], "y": [published],
          "marker": {"size": 11, "symbol": "diamond", "color": "#f58518"},

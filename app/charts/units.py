@@ -111,13 +111,18 @@ def fmt_ms(seconds: float) -> str:
     return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:,.1f} ms" if ms >= 10 else f"{ms:,.2f} ms"
 
 
+_YEAR_S = 365.25 * 86_400  # the Julian year
+
+
 def fmt_duration(seconds: float) -> str:
     """A span of wall time in the unit that reads best, three significant figures:
-    5.42 ms, 11.0 s, 41.7 min, 3.09 h, 2.50 days, 5.79 years (a year of 365 days)."""
+    5.42 ms, 11.0 s, 41.7 min, 3.09 h, 2.06 days, 5.78 years. A year is the Julian year of
+    365.25 days, so 2,111.5 days reads 5.78 years (with 365 days it sat on the rounding edge,
+    5.785, and printed 5.79)."""
     if seconds < 1:
         return f"{seconds * 1e3:.3g} ms"
     for unit, size, below in (("s", 1, 60), ("min", 60, 3600), ("h", 3600, 172_800),
-                              ("days", 86_400, 365 * 86_400)):
+                              ("days", 86_400, _YEAR_S)):
         if seconds < below:
             return f"{seconds / size:.3g} {unit}"
-    return f"{seconds / (365 * 86_400):,.3g} years"
+    return f"{seconds / _YEAR_S:,.3g} years"

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from pydantic import Field
 
 from app.charts.failures import interval_figure, rate_figure, scale_figure, time_figure
-from app.charts.units import fmt_bytes, fmt_duration, fmt_pct
+from app.charts.units import fmt_bytes, fmt_duration
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, decide, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -278,17 +278,14 @@ def _more_or_faster():
 
 def _case_why(name: str) -> str:
     r = run(FailuresQuery(**CASES[name][1]))
-    g = r.chosen
-    if name == "good":
-        return (f"A failure every {fmt_duration(r.mtbi_s)}; each async save stops training "
-                f"for {fmt_duration(r.checkpoint.block_s)}, so it saves every "
-                f"{fmt_duration(r.input.interval)} and loses little: goodput "
-                f"{fmt_pct(g.goodput)}, the restarts taking most of the rest.")
-    if name == "bad":
-        return (f"Each save stops training for {fmt_duration(r.checkpoint.block_s)} "
-                f"({fmt_bytes(r.checkpoint.total_bytes)} at 20 GB/s), and with a save every "
-                f"3 h a failure, every {fmt_duration(r.mtbi_s)}, throws away what ran of the "
-                f"cycle: goodput {fmt_pct(g.goodput)}.")
+    if name == "good":  # the setup only: steps 3 and 5 ask for the stop and the loss
+        return (f"A failure every {fmt_duration(r.mtbi_s)}. Each async save copies the shard "
+                f"to host memory, and the write to storage runs behind training; it saves "
+                f"every {fmt_duration(r.input.interval)}.")
+    if name == "bad":  # the setup only: step 6 asks for the goodput
+        return (f"Each sync save writes {fmt_bytes(r.checkpoint.total_bytes)} to a 20 GB/s "
+                f"file system while training waits, once every 3 h; a failure comes every "
+                f"{fmt_duration(r.mtbi_s)}.")
     raise ValueError(name)
 
 
@@ -297,7 +294,7 @@ CASES = {
              {"save": "async", "interval": _rounded_best()}),
     "bad": ("Bad case: sync saves to a 20 GB/s file system every 3 hours",
             {"save": "sync", "storage_bw": 20_000_000_000, "interval": 10_800}),
-    "more": ("More GPUs, less return: 131,072 GPUs, sync saves at 20 GB/s",
+    "more": ("More GPUs: 131,072 GPUs, sync saves at 20 GB/s",
              {"save": "sync", "storage_bw": 20_000_000_000, "gpus": 131_072,
               "interval": _rounded_best(save="sync", storage_bw=20_000_000_000, gpus=131_072)}),
 }
@@ -367,7 +364,7 @@ VIEW = LabView(
             explanation=("{answer}%: (60 ÷ 65) × (1 − (10 + 32.5) ÷ 600) = 0.923 × 0.929. A "
                          "failure during a save loses that save too, so on average it loses "
                          "half of the 65-minute cycle, not of the 60 minutes of work. This is "
-                         "the first order; the lab's renewal model (step 4's Limit) gives "
+                         "the first order; the lab's renewal count (step 6) gives "
                          f"{goodput_drill_exact():.1f}% here, close because the cycle and "
                          "the restart are short against 10 h."),
             rel_tol=0.01,

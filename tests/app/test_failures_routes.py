@@ -106,3 +106,49 @@ def test_ep08s_plan_links_here_with_its_model_gpus_and_step(client):
     assert body["step_here_s"] == pytest.approx(recipe["step_s"], rel=1e-3)
     assert body["mtbi_s"] == pytest.approx(body["gpu_mtbi"] / 32)
     assert client.get(link).status_code == 200
+
+
+def _outside_whys(html: str) -> str:
+    """The page's text a student sees before any guess: every step's why is a closed
+    <details class="why">, so drop those."""
+    import re
+    return re.sub(r'<details class="why".*?</details>', "", html, flags=re.S)
+
+
+def test_second_cold_reading_no_answer_before_the_guess(client):
+    """The case captions name the setup only (step 5's loss, step 6's 54.0% goodput), the bench
+    no longer spells the checkpoint's bill (step 2: 14 bytes a parameter), step 3 asks for the
+    stop on 1,024 GPUs, which only its why quotes, and the rate line has no hover (the MTBI
+    drills would be one hover away)."""
+    from app.charts.units import fmt_duration, fmt_pct
+    from app.routers.failures import VIEW
+
+    page = client.get(LESSON).text
+    seen = _outside_whys(page)
+    bad = api(client, **VIEW.bad.query)
+    good = api(client, **VIEW.good.query)
+    assert fmt_pct(bad["chosen"]["goodput"]) not in seen
+    assert "restarts taking most" not in seen and "less return" not in seen
+    assert "master weights +" not in seen
+    small = fmt_duration(api(client, gpus=1024)["checkpoint"]["copy_s"])
+    assert small not in seen and small in page  # 5.55 GB ÷ 64 GB/s = 86.7 ms, in the why
+    assert fmt_pct(good["chosen"]["goodput"]) in page
+    from app.charts.failures import rate_figure
+    from app.routers.failures import FailuresQuery, run
+
+    assert rate_figure(run(FailuresQuery()))["data"][0]["hoverinfo"] == "skip"
+
+
+def test_chart_note_states_the_count_the_chart_draws(client):
+    """The note's formula, (M + R + L)(e^(c/M) − 1) of wall clock per cycle of c = τ + b,
+    gives the headline's goodput (87.4% at the default: 1,800 ÷ 2,060 s), where Young's first
+    order would give 86.5%."""
+    import math
+
+    body = api(client)
+    page = client.get(LESSON).text
+    assert "(M + R + L)(e^(c/M) − 1)" in page and "Young's first order" in page
+    tau, ck, m = body["interval"], body["checkpoint"], body["mtbi_s"]
+    wall = (m + body["restart"] + ck["lag_s"]) * math.expm1((tau + ck["block_s"]) / m)
+    assert tau / wall == pytest.approx(body["chosen"]["goodput"], rel=1e-9)
+    assert tau / wall == pytest.approx(0.874, abs=5e-4)

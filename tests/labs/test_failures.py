@@ -174,3 +174,12 @@ def test_peer_memory_saves_send_instead_of_write():
     assert peer.best.goodput == pytest.approx(peer.mtbi_s / (peer.mtbi_s + 600), abs=0.01)
     days = {p.gpus: p.peer.finish_days for p in peer.scale}
     assert days[131_072] < days[65_536]  # peer saves still gain from the doubling
+
+
+def test_per_gpu_mtbi_prints_as_the_page_derives_it():
+    # 54 x 16,384 / 419 = 2,111.5 days; a Julian year (365.25 days) gives 5.781 years, so the
+    # page prints 5.78 (a 365-day year sat on the edge, 5.785, and printed 5.79).
+    from app.charts.units import fmt_duration
+    assert fmt_duration(gpu_mtbi_llama3()) == "5.78 years"
+    assert fmt_duration(3.093 * 3600) == "3.09 h" and fmt_duration(2.06 * 86_400) == "2.06 days"
+    assert fmt_duration(364 * 86_400) == "364 days"
