@@ -386,6 +386,29 @@ def test_step_9_names_the_new_plan_and_says_efficiency_is_not_speed(client):
     assert "Efficiency is not speed" in step
 
 
+def test_step_9_says_which_other_states_print_its_efficiency(client):
+    """Cold reading (EP08 item 17): step 1's plan at a 60% GEMM rate, step 7's Llama plan and
+    step 9's re-plan all print the same rounded efficiency, and a student comparing steps read
+    them as one figure. Step 9 quotes its tokens/s first and names each earlier state whose
+    rounded efficiency equals its own as a coincidence, and names none that differs."""
+    import re
+
+    from app.charts.units import fmt_pct
+    from app.routers.recipe import facts
+
+    f = facts()
+    after = f["lost"]["api"]["replan"]["after"]
+    html = client.get("/episodes/recipe-3d").text
+    step = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.split('id="step-9"')[1]
+                                      .split("</section>")[0])).replace("&#39;", "'")
+    assert step.index("tokens/s on") < step.index("Its efficiency is")
+    mine = fmt_pct(after["efficiency"])
+    for key, name in (("e60", "step 1's plan"), ("w3", "step 7's Llama plan")):
+        assert (name in step) == (fmt_pct(f[key]["api"]["efficiency"]) == mine), key
+    assert ("a coincidence" in step) == any(
+        fmt_pct(f[k]["api"]["efficiency"]) == mine for k in ("e60", "w3"))
+
+
 def test_the_page_calls_tp_traffic_what_the_plan_runs(client):
     """Cold reading: the seed plan runs sequence parallelism (its export says
     --sequence-parallel, its traffic table 'reduce scatter + all gather'), yet the step chart's
