@@ -108,6 +108,10 @@ def on_link(inp: PipelineLabInput) -> PipelineInput:
     pipe = inp.pipeline
     if inp.link is None or pipe.p2p is not None:
         return pipe
+    if inp.model.heads % inp.tp:  # the stage's layers are timed TP-split, heads whole per GPU
+        raise LabInputError("tp", f"Timing the stages for the {inp.link.name} sends splits "
+                                  f"attention by heads: {inp.model.heads} heads do not divide "
+                                  f"by TP={inp.tp}", also=("link",))
     return replace(
         pipe,
         boundary_bytes=boundary_bytes(inp.seq_len, inp.micro_batch, inp.model.hidden, tp=inp.tp),

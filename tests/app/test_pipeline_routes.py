@@ -202,3 +202,15 @@ def test_gpipe_memory_drill_names_every_last_stage_term():
     from app.lesson_drills import LESSON_DRILLS
     drill = next(d for d in LESSON_DRILLS["pipeline"] if d.id == "pipeline-predict-gpipe-memory")
     assert "263 MB" in drill.explanation and "16.8 MB" in drill.explanation
+
+
+def test_tp_past_the_heads_beside_a_link_is_a_422_naming_both(client):
+    """model=deepseek-r1 x tp=4096 x link=pcie-5 (the pairwise explorer): timing the stages for
+    the link's sends split the layer by TP past its 128 heads, and layer_time's next() over the
+    attention kernels found none (StopIteration, a 500). It is a 422 naming tp and link."""
+    got = client.get("/api/pipeline", params={"model": "deepseek-r1", "tp": 4096,
+                                              "link": "pcie-5", "schedule": "zb-v",
+                                              "virtual": 2, "stages": 2})
+    assert got.status_code == 422
+    fields = {d["loc"][-1] for d in got.json()["detail"]}
+    assert fields == {"tp", "link"} and "128 heads" in got.text
