@@ -220,3 +220,22 @@ def test_a_sequence_too_short_to_split_draws_cp_1_alone(client):
     state, errors, _ = parse(VIEW, [(k, str(v)) for k, v in query.items()])
     assert not errors
     assert cost_figure(state.result.sweep, state.result)["layout"]["xaxis"]["tickvals"] == [1]
+
+
+def test_step_4_predicts_the_kv_a_rank_holds_not_what_its_question_says(client):
+    """Round-2 cold reading of EP06, item 4: step 4's question said 'all-gather the whole
+    sequence's K and V' and its choices offered 'the whole sequence's K/V'. It now asks the MB
+    held at CP 8 over 131,072 tokens: 131,072 x 4,096 B = 537 MB all-gathered against the
+    ring's two blocks of 16,384 tokens, 134 MB. Step 1 derives its 2.92 TB (34 s h L)."""
+    common = {"tokens": 64, "cp": 8, "seq_len": 131072, "link": "nvlink-4"}
+    gather = client.get("/api/cp", params={**common, "layout": "allgather"}).json()
+    ring = client.get("/api/cp", params={**common, "layout": "zigzag"}).json()
+    assert gather["kv_held_bytes"] == 131072 * 4096
+    assert ring["kv_held_bytes"] == 2 * 16384 * 4096
+    html = re.sub(r"\s+", " ", client.get("/episodes/context-parallel").text)
+    html = re.sub(r"<(?!section)[^>]+>", "", html)
+    step4 = html[html.index('id="step-4"'):html.index('id="step-5"')]
+    assert "whole sequence's K and V once" not in step4
+    assert "131,072 × 4,096 B = 537 MB" in step4 and "134 MB" in step4
+    step1 = html[html.index('id="step-1"'):html.index('id="step-2"')]
+    assert "34 × 131,072 × 8,192 × 80 B = 2.92 TB" in step1
