@@ -342,10 +342,12 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
             "Mixtral 8×7B, EP8 on 2 nodes, routing skew 0.8: one MoE layer takes far longer "
             "than with uniform routing. Which change cuts the layer's time most?",
             "moe", "layer_s",
-            (("balance", "Balance the router (an auxiliary balancing loss: skew 0)",
+            (("balance", "Balance the router (skew 0: the best a balancing loss or DeepSeek's "
+                          "bias can reach)",
               {"nodes": 2, "ep": 8, "skew": 0.0},
               "The layer waits for the GPU with the most tokens; balanced, none has more "
-              "than its share: {value}."),
+              "than its share: {value}. That is the ideal: a real router stays somewhat "
+              "uneven (step 4's limit), so a run lands between this and the skewed time."),
              ("capacity", "Cap each expert at 1.25 × its fair share of tokens",
               {"nodes": 2, "ep": 8, "skew": 0.8, "capacity_factor": 1.25},
               "Capping drops the overflow tokens (they skip the expert), so it buys time "

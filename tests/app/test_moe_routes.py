@@ -141,3 +141,15 @@ def test_the_drills_ask_states_no_step_links_to(client):
     mb = drills["moe-dispatch-mb"].answer()
     assert mb == pytest.approx(8192 * 8 * 7168 * 2 * 31 / 32 / 1e6)
     assert drills["moe-dispatch-mb"].rel_tol * mb < mb / 32  # forgetting 31/32 is wrong
+
+
+def test_decide_skew_presents_a_balanced_router_as_the_ideal(client):
+    """Round-2 cold reading of EP07, item 6: 'an auxiliary balancing loss: skew 0' assumed the
+    loss balances perfectly, where step 4's limit says DeepSeek-V3 adds a bias because it does
+    not. The option names skew 0 as the best a router reaches, and its feedback says so."""
+    from app.lesson_drills import LESSON_DRILLS
+    drill = next(d for d in LESSON_DRILLS["moe"] if d.id == "moe-decide-skew")
+    label = dict(drill.choices)["balance"]
+    feedback = next(o.why for o in drill.judge() if o.key == "balance")
+    assert "auxiliary balancing loss: skew 0" not in label and "the best" in label
+    assert "ideal" in feedback and "uneven" in feedback
