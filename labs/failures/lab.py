@@ -144,8 +144,11 @@ def goodput(interval: float, block: float, lag: float, restart: float, mtbi: flo
     useful = interval / wall
     blocking = block / wall
     restart_share = restart * tries / wall
+    # A share of ~1e-260 (a cycle hundreds of M long) leaves the job's days past a float:
+    # as good as never, said as the None the past-a-float branch above gives.
+    days = work_s / useful / DAY if useful > 0 else math.inf
     return Goodput(interval, useful, blocking, 1.0 - useful - blocking - restart_share,
-                   restart_share, work_s / useful / DAY)
+                   restart_share, days if math.isfinite(days) else None)
 
 
 def floor_s(step: float, save: str, ckpt: Checkpoint) -> float:

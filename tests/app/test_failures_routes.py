@@ -152,3 +152,14 @@ def test_chart_note_states_the_count_the_chart_draws(client):
     wall = (m + body["restart"] + ck["lag_s"]) * math.expm1((tau + ck["block_s"]) / m)
     assert tau / wall == pytest.approx(body["chosen"]["goodput"], rel=1e-9)
     assert tau / wall == pytest.approx(0.874, abs=5e-4)
+
+
+def test_a_cycle_hundreds_of_mtbis_long_finishes_never_not_infinity(client):
+    """gpu_mtbi=86400 x interval=3 x step_s=3600 (the pairwise explorer): at the scale chart's
+    largest count a sync save's cycle is ~600 MTBIs, its goodput ~1e-260, and the job's days
+    overflowed to inf, which JSON cannot carry (ValueError, a 500). They are None (never)."""
+    got = client.get("/api/failures", params={"gpu_mtbi": 86400, "interval": 3, "step_s": 3600})
+    assert got.status_code == 200
+    assert any(p["sync"]["finish_days"] is None for p in got.json()["scale"])
+    assert client.get("/episodes/failures", params={"gpu_mtbi": 86400, "interval": 3,
+                                                    "step_s": 3600}).status_code == 200
