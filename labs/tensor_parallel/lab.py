@@ -186,13 +186,18 @@ def _head_s(h) -> float:
 
 
 def sweep_degrees(model: ModelSpec, topology: Topology | None = None,
-                  chosen: int | None = None) -> tuple[int, ...]:
+                  chosen: int | None = None, timed: bool = True) -> tuple[int, ...]:
     """The TP degrees drawn against t: those that split the heads whole (and fit the link),
     with the chosen degree among them where it does too (TP = 3 of GPT-3's 96 heads: the
-    charts mark the chosen bar, so a sweep of powers of two alone has none to mark)."""
+    charts mark the chosen bar, so a sweep of powers of two alone has none to mark).
+    ``timed``: only the degrees the lab times, those that also split the KV heads whole, as
+    Megatron asserts for training (labs.parallel.layout refuses the rest: Llama 3.1 405B's 8
+    KV heads stop its sweep at t = 8, not 32); without it, the memory chart's t past the KV
+    heads, drawn there as refused."""
     most = topology.max_group if topology is not None else None
     return tuple(t for t in sorted({*TP_DEGREES, *([chosen] if chosen else [])})
-                 if model.heads % t == 0 and (most is None or t <= most))
+                 if model.heads % t == 0 and (most is None or t <= most)
+                 and (not timed or model.uses_mla or model.kv_heads % t == 0))
 
 
 def memory_at(inp: TPInput, tp: int) -> MemoryAtTP:
@@ -223,7 +228,8 @@ def tensor_parallel(inp: TPInput) -> TPResult:
         memory=memory.memory,
         sweep=sweep,
         by_link=compare_links(inp, compared_links(inp.gpu)),
-        memory_sweep=tuple(memory_at(inp, t) for t in sweep_degrees(m, chosen=inp.tp)),
+        memory_sweep=tuple(memory_at(inp, t)
+                           for t in sweep_degrees(m, chosen=inp.tp, timed=False)),
     )
 
 
