@@ -743,7 +743,7 @@ COVERED = {  # lab -> the diagrams whose data a test above derives from the lab'
     "zero": {"memory", "traffic", "overlap", "crossover", "recompute", "offload"},
     "tp": {"split", "efficiency", "cost", "memory"},
     "pipeline": {"gantt", "activations", "memory"}, "cp": {"mask", "pairs", "cost"},
-    "moe": {"experts", "gpus", "params", "ranks"}, "recipe": {"step", "causes", "memory"},
+    "moe": {"experts", "gpus", "params", "ranks"}, "recipe": {"step", "causes", "memory", "timeline"},
     "placement": {"cluster", "memory", "timeline"},
     "precision": {"ledger", "bytes", "finetune", "offload", "speed"},
     "failures": {"rate", "time", "interval", "scale"},
