@@ -32,9 +32,20 @@ def pg_bin() -> Path:
     return Path(found[-1]).parent
 
 
+def _runuser() -> str:
+    """util-linux's runuser, in /usr/sbin on Debian: not on a PATH of /usr/bin:/bin (the
+    README's commands run so), where the bare name failed every PostgreSQL-backed test."""
+    path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+    found = shutil.which("runuser", path=path)
+    if found is None:
+        raise PostgresUnavailable("runuser (util-linux) is not installed: it runs PostgreSQL "
+                                  "as the postgres user when the tests run as root")
+    return found
+
+
 def _as_owner(command: list[str]) -> list[str]:
     if os.geteuid() == 0:
-        return ["runuser", "-u", "postgres", "--", *command]
+        return [_runuser(), "-u", "postgres", "--", *command]
     return command
 
 
