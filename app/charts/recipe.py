@@ -188,18 +188,25 @@ def timeline_figure(line: dict) -> dict:
     events = line["events"]
     lanes = {"compute": TIMELINE_LANES[0], "comm": TIMELINE_LANES[1]}
     data = []
+    named = set()  # (lane, label) already written on a bar: the overlaid hidden and exposed
+    # parts of one collective (DP buckets) would print the same word on top of itself
     for state, (label, colour) in TIMELINE_STATES.items():
         rows = [e for e in events if e["state"] == state]
         if not rows:
             continue
         names = [e["label"] for e in rows]
+        text = []
+        for e in rows:
+            text.append("" if (e["lane"], e["label"]) in named else "%{text}")
+            named.add((e["lane"], e["label"]))
         data.append({
             "type": "bar", "orientation": "h", "name": label,
             "y": [lanes[e["lane"]] for e in rows],
             "base": [round(e["start_s"] * 1e3, 3) for e in rows],
             "x": [round(e["seconds"] * 1e3, 3) for e in rows],
             "marker": {"color": colour, "line": {"color": "#ffffff", "width": 1}},
-            "text": names, "textposition": "inside", "insidetextanchor": "middle",
+            "text": names, "texttemplate": text, "textposition": "inside",
+            "insidetextanchor": "middle",
             "textangle": 0, "textfont": {"size": 10},
             "customdata": names,
             "hovertemplate": f"%{{customdata}}: %{{x:,.2f}} ms ({label.lower()}), from "
