@@ -220,7 +220,9 @@ def timeline_figure(line: dict) -> dict:
             barmode="overlay", bargap=0.3, showlegend=True,
             margin={"l": 8, "r": 8, "t": 24, "b": 40},
             uniformtext={"minsize": 8, "mode": "hide"},
-            xaxis={"ticksuffix": " ms", "range": [0, end * 1.01],
+            # At most 3 level ticks: a phone auto-rotated "2000 ms" into its neighbours and
+            # the legend below (test_text_fits, bad case at 390 px).
+            xaxis={"ticksuffix": " ms", "range": [0, end * 1.01], "nticks": 3, "tickangle": 0,
                    "gridcolor": "#e6e9ef", "fixedrange": True},
             yaxis={"automargin": True, "fixedrange": True, "autorange": "reversed",
                    "categoryorder": "array", "categoryarray": list(TIMELINE_LANES)},
