@@ -68,7 +68,7 @@ def megatron(plan: Plan, model: ModelSpec) -> Export:
         args.append(("--num-query-groups", model.kv_heads))
     if model.is_moe:
         args += [("--num-experts", model.experts), ("--moe-router-topk", model.top_k)]
-    if plan.tp > 1:
+    if plan.tp > 1 and plan.sequence_parallel:
         flags.append("--sequence-parallel")
     if plan.uneven and plan.pp > 1:
         args += [(f"--decoder-{where}-pipeline-num-layers", n) for where, n in (

@@ -12,6 +12,7 @@ optimizer step runs after the pipeline.
 
 import argparse
 import ast
+import dataclasses
 import json
 import math
 import shlex
@@ -302,14 +303,16 @@ def test_a_plan_timed_in_closed_form_is_not_held_to_the_simulators_bound():
                for e in refused.problems)
 
 
-@pytest.mark.parametrize("plan", PLANS)
+@pytest.mark.parametrize("plan", PLANS + [dataclasses.replace(p, sequence_parallel=False)
+                                           for p in PLANS if p.tp > 1])
 def test_each_export_says_whether_it_runs_the_plans_sequence_parallelism(plan):
-    """Megatron's export turns on --sequence-parallel with TP (the plan's default); the FSDP2
-    snippet's TP_PLAN has no SequenceParallel, so it says so (cold reading, issue 36): its
-    activations are not the plan's."""
+    """Megatron's export turns on --sequence-parallel exactly when the plan runs it (TP > 1 and
+    the plan's sequence_parallel, on by default); the FSDP2 snippet's TP_PLAN has no
+    SequenceParallel, so it says so (cold reading, issue 36): its activations are not the
+    plan's."""
     megatron_sp = "--sequence-parallel" in export(plan, GPT3, "megatron").text
     fsdp = export(plan, GPT3, "fsdp")
     noted = any(n.startswith("sequence parallelism") for n in fsdp.notes)
-    assert megatron_sp == (plan.tp > 1)
+    assert megatron_sp == (plan.tp > 1 and plan.sequence_parallel)
     assert "SequenceParallel" not in fsdp.text.split("TP_PLAN")[1]
     assert noted == (plan.tp > 1 and plan.sequence_parallel)
