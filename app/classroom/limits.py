@@ -1,49 +1,62 @@
-"""Per-client rate limits of the class routes, in this process's memory: join-code misses
-(so codes cannot be guessed by brute force: 10 misses a minute is 14,400 a day against
-887 M codes) and classes started. A class behind one school NAT shares an address, so only
-misses count against joining, never successful joins. With N processes a client gets N times
-the allowance, still hopeless for guessing."""
+"""Per-client rate limits of the class routes, kept in the class's database so that every app
+process on it (several workers, or the compose deployment's replicas on one PostgreSQL)
+shares one allowance: join-code misses (so codes cannot be guessed by brute force: 10 misses a
+minute is 14,400 a day against 887 M codes) and classes started. A class behind one school
+NAT shares an address, so only misses count against joining, never successful joins.
 
-import threading
+Each counted event is a row of ``rate_hits`` (app/classroom/models.py) with the wall clock's
+time (replicas' clocks agree to well under a window); recording one deletes its kind's rows
+older than the window, so a client keeps at most its allowance of rows (plus the requests it
+has in flight) and the table stays bounded. A client at its allowance is refused before
+anything is looked up, and no row is added for the refusal."""
+
+from __future__ import annotations
+
 import time
-from collections import deque
+
+from sqlalchemy import and_, delete, func, insert, select
+from sqlalchemy.engine import Connection
+
+from app.classroom import db
+from app.classroom.models import rate_hits
+
+CLIENT_LENGTH = 64
 
 
 class Window:
-    """At most ``limit`` events per ``seconds`` per key (a sliding window)."""
+    """At most ``limit`` events of ``kind`` per ``seconds`` per client (a sliding window)."""
 
-    def __init__(self, limit: int, seconds: float, max_keys: int = 50_000) -> None:
-        self.limit, self.seconds, self.max_keys = limit, seconds, max_keys
-        self._events: dict[str, deque] = {}
-        self._lock = threading.Lock()
+    def __init__(self, kind: str, limit: int, seconds: float) -> None:
+        self.kind, self.limit, self.seconds = kind, limit, seconds
 
-    def _recent(self, key: str, at: float) -> deque:
-        events = self._events.get(key)
-        if events is None:
-            if len(self._events) >= self.max_keys:  # bounded memory: forget the idle
-                for stale in [k for k, v in self._events.items()
-                              if not v or v[-1] < at - self.seconds]:
-                    del self._events[stale]
-                if len(self._events) >= self.max_keys:
-                    self._events.clear()
-            events = self._events[key] = deque()
-        while events and events[0] < at - self.seconds:
-            events.popleft()
-        return events
+    def _key(self, client: str, since: float):
+        return and_(rate_hits.c.kind == self.kind,
+                    rate_hits.c.client == client[:CLIENT_LENGTH], rate_hits.c.at >= since)
 
-    def blocked(self, key: str) -> bool:
-        with self._lock:
-            return len(self._recent(key, time.monotonic())) >= self.limit
+    def count(self, conn: Connection, client: str, upto: int | None = None) -> int:
+        """The client's events in the window (``upto``: those recorded up to that one)."""
+        where = self._key(client, time.time() - self.seconds)
+        if upto is not None:
+            where = and_(where, rate_hits.c.id <= upto)
+        return conn.execute(select(func.count()).select_from(rate_hits).where(where)
+                            ).scalar_one()
 
-    def hit(self, key: str) -> None:
-        with self._lock:
-            at = time.monotonic()
-            self._recent(key, at).append(at)
+    def blocked(self, conn: Connection, client: str) -> bool:
+        return self.count(conn, client) >= self.limit
+
+    def record(self, conn: Connection, client: str) -> int:
+        """Count one event of the client (and forget its kind's events older than the
+        window): the event's id, for ``count(upto=...)``."""
+        at = time.time()
+        conn.execute(delete(rate_hits).where(and_(rate_hits.c.kind == self.kind,
+                                                  rate_hits.c.at < at - self.seconds)))
+        return conn.execute(insert(rate_hits).values(
+            kind=self.kind, client=client[:CLIENT_LENGTH], at=at)).inserted_primary_key[0]
 
     def clear(self) -> None:
-        with self._lock:
-            self._events.clear()
+        with db.begin() as conn:
+            conn.execute(delete(rate_hits).where(rate_hits.c.kind == self.kind))
 
 
-JOIN_MISSES = Window(limit=10, seconds=60)
-CLASSES_STARTED = Window(limit=20, seconds=3600)
+JOIN_MISSES = Window("join-miss", limit=10, seconds=60)
+CLASSES_STARTED = Window("class-start", limit=20, seconds=3600)

@@ -89,4 +89,18 @@ tries = Table(
     Column("clicks", Integer, nullable=False, default=0),
 )
 
+# Rate limits shared by every app process on the database (app/classroom/limits.py): one row
+# per counted event (a join-code miss, a class started) of one client, pruned once older than
+# its window, so a client holds at most its allowance of rows. Not a class's data: End and
+# expiry leave it alone.
+rate_hits = Table(
+    "rate_hits", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("client", String(64), nullable=False),  # the client's address
+    Column("at", Float, nullable=False),  # seconds since the epoch (the app's clock)
+    Index("ix_rate_hits_client", "kind", "client", "at"),
+    Index("ix_rate_hits_at", "kind", "at"),
+)
+
 TABLES = (tries, responses, drills, students, classes)  # children first: the order End deletes

@@ -22,7 +22,6 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from starlette.concurrency import run_in_threadpool
 
 from app.classroom import db, service
-from app.classroom.limits import CLASSES_STARTED, JOIN_MISSES
 from app.classroom.service import Refused
 from app.episodes import BY_SLUG
 from app.routers.models import TooLarge, read_bounded
@@ -128,13 +127,9 @@ async def new_class(request: Request) -> Response:
     try:
         form = await _form(request, ("csrf",))
         _check_form_token(request, form)
-        if CLASSES_STARTED.blocked(_client(request)):
-            raise Refused("csrf", "Too many classes started from this address: try later.",
-                          429)
-        started = await run_in_threadpool(service.start_class)
+        started = await run_in_threadpool(service.start_class, _client(request))
     except Refused as refused:
         return _new_page(request, refused)
-    CLASSES_STARTED.hit(_client(request))
     return RedirectResponse(url(f"/class/{started.code}/teach/{started.secret}"),
                             status_code=303)
 
@@ -265,19 +260,14 @@ def join_page(request: Request) -> Response:
 
 @router.post("/join")
 async def join(request: Request) -> Response:
-    client = _client(request)
     code = nickname = ""
     try:
         form = await _form(request, ("csrf", "code", "nickname"))
         code, nickname = form.get("code", "")[:12], form.get("nickname", "")[:40]
         _check_form_token(request, form)
-        if JOIN_MISSES.blocked(client):
-            raise Refused("code", "code: too many wrong codes from this address; wait a "
-                          "minute", 429)
-        token = await run_in_threadpool(service.join, form.get("code", ""), nickname)
+        token = await run_in_threadpool(service.join, form.get("code", ""), nickname,
+                                        _client(request))
     except Refused as refused:
-        if refused.field == "code" and refused.status == 404:
-            JOIN_MISSES.hit(client)
         return _join_page(request, code, nickname, refused)
     response = RedirectResponse(url("/class/me"), status_code=303)
     secure = _secure(request)

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
 from app.classroom import db
+from app.classroom.limits import CLASSES_STARTED, JOIN_MISSES
 from app.classroom.models import (
     ANSWER_LENGTH,
     CODE_LENGTH,
@@ -95,9 +96,14 @@ def purge_expired(conn: Connection) -> int:
     return len(gone)
 
 
-def start_class() -> Started:
+def start_class(client: str) -> Started:
+    """A new class, counted against the client's allowance of classes started."""
     secret = secrets.token_urlsafe(SECRET_BYTES)
     with db.begin() as conn:
+        if CLASSES_STARTED.blocked(conn, client):
+            raise Refused("csrf", "Too many classes started from this address: try later.",
+                          429)
+        CLASSES_STARTED.record(conn, client)
         purge_expired(conn)
     for _ in range(10):  # a code already in use (1 in 887 k per live class) draws again
         code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
@@ -166,23 +172,41 @@ def check_nickname(nickname: str) -> str:
     return nickname
 
 
-def join(code: str, nickname: str) -> str:
-    """A new student of the class with this code: their session token (the cookie)."""
+TOO_MANY_MISSES = Refused("code", "code: too many wrong codes from this address; wait a "
+                          "minute", 429)
+
+
+def join(code: str, nickname: str, client: str) -> str:
+    """A new student of the class with this code: their session token (the cookie).
+
+    A client at its allowance of misses (JOIN_MISSES, shared by every app process on the
+    database) is refused before the code is looked up, right or wrong. A miss is committed
+    before it is answered, then counted with the misses recorded before it: past the
+    allowance it answers 429 like a refusal, so a burst of concurrent guesses learns
+    nothing from the guesses past the allowance either."""
     nickname = check_nickname(nickname)
-    token = secrets.token_urlsafe(SECRET_BYTES)
     with db.begin() as conn:
+        if JOIN_MISSES.blocked(conn, client):
+            raise TOO_MANY_MISSES
         row = live_class(conn, code)
         if row is None:
-            raise Refused("code", "code: no class has this code (or it has ended)", 404)
-        # One statement both counts and bounds, so concurrent joins cannot pass the limit.
-        taken = conn.execute(update(classes).where(and_(
-            classes.c.id == row.id, classes.c.students < MAX_STUDENTS)).values(
-            students=classes.c.students + 1)).rowcount
-        if not taken:
-            raise Refused("code", f"code: this class is full ({MAX_STUDENTS} students)", 409)
-        conn.execute(insert(students).values(class_id=row.id, token_hash=digest(token),
-                                             nickname=nickname, joined_at=now(), events=0))
-    return token
+            miss = JOIN_MISSES.record(conn, client)
+        else:
+            # One statement both counts and bounds, so concurrent joins cannot pass the limit.
+            taken = conn.execute(update(classes).where(and_(
+                classes.c.id == row.id, classes.c.students < MAX_STUDENTS)).values(
+                students=classes.c.students + 1)).rowcount
+            if not taken:
+                raise Refused("code", f"code: this class is full ({MAX_STUDENTS} students)",
+                              409)
+            token = secrets.token_urlsafe(SECRET_BYTES)
+            conn.execute(insert(students).values(class_id=row.id, token_hash=digest(token),
+                                                 nickname=nickname, joined_at=now(), events=0))
+            return token
+    with db.begin() as conn:
+        if JOIN_MISSES.count(conn, client, upto=miss) > JOIN_MISSES.limit:
+            raise TOO_MANY_MISSES
+    raise Refused("code", "code: no class has this code (or it has ended)", 404)
 
 
 @dataclass(frozen=True)

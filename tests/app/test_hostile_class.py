@@ -2,13 +2,21 @@
 forged instructor links, oversized and malformed bodies, CSRF attempts, scripts in nicknames
 and answers. Each gets a 4xx naming its field, and no table gains or changes a row."""
 
+import urllib.error
+import urllib.parse
+import urllib.request
+from contextlib import ExitStack
+from pathlib import Path
+
 import pytest
 from sqlalchemy import func, select
 
 from app.classroom import db, service
 from app.classroom.limits import CLASSES_STARTED, JOIN_MISSES
+from app.classroom.models import rate_hits
 from app.classroom.router import MAX_BODY
 from tests.app.class_helpers import drill_of, join, new_client, start_class
+from tests.conftest import running_app
 
 pytestmark = pytest.mark.usefixtures("client")
 SCRIPT = "<script>alert(1)</script>"
@@ -85,6 +93,41 @@ def test_guessing_codes_is_rate_limited(class_db):
     before = snapshot()
     refused(join_form(web, code=teacher.code), 429, "code")  # even the right one, for now
     assert snapshot() == before
+
+
+def _join_status(opener, origin: str, code: str) -> int:
+    """POST /join to a real server (the form's token first): the status it answers."""
+    page = opener.open(origin + "/join").read().decode()
+    token = page.split('name="csrf" value="')[1].split('"')[0]
+    try:
+        return opener.open(origin + "/join", data=urllib.parse.urlencode(
+            {"csrf": token, "code": code}).encode()).status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_app_processes_on_one_database_share_the_allowance(class_db):
+    """Two app processes (uvicorn) on the same database, as the compose deployment's replicas:
+    a guesser who spreads its misses over both gets one allowance, not two; the table keeps
+    no more rows than the allowance."""
+    teacher = start_class()
+    env = {"DATABASE_URL": class_db, "RENDER_PROCESSES": "0"}
+    if class_db.startswith("sqlite:///"):  # the same file: its folder as their DATA_DIR
+        env.update(DATABASE_URL="", DATA_DIR=str(Path(class_db.removeprefix("sqlite:///")).parent))
+    with ExitStack() as stack:
+        origins = [stack.enter_context(running_app(env)) for _ in range(2)]
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        for i in range(JOIN_MISSES.limit):  # alternately to each process
+            code = f"ZZZZZ{service.CODE_ALPHABET[i]}"
+            assert _join_status(opener, origins[i % 2], code) == 404, i
+        before = snapshot()
+        for origin in origins:  # the allowance is spent on both, even for the right code
+            assert _join_status(opener, origin, "ZZZZZZ") == 429
+            assert _join_status(opener, origin, teacher.code) == 429
+    assert snapshot() == before
+    with db.begin() as conn:
+        assert conn.execute(select(func.count()).select_from(rate_hits).where(
+            rate_hits.c.kind == JOIN_MISSES.kind)).scalar_one() == JOIN_MISSES.limit
 
 
 def test_forged_instructor_links_and_forged_controls_store_nothing(class_db):
