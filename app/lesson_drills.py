@@ -10,7 +10,6 @@ none is in the page before the drill is answered (tests/app/test_drills.py).
 Each lab's router adds ``LESSON_DRILLS[<view name>]`` to its own drills.
 """
 
-import math
 
 from app.labkit import Decide, Drill, decide, predict
 from labs.hardware.gpus import get_gpu
@@ -40,9 +39,11 @@ def finetune_bytes(method: str):
 
 SEVENTY = {"model": "llama-3.1-70b"}
 FOUR_OH_FIVE = {"model": "llama-3.1-405b"}  # EP03's decide drill: a model its table does not show
-# EP01's predict drill: 405B's 16-byte state over H200s, with the rounding worked out.
+# EP01's predict drill: 405B's 16-byte state sharded over 64 H200s. It asks the state a GPU
+# holds, which no readout prints (the bench prints the fewest GPUs at any model and GPU, so
+# asking that was one select away from its answer).
 P405, H200 = get_model("llama-3.1-405b").params, get_gpu("h200").memory_bytes
-FEWEST_H200 = math.ceil(16 * P405 / H200)
+H200_SHARDS = 64
 P8 = get_model("llama-3.1-8b").params  # EP03's predict drill: a model its table does not show
 
 
@@ -63,16 +64,18 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
         predict(
             "memory-predict-405b-h200",
             f"Llama 3.1 405B ({P405 / 1e9:.1f} billion parameters), 16 bytes of training "
-            f"state per parameter, on H200s ({H200 / 1e9:.0f} GB each) instead of H100s. "
-            "Predict the fewest GPUs whose memory could hold that state.",
-            "memory", {"model": "llama-3.1-405b", "gpu": "h200"}, "min_gpus", unit="GPUs",
-            hint=f"16 B × {P405 / 1e9:.1f} billion parameters, divided by {H200 / 1e9:.0f} "
-                 "GB, rounded up: GPUs a little short of the state cannot hold it.",
-            explanation=f"{{answer}} GPUs: 16 B × {P405 / 1e9:.1f}B parameters = "
-                        f"{16 * P405 / 1e9:,.0f} GB; ÷ {H200 / 1e9:.0f} GB = "
-                        f"{16 * P405 / H200:.2f}, and {FEWEST_H200 - 1} GPUs hold only "
-                        f"{(FEWEST_H200 - 1) * H200 / 1e9:,.0f} GB, so round up; activations "
-                        "and the CUDA context come on top.",
+            f"state per parameter, sharded evenly over {H200_SHARDS} H200s "
+            f"({H200 / 1e9:.0f} GB each) with ZeRO-3. Predict the GB of state each GPU holds.",
+            "memory", {"model": "llama-3.1-405b", "gpu": "h200", "dp": H200_SHARDS, "zero": 3},
+            lambda answer: answer["state_bytes"] / H200_SHARDS, unit="GB", scale=1e-9,
+            hint=f"16 B × {P405 / 1e9:.1f} billion parameters is the whole state; ZeRO-3 "
+                 f"gives each of the {H200_SHARDS} GPUs an equal share.",
+            explanation=f"{{answer}} GB: 16 B × {P405 / 1e9:.1f}B parameters = "
+                        f"{16 * P405 / 1e9:,.0f} GB, ÷ {H200_SHARDS} GPUs. That "
+                        f"leaves {H200 / 1e9 - 16 * P405 / H200_SHARDS / 1e9:.0f} of the "
+                        f"{H200 / 1e9:.0f} GB for activations. ZeRO shards the state, not the "
+                        "activations (step 5's 70B case): whether the step fits depends on "
+                        "them.",
             rel_tol=0.01),
         decide(
             "memory-decide-cut",

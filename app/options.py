@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict
 from labs.core.errors import LabInputError
 from labs.hardware.gpus import gpus
 from labs.hardware.links import links
+from labs.model.code import size_label
 from labs.model.presets import custom_model, get_model, models
 
 SEQ_LENGTHS = tuple(2**k for k in range(9, 18))  # 512 ... 131,072 tokens
@@ -37,10 +38,9 @@ def model_options(detail: str = "size") -> tuple[tuple[str, str], ...]:
     def label(spec) -> str:
         if detail == "layers":
             return f"{spec.name} ({spec.layers} layers)"
-        size = f"{spec.params / 1e9:.1f}B"
-        if spec.experts:
-            size += f", {spec.active_params / 1e9:.0f}B active"
-        return f"{spec.name} ({size})"
+        # One format with the pages' own (labs.model.code): "671.0B, 37.6B active", where a
+        # rounder active count ("38B active") read as another figure beside the prose's 37.6B.
+        return f"{spec.name} ({size_label(spec)})"
 
     return tuple((id_, label(spec)) for id_, spec in models().items())
 

@@ -138,7 +138,7 @@ def traffic_figure(result) -> dict:
     })
     inp = result.input
     plain, full = rows[0].bytes_per_gpu, rows[3].bytes_per_gpu
-    ratio = f"{full / plain:.2f}x" if plain else "no traffic on one GPU"
+    # No ratio of the two: EP03 step 4 asks the student to predict it (issue 36).
     return {
         "data": data,
         "layout": base_layout(
@@ -150,7 +150,7 @@ def traffic_figure(result) -> dict:
             f"Wire traffic per GPU per step over {inp.dp:,} replicas on "
             f"{get_link(inp.link).name} ({inp.gpus_per_node} GPUs per node): ZeRO-0, 1 and 2 "
             f"send {fmt_bytes(plain)} each, ZeRO-3 "
-            f"{fmt_bytes(full)} ({ratio}); time on the link is printed over each bar"
+            f"{fmt_bytes(full)}; time on the link is printed over each bar"
         ),
     }
 

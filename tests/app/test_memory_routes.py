@@ -272,3 +272,23 @@ def test_steps_1_2_5_ask_what_the_opening_bench_does_not_print(client):
     for answer in (fmt_bytes(l8["total_bytes"]), fmt_bytes(l405["state_bytes"]),
                    fmt_bytes(l405_18["state_bytes"]), "at least 92"):
         assert answer not in outside, answer
+
+
+def test_the_h200_drill_asks_what_no_readout_prints(client):
+    """EP01's step-5 drill asks 405B's state per GPU over 64 H200s with ZeRO-3 (101.5 GB),
+    which the bench does not print even at the drill's own state: the fewest GPUs it asked
+    before (47) was the readout's 'Fewest GPUs' one GPU select away."""
+    from app.lesson_drills import LESSON_DRILLS
+    from tests.app.test_drill_kinds import number_shown
+
+    drill = next(d for d in LESSON_DRILLS["memory"] if d.id == "memory-predict-405b-h200")
+    assert drill.answer() == pytest.approx(16 * 405.85e9 / 64 / 1e9, rel=1e-3)
+    html = client.get("/episodes/memory", params=drill.see).text
+    assert number_shown(drill.answer(), html) is None
+
+
+def test_a_moe_models_active_count_reads_as_the_prose_writes_it(client):
+    """One count, one format: the model select said '38B active' beside step 6's 37.6B."""
+    html = client.get("/episodes/memory").text
+    assert "671.0B, 37.6B active" in html and "38B active" not in html
+    assert re.search(r"activates\s*(<[^>]+>\s*)*37\.6B", html)
