@@ -72,6 +72,11 @@ GLOSSARY: tuple[Term, ...] = (
     Term("expert-dp", "Expert-DP", r"\bexpert-DP\b",
          "The data-parallel degree of the experts: how many copies of each expert there are, "
          "a stage's GPUs divided by EP × expert-TP."),
+    Term("expert-tp", "Expert-TP (expert tensor parallelism)", r"\b[Ee]xpert-TP\b",
+         "Tensor parallelism inside each expert: its weight matrices are split over a group of "
+         "GPUs of its own, as TP splits a dense layer's. Megatron's "
+         "--expert-tensor-parallel-size, which defaults to the TP degree; MoE recipes often "
+         "set it to 1, so each expert stays whole on one GPU."),
     # ---- batches and schedules ----
     Term("micro-batch", "Micro-batch", r"\bmicro-batch(?:es)?\b",
          "The slice of a step's batch that one GPU, or one pipeline stage, runs through one "

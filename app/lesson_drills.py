@@ -439,11 +439,12 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
             "tokens are generated. Predict the rollout phase's seconds.",
             "placement", {"preset": "glm-4-9b", "responses_per_prompt": 16}, "rollout_seconds",
             unit="s",
-            hint="Decoding is bound by memory bandwidth: each step reads the weights once for "
-                 "the whole batch, so a larger batch costs far less than its share.",
-            explanation="{answer} s: not twice the time. Each decode step reads the weights and "
-                        "the KV cache once for every sequence in flight; more sequences add "
-                        "only their KV reads and compute."),
+            hint="Step 6's why splits the rollout into three parts: which grow with the "
+                 "requests an engine holds, and which is read once for the whole batch?",
+            explanation="{answer} s: not twice the time. Take step 6's split of the rollout: "
+                        "each decode step reads the weights once for the whole batch, so "
+                        "their part stays; the prefill and the cache reads double with the "
+                        "requests. Weights + 2 × (prefill + cache) = {answer} s."),
         decide(
             "placement-decide-throughput",
             "You have 16 H100s for GLM-4-9B's RL recipe (64 samples a step: TP 2 × CP 2 "
@@ -462,20 +463,17 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
               "The pools work at the same time, so a step is max(rollout, training) + sync: "
               "training on 8 GPUs takes about half the rollout's time and hides behind it. "
               "The price: samples come from weights one step old: {value}."),
-             ("separate-pd", "8 training GPUs; rollout split into 1 prefill and 3 decode "
-              "engines", {"placement": "separate-pd", "train_gpus": 8, "engines": 4},
-              "Prefill is one short, compute-bound pass over the prompts; the engine it takes "
-              "from decode slows the long decode phase, which sets the step: {value}."),
-             ("more-rollout", "4 training GPUs and 12 rollout GPUs (6 engines), working at "
-              "once", {"placement": "separate", "train_gpus": 4, "engines": 6},
-              "More engines barely speed up a decode bound by weight reads, while one "
-              "replica on 4 GPUs now trains longer than the rollout and sets the step: "
-              "{value}.")),
+             ("more-training", "12 training GPUs and 4 rollout GPUs (2 engines), working "
+              "at once", {"placement": "separate", "train_gpus": 12, "engines": 2},
+              "The pools still overlap, but the step waits for the slower one, and that was "
+              "already the rollout. Half the engines now hold twice the requests each: every "
+              "decode step reads twice the KV cache, so the rollout grows, while the faster "
+              "training only waits longer for it: {value}.")),
             best="max", fmt=per_s,
-            hint="A step of separate pools takes as long as its slower pool. Which split "
-                 "keeps both pools busy, and does more rollout GPUs make decode faster?",
-            solution="{best}. Samples per second: 8 + 8 {separate}, 4 + 12 {more-rollout}, "
-                     "prefill/decode split {separate-pd}, all 16 colocated {colocated}. "
+            hint="A step of separate pools takes as long as its slower pool, plus the sync. "
+                 "Which pool is the slower one for this recipe, and which plan starves it?",
+            solution="{best}. Samples per second: 8 + 8 {separate}, 12 + 4 {more-training}, "
+                     "all 16 colocated {colocated}. "
                      "Overlap wins when neither pool waits long for the other."),
     ),
     "precision": (

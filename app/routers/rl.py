@@ -27,7 +27,8 @@ from labs.core.limits import (
 from labs.hardware.gpus import get_gpu
 from labs.rl.inputs import RLPlacementInput, RLPlacementResult
 from labs.rl.lab import compute_rl_placement
-from labs.rl.recipes import experiment, get_recipe, recipes
+from labs.rl.recipes import experiment, get_recipe, memory_bandwidth, recipes
+from labs.rl.serving import HBM_EFFICIENCY, PREFILL_MFU, WEIGHT_BYTES, kv_bytes_per_token
 
 router = APIRouter()
 PRESETS = tuple(recipes())
@@ -134,6 +135,9 @@ def to_api(result: RLPlacementResult) -> dict:
         "sync_seconds": result.sync_seconds,
         "sync_bytes_per_gpu": round(result.sync_bytes_per_gpu),
         "sync_link": result.sync_link,
+        "sync_rate": result.sync_rate,
+        "sync_switch_seconds": result.sync_switch_seconds,
+        "rollout_parts": result.rollout_parts,
         "step_seconds": result.step_seconds,
         "samples_per_second": result.samples_per_second,
         "replicas": result.replicas,
@@ -158,6 +162,7 @@ def facts() -> dict:
         "glm9_sep": state(preset="glm-4-9b", placement="separate"),
         "r1": state(preset="deepseek-r1"),
         "r1_sep": state(preset="deepseek-r1", placement="separate"),
+        "r1_sep4": state(preset="deepseek-r1", placement="separate", engines=4),
         "r1_pd": state(preset="deepseek-r1", placement="separate-pd", engines=4,
                        prefill_engines=1),
         "glm47": state(preset="glm-4.7"),
@@ -170,9 +175,18 @@ def facts() -> dict:
     }
 
 
+def serving_terms(result: RLPlacementResult) -> dict:
+    """The rates the rollout's parts are timed at, as the lesson names them (EP09 step 6)."""
+    inp = result.input
+    return {"hbm_bandwidth": memory_bandwidth(inp.gpu), "hbm_efficiency": HBM_EFFICIENCY,
+            "prefill_mfu": PREFILL_MFU, "weight_bytes": WEIGHT_BYTES * inp.model.params,
+            "kv_bytes_per_token": kv_bytes_per_token(inp.model, inp.kv_dtype)}
+
+
 def extra_context(state) -> dict:
     return {
         "facts": facts(),
+        "serving": serving_terms(facts()["glm9"]["result"]),
         "preset_options": [(k, r.name) for k, r in recipes().items()],
         "gpu_options": gpu_options(),
         "placements": PLACEMENT_LABELS,
@@ -221,12 +235,12 @@ VIEW = LabView(
     good=Case(
         "Good case: DeepSeek-R1, colocated",
         {"preset": "deepseek-r1", "placement": "colocated"},
-        "128 GPUs take turns: rollout, training, weight sync over NVLink; every check passes.",
+        "128 GPUs take turns: rollout, training, weight sync in the node (step 6).",
     ),
     bad=Case(
         "Bad case: GLM-4.7 on 60 GPUs",
         {"preset": "glm-4.7", "train_gpus": 60, "placement": "separate"},
-        "60 GPUs do not divide by TP 8 × PP 4 × CP 2 = 64: no whole replica, nothing placed.",
+        "GLM-4.7's recipe (TP 8, PP 4, CP 2, EP 16) asked to train on 60 GPUs.",
     ),
     drills=(
         Drill(

@@ -172,6 +172,17 @@ class PlacementAnswer(BaseModel):
     sync_seconds: float
     sync_bytes_per_gpu: int
     sync_link: str
+    sync_rate: float = Field(description="Bytes/s the sync's bytes move at: NCCL's bus "
+                             "bandwidth of its link (EP02), never the datasheet's.")
+    sync_switch_seconds: float = Field(description="Colocated: the seconds of the sync spent "
+                                       "offloading the trainer and reloading the engine over "
+                                       "PCIe (0 for separate pools).")
+    rollout_parts: dict[str, float] = Field(description="Where every engine prefills and "
+                                            "decodes: prefill_s, and the fullest engine's "
+                                            "decode_weights_s, decode_kv_s (HBM reads at the "
+                                            "lab's 80% of the datasheet rate) and "
+                                            "decode_compute_s; decode takes max(weights + kv, "
+                                            "compute). Empty for a prefill/decode split.")
     samples_per_second: float
     replicas: dict
     notes: list[str]

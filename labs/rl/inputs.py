@@ -160,6 +160,11 @@ class RLPlacementResult:
     sync_seconds: float
     sync_bytes_per_gpu: float
     sync_link: str
+    sync_rate: float  # bytes/s: the busBW the sync's bytes move at (its link's, EP02)
+    sync_switch_seconds: float  # colocated: the PCIe offload and reload inside the sync
+    # Where every engine prefills and decodes: prefill_s, decode_weights_s, decode_kv_s and
+    # decode_compute_s of the fullest engine (labs.rl.timeline.rollout_parts); {} for a split.
+    rollout_parts: dict
     step_seconds: float
     samples_per_second: float
     dp: int

@@ -28,7 +28,7 @@ from labs.parallel.layout import ParallelLayout, problems
 from labs.rl.cluster import engine_checks, gpu_roles, layout_checks
 from labs.rl.inputs import Check, Phase, Pool, RLPlacementInput, RLPlacementResult
 from labs.rl.serving import EngineMemory, engine_memory, per_engine
-from labs.rl.timeline import phases, step_times
+from labs.rl.timeline import phases, rollout_parts, step_times
 
 # What stays on a colocated GPU across the switch (our estimate): the sleeping process's CUDA
 # context and NCCL communicators (~0.5 GB) and one weight-update bucket (slime's
@@ -91,6 +91,14 @@ def _replicas(inp: RLPlacementInput, bill) -> dict:
             "freed_bytes": bill.total_bytes - double.total_bytes}
 
 
+def _rollout_parts(inp: RLPlacementInput) -> dict:
+    if inp.placement == "separate-pd":
+        return {}
+    prefill, decode = rollout_parts(inp)
+    return {"prefill_s": prefill, "decode_weights_s": decode.weights,
+            "decode_kv_s": decode.kv_cache, "decode_compute_s": decode.compute}
+
+
 def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:
     """Pools, checks, the GPU map and a step's timeline for one RL placement."""
     bill = _training_bill(inp, inp.train_gpus)
@@ -129,9 +137,11 @@ def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:
     replicas = _replicas(inp, bill)
     if replicas:
         checks.append(Check("more GPUs add replicas", replicas["model_state_unchanged"],
+                            # No GB here: EP09 step 8 asks what comes free (the memory
+                            # chart gives it once its 16-GPU link is followed).
                             f"{replicas['gpus']} GPUs at the same degrees: DP {replicas['dp']}, "
-                            f"{replicas['memory_per_gpu_bytes'] / 1e9:.1f} GB per GPU "
-                            f"(was {replicas['before_bytes'] / 1e9:.1f} GB)"))
+                            + ("fits" if replicas["memory_per_gpu_bytes"] <= gpu_mem
+                               else "does not fit")))
     dp = inp.train_gpus // (inp.tp * inp.pp * inp.cp)
     fits = {p.role: p.fits for p in pools}
     gpus = gpu_roles(inp, dp if inp.train_gpus % (inp.tp * inp.pp * inp.cp) == 0 else 0,
@@ -150,6 +160,8 @@ def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:
         input=inp, checks=tuple(checks), pools=tuple(pools), gpus=gpus, timeline=timeline,
         rollout_seconds=times.rollout, train_seconds=times.train, sync_seconds=times.sync,
         sync_bytes_per_gpu=times.sync_bytes_per_gpu, sync_link=times.sync_link,
+        sync_rate=times.sync_rate, sync_switch_seconds=times.switch,
+        rollout_parts=_rollout_parts(inp),
         step_seconds=times.step, samples_per_second=inp.samples / times.step, dp=dp,
         stage_layers=bill.stage_layers if bill else (), train_memory_bytes=train_bytes,
         rollout_memory_bytes=rollout_bytes, colocated_bytes=colocated_bytes,

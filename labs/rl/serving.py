@@ -89,18 +89,39 @@ def touched_weight_bytes(model: ModelSpec, batch: int) -> float:
     return WEIGHT_BYTES * (model.dense_params + share * model.expert_params)
 
 
+@dataclass(frozen=True)
+class DecodeParts:
+    """One engine's decode run: ``response_len`` steps, each bound by its HBM reads (the
+    weights it touches, then the cache) or by its compute, whichever is longer."""
+
+    weights: float  # seconds over the run reading the weights
+    kv_cache: float  # seconds over the run reading the KV cache
+    compute: float  # seconds over the run of the GEMMs at DECODE_MFU
+
+    @property
+    def seconds(self) -> float:
+        return max(self.weights + self.kv_cache, self.compute)
+
+
+def decode_parts(model: ModelSpec, gpu: GPUSpec, bandwidth: float, engine_gpus: int,
+                 batch: int, prompt_len: int, response_len: int, kv_dtype: str) -> DecodeParts:
+    """Where one engine's ``response_len`` decode steps for ``batch`` requests spend time."""
+    if batch < 1:
+        return DecodeParts(0.0, 0.0, 0.0)
+    mean_context = prompt_len + response_len / 2  # the cache grows linearly over the run
+    rate = engine_gpus * bandwidth * HBM_EFFICIENCY
+    weights = touched_weight_bytes(model, batch) / rate
+    kv = batch * mean_context * kv_bytes_per_token(model, kv_dtype) / rate
+    compute_time = 2 * matmul_params(model) * batch / (engine_gpus * gpu.bf16_flops
+                                                        * DECODE_MFU)
+    return DecodeParts(response_len * weights, response_len * kv, response_len * compute_time)
+
+
 def decode_seconds(model: ModelSpec, gpu: GPUSpec, bandwidth: float, engine_gpus: int,
                    batch: int, prompt_len: int, response_len: int, kv_dtype: str) -> float:
     """Time for one engine to generate ``response_len`` tokens for ``batch`` requests."""
-    if batch < 1:
-        return 0.0
-    mean_context = prompt_len + response_len / 2  # the cache grows linearly over the run
-    read = (touched_weight_bytes(model, batch)
-            + batch * mean_context * kv_bytes_per_token(model, kv_dtype))
-    memory_time = read / (engine_gpus * bandwidth * HBM_EFFICIENCY)
-    compute_time = 2 * matmul_params(model) * batch / (engine_gpus * gpu.bf16_flops
-                                                        * DECODE_MFU)
-    return response_len * max(memory_time, compute_time)
+    return decode_parts(model, gpu, bandwidth, engine_gpus, batch, prompt_len, response_len,
+                        kv_dtype).seconds
 
 
 def per_engine(samples: int, engines: int) -> int:

@@ -2,7 +2,8 @@
 
 - Rollout: ``labs.rl.serving`` (prefill compute-bound, decode bound by HBM reads); with a
   prefill/decode split the two pools work as a pipeline, so the slower one sets the pace
-  (DistServe, arXiv:2401.09670), plus moving the prompts' KV cache over the network once.
+  (DistServe, arXiv:2401.09670), plus moving the prompts' KV cache over the network once, at
+  the network's achieved send rate (busBW, as the weight sync below).
 - Training: EP08's step model (``labs.recipe``: the training layout's kernels op by op, its
   collectives as NCCL runs them, the bubble, DP and the optimizer) for the samples as one
   global batch of one sequence per micro-batch, plus one forward for the log-probabilities of
@@ -11,11 +12,16 @@
   estimate, said in the notes); CPU Adam adds the trip of each rank's
   gradients down and weights up over PCIe (slime overlaps part of it:
   --overlap-cpu-optimizer-d2h-h2d; counted whole here, an upper bound).
-- Weight sync: bf16 weights, 2 B x params. Colocated (slime's update through CUDA IPC): each
-  GPU all-gathers its pipeline stage's weights over NVLink, then the engine on the same GPU
-  maps them; the switch also offloads the trainer's weights and gradients to host and reloads
-  the engine's weights over PCIe. Separate pools (NCCL broadcast from the trainer to every
-  engine): each rollout GPU receives all 2 B x params over its network port.
+- Weight sync: bf16 weights, 2 B x params, at NCCL's bus bandwidth (busBW, the achieved
+  rate EP02 teaches: ``Link.ring_busbw``), never the datasheet's. Colocated (slime's update
+  through CUDA IPC): each GPU all-gathers its pipeline stage's weights over NVLink, counted
+  whole at the scale-up link's busBW (an all-gather over N GPUs moves (N-1)/N of them: the
+  lab errs slow by 1/N), then the engine on the same GPU maps them; the switch also offloads
+  the trainer's weights and gradients to host and reloads the engine's weights over PCIe (its
+  datasheet rate: no NCCL there). Separate pools (NCCL broadcast from the trainer to every
+  engine): each rollout GPU receives all 2 B x params over its network port at that port's
+  busBW (for a broadcast NCCL's busBW equals its algorithm bandwidth: NCCL's
+  doc/PERFORMANCE.md), InfiniBand NDR's 48 of 50 GB/s on an H100.
 - Steps: colocated runs rollout, train, sync in turn; separate pools overlap rollout k+1 with
   training k (slime's train_async.py: one step off-policy), and the sync waits for both, so a
   step takes max(rollout, train) + sync.
@@ -33,6 +39,8 @@ from labs.recipe.lab import evaluate
 from labs.rl.recipes import memory_bandwidth
 from labs.rl.serving import (
     WEIGHT_BYTES,
+    DecodeParts,
+    decode_parts,
     decode_seconds,
     kv_bytes_per_token,
     per_engine,
@@ -53,6 +61,8 @@ class StepTimes:
     sync_bytes_per_gpu: float
     sync_link: str
     step: float
+    sync_rate: float = 0.0  # bytes/s the sync's bytes move at (the link's busBW)
+    switch: float = 0.0  # colocated: seconds of the PCIe offload and reload inside the sync
 
 
 def rollout_seconds(inp) -> float:
@@ -66,11 +76,20 @@ def rollout_seconds(inp) -> float:
         prefill = prefill_seconds(m, g, inp.samples * inp.prompt_len, p * e)
         decode = decode_seconds(m, g, bw, e, per_engine(inp.samples, d + ext), *args)
         kv_move = (inp.samples * inp.prompt_len * kv_bytes_per_token(m, inp.kv_dtype)
-                   / (p * e * g.network_bandwidth))
+                   / (p * e * gpu_cluster(g).inter.send_bandwidth))
         return max(prefill, decode) + kv_move
-    n = inp.engine_count + ext
+    prefill, decode = rollout_parts(inp)
+    return prefill + decode.seconds
+
+
+def rollout_parts(inp) -> tuple[float, DecodeParts]:
+    """(prefill seconds, the fullest engine's decode parts) where every engine prefills and
+    decodes its own requests (colocated and separate pools; EP09 step 6 quotes them)."""
+    m, g, e = inp.model, inp.gpu, inp.engine_gpus
+    n = inp.engine_count + inp.external_engines
     prefill = prefill_seconds(m, g, inp.samples * inp.prompt_len, n * e)
-    return prefill + decode_seconds(m, g, bw, e, per_engine(inp.samples, n), *args)
+    return prefill, decode_parts(m, g, memory_bandwidth(g), e, per_engine(inp.samples, n),
+                                 inp.prompt_len, inp.response_len, inp.kv_dtype)
 
 
 def _uneven(inp) -> tuple[int, int]:
@@ -120,24 +139,28 @@ def train_seconds(inp, weights_per_gpu: float) -> float:
     return compute + 2 * WEIGHT_BYTES * local_params / get_link(PCIE_LINK).bandwidth
 
 
-def sync_seconds(inp, resident_train_bytes: float) -> tuple[float, float, str]:
-    """(seconds, bytes each receiving GPU takes in, link) for one weight update."""
+def sync_seconds(inp, resident_train_bytes: float) -> tuple[float, float, str, float, float]:
+    """(seconds, bytes each receiving GPU takes in, link, the busBW those bytes move at,
+    seconds of the colocated switch over PCIe) for one weight update."""
     m, g = inp.model, inp.gpu
     full = WEIGHT_BYTES * m.params
     pcie = get_link(PCIE_LINK).bandwidth
+    own = gpu_cluster(g)
     if inp.colocated:
         gathered = full / inp.pp
+        rate = own.intra.ring_busbw
         switch = (resident_train_bytes + full / inp.engine_gpus) / pcie
-        return gathered / g.scale_up_bandwidth + switch, gathered, "NVLink (CUDA IPC)"
-    return full / g.network_bandwidth, full, "network (NCCL broadcast)"
+        return gathered / rate + switch, gathered, "NVLink (CUDA IPC)", rate, switch
+    rate = own.inter.ring_busbw
+    return full / rate, full, "network (NCCL broadcast)", rate, 0.0
 
 
 def step_times(inp, weights_per_gpu: float, resident_train_bytes: float) -> StepTimes:
     r = rollout_seconds(inp)
     t = train_seconds(inp, weights_per_gpu)
-    s, sync_bytes, link = sync_seconds(inp, resident_train_bytes)
+    s, sync_bytes, link, rate, switch = sync_seconds(inp, resident_train_bytes)
     step = r + t + s if inp.colocated else max(r, t) + s
-    return StepTimes(r, t, s, sync_bytes, link, step)
+    return StepTimes(r, t, s, sync_bytes, link, step, rate, switch)
 
 
 def phases(colocated: bool, times: StepTimes) -> list[tuple[str, str, int, float, float]]:

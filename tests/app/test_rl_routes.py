@@ -118,3 +118,35 @@ def test_every_gpu_of_the_list_times_a_rollout(client):
                   for g in ("h100-sxm", "h800"))
     # Same HBM3 and compute: the same rollout; the H800's slower NVLink only moves the sync.
     assert h800["rollout_seconds"] == pytest.approx(h100["rollout_seconds"])
+
+
+def test_round_2_cold_reading_ep09(client):
+    """EP09's second cold reading: step 6 names the sync's rates (NDR's busBW 48 GB/s, not
+    the datasheet's 50; NVLink's 367.6 GB/s and the PCIe switch), and each figure follows from
+    them; step 1 asks DeepSeek-R1's DP, which the bench (open at GLM-4-9B) does not print;
+    step 9 states GLM-5.3's degrees; the check table and the bad case's caption no longer give
+    steps 8 and 7 their answers."""
+    from html import unescape
+
+    f = facts()
+    page = client.get("/episodes/rl-placement").text
+    page = re.sub(r'<span class="term-tip".*?</span>', "", page)  # the glossary's tips
+    html = re.sub(r"\s+", " ", unescape(re.sub(r"<(?!section)[^>]+>", "", page)))
+    six = html[html.index('id="step-6"'):html.index('id="step-7"')]
+    sep, col = f["r1_sep"]["api"], f["r1"]["api"]
+    assert sep["sync_rate"] == 48e9 and "at the bus bandwidth, 48 GB/s" in six
+    assert f"{sep['sync_bytes_per_gpu'] / 48e9:.1f} s" in six  # 1,342 GB / 48 GB/s = 28.0 s
+    gather = col["sync_bytes_per_gpu"] / col["sync_rate"]
+    assert f"{col['sync_rate'] / 1e9:.1f} GB/s" in six and f"{gather:.2f} s" in six
+    assert f"{col['sync_switch_seconds']:.2f} s" in six
+    assert col["sync_seconds"] == pytest.approx(gather + col["sync_switch_seconds"])
+    one = html[html.index('id="step-1"'):html.index('id="step-2"')]
+    assert "DeepSeek-R1's recipe trains on 128 GPUs with TP 8, PP 4, CP 4" in one
+    nine = html[html.index('id="step-9"'):]
+    g53 = f["glm53"]["api"]
+    assert f"TP {g53['tp']}, PP {g53['pp']}, CP {g53['cp']}, EP {g53['ep']}" in nine
+    default = client.get("/api/placement").json()
+    (check,) = [c for c in default["checks"] if c["name"] == "more GPUs add replicas"]
+    assert "GB" not in check["detail"]
+    bench = html[:html.index('id="step-1"')]
+    assert "do not divide" not in bench and "= 64" not in bench

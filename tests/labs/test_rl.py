@@ -189,3 +189,37 @@ def test_bad_input_names_its_field(field, over):
 
 def test_kv_dtypes_are_the_limits_ones():
     assert tuple(KV_DTYPE_BYTES) == KV_DTYPES
+
+
+def test_weight_sync_moves_at_nccl_bus_bandwidth_not_the_datasheet():
+    """Round-2 cold reading of EP09, item 1: the separate pools' broadcast was timed at the
+    NIC's datasheet 50 GB/s, where EP02 teaches that busBW is the achieved figure (InfiniBand
+    NDR: 48 GB/s; for a broadcast busBW equals algBW). DeepSeek-R1's 2 B x 671B to every
+    rollout GPU: 1,342 GB / 48 GB/s = 27.96 s, not 26.8 s. Colocated, the stage's gather runs
+    at NVLink's busBW (367.6 of 450 GB/s on an H100) and the switch over PCIe 5 (64 GB/s) adds
+    the trainer's weights and gradients down and the engine's shard up."""
+    r1 = get_model("deepseek-r1")
+    sep = compute_rl_placement(recipe_input("deepseek-r1", placement="separate"))
+    assert sep.sync_rate == 48e9
+    assert sep.sync_seconds == pytest.approx(2 * r1.params / 48e9, rel=1e-12)
+    assert sep.sync_seconds == pytest.approx(27.96, abs=0.01)
+    col = compute_rl_placement(recipe_input("deepseek-r1"))
+    assert col.sync_rate == pytest.approx(367.6e9)
+    resident = col.train_breakdown["weights"] + col.train_breakdown["gradients"]
+    switch = (resident + 2 * r1.params / col.input.engine_gpus) / 64e9
+    assert col.sync_switch_seconds == pytest.approx(switch, rel=1e-12)
+    assert col.sync_seconds == pytest.approx(2 * r1.params / 4 / 367.6e9 + switch, rel=1e-12)
+
+
+def test_rollout_parts_add_up_to_the_rollout():
+    """EP09 step 6 splits GLM-4-9B's colocated rollout into prefill, the weights' reads and the
+    cache's reads, so step 6's drill (twice the responses) can be derived: the weights are read
+    once per decode step for the whole batch, the rest doubles with the requests."""
+    res = compute_rl_placement(recipe_input("glm-4-9b"))
+    p = res.rollout_parts
+    assert p["decode_weights_s"] + p["decode_kv_s"] > p["decode_compute_s"]  # memory-bound
+    assert res.rollout_seconds == pytest.approx(
+        p["prefill_s"] + p["decode_weights_s"] + p["decode_kv_s"], rel=1e-12)
+    double = compute_rl_placement(recipe_input("glm-4-9b", responses_per_prompt=16))
+    assert double.rollout_seconds == pytest.approx(
+        p["decode_weights_s"] + 2 * (p["prefill_s"] + p["decode_kv_s"]), rel=1e-12)
