@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import re
+import urllib.error
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 
 from fastapi.testclient import TestClient
@@ -85,3 +88,27 @@ def join(code: str, nickname: str = "") -> Student:
                         follow_redirects=False)
     assert response.status_code == 303, response.text
     return Student(web)
+
+
+# ---- against a real server (uvicorn), through urllib -------------------------------------
+
+def form_post(opener: urllib.request.OpenerDirector, origin: str, path: str, **fields):
+    """GET a form page of a real server, then POST it with its CSRF token: the response
+    (after redirects), or the HTTPError a 4xx raised, whose ``.code`` is the status."""
+    page = opener.open(origin + path).read().decode()
+    token = page.split('name="csrf" value="')[1].split('"')[0]
+    try:
+        return opener.open(origin + path, data=urllib.parse.urlencode(
+            {"csrf": token, **fields}).encode())
+    except urllib.error.HTTPError as error:
+        return error
+
+
+def session_post(opener: urllib.request.OpenerDirector, origin: str, path: str, **fields):
+    """A joined student's POST to a real server (its CSRF token from the opener's cookies)."""
+    jar = next(h.cookiejar for h in opener.handlers
+               if isinstance(h, urllib.request.HTTPCookieProcessor))
+    csrf = next(c.value for c in jar if c.name == "lab-class-csrf")
+    return opener.open(urllib.request.Request(
+        origin + path, headers={"X-CSRF-Token": csrf},
+        data=urllib.parse.urlencode(fields).encode()))

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.parse
 import urllib.request
 
 import pytest
@@ -18,7 +17,14 @@ from sqlalchemy import create_engine, select, update
 from app.classroom import db, service
 from app.classroom.limits import CLASSES_STARTED, JOIN_MISSES
 from app.classroom.models import classes, metadata, responses
-from tests.app.class_helpers import drill_of, join, new_client, start_class
+from tests.app.class_helpers import (
+    drill_of,
+    form_post,
+    join,
+    new_client,
+    session_post,
+    start_class,
+)
 from tests.conftest import READY_S, ROOT, free_port
 
 pytestmark = pytest.mark.usefixtures("client")
@@ -91,7 +97,8 @@ def test_pace_progress_and_end_deletes_every_row(class_db):
     assert ann.post("/class/progress", episode="memory", step="step-2",
                     kind="try").status_code == 204
     live = teacher.live()
-    assert "<td>EP01</td><td>step 2</td>" in live and "<td>1</td><td>1</td>" in live
+    assert "<td>EP01</td><td>step 2</td>" in live
+    assert '<td data-label="students">1</td><td data-label="try-it clicks">1</td>' in live
     assert teacher.control("pace", episode="memory", step="step-2").status_code == 200
     bar = ann.web.get("/class/me", headers={"HX-Request": "true"}).text
     assert 'data-pace-step="step-2"' in bar and "/episodes/memory#step-2" in bar
@@ -175,24 +182,13 @@ def test_an_acknowledged_answer_survives_kill_9(tmp_path):
                              str(port), "--log-level", "warning"], cwd=ROOT, env=env)
     try:
         _wait_ready(proc, origin)
-        jar = urllib.request.HTTPCookieProcessor()
-        web = urllib.request.build_opener(jar)
-
-        def form_post(path: str, **fields):
-            page = web.open(origin + path).read().decode()
-            token = page.split('name="csrf" value="')[1].split('"')[0]
-            return web.open(origin + path, data=urllib.parse.urlencode(
-                {"csrf": token, **fields}).encode())
-
-        teach = form_post("/class/new").url  # the dashboard, after the redirect
+        web = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        teach = form_post(web, origin, "/class/new").url  # the dashboard, after the redirect
         code = teach.split("/class/")[1].split("/")[0]
-        form_post("/join", code=code)
-        csrf = next(c.value for c in jar.cookiejar if c.name == "lab-class-csrf")
+        form_post(web, origin, "/join", code=code)
         drill, right, _ = drill_of("decide")
-        request = urllib.request.Request(
-            origin + "/class/answer", headers={"X-CSRF-Token": csrf},
-            data=urllib.parse.urlencode({"drill": drill, "answer": right}).encode())
-        assert web.open(request).status == 200
+        assert session_post(web, origin, "/class/answer", drill=drill,
+                            answer=right).status == 200
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:

@@ -2,8 +2,6 @@
 forged instructor links, oversized and malformed bodies, CSRF attempts, scripts in nicknames
 and answers. Each gets a 4xx naming its field, and no table gains or changes a row."""
 
-import urllib.error
-import urllib.parse
 import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
@@ -15,7 +13,7 @@ from app.classroom import db, service
 from app.classroom.limits import CLASSES_STARTED, JOIN_MISSES
 from app.classroom.models import rate_hits
 from app.classroom.router import MAX_BODY
-from tests.app.class_helpers import drill_of, join, new_client, start_class
+from tests.app.class_helpers import drill_of, form_post, join, new_client, start_class
 from tests.conftest import running_app
 
 pytestmark = pytest.mark.usefixtures("client")
@@ -97,13 +95,7 @@ def test_guessing_codes_is_rate_limited(class_db):
 
 def _join_status(opener, origin: str, code: str) -> int:
     """POST /join to a real server (the form's token first): the status it answers."""
-    page = opener.open(origin + "/join").read().decode()
-    token = page.split('name="csrf" value="')[1].split('"')[0]
-    try:
-        return opener.open(origin + "/join", data=urllib.parse.urlencode(
-            {"csrf": token, "code": code}).encode()).status
-    except urllib.error.HTTPError as error:
-        return error.code
+    return form_post(opener, origin, "/join", code=code).status
 
 
 def test_app_processes_on_one_database_share_the_allowance(class_db):

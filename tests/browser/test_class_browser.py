@@ -2,11 +2,13 @@
 They join with the code, answer a drill on its lesson, and the instructor's dashboard shows
 each answer as it comes (polling, no reload); then reveal (the students see the class's
 spread), pace (they see where they are held), reset, export, end, after which none of the
-class's rows is left in the database. No script error and no CSP violation on any page."""
+class's rows is left in the database. No script error and no CSP violation on any page.
+And the class's pages fit a laptop's and a phone's screen: nothing scrolls sideways."""
 
 import csv
 import io
 import os
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,8 @@ from sqlalchemy import create_engine, func, select
 from app.classroom import db
 from app.classroom.models import TABLES, classes
 from app.labkit import DRILLS
-from tests.app.class_helpers import drill_of
+from tests.app.class_helpers import drill_of, form_post, session_post
+from tests.browser.helpers import sized_page
 
 WATCH_CSP = """() => { window.__csp = [];
   document.addEventListener('securitypolicyviolation',
@@ -137,3 +140,43 @@ def test_one_instructor_three_students(people):
     assert class_id_of(code) is None and set(rows_of(class_id).values()) == {0}
     for page in students:  # their next poll says the class ended
         expect(page.get_by_test_id("class-gone")).to_be_visible(timeout=15_000)
+
+
+SIZES = {"laptop-1280x800": (1280, 800), "phone-390x844": (390, 844)}
+# How wide the page is, and every box inside <main> that scrolls sideways (its content wider
+# than itself); a visually hidden header (1 px, overflow hidden) does not scroll.
+SIDEWAYS = """() => ({page: document.documentElement.scrollWidth,
+    boxes: [...document.querySelectorAll('main *')].filter(e => {
+        const x = getComputedStyle(e).overflowX;
+        return (x === 'auto' || x === 'scroll') && e.scrollWidth > e.clientWidth + 1;
+    }).map(e => `${e.tagName}.${e.className} ${e.scrollWidth} > ${e.clientWidth}`)})"""
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_class_pages_fit_the_screen(browser, live_server, size):
+    """A class with students at seven places and answers to a drill of each kind, long
+    nicknames: its dashboard, the join and start pages and a student's class page fit."""
+    width, height = SIZES[size]
+    teacher = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    dashboard = form_post(teacher, live_server, "/class/new").url
+    code = dashboard.split("/class/")[1].split("/")[0]
+    student = None
+    for i in range(7):
+        student = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        form_post(student, live_server, "/join", code=code, nickname=f"Student number {i:02}")
+        session_post(student, live_server, "/class/progress", kind="try",
+                     episode=("memory", "pipeline", "tensor-parallel", "zero")[i % 4],
+                     step=f"step-{i % 3 + 1}")
+        for kind in ("decide", "predict", "derive"):
+            drill, right, wrong = drill_of(kind)
+            session_post(student, live_server, "/class/answer", drill=drill,
+                         answer=right if i % 2 else wrong)
+    jar = next(h.cookiejar for h in student.handlers
+               if isinstance(h, urllib.request.HTTPCookieProcessor))
+    with sized_page(browser, live_server, width, height, touch=True) as page:
+        page.context.add_cookies([{"name": c.name, "value": c.value, "url": live_server}
+                                  for c in jar])
+        for path in (dashboard, "/class/me", f"/join?code={code}", "/class/new"):
+            page.goto(path)
+            expect(page.locator("main h1")).to_be_visible()
+            assert page.evaluate(SIDEWAYS) == {"page": width, "boxes": []}, path
