@@ -69,7 +69,7 @@ def figures(state: PlaygroundState) -> dict[str, dict]:
     for p in state.panels:
         if p.result is None:
             continue
-        own = p.view.figures(p.result)
+        own = p.made("figures", partial(p.view.figures, p.result))
         for name in p.diagrams:
             if name in own:
                 drawn[diagram_name(p.lab, name)] = own[name]
@@ -239,16 +239,20 @@ HEADLINES: dict[str, tuple[tuple[str, str, str], ...]] = {
 FORMAT = {"bytes": fmt_bytes, "pct": fmt_pct, "count": fmt_count, "ms": fmt_ms, "": str}
 
 
+def _headlines(p: PanelState) -> list[tuple[str, str]]:
+    # EP05's answer lists every event: read its one headline off the result instead.
+    answer = ({"bubble_fraction": p.result.result.bubble_fraction} if p.lab == "pipeline"
+              else p.view.to_api(p.result))
+    return [(label, FORMAT[unit](answer[key])) for label, key, unit in HEADLINES[p.lab]
+            if answer.get(key) is not None]
+
+
 def headlines(state: PlaygroundState) -> dict[str, list[tuple[str, str]]]:
     found = {}
     for p in state.panels:
         if p.result is None or p.lab not in HEADLINES:
             continue
-        # EP05's answer lists every event: read its one headline off the result instead.
-        answer = ({"bubble_fraction": p.result.result.bubble_fraction} if p.lab == "pipeline"
-                  else p.view.to_api(p.result))
-        found[p.lab] = [(label, FORMAT[unit](answer[key])) for label, key, unit in
-                        HEADLINES[p.lab] if answer.get(key) is not None]
+        found[p.lab] = p.made("headlines", partial(_headlines, p))
     return found
 
 
@@ -267,7 +271,7 @@ def extra_context(state) -> dict:
         # answer (#playground-panels) never draws them, and building them cost 0.6 ms of its
         # 7 ms (issue 31).
         "control_groups": partial(control_groups, state.query),
-        "panel_queries": {p.lab: lab_query(p) for p in result.panels},
+        "panel_queries": {p.lab: p.made("query", partial(lab_query, p)) for p in result.panels},
         "panel_errors": result.errors,
     }
 

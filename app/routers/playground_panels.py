@@ -8,6 +8,7 @@ bounds and description. Each lab is then run through its own view (query model, 
 exactly as its lesson page would run it: the playground never re-derives a figure.
 """
 
+import time
 from collections.abc import Callable, Mapping
 from copy import deepcopy
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from app.cluster_controls import (
     ZeroStage,
 )
 from app.labkit import LabView
-from app.labkit.parsing import run_cached, validate
+from app.labkit.parsing import _LRU, HEAVY_SECONDS, run_cached, validate
 from app.model_controls import GpuChoice, ModelChoice, gpu_field, model_field
 from app.options import LabQuery
 from app.routers import (
@@ -266,6 +267,26 @@ def shown(panel: Panel, q) -> tuple[str, ...]:
     return () if choice == "off" else names if choice == "all" else (choice,)
 
 
+# A lab's run in the playground, per lab and per the query the shared state gives it: the same
+# for every playground state that differs only in controls the lab does not read (issue 31: a
+# 1,000-student class's 1,642 playground states gave TP's panel 107 distinct queries, CP's 63,
+# EP08's 542), so a slider of one lab no longer re-validates, re-runs and re-draws the other
+# eight. Bounded as the labs' own result caches (app/labkit/parsing.py), the heavy ones too.
+PANEL_RUNS = 32  # per lab
+RUNS: dict[str, _LRU] = {}
+
+
+@dataclass(eq=False)
+class _Run:
+    """What a lab's query gives, whichever playground state asked: the lab's query, result and
+    errors (by playground control), and what is drawn from them, made once (``made``)."""
+
+    query: BaseModel | None
+    result: Any
+    errors: dict[str, str]
+    made: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class PanelState:
     """One lab as the playground ran it: its own query and result, or what stopped it."""
@@ -276,6 +297,7 @@ class PanelState:
     result: Any
     errors: dict[str, str]  # playground control -> message
     note: str = ""  # why the lab does not draw this state (Panel.outside), not an error
+    run: _Run | None = field(default=None, compare=False, repr=False)
 
     @property
     def lab(self) -> str:
@@ -284,6 +306,15 @@ class PanelState:
     @property
     def view(self) -> LabView:
         return self.panel.view
+
+    def made(self, what: str, make: Callable[[], Any]) -> Any:
+        """``make()``, a pure function of this lab's result (its figures, its headlines),
+        made once per lab query while the run is cached."""
+        if self.run is None:
+            return make()
+        if what not in self.run.made:
+            self.run.made[what] = make()
+        return self.run.made[what]
 
 
 def run_panel(panel: Panel, q, names: tuple[str, ...] | None = None) -> PanelState:
@@ -295,12 +326,18 @@ def run_panel(panel: Panel, q, names: tuple[str, ...] | None = None) -> PanelSta
     note = panel.outside(q)
     if note:
         return PanelState(panel, names, None, None, {}, note)
-    query, errors, _ = validate(panel.view, panel.lab_items(q))
-    result = None
-    if query is not None:
-        result, errors = run_cached(panel.view, query)
-    where = {panel.control_for(k): v for k, v in errors.items()}
-    return PanelState(panel, names, query, result, where)
+    items = tuple(panel.lab_items(q))
+    runs = RUNS.setdefault(panel.lab, _LRU(PANEL_RUNS))
+    ran = runs.get(items)
+    if ran is None:
+        start = time.thread_time()  # CPU, as run_cached measures it
+        query, errors, _ = validate(panel.view, list(items))
+        result = None
+        if query is not None:
+            result, errors = run_cached(panel.view, query)
+        ran = _Run(query, result, {panel.control_for(k): v for k, v in errors.items()})
+        runs.put(items, ran, heavy=time.thread_time() - start >= HEAVY_SECONDS)
+    return PanelState(panel, names, ran.query, ran.result, ran.errors, run=ran)
 
 
 def control_choices(info) -> tuple[list[str], bool]:

@@ -106,6 +106,34 @@ def test_every_labs_control_is_a_playground_control():
             assert name in panel.shared or panel.prefixed(name) in fields, (panel.lab, name)
 
 
+def test_a_labs_run_and_figures_are_shared_by_states_that_differ_elsewhere():
+    # Issue 31: a slider of one lab re-ran, re-validated and re-drew the other eight. CP's
+    # panel reads neither TP's own controls nor the micro-batch count: the same run, the same
+    # figure objects; TP's own control and the pipeline's micro-batches change theirs.
+    from app.routers import playground
+
+    first = playground.run(PlaygroundQuery(cp=2, dp=1))
+    second = playground.run(PlaygroundQuery(cp=2, dp=1, tp_sp=True, microbatches=8))
+    assert second.panel("cp").result is first.panel("cp").result
+    figures = playground.figures(first), playground.figures(second)
+    assert figures[1]["cp-mask"] is figures[0]["cp-mask"]
+    assert second.panel("tp").result is not first.panel("tp").result
+    assert figures[1]["pipeline-gantt"] != figures[0]["pipeline-gantt"]
+
+
+def test_the_playgrounds_lab_runs_stay_bounded():
+    from app.labkit.parsing import HEAVY_KEPT
+    from app.routers import playground
+    from app.routers.playground_panels import PANEL_RUNS, RUNS
+
+    for tokens in range(1, PANEL_RUNS + 2):  # CP's own controls: more queries than it keeps
+        for layout in ("contiguous", "zigzag"):
+            playground.run(PlaygroundQuery(cp=2, dp=1, cp_tokens=tokens, cp_layout=layout))
+    assert 0 < len(RUNS["cp"].data) <= PANEL_RUNS
+    assert all(len(runs.data) <= PANEL_RUNS and len(runs.heavy) <= HEAVY_KEPT
+               for runs in RUNS.values())
+
+
 def test_a_shown_diagram_choice_runs_only_what_is_shown(client):
     body = client.get("/api/playground", params={
         **{p.show_field: "off" for p in PANELS}, "show_pipeline": "all"}).json()
