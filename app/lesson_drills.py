@@ -47,6 +47,11 @@ H200_SHARDS = 64
 P8 = get_model("llama-3.1-8b").params  # EP03's predict drill: a model its table does not show
 
 
+# EP07's network drill: DeepSeek-V3's step-6 layout under leaves of 4 nodes and a 4:1 spine.
+V3_NET = {"model": "deepseek-v3", "nodes": 256, "pp": 16, "ep": 64, "link": "hgx-h800",
+          "leaf_nodes": 4, "oversubscription": 4.0}
+
+
 def heaviest_stage(answer: dict) -> float:
     return max(answer["memory"]["per_rank_bytes"])
 
@@ -368,6 +373,35 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
             solution="{best}. Layer time: balanced {balance}, capped {capacity}, DeepEP "
                      "{deepep}, 4 nodes {nodes}. The cause is the skew; capping hides it by "
                      "dropping tokens."),
+        decide(
+            "moe-decide-network",
+            "DeepSeek-V3 on 256 H800 nodes as PP16 × EP64, on a network whose leaf switches "
+            "hold 4 nodes each with a 4:1 spine: every EP group spans 8 nodes, so its "
+            "dispatch crosses the spine. Which one change cuts a MoE layer's time most?",
+            "moe", "layer_s",
+            tuple((key, label, {**V3_NET, **change}, why) for key, label, change, why in (
+                ("ep32", "EP 32: each EP group on 4 nodes, under one leaf",
+                 {"ep": 32},
+                 "Nothing of the dispatch climbs to the spine, and fewer of its bytes leave "
+                 "the node's NVLink: {value}. Each GPU now holds 8 experts a layer, not 4."),
+                ("leaf8", "Place the job on leaves of 8 nodes (same 4:1 spine)",
+                 {"leaf_nodes": 8},
+                 "Each EP group now sits under one leaf, so the spine carries none of it; "
+                 "the dispatch still crosses 8 nodes' NICs: {value}."),
+                ("spine2", "Rebuild the spine at 2:1", {"oversubscription": 2.0},
+                 "4/7 of each GPU's network bytes still climb to the spine, now at half the "
+                 "shortfall: 4/7 × 2 = 1.14 times the network leg: {value}."),
+                ("deepep", "Dispatch with DeepEP instead of NCCL's all-to-all",
+                 {"ep_dispatch": "deepep"},
+                 "One copy per destination node instead of one per expert, but half of "
+                 "those nodes are still across the spine: {value}."))),
+            best="min", fmt=ms,
+            hint="What crosses the spine is the share of an all-to-all's bytes bound for "
+                 "another leaf. Which change makes that share zero, and which also sends "
+                 "fewer bytes over the network at all?",
+            solution="{best}. Layer time: EP 32 {ep32}, leaves of 8 {leaf8}, a 2:1 spine "
+                     "{spine2}, DeepEP {deepep}. Fitting the group under one leaf beats "
+                     "buying back the spine."),
     ),
     "recipe": (
         predict(

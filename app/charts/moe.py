@@ -162,3 +162,55 @@ def params_figure(result) -> dict:
             f"{result.input.pp}"
         ),
     }
+
+
+TIER_COLOURS = {"nvlink": "#54a24b", "leaf": "#4c78a8", "spine": "#e45756"}
+COLLECTIVE_NAMES = {"all_reduce": "all-reduce", "all_to_all": "all-to-all", "p2p": "send"}
+
+
+def network_figure(result) -> dict:
+    """One bar per kind of group: the bandwidth its collective gets per GPU (bytes each GPU
+    sends / its time, labs.parallel.rank_map.GroupLink), coloured by where it runs: inside a
+    node, under one leaf switch, or across the spine."""
+    from labs.parallel.rank_map import GROUP_SHORT, TIERS
+
+    links = result.network
+    cl = result.input.cluster
+    rows = [f"{GROUP_SHORT[g.kind]}<br>{COLLECTIVE_NAMES[g.collective]}" for g in links]
+    data = []
+    for tier, colour in TIER_COLOURS.items():
+        mine = [i for i, g in enumerate(links) if g.tier == tier]
+        data.append({
+            "type": "bar", "orientation": "h", "name": TIERS[tier],
+            "y": [rows[i] for i in mine],
+            "x": [round(links[i].bandwidth / 1e9, 2) for i in mine],
+            "marker": {"color": colour},
+            "text": [f"{links[i].bandwidth / 1e9:,.0f} GB/s · {_ms(links[i].seconds):,.2f} ms"
+                     for i in mine],
+            "textposition": "auto", "insidetextanchor": "start", "textangle": 0,
+            "customdata": [[links[i].what, links[i].nodes, links[i].leaves] for i in mine],
+            "hovertemplate": "%{y}: %{customdata[0]}<br>%{x:.1f} GB/s per GPU over "
+                             "%{customdata[1]} node(s), %{customdata[2]} leaf switch(es)"
+                             "<extra></extra>",
+        })
+    top = max((g.bandwidth for g in links), default=0) / 1e9
+    spine = [g for g in links if g.tier == "spine"]
+    return {
+        "data": data,
+        "layout": base_layout(
+            barmode="overlay", margin={"l": 84, "r": 8, "t": 40, "b": 44},
+            legend=LEGEND_TOP, uniformtext={"minsize": 9, "mode": "hide"},
+            xaxis={"title": {"text": "GB/s each GPU moves"}, "fixedrange": True,
+                   "gridcolor": "#e6e9ef", "range": [0, max(top, 1) * 1.1]},
+            yaxis={"autorange": "reversed", "fixedrange": True, "categoryorder": "array",
+                   "categoryarray": rows},
+        ),
+        "summary": (
+            f"Leaves of {cl.leaf_nodes} nodes, spine {cl.oversubscription:g}:1: "
+            + ("; ".join(f"{r.replace('<br>', ' ')} {g.bandwidth / 1e9:,.0f} GB/s"
+                         for r, g in zip(rows, links, strict=True))
+               if links else "one GPU, no traffic")
+            + (f"; {len(spine)} of them cross the spine" if spine else "; nothing crosses "
+               "the spine")
+        ),
+    }

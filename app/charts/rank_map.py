@@ -34,8 +34,10 @@ def _colourscale(count: int) -> list:
     return scale
 
 
-def rank_map_figure(colouring, notes: Sequence[str] | None = None) -> dict:
-    """The cluster's GPUs as a heatmap of ``colouring.category`` (see the module docstring)."""
+def rank_map_figure(colouring, notes: Sequence[str] | None = None,
+                    leaf_nodes: int | None = None) -> dict:
+    """The cluster's GPUs as a heatmap of ``colouring.category`` (see the module docstring),
+    with a line between the nodes of each ``leaf_nodes`` leaf switch (none: one switch)."""
     gpn, cats, names = colouring.gpus_per_node, colouring.category, colouring.names
     nodes = colouring.nodes
     bands = min(len(PALETTE), len(names))
@@ -78,6 +80,13 @@ def rank_map_figure(colouring, notes: Sequence[str] | None = None) -> dict:
                  "showgrid": False, "zeroline": False}
     if not rows_are_nodes:
         slot_axis["autorange"] = "reversed"
+    # Leaf boundaries: between node leaf·k − 1 and leaf·k, across the whole map.
+    cuts = [k * leaf_nodes - 0.5 for k in range(1, -(-nodes // leaf_nodes))] if leaf_nodes else []
+    leaf_lines = [{"type": "line", "line": {"color": "#1b1f24", "width": 2, "dash": "dot"},
+                   **({"xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": c, "y1": c}
+                      if rows_are_nodes else
+                      {"yref": "paper", "y0": 0, "y1": 1, "xref": "x", "x0": c, "x1": c})}
+                  for c in cuts]
     spans = colouring.nodes_spanned()
     inside = sum(1 for s in spans if s == 1)
     sizes = set(Counter(cats).values())
@@ -96,11 +105,14 @@ def rank_map_figure(colouring, notes: Sequence[str] | None = None) -> dict:
             margin={"l": 48, "r": 8, "t": 8, "b": 40},
             xaxis=slot_axis if rows_are_nodes else node_axis,
             yaxis=node_axis if rows_are_nodes else slot_axis,
+            shapes=leaf_lines,
         ),
         "summary": (
             f"{colouring.title}: {len(cats):,} GPUs on {nodes:,} nodes of {gpn}, "
             f"{len(names):,} groups{each}; "
             + ("every group stays inside one node" if inside == len(names) else
                f"{len(names) - inside:,} of them span up to {max(spans):,} nodes")
+            + (f"; dotted lines part the {len(cuts) + 1:,} leaf switches of "
+               f"{leaf_nodes} nodes" if cuts else "")
         ),
     }

@@ -7,7 +7,7 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import Field
 
-from app.charts.moe import PHASES, experts_figure, gpus_figure, params_figure
+from app.charts.moe import PHASES, experts_figure, gpus_figure, network_figure, params_figure
 from app.charts.rank_map import rank_map_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
@@ -21,19 +21,28 @@ from labs.core.limits import (
     MAX_MFU,
     MAX_MOE_TOKENS,
     MAX_NODES,
+    MAX_OVERSUBSCRIPTION,
     MAX_SKEW,
     MIN_MFU,
     MOE_GROUP_KINDS,
 )
 from labs.experts.inputs import MoEInput, MoEResult
 from labs.experts.lab import simulate_moe
-from labs.hardware.links import clusters, get_cluster
+from labs.hardware.links import clusters, get_cluster, with_network
 from labs.model.presets import models
 from labs.parallel.layout import divisors
 from labs.parallel.rank_map import GROUP_SHORT, GROUP_TITLES
 
 router = APIRouter()
-
+# A DGX SuperPOD H100 scalable unit: 32 nodes, one leaf switch per rail (NVIDIA's reference
+# architecture); what the leaf control starts at.
+LEAF_NODES = 32
+# The leaf and spine choices the page offers (any value in range is taken from a URL).
+LEAF_NAMES = {2: "2 (one rack's top-of-rack switch)", 4: "4", 8: "8", 16: "16",
+              32: "32 (a DGX SuperPOD unit, a leaf per rail)", 64: "64",
+              384: "384 (a Llama 3 pod of 3,072 GPUs)"}
+SPINE_NAMES = {1.0: "1:1 (full fat tree)", 2.0: "2:1", 4.0: "4:1",
+               7.0: "7:1 (Llama 3 between pods)", 8.0: "8:1"}
 
 
 class MoEQuery(ModelControls):
@@ -68,11 +77,18 @@ class MoEQuery(ModelControls):
                                           "expert's GEMMs at their shapes' measured rates).")
     group: Literal[MOE_GROUP_KINDS] = Field("ep", description="Which groups the rank map "
                                             "colours.")
+    leaf_nodes: int = Field(LEAF_NODES, ge=1, le=MAX_NODES, description="Nodes under one leaf "
+                            "switch: 32, a DGX SuperPOD scalable unit with one leaf per rail.")
+    oversubscription: float = Field(1.0, ge=1, le=MAX_OVERSUBSCRIPTION, description="Leaf-to-"
+                                    "spine oversubscription r (r:1 downlink to uplink "
+                                    "bandwidth); 1 = a full fat tree.")
 
 
 def run(query: MoEQuery) -> MoEResult:
     return simulate_moe(MoEInput(
-        model=query.model_spec(), cluster=get_cluster(query.link), nodes=query.nodes,
+        model=query.model_spec(),
+        cluster=with_network(get_cluster(query.link), query.leaf_nodes, query.oversubscription),
+        nodes=query.nodes,
         tp=query.tp, pp=query.pp, cp=query.cp, ep=query.ep, etp=query.etp, skew=query.skew,
         capacity_factor=query.capacity_factor, tokens=query.tokens,
         ep_dispatch=query.ep_dispatch, mfu=query.mfu, group=query.group))
@@ -113,6 +129,12 @@ def to_api(result: MoEResult) -> dict:
         "groups": [{"kind": s.kind, "size": s.size, "count": s.count,
                     "nodes_spanned": s.nodes_spanned, "inside_node": s.inside_node}
                    for s in result.groups],
+        "leaf_nodes": inp.cluster.leaf_nodes,
+        "oversubscription": inp.cluster.oversubscription,
+        "network": [{"kind": g.kind, "collective": g.collective, "what": g.what,
+                     "bytes_per_gpu": g.bytes_per_gpu, "seconds": g.seconds,
+                     "bandwidth": g.bandwidth, "per_node": g.per_node, "nodes": g.nodes,
+                     "leaves": g.leaves, "tier": g.tier} for g in result.network],
         "rank_map": None if result.rank_map is None else {
             "group": inp.group, "gpus_per_node": result.rank_map.gpus_per_node,
             "group_of_rank": list(result.rank_map.category)},
@@ -121,12 +143,12 @@ def to_api(result: MoEResult) -> dict:
 
 def figures(result: MoEResult) -> dict:
     out = {"experts": experts_figure(result), "gpus": gpus_figure(result),
-           "params": params_figure(result)}
+           "params": params_figure(result), "network": network_figure(result)}
     if result.rank_map is not None:
         colouring = result.rank_map
         spans = colouring.nodes_spanned()
         notes = [("inside one node" if s == 1 else f"spans {s} nodes") for s in spans]
-        out["ranks"] = rank_map_figure(colouring, notes)
+        out["ranks"] = rank_map_figure(colouring, notes, result.input.cluster.leaf_nodes)
     return out
 
 
@@ -154,6 +176,11 @@ def facts() -> dict:
         "v3_dp": state(**v3, ep=64, group="dp"),
         "tp2": state(**mx, ep=8, tp=2, group="tp"),
         "tp2_ep": state(**mx, ep=8, tp=2, group="ep"),
+        # Step 7, the network's shape: DeepSeek-V3's layout under leaves and spines.
+        "v3_tor4": state(**v3, ep=64, leaf_nodes=4, oversubscription=4.0),
+        "v3_rail4": state(**v3, ep=64, oversubscription=4.0),
+        "v3_tor2": state(**v3, ep=64, leaf_nodes=2, oversubscription=7.0),
+        "v3_pod": state(**v3, ep=64, leaf_nodes=384, oversubscription=7.0),
     }
 
 
@@ -185,6 +212,10 @@ def extra_context(state) -> dict:
                                           | ({query.mfu} if query.mfu is not None else set()))],
         "token_options": with_value((1024, 2048, 4096, 8192, 16384, 32768), query.tokens),
         "group_options": [(k, f"{GROUP_SHORT[k]} ({GROUP_TITLES[k]})") for k in MOE_GROUP_KINDS],
+        "leaf_options": [(v, LEAF_NAMES.get(v, f"{v:,}"))
+                         for v in with_value(tuple(LEAF_NAMES), query.leaf_nodes)],
+        "spine_options": [(v, SPINE_NAMES.get(v, f"{v:g}:1"))
+                          for v in with_value(tuple(SPINE_NAMES), query.oversubscription)],
         "phases": PHASES,
         "group_short": GROUP_SHORT,
     }
@@ -222,6 +253,8 @@ VIEW = LabView(
         Diagram("params", "Parameters: held in memory, used per token, held per GPU",
                 embed_height=360),
         Diagram("ranks", "Rank map: every GPU coloured by its group", embed_height=520),
+        Diagram("network", "The bandwidth each kind of group gets, and where it runs",
+                embed_height=360),
     ),
     labels={
         "model": "Model", "params": "Custom params", "link": "Cluster",
@@ -231,6 +264,7 @@ VIEW = LabView(
         "mfu": "GEMM efficiency of the experts",
         "ep_dispatch": "EP dispatch",
         "group": "Rank map colours",
+        "leaf_nodes": "Nodes per leaf switch", "oversubscription": "Spine oversubscription",
     },
     aliases={"gpus": "nodes", "cluster": "link"},
     response_model=MoEAnswer,

@@ -174,6 +174,20 @@ class MoEGroupAnswer(BaseModel):
     inside_node: bool = Field(description="Every group of this kind sits inside one node.")
 
 
+class MoENetworkAnswer(BaseModel):
+    kind: str = Field(description="tp, pp, dp, ep or edp: whose collective this is.")
+    collective: str = Field(description="all_reduce, all_to_all or p2p.")
+    what: str = Field(description="What it moves.")
+    bytes_per_gpu: float = Field(description="Bytes each GPU sends, bytes.")
+    seconds: float = Field(description="Its time as NCCL's model prices it, s.")
+    bandwidth: float = Field(description="bytes_per_gpu / seconds: what the group's links "
+                                         "give each GPU, bytes/s.")
+    per_node: int = Field(description="Members of one group on a node.")
+    nodes: int = Field(description="Nodes one group spans.")
+    leaves: int = Field(description="Leaf switches one group spans.")
+    tier: str = Field(description="Where it runs: gpu, nvlink, leaf or spine.")
+
+
 class MoERankMapAnswer(BaseModel):
     group: str = Field(description="The kind of group coloured.")
     gpus_per_node: int
@@ -223,6 +237,10 @@ class MoEAnswer(BaseModel):
     balanced_layer_s: float = Field(description="The same with uniform routing.")
     slowest_gpu: int
     groups: list[MoEGroupAnswer]
+    leaf_nodes: int = Field(description="Nodes under one leaf switch (per rail).")
+    oversubscription: float = Field(description="Leaf-to-spine oversubscription, r in r:1.")
+    network: list[MoENetworkAnswer] = Field(description="Each kind of group's collective on "
+                                                        "the cluster's links.")
     rank_map: MoERankMapAnswer | None = Field(description="None above 4,096 GPUs.")
 class CPRank(BaseModel):
     rank: int

@@ -81,6 +81,10 @@ MAX_MOE_TOKENS = 131_072  # tokens per GPU entering one MoE layer (a micro-batch
 MAX_CAPACITY_FACTOR = 8.0  # 0 means no capacity limit (dropless, Megatron's default)
 MAX_SKEW = 1.0  # 0 = uniform routing, 1 = every token picks the one hot expert
 MAX_NODES = 512
+# The leaf-to-spine oversubscription a network control takes (labs.hardware.links.Cluster):
+# 1 (a full fat tree, DGX SuperPOD) to 8 (past the 1:7 of Llama 3's aggregation tier).
+MAX_OVERSUBSCRIPTION = 8.0
+__all__ += ["MAX_OVERSUBSCRIPTION"]
 MAX_RANK_MAP_GPUS = 4096  # GPUs one rank map draws (DeepSeek-V3's 2,048 fit)
 # Context parallelism (labs.context_parallel.lab): the layouts, the tokens the mask picture draws
 # (one cell per (query, key) pair stays readable up to 64 x 64) and the CP degree (64 ranks: the

@@ -19,7 +19,7 @@ from labs.hardware.links import Cluster
 from labs.model.spec import ModelSpec
 from labs.parallel.dispatch import check_ep_dispatch
 from labs.parallel.layout import ParallelLayout, problems, world_problems
-from labs.parallel.rank_map import GpuColouring, GroupSummary
+from labs.parallel.rank_map import GpuColouring, GroupLink, GroupSummary
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,9 @@ class MoEResult:
     dense_equivalent_flops: float  # the same if every parameter were active
     groups: tuple[GroupSummary, ...]  # each kind of group: size, count, inside a node or not
     rank_map: GpuColouring | None  # every GPU by its ``input.group`` group (None: too many)
+    # Each kind of group's traffic on the cluster's links (labs.experts.lab.network): TP, PP,
+    # DP, EP, expert-DP where their degree is above 1.
+    network: tuple[GroupLink, ...] = ()
 
     @property
     def dispatch_s(self) -> float:

@@ -55,7 +55,15 @@ from labs.hardware.nccl import pairwise
 from labs.model.flops import expert_flops_per_token, model_flops_per_token
 from labs.model.spec import ModelSpec
 from labs.parallel.dispatch import block_missed
-from labs.parallel.rank_map import group_colouring, group_of_rank, group_summaries, members_per_node
+from labs.parallel.rank_map import (
+    GroupLink,
+    group_colouring,
+    group_link,
+    group_of_rank,
+    group_place,
+    group_summaries,
+    members_per_node,
+)
 from labs.schedules.stages import stage_params
 
 ACTIVATION_BYTES = 2  # bf16 hidden states on the wire (DeepSeek-V3 sends FP8 in dispatch)
@@ -215,6 +223,37 @@ def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
         compute_s=compute, layer_s=layer)
 
 
+GRAD_BYTES = 2  # bf16 gradients, all-reduced once a step (Megatron's default grad dtype)
+
+
+def network(inp: MoEInput, routing: Routing, dense_local: float,
+            expert_local: float) -> tuple[GroupLink, ...]:
+    """Each kind of group's traffic on the cluster (the rank map's groups, the bandwidth they
+    get): TP's all-reduce of one layer's activations (T tokens x hidden x 2 B), PP's send of
+    them to the next stage, DP's all-reduce of the dense gradients a GPU holds and expert-DP's
+    of its experts' (2 B each, once a step), and EP's dispatch as the layer times it above.
+    CP and expert-TP are left out."""
+    m, lay, cl = inp.model, inp.layout, inp.cluster
+    acts = inp.tokens * m.hidden * ACTIVATION_BYTES
+    out = []
+    for kind, kind_of, size, what in (
+            ("tp", "all_reduce", acts, "one layer's activations"),
+            ("pp", "p2p", acts, "activations to the next stage"),
+            ("dp", "all_reduce", dense_local * GRAD_BYTES, "the dense gradients, once a step"),
+            ("edp", "all_reduce", expert_local * GRAD_BYTES,
+             "the experts' gradients, once a step")):
+        if getattr(lay, {"edp": "expert_dp"}.get(kind, kind)) > 1:
+            out.append(group_link(lay, kind, cl, kind_of, size, what))
+    if inp.ep > 1:
+        per_node, nodes, leaves, tier = group_place(lay, "ep", cl)
+        slow = max(range(inp.ep), key=lambda g: routing.dispatch_s[g])
+        out.insert(1 if lay.tp > 1 else 0, GroupLink(
+            "ep", "all_to_all", "one layer's dispatch of token copies",
+            max(routing.received_bytes[slow], routing.sent_bytes[slow]),
+            routing.dispatch_s[slow], per_node, nodes, leaves, tier))
+    return tuple(out)
+
+
 def simulate_moe(inp: MoEInput) -> MoEResult:
     m, layout = inp.model, inp.layout
     ep_ids = group_of_rank(layout, "ep")
@@ -247,4 +286,5 @@ def simulate_moe(inp: MoEInput) -> MoEResult:
         groups=group_summaries(layout, inp.cluster.gpus_per_node),
         rank_map=(group_colouring(layout, inp.group, inp.cluster.gpus_per_node)
                   if layout.world_size <= MAX_RANK_MAP_GPUS else None),
+        network=network(inp, routing, dense_local, expert_local),
     )

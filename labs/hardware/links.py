@@ -25,10 +25,11 @@ InfiniBand and Ethernet take any GPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from labs.core.data import Presets, read
 from labs.core.errors import LabInputError
+from labs.core.limits import MAX_OVERSUBSCRIPTION
 from labs.core.validate import is_int
 from labs.hardware.gpus import GPUSpec, get_gpu
 
@@ -126,12 +127,27 @@ class Cluster:
     inter: Link
     nics_per_node: int
     source: str
+    # The network's shape above the NICs (``labs.hardware.nccl``, "The leaf and the spine"):
+    # how many nodes one leaf switch's ports reach (None: one switch tier, every node under
+    # it), and the leaf-to-spine oversubscription (downlink : uplink bandwidth; 1 = a full
+    # fat tree).
+    leaf_nodes: int | None = None
+    oversubscription: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("gpus_per_node", "nics_per_node"):
             value = getattr(self, name)
             if not is_int(value) or value < 1:
                 raise LabInputError(name, f"{self.id}: {name} must be a whole number >= 1")
+        if self.leaf_nodes is not None and (not is_int(self.leaf_nodes) or self.leaf_nodes < 1):
+            raise LabInputError("leaf_nodes", "a leaf switch reaches a whole number >= 1 of "
+                                              "nodes")
+        if (isinstance(self.oversubscription, bool)
+                or not isinstance(self.oversubscription, int | float)
+                or not 1 <= self.oversubscription <= MAX_OVERSUBSCRIPTION):
+            raise LabInputError("oversubscription", "the leaf-to-spine oversubscription is "
+                                                    f"from 1 to {MAX_OVERSUBSCRIPTION:g} (1:1 "
+                                                    "is a full fat tree)")
         if self.intra.domain is not None and self.gpus_per_node > self.intra.domain:
             raise LabInputError("gpus_per_node", f"{self.id}: {self.intra.name} connects at "
                                                  f"most {self.intra.domain} GPUs")
@@ -140,6 +156,13 @@ class Cluster:
     def node_bandwidth(self) -> float:
         """Bytes/s per direction leaving one node: its ports x the inter-node link."""
         return self.nics_per_node * self.inter.bandwidth
+
+
+def with_network(cluster: Cluster, leaf_nodes: int | None,
+                 oversubscription: float = 1.0) -> Cluster:
+    """``cluster`` under a leaf-spine network: ``leaf_nodes`` nodes per leaf switch (per rail
+    where the fabric is rail-optimised), ``oversubscription`` : 1 from leaf to spine."""
+    return replace(cluster, leaf_nodes=leaf_nodes, oversubscription=oversubscription)
 
 
 def _clusters() -> dict[str, Cluster]:

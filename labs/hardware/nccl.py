@@ -30,6 +30,24 @@ peers run in parallel, so it pays one Simple send's latency (a lower bound: Deep
 low-latency kernels take 77 µs at EP 8 and 194 µs at EP 256 on H800, deepseek-ai/DeepEP).
 A send/recv pays baseLat + one hop on Simple and moves at the link's send bandwidth.
 
+The leaf and the spine (``Cluster.leaf_nodes``, ``Cluster.oversubscription``): a GPU's NIC
+plugs into a leaf switch; the leaves meet at spine switches. A rail-optimised fat tree (NVIDIA
+DGX SuperPOD H100 reference architecture: scalable units of 32 DGX nodes, one leaf per rail, so
+GPU i of every node in the unit shares leaf i; full bisection bandwidth, 1:1) keeps traffic
+between same-rail GPUs of a unit on one leaf; NCCL's rings are rail-aligned, and its
+all-to-all's PXN (and DeepEP) first move a token over NVLink to the GPU on the destination's
+rail. An oversubscribed tier gives each leaf 1/r of its downlink bandwidth towards the spine
+(Llama 3, arXiv:2407.21783 sec 3.3.1: pods of 3,072 GPUs at full bisection, 1:7 between pods).
+What crosses it:
+- all-to-all: every GPU sends at once, a share c of its network bytes to nodes under other
+  leaves (aligned groups: (nodes − leaf_nodes)/(nodes − 1)); the leaf's uplinks carry c·r times
+  what they can, so the network leg takes max(1, c·r) times as long (``spine_alltoall``);
+- ring and tree collectives: a rail-aligned ring enters and leaves each leaf once, one flow per
+  ring where the leaf has leaf_nodes/r uplinks; it slows only past r = leaf_nodes
+  (``spine_ring``, max(1, r / leaf_nodes)). Left out: several groups' rings on one rail (TP or
+  CP across nodes), ECMP hashing two flows onto one uplink, congestion control: the lab errs
+  fast for rings under an oversubscribed tier.
+
 A collective that runs beside compute takes SMs from it: NCCL runs one CTA per channel, each
 on an SM, for the collective's whole duration, so compute C beside a collective of A seconds
 takes max(A, C + f·A), f = ``RING_CTAS`` / SMs (``sm_share``).
@@ -105,6 +123,30 @@ def overlapped(comm: float, compute: float, share: float) -> float:
     return max(comm - compute, share * min(comm, compute))
 
 
+def spine_ring(cluster: Cluster, nodes: int) -> float:
+    """How many times longer a ring's (or tree's) network hops take over ``nodes`` nodes of
+    ``cluster`` (module docstring, "The leaf and the spine")."""
+    leaf = cluster.leaf_nodes
+    if leaf is None or nodes <= leaf:
+        return 1.0
+    return max(1.0, cluster.oversubscription / leaf)
+
+
+def spine_share(cluster: Cluster, nodes: int) -> float:
+    """The share of an all-to-all's network bytes, over ``nodes`` nodes placed leaf by leaf,
+    bound for nodes under another leaf."""
+    leaf = cluster.leaf_nodes
+    if leaf is None or nodes <= leaf:
+        return 0.0
+    return (nodes - leaf) / (nodes - 1)
+
+
+def spine_alltoall(cluster: Cluster, nodes: int) -> float:
+    """How many times longer an all-to-all's network leg takes over ``nodes`` nodes: the
+    leaf's uplinks asked for c·r times what they carry (module docstring)."""
+    return max(1.0, spine_share(cluster, nodes) * cluster.oversubscription)
+
+
 def _node_share(cluster: Cluster, g: int) -> float:
     """NICs a group with ``g`` members on a node owns (its share of the node's ports)."""
     return cluster.nics_per_node * min(g, cluster.gpus_per_node) / cluster.gpus_per_node
@@ -146,7 +188,7 @@ def pairwise(inside: float, outside: float, nodes: int, cluster: Cluster) -> Ncc
     lat = (BASE_LATENCY["ring"]["Simple"] + HOP_LATENCY[link.hw]["ring"]["Simple"]) * 1e-6
     inside = inside / intra.send_bandwidth
     nic = inter.ring_busbw * min(1.0, cluster.nics_per_node / cluster.gpus_per_node)
-    outside = outside / nic
+    outside = outside / nic * spine_alltoall(cluster, nodes)
     bottleneck = inter.id if outside > inside else intra.id
     return NcclTime(lat + max(inside, outside), lat, "pairwise", "Simple",
                     nic if nodes > 1 else intra.send_bandwidth, bottleneck, nodes)
@@ -160,7 +202,7 @@ def _ring(kind: str, size: float, n: int, g: int, nodes: int, cluster: Cluster) 
     if nodes == 1:
         bus, link = intra.ring_busbw, intra.id
     else:
-        across = inter.ring_busbw * _node_share(cluster, g)
+        across = inter.ring_busbw * _node_share(cluster, g) / spine_ring(cluster, nodes)
         bus, link = min(intra.ring_busbw, across), (inter.id if across < intra.ring_busbw
                                                     else intra.id)
     best = None
@@ -188,7 +230,7 @@ def _ring(kind: str, size: float, n: int, g: int, nodes: int, cluster: Cluster) 
 
 def _tree(size: float, g: int, nodes: int, cluster: Cluster) -> NcclTime:
     intra, inter = cluster.intra, cluster.inter
-    across = inter.ring_busbw * _node_share(cluster, g)
+    across = inter.ring_busbw * _node_share(cluster, g) / spine_ring(cluster, nodes)
     bus = min(intra.ring_busbw, across)
     link = inter.id if across < intra.ring_busbw else intra.id
     cap = TREE_CAP[0] if nodes <= 2 else TREE_CAP[1]

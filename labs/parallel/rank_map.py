@@ -14,12 +14,15 @@ RL placement) may colour by any other role by building a ``GpuColouring`` themse
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
 from labs.core.errors import LabInputError
 from labs.core.limits import MAX_RANK_MAP_GPUS, MOE_GROUP_KINDS
 from labs.core.validate import one_of
+from labs.hardware.comm import collective
+from labs.hardware.links import Cluster
 from labs.parallel.layout import DEGREE_NAMES, DENSE_ORDER, EXPERT_ORDER, ParallelLayout
 
 GROUP_TITLES = {**{k: v.removesuffix(" degree") for k, v in DEGREE_NAMES.items()},
@@ -140,3 +143,58 @@ def members_per_node(members: tuple[int, ...], gpus_per_node: int) -> int:
     for rank in members:
         counts[rank // gpus_per_node] = counts.get(rank // gpus_per_node, 0) + 1
     return max(counts.values())
+
+
+# Where a group's traffic runs (``GroupLink.tier``): one GPU (no traffic), the node's scale-up
+# link, the network under one leaf switch, or across the spine (labs.hardware.nccl, "The leaf
+# and the spine").
+TIERS = {"gpu": "one GPU: no traffic", "nvlink": "inside a node (NVLink)",
+         "leaf": "network, under one leaf", "spine": "network, across the spine"}
+
+
+@dataclass(frozen=True)
+class GroupLink:
+    """One kind of group's collective on the cluster: where it runs and the bandwidth each
+    GPU gets from it (bytes it sends / seconds)."""
+
+    kind: str
+    collective: str  # "all_reduce", "all_to_all", "p2p"
+    what: str  # what it moves ("one layer's activations", "the dense gradients")
+    bytes_per_gpu: float  # each GPU sends
+    seconds: float
+    per_node: int  # members of one group on a node
+    nodes: int  # nodes one group spans
+    leaves: int  # leaves it spans (placed leaf by leaf)
+    tier: str  # a key of TIERS
+
+    @property
+    def bandwidth(self) -> float:
+        """Bytes/s each GPU moves: what the group's collective gets from its links."""
+        return self.bytes_per_gpu / self.seconds if self.seconds > 0 else 0.0
+
+
+def group_place(layout: ParallelLayout, kind: str, cluster: Cluster) -> tuple[int, int, int, str]:
+    """(members per node, nodes, leaves, tier) of the first ``kind`` group, its members where
+    Megatron's order places them and the job's nodes filled leaf by leaf. NCCL's model
+    (labs.hardware.nccl) times a group over ``nodes`` nodes as if they sat leaf by leaf; a
+    strided group (expert-DP, PP) may span more leaves than that, and ``leaves`` counts them."""
+    gpn = cluster.gpus_per_node
+    members = tuple(r for r, g in enumerate(group_of_rank(layout, kind)) if g == 0)
+    per_node = members_per_node(members, gpn)
+    nodes = math.ceil(len(members) / per_node)
+    leaves = (len({r // gpn // cluster.leaf_nodes for r in members}) if cluster.leaf_nodes
+              else 1)
+    tier = ("gpu" if len(members) == 1 else "nvlink" if nodes == 1
+            else "leaf" if leaves == 1 else "spine")
+    return per_node, nodes, leaves, tier
+
+
+def group_link(layout: ParallelLayout, kind: str, cluster: Cluster, kind_of: str,
+               size: float, what: str) -> GroupLink:
+    """The first ``kind`` group's ``kind_of`` collective on ``size`` bytes (the full tensor;
+    per GPU for p2p), timed by NCCL's model on ``cluster`` (labs.hardware.comm)."""
+    per_node, nodes, leaves, tier = group_place(layout, kind, cluster)
+    size_of = getattr(layout, {"edp": "expert_dp"}.get(kind, kind))
+    cost = collective(kind_of, size, size_of, cluster, per_node)
+    return GroupLink(kind, kind_of, what, cost.bytes_per_gpu, cost.seconds, per_node, nodes,
+                     leaves, tier)

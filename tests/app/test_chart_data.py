@@ -635,6 +635,30 @@ def test_moe_rank_map_colours_each_group_by_its_members(query):
         assert set(sizes.values()) == {result.input.ep}
 
 
+@pytest.mark.parametrize("query", [{}, {"model": "deepseek-v3", "nodes": 256, "pp": 16,
+                                        "ep": 64, "leaf_nodes": 4, "oversubscription": 4}])
+def test_moe_network_bars_are_each_groups_bandwidth(query):
+    """One bar per kind of group, at bytes each GPU sends / its time, in its tier's trace; the
+    rank map draws a line between each leaf's nodes."""
+    result, figs = figures_for("moe", query)
+    drawn = {}
+    for trace in figs["network"]["data"]:
+        for row, x in zip(trace["y"], trace["x"], strict=True):
+            drawn[row] = (trace["name"], x)
+    assert len(drawn) == len(result.network)
+    for g in result.network:
+        row = next(r for r in drawn if r.startswith({"edp": "expert-DP", "ep": "EP<",
+                                                      "dp": "DP", "tp": "TP",
+                                                      "pp": "PP"}[g.kind]))
+        name, x = drawn[row]
+        assert x == pytest.approx(g.bytes_per_gpu / g.seconds / 1e9, abs=0.006)
+        assert name.startswith({"nvlink": "inside", "leaf": "network, under",
+                                "spine": "network, across"}[g.tier])
+    leaf = result.input.cluster.leaf_nodes
+    nodes = result.rank_map.nodes
+    assert len(figs["ranks"]["layout"]["shapes"]) == -(-nodes // leaf) - 1
+
+
 # EP04's split diagram -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("query", [{}, {"tp": 2}, {"tp": 8, "model": "llama-3.1-70b"}])
@@ -743,7 +767,7 @@ COVERED = {  # lab -> the diagrams whose data a test above derives from the lab'
     "zero": {"memory", "traffic", "overlap", "crossover", "recompute", "offload"},
     "tp": {"split", "efficiency", "cost", "memory"},
     "pipeline": {"gantt", "activations", "memory"}, "cp": {"mask", "pairs", "cost"},
-    "moe": {"experts", "gpus", "params", "ranks"},
+    "moe": {"experts", "gpus", "params", "ranks", "network"},
     "recipe": {"step", "causes", "memory", "timeline"},
     "placement": {"cluster", "memory", "timeline"},
     "precision": {"ledger", "bytes", "finetune", "offload", "speed"},

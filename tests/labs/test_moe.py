@@ -231,3 +231,45 @@ def test_a_hot_expert_under_deepep_loads_its_nodes_nics_and_nvlink_not_its_own_n
     assert max(d.routing.received_bytes) == pytest.approx(sum(legs[0][:2]) * token)
     assert d.dispatch_s < a.dispatch_s / 4
     assert d.compute_s == pytest.approx(a.compute_s)  # the same experts compute the same tokens
+
+
+def test_an_oversubscribed_spine_slows_the_all_to_all_not_the_ring():
+    """Leaves of 4 nodes, 4:1 (labs.hardware.nccl, "The leaf and the spine"): an EP group over
+    8 nodes sends 4/7 of its network bytes to the other leaf, so its network leg takes
+    4/7 x 4 = 16/7 times as long; DP's rail-aligned ring crosses each leaf once and keeps
+    its time until r passes the nodes per leaf."""
+    from labs.hardware.links import with_network
+    from labs.hardware.nccl import spine_alltoall, spine_ring
+
+    v3 = get_model("deepseek-v3")
+    h800 = get_cluster("hgx-h800")
+
+    def run(leaf, r):
+        return simulate_moe(MoEInput(model=v3, cluster=with_network(h800, leaf, r),
+                                     nodes=256, pp=16, ep=64))
+
+    flat, tor = run(None, 1.0), run(4, 4.0)
+    assert spine_alltoall(with_network(h800, 4, 4.0), 8) == pytest.approx(16 / 7)
+    assert spine_ring(with_network(h800, 4, 4.0), 16) == 1.0
+    assert spine_ring(with_network(h800, 2, 7.0), 16) == 3.5
+    ep = {g.kind: g for g in flat.network}, {g.kind: g for g in tor.network}
+    # The network leg (above one send's latency) grows by 16/7; the bytes stay.
+    lat = 8.4e-6 + 9.6e-6
+    assert (ep[1]["ep"].seconds - lat) / (ep[0]["ep"].seconds - lat) == pytest.approx(
+        16 / 7, rel=1e-6)
+    assert ep[1]["ep"].bytes_per_gpu == ep[0]["ep"].bytes_per_gpu
+    assert (ep[0]["ep"].tier, ep[1]["ep"].tier) == ("leaf", "spine")
+    assert ep[1]["dp"].seconds == ep[0]["dp"].seconds and ep[1]["dp"].tier == "spine"
+    # Past r = nodes per leaf the ring slows too; inside a leaf nothing changes at any r.
+    assert run(2, 7.0).network[2].seconds > flat.network[2].seconds
+    assert run(32, 8.0).layer_s == flat.layer_s
+
+
+def test_network_controls_are_checked():
+    from labs.hardware.links import with_network
+
+    for leaf, r, name in ((0, 1.0, "leaf_nodes"), (4, 0.5, "oversubscription"),
+                          (4, 9.0, "oversubscription")):
+        with pytest.raises(LabInputError) as err:
+            with_network(H100, leaf, r)
+        assert err.value.field == name
