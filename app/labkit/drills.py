@@ -30,15 +30,17 @@ def check_drill(drill: Drill | Decide, answer: str, attempt: int,
                 "message": "Enter a number, e.g. 12.5.", "feedback": []}
     right = abs(given - expected) <= drill.rel_tol * abs(expected)
     status = _status(right, attempt, hide_answers)
+    # A worked solution may be built from the lab's figures when asked (a callable).
+    explained = drill.explanation() if callable(drill.explanation) else drill.explanation
     return {
         "status": status,
         "attempt": attempt,
         "given": given,
         "answer": expected if status in ("right", "revealed") else None,
         "message": {
-            "right": "Right. " + drill.explanation.format(answer=f"{expected:,.1f}"),
+            "right": "Right. " + explained.format(answer=f"{expected:,.1f}"),
             "hint": "Not quite. Hint: " + drill.hint,
-            "revealed": "The answer is " + drill.explanation.format(answer=f"{expected:,.1f}"),
+            "revealed": "The answer is " + explained.format(answer=f"{expected:,.1f}"),
         }[status],
         "feedback": [],
     }
@@ -95,7 +97,7 @@ def lab_value(view_name: str, params: Mapping[str, Any], path: Path) -> Any:
 
 
 def predict(id: str, question: str, view: str, params: Mapping[str, Any], path: Path, *,
-            unit: str, hint: str, explanation: str, scale: float = 1.0,
+            unit: str, hint: str, explanation: str | Callable[[], str], scale: float = 1.0,
             rel_tol: float = 0.1) -> Drill:
     """Predict what the lab gives for a state the page does not show (``params``): a guess
     within ``rel_tol`` counts; the answer links to that state."""
@@ -104,12 +106,17 @@ def predict(id: str, question: str, view: str, params: Mapping[str, Any], path: 
                  kind="predict", see=dict(params))
 
 
+Why = str | Callable[[dict], str]
+
+
 def decide(id: str, question: str, view: str, path: Path | Mapping[str, Path],
-           choices: Sequence[tuple[str, str, Mapping[str, Any], str]], *, best: str,
+           choices: Sequence[tuple[str, str, Mapping[str, Any], Why]], *, best: str,
            fmt: Callable[[float], str], hint: str, solution: str) -> Decide:
     """Pick the choice whose state gives the lowest (``best="min"``) or highest value at
     ``path`` of the lab's answer. Each choice is (key, label, the state's params, why: its
-    reasoning, formatted with ``{value}``, the lab's figure for it); ``solution`` is formatted
+    reasoning, formatted with ``{value}``, the lab's figure for it; or a function of that
+    state's whole answer returning it, where the reasoning quotes more of the lab's figures);
+    ``solution`` is formatted
     with each choice's figure by key and ``best`` (the right choice's label). ``path`` may be
     one per choice key, where the choices read different fields of one answer."""
     pick = {"min": min, "max": max}[best]
@@ -121,11 +128,14 @@ def decide(id: str, question: str, view: str, path: Path | Mapping[str, Path],
     def judge() -> tuple[Option, ...]:
         found = values()
         top = pick(found.values())
+        def text(params: Mapping[str, Any], why: Why) -> str:
+            return why(lab_value(view, params, lambda answer: answer)) if callable(why) else why
+
         return tuple(Option(key, found[key] == top,
-                            why.format(value=fmt(found[key])) + (
+                            text(params, why).format(value=fmt(found[key])) + (
                                 "" if found[key] == top else
                                 f" Another choice gives {fmt(top)}."))
-                     for key, _, _, why in choices)
+                     for key, _, params, why in choices)
 
     def worked() -> str:
         found = values()

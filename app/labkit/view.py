@@ -50,7 +50,8 @@ class Drill:
     answer: Callable[[], float]
     unit: str
     hint: str
-    explanation: str  # formatted with {answer}
+    # formatted with {answer}; a callable builds it from the lab's figures when it is shown
+    explanation: str | Callable[[], str]
     rel_tol: float = 0.02
     kind: str = "derive"
     see: Mapping[str, Any] | None = None

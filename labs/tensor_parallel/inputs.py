@@ -156,7 +156,7 @@ class TPCost:
 
     tp: int
     compute_s: float  # per layer per step (forward + backward)
-    comm_s: float  # per layer per step, the 4 blocking collectives
+    comm_s: float  # per layer per step, the 4 collectives' exposed time (forward pair blocks)
     comm_bytes: float  # bytes each GPU sends per layer per step
     step_compute_s: float  # whole model, one micro-batch, forward + backward
     step_comm_s: float

@@ -228,36 +228,84 @@ def test_step_4_calls_a_matmul_rate_a_share_of_peak_not_mfu(client):
 
 
 def test_ep04_cold_reading_fixes_derive_from_the_engine(client):
-    """Issue 36's cold reading of EP04: GPT-3 at t = 16 over two InfiniBand nodes is not held
-    back by the network (8 ports x 48 GB/s keep pace with NVLink's ring), so step 4 calls its
-    drop the cost of t and shows a state where the crossing hop does set the pace; the predict
-    drill's solution quotes the engine's GEMM rates and busBW; the decide drill's feedback for
-    nodes of 4 names the 4 ports a node; both case buttons name the efficiency chart, the one
-    they change (the split stays), so it is brought into view."""
+    """Issue 36's cold readings of EP04 (round 2): GPT-3 at t = 16 over two nodes loses NVLS
+    (the switch adds only inside one NVLink domain) and half its compute per GPU, and a network
+    twice as fast gives the same efficiency, so step 4 quotes both states' algorithm and busBW,
+    never a typed figure; the drills' worked solution and feedback quote the engine's figures
+    for their states; both case buttons name the efficiency chart, the one they change."""
     import re
 
     from app.lesson_drills import LESSON_DRILLS
     from app.routers.tensor_parallel import VIEW, facts
-    from labs.hardware.links import get_link
 
     f = facts()
-    assert f["gpt3_t16"]["api"]["bottleneck"] == "nvlink-4"
-    assert 8 * get_link("ib-ndr").ring_busbw >= get_link("nvlink-4").ring_busbw
+    t8, t16, xdr = (f[k]["api"] for k in ("gpt3_t8", "gpt3_t16", "gpt3_t16_xdr"))
+    assert t8["algorithm"] == "nvls" and t16["algorithm"] != "nvls"
+    assert t16["bus_bandwidth"] < t8["bus_bandwidth"]
+    assert f"{100 * xdr['step_efficiency']:.1f}" == f"{100 * t16['step_efficiency']:.1f}"
     assert f["gpt3_t16_eth"]["api"]["bottleneck"] == "eth-100g"
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", client.get("/episodes/tensor-parallel").text))
-    assert "the drop is the cost of t itself" in text
+    step4 = text.split("4. Keep TP inside the NVLink domain")[1].split("5. What TP saves")[0]
+    assert "the cost of t itself" not in step4 and "384 GB/s" not in step4
+    for figure in (t16["bus_bandwidth"], t8["bus_bandwidth"]):
+        assert f"{figure / 1e9:.0f} GB/s" in step4 or f"NVLS at {figure / 1e9:.0f}" in step4
+    assert f"{t16['collective_s'] * 1e3:.2f} ms" in step4
     drills = {d.id: d for d in LESSON_DRILLS["tp"]}
     l70, good = f["l70"]["api"], f["good"]["api"]
     assert l70 == client.get("/api/tp", params={"model": "llama-3.1-70b", "tp": 8}).json()
-    why = drills["tp-predict-70b"].explanation
+    why = drills["tp-predict-70b"].explanation()
     for figure in (l70["gemm_tflops"], good["gemm_tflops"], round(l70["bus_bandwidth"] / 1e9),
                    round(good["bus_bandwidth"] / 1e9)):
         assert f"{figure:.0f}" in why, figure
-    span = next(o for o in drills["tp-decide-efficiency"].judge() if o.key == "span")
-    assert "4 × 48 = 192 GB/s" in span.why
+    # The 4x / 2x estimate from 405B's layer, as the solution says it.
+    estimate = (good["single_gpu_s"] / 32) / (good["compute_s"] / 4 + good["comm_s"] / 2)
+    assert f"about {100 * estimate:.0f}%" in why
+    judged = {o.key: o.why for o in drills["tp-decide-efficiency"].judge()}
+    span = client.get("/api/tp", params={"tp": 8, "gpus_per_node": 4}).json()
+    assert f"{span['bus_bandwidth'] / 1e9:.0f} GB/s" in judged["span"]
+    assert f"{good['bus_bandwidth'] / 1e9:.0f} GB/s (NVLS)" in judged["span"]
+    assert f"{span['collective_s'] * 1e3:.2f} ms" in judged["span"]
+    assert "192" not in judged["span"] and "367" not in judged["span"]
+    # SP sends more, not the same bytes (step 5): the feedback says so with the engine's bytes.
+    sp = client.get("/api/tp", params={"tp": 8, "sp": True}).json()
+    assert "same total bytes" not in judged["sp"]
+    assert f"{good['comm_bytes'] / 1e6:,.0f} → {sp['comm_bytes'] / 1e6:,.0f} MB" in judged["sp"]
     assert VIEW.good.diagram == VIEW.bad.diagram == "tp-efficiency"
     page = client.get("/episodes/tensor-parallel").text
     assert page.count('data-diagram="tp-efficiency" aria-describedby="case-') == 2
+
+
+def test_ep04_round_2_predicts_ask_what_the_opening_bench_does_not_show(client):
+    """Round-2 cold reading: at the opening state (t = 8) the split diagram prints one
+    collective after V and 1 KV head per GPU, the efficiency chart draws the 25 Gb/s Ethernet
+    curve under 1/t, and the bad case's caption said 'slower than one GPU'. Step 1 now asks the
+    other cut order (two collectives), step 2 asks t = 4 (2 KV heads), step 4 asks one
+    all-reduce's time over 25 Gb/s Ethernet (sent bytes / busBW), and the caption names the
+    setup only. The cost chart's caption no longer says the bytes stay the same whatever t
+    (step 3's answer is that they grow), and nothing calls all four collectives blocking."""
+    import re
+
+    from app.routers.tensor_parallel import VIEW, facts
+
+    html = client.get("/episodes/tensor-parallel").text
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    step1 = html.split('id="predict-tp-1"')[1].split("</form>")[0]
+    assert 'data-right="2"' in step1 and "other way round" in step1
+    step2 = html.split('id="step-2"')[1].split("</section>")[0]
+    t4 = facts()["t4"]["api"]["shapes"]
+    assert t4["kv_heads_per_gpu"] == 2 and "At t = 4, how many key/value heads" in step2
+    split = html.split('id="tp-split"')[1].split("</figure>")[0]
+    assert f"+ {t4['kv_heads_per_gpu']} K +" not in split  # the opening bench draws t = 8
+    bad = facts()["bad"]["api"]
+    step4 = html.split('id="predict-tp-4"')[1].split("</details>")[0]
+    assert 'unit">ms<' in step4 and "data-right" not in step4.split("</form>")[0]
+    assert bad["collective_sent_bytes"] / bad["bus_bandwidth"] == bad["collective_s"]
+    why4 = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", step4.split("<details")[1]))
+    assert f"{bad['collective_s'] * 1e3:.1f} ms" in why4
+    assert "slower than one GPU" not in VIEW.bad.why
+    assert "whatever t" not in text and "blocking collectives" not in text
+    assert "(blocking)" not in html.split('data-target="tp-cost"')[1].split("</script>")[0]
+    assert "Four collectives per layer, two that block" in text
 
 
 def test_later_controls_sit_behind_more_controls_and_stay_in_the_form(client):
