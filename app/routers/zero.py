@@ -180,6 +180,11 @@ def facts() -> dict:
         "l70_z2_18": state(dp=32, zero=2, recipe="adam18"),
         "eth": state(dp=32, zero=3, link="eth-25g"),
         "eth_z0": state(dp=32, zero=0, link="eth-25g"),
+        # Steps 3-8 ask states the opening bench (70B, ZeRO-3 on 32, 4,096 tokens, InfiniBand)
+        # does not print: longer sequences, Ethernet, one GPU on PCIe 4.0, 405B (issue 36).
+        "l70_z3_8k": state(dp=32, zero=3, seq_len=8192),
+        "full_16k": state(dp=32, zero=3, recompute="full", seq_len=16384),
+        "l405_z3": state(model="llama-3.1-405b", dp=32, zero=3),
         "full": state(dp=32, zero=3, recompute="full"),
         "small_full": state(model="llama-3.1-8b", dp=8, zero=3, recompute="full"),
         "offload": state(dp=32, zero=3, offload=True),

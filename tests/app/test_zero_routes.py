@@ -259,3 +259,34 @@ def test_steps_1_2_ask_what_the_opening_bench_does_not_print(client):
         assert answer not in outside, answer
     for case in (VIEW.good, VIEW.bad):
         assert not re.search(r"\d\s*(GB|TB|ms|×|%)", case.why), case.why
+
+
+def test_steps_3_to_8_predict_states_the_opening_bench_does_not_show(client):
+    """EP03's round-2 cold reading: the opening bench (70B, ZeRO-3 on 32, 4,096 tokens,
+    InfiniBand) printed the answer of every prediction in steps 3-8. Each now asks another
+    state, its answer from the engine: 8,192 tokens (222 GB), Ethernet (most of it exposed),
+    16,384 tokens with full recomputation (it fits), 8B on one GPU over PCIe 4.0 (the
+    transfers, where the sharded 70B's cost is CPU Adam) and 405B against DeepSpeed
+    (2 B x P / 32 + 4 B x the embedding)."""
+    f = facts()
+    html = client.get("/episodes/zero").text
+
+    def form(step: str) -> str:
+        return re.search(r'<form class="predict-form"[^>]*>', html.split(f'id="{step}"')[1])[0]
+
+    seq8k = f["l70_z3_8k"]["api"]
+    assert seq8k["total_bytes"] > 1.6 * f["l70_z3"]["api"]["total_bytes"]
+    assert f'data-answer="{fmt_bytes(seq8k["total_bytes"])}"' in form("step-3")
+    eth = f["eth"]["api"]
+    assert eth["exposed_seconds"] > eth["traffic_seconds"] / 2
+    assert 'data-right="most"' in form("step-5")
+    assert f["full_16k"]["api"]["fits"] and 'data-right="fit-third"' in form("step-6")
+    one, sharded = f["offload_one"]["api"]["offload_plan"], f["offload"]["api"]["offload_plan"]
+    assert one["pcie_seconds"] > one["adam_seconds"]
+    assert sharded["adam_seconds"] > sharded["pcie_seconds"]
+    assert 'data-right="pcie"' in form("step-7")
+    big = f["l405_z3"]["api"]
+    extra = 2 * big["params"] / 32 + 4 * big["deepspeed"]["stage3"]["largest_layer_params"]
+    counted = big["deepspeed"]["stage3"]["gpu_bytes"] - big["state_bytes"]
+    assert counted == pytest.approx(extra, rel=1e-3)
+    assert f'data-answer="{fmt_bytes(extra)}"' in form("step-8")
