@@ -1,9 +1,12 @@
 """EP07 routes in-process: the API fields the issue names, 422s naming the rule, page,
 fragment and the rank map."""
 
+import re
+
 import pytest
 
 from app.charts.rank_map import rank_map_figure
+from app.charts.units import fmt_count, fmt_ms
 from labs.parallel.layout import ParallelLayout
 from labs.parallel.rank_map import GpuColouring, group_colouring
 
@@ -153,3 +156,27 @@ def test_decide_skew_presents_a_balanced_router_as_the_ideal(client):
     feedback = next(o.why for o in drill.judge() if o.key == "balance")
     assert "auxiliary balancing loss: skew 0" not in label and "the best" in label
     assert "ideal" in feedback and "uneven" in feedback
+
+
+def test_steps_1_2_and_4_predict_what_the_opening_bench_does_not_print(client):
+    """EP07's round-2 cold reading: the bench opens at Mixtral, EP 8, balanced, and printed
+    step 1's 46.7B / 12.9B, step 2's 7.24B at EP 8 and the balanced layer time. Step 1 now asks
+    DeepSeek-V3's share (37.6B of 671B, about a twentieth), step 2 Mixtral at EP 2 (24.2B, from
+    8 x 32 x 176M in experts, the dense rest from the total), step 4 the skewed layer's ms."""
+    from app.routers.moe import facts
+
+    f = facts()
+    html = client.get("/episodes/experts").text
+
+    def form(step: str) -> str:
+        return re.search(r'<form class="predict-form"[^>]*>', html.split(f'id="{step}"')[1])[0]
+
+    v3 = f["v3"]["api"]
+    assert v3["active_params"] / v3["params"] < 0.1
+    assert 'data-right="twentieth"' in form("step-1")
+    ep2 = f["mixtral_ep2"]["api"]
+    experts = 8 * 32 * 3 * 4096 * 14336
+    dense = f["mixtral"]["api"]["params"] - experts
+    assert ep2["params_per_gpu"] == pytest.approx(experts / 2 + dense, rel=1e-3)
+    assert f'data-answer="{fmt_count(ep2["params_per_gpu"])}"' in form("step-2")
+    assert f'data-answer="{fmt_ms(f["hot"]["api"]["layer_s"])}"' in form("step-4")
