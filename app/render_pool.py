@@ -58,11 +58,14 @@ import logging
 import math
 import multiprocessing
 import os
+import pickle
 import signal
+import struct
 import time
 from concurrent.futures import BrokenExecutor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
+from multiprocessing.connection import Connection
 
 from app import render_child
 from app.lanes import HEAVY, LIGHT, Cost
@@ -133,6 +136,11 @@ class Slot:
     generation: int = 0
     renders: int = 0  # since its last full garbage collection
     collecting: bool = False
+    # The pipe its requests go down and its answers come up (app/render_child.py), read on
+    # the event loop (``loop``) into ``inbox`` until an answer is whole.
+    conn: Connection | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    inbox: bytearray = field(default_factory=bytearray)
 
     @property
     def pid(self) -> int | None:
@@ -191,16 +199,19 @@ class RenderPool:
     async def _start_slot(self, slot: Slot) -> None:
         loop = asyncio.get_running_loop()
         generation = slot.generation
+        ours = theirs = None
         try:
             # "spawn": a fresh interpreter, never a fork of a process whose event loop,
             # sockets and threads are running (Python docs, multiprocessing "Contexts and start
             # methods"). Creating it can fail too (no /dev/shm for its locks in some sandboxes).
+            context = multiprocessing.get_context("spawn")
+            ours, theirs = context.Pipe()  # its requests and answers (app/render_child.py)
             slot.executor = ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                max_workers=1, mp_context=context,
                 initializer=render_child.init,
                 # With one child, light answers wait behind its heavy one anyway: not slowed.
                 initargs=(self.app, self.warm_up,
-                          HEAVY_NICE if slot.heavy and self.processes > 1 else 0))
+                          HEAVY_NICE if slot.heavy and self.processes > 1 else 0, theirs))
             await asyncio.wait_for(loop.run_in_executor(slot.executor, render_child.ping),
                                    START_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - whatever it is, the app serves without it
@@ -209,12 +220,46 @@ class RenderPool:
             if slot.executor is not None:
                 slot.executor.shutdown(wait=False, cancel_futures=True)
             slot.executor = None
+            for end in (ours, theirs):
+                if end is not None:
+                    end.close()
             return
+        theirs.close()  # the child holds its end: when it dies, ours reads end-of-file
         if slot.generation != generation or slot not in self.slots:  # stopped meanwhile
             slot.executor.shutdown(wait=False, cancel_futures=True)
+            ours.close()
             return
+        os.set_blocking(ours.fileno(), False)
+        slot.conn, slot.loop, slot.inbox = ours, loop, bytearray()
+        loop.add_reader(ours.fileno(), self._readable, slot, generation)
         slot.ready = True
         self._dispatch()
+
+    @staticmethod
+    def _unhook(slot: Slot) -> None:
+        """Stop reading the slot's pipe and close it, on the loop that reads it (``stop`` may
+        be called from another thread: a test's)."""
+        conn, loop, slot.conn = slot.conn, slot.loop, None
+        if conn is None:
+            return
+        fd = conn.fileno()
+
+        def close() -> None:
+            with contextlib.suppress(Exception):  # a loop closed meanwhile: nothing to remove
+                loop.remove_reader(fd)
+            conn.close()
+
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop or loop.is_closed():
+            close()
+        else:
+            try:
+                loop.call_soon_threadsafe(close)
+            except RuntimeError:  # closed meanwhile
+                close()
 
     def stop(self, wait: bool = False) -> None:
         """Stop the children: waiting renders are drawn in threads instead; with ``wait``, the
@@ -224,6 +269,7 @@ class RenderPool:
         for slot in slots:
             slot.ready = False
             slot.generation += 1
+            self._unhook(slot)
             if slot.executor is not None:
                 slot.executor.shutdown(wait=wait, cancel_futures=True)
                 slot.executor = None
@@ -344,34 +390,56 @@ class RenderPool:
     def _run(self, slot: Slot, job: Job) -> None:
         loop = asyncio.get_running_loop()
         try:
-            done = asyncio.wrap_future(slot.executor.submit(render_child.render, job.scope,
-                                                            job.cost.lane))
-        except (BrokenExecutor, RuntimeError) as exc:  # died since its last answer
+            slot.conn.send((job.scope, job.cost.lane))
+        except (OSError, ValueError) as exc:  # died since its last answer (its pipe closed)
             self._settle(job, None)
             self._replace(slot, slot.generation, f"found broken: {exc!r}")
             return
         slot.job, job.started = job, time.monotonic()
         job.timer = loop.call_later(self.timeout, self._overdue, slot, slot.generation, job)
-        done.add_done_callback(partial(self._done, slot, slot.generation, job))
 
-    def _done(self, slot: Slot, generation: int, job: Job, done: asyncio.Future) -> None:
+    def _readable(self, slot: Slot, generation: int) -> None:
+        """The slot's pipe has bytes: an answer (4-byte length, then its pickle, as
+        ``Connection.send_bytes`` frames it) once whole, or end-of-file when the child died."""
+        if slot.generation != generation or slot.conn is None:
+            return
+        try:
+            chunk = os.read(slot.conn.fileno(), 1 << 20)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:  # killed (out of memory) or stopped: its request is drawn in a thread
+            job, slot.job = slot.job, None
+            if job is not None:
+                self._settle(job, None)
+            self._replace(slot, generation, "died: its pipe closed")
+            self._dispatch()
+            return
+        slot.inbox += chunk
+        while len(slot.inbox) >= 4:
+            (size,) = struct.unpack("!i", slot.inbox[:4])
+            if len(slot.inbox) < 4 + size:
+                return
+            reply = pickle.loads(slot.inbox[4:4 + size])
+            del slot.inbox[:4 + size]
+            self._done(slot, reply)
+
+    def _done(self, slot: Slot, reply: tuple[bool, object]) -> None:
+        job, slot.job = slot.job, None
+        if job is None:
+            return
         job.timer.cancel()
-        if slot.generation == generation:
-            slot.job = None
-            slot.renders += 1
-        error = None if done.cancelled() else done.exception()
-        if isinstance(error, BrokenExecutor) or done.cancelled():
-            # A child killed (out of memory) or stopped: draw it in a thread instead.
-            self._settle(job, None)
-            self._replace(slot, generation, f"died: {error!r}")
-        elif error is not None:
-            self._settle(job, error=error)
-        else:
+        slot.renders += 1
+        ok, value = reply
+        if ok:
             self.rendered += 1
             lane = self.lanes[job.cost.lane]
             took = time.monotonic() - job.started
             lane.seconds = took if not lane.seconds else 0.8 * lane.seconds + 0.2 * took
-            self._settle(job, done.result())
+            self._settle(job, value)
+        else:
+            self._settle(job, error=value)
         self._dispatch()
 
     @staticmethod
@@ -410,6 +478,7 @@ class RenderPool:
         log.warning("render process %d %s: replacing it", slot.index, why)
         slot.generation += 1
         slot.ready, slot.job, slot.collecting, slot.renders = False, None, False, 0
+        self._unhook(slot)
         pid, executor = slot.pid, slot.executor
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):  # gone already
