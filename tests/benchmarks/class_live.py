@@ -18,7 +18,11 @@ processes on it, the students spread over them as a proxy would). Then:
 Reports: answers acknowledged (200) and stored (rows counted in the database afterwards),
 errors, the answers' p50/p99/max; dashboard staleness (for each acknowledged answer, the time
 from its 200 until a dashboard fragment that was requested after it showed the count
-including it: its max and p99); the lesson requests' p99 alone and under the class. Targets:
+including it: its max and p99); the lesson requests' p99 alone and under the class; and
+where the CPU went during the class (the 10 s window and the polls after it): the app
+processes' own (with their render processes, from /proc), per student request, beside this
+client's and the machine's, so a slow figure can be told apart from a starved machine.
+Targets:
 every answer stored, staleness <= 2 s, lesson p99 <= 100 ms (issue 12's). Timings are the
 machine's as it is: say how loaded it was when quoting them (the load average is printed).
 """
@@ -49,6 +53,35 @@ from tests.conftest import free_port  # noqa: E402
 from tests.postgres import postgres_server  # noqa: E402
 
 ANSWERED = re.compile(rb'data-drill="([^"]+)".*?data-testid="answered">(\d+)<', re.S)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and of its live children (the render processes), from
+    /proc (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def own(p: int) -> float:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    children.append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return own(pid) + sum(own(c) for c in children)
+
+
+def machine_busy() -> float:
+    """CPU seconds the whole machine has spent busy (all cores), from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")  # - idle, iowait
 
 
 def start_app(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
@@ -133,12 +166,12 @@ async def run(args) -> None:
         env = {"DATA_DIR": data_dir, "DATABASE_URL": ""}
         if args.db == "postgresql":
             env["DATABASE_URL"] = stack.enter_context(postgres_server(free_port()))
-        procs = []
+        origins, pids = [], []
         for _ in range(args.apps):
             proc, origin = start_app(env)
             stack.callback(proc.terminate)
-            procs.append(origin)
-        origins = procs
+            origins.append(origin)
+            pids.append(proc.pid)
         print(f"{args.db}, {args.apps} app process(es), {args.students} students, "
               f"load average at start {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
@@ -211,6 +244,8 @@ async def run(args) -> None:
                 await asyncio.sleep(max(0.0, 1 - (time.perf_counter() - start)))
 
         rng = random.Random(34)
+        cpu_before = (sum(map(cpu_seconds, pids)), time.process_time(), machine_busy(),
+                      time.perf_counter())
         bars = [asyncio.create_task(bar(c)) for c in students]
         board = asyncio.create_task(dashboard())
         lesson_task = asyncio.create_task(lessons(origins, args.lesson_rate, args.window,
@@ -223,6 +258,10 @@ async def run(args) -> None:
         done.set()
         await board
         await asyncio.gather(*bars)
+        spent = [after - before for after, before in zip(
+            (sum(map(cpu_seconds, pids)), time.process_time(), machine_busy(),
+             time.perf_counter()), cpu_before, strict=True)]
+        requests_served = len(acks) + len(errors) + len(seen) + len(bar_status) + len(under_load)
 
         acks.sort()
         stale = []
@@ -256,6 +295,11 @@ async def run(args) -> None:
               f"{ms(pct(baseline, 0.99))} ({len(baseline)}); under the class p50 "
               f"{ms(statistics.median(under_load))} p99 {ms(pct(under_load, 0.99))} "
               f"({len(under_load)})")
+        server, client, machine, wall = spent
+        print(f"CPU during the class ({wall:.1f} s, {os.cpu_count()} CPUs): app processes "
+              f"{server:.1f} s ({server / wall:.2f} cores; {1000 * server / requests_served:.1f} "
+              f"ms per request over {requests_served}), this client {client:.1f} s, the whole "
+              f"machine {machine:.1f} s ({machine / wall:.2f} of {os.cpu_count()} cores busy)")
         print(f"requests sent again on a connection the server had closed: {len(RETRIES)}")
         print(f"load average at end {os.getloadavg()[0]:.1f}")
         ok = stored == len(acks) == args.students and max(stale) <= 2.0
