@@ -21,7 +21,7 @@ from app.model_controls import (
 from app.options import gpu_options, link_choices, with_value
 from app.schemas import CPAnswer
 from labs.context_parallel.inputs import CPInput, CPResult, attention_heads
-from labs.context_parallel.lab import LAYOUT_NAMES, mask_layout, simulate_cp
+from labs.context_parallel.lab import LAYOUT_NAMES, mask_layout, pairs_of_ranges, simulate_cp
 from labs.core.limits import CP_LAYOUTS, MAX_CP, MAX_CP_TOKENS, MAX_SEQ_LEN
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links
@@ -160,8 +160,13 @@ def drill_answer() -> float:
 
 
 def zigzag_drill_answer() -> float:
-    """Causal pairs of the busiest rank: 24 tokens, CP = 4, zigzag (every rank alike)."""
-    return float(mask_layout(24, 4, "zigzag").busiest.causal_pairs)
+    """Causal pairs of the busiest rank: 24 tokens, CP = 4, 8 chunks of 3, rank r keeping
+    chunks r and r + 4 instead of zigzag's mirror 7 - r (the engine's pair count of those
+    ranges). Zigzag itself gives every rank s(s+1)/(2c), the formula step 3 shows, so asking
+    its busiest rank was one division from the page (round-2 cold reading, item 9)."""
+    chunk = 24 // 8
+    return float(max(pairs_of_ranges(((r * chunk, (r + 1) * chunk),
+                                      ((r + 4) * chunk, (r + 5) * chunk))) for r in range(4)))
 
 
 def _case_why(layout: str) -> str:
@@ -222,13 +227,18 @@ VIEW = LabView(
         Drill(
             id="cp-busiest-zigzag",
             question=(
-                "The same 24 tokens over CP = 4 in zigzag: 8 chunks of 3, rank r keeps chunks "
-                "r and 7 − r. How many causal pairs does the busiest rank compute?"
+                "The same 24 tokens over CP = 4, cut into 8 chunks of 3, but rank r keeps "
+                "chunks r and r + 4 instead of its mirror 7 − r. How many causal pairs does "
+                "the busiest rank compute?"
             ),
             answer=zigzag_drill_answer,
             unit="pairs",
-            hint="Zigzag balances exactly: divide all 24 · 25 / 2 pairs by the 4 ranks.",
-            explanation="{answer}: 300 pairs shared equally by 4 ranks.",
+            hint="Chunk i holds tokens 3i to 3i + 2, and query q sees q + 1 keys. Which rank "
+                 "holds the two latest chunks it can?",
+            explanation="{answer}: rank 3 keeps chunk 3 (tokens 9–11: 10 + 11 + 12 = 33) and "
+                        "chunk 7 (tokens 21–23: 22 + 23 + 24 = 69), where rank 0 keeps 6 + 42 = "
+                        "48. Only the mirror pairs each late chunk with an early one: zigzag "
+                        "gives every rank 24 · 25 / 2 ÷ 4 = 75.",
             rel_tol=0.005,
         ),
         *LESSON_DRILLS["cp"],  # predict and decide (app/lesson_drills.py)

@@ -136,7 +136,7 @@ def test_token_ranges():
 
 
 def test_drills_grade_the_busiest_rank(client):
-    for drill, right in (("cp-busiest-contiguous", "129"), ("cp-busiest-zigzag", "75")):
+    for drill, right in (("cp-busiest-contiguous", "129"), ("cp-busiest-zigzag", "102")):
         body = client.get(f"/drills/{drill}", params={"answer": right})
         assert body.status_code == 200
         assert "Right" in body.text
@@ -237,5 +237,10 @@ def test_step_4_predicts_the_kv_a_rank_holds_not_what_its_question_says(client):
     step4 = html[html.index('id="step-4"'):html.index('id="step-5"')]
     assert "whole sequence's K and V once" not in step4
     assert "131,072 × 4,096 B = 537 MB" in step4 and "134 MB" in step4
+    # It asks the ratio, c/2 = 4x: the MB (537) is what the ring holds at CP 2, on the bench
+    # after step 3's first link (test_answers_hidden found it).
+    raw = client.get("/episodes/context-parallel").text.split('id="step-4"')[1]
+    form = re.search(r'<form class="predict-form"[^>]*>', raw)[0]
+    assert gather["kv_held_bytes"] / ring["kv_held_bytes"] == 4 and 'data-answer="4×"' in form
     step1 = html[html.index('id="step-1"'):html.index('id="step-2"')]
     assert "34 × 131,072 × 8,192 × 80 B = 2.92 TB" in step1

@@ -55,12 +55,11 @@ def _contiguous(q: str) -> float:
 
 
 def _zigzag(q: str) -> float:
+    """EP06's strided split: rank r keeps chunks r and r + c (not the mirror 2c - 1 - r)."""
     seq, cp = int(num(q, r"The same " + N + " tokens")), int(num(q, r"CP = " + N))
     chunk = seq // (2 * cp)
-    return max(_pairs(range(c * chunk, (c + 1) * chunk)) for r in range(cp)
-               for c in (r,)) * 0 + max(
-        _pairs(range(r * chunk, (r + 1) * chunk))
-        + _pairs(range((2 * cp - 1 - r) * chunk, (2 * cp - r) * chunk)) for r in range(cp))
+    return max(_pairs(range(r * chunk, (r + 1) * chunk))
+               + _pairs(range((r + cp) * chunk, (r + cp + 1) * chunk)) for r in range(cp))
 
 
 def _dispatch(q: str) -> float:
