@@ -110,9 +110,11 @@ def test_ep08s_plan_links_here_with_its_model_gpus_and_step(client):
 
 def _outside_whys(html: str) -> str:
     """The page's text a student sees before any guess: every step's why is a closed
-    <details class="why">, so drop those."""
+    <details class="why">, so drop those, and the tags (a prediction's data-answer is an
+    attribute, not text on the screen)."""
     import re
-    return re.sub(r'<details class="why".*?</details>', "", html, flags=re.S)
+    return re.sub(r"<[^>]+>", " ", re.sub(r'<details class="why".*?</details>', "", html,
+                                          flags=re.S))
 
 
 def test_second_cold_reading_no_answer_before_the_guess(client):
@@ -163,3 +165,21 @@ def test_a_cycle_hundreds_of_mtbis_long_finishes_never_not_infinity(client):
     assert any(p["sync"]["finish_days"] is None for p in got.json()["scale"])
     assert client.get("/episodes/failures", params={"gpu_mtbi": 86400, "interval": 3,
                                                     "step_s": 3600}).status_code == 200
+
+
+def test_step_5_predicts_a_restart_share_the_bench_does_not_draw(client):
+    """Step 5 asked what takes most of the lost time at the best interval (restarts), and the
+    opening bench's 'where the wall clock goes' chart draws the best interval's bars with
+    '5.1% restarts'. It now asks the share with 5-minute restarts, R / (M + R) =
+    300 / (11,135 + 300) = 2.6%, a state only its first link draws."""
+    import re
+
+    from app.charts.units import fmt_pct
+
+    five = api(client, restart=300, interval=11)
+    share = 300 / (five["mtbi_s"] + 300)
+    assert five["chosen"]["restart"] == pytest.approx(share, rel=1e-3)
+    page = client.get(LESSON).text
+    form = re.search(r'<form class="predict-form"[^>]*>', page.split('id="step-5"')[1])[0]
+    assert f'data-answer="{fmt_pct(share)}"' in form
+    assert fmt_pct(share) not in _outside_whys(page)
