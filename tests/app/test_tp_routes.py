@@ -306,6 +306,14 @@ def test_ep04_round_2_predicts_ask_what_the_opening_bench_does_not_show(client):
     assert "whatever t" not in text and "blocking collectives" not in text
     assert "(blocking)" not in html.split('data-target="tp-cost"')[1].split("</script>")[0]
     assert "Four collectives per layer, two that block" in text
+    # Step 3: the cost table prints the bytes growing up to t = 8; the guess is their ceiling,
+    # 2 x 4 all-reduces x s.b.h.2 (tests/app/test_answers_hidden.py: not on screen before).
+    from app.charts.units import fmt_bytes
+
+    good = facts()["good"]["api"]
+    three = html.split('id="predict-tp-3"')[1].split('<p class="predict">')[0]
+    ceiling = 2 * good["collectives_per_layer"] * good["collective_bytes"]
+    assert f'data-answer="{fmt_bytes(ceiling)}"' in three and "data-right" not in three
 
 
 def test_later_controls_sit_behind_more_controls_and_stay_in_the_form(client):
