@@ -60,6 +60,9 @@ def result_api(r: RecipeResult, causes: tuple | None = None) -> dict:
                      "nodes": t.nodes, "link": t.link, "bytes_per_step": t.bytes_per_step,
                      "seconds": t.seconds, "hidden_s": t.hidden, "exposed_s": t.exposed}
                     for t in (r.timing.parts if r.timing else ())],
+        "stages": [{"rank": b.rank, "layers": b.layers, "in_flight": b.in_flight,
+                    "breakdown": dict(b.breakdown), "total_bytes": b.total_bytes}
+                   for b in (r.memory.stages if r.memory else ())],
     }
 
 

@@ -86,6 +86,7 @@ from labs.core.limits import (
     MIN_MATMUL_EFFICIENCY,
 )
 from labs.hardware.gpus import get_gpu, gpus
+from labs.hardware.kernels import SLOWEST_GPU
 from labs.hardware.links import get_link, link_name, links, paired_cluster
 from labs.model.presets import get_model
 from labs.recipe.export import Export, export
@@ -250,6 +251,9 @@ def facts() -> dict:
         "seed": state(**SEED),
         "dp64": state(**{**SEED, "tp": 1, "pp": 1, "dp": 64}),
         "tp16": state(**{**SEED, "tp": 16, "pp": 4, "dp": 1}),
+        # The same TP16 with InfiniBand NDR (twice HDR) between the nodes: most of TP16's loss
+        # is t's, not the network's (step 2; EP04 step 4).
+        "tp16_ndr": state(**{**SEED, "tp": 16, "pp": 4, "dp": 1, "inter_link": "ib-ndr"}),
         "m4": state(**{**SEED, "microbatches": 4}),
         "w0": state(**WORKED, tp=1, pp=1, dp=32, microbatches=1),
         "w1": state(**WORKED, tp=8, pp=1, dp=4, microbatches=1),
@@ -306,6 +310,10 @@ def extra_context(state) -> dict:
         "facts": facts(),
         "marks": marks(),
         "gpus": gpus(), "links": links(),  # the presets step 10 compares
+        "slowest_gpu": SLOWEST_GPU,  # the GEMM rate's slowest-GPU-of-a-node factor (steps 1, 10)
+        # The worked plan's model: its vocabulary sizes the logits step 4 quotes.
+        "worked_model": get_model(WORKED["model"]),
+        "seed_model": get_model(SEED["model"]),  # its parameters, in steps 1 and 2
         "link_name": link_name,  # the traffic table names each part's link
         "model_options": model_choices(model_options(), q.model_value),
         "model_value": q.model_value,
@@ -397,14 +405,16 @@ VIEW = LabView(
             "step time, efficiency and MFU",
     good=Case("Good case: TP8 × PP4 × DP2 on 64 A100s", SEED,
               "TP inside each NVLink node, 4 stages to fit, DP across nodes: every audit passes."),
+    # The setup only: step 2 asks which audit it fails.
     bad=Case("Bad case: DP64", {**SEED, "tp": 1, "pp": 1, "dp": 64},
-             "Plain data parallelism: every GPU holds the whole 175B model, far over 80 GB."),
+             "Plain data parallelism: 64 replicas of GPT-3 175B, one per A100."),
     drills=(
         Drill(
             id="recipe-efficiency",
             question=("GPT-3 175B on 64 A100s as TP8 × PP4 × DP2 with 32 micro-batches: the "
-                      f"lab gives TP {SEED_PARTS['tp']:.4f}, DP {SEED_PARTS['dp']:.4f}, the end "
-                      f"stages' extra work {SEED_PARTS['stages']:.4f}, the pipeline sends "
+                      f"lab gives TP {SEED_PARTS['tp']:.4f}, DP {SEED_PARTS['dp']:.4f}, uneven "
+                      f"stages (the end stages' extra work) {SEED_PARTS['stages']:.4f}, the "
+                      f"pipeline sends "
                       f"{SEED_PARTS['sends']:.4f} and the optimizer step "
                       f"{SEED_PARTS['optimizer']:.4f}. With the 1F1B bubble of 4 stages, what "
                       "efficiency (%) is the product of the parts?"),

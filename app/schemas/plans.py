@@ -27,6 +27,17 @@ class RecipeTraffic(BaseModel):
     exposed_s: float = Field(description="Of which on the critical path, seconds.")
 
 
+class RecipeStage(BaseModel):
+    rank: int
+    layers: int
+    in_flight: float = Field(description="Micro-batches of this stage's activations held at "
+                                         "its peak (1F1B: p - rank for the first stages).")
+    breakdown: dict[str, float] = Field(description="Bytes per GPU: weights, gradients, "
+                                        "master_weights, optimizer_moments, activations, "
+                                        "embedding_and_logits, kv_cache, workspace.")
+    total_bytes: float
+
+
 class RecipeResultAnswer(BaseModel):
     plan: dict
     gpus: int
@@ -63,6 +74,10 @@ class RecipeResultAnswer(BaseModel):
     global_batch: int
     tokens_per_step: int
     traffic: list[RecipeTraffic]
+    stages: list[RecipeStage] = Field(
+        default=[], description="Each pipeline stage's bill per GPU (EP01's ledger): its "
+                                "layers, the micro-batches of activations it holds at its "
+                                "peak, and its bytes by part. Empty for a plan that cannot run.")
 
 
 class RecipeReplanAnswer(BaseModel):
