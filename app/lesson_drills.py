@@ -589,11 +589,11 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
               {**SEVENTY, "recompute": "full"},
               "Each layer keeps only its input and recomputes the rest in the backward: the "
               "activations of 8,192 tokens, most of the bill, shrink: {value}."),
-             ("short", "Sequences of 2,048 tokens instead of 8,192",
-              {**SEVENTY, "seq_len": 2048},
-              "A quarter of the tokens, a quarter of the activations ({value}), but the model "
-              "now learns from shorter contexts: not the same data, so not the same "
-              "fine-tune."),
+             ("every2", "Full recomputation of every second layer only",
+              {**SEVENTY, "recompute": "every-2nd"},
+              "Half the layers keep only their input; the other half still keep everything, "
+              "so the activations about halve: {value}. Recomputing every layer cuts more, "
+              "for one more forward pass of the other half."),
              ("paged", "A paged optimizer", {**SEVENTY, "paged": True},
               "It moves only the adapters' optimizer state to host RAM, a fraction of a GB: "
               "{value}."),
@@ -602,8 +602,8 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
               "activations: {value}.")),
             best="min", fmt=gb,
             hint="What grows with the tokens, and which change stops keeping it?",
-            solution="{best}. QLoRA on the GPU: full recomputation {recompute}, 2,048-token "
-                     "sequences {short}, paged optimizer {paged}, rank 8 {rank}. At 8,192 "
+            solution="{best}. QLoRA on the GPU: full recomputation {recompute}, every second "
+                     "layer {every2}, paged optimizer {paged}, rank 8 {rank}. At 8,192 "
                      "tokens the activations, not the 4-bit base, are most of the bill."),
     ),
     "failures": (

@@ -117,7 +117,9 @@ def ledger_figure(result) -> dict:
     inp, base, led = result.input, result.baseline, result.ledger
     gpu = inp.gpu.memory_bytes
     gpu_name = short_gpu_name(inp.gpu.name)
-    bars = [(short_recipe(base.recipe), base.parts), (short_recipe(led.recipe), led.parts)]
+    bars = [(short_recipe(base.recipe), base.parts)]
+    if led.recipe != base.recipe:  # BF16 against itself is one bar (the page opens there)
+        bars.append((short_recipe(led.recipe), led.parts))
     data, layout = _stacked(bars, LEDGER, gpu, gpu_name)
     diff = result.extra_bytes
     return {
@@ -132,10 +134,17 @@ def ledger_figure(result) -> dict:
     }
 
 
+def bytes_rows(result) -> list:
+    """The recipes the bytes chart and table draw: BF16 mixed precision and the chosen one.
+    Not every recipe: EP10's steps ask for each FP8 recipe's bytes per parameter before their
+    links choose it (issue 36: no answer on the bench before the guess)."""
+    return [r for r in result.per_param if r.recipe in ("adam16", result.input.recipe)]
+
+
 def bytes_figure(result) -> dict:
-    """Each training recipe's bytes per parameter, stacked by what holds them; the chosen
-    recipe's name in bold."""
-    rows = list(reversed(result.per_param))  # the first recipe on top
+    """BF16's and the chosen recipe's bytes per parameter, stacked by what holds them; the
+    chosen recipe's name in bold."""
+    rows = list(reversed(bytes_rows(result)))  # BF16 on top
     names = [(f"<b>{short_recipe(r.recipe)}</b>" if r.recipe == result.input.recipe
               else short_recipe(r.recipe)) for r in rows]
     data = []
@@ -255,6 +264,7 @@ def speed_figure(result) -> dict:
     ``labs.precision.speed``; each step's total written beside the chart's title rows."""
     s, inp = result.speed, result.input
     name = short_recipe(inp.recipe)
+    sixteen = RECIPES[inp.recipe].family != "fp8"  # its step is BF16's: one bar
     if not s.timed:
         return {"data": [], "layout": base_layout(
             margin={"l": 8, "r": 8, "t": 8, "b": 8}, xaxis={"visible": False},
@@ -275,7 +285,7 @@ def speed_figure(result) -> dict:
          "x": [round(p.fp8_s * 1e3, 4) for p in reversed(parts)],
          "marker": {"color": FP8_COLOUR},
          "hovertemplate": f"{name}: %{{x:.4g}} ms<extra>%{{y}}</extra>"},
-    ]
+    ][:1 if sixteen else 2]
     top = max(max(p.bf16_s, p.fp8_s) for p in parts) * 1e3 * 1.08
     unchanged = ", ".join(p.label for p in s.unchanged if p.bf16_s) or "none"
     verdict = (f"{s.speedup:.2f}× as fast" if s.speedup >= 1

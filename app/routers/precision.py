@@ -20,7 +20,6 @@ from app.charts.precision import (
     short_recipe,
     speed_figure,
 )
-from app.charts.units import fmt_bytes
 from app.cluster_controls import Microbatches
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lab_value, lesson_state, register
@@ -48,7 +47,6 @@ from labs.precision.finetune import trainable_params
 from labs.precision.inputs import FT_RECIPES, MODULE_SETS, PrecisionInput, PrecisionResult
 from labs.precision.lab import compute_precision
 from labs.precision.reported import REPORTED
-from labs.precision.speed import amdahl
 from labs.recipe.runs import BY_ID, check
 
 router = APIRouter()
@@ -65,7 +63,7 @@ class PrecisionQuery(ModelGpuControls):
 
     model: ModelChoice = model_field(DEFAULT_MODEL)
     recipe: Literal[TRAIN_RECIPES] = Field(
-        "fp8-delayed", description="Training recipe drawn against BF16 mixed precision "
+        "adam16", description="Training recipe drawn against BF16 mixed precision "
         "(labs.core.catalogue: the FP8 recipes, or a 16-bit one).")
     seq_len: int = Field(8192, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
     micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per "
@@ -262,9 +260,17 @@ def bytes_drill() -> float:
     return RECIPES["fp8-delayed"].bytes_per_param * params / 1e9
 
 
+# The speed drill runs step 8's formula backwards: the GEMM gain a wanted speed-up needs.
+SPEED_DRILL = {"g": 0.65, "c": 0.04, "target": 1.45}
+H100_FP8_GAIN = get_gpu("h100-sxm").kernels.fp8_flops / get_gpu("h100-sxm").bf16_flops
+
+
 def speed_drill() -> float:
-    """Amdahl's speed-up: 66% of a step 1.7x faster, casts adding 4% of it."""
-    return amdahl(0.66, 1.7, 0.04)
+    """The GEMM gain r with 1 / ((1 - g) + g/r + c) = target: r = g / (1/target - (1 - g) - c)
+    (Amdahl's law solved for r; step 8's formula with e = 0)."""
+    g, c, target = SPEED_DRILL["g"], SPEED_DRILL["c"], SPEED_DRILL["target"]
+    r = g / (1 / target - (1 - g) - c)
+    return r
 
 
 LORA_DRILL_RANK = 8  # not the page's default rank (16), whose count the fine-tuning chart shows
@@ -276,8 +282,6 @@ def lora_drill() -> float:
     return trainable_params(get_model("llama-3.1-70b"), LORA_DRILL_RANK, MODULE_SETS["qv"]) / 1e6
 
 
-_BAD = run(PrecisionQuery(**MEGATRON_70B, recipe="fp8-delayed"))  # the bad case's bill
-
 VIEW = LabView(
     name="precision",
     episode=BY_SLUG["low-precision"],
@@ -288,7 +292,8 @@ VIEW = LabView(
     diagrams=(
         Diagram("ledger", "Memory per GPU: BF16 against the chosen recipe (GB)",
                 embed_height=560),
-        Diagram("bytes", "Bytes per parameter of each training recipe", embed_height=460),
+        Diagram("bytes", "Bytes per parameter: BF16 against the chosen recipe",
+                embed_height=460),
         Diagram("finetune", "Full fine-tuning, LoRA and QLoRA on one GPU (GB)",
                 embed_height=560),
         Diagram("offload", "Activation offload: the copy of one layer against its compute",
@@ -319,12 +324,10 @@ VIEW = LabView(
         "and checkpointed activations fit under 48 GB.",
     ),
     bad=Case(
-        "Bad case: FP8 that holds more than BF16",
+        "Bad case: FP8 that keeps the bf16 weights too",
         {**MEGATRON_70B, "recipe": "fp8-delayed"},
-        "TransformerEngine keeps the bf16 weights beside an FP8 copy and its transpose: "
-        "2 more bytes per parameter than BF16, which ZeRO-1 does not shard ("
-        + fmt_bytes(_BAD.ledger.total_bytes) + " against " + fmt_bytes(_BAD.baseline.total_bytes)
-        + ").",
+        "Llama 3.1 70B, TP 8 × DP 8, ZeRO-1: TransformerEngine's delayed-scaling FP8 keeps "
+        "the bf16 weights beside an FP8 copy and its transpose.",
     ),
     drills=(
         Drill(
@@ -359,16 +362,24 @@ VIEW = LabView(
         Drill(
             id="precision-fp8-speedup",
             question=(
-                "In a BF16 step, the linear layers' GEMMs take 66% of the time. FP8 runs them "
-                "1.7 times faster; its casts and scaling add work worth 4% of the BF16 step; "
-                "nothing else changes. How many times faster is the FP8 step?"
+                f"In a BF16 step, the linear layers' GEMMs take {SPEED_DRILL['g']:.0%} of the "
+                f"time (g = {SPEED_DRILL['g']}); FP8's casts and scaling add work worth "
+                f"{SPEED_DRILL['c']:.0%} of the BF16 step (c = {SPEED_DRILL['c']}), and no "
+                "communication is exposed (e = 0). How many times faster must FP8 run the "
+                f"GEMMs (r) for the whole step to be {SPEED_DRILL['target']}× as fast?"
             ),
             answer=speed_drill,
             unit="×",
-            hint="The new step is 0.34 + 0.66 / 1.7 + 0.04 of the old one; the speed-up is "
-                 "its inverse.",
-            explanation="{answer}×: 1 / (0.34 + 0.388 + 0.04). Even an infinitely fast GEMM "
-                        "would give only 1 / 0.38 = 2.6×.",
+            hint=f"Solve step 8's formula for r: the new step is 1 / {SPEED_DRILL['target']} "
+                 "of the old one, and "
+                 "(1 − g) + c of it does not shrink.",
+            explanation=(
+                f"{{answer}}×: 1 / {SPEED_DRILL['target']} = {1 / SPEED_DRILL['target']:.3f} = "
+                f"{1 - SPEED_DRILL['g']:.2f} + {SPEED_DRILL['g']} / r + {SPEED_DRILL['c']}, so "
+                f"{SPEED_DRILL['g']} / r = "
+                f"{1 / SPEED_DRILL['target'] - (1 - SPEED_DRILL['g']) - SPEED_DRILL['c']:.3f}. "
+                f"More than the {H100_FP8_GAIN:.1f}× of the H100's FP8 peak over its BF16 "
+                f"peak: no FP8 GEMM gets this step to {SPEED_DRILL['target']}×."),
             rel_tol=0.01,
         ),
         *LESSON_DRILLS["precision"],  # predict and decide (app/lesson_drills.py)

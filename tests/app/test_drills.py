@@ -76,9 +76,10 @@ def _lora(q: str) -> float:
 
 
 def _fp8(q: str) -> float:
+    """Step 8's formula solved for the GEMM gain r that gives the wanted speed-up."""
     share = num(q, r"GEMMs take " + N + "%") / 100
-    faster, extra = num(q, r"runs them\s+" + N + " times"), num(q, r"worth " + N + "%") / 100
-    return 1 / (1 - share + share / faster + extra)
+    extra, target = num(q, r"worth " + N + "%") / 100, num(q, r"to be " + N + "×")
+    return share / (1 / target - (1 - share) - extra)
 
 
 def _colocated(q: str) -> float:

@@ -22,7 +22,9 @@ def api(client, **params):
 def test_default_is_torchtitans_llama_8b_fsdp_run(client):
     body = api(client)
     assert body["model"] == "llama-3.1-8b" and body["gpu"] == "h100-sxm"
-    assert body["ledger"]["recipe"] == "fp8-delayed" and body["baseline"]["recipe"] == "adam16"
+    # The page opens at BF16 (issue 36, EP10's second cold reading): steps 1 to 8 ask what
+    # an FP8 recipe keeps and gains, which the bench must not print before their links.
+    assert body["ledger"]["recipe"] == "adam16" and body["baseline"]["recipe"] == "adam16"
     assert body["extra_bytes"] == pytest.approx(
         body["ledger"]["total_bytes"] - body["baseline"]["total_bytes"])
     assert [r["id"] for r in body["recipes"]] == list(TRAIN_RECIPES)
@@ -147,7 +149,8 @@ def test_step_8_quotes_the_speed_the_chart_shows_when_the_student_arrives(client
     """Issue 36: step 8's prose said 1.33x and 76.2% (FP8 parameters) beside a chart that
     said 1.32x and 75.6% (the page's recipe). Its 8B figures now come from the one state the
     bench holds on arrival (the page's default, and step 7's link), so the text and the
-    chart are one computation."""
+    chart are one computation. Since the page opens at BF16 (EP10's second cold reading),
+    that state is the one step 8's first link (and step 7's) brings, not the default."""
     import re
 
     from app.charts.units import fmt_pct
@@ -161,10 +164,10 @@ def test_step_8_quotes_the_speed_the_chart_shows_when_the_student_arrives(client
     state = quoted["speed.speedup"]["data-state"]
     assert {f["data-state"] for f in step8["figs"][:8]} == {state}
     assert step7["links"][0]["href"].endswith("?" + state)
-    default = api(client)["speed"]
-    assert api(client, **dict(re.findall(r"(\w+)=([\w.-]+)", state)))["speed"] == default
+    assert step8["links"][0]["href"].endswith("?" + state)
+    default = api(client, **dict(re.findall(r"(\w+)=([\w.-]+)", state)))["speed"]
     summary = re.search(r'data-chart="precision-speed">([^<]*)<',
-                        client.get(PAGE).text).group(1)
+                        client.get(PAGE + "?" + state).text).group(1)
     assert quoted["speed.speedup"]["text"] == f"{default['speedup']:.2f}"
     assert f"{default['speedup']:.2f}× as fast" in summary
     for field in ("bf16_mfu", "fp8_mfu"):
@@ -173,7 +176,8 @@ def test_step_8_quotes_the_speed_the_chart_shows_when_the_student_arrives(client
 
 
 def test_the_speed_is_timed_over_the_micro_batches_control(client):
-    q = {"model": "llama-3.1-70b", "tp": 8, "dp": 8, "zero": 1, "seq_len": 4096}
+    q = {"model": "llama-3.1-70b", "tp": 8, "dp": 8, "zero": 1, "seq_len": 4096,
+         "recipe": "fp8-delayed"}
     one, many = (api(client, **q, microbatches=m)["speed"] for m in (1, 32))
     assert (one["microbatches"], many["microbatches"]) == (1, 32)
     assert (one["global_batch"], many["global_batch"]) == (8, 256)
@@ -238,17 +242,19 @@ def test_the_lora_derive_drill_asks_a_count_the_page_does_not_show(client):
 def test_recipes_are_named_not_given_by_their_ids(client):
     """Cold reading: the bytes-per-parameter table and chart named each row by its record id
     (adam16, adam18, fp8-delayed), words a student has never been taught."""
-    html = client.get(PAGE).text
-    table = html.split('data-chart="precision-bytes"')[2].split("</table>")[0]
-    for rid in ("adam16", "adam18", "adam12", "fp8-delayed", "fp8-blockwise"):
-        assert f">{rid}<" not in table, rid
-    assert ">BF16, fp32 gradients<" in table and ">FP8 delayed scaling<" in table
+    for recipe, name in (("adam18", "BF16, fp32 gradients"), ("fp8-delayed",
+                                                              "FP8 delayed scaling")):
+        html = client.get(PAGE, params={"recipe": recipe}).text
+        table = html.split('data-chart="precision-bytes"')[2].split("</table>")[0]
+        for rid in ("adam16", "adam18", "adam12", "fp8-delayed", "fp8-blockwise"):
+            assert f">{rid}<" not in table, rid
+        assert f">{name}<" in table
 
 
 @pytest.mark.parametrize(("params", "hides_less"), [
-    ({}, False),  # FSDP's sync is the same in both steps: nothing to explain
+    ({"recipe": "fp8-delayed"}, False),  # FSDP's sync is the same in both: nothing to explain
     ({"model": "llama-3.1-70b", "tp": 8, "dp": 8, "zero": 1, "seq_len": 4096,
-      "microbatches": 1}, True),
+      "microbatches": 1, "recipe": "fp8-delayed"}, True),
 ])
 def test_the_sync_note_says_fp8_hides_less_only_where_it_does(client, params, hides_less):
     """Cold reading: the DP / ZeRO note said '(faster compute hides less)' under 234 ms in BF16
@@ -328,3 +334,34 @@ def test_step_8_says_the_labs_rates_are_ideal_and_by_how_much(client):
     assert "50% above" not in text
 
 
+
+
+def test_round_2_cold_reading_ep10(client):
+    """EP10's second cold reading: the bench opened at FP8 delayed scaling and printed every
+    recipe's bytes per parameter (steps 1, 3, 5 and 6's answers) and the 1.33x of step 8. It
+    now opens at BF16, draws BF16 beside the chosen recipe only, and one speed bar; the bad
+    case's caption names the setup, not step 2's answer; step 9 names both growths inside e."""
+    import re
+    from html import unescape
+
+    page = client.get(PAGE).text
+    bench = page[page.index('id="precision-lab"'):]
+    bench = bench[:bench.index("</section>")]
+    table = bench.split('data-chart="precision-bytes"')[2].split("</table>")[0]
+    assert re.findall(r'<th scope="row">([^<]+)</th>', table) == ["BF16"]
+    for hidden in ("18.1", "1.33×", "FP8 delayed scaling in", "75.5 GB"):
+        assert hidden not in bench, hidden
+    html = client.get(PAGE, params={"recipe": "fp8-blockwise"}).text
+    table = html.split('data-chart="precision-bytes"')[2].split("</table>")[0]
+    assert len(re.findall(r'<th scope="row">', table)) == 2
+    text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", re.sub(
+        r'<span class="term-tip".*?</span>', "", page))))
+    nine = text[text.index("9. Break it"):text.index("10. LoRA")]
+    speed = api(client, model="llama-3.1-70b", tp=8, dp=8, zero=1, seq_len=4096,
+                microbatches=1, recipe="fp8-delayed")["speed"]
+    by = {p["name"]: p for p in speed["parts"]}
+    grown = tuple(by[k]["fp8_s"] - by[k]["bf16_s"] for k in ("zero", "comms"))
+    e = sum(grown) / speed["bf16_step_s"]
+    assert f"e = ({1e3 * grown[0]:,.0f} + {1e3 * grown[1]:,.0f}) ÷ " \
+           f"{1e3 * speed['bf16_step_s']:,.0f} = {e:.3f}" in nine
+    assert "of gradient sync and" in nine and "of TP collectives" in nine

@@ -114,7 +114,8 @@ def test_drills_hint_then_accept(page, live_server):
     answer_drill(page, "1129", "Hint")  # BF16's 16 bytes a parameter, not FP8's
     answer_drill(page, "1270", "Right")  # 18 B × 70.6B parameters
     # In page order, each in its step: step 8's Amdahl, then step 10's LoRA count.
-    answer_drill(page, "1.30", "Right", index=1)  # Amdahl: 1 / (0.34 + 0.66/1.7 + 0.04)
+    # Amdahl solved for the GEMM gain: 0.65 / (1/1.45 - 0.35 - 0.04) = 2.17
+    answer_drill(page, "2.17", "Right", index=1)
     answer_drill(page, "16.4", "Right", index=2)  # 70B, r = 8 on q, v: 80 × 8 × 25,600
 
 
