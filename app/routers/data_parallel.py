@@ -263,6 +263,10 @@ def extra_context(state) -> dict:
         "parts": PARTS, "components": COMPONENTS,
         "link_colours": {i: FAMILY_COLOURS[link_family(link)] for i, link in links().items()},
         "link_names": link_names(), "curve_links": CURVE_LINKS,
+        # The scale-up links the chart draws to 1,024 GPUs, with the most GPUs each joins: past
+        # that a curve is one hypothetical fabric (labs.data_parallel.lab.fabric_cluster).
+        "scale_up_curves": [(links()[i].name, links()[i].domain) for i in CURVE_LINKS
+                            if links()[i].kind == "scale-up" and links()[i].domain],
     }
 
 

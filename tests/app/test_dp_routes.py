@@ -306,3 +306,24 @@ def test_the_crossover_is_one_figure_in_the_prose_chart_note_and_table(client):
     assert f"Crossover T* (tokens per GPU){quoted}" in text  # the table
     printed = set(re.findall(r"T\* \(tokens per GPU\) ?([\d,]+)|T\* = ([\d,]+) tokens", text))
     assert {a or b for a, b in printed} == {quoted}
+
+
+def test_the_scaling_chart_says_its_scale_up_curves_past_a_server_are_an_upper_bound(client):
+    """EP02's round-2 cold reading: the scaling chart draws NVLink 4 and PCIe 4.0 to 1,024
+    GPUs as one fabric (PCIe's 498x above Ethernet's 310x), and a student read that PCIe scales
+    across a cluster. The curves and the GPUs control both run to 1,024; a note under the chart
+    names how many GPUs each scale-up link joins (8) and calls the rest an upper bound."""
+    import re
+
+    from labs.data_parallel.lab import CURVE_LINKS
+    from labs.hardware.links import links
+
+    html = client.get("/episodes/data-parallel").text
+    note = re.sub(r"\s+", " ", re.search(r'data-testid="scale-up-bound">(.*?)</p>', html, re.S)[1])
+    gpus = re.findall(r'<option value="(\d+)"', html.split('name="gpus"')[1].split("</select>")[0])
+    assert f"run to {int(gpus[-1]):,}" in note
+    for link_id in CURVE_LINKS:
+        link = links()[link_id]
+        said = f"{link.name} joins at most {link.domain} GPUs in a server"
+        assert (said in note) == (link.kind == "scale-up"), link_id
+    assert "upper bound" in note
