@@ -214,3 +214,86 @@ def network_figure(result) -> dict:
                "the spine")
         ),
     }
+
+
+def gemm_figure(result) -> dict:
+    """One routed expert's forward GEMMs: their share of the GPU's BF16 peak against the
+    tokens that reach the expert (log axis), with this state's mean expert and, for a model
+    with one, the shared expert that computes every token of the GPU."""
+    curve = result.gemm_curve
+    data = [{
+        "type": "scatter", "mode": "lines", "name": "one routed expert's GEMMs",
+        "x": [t for t, _ in curve], "y": [round(100 * e, 2) for _, e in curve],
+        "line": {"color": LINE_COLOUR, "width": 2},
+        "hovertemplate": "%{x:,} tokens: %{y:.1f}% of peak<extra></extra>",
+    }, {
+        "type": "scatter", "mode": "markers", "name": "each routed expert here",
+        "x": [round(result.tokens_per_expert, 2)],
+        "y": [round(100 * result.gemm_efficiency, 2)],
+        "marker": {"color": "#4c78a8", "size": 12},
+        "hovertemplate": "routed expert: %{x:,.0f} tokens, %{y:.1f}% of peak<extra></extra>",
+    }]
+    if result.shared_tokens is not None:
+        data.append({
+            "type": "scatter", "mode": "markers", "name": "the shared expert",
+            "x": [result.shared_tokens], "y": [round(100 * result.shared_efficiency, 2)],
+            "marker": {"color": "#72b7b2", "size": 12, "symbol": "diamond"},
+            "hovertemplate": "shared expert: %{x:,} tokens, %{y:.1f}% of peak<extra></extra>",
+        })
+    shared = ("" if result.shared_tokens is None else
+              f"; the shared expert, on all {result.shared_tokens:,} tokens, "
+              f"{100 * result.shared_efficiency:.0f}%")
+    return {
+        "data": data,
+        "layout": base_layout(
+            legend=LEGEND_TOP, margin=MARGIN,
+            xaxis={"title": {"text": "tokens reaching one expert"}, "type": "log",
+                   "fixedrange": True, "gridcolor": "#e6e9ef", "dtick": 1},
+            yaxis={"title": {"text": "% of BF16 peak"}, "range": [0, 100], "fixedrange": True,
+                   "gridcolor": "#e6e9ef"},
+        ),
+        "summary": (
+            f"Each routed expert gets {result.tokens_per_expert:,.0f} tokens here (T x k x EP "
+            f"/ E) and its GEMMs reach {100 * result.gemm_efficiency:.0f}% of the BF16 peak"
+            + shared
+        ),
+    }
+
+
+def balance_figure(result) -> dict:
+    """Against routing skew: the Switch balance loss over α (E·Σ f·P, 1 when balanced) and
+    the layer's time over its balanced time, both from the lab's routing at skews 0 .. 1, with
+    this state marked on each."""
+    curve = result.balance_curve
+    skew = result.input.skew
+    lines = (("balance loss ÷ balanced", 1, "#f58518", result.balance_loss),
+             ("layer time ÷ balanced", 2, "#4c78a8", result.slowdown))
+    data = []
+    for name, col, colour, here in lines:
+        data.append({
+            "type": "scatter", "mode": "lines", "name": name,
+            "x": [p[0] for p in curve], "y": [round(p[col], 4) for p in curve],
+            "line": {"color": colour, "width": 2},
+            "hovertemplate": f"skew %{{x}}: {name} %{{y:.2f}}<extra></extra>",
+        })
+        data.append({
+            "type": "scatter", "mode": "markers", "name": f"here: {name}", "showlegend": False,
+            "x": [skew], "y": [round(here, 4)], "marker": {"color": colour, "size": 11},
+            "hovertemplate": f"this state: {name} %{{y:.2f}}<extra></extra>",
+        })
+    top = max(max(p[1], p[2]) for p in curve)
+    return {
+        "data": data,
+        "layout": base_layout(
+            legend=LEGEND_TOP, margin=MARGIN,
+            xaxis={"title": {"text": "routing skew"}, "range": [-0.02, 1.02],
+                   "fixedrange": True, "gridcolor": "#e6e9ef", "dtick": 0.2},
+            yaxis={"title": {"text": "× balanced"}, "range": [0, top * 1.1],
+                   "fixedrange": True, "gridcolor": "#e6e9ef"},
+        ),
+        "summary": (
+            f"At skew {skew:g} the busiest expert gets {result.max_over_mean:.2f}x the mean: "
+            f"the balance loss is {result.balance_loss:.3g}x its balanced value, the layer "
+            f"takes {result.slowdown:.2f}x its balanced time"
+        ),
+    }

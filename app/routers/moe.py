@@ -7,7 +7,15 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import Field
 
-from app.charts.moe import PHASES, experts_figure, gpus_figure, network_figure, params_figure
+from app.charts.moe import (
+    PHASES,
+    balance_figure,
+    experts_figure,
+    gemm_figure,
+    gpus_figure,
+    network_figure,
+    params_figure,
+)
 from app.charts.rank_map import rank_map_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
@@ -125,10 +133,19 @@ def to_api(result: MoEResult) -> dict:
         "compute_s": result.compute_s,
         "layer_s": result.layer_s,
         "balanced_layer_s": result.balanced.layer_s,
+        "slowdown": result.slowdown,
         "slowest_gpu": result.slowest_gpu,
         "groups": [{"kind": s.kind, "size": s.size, "count": s.count,
                     "nodes_spanned": s.nodes_spanned, "inside_node": s.inside_node}
                    for s in result.groups],
+        "balance_loss": result.balance_loss,
+        "balance": [{"skew": k, "loss": loss, "slowdown": slow}
+                    for k, loss, slow in result.balance_curve],
+        "gemm": {"curve": [{"tokens": t, "efficiency": e} for t, e in result.gemm_curve],
+                 "tokens_per_expert": result.tokens_per_expert,
+                 "efficiency": result.gemm_efficiency,
+                 "shared_tokens": result.shared_tokens,
+                 "shared_efficiency": result.shared_efficiency},
         "leaf_nodes": inp.cluster.leaf_nodes,
         "oversubscription": inp.cluster.oversubscription,
         "network": [{"kind": g.kind, "collective": g.collective, "what": g.what,
@@ -143,7 +160,8 @@ def to_api(result: MoEResult) -> dict:
 
 def figures(result: MoEResult) -> dict:
     out = {"experts": experts_figure(result), "gpus": gpus_figure(result),
-           "params": params_figure(result), "network": network_figure(result)}
+           "params": params_figure(result), "network": network_figure(result),
+           "gemm": gemm_figure(result), "balance": balance_figure(result)}
     if result.rank_map is not None:
         colouring = result.rank_map
         spans = colouring.nodes_spanned()
@@ -181,6 +199,13 @@ def facts() -> dict:
         "v3_rail4": state(**v3, ep=64, oversubscription=4.0),
         "v3_tor2": state(**v3, ep=64, leaf_nodes=2, oversubscription=7.0),
         "v3_pod": state(**v3, ep=64, leaf_nodes=384, oversubscription=7.0),
+        # Steps 8 and 9, few tokens per expert and the shared expert: 1,024 tokens a GPU.
+        "v3_few_ep8": state(**v3, ep=8, tokens=1024),
+        "v3_few": state(**v3, ep=64, tokens=1024),
+        "v3_few_tp": state(**v3, ep=64, tokens=1024, tp=8, group="tp"),
+        "mixtral_few": state(**mx, ep=8, tokens=1024),
+        # Step 10, balancing the router: a loss or a bias.
+        "v3_skew": state(**v3, ep=64, skew=0.1),
     }
 
 
@@ -254,6 +279,10 @@ VIEW = LabView(
                 embed_height=360),
         Diagram("ranks", "Rank map: every GPU coloured by its group", embed_height=520),
         Diagram("network", "The bandwidth each kind of group gets, and where it runs",
+                embed_height=360),
+        Diagram("gemm", "The experts' GEMMs: share of peak against tokens per expert",
+                embed_height=360),
+        Diagram("balance", "What the balance loss sees against what the layer pays, by skew",
                 embed_height=360),
     ),
     labels={

@@ -188,6 +188,29 @@ class MoENetworkAnswer(BaseModel):
     tier: str = Field(description="Where it runs: gpu, nvlink, leaf or spine.")
 
 
+class MoEGemmPoint(BaseModel):
+    tokens: int = Field(description="Tokens reaching one expert.")
+    efficiency: float = Field(description="Share of the GPU's BF16 peak its forward GEMMs "
+                                          "reach.")
+
+
+class MoEGemmAnswer(BaseModel):
+    curve: list[MoEGemmPoint] = Field(description="One routed expert's GEMMs, 16 to 65,536 "
+                                                  "tokens.")
+    tokens_per_expert: float = Field(description="Mean token copies one routed expert "
+                                                 "receives here: T x k x EP / E.")
+    efficiency: float = Field(description="Its GEMMs' share of the BF16 peak.")
+    shared_tokens: int | None = Field(description="Tokens the shared expert computes on one "
+                                                  "GPU (all of them); None without one.")
+    shared_efficiency: float | None = Field(description="Its GEMMs' share of the peak.")
+
+
+class MoEBalancePoint(BaseModel):
+    skew: float
+    loss: float = Field(description="The balance loss over alpha, E x sum f_i P_i (1 balanced).")
+    slowdown: float = Field(description="The layer's time over its balanced time.")
+
+
 class MoERankMapAnswer(BaseModel):
     group: str = Field(description="The kind of group coloured.")
     gpus_per_node: int
@@ -235,8 +258,14 @@ class MoEAnswer(BaseModel):
     layer_s: float = Field(description="One MoE layer's forward: dispatch + compute + combine, "
                                        "each phase ending with its slowest GPU.")
     balanced_layer_s: float = Field(description="The same with uniform routing.")
+    slowdown: float = Field(description="layer_s / balanced_layer_s.")
     slowest_gpu: int
     groups: list[MoEGroupAnswer]
+    balance_loss: float = Field(description="The Switch balance loss over alpha at this "
+                                            "routing: E x sum f_i P_i, 1 when balanced.")
+    balance: list[MoEBalancePoint] = Field(description="The same and the layer's slowdown "
+                                                       "at skews 0, 0.1 .. 1.")
+    gemm: MoEGemmAnswer
     leaf_nodes: int = Field(description="Nodes under one leaf switch (per rail).")
     oversubscription: float = Field(description="Leaf-to-spine oversubscription, r in r:1.")
     network: list[MoENetworkAnswer] = Field(description="Each kind of group's collective on "

@@ -126,6 +126,18 @@ class MoEResult:
     # Each kind of group's traffic on the cluster's links (labs.experts.lab.network): TP, PP,
     # DP, EP, expert-DP where their degree is above 1.
     network: tuple[GroupLink, ...] = ()
+    # The experts' GEMMs against the tokens that reach one expert (labs.experts.lab.gemm):
+    # (tokens, share of the GPU's BF16 peak) on a sweep, this state's mean routed expert, and
+    # the shared expert (every local token; None without one).
+    gemm_curve: tuple[tuple[int, float], ...] = ()
+    tokens_per_expert: float = 0.0
+    gemm_efficiency: float = 0.0
+    shared_tokens: int | None = None
+    shared_efficiency: float | None = None
+    # The router's balance against skew (labs.experts.lab.balance_curve): (skew, the balance
+    # loss's E·Σ f·P, the layer's time over the balanced one), and this state's loss.
+    balance_curve: tuple[tuple[float, float, float], ...] = ()
+    balance_loss: float = 1.0
 
     @property
     def dispatch_s(self) -> float:

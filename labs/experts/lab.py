@@ -45,6 +45,8 @@ default and DeepSeek-V3 train).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from functools import lru_cache
 
 from labs.core.limits import MAX_RANK_MAP_GPUS
 from labs.experts.inputs import MoEInput, MoEResult, Routing
@@ -223,6 +225,43 @@ def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
         compute_s=compute, layer_s=layer)
 
 
+GEMM_SWEEP = tuple(2 ** i for i in range(4, 17))  # 16 .. 65,536 tokens to one expert
+
+
+def expert_efficiency(model: ModelSpec, gpu: GPUSpec, tokens: float, split: int = 1) -> float:
+    """The share of the GPU's BF16 peak one expert's forward GEMMs reach on ``tokens`` tokens
+    (``expert_seconds``: each GEMM a roofline with wave quantisation, so few tokens leave it
+    waiting on its weights' bytes and on part-empty waves), ``split`` ways wide."""
+    m = max(1, round(tokens))
+    seconds = expert_seconds(model, gpu, m, split)
+    return 2 * m * model.expert_size / split / (seconds * gpu.bf16_flops)
+
+
+BALANCE_SKEWS = tuple(i / 10 for i in range(11))
+
+
+def balance_loss(routed: tuple[int, ...]) -> float:
+    """The Switch Transformer's load-balancing loss over α (Fedus et al. 2021, eq. 4; Megatron
+    Core's ``switch_load_balancing_loss_func`` for top-k): E·Σ f_i·P_i, f_i expert i's share of
+    the routed copies and P_i its share of the router's probability. The lab's router is
+    deterministic, so P_i = f_i and the loss is E·Σ f_i²: 1 when balanced, E when one expert
+    takes every copy (top-1)."""
+    total = sum(routed)
+    return len(routed) * math.fsum((n / total) ** 2 for n in routed) if total else 1.0
+
+
+@lru_cache(maxsize=64)
+def balance_curve(inp: MoEInput, per_node: int) -> tuple[tuple[float, float, float], ...]:
+    """(skew, balance loss, layer time / balanced) at skews 0, 0.1 .. 1 for ``inp``'s layout
+    (its own skew ignored: the caller passes it at 0, so a skew slider reuses the curve)."""
+    base = route(inp, 0.0, per_node).layer_s
+    out = []
+    for skew in BALANCE_SKEWS:
+        r = route(inp, skew, per_node)
+        out.append((skew, balance_loss(r.routed_per_expert), r.layer_s / base))
+    return tuple(out)
+
+
 GRAD_BYTES = 2  # bf16 gradients, all-reduced once a step (Megatron's default grad dtype)
 
 
@@ -273,7 +312,20 @@ def simulate_moe(inp: MoEInput) -> MoEResult:
     dense_local, expert_local = max(held, key=sum)
     seq = 4096
     dense_flops = model_flops_per_token(m, seq) + 6 * (m.params - m.active_params)
+    gpu = with_matmul_efficiency(inp.cluster, inp.mfu).gpu
+    mean_tokens = sum(routed) / len(routed)
+    shared = inp.tokens if m.shared_experts else None
     return MoEResult(
+        balance_curve=balance_curve(replace(inp, skew=0.0, group="ep"), per_node),
+        balance_loss=balance_loss(routing.routed_per_expert),
+        gemm_curve=tuple((t, expert_efficiency(m, gpu, t, inp.etp)) for t in GEMM_SWEEP),
+        tokens_per_expert=mean_tokens,
+        gemm_efficiency=expert_efficiency(m, gpu, mean_tokens, inp.etp),
+        shared_tokens=shared,
+        # Megatron splits the shared experts over the TP group, as the dense MLP (each shared
+        # expert taken alone: DeepSeek-V3 and GLM have one).
+        shared_efficiency=(None if shared is None
+                           else expert_efficiency(m, gpu, shared, inp.tp)),
         input=inp, layout=layout, experts_per_gpu=m.experts // inp.ep, ep_group=ep_group,
         ep_per_node=per_node, routing=routing, balanced=balanced, slowest_gpu=slowest,
         max_over_mean=max(routed) / (sum(routed) / len(routed)),

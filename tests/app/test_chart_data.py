@@ -669,6 +669,37 @@ def test_moe_network_bars_are_each_groups_bandwidth(query):
     assert len(figs["ranks"]["layout"]["shapes"]) == -(-nodes // leaf) - 1
 
 
+@pytest.mark.parametrize("query", [{}, {"model": "deepseek-v3", "nodes": 256, "pp": 16,
+                                        "ep": 8, "tokens": 1024, "skew": 0.3}])
+def test_moe_gemm_and_balance_curves_are_the_labs(query):
+    """The GEMM curve: 2 x tokens x one expert's weights / its GEMMs' time / the BF16 peak
+    (labs.experts.lab.expert_seconds), at this state's T·k·EP/E; the balance curve: E·Σf²
+    over the routed copies and the layer over balanced, re-routed here at each skew."""
+    from labs.experts.lab import expert_seconds, route
+    from labs.hardware.kernels import with_matmul_efficiency
+
+    result, figs = figures_for("moe", query)
+    inp, m = result.input, result.input.model
+    gpu = with_matmul_efficiency(inp.cluster, inp.mfu).gpu
+    line, here, *shared = figs["gemm"]["data"]
+    for t, y in zip(line["x"], line["y"], strict=True):
+        assert y == pytest.approx(100 * 2 * t * m.expert_size
+                                  / (expert_seconds(m, gpu, t) * gpu.bf16_flops), abs=0.006)
+    assert here["x"][0] == pytest.approx(inp.tokens * m.top_k * inp.ep / m.experts, abs=0.01)
+    assert bool(shared) == bool(m.shared_experts)
+    loss, loss_here, slow, slow_here = figs["balance"]["data"]
+    base = route(inp, 0.0, result.ep_per_node).layer_s
+    for k, y_loss, y_slow in zip(loss["x"], loss["y"], slow["y"], strict=True):
+        r = route(inp, k, result.ep_per_node)
+        total = sum(r.routed_per_expert)
+        assert y_loss == pytest.approx(
+            m.experts * sum((n / total) ** 2 for n in r.routed_per_expert), abs=1e-4)
+        assert y_slow == pytest.approx(r.layer_s / base, abs=1e-4)
+    assert loss_here["x"] == slow_here["x"] == [inp.skew]
+    assert slow_here["y"][0] == pytest.approx(result.layer_s / result.balanced.layer_s,
+                                              abs=1e-4)
+
+
 # EP04's split diagram -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("query", [{}, {"tp": 2}, {"tp": 8, "model": "llama-3.1-70b"}])
@@ -777,7 +808,7 @@ COVERED = {  # lab -> the diagrams whose data a test above derives from the lab'
     "zero": {"memory", "traffic", "overlap", "crossover", "recompute", "offload"},
     "tp": {"split", "efficiency", "cost", "memory"},
     "pipeline": {"gantt", "activations", "memory"}, "cp": {"mask", "pairs", "cost"},
-    "moe": {"experts", "gpus", "params", "ranks", "network"},
+    "moe": {"experts", "gpus", "params", "ranks", "network", "gemm", "balance"},
     "recipe": {"step", "causes", "memory", "timeline"},
     "placement": {"cluster", "memory", "timeline"},
     "precision": {"ledger", "bytes", "finetune", "offload", "speed"},

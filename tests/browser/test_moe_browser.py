@@ -90,7 +90,8 @@ def test_drills(page, live_server):
             expect(page.locator(f"#drill-{drill_id} .drill-feedback")).to_contain_text(feedback)
 
 
-@pytest.mark.parametrize("diagram", ["experts", "gpus", "params", "ranks", "network"])
+@pytest.mark.parametrize("diagram", ["experts", "gpus", "params", "ranks", "network", "gemm",
+                                     "balance"])
 def test_each_diagram_embeds_alone(page, diagram):
     page.goto(f"/embed/moe/{diagram}?{MIXTRAL}&skew=0.5")
     wait_drawn(page)
