@@ -221,7 +221,15 @@ def gemm_figure(result) -> dict:
     tokens that reach the expert (log axis), with this state's mean expert and, for a model
     with one, the shared expert that computes every token of the GPU."""
     curve = result.gemm_curve
+    here = result.tokens_per_expert
+    # The curve up to this state's expert, shaded: how far along it the routed experts sit.
+    upto = [(t, e) for t, e in curve if t < here] + [(here, result.gemm_efficiency)]
     data = [{
+        "type": "scatter", "mode": "none", "name": "up to the tokens each expert gets",
+        "x": [round(t, 2) for t, _ in upto], "y": [round(100 * e, 2) for _, e in upto],
+        "fill": "tozeroy", "fillcolor": "rgba(76,120,168,0.18)", "hoverinfo": "skip",
+        "showlegend": False,
+    }, {
         "type": "scatter", "mode": "lines", "name": "one routed expert's GEMMs",
         "x": [t for t, _ in curve], "y": [round(100 * e, 2) for _, e in curve],
         "line": {"color": LINE_COLOUR, "width": 2},
@@ -282,10 +290,14 @@ def balance_figure(result) -> dict:
             "hovertemplate": f"this state: {name} %{{y:.2f}}<extra></extra>",
         })
     top = max(max(p[1], p[2]) for p in curve)
+    # The skews up to this state's, shaded: the stretch of each curve the router has climbed.
+    climbed = [{"type": "rect", "xref": "x", "yref": "paper", "x0": 0, "x1": skew, "y0": 0,
+                "y1": 1, "fillcolor": "rgba(76,120,168,0.15)", "line": {"width": 0},
+                "layer": "below"}] if skew > 0 else []
     return {
         "data": data,
         "layout": base_layout(
-            legend=LEGEND_TOP, margin=MARGIN,
+            legend=LEGEND_TOP, margin=MARGIN, shapes=climbed,
             xaxis={"title": {"text": "routing skew"}, "range": [-0.02, 1.02],
                    "fixedrange": True, "gridcolor": "#e6e9ef", "dtick": 0.2},
             yaxis={"title": {"text": "× balanced"}, "range": [0, top * 1.1],

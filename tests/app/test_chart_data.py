@@ -681,7 +681,8 @@ def test_moe_gemm_and_balance_curves_are_the_labs(query):
     result, figs = figures_for("moe", query)
     inp, m = result.input, result.input.model
     gpu = with_matmul_efficiency(inp.cluster, inp.mfu).gpu
-    line, here, *shared = figs["gemm"]["data"]
+    area, line, here, *shared = figs["gemm"]["data"]
+    assert area["x"][-1] == here["x"][0] and area["y"][-1] == here["y"][0]
     for t, y in zip(line["x"], line["y"], strict=True):
         assert y == pytest.approx(100 * 2 * t * m.expert_size
                                   / (expert_seconds(m, gpu, t) * gpu.bf16_flops), abs=0.006)
