@@ -117,6 +117,10 @@ GLOSSARY: tuple[Term, ...] = (
          "Schedules that split the backward into B (the input's gradient, which the previous "
          "stage waits for) and W (the weights' gradient, which nothing waits for) and run W in "
          "the idle slots."),
+    Term("makespan", "Makespan", r"\bmakespan\b",
+         "The length of a whole schedule, from the first task's start to the last one's end: "
+         "for a pipeline, one step's time, idle slots included. EP05 writes it in f, one "
+         "stage's forward of one micro-batch."),
     Term("weak-scaling", "Weak scaling", r"\bweak scaling\b",
          "Adding GPUs while each keeps the same work: the batch grows with the GPUs."),
     Term("strong-scaling", "Strong scaling", r"\bstrong scaling\b",

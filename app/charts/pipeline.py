@@ -75,8 +75,8 @@ def gantt_figure(result) -> dict:
         "summary": (
             f"{schedule_name(inp.schedule)}, {p} stages × {inp.microbatches} micro-batches"
             f"{chunks}: {fmt_pct(result.bubble_fraction)} of rank time idle, measured "
-            f"(textbook {fmt_pct(result.textbook_bubble)}); makespan "
-            f"{result.makespan:,.1f} f"
+            f"(textbook {fmt_pct(result.textbook_bubble)}); the step takes "
+            f"{result.makespan:,.1f} f (f: one stage's forward of one micro-batch)"
         ),
     }
 

@@ -168,6 +168,16 @@ def _text(value) -> str:
 PLAN = {"tp": "tp", "pp": "pp", "cp": "cp", "dp": "dp", "ep": "ep"}
 
 
+def dense(q) -> str:
+    """EP07 places experts: with a dense shared model it has none to place. Its panel said so
+    only by drawing its own default model (Mixtral) under a Llama plan (issue 36, EP12's cold
+    reading, item 9): it now says why instead of drawing another model beside the plan."""
+    if get_model(q.model).is_moe:
+        return ""
+    return (f"{get_model(q.model).name} is dense: it has no experts for EP07's lab to place. "
+            "Pick a mixture-of-experts model (Mixtral 8x7B, DeepSeek-V3) to see this panel")
+
+
 def pure_dp(episode: str) -> Callable[[Any], str]:
     """EP02 and EP03 model data parallelism alone: every GPU a replica (EP02) or a ZeRO shard
     (EP03) of the whole model. A plan with model parallelism is outside them: fed its DP degree
@@ -214,7 +224,7 @@ PANELS: tuple[Panel, ...] = (
           blame={"link": "inter_link"}, default="mask"),
     Panel(moe.VIEW, {"model": moe_model, "link": node_cluster, "nodes": "nodes", "tp": "tp",
                      "pp": "pp", "cp": "cp", "ep": "ep"},
-          blame={"model": "moe_model", "link": "gpu"}, default="experts"),
+          blame={"model": "moe_model", "link": "gpu"}, default="experts", outside=dense),
     Panel(recipe_router.VIEW, {"model": "model", "gpu": "gpu", "nodes": "nodes",
                                "gpus_per_node": "gpus_per_node", "intra_link": "intra_link",
                                "inter_link": "inter_link", **PLAN, "zero": "zero",
