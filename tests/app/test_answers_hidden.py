@@ -25,7 +25,8 @@ from tests.app.test_step_beats import BEATS, steps
 
 # The lessons whose every number prediction declares its `answer` (owners add theirs once
 # they have): a number prediction there without one fails below.
-DECLARED = ["memory", "dp", "zero", "tp", "pipeline", "cp", "moe", "recipe", "failures"]
+DECLARED = ["memory", "dp", "zero", "tp", "pipeline", "cp", "moe", "recipe", "failures",
+            "placement", "playground"]
 
 # Phrases that print a step's answer figure as another quantity, each with why it is not the
 # answer: struck from the screen's text for that step only, so the figure is still looked for
