@@ -128,6 +128,13 @@ def tp_sp_why(answer: dict) -> str:
             "{value}.")
 
 
+# EP08's 2-D against 3-D drill (step 13): Llama 3.1 70B on 32 H100 nodes, 64 sequences of
+# 8,192 tokens a step, a cluster and batch the step's chart does not show.
+TWO_D_256 = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 32, "gpus_per_node": 8,
+             "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 8192, "zero": 1,
+             "recompute": "flash", "pp": 1}
+
+
 LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
     "memory": (
         predict(
@@ -520,6 +527,40 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
             solution="{best}. Step: EP overlap {ep}, TP overlap 'all' {tp}, DeepEP {deepep}, "
                      "ZeRO-3 {zero3}. The all-to-all blocks every MoE layer in both passes; "
                      "overlapped, only its SMs' share (20 of 132) stays on the critical path."),
+        decide(
+            "recipe-decide-2d",
+            "Llama 3.1 70B on 256 H100s (32 nodes of 8, NVLink inside, InfiniBand NDR "
+            "between), 64 sequences of 8,192 tokens a step, flash attention, no "
+            "recomputation. Which plan gives the shortest step?",
+            "recipe", "step_s",
+            (("fsdp4", "FSDP + TP: TP4 × DP64, ZeRO-3, one micro-batch",
+              {**TWO_D_256, "tp": 4, "dp": 64, "zero": 3, "microbatches": 1},
+              "No bubble, and each GPU still computes a whole 8,192-token sequence per "
+              "micro-batch: enough to hide most of FSDP's gathers one layer ahead. Step "
+              "{value}."),
+             ("fsdp8", "FSDP + TP: TP8 × DP32, ZeRO-3, two micro-batches",
+              {**TWO_D_256, "tp": 8, "dp": 32, "zero": 3, "microbatches": 2},
+              "TP8 halves each GPU's compute but not its TP traffic (EP04), and its FSDP group "
+              "now has one GPU per node, so the gathers hide less too. Step {value}."),
+             ("interleaved", "TP4 × PP4 × DP16, interleaved 1F1B with 4 chunks, 4 "
+              "micro-batches",
+              {**TWO_D_256, "tp": 4, "pp": 4, "dp": 16, "microbatches": 4,
+               "schedule": "interleaved-1f1b", "virtual": 4},
+              "Interleaving cuts the bubble of 4 stages and 4 micro-batches from 3/7 to "
+              "3/(4·4 + 3) = 3/19 of the step, but it still idles, longer than FSDP's "
+              "exposed gathers. Step {value}."),
+             ("pipeline", "TP8 × PP4 × DP8, 1F1B, 8 micro-batches",
+              {**TWO_D_256, "tp": 8, "pp": 4, "dp": 8, "microbatches": 8},
+              "8 micro-batches on 4 stages idle 3/11 of the step, and TP8 pays TP's traffic "
+              "on half the compute. Step {value}.")),
+            best="min", fmt=ms,
+            hint="How many micro-batches does each 3-D replica get to fill its bubble, and "
+                 "how many tokens does each GPU compute per FSDP gather?",
+            solution="{best}. Step: TP4 × DP64 FSDP {fsdp4}, TP8 × DP32 FSDP {fsdp8}, "
+                     "TP4 × PP4 × DP16 interleaved {interleaved}, TP8 × PP4 × DP8 "
+                     "{pipeline}. With 64 sequences on 256 GPUs a 3-D replica has few "
+                     "micro-batches to fill its bubble, while FSDP needs only one sequence "
+                     "per group of t GPUs and hides its gathers behind it."),
     ),
     "placement": (
         predict(

@@ -6,6 +6,7 @@ from app.charts.units import fmt_ms
 from labs.model.flops import hardware_flops_per_token, model_flops_per_token
 from labs.recipe.inputs import RecipeResult
 from labs.recipe.overlap import LABELS, timeline
+from labs.recipe.two_d import NAMES, family
 
 
 def hfu_of(r: RecipeResult) -> float:
@@ -120,3 +121,48 @@ def timeline_api(r: RecipeResult) -> dict | None:
             "exposed_s": line.exposed, "charged_s": line.charged(),
             "sm_share": line.sm_share, "charged_sm_s": line.charged_sm_s,
             "uncharged_sm_s": line.uncharged_sm_s, "summary": summary}
+
+
+def _plan_words(p) -> str:
+    """TP4 × DP16, ZeRO-3 or TP4 × PP4 × DP4, ZeRO-1: the layout and the ZeRO stage."""
+    dims = [f"TP{p.tp}"] + ([f"PP{p.pp}"] if p.pp > 1 else []) \
+        + ([f"EP{p.ep}"] if p.ep > 1 else []) + [f"DP{p.dp}"]
+    return " × ".join(dims) + f", ZeRO-{p.zero}"
+
+
+def _best_api(ranked) -> dict | None:
+    if ranked is None:
+        return None
+    r = ranked.result
+    dp = next((t for t in r.timing.parts if t.name == "dp"), None) if r.timing else None
+    return {"label": _plan_words(r.plan), "plan": plan_api(r), "step_s": r.step_s,
+            "tokens_per_s": r.tokens_per_s, "tokens_per_s_per_gpu": r.tokens_per_s / r.gpus,
+            "memory_per_gpu_bytes": r.memory_per_gpu_bytes, "mfu": r.mfu,
+            "bubble_fraction": r.bubble_fraction, "bubble_s": r.segments["bubble"],
+            "stages_s": r.segments["stages"], "dp_exposed_s": r.segments["dp"],
+            "dp_bytes_per_step": dp.bytes_per_step if dp else 0.0,
+            "dp_seconds": dp.seconds if dp else 0.0, "dp_group": dp.group if dp else 1}
+
+
+def two_d_api(two, r: RecipeResult) -> dict | None:
+    """Each family's best plan by cluster size (labs.recipe.two_d), the page's own plan's
+    family and GPUs, and a sentence for the page's GPU count."""
+    if two is None:
+        return None
+    points = [{"nodes": p.nodes, "gpus": p.gpus, "winner": p.winner(),
+               "best": {k: _best_api(b) for k, b in p.best.items()},
+               "failed": dict(p.failed)} for p in two.points]
+    here = next(p for p in points if p["nodes"] == r.nodes)
+    said = []
+    for key, name in NAMES.items():
+        b = here["best"][key]
+        said.append(f"best {name}: {b['label']}, {fmt_ms(b['step_s'])} a step, "
+                    f"{b['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, "
+                    f"{b['memory_per_gpu_bytes'] / 1e9:.1f} GB per GPU" if b else
+                    f"no {name} plan passes ({here['failed'][key]})")
+    summary = f"On {r.gpus:,} GPUs, {two.global_batch:,} sequences a step: " + "; ".join(said)
+    return {"global_batch": two.global_batch, "seq_len": two.seq_len, "gpus": r.gpus,
+            "nodes": r.nodes, "family": family(r.plan), "points": points,
+            "label": _plan_words(r.plan), "passes": r.passes,
+            "tokens_per_s_per_gpu": r.tokens_per_s / r.gpus,
+            "summary": summary}

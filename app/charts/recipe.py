@@ -1,8 +1,16 @@
 """EP08's diagrams: the step as one bar (compute, exposed communication, bubble) and each
 pipeline stage's memory against the GPU."""
 
-from app.charts import base_layout, gpu_line_legend, gpu_memory_line, short_gpu_name
-from app.charts.units import fmt_bytes, fmt_pct, gb_axis
+import math
+
+from app.charts import (
+    base_layout,
+    chosen_band,
+    gpu_line_legend,
+    gpu_memory_line,
+    short_gpu_name,
+)
+from app.charts.units import fmt_bytes, fmt_ms, fmt_pct, gb_axis
 from labs.recipe.inputs import SEGMENT_LABELS
 
 # Step segment -> (label, colour), in the order the bar stacks them (left first).
@@ -238,4 +246,82 @@ def timeline_figure(line: dict) -> dict:
                     "font": {"size": 10}},
         ),
         "summary": line["summary"],
+    }
+
+
+TWO_D = {"2d": ("FSDP + TP (2-D)", "#f58518", "circle"),
+         "3d": ("TP + PP + DP (3-D)", "#4c78a8", "square")}
+
+
+def two_d_figure(two: dict | None) -> dict | None:
+    """``two``: the answer's ``two_d`` (app.recipe_answer.two_d_api). Tokens per second per GPU
+    of each family's best plan against the GPUs (log axis, the page's global batch); a cross
+    on the axis where a family has no plan that passes; the page's GPUs banded and its own
+    plan marked."""
+    if two is None:
+        return None
+    points = two["points"]
+    xs = [p["gpus"] for p in points]
+    data = []
+    for key, (name, colour, symbol) in TWO_D.items():
+        best = [p["best"][key] for p in points]
+        data.append({
+            "type": "scatter", "mode": "lines+markers", "name": name,
+            "x": xs, "y": [round(b["tokens_per_s_per_gpu"], 1) if b else None for b in best],
+            "line": {"color": colour, "width": 2.5}, "connectgaps": False,
+            "marker": {"color": colour, "size": 9, "symbol": symbol},
+            "customdata": [[b["label"], fmt_ms(b["step_s"]), fmt_bytes(b["memory_per_gpu_bytes"])]
+                           if b else ["", "", ""] for b in best],
+            "hovertemplate": "%{x:,} GPUs: %{customdata[0]}, %{y:,.0f} tokens/s per GPU, "
+                             "%{customdata[1]} a step, %{customdata[2]} per GPU"
+                             f"<extra>{name}</extra>"})
+        missing = [p for p in points if p["best"][key] is None]
+        if missing:
+            data.append({
+                "type": "scatter", "mode": "markers", "name": f"no {name} plan passes",
+                "showlegend": False, "x": [p["gpus"] for p in missing], "y": [0] * len(missing),
+                "marker": {"color": colour, "size": 10, "symbol": "x-thin",
+                           "line": {"color": colour, "width": 2}},
+                "customdata": [p["failed"][key] for p in missing],
+                "hovertemplate": f"%{{x:,}} GPUs: no {name} plan passes (%{{customdata}})"
+                                 "<extra></extra>"})
+    here = two["gpus"]
+    if two["passes"]:
+        data.append({"type": "scatter", "mode": "markers", "name": "This plan",
+                     "x": [here], "y": [round(two["tokens_per_s_per_gpu"], 1)],
+                     "marker": {"size": 15, "color": "rgba(0,0,0,0)",
+                                "line": {"color": "#1d2330", "width": 3}},
+                     "hovertemplate": f"This plan, {two['label']}: %{{y:,.0f}} tokens/s per "
+                                      "GPU<extra></extra>"})
+    ys = [b["tokens_per_s_per_gpu"] for p in points for b in p["best"].values() if b]
+    top = max(ys + [two["tokens_per_s_per_gpu"], 1.0]) * 1.12
+    kind = {"2d": "2-D", "3d": "3-D"}.get(two["family"], "neither family")
+    state = (f"This plan ({kind}), {two['label']}: "
+             + (f"{two['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU" if two["passes"]
+                else "fails an audit"))
+    return {
+        "data": data,
+        "layout": base_layout(
+            margin={"l": 56, "r": 8, "t": 40, "b": 44},
+            xaxis={"type": "log", "tickvals": xs, "ticktext": [f"{x:,}" for x in xs],
+                   "title": {"text": f"GPUs ({two['global_batch']:,} sequences a step)",
+                             "standoff": 6},
+                   "range": [math.log10(xs[0]) - 0.08, math.log10(xs[-1]) + 0.08],
+                   "gridcolor": "#e6e9ef", "fixedrange": True},
+            yaxis={"title": {"text": "tokens/s per GPU"}, "range": [0, top],
+                   "gridcolor": "#e6e9ef", "fixedrange": True, "rangemode": "tozero"},
+            shapes=[chosen_band(here / 1.25, here * 1.25)],
+            annotations=[{"xref": "paper", "yref": "paper", "x": 0, "y": 1, "xanchor": "left",
+                          "yanchor": "bottom", "yshift": 2, "align": "left",
+                          "showarrow": False, "font": {"size": 12}, "text": state}],
+            legend={"orientation": "h", "y": -0.2, "x": 0, "yanchor": "top"},
+        ),
+        "summary": two["summary"],
+        # The chart's table: each size, each family's best plan (or why none), the faster.
+        "rows": [{"gpus": p["gpus"], "here": p["gpus"] == here,
+                  "winner": TWO_D[p["winner"]][0] if p["winner"] else "neither",
+                  **{key: (f"{b['label']}: {fmt_ms(b['step_s'])}, "
+                           f"{b['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, "
+                           f"{fmt_bytes(b['memory_per_gpu_bytes'])}" if b else "none passes")
+                     for key, b in p["best"].items()}} for p in points],
     }

@@ -14,6 +14,7 @@ from app.charts.recipe import (
     memory_figure,
     step_figure,
     timeline_figure,
+    two_d_figure,
 )
 from app.cluster_controls import (
     INTER,
@@ -68,6 +69,7 @@ from app.recipe_answer import (
     plan_api,
     result_api,
     timeline_api,
+    two_d_api,
 )
 from app.routers.pipeline import SCHEDULE_LABELS
 from app.schemas import RecipeAnswer
@@ -94,6 +96,7 @@ from labs.recipe.inputs import SOFTWARE, Plan, RecipeResult
 from labs.recipe.lab import evaluate
 from labs.recipe.replan import Replan, nearest
 from labs.recipe.runs import BY_ID, check, checks, summary, utilisation
+from labs.recipe.two_d import TwoD, compare_cached, sweep_nodes
 
 router = APIRouter()
 
@@ -159,6 +162,7 @@ class RecipeState:
     result: RecipeResult
     replan: Replan | None
     exports: dict[str, Export]
+    two_d: TwoD | None = None  # step 13: the best 2-D plan against the best 3-D as it grows
 
 
 def run(query: RecipeQuery) -> RecipeState:
@@ -184,7 +188,10 @@ def run(query: RecipeQuery) -> RecipeState:
         replan = nearest(plan, new_model, cluster, query.replan_nodes or query.nodes,
                          query.matmul_efficiency)
     exports = {f: export(plan, model, f) for f in EXPORT_FORMATS} if result.legal else {}
-    return RecipeState(result, replan, exports)
+    two_d = compare_cached(model, cluster, plan.seq_len, plan.global_batch,
+                           sweep_nodes(query.nodes, query.gpus_per_node), plan.recipe,
+                           query.matmul_efficiency, plan.software()) if result.legal else None
+    return RecipeState(result, replan, exports, two_d)
 
 
 def to_api(state: RecipeState) -> dict:
@@ -198,6 +205,7 @@ def to_api(state: RecipeState) -> dict:
     }
     answer.update(micro_api(state.result, causes))
     answer["timeline"] = timeline_api(state.result)
+    answer["two_d"] = two_d_api(state.two_d, state.result)
     return answer
 
 
@@ -206,7 +214,8 @@ def figures(state: RecipeState) -> dict:
     if not r.legal:
         return {}
     return {"step": step_figure(r, state.replan), "causes": causes_figure(r, micro_api(r)),
-            "timeline": timeline_figure(timeline_api(r)), "memory": memory_figure(r)}
+            "timeline": timeline_figure(timeline_api(r)), "memory": memory_figure(r),
+            "twod": two_d_figure(two_d_api(state.two_d, r))}
 
 
 def api_errors(state: RecipeState) -> dict[str, str]:
@@ -241,6 +250,37 @@ OVERLAPS = {"ov": {}, "ov_tp_none": {"tp_overlap": "none"}, "ov_tp_all": {"tp_ov
             "ov_ep": {"ep_overlap": True}}
 
 
+# Two dimensions before three (step 13): Llama 3.1 70B on 8 H100 nodes, 128 sequences of 8,192
+# tokens a step; the step links to each family's best plan the lab finds (not typed in here).
+TWO_D_JOB = {**WORKED, "nodes": 8}
+TWO_D_ANY = {"tp": 8, "pp": 2, "dp": 4, "microbatches": 32}  # any plan of the batch: its two_d
+PLAN_FIELDS = ("tp", "pp", "dp", "zero", "recompute", "schedule", "virtual", "micro_batch",
+               "microbatches", "first_stage_layers", "last_stage_layers")
+
+
+def best_params(answer: dict, nodes: int, key: str) -> dict | None:
+    """The page's query for family ``key``'s best plan at ``nodes`` in an answer's two_d."""
+    point = next(p for p in answer["two_d"]["points"] if p["nodes"] == nodes)
+    best = point["best"][key]
+    return None if best is None else {"nodes": nodes, **{k: best["plan"][k]
+                                                         for k in PLAN_FIELDS}}
+
+
+def two_d_facts(state) -> dict:
+    """Step 13's states: each family's best plan on 8 nodes, the 3-D plan where the batch
+    leaves 2-D none (the sweep's largest cluster with no 2-D plan), and 2 nodes' best."""
+    any_plan = state(**TWO_D_JOB, **TWO_D_ANY)
+    points = any_plan["api"]["two_d"]["points"]
+    out = {"td": any_plan,
+           **{f"td{k[0]}": state(**{**TWO_D_JOB, **best_params(any_plan["api"], 8, k)})
+              for k in ("2d", "3d")}}
+    past = [p["nodes"] for p in points if p["best"]["2d"] is None and p["best"]["3d"]
+            and p["nodes"] > 8]
+    if past:
+        out["td_past"] = state(**{**TWO_D_JOB, **best_params(any_plan["api"], past[0], "3d")})
+    return out
+
+
 @lru_cache(maxsize=1)
 def facts() -> dict:
     """The states the lesson links to, each with the JSON its prose quotes (same query model,
@@ -266,6 +306,7 @@ def facts() -> dict:
         "full": state(**{**SEED, "recompute": "full"}),
         # What hides behind what: one plan with TP, EP, DP and ZeRO to overlap.
         **{name: state(**{**MIXTRAL, **change}) for name, change in OVERLAPS.items()},
+        **two_d_facts(state),
     }
 
 
@@ -378,6 +419,8 @@ VIEW = LabView(
         Diagram("timeline", "What hides behind what: one micro-batch's compute and "
                 "communication streams", embed_height=420),
         Diagram("memory", "Memory per GPU on each pipeline stage", embed_height=440),
+        Diagram("twod", "Two dimensions before three: the best FSDP + TP plan against the "
+                "best TP + PP + DP plan as the cluster grows", embed_height=460),
     ),
     labels={
         "model": "Model", "params": "Custom params", "gpu": "GPU", "nodes": "Nodes",

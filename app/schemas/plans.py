@@ -128,6 +128,50 @@ class RecipeTimeline(BaseModel):
     summary: str
 
 
+class TwoDBest(BaseModel):
+    label: str = Field(description="The plan's layout and ZeRO stage, e.g. TP4 x DP16, ZeRO-3.")
+    plan: dict = Field(description="The plan's controls, as /api/recipe's plan.")
+    step_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    memory_per_gpu_bytes: float | None
+    mfu: float
+    bubble_fraction: float
+    bubble_s: float = Field(description="The step's bubble segment (3-D).")
+    stages_s: float = Field(description="The end stages' extra work (embedding, loss).")
+    dp_exposed_s: float = Field(description="The step's DP segment: FSDP's per-layer "
+                                            "gathers and reduce-scatters left exposed (2-D), "
+                                            "or the once-a-step gradient sync's (3-D).")
+    dp_bytes_per_step: float = Field(description="Bytes each GPU moves for DP/ZeRO a step.")
+    dp_seconds: float = Field(description="Those bytes' time, hidden and exposed.")
+    dp_group: int = Field(description="GPUs in a data-parallel group.")
+
+
+class TwoDPoint(BaseModel):
+    nodes: int
+    gpus: int
+    winner: str | None = Field(description="2d or 3d: the faster family's key (None: neither "
+                                           "has a plan that passes).")
+    best: dict[str, TwoDBest | None] = Field(description="Each family's fastest plan that "
+                                                         "passes every audit (the planner's).")
+    failed: dict[str, str] = Field(description="Why a family has none ('' where it has one).")
+
+
+class RecipeTwoD(BaseModel):
+    global_batch: int = Field(description="Sequences a step, the page's: every plan keeps it.")
+    seq_len: int
+    gpus: int
+    nodes: int
+    family: str | None = Field(description="The page's plan's family: 2d (PP 1, ZeRO-3), 3d "
+                                           "(PP > 1, ZeRO 0 or 1), or None.")
+    label: str
+    passes: bool
+    tokens_per_s_per_gpu: float
+    points: list[TwoDPoint] = Field(description="Powers of two of nodes up to 128, and the "
+                                                "page's own.")
+    summary: str
+
+
 class RecipeAnswer(RecipeResultAnswer):
     replan: RecipeReplanAnswer | None
     micro_causes: list[RecipeCause] = Field(
@@ -143,6 +187,12 @@ class RecipeAnswer(RecipeResultAnswer):
         description="What hides behind what: the step's last micro-batch on the slowest "
                     "stage as a compute and a communication lane (labs.recipe.overlap). "
                     "None for a plan that cannot run.")
+    two_d: RecipeTwoD | None = Field(
+        description="Two dimensions before three: the best FSDP + TP plan (PP 1, ZeRO-3) "
+                    "against the best TP + PP + DP plan (ZeRO 0 or 1) for the same model, "
+                    "links, global batch and software as the cluster grows "
+                    "(labs.recipe.two_d, the planner held to each family). None for a plan "
+                    "that cannot run.")
 
 class PlacementPool(BaseModel):
     role: str = Field(description="training, rollout, prefill, decode or colocated.")

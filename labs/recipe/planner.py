@@ -167,6 +167,9 @@ class PlanRequest:
     zero_stages: tuple[int, ...] = ZERO_STAGES
     recompute_modes: tuple[str, ...] | None = None  # None: by the attention kernel (above)
     cp_sizes: tuple[int, ...] = PLAN_CP
+    # Pipeline stages: None any, False none (PP 1: the 2-D family, FSDP + TP), True at least
+    # two (the 3-D family; labs.recipe.two_d compares the two).
+    pipeline: bool | None = None
 
     def __post_init__(self) -> None:
         whole("gpus", self.gpus, 1, MAX_PLAN_GPUS, "GPUs")
@@ -263,7 +266,8 @@ def shapes(req: PlanRequest) -> list[Plan]:
     tps = [t for t in divisors(g) if m.heads % t == 0 and kv % t == 0]
     splits = {p: (0, 0) if m.layers % p == 0 else uneven_split(m.layers, p)
               for p in range(1, min(MAX_STAGES, m.layers) + 1) if gpus % p == 0}
-    pps = [p for p, split in splits.items() if split is not None]
+    pps = [p for p, split in splits.items() if split is not None
+           and (req.pipeline is None or (p > 1) == req.pipeline)]
     cps = [c for c in sorted(req.cp_sizes) if req.seq_len % (2 * c) == 0 or c == 1]
     eps = [e for e in divisors(m.experts, gpus)] if m.is_moe else [1]
     per_shape = len(req.zero_stages) * len(req.recompute_modes)

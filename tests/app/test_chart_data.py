@@ -492,6 +492,42 @@ def test_recipe_timeline_bars_are_the_events_and_the_step_bars_charge(query):
         close([seconds * times], [r.segments[kind]], 1e-5 * times * 20, kind)
 
 
+@pytest.mark.parametrize("query", [{}, {"model": "llama-3.1-70b", "gpu": "h100-sxm",
+                                       "intra_link": "nvlink-4", "inter_link": "ib-ndr",
+                                       "seq_len": "8192", "tp": "4", "pp": "1", "dp": "16",
+                                       "zero": "3", "recompute": "flash", "microbatches": "8"}])
+def test_recipe_twod_lines_are_each_familys_best_plan_and_mark_this_one(query):
+    """Each family's line is the planner's best plan of that family at each cluster size
+    (labs.recipe.two_d.compare, searched again here), in tokens/s per GPU; a size with none
+    is a gap on the line and a cross on the axis; the page's own plan is the marked point."""
+    from labs.recipe.lab import evaluate
+    from labs.recipe.two_d import FAMILIES, NAMES, family, sweep_nodes
+
+    recipe, figs = figures_for("recipe", query)
+    r = recipe.result
+    fig = figs["twod"]
+    nodes = sweep_nodes(r.nodes, r.cluster.gpus_per_node)
+    traces = {t["name"]: t for t in fig["data"]}
+    for key in FAMILIES:
+        line = traces[NAMES[key]]
+        assert line["x"] == [n * r.cluster.gpus_per_node for n in nodes]
+        drawn = dict(zip(line["x"], line["y"], strict=True))
+        missing = traces.get(f"no {NAMES[key]} plan passes")
+        for p in recipe.two_d.points:
+            b = p.best[key]
+            if b is None:
+                assert drawn[p.gpus] is None and p.gpus in missing["x"]
+                continue
+            # The family's own plan, passing, timed by the recipe lab as the page times it.
+            again = evaluate(b.plan, r.model, r.cluster, p.nodes)
+            assert family(b.plan) == key and again.passes
+            close([drawn[p.gpus]], [again.tokens_per_s / p.gpus], 0.05, f"{key} at {p.gpus}")
+            assert missing is None or p.gpus not in missing["x"]
+    mine = traces["This plan"]
+    assert mine["x"] == [r.gpus]
+    close(mine["y"], [r.tokens_per_s / r.gpus], 0.05, "this plan")
+
+
 # EP04 ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -810,7 +846,7 @@ COVERED = {  # lab -> the diagrams whose data a test above derives from the lab'
     "tp": {"split", "efficiency", "cost", "memory"},
     "pipeline": {"gantt", "activations", "memory"}, "cp": {"mask", "pairs", "cost"},
     "moe": {"experts", "gpus", "params", "ranks", "network", "gemm", "balance"},
-    "recipe": {"step", "causes", "memory", "timeline"},
+    "recipe": {"step", "causes", "memory", "timeline", "twod"},
     "placement": {"cluster", "memory", "timeline"},
     "precision": {"ledger", "bytes", "finetune", "offload", "speed"},
     "failures": {"rate", "time", "interval", "scale"},

@@ -528,3 +528,35 @@ def test_ep08_round_2_figures_come_from_the_engine(client):
     h100 = f["h100"]["api"]["matmul_efficiency"]
     assert f"{SLOWEST_GPU:.3f}" in ten and f"{100 * h100:.1f}%" in ten
     assert "global batch kept" not in _step(html, 9).split("Why")[0]
+
+
+def test_api_two_d_is_each_familys_best_plan_by_cluster_and_documented(client):
+    """/api/recipe's two_d (EP08 step 13): for the page's model, links and global batch, each
+    family's best plan at each cluster size, the page's own plan's family, and its OpenAPI
+    schema; a bad control is a 422 naming it."""
+    body = client.get("/api/recipe", params=SEED).json()
+    two = body["two_d"]
+    assert two["global_batch"] == 2 * 16 and two["gpus"] == 64 and two["family"] == "3d"
+    assert [p["nodes"] for p in two["points"]] == [2, 4, 8, 16, 32, 64, 128]
+    for p in two["points"]:
+        for key, best in p["best"].items():
+            if best is None:
+                assert p["failed"][key]
+                continue
+            plan = best["plan"]
+            assert (plan["pp"] > 1) == (key == "3d") and (plan["zero"] == 3) == (key == "2d")
+            assert plan["micro_batch"] * plan["microbatches"] * plan["dp"] == 32
+            assert best["tokens_per_s_per_gpu"] == pytest.approx(
+                best["tokens_per_s"] / p["gpus"], rel=1e-9)
+        found = {k: b["step_s"] for k, b in p["best"].items() if b}
+        assert p["winner"] == (min(found, key=found.get) if found else None)
+    assert "two_d" in body and f"{two['gpus']:,} GPUs" in two["summary"]
+    schema = client.get("/openapi.json").json()["components"]["schemas"]
+    assert {"RecipeTwoD", "TwoDPoint", "TwoDBest"} <= set(schema)
+    assert "two_d" in schema["RecipeAnswer"]["properties"]
+    # A plan that fails an audit still gets the comparison, itself unmarked.
+    spilled = client.get("/api/recipe", params={**SEED, "tp": 16, "dp": 1}).json()["two_d"]
+    assert spilled["passes"] is False and spilled["family"] == "3d"
+    assert spilled["global_batch"] == 16
+    bad = client.get("/api/recipe", params={**SEED, "microbatches": "many"})
+    assert bad.status_code == 422 and "microbatches" in bad.text
