@@ -296,7 +296,8 @@ def two_d_figure(two: dict | None) -> dict | None:
     ys = [b["tokens_per_s_per_gpu"] for p in points for b in p["best"].values() if b]
     top = max(ys + [two["tokens_per_s_per_gpu"], 1.0]) * 1.12
     kind = {"2d": "2-D", "3d": "3-D"}.get(two["family"], "neither family")
-    state = (f"This plan ({kind}), {two['label']}: "
+    # Short enough for a phone's 390 px (the plan's name is in its hover and the summary).
+    state = (f"This plan ({kind}): "
              + (f"{two['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU" if two["passes"]
                 else "fails an audit"))
     return {
