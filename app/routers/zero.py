@@ -37,6 +37,16 @@ from labs.hardware.gpus import get_gpu
 from labs.hardware.links import links
 from labs.zero.inputs import ZeroInput, ZeroResult
 from labs.zero.lab import FSDP_NAMES, achieved_mfu, crossover, simulate_zero
+from labs.zero.published import (
+    GPU,
+    LINK,
+    MODEL,
+    SEQ_LEN,
+    TABLE_2,
+    fall,
+    hardware_flops_per_step,
+    share_shown,
+)
 
 router = APIRouter()
 
@@ -191,6 +201,11 @@ def facts() -> dict:
         "offload_one": state(model="llama-3.1-8b", dp=1, zero=2, offload=True,
                              host_link="pcie-4"),
         "ds_offload": state(dp=32, zero=3, offload=True, recompute="full"),
+        # Step 10: Narayanan et al. 2021 Table 2's ZeRO-3 runs, first and last (GPT-3 175B,
+        # 1,536 sequences a step; labs.zero.published).
+        **{f"t2_{gpus}": state(model=MODEL, gpu=GPU, link=LINK, seq_len=SEQ_LEN, dp=gpus,
+                               micro_batch=b, zero=3, recompute="full")
+           for gpus, b, _ in (TABLE_2[0], TABLE_2[-1])},
     }
 
 
@@ -212,6 +227,8 @@ def extra_context(state) -> dict:
         "stage_names": STAGE_NAMES,
         "fsdp_names": FSDP_NAMES,
         "mfu": achieved_mfu(state.result.input, state.result.compute_seconds),
+        "published_fall": fall(), "fall_shown": share_shown(fall()),
+        "eq3_flops": hardware_flops_per_step(),
     }
 
 

@@ -1,0 +1,93 @@
+"""ZeRO-3's published fall at a fixed batch, against the lab's compute-to-communication ratio.
+
+Narayanan et al. 2021 (arXiv:2104.04473), Table 2, "ZeRO-3 without model parallelism": GPT-3
+175B (174.6B parameters), a global batch of 1,536 sequences of 2,048 tokens, on 384, 768 and
+1,536 A100s with micro-batches of 4, 2 and 1 (so one micro-batch a step), reached 144, 88 and
+44 TFLOP/s per GPU: throughput per GPU roughly halves with each doubling. Their FLOPs count the
+recomputed forward (their eq. 3: 96·B·s·l·h²·(1 + s/6h + V/16lh) a step, activation
+recomputation on), so a published step is those FLOPs over the GPUs and their rate.
+
+The ratio (EP03 step 9, ``labs.zero.lab.crossover``): each GPU computes ~6·P·T FLOPs on T
+tokens and moves 3 × 2 B × P × (D-1)/D for ZeRO-3 whatever T is; halving T halves the compute
+and leaves the bytes. Once the bytes take longer than the compute, the step stops shrinking and
+throughput per GPU halves with T: Table 2's 88 -> 44 is exactly that. The published steps at
+768 and 1,536 GPUs are the same length (``published_step_s``), the sign of a fixed cost, and
+the lab's own bytes over that step give the bandwidth the run's collectives can have reached at
+most (``implied_busbw``): far below the lab's NCCL bus bandwidth on the same 8 HDR ports a
+node, which keeps T* under a thousand tokens and so shows little of the fall. What the lab
+leaves out is what DeepSpeed's 2021 ZeRO-3 paid beyond NCCL's bus rate: per-parameter gathers
+of small partitions, each a latency-bound collective, issued and waited for parameter by
+parameter, not bucketed per layer as FSDP2 and Megatron's distributed optimizer do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from labs.hardware.gpus import get_gpu
+from labs.model.presets import get_model
+from labs.zero.inputs import ZeroInput
+from labs.zero.lab import crossover, simulate_zero
+
+# (GPUs, micro-batch, TFLOP/s per GPU): Narayanan et al. 2021 Table 2, GPT-3 175B, ZeRO-3
+# without model parallelism, global batch 1,536.
+TABLE_2 = ((384, 4, 144e12), (768, 2, 88e12), (1536, 1, 44e12))
+GLOBAL_BATCH, SEQ_LEN = 1536, 2048
+MODEL, GPU, LINK = "gpt-3-175b", "a100-80gb", "ib-hdr"  # Selene: DGX A100, 8 HDR ports a node
+VOCAB = 51200  # Narayanan et al. 2021 eq. 3's V for their GPT models
+
+
+@dataclass(frozen=True)
+class FallRow:
+    gpus: int
+    micro_batch: int
+    tokens_per_gpu: int
+    published_flops: float  # per GPU, as Table 2 counts them
+    published_step_s: float  # eq. 3's FLOPs a step / GPUs / the published rate
+    lab_compute_s: float  # the zero lab's op-level compute for the same step
+    lab_comm_s: float  # ZeRO-3's collectives at the lab's NCCL bus bandwidth
+    lab_step_s: float
+    lab_flops: float  # eq. 3's FLOPs a step / GPUs / the lab's step
+    comm_bytes: float  # what each GPU moves a step
+    busbw: float  # the lab's
+    crossover_tokens: float  # the lab's T*
+    implied_busbw: float  # comm_bytes / published_step_s: the most the run can have reached
+    implied_crossover_tokens: float  # T* at that bandwidth: T x implied comm s / compute s
+
+
+def hardware_flops_per_step() -> float:
+    """Narayanan et al. 2021 eq. 3 for GPT-3 175B at Table 2's batch (recomputation on)."""
+    m = get_model(MODEL)
+    b, s, layers, h = GLOBAL_BATCH, SEQ_LEN, m.layers, m.hidden
+    return 96 * b * s * layers * h * h * (1 + s / (6 * h) + VOCAB / (16 * layers * h))
+
+
+@lru_cache(maxsize=1)
+def fall() -> tuple[FallRow, ...]:
+    """Table 2's three ZeRO-3 runs beside the zero lab's step for each (full recomputation,
+    as the runs), and the bandwidth each published step leaves its collectives."""
+    flops, rows = hardware_flops_per_step(), []
+    for gpus, b, published in TABLE_2:
+        result = simulate_zero(ZeroInput(model=get_model(MODEL), gpu=get_gpu(GPU), dp=gpus,
+                                         zero=3, link=LINK, seq_len=SEQ_LEN, micro_batch=b,
+                                         recompute="full"))
+        c = crossover(result)
+        step = flops / gpus / published
+        implied = c.comm_bytes / step
+        rows.append(FallRow(
+            gpus=gpus, micro_batch=b, tokens_per_gpu=c.tokens_per_gpu,
+            published_flops=published, published_step_s=step, lab_compute_s=c.compute_s,
+            lab_comm_s=c.comm_s, lab_step_s=result.step_seconds,
+            lab_flops=flops / gpus / result.step_seconds, comm_bytes=c.comm_bytes,
+            busbw=c.busbw, crossover_tokens=c.crossover_tokens, implied_busbw=implied,
+            implied_crossover_tokens=c.tokens_per_gpu * (c.comm_bytes / implied) / c.compute_s))
+    return tuple(rows)
+
+
+def share_shown(rows: tuple[FallRow, ...]) -> float:
+    """How much of the published fall, first run to last, the lab's model shows: its own
+    fall in throughput per GPU over the published one (0: none, 1: all)."""
+    published = 1 - rows[-1].published_flops / rows[0].published_flops
+    lab = 1 - rows[-1].lab_flops / rows[0].lab_flops
+    return lab / published
