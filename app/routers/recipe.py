@@ -2,7 +2,7 @@
 export it, and re-plan it when the model or the cluster changes."""
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -165,7 +165,10 @@ class RecipeState:
     two_d: TwoD | None = None  # step 13: the best 2-D plan against the best 3-D as it grows
 
 
-def run(query: RecipeQuery) -> RecipeState:
+def run(query: RecipeQuery, two_d: bool = True) -> RecipeState:
+    """The plan audited and timed, its exports, a re-plan if asked, and (``two_d``) step 13's
+    comparison of the best 2-D and 3-D plans for its model, cluster and batch: two planner
+    searches per cluster size, cached, which the lesson's other states leave out."""
     gpu = get_gpu(query.gpu)
     cluster = paired_cluster(gpu, query.gpus_per_node, get_link(query.intra_link),
                            get_link(query.inter_link))
@@ -190,7 +193,8 @@ def run(query: RecipeQuery) -> RecipeState:
     exports = {f: export(plan, model, f) for f in EXPORT_FORMATS} if result.legal else {}
     two_d = compare_cached(model, cluster, plan.seq_len, plan.global_batch,
                            sweep_nodes(query.nodes, query.gpus_per_node), plan.recipe,
-                           query.matmul_efficiency, plan.software()) if result.legal else None
+                           query.matmul_efficiency, plan.software()) \
+        if result.legal and two_d else None
     return RecipeState(result, replan, exports, two_d)
 
 
@@ -285,7 +289,9 @@ def two_d_facts(state) -> dict:
 def facts() -> dict:
     """The states the lesson links to, each with the JSON its prose quotes (same query model,
     engine and to_api as GET /api/recipe; tests/app/test_prose.py follows every link)."""
-    state = lesson_state(RecipeQuery, run, to_api)
+    # The steps' states without the 2-D/3-D sweep (it is step 13's, and costs two planner
+    # searches a cluster size on a cold start); step 13's own states run it.
+    state = lesson_state(RecipeQuery, partial(run, two_d=False), to_api)
 
     return {
         "seed": state(**SEED),
@@ -306,7 +312,7 @@ def facts() -> dict:
         "full": state(**{**SEED, "recompute": "full"}),
         # What hides behind what: one plan with TP, EP, DP and ZeRO to overlap.
         **{name: state(**{**MIXTRAL, **change}) for name, change in OVERLAPS.items()},
-        **two_d_facts(state),
+        **two_d_facts(lesson_state(RecipeQuery, run, to_api)),
     }
 
 
