@@ -253,6 +253,9 @@ TWO_D = {"2d": ("FSDP + TP (2-D)", "#f58518", "circle"),
          "3d": ("TP + PP + DP (3-D)", "#4c78a8", "square")}
 
 
+BAND = {"2d": "rgba(245,133,24,0.18)", "3d": "rgba(76,120,168,0.18)"}
+
+
 def two_d_figure(two: dict | None) -> dict | None:
     """``two``: the answer's ``two_d`` (app.recipe_answer.two_d_api). Tokens per second per GPU
     of each family's best plan against the GPUs (log axis, the page's global batch); a cross
@@ -268,7 +271,11 @@ def two_d_figure(two: dict | None) -> dict | None:
         data.append({
             "type": "scatter", "mode": "lines+markers", "name": name,
             "x": xs, "y": [round(b["tokens_per_s_per_gpu"], 1) if b else None for b in best],
-            "line": {"color": colour, "width": 2.5}, "connectgaps": False,
+            # The page's own plan's family drawn bold, the other faded (a link between the
+            # two families' plans then redraws both lines, not only the circle).
+            "line": {"color": colour, "width": 4 if two["family"] == key else 2},
+            "opacity": 0.45 if two["family"] not in (None, key) else 1.0,
+            "connectgaps": False,
             "marker": {"color": colour, "size": 9, "symbol": symbol},
             "customdata": [[b["label"], fmt_ms(b["step_s"]), fmt_bytes(b["memory_per_gpu_bytes"])]
                            if b else ["", "", ""] for b in best],
@@ -311,7 +318,9 @@ def two_d_figure(two: dict | None) -> dict | None:
                    "gridcolor": "#e6e9ef", "fixedrange": True},
             yaxis={"title": {"text": "tokens/s per GPU"}, "range": [0, top],
                    "gridcolor": "#e6e9ef", "fixedrange": True, "rangemode": "tozero"},
-            shapes=[chosen_band(here / 1.25, here * 1.25)],
+            # The page's GPUs, tinted by its plan's family.
+            shapes=[{**chosen_band(here / 1.25, here * 1.25),
+                     "fillcolor": BAND.get(two["family"], chosen_band(0, 0)["fillcolor"])}],
             annotations=[{"xref": "paper", "yref": "paper", "x": 0, "y": 1, "xanchor": "left",
                           "yanchor": "bottom", "yshift": 2, "align": "left",
                           "showarrow": False, "font": {"size": 12}, "text": state}],
