@@ -9,6 +9,10 @@ step model is checked against, read from `presets/runs.json` with their citation
 calibration runs and the validation runs (torchtitan, the MoE runs, NeMo's H100 FP8 runs), which
 the tests and the "Checked against real runs" page share; `utilisation`, a run's MFU and HFU
 from a step, which EP08's prose quotes), `audits.py`, `replan.py`, `export.py`, `planner.py`
-with `bounds.py` (ranks every valid plan by the recipe's own throughput, by branch and bound)"""
+with `bounds.py` (ranks every valid plan by the recipe's own throughput, by branch and bound;
+`PlanRequest.pipeline` holds it to plans with or without stages), `two_d.py` (two dimensions
+before three: the planner held to FSDP + TP and to TP + PP + DP, each family's best plan as the
+cluster doubles around the page's, at its global batch; EP08 step 13's diagram and
+`/api/recipe`'s `two_d`)"""
 
 FLOOR = 5  # imports only labs packages of floors <= 5 (tests/test_project.py)

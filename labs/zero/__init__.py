@@ -1,5 +1,7 @@
 """EP03: what each ZeRO stage takes off every GPU and its traffic, and its
 compute-to-communication crossover (`lab.crossover`), with `deepspeed.py` (DeepSpeed's own
-memory estimators)"""
+memory estimators) and `published.py` (ZeRO-3's published fall, Narayanan et al. 2021 Table 2,
+beside the lab's step for each run and the bandwidth each published step leaves its
+collectives; EP03 step 10)"""
 
 FLOOR = 4  # imports only labs packages of floors <= 4 (tests/test_project.py)
