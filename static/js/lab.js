@@ -414,13 +414,29 @@
   // A chart resized by its redraw (Plotly.react resolves after the swap) is shown again then.
   var keeping = null;
   // ifHidden: only if less than 95% of it is shown (a control's answer).
+  // revealed: a try link's diagram, which a chart above it can push down as that one is drawn
+  // at its new height (EP07's rank map, before the network chart): any chart's draw shows it
+  // again if it is no longer in view.
   function keepDrawn(el) {
     var k = keeping;
-    if (!k || el.id !== k.id || performance.now() - k.at >= 5000) return;
+    if (!k || performance.now() - k.at >= 5000) return;
+    if (k.revealed) {
+      var kept = document.getElementById(k.id);
+      if (kept && shown(kept) < 0.95) { reveal(kept); keeping = k; }
+      return;
+    }
+    if (el.id !== k.id) return;
     if (k.ifHidden && shown(el) >= 0.95) { keeping = null; return; }
     keepInView(el);
   }
   document.addEventListener("lab:drawn", function (event) { keepDrawn(event.target); });
+  // The student's own scroll ends a try link's hold: a chart drawn as it comes into sight
+  // must not pull the view back.
+  ["wheel", "touchstart", "keydown"].forEach(function (type) {
+    window.addEventListener(type, function () {
+      if (keeping && keeping.revealed) keeping = null;
+    }, { passive: true, capture: true });
+  });
 
   // follow: shown again once its redraw resolves (a case button's, a control's answer).
   function keepInView(chart, follow) {
@@ -489,6 +505,7 @@
     var pane = group && [document.querySelector("#drawer .drawer-body"), document.getElementById("drawer")]
       .filter(function (el) { return el && el.scrollHeight > el.clientHeight + 1; })[0];
     if (pane) pane.scrollTop += group.getBoundingClientRect().top - pane.getBoundingClientRect().top - 4;
+    keeping = { id: chart.id, at: performance.now(), revealed: true };
   }
 
   document.addEventListener("htmx:beforeSwap", function (event) {
