@@ -22,6 +22,7 @@ CODE_LENGTH = 6
 NICKNAME_LENGTH = 24
 ANSWER_LENGTH = 40  # the drill routes' own bound on an answer (app/routers/home.py)
 ID_LENGTH = 80  # drill, step and episode ids (static/js/progress.js keeps the same bound)
+ANSWER_ID_LENGTH = 64  # the id a browser gives an answer (static/js/classroom.js: a UUID, 36)
 
 classes = Table(
     "classes", metadata,
@@ -80,6 +81,22 @@ responses = Table(
     UniqueConstraint("class_id", "drill_id", "round", "student_id", name="uq_response"),
 )
 
+# The answers a student's browser gave an id (static/js/classroom.js resends an answer that
+# was not acknowledged, under the same id): one row per (student, id), so a resent answer is
+# acknowledged again with its first verdict and stores nothing new, counts no extra try.
+# Bounded by the answers themselves (MAX_TRIES per student, drill and round).
+answer_ids = Table(
+    "answer_ids", metadata,
+    Column("student_id", ForeignKey("students.id", ondelete="CASCADE"), primary_key=True),
+    Column("answer_id", String(ANSWER_ID_LENGTH), primary_key=True),
+    Column("class_id", ForeignKey("classes.id", ondelete="CASCADE"), nullable=False),
+    # The first delivery's acknowledgement, given again to a repeat.
+    Column("drill_id", String(ID_LENGTH), nullable=False),
+    Column("round", Integer, nullable=False),
+    Column("tries", Integer, nullable=False),
+    Column("right", Boolean, nullable=False),
+)
+
 # Try-it clicks per student and step (the steps opened are the students table's place).
 tries = Table(
     "tries", metadata,
@@ -103,4 +120,5 @@ rate_hits = Table(
     Index("ix_rate_hits_at", "kind", "at"),
 )
 
-TABLES = (tries, responses, drills, students, classes)  # children first: the order End deletes
+# Children first: the order End deletes.
+TABLES = (answer_ids, tries, responses, drills, students, classes)

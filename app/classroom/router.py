@@ -333,12 +333,15 @@ def _as_student(token: str, action, *args):
 
 @router.post("/class/answer")
 async def answer(request: Request) -> Response:
-    """A drill answer (``drill``, ``answer``), graded by the server and stored before the
-    answer (200, its verdict): what classroom.js sends after each check."""
+    """A drill answer (``drill``, ``answer``, optional ``answer_id``), graded by the server
+    and stored before the answer (200, its verdict): what classroom.js sends after each
+    check, and resends under the same ``answer_id`` until acknowledged (a repeat is
+    acknowledged again and stores nothing)."""
     try:
-        form = await _student_post(request, ("drill", "answer"))
+        form = await _student_post(request, ("drill", "answer", "answer_id"))
         stored = await run_in_threadpool(_as_student, _session(request), service.answer,
-                                         form.get("drill", ""), form.get("answer", ""))
+                                         form.get("drill", ""), form.get("answer", ""),
+                                         form.get("answer_id", ""))
     except Refused as refused:
         return _error(refused.field, refused.message, refused.status)
     return JSONResponse(stored, headers={"Cache-Control": "no-store"})

@@ -22,10 +22,12 @@ from sqlalchemy.exc import IntegrityError
 from app.classroom import db
 from app.classroom.limits import CLASSES_STARTED, JOIN_MISSES
 from app.classroom.models import (
+    ANSWER_ID_LENGTH,
     ANSWER_LENGTH,
     CODE_LENGTH,
     NICKNAME_LENGTH,
     TABLES,
+    answer_ids,
     classes,
     drills,
     responses,
@@ -46,6 +48,7 @@ MAX_EVENTS = 5000  # steps opened and try-it clicks per student
 BINS = 8  # a numeric drill's histogram: at most this many bars
 _NICKNAME = re.compile(r"^[\w .'\-]*$")  # letters and digits of any script, space . ' - _
 _STEP = re.compile(r"^step-[a-z0-9-]{1,40}$")
+_ANSWER_ID = re.compile(rf"^[A-Za-z0-9-]{{8,{ANSWER_ID_LENGTH}}}$")  # a UUID, or random hex
 
 
 class Refused(Exception):
@@ -255,8 +258,45 @@ def _round(conn: Connection, class_id: int, drill_id: str) -> int:
     return 0
 
 
-def answer(student: Student, drill_id: str, given: str) -> dict[str, Any]:
-    """Grade and store one answer (the server's grading, never the browser's): the verdict."""
+def _acknowledged(conn: Connection, student: Student, answer_id: str) -> dict[str, Any] | None:
+    """The acknowledgement an answer with this id already had, or None."""
+    row = conn.execute(select(answer_ids).where(and_(
+        answer_ids.c.student_id == student.id, answer_ids.c.answer_id == answer_id))).first()
+    if row is None:
+        return None
+    return {"status": "stored", "drill": row.drill_id, "right": row.right, "tries": row.tries,
+            "round": row.round, "repeat": True}
+
+
+def answer(student: Student, drill_id: str, given: str, answer_id: str = "") -> dict[str, Any]:
+    """Grade and store one answer (the server's grading, never the browser's): the verdict.
+
+    ``answer_id`` (optional; made once per answer by the browser) makes a resend safe: an
+    id this student already gave is acknowledged again with its first verdict, and nothing
+    is stored or counted. The id's row is written in the answer's transaction, so two copies
+    in flight at once store one answer (the second's insert conflicts and rolls back)."""
+    if answer_id and not _ANSWER_ID.match(answer_id):
+        raise Refused("answer_id", f"answer_id: 8 to {ANSWER_ID_LENGTH} letters, digits "
+                      "or hyphens (a UUID)")
+    if answer_id:
+        with db.begin() as conn:
+            again = _acknowledged(conn, student, answer_id)
+        if again is not None:
+            return again
+    try:
+        return _store_answer(student, drill_id, given, answer_id)
+    except IntegrityError:
+        if not answer_id:
+            raise
+        with db.begin() as conn:  # a copy in flight beside this one stored it first
+            again = _acknowledged(conn, student, answer_id)
+        if again is None:
+            raise
+        return again
+
+
+def _store_answer(student: Student, drill_id: str, given: str, answer_id: str
+                  ) -> dict[str, Any]:
     _, drill = _drill(drill_id)
     if len(given) > ANSWER_LENGTH:
         raise Refused("answer", f"answer: at most {ANSWER_LENGTH} characters")
@@ -284,6 +324,10 @@ def answer(student: Student, drill_id: str, given: str) -> dict[str, Any]:
                 tries=responses.c.tries + 1, right=right, answer=stored, value=value,
                 answered_at=now()))
             tries_now = row.tries + 1
+        if answer_id:
+            conn.execute(insert(answer_ids).values(
+                student_id=student.id, answer_id=answer_id, class_id=student.class_id,
+                drill_id=drill_id, round=round_, tries=tries_now, right=right))
     return {"status": "stored", "drill": drill_id, "right": right, "tries": tries_now,
             "round": round_}
 

@@ -18,14 +18,49 @@
     return found ? decodeURIComponent(found.slice(TOKEN.length + 1)) : "";
   }
 
-  function send(path, fields) {
+  // An answer is resent until the server acknowledges it: after a network error, a 5xx or a
+  // 429 (waiting its Retry-After when longer), at most TRIES times over about 30 s, each
+  // under the answer's own id (made once per answer), which the server stores once however
+  // often it arrives. Any other 4xx is the server refusing it: not resent. Progress events
+  // (steps opened, try-it clicks) are sent once, fire-and-forget: the next one says the same.
+  var TRIES = 4;
+  var BACKOFF_MS = [2000, 8000, 20000];  // waits between tries: 30 s in all
+
+  function answerId() {
+    if (window.crypto && window.crypto.randomUUID) return window.crypto.randomUUID();
+    var bytes = new Uint8Array(16);
+    window.crypto.getRandomValues(bytes);
+    return Array.prototype.map.call(bytes, function (b) {
+      return (b + 256).toString(16).slice(1);
+    }).join("");
+  }
+
+  function send(path, fields, tries) {
     var csrf = token();
-    if (!csrf) return;  // not in a class: nothing leaves this browser
-    fetch(basePath + path, {
-      method: "POST", credentials: "same-origin", keepalive: true,
-      headers: { "X-CSRF-Token": csrf },
-      body: new URLSearchParams(fields),
-    }).catch(function () { /* offline: the answer stays in this browser only */ });
+    if (!csrf) return;  // not in a class (or it ended): nothing leaves this browser
+    var done = 0;
+    function retry(waitMs) {
+      done += 1;
+      if (done >= (tries || 1)) return;  // given up: the answer stays in this browser only
+      var backoff = BACKOFF_MS[Math.min(done - 1, BACKOFF_MS.length - 1)];
+      setTimeout(attempt, Math.max(waitMs, backoff));
+    }
+    function attempt() {
+      if (!token()) return;
+      fetch(basePath + path, {
+        method: "POST", credentials: "same-origin", keepalive: true,
+        headers: { "X-CSRF-Token": token() },
+        body: new URLSearchParams(fields),
+      }).then(function (response) {
+        if (response.status === 429) {
+          var after = parseFloat(response.headers.get("Retry-After"));
+          retry(after > 0 ? after * 1000 : 0);
+        } else if (response.status >= 500) {
+          retry(0);
+        }
+      }, function () { retry(0); });
+    }
+    attempt();
   }
 
   function lesson() { return document.querySelector(".lesson[data-episode]"); }
@@ -36,7 +71,8 @@
     if (!token() || !form.matches || !form.matches("form.drill")) return;
     var answer = new FormData(form).get("answer");
     if (answer === null || String(answer).trim() === "") return;
-    send("/class/answer", { drill: form.id.replace(/^drill-/, ""), answer: String(answer) });
+    send("/class/answer", { drill: form.id.replace(/^drill-/, ""), answer: String(answer),
+                            answer_id: answerId() }, TRIES);
   });
 
   var sent = {};

@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, select, update
 
 from app.classroom import db, service
 from app.classroom.limits import CLASSES_STARTED, JOIN_MISSES
-from app.classroom.models import classes, metadata, responses
+from app.classroom.models import answer_ids, classes, metadata, responses
 from tests.app.class_helpers import (
     drill_of,
     form_post,
@@ -103,7 +103,7 @@ def test_pace_progress_and_end_deletes_every_row(class_db):
     bar = ann.web.get("/class/me", headers={"HX-Request": "true"}).text
     assert 'data-pace-step="step-2"' in bar and "/episodes/memory#step-2" in bar
     drill, right, _ = drill_of("decide")
-    ann.answer(drill, right)
+    ann.post("/class/answer", drill=drill, answer=right, answer_id="5e0c1f2a-answer-id")
     cid = class_id(teacher.code)
     assert all(service.class_rows(cid).values())  # a row in every table
     response = teacher.control("end")
@@ -148,6 +148,48 @@ def test_bounds_students_and_answers(class_db):
     assert over.status_code == 429 and over.json()["detail"][0]["loc"] == ["body", "answer"]
     with db.begin() as conn:
         assert conn.execute(select(responses.c.tries)).all()[-1].tries == service.MAX_TRIES
+
+
+def test_a_resent_answer_is_stored_once(class_db):
+    """classroom.js resends an answer not acknowledged under its id: a repeat of a
+    student's id is acknowledged again with its first verdict, stores nothing, counts no
+    try, even when it arrives after the student's next answer; a malformed id is refused."""
+    teacher = start_class()
+    ann, bob = join(teacher.code), join(teacher.code)
+    drill, right, wrong = drill_of("decide")
+    first, second = "0f8e4c1a-9d2b-4e6f-8a3c-5b7d9e1f2a4c", "a1b2c3d4e5f60718293a4b5c6d7e8f90"
+
+    def send(student, answer, answer_id):
+        return student.post("/class/answer", drill=drill, answer=answer, answer_id=answer_id)
+
+    cid = class_id(teacher.code)
+
+    def stored():
+        with db.begin() as conn:
+            return (conn.execute(select(responses.c.tries, responses.c.answer)
+                                 .where(responses.c.class_id == cid)
+                                 .order_by(responses.c.id)).all(),
+                    conn.execute(select(answer_ids.c.answer_id)
+                                 .where(answer_ids.c.class_id == cid)
+                                 .order_by(answer_ids.c.answer_id)).scalars().all())
+
+    ack = send(ann, wrong, first).json()
+    assert ack["right"] is False and ack["tries"] == 1
+    assert send(ann, wrong, first).json() == {**ack, "repeat": True}
+    assert stored() == ([(1, wrong)], [first])
+    assert send(ann, right, second).json()["tries"] == 2
+    # The first answer's copy arriving late changes nothing: the latest answer stays right.
+    assert send(ann, wrong, first).json()["tries"] == 1
+    assert stored() == ([(2, right)], [first, second])
+    assert send(bob, right, first).json()["tries"] == 1  # ids are per student
+    assert '<strong data-testid="answered">2</strong>' in teacher.live()
+    assert ann.answer(drill, right).json()["tries"] == 3  # no id: stored as before
+    before = stored()
+    for bad in ("short", "x" * 65, "0f8e4c1a 9d2b", "../../etc/passwd", "ü" * 10):
+        refused = send(ann, right, bad)
+        assert refused.status_code == 422, bad
+        assert refused.json()["detail"][0]["loc"] == ["body", "answer_id"]
+    assert stored() == before
 
 
 def test_migrations_match_the_models(class_db):
