@@ -34,12 +34,16 @@ help:
 run: deps assets
 	$(VENV_ENV) $(PY) -m app
 
+# One pytest-xdist worker per core (PYTEST_WORKERS=0: one process): each worker starts its own
+# live server, Chromium and PostgreSQL on free ports, and a worker that is free takes the next
+# test from another's queue (worksteal), so a long browser module does not hold the run.
+PYTEST_WORKERS ?= auto
 test: test-deps assets chromium
-	$(VENV_ENV) $(PY) -m pytest $(PYTEST_ARGS)
+	$(VENV_ENV) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # While working on the engine or the routes: those two layers, no Chromium needed.
 test-quick: test-deps assets
-	$(VENV_ENV) $(PY) -m pytest tests/labs tests/app $(PYTEST_ARGS)
+	$(VENV_ENV) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal tests/labs tests/app $(PYTEST_ARGS)
 
 deps: $(VENV)/.deps-run
 test-deps: $(VENV)/.deps-test
