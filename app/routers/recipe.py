@@ -194,7 +194,7 @@ def run(query: RecipeQuery, two_d: bool = True) -> RecipeState:
     two_d = compare_cached(model, cluster, plan.seq_len, plan.global_batch,
                            sweep_nodes(query.nodes, query.gpus_per_node), plan.recipe,
                            query.matmul_efficiency, plan.software()) \
-        if result.legal and two_d else None
+        if result.legal and two_d and not model.is_moe else None
     return RecipeState(result, replan, exports, two_d)
 
 

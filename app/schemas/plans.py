@@ -192,7 +192,8 @@ class RecipeAnswer(RecipeResultAnswer):
                     "against the best TP + PP + DP plan (ZeRO 0 or 1) for the same model, "
                     "links, global batch and software as the cluster grows "
                     "(labs.recipe.two_d, the planner held to each family). None for a plan "
-                    "that cannot run.")
+                    "that cannot run, and for a mixture-of-experts model (its fourteen "
+                    "planner searches take seconds).")
 
 class PlacementPool(BaseModel):
     role: str = Field(description="training, rollout, prefill, decode or colocated.")

@@ -92,6 +92,9 @@ def sweep_nodes(nodes: int, gpus_per_node: int) -> tuple[int, ...]:
     return tuple(sorted(n for n in out | {nodes} if n == nodes or 1 <= n <= most))
 
 
+# A point is kept on its own too: moving the page's nodes shifts the sweep's window by a power
+# of two, so most of its points are ones a page asked for already.
+@lru_cache(maxsize=256)
 def best_of(key: str, model: ModelSpec, cluster: Cluster, gpus: int, seq_len: int,
             global_batch: int, recipe: str, matmul_efficiency: float | None,
             software: tuple[tuple[str, object], ...]) -> tuple[Ranked | None, str]:

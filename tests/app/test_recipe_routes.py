@@ -560,3 +560,17 @@ def test_api_two_d_is_each_familys_best_plan_by_cluster_and_documented(client):
     assert spilled["global_batch"] == 16
     bad = client.get("/api/recipe", params={**SEED, "microbatches": "many"})
     assert bad.status_code == 422 and "microbatches" in bad.text
+
+
+def test_two_d_is_not_swept_for_a_mixture_of_experts_model_and_the_page_says_why(client):
+    """The 2-D against 3-D sweep runs the planner twice at up to seven cluster sizes: for a MoE
+    model each search takes a render process hundreds of ms (a class's recipe renders took 1 s),
+    so it is drawn for dense models only, and the page says so where the chart would be."""
+    moe = {"model": "mixtral-8x7b", "gpu": "h100-sxm", "nodes": 2, "tp": 2, "pp": 1, "dp": 8,
+           "ep": 8}
+    body = client.get("/api/recipe", params=moe).json()
+    assert body["timeline"] is not None and body["two_d"] is None  # a plan the lab times
+    page = client.get("/episodes/recipe-3d", params=moe).text
+    assert "Not drawn for a mixture-of-experts model" in page
+    assert "Not drawn for a mixture-of-experts model" not in client.get(
+        "/episodes/recipe-3d", params=SEED).text
