@@ -11,7 +11,8 @@ exactly as its lesson page would run it: the playground never re-derives a figur
 import time
 from collections.abc import Callable, Mapping
 from copy import deepcopy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, create_model
@@ -196,6 +197,12 @@ def pure_dp(episode: str) -> Callable[[Any], str]:
     return outside
 STEP = {"seq_len": "seq_len", "micro_batch": "micro_batch", "recompute": "recompute"}
 
+# EP08's panel draws every diagram of the lesson but step 13's 2-D against 3-D sweep, which
+# runs the planner fourteen times for each state (the lesson draws it; a playground state would
+# pay 10 ms or more for a chart the panel's student did not ask for).
+RECIPE = replace(recipe_router.VIEW, run=partial(recipe_router.run, two_d=False),
+                 diagrams=tuple(d for d in recipe_router.VIEW.diagrams if d.name != "twod"))
+
 PANELS: tuple[Panel, ...] = (
     Panel(memory.VIEW, {"model": "model", "gpu": "gpu", **STEP, **PLAN, "zero": "zero",
                         "schedule": "schedule", "virtual": "virtual",
@@ -225,7 +232,7 @@ PANELS: tuple[Panel, ...] = (
     Panel(moe.VIEW, {"model": moe_model, "link": node_cluster, "nodes": "nodes", "tp": "tp",
                      "pp": "pp", "cp": "cp", "ep": "ep"},
           blame={"model": "moe_model", "link": "gpu"}, default="experts", outside=dense),
-    Panel(recipe_router.VIEW, {"model": "model", "gpu": "gpu", "nodes": "nodes",
+    Panel(RECIPE, {"model": "model", "gpu": "gpu", "nodes": "nodes",
                                "gpus_per_node": "gpus_per_node", "intra_link": "intra_link",
                                "inter_link": "inter_link", **PLAN, "zero": "zero",
                                "schedule": "schedule", "virtual": "virtual",
