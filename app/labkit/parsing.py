@@ -219,7 +219,7 @@ CACHES: dict[str, _LRU] = {}
 def run_cached(view: LabView, query: BaseModel) -> tuple[Any, dict[str, str]]:
     """(result, {}) or (None, {control or _form: message}); the engine's field names are
     mapped to the view's controls, and an error naming none of them is the form's."""
-    cache = CACHES.setdefault(view.name, _LRU(CACHE_SIZE))
+    cache = CACHES.setdefault(view.cache_name or view.name, _LRU(CACHE_SIZE))
     key = canonical(query)
     outcome = cache.get(key)
     if outcome is None:

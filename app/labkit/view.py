@@ -140,6 +140,9 @@ class LabView(Generic[Q, R]):
     # Problems a drawn result carries that make its JSON answer a 422 ({control: message}):
     # a page may draw an inconsistent plan with its broken rules listed; the API refuses it.
     api_errors: Callable[[Any], dict[str, str]] | None = None
+    # The results cache a view's runs are kept in (app/labkit/parsing.py; default its name):
+    # a view with another run (the playground's EP08 panel) keeps its own.
+    cache_name: str = ""
 
     def __post_init__(self) -> None:
         lab = self.episode.lab

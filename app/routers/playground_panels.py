@@ -201,6 +201,7 @@ STEP = {"seq_len": "seq_len", "micro_batch": "micro_batch", "recompute": "recomp
 # runs the planner fourteen times for each state (the lesson draws it; a playground state would
 # pay 10 ms or more for a chart the panel's student did not ask for).
 RECIPE = replace(recipe_router.VIEW, run=partial(recipe_router.run, two_d=False),
+                 cache_name="recipe-panel",
                  diagrams=tuple(d for d in recipe_router.VIEW.diagrams if d.name != "twod"))
 
 PANELS: tuple[Panel, ...] = (

@@ -217,9 +217,11 @@ def figures(state: RecipeState) -> dict:
     r = state.result
     if not r.legal:
         return {}
-    return {"step": step_figure(r, state.replan), "causes": causes_figure(r, micro_api(r)),
-            "timeline": timeline_figure(timeline_api(r)), "memory": memory_figure(r),
-            "twod": two_d_figure(two_d_api(state.two_d, r))}
+    drawn = {"step": step_figure(r, state.replan), "causes": causes_figure(r, micro_api(r)),
+             "timeline": timeline_figure(timeline_api(r)), "memory": memory_figure(r)}
+    if state.two_d is not None:  # not swept for a MoE model, nor in the playground's panel
+        drawn["twod"] = two_d_figure(two_d_api(state.two_d, r))
+    return drawn
 
 
 def api_errors(state: RecipeState) -> dict[str, str]:

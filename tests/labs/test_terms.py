@@ -105,23 +105,25 @@ def test_rl_rollout_of_the_lab_is_prefill_then_decode_by_hand():
 
 @pytest.mark.parametrize("placement", ["separate", "colocated"])
 def test_rl_weight_sync_by_hand(placement):
-    """Llama 3.1 8B, TP 1 x PP 2 on 8 H100s, engines of 2 GPUs. Separate pools: every engine
-    GPU takes the whole bf16 model (16.06 GB) over its 50 GB/s network port (400 Gb/s
-    ConnectX-7): 0.3212 s. Colocated: each GPU gathers its stage's half over NVLink (450 GB/s
-    a direction) and the switch moves the training weights and gradients out and the
-    engine's share of the weights in over PCIe 5.0 x16 (64 GB/s)."""
+    """Llama 3.1 8B, TP 1 x PP 2 on 8 H100s, engines of 2 GPUs, every transfer at NCCL's bus
+    bandwidth (EP02's rule), never the datasheet's. Separate pools: every engine GPU takes the
+    whole bf16 model (16.06 GB) over its network port, a ConnectX-7 at 48 GB/s busBW (of the
+    datasheet's 50; NVIDIA/nccl-tests#267): 0.3346 s. Colocated: each GPU gathers its stage's
+    half over the H100 server's NVLink at 367.6 GB/s busBW (of 450 a direction), and the switch
+    moves the training weights and gradients out and the engine's share of the weights in over
+    PCIe 5.0 x16 at its datasheet 64 GB/s (no NCCL there)."""
     inp = RLPlacementInput(model=LLAMA8, gpu=H100, train_gpus=8, pp=2, engine_gpus=2,
                            placement=placement)
     result = compute_rl_placement(inp)
     full = 2 * PARAMS_8B
     if placement == "separate":
         assert result.sync_bytes_per_gpu == full
-        assert result.sync_seconds == pytest.approx(full / 50e9, rel=1e-12)
-        assert result.sync_seconds == pytest.approx(0.32121, rel=1e-4)
+        assert result.sync_seconds == pytest.approx(full / 48e9, rel=1e-12)
+        assert result.sync_seconds == pytest.approx(0.33459, rel=1e-4)
         return
     assert result.sync_bytes_per_gpu == full / 2
     resident = result.train_breakdown["weights"] + result.train_breakdown["gradients"]
-    seconds = full / 2 / 450e9 + (resident + full / 2) / 64e9
+    seconds = full / 2 / 367.6e9 + (resident + full / 2) / 64e9
     assert result.sync_seconds == pytest.approx(seconds, rel=1e-12)
 
 
