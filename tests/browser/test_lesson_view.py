@@ -28,6 +28,13 @@ IN_VIEW = """(id) => {
     };
 }"""
 
+SWAPS = """() => {
+    window.benchSwaps = 0;
+    document.body.addEventListener('htmx:afterSettle', e => {
+        if (e.detail.target && e.detail.target.id === 'bench') window.benchSwaps++;
+    });
+}"""
+
 CONTROLS_IN_VIEW = """() => {
     const form = document.querySelector('#bench form.controls');
     const r = form.closest('.drawer').getBoundingClientRect();
@@ -61,6 +68,9 @@ def test_each_steps_link_brings_its_diagram_into_view(sized, lesson):
     page = sized
     page.goto(lesson)
     wait_drawn(page)
+    # Bench swaps counted, so that a link to the state already shown (EP10 step 8's first link
+    # is step 7's) is waited for too: its URL has arrived before its swap and reveal.
+    page.evaluate(SWAPS)
     steps = page.locator("section.step[id^=step-]:not(#step-drill)")
     ids = steps.evaluate_all("els => els.map(e => [e.id, e.dataset.diagram || null])")
     assert len(ids) >= 5
@@ -69,8 +79,10 @@ def test_each_steps_link_brings_its_diagram_into_view(sized, lesson):
         link = page.locator(f"#{step_id} a.try").first
         query = link.get_attribute("href").split("?", 1)[1]
         link.scroll_into_view_if_needed()
+        swaps = page.evaluate("window.benchSwaps")
         link.click()
         page.wait_for_url(lambda url, q=query: url.endswith(q))
+        page.wait_for_function("n => window.benchSwaps > n", arg=swaps)
         wait_drawn(page)
         # Once its link is followed: before, the state may be one the diagram's lab cannot draw
         # (the playground's EP02 and EP03 panels say why under a plan with TP or PP, and the
