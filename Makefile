@@ -34,10 +34,11 @@ help:
 run: deps assets
 	$(VENV_ENV) $(PY) -m app
 
-# One pytest-xdist worker per core (PYTEST_WORKERS=0: one process): each worker starts its own
-# live server, Chromium and PostgreSQL on free ports, and a worker that is free takes the next
-# test from another's queue (worksteal), so a long browser module does not hold the run.
-PYTEST_WORKERS ?= auto
+# One process by default; PYTEST_WORKERS=auto spreads the tests over pytest-xdist workers, one
+# per core (about 21 minutes on 2 cores against about 35), each with its own live server,
+# Chromium and PostgreSQL on free ports (worksteal). On 2 cores two Chromiums beside two servers
+# made a browser test's 30 s wait for its charts time out in 2 of 3 fresh-clone runs.
+PYTEST_WORKERS ?= 0
 test: test-deps assets chromium
 	$(VENV_ENV) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
