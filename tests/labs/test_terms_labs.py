@@ -777,3 +777,14 @@ def test_moe_inference_holds_every_expert_by_hand():
     bill = compute_memory(MemoryInput(model=get_model("mixtral-8x7b"), gpu=H100, mode="infer",
                                       recipe="bf16", seq_len=4096)).breakdown
     assert bill["weights"] == 2 * PARAMS_MIXTRAL
+
+
+def test_switch_balance_loss_by_hand():
+    """EP07 step 10's balance loss, E·Σ f_i·P_i with P_i = f_i (Fedus et al. 2021, eq. 4),
+    counted by hand: 4 experts getting 6, 2, 0 and 0 of 8 copies: 4 x (0.75² + 0.25²) = 2.5;
+    balanced, 1; every copy on one expert, E = 4."""
+    from labs.experts.lab import balance_loss
+
+    assert balance_loss((6, 2, 0, 0)) == pytest.approx(2.5, rel=1e-12)
+    assert balance_loss((2, 2, 2, 2)) == pytest.approx(1.0, rel=1e-12)
+    assert balance_loss((8, 0, 0, 0)) == pytest.approx(4.0, rel=1e-12)
