@@ -249,7 +249,7 @@ WORKED = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 4, "gpus_per_nod
 
 
 # Mixtral 8x7B on 8 H100 nodes, TP2 x EP8 x DP32: every overlap the lab times acts on it (the
-# drill asks the same plan at 8 micro-batches).
+# step's drill asks another state: EP across nodes on a slow network, app.lesson_drills.QWEN_EP16).
 MIXTRAL = {**MIXTRAL_64, "microbatches": 4}
 OVERLAPS = {"ov": {}, "ov_tp_none": {"tp_overlap": "none"}, "ov_tp_all": {"tp_overlap": "all"},
             "ov_dp_off": {"dp_overlap": False}, "ov_zero3": {"zero": 3},

@@ -574,3 +574,35 @@ def test_two_d_is_not_swept_for_a_mixture_of_experts_model_and_the_page_says_why
     assert "Not drawn for a mixture-of-experts model" in page
     assert "Not drawn for a mixture-of-experts model" not in client.get(
         "/episodes/recipe-3d", params=SEED).text
+
+
+def test_ep08_overlap_drill_asks_a_state_step_12_does_not_answer(client):
+    """Round-2 cold reading, item 11: recipe-decide-overlap asked step 12's own Mixtral plan at
+    8 micro-batches, whose why had already ranked the same changes (EP overlap 11.8 -> 1.78 ms
+    a micro-batch first). The drill now asks EP across 2 nodes on InfiniBand HDR, where the
+    all-to-all outlasts the compute beside it (step 12's limit), and DeepEP, which step 12
+    never names, wins; at the step's own state DeepEP changes nothing and EP overlap wins, so
+    reading step 12 gives the wrong choice. On NDR the all-to-all would fit under the compute
+    (the feedback says so)."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills import QWEN_EP16, a2a_s, micro_compute_s, network_copies
+    from app.routers.recipe import MIXTRAL, VIEW
+
+    drill = next(d for d in VIEW.drills if d.id == "recipe-decide-overlap")
+    options = {o.key: o for o in drill.judge()}
+    assert options["deepep"].right
+    base = lab_value("recipe", QWEN_EP16, lambda a: a)
+    assert a2a_s(base) > micro_compute_s(base) > 0
+    assert "each EP group is 8 GPUs on each of 2 nodes" in drill.question
+    assert network_copies("alltoall") == 8 * 8 / 16
+    assert 0.99 < network_copies("deepep") < 1
+    step = {key: lab_value("recipe", {**MIXTRAL, **change}, "step_s")
+            for key, change in (("ep", {"ep_overlap": True}), ("tp", {"tp_overlap": "all"}),
+                                ("deepep", {"ep_dispatch": "deepep"}), ("zero3", {"zero": 3}))}
+    assert min(step, key=step.get) == "ep"
+    assert step["deepep"] == lab_value("recipe", MIXTRAL, "step_s")
+    html = client.get("/episodes/recipe-3d").text
+    twelve = html.split('id="step-12"')[1].split('id="drill-recipe-decide-overlap"')[0]
+    assert "<details" in twelve and "DeepEP" not in twelve and "Qwen3" not in twelve
+    ndr = lab_value("recipe", {**QWEN_EP16, "inter_link": "ib-ndr"}, lambda a: a)
+    assert a2a_s(ndr) < micro_compute_s(ndr) and "under the compute" in options["ep"].why
