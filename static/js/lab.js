@@ -117,11 +117,17 @@
       el._labStale = false;
       delete el.dataset.stale;
     }
-    // The same figure as drawn (a control that moves another chart of the lab, the same
-    // theme and size): nothing to redraw, only the state it stands for.
+    // Only the latest draw of a chart says what it shows: an older Plotly.react that resolves
+    // after a newer answer's draw (a slow machine, two answers close together) must not mark
+    // the chart with its older state.
+    var token = el._labToken = (el._labToken || 0) + 1;
+    var done = function (summary) { if (el._labToken === token) drawn(el, state, summary); };
+    // The same figure as drawn, or being drawn (a control that moves another chart of the
+    // lab, the same theme and size): nothing to redraw, only the state it stands for, once
+    // that draw has resolved.
     if (!force && el._labDrawnKey === key && el._fullLayout) {
-      drawn(el, state, el.dataset.summary);
-      return Promise.resolve();
+      var after = function () { done(el.dataset.summary); };
+      return Promise.resolve(el._labDrawing).then(after, after);
     }
     el._labDrawnKey = key;
     var fig = JSON.parse(themed(script.textContent));
@@ -137,9 +143,10 @@
     if (coarse.matches) layout.dragmode = false;  // a swipe scrolls the page, never zooms
     if (!el._fullLayout && el.firstChild) el.textContent = "";  // markup from a page, not a live plot
     var config = Object.assign(plotConfig(), fig.config || {});
-    return window.Plotly.react(el, fig.data, layout, config).then(function () {
-      drawn(el, state, fig.summary);
+    var drawing = el._labDrawing = window.Plotly.react(el, fig.data, layout, config).then(function () {
+      done(fig.summary);
     });
+    return drawing;
   }
 
   // ---- Charts out of sight wait: after a control's answer, a chart whose figure changed
@@ -193,7 +200,10 @@
       while (i < queue.length && !queue[i].isConnected) i++;
       if (i >= queue.length) { announce(); return; }
       var go = function () { nextTask(function () { next(i + 1); }); };
-      Promise.resolve(drawOne(queue[i])).then(go, go);
+      var drawing;
+      // A chart that fails to draw must not stop the charts after it.
+      try { drawing = drawOne(queue[i]); } catch (e) { drawing = Promise.reject(e); }
+      Promise.resolve(drawing).then(go, go);
     })(0);
   }
 
