@@ -198,7 +198,7 @@ def tp_sp_why(answer: dict) -> str:
             "{value}.")
 
 
-# EP08's 2-D against 3-D drill (step 13): Llama 3.1 70B on 32 H100 nodes, 64 sequences of
+# EP08's 2-D against 3-D drill (step 14): Llama 3.1 70B on 32 H100 nodes, 64 sequences of
 # 8,192 tokens a step, a cluster and batch the step's chart does not show.
 TWO_D_256 = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 32, "gpus_per_node": 8,
              "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 8192, "zero": 1,

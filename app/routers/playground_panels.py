@@ -197,7 +197,7 @@ def pure_dp(episode: str) -> Callable[[Any], str]:
     return outside
 STEP = {"seq_len": "seq_len", "micro_batch": "micro_batch", "recompute": "recompute"}
 
-# EP08's panel draws every diagram of the lesson but step 13's 2-D against 3-D sweep, which
+# EP08's panel draws every diagram of the lesson but step 14's 2-D against 3-D sweep, which
 # runs the planner fourteen times for each state (the lesson draws it; a playground state would
 # pay 10 ms or more for a chart the panel's student did not ask for).
 RECIPE = replace(recipe_router.VIEW, run=partial(recipe_router.run, two_d=False),

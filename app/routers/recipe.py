@@ -11,6 +11,7 @@ from pydantic import Field
 from app.charts.recipe import (
     SEGMENTS,
     causes_figure,
+    layer_figure,
     memory_figure,
     step_figure,
     timeline_figure,
@@ -65,6 +66,7 @@ from app.options import SEQ_LENGTHS, gpu_options, link_choices, model_options, w
 from app.recipe_answer import (
     causes_of,
     hfu_of,
+    layer_api,
     micro_api,
     plan_api,
     result_api,
@@ -162,11 +164,11 @@ class RecipeState:
     result: RecipeResult
     replan: Replan | None
     exports: dict[str, Export]
-    two_d: TwoD | None = None  # step 13: the best 2-D plan against the best 3-D as it grows
+    two_d: TwoD | None = None  # step 14: the best 2-D plan against the best 3-D as it grows
 
 
 def run(query: RecipeQuery, two_d: bool = True) -> RecipeState:
-    """The plan audited and timed, its exports, a re-plan if asked, and (``two_d``) step 13's
+    """The plan audited and timed, its exports, a re-plan if asked, and (``two_d``) step 14's
     comparison of the best 2-D and 3-D plans for its model, cluster and batch: two planner
     searches per cluster size, cached, which the lesson's other states leave out."""
     gpu = get_gpu(query.gpu)
@@ -209,6 +211,7 @@ def to_api(state: RecipeState) -> dict:
     }
     answer.update(micro_api(state.result, causes))
     answer["timeline"] = timeline_api(state.result)
+    answer["layer"] = layer_api(state.result)
     answer["two_d"] = two_d_api(state.two_d, state.result)
     return answer
 
@@ -218,7 +221,8 @@ def figures(state: RecipeState) -> dict:
     if not r.legal:
         return {}
     drawn = {"step": step_figure(r, state.replan), "causes": causes_figure(r, micro_api(r)),
-             "timeline": timeline_figure(timeline_api(r)), "memory": memory_figure(r)}
+             "timeline": timeline_figure(timeline_api(r)), "layer": layer_figure(layer_api(r)),
+             "memory": memory_figure(r)}
     if state.two_d is not None:  # not swept for a MoE model, nor in the playground's panel
         drawn["twod"] = two_d_figure(two_d_api(state.two_d, r))
     return drawn
@@ -256,7 +260,16 @@ OVERLAPS = {"ov": {}, "ov_tp_none": {"tp_overlap": "none"}, "ov_tp_all": {"tp_ov
             "ov_ep": {"ep_overlap": True}}
 
 
-# Two dimensions before three (step 13): Llama 3.1 70B on 8 H100 nodes, 128 sequences of 8,192
+# One layer, op by op (step 13): Llama 3.1 70B on 8 H100 nodes as TP4 x FSDP16 (ZeRO-3 over
+# the 16 data-parallel ranks), 128 sequences of 8,192 tokens a step, as torchtitan runs such a
+# model; its TP overlap toggled (Mixtral's states of step 12 show the buckets and EP).
+LAYER = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 8, "gpus_per_node": 8,
+         "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 8192, "tp": 4, "pp": 1,
+         "dp": 16, "zero": 3, "recompute": "flash", "microbatches": 8}
+LAYERS = {"lv": {}, "lv_tp_none": {"tp_overlap": "none"}, "lv_tp_all": {"tp_overlap": "all"}}
+
+
+# Two dimensions before three (step 14): Llama 3.1 70B on 8 H100 nodes, 128 sequences of 8,192
 # tokens a step; the step links to each family's best plan the lab finds (not typed in here).
 TWO_D_JOB = {**WORKED, "nodes": 8}
 TWO_D_ANY = {"tp": 8, "pp": 2, "dp": 4, "microbatches": 32}  # any plan of the batch: its two_d
@@ -291,8 +304,8 @@ def two_d_facts(state) -> dict:
 def facts() -> dict:
     """The states the lesson links to, each with the JSON its prose quotes (same query model,
     engine and to_api as GET /api/recipe; tests/app/test_prose.py follows every link)."""
-    # The steps' states without the 2-D/3-D sweep (it is step 13's, and costs two planner
-    # searches a cluster size on a cold start); step 13's own states run it.
+    # The steps' states without the 2-D/3-D sweep (it is step 14's, and costs two planner
+    # searches a cluster size on a cold start); step 14's own states run it.
     state = lesson_state(RecipeQuery, partial(run, two_d=False), to_api)
 
     return {
@@ -314,6 +327,8 @@ def facts() -> dict:
         "full": state(**{**SEED, "recompute": "full"}),
         # What hides behind what: one plan with TP, EP, DP and ZeRO to overlap.
         **{name: state(**{**MIXTRAL, **change}) for name, change in OVERLAPS.items()},
+        # One layer, op by op.
+        **{name: state(**{**LAYER, **change}) for name, change in LAYERS.items()},
         **two_d_facts(lesson_state(RecipeQuery, run, to_api)),
     }
 
@@ -426,6 +441,8 @@ VIEW = LabView(
                 embed_height=520),
         Diagram("timeline", "What hides behind what: one micro-batch's compute and "
                 "communication streams", embed_height=420),
+        Diagram("layer", "One layer, op by op: its kernels on the compute stream and each "
+                "kind's collectives on its own", embed_height=460),
         Diagram("memory", "Memory per GPU on each pipeline stage", embed_height=440),
         Diagram("twod", "Two dimensions before three: the best FSDP + TP plan against the "
                 "best TP + PP + DP plan as the cluster grows", embed_height=460),

@@ -20,6 +20,7 @@ from app.charts.precision import bytes_rows
 from app.labkit import VIEWS, parse
 from app.lesson_drills import MIXTRAL_64
 from labs.core.catalogue import RECIPES
+from labs.recipe.layer_view import LANES, layer_view
 from labs.recipe.overlap import timeline
 
 KINDS = ("default", "good", "bad")
@@ -492,6 +493,33 @@ def test_recipe_timeline_bars_are_the_events_and_the_step_bars_charge(query):
         close([seconds * times], [r.segments[kind]], 1e-5 * times * 20, kind)
 
 
+@pytest.mark.parametrize("query", [{}, {"zero": 3, "tp_overlap": "all"},
+                                   {**MIXTRAL_64, "ep_overlap": "true"}])
+def test_recipe_layer_bars_are_the_layers_ops_and_its_table_their_sums(query):
+    """Each bar is an op of labs.recipe.layer_view (its stream, start and length in ms), and
+    the table under the chart gives each kind's hidden and waited seconds over both passes."""
+    recipe, figs = figures_for("recipe", query)
+    view = layer_view(recipe.result)
+    drawn = sorted((lane, b, x) for t in bars(figs["layer"])
+                   for lane, b, x in zip(t["y"], t["base"], t["x"], strict=True))
+    expected = sorted((LANES[o.lane], o.start * 1e3, o.seconds * 1e3) for o in view.ops)
+    assert [d[0] for d in drawn] == [e[0] for e in expected]
+    close([d[1] for d in drawn], [e[1] for e in expected], 1e-3, "starts")
+    close([d[2] for d in drawn], [e[2] for e in expected], 1e-3, "lengths")
+    rows = {row["label"]: row for row in figs["layer"]["rows"]}
+    labels = {"tp": "TP collectives", "cp": "CP ring", "ep": "EP all-to-all", "dp": "DP / FSDP"}
+    for kind, label in labels.items():
+        for what, totals in (("hidden", view.hidden), ("waited or slowed", view.exposed)):
+            row = rows.get(f"{label}, {what}")
+            if totals[kind] > 0:
+                close([row["both_s"]], [totals[kind]], 1e-12, label)
+                close([row["forward_s"] + row["backward_s"]], [totals[kind]], 1e-9, label)
+            else:
+                assert row is None, label
+    kernels = [o.seconds for o in view.ops if o.state == "compute"]
+    close([rows["Kernels"]["both_s"]], [sum(kernels)], 1e-9, "kernels")
+
+
 @pytest.mark.parametrize("query", [{}, {"model": "llama-3.1-70b", "gpu": "h100-sxm",
                                        "intra_link": "nvlink-4", "inter_link": "ib-ndr",
                                        "seq_len": "8192", "tp": "4", "pp": "1", "dp": "16",
@@ -846,7 +874,7 @@ COVERED = {  # lab -> the diagrams whose data a test above derives from the lab'
     "tp": {"split", "efficiency", "cost", "memory"},
     "pipeline": {"gantt", "activations", "memory"}, "cp": {"mask", "pairs", "cost"},
     "moe": {"experts", "gpus", "params", "ranks", "network", "gemm", "balance"},
-    "recipe": {"step", "causes", "memory", "timeline", "twod"},
+    "recipe": {"step", "causes", "memory", "timeline", "layer", "twod"},
     "placement": {"cluster", "memory", "timeline"},
     "precision": {"ledger", "bytes", "finetune", "offload", "speed"},
     "failures": {"rate", "time", "interval", "scale"},

@@ -26,7 +26,7 @@ LESSONS = {  # page -> (API, chart ids a step may name)
     "/episodes/data-parallel": ("/api/dp", {"dp-scaling", "dp-time", "dp-ratio", "dp-replica"}),
     "/episodes/context-parallel": ("/api/cp", {"cp-mask", "cp-pairs", "cp-cost"}),
     "/episodes/recipe-3d": ("/api/recipe", {"recipe-step", "recipe-causes", "recipe-memory",
-                                            "recipe-timeline", "recipe-twod"}),
+                                            "recipe-timeline", "recipe-layer", "recipe-twod"}),
     "/episodes/rl-placement": (
         "/api/placement", {"placement-cluster", "placement-memory", "placement-timeline"}),
 }

@@ -531,7 +531,7 @@ def test_ep08_round_2_figures_come_from_the_engine(client):
 
 
 def test_api_two_d_is_each_familys_best_plan_by_cluster_and_documented(client):
-    """/api/recipe's two_d (EP08 step 13): for the page's model, links and global batch, each
+    """/api/recipe's two_d (EP08 step 14): for the page's model, links and global batch, each
     family's best plan at each cluster size, the page's own plan's family, and its OpenAPI
     schema; a bad control is a 422 naming it."""
     body = client.get("/api/recipe", params=SEED).json()

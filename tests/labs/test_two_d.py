@@ -1,4 +1,4 @@
-"""EP08 step 13, two dimensions before three (labs.recipe.two_d): the planner held to each
+"""EP08 step 14, two dimensions before three (labs.recipe.two_d): the planner held to each
 family, and what the step says of when each wins, checked on the lab's own figures."""
 
 import pytest
