@@ -195,14 +195,22 @@ class MoEGemmPoint(BaseModel):
 
 
 class MoEGemmAnswer(BaseModel):
-    curve: list[MoEGemmPoint] = Field(description="One routed expert's GEMMs, 16 to 65,536 "
-                                                  "tokens.")
+    curve: list[MoEGemmPoint] = Field(description="A GPU's routed experts' GEMMs, one grouped "
+                                                  "GEMM, 16 to 65,536 tokens an expert.")
     tokens_per_expert: float = Field(description="Mean token copies one routed expert "
                                                  "receives here: T x k x EP / E.")
     efficiency: float = Field(description="Its GEMMs' share of the BF16 peak.")
     shared_tokens: int | None = Field(description="Tokens the shared expert computes on one "
                                                   "GPU (all of them); None without one.")
     shared_efficiency: float | None = Field(description="Its GEMMs' share of the peak.")
+    shared_s: float | None = Field(description="The shared expert's forward GEMMs, seconds; "
+                                               "None without one.")
+    alone: list[MoEGemmPoint] = Field(description="The same sweep with each expert's GEMMs "
+                                                  "run alone (an ungrouped loop of kernels).")
+    alone_efficiency: float = Field(description="The routed expert's GEMMs run alone: share "
+                                                "of the BF16 peak.")
+    matmul_rate: float = Field(description="The GPU's achieved matmul FLOP/s at a full wave.")
+    hbm_rate: float = Field(description="The GPU's achieved HBM bandwidth, bytes/s.")
 
 
 class MoEBalancePoint(BaseModel):

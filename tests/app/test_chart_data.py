@@ -736,20 +736,30 @@ def test_moe_network_bars_are_each_groups_bandwidth(query):
 @pytest.mark.parametrize("query", [{}, {"model": "deepseek-v3", "nodes": 256, "pp": 16,
                                         "ep": 8, "tokens": 1024, "skew": 0.3}])
 def test_moe_gemm_and_balance_curves_are_the_labs(query):
-    """The GEMM curve: 2 x tokens x one expert's weights / its GEMMs' time / the BF16 peak
-    (labs.experts.lab.expert_seconds), at this state's T·k·EP/E; the balance curve: E·Σf²
+    """The GEMM curve: 2 x tokens x a GPU's experts' weights / their grouped GEMMs' time / the
+    BF16 peak (equal groups: gemm_time batched over the local experts), and the dotted one
+    expert at a time, at this state's T·k·EP/E; the balance curve: E·Σf²
     over the routed copies and the layer over balanced, re-routed here at each skew."""
-    from labs.experts.lab import expert_seconds, route
-    from labs.hardware.kernels import with_matmul_efficiency
+    from labs.experts.lab import route
+    from labs.hardware.kernels import gemm_time, with_matmul_efficiency
 
     result, figs = figures_for("moe", query)
     inp, m = result.input, result.input.model
     gpu = with_matmul_efficiency(inp.cluster, inp.mfu).gpu
-    area, line, here, *shared = figs["gemm"]["data"]
+    local = m.experts // inp.ep
+    up = (2 if m.gated_mlp else 1) * m.expert_ffn
+
+    def share(t: int, batch: int) -> float:  # equal groups: a grouped GEMM is a batched one
+        secs = (gemm_time(gpu, t, up, m.hidden, batch)
+                + gemm_time(gpu, t, m.hidden, m.expert_ffn, batch))
+        return 100 * 2 * t * batch * m.expert_size / (secs * gpu.bf16_flops)
+
+    area, alone, line, here, *shared = figs["gemm"]["data"]
     assert area["x"][-1] == here["x"][0] and area["y"][-1] == here["y"][0]
     for t, y in zip(line["x"], line["y"], strict=True):
-        assert y == pytest.approx(100 * 2 * t * m.expert_size
-                                  / (expert_seconds(m, gpu, t) * gpu.bf16_flops), abs=0.006)
+        assert y == pytest.approx(share(t, local), abs=0.006)
+    for t, y in zip(alone["x"], alone["y"], strict=True):
+        assert y == pytest.approx(share(t, 1), abs=0.006)
     assert here["x"][0] == pytest.approx(inp.tokens * m.top_k * inp.ep / m.experts, abs=0.01)
     assert bool(shared) == bool(m.shared_experts)
     loss, loss_here, slow, slow_here = figs["balance"]["data"]

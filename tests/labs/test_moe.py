@@ -59,7 +59,11 @@ def test_deepseek_v3_pp16_ep64_no_tp_passes_the_rank_rules():
 def test_expert_tp_splits_each_experts_compute():
     base, split = moe(ep=4), moe(ep=4, etp=2)
     assert split.layout.expert_dp == base.layout.expert_dp // 2
-    assert split.compute_s == pytest.approx(base.compute_s / 2)
+    # Half the FLOPs a GPU; the grouped GEMM's half as many tiles fill their last wave a
+    # little worse (Mixtral's up GEMM, 2 experts of 4,096 rows: 7,168 tiles of 256 x 128 on
+    # 132 SMs, 98.7% busy, against 3,584, 97.0%), so a little over half the time, never under.
+    assert split.compute_s == pytest.approx(base.compute_s / 2, rel=0.02)
+    assert split.compute_s >= base.compute_s / 2
 
 
 @pytest.mark.parametrize(("model", "kw", "field", "words"), [
