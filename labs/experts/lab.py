@@ -277,7 +277,12 @@ def balance_curve(inp: MoEInput, per_node: int) -> tuple[tuple[float, float, flo
     return tuple(out)
 
 
-GRAD_BYTES = 2  # bf16 gradients, all-reduced once a step (Megatron's default grad dtype)
+# Gradients are reduced in fp32 for bf16 training: Megatron-LM forces
+# --accumulate-allreduce-grads-in-fp32 with --bf16 ("bfloat16 requires gradient accumulation
+# and all-reduce to be done in fp32"; --grad-reduce-in-bf16 opts out), NeMo's bf16_mixed sets
+# grad_reduce_in_fp32=True, torchtitan's FSDP2 reduces in float32, and DeepSeek-V3 keeps its
+# gradients in FP32 (its report, sec 3.3).
+GRAD_BYTES = 4
 
 
 def network(inp: MoEInput, routing: Routing, dense_local: float,
@@ -285,7 +290,7 @@ def network(inp: MoEInput, routing: Routing, dense_local: float,
     """Each kind of group's traffic on the cluster (the rank map's groups, the bandwidth they
     get): TP's all-reduce of one layer's activations (T tokens x hidden x 2 B), PP's send of
     them to the next stage, DP's all-reduce of the dense gradients a GPU holds and expert-DP's
-    of its experts' (2 B each, once a step), and EP's dispatch as the layer times it above.
+    of its experts' (fp32, 4 B each, once a step), and EP's dispatch as the layer times it above.
     CP and expert-TP are left out."""
     m, lay, cl = inp.model, inp.layout, inp.cluster
     acts = inp.tokens * m.hidden * ACTIVATION_BYTES
@@ -293,9 +298,10 @@ def network(inp: MoEInput, routing: Routing, dense_local: float,
     for kind, kind_of, size, what in (
             ("tp", "all_reduce", acts, "one layer's activations"),
             ("pp", "p2p", acts, "activations to the next stage"),
-            ("dp", "all_reduce", dense_local * GRAD_BYTES, "the dense gradients, once a step"),
+            ("dp", "all_reduce", dense_local * GRAD_BYTES,
+             "the dense gradients in fp32, once a step"),
             ("edp", "all_reduce", expert_local * GRAD_BYTES,
-             "the experts' gradients, once a step")):
+             "the experts' gradients in fp32, once a step")):
         if getattr(lay, {"edp": "expert_dp"}.get(kind, kind)) > 1:
             out.append(group_link(lay, kind, cl, kind_of, size, what))
     if inp.ep > 1:

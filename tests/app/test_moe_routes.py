@@ -222,3 +222,50 @@ def test_steps_8_and_9_time_a_gpus_experts_as_one_grouped_gemm(client):
     assert share4 < 1 / 12 < share64 and share64 == pytest.approx(1 / 9, rel=0.1)
     assert 'data-right="sixteenth"' in form("step-9")
     assert f'data-answer="{100 * share4:.1f}%"' in form("step-9")
+
+
+def test_step_10_teaches_the_balance_losss_gradient_not_its_value(client):
+    """Round-3 cold reading of EP07, items 2, 3, 9: step 10 said the loss barely notices one
+    hot expert in 256 (its value, 1.04). The router trains on ∂L/∂P_i = α·E·f_i, each
+    expert's own: at skew 0.1 expert 0's is E·f_0 = max/mean, about 4 times a fair expert's.
+    The layer's 1.76x is GPU 0's four experts' mean load; the Switch loss acts per
+    micro-batch (Megatron's default), not per step's batch."""
+    from app.routers.moe import MoEQuery, run
+
+    r = run(MoEQuery(model="deepseek-v3", nodes=256, pp=16, ep=64, link="hgx-h800", skew=0.1))
+    routed = r.routing.routed_per_expert
+    mean = sum(routed) / len(routed)
+    fair = sum(routed[1:4]) / 3 / mean
+    push = r.max_over_mean / fair
+    assert 3.5 < push < 5 and r.balance_loss < 1.1  # the value barely moves; the push does
+    assert r.gpu_max_over_mean == pytest.approx((r.max_over_mean + 3 * fair) / 4, rel=1e-9)
+    html = client.get("/episodes/experts").text
+    step = " ".join(html.split('id="step-10"')[1].split())
+    form = re.search(r'<form class="predict-form"[^>]*>', step)[0]
+    assert 'data-right="x4"' in form and f'data-answer="{push:.1f}×"' in form
+    assert f"= {r.gpu_max_over_mean:.2f} times the mean GPU" in step
+    assert "80%" not in step.split("</form>")[0]  # no distractor prints the layer's slowdown
+    assert "micro-batch&#39;s tokens (Megatron&#39;s default" in step
+    assert "not a micro-batch" not in step
+
+
+def test_step_7_names_every_group_the_spine_slows(client):
+    """Round-3 cold reading of EP07, items 4, 5, 8, 11: the predict's right answer is what the
+    engine's network table shows (all but DP's contiguous ring slow under leaves of 4 at 4:1),
+    the DP figures are derived on the page (fp32 gradients, NVLink-bound ring, 2/7 of a NIC at
+    7:1), and the rank order names PP and expert-DP as the strided groups."""
+    from app.routers.moe import facts
+
+    f = facts()
+    flat = {g["kind"]: g["seconds"] for g in f["v3"]["api"]["network"]}
+    tor = {g["kind"]: g["seconds"] for g in f["v3_tor4"]["api"]["network"]}
+    slowed = {k for k in tor if tor[k] > 1.01 * flat[k]}
+    assert slowed == {"ep", "pp", "edp"}
+    html = client.get("/episodes/experts").text
+    step = " ".join(html.split('id="step-7"')[1].split('id="step-8"')[0].split())
+    form = re.search(r'<form class="predict-form"[^>]*>', step)[0]
+    assert 'data-right="ring"' in form
+    dp = next(g for g in f["v3_tor4"]["api"]["network"] if g["kind"] == "dp")
+    assert f"{dp['bytes_per_gpu'] / 1e9:.1f} GB ÷ 160 GB/s" in step
+    assert "in fp32" in step and "PP and expert-DP on ranks far apart" in step
+    assert "the ranks furthest apart" not in step and "1:7" not in step
