@@ -46,6 +46,33 @@ class TPShapes(BaseModel):
     qkv_columns_per_gpu: int
 
 
+class TPCrossover(BaseModel):
+    """The layer's compute against the time to move its TP collectives' bytes, and the hidden
+    size per GPU where they meet (EP04 step 6; labs.tensor_parallel.crossover)."""
+
+    per_gpu: float = Field(description="h / t: the hidden size each GPU of the group holds.")
+    tokens: int = Field(description="seq_len x micro_batch (they cancel in the crossover).")
+    compute_s: float = Field(description="The layer's kernels on one GPU, forward + backward, "
+                             "seconds.")
+    comm_s: float = Field(description="The layer's TP collectives one after another, none "
+                          "hidden, seconds (0 at t = 1).")
+    comm_bytes: int = Field(description="Bytes each GPU sends per layer.")
+    flops: float = Field(description="The layer's model FLOPs on one GPU of the group.")
+    rate: int = Field(description="flops / compute_s, FLOP/s.")
+    busbw: int = Field(description="comm_bytes / comm_s, bytes/s (0 at t = 1).")
+    k: float = Field(description="FLOPs per token per layer on one GPU x t / (6 h^2): the "
+                     "layer's weights over h^2, its attention scores counted in.")
+    beta: float = Field(description="Bytes sent per token per unit of h: 16(t-1)/t for 4 "
+                        "all-reduces, 20(t-1)/t with sequence parallelism.")
+    crossover: float = Field(description="(h/t)* = beta x rate / (6 k busbw): the hidden size "
+                             "per GPU where compute equals the collectives (0 at t = 1).")
+    crossover_degree: float | None = Field(description="h / (h/t)*: the TP degree where they "
+                                           "meet at this rate and busBW (null at t = 1).")
+    ratio: float | None = Field(description="compute_s / comm_s (null at t = 1).")
+    points: list[list[float]] = Field(description="The lab's own op-level figures at each "
+                                      "timed t > 1: [t, h/t, compute s, communication s].")
+
+
 class TensorParallelAnswer(BaseModel):
     model: str
     gpu: str
@@ -91,6 +118,7 @@ class TensorParallelAnswer(BaseModel):
     shapes: TPShapes
     sweep: list[TPSweepRow] = Field(description="The chosen link or cluster, against t.")
     links: dict[str, list[TPCostRow]] = Field(description="Each compared link alone, against t.")
+    crossover: TPCrossover
     assumptions: list[str]
 
 

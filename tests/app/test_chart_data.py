@@ -581,6 +581,32 @@ def test_tp_curves_costs_and_memory_are_the_sweep(kind):
                               for m in result.memory_sweep], 6e-4 * len(stack), "GB")
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_tp_crossover_is_compute_against_the_layers_collectives(kind):
+    """EP04 step 6: the compute line runs through the state, straight in h/t at its rate; the
+    collectives flat at the layer's bytes over its bus bandwidth; the dashed (h/t)* where the
+    line meets them; the hollow marks the lab's own layer at each timed t."""
+    result, figs = figures_of("tp", kind)
+    cost, h = result.cost, result.input.model.hidden
+    per_gpu = h / result.input.tp
+    lines = {t["name"]: t for t in figs["crossover"]["data"]}
+    compute = lines["Compute, 6·k·h·(h/t)·s·b ÷ rate"]
+    close(compute["y"], [cost.compute_s * x / per_gpu for x in compute["x"]], 1e-6,
+          "compute line (s)")
+    assert lines["This state"]["x"] == [per_gpu]
+    close(lines["This state"]["y"], [cost.compute_s], 1e-6, "state's compute")
+    close(lines["The lab at each t: compute"]["y"],
+          [c.compute_s for c in result.sweep if c.tp > 1], 1e-6, "the lab's compute")
+    close(lines["communication"]["y"], [c.comm_total_s for c in result.sweep if c.tp > 1],
+          1e-6, "the lab's collectives")
+    assert lines["communication"]["x"] == [h / c.tp for c in result.sweep if c.tp > 1]
+    close(lines["Collectives, none hidden"]["y"], [cost.comm_total_s] * 2, 1e-6, "comm")
+    (cross,) = [s for s in figs["crossover"]["layout"]["shapes"]
+                if s.get("line", {}).get("dash") == "dash"]
+    close([cost.compute_s * cross["x0"] / per_gpu], [cost.comm_total_s], 1e-6,
+          "compute at (h/t)*")
+
+
 # EP03 (ZeRO) --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -881,7 +907,7 @@ def test_the_playground_draws_what_each_lab_draws_for_the_same_state():
 COVERED = {  # lab -> the diagrams whose data a test above derives from the lab's result
     "memory": {"ledger"}, "dp": {"scaling", "time", "ratio", "replica"},
     "zero": {"memory", "traffic", "overlap", "crossover", "recompute", "offload"},
-    "tp": {"split", "efficiency", "cost", "memory"},
+    "tp": {"split", "efficiency", "cost", "memory", "crossover"},
     "pipeline": {"gantt", "activations", "memory"}, "cp": {"mask", "pairs", "cost"},
     "moe": {"experts", "gpus", "params", "ranks", "network", "gemm", "balance"},
     "recipe": {"step", "causes", "memory", "timeline", "layer", "twod"},

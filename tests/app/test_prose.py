@@ -19,7 +19,7 @@ LESSONS = {  # page -> (API, chart ids a step may name)
     "/episodes/pipeline": (
         "/api/pipeline", {"pipeline-gantt", "pipeline-activations", "pipeline-memory"}),
     "/episodes/tensor-parallel": (
-        "/api/tp", {"tp-split", "tp-efficiency", "tp-cost", "tp-memory"}),
+        "/api/tp", {"tp-split", "tp-efficiency", "tp-cost", "tp-memory", "tp-crossover"}),
     "/episodes/zero": ("/api/zero", {"zero-memory", "zero-traffic", "zero-overlap",
                                      "zero-crossover",
                                      "zero-recompute", "zero-offload"}),
