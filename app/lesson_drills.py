@@ -747,14 +747,23 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
                      "save costs half an interval per failure on average."),
     ),
     "playground": (
+        # A recap's predict combines two episodes (EP12 cold reading, item 10: 1/33 at 32
+        # micro-batches was EP05's formula again): EP02's global batch = DP x micro-batches,
+        # held while DP doubles, then EP05's bubble at the micro-batches each replica is left.
         predict(
             "playground-predict-bubble",
-            "The worked plan (TP8 × PP2 × DP2) with 32 micro-batches instead of 16. Predict "
-            "the pipeline's bubble, in %.",
-            "playground", {"microbatches": 32}, "panels.pipeline.answer.bubble_fraction",
-            unit="%", scale=100,
-            hint="(p − 1)/(m + p − 1) with p = 2.",
-            explanation="{answer}%: 1 / 33.", rel_tol=0.05),
+            "The worked plan trains 32 sequences a step: DP 2 replicas × 16 micro-batches of "
+            "one sequence, each replica a TP8 × PP2 pipeline. Double the cluster to 8 nodes "
+            "at the same TP8 × PP2, so DP is 4, and keep the 32 sequences a step. Predict the "
+            "pipeline's bubble, in %.",
+            "playground", {"nodes": 8, "dp": 4, "microbatches": 8},
+            "panels.pipeline.answer.bubble_fraction", unit="%", scale=100,
+            hint="How many micro-batches does each replica get now? Then EP05's bubble, "
+                 "(p − 1)/(m + p − 1).",
+            explanation="{answer}%: 32 sequences ÷ 4 replicas = 8 micro-batches each, so "
+                        "(2 − 1)/(8 + 2 − 1) = 1/9. More replicas at the same global batch "
+                        "leave each pipeline fewer micro-batches to fill its bubble (step 3's "
+                        "limit).", rel_tol=0.05),
         decide(
             "playground-decide-memory",
             "Start from the worked plan. Which change cuts the 3D recipe's memory on its "

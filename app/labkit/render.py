@@ -81,6 +81,10 @@ def context(request: Request, view: LabView, state: State, errors: dict[str, str
             raw: dict[str, str]) -> dict:
     figures = view.figures(state.result)
     query = state_query(state)
+    extra = dict(view.extra_context(state)) if view.extra_context else {}
+    # A lab's own complaints about a state it drew (EP12: a panel that refuses it), shown in
+    # the controls' error slots beside the query's own errors, which win.
+    errors = {**extra.pop("control_errors", {}), **errors}
     charts = {
         d.name: Chart(d.name, d.title, view.element_id(d), figures.get(d.name),
                       with_query(embed_path(view, d), query), d.embed_height)
@@ -103,7 +107,7 @@ def context(request: Request, view: LabView, state: State, errors: dict[str, str
         "base_url": public_base_url(request),
         "public_origin": public_origin(request),  # what an embed's postMessage comes from
         "embedding": False,
-        **(view.extra_context(state) if view.extra_context else {}),
+        **extra,
     }
 
 

@@ -129,7 +129,8 @@ class LabView(Generic[Q, R]):
     response_model: type[BaseModel] | None = None
     # The key of a list of event rows in the JSON answer that ?events= may drop or transpose.
     events_key: str | None = None
-    # Extra template context for a state (option lists that depend on it, say).
+    # Extra template context for a state (option lists that depend on it, say); its
+    # "control_errors" ({control: message}) fill the controls' error slots (EP12's refusing panels).
     extra_context: Callable[[Any], dict] | None = None
     # Controls re-rendered out of band with every diagram swap, because their options
     # depend on the state (a model's layer count sets the valid PP degrees, say).
