@@ -2,7 +2,7 @@
 export it, and re-plan it when the model or the cluster changes."""
 
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import cached_property, lru_cache, partial
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -164,13 +164,22 @@ class RecipeState:
     result: RecipeResult
     replan: Replan | None
     exports: dict[str, Export]
-    two_d: TwoD | None = None  # step 14: the best 2-D plan against the best 3-D as it grows
+    # Step 14's sweep (labs.recipe.two_d.compare_cached's arguments), run only when ``two_d``
+    # is read: by the JSON answer and the chart's own route, never by the page or a control's
+    # answer (its fourteen planner searches were a third of a class's CPU). None where no
+    # sweep is drawn: a plan that cannot run, a mixture-of-experts model, the playground.
+    sweep: tuple | None = None
+
+    @cached_property
+    def two_d(self) -> TwoD | None:
+        """The best 2-D plan against the best 3-D as the cluster grows (step 14)."""
+        return None if self.sweep is None else compare_cached(*self.sweep)
 
 
 def run(query: RecipeQuery, two_d: bool = True) -> RecipeState:
-    """The plan audited and timed, its exports, a re-plan if asked, and (``two_d``) step 14's
-    comparison of the best 2-D and 3-D plans for its model, cluster and batch: two planner
-    searches per cluster size, cached, which the lesson's other states leave out."""
+    """The plan audited and timed, its exports, a re-plan if asked, and (``two_d``) what step
+    14's comparison of the best 2-D and 3-D plans for its model, cluster and batch needs: two
+    planner searches per cluster size, cached, run when it is read (RecipeState.two_d)."""
     gpu = get_gpu(query.gpu)
     cluster = paired_cluster(gpu, query.gpus_per_node, get_link(query.intra_link),
                            get_link(query.inter_link))
@@ -193,11 +202,11 @@ def run(query: RecipeQuery, two_d: bool = True) -> RecipeState:
         replan = nearest(plan, new_model, cluster, query.replan_nodes or query.nodes,
                          query.matmul_efficiency)
     exports = {f: export(plan, model, f) for f in EXPORT_FORMATS} if result.legal else {}
-    two_d = compare_cached(model, cluster, plan.seq_len, plan.global_batch,
-                           sweep_nodes(query.nodes, query.gpus_per_node), plan.recipe,
-                           query.matmul_efficiency, plan.software()) \
+    sweep = (model, cluster, plan.seq_len, plan.global_batch,
+             sweep_nodes(query.nodes, query.gpus_per_node), plan.recipe,
+             query.matmul_efficiency, plan.software()) \
         if result.legal and two_d and not model.is_moe else None
-    return RecipeState(result, replan, exports, two_d)
+    return RecipeState(result, replan, exports, sweep)
 
 
 def to_api(state: RecipeState) -> dict:
@@ -220,12 +229,16 @@ def figures(state: RecipeState) -> dict:
     r = state.result
     if not r.legal:
         return {}
-    drawn = {"step": step_figure(r, state.replan), "causes": causes_figure(r, micro_api(r)),
-             "timeline": timeline_figure(timeline_api(r)), "layer": layer_figure(layer_api(r)),
-             "memory": memory_figure(r)}
-    if state.two_d is not None:  # not swept for a MoE model, nor in the playground's panel
-        drawn["twod"] = two_d_figure(two_d_api(state.two_d, r))
-    return drawn
+    return {"step": step_figure(r, state.replan), "causes": causes_figure(r, micro_api(r)),
+            "timeline": timeline_figure(timeline_api(r)), "layer": layer_figure(layer_api(r)),
+            "memory": memory_figure(r)}
+
+
+def lazy_figures(state: RecipeState) -> dict:
+    """Step 14's chart, drawn on its own request (GET /episodes/recipe-3d/twod and its embed):
+    left out where no sweep runs (a MoE model, a plan that cannot run)."""
+    two = state.two_d
+    return {} if two is None else {"twod": two_d_figure(two_d_api(two, state.result))}
 
 
 def api_errors(state: RecipeState) -> dict[str, str]:
@@ -433,6 +446,7 @@ VIEW = LabView(
     run=run,
     to_api=to_api,
     figures=figures,
+    lazy_figures=lazy_figures,
     diagrams=(
         Diagram("step", "One training step: compute, exposed communication, bubble",
                 embed_height=420),
@@ -444,8 +458,11 @@ VIEW = LabView(
         Diagram("layer", "One layer, op by op: its kernels on the compute stream and each "
                 "kind's collectives on its own", embed_height=460),
         Diagram("memory", "Memory per GPU on each pipeline stage", embed_height=440),
+        # Drawn on its own request, as it comes into view: fourteen planner searches for each
+        # model, cluster and global batch, which no other chart of a state needs.
         Diagram("twod", "Two dimensions before three: the best FSDP + TP plan against the "
-                "best TP + PP + DP plan as the cluster grows", embed_height=460),
+                "best TP + PP + DP plan as the cluster grows", embed_height=460,
+                lazy_template="partials/_recipe_twod.html"),
     ),
     labels={
         "model": "Model", "params": "Custom params", "gpu": "GPU", "nodes": "Nodes",

@@ -613,14 +613,17 @@
     return true;
   }
 
+  // Whether an htmx attribute changed (a lazy diagram's hx-get at the new state): the caller
+  // has htmx process the element again, which re-arms its trigger for the new URL.
   function setAttributes(el, next) {
-    var i, attr, restyle = false;
+    var i, attr, restyle = false, rearm = false;
     for (i = el.attributes.length - 1; i >= 0; i--) {
       attr = el.attributes[i];
       // style: set by paint() through CSSOM (the answer never carries one).
       if (attr.name !== "style" && !next.hasAttribute(attr.name)) {
         el.removeAttribute(attr.name);
         restyle = restyle || PAINTED.test(attr.name);
+        rearm = rearm || HTMX_ATTR.test(attr.name);
       }
     }
     for (i = 0; i < next.attributes.length; i++) {
@@ -628,10 +631,13 @@
       if (el.getAttribute(attr.name) !== attr.value) {
         el.setAttribute(attr.name, attr.value);
         restyle = restyle || PAINTED.test(attr.name);
+        rearm = rearm || HTMX_ATTR.test(attr.name);
       }
     }
     if (restyle) unpaint(el);  // paint() sets what the new values say
+    return rearm;
   }
+  var HTMX_ATTR = /^hx-/;
 
   function replaceChildren(el, next) {
     // The live charts inside move into the new markup, in their placeholders' places.
@@ -645,18 +651,30 @@
   }
 
   function update(el, next) {
-    setAttributes(el, next);
+    var rearm = setAttributes(el, next);
     var kids = el.childNodes, nextKids = next.childNodes;
-    if (!sameShape(kids, nextKids)) { replaceChildren(el, next); return; }
-    for (var i = 0; i < kids.length; i++) {
-      var kid = kids[i], nextKid = nextKids[i];
-      if (kid.nodeType !== 1) {
-        if (kid.nodeValue !== nextKid.nodeValue) kid.nodeValue = nextKid.nodeValue;
-      } else if (!kid.hasAttribute("hx-preserve")) {
-        update(kid, nextKid);
+    if (!sameShape(kids, nextKids)) replaceChildren(el, next);
+    else {
+      for (var i = 0; i < kids.length; i++) {
+        var kid = kids[i], nextKid = nextKids[i];
+        if (kid.nodeType !== 1) {
+          if (kid.nodeValue !== nextKid.nodeValue) kid.nodeValue = nextKid.nodeValue;
+        } else if (!kid.hasAttribute("hx-preserve")) {
+          update(kid, nextKid);
+        }
       }
     }
+    if (rearm) window.htmx.process(el);
   }
+
+  // A lazy diagram (templates/partials/_figure.html ``lazy``) answered for a state its place no
+  // longer shows (a control moved while it was fetched) is dropped: the place's own fetch,
+  // re-armed by update(), brings the state shown.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var d = event.detail, target = d.target;
+    if (!target || !target.classList || !target.classList.contains("lazy-diagram")) return;
+    if (d.requestConfig && d.requestConfig.path !== target.getAttribute("hx-get")) d.shouldSwap = false;
+  });
 
   function defineUpdate() {
     window.htmx.defineExtension(UPDATE, {

@@ -27,10 +27,14 @@ KINDS = ("default", "good", "bad")
 
 
 def figures_for(name: str, query: dict):
-    """(the lab's result for ``query``, its figures as the page's JSON gives them back)."""
-    state, errors, _ = parse(VIEWS[name], list(query.items()))
+    """(the lab's result for ``query``, its figures as the page's JSON gives them back, a
+    lazy diagram's as its own route does)."""
+    view = VIEWS[name]
+    state, errors, _ = parse(view, list(query.items()))
     assert state is not None, errors
-    return state.result, json.loads(json.dumps(VIEWS[name].figures(state.result)))
+    drawn = {**view.figures(state.result),
+             **(view.lazy_figures(state.result) if view.lazy_figures else {})}
+    return state.result, json.loads(json.dumps(drawn))
 
 
 def figures_of(name: str, kind: str):

@@ -606,3 +606,50 @@ def test_ep08_overlap_drill_asks_a_state_step_12_does_not_answer(client):
     assert "<details" in twelve and "DeepEP" not in twelve and "Qwen3" not in twelve
     ndr = lab_value("recipe", {**QWEN_EP16, "inter_link": "ib-ndr"}, lambda a: a)
     assert a2a_s(ndr) < micro_compute_s(ndr) and "under the compute" in options["ep"].why
+
+
+def test_step_14s_sweep_is_drawn_on_its_own_request_not_with_the_page(client, monkeypatch):
+    """The 2-D against 3-D sweep (fourteen planner searches for each model, cluster and batch)
+    runs for GET /episodes/recipe-3d/twod and /api/recipe only: the page, the bench and a
+    control's answer carry a place that fetches it at their state as it comes into view, with
+    a link for a browser without JavaScript; its answer is the API's two_d, drawn."""
+    from urllib.parse import urlencode
+
+    from app.charts.recipe import two_d_figure
+    from app.routers import recipe
+
+    state = {**SEED, "microbatches": 24}  # a batch no other test sweeps first
+    query = urlencode({k: v for k, v in state.items()
+                       if recipe.RecipeQuery.model_fields[k].default != v})
+    place = f'hx-get="/episodes/recipe-3d/twod?{query.replace("&", "&amp;")}"'
+
+    def refused(*args):
+        raise AssertionError("the sweep ran for an answer that does not draw it")
+
+    monkeypatch.setattr(recipe, "compare_cached", refused)
+    for headers in ({}, {"HX-Request": "true", "HX-Target": "bench"},
+                    {"HX-Request": "true", "HX-Target": "recipe-audits"}):
+        body = client.get("/episodes/recipe-3d", params=state, headers=headers).text
+        assert place in body and 'hx-trigger="intersect once"' in body
+        assert 'data-target="recipe-twod"' not in body  # no figure: the place only
+        assert f'href="/episodes/recipe-3d/twod?{query.replace("&", "&amp;")}"' in body
+    monkeypatch.undo()
+    lazy = client.get(f"/episodes/recipe-3d/twod?{query}", headers={"HX-Request": "true"})
+    assert lazy.status_code == 200 and "<html" not in lazy.text
+    script = lazy.text.split('data-target="recipe-twod"', 1)[1].split(">", 1)[1]
+    drawn = json.loads(script.split("</script>", 1)[0])
+    two_d = client.get("/api/recipe", params=state).json()["two_d"]
+    assert drawn == json.loads(json.dumps(two_d_figure(two_d)))
+    alone = client.get(f"/episodes/recipe-3d/twod?{query}")  # no JavaScript: a page of its own
+    assert alone.status_code == 200 and "<html" in alone.text
+    assert f'href="/episodes/recipe-3d?{query.replace("&", "&amp;")}"' in alone.text
+    assert alone.text.count("<tr") == len(two_d["points"]) + 1  # the table: head and a row each
+    bad = client.get("/episodes/recipe-3d/twod", params={**state, "tp": "many"},
+                     headers={"HX-Request": "true"})
+    assert bad.status_code == 422 and "TP (tensor) must be" in bad.text
+    assert client.get("/episodes/recipe-3d/twod", params={**state, "tp": "many"}).status_code \
+        == 422
+    moe = {"model": "mixtral-8x7b", "gpu": "h100-sxm", "nodes": 2, "tp": 2, "pp": 1, "dp": 8,
+           "ep": 8}
+    said = client.get("/episodes/recipe-3d/twod", params=moe, headers={"HX-Request": "true"})
+    assert said.status_code == 200 and "Not drawn for a mixture-of-experts model" in said.text
