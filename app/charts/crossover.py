@@ -22,15 +22,21 @@ def tokens(value: float) -> str:
     return f"{round(value, 1):,.0f}"
 
 
+def verdict(compute_s: float, comm_s: float, what: str, alone: str) -> tuple[str, str]:
+    """The state's label ("<what> ÷ communication = r", or ``alone`` where nothing moves) and
+    its side of the crossover, as every crossover chart words them."""
+    if not comm_s:
+        return alone, "compute only"
+    side = "compute-bound" if compute_s >= comm_s else "communication-bound"
+    return f"{what} ÷ communication = {compute_s / comm_s:.3g}", side
+
+
 def crossover_figure(tokens_per_gpu: float, compute_s: float, comm_s: float, cross: float,
                      sweep, comm_name: str, gpus: int) -> dict:
     """Compute and communication against tokens per GPU per step (log-log): compute rises
     with the tokens, the communication does not, and they cross at the lab's T*. The state
     is marked on the compute line, the crossover by a dashed line, each side shaded."""
-    bound = ("no all-reduce on 1 GPU" if not comm_s else
-             f"compute ÷ communication = {compute_s / comm_s:.3g}")
-    side = ("compute-bound" if comm_s and compute_s >= comm_s else
-            "communication-bound" if comm_s else "compute only")
+    bound, side = verdict(compute_s, comm_s, "compute", "no all-reduce on 1 GPU")
     return threshold_figure(
         x_state=tokens_per_gpu, compute_s=compute_s, comm_s=comm_s, cross=cross,
         compute_line=sweep, comm_line=None,

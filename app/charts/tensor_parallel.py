@@ -11,7 +11,7 @@ from app.charts import (
     short_gpu_name,
     value_label,
 )
-from app.charts.crossover import ms, threshold_figure, tokens
+from app.charts.crossover import ms, threshold_figure, tokens, verdict
 from app.charts.memory import COMPONENTS
 from app.charts.units import fmt_bytes, gb_axis
 from labs.hardware.links import get_link
@@ -260,10 +260,7 @@ def crossover_figure(result) -> dict:
     the markers the lab's own layer at each timed t."""
     c = tp_crossover(result)
     inp = result.input
-    bound = (f"compute ÷ communication = {c.ratio:.3g}" if c.comm_s else
-             "no collectives at t = 1")
-    side = ("compute-bound" if c.comm_s and c.compute_s >= c.comm_s else
-            "communication-bound" if c.comm_s else "compute only")
+    bound, side = verdict(c.compute_s, c.comm_s, "compute", "no collectives at t = 1")
     return threshold_figure(
         x_state=c.per_gpu, compute_s=c.compute_s, comm_s=c.comm_s, cross=c.crossover,
         compute_line=c.sweep, comm_line=None,

@@ -314,6 +314,26 @@ class CPRank(BaseModel):
     causal_pairs: float = Field(description="(query, key) cells with key <= query this rank "
                                             "computes, per head (Ulysses: its heads' share).")
     heads: list[int] | None = Field(None, description="Ulysses: first and last head held.")
+class CPCrossover(BaseModel):
+    """One layer's attention against the time to move its keys and values, and the tokens
+    per rank where they meet (EP06 step 8; labs.context_parallel.crossover)."""
+
+    per_rank: float = Field(description="seq_len / cp: tokens per rank, L.")
+    attention_s: float = Field(description="The busiest rank's attention, one layer forward, s.")
+    comm_s: float = Field(description="Its K/V transfers, none hidden, seconds (0 at cp 1).")
+    rate: float = Field(description="attention_flops / attention_s, FLOP/s.")
+    busbw: float = Field(description="comm_bytes_per_gpu / comm_s, bytes/s (0 at cp 1).")
+    kv_share: float = Field(description="KV heads / query heads.")
+    imbalance: float = Field(description="The busiest rank's pairs over the mean (1 zigzag).")
+    crossover: float = Field(description="L* = per_rank x comm_s / attention_s: for a ring or "
+                             "all-gather 2 x kv_share x (cp-1)/cp x rate / (imbalance x "
+                             "busbw); the tokens per rank where attention equals the "
+                             "transfers at this state's rate and busbw (0 at cp 1).")
+    ratio: float | None = Field(description="attention_s / comm_s (null at cp 1).")
+    points: list[list[float]] = Field(description="The lab's own layer at L = 128 ... 131,072 "
+                                      "tokens a rank: [L, attention s, communication s].")
+
+
 class CPAnswer(BaseModel):
     tokens: int
     layout: Literal["contiguous", "zigzag", "allgather", "ulysses"]
@@ -346,6 +366,7 @@ class CPAnswer(BaseModel):
     activation_bytes_per_gpu: float = Field(description="Activations of all layers on one "
                                                         "GPU (selective recomputation).")
     activation_bytes_no_cp: float
+    crossover: CPCrossover
 class ZeroStageBar(BaseModel):
     dp: int
     zero: int

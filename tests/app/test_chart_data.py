@@ -202,6 +202,37 @@ def test_cp_cost_curves_are_the_sweep_and_the_mark_is_this_plan(kind):
     close(mark["y"], [result.cost.comm_s * 1e3], 1e-9, "this plan's ms")
 
 
+@pytest.mark.parametrize("query", [{}, {"tokens": 64, "cp": 8, "layout": "zigzag"},
+                                   {"cp": 8, "layout": "ulysses"}, {"cp": 1}])
+def test_cp_crossover_is_attention_against_its_transfers(query):
+    """EP06 step 8: attention through the state as L², the transfers through it as L, the
+    dashed L* where they meet, the hollow marks the lab's own layer at each L."""
+    from labs.context_parallel.lab import cp_cost
+    result, figs = figures_for("cp", query)
+    inp, cost = result.input, result.cost
+    per_rank = inp.seq_len / inp.cp
+    lines = {t["name"]: t for t in figs["crossover"]["data"]}
+    att = lines["Attention, ∝ L² at this rate"]
+    close(att["y"], [cost.attention_s * (x / per_rank) ** 2 for x in att["x"]], 1e-6,
+          "attention line (s)")
+    assert lines["This state"]["x"] == [per_rank]
+    close(lines["This state"]["y"], [cost.attention_s], 1e-6, "state's attention")
+    if not cost.comm_s:
+        assert "communication" not in lines
+        return
+    (comm,) = [t for n, t in lines.items() if n.endswith("∝ L at this busBW")]
+    close(comm["y"], [cost.comm_s * x / per_rank for x in comm["x"]], 1e-6, "comm line (s)")
+    (cross,) = [s for s in figs["crossover"]["layout"]["shapes"]
+                if s.get("line", {}).get("dash") == "dash"]
+    x = cross["x0"]
+    close([cost.attention_s * (x / per_rank) ** 2], [cost.comm_s * x / per_rank], 1e-6,
+          "attention at L*")
+    marks = lines["communication"]
+    for per, drawn in zip(marks["x"], marks["y"], strict=True):
+        again = cp_cost(inp.model, per * inp.cp, inp.cp, inp.layout, inp.link, inp.gpu)
+        close([drawn], [again.comm_s], 1e-6, f"the lab's transfers at L = {per}")
+
+
 # EP02 ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -912,7 +943,7 @@ COVERED = {  # lab -> the diagrams whose data a test above derives from the lab'
     "memory": {"ledger"}, "dp": {"scaling", "time", "ratio", "replica"},
     "zero": {"memory", "traffic", "overlap", "crossover", "recompute", "offload"},
     "tp": {"split", "efficiency", "cost", "memory", "crossover"},
-    "pipeline": {"gantt", "activations", "memory"}, "cp": {"mask", "pairs", "cost"},
+    "pipeline": {"gantt", "activations", "memory"}, "cp": {"mask", "pairs", "cost", "crossover"},
     "moe": {"experts", "gpus", "params", "ranks", "network", "gemm", "balance"},
     "recipe": {"step", "causes", "memory", "timeline", "layer", "twod"},
     "placement": {"cluster", "memory", "timeline"},

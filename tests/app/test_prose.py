@@ -24,7 +24,8 @@ LESSONS = {  # page -> (API, chart ids a step may name)
                                      "zero-crossover",
                                      "zero-recompute", "zero-offload"}),
     "/episodes/data-parallel": ("/api/dp", {"dp-scaling", "dp-time", "dp-ratio", "dp-replica"}),
-    "/episodes/context-parallel": ("/api/cp", {"cp-mask", "cp-pairs", "cp-cost"}),
+    "/episodes/context-parallel": ("/api/cp", {"cp-mask", "cp-pairs", "cp-cost",
+                                               "cp-crossover"}),
     "/episodes/recipe-3d": ("/api/recipe", {"recipe-step", "recipe-causes", "recipe-memory",
                                             "recipe-timeline", "recipe-layer", "recipe-twod"}),
     "/episodes/rl-placement": (
