@@ -342,8 +342,37 @@ def facts() -> dict:
         **{name: state(**{**MIXTRAL, **change}) for name, change in OVERLAPS.items()},
         # One layer, op by op.
         **{name: state(**{**LAYER, **change}) for name, change in LAYERS.items()},
-        **two_d_facts(lesson_state(RecipeQuery, run, to_api)),
+        **(td := two_d_facts(lesson_state(RecipeQuery, run, to_api))),
+        **two_d_aside(state, td),
     }
+
+
+def two_d_aside(state, td: dict) -> dict:
+    """What step 14's why derives beside its linked states (round-3 cold reading of EP08):
+    both families' plans with fp32 gradients (the 18 B recipe: Megatron's and torchtitan's
+    default reduction; the lab's default 16 B recipe is Megatron's --grad-reduce-in-bf16),
+    the TP8 FSDP plan on the cluster where no 2-D plan passes, and the constants the why
+    names: NCCL's channels over the GPU's SMs, one NIC's achieved bus bandwidth."""
+    from labs.hardware.gpus import get_gpu
+    from labs.hardware.links import get_link
+    from labs.hardware.nccl import RING_CTAS
+    from labs.model.presets import get_model
+    from labs.recipe.audits import EXPOSED_LIMIT
+
+    out = {f"{k}_fp32": state(**{**td[k]["params"], "recipe": "adam18"}) for k in ("td2", "td3")}
+    if "td_past" in td:
+        nodes = td["td_past"]["params"]["nodes"]
+        tp = gpn = TWO_D_JOB["gpus_per_node"]  # TP across a whole node: one GPU a node left
+        dp = nodes * gpn // tp
+        out["td_fsdp_past"] = state(**{**td["td2"]["params"], "nodes": nodes, "tp": tp,
+                                       "dp": dp, "microbatches": 1})
+    params = td["td2"]["params"]
+    gpu = get_gpu(params["gpu"])
+    out["td_consts"] = {"channels": RING_CTAS, "sms": gpu.kernels.sm_count,
+                        "nic_busbw": get_link(params["inter_link"]).ring_busbw,
+                        "params": get_model(params["model"]).params,
+                        "exposed_limit": EXPOSED_LIMIT}
+    return out
 
 
 # MegaScale (Jiang et al. 2024, arXiv:2402.15627, abstract): "55.2% Model FLOPs Utilization

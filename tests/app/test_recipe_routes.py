@@ -3,6 +3,7 @@
 import ast
 import json
 import math
+import re
 
 import pytest
 
@@ -653,3 +654,57 @@ def test_step_14s_sweep_is_drawn_on_its_own_request_not_with_the_page(client, mo
            "ep": 8}
     said = client.get("/episodes/recipe-3d/twod", params=moe, headers={"HX-Request": "true"})
     assert said.status_code == 200 and "Not drawn for a mixture-of-experts model" in said.text
+
+
+def test_step_14_derives_fsdps_rate_its_exposed_time_and_names_the_gradient_dtype(client):
+    """Round-3 cold reading of EP08 step 14, items 1, 2, 5-8: FSDP's 770 GB moved at 93.7 GB/s a
+    GPU, a rate the page never stated: TP4 leaves 2 of each FSDP group's GPUs on a node, 2 NICs
+    at 48 GB/s. The 1,065 ms exposed is NCCL's 16 channels on 16 of 132 SMs (996 ms) plus each
+    micro-batch's first gather and last reduce-scatter. P in the traffic formula is the 80
+    blocks' parameters (the embedding and head are not gathered). At 1,024 GPUs TP8's one NIC a
+    ring fails the DP-traffic audit. Both families run the 16 B recipe (bf16 reduction,
+    Megatron's --grad-reduce-in-bf16); with fp32 gradients the 3-D plan no longer fits and
+    2-D stays ahead."""
+    from app.routers.recipe import TWO_D_ANY, TWO_D_JOB, facts
+    from labs.hardware.links import get_link
+    from labs.hardware.nccl import RING_CTAS
+    from labs.model.presets import get_model
+    from labs.recipe.audits import EXPOSED_LIMIT
+
+    f = facts()
+    d2, params = f["td2"]["api"], f["td2"]["params"]
+    fsdp = d2["traffic"][4]
+    nic = get_link(params["inter_link"]).ring_busbw
+    per_node = params["gpus_per_node"] // params["tp"]
+    assert per_node == 2
+    assert fsdp["bytes_per_step"] / (per_node * nic) == pytest.approx(fsdp["seconds"], rel=0.03)
+    tax = RING_CTAS / 132 * fsdp["seconds"]
+    edges = fsdp["exposed_s"] - tax
+    assert 0 < edges < 0.1 * fsdp["exposed_s"]
+    assert d2["segments_s"]["dp"] == pytest.approx(fsdp["exposed_s"])
+    model = get_model(params["model"])
+    dg, t, mb = fsdp["group"], params["tp"], params["microbatches"]
+    blocks = fsdp["bytes_per_step"] / (mb * 6 * (dg - 1) / dg) * t
+    assert blocks == pytest.approx(model.params - 2 * model.vocab * model.hidden, rel=0.01)
+    past = f["td_fsdp_past"]["api"]
+    assert [a["name"] for a in past["audits"] if not a["ok"]] == ["DP traffic"]
+    assert past["segments_s"]["dp"] / past["step_s"] > EXPOSED_LIMIT
+    best3 = f["td_past"]["api"]["two_d"]["tokens_per_s_per_gpu"]
+    assert past["tokens_per_s"] / past["gpus"] < best3
+    m2, m3 = f["td2_fp32"]["api"], f["td3_fp32"]["api"]
+    assert m2["passes"] and not m3["fits"]
+    assert m2["traffic"][4]["bytes_per_step"] == pytest.approx(fsdp["bytes_per_step"] * 8 / 6)
+    two = client.get("/api/recipe", params={**TWO_D_JOB, **TWO_D_ANY,
+                                            "recipe": "adam18"}).json()["two_d"]
+    at8 = next(p for p in two["points"] if p["nodes"] == 8)
+    assert at8["winner"] == "2d"
+    html = client.get("/episodes/recipe-3d").text
+    step = " ".join(html.split('id="step-14"')[1].split("</section>")[0].split())
+    step = re.sub(r"<[^>]+>", " ", step)
+    step = " ".join(step.split())
+    assert f"{per_node} × {nic / 1e9:.0f} GB/s = {per_node * nic / 1e9:.0f} GB/s a GPU" in step
+    assert f"{RING_CTAS}/132 × {1e3 * fsdp['seconds']:,.0f} ms = {1e3 * tax:,.0f} ms" in step
+    assert f"P the {blocks / 1e9:.1f}B parameters of the 80 blocks" in step
+    assert "--grad-reduce-in-bf16" in step and f"{m3['memory_per_gpu_bytes'] / 1e9:.1f} GB" in step
+    assert "(at most 256 nodes)" in step
+    assert "until the batch runs out" not in step and "no 2-D plan passes" not in step
