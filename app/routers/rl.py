@@ -168,7 +168,7 @@ def facts() -> dict:
         "glm47": state(preset="glm-4.7"),
         "glm47_128": state(preset="glm-4.7", train_gpus=128),
         "glm47_128_pp8": state(preset="glm-4.7", train_gpus=128, pp=8),
-        "glm47_60": state(preset="glm-4.7", train_gpus=60),
+        "glm47_96": state(preset="glm-4.7", train_gpus=96),
         "glm53": state(preset="glm-5.3"),
         "qwen": state(preset="qwen3.8-27b"),
         "flash": state(preset="glm-4.7-flash"),

@@ -180,3 +180,8 @@ def test_step_4_drill_builds_a_phase_on_a_published_model_and_step_9_asks_what_a
     form = re.search(r'<form class="predict-form"[^>]*>', nine).group(0)
     assert 'data-right="degrees"' in form
     assert "heads by TP, layers by PP and experts by EP" in re.sub(r"\s+", " ", nine)
+    # Round-2 item 5: step 7 asked about the bad case's 60 GPUs, which its button calls bad;
+    # it now asks 96, which no caption names.
+    seven = html[html.index('id="step-7"'):html.index('id="step-8"')]
+    assert 'data-right="64"' in seven and "64 and 96 GPUs" in seven and "60 GPUs" not in seven
+    assert not facts()["glm47_96"]["api"]["all_ok"]
