@@ -3,6 +3,7 @@ each recipe's bytes per parameter, full fine-tuning beside LoRA and QLoRA, and a
 offload."""
 
 import math
+import re
 from functools import lru_cache
 from typing import Literal
 
@@ -189,6 +190,11 @@ QLORA_65B = {"model": LLAMA_65B, "rank": 64, "modules": "all", "seq_len": 512,
 QLORA_LONG = {**QLORA_65B, "seq_len": 4096, "micro_batch": 6}  # over 80 GB, unless paged
 
 
+def unbilled(label: str) -> str:
+    """A recipe's label without its bytes per parameter ("FP8, …, 18 B/param" -> "FP8, …")."""
+    return re.sub(r",? [\d.]+ B/param", "", label)
+
+
 @lru_cache(maxsize=1)
 def titan_check():
     """torchtitan's Llama 3.1 8B on 8 H100s (torch.compile), checked as /validation does."""
@@ -204,6 +210,8 @@ def facts() -> dict:
 
     return {
         "titan": state(**TITAN, recipe="fp8-delayed"),
+        # Step 7 links the BF16 run: the FP8 state's bench prints step 8's speed-up.
+        "titan_bf16": state(**TITAN, recipe="adam16"),
         "te70": state(**MEGATRON_70B, recipe="fp8-delayed"),
         # The same run with no gradient accumulation: a step dominated by exposed traffic.
         "te70_m1": state(**MEGATRON_70B, recipe="fp8-delayed", microbatches=1),
@@ -235,8 +243,9 @@ def extra_context(state) -> dict:
         "model_options": model_choices(model_options(), query.model_value),
         "model_value": query.model_value,
         "gpu_options": gpu_options(),
-        "recipe_options": tuple((k, RECIPES[k].label) for k in TRAIN_RECIPES),
-        "ft_recipe_options": tuple((k, RECIPES[k].label) for k in FT_RECIPES),
+        # Without their bytes per parameter: steps 1, 3, 5 and 6 ask for them.
+        "recipe_options": tuple((k, unbilled(RECIPES[k].label)) for k in TRAIN_RECIPES),
+        "ft_recipe_options": tuple((k, unbilled(RECIPES[k].label)) for k in FT_RECIPES),
         "module_options": tuple(MODULE_LABELS.items()),
         "host_link_options": tuple((k, get_link(k).name) for k in HOST_LINKS),
         "ledger_names": LEDGER, "finetune_names": FINETUNE, "methods": METHODS,
@@ -317,17 +326,21 @@ VIEW = LabView(
     extra_context=extra_context,
     summary="Where every byte of an FP8 recipe (against BF16), a LoRA or QLoRA fine-tune and "
             "an activation offload lives (bytes, seconds)",
+    # The cases are step 11's longer QLoRA run, with and without paging: FP8 cases drew
+    # steps 1 and 2's answers (its bytes per parameter, its extra GB) and QLoRA at 512 tokens
+    # step 11's, one click before the guess (test_answers_hidden).
     good=Case(
-        "Good case: QLoRA, a 65B model on one GPU",
-        QLORA_65B,
-        "LLaMA 65B's frozen weights in 4-bit NF4 take a quarter of bf16's: base, adapters "
-        "and checkpointed activations fit under 48 GB.",
+        "Good case: QLoRA on 65B, a paged optimizer",
+        {**QLORA_LONG, "paged": True},
+        "LLaMA 65B's frozen weights in 4-bit NF4, 6 sequences of 4,096 tokens: what overflows "
+        "the GPU is the adapters' optimizer state, paged to host RAM.",
+        diagram="precision-finetune",  # the bench scrolls to the chart the case changes
     ),
     bad=Case(
-        "Bad case: FP8 that keeps the bf16 weights too",
-        {**MEGATRON_70B, "recipe": "fp8-delayed"},
-        "Llama 3.1 70B, TP 8 × DP 8, ZeRO-1: TransformerEngine's delayed-scaling FP8 keeps "
-        "the bf16 weights beside an FP8 copy and its transpose.",
+        "Bad case: QLoRA on 65B, long sequences",
+        QLORA_LONG,
+        "The same fine-tune without paging: 6 sequences of 4,096 tokens on one 80 GB H100.",
+        diagram="precision-finetune",
     ),
     drills=(
         Drill(

@@ -188,6 +188,10 @@ def facts() -> dict:
         "l70_z2": state(dp=32, zero=2),
         "l70_z3_18": state(dp=32, zero=3, recipe="adam18"),
         "l70_z2_18": state(dp=32, zero=2, recipe="adam18"),
+        # Step 4 asks ZeRO-3's bytes for a model no earlier screen draws (its ratio to DP's
+        # was one division of the opening chart's two bars away).
+        "g175_z0": state(model="gpt-3-175b", dp=32, zero=0),
+        "g175_z3": state(model="gpt-3-175b", dp=32, zero=3),
         "eth": state(dp=32, zero=3, link="eth-25g"),
         "eth_z0": state(dp=32, zero=0, link="eth-25g"),
         # Steps 3-8 ask states the opening bench (70B, ZeRO-3 on 32, 4,096 tokens, InfiniBand)
@@ -242,7 +246,9 @@ def drill_answer() -> float:
 # The case buttons' states; their captions name the setup only (round-2 cold reading, issue 36:
 # figures there answered steps 1 and 5 before the guess).
 _GOOD = {"model": "llama-3.1-70b", "dp": 32, "zero": 3, "recompute": "full"}
-_BAD = {"model": "llama-3.1-70b", "dp": 32, "zero": 0, "link": "eth-25g"}
+# The bad case on 64 GPUs: on 32 it drew step 5's answer (ZeRO-3's exposed ms on Ethernet,
+# the overlap chart's fourth bar) one click before the guess (test_answers_hidden).
+_BAD = {"model": "llama-3.1-70b", "dp": 64, "zero": 0, "link": "eth-25g"}
 
 
 VIEW = LabView(
@@ -282,8 +288,8 @@ VIEW = LabView(
         "(steps 3–6).",
     ),
     bad=Case(
-        "Bad case: 70B, plain DP on 32 GPUs over 25 Gb/s Ethernet", _BAD,
-        "Llama 3.1 70B copied whole onto 32 GPUs (ZeRO-0), joined by 25 Gb/s Ethernet "
+        "Bad case: 70B, plain DP on 64 GPUs over 25 Gb/s Ethernet", _BAD,
+        "Llama 3.1 70B copied whole onto 64 GPUs (ZeRO-0), joined by 25 Gb/s Ethernet "
         "(steps 1 and 5).",
     ),
     drills=(

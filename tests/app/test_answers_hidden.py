@@ -10,9 +10,21 @@ tables, charts' labels and hover text) at the page's opening state and, once the
 followed step n-1's try links, at each of those states; every heading and question; the
 whys of steps 1 to n-1, open by then. None of it may print step n's answer.
 
-A whole number under 100 is looked for with its unit after it ("47 GPUs", "26 pairs"), so
-an unrelated degree or count of the same value ("TP 8") is not taken for it; anything else
-(a decimal, a percentage, a number of three digits or more) is looked for on its own."""
+The screens before the guess are the page's opening state, the states its case buttons set
+(one click away at any step) and the states step n-1's try links set.
+
+A whole number under 100 is looked for only beside the noun the prediction asks about: its
+unit after it ("47 GPUs", "26 pairs", "1 replica"), or before it, as a readout, a table's
+column or a degree prints it ("DP 4", "Replicas 1", a "GPUs" column's 64), so an unrelated
+degree or count of the same value ("TP 8") is not taken for it; a prediction whose answer is
+such a count declares it with its noun. Anything else (a decimal, a percentage, a number of
+three digits or more) is looked for on its own.
+
+A choice whose answer is a word (faster, fits, the weight sync) carries no figure: it
+declares the phrases that would state it (`reveals`, data-reveals), and none may be on the
+screen before the guess. Each phrase must be one the page prints once the student has moved
+(in the step's why, or on the bench at one of its try links), so a phrase list cannot pass by
+naming text that never appears."""
 
 import functools
 import re
@@ -26,15 +38,20 @@ from tests.app.test_step_beats import BEATS, steps
 # The lessons whose every number prediction declares its `answer` (owners add theirs once
 # they have): a number prediction there without one fails below.
 DECLARED = ["memory", "dp", "zero", "tp", "pipeline", "cp", "moe", "recipe", "failures",
-            "placement", "playground"]
+            "placement", "playground", "precision"]
+
+# The lessons whose every choice prediction declares what it reveals: a figure (`answer`) or
+# the phrases that state its word (`reveals`). Owners add theirs once they have.
+REVEALS_DECLARED = ["zero", "failures", "precision"]
 
 # Phrases that print a step's answer figure as another quantity, each with why it is not the
 # answer: struck from the screen's text for that step only, so the figure is still looked for
 # everywhere else on the page.
 COINCIDENCES = {
-    ("zero", "step-4", "a 1.5× buffer factor"):
-        "DeepSpeed's estimator pads its CPU figures by 1.5× (the chart note); step 4's 1.5× is "
-        "ZeRO-3's traffic against plain DP's",
+    **{("precision", "step-3", f"{m}ixed-precision Adam, 16 B/param"):
+       "BF16's own 16 bytes, which the question states; step 3 asks whether FP8 parameters keep "
+       "as many, which the bench shows only once the recipe is FP8 parameters"
+       for m in "mM"},
 }
 
 NUMBER = r"\d+(?:,\d{3})*(?:\.\d+)?"
@@ -71,20 +88,66 @@ def figures(text: str) -> list[tuple[str, str]]:
 UNITS = r"(?:%|×|PB|TB|GB/s|GB|MB|kB|Gb/s|TFLOP/s|ms|µs|s|min|h|days|years|B|M|k|T|GPUs|tokens)"
 
 
+def noun(unit: str, after: bool = True) -> str:
+    """A unit as a word pattern, singular or plural: "replicas" -> "replicas?"; bytes after a
+    number also as a recipe's label writes them ("18 B/param")."""
+    stem = unit[:-1] if len(unit) > 3 and unit.endswith("s") else unit
+    word = re.escape(stem) + ("s?" if stem != unit or stem.isalpha() and len(stem) > 2 else "")
+    return f"(?:{word}|B/param)" if stem == "byte" and after else word
+
+
+def is_small(number: str) -> bool:
+    return "." not in number and int(number.replace(",", "")) < 100
+
+
 def printed(number: str, unit: str, text: str) -> bool:
     """Whether `text` prints the figure: the number on its own, not followed by another unit.
-    A whole number under 100 only with its unit after it."""
+    A whole number under 100 only beside its unit: after it ("2 replicas"), or before it, as
+    a degree, a readout or a table's column prints it ("DP 4", "Replicas 1", "GPUs: 64")."""
     start = rf"(?<![\d.,]){re.escape(number)}(?![\d]|,\d|\.\d)"
-    small = "." not in number and int(number.replace(",", "")) < 100
+    small = is_small(number)
     for hit in re.finditer(start, text):
-        units = f"{re.escape(unit)}|{UNITS}" if unit else UNITS
+        units = f"{noun(unit)}|{UNITS}" if unit else UNITS
         after = re.match(rf"\s?({units})(?![A-Za-z/])", text[hit.end():])
-        if after and after.group(1) != (unit or ""):
+        if after and not re.fullmatch(noun(unit), after.group(1)):
             continue
+        if after and after.group(1) == "×" and re.match(r"\s*[\d(√]", text[hit.end() + len(
+                after.group(0)):]):
+            continue  # "2 × 5.42 ms": a product, not a ratio
         if small and not after:
+            if unit and unit not in "%×" and re.search(
+                    rf"(?<![A-Za-z]){noun(unit, after=False)}\s*[:=]?\s*$", text[:hit.start()],
+                    re.I):
+                return True
             continue
         return True
     return False
+
+
+def flat(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)).strip()
+
+
+def tables(html: str) -> str:
+    """Each table cell with its column's heading before it ("GPUs 64"), so a count a table
+    prints under its noun reads as a readout does."""
+    out = []
+    for table in re.findall(r"<table.*?</table>", html, re.S):
+        head = re.search(r"<thead.*?</thead>", table, re.S)
+        if not head:
+            continue
+        names = [flat(h) for h in re.findall(r"<th[^>]*>(.*?)</th>", head.group(0), re.S)]
+        for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table.replace(head.group(0), ""), re.S):
+            cells = re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)
+            out += [f"{name} {flat(cell)} ;" for name, cell in zip(names, cells, strict=False)]
+    return " ".join(out)
+
+
+def reveals(step: str) -> list[str]:
+    """The phrases a step's prediction declares would state its word answer."""
+    form = re.search(r'<form class="predict-form"[^>]*>', step)
+    found = form and re.search(r'data-reveals="([^"]*)"', form.group(0))
+    return [p for p in found.group(1).split("|") if p] if found else []
 
 
 def answers(step: str) -> list[tuple[str, str]]:
@@ -121,35 +184,81 @@ def try_urls(step: str) -> list[str]:
     return [h.replace("&amp;", "&") for h in re.findall(r'<a class="try" href="([^"]+)"', step)]
 
 
+def case_urls(html: str) -> list[str]:
+    """The states the bench's case buttons set: one click away before any step's guess."""
+    return [h.replace("&amp;", "&")
+            for h in re.findall(r'<a class="case [a-z]+" id="case-[a-z]+" href="([^"]+)"', html)]
+
+
+def screen(client, url: str, ids: list[str], step_id: str) -> str:
+    """What a student sees of `url` before step_id's guess, tables read by column."""
+    html = page(client, url)
+    return visible(html, ids, step_id) + " " + tables(html)
+
+
 @pytest.mark.parametrize("name", BEATS)
 def test_no_step_prediction_is_answered_before_the_guess(client, name):
     path = VIEWS[name].episode.path
     html = page(client, path)
     found = steps(html)
     ids = [step_id for step_id, _ in found]
-    shown = []
+    shown, struck = [], set()
     for n, (step_id, step) in enumerate(found):
-        figs = answers(step)
-        if not figs:
+        figs, words = answers(step), reveals(step)
+        if not figs and not words:
             continue
-        urls = [path] + (try_urls(found[n - 1][1]) if n else [])
+        urls = [path] + case_urls(html) + (try_urls(found[n - 1][1]) if n else [])
         for url in urls:
-            text = visible(page(client, url), ids, step_id)
+            text = screen(client, url, ids, step_id)
             for (lesson, at, phrase), _why in COINCIDENCES.items():
-                if (lesson, at) == (name, step_id):
-                    assert phrase in text, ("a coincidence no longer on the page", phrase)
+                if (lesson, at) == (name, step_id) and phrase in text:
+                    struck.add(phrase)
                     text = text.replace(phrase, " ")
             shown += [(step_id, url, f"{num} {unit}".strip()) for num, unit in figs
                       if printed(num, unit, text)]
+            shown += [(step_id, url, phrase) for phrase in words
+                      if phrase.lower() in text.lower()]
     assert not shown, shown
+    gone = {p for (lesson, _, p) in COINCIDENCES if lesson == name} - struck
+    assert not gone, ("a coincidence no longer on the page", gone)
 
 
-@pytest.mark.parametrize("name", DECLARED)
-def test_every_number_prediction_declares_its_answer(client, name):
+@pytest.mark.parametrize("name", BEATS)
+def test_each_revealing_phrase_is_one_the_page_prints_after_the_move(client, name):
+    """A `reveals` phrase that never appears could not catch anything: each is in the step's
+    why or on the bench at one of the step's own try links."""
+    html = page(client, VIEWS[name].episode.path)
+    found = steps(html)
+    ids = [step_id for step_id, _ in found]
+    for step_id, step in found:
+        after = [flat(step)]
+        after += [screen(client, url, ids, ids[-1]) for url in try_urls(step)]
+        for phrase in reveals(step):
+            assert any(phrase.lower() in text.lower() for text in after), (step_id, phrase)
+
+
+@pytest.mark.parametrize("name", REVEALS_DECLARED)
+def test_every_choice_prediction_declares_what_reveals_it(client, name):
     for step_id, step in steps(page(client, VIEWS[name].episode.path)):
         form = re.search(r'<form class="predict-form"[^>]*>', step)
-        if form and "data-right" not in form.group(0):
-            assert "data-answer" in form.group(0), step_id
+        if form and "data-right" in form.group(0):
+            assert answers(step) or reveals(step), step_id
+
+
+@pytest.mark.parametrize("name", BEATS)
+def test_a_count_answer_names_its_noun(client, name):
+    """A right choice whose label is a bare count ("1") can be looked for only with the noun
+    it counts: the prediction declares it ("1 replica")."""
+    for step_id, step in steps(page(client, VIEWS[name].episode.path)):
+        form = re.search(r'<form class="predict-form"[^>]*>', step)
+        right = form and re.search(r'data-right="([^"]*)"', form.group(0))
+        if not right:
+            continue
+        label = dict(re.findall(r'value="([^"]*)"> <span>(.*?)</span>', step, re.S))[right[1]]
+        if re.fullmatch(r"\s*\d+\s*", label) and is_small(label.strip()):
+            declared = re.search(r'data-answer="([^"]*)"', form.group(0))
+            assert declared and any(unit for _, unit in figures(declared[1])), (
+                step_id, label, "declare answer= with the noun it counts")
 
 
 def test_the_check_finds_a_printed_answer():
@@ -164,3 +273,16 @@ def test_the_check_finds_a_printed_answer():
     assert printed("1.13", "TB", "state 1.13 TB here") and not printed("1.13", "TB", "11.13 TB")
     assert printed("26", "pairs", "rank 1 computes 26 pairs")
     assert printed("17.9", "%", "idle 17.9%") and not printed("17.9", "%", "idle 17.95%")
+    assert printed("2", "×", "twice: 2× as long") and not printed("2", "×", "√(2 × 5.42 ms)")
+    assert printed("15", "bytes", "DeepSeek-V3, 15 B/param") and printed("15", "bytes", "15 bytes")
+    assert not printed("15", "bytes", "15 B parameters")
+    # A count beside its noun, either side, singular or plural; not beside another one, nor
+    # inside a larger number or a list of degrees.
+    assert printed("1", "replicas", "Replicas 1 Engines 4")
+    assert printed("1", "replicas", "it trains 1 replica")
+    assert printed("4", "DP", "TP 8 DP 4 PP 2") and printed("4", "DP", "DP=4")
+    assert not printed("4", "DP", "TP 4, DP 8") and not printed("4", "DP", "DP 40")
+    assert not printed("1", "replicas", "Engines 1") and not printed("2", "heads", "2 layers")
+    cells = tables("<table><thead><tr><th>Pool</th><th>GPUs</th></tr></thead><tbody><tr>"
+                   "<th>train</th><td>64</td></tr></tbody></table>")
+    assert printed("64", "GPUs", cells) and not printed("64", "Pool", cells)

@@ -66,7 +66,7 @@ def test_good_and_bad_cases(page, live_server):
     open_lesson(page)
     follow(page.locator("[data-case=bad]"), "link=eth-25g")
     expect(page.locator(".verdict")).to_contain_text("Does not fit")
-    bad = api_json(live_server, "zero", "model=llama-3.1-70b&dp=32&zero=0&link=eth-25g")
+    bad = api_json(live_server, "zero", "model=llama-3.1-70b&dp=64&zero=0&link=eth-25g")
     assert bad["exposed_seconds"] > 0
     follow(page.locator("[data-case=good]"), "recompute=full")
     expect(page.locator(".verdict")).to_contain_text("Fits")
