@@ -34,11 +34,10 @@ help:
 run: deps assets
 	$(VENV_ENV) $(PY) -m app
 
-# One process by default; PYTEST_WORKERS=auto spreads the tests over pytest-xdist workers, one
-# per core (about 21 minutes on 2 cores against about 35), each with its own live server,
-# Chromium and PostgreSQL on free ports (worksteal). On 2 cores two Chromiums beside two servers
-# made a browser test's 30 s wait for its charts time out in 2 of 3 fresh-clone runs.
-PYTEST_WORKERS ?= 0
+# pytest-xdist, one worker per core by default (about 21 minutes on 2 cores against about 38 in
+# one process), each with its own live server, Chromium and PostgreSQL on free ports
+# (worksteal); PYTEST_WORKERS=0 runs them in one process.
+PYTEST_WORKERS ?= auto
 test: test-deps assets chromium
 	$(VENV_ENV) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 

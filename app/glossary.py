@@ -150,6 +150,10 @@ GLOSSARY: tuple[Term, ...] = (
          "the data for an all-reduce) divided by the time taken. It reaches only a share of "
          "the link's datasheet bandwidth; the lab applies that share and says so where it "
          "does."),
+    Term("ecmp", "ECMP (equal-cost multi-path)", r"\bECMP\b",
+         "How switches spread flows over several equal uplinks: each flow goes to one uplink "
+         "chosen by a hash of its addresses, so two large flows can land on the same uplink "
+         "and halve each other while another sits idle."),
     Term("nvls", "NVLS (NVLink SHARP)", r"\bNVLS\b|\bNVLink SHARP\b",
          "On NVSwitch systems from H100 on, the switch adds the GPUs' contributions itself, so "
          "an all-reduce sends each byte about once instead of twice. NCCL picks it inside one "

@@ -10,7 +10,8 @@ How: the cost of a lab answer is set by a few of its controls, read here from th
 by the layouts it may try (the TP x PP x CP x EP divisors ``labs.recipe.planner.shapes``
 loops over, each with 4 schedules and 3 micro-batch sizes), a pipeline by the actions
 it simulates and draws (stages x micro-batches x chunks x 2 or 3, ``labs.schedules.simulate``),
-EP08's recipe by its pipeline and its re-plan, EP12's playground by every lab it runs and its
+EP08's recipe by its pipeline and its re-plan (its step 14 chart, drawn on its own request, by
+its sweep), EP12's playground by every lab it runs and its
 pipeline, the A/B compare by two playgrounds, the cheat sheet by its lines, the validation
 page by its table. The figures (``*_MS``) are CPU milliseconds on the 2-core machine
 docs/capacity.md measures, rounded up from tests/benchmarks/profile_requests.py's table of
@@ -41,6 +42,12 @@ PLAN_SHAPE_MS = 0.6  # per TP x PP x CP x EP layout the planner may try (0.2-4 m
 # every re-plan in the heavy lane).
 REPLAN_MS = 30.0
 RECIPE_MS = 5.0  # EP08's recipe: 2-7 ms (page, bench, fragment, JSON)
+# EP08 step 14's chart on its own request (GET /episodes/recipe-3d/twod): fourteen planner
+# searches for a model, cluster and batch not swept yet, 64-117 ms with the planner's caches
+# warm and 320 ms cold at the defaults; 4-6 ms for one swept already (compare_cached). A miss
+# is mostly a new sweep: the heavy lane (a class's step-14 links all ask the same few, which
+# the response cache answers).
+TWO_D_MS = 60.0
 # Every lab of the curriculum at once: 5-12 ms (13-22 before TP and the ledger were cached).
 PLAYGROUND_MS = 12.0
 CHEATSHEET_MS = 25.0  # 18-23 ms again, 37 ms first
@@ -113,6 +120,10 @@ def _recipe(c: _Controls) -> Cost:
     return Cost(RECIPE_MS + ACTION_MS * actions + replan, "a 3D recipe")
 
 
+def _two_d(c: _Controls) -> Cost:
+    return Cost(TWO_D_MS, "EP08's 2-D against 3-D sweep")
+
+
 def _playground(c: _Controls) -> Cost:
     actions = _pipeline_actions(c, "pp", "microbatches")
     return Cost(PLAYGROUND_MS + ACTION_MS * actions, "the playground")
@@ -158,7 +169,7 @@ def _plan(c: _Controls) -> Cost:
                 f"a plan search over {shapes:,} layouts")
 
 
-ESTIMATORS = {"pipeline": _pipeline, "recipe": _recipe, "playground": _playground,
+ESTIMATORS = {"pipeline": _pipeline, "recipe": _recipe, "twod": _two_d, "playground": _playground,
               "compare": _compare, "cheatsheet": _cheatsheet, "plan": _plan,
               "validation": _validation}
 _ROUTES: dict[str, tuple[str, object]] = {}
@@ -175,6 +186,8 @@ def _route(path: str) -> tuple[str, object] | None:
             view = VIEWS[name]
             for route in (view.episode.path, f"/api/{name}", f"/embed/{name}"):
                 _ROUTES[route] = (name, view.query_model)
+        recipe = VIEWS["recipe"]
+        _ROUTES[recipe.lazy_path(recipe.diagram("twod"))] = ("twod", recipe.query_model)
         _ROUTES.update({p: ("plan", plan.PlanQuery) for p in plan.PURE_ROUTES})
         _ROUTES.update({p: ("cheatsheet", None) for p in cheatsheet.PURE_ROUTES})
         _ROUTES.update({p: ("compare", None) for p in compare.PURE_ROUTES})

@@ -15,6 +15,10 @@ from app.labkit import Decide, Drill, decide, predict
 from app.labkit.drills import lab_value
 from labs.hardware.gpus import get_gpu
 from labs.model.presets import get_model
+from labs.parallel.dispatch import copies
+from labs.parallel.layer_time import COMM_SMS
+from labs.parallel.layout import ParallelLayout
+from labs.recipe.groups import spread
 
 
 def gb(value: float) -> str:
@@ -58,11 +62,77 @@ def heaviest_stage(answer: dict) -> float:
 
 
 # EP08's overlap plan: Mixtral 8x7B on 8 H100 nodes, TP2 x EP8 x DP32, where TP, EP, DP and
-# ZeRO all have traffic to hide (the lesson's step shows it at 4 micro-batches; the drill asks
-# at 8, a state the page does not show).
+# ZeRO all have traffic to hide (the lesson's step 12 shows it at 4 micro-batches; tests and the
+# timeline chart's checks use it at 8).
 MIXTRAL_64 = {"model": "mixtral-8x7b", "gpu": "h100-sxm", "nodes": 8, "gpus_per_node": 8,
               "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 4096, "zero": 1,
               "tp": 2, "pp": 1, "dp": 32, "ep": 8, "microbatches": 8}
+
+# EP08's overlap drill asks a state step 12 does not describe: EP groups across nodes on a
+# slow network, where the all-to-all outlasts the compute beside it (step 12's limit), so
+# cutting its bytes (DeepEP, EP07 step 3) beats hiding it. Qwen3-235B-A22B (128 experts, 8 a
+# token) on 16 H100 nodes over InfiniBand HDR; the experts take no TP (Megatron's expert TP 1),
+# so each EP group of 16 is 8 GPUs on each of 2 nodes; full recomputation makes it fit (60.5 GB
+# a GPU).
+QWEN_EP16 = {"model": "qwen3-235b-a22b", "gpu": "h100-sxm", "nodes": 16, "gpus_per_node": 8,
+             "intra_link": "nvlink-4", "inter_link": "ib-hdr", "seq_len": 4096, "zero": 1,
+             "tp": 2, "pp": 2, "dp": 32, "ep": 16, "microbatches": 8, "recompute": "full"}
+QWEN_EP = spread(ParallelLayout(tp=QWEN_EP16["tp"], pp=QWEN_EP16["pp"], dp=QWEN_EP16["dp"],
+                                ep=QWEN_EP16["ep"]), "ep", QWEN_EP16["gpus_per_node"])
+QWEN = get_model(QWEN_EP16["model"])
+COMPUTE_CAUSES = ("gemm", "attention", "memory")
+
+
+def micro_compute_s(answer: dict) -> float:
+    """One micro-batch's compute on the slowest stage (its kernels: GEMMs, attention and the
+    memory-bound ops), from the lab's micro_causes."""
+    return sum(c["exposed_s"] for c in answer["micro_causes"] if c["name"] in COMPUTE_CAUSES)
+
+
+def a2a_s(answer: dict) -> float:
+    """The EP all-to-all's time on one micro-batch's critical path."""
+    return answer["timeline"]["exposed_s"]["ep"]
+
+
+def network_copies(dispatch: str) -> float:
+    """Copies of a token one GPU of the drill's EP groups sends over the network a dispatch."""
+    return copies(QWEN, dispatch, QWEN_EP.size, QWEN_EP.per_node).network
+
+
+def _overlap_ep_why(answer: dict) -> str:
+    base = lab_value("recipe", QWEN_EP16, lambda a: a)
+    ndr = {**QWEN_EP16, "inter_link": "ib-ndr"}
+    ndr_answer = lab_value("recipe", ndr, lambda a: a)
+    return (f"Another micro-batch's compute hides the all-to-all only layer by layer, as long "
+            f"as that layer's compute lasts, and here the all-to-all is the longer: "
+            f"{ms(a2a_s(base))} a micro-batch against {ms(micro_compute_s(base))} of compute. "
+            f"Overlapped, {ms(a2a_s(answer))} of it still blocks the compute stream, and the "
+            f"{COMM_SMS} of {get_gpu(QWEN_EP16['gpu']).kernels.sm_count} SMs its kernels hold "
+            f"slow the compute. On InfiniBand NDR, twice HDR's rate, the all-to-all "
+            f"would take {ms(a2a_s(ndr_answer))}, under the compute, and overlap would leave "
+            f"{ms(a2a_s(lab_value('recipe', {**ndr, 'ep_overlap': True}, lambda a: a)))}. Here: "
+            "step {value}.")
+
+
+def _overlap_deepep_why(answer: dict) -> str:
+    base = lab_value("recipe", QWEN_EP16, lambda a: a)
+    e, k, n, g = QWEN.experts, QWEN.top_k, QWEN_EP.size, QWEN_EP.per_node
+    held, others = e * g // n, QWEN_EP.nodes - 1
+    deepep = network_copies("deepep")
+    return (f"A token picks {k} of {e} experts, {held} on each of {QWEN_EP.nodes} nodes. NCCL's "
+            f"all-to-all sends it once per expert, and {n - g} of the {n} EP ranks are on "
+            f"another node: {k} × {n - g}/{n} = {network_copies('alltoall'):.1f} copies over "
+            f"the network. DeepEP sends it once to each other node holding one of its experts, "
+            f"{others} × (1 − C({e - held},{k})/C({e},{k})) = {deepep:.2f} copies, and forwards "
+            f"it on NVLink there. The all-to-all drops from {ms(a2a_s(base))} to "
+            f"{ms(a2a_s(answer))} a micro-batch, less than overlap leaves exposed: "
+            "step {value}.")
+
+
+def _overlap_tp_why(answer: dict) -> str:
+    return (f"TP2's collectives are already short, {ms(answer['timeline']['exposed_s']['tp'])} "
+            "a micro-batch left after 'all'; the all-to-all, which blocks far longer, is "
+            "untouched: step {value}.")
 
 
 # EP04's drills quote the lab's figures for their states, read when a drill is answered
@@ -128,7 +198,7 @@ def tp_sp_why(answer: dict) -> str:
             "{value}.")
 
 
-# EP08's 2-D against 3-D drill (step 13): Llama 3.1 70B on 32 H100 nodes, 64 sequences of
+# EP08's 2-D against 3-D drill (step 14): Llama 3.1 70B on 32 H100 nodes, 64 sequences of
 # 8,192 tokens a step, a cluster and batch the step's chart does not show.
 TWO_D_256 = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 32, "gpus_per_node": 8,
              "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 8192, "zero": 1,
@@ -499,34 +569,33 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
                      "is the largest loss here."),
         decide(
             "recipe-decide-overlap",
-            "Mixtral 8x7B on 64 H100s as TP2 × EP8 × DP32, 8 micro-batches a step, TP "
-            "overlap 'backward', DP overlap on. Which one change shortens the step most?",
+            f"Qwen3-235B-A22B ({QWEN.experts} experts a layer, {QWEN.top_k} a token) on 128 "
+            "H100s: 16 nodes of 8, "
+            "NVLink inside, InfiniBand HDR between. TP2 × PP2 × EP16 × DP32, 8 micro-batches "
+            "of 4,096 tokens, full recomputation, TP overlap 'backward', DP overlap on. The "
+            f"experts take no TP, so each EP group is {QWEN_EP.per_node} GPUs on each of "
+            f"{QWEN_EP.nodes} nodes, and a micro-batch's all-to-alls take longer than its "
+            "compute. Which one change shortens the step most?",
             "recipe", "step_s",
             (("ep", "Overlap the EP all-to-all with another micro-batch's compute",
-              {**MIXTRAL_64, "ep_overlap": True},
-              "The dispatch and combine, which blocked every MoE layer, now run beside the "
-              "other micro-batch; what is left is the compute slowed by the 20 of 132 SMs "
-              "the all-to-all kernels hold: step {value}."),
+              {**QWEN_EP16, "ep_overlap": True}, _overlap_ep_why),
              ("tp", "TP overlap 'all' (Transformer Engine's userbuffers)",
-              {**MIXTRAL_64, "tp_overlap": "all"},
-              "The attention's TP collectives now hide in chunks beside their GEMMs, but "
-              "Mixtral's routed experts take no TP overlap at any setting, so its MLP's still "
-              "block: step {value}."),
+              {**QWEN_EP16, "tp_overlap": "all"}, _overlap_tp_why),
              ("deepep", "Dispatch with DeepEP instead of NCCL's all-to-all",
-              {**MIXTRAL_64, "ep_dispatch": "deepep"},
-              "DeepEP saves copies to the same node across the network; EP 8 sits inside one "
-              "NVLink node, so it sends the same bytes: step {value}."),
+              {**QWEN_EP16, "ep_dispatch": "deepep"}, _overlap_deepep_why),
              ("zero3", "ZeRO-3, each layer's weights gathered one layer ahead",
-              {**MIXTRAL_64, "zero": 3},
-              "Prefetching hides a layer's gather only behind the layer before it; every "
-              "micro-batch now gathers every layer twice across InfiniBand, and its kernels "
-              "take 16 SMs from the compute: step {value}.")),
+              {**QWEN_EP16, "zero": 3},
+              "Every micro-batch now gathers each layer's weights twice and reduce-scatters "
+              "its gradients over the same InfiniBand HDR the all-to-all already fills: step "
+              "{value}.")),
             best="min", fmt=ms,
-            hint="On the timeline, which collective blocks the compute stream every "
-                 "micro-batch, and how much of it could another micro-batch's compute hide?",
-            solution="{best}. Step: EP overlap {ep}, TP overlap 'all' {tp}, DeepEP {deepep}, "
-                     "ZeRO-3 {zero3}. The all-to-all blocks every MoE layer in both passes; "
-                     "overlapped, only its SMs' share (20 of 132) stays on the critical path."),
+            hint="How much of an all-to-all longer than the compute can another micro-batch's "
+                 "compute hide? And how many copies of a token cross the network in each "
+                 "dispatch (EP07 step 3)?",
+            solution="{best}. Step: DeepEP {deepep}, EP overlap {ep}, TP overlap 'all' {tp}, "
+                     "ZeRO-3 {zero3}. Overlap hides a collective only behind the compute "
+                     "beside it, and here the all-to-all is longer. DeepEP sends fewer copies "
+                     "across the network, so there is less to hide."),
         decide(
             "recipe-decide-2d",
             "Llama 3.1 70B on 256 H100s (32 nodes of 8, NVLink inside, InfiniBand NDR "
@@ -678,14 +747,23 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
                      "save costs half an interval per failure on average."),
     ),
     "playground": (
+        # A recap's predict combines two episodes (EP12 cold reading, item 10: 1/33 at 32
+        # micro-batches was EP05's formula again): EP02's global batch = DP x micro-batches,
+        # held while DP doubles, then EP05's bubble at the micro-batches each replica is left.
         predict(
             "playground-predict-bubble",
-            "The worked plan (TP8 × PP2 × DP2) with 32 micro-batches instead of 16. Predict "
-            "the pipeline's bubble, in %.",
-            "playground", {"microbatches": 32}, "panels.pipeline.answer.bubble_fraction",
-            unit="%", scale=100,
-            hint="(p − 1)/(m + p − 1) with p = 2.",
-            explanation="{answer}%: 1 / 33.", rel_tol=0.05),
+            "The worked plan trains 32 sequences a step: DP 2 replicas × 16 micro-batches of "
+            "one sequence, each replica a TP8 × PP2 pipeline. Double the cluster to 8 nodes "
+            "at the same TP8 × PP2, so DP is 4, and keep the 32 sequences a step. Predict the "
+            "pipeline's bubble, in %.",
+            "playground", {"nodes": 8, "dp": 4, "microbatches": 8},
+            "panels.pipeline.answer.bubble_fraction", unit="%", scale=100,
+            hint="How many micro-batches does each replica get now? Then EP05's bubble, "
+                 "(p − 1)/(m + p − 1).",
+            explanation="{answer}%: 32 sequences ÷ 4 replicas = 8 micro-batches each, so "
+                        "(2 − 1)/(8 + 2 − 1) = 1/9. More replicas at the same global batch "
+                        "leave each pipeline fewer micro-batches to fill its bubble (step 3's "
+                        "limit).", rel_tol=0.05),
         decide(
             "playground-decide-memory",
             "Start from the worked plan. Which change cuts the 3D recipe's memory on its "

@@ -104,12 +104,13 @@ _LAB_PATHS: set[str] = set()
 
 def lab_route(path: str) -> bool:
     """A route whose answer is a pure function of its request: a lab's page (and fragment),
-    embeds and JSON, the planner, cheat sheet and compare, and the static assets (in memory
-    already; the cache spares them the routing and the thread hop). Read from the registry at
-    the first request, once every lab registered."""
+    its lazy diagrams, embeds and JSON, the planner, cheat sheet and compare, and the static
+    assets (in memory already; the cache spares them the routing and the thread hop). Read
+    from the registry at the first request, once every lab registered."""
     if not _LAB_PATHS:
         for view in VIEWS.values():
             _LAB_PATHS.update((view.episode.path, f"/api/{view.name}"))
+            _LAB_PATHS.update(view.lazy_path(d) for d in view.diagrams if d.lazy_template)
         # GET routes beside the views whose answer is as pure (EP08's planner, the heaviest
         # answer a page asks for; EP12's cheat sheet and A/B compare): each module says so.
         for module in lab_modules():

@@ -2,9 +2,12 @@
 result's plan, audits, memory, timing by part and by cause, and traffic, in bytes and
 seconds."""
 
+import math
+
 from app.charts.units import fmt_ms
 from labs.model.flops import hardware_flops_per_token, model_flops_per_token
 from labs.recipe.inputs import RecipeResult
+from labs.recipe.layer_view import LANES, layer_view
 from labs.recipe.overlap import LABELS, timeline
 from labs.recipe.two_d import NAMES, family
 
@@ -121,6 +124,50 @@ def timeline_api(r: RecipeResult) -> dict | None:
             "exposed_s": line.exposed, "charged_s": line.charged(),
             "sm_share": line.sm_share, "charged_sm_s": line.charged_sm_s,
             "uncharged_sm_s": line.uncharged_sm_s, "summary": summary}
+
+
+LAYER_WORDS = {"tp": "TP", "cp": "CP ring", "ep": "EP all-to-all", "dp": "DP / FSDP"}
+
+
+def layer_api(r: RecipeResult) -> dict | None:
+    """One layer op by op (labs.recipe.layer_view), in seconds: each op on its stream, and
+    each kind's exposed and hidden seconds over the layer's forward and backward."""
+    v = layer_view(r)
+    if v is None:
+        return None
+    ops = [{"lane": o.lane, "phase": o.phase, "kind": o.kind, "name": o.name, "state": o.state,
+            "start_s": o.start, "seconds": o.seconds} for o in v.ops]
+    kern = r.cluster.gpu.kernels
+    sms = kern.sm_count if kern else 0
+    waits = [f"{LAYER_WORDS[k]} {fmt_ms(e)}" for k, e in v.exposed.items() if e > 0]
+    kind = "MoE layer" if v.moe else "layer"
+    dp = ""
+    if v.zero == 3:
+        dp = (f" ZeRO-3 gathers the next layer's weights beside this one; each pass also "
+              f"waits once for its first layer's gather ({fmt_ms(v.first_gather_s)}).")
+    elif v.bucket_wait_s > 0:
+        dp = (f" The step's DP sync waits {fmt_ms(v.bucket_wait_s)} once, after the last "
+              "micro-batch's backward, in no layer.")
+    summary = (f"One {kind} of the slowest stage's {v.layers}: forward {fmt_ms(v.forward_s)}, "
+               f"backward {fmt_ms(v.backward_s)} on the critical path. The compute stream "
+               "waits for or is slowed by: " + (", ".join(waits) or "nothing") + "." + dp
+               + f" Uncharged: the {round(v.sm_share['tp'] * sms)} of {sms} SMs NCCL holds "
+               "under TP's and CP's hidden collectives and the DP buckets.")
+    by_pass = {phase: {
+        "compute_s": math.fsum(o.seconds for o in v.ops
+                               if o.phase == phase and o.state == "compute"),
+        "exposed_s": {k: math.fsum(o.seconds for o in v.ops if o.phase == phase
+                                   and o.lane == "compute" and o.kind == k) for k in LAYER_WORDS},
+        "hidden_s": {k: math.fsum(o.seconds for o in v.ops if o.phase == phase
+                                  and o.lane == k and o.state == "hidden") for k in LAYER_WORDS}}
+        for phase in ("forward", "backward")}
+    return {"ops": ops, "by_pass": by_pass, "lanes": [{"id": k, "label": LANES[k]} for k in LANES
+                                  if k == "compute" or any(o.lane == k for o in v.ops)],
+            "moe": v.moe, "count": v.count, "layers": v.layers, "zero": v.zero,
+            "forward_s": v.forward_s, "backward_s": v.backward_s, "seconds": v.seconds,
+            "backward_start_s": v.backward_start, "exposed_s": v.exposed,
+            "hidden_s": v.hidden, "sm_share": v.sm_share, "bucket_wait_s": v.bucket_wait_s,
+            "first_gather_s": v.first_gather_s, "params": v.params, "summary": summary}
 
 
 def _plan_words(p) -> str:

@@ -8,7 +8,9 @@ rank's pairs, each layout's cost); nothing here knows a balance formula.
 import math
 
 from app.charts import DIMMED, base_layout, chosen_band, tint, value_label
+from app.charts.crossover import ms, threshold_figure, tokens, verdict
 from app.charts.units import fmt_bytes
+from labs.context_parallel.crossover import cp_crossover
 from labs.context_parallel.lab import LAYOUT_NAMES
 
 PALETTE = (  # one colour per rank, repeating past 10 (tableau 10)
@@ -255,3 +257,30 @@ def token_ranges(tokens) -> str:
         else:
             runs.append([t, t])
     return ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in runs)
+
+
+def crossover_figure(result) -> dict:
+    """EP06 step 8: one layer's attention (∝ L²) against the time to move its keys and values
+    (∝ L) by tokens per rank, at this state's rate and bus bandwidth, crossing at L*; the
+    hollow marks the lab's own layer at each L (labs.context_parallel.crossover)."""
+    c = cp_crossover(result)
+    inp = result.input
+    bound, side = verdict(c.attention_s, c.comm_s, "attention", "nothing to move on one rank")
+    return threshold_figure(
+        x_state=c.per_rank, compute_s=c.attention_s, comm_s=c.comm_s, cross=c.crossover,
+        compute_line=[(x, a) for x, a, _ in c.sweep],
+        comm_line=[(x, m) for x, _, m in c.sweep] if c.comm_s else None,
+        compute_name="Attention, ∝ L² at this rate",
+        comm_name=f"{c.collective_name}, ∝ L at this busBW",
+        compute_hover="L = %{x:,.0f}: %{y:.3s}s of attention<extra></extra>",
+        x_title="tokens per rank, L = s/c (log scale)", y_title="seconds per layer",
+        cross_text=f"L* = {tokens(c.crossover)}",
+        state_text=f"This state, L = {tokens(c.per_rank)}:<br>{bound}",
+        points=[(x, a, m) for x, a, m in c.points], point_name="The lab at each L",
+        x_ticks=[x for x in (2 ** e for e in range(0, 21, 2))
+                 if c.sweep[0][0] <= x <= c.sweep[-1][0]], legend_y=-0.3,
+        summary=(f"{LAYOUT_NAMES[inp.layout]} over {c.cp} ranks, {tokens(c.per_rank)} tokens "
+                 f"each: {ms(c.attention_s)} of attention a layer"
+                 + (f" against {ms(c.comm_s)} to move its keys and values ({side}); the two "
+                    f"are equal at L = {tokens(c.crossover)} tokens a rank" if c.comm_s else
+                    ", nothing to move")))

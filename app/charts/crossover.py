@@ -22,23 +22,62 @@ def tokens(value: float) -> str:
     return f"{round(value, 1):,.0f}"
 
 
+def verdict(compute_s: float, comm_s: float, what: str, alone: str) -> tuple[str, str]:
+    """The state's label ("<what> ÷ communication = r", or ``alone`` where nothing moves) and
+    its side of the crossover, as every crossover chart words them."""
+    if not comm_s:
+        return alone, "compute only"
+    side = "compute-bound" if compute_s >= comm_s else "communication-bound"
+    return f"{what} ÷ communication = {compute_s / comm_s:.3g}", side
+
+
 def crossover_figure(tokens_per_gpu: float, compute_s: float, comm_s: float, cross: float,
                      sweep, comm_name: str, gpus: int) -> dict:
     """Compute and communication against tokens per GPU per step (log-log): compute rises
     with the tokens, the communication does not, and they cross at the lab's T*. The state
     is marked on the compute line, the crossover by a dashed line, each side shaded."""
-    xs = [t for t, _ in sweep]
-    lo, hi = min(xs[0], tokens_per_gpu), max(xs[-1], tokens_per_gpu)
-    data = [{"type": "scatter", "mode": "lines", "name": "Compute, 6·P·T ÷ rate",
-             "x": xs, "y": [round(s, 9) for _, s in sweep],
-             "line": {"color": COMPUTE, "width": 2.5},
-             "hovertemplate": "%{x:,} tokens: %{y:.3s}s of compute<extra></extra>"}]
+    bound, side = verdict(compute_s, comm_s, "compute", "no all-reduce on 1 GPU")
+    return threshold_figure(
+        x_state=tokens_per_gpu, compute_s=compute_s, comm_s=comm_s, cross=cross,
+        compute_line=sweep, comm_line=None,
+        compute_name="Compute, 6·P·T ÷ rate", comm_name=comm_name,
+        compute_hover="%{x:,} tokens: %{y:.3s}s of compute<extra></extra>",
+        x_title="tokens per GPU per step (log scale)", y_title="seconds per step",
+        cross_text=f"T* = {tokens(cross)} tokens",
+        state_text=f"This state, {tokens(tokens_per_gpu)} tokens/GPU:<br>{bound}",
+        summary=(f"{tokens(tokens_per_gpu)} tokens per GPU on {gpus:,} GPUs: "
+                 f"{ms(compute_s)} of compute"
+                 + (f" against {ms(comm_s)} of communication ({side}); the two are equal at "
+                    f"T* = {tokens(cross)} tokens per GPU" if comm_s else
+                    ", no communication")))
+
+
+def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: float,
+                     compute_line, comm_line, compute_name: str, comm_name: str,
+                     compute_hover: str, x_title: str, y_title: str, cross_text: str,
+                     state_text: str, summary: str, points=(), point_name: str = "",
+                     x_ticks=None, legend_y: float = -0.22) -> dict:
+    """Compute and communication against the quantity that decides between them (log-log),
+    crossing at the lab's threshold: the state marked on the compute line, the crossover by
+    a dashed line, each side shaded. ``comm_line`` None draws the communication flat at
+    ``comm_s``; ``points`` (x, compute s, communication s) are the lab's own op-level figures
+    at other states, drawn as markers beside the lines derived from this state's rates;
+    ``x_ticks`` the x values to label (None: plotly's own); ``legend_y`` how far below the
+    plot the legend starts (a longer legend wraps into more rows)."""
+    xs = [x for x, _ in compute_line]
+    lo, hi = min(xs[0], x_state), max(xs[-1], x_state)
+    data = [{"type": "scatter", "mode": "lines", "name": compute_name,
+             "x": xs, "y": [round(s, 9) for _, s in compute_line],
+             "line": {"color": COMPUTE, "width": 2.5}, "hovertemplate": compute_hover}]
     shapes, annotations = [], []
     if comm_s:
+        line = comm_line if comm_line is not None else [(lo, comm_s), (hi, comm_s)]
         data.append({"type": "scatter", "mode": "lines", "name": comm_name,
-                     "x": [lo, hi], "y": [round(comm_s, 9)] * 2,
+                     "x": [x for x, _ in line], "y": [round(s, 9) for _, s in line],
                      "line": {"color": COMM, "width": 2.5},
-                     "hovertemplate": f"{comm_name}: {ms(comm_s)}<extra></extra>"})
+                     "hovertemplate": f"{comm_name}: {ms(comm_s)}<extra></extra>"
+                     if comm_line is None else
+                     f"%{{x:,.0f}}: %{{y:.3s}}s, {comm_name}<extra></extra>"})
         shapes += [
             {"type": "rect", "xref": "x", "yref": "paper", "x0": lo, "x1": cross, "y0": 0,
              "y1": 1, "fillcolor": COMM_BOUND, "line": {"width": 0}, "layer": "below"},
@@ -46,46 +85,52 @@ def crossover_figure(tokens_per_gpu: float, compute_s: float, comm_s: float, cro
              "y1": 1, "fillcolor": COMPUTE_BOUND, "line": {"width": 0}, "layer": "below"},
             {"type": "line", "xref": "x", "yref": "paper", "x0": cross, "x1": cross, "y0": 0,
              "y1": 1, "line": {"color": "#1d2330", "dash": "dash", "width": 1.5}}]
+        # Left of the dashed line where it sits in the right third, so the label stays in.
+        right = _log10(cross / lo) > 0.67 * _log10(hi / lo)
         annotations.append({"xref": "x", "yref": "paper", "x": _log10(cross), "y": 1,
-                            "xanchor": "left", "yanchor": "top", "showarrow": False,
-                            "xshift": 4, "bgcolor": "rgba(255,255,255,0.85)",
-                            "text": f"T* = {tokens(cross)} tokens"})
-        # The state: its compute on the line and the gap to the all-reduce drawn between them.
-        shapes.append({"type": "line", "xref": "x", "yref": "y", "x0": tokens_per_gpu,
-                       "x1": tokens_per_gpu, "y0": compute_s, "y1": comm_s,
+                            "xanchor": "right" if right else "left", "yanchor": "top",
+                            "showarrow": False, "xshift": -4 if right else 4,
+                            "bgcolor": "rgba(255,255,255,0.85)", "text": cross_text})
+        # The state: its compute on the line and the gap to the communication between them.
+        shapes.append({"type": "line", "xref": "x", "yref": "y", "x0": x_state,
+                       "x1": x_state, "y0": compute_s, "y1": comm_s,
                        "line": {"color": "#1d2330", "width": 3}})
-    shapes.append(chosen_band(tokens_per_gpu / 1.25, tokens_per_gpu * 1.25))
+    for i, (colour, name) in enumerate(((COMPUTE, "compute"), (COMM, "communication"))):
+        if points:
+            data.append({"type": "scatter", "mode": "markers",
+                         "name": f"{point_name}: {name}" if i == 0 else name,
+                         "x": [p[0] for p in points], "y": [round(p[1 + i], 9) for p in points],
+                         "marker": {"size": 8, "color": "white",
+                                    "line": {"color": colour, "width": 2},
+                                    "symbol": "circle" if i == 0 else "square"},
+                         "hovertemplate": f"%{{x:,.0f}}: %{{y:.3s}}s of {name}, "
+                                          "op by op<extra></extra>"})
+    shapes.append(chosen_band(x_state / 1.25, x_state * 1.25))
     data.append({"type": "scatter", "mode": "markers", "name": "This state",
-                 "x": [tokens_per_gpu], "y": [round(compute_s, 9)],
+                 "x": [x_state], "y": [round(compute_s, 9)],
                  "marker": {"size": 14, "color": "#1d2330"}, "hoverinfo": "skip"})
-    bound = ("no all-reduce on 1 GPU" if not comm_s else
-             f"compute ÷ communication = {compute_s / comm_s:.3g}")
     # The state's figures sit above the plot, left-aligned: beside its point they ran off a
     # phone's chart wherever the point sat mid-axis (215 px of text, 126 px to either side).
     annotations.append({"xref": "paper", "yref": "paper", "x": 0, "y": 1, "xanchor": "left",
                         "yanchor": "bottom", "yshift": 2, "align": "left", "showarrow": False,
-                        "font": {"color": LINE_COLOUR, "size": 12},
-                        "text": f"This state, {tokens(tokens_per_gpu)} tokens/GPU:<br>{bound}"})
-    ys = [s for _, s in sweep] + ([comm_s] if comm_s else []) + [compute_s]
-    side = ("compute-bound" if comm_s and compute_s >= comm_s else
-            "communication-bound" if comm_s else "compute only")
+                        "font": {"color": LINE_COLOUR, "size": 12}, "text": state_text})
+    ys = ([s for _, s in compute_line]
+          + ([s for _, s in comm_line if s > 0] if comm_s and comm_line is not None else [])
+          + ([comm_s] if comm_s else []) + [compute_s]
+          + [v for p in points for v in p[1:] if v > 0])
     return {
         "data": data,
         "layout": base_layout(
-            margin={"l": 56, "r": 8, "t": 40, "b": 44},
-            xaxis={"type": "log", "title": {"text": "tokens per GPU per step (log scale)",
-                                            "standoff": 6},
-                   "range": [_log10(lo) - 0.05, _log10(hi) + 0.05], "gridcolor": "#e6e9ef"},
-            yaxis={"type": "log", "title": {"text": "seconds per step"},
+            margin={"l": 56, "r": 8, "t": 40, "b": 44 if legend_y == -0.22 else 56},
+            xaxis={"type": "log", "title": {"text": x_title, "standoff": 6},
+                   "range": [_log10(lo) - 0.05, _log10(hi) + 0.05], "gridcolor": "#e6e9ef",
+                   **({"tickvals": list(x_ticks), "ticktext": [f"{v:,.0f}" for v in x_ticks]}
+                      if x_ticks is not None else {})},
+            yaxis={"type": "log", "title": {"text": y_title},
                    "range": [_log10(min(ys)) - 0.1, _log10(max(ys)) + 0.1],
                    "gridcolor": "#e6e9ef"},
-            legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top",
+            legend={"orientation": "h", "x": 0, "y": legend_y, "yanchor": "top",
                     "font": {"size": 11}},
             shapes=shapes, annotations=annotations),
-        "summary": (
-            f"{tokens(tokens_per_gpu)} tokens per GPU on {gpus:,} GPUs: "
-            f"{ms(compute_s)} of compute"
-            + (f" against {ms(comm_s)} of communication ({side}); the two are equal at "
-               f"T* = {tokens(cross)} tokens per GPU" if comm_s else
-               ", no communication")),
+        "summary": summary,
     }

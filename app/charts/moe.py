@@ -217,9 +217,10 @@ def network_figure(result) -> dict:
 
 
 def gemm_figure(result) -> dict:
-    """One routed expert's forward GEMMs: their share of the GPU's BF16 peak against the
-    tokens that reach the expert (log axis), with this state's mean expert and, for a model
-    with one, the shared expert that computes every token of the GPU."""
+    """A GPU's routed experts' forward GEMMs, one grouped GEMM: their share of the GPU's BF16
+    peak against the tokens that reach each expert (log axis), the same GEMMs run one expert
+    at a time (dotted), this state's mean expert and, for a model with one, the shared expert
+    that computes every token of the GPU."""
     curve = result.gemm_curve
     here = result.tokens_per_expert
     # The curve up to this state's expert, shaded: how far along it the routed experts sit.
@@ -230,10 +231,17 @@ def gemm_figure(result) -> dict:
         "fill": "tozeroy", "fillcolor": "rgba(76,120,168,0.18)", "hoverinfo": "skip",
         "showlegend": False,
     }, {
-        "type": "scatter", "mode": "lines", "name": "one routed expert's GEMMs",
+        "type": "scatter", "mode": "lines", "name": "one expert at a time (ungrouped)",
+        "x": [t for t, _ in result.gemm_curve_alone],
+        "y": [round(100 * e, 2) for _, e in result.gemm_curve_alone],
+        "line": {"color": "#9aa3b2", "width": 1.5, "dash": "dot"},
+        "hovertemplate": "one expert alone, %{x:,} tokens: %{y:.1f}% of peak<extra></extra>",
+    }, {
+        "type": "scatter", "mode": "lines",
+        "name": f"the GPU's {result.experts_per_gpu} experts, one grouped GEMM",
         "x": [t for t, _ in curve], "y": [round(100 * e, 2) for _, e in curve],
         "line": {"color": LINE_COLOUR, "width": 2},
-        "hovertemplate": "%{x:,} tokens: %{y:.1f}% of peak<extra></extra>",
+        "hovertemplate": "%{x:,} tokens an expert: %{y:.1f}% of peak<extra></extra>",
     }, {
         "type": "scatter", "mode": "markers", "name": "each routed expert here",
         "x": [round(result.tokens_per_expert, 2)],

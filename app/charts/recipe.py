@@ -220,33 +220,85 @@ def timeline_figure(line: dict) -> dict:
             "hovertemplate": f"%{{customdata}}: %{{x:,.2f}} ms ({label.lower()}), from "
                              "%{base:,.1f} ms<extra></extra>",
         })
+    return {"data": data, "layout": _lanes_layout(line, list(TIMELINE_LANES)),
+            "summary": line["summary"]}
+
+
+def _lanes_layout(line: dict, lanes: list[str]) -> dict:
+    """A timeline's layout: ``lanes`` top to bottom, ms across to ``line``'s end, the
+    backward's start marked."""
     end = line["seconds"] * 1e3
     back = line["backward_start_s"] * 1e3
+    return base_layout(
+        barmode="overlay", bargap=0.3, showlegend=True,
+        margin={"l": 8, "r": 8, "t": 24, "b": 40},
+        uniformtext={"minsize": 8, "mode": "hide"},
+        # At most 3 level ticks: a phone auto-rotated "2000 ms" into its neighbours and
+        # the legend below (test_text_fits, bad case at 390 px).
+        xaxis={"ticksuffix": " ms", "range": [0, end * 1.01], "nticks": 3, "tickangle": 0,
+               "gridcolor": "#e6e9ef", "fixedrange": True},
+        yaxis={"automargin": True, "fixedrange": True, "autorange": "reversed",
+               "categoryorder": "array", "categoryarray": lanes},
+        shapes=[{"type": "line", "xref": "x", "yref": "paper", "x0": back, "x1": back,
+                 "y0": 0, "y1": 1, "line": {"color": "#555", "width": 1, "dash": "dot"}}],
+        annotations=[{"xref": "x", "yref": "paper", "x": back, "y": 1, "yanchor": "bottom",
+                      "xanchor": "left", "showarrow": False, "text": "backward →",
+                      "font": {"size": 10}},
+                     {"xref": "x", "yref": "paper", "x": 0, "y": 1, "yanchor": "bottom",
+                      "xanchor": "left", "showarrow": False, "text": "forward →",
+                      "font": {"size": 10}}],
+        legend={"orientation": "h", "y": -0.18, "x": 0, "yanchor": "top",
+                "font": {"size": 10}},
+    )
+
+
+LAYER_KINDS = {"tp": "TP collectives", "cp": "CP ring", "ep": "EP all-to-all",
+               "dp": "DP / FSDP"}
+
+
+def layer_figure(layer: dict | None) -> dict | None:
+    """``layer``: the answer's ``layer`` (app.recipe_answer.layer_api). One lane per stream, a
+    bar per op from its start for its seconds (ms), kernels in blue, the collectives coloured
+    by what they cost as on the micro-batch timeline; the backward's start marked."""
+    if layer is None:
+        return None
+    lanes = {lane["id"]: lane["label"] for lane in layer["lanes"]}
+    data = []
+    for state, (label, colour) in TIMELINE_STATES.items():
+        rows = [o for o in layer["ops"] if o["state"] == state]
+        if not rows:
+            continue
+        names = [o["name"] for o in rows]
+        data.append({
+            "type": "bar", "orientation": "h", "name": label,
+            "y": [lanes[o["lane"]] for o in rows],
+            "base": [round(o["start_s"] * 1e3, 4) for o in rows],
+            "x": [round(o["seconds"] * 1e3, 4) for o in rows],
+            "marker": {"color": colour, "line": {"color": "#ffffff", "width": 0.5}},
+            "text": names, "textposition": "inside", "insidetextanchor": "middle",
+            "textangle": 0, "textfont": {"size": 10}, "customdata": names,
+            "hovertemplate": f"%{{customdata}}: %{{x:,.3f}} ms ({label.lower()}), from "
+                             "%{base:,.2f} ms<extra></extra>",
+        })
     return {
-        "data": data,
-        "layout": base_layout(
-            barmode="overlay", bargap=0.3, showlegend=True,
-            margin={"l": 8, "r": 8, "t": 24, "b": 40},
-            uniformtext={"minsize": 8, "mode": "hide"},
-            # At most 3 level ticks: a phone auto-rotated "2000 ms" into its neighbours and
-            # the legend below (test_text_fits, bad case at 390 px).
-            xaxis={"ticksuffix": " ms", "range": [0, end * 1.01], "nticks": 3, "tickangle": 0,
-                   "gridcolor": "#e6e9ef", "fixedrange": True},
-            yaxis={"automargin": True, "fixedrange": True, "autorange": "reversed",
-                   "categoryorder": "array", "categoryarray": list(TIMELINE_LANES)},
-            shapes=[{"type": "line", "xref": "x", "yref": "paper", "x0": back, "x1": back,
-                     "y0": 0, "y1": 1, "line": {"color": "#555", "width": 1, "dash": "dot"}}],
-            annotations=[{"xref": "x", "yref": "paper", "x": back, "y": 1, "yanchor": "bottom",
-                          "xanchor": "left", "showarrow": False, "text": "backward →",
-                          "font": {"size": 10}},
-                         {"xref": "x", "yref": "paper", "x": 0, "y": 1, "yanchor": "bottom",
-                          "xanchor": "left", "showarrow": False, "text": "forward →",
-                          "font": {"size": 10}}],
-            legend={"orientation": "h", "y": -0.18, "x": 0, "yanchor": "top",
-                    "font": {"size": 10}},
-        ),
-        "summary": line["summary"],
+        "data": data, "layout": _lanes_layout(layer, list(lanes.values())),
+        "summary": layer["summary"],
+        "rows": layer_rows(layer),
     }
+
+
+def layer_rows(layer: dict) -> list[dict]:
+    """The table under the layer chart: the kernels, and each kind's hidden and waited (or
+    SM-slowed) seconds, in the forward, the backward and both."""
+    f, b = layer["by_pass"]["forward"], layer["by_pass"]["backward"]
+    rows = [{"label": "Kernels", "forward_s": f["compute_s"], "backward_s": b["compute_s"],
+             "both_s": f["compute_s"] + b["compute_s"]}]
+    for k, name in LAYER_KINDS.items():
+        for key, what in (("hidden_s", "hidden"), ("exposed_s", "waited or slowed")):
+            if f[key][k] + b[key][k] > 1e-12:
+                rows.append({"label": f"{name}, {what}", "forward_s": f[key][k],
+                             "backward_s": b[key][k], "both_s": layer[key][k]})
+    return rows
 
 
 TWO_D = {"2d": ("FSDP + TP (2-D)", "#f58518", "circle"),

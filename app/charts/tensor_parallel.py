@@ -11,9 +11,11 @@ from app.charts import (
     short_gpu_name,
     value_label,
 )
+from app.charts.crossover import ms, threshold_figure, tokens, verdict
 from app.charts.memory import COMPONENTS
 from app.charts.units import fmt_bytes, gb_axis
 from labs.hardware.links import get_link
+from labs.tensor_parallel.crossover import tp_crossover
 
 CURRENT = "#1d2330"
 # One colour per compared link (labs.tensor_parallel.lab.COMPARE_LINKS), fast to slow.
@@ -244,6 +246,38 @@ def memory_figure(result) -> dict:
     }
 
 
+def _doublings(lo: float, hi: float, most: int = 5) -> list[int]:
+    """Powers of two from ``lo`` to ``hi``, every other one (or wider) past ``most``, so a
+    phone's axis has room for each label."""
+    values = [2 ** e for e in range(40) if lo <= 2 ** e <= hi]
+    step = -(-len(values) // most)
+    return values[::step]
+
+
+def crossover_figure(result) -> dict:
+    """EP04 step 6: one layer's compute against its collectives by h/t, this model split t
+    ways (labs.tensor_parallel.crossover): the lines at this state's rate and bus bandwidth,
+    the markers the lab's own layer at each timed t."""
+    c = tp_crossover(result)
+    inp = result.input
+    bound, side = verdict(c.compute_s, c.comm_s, "compute", "no collectives at t = 1")
+    return threshold_figure(
+        x_state=c.per_gpu, compute_s=c.compute_s, comm_s=c.comm_s, cross=c.crossover,
+        compute_line=c.sweep, comm_line=None,
+        compute_name="Compute, 6·k·h·(h/t)·s·b ÷ rate", comm_name="Collectives, none hidden",
+        compute_hover="h/t = %{x:,.0f}: %{y:.3s}s of compute<extra></extra>",
+        x_title="hidden size per GPU, h/t (log scale)", y_title="seconds per layer",
+        cross_text=f"(h/t)* = {tokens(c.crossover)}",
+        state_text=f"This state, h/t = {c.per_gpu:,.0f}:<br>{bound}",
+        points=[(x, cs, cm) for _, x, cs, cm in c.points], point_name="The lab at each t",
+        x_ticks=_doublings(c.sweep[0][0], c.sweep[-1][0]), legend_y=-0.3,
+        summary=(f"{inp.model.name} at t = {c.tp}, h/t = {c.per_gpu:,.0f}: {ms(c.compute_s)} "
+                 "of compute a layer"
+                 + (f" against {ms(c.comm_s)} to move its collectives' bytes ({side}); the two "
+                    f"are equal at h/t = {tokens(c.crossover)}" if c.comm_s else
+                    ", no collectives")))
+
+
 def figures(result) -> dict:
     return {"efficiency": efficiency_figure(result), "cost": cost_figure(result),
-            "memory": memory_figure(result)}
+            "memory": memory_figure(result), "crossover": crossover_figure(result)}

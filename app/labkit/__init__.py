@@ -7,6 +7,8 @@ A lab builds a :class:`LabView` and calls :func:`register`, which adds
   partial (or the whole bench, controls included, when the target is ``#bench``), plus
   out-of-band error slots, so a slider move swaps one fragment and the chart updates in place.
 - ``GET /embed/<name>`` and ``GET /embed/<name>/<diagram>``: for an iframe.
+- ``GET /episodes/<slug>/<diagram>`` for each lazy diagram (``Diagram.lazy_template``): a
+  diagram too dear to draw with every answer, which the lesson fetches as it comes into view.
 - ``GET /api/<name>``: JSON; its query names are the page's control names.
 
 Modules: ``view`` (what a lab registers, the registry), ``parsing`` (one parser and the result

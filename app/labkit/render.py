@@ -58,6 +58,9 @@ class Chart:
     figure: dict | None  # None: this state cannot draw it
     embed_url: str  # relative, at the state drawn
     embed_height: int
+    # A lazy diagram's own route at the state drawn (relative; "" for the others): on the page
+    # its figure is None and partials/_figure.html's ``lazy`` fetches this when it comes near.
+    lazy_url: str = ""
 
 
 def error_slots(view: LabView) -> list[str]:
@@ -78,12 +81,21 @@ templates.env.globals["cleared_error_slots"] = cleared_error_slots
 
 
 def context(request: Request, view: LabView, state: State, errors: dict[str, str],
-            raw: dict[str, str]) -> dict:
+            raw: dict[str, str], alone: Diagram | None = None) -> dict:
+    """``alone``: the one diagram asked for (its embed, or a lazy diagram's route), whose
+    figure is drawn even where it is lazy; a lazy diagram's figure is drawn for nothing else."""
     figures = view.figures(state.result)
+    if alone is not None and alone.lazy_template and view.lazy_figures:
+        figures = {**figures, **view.lazy_figures(state.result)}
     query = state_query(state)
+    extra = dict(view.extra_context(state)) if view.extra_context else {}
+    # A lab's own complaints about a state it drew (EP12: a panel that refuses it), shown in
+    # the controls' error slots beside the query's own errors, which win.
+    errors = {**extra.pop("control_errors", {}), **errors}
     charts = {
         d.name: Chart(d.name, d.title, view.element_id(d), figures.get(d.name),
-                      with_query(embed_path(view, d), query), d.embed_height)
+                      with_query(embed_path(view, d), query), d.embed_height,
+                      with_query(view.lazy_path(d), query) if d.lazy_template else "")
         for d in view.diagrams
     }
     return {
@@ -103,7 +115,7 @@ def context(request: Request, view: LabView, state: State, errors: dict[str, str
         "base_url": public_base_url(request),
         "public_origin": public_origin(request),  # what an embed's postMessage comes from
         "embedding": False,
-        **(view.extra_context(state) if view.extra_context else {}),
+        **extra,
     }
 
 
@@ -156,11 +168,11 @@ def render_embed(request: Request, view: LabView, diagram: Diagram | None) -> Re
         state, errors, raw = parse(view, items)
         if state is None:
             return _errors_only(request, view, errors)
-        ctx = context(request, view, state, errors, {})
+        ctx = context(request, view, state, errors, {}, diagram)
         ctx.update(embedding=True, diagram=diagram)
         return templates.TemplateResponse(request, "partials/_fragment.html", ctx, headers=VARY)
     state, errors, raw = parse_with_fallback(view, items)
-    ctx = context(request, view, state, errors, raw)
+    ctx = context(request, view, state, errors, raw, diagram)
     ctx.update(
         embedding=True, diagram=diagram,
         theme=theme if theme in THEMES else "light", show_controls=show_controls,
@@ -168,3 +180,22 @@ def render_embed(request: Request, view: LabView, diagram: Diagram | None) -> Re
     return templates.TemplateResponse(
         request, "embed.html", ctx, status_code=422 if errors else 200, headers=VARY
     )
+
+
+def render_lazy(request: Request, view: LabView, diagram: Diagram) -> Response:
+    """A lazy diagram (Diagram.lazy_template) at a state: to htmx, the partial the lesson's
+    placeholder swaps in; otherwise a page of its own, with the link back to the lesson at
+    that state (the placeholder's link, for a browser without JavaScript). A bad query is a
+    422: to htmx, its error slots only; otherwise the page at the nearest valid state."""
+    items = request.query_params.multi_items()
+    if is_fragment(request):
+        state, errors, _ = parse(view, items)
+        if state is None:
+            return _errors_only(request, view, errors)
+        ctx = context(request, view, state, errors, {}, diagram)
+        return templates.TemplateResponse(request, diagram.lazy_template, ctx, headers=VARY)
+    state, errors, raw = parse_with_fallback(view, items)
+    ctx = context(request, view, state, errors, raw, diagram)
+    ctx["diagram"] = diagram
+    return templates.TemplateResponse(request, "lazy_diagram.html", ctx,
+                                      status_code=422 if errors else 200, headers=VARY)

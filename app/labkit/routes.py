@@ -11,8 +11,14 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field
 
 from app.labkit.parsing import QueryForm, parse, single
-from app.labkit.render import embed_path, public_base_url, render_embed, render_page
-from app.labkit.view import VIEWS, LabView, add_view
+from app.labkit.render import (
+    embed_path,
+    public_base_url,
+    render_embed,
+    render_lazy,
+    render_page,
+)
+from app.labkit.view import VIEWS, Diagram, LabView, add_view
 
 EVENT_SHAPES = ("rows", "columns", "none")
 GZIP_MIN = 1024  # as the app's GZipMiddleware: smaller answers are not worth compressing
@@ -110,6 +116,13 @@ class DiagramInfo(BaseModel):
     api_url: str = Field(description="The JSON answer of the same lab (absolute).")
 
 
+def _lazy_handler(view: LabView, diagram: Diagram):
+    """The handler of a lazy diagram's route (one per diagram: FastAPI reads its signature)."""
+    def lazy(request: Request) -> Response:
+        return render_lazy(request, view, diagram)
+    return lazy
+
+
 def register(router: APIRouter, view: LabView) -> None:
     add_view(view)
 
@@ -146,6 +159,8 @@ def register(router: APIRouter, view: LabView) -> None:
 
     html = {"methods": ["GET"], "response_class": HTMLResponse, "include_in_schema": False}
     router.add_api_route(view.episode.path, page, **html)
+    for lazy in (d for d in view.diagrams if d.lazy_template):
+        router.add_api_route(view.lazy_path(lazy), _lazy_handler(view, lazy), **html)
     router.add_api_route(embed_path(view), embed, **html)
     router.add_api_route(embed_path(view) + "/{diagram}", embed_one, **html)
     router.add_api_route(

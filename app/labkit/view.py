@@ -102,6 +102,12 @@ class Diagram:
     element_id: str = ""
     embed_height: int = 560  # the iframe's first height, before the embed reports its own
     template: str = ""  # an HTML/SVG diagram's partial, drawn instead of a plotly figure
+    # A diagram drawn on its own request (its figure costs far more than the rest of the
+    # state: EP08's 2-D against 3-D sweep, fourteen planner searches): the lesson's section
+    # carries a placeholder that fetches GET <episode path>/<name> with the state's query
+    # when it comes into view (partials/_figure.html ``lazy``), which answers this partial;
+    # its figure comes from the view's ``lazy_figures``, on that route and in its embed only.
+    lazy_template: str = ""
 
 
 @dataclass(frozen=True)
@@ -129,7 +135,8 @@ class LabView(Generic[Q, R]):
     response_model: type[BaseModel] | None = None
     # The key of a list of event rows in the JSON answer that ?events= may drop or transpose.
     events_key: str | None = None
-    # Extra template context for a state (option lists that depend on it, say).
+    # Extra template context for a state (option lists that depend on it, say); its
+    # "control_errors" ({control: message}) fill the controls' error slots (EP12's refusing panels).
     extra_context: Callable[[Any], dict] | None = None
     # Controls re-rendered out of band with every diagram swap, because their options
     # depend on the state (a model's layer count sets the valid PP degrees, say).
@@ -143,6 +150,9 @@ class LabView(Generic[Q, R]):
     # The results cache a view's runs are kept in (app/labkit/parsing.py; default its name):
     # a view with another run (the playground's EP08 panel) keeps its own.
     cache_name: str = ""
+    # The figures of its lazy diagrams (Diagram.lazy_template), by name, as ``figures``: run
+    # only for the diagram's own route and its embed, never for the page or a control's answer.
+    lazy_figures: Callable[[R], dict[str, dict]] | None = None
 
     def __post_init__(self) -> None:
         lab = self.episode.lab
@@ -154,6 +164,8 @@ class LabView(Generic[Q, R]):
         names = [d.name for d in self.diagrams]
         if not names or len(set(names)) != len(names):
             raise ValueError(f"{self.name}: diagram names must be present and distinct: {names}")
+        if any(d.lazy_template for d in self.diagrams) and self.lazy_figures is None:
+            raise ValueError(f"{self.name}: a lazy diagram needs the view's lazy_figures")
         fields = self.query_model.model_fields
         for engine_name, control in self.aliases.items():
             if control not in fields:
@@ -167,6 +179,10 @@ class LabView(Generic[Q, R]):
 
     def label(self, name: str) -> str:
         return self.labels.get(name, name)
+
+    def lazy_path(self, diagram: Diagram) -> str:
+        """The route of a lazy diagram: the lesson's path and the diagram's name."""
+        return f"{self.episode.path}/{diagram.name}"
 
 
 VIEWS: dict[str, LabView] = {}

@@ -6,7 +6,12 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import Field
 
-from app.charts.context_parallel import cost_figure, mask_figure, pairs_figure
+from app.charts.context_parallel import (
+    cost_figure,
+    crossover_figure,
+    mask_figure,
+    pairs_figure,
+)
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -20,6 +25,7 @@ from app.model_controls import (
 )
 from app.options import gpu_options, link_choices, with_value
 from app.schemas import CPAnswer
+from labs.context_parallel.crossover import cp_crossover
 from labs.context_parallel.inputs import CPInput, CPResult, attention_heads
 from labs.context_parallel.lab import LAYOUT_NAMES, mask_layout, pairs_of_ranges, simulate_cp
 from labs.core.limits import CP_LAYOUTS, MAX_CP, MAX_CP_TOKENS, MAX_SEQ_LEN
@@ -101,12 +107,22 @@ def to_api(result: CPResult) -> dict:
         "seq_imbalance": cost.imbalance,
         "activation_bytes_per_gpu": cost.activation_bytes_per_gpu,
         "activation_bytes_no_cp": cost.activation_bytes_no_cp,
+        "crossover": _crossover(result),
     }
+
+
+def _crossover(result: CPResult) -> dict:
+    c = cp_crossover(result)
+    return {"per_rank": c.per_rank, "attention_s": c.attention_s, "comm_s": c.comm_s,
+            "rate": c.rate, "busbw": c.busbw, "kv_share": c.kv_share,
+            "imbalance": c.imbalance, "crossover": round(c.crossover, 1),
+            "ratio": c.ratio,
+            "points": [[x, round(a, 9), round(m, 9)] for x, a, m in c.points]}
 
 
 def figures(result: CPResult) -> dict:
     return {"mask": mask_figure(result.mask), "pairs": pairs_figure(result.mask),
-            "cost": cost_figure(result.sweep, result)}
+            "cost": cost_figure(result.sweep, result), "crossover": crossover_figure(result)}
 
 
 @lru_cache(maxsize=1)
@@ -134,6 +150,11 @@ def facts() -> dict:
         "ulysses_cp16": state(tokens=64, cp=16, seq_len=131072, layout="ulysses",
                               link="ib-ndr"),
         "short_eth": state(tokens=64, cp=8, seq_len=4096, layout="zigzag", link="eth-25g"),
+        # Step 8: the crossover, zigzag at CP 8 on InfiniBand NDR, and CP 16 over 100 Gb/s
+        # Ethernet, below it.
+        "ring_ib": state(**long, layout="zigzag", link="ib-ndr"),
+        "ring_eth100": state(tokens=64, cp=16, seq_len=131072, layout="zigzag",
+                             link="eth-100g"),
     }
 
 
@@ -150,6 +171,8 @@ def extra_context(state) -> dict:
         "link_options": link_choices(links()),
         "cp_options": with_value(CP_OPTIONS, query.cp),
         "seq_options": with_value(SEQ_OPTIONS, query.seq_len),
+        "crossover": cp_crossover(state.result),
+        "attention_kv": attention_heads(state.result.input.model),
     }
 
 
@@ -189,6 +212,8 @@ VIEW = LabView(
         Diagram("pairs", "Causal (query, key) pairs per rank", embed_height=420),
         Diagram("cost", "K/V communication per layer against CP, on the chosen link",
                 embed_height=480),
+        Diagram("crossover", "Attention against moving the keys and values, by tokens per "
+                             "rank", embed_height=440),
     ),
     labels={
         "tokens": "Tokens drawn", "cp": "CP degree c", "layout": "Layout", "model": "Model",

@@ -135,9 +135,9 @@ SLIDERS = {"nodes": (1, 64, "nodes"), "pp": (1, 32, "stages"),
            "virtual": (1, 8, "chunks per rank")}
 SHARED_GROUPS = (
     ("Model and cluster", ("model", "gpu", "nodes", "gpus_per_node", "intra_link", "inter_link")),
-    ("The plan: TP × PP × CP × DP = GPUs", ("tp", "pp", "dp", "cp", "ep", "zero", "recompute",
-                                            "schedule", "virtual", "micro_batch",
-                                            "microbatches", "seq_len")),
+    ("The plan: TP × PP × CP × DP = GPUs (DP follows the nodes and the degrees)",
+     ("tp", "pp", "dp", "cp", "ep", "zero", "recompute", "schedule", "virtual", "micro_batch",
+      "microbatches", "seq_len")),
 )
 
 
@@ -273,6 +273,10 @@ def extra_context(state) -> dict:
         "control_groups": partial(control_groups, state.query),
         "panel_queries": {p.lab: p.made("query", partial(lab_query, p)) for p in result.panels},
         "panel_errors": result.errors,
+        # Beside the controls too: a DP error beside Nodes as well, since DP follows the nodes
+        # (EP12 cold reading, item 2: the Nodes slider made a plan EP08 refuses, out of view).
+        "control_errors": {**result.errors, **({"nodes": result.errors["dp"]}
+                                               if "dp" in result.errors else {})},
     }
 
 

@@ -197,7 +197,7 @@ def pure_dp(episode: str) -> Callable[[Any], str]:
     return outside
 STEP = {"seq_len": "seq_len", "micro_batch": "micro_batch", "recompute": "recompute"}
 
-# EP08's panel draws every diagram of the lesson but step 13's 2-D against 3-D sweep, which
+# EP08's panel draws every diagram of the lesson but step 14's 2-D against 3-D sweep, which
 # runs the planner fourteen times for each state (the lesson draws it; a playground state would
 # pay 10 ms or more for a chart the panel's student did not ask for).
 RECIPE = replace(recipe_router.VIEW, run=partial(recipe_router.run, two_d=False),
@@ -353,6 +353,11 @@ def run_panel(panel: Panel, q, names: tuple[str, ...] | None = None) -> PanelSta
         result = None
         if query is not None:
             result, errors = run_cached(panel.view, query)
+        if result is not None and not errors and panel.view.api_errors:
+            # A state the lab's API refuses (EP08: TP x PP x CP x DP not the cluster's GPUs)
+            # is this panel's error, beside the control, not a chart of a plan that cannot
+            # run (EP12 cold reading, item 2: moving Nodes drew "Efficiency 0.0%").
+            errors = panel.view.api_errors(result)
         ran = _Run(query, result, {panel.control_for(k): v for k, v in errors.items()})
         runs.put(items, ran, heavy=time.thread_time() - start >= HEAVY_SECONDS)
     return PanelState(panel, names, ran.query, ran.result, ran.errors, run=ran)

@@ -2,7 +2,7 @@
 export it, and re-plan it when the model or the cluster changes."""
 
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import cached_property, lru_cache, partial
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -11,6 +11,7 @@ from pydantic import Field
 from app.charts.recipe import (
     SEGMENTS,
     causes_figure,
+    layer_figure,
     memory_figure,
     step_figure,
     timeline_figure,
@@ -65,6 +66,7 @@ from app.options import SEQ_LENGTHS, gpu_options, link_choices, model_options, w
 from app.recipe_answer import (
     causes_of,
     hfu_of,
+    layer_api,
     micro_api,
     plan_api,
     result_api,
@@ -162,13 +164,22 @@ class RecipeState:
     result: RecipeResult
     replan: Replan | None
     exports: dict[str, Export]
-    two_d: TwoD | None = None  # step 13: the best 2-D plan against the best 3-D as it grows
+    # Step 14's sweep (labs.recipe.two_d.compare_cached's arguments), run only when ``two_d``
+    # is read: by the JSON answer and the chart's own route, never by the page or a control's
+    # answer (its fourteen planner searches were a third of a class's CPU). None where no
+    # sweep is drawn: a plan that cannot run, a mixture-of-experts model, the playground.
+    sweep: tuple | None = None
+
+    @cached_property
+    def two_d(self) -> TwoD | None:
+        """The best 2-D plan against the best 3-D as the cluster grows (step 14)."""
+        return None if self.sweep is None else compare_cached(*self.sweep)
 
 
 def run(query: RecipeQuery, two_d: bool = True) -> RecipeState:
-    """The plan audited and timed, its exports, a re-plan if asked, and (``two_d``) step 13's
-    comparison of the best 2-D and 3-D plans for its model, cluster and batch: two planner
-    searches per cluster size, cached, which the lesson's other states leave out."""
+    """The plan audited and timed, its exports, a re-plan if asked, and (``two_d``) what step
+    14's comparison of the best 2-D and 3-D plans for its model, cluster and batch needs: two
+    planner searches per cluster size, cached, run when it is read (RecipeState.two_d)."""
     gpu = get_gpu(query.gpu)
     cluster = paired_cluster(gpu, query.gpus_per_node, get_link(query.intra_link),
                            get_link(query.inter_link))
@@ -191,11 +202,11 @@ def run(query: RecipeQuery, two_d: bool = True) -> RecipeState:
         replan = nearest(plan, new_model, cluster, query.replan_nodes or query.nodes,
                          query.matmul_efficiency)
     exports = {f: export(plan, model, f) for f in EXPORT_FORMATS} if result.legal else {}
-    two_d = compare_cached(model, cluster, plan.seq_len, plan.global_batch,
-                           sweep_nodes(query.nodes, query.gpus_per_node), plan.recipe,
-                           query.matmul_efficiency, plan.software()) \
+    sweep = (model, cluster, plan.seq_len, plan.global_batch,
+             sweep_nodes(query.nodes, query.gpus_per_node), plan.recipe,
+             query.matmul_efficiency, plan.software()) \
         if result.legal and two_d and not model.is_moe else None
-    return RecipeState(result, replan, exports, two_d)
+    return RecipeState(result, replan, exports, sweep)
 
 
 def to_api(state: RecipeState) -> dict:
@@ -209,6 +220,7 @@ def to_api(state: RecipeState) -> dict:
     }
     answer.update(micro_api(state.result, causes))
     answer["timeline"] = timeline_api(state.result)
+    answer["layer"] = layer_api(state.result)
     answer["two_d"] = two_d_api(state.two_d, state.result)
     return answer
 
@@ -217,11 +229,16 @@ def figures(state: RecipeState) -> dict:
     r = state.result
     if not r.legal:
         return {}
-    drawn = {"step": step_figure(r, state.replan), "causes": causes_figure(r, micro_api(r)),
-             "timeline": timeline_figure(timeline_api(r)), "memory": memory_figure(r)}
-    if state.two_d is not None:  # not swept for a MoE model, nor in the playground's panel
-        drawn["twod"] = two_d_figure(two_d_api(state.two_d, r))
-    return drawn
+    return {"step": step_figure(r, state.replan), "causes": causes_figure(r, micro_api(r)),
+            "timeline": timeline_figure(timeline_api(r)), "layer": layer_figure(layer_api(r)),
+            "memory": memory_figure(r)}
+
+
+def lazy_figures(state: RecipeState) -> dict:
+    """Step 14's chart, drawn on its own request (GET /episodes/recipe-3d/twod and its embed):
+    left out where no sweep runs (a MoE model, a plan that cannot run)."""
+    two = state.two_d
+    return {} if two is None else {"twod": two_d_figure(two_d_api(two, state.result))}
 
 
 def api_errors(state: RecipeState) -> dict[str, str]:
@@ -249,14 +266,23 @@ WORKED = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 4, "gpus_per_nod
 
 
 # Mixtral 8x7B on 8 H100 nodes, TP2 x EP8 x DP32: every overlap the lab times acts on it (the
-# drill asks the same plan at 8 micro-batches).
+# step's drill asks another state: EP across nodes on a slow network, app.lesson_drills.QWEN_EP16).
 MIXTRAL = {**MIXTRAL_64, "microbatches": 4}
 OVERLAPS = {"ov": {}, "ov_tp_none": {"tp_overlap": "none"}, "ov_tp_all": {"tp_overlap": "all"},
             "ov_dp_off": {"dp_overlap": False}, "ov_zero3": {"zero": 3},
             "ov_ep": {"ep_overlap": True}}
 
 
-# Two dimensions before three (step 13): Llama 3.1 70B on 8 H100 nodes, 128 sequences of 8,192
+# One layer, op by op (step 13): Llama 3.1 70B on 8 H100 nodes as TP4 x FSDP16 (ZeRO-3 over
+# the 16 data-parallel ranks), 128 sequences of 8,192 tokens a step, as torchtitan runs such a
+# model; its TP overlap toggled (Mixtral's states of step 12 show the buckets and EP).
+LAYER = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 8, "gpus_per_node": 8,
+         "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 8192, "tp": 4, "pp": 1,
+         "dp": 16, "zero": 3, "recompute": "flash", "microbatches": 8}
+LAYERS = {"lv": {}, "lv_tp_none": {"tp_overlap": "none"}, "lv_tp_all": {"tp_overlap": "all"}}
+
+
+# Two dimensions before three (step 14): Llama 3.1 70B on 8 H100 nodes, 128 sequences of 8,192
 # tokens a step; the step links to each family's best plan the lab finds (not typed in here).
 TWO_D_JOB = {**WORKED, "nodes": 8}
 TWO_D_ANY = {"tp": 8, "pp": 2, "dp": 4, "microbatches": 32}  # any plan of the batch: its two_d
@@ -291,8 +317,8 @@ def two_d_facts(state) -> dict:
 def facts() -> dict:
     """The states the lesson links to, each with the JSON its prose quotes (same query model,
     engine and to_api as GET /api/recipe; tests/app/test_prose.py follows every link)."""
-    # The steps' states without the 2-D/3-D sweep (it is step 13's, and costs two planner
-    # searches a cluster size on a cold start); step 13's own states run it.
+    # The steps' states without the 2-D/3-D sweep (it is step 14's, and costs two planner
+    # searches a cluster size on a cold start); step 14's own states run it.
     state = lesson_state(RecipeQuery, partial(run, two_d=False), to_api)
 
     return {
@@ -314,8 +340,39 @@ def facts() -> dict:
         "full": state(**{**SEED, "recompute": "full"}),
         # What hides behind what: one plan with TP, EP, DP and ZeRO to overlap.
         **{name: state(**{**MIXTRAL, **change}) for name, change in OVERLAPS.items()},
-        **two_d_facts(lesson_state(RecipeQuery, run, to_api)),
+        # One layer, op by op.
+        **{name: state(**{**LAYER, **change}) for name, change in LAYERS.items()},
+        **(td := two_d_facts(lesson_state(RecipeQuery, run, to_api))),
+        **two_d_aside(state, td),
     }
+
+
+def two_d_aside(state, td: dict) -> dict:
+    """What step 14's why derives beside its linked states (round-3 cold reading of EP08):
+    both families' plans with fp32 gradients (the 18 B recipe: Megatron's and torchtitan's
+    default reduction; the lab's default 16 B recipe is Megatron's --grad-reduce-in-bf16),
+    the TP8 FSDP plan on the cluster where no 2-D plan passes, and the constants the why
+    names: NCCL's channels over the GPU's SMs, one NIC's achieved bus bandwidth."""
+    from labs.hardware.gpus import get_gpu
+    from labs.hardware.links import get_link
+    from labs.hardware.nccl import RING_CTAS
+    from labs.model.presets import get_model
+    from labs.recipe.audits import EXPOSED_LIMIT
+
+    out = {f"{k}_fp32": state(**{**td[k]["params"], "recipe": "adam18"}) for k in ("td2", "td3")}
+    if "td_past" in td:
+        nodes = td["td_past"]["params"]["nodes"]
+        tp = gpn = TWO_D_JOB["gpus_per_node"]  # TP across a whole node: one GPU a node left
+        dp = nodes * gpn // tp
+        out["td_fsdp_past"] = state(**{**td["td2"]["params"], "nodes": nodes, "tp": tp,
+                                       "dp": dp, "microbatches": 1})
+    params = td["td2"]["params"]
+    gpu = get_gpu(params["gpu"])
+    out["td_consts"] = {"channels": RING_CTAS, "sms": gpu.kernels.sm_count,
+                        "nic_busbw": get_link(params["inter_link"]).ring_busbw,
+                        "params": get_model(params["model"]).params,
+                        "exposed_limit": EXPOSED_LIMIT}
+    return out
 
 
 # MegaScale (Jiang et al. 2024, arXiv:2402.15627, abstract): "55.2% Model FLOPs Utilization
@@ -418,6 +475,7 @@ VIEW = LabView(
     run=run,
     to_api=to_api,
     figures=figures,
+    lazy_figures=lazy_figures,
     diagrams=(
         Diagram("step", "One training step: compute, exposed communication, bubble",
                 embed_height=420),
@@ -426,9 +484,14 @@ VIEW = LabView(
                 embed_height=520),
         Diagram("timeline", "What hides behind what: one micro-batch's compute and "
                 "communication streams", embed_height=420),
+        Diagram("layer", "One layer, op by op: its kernels on the compute stream and each "
+                "kind's collectives on its own", embed_height=460),
         Diagram("memory", "Memory per GPU on each pipeline stage", embed_height=440),
+        # Drawn on its own request, as it comes into view: fourteen planner searches for each
+        # model, cluster and global batch, which no other chart of a state needs.
         Diagram("twod", "Two dimensions before three: the best FSDP + TP plan against the "
-                "best TP + PP + DP plan as the cluster grows", embed_height=460),
+                "best TP + PP + DP plan as the cluster grows", embed_height=460,
+                lazy_template="partials/_recipe_twod.html"),
     ),
     labels={
         "model": "Model", "params": "Custom params", "gpu": "GPU", "nodes": "Nodes",

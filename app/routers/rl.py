@@ -168,7 +168,7 @@ def facts() -> dict:
         "glm47": state(preset="glm-4.7"),
         "glm47_128": state(preset="glm-4.7", train_gpus=128),
         "glm47_128_pp8": state(preset="glm-4.7", train_gpus=128, pp=8),
-        "glm47_60": state(preset="glm-4.7", train_gpus=60),
+        "glm47_96": state(preset="glm-4.7", train_gpus=96),
         "glm53": state(preset="glm-5.3"),
         "qwen": state(preset="qwen3.8-27b"),
         "flash": state(preset="glm-4.7-flash"),
@@ -196,14 +196,37 @@ def extra_context(state) -> dict:
     }
 
 
-# The drill's state: its question states its bills. Not DeepSeek-R1's, whose 36.3 GB the
-# lesson's prose prints as GLM-4.7's training bill: the answer would be on the page.
-_R1 = run(RLQuery(preset="qwen3.8-27b"))
+# Step 4's derive drill (round-2 cold reading, item 9; first reading, item 14): DeepSeek-R1
+# colocated as in steps 3-4, but served by engines of 32 GPUs instead of 64. The student builds
+# the serving bill as step 3 does (each GPU's share of the weights doubles), then takes step 4's
+# max: serving, not training, is now the larger phase. A published model, not a stand-in; its
+# question states every input, read from the lab.
+DRILL_STATE = {"preset": "deepseek-r1", "engine_gpus": 32}
+_R1 = run(RLQuery(**DRILL_STATE))
+_R1_API = to_api(_R1)
 
 
 def drill_answer() -> float:
-    """GB per GPU a colocated Qwen3.8-27B recipe needs: max(training, rollout) + transition."""
+    """GB per GPU the colocated recipe needs: max(training, rollout) + transition."""
     return _R1.colocated_bytes / 1e9
+
+
+def _drill_terms() -> dict:
+    a, inp = _R1_API, _R1.input
+    requests = a["samples"] // a["engines"]
+    tokens = EXP.prompt_len + EXP.response_len
+    kv = kv_bytes_per_token(inp.model, inp.kv_dtype)
+    e = a["engine_gpus"]
+    weights, cache = WEIGHT_BYTES * inp.model.params / e, requests * tokens * kv / e
+    return {"params": inp.model.params, "gpus": a["train_gpus"], "e": e,
+            "engines": a["engines"], "samples": a["samples"], "requests": requests,
+            "tokens": tokens, "kv": kv, "weights": weights, "cache": cache,
+            "workspace": _R1.rollout_memory_bytes - weights - cache,
+            "train": _R1.train_memory_bytes, "rollout": _R1.rollout_memory_bytes,
+            "overhead": _R1.transition_overhead_bytes}
+
+
+T = _drill_terms()
 
 
 VIEW = LabView(
@@ -235,7 +258,7 @@ VIEW = LabView(
     good=Case(
         "Good case: DeepSeek-R1, colocated",
         {"preset": "deepseek-r1", "placement": "colocated"},
-        "128 GPUs take turns: rollout, training, weight sync in the node (step 6).",
+        "Rollout, training, weight sync in turn; the lab keeps the sync in the node (step 6).",
     ),
     bad=Case(
         "Bad case: GLM-4.7 on 60 GPUs",
@@ -245,18 +268,29 @@ VIEW = LabView(
     drills=(
         Drill(
             id="placement-colocated-r1",
-            question=(f"Qwen3.8-27B's recipe runs colocated: each GPU takes turns "
-                      f"training and serving. Training needs {_R1.train_memory_bytes / 1e9:.1f} "
-                      f"GB per GPU, serving the rollouts "
-                      f"{_R1.rollout_memory_bytes / 1e9:.1f} GB, and the switch between them "
-                      f"keeps {_R1.transition_overhead_bytes / 1e9:g} GB (the lab's transition "
-                      "overhead). How many GB per GPU does it need?"),
+            question=(f"DeepSeek-R1 ({T['params'] / 1e9:.0f}B parameters) colocated on its "
+                      f"{T['gpus']} GPUs, but served by engines of {T['e']} GPUs instead of 64: "
+                      f"{T['engines']} engines share the {T['samples']} samples, each of "
+                      f"{T['tokens']:,} tokens ({EXP.prompt_len:,} prompt + "
+                      f"{EXP.response_len:,} response). An engine's GPUs split its bf16 "
+                      f"weights and its requests' KV cache ({T['kv'] / 1e3:.1f} KB of MLA "
+                      f"latent a token), and each keeps {T['workspace'] / 1e9:.2f} GB of "
+                      f"workspace. Training needs {T['train'] / 1e9:.1f} GB per GPU, and the "
+                      f"switch between the phases keeps {T['overhead'] / 1e9:g} GB. How many "
+                      "GB per GPU does the colocated recipe need?"),
             answer=drill_answer,
             unit="GB",
-            hint="The phases take turns, so they do not add: the larger phase sets the bill, "
-                 "and the switch adds its overhead.",
-            explanation="{answer} GB: max(training, rollout) plus the transition overhead; "
-                        "the two phases never hold their memory at once.",
+            hint="Build the serving bill as step 3 does, for engines of "
+                 f"{T['e']} GPUs. Then step 4: the phases take turns.",
+            explanation=(f"{{answer}} GB. Serving: {T['params'] / 1e9:.0f}B × 2 B ÷ {T['e']} = "
+                         f"{T['weights'] / 1e9:.1f} GB of weights, + {T['requests']} requests × "
+                         f"{T['tokens']:,} tokens × {T['kv'] / 1e3:.1f} KB ÷ {T['e']} = "
+                         f"{T['cache'] / 1e9:.2f} GB of cache, + "
+                         f"{T['workspace'] / 1e9:.2f} GB of workspace = "
+                         f"{T['rollout'] / 1e9:.1f} GB. Halving an engine's GPUs doubled each "
+                         f"one's share of the weights, so serving, not training "
+                         f"({T['train'] / 1e9:.1f} GB), is now the larger phase: "
+                         f"{T['rollout'] / 1e9:.1f} + {T['overhead'] / 1e9:g} = {{answer}} GB."),
             rel_tol=0.03,
         ),
         *LESSON_DRILLS["placement"],  # predict and decide (app/lesson_drills.py)

@@ -32,6 +32,7 @@ from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, link_name, links
 from labs.model.presets import models
 from labs.tensor_parallel.comm import LAYER_COLLECTIVES
+from labs.tensor_parallel.crossover import crossover_degree, tp_crossover
 from labs.tensor_parallel.inputs import Topology, TPInput, TPResult, check_model
 from labs.tensor_parallel.lab import tensor_parallel, tp_cluster
 from labs.tensor_parallel.notes import assumptions
@@ -158,8 +159,20 @@ def to_api(result: TPResult) -> dict:
                   for c in result.sweep],
         "links": {link_id: [_cost_row(c) for c in costs]
                   for link_id, costs in result.by_link.items()},
+        "crossover": _crossover(result),
         "assumptions": list(assumptions(result)),
     }
+
+
+def _crossover(result: TPResult) -> dict:
+    c = tp_crossover(result)
+    return {"per_gpu": c.per_gpu, "tokens": c.tokens, "compute_s": c.compute_s,
+            "comm_s": c.comm_s, "comm_bytes": round(c.comm_bytes), "flops": c.flops,
+            "rate": round(c.rate), "busbw": round(c.busbw), "k": round(c.k, 4),
+            "beta": round(c.beta, 6), "crossover": round(c.crossover, 1),
+            "crossover_degree": round(crossover_degree(c), 2) if c.crossover else None,
+            "ratio": c.ratio,
+            "points": [[t, x, round(cs, 9), round(cm, 9)] for t, x, cs, cm in c.points]}
 
 
 @cache
@@ -219,6 +232,9 @@ def facts() -> dict:
         "gpt3_nvl72": state(model="gpt-3-175b", tp=32, link="nvl72", gpu="b200"),
         "gpt3_nvl72_t8": state(model="gpt-3-175b", tp=8, link="nvl72", gpu="b200"),
         "l70": state(model="llama-3.1-70b", tp=8, sp=False),
+        # Step 6: the crossover across InfiniBand NDR, one GPU per node (not the bad case's
+        # Ethernet, which step 4 links).
+        "ib": state(tp=8, gpus_per_node=1, inter_link="ib-ndr"),
     }
 
 
@@ -236,6 +252,8 @@ def extra_context(state) -> dict:
         "seq_options": with_value(SEQ_LENGTHS, query.seq_len),
         "notes": assumptions(state.result),
         "split": split_view(state.result),
+        "crossover": tp_crossover(state.result),
+        "gpu_peak": lambda gpu_id: get_gpu(gpu_id).bf16_flops,  # step 6 names the peak
     }
 
 
@@ -258,6 +276,8 @@ VIEW = LabView(
         Diagram("efficiency", "Efficiency against TP degree, per link", embed_height=520),
         Diagram("cost", "Time per layer: compute ÷ t plus the collectives", embed_height=480),
         Diagram("memory", "Memory per GPU against TP degree (EP01 ledger)", embed_height=480),
+        Diagram("crossover", "Compute against the collectives, by hidden size per GPU",
+                embed_height=440),
     ),
     labels={
         "model": "Model", "params": "Custom params", "gpu": "GPU", "tp": "TP degree t",

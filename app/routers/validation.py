@@ -64,7 +64,9 @@ GROUP_WHY = {
                    "tokens): restarts, evaluation and everything between steps are in it; the "
                    "lab times steps alone.",
     "megatron-moe": "The lab routes every token uniformly, so no expert rank waits for the "
-                    "busiest; its overlap of the all-to-all with compute is ideal.",
+                    "busiest; its overlap of the all-to-all with compute is ideal; and it runs "
+                    "a GPU's experts as one grouped GEMM (--moe-grouped-gemm) whose equal "
+                    "groups share the waves perfectly, with no cost per expert.",
     "nemo-h100-fp8": "The table publishes layouts, not flags: the lab times NeMo's "
                      "performance defaults, and errs either way.",
 }

@@ -46,6 +46,33 @@ class TPShapes(BaseModel):
     qkv_columns_per_gpu: int
 
 
+class TPCrossover(BaseModel):
+    """The layer's compute against the time to move its TP collectives' bytes, and the hidden
+    size per GPU where they meet (EP04 step 6; labs.tensor_parallel.crossover)."""
+
+    per_gpu: float = Field(description="h / t: the hidden size each GPU of the group holds.")
+    tokens: int = Field(description="seq_len x micro_batch (they cancel in the crossover).")
+    compute_s: float = Field(description="The layer's kernels on one GPU, forward + backward, "
+                             "seconds.")
+    comm_s: float = Field(description="The layer's TP collectives one after another, none "
+                          "hidden, seconds (0 at t = 1).")
+    comm_bytes: int = Field(description="Bytes each GPU sends per layer.")
+    flops: float = Field(description="The layer's model FLOPs on one GPU of the group.")
+    rate: int = Field(description="flops / compute_s, FLOP/s.")
+    busbw: int = Field(description="comm_bytes / comm_s, bytes/s (0 at t = 1).")
+    k: float = Field(description="FLOPs per token per layer on one GPU x t / (6 h^2): the "
+                     "layer's weights over h^2, its attention scores counted in.")
+    beta: float = Field(description="Bytes sent per token per unit of h: 16(t-1)/t for 4 "
+                        "all-reduces, 20(t-1)/t with sequence parallelism.")
+    crossover: float = Field(description="(h/t)* = beta x rate / (6 k busbw): the hidden size "
+                             "per GPU where compute equals the collectives (0 at t = 1).")
+    crossover_degree: float | None = Field(description="h / (h/t)*: the TP degree where they "
+                                           "meet at this rate and busBW (null at t = 1).")
+    ratio: float | None = Field(description="compute_s / comm_s (null at t = 1).")
+    points: list[list[float]] = Field(description="The lab's own op-level figures at each "
+                                      "timed t > 1: [t, h/t, compute s, communication s].")
+
+
 class TensorParallelAnswer(BaseModel):
     model: str
     gpu: str
@@ -91,6 +118,7 @@ class TensorParallelAnswer(BaseModel):
     shapes: TPShapes
     sweep: list[TPSweepRow] = Field(description="The chosen link or cluster, against t.")
     links: dict[str, list[TPCostRow]] = Field(description="Each compared link alone, against t.")
+    crossover: TPCrossover
     assumptions: list[str]
 
 
@@ -195,14 +223,22 @@ class MoEGemmPoint(BaseModel):
 
 
 class MoEGemmAnswer(BaseModel):
-    curve: list[MoEGemmPoint] = Field(description="One routed expert's GEMMs, 16 to 65,536 "
-                                                  "tokens.")
+    curve: list[MoEGemmPoint] = Field(description="A GPU's routed experts' GEMMs, one grouped "
+                                                  "GEMM, 16 to 65,536 tokens an expert.")
     tokens_per_expert: float = Field(description="Mean token copies one routed expert "
                                                  "receives here: T x k x EP / E.")
     efficiency: float = Field(description="Its GEMMs' share of the BF16 peak.")
     shared_tokens: int | None = Field(description="Tokens the shared expert computes on one "
                                                   "GPU (all of them); None without one.")
     shared_efficiency: float | None = Field(description="Its GEMMs' share of the peak.")
+    shared_s: float | None = Field(description="The shared expert's forward GEMMs, seconds; "
+                                               "None without one.")
+    alone: list[MoEGemmPoint] = Field(description="The same sweep with each expert's GEMMs "
+                                                  "run alone (an ungrouped loop of kernels).")
+    alone_efficiency: float = Field(description="The routed expert's GEMMs run alone: share "
+                                                "of the BF16 peak.")
+    matmul_rate: float = Field(description="The GPU's achieved matmul FLOP/s at a full wave.")
+    hbm_rate: float = Field(description="The GPU's achieved HBM bandwidth, bytes/s.")
 
 
 class MoEBalancePoint(BaseModel):
@@ -278,6 +314,26 @@ class CPRank(BaseModel):
     causal_pairs: float = Field(description="(query, key) cells with key <= query this rank "
                                             "computes, per head (Ulysses: its heads' share).")
     heads: list[int] | None = Field(None, description="Ulysses: first and last head held.")
+class CPCrossover(BaseModel):
+    """One layer's attention against the time to move its keys and values, and the tokens
+    per rank where they meet (EP06 step 8; labs.context_parallel.crossover)."""
+
+    per_rank: float = Field(description="seq_len / cp: tokens per rank, L.")
+    attention_s: float = Field(description="The busiest rank's attention, one layer forward, s.")
+    comm_s: float = Field(description="Its K/V transfers, none hidden, seconds (0 at cp 1).")
+    rate: float = Field(description="attention_flops / attention_s, FLOP/s.")
+    busbw: float = Field(description="comm_bytes_per_gpu / comm_s, bytes/s (0 at cp 1).")
+    kv_share: float = Field(description="KV heads / query heads.")
+    imbalance: float = Field(description="The busiest rank's pairs over the mean (1 zigzag).")
+    crossover: float = Field(description="L* = per_rank x comm_s / attention_s: for a ring or "
+                             "all-gather 2 x kv_share x (cp-1)/cp x rate / (imbalance x "
+                             "busbw); the tokens per rank where attention equals the "
+                             "transfers at this state's rate and busbw (0 at cp 1).")
+    ratio: float | None = Field(description="attention_s / comm_s (null at cp 1).")
+    points: list[list[float]] = Field(description="The lab's own layer at L = 128 ... 131,072 "
+                                      "tokens a rank: [L, attention s, communication s].")
+
+
 class CPAnswer(BaseModel):
     tokens: int
     layout: Literal["contiguous", "zigzag", "allgather", "ulysses"]
@@ -310,6 +366,7 @@ class CPAnswer(BaseModel):
     activation_bytes_per_gpu: float = Field(description="Activations of all layers on one "
                                                         "GPU (selective recomputation).")
     activation_bytes_no_cp: float
+    crossover: CPCrossover
 class ZeroStageBar(BaseModel):
     dp: int
     zero: int

@@ -128,6 +128,62 @@ class RecipeTimeline(BaseModel):
     summary: str
 
 
+class RecipeLayerOp(BaseModel):
+    lane: str = Field(description="compute (the compute stream), or the stream of tp, cp, ep "
+                                  "or dp (DP buckets or FSDP's gathers and reduce-scatters).")
+    phase: str = Field(description="forward or backward.")
+    kind: str = Field(description="gemm, attention, memory, recompute, or tp, cp, ep, dp.")
+    name: str = Field(description="The kernel (qkv, proj.dgrad, ...) or the collective.")
+    state: str = Field(description="compute; hidden (behind compute); exposed (the compute "
+                                   "stream waits); sm (compute slowed by the SMs NCCL holds).")
+    start_s: float = Field(description="Seconds from the layer's forward.")
+    seconds: float
+
+
+class RecipeLayerLane(BaseModel):
+    id: str
+    label: str
+
+
+class RecipeLayerPass(BaseModel):
+    compute_s: float = Field(description="The pass's kernels (recomputation and FSDP2's "
+                                         "copy-out included).")
+    exposed_s: dict[str, float] = Field(description="Per kind: seconds the compute stream "
+                                                    "waits or is slowed in this pass.")
+    hidden_s: dict[str, float] = Field(description="Per kind: seconds hidden in this pass.")
+
+
+class RecipeLayer(BaseModel):
+    ops: list[RecipeLayerOp]
+    by_pass: dict[str, RecipeLayerPass] = Field(description="forward and backward.")
+    lanes: list[RecipeLayerLane] = Field(description="The streams drawn, top to bottom.")
+    moe: bool = Field(description="The layer drawn is a MoE layer (the slowest stage's first).")
+    count: int = Field(description="Layers like it on the slowest stage.")
+    layers: int = Field(description="Layers on the slowest stage.")
+    zero: int
+    forward_s: float = Field(description="The layer's forward on the critical path (kernels, "
+                                         "waits and SMs lent; ZeRO-3: the next layer's "
+                                         "gather's and FSDP2's copy-out).")
+    backward_s: float = Field(description="Its backward, recomputation included.")
+    seconds: float
+    backward_start_s: float
+    exposed_s: dict[str, float] = Field(description="Per kind (tp, cp, ep, dp), both passes: "
+                                                    "seconds the compute stream waits or is "
+                                                    "slowed.")
+    hidden_s: dict[str, float] = Field(description="Per kind, both passes: seconds hidden "
+                                                   "behind compute (dp with ZeRO-0/1/2: the "
+                                                   "layer's share of the last micro-batch's "
+                                                   "buckets).")
+    sm_share: dict[str, float] = Field(description="Share of the GPU's SMs each kind's "
+                                                   "kernels hold while they run.")
+    bucket_wait_s: float = Field(description="ZeRO-0/1/2: the step's DP segment, waited once "
+                                             "after the last backward, in no layer.")
+    first_gather_s: float = Field(description="ZeRO-3: one layer's gather, which each pass "
+                                              "waits for once (its first layer's).")
+    params: float = Field(description="The layer's parameters on one GPU (after TP and EP).")
+    summary: str
+
+
 class TwoDBest(BaseModel):
     label: str = Field(description="The plan's layout and ZeRO stage, e.g. TP4 x DP16, ZeRO-3.")
     plan: dict = Field(description="The plan's controls, as /api/recipe's plan.")
@@ -187,6 +243,11 @@ class RecipeAnswer(RecipeResultAnswer):
         description="What hides behind what: the step's last micro-batch on the slowest "
                     "stage as a compute and a communication lane (labs.recipe.overlap). "
                     "None for a plan that cannot run.")
+    layer: RecipeLayer | None = Field(
+        description="One layer op by op: the slowest stage's layer (its first MoE layer in a "
+                    "MoE model) as kernels on the compute stream and each kind's collectives "
+                    "on its own stream, laid where the step model runs them "
+                    "(labs.recipe.layer_view). None for a plan that cannot run.")
     two_d: RecipeTwoD | None = Field(
         description="Two dimensions before three: the best FSDP + TP plan (PP 1, ZeRO-3) "
                     "against the best TP + PP + DP plan (ZeRO 0 or 1) for the same model, "

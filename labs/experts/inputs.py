@@ -134,6 +134,15 @@ class MoEResult:
     gemm_efficiency: float = 0.0
     shared_tokens: int | None = None
     shared_efficiency: float | None = None
+    # The same GEMMs timed one expert at a time (an ungrouped loop of kernels: part-empty
+    # waves), the shared expert's forward seconds, and the GPU's achieved matmul FLOP/s and
+    # HBM bytes/s the roofline uses (their ratio: the tokens an expert needs to be
+    # compute-bound).
+    gemm_curve_alone: tuple[tuple[int, float], ...] = ()
+    alone_efficiency: float = 0.0
+    shared_s: float | None = None
+    matmul_rate: float = 0.0
+    hbm_rate: float = 0.0
     # The router's balance against skew (labs.experts.lab.balance_curve): (skew, the balance
     # loss's E·Σ f·P, the layer's time over the balanced one), and this state's loss.
     balance_curve: tuple[tuple[float, float, float], ...] = ()

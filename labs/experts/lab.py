@@ -52,7 +52,12 @@ from labs.core.limits import MAX_RANK_MAP_GPUS
 from labs.experts.inputs import MoEInput, MoEResult, Routing
 from labs.hardware.comm import collective
 from labs.hardware.gpus import GPUSpec
-from labs.hardware.kernels import gemm_time, with_matmul_efficiency
+from labs.hardware.kernels import (
+    grouped_gemm_time,
+    hbm_rate,
+    matmul_rate,
+    with_matmul_efficiency,
+)
 from labs.hardware.nccl import pairwise
 from labs.model.flops import expert_flops_per_token, model_flops_per_token
 from labs.model.spec import ModelSpec
@@ -140,14 +145,20 @@ def deepep_traffic(inp: MoEInput, hot: float, per_node: int,
     return out
 
 
-def expert_seconds(model: ModelSpec, gpu: GPUSpec, tokens: int, etp: int = 1) -> float:
-    """One routed expert's forward on ``tokens`` tokens: its up (and gate) GEMM and its down
-    GEMM, each 1/etp wide (labs.hardware.kernels.gemm_time)."""
-    if tokens <= 0:
+def expert_seconds(model: ModelSpec, gpu: GPUSpec, tokens: int | tuple[int, ...],
+                   etp: int = 1) -> float:
+    """The forward of a GPU's routed experts, ``tokens`` copies to each (one count, or one per
+    expert): the up (and gate) GEMM and the down GEMM, each 1/etp wide, each one grouped GEMM
+    over the experts (``labs.hardware.kernels.grouped_gemm_time``), as Megatron
+    (``--moe-grouped-gemm``) and DeepSeek (DeepGEMM) run them. One count is one expert alone
+    (a shared expert)."""
+    rows = (tokens,) if isinstance(tokens, int) else tokens
+    if sum(rows) <= 0:
         return 0.0
     width = model.expert_ffn // etp
     up = (2 if model.gated_mlp else 1) * width
-    return gemm_time(gpu, tokens, up, model.hidden) + gemm_time(gpu, tokens, model.hidden, width)
+    return (grouped_gemm_time(gpu, rows, up, model.hidden)
+            + grouped_gemm_time(gpu, rows, model.hidden, width))
 
 
 Traffic = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]
@@ -202,13 +213,15 @@ def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
     # Every GPU of the group routes alike, so each expert gets EP times one GPU's share.
     on_gpu = [sum(kept[g * per_gpu:(g + 1) * per_gpu]) for g in range(ep)]
     token_bytes = m.hidden * ACTIVATION_BYTES
-    # Each local expert's forward GEMMs on the tokens it keeps, at their shapes' measured rates
-    # (labs.hardware.kernels: a lightly loaded expert's short GEMM runs slower). Expert-TP
+    # The local experts' forward GEMMs on the tokens each keeps, one grouped GEMM at the
+    # shapes' measured rates (labs.hardware.kernels: few tokens an expert leave it waiting on
+    # the experts' weights). Expert-TP
     # splits each expert's matmuls over etp GPUs (Megatron's expert-tensor-parallel group);
     # the all-gather of tokens inside that group is not priced here.
     gpu = with_matmul_efficiency(inp.cluster, inp.mfu).gpu
-    compute = tuple(sum(expert_seconds(m, gpu, ep * kept[j], inp.etp)
-                        for j in range(g * per_gpu, (g + 1) * per_gpu)) for g in range(ep))
+    compute = tuple(expert_seconds(m, gpu, tuple(ep * n for n in kept[g * per_gpu:
+                                                                      (g + 1) * per_gpu]),
+                                   inp.etp) for g in range(ep))
     if inp.ep_dispatch == "deepep" and ep > 1:
         received, sent, dispatch = _deepep(inp, skew, per_node, local, kept, token_bytes)
     else:
@@ -228,13 +241,15 @@ def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
 GEMM_SWEEP = tuple(2 ** i for i in range(4, 17))  # 16 .. 65,536 tokens to one expert
 
 
-def expert_efficiency(model: ModelSpec, gpu: GPUSpec, tokens: float, split: int = 1) -> float:
-    """The share of the GPU's BF16 peak one expert's forward GEMMs reach on ``tokens`` tokens
-    (``expert_seconds``: each GEMM a roofline with wave quantisation, so few tokens leave it
-    waiting on its weights' bytes and on part-empty waves), ``split`` ways wide."""
+def expert_efficiency(model: ModelSpec, gpu: GPUSpec, tokens: float, split: int = 1,
+                      experts: int = 1) -> float:
+    """The share of the GPU's BF16 peak the forward GEMMs of ``experts`` experts, run as one
+    grouped GEMM (``expert_seconds``), reach on ``tokens`` tokens each, ``split`` ways wide:
+    a roofline with wave quantisation, so few tokens an expert leave it waiting on the
+    weights' bytes, and a lone expert's small GEMM on part-empty waves too."""
     m = max(1, round(tokens))
-    seconds = expert_seconds(model, gpu, m, split)
-    return 2 * m * model.expert_size / split / (seconds * gpu.bf16_flops)
+    seconds = expert_seconds(model, gpu, (m,) * experts, split)
+    return 2 * m * experts * model.expert_size / split / (seconds * gpu.bf16_flops)
 
 
 BALANCE_SKEWS = tuple(i / 10 for i in range(11))
@@ -262,7 +277,12 @@ def balance_curve(inp: MoEInput, per_node: int) -> tuple[tuple[float, float, flo
     return tuple(out)
 
 
-GRAD_BYTES = 2  # bf16 gradients, all-reduced once a step (Megatron's default grad dtype)
+# Gradients are reduced in fp32 for bf16 training: Megatron-LM forces
+# --accumulate-allreduce-grads-in-fp32 with --bf16 ("bfloat16 requires gradient accumulation
+# and all-reduce to be done in fp32"; --grad-reduce-in-bf16 opts out), NeMo's bf16_mixed sets
+# grad_reduce_in_fp32=True, torchtitan's FSDP2 reduces in float32, and DeepSeek-V3 keeps its
+# gradients in FP32 (its report, sec 3.3).
+GRAD_BYTES = 4
 
 
 def network(inp: MoEInput, routing: Routing, dense_local: float,
@@ -270,7 +290,7 @@ def network(inp: MoEInput, routing: Routing, dense_local: float,
     """Each kind of group's traffic on the cluster (the rank map's groups, the bandwidth they
     get): TP's all-reduce of one layer's activations (T tokens x hidden x 2 B), PP's send of
     them to the next stage, DP's all-reduce of the dense gradients a GPU holds and expert-DP's
-    of its experts' (2 B each, once a step), and EP's dispatch as the layer times it above.
+    of its experts' (fp32, 4 B each, once a step), and EP's dispatch as the layer times it above.
     CP and expert-TP are left out."""
     m, lay, cl = inp.model, inp.layout, inp.cluster
     acts = inp.tokens * m.hidden * ACTIVATION_BYTES
@@ -278,9 +298,10 @@ def network(inp: MoEInput, routing: Routing, dense_local: float,
     for kind, kind_of, size, what in (
             ("tp", "all_reduce", acts, "one layer's activations"),
             ("pp", "p2p", acts, "activations to the next stage"),
-            ("dp", "all_reduce", dense_local * GRAD_BYTES, "the dense gradients, once a step"),
+            ("dp", "all_reduce", dense_local * GRAD_BYTES,
+             "the dense gradients in fp32, once a step"),
             ("edp", "all_reduce", expert_local * GRAD_BYTES,
-             "the experts' gradients, once a step")):
+             "the experts' gradients in fp32, once a step")):
         if getattr(lay, {"edp": "expert_dp"}.get(kind, kind)) > 1:
             out.append(group_link(lay, kind, cl, kind_of, size, what))
     if inp.ep > 1:
@@ -315,17 +336,22 @@ def simulate_moe(inp: MoEInput) -> MoEResult:
     gpu = with_matmul_efficiency(inp.cluster, inp.mfu).gpu
     mean_tokens = sum(routed) / len(routed)
     shared = inp.tokens if m.shared_experts else None
+    local = m.experts // inp.ep
     return MoEResult(
         balance_curve=balance_curve(replace(inp, skew=0.0, group="ep"), per_node),
         balance_loss=balance_loss(routing.routed_per_expert),
-        gemm_curve=tuple((t, expert_efficiency(m, gpu, t, inp.etp)) for t in GEMM_SWEEP),
+        gemm_curve=tuple((t, expert_efficiency(m, gpu, t, inp.etp, local)) for t in GEMM_SWEEP),
         tokens_per_expert=mean_tokens,
-        gemm_efficiency=expert_efficiency(m, gpu, mean_tokens, inp.etp),
+        gemm_efficiency=expert_efficiency(m, gpu, mean_tokens, inp.etp, local),
         shared_tokens=shared,
         # Megatron splits the shared experts over the TP group, as the dense MLP (each shared
         # expert taken alone: DeepSeek-V3 and GLM have one).
         shared_efficiency=(None if shared is None
                            else expert_efficiency(m, gpu, shared, inp.tp)),
+        shared_s=None if shared is None else expert_seconds(m, gpu, shared, inp.tp),
+        gemm_curve_alone=tuple((t, expert_efficiency(m, gpu, t, inp.etp)) for t in GEMM_SWEEP),
+        alone_efficiency=expert_efficiency(m, gpu, mean_tokens, inp.etp),
+        matmul_rate=matmul_rate(gpu), hbm_rate=hbm_rate(gpu),
         input=inp, layout=layout, experts_per_gpu=m.experts // inp.ep, ep_group=ep_group,
         ep_per_node=per_node, routing=routing, balanced=balanced, slowest_gpu=slowest,
         max_over_mean=max(routed) / (sum(routed) / len(routed)),

@@ -110,6 +110,27 @@ def gemm_time(gpu: GPUSpec, m: int, n: int, k: int, batch: int = 1,
                moved / hbm_rate(gpu))
 
 
+@lru_cache(maxsize=16384)
+def grouped_gemm_time(gpu: GPUSpec, rows: tuple[int, ...], n: int, k: int) -> float:
+    """Seconds of one grouped GEMM: C_g[m_g,n] = A_g[m_g,k]·B_g[k,n] for each group g, in
+    one kernel (Megatron's ``--moe-grouped-gemm``, Transformer Engine's ``GroupedLinear``;
+    DeepSeek's DeepGEMM ``m_grouped`` kernels), as a GPU runs its local experts. The
+    groups' tiles share the waves, Σ_g ⌈m_g/tm⌉·⌈n/tn⌉ tiles over the SMs, so many small
+    experts fill the GPU where one alone would leave most SMs idle; every group still reads
+    its own weights. Equal groups give ``gemm_time(m, n, k, batch=len(rows))``."""
+    rows = tuple(m for m in rows if m > 0)
+    if not rows or n <= 0 or k <= 0:
+        return 0.0
+    r = rates(gpu)
+    flops = 2.0 * sum(rows) * n * k
+    moved = sum(2 * (m * k + k * n) + 2 * m * n for m in rows)
+    best = 0.0
+    for tm, tn in TILES:
+        tiles = sum(math.ceil(m / tm) for m in rows) * math.ceil(n / tn)
+        best = max(best, tiles / (math.ceil(tiles / r.sm_count) * r.sm_count))
+    return max(flops / (matmul_rate(gpu) * best), moved / hbm_rate(gpu))
+
+
 def mem_time(gpu: GPUSpec, nbytes: float) -> float:
     """Seconds a memory-bound op moving ``nbytes`` takes."""
     return nbytes / hbm_rate(gpu)

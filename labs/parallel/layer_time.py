@@ -46,7 +46,7 @@ layer follows one per-layer mode; the layers of a layer-granular mode are timed 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from labs.core.errors import LabInputError
@@ -75,6 +75,21 @@ class Group:
 
 
 @dataclass(frozen=True)
+class Piece:
+    """One collective of a pass, where it runs: beside (or blocking) ``anchor``, the kernel it
+    can hide behind or the op it feeds (``where``: "before") or follows ("after"); "pass":
+    beside the whole pass (EP overlap: another micro-batch's compute), "recompute": beside the
+    forward run again. ``labs.recipe.layer_view`` lays them out; they sum to their ``Comm``."""
+
+    collective: str
+    anchor: str
+    where: str  # "before", "after" or "pass"
+    seconds: float
+    exposed: float
+    sm: float = 0.0
+
+
+@dataclass(frozen=True)
 class Comm:
     """One collective kind over a layer's pass (or a step's), on one GPU."""
 
@@ -87,10 +102,18 @@ class Comm:
     # Of ``exposed``: the compute it ran beside slowed by the SMs its kernels took (charged
     # only where the model charges them: EP overlap, COMM_SMS); the rest outlasts the compute.
     sm: float = 0.0
+    # Each collective of it, where it runs (a layer's pass; empty for a step's parts).
+    pieces: tuple[Piece, ...] = field(default=(), compare=False)
 
     @property
     def hidden(self) -> float:
         return self.seconds - self.exposed
+
+
+def _again(pieces: tuple[Piece, ...], share: float = 1.0) -> tuple[Piece, ...]:
+    """A forward's collectives run again before backward (recomputation), ``share`` of each."""
+    return tuple(Piece(p.collective, "recompute", "after", share * p.seconds,
+                       share * p.exposed, share * p.sm) for p in pieces)
 
 
 @dataclass(frozen=True)
@@ -138,15 +161,15 @@ def _pass_time(p: Pass, comms: tuple[Comm, ...]) -> PassTime:
 
 
 def _merge(a: PassTime, b: PassTime) -> PassTime:
-    """Two passes one after the other (recomputation before backward)."""
-    comms = {c.name: c for c in a.comms}
+    """Two passes one after the other (recomputation, ``a``, before backward)."""
+    comms = {c.name: replace(c, pieces=_again(c.pieces)) for c in a.comms}
     for c in b.comms:
         if c.name in comms:
             o = comms[c.name]
             c = Comm(c.name, o.collective if o.collective == c.collective
                      else f"{o.collective}; {c.collective}", o.seconds + c.seconds,
                      o.exposed + c.exposed, o.bytes_per_gpu + c.bytes_per_gpu, c.link,
-                     o.sm + c.sm)
+                     o.sm + c.sm, o.pieces + c.pieces)
         comms[c.name] = c
     return PassTime(a.gemm + b.gemm, a.attention + b.attention, a.memory + b.memory,
                     tuple(comms.values()))
@@ -204,7 +227,7 @@ def _op_replay(model: ModelSpec, cluster: Cluster, ops: LayerOps, tp: int, sp: b
     if tp_f is not None:
         share = 0.5 if sp else 1.0
         comms = (Comm("tp", tp_f.collective, share * tp_f.seconds, share * tp_f.exposed,
-                      share * tp_f.bytes_per_gpu, tp_f.link),)
+                      share * tp_f.bytes_per_gpu, tp_f.link, 0.0, _again(tp_f.pieces, share)),)
     return PassTime(again.done().of("gemm"), 0.0, memory, comms)
 
 
@@ -239,35 +262,44 @@ def _tp(act: float, ops: LayerOps, cluster: Cluster, g: Group, sp: bool,
     # collective beside them; with no shared experts (Mixtral, Qwen3) those collectives block.
     mlp = "fc1" if f.named("fc1") else "shared.fc1"
     fc2 = "fc2" if f.named("fc2") else "shared.fc2"
-    # (collective, the GEMM it can run beside, the overlap setting that lets it)
+    # (collective, the GEMM it can run beside, the overlap setting that lets it, and where it
+    # blocks without it: before the GEMM it feeds or after the one it follows)
     if not sp:
-        fwd = (("all_reduce", f, "proj", "all"), ("all_reduce", f, fc2, "all"))
-        bwd = (("all_reduce", b, attn + ".wgrad", "backward"),
-               ("all_reduce", b, mlp + ".wgrad", "backward"))
+        fwd = (("all_reduce", f, "proj", "all", "after"),
+               ("all_reduce", f, fc2, "all", "after"))
+        bwd = (("all_reduce", b, attn + ".wgrad", "backward", "after"),
+               ("all_reduce", b, mlp + ".wgrad", "backward", "after"))
     else:
-        fwd = (("all_gather", f, attn, "all"), ("reduce_scatter", f, "proj", "all"),
-               ("all_gather", f, mlp, "all"), ("reduce_scatter", f, fc2, "all"))
-        bwd = (("all_gather", b, "proj.dgrad", "all"), ("all_gather", b, fc2 + ".dgrad", "all"),
-               ("all_gather", b, attn + ".dgrad", "backward"),
-               ("reduce_scatter", b, attn + ".wgrad", "backward"),
-               ("all_gather", b, mlp + ".dgrad", "backward"),
-               ("reduce_scatter", b, mlp + ".wgrad", "backward"))
+        fwd = (("all_gather", f, attn, "all", "before"),
+               ("reduce_scatter", f, "proj", "all", "after"),
+               ("all_gather", f, mlp, "all", "before"),
+               ("reduce_scatter", f, fc2, "all", "after"))
+        bwd = (("all_gather", b, "proj.dgrad", "all", "before"),
+               ("all_gather", b, fc2 + ".dgrad", "all", "before"),
+               ("all_gather", b, attn + ".dgrad", "backward", "after"),
+               ("reduce_scatter", b, attn + ".wgrad", "backward", "after"),
+               ("all_gather", b, mlp + ".dgrad", "backward", "after"),
+               ("reduce_scatter", b, mlp + ".wgrad", "backward", "after"))
     level = TP_OVERLAPS.index(overlap)
     out = []
     for entries in (fwd, bwd):
         total = exposed = sent = 0.0
-        for kind, pass_, beside, needs in entries:
+        pieces = []
+        for kind, pass_, beside, needs, where in entries:
             t = nccl_time(kind, act, g.size, cluster, g.per_node).seconds
             total += t
             sent += (2 if kind == "all_reduce" else 1) * (g.size - 1) / g.size * act
             gemm = next((k for k in pass_.kernels if k.name == beside), None)
             if gemm is not None and needs == "all" and overlap == "all":
-                exposed += decomposed_exposed(gemm, t, g.size, cluster.gpu, fp8)
-                continue
-            hidden_by = pass_.named(beside) if level >= TP_OVERLAPS.index(needs) else 0.0
-            exposed += max(0.0, t - hidden_by)
+                e = decomposed_exposed(gemm, t, g.size, cluster.gpu, fp8)
+            else:
+                hidden_by = pass_.named(beside) if level >= TP_OVERLAPS.index(needs) else 0.0
+                e = max(0.0, t - hidden_by)
+            exposed += e
+            pieces.append(Piece(kind, beside, where, t, e))
         name = "all_reduce" if not sp else "all_gather + reduce_scatter"
-        out.append(Comm("tp", name, total, exposed, sent, cluster.intra.id))
+        out.append(Comm("tp", name, total, exposed, sent, cluster.intra.id, 0.0,
+                        tuple(pieces)))
     return out[0], out[1]
 
 
@@ -283,10 +315,11 @@ def _cp(model: ModelSpec, ops: LayerOps, cluster: Cluster, g: Group, tp: int,
     hops = g.size - 1
     fwd_attn, bwd_attn = ops.forward.of("attention"), ops.backward.of("attention")
     total_f, total_b = hops * hop.seconds, 2 * hops * hop.seconds
-    return (Comm("cp", "ring send/recv", total_f, max(0.0, total_f - fwd_attn),
-                 hops * chunk, hop.bottleneck),
-            Comm("cp", "ring send/recv", total_b, max(0.0, total_b - bwd_attn),
-                 2 * hops * chunk, hop.bottleneck))
+    exp_f, exp_b = max(0.0, total_f - fwd_attn), max(0.0, total_b - bwd_attn)
+    return (Comm("cp", "ring send/recv", total_f, exp_f, hops * chunk, hop.bottleneck, 0.0,
+                 (Piece("ring send/recv", "attention", "after", total_f, exp_f),)),
+            Comm("cp", "ring send/recv", total_b, exp_b, 2 * hops * chunk, hop.bottleneck,
+                 0.0, (Piece("ring send/recv", "attention", "after", total_b, exp_b),)))
 
 
 def _ep(model: ModelSpec, ops: LayerOps, cluster: Cluster, g: Group, tp: int,
@@ -305,9 +338,24 @@ def _ep(model: ModelSpec, ops: LayerOps, cluster: Cluster, g: Group, tp: int,
     share = min(1.0, COMM_SMS / cluster.gpu.kernels.sm_count) if cluster.gpu.kernels else 0.0
     name = "all_to_all" if dispatch == "alltoall" else "DeepEP"
     out = []
-    for compute in (ops.forward.seconds, ops.backward.seconds):
+    for compute, forward in ((ops.forward.seconds, True), (ops.backward.seconds, False)):
         exposed = max(total - compute, share * total) if overlap else total
         # Overlapped, the compute runs f·A longer for the SMs lent; past that it waits.
+        sm = min(exposed, share * total) if overlap else 0.0
+        # Without overlap the dispatch blocks before the experts' first GEMM and the combine
+        # after their last (backward: the combine's gradient first, before fc2's dgrad);
+        # overlapped, both run beside the pass, sharing its exposure and SMs by their time.
+        first, last = ("experts.fc1", "experts.fc2") if forward \
+            else ("experts.fc2.dgrad", "experts.fc1.wgrad")
+        pieces = tuple(
+            Piece(f"{name} {what}", anchor, "pass" if overlap else where, a.seconds,
+                  exposed * a.seconds / total if total else 0.0,
+                  sm * a.seconds / total if total else 0.0)
+            for what, a, anchor, where in (
+                ("dispatch" if forward else "combine's gradient", d if forward else c, first,
+                 "before"),
+                ("combine" if forward else "dispatch's gradient", c if forward else d, last,
+                 "after")))
         out.append(Comm("ep", f"{name} (dispatch + combine)", total, exposed, sent,
-                        d.bottleneck, min(exposed, share * total) if overlap else 0.0))
+                        d.bottleneck, sm, pieces))
     return out[0], out[1]

@@ -15,7 +15,7 @@ RL placement) may colour by any other role by building a ``GpuColouring`` themse
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from labs.core.errors import LabInputError
@@ -23,6 +23,7 @@ from labs.core.limits import MAX_RANK_MAP_GPUS, MOE_GROUP_KINDS
 from labs.core.validate import one_of
 from labs.hardware.comm import collective
 from labs.hardware.links import Cluster
+from labs.hardware.nccl import nccl_time
 from labs.parallel.layout import DEGREE_NAMES, DENSE_ORDER, EXPERT_ORDER, ParallelLayout
 
 GROUP_TITLES = {**{k: v.removesuffix(" degree") for k, v in DEGREE_NAMES.items()},
@@ -189,12 +190,51 @@ def group_place(layout: ParallelLayout, kind: str, cluster: Cluster) -> tuple[in
     return per_node, nodes, leaves, tier
 
 
+def spine_flows(layout: ParallelLayout, kind: str, cluster: Cluster, ring: bool) -> int:
+    """Flows of every ``kind`` group that leave the first group's first member's leaf on its
+    rail at once (labs.hardware.nccl, "The leaf and the spine"): each group runs one ring (or,
+    not ``ring``, a chain of sends: PP's stage to stage) over its members' nodes in rank order
+    on each rail it has members on, and every group of a kind runs at once (DP's all-reduce,
+    expert-DP's, PP's sends in steady 1F1B). A rail-aligned ring over contiguous nodes leaves
+    the leaf once; many small strided groups (PP, expert-DP pairs) leave it once per node."""
+    gpn, leaf = cluster.gpus_per_node, cluster.leaf_nodes
+    if leaf is None:
+        return 0
+    ids = group_of_rank(layout, kind)
+    first = ids.index(0)
+    rail, home = first % gpn, first // gpn // leaf
+    chains: dict[int, list[int]] = {}
+    for r in range(rail, len(ids), gpn):
+        chains.setdefault(ids[r], []).append(r // gpn)
+    flows = 0
+    for nodes in chains.values():
+        edges = list(zip(nodes, nodes[1:], strict=False))
+        if ring and len(nodes) > 1:
+            edges.append((nodes[-1], nodes[0]))
+        flows += sum(1 for u, v in edges if u // leaf == home and v // leaf != home)
+    return flows
+
+
 def group_link(layout: ParallelLayout, kind: str, cluster: Cluster, kind_of: str,
                size: float, what: str) -> GroupLink:
     """The first ``kind`` group's ``kind_of`` collective on ``size`` bytes (the full tensor;
-    per GPU for p2p), timed by NCCL's model on ``cluster`` (labs.hardware.comm)."""
+    per GPU for p2p), timed by NCCL's model on ``cluster`` (labs.hardware.comm). Where its
+    groups cross the spine, their network hops take max(1, flows / uplinks) as long, the
+    flows that leave a leaf on one rail at once (``spine_flows``) over the leaf_nodes / r
+    uplinks a rail has: r for PP's sends and expert-DP's pairs, whose every node sends across
+    at once; max(1, r / leaf_nodes) for a contiguous ring (``labs.hardware.nccl.spine_ring``)."""
     per_node, nodes, leaves, tier = group_place(layout, kind, cluster)
     size_of = getattr(layout, {"edp": "expert_dp"}.get(kind, kind))
+    if tier == "spine" and kind_of in ("p2p", "all_reduce"):
+        flows = spine_flows(layout, kind, cluster, ring=kind_of != "p2p")
+        slow = max(1.0, flows * cluster.oversubscription / cluster.leaf_nodes)
+        if kind_of == "p2p":
+            t = nccl_time("p2p", size, size_of, cluster, per_node)
+            return GroupLink(kind, kind_of, what, size, t.latency + (t.seconds - t.latency) * slow,
+                             per_node, nodes, leaves, tier)
+        # The ring's network hops at 1/slow of a NIC: a leaf of one node at slow : 1 (what
+        # ``spine_ring`` charges a ring over more than one node).
+        cluster = replace(cluster, leaf_nodes=1, oversubscription=slow)
     cost = collective(kind_of, size, size_of, cluster, per_node)
     return GroupLink(kind, kind_of, what, cost.bytes_per_gpu, cost.seconds, per_node, nodes,
                      leaves, tier)

@@ -12,7 +12,10 @@ from a step, which EP08's prose quotes), `audits.py`, `replan.py`, `export.py`, 
 with `bounds.py` (ranks every valid plan by the recipe's own throughput, by branch and bound;
 `PlanRequest.pipeline` holds it to plans with or without stages), `two_d.py` (two dimensions
 before three: the planner held to FSDP + TP and to TP + PP + DP, each family's best plan as the
-cluster doubles around the page's, at its global batch; EP08 step 13's diagram and
-`/api/recipe`'s `two_d`)"""
+cluster doubles around the page's, at its global batch; EP08 step 14's diagram and
+`/api/recipe`'s `two_d`), `overlap.py` and `layer_view.py` (what hides behind what, read off
+the step model's answer: a micro-batch's compute and communication streams, and one layer op by
+op, each collective where the step model runs it; EP08 steps 12 and 13, `/api/recipe`'s
+`timeline` and `layer`)"""
 
 FLOOR = 5  # imports only labs packages of floors <= 5 (tests/test_project.py)

@@ -29,6 +29,7 @@ embedding group).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from labs.core.catalogue import RECIPES
 from labs.data_parallel.lab import exposed_after_window
@@ -98,6 +99,44 @@ def gather_delay(window_s: float, bucket_s: float, last_s: float, buckets: int,
     return max(first, last)
 
 
+@dataclass(frozen=True)
+class Zero3Layer:
+    """One layer's ZeRO-3 / FSDP traffic per micro-batch, beside its passes (``zero3_layer``):
+    each seconds once, unscaled by layers or micro-batches."""
+
+    gather: float  # one all-gather of its weights (dense and expert groups)
+    reduce: float  # the reduce-scatter of its gradients (FSDP2: with the copy-in)
+    copy_out: float  # FSDP2's copy-out after each gather, on the compute stream
+    ahead: float  # what the next layer's gather adds to this layer's forward
+    behind: float  # what the gather and reduce-scatter beside its backward add to it
+    sm_ahead: float  # of ahead, the compute slowed by NCCL's SMs
+    sm_behind: float  # of behind, the same
+    sent: float  # bytes one GPU sends for it per micro-batch
+
+
+def zero3_layer(lt, params, s: tuple[Spread, Spread], cluster: Cluster, weight_bytes: float,
+                grad_bytes: float, fsdp2: bool = False) -> Zero3Layer:
+    """One layer (``lt``: its ``LayerTime``; ``params``: its local dense and expert parameters)
+    under ZeRO-3, one layer ahead of the compute (``zero3_exposure``)."""
+    ag = rs = copy_out = sent = 0.0
+    for count, grp in zip(params, s, strict=True):
+        if grp.size == 1 or not count:
+            continue
+        ag += _cost("all_gather", count * weight_bytes, grp, cluster).seconds
+        rs += _cost("reduce_scatter", count * grad_bytes, grp, cluster).seconds
+        sent += 2 * _sent("all_gather", count * weight_bytes, grp.size) \
+            + _sent("reduce_scatter", count * grad_bytes, grp.size)
+        if fsdp2:
+            copy_out += mem_time(cluster.gpu, 2 * count * weight_bytes)
+            rs += mem_time(cluster.gpu, count * (2 + grad_bytes))
+    share = sm_share(cluster)
+    fwd, bwd = lt.forward.seconds, lt.backward.seconds
+    ahead, behind = overlapped(ag, fwd, share), overlapped(ag + rs, bwd, share)
+    # Of each, the SMs lent: what the compute beside it lost, up to all it added.
+    return Zero3Layer(ag, rs, copy_out, ahead, behind, min(ahead, share * min(ag, fwd)),
+                      min(behind, share * min(ag + rs, bwd)), sent)
+
+
 def zero3_exposure(stage: Stage, lay: ParallelLayout, s: tuple[Spread, Spread], cluster: Cluster,
            mb: int, weight_bytes: float, grad_bytes: float,
            fsdp2: bool = False) -> tuple[float, float, float, float, tuple]:
@@ -111,29 +150,17 @@ def zero3_exposure(stage: Stage, lay: ParallelLayout, s: tuple[Spread, Spread], 
     ahead of it."""
     total = exposed = sent = sm = fwd_total = fwd_exposed = fwd_sm = 0.0
     first_gather = 0.0
-    share = sm_share(cluster)
     for n, lt, *params in stage.layers:
-        ag = rs = copy_out = 0.0
-        for count, grp in zip(params, s, strict=True):
-            if grp.size == 1 or not count:
-                continue
-            ag += _cost("all_gather", count * weight_bytes, grp, cluster).seconds
-            rs += _cost("reduce_scatter", count * grad_bytes, grp, cluster).seconds
-            sent += mb * n * (2 * _sent("all_gather", count * weight_bytes, grp.size)
-                              + _sent("reduce_scatter", count * grad_bytes, grp.size))
-            if fsdp2:
-                copy_out += mem_time(cluster.gpu, 2 * count * weight_bytes)
-                rs += mem_time(cluster.gpu, count * (2 + grad_bytes))
+        z = zero3_layer(lt, params, s, cluster, weight_bytes, grad_bytes, fsdp2)
+        ag, rs, copy_out = z.gather, z.reduce, z.copy_out
+        sent += mb * n * z.sent
         total += mb * n * (2 * ag + rs + 2 * copy_out)
-        fwd, bwd = lt.forward.seconds, lt.backward.seconds
-        ahead, behind = overlapped(ag, fwd, share), overlapped(ag + rs, bwd, share)
-        exposed += mb * n * (ahead + behind + 2 * copy_out)
-        # Of each, the SMs lent: what the compute beside it lost, up to all it added.
-        lent = mb * n * min(ahead, share * min(ag, fwd))
-        sm += lent + mb * n * min(behind, share * min(ag + rs, bwd))
+        exposed += mb * n * (z.ahead + z.behind + 2 * copy_out)
+        lent = mb * n * z.sm_ahead
+        sm += lent + mb * n * z.sm_behind
         fwd_sm += lent
         fwd_total += mb * n * (ag + copy_out)
-        fwd_exposed += mb * n * (ahead + copy_out)
+        fwd_exposed += mb * n * (z.ahead + copy_out)
         first_gather = first_gather or ag
     return (total, exposed + mb * 2 * first_gather, sent, sm,
             (fwd_total, fwd_exposed + mb * first_gather, fwd_sm))
@@ -177,15 +204,20 @@ def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, Spread],
     return total, exposed, sent, link, 0.0, (0.0, 0.0, 0.0)
 
 
+def dp_spreads(lay: ParallelLayout, cluster: Cluster,
+               stages: list[Stage]) -> tuple[Spread, Spread]:
+    """Where the dense parameters' DP (x CP) groups and the experts' fall on the nodes."""
+    g = cluster.gpus_per_node
+    return spread(lay, "dp-cp", g), (spread(lay, "edp", g) if any(
+        s.params.experts for s in stages) else Spread(1, 1, 1))
+
+
 def dp_part(model: ModelSpec, lay: ParallelLayout, cluster: Cluster, micro: MicroBatchTime,
              stages: list[Stage], mb: int, zero: int, recipe: str, options: StepOptions,
              chunks: int, idle: tuple[tuple[float, float], ...]) -> Part:
     """Gradient (and ZeRO weight) traffic over the DP groups, stage by stage: the part is
     the stage whose traffic lengthens the step most (on a tie, the heaviest)."""
-    g = cluster.gpus_per_node
-    dense_s = spread(lay, "dp-cp", g)
-    expert_s = spread(lay, "edp", g) if any(s.params.experts for s in stages) \
-        else Spread(1, 1, 1)
+    dense_s, expert_s = dp_spreads(lay, cluster, stages)
     # The overlap windows: one model chunk's backward (the last) and forward (the first).
     windows = (micro.forward / chunks, micro.backward / chunks)
     worst = None

@@ -77,5 +77,5 @@ def step_parts(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, se
                   hardware_flops_per_token(m, seq_len, recompute,
                                            tuple(s.params.layers for s in st.stages)),
                   st.imbalance,
-                  st.optimizer_s(lay, zero), st.attention)
+                  st.optimizer_s(lay, zero), st.attention, slow, st.stages, options)
 

@@ -5,7 +5,7 @@ one micro-batch on the slowest stage (``MicroBatchTime``) and the step by cause 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from labs.core.errors import LabInputError
 from labs.model.ops import DEFAULT_OPTIONS, ComputeOptions
@@ -131,6 +131,11 @@ class Timing:
     stage_imbalance: float = 1.0
     optimizer_s: float = 0.0  # the optimizer step, after the pipeline
     attention: str = ""  # the attention implementation timed
+    # What the step was read from, for the views that lay it out (``labs.recipe.layer_view``):
+    # the slowest stage (a ``labs.recipe.stage_time.Stage``), every stage, and the options.
+    slow: object = field(default=None, compare=False)
+    stages: tuple = field(default=(), compare=False)
+    options: StepOptions = field(default=DEFAULT_STEP, compare=False)
 
     def causes(self, microbatches: int, bubble_s: float) -> tuple[Cause, ...]:
         """The step by cause on the slowest stage (``bubble_s``: the pipeline's idle time):

@@ -8,7 +8,7 @@ timed by ``labs.recipe.lab.evaluate``) with the search held to that family
 (``FAMILIES``: ``PlanRequest.pipeline``, ``zero_stages``; no context parallelism in either),
 so a point of the sweep is exactly the plan the recipe page shows for it.
 
-Why each wins (the lesson's step 13): with B sequences a step on N GPUs,
+Why each wins (the lesson's step 14): with B sequences a step on N GPUs,
 - FSDP + TP has no bubble and no pipeline sends, but every micro-batch all-gathers each
   layer's weights twice (forward, backward) and reduce-scatters its gradients across the whole
   data-parallel group of N/t: 3 x 2 B x P/t x (D-1)/D per GPU per micro-batch, against

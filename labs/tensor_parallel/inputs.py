@@ -178,6 +178,9 @@ class TPCost:
     collective_sent: float = 0.0
     forward_comm_s: float = 0.0
     backward_comm_s: float = 0.0
+    # The layer's TP collectives one after another, none hidden: the time to move its bytes
+    # (the crossover's communication, labs.tensor_parallel.crossover).
+    comm_total_s: float = 0.0
 
     @property
     def bus_bandwidth(self) -> float:

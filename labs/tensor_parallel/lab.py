@@ -166,7 +166,8 @@ def tp_cost(model: ModelSpec, gpu: GPUSpec, topology: Topology, tp: int, *, sp: 
         gemm_flops=sum(k.flops for k in gemms),
         collective_s=pair.seconds if tp > 1 else 0.0,
         collective_sent=pair.bytes_per_gpu if tp > 1 else 0.0,
-        forward_comm_s=forward, backward_comm_s=comm - forward)
+        forward_comm_s=forward, backward_comm_s=comm - forward,
+        comm_total_s=sum(c.seconds for c in tp_comms))
 
 
 def _layer(model: ModelSpec, cluster: Cluster, tp: int, sp: bool, seq_len: int,

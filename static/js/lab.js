@@ -117,11 +117,17 @@
       el._labStale = false;
       delete el.dataset.stale;
     }
-    // The same figure as drawn (a control that moves another chart of the lab, the same
-    // theme and size): nothing to redraw, only the state it stands for.
+    // Only the latest draw of a chart says what it shows: an older Plotly.react that resolves
+    // after a newer answer's draw (a slow machine, two answers close together) must not mark
+    // the chart with its older state.
+    var token = el._labToken = (el._labToken || 0) + 1;
+    var done = function (summary) { if (el._labToken === token) drawn(el, state, summary); };
+    // The same figure as drawn, or being drawn (a control that moves another chart of the
+    // lab, the same theme and size): nothing to redraw, only the state it stands for, once
+    // that draw has resolved.
     if (!force && el._labDrawnKey === key && el._fullLayout) {
-      drawn(el, state, el.dataset.summary);
-      return Promise.resolve();
+      var after = function () { done(el.dataset.summary); };
+      return Promise.resolve(el._labDrawing).then(after, after);
     }
     el._labDrawnKey = key;
     var fig = JSON.parse(themed(script.textContent));
@@ -137,9 +143,10 @@
     if (coarse.matches) layout.dragmode = false;  // a swipe scrolls the page, never zooms
     if (!el._fullLayout && el.firstChild) el.textContent = "";  // markup from a page, not a live plot
     var config = Object.assign(plotConfig(), fig.config || {});
-    return window.Plotly.react(el, fig.data, layout, config).then(function () {
-      drawn(el, state, fig.summary);
+    var drawing = el._labDrawing = window.Plotly.react(el, fig.data, layout, config).then(function () {
+      done(fig.summary);
     });
+    return drawing;
   }
 
   // ---- Charts out of sight wait: after a control's answer, a chart whose figure changed
@@ -193,7 +200,10 @@
       while (i < queue.length && !queue[i].isConnected) i++;
       if (i >= queue.length) { announce(); return; }
       var go = function () { nextTask(function () { next(i + 1); }); };
-      Promise.resolve(drawOne(queue[i])).then(go, go);
+      var drawing;
+      // A chart that fails to draw must not stop the charts after it.
+      try { drawing = drawOne(queue[i]); } catch (e) { drawing = Promise.reject(e); }
+      Promise.resolve(drawing).then(go, go);
     })(0);
   }
 
@@ -603,14 +613,17 @@
     return true;
   }
 
+  // Whether an htmx attribute changed (a lazy diagram's hx-get at the new state): the caller
+  // has htmx process the element again, which re-arms its trigger for the new URL.
   function setAttributes(el, next) {
-    var i, attr, restyle = false;
+    var i, attr, restyle = false, rearm = false;
     for (i = el.attributes.length - 1; i >= 0; i--) {
       attr = el.attributes[i];
       // style: set by paint() through CSSOM (the answer never carries one).
       if (attr.name !== "style" && !next.hasAttribute(attr.name)) {
         el.removeAttribute(attr.name);
         restyle = restyle || PAINTED.test(attr.name);
+        rearm = rearm || HTMX_ATTR.test(attr.name);
       }
     }
     for (i = 0; i < next.attributes.length; i++) {
@@ -618,10 +631,13 @@
       if (el.getAttribute(attr.name) !== attr.value) {
         el.setAttribute(attr.name, attr.value);
         restyle = restyle || PAINTED.test(attr.name);
+        rearm = rearm || HTMX_ATTR.test(attr.name);
       }
     }
     if (restyle) unpaint(el);  // paint() sets what the new values say
+    return rearm;
   }
+  var HTMX_ATTR = /^hx-/;
 
   function replaceChildren(el, next) {
     // The live charts inside move into the new markup, in their placeholders' places.
@@ -635,18 +651,30 @@
   }
 
   function update(el, next) {
-    setAttributes(el, next);
+    var rearm = setAttributes(el, next);
     var kids = el.childNodes, nextKids = next.childNodes;
-    if (!sameShape(kids, nextKids)) { replaceChildren(el, next); return; }
-    for (var i = 0; i < kids.length; i++) {
-      var kid = kids[i], nextKid = nextKids[i];
-      if (kid.nodeType !== 1) {
-        if (kid.nodeValue !== nextKid.nodeValue) kid.nodeValue = nextKid.nodeValue;
-      } else if (!kid.hasAttribute("hx-preserve")) {
-        update(kid, nextKid);
+    if (!sameShape(kids, nextKids)) replaceChildren(el, next);
+    else {
+      for (var i = 0; i < kids.length; i++) {
+        var kid = kids[i], nextKid = nextKids[i];
+        if (kid.nodeType !== 1) {
+          if (kid.nodeValue !== nextKid.nodeValue) kid.nodeValue = nextKid.nodeValue;
+        } else if (!kid.hasAttribute("hx-preserve")) {
+          update(kid, nextKid);
+        }
       }
     }
+    if (rearm) window.htmx.process(el);
   }
+
+  // A lazy diagram (templates/partials/_figure.html ``lazy``) answered for a state its place no
+  // longer shows (a control moved while it was fetched) is dropped: the place's own fetch,
+  // re-armed by update(), brings the state shown.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var d = event.detail, target = d.target;
+    if (!target || !target.classList || !target.classList.contains("lazy-diagram")) return;
+    if (d.requestConfig && d.requestConfig.path !== target.getAttribute("hx-get")) d.shouldSwap = false;
+  });
 
   function defineUpdate() {
     window.htmx.defineExtension(UPDATE, {

@@ -9,7 +9,9 @@ from app.labkit import DRILLS, VIEWS
 
 @dataclass(frozen=True)
 class Route:
-    kind: str  # page, fragment, bench, embed, embed-fragment, api, drill, drill-api, site
+    # page, fragment, bench, embed, embed-fragment, api, lazy (a lazy diagram's fragment),
+    # lazy-page (the same without htmx), drill, drill-api, site
+    kind: str
     path: str  # inside the app (no base path)
     lab: str = ""
     htmx: dict | None = None
@@ -32,6 +34,9 @@ def lab_routes() -> list[Route]:
             Route("api", f"/api/{name}", name),
         ]
         routes += [Route("embed", f"/embed/{name}/{d.name}", name) for d in view.diagrams]
+        for lazy in (view.lazy_path(d) for d in view.diagrams if d.lazy_template):
+            routes += [Route("lazy", lazy, name, {"HX-Request": "true"}),
+                       Route("lazy-page", lazy, name)]
     return routes
 
 

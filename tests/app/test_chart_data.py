@@ -20,16 +20,21 @@ from app.charts.precision import bytes_rows
 from app.labkit import VIEWS, parse
 from app.lesson_drills import MIXTRAL_64
 from labs.core.catalogue import RECIPES
+from labs.recipe.layer_view import LANES, layer_view
 from labs.recipe.overlap import timeline
 
 KINDS = ("default", "good", "bad")
 
 
 def figures_for(name: str, query: dict):
-    """(the lab's result for ``query``, its figures as the page's JSON gives them back)."""
-    state, errors, _ = parse(VIEWS[name], list(query.items()))
+    """(the lab's result for ``query``, its figures as the page's JSON gives them back, a
+    lazy diagram's as its own route does)."""
+    view = VIEWS[name]
+    state, errors, _ = parse(view, list(query.items()))
     assert state is not None, errors
-    return state.result, json.loads(json.dumps(VIEWS[name].figures(state.result)))
+    drawn = {**view.figures(state.result),
+             **(view.lazy_figures(state.result) if view.lazy_figures else {})}
+    return state.result, json.loads(json.dumps(drawn))
 
 
 def figures_of(name: str, kind: str):
@@ -195,6 +200,37 @@ def test_cp_cost_curves_are_the_sweep_and_the_mark_is_this_plan(kind):
     mark = trace(fig, "this plan")
     assert mark["x"] == [result.input.cp]
     close(mark["y"], [result.cost.comm_s * 1e3], 1e-9, "this plan's ms")
+
+
+@pytest.mark.parametrize("query", [{}, {"tokens": 64, "cp": 8, "layout": "zigzag"},
+                                   {"cp": 8, "layout": "ulysses"}, {"cp": 1}])
+def test_cp_crossover_is_attention_against_its_transfers(query):
+    """EP06 step 8: attention through the state as L², the transfers through it as L, the
+    dashed L* where they meet, the hollow marks the lab's own layer at each L."""
+    from labs.context_parallel.lab import cp_cost
+    result, figs = figures_for("cp", query)
+    inp, cost = result.input, result.cost
+    per_rank = inp.seq_len / inp.cp
+    lines = {t["name"]: t for t in figs["crossover"]["data"]}
+    att = lines["Attention, ∝ L² at this rate"]
+    close(att["y"], [cost.attention_s * (x / per_rank) ** 2 for x in att["x"]], 1e-6,
+          "attention line (s)")
+    assert lines["This state"]["x"] == [per_rank]
+    close(lines["This state"]["y"], [cost.attention_s], 1e-6, "state's attention")
+    if not cost.comm_s:
+        assert "communication" not in lines
+        return
+    (comm,) = [t for n, t in lines.items() if n.endswith("∝ L at this busBW")]
+    close(comm["y"], [cost.comm_s * x / per_rank for x in comm["x"]], 1e-6, "comm line (s)")
+    (cross,) = [s for s in figs["crossover"]["layout"]["shapes"]
+                if s.get("line", {}).get("dash") == "dash"]
+    x = cross["x0"]
+    close([cost.attention_s * (x / per_rank) ** 2], [cost.comm_s * x / per_rank], 1e-6,
+          "attention at L*")
+    marks = lines["communication"]
+    for per, drawn in zip(marks["x"], marks["y"], strict=True):
+        again = cp_cost(inp.model, per * inp.cp, inp.cp, inp.layout, inp.link, inp.gpu)
+        close([drawn], [again.comm_s], 1e-6, f"the lab's transfers at L = {per}")
 
 
 # EP02 ---------------------------------------------------------------------------------------
@@ -492,6 +528,33 @@ def test_recipe_timeline_bars_are_the_events_and_the_step_bars_charge(query):
         close([seconds * times], [r.segments[kind]], 1e-5 * times * 20, kind)
 
 
+@pytest.mark.parametrize("query", [{}, {"zero": 3, "tp_overlap": "all"},
+                                   {**MIXTRAL_64, "ep_overlap": "true"}])
+def test_recipe_layer_bars_are_the_layers_ops_and_its_table_their_sums(query):
+    """Each bar is an op of labs.recipe.layer_view (its stream, start and length in ms), and
+    the table under the chart gives each kind's hidden and waited seconds over both passes."""
+    recipe, figs = figures_for("recipe", query)
+    view = layer_view(recipe.result)
+    drawn = sorted((lane, b, x) for t in bars(figs["layer"])
+                   for lane, b, x in zip(t["y"], t["base"], t["x"], strict=True))
+    expected = sorted((LANES[o.lane], o.start * 1e3, o.seconds * 1e3) for o in view.ops)
+    assert [d[0] for d in drawn] == [e[0] for e in expected]
+    close([d[1] for d in drawn], [e[1] for e in expected], 1e-3, "starts")
+    close([d[2] for d in drawn], [e[2] for e in expected], 1e-3, "lengths")
+    rows = {row["label"]: row for row in figs["layer"]["rows"]}
+    labels = {"tp": "TP collectives", "cp": "CP ring", "ep": "EP all-to-all", "dp": "DP / FSDP"}
+    for kind, label in labels.items():
+        for what, totals in (("hidden", view.hidden), ("waited or slowed", view.exposed)):
+            row = rows.get(f"{label}, {what}")
+            if totals[kind] > 0:
+                close([row["both_s"]], [totals[kind]], 1e-12, label)
+                close([row["forward_s"] + row["backward_s"]], [totals[kind]], 1e-9, label)
+            else:
+                assert row is None, label
+    kernels = [o.seconds for o in view.ops if o.state == "compute"]
+    close([rows["Kernels"]["both_s"]], [sum(kernels)], 1e-9, "kernels")
+
+
 @pytest.mark.parametrize("query", [{}, {"model": "llama-3.1-70b", "gpu": "h100-sxm",
                                        "intra_link": "nvlink-4", "inter_link": "ib-ndr",
                                        "seq_len": "8192", "tp": "4", "pp": "1", "dp": "16",
@@ -551,6 +614,32 @@ def test_tp_curves_costs_and_memory_are_the_sweep(kind):
     stack = bars(figs["memory"])
     close(stack_sums(stack), [m.memory.total_bytes / 1e9 if m.memory else 0
                               for m in result.memory_sweep], 6e-4 * len(stack), "GB")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_tp_crossover_is_compute_against_the_layers_collectives(kind):
+    """EP04 step 6: the compute line runs through the state, straight in h/t at its rate; the
+    collectives flat at the layer's bytes over its bus bandwidth; the dashed (h/t)* where the
+    line meets them; the hollow marks the lab's own layer at each timed t."""
+    result, figs = figures_of("tp", kind)
+    cost, h = result.cost, result.input.model.hidden
+    per_gpu = h / result.input.tp
+    lines = {t["name"]: t for t in figs["crossover"]["data"]}
+    compute = lines["Compute, 6·k·h·(h/t)·s·b ÷ rate"]
+    close(compute["y"], [cost.compute_s * x / per_gpu for x in compute["x"]], 1e-6,
+          "compute line (s)")
+    assert lines["This state"]["x"] == [per_gpu]
+    close(lines["This state"]["y"], [cost.compute_s], 1e-6, "state's compute")
+    close(lines["The lab at each t: compute"]["y"],
+          [c.compute_s for c in result.sweep if c.tp > 1], 1e-6, "the lab's compute")
+    close(lines["communication"]["y"], [c.comm_total_s for c in result.sweep if c.tp > 1],
+          1e-6, "the lab's collectives")
+    assert lines["communication"]["x"] == [h / c.tp for c in result.sweep if c.tp > 1]
+    close(lines["Collectives, none hidden"]["y"], [cost.comm_total_s] * 2, 1e-6, "comm")
+    (cross,) = [s for s in figs["crossover"]["layout"]["shapes"]
+                if s.get("line", {}).get("dash") == "dash"]
+    close([cost.compute_s * cross["x0"] / per_gpu], [cost.comm_total_s], 1e-6,
+          "compute at (h/t)*")
 
 
 # EP03 (ZeRO) --------------------------------------------------------------------------------
@@ -708,20 +797,30 @@ def test_moe_network_bars_are_each_groups_bandwidth(query):
 @pytest.mark.parametrize("query", [{}, {"model": "deepseek-v3", "nodes": 256, "pp": 16,
                                         "ep": 8, "tokens": 1024, "skew": 0.3}])
 def test_moe_gemm_and_balance_curves_are_the_labs(query):
-    """The GEMM curve: 2 x tokens x one expert's weights / its GEMMs' time / the BF16 peak
-    (labs.experts.lab.expert_seconds), at this state's T·k·EP/E; the balance curve: E·Σf²
+    """The GEMM curve: 2 x tokens x a GPU's experts' weights / their grouped GEMMs' time / the
+    BF16 peak (equal groups: gemm_time batched over the local experts), and the dotted one
+    expert at a time, at this state's T·k·EP/E; the balance curve: E·Σf²
     over the routed copies and the layer over balanced, re-routed here at each skew."""
-    from labs.experts.lab import expert_seconds, route
-    from labs.hardware.kernels import with_matmul_efficiency
+    from labs.experts.lab import route
+    from labs.hardware.kernels import gemm_time, with_matmul_efficiency
 
     result, figs = figures_for("moe", query)
     inp, m = result.input, result.input.model
     gpu = with_matmul_efficiency(inp.cluster, inp.mfu).gpu
-    area, line, here, *shared = figs["gemm"]["data"]
+    local = m.experts // inp.ep
+    up = (2 if m.gated_mlp else 1) * m.expert_ffn
+
+    def share(t: int, batch: int) -> float:  # equal groups: a grouped GEMM is a batched one
+        secs = (gemm_time(gpu, t, up, m.hidden, batch)
+                + gemm_time(gpu, t, m.hidden, m.expert_ffn, batch))
+        return 100 * 2 * t * batch * m.expert_size / (secs * gpu.bf16_flops)
+
+    area, alone, line, here, *shared = figs["gemm"]["data"]
     assert area["x"][-1] == here["x"][0] and area["y"][-1] == here["y"][0]
     for t, y in zip(line["x"], line["y"], strict=True):
-        assert y == pytest.approx(100 * 2 * t * m.expert_size
-                                  / (expert_seconds(m, gpu, t) * gpu.bf16_flops), abs=0.006)
+        assert y == pytest.approx(share(t, local), abs=0.006)
+    for t, y in zip(alone["x"], alone["y"], strict=True):
+        assert y == pytest.approx(share(t, 1), abs=0.006)
     assert here["x"][0] == pytest.approx(inp.tokens * m.top_k * inp.ep / m.experts, abs=0.01)
     assert bool(shared) == bool(m.shared_experts)
     loss, loss_here, slow, slow_here = figs["balance"]["data"]
@@ -843,10 +942,10 @@ def test_the_playground_draws_what_each_lab_draws_for_the_same_state():
 COVERED = {  # lab -> the diagrams whose data a test above derives from the lab's result
     "memory": {"ledger"}, "dp": {"scaling", "time", "ratio", "replica"},
     "zero": {"memory", "traffic", "overlap", "crossover", "recompute", "offload"},
-    "tp": {"split", "efficiency", "cost", "memory"},
-    "pipeline": {"gantt", "activations", "memory"}, "cp": {"mask", "pairs", "cost"},
+    "tp": {"split", "efficiency", "cost", "memory", "crossover"},
+    "pipeline": {"gantt", "activations", "memory"}, "cp": {"mask", "pairs", "cost", "crossover"},
     "moe": {"experts", "gpus", "params", "ranks", "network", "gemm", "balance"},
-    "recipe": {"step", "causes", "memory", "timeline", "twod"},
+    "recipe": {"step", "causes", "memory", "timeline", "layer", "twod"},
     "placement": {"cluster", "memory", "timeline"},
     "precision": {"ledger", "bytes", "finetune", "offload", "speed"},
     "failures": {"rate", "time", "interval", "scale"},

@@ -113,7 +113,7 @@ def test_page_fragment_and_readouts(client):
     assert bad.status_code == 422 and "divide by" in bad.text
 
 
-@pytest.mark.parametrize("name", ["mask", "pairs", "cost"])
+@pytest.mark.parametrize("name", ["mask", "pairs", "cost", "crossover"])
 def test_each_diagram_embeds_alone(client, name):
     response = client.get(f"/embed/cp/{name}", params={"tokens": 8, "cp": 2,
                                                        "layout": "zigzag"})
@@ -244,3 +244,25 @@ def test_step_4_predicts_the_kv_a_rank_holds_not_what_its_question_says(client):
     assert gather["kv_held_bytes"] / ring["kv_held_bytes"] == 4 and 'data-answer="4×"' in form
     step1 = html[html.index('id="step-1"'):html.index('id="step-2"')]
     assert "34 × 131,072 × 8,192 × 80 B = 2.92 TB" in step1
+
+
+@pytest.mark.parametrize("params", [{}, {"tokens": 64, "cp": 8, "layout": "zigzag"},
+                                    {"cp": 1}])
+def test_api_crossover_is_the_step_8_derivation_and_the_page_prints_it(client, params):
+    """GET /api/cp's crossover: L* from the rate, busBW, KV share and imbalance it returns,
+    the figure the bench's sentence and the chart's label print (step 8)."""
+    body = client.get("/api/cp", params=params).json()
+    x = body["crossover"]
+    assert x["per_rank"] == body["seq_len"] / body["cp"]
+    assert x["attention_s"] == body["attention_s"] and x["comm_s"] == body["comm_s"]
+    if body["cp"] == 1:
+        assert x["crossover"] == 0 and x["ratio"] is None and x["points"] == []
+        return
+    assert x["kv_share"] == body["kv_heads"] / body["heads"]
+    assert x["crossover"] == pytest.approx(
+        2 * x["kv_share"] * (body["cp"] - 1) / body["cp"] * x["rate"]
+        / (x["imbalance"] * x["busbw"]), rel=1e-3)
+    page = client.get("/episodes/context-parallel", params=params).text
+    quoted = f"{x['crossover']:,.0f}"
+    assert re.search(rf"<strong>{quoted} tokens a\s+rank</strong>", page)  # the bench
+    assert f"L* = {quoted}" in page  # the chart's label, in the figure's JSON

@@ -83,8 +83,14 @@ def _fp8(q: str) -> float:
 
 
 def _colocated(q: str) -> float:
-    train, serve = num(q, r"Training needs " + N + " GB"), num(q, r"rollouts\s+" + N + " GB")
-    return max(train, serve) + num(q, r"keeps " + N + " GB")
+    """Step 3's serving bill for the stated engines, then step 4's max plus the switch."""
+    e, engines = num(q, r"engines of " + N + " GPUs"), num(q, N + " engines share")
+    requests = num(q, r"the " + N + " samples") / engines
+    serve = (num(q, r"\(" + N + "B parameters") * 2 / e
+             + requests * num(q, r"each of " + N + " tokens") * num(q, N + " KB") * 1e-6 / e
+             + num(q, N + " GB of workspace"))
+    train = num(q, r"Training needs " + N + " GB")
+    return max(train, serve) + num(q, r"phases keeps " + N + " GB")
 
 
 def _tp_bytes(q: str) -> float:

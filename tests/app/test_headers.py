@@ -103,8 +103,8 @@ def test_every_answer_has_the_safe_headers(client):
         assert response.headers["cache-control"]
         vary = {v.strip().lower() for v in response.headers["vary"].split(",")}
         assert "accept-encoding" in vary
-        if route.kind in ("page", "fragment", "bench", "embed", "embed-fragment", "drill",
-                          "drill-fragment"):
+        if route.kind in ("page", "fragment", "bench", "embed", "embed-fragment", "lazy",
+                          "lazy-page", "drill", "drill-fragment"):
             assert {"hx-request", "hx-target", "hx-history-restore-request"} <= vary
 
     sweep(ALL, check)

@@ -313,3 +313,47 @@ def test_round_1_cold_reading_ep12(client):
     assert worked == pytest.approx(tp["efficiency"], rel=1e-9)
     assert (f"{1e3 * tp['single_gpu_s']:.1f} ÷ (8 × ({1e3 * tp['compute_s']:.1f} + "
             f"{1e3 * tp['comm_s']:.2f})) = {100 * tp['efficiency']:.1f}%") in five
+
+
+def test_ep12_cold_reading_items_1_2_and_10(client):
+    """EP12 cold reading. Item 2: moving Nodes 4 -> 5 left DP at 2, and EP08's panel drew
+    "Efficiency 0.0%" for a plan of 32 GPUs on 40 with nothing beside the slider. DP now
+    follows the nodes and the degrees (EP08's fills-rest), and a plan EP08 refuses is its
+    panel's error, in the Nodes and DP error slots, the panel greyed; /api/playground is a 422
+    naming DP, as /api/recipe is. Item 1: step 5 quotes EP08's TP factor beside EP04's
+    efficiency and splits EP04's into its two losses, which multiply back to it. Item 10: the
+    recap's predict combines EP02's global batch with EP05's bubble (1/9), where it was EP05's
+    formula again (1/33)."""
+    from app.labkit import VIEWS
+    from app.routers.playground import facts
+
+    api = client.get("/api/playground", params={"nodes": 5})
+    assert api.status_code == 422
+    (detail,) = api.json()["detail"]
+    assert detail["loc"][1] == "dp" and "EP08" in detail["msg"] and "5 x 8 = 40" in detail["msg"]
+    assert client.get("/api/playground", params={"nodes": 6, "dp": 3}).status_code == 200
+    page = client.get("/episodes/playground", params={"nodes": 5},
+                      headers={"HX-Request": "true"}).text
+    for slot in ("nodes", "dp"):
+        found = re.search(rf'<small class="field-error" id="error-{slot}"[^>]*>([^<]*)<', page)
+        assert "5 x 8 = 40" in found.group(1), slot
+    assert 'class="panel stale" id="panel-recipe"' in page
+    assert 'class="panel" id="panel-memory"' in page  # EP01 still draws
+    full = client.get("/episodes/playground").text
+    assert 'data-fills-rest="nodes gpus_per_node / tp pp cp"' in full
+
+    f = facts()
+    n = f["seed"]["api"]["panels"]["tp"]["answer"]
+    gemms, waits = n["single_gpu_s"] / (8 * n["compute_s"]), n["compute_s"] / (
+        n["compute_s"] + n["comm_s"])
+    assert gemms * waits == pytest.approx(n["efficiency"])
+    five = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", full.split('id="step-5"')[1]
+                                      .split("</section>")[0]))
+    factor = f["seed"]["api"]["panels"]["recipe"]["answer"]["parts"]["tp"]
+    for shown in (factor, gemms, waits):
+        assert f"{100 * shown:.1f}%" in five
+    assert factor < waits  # EP08's sequence-parallel collectives expose more than EP04's
+
+    drill = next(d for d in VIEWS["playground"].drills if d.id == "playground-predict-bubble")
+    assert drill.answer() == pytest.approx(100 / 9)
+    assert "DP is 4" in drill.question and "32 sequences" in drill.question

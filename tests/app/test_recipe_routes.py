@@ -3,6 +3,7 @@
 import ast
 import json
 import math
+import re
 
 import pytest
 
@@ -531,7 +532,7 @@ def test_ep08_round_2_figures_come_from_the_engine(client):
 
 
 def test_api_two_d_is_each_familys_best_plan_by_cluster_and_documented(client):
-    """/api/recipe's two_d (EP08 step 13): for the page's model, links and global batch, each
+    """/api/recipe's two_d (EP08 step 14): for the page's model, links and global batch, each
     family's best plan at each cluster size, the page's own plan's family, and its OpenAPI
     schema; a bad control is a 422 naming it."""
     body = client.get("/api/recipe", params=SEED).json()
@@ -574,3 +575,136 @@ def test_two_d_is_not_swept_for_a_mixture_of_experts_model_and_the_page_says_why
     assert "Not drawn for a mixture-of-experts model" in page
     assert "Not drawn for a mixture-of-experts model" not in client.get(
         "/episodes/recipe-3d", params=SEED).text
+
+
+def test_ep08_overlap_drill_asks_a_state_step_12_does_not_answer(client):
+    """Round-2 cold reading, item 11: recipe-decide-overlap asked step 12's own Mixtral plan at
+    8 micro-batches, whose why had already ranked the same changes (EP overlap 11.8 -> 1.78 ms
+    a micro-batch first). The drill now asks EP across 2 nodes on InfiniBand HDR, where the
+    all-to-all outlasts the compute beside it (step 12's limit), and DeepEP, which step 12
+    never names, wins; at the step's own state DeepEP changes nothing and EP overlap wins, so
+    reading step 12 gives the wrong choice. On NDR the all-to-all would fit under the compute
+    (the feedback says so)."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills import QWEN_EP16, a2a_s, micro_compute_s, network_copies
+    from app.routers.recipe import MIXTRAL, VIEW
+
+    drill = next(d for d in VIEW.drills if d.id == "recipe-decide-overlap")
+    options = {o.key: o for o in drill.judge()}
+    assert options["deepep"].right
+    base = lab_value("recipe", QWEN_EP16, lambda a: a)
+    assert a2a_s(base) > micro_compute_s(base) > 0
+    assert "each EP group is 8 GPUs on each of 2 nodes" in drill.question
+    assert network_copies("alltoall") == 8 * 8 / 16
+    assert 0.99 < network_copies("deepep") < 1
+    step = {key: lab_value("recipe", {**MIXTRAL, **change}, "step_s")
+            for key, change in (("ep", {"ep_overlap": True}), ("tp", {"tp_overlap": "all"}),
+                                ("deepep", {"ep_dispatch": "deepep"}), ("zero3", {"zero": 3}))}
+    assert min(step, key=step.get) == "ep"
+    assert step["deepep"] == lab_value("recipe", MIXTRAL, "step_s")
+    html = client.get("/episodes/recipe-3d").text
+    twelve = html.split('id="step-12"')[1].split('id="drill-recipe-decide-overlap"')[0]
+    assert "<details" in twelve and "DeepEP" not in twelve and "Qwen3" not in twelve
+    ndr = lab_value("recipe", {**QWEN_EP16, "inter_link": "ib-ndr"}, lambda a: a)
+    assert a2a_s(ndr) < micro_compute_s(ndr) and "under the compute" in options["ep"].why
+
+
+def test_step_14s_sweep_is_drawn_on_its_own_request_not_with_the_page(client, monkeypatch):
+    """The 2-D against 3-D sweep (fourteen planner searches for each model, cluster and batch)
+    runs for GET /episodes/recipe-3d/twod and /api/recipe only: the page, the bench and a
+    control's answer carry a place that fetches it at their state as it comes into view, with
+    a link for a browser without JavaScript; its answer is the API's two_d, drawn."""
+    from urllib.parse import urlencode
+
+    from app.charts.recipe import two_d_figure
+    from app.routers import recipe
+
+    state = {**SEED, "microbatches": 24}  # a batch no other test sweeps first
+    query = urlencode({k: v for k, v in state.items()
+                       if recipe.RecipeQuery.model_fields[k].default != v})
+    place = f'hx-get="/episodes/recipe-3d/twod?{query.replace("&", "&amp;")}"'
+
+    def refused(*args):
+        raise AssertionError("the sweep ran for an answer that does not draw it")
+
+    monkeypatch.setattr(recipe, "compare_cached", refused)
+    for headers in ({}, {"HX-Request": "true", "HX-Target": "bench"},
+                    {"HX-Request": "true", "HX-Target": "recipe-audits"}):
+        body = client.get("/episodes/recipe-3d", params=state, headers=headers).text
+        assert place in body and 'hx-trigger="intersect once"' in body
+        assert 'data-target="recipe-twod"' not in body  # no figure: the place only
+        assert f'href="/episodes/recipe-3d/twod?{query.replace("&", "&amp;")}"' in body
+    monkeypatch.undo()
+    lazy = client.get(f"/episodes/recipe-3d/twod?{query}", headers={"HX-Request": "true"})
+    assert lazy.status_code == 200 and "<html" not in lazy.text
+    script = lazy.text.split('data-target="recipe-twod"', 1)[1].split(">", 1)[1]
+    drawn = json.loads(script.split("</script>", 1)[0])
+    two_d = client.get("/api/recipe", params=state).json()["two_d"]
+    assert drawn == json.loads(json.dumps(two_d_figure(two_d)))
+    alone = client.get(f"/episodes/recipe-3d/twod?{query}")  # no JavaScript: a page of its own
+    assert alone.status_code == 200 and "<html" in alone.text
+    assert f'href="/episodes/recipe-3d?{query.replace("&", "&amp;")}"' in alone.text
+    assert alone.text.count("<tr") == len(two_d["points"]) + 1  # the table: head and a row each
+    bad = client.get("/episodes/recipe-3d/twod", params={**state, "tp": "many"},
+                     headers={"HX-Request": "true"})
+    assert bad.status_code == 422 and "TP (tensor) must be" in bad.text
+    assert client.get("/episodes/recipe-3d/twod", params={**state, "tp": "many"}).status_code \
+        == 422
+    moe = {"model": "mixtral-8x7b", "gpu": "h100-sxm", "nodes": 2, "tp": 2, "pp": 1, "dp": 8,
+           "ep": 8}
+    said = client.get("/episodes/recipe-3d/twod", params=moe, headers={"HX-Request": "true"})
+    assert said.status_code == 200 and "Not drawn for a mixture-of-experts model" in said.text
+
+
+def test_step_14_derives_fsdps_rate_its_exposed_time_and_names_the_gradient_dtype(client):
+    """Round-3 cold reading of EP08 step 14, items 1, 2, 5-8: FSDP's 770 GB moved at 93.7 GB/s a
+    GPU, a rate the page never stated: TP4 leaves 2 of each FSDP group's GPUs on a node, 2 NICs
+    at 48 GB/s. The 1,065 ms exposed is NCCL's 16 channels on 16 of 132 SMs (996 ms) plus each
+    micro-batch's first gather and last reduce-scatter. P in the traffic formula is the 80
+    blocks' parameters (the embedding and head are not gathered). At 1,024 GPUs TP8's one NIC a
+    ring fails the DP-traffic audit. Both families run the 16 B recipe (bf16 reduction,
+    Megatron's --grad-reduce-in-bf16); with fp32 gradients the 3-D plan no longer fits and
+    2-D stays ahead."""
+    from app.routers.recipe import TWO_D_ANY, TWO_D_JOB, facts
+    from labs.hardware.links import get_link
+    from labs.hardware.nccl import RING_CTAS
+    from labs.model.presets import get_model
+    from labs.recipe.audits import EXPOSED_LIMIT
+
+    f = facts()
+    d2, params = f["td2"]["api"], f["td2"]["params"]
+    fsdp = d2["traffic"][4]
+    nic = get_link(params["inter_link"]).ring_busbw
+    per_node = params["gpus_per_node"] // params["tp"]
+    assert per_node == 2
+    assert fsdp["bytes_per_step"] / (per_node * nic) == pytest.approx(fsdp["seconds"], rel=0.03)
+    tax = RING_CTAS / 132 * fsdp["seconds"]
+    edges = fsdp["exposed_s"] - tax
+    assert 0 < edges < 0.1 * fsdp["exposed_s"]
+    assert d2["segments_s"]["dp"] == pytest.approx(fsdp["exposed_s"])
+    model = get_model(params["model"])
+    dg, t, mb = fsdp["group"], params["tp"], params["microbatches"]
+    blocks = fsdp["bytes_per_step"] / (mb * 6 * (dg - 1) / dg) * t
+    assert blocks == pytest.approx(model.params - 2 * model.vocab * model.hidden, rel=0.01)
+    past = f["td_fsdp_past"]["api"]
+    assert [a["name"] for a in past["audits"] if not a["ok"]] == ["DP traffic"]
+    assert past["segments_s"]["dp"] / past["step_s"] > EXPOSED_LIMIT
+    best3 = f["td_past"]["api"]["two_d"]["tokens_per_s_per_gpu"]
+    assert past["tokens_per_s"] / past["gpus"] < best3
+    m2, m3 = f["td2_fp32"]["api"], f["td3_fp32"]["api"]
+    assert m2["passes"] and not m3["fits"]
+    assert m2["traffic"][4]["bytes_per_step"] == pytest.approx(fsdp["bytes_per_step"] * 8 / 6)
+    two = client.get("/api/recipe", params={**TWO_D_JOB, **TWO_D_ANY,
+                                            "recipe": "adam18"}).json()["two_d"]
+    at8 = next(p for p in two["points"] if p["nodes"] == 8)
+    assert at8["winner"] == "2d"
+    html = client.get("/episodes/recipe-3d").text
+    step = " ".join(html.split('id="step-14"')[1].split("</section>")[0].split())
+    step = re.sub(r"<[^>]+>", " ", step)
+    step = " ".join(step.split())
+    assert f"{per_node} × {nic / 1e9:.0f} GB/s = {per_node * nic / 1e9:.0f} GB/s a GPU" in step
+    assert f"{RING_CTAS}/132 × {1e3 * fsdp['seconds']:,.0f} ms = {1e3 * tax:,.0f} ms" in step
+    assert f"P the {blocks / 1e9:.1f}B parameters of the 80 blocks" in step
+    assert "--grad-reduce-in-bf16" in step and f"{m3['memory_per_gpu_bytes'] / 1e9:.1f} GB" in step
+    assert "(at most 256 nodes)" in step
+    assert "until the batch runs out" not in step and "no 2-D plan passes" not in step

@@ -394,6 +394,7 @@ def test_costs_put_the_class_in_the_light_lane_and_the_planner_in_the_heavy():
              b"&matmul_efficiency=0.5")
     assert estimate("/api/plan", flood).lane == HEAVY
     assert estimate("/episodes/recipe-3d/plan", b"").lane == HEAVY
+    assert estimate("/episodes/recipe-3d/twod", b"").lane == HEAVY  # step 13's sweep
     assert estimate("/api/pipeline", b"schedule=interleaved-1f1b&stages=32&microbatches=256"
                                      b"&virtual=4").lane == HEAVY
     assert estimate("/embed/pipeline/gantt", b"schedule=zb-h1&stages=32&microbatches=256"

@@ -150,3 +150,38 @@ def test_round_2_cold_reading_ep09(client):
     assert "GB" not in check["detail"]
     bench = html[:html.index('id="step-1"')]
     assert "do not divide" not in bench and "= 64" not in bench
+
+
+def test_step_4_drill_builds_a_phase_on_a_published_model_and_step_9_asks_what_a_stand_in_keeps(
+        client):
+    """Round-2 cold reading, item 9, and the first reading's item 14: step 4's derive drill
+    gave both bills and asked for max + 1 GB (reading the why above it), on a stand-in model
+    (Qwen3.8-27B). It now asks DeepSeek-R1 served by engines of 32 GPUs: the student builds
+    the serving bill as step 3 does (671B x 2 B / 32 = 41.9 GB of weights, 0.18 GB of cache,
+    0.49 GB of workspace: 42.6 GB), and it, not training's 35.3 GB, is the larger phase, so
+    'training + 1 GB' is wrong. Step 9 no longer asks a stand-in's figure: it asks which of
+    them hold whatever the shape (the replica count), and says the rest is the guessed part."""
+    from app.routers.rl import DRILL_STATE, VIEW, T
+
+    drill = next(d for d in VIEW.drills if d.id == "placement-colocated-r1")
+    body = client.get("/api/placement", params=DRILL_STATE).json()
+    sep = client.get("/api/placement", params={**DRILL_STATE, "placement": "separate"}).json()
+    assert body["stand_in"] is False
+    serve = next(p for p in sep["pools"] if p["role"] == "rollout")["breakdown"]
+    assert T["weights"] == pytest.approx(serve["weights"], rel=1e-9)
+    assert T["cache"] == pytest.approx(serve["kv_cache"], rel=1e-9)
+    assert T["workspace"] == pytest.approx(serve["workspace"], rel=1e-6)
+    assert body["rollout_memory_bytes"] > body["train_memory_bytes"]
+    assert drill.answer() * 1e9 == pytest.approx(
+        body["rollout_memory_bytes"] + body["transition_overhead_bytes"])
+    assert "engines of 32 GPUs" in drill.question
+    html = client.get("/episodes/rl-placement").text
+    nine = html[html.index('id="step-9"'):]
+    form = re.search(r'<form class="predict-form"[^>]*>', nine).group(0)
+    assert 'data-right="degrees"' in form
+    assert "heads by TP, layers by PP and experts by EP" in re.sub(r"\s+", " ", nine)
+    # Round-2 item 5: step 7 asked about the bad case's 60 GPUs, which its button calls bad;
+    # it now asks 96, which no caption names.
+    seven = html[html.index('id="step-7"'):html.index('id="step-8"')]
+    assert 'data-right="64"' in seven and "64 and 96 GPUs" in seven and "60 GPUs" not in seven
+    assert not facts()["glm47_96"]["api"]["all_ok"]

@@ -107,7 +107,7 @@ def test_page_fragment_and_embeds(client):
     assert 'id="tp-split"' in split.text and 'data-sp="false"' in split.text
     assert "all-reduce the partial sums" in split.text
     assert 'class="figure"' not in split.text  # the split alone, no chart
-    for name in ("efficiency", "cost", "memory"):
+    for name in ("efficiency", "cost", "memory", "crossover"):
         embed = client.get(f"/embed/tp/{name}")
         assert embed.status_code == 200
         assert f'data-target="tp-{name}"' in embed.text
@@ -331,3 +331,34 @@ def test_later_controls_sit_behind_more_controls_and_stay_in_the_form(client):
         assert f'name="{name}"' not in closed, name
     for query in ("?tp=8&mfu=0.4", "?recompute=full"):
         assert more(query).startswith(' id="more-controls" open>'), query
+
+
+@pytest.mark.parametrize("params", [{}, {"gpus_per_node": 1, "inter_link": "ib-ndr"},
+                                    {"sp": "true"}, {"tp": 1}])
+def test_api_crossover_is_the_step_6_derivation_and_the_page_prints_it(client, params):
+    """GET /api/tp's crossover: (h/t)* = β·rate / (6·k·busBW) from the figures it returns,
+    the same figure the bench's sentence and the chart's label print (step 6)."""
+    body = client.get("/api/tp", params=params).json()
+    x = body["crossover"]
+    assert x["per_gpu"] == body["shapes"]["hidden"] / body["tp"]
+    assert x["compute_s"] == pytest.approx(body["compute_s"])
+    assert x["comm_bytes"] == pytest.approx(body["comm_bytes"], abs=1)
+    if body["tp"] == 1:
+        assert x["crossover"] == 0 and x["ratio"] is None and x["crossover_degree"] is None
+        return
+    assert x["crossover"] == pytest.approx(
+        x["beta"] * x["rate"] / (6 * x["k"] * x["busbw"]), rel=1e-4)
+    assert x["ratio"] == pytest.approx(x["compute_s"] / x["comm_s"], rel=1e-3)
+    assert x["busbw"] == pytest.approx(x["comm_bytes"] / x["comm_s"], rel=1e-6)
+    page = client.get("/episodes/tensor-parallel", params=params).text
+    quoted = f"{x['crossover']:,.0f}"
+    assert f"<strong>{quoted}</strong>" in page  # the bench's derivation
+    assert f"(h/t)* = {quoted}" in page  # the chart's label, in the figure's JSON
+
+
+@pytest.mark.parametrize("params, field", [({"tp": "x"}, "tp"), ({"inter_link": "nope"},
+                                                                 "inter_link")])
+def test_crossover_bad_input_names_the_control(client, params, field):
+    response = client.get("/api/tp", params=params)
+    assert response.status_code == 422
+    assert field in response.text

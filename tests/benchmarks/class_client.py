@@ -58,11 +58,26 @@ class PageParser(HTMLParser):
         self.select: dict | None = None
         self.links: list[str] = []
         self.assets: list[str] = []
+        # The chart each bench link brings into view (its own data-diagram, else its step's),
+        # and the lazy diagrams' places by chart id (templates/partials/_figure.html ``lazy``:
+        # the place's id is the chart's and "-lazy"), with the URL each fetches: a link that
+        # brings a lazy chart into view makes the browser fetch it at once.
+        self.reveals: dict[str, str] = {}
+        self.lazy: dict[str, str] = {}
+        self.sections: list[str | None] = []
 
     def handle_starttag(self, tag, attrs) -> None:
         a = dict(attrs)
+        if tag == "section":
+            self.sections.append(a.get("data-diagram"))
         if tag == "a" and a.get("hx-target") == "#bench" and a.get("hx-get"):
             self.links.append(a["hx-get"])
+            shown = a.get("data-diagram") or next(
+                (d for d in reversed(self.sections) if d), None)
+            if shown:
+                self.reveals[a["hx-get"]] = shown
+        if "lazy-diagram" in (a.get("class") or "").split() and a.get("hx-get"):
+            self.lazy[a.get("id", "").removesuffix("-lazy")] = a["hx-get"]
         if tag == "script" and a.get("src"):
             self.assets.append(a["src"])
         if tag == "link" and a.get("rel") == "stylesheet" and a.get("href"):
@@ -99,6 +114,8 @@ class PageParser(HTMLParser):
                 self.select["chosen"] = value
 
     def handle_endtag(self, tag) -> None:
+        if tag == "section" and self.sections:
+            self.sections.pop()
         if tag == "form" and self.in_form:
             self.in_form = False
         elif tag == "select" and self.select is not None and self.form is not None:
@@ -106,6 +123,12 @@ class PageParser(HTMLParser):
             chosen = s["chosen"] if s["chosen"] is not None else (s["options"] or [None])[0]
             self.form.add(s["name"], "select", chosen, s["options"], s["disabled"])
             self.select = None
+
+
+def lazy_place(page: PageParser, link: str, bench: PageParser) -> str | None:
+    """The lazy chart a bench link brings into view, as the bench answer places it: the URL
+    its place fetches at once (htmx "intersect"), or None."""
+    return bench.lazy.get(page.reveals.get(link, ""))
 
 
 def parse_page(text: str) -> PageParser:

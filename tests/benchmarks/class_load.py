@@ -9,7 +9,8 @@ another uvicorn), then:
    registered lab, read from the home page)
    with its assets (once per student: they are cached for a year by URL), then works through
    the lesson the way the page lets them: each "try it" link and case button in page order
-   (the htmx request swapping the bench), and after each a few moves from the state that
+   (the htmx request swapping the bench; where the link brings a lazy chart into view, EP08
+   step 14's, the fetch of that chart at once), and after each a few moves from the state that
    link set: a slider dragged one to four stops one way, or a select set to another option,
    each the request the form sends (every control, serialised as htmx does). About every
    2 s (1.5-2.5 s) a request; at the end of a lesson, the next episode. Reports p50/p95/p99
@@ -60,6 +61,7 @@ from tests.benchmarks.class_client import (  # noqa: E402
     Answer,
     Browser,
     Parsed,
+    lazy_place,
     live_links,
     moves,
 )
@@ -167,7 +169,7 @@ def load() -> str:
 class Tally:
     def __init__(self) -> None:
         self.latency: dict[str, list[float]] = {"page": [], "asset": [], "bench": [],
-                                                "control": []}
+                                                "lazy": [], "control": []}
         self.started: dict[str, list[float]] = {k: [] for k in self.latency}
         self.errors: list[str] = []
         self.refused = 0
@@ -271,7 +273,13 @@ async def lesson(client, episodes: list[str], rng: random.Random, until: float,
             response = await get(client, tally, "bench", link,
                                  {"HX-Request": "true", "HX-Target": "bench",
                                   "HX-Current-URL": url})
-            form = tally.parsed.form(link, response) if response is not None else None
+            if response is None:
+                continue
+            lazy = lazy_place(page, link, tally.parsed.page(link, response))
+            if lazy is not None:  # the step's chart, fetched as the link brings it into view
+                await get(client, tally, "lazy", lazy, {"HX-Request": "true",
+                                                        "HX-Current-URL": url})
+            form = tally.parsed.form(link, response)
             if form is None or not form.action:
                 continue
             for name, value in moves(form, rng):

@@ -2,7 +2,8 @@
 
 Run: ``python tests/benchmarks/class_replay.py [--students 1000] [--requests 45] [--limit N]``.
 It builds the request stream tests/benchmarks/class_load.py's students send (each opens an
-episode, follows each "try it" link and case button, and moves the controls as
+episode, follows each "try it" link and case button, fetches the lazy chart a link brings into
+view (EP08 step 14's, apart in the report), and moves the controls as
 tests/benchmarks/class_client.py's ``moves`` does, one request every 1.5-2.5 s, the class
 arriving over 10 s), ordered in time, with no server: pages and benches are drawn in this
 process to read their forms. It prints the share of requests that are a first ask of their
@@ -64,7 +65,7 @@ def stream(app, students: int, requests: int) -> list[tuple[str, str, str]]:
 def lesson(urls: list[str], fetch, parsed, rng: random.Random):
     """One student's requests, (time, path, query, target), as class_load.py's ``lesson``
     sends them, for as long as they are read."""
-    from tests.benchmarks.class_client import moves
+    from tests.benchmarks.class_client import lazy_place, moves
 
     clock = rng.uniform(0, RAMP)
     for url in itertools.islice(itertools.cycle(urls), rng.randrange(len(urls)), None):
@@ -75,8 +76,12 @@ def lesson(urls: list[str], fetch, parsed, rng: random.Random):
             clock += rng.uniform(1.5, 2.5)
             bench = urlsplit(link)
             yield clock, bench.path, bench.query, "bench"
-            form = parsed.form(link, fetch(bench.path, bench.query,
-                                           {"hx-request": "true", "hx-target": "bench"}))
+            answer = fetch(bench.path, bench.query, {"hx-request": "true", "hx-target": "bench"})
+            lazy = lazy_place(page, link, parsed.page(link, answer))
+            if lazy is not None:  # a lazy chart the link brings into view: fetched at once
+                place = urlsplit(lazy)
+                yield clock, place.path, place.query, "lazy"
+            form = parsed.form(link, answer)
             if form is None or not form.action:
                 continue
             for name, value in moves(form, rng):
@@ -106,11 +111,14 @@ def main() -> None:
     print(f"{args.students} students, {len(sent)} requests (assets aside), {len(answers)} "
           f"distinct answers: {len(answers) / len(sent):.1%} of the requests are a first ask")
     lab_of = {view.episode.path: view.name for view in VIEWS.values()}
+    lab_of.update({view.lazy_path(d): f"{view.name} {d.name}" for view in VIEWS.values()
+                   for d in view.diagrams if d.lazy_template})
     answers = answers[:args.limit or None]
     spent, count = Counter(), Counter()
     start = time.process_time()
     for drawn, (path, query, target) in enumerate(answers, 1):
-        headers = {} if target == "page" else {"hx-request": "true", "hx-target": target}
+        headers = {"page": {}, "lazy": {"hx-request": "true"}}.get(
+            target, {"hx-request": "true", "hx-target": target})
         before = time.process_time()
         render_child.render(scope(path, query, headers), "light")
         spent[lab_of.get(path, path)] += time.process_time() - before

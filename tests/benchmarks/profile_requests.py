@@ -17,7 +17,8 @@ machine's load than wall latency):
 - hit: the same request again, answered from the response cache (when there is one).
 
 Then the render cost of every answer a lab serves, at its defaults (``answer_costs``): each
-lab's page, bench, control fragment, embed, embed fragment and JSON, and the routes beside
+lab's page, bench, control fragment, embed, embed fragment, JSON and lazy diagrams (EP08's
+2-D against 3-D sweep, GET /episodes/recipe-3d/twod), and the routes beside
 them (EP08's planner and its controls, the cheat sheet, the A/B compare, the validation
 page), each through the whole ASGI app with the response cache cleared: "first" with every
 cache of the engine cleared too (what a render process pays for the first state of a model
@@ -199,6 +200,9 @@ def answers(app) -> list[tuple[str, str, str, dict]]:
                 (f"{view.name} embed fragment", f"/embed/{view.name}", "",
                  {"hx-request": "true"}),
                 (f"{view.name} api", f"/api/{view.name}", "", {})]
+        # A diagram drawn on its own request (EP08 step 14's sweep), as its place fetches it.
+        out += [(f"{view.name} {d.name} (lazy)", view.lazy_path(d), "", {"hx-request": "true"})
+                for d in view.diagrams if d.lazy_template]
     sides = "a=dp%3D8%26tp%3D2&b=dp%3D4%26tp%3D4"  # 32 GPUs each, as the cluster has
     out += [("planner fragment", plan.FRAGMENT_PATH, "", {"hx-request": "true"}),
             ("planner controls", plan.CONTROLS_PATH, "", {"hx-request": "true"}),

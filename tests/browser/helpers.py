@@ -31,14 +31,22 @@ IN_SIGHT = """(chart) => {
 }"""
 
 # Every chart shows its figure's state, or (after a control's answer, static/js/lab.js) is out
-# of sight and marked stale with that state: lab.js draws it when it scrolls into view.
+# of sight and marked stale with that state: lab.js draws it when it scrolls into view. A lazy
+# diagram's place (templates/partials/_figure.html ``lazy``) has no figure until it is fetched,
+# as it comes into view: one in sight must show its place's state (fetched and drawn), one out
+# of sight is not fetched yet.
 DRAWN = """() => {
     const inSight = IN_SIGHT;
     const scripts = [...document.querySelectorAll('script.figure[data-target]')];
+    const lazy = [...document.querySelectorAll('.lazy-diagram[data-state]')];
     return scripts.length > 0 && scripts.every(s => {
         const chart = document.getElementById(s.dataset.target);
         return chart && chart.data && (chart.dataset.drawn === s.dataset.state
             || (chart.dataset.stale === s.dataset.state && !inSight(chart)));
+    }) && lazy.every(place => {
+        const chart = place.querySelector('.chart');
+        return !inSight(place)
+            || (chart && chart.data && chart.dataset.drawn === place.dataset.state);
     });
 }""".replace("IN_SIGHT", IN_SIGHT)
 

@@ -187,3 +187,47 @@ def test_choosing_a_gpu_moves_the_link_to_its_own_fabric(page, live_server):
     h100 = api_json(live_server, "recipe", "gpu=h100-sxm&intra_link=nvlink-4")
     assert step_ms(page) == pytest.approx(h100["step_s"] * 1e3, rel=1e-3)
     expect(page.locator("#error-intra_link")).to_have_text("")
+
+
+TWOD_JS = """() => { const el = document.getElementById('recipe-twod');
+    const lines = {};
+    (el.data || []).forEach(t => { lines[t.name] = t.y; });
+    return {drawn: el.dataset.drawn, place: el.closest('.lazy-diagram').dataset.state,
+            lines: lines}; }"""
+
+
+def two_d_lines(answer: dict) -> dict[str, list]:
+    """Each family's tokens/s per GPU by cluster size, from /api/recipe's two_d, to the tenth
+    the chart draws (app/charts/recipe.py two_d_figure); None where no plan passes."""
+    from labs.recipe.two_d import NAMES
+
+    return {name: [round(p["best"][key]["tokens_per_s_per_gpu"], 1) if p["best"][key] else None
+                   for p in answer["two_d"]["points"]] for key, name in NAMES.items()}
+
+
+def test_step_14s_chart_is_fetched_as_it_comes_into_view_and_follows_the_state(page,
+                                                                             live_server):
+    """Step 14's 2-D against 3-D sweep (fourteen planner searches) is no part of the page or
+    of a control's answer: its place fetches GET /episodes/recipe-3d/twod when it comes into
+    view, and again for the new state after a control changes the batch."""
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/recipe-3d/twod" in r.url else None)
+    page.goto(PAGE)
+    wait_drawn(page)
+    assert page.locator("script.figure[data-target=recipe-twod]").count() == 0
+    assert asked == []  # out of sight: not fetched
+    link = page.locator("#step-14 a.try").first
+    query = link.get_attribute("href").split("?", 1)[1]
+    follow(link, query)  # the step brings its chart into view: fetched, then drawn
+    drawn = page.evaluate(TWOD_JS)
+    assert drawn["drawn"] == drawn["place"] and len(asked) == 1
+    want = two_d_lines(api_json(live_server, "recipe", query))
+    assert {name: drawn["lines"][name] for name in want} == want
+    page.locator("#input-microbatches").fill("64")
+    page.wait_for_url("**microbatches=64**")
+    page.locator("#recipe-twod").scroll_into_view_if_needed()
+    wait_drawn(page)
+    drawn = page.evaluate(TWOD_JS)
+    assert "microbatches=64" in drawn["drawn"] and drawn["drawn"] == drawn["place"]
+    again = two_d_lines(api_json(live_server, "recipe", page.url.split("?", 1)[1]))
+    assert again != want and {name: drawn["lines"][name] for name in again} == again

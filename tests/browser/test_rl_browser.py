@@ -90,5 +90,6 @@ def test_drill(page, live_server):
     page.goto("/episodes/rl-placement")
     wait_drawn(page)
     answer_drill(page, "1", "Hint")
-    answer = api_json(live_server, "placement", "preset=qwen3.8-27b")["colocated_bytes"] / 1e9
+    answer = api_json(live_server, "placement",
+                      "preset=deepseek-r1&engine_gpus=32")["colocated_bytes"] / 1e9
     answer_drill(page, f"{answer:.1f}", "Right")

@@ -128,3 +128,52 @@ def test_a_chart_out_of_sight_is_drawn_when_scrolled_into_view(browser, live_ser
         assert chart.get_attribute("data-drawn") == state
         assert chart.get_attribute("data-stale") is None
         assert page.evaluate("window.__reacts")[stale[-1]] == 1
+
+
+# Plotly.react on one chart, its promise held until window.__release(): a slow machine's draw.
+HOLD = """(id) => {
+    window.__held = [];
+    const react = window.Plotly.react;
+    window.Plotly.react = function (el, ...rest) {
+        const drawing = react.call(this, el, ...rest);
+        if (el.id !== id) return drawing;
+        return new Promise(done => window.__held.push(() => drawing.then(done)));
+    };
+    window.__release = () => { window.__held.splice(0).forEach(go => go()); };
+}"""
+
+CHART_SHOWS_ITS_STATE = """(id) => {
+    window.__release();
+    const script = document.querySelector(`script.figure[data-target='${id}']`);
+    return document.getElementById(id).dataset.drawn === script.dataset.state;
+}"""
+
+
+def test_a_late_draw_does_not_mark_a_chart_with_an_older_state(page):
+    """Two answers close together: the first's Plotly.react on a chart resolves only after the
+    second answer, whose figure for that chart is the same (micro_batch=2 changes EP03's
+    crossover chart; offload then leaves it as it is). The chart must end marked with the
+    second answer's state, the one it shows, not the first's."""
+    chart = "zero-crossover"
+    page.goto("/episodes/zero")
+    wait_drawn(page)
+    look_at(page, chart)
+    before = page.locator(f"script.figure[data-target='{chart}']").text_content()
+    page.evaluate(HOLD, chart)
+    move_without_waiting = page.locator('#drawer [name="micro_batch"]')
+    move_without_waiting.fill("2")
+    page.wait_for_url("**micro_batch=2**")
+    page.wait_for_function("() => window.__held.length > 0")  # its draw has started, held
+    first = page.locator(f"script.figure[data-target='{chart}']").text_content()
+    assert first != before, "micro_batch=2 no longer changes the chart: pick another move"
+    page.locator('#drawer [name="offload"]').check()
+    page.wait_for_url("**offload=true**")
+    page.wait_for_function(
+        "(id) => document.querySelector(`script.figure[data-target='${id}']`)"
+        ".dataset.state.includes('offload')", arg=chart)
+    assert page.locator(f"script.figure[data-target='{chart}']").text_content() == first
+    page.wait_for_function(CHART_SHOWS_ITS_STATE, arg=chart, timeout=10_000)
+    wait_drawn(page)
+    page.evaluate("() => window.__release()")
+    state = page.locator(f"script.figure[data-target='{chart}']").get_attribute("data-state")
+    assert page.locator(f"#{chart}").get_attribute("data-drawn") == state

@@ -15,6 +15,7 @@ from labs.hardware.kernels import (
     flash_flops,
     flash_time,
     gemm_time,
+    grouped_gemm_time,
     hbm_rate,
     matmul_rate,
     mem_time,
@@ -212,6 +213,25 @@ def test_moe_layer_runs_its_local_experts_as_a_grouped_gemm():
     assert batch == 256 // 64  # local experts
     assert m == 4096 * 8 * 64 // 256  # balanced top-8 routing over the EP group
     assert n == 2 * model.expert_ffn
+
+
+def test_a_grouped_gemm_shares_its_waves_among_the_groups():
+    """Megatron's --moe-grouped-gemm / DeepGEMM's grouped kernels: equal groups are
+    gemm_time's batch; 32 experts of 256 tokens fill H800's 132 SMs where one alone, 32 tiles
+    of 256 x 128 (up and gate, 2 x 2,048 wide), leaves three quarters idle; uneven groups
+    count each group's row tiles."""
+    h800 = get_gpu("h800")
+    one = gemm_time(h800, 256, 4096, 7168)
+    assert grouped_gemm_time(h800, (256,) * 32, 4096, 7168) == pytest.approx(
+        gemm_time(h800, 256, 4096, 7168, batch=32))
+    assert grouped_gemm_time(h800, (256,), 4096, 7168) == pytest.approx(one)
+    assert wave(132, 256, 4096) == pytest.approx(32 / 132)
+    assert grouped_gemm_time(h800, (256,) * 32, 4096, 7168) < 0.5 * 32 * one
+    # 300 rows: two row tiles for the first group, one for the second (3 x 32 = 96 tiles).
+    flops = 2.0 * 400 * 4096 * 7168
+    moved = sum(2 * (m * 7168 + 7168 * 4096) + 2 * m * 4096 for m in (300, 100))
+    assert grouped_gemm_time(h800, (300, 100, 0), 4096, 7168) == pytest.approx(
+        max(flops / (matmul_rate(h800) * 96 / 132), moved / hbm_rate(h800)))
 
 
 def test_head_and_optimizer():
