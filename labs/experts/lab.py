@@ -176,10 +176,11 @@ def _deepep(inp: MoEInput, skew: float, per_node: int, local: list[int], kept: l
     nodes = _span(ep, per_node)[1]
     received = tuple((a + b) * token_bytes for a, b, _, _ in legs)
     sent = tuple((c + d) * token_bytes for _, _, c, d in legs)
-    seconds = tuple(max(pairwise(b * token_bytes, a * token_bytes, nodes, inp.cluster).seconds,
-                        pairwise(d * token_bytes, c * token_bytes, nodes, inp.cluster).seconds)
-                    for a, b, c, d in legs)
-    return received, sent, seconds
+    # The slower of receiving and sending; ranks with the same legs are timed once.
+    timed = {leg: max(pairwise(b * token_bytes, a * token_bytes, nodes, inp.cluster).seconds,
+                      pairwise(d * token_bytes, c * token_bytes, nodes, inp.cluster).seconds)
+             for leg in dict.fromkeys(legs) for a, b, c, d in (leg,)}
+    return received, sent, tuple(timed[leg] for leg in legs)
 
 
 def _alltoall(inp: MoEInput, on_gpu: list[int], total_kept: int,
@@ -189,18 +190,14 @@ def _alltoall(inp: MoEInput, on_gpu: list[int], total_kept: int,
     ep = inp.ep
     received = tuple((ep - 1) * on_gpu[g] * token_bytes for g in range(ep))
     sent = tuple((total_kept - on_gpu[g]) * token_bytes for g in range(ep))
-    out = []
-    for g in range(ep):
-        traffic = max(received[g], sent[g])
-        if ep == 1 or traffic == 0:
-            out.append(0.0)
-            continue
-        # A receiver hears equally from every peer, which is the even spread labs.hardware.comm's
-        # all-to-all prices: (N−1)/N·S per GPU, split between NVLink and the network by how
-        # many members share the node. S is the tensor whose (N−1)/N share is this traffic.
-        size = traffic * ep / (ep - 1)
-        out.append(collective("all_to_all", size, ep, inp.cluster, per_node).seconds)
-    return received, sent, tuple(out)
+    # A receiver hears equally from every peer, which is the even spread labs.hardware.comm's
+    # all-to-all prices: (N−1)/N·S per GPU, split between NVLink and the network by how many
+    # members share the node. S is the tensor whose (N−1)/N share is this traffic. Ranks with
+    # the same traffic (all but the hot expert's, at most a few apart) are timed once.
+    traffic = [max(r, s) for r, s in zip(received, sent, strict=True)]
+    timed = {t: collective("all_to_all", t * ep / (ep - 1), ep, inp.cluster, per_node).seconds
+             if ep > 1 and t else 0.0 for t in dict.fromkeys(traffic)}
+    return received, sent, tuple(timed[t] for t in traffic)
 
 
 def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
@@ -219,9 +216,11 @@ def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
     # splits each expert's matmuls over etp GPUs (Megatron's expert-tensor-parallel group);
     # the all-gather of tokens inside that group is not priced here.
     gpu = with_matmul_efficiency(inp.cluster, inp.mfu).gpu
-    compute = tuple(expert_seconds(m, gpu, tuple(ep * n for n in kept[g * per_gpu:
-                                                                      (g + 1) * per_gpu]),
-                                   inp.etp) for g in range(ep))
+    # Every GPU but the hot expert's keeps the same counts, or one more on a few experts (the
+    # chances are equal past expert 0): each distinct set of counts is timed once.
+    counts = [tuple(ep * n for n in kept[g * per_gpu:(g + 1) * per_gpu]) for g in range(ep)]
+    timed = {c: expert_seconds(m, gpu, c, inp.etp) for c in dict.fromkeys(counts)}
+    compute = tuple(timed[c] for c in counts)
     if inp.ep_dispatch == "deepep" and ep > 1:
         received, sent, dispatch = _deepep(inp, skew, per_node, local, kept, token_bytes)
     else:
