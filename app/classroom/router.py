@@ -21,8 +21,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from app.classroom import db, service
-from app.classroom.service import Refused
+from app.classroom import aggregates, answers, controls, db, sessions
+from app.classroom.common import Refused, csrf_of, same
+from app.classroom.models import CODE_LENGTH
 from app.episodes import BY_SLUG
 from app.routers.models import TooLarge, read_bounded
 from app.settings import SETTINGS, url
@@ -102,7 +103,7 @@ def _with_form_token(request: Request, response: Response, token: str) -> Respon
 
 def _check_form_token(request: Request, form: dict[str, str]) -> None:
     cookie = request.cookies.get(FORM_CSRF, "")
-    if len(cookie) < 32 or not service.same(cookie, _given_csrf(request, form)):
+    if len(cookie) < 32 or not same(cookie, _given_csrf(request, form)):
         raise Refused("csrf", "csrf: the form's token does not match (reload the page)", 403)
 
 
@@ -127,7 +128,7 @@ async def new_class(request: Request) -> Response:
     try:
         form = await _form(request, ("csrf",))
         _check_form_token(request, form)
-        started = await run_in_threadpool(service.start_class, _client(request))
+        started = await run_in_threadpool(sessions.start_class, _client(request))
     except Refused as refused:
         return _new_page(request, refused)
     return RedirectResponse(url(f"/class/{started.code}/teach/{started.secret}"),
@@ -149,7 +150,7 @@ def _qr(link: str) -> str:
 async def _instructor(code: str, secret: str):
     def find():
         with db.begin() as conn:
-            return service.instructor_class(conn, code, secret)
+            return sessions.instructor_class(conn, code, secret)
     return await run_in_threadpool(find)
 
 
@@ -167,9 +168,9 @@ async def _board(request: Request, code: str, secret: str, whole: bool) -> Respo
     cls = await _instructor(code, secret)
     if cls is None:
         return _not_found()
-    board = await run_in_threadpool(service.dashboard, cls)
+    board = await run_in_threadpool(aggregates.dashboard, cls)
     context = {"board": board, "base": _teach_base(cls.code, secret), "episodes": BY_SLUG,
-               "poll_s": POLL_S, "csrf": service.csrf_of(secret)}
+               "poll_s": POLL_S, "csrf": csrf_of(secret)}
     if whole:
         link = _join_url(request, cls.code)
         context.update(join_url=link, qr=_qr(link), ttl_days=SETTINGS.class_ttl_days)
@@ -193,7 +194,7 @@ async def export(code: str, secret: str) -> Response:
     cls = await _instructor(code, secret)
     if cls is None:
         return _not_found()
-    text = await run_in_threadpool(service.export_csv, cls.id)
+    text = await run_in_threadpool(controls.export_csv, cls.id)
     return Response(text, media_type="text/csv; charset=utf-8", headers={
         "Content-Disposition": f'attachment; filename="class-{cls.code}-answers.csv"',
         "Cache-Control": "no-store"})
@@ -215,20 +216,20 @@ async def control(request: Request, code: str, secret: str, control: str) -> Res
         return _not_found()
     try:
         form = await _form(request, ("csrf", *CONTROLS[control]))
-        if not service.same(service.csrf_of(secret), _given_csrf(request, form)):
+        if not same(csrf_of(secret), _given_csrf(request, form)):
             raise Refused("csrf", "csrf: missing or wrong token", 403)
         if control == "reveal":
             if form.get("shown", "1") not in ("0", "1"):
                 raise Refused("shown", "shown: 1 or 0")
-            await run_in_threadpool(service.reveal, cls.id, form.get("drill", ""),
+            await run_in_threadpool(controls.reveal, cls.id, form.get("drill", ""),
                                     form.get("shown", "1") == "1")
         elif control == "reset":
-            await run_in_threadpool(service.reset, cls.id, form.get("drill", ""))
+            await run_in_threadpool(controls.reset, cls.id, form.get("drill", ""))
         elif control == "pace":
-            await run_in_threadpool(service.pace, cls.id, form.get("episode", ""),
+            await run_in_threadpool(controls.pace, cls.id, form.get("episode", ""),
                                     form.get("step", ""))
         else:
-            await run_in_threadpool(service.end_class, cls.id)
+            await run_in_threadpool(sessions.end_class, cls.id)
             done = url("/class/new?ended=1")
             if request.headers.get("hx-request") == "true":
                 return Response(status_code=204, headers={"HX-Redirect": done})
@@ -254,7 +255,7 @@ def _join_page(request: Request, code: str = "", nickname: str = "",
 
 @router.get("/join", response_class=HTMLResponse)
 def join_page(request: Request) -> Response:
-    code = service.normal_code(request.query_params.get("code", ""))[:service.CODE_LENGTH]
+    code = sessions.normal_code(request.query_params.get("code", ""))[:CODE_LENGTH]
     return _join_page(request, code if code.isalnum() else "")
 
 
@@ -265,7 +266,7 @@ async def join(request: Request) -> Response:
         form = await _form(request, ("csrf", "code", "nickname"))
         code, nickname = form.get("code", "")[:12], form.get("nickname", "")[:40]
         _check_form_token(request, form)
-        token = await run_in_threadpool(service.join, form.get("code", ""), nickname,
+        token = await run_in_threadpool(sessions.join, form.get("code", ""), nickname,
                                         _client(request))
     except Refused as refused:
         return _join_page(request, code, nickname, refused)
@@ -274,7 +275,7 @@ async def join(request: Request) -> Response:
     age = SETTINGS.class_ttl_days * 86400
     response.set_cookie(SESSION, token, max_age=age, path=_path(), httponly=True,
                         samesite="lax", secure=secure)
-    response.set_cookie(SESSION_CSRF, service.csrf_of(token), max_age=age, path=_path(),
+    response.set_cookie(SESSION_CSRF, csrf_of(token), max_age=age, path=_path(),
                         httponly=False, samesite="lax", secure=secure)
     return response
 
@@ -290,8 +291,8 @@ def _session(request: Request) -> str:
 
 
 def _student_and_view(token: str):
-    student = service.student_of(token)
-    return student, service.student_view(student) if student else []
+    student = sessions.student_of(token)
+    return student, aggregates.student_view(student) if student else []
 
 
 @router.get("/class/me", response_class=HTMLResponse)
@@ -302,7 +303,7 @@ async def me(request: Request) -> Response:
     response = templates.TemplateResponse(
         request, "class/_me.html" if fragment else "class/me.html",
         {"student": student, "mine": mine, "episodes": BY_SLUG,
-         "csrf": service.csrf_of(_session(request)) if student else ""},
+         "csrf": csrf_of(_session(request)) if student else ""},
         headers={"Cache-Control": "no-store"})
     if student is None and (SESSION in request.cookies or SESSION_CSRF in request.cookies):
         _forget(response)  # the class ended or expired: the lessons stop sending
@@ -318,14 +319,14 @@ async def _student_post(request: Request, fields: tuple[str, ...]) -> dict[str, 
     if not _session(request):
         raise NO_SESSION
     form = await _form(request, ("csrf", *fields))
-    if not service.same(service.csrf_of(_session(request)), _given_csrf(request, form)):
+    if not same(csrf_of(_session(request)), _given_csrf(request, form)):
         raise Refused("csrf", "csrf: missing or wrong token", 403)
     return form
 
 
 def _as_student(token: str, action, *args):
     """``action(student, *args)`` for the session's student, in one worker-thread hop."""
-    student = service.student_of(token)
+    student = sessions.student_of(token)
     if student is None:
         raise NO_SESSION
     return action(student, *args)
@@ -339,7 +340,7 @@ async def answer(request: Request) -> Response:
     acknowledged again and stores nothing)."""
     try:
         form = await _student_post(request, ("drill", "answer", "answer_id"))
-        stored = await run_in_threadpool(_as_student, _session(request), service.answer,
+        stored = await run_in_threadpool(_as_student, _session(request), answers.answer,
                                          form.get("drill", ""), form.get("answer", ""),
                                          form.get("answer_id", ""))
     except Refused as refused:
@@ -352,7 +353,7 @@ async def progress(request: Request) -> Response:
     """A step opened or a try-it link followed (``episode``, ``step``, ``kind``)."""
     try:
         form = await _student_post(request, ("episode", "step", "kind"))
-        await run_in_threadpool(_as_student, _session(request), service.moved,
+        await run_in_threadpool(_as_student, _session(request), answers.moved,
                                 form.get("episode", ""), form.get("step", ""),
                                 form.get("kind", ""))
     except Refused as refused:

@@ -10,13 +10,16 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import create_engine, select, update
 
-from app.classroom import db, service
+from app.classroom import db, sessions
+from app.classroom.answers import MAX_TRIES
+from app.classroom.common import now
 from app.classroom.limits import CLASSES_STARTED, JOIN_MISSES
-from app.classroom.models import answer_ids, classes, metadata, responses
+from app.classroom.models import TABLES, answer_ids, classes, metadata, responses
 from tests.app.class_helpers import (
     drill_of,
     form_post,
@@ -105,10 +108,10 @@ def test_pace_progress_and_end_deletes_every_row(class_db):
     drill, right, _ = drill_of("decide")
     ann.post("/class/answer", drill=drill, answer=right, answer_id="5e0c1f2a-answer-id")
     cid = class_id(teacher.code)
-    assert all(service.class_rows(cid).values())  # a row in every table
+    assert all(sessions.class_rows(cid).values())  # a row in every table
     response = teacher.control("end")
     assert response.status_code == 204 and response.headers["HX-Redirect"].endswith("ended=1")
-    assert service.class_rows(cid) == {t.name: 0 for t in service.TABLES}
+    assert sessions.class_rows(cid) == {t.name: 0 for t in TABLES}
     assert teacher.web.get(teacher.base).status_code == 404
     # The student's next poll says so and drops the cookies: the lessons stop sending.
     gone = ann.web.get("/class/me", headers={"HX-Request": "true"})
@@ -122,13 +125,13 @@ def test_expired_classes_are_refused_then_deleted(class_db):
     cid = class_id(teacher.code)
     with db.begin() as conn:
         conn.execute(update(classes).where(classes.c.id == cid)
-                     .values(expires_at=service.now() - service.timedelta(seconds=1)))
+                     .values(expires_at=now() - timedelta(seconds=1)))
     drill, right, _ = drill_of("decide")
     assert ann.answer(drill, right).status_code == 401
     assert teacher.web.get(teacher.base + "/live").status_code == 404
     with db.begin() as conn:  # what starting a class does first
-        assert service.purge_expired(conn) == 1
-    assert service.class_rows(cid) == {t.name: 0 for t in service.TABLES}
+        assert sessions.purge_expired(conn) == 1
+    assert sessions.class_rows(cid) == {t.name: 0 for t in TABLES}
 
 
 def test_bounds_students_and_answers(class_db):
@@ -136,18 +139,18 @@ def test_bounds_students_and_answers(class_db):
     ann = join(teacher.code)
     with db.begin() as conn:
         conn.execute(update(classes).where(classes.c.code == teacher.code)
-                     .values(students=service.MAX_STUDENTS))
+                     .values(students=sessions.MAX_STUDENTS))
     web = new_client()
     token = web.get("/join").cookies["lab-csrf"]
     full = web.post("/join", data={"csrf": token, "code": teacher.code})
     assert full.status_code == 409 and "full" in full.text
     drill, _, wrong = drill_of("derive")
-    for _ in range(service.MAX_TRIES):
+    for _ in range(MAX_TRIES):
         assert ann.answer(drill, wrong).status_code == 200
     over = ann.answer(drill, wrong)
     assert over.status_code == 429 and over.json()["detail"][0]["loc"] == ["body", "answer"]
     with db.begin() as conn:
-        assert conn.execute(select(responses.c.tries)).all()[-1].tries == service.MAX_TRIES
+        assert conn.execute(select(responses.c.tries)).all()[-1].tries == MAX_TRIES
 
 
 def test_a_resent_answer_is_stored_once(class_db):

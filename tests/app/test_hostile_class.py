@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from app.classroom import db, service
+from app.classroom import db
 from app.classroom.limits import CLASSES_STARTED, JOIN_MISSES
-from app.classroom.models import rate_hits
+from app.classroom.models import TABLES, rate_hits, students
 from app.classroom.router import MAX_BODY
+from app.classroom.sessions import CODE_ALPHABET
 from tests.app.class_helpers import drill_of, form_post, join, new_client, start_class
 from tests.conftest import running_app
 
@@ -29,7 +30,7 @@ def fresh_limits():
 def snapshot() -> dict:
     """Every row of every class table (so a change, not only a new row, shows)."""
     with db.begin() as conn:
-        return {t.name: sorted(map(tuple, conn.execute(select(t)).all())) for t in service.TABLES}
+        return {t.name: sorted(map(tuple, conn.execute(select(t)).all())) for t in TABLES}
 
 
 def field_of(response) -> str:
@@ -87,7 +88,7 @@ def test_guessing_codes_is_rate_limited(class_db):
     teacher = start_class()
     web = new_client()
     for i in range(JOIN_MISSES.limit):
-        refused(join_form(web, code=f"ZZZZZ{service.CODE_ALPHABET[i]}"), 404, "code")
+        refused(join_form(web, code=f"ZZZZZ{CODE_ALPHABET[i]}"), 404, "code")
     before = snapshot()
     refused(join_form(web, code=teacher.code), 429, "code")  # even the right one, for now
     assert snapshot() == before
@@ -110,7 +111,7 @@ def test_app_processes_on_one_database_share_the_allowance(class_db):
         origins = [stack.enter_context(running_app(env)) for _ in range(2)]
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
         for i in range(JOIN_MISSES.limit):  # alternately to each process
-            code = f"ZZZZZ{service.CODE_ALPHABET[i]}"
+            code = f"ZZZZZ{CODE_ALPHABET[i]}"
             assert _join_status(opener, origins[i % 2], code) == 404, i
         before = snapshot()
         for origin in origins:  # the allowance is spent on both, even for the right code
@@ -189,6 +190,6 @@ def test_a_nickname_is_text_everywhere(class_db):
     assert "O&#39;Brien-Ünal" in page and "O'Brien" not in page
     assert "O&#39;Brien-Ünal" in teacher.live()  # the dashboard names who joined
     with db.begin() as conn:
-        names = conn.execute(select(func.count()).select_from(service.students)
-                             .where(service.students.c.nickname.contains("<"))).scalar_one()
+        names = conn.execute(select(func.count()).select_from(students)
+                             .where(students.c.nickname.contains("<"))).scalar_one()
     assert names == 0
