@@ -85,6 +85,16 @@ EpDispatch = Annotated[Literal["alltoall", "deepep"], Field(
                 "network, forwarded on NVLink; Megatron Core's flex dispatcher, DeepSeek-V3).")]
 DpOverlap = Annotated[bool, Field(description="Gradient buckets reduced during the last "
                                               "backward (false: after it).")]
+FsdpPrefetch = Annotated[bool, Field(
+    description="ZeRO-3 only: each layer's backward all-gather issued ahead, beside the layer "
+                "before (FSDP2's default backward prefetch); false: at the layer's own "
+                "pre-backward hook, so the layer waits for it (set_modules_to_backward_"
+                "prefetch([]), FSDP1's backward_prefetch=None). The forward's gathers overlap "
+                "either way (FSDP's implicit forward prefetching).")]
+ReshardAfterForward = Annotated[bool, Field(
+    description="ZeRO-3 only: free each layer's gathered weights after its forward (FSDP2's "
+                "reshard_after_forward); false: keep them until its backward, which then "
+                "gathers nothing, for every layer's whole weights in memory.")]
 GradAccumFusion = Annotated[bool, Field(description="Weight-gradient GEMMs accumulate into "
                                                     "fp32 main_grad.")]
 Kernels = Annotated[Literal["fused", "compiled", "eager"], Field(

@@ -11,9 +11,12 @@ Each lab's router adds ``LESSON_DRILLS[<view name>]`` to its own drills.
 """
 
 
+import math
+
 from app.labkit import Decide, Drill, decide, predict
 from app.labkit.drills import lab_value
 from labs.hardware.gpus import get_gpu
+from labs.hardware.nccl import RING_CTAS
 from labs.model.presets import get_model
 from labs.parallel.dispatch import copies
 from labs.parallel.layer_time import COMM_SMS
@@ -203,6 +206,34 @@ def tp_sp_why(answer: dict) -> str:
 TWO_D_256 = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 32, "gpus_per_node": 8,
              "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 8192, "zero": 1,
              "recompute": "flash", "pp": 1}
+
+
+# EP08's FSDP drill (step 13): Llama 3.1 8B on 2 H100 nodes as FSDP16 over InfiniBand HDR,
+# 16 micro-batches of one 2,048-token sequence, backward prefetch off. Step 13's 70B cannot
+# keep its gathered weights (99.7 GB a GPU); this 8B can, so reading the step is not enough.
+FSDP_8B = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "nodes": 2, "gpus_per_node": 8,
+           "intra_link": "nvlink-4", "inter_link": "ib-hdr", "seq_len": 2048, "tp": 1,
+           "pp": 1, "dp": 16, "zero": 3, "recompute": "flash", "microbatches": 16,
+           "fsdp_prefetch": False}
+
+
+def _fsdp_keep_why(answer: dict) -> str:
+    dp = answer["traffic"][4]
+    return ("The backward gathers nothing: one gather per layer and micro-batch instead of "
+            f"two, {gb(dp['bytes_per_step'])} a step, and no gather for the backward to wait "
+            "for or to lend SMs to. Every layer's gathered weights stay from its forward to "
+            f"its backward: {gb(answer['memory_per_gpu_bytes'])} a GPU, which an 8B model's "
+            f"{gb(2 * get_model(FSDP_8B['model']).params)} of bf16 weights leave within the "
+            f"H100's {gb(get_gpu(FSDP_8B['gpu']).memory_bytes)}. Step {{value}}.")
+
+
+def _step_or_unfit(answer: dict) -> float:
+    """A plan's step, or infinity where it does not fit its GPUs (no step at all)."""
+    return answer["step_s"] if answer["fits"] else math.inf
+
+
+def ms_or_unfit(value: float) -> str:
+    return "does not fit" if math.isinf(value) else ms(value)
 
 
 LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
@@ -596,6 +627,37 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
                      "ZeRO-3 {zero3}. Overlap hides a collective only behind the compute "
                      "beside it, and here the all-to-all is longer. DeepEP sends fewer copies "
                      "across the network, so there is less to hide."),
+        decide(
+            "recipe-decide-fsdp",
+            "Llama 3.1 8B on 16 H100s: 2 nodes of 8, NVLink inside, InfiniBand HDR between. "
+            "FSDP16 (ZeRO-3 over all 16), 16 micro-batches of one 2,048-token sequence, "
+            "flash attention, and FSDP's backward prefetch switched off, so each layer's "
+            "backward waits for its own gather. Keeping the global batch, which one change "
+            "shortens the step most on GPUs that still fit it?",
+            "recipe", _step_or_unfit,
+            (("prefetch", "Switch backward prefetch on",
+              {**FSDP_8B, "fsdp_prefetch": True},
+              "Each layer's backward gather now runs beside the layer before it, but it still "
+              f"runs, twice a micro-batch with the forward's, and NCCL's {RING_CTAS} channels "
+              "take SMs from the GEMMs beside it. Step {value}."),
+             ("keep", "Keep each layer's gathered weights after the forward "
+              "(reshard_after_forward off)",
+              {**FSDP_8B, "reshard_after_forward": False}, _fsdp_keep_why),
+             ("mb2", "Two sequences per micro-batch, 8 micro-batches",
+              {**FSDP_8B, "micro_batch": 2, "microbatches": 8},
+              "Each gather now feeds twice the tokens, so half as many gathers a step, but "
+              "each layer's backward still waits for its own. Step {value}."),
+             ("tp2", "TP2 inside a node × FSDP8, 32 micro-batches",
+              {**FSDP_8B, "tp": 2, "dp": 8, "microbatches": 32},
+              "TP halves each GPU's weights and its compute, but adds TP's collectives to "
+              "every layer, and twice the micro-batches each gather again. Step {value}.")),
+            best="min", fmt=ms_or_unfit,
+            hint="What does the backward's gather cost with prefetch, and what does it cost "
+                 "not to gather at all? Then: do the gathered weights fit?",
+            solution="{best}. Step: prefetch on {prefetch}, kept weights {keep}, two "
+                     "sequences a micro-batch {mb2}, TP2 × FSDP8 {tp2}. Where the gathered "
+                     "weights fit, keeping them removes the backward's gather, where "
+                     "prefetch only hides it. Step 13's Llama 3.1 70B could not afford it."),
         decide(
             "recipe-decide-2d",
             "Llama 3.1 70B on 256 H100s (32 nodes of 8, NVLink inside, InfiniBand NDR "

@@ -142,7 +142,15 @@ def layer_api(r: RecipeResult) -> dict | None:
     waits = [f"{LAYER_WORDS[k]} {fmt_ms(e)}" for k, e in v.exposed.items() if e > 0]
     kind = "MoE layer" if v.moe else "layer"
     dp = ""
-    if v.zero == 3:
+    if v.zero == 3 and not r.plan.reshard_after_forward:
+        dp = (" ZeRO-3 gathers the next layer's weights beside this one's forward and keeps "
+              "them for its backward, which gathers nothing; the forward waits once for its "
+              f"first layer's gather ({fmt_ms(v.first_gather_s)}).")
+    elif v.zero == 3 and not r.plan.fsdp_prefetch:
+        dp = (" ZeRO-3 gathers the next layer's weights beside this one's forward; without "
+              "backward prefetch each layer's backward waits for its own gather "
+              f"({fmt_ms(v.first_gather_s)}).")
+    elif v.zero == 3:
         dp = (f" ZeRO-3 gathers the next layer's weights beside this one; each pass also "
               f"waits once for its first layer's gather ({fmt_ms(v.first_gather_s)}).")
     elif v.bucket_wait_s > 0:

@@ -28,6 +28,7 @@ from app.cluster_controls import (
     EpOverlap,
     ExpertParallel,
     Fp8Layers,
+    FsdpPrefetch,
     GpusPerNode,
     GradAccumFusion,
     InterLink,
@@ -40,6 +41,7 @@ from app.cluster_controls import (
     PipelineStages,
     PrecisionRecipe,
     Recompute,
+    ReshardAfterForward,
     Schedule,
     SeqLen,
     SequenceParallel,
@@ -94,7 +96,7 @@ from labs.hardware.kernels import SLOWEST_GPU
 from labs.hardware.links import get_link, link_name, links, paired_cluster
 from labs.model.presets import get_model
 from labs.recipe.export import Export, export
-from labs.recipe.inputs import SOFTWARE, Plan, RecipeResult
+from labs.recipe.inputs import FSDP, SOFTWARE, Plan, RecipeResult
 from labs.recipe.lab import evaluate
 from labs.recipe.replan import Replan, nearest
 from labs.recipe.runs import BY_ID, check, checks, summary, utilisation
@@ -157,6 +159,8 @@ class RecipeQuery(ModelGpuControls, LinkFollowsGpu):
     dp_overlap: DpOverlap = True
     grad_accum_fusion: GradAccumFusion = True
     kernels: Kernels = "fused"
+    fsdp_prefetch: FsdpPrefetch = True
+    reshard_after_forward: ReshardAfterForward = True
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,7 @@ def run(query: RecipeQuery, two_d: bool = True) -> RecipeState:
                 microbatches=query.microbatches, seq_len=query.seq_len,
                 first_stage_layers=query.first_stage_layers,
                 last_stage_layers=query.last_stage_layers,
-                **{name: getattr(query, name) for name in SOFTWARE})
+                **{name: getattr(query, name) for name in (*SOFTWARE, *FSDP)})
     model = query.model_spec()
     result = evaluate(plan, model, cluster, query.nodes, query.matmul_efficiency)
     replan = None
@@ -245,7 +249,8 @@ def api_errors(state: RecipeState) -> dict[str, str]:
     """Every broken rule, by the control it names (several joined): the API's 422."""
     found: dict[str, list[str]] = {}
     for problem in state.result.problems:
-        found.setdefault(problem.field, []).append(problem.message)
+        for field in (problem.field, *problem.also):  # both controls of a clash
+            found.setdefault(field, []).append(problem.message)
     return {field: "; ".join(msgs) for field, msgs in found.items()}
 
 
@@ -279,7 +284,8 @@ OVERLAPS = {"ov": {}, "ov_tp_none": {"tp_overlap": "none"}, "ov_tp_all": {"tp_ov
 LAYER = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 8, "gpus_per_node": 8,
          "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 8192, "tp": 4, "pp": 1,
          "dp": 16, "zero": 3, "recompute": "flash", "microbatches": 8}
-LAYERS = {"lv": {}, "lv_tp_none": {"tp_overlap": "none"}, "lv_tp_all": {"tp_overlap": "all"}}
+LAYERS = {"lv": {}, "lv_tp_none": {"tp_overlap": "none"}, "lv_tp_all": {"tp_overlap": "all"},
+          "lv_nopf": {"fsdp_prefetch": False}, "lv_keep": {"reshard_after_forward": False}}
 
 
 # Two dimensions before three (step 14): Llama 3.1 70B on 8 H100 nodes, 128 sequences of 8,192
@@ -510,6 +516,8 @@ VIEW = LabView(
         "dp_overlap": "DP overlap",
         "grad_accum_fusion": "Gradient accumulation fusion", "dropout": "Dropout",
         "fp8": "FP8 linear layers", "kernels": "Kernels",
+        "fsdp_prefetch": "FSDP backward prefetch",
+        "reshard_after_forward": "Reshard after forward (FSDP)",
     },
     response_model=RecipeAnswer,
     embed_height=1400,

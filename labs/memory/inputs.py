@@ -78,6 +78,9 @@ class MemoryInput:
     schedule: str = "1f1b"  # pipeline schedule (labs.schedules.catalogue.SCHEDULES)
     microbatches: int | None = None  # per step; None = as few as fill the pipeline
     virtual: int = 1  # model chunks per rank (interleaved 1F1B)
+    # ZeRO-3 without resharding after the forward (FSDP2's reshard_after_forward=False): every
+    # layer's gathered weights are held from its forward to its backward.
+    keep_gathered: bool = False
 
     def __post_init__(self) -> None:  # one check per control, in page order
         if not isinstance(self.model, ModelSpec):
@@ -95,7 +98,7 @@ class MemoryInput:
                                   self.activation_model)
         layout = self.layout  # validates each degree, naming its field
         whole("zero", self.zero, 0, 3, "ZeRO stage")
-        for name in ("offload", "uneven_pp"):
+        for name in ("offload", "uneven_pp", "keep_gathered"):
             flag(name, getattr(self, name), name)
         if self.sp is not None:
             flag("sp", self.sp, "sequence parallelism")

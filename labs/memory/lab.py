@@ -114,6 +114,11 @@ def _stage_bill(inp: MemoryInput, sp: StageParams, r: Recipe) -> StageBill:
         # labs.core.catalogue), sharded alike, plus per-tensor scaling's amax history.
         bill["weights"] = sharded(r.weight_bytes, 3) + scaling_state_bytes(inp, sp.layers,
                                                                        sp.moe_layers, r)
+        if inp.zero == 3 and inp.keep_gathered:
+            # FSDP2's reshard_after_forward=False: each layer's gathered (unsharded) copy is
+            # kept from its forward to its backward, so at the forward's end every layer's is
+            # held beside the shards (PyTorch fully_shard docs, reshard_after_forward).
+            bill["weights"] += r.gathered_bytes * (dense_local + expert_local)
         bill["gradients"] = sharded(r.gradients, 2)
         optimizer = {"master_weights": sharded(r.master_weights, 1),
                      "optimizer_moments": sharded(r.optimizer_moments, 1)}

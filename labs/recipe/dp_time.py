@@ -105,25 +105,40 @@ class Zero3Layer:
     each seconds once, unscaled by layers or micro-batches."""
 
     gather: float  # one all-gather of its weights (dense and expert groups)
+    gathers: int  # all-gathers per micro-batch: 2 (resharded after forward) or 1 (kept)
     reduce: float  # the reduce-scatter of its gradients (FSDP2: with the copy-in)
     copy_out: float  # FSDP2's copy-out after each gather, on the compute stream
     ahead: float  # what the next layer's gather adds to this layer's forward
-    behind: float  # what the gather and reduce-scatter beside its backward add to it
+    behind: float  # what the backward's gather (ahead, or its own) and reduce-scatter add
     sm_ahead: float  # of ahead, the compute slowed by NCCL's SMs
     sm_behind: float  # of behind, the same
     sent: float  # bytes one GPU sends for it per micro-batch
 
 
 def zero3_layer(lt, params, s: tuple[Spread, Spread], cluster: Cluster, weight_bytes: float,
-                grad_bytes: float, fsdp2: bool = False) -> Zero3Layer:
+                grad_bytes: float, fsdp2: bool = False, prefetch: bool = True,
+                reshard: bool = True) -> Zero3Layer:
     """One layer (``lt``: its ``LayerTime``; ``params``: its local dense and expert parameters)
-    under ZeRO-3, one layer ahead of the compute (``zero3_exposure``)."""
-    ag = rs = copy_out = sent = 0.0
+    under ZeRO-3 (``zero3_exposure``). The next layer's forward gather runs beside this
+    layer's forward: PyTorch's FSDP issues each all-gather on its own stream, so it overlaps
+    the compute issued before it ("implicit forward prefetching, always enabled", PyTorch FSDP
+    notes, "FSDP Prefetch Nuances"). In backward, ``prefetch``: the next layer's gather runs
+    beside this layer's backward (FSDP2's default explicit backward prefetch in reverse
+    post-forward order, pytorch/pytorch#128884; FSDP1's BACKWARD_PRE); off
+    (``set_modules_to_backward_prefetch([])``, FSDP1's ``backward_prefetch=None``), each
+    layer's gather is issued at its own pre-backward hook, and the layer waits for all of it.
+    ``reshard``: FSDP2's ``reshard_after_forward`` (torchtitan's default for every block but
+    the last); off, the gathered weights stay until the backward, which gathers nothing: the
+    traffic of ZeRO-2's SHARD_GRAD_OP, for every layer's whole weights held from its forward
+    to its backward (``labs.memory``). Each layer's reduce-scatter runs beside the next
+    layer's backward in both."""
+    ag = rs = copy_out = sent = sent_gather = 0.0
     for count, grp in zip(params, s, strict=True):
         if grp.size == 1 or not count:
             continue
         ag += _cost("all_gather", count * weight_bytes, grp, cluster).seconds
         rs += _cost("reduce_scatter", count * grad_bytes, grp, cluster).seconds
+        sent_gather += _sent("all_gather", count * weight_bytes, grp.size)
         sent += 2 * _sent("all_gather", count * weight_bytes, grp.size) \
             + _sent("reduce_scatter", count * grad_bytes, grp.size)
         if fsdp2:
@@ -131,15 +146,20 @@ def zero3_layer(lt, params, s: tuple[Spread, Spread], cluster: Cluster, weight_b
             rs += mem_time(cluster.gpu, count * (2 + grad_bytes))
     share = sm_share(cluster)
     fwd, bwd = lt.forward.seconds, lt.backward.seconds
-    ahead, behind = overlapped(ag, fwd, share), overlapped(ag + rs, bwd, share)
+    gathers = 2 if reshard else 1
+    sent -= 0.0 if reshard else sent_gather
+    beside = ag + rs if reshard and prefetch else rs  # what runs beside the backward
+    waited = ag if reshard and not prefetch else 0.0  # its own gather, before it
+    ahead, behind = overlapped(ag, fwd, share), waited + overlapped(beside, bwd, share)
     # Of each, the SMs lent: what the compute beside it lost, up to all it added.
-    return Zero3Layer(ag, rs, copy_out, ahead, behind, min(ahead, share * min(ag, fwd)),
-                      min(behind, share * min(ag + rs, bwd)), sent)
+    return Zero3Layer(ag, gathers, rs, copy_out, ahead, behind,
+                      min(ahead, share * min(ag, fwd)),
+                      min(behind - waited, share * min(beside, bwd)), sent)
 
 
 def zero3_exposure(stage: Stage, lay: ParallelLayout, s: tuple[Spread, Spread], cluster: Cluster,
-           mb: int, weight_bytes: float, grad_bytes: float,
-           fsdp2: bool = False) -> tuple[float, float, float, float, tuple]:
+           mb: int, weight_bytes: float, grad_bytes: float, fsdp2: bool = False,
+           prefetch: bool = True, reshard: bool = True) -> tuple[float, float, float, float, tuple]:
     """ZeRO-3 / FSDP on one stage, per step: (seconds, exposed, bytes sent, of exposed the
     SMs lent, the forward passes' (seconds, exposed, SMs lent)). Per micro-batch,
     each layer's weights are gathered before its forward and again before its backward, and
@@ -147,29 +167,37 @@ def zero3_exposure(stage: Stage, lay: ParallelLayout, s: tuple[Spread, Spread], 
     collectives are exposed where they outlast the layer beside which they run, and each
     pass waits for its first layer's gather. ``fsdp2``: with FSDP2's copies (module
     docstring): each gather's copy-out on the critical path, each reduce-scatter's copy-in
-    ahead of it."""
+    ahead of it. ``prefetch`` and ``reshard``: FSDP's backward prefetch and
+    reshard_after_forward (``zero3_layer``); kept parameters, the backward waits for no first
+    gather."""
     total = exposed = sent = sm = fwd_total = fwd_exposed = fwd_sm = 0.0
     first_gather = 0.0
+    g = 2 if reshard else 1
     for n, lt, *params in stage.layers:
-        z = zero3_layer(lt, params, s, cluster, weight_bytes, grad_bytes, fsdp2)
+        z = zero3_layer(lt, params, s, cluster, weight_bytes, grad_bytes, fsdp2, prefetch,
+                        reshard)
         ag, rs, copy_out = z.gather, z.reduce, z.copy_out
         sent += mb * n * z.sent
-        total += mb * n * (2 * ag + rs + 2 * copy_out)
-        exposed += mb * n * (z.ahead + z.behind + 2 * copy_out)
+        total += mb * n * (g * ag + rs + g * copy_out)
+        exposed += mb * n * (z.ahead + z.behind + g * copy_out)
         lent = mb * n * z.sm_ahead
         sm += lent + mb * n * z.sm_behind
         fwd_sm += lent
         fwd_total += mb * n * (ag + copy_out)
         fwd_exposed += mb * n * (z.ahead + copy_out)
         first_gather = first_gather or ag
-    return (total, exposed + mb * 2 * first_gather, sent, sm,
+    # Each pass's first layer waits for its whole gather (backward without prefetch: counted
+    # in every layer's own wait already).
+    firsts = 1 + (1 if reshard and prefetch else 0)
+    return (total, exposed + mb * firsts * first_gather, sent, sm,
             (fwd_total, fwd_exposed + mb * first_gather, fwd_sm))
 
 
 def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, Spread],
               cluster: Cluster, micro: MicroBatchTime, windows: tuple[float, float], mb: int,
               zero: int, recipe: str, overlap: bool,
-              idle: tuple[float, float], fsdp2: bool = False) -> tuple:
+              idle: tuple[float, float], fsdp2: bool = False,
+              fsdp: tuple[bool, bool] = (True, True)) -> tuple:
     """One stage's DP traffic: (seconds, exposed, bytes sent, bounding link, of exposed the
     SMs lent, ZeRO-3's forward (seconds, exposed))."""
     # ZeRO-3 gathers the recipe's gathered copy: bf16, or FP8 for FP8 parameters.
@@ -181,7 +209,8 @@ def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, Spread],
     link = cluster.intra.id
     if zero == 3:
         total, exposed, sent, sm, fwd = zero3_exposure(stage, lay, spreads, cluster, mb,
-                                                       weight_bytes, grad_bytes, fsdp2)
+                                                       weight_bytes, grad_bytes, fsdp2,
+                                                       *fsdp)
         if spreads[0].nodes > 1:
             link = cluster.inter.id
         return total, exposed, sent, link, sm, fwd
@@ -225,7 +254,8 @@ def dp_part(model: ModelSpec, lay: ParallelLayout, cluster: Cluster, micro: Micr
         found = _stage_dp(st, lay, (dense_s, expert_s), cluster, micro, windows, mb, zero,
                           recipe, options.dp_overlap,
                           idle[rank] if rank < len(idle) else (0.0, 0.0),
-                          options.compute.kernels != "fused")
+                          options.compute.kernels != "fused",
+                          (options.fsdp_prefetch, options.reshard_after_forward))
         key = (found[1], st.seconds)
         if worst is None or key > worst[0]:
             worst = (key, found)
@@ -237,7 +267,9 @@ def dp_part(model: ModelSpec, lay: ParallelLayout, cluster: Cluster, micro: Micr
         total += tie
         exposed += tie
     name = {0: "all_reduce", 1: "reduce_scatter + all_gather", 2: "reduce_scatter + all_gather",
-            3: "all_gather x2 + reduce_scatter per layer per micro-batch"}[zero]
+            3: "all_gather x2 + reduce_scatter per layer per micro-batch"
+            if options.reshard_after_forward
+            else "all_gather + reduce_scatter per layer per micro-batch"}[zero]
     return Part("dp", name, dense_s.size, max(dense_s.nodes, expert_s.nodes), link, sent,
                 total, exposed, sm, forward)
 

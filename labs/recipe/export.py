@@ -174,6 +174,10 @@ def fsdp(plan: Plan, model: ModelSpec) -> Export:
     if plan.zero == 1:
         notes.append("FSDP2 has no ZeRO-1: the nearest is ZeRO-2 "
                      "(reshard_after_forward=False), which also shards gradients")
+    if plan.zero == 3 and not plan.fsdp_prefetch:
+        notes.append("FSDP backward prefetch off: after fully_shard, call "
+                     "block.set_modules_to_backward_prefetch([]) on every block, so each "
+                     "block's backward all-gather is issued at its own pre-backward hook")
     record = CATALOGUE[plan.schedule]
     schedule = record.torch_class
     if record.torch_note:
@@ -211,7 +215,7 @@ from torch.distributed.tensor.parallel import (
     ColwiseParallel, RowwiseParallel, parallelize_module)
 
 ZERO_STAGE = {plan.zero}
-RESHARD_AFTER_FORWARD = {plan.zero == 3}
+RESHARD_AFTER_FORWARD = {plan.zero == 3 and plan.reshard_after_forward}
 MICRO_BATCH = {plan.micro_batch}
 MICROBATCHES = {plan.microbatches}
 GLOBAL_BATCH = {plan.global_batch}

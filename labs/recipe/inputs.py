@@ -44,6 +44,9 @@ class Audit:
 # Plan's software settings (not the layout): what a published run's configuration fixes.
 SOFTWARE = ("attention", "dropout", "fp8", "sequence_parallel", "tp_overlap", "ep_overlap",
             "ep_dispatch", "dp_overlap", "grad_accum_fusion", "kernels")
+# ZeRO-3's FSDP settings (StepOptions): the page's and the API's, not the planner's, which
+# searches every ZeRO stage with FSDP's defaults.
+FSDP = ("fsdp_prefetch", "reshard_after_forward")
 
 
 @lru_cache(maxsize=16384)
@@ -88,6 +91,9 @@ class Plan:
     # fused (Megatron Core / Transformer Engine), compiled (torch.compile) or eager (PyTorch
     # eager); the PyTorch ones shard with FSDP2 under ZeRO-3 (labs.recipe.dp_time).
     kernels: str = "fused"
+    # ZeRO-3 only (StepOptions): FSDP's backward prefetch and reshard_after_forward.
+    fsdp_prefetch: bool = True
+    reshard_after_forward: bool = True
 
     def __post_init__(self) -> None:
         ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep)
@@ -124,7 +130,7 @@ class Plan:
                              self.tp_overlap, self.ep_overlap, self.dp_overlap,
                              self.grad_accum_fusion, matmul_efficiency, self.kernels,
                              RECIPES[self.recipe].cast_bytes or TE_CAST_BYTES,
-                             self.ep_dispatch)
+                             self.ep_dispatch, self.fsdp_prefetch, self.reshard_after_forward)
 
     @property
     def uneven(self) -> bool:
@@ -226,14 +232,16 @@ def _step_options(attention: str, dropout: bool, fp8: bool, sp: bool, tp_overlap
                   ep_overlap: bool, dp_overlap: bool, fusion: bool,
                   matmul_efficiency: float | None, kernels: str = "fused",
                   cast_bytes: float = TE_CAST_BYTES,
-                  ep_dispatch: str = "alltoall") -> StepOptions:
+                  ep_dispatch: str = "alltoall", fsdp_prefetch: bool = True,
+                  reshard_after_forward: bool = True) -> StepOptions:
     return StepOptions(ComputeOptions(attention=attention, dropout=dropout, fp8=fp8,
                                       kernels=kernels, fp32_wgrad=fusion,
                                       fp8_cast_bytes=cast_bytes),
                        tp_overlap=tp_overlap, ep_overlap=ep_overlap, ep_dispatch=ep_dispatch,
                        dp_overlap=dp_overlap,
                        grad_accum_fusion=fusion, sequence_parallel=sp,
-                       matmul_efficiency=matmul_efficiency)
+                       matmul_efficiency=matmul_efficiency, fsdp_prefetch=fsdp_prefetch,
+                       reshard_after_forward=reshard_after_forward)
 
 
 def check_matmul_efficiency(value: object) -> None:

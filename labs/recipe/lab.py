@@ -71,7 +71,8 @@ def ledger(plan: Plan, model: ModelSpec, cluster: Cluster) -> MemoryResult:
         micro_batch=plan.micro_batch, recompute=plan.recompute, tp=plan.tp, pp=plan.pp,
         cp=plan.cp, dp=plan.dp, ep=plan.ep, zero=plan.zero, schedule=plan.schedule,
         microbatches=plan.microbatches, virtual=plan.virtual,
-        first_stage_layers=plan.first_stage_layers, last_stage_layers=plan.last_stage_layers))
+        first_stage_layers=plan.first_stage_layers, last_stage_layers=plan.last_stage_layers,
+        keep_gathered=plan.zero == 3 and not plan.reshard_after_forward))
 
 
 def measured_bubble(schedule: str, p: int, m: int, v: int) -> float:
@@ -141,6 +142,13 @@ def rule_problems(plan: Plan, model: ModelSpec, cluster: Cluster,
                                             ep=plan.ep) if "expert" not in e.message]
     found += problems(model, plan.layout, seq_len=plan.seq_len, uneven_pp=plan.uneven)
     found += _recompute_problems(plan, model, cluster)
+    if plan.zero != 3:
+        found += [LabInputError(name, f"{what} is ZeRO-3's (FSDP's) setting, and ZeRO stage "
+                                      f"{plan.zero} gathers no layer's weights: set zero to 3, "
+                                      f"or {name} to true", also=("zero",))
+                  for name, what in (("fsdp_prefetch", "FSDP backward prefetch"),
+                                     ("reshard_after_forward", "reshard_after_forward"))
+                  if not getattr(plan, name)]
     chunks = chunks_per_rank(plan.schedule, plan.virtual) if plan.pp > 1 else 1
     found += [e for e in uneven_problems(model.layers, plan.pp, plan.first_stage_layers,
                                          plan.last_stage_layers, chunks)

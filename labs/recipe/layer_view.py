@@ -246,9 +246,11 @@ def layer_view(result: RecipeResult) -> LayerView | None:
         spreads = dp_spreads(plan.layout, cluster, list(timing.stages))
         fsdp2 = timing.options.compute.kernels != "fused"
         z = zero3_layer(lt, params, spreads, cluster, RECIPES[plan.recipe].gathered_bytes,
-                        RECIPES[plan.recipe].gradients, fsdp2)
+                        RECIPES[plan.recipe].gradients, fsdp2, plan.fsdp_prefetch,
+                        plan.reshard_after_forward)
         forward.insert(0, ("FSDP2 copy-out", "memory", z.copy_out))
-        backward.insert(0, ("FSDP2 copy-out", "memory", z.copy_out))
+        if z.gathers == 2:
+            backward.insert(0, ("FSDP2 copy-out", "memory", z.copy_out))
     end = lay.pass_("forward", 0.0, [k for k in forward if k[2] > 0],
                     _pieces(lt.forward))
     if z is not None:
@@ -256,19 +258,27 @@ def layer_view(result: RecipeResult) -> LayerView | None:
                 z.gather - z.ahead)
         lay.hidden["dp"] += z.gather - z.ahead
         end = lay.wait("forward", "dp", "next layer's gather", end, z.ahead, z.sm_ahead)
-    back = end
-    end = lay.pass_("backward", back, [k for k in backward if k[2] > 0],
+    back = start = end
+    # Without backward prefetch the layer's own gather is issued at its pre-backward hook,
+    # and the backward waits for all of it.
+    own = z.gather if z is not None and z.gathers == 2 and not plan.fsdp_prefetch else 0.0
+    if own:
+        start = lay.wait("backward", "dp", "its own gather", back, own)
+    end = lay.pass_("backward", start, [k for k in backward if k[2] > 0],
                     _pieces(lt.backward))
     bucket_wait = 0.0
     if z is not None:
-        behind_hidden = z.gather + z.reduce - z.behind
-        gather_hidden = min(z.gather, behind_hidden)
-        lay.add("dp", "backward", "dp", "next layer's gather", "hidden", back, gather_hidden)
+        # Beside the backward: the next layer's gather (prefetched, resharded) and the last
+        # layer's reduce-scatter.
+        ahead = z.gather if z.gathers == 2 and plan.fsdp_prefetch else 0.0
+        beside = ahead + z.reduce - (z.behind - own)
+        gather_hidden = min(ahead, beside)
+        lay.add("dp", "backward", "dp", "next layer's gather", "hidden", start, gather_hidden)
         lay.add("dp", "backward", "dp", "last layer's reduce-scatter", "hidden",
-                back + gather_hidden, behind_hidden - gather_hidden)
-        lay.hidden["dp"] += behind_hidden
-        end = lay.wait("backward", "dp", "gather + reduce-scatter", end, z.behind,
-                       z.sm_behind)
+                start + gather_hidden, beside - gather_hidden)
+        lay.hidden["dp"] += beside
+        end = lay.wait("backward", "dp", "gather + reduce-scatter" if ahead
+                       else "reduce-scatter", end, z.behind - own, z.sm_behind)
     else:
         dp = next(p for p in timing.parts if p.name == "dp")
         reduce_s = _bucket_reduce(result)

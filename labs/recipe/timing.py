@@ -38,12 +38,19 @@ class StepOptions:
     scatter_gather: bool = True
     sequence_parallel: bool = True  # with TP > 1 (Korthikanti et al. 2022; 2021 runs: off)
     matmul_efficiency: float | None = None
+    # ZeRO-3 / FSDP (labs.recipe.dp_time.zero3_layer): each layer's backward gather issued
+    # ahead, beside the layer before (FSDP2's default backward prefetch; false: at the
+    # layer's own pre-backward hook, set_modules_to_backward_prefetch([]), FSDP1's
+    # backward_prefetch=None), and the gathered weights freed after the forward
+    # (reshard_after_forward; false: kept until the backward, which gathers nothing).
+    fsdp_prefetch: bool = True
+    reshard_after_forward: bool = True
 
     def __post_init__(self) -> None:
         check_tp_overlap(self.tp_overlap)
         check_ep_dispatch(self.ep_dispatch)
         for name in ("ep_overlap", "dp_overlap", "grad_accum_fusion", "scatter_gather",
-                     "sequence_parallel"):
+                     "sequence_parallel", "fsdp_prefetch", "reshard_after_forward"):
             if not isinstance(getattr(self, name), bool):
                 raise LabInputError(name, f"{name} is true or false")
 

@@ -68,11 +68,41 @@ def test_page_lists_every_broken_rule_as_a_failed_audit_and_keeps_the_chart(clie
                                          ("matmul_efficiency", 0), ("matmul_efficiency", 1.5),
                                          ("ep_dispatch", "nvshmem"),
                                          ("tp_overlap", "some"), ("dp_overlap", "maybe"),
-                                         ("ep_overlap", "2"), ("kernels", "jit")])
+                                         ("ep_overlap", "2"), ("kernels", "jit"),
+                                         ("fsdp_prefetch", "sometimes"),
+                                         ("reshard_after_forward", "2")])
 def test_bad_controls_are_422s_naming_the_control(client, field, value):
     response = client.get("/api/recipe", params={**SEED, field: value})
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"][1] == field
+
+
+@pytest.mark.parametrize("name", ["fsdp_prefetch", "reshard_after_forward"])
+def test_an_fsdp_setting_without_zero_3_is_a_422_naming_both_controls(client, name):
+    """FSDP's backward prefetch and reshard_after_forward are ZeRO-3's: off under ZeRO-1 the
+    API answers 422 under both controls, and the page greys the plan with the message by
+    both; under ZeRO-3 the same value is a plan."""
+    response = client.get("/api/recipe", params={**SEED, name: "false"})
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert {d["loc"][1] for d in detail} == {name, "zero"}
+    assert all("ZeRO" in d["msg"] and name in d["msg"] for d in detail)
+    page = client.get("/episodes/recipe-3d", params={**SEED, name: "false"},
+                      headers={"HX-Request": "true"})
+    assert page.status_code == 200 and 'class="audit fail"' in page.text
+    assert client.get("/api/recipe", params={**SEED, "zero": 3, name: "false"}
+                      ).status_code == 200
+
+
+def test_the_fsdp_export_says_how_to_turn_backward_prefetch_off_and_keep_parameters(client):
+    keep = client.get("/api/export", params={**SEED, "zero": 3, "format": "fsdp",
+                                             "reshard_after_forward": "false",
+                                             "fsdp_prefetch": "false"}).json()
+    assert "RESHARD_AFTER_FORWARD = False" in keep["text"]
+    assert any("set_modules_to_backward_prefetch([])" in n for n in keep["notes"])
+    plain = client.get("/api/export", params={**SEED, "zero": 3, "format": "fsdp"}).json()
+    assert "RESHARD_AFTER_FORWARD = True" in plain["text"]
+    assert not any("prefetch" in n for n in plain["notes"])
 
 
 @pytest.mark.parametrize("fmt", ["megatron", "deepspeed", "fsdp"])

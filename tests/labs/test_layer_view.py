@@ -15,7 +15,9 @@ from labs.recipe.dp_time import dp_spreads, zero3_layer
 from labs.recipe.layer_view import _layer, layer_view
 
 MIXTRAL = {**MIXTRAL_64, "microbatches": 4}
-STATES = [SEED, {**SEED, "tp_overlap": "none"}, {**SEED, "tp_overlap": "all"},
+STATES = [{**LAYER, "fsdp_prefetch": False}, {**LAYER, "reshard_after_forward": False},
+          {**LAYER, "fsdp_prefetch": False, "reshard_after_forward": False},
+          SEED, {**SEED, "tp_overlap": "none"}, {**SEED, "tp_overlap": "all"},
           {**SEED, "recompute": "full"}, {**SEED, "sequence_parallel": False},
           {**SEED, "zero": 3}, {**SEED, "zero": 3, "kernels": "eager"},
           {**SEED, "cp": 2, "dp": 1}, MIXTRAL, {**MIXTRAL, "ep_overlap": True},
@@ -36,7 +38,8 @@ def _zero3(result):
     plan, timing = result.plan, result.timing
     return zero3_layer(lt, params, dp_spreads(plan.layout, result.cluster, list(timing.stages)),
                        result.cluster, RECIPES[plan.recipe].gathered_bytes,
-                       RECIPES[plan.recipe].gradients, timing.options.compute.kernels != "fused")
+                       RECIPES[plan.recipe].gradients, timing.options.compute.kernels != "fused",
+                       plan.fsdp_prefetch, plan.reshard_after_forward)
 
 
 @pytest.mark.parametrize("params", STATES)
@@ -137,3 +140,57 @@ def test_ep_overlap_leaves_the_sms_and_dp_overlap_off_leaves_the_buckets_to_the_
     assert not [o for o in no_dp.ops if o.lane == "dp"]
     assert [o for o in off.ops if o.lane == "dp"]
     assert no_dp.bucket_wait_s == result.segments["dp"]
+
+
+def test_fsdp_backward_prefetch_off_makes_each_layer_wait_for_its_own_gather():
+    """Without backward prefetch the layer's gather blocks before its backward: the view's
+    backward waits that gather whole (then the reduce-scatter runs beside it), and the step
+    charges it in every layer (PyTorch FSDP notes; FSDP2's set_modules_to_backward_prefetch)."""
+    on_r, on = _view(LAYER)
+    off_r, off = _view({**LAYER, "fsdp_prefetch": False})
+    z = _zero3(off_r)
+    waits = [o for o in off.ops if o.name == "its own gather" and o.lane == "compute"]
+    assert len(waits) == 1 and waits[0].seconds == pytest.approx(z.gather, rel=TOLERANCE)
+    assert waits[0].start == off.backward_start  # before any backward kernel
+    assert z.behind > z.gather and off.exposed["dp"] > on.exposed["dp"]
+    assert off_r.segments["dp"] > on_r.segments["dp"]
+    # The forward's gathers overlap either way (implicit forward prefetching).
+    assert [o for o in off.ops if o.phase == "forward"] == \
+        [o for o in on.ops if o.phase == "forward"]
+
+
+def test_keeping_the_gathered_weights_drops_the_backward_gather_and_costs_their_memory():
+    """reshard_after_forward off: one gather per layer and micro-batch instead of two, no
+    backward gather on the view, and every layer's gathered weights held (2 B a parameter
+    of the stage's local ones, bf16)."""
+    on_r, on = _view(LAYER)
+    keep_r, keep = _view({**LAYER, "reshard_after_forward": False})
+    z_on, z_keep = _zero3(on_r), _zero3(keep_r)
+    assert z_on.gathers == 2 and z_keep.gathers == 1
+    assert not [o for o in keep.ops if o.name == "next layer's gather"
+                and o.phase == "backward"]
+    assert keep.exposed["dp"] < on.exposed["dp"]
+    dp_on = next(p for p in on_r.timing.parts if p.name == "dp")
+    dp_keep = next(p for p in keep_r.timing.parts if p.name == "dp")
+    assert dp_keep.bytes_per_step == pytest.approx(dp_on.bytes_per_step * 2 / 3, rel=1e-9)
+    held = keep_r.memory.stages[0].breakdown["weights"] - on_r.memory.stages[0].breakdown[
+        "weights"]
+    sp, lay = keep_r.timing.slow.params, keep_r.plan.layout
+    local = sp.tp_split / lay.tp + sp.replicated + sp.experts / (lay.ep * lay.etp)
+    assert held == pytest.approx(2 * local, rel=1e-9)  # the stage's bf16 weights, whole
+    assert keep_r.memory_per_gpu_bytes > on_r.memory_per_gpu_bytes
+
+
+@pytest.mark.parametrize("change", [{}, {"fsdp_prefetch": False},
+                                    {"reshard_after_forward": False},
+                                    {"fsdp_prefetch": False, "reshard_after_forward": False}])
+def test_the_steps_fsdp_segment_is_the_views_layer_times_the_layers(change):
+    """One kind of layer, no pipeline: ZeRO-3's step segment is m x (layers x the view's
+    per-layer FSDP charge + each pass's first gather): the view and the step are one count."""
+    result, view = _view({**LAYER, **change})
+    z = _zero3(result)
+    m = result.plan.microbatches
+    firsts = 2 if z.gathers == 2 and result.plan.fsdp_prefetch else 1
+    per_layer = view.exposed["dp"] + z.gathers * z.copy_out
+    assert result.segments["dp"] == pytest.approx(
+        m * (view.count * per_layer + firsts * z.gather), rel=TOLERANCE)
