@@ -3,7 +3,9 @@ that holds it), each GPU's time in the layer (dispatch, experts, combine, waitin
 slowest), and parameters held against parameters used."""
 
 from app.charts import LINE_COLOUR, base_layout
+from app.charts.crossover import ms, threshold_figure, tokens, verdict
 from app.charts.units import fmt_count, fmt_pct
+from labs.experts.crossover import ep_crossover
 
 GPU_SHADES = ("#4c78a8", "#9ecae9")  # alternate per GPU so its experts read as one block
 HOT = "#e45756"
@@ -317,3 +319,26 @@ def balance_figure(result) -> dict:
             f"takes {result.slowdown:.2f}x its balanced time"
         ),
     }
+
+
+def crossover_figure(result) -> dict:
+    """EP07 step 11: the experts' GEMMs (∝ f at this state's rate) against dispatch + combine
+    (flat: their bytes do not depend on f) by expert width, crossing at f*; the hollow marks
+    the lab's own layer with experts of each width (labs.experts.crossover)."""
+    c = ep_crossover(result)
+    bound, side = verdict(c.compute_s, c.comm_s, "compute", "no all-to-all at EP 1")
+    return threshold_figure(
+        x_state=c.width, compute_s=c.compute_s, comm_s=c.comm_s, cross=c.crossover,
+        compute_line=c.sweep, comm_line=None,
+        compute_name="Expert GEMMs, ∝ f at this rate", comm_name="Dispatch + combine",
+        compute_hover="f = %{x:,.0f}: %{y:.3s}s of expert GEMMs<extra></extra>",
+        x_title="expert FFN width f (log scale)", y_title="seconds per MoE layer",
+        cross_text=f"f* = {tokens(c.crossover)}",
+        state_text=f"This state, f = {c.width:,}:<br>{bound}",
+        points=[(f, a, m) for f, a, m in c.points], point_name="The lab at each f",
+        x_ticks=[x for x in (2 ** e for e in range(6, 20, 2))
+                 if c.sweep[0][0] <= x <= c.sweep[-1][0]], legend_y=-0.3,
+        summary=(f"{result.input.model.name}, experts {c.width:,} wide, EP {c.ep}: "
+                 f"{ms(c.compute_s)} of expert GEMMs a layer"
+                 + (f" against {ms(c.comm_s)} of dispatch and combine ({side}); the two are "
+                    f"equal at f = {tokens(c.crossover)}" if c.comm_s else ", no all-to-all")))

@@ -10,6 +10,7 @@ from pydantic import Field
 from app.charts.moe import (
     PHASES,
     balance_figure,
+    crossover_figure,
     experts_figure,
     gemm_figure,
     gpus_figure,
@@ -34,6 +35,7 @@ from labs.core.limits import (
     MIN_MFU,
     MOE_GROUP_KINDS,
 )
+from labs.experts.crossover import ep_crossover
 from labs.experts.inputs import MoEInput, MoEResult
 from labs.experts.lab import simulate_moe
 from labs.hardware.links import clusters, get_cluster, with_network
@@ -139,6 +141,7 @@ def to_api(result: MoEResult) -> dict:
                     "nodes_spanned": s.nodes_spanned, "inside_node": s.inside_node}
                    for s in result.groups],
         "balance_loss": result.balance_loss,
+        "crossover": _crossover(result),
         "balance": [{"skew": k, "loss": loss, "slowdown": slow}
                     for k, loss, slow in result.balance_curve],
         "gemm": {"curve": [{"tokens": t, "efficiency": e} for t, e in result.gemm_curve],
@@ -162,10 +165,19 @@ def to_api(result: MoEResult) -> dict:
     }
 
 
+def _crossover(result: MoEResult) -> dict:
+    c = ep_crossover(result)
+    return {"width": c.width, "copies": c.copies, "compute_s": c.compute_s,
+            "comm_s": c.comm_s, "comm_bytes": c.comm_bytes, "rate": c.rate,
+            "busbw": c.busbw, "matrices": c.matrices, "crossover": round(c.crossover, 1),
+            "ratio": c.ratio, "points": [[f, round(a, 9), round(m, 9)] for f, a, m in c.points]}
+
+
 def figures(result: MoEResult) -> dict:
     out = {"experts": experts_figure(result), "gpus": gpus_figure(result),
            "params": params_figure(result), "network": network_figure(result),
-           "gemm": gemm_figure(result), "balance": balance_figure(result)}
+           "gemm": gemm_figure(result), "balance": balance_figure(result),
+           "crossover": crossover_figure(result)}
     if result.rank_map is not None:
         colouring = result.rank_map
         spans = colouring.nodes_spanned()
@@ -191,6 +203,9 @@ def facts() -> dict:
         "v3": state(**v3, ep=64),
         "v3_ep8": state(**v3, ep=8),
         "v3_deepep": state(**v3, ep=64, ep_dispatch="deepep"),
+        # Step 11 quotes it, unlinked: a quarter of the tokens a GPU, the same ratio (a link
+        # would only rescale the chart).
+        "v3_t1k": state(**v3, ep=64, tokens=1024),
         "hot": state(**mx, ep=8, skew=0.5),
         "one_hot": state(**mx, ep=8, skew=1.0),
         "capped": state(**mx, ep=8, skew=0.5, capacity_factor=1.25),
@@ -221,6 +236,7 @@ def extra_context(state) -> dict:
 
     return {
         "facts": facts(),
+        "crossover": ep_crossover(state.result),
         "validation": {g["group"]: g for g in validation()["groups"]},
         "model_options": model_choices(
             [(m, f"{s.name} ({s.params / 1e9:.1f}B, {s.active_params / 1e9:.1f}B active)")
@@ -289,6 +305,8 @@ VIEW = LabView(
                 embed_height=360),
         Diagram("balance", "What the balance loss sees against what the layer pays, by skew",
                 embed_height=360),
+        Diagram("crossover", "Expert GEMMs against the all-to-alls, by expert width",
+                embed_height=440),
     ),
     labels={
         "model": "Model", "params": "Custom params", "link": "Cluster",

@@ -254,6 +254,27 @@ class MoERankMapAnswer(BaseModel):
                                                  "node r // gpus_per_node).")
 
 
+class EPCrossover(BaseModel):
+    """The experts' GEMMs against the time to move their token copies, and the expert width
+    where they meet (EP07 step 11; labs.experts.crossover). Uniform routing."""
+
+    width: int = Field(description="f: the expert's FFN width (over expert-TP).")
+    copies: int = Field(description="tokens x top_k: the copies each GPU computes.")
+    compute_s: float = Field(description="The slowest GPU's expert GEMMs, forward, seconds.")
+    comm_s: float = Field(description="Dispatch + combine, none hidden, seconds (0 at ep 1).")
+    comm_bytes: float = Field(description="The slowest GPU's bytes over both all-to-alls.")
+    rate: float = Field(description="copies x matrices x 2 x hidden x width / compute_s, "
+                        "FLOP/s.")
+    busbw: float = Field(description="comm_bytes / comm_s, bytes/s (0 at ep 1).")
+    matrices: int = Field(description="3 for a gated expert (up, gate, down), 2 without.")
+    crossover: float = Field(description="f* = width x comm_s / compute_s: with NCCL's "
+                             "all-to-all and gated experts (2/3) x (ep-1)/ep x rate / busbw; "
+                             "the width where the GEMMs equal the all-to-alls (0 at ep 1).")
+    ratio: float | None = Field(description="compute_s / comm_s (null at ep 1).")
+    points: list[list[float]] = Field(description="The lab's own layer with experts 256 ... "
+                                      "32,768 wide: [f, compute s, communication s].")
+
+
 class MoEAnswer(BaseModel):
     model: str
     link: str = Field(description="Cluster preset id.")
@@ -302,6 +323,7 @@ class MoEAnswer(BaseModel):
     balance: list[MoEBalancePoint] = Field(description="The same and the layer's slowdown "
                                                        "at skews 0, 0.1 .. 1.")
     gemm: MoEGemmAnswer
+    crossover: EPCrossover
     leaf_nodes: int = Field(description="Nodes under one leaf switch (per rail).")
     oversubscription: float = Field(description="Leaf-to-spine oversubscription, r in r:1.")
     network: list[MoENetworkAnswer] = Field(description="Each kind of group's collective on "

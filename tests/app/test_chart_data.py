@@ -467,6 +467,31 @@ def test_precision_speed_bars_sum_to_each_step(kind):
     assert s.speedup == pytest.approx(s.bf16_step_s / s.fp8_step_s)
 
 
+@pytest.mark.parametrize("query", [{}, {"model": "deepseek-v3", "nodes": 8, "ep": 64},
+                                   {"ep": 1}])
+def test_moe_crossover_is_the_experts_against_their_all_to_alls(query):
+    """EP07 step 11: the GEMM line through the state, straight in f at its rate; dispatch +
+    combine flat; the dashed f* where they meet; the hollow marks the lab's own layer with
+    experts of each width."""
+    result, figs = figures_for("moe", query)
+    r, inp = result.balanced, result.input
+    compute, comm = max(r.compute_s), 2 * max(r.dispatch_s)
+    f = inp.model.expert_ffn
+    lines = {t["name"]: t for t in figs["crossover"]["data"]}
+    gemm = lines["Expert GEMMs, ∝ f at this rate"]
+    close(gemm["y"], [compute * x / f for x in gemm["x"]], 1e-6, "GEMM line (s)")
+    assert lines["This state"]["x"] == [f]
+    close(lines["This state"]["y"], [compute], 1e-6, "state's GEMMs")
+    if not comm:
+        assert "Dispatch + combine" not in lines
+        return
+    close(lines["Dispatch + combine"]["y"], [comm] * 2, 1e-6, "all-to-alls")
+    (cross,) = [s for s in figs["crossover"]["layout"]["shapes"]
+                if s.get("line", {}).get("dash") == "dash"]
+    close([compute * cross["x0"] / f], [comm], 1e-6, "GEMMs at f*")
+    assert lines["communication"]["x"] == [256 * 2 ** i for i in range(8)]
+
+
 # EP08 ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -944,7 +969,8 @@ COVERED = {  # lab -> the diagrams whose data a test above derives from the lab'
     "zero": {"memory", "traffic", "overlap", "crossover", "recompute", "offload"},
     "tp": {"split", "efficiency", "cost", "memory", "crossover"},
     "pipeline": {"gantt", "activations", "memory"}, "cp": {"mask", "pairs", "cost", "crossover"},
-    "moe": {"experts", "gpus", "params", "ranks", "network", "gemm", "balance"},
+    "moe": {"experts", "gpus", "params", "ranks", "network", "gemm", "balance",
+            "crossover"},
     "recipe": {"step", "causes", "memory", "timeline", "layer", "twod"},
     "placement": {"cluster", "memory", "timeline"},
     "precision": {"ledger", "bytes", "finetune", "offload", "speed"},

@@ -269,3 +269,29 @@ def test_step_7_names_every_group_the_spine_slows(client):
     assert f"{dp['bytes_per_gpu'] / 1e9:.1f} GB ÷ 160 GB/s" in step
     assert "in fp32" in step and "PP and expert-DP on ranks far apart" in step
     assert "the ranks furthest apart" not in step and "1:7" not in step
+
+
+@pytest.mark.parametrize("params", [{}, {"model": "deepseek-v3", "nodes": 8, "ep": 64},
+                                    {"ep": 1}])
+def test_api_crossover_is_the_step_11_derivation_and_the_page_prints_it(client, params):
+    """GET /api/moe's crossover: f* from the rate and bus bandwidth it returns, the figure
+    the bench's sentence and the chart's label print; the embed draws it alone."""
+    body = client.get("/api/moe", params=params).json()
+    x = body["crossover"]
+    if body["ep"] == 1:
+        assert x["crossover"] == 0 and x["ratio"] is None and x["points"] == []
+        return
+    assert x["crossover"] == pytest.approx(
+        2 / 3 * (body["ep"] - 1) / body["ep"] * x["rate"] / x["busbw"], rel=1e-3)
+    assert x["ratio"] == pytest.approx(x["compute_s"] / x["comm_s"])
+    page = client.get("/episodes/experts", params=params).text
+    quoted = f"{x['crossover']:,.0f}"
+    assert f"<strong>{quoted}</strong>" in page
+    assert f"f* = {quoted}" in page  # the chart's label, in the figure's JSON
+    embed = client.get("/embed/moe/crossover", params=params)
+    assert embed.status_code == 200 and 'data-target="moe-crossover"' in embed.text
+
+
+def test_crossover_bad_input_is_a_422_naming_the_control(client):
+    response = client.get("/api/moe", params={"ep": "x"})
+    assert response.status_code == 422 and '"ep"' in response.text

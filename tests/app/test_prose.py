@@ -35,7 +35,7 @@ FORMATS = {"bytes": fmt_bytes, "count": fmt_count, "pct": fmt_pct, "": str}
 FORMATS["ms"] = fmt_ms  # EP07 quotes times
 LESSONS["/episodes/experts"] = ("/api/moe", {"moe-experts", "moe-gpus", "moe-params",
                                              "moe-ranks", "moe-network", "moe-gemm",
-                                             "moe-balance"})
+                                             "moe-balance", "moe-crossover"})
 FORMATS["g3"] = lambda v: f"{v:.3g}"  # EP10 quotes bytes per parameter
 FORMATS["int"] = lambda v: f"{v:,.0f}"
 FORMATS["x2"] = lambda v: f"{v:.2f}"  # a speed-up, as the charts write it
