@@ -667,6 +667,42 @@
     if (rearm) window.htmx.process(el);
   }
 
+  // A lazy diagram that answers a lesson step's prediction (``lazy`` with after_guess: its
+  // data-after-guess is the chart's id, the step's data-diagram) is fetched only once that step
+  // is guessed, its why opened or one of its links followed; until then its place says so.
+  var guessedCharts = {};
+
+  function answersStep(place) {
+    var chart = place.getAttribute("data-after-guess");
+    return chart && document.querySelector('.step[data-diagram="' + CSS.escape(chart) + '"]') ? chart : null;
+  }
+
+  function releaseAnswer(step) {
+    var chart = step && step.getAttribute("data-diagram");
+    if (!chart || guessedCharts[chart]) return;
+    guessedCharts[chart] = true;
+    within(document, '.lazy-diagram.awaiting-guess[data-after-guess="' + CSS.escape(chart) + '"]')
+      .forEach(function (place) {
+        place.classList.remove("awaiting-guess");
+        window.htmx.trigger(place, "lab-reveal");
+      });
+  }
+
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var place = event.detail.elt;
+    if (!place || !place.classList || !place.classList.contains("lazy-diagram")) return;
+    var chart = answersStep(place);
+    if (chart && !guessedCharts[chart]) {
+      event.preventDefault();
+      place.classList.add("awaiting-guess");
+    }
+  });
+
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest && event.target.closest(".step a.try");
+    if (link) releaseAnswer(link.closest(".step"));
+  }, true);
+
   // A lazy diagram (templates/partials/_figure.html ``lazy``) answered for a state its place no
   // longer shows (a control moved while it was fetched) is dropped: the place's own fetch,
   // re-armed by update(), brings the state shown.
@@ -822,6 +858,7 @@
   }
 
   function guessed(beat) {
+    if (beat) releaseAnswer(beat.closest(".step"));
     var moves = beat && beat.querySelector(":scope > .moves");
     if (!moves) return;
     moves.classList.remove("before-guess");

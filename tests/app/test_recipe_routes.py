@@ -661,7 +661,9 @@ def test_step_14s_sweep_is_drawn_on_its_own_request_not_with_the_page(client, mo
     for headers in ({}, {"HX-Request": "true", "HX-Target": "bench"},
                     {"HX-Request": "true", "HX-Target": "recipe-audits"}):
         body = client.get("/episodes/recipe-3d", params=state, headers=headers).text
-        assert place in body and 'hx-trigger="intersect once"' in body
+        assert place in body and 'hx-trigger="intersect once, lab-reveal"' in body
+        # It answers step 14's prediction: lab.js holds it until that step's guess.
+        assert 'data-after-guess="recipe-twod"' in body and "once you guess in step 14" in body
         assert 'data-target="recipe-twod"' not in body  # no figure: the place only
         assert f'href="/episodes/recipe-3d/twod?{query.replace("&", "&amp;")}"' in body
     monkeypatch.undo()

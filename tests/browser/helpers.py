@@ -33,8 +33,8 @@ IN_SIGHT = """(chart) => {
 # Every chart shows its figure's state, or (after a control's answer, static/js/lab.js) is out
 # of sight and marked stale with that state: lab.js draws it when it scrolls into view. A lazy
 # diagram's place (templates/partials/_figure.html ``lazy``) has no figure until it is fetched,
-# as it comes into view: one in sight must show its place's state (fetched and drawn), one out
-# of sight is not fetched yet.
+# as it comes into view: one in sight must show its place's state (fetched and drawn), or wait
+# for its lesson step's guess (lab.js: awaiting-guess); one out of sight is not fetched yet.
 DRAWN = """() => {
     const inSight = IN_SIGHT;
     const scripts = [...document.querySelectorAll('script.figure[data-target]')];
@@ -45,7 +45,7 @@ DRAWN = """() => {
             || (chart.dataset.stale === s.dataset.state && !inSight(chart)));
     }) && lazy.every(place => {
         const chart = place.querySelector('.chart');
-        return !inSight(place)
+        return !inSight(place) || place.classList.contains('awaiting-guess')
             || (chart && chart.data && chart.dataset.drawn === place.dataset.state);
     });
 }""".replace("IN_SIGHT", IN_SIGHT)

@@ -231,3 +231,30 @@ def test_step_14s_chart_is_fetched_as_it_comes_into_view_and_follows_the_state(p
     assert "microbatches=64" in drawn["drawn"] and drawn["drawn"] == drawn["place"]
     again = two_d_lines(api_json(live_server, "recipe", page.url.split("?", 1)[1]))
     assert again != want and {name: drawn["lines"][name] for name in again} == again
+
+
+def test_step_14s_chart_waits_for_its_guess(page, live_server):
+    """Round-3 cold reading of EP08, item 3: at step 13's state (the same model, cluster and
+    batch as step 14's first link) the bench's 2-D against 3-D chart answered step 14's
+    prediction before the guess. Its place now waits, fetching nothing, until the student
+    commits a guess in step 14 (or opens its why, or follows one of its links)."""
+    from app.routers.recipe import LAYER
+
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/recipe-3d/twod" in r.url else None)
+    query = "&".join(f"{k}={v}" for k, v in LAYER.items())
+    page.goto(f"{PAGE}?{query}")
+    wait_drawn(page)
+    page.locator("#recipe-twod-lazy").scroll_into_view_if_needed()
+    expect(page.locator("#recipe-twod-lazy")).to_have_class("lazy-diagram awaiting-guess")
+    wait_drawn(page)
+    assert asked == [] and page.evaluate(TWOD_JS)["lines"] == {}
+    step = page.locator("#step-14")
+    step.scroll_into_view_if_needed()
+    step.locator("form.predict-form input[name=guess]").first.check()
+    step.locator("form.predict-form .predict-commit").click()
+    page.locator("#recipe-twod").scroll_into_view_if_needed()
+    expect(page.locator("#recipe-twod-lazy")).not_to_have_class("lazy-diagram awaiting-guess")
+    wait_drawn(page)
+    drawn = page.evaluate(TWOD_JS)
+    assert len(asked) == 1 and drawn["drawn"] == drawn["place"] and drawn["lines"]
