@@ -89,10 +89,12 @@ GLOSSARY: tuple[Term, ...] = (
          "Everything one optimizer step learns from: micro-batch × micro-batches per step × "
          "data-parallel GPUs, in sequences (or times the sequence length, in tokens)."),
     Term("crossover", "Compute-to-communication crossover (T*)", r"\bcrossover\b",
-         "The tokens per GPU per step at which compute takes as long as the step's "
-         "communication. Above it a split is compute-bound; below it, communication-bound. For "
-         "data parallelism T* = ⅔ × (N−1)/N × achieved FLOP/s ÷ busBW; for ZeRO-3, 1.5 times "
-         "that (the jax-ml Scaling Book derives each split's)."),
+         "The size at which compute takes as long as moving the bytes a split needs. Above "
+         "it the split is compute-bound; below it, communication-bound. For data parallelism "
+         "it is tokens per GPU, T* = ⅔ × (N−1)/N × achieved FLOP/s ÷ busBW (ZeRO-3: 1.5 "
+         "times that); for TP the hidden size per GPU, (h/t)* (EP04); for CP the tokens per "
+         "rank, L* (EP06); for EP the expert's width, f* (EP07). The jax-ml Scaling Book "
+         "derives each split's."),
     Term("critical-batch-size", "Critical batch size", r"\bcritical batch size\b",
          "The batch past which more data per step barely cuts the steps training needs "
          "(McCandlish et al. 2018): about the gradient noise scale, which grows as the loss "
