@@ -185,3 +185,58 @@ def test_step_4_drill_builds_a_phase_on_a_published_model_and_step_9_asks_what_a
     seven = html[html.index('id="step-7"'):html.index('id="step-8"')]
     assert 'data-right="64"' in seven and "64 and 96 GPUs" in seven and "60 GPUs" not in seven
     assert not facts()["glm47_96"]["api"]["all_ok"]
+
+
+def test_round_4_cold_reading_ep09_step_4(client):
+    """Round-4 cold reading of EP09. Item 1: step 4's heading ('Colocation needs the larger
+    phase, plus the switch') was its predict's right choice; the predict now asks a number on
+    GLM-4.7 colocated (36.3 GB training, 24.3 GB rollout a GPU: 37.3 GB), a state the bench
+    does not open at, and the heading asks. Item 2: the derive drill's 3% window let 42.6 GB
+    (the serving bill without the 1 GB switch) pass; it now takes 0.5%. Item 3: the drill
+    names the bf16 serving and the attention data parallelism its cache split assumes."""
+    from app.labkit.drills import check_drill
+    from app.routers.rl import VIEW, T
+
+    g = client.get("/api/placement", params=facts()["glm47"]["params"]).json()
+    assert g["placement"] == "colocated"
+    expected = max(g["train_memory_bytes"], g["rollout_memory_bytes"]) \
+        + g["transition_overhead_bytes"]
+    assert g["colocated_bytes"] == expected
+    html = client.get("/episodes/rl-placement").text
+    four = re.sub(r"\s+", " ", html[html.index('id="step-4"'):html.index('id="step-5"')])
+    heading = re.search(r"<h2>(.*?)</h2>", four).group(1)
+    assert "larger" not in heading and "switch" not in heading
+    form = re.search(r'<form class="predict-form"[^>]*>', four).group(0)
+    answer = f"{expected / 1e9:.1f} GB"
+    assert f'data-answer="{answer}"' in form and "data-right" not in form
+    prompt = four[four.index("Predict."):four.index("</p>", four.index("Predict."))]
+    assert f"{g['train_memory_bytes'] / 1e9:.1f} GB" in prompt
+    assert f"{g['rollout_memory_bytes'] / 1e9:.1f} GB" in prompt
+    assert answer not in re.sub(r"<[^>]+>", " ", four[:four.index('<details class="why"')])
+    assert "offloading the other" not in four
+
+    drill = next(d for d in VIEW.drills if d.id == "placement-colocated-r1")
+    right = drill.answer()
+    serve, train, switch = T["rollout"] / 1e9, T["train"] / 1e9, T["overhead"] / 1e9
+    assert right == pytest.approx(serve + switch)
+
+    def status(given: float) -> str:
+        return check_drill(drill, f"{given:.1f}", attempt=1, hide_answers=True)["status"]
+
+    assert status(right) == "right"
+    for wrong in (serve, train + switch, serve + train + switch, right - 0.5, right + 0.5):
+        assert status(wrong) != "right", wrong
+    question = re.sub(r"\s+", " ", drill.question)
+    assert "attention data parallelism" in question and "FP8" in question
+    assert "plain TP" in drill.explanation
+
+
+def test_round_4_item_5_step_7_names_where_its_expert_groups_come_from(client):
+    """Round-4 cold reading, item 5: 'and as many expert groups' now says a stage's GPUs over
+    EP, the check table's rule: 96 / PP 4 = 24 GPUs a stage, / EP 16 = 1.5."""
+    g = client.get("/api/placement", params=facts()["glm47_96"]["params"]).json()
+    html = client.get("/episodes/rl-placement").text
+    seven = re.sub(r"\s+", " ", html[html.index('id="step-7"'):html.index('id="step-8"')])
+    stage = g["train_gpus"] // g["pp"]
+    assert f"each stage's {stage} GPUs ÷ EP {g['ep']} = {stage / g['ep']:.1f} expert groups" \
+        in seven
