@@ -32,17 +32,9 @@ stopped):
   heavy answer at nice HEAVY_NICE and a light one at its own (app/render_child.py: a thread
   per lane), so the OS gives the serving process and light work the CPU first when the
   machine is full, and a general child drawing a light answer is not slowed for it;
-- bounded and fair: a client (its address, as uvicorn reports it: behind a proxy, the
-  forwarded one) may have CLIENT_QUEUE answers queued or drawn per lane, and its k-th waits
-  behind every other client's first k: each answer takes the client's next round of the
-  lane, never before the round being drawn (start-time fair queuing, Goyal, Vin & Cheng,
-  SIGCOMM 1996, with one unit per answer), so a class behind one address (one NAT, the
-  benchmark's loopback) is served in the order it asked and no answer waits for ever
-  behind later, cheaper ones (issue 31: counting only what a client held let answers asked
-  later jump ahead until the 10 s deadline). A lane holds LANE_QUEUE waiting answers per
-  child that may take them. Past either, :class:`Busy`: a 429 with Retry-After from the
-  lane's measured render time (a flood gets 429s or its answers, never a hang; 503 is kept
-  for a render that broke its deadline);
+- bounded and fair: a client may have only so many answers queued or drawn per lane, its
+  k-th waiting behind every other client's first k, and a lane only so many per child
+  (app/render_queue.py: past either, a 429 with Retry-After);
 - a deadline (RENDER_TIMEOUT) on every render, and on every wait for one: past it the request
   gets a 503 saying so, and a child that held it is killed and replaced (its siblings serve
   on). A child that dies costs its request nothing: it is drawn in a thread instead.
@@ -52,10 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
-import itertools
 import logging
-import math
 import multiprocessing
 import os
 import pickle
@@ -69,7 +58,7 @@ from multiprocessing.connection import Connection
 
 from app import render_child
 from app.lanes import HEAVY, LIGHT, Cost
-from app.settings import SETTINGS
+from app.render_queue import Busy, FairLanes, Job
 
 log = logging.getLogger("uvicorn.error")
 
@@ -82,15 +71,6 @@ START_TIMEOUT = 120.0  # s: children import the app (a few s; more on a loaded m
 # the app uvicorn serves (app/__main__.py), and the templates compiled before any request.
 APP = "app.main:app"
 WARM_UP = "app.templating:compile_templates"
-# One client's answers queued or being drawn, per lane: a browser opens 6 connections to a
-# site; a page of embeds, or a class behind one address, may ask more at once.
-CLIENT_QUEUE = {LIGHT: 32, HEAVY: 2}
-# Answers waiting in a lane, per child that takes it. Light answers take 1-25 ms: 128 of them
-# are at most a few hundred ms of a child's work, so a class's burst of misses (or a few
-# seconds of a CPU taken by something else) is drawn late rather than refused; 32 refused
-# answers a class would have had within 0.2-0.6 s (issue 31: 29 429s in 90 s for 1,000
-# students on a machine shared with other jobs). The deadline bounds the wait either way.
-LANE_QUEUE = {LIGHT: 128, HEAVY: 2}
 HEAVY_NICE = 10  # a heavy answer's thread's niceness in its child: light work gets the CPU first
 # A child's full garbage collections (app/render_child.py turns off the automatic ones): after
 # COLLECT_IDLE renders, when no answer is waiting for it; after COLLECT_BUSY, before its next.
@@ -99,28 +79,6 @@ COLLECT_IDLE, COLLECT_BUSY = 200, 2000
 
 def portable_scope(scope: dict) -> dict:
     return {k: scope[k] for k in SCOPE_KEYS if k in scope}
-
-
-class Busy(Exception):
-    """The pool will not draw this answer now: 429 (the client has enough queued, the lane is
-    full, or the answer waited past the deadline to start) or 503 (its render passed the
-    deadline, and its child is being replaced). ``retry_after`` in whole seconds."""
-
-    def __init__(self, status: int, retry_after: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.retry_after, self.message = status, retry_after, message
-
-
-@dataclass(eq=False)
-class Job:
-    scope: dict
-    cost: Cost
-    client: str | None
-    future: asyncio.Future
-    round: int = 0  # the client's round of the lane it waits in (RenderPool._enqueue)
-    timer: asyncio.TimerHandle | None = None
-    started: float | None = None
-    gone: bool = False  # its request stopped waiting
 
 
 @dataclass(eq=False)
@@ -148,30 +106,18 @@ class Slot:
         return next(iter(processes), None)
 
 
-@dataclass(eq=False)
-class _Lane:
-    waiting: list = field(default_factory=list)  # heap of (round, ms, order, job)
-    seconds: float = 0.0  # measured render time (moving average), for Retry-After
-    round: int = 0  # the round of the answer drawn last
-
-
-class RenderPool:
-    """Render processes (slots), with lanes, bounds, deadlines, readiness and the fallback the
-    app needs. Used from the event loop thread only."""
+class RenderPool(FairLanes):
+    """Render processes (slots) drawing from the lanes (FairLanes), with deadlines, readiness
+    and the fallback the app needs. Used from the event loop thread only."""
 
     def __init__(self, app: str = APP, warm_up: str = WARM_UP) -> None:
+        super().__init__()
         self.app, self.warm_up = app, warm_up
         self.slots: list[Slot] = []
         self.processes = 0
-        self.timeout = float(SETTINGS.render_timeout)
         self.rendered = 0  # answers the children rendered (tests and benchmarks read it)
         self.collections = 0  # full garbage collections the children ran between answers
         self.replaced = 0  # children killed past their deadline or found dead
-        self.refused = {429: 0, 503: 0}
-        self.lanes = {LIGHT: _Lane(), HEAVY: _Lane()}
-        self.held: dict[tuple[str | None, str], int] = {}  # answers queued or drawn
-        self.rounds: dict[tuple[str | None, str], int] = {}  # the last round each took
-        self.order = itertools.count()
         self.tasks: set[asyncio.Task] = set()  # slots starting (tasks are weakly held)
 
     @property
@@ -299,45 +245,7 @@ class RenderPool:
             self._dispatch()
             return await job.future
         finally:
-            job.gone = True
-            self.held[client, lane] -= 1
-            if not self.held[client, lane]:  # its rounds are all drawn: bounded by the held
-                del self.held[client, lane]
-                self.rounds.pop((client, lane), None)
-
-    def _enqueue(self, job: Job) -> None:
-        """A client's k-th answer waits behind every other client's first k (one client's
-        burst cannot push a classmate back): it takes the client's next round, and never one
-        before the lane's (so an answer asked later never takes an earlier round). In a
-        round, the cheapest first in the light lane (a 5 ms answer does not wait behind a
-        40 ms one), then in the order they came."""
-        lane = job.cost.lane
-        key = (job.client, lane)
-        job.round = max(self.rounds.get(key, 0), self.lanes[lane].round) + 1
-        self.rounds[key] = job.round
-        heapq.heappush(self.lanes[lane].waiting, (
-            job.round, job.cost.ms if lane == LIGHT else 0.0, next(self.order), job))
-        job.timer = asyncio.get_running_loop().call_later(self.timeout, self._waited_too_long,
-                                                          job)
-        self.held[key] = self.held.get(key, 0) + 1
-
-    def _admit(self, client: str | None, lane: str, takers: int, cost: Cost) -> None:
-        held = self.held.get((client, lane), 0)
-        if held >= CLIENT_QUEUE[lane]:
-            self.refused[429] += 1
-            raise Busy(429, self._retry_after(lane, held, 1),
-                       f"You have {held} answers like this one being drawn already (at most "
-                       f"{CLIENT_QUEUE[lane]}); wait for them, then ask again.")
-        waiting = len(self.lanes[lane].waiting)
-        if waiting >= LANE_QUEUE[lane] * takers:
-            self.refused[429] += 1
-            retry = self._retry_after(lane, waiting + takers, takers)
-            raise Busy(429, retry, f"The lab is busy drawing {waiting + takers} large answers "
-                                   f"like this one ({cost.what}); try again in {retry} s.")
-
-    def _retry_after(self, lane: str, jobs: int, takers: int) -> int:
-        seconds = self.lanes[lane].seconds or (1.0 if lane == HEAVY else 0.05)
-        return max(1, min(math.ceil(jobs * seconds / takers), math.ceil(self.timeout)))
+            self._release(job)
 
     def _dispatch(self) -> None:
         """Give each free child the next answer it may draw: light ones first (the light-only
@@ -376,16 +284,6 @@ class RenderPool:
             return
         self.collections += 1
         self._dispatch()
-
-    def _next(self, lane: str) -> Job | None:
-        waiting = self.lanes[lane].waiting
-        while waiting:
-            *_, job = heapq.heappop(waiting)
-            if not job.gone and not job.future.done():
-                job.timer.cancel()
-                self.lanes[lane].round = max(self.lanes[lane].round, job.round)
-                return job
-        return None
 
     def _run(self, slot: Slot, job: Job) -> None:
         loop = asyncio.get_running_loop()
@@ -434,34 +332,11 @@ class RenderPool:
         ok, value = reply
         if ok:
             self.rendered += 1
-            lane = self.lanes[job.cost.lane]
-            took = time.monotonic() - job.started
-            lane.seconds = took if not lane.seconds else 0.8 * lane.seconds + 0.2 * took
+            self._measured(job.cost.lane, time.monotonic() - job.started)
             self._settle(job, value)
         else:
             self._settle(job, error=value)
         self._dispatch()
-
-    @staticmethod
-    def _settle(job: Job, answer=None, error: BaseException | None = None) -> None:
-        if job.timer is not None:
-            job.timer.cancel()
-        if job.future.done():
-            return
-        if error is not None:
-            job.future.set_exception(error)
-        else:
-            job.future.set_result(answer)
-
-    def _waited_too_long(self, job: Job) -> None:
-        """A deadline on the wait, too: no request hangs in a queue (its answer would be
-        late anyway)."""
-        if job.started is None:
-            self.refused[429] += 1
-            self._settle(job, error=Busy(
-                429, self._retry_after(job.cost.lane, 1, 1),
-                f"The lab was too busy to start drawing {job.cost.what} within "
-                f"{self.timeout:g} s; try again in a moment."))
 
     def _overdue(self, slot: Slot, generation: int, job: Job) -> None:
         """Past the deadline: the request gets a 503 and the child is replaced."""

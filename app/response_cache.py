@@ -50,7 +50,8 @@ from markupsafe import escape  # what Jinja escapes with: one escaping for every
 
 from app.assets import ASSETS, get_asset
 from app.lanes import estimate
-from app.render_pool import Busy, RenderPool
+from app.render_pool import RenderPool
+from app.render_queue import Busy
 from app.security import route_path
 
 # Issue 31: a class of 1,000 asks for about 18,000 distinct answers in 90 s (slider stops

@@ -332,7 +332,7 @@ def busy_pool(**held):
 
 def test_one_client_may_have_only_so_much_queued():
     from app.lanes import Cost
-    from app.render_pool import CLIENT_QUEUE, Busy
+    from app.render_queue import CLIENT_QUEUE, Busy
 
     pool = busy_pool()
     heavy = Cost(500.0, "a plan search")
@@ -346,7 +346,7 @@ def test_one_client_may_have_only_so_much_queued():
 
 def test_a_full_lane_says_when_to_come_back():
     from app.lanes import Cost
-    from app.render_pool import LANE_QUEUE, Busy
+    from app.render_queue import LANE_QUEUE, Busy
 
     pool = busy_pool()
     heavy = Cost(500.0, "a plan search")
@@ -361,7 +361,7 @@ def test_a_full_lane_says_when_to_come_back():
 
 @pytest.mark.parametrize("path", ["/api/memory", "/episodes/memory"])
 def test_a_refusal_is_an_answer_with_retry_after(path):
-    from app.render_pool import Busy
+    from app.render_queue import Busy
 
     class Refusing:
         async def render(self, scope, cost):
@@ -428,7 +428,8 @@ def test_every_lab_form_as_sent_is_a_light_answer(client):
 
 def test_a_clients_burst_waits_behind_its_classmates():
     from app.lanes import Cost
-    from app.render_pool import Job, RenderPool
+    from app.render_pool import RenderPool
+    from app.render_queue import Job
 
     async def order() -> list[str]:
         pool, loop = RenderPool(), asyncio.get_running_loop()
@@ -458,7 +459,8 @@ def test_a_class_behind_one_address_is_served_in_the_order_it_asked():
     asked while many were held must not fall behind answers asked later, once those drain
     (ordering by what the client held let later ones jump ahead, to the 10 s deadline)."""
     from app.lanes import Cost
-    from app.render_pool import Job, RenderPool
+    from app.render_pool import RenderPool
+    from app.render_queue import Job
 
     async def order() -> list[str]:
         pool, loop = RenderPool(), asyncio.get_running_loop()
@@ -486,7 +488,7 @@ def test_an_answer_no_child_started_in_time_gets_a_429():
     import asyncio
 
     from app.lanes import Cost
-    from app.render_pool import Busy, Job
+    from app.render_queue import Busy, Job
 
     async def wait_for_a_child():
         pool = busy_pool()
