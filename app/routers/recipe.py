@@ -348,9 +348,26 @@ def facts() -> dict:
         **{name: state(**{**MIXTRAL, **change}) for name, change in OVERLAPS.items()},
         # One layer, op by op.
         **{name: state(**{**LAYER, **change}) for name, change in LAYERS.items()},
+        "lv_consts": layer_consts(),
         **(td := two_d_facts(lesson_state(RecipeQuery, run, to_api))),
         **two_d_aside(state, td),
     }
+
+
+def layer_consts() -> dict:
+    """What step 13's predict and why name, for LAYER's cluster and recipe: one NIC's
+    achieved bus bandwidth, the GPUs of each FSDP group on a node (each with its own NIC),
+    the bytes a gathered and a reduce-scattered parameter carries, NCCL's channels and SMs."""
+    from labs.core.catalogue import RECIPES
+    from labs.hardware.gpus import get_gpu
+    from labs.hardware.links import get_link
+    from labs.hardware.nccl import RING_CTAS
+
+    recipe = RECIPES[RecipeQuery.model_fields["recipe"].default]
+    return {"nic_busbw": get_link(LAYER["inter_link"]).ring_busbw,
+            "per_node": LAYER["gpus_per_node"] // LAYER["tp"], "dp": LAYER["dp"],
+            "weight_bytes": recipe.gathered_bytes, "grad_bytes": recipe.gradients,
+            "channels": RING_CTAS, "sms": get_gpu(LAYER["gpu"]).kernels.sm_count}
 
 
 def two_d_aside(state, td: dict) -> dict:

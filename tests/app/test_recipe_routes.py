@@ -740,3 +740,33 @@ def test_step_14_derives_fsdps_rate_its_exposed_time_and_names_the_gradient_dtyp
     assert "--grad-reduce-in-bf16" in step and f"{m3['memory_per_gpu_bytes'] / 1e9:.1f} GB" in step
     assert "(at most 256 nodes)" in step
     assert "until the batch runs out" not in step and "no 2-D plan passes" not in step
+
+
+def test_step_13_predict_states_the_gather_inputs_and_the_why_derives_its_figures(client):
+    """EP08 step 13 (cold reading round 4, items 1, 2 and 5): the predict states the gather's
+    bytes a GPU and the rate that decide 'hidden, SMs only' against 'what outlasts the
+    forward'; the engine's gather is those bytes at that rate plus latency, and the forward's
+    and backward's charges are 16/132 of one and two gathers."""
+    from app.routers.recipe import LAYER, layer_consts
+
+    k = layer_consts()
+    layer = client.get("/api/recipe", params=LAYER).json()["layer"]
+    sent = layer["params"] * k["weight_bytes"] * (k["dp"] - 1) / k["dp"]
+    rate = k["per_node"] * k["nic_busbw"]
+    gather = layer["first_gather_s"]
+    assert sent / rate < gather < 1.05 * sent / rate  # latency adds a little, not more
+    share = k["channels"] / k["sms"]
+    fwd = layer["by_pass"]["forward"]
+    assert gather < fwd["compute_s"]  # so the right choice is "sm", not "excess"
+    assert fwd["exposed_s"]["dp"] == pytest.approx(share * gather, rel=1e-3)
+    assert layer["by_pass"]["backward"]["exposed_s"]["dp"] == pytest.approx(
+        share * 2 * gather, rel=1e-3)
+    html = client.get("/episodes/recipe-3d").text
+    step = re.sub(r"<[^>]+>", " ", html.split('id="step-13"')[1].split('id="step-14"')[0])
+    step = re.sub(r"\s+", " ", step)
+    predict = step.split("Commit my guess")[0]
+    assert (f"moves {sent / 1e6:.0f} MB a GPU" in predict
+            and f"{k['per_node']} × {k['nic_busbw'] / 1e9:.0f} GB/s = {rate / 1e9:.0f} GB/s"
+            in predict)
+    assert f"{fwd['exposed_s']['dp'] * 1e3:.2f} ms" not in predict
+    assert f"÷ {rate / 1e9:.0f} GB/s = {sent / rate * 1e3:.2f} ms" in step
