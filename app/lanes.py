@@ -124,6 +124,20 @@ def _two_d(c: _Controls) -> Cost:
     return Cost(TWO_D_MS, "EP08's 2-D against 3-D sweep")
 
 
+def _recipe_api(c: _Controls) -> Cost:
+    """/api/recipe answers step 14's ``two_d`` too: the recipe and its sweep (a dense model's;
+    the sweep is left out for a mixture of experts)."""
+    recipe = _recipe(c)
+    from app.options import chosen_model
+
+    params = c.given.get("params")
+    model = chosen_model(c.given.get("model"), float(params) if params else None,
+                         c._default("model"))
+    if model.is_moe:
+        return recipe
+    return Cost(recipe.ms + TWO_D_MS, "a 3D recipe and its 2-D against 3-D sweep")
+
+
 def _playground(c: _Controls) -> Cost:
     actions = _pipeline_actions(c, "pp", "microbatches")
     return Cost(PLAYGROUND_MS + ACTION_MS * actions, "the playground")
@@ -169,7 +183,8 @@ def _plan(c: _Controls) -> Cost:
                 f"a plan search over {shapes:,} layouts")
 
 
-ESTIMATORS = {"pipeline": _pipeline, "recipe": _recipe, "twod": _two_d, "playground": _playground,
+ESTIMATORS = {"pipeline": _pipeline, "recipe": _recipe, "recipe-api": _recipe_api,
+              "twod": _two_d, "playground": _playground,
               "compare": _compare, "cheatsheet": _cheatsheet, "plan": _plan,
               "validation": _validation}
 _ROUTES: dict[str, tuple[str, object]] = {}
@@ -187,11 +202,13 @@ def _route(path: str) -> tuple[str, object] | None:
             for route in (view.episode.path, f"/api/{name}", f"/embed/{name}"):
                 _ROUTES[route] = (name, view.query_model)
         recipe = VIEWS["recipe"]
+        _ROUTES["/api/recipe"] = ("recipe-api", recipe.query_model)
         _ROUTES[recipe.lazy_path(recipe.diagram("twod"))] = ("twod", recipe.query_model)
+        _ROUTES["/embed/recipe/twod"] = ("twod", recipe.query_model)
         _ROUTES.update({p: ("plan", plan.PlanQuery) for p in plan.PURE_ROUTES})
         _ROUTES.update({p: ("cheatsheet", None) for p in cheatsheet.PURE_ROUTES})
         _ROUTES.update({p: ("compare", None) for p in compare.PURE_ROUTES})
         _ROUTES.update({p: ("validation", None) for p in validation.PURE_ROUTES})
-    if path.startswith("/embed/"):
+    if path.startswith("/embed/") and path not in _ROUTES:
         path = "/".join(path.split("/")[:3])  # /embed/<lab>/<diagram>: the lab's cost
     return _ROUTES.get(path)
