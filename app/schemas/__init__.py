@@ -2,6 +2,20 @@
 tests validate every answer against them. The answers themselves are built by each router's
 ``to_api`` (plain dicts); these models describe, they are not on the hot path."""
 
+from app.schemas.context_parallel import (  # noqa: F401
+    CPAnswer,
+    CPRank,
+)
+from app.schemas.data_parallel import (  # noqa: F401
+    DataParallelAnswer,
+    DataParallelPoint,
+    DataParallelReplica,
+)
+from app.schemas.experts import (  # noqa: F401
+    MoEAnswer,
+    MoEGroupAnswer,
+    MoERankMapAnswer,
+)
 from app.schemas.failures import (  # noqa: E402, F401
     FailuresAnswer,
     FailuresCheckpoint,
@@ -16,28 +30,6 @@ from app.schemas.memory_pipeline import (  # noqa: F401
     StageMemoryAnswer,
 )
 from app.schemas.models import ParsedModel  # noqa: E402, F401
-from app.schemas.parallelism import (  # noqa: F401
-    CPAnswer,
-    CPRank,
-    DataParallelAnswer,
-    DataParallelPoint,
-    DataParallelReplica,
-    DeepSpeedColumn,
-    MoEAnswer,
-    MoEGroupAnswer,
-    MoERankMapAnswer,
-    TensorParallelAnswer,
-    TPCollective,
-    TPCostRow,
-    TPShapes,
-    TPSweepRow,
-    ZeroAnswer,
-    ZeroOffload,
-    ZeroRecompute,
-    ZeroStageBar,
-    ZeroTraffic,
-    ZeroTransfer,
-)
 from app.schemas.plans import (  # noqa: F401
     PlacementAnswer,
     PlacementCheck,
@@ -67,9 +59,25 @@ from app.schemas.runs import (  # noqa: E402, F401
     RunParseRequest,
     RunResidual,
 )
+from app.schemas.tensor_parallel import (  # noqa: F401
+    TensorParallelAnswer,
+    TPCollective,
+    TPCostRow,
+    TPShapes,
+    TPSweepRow,
+)
 from app.schemas.validation import (  # noqa: E402, F401
     ValidationAnswer,
     ValidationLayout,
     ValidationRun,
     ValidationSummary,
+)
+from app.schemas.zero import (  # noqa: F401
+    DeepSpeedColumn,
+    ZeroAnswer,
+    ZeroOffload,
+    ZeroRecompute,
+    ZeroStageBar,
+    ZeroTraffic,
+    ZeroTransfer,
 )
