@@ -357,3 +357,33 @@ def test_ep12_cold_reading_items_1_2_and_10(client):
     drill = next(d for d in VIEWS["playground"].drills if d.id == "playground-predict-bubble")
     assert drill.answer() == pytest.approx(100 / 9)
     assert "DP is 4" in drill.question and "32 sequences" in drill.question
+
+
+def test_round_4_cold_reading_ep12_step_5(client):
+    """Round-4 cold reading of EP12. Item 1: step 5 asked 'above or below 50%', which the
+    chart's per-link curves settled before the guess; it asks the number (32.6%), which no
+    curve prints. Item 2: '4 collectives take 1.32 ms' was the exposed time: the why gives
+    4 x 0.545 = 2.18 ms, of which the forward's 1.09 and the backward's 0.23 are exposed.
+    Item 4: it says why the flat-ring Ethernet curve (10.7%) is 3x below the plan's figure."""
+    from app.routers.playground import facts
+
+    f = facts()
+    n = f["seed"]["api"]["panels"]["tp"]["answer"]
+    e = client.get("/api/playground", params=f["tp_eth"]["params"]).json()["panels"]["tp"][
+        "answer"]
+    assert e["algorithm"] == "hierarchical"
+    page = client.get("/episodes/playground").text
+    five = page.split('id="step-5"')[1].split("</section>")[0]
+    form = re.search(r'<form class="predict-form"[^>]*>', five).group(0)
+    assert f'data-answer="{100 * e["efficiency"]:.1f}%"' in form and "data-right" not in form
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", re.sub(
+        r'<span class="term-tip".*?</span>', "", five)))
+    assert n["forward_comm_s"] + n["backward_comm_s"] == pytest.approx(n["comm_s"])
+    assert n["collectives_per_layer"] * n["collective_s"] > n["comm_s"]
+    assert (f"{n['collectives_per_layer']} × {1e3 * n['collective_s']:.3f} = "
+            f"{1e3 * n['collectives_per_layer'] * n['collective_s']:.2f} ms") in text
+    assert f"Exposed: {1e3 * n['comm_s']:.2f} ms" in text
+    flat = next(p for p in e["links"]["eth-100g"] if p["tp"] == 8)["efficiency"]
+    assert flat < e["efficiency"] / 2
+    assert f"Ethernet curve reads {100 * flat:.1f}% at TP8" in text
+    assert "above 50%" not in text
