@@ -657,6 +657,9 @@ def test_step_14s_sweep_is_drawn_on_its_own_request_not_with_the_page(client, mo
     def refused(*args):
         raise AssertionError("the sweep ran for an answer that does not draw it")
 
+    # The lesson's own facts (step 14's quoted plans, at fixed states) are swept once per
+    # process, before any state: drawn first, so that only a state's answer is refused below.
+    assert client.get("/episodes/recipe-3d").status_code == 200
     monkeypatch.setattr(recipe, "compare_cached", refused)
     for headers in ({}, {"HX-Request": "true", "HX-Target": "bench"},
                     {"HX-Request": "true", "HX-Target": "recipe-audits"}):
