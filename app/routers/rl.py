@@ -183,11 +183,20 @@ def serving_terms(result: RLPlacementResult) -> dict:
             "kv_bytes_per_token": kv_bytes_per_token(inp.model, inp.kv_dtype)}
 
 
+def stand_in_label(recipe) -> str:
+    """The Recipe control's label: a preset whose model shape is guessed says so in the list
+    a student picks from (round-4 cold reading of EP09, item 7): "GLM-5.3 (744B, stand-in)"."""
+    name = recipe.name
+    if not recipe.spec.stand_in:
+        return name
+    return f"{name[:-1]}, stand-in)" if name.endswith(")") else f"{name} (stand-in)"
+
+
 def extra_context(state) -> dict:
     return {
         "facts": facts(),
         "serving": serving_terms(facts()["glm9"]["result"]),
-        "preset_options": [(k, r.name) for k, r in recipes().items()],
+        "preset_options": [(k, stand_in_label(r)) for k, r in recipes().items()],
         "gpu_options": gpu_options(),
         "placements": PLACEMENT_LABELS,
         "roles": ROLES,

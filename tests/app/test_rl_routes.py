@@ -240,3 +240,15 @@ def test_round_4_item_5_step_7_names_where_its_expert_groups_come_from(client):
     stage = g["train_gpus"] // g["pp"]
     assert f"each stage's {stage} GPUs ÷ EP {g['ep']} = {stage / g['ep']:.1f} expert groups" \
         in seven
+
+
+def test_round_4_item_7_the_recipe_list_marks_the_stand_ins(client):
+    """Round-4 cold reading of EP09, item 7: the Recipe control listed GLM-5.3 and
+    Qwen3.8-27B as if published; every stand-in preset's option now says so, no other does."""
+    presets = client.get("/api/presets/recipes").json()
+    html = client.get("/episodes/rl-placement").text
+    select = re.search(r'<select[^>]*name="preset".*?</select>', html, re.S).group(0)
+    assert any(p["stand_in"] for p in presets)
+    for p in presets:
+        option = re.search(rf'<option value="{re.escape(p["id"])}"[^>]*>([^<]*)<', select)
+        assert ("stand-in" in option.group(1)) == p["stand_in"], option.group(1)
