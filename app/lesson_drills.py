@@ -817,11 +817,12 @@ LESSON_DRILLS: dict[str, tuple[Drill | Decide, ...]] = {
             "The worked plan trains 32 sequences a step: DP 2 replicas × 16 micro-batches of "
             "one sequence, each replica a TP8 × PP2 pipeline. Double the cluster to 8 nodes "
             "at the same TP8 × PP2, so DP is 4, and keep the 32 sequences a step. Predict the "
-            "pipeline's bubble, in %.",
+            "pipeline's bubble as a share of the step (idle time over the whole step), in %.",
             "playground", {"nodes": 8, "dp": 4, "microbatches": 8},
             "panels.pipeline.answer.bubble_fraction", unit="%", scale=100,
             hint="How many micro-batches does each replica get now? Then EP05's bubble, "
-                 "(p − 1)/(m + p − 1).",
+                 "a share of the step, (p − 1)/(m + p − 1); not the papers' idle over busy, "
+                 "(p − 1)/m.",
             explanation="{answer}%: 32 sequences ÷ 4 replicas = 8 micro-batches each, so "
                         "(2 − 1)/(8 + 2 − 1) = 1/9. More replicas at the same global batch "
                         "leave each pipeline fewer micro-batches to fill its bubble (step 3's "

@@ -387,3 +387,18 @@ def test_round_4_cold_reading_ep12_step_5(client):
     assert flat < e["efficiency"] / 2
     assert f"Ethernet curve reads {100 * flat:.1f}% at TP8" in text
     assert "above 50%" not in text
+
+
+def test_round_4_item_7_the_bubble_drill_names_its_measure():
+    """Round-4 cold reading of EP12, item 7: the glossary's (p − 1)/m = 12.5% (idle over
+    busy, with the right 8 micro-batches) met the hint 'how many micro-batches', which sent a
+    student who had them right the wrong way. The question says the bubble is a share of the
+    step, and the hint names the papers' form as the other measure; 12.5 stays wrong."""
+    from app.labkit import VIEWS
+    from app.labkit.drills import check_drill
+
+    drill = next(d for d in VIEWS["playground"].drills if d.id == "playground-predict-bubble")
+    assert "share of the step" in drill.question
+    assert "(p − 1)/m" in drill.hint
+    assert check_drill(drill, "12.5", attempt=1, hide_answers=True)["status"] != "right"
+    assert check_drill(drill, f"{100 / 9:.1f}", attempt=1, hide_answers=True)["status"] == "right"
