@@ -169,6 +169,7 @@ def _crossover(result: TPResult) -> dict:
     return {"per_gpu": c.per_gpu, "tokens": c.tokens, "compute_s": c.compute_s,
             "comm_s": c.comm_s, "comm_bytes": round(c.comm_bytes), "flops": c.flops,
             "rate": round(c.rate), "busbw": round(c.busbw), "k": round(c.k, 4),
+            "k_scores": round(c.k_scores, 4), "seq_len": result.input.seq_len,
             "beta": round(c.beta, 6), "crossover": round(c.crossover, 1),
             "crossover_degree": round(crossover_degree(c), 2) if c.crossover else None,
             "ratio": c.ratio,

@@ -60,6 +60,9 @@ class TPCrossover(BaseModel):
     busbw: int = Field(description="comm_bytes / comm_s, bytes/s (0 at t = 1).")
     k: float = Field(description="FLOPs per token per layer on one GPU x t / (6 h^2): the "
                      "layer's weights over h^2, its attention scores counted in.")
+    k_scores: float = Field(description="Of k, the attention scores' share: every (query, "
+                            "key) pair of the sequence, as Megatron's FLOP count has it.")
+    seq_len: int = Field(description="s, the tokens of a sequence: k_scores = 2 s / h.")
     beta: float = Field(description="Bytes sent per token per unit of h: 16(t-1)/t for 4 "
                         "all-reduces, 20(t-1)/t with sequence parallelism.")
     crossover: float = Field(description="(h/t)* = beta x rate / (6 k busbw): the hidden size "

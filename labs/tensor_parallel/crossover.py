@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass
 
 from labs.tensor_parallel.inputs import TPResult
-from labs.tensor_parallel.lab import layer_flops
+from labs.tensor_parallel.lab import layer_flops, layer_weights
 
 SWEEP_STEPS = 48  # points along the compute line (log-spaced)
 
@@ -48,6 +48,7 @@ class TPCrossover:
     rate: float  # flops / compute_s
     busbw: float  # comm_bytes / comm_s
     k: float  # FLOPs per token per layer on one GPU x t / (6·h²)
+    k_scores: float  # of k, the attention scores': every (query, key) pair, as Megatron counts
     beta: float  # bytes sent per token per unit of h
     crossover: float  # (h/t)*, 0 at t = 1
     # (h/t, compute s) at this state's rate (the communication, β·h·s·b ÷ busBW, does not
@@ -67,6 +68,8 @@ def tp_crossover(result: TPResult) -> TPCrossover:
     flops = layer_flops(m, inp.seq_len, inp.micro_batch, t)
     rate = flops / cost.compute_s
     k = flops * t / (6 * tokens * m.hidden ** 2)
+    # The scores' share: layer_flops less its weights' 6 FLOPs a weight a token.
+    k_scores = k - 6 * tokens * layer_weights(m, t) * t / (6 * tokens * m.hidden ** 2)
     busbw = cost.comm_bytes / cost.comm_total_s if cost.comm_total_s else 0.0
     beta = cost.comm_bytes / (tokens * m.hidden)
     cross = beta * rate / (6 * k * busbw) if busbw else 0.0
@@ -81,7 +84,7 @@ def tp_crossover(result: TPResult) -> TPCrossover:
     return TPCrossover(
         tp=t, hidden=m.hidden, per_gpu=per_gpu, tokens=tokens, compute_s=cost.compute_s,
         comm_s=cost.comm_total_s, comm_bytes=cost.comm_bytes, flops=flops, rate=rate,
-        busbw=busbw, k=k, beta=beta, crossover=cross, sweep=sweep,
+        busbw=busbw, k=k, k_scores=k_scores, beta=beta, crossover=cross, sweep=sweep,
         points=points)
 
 

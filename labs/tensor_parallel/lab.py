@@ -103,6 +103,14 @@ def kv_params(model: ModelSpec) -> float:
     return 2 * width * (model.hidden + (1 if model.qkv_bias or model.linear_bias else 0))
 
 
+def layer_weights(model: ModelSpec, tp: int = 1) -> float:
+    """The weights of one layer one GPU of the group holds at TP = t: every matrix divided
+    by t, except K and V once t exceeds the KV heads (each GPU then holds a replica)."""
+    kv = kv_params(model)
+    kv_share = math.ceil(model.kv_heads / tp) / model.kv_heads
+    return (layer_params(model) - kv) / tp + kv * kv_share
+
+
 def layer_flops(model: ModelSpec, seq_len: int, micro_batch: int, tp: int = 1) -> float:
     """Model FLOPs one GPU runs for one layer, forward and backward, at TP = t.
 
@@ -110,9 +118,7 @@ def layer_flops(model: ModelSpec, seq_len: int, micro_batch: int, tp: int = 1) -
     attention scores of its heads (6·a·s·2d per token, labs.model.flops). Every matrix divides by
     t except K and V once t exceeds the KV heads (each GPU then computes a replica).
     """
-    kv = kv_params(model)
-    kv_share = math.ceil(model.kv_heads / tp) / model.kv_heads
-    weights = (layer_params(model) - kv) / tp + kv * kv_share
+    weights = layer_weights(model, tp)
     tokens = seq_len * micro_batch
     scores = attention_flops_per_token(model, seq_len) / model.layers / tp
     return tokens * (6 * weights + scores)

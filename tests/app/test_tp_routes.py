@@ -362,3 +362,26 @@ def test_crossover_bad_input_names_the_control(client, params, field):
     response = client.get("/api/tp", params=params)
     assert response.status_code == 422
     assert field in response.text
+
+
+def test_step_6_derives_k_and_names_the_ndr_factor_and_the_causal_count(client):
+    """EP04 step 6 (cold reading round 4, items 1 and 3): k split into its weights and its
+    scores at the stated s, the causal count's crossover, NDR's achieved share, all from
+    /api/tp."""
+    import html as html_lib
+    import re as re_lib
+
+    good = client.get("/api/tp", params={"tp": 8}).json()["crossover"]
+    ib = client.get("/api/tp", params={"tp": 8, "gpus_per_node": 1,
+                                       "inter_link": "ib-ndr"}).json()["crossover"]
+    page = client.get("/episodes/tensor-parallel").text
+    step = page.split('id="step-6"')[1].split("</section>")[0]
+    step = html_lib.unescape(re_lib.sub(r"\s+", " ", re_lib.sub(r"<[^>]+>", " ", step)))
+    assert good["k_scores"] == pytest.approx(2 * good["seq_len"] / 16384)
+    assert f"k = {good['k'] - good['k_scores']:.3f} from the weights" in step
+    assert (f"2s/h = {good['k_scores']:g} for the attention scores at s = "
+            f"{good['seq_len']:,}") in step
+    causal = good["k"] - good["k_scores"] / 2
+    assert (f"k = {causal:.3f} and (h/t)* = {ib['crossover'] * good['k'] / causal:,.0f}"
+            in step)
+    assert f"at the {100 * ib['busbw'] / 50e9:.0f}% that NCCL's all-reduce reaches" in step

@@ -101,3 +101,19 @@ def test_one_gpu_has_no_crossover_but_draws_the_labs_other_degrees():
     c = tp_crossover(run(tp=1))
     assert c.comm_s == 0 and c.crossover == 0 and c.ratio is None
     assert [p[0] for p in c.points] == [2, 4, 8]
+
+
+@pytest.mark.parametrize(("name", "seq_len"), [("nvlink", 4096), ("nvlink", 8192),
+                                               ("gpt3-t16", 2048)])
+def test_k_is_the_weights_matrices_by_hand_plus_2s_over_h_for_the_scores(name, seq_len):
+    """EP04 step 6 derives k on the page (cold reading round 4, item 1): Q and O 2h², K and V
+    2·hkv·d·h, the MLP 3·f·h gated (2·f·h not), norms aside; the scores every (query, key)
+    pair, 6·2·s·h FLOPs a token a layer, so 2s/h of k."""
+    query = TPQuery(**{**STATES[name], "seq_len": seq_len})
+    result = run_query(query)
+    c, m = tp_crossover(result), result.input.model
+    h, d = m.hidden, m.head_dim
+    mlp = (3 if m.gated_mlp else 2) * m.ffn / h
+    assert c.k_scores == pytest.approx(2 * seq_len / h, rel=1e-9)
+    assert c.k - c.k_scores == pytest.approx(2 * m.heads * d / h + 2 * m.kv_heads * d / h + mlp,
+                                             abs=2e-3)
