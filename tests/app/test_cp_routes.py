@@ -266,3 +266,15 @@ def test_api_crossover_is_the_step_8_derivation_and_the_page_prints_it(client, p
     quoted = f"{x['crossover']:,.0f}"
     assert re.search(rf"<strong>{quoted} tokens a\s+rank</strong>", page)  # the bench
     assert f"L* = {quoted}" in page  # the chart's label, in the figure's JSON
+
+
+def test_step_8_says_per_layer_and_derives_step_7s_bound_from_its_own(client):
+    """EP06 step 8 (cold reading round 4, items 1, 4, 6): whole-layer FLOPs and bytes, the
+    send bandwidth, and step 7's per-round bound as L* x c/(c − 1), from /api/cp."""
+    params = {"tokens": 64, "cp": 8, "seq_len": 131072, "layout": "zigzag", "link": "ib-ndr"}
+    cross = client.get("/api/cp", params=params).json()["crossover"]["crossover"]
+    page = client.get("/episodes/context-parallel").text
+    step = page.split('id="step-8"')[1].split("</section>")[0]
+    step = html_lib.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", step)))
+    assert "Per layer (all a heads, forward pass)" in step and "Per head" not in step
+    assert f"({cross * 8 / 7:,.0f} against {cross:,.0f} at CP 8)" in step
