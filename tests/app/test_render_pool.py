@@ -21,6 +21,7 @@ from app.labkit import VIEWS
 from app.render_pool import HEAVY_NICE, POOL
 from app.response_cache import CACHE, ResponseCache, ResponseCacheMiddleware
 from tests.conftest import ROOT, free_port
+from tests.run_async import run_async
 
 PLAIN = {"Accept-Encoding": "identity"}  # gzip stamps the time: compare the bytes under it
 VOLATILE = {"date", "server-timing"}
@@ -377,7 +378,7 @@ def test_a_refusal_is_an_answer_with_retry_after(path):
     scope = {"type": "http", "method": "GET", "path": path, "root_path": "",
              "query_string": b"seq_len=5", "scheme": "http", "headers": [(b"host", b"t")],
              "client": ("10.0.0.1", 5)}
-    asyncio.run(middleware(scope, None, send))
+    run_async(middleware(scope, None, send))
     start, body = sent[0], sent[1]["body"]
     headers = dict(start["headers"])
     assert start["status"] == 429 and headers[b"retry-after"] == b"7"
@@ -454,7 +455,7 @@ def test_a_clients_burst_waits_behind_its_classmates():
         assert pool._next("light") is None
         return popped
 
-    assert asyncio.run(order()) == [
+    assert run_async(order()) == [
         "burst-0", "other-memory", "student-playground",  # everyone's first, cheapest first
         "burst-1", "student-memory",  # then everyone's second, in the order they came
         "burst-2", "burst-3"]
@@ -485,7 +486,7 @@ def test_a_class_behind_one_address_is_served_in_the_order_it_asked():
         job(5.0, "later-memory")
         return [pool._next("light").scope["name"] for _ in range(2)]
 
-    assert asyncio.run(order()) == ["playground", "later-memory"]
+    assert run_async(order()) == ["playground", "later-memory"]
 
 
 def test_an_answer_no_child_started_in_time_gets_a_429():
@@ -506,7 +507,7 @@ def test_an_answer_no_child_started_in_time_gets_a_429():
             await asyncio.wait_for(job.future, 5)
         return refused.value, pool.refused
 
-    busy, refused = asyncio.run(wait_for_a_child())
+    busy, refused = run_async(wait_for_a_child())
     assert busy.status == 429 and busy.retry_after >= 1
     assert "too busy to start drawing a plan search" in busy.message
     assert refused == {429: 1, 503: 0}

@@ -15,6 +15,7 @@ from app.response_cache import (
     ResponseCacheMiddleware,
     etag_of,
 )
+from tests.run_async import run_async
 
 FRAGMENT = {"HX-Request": "true", "HX-Target": "memory-ledger"}
 
@@ -185,7 +186,7 @@ def test_simultaneous_misses_render_once():
         return await asyncio.gather(*tasks)
 
     CACHE.clear()
-    answers = asyncio.run(main())
+    answers = run_async(main())
     assert renders == ["/api/memory"]
     assert len({a for a in answers}) == 1 and answers[0][0] == 200
 
