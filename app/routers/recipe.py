@@ -534,7 +534,7 @@ VIEW = LabView(
         "grad_accum_fusion": "Gradient accumulation fusion", "dropout": "Dropout",
         "fp8": "FP8 linear layers", "kernels": "Kernels",
         "fsdp_prefetch": "FSDP backward prefetch",
-        "reshard_after_forward": "Reshard after forward (FSDP)",
+        "reshard_after_forward": "Reshard after forward (ZeRO-3)",
     },
     response_model=RecipeAnswer,
     embed_height=1400,
