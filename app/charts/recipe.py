@@ -146,7 +146,9 @@ def memory_figure(result) -> dict:
     """Each pipeline stage's bytes per GPU (state and activations) against the GPU line."""
     mem = result.memory
     gpu = mem.gpu_memory_bytes
-    ranks = [f"stage {b.rank}" for b in mem.stages]
+    # The stage's number on the axis, titled once: "stage 0" .. "stage 7" overlapped at a
+    # phone's width.
+    ranks = [str(b.rank) for b in mem.stages]
     state_keys = ("weights", "gradients", "master_weights", "optimizer_moments")
     state = [sum(b.breakdown[k] for k in state_keys) for b in mem.stages]
     acts = [b.total_bytes - s for b, s in zip(mem.stages, state, strict=True)]
@@ -155,10 +157,10 @@ def memory_figure(result) -> dict:
     data = [
         {"type": "bar", "name": "State (weights, grads, optimizer)", "x": ranks,
          "y": [round(v / 1e9, 3) for v in state], "marker": {"color": "#4c78a8"},
-         "hovertemplate": "%{x}: state %{y:,.1f} GB<extra></extra>"},
+         "hovertemplate": "stage %{x}: state %{y:,.1f} GB<extra></extra>"},
         {"type": "bar", "name": "Activations in flight", "x": ranks,
          "y": [round(v / 1e9, 3) for v in acts], "marker": {"color": "#e45756"},
-         "hovertemplate": "%{x}: activations %{y:,.1f} GB<extra></extra>"},
+         "hovertemplate": "stage %{x}: activations %{y:,.1f} GB<extra></extra>"},
         gpu_line_legend(gpu / 1e9, gpu_label, ranks),
     ]
     heavy = mem.stages[mem.heaviest_stage]
@@ -167,9 +169,10 @@ def memory_figure(result) -> dict:
     return {
         "data": data,
         "layout": base_layout(barmode="stack", bargap=0.3, yaxis=gb_axis(top * 1.12),
-                              xaxis={"fixedrange": True}, margin={"l": 52, "r": 8, "t": 8,
-                                                                   "b": 40},
-                              legend={"orientation": "h", "y": -0.15, "x": 0,
+                              xaxis={"fixedrange": True, "type": "category",
+                                     "title": {"text": "Pipeline stage", "standoff": 4}},
+                              margin={"l": 52, "r": 8, "t": 8, "b": 40},
+                              legend={"orientation": "h", "y": -0.22, "x": 0,
                                       "yanchor": "top"}, **line),
         "summary": (
             f"Stage {heavy.rank} is the heaviest: {fmt_bytes(heavy.total_bytes)} per GPU "
