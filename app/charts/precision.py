@@ -274,20 +274,24 @@ def speed_figure(result) -> dict:
             "summary": f"Not timed: {s.reason}"}
     parts = [p for p in s.parts if p.bf16_s or p.fp8_s]
     rows = [p.label for p in reversed(parts)]
+    # Seconds once a part passes 10 s (EP10's long QLoRA runs): "200,000 ms" ticks ran off a
+    # phone's axis.
+    longest = max(max(p.bf16_s, p.fp8_s) for p in parts)
+    unit, scale = ("s", 1.0) if longest >= 10 else ("ms", 1e3)
     # The legend carries each step's total, so a change of state shows in it too.
     data = [
         {"type": "bar", "orientation": "h", "name": f"BF16: {fmt_ms(s.bf16_step_s)}",
-         "y": rows, "x": [round(p.bf16_s * 1e3, 4) for p in reversed(parts)],
+         "y": rows, "x": [round(p.bf16_s * scale, 4) for p in reversed(parts)],
          "marker": {"color": BF16_COLOUR},
-         "hovertemplate": "BF16: %{x:.4g} ms<extra>%{y}</extra>"},
+         "hovertemplate": f"BF16: %{{x:.4g}} {unit}<extra>%{{y}}</extra>"},
         {"type": "bar", "orientation": "h",
          "name": f"{name}: {fmt_ms(s.fp8_step_s)}" + ("" if s.reason else f", {s.speedup:.2f}×"),
          "y": rows,
-         "x": [round(p.fp8_s * 1e3, 4) for p in reversed(parts)],
+         "x": [round(p.fp8_s * scale, 4) for p in reversed(parts)],
          "marker": {"color": FP8_COLOUR},
-         "hovertemplate": f"{name}: %{{x:.4g}} ms<extra>%{{y}}</extra>"},
+         "hovertemplate": f"{name}: %{{x:.4g}} {unit}<extra>%{{y}}</extra>"},
     ][:1 if sixteen else 2]
-    top = max(max(p.bf16_s, p.fp8_s) for p in parts) * 1e3 * 1.08
+    top = longest * scale * 1.08
     unchanged = ", ".join(p.label for p in s.unchanged if p.bf16_s) or "none"
     # No ratio where there is nothing to compare (a 16-bit recipe, a GPU without FP8): its
     # 1.00× would read as EP10 step 9's answer before the guess (test_answers_hidden).
@@ -305,7 +309,7 @@ def speed_figure(result) -> dict:
             barmode="group", bargap=0.2, bargroupgap=0, legend=_legend(),
             margin={"l": 8, "r": 16, "t": 8, "b": 24},
             # At most 4 ticks: 8 ("0 ms" .. "14000 ms") tilted into the legend on a phone.
-            xaxis={"ticksuffix": " ms", "range": [0, top], "fixedrange": True, "nticks": 4,
+            xaxis={"ticksuffix": f" {unit}", "range": [0, top], "fixedrange": True, "nticks": 4,
                    "tickformat": ",.0f"},
             yaxis={"fixedrange": True, "automargin": True}),
         "summary": summary if sixteen else (

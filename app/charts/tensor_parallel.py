@@ -105,11 +105,14 @@ def efficiency_figure(result) -> dict:
     # The chosen t's efficiency and speedup, the figures the prose quotes, by its circle
     # (under it, or over it near the axis, where the tick labels are).
     low = cost.step_efficiency < 0.3
+    # Towards the middle of the axis: in the right half the label ends at the circle (at a
+    # phone's width "t = 4: 11%, 0.43×" ran past the edge of an axis that stops at t = 8).
+    right = _x(cost.tp) >= _x(top) / 2
     notes.append(value_label(
         _x(cost.tp), round(100 * cost.step_efficiency, 2),
         f"t = {cost.tp}: {100 * cost.step_efficiency:.0f}%, {cost.step_speedup:.2f}×",
-        xanchor="right" if cost.tp > 4 else "left", yanchor="bottom" if low else "top",
-        xshift=-10 if cost.tp > 4 else 10, yshift=8 if low else -8))
+        xanchor="right" if right else "left", yanchor="bottom" if low else "top",
+        xshift=-10 if right else 10, yshift=8 if low else -8))
     return {
         "data": data,
         "layout": base_layout(

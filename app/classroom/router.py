@@ -162,10 +162,19 @@ def _teach_base(code: str, secret: str) -> str:
     return url(f"/class/{code}/teach/{secret}")
 
 
+# htmx stops polling on this status: the dashboard's poll of a class just ended (its own End,
+# or another tab's) answers it, with a line for the dashboard, rather than a 404 each poll.
+STOP_POLLING = 286
+
+
 async def _board(request: Request, code: str, secret: str, whole: bool) -> Response:
     """The dashboard: the whole page (``whole``: with the join code's QR code) or its live
     fragment, which the page polls."""
     cls = await _instructor(code, secret)
+    if cls is None and not whole and request.headers.get("HX-Request") == "true":
+        return HTMLResponse('<p class="class-status" role="status">No class has this '
+                            "instructor link any more: it has ended.</p>",
+                            status_code=STOP_POLLING, headers={"Cache-Control": "no-store"})
     if cls is None:
         return _not_found()
     board = await run_in_threadpool(aggregates.dashboard, cls)

@@ -129,6 +129,9 @@ def test_expired_classes_are_refused_then_deleted(class_db):
     drill, right, _ = drill_of("decide")
     assert ann.answer(drill, right).status_code == 401
     assert teacher.web.get(teacher.base + "/live").status_code == 404
+    # The dashboard's own poll (htmx) is told to stop, not answered 404 at every poll.
+    poll = teacher.web.get(teacher.base + "/live", headers={"HX-Request": "true"})
+    assert poll.status_code == 286 and "it has ended" in poll.text
     with db.begin() as conn:  # what starting a class does first
         assert sessions.purge_expired(conn) == 1
     assert sessions.class_rows(cid) == {t.name: 0 for t in TABLES}
