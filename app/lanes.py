@@ -92,6 +92,14 @@ class _Controls:
     def text(self, name: str) -> str:
         return self.given.get(name) or str(self._default(name) or "")
 
+    def model_spec(self):
+        """The ModelSpec the model and params controls name (app.options.chosen_model)."""
+        from app.options import chosen_model
+
+        params = self.given.get("params")
+        return chosen_model(self.given.get("model"), float(params) if params else None,
+                            self._default("model"))
+
     def whole(self, name: str) -> int:
         value = self.given.get(name)
         number = float(value) if value is not None else self._default(name)
@@ -128,12 +136,7 @@ def _recipe_api(c: _Controls) -> Cost:
     """/api/recipe answers step 14's ``two_d`` too: the recipe and its sweep (a dense model's;
     the sweep is left out for a mixture of experts)."""
     recipe = _recipe(c)
-    from app.options import chosen_model
-
-    params = c.given.get("params")
-    model = chosen_model(c.given.get("model"), float(params) if params else None,
-                         c._default("model"))
-    if model.is_moe:
+    if c.model_spec().is_moe:
         return recipe
     return Cost(recipe.ms + TWO_D_MS, "a 3D recipe and its 2-D against 3-D sweep")
 
@@ -165,13 +168,10 @@ def _validation(c: _Controls) -> Cost:
 def _plan(c: _Controls) -> Cost:
     """The planner's layouts and schedules: the product ``labs.recipe.planner.shapes`` loops
     over (and bounds by MAX_SHAPE_LOOPS) before it builds a plan."""
-    from app.options import chosen_model
     from labs.parallel.layout import divisors
     from labs.recipe.planner import MAX_PLAN_CP
 
-    params = c.given.get("params")
-    m = chosen_model(c.given.get("model"), float(params) if params else None,
-                     c._default("model"))
+    m = c.model_spec()
     gpus, per_node, seq = c.whole("gpus"), c.whole("gpus_per_node"), c.whole("seq_len")
     kv = m.heads if m.uses_mla else m.kv_heads
     tps = [t for t in divisors(per_node) if m.heads % t == 0 and kv % t == 0]
