@@ -270,7 +270,7 @@ VIEW = LabView(
                         "gives every rank 24 · 25 / 2 ÷ 4 = 75.",
             rel_tol=0.005,
         ),
-        *LESSON_DRILLS["cp"],  # predict and decide (app/lesson_drills.py)
+        *LESSON_DRILLS["cp"],  # predict and decide (app/lesson_drills/context_parallel.py)
     ),
 )
 

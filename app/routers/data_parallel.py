@@ -400,7 +400,7 @@ VIEW = LabView(
                 "DP's crossover depends only on the GPU's rate against the link's bus bandwidth "
                 "(and N, barely). NCCL's latency, left out here, moves it by under 0.1%."),
         ),
-        *LESSON_DRILLS["dp"],  # predict and decide (app/lesson_drills.py)
+        *LESSON_DRILLS["dp"],  # predict and decide (app/lesson_drills/data_parallel.py)
     ),
 )
 

@@ -375,7 +375,7 @@ VIEW = LabView(
                          "the restart are short against 10 h."),
             rel_tol=0.01,
         ),
-        *LESSON_DRILLS["failures"],  # predict and decide (app/lesson_drills.py)
+        *LESSON_DRILLS["failures"],  # predict and decide (app/lesson_drills/failures.py)
         _more_or_faster(),
     ),
 )

@@ -264,7 +264,7 @@ VIEW = LabView(
                 f"divided over {DRILL_GPUS} GPUs."
             ),
         ),
-        *LESSON_DRILLS["memory"],  # predict and decide (app/lesson_drills.py)
+        *LESSON_DRILLS["memory"],  # predict and decide (app/lesson_drills/memory.py)
     ),
 )
 

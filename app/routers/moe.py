@@ -363,7 +363,7 @@ VIEW = LabView(
                         "(939.5 MB) you counted the copies a GPU keeps for its own experts.",
             rel_tol=0.01,
         ),
-        *LESSON_DRILLS["moe"],  # predict and decide (app/lesson_drills.py)
+        *LESSON_DRILLS["moe"],  # predict and decide (app/lesson_drills/moe.py)
     ),
 )
 

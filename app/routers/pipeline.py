@@ -253,7 +253,7 @@ VIEW = LabView(
                         "papers' form divides the same idle time by the ideal time instead: "
                         "(p − 1) / m = 5 / 12 = 41.7% of it.",
         ),
-        *LESSON_DRILLS["pipeline"],  # predict and decide (app/lesson_drills.py)
+        *LESSON_DRILLS["pipeline"],  # predict and decide (app/lesson_drills/pipeline.py)
     ),
 )
 

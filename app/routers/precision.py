@@ -395,7 +395,7 @@ VIEW = LabView(
                 f"peak: no FP8 GEMM gets this step to {SPEED_DRILL['target']}×."),
             rel_tol=0.01,
         ),
-        *LESSON_DRILLS["precision"],  # predict and decide (app/lesson_drills.py)
+        *LESSON_DRILLS["precision"],  # predict and decide (app/lesson_drills/precision.py)
     ),
 )
 

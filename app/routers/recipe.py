@@ -569,7 +569,7 @@ VIEW = LabView(
                          f"{SEED_PARTS['dp']:.4f} × {SEED_PARTS['stages']:.4f} × "
                          f"{SEED_PARTS['sends']:.4f} × {SEED_PARTS['optimizer']:.4f}."),
         ),
-        *LESSON_DRILLS["recipe"],  # predict and decide (app/lesson_drills.py)
+        *LESSON_DRILLS["recipe"],  # predict and decide (app/lesson_drills/recipe.py)
     ),
 )
 

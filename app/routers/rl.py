@@ -313,7 +313,7 @@ VIEW = LabView(
             # serving bill without the switch, pass).
             rel_tol=0.005,
         ),
-        *LESSON_DRILLS["placement"],  # predict and decide (app/lesson_drills.py)
+        *LESSON_DRILLS["placement"],  # predict and decide (app/lesson_drills/rl.py)
     ),
 )
 

@@ -328,7 +328,7 @@ VIEW = LabView(
                 "all-reduce sends 2 × 7/8 of it from each GPU."
             ),
         ),
-        *LESSON_DRILLS["tp"],  # predict and decide (app/lesson_drills.py)
+        *LESSON_DRILLS["tp"],  # predict and decide (app/lesson_drills/tensor_parallel.py)
     ),
 )
 

@@ -306,7 +306,7 @@ VIEW = LabView(
             explanation="{answer} GB: 16 B x 70.6B parameters / 48 GPUs; activations come on "
                         "top, unsharded.",
         ),
-        *LESSON_DRILLS["zero"],  # predict and decide (app/lesson_drills.py)
+        *LESSON_DRILLS["zero"],  # predict and decide (app/lesson_drills/zero.py)
     ),
 )
 

@@ -1,0 +1,35 @@
+"""EP11's predict and decide drills (``LESSON_DRILLS["failures"]``)."""
+
+from app.labkit import Decide, Drill, decide, predict
+from app.lesson_drills.units import pct
+
+DRILLS: tuple[Drill | Decide, ...] = (
+    predict(
+        "failures-predict-mtbi-32k",
+        "Llama 3.1 405B's job grows from 16,384 to 32,768 GPUs, each GPU failing at the "
+        "same rate. Predict the minutes between interruptions.",
+        "failures", {"gpus": 32768}, "mtbi_s", unit="minutes", scale=1 / 60,
+        hint="Interruptions come from any GPU: twice the GPUs, twice the rate.",
+        explanation="{answer} minutes: half the time between interruptions at 16,384 "
+                    "GPUs."),
+    decide(
+        "failures-decide-goodput",
+        "Llama 3.1 405B on 16,384 GPUs saves asynchronously every 30 minutes and takes 10 "
+        "minutes to restart. Which change raises the goodput the most?",
+        "failures", "chosen.goodput",
+        (("often", "Save every 10 minutes instead of 30", {"interval": 600},
+          "An asynchronous save barely stops training, and a failure now loses at most "
+          "10 minutes of work, not 30: goodput {value}."),
+         ("restart", "Restart in 5 minutes instead of 10", {"restart": 300},
+          "Each interruption costs 5 minutes less, but the lost work since the last "
+          "save is unchanged: goodput {value}."),
+         ("storage", "Twice the storage bandwidth", {"storage_bw": 4e12},
+          "The save's write runs in the background already; faster storage shortens "
+          "what no one waits for: goodput {value}.")),
+        best="max", fmt=pct,
+        hint="Of the lost time (saving, re-doing lost work, restarting), which is largest "
+             "here, and which choice shrinks it?",
+        solution="{best}. Goodput: saving every 10 minutes {often}, restarting in 5 "
+                 "{restart}, faster storage {storage}. Re-doing the work since the last "
+                 "save costs half an interval per failure on average."),
+)

@@ -1,0 +1,82 @@
+"""EP07's predict and decide drills (``LESSON_DRILLS["moe"]``)."""
+
+from app.labkit import Decide, Drill, decide, predict
+from app.lesson_drills.units import ms
+
+# EP07's network drill: DeepSeek-V3's step-6 layout under leaves of 4 nodes and a 4:1 spine.
+V3_NET = {"model": "deepseek-v3", "nodes": 256, "pp": 16, "ep": 64, "link": "hgx-h800",
+          "leaf_nodes": 4, "oversubscription": 4.0}
+
+
+DRILLS: tuple[Drill | Decide, ...] = (
+    predict(
+        "moe-predict-params-dsv3",
+        "DeepSeek-V3 (671B parameters, 256 routed experts a layer) on 8 nodes with EP = 64 "
+        "and no TP or PP: each GPU keeps 4 of each layer's routed experts. Predict the "
+        "parameters each GPU holds, in billions.",
+        "moe", {"model": "deepseek-v3", "nodes": 8, "ep": 64}, "params_per_gpu",
+        unit="B params", scale=1e-9,
+        hint="Each GPU keeps all the shared weights (attention, embeddings, routers, the "
+             "shared expert and the dense layers) and 1/EP of the routed experts.",
+        explanation="{answer} billion. Each routed expert is 3 × 7,168 × 2,048 = 44.0M "
+                    "parameters; 58 MoE layers × 256 × 44.0M = 654B are routed experts, "
+                    "so 671 − 654 = 17B are shared and sit whole on every GPU: "
+                    "654 / 64 + 17 = {answer}."),
+    decide(
+        "moe-decide-skew",
+        "Mixtral 8×7B, EP8 on 2 nodes, routing skew 0.8: one MoE layer takes far longer "
+        "than with uniform routing. Which change cuts the layer's time most?",
+        "moe", "layer_s",
+        (("balance", "Balance the router (skew 0: the best a balancing loss or DeepSeek's "
+                      "bias can reach)",
+          {"nodes": 2, "ep": 8, "skew": 0.0},
+          "The layer waits for the GPU with the most tokens; balanced, none has more "
+          "than its share: {value}. That is the ideal: a real router stays somewhat "
+          "uneven (step 4's limit), so a run lands between this and the skewed time."),
+         ("capacity", "Cap each expert at 1.25 × its fair share of tokens",
+          {"nodes": 2, "ep": 8, "skew": 0.8, "capacity_factor": 1.25},
+          "Capping drops the overflow tokens (they skip the expert), so it buys time "
+          "with quality: {value}."),
+         ("deepep", "Dispatch with DeepEP instead of NCCL's all-to-all",
+          {"nodes": 2, "ep": 8, "skew": 0.8, "ep_dispatch": "deepep"},
+          "A faster dispatch trims the communication, not the hot expert's compute: "
+          "{value}."),
+         ("nodes", "Run on 4 nodes instead of 2",
+          {"nodes": 4, "ep": 8, "skew": 0.8},
+          "More nodes add expert-data-parallel copies; each EP group still has one hot "
+          "expert: {value}.")),
+        best="min", fmt=ms,
+        hint="The cause is what makes one GPU slower than the rest.",
+        solution="{best}. Layer time: balanced {balance}, capped {capacity}, DeepEP "
+                 "{deepep}, 4 nodes {nodes}. The cause is the skew; capping hides it by "
+                 "dropping tokens."),
+    decide(
+        "moe-decide-network",
+        "DeepSeek-V3 on 256 H800 nodes as PP16 × EP64, on a network whose leaf switches "
+        "hold 4 nodes each with a 4:1 spine: every EP group spans 8 nodes, so its "
+        "dispatch crosses the spine. Which one change cuts a MoE layer's time most?",
+        "moe", "layer_s",
+        tuple((key, label, {**V3_NET, **change}, why) for key, label, change, why in (
+            ("ep32", "EP 32: each EP group on 4 nodes, under one leaf",
+             {"ep": 32},
+             "Nothing of the dispatch climbs to the spine, and fewer of its bytes leave "
+             "the node's NVLink: {value}. Each GPU now holds 8 experts a layer, not 4."),
+            ("leaf8", "Place the job on leaves of 8 nodes (same 4:1 spine)",
+             {"leaf_nodes": 8},
+             "Each EP group now sits under one leaf, so the spine carries none of it; "
+             "the dispatch still crosses 8 nodes' NICs: {value}."),
+            ("spine2", "Rebuild the spine at 2:1", {"oversubscription": 2.0},
+             "4/7 of each GPU's network bytes still climb to the spine, now at half the "
+             "shortfall: 4/7 × 2 = 1.14 times the network leg: {value}."),
+            ("deepep", "Dispatch with DeepEP instead of NCCL's all-to-all",
+             {"ep_dispatch": "deepep"},
+             "One copy per destination node instead of one per expert, but half of "
+             "those nodes are still across the spine: {value}."))),
+        best="min", fmt=ms,
+        hint="What crosses the spine is the share of an all-to-all's bytes bound for "
+             "another leaf. Which change makes that share zero, and which also sends "
+             "fewer bytes over the network at all?",
+        solution="{best}. Layer time: EP 32 {ep32}, leaves of 8 {leaf8}, a 2:1 spine "
+                 "{spine2}, DeepEP {deepep}. Fitting the group under one leaf beats "
+                 "buying back the spine."),
+)

@@ -1,0 +1,54 @@
+"""EP05's predict and decide drills (``LESSON_DRILLS["pipeline"]``)."""
+
+from app.labkit import Decide, Drill, decide, predict
+from app.lesson_drills.units import pct
+
+
+def heaviest_stage(answer: dict) -> float:
+    return max(answer["memory"]["per_rank_bytes"])
+
+
+DRILLS: tuple[Drill | Decide, ...] = (
+    predict(
+        "pipeline-predict-gpipe-memory",
+        "GPipe keeps each micro-batch's activations until its backward pass. Run the "
+        "memory panel's plan (Llama 3.1 70B, TP 8, 4,096-token sequences, micro-batch 1) "
+        "as 4 stages with 32 micro-batches under GPipe. Predict the heaviest stage's "
+        "memory, in GB.",
+        "pipeline", {"schedule": "gpipe", "stages": 4, "microbatches": 32},
+        heaviest_stage, unit="GB", scale=1e-9,
+        hint="The stage's state plus 32 micro-batches of its layers' activations "
+             "(the memory chart's unit per micro-batch).",
+        explanation="{answer} GB, on the last stage: its share of the state plus 32 "
+                    "micro-batches of its layers' activations, since every micro-batch "
+                    "is in flight on every stage at the turn from forward to backward. "
+                    "The last stage is heavier than the first: for each micro-batch it "
+                    "also keeps the fp32 logits, 4 × s × vocabulary ÷ t = 4 × 4,096 × "
+                    "128,256 ÷ 8 = 263 MB, and the final norm's fp32 output, 4 × 4,096 × "
+                    "8,192 ÷ 8 = 16.8 MB. 1F1B would hold at most 4 micro-batches."),
+    decide(
+        "pipeline-decide-bubble",
+        "4 stages, 8 micro-batches, 1F1B. Which change shrinks the bubble the most?",
+        "pipeline", "bubble_fraction",
+        (("gpipe", "Switch to GPipe", {"schedule": "gpipe", "stages": 4, "microbatches": 8},
+          "GPipe runs the same warm-up and cool-down as 1F1B; it differs in memory, not "
+          "time: 3/11, {value} idle."),
+         ("interleaved", "Interleaved 1F1B with 2 chunks per rank",
+          {"schedule": "interleaved-1f1b", "stages": 4, "microbatches": 8, "virtual": 2},
+          "Each chunk is half a stage, so the warm-up is half as long: 3/(16 + 3), "
+          "{value} idle."),
+         ("zb", "Zero bubble (ZB-H1): split the backward into I and W (F = I = W)",
+          {"schedule": "zb-h1", "stages": 4, "microbatches": 8},
+          "The weight-gradient work W has no one waiting on it, so it fills the idle "
+          "slots: 3 idle slots over 3m + 3 = 27, {value} idle. With W shorter than I "
+          "the gain shrinks."),
+         ("m16", "16 micro-batches instead of 8",
+          {"schedule": "1f1b", "stages": 4, "microbatches": 16},
+          "The same p − 1 idle slots over twice the work: 3/19, {value} idle.")),
+        best="min", fmt=pct,
+        hint="Which choice puts work into the idle slots rather than spreading them "
+             "thinner?",
+        solution="{best}. Bubble: ZB-H1 {zb}, interleaved {interleaved}, 16 "
+                 "micro-batches {m16}, GPipe {gpipe}. (p − 1)/(m + p − 1) with p = 4: "
+                 "3/11 at m = 8, 3/19 at m = 16."),
+)

@@ -1,0 +1,247 @@
+"""EP08's predict and decide drills (``LESSON_DRILLS["recipe"]``)."""
+
+import math
+
+from app.labkit import Decide, Drill, decide, predict
+from app.labkit.drills import lab_value
+from app.lesson_drills.units import gb, ms, ms_or_unfit, pct
+from labs.hardware.gpus import get_gpu
+from labs.hardware.nccl import RING_CTAS
+from labs.model.presets import get_model
+from labs.parallel.dispatch import copies
+from labs.parallel.layer_time import COMM_SMS
+from labs.parallel.layout import ParallelLayout
+from labs.recipe.groups import spread
+
+# EP08's overlap plan: Mixtral 8x7B on 8 H100 nodes, TP2 x EP8 x DP32, where TP, EP, DP and
+# ZeRO all have traffic to hide (the lesson's step 12 shows it at 4 micro-batches; tests and the
+# timeline chart's checks use it at 8).
+MIXTRAL_64 = {"model": "mixtral-8x7b", "gpu": "h100-sxm", "nodes": 8, "gpus_per_node": 8,
+              "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 4096, "zero": 1,
+              "tp": 2, "pp": 1, "dp": 32, "ep": 8, "microbatches": 8}
+
+# EP08's overlap drill asks a state step 12 does not describe: EP groups across nodes on a
+# slow network, where the all-to-all outlasts the compute beside it (step 12's limit), so
+# cutting its bytes (DeepEP, EP07 step 3) beats hiding it. Qwen3-235B-A22B (128 experts, 8 a
+# token) on 16 H100 nodes over InfiniBand HDR; the experts take no TP (Megatron's expert TP 1),
+# so each EP group of 16 is 8 GPUs on each of 2 nodes; full recomputation makes it fit (60.5 GB
+# a GPU).
+QWEN_EP16 = {"model": "qwen3-235b-a22b", "gpu": "h100-sxm", "nodes": 16, "gpus_per_node": 8,
+             "intra_link": "nvlink-4", "inter_link": "ib-hdr", "seq_len": 4096, "zero": 1,
+             "tp": 2, "pp": 2, "dp": 32, "ep": 16, "microbatches": 8, "recompute": "full"}
+QWEN_EP = spread(ParallelLayout(tp=QWEN_EP16["tp"], pp=QWEN_EP16["pp"], dp=QWEN_EP16["dp"],
+                                ep=QWEN_EP16["ep"]), "ep", QWEN_EP16["gpus_per_node"])
+QWEN = get_model(QWEN_EP16["model"])
+COMPUTE_CAUSES = ("gemm", "attention", "memory")
+
+
+def micro_compute_s(answer: dict) -> float:
+    """One micro-batch's compute on the slowest stage (its kernels: GEMMs, attention and the
+    memory-bound ops), from the lab's micro_causes."""
+    return sum(c["exposed_s"] for c in answer["micro_causes"] if c["name"] in COMPUTE_CAUSES)
+
+
+def a2a_s(answer: dict) -> float:
+    """The EP all-to-all's time on one micro-batch's critical path."""
+    return answer["timeline"]["exposed_s"]["ep"]
+
+
+def network_copies(dispatch: str) -> float:
+    """Copies of a token one GPU of the drill's EP groups sends over the network a dispatch."""
+    return copies(QWEN, dispatch, QWEN_EP.size, QWEN_EP.per_node).network
+
+
+def _overlap_ep_why(answer: dict) -> str:
+    base = lab_value("recipe", QWEN_EP16, lambda a: a)
+    ndr = {**QWEN_EP16, "inter_link": "ib-ndr"}
+    ndr_answer = lab_value("recipe", ndr, lambda a: a)
+    return (f"Another micro-batch's compute hides the all-to-all only layer by layer, as long "
+            f"as that layer's compute lasts, and here the all-to-all is the longer: "
+            f"{ms(a2a_s(base))} a micro-batch against {ms(micro_compute_s(base))} of compute. "
+            f"Overlapped, {ms(a2a_s(answer))} of it still blocks the compute stream, and the "
+            f"{COMM_SMS} of {get_gpu(QWEN_EP16['gpu']).kernels.sm_count} SMs its kernels hold "
+            f"slow the compute. On InfiniBand NDR, twice HDR's rate, the all-to-all "
+            f"would take {ms(a2a_s(ndr_answer))}, under the compute, and overlap would leave "
+            f"{ms(a2a_s(lab_value('recipe', {**ndr, 'ep_overlap': True}, lambda a: a)))}. Here: "
+            "step {value}.")
+
+
+def _overlap_deepep_why(answer: dict) -> str:
+    base = lab_value("recipe", QWEN_EP16, lambda a: a)
+    e, k, n, g = QWEN.experts, QWEN.top_k, QWEN_EP.size, QWEN_EP.per_node
+    held, others = e * g // n, QWEN_EP.nodes - 1
+    deepep = network_copies("deepep")
+    return (f"A token picks {k} of {e} experts, {held} on each of {QWEN_EP.nodes} nodes. NCCL's "
+            f"all-to-all sends it once per expert, and {n - g} of the {n} EP ranks are on "
+            f"another node: {k} × {n - g}/{n} = {network_copies('alltoall'):.1f} copies over "
+            f"the network. DeepEP sends it once to each other node holding one of its experts, "
+            f"{others} × (1 − C({e - held},{k})/C({e},{k})) = {deepep:.2f} copies, and forwards "
+            f"it on NVLink there. The all-to-all drops from {ms(a2a_s(base))} to "
+            f"{ms(a2a_s(answer))} a micro-batch, less than overlap leaves exposed: "
+            "step {value}.")
+
+
+def _overlap_tp_why(answer: dict) -> str:
+    return (f"TP2's collectives are already short, {ms(answer['timeline']['exposed_s']['tp'])} "
+            "a micro-batch left after 'all'; the all-to-all, which blocks far longer, is "
+            "untouched: step {value}.")
+
+
+# EP08's 2-D against 3-D drill (step 14): Llama 3.1 70B on 32 H100 nodes, 64 sequences of
+# 8,192 tokens a step, a cluster and batch the step's chart does not show.
+TWO_D_256 = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 32, "gpus_per_node": 8,
+             "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 8192, "zero": 1,
+             "recompute": "flash", "pp": 1}
+
+
+# EP08's FSDP drill (step 13): Llama 3.1 8B on 2 H100 nodes as FSDP16 over InfiniBand HDR,
+# 16 micro-batches of one 2,048-token sequence, backward prefetch off. Step 13's 70B cannot
+# keep its gathered weights (99.7 GB a GPU); this 8B can, so reading the step is not enough.
+FSDP_8B = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "nodes": 2, "gpus_per_node": 8,
+           "intra_link": "nvlink-4", "inter_link": "ib-hdr", "seq_len": 2048, "tp": 1,
+           "pp": 1, "dp": 16, "zero": 3, "recompute": "flash", "microbatches": 16,
+           "fsdp_prefetch": False}
+
+
+def _fsdp_keep_why(answer: dict) -> str:
+    dp = answer["traffic"][4]
+    return ("The backward gathers nothing: one gather per layer and micro-batch instead of "
+            f"two, {gb(dp['bytes_per_step'])} a step, and no gather for the backward to wait "
+            "for or to lend SMs to. Every layer's gathered weights stay from its forward to "
+            f"its backward: {gb(answer['memory_per_gpu_bytes'])} a GPU, which an 8B model's "
+            f"{gb(2 * get_model(FSDP_8B['model']).params)} of bf16 weights leave within the "
+            f"H100's {gb(get_gpu(FSDP_8B['gpu']).memory_bytes)}. Step {{value}}.")
+
+
+def _step_or_unfit(answer: dict) -> float:
+    """A plan's step, or infinity where it does not fit its GPUs (no step at all)."""
+    return answer["step_s"] if answer["fits"] else math.inf
+
+
+DRILLS: tuple[Drill | Decide, ...] = (
+    predict(
+        "recipe-predict-bubble-40",
+        "GPT-3 175B as TP8 × PP4 × DP2: raise the micro-batches from 16 to 40. Predict "
+        "the pipeline bubble, in %.",
+        "recipe", {"microbatches": 40}, "bubble_fraction", unit="%", scale=100,
+        hint="1F1B's bubble is (p − 1)/(m + p − 1).",
+        explanation="{answer}%: 3 / 43.", rel_tol=0.05),
+    decide(
+        "recipe-decide-mfu",
+        "GPT-3 175B on 64 A100s as TP8 × PP4 × DP2 with 16 micro-batches. Which change "
+        "raises MFU the most?",
+        "recipe", "mfu",
+        (("tp4pp8", "TP4 × PP8 (TP groups of 4, half the layers per GPU)", {"tp": 4, "pp": 8},
+          "Less TP traffic, but twice the stages: the bubble grows to 7 slots: MFU "
+          "{value}."),
+         ("m64", "64 micro-batches instead of 16 (a 4× larger global batch)",
+          {"microbatches": 64},
+          "The 3 idle slots now spread over 64 micro-batches: MFU {value}."),
+         ("full", "Full activation recomputation", {"recompute": "full"},
+          "Recomputing every layer's forward costs about a third more compute, which "
+          "MFU does not count: MFU {value}."),
+         ("nooverlap", "Stop overlapping DP's gradient sync with the backward pass",
+          {"dp_overlap": False},
+          "The sync (a reduce-scatter of the gradients with ZeRO-1) then sits exposed at "
+          "the end of the step: MFU {value}.")),
+        best="max", fmt=pct,
+        hint="Which of the step's losses is largest at 16 micro-batches, and which "
+             "choice shrinks it?",
+        solution="{best}. MFU: 64 micro-batches {m64}, no DP overlap {nooverlap}, TP4 × "
+                 "PP8 {tp4pp8}, full recomputation {full}. The bubble, 3/19 of the step, "
+                 "is the largest loss here."),
+    decide(
+        "recipe-decide-overlap",
+        f"Qwen3-235B-A22B ({QWEN.experts} experts a layer, {QWEN.top_k} a token) on 128 "
+        "H100s: 16 nodes of 8, "
+        "NVLink inside, InfiniBand HDR between. TP2 × PP2 × EP16 × DP32, 8 micro-batches "
+        "of 4,096 tokens, full recomputation, TP overlap 'backward', DP overlap on. The "
+        f"experts take no TP, so each EP group is {QWEN_EP.per_node} GPUs on each of "
+        f"{QWEN_EP.nodes} nodes, and a micro-batch's all-to-alls take longer than its "
+        "compute. Which one change shortens the step most?",
+        "recipe", "step_s",
+        (("ep", "Overlap the EP all-to-all with another micro-batch's compute",
+          {**QWEN_EP16, "ep_overlap": True}, _overlap_ep_why),
+         ("tp", "TP overlap 'all' (Transformer Engine's userbuffers)",
+          {**QWEN_EP16, "tp_overlap": "all"}, _overlap_tp_why),
+         ("deepep", "Dispatch with DeepEP instead of NCCL's all-to-all",
+          {**QWEN_EP16, "ep_dispatch": "deepep"}, _overlap_deepep_why),
+         ("zero3", "ZeRO-3, each layer's weights gathered one layer ahead",
+          {**QWEN_EP16, "zero": 3},
+          "Every micro-batch now gathers each layer's weights twice and reduce-scatters "
+          "its gradients over the same InfiniBand HDR the all-to-all already fills: step "
+          "{value}.")),
+        best="min", fmt=ms,
+        hint="How much of an all-to-all longer than the compute can another micro-batch's "
+             "compute hide? And how many copies of a token cross the network in each "
+             "dispatch (EP07 step 3)?",
+        solution="{best}. Step: DeepEP {deepep}, EP overlap {ep}, TP overlap 'all' {tp}, "
+                 "ZeRO-3 {zero3}. Overlap hides a collective only behind the compute "
+                 "beside it, and here the all-to-all is longer. DeepEP sends fewer copies "
+                 "across the network, so there is less to hide."),
+    decide(
+        "recipe-decide-fsdp",
+        "Llama 3.1 8B on 16 H100s: 2 nodes of 8, NVLink inside, InfiniBand HDR between. "
+        "FSDP16 (ZeRO-3 over all 16), 16 micro-batches of one 2,048-token sequence, "
+        "flash attention, and FSDP's backward prefetch switched off, so each layer's "
+        "backward waits for its own gather. Keeping the global batch, which one change "
+        "shortens the step most on GPUs that still fit it?",
+        "recipe", _step_or_unfit,
+        (("prefetch", "Switch backward prefetch on",
+          {**FSDP_8B, "fsdp_prefetch": True},
+          "Each layer's backward gather now runs beside the layer before it, but it still "
+          f"runs, twice a micro-batch with the forward's, and NCCL's {RING_CTAS} channels "
+          "take SMs from the GEMMs beside it. Step {value}."),
+         ("keep", "Keep each layer's gathered weights after the forward "
+          "(reshard_after_forward off)",
+          {**FSDP_8B, "reshard_after_forward": False}, _fsdp_keep_why),
+         ("mb2", "Two sequences per micro-batch, 8 micro-batches",
+          {**FSDP_8B, "micro_batch": 2, "microbatches": 8},
+          "Each gather now feeds twice the tokens, so half as many gathers a step, but "
+          "each layer's backward still waits for its own. Step {value}."),
+         ("tp2", "TP2 inside a node × FSDP8, 32 micro-batches",
+          {**FSDP_8B, "tp": 2, "dp": 8, "microbatches": 32},
+          "TP halves each GPU's weights and its compute, but adds TP's collectives to "
+          "every layer, and twice the micro-batches each gather again. Step {value}.")),
+        best="min", fmt=ms_or_unfit,
+        hint="What does the backward's gather cost with prefetch, and what does it cost "
+             "not to gather at all? Then: do the gathered weights fit?",
+        solution="{best}. Step: prefetch on {prefetch}, kept weights {keep}, two "
+                 "sequences a micro-batch {mb2}, TP2 × FSDP8 {tp2}. Where the gathered "
+                 "weights fit, keeping them removes the backward's gather, where "
+                 "prefetch only hides it. Step 13's Llama 3.1 70B could not afford it."),
+    decide(
+        "recipe-decide-2d",
+        "Llama 3.1 70B on 256 H100s (32 nodes of 8, NVLink inside, InfiniBand NDR "
+        "between), 64 sequences of 8,192 tokens a step, flash attention, no "
+        "recomputation. Which plan gives the shortest step?",
+        "recipe", "step_s",
+        (("fsdp4", "FSDP + TP: TP4 × DP64, ZeRO-3, one micro-batch",
+          {**TWO_D_256, "tp": 4, "dp": 64, "zero": 3, "microbatches": 1},
+          "No bubble, and each GPU still computes a whole 8,192-token sequence per "
+          "micro-batch: enough to hide most of FSDP's gathers one layer ahead. Step "
+          "{value}."),
+         ("fsdp8", "FSDP + TP: TP8 × DP32, ZeRO-3, two micro-batches",
+          {**TWO_D_256, "tp": 8, "dp": 32, "zero": 3, "microbatches": 2},
+          "TP8 halves each GPU's compute but not its TP traffic (EP04), and its FSDP group "
+          "now has one GPU per node, so the gathers hide less too. Step {value}."),
+         ("interleaved", "TP4 × PP4 × DP16, interleaved 1F1B with 4 chunks, 4 "
+          "micro-batches",
+          {**TWO_D_256, "tp": 4, "pp": 4, "dp": 16, "microbatches": 4,
+           "schedule": "interleaved-1f1b", "virtual": 4},
+          "Interleaving cuts the bubble of 4 stages and 4 micro-batches from 3/7 to "
+          "3/(4·4 + 3) = 3/19 of the step, but it still idles, longer than FSDP's "
+          "exposed gathers. Step {value}."),
+         ("pipeline", "TP8 × PP4 × DP8, 1F1B, 8 micro-batches",
+          {**TWO_D_256, "tp": 8, "pp": 4, "dp": 8, "microbatches": 8},
+          "8 micro-batches on 4 stages idle 3/11 of the step, and TP8 pays TP's traffic "
+          "on half the compute. Step {value}.")),
+        best="min", fmt=ms,
+        hint="How many micro-batches does each 3-D replica get to fill its bubble, and "
+             "how many tokens does each GPU compute per FSDP gather?",
+        solution="{best}. Step: TP4 × DP64 FSDP {fsdp4}, TP8 × DP32 FSDP {fsdp8}, "
+                 "TP4 × PP4 × DP16 interleaved {interleaved}, TP8 × PP4 × DP8 "
+                 "{pipeline}. With 64 sequences on 256 GPUs a 3-D replica has few "
+                 "micro-batches to fill its bubble, while FSDP needs only one sequence "
+                 "per group of t GPUs and hides its gathers behind it."),
+)

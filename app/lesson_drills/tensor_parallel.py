@@ -1,0 +1,99 @@
+"""EP04's predict and decide drills (``LESSON_DRILLS["tp"]``)."""
+
+from app.labkit import Decide, Drill, decide, predict
+from app.labkit.drills import lab_value
+from app.lesson_drills.units import pct
+
+# EP04's drills quote the lab's figures for their states, read when a drill is answered
+# (lab_value: the same query model, run and to_api as GET /api/tp), never typed in.
+TP_GOOD, TP_70B = {"tp": 8}, {"model": "llama-3.1-70b", "tp": 8}
+
+
+def tp_figures(params: dict) -> dict:
+    return lab_value("tp", params, lambda answer: answer)
+
+
+ALGORITHMS = {"nvls": "NVLS", "ring": "a ring", "hierarchical": "hierarchical", "direct": "direct"}
+
+
+def _busbw(answer: dict) -> str:
+    name = ALGORITHMS.get(answer["algorithm"], answer["algorithm"])
+    return f"{answer['bus_bandwidth'] / 1e9:.0f} GB/s ({name})"
+
+
+def tp_70b_worked() -> str:
+    """From 405B's layer: compute ÷ 4 (h²), bytes ÷ 2 (h), then what the lab adds."""
+    big, small = tp_figures(TP_GOOD), tp_figures(TP_70B)
+    estimate = (big["single_gpu_s"] / 8 / 4) / (big["compute_s"] / 4 + big["comm_s"] / 2)
+    return (f"{{answer}}%. From 405B's layer (one GPU {big['single_gpu_s'] * 1e3:.2f} ms ÷ 8 "
+            f"against {big['compute_s'] * 1e3:.2f} ms of compute and "
+            f"{big['comm_s'] * 1e3:.2f} ms of collectives), compute shrinks 4× and the bytes "
+            f"2×, which gives about {100 * estimate:.0f}%. The lab gives less: 70B's narrower "
+            f"GEMMs run a little slower ({small['gemm_tflops']} against {big['gemm_tflops']} "
+            f"TFLOP/s), and NCCL reaches a lower busBW on the half-size tensor "
+            f"({small['bus_bandwidth'] / 1e9:.0f} against {big['bus_bandwidth'] / 1e9:.0f} "
+            "GB/s), since its fixed start-up time weighs more: one GPU "
+            f"{small['single_gpu_s'] * 1e3:.2f} ms ÷ 8 against "
+            f"{small['compute_s'] * 1e3:.2f} + {small['comm_s'] * 1e3:.2f} ms.")
+
+
+def tp_span_why(answer: dict) -> str:
+    """Nodes of 4: the engine's algorithm and busBW across the two nodes, against NVLink's."""
+    good = tp_figures(TP_GOOD)
+    return (f"Across two nodes NCCL reaches {_busbw(answer)} of busBW, against "
+            f"{_busbw(good)} inside one NVLink node: the switch adds (NVLS) only for the "
+            "GPUs of one NVLink domain, and the hops between the nodes share each node's 4 "
+            "InfiniBand ports. One "
+            f"all-reduce takes {answer['collective_s'] * 1e3:.2f} ms against "
+            f"{good['collective_s'] * 1e3:.2f} ms: {{value}}.")
+
+
+def tp_pcie_why(answer: dict) -> str:
+    """PCIe: the same bytes at a fraction of NVLink's busBW."""
+    good = tp_figures(TP_GOOD)
+    return (f"Every layer's all-reduces now cross PCIe at {_busbw(answer)} of busBW against "
+            f"NVLink's {_busbw(good)}: one takes {answer['collective_s'] * 1e3:.2f} ms "
+            f"against {good['collective_s'] * 1e3:.2f} ms, beside "
+            f"{answer['compute_s'] * 1e3:.2f} ms of compute a layer: {{value}}.")
+
+
+def tp_sp_why(answer: dict) -> str:
+    """SP: more bytes (the backward's extra all-gather), less repeated compute."""
+    good = tp_figures(TP_GOOD)
+    return (f"Sequence parallelism sends more ({good['comm_bytes'] / 1e6:,.0f} → "
+            f"{answer['comm_bytes'] / 1e6:,.0f} MB a layer: one more all-gather in backward), "
+            "but no GPU repeats the norms on every token any more (compute "
+            f"{good['compute_s'] * 1e3:.2f} → {answer['compute_s'] * 1e3:.2f} ms): "
+            "{value}.")
+
+
+DRILLS: tuple[Drill | Decide, ...] = (
+    predict(
+        "tp-predict-70b",
+        "Switch the model to Llama 3.1 70B (hidden size 8,192, half of 405B's 16,384), "
+        "still TP8 on NVLink. Predict the TP efficiency, in %.",
+        "tp", TP_70B, "efficiency", unit="%", scale=100,
+        hint="Compute per layer grows with h², the bytes all-reduced with h: a smaller "
+             "model spends a larger share of its time communicating.",
+        explanation=tp_70b_worked),
+    decide(
+        "tp-decide-efficiency",
+        "Llama 3.1 405B runs TP8 inside an NVLink node. Which change costs the most TP "
+        "efficiency?",
+        "tp", "efficiency",
+        (("pcie", "The same 8 GPUs joined by PCIe 5.0 instead of NVLink",
+          {"tp": 8, "intra_link": "pcie-5"},
+          tp_pcie_why),
+         ("span", "Nodes of 4 GPUs, so TP8 spans two nodes over InfiniBand",
+          {"tp": 8, "gpus_per_node": 4}, tp_span_why),
+         ("sp", "Turn on sequence parallelism", {"tp": 8, "sp": True}, tp_sp_why),
+         ("long", "Train on 8,192-token sequences instead of 4,096",
+          {"tp": 8, "seq_len": 8192},
+          "Compute and the bytes sent both double; attention grows a little faster: "
+          "{value}.")),
+        best="min", fmt=pct,
+        hint="TP's traffic runs every layer, forward and backward: what sets its speed?",
+        solution="{best}. TP efficiency: PCIe {pcie}, across two nodes {span}, "
+                 "sequence parallel {sp}, longer sequences {long}. TP needs the fastest "
+                 "link on every GPU of its group."),
+)

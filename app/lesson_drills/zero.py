@@ -1,0 +1,45 @@
+"""EP03's predict and decide drills (``LESSON_DRILLS["zero"]``)."""
+
+from app.labkit import Decide, Drill, decide, predict
+from app.lesson_drills.units import gb
+from labs.model.presets import get_model
+
+FOUR_OH_FIVE = {"model": "llama-3.1-405b"}  # EP03's decide drill: a model its table does not show
+P8 = get_model("llama-3.1-8b").params  # EP03's predict drill: a model its table does not show
+
+
+DRILLS: tuple[Drill | Decide, ...] = (
+    predict(
+        "zero-predict-stage2-16",
+        f"Llama 3.1 8B ({P8 / 1e9:.2f}B parameters, a model the page's table does not "
+        "show), 16 bytes of state per parameter, ZeRO-2 over 16 GPUs. Predict the training "
+        "state (no activations) on each GPU, in GB.",
+        "zero", {"model": "llama-3.1-8b", "dp": 16, "zero": 2}, "state_bytes", unit="GB",
+        scale=1e-9,
+        hint="ZeRO-2 shards gradients and optimizer state (2 + 12 B); the 2 B of bf16 "
+             "weights stay whole: 2·P + 14·P/16.",
+        explanation=f"{{answer}} GB: 2 B × {P8 / 1e9:.2f}B + 14 B × {P8 / 1e9:.2f}B / 16.",
+        rel_tol=0.05),
+    decide(
+        "zero-decide-memory",
+        "Llama 3.1 405B on 16 GPUs with ZeRO-1. Which change cuts each GPU's memory most?",
+        "zero", "total_bytes",
+        (("z2", "ZeRO-2 on the same 16 GPUs", {**FOUR_OH_FIVE, "dp": 16, "zero": 2},
+          "Adds the gradients to what is sharded; the bf16 weights stay whole on every "
+          "GPU: {value}."),
+         ("z1x128", "ZeRO-1 on 128 GPUs instead of 16",
+          {**FOUR_OH_FIVE, "dp": 128, "zero": 1},
+          "More GPUs shrink only the sharded optimizer part; the 4 bytes of weights and "
+          "gradients per parameter stay on each: {value}."),
+         ("z3", "ZeRO-3 on the same 16 GPUs", {**FOUR_OH_FIVE, "dp": 16, "zero": 3},
+          "Shards all 16 bytes, weights included: {value}, at about 1.5 times the "
+          "traffic."),
+         ("z0x128", "Plain data parallelism on 128 GPUs",
+          {**FOUR_OH_FIVE, "dp": 128, "zero": 0},
+          "Plain DP copies every byte of state to every GPU, however many: {value}.")),
+        best="min", fmt=gb,
+        hint="What stays whole on every GPU under each choice?",
+        solution="{best}. ZeRO-3 on 16 {z3}, ZeRO-2 on 16 {z2}, ZeRO-1 on 128 {z1x128}, "
+                 "plain DP on 128 {z0x128}: what a stage leaves unsharded sets the floor, "
+                 "and more GPUs cannot lower it."),
+)
