@@ -43,6 +43,7 @@ from labs.core.limits import (
 )
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link
+from labs.model.code import LLAMA_65B
 from labs.model.presets import get_model
 from labs.precision.finetune import trainable_params
 from labs.precision.inputs import FT_RECIPES, MODULE_SETS, PrecisionInput, PrecisionResult
@@ -55,7 +56,6 @@ router = APIRouter()
 DEFAULT_MODEL = "llama-3.1-8b"
 MODULE_LABELS = {"qv": "q and v (the LoRA paper)", "attention": "q, k, v, o",
                  "mlp": "gate, up, down", "all": "every linear layer (QLoRA)"}
-LLAMA_65B = "L80.h8192.a64.f22016.v32000"  # LLaMA 65B (Touvron et al. 2023, Table 2)
 
 
 class PrecisionQuery(ModelGpuControls):

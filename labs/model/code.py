@@ -36,6 +36,11 @@ FLAGS = {  # flag -> (ModelSpec field, value the flag sets; the default is the o
     "nogate": ("gated_mlp", False),
 }
 REQUIRED = ("L", "h", "a", "f", "v")
+# Published shapes a lesson links to by code (no preset of their own): the code names the
+# model, not "Your model". LLaMA 65B: Touvron et al. 2023, arXiv:2302.13971, Table 2 (QLoRA's
+# model, Dettmers et al. 2023, EP10 step 11).
+LLAMA_65B = "L80.h8192.a64.f22016.v32000"
+PUBLISHED = {LLAMA_65B: ("LLaMA 65B", "Touvron et al. 2023, arXiv:2302.13971, Table 2")}
 _TOKEN = re.compile(r"([A-Za-z]+)(0|[1-9][0-9]{0,7})?")
 _NAME_OF = {name: key for key, name in NUMBERS.items()}
 
@@ -87,7 +92,8 @@ def _bad(code: str, message: str) -> LabInputError:
 
 @lru_cache(maxsize=256)  # bounded: every distinct code a class pastes would otherwise stay
 def decode(code: str) -> ModelSpec:
-    """The ModelSpec a code describes, named "Your model (size)"; LabInputError on ``model``."""
+    """The ModelSpec a code describes, named "Your model (size)" (a ``PUBLISHED`` shape by
+    its name); LabInputError on ``model``."""
     if not isinstance(code, str) or not code:
         raise LabInputError(FIELD, "a model code must be a non-empty string")
     if len(code) > MAX_MODEL_CODE:
@@ -126,6 +132,10 @@ def decode(code: str) -> ModelSpec:
     if numbers["head_dim"] < 1:
         raise _bad(code, "head_dim must be at least 1 (give d, or V for an MLA model)")
     shape = ModelSpec(id=code, name="Your model", source="model code", **numbers, **flags)
+    if code in PUBLISHED:
+        name, source = PUBLISHED[code]
+        return replace(shape, name=f"{name} ({size_label(shape)})",
+                       source=f"{source}, as model code {code}")
     return replace(shape, name=f"Your model ({size_label(shape)})",
                    source=f"your config.json, as model code {code}")
 

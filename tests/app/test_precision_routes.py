@@ -367,3 +367,19 @@ def test_round_2_cold_reading_ep10(client):
     assert f"e = ({1e3 * grown[0]:,.0f} + {1e3 * grown[1]:,.0f}) ÷ " \
            f"{1e3 * speed['bf16_step_s']:,.0f} = {e:.3f}" in nine
     assert "of gradient sync and" in nine and "of TP collectives" in nine
+
+
+def test_step_11_names_llama_65b_not_your_model(client):
+    """Step 11's QLoRA states link LLaMA 65B by its model code (it has no preset): the page,
+    its fine-tuning chart and the API name it, not 'Your model (65.3B)' (round-5 EP10)."""
+    from app.routers.precision import facts
+
+    params = facts()["qlora65"]["params"]
+    html = client.get(PAGE, params=params).text
+    summary = page_figures(html)["precision-finetune"]["summary"]
+    assert summary.startswith("LLaMA 65B (65.3B) on one ")
+    assert "Your model" not in html
+    assert api(client, **params)["model_name"] == "LLaMA 65B (65.3B)"
+    # Any other code is still the reader's own model.
+    other = {**params, "model": params["model"] + ".tie"}
+    assert api(client, **other)["model_name"].startswith("Your model (")
