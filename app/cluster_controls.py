@@ -18,6 +18,7 @@ from labs.core.limits import (
     MAX_JOB_NODES,
     MAX_MICRO_BATCH,
     MAX_MICROBATCHES,
+    MAX_PLAN_GPUS,
     MAX_SEQ_LEN,
     MAX_STAGES,
     MAX_VIRTUAL,
@@ -95,6 +96,14 @@ ReshardAfterForward = Annotated[bool, Field(
     description="ZeRO-3 only: free each layer's gathered weights after its forward (FSDP2's "
                 "reshard_after_forward); false: keep them until its backward, which then "
                 "gathers nothing, for every layer's whole weights in memory.")]
+DpShard = Annotated[int, Field(
+    ge=0, le=MAX_PLAN_GPUS,
+    description="ZeRO-3 only: HSDP's shard degree, the data-parallel ranks each shard group "
+                "spans (torchtitan's data_parallel_shard_degree; PyTorch FSDP2's fully_shard "
+                "on a 2-D mesh, FSDP1's HYBRID_SHARD). It must divide DP; DP / dp_shard "
+                "replicas each hold a full copy of the sharded state, and all-reduce their "
+                "gradient shards across the replicas once a step. 0 (or DP): plain FSDP, "
+                "sharded over all of DP.")]
 GradAccumFusion = Annotated[bool, Field(description="Weight-gradient GEMMs accumulate into "
                                                     "fp32 main_grad.")]
 Kernels = Annotated[Literal["fused", "compiled", "eager"], Field(

@@ -6,6 +6,7 @@ import math
 
 from app.charts.units import fmt_ms
 from labs.model.flops import hardware_flops_per_token, model_flops_per_token
+from labs.recipe.hsdp import hsdp_view
 from labs.recipe.inputs import RecipeResult
 from labs.recipe.layer_view import LANES, layer_view
 from labs.recipe.overlap import LABELS, timeline
@@ -28,7 +29,23 @@ def plan_api(result: RecipeResult) -> dict:
             "dp": p.dp, "cp": p.cp, "ep": p.ep, "zero": p.zero, "recompute": p.recompute,
             "schedule": p.schedule, "virtual": p.virtual, "micro_batch": p.micro_batch,
             "microbatches": p.microbatches, "seq_len": p.seq_len,
-            "first_stage_layers": p.first_stage_layers, "last_stage_layers": p.last_stage_layers}
+            "first_stage_layers": p.first_stage_layers, "last_stage_layers": p.last_stage_layers,
+            "dp_shard": p.dp_shard}
+
+
+def hsdp_api(r: RecipeResult) -> dict | None:
+    """HSDP's groups and per-layer collectives, as the step model times them (None: not
+    HSDP): ``labs.recipe.hsdp.hsdp_view``."""
+    v = hsdp_view(r)
+    if v is None:
+        return None
+    return {"dp_shard": r.plan.shard_degree, "replicas": v.replicas,
+            "shard_group": {"size": v.shard.size, "nodes": v.shard.nodes, "link": v.shard_link},
+            "replica_group": {"size": v.replica.size, "nodes": v.replica.nodes,
+                              "link": v.replica_link},
+            "layer_all_gather_s": v.gather_s, "layer_reduce_scatter_s": v.reduce_scatter_s,
+            "layer_all_reduce_s": v.all_reduce_s, "all_reduce_per_step_s": v.all_reduce_step_s,
+            "all_reduce_exposed_s": v.all_reduce_exposed_s, "state_bytes": v.state_bytes}
 
 
 def causes_of(r: RecipeResult) -> tuple:
@@ -40,6 +57,7 @@ def result_api(r: RecipeResult, causes: tuple | None = None) -> dict:
     causes = causes_of(r) if causes is None else causes
     return {
         "plan": plan_api(r),
+        "hsdp": hsdp_api(r),
         "gpus": r.gpus,
         "audits": [{"name": a.name, "ok": a.ok, "detail": a.detail} for a in r.audits],
         "passes": r.passes,

@@ -23,6 +23,7 @@ from app.cluster_controls import (
     Attention,
     ContextParallel,
     DpOverlap,
+    DpShard,
     Dropout,
     EpDispatch,
     EpOverlap,
@@ -95,6 +96,7 @@ from labs.hardware.gpus import get_gpu, gpus
 from labs.hardware.kernels import SLOWEST_GPU
 from labs.hardware.links import get_link, link_name, links, paired_cluster
 from labs.model.presets import get_model
+from labs.parallel.layout import divisors
 from labs.recipe.export import Export, export
 from labs.recipe.inputs import FSDP, SOFTWARE, Plan, RecipeResult
 from labs.recipe.lab import evaluate
@@ -161,6 +163,7 @@ class RecipeQuery(ModelGpuControls, LinkFollowsGpu):
     kernels: Kernels = "fused"
     fsdp_prefetch: FsdpPrefetch = True
     reshard_after_forward: ReshardAfterForward = True
+    dp_shard: DpShard = 0
 
 
 @dataclass(frozen=True)
@@ -260,7 +263,8 @@ def plan_query(r: RecipeResult, base: dict) -> dict:
     return {**base, "model": r.model.id, "nodes": r.nodes, "tp": p.tp, "pp": p.pp, "dp": p.dp,
             "cp": p.cp, "ep": p.ep, "zero": p.zero, "recompute": p.recompute,
             "schedule": p.schedule, "virtual": p.virtual, "microbatches": p.microbatches,
-            "first_stage_layers": p.first_stage_layers, "last_stage_layers": p.last_stage_layers}
+            "first_stage_layers": p.first_stage_layers, "last_stage_layers": p.last_stage_layers,
+            "dp_shard": p.dp_shard}
 
 
 SEED = {"model": "gpt-3-175b", "gpu": "a100-80gb", "nodes": 8, "gpus_per_node": 8,
@@ -457,6 +461,9 @@ def extra_context(state) -> dict:
         "timeline_api": timeline_api,  # the timeline's table, by kind
         "hfu_of": hfu_of,  # the readout's HFU beside MFU (step 10)
         "seq_options": with_value(SEQ_LENGTHS, q.seq_len),
+        "dp_shard_options": [(0, "all of DP (FSDP)")] + [
+            (d, f"{d} ({q.dp // d} replicas)") for d in divisors(q.dp) if d < q.dp]
+        + ([(q.dp_shard, str(q.dp_shard))] if q.dp_shard and q.dp % q.dp_shard else []),
         "replan_link": plan_query(rp.after, base) if rp and rp.after else None,
         "planner_query": planner_query(q),
         "failures_link": failures_link(q, state.result.result),
@@ -535,6 +542,7 @@ VIEW = LabView(
         "fp8": "FP8 linear layers", "kernels": "Kernels",
         "fsdp_prefetch": "FSDP backward prefetch",
         "reshard_after_forward": "Reshard after forward (ZeRO-3)",
+        "dp_shard": "HSDP shard degree (ZeRO-3)",
     },
     response_model=RecipeAnswer,
     embed_height=1400,

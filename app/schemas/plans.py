@@ -38,8 +38,35 @@ class RecipeStage(BaseModel):
     total_bytes: float
 
 
+class RecipeHsdpGroup(BaseModel):
+    size: int
+    nodes: int = Field(description="Most nodes one such group spans.")
+    link: str = Field(description="The link its rings are bound by.")
+
+
+class RecipeHsdp(BaseModel):
+    dp_shard: int = Field(description="Data-parallel ranks each shard group spans.")
+    replicas: int = Field(description="DP / dp_shard: copies of the sharded state.")
+    shard_group: RecipeHsdpGroup = Field(description="DP x CP / replicas ranks: each layer's "
+                                         "all-gather and reduce-scatter run in it.")
+    replica_group: RecipeHsdpGroup = Field(description="One rank of each shard group: the "
+                                           "gradient shards are all-reduced across it.")
+    layer_all_gather_s: float = Field(description="One layer's weight all-gather, seconds.")
+    layer_reduce_scatter_s: float = Field(description="One layer's gradient reduce-scatter, "
+                                          "seconds.")
+    layer_all_reduce_s: float = Field(description="One layer's gradient-shard all-reduce "
+                                      "across the replicas, seconds.")
+    all_reduce_per_step_s: float = Field(description="Every layer's all-reduce, once a step "
+                                         "(the last micro-batch), seconds.")
+    all_reduce_exposed_s: float = Field(description="Of it, what outlasts the last backward.")
+    state_bytes: float = Field(description="Weights, gradients and optimizer state per GPU: "
+                               "sharded over the shard group, not all of DP.")
+
+
 class RecipeResultAnswer(BaseModel):
     plan: dict
+    hsdp: RecipeHsdp | None = Field(default=None, description="HSDP (dp_shard below DP, "
+                                    "ZeRO-3): its groups and collectives; null otherwise.")
     gpus: int
     audits: list[RecipeAudit]
     passes: bool

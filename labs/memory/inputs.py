@@ -81,6 +81,9 @@ class MemoryInput:
     # ZeRO-3 without resharding after the forward (FSDP2's reshard_after_forward=False): every
     # layer's gathered weights are held from its forward to its backward.
     keep_gathered: bool = False
+    # HSDP (ZeRO-3): the shard groups' replicas across DP; state is sharded over DP x CP /
+    # replicas (``shard_group``), the rest of DP holding copies (1: plain ZeRO/FSDP).
+    replicas: int = 1
 
     def __post_init__(self) -> None:  # one check per control, in page order
         if not isinstance(self.model, ModelSpec):
@@ -100,6 +103,11 @@ class MemoryInput:
         whole("zero", self.zero, 0, 3, "ZeRO stage")
         for name in ("offload", "uneven_pp", "keep_gathered"):
             flag(name, getattr(self, name), name)
+        whole("replicas", self.replicas, 1, self.dp, "HSDP replicas")
+        if self.replicas > 1 and (self.zero != 3 or self.dp % self.replicas
+                                  or layout.expert_dp % self.replicas):
+            raise LabInputError("replicas", "HSDP replicas are ZeRO-3's, and divide DP and "
+                                            "the experts' data-parallel group")
         if self.sp is not None:
             flag("sp", self.sp, "sequence parallelism")
         self._check_schedule()
@@ -141,6 +149,13 @@ class MemoryInput:
     @property
     def world_size(self) -> int:
         return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def shard_groups(self) -> tuple[int, int]:
+        """The ranks ZeRO shards dense and expert state over: DP x CP and expert-DP
+        (``ParallelLayout``), each over HSDP's replicas."""
+        lay = self.layout
+        return lay.dense_shard_group // self.replicas, lay.expert_dp // self.replicas
 
     @property
     def sequence_parallel(self) -> bool:

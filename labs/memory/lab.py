@@ -96,7 +96,7 @@ def scaling_state_bytes(inp: MemoryInput, layers: int, moe_layers: int, r: Recip
 
 
 def _stage_bill(inp: MemoryInput, sp: StageParams, r: Recipe) -> StageBill:
-    m, lay = inp.model, inp.layout
+    m = inp.model
     dense_local = sp.tp_split / inp.tp + sp.replicated
     expert_local = sp.experts / (inp.ep * inp.etp)
     bill = dict.fromkeys(BREAKDOWN_KEYS, 0.0)
@@ -106,9 +106,12 @@ def _stage_bill(inp: MemoryInput, sp: StageParams, r: Recipe) -> StageBill:
             # ZeRO (Rajbhandari 2020, Fig. 1): stage 1 shards optimizer state (master + moments),
             # stage 2 also gradients, stage 3 also the bf16 weights; dense state over DP x CP,
             # expert state over expert-DP.
+            # HSDP shards over DP x CP / replicas (PyTorch fully_shard on a 2-D mesh: "HSDP
+            # ... replicate across the 0th dim and shard across the 1st").
             on = inp.zero >= from_stage
-            return bytes_per_param * (dense_local / (lay.dense_shard_group if on else 1)
-                                      + expert_local / (lay.expert_dp if on else 1))
+            dense_group, expert_group = inp.shard_groups
+            return bytes_per_param * (dense_local / (dense_group if on else 1)
+                                      + expert_local / (expert_group if on else 1))
 
         # Every copy of the weights (the 16-bit one and a low-precision recipe's FP8 copies,
         # labs.core.catalogue), sharded alike, plus per-tensor scaling's amax history.

@@ -122,7 +122,14 @@ def assumptions(inp: MemoryInput, bills: Sequence[StageBill], worst: int) -> tup
         if inp.pp > 1:
             notes.append(_pipeline_note(inp, bills))
         lay = inp.layout
-        if inp.zero:
+        if inp.zero and inp.replicas > 1:
+            dense, expert = inp.shard_groups
+            notes.append(f"HSDP: ZeRO-3 shards dense state over DP x CP / {inp.replicas} "
+                         f"replicas = {dense} ranks"
+                         + (f" and expert state over expert-DP / {inp.replicas} = {expert}"
+                            if m.is_moe else "")
+                         + f"; each of the {inp.replicas} replicas holds a full copy.")
+        elif inp.zero:
             notes.append(f"ZeRO-{inp.zero} shards dense state over DP x CP = "
                          f"{lay.dense_shard_group} ranks (Megatron's distributed optimizer "
                          "includes CP)"

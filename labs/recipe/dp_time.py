@@ -24,6 +24,21 @@ collectives would pay the same and are left uncharged, so the lab's times there 
 bound (the calibration runs' published times are 2-13% longer). Tied input and output
 embeddings on different stages all-reduce their gradient between the two (Megatron's
 embedding group).
+
+HSDP (hybrid sharded data parallelism: PyTorch FSDP2's ``fully_shard(mesh=2-D DeviceMesh)``,
+"replicate across the 0th dim and shard across the 1st"; FSDP1's HYBRID_SHARD; torchtitan's
+data_parallel_replicate_degree x data_parallel_shard_degree; Zhao et al. 2023 sec 3.2.2)
+shards ZeRO-3's state over a shard group of DP x CP / R ranks and keeps R replicas of it.
+Each layer's gathers and reduce-scatters run as above, inside the shard group, on the links
+it spans (NVLink when it stays inside a node); after each layer's reduce-scatter its
+gradient shard (its parameters / the shard group, in the gradient dtype) is all-reduced
+across the R replicas (torch 2.5 _fsdp_collectives.foreach_reduce: reduce_scatter, then
+all_reduce over the replicate group), on the links between them. FSDP2 all-reduces in every
+backward unless ``set_requires_all_reduce(False)`` is set for all but the last micro-batch,
+as its docs advise for gradient accumulation under HSDP; the lab times that: one all-reduce
+per layer a step, each issued as its layer's reduce-scatter ends in the last micro-batch's
+backward, hidden behind the rest of that backward (and the stage's idle time after it) as
+the gradient buckets are, with the same uncharged SMs (``hsdp_replicas``).
 """
 
 from __future__ import annotations
@@ -38,7 +53,7 @@ from labs.hardware.links import Cluster
 from labs.hardware.nccl import nccl_time, overlapped, sm_share
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout
-from labs.recipe.groups import Spread, spread
+from labs.recipe.groups import Spread, hybrid_spreads, spread
 from labs.recipe.stage_time import Stage
 from labs.recipe.timing import MicroBatchTime, Part, StepOptions
 
@@ -193,7 +208,7 @@ def zero3_exposure(stage: Stage, lay: ParallelLayout, s: tuple[Spread, Spread], 
             (fwd_total, fwd_exposed + mb * first_gather, fwd_sm))
 
 
-def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, Spread],
+def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, ...],
               cluster: Cluster, micro: MicroBatchTime, windows: tuple[float, float], mb: int,
               zero: int, recipe: str, overlap: bool,
               idle: tuple[float, float], fsdp2: bool = False,
@@ -208,11 +223,17 @@ def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, Spread],
     expert = sp.experts / (lay.ep * lay.etp)
     link = cluster.intra.id
     if zero == 3:
-        total, exposed, sent, sm, fwd = zero3_exposure(stage, lay, spreads, cluster, mb,
+        total, exposed, sent, sm, fwd = zero3_exposure(stage, lay, spreads[:2], cluster, mb,
                                                        weight_bytes, grad_bytes, fsdp2,
                                                        *fsdp)
         if spreads[0].nodes > 1:
             link = cluster.inter.id
+        if len(spreads) > 2:  # HSDP: the gradient shards' all-reduce across the replicas
+            ar = hsdp_replicas(stage, spreads, cluster, grad_bytes, last_bwd, overlap)
+            total, sent = total + ar.seconds, sent + ar.sent
+            exposed += max(0.0, ar.exposed - idle[1])
+            if ar.seconds and spreads[2].nodes > 1:
+                link = cluster.inter.id
         return total, exposed, sent, link, sm, fwd
     total = sent = 0.0
     reduce_exposed = gather_exposed = 0.0
@@ -233,12 +254,60 @@ def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, Spread],
     return total, exposed, sent, link, 0.0, (0.0, 0.0, 0.0)
 
 
-def dp_spreads(lay: ParallelLayout, cluster: Cluster,
-               stages: list[Stage]) -> tuple[Spread, Spread]:
-    """Where the dense parameters' DP (x CP) groups and the experts' fall on the nodes."""
+@dataclass(frozen=True)
+class ReplicaSync:
+    """HSDP's all-reduce of the gradient shards across the replicas, per step."""
+
+    seconds: float  # every layer's, one after another
+    exposed: float  # what outlasts the last micro-batch's backward
+    sent: float  # bytes one GPU sends
+    layer: float  # one layer's (the stage's first), for the lesson's hand count
+
+
+def hsdp_replicas(stage: Stage, spreads: tuple[Spread, ...], cluster: Cluster,
+                  grad_bytes: float, window_s: float, overlap: bool) -> ReplicaSync:
+    """HSDP's replica all-reduce on one stage (module docstring): each layer's gradient shard,
+    its local dense (and expert) parameters over the shard group (``spreads``: dense shard,
+    expert shard, dense replica, expert replica), in the gradient dtype, all-reduced across
+    the replica group once a step. Each layer's is ready as its backward ends, so the stage's
+    layers are its buckets, the gradient produced evenly over the last backward
+    (``labs.data_parallel.lab.exposed_after_window``); without ``overlap`` (the step's
+    dp_overlap off) all of it is after the backward."""
+    seconds = sent = first = 0.0
+    layers = 0
+    for n, _lt, *params in stage.layers:
+        one = 0.0
+        for count, shard, rep in zip(params, spreads[:2], spreads[2:], strict=True):
+            if rep.size == 1 or not count:
+                continue
+            size = count / shard.size * grad_bytes
+            one += _cost("all_reduce", size, rep, cluster).seconds
+            sent += n * _sent("all_reduce", size, rep.size)
+        seconds += n * one
+        layers += n
+        first = first or one
+    if not seconds:
+        return ReplicaSync(0.0, 0.0, 0.0, 0.0)
+    if not overlap:
+        return ReplicaSync(seconds, seconds, sent, first)
+    each = seconds / layers
+    return ReplicaSync(seconds, exposed_after_window(window_s, each, each, layers, 1 / layers),
+                       sent, first)
+
+
+def dp_spreads(lay: ParallelLayout, cluster: Cluster, stages: list[Stage],
+               replicas: int = 1) -> tuple[Spread, ...]:
+    """Where the dense parameters' DP (x CP) groups and the experts' fall on the nodes; with
+    HSDP's ``replicas`` > 1, their shard groups, then their replica groups
+    (``labs.recipe.groups.hybrid_spreads``)."""
     g = cluster.gpus_per_node
-    return spread(lay, "dp-cp", g), (spread(lay, "edp", g) if any(
-        s.params.experts for s in stages) else Spread(1, 1, 1))
+    experts = any(s.params.experts for s in stages)
+    none = Spread(1, 1, 1)
+    if replicas > 1:
+        dense = hybrid_spreads(lay, "dp-cp", replicas, g)
+        expert = hybrid_spreads(lay, "edp", replicas, g) if experts else (none, none)
+        return dense[0], expert[0], dense[1], expert[1]
+    return spread(lay, "dp-cp", g), (spread(lay, "edp", g) if experts else none)
 
 
 def dp_part(model: ModelSpec, lay: ParallelLayout, cluster: Cluster, micro: MicroBatchTime,
@@ -246,12 +315,13 @@ def dp_part(model: ModelSpec, lay: ParallelLayout, cluster: Cluster, micro: Micr
              chunks: int, idle: tuple[tuple[float, float], ...]) -> Part:
     """Gradient (and ZeRO weight) traffic over the DP groups, stage by stage: the part is
     the stage whose traffic lengthens the step most (on a tie, the heaviest)."""
-    dense_s, expert_s = dp_spreads(lay, cluster, stages)
+    spreads = dp_spreads(lay, cluster, stages, options.dp_replicas if zero == 3 else 1)
+    dense_s, expert_s = spreads[:2]
     # The overlap windows: one model chunk's backward (the last) and forward (the first).
     windows = (micro.forward / chunks, micro.backward / chunks)
     worst = None
     for rank, st in enumerate(stages):
-        found = _stage_dp(st, lay, (dense_s, expert_s), cluster, micro, windows, mb, zero,
+        found = _stage_dp(st, lay, spreads, cluster, micro, windows, mb, zero,
                           recipe, options.dp_overlap,
                           idle[rank] if rank < len(idle) else (0.0, 0.0),
                           options.compute.kernels != "fused",
@@ -270,6 +340,9 @@ def dp_part(model: ModelSpec, lay: ParallelLayout, cluster: Cluster, micro: Micr
             3: "all_gather x2 + reduce_scatter per layer per micro-batch"
             if options.reshard_after_forward
             else "all_gather + reduce_scatter per layer per micro-batch"}[zero]
-    return Part("dp", name, dense_s.size, max(dense_s.nodes, expert_s.nodes), link, sent,
+    if len(spreads) > 2:
+        name += f" in groups of {dense_s.size}; all_reduce per layer across " \
+                f"{options.dp_replicas} replicas"
+    return Part("dp", name, dense_s.size, max(s.nodes for s in spreads), link, sent,
                 total, exposed, sm, forward)
 

@@ -168,9 +168,19 @@ def deepspeed(plan: Plan, model: ModelSpec) -> Export:
 
 def fsdp(plan: Plan, model: ModelSpec) -> Export:
     notes = []
-    dims = [("pp", plan.pp), ("dp", plan.dp), ("cp", plan.cp), ("tp", plan.tp)]
+    # HSDP: DP splits into (replicate, shard), replicas outermost (torchtitan's mesh order);
+    # fully_shard on the 2-D dp mesh replicates across its 0th dim and shards across its 1st.
+    dp_dims = [("dp_replicate", plan.replicas), ("dp_shard", plan.shard_degree)] \
+        if plan.hybrid else [("dp", plan.dp)]
+    dims = [("pp", plan.pp), *dp_dims, ("cp", plan.cp), ("tp", plan.tp)]
     shape = tuple(n for _, n in dims)
     names = tuple(k for k, _ in dims)
+    dp_mesh = 'mesh["dp_replicate", "dp_shard"]' if plan.hybrid else 'mesh["dp"]'
+    if plan.hybrid:
+        notes.append(f"HSDP: {plan.replicas} replicas of {plan.shard_degree}-way FSDP; with "
+                     "gradient accumulation, call model.set_requires_all_reduce(False) before "
+                     "every micro-batch's backward but the last, as the lab times it (one "
+                     "all-reduce across the replicas a step)")
     if plan.zero == 1:
         notes.append("FSDP2 has no ZeRO-1: the nearest is ZeRO-2 "
                      "(reshard_after_forward=False), which also shards gradients")
@@ -223,7 +233,7 @@ SEQ_LEN = {plan.seq_len}
 
 # TP fastest (one node's GPUs), then CP, DP, PP: Megatron's rank order.
 mesh = init_device_mesh("cuda", {shape!r}, mesh_dim_names={names!r})
-tp_mesh, dp_mesh, pp_mesh = mesh["tp"], mesh["dp"], mesh["pp"]
+tp_mesh, dp_mesh, pp_mesh = mesh["tp"], {dp_mesh}, mesh["pp"]
 
 TP_PLAN = {{
     "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(),

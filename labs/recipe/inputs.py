@@ -11,6 +11,7 @@ from labs.core.catalogue import RECIPES, TE_CAST_BYTES
 from labs.core.errors import LabInputError
 from labs.core.limits import (
     DEFAULT_MATMUL_EFFICIENCY,
+    MAX_DP,
     MAX_MATMUL_EFFICIENCY,
     MAX_MICRO_BATCH,
     MAX_MICROBATCHES,
@@ -46,7 +47,7 @@ SOFTWARE = ("attention", "dropout", "fp8", "sequence_parallel", "tp_overlap", "e
             "ep_dispatch", "dp_overlap", "grad_accum_fusion", "kernels")
 # ZeRO-3's FSDP settings (StepOptions): the page's and the API's, not the planner's, which
 # searches every ZeRO stage with FSDP's defaults.
-FSDP = ("fsdp_prefetch", "reshard_after_forward")
+FSDP = ("fsdp_prefetch", "reshard_after_forward", "dp_shard")
 
 
 @lru_cache(maxsize=16384)
@@ -94,9 +95,13 @@ class Plan:
     # ZeRO-3 only (StepOptions): FSDP's backward prefetch and reshard_after_forward.
     fsdp_prefetch: bool = True
     reshard_after_forward: bool = True
+    # HSDP (ZeRO-3 only): the data-parallel ranks each shard group spans, torchtitan's
+    # data_parallel_shard_degree; DP = dp_shard x replicas. 0: all of DP (plain FSDP).
+    dp_shard: int = 0
 
     def __post_init__(self) -> None:
         ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep)
+        whole("dp_shard", self.dp_shard, 0, MAX_DP, "FSDP shard degree")
         whole("pp", self.pp, 1, MAX_STAGES, "pipeline stages")
         whole("zero", self.zero, 0, 3, "ZeRO stage")
         one_of("recompute", self.recompute, RECOMPUTE, "recomputation")
@@ -130,7 +135,25 @@ class Plan:
                              self.tp_overlap, self.ep_overlap, self.dp_overlap,
                              self.grad_accum_fusion, matmul_efficiency, self.kernels,
                              RECIPES[self.recipe].cast_bytes or TE_CAST_BYTES,
-                             self.ep_dispatch, self.fsdp_prefetch, self.reshard_after_forward)
+                             self.ep_dispatch, self.fsdp_prefetch, self.reshard_after_forward,
+                             self.replicas if self.hybrid else 1)
+
+    @property
+    def shard_degree(self) -> int:
+        """The data-parallel ranks ZeRO shards over: ``dp_shard``, or all of DP."""
+        return self.dp_shard or self.dp
+
+    @property
+    def replicas(self) -> int:
+        """HSDP's replicas of each shard group, torchtitan's data_parallel_replicate_degree:
+        DP / dp_shard (1: plain FSDP; a dp_shard that does not divide DP is ``rule_problems``'
+        to report, so this floors)."""
+        return max(1, self.dp // self.shard_degree)
+
+    @property
+    def hybrid(self) -> bool:
+        """HSDP: ZeRO-3 sharded over part of DP and replicated over the rest."""
+        return self.zero == 3 and self.replicas > 1 and self.dp % self.shard_degree == 0
 
     @property
     def uneven(self) -> bool:
@@ -233,7 +256,7 @@ def _step_options(attention: str, dropout: bool, fp8: bool, sp: bool, tp_overlap
                   matmul_efficiency: float | None, kernels: str = "fused",
                   cast_bytes: float = TE_CAST_BYTES,
                   ep_dispatch: str = "alltoall", fsdp_prefetch: bool = True,
-                  reshard_after_forward: bool = True) -> StepOptions:
+                  reshard_after_forward: bool = True, replicas: int = 1) -> StepOptions:
     return StepOptions(ComputeOptions(attention=attention, dropout=dropout, fp8=fp8,
                                       kernels=kernels, fp32_wgrad=fusion,
                                       fp8_cast_bytes=cast_bytes),
@@ -241,7 +264,7 @@ def _step_options(attention: str, dropout: bool, fp8: bool, sp: bool, tp_overlap
                        dp_overlap=dp_overlap,
                        grad_accum_fusion=fusion, sequence_parallel=sp,
                        matmul_efficiency=matmul_efficiency, fsdp_prefetch=fsdp_prefetch,
-                       reshard_after_forward=reshard_after_forward)
+                       reshard_after_forward=reshard_after_forward, dp_replicas=replicas)
 
 
 def check_matmul_efficiency(value: object) -> None:

@@ -51,7 +51,7 @@ from labs.memory.inputs import MemoryInput, MemoryResult
 from labs.memory.lab import compute_memory
 from labs.model.ops import attention_impl
 from labs.model.spec import ModelSpec
-from labs.parallel.layout import problems, world_problems
+from labs.parallel.layout import divisors, problems, world_problems
 from labs.recipe.audits import audits_of, rule_audits
 from labs.recipe.inputs import Plan, RecipeResult, check_matmul_efficiency
 from labs.recipe.step_time import step_parts
@@ -72,7 +72,8 @@ def ledger(plan: Plan, model: ModelSpec, cluster: Cluster) -> MemoryResult:
         cp=plan.cp, dp=plan.dp, ep=plan.ep, zero=plan.zero, schedule=plan.schedule,
         microbatches=plan.microbatches, virtual=plan.virtual,
         first_stage_layers=plan.first_stage_layers, last_stage_layers=plan.last_stage_layers,
-        keep_gathered=plan.zero == 3 and not plan.reshard_after_forward))
+        keep_gathered=plan.zero == 3 and not plan.reshard_after_forward,
+        replicas=plan.replicas if plan.hybrid else 1))
 
 
 def measured_bubble(schedule: str, p: int, m: int, v: int) -> float:
@@ -149,6 +150,7 @@ def rule_problems(plan: Plan, model: ModelSpec, cluster: Cluster,
                   for name, what in (("fsdp_prefetch", "FSDP backward prefetch"),
                                      ("reshard_after_forward", "reshard_after_forward"))
                   if not getattr(plan, name)]
+    found += hsdp_problems(plan)
     chunks = chunks_per_rank(plan.schedule, plan.virtual) if plan.pp > 1 else 1
     found += [e for e in uneven_problems(model.layers, plan.pp, plan.first_stage_layers,
                                          plan.last_stage_layers, chunks)
@@ -169,6 +171,31 @@ def rule_problems(plan: Plan, model: ModelSpec, cluster: Cluster,
                 found.append(LabInputError("virtual", f"{model.layers} layers cannot fill "
                                                       f"{plan.pp} stages x {chunks} chunks"))
     return found
+
+
+def hsdp_problems(plan: Plan) -> list[LabInputError]:
+    """HSDP's rules (torchtitan's ParallelDims: dp_replicate x dp_shard = DP): the shard degree
+    divides DP, only ZeRO-3 (FSDP) shards the weights so only it can be hybrid, and the
+    experts' data-parallel group (TP·CP·DP / EP) splits into the same replicas."""
+    shard, dp = plan.dp_shard, plan.dp
+    if not shard or shard == dp:
+        return []
+    if dp % shard:
+        return [LabInputError("dp_shard", f"the FSDP shard degree {shard} must divide DP = "
+                                          f"{dp} (DP = shard degree x replicas); choose one of "
+                                          f"{', '.join(map(str, divisors(dp)))}",
+                              also=("dp",))]
+    if plan.zero != 3:
+        return [LabInputError("dp_shard", f"a shard degree of {shard} below DP = {dp} is "
+                                          f"HSDP, ZeRO-3's (FSDP's): ZeRO stage {plan.zero} "
+                                          "does not shard the weights; set zero to 3, or "
+                                          "dp_shard to 0 (all of DP)", also=("zero",))]
+    edp = plan.layout.expert_dp
+    if plan.ep > 1 and edp % plan.replicas:
+        return [LabInputError("dp_shard", f"{plan.replicas} replicas must also divide the "
+                                          f"experts' data-parallel group, {edp} ranks",
+                              also=("ep",))]
+    return []
 
 
 def _recompute_problems(plan: Plan, model: ModelSpec, cluster: Cluster) -> list[LabInputError]:

@@ -243,7 +243,8 @@ def layer_view(result: RecipeResult) -> LayerView | None:
         + _order(lt.ops.backward.kernels, True)
     z = None
     if plan.zero == 3:
-        spreads = dp_spreads(plan.layout, cluster, list(timing.stages))
+        spreads = dp_spreads(plan.layout, cluster, list(timing.stages),
+                             timing.options.dp_replicas)[:2]
         fsdp2 = timing.options.compute.kernels != "fused"
         z = zero3_layer(lt, params, spreads, cluster, RECIPES[plan.recipe].gathered_bytes,
                         RECIPES[plan.recipe].gradients, fsdp2, plan.fsdp_prefetch,

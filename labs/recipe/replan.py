@@ -38,6 +38,13 @@ def _changed(a: Plan, b: Plan) -> tuple[str, ...]:
     return tuple(k for k in DECISIONS if getattr(a, k) != getattr(b, k))
 
 
+def _shard(plan: Plan, dp: int, zero: int) -> int:
+    """HSDP's shard degree kept where it still applies (ZeRO-3, dividing the new DP: the
+    shard group stays, the replicas change, as torchtitan re-meshes a job); else plain."""
+    shard = plan.dp_shard
+    return shard if shard and zero == 3 and dp % shard == 0 and shard < dp else 0
+
+
 def candidates(plan: Plan, model: ModelSpec, gpus: int) -> list[Plan]:
     """Legal-looking plans for ``gpus`` GPUs, near ``plan`` first."""
     found = []
@@ -63,7 +70,8 @@ def candidates(plan: Plan, model: ModelSpec, gpus: int) -> list[Plan]:
         first, last = splits[pp]
         found.append(replace(plan, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, zero=zero,
                              recompute=rec, schedule=sched, microbatches=m,
-                             first_stage_layers=first, last_stage_layers=last))
+                             first_stage_layers=first, last_stage_layers=last,
+                             dp_shard=_shard(plan, dp, zero)))
     found.sort(key=lambda c: len(_changed(plan, c)))
     return found[:MAX_CANDIDATES]
 
@@ -73,7 +81,8 @@ def nearest(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
     """The running ``plan`` on ``model`` and ``nodes`` x ``cluster``, and the nearest plan
     that passes every audit there (timed at the same compute rate)."""
     gpus = nodes * cluster.gpus_per_node
-    keep = replace(plan, dp=max(1, gpus // (plan.tp * plan.pp * plan.cp)))
+    dp = max(1, gpus // (plan.tp * plan.pp * plan.cp))
+    keep = replace(plan, dp=dp, dp_shard=_shard(plan, dp, plan.zero))
     # The job as it would restart: DP re-divides the new GPU count, everything else stays.
     before = evaluate(keep if not rule_problems(keep, model, cluster, nodes) else plan,
                       model, cluster, nodes, matmul_efficiency)

@@ -126,9 +126,11 @@ class StageTimes:
         return MicroBatchTime(s.forward, s.backward, s.tp, s.cp, s.ep, s.gemm, s.attention,
                               s.memory, s.exposed_forward, self.sends, s.passes)
 
-    def optimizer_s(self, lay: ParallelLayout, zero: int) -> float:
-        """The slowest stage's optimizer step (its local parameters; ZeRO ≥ 1: their shard)."""
-        local = local_params(self.slow.params, lay) / (lay.dp * lay.cp if zero >= 1 else 1)
+    def optimizer_s(self, lay: ParallelLayout, zero: int, replicas: int = 1) -> float:
+        """The slowest stage's optimizer step (its local parameters; ZeRO ≥ 1: their shard,
+        over DP x CP, or HSDP's shard group of DP x CP / ``replicas``)."""
+        local = local_params(self.slow.params, lay) / (lay.dp * lay.cp // replicas
+                                                       if zero >= 1 else 1)
         return optimizer_time(self.cluster.gpu, local)
 
 

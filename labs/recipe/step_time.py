@@ -77,5 +77,6 @@ def step_parts(model: ModelSpec, layout: ParallelLayout, cluster: Cluster, *, se
                   hardware_flops_per_token(m, seq_len, recompute,
                                            tuple(s.params.layers for s in st.stages)),
                   st.imbalance,
-                  st.optimizer_s(lay, zero), st.attention, slow, st.stages, options)
+                  st.optimizer_s(lay, zero, options.dp_replicas if zero == 3 else 1),
+                  st.attention, slow, st.stages, options)
 

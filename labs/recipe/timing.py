@@ -45,8 +45,13 @@ class StepOptions:
     # (reshard_after_forward; false: kept until the backward, which gathers nothing).
     fsdp_prefetch: bool = True
     reshard_after_forward: bool = True
+    # HSDP (labs.recipe.dp_time.hsdp_replicas): ZeRO-3's shard groups replicated this many
+    # times across the data-parallel group (1: plain FSDP, sharded over all of it).
+    dp_replicas: int = 1
 
     def __post_init__(self) -> None:
+        if not isinstance(self.dp_replicas, int) or self.dp_replicas < 1:
+            raise LabInputError("dp_shard", "HSDP's replicas are a whole number, 1 or more")
         check_tp_overlap(self.tp_overlap)
         check_ep_dispatch(self.ep_dispatch)
         for name in ("ep_overlap", "dp_overlap", "grad_accum_fusion", "scatter_gather",

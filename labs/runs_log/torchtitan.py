@@ -219,8 +219,8 @@ def read(text: str, gpus: int | None = None) -> ParsedRun:
     if gpu:
         plan["gpu"] = gpu
     if replicate > 1 and shard > 1:
-        notes.append(f"HSDP: {replicate} replicas of {shard}-way FSDP; the lab shards over "
-                     "all of DP (ZeRO-3)")
+        plan["dp_shard"] = shard  # HSDP: EP08's shard degree (labs.recipe.dp_time)
+        notes.append(f"HSDP: {replicate} replicas of {shard}-way FSDP (dp_shard {shard})")
     rows = steps[1:] if len(steps) > 1 else steps
     if len(steps) > 1:
         notes.append("the first step line is left out (it includes warm-up and compilation)")

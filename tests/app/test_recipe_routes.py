@@ -94,6 +94,45 @@ def test_an_fsdp_setting_without_zero_3_is_a_422_naming_both_controls(client, na
                       ).status_code == 200
 
 
+HSDP_JOB = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "nodes": 8, "intra_link": "nvlink-4",
+            "inter_link": "ib-ndr", "seq_len": 8192, "tp": 2, "pp": 1, "dp": 32, "zero": 3,
+            "recompute": "flash", "microbatches": 4}
+
+
+@pytest.mark.parametrize(("change", "fields"), [({"dp_shard": 5}, {"dp_shard", "dp"}),
+                                                ({"dp_shard": 4, "zero": 1},
+                                                 {"dp_shard", "zero"})])
+def test_an_inconsistent_hsdp_shard_degree_is_a_422_naming_both_controls(client, change,
+                                                                         fields):
+    """dp_shard must divide DP, and only ZeRO-3 (FSDP) shards over part of it: each clash is
+    answered 422 under both controls."""
+    response = client.get("/api/recipe", params={**HSDP_JOB, **change})
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert {d["loc"][1] for d in detail} == fields
+    assert all("shard degree" in d["msg"] for d in detail)
+    assert client.get("/api/recipe", params={**HSDP_JOB, "dp_shard": -1}).status_code == 422
+
+
+def test_the_api_carries_hsdp_groups_and_collectives(client):
+    """With dp_shard 4 (a node's 4 DP ranks) the answer says where each group runs; without
+    it (or with dp_shard = DP) hsdp is null and the answer is plain FSDP's."""
+    body = client.get("/api/recipe", params={**HSDP_JOB, "dp_shard": 4}).json()
+    h = body["hsdp"]
+    assert (h["dp_shard"], h["replicas"]) == (4, 8)
+    assert h["shard_group"] == {"size": 4, "nodes": 1, "link": "nvlink-4"}
+    assert h["replica_group"] == {"size": 8, "nodes": 8, "link": "ib-ndr"}
+    assert h["all_reduce_per_step_s"] == pytest.approx(32 * h["layer_all_reduce_s"])
+    assert body["plan"]["dp_shard"] == 4
+    plain = client.get("/api/recipe", params=HSDP_JOB).json()
+    full = client.get("/api/recipe", params={**HSDP_JOB, "dp_shard": 32}).json()
+    assert plain["hsdp"] is None and full["hsdp"] is None
+    assert full["step_s"] == plain["step_s"]
+    assert h["state_bytes"] == pytest.approx(8 * sum(
+        plain["stages"][0]["breakdown"][k] for k in ("weights", "gradients",
+                                                     "master_weights", "optimizer_moments")))
+
+
 def test_the_fsdp_export_says_how_to_turn_backward_prefetch_off_and_keep_parameters(client):
     keep = client.get("/api/export", params={**SEED, "zero": 3, "format": "fsdp",
                                              "reshard_after_forward": "false",
