@@ -1,18 +1,19 @@
 """EP03's shapes: the sharding question (``ZeroInput``, every control checked where it is built,
-in page order, and EP01's ledger input it stands for) and its answer (``ZeroResult``: the
+in page order) and its answer (``ZeroResult``: the
 memory bars, the traffic of each stage, recomputation and offload). ``labs.zero.lab``
 computes them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from labs.core.errors import LabInputError
 from labs.core.limits import HOST_LINKS, MAX_DP, MAX_GPUS_PER_NODE, TRAIN_RECIPES, ZERO_STAGES
 from labs.core.validate import flag, one_of, whole
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, get_link, gpu_cluster, paired_cluster
-from labs.memory.inputs import STATE_KEYS, MemoryInput, MemoryResult, check_activation_controls
+from labs.memory.inputs import STATE_KEYS, MemoryResult, check_activation_controls
 from labs.model.spec import ModelSpec
 from labs.zero.deepspeed import DeepSpeedEstimate
 
@@ -71,10 +72,7 @@ class ZeroInput:
         """The GPU's node with the chosen link swapped in: a scale-out link joins the nodes,
         a scale-up link (NVLink, PCIe) joins the GPUs inside one (the GPU's own datasheet
         link takes the other place)."""
-        own = gpu_cluster(self.gpu)
-        link = get_link(self.link)
-        intra, inter = (own.intra, link) if link.kind == "scale-out" else (link, own.inter)
-        return paired_cluster(self.gpu, self.gpus_per_node, intra, inter, intra_field="link")
+        return _cluster(self.gpu, self.gpus_per_node, self.link)
 
     @property
     def gpus_on_node(self) -> int:
@@ -85,13 +83,15 @@ class ZeroInput:
     def nodes(self) -> int:
         return max(1, self.dp // self.gpus_per_node)
 
-    def ledger_input(self, **changes) -> MemoryInput:
-        """EP01's input for this plan, with ``changes`` (dp, zero, recompute, offload)."""
-        fields = {"dp": self.dp, "zero": self.zero, "recompute": self.recompute,
-                  "offload": self.offload, **changes}
-        return MemoryInput(model=self.model, gpu=self.gpu, mode="train", recipe=self.recipe,
-                           seq_len=self.seq_len, micro_batch=self.micro_batch,
-                           activation_model=self.activation_model, **fields)
+
+@lru_cache(maxsize=64)
+def _cluster(gpu: GPUSpec, gpus_per_node: int, link_id: str) -> Cluster:
+    """``ZeroInput.cluster``, built once per (GPU, node size, link): a render asks it a few
+    dozen times (bounded: the lab's GPUs x node sizes x links a class visits)."""
+    own = gpu_cluster(gpu)
+    link = get_link(link_id)
+    intra, inter = (own.intra, link) if link.kind == "scale-out" else (link, own.inter)
+    return paired_cluster(gpu, gpus_per_node, intra, inter, intra_field="link")
 
 
 @dataclass(frozen=True)

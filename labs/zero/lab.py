@@ -46,8 +46,9 @@ from labs.core.catalogue import RECIPES
 from labs.core.limits import KORTHIKANTI_RECOMPUTE, RECOMPUTE, ZERO_DP_SHOWN, ZERO_STAGES
 from labs.core.recomputation import RECOMPUTATION
 from labs.hardware.comm import collective
+from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, get_link
-from labs.memory.inputs import STATE_KEYS
+from labs.memory.inputs import STATE_KEYS, MemoryInput, MemoryResult
 from labs.memory.lab import compute_memory
 from labs.model.flops import model_flops_per_token
 from labs.model.head import head_ops
@@ -90,6 +91,28 @@ FSDP_NAMES = {
     2: "SHARD_GRAD_OP",
     3: "FULL_SHARD",
 }
+
+
+def ledger(inp: ZeroInput, **changes) -> MemoryResult:
+    """EP01's bill for this plan, with ``changes`` (dp, zero, recompute, offload). A render
+    asks about twenty (each bar's DP degree and stage, each recomputation mode, offload on and
+    off); they depend on the model, GPU, recipe and activation controls only, not on the links
+    or node size, so a student moving those, or the DP degree, reuses them (bounded cache)."""
+    fields = {"dp": inp.dp, "zero": inp.zero, "recompute": inp.recompute,
+              "offload": inp.offload, **changes}
+    return _ledger(inp.model, inp.gpu, inp.recipe, inp.seq_len, inp.micro_batch,
+                   inp.activation_model, fields["dp"], fields["zero"], fields["recompute"],
+                   fields["offload"])
+
+
+@lru_cache(maxsize=256)  # about 4.5 kB each pickled: a dozen states' bills
+def _ledger(model: ModelSpec, gpu: GPUSpec, recipe: str, seq_len: int, micro_batch: int,
+            activation_model: str, dp: int, zero: int, recompute: str,
+            offload: bool) -> MemoryResult:
+    return compute_memory(MemoryInput(model=model, gpu=gpu, mode="train", recipe=recipe,
+                                      seq_len=seq_len, micro_batch=micro_batch,
+                                      activation_model=activation_model, dp=dp, zero=zero,
+                                      recompute=recompute, offload=offload))
 
 
 def compute_windows(inp: ZeroInput, recompute: str) -> tuple[float, float]:
@@ -147,8 +170,8 @@ ADAM_HOST_BYTES = 7 * 4  # CPU Adam: read fp32 weight, gradient, m, v; write wei
 def offload_plan(inp: ZeroInput, backward_seconds: float,
                  compute_seconds: float) -> OffloadPlan:
     recipe = RECIPES[inp.recipe]
-    without = compute_memory(inp.ledger_input(offload=False))
-    with_ = compute_memory(inp.ledger_input(offload=True))
+    without = ledger(inp, offload=False)
+    with_ = ledger(inp, offload=True)
     shard = inp.model.params / (inp.dp if inp.zero >= 1 else 1)  # the rank's optimizer shard
     down, up = recipe.gradients * shard, recipe.gathered_bytes * shard  # updated weights up
     bandwidth = get_link(inp.host_link).bandwidth
@@ -182,11 +205,11 @@ def shown_degrees(dp: int) -> tuple[int, ...]:
 
 def simulate_zero(inp: ZeroInput) -> ZeroResult:
     """Every figure of the ZeRO lesson for ``inp``."""
-    chosen = compute_memory(inp.ledger_input())
+    chosen = ledger(inp)
     bars = []
     for d in shown_degrees(inp.dp):
         for stage in ZERO_STAGES:
-            bill = compute_memory(inp.ledger_input(dp=d, zero=stage))
+            bill = ledger(inp, dp=d, zero=stage)
             bars.append(StageBar(d, stage, dict(bill.breakdown), bill.total_bytes, bill.host_bytes))
     windows = compute_windows(inp, inp.recompute)
     baseline = sum(compute_windows(inp, "none"))
@@ -194,7 +217,7 @@ def simulate_zero(inp: ZeroInput) -> ZeroResult:
     # Korthikanti's three modes, and the chosen one where it is another (flash: no s² stored):
     # the chart compares the three and marks the one the state runs.
     for mode in (m for m in RECOMPUTE if m in KORTHIKANTI_RECOMPUTE or m == inp.recompute):
-        bill = compute_memory(inp.ledger_input(recompute=mode))
+        bill = ledger(inp, recompute=mode)
         seconds = sum(compute_windows(inp, mode))
         rows.append(RecomputeRow(mode, sum(bill.breakdown[k] for k in ACTIVATION_KEYS),
                                  bill.total_bytes, seconds, seconds / baseline - 1, bill.fits))
