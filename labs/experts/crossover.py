@@ -23,9 +23,10 @@ the lab's own count, not 2h; its f* is the same line crossing, f x communication
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from labs.core.errors import LabInputError
-from labs.experts.inputs import MoEResult
+from labs.experts.inputs import MoEInput, MoEResult
 from labs.experts.lab import route
 from labs.parallel.rank_map import group_of_rank, members_per_node
 
@@ -80,8 +81,15 @@ def ep_crossover(result: MoEResult) -> EPCrossover:
 
 def lab_points(result: MoEResult) -> tuple[tuple[int, float, float], ...]:
     """The lab's own layer, uniform routing, with the state's experts made POINT_WIDTHS wide
-    (each times its GEMMs at their own shapes' rates)."""
-    inp = result.input
+    (each times its GEMMs at their own shapes' rates). Eight routings of the layer, which
+    neither the skew nor the rank map's colouring changes: computed once per state without
+    them (a bounded cache), so a skew slider or a colouring reuses them, and the page's
+    several asks of one state (its figure and its prose) share them."""
+    return _points(replace(result.input, skew=0.0, group="ep"))
+
+
+@lru_cache(maxsize=64)
+def _points(inp: MoEInput) -> tuple[tuple[int, float, float], ...]:
     ids = group_of_rank(inp.layout, "ep")
     per_node = members_per_node(tuple(g for g, i in enumerate(ids) if i == 0),
                                 inp.cluster.gpus_per_node)
