@@ -13,7 +13,8 @@ def tp_figures(params: dict) -> dict:
     return lab_value("tp", params, lambda answer: answer)
 
 
-ALGORITHMS = {"nvls": "NVLS", "ring": "a ring", "hierarchical": "hierarchical", "direct": "direct"}
+ALGORITHMS = {"nvls": "NVLS", "ring": "a ring", "tree": "a tree", "hierarchical": "hierarchical",
+              "direct": "direct"}
 
 
 def _busbw(answer: dict) -> str:

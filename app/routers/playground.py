@@ -267,6 +267,8 @@ def extra_context(state) -> dict:
         "cheat_query": {"model": q.model, "gpu": q.gpu, "seq_len": q.seq_len, "tp": q.tp,
                         "pp": q.pp, "dp": q.dp, "microbatches": q.microbatches},
         "facts": facts(),
+        # Step 5 derives the Ethernet ring's busBW from one port's (labs.hardware.links).
+        "link_presets": links(),
         # Called by the controls template only (the page and the bench): a control change's
         # answer (#playground-panels) never draws them, and building them cost 0.6 ms of its
         # 7 ms (issue 31).

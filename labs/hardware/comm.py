@@ -10,7 +10,13 @@ tree algorithms and LL, LL128 and Simple protocols, base and per-hop latencies f
 NVIDIA/nccl tuning.cc, at the bus bandwidth nccl-tests measures on each link). Across nodes
 the hierarchical all-reduce (reduce-scatter in the node, all-reduce of 1/g of the data across
 nodes, all-gather in the node; Horovod's, Sergeev & Del Balso 2018, arXiv:1802.05799, and
-NCCL's CollNet) is taken when it is faster, each piece priced by NCCL's model.
+NCCL's CollNet) is taken when it is faster, each piece priced by NCCL's model, for the
+data-parallel lessons' gradient all-reduce (``collective``). A tensor-parallel group's
+collectives are not: Megatron's f and g are plain ``torch.distributed`` calls, which NCCL
+runs as a ring or tree (CollNet needs a SHARP-capable network), so EP04's "one collective"
+and every layer's TP collective are timed by ``nccl_collective`` alone: one collective, one
+time (a ring across two nodes of 4 on 100 Gb/s Ethernet: 235 MB sent at the 4 ports' 48 GB/s,
+not the hierarchical reading's 68 GB/s busBW, which no ring over those ports can reach).
 
 ``ring`` keeps the textbook α–β ring (Hockney's model: steps x α + bytes / bandwidth;
 Thakur, Rabenseifner & Gropp 2005) at a link's datasheet figures, for the lessons that
@@ -65,9 +71,15 @@ def ring(kind: str, size: float, group: int, bandwidth: float, latency: float) -
     return factor * (group - 1) * latency + factor * (group - 1) / group * size / bandwidth
 
 
-def collective(kind: str, size: float, group: int, cluster: Cluster,
-               per_node: int | None = None) -> CommCost:
-    """Cost of ``kind`` over ``group`` GPUs of ``cluster``, as NCCL runs it.
+def nccl_collective(kind: str, size: float, group: int, cluster: Cluster,
+                    per_node: int | None = None) -> CommCost:
+    """``kind`` over ``group`` GPUs of ``cluster`` with the algorithms NCCL itself picks
+    among (``labs.hardware.nccl.nccl_time``: ring, tree, NVLS): what a framework's plain
+    ``torch.distributed`` call runs. A TP group's collectives (Megatron's f and g) are timed
+    by this one function everywhere: EP04's "one collective" and every layer's
+    (``labs.parallel.layer_time``). Across nodes a ring's busBW is bounded by the ports it
+    crosses (nccl-tests doc/PERFORMANCE.md: the bus bandwidth "should reflect the speed of
+    the hardware bottleneck"), here the group's share of each node's NICs.
 
     ``per_node`` is how many members share a node; by default the group is packed into as
     few nodes as possible (a TP group); a DP group strided across nodes has ``per_node`` 1.
@@ -81,8 +93,23 @@ def collective(kind: str, size: float, group: int, cluster: Cluster,
         return CommCost(kind, group, size, size if group > 1 else 0.0, t.seconds, "direct",
                         t.bottleneck)
     sent = _FACTOR[kind] * (group - 1) / group * size
-    best = CommCost(kind, group, size, sent, t.seconds, t.algorithm, t.bottleneck,
+    return CommCost(kind, group, size, sent, t.seconds, t.algorithm, t.bottleneck,
                     t.algorithm if nodes > 1 else "")
+
+
+def collective(kind: str, size: float, group: int, cluster: Cluster,
+               per_node: int | None = None) -> CommCost:
+    """Cost of ``kind`` over ``group`` GPUs of ``cluster``: ``nccl_collective``, or for an
+    all-reduce across nodes the hierarchical one where it is faster (the data-parallel
+    lessons' gradient all-reduce, module docstring).
+
+    ``per_node`` is how many members share a node; by default the group is packed into as
+    few nodes as possible (a TP group); a DP group strided across nodes has ``per_node`` 1.
+    """
+    best = nccl_collective(kind, size, group, cluster, per_node)
+    g = min(group, cluster.gpus_per_node if per_node is None else per_node,
+            cluster.gpus_per_node)
+    nodes = math.ceil(group / g)
     if kind == "all_reduce" and nodes > 1 and g > 1:
         # Reduce-scatter in the node, all-reduce S/g across the nodes (g such rings share the
         # node's ports: one member per node each), all-gather in the node.

@@ -51,6 +51,7 @@ from functools import lru_cache
 
 from labs.core.errors import LabInputError
 from labs.core.recomputation import layer_rules
+from labs.hardware.comm import nccl_collective
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.kernels import gemm_time
 from labs.hardware.links import Cluster
@@ -286,7 +287,7 @@ def _tp(act: float, ops: LayerOps, cluster: Cluster, g: Group, sp: bool,
         total = exposed = sent = 0.0
         pieces = []
         for kind, pass_, beside, needs, where in entries:
-            t = nccl_time(kind, act, g.size, cluster, g.per_node).seconds
+            t = nccl_collective(kind, act, g.size, cluster, g.per_node).seconds
             total += t
             sent += (2 if kind == "all_reduce" else 1) * (g.size - 1) / g.size * act
             gemm = next((k for k in pass_.kernels if k.name == beside), None)

@@ -18,7 +18,7 @@ from labs.core.limits import (
     RECOMPUTE,
 )
 from labs.core.validate import FRACTION, flag, number, one_of, whole
-from labs.hardware.comm import CommCost, collective
+from labs.hardware.comm import CommCost, nccl_collective
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, Link, check_pairing, link_alone
 from labs.memory.inputs import MemoryResult
@@ -56,8 +56,9 @@ class Topology:
         return link_alone(gpu, self.link, group)
 
     def collective(self, kind: str, size: float, group: int, gpu: GPUSpec) -> CommCost:
-        """One collective of the group, as NCCL runs it (labs.hardware.comm)."""
-        return collective(kind, size, group, self.cluster_for(gpu, group))
+        """One collective of the group, as NCCL runs it (labs.hardware.comm.nccl_collective,
+        the function the layer's TP collectives are timed by)."""
+        return nccl_collective(kind, size, group, self.cluster_for(gpu, group))
 
     def slowest_link(self, group: int) -> Link:
         if self.cluster is None:

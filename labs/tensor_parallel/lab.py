@@ -38,7 +38,7 @@ from functools import lru_cache
 from labs.core.errors import LabInputError
 from labs.core.limits import MAX_GPUS_PER_NODE, TP_DEGREES
 from labs.core.validate import whole
-from labs.hardware.comm import collective
+from labs.hardware.comm import nccl_collective
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.kernels import with_matmul_efficiency
 from labs.hardware.links import Cluster, get_link, paired_cluster, ships_with
@@ -147,8 +147,11 @@ def tp_cost(model: ModelSpec, gpu: GPUSpec, topology: Topology, tp: int, *, sp: 
     one_heads = head_ops(model, cluster.gpu, tp=1, cp=1, micro_batch=micro_batch,
                          seq_len=seq_len, sp=False)
     size = collective_bytes(model, seq_len, micro_batch)
-    pair = tp_exchange(lambda kind, nbytes: collective(kind, nbytes, tp, cluster), size,
-                       sp and tp > 1)
+    # One f or g timed by the function every layer's TP collectives are (nccl_collective,
+    # the group packed as _layer places it): EP04's "one collective" is the layer's.
+    per_node = min(tp, cluster.gpus_per_node)
+    pair = tp_exchange(lambda kind, nbytes: nccl_collective(kind, nbytes, tp, cluster, per_node),
+                       size, sp and tp > 1)
     compute = lt.forward.compute + lt.backward.compute
     tp_comms = [c for c in (lt.forward.comm("tp"), lt.backward.comm("tp")) if c]
     comm = sum(c.exposed for c in tp_comms)

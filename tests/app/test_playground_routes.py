@@ -371,7 +371,10 @@ def test_round_4_cold_reading_ep12_step_5(client):
     n = f["seed"]["api"]["panels"]["tp"]["answer"]
     e = client.get("/api/playground", params=f["tp_eth"]["params"]).json()["panels"]["tp"][
         "answer"]
-    assert e["algorithm"] == "hierarchical"
+    # Round-4 item 3: one collective, one time. NCCL's ring (not a hierarchical reading)
+    # crosses the Ethernet between the two nodes only, 4 rings over the node's 4 ports.
+    assert e["algorithm"] == "ring"
+    assert e["forward_comm_s"] == pytest.approx(2 * e["collective_s"])
     page = client.get("/episodes/playground").text
     five = page.split('id="step-5"')[1].split("</section>")[0]
     form = re.search(r'<form class="predict-form"[^>]*>', five).group(0)
@@ -386,6 +389,10 @@ def test_round_4_cold_reading_ep12_step_5(client):
     flat = next(p for p in e["links"]["eth-100g"] if p["tp"] == 8)["efficiency"]
     assert flat < e["efficiency"] / 2
     assert f"Ethernet curve reads {100 * flat:.1f}% at TP8" in text
+    assert "hierarchical" not in text and "a quarter of each tensor" not in text
+    assert (f"{e['collective_sent_bytes'] / 1e6:.0f} MB at {e['bus_bandwidth'] / 1e9:.0f} GB/s"
+            in text and f"{1e3 * e['collective_s']:.2f} ms" in text)
+    assert "4 × 12 = 48 GB/s" in text
     assert "above 50%" not in text
 
 
