@@ -111,14 +111,16 @@ Why = str | Callable[[dict], str]
 
 def decide(id: str, question: str, view: str, path: Path | Mapping[str, Path],
            choices: Sequence[tuple[str, str, Mapping[str, Any], Why]], *, best: str,
-           fmt: Callable[[float], str], hint: str, solution: str) -> Decide:
+           fmt: Callable[[float], str], hint: str, solution: str,
+           reveals: Sequence[str] = ()) -> Decide:
     """Pick the choice whose state gives the lowest (``best="min"``) or highest value at
     ``path`` of the lab's answer. Each choice is (key, label, the state's params, why: its
     reasoning, formatted with ``{value}``, the lab's figure for it; or a function of that
     state's whole answer returning it, where the reasoning quotes more of the lab's figures);
     ``solution`` is formatted
     with each choice's figure by key and ``best`` (the right choice's label). ``path`` may be
-    one per choice key, where the choices read different fields of one answer."""
+    one per choice key, where the choices read different fields of one answer. ``reveals``:
+    the phrases of the right choice's why or the solution that state the answer in words."""
     pick = {"min": min, "max": max}[best]
     paths = path if isinstance(path, Mapping) else {key: path for key, *_ in choices}
 
@@ -144,4 +146,4 @@ def decide(id: str, question: str, view: str, path: Path | Mapping[str, Path],
         return solution.format(best=labels[top], **{k: fmt(v) for k, v in found.items()})
 
     return Decide(id=id, question=question, choices=tuple((k, label) for k, label, _, _ in choices),
-                  judge=judge, hint=hint, solution=worked)
+                  judge=judge, hint=hint, solution=worked, reveals=tuple(reveals))

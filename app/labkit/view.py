@@ -85,6 +85,10 @@ class Decide:
     solution: Callable[[], str]
     kind: str = "decide"
     see: Mapping[str, Any] | None = None
+    # Phrases that state the right choice as its why or the solution words it, so a step or a
+    # table saying it in other words is caught too: none may be on the page before the drill
+    # is answered, and each must be in what answering shows (tests/app/test_drill_kinds.py).
+    reveals: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         keys = {k for k, _ in self.choices}

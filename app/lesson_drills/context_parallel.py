@@ -35,5 +35,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
              "1/c shard of Q, K, V and the output. Which is smaller when K/V is big?",
         solution="{best}. Bytes per GPU: ring {ring}, all-gather {allgather}, Ulysses "
                  "{ulysses}. With Llama 3.1 70B's 8 KV heads (grouped-query attention) "
-                 "the ring sends less than Ulysses instead."),
+                 "the ring sends less than Ulysses instead.",
+        reveals=("1/c shard wins",)),
 )

@@ -44,7 +44,8 @@ DRILLS: tuple[Drill | Decide, ...] = (
              "of each server in each choice.",
         solution="{best}. Exposed all-reduce: 8 ports {ports}, one NDR port {ib}, "
                  "bucketed overlap {overlap}, double compute {compute}. The server's "
-                 "bandwidth out, 800 Gb/s against 400, decides it."),
+                 "bandwidth out, 800 Gb/s against 400, decides it.",
+        reveals=("eight ports carry eight rings", "bandwidth out, 800 Gb/s against 400")),
     decide(
         "dp-decide-bound",
         "128 GPUs (16 servers) on 100 Gb/s Ethernet, one port per server, 4 sequences of "
@@ -73,5 +74,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
              "all-reduce. Which choice multiplies the ratio most?",
         solution="{best}. Efficiency: 4 micro-batches {accum}, 8,192 tokens {seq}, 2 ports "
                  "{ports}, bucketed overlap {overlap}. Accumulation multiplies compute by 4 "
-                 "and leaves the once-a-step all-reduce alone; the others gain 2× or less."),
+                 "and leaves the once-a-step all-reduce alone; the others gain 2× or less.",
+        reveals=("accumulation multiplies compute by 4",)),
 )

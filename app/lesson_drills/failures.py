@@ -31,5 +31,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
              "here, and which choice shrinks it?",
         solution="{best}. Goodput: saving every 10 minutes {often}, restarting in 5 "
                  "{restart}, faster storage {storage}. Re-doing the work since the last "
-                 "save costs half an interval per failure on average."),
+                 "save costs half an interval per failure on average.",
+        reveals=("loses at most 10 minutes of work",)),
 )

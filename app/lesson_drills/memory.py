@@ -52,5 +52,7 @@ DRILLS: tuple[Drill | Decide, ...] = (
         best="min", fmt=gb,
         hint="Which choice divides all four kinds of state and the activations?",
         solution="{best}. TP8 {tp8}, PP8 {pp8}, ZeRO-1 {zero1}, full recomputation "
-                 "{full}: only a cut of the weights shrinks all of the state at once."),
+                 "{full}: only a cut of the weights shrinks all of the state at once.",
+        reveals=("TP cuts every weight matrix",
+                 "only a cut of the weights shrinks all of the state")),
 )

@@ -49,7 +49,8 @@ DRILLS: tuple[Drill | Decide, ...] = (
         hint="The cause is what makes one GPU slower than the rest.",
         solution="{best}. Layer time: balanced {balance}, capped {capacity}, DeepEP "
                  "{deepep}, 4 nodes {nodes}. The cause is the skew; capping hides it by "
-                 "dropping tokens."),
+                 "dropping tokens.",
+        reveals=("the cause is the skew",)),
     decide(
         "moe-decide-network",
         "DeepSeek-V3 on 256 H800 nodes as PP16 × EP64, on a network whose leaf switches "
@@ -78,5 +79,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
              "fewer bytes over the network at all?",
         solution="{best}. Layer time: EP 32 {ep32}, leaves of 8 {leaf8}, a 2:1 spine "
                  "{spine2}, DeepEP {deepep}. Fitting the group under one leaf beats "
-                 "buying back the spine."),
+                 "buying back the spine.",
+        reveals=("fitting the group under one leaf",)),
 )

@@ -50,5 +50,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
              "thinner?",
         solution="{best}. Bubble: ZB-H1 {zb}, interleaved {interleaved}, 16 "
                  "micro-batches {m16}, GPipe {gpipe}. (p − 1)/(m + p − 1) with p = 4: "
-                 "3/11 at m = 8, 3/19 at m = 16."),
+                 "3/11 at m = 8, 3/19 at m = 16.",
+        reveals=("it fills the idle slots",)),
 )

@@ -43,5 +43,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
         best="min", fmt=gb,
         hint="Which item of the ledger is largest at 8,192 tokens?",
         solution="{best}. Memory per GPU: full recomputation {full}, ZeRO-3 {zero3}, "
-                 "32 micro-batches {m32}, TP4 × PP4 {tp4pp4}."),
+                 "32 micro-batches {m32}, TP4 × PP4 {tp4pp4}.",
+        reveals=("the saved activations are the largest item",)),
 )

@@ -149,7 +149,8 @@ DRILLS: tuple[Drill | Decide, ...] = (
              "choice shrinks it?",
         solution="{best}. MFU: 64 micro-batches {m64}, no DP overlap {nooverlap}, TP4 × "
                  "PP8 {tp4pp8}, full recomputation {full}. The bubble, 3/19 of the step, "
-                 "is the largest loss here."),
+                 "is the largest loss here.",
+        reveals=("is the largest loss here",)),
     decide(
         "recipe-decide-overlap",
         f"Qwen3-235B-A22B ({QWEN.experts} experts a layer, {QWEN.top_k} a token) on 128 "
@@ -178,7 +179,8 @@ DRILLS: tuple[Drill | Decide, ...] = (
         solution="{best}. Step: DeepEP {deepep}, EP overlap {ep}, TP overlap 'all' {tp}, "
                  "ZeRO-3 {zero3}. Overlap hides a collective only behind the compute "
                  "beside it, and here the all-to-all is longer. DeepEP sends fewer copies "
-                 "across the network, so there is less to hide."),
+                 "across the network, so there is less to hide.",
+        reveals=("DeepEP sends fewer copies across the network",)),
     decide(
         "recipe-decide-fsdp",
         "Llama 3.1 8B on 16 H100s: 2 nodes of 8, NVLink inside, InfiniBand HDR between. "
@@ -209,7 +211,8 @@ DRILLS: tuple[Drill | Decide, ...] = (
         solution="{best}. Step: prefetch on {prefetch}, kept weights {keep}, two "
                  "sequences a micro-batch {mb2}, TP2 × FSDP8 {tp2}. Where the gathered "
                  "weights fit, keeping them removes the backward's gather, where "
-                 "prefetch only hides it. Step 13's Llama 3.1 70B could not afford it."),
+                 "prefetch only hides it. Step 13's Llama 3.1 70B could not afford it.",
+        reveals=("keeping them removes the backward",)),
     decide(
         "recipe-decide-2d",
         "Llama 3.1 70B on 256 H100s (32 nodes of 8, NVLink inside, InfiniBand NDR "
@@ -243,5 +246,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
                  "TP4 × PP4 × DP16 interleaved {interleaved}, TP8 × PP4 × DP8 "
                  "{pipeline}. With 64 sequences on 256 GPUs a 3-D replica has few "
                  "micro-batches to fill its bubble, while FSDP needs only one sequence "
-                 "per group of t GPUs and hides its gathers behind it."),
+                 "per group of t GPUs and hides its gathers behind it.",
+        reveals=("FSDP needs only one sequence per group",)),
 )

@@ -45,5 +45,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
              "Which pool is the slower one for this recipe, and which plan starves it?",
         solution="{best}. Samples per second: 8 + 8 {separate}, 12 + 4 {more-training}, "
                  "all 16 colocated {colocated}. "
-                 "Overlap wins when neither pool waits long for the other."),
+                 "Overlap wins when neither pool waits long for the other.",
+        reveals=("overlap wins when neither pool waits long",)),
 )

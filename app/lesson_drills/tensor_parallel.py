@@ -96,5 +96,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
         hint="TP's traffic runs every layer, forward and backward: what sets its speed?",
         solution="{best}. TP efficiency: PCIe {pcie}, across two nodes {span}, "
                  "sequence parallel {sp}, longer sequences {long}. TP needs the fastest "
-                 "link on every GPU of its group."),
+                 "link on every GPU of its group.",
+        reveals=("TP needs the fastest link on every GPU",)),
 )

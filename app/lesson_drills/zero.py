@@ -41,5 +41,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
         hint="What stays whole on every GPU under each choice?",
         solution="{best}. ZeRO-3 on 16 {z3}, ZeRO-2 on 16 {z2}, ZeRO-1 on 128 {z1x128}, "
                  "plain DP on 128 {z0x128}: what a stage leaves unsharded sets the floor, "
-                 "and more GPUs cannot lower it."),
+                 "and more GPUs cannot lower it.",
+        reveals=("shards all 16 bytes, weights included",)),
 )

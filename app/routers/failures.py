@@ -277,7 +277,8 @@ def _more_or_faster():
         solution="{best}. Days to finish: twice the GPUs {gpus}, peer memory {peer}, async "
                  "{async}, faster storage {storage}. Every checkpoint fix can win back at most "
                  "the lost share of the wall clock; twice the GPUs halve every step. Step 7 "
-                 "shows where that stops paying.")
+                 "shows where that stops paying.",
+        reveals=("twice the GPUs halve every step",))
 
 
 def _case_why(name: str) -> str:

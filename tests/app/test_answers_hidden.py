@@ -40,10 +40,6 @@ from tests.app.test_step_beats import BEATS, steps
 DECLARED = ["memory", "dp", "zero", "tp", "pipeline", "cp", "moe", "recipe", "failures",
             "placement", "playground", "precision"]
 
-# The lessons whose every choice prediction declares what it reveals: a figure (`answer`) or
-# the phrases that state its word (`reveals`). Owners add theirs once they have.
-REVEALS_DECLARED = ["zero", "failures", "precision"]
-
 # Phrases that print a step's answer figure as another quantity, each with why it is not the
 # answer: struck from the screen's text for that step only, so the figure is still looked for
 # everywhere else on the page.
@@ -237,8 +233,10 @@ def test_each_revealing_phrase_is_one_the_page_prints_after_the_move(client, nam
             assert any(phrase.lower() in text.lower() for text in after), (step_id, phrase)
 
 
-@pytest.mark.parametrize("name", REVEALS_DECLARED)
+@pytest.mark.parametrize("name", BEATS)
 def test_every_choice_prediction_declares_what_reveals_it(client, name):
+    """Every lesson's choice predictions: a figure (`answer`) or the phrases that state its
+    word (`reveals`), so the check above has something to look for."""
     for step_id, step in steps(page(client, VIEWS[name].episode.path)):
         form = re.search(r'<form class="predict-form"[^>]*>', step)
         if form and "data-right" in form.group(0):

@@ -55,8 +55,26 @@ def test_no_answer_is_on_the_page_before_the_drill_is_answered(client, name):
                                 right.why)[-1]
             text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
             assert not re.search(rf"(?<![\d.,]){re.escape(figure)}", text), (drill.id, figure)
+            # Nor the words that state it (its reveals): a step's why or a table saying "TP cuts
+            # every weight matrix" answers EP01's drill without its figure.
+            shown = [p for p in drill.reveals if p.lower() in text.lower()]
+            assert not shown, (drill.id, shown)
         else:
             assert number_shown(drill.answer(), html) is None, (drill.id, drill.answer())
+
+
+DECIDES = [d for view in VIEWS.values() for d in view.drills if isinstance(d, Decide)]
+
+
+@pytest.mark.parametrize("drill", DECIDES, ids=lambda d: d.id)
+def test_a_decide_drill_declares_the_words_that_reveal_it(drill):
+    """Every decide drill names the phrases that state its answer (``reveals``), each one that
+    answering prints (the right choice's why or the solution), so the page check above cannot
+    pass by naming words that never appear, nor by naming none."""
+    assert drill.reveals, (drill.id, "declare reveals=: the words that state the right choice")
+    right = next(o for o in drill.judge() if o.right)
+    shown = (right.why + " " + drill.solution()).lower()
+    assert [p for p in drill.reveals if p.lower() not in shown] == [], drill.id
 
 
 @pytest.mark.parametrize("drill", [d for drills in LESSON_DRILLS.values() for d in drills
