@@ -193,7 +193,13 @@ def layer_api(r: RecipeResult) -> dict | None:
             "forward_s": v.forward_s, "backward_s": v.backward_s, "seconds": v.seconds,
             "backward_start_s": v.backward_start, "exposed_s": v.exposed,
             "hidden_s": v.hidden, "sm_share": v.sm_share, "bucket_wait_s": v.bucket_wait_s,
-            "first_gather_s": v.first_gather_s, "params": v.params, "summary": summary}
+            "first_gather_s": v.first_gather_s, "params": v.params, "summary": summary,
+            "collectives": [
+                {"phase": phase, "kind": kind, "collective": p.collective, "anchor": p.anchor,
+                 "where": p.where, "seconds": p.seconds, "exposed_s": p.exposed, "sm_s": p.sm,
+                 "split_s": p.split, "sent_bytes": p.sent, "gemm_s": gemm_s,
+                 "chunked_s": p.chunked}
+                for phase, kind, p, gemm_s in v.collectives]}
 
 
 def _plan_words(p) -> str:

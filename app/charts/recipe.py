@@ -187,6 +187,7 @@ TIMELINE_STATES = {
     "compute": ("Kernels", "#4c78a8"),
     "hidden": ("Communication hidden behind compute", "#9ecae9"),
     "sm": ("Compute slowed: SMs lent to NCCL", "#b279a2"),
+    "split": ("Compute slowed: GEMM cut into chunks", "#f2a65a"),
     "exposed": ("Exposed: the compute stream waits", "#e45756"),
 }
 TIMELINE_LANES = ("Compute stream", "Comm stream")

@@ -361,17 +361,29 @@ def facts() -> dict:
 def layer_consts() -> dict:
     """What step 13's predict and why name, for LAYER's cluster and recipe: one NIC's
     achieved bus bandwidth, the GPUs of each FSDP group on a node (each with its own NIC),
-    the bytes a gathered and a reduce-scattered parameter carries, NCCL's channels and SMs."""
+    the bytes a gathered and a reduce-scattered parameter carries, NCCL's channels and SMs;
+    for TP's collectives, the tokens, hidden size and 16-bit activations each moves and
+    NVLink's achieved bus bandwidth; for step 12's Mixtral plan, what its all-to-all sends
+    (tokens a GPU after TP, experts a token, hidden size)."""
     from labs.core.catalogue import RECIPES
     from labs.hardware.gpus import get_gpu
     from labs.hardware.links import get_link
     from labs.hardware.nccl import RING_CTAS
+    from labs.parallel.layer_time import ACT_BYTES
 
     recipe = RECIPES[RecipeQuery.model_fields["recipe"].default]
+    micro = RecipeQuery.model_fields["micro_batch"].default
+    moe = get_model(MIXTRAL["model"])
     return {"nic_busbw": get_link(LAYER["inter_link"]).ring_busbw,
             "per_node": LAYER["gpus_per_node"] // LAYER["tp"], "dp": LAYER["dp"],
             "weight_bytes": recipe.gathered_bytes, "grad_bytes": recipe.gradients,
-            "channels": RING_CTAS, "sms": get_gpu(LAYER["gpu"]).kernels.sm_count}
+            "channels": RING_CTAS, "sms": get_gpu(LAYER["gpu"]).kernels.sm_count,
+            "tp": LAYER["tp"], "tokens": micro * LAYER["seq_len"],
+            "hidden": get_model(LAYER["model"]).hidden, "act_bytes": ACT_BYTES,
+            "nvlink_busbw": get_link(LAYER["intra_link"]).ring_busbw,
+            "moe_tokens": micro * MIXTRAL["seq_len"] // MIXTRAL["tp"],
+            "moe_top_k": moe.top_k, "moe_hidden": moe.hidden, "moe_ep": MIXTRAL["ep"],
+            "moe_busbw": get_link(MIXTRAL["intra_link"]).ring_busbw}
 
 
 def two_d_aside(state, td: dict) -> dict:

@@ -121,7 +121,9 @@ class RecipeTimelineEvent(BaseModel):
     phase: str = Field(description="forward, backward, or after (DP's wait at the step's end).")
     kind: str = Field(description="kernels, tp, cp, ep, sends or dp.")
     state: str = Field(description="compute; hidden (behind compute); exposed (the compute "
-                                   "stream waits); sm (compute slowed by the SMs NCCL holds).")
+                                   "stream waits); sm (compute slowed by the SMs NCCL holds); "
+                                   "split (TP overlap all: compute slowed by a GEMM cut into "
+                                   "chunks).")
     start_s: float = Field(description="Seconds from the micro-batch's start.")
     seconds: float
     label: str
@@ -167,6 +169,28 @@ class RecipeLayerOp(BaseModel):
     seconds: float
 
 
+class RecipeLayerCollective(BaseModel):
+    phase: str = Field(description="forward, or backward (recomputation's again included).")
+    kind: str = Field(description="tp, cp or ep.")
+    collective: str = Field(description="all_gather, reduce_scatter, all_reduce, ring "
+                                        "send/recv, or the all-to-all's dispatch or combine.")
+    anchor: str = Field(description="The kernel it runs beside, feeds or follows (recompute: "
+                                    "the forward run again).")
+    where: str = Field(description="before (it feeds the kernel), after (it follows it), or "
+                                   "pass (beside the whole pass: EP overlap).")
+    seconds: float = Field(description="The collective, if nothing overlapped.")
+    exposed_s: float = Field(description="What it adds to the compute stream: waits, SMs lent "
+                                         "and a chunked GEMM's lost rate.")
+    sm_s: float = Field(description="Of exposed_s, compute slowed by the SMs NCCL holds.")
+    split_s: float = Field(description="Of exposed_s, TP overlap all: the GEMM cut into "
+                                       "chunks runs longer than whole.")
+    sent_bytes: float = Field(description="Bytes one GPU sends for it.")
+    gemm_s: float = Field(description="The anchor kernel's seconds (0: none in its pass).")
+    chunked_s: float = Field(description="TP overlap all: the anchor GEMM's seconds cut into "
+                                         "TP-degree chunks, each at its own shape's rate (0: "
+                                         "not cut).")
+
+
 class RecipeLayerLane(BaseModel):
     id: str
     label: str
@@ -209,6 +233,9 @@ class RecipeLayer(BaseModel):
                                               "waits for once (its first layer's).")
     params: float = Field(description="The layer's parameters on one GPU (after TP and EP).")
     summary: str
+    collectives: list[RecipeLayerCollective] = Field(
+        description="Each TP, CP and EP collective of the layer as the step model times it "
+                    "(labs.parallel.layer_time.Piece).")
 
 
 class TwoDBest(BaseModel):

@@ -18,8 +18,11 @@ TP, CP and EP groups run (``labs.hardware.nccl``, where each group sits), expose
   - "all": Transformer Engine's userbuffers overlap (Megatron Core --tp-comm-overlap; Wang
     et al. 2023, "Overlap Communication with Dependent Computation via Decomposition"):
     every TP collective runs beside the GEMM it feeds or follows, decomposed into the TP
-    degree's chunks (``decomposed_exposed``): one chunk's GEMM and one chunk's sends stay
-    exposed, and the chunks' smaller GEMMs run at their own shapes' rates. A MoE layer's
+    degree's chunks (``decomposed``): the pair takes max(t·g, g + A), g one chunk's GEMM at
+    its own (smaller) shape's rate; what exceeds the whole GEMM is exposed, the chunks' lost
+    rate (``Piece.split``) and any wait; where that is more than the collective, it runs whole
+    and blocks. The backward's column-split collectives run beside the other GEMM whole, as
+    with "backward" (TE's "bulk" overlap of qkv/fc1 dgrad and wgrad). A MoE layer's
     MLP collectives pair with its shared experts' GEMMs; its routed experts' grouped GEMMs
     take no TP overlap at any setting (``_tp``), so without shared experts those block.
 - CP (ring attention, Liu et al. 2023, arXiv:2310.01889; Megatron's context parallelism):
@@ -88,6 +91,11 @@ class Piece:
     seconds: float
     exposed: float
     sm: float = 0.0
+    # TP overlap "all" (``decomposed``): of ``exposed``, the compute lost by cutting the GEMM
+    # into chunks (the rest a wait), and the GEMM's seconds so cut (0: not decomposed).
+    split: float = 0.0
+    chunked: float = 0.0
+    sent: float = 0.0  # bytes one GPU sends for it
 
 
 @dataclass(frozen=True)
@@ -114,7 +122,8 @@ class Comm:
 def _again(pieces: tuple[Piece, ...], share: float = 1.0) -> tuple[Piece, ...]:
     """A forward's collectives run again before backward (recomputation), ``share`` of each."""
     return tuple(Piece(p.collective, "recompute", "after", share * p.seconds,
-                       share * p.exposed, share * p.sm) for p in pieces)
+                       share * p.exposed, share * p.sm, share * p.split, 0.0,
+                       share * p.sent) for p in pieces)
 
 
 @dataclass(frozen=True)
@@ -232,22 +241,34 @@ def _op_replay(model: ModelSpec, cluster: Cluster, ops: LayerOps, tp: int, sp: b
     return PassTime(again.done().of("gemm"), 0.0, memory, comms)
 
 
-def decomposed_exposed(gemm: Kernel, comm: float, chunks: int, gpu: GPUSpec,
-                       fp8: bool) -> float:
+def decomposed(gemm: Kernel, comm: float, chunks: int, gpu: GPUSpec,
+               fp8: bool) -> tuple[float, float, float]:
     """What a collective decomposed with the GEMM it feeds or follows adds to that GEMM
     (Wang et al. 2023, "Overlap Communication with Dependent Computation via Decomposition
     in Large Deep Learning Models", ASPLOS: the collective's ``chunks`` steps each paired
     with a GEMM on 1/chunks of the rows; Transformer Engine's ring-exchange userbuffers
-    overlap and PyTorch's async TP split by the TP degree). The first chunk's GEMM cannot
-    wait on nothing and the last chunk's sends cannot hide behind anything, so the pair
-    takes max(chunks · g, g + A), g one chunk's GEMM at its own (smaller) shape's rate and A
-    the whole collective; what exceeds the undivided GEMM is exposed. Where splitting costs
-    more than it hides (a short collective beside a GEMM whose chunks lose their waves), the
-    collective runs whole and blocks, as a per-GEMM overlap setting chooses (TE's userbuffers
-    configuration names a method per GEMM, "bulk" among them): the smaller of the two."""
+    overlap and PyTorch's async TP split by the TP degree): (exposed, of it the chunks' lost
+    rate, the GEMM's seconds in chunks). The first chunk's GEMM cannot wait on nothing and
+    the last chunk's sends cannot hide behind anything, so the pair takes
+    max(chunks · g, g + A), g one chunk's GEMM at its own (smaller) shape's rate and A the
+    whole collective; what exceeds the undivided GEMM G is exposed: chunks · g − G of it the
+    smaller GEMMs' lost waves, the rest a wait. Where splitting costs more than it hides (a
+    short collective beside a GEMM whose chunks lose their waves), the collective runs whole
+    and blocks, as a per-GEMM overlap setting chooses (TE's userbuffers configuration names a
+    method per GEMM; Megatron's --disable-tp-comm-split-ag/-rs): the smaller of the two."""
     m, n, k, batch = gemm.shape
     sub = gemm_time(gpu, math.ceil(m / chunks), n, k, batch, fp8)
-    return min(comm, max(0.0, max(chunks * sub, sub + comm) - gemm.seconds))
+    cut = chunks * sub
+    exposed = max(0.0, max(cut, sub + comm) - gemm.seconds)
+    if exposed >= comm:
+        return comm, 0.0, cut
+    return exposed, min(exposed, max(0.0, cut - gemm.seconds)), cut
+
+
+def decomposed_exposed(gemm: Kernel, comm: float, chunks: int, gpu: GPUSpec,
+                       fp8: bool) -> float:
+    """``decomposed``'s exposed seconds alone."""
+    return decomposed(gemm, comm, chunks, gpu, fp8)[0]
 
 
 def _tp(act: float, ops: LayerOps, cluster: Cluster, g: Group, sp: bool,
@@ -289,15 +310,17 @@ def _tp(act: float, ops: LayerOps, cluster: Cluster, g: Group, sp: bool,
         for kind, pass_, beside, needs, where in entries:
             t = nccl_collective(kind, act, g.size, cluster, g.per_node).seconds
             total += t
-            sent += (2 if kind == "all_reduce" else 1) * (g.size - 1) / g.size * act
+            moved = (2 if kind == "all_reduce" else 1) * (g.size - 1) / g.size * act
+            sent += moved
             gemm = next((k for k in pass_.kernels if k.name == beside), None)
+            split = cut = 0.0
             if gemm is not None and needs == "all" and overlap == "all":
-                e = decomposed_exposed(gemm, t, g.size, cluster.gpu, fp8)
+                e, split, cut = decomposed(gemm, t, g.size, cluster.gpu, fp8)
             else:
                 hidden_by = pass_.named(beside) if level >= TP_OVERLAPS.index(needs) else 0.0
                 e = max(0.0, t - hidden_by)
             exposed += e
-            pieces.append(Piece(kind, beside, where, t, e))
+            pieces.append(Piece(kind, beside, where, t, e, 0.0, split, cut, moved))
         name = "all_reduce" if not sp else "all_gather + reduce_scatter"
         out.append(Comm("tp", name, total, exposed, sent, cluster.intra.id, 0.0,
                         tuple(pieces)))
@@ -318,9 +341,11 @@ def _cp(model: ModelSpec, ops: LayerOps, cluster: Cluster, g: Group, tp: int,
     total_f, total_b = hops * hop.seconds, 2 * hops * hop.seconds
     exp_f, exp_b = max(0.0, total_f - fwd_attn), max(0.0, total_b - bwd_attn)
     return (Comm("cp", "ring send/recv", total_f, exp_f, hops * chunk, hop.bottleneck, 0.0,
-                 (Piece("ring send/recv", "attention", "after", total_f, exp_f),)),
+                 (Piece("ring send/recv", "attention", "after", total_f, exp_f,
+                        sent=hops * chunk),)),
             Comm("cp", "ring send/recv", total_b, exp_b, 2 * hops * chunk, hop.bottleneck,
-                 0.0, (Piece("ring send/recv", "attention", "after", total_b, exp_b),)))
+                 0.0, (Piece("ring send/recv", "attention", "after", total_b, exp_b,
+                             sent=2 * hops * chunk),)))
 
 
 def _ep(model: ModelSpec, ops: LayerOps, cluster: Cluster, g: Group, tp: int,
@@ -351,7 +376,7 @@ def _ep(model: ModelSpec, ops: LayerOps, cluster: Cluster, g: Group, tp: int,
         pieces = tuple(
             Piece(f"{name} {what}", anchor, "pass" if overlap else where, a.seconds,
                   exposed * a.seconds / total if total else 0.0,
-                  sm * a.seconds / total if total else 0.0)
+                  sm * a.seconds / total if total else 0.0, sent=a.bytes_sent)
             for what, a, anchor, where in (
                 ("dispatch" if forward else "combine's gradient", d if forward else c, first,
                  "before"),

@@ -10,7 +10,9 @@ collective sits where ``layer_time`` says it runs:
 
 - beside a kernel (TP's backward collectives beside the other GEMM, every TP collective with
   "all", CP's ring beside the attention core): its hidden seconds on its stream from that
-  kernel's start, and what outlasts the kernel a wait on the compute stream after it;
+  kernel's start, and what outlasts the kernel a wait on the compute stream after it; with
+  "all", the GEMM cut into chunks: what the chunks' smaller GEMMs lose (``Piece.split``) is
+  compute slowed ("split") after the GEMM, and the collective hidden but for any wait;
 - blocking ("before" the GEMM it feeds, "after" the one it follows): a wait on the compute
   stream as long as the collective;
 - beside the whole pass (EP overlap, DualPipe: another micro-batch's compute): from the pass's
@@ -67,7 +69,7 @@ class Op:
     phase: str  # "forward" or "backward"
     kind: str  # "gemm", "attention", "memory", "recompute", or one of KINDS
     name: str
-    state: str  # "compute", "hidden", "exposed", "sm"
+    state: str  # "compute", "hidden", "exposed", "sm", "split" (a GEMM cut into chunks)
     start: float  # seconds from the layer's forward
     seconds: float
 
@@ -90,6 +92,9 @@ class LayerView:
     bucket_wait_s: float
     first_gather_s: float  # ZeRO-3: the first layer's gather each pass waits for
     params: float  # the layer's parameters on this GPU (dense and experts)
+    # Each collective of the layer as the step model times it: (pass, kind, its Piece, the
+    # seconds of the kernel it is anchored to in that pass; 0 for none or the recomputation)
+    collectives: tuple[tuple[str, str, Piece, float], ...] = ()
 
     @property
     def seconds(self) -> float:
@@ -144,9 +149,11 @@ class _Lay:
             self.ops.append(op)
 
     def wait(self, phase: str, kind: str, name: str, t: float, seconds: float,
-             sm: float = 0.0) -> float:
-        """What a collective adds to the compute stream at ``t``: SMs lent, then the wait."""
-        self.add("compute", phase, kind, name, "sm", t, sm)
+             sm: float = 0.0, slowed: str = "sm") -> float:
+        """What a collective adds to the compute stream at ``t``: ``sm`` seconds of compute
+        slowed (``slowed``: by the SMs lent, or "split": by the GEMM cut into chunks), then
+        the wait."""
+        self.add("compute", phase, kind, name, slowed, t, sm)
         self.add("compute", phase, kind, name, "exposed", t + sm, seconds - sm)
         self.add(kind, phase, kind, name, "exposed", t + sm, seconds - sm)
         self.exposed[kind] += seconds
@@ -172,7 +179,9 @@ class _Lay:
                     t = self.wait(phase, k, _label(k, p), t, p.exposed)
             self.add("compute", phase, kind, name, "compute", t, seconds)
             for k, p in mine:
-                hidden = p.seconds - p.exposed
+                # Cut into chunks (TP overlap "all"), the collective runs beside the GEMM
+                # but for any wait; what the chunks lose is compute, not waiting.
+                hidden = p.seconds - (p.exposed - p.split)
                 if hidden > 0:
                     c = max(t, cursor[k])
                     self.add(k, phase, k, _label(k, p), "hidden", c, hidden)
@@ -181,7 +190,7 @@ class _Lay:
             t += seconds
             for k, p in sorted(mine, key=lambda kp: kp[0] != "ep"):
                 if p.where == "after" or p.exposed < p.seconds:
-                    t = self.wait(phase, k, _label(k, p), t, p.exposed)
+                    t = self.wait(phase, k, _label(k, p), t, p.exposed, p.split, "split")
         # Beside the whole pass (EP overlap): from its start, then SMs lent and any wait.
         for k, p in ends:
             hidden = p.seconds - p.exposed
@@ -300,4 +309,7 @@ def layer_view(result: RecipeResult) -> LayerView | None:
                      lay.exposed, lay.hidden,
                      {"tp": share, "cp": share, "ep": ep_share if plan.ep_overlap else share,
                       "dp": share}, plan.zero, bucket_wait,
-                     z.gather if z is not None else 0.0, math.fsum(params))
+                     z.gather if z is not None else 0.0, math.fsum(params),
+                     tuple((phase, kind, p, getattr(lt.ops, phase).named(p.anchor))
+                           for phase in ("forward", "backward")
+                           for kind, p in _pieces(getattr(lt, phase))))

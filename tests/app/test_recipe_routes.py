@@ -812,3 +812,92 @@ def test_step_13_predict_states_the_gather_inputs_and_the_why_derives_its_figure
             in predict)
     assert f"{fwd['exposed_s']['dp'] * 1e3:.2f} ms" not in predict
     assert f"÷ {rate / 1e9:.0f} GB/s = {sent / rate * 1e3:.2f} ms" in step
+
+
+def test_step_13_derives_tp_and_ep_from_the_collectives_the_engine_times(client):
+    """EP08 step 13 (cold reading round 4, items 3, 4 and 7): each TP collective's bytes and
+    rate, the forward's 4 that block, the backward's 2 that wait, all 10 with none; TP
+    overlap 'all' as the engine times it: each pair max(t·g, g + A), the chunks' lost rate
+    where it cuts (split_s) and the collective whole where cutting costs more; Mixtral's
+    all-to-all from its tokens, experts and width. The page quotes the same figures."""
+    from app.routers.recipe import LAYER, MIXTRAL, layer_consts
+    from labs.hardware.gpus import get_gpu
+    from labs.hardware.kernels import gemm_time
+
+    k = layer_consts()
+    lv = client.get("/api/recipe", params=LAYER).json()["layer"]
+    tp = [c for c in lv["collectives"] if c["kind"] == "tp"]
+    t = k["tp"]
+    act = k["tokens"] * k["hidden"] * k["act_bytes"]
+    assert len(tp) == 10
+    assert all(c["sent_bytes"] == pytest.approx((t - 1) / t * act) for c in tp)
+    one = tp[0]["seconds"]
+    assert all(c["seconds"] == pytest.approx(one) for c in tp)
+    wire = tp[0]["sent_bytes"] / k["nvlink_busbw"]
+    assert wire < one < 1.1 * wire  # latency adds a little
+    fwd = [c for c in tp if c["phase"] == "forward"]
+    waits = [c for c in tp if c["phase"] == "backward" and c["exposed_s"] > 0]
+    assert len(fwd) == 4 and lv["by_pass"]["forward"]["exposed_s"]["tp"] == pytest.approx(4 * one)
+    assert sorted(c["anchor"] for c in waits) == ["fc2.dgrad", "proj.dgrad"]
+    assert lv["by_pass"]["backward"]["exposed_s"]["tp"] == pytest.approx(2 * one)
+    none = client.get("/api/recipe", params={**LAYER, "tp_overlap": "none"}).json()["layer"]
+    assert none["exposed_s"]["tp"] == pytest.approx(10 * one)
+
+    every = client.get("/api/recipe", params={**LAYER, "tp_overlap": "all"}).json()["layer"]
+    gpu = get_gpu(LAYER["gpu"])
+    tp_all = [c for c in every["collectives"] if c["kind"] == "tp"]
+    shapes = {"qkv": (k["tokens"], 2560, 8192), "fc2.dgrad": (k["tokens"], 7168, 8192)}
+    for c in tp_all:
+        if c["anchor"] in shapes:  # the GEMM cut into t chunks of rows, by hand
+            m, n, kk = shapes[c["anchor"]]
+            assert c["chunked_s"] == pytest.approx(t * gemm_time(gpu, m // t, n, kk, 1, False))
+        if not c["chunked_s"]:
+            continue
+        g, pair = c["chunked_s"] / t, max(c["chunked_s"], c["chunked_s"] / t + c["seconds"])
+        assert g + c["seconds"] <= c["chunked_s"]  # no chunk waits here: the loss is compute
+        cost = max(0.0, pair - c["gemm_s"])
+        assert c["exposed_s"] == pytest.approx(min(cost, c["seconds"]), abs=1e-12)
+        assert c["split_s"] == pytest.approx(0.0 if cost >= c["seconds"] else cost, abs=1e-12)
+    cut = [c for c in tp_all if c["split_s"] > 0]
+    whole = [c for c in tp_all if c["split_s"] == 0 and c["exposed_s"] > 0]
+    assert [c["anchor"] for c in cut] == ["fc2.dgrad"] and [c["anchor"] for c in whole] == ["qkv"]
+    assert every["exposed_s"]["tp"] == pytest.approx(
+        sum(c["exposed_s"] for c in cut + whole), rel=1e-9)
+    # The timeline draws the cut GEMM's loss as compute slowed, its collective hidden whole.
+    split_ops = [o for o in every["ops"] if o["state"] == "split"]
+    assert [o["seconds"] for o in split_ops] == [pytest.approx(cut[0]["split_s"])]
+    hidden = [o for o in every["ops"] if o["lane"] == "tp" and o["phase"] == "backward"
+              and o["state"] == "hidden" and o["start_s"] == pytest.approx(next(
+                  x["start_s"] for x in every["ops"] if x["name"] == "fc2.dgrad"))]
+    assert [o["seconds"] for o in hidden] == [pytest.approx(one)]
+
+    mix = client.get("/api/recipe", params=MIXTRAL).json()["layer"]
+    ep = [c for c in mix["collectives"] if c["kind"] == "ep"]
+    sends = k["moe_tokens"] * k["moe_top_k"] * k["moe_hidden"] * k["act_bytes"]
+    assert ep[0]["sent_bytes"] == pytest.approx(sends * (k["moe_ep"] - 1) / k["moe_ep"])
+    assert ep[0]["sent_bytes"] / k["moe_busbw"] < ep[0]["seconds"] \
+        < 1.2 * ep[0]["sent_bytes"] / k["moe_busbw"]
+    assert mix["exposed_s"]["ep"] == pytest.approx(len(ep) * ep[0]["seconds"]) and len(ep) == 4
+    over = client.get("/api/recipe", params={**MIXTRAL, "ep_overlap": True}).json()["layer"]
+    assert over["exposed_s"]["ep"] == pytest.approx(20 / 132 * mix["exposed_s"]["ep"])
+
+    html = client.get("/episodes/recipe-3d").text
+    step = re.sub(r"<[^>]+>", " ", html.split('id="step-13"')[1].split('id="step-14"')[0])
+    step = re.sub(r"\s+", " ", step)
+    ms = "{:.2f} ms".format
+    assert (f"{(t - 1) / t * act / 1e6:.0f} MB a GPU over NVLink at "
+            f"{k['nvlink_busbw'] / 1e9:.0f} GB/s") in step
+    assert f"= {wire * 1e3:.3f} ms, plus latency: {ms(one * 1e3)}" in step
+    c = cut[0]
+    assert (f"fc2's input-gradient GEMM takes {t} × {c['chunked_s'] / t * 1e3:.3f} ms = "
+            f"{ms(c['chunked_s'] * 1e3)} cut, against {ms(c['gemm_s'] * 1e3)} whole: "
+            f"{ms(c['split_s'] * 1e3)}") in step
+    w = whole[0]
+    assert (f"Cutting QKV's GEMM would cost more than its all-gather ({t} × "
+            f"{w['chunked_s'] / t * 1e3:.3f} ms = {ms(w['chunked_s'] * 1e3)} against "
+            f"{ms(w['gemm_s'] * 1e3)})") in step
+    assert (f"{ms(w['exposed_s'] * 1e3)} + {ms(c['exposed_s'] * 1e3)} = "
+            f"{ms(every['exposed_s']['tp'] * 1e3)} a layer") in step
+    assert "each GEMM is cut into 4 chunks and one chunk's collective" not in step
+    assert (f"{len(ep)} × {ep[0]['seconds'] * 1e3:.3f} ms = "
+            f"{ms(mix['exposed_s']['ep'] * 1e3)} a layer") in step
