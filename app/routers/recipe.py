@@ -69,6 +69,7 @@ from app.options import SEQ_LENGTHS, gpu_options, link_choices, model_options, w
 from app.recipe_answer import (
     causes_of,
     hfu_of,
+    hsdp_api,
     layer_api,
     micro_api,
     plan_api,
@@ -292,6 +293,15 @@ LAYERS = {"lv": {}, "lv_tp_none": {"tp_overlap": "none"}, "lv_tp_all": {"tp_over
           "lv_nopf": {"fsdp_prefetch": False}, "lv_keep": {"reshard_after_forward": False}}
 
 
+# HSDP (step 15): Llama 3.1 8B on 8 H100 nodes as TP2 x DP32, 4 DP ranks a node; FSDP over all
+# 32, then sharded over a node's 4 with 8 replicas (dp_shard, labs.recipe.dp_time); and step
+# 13's 70B layout sharded inside a node, which does not fit.
+HSDP = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "nodes": 8, "gpus_per_node": 8,
+        "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 8192, "tp": 2, "pp": 1,
+        "dp": 32, "zero": 3, "recompute": "flash", "microbatches": 4}
+HSDPS = {"hs_fsdp": {}, "hs": {"dp_shard": 4}, "hs_off": {"dp_shard": 4, "dp_overlap": False}}
+
+
 # Two dimensions before three (step 14): Llama 3.1 70B on 8 H100 nodes, 128 sequences of 8,192
 # tokens a step; the step links to each family's best plan the lab finds (not typed in here).
 TWO_D_JOB = {**WORKED, "nodes": 8}
@@ -353,9 +363,28 @@ def facts() -> dict:
         # One layer, op by op.
         **{name: state(**{**LAYER, **change}) for name, change in LAYERS.items()},
         "lv_consts": layer_consts(),
+        # HSDP (step 15): FSDP over all 32 DP ranks, then sharded inside each node.
+        **{name: state(**{**HSDP, **change}) for name, change in HSDPS.items()},
+        "hs_consts": hsdp_consts(),
+        "hs70": state(**{**LAYER, "dp_shard": LAYER["gpus_per_node"] // LAYER["tp"]}),
         **(td := two_d_facts(lesson_state(RecipeQuery, run, to_api))),
         **two_d_aside(state, td),
     }
+
+
+def hsdp_consts() -> dict:
+    """What step 15's why names: the links' achieved bus bandwidths (NVLink inside a node,
+    one NIC between nodes) and the 16 B recipe's bytes a parameter."""
+    from labs.hardware.links import get_link
+
+    recipe = RECIPES[RecipeQuery.model_fields["recipe"].default]
+    return {"nvlink_busbw": get_link(HSDP["intra_link"]).ring_busbw,
+            "nic_busbw": get_link(HSDP["inter_link"]).ring_busbw,
+            "per_node": HSDP["gpus_per_node"] // HSDP["tp"],
+            "state_bytes": recipe.weight_bytes + recipe.gradients + recipe.master_weights
+            + recipe.optimizer_moments, "grad_bytes": recipe.gradients,
+            "weight_bytes": recipe.gathered_bytes,
+            "params_70b": get_model(LAYER["model"]).params}
 
 
 def layer_consts() -> dict:
@@ -472,6 +501,7 @@ def extra_context(state) -> dict:
         "micro_api": micro_api,
         "timeline_api": timeline_api,  # the timeline's table, by kind
         "hfu_of": hfu_of,  # the readout's HFU beside MFU (step 10)
+        "hsdp_api": hsdp_api,  # HSDP's groups and collectives under the traffic (step 15)
         "seq_options": with_value(SEQ_LENGTHS, q.seq_len),
         "dp_shard_options": [(0, "all of DP (FSDP)")] + [
             (d, f"{d} ({q.dp // d} replicas)") for d in divisors(q.dp) if d < q.dp]
