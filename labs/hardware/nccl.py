@@ -21,7 +21,14 @@ busBw is what nccl-tests measures (doc/PERFORMANCE.md's "bus bandwidth"), per li
 of the scale-up link's and the group's share of the node's NICs (NCCL runs one ring per NIC,
 rail-aligned, so a group with g members on a node owns g / gpus_per_node of its ports while
 the node's other groups use the rest). A one-node all-reduce on Simple takes the switch's
-in-network reduction where it was measured (NVLS, ``allreduce_busbw``).
+in-network reduction where it was measured (NVLS, ``allreduce_busbw``), for groups of more
+than ``NVLS_MIN_RANKS`` GPUs: NCCL's ``ncclNvlsInit`` (src/transport/nvls.cc) leaves NVLS off
+for 2 GPUs or fewer, so a pair all-reduces over a ring. NVLS's busBW can exceed the link's
+bandwidth: the switch adds the GPUs' data, so each GPU moves about S each way where a ring
+moves 2(n−1)/n·S, and nccl-tests still reports busBW = algBw × 2(n−1)/n (its doc/PERFORMANCE.md
+derives that factor for point-to-point algorithms only), so 8 GPUs reach up to 2·7/8 of the
+link, against the measured 480 GB/s on NVLink 4's 450. At 2 GPUs the same bound is the link
+itself, 1 x 450 GB/s, below a measured figure taken at 8.
 
 All-to-all is NCCL's grouped send/recv to every peer: each GPU sends (g−1)/n of its buffer
 over the scale-up link and (n−g)/n out of the node, and "all-to-all cannot aggregate several
@@ -86,6 +93,7 @@ LL128_SHARE = 0.92  # tuning.cc: LL128 busBw x 0.92 ("120.0/128.0")
 TREE_SHARE = 0.9  # tuning.cc: tree busBw x 0.9, capped below
 TREE_CAP = (110e9, 80e9)  # tuning.cc maxTreeBw, GB/s: up to two nodes, more
 TREE_LL = 1 / 3.8  # tuning.cc: tree LL busBw / 3.8
+NVLS_MIN_RANKS = 3  # nvls.cc ncclNvlsInit: NVLS off for 2 GPUs or fewer
 # tuning.cc treeCorrectionFactor[protocol][log2(bytes / 64)], for 64 B .. 128 MB.
 TREE_CORRECTION = {
     "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
@@ -214,7 +222,7 @@ def _ring(kind: str, size: float, n: int, g: int, nodes: int, cluster: Cluster) 
             bw = bus / 4 if (ar or nodes > 1) else bus / 3
         elif proto == "LL128":
             bw = LL128_SHARE * bus
-        elif ar and nodes == 1 and intra.allreduce_busbw > bus:
+        elif ar and nodes == 1 and n >= NVLS_MIN_RANKS and intra.allreduce_busbw > bus:
             bw, algo = intra.allreduce_busbw, "nvls"  # reduced in the switch
         intra_lat = HOP_LATENCY[intra.hw]["ring"][proto] * (
             MULTI_NODE_LL_INTRA if nodes > 1 and proto == "LL" else 1.0)

@@ -385,3 +385,25 @@ def test_step_6_derives_k_and_names_the_ndr_factor_and_the_causal_count(client):
     assert (f"k = {causal:.3f} and (h/t)* = {ib['crossover'] * good['k'] / causal:,.0f}"
             in step)
     assert f"at the {100 * ib['busbw'] / 50e9:.0f}% that NCCL's all-reduce reaches" in step
+
+
+def test_step_6_nvls_is_off_for_two_gpus_and_its_busbw_explained(client):
+    """EP04 step 6 (cold reading round 4, item 2): the t = 2 link showed 455 GB/s of busBW
+    (NVLS) on NVLink 4's 450 GB/s. NCCL leaves NVLS off for 2 GPUs (src/transport/nvls.cc,
+    ncclNvlsInit), and at 2 ranks busBW = algBW, which no GPU can push past its link. At
+    t = 8 NVLS stays, above the link and below 2·7/8 of it; the page says why."""
+    import html as html_lib
+    import re as re_lib
+
+    link = 450e9
+    two = client.get("/api/tp", params={"tp": 2}).json()
+    eight = client.get("/api/tp", params={"tp": 8}).json()
+    assert two["algorithm"] == "ring" and two["bus_bandwidth"] < link
+    assert eight["algorithm"] == "nvls"
+    page = client.get("/episodes/tensor-parallel").text
+    step = page.split('id="step-6"')[1].split("</section>")[0]
+    step = html_lib.unescape(re_lib.sub(r"\s+", " ", re_lib.sub(r"<[^>]+>", " ", step)))
+    assert "NCCL turns NVLS off for 2 GPUs" in step
+    assert (f"at t = 2 the all-reduce is a ring at {two['crossover']['busbw'] / 1e9:.0f} GB/s, "
+            f"(h/t)* = {two['crossover']['crossover']:,.0f}") in step
+    assert "nccl-tests measured 480 GB/s on 8 GPUs" in step and "= 788 GB/s at t = 8" in step

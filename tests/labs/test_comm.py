@@ -129,3 +129,20 @@ def test_gpu_presets_bandwidth_fields_build_their_node():
     h100 = gpu_cluster(get_gpu("h100-sxm"))
     assert collective("all_reduce", 1e9, 64, h100).seconds == pytest.approx(
         collective("all_reduce", 1e9, 64, DGX_H100).seconds, rel=0.01)
+
+
+def test_nvls_only_past_two_gpus_and_its_busbw_under_the_switch_bound():
+    """NCCL's ncclNvlsInit (src/transport/nvls.cc) leaves NVLS off for 2 GPUs or fewer: a pair
+    all-reduces over a ring, below the link (at 2 ranks busBW = algBW <= the link). Past 2, the
+    switch adds the tensors, each GPU moving about S each way, so busBW = algBW x 2(n-1)/n
+    may pass the link but not 2(n-1)/n of it (480 GB/s measured on NVLink 4's 450)."""
+    from labs.hardware.nccl import nccl_time
+
+    link = DGX_H100.intra.bandwidth
+    pair = nccl_time("all_reduce", GRAD_7B, 2, DGX_H100)
+    assert pair.algorithm == "ring" and pair.busbw < link
+    for n in (4, 8):
+        t = nccl_time("all_reduce", GRAD_7B, n, DGX_H100)
+        assert t.algorithm == "nvls"
+        assert t.busbw <= 2 * (n - 1) / n * link
+    assert nccl_time("all_reduce", GRAD_7B, 8, DGX_H100).busbw > link
