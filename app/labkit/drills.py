@@ -32,18 +32,31 @@ def check_drill(drill: Drill | Decide, answer: str, attempt: int,
     status = _status(right, attempt, hide_answers)
     # A worked solution may be built from the lab's figures when asked (a callable).
     explained = drill.explanation() if callable(drill.explanation) else drill.explanation
+    figure = shown_answer(expected, drill.rel_tol)
     return {
         "status": status,
         "attempt": attempt,
         "given": given,
         "answer": expected if status in ("right", "revealed") else None,
         "message": {
-            "right": "Right. " + explained.format(answer=f"{expected:,.1f}"),
+            "right": "Right. " + explained.format(answer=figure),
             "hint": "Not quite. Hint: " + drill.hint,
-            "revealed": "The answer is " + explained.format(answer=f"{expected:,.1f}"),
+            "revealed": "The answer is " + explained.format(answer=figure),
         }[status],
         "feedback": [],
     }
+
+
+def shown_answer(value: float, rel_tol: float) -> str:
+    """The answer as the worked solution prints it: to one decimal, or to as many more as keep
+    the printed figure within half the drill's tolerance, so that a student who types back what
+    the page printed is right (EP10's r = 2.169 at 1% printed "2.2", 1.4% off, and was told
+    "Not quite"; it now prints 2.17)."""
+    for places in range(1, 7):
+        text = f"{value:,.{places}f}"
+        if abs(float(text.replace(",", "")) - value) <= rel_tol / 2 * abs(value):
+            break
+    return text
 
 
 def _status(right: bool, attempt: int, hide_answers: bool) -> str:

@@ -393,7 +393,7 @@ VIEW = LabView(
                 f"{1 / SPEED_DRILL['target'] - (1 - SPEED_DRILL['g']) - SPEED_DRILL['c']:.3f}. "
                 f"More than the {H100_FP8_GAIN:.1f}× of the H100's FP8 peak over its BF16 "
                 f"peak: no FP8 GEMM gets this step to {SPEED_DRILL['target']}×."),
-            rel_tol=0.01,
+            rel_tol=0.02,  # 2.17 or 2.2 (1.4% off); leaving out the casts, 1.91, is wrong
         ),
         *LESSON_DRILLS["precision"],  # predict and decide (app/lesson_drills/precision.py)
     ),
