@@ -191,3 +191,18 @@ def test_a_replan_keeps_the_shard_group_where_it_still_divides():
     assert rp.before.plan.dp == 64 and rp.before.plan.dp_shard == 4
     assert rp.before.legal
     assert rp.after is not None and (rp.after.plan.zero == 3 or rp.after.plan.dp_shard == 0)
+
+
+def test_step_15s_bandwidths_are_the_ones_nccl_is_timed_at():
+    """Step 15's why divides by NVLink's ring bus bandwidth inside the node, one NIC's across
+    the replicas and 4 NICs' for FSDP's 32-GPU ring (4 GPUs a node): the bus bandwidths
+    nccl_time runs those collectives at, so its derivation and the engine's figure agree."""
+    from app.routers.recipe import HSDP, hsdp_consts
+
+    k = hsdp_consts()
+    layer = 109_060_096.0  # a layer's parameters a GPU after TP2 (test_hsdp_traffic_by_hand)
+    assert nccl_time("all_gather", layer * 2, 4, H100, 4).busbw == k["nvlink_busbw"]
+    assert nccl_time("all_reduce", layer / 4 * 2, 8, H100, 1).busbw == k["nic_busbw"]
+    assert nccl_time("all_gather", layer * 2, 32, H100, 4).busbw == \
+        k["per_node"] * k["nic_busbw"]
+    assert (HSDP["intra_link"], HSDP["inter_link"]) == ("nvlink-4", "ib-ndr")
