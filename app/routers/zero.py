@@ -40,11 +40,14 @@ from labs.zero.lab import FSDP_NAMES, achieved_mfu, crossover, simulate_zero
 from labs.zero.published import (
     GPU,
     LINK,
+    LLAMA3_MFU,
     MODEL,
     SEQ_LEN,
     TABLE_2,
     fall,
+    gap_split,
     hardware_flops_per_step,
+    megatron_table_1,
     share_shown,
 )
 
@@ -195,15 +198,17 @@ def facts() -> dict:
         "eth": state(dp=32, zero=3, link="eth-25g"),
         "eth_z0": state(dp=32, zero=0, link="eth-25g"),
         # Steps 3-8 ask states the opening bench (70B, ZeRO-3 on 32, 4,096 tokens, InfiniBand)
-        # does not print: longer sequences, Ethernet, one GPU on PCIe 4.0, 405B (issue 36).
+        # does not print: longer sequences, Ethernet, one GPU on PCIe 5.0, 405B (issue 36).
         "l70_z3_8k": state(dp=32, zero=3, seq_len=8192),
         "full_16k": state(dp=32, zero=3, recompute="full", seq_len=16384),
         "l405_z3": state(model="llama-3.1-405b", dp=32, zero=3),
         "full": state(dp=32, zero=3, recompute="full"),
         "small_full": state(model="llama-3.1-8b", dp=8, zero=3, recompute="full"),
         "offload": state(dp=32, zero=3, offload=True),
+        # Step 7: one GPU of a DGX H100 (the host the page states: 614.4 GB/s of DDR5, PCIe
+        # 5.0 to each GPU), so the host's memory and its link come from one machine.
         "offload_one": state(model="llama-3.1-8b", dp=1, zero=2, offload=True,
-                             host_link="pcie-4"),
+                             host_link="pcie-5"),
         "ds_offload": state(dp=32, zero=3, offload=True, recompute="full"),
         # Step 10: Narayanan et al. 2021 Table 2's ZeRO-3 runs, first and last (GPT-3 175B,
         # 1,536 sequences a step; labs.zero.published).
@@ -211,6 +216,14 @@ def facts() -> dict:
                                micro_batch=b, zero=3, recompute="full")
            for gpus, b, _ in (TABLE_2[0], TABLE_2[-1])},
     }
+
+
+@lru_cache(maxsize=1)
+def opening_mfu() -> float:
+    """The lab's MFU at the opening state (70B, ZeRO-3 on 32 H100s): step 5 sets it against
+    published H100 runs."""
+    result = facts()["l70_z3"]["result"]
+    return achieved_mfu(result.input, result.compute_seconds)
 
 
 def extra_context(state) -> dict:
@@ -233,6 +246,9 @@ def extra_context(state) -> dict:
         "mfu": achieved_mfu(state.result.input, state.result.compute_seconds),
         "published_fall": fall(), "fall_shown": share_shown(fall()),
         "eq3_flops": hardware_flops_per_step(),
+        "megatron_table_1": megatron_table_1(), "gap_split": gap_split(fall()),
+        "a100_peak": get_gpu(GPU).bf16_flops, "llama3_mfu": LLAMA3_MFU,
+        "facts_mfu": opening_mfu(),
     }
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from labs.core.data import read
 from labs.hardware.gpus import get_gpu
 from labs.model.presets import get_model
 from labs.zero.inputs import ZeroInput
@@ -36,6 +37,10 @@ TABLE_2 = ((384, 4, 144e12), (768, 2, 88e12), (1536, 1, 44e12))
 GLOBAL_BATCH, SEQ_LEN = 1536, 2048
 MODEL, GPU, LINK = "gpt-3-175b", "a100-80gb", "ib-hdr"  # Selene: DGX A100, 8 HDR ports a node
 VOCAB = 51200  # Narayanan et al. 2021 eq. 3's V for their GPT models
+# Llama 3 405B's pre-training MFU on H100s, 38-43% across its three configurations (Dubey et
+# al. 2024, arXiv:2407.21783, Table 4): what a tuned 2024 stack reaches, against which the
+# lab's ideal MFU (every kernel at its measured rate, nothing between) is set on EP03 step 5.
+LLAMA3_MFU = (0.38, 0.43)
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,26 @@ def fall() -> tuple[FallRow, ...]:
             busbw=c.busbw, crossover_tokens=c.crossover_tokens, implied_busbw=implied,
             implied_crossover_tokens=c.tokens_per_gpu * (c.comm_bytes / implied) / c.compute_s))
     return tuple(rows)
+
+
+def megatron_table_1() -> tuple[float, float]:
+    """The lowest and highest TFLOP/s per GPU of Megatron-LM's own runs on the same A100s
+    (Narayanan et al. 2021, Table 1: 1.7B to 1T, counted by the same eq. 3, recomputation
+    included), read from labs/presets/runs.json: what tuned 2021 software reached with its
+    communication largely hidden, against which the lab's ideal compute is measured."""
+    rates = [r["published"]["tflops_per_gpu"] * 1e12 for r in read("runs.json")["runs"]
+             if r["group"] == "narayanan-2021-table1"]
+    return min(rates), max(rates)
+
+
+def gap_split(rows: tuple[FallRow, ...]) -> tuple[tuple[float, float], ...]:
+    """Each run's error (the lab's throughput over the published one) as two factors whose
+    product it is: the lab's compute against Megatron-LM's best 2021 rate on A100s (the lab's
+    step is its compute alone on all three runs: every gather hides), and that best rate
+    against the published ZeRO-3 run, the most that DeepSpeed's 2021 collectives and engine
+    can have cost it."""
+    best = megatron_table_1()[1]
+    return tuple((r.lab_flops / best, best / r.published_flops) for r in rows)
 
 
 def share_shown(rows: tuple[FallRow, ...]) -> float:
