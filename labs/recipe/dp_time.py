@@ -343,6 +343,8 @@ def dp_part(model: ModelSpec, lay: ParallelLayout, cluster: Cluster, micro: Micr
     if len(spreads) > 2:
         name += f" in groups of {dense_s.size}; all_reduce per layer across " \
                 f"{options.dp_replicas} replicas"
-    return Part("dp", name, dense_s.size, max(s.nodes for s in spreads), link, sent,
+    # HSDP's part spans the whole DP (x CP) group: its shard groups times their replicas.
+    group = dense_s.size * (spreads[2].size if len(spreads) > 2 else 1)
+    return Part("dp", name, group, max(s.nodes for s in spreads), link, sent,
                 total, exposed, sm, forward)
 

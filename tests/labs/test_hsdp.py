@@ -93,7 +93,7 @@ def test_hsdp_traffic_by_hand():
         (ag.seconds, rs.seconds, ar.seconds), rel=1e-12)
     assert v.all_reduce_step_s == pytest.approx(layers * ar.seconds, rel=1e-12)
     assert (v.shard_link, v.replica_link) == ("nvlink-4", "ib-ndr")
-    assert dp.link == "ib-ndr" and dp.nodes == 8
+    assert dp.link == "ib-ndr" and (dp.group, dp.nodes) == (32, 8)
 
 
 def test_replica_all_reduce_hides_behind_the_last_backward_but_not_without_overlap():
