@@ -183,3 +183,57 @@ def test_step_5_predicts_a_restart_share_the_bench_does_not_draw(client):
     form = re.search(r'<form class="predict-form"[^>]*>', page.split('id="step-5"')[1])[0]
     assert f'data-answer="{fmt_pct(share)}"' in form
     assert fmt_pct(share) not in _outside_whys(page)
+
+
+def test_more_gpus_or_faster_saves_times_the_doubled_step_on_ep08s_engine(client):
+    """Round-5 cold reading, EP11 item 1: the decide drill took twice the GPUs to halve the
+    step (52 days, the right answer). On Llama 3's fixed 2,048-sequence batch, DP 256 gives
+    each TP 8 x PP 16 pipeline 8 micro-batches, not 16, and the 1F1B bubble grows from 15/31
+    to 15/23: GET /api/recipe times the step 1.34x faster, not 2x. Applied to the lab's
+    6.23 s step, twice the GPUs take 77.5 days and peer memory (70.7) is the soonest."""
+    from app.labkit import DRILLS, check_drill
+    from app.routers.failures import LLAMA3_LAYOUT, STEP_S
+
+    timed = {}
+    for dp in (128, 256):
+        body = client.get("/api/recipe", params={**LLAMA3_LAYOUT, "nodes": dp * 16, "dp": dp,
+                                                 "microbatches": 2048 // dp}).json()
+        timed[dp] = body
+    assert timed[128]["bubble_fraction"] == pytest.approx(15 / 31)
+    assert timed[256]["bubble_fraction"] == pytest.approx(15 / 23)
+    speedup = timed[128]["step_s"] / timed[256]["step_s"]
+    assert 1.2 < speedup < 31 / 23 + 0.01  # the bubble's slots bound it, far from 2
+    doubled = api(client, save="sync", storage_bw=20_000_000_000, gpus=32_768,
+                  step_s=round(STEP_S / speedup, 3), step_gpus=32_768)
+    peer = api(client, save="peer", storage_bw=20_000_000_000)
+    assert peer["best"]["finish_days"] < doubled["best"]["finish_days"]
+
+    drill = DRILLS["failures-decide-more-or-faster"][1]
+    assert "16 micro-batches" in drill.question and "1F1B" in drill.question
+    assert check_drill(drill, "peer", attempt=1, hide_answers=True)["status"] == "right"
+    wrong = check_drill(drill, "gpus", attempt=1, hide_answers=True)
+    assert wrong["status"] == "hint"
+    why = wrong["feedback"][0]["why"]
+    assert f"{speedup:.2f}× faster, not 2×" in why and "31 → 23" in why
+    assert f"{doubled['best']['finish_days']:,.4g} days" in why
+
+
+def test_step_6_asks_about_the_first_order_count_it_taught_and_step_1s_answer_is_off_screen(
+        client):
+    """Round-5 cold reading, EP11 items 2, 3 and 5: step 6 states what step 4's first-order
+    count gives (43.6%, below half) and asks whether counting every failure agrees (54.0%:
+    above); the bad case's caption no longer prints the 32,768-GPU interruption interval that
+    step 1's drill asks for, and step 4's heading and the bench no longer name the root."""
+    body = api(client, save="sync", storage_bw=20_000_000_000, interval=10_800)
+    cycle = body["interval"] + body["checkpoint"]["block_s"]
+    first = body["interval"] / cycle * (1 - (body["restart"] + cycle / 2) / body["mtbi_s"])
+    assert first < 0.5 < body["chosen"]["goodput"]
+    page = client.get(LESSON).text
+    step6 = page[page.index('id="step-6"'):page.index('id="step-7"')]
+    assert f"gives {100 * first:.1f}% here" in step6
+    assert 'data-predict="failures-6" data-right="above"' in step6
+    bad = api(client, save="sync", storage_bw=20_000_000_000, interval=10_800, gpus=32_768)
+    hours = f"{bad['mtbi_s'] / 3600:.3g} h"
+    assert hours not in page[:page.index('id="step-1"')]
+    assert "square root" not in page[page.index('id="step-4"'):page.index("predict-failures-4")]
+    assert "√(2δM)" not in page[page.index('id="failures-section"'):]
