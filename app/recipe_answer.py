@@ -171,6 +171,10 @@ def layer_api(r: RecipeResult) -> dict | None:
     elif v.zero == 3:
         dp = (f" ZeRO-3 gathers the next layer's weights beside this one; each pass also "
               f"waits once for its first layer's gather ({fmt_ms(v.first_gather_s)}).")
+    elif v.step_end_s > 0:
+        dp = (f" The DP buckets run beside this backward, the last micro-batch's (this layer "
+              f"is the stage's last to run it); what they leave and the updated weights' "
+              f"all-gather wait after it, once a step: {fmt_ms(v.step_end_s)}.")
     elif v.bucket_wait_s > 0:
         dp = (f" The step's DP sync waits {fmt_ms(v.bucket_wait_s)} once, after the last "
               "micro-batch's backward, in no layer.")
@@ -185,7 +189,8 @@ def layer_api(r: RecipeResult) -> dict | None:
         "exposed_s": {k: math.fsum(o.seconds for o in v.ops if o.phase == phase
                                    and o.lane == "compute" and o.kind == k) for k in LAYER_WORDS},
         "hidden_s": {k: math.fsum(o.seconds for o in v.ops if o.phase == phase
-                                  and o.lane == k and o.state == "hidden") for k in LAYER_WORDS}}
+                                  and o.lane != "compute" and o.kind == k
+                                  and o.state == "hidden") for k in LAYER_WORDS}}
         for phase in ("forward", "backward")}
     return {"ops": ops, "by_pass": by_pass, "lanes": [{"id": k, "label": LANES[k]} for k in LANES
                                   if k == "compute" or any(o.lane == k for o in v.ops)],
@@ -193,6 +198,11 @@ def layer_api(r: RecipeResult) -> dict | None:
             "forward_s": v.forward_s, "backward_s": v.backward_s, "seconds": v.seconds,
             "backward_start_s": v.backward_start, "exposed_s": v.exposed,
             "hidden_s": v.hidden, "sm_share": v.sm_share, "bucket_wait_s": v.bucket_wait_s,
+            "step_end_s": v.step_end_s,
+            "buckets": [{"kind": b.kind, "group": b.group, "params": b.params,
+                         "count": b.count, "bucket_s": b.bucket_s, "last_s": b.last_s,
+                         "window_s": b.window_s, "exposed_s": b.exposed}
+                        for p in r.timing.parts if p.name == "dp" for b in p.buckets],
             "first_gather_s": v.first_gather_s, "params": v.params, "summary": summary,
             "collectives": [
                 {"phase": phase, "kind": kind, "collective": p.collective, "anchor": p.anchor,

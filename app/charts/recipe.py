@@ -284,11 +284,19 @@ def layer_figure(layer: dict | None) -> dict | None:
             "hovertemplate": f"%{{customdata}}: %{{x:,.3f}} ms ({label.lower()}), from "
                              "%{base:,.2f} ms<extra></extra>",
         })
-    return {
-        "data": data, "layout": _lanes_layout(layer, list(lanes.values())),
-        "summary": layer["summary"],
-        "rows": layer_rows(layer),
-    }
+    # The step's DP wait after the layer (once a step) can be ten times the layer: the axis
+    # stops a quarter past the layer and the wait runs off it, its length written there.
+    own = layer["forward_s"] + layer["backward_s"]
+    tail = layer["step_end_s"]
+    layout = _lanes_layout({**layer, "seconds": min(layer["seconds"], 1.25 * own)},
+                           list(lanes.values()))
+    if tail > 0.25 * own:
+        layout["annotations"].append({
+            "xref": "paper", "yref": "paper", "x": 1, "y": 1, "yanchor": "bottom",
+            "xanchor": "right", "showarrow": False, "font": {"size": 10},
+            "text": f"DP wait {fmt_ms(tail)} →"})
+    return {"data": data, "layout": layout, "summary": layer["summary"],
+            "rows": layer_rows(layer)}
 
 
 def layer_rows(layer: dict) -> list[dict]:

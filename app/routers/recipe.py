@@ -399,6 +399,7 @@ def layer_consts() -> dict:
     from labs.hardware.links import get_link
     from labs.hardware.nccl import RING_CTAS
     from labs.parallel.layer_time import ACT_BYTES
+    from labs.recipe.dp_time import megatron_bucket_params
 
     recipe = RECIPES[RecipeQuery.model_fields["recipe"].default]
     micro = RecipeQuery.model_fields["micro_batch"].default
@@ -412,7 +413,8 @@ def layer_consts() -> dict:
             "nvlink_busbw": get_link(LAYER["intra_link"]).ring_busbw,
             "moe_tokens": micro * MIXTRAL["seq_len"] // MIXTRAL["tp"],
             "moe_top_k": moe.top_k, "moe_hidden": moe.hidden, "moe_ep": MIXTRAL["ep"],
-            "moe_busbw": get_link(MIXTRAL["intra_link"]).ring_busbw}
+            "moe_busbw": get_link(MIXTRAL["intra_link"]).ring_busbw,
+            "moe_bucket_params": megatron_bucket_params(MIXTRAL["dp"])}
 
 
 def two_d_aside(state, td: dict) -> dict:

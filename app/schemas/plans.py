@@ -191,6 +191,20 @@ class RecipeLayerCollective(BaseModel):
                                          "not cut).")
 
 
+class RecipeLayerBuckets(BaseModel):
+    kind: str = Field(description="all_reduce or reduce_scatter (the gradients, beside the "
+                                  "last backward), all_gather (the updated weights, beside "
+                                  "the next step's first forward).")
+    group: str = Field(description="dense or experts.")
+    params: float = Field(description="The group's parameters on one GPU.")
+    count: int = Field(description="Megatron's buckets: max(40M, 1M x DP) parameters each.")
+    bucket_s: float = Field(description="One full bucket's collective.")
+    last_s: float = Field(description="The last bucket's.")
+    window_s: float = Field(description="The pass it runs beside (0: DP overlap off).")
+    exposed_s: float = Field(description="Left after the window (gradients) or waited in it "
+                                         "(weights), before the pipeline's idle time.")
+
+
 class RecipeLayerLane(BaseModel):
     id: str
     label: str
@@ -223,12 +237,20 @@ class RecipeLayer(BaseModel):
                                                     "slowed.")
     hidden_s: dict[str, float] = Field(description="Per kind, both passes: seconds hidden "
                                                    "behind compute (dp with ZeRO-0/1/2: the "
-                                                   "layer's share of the last micro-batch's "
-                                                   "buckets).")
+                                                   "buckets that run beside the last "
+                                                   "micro-batch's backward of this layer, and "
+                                                   "what the pipeline's idle time hides).")
     sm_share: dict[str, float] = Field(description="Share of the GPU's SMs each kind's "
                                                    "kernels hold while they run.")
     bucket_wait_s: float = Field(description="ZeRO-0/1/2: the step's DP segment, waited once "
-                                             "after the last backward, in no layer.")
+                                             "after the last backward.")
+    step_end_s: float = Field(description="ZeRO-0/1/2, the layer drawn the stage's last to run "
+                                          "backward: the step's DP waits drawn after its "
+                                          "backward (the last micro-batch's), once a step "
+                                          "(= bucket_wait_s); else 0.")
+    buckets: list[RecipeLayerBuckets] = Field(
+        description="ZeRO-0/1/2: the step model's bucketed gradient sync (and ZeRO-1/2's "
+                    "weights' all-gather), each group's, on the stage it times.")
     first_gather_s: float = Field(description="ZeRO-3: one layer's gather, which each pass "
                                               "waits for once (its first layer's).")
     params: float = Field(description="The layer's parameters on one GPU (after TP and EP).")

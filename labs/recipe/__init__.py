@@ -17,7 +17,9 @@ throughput, by branch and bound; `PlanRequest.pipeline` holds it to plans with o
 family's best plan as the cluster doubles around the page's, at its global batch; EP08 step 14's
 diagram and `/api/recipe`'s `two_d`), `overlap.py` and `layer_view.py` (what hides behind what, read
 off the step model's answer: a micro-batch's compute and communication streams, and one layer op by
-op, each collective where the step model runs it; EP08 steps 12 and 13, `/api/recipe`'s `timeline`
-and `layer`)"""
+op, each collective where the step model runs it, with its bytes, its time and, under TP overlap
+"all", the chunked GEMM's lost rate (`labs.parallel.layer_time.Piece`), and ZeRO-0/1/2's gradient
+buckets as the step model schedules them (`timing.Buckets`); EP08 steps 12 and 13, `/api/recipe`'s
+`timeline` and `layer`)"""
 
 FLOOR = 5  # imports only labs packages of floors <= 5 (tests/test_project.py)

@@ -55,7 +55,7 @@ from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout
 from labs.recipe.groups import Spread, hybrid_spreads, spread
 from labs.recipe.stage_time import Stage
-from labs.recipe.timing import MicroBatchTime, Part, StepOptions
+from labs.recipe.timing import Buckets, MicroBatchTime, Part, StepOptions
 
 
 def _cost(kind: str, size: float, s: Spread, cluster: Cluster):
@@ -83,10 +83,12 @@ def _buckets(params: float, bucket_params: int) -> tuple[int, float]:
 
 
 def _bucketed(kind: str, params: float, per_param: float, s: Spread, cluster: Cluster,
-              overlap: tuple | None) -> tuple[float, float, float, str]:
+              overlap: tuple | None, group: str = "dense") -> tuple[float, float, float, str,
+                                                                    Buckets]:
     """One collective over Megatron's gradient buckets of ``params`` parameters, one after
-    another: (seconds, seconds exposed, bytes sent, bounding link). ``overlap``: (the rule
-    that gives the exposure, the window it runs in), or None: all of it is exposed."""
+    another: (seconds, seconds exposed, bytes sent, bounding link, the buckets). ``overlap``:
+    (the rule that gives the exposure, the window it runs in), or None: all of it is
+    exposed."""
     count, last = _buckets(params, megatron_bucket_params(s.size))
     full = min(params, megatron_bucket_params(s.size))
     bucket = _cost(kind, full * per_param, s, cluster)
@@ -95,10 +97,13 @@ def _bucketed(kind: str, params: float, per_param: float, s: Spread, cluster: Cl
     sent = (count - 1) * _sent(kind, full * per_param, s.size) \
         + _sent(kind, last * per_param, s.size)
     if overlap is None:
-        return seconds, seconds, sent, bucket.bottleneck
-    rule, window = overlap
-    return seconds, rule(window, bucket.seconds, tail.seconds, count, full / params), sent, \
-        bucket.bottleneck
+        exposed, window = seconds, 0.0
+    else:
+        rule, window = overlap
+        exposed = rule(window, bucket.seconds, tail.seconds, count, full / params)
+    return seconds, exposed, sent, bucket.bottleneck, Buckets(
+        kind, group, params, count, bucket.seconds, tail.seconds, full / params, window,
+        exposed)
 
 
 def gather_delay(window_s: float, bucket_s: float, last_s: float, buckets: int,
@@ -214,7 +219,7 @@ def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, ...],
               idle: tuple[float, float], fsdp2: bool = False,
               fsdp: tuple[bool, bool] = (True, True)) -> tuple:
     """One stage's DP traffic: (seconds, exposed, bytes sent, bounding link, of exposed the
-    SMs lent, ZeRO-3's forward (seconds, exposed))."""
+    SMs lent, ZeRO-3's forward (seconds, exposed), ZeRO-0/1/2's bucketed collectives)."""
     # ZeRO-3 gathers the recipe's gathered copy: bf16, or FP8 for FP8 parameters.
     grad_bytes, weight_bytes = RECIPES[recipe].gradients, RECIPES[recipe].gathered_bytes
     first_fwd, last_bwd = windows
@@ -234,24 +239,27 @@ def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, ...],
             exposed += max(0.0, ar.exposed - idle[1])
             if ar.seconds and spreads[2].nodes > 1:
                 link = cluster.inter.id
-        return total, exposed, sent, link, sm, fwd
+        return total, exposed, sent, link, sm, fwd, ()
     total = sent = 0.0
     reduce_exposed = gather_exposed = 0.0
-    for params, s in ((dense, spreads[0]), (expert, spreads[1])):
+    buckets = []
+    for params, s, group in ((dense, spreads[0], "dense"), (expert, spreads[1], "experts")):
         if s.size == 1 or not params:
             continue
         kind = "all_reduce" if zero == 0 else "reduce_scatter"
-        seconds, waited, moved, link = _bucketed(
+        seconds, waited, moved, link, b = _bucketed(
             kind, params, grad_bytes, s, cluster,
-            (exposed_after_window, last_bwd) if overlap else None)
+            (exposed_after_window, last_bwd) if overlap else None, group)
         total, sent, reduce_exposed = total + seconds, sent + moved, reduce_exposed + waited
+        buckets.append(b)
         if zero in (1, 2):
-            seconds, waited, moved, _ = _bucketed(
+            seconds, waited, moved, _, b = _bucketed(
                 "all_gather", params, weight_bytes, s, cluster,
-                (gather_delay, first_fwd) if overlap else None)
+                (gather_delay, first_fwd) if overlap else None, group)
             total, sent, gather_exposed = total + seconds, sent + moved, gather_exposed + waited
+            buckets.append(b)
     exposed = max(0.0, reduce_exposed - idle[1]) + max(0.0, gather_exposed - idle[0])
-    return total, exposed, sent, link, 0.0, (0.0, 0.0, 0.0)
+    return total, exposed, sent, link, 0.0, (0.0, 0.0, 0.0), tuple(buckets)
 
 
 @dataclass(frozen=True)
@@ -321,15 +329,16 @@ def dp_part(model: ModelSpec, lay: ParallelLayout, cluster: Cluster, micro: Micr
     windows = (micro.forward / chunks, micro.backward / chunks)
     worst = None
     for rank, st in enumerate(stages):
+        stage_idle = idle[rank] if rank < len(idle) else (0.0, 0.0)
         found = _stage_dp(st, lay, spreads, cluster, micro, windows, mb, zero,
-                          recipe, options.dp_overlap,
-                          idle[rank] if rank < len(idle) else (0.0, 0.0),
+                          recipe, options.dp_overlap, stage_idle,
                           options.compute.kernels != "fused",
                           (options.fsdp_prefetch, options.reshard_after_forward))
         key = (found[1], st.seconds)
         if worst is None or key > worst[0]:
-            worst = (key, found)
-    total, exposed, sent, link, sm, forward = worst[1]
+            worst = (key, found, stage_idle)
+    (total, exposed, sent, link, sm, forward, buckets), stage_idle = worst[1], worst[2]
+    tie = 0.0
     if lay.pp > 1 and model.tied_embeddings:
         # Megatron's embedding group: the first and last stages sum the tied weights' grads.
         grads = model.vocab * model.hidden / lay.tp * RECIPES[recipe].gradients
@@ -346,5 +355,5 @@ def dp_part(model: ModelSpec, lay: ParallelLayout, cluster: Cluster, micro: Micr
     # HSDP's part spans the whole DP (x CP) group: its shard groups times their replicas.
     group = dense_s.size * (spreads[2].size if len(spreads) > 2 else 1)
     return Part("dp", name, group, max(s.nodes for s in spreads), link, sent,
-                total, exposed, sm, forward)
+                total, exposed, sm, forward, buckets, stage_idle, tie)
 

@@ -24,10 +24,14 @@ forward (prefetch, one layer ahead), and beside its backward gathers the next la
 reduce-scatters the last one's gradients: the steady state of every layer but the first, whose
 gather each pass waits for (the step counts it once a pass). FSDP2's copy-out after each gather
 runs on the compute stream. ZeRO-0/1/2 reduce the gradient buckets once a step, during the last
-micro-batch's backward: the stream shows this layer's share of them (the buckets' seconds
-over the stage's backward, as the step model spreads their readiness evenly over it,
-``labs.data_parallel.lab.exposed_after_window``); what the buckets leave exposed waits once, at
-the step's end (``bucket_wait_s``), not in any layer.
+micro-batch's backward, as the step model times them (``Part.buckets``: Megatron's buckets,
+bucket j ready at j·share of that backward, one after another,
+``labs.data_parallel.lab.exposed_after_window``): the drawn layer's backward is the window's
+last (it is the stage's first layer), so its DP streams (dense, and experts') hold the buckets
+that run while it does, and after it what the step model leaves exposed waits, once a step
+(``step_end_s``): the buckets left beyond the pipeline's idle time, the updated weights'
+all-gather's wait in the next step's first forward (``labs.recipe.dp_time.gather_delay``), the
+tied embeddings' all-reduce. Their sum is the step's DP segment.
 
 The model charges the SMs only where it times them (EP overlap, ZeRO-3); beside TP's and CP's
 hidden collectives NCCL's 16 channels go uncharged (``labs.recipe.overlap``), so the lab errs
@@ -42,8 +46,9 @@ from dataclasses import dataclass
 from labs.core.catalogue import RECIPES
 from labs.hardware.nccl import sm_share
 from labs.parallel.layer_time import COMM_SMS, LayerTime, Piece
-from labs.recipe.dp_time import _bucketed, dp_spreads, zero3_layer
+from labs.recipe.dp_time import dp_spreads, zero3_layer
 from labs.recipe.inputs import RecipeResult
+from labs.recipe.timing import Buckets, Part
 
 # A layer's kernels in the order they run forward: (name, kind); "norms" and
 # "bias-dropout-add" are two equal kernels each (labs.model.ops), so each half runs in its place.
@@ -60,7 +65,7 @@ FORWARD = (
 HALVED = ("norms", "bias-dropout-add")
 KINDS = ("tp", "cp", "ep", "dp")
 LANES = {"compute": "Compute", "tp": "TP stream", "cp": "CP stream", "ep": "EP stream",
-         "dp": "DP / FSDP stream"}
+         "dp": "DP / FSDP stream", "edp": "Expert DP stream"}
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,9 @@ class LayerView:
     # ZeRO-0/1/2: the step's DP wait at its end, once a step (the step bar's DP segment:
     # buckets left when the last backward ends, and ZeRO-1/2's weight gathers)
     bucket_wait_s: float
+    # ZeRO-0/1/2, the drawn layer the stage's last to run backward: the step's DP waits drawn
+    # after its backward (the last micro-batch's), once a step; else 0
+    step_end_s: float
     first_gather_s: float  # ZeRO-3: the first layer's gather each pass waits for
     params: float  # the layer's parameters on this GPU (dense and experts)
     # Each collective of the layer as the step model times it: (pass, kind, its Piece, the
@@ -98,7 +106,7 @@ class LayerView:
 
     @property
     def seconds(self) -> float:
-        return self.forward_s + self.backward_s
+        return self.forward_s + self.backward_s + self.step_end_s
 
 
 def _order(kernels, backward: bool) -> list[tuple[str, str, float]]:
@@ -224,19 +232,80 @@ def _layer(r: RecipeResult) -> tuple[int, LayerTime, tuple[float, float], int]:
     return n, lt, (dense, expert), sum(row[0] for row in layers)
 
 
-def _bucket_reduce(r: RecipeResult) -> float:
-    """ZeRO-0/1/2: the slowest stage's gradient buckets' seconds, all-reduced (ZeRO-0) or
-    reduce-scattered, as the step model times them (``labs.recipe.dp_time._bucketed``)."""
-    plan, lay, cluster = r.plan, r.plan.layout, r.cluster
-    sp = r.timing.slow.params
-    spreads = dp_spreads(lay, cluster, list(r.timing.stages))
-    kind = "all_reduce" if plan.zero == 0 else "reduce_scatter"
-    grad = RECIPES[plan.recipe].gradients
-    return math.fsum(
-        _bucketed(kind, params, grad, s, cluster, None)[0]
-        for params, s in ((sp.tp_split / lay.tp + sp.replicated, spreads[0]),
-                          (sp.experts / (lay.ep * lay.etp), spreads[1]))
-        if s.size > 1 and params)
+def _runs(b: Buckets) -> list[tuple[int, float, float]]:
+    """Each bucket's (number, start, end) from its window's start as the step model runs them
+    (``labs.data_parallel.lab.exposed_after_window``): bucket j ready at j·share·window, the
+    last at the window's end, one after another; the last ends ``b.exposed`` past the window
+    (without DP overlap the window is empty, and all of it is)."""
+    out, t = [], 0.0
+    for j in range(1, b.count + 1):
+        last = j == b.count
+        start = max(b.window_s if last else j * b.share * b.window_s, t)
+        t = start + (b.last_s if last else b.bucket_s)
+        out.append((j, start, t))
+    return out
+
+
+def _before_it(r: RecipeResult, lt: LayerTime) -> float:
+    """The backward seconds of the stage's layers that run after the drawn one's backward
+    (those before it in the forward); 0 when it is the stage's first."""
+    rows = [row for row in r.timing.slow.layers if row[0]]
+    i = next(i for i, row in enumerate(rows) if row[1] is lt)
+    return math.fsum(n * row_lt.backward.seconds for n, row_lt, *_ in rows[:i])
+
+
+def _sync(lay: _Lay, dp: Part, back: float, end: float, after: float) -> float:
+    """ZeRO-0/1/2: the step's gradient sync as the step model times it (``dp.buckets``), on
+    the last micro-batch. Beside the layer's backward, the buckets that run while it does,
+    each from the layer's place in the window (the stage's last backward; the drawn layer ends
+    ``after`` seconds before it). If the layer is the last to run backward, what is left after
+    the window follows it, on one stream a group: the pipeline's idle time after the stage's
+    last backward hides its first part (``dp.idle``), the rest waits; then the updated weights'
+    all-gather's wait in the next step's first forward and the tied embeddings' all-reduce.
+    Returns the compute stream's end."""
+    left = []
+    for b in dp.buckets:
+        if b.kind == "all_gather":
+            continue
+        lane = "dp" if b.group == "dense" else "edp"
+        words = "" if b.group == "dense" else "expert "
+        hi = b.window_s - after
+        lo = hi - (end - back)
+        for j, s0, s1 in _runs(b):
+            a, z = max(s0, lo), min(s1, hi)
+            if z > a:
+                lay.add(lane, "backward", "dp", f"{words}bucket {j} of {b.count}", "hidden",
+                        back + a - lo, z - a)
+                lay.hidden["dp"] += z - a
+            if s1 > b.window_s:
+                left.append((lane, f"{words}bucket {j} of {b.count}",
+                             s1 - max(s0, b.window_s)))
+    if after > 1e-15:
+        return end  # the buckets left wait after the stage's last layer, not this one
+    reduce_left = math.fsum(x for *_, x in left)
+    wait = max(0.0, reduce_left - dp.idle[1])
+    t = end
+    for lane, label, seconds in left:  # the waited part first, then what the idle hides
+        exposed = min(seconds, max(0.0, wait - (t - end)))
+        lay.add(lane, "backward", "dp", label, "exposed", t, exposed)
+        if seconds - exposed > 1e-12 * seconds:
+            lay.add(lane, "backward", "dp", f"{label} (pipeline idle)", "hidden", t + exposed,
+                    seconds - exposed)
+            lay.hidden["dp"] += seconds - exposed
+        t += seconds
+    gathers = math.fsum(b.exposed for b in dp.buckets if b.kind == "all_gather")
+    waits = (("buckets left", wait, None),
+             ("weights' all-gather (next step's forward)", max(0.0, gathers - dp.idle[0]), "dp"),
+             ("tied embeddings' all-reduce", dp.tie, "dp"))
+    for label, seconds, lane in waits:
+        if seconds <= 0:
+            continue
+        if lane:  # the buckets' own ops are drawn above
+            lay.add(lane, "backward", "dp", label, "exposed", end, seconds)
+        lay.add("compute", "backward", "dp", label, "exposed", end, seconds)
+        lay.exposed["dp"] += seconds
+        end += seconds
+    return end
 
 
 def layer_view(result: RecipeResult) -> LayerView | None:
@@ -289,26 +358,19 @@ def layer_view(result: RecipeResult) -> LayerView | None:
         lay.hidden["dp"] += beside
         end = lay.wait("backward", "dp", "gather + reduce-scatter" if ahead
                        else "reduce-scatter", end, z.behind - own, z.sm_behind)
-    else:
+    step_end = 0.0
+    if z is None:
         dp = next(p for p in timing.parts if p.name == "dp")
-        reduce_s = _bucket_reduce(result)
-        if plan.dp_overlap:
-            share = reduce_s * lt.backward.seconds / timing.micro.backward \
-                if timing.micro.backward else 0.0
-            # The stream cannot run more than the backward beside it; the rest falls behind,
-            # to the step's end (bucket_wait_s).
-            behind = max(0.0, share - (end - back))
-            lay.add("dp", "backward", "dp", "DP buckets (its share)", "hidden", back,
-                    share - behind)
-            lay.hidden["dp"] += share - behind
         bucket_wait = dp.exposed
+        done = _sync(lay, dp, back, end, _before_it(result, lt))
+        step_end, end = done - end, end
     share = sm_share(cluster)
     kern = cluster.gpu.kernels
     ep_share = min(1.0, COMM_SMS / kern.sm_count) if kern else 0.0
     return LayerView(tuple(lay.ops), _is_moe(lt), n, layers, back, end - back, back,
                      lay.exposed, lay.hidden,
                      {"tp": share, "cp": share, "ep": ep_share if plan.ep_overlap else share,
-                      "dp": share}, plan.zero, bucket_wait,
+                      "dp": share}, plan.zero, bucket_wait, step_end,
                      z.gather if z is not None else 0.0, math.fsum(params),
                      tuple((phase, kind, p, getattr(lt.ops, phase).named(p.anchor))
                            for phase in ("forward", "backward")

@@ -65,6 +65,30 @@ DEFAULT_STEP = StepOptions()
 
 
 @dataclass(frozen=True)
+class Buckets:
+    """One bucketed collective of a step's gradient sync (ZeRO-0/1/2, ``labs.recipe.dp_time``),
+    once a step over one group's parameters: Megatron's buckets, one after another, bucket j
+    ready at j·share·window and the last at the window's end (the reduction, in the last
+    backward) or needed from (j−1)·share·window (the weights' all-gather, in the first
+    forward)."""
+
+    kind: str  # all_reduce or reduce_scatter (the gradients), all_gather (the weights)
+    group: str  # "dense" or "experts"
+    params: float  # the group's parameters on this GPU
+    count: int  # buckets
+    bucket_s: float  # a full bucket's collective
+    last_s: float  # the last bucket's
+    share: float  # a full bucket's share of the parameters
+    window_s: float  # the pass it runs beside
+    exposed: float  # the reduction's left after the window, or the forward's wait (all of
+    # it without DP overlap), before the pipeline's idle time takes its part
+
+    @property
+    def seconds(self) -> float:
+        return (self.count - 1) * self.bucket_s + self.last_s
+
+
+@dataclass(frozen=True)
 class Part:
     """One kind of communication on one GPU: total seconds per step, hidden and exposed."""
 
@@ -79,6 +103,11 @@ class Part:
     sm: float = 0.0  # of exposed: compute slowed by the SMs NCCL's kernels took (ZeRO-3)
     # ZeRO-3: the forward passes' share of seconds, exposed and sm (gathers before each layer)
     forward: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    # ZeRO-0/1/2 (dp): the stage's bucketed collectives, its idle time before its first
+    # forward and after its last backward (the pipeline's), and the tied embeddings' all-reduce
+    buckets: tuple[Buckets, ...] = ()
+    idle: tuple[float, float] = (0.0, 0.0)
+    tie: float = 0.0
 
     @property
     def hidden(self) -> float:

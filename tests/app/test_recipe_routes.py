@@ -901,3 +901,33 @@ def test_step_13_derives_tp_and_ep_from_the_collectives_the_engine_times(client)
     assert "each GEMM is cut into 4 chunks and one chunk's collective" not in step
     assert (f"{len(ep)} × {ep[0]['seconds'] * 1e3:.3f} ms = "
             f"{ms(mix['exposed_s']['ep'] * 1e3)} a layer") in step
+
+
+def test_step_13_times_the_buckets_from_the_step_models_schedule(client):
+    """Issue 32 item 3: step 13's bucket paragraph quotes the step model's buckets (Megatron's
+    40M parameters, each group's count and time, the windows), what the reduction leaves
+    after this layer (the stage's last to run backward) and the weights' all-gather's wait;
+    their sum is the layer view's DP wait after the backward and the step's DP segment."""
+    from app.routers.recipe import MIXTRAL
+    from labs.recipe.dp_time import megatron_bucket_params
+
+    body = client.get("/api/recipe", params=MIXTRAL).json()
+    layer = body["layer"]
+    rs = [b for b in layer["buckets"] if b["kind"] != "all_gather"]
+    ag = [b for b in layer["buckets"] if b["kind"] == "all_gather"]
+    for b in rs + ag:
+        assert b["count"] == math.ceil(b["params"] / megatron_bucket_params(MIXTRAL["dp"]))
+    left, wait = sum(b["exposed_s"] for b in rs), sum(b["exposed_s"] for b in ag)
+    assert layer["step_end_s"] == pytest.approx(left + wait, rel=1e-9)
+    assert layer["exposed_s"]["dp"] == pytest.approx(body["segments_s"]["dp"], rel=1e-9)
+    html = client.get("/episodes/recipe-3d").text
+    step = re.sub(r"<[^>]+>", " ", html.split('id="step-13"')[1].split('id="step-14"')[0])
+    step = re.sub(r"\s+", " ", step)
+    assert "the DP stream shows this layer's share" not in step
+    assert (" + ".join(f"{b['exposed_s'] * 1e3:.2f}" for b in rs)
+            + f" = {left * 1e3:.2f} ms") in step
+    assert (" + ".join(f"{b['exposed_s'] * 1e3:.2f}" for b in ag)
+            + f" = {wait * 1e3:.2f} ms") in step
+    assert f"{left * 1e3:.2f} + {wait * 1e3:.2f} = {layer['step_end_s'] * 1e3:.0f} ms" in step
+    for b in rs:
+        assert f"{b['count']} of the" in step and f"{b['bucket_s'] * 1e3:.2f} ms a bucket" in step

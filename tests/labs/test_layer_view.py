@@ -56,8 +56,10 @@ def test_the_layer_view_is_the_step_models_layer(params):
         z = _zero3(result)
         assert view.exposed["dp"] == pytest.approx(z.ahead + z.behind, rel=TOLERANCE)
         extra_f, extra_b = z.ahead + z.copy_out, z.behind + z.copy_out
-    else:
-        assert view.exposed["dp"] == 0
+    else:  # the step's DP sync, drawn after the stage's last layer to run backward
+        assert view.exposed["dp"] == pytest.approx(result.segments["dp"], rel=TOLERANCE,
+                                                   abs=1e-15)
+        assert view.step_end_s == pytest.approx(view.exposed["dp"], rel=TOLERANCE, abs=1e-15)
     assert view.forward_s == pytest.approx(lt.forward.seconds + extra_f, rel=TOLERANCE)
     assert view.backward_s == pytest.approx(lt.backward.seconds + extra_b, rel=TOLERANCE)
     # The compute stream runs one thing at a time, end to end, from the forward's start.
@@ -67,7 +69,7 @@ def test_the_layer_view_is_the_step_models_layer(params):
         assert s1 == pytest.approx(s0 + d0, rel=1e-12, abs=1e-15)
     assert math.fsum(d for _, d in compute) == pytest.approx(view.seconds, rel=TOLERANCE)
     # Every other stream runs one collective at a time too.
-    for lane in ("tp", "cp", "ep", "dp"):
+    for lane in ("tp", "cp", "ep", "dp", "edp"):
         mine = sorted((o.start, o.seconds) for o in view.ops if o.lane == lane)
         for (s0, d0), (s1, _) in zip(mine, mine[1:], strict=False):
             assert s1 >= s0 + d0 - 1e-12, lane
@@ -137,8 +139,8 @@ def test_ep_overlap_leaves_the_sms_and_dp_overlap_off_leaves_the_buckets_to_the_
     assert on.exposed["ep"] == pytest.approx(sum(o.seconds for o in on.ops if o.kind == "ep"
                                                  and o.state == "sm"), rel=TOLERANCE)
     result, no_dp = _view({**MIXTRAL, "dp_overlap": False})
-    assert not [o for o in no_dp.ops if o.lane == "dp"]
-    assert [o for o in off.ops if o.lane == "dp"]
+    assert not [o for o in no_dp.ops if o.lane in ("dp", "edp") and o.state == "hidden"]
+    assert [o for o in off.ops if o.lane == "dp" and o.state == "hidden"]
     assert no_dp.bucket_wait_s == result.segments["dp"]
 
 
@@ -194,3 +196,50 @@ def test_the_steps_fsdp_segment_is_the_views_layer_times_the_layers(change):
     per_layer = view.exposed["dp"] + z.gathers * z.copy_out
     assert result.segments["dp"] == pytest.approx(
         m * (view.count * per_layer + firsts * z.gather), rel=TOLERANCE)
+
+
+def _step_dp(result):
+    return next(p for p in result.timing.parts if p.name == "dp")
+
+
+@pytest.mark.parametrize("params", [MIXTRAL, {**MIXTRAL, "microbatches": 1}, SEED,
+                                    {**SEED, "zero": 0}, {**LAYER, "zero": 1},
+                                    {**MIXTRAL, "dp_overlap": False}])
+def test_ddp_buckets_are_timed_from_the_layers_place_in_the_step_models_schedule(params):
+    """Issue 32 item 3: ZeRO-0/1/2's buckets on the layer view are the step model's own
+    (labs.recipe.dp_time: Megatron's buckets of max(40M, 1M x DP) parameters, bucket j ready
+    at j·share of the last backward, one after another), not an even split of their time:
+    the drawn layer (the stage's last to run backward) ends the window, so its backward
+    holds the buckets running then, the last bucket starts as it ends, and what is left is
+    exposure_after_window (the step model's closed form) per group; the view's exposed DP
+    is the step's DP segment."""
+    from labs.data_parallel.lab import exposed_after_window
+
+    result, view = _view(params)
+    dp = _step_dp(result)
+    reduces = [b for b in dp.buckets if b.kind != "all_gather"]
+    assert reduces and view.exposed["dp"] == pytest.approx(result.segments["dp"],
+                                                           rel=TOLERANCE, abs=1e-15)
+    end = view.backward_start + view.backward_s
+    for b in reduces:
+        lane = "dp" if b.group == "dense" else "edp"
+        ops = [o for o in view.ops if o.lane == lane and o.phase == "backward"
+               and "bucket" in o.name]
+        during = [o for o in ops if o.start < end - 1e-12]
+        after = [o for o in ops if o.start >= end - 1e-12]
+        assert all(view.backward_start - 1e-12 <= o.start
+                   and o.start + o.seconds <= end + 1e-12 for o in during)
+        if result.plan.dp_overlap:
+            left = exposed_after_window(b.window_s, b.bucket_s, b.last_s, b.count, b.share)
+            assert during  # some buckets run beside this layer's backward
+            assert f"bucket {b.count} of {b.count}" in after[-1].name
+        else:
+            left = b.seconds
+            assert not during
+        assert math.fsum(o.seconds for o in after) == pytest.approx(left, rel=1e-9)
+        # Readiness follows the window: no bucket runs before its gradients exist.
+        for o in during:
+            j = int(o.name.split("bucket ")[1].split(" of")[0])
+            ready = b.window_s if j == b.count else j * b.share * b.window_s
+            assert o.start - view.backward_start >= ready - (b.window_s - view.backward_s) \
+                - 1e-12
