@@ -686,7 +686,7 @@ def test_step_14s_sweep_is_drawn_on_its_own_request_not_with_the_page(client, mo
     from urllib.parse import urlencode
 
     from app.charts.recipe import two_d_figure
-    from app.routers import recipe
+    from app.routers import recipe, recipe_state
 
     state = {**SEED, "microbatches": 24}  # a batch no other test sweeps first
     query = urlencode({k: v for k, v in state.items()
@@ -699,7 +699,7 @@ def test_step_14s_sweep_is_drawn_on_its_own_request_not_with_the_page(client, mo
     # The lesson's own facts (step 14's quoted plans, at fixed states) are swept once per
     # process, before any state: drawn first, so that only a state's answer is refused below.
     assert client.get("/episodes/recipe-3d").status_code == 200
-    monkeypatch.setattr(recipe, "compare_cached", refused)
+    monkeypatch.setattr(recipe_state, "compare_cached", refused)
     for headers in ({}, {"HX-Request": "true", "HX-Target": "bench"},
                     {"HX-Request": "true", "HX-Target": "recipe-audits"}):
         body = client.get("/episodes/recipe-3d", params=state, headers=headers).text

@@ -1,0 +1,208 @@
+"""EP08's lesson states: the plans its steps link to and quote (``facts``: each through the
+same query model, engine and answer as GET /api/recipe, tests/app/test_prose.py follows every
+link), the constants their whys name, and the published runs it compares with (``marks``)."""
+
+from functools import lru_cache, partial
+
+from app.labkit import lesson_state
+from app.lesson_drills import MIXTRAL_64
+from app.routers.recipe_state import RecipeQuery, run, to_api
+from labs.core.catalogue import RECIPES
+from labs.hardware.gpus import get_gpu
+from labs.hardware.links import get_link
+from labs.model.presets import get_model
+from labs.recipe.runs import BY_ID, check, checks, summary, utilisation
+
+SEED = {"model": "gpt-3-175b", "gpu": "a100-80gb", "nodes": 8, "gpus_per_node": 8,
+        "intra_link": "nvlink-3", "inter_link": "ib-hdr", "seq_len": 2048, "zero": 1,
+        "tp": 8, "pp": 4, "dp": 2, "microbatches": 16}
+WORKED = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 4, "gpus_per_node": 8,
+          "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 8192, "zero": 1}
+
+
+# Mixtral 8x7B on 8 H100 nodes, TP2 x EP8 x DP32: every overlap the lab times acts on it (the
+# step's drill asks another state: EP across nodes on a slow network, app.lesson_drills.QWEN_EP16).
+MIXTRAL = {**MIXTRAL_64, "microbatches": 4}
+OVERLAPS = {"ov": {}, "ov_tp_none": {"tp_overlap": "none"}, "ov_tp_all": {"tp_overlap": "all"},
+            "ov_dp_off": {"dp_overlap": False}, "ov_zero3": {"zero": 3},
+            "ov_ep": {"ep_overlap": True}}
+
+
+# One layer, op by op (step 13): Llama 3.1 70B on 8 H100 nodes as TP4 x FSDP16 (ZeRO-3 over
+# the 16 data-parallel ranks), 128 sequences of 8,192 tokens a step, as torchtitan runs such a
+# model; its TP overlap toggled (Mixtral's states of step 12 show the buckets and EP).
+LAYER = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 8, "gpus_per_node": 8,
+         "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 8192, "tp": 4, "pp": 1,
+         "dp": 16, "zero": 3, "recompute": "flash", "microbatches": 8}
+LAYERS = {"lv": {}, "lv_tp_none": {"tp_overlap": "none"}, "lv_tp_all": {"tp_overlap": "all"},
+          "lv_nopf": {"fsdp_prefetch": False}, "lv_keep": {"reshard_after_forward": False}}
+
+
+# HSDP (step 15): Llama 3.1 8B on 8 H100 nodes as TP2 x DP32, 4 DP ranks a node; FSDP over all
+# 32, then sharded over a node's 4 with 8 replicas (dp_shard, labs.recipe.dp_time); and step
+# 13's 70B layout sharded inside a node, which does not fit.
+HSDP = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "nodes": 8, "gpus_per_node": 8,
+        "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 8192, "tp": 2, "pp": 1,
+        "dp": 32, "zero": 3, "recompute": "flash", "microbatches": 4}
+HSDPS = {"hs_fsdp": {}, "hs": {"dp_shard": 4}, "hs_off": {"dp_shard": 4, "dp_overlap": False}}
+
+
+# Two dimensions before three (step 14): Llama 3.1 70B on 8 H100 nodes, 128 sequences of 8,192
+# tokens a step; the step links to each family's best plan the lab finds (not typed in here).
+TWO_D_JOB = {**WORKED, "nodes": 8}
+TWO_D_ANY = {"tp": 8, "pp": 2, "dp": 4, "microbatches": 32}  # any plan of the batch: its two_d
+PLAN_FIELDS = ("tp", "pp", "dp", "zero", "recompute", "schedule", "virtual", "micro_batch",
+               "microbatches", "first_stage_layers", "last_stage_layers")
+
+
+def best_params(answer: dict, nodes: int, key: str) -> dict | None:
+    """The page's query for family ``key``'s best plan at ``nodes`` in an answer's two_d."""
+    point = next(p for p in answer["two_d"]["points"] if p["nodes"] == nodes)
+    best = point["best"][key]
+    return None if best is None else {"nodes": nodes, **{k: best["plan"][k]
+                                                         for k in PLAN_FIELDS}}
+
+
+def two_d_facts(state) -> dict:
+    """Step 13's states: each family's best plan on 8 nodes, the 3-D plan where the batch
+    leaves 2-D none (the sweep's largest cluster with no 2-D plan), and 2 nodes' best."""
+    any_plan = state(**TWO_D_JOB, **TWO_D_ANY)
+    points = any_plan["api"]["two_d"]["points"]
+    out = {"td": any_plan,
+           **{f"td{k[0]}": state(**{**TWO_D_JOB, **best_params(any_plan["api"], 8, k)})
+              for k in ("2d", "3d")}}
+    past = [p["nodes"] for p in points if p["best"]["2d"] is None and p["best"]["3d"]
+            and p["nodes"] > 8]
+    if past:
+        out["td_past"] = state(**{**TWO_D_JOB, **best_params(any_plan["api"], past[0], "3d")})
+    return out
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict:
+    """The states the lesson links to, each with the JSON its prose quotes (same query model,
+    engine and to_api as GET /api/recipe; tests/app/test_prose.py follows every link)."""
+    # The steps' states without the 2-D/3-D sweep (it is step 14's, and costs two planner
+    # searches a cluster size on a cold start); step 14's own states run it.
+    state = lesson_state(RecipeQuery, partial(run, two_d=False), to_api)
+
+    return {
+        "seed": state(**SEED),
+        "dp64": state(**{**SEED, "tp": 1, "pp": 1, "dp": 64}),
+        "tp16": state(**{**SEED, "tp": 16, "pp": 4, "dp": 1}),
+        # The same TP16 with InfiniBand NDR (twice HDR) between the nodes: most of TP16's loss
+        # is t's, not the network's (step 2; EP04 step 4).
+        "tp16_ndr": state(**{**SEED, "tp": 16, "pp": 4, "dp": 1, "inter_link": "ib-ndr"}),
+        "m4": state(**{**SEED, "microbatches": 4}),
+        "w0": state(**WORKED, tp=1, pp=1, dp=32, microbatches=1),
+        "w1": state(**WORKED, tp=8, pp=1, dp=4, microbatches=1),
+        "w2": state(**WORKED, tp=8, pp=2, dp=2, microbatches=2),
+        "w3": state(**WORKED, tp=8, pp=2, dp=2, microbatches=16),
+        "lost": state(**{**SEED, "replan_nodes": 6}),
+        "h100": state(**{**SEED, "gpu": "h100-sxm", "intra_link": "nvlink-4",
+                         "inter_link": "ib-ndr"}),
+        "e60": state(**{**SEED, "matmul_efficiency": 0.6}),
+        "full": state(**{**SEED, "recompute": "full"}),
+        # What hides behind what: one plan with TP, EP, DP and ZeRO to overlap.
+        **{name: state(**{**MIXTRAL, **change}) for name, change in OVERLAPS.items()},
+        # One layer, op by op.
+        **{name: state(**{**LAYER, **change}) for name, change in LAYERS.items()},
+        "lv_consts": layer_consts(),
+        # HSDP (step 15): FSDP over all 32 DP ranks, then sharded inside each node.
+        **{name: state(**{**HSDP, **change}) for name, change in HSDPS.items()},
+        "hs_consts": hsdp_consts(),
+        "hs70": state(**{**LAYER, "dp_shard": LAYER["gpus_per_node"] // LAYER["tp"]}),
+        **(td := two_d_facts(lesson_state(RecipeQuery, run, to_api))),
+        **two_d_aside(state, td),
+    }
+
+
+def hsdp_consts() -> dict:
+    """What step 15's why names: the links' achieved bus bandwidths (NVLink inside a node,
+    one NIC between nodes) and the 16 B recipe's bytes a parameter."""
+
+    recipe = RECIPES[RecipeQuery.model_fields["recipe"].default]
+    return {"nvlink_busbw": get_link(HSDP["intra_link"]).ring_busbw,
+            "nic_busbw": get_link(HSDP["inter_link"]).ring_busbw,
+            "per_node": HSDP["gpus_per_node"] // HSDP["tp"],
+            "state_bytes": recipe.weight_bytes + recipe.gradients + recipe.master_weights
+            + recipe.optimizer_moments, "grad_bytes": recipe.gradients,
+            "weight_bytes": recipe.gathered_bytes,
+            "params_70b": get_model(LAYER["model"]).params}
+
+
+def layer_consts() -> dict:
+    """What step 13's predict and why name, for LAYER's cluster and recipe: one NIC's
+    achieved bus bandwidth, the GPUs of each FSDP group on a node (each with its own NIC),
+    the bytes a gathered and a reduce-scattered parameter carries, NCCL's channels and SMs;
+    for TP's collectives, the tokens, hidden size and 16-bit activations each moves and
+    NVLink's achieved bus bandwidth; for step 12's Mixtral plan, what its all-to-all sends
+    (tokens a GPU after TP, experts a token, hidden size)."""
+    from labs.core.catalogue import RECIPES
+    from labs.hardware.links import get_link
+    from labs.hardware.nccl import RING_CTAS
+    from labs.parallel.layer_time import ACT_BYTES
+    from labs.recipe.dp_time import megatron_bucket_params
+
+    recipe = RECIPES[RecipeQuery.model_fields["recipe"].default]
+    micro = RecipeQuery.model_fields["micro_batch"].default
+    moe = get_model(MIXTRAL["model"])
+    return {"nic_busbw": get_link(LAYER["inter_link"]).ring_busbw,
+            "per_node": LAYER["gpus_per_node"] // LAYER["tp"], "dp": LAYER["dp"],
+            "weight_bytes": recipe.gathered_bytes, "grad_bytes": recipe.gradients,
+            "channels": RING_CTAS, "sms": get_gpu(LAYER["gpu"]).kernels.sm_count,
+            "tp": LAYER["tp"], "tokens": micro * LAYER["seq_len"],
+            "hidden": get_model(LAYER["model"]).hidden, "act_bytes": ACT_BYTES,
+            "nvlink_busbw": get_link(LAYER["intra_link"]).ring_busbw,
+            "moe_tokens": micro * MIXTRAL["seq_len"] // MIXTRAL["tp"],
+            "moe_top_k": moe.top_k, "moe_hidden": moe.hidden, "moe_ep": MIXTRAL["ep"],
+            "moe_busbw": get_link(MIXTRAL["intra_link"]).ring_busbw,
+            "moe_bucket_params": megatron_bucket_params(MIXTRAL["dp"])}
+
+
+def two_d_aside(state, td: dict) -> dict:
+    """What step 14's why derives beside its linked states (round-3 cold reading of EP08):
+    both families' plans with fp32 gradients (the 18 B recipe: Megatron's and torchtitan's
+    default reduction; the lab's default 16 B recipe is Megatron's --grad-reduce-in-bf16),
+    the TP8 FSDP plan on the cluster where no 2-D plan passes, and the constants the why
+    names: NCCL's channels over the GPU's SMs, one NIC's achieved bus bandwidth."""
+    from labs.hardware.links import get_link
+    from labs.hardware.nccl import RING_CTAS
+    from labs.model.presets import get_model
+    from labs.recipe.audits import EXPOSED_LIMIT
+
+    out = {f"{k}_fp32": state(**{**td[k]["params"], "recipe": "adam18"}) for k in ("td2", "td3")}
+    if "td_past" in td:
+        nodes = td["td_past"]["params"]["nodes"]
+        tp = gpn = TWO_D_JOB["gpus_per_node"]  # TP across a whole node: one GPU a node left
+        dp = nodes * gpn // tp
+        out["td_fsdp_past"] = state(**{**td["td2"]["params"], "nodes": nodes, "tp": tp,
+                                       "dp": dp, "microbatches": 1})
+    params = td["td2"]["params"]
+    gpu = get_gpu(params["gpu"])
+    out["td_consts"] = {"channels": RING_CTAS, "sms": gpu.kernels.sm_count,
+                        "nic_busbw": get_link(params["inter_link"]).ring_busbw,
+                        "params": get_model(params["model"]).params,
+                        "exposed_limit": EXPOSED_LIMIT}
+    return out
+
+
+# MegaScale (Jiang et al. 2024, arXiv:2402.15627, abstract): "55.2% Model FLOPs Utilization
+# (MFU) when training a 175B LLM model on 12,288 GPUs".
+MEGASCALE_MFU = 0.552
+# Korthikanti et al. 2022 sec 6.3: 530B on 2,240 A100s with full recomputation, MFU.
+KORTHIKANTI_FULL_MFU = 0.421
+
+
+@lru_cache(maxsize=1)
+def marks() -> dict:
+    """The published runs EP08 quotes, MFU and HFU each from the run's own step
+    (labs.recipe.runs.utilisation), beside the lab's for the same run, and which way the
+    lab errs on every calibration run (labs.recipe.runs.summary)."""
+    one_t, big = BY_ID["narayanan-1008b"], BY_ID["korthikanti-530b-dp8"]
+    return {"one_t": one_t, "one_t_published": utilisation(one_t, one_t.published_step),
+            "one_t_lab": utilisation(one_t, check(one_t).lab_step_s),
+            "big": big, "big_published": utilisation(big, big.published_step),
+            "megascale_mfu": MEGASCALE_MFU, "korthikanti_full_mfu": KORTHIKANTI_FULL_MFU,
+            "errs": summary(checks())}
+
