@@ -69,6 +69,11 @@ GLOSSARY: tuple[Term, ...] = (
          "Fully Sharded Data Parallel, PyTorch's form of ZeRO-3: each GPU keeps 1/N of the "
          "weights, gradients and optimizer state, and gathers a layer's weights when it needs "
          "them."),
+    Term("hsdp", "HSDP (hybrid sharded data parallelism)", r"\bHSDP\b",
+         "FSDP inside a shard group (usually a node's GPUs) and plain data parallelism across "
+         "the groups: each GPU holds 1/dp_shard of the state, a layer's gathers stay inside "
+         "the group, and the groups all-reduce their gradient shards. PyTorch's fully_shard "
+         "on a 2-D mesh; torchtitan's data_parallel_shard_degree."),
     Term("expert-dp", "Expert-DP", r"\bexpert-DP\b",
          "The data-parallel degree of the experts: how many copies of each expert there are, "
          "a stage's GPUs divided by EP × expert-TP."),
