@@ -2,6 +2,10 @@
 
 from app.labkit import Decide, Drill, decide, predict
 from app.lesson_drills.units import ms
+from labs.model.presets import get_model
+
+V3 = get_model("deepseek-v3")  # the drill states its shape (config.json) in the question
+ROUTED = (V3.layers - V3.dense_layers) * V3.experts * 3 * V3.hidden * V3.expert_ffn
 
 # EP07's network drill: DeepSeek-V3's step-6 layout under leaves of 4 nodes and a 4:1 spine.
 V3_NET = {"model": "deepseek-v3", "nodes": 256, "pp": 16, "ep": 64, "link": "hgx-h800",
@@ -11,17 +15,21 @@ V3_NET = {"model": "deepseek-v3", "nodes": 256, "pp": 16, "ep": 64, "link": "hgx
 DRILLS: tuple[Drill | Decide, ...] = (
     predict(
         "moe-predict-params-dsv3",
-        "DeepSeek-V3 (671B parameters, 256 routed experts a layer) on 8 nodes with EP = 64 "
-        "and no TP or PP: each GPU keeps 4 of each layer's routed experts. Predict the "
-        "parameters each GPU holds, in billions.",
+        f"DeepSeek-V3 (671B parameters; hidden size {V3.hidden:,}; 256 routed experts in each "
+        f"of its {V3.layers - V3.dense_layers} MoE layers, the first {V3.dense_layers} of its "
+        f"{V3.layers} being dense; each routed expert is 3 matrices of {V3.hidden:,} × "
+        f"{V3.expert_ffn:,}) on 8 nodes with EP = 64 and no TP or PP: each GPU keeps 4 of "
+        "each layer's routed experts. Predict the parameters each GPU holds, in billions.",
         "moe", {"model": "deepseek-v3", "nodes": 8, "ep": 64}, "params_per_gpu",
         unit="B params", scale=1e-9,
         hint="Each GPU keeps all the shared weights (attention, embeddings, routers, the "
              "shared expert and the dense layers) and 1/EP of the routed experts.",
-        explanation="{answer} billion. Each routed expert is 3 × 7,168 × 2,048 = 44.0M "
-                    "parameters; 58 MoE layers × 256 × 44.0M = 654B are routed experts, "
-                    "so 671 − 654 = 17B are shared and sit whole on every GPU: "
-                    "654 / 64 + 17 = {answer}."),
+        explanation=f"{{answer}} billion. Each routed expert is 3 × {V3.hidden:,} × "
+                    f"{V3.expert_ffn:,} = {3 * V3.hidden * V3.expert_ffn / 1e6:.1f}M "
+                    f"parameters; {V3.layers - V3.dense_layers} MoE layers × 256 × that = "
+                    f"{ROUTED / 1e9:.0f}B are routed experts, so the other "
+                    f"{(V3.params - ROUTED) / 1e9:.0f}B are shared and sit whole on every GPU: "
+                    f"{ROUTED / 1e9:.0f} / 64 + {(V3.params - ROUTED) / 1e9:.0f} = {{answer}}."),
     decide(
         "moe-decide-skew",
         "Mixtral 8×7B, EP8 on 2 nodes, routing skew 0.8: one MoE layer takes far longer "

@@ -38,7 +38,7 @@ from labs.core.limits import (
 from labs.experts.crossover import ep_crossover
 from labs.experts.inputs import MoEInput, MoEResult
 from labs.experts.lab import simulate_moe
-from labs.hardware.links import clusters, get_cluster, with_network
+from labs.hardware.links import clusters, get_cluster, get_link, with_network
 from labs.model.presets import models
 from labs.parallel.layout import divisors
 from labs.parallel.rank_map import GROUP_SHORT, GROUP_TITLES
@@ -236,6 +236,7 @@ def extra_context(state) -> dict:
 
     return {
         "facts": facts(),
+        "h800": get_link("nvlink-4-h800"),  # step 3 states its cut NVLink and NCCL's rate
         "crossover": ep_crossover(state.result),
         "validation": {g["group"]: g for g in validation()["groups"]},
         "model_options": model_choices(

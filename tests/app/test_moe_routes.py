@@ -295,3 +295,37 @@ def test_api_crossover_is_the_step_11_derivation_and_the_page_prints_it(client, 
 def test_crossover_bad_input_is_a_422_naming_the_control(client):
     response = client.get("/api/moe", params={"ep": "x"})
     assert response.status_code == 422 and '"ep"' in response.text
+
+
+def test_round5_step_2_drill_and_step_3_state_every_input_they_need(client):
+    """Round-5 cold reading, EP07 items 1-3. Step 2's drill used the hidden size, the expert
+    width and the 58 MoE layers the page never stated before it: its question now states
+    them, and the textbook derivation from them (routed = 58 x 256 x 3 x 7,168 x 2,048 =
+    654B; 654/64 + (671 - 654)) lands within 1% of the lab's 27.3B. Step 3 asks EP 64 against
+    EP 8 on H800 nodes: it now states the cut NVLink (200 GB/s, NCCL about 160), and 411 MB at
+    48 against 160 GB/s gives 3.3x: "about 3 times slower". Step 11 no longer says the lab
+    leaves out node-limited routing, which step 3 says its DeepEP applies."""
+    import html
+    import re
+
+    from app.labkit import DRILLS
+    from tests.app.test_drills import N, num
+
+    drill = DRILLS["moe-predict-params-dsv3"][1]
+    q = drill.question
+    hidden, width = num(q, r"hidden size " + N), num(q, r"3 matrices of [\d,]+ × " + N)
+    layers, total = num(q, r"in each of its " + N + " MoE layers"), num(q, r"\(" + N + "B")
+    routed = layers * 256 * 3 * hidden * width
+    derived = (routed / 64 + total * 1e9 - routed) / 1e9
+    assert derived == pytest.approx(drill.answer(), rel=0.01)
+
+    page = html.unescape(client.get("/episodes/experts").text)
+    step3 = page[page.index('id="step-3"'):page.index('id="step-4"')]
+    said = re.search(r"cut to (\d+) GB/s a direction, and NCCL's all-to-all reaches about "
+                     r"(\d+) GB/s", step3)
+    assert said and said.group(1) == "200"
+    ratio = float(said.group(2)) / 48  # the same 411 MB over NVLink against the NIC
+    assert 2.5 < ratio < 4 and 'data-right="x3"' in step3
+    step11 = page[page.index('id="step-11"'):]
+    assert "which the lab does not model" not in step11
+    assert "applies only with its DeepEP dispatch" in step11
