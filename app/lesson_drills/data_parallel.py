@@ -58,9 +58,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
           "step does not. Efficiency {value}."),
          ("seq", "Double the sequence length to 8,192",
           {"gpus": 128, "link": "eth-100g", "seq_len": 8192},
-          "Twice the tokens per GPU, so compute a little more than doubles (attention "
-          "grows with s, which the lab's 6·P·T leaves out) against the same all-reduce, "
-          "and the activations double too. Efficiency {value}."),
+          "Twice the tokens per GPU: compute doubles in the lab's 6·P·T (a real run's a "
+          "little more, since attention grows with s) against the same all-reduce, and the "
+          "activations double too. Efficiency {value}."),
          ("ports", "Give each server 2 Ethernet ports",
           {"gpus": 128, "link": "eth-100g", "nics_per_node": 2},
           "Twice the bandwidth out of each server halves the all-reduce's network part. "

@@ -42,13 +42,14 @@ from labs.data_parallel.inputs import DDP_BUCKET_BYTES, DataParallelInput, DataP
 from labs.data_parallel.lab import (
     CURVE_LINKS,
     GRAD_BYTES_PER_PARAM,
+    SERVER_GPU,
     all_reduce,
     link_family,
     simulate,
 )
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links
-from labs.hardware.nccl import BASE_LATENCY, HOP_LATENCY
+from labs.hardware.nccl import BASE_LATENCY, HOP_LATENCY, RING_PLATEAU
 from labs.model.presets import custom_model, get_model
 
 router = APIRouter()
@@ -208,6 +209,8 @@ def facts() -> dict:
         "one": state(gpus=1),
         "good": state(gpus=8, link="nvlink-4"),
         "bad": state(**eth),
+        # Step 1 asks a GPU count neither the opening state nor a case button shows.
+        "eth16": state(gpus=16, link="eth-100g"),
         "pcie8": state(gpus=8, link="pcie-4"),
         # Round-2 cold reading: the page opens at "good", so steps 2, 8 and 10 ask about a
         # state it does not print (one sequence a GPU; eight at 1,024 GPUs).
@@ -244,6 +247,12 @@ def extra_context(state) -> dict:
         "facts": facts(),
         "busbw": {"pcie": get_link("pcie-4"), "nvlink": get_link("nvlink-4"),
                   "ib": get_link("ib-ndr"), "eth": get_link("eth-100g")},
+        # Step 2 names the two measured factors of the achieved share; step 1 NCCL's ring
+        # latencies on its Simple protocol (tuning.cc, labs.hardware.nccl).
+        "kernels": get_gpu(SERVER_GPU).kernels,
+        "ring_lat": {"base": BASE_LATENCY["ring"]["Simple"],
+                     "nvlink": HOP_LATENCY["nvlink"]["ring"]["Simple"],
+                     "net": HOP_LATENCY["net"]["ring"]["Simple"], "plateau": RING_PLATEAU},
         "model_options": (("custom", "Custom gradient size…"),
                           *model_choices(model_options(), query.model or "", custom=False)),
         "model_value": "custom" if is_custom(query) else query.model,
