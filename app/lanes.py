@@ -7,8 +7,9 @@ request's cost before it runs lets the pool keep cheap work out of the queue beh
 
 How: the cost of a lab answer is set by a few of its controls, read here from the raw query
 (the lab's defaults where a control is not given, never a simulation): the planner's search
-by the layouts it may try (the TP x PP x CP x EP divisors ``labs.recipe.planner.shapes``
-loops over, each with 4 schedules and 3 micro-batch sizes), a pipeline by the actions
+by the plans it makes (``labs.recipe.planner.count_plans``: the layouts that divide the GPUs,
+each with its schedules and micro-batch sizes) and whether the GPUs' memory lets it rank
+them, a lesson's whole page by the page drawn around its answer, a pipeline by the actions
 it simulates and draws (stages x micro-batches x chunks x 2 or 3, ``labs.schedules.simulate``),
 EP08's recipe by its pipeline and its re-plan (its step 14 chart, drawn on its own request, by
 its sweep), EP12's playground by every lab it runs and its
@@ -34,8 +35,21 @@ HEAVY_MS = 50.0  # as app/labkit/parsing.py HEAVY_SECONDS: a result worth keepin
 # Issue 31, measured with the op-level step model (profile_requests.py --answers; "again":
 # the engine's caches warm for the model and cluster, "first": cold).
 BASE_MS = 5.0  # a lab answer at its defaults: 1-9 ms again, 2-12 ms first
+# A lesson's whole page around its answer (the page, not its htmx fragments): every lab's
+# page at a new sequence length took 19-49 ms more CPU than its bench fragment (23-56 ms
+# against 2.6-18; in-process at load 10), and hostile_load.py --calibrate drew EP01's page in
+# 20.9 ms and EP08's in 48.0 on an idle machine, where 5-5.6 ms were estimated. Still light.
+PAGE_MS = 25.0
 ACTION_MS = 0.005  # per pipeline action simulated and drawn (4.1-6.7 us measured)
-PLAN_SHAPE_MS = 0.6  # per TP x PP x CP x EP layout the planner may try (0.2-4 ms measured)
+# The planner (GET /api/plan at its defaults, GPT-3 175B on A100s, batch 32, and other
+# models; in-process CPU at load 10, and hostile_load.py --calibrate on an idle machine):
+# 8-21 ms for the 150-436 plans of 8-32 GPUs, whose memory cannot hold the state, each plan
+# dropped on its floors (0.05 ms a plan); where it can, the plans are ranked and many timed:
+# 0.15-0.9 ms a plan (40 GPUs 128 ms for 210 plans, 64 GPUs 77-122 ms for 591, 512 GPUs
+# 433-913 ms for 714, Mixtral on 64 1.0 s for 2,082, DeepSeek-V3 on 256 1.9 s for 4,154).
+# (Before: 0.6 ms per layout of the TP x PP x CP x EP product, 53 ms for 8 GPUs, 89 for 512.)
+PLAN_MS = 0.05  # per plan made
+PLAN_RANKED_MS = 0.4  # more per plan, where the GPUs can hold the state
 # EP08 re-plan: the nearest passing plan, searched by distance (labs.recipe.replan): 10 ms at
 # the median, 45 ms at worst, cold, over 7 models x 8 node counts from GPT-3 175B on 8 nodes
 # (it was 49 ms cold for 405B on 6 nodes before the planner's caches; then 60 here put
@@ -67,8 +81,17 @@ class Cost:
 BASE = Cost(BASE_MS, "a lab answer")
 
 
-def estimate(path: str, query: bytes) -> Cost:
-    """The expected cost of the GET answer at ``path`` (without the base path) and ``query``."""
+def estimate(path: str, query: bytes, page: bool = False) -> Cost:
+    """The expected cost of the GET answer at ``path`` (without the base path) and ``query``;
+    ``page``: asked as a whole page (no HX-Request), which a lesson's path draws around its
+    answer (PAGE_MS more)."""
+    cost = _answer(path, query)
+    if page and path in _PAGES:
+        return Cost(cost.ms + PAGE_MS, f"{cost.what}, its whole page")
+    return cost
+
+
+def _answer(path: str, query: bytes) -> Cost:
     route = _route(path)
     if route is None:
         return BASE
@@ -166,21 +189,23 @@ def _validation(c: _Controls) -> Cost:
 
 
 def _plan(c: _Controls) -> Cost:
-    """The planner's layouts and schedules: the product ``labs.recipe.planner.shapes`` loops
-    over (and bounds by MAX_SHAPE_LOOPS) before it builds a plan."""
-    from labs.parallel.layout import divisors
-    from labs.recipe.planner import MAX_PLAN_CP
+    """The planner's search: each plan it makes (``labs.recipe.planner.count_plans``, the
+    layouts that divide the GPUs and keep the batch, each with its schedules and micro-batch
+    sizes), dropped on its memory floors where the job's GPUs cannot hold the model's
+    training state (its bytes per parameter over their memory), else ranked and many of
+    them timed."""
+    from labs.core.catalogue import RECIPES
+    from labs.hardware.gpus import get_gpu
+    from labs.recipe.planner import count_plans
 
     m = c.model_spec()
-    gpus, per_node, seq = c.whole("gpus"), c.whole("gpus_per_node"), c.whole("seq_len")
-    kv = m.heads if m.uses_mla else m.kv_heads
-    tps = [t for t in divisors(per_node) if m.heads % t == 0 and kv % t == 0]
-    pps = [p for p in range(1, min(64, m.layers) + 1) if gpus % p == 0]
-    cps = [x for x in (1, 2, 4, 8, 16) if x <= MAX_PLAN_CP and seq % (2 * x) == 0 or x == 1]
-    eps = list(divisors(m.experts, gpus)) if m.is_moe else [1]
-    shapes = len(tps) * len(pps) * len(cps) * len(eps)  # each x PLAN_SCHEDULES x MICRO_BATCHES
-    return Cost(BASE_MS + PLAN_SHAPE_MS * shapes,
-                f"a plan search over {shapes:,} layouts")
+    gpus = c.whole("gpus")
+    plans = count_plans(m, gpus, c.whole("gpus_per_node"), c.whole("seq_len"),
+                        c.whole("global_batch"))
+    state = m.params * RECIPES[c.text("recipe")].bytes_per_param
+    ranked = state <= get_gpu(c.text("gpu")).memory_bytes * gpus
+    return Cost(BASE_MS + plans * (PLAN_MS + (PLAN_RANKED_MS if ranked else 0.0)),
+                f"a plan search over {plans:,} plans")
 
 
 ESTIMATORS = {"pipeline": _pipeline, "recipe": _recipe, "recipe-api": _recipe_api,
@@ -188,6 +213,7 @@ ESTIMATORS = {"pipeline": _pipeline, "recipe": _recipe, "recipe-api": _recipe_ap
               "compare": _compare, "cheatsheet": _cheatsheet, "plan": _plan,
               "validation": _validation}
 _ROUTES: dict[str, tuple[str, object]] = {}
+_PAGES: set[str] = set()  # every lab's lesson path (read with _ROUTES)
 
 
 def _route(path: str) -> tuple[str, object] | None:
@@ -197,6 +223,7 @@ def _route(path: str) -> tuple[str, object] | None:
         from app.labkit import VIEWS
         from app.routers import cheatsheet, compare, plan, validation
 
+        _PAGES.update(view.episode.path for view in VIEWS.values())
         for name in ("pipeline", "recipe", "playground"):
             view = VIEWS[name]
             for route in (view.episode.path, f"/api/{name}", f"/embed/{name}"):

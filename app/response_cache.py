@@ -233,8 +233,8 @@ class ResponseCacheMiddleware:
             # Assets are bytes in memory already: only lab answers are worth a child's time.
             if self.pool is not None and not path.startswith("/static/"):
                 try:  # in its lane, by what it will cost (app/lanes.py)
-                    answer = await self.pool.render(
-                        scope, estimate(path, scope.get("query_string", b"")))
+                    answer = await self.pool.render(scope, estimate(
+                        path, scope.get("query_string", b""), b"hx-request" not in headers))
                 except Busy as busy:
                     await _send_busy(send, path, busy)
                     return

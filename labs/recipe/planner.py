@@ -77,6 +77,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import product
 
 from labs.core.errors import LabInputError
@@ -259,40 +260,63 @@ def _with(plan: Plan, **changes) -> Plan:
     return new
 
 
-def shapes(req: PlanRequest) -> list[Plan]:
-    """The layouts and schedules of the bounded set (ZeRO 0, selective recomputation)."""
-    m, gpus, g = req.model, req.gpus, req.cluster.gpus_per_node
+def _layouts(m: ModelSpec, gpus: int, gpus_per_node: int, seq_len: int,
+             cp_sizes: tuple[int, ...] = PLAN_CP, pipeline: bool | None = None):
+    """(tp, pp, cp, ep, dp, (first, last stage layers)) of every layout the planner tries,
+    the loops' bound checked first (most of their combinations do not divide the GPUs and
+    make no plan)."""
     kv = m.heads if m.uses_mla else m.kv_heads
-    tps = [t for t in divisors(g) if m.heads % t == 0 and kv % t == 0]
+    tps = [t for t in divisors(gpus_per_node) if m.heads % t == 0 and kv % t == 0]
     splits = {p: (0, 0) if m.layers % p == 0 else uneven_split(m.layers, p)
               for p in range(1, min(MAX_STAGES, m.layers) + 1) if gpus % p == 0}
     pps = [p for p, split in splits.items() if split is not None
-           and (req.pipeline is None or (p > 1) == req.pipeline)]
-    cps = [c for c in sorted(req.cp_sizes) if req.seq_len % (2 * c) == 0 or c == 1]
+           and (pipeline is None or (p > 1) == pipeline)]
+    cps = [c for c in sorted(cp_sizes) if seq_len % (2 * c) == 0 or c == 1]
     eps = [e for e in divisors(m.experts, gpus)] if m.is_moe else [1]
-    per_shape = len(req.zero_stages) * len(req.recompute_modes)
-    # The loops' bound first (most of their combinations do not divide the GPUs and make no
-    # plan), then the plans made.
     loops = len(tps) * len(pps) * len(cps) * len(eps) * len(PLAN_SCHEDULES) * len(MICRO_BATCHES)
     if loops > MAX_SHAPE_LOOPS:
         raise LabInputError("gpus", f"{loops:,} layouts and schedules to try; the planner "
                                     f"tries at most {MAX_SHAPE_LOOPS:,}")
-    found = []
     for tp, pp, cp, ep in product(tps, pps, cps, eps):
         if gpus % (tp * pp * cp) or gpus % (ep * pp):
             continue
-        dp = gpus // (tp * pp * cp)
-        first, last = splits[pp]
-        fewest = min(stage_layer_counts(m.layers, pp, first, last))
-        for b in MICRO_BATCHES:
-            if req.global_batch % (b * dp):
-                continue
-            mb = req.global_batch // (b * dp)
-            if mb > MAX_MICROBATCHES:
-                continue
-            for sched, v in PLAN_SCHEDULES:
-                if pp == 1 and (sched, v) != PLAN_SCHEDULES[0] or v > fewest:
-                    continue  # no pipeline: the schedule is moot; or a stage has too few layers
+        yield tp, pp, cp, ep, gpus // (tp * pp * cp), splits[pp]
+
+
+def _batches(global_batch: int, dp: int) -> list[tuple[int, int]]:
+    """(micro-batch, micro-batches) of each micro-batch size tried that keeps the batch."""
+    return [(b, global_batch // (b * dp)) for b in MICRO_BATCHES
+            if not global_batch % (b * dp) and global_batch // (b * dp) <= MAX_MICROBATCHES]
+
+
+def _schedules(m: ModelSpec, pp: int, split: tuple[int, int]) -> list[tuple[str, int]]:
+    """The schedules tried on ``pp`` stages: one without a pipeline (the schedule is moot),
+    and none whose chunks outnumber a stage's layers."""
+    fewest = min(stage_layer_counts(m.layers, pp, *split))
+    return [(sched, v) for sched, v in PLAN_SCHEDULES
+            if not (pp == 1 and (sched, v) != PLAN_SCHEDULES[0] or v > fewest)]
+
+
+@lru_cache(maxsize=256)  # a flood of one search at new efficiencies counts it once
+def count_plans(m: ModelSpec, gpus: int, gpus_per_node: int, seq_len: int,
+                global_batch: int) -> int:
+    """How many plans ``shapes`` makes for a default request (before each one's ZeRO stages
+    and recomputation modes), counted without making them: what app/lanes.py estimates a
+    search's cost by."""
+    return sum(len(_batches(global_batch, dp)) * len(_schedules(m, pp, split))
+               for _, pp, _, _, dp, split in _layouts(m, gpus, gpus_per_node, seq_len))
+
+
+def shapes(req: PlanRequest) -> list[Plan]:
+    """The layouts and schedules of the bounded set (ZeRO 0, selective recomputation)."""
+    m = req.model
+    per_shape = len(req.zero_stages) * len(req.recompute_modes)
+    found = []
+    for tp, pp, cp, ep, dp, (first, last) in _layouts(
+            m, req.gpus, req.cluster.gpus_per_node, req.seq_len, req.cp_sizes, req.pipeline):
+        schedules = _schedules(m, pp, (first, last))
+        for b, mb in _batches(req.global_batch, dp):
+            for sched, v in schedules:
                 found.append(Plan(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, schedule=sched,
                                   virtual=v, micro_batch=b,
                                   microbatches=mb, seq_len=req.seq_len, recipe=req.recipe,

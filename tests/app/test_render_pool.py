@@ -184,7 +184,8 @@ def test_a_pool_that_cannot_start_leaves_the_app_in_threads(client, monkeypatch)
 
 # --- lanes, bounds and deadlines (issue 20) ---------------------------------------------------
 
-HEAVY_PLAN = {"gpus": 8, "seq_len": 1024}  # the planner: the heavy lane whatever its size
+# A plan search that ranks plans (Llama 3.1 8B fits 8 GPUs): the heavy lane, about 45 ms.
+HEAVY_PLAN = {"model": "llama-3.1-8b", "gpus": 8, "seq_len": 1024}
 LIGHT_ASK = ("/api/memory", {"seq_len": 12345})
 
 
@@ -419,6 +420,44 @@ def test_costs_put_the_class_in_the_light_lane_and_the_planner_in_the_heavy():
     assert estimate("/api/pipeline", b"stages=abc").lane == LIGHT  # a 422: its parse
     assert estimate("/api/pipeline", b"stages=8&microbatches=16").ms < \
         estimate("/api/pipeline", b"stages=8&microbatches=64").ms
+
+
+def test_a_plan_search_is_estimated_by_the_plans_it_makes():
+    """Issue 31's calibration (hostile_load.py --calibrate, idle): GET /api/plan on 8 GPUs was
+    estimated 53 ms and drawn in 8.6 (GPT-3 175B's state cannot fit 8 GPUs: every plan is
+    dropped on its floors), on 512 estimated 89 and drawn in 433 (most plans within reach
+    of memory, ranked and timed). The estimate counts the plans the planner makes, each
+    dearer where the GPUs can hold the state."""
+    from app.lanes import HEAVY, LIGHT, estimate
+    from labs.hardware.gpus import get_gpu
+    from labs.hardware.links import get_link, paired_cluster
+    from labs.model.presets import get_model
+    from labs.recipe.planner import PlanRequest, count_plans, shapes
+
+    cluster = paired_cluster(get_gpu("a100-80gb"), 8, get_link("nvlink-3"), get_link("ib-hdr"))
+    for model, gpus in (("gpt-3-175b", 8), ("gpt-3-175b", 512), ("mixtral-8x7b", 64)):
+        req = PlanRequest(get_model(model), cluster, gpus, 2048, 32)
+        assert count_plans(req.model, gpus, 8, 2048, 32) == len(shapes(req)) > 0, model
+    small, mid, large = (estimate("/api/plan", f"gpus={gpus}".encode()) for gpus in (8, 64, 512))
+    assert small.lane == LIGHT and mid.lane == large.lane == HEAVY
+    assert small.ms < mid.ms < large.ms
+    # 40 GPUs make fewer plans than 32 (210 against 436) but can hold the state: 128 ms
+    # against 21 measured.
+    assert estimate("/api/plan", b"gpus=40").lane == HEAVY
+    assert estimate("/api/plan", b"gpus=32").lane == LIGHT
+
+
+def test_a_whole_page_costs_more_than_its_fragment_and_stays_light():
+    """Issue 31's calibration: EP01's page drawn in 20.9 ms and EP08's in 48.0 (idle), each
+    estimated as its fragment (5-5.6 ms). Only a lesson's page is drawn around its answer."""
+    from app.lanes import LIGHT, estimate
+
+    for view in VIEWS.values():
+        path = view.episode.path
+        page, fragment = estimate(path, b"", page=True), estimate(path, b"")
+        assert page.ms > fragment.ms and page.lane == LIGHT, path
+    for path in ("/api/memory", "/embed/memory"):
+        assert estimate(path, b"", page=True) == estimate(path, b"")
 
 
 def test_every_lab_form_as_sent_is_a_light_answer(client):

@@ -474,7 +474,7 @@ async def calibrate(server: Server) -> None:
             statuses.add(status)
             timing = headers.get("server-timing", "")
             times.append(float(timing.split("dur=")[1].split(";")[0].split(",")[0]))
-        cost = estimate(path, query.encode())
+        cost = estimate(path, query.encode(), page=True)  # asked as a browser does
         print(f"  {target[:66]:66s} {sorted(statuses)} estimate {cost.ms:7.1f} ms "
               f"({cost.lane}); drawn in {statistics.median(times):7.1f} ms")
     client.close()
