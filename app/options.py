@@ -1,5 +1,6 @@
 """Option lists for the controls that several labs share, built once (presets never change)."""
 
+import re
 from functools import cache
 from typing import Literal
 
@@ -40,6 +41,14 @@ def model_options(detail: str = "size") -> tuple[tuple[str, str], ...]:
             return f"{spec.name} ({spec.layers} layers)"
         # One format with the pages' own (labs.model.code): "671.0B, 37.6B active", where a
         # rounder active count ("38B active") read as another figure beside the prose's 37.6B.
+        # A name that ends in its own parentheses takes the size inside them, not a second
+        # pair; where they already give the size ("671B MoE"), only the active count is added:
+        # "DeepSeek-V3 (671B MoE, 37.6B active)" (round-5 cold reading, EP01 item 4).
+        if spec.name.endswith(")"):
+            inner = spec.name[spec.name.rindex("(") + 1:-1]
+            size = (f"{spec.active_params / 1e9:.1f}B active"
+                    if spec.is_moe and re.search(r"\d+B\b", inner) else size_label(spec))
+            return f"{spec.name[:-1]}, {size})"
         return f"{spec.name} ({size_label(spec)})"
 
     return tuple((id_, label(spec)) for id_, spec in models().items())

@@ -31,8 +31,8 @@ from labs.core.limits import (
     TRAIN_RECIPES,
 )
 from labs.hardware.gpus import get_gpu
-from labs.memory.inputs import MemoryInput
-from labs.memory.lab import compute_memory
+from labs.memory.inputs import PREFILL_CHUNK_TOKENS, MemoryInput
+from labs.memory.lab import compute_memory, forward_tokens, workspace_width
 from labs.model.presets import get_model
 
 router = APIRouter()
@@ -142,6 +142,10 @@ def facts() -> dict:
     state = lesson_state(MemoryQuery, run, to_api)
 
     l70 = {"model": "llama-3.1-70b"}
+    small_int8 = state(model="custom", params="7e9", mode="infer", recipe="int8",
+                       gpu="rtx-4090")
+    l70_serve = state(**l70, mode="infer", recipe="bf16", seq_len=8192, micro_batch=32)
+    deepseek_fp8 = state(model="deepseek-v3", recipe="fp8-blockwise")
     return {
         "l70": state(**l70),
         # Step 1 asks for the 8B's bill, which the opening bench (70B) does not print.
@@ -155,17 +159,36 @@ def facts() -> dict:
         "l70_flash_16k": state(**l70, recompute="flash", seq_len=16384),
         "l70_full_16k": state(**l70, recompute="full", seq_len=16384),
         "l70_none_16k": state(**l70, recompute="none", seq_len=16384),
-        "small_int8": state(model="custom", params="7e9", mode="infer", recipe="int8",
-                            gpu="rtx-4090"),
-        "l70_serve": state(**l70, mode="infer", recipe="bf16", seq_len=8192, micro_batch=32),
+        "small_int8": small_int8,
+        "l70_serve": l70_serve,
+        # Step 4's workspace sum, the terms workspace_bytes multiplies (round-5 cold reading:
+        # the formula was hidden, and it ran every cached token through one forward).
+        "ws": {"small": workspace_terms(small_int8), "serve": workspace_terms(l70_serve),
+               "chunk": PREFILL_CHUNK_TOKENS,
+               # Step 6: the FP8 recipe's 15 bytes, as the recipe lists them.
+               "fp8_bytes": fp8_bytes(deepseek_fp8)},
         "l405": state(model="llama-3.1-405b"),
         # Step 5 asks the 18-byte recipe: step 2's link already prints the 16-byte count.
         "l405_18": state(model="llama-3.1-405b", recipe="adam18"),
         "l70_zero3": state(**l70, dp=32, zero=3),
         "mixtral": state(model="mixtral-8x7b"),
         "deepseek": state(model="deepseek-v3"),
-        "deepseek_fp8": state(model="deepseek-v3", recipe="fp8-blockwise"),
+        "deepseek_fp8": deepseek_fp8,
     }
+
+
+def workspace_terms(fact: dict) -> dict:
+    """The terms of a serving state's workspace: tokens of one forward, h and the MLP width."""
+    inp = fact["result"].input
+    tokens = forward_tokens(inp.seq_len, inp.micro_batch, inp.cp)
+    width = workspace_width(inp.model, inp.tp)
+    return {"tokens": round(tokens), "hidden": inp.model.hidden,
+            "ffn": round((width - 4 * inp.model.hidden) / 2)}
+
+
+def fp8_bytes(fact: dict) -> str:
+    """A recipe's bytes per parameter, term by term, as its description lists them."""
+    return fact["api"]["recipe_description"].split(": ", 1)[1]
 
 
 def extra_context(state) -> dict:

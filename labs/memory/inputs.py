@@ -33,6 +33,12 @@ BREAKDOWN_KEYS = (
 )
 STATE_KEYS = ("weights", "gradients", "master_weights", "optimizer_moments")
 
+# A serving engine runs at most one prefill chunk of tokens through a forward pass, however
+# many sequences it holds (SGLang's server_args default chunked_prefill_size; vLLM's
+# max_num_batched_tokens plays the same part).
+# Decoding runs one token per sequence, far fewer.
+PREFILL_CHUNK_TOKENS = 8192
+
 
 def check_activation_controls(seq_len: object, micro_batch: object, recompute: object,
                               activation_model: object) -> None:

@@ -23,7 +23,13 @@ import math
 from functools import lru_cache
 
 from labs.core.catalogue import RECIPES, Recipe
-from labs.memory.inputs import BREAKDOWN_KEYS, MemoryInput, MemoryResult, StageBill
+from labs.memory.inputs import (
+    BREAKDOWN_KEYS,
+    PREFILL_CHUNK_TOKENS,
+    MemoryInput,
+    MemoryResult,
+    StageBill,
+)
 from labs.memory.notes import assumptions
 from labs.model.activations import (
     ACT_BYTES,
@@ -55,18 +61,32 @@ def kv_cache_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1, tp: int
     return stage_layers * per_token_layer * tokens * ACT_BYTES
 
 
-def workspace_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1, tp: int = 1,
-                    cp: int = 1) -> float:
-    """Estimate of one layer's forward intermediates in bf16: s·b·(4h + 2·ffn/tp)·2 B.
+def forward_tokens(seq_len: int, micro_batch: int = 1, cp: int = 1) -> float:
+    """Tokens one GPU puts through one forward pass when serving: the sequences' tokens up to
+    one prefill chunk (PREFILL_CHUNK_TOKENS), split over CP."""
+    return min(seq_len * micro_batch, PREFILL_CHUNK_TOKENS) / cp
 
-    vLLM profiles a forward pass before sizing its KV pool because these buffers exist on top
-    of weights and cache; the 4h (QKV, attention output) + 2 x MLP width is our estimate.
-    """
+
+def workspace_width(model: ModelSpec, tp: int = 1) -> float:
+    """The per-token width of one layer's forward intermediates: 4h (QKV, attention output)
+    + 2 x the MLP's width over TP (a MoE layer's: its top-k and shared experts')."""
     width = model.ffn
     if model.is_moe:
         width = max(width if model.dense_layers else 0,
                     (model.top_k + model.shared_experts) * model.expert_ffn)
-    return seq_len / cp * micro_batch * (4 * model.hidden + 2 * width / tp) * ACT_BYTES
+    return 4 * model.hidden + 2 * width / tp
+
+
+def workspace_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1, tp: int = 1,
+                    cp: int = 1) -> float:
+    """Estimate of one layer's forward intermediates in bf16 for the tokens of one forward:
+    forward_tokens x (4h + 2·ffn/tp) x 2 B.
+
+    vLLM profiles a forward pass before sizing its KV pool because these buffers exist on top
+    of weights and cache; the 4h + 2 x MLP width is our estimate. The pass holds one prefill
+    chunk at most, not every cached token (round-5 cold reading: 32 x 8k tokens drew 47.2 GB).
+    """
+    return forward_tokens(seq_len, micro_batch, cp) * workspace_width(model, tp) * ACT_BYTES
 
 
 # TransformerEngine's per-tensor scaling state (fp8_meta): 3 FP8 tensors per GEMM forward

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from labs.core.catalogue import RECIPES
 from labs.core.recomputation import RECOMPUTATION
-from labs.memory.inputs import MemoryInput, StageBill
+from labs.memory.inputs import PREFILL_CHUNK_TOKENS, MemoryInput, StageBill
 from labs.model.op_checkpoint import recomputed_matmuls
 from labs.schedules.catalogue import CATALOGUE
 
@@ -145,8 +145,10 @@ def assumptions(inp: MemoryInput, bills: Sequence[StageBill], worst: int) -> tup
                      + ("MLA caches one compressed latent per token and layer, not split by TP."
                         if m.uses_mla else
                         "with TP > KV heads each GPU keeps a replica of one KV head."))
-        notes.append("Workspace is an estimate of one layer's forward intermediates "
-                     "(vLLM profiles a forward pass to reserve it).")
+        notes.append("Workspace is an estimate of one layer's forward intermediates for the "
+                     "tokens of one forward pass, tokens x (4h + 2 x MLP width) x 2 B, at most "
+                     f"one prefill chunk of {PREFILL_CHUNK_TOKENS:,} tokens however many "
+                     "sequences are cached (vLLM profiles a forward pass to reserve it).")
     if m.is_moe:
         notes.append(f"Experts: each GPU holds experts/(EP x expert-TP) of the MoE layers its "
                      f"stage holds, replicated over expert-DP = {inp.layout.expert_dp}.")

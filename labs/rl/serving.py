@@ -25,13 +25,13 @@ import math
 from dataclasses import dataclass
 
 from labs.hardware.gpus import GPUSpec
-from labs.memory.lab import kv_cache_bytes, workspace_bytes
+from labs.memory.lab import PREFILL_CHUNK_TOKENS, kv_cache_bytes, workspace_bytes
 from labs.model.flops import matmul_params
 from labs.model.spec import ModelSpec
 
 WEIGHT_BYTES = 2  # bf16 rollout weights
 KV_DTYPE_BYTES = {"bf16": 2, "fp8": 1}  # keys: labs.core.limits.KV_DTYPES
-CHUNKED_PREFILL_TOKENS = 8192  # SGLang server_args default chunked_prefill_size
+CHUNKED_PREFILL_TOKENS = PREFILL_CHUNK_TOKENS  # SGLang server_args default chunked_prefill_size
 PREFILL_MFU = 0.5  # estimate: large prefill batches run near half the dense BF16 peak
 DECODE_MFU = 0.5  # estimate, only binds for very large decode batches
 HBM_EFFICIENCY = 0.8  # estimate: share of datasheet HBM bandwidth a decode kernel reaches

@@ -290,5 +290,42 @@ def test_the_h200_drill_asks_what_no_readout_prints(client):
 def test_a_moe_models_active_count_reads_as_the_prose_writes_it(client):
     """One count, one format: the model select said '38B active' beside step 6's 37.6B."""
     html = client.get("/episodes/memory").text
-    assert "671.0B, 37.6B active" in html and "38B active" not in html
+    assert "DeepSeek-V3 (671B MoE, 37.6B active)" in html and "38B active" not in html
+    assert ") (" not in re.sub(r"<[^>]+>", "", html.split('name="model"')[1].split("</select>")[0])
     assert re.search(r"activates\s*(<[^>]+>\s*)*37\.6B", html)
+    assert "the paper rounds to 37B" in _text(html)
+
+
+def _text(html: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", "", html).replace("&#39;", "'").split())
+
+
+def test_step_4_states_the_workspace_sum_for_one_prefill_chunk(client):
+    """Round-5 cold reading, EP01 item 1: step 4's workspace was a hidden formula, and its 70B
+    link ran all 32 x 8,192 cached tokens through one forward (47.2 GB). The why now states
+    tokens x (4h + 2 ffn) x 2 B with the engine's terms, and the link's bar is one 8,192-token
+    prefill chunk: 8,192 x (32,768 + 57,344) x 2 B = 1.48 GB."""
+    text = _text(client.get("/episodes/memory").text)
+    assert "tokens × (4h + 2·ffn) × 2 B" in text
+    assert "4,096 × (4 × 4,096 + 2 × 11,008) × 2 B = 315 MB" in text
+    assert "8,192 × (4 × 8,192 + 2 × 28,672) × 2 B = 1.48 GB" in text
+    api = client.get("/api/memory", params={"model": "llama-3.1-70b", "mode": "infer",
+                                            "recipe": "bf16", "seq_len": 8192,
+                                            "micro_batch": 32}).json()
+    assert api["breakdown"]["workspace"] == 1_476_395_008
+
+
+def test_step_3_asks_the_16k_figure_and_step_6_lists_the_fp8_bytes(client):
+    """Round-5 cold reading, EP01 items 2 and 3: step 3 asked '4x?' under a formula linear in
+    s; it now asks the GB (34 x 16,384 x 8,192 x 80 = 365 GB, not printed before the guess).
+    Step 6's FP8 state lists its 15 bytes and names the bf16 copy as the lab's assumption."""
+    html = client.get("/episodes/memory").text
+    step3 = html.split('id="step-3"')[1].split('id="step-4"')[0]
+    assert "How many GB of activations does one 16,384-token sequence save" in _text(step3)
+    assert 'data-answer="365 GB"' in step3
+    ask = _text(step3.split("Commit my guess")[0])
+    assert "365" not in ask
+    step6 = _text(html.split('id="step-6"')[1])
+    assert ("671B × 15 B = 10.1 TB: 2 B bf16 weights + 1 B FP8 weights, 128×128 blocks + 4 B "
+            "fp32 gradients + 4 B fp32 master") in step6
+    assert "bf16 copy of the weights beside the FP8 one is our assumption" in step6

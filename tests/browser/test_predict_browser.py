@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 
 def test_committing_a_guess_opens_the_why_and_marks_the_choice(page):
     page.goto("/episodes/memory")
-    beat = page.locator("#predict-memory-3")
+    beat = page.locator("#predict-memory-6")  # step 3 now asks a number (round-5 reading)
     why = beat.locator("details.why")
     expect(why).not_to_have_attribute("open", "")
     expect(why.locator("p").first).to_be_hidden()
@@ -16,14 +16,14 @@ def test_committing_a_guess_opens_the_why_and_marks_the_choice(page):
     expect(beat.locator(".predict-said")).to_contain_text("Pick one first")
     assert why.evaluate("d => d.open") is False
     expect(beat.locator(".moves .guess-first")).to_have_text("Guess first, or open the why. ")
-    beat.locator("input[value='16']").check()
+    beat.locator("input[value='active']").check()
     beat.locator(".predict-commit").click()
     expect(beat.locator(".moves .guess-first")).to_have_count(0)
-    expect(beat.locator(".predict-said")).to_contain_text("Your guess: 16×")
+    expect(beat.locator(".predict-said")).to_contain_text("the active parameters")
     expect(beat.locator(".predict-said")).to_contain_text("Not this one")
     assert why.evaluate("d => d.open") is True
-    expect(beat.locator(".predict-choice.right")).to_contain_text("4×")
-    expect(beat.locator(".predict-choice.wrong")).to_contain_text("16×")
+    expect(beat.locator(".predict-choice.right")).to_contain_text("every expert")
+    expect(beat.locator(".predict-choice.wrong")).to_contain_text("the active parameters")
 
 
 def test_a_number_guess_is_said_back_and_show_me_opens_without_one(page):

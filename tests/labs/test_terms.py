@@ -141,6 +141,25 @@ def test_inference_workspace_by_hand():
     assert bill.breakdown["workspace"] == expected
 
 
+def test_serving_workspace_is_one_prefill_chunk_not_every_cached_token():
+    """Round-5 cold reading (EP01 step 4): 32 sequences of 8k drew 47.2 GB of workspace
+    (262,144 tokens x (4 x 8,192 + 2 x 28,672) x 2 B), as if one layer ran over every cached
+    token at once. A server's forward holds one prefill chunk of 8,192 tokens:
+    8,192 x 90,112 x 2 = 1,476,395,008 B, under 2 GB."""
+    from labs.memory.inputs import PREFILL_CHUNK_TOKENS, MemoryInput
+    from labs.memory.lab import compute_memory
+
+    assert PREFILL_CHUNK_TOKENS == 8192
+    bill = compute_memory(MemoryInput(model=LLAMA70, gpu=H100, mode="infer", recipe="bf16",
+                                      seq_len=8192, micro_batch=32))
+    assert bill.breakdown["workspace"] == 8192 * (4 * 8192 + 2 * 28672) * 2 == 1_476_395_008
+    assert bill.breakdown["workspace"] < 2e9
+    # One short sequence runs all its tokens in one forward: 4,096 of them.
+    one = compute_memory(MemoryInput(model=LLAMA70, gpu=H100, mode="infer", recipe="bf16",
+                                     seq_len=4096))
+    assert one.breakdown["workspace"] == 4096 * (4 * 8192 + 2 * 28672) * 2
+
+
 def test_dp_textbook_ring_by_hand():
     """EP02's flat ring (Patarasuk & Yuan 2009): each GPU sends 2(N-1)/N of the gradients and
     pays 2(N-1) hops of latency: 16 GB of bf16 gradients (an 8B model) over 8 GPUs on NVLink
