@@ -73,7 +73,8 @@ def gantt_figure(result) -> dict:
         # The colour key (the page writes it under the chart; an embed shows this one).
         "key": [[KINDS[k][0], KINDS[k][1]] for k in kinds_present(result)] + [["idle", IDLE]],
         "summary": (
-            f"{schedule_name(inp.schedule)}, {p} stages × {inp.microbatches} micro-batches"
+            f"{schedule_name(inp.schedule)}, {p} stages × {inp.microbatches} micro-batch"
+            f"{'' if inp.microbatches == 1 else 'es'}"
             f"{chunks}: {fmt_pct(result.bubble_fraction)} of rank time idle, measured "
             f"(textbook {fmt_pct(result.textbook_bubble)}); the step takes "
             f"{result.makespan:,.1f} f (f: one stage's forward of one micro-batch)"

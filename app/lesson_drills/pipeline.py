@@ -2,6 +2,19 @@
 
 from app.labkit import Decide, Drill, decide, predict
 from app.lesson_drills.units import pct
+from labs.model.presets import get_model
+
+_L70, _SEQ, _TP = get_model("llama-3.1-70b"), 4096, 8  # the memory panel's plan
+
+
+def _logits_mb() -> float:
+    """fp32 logits of one micro-batch (one sequence) on a TP rank, in MB."""
+    return 4 * _SEQ * _L70.vocab / _TP / 1e6
+
+
+def _norm_mb() -> float:
+    """The final norm's fp32 output of one micro-batch on a TP rank, in MB."""
+    return 4 * _SEQ * _L70.hidden / _TP / 1e6
 
 
 def heaviest_stage(answer: dict) -> float:
@@ -13,19 +26,23 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "pipeline-predict-gpipe-memory",
         "GPipe keeps each micro-batch's activations until its backward pass. Run the "
         "memory panel's plan (Llama 3.1 70B, TP 8, 4,096-token sequences, micro-batch 1) "
-        "as 4 stages with 32 micro-batches under GPipe. Predict the heaviest stage's "
-        "memory, in GB.",
+        "as 4 stages with 32 micro-batches under GPipe. The last stage also keeps, for each "
+        "micro-batch, the fp32 logits over Llama 3.1's "
+        f"{_L70.vocab:,}-token vocabulary, 4 B × {_SEQ:,} × {_L70.vocab:,} ÷ {_TP} = "
+        f"{_logits_mb():.0f} MB, and the final norm's fp32 output, 4 B × {_SEQ:,} × "
+        f"{_L70.hidden:,} ÷ {_TP} = {_norm_mb():.1f} MB. Predict the heaviest stage's memory, "
+        "in GB.",
         "pipeline", {"schedule": "gpipe", "stages": 4, "microbatches": 32},
-        heaviest_stage, unit="GB", scale=1e-9,
-        hint="The stage's state plus 32 micro-batches of its layers' activations "
-             "(the memory chart's unit per micro-batch).",
-        explanation="{answer} GB, on the last stage: its share of the state plus 32 "
+        heaviest_stage, unit="GB", scale=1e-9, rel_tol=0.03,
+        hint="Under GPipe every stage holds all 32 micro-batches at once. Which stage "
+             "holds more for each one?",
+        explanation=f"{{answer}} GB, on the last stage: its share of the state plus 32 "
                     "micro-batches of its layers' activations, since every micro-batch "
                     "is in flight on every stage at the turn from forward to backward. "
-                    "The last stage is heavier than the first: for each micro-batch it "
-                    "also keeps the fp32 logits, 4 × s × vocabulary ÷ t = 4 × 4,096 × "
-                    "128,256 ÷ 8 = 263 MB, and the final norm's fp32 output, 4 × 4,096 × "
-                    "8,192 ÷ 8 = 16.8 MB. 1F1B would hold at most 4 micro-batches."),
+                    "The last stage is heavier than the first, which steps 3 and 6 show "
+                    "heaviest under 1F1B: for each micro-batch it also keeps the "
+                    f"{_logits_mb():.0f} MB of logits and {_norm_mb():.1f} MB of norm "
+                    "output. 1F1B would hold at most 4 micro-batches on the first stage."),
     decide(
         "pipeline-decide-bubble",
         "4 stages, 8 micro-batches, 1F1B. Which change shrinks the bubble the most?",

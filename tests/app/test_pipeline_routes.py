@@ -12,7 +12,7 @@ from app.charts.pipeline import (
     stage_memory_figure,
 )
 from app.charts.units import fmt_bytes
-from app.routers.pipeline import PipelineQuery, run
+from app.routers.pipeline import PipelineQuery, facts, run
 from labs.schedules.catalogue import SCHEDULES
 from tests.app.test_parser import api_messages
 
@@ -214,3 +214,34 @@ def test_tp_past_the_heads_beside_a_link_is_a_422_naming_both(client):
     assert got.status_code == 422
     fields = {d["loc"][-1] for d in got.json()["detail"]}
     assert fields == {"tp", "link"} and "128 heads" in got.text
+
+
+def test_round_5_step_6_and_the_gpipe_drill_state_their_inputs(client):
+    """EP05's round-5 cold reading, items 1-4: step 6's heading said 'overflows the first
+    stage' above a predict asking which rank overflows; it now asks rank 0's GB, which the
+    why sums from the state and 8 units. The GPipe drill states the logits (the vocabulary
+    was only in its solution) and its tolerance refuses rank 0's figure, the first stage
+    that 1F1B makes heaviest. The memory table's columns add up to its total."""
+    html = client.get("/episodes/pipeline").text
+    six = html.split('id="step-6"')[1]
+    assert "overflows the first stage" not in six.split("</h2>")[0]
+    mem = facts()["long"]["api"]["memory"]
+    assert f'data-answer="{fmt_bytes(mem["per_rank_bytes"][0])}"' in six
+    three = html.split('id="step-3"')[1].split('id="step-4"')[0]
+    assert 'data-answer="6 micro-batches"' in three
+    assert facts()["good"]["api"]["peak_activations"][2] == 6  # p - r, p = 8, r = 2
+    answer = client.get("/api/pipeline", params={"schedule": "gpipe", "stages": 4,
+                                                 "microbatches": 32}).json()["memory"]
+    last, first = answer["per_rank_bytes"][-1] / 1e9, answer["per_rank_bytes"][0] / 1e9
+    assert last > first * 1.05
+
+    def grade(value: float) -> str:
+        return client.get("/api/drills/pipeline-predict-gpipe-memory",
+                          params={"answer": f"{value:.1f}"}).json()["status"]
+
+    assert grade(last) == "right" and grade(first) != "right"
+    assert "128,256-token vocabulary" in three and "= 263 MB" in three  # the drill, in step 3
+    table = re.search(r'<table class="chart-table" data-chart="pipeline-memory">.*?</table>',
+                      client.get("/episodes/pipeline?stages=8&microbatches=32").text,
+                      re.S)[0]
+    assert "Embedding, logits" in table
