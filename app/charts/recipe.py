@@ -267,6 +267,7 @@ def layer_figure(layer: dict | None) -> dict | None:
     if layer is None:
         return None
     lanes = {lane["id"]: lane["label"] for lane in layer["lanes"]}
+    own = layer["forward_s"] + layer["backward_s"]
     data = []
     for state, (label, colour) in TIMELINE_STATES.items():
         rows = [o for o in layer["ops"] if o["state"] == state]
@@ -279,22 +280,24 @@ def layer_figure(layer: dict | None) -> dict | None:
             "base": [round(o["start_s"] * 1e3, 4) for o in rows],
             "x": [round(o["seconds"] * 1e3, 4) for o in rows],
             "marker": {"color": colour, "line": {"color": "#ffffff", "width": 0.5}},
-            "text": names, "textposition": "inside", "insidetextanchor": "middle",
+            # The step's DP wait after the layer is named once, above it (its bars run off
+            # the axis); the hover keeps each bar's name.
+            "text": ["" if o["start_s"] >= own * (1 - 1e-9) else o["name"] for o in rows],
+            "textposition": "inside", "insidetextanchor": "middle",
             "textangle": 0, "textfont": {"size": 10}, "customdata": names,
             "hovertemplate": f"%{{customdata}}: %{{x:,.3f}} ms ({label.lower()}), from "
                              "%{base:,.2f} ms<extra></extra>",
         })
     # The step's DP wait after the layer (once a step) can be ten times the layer: the axis
     # stops a quarter past the layer and the wait runs off it, its length written there.
-    own = layer["forward_s"] + layer["backward_s"]
     tail = layer["step_end_s"]
     layout = _lanes_layout({**layer, "seconds": min(layer["seconds"], 1.25 * own)},
                            list(lanes.values()))
-    if tail > 0.25 * own:
+    if tail > 0:
         layout["annotations"].append({
             "xref": "paper", "yref": "paper", "x": 1, "y": 1, "yanchor": "bottom",
             "xanchor": "right", "showarrow": False, "font": {"size": 10},
-            "text": f"DP wait {fmt_ms(tail)} →"})
+            "text": f"DP wait {fmt_ms(tail)}" + (" →" if tail > 0.25 * own else "")})
     return {"data": data, "layout": layout, "summary": layer["summary"],
             "rows": layer_rows(layer)}
 

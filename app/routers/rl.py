@@ -10,7 +10,7 @@ from app.charts.rl import ROLES, cluster_figure, memory_figure, timeline_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
-from app.options import LabQuery, gpu_options
+from app.options import LabQuery, ModelId, gpu_options, model_options
 from app.schemas import PlacementAnswer
 from labs.core.limits import (
     KV_DTYPES,
@@ -25,6 +25,7 @@ from labs.core.limits import (
     RECOMPUTE,
 )
 from labs.hardware.gpus import get_gpu
+from labs.model.presets import get_model
 from labs.rl.inputs import RLPlacementInput, RLPlacementResult
 from labs.rl.lab import compute_rl_placement
 from labs.rl.recipes import experiment, get_recipe, memory_bandwidth, recipes
@@ -72,6 +73,10 @@ class RLQuery(LabQuery):
     recompute: Literal[RECOMPUTE] | None = Field(None, description="Activation recomputation "
                                                  "(default: the recipe's).")
     kv_dtype: Literal[KV_DTYPES] = Field("bf16", description="KV cache dtype of the engines.")
+    model: ModelId | None = Field(None, description="Model preset id (GET /api/models) in "
+                                  "place of the recipe's model, on the recipe's degrees: a "
+                                  "what-if shape (EP09 step 9 puts another shape under "
+                                  "GLM-5.3's stand-in). Unset: the recipe's.")
     external_engines: int = Field(0, ge=0, le=MAX_ENGINES, description="Extra rollout engines "
                                   "served outside the cluster (external serving capacity).")
 
@@ -80,7 +85,8 @@ def rl_input(q: RLQuery) -> RLPlacementInput:
     r = get_recipe(q.preset)
     pick = lambda value, default: default if value is None else value  # noqa: E731
     return RLPlacementInput(
-        model=r.spec, gpu=get_gpu(q.gpu), train_gpus=pick(q.train_gpus, r.train_gpus),
+        model=get_model(q.model) if q.model else r.spec, gpu=get_gpu(q.gpu),
+        train_gpus=pick(q.train_gpus, r.train_gpus),
         tp=pick(q.tp, r.tp), pp=pick(q.pp, r.pp), cp=pick(q.cp, r.cp), ep=pick(q.ep, r.ep),
         placement=q.placement, engine_gpus=pick(q.engine_gpus, r.engine_gpus),
         engines=q.engines, prefill_engines=q.prefill_engines, response_len=q.response_len,
@@ -170,6 +176,9 @@ def facts() -> dict:
         "glm47_128_pp8": state(preset="glm-4.7", train_gpus=128, pp=8),
         "glm47_96": state(preset="glm-4.7", train_gpus=96),
         "glm53": state(preset="glm-5.3"),
+        # The same recipe under another guess of its shape: DeepSeek-V3's, the other published
+        # 256-expert MLA model of that size (round-4 cold reading of EP09, item 4).
+        "glm53_v3": state(preset="glm-5.3", model="deepseek-v3"),
         "qwen": state(preset="qwen3.8-27b"),
         "flash": state(preset="glm-4.7-flash"),
     }
@@ -197,6 +206,8 @@ def extra_context(state) -> dict:
         "facts": facts(),
         "serving": serving_terms(facts()["glm9"]["result"]),
         "preset_options": [(k, stand_in_label(r)) for k, r in recipes().items()],
+        "model_options": model_options(),
+        "recipe_models": {k: r.model for k, r in recipes().items()},
         "gpu_options": gpu_options(),
         "placements": PLACEMENT_LABELS,
         "roles": ROLES,
@@ -259,6 +270,7 @@ VIEW = LabView(
         "prompt_len": "Prompt length", "prompts": "Prompts", "responses_per_prompt":
         "Responses per prompt", "cpu_adam": "CPU Adam", "recompute": "Recomputation",
         "kv_dtype": "KV dtype", "external_engines": "External engines",
+        "model": "Model shape",
     },
     response_model=PlacementAnswer,
     embed_height=1500,

@@ -65,7 +65,7 @@ def test_overrides_break_the_recipe_where_it_fails(client):
     ({"preset": "gpt-9"}, "preset"), ({"placement": "mixed"}, "placement"),
     ({"train_gpus": 0}, "train_gpus"), ({"tp": 0}, "tp"), ({"engine_gpus": "two"}, "engine_gpus"),
     ({"response_len": 10**7}, "response_len"), ({"kv_dtype": "int3"}, "kv_dtype"),
-    ({"gpu": "tpu"}, "gpu"), ({"prompts": 0}, "prompts"),
+    ({"gpu": "tpu"}, "gpu"), ({"prompts": 0}, "prompts"), ({"model": "gpt-9"}, "model"),
     ({"train_gpus": 2048, "placement": "separate", "engines": 1024, "engine_gpus": 64},
      "engines"),
 ])
@@ -252,3 +252,40 @@ def test_round_4_item_7_the_recipe_list_marks_the_stand_ins(client):
     for p in presets:
         option = re.search(rf'<option value="{re.escape(p["id"])}"[^>]*>([^<]*)<', select)
         assert ("stand-in" in option.group(1)) == p["stand_in"], option.group(1)
+
+
+def test_round_4_item_4_step_9_moves_the_shape_under_the_recipe(client):
+    """Round-4 cold reading of EP09, item 4: step 9's links were one stand-in and one published
+    model, so no move varied the guessed shape. Its second link now puts DeepSeek-V3's shape
+    under GLM-5.3's recipe (the model control: a preset in place of the recipe's): the replica
+    count stays, what rests on the shape (memory, heads by TP, the step) moves; the why quotes
+    both from /api/placement."""
+    from app.routers.rl import facts
+
+    f = facts()
+    a, b = f["glm53"]["api"], f["glm53_v3"]["api"]
+    assert f["glm53_v3"]["params"]["model"] == "deepseek-v3" and b["model"] == "deepseek-v3"
+    assert a["model"] == "glm-5.3" and a["stand_in"] and not b["stand_in"]
+    assert (b["tp"], b["pp"], b["cp"], b["ep"], b["train_gpus"]) == (
+        a["tp"], a["pp"], a["cp"], a["ep"], a["train_gpus"])
+    assert a["dp"] == b["dp"] == a["train_gpus"] // (a["tp"] * a["pp"] * a["cp"])
+    assert b["train_memory_bytes"] != a["train_memory_bytes"]
+    assert b["step_seconds"] != a["step_seconds"]
+    heads = {c["name"]: c for c in a["checks"]}["heads by TP"]
+    assert heads != {c["name"]: c for c in b["checks"]}["heads by TP"]
+    html = client.get("/episodes/rl-placement").text
+    nine = re.sub(r"<[^>]+>", " ", html[html.index('id="step-9"'):])
+    nine = re.sub(r"\s+", " ", nine)
+    assert "the same recipe, DeepSeek-V3's shape" in nine
+    why = nine.split("Why: show me")[1]
+    assert (f"keeps its {b['dp']} replica, while the memory chart moves to "
+            f"{b['train_memory_bytes'] / 1e9:.1f} GB") in why
+    assert f"{b['step_seconds']:.1f} s against {a['step_seconds']:.1f} s" in why
+    # The control: the recipe's own model until a state sets another, then under
+    # "more controls", open.
+    page = client.get("/episodes/rl-placement", params=f["glm53_v3"]["params"]).text
+    assert re.search(r'<option value="deepseek-v3"\s+selected', page)
+    assert re.search(r'<details class="more-controls wide" id="more-controls" open>', page)
+    plain = client.get("/episodes/rl-placement", params={"preset": "glm-5.3",
+                                                         "model": "glm-5.3"}).text
+    assert not re.search(r'id="more-controls" open', plain)
