@@ -144,8 +144,9 @@ STEPS: dict[str, tuple[str, str, Any]] = {  # line -> (episode slug, step id, it
     "moe_a2a": ("experts", "step-3", lambda q: {**_moe(q), "link": "dgx-h100", "nodes": 1,
                                                "ep": 8, "tokens": q.seq_len * q.micro_batch}),
     "flops_6nd": ("recipe-3d", "step-1", _recipe_plan),
-    "flops_8nd": ("recipe-3d", "step-1", lambda q: {**_recipe_plan(q), "recompute": "full"}),
+    "flops_8nd": ("recipe-3d", "step-10", lambda q: {**_recipe_plan(q), "recompute": "full"}),
     "mfu": ("recipe-3d", "step-1", _recipe_plan),
+    "hfu": ("recipe-3d", "step-10", lambda q: {**_recipe_plan(q), "recompute": "full"}),
     "step": ("recipe-3d", "step-3", _recipe_plan),
     "serving": ("rl-placement", "step-3", _rl),
     "colocated": ("rl-placement", "step-4", _rl),
@@ -157,16 +158,16 @@ STEPS: dict[str, tuple[str, str, Any]] = {  # line -> (episode slug, step id, it
     "fp8_speedup": ("low-precision", "step-8", lambda q: {
         **_model_gpu(q), "recipe": "fp8-delayed", "dp": 1, "zero": 0, "seq_len": q.seq_len,
         "micro_batch": q.micro_batch}),
-    "lora_params": ("low-precision", "step-9", lambda q: {"model": q.model, "rank": 16,
+    "lora_params": ("low-precision", "step-10", lambda q: {"model": q.model, "rank": 16,
                                                           "modules": "qv"}),
-    "qlora_base": ("low-precision", "step-10", lambda q: {
+    "qlora_base": ("low-precision", "step-11", lambda q: {
         **_model_gpu(q), "rank": 64, "modules": "all", "recompute": "full",
         "ft_recipe": "adam12", "seq_len": q.seq_len, "micro_batch": q.micro_batch}),
     "young": ("failures", "step-4", lambda q: {
         "model": q.model, "gpus": q.tp * q.pp * q.dp * q.cp, "save": "sync"}),
     "goodput": ("failures", "step-5", lambda q: {
         "model": q.model, "gpus": q.tp * q.pp * q.dp * q.cp, "save": "sync"}),
-    "offload": ("low-precision", "step-11", lambda q: {
+    "offload": ("low-precision", "step-12", lambda q: {
         **_model_gpu(q), "recipe": "adam16", "dp": 1, "zero": 0, "offload": 100,
         "seq_len": q.seq_len, "micro_batch": q.micro_batch}),
 }

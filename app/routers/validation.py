@@ -25,6 +25,7 @@ from labs.recipe.runs import (
     checks,
     group_summaries,
     summary,
+    utilisation,
     validation_checks,
 )
 
@@ -183,6 +184,7 @@ def validation_page(request: Request) -> Response:
         "validation_groups": VALIDATION_GROUPS, "validation_summary": summary(extra),
         "by_group": by_group(found, extra), "group_why": GROUP_WHY,
         "group_split": group_split(extra),
+        "utilisation": utilisation,  # MFU and HFU of a run's step (Narayanan's rows)
         "charts": {"validation": Chart("validation", "Lab against published throughput",
                                        "validation-chart", figure, "", 520)},
         "state_query": "",

@@ -270,9 +270,10 @@ def moe_a2a(inp):
 
 # ---- EP08 the 3D recipe (Narayanan et al. 2021 sec 5; Kaplan et al. 2020 for 6ND) ----
 
-def _plan(inp):
+def _plan(inp, **change):
     plan = Plan(tp=inp.tp, pp=inp.pp, dp=inp.dp, cp=inp.cp, zero=1,
-                microbatches=inp.microbatches, micro_batch=inp.micro_batch, seq_len=inp.seq_len)
+                microbatches=inp.microbatches, micro_batch=inp.micro_batch, seq_len=inp.seq_len,
+                **change)
     return evaluate(plan, inp.model, inp.cluster, inp.nodes)
 
 
@@ -305,7 +306,8 @@ def flops_6nd(inp):
 def flops_8nd(inp):
     per = hardware_flops_per_token(inp.model, inp.seq_len, "full")
     return (_flop_terms(inp, 8, per, inp.seq_len),
-            Term("8·N·D + attention", per * inp.seq_len, "flops", "run with full recomputation"))
+            Term("8·N·D + attention", per * inp.seq_len, "flops", "hardware FLOPs, one sequence "
+                 "run with full recomputation: HFU's numerator, never MFU's"))
 
 
 def mfu(inp):
@@ -316,6 +318,23 @@ def mfu(inp):
              Term("step", r.step_s, "s", "simulated"), Term("GPUs", r.gpus, "", "in the plan"),
              Term("peak", inp.gpu.bf16_flops, "flops", "per GPU per second")),
             Term("MFU", r.mfu, "fraction", "model FLOPs over step × GPUs × peak"))
+
+
+def hfu(inp):
+    """HFU (Korthikanti et al. 2022 sec 4.1): every FLOP the GPUs run, the recomputed forward
+    too, over step x GPUs x peak; the page's plan run with full recomputation, where it
+    differs most from the MFU of the same run."""
+    r = _legal(_plan(inp, recompute="full"))
+    hardware = r.timing.hardware_flops_per_token * r.tokens_per_step
+    return ((Term("8·N·D + attention", hardware, "flops",
+                  f"hardware FLOPs of the step's {r.tokens_per_step:,} tokens, the forward run "
+                  "twice"),
+             Term("step", r.step_s, "s", "simulated, with full recomputation"),
+             Term("GPUs", r.gpus, "", "in the plan"),
+             Term("peak", inp.gpu.bf16_flops, "flops", "per GPU per second")),
+            Term("HFU", hardware / (r.step_s * r.gpus * inp.gpu.bf16_flops), "fraction",
+                 f"hardware FLOPs over step × GPUs × peak; the same run's MFU is "
+                 f"{r.mfu:.1%}: never quote an HFU as an MFU"))
 
 
 def step_time(inp):

@@ -214,6 +214,30 @@ def test_every_cheat_line_links_to_a_real_step_at_a_good_state(client):
         assert response.status_code == 200, line["link"]  # the lab accepts the example
 
 
+# What the heading of the step a line links to must name (round-5 cold reading, cheat sheet
+# items 1-3: EP10 gained a step and three lines kept pointing one step early; 8·N·D pointed
+# at EP08 step 1, where HFU is not taught).
+TAUGHT_IN = {"lora_params": "LoRA:", "qlora_base": "QLoRA", "offload": "offload",
+             "fp8_speedup": "What FP8 buys", "flops_8nd": "HFU", "hfu": "HFU",
+             "state_mxfp8": "MXFP8", "young": "How often to save"}
+
+
+def test_each_cheat_line_links_to_the_step_that_teaches_it(client):
+    import re
+
+    lines = {line["key"]: line for line in client.get("/api/cheatsheet").json()["lines"]}
+    for key, phrase in TAUGHT_IN.items():
+        url = urlsplit(lines[key]["link"])
+        page = client.get(url.path).text
+        heading = re.search(rf'id="{url.fragment}"[^>]*>\s*<h2>(.*?)</h2>', page, re.S)
+        assert heading and phrase in heading.group(1), (key, url.fragment, heading)
+    titles = {key: lines[key]["title"] for key in ("flops_8nd", "hfu")}
+    assert "for HFU, not MFU" in titles["flops_8nd"] and "HFU" in titles["hfu"]
+    hfu = lines["hfu"]["result"]
+    same_run_mfu = float(re.search(r"the same run's MFU is ([\d.]+)%", hfu["meaning"]).group(1))
+    assert same_run_mfu / 100 == pytest.approx(0.75 * hfu["value"], rel=0.05)  # 6/8 + attention
+
+
 def test_cheat_sheet_bad_input(client):
     response = client.get("/api/cheatsheet", params={"seq_len": 0})
     assert response.status_code == 422

@@ -182,3 +182,22 @@ def test_pooled_groups_are_said_apart(client):
     ds = next(c for c in validation_checks() if c.run.group == "deepseek-v3")
     row = html.split('<tr data-group="deepseek-v3">')[1].split("</tr>")[0]
     assert f"= {ds.ratio * 0.9:.2f}" in row
+
+
+def test_narayanans_tflops_are_said_to_count_recomputation_with_their_mfu(client):
+    """Round-5 cold reading, validation item 1: Narayanan et al. 2021's TFLOP/s count the
+    recomputed forward (eq. 3's four passes), so 163 of 312 TFLOP/s is 52% HFU; the page says
+    so and gives each row's MFU (about 3/4 of it with full recomputation: 39%)."""
+    from labs.recipe.runs import checks, utilisation
+
+    page = client.get("/episodes/recipe-3d/validation").text
+    note = page[page.index('data-testid="narayanan-hfu"'):]
+    note = note[:note.index("</p>")]
+    assert "HFU</a>, not <a" in note and "recomputed forward" in note
+    tflop_rows = [c for c in checks() if c.run.published_tflops]
+    assert tflop_rows
+    for c in tflop_rows:
+        u = utilisation(c.run, c.run.published_step)
+        assert u.mfu == pytest.approx(0.75 * u.hfu, rel=0.02)  # full recomputation
+        assert f"HFU {100 * u.hfu:.1f}%, MFU {100 * u.mfu:.1f}%" in page, c.run.id
+    assert "52.3% HFU and 39.2% MFU" in note
