@@ -202,6 +202,10 @@ def _plan(c: _Controls) -> Cost:
     gpus = c.whole("gpus")
     plans = count_plans(m, gpus, c.whole("gpus_per_node"), c.whole("seq_len"),
                         c.whole("global_batch"))
+    if c.text("hsdp").lower() in ("true", "1", "on", "yes"):
+        # HSDP offers each ZeRO-3 variant again (labs.recipe.planner.variants): of the four
+        # ZeRO stages' variants a shape makes, five.
+        plans = plans * 5 // 4
     state = m.params * RECIPES[c.text("recipe")].bytes_per_param
     ranked = state <= get_gpu(c.text("gpu")).memory_bytes * gpus
     return Cost(BASE_MS + plans * (PLAN_MS + (PLAN_RANKED_MS if ranked else 0.0)),

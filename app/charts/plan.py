@@ -7,7 +7,9 @@ def plan_label(plan) -> str:
     """TP8 × PP4 × DP2 (CP and EP when used), ZeRO, schedule, micro-batches."""
     parts = [f"TP{plan.tp}", f"PP{plan.pp}"] + [f"{k.upper()}{getattr(plan, k)}"
                                                 for k in ("cp", "ep") if getattr(plan, k) > 1]
-    parts.append(f"DP{plan.dp}")
+    hybrid = getattr(plan, "hybrid", False)  # HSDP: DP as its replicas x shard groups
+    parts.append(f"DP{plan.dp} (HSDP {plan.replicas}×{plan.shard_degree})" if hybrid
+                 else f"DP{plan.dp}")
     return " × ".join(parts)
 
 

@@ -92,6 +92,9 @@ class PlanQuery(ModelControls, LinkFollowsGpu):
     dp_overlap: DpOverlap = True
     grad_accum_fusion: GradAccumFusion = True
     kernels: Kernels = "fused"
+    hsdp: bool = Field(False, description="Also offer HSDP: each ZeRO-3 plan again, sharded "
+                       "over the data-parallel ranks of a node (dp_shard = GPUs per node / "
+                       "(TP x CP), where that divides DP) and replicated across nodes.")
 
     def software(self) -> tuple[tuple[str, object], ...]:
         """The software settings (labs.recipe.inputs.SOFTWARE) as (field, value) pairs."""
@@ -110,7 +113,7 @@ FORM = QueryForm(PlanQuery, {
     "sequence_parallel": "Sequence parallelism", "tp_overlap": "TP overlap",
     "ep_overlap": "EP overlap (DualPipe)", "ep_dispatch": "EP dispatch",
     "dp_overlap": "DP overlap", "grad_accum_fusion": "Gradient accumulation fusion",
-    "kernels": "Kernels"})
+    "kernels": "Kernels", "hsdp": "HSDP plans too"})
 
 
 @lru_cache(maxsize=32)
@@ -120,7 +123,8 @@ def _search(query: tuple) -> PlanSearch:
                            get_link(q.inter_link))
     return search(PlanRequest(q.model_spec(), cluster, q.gpus, q.seq_len, q.global_batch,
                               recipe=q.recipe, top=q.top,
-                              matmul_efficiency=q.matmul_efficiency, software=q.software()))
+                              matmul_efficiency=q.matmul_efficiency, software=q.software(),
+                              hsdp=q.hsdp))
 
 
 def run(q: PlanQuery) -> PlanSearch:
@@ -141,7 +145,8 @@ def plan_links(q: PlanQuery, found: PlanSearch) -> list[str | None]:
     url = BY_SLUG["recipe-3d"].url
     return [f"{url}?" + urlencode({**base, **{k: getattr(r.plan, k) for k in (
         "tp", "pp", "dp", "cp", "ep", "zero", "recompute", "schedule", "virtual",
-        "micro_batch", "microbatches", "first_stage_layers", "last_stage_layers")}})
+        "micro_batch", "microbatches", "first_stage_layers", "last_stage_layers")},
+        **({"dp_shard": r.plan.dp_shard} if r.plan.dp_shard else {})})
         for r in found.plans]
 
 
@@ -162,7 +167,8 @@ def to_api(q: PlanQuery, found: PlanSearch) -> dict:
             **{k: getattr(r.plan, k) for k in ("tp", "pp", "dp", "cp", "ep", "zero",
                                                 "recompute", "schedule", "virtual",
                                                 "micro_batch", "microbatches",
-                                                "first_stage_layers", "last_stage_layers")},
+                                                "first_stage_layers", "last_stage_layers",
+                                                "dp_shard")},
             "global_batch": r.plan.global_batch,
             "memory_per_gpu_bytes": r.memory_per_gpu_bytes,
             "step_s": r.step_s,

@@ -43,8 +43,10 @@ def state_floors(plan: Plan, model: ModelSpec) -> tuple[float, float]:
     r = RECIPES[plan.recipe]
     # The layout's shard groups (ParallelLayout.dense_shard_group, expert_dp) in
     # plain arithmetic: this runs on thousands of plans.
-    dense_group = plan.dp * plan.cp
-    expert_group = max(1, plan.tp * plan.cp * plan.dp // plan.ep)
+    # HSDP (plan.hybrid) shards over DP x CP / replicas (labs.memory.inputs.shard_groups).
+    replicas = plan.replicas if plan.hybrid else 1
+    dense_group = plan.dp * plan.cp // replicas
+    expert_group = max(1, plan.tp * plan.cp * plan.dp // plan.ep // replicas)
     weights = (r.weight_bytes, r.gradients, r.master_weights + r.optimizer_moments)
     # Bytes per dense and per expert parameter a GPU holds: each kind of state sharded from
     # its ZeRO stage on (weights 3, gradients 2, optimizer 1), so the state is linear in them.
@@ -156,8 +158,11 @@ def zero3_floor(plan: Plan, st: StageTimes) -> float:
     layer's pass), with the DP x CP group packed into as few nodes as it can be (the
     cheapest placement) and the experts left out; the lab takes the worst stage, at its
     real placement. ``st``: the plan's ``plan_stages``."""
-    optimizer = st.optimizer_s(plan.layout, plan.zero)
-    group = plan.dp * plan.cp
+    replicas = plan.replicas if plan.hybrid else 1
+    optimizer = st.optimizer_s(plan.layout, plan.zero, replicas)
+    # HSDP: the shard group's gathers and reduce-scatters, packed alike; its replicas'
+    # all-reduce (labs.recipe.dp_time.hsdp_replicas) only adds to the step, so is left out.
+    group = plan.dp * plan.cp // replicas
     if plan.zero != 3 or group == 1:
         return optimizer
 

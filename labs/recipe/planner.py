@@ -171,6 +171,10 @@ class PlanRequest:
     # Pipeline stages: None any, False none (PP 1: the 2-D family, FSDP + TP), True at least
     # two (the 3-D family; labs.recipe.two_d compares the two).
     pipeline: bool | None = None
+    # HSDP: beside each ZeRO-3 plan, the same plan sharded inside a node and replicated
+    # across nodes (dp_shard = a node's GPUs / (TP x CP), where that divides DP and is less;
+    # labs.recipe.dp_time). False: ZeRO-3 over all of DP only.
+    hsdp: bool = False
 
     def __post_init__(self) -> None:
         whole("gpus", self.gpus, 1, MAX_PLAN_GPUS, "GPUs")
@@ -247,8 +251,35 @@ def _refuse(count: int) -> None:
 def variants(shape: Plan, req: PlanRequest) -> list[Plan]:
     """A shape's plans: every ZeRO stage and recomputation the request offers (the recipe
     lab's rules do not depend on either, so a shape is checked once)."""
-    return [_with(shape, zero=zero, recompute=rec)
-            for zero, rec in product(req.zero_stages, req.recompute_modes)]
+    found = [_with(shape, zero=zero, recompute=rec)
+             for zero, rec in product(req.zero_stages, req.recompute_modes)]
+    shard = node_shard(shape, req.cluster.gpus_per_node) if req.hsdp else 0
+    if shard:
+        found += [_with(p, dp_shard=shard) for p in found if p.zero == 3]
+    return found
+
+
+def _per_shape(req: PlanRequest) -> int:
+    """The most plans one shape makes (``variants``): each ZeRO stage and recomputation, and
+    with ``hsdp`` each ZeRO-3 one again, sharded inside a node."""
+    hsdp = req.hsdp and 3 in req.zero_stages
+    return (len(req.zero_stages) + hsdp) * len(req.recompute_modes)
+
+
+def node_shard(plan: Plan, gpus_per_node: int) -> int:
+    """HSDP's shard degree inside a node for ``plan``'s layout: the DP ranks a node holds,
+    a node's GPUs / (TP x CP) (Megatron's order puts TP, then CP, then DP inside it), where
+    that is whole, below DP, divides it and its replicas split the experts' data-parallel
+    group too (``labs.recipe.lab.hsdp_problems``); 0 where no such shard group exists."""
+    per = plan.tp * plan.cp
+    if gpus_per_node % per:
+        return 0
+    shard = gpus_per_node // per
+    if shard >= plan.dp or plan.dp % shard:
+        return 0
+    if plan.ep > 1 and plan.layout.expert_dp % (plan.dp // shard):
+        return 0
+    return shard
 
 
 def _with(plan: Plan, **changes) -> Plan:
@@ -310,7 +341,7 @@ def count_plans(m: ModelSpec, gpus: int, gpus_per_node: int, seq_len: int,
 def shapes(req: PlanRequest) -> list[Plan]:
     """The layouts and schedules of the bounded set (ZeRO 0, selective recomputation)."""
     m = req.model
-    per_shape = len(req.zero_stages) * len(req.recompute_modes)
+    per_shape = _per_shape(req)
     found = []
     for tp, pp, cp, ep, dp, (first, last) in _layouts(
             m, req.gpus, req.cluster.gpus_per_node, req.seq_len, req.cp_sizes, req.pipeline):
@@ -367,11 +398,12 @@ def search(req: PlanRequest) -> PlanSearch:
         # time: each is computed once per shape and combined per variant.
         states, held, layers = {}, {}, {}
         for plan in variants(shape, req):
-            if plan.zero not in states:
-                states[plan.zero] = state_floors(plan, model)
+            key = (plan.zero, plan.dp_shard)
+            if key not in states:
+                states[key] = state_floors(plan, model)
             if plan.recompute not in held:
                 held[plan.recompute] = held_activations(plan, model)
-            heaviest, first = states[plan.zero]
+            heaviest, first = states[key]
             if max(heaviest, first + held[plan.recompute]) > capacity:
                 continue  # state_bytes_floor
             if plan.recompute not in layers:
@@ -422,6 +454,6 @@ def search(req: PlanRequest) -> PlanSearch:
     ranked = ranked[:req.top]
     front = pareto_front(ranked)
     ranked = [Ranked(**{**r.__dict__, "pareto": i in front}) for i, r in enumerate(ranked)]
-    per_shape = len(req.zero_stages) * len(req.recompute_modes)
+    per_shape = _per_shape(req)
     return PlanSearch(req, tuple(ranked), len(found) * per_shape, len(legal) * per_shape,
                       hopeful, evaluated, complete, tuple(failed.most_common()))

@@ -931,3 +931,26 @@ def test_step_13_times_the_buckets_from_the_step_models_schedule(client):
     assert f"{left * 1e3:.2f} + {wait * 1e3:.2f} = {layer['step_end_s'] * 1e3:.0f} ms" in step
     for b in rs:
         assert f"{b['count']} of the" in step and f"{b['bucket_s'] * 1e3:.2f} ms a bucket" in step
+
+
+def test_the_planner_api_offers_hsdp_plans_that_open_on_the_recipe_page(client):
+    """/api/plan?hsdp=true adds each ZeRO-3 plan sharded inside a node: its answer names
+    dp_shard, its link carries it, and the recipe page's answer for that link is the plan's."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    query = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "gpus": 64, "intra_link": "nvlink-4",
+             "inter_link": "ib-ndr", "seq_len": 8192, "global_batch": 128, "top": 10}
+    plain = client.get("/api/plan", params=query).json()
+    assert not any(p["dp_shard"] for p in plain["plans"])
+    body = client.get("/api/plan", params={**query, "hsdp": "true"}).json()
+    hybrid = [p for p in body["plans"] if p["dp_shard"]]
+    assert hybrid
+    p = hybrid[0]
+    assert p["zero"] == 3 and p["dp_shard"] == 8 // p["tp"] and "HSDP" in p["label"]
+    link = dict(parse_qsl(urlsplit(p["link"]).query))
+    assert link["dp_shard"] == str(p["dp_shard"])
+    recipe = client.get("/api/recipe", params=link).json()
+    assert recipe["hsdp"]["dp_shard"] == p["dp_shard"]
+    assert recipe["step_s"] == pytest.approx(p["step_s"], rel=1e-12)
+    bad = client.get("/api/plan", params={**query, "hsdp": "maybe"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][1] == "hsdp"

@@ -206,3 +206,37 @@ def test_step_15s_bandwidths_are_the_ones_nccl_is_timed_at():
     assert nccl_time("all_gather", layer * 2, 32, H100, 4).busbw == \
         k["per_node"] * k["nic_busbw"]
     assert (HSDP["intra_link"], HSDP["inter_link"]) == ("nvlink-4", "ib-ndr")
+
+
+def test_the_planner_offers_hsdp_inside_a_node_and_its_bounds_hold():
+    """With ``hsdp`` the planner offers each ZeRO-3 plan again with its shard group inside a
+    node; the branch-and-bound floors (state over the shard group, the shard group's gathers
+    packed) stay under the lab for every such plan, and the search returns HSDP plans exactly
+    as the recipe times them."""
+    import random
+
+    from labs.recipe.bounds import state_bytes_floor
+    from labs.recipe.lab import rule_problems
+    from labs.recipe.planner import PlanRequest, bound_step_s, candidates, node_shard, search
+
+    for model, batch in ((LLAMA_8B, 128), (get_model("mixtral-8x7b"), 64)):
+        req = PlanRequest(model, H100, 64, 8192 if model is LLAMA_8B else 4096, batch,
+                          hsdp=True)
+        found = candidates(req)
+        hybrid = [p for p in found if p.dp_shard]
+        assert hybrid and all(p.zero == 3 and p.hybrid for p in hybrid)
+        for plan in random.Random(7).sample(hybrid, min(25, len(hybrid))):
+            assert plan.dp_shard == node_shard(plan, 8) == 8 // (plan.tp * plan.cp)
+            assert not rule_problems(plan, model, H100, 8)
+            r = evaluate(plan, model, H100, 8)
+            assert bound_step_s(plan, model, H100) <= r.step_s * (1 + 1e-12)
+            assert state_bytes_floor(plan, model) <= r.memory_per_gpu_bytes * (1 + 1e-12)
+    plain = search(PlanRequest(LLAMA_8B, H100, 64, 8192, 128, top=10))
+    both = search(PlanRequest(LLAMA_8B, H100, 64, 8192, 128, top=10, hsdp=True))
+    assert not any(r.plan.dp_shard for r in plain.plans)
+    shown = [r for r in both.plans if r.plan.dp_shard]
+    assert shown
+    for r in shown:
+        lab = evaluate(r.plan, LLAMA_8B, H100, 8)
+        assert lab.passes and lab.step_s == pytest.approx(r.step_s, rel=1e-12)
+    assert both.plans[0].step_s <= plain.plans[0].step_s
