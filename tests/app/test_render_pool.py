@@ -445,6 +445,10 @@ def test_a_plan_search_is_estimated_by_the_plans_it_makes():
     # against 21 measured.
     assert estimate("/api/plan", b"gpus=40").lane == HEAVY
     assert estimate("/api/plan", b"gpus=32").lane == LIGHT
+    # HSDP offers each ZeRO-3 variant again: five variants a shape where there were four.
+    hsdp = estimate("/api/plan", b"gpus=64&hsdp=true")
+    assert hsdp.ms > mid.ms and hsdp.lane == HEAVY
+    assert estimate("/api/plan", b"gpus=64&hsdp=false").ms == mid.ms
 
 
 def test_a_whole_page_costs_more_than_its_fragment_and_stays_light():
