@@ -247,3 +247,15 @@ def test_fuzz_reads_a_run_or_says_why(log, stats, plan, gpus):
         recipe_params(run, {})
     except LabInputError as exc:
         assert exc.message
+
+
+def test_a_torchtitan_hsdp_config_loads_its_shard_degree():
+    """data_parallel_replicate_degree x data_parallel_shard_degree is HSDP: the recipe takes
+    the shard degree as dp_shard (DP = shard x replicas), and the page's answer is HSDP's."""
+    config = ("[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 1\n"
+              "seq_len = 8192\n[parallelism]\ndata_parallel_replicate_degree = 8\n"
+              "data_parallel_shard_degree = 4\ntensor_parallel_degree = 2\n")
+    run = read_run(config)
+    assert run.world_size == 64
+    assert (run.query["dp"], run.query["dp_shard"], run.query["zero"]) == ("32", "4", "3")
+    assert any("HSDP: 8 replicas of 4-way FSDP" in n for n in run.notes)
