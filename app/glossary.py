@@ -28,8 +28,11 @@ class Term:
 
     @property
     def regex(self) -> re.Pattern:
-        # An apostrophe as written, or as Jinja escapes it in a macro's text (&#39;).
-        return re.compile(self.pattern.replace("'", "(?:'|&#39;)"))
+        # An apostrophe as written, or as Jinja escapes it in a macro's text (&#39;); a word
+        # that starts lower case also matches at a sentence's or heading's start ("Strong
+        # scaling", round-5 reading: such first uses went unmarked).
+        pattern = re.sub(r"\\b([a-z])", lambda m: rf"\b[{m[1]}{m[1].upper()}]", self.pattern)
+        return re.compile(pattern.replace("'", "(?:'|&#39;)"))
 
 
 GLOSSARY: tuple[Term, ...] = (
@@ -66,9 +69,14 @@ GLOSSARY: tuple[Term, ...] = (
          "state instead of each copying it. Stage 1 shards the optimizer state, stage 2 the "
          "gradients too, stage 3 the weights too; stage 0 is plain data parallelism."),
     Term("fsdp", "FSDP", r"\bFSDP2?\b",
-         "Fully Sharded Data Parallel, PyTorch's form of ZeRO-3: each GPU keeps 1/N of the "
-         "weights, gradients and optimizer state, and gathers a layer's weights when it needs "
-         "them."),
+         "Fully Sharded Data Parallel, PyTorch's form of ZeRO-3 by default: each GPU keeps 1/N "
+         "of the weights, gradients and optimizer state, and gathers a layer's weights when it "
+         "needs them. Its other modes shard less (SHARD_GRAD_OP, like ZeRO-2) or shard within "
+         "groups (HSDP)."),
+    Term("ddp", "DDP (DistributedDataParallel)", r"\bDDP\b|\bDistributedDataParallel\b",
+         "PyTorch's data parallelism: every GPU keeps a whole replica, and the gradients are "
+         "all-reduced in buckets while the backward pass is still running, so much of the sync "
+         "hides under compute."),
     Term("hsdp", "HSDP (hybrid sharded data parallelism)", r"\bHSDP\b",
          "FSDP inside a shard group (usually a node's GPUs) and plain data parallelism across "
          "the groups: each GPU holds 1/dp_shard of the state, a layer's gathers stay inside "
@@ -105,8 +113,10 @@ GLOSSARY: tuple[Term, ...] = (
          "(McCandlish et al. 2018): about the gradient noise scale, which grows as the loss "
          "falls."),
     Term("gradient-noise-scale", "Gradient noise scale", r"\bgradient noise scale\b",
-         "B_noise = tr(Σ) ÷ |G|², the gradient's variance over its squared size (McCandlish et "
-         "al. 2018): steps S = S_min(1 + B_noise/B), data E = E_min(1 + B/B_noise)."),
+         "The gradient's variance over its squared size (McCandlish et al. 2018): B_simple = "
+         "tr(Σ) ÷ |G|², the form measured in practice, of B_noise = tr(HΣ) ÷ GᵀHG (the two agree "
+         "when the Hessian H is a multiple of the identity). Steps S = S_min(1 + B_noise/B), "
+         "data E = E_min(1 + B/B_noise)."),
     Term("bubble", "Pipeline bubble", r"\bbubbles?\b",
          "The time pipeline stages sit idle while work reaches them at the start of a step and "
          "drains at the end: (p − 1)/(m + p − 1) of the step for 1F1B with p stages and m "
@@ -116,24 +126,31 @@ GLOSSARY: tuple[Term, ...] = (
          "One forward, one backward: after a warm-up each pipeline stage alternates one "
          "micro-batch's forward with another's backward, so it keeps at most p micro-batches' "
          "activations, where GPipe keeps all m."),
-    Term("interleaved", "Interleaved 1F1B", r"\binterleaved\b",
+    Term("interleaved", "Interleaved 1F1B", r"\binterleav(?:ed|ing)\b|\bVPP\b",
          "Each GPU holds v non-adjacent chunks of layers, so a micro-batch passes it v times "
          "and the warm-up is v times shorter: bubble (p − 1)/(v·m + p − 1), for more "
-         "sends."),
+         "sends. Megatron-LM calls the chunks virtual stages (VPP, virtual pipeline "
+         "parallelism)."),
     Term("zero-bubble", "Zero bubble (ZB-H1)", r"\b[Zz]ero[- ]bubble\b|\bZB-H1\b",
          "Schedules that split the backward into B (the input's gradient, which the previous "
          "stage waits for) and W (the weights' gradient, which nothing waits for) and run W in "
-         "the idle slots."),
+         "the idle slots. ZB-H1 (Qi et al. 2024) keeps 1F1B's peak memory and cuts its bubble "
+         "to about a third; ZB-H2 holds more activations to remove it."),
+    Term("dualpipe", "DualPipe", r"\bDualPipe(?:-?V)?\b",
+         "DeepSeek-V3's pipeline schedule: micro-batches enter from both ends of the pipeline, "
+         "and each forward chunk runs beside a backward chunk so that one's computation hides "
+         "the other's all-to-all. It keeps two copies of the weights; DualPipe-V folds the "
+         "stages so each GPU keeps one."),
     Term("makespan", "Makespan", r"\bmakespan\b",
          "The length of a whole schedule, from the first task's start to the last one's end: "
-         "for a pipeline, one step's time, idle slots included. EP05 writes it in f, one "
-         "stage's forward of one micro-batch."),
+         "for a pipeline, one step's time, idle slots included. EP05 measures it in units of "
+         "one stage's forward of one micro-batch (not EP07's expert width)."),
     Term("weak-scaling", "Weak scaling", r"\bweak scaling\b",
          "Adding GPUs while each keeps the same work: the batch grows with the GPUs."),
     Term("strong-scaling", "Strong scaling", r"\bstrong scaling\b",
          "Adding GPUs to a fixed batch: each GPU gets less work."),
-    Term("recomputation", "Activation recomputation",
-         r"\b(?:activation )?recomputation\b",
+    Term("recomputation", "Activation recomputation (activation checkpointing, AC)",
+         r"\b(?:activation )?recomputation\b|\bactivation checkpointing\b",
          "Dropping activations in the forward pass and computing them again in the backward: "
          "less memory for more compute. Selective recomputation redoes only attention's large, "
          "cheap parts; full recomputation keeps only each layer's input."),
@@ -152,11 +169,19 @@ GLOSSARY: tuple[Term, ...] = (
          "A collective in which every GPU sends a different piece to every other: expert "
          "parallelism's dispatch of tokens to their experts, and the combine that brings the "
          "results back."),
+    Term("nccl", "NCCL", r"\bNCCL\b",
+         "NVIDIA Collective Communications Library: it runs the collectives (all-reduce, "
+         "all-gather, ...) between NVIDIA GPUs, picking for each call an algorithm (ring, "
+         "tree, NVLS) and a protocol (the low-latency LL ones, or Simple)."),
     Term("busbw", "Bus bandwidth (busBW)", r"\bbusBW\b|\bbus bandwidth\b",
-         "NCCL's measure of a collective's speed: the bytes each GPU must move (2(N − 1)/N of "
-         "the data for an all-reduce) divided by the time taken. It reaches only a share of "
-         "the link's datasheet bandwidth; the lab applies that share and says so where it "
-         "does."),
+         "NCCL's measure of a collective's speed: algBW times the share of the data each GPU "
+         "must move, busBW = algBW × 2(N − 1)/N for an all-reduce. For ring and tree "
+         "algorithms it reaches only a share of the link's datasheet bandwidth, which the lab "
+         "applies and says so where it does; with in-switch reduction (NVLS) it can exceed "
+         "the link's, because nccl-tests still reports it in ring units."),
+    Term("algbw", "Algorithm bandwidth (algBW)", r"\balgBW\b|\balgorithm bandwidth\b",
+         "A collective's data size divided by its time, as nccl-tests reports it beside "
+         "busBW."),
     Term("ecmp", "ECMP (equal-cost multi-path)", r"\bECMP\b",
          "How switches spread flows over several equal uplinks: each flow goes to one uplink "
          "chosen by a hash of its addresses, so two large flows can land on the same uplink "
@@ -169,6 +194,16 @@ GLOSSARY: tuple[Term, ...] = (
          "NCCL's low-latency protocols, LL and LL128: each 8- or 128-byte word carries a flag, "
          "so a receiver needs no separate synchronisation. Faster for small messages, slower "
          "for large ones, which use the Simple protocol."),
+    Term("oversubscription", "Oversubscription", r"\boversubscri(?:bed|ption)\b",
+         "A network tier with less bandwidth up than down (2:1: half), so traffic that leaves "
+         "a leaf switch shares fewer uplinks."),
+    Term("rail-optimised", "Rail-optimised network", r"\brail-optimi[sz]ed\b",
+         "A cluster network where GPU k of every node connects to the same leaf switch (rail "
+         "k), so same-rank GPUs of different nodes are one switch apart."),
+    Term("asynctp", "AsyncTP", r"\bAsync ?TP\b",
+         "Asynchronous tensor parallelism (PyTorch): TP's all-gather and reduce-scatter are "
+         "cut into pieces that run under the matrix multiplies using them, hiding much of "
+         "TP's communication."),
     Term("deepep", "DeepEP", r"\bDeepEP\b",
          "DeepSeek's expert-parallel communication library: all-to-all kernels that dispatch "
          "tokens to their experts and combine the results."),
@@ -176,6 +211,26 @@ GLOSSARY: tuple[Term, ...] = (
     Term("gemm", "GEMM", r"\bGEMMs?\b",
          "General matrix multiply: the matrix products that do most of a transformer's "
          "FLOPs."),
+    Term("grouped-gemm", "Grouped GEMM", r"\bgrouped GEMMs?\b",
+         "One kernel that runs many matrix multiplies of different sizes at once, as a MoE "
+         "layer's experts need (each gets its own number of tokens)."),
+    Term("swiglu", "SwiGLU", r"\bSwiGLU\b",
+         "The MLP of Llama and most current models: two input projections, one passed through "
+         "SiLU (Swish) and multiplied element by element with the other (a gated linear "
+         "unit), then an output projection. Three matrices where GPT's GeLU MLP has two."),
+    Term("logits", "Logits", r"\blogits\b",
+         "The output layer's scores, one for each word of the vocabulary for every token, "
+         "before the softmax turns them into probabilities for the loss."),
+    Term("sdpa", "SDPA", r"\bSDPA\b",
+         "PyTorch's scaled_dot_product_attention, which runs a fused attention kernel "
+         "(FlashAttention or a memory-efficient one) when it can."),
+    Term("transformer-engine", "Transformer Engine", r"\bTransformer ?Engine\b",
+         "NVIDIA's library of fused transformer layers and FP8 recipes, which Megatron-LM "
+         "uses."),
+    Term("mtp", "Multi-token prediction (MTP)", r"\bMTP\b|\bmulti-token prediction\b",
+         "Extra output modules trained to predict the tokens after the next one too "
+         "(DeepSeek-V3 predicts one more): a denser training signal, and a draft for "
+         "speculative decoding."),
     Term("wave-quantisation", "Wave quantisation",
          r"\bwave quanti[sz]ation\b|\bwaves? part empty\b|\bfull-wave\b",
          "A GEMM runs as output tiles spread over the GPU's streaming multiprocessors in "
@@ -203,17 +258,29 @@ GLOSSARY: tuple[Term, ...] = (
          "The fp32 copy of the weights that the optimizer updates; the 16-bit weights the "
          "forward pass reads are cast from it."),
     Term("adam-moments", "Adam moments", r"\bAdam(?:'s)? (?:two )?moments\b",
-         "Adam keeps two fp32 numbers per parameter, a running mean of the gradient and of its "
-         "square: 8 bytes a parameter."),
+         "Adam keeps two numbers per parameter, a running mean of the gradient and of its "
+         "square: in the common mixed-precision recipe both fp32, 8 bytes a parameter; some "
+         "recipes keep them in bf16 (DeepSeek-V3: 4 bytes)."),
+    Term("paged-optimizer", "Paged optimizer", r"\bpaged optimi[sz]ers?\b",
+         "bitsandbytes' optimizer whose state lives in CUDA unified memory: pages move to CPU "
+         "memory when the GPU runs short and back when needed, so a memory spike does not "
+         "crash the run (QLoRA)."),
     Term("fp8-formats", "E4M3 and E5M2", r"\bE4M3\b|\bE5M2\b",
          "The two FP8 formats: 4 exponent and 3 mantissa bits (more precision, for weights "
          "and activations) or 5 and 2 (more range, for gradients)."),
     Term("e8m0", "E8M0", r"\bE8M0\b",
          "An 8-bit number with only an exponent, so a power of two: the shared scale of each "
          "32-value block in the OCP MX formats such as MXFP8."),
-    Term("delayed-scaling", "Delayed scaling", r"\bdelayed scaling\b",
+    Term("amax", "amax", r"\bamax\b",
+         "The largest absolute value in a tensor (or a block): FP8 recipes derive its scale "
+         "from it, so that the largest value lands near the format's maximum."),
+    Term("delayed-scaling", "Delayed scaling", r"\bdelayed[- ]scaling\b",
          "FP8 scaling that takes each tensor's scale from the largest magnitudes (amax) seen "
          "in earlier steps, so the cast needs no extra pass over the tensor."),
+    Term("rowwise", "Rowwise scaling", r"\brow-?wise\b",
+         "FP8 scaling with one scale per row of a matrix (per token of an activation, per "
+         "output channel of a weight) instead of one per tensor: finer than per-tensor, "
+         "coarser than blocks."),
     Term("mxfp8", "MXFP8", r"\bMXFP8\b",
          "The OCP microscaling FP8 format: each block of 32 FP8 values shares one E8M0 scale. "
          "Blackwell's tensor cores read it directly."),
@@ -242,7 +309,9 @@ GLOSSARY: tuple[Term, ...] = (
     Term("goodput", "Goodput", r"\bgoodput\b",
          "The share of the wall clock that trains steps that count: time spent saving, "
          "re-doing work lost at a failure and restarting is not goodput."),
-    Term("mtbi", "MTBI", r"\bMTBI\b",
+    Term("tectonic", "Tectonic", r"\bTectonic\b",
+         "Meta's distributed file system, where Llama 3's training wrote its checkpoints."),
+    Term("mtbi", "MTBI", r"\bMTBI\b|\bmean time between interruptions\b",
          "Mean time between interruptions: how long a job runs, on average, between failures "
          "that stop it. It falls as GPUs are added."),
     Term("young", "Young's rule", r"\bYoung's (?:rule|formula|interval)\b",

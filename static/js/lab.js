@@ -871,6 +871,23 @@
     if (why.matches && why.matches(".predict-beat > details.why") && why.open) guessed(why.parentElement);
   }, true);
 
+  // A number guess said back beside the lab's figure (data-answer, "149 GB", "1.22 TB",
+  // "9.3×"), and how far off it was: peer instruction works on that gap (round-5 reading).
+  var SCALE = {kB: 1e-6, MB: 1e-3, GB: 1, TB: 1e3, PB: 1e6, "µs": 1e-3, ms: 1, s: 1e3};
+  function compared(guess, form) {
+    var answer = form.dataset.answer || "";
+    var found = answer.match(/^\s*([\d,]*\.?\d+)\s*(\S*)/);
+    var value = parseFloat(String(guess).replace(/,/g, ""));
+    if (!found || !isFinite(value)) return ".";
+    var lab = parseFloat(found[1].replace(/,/g, ""));
+    var unit = ((form.querySelector(".unit") || {}).textContent || "").trim();
+    if (SCALE[found[2]] && SCALE[unit]) lab = lab * SCALE[found[2]] / SCALE[unit];
+    if (!(lab > 0)) return ".";
+    var off = Math.round((value / lab - 1) * 100);
+    var gap = off === 0 ? "spot on" : "you were " + Math.abs(off) + "% " + (off < 0 ? "low" : "high");
+    return "; the lab: " + answer + " (" + gap + ").";
+  }
+
   document.addEventListener("submit", function (event) {
     var form = event.target.closest && event.target.closest("form.predict-form");
     if (!form) return;
@@ -891,7 +908,7 @@
       label.classList.toggle("right", !!right && input.value === right);
       label.classList.toggle("wrong", !!right && input.checked && input.value !== right);
     });
-    said.textContent = "Your guess: " + text.trim() + "." +
+    said.textContent = "Your guess: " + text.trim() + (chosen ? "." : compared(guess, form)) +
       (right && chosen ? (chosen.value === right ? " Right." : " Not this one: the right one is marked.") : "") +
       " Now follow the link and read the why.";
     said.hidden = false;
