@@ -40,7 +40,7 @@ def check_drill(drill: Drill | Decide, answer: str, attempt: int,
         "answer": expected if status in ("right", "revealed") else None,
         "message": {
             "right": "Right. " + explained.format(answer=figure),
-            "hint": "Not quite. Hint: " + drill.hint,
+            "hint": "Not quite. Hint: " + _hint(drill),
             "revealed": "The answer is " + explained.format(answer=figure),
         }[status],
         "feedback": [],
@@ -57,6 +57,11 @@ def shown_answer(value: float, rel_tol: float) -> str:
         if abs(float(text.replace(",", "")) - value) <= rel_tol / 2 * abs(value):
             break
     return text
+
+
+def _hint(drill: Drill | Decide) -> str:
+    """A drill's hint: a function where it quotes the lab's figures (EP12's ledger)."""
+    return drill.hint() if callable(drill.hint) else drill.hint
 
 
 def _status(right: bool, attempt: int, hide_answers: bool) -> str:
@@ -79,7 +84,7 @@ def _check_decide(drill: Decide, key: str, attempt: int, hide_answers: bool) -> 
     feedback = [{"key": k, "label": label, "right": options[k].right, "why": options[k].why}
                 for k, label in shown]
     message = {"right": "Right. " + drill.solution(),
-               "hint": "Not that one. Hint: " + drill.hint,
+               "hint": "Not that one. Hint: " + _hint(drill),
                "revealed": f"The answer is “{labels[best.key]}”. " + drill.solution()}[status]
     return {"status": status, "attempt": attempt, "given": key,
             "answer": best.key if status in ("right", "revealed") else None,
@@ -124,7 +129,7 @@ Why = str | Callable[[dict], str]
 
 def decide(id: str, question: str, view: str, path: Path | Mapping[str, Path],
            choices: Sequence[tuple[str, str, Mapping[str, Any], Why]], *, best: str,
-           fmt: Callable[[float], str], hint: str, solution: str,
+           fmt: Callable[[float], str], hint: str | Callable[[], str], solution: str,
            reveals: Sequence[str] = ()) -> Decide:
     """Pick the choice whose state gives the lowest (``best="min"``) or highest value at
     ``path`` of the lab's answer. Each choice is (key, label, the state's params, why: its

@@ -49,7 +49,7 @@ class Drill:
     question: str
     answer: Callable[[], float]
     unit: str
-    hint: str
+    hint: str | Callable[[], str]  # a function where it quotes the lab's figures
     # formatted with {answer}; a callable builds it from the lab's figures when it is shown
     explanation: str | Callable[[], str]
     rel_tol: float = 0.02
@@ -81,7 +81,7 @@ class Decide:
     question: str
     choices: tuple[tuple[str, str], ...]  # (key, label), in the order shown
     judge: Callable[[], tuple[Option, ...]]
-    hint: str
+    hint: str | Callable[[], str]  # a function where it quotes the lab's figures
     solution: Callable[[], str]
     kind: str = "decide"
     see: Mapping[str, Any] | None = None

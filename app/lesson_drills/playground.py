@@ -1,7 +1,50 @@
 """EP12's predict and decide drills (``LESSON_DRILLS["playground"]``)."""
 
 from app.labkit import Decide, Drill, decide, predict
+from app.labkit.drills import lab_value
 from app.lesson_drills.units import gb
+
+# The worked plan's ledger on its heaviest GPU, grouped as EP08 step 6 sums it (the
+# engine's breakdown of /api/playground's recipe panel): item -> the breakdown's fields.
+LEDGER = (("weights and gradients", ("weights", "gradients")),
+          ("optimizer state", ("master_weights", "optimizer_moments")),
+          ("saved activations", ("activations",)))
+
+
+def ledger(answer: dict) -> dict[str, float]:
+    """The heaviest GPU's ledger, by item, from one playground answer (its recipe panel)."""
+    stages = answer["panels"]["recipe"]["answer"]["stages"]
+    heaviest = max(stages, key=lambda stage: stage["total_bytes"])["breakdown"]
+    return {item: sum(heaviest[f] for f in fields) for item, fields in LEDGER}
+
+
+def _worked() -> dict[str, float]:
+    return ledger(lab_value("playground", {}, lambda answer: answer))
+
+
+def _memory_hint() -> str:
+    """EP12 round-5b cold reading, item 1: the hint named the activations as the largest item
+    where the worked plan's optimizer state is larger; it now quotes the engine's ledger and
+    asks what one change removes, with ZeRO-3's figures beside it."""
+    worked = _worked()
+    zero3 = ledger(lab_value("playground", {"zero": 3}, lambda answer: answer))
+    items = ", ".join(f"{item} {gb(value)}" for item, value in worked.items())
+    wg = LEDGER[0][0]
+    return (f"The worked plan's heaviest GPU holds {items}. Which item can one change "
+            f"remove almost whole? ZeRO-3 over DP = 2 shards only the {wg}: "
+            f"{gb(worked[wg])} → {gb(zero3[wg])}.")
+
+
+def _full_why(answer: dict) -> str:
+    worked, full = _worked(), ledger(answer)
+    act = LEDGER[2][0]
+    largest = max(worked, key=worked.__getitem__)
+    rank = ("the largest item" if largest == act else
+            f"not the largest item (the {largest}, {gb(worked[largest])}, is), but")
+    return (f"The {act}, {gb(worked[act])} of the worked plan's ledger, are {rank} "
+            f"the item one change removes almost whole: keeping only each layer's input "
+            f"leaves {gb(full[act])} of them, {{value}} in all.")
+
 
 DRILLS: tuple[Drill | Decide, ...] = (
     # A recap's predict combines two episodes (EP12 cold reading, item 10: 1/33 at 32
@@ -34,15 +77,13 @@ DRILLS: tuple[Drill | Decide, ...] = (
           "as many layers). Its activations double: TP 4 splits each layer's activations "
           "4 ways, not 8, and the first stage now keeps 4 micro-batches in flight, not 2: "
           "{value}."),
-         ("full", "Full activation recomputation", {"recompute": "full"},
-          "At 8,192 tokens the saved activations are the largest item: keeping only each "
-          "layer's input leaves {value}."),
+         ("full", "Full activation recomputation", {"recompute": "full"}, _full_why),
          ("m32", "32 micro-batches instead of 16", {"microbatches": 32},
           "1F1B keeps at most p micro-batches in flight, however many there are: "
           "{value}.")),
         best="min", fmt=gb,
-        hint="Which item of the ledger is largest at 8,192 tokens?",
+        hint=_memory_hint,
         solution="{best}. Memory per GPU: full recomputation {full}, ZeRO-3 {zero3}, "
                  "32 micro-batches {m32}, TP4 × PP4 {tp4pp4}.",
-        reveals=("the saved activations are the largest item",)),
+        reveals=("the item one change removes almost whole",)),
 )

@@ -420,7 +420,7 @@ def test_round_4_cold_reading_ep12_step_5(client):
     assert "above 50%" not in text
 
 
-def test_round_4_item_7_the_bubble_drill_names_its_measure():
+def test_round_4_item_7_the_bubble_drill_names_its_measure(client):
     """Round-4 cold reading of EP12, item 7: the glossary's (p − 1)/m = 12.5% (idle over
     busy, with the right 8 micro-batches) met the hint 'how many micro-batches', which sent a
     student who had them right the wrong way. The question says the bubble is a share of the
@@ -433,3 +433,33 @@ def test_round_4_item_7_the_bubble_drill_names_its_measure():
     assert "(p − 1)/m" in drill.hint
     assert check_drill(drill, "12.5", attempt=1, hide_answers=True)["status"] != "right"
     assert check_drill(drill, f"{100 / 9:.1f}", attempt=1, hide_answers=True)["status"] == "right"
+
+
+def test_round_5b_item_1_the_memory_decide_quotes_the_worked_plans_ledger(client):
+    """Round-5b cold reading of EP12, item 1: playground-decide-memory's hint asked for 'the
+    largest item of the ledger' and its right choice said the activations were it, where the
+    worked plan's heaviest GPU holds optimizer state 26.5 GB against activations 22.8 GB. The
+    hint and the feedback now quote the engine's ledger (weights + gradients, master weights +
+    moments, activations of the heaviest stage) and name its largest item as the engine has it."""
+    from app.labkit import VIEWS
+    from app.labkit.drills import check_drill, lab_value
+    from app.lesson_drills.units import gb
+
+    drill = next(d for d in VIEWS["playground"].drills if d.id == "playground-decide-memory")
+    answer = lab_value("playground", {}, lambda a: a)["panels"]["recipe"]["answer"]
+    stage = max(answer["stages"], key=lambda s: s["total_bytes"])
+    assert stage["total_bytes"] == answer["memory_per_gpu_bytes"]
+    b = stage["breakdown"]
+    items = {"weights and gradients": b["weights"] + b["gradients"],
+             "optimizer state": b["master_weights"] + b["optimizer_moments"],
+             "saved activations": b["activations"]}
+    hint = check_drill(drill, "zero3", attempt=1, hide_answers=True)["message"]
+    for item, value in items.items():
+        assert f"{item} {gb(value)}" in hint
+    assert "largest" not in hint
+    why = next(f["why"] for f in check_drill(drill, "full", attempt=1)["feedback"]
+               if f["key"] == "full")
+    largest = max(items, key=items.__getitem__)
+    assert largest == "optimizer state"  # the finding: not the activations
+    assert f"not the largest item (the {largest}, {gb(items[largest])}, is)" in why
+    assert gb(items["saved activations"]) in why
