@@ -271,10 +271,12 @@ def crossover_figure(result) -> dict:
         compute_line=[(x, a) for x, a, _ in c.sweep],
         comm_line=[(x, m) for x, _, m in c.sweep] if c.comm_s else None,
         compute_name="Attention, ∝ L² at this rate",
-        comm_name=f"{c.collective_name}, ∝ L at this busBW",
+        comm_name=f"{c.collective_name}, ∝ L at this "
+                  + ("busBW" if inp.layout in ("allgather", "ulysses") else "send bandwidth"),
         compute_hover="L = %{x:,.0f}: %{y:.3s}s of attention<extra></extra>",
-        x_title="tokens per rank, L = s/c (log scale)", y_title="seconds per layer",
-        cross_text=f"L* = {tokens(c.crossover)}",
+        x_title="tokens per rank, L = s/c (log scale)", y_title="time per layer",
+        cross_text=f"L* = {tokens(c.crossover)}", cross_masked="L* = ?",
+        state_masked=f"This state, L = {tokens(c.per_rank)}:<br>attention ÷ communication = ?",
         state_text=f"This state, L = {tokens(c.per_rank)}:<br>{bound}",
         points=[(x, a, m) for x, a, m in c.points], point_name="The lab at each L",
         x_ticks=[x for x in (2 ** e for e in range(0, 21, 2))

@@ -42,7 +42,7 @@ def crossover_figure(tokens_per_gpu: float, compute_s: float, comm_s: float, cro
         compute_line=sweep, comm_line=None,
         compute_name="Compute, 6·P·T ÷ rate", comm_name=comm_name,
         compute_hover="%{x:,} tokens: %{y:.3s}s of compute<extra></extra>",
-        x_title="tokens per GPU per step (log scale)", y_title="seconds per step",
+        x_title="tokens per GPU per step (log scale)", y_title="time per step",
         cross_text=f"T* = {tokens(cross)} tokens",
         state_text=f"This state, {tokens(tokens_per_gpu)} tokens/GPU:<br>{bound}",
         summary=(f"{tokens(tokens_per_gpu)} tokens per GPU on {gpus:,} GPUs: "
@@ -56,14 +56,18 @@ def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: 
                      compute_line, comm_line, compute_name: str, comm_name: str,
                      compute_hover: str, x_title: str, y_title: str, cross_text: str,
                      state_text: str, summary: str, points=(), point_name: str = "",
-                     x_ticks=None, legend_y: float = -0.22) -> dict:
+                     x_ticks=None, legend_y: float = -0.22,
+                     cross_masked: str | None = None, state_masked: str | None = None) -> dict:
     """Compute and communication against the quantity that decides between them (log-log),
     crossing at the lab's threshold: the state marked on the compute line, the crossover by
     a dashed line, each side shaded. ``comm_line`` None draws the communication flat at
     ``comm_s``; ``points`` (x, compute s, communication s) are the lab's own op-level figures
     at other states, drawn as markers beside the lines derived from this state's rates;
     ``x_ticks`` the x values to label (None: plotly's own); ``legend_y`` how far below the
-    plot the legend starts (a longer legend wraps into more rows)."""
+    plot the legend starts (a longer legend wraps into more rows); ``cross_masked`` the
+    crossover label a lesson shows until its step is guessed (lab.js: the step's try links
+    stay live, so the move is seen, but not the number its prediction asks for), and
+    ``state_masked`` the state's label meanwhile (its ratio would give the crossover away)."""
     xs = [x for x, _ in compute_line]
     lo, hi = min(xs[0], x_state), max(xs[-1], x_state)
     data = [{"type": "scatter", "mode": "lines", "name": compute_name,
@@ -90,7 +94,8 @@ def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: 
         annotations.append({"xref": "x", "yref": "paper", "x": _log10(cross), "y": 1,
                             "xanchor": "right" if right else "left", "yanchor": "top",
                             "showarrow": False, "xshift": -4 if right else 4,
-                            "bgcolor": "rgba(255,255,255,0.85)", "text": cross_text})
+                            "bgcolor": "rgba(255,255,255,0.85)", "text": cross_text,
+                            **({"masked": cross_masked} if cross_masked else {})})
         # The state: its compute on the line and the gap to the communication between them.
         shapes.append({"type": "line", "xref": "x", "yref": "y", "x0": x_state,
                        "x1": x_state, "y0": compute_s, "y1": comm_s,
@@ -113,22 +118,34 @@ def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: 
     # phone's chart wherever the point sat mid-axis (215 px of text, 126 px to either side).
     annotations.append({"xref": "paper", "yref": "paper", "x": 0, "y": 1, "xanchor": "left",
                         "yanchor": "bottom", "yshift": 2, "align": "left", "showarrow": False,
-                        "font": {"color": LINE_COLOUR, "size": 12}, "text": state_text})
+                        "font": {"color": LINE_COLOUR, "size": 12}, "text": state_text,
+                        **({"masked": state_masked} if state_masked and comm_s else {})})
     ys = ([s for _, s in compute_line]
           + ([s for _, s in comm_line if s > 0] if comm_s and comm_line is not None else [])
           + ([comm_s] if comm_s else []) + [compute_s]
           + [v for p in points for v in p[1:] if v > 0])
+    y_lo, y_hi = _log10(min(ys)) - 0.1, _log10(max(ys)) + 0.1
+    # Decades only, in ms or s (round-4 cold reading of EP04, item 8: plotly's "2, 5, 0.01"
+    # log ticks read as seconds where the step speaks of milliseconds).
+    decades = [10.0 ** k for k in range(math.floor(y_lo), math.ceil(y_hi) + 1)]
+    ticks = [v for v in decades if y_lo <= _log10(v) <= y_hi]
+    if len(ticks) < 2:  # under two decades: 1, 2 and 5 of each
+        ticks = [m * v for v in decades for m in (1, 2, 5) if y_lo <= _log10(m * v) <= y_hi]
+    elif len(ticks) > 4:  # a short chart on a phone: every other decade
+        ticks = ticks[::2]
+    y_ticks = ({"tickvals": ticks, "ticktext": [
+        f"{v * 1e3:g} ms" if v < 1 else f"{v:g} s" for v in ticks]} if len(ticks) >= 2 else {})
     return {
         "data": data,
         "layout": base_layout(
-            margin={"l": 56, "r": 8, "t": 40, "b": 44 if legend_y == -0.22 else 56},
+            margin={"l": 72 if y_ticks else 56, "r": 8, "t": 40,
+                    "b": 44 if legend_y == -0.22 else 56},
             xaxis={"type": "log", "title": {"text": x_title, "standoff": 6},
                    "range": [_log10(lo) - 0.05, _log10(hi) + 0.05], "gridcolor": "#e6e9ef",
                    **({"tickvals": list(x_ticks), "ticktext": [f"{v:,.0f}" for v in x_ticks]}
                       if x_ticks is not None else {})},
-            yaxis={"type": "log", "title": {"text": y_title},
-                   "range": [_log10(min(ys)) - 0.1, _log10(max(ys)) + 0.1],
-                   "gridcolor": "#e6e9ef"},
+            yaxis={"type": "log", "title": {"text": y_title}, "range": [y_lo, y_hi],
+                   "gridcolor": "#e6e9ef", **y_ticks},
             legend={"orientation": "h", "x": 0, "y": legend_y, "yanchor": "top",
                     "font": {"size": 11}},
             shapes=shapes, annotations=annotations),

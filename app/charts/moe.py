@@ -332,7 +332,7 @@ def crossover_figure(result) -> dict:
         compute_line=c.sweep, comm_line=None,
         compute_name="Expert GEMMs, ∝ f at this rate", comm_name="Dispatch + combine",
         compute_hover="f = %{x:,.0f}: %{y:.3s}s of expert GEMMs<extra></extra>",
-        x_title="expert FFN width f (log scale)", y_title="seconds per MoE layer",
+        x_title="expert FFN width f (log scale)", y_title="time per MoE layer",
         cross_text=f"f* = {tokens(c.crossover)}",
         state_text=f"This state, f = {c.width:,}:<br>{bound}",
         points=[(f, a, m) for f, a, m in c.points], point_name="The lab at each f",

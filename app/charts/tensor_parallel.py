@@ -269,11 +269,13 @@ def crossover_figure(result) -> dict:
         compute_line=c.sweep, comm_line=None,
         compute_name="Compute, 6·k·h·(h/t)·s·b ÷ rate", comm_name="Collectives, none hidden",
         compute_hover="h/t = %{x:,.0f}: %{y:.3s}s of compute<extra></extra>",
-        x_title="hidden size per GPU, h/t (log scale)", y_title="seconds per layer",
+        x_title="hidden size per GPU, h/t (log scale)", y_title="time per layer",
         cross_text=f"(h/t)* = {tokens(c.crossover)}",
         state_text=f"This state, h/t = {c.per_gpu:,.0f}:<br>{bound}",
         points=[(x, cs, cm) for _, x, cs, cm in c.points], point_name="The lab at each t",
         x_ticks=_doublings(c.sweep[0][0], c.sweep[-1][0]), legend_y=-0.3,
+        cross_masked="(h/t)* = ?",
+        state_masked=f"This state, h/t = {c.per_gpu:,.0f}:<br>compute ÷ communication = ?",
         summary=(f"{inp.model.name} at t = {c.tp}, h/t = {c.per_gpu:,.0f}: {ms(c.compute_s)} "
                  "of compute a layer"
                  + (f" against {ms(c.comm_s)} to move its collectives' bytes ({side}); the two "

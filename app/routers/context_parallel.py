@@ -173,6 +173,8 @@ def extra_context(state) -> dict:
         "seq_options": with_value(SEQ_OPTIONS, query.seq_len),
         "crossover": cp_crossover(state.result),
         "attention_kv": attention_heads(state.result.input.model),
+        # Step 8 names the NDR port's rate and NCCL's measured send rate on it.
+        "ndr": get_link("ib-ndr"),
     }
 
 

@@ -101,7 +101,41 @@
   }
 
   function drawKey(script) {
-    return script.textContent + (isDark() ? "|dark" : "|light") + (phone.matches ? "|phone" : "");
+    return script.textContent + (isDark() ? "|dark" : "|light") + (phone.matches ? "|phone" : "") +
+      (masking(script.dataset.target) ? "|masked" : "");
+  }
+
+  // ---- A figure that answers a step's prediction (an .answer-mask element, a chart label with
+  // a "masked" text) stays masked on a lesson page until that step is guessed or its why
+  // opened. The step's links stay live, so the move is seen, but not the number asked for
+  // (issue 36: an answer never on the screen before the guess). ----
+  var unmasked = {};
+
+  function masking(chart) {
+    return !!chart && !unmasked[chart] && !!document.querySelector(
+      '.step[data-diagram="' + CSS.escape(chart) + '"] .predict-beat');
+  }
+
+  function maskAnswers(node) {
+    within(node, ".answer-mask[data-after-guess]").forEach(function (el) {
+      var mask = el.getAttribute("data-mask") || "?";
+      if (masking(el.getAttribute("data-after-guess"))) {
+        if (el.textContent !== mask) { el._labAnswer = el.textContent; el.textContent = mask; }
+        el.classList.add("masked");
+      } else {
+        if (el._labAnswer != null && el.textContent === mask) el.textContent = el._labAnswer;
+        el.classList.remove("masked");
+      }
+    });
+  }
+
+  function unmask(step) {
+    var chart = step && step.getAttribute("data-diagram");
+    if (!chart || unmasked[chart]) return;
+    unmasked[chart] = true;
+    maskAnswers(document);
+    var el = document.getElementById(chart);
+    if (el && el._labFigure) drawOne(el._labFigure);
   }
 
   function drawOne(script, force) {
@@ -132,6 +166,12 @@
     el._labDrawnKey = key;
     var fig = JSON.parse(themed(script.textContent));
     var layout = fig.layout || {};
+    var hide = masking(el.id);
+    (layout.annotations || []).forEach(function (a) {
+      if (a.masked === undefined) return;
+      if (hide) a.text = a.masked;
+      delete a.masked;
+    });
     if (isDark()) {
       // Plotly's own defaults (#444 text and ticks) are unreadable on a dark page.
       layout.font = Object.assign({}, layout.font, { color: "#e3e7ef" });
@@ -859,6 +899,7 @@
 
   function guessed(beat) {
     if (beat) releaseAnswer(beat.closest(".step"));
+    if (beat) unmask(beat.closest(".step"));
     var moves = beat && beat.querySelector(":scope > .moves");
     if (!moves) return;
     moves.classList.remove("before-guess");
@@ -921,6 +962,7 @@
     var lazy = node._labUpdated === true;
     node._labUpdated = false;
     paint(node);
+    maskAnswers(node);
     within(node, "form.controls").forEach(syncDependents);
     draw(node, lazy);
     // An HTML diagram (EP04's split) takes its size from paint(): shown again now.

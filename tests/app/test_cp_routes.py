@@ -264,7 +264,8 @@ def test_api_crossover_is_the_step_8_derivation_and_the_page_prints_it(client, p
         / (x["imbalance"] * x["busbw"]), rel=1e-3)
     page = client.get("/episodes/context-parallel", params=params).text
     quoted = f"{x['crossover']:,.0f}"
-    assert re.search(rf"<strong>{quoted} tokens a\s+rank</strong>", page)  # the bench
+    assert re.search(rf'<strong><span class="answer-mask" data-after-guess="cp-crossover">'
+                     rf"{quoted}</span> tokens a\s+rank</strong>", page)  # the bench
     assert f"L* = {quoted}" in page  # the chart's label, in the figure's JSON
 
 
@@ -278,3 +279,28 @@ def test_step_8_says_per_layer_and_derives_step_7s_bound_from_its_own(client):
     step = html_lib.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", step)))
     assert "Per layer (all a heads, forward pass)" in step and "Per head" not in step
     assert f"({cross * 8 / 7:,.0f} against {cross:,.0f} at CP 8)" in step
+
+
+def test_step_8_names_the_ndr_send_rate_and_the_chart_calls_it_send_bandwidth(client):
+    """Round-4 cold reading of EP06 step 8, items 3 and 4: 47.4 GB/s was stated, not what it is:
+    the page names the port's 50 GB/s, NCCL's measured 48 GB/s send rate on it and the start-up
+    that leaves 47.4; the ring's chart line says send bandwidth, not busBW."""
+    import html as html_lib
+    import re as re_lib
+
+    from labs.hardware.links import get_link
+
+    ndr = get_link("ib-ndr")
+    page = client.get("/episodes/context-parallel").text
+    step = page.split('id="step-8"')[1].split("</section>")[0]
+    step = html_lib.unescape(re_lib.sub(r"\s+", " ", re_lib.sub(r"<[^>]+>", " ", step)))
+    params = {"tokens": 64, "cp": 8, "seq_len": 131072, "layout": "zigzag", "link": "ib-ndr"}
+    body = client.get("/api/cp", params=params).json()
+    busbw = body["crossover"]["busbw"]
+    assert f"of the NDR port's {ndr.bandwidth / 1e9:g} GB/s" in step
+    assert f"nccl-tests measures {ndr.send_bandwidth / 1e9:g} GB/s on a ConnectX-7" in step
+    assert f"leaves {busbw / 1e9:.1f} ({100 * busbw / ndr.bandwidth:.1f}%)" in step
+    chart = client.get("/api/cp", params=params).json()
+    assert chart["crossover"]["busbw"] < ndr.send_bandwidth
+    bench = client.get("/episodes/context-parallel", params=params).text
+    assert "at this send bandwidth" in bench and "at this busBW" not in bench

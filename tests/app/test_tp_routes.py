@@ -352,7 +352,9 @@ def test_api_crossover_is_the_step_6_derivation_and_the_page_prints_it(client, p
     assert x["busbw"] == pytest.approx(x["comm_bytes"] / x["comm_s"], rel=1e-6)
     page = client.get("/episodes/tensor-parallel", params=params).text
     quoted = f"{x['crossover']:,.0f}"
-    assert f"<strong>{quoted}</strong>" in page  # the bench's derivation
+    # the bench's derivation (masked by lab.js on the lesson until step 6 is guessed)
+    assert (f'<strong class="answer-mask" data-after-guess="tp-crossover">{quoted}</strong>'
+            in page)
     assert f"(h/t)* = {quoted}" in page  # the chart's label, in the figure's JSON
 
 
@@ -407,3 +409,25 @@ def test_step_6_nvls_is_off_for_two_gpus_and_its_busbw_explained(client):
     assert (f"at t = 2 the all-reduce is a ring at {two['crossover']['busbw'] / 1e9:.0f} GB/s, "
             f"(h/t)* = {two['crossover']['crossover']:,.0f}") in step
     assert "nccl-tests measured 480 GB/s on 8 GPUs" in step and "= 788 GB/s at t = 8" in step
+
+
+def test_crossover_chart_masks_its_answer_and_reads_in_ms():
+    """Round-4 cold reading of EP04 step 6, items 4 and 8: the crossover label and the state's
+    ratio carry the masked text lab.js shows until the step is guessed (the answer itself only
+    in the real text), and the log y-axis labels its ticks in ms, not '2 · 5 · 0.01'."""
+    from app.charts.tensor_parallel import crossover_figure
+    from labs.hardware.gpus import get_gpu
+    from labs.model.presets import get_model
+    from labs.tensor_parallel.inputs import Topology, TPInput
+    from labs.tensor_parallel.lab import tensor_parallel, tp_cluster
+
+    h100 = get_gpu("h100-sxm")
+    topo = Topology("cluster", cluster=tp_cluster(h100, 1, "nvlink-4", "ib-ndr"))
+    result = tensor_parallel(TPInput(get_model("llama-3.1-405b"), h100, topo, tp=8, sp=False))
+    fig = crossover_figure(result)
+    notes = {a.get("masked"): a["text"] for a in fig["layout"]["annotations"]}
+    assert notes["(h/t)* = ?"].startswith("(h/t)* = 2,4")
+    assert any(k and k.endswith("communication = ?") for k in notes)
+    y = fig["layout"]["yaxis"]
+    assert len(y["tickvals"]) >= 2 and all(t.endswith((" ms", " s")) for t in y["ticktext"])
+    assert y["ticktext"][0] == f"{y['tickvals'][0] * 1e3:g} ms"

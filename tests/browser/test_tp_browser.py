@@ -104,3 +104,29 @@ def test_split_embeds_alone_and_charts_embed_alone(page):
         wait_drawn(page)
         assert page.locator(f"#tp-{name} .main-svg").count() >= 1
         assert page.locator("#tp-split").count() == 0
+
+
+@pytest.mark.parametrize("lesson, step, chart, link, label", [
+    (LESSON, 6, "tp-crossover", "TP = 8 across InfiniBand NDR", "(h/t)* = "),
+    ("/episodes/context-parallel", 8, "cp-crossover", "Zigzag, CP 8, InfiniBand NDR", "L* = ")])
+def test_a_crossover_step_link_shows_the_move_but_not_the_number(page, lesson, step, chart,
+                                                                   link, label):
+    """Round-4 cold readings (EP04 step 6 item 4, EP06 step 8 item 5): the step's try link is
+    live before the guess and went to the predicted state, whose chart labelled the crossover
+    (2,449; 2,535) and whose bench printed it. The label, the bench's figure and the state's
+    ratio stay masked until the guess; the lines move."""
+    page.goto(lesson)
+    wait_drawn(page)
+    follow(page.locator(f"#step-{step} a.try", has_text=link), "ib-ndr")
+    annotations = f"""() => document.getElementById('{chart}').layout.annotations
+        .map(a => a.text).join(' | ')"""
+    shown = page.evaluate(annotations)
+    assert f"{label}?" in shown and "communication = ?" in shown
+    bench = page.locator("#bench-view").inner_text()
+    answer = page.locator(f"#step-{step} form.predict-form").get_attribute("data-answer")
+    assert answer and answer not in bench and answer not in shown
+    page.locator(f"#step-{step} form.predict-form input[name=guess]").fill("1000")
+    page.locator(f"#step-{step} form.predict-form .predict-commit").click()
+    page.wait_for_function(f"() => !({annotations})().includes('?')")
+    assert f"{label}{answer}" in page.evaluate(annotations)
+    assert answer in page.locator("#bench-view").inner_text()
