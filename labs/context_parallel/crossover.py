@@ -24,11 +24,15 @@ all-to-all instead; its bytes grow with L too, so its L* is the same line crossi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from labs.context_parallel.inputs import CPResult, attention_heads
 from labs.context_parallel.lab import cp_cost
 from labs.core.errors import LabInputError
 from labs.core.limits import MAX_SEQ_LEN
+from labs.hardware.gpus import GPUSpec
+from labs.hardware.links import Link
+from labs.model.spec import ModelSpec
 
 SWEEP_STEPS = 48  # points along the lines (log-spaced)
 POINT_TOKENS = tuple(2 ** e for e in range(7, 18))  # the lab's own runs: 128 ... 131,072 a rank
@@ -85,14 +89,22 @@ def cp_crossover(result: CPResult) -> CPCrossover:
 
 def lab_points(result: CPResult) -> tuple[tuple[int, float, float], ...]:
     """The lab's own layer at each of POINT_TOKENS tokens a rank (those the layout can split
-    and the lab allows), at the state's model, c, layout, link and GPU."""
+    and the lab allows), at the state's model, c, layout, link and GPU: not its sequence
+    length, so a student moving that slider reuses them (a bounded cache), and the page's
+    several asks of one state share them."""
     inp = result.input
+    return _points(inp.model, inp.cp, inp.layout, inp.link, inp.gpu)
+
+
+@lru_cache(maxsize=64)
+def _points(model: ModelSpec, cp: int, layout: str, link: Link,
+            gpu: GPUSpec) -> tuple[tuple[int, float, float], ...]:
     out = []
     for per in POINT_TOKENS:
-        if per * inp.cp > MAX_SEQ_LEN:
+        if per * cp > MAX_SEQ_LEN:
             break
         try:
-            c = cp_cost(inp.model, per * inp.cp, inp.cp, inp.layout, inp.link, inp.gpu)
+            c = cp_cost(model, per * cp, cp, layout, link, gpu)
         except LabInputError:
             continue
         out.append((per, c.attention_s, c.comm_s))
