@@ -2,6 +2,7 @@
 
 from app.labkit import Decide, Drill, decide, predict
 from app.lesson_drills.units import gb
+from labs.hardware.gpus import get_gpu
 
 
 def finetune_bytes(method: str):
@@ -9,7 +10,8 @@ def finetune_bytes(method: str):
                                if f["method"] == method)
 
 
-SEVENTY = {"model": "llama-3.1-70b"}
+SEVENTY = {"model": "llama-3.1-70b"}  # on the lab's default GPU
+H100 = get_gpu("h100-sxm")
 
 
 DRILLS: tuple[Drill | Decide, ...] = (
@@ -29,8 +31,8 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "You fine-tune Llama 3.1 70B with QLoRA (a 4-bit base, small adapters on q and "
         "v) on 8,192-token sequences, with selective recomputation only: each layer keeps "
         "its activations (the QLoRA paper checkpoints every layer; this run does not yet). "
-        "It does not fit one GPU. Which single change, on the same data, cuts the bytes "
-        "QLoRA holds on the GPU the most?",
+        f"It does not fit one {H100.name} ({H100.memory_bytes / 1e9:.0f} GB). Which single "
+        "change, on the same data, cuts the bytes QLoRA holds on the GPU the most?",
         "precision", finetune_bytes("qlora"),
         (("recompute", "Full recomputation (gradient checkpointing)",
           {**SEVENTY, "recompute": "full"},

@@ -23,7 +23,7 @@ from app.charts.precision import (
 )
 from app.cluster_controls import Microbatches
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, lab_value, lesson_state, register
+from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
@@ -261,12 +261,16 @@ def extra_context(state) -> dict:
     }
 
 
+# Llama 3.1 70B's parameters (the EP01 ledger's count): the drill states them to the two
+# decimals its answer needs (18 B x 70.6B = 1,270.8 GB was printed beside 1,270.0).
+P70 = get_model("llama-3.1-70b").params
+
+
 def bytes_drill() -> float:
     """GB of state Llama 3.1 70B holds unsharded in TransformerEngine's delayed-scaling recipe
     (bf16 weights kept): its bytes per parameter, which the lesson's chart shows, times the
     parameters the EP01 ledger counts."""
-    params = lab_value("memory", {"model": "llama-3.1-70b"}, "params")
-    return RECIPES["fp8-delayed"].bytes_per_param * params / 1e9
+    return RECIPES["fp8-delayed"].bytes_per_param * P70 / 1e9
 
 
 # The speed drill runs step 8's formula backwards: the GEMM gain a wanted speed-up needs.
@@ -348,14 +352,16 @@ VIEW = LabView(
             question=(
                 "TransformerEngine's FP8 recipe on Hopper keeps the bf16 weights, an FP8 copy "
                 "and its FP8 transpose, bf16 gradients, an fp32 master copy and two fp32 Adam "
-                "moments. How many GB of that state does Llama 3.1 70B (70.6B parameters) "
+                "moments. How many GB of that state does Llama 3.1 70B "
+                f"({P70 / 1e9:.2f}B parameters) "
                 "hold on one replica, unsharded?"
             ),
             answer=bytes_drill,
             unit="GB",
             hint="Add 2 (bf16) + 1 + 1 (the two FP8 copies) to mixed precision's 2 + 4 + 8 "
                  "bytes, then multiply by the parameters.",
-            explanation="{answer} GB: (2 + 1 + 1 + 2 + 4 + 8) B × 70.6B parameters, two "
+            explanation="{answer} GB: (2 + 1 + 1 + 2 + 4 + 8) B × "
+                        f"{P70 / 1e9:.2f}B parameters, two "
                         "bytes a parameter more than BF16's 16.",
             rel_tol=0.005,
         ),

@@ -383,3 +383,25 @@ def test_step_11_names_llama_65b_not_your_model(client):
     # Any other code is still the reader's own model.
     other = {**params, "model": params["model"] + ".tie"}
     assert api(client, **other)["model_name"].startswith("Your model (")
+
+
+def test_round5_step_1s_answer_is_not_in_step_2_and_the_drills_state_their_inputs(client):
+    """Round-5 cold reading, EP10 items 2, 3, 4, 5: step 2's body no longer counts the weight
+    copies ('2 + 1 + 1 bytes') that step 1 asks about (step 1's why does), and the derive
+    drill that lists the recipe moves to "Check yourself"; the bytes drill states 70.55B, so
+    18 B x 70.55B = 1,270.0 GB as printed; the QLoRA decide names the GPU it overflows; the
+    speed table calls its MFU ideal."""
+    from app.labkit import DRILLS
+
+    page = client.get("/episodes/low-precision").text
+    step1 = page[page.index('id="step-1"'):page.index('id="step-2"')]
+    step2 = page[page.index('id="step-2"'):page.index('id="step-3"')]
+    assert "2 + 1 + 1 bytes" in step1[step1.index('class="why"'):]
+    assert "2 + 1 + 1" not in step2 and 'id="drill-precision-bytes-delayed"' not in step2
+    assert 'id="drill-precision-bytes-delayed"' in page
+    drill = DRILLS["precision-bytes-delayed"][1]
+    assert "(70.55B parameters)" in drill.question
+    assert drill.answer() == pytest.approx(18 * 70.55, abs=0.1)
+    decide = DRILLS["precision-decide-qlora-fit"][1]
+    assert "does not fit one NVIDIA H100 SXM 80GB (80 GB)" in decide.question
+    assert "ideal: <a" in page[page.index('data-testid="speed-mfu"'):][:300]

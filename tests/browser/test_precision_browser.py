@@ -111,12 +111,14 @@ def test_good_and_bad_cases(page):
 def test_drills_hint_then_accept(page, live_server):
     page.goto(LESSON)
     wait_drawn(page)
-    answer_drill(page, "1129", "Hint")  # BF16's 16 bytes a parameter, not FP8's
-    answer_drill(page, "1270", "Right")  # 18 B × 70.6B parameters
-    # In page order, each in its step: step 8's Amdahl, then step 10's LoRA count.
-    # Amdahl solved for the GEMM gain: 0.65 / (1/1.45 - 0.35 - 0.04) = 2.17
-    answer_drill(page, "2.17", "Right", index=1)
-    answer_drill(page, "16.4", "Right", index=2)  # 70B, r = 8 on q, v: 80 × 8 × 25,600
+    # In page order: step 8's Amdahl, step 10's LoRA count, then "Check yourself" (the bytes
+    # drill left step 2, whose body it answered step 1's guess from; round-5 cold reading).
+    # Amdahl solved for the GEMM gain: 0.65 / (1/1.45 - 0.35 - 0.04) = 2.17; 2.2 as printed
+    # to one decimal is right too (2%).
+    answer_drill(page, "2.2", "Right", index=0)
+    answer_drill(page, "16.4", "Right", index=1)  # 70B, r = 8 on q, v: 80 × 8 × 25,600
+    answer_drill(page, "1129", "Hint", index=2)  # BF16's 16 bytes a parameter, not FP8's
+    answer_drill(page, "1270", "Right", index=2)  # 18 B × 70.55B parameters
 
 
 @pytest.mark.parametrize("diagram", ["ledger", "bytes", "finetune", "offload", "speed"])
