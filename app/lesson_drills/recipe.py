@@ -88,9 +88,11 @@ def _overlap_tp_why(answer: dict) -> str:
 
 
 # EP08's 2-D against 3-D drill (step 14): Llama 3.1 70B on 32 H100 nodes, 64 sequences of
-# 8,192 tokens a step, a cluster and batch the step's chart does not show.
+# 8,192 tokens a step, over 100 Gb/s Ethernet: a network the step's chart (InfiniBand NDR)
+# does not draw, where the answer the chart shows (FSDP + TP at 256 GPUs) no longer holds
+# (round-3 cold reading, item 4: on NDR the chart printed the drill's right option).
 TWO_D_256 = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 32, "gpus_per_node": 8,
-             "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 8192, "zero": 1,
+             "intra_link": "nvlink-4", "inter_link": "eth-100g", "seq_len": 8192, "zero": 1,
              "recompute": "flash", "pp": 1}
 
 
@@ -215,37 +217,41 @@ DRILLS: tuple[Drill | Decide, ...] = (
         reveals=("keeping them removes the backward",)),
     decide(
         "recipe-decide-2d",
-        "Llama 3.1 70B on 256 H100s (32 nodes of 8, NVLink inside, InfiniBand NDR "
-        "between), 64 sequences of 8,192 tokens a step, flash attention, no "
-        "recomputation. Which plan gives the shortest step?",
+        "Llama 3.1 70B on 256 H100s: 32 nodes of 8, NVLink inside, and between the nodes "
+        "100 Gb/s Ethernet, a port a GPU, a quarter of NDR's rate. 64 sequences of 8,192 "
+        "tokens a step, flash attention, no recomputation. Which plan gives the shortest "
+        "step?",
         "recipe", "step_s",
         (("fsdp4", "FSDP + TP: TP4 × DP64, ZeRO-3, one micro-batch",
           {**TWO_D_256, "tp": 4, "dp": 64, "zero": 3, "microbatches": 1},
-          "No bubble, and each GPU still computes a whole 8,192-token sequence per "
-          "micro-batch: enough to hide most of FSDP's gathers one layer ahead. Step "
+          "No bubble, but FSDP gathers every layer twice a micro-batch across the nodes. "
+          "With B a quarter of NDR's, T* = (D − 1)/D × R ÷ B is four times step 14's, far "
+          "past the 8,192 tokens a micro-batch computes: the gathers no longer hide. Step "
           "{value}."),
          ("fsdp8", "FSDP + TP: TP8 × DP32, ZeRO-3, two micro-batches",
           {**TWO_D_256, "tp": 8, "dp": 32, "zero": 3, "microbatches": 2},
-          "TP8 halves each GPU's compute but not its TP traffic (EP04), and its FSDP group "
-          "now has one GPU per node, so the gathers hide less too. Step {value}."),
+          "TP8 leaves each FSDP group one GPU a node, so its rings cross on one port, and "
+          "two micro-batches gather twice as often: the worst of both. Step {value}."),
          ("interleaved", "TP4 × PP4 × DP16, interleaved 1F1B with 4 chunks, 4 "
           "micro-batches",
           {**TWO_D_256, "tp": 4, "pp": 4, "dp": 16, "microbatches": 4,
            "schedule": "interleaved-1f1b", "virtual": 4},
-          "Interleaving cuts the bubble of 4 stages and 4 micro-batches from 3/7 to "
-          "3/(4·4 + 3) = 3/19 of the step, but it still idles, longer than FSDP's "
-          "exposed gathers. Step {value}."),
+          "The 3-D plan sends its share of the gradients across the nodes once a step, "
+          "far fewer bytes than FSDP's gathers twice a micro-batch, even where most of it "
+          "waits; interleaving cuts the bubble of 4 stages and 4 micro-batches from 3/7 to "
+          "3/(4·4 + 3) = 3/19 of the step. Step {value}."),
          ("pipeline", "TP8 × PP4 × DP8, 1F1B, 8 micro-batches",
           {**TWO_D_256, "tp": 8, "pp": 4, "dp": 8, "microbatches": 8},
           "8 micro-batches on 4 stages idle 3/11 of the step, and TP8 pays TP's traffic "
           "on half the compute. Step {value}.")),
         best="min", fmt=ms,
-        hint="How many micro-batches does each 3-D replica get to fill its bubble, and "
-             "how many tokens does each GPU compute per FSDP gather?",
-        solution="{best}. Step: TP4 × DP64 FSDP {fsdp4}, TP8 × DP32 FSDP {fsdp8}, "
-                 "TP4 × PP4 × DP16 interleaved {interleaved}, TP8 × PP4 × DP8 "
-                 "{pipeline}. With 64 sequences on 256 GPUs a 3-D replica has few "
-                 "micro-batches to fill its bubble, while FSDP needs only one sequence "
-                 "per group of t GPUs and hides its gathers behind it.",
-        reveals=("FSDP needs only one sequence per group",)),
+        hint="Step 14's T* = (D − 1)/D × R ÷ B: what happens to it when B falls four times? "
+             "And how often does each family send across the nodes?",
+        solution="{best}. Step: TP4 × PP4 × DP16 interleaved {interleaved}, TP8 × PP4 × "
+                 "DP8 {pipeline}, TP4 × DP64 FSDP {fsdp4}, TP8 × DP32 FSDP {fsdp8}. On "
+                 "NDR (step 14's chart) FSDP wins: a sequence per micro-batch hides its "
+                 "gathers. On a port a quarter as fast its T* is four times larger, the "
+                 "gathers are exposed twice a micro-batch, and a 3-D plan that syncs once a "
+                 "step and pays a bubble instead is faster.",
+        reveals=("and pays a bubble instead is faster",)),
 )

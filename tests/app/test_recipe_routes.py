@@ -954,3 +954,31 @@ def test_the_planner_api_offers_hsdp_plans_that_open_on_the_recipe_page(client):
     assert recipe["step_s"] == pytest.approx(p["step_s"], rel=1e-12)
     bad = client.get("/api/plan", params={**query, "hsdp": "maybe"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][1] == "hsdp"
+
+
+def test_ep08_2d_drill_is_set_where_step_14s_chart_does_not_answer_it(client):
+    """Round-3 cold reading of EP08, item 4: recipe-decide-2d asked Llama 3.1 70B on 256 H100s
+    over InfiniBand NDR, whose answer (FSDP + TP, TP4 x DP64) step 14's chart printed in its
+    256-GPU row, marked faster, once the step was guessed. The drill is now on 100 Gb/s
+    Ethernet, which the chart does not draw: there FSDP's gathers no longer hide and a 3-D plan
+    wins, while on NDR the same options rank FSDP + TP first."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills.recipe import TWO_D_256
+    from app.routers.recipe import VIEW
+
+    drill = next(d for d in VIEW.drills if d.id == "recipe-decide-2d")
+    options = {o.key: o for o in drill.judge()}
+    right = [k for k, o in options.items() if o.right]
+    assert right == ["interleaved"]
+    assert TWO_D_256["inter_link"] == "eth-100g" and "100 Gb/s Ethernet" in drill.question
+    changes = {"fsdp4": {"tp": 4, "dp": 64, "zero": 3, "microbatches": 1},
+               "interleaved": {"tp": 4, "pp": 4, "dp": 16, "microbatches": 4,
+                               "schedule": "interleaved-1f1b", "virtual": 4}}
+    ndr = {k: lab_value("recipe", {**TWO_D_256, "inter_link": "ib-ndr", **c}, "step_s")
+           for k, c in changes.items()}
+    assert ndr["fsdp4"] < ndr["interleaved"]
+    # The chart draws the step's own cluster, InfiniBand NDR, never the drill's network.
+    from app.routers.recipe_lesson import facts
+
+    assert all(facts()[k]["params"].get("inter_link", "ib-ndr") == "ib-ndr"
+               for k in ("td2", "td3"))
