@@ -165,6 +165,9 @@ def facts() -> dict:
         "v2": state(**interleaved, virtual=2),
         "v4": state(**interleaved, virtual=4),
         "v4_p2p": state(**interleaved, virtual=4, p2p=0.1),
+        # The same sends sized on InfiniBand NDR for the memory panel's plan (70B, TP 8): what
+        # the 0.1 f assumption is set against (round-5 cold reading, EP05 item 7).
+        "v4_ndr": state(**interleaved, virtual=4, link="ib-ndr"),
         "zb": state(schedule="zb-h1", **p8, microbatches=32),
         "dualpipe": state(schedule="dualpipe-v", **p8, microbatches=32, virtual=2),
         # Step 6: fused attention (what current stacks run) breaks on a long sequence; the

@@ -11,7 +11,7 @@ from app.charts.pipeline import (
     gantt_figure,
     stage_memory_figure,
 )
-from app.charts.units import fmt_bytes
+from app.charts.units import fmt_bytes, fmt_pct
 from app.routers.pipeline import PipelineQuery, facts, run
 from labs.schedules.catalogue import SCHEDULES
 from tests.app.test_parser import api_messages
@@ -245,3 +245,18 @@ def test_round_5_step_6_and_the_gpipe_drill_state_their_inputs(client):
                       client.get("/episodes/pipeline?stages=8&microbatches=32").text,
                       re.S)[0]
     assert "Embedding, logits" in table
+
+
+def test_round_5_step_4_sets_its_assumed_send_against_a_real_one(client):
+    """EP05's round-5 cold reading, item 7: 'each send 0.1 forward times' had no source.
+    Step 4 now calls it an assumption and sizes the real send for the memory panel's plan on
+    InfiniBand NDR (s·b·h·2/t bytes over the link plus its latency), from the engine."""
+    ndr = facts()["v4_ndr"]
+    inp = ndr["result"].result.input
+    assert inp.boundary_bytes == 4096 * 8192 * 2 / 8
+    assert ndr["api"]["send_seconds"] == pytest.approx(
+        inp.boundary_bytes / inp.link_bandwidth + inp.link_latency)
+    assert ndr["api"]["send_time"] < 0.1 / 5  # the assumption is several times the real send
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/pipeline").text))
+    assert f"= {ndr['api']['send_seconds'] * 1e6:.0f} µs, {ndr['api']['send_time']:.3f} of" in text
+    assert f"idles {fmt_pct(ndr['api']['bubble_fraction'])}" in text
