@@ -22,10 +22,14 @@ DRILLS: tuple[Drill | Decide, ...] = (
                             "tokens": 64, "layout": layout, "link": "nvlink-4"}, why)
               for key, label, layout, why in (
             ("ring", "Zigzag ring: pass K/V blocks c − 1 times", "zigzag",
-             "7 blocks of 16,384 tokens, each token's K and V 2 × 12,288 × 2 B = "
-             "49,152 B: {value}."),
+             "Every rank must see every other rank's keys and values once, so the ring "
+             "passes it the other 7 blocks of 16,384 tokens, each token's K and V "
+             "2 × 12,288 × 2 B = 49,152 B: {value}. That grows with the whole sequence, "
+             "whatever c is."),
             ("allgather", "All-gather the whole sequence's K/V", "allgather",
-             "7/8 of 131,072 tokens × 49,152 B, the same bytes as the ring: {value}."),
+             "Gathering at once moves the same keys and values as the ring, 7/8 of 131,072 "
+             "tokens × 49,152 B: {value}; it only gives up hiding each block under the "
+             "attention it feeds."),
             ("ulysses", "Ulysses: all-to-all by heads", "ulysses",
              "7/8 of each rank's 16,384 tokens of Q, K, V and the output, 98,304 B a "
              "token: {value}. Without grouped-query attention K and V are as large as "

@@ -38,7 +38,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
           "length: the same bytes over the same link. Exposed: {value}."),
          ("ib", "Move to one InfiniBand NDR port (400 Gb/s) per server",
           {"gpus": 64, "link": "ib-ndr"},
-          "Four times the bandwidth of one Ethernet port. Exposed: {value}.")),
+          "One NDR port carries four times one 100 Gb/s Ethernet port, but it is still "
+          "the one link out of each server the ring waits on, and eight Ethernet ports "
+          "carry eight times. Exposed: {value}.")),
         best="min", fmt=ms,
         hint="The ring's time is bytes over the slowest link. Compare the bandwidth out "
              "of each server in each choice.",

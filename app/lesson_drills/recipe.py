@@ -138,7 +138,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
           "{value}."),
          ("m64", "64 micro-batches instead of 16 (a 4× larger global batch)",
           {"microbatches": 64},
-          "The 3 idle slots now spread over 64 micro-batches: MFU {value}."),
+          "The bubble is this step's largest loss: PP4's 3 idle slots against 16 "
+          "micro-batches. Over 64 micro-batches the same 3 slots are 3 of 67 in the step, "
+          "and the global batch grows 4×: MFU {value}."),
          ("full", "Full activation recomputation", {"recompute": "full"},
           "Recomputing every layer's forward costs about a third more compute, which "
           "MFU does not count: MFU {value}."),
