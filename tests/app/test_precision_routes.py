@@ -405,3 +405,16 @@ def test_round5_step_1s_answer_is_not_in_step_2_and_the_drills_state_their_input
     decide = DRILLS["precision-decide-qlora-fit"][1]
     assert "does not fit one NVIDIA H100 SXM 80GB (80 GB)" in decide.question
     assert "ideal: <a" in page[page.index('data-testid="speed-mfu"'):][:300]
+
+
+def test_round5_step_4_asks_for_the_saving_its_coefficients_derive(client):
+    """Round-5 cold reading, EP10 item 6: step 4 asked "what grows with the sequence: this
+    saving, or the weight copies?", its answer in the question. It now asks for the GB FP8
+    saves at 32,768 tokens: half of 14·s·b·h a layer, 7 x 32,768 x 4,096 x 32 = 30.1 GB, the
+    lab's BF16 minus FP8 at that state."""
+    page = client.get("/episodes/low-precision").text
+    step4 = page[page.index('id="step-4"'):page.index('id="step-5"')]
+    body = api(client, model="llama-3.1-8b", dp=8, zero=3, seq_len=32768, recipe="fp8-params")
+    saved = body["baseline"]["total_bytes"] - body["ledger"]["total_bytes"]
+    assert saved == pytest.approx(7 * 32768 * 4096 * 32, rel=0.01)
+    assert f'data-answer="{saved / 1e9:.1f} GB"' in step4 and "14·s·b·h" in step4
