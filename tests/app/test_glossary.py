@@ -148,3 +148,18 @@ def test_round_5_definitions_say_what_the_lessons_teach():
     assert "bf16 (DeepSeek-V3: 4 bytes)" in term["adam-moments"]
     assert "ZeRO-3 by default" in term["fsdp"]
     assert "ZB-H1 (Qi et al. 2024)" in term["zero-bubble"]
+
+
+def test_the_glossary_has_a_letter_index_whose_links_land(client):
+    """Round-5 reading: 57 entries (now more) with no jump list were ~25 screens at 390 px.
+    Each letter link lands on an anchor before that letter's first entry, in A-Z order."""
+    html = client.get("/glossary").text
+    links = re.findall(r'<a href="#letter-([A-Za-z]+)">', html)
+    assert len(links) >= 15 and links == sorted(links, key=lambda x: (x != "digits", x))
+    for letter in links:
+        assert f'id="letter-{letter}"' in html
+    firsts = {t.term[0].upper() for t in GLOSSARY if t.term[0].isalpha()}
+    assert set(links) - {"digits"} == firsts
+    entries = re.findall(r'<div class="entry" id="([a-z0-9-]+)">', html)
+    names = {t.slug: t.term.casefold() for t in GLOSSARY}
+    assert [names[s] for s in entries] == sorted(names[s] for s in entries)
