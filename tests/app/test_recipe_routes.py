@@ -982,3 +982,22 @@ def test_ep08_2d_drill_is_set_where_step_14s_chart_does_not_answer_it(client):
 
     assert all(facts()[k]["params"].get("inter_link", "ib-ndr") == "ib-ndr"
                for k in ("td2", "td3"))
+
+
+def test_step_14s_why_keeps_one_sentence_of_scaling_and_notes_the_rest(client):
+    """Round-3 cold reading of EP08 step 14, item 9: the why answered three questions in four
+    paragraphs. Its scaling is one sentence now; the figures past the chart (the larger
+    cluster's TP 4 and TP 8 plans, the DP-traffic audit) sit in the note under it."""
+    import html as html_lib
+
+    page = client.get("/episodes/recipe-3d").text
+    why = page.split('id="step-14"')[1].split("</section>")[0]
+    why = why.split('<details class="why"')[1].split("</details>")[0]
+    body, note = why.split('<p class="chart-note"', 1)
+
+    def text(x):
+        return html_lib.unescape(" ".join(re.sub(r"<[^>]+>", " ", x).split()))
+
+    scaling = text(body).split("As the cluster grows at the same batch")[1]
+    assert scaling.count(". ") == 0 and scaling.rstrip().endswith(").")
+    assert "DP-traffic audit" in text(note) and "DP-traffic audit" not in text(body)
