@@ -149,6 +149,10 @@ def facts() -> dict:
         "ulysses_cp2": state(tokens=64, cp=2, seq_len=131072, layout="ulysses", link="ib-ndr"),
         "ulysses_cp16": state(tokens=64, cp=16, seq_len=131072, layout="ulysses",
                               link="ib-ndr"),
+        # Step 6's predict: a model the bench's chart does not draw (round-5b cold reading,
+        # item 1: the chart against CP answered a rises-or-falls choice before the guess).
+        "ring_gpt3_cp16": state(tokens=64, cp=16, seq_len=131072, layout="zigzag",
+                                link="ib-ndr", model="gpt-3-175b"),
         "short_eth": state(tokens=64, cp=8, seq_len=4096, layout="zigzag", link="eth-25g"),
         # Step 8: the crossover, zigzag at CP 8 on InfiniBand NDR, and CP 16 over 100 Gb/s
         # Ethernet, below it.
@@ -235,10 +239,12 @@ VIEW = LabView(
         _case_why("zigzag"),
     ),
     bad=Case(
-        "Bad case: contiguous, 32 tokens over 8 ranks",
-        # 32 tokens, not step 2's 64: there the bench printed that step's pair count one
-        # click before its guess (test_answers_hidden).
-        {"tokens": 32, "cp": 8, "layout": "contiguous"},
+        "Bad case: contiguous, 40 tokens over 8 ranks",
+        # 40 tokens, not step 2's 64 (the bench printed that step's pair count one click
+        # before its guess) nor 32, cp-predict-busiest-32's (its table printed the drill's
+        # 122 pairs: round-5b cold reading, item 2), nor 48, whose rank 3 computes
+        # cp-busiest-contiguous's 129 (test_answers_hidden).
+        {"tokens": 40, "cp": 8, "layout": "contiguous"},
         _case_why("contiguous"),
     ),
     drills=(

@@ -219,6 +219,34 @@ def test_no_step_prediction_is_answered_before_the_guess(client, name):
     assert not gone, ("a coincidence no longer on the page", gone)
 
 
+def drill_figure(drill) -> tuple[str, str]:
+    """A number drill's answer as a page would print it: a whole number with its separators,
+    else to the places its worked solution prints."""
+    from app.labkit.drills import shown_answer
+
+    value = drill.answer()
+    number = f"{round(value):,}" if abs(value - round(value)) < 1e-9 else shown_answer(
+        value, drill.rel_tol)
+    return number, drill.unit
+
+
+@pytest.mark.parametrize("name", BEATS)
+def test_no_drill_answer_is_on_a_case_buttons_screen(client, name):
+    """A case button is one click away at every step, and its state's screen stays up while
+    the student answers the episode's drills: none of them may print a number drill's answer
+    (round-5b cold reading of EP06, item 2: the bad case, 32 tokens contiguous over 8 ranks,
+    printed cp-predict-busiest-32's 122 pairs in its table)."""
+    path = VIEWS[name].episode.path
+    html = page(client, path)
+    ids = [step_id for step_id, _ in steps(html)]
+    numbers = [(d.id, *drill_figure(d)) for d in VIEWS[name].drills
+               if d.kind in ("predict", "derive")]
+    shown = [(drill_id, url, f"{num} {unit}") for url in case_urls(html)
+             for drill_id, num, unit in numbers
+             if printed(num, unit, screen(client, url, ids, ids[-1]))]
+    assert not shown, shown
+
+
 @pytest.mark.parametrize("name", BEATS)
 def test_each_revealing_phrase_is_one_the_page_prints_after_the_move(client, name):
     """A `reveals` phrase that never appears could not catch anything: each is in the step's

@@ -304,3 +304,24 @@ def test_step_8_names_the_ndr_send_rate_and_the_chart_calls_it_send_bandwidth(cl
     assert chart["crossover"]["busbw"] < ndr.send_bandwidth
     bench = client.get("/episodes/context-parallel", params=params).text
     assert "at this send bandwidth" in bench and "at this busBW" not in bench
+
+
+def test_round_5b_step_6_predicts_a_model_the_bench_does_not_draw(client):
+    """Round-5b cold reading of EP06, item 1: step 6 asked whether the ring's and Ulysses'
+    bytes rise or fall from CP 2 to CP 16, which the bench's chart against CP draws at the
+    opening state. It now asks GPT-3 175B's ring at CP 16 (no grouped-query attention: 96 KV
+    heads, 2 x 12,288 x 2 B = 49,152 B a token): 15/16 x 131,072 x 49,152 B = 6.04 GB, a model
+    the chart draws only once the step's own link is followed. Item 2: no case button sets
+    cp-predict-busiest-32's 32 tokens over 8 ranks (test_answers_hidden checks the screens)."""
+    gpt3 = api(client, tokens=64, cp=16, seq_len=131072, layout="zigzag", link="ib-ndr",
+               model="gpt-3-175b")
+    assert gpt3["kv_bytes_per_token"] == 2 * 12288 * 2
+    assert gpt3["comm_bytes_per_gpu"] == 15 * 131072 * 49152 // 16
+    raw = client.get("/episodes/context-parallel").text
+    step6 = raw[raw.index('id="step-6"'):raw.index('id="step-7"')]
+    form = re.search(r'<form class="predict-form"[^>]*>', step6)[0]
+    assert 'data-answer="6.04 GB"' in form and "data-right" not in form
+    assert "model=gpt-3-175b" in step6
+    why = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", step6))
+    assert "15/16 × 131,072 tokens × 49,152 B = 6.04 GB, 12 times Llama's" in why
+    assert "tokens=32" not in re.search(r'id="case-bad" href="([^"]+)"', raw)[1]

@@ -79,7 +79,7 @@ def test_good_and_bad_cases(page):
     page.goto(LESSON)
     wait_drawn(page)
     follow(page.locator("[data-case=bad]"), "layout=contiguous")
-    assert bars(page)[-1] == 29 + 30 + 31 + 32  # 32 tokens: the last rank's 4 rows
+    assert bars(page)[-1] == 36 + 37 + 38 + 39 + 40  # 40 tokens: the last rank's 5 rows
     follow(page.locator("[data-case=good]"), "layout=zigzag")
     assert bars(page) == [260] * 8
     assert page.locator("#input-cp").input_value() == "8"
