@@ -356,11 +356,13 @@ VIEW = LabView(
         facts()["good"]["params"],
         "One 8-GPU server: 14 GB of bf16 gradients (a 7B model), reduced in its NVSwitch "
         "(steps 1–2).",
+        diagram="dp-scaling",  # pressed at the last step, the replica chart would not change
     ),
     bad=Case(
         "Bad case: 64 GPUs on 100 Gb/s Ethernet",
         facts()["bad"]["params"],
         "8 servers of 8 GPUs, each server with one 100 Gb/s Ethernet port (step 3).",
+        diagram="dp-scaling",
     ),
     drills=(
         Drill(

@@ -235,11 +235,13 @@ VIEW = LabView(
         {"schedule": "1f1b", "stages": 8, "microbatches": 32},
         "Many micro-batches follow each other down 8 stages (if the global batch allows: "
         "step 2's limit).",
+        diagram="pipeline-gantt",  # pressed at step 6, the memory chart in view is not theirs
     ),
     bad=Case(
         "Bad case: 8 stages × 1 micro-batch",
         {"schedule": "gpipe", "stages": 8, "microbatches": 1},
         "One micro-batch walks the 8 stages alone.",
+        diagram="pipeline-gantt",
     ),
     drills=(
         Drill(
