@@ -232,6 +232,7 @@ def facts() -> dict:
 def extra_context(state) -> dict:
     query = state.query
     spec = state.result.input.model
+    from app.routers.validation import GOODPUT_BOUND
     from app.routers.validation import answer as validation  # its runs load EP08's lab
 
     return {
@@ -239,6 +240,7 @@ def extra_context(state) -> dict:
         "h800": get_link("nvlink-4-h800"),  # step 3 states its cut NVLink and NCCL's rate
         "crossover": ep_crossover(state.result),
         "validation": {g["group"]: g for g in validation()["groups"]},
+        "goodput_bound": GOODPUT_BOUND,  # DeepSeek-V3's figure is a whole-run average
         "model_options": model_choices(
             [(m, f"{s.name} ({s.params / 1e9:.1f}B, {s.active_params / 1e9:.1f}B active)")
              for m, s in models().items() if s.is_moe], query.model_value, custom=False),

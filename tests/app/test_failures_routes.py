@@ -237,3 +237,11 @@ def test_step_6_asks_about_the_first_order_count_it_taught_and_step_1s_answer_is
     assert hours not in page[:page.index('id="step-1"')]
     assert "square root" not in page[page.index('id="step-4"'):page.index("predict-failures-4")]
     assert "√(2δM)" not in page[page.index('id="failures-section"'):]
+
+
+def test_round5_the_jobs_steps_are_derived_where_first_used(client):
+    """Round-5 cold reading, EP11 item 9: 929,832 steps were quoted and never derived."""
+    steps = api(client)["steps"]
+    page = " ".join(client.get(LESSON).text.split())
+    assert f"15.6T tokens ÷ 16M tokens a step = {steps:,} steps" in page
+    assert steps == round(15.6e12 / 2**24)

@@ -329,3 +329,17 @@ def test_round5_step_2_drill_and_step_3_state_every_input_they_need(client):
     step11 = page[page.index('id="step-11"'):]
     assert "which the lab does not model" not in step11
     assert "applies only with its DeepEP dispatch" in step11
+
+
+def test_round5_deepseek_ratio_is_said_to_be_a_whole_run_average(client):
+    """Round-5 cold reading, EP07 item 9: step 3's note read 1.37x as the step model's error;
+    the validation page's caveat (a whole-run average; 1.37 x 0.90 = 1.23 per step at a 90%
+    goodput) is carried over, from the same figures."""
+    from app.routers.validation import GOODPUT_BOUND
+    from app.routers.validation import answer as validation
+
+    v3 = next(g for g in validation()["groups"] if g["group"] == "deepseek-v3")
+    page = client.get("/episodes/experts").text
+    note = " ".join(page[page.index('data-testid="moe-validation"'):][:900].split())
+    assert "whole pre-training's average" in note
+    assert f"about {v3['median_ratio'] * GOODPUT_BOUND:.2f}× per step" in note
