@@ -335,6 +335,9 @@ def test_round_5_step_10_splits_the_gap_into_compute_and_communication(client):
     five = text.split("5. Hiding it behind compute")[1].split("6. Activation")[0]
     assert f"{int(100 * opening_mfu())}% MFU here is an ideal" in five
     assert "38–43%" in five
+    # item 9: SM is defined where step 5's limit first uses it, with the preset's count
+    sms = facts()["l70_z3"]["result"].input.gpu.kernels.sm_count
+    assert f"SMs (streaming multiprocessors, the {sms} compute units of an H100)" in five
 
 
 def test_round_5_step_7_sums_what_does_not_overlap(client):
