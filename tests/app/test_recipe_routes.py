@@ -1001,3 +1001,23 @@ def test_step_14s_why_keeps_one_sentence_of_scaling_and_notes_the_rest(client):
     scaling = text(body).split("As the cluster grows at the same batch")[1]
     assert scaling.count(". ") == 0 and scaling.rstrip().endswith(").")
     assert "DP-traffic audit" in text(note) and "DP-traffic audit" not in text(body)
+
+
+def test_round_5b_step_15_asks_hsdps_state_and_step_14s_limit_does_not_give_it(client):
+    """Round-5b cold reading of EP08, item 1: step 14's limit said HSDP costs '8 times the
+    state per GPU', step 15's predict then asked whether memory shrinks or grows, and its right
+    choice's label gave the reason ('the state is divided by fewer GPUs'). Step 15 now states
+    FSDP32's state a GPU and asks HSDP's in GB (16 B x P/t / dp_shard, the API's
+    hsdp.state_bytes); step 14's limit names only a cost in memory."""
+    page = client.get("/episodes/recipe-3d").text
+    step14 = page[page.index('id="step-14"'):page.index('id="step-15"')]
+    step15 = page[page.index('id="step-15"'):page.index('id="plan-search"')]
+    assert "times the state per GPU" not in step14 and "at a cost in memory" in step14
+    form = re.search(r'<form class="predict-form"[^>]*>', step15)[0]
+    assert "data-right" not in form
+    h = client.get("/api/recipe", params={**HSDP_JOB, "dp_shard": 4}).json()["hsdp"]
+    state, dp = h["state_bytes"], h["dp_shard"] * h["replicas"]
+    assert 'href="/episodes/recipe-3d?' in step15 and "dp_shard=4" in step15
+    assert f'data-answer="{state / 1e9:.1f} GB"' in form
+    prompt = re.search(r'<p class="predict">(.*?)</p>', step15, re.S)[1]
+    assert f"FSDP{dp} holds {state * 4 / dp / 1e9:.2f} GB" in prompt
