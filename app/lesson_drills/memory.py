@@ -37,14 +37,18 @@ DRILLS: tuple[Drill | Decide, ...] = (
         (("zero1", "Data parallelism over 8 GPUs with ZeRO-1", {"dp": 8, "zero": 1},
           "ZeRO-1 shards only the 12 bytes of optimizer state; the 4 bytes of weights and "
           "gradients and all activations stay on every GPU: {value} per GPU."),
-         ("tp8", "Tensor parallelism over 8 GPUs, with sequence parallelism",
+         # The label says what sequence parallelism does: EP01 has not defined it, and a
+         # choice's label takes no inline definition (round-5 reading, EP01 item 5).
+         ("tp8", "Tensor parallelism over 8 GPUs, its norms split along the sequence too",
           {"tp": 8, "sp": True},
           "TP cuts every weight matrix, so weights, gradients, optimizer state and most "
-          "activations all shrink about 8 times: {value} per GPU."),
+          "activations all shrink about 8 times; splitting the norms and dropout along the "
+          "sequence (Megatron-LM's sequence parallelism, EP04) cuts the rest: {value} per "
+          "GPU."),
          ("full", "Full activation recomputation", {"recompute": "full"},
           "Recomputation shrinks only the activations; the 16 bytes per parameter of "
           "state stay whole: {value} per GPU."),
-         ("pp8", "Pipeline parallelism over 8 GPUs (1F1B, 8 micro-batches)",
+         ("pp8", "Pipeline parallelism over 8 GPUs, 8 micro-batches a step",
           {"pp": 8, "microbatches": 8},
           "Each stage holds an eighth of the layers, but the first stage keeps up to p "
           "micro-batches of activations in flight, and the embedding table's state "

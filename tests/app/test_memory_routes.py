@@ -329,3 +329,18 @@ def test_step_3_asks_the_16k_figure_and_step_6_lists_the_fp8_bytes(client):
     assert ("671B × 15 B = 10.1 TB: 2 B bf16 weights + 1 B FP8 weights, 128×128 blocks + 4 B "
             "fp32 gradients + 4 B fp32 master") in step6
     assert "bf16 copy of the weights beside the FP8 one is our assumption" in step6
+
+
+def test_the_decide_drills_labels_use_no_term_the_page_leaves_undefined(client):
+    """Round-5 reading, EP01 item 5: a choice read 'with sequence parallelism', a term EP01
+    never defines (a label takes no inline definition). Every glossary term in EP01's choice
+    labels is one the page defines."""
+    from app.glossary import GLOSSARY
+    from app.lesson_drills import LESSON_DRILLS
+
+    html = client.get("/episodes/memory").text
+    defined = set(re.findall(r'data-term="([a-z0-9-]+)"', html))
+    labels = " ".join(label for d in LESSON_DRILLS["memory"] if d.kind == "decide"
+                      for _, label in d.choices)
+    used = {t.slug for t in GLOSSARY if t.regex.search(labels)}
+    assert used and used <= defined, used - defined
