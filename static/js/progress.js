@@ -3,8 +3,10 @@
 // page shows it per episode and exports or imports it as a JSON file (a student moving to
 // another computer, or handing it in).
 //
-// A step counts as done once one of its "try it" links is followed; a drill once it is
-// answered right (a revealed answer does not count).
+// A step counts as done once one of its "try it" links is followed after its prediction is
+// committed (or its why opened: lab.js drops the links' "before-guess" then), so a link
+// followed before the guess ticks nothing (round-5b cold readings of EP06 and EP08); a
+// drill once it is answered right (a revealed answer does not count).
 (function () {
   "use strict";
 
@@ -129,7 +131,8 @@
     var link = event.target.closest && event.target.closest("a.try");
     var step = link && link.closest("section.step[id]");
     var node = lesson();
-    if (step && node) mark(node.dataset.episode, "steps", step.id);
+    var early = link && link.closest(".moves.before-guess");
+    if (step && node && !early) mark(node.dataset.episode, "steps", step.id);
     if (event.target.id === "progress-export") exportFile();
   });
 
