@@ -163,3 +163,14 @@ def test_the_glossary_has_a_letter_index_whose_links_land(client):
     entries = re.findall(r'<div class="entry" id="([a-z0-9-]+)">', html)
     names = {t.slug: t.term.casefold() for t in GLOSSARY}
     assert [names[s] for s in entries] == sorted(names[s] for s in entries)
+
+
+@pytest.mark.parametrize(("path", "shown"), [("/episodes/pipeline", True),
+                                             ("/episodes/playground", True),
+                                             ("/episodes/experts", False),
+                                             ("/episodes/memory", False), ("/glossary", False)])
+def test_the_footer_names_the_pipelines_unit_only_on_pipeline_pages(client, path, shown):
+    """Round-5 reading, item 6: every footer said 'one stage's forward = f' while EP07 writes
+    f for an expert's width."""
+    footer = client.get(path).text.split('<footer class="site">')[1]
+    assert ("pipeline times are relative" in footer) is shown
