@@ -89,8 +89,10 @@ def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: 
              "y1": 1, "fillcolor": COMPUTE_BOUND, "line": {"width": 0}, "layer": "below"},
             {"type": "line", "xref": "x", "yref": "paper", "x0": cross, "x1": cross, "y0": 0,
              "y1": 1, "line": {"color": "#1d2330", "dash": "dash", "width": 1.5}}]
-        # Left of the dashed line where it sits in the right third, so the label stays in.
-        right = _log10(cross / lo) > 0.67 * _log10(hi / lo)
+        # Left of the dashed line where it sits in the right half, so the label stays in
+        # on a phone too (round-4 cold reading of EP04, item 8: at 390 px '(h/t)* = 2,449',
+        # 65% along, ran into the right edge and over the t = 2 mark).
+        right = _log10(cross / lo) > 0.5 * _log10(hi / lo)
         annotations.append({"xref": "x", "yref": "paper", "x": _log10(cross), "y": 1,
                             "xanchor": "right" if right else "left", "yanchor": "top",
                             "showarrow": False, "xshift": -4 if right else 4,

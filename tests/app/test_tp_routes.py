@@ -427,6 +427,9 @@ def test_crossover_chart_masks_its_answer_and_reads_in_ms():
     fig = crossover_figure(result)
     notes = {a.get("masked"): a["text"] for a in fig["layout"]["annotations"]}
     assert notes["(h/t)* = ?"].startswith("(h/t)* = 2,4")
+    # Past the axis's middle the label sits left of the dashed line (at 390 px it ran off).
+    cross = next(a for a in fig["layout"]["annotations"] if a.get("masked") == "(h/t)* = ?")
+    assert cross["xanchor"] == "right"
     assert any(k and k.endswith("communication = ?") for k in notes)
     y = fig["layout"]["yaxis"]
     assert len(y["tickvals"]) >= 2 and all(t.endswith((" ms", " s")) for t in y["ticktext"])
