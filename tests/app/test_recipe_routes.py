@@ -1021,3 +1021,19 @@ def test_round_5b_step_15_asks_hsdps_state_and_step_14s_limit_does_not_give_it(c
     assert f'data-answer="{state / 1e9:.1f} GB"' in form
     prompt = re.search(r'<p class="predict">(.*?)</p>', step15, re.S)[1]
     assert f"FSDP{dp} holds {state * 4 / dp / 1e9:.2f} GB" in prompt
+
+
+def test_round_5b_the_efficiency_drill_rejects_a_product_that_drops_a_factor(client):
+    """Round-5b cold reading of EP08, item 10: recipe-efficiency took 78.8 to 81.1% against
+    80.3%, so the product without the uneven stages' factor (81.1%), or without the sends and
+    the optimizer (81.0%), was marked right. Every printed factor is needed now."""
+    from app.labkit.drills import check_drill
+    from app.routers.recipe import VIEW
+
+    drill = next(d for d in VIEW.drills if d.id == "recipe-efficiency")
+    parts = [float(v) for v in re.findall(r"\b0\.\d{4}\b", drill.question)]
+    tp, dp, stages, sends, optimizer = parts
+    whole = math.prod(parts) * 32 / 35 * 100
+    assert check_drill(drill, f"{whole:.1f}", 1)["status"] == "right"
+    for dropped in (stages, sends * optimizer):
+        assert check_drill(drill, f"{whole / dropped:.1f}", 1)["status"] != "right", dropped

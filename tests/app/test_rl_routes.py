@@ -289,3 +289,23 @@ def test_round_4_item_4_step_9_moves_the_shape_under_the_recipe(client):
     plain = client.get("/episodes/rl-placement", params={"preset": "glm-5.3",
                                                          "model": "glm-5.3"}).text
     assert not re.search(r'id="more-controls" open', plain)
+
+
+def test_round_5b_the_rollout_drill_rejects_doubling_only_the_cache(client):
+    """Round-5b cold reading of EP09, item 6: placement-predict-rollout-2x took 17.7 to 19.6 s
+    against 18.0 s, so step 6's split with only the cache doubled was marked right. From the
+    split the page prints (prefill, weights read, cache read), weights + 2 x (prefill + cache)
+    is right; weights + prefill + 2 x cache is not."""
+    import re
+
+    from app.labkit.drills import check_drill
+    from app.labkit.view import DRILLS
+
+    drill = DRILLS["placement-predict-rollout-2x"][1]
+    page = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get(
+        "/episodes/rl-placement").text))
+    split = re.search(r"(\d+\.\d+) \+ (\d+\.\d+) \+ (\d+\.\d+) = (\d+\.\d+) s",
+                      page[page.index("Where the rollout's time goes"):])
+    prefill, weights, cache = (float(split[i]) for i in (1, 2, 3))
+    assert check_drill(drill, f"{weights + 2 * (prefill + cache):.2f}", 1)["status"] == "right"
+    assert check_drill(drill, f"{weights + prefill + 2 * cache:.2f}", 1)["status"] != "right"
