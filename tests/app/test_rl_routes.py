@@ -309,3 +309,20 @@ def test_round_5b_the_rollout_drill_rejects_doubling_only_the_cache(client):
     prefill, weights, cache = (float(split[i]) for i in (1, 2, 3))
     assert check_drill(drill, f"{weights + 2 * (prefill + cache):.2f}", 1)["status"] == "right"
     assert check_drill(drill, f"{weights + prefill + 2 * cache:.2f}", 1)["status"] != "right"
+
+
+def test_round_5b_step_4_states_the_switchs_overhead_its_answer_adds(client):
+    """Round-5b cold reading of EP09, item 2: step 4's predict gave only the two phases'
+    memory (36.3 and 24.3 GB) and revealed 37.3 GB, the larger + the switch's 1 GB, which only
+    the why stated. The prompt now states the overhead from the engine, so larger + overhead is
+    derivable before the guess."""
+    import html
+    import re
+
+    raw = client.get("/episodes/rl-placement").text
+    step = raw[raw.index('id="step-4"'):raw.index('id="step-5"')]
+    prompt = html.unescape(re.search(r'<p class="predict">(.*?)</p>', step, re.S)[1])
+    shown = [float(v) for v in re.findall(r"(\d+(?:\.\d+)?) GB", prompt)]
+    answer = float(re.search(r'data-answer="([\d.]+) GB"', step)[1])
+    train, rollout, overhead = shown
+    assert abs(max(train, rollout) + overhead - answer) <= 0.051, (shown, answer)
