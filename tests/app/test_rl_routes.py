@@ -326,3 +326,24 @@ def test_round_5b_step_4_states_the_switchs_overhead_its_answer_adds(client):
     answer = float(re.search(r'data-answer="([\d.]+) GB"', step)[1])
     train, rollout, overhead = shown
     assert abs(max(train, rollout) + overhead - answer) <= 0.051, (shown, answer)
+
+
+def test_round_5b_step_6_bounds_how_fast_the_colocated_sync_errs(client):
+    """Round-5b cold reading of EP09, item 1: step 6's limit said the colocated sync 'errs
+    fast' for R1 (EP 32 over 4 nodes) without saying by how much. It now bounds it from the
+    API: the whole gather over the NDR port at the separate sync's rate, and the step that
+    gives, against separate pools' step."""
+    import html
+    import re
+
+    col = client.get("/api/placement", params={"preset": "deepseek-r1"}).json()
+    sep = client.get("/api/placement", params={"preset": "deepseek-r1",
+                                               "placement": "separate"}).json()
+    nvl = col["sync_bytes_per_gpu"] / col["sync_rate"]
+    ib = col["sync_bytes_per_gpu"] / sep["sync_rate"]
+    worst = col["step_seconds"] - nvl + ib
+    page = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get(
+        "/episodes/rl-placement").text)))
+    assert (f"takes {ib:.1f} s, not {nvl:.2f} s, a step of {worst:.1f} s: still faster than "
+            f"separate pools' {sep['step_seconds']:.1f} s") in page
+    assert ib > 5 * nvl and worst < sep["step_seconds"]
