@@ -1037,3 +1037,23 @@ def test_round_5b_the_efficiency_drill_rejects_a_product_that_drops_a_factor(cli
     assert check_drill(drill, f"{whole:.1f}", 1)["status"] == "right"
     for dropped in (stages, sends * optimizer):
         assert check_drill(drill, f"{whole / dropped:.1f}", 1)["status"] != "right", dropped
+
+
+def test_round_5b_steps_12_and_13_describe_the_same_backward_tp_overlap(client):
+    """Round-5b cold reading of EP08, item 3: step 12 said 'Backward' overlap runs only the
+    input-gradient collectives beside the weight-gradient GEMM (two a layer), step 13 that it
+    runs QKV's and fc1's four (the engine, with sequence parallelism: the input's all-gather
+    beside dgrad, dgrad's reduce-scatter beside wgrad). Both now say four."""
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/recipe-3d").text))
+    step12 = text[text.index("12. "):text.index("13. ")]
+    assert "only the backward's input-gradient collectives" not in step12
+    assert "four a dense layer" in step12
+    from app.routers.recipe_lesson import MIXTRAL
+
+    layer = client.get("/api/recipe", params=MIXTRAL).json()["layer"]
+    backward = [c for c in layer["collectives"] if c["kind"] == "tp" and c["phase"] == "backward"]
+    hidden = [c for c in backward if c["exposed_s"] <= 0]
+    assert (len(hidden), len(backward)) == (2, 6)  # QKV's pair; fc1's experts take none
+    assert f"so here only QKV's {len(hidden)} of the backward's {len(backward)} hide" in step12
+    step13 = text[text.index("13. "):text.index("14. ")]
+    assert "runs QKV's and fc1's four" in step13
