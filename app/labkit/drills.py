@@ -28,7 +28,11 @@ def check_drill(drill: Drill | Decide, answer: str, attempt: int,
     if not math.isfinite(given):
         return {"status": "invalid", "attempt": attempt, "given": None, "answer": None,
                 "message": "Enter a number, e.g. 12.5.", "feedback": []}
-    right = abs(given - expected) <= drill.rel_tol * abs(expected)
+    if drill.band is not None:
+        low, high = drill.band()
+        right = low <= given <= high
+    else:
+        right = abs(given - expected) <= drill.rel_tol * abs(expected)
     status = _status(right, attempt, hide_answers)
     # A worked solution may be built from the lab's figures when asked (a callable).
     explained = drill.explanation() if callable(drill.explanation) else drill.explanation
@@ -116,12 +120,14 @@ def lab_value(view_name: str, params: Mapping[str, Any], path: Path) -> Any:
 
 def predict(id: str, question: str, view: str, params: Mapping[str, Any], path: Path, *,
             unit: str, hint: str, explanation: str | Callable[[], str], scale: float = 1.0,
-            rel_tol: float = 0.1) -> Drill:
+            rel_tol: float = 0.1,
+            band: Callable[[], tuple[float, float]] | None = None) -> Drill:
     """Predict what the lab gives for a state the page does not show (``params``): a guess
-    within ``rel_tol`` counts; the answer links to that state."""
+    within ``rel_tol`` counts (or within ``band``, see Drill); the answer links to that
+    state."""
     return Drill(id=id, question=question, answer=lambda: scale * lab_value(view, params, path),
                  unit=unit, hint=hint, explanation=explanation, rel_tol=rel_tol,
-                 kind="predict", see=dict(params))
+                 kind="predict", see=dict(params), band=band)
 
 
 Why = str | Callable[[dict], str]
