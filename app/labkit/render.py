@@ -10,7 +10,9 @@ from urllib.parse import urlencode
 
 from fastapi import Request
 from fastapi.responses import Response
-from markupsafe import Markup
+from jinja2 import pass_context
+from jinja2.utils import htmlsafe_json_dumps
+from markupsafe import Markup, escape
 
 from app.labkit.parsing import State, parse, parse_with_fallback
 from app.labkit.view import FORM, VIEWS, Diagram, LabView
@@ -78,6 +80,53 @@ def cleared_error_slots(lab: str) -> Markup:
 
 
 templates.env.globals["cleared_error_slots"] = cleared_error_slots
+
+
+# An embed code: the iframe at a state, and the script that lets the host page resize it to the
+# height the embed reports by postMessage (only for messages from this site's origin).
+EMBED_IFRAME = ('<iframe src="{src}" width="100%" height="{height}" style="border:0;width:100%" '
+                'loading="lazy" title="Parallelism Lab: {title}"></iframe>\n')
+EMBED_SCRIPT = ('<script>addEventListener("message",function(e){{var d=e.data;'
+                'if(e.origin!=={origin}||!d||d.type!=="parallelism-lab:height")return;document.querySelectorAll("iframe")'
+                '.forEach(function(f){{if(f.contentWindow===e.source)f.style.height=d.height+"px"}})'
+                '}})</script>')
+EMBED_CHOICE = ('\n  <p class="embed-choice"><label for="{id}">{label}</label></p>\n'
+                '  <textarea id="{id}" rows="3" readonly>{code}</textarea>\n'
+                '  <button type="button" data-copy-target="{id}">Copy</button>\n  ')
+
+
+@pass_context
+def embed_codes(ctx) -> Markup:
+    """"Embed a diagram" (partials/_embed_code.html): an iframe code at the state drawn for each
+    diagram the state draws, and one for the whole lab; nothing inside an embed. Written here
+    rather than by a Jinja loop and macro, since every answer to a control change carries it
+    (issue 31)."""
+    if ctx["embedding"]:
+        return Markup()
+    view, episode, base = ctx["view"], ctx["episode"], escape(ctx["base_url"])
+    script = EMBED_SCRIPT.format(origin=htmlsafe_json_dumps(ctx["public_origin"]))
+
+    def choice(element_id: str, label: str, url: str, height: int, title: str) -> str:
+        code = EMBED_IFRAME.format(src=base + escape(url), height=escape(height),
+                                   title=escape(title)) + script
+        return EMBED_CHOICE.format(id=element_id, label=label, code=code)
+
+    lab = escape(view.name)
+    parts = ['\n<details class="embed">\n  <summary>Embed a diagram</summary>\n  ']
+    for c in ctx["charts"].values():
+        diagram = view.diagram(c.name)
+        if c.figure or (diagram is not None and diagram.template):
+            parts.append(choice(f"embed-code-{lab}-{escape(c.name)}", escape(c.title),
+                                c.embed_url, c.embed_height, c.title))
+    parts.append(choice(f"embed-code-{lab}", f"Every diagram of {escape(episode.code)}",
+                        ctx["embed_url"], view.embed_height, episode.title))
+    parts.append('<p class="embed-note">Add <code>&amp;theme=dark</code> for a dark page, '
+                 '<code>&amp;controls=1</code> to let readers move the controls.</p>\n'
+                 '</details>\n')
+    return Markup("".join(parts))
+
+
+templates.env.globals["embed_codes"] = embed_codes
 
 
 def context(request: Request, view: LabView, state: State, errors: dict[str, str],
