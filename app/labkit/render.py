@@ -4,6 +4,7 @@ Templates get the state's *typed* values (``query``) and, apart, the strings of 
 that failed (``raw``): a template never compares a user's string with a number.
 """
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urlencode
@@ -127,6 +128,33 @@ def embed_codes(ctx) -> Markup:
 
 
 templates.env.globals["embed_codes"] = embed_codes
+
+# A figure's JSON as Jinja's ``tojson`` writes it (templating.py's compact separators, then
+# <, >, & and ' escaped for a script element: jinja2.utils.htmlsafe_json_dumps), by one encoder
+# made once; a figure is a tree of dicts and lists, never circular.
+FIGURE_JSON = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+CHART = ('\n\n<div id="{id}" class="chart{extra}" hx-preserve="true" role="figure" '
+         'aria-label="{summary}"></div>\n<script type="application/json" class="figure" '
+         'data-target="{id}" data-state="{state}">{json}</script>\n')
+
+
+@pass_context
+def figure_chart(ctx, name: str, extra_class: str = "") -> Markup:
+    """One chart of a lab (partials/_figure.html's ``chart``): its div and its figure JSON,
+    which lab.js draws with Plotly.react; nothing where the state cannot draw it. Written here
+    rather than by a Jinja macro: an answer draws 3-10 of them (issue 31)."""
+    c = ctx["charts"][name]
+    if not c.figure:
+        return Markup("\n")
+    text = (FIGURE_JSON(c.figure).replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("&", "\\u0026").replace("'", "\\u0027"))
+    return Markup(CHART.format(id=escape(c.element_id),
+                               extra=f" {escape(extra_class)}" if extra_class else "",
+                               summary=escape(c.figure.get("summary", "")),
+                               state=escape(ctx["state_query"]), json=text))
+
+
+templates.env.globals["figure_chart"] = figure_chart
 
 
 def context(request: Request, view: LabView, state: State, errors: dict[str, str],
