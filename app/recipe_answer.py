@@ -8,7 +8,7 @@ from app.charts.units import fmt_ms
 from labs.model.flops import hardware_flops_per_token, model_flops_per_token
 from labs.recipe.hsdp import hsdp_view
 from labs.recipe.inputs import RecipeResult
-from labs.recipe.layer_view import LANES
+from labs.recipe.layer_view import LANES, layer_view
 from labs.recipe.overlap import LABELS, timeline
 from labs.recipe.two_d import NAMES, family
 
@@ -150,7 +150,7 @@ LAYER_WORDS = {"tp": "TP", "cp": "CP ring", "ep": "EP all-to-all", "dp": "DP / F
 def layer_api(r: RecipeResult) -> dict | None:
     """One layer op by op (labs.recipe.layer_view), in seconds: each op on its stream, and
     each kind's exposed and hidden seconds over the layer's forward and backward."""
-    v = r.layer
+    v = layer_view(r)
     if v is None:
         return None
     ops = [{"lane": o.lane, "phase": o.phase, "kind": o.kind, "name": o.name, "state": o.state,

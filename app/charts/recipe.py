@@ -297,7 +297,10 @@ def layer_figure(layer: dict | None) -> dict | None:
         layout["annotations"].append({
             "xref": "paper", "yref": "paper", "x": 1, "y": 1, "yanchor": "bottom",
             "xanchor": "right", "showarrow": False, "font": {"size": 10},
+            # A line above "backward →", which a narrow frame puts under it (test_embed_fit).
+            "yshift": 14,
             "text": f"DP wait {fmt_ms(tail)}" + (" →" if tail > 0.25 * own else "")})
+        layout["margin"] = {**layout["margin"], "t": 38}
     return {"data": data, "layout": layout, "summary": layer["summary"],
             "rows": layer_rows(layer)}
 

@@ -44,7 +44,8 @@ LAYERS = {"lv": {}, "lv_tp_none": {"tp_overlap": "none"}, "lv_tp_all": {"tp_over
 HSDP = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "nodes": 8, "gpus_per_node": 8,
         "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 8192, "tp": 2, "pp": 1,
         "dp": 32, "zero": 3, "recompute": "flash", "microbatches": 4}
-HSDPS = {"hs_fsdp": {}, "hs": {"dp_shard": 4}, "hs_off": {"dp_shard": 4, "dp_overlap": False}}
+HSDPS = {"hs_fsdp": {}, "hs": {"dp_shard": 4}, "hs_off": {"dp_shard": 4, "dp_overlap": False},
+         "hs2": {"dp_shard": 8}}
 
 
 # Two dimensions before three (step 14): Llama 3.1 70B on 8 H100 nodes, 128 sequences of 8,192

@@ -5,7 +5,7 @@ is timed at, and the answer (``RecipeResult``, with its ``Audit`` checks)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
 from labs.core.catalogue import RECIPES, TE_CAST_BYTES
 from labs.core.errors import LabInputError
@@ -213,15 +213,6 @@ class RecipeResult:
     @property
     def legal(self) -> bool:
         return not self.problems
-
-    @cached_property
-    def layer(self):
-        """The slowest stage's layer op by op (``labs.recipe.layer_view``), drawn once per
-        result: the API's answer and the layer figure ask for it both, and EP12's playground
-        keeps each result for its later answers."""
-        from labs.recipe.layer_view import layer_view
-
-        return layer_view(self)
 
     @property
     def gpus(self) -> int:

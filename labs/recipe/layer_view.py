@@ -309,7 +309,17 @@ def _sync(lay: _Lay, dp: Part, back: float, end: float, after: float) -> float:
 
 
 def layer_view(result: RecipeResult) -> LayerView | None:
-    """The slowest stage's layer (module docstring); None for a plan that cannot run."""
+    """The slowest stage's layer (module docstring); None for a plan that cannot run. Drawn
+    once per result: the API's answer and the layer figure both ask for it, and EP12's
+    playground keeps each result for its later answers (kept in the result's own __dict__,
+    as functools.cached_property would, so labs.recipe.inputs need not import this module)."""
+    memo = result.__dict__
+    if "_layer_view" not in memo:
+        memo["_layer_view"] = _draw(result)
+    return memo["_layer_view"]
+
+
+def _draw(result: RecipeResult) -> LayerView | None:
     if not result.legal or result.timing is None or result.timing.slow is None:
         return None
     timing, plan, cluster = result.timing, result.plan, result.cluster
