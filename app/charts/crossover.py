@@ -65,7 +65,8 @@ def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: 
     at other states, drawn as markers beside the lines derived from this state's rates;
     ``x_ticks`` the x values to label (None: plotly's own); ``legend_y`` how far below the
     plot the legend starts (a longer legend wraps into more rows); ``cross_masked`` the
-    crossover label a lesson shows until its step is guessed (lab.js: the step's try links
+    crossover label a lesson shows until its step is guessed (kept in ``layout.meta.masked``
+    by annotation index; lab.js: the step's try links
     stay live, so the move is seen, but not the number its prediction asks for), and
     ``state_masked`` the state's label meanwhile (its ratio would give the crossover away)."""
     xs = [x for x, _ in compute_line]
@@ -74,6 +75,7 @@ def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: 
              "x": xs, "y": [round(s, 9) for _, s in compute_line],
              "line": {"color": COMPUTE, "width": 2.5}, "hovertemplate": compute_hover}]
     shapes, annotations = [], []
+    masked: dict[int, str] = {}  # annotation index -> its text until the guess (layout.meta)
     if comm_s:
         line = comm_line if comm_line is not None else [(lo, comm_s), (hi, comm_s)]
         data.append({"type": "scatter", "mode": "lines", "name": comm_name,
@@ -96,8 +98,9 @@ def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: 
         annotations.append({"xref": "x", "yref": "paper", "x": _log10(cross), "y": 1,
                             "xanchor": "right" if right else "left", "yanchor": "top",
                             "showarrow": False, "xshift": -4 if right else 4,
-                            "bgcolor": "rgba(255,255,255,0.85)", "text": cross_text,
-                            **({"masked": cross_masked} if cross_masked else {})})
+                            "bgcolor": "rgba(255,255,255,0.85)", "text": cross_text})
+        if cross_masked:
+            masked[len(annotations) - 1] = cross_masked
         # The state: its compute on the line and the gap to the communication between them.
         shapes.append({"type": "line", "xref": "x", "yref": "y", "x0": x_state,
                        "x1": x_state, "y0": compute_s, "y1": comm_s,
@@ -120,8 +123,9 @@ def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: 
     # phone's chart wherever the point sat mid-axis (215 px of text, 126 px to either side).
     annotations.append({"xref": "paper", "yref": "paper", "x": 0, "y": 1, "xanchor": "left",
                         "yanchor": "bottom", "yshift": 2, "align": "left", "showarrow": False,
-                        "font": {"color": LINE_COLOUR, "size": 12}, "text": state_text,
-                        **({"masked": state_masked} if state_masked and comm_s else {})})
+                        "font": {"color": LINE_COLOUR, "size": 12}, "text": state_text})
+    if state_masked and comm_s:
+        masked[len(annotations) - 1] = state_masked
     ys = ([s for _, s in compute_line]
           + ([s for _, s in comm_line if s > 0] if comm_s and comm_line is not None else [])
           + ([comm_s] if comm_s else []) + [compute_s]
@@ -150,6 +154,9 @@ def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: 
                    "gridcolor": "#e6e9ef", **y_ticks},
             legend={"orientation": "h", "x": 0, "y": legend_y, "yanchor": "top",
                     "font": {"size": 11}},
-            shapes=shapes, annotations=annotations),
+            shapes=shapes, annotations=annotations,
+            # plotly's free-form layout.meta (an annotation takes no key of our own:
+            # test_figures_are_valid_plotly); lab.js swaps these texts in until the guess.
+            **({"meta": {"masked": {str(i): t for i, t in masked.items()}}} if masked else {})),
         "summary": summary,
     }

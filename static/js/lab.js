@@ -167,10 +167,10 @@
     var fig = JSON.parse(themed(script.textContent));
     var layout = fig.layout || {};
     var hide = masking(el.id);
-    (layout.annotations || []).forEach(function (a) {
-      if (a.masked === undefined) return;
-      if (hide) a.text = a.masked;
-      delete a.masked;
+    // layout.meta.masked: each masked annotation's text (by index) until the guess.
+    var maskedTexts = (layout.meta && layout.meta.masked) || {};
+    (layout.annotations || []).forEach(function (a, i) {
+      if (hide && maskedTexts[i] !== undefined) a.text = maskedTexts[i];
     });
     if (isDark()) {
       // Plotly's own defaults (#444 text and ticks) are unreadable on a dark page.

@@ -425,12 +425,13 @@ def test_crossover_chart_masks_its_answer_and_reads_in_ms():
     topo = Topology("cluster", cluster=tp_cluster(h100, 1, "nvlink-4", "ib-ndr"))
     result = tensor_parallel(TPInput(get_model("llama-3.1-405b"), h100, topo, tp=8, sp=False))
     fig = crossover_figure(result)
-    notes = {a.get("masked"): a["text"] for a in fig["layout"]["annotations"]}
-    assert notes["(h/t)* = ?"].startswith("(h/t)* = 2,4")
+    notes = fig["layout"]["annotations"]
+    masked = {text: notes[int(i)] for i, text in fig["layout"]["meta"]["masked"].items()}
+    assert masked["(h/t)* = ?"]["text"].startswith("(h/t)* = 2,4")
     # Past the axis's middle the label sits left of the dashed line (at 390 px it ran off).
-    cross = next(a for a in fig["layout"]["annotations"] if a.get("masked") == "(h/t)* = ?")
+    cross = masked["(h/t)* = ?"]
     assert cross["xanchor"] == "right"
-    assert any(k and k.endswith("communication = ?") for k in notes)
+    assert any(k.endswith("communication = ?") for k in masked)
     y = fig["layout"]["yaxis"]
     assert len(y["tickvals"]) >= 2 and all(t.endswith((" ms", " s")) for t in y["ticktext"])
     assert y["ticktext"][0] == f"{y['tickvals'][0] * 1e3:g} ms"
