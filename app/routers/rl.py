@@ -10,7 +10,8 @@ from app.charts.rl import ROLES, cluster_figure, memory_figure, timeline_figure
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
-from app.options import LabQuery, ModelId, gpu_options, model_options
+from app.model_controls import ModelChoice, model_choices
+from app.options import LabQuery, gpu_options, model_options
 from app.schemas import PlacementAnswer
 from labs.core.limits import (
     KV_DTYPES,
@@ -73,10 +74,11 @@ class RLQuery(LabQuery):
     recompute: Literal[RECOMPUTE] | None = Field(None, description="Activation recomputation "
                                                  "(default: the recipe's).")
     kv_dtype: Literal[KV_DTYPES] = Field("bf16", description="KV cache dtype of the engines.")
-    model: ModelId | None = Field(None, description="Model preset id (GET /api/models) in "
-                                  "place of the recipe's model, on the recipe's degrees: a "
-                                  "what-if shape (EP09 step 9 puts another shape under "
-                                  "GLM-5.3's stand-in). Unset: the recipe's.")
+    model: ModelChoice | None = Field(None, description="Model preset id (GET /api/models) "
+                                      "or a model code (POST /api/models/parse) in place of "
+                                      "the recipe's model, on the recipe's degrees: a what-if "
+                                      "shape (EP09 step 9 puts another shape under GLM-5.3's "
+                                      "stand-in). Unset: the recipe's.")
     external_engines: int = Field(0, ge=0, le=MAX_ENGINES, description="Extra rollout engines "
                                   "served outside the cluster (external serving capacity).")
 
@@ -206,7 +208,10 @@ def extra_context(state) -> dict:
         "facts": facts(),
         "serving": serving_terms(facts()["glm9"]["result"]),
         "preset_options": [(k, stand_in_label(r)) for k, r in recipes().items()],
-        "model_options": model_options(),
+        # The presets, and the pasted model ("Your model (…)") when the state uses a code.
+        "model_options": model_choices(model_options(), (getattr(getattr(state, "query", None),
+                                                                 "model", None) or ""),
+                                       custom=False),
         "recipe_models": {k: r.model for k, r in recipes().items()},
         "gpu_options": gpu_options(),
         "placements": PLACEMENT_LABELS,
