@@ -29,12 +29,13 @@ from app.labkit.view import (
     Diagram,
     Drill,
     LabView,
+    Mistake,
     Option,
     lesson_state,
 )
 
 __all__ = [
     "DRILLS", "FORM", "VIEWS", "Case", "Decide", "Diagram", "DiagramInfo", "Drill", "LabView",
-    "Option", "State", "decide", "lab_value", "predict",
+    "Mistake", "Option", "State", "decide", "lab_value", "predict",
     "check_drill", "diagram_list", "lesson_state", "parse", "parse_with_fallback", "register",
 ]

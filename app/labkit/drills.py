@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from app.labkit.view import VIEWS, Decide, Drill, Option
+from app.labkit.view import VIEWS, Decide, Drill, Mistake, Option
 from app.settings import SETTINGS
 
 
@@ -34,9 +34,11 @@ def check_drill(drill: Drill | Decide, answer: str, attempt: int,
     else:
         right = abs(given - expected) <= drill.rel_tol * abs(expected)
     status = _status(right, attempt, hide_answers)
+    mistake = None if right else _mistake(drill, given)
     # A worked solution may be built from the lab's figures when asked (a callable).
     explained = drill.explanation() if callable(drill.explanation) else drill.explanation
     figure = shown_answer(expected, drill.rel_tol)
+    wrong = f"Not quite: {mistake.why}" if mistake else "Not quite. Hint: " + _hint(drill)
     return {
         "status": status,
         "attempt": attempt,
@@ -44,11 +46,24 @@ def check_drill(drill: Drill | Decide, answer: str, attempt: int,
         "answer": expected if status in ("right", "revealed") else None,
         "message": {
             "right": "Right. " + explained.format(answer=figure),
-            "hint": "Not quite. Hint: " + _hint(drill),
-            "revealed": "The answer is " + explained.format(answer=figure),
+            "hint": wrong,
+            "revealed": "The answer is " + explained.format(answer=figure) + (
+                f" Your try: {mistake.why}" if mistake else ""),
         }[status],
         "feedback": [],
+        "mistake": mistake.name if mistake else None,
     }
+
+
+def _mistake(drill: Drill, given: float) -> Mistake | None:
+    """The known wrong derivation a wrong try matches (within the drill's tolerance, or 1% for a
+    tighter one, so that a try rounded as a student would print it still matches), the nearest
+    where two would."""
+    def off(m: Mistake) -> float:
+        return abs(given - m.value()) / max(abs(m.value()), 1e-300)
+
+    near = [m for m in drill.mistakes if off(m) <= max(drill.rel_tol, 0.01)]
+    return min(near, key=off, default=None)
 
 
 def shown_answer(value: float, rel_tol: float) -> str:
@@ -121,13 +136,14 @@ def lab_value(view_name: str, params: Mapping[str, Any], path: Path) -> Any:
 def predict(id: str, question: str, view: str, params: Mapping[str, Any], path: Path, *,
             unit: str, hint: str, explanation: str | Callable[[], str], scale: float = 1.0,
             rel_tol: float = 0.1,
-            band: Callable[[], tuple[float, float]] | None = None) -> Drill:
+            band: Callable[[], tuple[float, float]] | None = None,
+            mistakes: Sequence[Mistake] = ()) -> Drill:
     """Predict what the lab gives for a state the page does not show (``params``): a guess
     within ``rel_tol`` counts (or within ``band``, see Drill); the answer links to that
     state."""
     return Drill(id=id, question=question, answer=lambda: scale * lab_value(view, params, path),
                  unit=unit, hint=hint, explanation=explanation, rel_tol=rel_tol,
-                 kind="predict", see=dict(params), band=band)
+                 kind="predict", see=dict(params), band=band, mistakes=tuple(mistakes))
 
 
 Why = str | Callable[[dict], str]

@@ -39,6 +39,19 @@ class Case:
 
 
 @dataclass(frozen=True)
+class Mistake:
+    """A known wrong derivation of a numeric drill (an off-by-factor, the wrong bytes per
+    parameter, a ring's 2 forgotten): ``value`` computes what it gives from the same figures the
+    answer comes from (the engine's, never a typed number), and ``why`` says what is wrong with
+    that derivation, without giving the answer. A try within the drill's tolerance of ``value``
+    gets ``why`` instead of the drill's general hint."""
+
+    name: str
+    value: Callable[[], float]
+    why: str
+
+
+@dataclass(frozen=True)
 class Drill:
     """A numeric question whose answer the lab computes (never typed in). ``kind`` is
     ``derive`` (work it out from the inputs the question states) or ``predict`` (guess what a
@@ -59,6 +72,9 @@ class Drill:
     # differ by more than a tolerance (EP04's tp-predict-70b: about 81% from the page against
     # the lab's 75.8%): (low, high), from the lab; ``rel_tol`` then only sets the printing.
     band: Callable[[], tuple[float, float]] | None = None
+    # Its commonest wrong derivations, each with its own feedback (a wrong try that matches none
+    # gets the general hint).
+    mistakes: tuple[Mistake, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in ("derive", "predict"):

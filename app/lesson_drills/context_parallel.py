@@ -1,7 +1,10 @@
 """EP06's predict and decide drills (``LESSON_DRILLS["cp"]``)."""
 
-from app.labkit import Decide, Drill, decide, predict
+from app.labkit import Decide, Drill, Mistake, decide, predict
+from app.labkit.drills import lab_value
 from app.lesson_drills.units import gb
+
+CP_32 = {"tokens": 32, "cp": 8}
 
 DRILLS: tuple[Drill | Decide, ...] = (
     predict(
@@ -11,7 +14,15 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "cp", {"tokens": 32, "cp": 8}, "busiest_pairs", unit="pairs",
         hint="The last rank holds tokens 28–31; query q sees keys 0..q.",
         explanation="{answer}: 29 + 30 + 31 + 32, on the rank holding the last tokens.",
-        rel_tol=0.005),
+        rel_tol=0.005,
+        mistakes=(
+            Mistake("even", lambda: lab_value("cp", CP_32, "total_pairs") / 8,
+                    "that is an even share, s(s + 1)/(2c). A contiguous split is not even: "
+                    "the last rank's queries see the most keys."),
+            Mistake("no-diagonal", lambda: lab_value("cp", CP_32, "busiest_pairs") - 4,
+                    "query q sees keys 0..q, q + 1 of them: its own key too. Each query of "
+                    "the rank is one pair short."),
+        )),
     decide(
         "cp-decide-layout",
         "GPT-3 175B (96 heads, each with its own K and V: no grouped-query attention), "

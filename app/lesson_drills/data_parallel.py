@@ -1,7 +1,36 @@
 """EP02's predict and decide drills (``LESSON_DRILLS["dp"]``)."""
 
-from app.labkit import Decide, Drill, decide, predict
+from app.labkit import Decide, Drill, Mistake, decide, predict
+from app.labkit.drills import lab_value
 from app.lesson_drills.units import ms, pct
+from labs.hardware.links import get_link
+
+DP_16 = {"gpus": 16, "link": "ib-ndr", "nics_per_node": 2}
+
+
+def _dp_16(field: str) -> float:
+    return lab_value("dp", DP_16, field)
+
+
+def _dp_16_speedup(comm_s: float) -> float:
+    """The predict drill's speedup had its all-reduce taken ``comm_s`` (a wrong derivation)."""
+    n, compute = _dp_16("gpus"), _dp_16("compute_s")
+    return n * compute / (compute + comm_s)
+
+
+def _flat_ring_s() -> float:
+    """One flat ring of 16 at one NDR port's busBW, 2(N-1)/N of the gradients."""
+    n = _dp_16("gpus")
+    return 2 * (n - 1) / n * _dp_16("grad_bytes") / get_link("ib-ndr").ring_busbw
+
+
+def _one_port_s() -> float:
+    """The drill's hierarchical all-reduce with the servers' ring through one port, not two:
+    the across-servers part (half the gradients, sent twice: 2 x 1/2) at one port's busBW,
+    plus the NVLink ring inside a server."""
+    inside = 2 * 7 / 8 * _dp_16("grad_bytes") / get_link("nvlink-4").ring_busbw
+    return inside + _dp_16("grad_bytes") / get_link("ib-ndr").ring_busbw
+
 
 DRILLS: tuple[Drill | Decide, ...] = (
     predict(
@@ -16,7 +45,19 @@ DRILLS: tuple[Drill | Decide, ...] = (
              "the server's two ports.",
         explanation="{answer}×: inside, 2 × 7/8 × 14 GB ÷ 367 GB/s = 66.8 ms; across, "
                     "14 GB through 2 × 48 GB/s = 145.8 ms; the all-reduce 212.7 ms with "
-                    "latency, and 16 × 1,020 ÷ (1,020 + 213)."),
+                    "latency, and 16 × 1,020 ÷ (1,020 + 213).",
+        mistakes=(
+            Mistake("perfect", lambda: lab_value("dp", DP_16, "gpus"),
+                    "that is perfect scaling. Without overlap the all-reduce adds to every "
+                    "step: N × compute ÷ (compute + all-reduce)."),
+            Mistake("flat-ring", lambda: _dp_16_speedup(_flat_ring_s()),
+                    "that runs one flat ring of 16 over a server's port at 48 GB/s. Inside "
+                    "a server NVLink carries the ring, and across, each server's two ports "
+                    "carry half the bytes each."),
+            Mistake("one-port", lambda: _dp_16_speedup(_one_port_s()),
+                    "that sends the servers' share through one port. Each server has two, "
+                    "which carry it at twice the rate."),
+        )),
     decide(
         "dp-decide-exposed",
         "64 GPUs (8 servers) on 100 Gb/s Ethernet, one network port per server: the "

@@ -1,7 +1,14 @@
 """EP11's predict and decide drills (``LESSON_DRILLS["failures"]``)."""
 
-from app.labkit import Decide, Drill, decide, predict
+from app.labkit import Decide, Drill, Mistake, decide, predict
+from app.labkit.drills import lab_value
 from app.lesson_drills.units import pct
+
+
+def _mtbi_min(gpus: int) -> float:
+    """Minutes between interruptions on ``gpus`` (GET /api/failures)."""
+    return lab_value("failures", {"gpus": gpus}, "mtbi_s") / 60
+
 
 DRILLS: tuple[Drill | Decide, ...] = (
     predict(
@@ -11,7 +18,15 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "failures", {"gpus": 32768}, "mtbi_s", unit="minutes", scale=1 / 60,
         hint="Interruptions come from any GPU: twice the GPUs, twice the rate.",
         explanation="{answer} minutes: half the time between interruptions at 16,384 "
-                    "GPUs."),
+                    "GPUs.",
+        mistakes=(
+            Mistake("unchanged", lambda: _mtbi_min(16384),
+                    "that is the time at 16,384 GPUs. Interruptions come from any GPU: "
+                    "twice the GPUs, twice as many."),
+            Mistake("doubled", lambda: 2 * _mtbi_min(16384),
+                    "more GPUs fail more often, not less: twice the GPUs, half the time "
+                    "between interruptions."),
+        )),
     decide(
         "failures-decide-goodput",
         "Llama 3.1 405B on 16,384 GPUs saves asynchronously every 30 minutes and takes 10 "

@@ -1,6 +1,7 @@
 """EP01's predict and decide drills (``LESSON_DRILLS["memory"]``)."""
 
-from app.labkit import Decide, Drill, decide, predict
+from app.labkit import Decide, Drill, Mistake, decide, predict
+from app.labkit.drills import lab_value
 from app.lesson_drills.units import gb
 from labs.hardware.gpus import get_gpu
 from labs.model.presets import get_model
@@ -10,6 +11,16 @@ from labs.model.presets import get_model
 # asking that was one select away from its answer).
 P405, H200 = get_model("llama-3.1-405b").params, get_gpu("h200").memory_bytes
 H200_SHARDS = 64
+_DRILL_STATE = {"model": "llama-3.1-405b", "gpu": "h200", "dp": H200_SHARDS, "zero": 3}
+
+
+def _state_405b_whole() -> float:
+    """405B's whole training state, GB, as the lab counts it (GET /api/memory)."""
+    return lab_value("memory", _DRILL_STATE, "state_bytes") / 1e9
+
+
+def _state_405b() -> float:
+    return _state_405b_whole() / H200_SHARDS
 
 
 DRILLS: tuple[Drill | Decide, ...] = (
@@ -28,7 +39,19 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     f"{H200 / 1e9:.0f} GB for activations. ZeRO shards the state, not the "
                     "activations (step 5's 70B case): whether the step fits depends on "
                     "them.",
-        rel_tol=0.01),
+        rel_tol=0.01,
+        mistakes=(
+            Mistake("weights-only", lambda: _state_405b() * 2 / 16,
+                    "that is the bf16 weights alone, 2 of the 16 bytes. The state is also "
+                    "the gradients, the fp32 master weights and Adam's two moments, and "
+                    "ZeRO-3 shards them all."),
+            Mistake("unsharded", _state_405b_whole,
+                    f"that is the whole state; ZeRO-3 gives each of the {H200_SHARDS} GPUs an "
+                    "equal share of it."),
+            Mistake("gib", lambda: _state_405b() * 1e9 / 2 ** 30,
+                    "that is GiB (2³⁰ bytes). The lab's GB are 10⁹ bytes, as the H200's 141 "
+                    "GB are."),
+        )),
     decide(
         "memory-decide-cut",
         "Llama 3.1 70B does not fit on one H100. Which single change cuts the bytes each "

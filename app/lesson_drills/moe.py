@@ -1,6 +1,6 @@
 """EP07's predict and decide drills (``LESSON_DRILLS["moe"]``)."""
 
-from app.labkit import Decide, Drill, decide, predict
+from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.lesson_drills.units import ms
 from labs.model.presets import get_model
 
@@ -29,7 +29,19 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     f"parameters; {V3.layers - V3.dense_layers} MoE layers × 256 × that = "
                     f"{ROUTED / 1e9:.0f}B are routed experts, so the other "
                     f"{(V3.params - ROUTED) / 1e9:.0f}B are shared and sit whole on every GPU: "
-                    f"{ROUTED / 1e9:.0f} / 64 + {(V3.params - ROUTED) / 1e9:.0f} = {{answer}}."),
+                    f"{ROUTED / 1e9:.0f} / 64 + {(V3.params - ROUTED) / 1e9:.0f} = {{answer}}.",
+        mistakes=(
+            Mistake("even-split", lambda: V3.params / 64 / 1e9,
+                    "that splits all 671B over the 64 GPUs. Only the routed experts are "
+                    "split; the shared weights sit whole on every GPU."),
+            Mistake("routed-only", lambda: ROUTED / 64 / 1e9,
+                    "that is the GPU's routed experts alone. It also keeps all the shared "
+                    "weights: attention, embeddings, routers, the shared expert and the "
+                    "dense layers."),
+            Mistake("whole", lambda: V3.params / 1e9,
+                    "that is the whole model. Each GPU keeps only 4 of each layer's 256 "
+                    "routed experts."),
+        )),
     decide(
         "moe-decide-skew",
         "Mixtral 8×7B, EP8 on 2 nodes, routing skew 0.8: one MoE layer takes far longer "

@@ -1,6 +1,7 @@
 """EP05's predict and decide drills (``LESSON_DRILLS["pipeline"]``)."""
 
-from app.labkit import Decide, Drill, decide, predict
+from app.labkit import Decide, Drill, Mistake, decide, predict
+from app.labkit.drills import lab_value
 from app.lesson_drills.units import pct
 from labs.model.presets import get_model
 
@@ -19,6 +20,14 @@ def _norm_mb() -> float:
 
 def heaviest_stage(answer: dict) -> float:
     return max(answer["memory"]["per_rank_bytes"])
+
+
+def _gpipe_plan(schedule: str = "gpipe", stage: int | None = None) -> float:
+    """Bytes of the predict drill's plan under ``schedule``, on its heaviest stage or on
+    ``stage`` (GET /api/pipeline): the drill's wrong answers."""
+    per_rank = lab_value("pipeline", {"schedule": schedule, "stages": 4, "microbatches": 32},
+                         lambda answer: answer["memory"]["per_rank_bytes"])
+    return max(per_rank) if stage is None else per_rank[stage]
 
 
 DRILLS: tuple[Drill | Decide, ...] = (
@@ -42,7 +51,16 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     "The last stage is heavier than the first, which steps 3 and 6 show "
                     "heaviest under 1F1B: for each micro-batch it also keeps the "
                     f"{_logits_mb():.0f} MB of logits and {_norm_mb():.1f} MB of norm "
-                    "output. 1F1B would hold at most 4 micro-batches on the first stage."),
+                    "output. 1F1B would hold at most 4 micro-batches on the first stage.",
+        mistakes=(
+            Mistake("1f1b", lambda: _gpipe_plan(schedule="1f1b") / 1e9,
+                    "that is 1F1B's heaviest stage, which holds at most p micro-batches. "
+                    "GPipe runs every forward before any backward: each stage holds all 32."),
+            Mistake("first-stage", lambda: _gpipe_plan(stage=0) / 1e9,
+                    "that is the first stage. Under GPipe every stage holds all 32 "
+                    "micro-batches, and the last also keeps each one's logits and norm "
+                    "output."),
+        )),
     decide(
         "pipeline-decide-bubble",
         "4 stages, 8 micro-batches, 1F1B. Which change shrinks the bubble the most?",

@@ -1,6 +1,6 @@
 """EP12's predict and decide drills (``LESSON_DRILLS["playground"]``)."""
 
-from app.labkit import Decide, Drill, decide, predict
+from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import gb
 
@@ -46,6 +46,13 @@ def _full_why(answer: dict) -> str:
             f"leaves {gb(full[act])} of them, {{value}} in all.")
 
 
+def _bubble(microbatches: int) -> float:
+    """The worked plan's bubble doubled to 8 nodes (DP 4) at ``microbatches`` a replica, as
+    the playground gives it (the predict drill's wrong answers at 16 and 32)."""
+    return lab_value("playground", {"nodes": 8, "dp": 4, "microbatches": microbatches},
+                     "panels.pipeline.answer.bubble_fraction")
+
+
 DRILLS: tuple[Drill | Decide, ...] = (
     # A recap's predict combines two episodes (EP12 cold reading, item 10: 1/33 at 32
     # micro-batches was EP05's formula again): EP02's global batch = DP x micro-batches,
@@ -64,7 +71,18 @@ DRILLS: tuple[Drill | Decide, ...] = (
         explanation="{answer}%: 32 sequences ÷ 4 replicas = 8 micro-batches each, so "
                     "(2 − 1)/(8 + 2 − 1) = 1/9. More replicas at the same global batch "
                     "leave each pipeline fewer micro-batches to fill its bubble (step 3's "
-                    "limit).", rel_tol=0.05),
+                    "limit).", rel_tol=0.05,
+        mistakes=(
+            Mistake("papers", lambda: 100 * _bubble(8) * 9 / 8,
+                    "that is (p − 1)/m, the papers' idle over busy time. As a share of the "
+                    "step the idle p − 1 stage-steps divide by all m + p − 1."),
+            Mistake("sixteen", lambda: 100 * _bubble(16),
+                    "that keeps 16 micro-batches a replica. The 32 sequences a step are now "
+                    "shared by 4 replicas."),
+            Mistake("thirty-two", lambda: 100 * _bubble(32),
+                    "each replica gets only its share of the 32 sequences a step: 32 over "
+                    "the 4 replicas."),
+        )),
     decide(
         "playground-decide-memory",
         "Start from the worked plan. Which change cuts the 3D recipe's memory on its "

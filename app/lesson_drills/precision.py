@@ -1,6 +1,7 @@
 """EP10's predict and decide drills (``LESSON_DRILLS["precision"]``)."""
 
-from app.labkit import Decide, Drill, decide, predict
+from app.labkit import Decide, Drill, Mistake, decide, predict
+from app.labkit.drills import lab_value
 from app.lesson_drills.units import gb
 from labs.hardware.gpus import get_gpu
 
@@ -14,6 +15,13 @@ SEVENTY = {"model": "llama-3.1-70b"}  # on the lab's default GPU
 H100 = get_gpu("h100-sxm")
 
 
+def _lora_24(modules: str) -> float:
+    """Millions of trainable parameters, rank 24 on Llama 3.1 8B's ``modules``, as the lab
+    counts them (GET /api/precision)."""
+    return lab_value("precision", {"rank": 24, "modules": modules},
+                     lambda a: a["finetune"][1]["trainable_params"]) / 1e6
+
+
 DRILLS: tuple[Drill | Decide, ...] = (
     predict(
         "precision-predict-lora-24",
@@ -25,7 +33,17 @@ DRILLS: tuple[Drill | Decide, ...] = (
         hint="Each adapted matrix adds r·(d_in + d_out); add the seven.",
         explanation="{answer} million: 32 × 24 × (8,192 + 5,120 + 5,120 + 8,192 + 3 × "
                     "18,432). The MLP's three matrices are two thirds of it.",
-        rel_tol=0.02),
+        rel_tol=0.02,
+        mistakes=(
+            Mistake("attention-only", lambda: _lora_24("attention"),
+                    "that adapts the attention's four matrices only. All seven means the "
+                    "MLP's gate, up and down too, two thirds of the count."),
+            Mistake("one-layer", lambda: _lora_24("all") / 32,
+                    "that is one layer's adapters; each of the 32 layers has its own."),
+            Mistake("kv-square", lambda: _lora_24("all") + 2 * 24 * 32 * (4096 - 1024) / 1e6,
+                    "k and v map 4,096 to 1,024, not to 4,096: Llama 3.1 8B's 8 KV heads "
+                    "make them a quarter of q's width."),
+        )),
     decide(
         "precision-decide-qlora-fit",
         "You fine-tune Llama 3.1 70B with QLoRA (a 4-bit base, small adapters on q and "

@@ -2,7 +2,7 @@
 
 import math
 
-from app.labkit import Decide, Drill, decide, predict
+from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import gb, ms, ms_or_unfit, pct
 from labs.hardware.gpus import get_gpu
@@ -120,6 +120,11 @@ def _step_or_unfit(answer: dict) -> float:
     return answer["step_s"] if answer["fits"] else math.inf
 
 
+def _bubble_40() -> float:
+    """The predict drill's bubble, a share of the step, as the lab gives it."""
+    return lab_value("recipe", {"microbatches": 40}, "bubble_fraction")
+
+
 DRILLS: tuple[Drill | Decide, ...] = (
     predict(
         "recipe-predict-bubble-40",
@@ -127,7 +132,15 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "the pipeline bubble, in %.",
         "recipe", {"microbatches": 40}, "bubble_fraction", unit="%", scale=100,
         hint="1F1B's bubble is (p − 1)/(m + p − 1).",
-        explanation="{answer}%: 3 / 43.", rel_tol=0.05),
+        explanation="{answer}%: 3 / 43.", rel_tol=0.05,
+        mistakes=(
+            Mistake("papers", lambda: 100 * _bubble_40() * 43 / 40,
+                    "that is (p − 1)/m, the papers' idle over busy time. As a share of the "
+                    "step the idle p − 1 stage-steps divide by all m + p − 1."),
+            Mistake("unchanged", lambda: 100 * lab_value("recipe", {}, "bubble_fraction"),
+                    "that is the bubble at 16 micro-batches. The same p − 1 idle stage-steps "
+                    "now sit among 40 micro-batches of work."),
+        )),
     decide(
         "recipe-decide-mfu",
         "GPT-3 175B on 64 A100s as TP8 × PP4 × DP2 with 16 micro-batches. Which change "

@@ -1,7 +1,17 @@
 """EP09's predict and decide drills (``LESSON_DRILLS["placement"]``)."""
 
-from app.labkit import Decide, Drill, decide, predict
+from app.labkit import Decide, Drill, Mistake, decide, predict
+from app.labkit.drills import lab_value
 from app.lesson_drills.units import per_s
+
+
+def _rollout(responses: int) -> dict:
+    """GLM-4-9B's colocated rollout at ``responses`` per prompt (GET /api/placement): its
+    seconds and step 6's parts."""
+    answer = lab_value("placement", {"preset": "glm-4-9b", "responses_per_prompt": responses},
+                       lambda a: a)
+    return {"seconds": answer["rollout_seconds"], **answer["rollout_parts"]}
+
 
 DRILLS: tuple[Drill | Decide, ...] = (
     predict(
@@ -19,7 +29,18 @@ DRILLS: tuple[Drill | Decide, ...] = (
         # Within 1% (round-5b cold reading of EP09, item 6): at 10% it took 17.8 s, step 6's
         # split with only the cache doubled (14.4 + 0.29 + 2 × 1.54), and 19.6 s, which no
         # derivation gives; the split as printed, 14.4 + 2 × (0.29 + 1.54) = 18.06 s, is in.
-        rel_tol=0.01),
+        rel_tol=0.01,
+        mistakes=(
+            Mistake("double", lambda: 2 * _rollout(8)["seconds"],
+                    "not all of the rollout doubles. Each decode step reads the weights once "
+                    "for the whole batch, however many requests it holds."),
+            Mistake("unchanged", lambda: _rollout(8)["seconds"],
+                    "the prefill and the reads of the KV cache grow with the requests: "
+                    "twice the responses, twice those parts."),
+            Mistake("cache-only", lambda: _rollout(8)["seconds"] + _rollout(8)["decode_kv_s"],
+                    "the prefill doubles too: twice the requests, twice the prompts to "
+                    "read in."),
+        )),
     decide(
         "placement-decide-throughput",
         "You have 16 H100s for GLM-4-9B's RL recipe (64 samples a step: TP 2 × CP 2 "

@@ -1,6 +1,6 @@
 """EP04's predict and decide drills (``LESSON_DRILLS["tp"]``)."""
 
-from app.labkit import Decide, Drill, decide, predict
+from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import pct
 
@@ -27,6 +27,13 @@ def tp_70b_estimate() -> float:
     bytes ÷ 2 (h)."""
     big = tp_figures(TP_GOOD)
     return (big["single_gpu_s"] / 8 / 4) / (big["compute_s"] / 4 + big["comm_s"] / 2)
+
+
+def _tp_swapped() -> float:
+    """405B's layer with compute ÷ 2 and the bytes ÷ 4: the h and h² swapped (a wrong
+    derivation)."""
+    big = tp_figures(TP_GOOD)
+    return (big["single_gpu_s"] / 8 / 2) / (big["compute_s"] / 2 + big["comm_s"] / 4)
 
 
 def tp_70b_band() -> tuple[float, float]:
@@ -91,7 +98,17 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "tp", TP_70B, "efficiency", unit="%", scale=100,
         hint="Compute per layer grows with h², the bytes all-reduced with h: a smaller "
              "model spends a larger share of its time communicating.",
-        explanation=tp_70b_worked, band=tp_70b_band),
+        explanation=tp_70b_worked, band=tp_70b_band,
+        mistakes=(
+            Mistake("same-as-405b", lambda: 100 * tp_figures(TP_GOOD)["efficiency"],
+                    "that is 405B's efficiency, as if compute and communication shrank "
+                    "alike. Halving h cuts a layer's compute 4× (it grows with h²) but the "
+                    "bytes all-reduced only 2× (they grow with h)."),
+            Mistake("better", lambda: 100 * _tp_swapped(),
+                    "that has the smaller model communicating less of its time. Compute "
+                    "shrinks with h² (4×), the bytes only with h (2×): communication takes a "
+                    "larger share."),
+        )),
     decide(
         "tp-decide-efficiency",
         "Llama 3.1 405B runs TP8 inside an NVLink node. Which change costs the most TP "

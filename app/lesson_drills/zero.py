@@ -1,11 +1,19 @@
 """EP03's predict and decide drills (``LESSON_DRILLS["zero"]``)."""
 
-from app.labkit import Decide, Drill, decide, predict
+from app.labkit import Decide, Drill, Mistake, decide, predict
+from app.labkit.drills import lab_value
 from app.lesson_drills.units import gb
 from labs.model.presets import get_model
 
 FOUR_OH_FIVE = {"model": "llama-3.1-405b"}  # EP03's decide drill: a model its table does not show
 P8 = get_model("llama-3.1-8b").params  # EP03's predict drill: a model its table does not show
+
+
+def _stage_state(stage: int) -> float:
+    """GB of state a GPU holds for the predict drill's model and GPUs under another ZeRO
+    stage, as the lab counts it (GET /api/zero): the drill's wrong answers."""
+    return lab_value("zero", {"model": "llama-3.1-8b", "dp": 16, "zero": stage},
+                     "state_bytes") / 1e9
 
 
 DRILLS: tuple[Drill | Decide, ...] = (
@@ -19,7 +27,18 @@ DRILLS: tuple[Drill | Decide, ...] = (
         hint="ZeRO-2 shards gradients and optimizer state (2 + 12 B); the 2 B of bf16 "
              "weights stay whole: 2·P + 14·P/16.",
         explanation=f"{{answer}} GB: 2 B × {P8 / 1e9:.2f}B + 14 B × {P8 / 1e9:.2f}B / 16.",
-        rel_tol=0.05),
+        rel_tol=0.05,
+        mistakes=(
+            Mistake("zero3", lambda: _stage_state(3),
+                    "that shards all 16 bytes, the weights too: ZeRO-3. ZeRO-2 leaves the "
+                    "bf16 weights whole on every GPU."),
+            Mistake("zero1", lambda: _stage_state(1),
+                    "that keeps the gradients whole, as ZeRO-1 does. ZeRO-2 shards them "
+                    "too; only the weights stay whole."),
+            Mistake("whole", lambda: _stage_state(0),
+                    "that is the whole state; ZeRO-2 shards the gradients and the optimizer "
+                    "state over the 16 GPUs."),
+        )),
     decide(
         "zero-decide-memory",
         "Llama 3.1 405B on 16 GPUs with ZeRO-1. Which change cuts each GPU's memory most?",

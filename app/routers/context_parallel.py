@@ -1,5 +1,6 @@
 """EP06 Context parallelism: the causal mask by rank, pairs per rank, and the cost of K/V."""
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Literal
 
@@ -13,7 +14,7 @@ from app.charts.context_parallel import (
     pairs_figure,
 )
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import (
     GpuChoice,
@@ -188,6 +189,22 @@ def drill_answer() -> float:
     return float(mask_layout(24, 4, "contiguous").busiest.causal_pairs)
 
 
+def even_share(tokens: int, cp: int) -> float:
+    """Causal pairs a rank would compute were they shared evenly, s(s+1)/(2c): a wrong answer
+    for the busiest rank of an uneven layout (the engine's total over the ranks)."""
+    return sum(r.causal_pairs for r in mask_layout(tokens, cp, "contiguous").ranks) / cp
+
+
+def cp_mistakes(busiest: Callable[[], float], tokens: int, cp: int,
+                even: str) -> tuple[Mistake, ...]:
+    """A CP pair-count drill's common wrong answers: every rank's even share, and the busiest
+    rank without the diagonal (query q sees keys 0..q, q + 1 of them)."""
+    return (Mistake("even", lambda: even_share(tokens, cp), even),
+            Mistake("no-diagonal", lambda: busiest() - tokens // cp,
+                    "query q sees keys 0..q, q + 1 of them: its own key too. Each query "
+                    "of the rank is one pair short."))
+
+
 def zigzag_drill_answer() -> float:
     """Causal pairs of the busiest rank: 24 tokens, CP = 4, 8 chunks of 3, rank r keeping
     chunks r and r + 4 instead of zigzag's mirror 7 - r (the engine's pair count of those
@@ -260,6 +277,9 @@ VIEW = LabView(
             explanation="{answer}: 19 + 20 + 21 + 22 + 23 + 24, on the rank holding the last "
                         "tokens.",
             rel_tol=0.005,
+            mistakes=cp_mistakes(drill_answer, 24, 4,
+                                 "that is an even share, s(s + 1)/(2c). A contiguous split "
+                                 "is not even: the last rank's queries see the most keys."),
         ),
         Drill(
             id="cp-busiest-zigzag",
@@ -277,6 +297,15 @@ VIEW = LabView(
                         "48. Only the mirror pairs each late chunk with an early one: zigzag "
                         "gives every rank 24 · 25 / 2 ÷ 4 = 75.",
             rel_tol=0.005,
+            mistakes=(
+                *cp_mistakes(zigzag_drill_answer, 24, 4,
+                             "that is what the mirror layout gives every rank. Chunks r and "
+                             "r + 4 pair a late chunk with a middle one, not an early one: "
+                             "the ranks are not even."),
+                Mistake("contiguous", drill_answer,
+                        "that is the contiguous split's busiest rank. Two chunks of 3 per "
+                        "rank spread the late tokens over two ranks' worth of queries."),
+            ),
         ),
         *LESSON_DRILLS["cp"],  # predict and decide (app/lesson_drills/context_parallel.py)
     ),

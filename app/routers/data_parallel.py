@@ -16,7 +16,7 @@ from app.charts.data_parallel import (
 )
 from app.charts.memory import COMPONENTS, memory_figure
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, model_choices
 from app.options import LabQuery, model_options, with_value
@@ -304,6 +304,17 @@ def _drill_inputs() -> dict[str, float]:
 _DI = _drill_inputs()
 _STEPS = 2 * (DRILL_GPUS - 1)
 
+
+def _ring_ms(share: float, gbs: float) -> float:
+    """The drill's all-reduce, in ms, had each GPU sent ``share`` of the gradients at ``gbs``
+    GB/s (a wrong derivation's; the right one sends 2(N-1)/N at the busBW), with the ring's
+    latency."""
+    return (share * DRILL_GRAD / (gbs * 1e9) + (_DI["base_us"] + _STEPS * _DI["hop_us"]) / 1e6
+            ) * 1e3
+
+
+_RING = 2 * (DRILL_GPUS - 1) / DRILL_GPUS
+
 CROSS_GPUS, CROSS_LINK = 4, "pcie-4"  # the crossover drill: a state no step links to
 
 
@@ -391,6 +402,21 @@ VIEW = LabView(
                 f"{_DI['link_gbs']:g} GB/s it would be "
                 f"{2 * (DRILL_GPUS - 1) / DRILL_GPUS * DRILL_GRAD / _DI['link_gbs'] / 1e6:,.0f}"
                 " ms: NCCL reaches less than the link."),
+            mistakes=(
+                Mistake("datasheet", lambda: _ring_ms(_RING, _DI["link_gbs"]),
+                        "that is the datasheet's rate. NCCL's ring moves data at its bus "
+                        f"bandwidth, {_DI['busbw_gbs']:.2f} GB/s here, less than the link's."),
+                Mistake("one-pass", lambda: _ring_ms(_RING / 2, _DI["busbw_gbs"]),
+                        "a ring all-reduce is two passes, a reduce-scatter then an "
+                        "all-gather: each GPU sends (N − 1)/N of the gradients twice, not "
+                        "once."),
+                Mistake("whole-twice", lambda: _ring_ms(2, _DI["busbw_gbs"]),
+                        "each of the ring's two passes sends (N − 1)/N of the gradients, not "
+                        "all of them: a GPU keeps its own share."),
+                Mistake("whole-once", lambda: _ring_ms(1, _DI["busbw_gbs"]),
+                        "each GPU sends 2·(N − 1)/N of the gradients, not the gradients "
+                        "once: a reduce-scatter and an all-gather."),
+            ),
         ),
         Drill(
             id="dp-crossover-pcie",
@@ -410,6 +436,19 @@ VIEW = LabView(
                 f"{_CI['rate']:.0f} TFLOP/s ÷ {_CI['busbw']:.2f} GB/s. The model's size cancels: "
                 "DP's crossover depends only on the GPU's rate against the link's bus bandwidth "
                 "(and N, barely). NCCL's latency, left out here, moves it by under 0.1%."),
+            mistakes=(
+                Mistake("peak", lambda: crossover_answer() * _CI["peak"] / _CI["rate"],
+                        "that uses the H100's peak. The step computes at the achieved "
+                        f"{_CI['rate']:.0f} TFLOP/s, and a slower GPU reaches the link's "
+                        "time at fewer tokens."),
+                Mistake("no-ring-share",
+                        lambda: crossover_answer() * CROSS_GPUS / (CROSS_GPUS - 1),
+                        "a ring all-reduce sends 2(N − 1)/N of the bytes from each GPU, not "
+                        "2: keep the (N − 1)/N."),
+                Mistake("half-bytes", lambda: crossover_answer() / 2,
+                        "the all-reduce is half what it should be: a ring sends 2(N − 1)/N "
+                        "of 2 bytes a parameter, and one of those two 2s is missing."),
+            ),
         ),
         *LESSON_DRILLS["dp"],  # predict and decide (app/lesson_drills/data_parallel.py)
     ),

@@ -10,7 +10,7 @@ from pydantic import Field
 from app.charts.failures import interval_figure, rate_figure, scale_figure, time_figure
 from app.charts.units import fmt_bytes, fmt_duration
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, decide, lesson_state, register
+from app.labkit import Case, Diagram, Drill, LabView, Mistake, decide, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
 from app.options import model_options
@@ -229,9 +229,16 @@ GOODPUT_DRILL = {"interval": 3600, "block": 300, "restart": 600, "mtbi": 36_000}
 def goodput_drill_answer() -> float:
     """Goodput, %, by the first order the step teaches: interval 1 h, 5 min sync save, 10 min
     restart, a failure every 10 h."""
+    return goodput_drill_first()
+
+
+def goodput_drill_first(lost: float = 0.5, block: bool = True) -> float:
+    """The first-order goodput, %, each failure losing ``lost`` of a cycle besides the restart;
+    without the saves' stop where ``block`` is false (both only for the wrong derivations the
+    drill names)."""
     d = GOODPUT_DRILL
-    cycle = d["interval"] + d["block"]
-    return 100 * d["interval"] / cycle * (1 - (d["restart"] + cycle / 2) / d["mtbi"])
+    cycle = d["interval"] + (d["block"] if block else 0)
+    return 100 * d["interval"] / cycle * (1 - (d["restart"] + cycle * lost) / d["mtbi"])
 
 
 def goodput_drill_exact() -> float:
@@ -390,6 +397,14 @@ VIEW = LabView(
                  "of the GPUs fail a quarter as often.",
             explanation="{answer} h: 54 × 24 ÷ 419 = 3.09 h on 16,384 GPUs, × 16,384 ÷ 4,096.",
             rel_tol=0.01,
+            mistakes=(
+                Mistake("unscaled", lambda: mtbi_drill_answer() / 4,
+                        "that is the time between interruptions on all 16,384 GPUs. On a "
+                        "quarter of them it is longer."),
+                Mistake("inverted", lambda: mtbi_drill_answer() / 16,
+                        "fewer GPUs fail less often, not more: a quarter of the GPUs, a "
+                        "quarter of the interruptions, four times the hours between them."),
+            ),
         ),
         Drill(
             id="failures-young",
@@ -400,6 +415,13 @@ VIEW = LabView(
             hint="τ = √(2·δ·M), with δ and M in seconds; then divide by 60.",
             explanation="{answer} min: √(2 × 100 s × 21,600 s) = 2,078 s.",
             rel_tol=0.02,  # 34.6, or 35 to the minute; √(δ·M) without the 2, 24.5, is wrong
+            mistakes=(
+                Mistake("no-two", lambda: young_drill_answer() / 2 ** 0.5,
+                        "that is √(δ·M). Young's rule is √(2·δ·M): the 2 comes from losing "
+                        "half an interval of work, on average, at each interruption."),
+                Mistake("seconds", lambda: young_drill_answer() * 60,
+                        "that is seconds; the question asks minutes."),
+            ),
         ),
         Drill(
             id="failures-goodput",
@@ -416,6 +438,17 @@ VIEW = LabView(
                          f"{goodput_drill_exact():.1f}% here, close because the cycle and "
                          "the restart are short against 10 h."),
             rel_tol=0.01,
+            mistakes=(
+                Mistake("no-saves", lambda: goodput_drill_first(block=False),
+                        "that leaves out the saves. Each hour of work also waits 5 minutes "
+                        "for its save: only 60 of every 65 minutes train."),
+                Mistake("restart-only", lambda: goodput_drill_first(lost=0.0),
+                        "a failure costs more than the restart: the work since the last save "
+                        "is lost too, half a cycle on average."),
+                Mistake("whole-cycle", lambda: goodput_drill_first(lost=1.0),
+                        "a failure strikes anywhere in the cycle, so on average it loses half "
+                        "of it, not all of it."),
+            ),
         ),
         *LESSON_DRILLS["failures"],  # predict and decide (app/lesson_drills/failures.py)
         _more_or_faster(),

@@ -46,6 +46,8 @@ class DrillAnswer(BaseModel):
     message: str
     # A decide drill's options judged: the one chosen after a wrong try, all once answered.
     feedback: list[OptionFeedback] = []
+    # A numeric drill's known wrong derivation the try matches (its feedback is the message).
+    mistake: str | None = None
 
 
 @router.get("/glossary", response_class=HTMLResponse, include_in_schema=False)

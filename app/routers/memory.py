@@ -11,7 +11,7 @@ from app.charts.memory import COMPONENTS, memory_figure
 from app.charts.units import fmt_bytes
 from app.cluster_controls import Schedule, Virtual
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
@@ -285,6 +285,16 @@ VIEW = LabView(
             explanation=(
                 "{answer} GB: 2 + 4 + 4 + 8 = 18 bytes for each of Llama 3.1 8B's parameters, "
                 f"divided over {DRILL_GPUS} GPUs."
+            ),
+            mistakes=(
+                Mistake("16-byte", lambda: drill_answer() * 16 / 18,
+                        "that is the 16-byte recipe. This one keeps its gradients in fp32, "
+                        "4 bytes a parameter, not bf16's 2."),
+                Mistake("no-master", lambda: drill_answer() * 14 / 18,
+                        "the fp32 master weights (4 B a parameter) are state too, beside the "
+                        "bf16 weights the step computes with."),
+                Mistake("whole", lambda: drill_answer() * DRILL_GPUS,
+                        f"that is the whole model's state; it is cut over {DRILL_GPUS} GPUs."),
             ),
         ),
         *LESSON_DRILLS["memory"],  # predict and decide (app/lesson_drills/memory.py)

@@ -19,7 +19,7 @@ from app.charts.moe import (
 )
 from app.charts.rank_map import rank_map_figure
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
 from app.options import with_value
@@ -350,6 +350,14 @@ VIEW = LabView(
             hint="A stage has 2,048 / 4 GPUs; EP takes 64 of them at a time.",
             explanation="{answer}: each stage's 512 GPUs are 64 (EP) x 8 (expert-DP); EP is "
                         "not multiplied on top of DP.",
+            mistakes=(
+                Mistake("no-pp", lambda: expert_dp_answer() * EXPERT_DP_DRILL["pp"],
+                        "that divides all 2,048 GPUs by EP. Experts regroup one pipeline "
+                        "stage's GPUs: divide by the 4 stages first."),
+                Mistake("stage", lambda: expert_dp_answer() * EXPERT_DP_DRILL["ep"],
+                        "that is a stage's GPUs; EP takes 64 of them at a time, and "
+                        "expert-DP counts the copies of each EP group."),
+            ),
         ),
         Drill(
             id="moe-dispatch-mb",
@@ -365,6 +373,15 @@ VIEW = LabView(
             explanation="{answer} MB: 8,192 x 8 x 7,168 x 2 bytes x 31/32. Without the 31/32 "
                         "(939.5 MB) you counted the copies a GPU keeps for its own experts.",
             rel_tol=0.01,
+            mistakes=(
+                Mistake("kept-home", lambda: dispatch_mb_answer() * 32 / 31,
+                        "that counts the copies a GPU keeps for its own experts: uniform "
+                        "routing sends 31/32 of them to the other GPUs."),
+                Mistake("top-1", lambda: dispatch_mb_answer() / 8,
+                        "each token goes to its top 8 experts: 8 copies, not one."),
+                Mistake("fp32", lambda: dispatch_mb_answer() * 2,
+                        "bf16 is 2 bytes a value, not 4."),
+            ),
         ),
         *LESSON_DRILLS["moe"],  # predict and decide (app/lesson_drills/moe.py)
     ),

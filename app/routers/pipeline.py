@@ -8,7 +8,7 @@ from pydantic import Field
 
 from app.charts.pipeline import KINDS, activations_figure, gantt_figure, stage_memory_figure
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import (
     GpuChoice,
@@ -199,7 +199,10 @@ def extra_context(state) -> dict:
 def drill_answer() -> float:
     """Idle percentage of 1F1B with 6 stages and 12 micro-batches, measured (a state no step
     links to: the steps' 8 x 16 would print it on the bench)."""
-    return 100 * simulate(PipelineInput(stages=6, microbatches=12)).bubble_fraction
+    return 100 * simulate(PipelineInput(stages=DRILL_P, microbatches=DRILL_M)).bubble_fraction
+
+
+DRILL_P, DRILL_M = 6, 12
 
 
 VIEW = LabView(
@@ -257,6 +260,16 @@ VIEW = LabView(
             explanation="{answer}%: (p − 1) / (m + p − 1) = 5 / 17 of the step is idle. The "
                         "papers' form divides the same idle time by the ideal time instead: "
                         "(p − 1) / m = 5 / 12 = 41.7% of it.",
+            mistakes=(
+                Mistake("papers", lambda: drill_answer() * (DRILL_M + DRILL_P - 1) / DRILL_M,
+                        "that is (p − 1)/m, the papers' form: the idle time over the ideal "
+                        "time. As a share of the step it divides by the whole step, "
+                        "m + p − 1 stage-steps."),
+                Mistake("p-idle", lambda: drill_answer() * DRILL_P / (DRILL_P - 1)
+                        * (DRILL_M + DRILL_P - 1) / (DRILL_M + DRILL_P),
+                        "the first stage starts at once and the last finishes last: the "
+                        "warm-up and cool-down leave p − 1 stage-steps idle, not p."),
+            ),
         ),
         *LESSON_DRILLS["pipeline"],  # predict and decide (app/lesson_drills/pipeline.py)
     ),

@@ -23,7 +23,7 @@ from app.charts.precision import (
 )
 from app.cluster_controls import Microbatches
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
@@ -286,7 +286,23 @@ def speed_drill() -> float:
     return r
 
 
+def _speed_without_casts() -> float:
+    """The speed drill's r with the casts' c left out (a wrong derivation)."""
+    g, target = SPEED_DRILL["g"], SPEED_DRILL["target"]
+    return g / (1 / target - (1 - g))
+
+
 LORA_DRILL_RANK = 8  # not the page's default rank (16), whose count the fine-tuning chart shows
+
+
+_L70 = get_model("llama-3.1-70b")
+
+
+def _lora_70b(v_out: int | None) -> float:
+    """A wrong count of the LoRA drill, in millions: q's r·(h + h), and v's as if it mapped h
+    to ``v_out`` (None: v left out), in each layer."""
+    v = 0 if v_out is None else _L70.hidden + v_out
+    return LORA_DRILL_RANK * (2 * _L70.hidden + v) * _L70.layers / 1e6
 
 
 def lora_drill() -> float:
@@ -364,6 +380,17 @@ VIEW = LabView(
                         f"{P70 / 1e9:.2f}B parameters, two "
                         "bytes a parameter more than BF16's 16.",
             rel_tol=0.005,
+            mistakes=(
+                Mistake("bf16", lambda: bytes_drill() * 16 / 18,
+                        "that is BF16's 16 bytes a parameter. The FP8 recipe keeps two FP8 "
+                        "copies of the weights on top."),
+                Mistake("one-copy", lambda: bytes_drill() * 17 / 18,
+                        "the FP8 transpose is a second copy, one more byte a parameter: the "
+                        "backward's GEMMs read the weights transposed."),
+                Mistake("no-master", lambda: bytes_drill() * 14 / 18,
+                        "the fp32 master copy of the weights (4 B a parameter) is state too: "
+                        "Adam updates it, and the bf16 and FP8 copies are cast from it."),
+            ),
         ),
         Drill(
             id="precision-lora-params",
@@ -377,6 +404,15 @@ VIEW = LabView(
             hint="Each adapted matrix adds r·(d_in + d_out): 8·(8,192 + 8,192) for q, "
                  "8·(8,192 + 1,024) for v, in each of the 80 layers.",
             explanation="{answer} million: 80 × 8 × (16,384 + 9,216), 0.02% of the model.",
+            mistakes=(
+                Mistake("v-square", lambda: _lora_70b(v_out=_L70.hidden),
+                        "v maps 8,192 to 1,024, not to 8,192: Llama 3.1 70B's 8 KV heads "
+                        "make k and v eight times narrower than q."),
+                Mistake("one-layer", lambda: lora_drill() / _L70.layers,
+                        "that is one layer's adapters; each of the 80 layers has its own."),
+                Mistake("q-only", lambda: _lora_70b(v_out=None),
+                        "that counts q alone; v is adapted too."),
+            ),
         ),
         Drill(
             id="precision-fp8-speedup",
@@ -400,6 +436,15 @@ VIEW = LabView(
                 f"More than the {H100_FP8_GAIN:.1f}× of the H100's FP8 peak over its BF16 "
                 f"peak: no FP8 GEMM gets this step to {SPEED_DRILL['target']}×."),
             rel_tol=0.02,  # 2.17 or 2.2 (1.4% off); leaving out the casts, 1.91, is wrong
+            mistakes=(
+                Mistake("no-casts", lambda: _speed_without_casts(),
+                        "that leaves out the casts: c is work FP8 adds that does not shrink, "
+                        "so the GEMMs must gain more to make up for it."),
+                Mistake("step-gain", lambda: SPEED_DRILL["target"],
+                        "that is the whole step's gain. Only the GEMMs' share g runs faster; "
+                        "the rest of the step, and the casts, do not, so the GEMMs must gain "
+                        "more than the step."),
+            ),
         ),
         *LESSON_DRILLS["precision"],  # predict and decide (app/lesson_drills/precision.py)
     ),

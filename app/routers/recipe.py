@@ -7,7 +7,7 @@ from fastapi.responses import Response
 from app.charts.recipe import SEGMENTS
 from app.cluster_controls import INTER, INTRA, off_defaults
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, register
+from app.labkit import Case, Diagram, Drill, LabView, Mistake, register
 from app.labkit.parsing import run_cached, single, validate
 from app.labkit.routes import api_error, json_response, query_parameters
 from app.lesson_drills import LESSON_DRILLS
@@ -211,6 +211,14 @@ VIEW = LabView(
             explanation=(f"{{answer}}%: {SEED_PARTS['tp']:.4f} × 32/35 × "
                          f"{SEED_PARTS['dp']:.4f} × {SEED_PARTS['stages']:.4f} × "
                          f"{SEED_PARTS['sends']:.4f} × {SEED_PARTS['optimizer']:.4f}."),
+            mistakes=(
+                Mistake("papers-bubble", lambda: drill_answer() * (1 - 3 / 32) / (32 / 35),
+                        "that takes the bubble as 1 − (p − 1)/m, the papers' idle over busy "
+                        "time. The step's busy share is m / (m + p − 1)."),
+                Mistake("no-bubble", lambda: drill_answer() / (32 / 35),
+                        "the pipeline's bubble is a factor too: of m + p − 1 stage-steps, "
+                        "only m are busy."),
+            ),
         ),
         *LESSON_DRILLS["recipe"],  # predict and decide (app/lesson_drills/recipe.py)
     ),

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from app.charts.rl import ROLES, cluster_figure, memory_figure, timeline_figure
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, model_choices
 from app.options import LabQuery, gpu_options, model_options
@@ -329,6 +329,22 @@ VIEW = LabView(
             # rounding of the stated inputs (round-4 cold reading, item 2: 3% let 42.6, the
             # serving bill without the switch, pass).
             rel_tol=0.005,
+            mistakes=(
+                Mistake("training", lambda: (T["train"] + T["overhead"]) / 1e9,
+                        f"that takes training as the larger phase. With engines of {T['e']} "
+                        "GPUs each GPU holds twice the share of the served weights: build "
+                        "the serving bill and compare."),
+                Mistake("no-switch", lambda: T["rollout"] / 1e9,
+                        "that is the serving bill alone; the switch between the phases keeps "
+                        f"{T['overhead'] / 1e9:g} GB as well."),
+                Mistake("both", lambda: (T["train"] + T["rollout"] + T["overhead"]) / 1e9,
+                        "colocated phases take turns on the same GPUs: the larger of the "
+                        "two counts, not their sum."),
+                Mistake("plain-tp",
+                        lambda: (T["rollout"] + T["cache"] * (T["e"] - 1) + T["overhead"]) / 1e9,
+                        "with attention data parallelism each GPU keeps only its own "
+                        "requests' latent: the cache splits over the engine's GPUs."),
+            ),
         ),
         *LESSON_DRILLS["placement"],  # predict and decide (app/lesson_drills/rl.py)
     ),

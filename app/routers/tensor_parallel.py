@@ -12,7 +12,7 @@ from app.charts.tp_split import split_view
 from app.charts.units import fmt_pct
 from app.cluster_controls import LinkFollowsGpu
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, link_choices, with_value
@@ -326,6 +326,22 @@ VIEW = LabView(
             explanation=(
                 "{answer} MB: the tensor is 4,096 × 8,192 × 2 B = 67.1 MB, and a ring "
                 "all-reduce sends 2 × 7/8 of it from each GPU."
+            ),
+            mistakes=(
+                Mistake("tensor", lambda: drill_answer() / (2 * 7 / 8),
+                        "that is the tensor itself. A ring all-reduce is a reduce-scatter "
+                        "then an all-gather: each GPU sends 2(t − 1)/t of it."),
+                Mistake("one-pass", lambda: drill_answer() / 2,
+                        "that is one pass of the ring. The all-reduce is a reduce-scatter "
+                        "and an all-gather, (t − 1)/t of the tensor each."),
+                Mistake("whole-twice", lambda: drill_answer() / (7 / 8),
+                        "each of the ring's two passes sends (t − 1)/t of the tensor, not "
+                        "all of it: a GPU keeps its own share."),
+                Mistake("split", lambda: drill_answer() / (2 * 7 / 8) / 8,
+                        "the layer's output is not split over the GPUs: each holds a partial "
+                        "sum of the whole s·b·h tensor, and the all-reduce adds them."),
+                Mistake("fp32", lambda: drill_answer() * 2,
+                        "bf16 activations are 2 bytes a value, not 4."),
             ),
         ),
         *LESSON_DRILLS["tp"],  # predict and decide (app/lesson_drills/tensor_parallel.py)

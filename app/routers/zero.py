@@ -16,7 +16,7 @@ from app.charts.zero import (
     traffic_figure,
 )
 from app.episodes import BY_SLUG
-from app.labkit import Case, Diagram, Drill, LabView, lesson_state, register
+from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, link_choices, model_options, with_value
@@ -321,6 +321,17 @@ VIEW = LabView(
             hint="ZeRO-3 shards all four kinds of state: 16 B x P / D.",
             explanation="{answer} GB: 16 B x 70.6B parameters / 48 GPUs; activations come on "
                         "top, unsharded.",
+            mistakes=(
+                Mistake("weights-only", lambda: drill_answer() * 2 / 16,
+                        "that is the bf16 weights alone, 2 of the 16 bytes. ZeRO-3 shards "
+                        "the gradients, master weights and Adam's moments too."),
+                Mistake("unsharded", lambda: drill_answer() * 48,
+                        "that is the whole state; ZeRO-3 gives each of the 48 GPUs an equal "
+                        "share."),
+                Mistake("zero2", lambda: drill_answer() * (2 * 48 + 14) / 16,
+                        "that keeps the bf16 weights whole on every GPU, as ZeRO-2 does. "
+                        "ZeRO-3 shards the weights too."),
+            ),
         ),
         *LESSON_DRILLS["zero"],  # predict and decide (app/lesson_drills/zero.py)
     ),
