@@ -176,14 +176,21 @@ def _crossover(result: MoEResult) -> dict:
 def figures(result: MoEResult) -> dict:
     out = {"experts": experts_figure(result), "gpus": gpus_figure(result),
            "params": params_figure(result), "network": network_figure(result),
-           "gemm": gemm_figure(result), "balance": balance_figure(result),
-           "crossover": crossover_figure(result)}
+           "gemm": gemm_figure(result), "crossover": crossover_figure(result)}
     if result.rank_map is not None:
         colouring = result.rank_map
         spans = colouring.nodes_spanned()
         notes = [("inside one node" if s == 1 else f"spans {s} nodes") for s in spans]
         out["ranks"] = rank_map_figure(colouring, notes, result.input.cluster.leaf_nodes)
     return out
+
+
+def lazy_figures(result: MoEResult) -> dict:
+    """The balance chart, drawn on its own request (Diagram.lazy_template): it plots the
+    layer's slowdown at every skew, so at the opening state it would print step 4's answer
+    (2.5x expert 0's share at skew 0.5 times the bench's balanced layer) before the guess;
+    the lesson fetches it once step 10, the step it belongs to, is guessed (after_guess)."""
+    return {"balance": balance_figure(result)}
 
 
 @lru_cache(maxsize=1)
@@ -296,6 +303,7 @@ VIEW = LabView(
     to_api=to_api,
     # The rank map's colouring is a view of the state, read from the query.
     figures=figures,
+    lazy_figures=lazy_figures,
     diagrams=(
         Diagram("experts", "Tokens per expert, experts drawn GPU by GPU", embed_height=480),
         Diagram("gpus", "Time of one MoE layer on each GPU of the EP group", embed_height=480),
@@ -307,7 +315,7 @@ VIEW = LabView(
         Diagram("gemm", "The experts' GEMMs: share of peak against tokens per expert",
                 embed_height=360),
         Diagram("balance", "What the balance loss sees against what the layer pays, by skew",
-                embed_height=360),
+                embed_height=360, lazy_template="partials/_moe_balance.html"),
         Diagram("crossover", "Expert GEMMs against the all-to-alls, by expert width",
                 embed_height=440),
     ),

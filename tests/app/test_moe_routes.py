@@ -343,3 +343,46 @@ def test_round5_deepseek_ratio_is_said_to_be_a_whole_run_average(client):
     note = " ".join(page[page.index('data-testid="moe-validation"'):][:900].split())
     assert "whole pre-training's average" in note
     assert f"about {v3['median_ratio'] * GOODPUT_BOUND:.2f}× per step" in note
+
+
+def test_round5_step_4s_answer_is_not_drawn_before_the_guess_and_its_why_adds_up(client):
+    """Round-5 cold reading, EP07 items 4 and 12. The balance chart plots the layer's time over
+    its balanced time at every skew for the bench's state: at the opening state (Mixtral, EP 8,
+    the step-4 prompt's "the bench") it drew 2.48x at skew 0.5, and 2.48 x 4.76 ms is step 4's
+    answer. It is now a lazy diagram held for step 10's guess: no screen before step 4's guess
+    (the opening state, the case buttons', step 3's try links') carries its figure, while its own
+    route still draws that curve. Step 4's why said 2.5 x 4.76 ms = 11.8 ms (it is 11.9); it now
+    adds the lab's parts, 2 x each all-to-all + the experts, as step 5's why does."""
+    import html as markup
+
+    from app.routers.moe import facts
+    from tests.app.test_answers_hidden import case_urls, steps, try_urls
+
+    f = facts()
+    page = client.get("/episodes/experts").text
+    found = dict(steps(page))
+    urls = ["/episodes/experts"] + case_urls(page) + try_urls(found["step-3"])
+    for url in urls:
+        body = client.get(url).text
+        assert 'data-target="moe-balance"' not in body, url  # the place only, no figure
+        assert 'data-after-guess="moe-balance"' in body, url
+    hot, mx = f["hot"]["api"], f["mixtral"]["api"]
+    lazy = client.get("/episodes/experts/balance?model=mixtral-8x7b&nodes=2&ep=8",
+                      headers={"HX-Request": "true"})
+    assert lazy.status_code == 200 and 'data-target="moe-balance"' in lazy.text
+    slowdown = {p["skew"]: p["slowdown"] for p in mx["balance"]}[0.5]
+    assert slowdown == pytest.approx(hot["layer_s"] / mx["layer_s"])  # what it would answer
+
+    def text(step: str) -> str:
+        part = page[page.index(f'id="{step}"'):]
+        return " ".join(re.sub(r"<[^>]+>", " ", markup.unescape(part[:part.index("</section>")]))
+                        .split())
+
+    for step, state, about in (("step-4", hot, 2.5), ("step-5", f["capped"]["api"], 1.25)):
+        parts = f"2 × {fmt_ms(state['dispatch_s'])} + {fmt_ms(state['compute_s'])} = " \
+                f"{fmt_ms(state['layer_s'])}"
+        assert parts in text(step), step
+        assert 2 * state["dispatch_s"] + state["compute_s"] == pytest.approx(state["layer_s"])
+        assert f"about {about:g} × {fmt_ms(mx['layer_s'])} = " \
+               f"{fmt_ms(about * mx['layer_s'])}" in text(step), step
+    assert "2.5 × 4.76 ms ≈ 11.8" not in text("step-4")
