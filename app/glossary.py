@@ -200,7 +200,7 @@ GLOSSARY: tuple[Term, ...] = (
     Term("rail-optimised", "Rail-optimised network", r"\brail-optimi[sz]ed\b",
          "A cluster network where GPU k of every node connects to the same leaf switch (rail "
          "k), so same-rank GPUs of different nodes are one switch apart."),
-    Term("asynctp", "AsyncTP", r"\bAsync ?TP\b",
+    Term("asynctp", "AsyncTP", r"\b[Aa]sync ?TP\b",
          "Asynchronous tensor parallelism (PyTorch): TP's all-gather and reduce-scatter are "
          "cut into pieces that run under the matrix multiplies using them, hiding much of "
          "TP's communication."),
@@ -329,9 +329,11 @@ _NAME = re.compile(r"</?\s*([a-zA-Z0-9]+)")
 
 def _wrap(term: Term, text: str, inner: str = "dfn") -> str:
     """The inline definition: the word as written, its definition in a tip that hover, focus
-    or a tap (focus) shows, and a link to the glossary entry. Inside a lesson's own <dfn> the
-    word is a <span> (a <dfn> holds no <dfn>)."""
-    return (f'<span class="term" tabindex="0"><{inner} data-term="{term.slug}">{text}</{inner}>'
+    or a tap (focus) shows, and a link to the glossary entry. Its id, ``term-<slug>``, is where
+    the glossary's "Taught in" link lands (app/glossary_taught.py: one first use a page).
+    Inside a lesson's own <dfn> the word is a <span> (a <dfn> holds no <dfn>)."""
+    return (f'<span class="term" id="term-{term.slug}" tabindex="0">'
+            f'<{inner} data-term="{term.slug}">{text}</{inner}>'
             f'<span class="term-tip" role="tooltip"><strong>{escape(term.term)}</strong>: '
             f'{escape(term.definition)} <a href="{url("/glossary")}#{term.slug}">Glossary'
             "</a></span></span>")

@@ -1,12 +1,15 @@
 """The home page (every episode), the diagram list, drill checking, and a health probe."""
 
+import re
 from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel
 
+from app.episodes import BY_SLUG
 from app.glossary import GLOSSARY
+from app.glossary_taught import TAUGHT_IN
 from app.labkit import DRILLS, VIEWS, DiagramInfo, check_drill, diagram_list
 from app.labkit.parsing import WHOLE_TEXT, single
 from app.templating import templates
@@ -54,7 +57,21 @@ class DrillAnswer(BaseModel):
 def glossary(request: Request) -> Response:
     """Every term of art the lessons use, defined (app/glossary.py)."""
     return templates.TemplateResponse(request, "glossary.html",
-                                      {"letters": glossary_letters()})
+                                      {"letters": glossary_letters(), "taught": taught_links()})
+
+
+def taught_links() -> dict[str, tuple[str, str]]:
+    """Each term's "Taught in" link: (its text, its URL) at the step of its first use in the
+    first lesson that uses it (app/glossary_taught.py), the term's own mark there
+    (``#term-<slug>``)."""
+    links = {}
+    for slug, (episode_slug, step) in TAUGHT_IN.items():
+        episode = BY_SLUG[episode_slug]
+        where = (f"step {step.removeprefix('step-')}" if re.fullmatch(r"step-\d+", step)
+                 else "its introduction" if not step else "")
+        text = f"{episode.code}, {where}" if where else episode.code
+        links[slug] = (f"{text}: {episode.title}", f"{episode.url}#term-{slug}")
+    return links
 
 
 def glossary_letters() -> list[tuple[str, list]]:

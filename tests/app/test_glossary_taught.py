@@ -1,0 +1,63 @@
+"""The glossary's "Taught in" links (issue 36): each entry links to the step of the first lesson,
+in teaching order, whose prose uses the term, at the term's marked first use there; the table
+(app/glossary_taught.py, written by tools/glossary_taught.py) is what the rendered lessons give,
+and every link resolves to an element id on its page."""
+
+import re
+from html.parser import HTMLParser
+from urllib.parse import urlsplit
+
+import pytest
+
+import app.main  # noqa: F401  (registers every lab view)
+from app.episodes import EPISODES
+from app.glossary_taught import TAUGHT_IN
+from tools.glossary_taught import step_of, taught
+
+
+class Ids(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        if dict(attrs).get("id"):
+            self.ids.add(dict(attrs)["id"])
+
+
+def ids_of(html: str) -> set[str]:
+    parser = Ids()
+    parser.feed(html)
+    return parser.ids
+
+
+@pytest.fixture(scope="module")
+def pages(client):
+    return {e.path: client.get(e.path).text for e in EPISODES}
+
+
+def test_the_table_is_what_the_lessons_give(pages):
+    assert taught(pages.__getitem__) == TAUGHT_IN, (
+        "run python tools/glossary_taught.py --write")
+
+
+def test_every_link_resolves_to_an_element_id_in_its_step(client, pages):
+    glossary = client.get("/glossary").text
+    links = re.findall(r'<span class="taught">Taught in <a href="([^"]+)">([^<]+)</a>', glossary)
+    assert len(links) == len(TAUGHT_IN) >= 70
+    for href, text in links:
+        path, _, anchor = href.partition("#")
+        slug = anchor.removeprefix("term-")
+        episode_slug, step = TAUGHT_IN[slug]
+        assert urlsplit(path).path.endswith(f"/episodes/{episode_slug}"), href
+        html = pages[f"/episodes/{episode_slug}"]
+        assert anchor in ids_of(html), href
+        assert step_of(html, slug) == step, (href, step)
+        if step.startswith("step-"):
+            assert f"step {step.removeprefix('step-')}" in text and step in ids_of(html), text
+
+
+def test_the_first_use_carries_one_anchor_a_page(pages):
+    for path, html in pages.items():
+        anchors = re.findall(r'id="(term-[^"]+)"', html)
+        assert len(anchors) == len(set(anchors)), path
