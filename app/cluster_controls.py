@@ -4,8 +4,11 @@ own default in place (``gpus_per_node: GpusPerNode = 8``).
 
 Types, not a base class: pydantic puts a base class's fields first, so a shared base would
 move these controls ahead of ``model`` and reorder every query's fields, its OpenAPI
-parameters and its canonical URL (``model_dump`` in field order). The GPU control is
-``app.model_controls.gpu_field``, shared by every lab with a GPU.
+parameters and its canonical URL (``model_dump`` in field order). The one exception is the
+run's software, the same ten controls with the same defaults in the recipe's query and the
+planner's: ``SoftwareControls``, a base listed first so that its fields keep their place (see
+its docstring). The GPU control is ``app.model_controls.gpu_field``, shared by every lab with
+a GPU.
 """
 
 from typing import Annotated, ClassVar, Literal
@@ -27,6 +30,7 @@ from labs.core.limits import (
 )
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links, own_fabric, ships_with
+from labs.recipe.inputs import SOFTWARE
 from labs.schedules.catalogue import SCHEDULES
 
 # The link presets by where they run: inside a node (NVLink) or between nodes (InfiniBand).
@@ -114,6 +118,32 @@ Kernels = Annotated[Literal["fused", "compiled", "eager"], Field(
                 "(PyTorch eager as torchtitan runs it: every elementwise op its own kernel at "
                 "HBM speed). The PyTorch ones shard ZeRO-3 with FSDP2, whose all-gather "
                 "copy-out and reduce-scatter copy-in are timed too.")]
+
+
+class SoftwareControls(BaseModel):
+    """The run's software (labs.recipe.inputs.SOFTWARE), defaults Megatron Core's today: what
+    a published run's configuration sets (tests/labs/test_step_time.py's 2021 runs). The
+    recipe times its plan with them, the planner every candidate.
+
+    A query lists it first among its bases, before a base holding the controls that come
+    before these: pydantic orders fields by the reversed MRO, so the software lands after
+    that base's fields and before the query's own, the order the query had when it declared
+    them itself (its OpenAPI parameters and canonical URL unchanged)."""
+
+    attention: Attention = "auto"
+    dropout: Dropout = False
+    fp8: Fp8Layers = False
+    sequence_parallel: SequenceParallel = True
+    tp_overlap: TpOverlap = "backward"
+    ep_overlap: EpOverlap = False
+    ep_dispatch: EpDispatch = "alltoall"
+    dp_overlap: DpOverlap = True
+    grad_accum_fusion: GradAccumFusion = True
+    kernels: Kernels = "fused"
+
+    def software(self) -> tuple[tuple[str, object], ...]:
+        """The software settings (labs.recipe.inputs.SOFTWARE) as (field, value) pairs."""
+        return tuple((name, getattr(self, name)) for name in SOFTWARE)
 
 
 def off_defaults(query: BaseModel, names) -> dict:

@@ -12,22 +12,13 @@ from pydantic import Field
 
 from app.charts.plan import plan_figure, plan_label
 from app.cluster_controls import (
-    Attention,
-    DpOverlap,
-    Dropout,
-    EpDispatch,
-    EpOverlap,
-    Fp8Layers,
     GpusPerNode,
-    GradAccumFusion,
     InterLink,
     IntraLink,
-    Kernels,
     LinkFollowsGpu,
     PrecisionRecipe,
     SeqLen,
-    SequenceParallel,
-    TpOverlap,
+    SoftwareControls,
     off_defaults,
 )
 from app.episodes import BY_SLUG
@@ -61,8 +52,9 @@ CONTROLS_PATH = FRAGMENT_PATH + "-controls"
 PURE_ROUTES = (API_PATH, FRAGMENT_PATH)
 
 
-class PlanQuery(ModelControls, LinkFollowsGpu):
-    """A model, a cluster and a sequence length: what the planner searches plans for."""
+class PlanSearchControls(ModelControls, LinkFollowsGpu):
+    """The planner's controls before the run's software: a model, a cluster, a sequence
+    length and a batch, and how many plans to return."""
 
     model: ModelChoice = model_field("gpt-3-175b")
     gpu: GpuChoice = gpu_field("a100-80gb")
@@ -79,26 +71,18 @@ class PlanQuery(ModelControls, LinkFollowsGpu):
         DEFAULT_MATMUL_EFFICIENCY, ge=MIN_MATMUL_EFFICIENCY, le=MAX_MATMUL_EFFICIENCY,
         description="An override of the fraction of the dense BF16 peak a full-wave GEMM "
                     "reaches, as on the recipe page (GET /api/recipe; empty: measured).")
-    # The run's software, as on the recipe page: every candidate is timed with it (a MoE
-    # plan whose all-to-all hides behind another micro-batch needs ep_overlap, one whose
-    # tokens cross the network once per node needs ep_dispatch=deepep).
-    attention: Attention = "auto"
-    dropout: Dropout = False
-    fp8: Fp8Layers = False
-    sequence_parallel: SequenceParallel = True
-    tp_overlap: TpOverlap = "backward"
-    ep_overlap: EpOverlap = False
-    ep_dispatch: EpDispatch = "alltoall"
-    dp_overlap: DpOverlap = True
-    grad_accum_fusion: GradAccumFusion = True
-    kernels: Kernels = "fused"
+
+
+# The run's software is the recipe page's: every candidate is timed with it (a MoE plan whose
+# all-to-all hides behind another micro-batch needs ep_overlap, one whose tokens cross the
+# network once per node needs ep_dispatch=deepep). Its base first: its fields follow the
+# search's and precede ``hsdp`` (SoftwareControls' docstring).
+class PlanQuery(SoftwareControls, PlanSearchControls):
+    """A model, a cluster and a sequence length: what the planner searches plans for."""
+
     hsdp: bool = Field(False, description="Also offer HSDP: each ZeRO-3 plan again, sharded "
                        "over the data-parallel ranks of a node (dp_shard = GPUs per node / "
                        "(TP x CP), where that divides DP) and replicated across nodes.")
-
-    def software(self) -> tuple[tuple[str, object], ...]:
-        """The software settings (labs.recipe.inputs.SOFTWARE) as (field, value) pairs."""
-        return tuple((name, getattr(self, name)) for name in SOFTWARE)
 
 
 # Parsed by the labs' own parser (app/labkit/parsing.py): an empty value is not given, numbers

@@ -17,21 +17,13 @@ from app.charts.recipe import (
     two_d_figure,
 )
 from app.cluster_controls import (
-    Attention,
     ContextParallel,
-    DpOverlap,
     DpShard,
-    Dropout,
-    EpDispatch,
-    EpOverlap,
     ExpertParallel,
-    Fp8Layers,
     FsdpPrefetch,
     GpusPerNode,
-    GradAccumFusion,
     InterLink,
     IntraLink,
-    Kernels,
     LinkFollowsGpu,
     MicroBatch,
     Microbatches,
@@ -42,9 +34,8 @@ from app.cluster_controls import (
     ReshardAfterForward,
     Schedule,
     SeqLen,
-    SequenceParallel,
+    SoftwareControls,
     TensorParallel,
-    TpOverlap,
     Virtual,
     ZeroStage,
 )
@@ -71,8 +62,9 @@ from labs.recipe.replan import Replan, nearest
 from labs.recipe.two_d import TwoD, compare_cached, sweep_nodes
 
 
-class RecipeQuery(ModelGpuControls, LinkFollowsGpu):
-    """The controls of the 3D recipe: a model, a cluster and a plan's every decision."""
+class RecipePlanControls(ModelGpuControls, LinkFollowsGpu):
+    """The recipe's controls before the run's software: a model, a cluster, a plan's layout
+    and batch, and a re-plan."""
 
     model: ModelChoice = model_field("gpt-3-175b")
     gpu: GpuChoice = gpu_field("a100-80gb")
@@ -113,18 +105,13 @@ class RecipeQuery(ModelGpuControls, LinkFollowsGpu):
                               "unchanged).")
     replan_nodes: int = Field(0, ge=0, le=MAX_JOB_NODES, description="Re-plan: the nodes the "
                               "job has now (0: unchanged).")
-    # The run's software (labs.recipe.inputs.SOFTWARE), defaults Megatron Core's today: what
-    # a published run's configuration sets (tests/labs/test_step_time.py's 2021 runs).
-    attention: Attention = "auto"
-    dropout: Dropout = False
-    fp8: Fp8Layers = False
-    sequence_parallel: SequenceParallel = True
-    tp_overlap: TpOverlap = "backward"
-    ep_overlap: EpOverlap = False
-    ep_dispatch: EpDispatch = "alltoall"
-    dp_overlap: DpOverlap = True
-    grad_accum_fusion: GradAccumFusion = True
-    kernels: Kernels = "fused"
+
+
+# The software's base first: its fields follow the plan's and precede ZeRO-3's own
+# (SoftwareControls' docstring).
+class RecipeQuery(SoftwareControls, RecipePlanControls):
+    """The controls of the 3D recipe: a model, a cluster and a plan's every decision."""
+
     fsdp_prefetch: FsdpPrefetch = True
     reshard_after_forward: ReshardAfterForward = True
     dp_shard: DpShard = 0

@@ -1,6 +1,12 @@
 """EP08 and EP09 answers: whole plans (3D recipe, RL placement)."""
 
+from typing import Annotated
+
 from pydantic import BaseModel, Field
+
+# The timeline's and the layer view's share of the SMs (both labs.hardware.nccl.sm_share).
+SmShare = Annotated[dict[str, float], Field(description="Share of the GPU's SMs each kind's "
+                                                        "kernels hold while they run.")]
 
 
 class RecipeAudit(BaseModel):
@@ -147,8 +153,7 @@ class RecipeTimeline(BaseModel):
                                                     "per micro-batch).")
     charged_s: dict[str, float] = Field(description="The same, per step: equal to the step "
                                                     "bar's segments_s (tests/labs).")
-    sm_share: dict[str, float] = Field(description="Share of the GPU's SMs each kind's "
-                                                   "kernels hold while they run.")
+    sm_share: SmShare
     charged_sm_s: float = Field(description="SM seconds the step charges on this "
                                             "micro-batch (EP overlap, ZeRO-3).")
     uncharged_sm_s: float = Field(description="share x hidden seconds where the model "
@@ -240,8 +245,7 @@ class RecipeLayer(BaseModel):
                                                    "buckets that run beside the last "
                                                    "micro-batch's backward of this layer, and "
                                                    "what the pipeline's idle time hides).")
-    sm_share: dict[str, float] = Field(description="Share of the GPU's SMs each kind's "
-                                                   "kernels hold while they run.")
+    sm_share: SmShare
     bucket_wait_s: float = Field(description="ZeRO-0/1/2: the step's DP segment, waited once "
                                              "after the last backward.")
     step_end_s: float = Field(description="ZeRO-0/1/2, the layer drawn the stage's last to run "
