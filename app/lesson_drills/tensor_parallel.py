@@ -60,24 +60,32 @@ def tp_70b_worked() -> str:
             f"{small['compute_s'] * 1e3:.2f} + {small['comm_s'] * 1e3:.2f} ms.")
 
 
-def tp_span_why(answer: dict) -> str:
-    """Nodes of 4: the engine's algorithm and busBW across the two nodes, against NVLink's."""
-    good = tp_figures(TP_GOOD)
-    return (f"Across two nodes NCCL reaches {_busbw(answer)} of busBW, against "
-            f"{_busbw(good)} inside one NVLink node: the switch adds (NVLS) only for the "
-            "GPUs of one NVLink domain, and the hops between the nodes share each node's 4 "
-            "InfiniBand ports. One "
-            f"all-reduce takes {answer['collective_s'] * 1e3:.2f} ms against "
-            f"{good['collective_s'] * 1e3:.2f} ms: {{value}}.")
+def link_why(template: str):
+    """The why of a choice whose TP group crosses a slower link than TP_GOOD's NVLink node:
+    ``template`` with the lab's busBW (``busbw``) and one all-reduce (``collective``) for
+    the choice and for NVLink (``nvlink``, ``nvlink_collective``), the choice's compute a
+    layer (``compute``), and the drill's ``{value}`` left for it to fill."""
+    def why(answer: dict) -> str:
+        good = tp_figures(TP_GOOD)
+        return template.format(
+            busbw=_busbw(answer), nvlink=_busbw(good),
+            collective=f"{answer['collective_s'] * 1e3:.2f} ms",
+            nvlink_collective=f"{good['collective_s'] * 1e3:.2f} ms",
+            compute=f"{answer['compute_s'] * 1e3:.2f} ms", value="{value}")
+    return why
 
 
-def tp_pcie_why(answer: dict) -> str:
-    """PCIe: the same bytes at a fraction of NVLink's busBW."""
-    good = tp_figures(TP_GOOD)
-    return (f"Every layer's all-reduces now cross PCIe at {_busbw(answer)} of busBW against "
-            f"NVLink's {_busbw(good)}: one takes {answer['collective_s'] * 1e3:.2f} ms "
-            f"against {good['collective_s'] * 1e3:.2f} ms, beside "
-            f"{answer['compute_s'] * 1e3:.2f} ms of compute a layer: {{value}}.")
+# Nodes of 4: the engine's algorithm and busBW across the two nodes, against NVLink's.
+tp_span_why = link_why(
+    "Across two nodes NCCL reaches {busbw} of busBW, against {nvlink} inside one NVLink node: "
+    "the switch adds (NVLS) only for the GPUs of one NVLink domain, and the hops between the "
+    "nodes share each node's 4 InfiniBand ports. One all-reduce takes {collective} against "
+    "{nvlink_collective}: {value}.")
+# PCIe: the same bytes at a fraction of NVLink's busBW.
+tp_pcie_why = link_why(
+    "Every layer's all-reduces now cross PCIe at {busbw} of busBW against NVLink's {nvlink}: "
+    "one takes {collective} against {nvlink_collective}, beside {compute} of compute a "
+    "layer: {value}.")
 
 
 def tp_sp_why(answer: dict) -> str:
