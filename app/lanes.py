@@ -30,6 +30,8 @@ import math
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
+from starlette.concurrency import run_in_threadpool
+
 LIGHT, HEAVY = "light", "heavy"
 HEAVY_MS = 50.0  # as app/labkit/parsing.py HEAVY_SECONDS: a result worth keeping apart
 # Issue 31, measured with the op-level step model (profile_requests.py --answers; "again":
@@ -89,6 +91,23 @@ def estimate(path: str, query: bytes, page: bool = False) -> Cost:
     if page and path in _PAGES:
         return Cost(cost.ms + PAGE_MS, f"{cost.what}, its whole page")
     return cost
+
+
+# The estimators that enumerate rather than read a few controls: the planner's counts its
+# plans (labs.recipe.planner.count_plans, cached; cold, 0.1-1 ms for a dense model and up to
+# 25 ms for DeepSeek-V3 on 65,536 GPUs, each new model code, cluster or batch a miss). The
+# middleware asks them in a worker thread (estimate_off_loop), as app/routers/runs.py parses a
+# log: never on the event loop, which every other request waits on.
+OFF_LOOP = frozenset({"plan"})
+
+
+async def estimate_off_loop(path: str, query: bytes, page: bool = False) -> Cost:
+    """``estimate``, in a worker thread where its estimator enumerates (OFF_LOOP); inline
+    where it reads a few controls (a thread's hand-off would cost more than the read)."""
+    route = _route(path)
+    if route is not None and route[0] in OFF_LOOP:
+        return await run_in_threadpool(estimate, path, query, page)
+    return estimate(path, query, page)
 
 
 def _answer(path: str, query: bytes) -> Cost:

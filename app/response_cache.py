@@ -49,7 +49,7 @@ from urllib.parse import parse_qsl
 from markupsafe import escape  # what Jinja escapes with: one escaping for every page
 
 from app.assets import ASSETS, get_asset
-from app.lanes import estimate
+from app.lanes import estimate_off_loop
 from app.render_pool import RenderPool
 from app.render_queue import Busy
 from app.security import route_path
@@ -233,7 +233,7 @@ class ResponseCacheMiddleware:
             # Assets are bytes in memory already: only lab answers are worth a child's time.
             if self.pool is not None and not path.startswith("/static/"):
                 try:  # in its lane, by what it will cost (app/lanes.py)
-                    answer = await self.pool.render(scope, estimate(
+                    answer = await self.pool.render(scope, await estimate_off_loop(
                         path, scope.get("query_string", b""), b"hx-request" not in headers))
                 except Busy as busy:
                     await _send_busy(send, path, busy)

@@ -451,6 +451,37 @@ def test_a_plan_search_is_estimated_by_the_plans_it_makes():
     assert estimate("/api/plan", b"gpus=64&hsdp=false").ms == mid.ms
 
 
+def test_a_plan_search_is_estimated_off_the_event_loop(monkeypatch):
+    """The planner's estimate enumerates its plans (count_plans: up to 25 ms cold): the
+    middleware asks it in a worker thread, never on the loop every request waits on; a lab
+    whose estimate reads a few controls is asked inline. Both give estimate's figure."""
+    from app import lanes
+
+    threads = {}
+
+    def recording(kind):
+        real = lanes.ESTIMATORS[kind]
+
+        def estimator(c):
+            threads[kind] = threading.get_ident()
+            return real(c)
+        return estimator
+
+    for kind in ("plan", "pipeline"):
+        monkeypatch.setitem(lanes.ESTIMATORS, kind, recording(kind))
+
+    async def ask():
+        loop = threading.get_ident()
+        plan = await lanes.estimate_off_loop("/api/plan", b"gpus=64", True)
+        pipeline = await lanes.estimate_off_loop("/api/pipeline", b"stages=8", True)
+        return loop, plan, pipeline
+
+    loop, plan, pipeline = asyncio.run(ask())
+    assert threads["plan"] != loop and threads["pipeline"] == loop
+    assert plan == lanes.estimate("/api/plan", b"gpus=64", True)
+    assert pipeline == lanes.estimate("/api/pipeline", b"stages=8", True)
+
+
 def test_a_whole_page_costs_more_than_its_fragment_and_stays_light():
     """Issue 31's calibration: EP01's page drawn in 20.9 ms and EP08's in 48.0 (idle), each
     estimated as its fragment (5-5.6 ms). Only a lesson's page is drawn around its answer."""
