@@ -18,18 +18,26 @@ def _dp_16_speedup(comm_s: float) -> float:
     return n * compute / (compute + comm_s)
 
 
-def _flat_ring_s() -> float:
-    """One flat ring of 16 at one NDR port's busBW, 2(N-1)/N of the gradients."""
+def _ring_at(busbw: float) -> float:
+    """One ring of 16 at ``busbw``: 2(N-1)/N of the gradients (a wrong derivation where it is
+    not the ring's slowest hop, the server's two ports)."""
     n = _dp_16("gpus")
-    return 2 * (n - 1) / n * _dp_16("grad_bytes") / get_link("ib-ndr").ring_busbw
+    return 2 * (n - 1) / n * _dp_16("grad_bytes") / busbw
 
 
-def _one_port_s() -> float:
-    """The drill's hierarchical all-reduce with the servers' ring through one port, not two:
-    the across-servers part (half the gradients, sent twice: 2 x 1/2) at one port's busBW,
-    plus the NVLink ring inside a server."""
-    inside = 2 * 7 / 8 * _dp_16("grad_bytes") / get_link("nvlink-4").ring_busbw
-    return inside + _dp_16("grad_bytes") / get_link("ib-ndr").ring_busbw
+def _dp_16_explanation() -> str:
+    """dp-predict-16-ib's worked solution, from the lab's answer for its state: one NCCL ring
+    through the 16 GPUs at its slowest hop (labs.hardware.comm.nccl_collective, the function
+    EP08 times the same all-reduce with)."""
+    a = lab_value("dp", DP_16, lambda answer: answer)
+    port, nv = get_link("ib-ndr").ring_busbw / 1e9, get_link("nvlink-4").ring_busbw / 1e9
+    sent = a["allreduce_bytes_per_gpu"]
+    return (f"{{answer}}×: the ring's slowest hop is the server's two ports, 2 × {port:g} = "
+            f"{2 * port:g} GB/s (NVLink's {nv:g} GB/s is faster): 2 × 15/16 × 14 GB = "
+            f"{sent / 1e9:.2f} GB ÷ {2 * port:g} GB/s = {sent / 2 / port / 1e6:.1f} ms, "
+            f"{a['comm_s'] * 1e3:.1f} ms with NCCL's latency, and "
+            f"16 × {a['compute_s'] * 1e3:,.0f} ÷ ({a['compute_s'] * 1e3:,.0f} + "
+            f"{a['comm_s'] * 1e3:,.0f}).")
 
 
 DRILLS: tuple[Drill | Decide, ...] = (
@@ -39,24 +47,21 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "busBW each; NVLink's ring inside a server 367 GB/s), weak scaling, 1,020 ms of "
         "compute a step (the page's 16,384 tokens per GPU), no overlap. Predict the "
         "speedup over one GPU.",
-        "dp", {"gpus": 16, "link": "ib-ndr", "nics_per_node": 2}, "speedup", unit="×",
-        hint="Speedup = N × compute / (compute + all-reduce). Inside a server: 2 × 7/8 × "
-             "14 GB over NVLink; across: the servers' rings push 2 × ½ × 14 GB through "
-             "the server's two ports.",
-        explanation="{answer}×: inside, 2 × 7/8 × 14 GB ÷ 367 GB/s = 66.8 ms; across, "
-                    "14 GB through 2 × 48 GB/s = 145.8 ms; the all-reduce 212.7 ms with "
-                    "latency, and 16 × 1,020 ÷ (1,020 + 213).",
+        "dp", DP_16, "speedup", unit="×",
+        hint="Speedup = N × compute / (compute + all-reduce). One ring through all 16: "
+             "each GPU sends 2 × 15/16 × 14 GB, at the busBW of the ring's slowest hop, "
+             "the server's two ports together or NVLink inside it.",
+        explanation=_dp_16_explanation,
         mistakes=(
             Mistake("perfect", lambda: lab_value("dp", DP_16, "gpus"),
                     "that is perfect scaling. Without overlap the all-reduce adds to every "
                     "step: N × compute ÷ (compute + all-reduce)."),
-            Mistake("flat-ring", lambda: _dp_16_speedup(_flat_ring_s()),
-                    "that runs one flat ring of 16 over a server's port at 48 GB/s. Inside "
-                    "a server NVLink carries the ring, and across, each server's two ports "
-                    "carry half the bytes each."),
-            Mistake("one-port", lambda: _dp_16_speedup(_one_port_s()),
-                    "that sends the servers' share through one port. Each server has two, "
-                    "which carry it at twice the rate."),
+            Mistake("nvlink", lambda: _dp_16_speedup(_ring_at(get_link("nvlink-4").ring_busbw)),
+                    "that runs the ring at NVLink's 367 GB/s. Every hop of a ring carries the "
+                    "same bytes at once, so it runs at its slowest hop, out of the server."),
+            Mistake("one-port", lambda: _dp_16_speedup(_ring_at(get_link("ib-ndr").ring_busbw)),
+                    "that sends the ring through one port. Each server has two, which carry "
+                    "two rings at once, at twice the rate."),
         )),
     decide(
         "dp-decide-exposed",
@@ -67,8 +72,8 @@ DRILLS: tuple[Drill | Decide, ...] = (
         (("ports", "Give each server 8 Ethernet ports instead of 1",
           {"gpus": 64, "link": "eth-100g", "nics_per_node": 8},
           "Eight ports carry eight rings at once: 8 × 12 GB/s of busBW out of each "
-          "server; one ring through all 64 at that rate, 27.56 GB ÷ 96 GB/s, is the "
-          "faster way. Exposed: {value}."),
+          "server, so the ring through all 64 runs at that rate: 27.56 GB ÷ 96 GB/s. "
+          "Exposed: {value}."),
          ("overlap", "Overlap the all-reduce with the backward pass, in buckets",
           {"gpus": 64, "link": "eth-100g", "overlap": "bucketed"},
           "Overlap hides only as much as the backward pass lasts; the bytes and the link "

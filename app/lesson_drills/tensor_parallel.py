@@ -13,7 +13,7 @@ def tp_figures(params: dict) -> dict:
     return lab_value("tp", params, lambda answer: answer)
 
 
-ALGORITHMS = {"nvls": "NVLS", "ring": "a ring", "tree": "a tree", "hierarchical": "hierarchical",
+ALGORITHMS = {"nvls": "NVLS", "ring": "a ring", "tree": "a tree",
               "direct": "direct"}
 
 

@@ -134,7 +134,7 @@ def run(query: DataParallelQuery) -> DataParallelResult:
 def _point(p) -> dict:
     return {
         "link": p.link, "kind": link_family(get_link(p.link)), "gpus": p.gpus,
-        "speedup": round(p.speedup, 2), "efficiency": round(p.efficiency, 4),
+        "speedup": round(p.speedup, 2), "efficiency": round(p.efficiency, 6),
         "compute_s": round(p.compute_s, 9), "comm_s": round(p.comm_s, 9),
         "exposed_comm_s": round(p.exposed_comm_s, 9),
         "overlapped_comm_s": round(p.overlapped_comm_s, 9), "step_s": round(p.step_s, 9),

@@ -16,13 +16,14 @@ class DataParallelPoint(BaseModel):
     step_s: float = Field(description="compute_s + exposed_comm_s.")
     allreduce_bytes_per_gpu: int = Field(description="2(N-1)/N x gradient bytes.")
     buckets: int
-    algorithm: str = Field(description="ring, nvls, tree or hierarchical (NCCL's pick).")
+    algorithm: str = Field(description="ring, nvls or tree (NCCL's pick).")
     bottleneck: str = Field(description="The link that bounds the all-reduce.")
     bucket_s: float = Field(description="One full bucket's all-reduce, seconds (without "
                             "overlap: the whole gradient's).")
     bucket_algorithm: str = Field(description="NCCL's algorithm for one bucket.")
-    bucket_across: str = Field(description="NCCL's algorithm for the bucket's part across "
-                               "servers (ring or tree); empty inside one fabric.")
+    bucket_across: str = Field(description="NCCL's algorithm where the bucket crosses "
+                               "servers (ring or tree, as bucket_algorithm); empty inside one "
+                               "fabric.")
 
 
 class DataParallelReplica(BaseModel):

@@ -50,7 +50,7 @@ from labs.context_parallel.inputs import (
 from labs.core.errors import LabInputError
 from labs.core.limits import CP_LAYOUTS, MAX_CP, MAX_CP_TOKENS, MAX_SEQ_LEN
 from labs.core.validate import whole
-from labs.hardware.comm import collective as priced
+from labs.hardware.comm import nccl_collective as priced
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.kernels import attention_rate, best_attention
 from labs.hardware.links import Link, link_alone

@@ -14,7 +14,7 @@ T* = (2/3)·(D−1)/D·R/busBW tokens per GPU; P cancels (the Scaling Book's dat
 Austin et al. 2025, "How to Scale Your Model", sec. "Data Parallelism").
 
 The all-reduce itself comes from ``labs.hardware.comm`` (α–β ring, Patarasuk & Yuan 2009;
-hierarchical across nodes), so a ring moves 2(N−1)/N x the gradient bytes per GPU.
+NCCL's ring or tree across nodes), so a ring moves 2(N−1)/N x the gradient bytes per GPU.
 Two readings of "adding GPUs":
 
 - weak scaling (each GPU keeps its micro-batch, the global batch grows with N):
@@ -26,7 +26,8 @@ Where the GPUs sit: a scale-up link (NVLink, PCIe, Infinity Fabric) is taken to 
 whole group in one ring at its per-GPU bandwidth (past one 8-GPU board this is an NVLink
 Switch fabric, an upper bound). A scale-out link (InfiniBand, Ethernet) joins servers of 8
 H100s on NVLink 4 (an HGX board) through ``nics_per_node`` ports of that link per server; NCCL
-then reduces inside the server first (``labs.hardware.comm.collective``'s hierarchical all-reduce).
+runs one ring (or tree) through all the GPUs, whose network hops share the server's ports
+(``labs.hardware.comm.nccl_collective``, the function EP08 times the same all-reduce with).
 
 Overlap: PyTorch DDP (Li et al. 2020, "PyTorch Distributed", VLDB; torch.nn.parallel.
 DistributedDataParallel, ``bucket_cap_mb=25``) packs gradients into buckets and all-reduces
@@ -49,7 +50,7 @@ from labs.data_parallel.inputs import (
     DataParallelPoint,
     DataParallelResult,
 )
-from labs.hardware.comm import CommCost, collective, ring
+from labs.hardware.comm import CommCost, nccl_collective, ring
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import Cluster, Link, get_link, links, make_cluster
 from labs.memory.inputs import MemoryInput
@@ -83,7 +84,7 @@ def server_cluster(link: Link, nics_per_node: int) -> Cluster:
 def all_reduce(size: float, gpus: int, link: Link, nics_per_node: int = 1,
                flat: bool = False) -> CommCost:
     """One all-reduce of ``size`` bytes over ``gpus`` GPUs joined by ``link``, as NCCL runs it
-    (``labs.hardware.comm.collective``): a scale-up link joins the whole group as one
+    (``labs.hardware.comm.nccl_collective``): a scale-up link joins the whole group as one
     fabric; a scale-out link joins 8-GPU servers.
 
     ``flat``: the textbook reading, every GPU on its own port of ``link``, one α–β ring
@@ -93,8 +94,8 @@ def all_reduce(size: float, gpus: int, link: Link, nics_per_node: int = 1,
                         ring("all_reduce", size, gpus, link.bandwidth, link.latency),
                         "ring", link.id)
     if link.kind == "scale-up":
-        return collective("all_reduce", size, gpus, fabric_cluster(link, gpus))
-    return collective("all_reduce", size, gpus, server_cluster(link, nics_per_node))
+        return nccl_collective("all_reduce", size, gpus, fabric_cluster(link, gpus))
+    return nccl_collective("all_reduce", size, gpus, server_cluster(link, nics_per_node))
 
 
 def fabric_cluster(link: Link, gpus: int) -> Cluster:

@@ -50,7 +50,7 @@ from functools import lru_cache
 
 from labs.core.limits import MAX_RANK_MAP_GPUS
 from labs.experts.inputs import MoEInput, MoEResult, Routing
-from labs.hardware.comm import collective
+from labs.hardware.comm import nccl_collective
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.kernels import (
     grouped_gemm_time,
@@ -195,7 +195,7 @@ def _alltoall(inp: MoEInput, on_gpu: list[int], total_kept: int,
     # members share the node. S is the tensor whose (N−1)/N share is this traffic. Ranks with
     # the same traffic (all but the hot expert's, at most a few apart) are timed once.
     traffic = [max(r, s) for r, s in zip(received, sent, strict=True)]
-    timed = {t: collective("all_to_all", t * ep / (ep - 1), ep, inp.cluster, per_node).seconds
+    timed = {t: nccl_collective("all_to_all", t * ep / (ep - 1), ep, inp.cluster, per_node).seconds
              if ep > 1 and t else 0.0 for t in dict.fromkeys(traffic)}
     return received, sent, tuple(timed[t] for t in traffic)
 

@@ -7,16 +7,18 @@ With S the full tensor's bytes and N GPUs in the group, each GPU sends:
 - point-to-point: S.
 Its time is NCCL's own model (``labs.hardware.nccl.nccl_time``: the fastest of its ring and
 tree algorithms and LL, LL128 and Simple protocols, base and per-hop latencies from
-NVIDIA/nccl tuning.cc, at the bus bandwidth nccl-tests measures on each link). Across nodes
-the hierarchical all-reduce (reduce-scatter in the node, all-reduce of 1/g of the data across
-nodes, all-gather in the node; Horovod's, Sergeev & Del Balso 2018, arXiv:1802.05799, and
-NCCL's CollNet) is taken when it is faster, each piece priced by NCCL's model, for the
-data-parallel lessons' gradient all-reduce (``collective``). A tensor-parallel group's
-collectives are not: Megatron's f and g are plain ``torch.distributed`` calls, which NCCL
-runs as a ring or tree (CollNet needs a SHARP-capable network), so EP04's "one collective"
-and every layer's TP collective are timed by ``nccl_collective`` alone: one collective, one
-time (a ring across two nodes of 4 on 100 Gb/s Ethernet: 235 MB sent at the 4 ports' 48 GB/s,
-not the hierarchical reading's 68 GB/s busBW, which no ring over those ports can reach).
+NVIDIA/nccl tuning.cc, at the bus bandwidth nccl-tests measures on each link). One collective
+has one time: ``nccl_collective`` times every group's collectives, a data-parallel gradient
+all-reduce (EP02, EP03, the rank map, EP08's ``labs.recipe.dp_time``) as well as a
+tensor-parallel group's (EP04, ``labs.parallel.layer_time``). Across nodes NCCL runs a ring or
+a tree (NCCL_ALGO's defaults; NVIDIA/nccl-tests#196: "on two nodes, NCCL uses the tree (or
+nvlstree)"), not a two-level hierarchical all-reduce (Horovod's, Sergeev & Del Balso 2018,
+arXiv:1802.05799), which it has no algorithm for; CollNet needs a SHARP-capable network and
+NVLSTree an NVLS node of NCCL 2.18 on, which the lab's 2.8-era tuning model leaves out (so
+the lab errs slow where they run). A ring across nodes runs at the busBW of the ports it
+crosses (nccl-tests doc/PERFORMANCE.md: the bus bandwidth "should reflect the speed of the
+hardware bottleneck"): 64 GPUs in 8 servers of one 100 Gb/s port send 2·63/64 x 14 GB through
+each server's port at its 12 GB/s busBW.
 
 ``ring`` keeps the textbook α–β ring (Hockney's model: steps x α + bytes / bandwidth;
 Thakur, Rabenseifner & Gropp 2005) at a link's datasheet figures, for the lessons that
@@ -46,10 +48,10 @@ class CommCost:
     size_bytes: float  # the full tensor S (per GPU for all-to-all and p2p)
     bytes_per_gpu: float  # bytes each GPU sends (and receives)
     seconds: float
-    algorithm: str  # "ring", "hierarchical", "pairwise" or "direct"
+    algorithm: str  # "ring", "tree", "nvls", "pairwise" or "direct"
     bottleneck: str  # the link that bounds it
-    # NCCL's algorithm for the part that crosses nodes ("ring" or "tree"; a hierarchical
-    # all-reduce's middle step); "" where nothing crosses nodes.
+    # NCCL's algorithm where the collective crosses nodes ("ring" or "tree"); "" where
+    # nothing crosses nodes.
     across: str = ""
 
 
@@ -75,11 +77,11 @@ def nccl_collective(kind: str, size: float, group: int, cluster: Cluster,
                     per_node: int | None = None) -> CommCost:
     """``kind`` over ``group`` GPUs of ``cluster`` with the algorithms NCCL itself picks
     among (``labs.hardware.nccl.nccl_time``: ring, tree, NVLS): what a framework's plain
-    ``torch.distributed`` call runs. A TP group's collectives (Megatron's f and g) are timed
-    by this one function everywhere: EP04's "one collective" and every layer's
-    (``labs.parallel.layer_time``). Across nodes a ring's busBW is bounded by the ports it
-    crosses (nccl-tests doc/PERFORMANCE.md: the bus bandwidth "should reflect the speed of
-    the hardware bottleneck"), here the group's share of each node's NICs.
+    ``torch.distributed`` call runs: every collective of the lab, a TP group's (Megatron's f
+    and g) and a DP group's gradient all-reduce alike (module docstring). Across nodes a
+    ring's busBW is bounded by the ports it crosses (nccl-tests doc/PERFORMANCE.md: the bus
+    bandwidth "should reflect the speed of the hardware bottleneck"),
+    here the group's share of each node's NICs.
 
     ``per_node`` is how many members share a node; by default the group is packed into as
     few nodes as possible (a TP group); a DP group strided across nodes has ``per_node`` 1.
@@ -95,32 +97,6 @@ def nccl_collective(kind: str, size: float, group: int, cluster: Cluster,
     sent = _FACTOR[kind] * (group - 1) / group * size
     return CommCost(kind, group, size, sent, t.seconds, t.algorithm, t.bottleneck,
                     t.algorithm if nodes > 1 else "")
-
-
-def collective(kind: str, size: float, group: int, cluster: Cluster,
-               per_node: int | None = None) -> CommCost:
-    """Cost of ``kind`` over ``group`` GPUs of ``cluster``: ``nccl_collective``, or for an
-    all-reduce across nodes the hierarchical one where it is faster (the data-parallel
-    lessons' gradient all-reduce, module docstring).
-
-    ``per_node`` is how many members share a node; by default the group is packed into as
-    few nodes as possible (a TP group); a DP group strided across nodes has ``per_node`` 1.
-    """
-    best = nccl_collective(kind, size, group, cluster, per_node)
-    g = min(group, cluster.gpus_per_node if per_node is None else per_node,
-            cluster.gpus_per_node)
-    nodes = math.ceil(group / g)
-    if kind == "all_reduce" and nodes > 1 and g > 1:
-        # Reduce-scatter in the node, all-reduce S/g across the nodes (g such rings share the
-        # node's ports: one member per node each), all-gather in the node.
-        local = nccl_time("reduce_scatter", size, g, cluster, g).seconds \
-            + nccl_time("all_gather", size, g, cluster, g).seconds
-        across = nccl_time("all_reduce", size / g, nodes, cluster, 1)
-        if local + across.seconds < best.seconds:
-            moved = 2 * (g - 1) / g * size + 2 * (nodes - 1) / nodes * size / g
-            best = CommCost(kind, group, size, moved, local + across.seconds, "hierarchical",
-                            across.bottleneck, across.algorithm)
-    return best
 
 
 @dataclass(frozen=True)
@@ -142,7 +118,7 @@ def data_parallel_scaling(grad_bytes: float, gpus: int, cluster: Cluster,
     """
     if not (isinstance(compute_seconds, int | float) and compute_seconds > 0):
         raise LabInputError("compute", "compute time per step must be a positive number")
-    comm = collective("all_reduce", grad_bytes, gpus, cluster).seconds
+    comm = nccl_collective("all_reduce", grad_bytes, gpus, cluster).seconds
     if weak:
         speedup = gpus * compute_seconds / (compute_seconds + comm)
     else:

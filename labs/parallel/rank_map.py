@@ -21,7 +21,7 @@ from functools import lru_cache
 from labs.core.errors import LabInputError
 from labs.core.limits import MAX_RANK_MAP_GPUS, MOE_GROUP_KINDS
 from labs.core.validate import one_of
-from labs.hardware.comm import collective
+from labs.hardware.comm import nccl_collective
 from labs.hardware.links import Cluster
 from labs.hardware.nccl import nccl_time
 from labs.parallel.layout import DEGREE_NAMES, DENSE_ORDER, EXPERT_ORDER, ParallelLayout
@@ -235,6 +235,6 @@ def group_link(layout: ParallelLayout, kind: str, cluster: Cluster, kind_of: str
         # The ring's network hops at 1/slow of a NIC: a leaf of one node at slow : 1 (what
         # ``spine_ring`` charges a ring over more than one node).
         cluster = replace(cluster, leaf_nodes=1, oversubscription=slow)
-    cost = collective(kind_of, size, size_of, cluster, per_node)
+    cost = nccl_collective(kind_of, size, size_of, cluster, per_node)
     return GroupLink(kind, kind_of, what, cost.bytes_per_gpu, cost.seconds, per_node, nodes,
                      leaves, tier)

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 from labs.core.catalogue import RECIPES
 from labs.data_parallel.lab import exposed_after_window
+from labs.hardware.comm import CommCost, nccl_collective
 from labs.hardware.kernels import mem_time
 from labs.hardware.links import Cluster
 from labs.hardware.nccl import nccl_time, overlapped, sm_share
@@ -58,8 +59,10 @@ from labs.recipe.stage_time import Stage
 from labs.recipe.timing import Buckets, MicroBatchTime, Part, StepOptions
 
 
-def _cost(kind: str, size: float, s: Spread, cluster: Cluster):
-    return nccl_time(kind, size, s.size, cluster, s.per_node)
+def _cost(kind: str, size: float, s: Spread, cluster: Cluster) -> CommCost:
+    """The one function every lesson times a collective with (``labs.hardware.comm``): EP02's
+    gradient all-reduce and this step's are the same collective, so they take the same time."""
+    return nccl_collective(kind, size, s.size, cluster, s.per_node)
 
 
 def _sent(kind: str, size: float, n: int) -> float:

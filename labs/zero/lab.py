@@ -45,7 +45,7 @@ from functools import lru_cache
 from labs.core.catalogue import RECIPES
 from labs.core.limits import KORTHIKANTI_RECOMPUTE, RECOMPUTE, ZERO_DP_SHOWN, ZERO_STAGES
 from labs.core.recomputation import RECOMPUTATION
-from labs.hardware.comm import collective
+from labs.hardware.comm import nccl_collective
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, get_link
 from labs.memory.inputs import STATE_KEYS, MemoryInput, MemoryResult
@@ -154,7 +154,7 @@ def traffic_row(inp: ZeroInput, stage: int, windows: tuple[float, float]) -> Tra
     transfers = []
     for kind, moves, phase in COLLECTIVES[stage]:
         volume = (2 if kind == "all_reduce" else 1) * (d - 1) / d * size
-        cost = collective(kind, size, d, cluster)
+        cost = nccl_collective(kind, size, d, cluster)
         transfers.append(Transfer(kind, moves, phase, volume, cost.seconds, cost.algorithm))
     exposed = 0.0
     for phase, window in zip(("forward", "backward"), windows, strict=True):

@@ -36,12 +36,14 @@ def test_good_case_8_gpus_nvlink_7_6x():
     assert point.exposed_comm_s == point.comm_s
 
 
-def test_bad_case_64_gpus_ethernet_21x_and_the_flat_ring_reading():
+def test_bad_case_64_gpus_ethernet_20x_and_the_flat_ring_reading():
     result = run(gpus=64, link="eth-100g")
     point = result.point
-    assert point.speedup == pytest.approx(21, abs=0.5)
-    assert point.efficiency == pytest.approx(0.33, abs=0.01)
-    assert point.algorithm == "hierarchical" and point.bottleneck == "eth-100g"
+    # NCCL's ring through all 64 at the port's 12 GB/s busBW: 2·63/64·14 GB in 2.30 s.
+    assert point.speedup == pytest.approx(19.7, abs=0.05)
+    assert point.efficiency == pytest.approx(0.31, abs=0.01)
+    assert point.algorithm == "ring" and point.bottleneck == "eth-100g"
+    assert point.comm_s == pytest.approx(2 * 63 / 64 * 14e9 / 12e9, rel=0.001)
     # As labs.hardware.comm on the EP02 cluster preset (8 x 8 H100, one 100 Gb/s port each).
     pinned = data_parallel_scaling(GRAD, 64, get_cluster("hgx-h100-eth100"),
                                   point.compute_s)
@@ -56,7 +58,7 @@ def test_bad_case_64_gpus_ethernet_21x_and_the_flat_ring_reading():
 @pytest.mark.parametrize("n", [2, 8, 64, 1000, 1024])
 @pytest.mark.parametrize("link", CURVE_LINKS)
 def test_all_reduce_bytes_per_gpu_is_2_n_minus_1_over_n(n, link):
-    # Ring and hierarchical move the same bytes per GPU: 2(g−1)/g + 2(m−1)/(m·g) = 2(N−1)/N.
+    # A ring sends 2(N−1)/N of the gradients per GPU (a tree, as NCCL counts busBW, too).
     cost = all_reduce(GRAD, n, get_link(link))
     assert cost.bytes_per_gpu == pytest.approx(2 * (n - 1) / n * GRAD)
     assert run(gpus=n, link=link).point.allreduce_bytes_per_gpu == pytest.approx(

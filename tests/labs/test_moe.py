@@ -13,7 +13,7 @@ from labs.experts.lab import (
     simulate_moe,
     whole_tokens,
 )
-from labs.hardware.comm import collective
+from labs.hardware.comm import nccl_collective as collective
 from labs.hardware.links import get_cluster
 from labs.model.presets import get_model
 from labs.parallel.dispatch import copies, dispatch_time

@@ -12,7 +12,7 @@ report arXiv:2407.21783 Table 4; H100; s = 4096, b = 1):
 import pytest
 
 from labs.core.errors import LabInputError
-from labs.hardware.comm import collective
+from labs.hardware.comm import nccl_collective as collective
 from labs.hardware.gpus import get_gpu
 from labs.hardware.kernels import SLOWEST_GPU
 from labs.hardware.links import get_link
