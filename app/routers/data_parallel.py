@@ -49,7 +49,7 @@ from labs.data_parallel.lab import (
 )
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links
-from labs.hardware.nccl import BASE_LATENCY, HOP_LATENCY, RING_PLATEAU
+from labs.hardware.nccl import BASE_LATENCY, HOP_LATENCY, simple_ring_latency
 from labs.model.presets import custom_model, get_model
 
 router = APIRouter()
@@ -250,9 +250,7 @@ def extra_context(state) -> dict:
         # Step 2 names the two measured factors of the achieved share; step 1 NCCL's ring
         # latencies on its Simple protocol (tuning.cc, labs.hardware.nccl).
         "kernels": get_gpu(SERVER_GPU).kernels,
-        "ring_lat": {"base": BASE_LATENCY["ring"]["Simple"],
-                     "nvlink": HOP_LATENCY["nvlink"]["ring"]["Simple"],
-                     "net": HOP_LATENCY["net"]["ring"]["Simple"], "plateau": RING_PLATEAU},
+        "ring_lat": simple_ring_latency(),
         "model_options": (("custom", "Custom gradient size…"),
                           *model_choices(model_options(), query.model or "", custom=False)),
         "model_value": "custom" if is_custom(query) else query.model,

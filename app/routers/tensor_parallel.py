@@ -30,6 +30,7 @@ from labs.core.limits import (
 )
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, link_name, links
+from labs.hardware.nccl import simple_ring_latency
 from labs.model.presets import models
 from labs.tensor_parallel.comm import LAYER_COLLECTIVES
 from labs.tensor_parallel.crossover import crossover_degree, tp_crossover
@@ -255,6 +256,7 @@ def extra_context(state) -> dict:
         "split": split_view(state.result),
         "crossover": tp_crossover(state.result),
         "gpu_peak": lambda gpu_id: get_gpu(gpu_id).bf16_flops,  # step 6 names the peak
+        "ring_lat": simple_ring_latency(),  # step 4 sums a two-node ring's latency (EP02's)
     }
 
 

@@ -105,6 +105,15 @@ TREE_CORRECTION = {
 }
 
 
+def simple_ring_latency() -> dict[str, float]:
+    """NCCL's ring latencies on its Simple protocol, µs (tuning.cc): the start-up, one NVLink
+    step, one network step, and the factor on a large ring all-reduce across nodes. EP02
+    step 1 teaches them; EP04 step 4 sums them for a ring over two nodes."""
+    return {"base": BASE_LATENCY["ring"]["Simple"],
+            "nvlink": HOP_LATENCY["nvlink"]["ring"]["Simple"],
+            "net": HOP_LATENCY["net"]["ring"]["Simple"], "plateau": RING_PLATEAU}
+
+
 @dataclass(frozen=True)
 class NcclTime:
     """One collective as NCCL would run it, on one GPU of the group."""
