@@ -145,15 +145,21 @@ def pairs_figure(mask) -> dict:
     labels = [f"r{r.rank}" for r in mask.ranks]
     values = [float(r.causal_pairs) for r in mask.ranks]
     mean = mask.total_pairs / c
+    labels_above = [value_label(i, v, _num(v), bgcolor="rgba(0,0,0,0)")
+                    for i, v in enumerate(values)] if c <= 16 else []
     return {
         "data": [{
             "type": "bar", "x": labels, "y": values,
             "marker": {"color": [rank_colour(r.rank) for r in mask.ranks]},
-            "text": [_num(v) for v in values] if c <= 16 else None,
-            "textposition": "outside", "cliponaxis": False,
             "hovertemplate": "%{x}: %{y:,} causal pairs<extra></extra>",
         }],
         "layout": base_layout(
+            # Each bar's pairs above it (c <= 16), masked on the lesson until step 2's guess
+            # (layout.meta.masked; round-6 cold reading of EP06, item 1: its "64 tokens, CP 8"
+            # link drew the 484 it asks for on the last bar).
+            annotations=labels_above,
+            **({"meta": {"masked": {str(i): "?" for i in range(len(labels_above))}}}
+               if labels_above else {}),
             margin={"l": 52, "r": 8, "t": 16, "b": 32},
             xaxis={"type": "category", "fixedrange": True, "tickangle": 0},
             yaxis={"title": {"text": "causal pairs"}, "rangemode": "tozero",
@@ -228,6 +234,10 @@ def cost_figure(sweep, current) -> dict:
         "data": data,
         "layout": base_layout(
             annotations=[label], shapes=[chosen_band(inp.cp / 1.35, inp.cp * 1.35)],
+            # The plan's bytes, masked on the lesson until step 6's guess (its GPT-3 link drew
+            # the 6.04 GB it asks for: round-6 cold reading of EP06, item 1).
+            meta={"masked": {"0": f"{LAYOUT_NAMES[inp.layout].split(' (')[0]}, CP {inp.cp}:"
+                                  "<br>? per GPU"}},
             margin={"l": 56, "r": 8, "t": 8, "b": 8},
             xaxis={"type": "log", "title": {"text": "CP degree c", "standoff": 2},
                    "tickvals": xs, "ticktext": [str(c) for c in xs], "fixedrange": True,

@@ -2,7 +2,7 @@
 
 from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
-from app.lesson_drills.units import gb
+from app.lesson_drills.units import mb
 
 CP_32 = {"tokens": 32, "cp": 8}
 
@@ -23,33 +23,41 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     "query q sees keys 0..q, q + 1 of them: its own key too. Each query of "
                     "the rank is one pair short."),
         )),
+    # A model no link of step 6 draws (round-6 cold reading of EP06, item 2: GPT-3's chart, a
+    # link above, showed Ulysses far below the ring), whose answer needs the bytes worked out:
+    # Llama 3.1 8B keeps Llama 3.1 70B's 8 KV heads but has half its query heads, so here
+    # Ulysses sends less, where step 6's 70B sends less by the ring.
     decide(
         "cp-decide-layout",
-        "GPT-3 175B (96 heads, each with its own K and V: no grouped-query attention), "
-        "one 131,072-token sequence over CP = 8 on NVLink 4. Which layout sends the fewest "
-        "bytes per GPU per layer?",
+        "Llama 3.1 8B: 32 query heads and 8 KV heads of 128, so a token carries 4,096 B of K "
+        "and V and 8,192 B each of Q and the attention output. One 131,072-token sequence "
+        "over CP = 8 on NVLink 4: which plan sends the fewest bytes per GPU per layer?",
         "cp", "comm_bytes_per_gpu",
-        tuple((key, label, {"model": "gpt-3-175b", "seq_len": 131072, "cp": 8,
+        tuple((key, label, {"model": "llama-3.1-8b", "seq_len": 131072, "cp": cp,
                             "tokens": 64, "layout": layout, "link": "nvlink-4"}, why)
-              for key, label, layout, why in (
-            ("ring", "Zigzag ring: pass K/V blocks c − 1 times", "zigzag",
-             "Every rank must see every other rank's keys and values once, so the ring "
-             "passes it the other 7 blocks of 16,384 tokens, each token's K and V "
-             "2 × 12,288 × 2 B = 49,152 B: {value}. That grows with the whole sequence, "
+              for key, label, layout, cp, why in (
+            ("ring", "Zigzag ring: pass K/V blocks c − 1 times", "zigzag", 8,
+             "The ring passes each rank the other 7 blocks of 16,384 tokens' K and V: "
+             "7/8 × 131,072 × 4,096 B = {value}. That grows with the whole sequence, "
              "whatever c is."),
-            ("allgather", "All-gather the whole sequence's K/V", "allgather",
+            ("allgather", "All-gather the whole sequence's K/V", "allgather", 8,
              "Gathering at once moves the same keys and values as the ring, 7/8 of 131,072 "
-             "tokens × 49,152 B: {value}; it only gives up hiding each block under the "
+             "tokens × 4,096 B: {value}; it only gives up hiding each block under the "
              "attention it feeds."),
-            ("ulysses", "Ulysses: all-to-all by heads", "ulysses",
-             "7/8 of each rank's 16,384 tokens of Q, K, V and the output, 98,304 B a "
-             "token: {value}. Without grouped-query attention K and V are as large as "
-             "Q, and Ulysses' 1/c shard wins."))),
-        best="min", fmt=gb,
-        hint="The ring and the all-gather send the whole sequence's K/V; Ulysses sends a "
-             "1/c shard of Q, K, V and the output. Which is smaller when K/V is big?",
+            ("ulysses", "Ulysses: all-to-all by heads", "ulysses", 8,
+             "Each rank sends 7/8 of its own 16,384 tokens' Q, K, V and output, 8,192 + "
+             "4,096 + 8,192 = 20,480 B a token: {value}. A 1/8 shard of 20,480 B is "
+             "2,560 B a token, below the ring's 4,096 B, so the head shards send the least."),
+            ("ring4", "Zigzag ring over CP = 4 instead: fewer blocks to pass", "zigzag", 4,
+             "3/4 × 131,072 × 4,096 B = {value}: fewer ranks shave only the (c − 1)/c, and the "
+             "ring still sends most of the whole sequence's K/V."))),
+        best="min", fmt=mb,
+        hint="Work out both per GPU: the ring passes (c − 1)/c of the whole sequence's K and V; "
+             "Ulysses sends (c − 1)/c of its own s/c tokens' Q, K, V and output.",
         solution="{best}. Bytes per GPU: ring {ring}, all-gather {allgather}, Ulysses "
-                 "{ulysses}. With Llama 3.1 70B's 8 KV heads (grouped-query attention) "
-                 "the ring sends less than Ulysses instead.",
-        reveals=("1/c shard wins",)),
+                 "{ulysses}, ring over CP 4 {ring4}. Per token of the sequence, Ulysses sends "
+                 "(Q + K + V + O) ÷ c, 20,480 B ÷ 8 = 2,560 B, where the ring sends K + V, "
+                 "4,096 B. Step 6's Llama 3.1 70B has the same 8 KV heads but 64 query heads: "
+                 "36,864 B ÷ 8 = 4,608 B, above 4,096 B, and there the ring sends less.",
+        reveals=("head shards send the least",)),
 )

@@ -7,6 +7,10 @@ def gb(value: float) -> str:
     return f"{value / 1e9:,.1f} GB"
 
 
+def mb(value: float) -> str:
+    return f"{value / 1e6:,.0f} MB"
+
+
 def ms(value: float) -> str:
     return f"{value * 1e3:,.1f} ms"
 

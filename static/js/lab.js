@@ -111,9 +111,13 @@
   // (issue 36: an answer never on the screen before the guess). ----
   var unmasked = {};
 
-  function masking(chart) {
-    return !!chart && !unmasked[chart] && !!document.querySelector(
-      '.step[data-diagram="' + CSS.escape(chart) + '"] .predict-beat');
+  // The key is a chart's id (every step that names it as its diagram: the first guess lifts
+  // it) or a step's own id (that step's guess alone: a figure one step of several on the same
+  // diagram asks for).
+  function masking(key) {
+    var k = key && CSS.escape(key);
+    return !!key && !unmasked[key] && !!document.querySelector(
+      '.step[data-diagram="' + k + '"] .predict-beat, .step#' + k + " .predict-beat");
   }
 
   function maskAnswers(node) {
@@ -131,9 +135,12 @@
 
   function unmask(step) {
     var chart = step && step.getAttribute("data-diagram");
-    if (!chart || unmasked[chart]) return;
-    unmasked[chart] = true;
+    if (!step || (unmasked[step.id] && (!chart || unmasked[chart]))) return;
+    if (step.id) unmasked[step.id] = true;
+    var redraw = chart && !unmasked[chart];
+    if (chart) unmasked[chart] = true;
     maskAnswers(document);
+    if (!redraw) return;
     var el = document.getElementById(chart);
     if (el && el._labFigure) drawOne(el._labFigure);
   }

@@ -325,3 +325,34 @@ def test_round_5b_step_6_predicts_a_model_the_bench_does_not_draw(client):
     why = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", step6))
     assert "15/16 × 131,072 tokens × 49,152 B = 6.04 GB, 12 times Llama's" in why
     assert "tokens=32" not in re.search(r'id="case-bad" href="([^"]+)"', raw)[1]
+
+
+def test_round_6_the_layout_decide_is_a_model_no_link_draws_and_needs_the_bytes(client):
+    """Round-6 cold reading of EP06, items 2 and 3: the decide asked GPT-3 at CP 8, read off
+    the GPT-3 chart step 6's own link draws (Ulysses far below the ring), and its hint said
+    the answer. It asks Llama 3.1 8B now, which no link draws, with four plans; the per-token
+    bytes its question states are the engine's (K + V 4,096 B; Q, K, V and output 20,480 B),
+    Ulysses is right there (2,560 B a token against the ring's 4,096 B) while Llama 3.1 70B,
+    with twice the query heads, is the ring's (the contrast its solution draws), and the hint
+    names the inputs, not the layout."""
+    from app.lesson_drills.context_parallel import DRILLS
+    drill = next(d for d in DRILLS if d.id == "cp-decide-layout")
+    state = dict(tokens=64, cp=8, seq_len=131072, link="nvlink-4")
+    small = {lay: api(client, model="llama-3.1-8b", layout=lay, **state)
+             for lay in ("zigzag", "ulysses")}
+    big = {lay: api(client, model="llama-3.1-70b", layout=lay, **state)
+           for lay in ("zigzag", "ulysses")}
+    assert small["zigzag"]["kv_bytes_per_token"] == 4096
+    assert small["zigzag"]["comm_bytes_per_gpu"] == 7 * 131072 * 4096 // 8
+    assert small["ulysses"]["comm_bytes_per_gpu"] == 7 * 16384 * 20480 // 8
+    assert small["ulysses"]["comm_bytes_per_gpu"] < small["zigzag"]["comm_bytes_per_gpu"]
+    assert big["ulysses"]["comm_bytes_per_gpu"] == 7 * 16384 * 36864 // 8
+    assert big["ulysses"]["comm_bytes_per_gpu"] > big["zigzag"]["comm_bytes_per_gpu"]
+    judged = {o.key: o for o in drill.judge()}
+    assert len(judged) == 4 and [k for k, o in judged.items() if o.right] == ["ulysses"]
+    assert "294 MB" in judged["ulysses"].why and "403 MB" in judged["ring4"].why
+    hint = drill.hint if isinstance(drill.hint, str) else drill.hint()
+    assert "Ulysses" in hint and "smaller" not in hint and "wins" not in hint
+    raw = client.get("/episodes/context-parallel").text
+    step6 = raw[raw.index('id="step-6"'):raw.index('id="step-7"')]
+    assert "llama-3.1-8b" not in step6 and "drill-cp-decide-layout" in step6

@@ -51,7 +51,7 @@ def test_no_answer_is_on_the_page_before_the_drill_is_answered(client, name):
             # answers the drill (EP10's old decide drill asked which fine-tuning method holds
             # the fewest bytes while its chart and step 10 showed all three).
             right = next(o for o in drill.judge() if o.right)
-            figure = re.findall(r"\d[\d,]*(?:\.\d+)?(?:%| GB| ms| samples/s| days|×)",
+            figure = re.findall(r"\d[\d,]*(?:\.\d+)?(?:%| GB| MB| ms| samples/s| days|×)",
                                 right.why)[-1]
             text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
             assert not re.search(rf"(?<![\d.,]){re.escape(figure)}", text), (drill.id, figure)

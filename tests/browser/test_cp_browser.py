@@ -94,6 +94,7 @@ def test_cost_chart_follows_the_link(page, live_server):
     look_at(page, "cp-cost")
     ring = page.evaluate("() => document.querySelector('#cp-cost').data[0].y")
     assert ring[3:] == [None, None, None]  # NVLink 4 reaches 8 GPUs
+    page.locator("#why-cp-6 summary").click()  # the bytes are step 6's answer: masked till then
     shown = page.locator("[data-testid=comm-bytes]").inner_text()
     expected = api_json(live_server, "cp", "tokens=16&cp=4&link=nvlink-4")
     assert shown == f"{expected['comm_bytes_per_gpu'] / 1e6:.0f} MB"
@@ -127,3 +128,47 @@ def test_the_mask_is_in_view_with_its_layout_control(browser, live_server, width
         box = page.locator("#cp-mask").bounding_box()
         assert box and box["width"] > 0.5 * min(width, 700)
         assert 0 <= box["y"] < height
+
+
+def bench_and_labels(page, chart: str) -> str:
+    """The bench's text and its charts' labels, the step's chart drawn."""
+    look_at(page, chart)
+    labels = page.evaluate("""() => [...document.querySelectorAll('#bench-view .js-plotly-plot')]
+        .flatMap(el => (el.layout.annotations || []).map(a => a.text)).join(' | ')""")
+    return page.locator("#bench-view").inner_text() + " | " + labels
+
+
+@pytest.mark.parametrize("step, chart, link, query, figure", [
+    (2, "cp-pairs", "64 tokens, CP 8", "tokens=64&cp=8",
+     lambda api: f"{api['ranks'][7]['causal_pairs']:,}"),
+    (4, "cp-cost", "All-gather, 131,072 tokens, CP 8",
+     "tokens=64&cp=8&seq_len=131072&layout=allgather&link=nvlink-4",
+     lambda api: f"{api['kv_held_bytes'] / 1e6:.0f} MB"),
+    (6, "cp-cost", "GPT-3, ring CP 16",
+     "tokens=64&cp=16&seq_len=131072&layout=zigzag&link=ib-ndr&model=gpt-3-175b",
+     lambda api: f"{api['comm_bytes_per_gpu'] / 1e9:.3g} GB"),
+    (7, "cp-cost", "4k tokens on 25 Gb/s Ethernet",
+     "tokens=64&cp=8&seq_len=4096&layout=zigzag&link=eth-25g",
+     lambda api: f"{api['exposed_s'] * 1e3:.3g} ms")])
+def test_a_step_link_followed_before_the_guess_shows_the_move_not_the_answer(
+        page, live_server, step, chart, link, query, figure):
+    """Round-6 cold reading of EP06, item 1: each step's try link, followed before the guess,
+    put the figure its prediction asks for on the bench (484 pairs on the last bar and in the
+    caption; the all-gather's 537 MB held; GPT-3's 6.04 GB; the 4.94 ms exposed). It stays
+    masked until that step's guess (an earlier step's guess on the same diagram does not lift
+    it), and shows after."""
+    answer = figure(api_json(live_server, "cp", query))
+    page.goto(LESSON)
+    wait_drawn(page)
+    # The step before, guessed: its diagram may be this one.
+    page.locator(f"#why-cp-{step - 1} summary").click()
+    follow(page.locator(f"#step-{step} a.try", has_text=link), query.split("&")[-1])
+    assert answer not in bench_and_labels(page, chart)
+    form = page.locator(f"#step-{step} form.predict-form")
+    if form.locator("input[type=radio]").count():
+        form.locator("input[type=radio]").first.check()
+    else:
+        form.locator("input[name=guess]").fill("1")
+    form.locator(".predict-commit").click()
+    page.wait_for_function(f"() => !document.querySelector('#step-{step} .moves.before-guess')")
+    assert answer in bench_and_labels(page, chart)
