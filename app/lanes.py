@@ -7,7 +7,7 @@ request's cost before it runs lets the pool keep cheap work out of the queue beh
 
 How: the cost of a lab answer is set by a few of its controls, read here from the raw query
 (the lab's defaults where a control is not given, never a simulation): the planner's search
-by the plans it makes (``labs.recipe.planner.count_plans``: the layouts that divide the GPUs,
+by the plans it makes (``labs.recipe.plan_space.count_plans``: the layouts that divide the GPUs,
 each with its schedules and micro-batch sizes) and whether the GPUs' memory lets it rank
 them, a lesson's whole page by the page drawn around its answer, a pipeline by the actions
 it simulates and draws (stages x micro-batches x chunks x 2 or 3, ``labs.schedules.simulate``),
@@ -94,7 +94,7 @@ def estimate(path: str, query: bytes, page: bool = False) -> Cost:
 
 
 # The estimators that enumerate rather than read a few controls: the planner's counts its
-# plans (labs.recipe.planner.count_plans, cached; cold, 0.1-1 ms for a dense model and up to
+# plans (labs.recipe.plan_space.count_plans, cached; cold, 0.1-1 ms for a dense model and up to
 # 25 ms for DeepSeek-V3 on 65,536 GPUs, each new model code, cluster or batch a miss). The
 # middleware asks them in a worker thread (estimate_off_loop), as app/routers/runs.py parses a
 # log: never on the event loop, which every other request waits on.
@@ -208,21 +208,21 @@ def _validation(c: _Controls) -> Cost:
 
 
 def _plan(c: _Controls) -> Cost:
-    """The planner's search: each plan it makes (``labs.recipe.planner.count_plans``, the
+    """The planner's search: each plan it makes (``labs.recipe.plan_space.count_plans``, the
     layouts that divide the GPUs and keep the batch, each with its schedules and micro-batch
     sizes), dropped on its memory floors where the job's GPUs cannot hold the model's
     training state (its bytes per parameter over their memory), else ranked and many of
     them timed."""
     from labs.core.catalogue import RECIPES
     from labs.hardware.gpus import get_gpu
-    from labs.recipe.planner import count_plans
+    from labs.recipe.plan_space import count_plans
 
     m = c.model_spec()
     gpus = c.whole("gpus")
     plans = count_plans(m, gpus, c.whole("gpus_per_node"), c.whole("seq_len"),
                         c.whole("global_batch"))
     if c.text("hsdp").lower() in ("true", "1", "on", "yes"):
-        # HSDP offers each ZeRO-3 variant again (labs.recipe.planner.variants): of the four
+        # HSDP offers each ZeRO-3 variant again (labs.recipe.plan_space.variants): of the four
         # ZeRO stages' variants a shape makes, five.
         plans = plans * 5 // 4
     state = m.params * RECIPES[c.text("recipe")].bytes_per_param

@@ -41,7 +41,8 @@ from labs.core.limits import (
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, paired_cluster
 from labs.recipe.inputs import SOFTWARE
-from labs.recipe.planner import MAX_TOP, PlanRequest, PlanSearch, search
+from labs.recipe.plan_space import MAX_TOP, PlanRequest
+from labs.recipe.planner import PlanSearch, search
 
 router = APIRouter()
 API_PATH = "/api/plan"

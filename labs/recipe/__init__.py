@@ -12,15 +12,16 @@ by cause)), `runs.py` (the published runs the step model is checked against, rea
 the MoE runs, NeMo's H100 FP8 runs), which the tests and the "Checked against real runs" page share;
 `utilisation`, a run's MFU and HFU from a step, which EP08's prose quotes), `audits.py`,
 `replan.py`, `export.py`, `planner.py` with `bounds.py` (ranks every valid plan by the recipe's own
-throughput, by branch and bound; `PlanRequest.pipeline` holds it to plans with or without stages;
-`PlanRequest.hsdp` offers each ZeRO-3 plan sharded inside a node too), `two_d.py` (two dimensions
-before three: the planner held to FSDP + TP and to TP + PP + DP, each family's best plan as the
-cluster doubles around the page's, at its global batch; EP08 step 14's diagram and `/api/recipe`'s
-`two_d`), `overlap.py` and `layer_view.py` (what hides behind what, read off the step model's
-answer: a micro-batch's compute and communication streams, and one layer op by op, each collective
-where the step model runs it, with its bytes, its time and, under TP overlap "all", the chunked
-GEMM's lost rate (`labs.parallel.layer_time.Piece`), and ZeRO-0/1/2's gradient buckets as the step
-model schedules them (`timing.Buckets`); EP08 steps 12 and 13, `/api/recipe`'s `timeline` and
-`layer`)"""
+throughput, by branch and bound) over `plan_space.py` (the request and the bounded set of plans it
+makes, `count_plans` counting them unmade; `PlanRequest.pipeline` holds it to plans with or without
+stages; `PlanRequest.hsdp` offers each ZeRO-3 plan sharded inside a node too), `two_d.py` (two
+dimensions before three: the planner held to FSDP + TP and to TP + PP + DP, each family's best plan
+as the cluster doubles around the page's, at its global batch; EP08 step 14's diagram and
+`/api/recipe`'s `two_d`), `overlap.py` and `layer_view.py` (what hides behind what, read off the
+step model's answer: a micro-batch's compute and communication streams, and one layer op by op, each
+collective where the step model runs it, with its bytes, its time and, under TP overlap "all", the
+chunked GEMM's lost rate (`labs.parallel.layer_time.Piece`), and ZeRO-0/1/2's gradient buckets as
+the step model schedules them (`timing.Buckets`); EP08 steps 12 and 13, `/api/recipe`'s `timeline`
+and `layer`)"""
 
 FLOOR = 5  # imports only labs packages of floors <= 5 (tests/test_project.py)

@@ -432,7 +432,7 @@ def test_a_plan_search_is_estimated_by_the_plans_it_makes():
     from labs.hardware.gpus import get_gpu
     from labs.hardware.links import get_link, paired_cluster
     from labs.model.presets import get_model
-    from labs.recipe.planner import PlanRequest, count_plans, shapes
+    from labs.recipe.plan_space import PlanRequest, count_plans, shapes
 
     cluster = paired_cluster(get_gpu("a100-80gb"), 8, get_link("nvlink-3"), get_link("ib-hdr"))
     for model, gpus in (("gpt-3-175b", 8), ("gpt-3-175b", 512), ("mixtral-8x7b", 64)):

@@ -217,7 +217,8 @@ def test_the_planner_offers_hsdp_inside_a_node_and_its_bounds_hold():
 
     from labs.recipe.bounds import state_bytes_floor
     from labs.recipe.lab import rule_problems
-    from labs.recipe.planner import PlanRequest, bound_step_s, candidates, node_shard, search
+    from labs.recipe.plan_space import PlanRequest, candidates, node_shard
+    from labs.recipe.planner import bound_step_s, search
 
     for model, batch in ((LLAMA_8B, 128), (get_model("mixtral-8x7b"), 64)):
         req = PlanRequest(model, H100, 64, 8192 if model is LLAMA_8B else 4096, batch,

@@ -25,16 +25,8 @@ from labs.recipe.bounds import (
 )
 from labs.recipe.inputs import Plan
 from labs.recipe.lab import evaluate, rule_problems
-from labs.recipe.planner import (
-    MAX_CANDIDATES,
-    PlanRequest,
-    bound_step_s,
-    candidates,
-    pareto_front,
-    search,
-    shapes,
-    variants,
-)
+from labs.recipe.plan_space import MAX_CANDIDATES, PlanRequest, candidates, shapes, variants
+from labs.recipe.planner import bound_step_s, pareto_front, search
 
 H100 = get_cluster("dgx-h100")
 GPT3 = get_model("gpt-3-175b")

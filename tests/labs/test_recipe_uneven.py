@@ -15,10 +15,15 @@ from labs.hardware.links import get_cluster
 from labs.model.presets import get_model
 from labs.recipe.inputs import Plan
 from labs.recipe.lab import evaluate, measured_bubble, pipeline_slack, rule_problems
-from labs.recipe.planner import PlanRequest, search, textbook_bubble, uneven_split
+from labs.recipe.planner import PlanRequest, search, textbook_bubble
 from labs.schedules.inputs import PipelineInput
 from labs.schedules.simulate import simulate
-from labs.schedules.stages import stage_layer_counts, stage_params, uneven_problems
+from labs.schedules.stages import (
+    stage_layer_counts,
+    stage_params,
+    uneven_problems,
+    uneven_split,
+)
 
 H100 = get_cluster("dgx-h100")
 LLAMA405 = get_model("llama-3.1-405b")
@@ -147,7 +152,8 @@ def test_bound_never_beats_the_lab_on_uneven_and_context_parallel_plans(meta_sea
     a lower bound of the lab's step on 405B plans too, uneven stages and CP included."""
     import random
 
-    from labs.recipe.planner import bound_step_s, candidates
+    from labs.recipe.plan_space import candidates
+    from labs.recipe.planner import bound_step_s
 
     legal = [p for p in candidates(meta_search.request)
              if not rule_problems(p, LLAMA405, H100, NODES)]

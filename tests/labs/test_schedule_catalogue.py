@@ -10,7 +10,7 @@ from labs.model.presets import get_model
 from labs.recipe.export import export
 from labs.recipe.inputs import Plan
 from labs.recipe.lab import pipeline_slack
-from labs.recipe.planner import PLAN_SCHEDULES
+from labs.recipe.plan_space import PLAN_SCHEDULES
 from labs.schedules.catalogue import CATALOGUE, INTERLEAVED, SCHEDULES, SPLIT_BACKWARD, V_SHAPE
 from labs.schedules.inflight import in_flight
 from labs.schedules.inputs import PipelineInput, check_shape
