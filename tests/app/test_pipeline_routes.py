@@ -260,3 +260,23 @@ def test_round_5_step_4_sets_its_assumed_send_against_a_real_one(client):
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/pipeline").text))
     assert f"= {ndr['api']['send_seconds'] * 1e6:.0f} µs, {ndr['api']['send_time']:.3f} of" in text
     assert f"idles {fmt_pct(ndr['api']['bubble_fraction'])}" in text
+
+
+def test_round_5_item_8_the_lesson_teaches_every_schedule_its_menu_offers(client):
+    """EP05's round-5 cold reading, item 8: the schedule menu offered Looped BFS, interleaved
+    zero bubble and ZB-V, which no step named. Each schedule of the menu is now named in the
+    steps, the three with their source (the paper, and PyTorch's class the lab follows); the
+    claims about Looped BFS are the engine's: interleaving's bubble at the same v, and every
+    micro-batch of every chunk held, as GPipe holds all m."""
+    page = client.get("/episodes/pipeline").text
+    steps = re.sub(r"\s+", " ", page[page.index('<article class="steps">'):])
+    for name in SCHEDULES.values():
+        assert name in steps, name
+    for source in ("Lamy-Poirier 2022", "ScheduleLoopedBFS", "ScheduleInterleavedZeroBubble",
+                   "ScheduleZBVZeroBubble", "§6 for ZB-V"):
+        assert source in steps, source
+    state = {"stages": 8, "microbatches": 16, "virtual": 2}
+    bfs = run(PipelineQuery(schedule="looped-bfs", **state)).result
+    interleaved = run(PipelineQuery(schedule="interleaved-1f1b", **state)).result
+    assert bfs.bubble_fraction == pytest.approx(interleaved.bubble_fraction)
+    assert set(bfs.peak_activations) == {16 * 2}
