@@ -39,7 +39,6 @@ TAUGHT_IN: dict[str, tuple[str, str]] = {
     "algbw": ("data-parallel", "step-1"),
     "ecmp": ("experts", "step-7"),
     "nvls": ("data-parallel", "step-1"),
-    "ll-protocol": ("data-parallel", "step-6"),
     "oversubscription": ("experts", "step-7"),
     "rail-optimised": ("experts", "step-7"),
     "asynctp": ("recipe-3d", "step-13"),
