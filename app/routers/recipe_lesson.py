@@ -10,6 +10,7 @@ from app.routers.recipe_state import RecipeQuery, run, to_api
 from labs.core.catalogue import RECIPES
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link
+from labs.hardware.nccl import simple_ring_latency
 from labs.model.presets import get_model
 from labs.recipe.runs import BY_ID, check, checks, summary, utilisation
 
@@ -129,7 +130,8 @@ def hsdp_consts() -> dict:
             "state_bytes": recipe.weight_bytes + recipe.gradients + recipe.master_weights
             + recipe.optimizer_moments, "grad_bytes": recipe.gradients,
             "weight_bytes": recipe.gathered_bytes,
-            "params_70b": get_model(LAYER["model"]).params}
+            "params_70b": get_model(LAYER["model"]).params,
+            "lat": simple_ring_latency()}  # NCCL's ring latencies, as EP02 step 1 states them
 
 
 def layer_consts() -> dict:

@@ -1057,3 +1057,36 @@ def test_round_5b_steps_12_and_13_describe_the_same_backward_tp_overlap(client):
     assert f"so here only QKV's {len(hidden)} of the backward's {len(backward)} hide" in step12
     step13 = text[text.index("13. "):text.index("14. ")]
     assert "runs QKV's and fc1's four" in step13
+
+
+def test_round_6_step_15_states_each_collectives_latency_from_nccls_one_model(client):
+    """Issue 36, round 6, item 3: step 15's HSDP replica all-reduce charged about 19 µs a ring
+    step where the FSDP gather charged about 5, each hidden in 'plus latency'. Both are NCCL's
+    one model (labs.hardware.nccl, tuning.cc, as EP02 step 1 states it): the gather's 31
+    steps are 24 NVLink (3.4 µs) and 7 network (9.6 µs) hops; the replicas' 14 steps all cross
+    the network, x 1.9 for a large ring all-reduce across nodes ('plateau effect of ring').
+    The step now sums each latency, and the sums are the engine's times."""
+    from app.routers.recipe import facts
+    from labs.hardware.nccl import simple_ring_latency
+
+    f, r = facts(), simple_ring_latency()
+    k = f["hs_consts"]
+    hh, hf = f["hs"]["api"], f["hs_fsdp"]["api"]
+    lp, shard, reps = hh["layer"]["params"], hh["hsdp"]["dp_shard"], hh["hsdp"]["replicas"]
+    dpn = f["hs"]["params"]["dp"]
+    net = dpn // k["per_node"] - 1
+    gather = (r["base"] + (dpn - 1 - net) * r["nvlink"] + net * r["net"]) * 1e-6
+    assert lp * k["weight_bytes"] * (dpn - 1) / dpn / (k["per_node"] * k["nic_busbw"]) \
+        + gather == pytest.approx(hf["layer"]["first_gather_s"], rel=1e-3)
+    inside = (r["base"] + (shard - 1) * r["nvlink"]) * 1e-6
+    assert lp * k["weight_bytes"] * (shard - 1) / shard / k["nvlink_busbw"] + inside \
+        == pytest.approx(hh["hsdp"]["layer_all_gather_s"], rel=1e-3)
+    across = (r["base"] + 2 * (reps - 1) * r["net"]) * r["plateau"] * 1e-6
+    assert 2 * (reps - 1) / reps * lp / shard * k["grad_bytes"] / k["nic_busbw"] + across \
+        == pytest.approx(hh["hsdp"]["layer_all_reduce_s"], rel=1e-3)
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/recipe-3d").text))
+    step = text.split("15. HSDP")[1].split("Limit.")[0]
+    assert "8.4 + 24 × 3.4 + 7 × 9.6 = 157 µs" in step
+    assert "8.4 + 3 × 3.4 = 18.6 µs" in step
+    assert "(8.4 + 14 × 9.6) × 1.9 = 271 µs" in step
+    assert "about 19 µs a step against the FSDP gather's 5" in step
