@@ -1,0 +1,218 @@
+"""EP12's cheat sheet, its lines of EP08-EP11, a whole run: its FLOPs, MFU, HFU and step (the 3D
+recipe), RL serving and colocation, low precision and fine-tuning, failures and goodput. As in
+lines.py (EP01-EP07): one function per formula, each returning the worked example's inputs and
+result as the lab that teaches the formula computes them; each group cites its papers."""
+
+from collections.abc import Callable
+
+from labs.cheatsheet.inputs import Term
+from labs.cheatsheet.lines import ledger_of
+from labs.core.errors import LabInputError
+from labs.failures.inputs import FailuresInput
+from labs.failures.lab import gpu_mtbi_llama3, llama3_step_s, llama3_steps, simulate_failures
+from labs.hardware.links import get_link
+from labs.model.flops import hardware_flops_per_token, matmul_params, model_flops_per_token
+from labs.precision.finetune import finetunes, trainable_params
+from labs.precision.inputs import MODULE_SETS, PrecisionInput
+from labs.precision.lab import compute_precision
+from labs.precision.speed import speed
+from labs.recipe.inputs import SEGMENT_LABELS, Plan
+from labs.recipe.lab import evaluate
+from labs.rl.inputs import RLPlacementInput
+from labs.rl.lab import compute_rl_placement
+from labs.rl.recipes import recipes
+from labs.rl.serving import engine_memory
+
+RL_EXAMPLE = "glm-4-9b"  # EP09's colocation line needs an RL recipe (labs/presets/rl_recipes)
+
+
+# ---- EP08 the 3D recipe (Narayanan et al. 2021 sec 5; Kaplan et al. 2020 for 6ND) ----
+
+def _plan(inp, **change):
+    plan = Plan(tp=inp.tp, pp=inp.pp, dp=inp.dp, cp=inp.cp, zero=1,
+                microbatches=inp.microbatches, micro_batch=inp.micro_batch, seq_len=inp.seq_len,
+                **change)
+    return evaluate(plan, inp.model, inp.cluster, inp.nodes)
+
+
+def _legal(r):
+    if not r.legal:
+        raise LabInputError(r.problems[0].field, r.problems[0].message)
+    return r
+
+
+def _flop_terms(inp, matmul: int, per_token: float, tokens: int) -> tuple:
+    """N, D and the attention score FLOPs: what the FLOP count adds to matmul·N·D, so the
+    terms sum to the result."""
+    n = matmul_params(inp.model)
+    return (Term("N", n, "count", f"matmul parameters ({inp.model.params / 1e9:.1f}B less "
+                                  "the input embedding, a lookup)"),
+            Term("D", tokens, "", "tokens"),
+            Term(f"{matmul}·N·D", matmul * n * tokens, "flops", "the weight matmuls"),
+            Term("attention", per_token * tokens - matmul * n * tokens, "flops",
+                 "QKᵀ and AV, 4·L·h·s per token forward, twice that backward: 12·L·h·s per "
+                 "token (16·L·h·s with full recomputation's second forward)"))
+
+
+def flops_6nd(inp):
+    per = model_flops_per_token(inp.model, inp.seq_len)
+    return (_flop_terms(inp, 6, per, inp.seq_len),
+            Term("6·N·D + attention", per * inp.seq_len, "flops", "training FLOPs, one "
+                 "sequence"))
+
+
+def flops_8nd(inp):
+    per = hardware_flops_per_token(inp.model, inp.seq_len, "full")
+    return (_flop_terms(inp, 8, per, inp.seq_len),
+            Term("8·N·D + attention", per * inp.seq_len, "flops", "hardware FLOPs, one sequence "
+                 "run with full recomputation: HFU's numerator, never MFU's"))
+
+
+def mfu(inp):
+    r = _legal(_plan(inp))
+    return ((Term("6·N·D + attention", r.timing.model_flops_per_token * r.tokens_per_step,
+                  "flops", f"model FLOPs of the step's D = b·m·DP·s = {r.tokens_per_step:,} "
+                           "tokens, as the Training FLOPs line counts them"),
+             Term("step", r.step_s, "s", "simulated"), Term("GPUs", r.gpus, "", "in the plan"),
+             Term("peak", inp.gpu.bf16_flops, "flops", "per GPU per second")),
+            Term("MFU", r.mfu, "fraction", "model FLOPs over step × GPUs × peak"))
+
+
+def hfu(inp):
+    """HFU (Korthikanti et al. 2022 sec 4.1): every FLOP the GPUs run, the recomputed forward
+    too, over step x GPUs x peak; the page's plan run with full recomputation, where it
+    differs most from the MFU of the same run."""
+    r = _legal(_plan(inp, recompute="full"))
+    hardware = r.timing.hardware_flops_per_token * r.tokens_per_step
+    return ((Term("8·N·D + attention", hardware, "flops",
+                  f"hardware FLOPs of the step's {r.tokens_per_step:,} tokens, the forward run "
+                  "twice"),
+             Term("step", r.step_s, "s", "simulated, with full recomputation"),
+             Term("GPUs", r.gpus, "", "in the plan"),
+             Term("peak", inp.gpu.bf16_flops, "flops", "per GPU per second")),
+            Term("HFU", hardware / (r.step_s * r.gpus * inp.gpu.bf16_flops), "fraction",
+                 f"hardware FLOPs over step × GPUs × peak; the same run's MFU is "
+                 f"{r.mfu:.1%}: never quote an HFU as an MFU"))
+
+
+def step_time(inp):
+    r = _legal(_plan(inp))
+    seg = r.segments or {}
+    terms = tuple(Term(k, v, "s", SEGMENT_LABELS.get(k, k).lower()) for k, v in seg.items())
+    return terms, Term("step", r.step_s, "s", "the sum")
+
+
+# ---- EP09 RL placement (slime/verl recipes; vLLM/SGLang serving memory) ----
+
+def serving(inp):
+    e = engine_memory(inp.model, inp.tp, inp.micro_batch * 8, inp.seq_len)
+    return ((Term("weights", e.weights, "bytes", f"2·P / {inp.tp} GPUs"),
+             Term("KV", e.kv_cache, "bytes", f"{e.concurrency} requests × {e.context:,} tokens"),
+             Term("workspace", e.workspace, "bytes", "activations of a prefill chunk")),
+            Term("per GPU", e.total, "bytes", "one serving engine GPU"))
+
+
+def colocated(inp):
+    rec = next((r for r in recipes().values() if r.model == inp.model.id),
+               recipes()[RL_EXAMPLE])
+    r = compute_rl_placement(RLPlacementInput(
+        rec.spec, inp.gpu, rec.train_gpus, tp=rec.tp, pp=rec.pp, cp=rec.cp, ep=rec.ep,
+        engine_gpus=rec.engine_gpus, cpu_adam=rec.cpu_adam, recompute=rec.recompute))
+    if r.colocated_bytes is None:
+        raise LabInputError("model", f"{rec.name}'s training layout is broken on this GPU")
+    return ((Term("M_train", r.train_memory_bytes, "bytes", f"{rec.name} training GPU"),
+             Term("M_rollout", r.rollout_memory_bytes, "bytes", "rollout GPU"),
+             Term("overhead", r.transition_overhead_bytes, "bytes", "phase switch")),
+            Term("max + overhead", r.colocated_bytes, "bytes", "per colocated GPU"))
+
+
+# ---- EP10 low precision and fine-tuning (TransformerEngine; DeepSeek-V3; OCP MX; LoRA; QLoRA) ----
+
+LORA_RANK, QLORA_RANK = 16, 64  # the examples' ranks: a common LoRA choice, QLoRA's own
+
+
+def recipe_state(recipe: str) -> Callable:
+    """A recipe's training state, P × its bytes per parameter (labs.core.catalogue's sum)."""
+    def line(inp):
+        r = ledger_of(inp, recipe)
+        return ((Term("P", r.params, "count", "parameters"),
+                 Term("B", r.bytes_per_param, "bytes", "per parameter, from its formats")),
+                Term("P·B", r.state_bytes, "bytes", r.input.recipe))
+    return line
+
+
+def _one_gpu(inp, **kw) -> PrecisionInput:
+    return PrecisionInput(inp.model, inp.gpu, seq_len=inp.seq_len, micro_batch=inp.micro_batch,
+                          dp=1, zero=0, **kw)
+
+
+def lora_params(inp):
+    m = inp.model
+    n = trainable_params(m, LORA_RANK, MODULE_SETS["qv"])
+    return ((Term("r", LORA_RANK, "", "rank"), Term("L", m.layers, "", "layers, q and v each")),
+            Term("Σ r·(d_in + d_out)", n, "count", "trainable parameters"))
+
+
+def qlora_base(inp):
+    qlora = finetunes(_one_gpu(inp, rank=QLORA_RANK, modules="all", recompute="full",
+                               ft_recipe="adam12"))[2]
+    b = qlora.breakdown
+    return ((Term("NF4", b["weights"], "bytes", "4-bit linear layers, 16-bit the rest"),
+             Term("constants", b["quant_constants"], "bytes", "double-quantized")),
+            Term("base", b["weights"] + b["quant_constants"], "bytes", "frozen, on one GPU"))
+
+
+def fp8_speedup(inp):
+    """TransformerEngine's FP8 recipe against BF16 for the example on one GPU
+    (labs.precision.speed: EP08's op-level step model run in both)."""
+    s = speed(_one_gpu(inp, recipe="fp8-delayed"))
+    if not s.timed or not s.fp8_path:
+        raise LabInputError("gpu", s.reason or "no FP8 path")
+    lin, added = s.part("linear"), s.part("casts").fp8_s + s.part("scaling").fp8_s
+    share = lin.bf16_s / s.bf16_step_s
+    sync = s.part("zero")
+    return ((Term("g", share, "fraction", "linear GEMMs' share of the BF16 step"),
+             Term("r", lin.bf16_s / lin.fp8_s, "", "their speed-up at the FP8 rate"),
+             Term("c", added / s.bf16_step_s, "fraction", "casts and scaling, of the step"),
+             Term("e", (sync.fp8_s - sync.bf16_s) / s.bf16_step_s, "fraction",
+                  "gradient sync the shorter backward stops hiding (one GPU here, no DP: 0; "
+                  "EP10 step 8 shows a state where it is not)")),
+            Term("speed-up", s.speedup, "", "BF16 step / FP8 step"))
+
+
+def offload_host(inp):
+    o = compute_precision(_one_gpu(inp, recipe="adam16", offload=1.0, tp=inp.tp)).offload
+    return ((Term("A", o.activation_bytes, "bytes", f"saved activations per GPU at TP = "
+                                                     f"{inp.tp}"),
+             Term("t_copy", o.copy_s, "s", "one layer over PCIe 5"),
+             Term("t_fwd", o.forward_s, "s", "its forward")),
+            Term("f_hidden", o.hidden_share, "fraction", "largest share the forward hides"))
+
+
+def _failures(inp):
+    """EP11's lab for the example's plan: its GPUs at Llama 3's interruption rate, sync saves
+    to 2 TB/s (Llama 3's Tectonic), a 10-minute restart."""
+    gpus = inp.tp * inp.pp * inp.dp * inp.cp
+    return simulate_failures(FailuresInput(
+        model=inp.model, gpus=gpus, gpu_mtbi=gpu_mtbi_llama3(),
+        step_s=llama3_step_s(inp.model.params), step_gpus=16_384, steps=llama3_steps(),
+        save="sync", storage_bw=2e12, host_link=get_link("pcie-5"), interval=3600,
+        restart=600))
+
+
+def young_interval(inp):
+    r = _failures(inp)
+    return ((Term("δ", r.checkpoint.cost_s, "duration", "sync save: 14·P B at 2 TB/s"),
+             Term("M", r.mtbi_s, "duration", f"Llama 3's rate on {r.input.gpus:,} GPUs")),
+            Term("τ", r.young_s, "duration", "training between saves"))
+
+
+def goodput_line(inp):
+    r = _failures(inp)
+    g = r.best
+    return ((Term("τ", g.interval, "duration", "Daly's interval"),
+             Term("b", r.checkpoint.block_s, "duration", "stop per save"),
+             Term("R", r.input.restart, "duration", "restart (assumed; a sync save loses no "
+                                                    "work behind it)"),
+             Term("M", r.mtbi_s, "duration", "between interruptions")),
+            Term("goodput", g.goodput, "fraction", "wall time on steps that count"))
