@@ -218,6 +218,11 @@ GLOSSARY: tuple[Term, ...] = (
          "The MLP of Llama and most current models: two input projections, one passed through "
          "SiLU (Swish) and multiplied element by element with the other (a gated linear "
          "unit), then an output projection. Three matrices where GPT's GeLU MLP has two."),
+    Term("dropout", "Dropout", r"\bdropout\b",
+         "During training, a random share of a layer's values is set to zero (the rest scaled "
+         "up to match), so that the model cannot lean on any one of them; the backward pass "
+         "needs the mask, one byte a value in Korthikanti et al.'s count. Llama's configs set "
+         "it to zero, so Llama keeps no masks."),
     Term("logits", "Logits", r"\blogits\b",
          "The output layer's scores, one for each word of the vocabulary for every token, "
          "before the softmax turns them into probabilities for the loss."),

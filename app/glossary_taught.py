@@ -46,6 +46,7 @@ TAUGHT_IN: dict[str, tuple[str, str]] = {
     "gemm": ("zero", "step-5"),
     "grouped-gemm": ("experts", "step-8"),
     "swiglu": ("memory", "step-3"),
+    "dropout": ("memory", "step-3"),
     "logits": ("memory", "step-1"),
     "sdpa": ("memory", "step-3"),
     "transformer-engine": ("memory", "step-3"),

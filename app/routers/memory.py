@@ -10,7 +10,7 @@ from pydantic import Field
 from app.charts.memory import COMPONENTS, memory_figure
 from app.charts.units import fmt_bytes
 from app.cluster_controls import Schedule, Virtual
-from app.episodes import BY_SLUG
+from app.episodes import BY_LAB, BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
@@ -30,6 +30,7 @@ from labs.core.limits import (
     RECOMPUTE,
     TRAIN_RECIPES,
 )
+from labs.core.recomputation import RECOMPUTATION
 from labs.hardware.gpus import get_gpu
 from labs.memory.inputs import PREFILL_CHUNK_TOKENS, MemoryInput
 from labs.memory.lab import compute_memory, forward_tokens, workspace_width
@@ -39,6 +40,12 @@ router = APIRouter()
 
 DEFAULT_MODEL = "llama-3.1-70b"
 RECIPE_LABELS = {k: r.label for k, r in RECIPES.items()}  # the records of labs.core.catalogue
+# What EP01 teaches of its Recipe and Recomputation menus (round-5 cold reading, item 5): the
+# other options sit in a group of their own, named for the lesson that teaches them (EP10's
+# low-precision recipes) or marked as taught by none (torchtitan's two policies), each with
+# its record's phrase as a one-line title (partials/_memory_controls.html).
+EP01_RECIPES = ("adam16", "adam18", "fp8-blockwise", "bf16", "int8", "int4")
+EP01_RECOMPUTE = ("none", "flash", "selective", "full")
 
 
 class MemoryQuery(ModelGpuControls):
@@ -200,6 +207,10 @@ def extra_context(state) -> dict:
         "gpu_options": gpu_options(),
         "recipes": RECIPE_LABELS,
         "train_recipes": TRAIN_RECIPES,
+        "taught_recipes": EP01_RECIPES,
+        "taught_recompute": EP01_RECOMPUTE,
+        "recompute_phrases": {k: r.phrase for k, r in RECOMPUTATION.items()},
+        "precision_episode": BY_LAB["precision"],
         "components": COMPONENTS,
         "model_value": query.model_value,
         "recipe_value": result.input.recipe,

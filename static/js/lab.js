@@ -303,6 +303,12 @@
         opt.hidden = !ok;
         if (ok && firstOk === null) firstOk = opt;
       });
+      // A group (EP01's "taught in EP10" recipes) shows only while it offers an option.
+      Array.prototype.forEach.call(select.querySelectorAll("optgroup"), function (group) {
+        group.hidden = !Array.prototype.some.call(group.children, function (opt) {
+          return !opt.hidden;
+        });
+      });
       var current = select.options[select.selectedIndex];
       if (current && current.disabled && firstOk) select.value = firstOk.value;
     });
