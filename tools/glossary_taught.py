@@ -1,6 +1,8 @@
 """Where each glossary term is taught: the first lesson, in teaching order, whose lede or steps
-use it (where app/glossary.py's ``define_terms`` marks its first use, ``id="term-<slug>"``),
-and the step that use sits in. /glossary links each entry there ("Taught in EP03, step 2").
+use it (where app/glossary.py's ``define_terms`` marks its first use, ``id="term-<slug>"``).
+/glossary links each entry to that mark, in the step it sits in ("Taught in EP03: ...").
+The table names the lesson only, so that prose moving a first use from one step to another
+leaves it right; the link follows the mark.
 
 The lessons' prose decides it, so it is found by rendering every episode at its opening state,
 not typed in: this writes app/glossary_taught.py, and tests/app/test_glossary_taught.py checks
@@ -34,31 +36,29 @@ def step_of(html: str, slug: str) -> str | None:
     return steps[-1] if steps else ""
 
 
-def taught(get) -> dict[str, tuple[str, str]]:
-    """Slug -> (episode slug, step id) for every term some lesson uses; ``get(path)`` returns a
-    page's HTML (a test client's, or this tool's)."""
+def taught(get) -> dict[str, str]:
+    """Slug -> episode slug for every term some lesson uses; ``get(path)`` returns a page's HTML
+    (a test client's, or this tool's)."""
     from app.episodes import EPISODES
     from app.glossary import GLOSSARY
 
-    found: dict[str, tuple[str, str]] = {}
+    found: dict[str, str] = {}
     for episode in EPISODES:
         html = get(episode.path)
         for term in GLOSSARY:
-            step = step_of(html, term.slug) if term.slug not in found else None
-            if step is not None:
-                found[term.slug] = (episode.slug, step)
+            if term.slug not in found and step_of(html, term.slug) is not None:
+                found[term.slug] = episode.slug
     return found
 
 
-def source(found: dict[str, tuple[str, str]]) -> str:
+def source(found: dict[str, str]) -> str:
     from app.glossary import GLOSSARY
 
-    lines = ['"""Written by tools/glossary_taught.py (do not edit): each glossary term\'s first',
-             'lesson in teaching order and the step of its first use there ("" for the lede).',
-             'tests/app/test_glossary_taught.py checks it against the rendered pages."""', "",
-             "TAUGHT_IN: dict[str, tuple[str, str]] = {"]
-    lines += [f'    "{t.slug}": ("{found[t.slug][0]}", "{found[t.slug][1]}"),'
-              for t in GLOSSARY if t.slug in found]
+    lines = ['"""Written by tools/glossary_taught.py (do not edit): the first lesson, in teaching',
+             "order, whose prose uses each glossary term (its first use there carries the id",
+             'term-<slug>). tests/app/test_glossary_taught.py checks it against the pages."""', "",
+             "TAUGHT_IN: dict[str, str] = {"]
+    lines += [f'    "{t.slug}": "{found[t.slug]}",' for t in GLOSSARY if t.slug in found]
     return "\n".join([*lines, "}", ""])
 
 

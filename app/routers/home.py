@@ -1,6 +1,5 @@
 """The home page (every episode), the diagram list, drill checking, and a health probe."""
 
-import re
 from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -61,17 +60,11 @@ def glossary(request: Request) -> Response:
 
 
 def taught_links() -> dict[str, tuple[str, str]]:
-    """Each term's "Taught in" link: (its text, its URL) at the step of its first use in the
-    first lesson that uses it (app/glossary_taught.py), the term's own mark there
-    (``#term-<slug>``)."""
-    links = {}
-    for slug, (episode_slug, step) in TAUGHT_IN.items():
-        episode = BY_SLUG[episode_slug]
-        where = (f"step {step.removeprefix('step-')}" if re.fullmatch(r"step-\d+", step)
-                 else "its introduction" if not step else "")
-        text = f"{episode.code}, {where}" if where else episode.code
-        links[slug] = (f"{text}: {episode.title}", f"{episode.url}#term-{slug}")
-    return links
+    """Each term's "Taught in" link: (its text, its URL), the first lesson that uses it
+    (app/glossary_taught.py), landing on the term's marked first use there (``#term-<slug>``,
+    in the step that teaches it)."""
+    return {slug: (f"{BY_SLUG[episode].code}: {BY_SLUG[episode].title}",
+                   f"{BY_SLUG[episode].url}#term-{slug}") for slug, episode in TAUGHT_IN.items()}
 
 
 def glossary_letters() -> list[tuple[str, list]]:
