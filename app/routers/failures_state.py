@@ -1,0 +1,139 @@
+"""EP11's state: the failures lab's controls (``FailuresQuery``), the job they describe run
+through labs.failures (``run``), and its answers (``to_api``, the figures).
+``app.routers.failures`` serves them, with the lesson's states, cases and drills."""
+
+from typing import Literal
+
+from pydantic import Field
+
+from app.charts.failures import interval_figure, rate_figure, scale_figure, time_figure
+from app.model_controls import ModelChoice, ModelControls, model_field
+from labs.core.limits import (
+    HOST_LINKS,
+    MAX_FAIL_BW,
+    MAX_FAIL_GPUS,
+    MAX_FAIL_INTERVAL,
+    MAX_FAIL_MTBI,
+    MAX_FAIL_RESTART,
+    MAX_FAIL_STEP,
+    MAX_FAIL_STEPS,
+    MIN_FAIL_BW,
+    MIN_FAIL_MTBI,
+    MIN_FAIL_STEP,
+    SAVE_MODES,
+)
+from labs.failures.inputs import FailuresInput, FailuresResult, Goodput
+from labs.failures.lab import (
+    LLAMA3,
+    LLAMA3_STORAGE_BW,
+    gpu_mtbi_llama3,
+    llama3_step_s,
+    llama3_steps,
+    simulate_failures,
+)
+from labs.hardware.links import get_link
+from labs.model.presets import get_model
+
+DEFAULT_MODEL = "llama-3.1-405b"
+GPU_MTBI = gpu_mtbi_llama3()
+STEP_S = round(llama3_step_s(get_model(DEFAULT_MODEL).params), 2)
+YEAR = 365 * 86_400
+GPUS_OPTIONS = tuple(2**k for k in range(10, 19))
+MTBI_OPTIONS = (YEAR, 2 * YEAR, GPU_MTBI, 10 * YEAR, 20 * YEAR)
+BW_OPTIONS = tuple(int(v) for v in (10e9, 20e9, 100e9, 500e9, LLAMA3_STORAGE_BW, 7e12))
+INTERVAL_OPTIONS = (10, 30, 60, 300, 600, 1800, 3600, 10_800)
+RESTART_OPTIONS = (0, 60, 300, 600, 1800, 3600)
+SAVE_NAMES = {"sync": "Synchronous (waits for the write)",
+              "async": "Asynchronous (waits for the copy to host)",
+              "peer": "Peer memory, Gemini (waits for the copy to host)"}
+
+
+class FailuresQuery(ModelControls):
+    """The controls of the failures lab: the job (model, GPUs, interruption rate, step), how it
+    saves (sync or async, storage and host bandwidth), how often, and how long a restart takes.
+    Times are seconds, bandwidths bytes per second."""
+
+    model: ModelChoice = model_field(DEFAULT_MODEL, "Model (its checkpoint's bytes)")
+    gpus: int = Field(LLAMA3["gpus"], ge=1, le=MAX_FAIL_GPUS,
+                      description="GPUs of the job N: it stops N times as often as one GPU.")
+    gpu_mtbi: float = Field(
+        GPU_MTBI, ge=MIN_FAIL_MTBI, le=MAX_FAIL_MTBI,
+        description="Mean time between interruptions one GPU's share of the cluster causes, "
+        "seconds. Default: Llama 3 405B's, 54 days x 16,384 GPUs / 419 unexpected "
+        "interruptions (arXiv:2407.21783 sec 3.3.4).")
+    save: Literal[SAVE_MODES] = Field(
+        "async", description="sync: training waits for the write to storage; async: only for "
+        "the copy of each rank's shard to host memory, the write runs behind; peer: the copy, "
+        "then a send to a peer machine's CPU memory over InfiniBand NDR instead of the write "
+        "(Gemini, SOSP 2023).")
+    storage_bw: int = Field(
+        int(LLAMA3_STORAGE_BW), ge=MIN_FAIL_BW, le=MAX_FAIL_BW,
+        description="Bytes per second the file system writes, all ranks together. Default: "
+        "Llama 3's Tectonic, 2 TB/s sustained (arXiv:2407.21783 sec 3.3.1).")
+    interval: int = Field(1800, ge=1, le=MAX_FAIL_INTERVAL,
+                            description="Seconds of training between checkpoints.")
+    restart: int = Field(600, ge=0, le=MAX_FAIL_RESTART,
+                           description="Seconds from a failure to training again: rescheduling, "
+                           "NCCL initialisation, loading the checkpoint (an assumption).")
+    host_link: Literal[HOST_LINKS] = Field(
+        "pcie-5", description="The GPU's link to host memory, which an async save's copy "
+        "crosses (GET /api/links).")
+    step_s: float = Field(
+        STEP_S, ge=MIN_FAIL_STEP, le=MAX_FAIL_STEP,
+        description="Seconds of one training step on step_gpus GPUs (EP08's step time). "
+        "Default: Llama 3 405B's, 6 x params x 16M tokens / (16,384 x 400 TFLOP/s).")
+    step_gpus: int = Field(LLAMA3["gpus"], ge=1, le=MAX_FAIL_GPUS,
+                           description="GPUs step_s was timed on; on gpus GPUs a step takes "
+                           "step_s x step_gpus / gpus (ideal strong scaling).")
+    steps: int = Field(llama3_steps(), ge=1, le=MAX_FAIL_STEPS,
+                       description="Steps of the job. Default: Llama 3's 15.6T tokens / 16M.")
+
+
+def run(query: FailuresQuery) -> FailuresResult:
+    return simulate_failures(FailuresInput(
+        model=query.model_spec(), gpus=query.gpus, gpu_mtbi=query.gpu_mtbi,
+        step_s=query.step_s, step_gpus=query.step_gpus, steps=query.steps, save=query.save,
+        storage_bw=query.storage_bw, host_link=get_link(query.host_link),
+        interval=query.interval, restart=query.restart))
+
+
+def _goodput(g: Goodput) -> dict:
+    return {"interval_s": g.interval, "goodput": g.goodput, "blocking": g.blocking,
+            "rework": g.rework, "restart": g.restart, "finish_days": g.finish_days}
+
+
+def to_api(result: FailuresResult) -> dict:
+    inp, c = result.input, result.checkpoint
+    return {
+        "model": inp.model.id, "gpus": inp.gpus, "gpu_mtbi": inp.gpu_mtbi, "save": inp.save,
+        "storage_bw": inp.storage_bw, "interval": inp.interval, "restart": inp.restart,
+        "host_link": inp.host_link.id, "host_bw": inp.host_link.bandwidth,
+        "step_s": inp.step_s, "step_gpus": inp.step_gpus, "steps": inp.steps,
+        "step_here_s": result.step_s,
+        "mtbi_s": result.mtbi_s, "per_day": result.per_day,
+        "checkpoint": {
+            "weights_bytes": c.weights_bytes, "master_bytes": c.master_bytes,
+            "moments_bytes": c.moments_bytes, "total_bytes": c.total_bytes,
+            "bytes_per_gpu": c.bytes_per_gpu, "write_s": c.write_s, "copy_s": c.copy_s,
+            "send_s": c.send_s,
+            "cost_s": c.cost_s, "block_s": c.block_s, "lag_s": c.lag_s,
+        },
+        "young_s": result.young_s, "daly_s": result.daly_s, "floor_s": result.floor_s,
+        "best_s": result.best_s,
+        "chosen": _goodput(result.chosen), "best": _goodput(result.best),
+        "scale": [{"gpus": p.gpus, "mtbi_s": p.mtbi_s, "per_day": p.per_day,
+                   "step_s": p.step_s, "sync": _goodput(p.sync), "async": _goodput(p.async_),
+                   "peer": _goodput(p.peer)}
+                  for p in result.scale],
+    }
+
+
+def figures(result: FailuresResult) -> dict:
+    return {"rate": rate_figure(result), "time": time_figure(result),
+            "interval": interval_figure(result), "scale": scale_figure(result)}
+
+
+def rounded_best(**params) -> int:
+    """The best interval (Daly's, floored) of a state, rounded to a whole second: what the
+    cases and the lesson's links set."""
+    return round(run(FailuresQuery(**params)).best_s)
