@@ -86,6 +86,9 @@ def extra_context(state) -> dict:
         "inter_options": [(k, links()[k].name) for k in INTER],
         "schedules": SCHEDULE_LABELS,
         "recipe_options": [(k, r.label) for k, r in RECIPES.items() if r.mode == "train"],
+        # Step 2 says what the default recipe assumes against Megatron's and NeMo's default
+        # (fp32 gradient reduction: the adam18 recipe).
+        "grads": (RECIPES[RecipeQuery.model_fields["recipe"].default], RECIPES["adam18"]),
         "segments": SEGMENTS,
         "micro_api": micro_api,
         "timeline_api": timeline_api,  # the timeline's table, by kind

@@ -1090,3 +1090,23 @@ def test_round_6_step_15_states_each_collectives_latency_from_nccls_one_model(cl
     assert "8.4 + 3 × 3.4 = 18.6 µs" in step
     assert "(8.4 + 14 × 9.6) × 1.9 = 271 µs" in step
     assert "about 19 µs a step against the FSDP gather's 5" in step
+
+
+def test_round_6_step_2_says_the_default_reduces_gradients_in_bf16_unlike_megatron(client):
+    """Issue 36, round 6, item 4: the lab's default recipe (adam16) reduces gradients in bf16,
+    where Megatron-LM's default for bf16 training (arguments.py: accumulate-allreduce-grads-
+    in-fp32 unless --grad-reduce-in-bf16) and NeMo's recipes (grad_reduce_in_fp32=True) reduce
+    in fp32. The default stays (EP08's pinned figures and the planner's published-layout ranking
+    move with it; the validation runs each set their recipe, so its median does not), and
+    step 2 says what it assumes, which way it errs, and which recipe times Megatron's."""
+    from labs.core.catalogue import RECIPES
+    from labs.recipe.inputs import Plan
+
+    g16, g18 = RECIPES[Plan().recipe], RECIPES["adam18"]
+    assert (g16.gradients, g18.gradients) == (2, 4)
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/recipe-3d").text))
+    step2 = text.split("2. Two plans that fail")[1].split("3. ")[0]
+    assert "reduces them in bf16: 16 B a parameter" in step2
+    assert "grad_reduce_in_fp32=True" in step2 and "accumulate_allreduce_grads_in_fp32" in step2
+    assert "18 B a parameter, and 2× the bytes" in step2 and "errs low by 2 B" in step2
+    assert g18.label in step2
