@@ -64,10 +64,9 @@ def step_figure(result, replan=None) -> dict:
                           "font": {"size": 11, "color": "#ffffff"},
                           "text": f"<b>{head}</b><br>{gpus}: {fmt_pct(r.efficiency)} efficient"})
         step = max(r.step_s for r in rows)
-    # The readout's names and rounding (partials/_recipe.html), so the product reads alike.
-    parts = " × ".join(f"{label} {fmt_pct(result.parts[name])}"
-                       for name, label in PART_LABELS.items()
-                       if result.parts[name] < 0.9995)
+    said = [(f"{name.split(',')[0]}: " if len(rows) > 1 else "") + _step_summary(r)
+            for name, r in zip(names, rows, strict=True)]
+    summary = ". ".join(text[:1].upper() + text[1:] for text in said)
     return {
         "data": data,
         "layout": base_layout(
@@ -83,14 +82,20 @@ def step_figure(result, replan=None) -> dict:
             legend={"orientation": "h", "y": -0.2, "x": 0, "yanchor": "top",
                     "traceorder": "normal", "font": {"size": 10}, "maxheight": 0.6},
         ),
-        "summary": (
-            f"One step takes {step * 1e3:,.0f} ms, "
-            f"{fmt_pct(result.segments['compute'] / step)} of it compute"
-            f": efficiency {fmt_pct(result.efficiency)}"
-            + (f" = {parts}" if parts else "")
-            + f"; MFU {fmt_pct(result.mfu)}"
-        ),
+        "summary": summary,
     }
+
+
+def _step_summary(r) -> str:
+    """One plan's step in words, every figure that plan's own (with a re-plan the chart draws
+    two plans, and each is said apart: round-6 reading, EP08 step 9). The readout's names and
+    rounding (partials/_recipe.html), so the product reads alike."""
+    parts = " × ".join(f"{label} {fmt_pct(r.parts[name])}"
+                       for name, label in PART_LABELS.items() if r.parts[name] < 0.9995)
+    return (f"one step takes {r.step_s * 1e3:,.0f} ms, "
+            f"{fmt_pct(r.segments['compute'] / r.step_s)} of it compute"
+            f": efficiency {fmt_pct(r.efficiency)}" + (f" = {parts}" if parts else "")
+            + f"; MFU {fmt_pct(r.mfu)}")
 
 
 # The efficiency's factors, in the readout's order and words.

@@ -991,3 +991,27 @@ def test_every_diagram_of_every_lab_has_its_data_checked_here():
     labs = {name: {d.name for d in view.diagrams} for name, view in VIEWS.items()
             if name != "playground"}
     assert labs == COVERED
+
+
+def test_a_replanned_step_chart_says_each_plans_figures_apart():
+    """Round-6 reading (EP08 step 9, "lose 2 of 8 nodes"): the step chart's summary printed the
+    re-plan's step time beside the running plan's compute share, efficiency and parts, true of
+    neither plan. Each plan's bar now sums to its own step, and the summary says each plan's
+    step, compute share, efficiency and MFU from that plan's result."""
+    from app.charts.units import fmt_pct
+
+    query = {"model": "gpt-3-175b", "gpu": "a100-80gb", "nodes": 8, "tp": 8, "pp": 4, "dp": 2,
+             "microbatches": 16, "replan_nodes": 6}
+    result, figs = figures_for("recipe", query)
+    fig = figs["step"]
+    plans = [result.result, result.replan.after]
+    assert plans[1] is not None and plans[1].gpus == 48
+    close(stack_sums(bars(fig), "x"), [round(r.step_s * 1e3, 3) for r in plans],
+          len(bars(fig)) * 1e-3, "each bar is its plan's step")
+    said = fig["summary"].split(". ")
+    assert len(said) == 2, fig["summary"]
+    for text, r in zip(said, plans, strict=True):
+        assert f"takes {r.step_s * 1e3:,.0f} ms" in text, text
+        assert f"{fmt_pct(r.segments['compute'] / r.step_s)} of it compute" in text, text
+        assert f"efficiency {fmt_pct(r.efficiency)}" in text, text
+        assert f"MFU {fmt_pct(r.mfu)}" in text, text
