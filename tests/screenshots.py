@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.episodes import BY_LAB, EPISODES  # noqa: E402
-from tests.browser.helpers import wait_drawn  # noqa: E402
+from tests.browser.helpers import release, wait_drawn  # noqa: E402
 from tests.conftest import CHROMIUM, CHROMIUM_ARGS, running_app  # noqa: E402
 
 MEMORY, PIPELINE = BY_LAB["memory"].path, BY_LAB["pipeline"].path
@@ -36,11 +36,13 @@ STEPS = {"ep01": (MEMORY, [1, 5]), "ep05": (PIPELINE, [1, 4, 6])}
 
 
 def try_step(page, base: str, path: str, step: int) -> None:
-    """Open a lesson, follow step N's first try link, wait for the redraw."""
+    """Open a lesson, open step N's why (its links are held until then), follow its first try
+    link, wait for the redraw."""
     page.goto(base + path)
     wait_drawn(page)
     link = page.locator(f"#step-{step} a.try").first
     href = link.get_attribute("href")
+    release(link)
     link.click()
     page.wait_for_url("**" + href.split("?", 1)[1] + "**")
     wait_drawn(page)

@@ -85,6 +85,8 @@
     send("/class/progress", { episode: node.dataset.episode, step: step.id, kind: kind });
   }
 
+  // A try link followed (lab.js holds one under a prediction until the guess: that click
+  // never gets here, so a step is never reported tried before it is guessed).
   document.addEventListener("click", function (event) {
     var link = event.target.closest && event.target.closest("a.try");
     var step = link && link.closest("section.step[id]");

@@ -107,8 +107,8 @@
 
   // ---- A figure that answers a step's prediction (an .answer-mask element, a chart label with
   // a "masked" text) stays masked on a lesson page until that step is guessed or its why
-  // opened. The step's links stay live, so the move is seen, but not the number asked for
-  // (issue 36: an answer never on the screen before the guess). ----
+  // opened: the number asked for is never on the screen before the guess (issue 36), even
+  // where a control or a case button, which are the bench's and never held, draws the state. ----
   var unmasked = {};
 
   // The key is a chart's id (every step that names it as its diagram: the first guess lifts
@@ -722,7 +722,8 @@
 
   // A lazy diagram that answers a lesson step's prediction (``lazy`` with after_guess: its
   // data-after-guess is the chart's id, the step's data-diagram) is fetched only once that step
-  // is guessed, its why opened or one of its links followed; until then its place says so.
+  // is guessed, its why opened or one of its links followed (a link under its prediction is
+  // followed only after one of those: holdMove); until then its place says so.
   var guessedCharts = {};
 
   function answersStep(place) {
@@ -900,13 +901,20 @@
       button.disabled = false;
       button.hidden = false;
     });
-    // The step's links stay live, but dimmed, with a word, until the guess or "show me".
+    // The step's try links are held (below), dimmed, with a word, until the guess or "show
+    // me". They stay links with their href: focusable, and followed as ever without JS.
     within(node, ".predict-beat > .moves").forEach(function (moves) {
       moves.classList.add("before-guess");
       var note = document.createElement("span");
       note.className = "guess-first";
-      note.textContent = "Guess first, or open the why. ";
+      note.id = "guess-first-" + moves.parentElement.id;
+      note.setAttribute("aria-live", "polite");
+      note.textContent = GUESS_FIRST;
       moves.insertBefore(note, moves.firstChild);
+      within(moves, "a.try").forEach(function (link) {
+        link.setAttribute("aria-disabled", "true");
+        link.setAttribute("aria-describedby", note.id);
+      });
     });
   }
 
@@ -916,9 +924,37 @@
     var moves = beat && beat.querySelector(":scope > .moves");
     if (!moves) return;
     moves.classList.remove("before-guess");
+    within(moves, "a.try").forEach(function (link) {
+      link.removeAttribute("aria-disabled");
+      link.removeAttribute("aria-describedby");
+    });
     var note = moves.querySelector(".guess-first");
     if (note) note.remove();
   }
+
+  // A step's try link draws the step's answer on the bench (issue 36, round-6 cold readings:
+  // EP07 step 4's 11.79 ms, EP01 step 4's 85.9 GB KV bar), so before the guess or "show me" a
+  // click on it (a tap, Enter, a middle or modified click) is not followed: stopped here, in
+  // the capture phase on the window, it never reaches htmx, the progress tick or the live
+  // class (classroom.js sends a try only when it is followed). The note says why, aloud
+  // (aria-live), and focus goes to the step's guess.
+  var GUESS_FIRST = "Guess first, or open the why. ";
+  var HELD = "That link shows this step's answer: commit a guess above, or open the why, first.";
+
+  function holdMove(event) {
+    var link = event.target.closest && event.target.closest(".predict-beat > .moves.before-guess a.try");
+    if (!link) return;
+    event.preventDefault();
+    event.stopImmediatePropagation();
+    var beat = link.closest(".predict-beat");
+    var note = beat.querySelector(":scope > .moves > .guess-first");
+    if (note && note.textContent !== HELD) { note.textContent = HELD; note.classList.add("held"); }
+    var guess = beat.querySelector("form.predict-form input[name=guess]:checked") ||
+      beat.querySelector("form.predict-form input[name=guess]");
+    if (guess) guess.focus();
+  }
+  window.addEventListener("click", holdMove, true);
+  window.addEventListener("auxclick", holdMove, true);
 
   document.addEventListener("toggle", function (event) {
     var why = event.target;

@@ -131,8 +131,9 @@
     var link = event.target.closest && event.target.closest("a.try");
     var step = link && link.closest("section.step[id]");
     var node = lesson();
-    var early = link && link.closest(".moves.before-guess");
-    if (step && node && !early) mark(node.dataset.episode, "steps", step.id);
+    // A link under a prediction never gets here before the guess (lab.js holds it): a
+    // followed try link ticks its step.
+    if (step && node) mark(node.dataset.episode, "steps", step.id);
     if (event.target.id === "progress-export") exportFile();
   });
 

@@ -1,5 +1,5 @@
 """Browser-test helpers: wait for lab.js to draw, read a state's JSON twin, answer a drill,
-open a page at a given size."""
+release a step's try links, open a page at a given size."""
 
 import json
 import urllib.request
@@ -88,6 +88,31 @@ def answer_drill(page, value: str, feedback: str, index: int = 0) -> None:
     drill.locator("input[name=answer]").fill(value)
     drill.locator("button").click()
     expect(page.locator(".drill-feedback").nth(index)).to_contain_text(feedback)
+
+
+# The prediction whose try links lab.js still holds (before its guess or "show me") and that
+# holds the given link: its id, or null for a link that is not held.
+HELD_BY = """(link) => {
+    const moves = link.closest('.predict-beat > .moves.before-guess');
+    return moves ? moves.parentElement.id : null;
+}"""
+
+
+def release(link) -> None:
+    """Release the step a try link (a locator) sits in, as a student does before following it:
+    open the why ("show me") of the prediction it is under. lab.js holds such a link until its
+    step's guess or why (static/js/lab.js holdMove: a click follows nothing, the note says
+    why); a link that is not held is left as it is. A test about the guess itself commits
+    one instead (its form's input, then Enter)."""
+    from playwright.sync_api import expect
+
+    beat = link.evaluate(HELD_BY)
+    if beat:
+        link.page.locator(f"#{beat} > details.why > summary").click()
+        expect(link).not_to_have_attribute("aria-disabled", "true")
+        # Opening it unmasks the step's answer on its chart and fetches a diagram held for it.
+        if link.page.locator("script.figure[data-target]").count():
+            wait_drawn(link.page)
 
 
 def follow(target, url_part: str) -> None:

@@ -5,7 +5,7 @@ the Gantt chart at y = -1,611, out of view, while the chart in view did not chan
 
 import pytest
 
-from tests.browser.helpers import follow, wait_drawn
+from tests.browser.helpers import follow, release, wait_drawn
 from tests.browser.test_bench_view import SHOWN
 from tests.browser.test_bench_view import sized as sized  # the laptop and phone page fixture
 
@@ -21,6 +21,7 @@ def test_a_case_after_the_last_step_brings_its_diagram_into_view(sized, name):
     page.goto(path)
     wait_drawn(page)
     link = page.locator(f"#{step} a.try").first
+    release(link)
     follow(link, link.get_attribute("href").split("?", 1)[1])
     for kind in ("good", "bad"):
         button = page.locator(f"#case-{kind}")

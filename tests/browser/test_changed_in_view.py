@@ -11,7 +11,7 @@ brings the first changed chart into view."""
 
 import pytest
 
-from tests.browser.helpers import wait_drawn
+from tests.browser.helpers import release, wait_drawn
 from tests.browser.test_bench_view import SHOWN
 from tests.browser.test_bench_view import sized as sized  # the laptop and phone page fixture
 
@@ -108,8 +108,9 @@ def test_each_try_link_shows_the_diagram_it_changed(sized, name):
     for step_id, step_diagram, links in steps:
         for index, (href, own) in enumerate(links):
             diagram = own or step_diagram
-            before = page.evaluate(FIGURES)
             link = page.locator(f"#{step_id} a.try").nth(index)
+            release(link)
+            before = page.evaluate(FIGURES)
             link.scroll_into_view_if_needed()
             link.click()
             query = href.split("?", 1)[1]

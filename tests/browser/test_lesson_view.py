@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from app.episodes import EPISODES
-from tests.browser.helpers import follow, sized_page, wait_drawn
+from tests.browser.helpers import follow, release, sized_page, wait_drawn
 from tests.browser.test_bench_view import SHOWN
 
 LESSONS = [episode.path for episode in EPISODES]  # every lab of the registry
@@ -79,6 +79,7 @@ def test_each_steps_link_brings_its_diagram_into_view(sized, lesson):
         assert diagram, f"{lesson} #{step_id} names no diagram (data-diagram)"
         link = page.locator(f"#{step_id} a.try").first
         query = link.get_attribute("href").split("?", 1)[1]
+        release(link)
         link.scroll_into_view_if_needed()
         swaps = page.evaluate("window.benchSwaps")
         link.click()
@@ -115,7 +116,9 @@ def test_case_button_keeps_the_view_and_focus(page):
     verdict = page.locator("[data-testid=memory-verdict]")
     expect(verdict).to_contain_text("Every rank fits")
     shown = page.evaluate(drawn)
-    follow(page.locator('#step-6 a.try[href*="seq_len=32768"]'), "seq_len=32768")
+    link = page.locator('#step-6 a.try[href*="seq_len=32768"]')
+    release(link)
+    follow(link, "seq_len=32768")
     expect(verdict).to_contain_text("overflow; the worst, rank 0")
     assert page.evaluate(drawn) != shown
     before = page.evaluate("document.getElementById('bench-view').scrollTop")

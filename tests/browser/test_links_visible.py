@@ -10,7 +10,7 @@ import pytest
 
 import app.main  # noqa: F401  (registers every lab view)
 from app.labkit import VIEWS
-from tests.browser.helpers import wait_drawn
+from tests.browser.helpers import release, wait_drawn
 
 MIN_CHANGED = 0.01
 
@@ -66,11 +66,13 @@ def test_each_link_changes_the_diagram_its_step_names(page, name):
     for step_id, step_diagram, links in steps:
         for index, (label, href, own) in enumerate(links):
             diagram = own or step_diagram
+            link = page.locator(f"#{step_id} a.try").nth(index)
+            release(link)
             before = page.evaluate(STATE, diagram)
             if before is not None:
                 page.evaluate(SNAP, [diagram, "__before"])
             query = href.split("?", 1)[1]
-            page.locator(f"#{step_id} a.try").nth(index).click()
+            link.click()
             page.wait_for_url(lambda url, q=query: url.endswith(q))
             wait_drawn(page)
             after = page.evaluate(STATE, diagram)

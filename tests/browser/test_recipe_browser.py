@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, follow, sized_page, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, follow, release, sized_page, wait_drawn
 
 PAGE = "/episodes/recipe-3d"
 
@@ -80,9 +80,13 @@ def test_broken_rules_are_listed_and_the_chart_kept(page):
 def test_worked_plan_steps_and_replan_link(page):
     page.goto(PAGE)
     wait_drawn(page)
-    follow(page.locator("#step-6 a.try"), "pp=2")
-    expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text("Pipeline bubble")
-    follow(page.locator("#step-9 a.try"), "replan_nodes=6")
+    for step, query in (("step-6", "pp=2"), ("step-9", "replan_nodes=6")):
+        link = page.locator(f"#{step} a.try")
+        release(link)
+        follow(link, query)
+        if step == "step-6":
+            expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text(
+                "Pipeline bubble")
     follow(page.locator("[data-testid=replan] a.apply"), "nodes=6")
     expect(page.locator("#recipe-audits")).to_have_attribute("data-passes", "true")
 
@@ -117,8 +121,9 @@ def test_try_links_draw_their_diagram_within_laptop_and_phone_width(browser, liv
         page.goto(PAGE)
         wait_drawn(page)
         for step, chart in (("step-1", "recipe-step"), ("step-2", "recipe-memory")):
-            page.locator(f"#{step} a.try").first.click()
-            wait_drawn(page)
+            link = page.locator(f"#{step} a.try").first
+            release(link)
+            follow(link, link.get_attribute("href").split("?", 1)[1])
             box = page.locator(f"#{chart}").bounding_box()
             assert box is not None and box["height"] > 50
             assert box["x"] >= 0 and box["x"] + box["width"] <= size[0] + 1
@@ -139,7 +144,9 @@ def test_why_mfu_step_link_redraws_the_by_cause_chart(page, live_server, viewpor
     seed = api_json(live_server, "recipe")
     gemm = next(c for c in seed["micro_causes"] if c["name"] == "gemm")
     assert gemm_bar_ms(page) == pytest.approx(gemm["exposed_s"] * 1e3, rel=1e-3)
-    follow(page.locator("#step-11 a.try", has_text="full recomputation"), "recompute=full")
+    link = page.locator("#step-11 a.try", has_text="full recomputation")
+    release(link)
+    follow(link, "recompute=full")
     full = api_json(live_server, "recipe", "recompute=full")
     grown = next(c for c in full["micro_causes"] if c["name"] == "gemm")["exposed_s"]
     assert grown > gemm["exposed_s"] * 1.2  # the forward runs again
@@ -218,6 +225,8 @@ def test_step_14s_chart_is_fetched_as_it_comes_into_view_and_follows_the_state(p
     assert asked == []  # out of sight: not fetched
     link = page.locator("#step-14 a.try").first
     query = link.get_attribute("href").split("?", 1)[1]
+    release(link)  # its why opened: the chart may be fetched once it comes into view
+    assert asked == []
     follow(link, query)  # the step brings its chart into view: fetched, then drawn
     drawn = page.evaluate(TWOD_JS)
     assert drawn["drawn"] == drawn["place"] and len(asked) == 1
