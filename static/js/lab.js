@@ -951,7 +951,11 @@
     if (note && note.textContent !== HELD) { note.textContent = HELD; note.classList.add("held"); }
     var guess = beat.querySelector("form.predict-form input[name=guess]:checked") ||
       beat.querySelector("form.predict-form input[name=guess]");
-    if (guess) guess.focus();
+    if (!guess) return;
+    // Focused without the browser's own scroll, which would leave it under a phone's pinned
+    // diagram: its form is scrolled to, stopping below that (lab.css scroll-margin-top).
+    guess.focus({ preventScroll: true });
+    guess.form.scrollIntoView({ block: "nearest" });
   }
   window.addEventListener("click", holdMove, true);
   window.addEventListener("auxclick", holdMove, true);

@@ -9,7 +9,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import wait_drawn
+from tests.browser.helpers import sized_page, wait_drawn
 
 
 def test_committing_a_guess_opens_the_why_and_marks_the_choice(page):
@@ -146,3 +146,20 @@ def test_a_steps_try_link_is_held_until_the_guess(page, live_server, beat_id, la
     assert page.locator("#bench").inner_text() != bench
     assert step_id in page.evaluate(tried)
     assert len(tries) == 1 and f"step={step_id}" in tries[0]
+
+
+def test_a_held_click_on_a_phone_brings_the_guess_into_sight(browser, live_server):
+    """At 390x844 the diagram is pinned over the top of the screen: the guess a held click
+    focuses is scrolled below it, not left under it (the browser's own focus scroll would)."""
+    with sized_page(browser, live_server, 390, 844, touch=True) as page:
+        page.goto("/episodes/experts")
+        wait_drawn(page)
+        beat = page.locator("#predict-moe-4")
+        beat.locator("a.try", has_text="Skew 0.5").click(force=True)
+        guess = beat.locator("input[name=guess]")
+        expect(guess).to_be_focused()
+        expect(beat.locator(".guess-first")).to_have_text(HELD_NOTE)
+        box = guess.bounding_box()
+        pinned = page.locator("#bench-view").bounding_box()
+        assert box and pinned and pinned["y"] + pinned["height"] <= box["y"], (box, pinned)
+        assert box["y"] + box["height"] <= 844, box
