@@ -150,19 +150,22 @@ def bench_and_labels(page, chart: str) -> str:
     (7, "cp-cost", "4k tokens on 25 Gb/s Ethernet",
      "tokens=64&cp=8&seq_len=4096&layout=zigzag&link=eth-25g",
      lambda api: f"{api['exposed_s'] * 1e3:.3g} ms")])
-def test_a_step_link_followed_before_the_guess_shows_the_move_not_the_answer(
+def test_a_steps_state_before_the_guess_shows_the_move_not_the_answer(
         page, live_server, step, chart, link, query, figure):
     """Round-6 cold reading of EP06, item 1: each step's try link, followed before the guess,
     put the figure its prediction asks for on the bench (484 pairs on the last bar and in the
-    caption; the all-gather's 537 MB held; GPT-3's 6.04 GB; the 4.94 ms exposed). It stays
-    masked until that step's guess (an earlier step's guess on the same diagram does not lift
-    it), and shows after."""
+    caption; the all-gather's 537 MB held; GPT-3's 6.04 GB; the 4.94 ms exposed). The link is
+    held until the guess now (lab.js holdMove), but its state can still be reached before it
+    (its URL shared, the controls): there the figure stays masked until that step's guess (an
+    earlier step's guess on the same diagram does not lift it), and shows after."""
     answer = figure(api_json(live_server, "cp", query))
     page.goto(LESSON)
+    href = page.locator(f"#step-{step} a.try", has_text=link).get_attribute("href")
+    assert query.split("&")[-1] in href
+    page.goto(href)  # the step's state, opened by its URL before the guess
     wait_drawn(page)
     # The step before, guessed: its diagram may be this one.
     page.locator(f"#why-cp-{step - 1} summary").click()
-    follow(page.locator(f"#step-{step} a.try", has_text=link), query.split("&")[-1])
     assert answer not in bench_and_labels(page, chart)
     form = page.locator(f"#step-{step} form.predict-form")
     if form.locator("input[type=radio]").count():
