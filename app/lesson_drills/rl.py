@@ -41,35 +41,47 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     "the prefill doubles too: twice the requests, twice the prompts to "
                     "read in."),
         )),
+    # 24 GPUs, a size step 2 did not draw (round-6 cold reading of EP09, item 2: the right
+    # plan at 16 GPUs was step 2's own 8 + 8), four plans: each pool's times in its feedback.
     decide(
         "placement-decide-throughput",
-        "You have 16 H100s for GLM-4-9B's RL recipe (64 samples a step: TP 2 × CP 2 "
+        "You have 24 H100s for GLM-4-9B's RL recipe (64 samples a step: TP 2 × CP 2 "
         "replicas, rollout engines of 2 GPUs). Which plan gives the most samples per "
         "second?",
         "placement", "samples_per_second",
-        (("colocated", "All 16 colocated: DP 4 and 8 engines, taking turns",
-          {"placement": "colocated", "train_gpus": 16, "engines": 8},
-          "The phases still take turns, so a step is rollout + training + sync. Twice the "
-          "replicas halve the training, but twice the engines barely shorten the rollout: "
-          "decoding is bound by reading the weights, which each engine does every token "
-          "whatever its batch, so half the requests per engine take nearly as long: "
-          "{value}."),
-         ("separate", "8 training GPUs and 8 rollout GPUs (4 engines), working at once",
-          {"placement": "separate", "train_gpus": 8, "engines": 4},
-          "The pools work at the same time, so a step is max(rollout, training) + sync: "
-          "training on 8 GPUs takes about half the rollout's time and hides behind it. "
-          "The price: samples come from weights one step old: {value}."),
-         ("more-training", "12 training GPUs and 4 rollout GPUs (2 engines), working "
-          "at once", {"placement": "separate", "train_gpus": 12, "engines": 2},
-          "The pools still overlap, but the step waits for the slower one, and that was "
-          "already the rollout. Half the engines now hold twice the requests each: every "
-          "decode step reads twice the KV cache, so the rollout grows, while the faster "
-          "training only waits longer for it: {value}.")),
+        (("colocated", "All 24 colocated: DP 6 and 12 engines, taking turns",
+          {"placement": "colocated", "train_gpus": 24, "engines": 12},
+          lambda a: "The phases still take turns, so a step is rollout + training + sync: "
+          f"{a['rollout_seconds']:.2f} + {a['train_seconds']:.2f} + "
+          f"{a['sync_seconds']:.2f} = {a['step_seconds']:.2f} s for 64 samples. "
+          "More engines barely shorten the rollout: decoding "
+          "is bound by reading the weights, which each engine does every token whatever its "
+          "batch: {value}."),
+         ("rollout-heavy", "8 training GPUs and 16 rollout GPUs (8 engines), working at once",
+          {"placement": "separate", "train_gpus": 8, "engines": 8},
+          lambda a: "The pools work at once, so a step is max(rollout, training) + sync: "
+          f"max({a['rollout_seconds']:.2f}, {a['train_seconds']:.2f}) + "
+          f"{a['sync_seconds']:.2f} = {a['step_seconds']:.2f} s for 64 samples. "
+          "The rollout, the slower pool, has the most engines "
+          "while the training still hides behind it: {value}."),
+         ("even-split", "16 training GPUs and 8 rollout GPUs (4 engines), working at once",
+          {"placement": "separate", "train_gpus": 16, "engines": 4},
+          lambda a: f"max({a['rollout_seconds']:.2f}, {a['train_seconds']:.2f}) + "
+          f"{a['sync_seconds']:.2f} = {a['step_seconds']:.2f} s: "
+          "the training was already hidden, so halving it buys "
+          "nothing, and the rollout, which sets the step, has half the engines: {value}."),
+         ("trainer-starved", "4 training GPUs and 20 rollout GPUs (10 engines), working "
+          "at once", {"placement": "separate", "train_gpus": 4, "engines": 10},
+          lambda a: f"max({a['rollout_seconds']:.2f}, {a['train_seconds']:.2f}) + "
+          f"{a['sync_seconds']:.2f} = {a['step_seconds']:.2f} s: "
+          "one replica trains all 64 samples and now takes longer "
+          "than the rollout, so the training sets the step: {value}.")),
         best="max", fmt=per_s,
         hint="A step of separate pools takes as long as its slower pool, plus the sync. "
-             "Which pool is the slower one for this recipe, and which plan starves it?",
-        solution="{best}. Samples per second: 8 + 8 {separate}, 12 + 4 {more-training}, "
-                 "all 16 colocated {colocated}. "
-                 "Overlap wins when neither pool waits long for the other.",
-        reveals=("overlap wins when neither pool waits long",)),
+             "Which pool is the slower one for this recipe, and how far can the other shrink "
+             "before it is the slower?",
+        solution="{best}. Samples per second: 8 + 16 {rollout-heavy}, 16 + 8 {even-split}, "
+                 "4 + 20 {trainer-starved}, all 24 colocated {colocated}. Give the slower pool "
+                 "GPUs while the other still hides behind it.",
+        reveals=("while the other still hides behind it",)),
 )

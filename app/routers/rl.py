@@ -166,7 +166,9 @@ def facts() -> dict:
 
     return {
         "glm9": state(preset="glm-4-9b"),
-        "glm9_16": state(preset="glm-4-9b", train_gpus=16),
+        # Step 8: the training pool of separate pools, 8 and 16 GPUs: its memory is the
+        # bench's training figure alone (colocated, the need row is step 4's answer too).
+        "glm9_16": state(preset="glm-4-9b", placement="separate", train_gpus=16),
         "glm9_sep": state(preset="glm-4-9b", placement="separate"),
         "r1": state(preset="deepseek-r1"),
         "r1_sep": state(preset="deepseek-r1", placement="separate"),

@@ -347,3 +347,50 @@ def test_round_5b_step_6_bounds_how_fast_the_colocated_sync_errs(client):
     assert (f"takes {ib:.1f} s, not {nvl:.2f} s, a step of {worst:.1f} s: still faster than "
             f"separate pools' {sep['step_seconds']:.1f} s") in page
     assert ib > 5 * nvl and worst < sep["step_seconds"]
+
+
+def test_round_6_step_8_derives_the_freed_memory_through_tp(client):
+    """Round-6 cold reading of EP09, item 3: step 8's why split GLM-4-9B's 12 B of optimizer
+    state a parameter 4 and 8 ways and left out TP 2, so a student following it got 14.1 GB,
+    twice the 7.05 GB asked. The prompt now states 9.4B parameters, TP 2 and CP 2; the why
+    takes TP's shard first: 12 B x 4.70B = 56.4 GB, / (DP x CP) = 4 -> 14.1 GB, / 8 -> 7.05 GB.
+    Its links are separate pools' training GPUs, whose memory the bench shows alone."""
+    f = facts()
+    b8, b16 = f["glm9_sep"]["result"].train_breakdown, f["glm9_16"]["result"].train_breakdown
+    shard = b8["weights"] / 2  # bf16 weights of one TP rank
+    api8, api16 = f["glm9_sep"]["api"], f["glm9_16"]["api"]
+    assert api8["tp"] == api16["tp"] == 2 and api8["train_gpus"] == 8
+    opt8 = b8["master_weights"] + b8["optimizer_moments"]
+    opt16 = b16["master_weights"] + b16["optimizer_moments"]
+    assert opt8 == pytest.approx(12 * shard / (api8["dp"] * api8["cp"]))
+    assert opt16 == pytest.approx(12 * shard / (api16["dp"] * api16["cp"]))
+    freed = api8["train_memory_bytes"] - api16["train_memory_bytes"]
+    assert freed == pytest.approx(opt8 - opt16)
+    html = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", client.get("/episodes/rl-placement").text))
+    step = html[html.index("8. More GPUs"):html.index("9. Six recipes")]
+    assert "9.4B parameters, TP 2, CP 2" in step
+    assert (f"12 B × {shard / 1e9:.2f}B = {12 * shard / 1e9:.1f} GB per TP rank" in step)
+    assert f"{opt8 / 1e9:.1f} GB" in step and f"{(opt8 - opt16) / 1e9:.2f} GB comes free" in step
+
+
+def test_round_6_the_throughput_decide_is_a_size_step_2_did_not_draw(client):
+    """Round-6 cold reading of EP09, item 2: the decide's right plan at 16 GPUs was step 2's
+    own 8 + 8. At 24 GPUs, four plans: the rollout, the slower pool, takes the most GPUs while
+    the training still hides behind it (8 + 16); 4 + 20 starves the trainer, which then sets
+    the step; each option's feedback quotes its pools' times."""
+    from app.lesson_drills.rl import DRILLS
+    drill = next(d for d in DRILLS if d.id == "placement-decide-throughput")
+    judged = {o.key: o for o in drill.judge()}
+    assert len(judged) == 4 and [k for k, o in judged.items() if o.right] == ["rollout-heavy"]
+    best = client.get("/api/placement", params={"preset": "glm-4-9b", "placement": "separate",
+                                                 "train_gpus": 8, "engines": 8}).json()
+    starved = client.get("/api/placement", params={"preset": "glm-4-9b",
+                                                    "placement": "separate", "train_gpus": 4,
+                                                    "engines": 10}).json()
+    assert sum(p["gpus"] for p in best["pools"]) == sum(p["gpus"] for p in starved["pools"]) == 24
+    assert best["train_seconds"] < best["rollout_seconds"]
+    assert starved["train_seconds"] > starved["rollout_seconds"]
+    assert f"max({best['rollout_seconds']:.2f}, {best['train_seconds']:.2f})" in \
+        judged["rollout-heavy"].why
+    steps = client.get("/episodes/rl-placement").text
+    assert "24 H100s" not in steps.split('id="drill-placement-decide-throughput"')[0]

@@ -28,6 +28,7 @@ def test_control_changes_charts_and_url(page, live_server):
     assert roles_drawn(page) == 16 + 8
     expected = api_json(live_server, "placement", page.url.split("?", 1)[1])
     assert expected["train_gpus"] == 16 and expected["engines"] == 4
+    page.locator("#why-placement-2 summary").click()  # samples/s: step 2's answer, masked till then
     assert page.locator("[data-testid=samples-per-second]").inner_text() == \
         f"{expected['samples_per_second']:.2f}"
     page.reload()
@@ -93,3 +94,43 @@ def test_drill(page, live_server):
     answer = api_json(live_server, "placement",
                       "preset=deepseek-r1&engine_gpus=32")["colocated_bytes"] / 1e9
     answer_drill(page, f"{answer:.1f}", "Right")
+
+
+def bench_text(page, chart: str) -> str:
+    look_at(page, chart)
+    return page.locator("#bench-view").inner_text()
+
+
+@pytest.mark.parametrize("step, chart, link, figure", [
+    (2, "placement-cluster", "Separate pools",
+     lambda api: f"{api['samples_per_second']:.2f}"),
+    (4, "placement-memory", "GLM-4.7, colocated",
+     lambda api: f"{api['colocated_bytes'] / 1e9:.3g} GB"),
+    (5, "placement-cluster", "prefill/decode split",
+     lambda api: f"{api['rollout_seconds']:.1f} s"),
+    (6, "placement-timeline", "DeepSeek-R1, separate",
+     lambda api: f"{api['sync_seconds']:.1f} s"),
+    (8, "placement-memory", "GLM-4-9B, 16 training GPUs",
+     lambda api: f"{api['train_memory_bytes'] / 1e9:.3g} GB")])
+def test_a_step_link_followed_before_the_guess_shows_the_move_not_the_answer(
+        page, live_server, step, chart, link, figure):
+    """Round-6 cold reading of EP09, item 1: each step's try link, followed before the guess,
+    put what its prediction asks for on the bench (3.86 samples/s; GLM-4.7's 37.3 GB need;
+    the split's 16.6 s rollout; R1's 28.0 s sync; GLM-4-9B's 36.5 GB on 16 GPUs, from which
+    the 7.05 GB freed reads off). It stays masked until that step's guess, and shows after."""
+    href = page.locator(f"#step-{step} a.try", has_text=link)
+    page.goto("/episodes/rl-placement")
+    wait_drawn(page)
+    state = href.get_attribute("href").split("?", 1)[1]
+    answer = figure(api_json(live_server, "placement", state))
+    page.locator(f"#why-placement-{step - 1} summary").click()
+    follow(href, state.split("&")[-1])
+    assert answer not in bench_text(page, chart)
+    form = page.locator(f"#step-{step} form.predict-form")
+    if form.locator("input[type=radio]").count():
+        form.locator("input[type=radio]").first.check()
+    else:
+        form.locator("input[name=guess]").fill("1")
+    form.locator(".predict-commit").click()
+    page.wait_for_function(f"() => !document.querySelector('#step-{step} .moves.before-guess')")
+    assert answer in bench_text(page, chart)
