@@ -8,14 +8,8 @@ from functools import cached_property
 
 from pydantic import Field
 
-from app.charts.recipe import (
-    causes_figure,
-    layer_figure,
-    memory_figure,
-    step_figure,
-    timeline_figure,
-    two_d_figure,
-)
+from app.charts.recipe import causes_figure, memory_figure, step_figure, two_d_figure
+from app.charts.recipe_overlap import layer_figure, timeline_figure
 from app.cluster_controls import (
     ContextParallel,
     DpShard,

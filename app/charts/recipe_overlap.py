@@ -1,0 +1,142 @@
+"""EP08's overlap diagrams, what hides behind what: the step's last micro-batch as a compute and
+a communication lane (``timeline_figure``, step 12) and one layer op by op, a lane per stream
+(``layer_figure``, step 13), read off the answer's ``timeline`` and ``layer``."""
+
+from app.charts import base_layout
+from app.charts.units import fmt_ms
+
+# Timeline state -> (legend label, colour): labs.recipe.overlap.Event.state.
+TIMELINE_STATES = {
+    "compute": ("Kernels", "#4c78a8"),
+    "hidden": ("Communication hidden behind compute", "#9ecae9"),
+    "sm": ("Compute slowed: SMs lent to NCCL", "#b279a2"),
+    "split": ("Compute slowed: GEMM cut into chunks", "#f2a65a"),
+    "exposed": ("Exposed: the compute stream waits", "#e45756"),
+}
+TIMELINE_LANES = ("Compute stream", "Comm stream")
+
+
+def timeline_figure(line: dict) -> dict:
+    """``line``: the answer's ``timeline`` (app.recipe_answer.timeline_api). Two lanes, a bar
+    per event from its start for its seconds (ms), coloured by what it costs; the backward's
+    start marked."""
+    events = line["events"]
+    lanes = {"compute": TIMELINE_LANES[0], "comm": TIMELINE_LANES[1]}
+    data = []
+    named = set()  # (lane, label) already written on a bar: the overlaid hidden and exposed
+    # parts of one collective (DP buckets) would print the same word on top of itself
+    for state, (label, colour) in TIMELINE_STATES.items():
+        rows = [e for e in events if e["state"] == state]
+        if not rows:
+            continue
+        names = [e["label"] for e in rows]
+        text = []
+        for e in rows:
+            text.append("" if (e["lane"], e["label"]) in named else "%{text}")
+            named.add((e["lane"], e["label"]))
+        data.append({
+            "type": "bar", "orientation": "h", "name": label,
+            "y": [lanes[e["lane"]] for e in rows],
+            "base": [round(e["start_s"] * 1e3, 3) for e in rows],
+            "x": [round(e["seconds"] * 1e3, 3) for e in rows],
+            "marker": {"color": colour, "line": {"color": "#ffffff", "width": 1}},
+            "text": names, "texttemplate": text, "textposition": "inside",
+            "insidetextanchor": "middle",
+            "textangle": 0, "textfont": {"size": 10},
+            "customdata": names,
+            "hovertemplate": f"%{{customdata}}: %{{x:,.2f}} ms ({label.lower()}), from "
+                             "%{base:,.1f} ms<extra></extra>",
+        })
+    return {"data": data, "layout": _lanes_layout(line, list(TIMELINE_LANES)),
+            "summary": line["summary"]}
+
+
+def _lanes_layout(line: dict, lanes: list[str]) -> dict:
+    """A timeline's layout: ``lanes`` top to bottom, ms across to ``line``'s end, the
+    backward's start marked."""
+    end = line["seconds"] * 1e3
+    back = line["backward_start_s"] * 1e3
+    return base_layout(
+        barmode="overlay", bargap=0.3, showlegend=True,
+        margin={"l": 8, "r": 8, "t": 24, "b": 40},
+        uniformtext={"minsize": 8, "mode": "hide"},
+        # At most 3 level ticks: a phone auto-rotated "2000 ms" into its neighbours and
+        # the legend below (test_text_fits, bad case at 390 px).
+        xaxis={"ticksuffix": " ms", "range": [0, end * 1.01], "nticks": 3, "tickangle": 0,
+               "gridcolor": "#e6e9ef", "fixedrange": True},
+        yaxis={"automargin": True, "fixedrange": True, "autorange": "reversed",
+               "categoryorder": "array", "categoryarray": lanes},
+        shapes=[{"type": "line", "xref": "x", "yref": "paper", "x0": back, "x1": back,
+                 "y0": 0, "y1": 1, "line": {"color": "#555", "width": 1, "dash": "dot"}}],
+        annotations=[{"xref": "x", "yref": "paper", "x": back, "y": 1, "yanchor": "bottom",
+                      "xanchor": "left", "showarrow": False, "text": "backward →",
+                      "font": {"size": 10}},
+                     {"xref": "x", "yref": "paper", "x": 0, "y": 1, "yanchor": "bottom",
+                      "xanchor": "left", "showarrow": False, "text": "forward →",
+                      "font": {"size": 10}}],
+        legend={"orientation": "h", "y": -0.18, "x": 0, "yanchor": "top",
+                "font": {"size": 10}},
+    )
+
+
+LAYER_KINDS = {"tp": "TP collectives", "cp": "CP ring", "ep": "EP all-to-all",
+               "dp": "DP / FSDP"}
+
+
+def layer_figure(layer: dict | None) -> dict | None:
+    """``layer``: the answer's ``layer`` (app.recipe_answer.layer_api). One lane per stream, a
+    bar per op from its start for its seconds (ms), kernels in blue, the collectives coloured
+    by what they cost as on the micro-batch timeline; the backward's start marked."""
+    if layer is None:
+        return None
+    lanes = {lane["id"]: lane["label"] for lane in layer["lanes"]}
+    own = layer["forward_s"] + layer["backward_s"]
+    data = []
+    for state, (label, colour) in TIMELINE_STATES.items():
+        rows = [o for o in layer["ops"] if o["state"] == state]
+        if not rows:
+            continue
+        names = [o["name"] for o in rows]
+        data.append({
+            "type": "bar", "orientation": "h", "name": label,
+            "y": [lanes[o["lane"]] for o in rows],
+            "base": [round(o["start_s"] * 1e3, 4) for o in rows],
+            "x": [round(o["seconds"] * 1e3, 4) for o in rows],
+            "marker": {"color": colour, "line": {"color": "#ffffff", "width": 0.5}},
+            # The step's DP wait after the layer is named once, above it (its bars run off
+            # the axis); the hover keeps each bar's name.
+            "text": ["" if o["start_s"] >= own * (1 - 1e-9) else o["name"] for o in rows],
+            "textposition": "inside", "insidetextanchor": "middle",
+            "textangle": 0, "textfont": {"size": 10}, "customdata": names,
+            "hovertemplate": f"%{{customdata}}: %{{x:,.3f}} ms ({label.lower()}), from "
+                             "%{base:,.2f} ms<extra></extra>",
+        })
+    # The step's DP wait after the layer (once a step) can be ten times the layer: the axis
+    # stops a quarter past the layer and the wait runs off it, its length written there.
+    tail = layer["step_end_s"]
+    layout = _lanes_layout({**layer, "seconds": min(layer["seconds"], 1.25 * own)},
+                           list(lanes.values()))
+    if tail > 0:
+        layout["annotations"].append({
+            "xref": "paper", "yref": "paper", "x": 1, "y": 1, "yanchor": "bottom",
+            "xanchor": "right", "showarrow": False, "font": {"size": 10},
+            # A line above "backward →", which a narrow frame puts under it (test_embed_fit).
+            "yshift": 14,
+            "text": f"DP wait {fmt_ms(tail)}" + (" →" if tail > 0.25 * own else "")})
+        layout["margin"] = {**layout["margin"], "t": 38}
+    return {"data": data, "layout": layout, "summary": layer["summary"],
+            "rows": layer_rows(layer)}
+
+
+def layer_rows(layer: dict) -> list[dict]:
+    """The table under the layer chart: the kernels, and each kind's hidden and waited (or
+    SM-slowed) seconds, in the forward, the backward and both."""
+    f, b = layer["by_pass"]["forward"], layer["by_pass"]["backward"]
+    rows = [{"label": "Kernels", "forward_s": f["compute_s"], "backward_s": b["compute_s"],
+             "both_s": f["compute_s"] + b["compute_s"]}]
+    for k, name in LAYER_KINDS.items():
+        for key, what in (("hidden_s", "hidden"), ("exposed_s", "waited or slowed")):
+            if f[key][k] + b[key][k] > 1e-12:
+                rows.append({"label": f"{name}, {what}", "forward_s": f[key][k],
+                             "backward_s": b[key][k], "both_s": layer[key][k]})
+    return rows
