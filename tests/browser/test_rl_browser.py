@@ -114,17 +114,18 @@ def bench_text(page, chart: str) -> str:
      lambda api: f"{api['train_memory_bytes'] / 1e9:.3g} GB")])
 def test_a_step_link_followed_before_the_guess_shows_the_move_not_the_answer(
         page, live_server, step, chart, link, figure):
-    """Round-6 cold reading of EP09, item 1: each step's try link, followed before the guess,
+    """Round-6 cold reading of EP09, item 1: each step's state, reached before the guess,
     put what its prediction asks for on the bench (3.86 samples/s; GLM-4.7's 37.3 GB need;
     the split's 16.6 s rollout; R1's 28.0 s sync; GLM-4-9B's 36.5 GB on 16 GPUs, from which
     the 7.05 GB freed reads off). It stays masked until that step's guess, and shows after."""
-    href = page.locator(f"#step-{step} a.try", has_text=link)
     page.goto("/episodes/rl-placement")
+    href = page.locator(f"#step-{step} a.try", has_text=link).get_attribute("href")
+    answer = figure(api_json(live_server, "placement", href.split("?", 1)[1]))
+    # The link is held until the guess (lab.js holdMove), but its state can still be reached
+    # before it: its URL shared, or the controls.
+    page.goto(href)
     wait_drawn(page)
-    state = href.get_attribute("href").split("?", 1)[1]
-    answer = figure(api_json(live_server, "placement", state))
-    page.locator(f"#why-placement-{step - 1} summary").click()
-    follow(href, state.split("&")[-1])
+    page.locator(f"#why-placement-{step - 1} summary").click()  # the step before, guessed
     assert answer not in bench_text(page, chart)
     form = page.locator(f"#step-{step} form.predict-form")
     if form.locator("input[type=radio]").count():
