@@ -47,6 +47,7 @@ from labs.zero.published import (
     fall,
     gap_split,
     hardware_flops_per_step,
+    megatron_compute,
     megatron_table_1,
     share_shown,
 )
@@ -247,6 +248,7 @@ def extra_context(state) -> dict:
         "published_fall": fall(), "fall_shown": share_shown(fall()),
         "eq3_flops": hardware_flops_per_step(),
         "megatron_table_1": megatron_table_1(), "gap_split": gap_split(fall()),
+        "megatron_compute": megatron_compute(),
         "a100_peak": get_gpu(GPU).bf16_flops, "llama3_mfu": LLAMA3_MFU,
         "facts_mfu": opening_mfu(),
     }
