@@ -32,7 +32,8 @@ def layout_checks(inp: RLPlacementInput, bill) -> list[Check]:
               + (f"DP {dp}" if dp else f"{n / mp:.2f}: not a whole number of replicas")),
         Check("expert grouping", n % emp == 0,
               f"{n} GPUs / (EP {inp.ep} x PP {inp.pp} = {emp}) = "
-              + (f"{n // emp} expert groups per stage x stage" if n % emp == 0
+              + (f"{n // emp} expert-data-parallel rank{'s' if n // emp != 1 else ''} "
+                 "per stage" if n % emp == 0
                  else f"{n / emp:.2f}: experts cannot regroup the ranks")),
     ]
     layout = ParallelLayout(tp=inp.tp, pp=inp.pp, cp=inp.cp, dp=max(dp, 1), ep=inp.ep)

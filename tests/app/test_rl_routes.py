@@ -394,3 +394,16 @@ def test_round_6_the_throughput_decide_is_a_size_step_2_did_not_draw(client):
         judged["rollout-heavy"].why
     steps = client.get("/episodes/rl-placement").text
     assert "24 H100s" not in steps.split('id="drill-placement-decide-throughput"')[0]
+
+
+def test_round_6_step_6_says_which_way_its_syncs_err_and_the_checks_read(client):
+    """Round-6 cold reading of EP09, items 6, 7 and 11: the PCIe switch at the datasheet's
+    64 GB/s and slime's broadcast at the port's full rate both err fast (said, with the
+    broadcast's source); the expert-grouping check read 'groups per stage x stage'."""
+    html = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", client.get("/episodes/rl-placement").text))
+    six = html[html.index("6. A step in time"):html.index("7. ")]
+    assert "64 GB/s each way. Measured copies reach less, so this errs fast" in six
+    assert "update_weights_from_distributed" in six and "ideal pipelined broadcast" in six
+    checks = client.get("/api/placement", params={"preset": "deepseek-r1"}).json()["checks"]
+    grouping = next(c for c in checks if c["name"] == "expert grouping")["detail"]
+    assert grouping.endswith("= 1 expert-data-parallel rank per stage"), grouping
