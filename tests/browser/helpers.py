@@ -35,24 +35,56 @@ IN_SIGHT = """(chart) => {
 # diagram's place (templates/partials/_figure.html ``lazy``) has no figure until it is fetched,
 # as it comes into view: one in sight must show its place's state (fetched and drawn), or wait
 # for its lesson step's guess (lab.js: awaiting-guess); one out of sight is not fetched yet.
-DRAWN = """() => {
+# UNDRAWN names each chart that does not yet, with what it holds (data-drawn, data-stale, its
+# figure's data-state, its box), so a wait that times out says which one and why.
+UNDRAWN = """() => {
     const inSight = IN_SIGHT;
+    const box = el => {
+        const r = el.getBoundingClientRect();
+        return `top ${Math.round(r.top)} bottom ${Math.round(r.bottom)} of ${innerHeight}`;
+    };
     const scripts = [...document.querySelectorAll('script.figure[data-target]')];
-    const lazy = [...document.querySelectorAll('.lazy-diagram[data-state]')];
-    return scripts.length > 0 && scripts.every(s => {
+    if (!scripts.length) return ['no figure script (script.figure[data-target]) in the page'];
+    const out = [];
+    scripts.forEach(s => {
         const chart = document.getElementById(s.dataset.target);
-        return chart && chart.data && (chart.dataset.drawn === s.dataset.state
-            || (chart.dataset.stale === s.dataset.state && !inSight(chart)));
-    }) && lazy.every(place => {
-        const chart = place.querySelector('.chart');
-        return !inSight(place) || place.classList.contains('awaiting-guess')
-            || (chart && chart.data && chart.dataset.drawn === place.dataset.state);
+        if (chart && chart.data && (chart.dataset.drawn === s.dataset.state
+            || (chart.dataset.stale === s.dataset.state && !inSight(chart)))) return;
+        out.push(!chart ? `#${s.dataset.target}: no such element`
+            : `#${chart.id}: state ${s.dataset.state}, drawn ${chart.dataset.drawn}, `
+              + `stale ${chart.dataset.stale}, plotted ${!!chart.data}, `
+              + `${inSight(chart) ? 'in' : 'out of'} sight (${box(chart)})`);
     });
+    document.querySelectorAll('.lazy-diagram[data-state]').forEach(place => {
+        const chart = place.querySelector('.chart');
+        if (!inSight(place) || place.classList.contains('awaiting-guess')
+            || (chart && chart.data && chart.dataset.drawn === place.dataset.state)) return;
+        out.push(`#${place.id} (lazy, in sight, ${box(place)}): state ${place.dataset.state}, `
+            + `drawn ${chart && chart.dataset.drawn}, plotted ${!!(chart && chart.data)}`);
+    });
+    return out;
 }""".replace("IN_SIGHT", IN_SIGHT)
+DRAWN = f"() => ({UNDRAWN})().length === 0"
+
+# Every answer htmx asked for is swapped in: htmx keeps its request class on the asking element
+# from the request until its answer is swapped (htmx 2: xhr.onload swaps, then removes it). A
+# test that saw the response arrive must wait for this before it reads the page: under a slow
+# CPU the swap comes well after the response.
+ANSWERED = "() => !document.querySelector('.htmx-request')"
 
 
 def wait_drawn(page) -> None:
-    page.wait_for_function(DRAWN)
+    """Wait until htmx's answers are swapped in (ANSWERED) and every chart shows its state
+    (DRAWN); on timeout, fail naming the charts that do not."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page.wait_for_function(ANSWERED)
+    try:
+        page.wait_for_function(DRAWN)
+    except PlaywrightTimeout as exc:
+        undrawn = page.evaluate(UNDRAWN) or ["none now: drawn just after the timeout"]
+        raise AssertionError("not drawn at " + page.url + ":\n  " + "\n  ".join(undrawn)
+                             ) from exc
 
 
 def look_at(page, chart_id: str) -> None:

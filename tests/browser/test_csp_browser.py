@@ -11,7 +11,7 @@ import pytest
 
 import app.main  # noqa: F401  (registers every lab view)
 from app.labkit import VIEWS
-from tests.browser.helpers import DRAWN, release
+from tests.browser.helpers import ANSWERED, release, wait_drawn
 from tests.browser.plotly_css import OUT, css_text, plotly_rules
 
 BUNDLE = json.loads((Path(__file__).resolve().parents[2] / "static/vendor/plotly-bundle.json")
@@ -36,9 +36,14 @@ def tab(browser, live_server):
 
 
 def settle(page) -> None:
+    """The page loaded, the answer just received swapped in, and its charts drawn. Counted only
+    once swapped: an answer may carry no figure at all (EP08's broken plan: "the chart keeps
+    the last plan that could run"), and one counted before its swap would wait forever for the
+    figures it removes (a CI run: EP08's nodes slider at 1, TP 8 x PP 8 = 64 GPUs on 8)."""
     page.wait_for_load_state("networkidle")
+    page.wait_for_function(ANSWERED)
     if page.locator("script.figure[data-target]").count():
-        page.wait_for_function(DRAWN)
+        wait_drawn(page)
 
 
 def check(page, where: str) -> None:
