@@ -235,16 +235,25 @@
   // One chart per task, those on screen first: the chart the student is watching is drawn
   // (and painted) before the next one starts, rather than after every chart of the answer.
   // A chart whose figure a newer answer has replaced meanwhile is skipped (that answer's own
-  // pass draws it), so an older pass never draws over a newer state.
+  // pass draws it), so an older pass never draws over a newer state. Which figure is a
+  // chart's own is what the last answer holding one said (draw() sets _labFigure), not whether
+  // its script is still in the page: an answer with no figure at all (EP08's broken plan:
+  // "the chart keeps the last plan that could run") removes the scripts, and a chart still due
+  // (queued, or stale out of sight) must then draw that last plan, not keep the one before.
   var nextTask = (function () {
     var channel = new MessageChannel(), queued = [];
     channel.port1.onmessage = function () { queued.shift()(); };
     return function (fn) { queued.push(fn); channel.port2.postMessage(0); };
   })();
 
+  function isFigureOf(script) {
+    var el = document.getElementById(script.dataset.target);
+    return !!el && el._labFigure === script;
+  }
+
   function drawQueue(queue) {
     (function next(i) {
-      while (i < queue.length && !queue[i].isConnected) i++;
+      while (i < queue.length && !isFigureOf(queue[i])) i++;
       if (i >= queue.length) { announce(); return; }
       var go = function () { nextTask(function () { next(i + 1); }); };
       var drawing;
@@ -260,6 +269,10 @@
   function draw(node, lazy) {
     var scripts = within(node, "script.figure[data-target]");
     if (!scripts.length) return;
+    scripts.forEach(function (script) {
+      var el = document.getElementById(script.dataset.target);
+      if (el) el._labFigure = script;  // this answer's figure: older passes skip theirs
+    });
     if (!lazy) {
       var now = scripts.filter(onScreen);
       drawQueue(now.concat(scripts.filter(function (s) { return now.indexOf(s) < 0; })));

@@ -3,7 +3,15 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, follow, release, sized_page, wait_drawn
+from tests.browser.helpers import (
+    ANSWERED,
+    answer_drill,
+    api_json,
+    follow,
+    release,
+    sized_page,
+    wait_drawn,
+)
 
 PAGE = "/episodes/recipe-3d"
 
@@ -75,6 +83,29 @@ def test_broken_rules_are_listed_and_the_chart_kept(page):
     page.wait_for_url("**tp=16**dp=1**")
     wait_drawn(page)
     expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text("TP inside a node")
+
+
+def test_a_chart_out_of_sight_draws_the_last_plan_that_ran_after_a_broken_one(page):
+    """A chart out of sight waits, marked stale with the plan it will show; a broken plan next
+    (1 node: TP 8 x PP 8 = 64 GPUs on 8) carries no figure, every chart keeping the last plan
+    that could run. Scrolled into view, each stale chart draws that plan, the one its label
+    already describes, not the one before it."""
+    page.goto(PAGE)
+    wait_drawn(page)
+    page.locator("#input-seq_len").select_option("512")
+    page.wait_for_url("**seq_len=512**")
+    wait_drawn(page)
+    stale = page.evaluate("[...document.querySelectorAll('.chart[data-stale]')]"
+                          ".map(c => [c.id, c.dataset.stale])")
+    assert stale, "every chart was redrawn: no chart out of sight to check"
+    page.locator("#input-nodes").fill("1")
+    page.wait_for_url("**nodes=1&**")
+    page.wait_for_function(ANSWERED)
+    expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text("rule")
+    assert page.locator("script.figure").count() == 0
+    for chart, state in stale:
+        page.locator(f"#{chart}").scroll_into_view_if_needed()
+        expect(page.locator(f"#{chart}")).to_have_attribute("data-drawn", state)
 
 
 def test_worked_plan_steps_and_replan_link(page):
