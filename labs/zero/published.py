@@ -90,6 +90,7 @@ def fall() -> tuple[FallRow, ...]:
     return tuple(rows)
 
 
+@lru_cache(maxsize=1)  # a file read and parsed per zero answer was a fifth of its render
 def megatron_table_1() -> tuple[float, float]:
     """The lowest and highest TFLOP/s per GPU of Megatron-LM's own runs on the same A100s
     (Narayanan et al. 2021, Table 1: 1.7B to 1T, counted by the same eq. 3, recomputation
