@@ -6,7 +6,7 @@ from functools import lru_cache
 
 from fastapi import APIRouter
 
-from app.charts.units import fmt_bytes, fmt_duration
+from app.charts.units import fmt_duration
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, decide, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -221,9 +221,9 @@ def _case_why(name: str) -> str:
                 f"to host memory, and the write to storage runs behind training; it saves "
                 f"every {fmt_duration(r.input.interval)}.")
     if name == "bad":  # the setup only: step 6 asks for the goodput
-        return (f"Each sync save writes {fmt_bytes(r.checkpoint.total_bytes)} to a 20 GB/s "
-                f"file system while training waits, once every 3 h, on twice the good "
-                f"case's GPUs.")
+        # Nor the checkpoint's size: over the model's parameters it answers step 2.
+        return ("Each sync save writes the whole checkpoint to a 20 GB/s file system while "
+                "training waits, once every 3 h, on twice the good case's GPUs.")
     raise ValueError(name)
 
 

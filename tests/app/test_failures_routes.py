@@ -2,6 +2,8 @@
 input is a 422 naming its control, each chart is drawn from the same answer, the page, its
 cases and each diagram's embed."""
 
+import re
+
 import pytest
 
 from app.schemas import FailuresAnswer
@@ -245,3 +247,59 @@ def test_round5_the_jobs_steps_are_derived_where_first_used(client):
     page = " ".join(client.get(LESSON).text.split())
     assert f"15.6T tokens ÷ 16M tokens a step = {steps:,} steps" in page
     assert steps == round(15.6e12 / 2**24)
+
+
+MASKED = re.compile(r'<span class="answer-mask" data-after-guess="failures-checkpoint"[^>]*>'
+                    r"[^<]*</span>")
+
+
+def test_round5_step_2s_bytes_are_masked_until_its_guess_and_its_links_show_them(client):
+    """Round-5 cold reading, EP11 items 4, 8 and 11. Step 2 asks which of EP01's 16 bytes a
+    checkpoint leaves out; the bench's tile printed the checkpoint, 5.68 TB, for a 405.9B model
+    (the Model control's label): 14 bytes a parameter, so the gradients, one division away.
+    Every figure of the checkpoint's size on the bench (its total and shard, the write, the
+    copy, the stop per save, δ, the write still in flight), at the opening state, the case
+    buttons' and step 1's try links', is masked until step 2 is guessed (lab.js answer-mask,
+    keyed to the readout steps 2 and 3 name). Steps 2 and 3's links scroll to that readout,
+    which now holds the step's figures (was the interval chart, which drew none of them).
+    Tectonic is named where first used outside a link (step 2's why), and the mean time
+    between interruptions is marked for the glossary in step 1."""
+    from app.charts.units import fmt_bytes, fmt_duration
+    from app.routers.failures import VIEW
+    from tests.app.test_answers_hidden import case_urls, steps, try_urls
+
+    page = client.get(LESSON).text
+    found = steps(page)
+    diagrams = [re.search(r'data-diagram="([^"]+)"', page.split(f'id="{sid}"')[1])[1]
+                for sid, _ in found]
+    assert diagrams[1] == diagrams[2] == "failures-checkpoint"
+    assert diagrams.index("failures-checkpoint") == 1 and "predict-form" in found[1][1]
+    urls = [LESSON] + case_urls(page) + try_urls(found[0][1])
+    queries = [{}, VIEW.good.query, VIEW.bad.query] + [
+        dict(p.split("=") for p in u.split("?", 1)[1].split("&")) for u in try_urls(found[0][1])]
+    assert len(urls) == len(queries)
+    for url, query in zip(urls, queries, strict=True):
+        body = client.get(url).text
+        bench = body[body.index('id="failures-section"'):]
+        bench = bench[:bench.index("</section>")]
+        ck = api(client, **query)["checkpoint"]
+        shown = [fmt_bytes(ck["total_bytes"]), fmt_bytes(ck["bytes_per_gpu"]),
+                 fmt_duration(ck["write_s"]), fmt_duration(ck["copy_s"]),
+                 fmt_duration(ck["block_s"])]
+        assert all(f in bench for f in shown), url  # drawn, masked by lab.js
+        text = re.sub(r"<[^>]+>", " ", MASKED.sub(" ", bench))  # the charts' labels too
+        assert [f for f in shown if f in text] == [], url
+        # Nor anywhere else on the screen before step 2's guess (the case buttons' captions).
+        screen = re.sub(r"<[^>]+>", " ", MASKED.sub(" ", re.sub(
+            r'<details class="why".*?</details>', " ", body, flags=re.S)))
+        assert fmt_bytes(ck["total_bytes"]) not in screen, url
+    sync = client.get(try_urls(found[1][1])[0]).text
+    readout = sync[sync.index('id="failures-checkpoint"'):]
+    readout = readout[:readout.index("</dl>")]
+    ck = api(client, save="sync")["checkpoint"]
+    for figure in (fmt_bytes(ck["total_bytes"]), fmt_bytes(ck["bytes_per_gpu"]),
+                   fmt_duration(ck["write_s"]), fmt_duration(ck["block_s"])):
+        assert figure in readout
+    step1, step2 = found[0][1], found[1][1]
+    assert 'data-term="mtbi"' in step1
+    assert 'data-term="tectonic"' in step2

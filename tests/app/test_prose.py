@@ -140,7 +140,8 @@ def test_every_quoted_figure_is_what_its_links_state_shows(client, page):
             quoted += 1
     assert quoted >= 10, f"{page} quotes only {quoted} checked figures"
 LESSONS["/episodes/failures"] = ("/api/failures", {
-    "failures-rate", "failures-time", "failures-interval", "failures-scale"})
+    "failures-rate", "failures-time", "failures-interval", "failures-scale",
+    "failures-checkpoint"})
 FORMATS["duration"] = fmt_duration  # the failures lab quotes spans of wall time
 LESSONS["/episodes/playground"] = (  # EP12: the playground's prose quotes each lab's panel
     "/api/playground", {"memory-chart", "pipeline-gantt", "recipe-step", "recipe-memory",
