@@ -562,8 +562,13 @@
   // view), and keeps focus. ----
   var pending = null;
 
+  // The diagram the last try link brought into view (a chart, or EP11's checkpoint readout,
+  // which watched() does not weigh): opening a phone's controls keeps it in view while it is.
+  var stepDiagram = null;
+
   function reveal(chart) {
     keeping = null;  // a step's diagram now, not the one a control moved before
+    stepDiagram = chart.id;
     // Laptop: the whole bench (diagram view and controls) on screen; it then sticks there.
     var bench = document.getElementById("bench");
     if (bench && window.getComputedStyle(bench).display !== "contents") bench.scrollIntoView({ block: "nearest" });
@@ -857,7 +862,8 @@
     var toggle = event.target.closest(".drawer-toggle");
     if (toggle) {
       var opening = toggle.getAttribute("aria-expanded") !== "true";
-      var chart = opening ? watched() : null;
+      var step = stepDiagram && document.getElementById(stepDiagram);
+      var chart = opening ? (step && shown(step) >= 0.95 ? step : watched()) : null;
       openDrawer(opening);
       if (chart) keepInView(chart);  // the diagram above the open controls, never under them
       return;
