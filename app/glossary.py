@@ -244,7 +244,9 @@ GLOSSARY: tuple[Term, ...] = (
     Term("mfu", "MFU (model FLOPs utilisation)", r"\bMFU\b|\bmodel FLOPs utili[sz]ation\b",
          "The FLOPs the model needs for a step (about 6 × parameters × tokens, plus attention) "
          "divided by the step time and by the GPUs' peak FLOP/s. Work done twice, such as "
-         "recomputation, does not count."),
+         "recomputation, does not count. For an FP8 run the lab, like most reports, divides "
+         "by the BF16 peak (a BF16-equivalent MFU, comparable with a BF16 run's); against "
+         "the FP8 peak, twice as high on an H100, the same run reads half as much."),
     Term("hfu", "HFU (hardware FLOPs utilisation)",
          r"\bHFU\b|\bhardware FLOPs utili[sz]ation\b",
          "Like MFU, but counting every FLOP the GPUs run, recomputation included: higher than "

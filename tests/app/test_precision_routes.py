@@ -418,3 +418,24 @@ def test_round5_step_4_asks_for_the_saving_its_coefficients_derive(client):
     saved = body["baseline"]["total_bytes"] - body["ledger"]["total_bytes"]
     assert saved == pytest.approx(7 * 32768 * 4096 * 32, rel=0.01)
     assert f'data-answer="{saved / 1e9:.1f} GB"' in step4 and "14·s·b·h" in step4
+
+
+def test_round5_terms_are_defined_and_mfu_says_which_peak_an_fp8_run_divides_by(client):
+    """Round-5 cold reading, EP10 items 8 and 10: OCP (step 6), HBM2e and FSDP2's float8
+    all-gather (steps 7-8) were used undefined; step 8's 58.7% -> 77.9% is MFU against the
+    BF16 peak, and the glossary's MFU entry now says so for FP8 runs and how far the FP8 peak
+    (twice the BF16 on an H100, from the preset's datasheet figures) moves it."""
+    import re
+
+    from app.glossary import GLOSSARY
+    from labs.hardware.gpus import gpus
+
+    page = " ".join(re.sub(r"<[^>]+>", " ", client.get("/episodes/low-precision").text).split())
+    assert "OCP (Open Compute Project" in page
+    assert "HBM2e memory (an older, slower generation than the HBM3" in page
+    assert "casts each GPU's shard of a weight to FP8 before the all-gather" in page
+    assert "both against the BF16 peak" in page
+    mfu = next(t.definition for t in GLOSSARY if t.slug == "mfu")
+    h100 = gpus()["h100-sxm"]
+    assert round(h100.kernels.fp8_flops / h100.bf16_flops) == 2
+    assert "divides by the BF16 peak" in mfu and "twice as high on an H100" in mfu
