@@ -60,21 +60,21 @@ def test_a_control_moves_the_url_and_the_readout(page, live_server):
 def test_step_2s_link_shows_the_checkpoint_readout_masked_until_the_guess(
         browser, live_server, width, height):
     """Round-5 cold reading, EP11 items 4 and 8: the readout's checkpoint (5.68 TB for a
-    405.9B model: 14 bytes a parameter) answered step 2 before its guess. Step 2's link brings
-    that readout into view, its figures masked; the guess shows them, the sync save's."""
+    405.9B model: 14 bytes a parameter) answered step 2 before its guess. It is masked until
+    the guess; then step 2's link brings that readout into view with the sync save's figures."""
     with sized_page(browser, live_server, width, height) as page:
         page.goto(LESSON)
         wait_drawn(page)
         tile = page.locator("[data-testid=ckpt]")
         assert tile.inner_text() == "? (guess step 2)"
-        follow(page.locator("#step-2 a.try"), "save=sync")
-        assert page.evaluate(IN_VIEW, "failures-checkpoint")
-        expected = api_json(live_server, "failures", "save=sync")["checkpoint"]
         assert page.locator("[data-testid=write]").inner_text() == "? (guess step 2)"
         page.locator("#step-2 .predict-choice").first.click()
         page.locator("#step-2 .predict-commit").click()
         page.wait_for_function("() => !document.querySelector('[data-testid=ckpt]')"
                                ".innerText.includes('?')")
+        follow(page.locator("#step-2 a.try"), "save=sync")
+        assert page.evaluate(IN_VIEW, "failures-checkpoint")
+        expected = api_json(live_server, "failures", "save=sync")["checkpoint"]
         assert tile.inner_text() == f"{expected['total_bytes'] / 1e12:.3g} TB, " \
                                     f"{expected['bytes_per_gpu'] / 1e6:.3g} MB"
         assert page.locator("[data-testid=write]").inner_text() == \
