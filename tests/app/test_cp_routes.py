@@ -356,3 +356,15 @@ def test_round_6_the_layout_decide_is_a_model_no_link_draws_and_needs_the_bytes(
     raw = client.get("/episodes/context-parallel").text
     step6 = raw[raw.index('id="step-6"'):raw.index('id="step-7"')]
     assert "llama-3.1-8b" not in step6 and "drill-cp-decide-layout" in step6
+
+
+def test_round_6_step_5_asks_for_the_head_split(client):
+    """Round-6 cold reading of EP06, item 10: step 5's two-way choice ('rank 1 computes more /
+    as much') was stated by its own question. It asks a number the head split gives: Ulysses
+    over CP 4 on 64 heads, 16 heads a rank, which no link draws (they show CP 2's 32)."""
+    raw = client.get("/episodes/context-parallel").text
+    step5 = raw[raw.index('id="step-5"'):raw.index('id="step-6"')]
+    form = re.search(r'<form class="predict-form"[^>]*>', step5)[0]
+    assert 'data-answer="16 heads"' in form and "data-right" not in form
+    assert "64 ÷ 4 = 16 heads a rank at CP 4, 32 at the link's CP 2" in re.sub(
+        r"\s+", " ", re.sub(r"<[^>]+>", "", step5))
