@@ -30,8 +30,11 @@ class Term:
     def regex(self) -> re.Pattern:
         # An apostrophe as written, or as Jinja escapes it in a macro's text (&#39;); a word
         # that starts lower case also matches at a sentence's or heading's start ("Strong
-        # scaling", round-5 reading: such first uses went unmarked).
+        # scaling", round-5 reading: such first uses went unmarked); a space between words
+        # also matches a line break and the template's indent ("mean time between /
+        # interruptions" across two lines of EP11's source went unmarked).
         pattern = re.sub(r"\\b([a-z])", lambda m: rf"\b[{m[1]}{m[1].upper()}]", self.pattern)
+        pattern = re.sub(r" (?![?*+{])", r"\\s+", pattern)
         return re.compile(pattern.replace("'", "(?:'|&#39;)"))
 
 
@@ -131,7 +134,7 @@ GLOSSARY: tuple[Term, ...] = (
          "and the warm-up is v times shorter: bubble (p − 1)/(v·m + p − 1), for more "
          "sends. Megatron-LM calls the chunks virtual stages (VPP, virtual pipeline "
          "parallelism)."),
-    Term("zero-bubble", "Zero bubble (ZB-H1)", r"\b[Zz]ero[- ]bubble\b|\bZB-H1\b",
+    Term("zero-bubble", "Zero bubble (ZB-H1)", r"\b[Zz]ero(?:-|\s+)bubble\b|\bZB-H1\b",
          "Schedules that split the backward into B (the input's gradient, which the previous "
          "stage waits for) and W (the weights' gradient, which nothing waits for) and run W in "
          "the idle slots. ZB-H1 (Qi et al. 2024) keeps 1F1B's peak memory and cuts its bubble "
@@ -190,7 +193,7 @@ GLOSSARY: tuple[Term, ...] = (
          "On NVSwitch systems from H100 on, the switch adds the GPUs' contributions itself, so "
          "an all-reduce sends each byte about once instead of twice. NCCL picks it inside one "
          "NVLink domain."),
-    Term("ll-protocol", "LL protocol (NCCL)", r"\bLL(?:128)? protocols?\b",
+    Term("ll-protocol", "LL protocol (NCCL)", r"\bLL(?:128)?\b(?: protocols?\b)?",
          "NCCL's low-latency protocols, LL and LL128: each 8- or 128-byte word carries a flag, "
          "so a receiver needs no separate synchronisation. Faster for small messages, slower "
          "for large ones, which use the Simple protocol."),
@@ -281,7 +284,7 @@ GLOSSARY: tuple[Term, ...] = (
     Term("amax", "amax", r"\bamax\b",
          "The largest absolute value in a tensor (or a block): FP8 recipes derive its scale "
          "from it, so that the largest value lands near the format's maximum."),
-    Term("delayed-scaling", "Delayed scaling", r"\bdelayed[- ]scaling\b",
+    Term("delayed-scaling", "Delayed scaling", r"\bdelayed(?:-|\s+)scaling\b",
          "FP8 scaling that takes each tensor's scale from the largest magnitudes (amax) seen "
          "in earlier steps, so the cast needs no extra pass over the tensor."),
     Term("rowwise", "Rowwise scaling", r"\brow-?wise\b",
