@@ -263,9 +263,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
         hint="Step 14's T* = (D − 1)/D × R ÷ B: what happens to it when B falls four times? "
              "And how often does each family send across the nodes?",
         solution="{best}. Step: TP4 × PP4 × DP16 interleaved {interleaved}, TP8 × PP4 × "
-                 "DP8 {pipeline}, TP4 × DP64 FSDP {fsdp4}, TP8 × DP32 FSDP {fsdp8}. On "
-                 "NDR (step 14's chart) FSDP wins: a sequence per micro-batch hides its "
-                 "gathers. On a port a quarter as fast its T* is four times larger, the "
+                 "DP8 {pipeline}, TP4 × DP64 FSDP {fsdp4}, TP8 × DP32 FSDP {fsdp8}. Step "
+                 "14's chart compares the families on NDR. On a port a quarter as fast "
+                 "FSDP's T* is four times larger, the "
                  "gathers are exposed twice a micro-batch, and a 3-D plan that syncs once a "
                  "step and pays a bubble instead is faster.",
         reveals=("and pays a bubble instead is faster",)),

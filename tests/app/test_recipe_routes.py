@@ -1110,3 +1110,19 @@ def test_round_6_step_2_says_the_default_reduces_gradients_in_bf16_unlike_megatr
     assert "grad_reduce_in_fp32=True" in step2 and "accumulate_allreduce_grads_in_fp32" in step2
     assert "18 B a parameter, and 2× the bytes" in step2 and "errs low by 2 B" in step2
     assert g18.label in step2
+
+
+def test_round_6_step_14_asks_its_predict_before_its_decide(client):
+    """Round-6 cold reading of EP08, item 1: step 14's decide sat above its predict, and the
+    decide's feedback ("On NDR (step 14's chart) FSDP wins") settled the predict. The predict
+    comes first, the decide after the why, and its solution no longer says who wins on NDR."""
+    from app.routers.recipe import VIEW
+
+    step = client.get("/episodes/recipe-3d").text.split('id="step-14"')[1].split("</section>")[0]
+    predict = step.index('data-predict="recipe-twod"')
+    why_end = step.index("</details>", step.index('id="why-recipe-twod"'))
+    decide = step.index('id="drill-recipe-decide-2d"')
+    assert predict < why_end < decide < step.index('class="limit"')
+    drill = next(d for d in VIEW.drills if d.id == "recipe-decide-2d")
+    solution = drill.solution()
+    assert "FSDP wins" not in solution and "On NDR" not in solution and "14's chart" in solution
