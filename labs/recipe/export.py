@@ -7,8 +7,10 @@ PyTorch FSDP2/DeviceMesh snippet. Each says the same degrees, batch sizes and Ze
   divides the rest of the launched world, and shows in --global-batch-size = micro-batch x
   micro-batches x DP. ZeRO-1 is --use-distributed-optimizer; ZeRO-2/3 are Megatron-FSDP's
   --data-parallel-sharding-strategy optim_grads / optim_grads_params. Interleaving is
-  --num-layers-per-virtual-pipeline-stage. What each schedule writes (Megatron's flags, PyTorch's
-  class) is its record's (``labs.schedules.catalogue``).
+  --num-layers-per-virtual-pipeline-stage. A recipe with bf16 gradients adds
+  --grad-reduce-in-bf16 (Megatron's default keeps and reduces them in fp32). What each
+  schedule writes (Megatron's flags, PyTorch's class) is its record's
+  (``labs.schedules.catalogue``).
 - DeepSpeed (deepspeed.ai/docs/config-json): the ZeRO stage is one value,
   zero_optimization.stage; train_batch_size = micro-batch x gradient_accumulation_steps x
   DP; the pipeline engine's stages sit under "pipeline", AutoTP's degree under
@@ -29,6 +31,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from labs.core.catalogue import RECIPES
 from labs.core.limits import EXPORT_FORMATS
 from labs.core.recomputation import RECOMPUTATION
 from labs.core.validate import one_of
@@ -86,6 +89,7 @@ def megatron(plan: Plan, model: ModelSpec) -> Export:
         notes.append(f"Megatron-LM runs 1F1B or interleaved 1F1B; {plan.schedule} is not one "
                      "of its options, so it falls back to 1F1B")
     args += _megatron_recompute(plan, model, notes)
+    flags += _megatron_grad_dtype(plan, notes)
     if plan.zero >= 1:
         flags += ["--use-distributed-optimizer", "--overlap-grad-reduce",
                   "--overlap-param-gather"]
@@ -100,6 +104,21 @@ def megatron(plan: Plan, model: ModelSpec) -> Export:
     head = (f"# {world} GPUs: DP = {world} / (TP x PP x CP) = {plan.dp}\n"
             "torchrun ... pretrain_gpt.py \\\n")
     return Export("megatron", head + " \\\n".join(lines) + "\n", tuple(notes))
+
+
+def _megatron_grad_dtype(plan: Plan, notes: list[str]) -> list[str]:
+    """The gradients' dtype as the recipe holds and reduces them (``RECIPES[...].gradients``,
+    the bytes the lab's DP sync moves). Megatron-LM keeps its main gradients and reduces them
+    in fp32 for bf16 training unless --grad-reduce-in-bf16 (megatron/training/arguments.py: a
+    store_true flag; without it accumulate_allreduce_grads_in_fp32 is set), so a recipe with
+    2-byte (bf16) gradients needs the flag; 4-byte (fp32) ones are the default."""
+    grad_bytes = RECIPES[plan.recipe].gradients
+    if grad_bytes == 2:
+        return ["--grad-reduce-in-bf16"]
+    if grad_bytes != 4:
+        notes.append(f"the recipe holds {grad_bytes:g}-byte gradients; Megatron-LM reduces "
+                     "them in fp32 or, with --grad-reduce-in-bf16, in bf16")
+    return []
 
 
 def _megatron_recompute(plan: Plan, model: ModelSpec, notes: list[str]) -> list:

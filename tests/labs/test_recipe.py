@@ -316,3 +316,19 @@ def test_each_export_says_whether_it_runs_the_plans_sequence_parallelism(plan):
     assert megatron_sp == (plan.tp > 1 and plan.sequence_parallel)
     assert "SequenceParallel" not in fsdp.text.split("TP_PLAN")[1]
     assert noted == (plan.tp > 1 and plan.sequence_parallel)
+
+
+@pytest.mark.parametrize("recipe", ["adam16", "adam18", "adam12", "fp8-delayed", "fp8-blockwise"])
+def test_megatron_export_reduces_gradients_in_the_recipes_dtype(recipe):
+    """Round-6 cold reading of EP08, item 8: the export for the 16 B recipe, which keeps and
+    reduces gradients in bf16, left out --grad-reduce-in-bf16, so the exported run reduced in
+    fp32 (Megatron-LM's default, a store_true flag in megatron/training/arguments.py). The
+    flag follows the bytes the lab's DP sync moves: 2-byte gradients set it, 4-byte do not."""
+    from labs.core.catalogue import RECIPES
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--grad-reduce-in-bf16", action="store_true")
+    text = export(dataclasses.replace(SEED, recipe=recipe), GPT3, "megatron").text
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    args, _ = parser.parse_known_args(shlex.split(body.replace("\\\n", " "))[2:])
+    assert args.grad_reduce_in_bf16 == (RECIPES[recipe].gradients == 2)
