@@ -5,6 +5,7 @@ A class found a 500 by combination: ``recipe_tp_overlap=all`` beside a Mixtral s
 changes one control at a time cannot reach. Here each route, read from the app's OpenAPI
 schema (a new route is included the moment it is registered), is asked on its default state
 and, where it takes a model, on a mixture-of-experts state (Mixtral) and an MLA one (DeepSeek-V3),
+and where it takes dp_shard, on a ZeRO-3 one with HSDP's shard degrees enumerated (``HSDP``),
 with each value of each enumerated or boolean control beside each value of every other:
 
 1. each value alone (the other controls at their defaults) or, where the route refuses it
@@ -44,6 +45,13 @@ MOE = {"model": "mixtral-8x7b", "gpu": "h100-sxm", "nodes": 2, "tp": 2, "pp": 2,
 MLA = {"model": "deepseek-v3", "gpu": "h100-sxm", "nodes": 2, "tp": 2, "pp": 1, "dp": 4,
        "ep": 8, "cp": 2, "gpus": 16}
 ROUNDS = 3  # covering rounds before what is left is asked pair by pair
+# HSDP: ``dp_shard`` is an integer the schema cannot enumerate, and acts only at ZeRO-3 with a DP
+# it divides. A route that takes it is asked on a ZeRO-3 state too, its default cluster's GPUs
+# as TP 4 x PP x DP 4, where it is enumerated: 1 (a whole replica on each rank) and 2 (HSDP, the
+# shard group inside a node) beside its default 0 (plain FSDP over all of DP), each crossed with
+# every other control like theirs (FSDP's prefetch and reshard act at ZeRO-3 alone).
+HSDP = {"zero": 3, "tp": 4, "dp": 4}
+SHARDS = [1, 2]
 
 
 def domain(schema: dict) -> list | None:
@@ -79,6 +87,10 @@ class Route:
         self.controls: dict[str, list] = {}
         self.defaults: dict[str, object] = {}
         self.in_path: set[str] = set()
+        given = {p["name"]: p.get("schema", {}).get("default") for p in params}
+        self.shard = next((n for n in self.names if n.endswith("dp_shard")), None)
+        self.hsdp = {**HSDP, "pp": given["nodes"] * given["gpus_per_node"] // 16} \
+            if self.shard else None
         for p in params:
             values = domain(p.get("schema", {}))
             if not values:
@@ -97,6 +109,14 @@ class Route:
         if "model" in self.names:
             for label, state in (("moe", MOE), ("mla", MLA)):
                 out[label] = {k: v for k, v in state.items() if k in self.names}
+        return out
+
+    def crossed(self) -> list[tuple[dict, dict[str, list]]]:
+        """Each state whose controls are crossed, with the controls enumerated in it beside
+        the schema's: ``states``, and HSDP's where the route takes dp_shard."""
+        out = [(state, {}) for state in self.states().values()]
+        if self.hsdp:
+            out.append((self.hsdp, {self.shard: [0, *SHARDS]}))
         return out
 
     def url(self, query: dict, base: str | None = None) -> str:
@@ -211,7 +231,11 @@ def completion(asker: Asker, route: Route, query: dict, named: str = "") -> dict
     return None
 
 
-def check_state(asker: Asker, route: Route, state: dict) -> None:
+def check_state(asker: Asker, route: Route, state: dict, more_controls: dict | None = None,
+                ) -> None:
+    controls = {**route.controls, **(more_controls or {})}
+    defaults = {**route.defaults, **{name: values[0] for name, values in
+                                     (more_controls or {}).items()}}
     if asker.get(state) >= 400:
         more = completion(asker, route, state)
         if more is None:
@@ -221,11 +245,11 @@ def check_state(asker: Asker, route: Route, state: dict) -> None:
     # which a row or a pair gets where it does not set that control itself.
     values: dict[str, list] = {}
     with_: dict[tuple, dict] = {}
-    for name, domain_values in route.controls.items():
+    for name, domain_values in controls.items():
         if name in state:
             continue
         for v in domain_values:
-            if v == route.defaults[name]:
+            if v == defaults[name]:
                 continue
             if asker.get({**state, name: v}) >= 400:
                 more = completion(asker, route, {**state, name: v}, asker.last.text)
@@ -265,8 +289,8 @@ ROUTES = [Route(path, params) for path, params in api_routes()]
 @pytest.mark.parametrize("route", ROUTES, ids=[r.path for r in ROUTES])
 def test_no_pair_of_controls_answers_a_5xx(client, route):
     asker = Asker(client, route)
-    for state in route.states().values():
-        check_state(asker, route, state)
+    for state, more_controls in route.crossed():
+        check_state(asker, route, state, more_controls)
     assert not asker.failures, (f"{len(asker.failures)} of {asker.asked} requests:\n"
                                 + "\n".join(asker.failures[:40]))
 
