@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 import app.main  # noqa: F401  (registers every lab view)
 from app.labkit import DRILLS, VIEWS
-from tests.browser.helpers import HELD_BY, release, wait_drawn
+from tests.browser.helpers import ANSWERED, HELD_BY, release, wait_drawn
 from tests.conftest import running_app
 
 ENV = {"BASE_PATH": "/lab", "PUBLIC_URL": "http://127.0.0.1"}
@@ -122,6 +122,7 @@ def test_progress_is_kept_exported_and_imported(browser, tab, lab, tmp_path):
         form.locator("input[name=answer]").fill("not a number")
         with tab.expect_response(lambda r: "/lab/drills/" in r.url):
             form.locator("button[type=submit]").click()
+        tab.wait_for_function(ANSWERED)  # swapped in before it is read or typed into again
         # A wrong-format answer used no try.
         assert tab.locator(f"#drill-{drill.id} input[name=attempt]").input_value() == "1"
         tab.locator(f"#drill-{drill.id} input[name=answer]").fill(f"{drill.answer():.6g}")
