@@ -35,6 +35,7 @@ from labs.core.limits import (
 )
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import links
+from labs.recipe.runs import megatron_compute
 from labs.zero.inputs import ZeroInput, ZeroResult
 from labs.zero.lab import FSDP_NAMES, achieved_mfu, crossover, simulate_zero
 from labs.zero.published import (
@@ -47,7 +48,6 @@ from labs.zero.published import (
     fall,
     gap_split,
     hardware_flops_per_step,
-    megatron_compute,
     megatron_table_1,
     share_shown,
 )
@@ -247,7 +247,8 @@ def extra_context(state) -> dict:
         "mfu": achieved_mfu(state.result.input, state.result.compute_seconds),
         "published_fall": fall(), "fall_shown": share_shown(fall()),
         "eq3_flops": hardware_flops_per_step(),
-        "megatron_table_1": megatron_table_1(), "gap_split": gap_split(fall()),
+        "megatron_table_1": megatron_table_1(),
+        "gap_split": gap_split(fall(), megatron_compute().compute_flops),
         "megatron_compute": megatron_compute(),
         "a100_peak": get_gpu(GPU).bf16_flops, "llama3_mfu": LLAMA3_MFU,
         "facts_mfu": opening_mfu(),

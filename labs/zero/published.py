@@ -101,44 +101,14 @@ def megatron_table_1() -> tuple[float, float]:
     return min(rates), max(rates)
 
 
-@dataclass(frozen=True)
-class MegatronCompute:
-    """Megatron-LM's best 2021 compute rate on A100s with its communication taken out: a
-    Table 1 run's published TFLOP/s (eq. 3, recomputation included) over the lab's efficiency
-    for the same run's plan (``labs.recipe.runs``: its kernels' time over its whole step, the
-    TP collectives, the bubble, the sends, the DP sync and the optimizer included). The
-    published rate pays all of those; this one is the rate its kernels ran at."""
-
-    name: str
-    gpus: int
-    published_flops: float
-    efficiency: float  # the lab's, for that run's plan
-    lab_ratio: float  # the lab's throughput over the published one on that run
-
-    @property
-    def compute_flops(self) -> float:
-        return self.published_flops / self.efficiency
-
-
-@lru_cache(maxsize=1)
-def megatron_compute() -> MegatronCompute:
-    """The Table 1 run whose published rate implies the highest communication-free rate."""
-    from labs.recipe.runs import checks  # the step model; imported here, used once
-
-    found = [MegatronCompute(c.run.name, c.run.gpus, c.run.published_tflops * 1e12,
-                             c.result.efficiency, c.ratio)
-             for c in checks() if c.run.group == "narayanan-2021-table1"]
-    return max(found, key=lambda m: m.compute_flops)
-
-
-def gap_split(rows: tuple[FallRow, ...]) -> tuple[tuple[float, float], ...]:
+def gap_split(rows: tuple[FallRow, ...], best: float) -> tuple[tuple[float, float], ...]:
     """Each run's error (the lab's throughput over the published one) as two factors whose
     product it is: the lab's compute against Megatron-LM's best 2021 compute rate on A100s,
-    its collectives and bubble taken out (``megatron_compute``; the lab's ZeRO-3 step is its
+    its collectives and bubble taken out (``best``, FLOP/s: labs.recipe.runs.megatron_compute,
+    a floor above this one, gives it; the lab's ZeRO-3 step is its
     compute alone on all three runs: every gather hides), and that rate against the published
     ZeRO-3 run, the most that DeepSpeed's 2021 collectives and engine can have cost it.
     Like with like: two compute rates, then compute against a whole step."""
-    best = megatron_compute().compute_flops
     return tuple((r.lab_flops / best, best / r.published_flops) for r in rows)
 
 

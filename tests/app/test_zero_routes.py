@@ -8,7 +8,8 @@ import pytest
 
 from app.charts.units import fmt_bytes, fmt_ms, fmt_pct
 from app.routers.zero import facts, opening_mfu
-from labs.zero.published import fall, gap_split, megatron_compute, megatron_table_1
+from labs.recipe.runs import megatron_compute
+from labs.zero.published import fall, gap_split, megatron_table_1
 from tests.app.disclosure import more_controls
 from tests.app.test_parser import api_messages
 
@@ -313,7 +314,7 @@ def test_round_5_step_10_splits_the_gap_into_compute_and_communication(client):
     rows = fall()
     lo, hi = megatron_table_1()
     assert (lo, hi) == (135e12, 163e12)
-    split = gap_split(rows)
+    split = gap_split(rows, megatron_compute().compute_flops)
     for (compute, comm), row in zip(split, rows, strict=True):
         assert compute * comm == pytest.approx(row.lab_flops / row.published_flops)
     # round 6, EP03 item 0: the compute factor is set against a communication-free rate, not
