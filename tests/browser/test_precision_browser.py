@@ -126,7 +126,8 @@ def test_drills_hint_then_accept(page, live_server):
     # to one decimal is right too (2%).
     answer_drill(page, "2.2", "Right", index=0)
     answer_drill(page, "16.4", "Right", index=1)  # 70B, r = 8 on q, v: 80 × 8 × 25,600
-    answer_drill(page, "1129", "Hint", index=2)  # BF16's 16 bytes a parameter, not FP8's
+    # BF16's 16 bytes a parameter, not FP8's: a named mistake with its own feedback (5f3ff68).
+    answer_drill(page, "1129", "that is BF16's 16 bytes a parameter", index=2)
     answer_drill(page, "1270", "Right", index=2)  # 18 B × 70.55B parameters
 
 
