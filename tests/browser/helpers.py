@@ -1,5 +1,5 @@
 """Browser-test helpers: wait for lab.js to draw, read a state's JSON twin, answer a drill,
-release a step's try links, open a page at a given size."""
+release a step's try links (or commit its guess), open a page at a given size."""
 
 import json
 import urllib.request
@@ -145,6 +145,20 @@ def release(link) -> None:
         # Opening it unmasks the step's answer on its chart and fetches a diagram held for it.
         if link.page.locator("script.figure[data-target]").count():
             wait_drawn(link.page)
+
+
+def commit_guess(page, step: int, value: str = "1") -> None:
+    """Commit a guess in lesson step ``step``'s prediction, as a student does: its first
+    choice, or ``value`` typed where it asks for a number, then its commit button; wait until
+    lab.js releases the step's try links (holdMove drops ``.moves.before-guess``), which also
+    unmasks the step's answer on its chart."""
+    form = page.locator(f"#step-{step} form.predict-form")
+    if form.locator("input[type=radio]").count():
+        form.locator("input[type=radio]").first.check()
+    else:
+        form.locator("input[name=guess]").fill(value)
+    form.locator(".predict-commit").click()
+    page.wait_for_function(f"() => !document.querySelector('#step-{step} .moves.before-guess')")
 
 
 def follow(target, url_part: str) -> None:

@@ -4,7 +4,7 @@ controls and URL move together, cases, drills and each diagram's embed."""
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, follow, look_at, sized_page, wait_drawn
+from tests.browser.helpers import api_json, commit_guess, follow, look_at, sized_page, wait_drawn
 
 LESSON = "/episodes/context-parallel"
 
@@ -167,11 +167,5 @@ def test_a_steps_state_before_the_guess_shows_the_move_not_the_answer(
     # The step before, guessed: its diagram may be this one.
     page.locator(f"#why-cp-{step - 1} summary").click()
     assert answer not in bench_and_labels(page, chart)
-    form = page.locator(f"#step-{step} form.predict-form")
-    if form.locator("input[type=radio]").count():
-        form.locator("input[type=radio]").first.check()
-    else:
-        form.locator("input[name=guess]").fill("1")
-    form.locator(".predict-commit").click()
-    page.wait_for_function(f"() => !document.querySelector('#step-{step} .moves.before-guess')")
+    commit_guess(page, step)
     assert answer in bench_and_labels(page, chart)

@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, follow, look_at, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, commit_guess, follow, look_at, wait_drawn
 
 
 def diagram(page):
@@ -127,11 +127,5 @@ def test_a_step_link_followed_before_the_guess_shows_the_move_not_the_answer(
     wait_drawn(page)
     page.locator(f"#why-placement-{step - 1} summary").click()  # the step before, guessed
     assert answer not in bench_text(page, chart)
-    form = page.locator(f"#step-{step} form.predict-form")
-    if form.locator("input[type=radio]").count():
-        form.locator("input[type=radio]").first.check()
-    else:
-        form.locator("input[name=guess]").fill("1")
-    form.locator(".predict-commit").click()
-    page.wait_for_function(f"() => !document.querySelector('#step-{step} .moves.before-guess')")
+    commit_guess(page, step)
     assert answer in bench_text(page, chart)
