@@ -139,6 +139,21 @@ def divisors(n: int, limit: int = 256) -> list[int]:
     return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
 
 
+def degree_options(spec, query, *, infer: bool = False, uneven_pp: bool = False) -> dict:
+    """The TP, PP, CP and EP choices of EP01's degree selects (partials/_memory_degrees.html)
+    for model ``spec``, each with the query's value: TP divides the heads (training: Megatron
+    needs it to divide the KV heads, its query groups, as well), PP the layers (any count up
+    to 128 with ``uneven_pp``), EP the experts. EP10 shows and refreshes the same selects."""
+    return {
+        "tp": with_value(divisors(spec.heads if spec.uses_mla or infer
+                                  else math.gcd(spec.heads, spec.kv_heads), 128), query.tp),
+        "pp": with_value(list(range(1, min(spec.layers, 128) + 1)) if uneven_pp
+                         else divisors(spec.layers), query.pp),
+        "cp": with_value([1, 2, 4, 8, 16, 32], query.cp),
+        "ep": with_value(divisors(spec.experts) if spec.experts else [1], query.ep),
+    }
+
+
 @lru_cache(maxsize=1)
 def facts() -> dict:
     """The states the lesson's steps link to, each with the figures its prose quotes.
@@ -214,15 +229,8 @@ def extra_context(state) -> dict:
         "components": COMPONENTS,
         "model_value": query.model_value,
         "recipe_value": result.input.recipe,
-        "degree_options": {
-            # Training: Megatron needs TP to divide the KV heads (query groups) as well.
-            "tp": with_value(divisors(spec.heads if spec.uses_mla or query.mode == "infer"
-                                      else math.gcd(spec.heads, spec.kv_heads), 128), query.tp),
-            "pp": with_value(list(range(1, min(spec.layers, 128) + 1)) if query.uneven_pp
-                             else divisors(spec.layers), query.pp),
-            "cp": with_value([1, 2, 4, 8, 16, 32], query.cp),
-            "ep": with_value(divisors(spec.experts) if spec.experts else [1], query.ep),
-        },
+        "degree_options": degree_options(spec, query, infer=query.mode == "infer",
+                                         uneven_pp=query.uneven_pp),
         "seq_options": with_value(SEQ_LENGTHS, query.seq_len),
         "schedules": SCHEDULE_LABELS,
     }

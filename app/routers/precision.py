@@ -3,7 +3,6 @@ each recipe's bytes per parameter, full fine-tuning beside LoRA and QLoRA, and a
 offload. Its controls, run and answers are ``precision_state.py``; here the lesson's states
 (``facts``), page context, cases, drills and view."""
 
-import math
 import re
 from functools import lru_cache
 
@@ -15,7 +14,7 @@ from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, reg
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import model_choices
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
-from app.routers.memory import divisors
+from app.routers.memory import degree_options
 from app.routers.precision_state import MODULE_LABELS, PrecisionQuery, figures, run, to_api
 from app.schemas import PrecisionAnswer
 from labs.core.catalogue import RECIPES
@@ -102,13 +101,7 @@ def extra_context(state) -> dict:
         "host_link_options": tuple((k, get_link(k).name) for k in HOST_LINKS),
         "ledger_names": LEDGER, "finetune_names": FINETUNE, "methods": METHODS,
         "short_recipe": short_recipe,
-        "degree_options": {
-            "tp": with_value(divisors(spec.heads if spec.uses_mla
-                                      else math.gcd(spec.heads, spec.kv_heads), 128), query.tp),
-            "pp": with_value(divisors(spec.layers), query.pp),
-            "cp": with_value([1, 2, 4, 8, 16, 32], query.cp),
-            "ep": with_value(divisors(spec.experts) if spec.experts else [1], query.ep),
-        },
+        "degree_options": degree_options(spec, query),
         "seq_options": with_value(SEQ_LENGTHS + (262144,), query.seq_len),
     }
 
