@@ -1,10 +1,33 @@
 """EP06's predict and decide drills (``LESSON_DRILLS["cp"]``)."""
 
+from collections.abc import Callable
+
 from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import mb
+from labs.context_parallel.lab import mask_layout
 
 CP_32 = {"tokens": 32, "cp": 8}
+UNEVEN = ("that is an even share, s(s + 1)/(2c). A contiguous split is not even: the last "
+          "rank's queries see the most keys.")
+
+
+def even_share(tokens: int, cp: int) -> float:
+    """Causal pairs a rank would compute were they shared evenly, s(s+1)/(2c): a wrong answer
+    for the busiest rank of an uneven layout (the engine's total over the ranks)."""
+    return sum(r.causal_pairs for r in mask_layout(tokens, cp, "contiguous").ranks) / cp
+
+
+def cp_mistakes(busiest: Callable[[], float], tokens: int, cp: int,
+                even: str = UNEVEN) -> tuple[Mistake, ...]:
+    """A CP pair-count drill's common wrong answers: every rank's even share, and the busiest
+    rank without the diagonal (query q sees keys 0..q, q + 1 of them). EP06's derive drills
+    (app/routers/context_parallel.py) and its predict drill below use them."""
+    return (Mistake("even", lambda: even_share(tokens, cp), even),
+            Mistake("no-diagonal", lambda: busiest() - tokens // cp,
+                    "query q sees keys 0..q, q + 1 of them: its own key too. Each query "
+                    "of the rank is one pair short."))
+
 
 DRILLS: tuple[Drill | Decide, ...] = (
     predict(
@@ -15,14 +38,7 @@ DRILLS: tuple[Drill | Decide, ...] = (
         hint="The last rank holds tokens 28–31; query q sees keys 0..q.",
         explanation="{answer}: 29 + 30 + 31 + 32, on the rank holding the last tokens.",
         rel_tol=0.005,
-        mistakes=(
-            Mistake("even", lambda: lab_value("cp", CP_32, "total_pairs") / 8,
-                    "that is an even share, s(s + 1)/(2c). A contiguous split is not even: "
-                    "the last rank's queries see the most keys."),
-            Mistake("no-diagonal", lambda: lab_value("cp", CP_32, "busiest_pairs") - 4,
-                    "query q sees keys 0..q, q + 1 of them: its own key too. Each query of "
-                    "the rank is one pair short."),
-        )),
+        mistakes=cp_mistakes(lambda: lab_value("cp", CP_32, "busiest_pairs"), **CP_32)),
     # A model no link of step 6 draws (round-6 cold reading of EP06, item 2: GPT-3's chart, a
     # link above, showed Ulysses far below the ring), whose answer needs the bytes worked out:
     # Llama 3.1 8B keeps Llama 3.1 70B's 8 KV heads but has half its query heads, so here

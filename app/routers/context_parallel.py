@@ -1,6 +1,5 @@
 """EP06 Context parallelism: the causal mask by rank, pairs per rank, and the cost of K/V."""
 
-from collections.abc import Callable
 from functools import lru_cache
 from typing import Literal
 
@@ -16,6 +15,7 @@ from app.charts.context_parallel import (
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
+from app.lesson_drills.context_parallel import cp_mistakes
 from app.model_controls import (
     GpuChoice,
     ModelChoice,
@@ -189,22 +189,6 @@ def drill_answer() -> float:
     return float(mask_layout(24, 4, "contiguous").busiest.causal_pairs)
 
 
-def even_share(tokens: int, cp: int) -> float:
-    """Causal pairs a rank would compute were they shared evenly, s(s+1)/(2c): a wrong answer
-    for the busiest rank of an uneven layout (the engine's total over the ranks)."""
-    return sum(r.causal_pairs for r in mask_layout(tokens, cp, "contiguous").ranks) / cp
-
-
-def cp_mistakes(busiest: Callable[[], float], tokens: int, cp: int,
-                even: str) -> tuple[Mistake, ...]:
-    """A CP pair-count drill's common wrong answers: every rank's even share, and the busiest
-    rank without the diagonal (query q sees keys 0..q, q + 1 of them)."""
-    return (Mistake("even", lambda: even_share(tokens, cp), even),
-            Mistake("no-diagonal", lambda: busiest() - tokens // cp,
-                    "query q sees keys 0..q, q + 1 of them: its own key too. Each query "
-                    "of the rank is one pair short."))
-
-
 def zigzag_drill_answer() -> float:
     """Causal pairs of the busiest rank: 24 tokens, CP = 4, 8 chunks of 3, rank r keeping
     chunks r and r + 4 instead of zigzag's mirror 7 - r (the engine's pair count of those
@@ -277,9 +261,7 @@ VIEW = LabView(
             explanation="{answer}: 19 + 20 + 21 + 22 + 23 + 24, on the rank holding the last "
                         "tokens.",
             rel_tol=0.005,
-            mistakes=cp_mistakes(drill_answer, 24, 4,
-                                 "that is an even share, s(s + 1)/(2c). A contiguous split "
-                                 "is not even: the last rank's queries see the most keys."),
+            mistakes=cp_mistakes(drill_answer, 24, 4),
         ),
         Drill(
             id="cp-busiest-zigzag",
