@@ -20,35 +20,46 @@ def timeline_figure(line: dict) -> dict:
     """``line``: the answer's ``timeline`` (app.recipe_answer.timeline_api). Two lanes, a bar
     per event from its start for its seconds (ms), coloured by what it costs; the backward's
     start marked."""
-    events = line["events"]
     lanes = {"compute": TIMELINE_LANES[0], "comm": TIMELINE_LANES[1]}
-    data = []
     named = set()  # (lane, label) already written on a bar: the overlaid hidden and exposed
     # parts of one collective (DP buckets) would print the same word on top of itself
+
+    def text(rows: list[dict], names: list[str]) -> dict:
+        shown = []
+        for e in rows:
+            shown.append("" if (e["lane"], e["label"]) in named else "%{text}")
+            named.add((e["lane"], e["label"]))
+        return {"text": names, "texttemplate": shown}
+
+    data = _state_bars(line["events"], lanes, "label", text, digits=3, edge=1)
+    return {"data": data, "layout": _lanes_layout(line, list(TIMELINE_LANES)),
+            "summary": line["summary"]}
+
+
+def _state_bars(items: list[dict], lanes: dict[str, str], name: str, text, *, digits: int,
+                edge: float) -> list[dict]:
+    """An overlaid bar trace per cost state of TIMELINE_STATES that ``items`` (events or ops)
+    hold: a bar per item on its lane from its start for its seconds (ms to ``digits``
+    decimals, white edges ``edge`` px wide), named by its ``name`` key; ``text(rows, names)``
+    gives a trace's text keys, what its bars print."""
+    data = []
     for state, (label, colour) in TIMELINE_STATES.items():
-        rows = [e for e in events if e["state"] == state]
+        rows = [e for e in items if e["state"] == state]
         if not rows:
             continue
-        names = [e["label"] for e in rows]
-        text = []
-        for e in rows:
-            text.append("" if (e["lane"], e["label"]) in named else "%{text}")
-            named.add((e["lane"], e["label"]))
+        names = [e[name] for e in rows]
         data.append({
             "type": "bar", "orientation": "h", "name": label,
             "y": [lanes[e["lane"]] for e in rows],
-            "base": [round(e["start_s"] * 1e3, 3) for e in rows],
-            "x": [round(e["seconds"] * 1e3, 3) for e in rows],
-            "marker": {"color": colour, "line": {"color": "#ffffff", "width": 1}},
-            "text": names, "texttemplate": text, "textposition": "inside",
-            "insidetextanchor": "middle",
-            "textangle": 0, "textfont": {"size": 10},
-            "customdata": names,
-            "hovertemplate": f"%{{customdata}}: %{{x:,.2f}} ms ({label.lower()}), from "
-                             "%{base:,.1f} ms<extra></extra>",
+            "base": [round(e["start_s"] * 1e3, digits) for e in rows],
+            "x": [round(e["seconds"] * 1e3, digits) for e in rows],
+            "marker": {"color": colour, "line": {"color": "#ffffff", "width": edge}},
+            **text(rows, names), "textposition": "inside", "insidetextanchor": "middle",
+            "textangle": 0, "textfont": {"size": 10}, "customdata": names,
+            "hovertemplate": f"%{{customdata}}: %{{x:,.{digits - 1}f}} ms ({label.lower()}), "
+                             f"from %{{base:,.{digits - 2}f}} ms<extra></extra>",
         })
-    return {"data": data, "layout": _lanes_layout(line, list(TIMELINE_LANES)),
-            "summary": line["summary"]}
+    return data
 
 
 def _lanes_layout(line: dict, lanes: list[str]) -> dict:
@@ -91,26 +102,11 @@ def layer_figure(layer: dict | None) -> dict | None:
         return None
     lanes = {lane["id"]: lane["label"] for lane in layer["lanes"]}
     own = layer["forward_s"] + layer["backward_s"]
-    data = []
-    for state, (label, colour) in TIMELINE_STATES.items():
-        rows = [o for o in layer["ops"] if o["state"] == state]
-        if not rows:
-            continue
-        names = [o["name"] for o in rows]
-        data.append({
-            "type": "bar", "orientation": "h", "name": label,
-            "y": [lanes[o["lane"]] for o in rows],
-            "base": [round(o["start_s"] * 1e3, 4) for o in rows],
-            "x": [round(o["seconds"] * 1e3, 4) for o in rows],
-            "marker": {"color": colour, "line": {"color": "#ffffff", "width": 0.5}},
-            # The step's DP wait after the layer is named once, above it (its bars run off
-            # the axis); the hover keeps each bar's name.
-            "text": ["" if o["start_s"] >= own * (1 - 1e-9) else o["name"] for o in rows],
-            "textposition": "inside", "insidetextanchor": "middle",
-            "textangle": 0, "textfont": {"size": 10}, "customdata": names,
-            "hovertemplate": f"%{{customdata}}: %{{x:,.3f}} ms ({label.lower()}), from "
-                             "%{base:,.2f} ms<extra></extra>",
-        })
+    # The step's DP wait after the layer is named once, above it (its bars run off the
+    # axis); the hover keeps each bar's name.
+    data = _state_bars(layer["ops"], lanes, "name", lambda rows, names: {
+        "text": ["" if o["start_s"] >= own * (1 - 1e-9) else o["name"] for o in rows]},
+        digits=4, edge=0.5)
     # The step's DP wait after the layer (once a step) can be ten times the layer: the axis
     # stops a quarter past the layer and the wait runs off it, its length written there.
     tail = layer["step_end_s"]
