@@ -145,6 +145,91 @@
     if (el && el._labFigure) drawOne(el._labFigure);
   }
 
+  // ---- A masked chart (layout.meta.masked) on a lesson page before its step's guess is drawn
+  // veiled: the labels' masked texts, and nothing else that reads as the answer, neither on
+  // the screen nor in the plotted data (gd.data, gd.layout; issue 36: the bar heights and the
+  // hover values gave the masked label's figure away). Each trace is drawn grey at one
+  // neutral height; its positions stay on a category axis (ranks), and on a numeric one are
+  // spaced evenly (a crossover chart's sweep ends where the answer puts it); every numeric
+  // axis runs 0 to 1 without ticks; no hover, no customdata or text; no shapes (a mean line,
+  // the crossover's dashed line and its shading sit at the answer); a masked label sits at a
+  // neutral place. The real figure is drawn at the guess (unmask). The value axis is y (x for
+  // a horizontal bar). ----
+  var VEIL = "#b8bec9";
+  var VEIL_KEEP = ["type", "name", "mode", "showlegend", "legendgroup", "xaxis", "yaxis",
+                   "orientation", "opacity", "fill", "hoverongaps"];
+
+  function isVeiled(el, fig) {
+    var meta = fig && fig.layout && fig.layout.meta;
+    return !!(meta && meta.masked) && masking(el.id);
+  }
+
+  function axisKey(ref) {  // "x2" -> "xaxis2"
+    return ref.charAt(0) + "axis" + ref.slice(1);
+  }
+
+  function veilTrace(t, layout, numeric) {
+    var out = { hoverinfo: "skip" };
+    VEIL_KEEP.forEach(function (k) { if (t[k] !== undefined) out[k] = t[k]; });
+    var flat = function (v) { return v == null ? null : 0.5; };
+    if (t.type === "heatmap") {  // cells by index, all one grey
+      out.z = (t.z || []).map(function (row) { return row.map(flat); });
+      out.showscale = false;
+      out.colorscale = [[0, VEIL], [1, VEIL]];
+      return out;
+    }
+    var across = t.type === "bar" && t.orientation === "h";
+    var pos = across ? "y" : "x", value = across ? "x" : "y";
+    var at = t[pos] || [], posKey = axisKey(t[pos + "axis"] || pos);
+    var named = (layout[posKey] || {}).type === "category" ||
+      (at.length > 0 && at.every(function (p) { return typeof p === "string"; }));
+    out[pos] = named ? at : at.map(function (p, i) { return at.length > 1 ? i / (at.length - 1) : 0.5; });
+    if (!named) numeric[posKey] = true;
+    out[value] = (t[value] || []).map(flat);
+    numeric[axisKey(t[value + "axis"] || value)] = true;
+    if (t.line) out.line = { color: VEIL, dash: t.line.dash, width: t.line.width };
+    if (t.marker) out.marker = { color: VEIL, symbol: t.marker.symbol, size: t.marker.size };
+    if (t.fill) out.fillcolor = "rgba(184,190,201,0.25)";
+    return out;
+  }
+
+  function veiled(fig) {
+    var layout = fig.layout, masked = layout.meta.masked, numeric = {};
+    var data = (fig.data || []).map(function (t) { return veilTrace(t, layout, numeric); });
+    Object.keys(numeric).forEach(function (key) {
+      var axis = Object.assign({}, layout[key]);
+      ["range", "tickvals", "ticktext", "dtick", "tick0", "rangemode", "autorange"]
+        .forEach(function (k) { delete axis[k]; });
+      layout[key] = Object.assign(axis, { type: "linear", range: [-0.05, 1.05], showticklabels: false });
+    });
+    // Only the masked labels, each at the plot's middle on a numeric axis (a bar's label on
+    // the bars' top, a crossover's in the middle); on a category axis a place is an index.
+    layout.annotations = (layout.annotations || []).reduce(function (kept, a, i) {
+      if (masked[i] === undefined) return kept;
+      var note = Object.assign({}, a, { text: masked[i] });
+      ["x", "y"].forEach(function (c) {
+        var ref = note[c + "ref"] || c;
+        if (/paper|domain/.test(ref) || !numeric[axisKey(ref)]) return;
+        note[c] = 0.5;
+        if (c === "x") note.xanchor = "center";
+      });
+      kept.push(note);
+      return kept;
+    }, []);
+    layout.shapes = [];
+    layout.hovermode = false;
+    return { data: data, layout: layout };
+  }
+
+  // What a chart says it shows (aria-label, the status line): while veiled, that its figures
+  // wait for the guess (its bench caption's mask where it has one), never the answer.
+  function summaryOf(el, fig) {
+    if (!isVeiled(el, fig)) return fig.summary;
+    var caption = document.querySelector('.chart-summary[data-chart="' + CSS.escape(el.id) + '"][data-mask]');
+    return caption ? caption.getAttribute("data-mask")
+      : "This chart's figures show once its step is guessed.";
+  }
+
   function drawOne(script, force) {
     var el = document.getElementById(script.dataset.target);
     if (!el || !window.Plotly) return;
@@ -172,13 +257,10 @@
     }
     el._labDrawnKey = key;
     var fig = JSON.parse(themed(script.textContent));
+    var veil = isVeiled(el, fig);
+    var summary = summaryOf(el, fig);
+    if (veil) Object.assign(fig, veiled(fig));
     var layout = fig.layout || {};
-    var hide = masking(el.id);
-    // layout.meta.masked: each masked annotation's text (by index) until the guess.
-    var maskedTexts = (layout.meta && layout.meta.masked) || {};
-    (layout.annotations || []).forEach(function (a, i) {
-      if (hide && maskedTexts[i] !== undefined) a.text = maskedTexts[i];
-    });
     if (isDark()) {
       // Plotly's own defaults (#444 text and ticks) are unreadable on a dark page.
       layout.font = Object.assign({}, layout.font, { color: "#e3e7ef" });
@@ -191,7 +273,9 @@
     if (!el._fullLayout && el.firstChild) el.textContent = "";  // markup from a page, not a live plot
     var config = Object.assign(plotConfig(), fig.config || {});
     var drawing = el._labDrawing = window.Plotly.react(el, fig.data, layout, config).then(function () {
-      done(fig.summary);
+      // data-veiled: drawn veiled, until the guess (tests wait for the real figure on it).
+      if (el._labToken === token) el.toggleAttribute("data-veiled", veil);
+      done(summary);
     });
     return drawing;
   }
@@ -221,7 +305,7 @@
     el._labStale = true;
     el.dataset.stale = script.dataset.state || "";
     var summary = null;
-    try { summary = JSON.parse(script.textContent).summary; } catch (e) { /* drawn later */ }
+    try { summary = summaryOf(el, JSON.parse(script.textContent)); } catch (e) { /* drawn later */ }
     if (summary) described(el, summary);
   }
 
