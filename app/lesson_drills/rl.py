@@ -7,7 +7,7 @@ from app.lesson_drills.units import per_s
 
 def _rollout(responses: int) -> dict:
     """GLM-4-9B's colocated rollout at ``responses`` per prompt (GET /api/placement): its
-    seconds and step 6's parts."""
+    seconds and step 5's parts."""
     answer = lab_value("placement", {"preset": "glm-4-9b", "responses_per_prompt": responses},
                        lambda a: a)
     return {"seconds": answer["rollout_seconds"], **answer["rollout_parts"]}
@@ -20,13 +20,13 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "tokens are generated. Predict the rollout phase's seconds.",
         "placement", {"preset": "glm-4-9b", "responses_per_prompt": 16}, "rollout_seconds",
         unit="s",
-        hint="Step 6's why splits the rollout into three parts: which grow with the "
+        hint="Step 5's why splits the rollout into three parts: which grow with the "
              "requests an engine holds, and which is read once for the whole batch?",
-        explanation="{answer} s: not twice the time. Take step 6's split of the rollout: "
+        explanation="{answer} s: not twice the time. Take step 5's split of the rollout: "
                     "each decode step reads the weights once for the whole batch, so "
                     "their part stays; the prefill and the cache reads double with the "
                     "requests. Weights + 2 × (prefill + cache) = {answer} s.",
-        # Within 1% (round-5b cold reading of EP09, item 6): at 10% it took 17.8 s, step 6's
+        # Within 1% (round-5b cold reading of EP09, item 6): at 10% it took 17.8 s, step 5's
         # split with only the cache doubled (14.4 + 0.29 + 2 × 1.54), and 19.6 s, which no
         # derivation gives; the split as printed, 14.4 + 2 × (0.29 + 1.54) = 18.06 s, is in.
         rel_tol=0.01,

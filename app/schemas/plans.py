@@ -384,12 +384,16 @@ class PlacementAnswer(BaseModel):
     sync_switch_seconds: float = Field(description="Colocated: the seconds of the sync spent "
                                        "offloading the trainer and reloading the engine over "
                                        "PCIe (0 for separate pools).")
-    rollout_parts: dict[str, float] = Field(description="Where every engine prefills and "
-                                            "decodes: prefill_s, and the fullest engine's "
+    rollout_parts: dict[str, float] = Field(description="The rollout's parts: prefill_s, "
+                                            "and the fullest decode engine's "
                                             "decode_weights_s, decode_kv_s (HBM reads at the "
                                             "lab's 80% of the datasheet rate) and "
-                                            "decode_compute_s; decode takes max(weights + kv, "
-                                            "compute). Empty for a prefill/decode split.")
+                                            "decode_compute_s (decode takes max(weights + kv, "
+                                            "compute)), its decode_requests and "
+                                            "experts_touched (the share of a MoE layer's "
+                                            "routed experts a decode step visits, 1 if dense). "
+                                            "A prefill/decode split adds kv_move_s and takes "
+                                            "max(prefill, decode) + kv_move.")
     samples_per_second: float
     replicas: dict
     notes: list[str]

@@ -106,8 +106,10 @@ def step_time(inp):
 
 def serving(inp):
     e = engine_memory(inp.model, inp.tp, inp.micro_batch * 8, inp.seq_len)
+    held = (f"⌈{e.concurrency} / {inp.tp}⌉ whole requests" if inp.model.is_moe  # DP attention
+            else f"{e.concurrency} requests")
     return ((Term("weights", e.weights, "bytes", f"2·P / {inp.tp} GPUs"),
-             Term("KV", e.kv_cache, "bytes", f"{e.concurrency} requests × {e.context:,} tokens"),
+             Term("KV", e.kv_cache, "bytes", f"{held} × {e.context:,} tokens"),
              Term("workspace", e.workspace, "bytes", "activations of a prefill chunk")),
             Term("per GPU", e.total, "bytes", "one serving engine GPU"))
 

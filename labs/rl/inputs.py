@@ -162,8 +162,10 @@ class RLPlacementResult:
     sync_link: str
     sync_rate: float  # bytes/s: the busBW the sync's bytes move at (its link's, EP02)
     sync_switch_seconds: float  # colocated: the PCIe offload and reload inside the sync
-    # Where every engine prefills and decodes: prefill_s, decode_weights_s, decode_kv_s and
-    # decode_compute_s of the fullest engine (labs.rl.timeline.rollout_parts); {} for a split.
+    # The rollout's parts: prefill_s, decode_weights_s, decode_kv_s and decode_compute_s of
+    # the fullest decode engine, its decode_requests and experts_touched (the share of routed
+    # experts a decode step visits), and for a prefill/decode split kv_move_s
+    # (labs.rl.lab._rollout_parts).
     rollout_parts: dict
     step_seconds: float
     samples_per_second: float

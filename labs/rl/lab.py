@@ -27,8 +27,8 @@ from labs.memory.lab import compute_memory
 from labs.parallel.layout import ParallelLayout, problems
 from labs.rl.cluster import engine_checks, gpu_roles, layout_checks
 from labs.rl.inputs import Check, Phase, Pool, RLPlacementInput, RLPlacementResult
-from labs.rl.serving import EngineMemory, engine_memory, per_engine
-from labs.rl.timeline import phases, rollout_parts, step_times
+from labs.rl.serving import EngineMemory, engine_memory, per_engine, touched_expert_share
+from labs.rl.timeline import pd_parts, phases, rollout_parts, step_times
 
 # What stays on a colocated GPU across the switch (our estimate): the sleeping process's CUDA
 # context and NCCL communicators (~0.5 GB) and one weight-update bucket (slime's
@@ -92,11 +92,19 @@ def _replicas(inp: RLPlacementInput, bill) -> dict:
 
 
 def _rollout_parts(inp: RLPlacementInput) -> dict:
+    """The rollout's parts (EP09 step 5 derives its times from them): prefill, the fullest
+    decode engine's weight reads, cache reads and GEMMs, its requests and the share of the
+    routed experts its decode steps visit; with a prefill/decode split, the KV move too."""
     if inp.placement == "separate-pd":
-        return {}
-    prefill, decode = rollout_parts(inp)
+        prefill, decode, kv_move, batch = pd_parts(inp)
+        extra = {"kv_move_s": kv_move}
+    else:
+        prefill, decode = rollout_parts(inp)
+        batch, extra = per_engine(inp.samples, inp.engine_count + inp.external_engines), {}
     return {"prefill_s": prefill, "decode_weights_s": decode.weights,
-            "decode_kv_s": decode.kv_cache, "decode_compute_s": decode.compute}
+            "decode_kv_s": decode.kv_cache, "decode_compute_s": decode.compute,
+            "decode_requests": batch, "experts_touched": touched_expert_share(inp.model, batch),
+            **extra}
 
 
 def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:

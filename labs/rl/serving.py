@@ -8,7 +8,9 @@ Memory of one engine GPU = its share of the bf16 weights + KV cache + workspace:
   kv_lora_rank + qk_rope_head_dim per token (MLA, DeepSeek-V2 arXiv:2405.04434 sec 2.1.2)
   per layer, in the KV dtype; a dense engine splits KV heads over TP (replicating when TP
   exceeds them, as vLLM/SGLang do), a MoE engine with DP attention keeps each request's cache
-  on one GPU, so its cache spreads over the engine's GPUs by requests;
+  on one GPU, whole requests per GPU, so the busiest GPU holds ceil(concurrency / engine GPUs)
+  of them (``dp_attention_requests``: 32 requests on 64 GPUs leave half the GPUs one request
+  and half none, and the one with a request sets the memory);
 - workspace: one chunked-prefill forward's intermediates (``labs.memory.lab.workspace_bytes``)
   with SGLang's default --chunked-prefill-size of 8,192 tokens.
 
@@ -16,7 +18,9 @@ Time (an estimate in the roofline spirit, Williams et al. 2009): prefill is comp
 2·N_active FLOPs per prompt token at PREFILL_MFU of the BF16 peak; each decode step is bound by
 max(bytes read / HBM bandwidth, 2·N_active·batch / peak): the weights the batch touches (a MoE
 batch of c tokens touches E·(1-(1-k/E)^c) experts per layer under uniform routing) plus the KV
-cache read once per step. Every response is assumed to run to the length limit (an upper bound).
+cache read once per step (a MoE engine's busiest GPU reads its own whole requests' cache, and
+the engine's step, synchronised by the experts' all-to-all, waits for it). Every response is
+assumed to run to the length limit (an upper bound).
 """
 
 from __future__ import annotations
@@ -61,14 +65,20 @@ def kv_bytes_per_token(model: ModelSpec, kv_dtype: str) -> float:
     return kv_cache_bytes(model, 1) * KV_DTYPE_BYTES[kv_dtype] / 2
 
 
+def dp_attention_requests(concurrency: int, engine_gpus: int) -> int:
+    """Requests on the busiest GPU of an engine with DP attention: whole requests per GPU."""
+    return math.ceil(concurrency / engine_gpus) if concurrency > 0 else 0
+
+
 def engine_memory(model: ModelSpec, engine_gpus: int, concurrency: int, context: int,
                   kv_dtype: str = "bf16") -> EngineMemory:
     """One engine GPU's bill for ``concurrency`` requests of ``context`` tokens each."""
     weights = WEIGHT_BYTES * model.params / engine_gpus
     scale = KV_DTYPE_BYTES[kv_dtype] / 2
     if model.is_moe:
-        # DP attention: whole requests per GPU, so the cache divides by the engine's GPUs.
-        kv = kv_cache_bytes(model, context, concurrency) * scale / engine_gpus
+        # DP attention: whole requests per GPU; the busiest GPU's cache sets the memory.
+        kv = kv_cache_bytes(model, context, dp_attention_requests(concurrency, engine_gpus)) \
+            * scale
     else:
         kv = kv_cache_bytes(model, context, concurrency, tp=engine_gpus) * scale
     work = workspace_bytes(model, CHUNKED_PREFILL_TOKENS, 1, tp=engine_gpus)
@@ -85,8 +95,16 @@ def touched_weight_bytes(model: ModelSpec, batch: int) -> float:
     routed experts those any token visits (expected count under uniform routing)."""
     if not model.is_moe:
         return WEIGHT_BYTES * model.params
-    share = 1 - (1 - model.top_k / model.experts) ** batch
-    return WEIGHT_BYTES * (model.dense_params + share * model.expert_params)
+    return WEIGHT_BYTES * (model.dense_params
+                           + touched_expert_share(model, batch) * model.expert_params)
+
+
+def touched_expert_share(model: ModelSpec, batch: int) -> float:
+    """The share of a MoE layer's routed experts a decode step of ``batch`` tokens visits,
+    1 - (1 - k/E)^batch under uniform routing (1 for a dense model)."""
+    if not model.is_moe:
+        return 1.0
+    return 1 - (1 - model.top_k / model.experts) ** batch
 
 
 @dataclass(frozen=True)
@@ -111,7 +129,11 @@ def decode_parts(model: ModelSpec, gpu: GPUSpec, bandwidth: float, engine_gpus: 
     mean_context = prompt_len + response_len / 2  # the cache grows linearly over the run
     rate = engine_gpus * bandwidth * HBM_EFFICIENCY
     weights = touched_weight_bytes(model, batch) / rate
-    kv = batch * mean_context * kv_bytes_per_token(model, kv_dtype) / rate
+    if model.is_moe:  # DP attention: the busiest GPU reads its own whole requests' cache
+        kv = (dp_attention_requests(batch, engine_gpus) * mean_context
+              * kv_bytes_per_token(model, kv_dtype) / (bandwidth * HBM_EFFICIENCY))
+    else:
+        kv = batch * mean_context * kv_bytes_per_token(model, kv_dtype) / rate
     compute_time = 2 * matmul_params(model) * batch / (engine_gpus * gpu.bf16_flops
                                                         * DECODE_MFU)
     return DecodeParts(response_len * weights, response_len * kv, response_len * compute_time)

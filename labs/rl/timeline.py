@@ -41,7 +41,6 @@ from labs.rl.serving import (
     WEIGHT_BYTES,
     DecodeParts,
     decode_parts,
-    decode_seconds,
     kv_bytes_per_token,
     per_engine,
     prefill_seconds,
@@ -66,20 +65,28 @@ class StepTimes:
 
 
 def rollout_seconds(inp) -> float:
-    m, g, e = inp.model, inp.gpu, inp.engine_gpus
-    bw = memory_bandwidth(g)
-    ext = inp.external_engines
-    args = (inp.prompt_len, inp.response_len, inp.kv_dtype)
     if inp.placement == "separate-pd":
-        p = inp.prefill_count
-        d = max(inp.engine_count - p, 1)
-        prefill = prefill_seconds(m, g, inp.samples * inp.prompt_len, p * e)
-        decode = decode_seconds(m, g, bw, e, per_engine(inp.samples, d + ext), *args)
-        kv_move = (inp.samples * inp.prompt_len * kv_bytes_per_token(m, inp.kv_dtype)
-                   / (p * e * gpu_cluster(g).inter.send_bandwidth))
-        return max(prefill, decode) + kv_move
+        prefill, decode, kv_move, _ = pd_parts(inp)
+        return max(prefill, decode.seconds) + kv_move
     prefill, decode = rollout_parts(inp)
     return prefill + decode.seconds
+
+
+def pd_parts(inp) -> tuple[float, DecodeParts, float, int]:
+    """A prefill/decode split (EP09 step 5): (seconds the prefill engines take over every
+    prompt, the fullest decode engine's parts, seconds moving the prompts' KV cache to the
+    decode engines, requests per decode engine). The two pools run as a pipeline, so the
+    rollout takes max(prefill, decode) + the move."""
+    m, g, e = inp.model, inp.gpu, inp.engine_gpus
+    p = inp.prefill_count
+    d = max(inp.engine_count - p, 1)
+    batch = per_engine(inp.samples, d + inp.external_engines)
+    prefill = prefill_seconds(m, g, inp.samples * inp.prompt_len, p * e)
+    decode = decode_parts(m, g, memory_bandwidth(g), e, batch, inp.prompt_len,
+                          inp.response_len, inp.kv_dtype)
+    kv_move = (inp.samples * inp.prompt_len * kv_bytes_per_token(m, inp.kv_dtype)
+               / (p * e * gpu_cluster(g).inter.send_bandwidth))
+    return prefill, decode, kv_move, batch
 
 
 def rollout_parts(inp) -> tuple[float, DecodeParts]:

@@ -407,3 +407,88 @@ def test_round_6_step_6_says_which_way_its_syncs_err_and_the_checks_read(client)
     checks = client.get("/api/placement", params={"preset": "deepseek-r1"}).json()["checks"]
     grouping = next(c for c in checks if c["name"] == "expert grouping")["detail"]
     assert grouping.endswith("= 1 expert-data-parallel rank per stage"), grouping
+
+
+def _steps(client) -> dict[int, str]:
+    """Each step's text (tags and the glossary's tips stripped, spaces folded), and its raw
+    predict form under ``-n`` (its data-answer, data-reveals)."""
+    from html import unescape
+
+    page = client.get("/episodes/rl-placement").text
+    page = re.sub(r'<span class="term-tip".*?</span>', "", page)
+    out = {}
+    for n in range(1, 10):
+        start = page.index(f'id="step-{n}"')
+        end = page.index(f'id="step-{n + 1}"') if n < 9 else len(page)
+        raw = page[start:end]
+        out[n] = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", raw)))
+        form = re.search(r'<form class="predict-form"[^>]*>', raw)
+        out[-n] = unescape(form.group(0)) if form else ""
+        out[100 + n] = raw
+    return out
+
+
+def test_round_6_step_3_asks_the_busiest_gpus_cache_of_whole_requests(client):
+    """Round-6 cold reading of EP09, items 4 and 8: step 3 spread each engine's cache evenly,
+    32 requests x 5,120 tokens x 70.3 KB / 64 GPUs = 180 MB, half a request a GPU, where
+    attention data parallelism gives each GPU whole requests (the busiest holds one, 360 MB);
+    and its predict was a two-way 'weights or cache' with no inputs. It now asks the busiest
+    GPU's cache as a share of its weights from the inputs it states (671B bf16 weights over
+    64 GPUs; MLA's 512 + 64 latent, 61 layers, 2 B; 32 requests of 5,120 tokens): 360 MB of
+    21.0 GB, 1.7% (not the MB, which the good case's bench prints); the why prices plain TP
+    from the same figures."""
+    f = facts()["r1_sep"]["api"]
+    serve = f["pools"][1]["breakdown"]
+    per_token = (512 + 64) * 2 * 61
+    assert serve["kv_cache"] == pytest.approx(5120 * per_token, abs=1)  # one request
+    steps = _steps(client)
+    three, form = steps[3], steps[-3]
+    answer = f"{100 * serve['kv_cache'] / serve['weights']:.1f}%"
+    assert f'data-answer="{answer}"' in form and "data-right" not in form
+    prompt = three[three.index("Predict."):three.index("Your guess")]
+    for given in ("64 GPUs", "671B parameters in bf16", "32 requests", "5,120 tokens",
+                  "512 + 64", "61 layers", "2 bytes"):
+        assert given in prompt, given
+    assert answer not in prompt and "360 MB" not in prompt
+    why = three[three.index("Why: show me"):]
+    assert f"{per_token / 1e3:.1f} KB a token" in why
+    assert f"{5120 * per_token / 1e6:.0f} MB a request" in why and "holds 1:" in why
+    assert f"360 MB ÷ 21.0 GB = {answer} of the weights" in why
+    assert f"32 × {5120 * per_token / 1e6:.0f} MB = {32 * 5120 * per_token / 1e9:.1f} GB" in why
+    assert "÷ 64 GPUs =" not in three.split("The KV cache:")[1]  # the cache is not averaged
+
+
+def test_round_6_step_5_derives_the_split_and_holds_the_rollouts_parts(client):
+    """Round-6 cold reading of EP09, items 5 and 10: step 5 gave 16.6 s against 13.4 s with
+    'now 3 engines decode what 4 did', which neither figure derives from; and the rollout's
+    parts (GLM-4-9B) and their drill sat in step 6, about DeepSeek-R1's sync. Step 5 now holds
+    the parts and the drill, and builds both R1 rollouts from them: prefill + weight reads +
+    cache reads for 4 engines; max(prefill, decode) + the KV move for the split, whose 3
+    decode engines of 22 requests visit more of the experts (1 - (1 - 8/256)^c)."""
+    f = facts()
+    four, split = f["r1_sep4"]["api"], f["r1_pd"]["api"]
+    a, b = four["rollout_parts"], split["rollout_parts"]
+    steps = _steps(client)
+    five, six = steps[5], steps[6]
+    assert "Where the rollout's time goes" in five and "Where the rollout's time goes" not in six
+    assert 'id="drill-placement-predict-rollout-2x"' in steps[105]
+    assert "placement-predict-rollout-2x" not in steps[106]
+    assert "decode what 4 did" not in five and "GLM-4-9B, separate" not in six
+    for parts in (a, b):
+        c = int(parts["decode_requests"])
+        share = 1 - (1 - 8 / 256) ** c
+        assert parts["experts_touched"] == pytest.approx(share)
+        assert f"1 − (1 − 8/256) {c} = {100 * share:.1f}%" in five \
+            or f"visit {100 * share:.1f}% of the experts" in five
+    total = f"{four['rollout_seconds']:.3g} s"
+    assert (f"{a['prefill_s']:.2f} + {a['decode_weights_s']:.2f} + {a['decode_kv_s']:.2f} = "
+            f"{total}") in five
+    printed = round(a["prefill_s"], 2) + round(a["decode_weights_s"], 2) \
+        + round(a["decode_kv_s"], 2)
+    assert f"{printed:.3g} s" == total
+    assert (f"max({b['prefill_s']:.2f}, {b['decode_weights_s']:.3f} + {b['decode_kv_s']:.3f}) "
+            f"+ {b['kv_move_s']:.4f} = {split['rollout_seconds']:.3g} s") in five
+    printed = max(round(b["prefill_s"], 2), round(b["decode_weights_s"], 3)
+                  + round(b["decode_kv_s"], 3)) + round(b["kv_move_s"], 4)
+    assert f"{printed:.3g}" == f"{split['rollout_seconds']:.3g}"
+    assert f"⌈64 ÷ 3⌉ = {int(b['decode_requests'])} requests" in five

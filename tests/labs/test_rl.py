@@ -10,8 +10,13 @@ from labs.memory.lab import compute_memory
 from labs.model.presets import get_model
 from labs.rl.inputs import RLPlacementInput
 from labs.rl.lab import TRANSITION_OVERHEAD, compute_rl_placement
-from labs.rl.recipes import experiment, get_recipe, recipes
-from labs.rl.serving import KV_DTYPE_BYTES, engine_memory, kv_bytes_per_token
+from labs.rl.recipes import experiment, get_recipe, memory_bandwidth, recipes
+from labs.rl.serving import (
+    HBM_EFFICIENCY,
+    KV_DTYPE_BYTES,
+    engine_memory,
+    kv_bytes_per_token,
+)
 
 # The curriculum's table: training GPUs, TP/PP/CP/EP, GPUs per serving engine.
 TABLE = {
@@ -223,3 +228,51 @@ def test_rollout_parts_add_up_to_the_rollout():
     double = compute_rl_placement(recipe_input("glm-4-9b", responses_per_prompt=16))
     assert double.rollout_seconds == pytest.approx(
         p["decode_weights_s"] + 2 * (p["prefill_s"] + p["decode_kv_s"]), rel=1e-12)
+
+
+def test_a_moe_engine_keeps_whole_requests_per_gpu():
+    """Round-6 cold reading of EP09, item 4: with attention data parallelism each GPU keeps
+    the cache of whole requests, so the busiest GPU, which sets the memory, holds
+    ceil(requests / GPUs) of them: DeepSeek-R1's 32 requests on 64 GPUs leave it one request,
+    5,120 x 70.3 KB = 360 MB, where spreading them evenly gave 180 MB. Its decode reads that
+    one request's cache at one GPU's bandwidth (the engine's step waits for it)."""
+    r1 = get_model("deepseek-r1")
+    kv = kv_bytes_per_token(r1, "bf16")
+    assert engine_memory(r1, 64, 32, 5120).kv_cache == pytest.approx(5120 * kv)
+    assert engine_memory(r1, 64, 64, 5120).kv_cache == pytest.approx(5120 * kv)
+    assert engine_memory(r1, 64, 65, 5120).kv_cache == pytest.approx(2 * 5120 * kv)
+    assert engine_memory(r1, 64, 0, 5120).kv_cache == 0
+    res = compute_rl_placement(recipe_input("deepseek-r1", placement="separate"))
+    parts = res.rollout_parts
+    assert parts["decode_requests"] == 32
+    bandwidth = memory_bandwidth(get_gpu("h100-sxm")) * HBM_EFFICIENCY
+    exp = experiment()
+    mean_context = exp.prompt_len + exp.response_len / 2
+    assert parts["decode_kv_s"] == pytest.approx(
+        exp.response_len * mean_context * kv / bandwidth, rel=1e-12)
+
+
+def test_a_prefill_decode_split_adds_up_from_its_parts():
+    """EP09 step 5 derives the split's rollout from its parts: the prefill engines and the
+    decode engines run as a pipeline, so max(prefill, weights + cache) + the KV move; three
+    decode engines hold ceil(64 / 3) = 22 requests each, whose steps visit 1 - (1 - 8/256)^22
+    of the routed experts, against 16 requests' share on four engines."""
+    four = compute_rl_placement(recipe_input("deepseek-r1", placement="separate", engines=4))
+    split = compute_rl_placement(recipe_input("deepseek-r1", placement="separate-pd",
+                                              engines=4, prefill_engines=1))
+    f, p = four.rollout_parts, split.rollout_parts
+    assert four.rollout_seconds == pytest.approx(
+        f["prefill_s"] + f["decode_weights_s"] + f["decode_kv_s"], rel=1e-12)
+    assert split.rollout_seconds == pytest.approx(
+        max(p["prefill_s"], p["decode_weights_s"] + p["decode_kv_s"]) + p["kv_move_s"],
+        rel=1e-12)
+    assert (f["decode_requests"], p["decode_requests"]) == (16, 22)
+    assert f["experts_touched"] == pytest.approx(1 - (1 - 8 / 256) ** 16)
+    assert p["experts_touched"] == pytest.approx(1 - (1 - 8 / 256) ** 22)
+    r1 = get_model("deepseek-r1")
+    rate = 64 * memory_bandwidth(get_gpu("h100-sxm")) * HBM_EFFICIENCY
+    for parts in (f, p):
+        read = 2 * (r1.dense_params + parts["experts_touched"] * r1.expert_params)
+        assert parts["decode_weights_s"] == pytest.approx(
+            experiment().response_len * read / rate, rel=1e-12)
+    assert split.rollout_seconds > four.rollout_seconds
