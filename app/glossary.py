@@ -40,7 +40,9 @@ class Term:
 
 GLOSSARY: tuple[Term, ...] = (
     # ---- the split itself ----
-    Term("data-parallelism", "Data parallelism (DP)", r"\bdata parallelism\b|\bDP\b",
+    # Not the "data parallelism" of attention data parallelism (EP09), an entry of its own.
+    Term("data-parallelism", "Data parallelism (DP)",
+         r"(?<![Aa]ttention\s)\bdata parallelism\b|\bDP\b(?!\sattention)",
          "Every GPU (a replica) runs the whole model on its own slice of the batch; after the "
          "backward pass the replicas average their gradients with an all-reduce."),
     Term("tensor-parallelism", "Tensor parallelism (TP)", r"\btensor parallelism\b|\bTP\b",
@@ -316,6 +318,40 @@ GLOSSARY: tuple[Term, ...] = (
     Term("rollout", "Rollout", r"\brollouts?\b",
          "In reinforcement learning, generating responses with the current model, which the "
          "trainer then scores and learns from."),
+    Term("off-policy", "Off-policy (one step off-policy)", r"\boff-policy\b",
+         "An RL update learned from samples that older weights generated than the ones being "
+         "trained. Rollout and training pools that work at once are one step off-policy: the "
+         "engines generate the next batch while the trainer learns from the last."),
+    Term("importance-ratio", "Importance ratio", r"\bimportance ratios?\b",
+         "The probability of a sampled token under the weights being trained over its "
+         "probability under the weights that generated it: an off-policy sample's gradient is "
+         "weighted by it (PPO and GRPO clip it)."),
+    Term("mla", "Multi-head latent attention (MLA)",
+         r"\bmulti-head latent attention\b|\bMLA\b",
+         "DeepSeek-V2's attention: every head's keys and values are rebuilt from one "
+         "compressed latent per token and layer (512 numbers, plus 64 for the rotary part in "
+         "DeepSeek-V3 and R1), so the KV cache keeps the latent, not keys and values per head. "
+         "Every head shares it, so tensor parallelism does not split it."),
+    Term("attention-dp", "Attention data parallelism (DP attention)",
+         r"\battention data parallelism\b|\bDP attention\b",
+         "A way to serve a MoE model (SGLang's --enable-dp-attention): each GPU of an engine "
+         "runs attention for whole requests of its own and keeps only their KV cache, while "
+         "the experts are split over the engine's GPUs. The GPU with the most requests sets "
+         "the cache's memory and each decode step's pace."),
+    Term("prefill-decode", "Prefill and decode", r"\bprefill\b|\bdecode\b",
+         "The two phases of generating text. Prefill reads the whole prompt in one pass, "
+         "compute-bound, and fills the KV cache; decode then writes one token per step, each "
+         "step reading the weights and the cache from memory, so it is bound by memory "
+         "bandwidth."),
+    Term("disaggregation", "Prefill/decode disaggregation",
+         r"\bdisaggregat(?:ion|ed)\b",
+         "Serving prefill and decode on separate engines (DistServe, Zhong et al. 2024), so a "
+         "long prefill does not stall the decodes batched beside it; the prompts' KV cache "
+         "moves from the prefill engines to the decode engines."),
+    Term("cpu-adam", "CPU Adam", r"\bCPU Adam\b",
+         "The optimizer's state (fp32 master weights and Adam's moments) kept in host RAM and "
+         "updated by the CPU (ZeRO-Offload; Megatron-LM's --optimizer-cpu-offload): the GPU "
+         "sends its gradients down and takes the new weights back over PCIe every step."),
     Term("goodput", "Goodput", r"\bgoodput\b",
          "The share of the wall clock that trains steps that count: time spent saving, "
          "re-doing work lost at a failure and restarting is not goodput."),

@@ -174,3 +174,18 @@ def test_the_footer_names_the_pipelines_unit_only_on_pipeline_pages(client, path
     f for an expert's width."""
     footer = client.get(path).text.split('<footer class="site">')[1]
     assert ("pipeline times are relative" in footer) is shown
+
+
+def test_round_6_ep09_terms_have_entries_and_are_defined_where_ep09_uses_them(client):
+    """Round-6 cold reading of EP09, item 9: attention data parallelism, multi-head latent
+    attention, prefill and decode, disaggregation, one step off-policy, importance ratios and
+    CPU Adam were used with no hover and no entry. Each has one, and EP09 marks its first
+    use (attention data parallelism before the 'data parallelism' inside it)."""
+    new = {"attention-dp", "mla", "prefill-decode", "disaggregation", "off-policy",
+           "importance-ratio", "cpu-adam"}
+    assert new <= {t.slug for t in GLOSSARY}
+    assert new <= _defined(client, "/episodes/rl-placement")
+    term = {t.slug: t for t in GLOSSARY}
+    assert term["attention-dp"].regex.search("Attention data parallelism hands each GPU")
+    assert term["prefill-decode"].regex.search("Prefill reads a prompt")
+    assert not term["prefill-decode"].regex.search("the decodes batched beside it")
