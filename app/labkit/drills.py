@@ -78,8 +78,8 @@ def shown_answer(value: float, rel_tol: float) -> str:
     return text
 
 
-def _hint(drill: Drill | Decide) -> str:
-    """A drill's hint: a function where it quotes the lab's figures (EP12's ledger)."""
+def _hint(drill: Drill) -> str:
+    """A numeric drill's hint: a function where it quotes the lab's figures."""
     return drill.hint() if callable(drill.hint) else drill.hint
 
 
@@ -90,8 +90,9 @@ def _status(right: bool, attempt: int, hide_answers: bool) -> str:
 
 
 def _check_decide(drill: Decide, key: str, attempt: int, hide_answers: bool) -> dict[str, Any]:
-    """A choice: the chosen option's why (right or wrong) at once; every option's why and the
-    worked solution once it is right or revealed."""
+    """A choice: the chosen option's why (right or wrong) at once, a wrong one as the message
+    itself (its own reason and figure, not a hint shared by every wrong option); every
+    option's why and the worked solution once it is right or revealed."""
     labels = dict(drill.choices)
     if key not in labels:
         return {"status": "invalid", "attempt": attempt, "given": None, "answer": None,
@@ -103,7 +104,7 @@ def _check_decide(drill: Decide, key: str, attempt: int, hide_answers: bool) -> 
     feedback = [{"key": k, "label": label, "right": options[k].right, "why": options[k].why}
                 for k, label in shown]
     message = {"right": "Right. " + drill.solution(),
-               "hint": "Not that one. Hint: " + _hint(drill),
+               "hint": "Not that one. " + options[key].why,
                "revealed": f"The answer is “{labels[best.key]}”. " + drill.solution()}[status]
     return {"status": status, "attempt": attempt, "given": key,
             "answer": best.key if status in ("right", "revealed") else None,
@@ -151,13 +152,14 @@ Why = str | Callable[[dict], str]
 
 def decide(id: str, question: str, view: str, path: Path | Mapping[str, Path],
            choices: Sequence[tuple[str, str, Mapping[str, Any], Why]], *, best: str,
-           fmt: Callable[[float], str], hint: str | Callable[[], str], solution: str,
+           fmt: Callable[[float], str], solution: str,
            reveals: Sequence[str] = ()) -> Decide:
     """Pick the choice whose state gives the lowest (``best="min"``) or highest value at
     ``path`` of the lab's answer. Each choice is (key, label, the state's params, why: its
-    reasoning, formatted with ``{value}``, the lab's figure for it; or a function of that
-    state's whole answer returning it, where the reasoning quotes more of the lab's figures);
-    ``solution`` is formatted
+    own one-line reason, right or wrong, formatted with ``{value}``, the lab's figure for it;
+    or a function of that state's whole answer returning it, where the reasoning quotes more
+    of the lab's figures). A why says nothing of the other choices' figures: a wrong try is
+    told only its own. ``solution`` is formatted
     with each choice's figure by key and ``best`` (the right choice's label). ``path`` may be
     one per choice key, where the choices read different fields of one answer. ``reveals``:
     the phrases of the right choice's why or the solution that state the answer in words."""
@@ -174,9 +176,7 @@ def decide(id: str, question: str, view: str, path: Path | Mapping[str, Path],
             return why(lab_value(view, params, lambda answer: answer)) if callable(why) else why
 
         return tuple(Option(key, found[key] == top,
-                            text(params, why).format(value=fmt(found[key])) + (
-                                "" if found[key] == top else
-                                f" Another choice gives {fmt(top)}."))
+                            text(params, why).format(value=fmt(found[key])), fmt(found[key]))
                      for key, _, params, why in choices)
 
     def worked() -> str:
@@ -186,4 +186,4 @@ def decide(id: str, question: str, view: str, path: Path | Mapping[str, Path],
         return solution.format(best=labels[top], **{k: fmt(v) for k, v in found.items()})
 
     return Decide(id=id, question=question, choices=tuple((k, label) for k, label, _, _ in choices),
-                  judge=judge, hint=hint, solution=worked, reveals=tuple(reveals))
+                  judge=judge, solution=worked, reveals=tuple(reveals))

@@ -89,19 +89,20 @@ class Option:
     key: str
     right: bool
     why: str
+    figure: str = ""  # the lab's figure for this option, as its why prints it
 
 
 @dataclass(frozen=True)
 class Decide:
     """Pick the plan, the change or the cause among 3-4 choices. The page shows only the
     labels; ``judge`` runs the lab and says which is right and why each is right or wrong, and
-    ``solution`` is the worked solution shown after the answer."""
+    ``solution`` is the worked solution shown after the answer. There is no shared hint: a
+    wrong try is told its own option's reason, with that option's own figure."""
 
     id: str
     question: str
     choices: tuple[tuple[str, str], ...]  # (key, label), in the order shown
     judge: Callable[[], tuple[Option, ...]]
-    hint: str | Callable[[], str]  # a function where it quotes the lab's figures
     solution: Callable[[], str]
     kind: str = "decide"
     see: Mapping[str, Any] | None = None

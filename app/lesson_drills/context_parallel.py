@@ -68,8 +68,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
              "3/4 × 131,072 × 4,096 B = {value}: fewer ranks shave only the (c − 1)/c, and the "
              "ring still sends most of the whole sequence's K/V."))),
         best="min", fmt=mb,
-        hint="Work out both per GPU: the ring passes (c − 1)/c of the whole sequence's K and V; "
-             "Ulysses sends (c − 1)/c of its own s/c tokens' Q, K, V and output.",
         solution="{best}. Bytes per GPU: ring {ring}, all-gather {allgather}, Ulysses "
                  "{ulysses}, ring over CP 4 {ring4}. Per token of the sequence, Ulysses sends "
                  "(Q + K + V + O) ÷ c, 20,480 B ÷ 8 = 2,560 B, where the ring sends K + V, "

@@ -76,20 +76,21 @@ DRILLS: tuple[Drill | Decide, ...] = (
           "Exposed: {value}."),
          ("overlap", "Overlap the all-reduce with the backward pass, in buckets",
           {"gpus": 64, "link": "eth-100g", "overlap": "bucketed"},
-          "Overlap hides only as much as the backward pass lasts; the bytes and the link "
-          "are unchanged. Exposed: {value}."),
+          lambda a: "Overlap hides the all-reduce only while the backward runs, two thirds "
+                    f"of the {ms(a['compute_s'])} of compute, and in buckets over the same "
+                    f"link the all-reduce takes {ms(a['comm_s'])}. Exposed: {{value}}."),
          ("compute", "Double the compute per step (a bigger micro-batch)",
           {"gpus": 64, "link": "eth-100g", "micro_batch": 8},
-          "Without overlap the all-reduce waits for the backward pass whatever its "
-          "length: the same bytes over the same link. Exposed: {value}."),
+          lambda a: "Compute doubles to "
+                    f"{ms(a['compute_s'])}, but without overlap the all-reduce waits for the "
+                    "backward whatever its length: the same bytes over the same link. "
+                    "Exposed: {value}."),
          ("ib", "Move to one InfiniBand NDR port (400 Gb/s) per server",
           {"gpus": 64, "link": "ib-ndr"},
           "One NDR port carries four times one 100 Gb/s Ethernet port, but it is still "
           "the one link out of each server the ring waits on, and eight Ethernet ports "
           "carry eight times. Exposed: {value}.")),
         best="min", fmt=ms,
-        hint="The ring's time is bytes over the slowest link. Compare the bandwidth out "
-             "of each server in each choice.",
         solution="{best}. Exposed all-reduce: 8 ports {ports}, one NDR port {ib}, "
                  "bucketed overlap {overlap}, double compute {compute}. The server's "
                  "bandwidth out, 800 Gb/s against 400, decides it.",
@@ -106,20 +107,22 @@ DRILLS: tuple[Drill | Decide, ...] = (
           "step does not. Efficiency {value}."),
          ("seq", "Double the sequence length to 8,192",
           {"gpus": 128, "link": "eth-100g", "seq_len": 8192},
-          "Twice the tokens per GPU: compute doubles in the lab's 6·P·T (a real run's a "
-          "little more, since attention grows with s) against the same all-reduce, and the "
-          "activations double too. Efficiency {value}."),
+          lambda a: "Twice the tokens per GPU: compute doubles in the lab's 6·P·T, to "
+                    f"{ms(a['compute_s'])}, against the same {ms(a['comm_s'])} all-reduce, "
+                    "as 2 micro-batches would, and the activations double too. Efficiency "
+                    "{value}."),
          ("ports", "Give each server 2 Ethernet ports",
           {"gpus": 128, "link": "eth-100g", "nics_per_node": 2},
-          "Twice the bandwidth out of each server halves the all-reduce's network part. "
-          "Efficiency {value}."),
+          lambda a: "Twice the bandwidth out of each server halves only the all-reduce's "
+                    f"network part: {ms(a['comm_s'])} against {ms(a['compute_s'])} of "
+                    "compute. Efficiency {value}."),
          ("overlap", "Overlap the all-reduce with backward, in buckets",
           {"gpus": 128, "link": "eth-100g", "overlap": "bucketed"},
-          "Only the backward pass, two thirds of compute, can hide it; most of the "
-          "all-reduce stays exposed. Efficiency {value}.")),
+          lambda a: "Only the backward pass, two thirds of the "
+                    f"{ms(a['compute_s'])} of compute, can hide it: "
+                    f"{ms(a['exposed_comm_s'])} of the all-reduce stays exposed. Efficiency "
+                    "{value}.")),
         best="max", fmt=pct,
-        hint="Efficiency without overlap is ratio ÷ (1 + ratio), ratio = compute ÷ "
-             "all-reduce. Which choice multiplies the ratio most?",
         solution="{best}. Efficiency: 4 micro-batches {accum}, 8,192 tokens {seq}, 2 ports "
                  "{ports}, bucketed overlap {overlap}. Accumulation multiplies compute by 4 "
                  "and leaves the once-a-step all-reduce alone; the others gain 2× or less.",

@@ -42,8 +42,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
           "The save's write runs in the background already; faster storage shortens "
           "what no one waits for: goodput {value}.")),
         best="max", fmt=pct,
-        hint="Of the lost time (saving, re-doing lost work, restarting), which is largest "
-             "here, and which choice shrinks it?",
         solution="{best}. Goodput: saving every 10 minutes {often}, restarting in 5 "
                  "{restart}, faster storage {storage}. Re-doing the work since the last "
                  "save costs half an interval per failure on average.",

@@ -4,7 +4,23 @@ from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import gb
 from labs.hardware.gpus import get_gpu
+from labs.memory.inputs import STATE_KEYS
 from labs.model.presets import get_model
+
+
+def _state(answer: dict) -> float:
+    """The training state a GPU holds (weights, gradients, master copy, moments)."""
+    return sum(answer["breakdown"][k] for k in STATE_KEYS)
+
+
+def _rest(answer: dict) -> float:
+    """Everything else on that GPU: the activations, with the logits and workspace."""
+    return answer["total_bytes"] - _state(answer)
+
+
+def _b(params: float) -> str:
+    return f"{params / 1e9:.2f}B"
+
 
 # EP01's predict drill: 405B's 16-byte state sharded over 64 H200s. It asks the state a GPU
 # holds, which no readout prints (the bench prints the fewest GPUs at any model and GPU, so
@@ -58,28 +74,34 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "GPU holds the most?",
         "memory", "total_bytes",
         (("zero1", "Data parallelism over 8 GPUs with ZeRO-1", {"dp": 8, "zero": 1},
-          "ZeRO-1 shards only the 12 bytes of optimizer state; the 4 bytes of weights and "
-          "gradients and all activations stay on every GPU: {value} per GPU."),
+          lambda a: "ZeRO-1 shards only the 12 bytes of optimizer state: "
+                    f"4 B × {_b(a['params'])} + 12 B × {_b(a['params'])} ÷ 8 = "
+                    f"{gb(_state(a))} of state, and all {gb(_rest(a))} of activations stay "
+                    "on every GPU: {value} per GPU."),
          # The label says what sequence parallelism does: EP01 has not defined it, and a
          # choice's label takes no inline definition (round-5 reading, EP01 item 5).
          ("tp8", "Tensor parallelism over 8 GPUs, its norms split along the sequence too",
           {"tp": 8, "sp": True},
-          "TP cuts every weight matrix, so weights, gradients, optimizer state and most "
-          "activations all shrink about 8 times; splitting the norms and dropout along the "
-          "sequence (Megatron-LM's sequence parallelism, EP04) cuts the rest: {value} per "
-          "GPU."),
+          lambda a: "TP divides every weight matrix by 8, so the state falls to "
+                    f"{gb(_state(a))}, and with the norms split along the sequence it "
+                    f"divides the activations too, to {gb(_rest(a))}: {{value}} per GPU."),
          ("full", "Full activation recomputation", {"recompute": "full"},
-          "Recomputation shrinks only the activations; the 16 bytes per parameter of "
-          "state stay whole: {value} per GPU."),
+          lambda a: f"Recomputation shrinks only the activations, to {gb(_rest(a))}; the "
+                    f"16 B × {_b(a['params'])} = {gb(_state(a))} of state stays whole: "
+                    "{value} per GPU."),
          ("pp8", "Pipeline parallelism over 8 GPUs, 8 micro-batches a step",
           {"pp": 8, "microbatches": 8},
-          "Each stage holds an eighth of the layers, but the first stage keeps up to p "
-          "micro-batches of activations in flight, and the embedding table's state "
-          "(1.05B parameters × 16 B): {value} on the heaviest GPU.")),
+          lambda a: "PP divides the state too: the first stage's "
+                    f"{a['stage_layers'][a['heaviest_stage']]} layers and the embedding hold "
+                    f"{gb(_state(a))}. But that stage keeps "
+                    f"{a['stage_in_flight'][a['heaviest_stage']]:.0f} micro-batches of its "
+                    f"layers' activations in flight, {gb(_rest(a))}: {{value}} on the "
+                    "heaviest GPU.")),
         best="min", fmt=gb,
-        hint="Which choice divides all four kinds of state and the activations?",
         solution="{best}. TP8 {tp8}, PP8 {pp8}, ZeRO-1 {zero1}, full recomputation "
-                 "{full}: only a cut of the weights shrinks all of the state at once.",
-        reveals=("TP cuts every weight matrix",
-                 "only a cut of the weights shrinks all of the state")),
+                 "{full}. TP and PP both divide the state by about 8; TP with the sequence "
+                 "split divides the activations as well, where PP's first stage holds p "
+                 "micro-batches of its layers' activations.",
+        reveals=("TP divides every weight matrix",
+                 "TP with the sequence split divides the activations as well")),
 )

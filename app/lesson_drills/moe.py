@@ -1,7 +1,7 @@
 """EP07's predict and decide drills (``LESSON_DRILLS["moe"]``)."""
 
 from app.labkit import Decide, Drill, Mistake, decide, predict
-from app.lesson_drills.units import ms
+from app.lesson_drills.units import ms, pct
 from labs.model.presets import get_model
 
 V3 = get_model("deepseek-v3")  # the drill states its shape (config.json) in the question
@@ -47,26 +47,28 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "Mixtral 8×7B, EP8 on 2 nodes, routing skew 0.8: one MoE layer takes far longer "
         "than with uniform routing. Which change cuts the layer's time most?",
         "moe", "layer_s",
-        (("balance", "Balance the router (skew 0: the best a balancing loss or DeepSeek's "
-                      "bias can reach)",
+        (("balance", "Balance the router perfectly (skew 0)",
           {"nodes": 2, "ep": 8, "skew": 0.0},
-          "The layer waits for the GPU with the most tokens; balanced, none has more "
-          "than its share: {value}. That is the ideal: a real router stays somewhat "
-          "uneven (step 4's limit), so a run lands between this and the skewed time."),
+          lambda a: "The layer waits for the GPU with the most tokens; balanced, the busiest "
+                    f"GPU has {a['gpu_max_over_mean']:.2f}× the mean: {{value}}. That is the "
+                    "ideal: a real router stays somewhat uneven (step 4's limit), so a run "
+                    "lands between this and the skewed time."),
          ("capacity", "Cap each expert at 1.25 × its fair share of tokens",
           {"nodes": 2, "ep": 8, "skew": 0.8, "capacity_factor": 1.25},
-          "Capping drops the overflow tokens (they skip the expert), so it buys time "
-          "with quality: {value}."),
+          lambda a: "The hot expert computes only its capped share: the cap drops "
+                    f"{pct(a['dropped_fraction'])} of the tokens, which skip their expert, "
+                    "so it buys time with quality: {value}."),
          ("deepep", "Dispatch with DeepEP instead of NCCL's all-to-all",
           {"nodes": 2, "ep": 8, "skew": 0.8, "ep_dispatch": "deepep"},
-          "A faster dispatch trims the communication, not the hot expert's compute: "
-          "{value}."),
+          lambda a: "EP 8 sits in one node, so the dispatch and the combine run on NVLink, "
+                    f"{ms(a['dispatch_s'])} each; the wait is the hot GPU's compute, "
+                    f"{ms(a['compute_s'])}, which DeepEP does not touch: {{value}}."),
          ("nodes", "Run on 4 nodes instead of 2",
           {"nodes": 4, "ep": 8, "skew": 0.8},
-          "More nodes add expert-data-parallel copies; each EP group still has one hot "
-          "expert: {value}.")),
+          lambda a: "EP 8 already sits in one node; more nodes only add expert-data-parallel "
+                    f"copies (expert-DP {a['expert_dp']}), and each EP group still has its "
+                    f"hot GPU at {a['gpu_max_over_mean']:.2f}× the mean: {{value}}.")),
         best="min", fmt=ms,
-        hint="The cause is what makes one GPU slower than the rest.",
         solution="{best}. Layer time: balanced {balance}, capped {capacity}, DeepEP "
                  "{deepep}, 4 nodes {nodes}. The cause is the skew; capping hides it by "
                  "dropping tokens.",
@@ -94,9 +96,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
              "One copy per destination node instead of one per expert, but half of "
              "those nodes are still across the spine: {value}."))),
         best="min", fmt=ms,
-        hint="What crosses the spine is the share of an all-to-all's bytes bound for "
-             "another leaf. Which change makes that share zero, and which also sends "
-             "fewer bytes over the network at all?",
         solution="{best}. Layer time: EP 32 {ep32}, leaves of 8 {leaf8}, a 2:1 spine "
                  "{spine2}, DeepEP {deepep}. Fitting the group under one leaf beats "
                  "buying back the spine.",

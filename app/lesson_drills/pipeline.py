@@ -79,10 +79,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
           "the gain shrinks."),
          ("m16", "16 micro-batches instead of 8",
           {"schedule": "1f1b", "stages": 4, "microbatches": 16},
-          "The same p − 1 idle slots over twice the work: 3/19, {value} idle.")),
+          "The same p − 1 idle slots over twice the work: 3/19, {value} idle, but only "
+          "with twice the global batch (step 2's limit).")),
         best="min", fmt=pct,
-        hint="Which choice puts work into the idle slots rather than spreading them "
-             "thinner?",
         solution="{best}. Bubble: ZB-H1 {zb}, interleaved {interleaved}, 16 "
                  "micro-batches {m16}, GPipe {gpipe}. (p − 1)/(m + p − 1) with p = 4: "
                  "3/11 at m = 8, 3/19 at m = 16.",

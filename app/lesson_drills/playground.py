@@ -1,5 +1,7 @@
 """EP12's predict and decide drills (``LESSON_DRILLS["playground"]``)."""
 
+from collections.abc import Callable
+
 from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import gb
@@ -22,17 +24,26 @@ def _worked() -> dict[str, float]:
     return ledger(lab_value("playground", {}, lambda answer: answer))
 
 
-def _memory_hint() -> str:
-    """EP12 round-5b cold reading, item 1: the hint named the activations as the largest item
-    where the worked plan's optimizer state is larger; it now quotes the engine's ledger and
-    asks what one change removes, with ZeRO-3's figures beside it."""
-    worked = _worked()
-    zero3 = ledger(lab_value("playground", {"zero": 3}, lambda answer: answer))
+def _zero3_why(answer: dict) -> str:
+    """EP12 round-5b cold reading, item 1: the shared hint named the activations as the
+    largest item where the worked plan's optimizer state is larger. ZeRO-3's own feedback now
+    quotes the worked plan's ledger as the engine has it and what ZeRO-3 does to each item."""
+    worked, zero3 = _worked(), ledger(answer)
     items = ", ".join(f"{item} {gb(value)}" for item, value in worked.items())
     wg = LEDGER[0][0]
-    return (f"The worked plan's heaviest GPU holds {items}. Which item can one change "
-            f"remove almost whole? ZeRO-3 over DP = 2 shards only the {wg}: "
-            f"{gb(worked[wg])} → {gb(zero3[wg])}.")
+    return (f"The worked plan's heaviest GPU holds {items}. ZeRO-3 over DP = 2 shards only "
+            f"the {wg} further, {gb(worked[wg])} → {gb(zero3[wg])}: {{value}}.")
+
+
+def _activations_why(text: str) -> Callable[[dict], str]:
+    """A choice that moves the saved activations: ``text`` with the worked plan's and the
+    choice's activations ({before}, {after}) from the engine's ledger."""
+    act = LEDGER[2][0]
+
+    def why(answer: dict) -> str:
+        return text.replace("{before}", gb(_worked()[act])).replace(
+            "{after}", gb(ledger(answer)[act]))
+    return why
 
 
 def _full_why(answer: dict) -> str:
@@ -89,18 +100,19 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "heaviest GPU most?",
         "playground", "panels.recipe.answer.memory_per_gpu_bytes",
         (("zero3", "ZeRO-3 instead of ZeRO-1", {"zero": 3},
-          "Shards the bf16 weights and gradients as well, over DP = 2 only: {value}."),
+          _zero3_why),
          ("tp4pp4", "TP4 × PP4 instead of TP8 × PP2", {"tp": 4, "pp": 4},
-          "Each GPU holds as many weights as before (a quarter of each layer, but half "
-          "as many layers). Its activations double: TP 4 splits each layer's activations "
-          "4 ways, not 8, and the first stage now keeps 4 micro-batches in flight, not 2: "
-          "{value}."),
+          _activations_why(
+              "Each GPU holds as many weights as before (a quarter of each layer, but half "
+              "as many layers). Its activations grow, {before} → {after}: TP 4 splits each "
+              "layer's activations 4 ways, not 8, and the first stage now keeps 4 "
+              "micro-batches in flight, not 2: {value}.")),
          ("full", "Full activation recomputation", {"recompute": "full"}, _full_why),
          ("m32", "32 micro-batches instead of 16", {"microbatches": 32},
-          "1F1B keeps at most p micro-batches in flight, however many there are: "
-          "{value}.")),
+          _activations_why(
+              "1F1B keeps at most p micro-batches in flight, however many there are: the "
+              "activations stay at {after}, {value} in all."))),
         best="min", fmt=gb,
-        hint=_memory_hint,
         solution="{best}. Memory per GPU: full recomputation {full}, ZeRO-3 {zero3}, "
                  "32 micro-batches {m32}, TP4 × PP4 {tp4pp4}.",
         reveals=("the item one change removes almost whole",)),

@@ -68,7 +68,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
           "The adapters shrink, but they were already small beside the base and the "
           "activations: {value}.")),
         best="min", fmt=gb,
-        hint="What grows with the tokens, and which change stops keeping it?",
         solution="{best}. QLoRA on the GPU: full recomputation {recompute}, every second "
                  "layer {every2}, paged optimizer {paged}, rank 8 {rank}. At 8,192 "
                  "tokens the activations, not the 4-bit base, are most of the bill.",

@@ -53,38 +53,43 @@ def network_copies(dispatch: str) -> float:
 
 def _overlap_ep_why(answer: dict) -> str:
     base = lab_value("recipe", QWEN_EP16, lambda a: a)
-    ndr = {**QWEN_EP16, "inter_link": "ib-ndr"}
-    ndr_answer = lab_value("recipe", ndr, lambda a: a)
-    return (f"Another micro-batch's compute hides the all-to-all only layer by layer, as long "
-            f"as that layer's compute lasts, and here the all-to-all is the longer: "
-            f"{ms(a2a_s(base))} a micro-batch against {ms(micro_compute_s(base))} of compute. "
-            f"Overlapped, {ms(a2a_s(answer))} of it still blocks the compute stream, and the "
-            f"{COMM_SMS} of {get_gpu(QWEN_EP16['gpu']).kernels.sm_count} SMs its kernels hold "
-            f"slow the compute. On InfiniBand NDR, twice HDR's rate, the all-to-all "
-            f"would take {ms(a2a_s(ndr_answer))}, under the compute, and overlap would leave "
-            f"{ms(a2a_s(lab_value('recipe', {**ndr, 'ep_overlap': True}, lambda a: a)))}. Here: "
-            "step {value}.")
+    ndr = lab_value("recipe", {**QWEN_EP16, "inter_link": "ib-ndr"}, lambda a: a)
+    return (f"Another micro-batch's compute hides the all-to-all only while that compute "
+            f"lasts, and here the all-to-all is the longer ({ms(a2a_s(base))} against "
+            f"{ms(micro_compute_s(base))} a micro-batch): {ms(a2a_s(answer))} still blocks, "
+            f"and its kernels hold {COMM_SMS} of {get_gpu(QWEN_EP16['gpu']).kernels.sm_count} "
+            f"SMs. On NDR, twice HDR's rate, it would take {ms(a2a_s(ndr))}, under the "
+            f"compute. Step {{value}}.")
 
 
 def _overlap_deepep_why(answer: dict) -> str:
     base = lab_value("recipe", QWEN_EP16, lambda a: a)
     e, k, n, g = QWEN.experts, QWEN.top_k, QWEN_EP.size, QWEN_EP.per_node
     held, others = e * g // n, QWEN_EP.nodes - 1
-    deepep = network_copies("deepep")
-    return (f"A token picks {k} of {e} experts, {held} on each of {QWEN_EP.nodes} nodes. NCCL's "
-            f"all-to-all sends it once per expert, and {n - g} of the {n} EP ranks are on "
-            f"another node: {k} × {n - g}/{n} = {network_copies('alltoall'):.1f} copies over "
-            f"the network. DeepEP sends it once to each other node holding one of its experts, "
-            f"{others} × (1 − C({e - held},{k})/C({e},{k})) = {deepep:.2f} copies, and forwards "
-            f"it on NVLink there. The all-to-all drops from {ms(a2a_s(base))} to "
-            f"{ms(a2a_s(answer))} a micro-batch, less than overlap leaves exposed: "
-            "step {value}.")
+    return (f"DeepEP sends a token once to each other node holding one of its experts, "
+            f"{others} × (1 − C({e - held},{k})/C({e},{k})) = {network_copies('deepep'):.2f} "
+            f"copies over the network instead of NCCL's {k} × {n - g}/{n} = "
+            f"{network_copies('alltoall'):.1f}, and forwards it on NVLink: the all-to-all "
+            f"falls from {ms(a2a_s(base))} to {ms(a2a_s(answer))} a micro-batch. "
+            "Step {value}.")
 
 
 def _overlap_tp_why(answer: dict) -> str:
-    return (f"TP2's collectives are already short, {ms(answer['timeline']['exposed_s']['tp'])} "
-            "a micro-batch left after 'all'; the all-to-all, which blocks far longer, is "
-            "untouched: step {value}.")
+    return (f"TP2's collectives were already short: 'all' leaves "
+            f"{ms(answer['timeline']['exposed_s']['tp'])} of them a micro-batch, and the "
+            f"all-to-all, {ms(a2a_s(answer))} a micro-batch, is untouched. Step {{value}}.")
+
+
+def _overlap_zero3_why(answer: dict) -> str:
+    return (f"ZeRO-3 gathers each layer's weights twice a micro-batch and reduce-scatters its "
+            f"gradients, {gb(dp_bytes(answer))} a step, over the same InfiniBand HDR the "
+            f"all-to-all already fills. Step {{value}}.")
+
+
+def dp_bytes(answer: dict) -> float:
+    """The bytes a GPU's data-parallel (or ZeRO-3) traffic sends a step (the answer's
+    traffic row for DP)."""
+    return next(t["bytes_per_step"] for t in answer["traffic"] if t["name"] == "dp")
 
 
 # EP08's 2-D against 3-D drill (step 14): Llama 3.1 70B on 32 H100 nodes, 64 sequences of
@@ -106,13 +111,24 @@ FSDP_8B = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "nodes": 2, "gpus_per_nod
 
 
 def _fsdp_keep_why(answer: dict) -> str:
-    dp = answer["traffic"][4]
-    return ("The backward gathers nothing: one gather per layer and micro-batch instead of "
-            f"two, {gb(dp['bytes_per_step'])} a step, and no gather for the backward to wait "
-            "for or to lend SMs to. Every layer's gathered weights stay from its forward to "
-            f"its backward: {gb(answer['memory_per_gpu_bytes'])} a GPU, which an 8B model's "
-            f"{gb(2 * get_model(FSDP_8B['model']).params)} of bf16 weights leave within the "
+    return ("The backward gathers nothing: one gather a layer and micro-batch, not two, "
+            f"{gb(dp_bytes(answer))} a step, and no gather to wait for. The gathered weights "
+            f"stay: {gb(answer['memory_per_gpu_bytes'])} a GPU, which an 8B model's "
+            f"{gb(2 * get_model(FSDP_8B['model']).params)} of bf16 weights keep within the "
             f"H100's {gb(get_gpu(FSDP_8B['gpu']).memory_bytes)}. Step {{value}}.")
+
+
+def _bubble_why(answer: dict) -> str:
+    """The state's 1F1B bubble as (p − 1)/(v·m + p − 1) and the lab's share of the step."""
+    p, m = answer["plan"]["pp"], answer["plan"]["microbatches"]
+    v = answer["plan"]["virtual"] if answer["plan"]["schedule"].startswith("interleaved") else 1
+    slots = f"{v}·{m} + {p - 1}" if v > 1 else f"{m} + {p - 1}"
+    return f"{p - 1}/({slots}) = {pct(answer['bubble_fraction'])}"
+
+
+def _exposed(answer: dict, name: str) -> float:
+    """A cause's exposed seconds a step (the answer's causes)."""
+    return sum(c["exposed_s"] for c in answer["causes"] if c["name"] == name)
 
 
 def _step_or_unfit(answer: dict) -> float:
@@ -147,23 +163,23 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "raises MFU the most?",
         "recipe", "mfu",
         (("tp4pp8", "TP4 × PP8 (TP groups of 4, half the layers per GPU)", {"tp": 4, "pp": 8},
-          "Less TP traffic, but twice the stages: the bubble grows to 7 slots: MFU "
-          "{value}."),
+          lambda a: "TP4 halves each layer's TP traffic, but 8 stages idle "
+                    f"{_bubble_why(a)} of the step, where PP4's idled 3/19: MFU {{value}}."),
          ("m64", "64 micro-batches instead of 16 (a 4× larger global batch)",
           {"microbatches": 64},
-          "The bubble is this step's largest loss: PP4's 3 idle slots against 16 "
-          "micro-batches. Over 64 micro-batches the same 3 slots are 3 of 67 in the step, "
-          "and the global batch grows 4×: MFU {value}."),
+          lambda a: "The bubble, PP4's 3 idle slots, is this step's largest loss; over 64 "
+                    f"micro-batches it is {_bubble_why(a)} of the step, not 3/19: MFU "
+                    "{value}."),
          ("full", "Full activation recomputation", {"recompute": "full"},
-          "Recomputing every layer's forward costs about a third more compute, which "
-          "MFU does not count: MFU {value}."),
+          lambda a: "Every layer's forward runs again in the backward, a third more matmul "
+                    f"work that MFU does not count: the step takes {ms(a['step_s'])}, MFU "
+                    "{value}."),
          ("nooverlap", "Stop overlapping DP's gradient sync with the backward pass",
           {"dp_overlap": False},
-          "The sync (a reduce-scatter of the gradients with ZeRO-1) then sits exposed at "
-          "the end of the step: MFU {value}.")),
+          lambda a: "The gradient sync (ZeRO-1's reduce-scatter) no longer hides behind the "
+                    f"backward: {ms(_exposed(a, 'dp'))} of it waits at the end of the step. "
+                    "MFU {value}.")),
         best="max", fmt=pct,
-        hint="Which of the step's losses is largest at 16 micro-batches, and which "
-             "choice shrinks it?",
         solution="{best}. MFU: 64 micro-batches {m64}, no DP overlap {nooverlap}, TP4 × "
                  "PP8 {tp4pp8}, full recomputation {full}. The bubble, 3/19 of the step, "
                  "is the largest loss here.",
@@ -185,14 +201,8 @@ DRILLS: tuple[Drill | Decide, ...] = (
          ("deepep", "Dispatch with DeepEP instead of NCCL's all-to-all",
           {**QWEN_EP16, "ep_dispatch": "deepep"}, _overlap_deepep_why),
          ("zero3", "ZeRO-3, each layer's weights gathered one layer ahead",
-          {**QWEN_EP16, "zero": 3},
-          "Every micro-batch now gathers each layer's weights twice and reduce-scatters "
-          "its gradients over the same InfiniBand HDR the all-to-all already fills: step "
-          "{value}.")),
+          {**QWEN_EP16, "zero": 3}, _overlap_zero3_why)),
         best="min", fmt=ms,
-        hint="How much of an all-to-all longer than the compute can another micro-batch's "
-             "compute hide? And how many copies of a token cross the network in each "
-             "dispatch (EP07 step 3)?",
         solution="{best}. Step: DeepEP {deepep}, EP overlap {ep}, TP overlap 'all' {tp}, "
                  "ZeRO-3 {zero3}. Overlap hides a collective only behind the compute "
                  "beside it, and here the all-to-all is longer. DeepEP sends fewer copies "
@@ -208,23 +218,23 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "recipe", _step_or_unfit,
         (("prefetch", "Switch backward prefetch on",
           {**FSDP_8B, "fsdp_prefetch": True},
-          "Each layer's backward gather now runs beside the layer before it, but it still "
-          f"runs, twice a micro-batch with the forward's, and NCCL's {RING_CTAS} channels "
-          "take SMs from the GEMMs beside it. Step {value}."),
+          lambda a: "Each layer's backward gather now runs beside the layer before it, "
+                    f"but it still runs: {gb(dp_bytes(a))} gathered a step, and NCCL's "
+                    f"{RING_CTAS} channels take SMs from the GEMMs beside it. Step {{value}}."),
          ("keep", "Keep each layer's gathered weights after the forward "
           "(reshard_after_forward off)",
           {**FSDP_8B, "reshard_after_forward": False}, _fsdp_keep_why),
          ("mb2", "Two sequences per micro-batch, 8 micro-batches",
           {**FSDP_8B, "micro_batch": 2, "microbatches": 8},
-          "Each gather now feeds twice the tokens, so half as many gathers a step, but "
-          "each layer's backward still waits for its own. Step {value}."),
+          lambda a: "Each gather now feeds twice the tokens, so half as many a step "
+                    f"({gb(dp_bytes(a))}), but each layer's backward still waits for its "
+                    "own. Step {value}."),
          ("tp2", "TP2 inside a node × FSDP8, 32 micro-batches",
           {**FSDP_8B, "tp": 2, "dp": 8, "microbatches": 32},
-          "TP halves each GPU's weights and its compute, but adds TP's collectives to "
-          "every layer, and twice the micro-batches each gather again. Step {value}.")),
+          lambda a: "TP halves each GPU's weights and compute, but adds "
+                    f"{ms(_exposed(a, 'tp'))} of TP collectives a step, and twice the "
+                    "micro-batches each gather again. Step {value}.")),
         best="min", fmt=ms_or_unfit,
-        hint="What does the backward's gather cost with prefetch, and what does it cost "
-             "not to gather at all? Then: do the gathered weights fit?",
         solution="{best}. Step: prefetch on {prefetch}, kept weights {keep}, two "
                  "sequences a micro-batch {mb2}, TP2 × FSDP8 {tp2}. Where the gathered "
                  "weights fit, keeping them removes the backward's gather, where "
@@ -239,29 +249,28 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "recipe", "step_s",
         (("fsdp4", "FSDP + TP: TP4 × DP64, ZeRO-3, one micro-batch",
           {**TWO_D_256, "tp": 4, "dp": 64, "zero": 3, "microbatches": 1},
-          "No bubble, but FSDP gathers every layer twice a micro-batch across the nodes. "
-          "With B a quarter of NDR's, T* = (D − 1)/D × R ÷ B is four times step 14's, far "
-          "past the 8,192 tokens a micro-batch computes: the gathers no longer hide. Step "
-          "{value}."),
+          lambda a: "No bubble, but FSDP gathers every layer twice a micro-batch across the "
+                    f"nodes, {gb(dp_bytes(a))} a step. With B a quarter of NDR's, "
+                    "T* = (D − 1)/D × R ÷ B is four times step 14's, far past a micro-batch's "
+                    f"8,192 tokens: {ms(_exposed(a, 'dp'))} of it waits. Step {{value}}."),
          ("fsdp8", "FSDP + TP: TP8 × DP32, ZeRO-3, two micro-batches",
           {**TWO_D_256, "tp": 8, "dp": 32, "zero": 3, "microbatches": 2},
-          "TP8 leaves each FSDP group one GPU a node, so its rings cross on one port, and "
-          "two micro-batches gather twice as often: the worst of both. Step {value}."),
+          lambda a: "TP8 leaves each FSDP group one GPU a node, so every ring crosses on one "
+                    f"port, and two micro-batches gather twice: {gb(dp_bytes(a))} a step, "
+                    f"{ms(_exposed(a, 'dp'))} of it waiting. Step {{value}}."),
          ("interleaved", "TP4 × PP4 × DP16, interleaved 1F1B with 4 chunks, 4 "
           "micro-batches",
           {**TWO_D_256, "tp": 4, "pp": 4, "dp": 16, "microbatches": 4,
            "schedule": "interleaved-1f1b", "virtual": 4},
-          "The 3-D plan sends its share of the gradients across the nodes once a step, "
-          "far fewer bytes than FSDP's gathers twice a micro-batch, even where most of it "
-          "waits; interleaving cuts the bubble of 4 stages and 4 micro-batches from 3/7 to "
-          "3/(4·4 + 3) = 3/19 of the step. Step {value}."),
+          lambda a: "The 3-D plan sends its gradients across the nodes once a step, "
+                    f"{gb(dp_bytes(a))}, far fewer bytes than FSDP's gathers, even where "
+                    "much of it waits; interleaving cuts 4 stages' bubble over 4 "
+                    f"micro-batches from 3/7 to {_bubble_why(a)}. Step {{value}}."),
          ("pipeline", "TP8 × PP4 × DP8, 1F1B, 8 micro-batches",
           {**TWO_D_256, "tp": 8, "pp": 4, "dp": 8, "microbatches": 8},
-          "8 micro-batches on 4 stages idle 3/11 of the step, and TP8 pays TP's traffic "
-          "on half the compute. Step {value}.")),
+          lambda a: f"8 micro-batches on 4 stages idle {_bubble_why(a)} of the step, and "
+                    f"TP8's collectives add {ms(_exposed(a, 'tp'))} a step. Step {{value}}.")),
         best="min", fmt=ms,
-        hint="Step 14's T* = (D − 1)/D × R ÷ B: what happens to it when B falls four times? "
-             "And how often does each family send across the nodes?",
         solution="{best}. Step: TP4 × PP4 × DP16 interleaved {interleaved}, TP8 × PP4 × "
                  "DP8 {pipeline}, TP4 × DP64 FSDP {fsdp4}, TP8 × DP32 FSDP {fsdp8}. Step "
                  "14's chart compares the families on NDR. On a port a quarter as fast "

@@ -77,9 +77,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
           "one replica trains all 64 samples and now takes longer "
           "than the rollout, so the training sets the step: {value}.")),
         best="max", fmt=per_s,
-        hint="A step of separate pools takes as long as its slower pool, plus the sync. "
-             "Which pool is the slower one for this recipe, and how far can the other shrink "
-             "before it is the slower?",
         solution="{best}. Samples per second: 8 + 16 {rollout-heavy}, 16 + 8 {even-split}, "
                  "4 + 20 {trainer-starved}, all 24 colocated {colocated}. Give the slower pool "
                  "GPUs while the other still hides behind it.",

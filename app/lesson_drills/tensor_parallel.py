@@ -133,7 +133,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
           "Compute and the bytes sent both double; attention grows a little faster: "
           "{value}.")),
         best="min", fmt=pct,
-        hint="TP's traffic runs every layer, forward and backward: what sets its speed?",
         solution="{best}. TP efficiency: PCIe {pcie}, across two nodes {span}, "
                  "sequence parallel {sp}, longer sequences {long}. TP needs the fastest "
                  "link on every GPU of its group.",

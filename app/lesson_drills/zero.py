@@ -6,6 +6,8 @@ from app.lesson_drills.units import gb
 from labs.model.presets import get_model
 
 FOUR_OH_FIVE = {"model": "llama-3.1-405b"}  # EP03's decide drill: a model its table does not show
+P405 = get_model(FOUR_OH_FIVE["model"]).params
+B405 = f"{P405 / 1e9:.2f}B"
 P8 = get_model("llama-3.1-8b").params  # EP03's predict drill: a model its table does not show
 
 
@@ -44,20 +46,24 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "Llama 3.1 405B on 16 GPUs with ZeRO-1. Which change cuts each GPU's memory most?",
         "zero", "total_bytes",
         (("z2", "ZeRO-2 on the same 16 GPUs", {**FOUR_OH_FIVE, "dp": 16, "zero": 2},
-          "Adds the gradients to what is sharded; the bf16 weights stay whole on every "
-          "GPU: {value}."),
+          lambda a: "ZeRO-2 adds the gradients to what is sharded, but the bf16 weights stay "
+                    f"whole on every GPU: 2 B × {B405} = {gb(2 * P405)} before any shard, "
+                    f"{gb(a['state_bytes'])} of state in all: {{value}}."),
          ("z1x128", "ZeRO-1 on 128 GPUs instead of 16",
           {**FOUR_OH_FIVE, "dp": 128, "zero": 1},
-          "More GPUs shrink only the sharded optimizer part; the 4 bytes of weights and "
-          "gradients per parameter stay on each: {value}."),
+          lambda a: "Eight times the GPUs shrink only the sharded optimizer state; the 4 B of "
+                    f"weights and gradients stay whole: 4 B × {B405} = {gb(4 * P405)} on each "
+                    "GPU however many there are: {value}."),
          ("z3", "ZeRO-3 on the same 16 GPUs", {**FOUR_OH_FIVE, "dp": 16, "zero": 3},
-          "Shards all 16 bytes, weights included: {value}, at about 1.5 times the "
-          "traffic."),
+          lambda a: f"Shards all 16 bytes, weights included: 16 B × {B405} ÷ 16 = "
+                    f"{gb(a['state_bytes'])} of state, {{value}} with the activations, at "
+                    "about 1.5 times the traffic."),
          ("z0x128", "Plain data parallelism on 128 GPUs",
           {**FOUR_OH_FIVE, "dp": 128, "zero": 0},
-          "Plain DP copies every byte of state to every GPU, however many: {value}.")),
+          lambda a: "Plain DP shards nothing: every GPU keeps the whole 16 B × "
+                    f"{B405} = {gb(a['state_bytes'])} of state, however many GPUs: "
+                    "{value}.")),
         best="min", fmt=gb,
-        hint="What stays whole on every GPU under each choice?",
         solution="{best}. ZeRO-3 on 16 {z3}, ZeRO-2 on 16 {z2}, ZeRO-1 on 128 {z1x128}, "
                  "plain DP on 128 {z0x128}: what a stage leaves unsharded sets the floor, "
                  "and more GPUs cannot lower it.",

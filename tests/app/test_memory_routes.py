@@ -375,3 +375,38 @@ def test_round_5_item_5_ep01s_menus_mark_what_the_lesson_does_not_teach(client):
         assert not set(untaught) & set(links), episode.slug
     assert 'title="full recomputation of every 2nd layer"' in page
     assert 'data-term="dropout"' in page
+
+
+def test_round_6_item_1_the_cut_decide_says_pp_divides_the_state_too():
+    """Round-6 cold reading of EP01, item 1: memory-decide-cut's solution said 'only a cut of
+    the weights shrinks all of the state at once' and every wrong option's hint asked which
+    choice 'divides all four kinds of state and the activations', which PP over 8 GPUs does
+    too. Each option now says what it divides, with the engine's own figures: PP8 divides the
+    state (its first stage's layers and the embedding) but holds p micro-batches of its
+    layers' activations; TP8 divides the state and, with the sequence split, the activations;
+    ZeRO-1 only the 12 bytes of optimizer state; recomputation only the activations."""
+    from app.labkit.drills import check_drill, lab_value
+    from app.lesson_drills.memory import DRILLS, _rest, _state
+    from app.lesson_drills.units import gb
+
+    drill = next(d for d in DRILLS if d.id == "memory-decide-cut")
+    judged = {o.key: o for o in drill.judge()}
+    assert [k for k, o in judged.items() if o.right] == ["tp8"]
+    pp = lab_value("memory", {"pp": 8, "microbatches": 8}, lambda a: a)
+    base = lab_value("memory", {}, lambda a: a)
+    assert _state(pp) < _state(base) / 6  # PP divides the state too
+    heaviest = pp["heaviest_stage"]
+    assert pp["stage_in_flight"][heaviest] == 8
+    why = judged["pp8"].why
+    assert "PP divides the state too" in why and gb(_state(pp)) in why and gb(_rest(pp)) in why
+    assert f"keeps {pp['stage_in_flight'][heaviest]:.0f} micro-batches" in why
+    zero1 = lab_value("memory", {"dp": 8, "zero": 1}, lambda a: a)
+    assert _state(zero1) == pytest.approx(4 * zero1["params"] + 12 * zero1["params"] / 8,
+                                          rel=1e-3)
+    assert gb(_state(zero1)) in judged["zero1"].why
+    full = lab_value("memory", {"recompute": "full"}, lambda a: a)
+    assert gb(_state(full)) in judged["full"].why and _state(full) == _state(base)
+    solution = drill.solution()
+    assert "only a cut of the weights" not in solution and "PP's first stage holds p" in solution
+    told = check_drill(drill, "pp8", attempt=1, hide_answers=True)["message"]
+    assert "divides all four kinds" not in told and told == "Not that one. " + why

@@ -149,12 +149,15 @@ def test_the_drills_ask_states_no_step_links_to(client):
 def test_decide_skew_presents_a_balanced_router_as_the_ideal(client):
     """Round-2 cold reading of EP07, item 6: 'an auxiliary balancing loss: skew 0' assumed the
     loss balances perfectly, where step 4's limit says DeepSeek-V3 adds a bias because it does
-    not. The option names skew 0 as the best a router reaches, and its feedback says so."""
+    not. The option names skew 0 a perfect balance, and its feedback says that is the ideal.
+    Round 6, item 7: the label no longer calls it 'the best' a router can reach, which named
+    the right choice among the four."""
     from app.lesson_drills import LESSON_DRILLS
     drill = next(d for d in LESSON_DRILLS["moe"] if d.id == "moe-decide-skew")
     label = dict(drill.choices)["balance"]
     feedback = next(o.why for o in drill.judge() if o.key == "balance")
-    assert "auxiliary balancing loss: skew 0" not in label and "the best" in label
+    assert "auxiliary balancing loss: skew 0" not in label and "the best" not in label
+    assert "perfectly (skew 0)" in label
     assert "ideal" in feedback and "uneven" in feedback
 
 
@@ -386,3 +389,30 @@ def test_round5_step_4s_answer_is_not_drawn_before_the_guess_and_its_why_adds_up
         assert f"about {about:g} × {fmt_ms(mx['layer_s'])} = " \
                f"{fmt_ms(about * mx['layer_s'])}" in text(step), step
     assert "2.5 × 4.76 ms ≈ 11.8" not in text("step-4")
+
+
+def test_round_6_item_3_the_skew_decide_says_why_each_option_loses():
+    """Round-6 cold reading of EP07, item 3: moe-decide-skew told every wrong option 'The cause
+    is what makes one GPU slower than the rest.' Each option now gives its own reason with the
+    engine's figures: capping cuts the hot expert's share by dropping tokens (the share of the
+    tokens dropped), DeepEP trims a dispatch that is a small part of the layer (the dispatch
+    against the hot GPU's compute), 4 nodes add expert-DP copies (expert-DP 4)."""
+    from app.labkit.drills import check_drill, lab_value
+    from app.lesson_drills import LESSON_DRILLS
+    from app.lesson_drills.units import ms, pct
+
+    drill = next(d for d in LESSON_DRILLS["moe"] if d.id == "moe-decide-skew")
+    judged = {o.key: o for o in drill.judge()}
+    cap = lab_value("moe", {"nodes": 2, "ep": 8, "skew": 0.8, "capacity_factor": 1.25},
+                    lambda a: a)
+    assert cap["dropped_fraction"] > 0
+    assert pct(cap["dropped_fraction"]) in judged["capacity"].why
+    deep = lab_value("moe", {"nodes": 2, "ep": 8, "skew": 0.8, "ep_dispatch": "deepep"},
+                     lambda a: a)
+    assert deep["dispatch_s"] < deep["compute_s"]
+    assert ms(deep["dispatch_s"]) in judged["deepep"].why
+    assert ms(deep["compute_s"]) in judged["deepep"].why
+    assert "expert-DP 4" in judged["nodes"].why
+    for key in ("capacity", "deepep", "nodes"):
+        told = check_drill(drill, key, attempt=1, hide_answers=True)["message"]
+        assert "The cause is what makes" not in told and told.endswith(judged[key].why)

@@ -439,8 +439,10 @@ def test_round_5b_item_1_the_memory_decide_quotes_the_worked_plans_ledger(client
     """Round-5b cold reading of EP12, item 1: playground-decide-memory's hint asked for 'the
     largest item of the ledger' and its right choice said the activations were it, where the
     worked plan's heaviest GPU holds optimizer state 26.5 GB against activations 22.8 GB. The
-    hint and the feedback now quote the engine's ledger (weights + gradients, master weights +
-    moments, activations of the heaviest stage) and name its largest item as the engine has it."""
+    feedback now quotes the engine's ledger (weights + gradients, master weights + moments,
+    activations of the heaviest stage) and names its largest item as the engine has it. A wrong
+    try is told its own option's reason (no hint shared by every option): ZeRO-3's quotes the
+    ledger."""
     from app.labkit import VIEWS
     from app.labkit.drills import check_drill, lab_value
     from app.lesson_drills.units import gb

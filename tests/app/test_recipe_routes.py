@@ -1126,3 +1126,43 @@ def test_round_6_step_14_asks_its_predict_before_its_decide(client):
     drill = next(d for d in VIEW.drills if d.id == "recipe-decide-2d")
     solution = drill.solution()
     assert "FSDP wins" not in solution and "On NDR" not in solution and "14's chart" in solution
+
+
+def test_round_6_item_3_each_decide_option_gives_its_own_reason_and_figure():
+    """Round-6 cold reading of EP08, item 3: the four decides gave every wrong option one
+    shared hint and quoted the right option's figure ('Another choice gives 53.2%'). Each
+    option now says why it wins or loses with its own state's figures from the engine:
+    recipe-decide-mfu's TP4 × PP8 its bubble 7/(16 + 7), 64 micro-batches 3/(64 + 3), full
+    recomputation its longer step, no DP overlap the sync it exposes; recipe-decide-2d's plans
+    the bytes each sends across the nodes and the bubble each pays."""
+    from app.labkit.drills import check_drill, lab_value
+    from app.lesson_drills.recipe import DRILLS, TWO_D_256, _exposed, dp_bytes
+    from app.lesson_drills.units import gb, ms, pct
+
+    drills = {d.id: d for d in DRILLS}
+    mfu = {o.key: o for o in drills["recipe-decide-mfu"].judge()}
+    assert [k for k, o in mfu.items() if o.right] == ["m64"]
+    tp4 = lab_value("recipe", {"tp": 4, "pp": 8}, lambda a: a)
+    assert tp4["bubble_fraction"] == pytest.approx(7 / 23)
+    assert f"7/(16 + 7) = {pct(tp4['bubble_fraction'])}" in mfu["tp4pp8"].why
+    assert "3/(64 + 3)" in mfu["m64"].why
+    off = lab_value("recipe", {"dp_overlap": False}, lambda a: a)
+    on = lab_value("recipe", {}, lambda a: a)
+    assert _exposed(off, "dp") > _exposed(on, "dp")
+    assert ms(_exposed(off, "dp")) in mfu["nooverlap"].why
+    full = lab_value("recipe", {"recompute": "full"}, lambda a: a)
+    assert ms(full["step_s"]) in mfu["full"].why
+    two = {o.key: o for o in drills["recipe-decide-2d"].judge()}
+    fsdp4 = lab_value("recipe", {**TWO_D_256, "tp": 4, "dp": 64, "zero": 3, "microbatches": 1},
+                      lambda a: a)
+    assert gb(dp_bytes(fsdp4)) in two["fsdp4"].why
+    assert "3/(4·4 + 3)" in two["interleaved"].why and "3/(8 + 3)" in two["pipeline"].why
+    for drill in drills.values():
+        if drill.kind != "decide":
+            continue
+        options = drill.judge()
+        best = next(o for o in options if o.right)
+        for o in options:
+            if not o.right:
+                told = check_drill(drill, o.key, attempt=1, hide_answers=True)["message"]
+                assert told == "Not that one. " + o.why and best.figure not in told
