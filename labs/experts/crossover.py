@@ -27,7 +27,7 @@ from functools import lru_cache
 
 from labs.core.errors import LabInputError
 from labs.experts.inputs import MoEInput, MoEResult
-from labs.experts.lab import route
+from labs.experts.lab import expert_compute, route
 from labs.parallel.rank_map import group_of_rank, members_per_node
 
 SWEEP_STEPS = 48
@@ -93,12 +93,16 @@ def _points(inp: MoEInput) -> tuple[tuple[int, float, float], ...]:
     ids = group_of_rank(inp.layout, "ep")
     per_node = members_per_node(tuple(g for g, i in enumerate(ids) if i == 0),
                                 inp.cluster.gpus_per_node)
+    # The routing, and so the all-to-alls' bytes and time, do not depend on the experts'
+    # width: one routing, each width's GEMMs timed on its kept copies.
+    r = route(inp, 0.0, per_node)
+    comm = 2 * max(r.dispatch_s)
+    kept = tuple(n - d for n, d in zip(r.routed_per_expert, r.dropped_per_expert, strict=True))
     out = []
     for f in POINT_WIDTHS:
         try:
             wider = replace(inp, model=replace(inp.model, expert_ffn=f * inp.etp))
         except LabInputError:
             continue
-        r = route(wider, 0.0, per_node)
-        out.append((f, max(r.compute_s), 2 * max(r.dispatch_s)))
+        out.append((f, max(expert_compute(wider, wider.model, kept)), comm))
     return tuple(out)

@@ -45,7 +45,7 @@ default and DeepSeek-V3 train).
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from labs.core.limits import MAX_RANK_MAP_GPUS
@@ -200,7 +200,44 @@ def _alltoall(inp: MoEInput, on_gpu: list[int], total_kept: int,
     return received, sent, tuple(timed[t] for t in traffic)
 
 
+def expert_compute(inp: MoEInput, model: ModelSpec, copies: tuple[int, ...]) -> tuple[float, ...]:
+    """Each EP rank's expert forward (``expert_seconds``) on ``copies``, the token copies
+    each of ``model``'s experts keeps over the EP group, at the state's GEMM rates."""
+    ep = inp.ep
+    per_gpu = model.experts // ep
+    gpu = with_matmul_efficiency(inp.cluster, inp.mfu).gpu
+    # Every GPU but the hot expert's keeps the same counts, or one more on a few experts (the
+    # chances are equal past expert 0): each distinct set of counts is timed once.
+    counts = [copies[g * per_gpu:(g + 1) * per_gpu] for g in range(ep)]
+    timed = {c: expert_seconds(model, gpu, c, inp.etp) for c in dict.fromkeys(counts)}
+    return tuple(timed[c] for c in counts)
+
+
+@dataclass(frozen=True)
+class _RouteKey:
+    """What a routing depends on: these of the input's fields, the skew and the EP members a
+    node holds; not the rank map's colouring (``group``) nor the input's own skew (the
+    caller's wins). The input rides along, left out of the key."""
+
+    fields: tuple
+    inp: MoEInput = field(compare=False, hash=False)
+
+
 def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
+    """One MoE layer's routing at ``skew`` (``_route``), kept per what it depends on: a
+    state's own routing, its balanced one and its balance curve's are asked for by one page
+    more than once, and a colouring or skew move asks them again."""
+    return _route_kept(_RouteKey((inp.model, inp.cluster, inp.ep, inp.etp, inp.tokens,
+                                  inp.capacity_factor, inp.ep_dispatch, inp.mfu, skew,
+                                  per_node), inp))
+
+
+@lru_cache(maxsize=256)  # a state asks 2 routings, its balance curve 11, sharing 1-2
+def _route_kept(key: _RouteKey) -> Routing:
+    return _route(key.inp, key.fields[-2], key.fields[-1])
+
+
+def _route(inp: MoEInput, skew: float, per_node: int) -> Routing:
     m, ep = inp.model, inp.ep
     per_gpu = m.experts // ep
     local = whole_tokens(inp.tokens, pick_chances(m.experts, m.top_k, skew))
@@ -215,12 +252,7 @@ def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
     # the experts' weights). Expert-TP
     # splits each expert's matmuls over etp GPUs (Megatron's expert-tensor-parallel group);
     # the all-gather of tokens inside that group is not priced here.
-    gpu = with_matmul_efficiency(inp.cluster, inp.mfu).gpu
-    # Every GPU but the hot expert's keeps the same counts, or one more on a few experts (the
-    # chances are equal past expert 0): each distinct set of counts is timed once.
-    counts = [tuple(ep * n for n in kept[g * per_gpu:(g + 1) * per_gpu]) for g in range(ep)]
-    timed = {c: expert_seconds(m, gpu, c, inp.etp) for c in dict.fromkeys(counts)}
-    compute = tuple(timed[c] for c in counts)
+    compute = expert_compute(inp, m, tuple(ep * n for n in kept))
     if inp.ep_dispatch == "deepep" and ep > 1:
         received, sent, dispatch = _deepep(inp, skew, per_node, local, kept, token_bytes)
     else:
@@ -268,12 +300,10 @@ def balance_loss(routed: tuple[int, ...]) -> float:
 def balance_curve(inp: MoEInput, per_node: int) -> tuple[tuple[float, float, float], ...]:
     """(skew, balance loss, layer time / balanced) at skews 0, 0.1 .. 1 for ``inp``'s layout
     (its own skew ignored: the caller passes it at 0, so a skew slider reuses the curve)."""
-    base = route(inp, 0.0, per_node).layer_s
-    out = []
-    for skew in BALANCE_SKEWS:
-        r = route(inp, skew, per_node)
-        out.append((skew, balance_loss(r.routed_per_expert), r.layer_s / base))
-    return tuple(out)
+    runs = [route(inp, skew, per_node) for skew in BALANCE_SKEWS]
+    base = runs[0].layer_s  # BALANCE_SKEWS[0] is 0: uniform routing
+    return tuple((skew, balance_loss(r.routed_per_expert), r.layer_s / base)
+                 for skew, r in zip(BALANCE_SKEWS, runs, strict=True))
 
 
 # Gradients are reduced in fp32 for bf16 training: Megatron-LM forces
