@@ -156,11 +156,34 @@ def layer_consts() -> dict:
             "channels": RING_CTAS, "sms": get_gpu(LAYER["gpu"]).kernels.sm_count,
             "tp": LAYER["tp"], "tokens": micro * LAYER["seq_len"],
             "hidden": get_model(LAYER["model"]).hidden, "act_bytes": ACT_BYTES,
+            "model_params": get_model(LAYER["model"]).params,
             "nvlink_busbw": get_link(LAYER["intra_link"]).ring_busbw,
             "moe_tokens": micro * MIXTRAL["seq_len"] // MIXTRAL["tp"],
             "moe_top_k": moe.top_k, "moe_hidden": moe.hidden, "moe_ep": MIXTRAL["ep"],
             "moe_busbw": get_link(MIXTRAL["intra_link"]).ring_busbw,
-            "moe_bucket_params": megatron_bucket_params(MIXTRAL["dp"])}
+            "moe_bucket_params": megatron_bucket_params(MIXTRAL["dp"]),
+            "moe_rings": bucket_rings(recipe.gradients),
+            "lat": simple_ring_latency()}  # NCCL's ring latencies, as EP02 step 1 states them
+
+
+def bucket_rings(grad_bytes: float) -> dict[str, dict]:
+    """Step 12's Mixtral plan: where each group's gradient buckets are reduce-scattered (the
+    dense layers' data-parallel group and the experts' expert-data-parallel group: ranks,
+    nodes, ranks a node), a full bucket's bytes and the bus bandwidth NCCL's ring runs it at
+    (labs.recipe.dp_time: the step model's own groups and collective), by group."""
+    from labs.hardware.nccl import nccl_time
+    from labs.recipe.dp_time import dp_spreads, megatron_bucket_params
+
+    r = run(RecipeQuery(**MIXTRAL), two_d=False).result
+    out = {}
+    spreads = dp_spreads(r.plan.layout, r.cluster, list(r.timing.stages))
+    for group, s in zip(("dense", "experts"), spreads, strict=True):
+        size = megatron_bucket_params(s.size) * grad_bytes
+        t = nccl_time("reduce_scatter", size, s.size, r.cluster, s.per_node)
+        out[group] = {"ranks": s.size, "nodes": s.nodes, "per_node": s.per_node,
+                      "bytes": size, "busbw": t.busbw, "protocol": t.protocol,
+                      "algorithm": t.algorithm, "seconds": t.seconds}
+    return out
 
 
 def two_d_aside(state, td: dict) -> dict:

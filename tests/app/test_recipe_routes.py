@@ -887,15 +887,16 @@ def test_step_13_derives_tp_and_ep_from_the_collectives_the_engine_times(client)
     ms = "{:.2f} ms".format
     assert (f"{(t - 1) / t * act / 1e6:.0f} MB a GPU over NVLink at "
             f"{k['nvlink_busbw'] / 1e9:.0f} GB/s") in step
-    assert f"= {wire * 1e3:.3f} ms, plus latency: {ms(one * 1e3)}" in step
+    assert f"= {wire * 1e3:.3f} ms, plus its ring's 3 NVLink steps" in step
+    assert f"18.6 µs: {ms(one * 1e3)}" in step
     c = cut[0]
     assert (f"fc2's input-gradient GEMM takes {t} × {c['chunked_s'] / t * 1e3:.3f} ms = "
             f"{ms(c['chunked_s'] * 1e3)} cut, against {ms(c['gemm_s'] * 1e3)} whole: "
             f"{ms(c['split_s'] * 1e3)}") in step
     w = whole[0]
-    assert (f"Cutting QKV's GEMM would cost more than its all-gather ({t} × "
-            f"{w['chunked_s'] / t * 1e3:.3f} ms = {ms(w['chunked_s'] * 1e3)} against "
-            f"{ms(w['gemm_s'] * 1e3)})") in step
+    assert (f"Cutting QKV's GEMM would cost more than its all-gather: {t} × "
+            f"{w['chunked_s'] / t * 1e3:.3f} ms = {ms(w['chunked_s'] * 1e3)} cut against "
+            f"{ms(w['gemm_s'] * 1e3)} whole") in step
     assert (f"{ms(w['exposed_s'] * 1e3)} + {ms(c['exposed_s'] * 1e3)} = "
             f"{ms(every['exposed_s']['tp'] * 1e3)} a layer") in step
     assert "each GEMM is cut into 4 chunks and one chunk's collective" not in step
@@ -1166,3 +1167,161 @@ def test_round_6_item_3_each_decide_option_gives_its_own_reason_and_figure():
             if not o.right:
                 told = check_drill(drill, o.key, attempt=1, hide_answers=True)["message"]
                 assert told == "Not that one. " + o.why and best.figure not in told
+
+
+def _step(text: str, n: int) -> str:
+    """Step n's visible text (tags stripped, whitespace folded), its heading to the next's."""
+    return text.split(f'id="step-{n}"')[1].split('id="step-')[0]
+
+
+def _page_text(client) -> str:
+    html = client.get("/episodes/recipe-3d").text
+    return re.sub(r"\s+", " ", re.sub(r"<(?!section)[^>]+>", " ", html))
+
+
+def test_round_6_step_13_writes_each_latency_as_its_sum(client):
+    """Round-6 cold reading of EP08, item 4: step 13's "plus latency" terms (the FSDP gather's
+    0.10 ms, TP's, the all-to-all's) and the bucket times (0.56 and 1.53 ms a bucket) could not
+    be derived. Step 13 now quotes NCCL's ring latencies once, as EP02 step 1 teaches them
+    (labs.hardware.nccl, tuning.cc's Simple protocol), and writes each figure as bytes over
+    bus bandwidth plus its latency's sum; each sum is the engine's time."""
+    from app.routers.recipe import facts
+    from labs.hardware.nccl import simple_ring_latency
+
+    f, r = facts(), simple_ring_latency()
+    k = f["lv_consts"]
+    lv = f["lv"]["api"]["layer"]
+    step = _step(_page_text(client), 13)
+    assert "plus latency" not in step and "plus each ring step's latency" not in step
+    assert (f"a ring pays {r['base']} µs to start, then {r['nvlink']} µs for each step on "
+            f"NVLink and {r['net']} µs for each step across the network") in step
+    # The FSDP gather: 16 ranks, 2 a node, so 7 of its 15 steps cross the network.
+    net = k["dp"] // k["per_node"] - 1
+    lat = r["base"] + (k["dp"] - 1 - net) * r["nvlink"] + net * r["net"]
+    sent = lv["params"] * k["weight_bytes"] * (k["dp"] - 1) / k["dp"]
+    wire = sent / (k["per_node"] * k["nic_busbw"])
+    assert wire + lat * 1e-6 == pytest.approx(lv["first_gather_s"], rel=1e-3)
+    assert (net, f"{lat:.0f}") == (7, "103")
+    assert "8.4 + 8 × 3.4 + 7 × 9.6 = 103 µs" in step
+    assert f"{wire * 1e3:.2f} + {lat / 1e3:.2f} = {lv['first_gather_s'] * 1e3:.2f} ms" in step
+    # TP's collectives: a ring of 4 inside the node, 3 NVLink steps.
+    one = next(c for c in lv["collectives"] if c["kind"] == "tp")
+    tp_lat = r["base"] + (k["tp"] - 1) * r["nvlink"]
+    assert one["sent_bytes"] / k["nvlink_busbw"] + tp_lat * 1e-6 == pytest.approx(
+        one["seconds"], rel=1e-3)
+    assert f"3 NVLink steps, 8.4 + 3 × 3.4 = 18.6 µs: {one['seconds'] * 1e3:.2f} ms" in step
+    # The all-to-all: every peer at once, one send's latency.
+    mix = f["ov"]["api"]["layer"]
+    d = next(c for c in mix["collectives"] if c["kind"] == "ep")
+    assert d["sent_bytes"] / k["moe_busbw"] + (r["base"] + r["nvlink"]) * 1e-6 \
+        == pytest.approx(d["seconds"], rel=1e-3)
+    assert f"8.4 + 3.4 = 11.8 µs: {d['seconds'] * 1e3:.3f} ms a dispatch" in step
+    # The buckets: 40M x 2 B, each group over its own ring, its share of the node's NICs.
+    rs = [b for b in mix["buckets"] if b["kind"] != "all_gather"]
+    assert {b["group"] for b in rs} == {"dense", "experts"}
+    for b in rs:
+        g = k["moe_rings"][b["group"]]
+        assert (g["algorithm"], g["protocol"]) == ("ring", "Simple")
+        assert g["busbw"] == pytest.approx(g["per_node"] * k["nic_busbw"])
+        n, hops = g["ranks"], g["nodes"] - 1
+        lat = r["base"] + (n - 1 - hops) * r["nvlink"] + hops * r["net"]
+        wire = g["bytes"] * (n - 1) / n / g["busbw"]
+        assert wire + lat * 1e-6 == pytest.approx(b["bucket_s"], rel=1e-3)
+        assert (f"{n - 1}/{n} × {g['bytes'] / 1e6:.0f} MB ÷ {g['busbw'] / 1e9:.0f} GB/s = "
+                f"{wire * 1e3:.2f} ms") in step
+        assert f"µs: {b['bucket_s'] * 1e3:.2f} ms a bucket" in step
+    assert "8.4 + 24 × 3.4 + 7 × 9.6 = 157 µs" in step and "8.4 + 7 × 9.6 = 75.6 µs" in step
+    # Step 15 names the same latencies and sums them with the same macro.
+    fifteen = _step(_page_text(client), 15)
+    assert "(as in step 13)" in fifteen and "8.4 + 24 × 3.4 + 7 × 9.6 = 157 µs" in fifteen
+
+
+def test_round_6_step_13_derives_the_kept_weights_and_prefetchs_cost(client):
+    """Round-6 cold reading of EP08, items 5 and 7: 'every layer's gathered weights stay...
+    99.7 GB a GPU against 64.4 GB' gave no clause for the 35.3 GB; 'the backward adds 4.80 ms
+    instead of 1.04 ms, and the step takes 16,981 ms against 14,607 ms' gave neither sum;
+    'Cutting QKV's GEMM would cost more than its all-gather (0.85 ms against 0.53 ms)' set the
+    cut GEMM against the whole one, where the lab weighs the 0.32 ms the cut loses against the
+    all-gather's wait. Each is now written as the engine computes it."""
+    from app.routers.recipe import facts
+    from labs.hardware.nccl import RING_CTAS
+
+    f = facts()
+    k = f["lv_consts"]
+    lv, nopf, keep = (f[n]["api"] for n in ("lv", "lv_nopf", "lv_keep"))
+    step = _step(_page_text(client), 13)
+    ms = "{:.2f} ms".format
+    # reshard_after_forward=False: a whole bf16 copy of the GPU's part of the model.
+    kept = keep["memory_per_gpu_bytes"] - lv["memory_per_gpu_bytes"]
+    assert kept == pytest.approx(k["weight_bytes"] * k["model_params"] / k["tp"], rel=5e-3)
+    gb = "{:.1f} GB".format
+    assert (f"{k['weight_bytes']} B × {k['model_params'] / 1e9:.1f}B ÷ TP {k['tp']} = "
+            f"{gb(kept / 1e9)}") in step
+    assert (f"{gb(lv['memory_per_gpu_bytes'] / 1e9)} + {gb(kept / 1e9)} = "
+            f"{gb(keep['memory_per_gpu_bytes'] / 1e9)} a GPU") in step
+    # Backward prefetch off: the layer's own gather, then the reduce-scatter's SMs.
+    gather = lv["layer"]["first_gather_s"]
+    b_off = nopf["layer"]["by_pass"]["backward"]["exposed_s"]["dp"]
+    b_on = lv["layer"]["by_pass"]["backward"]["exposed_s"]["dp"]
+    assert b_off - gather == pytest.approx(RING_CTAS / k["sms"] * gather, rel=1e-3)
+    assert f"{ms(gather * 1e3)} + {ms((b_off - gather) * 1e3)} = {ms(b_off * 1e3)}" in step
+    layers, mbs = lv["layer"]["layers"], f["lv"]["params"]["microbatches"]
+    more = mbs * (layers * (b_off - b_on) - gather)
+    assert more == pytest.approx(nopf["step_s"] - lv["step_s"], rel=1e-3)
+    assert (f"{layers} × {mbs} × {(b_off - b_on) * 1e3:.3f} ms = "
+            f"{layers * mbs * (b_off - b_on) * 1e3:,.0f} ms") in step
+    assert f"): {more * 1e3:,.0f} ms. The step takes {nopf['step_s'] * 1e3:,.0f} ms" in step
+    # TP overlap "all": the cut's cost against the collective's wait.
+    every = f["lv_tp_all"]["api"]["layer"]
+    whole = [c for c in every["collectives"] if c["kind"] == "tp" and c["split_s"] == 0
+             and c["exposed_s"] > 0]
+    assert [c["anchor"] for c in whole] == ["qkv"]
+    w = whole[0]
+    assert w["chunked_s"] - w["gemm_s"] >= w["seconds"] == pytest.approx(w["exposed_s"])
+    assert (f"{ms((w['chunked_s'] - w['gemm_s']) * 1e3)} lost, where waiting for the "
+            f"all-gather costs {ms(w['seconds'] * 1e3)}") in step
+    assert "hide whole" not in step and "others hide completely" in step
+
+
+def test_round_6_step_11_names_the_rest_of_the_share(client):
+    """Round-6 cold reading of EP08, item 7: step 11's parts (GEMMs, bubble, TP, attention,
+    memory-bound ops) fell 15 ms short of the micro-batch's 415 ms share, the rest unnamed.
+    The why now names every other cause the chart draws, and the parts sum to the share."""
+    from app.charts.units import fmt_ms
+    from app.routers.recipe import facts
+
+    seed = facts()["seed"]["api"]
+    causes = seed["micro_causes"]
+    shown = causes[:4] + causes[8:9] + [c for c in causes[4:8] + causes[9:]
+                                        if c["exposed_s"] > 5e-5]
+    assert sum(c["exposed_s"] for c in shown) == pytest.approx(seed["micro_step_s"], rel=1e-3)
+    step = _step(_page_text(client), 11)
+    rest = seed["micro_step_s"] - sum(c["exposed_s"] for c in causes[:4] + causes[8:9])
+    assert f"The rest, {rest * 1e3:.1f} ms, is" in step or f"The rest, {rest * 1e3:.2f} ms" \
+        in step
+    rest_words = step.split("The rest,")[1].split(". At the peak")[0]
+    assert "optimizer step" in rest_words and "pipeline sends" in rest_words
+    assert " + ".join(fmt_ms(c["exposed_s"])[:-3] for c in shown) in rest_words
+
+
+def test_round_6_step_14_counts_fsdps_latencies(client):
+    """Round-6 cold reading of EP08, item 4 (the class): step 14's 'plus each collective's
+    latency' is the count of FSDP's collectives a step times one ring's latency sum, which
+    with the bytes gives the engine's FSDP time."""
+    from app.routers.recipe import facts
+    from labs.hardware.nccl import simple_ring_latency
+
+    f, r = facts(), simple_ring_latency()
+    d2 = f["td2"]["api"]
+    fsdp = d2["traffic"][4]
+    t, mb = f["td2"]["params"]["tp"], f["td2"]["params"]["microbatches"]
+    per_node = f["td2"]["params"]["gpus_per_node"] // t
+    n, hops = fsdp["group"], fsdp["group"] // per_node - 1
+    lat = r["base"] + (n - 1 - hops) * r["nvlink"] + hops * r["net"]
+    count = 3 * d2["layer"]["layers"] * mb
+    wire = fsdp["bytes_per_step"] / (per_node * f["td_consts"]["nic_busbw"])
+    assert wire + count * lat * 1e-6 == pytest.approx(fsdp["seconds"], rel=1e-3)
+    step = _step(_page_text(client), 14)
+    assert f"{count:,} of them (3 a layer, {d2['layer']['layers']} layers, {mb} micro-batches)" \
+        in step and f"= {lat:.0f} µs, {count * lat / 1e6:.2f} s in all" in step
+
