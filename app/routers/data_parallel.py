@@ -33,6 +33,7 @@ from app.schemas import DataParallelAnswer
 from labs.data_parallel.inputs import DDP_BUCKET_BYTES
 from labs.data_parallel.lab import CURVE_LINKS, SERVER_GPU, all_reduce, link_family
 from labs.hardware.gpus import get_gpu
+from labs.hardware.kernels import SLOWEST_GPU
 from labs.hardware.links import get_link, links
 from labs.hardware.nccl import BASE_LATENCY, HOP_LATENCY, simple_ring_latency
 
@@ -92,6 +93,9 @@ def extra_context(state) -> dict:
         # Step 2 names the two measured factors of the achieved share; step 1 NCCL's ring
         # latencies on its Simple protocol (tuning.cc, labs.hardware.nccl).
         "kernels": get_gpu(SERVER_GPU).kernels,
+        # EP08 (and every op-by-op lesson) also times the slowest GPU of a node; step 2 says
+        # this episode leaves that factor out (labs.hardware.kernels.SLOWEST_GPU).
+        "slowest_gpu": SLOWEST_GPU,
         "ring_lat": simple_ring_latency(),
         "model_options": (("custom", "Custom gradient size…"),
                           *model_choices(model_options(), query.model or "", custom=False)),

@@ -1325,3 +1325,22 @@ def test_round_6_step_14_counts_fsdps_latencies(client):
     assert f"{count:,} of them (3 a layer, {d2['layer']['layers']} layers, {mb} micro-batches)" \
         in step and f"= {lat:.0f} µs, {count * lat / 1e6:.2f} s in all" in step
 
+
+def test_round_6_the_h100s_achieved_share_is_one_figure_with_its_factor_named(client):
+    """Round-6 cold readings of EP02 (item 9) and EP08 (item 9): EP02 gave the H100 68.2%
+    (mamf-finder's 80.3% x 84.9% at the power limit) where EP08 gave it 67.3% (times 0.987
+    for the slowest GPU of a node), each page silent on the other. Each now says where the
+    factor comes in, and the two figures are the one product: 68.2% x 0.987 = 67.3%."""
+    from app.routers.recipe import facts
+
+    share = client.get("/api/dp").json()["ratio"]["achieved_share"]
+    h100 = facts()["h100"]["api"]["matmul_efficiency"]
+    assert share * SLOWEST_GPU == pytest.approx(h100, rel=1e-4)
+    product = f"{100 * share:.1f}% × {SLOWEST_GPU:.3f} = {100 * h100:.1f}%"
+    assert product == "68.2% × 0.987 = 67.3%"
+    ten = _step(_page_text(client), 10)
+    assert "EP02 step 2 leaves that last factor out" in ten and product in ten
+    dp = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/data-parallel").text))
+    two = dp.split("2. The good case")[1].split("3. The bad case")[0]
+    assert "slowest GPU of a node" in two and product in two and "This episode leaves it out" \
+        in two
