@@ -8,6 +8,12 @@ from labs.hardware.links import get_link
 DP_16 = {"gpus": 16, "link": "ib-ndr", "nics_per_node": 2}
 
 
+def _ring(answer: dict) -> str:
+    """The ring's bytes a GPU over its busBW, as the lab's answer gives them."""
+    return (f"{answer['allreduce_bytes_per_gpu'] / 1e9:.2f} GB ÷ "
+            f"{answer['ratio']['busbw'] / 1e9:.1f} GB/s")
+
+
 def _dp_16(field: str) -> float:
     return lab_value("dp", DP_16, field)
 
@@ -71,9 +77,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "dp", "exposed_comm_s",
         (("ports", "Give each server 8 Ethernet ports instead of 1",
           {"gpus": 64, "link": "eth-100g", "nics_per_node": 8},
-          "Eight ports carry eight rings at once: 8 × 12 GB/s of busBW out of each "
-          "server, so the ring through all 64 runs at that rate: 27.56 GB ÷ 96 GB/s. "
-          "Exposed: {value}."),
+          lambda a: "Eight ports carry eight rings at once: 8 × "
+                    f"{a['ratio']['busbw'] / 8e9:.1f} GB/s of busBW out of each server, so the "
+                    f"ring through all 64 runs at that rate: {_ring(a)}. Exposed: {{value}}."),
          ("overlap", "Overlap the all-reduce with the backward pass, in buckets",
           {"gpus": 64, "link": "eth-100g", "overlap": "bucketed"},
           lambda a: "Overlap hides the all-reduce only while the backward runs, two thirds "
@@ -87,9 +93,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     "Exposed: {value}."),
          ("ib", "Move to one InfiniBand NDR port (400 Gb/s) per server",
           {"gpus": 64, "link": "ib-ndr"},
-          "One NDR port carries four times one 100 Gb/s Ethernet port, but it is still "
-          "the one link out of each server the ring waits on, and eight Ethernet ports "
-          "carry eight times. Exposed: {value}.")),
+          lambda a: "One NDR port carries four times one 100 Gb/s Ethernet port, but it is "
+                    "still the one link out of each server the ring waits on, and eight "
+                    f"Ethernet ports carry eight times: {_ring(a)}. Exposed: {{value}}.")),
         best="min", fmt=ms,
         solution="{best}. Exposed all-reduce: 8 ports {ports}, one NDR port {ib}, "
                  "bucketed overlap {overlap}, double compute {compute}. The server's "

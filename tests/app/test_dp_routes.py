@@ -383,3 +383,23 @@ def test_round_5_doubling_the_sequence_doubles_the_labs_compute(client):
     graded = client.get("/api/drills/dp-decide-bound", params={"answer": "seq"}).json()
     said = graded["feedback"][0]["why"]
     assert "a little more than doubles" not in said and "compute doubles in the lab" in said
+
+
+def test_round_6_item_3_the_exposed_decide_derives_each_ring_from_the_engine():
+    """Round-6 cold reading of EP02, item 3: dp-decide-exposed's 8-port option printed
+    '27.56 GB ÷ 96 GB/s' as typed text, and the NDR option no figure of its own. Both now
+    write the ring as the engine has it, its bytes a GPU over its busBW (8 × 12.0 GB/s
+    against one NDR port's 47.9 GB/s)."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills import LESSON_DRILLS
+
+    drill = next(d for d in LESSON_DRILLS["dp"] if d.id == "dp-decide-exposed")
+    judged = {o.key: o for o in drill.judge()}
+    for key, state in (("ports", {"gpus": 64, "link": "eth-100g", "nics_per_node": 8}),
+                       ("ib", {"gpus": 64, "link": "ib-ndr"})):
+        a = lab_value("dp", state, lambda answer: answer)
+        ring = (f"{a['allreduce_bytes_per_gpu'] / 1e9:.2f} GB ÷ "
+                f"{a['ratio']['busbw'] / 1e9:.1f} GB/s")
+        assert ring in judged[key].why
+        assert a["allreduce_bytes_per_gpu"] / a["ratio"]["busbw"] == pytest.approx(
+            a["exposed_comm_s"], rel=0.01)
