@@ -48,13 +48,31 @@ def hsdp_api(r: RecipeResult) -> dict | None:
             "all_reduce_exposed_s": v.all_reduce_exposed_s, "state_bytes": v.state_bytes}
 
 
+def per_result(make):
+    """``make(r)`` computed once per recipe result and kept in the result's own ``__dict__``
+    (as functools.cached_property would; labs.recipe.layer_view keeps its view so): an answer
+    asks for the same view of a result from its figures, its template and its JSON, and
+    EP12's playground keeps each result for its later answers. What it keeps is read, never
+    changed."""
+    name = f"_{make.__name__}"
+
+    def kept(r: RecipeResult):
+        memo = r.__dict__
+        if name not in memo:
+            memo[name] = make(r)
+        return memo[name]
+    kept.__doc__, kept.__name__ = make.__doc__, make.__name__
+    return kept
+
+
+@per_result
 def causes_of(r: RecipeResult) -> tuple:
-    """The step by cause (Timing.causes), computed once per answer and shared."""
+    """The step by cause (Timing.causes), computed once per result and shared."""
     return r.timing.causes(r.plan.microbatches, r.segments["bubble"]) if r.timing else ()
 
 
-def result_api(r: RecipeResult, causes: tuple | None = None) -> dict:
-    causes = causes_of(r) if causes is None else causes
+def result_api(r: RecipeResult) -> dict:
+    causes = causes_of(r)
     return {
         "plan": plan_api(r),
         "hsdp": hsdp_api(r),
@@ -88,12 +106,13 @@ def result_api(r: RecipeResult, causes: tuple | None = None) -> dict:
     }
 
 
-def micro_api(r: RecipeResult, causes: tuple | None = None) -> dict:
+@per_result
+def micro_api(r: RecipeResult) -> dict:
     """One micro-batch's share of the step by cause (Timing.causes / m): EP08's MFU chart."""
     if not r.timing:
         return {"micro_causes": [], "micro_step_s": None, "micro_at_peak_s": None}
     m = r.plan.microbatches
-    causes = causes_of(r) if causes is None else causes
+    causes = causes_of(r)
     return {"micro_causes": [{"name": c.name, "label": c.label, "exposed_s": c.exposed / m,
                               "hidden_s": c.hidden / m} for c in causes],
             "micro_step_s": r.step_s / m, "micro_at_peak_s": r.mfu * r.step_s / m}
@@ -103,6 +122,7 @@ SHORT = {"kernels": "kernels", "tp": "TP", "cp": "CP", "ep": "EP", "sends": "sen
          "dp": "DP"}
 
 
+@per_result
 def timeline_api(r: RecipeResult) -> dict | None:
     """One micro-batch's two lanes (labs.recipe.overlap.timeline), in seconds: each event,
     each kind's exposed seconds on it and what the step bar charges for them."""
@@ -147,6 +167,7 @@ def timeline_api(r: RecipeResult) -> dict | None:
 LAYER_WORDS = {"tp": "TP", "cp": "CP ring", "ep": "EP all-to-all", "dp": "DP / FSDP"}
 
 
+@per_result
 def layer_api(r: RecipeResult) -> dict | None:
     """One layer op by op (labs.recipe.layer_view), in seconds: each op on its stream, and
     each kind's exposed and hidden seconds over the layer's forward and backward."""

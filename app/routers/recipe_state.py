@@ -34,7 +34,7 @@ from app.cluster_controls import (
     ZeroStage,
 )
 from app.model_controls import GpuChoice, ModelChoice, ModelGpuControls, gpu_field, model_field
-from app.recipe_answer import causes_of, layer_api, micro_api, result_api, timeline_api, two_d_api
+from app.recipe_answer import layer_api, micro_api, result_api, timeline_api, two_d_api
 from labs.core.errors import LabInputError
 from labs.core.limits import (
     DEFAULT_MATMUL_EFFICIENCY,
@@ -162,15 +162,14 @@ def run(query: RecipeQuery, two_d: bool = True) -> RecipeState:
 
 
 def to_api(state: RecipeState) -> dict:
-    causes = causes_of(state.result)
-    answer = result_api(state.result, causes)
+    answer = result_api(state.result)
     rp = state.replan
     answer["replan"] = None if rp is None else {
         "before": result_api(rp.before),
         "after": result_api(rp.after) if rp.after else None,
         "changed": list(rp.changed),
     }
-    answer.update(micro_api(state.result, causes))
+    answer.update(micro_api(state.result))
     answer["timeline"] = timeline_api(state.result)
     answer["layer"] = layer_api(state.result)
     answer["two_d"] = two_d_api(state.two_d, state.result)
