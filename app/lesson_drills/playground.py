@@ -13,26 +13,44 @@ LEDGER = (("weights and gradients", ("weights", "gradients")),
           ("saved activations", ("activations",)))
 
 
+# The same ledger part by part, as EP01's panel lists it (its "largest part").
+PARTS = (("weights", "bf16 weights"), ("gradients", "bf16 gradients"),
+         ("master_weights", "FP32 master weights"), ("optimizer_moments", "Adam moments"),
+         ("activations", "saved activations"))
+
+
+def heaviest(answer: dict) -> dict[str, float]:
+    """The heaviest GPU's breakdown, from one playground answer (its recipe panel)."""
+    stages = answer["panels"]["recipe"]["answer"]["stages"]
+    return max(stages, key=lambda stage: stage["total_bytes"])["breakdown"]
+
+
 def ledger(answer: dict) -> dict[str, float]:
     """The heaviest GPU's ledger, by item, from one playground answer (its recipe panel)."""
-    stages = answer["panels"]["recipe"]["answer"]["stages"]
-    heaviest = max(stages, key=lambda stage: stage["total_bytes"])["breakdown"]
-    return {item: sum(heaviest[f] for f in fields) for item, fields in LEDGER}
+    breakdown = heaviest(answer)
+    return {item: sum(breakdown[f] for f in fields) for item, fields in LEDGER}
+
+
+def _worked_answer() -> dict:
+    return lab_value("playground", {}, lambda answer: answer)
 
 
 def _worked() -> dict[str, float]:
-    return ledger(lab_value("playground", {}, lambda answer: answer))
+    return ledger(_worked_answer())
 
 
 def _zero3_why(answer: dict) -> str:
     """EP12 round-5b cold reading, item 1: the shared hint named the activations as the
     largest item where the worked plan's optimizer state is larger. ZeRO-3's own feedback now
     quotes the worked plan's ledger as the engine has it and what ZeRO-3 does to each item."""
-    worked, zero3 = _worked(), ledger(answer)
+    worked, zero3, parts = _worked(), ledger(answer), heaviest(_worked_answer())
     items = ", ".join(f"{item} {gb(value)}" for item, value in worked.items())
     wg = LEDGER[0][0]
-    return (f"The worked plan's heaviest GPU holds {items}. ZeRO-3 over DP = 2 shards only "
-            f"the {wg} further, {gb(worked[wg])} → {gb(zero3[wg])}: {{value}}.")
+    # Round 6, item 8: the optimizer state named as EP01's panel lists it, two parts.
+    return (f"The worked plan's heaviest GPU holds {items} (the optimizer state is two "
+            f"parts: FP32 master weights {gb(parts['master_weights'])} and Adam moments "
+            f"{gb(parts['optimizer_moments'])}). ZeRO-3 over DP = 2 shards only the {wg} "
+            f"further, {gb(worked[wg])} → {gb(zero3[wg])}: {{value}}.")
 
 
 def _activations_why(text: str) -> Callable[[dict], str]:
@@ -47,11 +65,22 @@ def _activations_why(text: str) -> Callable[[dict], str]:
 
 
 def _full_why(answer: dict) -> str:
+    """Round-6 cold reading of EP12, item 8: the feedback said the optimizer state (26.5 GB,
+    master weights and moments together) was the largest item, where EP01's panel on the same
+    state names the activations its largest part (it lists master weights and moments apart).
+    One grouping now: the ledger's parts as the panel lists them."""
     worked, full = _worked(), ledger(answer)
+    parts = heaviest(_worked_answer())
     act = LEDGER[2][0]
-    largest = max(worked, key=worked.__getitem__)
-    rank = ("the largest item" if largest == act else
-            f"not the largest item (the {largest}, {gb(worked[largest])}, is), but")
+    names = dict(PARTS)
+    largest = max(names, key=parts.__getitem__)
+    rank = ("the ledger's largest single part, as EP01's panel says (the optimizer state, "
+            f"{gb(worked[LEDGER[1][0]])}, is two parts: FP32 master weights "
+            f"{gb(parts['master_weights'])} and Adam moments "
+            f"{gb(parts['optimizer_moments'])}), and"
+            if largest == "activations" else
+            f"not the ledger's largest part (the {names[largest]}, {gb(parts[largest])}, "
+            "are), but")
     return (f"The {act}, {gb(worked[act])} of the worked plan's ledger, are {rank} "
             f"the item one change removes almost whole: keeping only each layer's input "
             f"leaves {gb(full[act])} of them, {{value}} in all.")

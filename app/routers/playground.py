@@ -29,6 +29,7 @@ from app.routers.playground_panels import (
 )
 from app.schemas import PlaygroundAnswer
 from labs.hardware.links import links
+from labs.model.presets import get_model
 
 router = APIRouter()
 
@@ -217,9 +218,17 @@ def facts() -> dict:
         "zero1_dp32": step_state(tp=1, pp=1, dp=32, microbatches=1),
         "zero3_dp32": step_state(tp=1, pp=1, dp=32, microbatches=1, zero=3),
         "tp_eth": step_state(gpus_per_node=4, nodes=8, inter_link="eth-100g"),
-        "cp2": step_state(cp=2, dp=1, cp_layout="zigzag", cp_tokens=8),
+        # Step 6: a case EP06 does not draw (its step 3 is CP 2 on 8 tokens), so the recap
+        # asks for a count the student derives (round-6 cold reading of EP12, item 4).
+        "cp4": step_state(cp=4, pp=1, dp=1, cp_layout="zigzag", cp_tokens=16),
+        # Step 8: steps 2 and 4 combined with EP01's full recomputation, a state no earlier
+        # step shows (round-6 cold reading of EP12, item 3: DP32 alone was step 2's answer).
+        "fsdp": step_state(tp=1, pp=1, dp=32, microbatches=1, zero=3, recompute="full"),
+        # Step 7 asks what one GPU holds (round-6 cold reading of EP12, item 2: the share a
+        # token runs was one division of the model list's "46.7B, 12.9B active"): the
+        # experts panel shows its parameters chart.
         "mixtral": step_state(model="mixtral-8x7b", tp=2, pp=1, dp=8, ep=8, nodes=2,
-                              show_tp="off"),
+                              show_tp="off", show_moe="params"),
     }
 
 
@@ -262,6 +271,8 @@ def extra_context(state) -> dict:
     return {
         "headlines": headlines(result),
         "defaults": PlaygroundQuery(),  # the worked plan step 1 names, as the controls default
+        # Its model's shape: step 8 derives full recomputation's activations from it.
+        "worked_model": get_model(PlaygroundQuery().model),
         # How many episodes' labs the playground runs (the lede counts them, never a word).
         "panel_episodes": len({p.view.episode for p in PANELS}),
         "cheat_query": {"model": q.model, "gpu": q.gpu, "seq_len": q.seq_len, "tp": q.tp,

@@ -128,6 +128,8 @@ def to_api(result: TPResult) -> dict:
         "bus_bandwidth": cost.bus_bandwidth,
         "forward_comm_s": cost.forward_comm_s,
         "backward_comm_s": cost.backward_comm_s,
+        "backward_beside": [{"gemm": name, "seconds": seconds}
+                            for name, seconds in cost.backward_beside],
         "single_gpu_s": cost.single_gpu_s,
         "step_efficiency": cost.step_efficiency,
         "step_speedup": cost.step_speedup,

@@ -30,6 +30,14 @@ class TPCollective(BaseModel):
     ops: list[str] = Field(description="all_reduce, or all_gather + reduce_scatter with SP.")
 
 
+class BackwardGemm(BaseModel):
+    gemm: str = Field(description="The backward kernel a TP exchange runs beside, e.g. "
+                                  "qkv.wgrad (its weight-gradient GEMM).")
+    seconds: float = Field(description="That GEMM's seconds: the exchange is exposed only "
+                                       "by what it takes beyond them (0: it hides nothing "
+                                       "there, the exchange blocks).")
+
+
 class TPShapes(BaseModel):
     hidden: int
     heads: int
@@ -97,6 +105,10 @@ class TensorParallelAnswer(BaseModel):
     forward_comm_s: float = Field(description="Of comm_s, the forward's exchanges, which block.")
     backward_comm_s: float = Field(description="Of comm_s, what the backward's exchanges add "
                                    "beyond the weight-gradient GEMMs they run beside.")
+    backward_beside: list[BackwardGemm] = Field(
+        description="Each backward exchange's GEMM, the one it runs beside (its weight-"
+                    "gradient GEMM), in order: backward_comm_s is the sum of what each "
+                    "exchange outlasts its GEMM by.")
     single_gpu_s: float = Field(description="One layer's step on one GPU.")
     step_efficiency: float
     step_speedup: float

@@ -182,6 +182,11 @@ class TPCost:
     # The layer's TP collectives one after another, none hidden: the time to move its bytes
     # (the crossover's communication, labs.tensor_parallel.crossover).
     comm_total_s: float = 0.0
+    # Each backward exchange's own GEMM, the one it runs beside (its weight-gradient GEMM):
+    # (the GEMM's name, its seconds; 0 for one that hides nothing), so the backward's exposed
+    # time is derivable: the sum of what each exchange outlasts its GEMM by (EP12 step 5,
+    # round-6 cold reading, item 6).
+    backward_beside: tuple[tuple[str, float], ...] = ()
 
     @property
     def bus_bandwidth(self) -> float:

@@ -160,6 +160,12 @@ def tp_cost(model: ModelSpec, gpu: GPUSpec, topology: Topology, tp: int, *, sp: 
     gemms = [k for p in (lt.ops.forward, lt.ops.backward) for k in p.kernels
              if k.kind == "gemm"]
     extra = STEP_EXTRA_COLLECTIVES if tp > 1 else 0
+    # The GEMM beside each backward exchange, where it hides some of it (TP_OVERLAP_SETTING
+    # "backward": the weight-gradient GEMMs); 0 where the exchange blocks (SP's re-gathers).
+    backward = lt.backward.comm("tp")
+    beside = tuple((piece.anchor, lt.ops.backward.named(piece.anchor)
+                    if piece.exposed < piece.seconds else 0.0)
+                   for piece in (backward.pieces if backward else ()))
     return TPCost(
         tp=tp, compute_s=compute, comm_s=comm, comm_bytes=comm_bytes,
         step_compute_s=model.layers * compute + _head_s(heads),
@@ -176,7 +182,7 @@ def tp_cost(model: ModelSpec, gpu: GPUSpec, topology: Topology, tp: int, *, sp: 
         collective_s=pair.seconds if tp > 1 else 0.0,
         collective_sent=pair.bytes_per_gpu if tp > 1 else 0.0,
         forward_comm_s=forward, backward_comm_s=comm - forward,
-        comm_total_s=sum(c.seconds for c in tp_comms))
+        comm_total_s=sum(c.seconds for c in tp_comms), backward_beside=beside)
 
 
 def _layer(model: ModelSpec, cluster: Cluster, tp: int, sp: bool, seq_len: int,

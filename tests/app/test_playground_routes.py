@@ -402,14 +402,16 @@ def test_round_4_cold_reading_ep12_step_5(client):
     page = client.get("/episodes/playground").text
     five = page.split('id="step-5"')[1].split("</section>")[0]
     form = re.search(r'<form class="predict-form"[^>]*>', five).group(0)
-    assert f'data-answer="{100 * e["efficiency"]:.1f}%"' in form and "data-right" not in form
+    # Round-6 item 5: the prediction is the forward's wait, from the inputs its prompt states.
+    assert f'data-answer="{1e3 * e["forward_comm_s"]:.1f} ms"' in form and "data-right" not in form
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", re.sub(
         r'<span class="term-tip".*?</span>', "", five)))
     assert n["forward_comm_s"] + n["backward_comm_s"] == pytest.approx(n["comm_s"])
     assert n["collectives_per_layer"] * n["collective_s"] > n["comm_s"]
     assert (f"{n['collectives_per_layer']} × {1e3 * n['collective_s']:.3f} = "
             f"{1e3 * n['collectives_per_layer'] * n['collective_s']:.2f} ms") in text
-    assert f"Exposed: {1e3 * n['comm_s']:.2f} ms" in text
+    assert (f"{1e3 * n['forward_comm_s']:.2f} + {1e3 * n['backward_comm_s']:.2f} = "
+            f"{1e3 * n['comm_s']:.2f} ms is exposed") in text
     flat = next(p for p in e["links"]["eth-100g"] if p["tp"] == 8)["efficiency"]
     assert flat < e["efficiency"] / 2
     assert f"Ethernet curve reads {100 * flat:.1f}% at TP8" in text
@@ -461,7 +463,132 @@ def test_round_5b_item_1_the_memory_decide_quotes_the_worked_plans_ledger(client
     assert "largest" not in hint
     why = next(f["why"] for f in check_drill(drill, "full", attempt=1)["feedback"]
                if f["key"] == "full")
-    largest = max(items, key=items.__getitem__)
-    assert largest == "optimizer state"  # the finding: not the activations
-    assert f"not the largest item (the {largest}, {gb(items[largest])}, is)" in why
+    assert max(items, key=items.__getitem__) == "optimizer state"  # grouped: not the activations
+    assert f"the optimizer state, {gb(items['optimizer state'])}, is two parts" in why
     assert gb(items["saved activations"]) in why
+
+
+def test_round_6_item_8_the_memory_decide_names_the_largest_part_as_ep01s_panel(client):
+    """Round-6 cold reading of EP12, item 8: on the worked plan EP01's panel says 'largest
+    part: Activations, 22.8 GB' (it lists FP32 master weights and Adam moments apart), while
+    the decide's right-answer feedback said the activations were 'not the largest item (the
+    optimizer state, 26.5 GB, is)'. One grouping now: the feedback names the activations the
+    ledger's largest single part, as the panel does, and the optimizer state two parts."""
+    from app.labkit import VIEWS
+    from app.labkit.drills import check_drill, lab_value
+    from app.lesson_drills.units import gb
+
+    drill = next(d for d in VIEWS["playground"].drills if d.id == "playground-decide-memory")
+    answer = lab_value("playground", {}, lambda a: a)["panels"]["recipe"]["answer"]
+    b = max(answer["stages"], key=lambda s: s["total_bytes"])["breakdown"]
+    parts = {k: b[k] for k in ("weights", "gradients", "master_weights", "optimizer_moments",
+                               "activations")}
+    assert max(parts, key=parts.__getitem__) == "activations"
+    page = client.get("/episodes/playground").text
+    assert f"largest part: Activations, {gb(b['activations'])}" in page  # EP01's panel
+    why = next(f["why"] for f in check_drill(drill, "full", attempt=1)["feedback"]
+               if f["key"] == "full")
+    assert "not the largest" not in why
+    assert (f"are the ledger's largest single part, as EP01's panel says (the optimizer "
+            f"state, {gb(parts['master_weights'] + parts['optimizer_moments'])}, is two parts: "
+            f"FP32 master weights {gb(parts['master_weights'])} and Adam moments "
+            f"{gb(parts['optimizer_moments'])})") in why
+    hint = check_drill(drill, "zero3", attempt=1, hide_answers=True)["message"]
+    assert f"Adam moments {gb(parts['optimizer_moments'])}" in hint
+
+
+def _step(page: str, n: int) -> str:
+    return page.split(f'id="step-{n}"')[1].split("</section>")[0]
+
+
+def _flat(html: str) -> str:
+    from html import unescape
+
+    return re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", re.sub(
+        r'<span class="term-tip".*?</span>', "", html, flags=re.S))))
+
+
+def _form(step: str) -> str:
+    return re.search(r'<form class="predict-form"[^>]*>', step).group(0)
+
+
+def test_round_6_items_2_to_7_each_prediction_asks_what_the_screen_does_not_give(client):
+    """Round-6 cold reading of EP12 (open since round 5b). Item 4: step 6 repeated EP06 step
+    3 (CP 2 on 8 tokens, 18 of 36) with 'the same number' on screen; it asks the pairs of
+    each rank for CP 4 on 16 tokens, a count the student derives, s(s + 1)/2 ÷ c. Item 2:
+    step 7's share a token runs was one division of the model list's '46.7B, 12.9B active';
+    it asks what one GPU holds under EP8 × TP2, which no label gives. Item 3: step 8's DP32
+    was step 2's answer again and 'the bad case' named two states; it combines steps 2 and 4
+    with full recomputation. Items 5 and 7: step 5 asked an efficiency whose inputs were only
+    in its why; it asks the forward's wait from the bytes and busBW its prompt states, and
+    the curve's and EP08's comparisons sit in a 'where this comes from' note."""
+    from app.routers.playground import facts
+
+    f = facts()
+    page = client.get("/episodes/playground").text
+    # Item 4.
+    six = _step(page, 6)
+    cp = f["cp4"]["api"]["panels"]["cp"]["answer"]
+    s = f["cp4"]["params"]["cp_tokens"]
+    assert cp["cp"] == 4 and cp["total_pairs"] == s * (s + 1) // 2
+    assert cp["busiest_pairs"] * cp["cp"] == cp["total_pairs"]  # "on every rank"
+    assert f'data-answer="{cp["busiest_pairs"]:,} pairs"' in _form(six)
+    question = _flat(re.search(r'<p class="question">(.*?)</p>', six, re.S)[1])
+    assert "zigzag" not in question.lower() and "same number" not in six
+    assert f"{s} × {s + 1} ÷ 2 = {cp['total_pairs']}" in _flat(six)
+    # Item 2.
+    seven = _step(page, 7)
+    moe = f["mixtral"]["api"]["panels"]["moe"]["answer"]
+    from app.charts.units import fmt_count
+
+    held = fmt_count(moe["params_per_gpu"])
+    assert f'data-answer="{held}"' in _form(seven) and "quarter" not in seven
+    labels = " ".join(re.findall(r"<option[^>]*>([^<]*)</option>", page))
+    assert "Mixtral" in labels and held not in labels
+    assert f"{held} per GPU" in _flat(seven)
+    # Item 3.
+    eight = _step(page, 8)
+    fsdp = f["fsdp"]["api"]["panels"]
+    fits = fsdp["recipe"]["answer"]["memory_per_gpu_bytes"]
+    assert fits <= 80e9 < f["dp32"]["api"]["panels"]["recipe"]["answer"]["memory_per_gpu_bytes"]
+    assert 'data-right="fits"' in _form(eight) and "bad case" not in eight
+    from app.charts.units import fmt_bytes
+
+    assert f'data-answer="{fmt_bytes(fits)}"' in _form(eight)
+    assert fmt_bytes(fits) not in _flat(_step(page, 2) + _step(page, 4))
+    # Items 5 and 7.
+    five = _step(page, 5)
+    e = f["tp_eth"]["api"]["panels"]["tp"]["answer"]
+    prompt = _flat(re.search(r'<p class="predict">(.*?)</p>', five, re.S)[1])
+    assert fmt_bytes(e["collective_sent_bytes"]) in prompt and "= 48 GB/s" in prompt
+    assert f'data-answer="{1e3 * e["forward_comm_s"]:.1f} ms"' in _form(five)
+    note = five.split('<p class="chart-note">Where this comes from:')[1]
+    assert "Ethernet curve reads" in note and "EP08" in note
+    why = five.split('<p class="chart-note">')[0]
+    assert "Ethernet curve" not in why
+
+
+def test_round_6_item_6_step_5s_backward_exposure_is_derived_from_its_gemms(client):
+    """Round-6 cold reading of EP12, item 6: step 5 said 'only 0.23 ms outlasts' the
+    weight-gradient GEMMs in the node and '8.24 ms' across, with the GEMMs' times on no screen.
+    EP04's answer now names the GEMM beside each backward exchange with its seconds
+    (backward_beside), each exchange is exposed by what it takes beyond its GEMM, and the
+    step writes both sums."""
+    from app.routers.playground import facts
+
+    f = facts()
+    page = client.get("/episodes/playground").text
+    text = _flat(_step(page, 5))
+    for key in ("seed", "tp_eth"):
+        tp = f[key]["api"]["panels"]["tp"]["answer"]
+        gemms = tp["backward_beside"]
+        assert [g["gemm"] for g in gemms] == ["qkv.wgrad", "fc1.wgrad"]
+        c = tp["collective_s"]
+        assert tp["backward_comm_s"] == pytest.approx(
+            sum(max(0.0, c - g["seconds"]) for g in gemms), rel=1e-9)
+        fmt = "%.3f" if 1e3 * c < 1 else "%.2f"
+        terms = " + ".join(f"({fmt % (1e3 * c)} − {1e3 * g['seconds']:.2f})"
+                           if c > g["seconds"] else "0" for g in gemms)
+        assert f"{terms} = {1e3 * tp['backward_comm_s']:.2f} ms" in text, key
+        for g in gemms:
+            assert f"({1e3 * g['seconds']:.2f} ms)" in text
