@@ -1344,3 +1344,25 @@ def test_round_6_the_h100s_achieved_share_is_one_figure_with_its_factor_named(cl
     two = dp.split("2. The good case")[1].split("3. The bad case")[0]
     assert "slowest GPU of a node" in two and product in two and "This episode leaves it out" \
         in two
+
+
+def test_round_6_steps_5_and_8_ask_a_number_not_a_coin_flip(client):
+    """Round-6 cold reading of EP08, item 10: step 5 asked 'fits / is still a little over' and
+    step 8 'a flag / whatever divides the launched GPUs', two-way choices, step 8's answered
+    by step 6's question ('DP is what divides the rest'). Step 5 now asks the GB a GPU of
+    TP8 x DP4 holds (step 4's parts, each divided by TP), step 8 the DP Megatron runs when the
+    seed plan's script is launched on 96 GPUs: each a number the why derives."""
+    from app.charts.units import fmt_bytes
+    from app.routers.recipe import facts
+
+    f = facts()
+    html = client.get("/episodes/recipe-3d").text
+    five = html.split('id="predict-recipe-5"')[1].split("</form>")[0]
+    assert "data-right" not in five and 'class="predict-choices"' not in five
+    assert f'data-answer="{fmt_bytes(f["w1"]["api"]["memory_per_gpu_bytes"])}"' in five
+    sp = f["seed"]["params"]
+    eight = html.split('id="predict-recipe-8"')[1].split("</form>")[0]
+    assert "data-right" not in eight and f'data-answer="{96 // (sp["tp"] * sp["pp"])} DP"' in eight
+    why = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.split('id="why-recipe-8"')[1]
+                                     .split("</details>")[0]))
+    assert f"96 ÷ ({sp['tp']} × {sp['pp']}) = {96 // (sp['tp'] * sp['pp'])}" in why
