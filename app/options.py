@@ -35,10 +35,17 @@ def gpu_options() -> tuple[tuple[str, str], ...]:
 
 @cache
 def model_options(detail: str = "size") -> tuple[tuple[str, str], ...]:
-    """Model presets as (id, label); ``detail`` "size" (total/active params) or "layers"."""
+    """Model presets as (id, label); ``detail`` "size" (total/active params), "total" (total
+    params only: EP07, whose step 1 asks the active share) or "layers"."""
     def label(spec) -> str:
         if detail == "layers":
             return f"{spec.name} ({spec.layers} layers)"
+        if detail == "total":  # a name that gives its size already ("671B MoE") stays as it is
+            inner = spec.name[spec.name.rindex("(") + 1:-1] if spec.name.endswith(")") else ""
+            if re.search(r"\d+B\b", inner):
+                return spec.name
+            size = f"{spec.params / 1e9:.1f}B"
+            return f"{spec.name[:-1]}, {size})" if inner else f"{spec.name} ({size})"
         # One format with the pages' own (labs.model.code): "671.0B, 37.6B active", where a
         # rounder active count ("38B active") read as another figure beside the prose's 37.6B.
         # A name that ends in its own parentheses takes the size inside them, not a second

@@ -22,7 +22,7 @@ from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
-from app.options import with_value
+from app.options import model_options, with_value
 from app.schemas import MoEAnswer
 from labs.core.limits import (
     MAX_CAPACITY_FACTOR,
@@ -39,6 +39,7 @@ from labs.experts.crossover import ep_crossover
 from labs.experts.inputs import MoEInput, MoEResult
 from labs.experts.lab import simulate_moe
 from labs.hardware.links import clusters, get_cluster, get_link, with_network
+from labs.hardware.nccl import simple_ring_latency
 from labs.model.presets import models
 from labs.parallel.layout import divisors
 from labs.parallel.rank_map import GROUP_SHORT, GROUP_TITLES
@@ -207,6 +208,7 @@ def facts() -> dict:
     return {
         "mixtral": state(**mx, ep=8),
         "mixtral_ep2": state(**mx, ep=2),
+        "mixtral_ep4": state(**mx, ep=4),  # step 2's second link: the chart moves from EP 8
         "v3": state(**v3, ep=64),
         "v3_ep8": state(**v3, ep=8),
         "v3_deepep": state(**v3, ep=64, ep_dispatch="deepep"),
@@ -245,12 +247,19 @@ def extra_context(state) -> dict:
     return {
         "facts": facts(),
         "h800": get_link("nvlink-4-h800"),  # step 3 states its cut NVLink and NCCL's rate
+        "nvlink4": get_cluster("dgx-h100").intra,  # Mixtral's node (step 11 times its sends)
+        # An all-to-all's latency, one Simple send (labs.hardware.nccl.pairwise): NCCL's
+        # start-up and one hop, on NVLink or across nodes; steps 3 and 11 add it to the bytes.
+        "a2a": simple_ring_latency(),
         "crossover": ep_crossover(state.result),
         "validation": {g["group"]: g for g in validation()["groups"]},
         "goodput_bound": GOODPUT_BOUND,  # DeepSeek-V3's figure is a whole-run average
+        # Total sizes only: step 1 asks the share of DeepSeek-V3's parameters a token uses,
+        # which "37.6B active" beside "671B" answered (round-6 cold reading, item 1).
         "model_options": model_choices(
-            [(m, f"{s.name} ({s.params / 1e9:.1f}B, {s.active_params / 1e9:.1f}B active)")
-             for m, s in models().items() if s.is_moe], query.model_value, custom=False),
+            [(m, label) for m, label in model_options("total") if models()[m].is_moe],
+            query.model_value, custom=False),
+        "v3_model": models()["deepseek-v3"],  # step 1 derives the report's 37B from the lab's count
         "model_value": query.model_value,
         "link_options": [(c.id, c.name) for c in clusters().values()],
         "degree_options": {

@@ -74,7 +74,8 @@ class EPCrossover(BaseModel):
     comm_bytes: float = Field(description="The slowest GPU's bytes over both all-to-alls.")
     rate: float = Field(description="copies x matrices x 2 x hidden x width / compute_s, "
                         "FLOP/s.")
-    busbw: float = Field(description="comm_bytes / comm_s, bytes/s (0 at ep 1).")
+    busbw: float = Field(description="The all-to-alls' effective rate, comm_bytes / comm_s "
+                         "(latency included; not NCCL's bus bandwidth), bytes/s (0 at ep 1).")
     matrices: int = Field(description="3 for a gated expert (up, gate, down), 2 without.")
     crossover: float = Field(description="f* = width x comm_s / compute_s: with NCCL's "
                              "all-to-all and gated experts (2/3) x (ep-1)/ep x rate / busbw; "

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from app.charts.rank_map import rank_map_figure
-from app.charts.units import fmt_count, fmt_ms
+from app.charts.units import fmt_bytes, fmt_count, fmt_ms
 from labs.parallel.layout import ParallelLayout
 from labs.parallel.rank_map import GpuColouring, group_colouring
 
@@ -416,3 +416,118 @@ def test_round_6_item_3_the_skew_decide_says_why_each_option_loses():
     for key in ("capacity", "deepep", "nodes"):
         told = check_drill(drill, key, attempt=1, hide_answers=True)["message"]
         assert "The cause is what makes" not in told and told.endswith(judged[key].why)
+
+
+def _step_text(page: str, step: str) -> str:
+    import html as markup
+
+    part = page[page.index(f'id="{step}"'):]
+    return " ".join(re.sub(r"<[^>]+>", " ", markup.unescape(part[:part.index("</section>")]))
+                    .split())
+
+
+def test_round6_step_11s_effective_rates_are_derived_from_bytes_and_time(client):
+    """Round-6 cold reading, EP07 item 2 (issue 36): step 11 quoted 53.9, 145 and 341.8 GB/s
+    as "busBW" with no derivation (53.9 is above the 48 GB/s NIC step 3 states). Each is the
+    all-to-all's effective rate, the bytes a GPU receives over its time, latency included;
+    step 3 states the latency and times the 411 MB legs, step 11 divides. DeepEP's bytes are
+    not (EP - 1)/EP x T·k x 2h, so its f* is read off the times: f x comm / compute."""
+    from app.routers.moe import facts
+    from labs.hardware.nccl import simple_ring_latency
+
+    f, lat = facts(), simple_ring_latency()
+    v3, e8, mx, dx = (f[k]["api"] for k in ("v3", "v3_ep8", "mixtral", "v3_deepep"))
+    for a in (v3, e8, mx, dx):  # B is what a GPU receives over the all-to-all's time
+        received = a["dispatch_bytes_per_gpu"][0]
+        assert a["crossover"]["busbw"] == pytest.approx(received / a["dispatch_s"], rel=1e-6)
+    # Step 3's legs: 7/8 of 470 MB (56 of 63 senders) over the NIC, the rest over NVLink.
+    net = v3["dispatch_bytes_per_gpu"][0] * 56 / 63
+    assert v3["dispatch_s"] == pytest.approx(net / 48e9 + (lat["base"] + lat["net"]) * 1e-6)
+    assert e8["dispatch_s"] == pytest.approx(
+        e8["dispatch_bytes_per_gpu"][0] / 160e9 + (lat["base"] + lat["nvlink"]) * 1e-6)
+    assert 48e9 < v3["crossover"]["busbw"] < 60e9
+    page = client.get("/episodes/experts").text
+    step3, step11 = _step_text(page, "step-3"), _step_text(page, "step-11")
+    # The sums are left to the student: 11.8 is step 4's answer (11.8 ms), not on screen first.
+    assert "411 MB ÷ 48 GB/s + (8.4 + 9.6) µs" in step3
+    assert "411 MB ÷ 160 GB/s + (8.4 + 3.4) µs" in step3 and "11.8" not in step3
+    assert "effective rate" in step3
+    assert "busBW" not in step11
+    for a in (v3, e8):
+        assert (f"{fmt_bytes(a['dispatch_bytes_per_gpu'][0])} in {fmt_ms(a['dispatch_s'])}"
+                in step11)
+        assert f"B = {a['crossover']['busbw'] / 1e9:.1f} GB/s" in step11
+    assert f"B = {mx['crossover']['busbw'] / 1e9:.1f} GB/s" in step11
+    assert f"in {mx['dispatch_s'] * 1e6:.1f} µs" in step11
+    x = dx["crossover"]
+    said = (f"{x['width']:,} × {fmt_ms(x['comm_s'])} ÷ {fmt_ms(x['compute_s'])} = "
+            f"{x['crossover']:,.0f}")
+    assert said in step11
+    assert x["width"] * float(fmt_ms(x["comm_s"]).split()[0]) / float(
+        fmt_ms(x["compute_s"]).split()[0]) == pytest.approx(x["crossover"], rel=0.005)
+
+
+def test_round6_the_model_select_does_not_answer_step_1_and_37b_is_derived(client):
+    """Round-6 cold reading, EP07 item 1, and the issue's check of "37.6B active": the model
+    select read "DeepSeek-V3 (671B MoE) (671.0B, 37.6B active)", step 1's share one division
+    away. It now gives total sizes only (app.options.model_options("total")). The lab's 37.6B
+    counts the whole embedding table, as Mixtral's published 12.9B does; without the table
+    (129,280 x 7,168 = 0.93B) it is 36.6B, DeepSeek's 37B, which step 1 derives."""
+    from labs.model.presets import get_model
+
+    page = client.get("/episodes/experts").text
+    select = re.search(r'<select[^>]*name="model".*?</select>', page, re.S)[0]
+    assert "active" not in select and ") (" not in select
+    assert ">DeepSeek-V3 (671B MoE)<" in select and ">Mixtral 8x7B (46.7B)<" in select
+    v3 = get_model("deepseek-v3")
+    table = v3.vocab * v3.hidden
+    assert round(v3.active_params / 1e9) == 38 and round((v3.active_params - table) / 1e9) == 37
+    mixtral = get_model("mixtral-8x7b")
+    assert f"{mixtral.active_params / 1e9:.1f}" == "12.9"  # its card counts the table too
+    step1 = _step_text(page, "step-1")
+    assert (f"{v3.vocab:,} × {v3.hidden:,} = {table / 1e9:.2f}B and "
+            f"{v3.active_params / 1e9:.2f}B − {table / 1e9:.2f}B = "
+            f"{(v3.active_params - table) / 1e9:.1f}B, DeepSeek's 37B") in step1
+
+
+def test_round6_steps_2_3_6_9_10_move_and_ask_without_answering(client):
+    """Round-6 cold reading, EP07 items 4, 5, 7, 8, 9, 10. Step 2 asks parameters per GPU
+    and names the params chart (it named the tokens chart), its links EP 2, EP 4, EP 8 (the
+    chart moves at each). Step 3's first link was the opening state; it is DeepSeek-V3's now.
+    Step 6's predict had two options: four now, each a slip its why names. Step 9's options
+    carried the reasoning on the right one only: bare now. Step 10's body stated the loss's
+    gradient, the predict's answer: it states the loss and the why differentiates. The
+    params drill took 26 (4.8% under 27.3): 2% now."""
+    import html as markup
+
+    from app.labkit import DRILLS
+    from app.routers.moe import facts
+
+    f = facts()
+    page = client.get("/episodes/experts").text
+
+    def section(step: str) -> str:
+        return page[page.index(f'id="{step}"'):].split("</section>")[0]
+
+    def links(step: str) -> list[str]:
+        return [markup.unescape(u)
+                for u in re.findall(r'<a class="try" href="([^"]+)"', section(step))]
+
+    assert 'id="step-2" data-diagram="moe-params"' in page
+    assert [re.search(r"[?&]ep=(\d+)", u)[1] for u in links("step-2")] == ["2", "4", "8"]
+    assert f["mixtral_ep4"]["api"]["params_per_gpu"] != f["mixtral"]["api"]["params_per_gpu"]
+    assert "model=deepseek-v3" in links("step-3")[0]
+    step6 = section("step-6")
+    form6 = re.search(r'<form class="predict-form"[^>]*>', step6)[0]
+    assert step6.count('name="guess" value=') == 4
+    assert f'data-right="{f["v3"]["api"]["dp"]}"' in form6
+    assert "2,048 ÷ 64 = 32" in step6 and "gives expert-DP" in step6
+    labels = re.findall(r'<span>([^<]*)</span>', section("step-9").split("</fieldset>")[0])
+    assert labels == ["about 1/9", "about 1/16", "about 1/2"]
+    step10 = section("step-10")
+    before, why = step10.split('<details class="why"')
+    assert "∂L/∂Pᵢ" not in before and "∂L/∂Pᵢ = α · E · fᵢ" in why
+    drill = DRILLS["moe-predict-params-dsv3"][1]
+    answer = drill.answer()
+    assert answer == pytest.approx(27.3, abs=0.05)
+    assert abs(26 - answer) > drill.rel_tol * answer  # the slip 26 is refused
