@@ -32,6 +32,7 @@ from labs.context_parallel.lab import LAYOUT_NAMES, mask_layout, pairs_of_ranges
 from labs.core.limits import CP_LAYOUTS, MAX_CP, MAX_CP_TOKENS, MAX_SEQ_LEN
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links
+from labs.hardware.nccl import simple_ring_latency
 from labs.model.presets import models
 
 router = APIRouter()
@@ -163,6 +164,12 @@ def facts() -> dict:
     }
 
 
+def _p2p_latency(hop: str) -> float:
+    """A point-to-point send's start-up, s: NCCL's Simple base latency and one hop."""
+    lat = simple_ring_latency()
+    return (lat["base"] + lat[hop]) * 1e-6
+
+
 def extra_context(state) -> dict:
     query = state.query
     return {
@@ -178,8 +185,13 @@ def extra_context(state) -> dict:
         "seq_options": with_value(SEQ_OPTIONS, query.seq_len),
         "crossover": cp_crossover(state.result),
         "attention_kv": attention_heads(state.result.input.model),
-        # Step 8 names the NDR port's rate and NCCL's measured send rate on it.
+        # Step 8 names the NDR port's rate and NCCL's measured send rate on it, and derives
+        # the effective rate B from them and a send's start-up across nodes (NCCL's Simple
+        # base latency and one network hop, labs.hardware.nccl: what a p2p send pays).
         "ndr": get_link("ib-ndr"),
+        "nvlink4": get_link("nvlink-4"),
+        "p2p_net": _p2p_latency("net"),
+        "p2p_nvlink": _p2p_latency("nvlink"),  # step 6's ring sends on NVLink 4
     }
 
 
