@@ -10,6 +10,7 @@ a lesson uses is defined at its first use there.
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from markupsafe import (
     Markup,
@@ -26,7 +27,7 @@ class Term:
     pattern: str  # how lessons write it (a regular expression)
     definition: str
 
-    @property
+    @cached_property  # built once per term (issue 31: a page's define_terms asked ~18,000 times)
     def regex(self) -> re.Pattern:
         # An apostrophe as written, or as Jinja escapes it in a macro's text (&#39;); a word
         # that starts lower case also matches at a sentence's or heading's start ("Strong

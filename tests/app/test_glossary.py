@@ -189,3 +189,14 @@ def test_round_6_ep09_terms_have_entries_and_are_defined_where_ep09_uses_them(cl
     assert term["attention-dp"].regex.search("Attention data parallelism hands each GPU")
     assert term["prefill-decode"].regex.search("Prefill reads a prompt")
     assert not term["prefill-decode"].regex.search("the decodes batched beside it")
+
+
+def test_each_terms_pattern_is_built_once():
+    """define_terms runs over every lesson page's prose, probing every term: each term's
+    regular expression is built once and kept (issue 31: a page rebuilt them ~18,000 times)."""
+    from app.glossary import define_terms
+    define_terms("<p>the bus bandwidth</p>")
+    assert all("regex" in vars(t) for t in GLOSSARY)
+    kept = [t.regex for t in GLOSSARY]
+    define_terms("<p>again</p>")
+    assert all(t.regex is k for t, k in zip(GLOSSARY, kept, strict=True))
