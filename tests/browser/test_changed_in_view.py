@@ -1,6 +1,7 @@
 """Predict, then see (issue 36): after every case button, try link and slider of EP09-EP12,
 the diagram that changed is the one in view (EP05-EP08 too), on a laptop (1280×800) and a phone
-(390×844).
+(390×844); on the laptop, each try link's diagram also visibly changes (test_links_visible's
+rule, checked here for these pages and there for the others).
 
 A chart "changed" when its figure's JSON differs before and after the move. After a slider or
 a case button, at least one changed chart must be visible and uncovered (sampled as in
@@ -14,6 +15,7 @@ import pytest
 from tests.browser.helpers import release, wait_drawn
 from tests.browser.test_bench_view import SHOWN
 from tests.browser.test_bench_view import sized as sized  # the laptop and phone page fixture
+from tests.browser.test_links_visible import CHANGED, MIN_CHANGED, SNAP, STATE, WALKED_THERE
 
 PAGES = {"pipeline": "/episodes/pipeline", "cp": "/episodes/context-parallel",
          "moe": "/episodes/experts", "recipe": "/episodes/recipe-3d",
@@ -22,6 +24,7 @@ PAGES = {"pipeline": "/episodes/pipeline", "cp": "/episodes/context-parallel",
 # EP08's try links too (its step 12 toggles each overlap on the timeline); its sliders are
 # not here: a nodes stop breaks TP x PP x DP = GPUs, a state with no chart to change.
 LINK_PAGES = {**PAGES, "recipe": "/episodes/recipe-3d"}
+assert set(LINK_PAGES) == WALKED_THERE  # test_links_visible leaves these to this walk
 
 FIGURES = """() => Object.fromEntries([...document.querySelectorAll('script.figure[data-target]')]
     .map(s => [s.dataset.target, s.textContent]))"""
@@ -99,24 +102,44 @@ def test_each_case_button_leaves_a_changed_chart_in_view(sized, name):
 
 @pytest.mark.parametrize("name", sorted(LINK_PAGES))
 def test_each_try_link_shows_the_diagram_it_changed(sized, name):
+    """On the laptop the same walk checks test_links_visible's rule too (one walk, not two):
+    each link that sets another state of its diagram changes MIN_CHANGED of its pixels."""
     page = sized
     page.goto(LINK_PAGES[name])
     wait_drawn(page)
     steps = page.evaluate("""() => [...document.querySelectorAll('section.step[id^=step-]')]
         .map(s => [s.id, s.dataset.diagram, [...s.querySelectorAll('a.try')]
             .map(a => [a.getAttribute('href'), a.dataset.diagram || ''])])""")
+    pixels = not page.phone
+    checked, unchanged = 0, []
     for step_id, step_diagram, links in steps:
         for index, (href, own) in enumerate(links):
             diagram = own or step_diagram
             link = page.locator(f"#{step_id} a.try").nth(index)
             release(link)
             before = page.evaluate(FIGURES)
+            state = page.evaluate(STATE, diagram) if pixels else None
+            if state is not None:
+                page.evaluate(SNAP, [diagram, "__before"])
             link.scroll_into_view_if_needed()
             link.click()
             query = href.split("?", 1)[1]
             page.wait_for_url(lambda url, q=query: url.endswith(q))
             wait_drawn(page)
+            if pixels:
+                after = page.evaluate(STATE, diagram)
+                assert after is not None, f"{name} {step_id} link {index}: no #{diagram} after it"
+                if after != state:
+                    checked += 1
+                    if state is not None:
+                        page.evaluate(SNAP, [diagram, "__after"])
+                        share = page.evaluate(CHANGED)
+                        if share < MIN_CHANGED:
+                            unchanged.append(f"{step_id} link {index} #{diagram}: {share:.1%}")
             if diagram not in changed(page, before):
                 continue  # the state it shows already (or absent before: checked elsewhere)
             share = page.evaluate(SHOWN, diagram)
             assert share >= page.need, f"{name} {step_id} link {index} #{diagram}: {share:.0%}"
+    if pixels:
+        assert checked >= 3, f"{name}: only {checked} links change a state"
+        assert not unchanged, f"{name}: links that barely change their diagram: {unchanged}"

@@ -13,8 +13,7 @@ from tests.browser.helpers import follow, release, sized_page, wait_drawn
 from tests.browser.test_bench_view import SHOWN
 
 LESSONS = [episode.path for episode in EPISODES]  # every lab of the registry
-SIZES = {"laptop-1280x800": (1280, 800), "laptop-1440x900": (1440, 900),
-         "phone-390x844": (390, 844)}
+SIZES = {"laptop-1280x800": (1280, 800), "phone-390x844": (390, 844)}
 
 IN_VIEW = """(id) => {
     const el = document.getElementById(id);
