@@ -188,6 +188,11 @@ GLOSSARY: tuple[Term, ...] = (
     Term("algbw", "Algorithm bandwidth (algBW)", r"\balgBW\b|\balgorithm bandwidth\b",
          "A collective's data size divided by its time, as nccl-tests reports it beside "
          "busBW."),
+    Term("effective-rate", "Effective rate", r"\beffective rates?\b",
+         "The bytes a GPU receives in a transfer divided by the transfer's whole time, each "
+         "send's start-up latency included: what a link delivers at that message size. A big "
+         "message comes near NCCL's bus bandwidth; a small one falls far below it, because the "
+         "start-up is a larger share of its time."),
     Term("ecmp", "ECMP (equal-cost multi-path)", r"\bECMP\b",
          "How switches spread flows over several equal uplinks: each flow goes to one uplink "
          "chosen by a hash of its addresses, so two large flows can land on the same uplink "

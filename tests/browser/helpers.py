@@ -73,6 +73,20 @@ DRAWN = f"() => ({UNDRAWN})().length === 0"
 ANSWERED = "() => !document.querySelector('.htmx-request')"
 
 
+def assert_painted(page, where: str) -> None:
+    """Every colour and size a template computes reached the page through CSSOM
+    (static/js/lab.js): a swatch left transparent or a bar not at its width means that path,
+    the one the Content-Security-Policy leaves, did not run."""
+    unpainted = page.evaluate("""() => [...document.querySelectorAll('[data-colour]')]
+        .filter(el => getComputedStyle(el).backgroundColor === 'rgba(0, 0, 0, 0)')
+        .map(el => el.outerHTML.slice(0, 100))""")
+    assert not unpainted, (where, unpainted)
+    unsized = page.evaluate("""() => [...document.querySelectorAll('[data-width-px]')]
+        .filter(el => Math.abs(el.getBoundingClientRect().width - el.dataset.widthPx) > 1)
+        .map(el => el.outerHTML.slice(0, 100))""")
+    assert not unsized, (where, unsized)
+
+
 def wait_drawn(page) -> None:
     """Wait until htmx's answers are swapped in (ANSWERED) and every chart shows its state
     (DRAWN); on timeout, fail naming the charts that do not."""

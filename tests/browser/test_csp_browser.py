@@ -1,6 +1,7 @@
 """The Content-Security-Policy holds in Chromium with no 'unsafe-inline' for styles: on every
 lesson page (loaded, each "try it" link and case button swapped in, a slider moved, dark mode
-on) and every embed (light, dark, with controls) not one violation is reported, the colours
+on) not one violation is reported (every embed, light, dark and with controls:
+test_hosting_browser's walk under BASE_PATH, with the same checks), the colours
 and sizes that templates compute still reach the page (through CSSOM, static/js/lab.js), and
 static/css/plotly.css holds exactly the rules the pinned plotly.js would insert itself."""
 
@@ -11,7 +12,7 @@ import pytest
 
 import app.main  # noqa: F401  (registers every lab view)
 from app.labkit import VIEWS
-from tests.browser.helpers import ANSWERED, release, wait_drawn
+from tests.browser.helpers import ANSWERED, assert_painted, release, wait_drawn
 from tests.browser.plotly_css import OUT, css_text, plotly_rules
 
 BUNDLE = json.loads((Path(__file__).resolve().parents[2] / "static/vendor/plotly-bundle.json")
@@ -49,16 +50,7 @@ def settle(page) -> None:
 def check(page, where: str) -> None:
     violations = page.evaluate("window.__csp")
     assert not violations and not page.reports, (where, violations, page.reports)
-    # Every computed colour and size arrived (a swatch left transparent would mean the
-    # CSSOM path did not run).
-    unpainted = page.evaluate("""() => [...document.querySelectorAll('[data-colour]')]
-        .filter(el => getComputedStyle(el).backgroundColor === 'rgba(0, 0, 0, 0)')
-        .map(el => el.outerHTML.slice(0, 100))""")
-    assert not unpainted, (where, unpainted)
-    unsized = page.evaluate("""() => [...document.querySelectorAll('[data-width-px]')]
-        .filter(el => Math.abs(el.getBoundingClientRect().width - el.dataset.widthPx) > 1)
-        .map(el => el.outerHTML.slice(0, 100))""")
-    assert not unsized, (where, unsized)
+    assert_painted(page, where)
 
 
 @pytest.mark.parametrize("name", sorted(VIEWS))
@@ -87,21 +79,6 @@ def test_a_lesson_walked_through_reports_no_violation(tab, live_server, name):
     tab.locator("#theme-toggle").click()
     settle(tab)
     check(tab, "dark")
-
-
-def embeds():
-    out = []
-    for name, view in VIEWS.items():
-        out += [f"/embed/{name}", f"/embed/{name}?theme=dark&controls=1"]
-        out += [f"/embed/{name}/{d.name}?theme=dark" for d in view.diagrams]
-    return out
-
-
-@pytest.mark.parametrize("path", embeds())
-def test_every_embed_reports_no_violation(tab, live_server, path):
-    tab.goto(live_server + path)
-    settle(tab)
-    check(tab, path)
 
 
 def test_the_policy_allows_no_inline_style(tab, live_server):

@@ -1,5 +1,6 @@
 """The lab served under BASE_PATH=/lab, walked in Chromium: every page of every registered lab
-and every embed loads all its assets from /lab with no CSP violation and no script error; an
+and every embed (light, dark with its controls, each diagram dark) loads all its assets from
+/lab with no CSP violation, no script error and every computed colour and size painted; an
 htmx swap fetches and pushes /lab URLs; progress is kept in the browser and survives an
 export and an import."""
 
@@ -10,7 +11,7 @@ from playwright.sync_api import expect
 
 import app.main  # noqa: F401  (registers every lab view)
 from app.labkit import DRILLS, VIEWS
-from tests.browser.helpers import ANSWERED, HELD_BY, release, wait_drawn
+from tests.browser.helpers import ANSWERED, HELD_BY, assert_painted, release, wait_drawn
 from tests.conftest import running_app
 
 ENV = {"BASE_PATH": "/lab", "PUBLIC_URL": "http://127.0.0.1"}
@@ -46,6 +47,7 @@ def tab(browser, lab):
 def check_clean(page, lab):
     assert not page.evaluate("window.__csp || []"), page.evaluate("window.__csp")
     assert not page.problems, page.problems
+    assert_painted(page, page.url)
     for url in page.seen:
         if not url.startswith(("data:", "blob:")):
             assert url.startswith(lab + "/lab/"), url
@@ -54,8 +56,11 @@ def check_clean(page, lab):
 def pages():
     out = ["/lab/", "/lab/docs"]
     for name, view in VIEWS.items():
-        out += [f"/lab{view.episode.path}", f"/lab/embed/{name}"]
-        out += [f"/lab/embed/{name}/{d.name}" for d in view.diagrams]
+        # Every embed, light, dark with its controls, and each diagram dark: the
+        # Content-Security-Policy's embed walk too (test_csp_browser), one load each.
+        out += [f"/lab{view.episode.path}", f"/lab/embed/{name}",
+                f"/lab/embed/{name}?theme=dark&controls=1"]
+        out += [f"/lab/embed/{name}/{d.name}?theme=dark" for d in view.diagrams]
     return out
 
 
