@@ -38,6 +38,7 @@ TAUGHT_IN: dict[str, str] = {
     "nccl": "data-parallel",
     "busbw": "data-parallel",
     "algbw": "data-parallel",
+    "effective-rate": "context-parallel",
     "ecmp": "experts",
     "nvls": "data-parallel",
     "ll-protocol": "data-parallel",

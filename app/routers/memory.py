@@ -42,10 +42,12 @@ DEFAULT_MODEL = "llama-3.1-70b"
 RECIPE_LABELS = {k: r.label for k, r in RECIPES.items()}  # the records of labs.core.catalogue
 # What EP01 teaches of its Recipe and Recomputation menus (round-5 cold reading, item 5): the
 # other options sit in a group of their own, named for the lesson that teaches them (EP10's
-# low-precision recipes) or marked as taught by none (torchtitan's two policies), each with
-# its record's phrase as a one-line title (partials/_memory_controls.html).
+# low-precision recipes, and torchtitan's op policy, which EP10's measured run keeps) or
+# marked as taught by none (torchtitan's every-2nd-layer policy), each with its record's
+# phrase as a one-line title (partials/_memory_controls.html).
 EP01_RECIPES = ("adam16", "adam18", "fp8-blockwise", "bf16", "int8", "int4")
 EP01_RECOMPUTE = ("none", "flash", "selective", "full")
+EP10_RECOMPUTE = ("op",)
 
 
 class MemoryQuery(ModelGpuControls):
@@ -224,6 +226,7 @@ def extra_context(state) -> dict:
         "train_recipes": TRAIN_RECIPES,
         "taught_recipes": EP01_RECIPES,
         "taught_recompute": EP01_RECOMPUTE,
+        "later_recompute": EP10_RECOMPUTE,
         "recompute_phrases": {k: r.phrase for k, r in RECOMPUTATION.items()},
         "precision_episode": BY_LAB["precision"],
         "components": COMPONENTS,

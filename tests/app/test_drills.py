@@ -7,6 +7,7 @@ while its question gave only the link's 32 GB/s: 765.7 ms worked out, 933.8 ms a
 fails here.
 """
 
+import math
 import re
 
 import pytest
@@ -83,11 +84,14 @@ def _fp8(q: str) -> float:
 
 
 def _colocated(q: str) -> float:
-    """Step 3's serving bill for the stated engines, then step 4's max plus the switch."""
+    """Step 3's serving bill for the stated engines, then step 4's max plus the switch. With
+    attention data parallelism each GPU keeps whole requests: the busiest keeps
+    ⌈requests ÷ GPUs⌉ of its engine's."""
     e, engines = num(q, r"engines of " + N + " GPUs"), num(q, N + " engines share")
     requests = num(q, r"the " + N + " samples") / engines
     serve = (num(q, r"\(" + N + "B parameters") * 2 / e
-             + requests * num(q, r"each of " + N + " tokens") * num(q, N + " KB") * 1e-6 / e
+             + math.ceil(requests / e) * num(q, r"each of " + N + " tokens")
+             * num(q, N + " KB") * 1e-6
              + num(q, N + " GB of workspace"))
     train = num(q, r"Training needs " + N + " GB")
     return max(train, serve) + num(q, r"phases keeps " + N + " GB")

@@ -350,11 +350,12 @@ def test_round_5_item_5_ep01s_menus_mark_what_the_lesson_does_not_teach(client):
     """EP01's round-5 cold reading, item 5: its Recipe menu offered four recipes EP01 does not
     teach, and its Recomputation menu two policies no lesson teaches, among the ones it does.
     Each menu now groups what EP01 teaches first; the other recipes are grouped under EP10,
-    whose links set each of them, and torchtitan's two policies are marked as taught by no
-    lesson (no lesson's link sets them), each with its record's phrase as a title. Dropout,
-    which step 3 uses, is defined there."""
+    whose links set each of them, with torchtitan's op policy, which EP10's measured run keeps
+    (its links set it, since the round-6 reading of EP10, item 7); its every-2nd-layer policy
+    is marked as taught by no lesson (no lesson's link sets it). Each option EP01 does not
+    teach carries its record's phrase as a title. Dropout, which step 3 uses, is defined."""
     from app.episodes import BY_LAB, EPISODES
-    from app.routers.memory import EP01_RECIPES, EP01_RECOMPUTE
+    from app.routers.memory import EP01_RECIPES, EP01_RECOMPUTE, EP10_RECOMPUTE
 
     page = client.get(BY_LAB["memory"].path).text
     groups: dict[str, set[str]] = {}  # both menus have a "This lesson" group
@@ -363,13 +364,13 @@ def test_round_5_item_5_ep01s_menus_mark_what_the_lesson_does_not_teach(client):
         groups.setdefault(name, set()).update(re.findall(r'<option value="([\w-]+)"', body))
     later = groups["Taught in EP10, Low precision and fine-tuning"]
     assert groups["This lesson"] == set(EP01_RECIPES) | set(EP01_RECOMPUTE)
-    untaught = groups["torchtitan&#39;s policies (no lesson teaches them)"]
-    assert set(later) == {"adam12", "fp8-delayed", "fp8-params", "mxfp8"}
-    assert set(untaught) == {"every-2nd", "op"}
+    untaught = groups["torchtitan&#39;s policy (no lesson teaches it)"]
+    assert set(later) == {"adam12", "fp8-delayed", "fp8-params", "mxfp8", *EP10_RECOMPUTE}
+    assert set(untaught) == {"every-2nd"}
     assert set(re.findall(r"recipe=([\w-]+)", page)) <= set(EP01_RECIPES)
     assert set(re.findall(r"recompute=([\w-]+)", page)) <= set(EP01_RECOMPUTE)
     ep10 = client.get(BY_LAB["precision"].path).text
-    assert set(later) <= set(re.findall(r"recipe=([\w-]+)", ep10))
+    assert set(later) <= set(re.findall(r"(?:recipe|recompute)=([\w-]+)", ep10))
     for episode in EPISODES:
         links = re.findall(r"recompute=([\w-]+)", client.get(episode.path).text)
         assert not set(untaught) & set(links), episode.slug
