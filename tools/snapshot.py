@@ -382,6 +382,21 @@ def bad_value(param: dict) -> str | None:
     return None
 
 
+CHOICE = re.compile(r'<input type="radio" name="answer" value="([^"]*)"')
+
+
+def right_answer(get, drill: str) -> str:
+    """A drill's right answer, as its reveal (a second wrong try) gives it. A decide drill
+    refuses 0, no choice of its (422): its first choice, read off its page, is tried instead
+    (its reveal, or its right answer, names the right one either way)."""
+    revealed = get(f"/api/drills/{drill}?answer=0&attempt=2")
+    if revealed.status_code == 422:
+        first = CHOICE.search(get(f"/drills/{drill}").text)
+        assert first is not None, f"/drills/{drill}: no choice to try"
+        revealed = get(f"/api/drills/{drill}?answer={first.group(1)}&attempt=2")
+    return str(revealed.json()["answer"])
+
+
 def generate() -> int:
     """Print a request list from the running app, reading only what it serves (HTML, JSON)."""
     app = load_app()
@@ -474,8 +489,7 @@ def generate() -> int:
         ids = next(p for p in openapi["paths"]["/api/drills/{drill_id}"]["get"]["parameters"]
                    if p["name"] == "drill_id")["schema"]["enum"]
         for drill in ids:
-            revealed = get(f"/api/drills/{drill}?answer=0&attempt=2").json()
-            add(f"/api/drills/{drill}?answer={revealed['answer']}",
+            add(f"/api/drills/{drill}?answer={right_answer(get, drill)}",
                 "Drills: each right answer, then a hint, a reveal, a non-number, no such drill"
                 if drill == ids[0] else "")
         first = ids[0]
