@@ -43,11 +43,12 @@ RECIPE_LABELS = {k: r.label for k, r in RECIPES.items()}  # the records of labs.
 # What EP01 teaches of its Recipe and Recomputation menus (round-5 cold reading, item 5): the
 # other options sit in a group of their own, named for the lesson that teaches them (EP10's
 # low-precision recipes, and torchtitan's op policy, which EP10's measured run keeps) or
-# marked as taught by none (torchtitan's every-2nd-layer policy), each with its record's
-# phrase as a one-line title (partials/_memory_controls.html).
+# marked as taught by none (torchtitan's every-2nd-layer policy, UNTAUGHT_RECOMPUTE), each with
+# its record's phrase as a one-line title (partials/_memory_controls.html).
 EP01_RECIPES = ("adam16", "adam18", "fp8-blockwise", "bf16", "int8", "int4")
 EP01_RECOMPUTE = ("none", "flash", "selective", "full")
 EP10_RECOMPUTE = ("op",)
+UNTAUGHT_RECOMPUTE = tuple(k for k in RECOMPUTATION if k not in EP01_RECOMPUTE + EP10_RECOMPUTE)
 
 
 class MemoryQuery(ModelGpuControls):
@@ -227,6 +228,7 @@ def extra_context(state) -> dict:
         "taught_recipes": EP01_RECIPES,
         "taught_recompute": EP01_RECOMPUTE,
         "later_recompute": EP10_RECOMPUTE,
+        "untaught_recompute": UNTAUGHT_RECOMPUTE,
         "recompute_phrases": {k: r.phrase for k, r in RECOMPUTATION.items()},
         "precision_episode": BY_LAB["precision"],
         "components": COMPONENTS,

@@ -355,7 +355,12 @@ def test_round_5_item_5_ep01s_menus_mark_what_the_lesson_does_not_teach(client):
     is marked as taught by no lesson (no lesson's link sets it). Each option EP01 does not
     teach carries its record's phrase as a title. Dropout, which step 3 uses, is defined."""
     from app.episodes import BY_LAB, EPISODES
-    from app.routers.memory import EP01_RECIPES, EP01_RECOMPUTE, EP10_RECOMPUTE
+    from app.routers.memory import (
+        EP01_RECIPES,
+        EP01_RECOMPUTE,
+        EP10_RECOMPUTE,
+        UNTAUGHT_RECOMPUTE,
+    )
 
     page = client.get(BY_LAB["memory"].path).text
     groups: dict[str, set[str]] = {}  # both menus have a "This lesson" group
@@ -366,7 +371,7 @@ def test_round_5_item_5_ep01s_menus_mark_what_the_lesson_does_not_teach(client):
     assert groups["This lesson"] == set(EP01_RECIPES) | set(EP01_RECOMPUTE)
     untaught = groups["torchtitan&#39;s policy (no lesson teaches it)"]
     assert set(later) == {"adam12", "fp8-delayed", "fp8-params", "mxfp8", *EP10_RECOMPUTE}
-    assert set(untaught) == {"every-2nd"}
+    assert set(untaught) == set(UNTAUGHT_RECOMPUTE) == {"every-2nd"}
     assert set(re.findall(r"recipe=([\w-]+)", page)) <= set(EP01_RECIPES)
     assert set(re.findall(r"recompute=([\w-]+)", page)) <= set(EP01_RECOMPUTE)
     ep10 = client.get(BY_LAB["precision"].path).text
