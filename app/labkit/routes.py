@@ -22,6 +22,7 @@ from app.labkit.view import VIEWS, Diagram, LabView, add_view
 
 EVENT_SHAPES = ("rows", "columns", "none")
 GZIP_MIN = 1024  # as the app's GZipMiddleware: smaller answers are not worth compressing
+GZIP_LEVEL = 3  # app/main.py says why
 
 
 SLICE = 1000  # list items per json.dumps call
@@ -59,7 +60,7 @@ def json_response(request: Request, content: Any, status_code: int = 200) -> Res
     body = encode_json(content)
     headers = {"Vary": "Accept-Encoding"}
     if len(body) >= GZIP_MIN and "gzip" in request.headers.get("accept-encoding", ""):
-        body = gzip.compress(body, compresslevel=5)
+        body = gzip.compress(body, compresslevel=GZIP_LEVEL)
         headers["Content-Encoding"] = "gzip"
     return Response(body, status_code=status_code, media_type="application/json",
                     headers=headers)

@@ -119,6 +119,7 @@ def cpu(fn):
 def stage_times(app, view, query: str, headers: dict) -> dict[str, float] | None:
     from app.labkit import parsing
     from app.labkit.render import context
+    from app.labkit.routes import GZIP_LEVEL
     from app.templating import templates
 
     items = parse_qsl(query, keep_blank_values=True)
@@ -148,7 +149,7 @@ def stage_times(app, view, query: str, headers: dict) -> dict[str, float] | None
 
     t["jinja"], html = cpu(render)
     t["jinja"] = max(0.0, t["jinja"] - t["figure"])  # context() builds the figures again
-    t["gzip"], _ = cpu(lambda: gzip.compress(html.encode(), compresslevel=5))
+    t["gzip"], _ = cpu(lambda: gzip.compress(html.encode(), compresslevel=GZIP_LEVEL))
     clear_response_cache()
     parsing.CACHES.clear()
     start = time.process_time()
