@@ -55,6 +55,41 @@ STATE = """id => {
 }"""
 
 
+class LinkPixels:
+    """The rule over one lesson's walk, link by link: ``before(diagram)`` ahead of a link's
+    click, ``after(diagram, where)`` once its answer is drawn, ``check()`` at the walk's end.
+    A link counts where it sets another state of its diagram; one that draws a diagram absent
+    before counts without a pixel check."""
+
+    def __init__(self, page, name: str):
+        self.page, self.name = page, name
+        self.state: str | None = None
+        self.checked, self.unchanged = 0, []
+
+    def before(self, diagram: str) -> None:
+        self.state = self.page.evaluate(STATE, diagram)
+        if self.state is not None:
+            self.page.evaluate(SNAP, [diagram, "__before"])
+
+    def after(self, diagram: str, where: str) -> None:
+        after = self.page.evaluate(STATE, diagram)
+        assert after is not None, f"{self.name} {where}: no #{diagram} after it"
+        if after == self.state:
+            return  # the state it shows already: nothing to change
+        self.checked += 1
+        if self.state is None:  # drawn now, where the state before had no such chart
+            return
+        self.page.evaluate(SNAP, [diagram, "__after"])
+        share = self.page.evaluate(CHANGED)
+        if share < MIN_CHANGED:
+            self.unchanged.append(f"{where} #{diagram}: {share:.1%} of pixels")
+
+    def check(self) -> None:
+        assert self.checked >= 3, f"{self.name}: only {self.checked} links change a state"
+        assert not self.unchanged, (
+            f"{self.name}: links that barely change their diagram: {self.unchanged}")
+
+
 # The lessons test_changed_in_view walks link by link check this rule in that walk.
 WALKED_THERE = {"pipeline", "cp", "moe", "recipe", "placement", "precision", "failures",
                 "playground"}
@@ -68,29 +103,16 @@ def test_each_link_changes_the_diagram_its_step_names(page, name):
     steps = page.evaluate("""() => [...document.querySelectorAll('section.step[id^=step-]')]
         .map(s => [s.id, s.dataset.diagram, [...s.querySelectorAll('a.try')]
             .map(a => [a.textContent.trim(), a.getAttribute('href'), a.dataset.diagram || ''])])""")
-    checked, unchanged = 0, []
+    rule = LinkPixels(page, name)
     for step_id, step_diagram, links in steps:
         for index, (label, href, own) in enumerate(links):
             diagram = own or step_diagram
             link = page.locator(f"#{step_id} a.try").nth(index)
             release(link)
-            before = page.evaluate(STATE, diagram)
-            if before is not None:
-                page.evaluate(SNAP, [diagram, "__before"])
+            rule.before(diagram)
             query = href.split("?", 1)[1]
             link.click()
             page.wait_for_url(lambda url, q=query: url.endswith(q))
             wait_drawn(page)
-            after = page.evaluate(STATE, diagram)
-            assert after is not None, f"{name} {step_id} {label!r}: no #{diagram} after it"
-            if after == before:
-                continue  # the state it shows already: nothing to change
-            checked += 1
-            if before is None:  # drawn now, where the state before had no such chart
-                continue
-            page.evaluate(SNAP, [diagram, "__after"])
-            share = page.evaluate(CHANGED)
-            if share < MIN_CHANGED:
-                unchanged.append(f"{step_id} {label!r} #{diagram}: {share:.1%} of pixels")
-    assert checked >= 3, f"{name}: only {checked} links change a state"
-    assert not unchanged, f"{name}: links that barely change their diagram: {unchanged}"
+            rule.after(diagram, f"{step_id} {label!r}")
+    rule.check()
