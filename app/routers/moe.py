@@ -37,7 +37,7 @@ from labs.core.limits import (
 )
 from labs.experts.crossover import ep_crossover
 from labs.experts.inputs import MoEInput, MoEResult
-from labs.experts.lab import simulate_moe
+from labs.experts.lab import ACTIVATION_BYTES, block_hit, simulate_moe
 from labs.hardware.links import clusters, get_cluster, get_link, with_network
 from labs.hardware.nccl import simple_ring_latency
 from labs.model.presets import models
@@ -238,6 +238,25 @@ def facts() -> dict:
     }
 
 
+@lru_cache(maxsize=1)
+def deepep_legs() -> dict:
+    """Step 3's DeepEP dispatch of DeepSeek-V3 (EP 64 over 8 H800 nodes), leg by leg, from
+    the engine's own counts (labs.experts.lab.block_hit): the chance a token reaches another
+    node under node-limited routing, the copies and bytes that cross a GPU's NIC, and what its
+    node-mates relay to it on NVLink (the rest of what it receives)."""
+    api, model = facts()["v3_deepep"]["api"], models()["deepseek-v3"]
+    per_node = api["experts_per_gpu"] * api["ep_per_node"]
+    nodes = api["ep"] // api["ep_per_node"]
+    share = block_hit(model, model.top_k / model.experts, per_node, 2 * per_node)
+    limit = model.route_group_limit
+    tokens = MoEQuery.model_fields["tokens"].default  # the state's: 4,096 a GPU
+    copies = (nodes - 1) * tokens * share
+    net_bytes = copies * model.hidden * ACTIVATION_BYTES
+    return {"nodes": nodes, "limit": limit, "per_node": per_node, "share": share,
+            "miss": 1 - share * nodes / limit, "copies": copies, "net_bytes": net_bytes,
+            "nvlink_bytes": api["dispatch_bytes_per_gpu"][0] - net_bytes}
+
+
 def extra_context(state) -> dict:
     query = state.query
     spec = state.result.input.model
@@ -251,6 +270,7 @@ def extra_context(state) -> dict:
         # An all-to-all's latency, one Simple send (labs.hardware.nccl.pairwise): NCCL's
         # start-up and one hop, on NVLink or across nodes; steps 3 and 11 add it to the bytes.
         "a2a": simple_ring_latency(),
+        "deepep": deepep_legs(),  # step 3 derives DeepEP's 3.90 ms from these
         "crossover": ep_crossover(state.result),
         "validation": {g["group"]: g for g in validation()["groups"]},
         "goodput_bound": GOODPUT_BOUND,  # DeepSeek-V3's figure is a whole-run average

@@ -320,6 +320,9 @@ def network(inp: MoEInput, routing: Routing, dense_local: float,
     get): TP's all-reduce of one layer's activations (T tokens x hidden x 2 B), PP's send of
     them to the next stage, DP's all-reduce of the dense gradients a GPU holds and expert-DP's
     of its experts' (fp32, 4 B each, once a step), and EP's dispatch as the layer times it above.
+    ``dense_local`` and ``expert_local`` are each the most any stage's GPU holds: every stage
+    reduces at once and the step waits for the slowest, and the stage with the most dense
+    weights (DeepSeek-V3's first, its 3 dense layers) is not the one with the most experts.
     CP and expert-TP are left out."""
     m, lay, cl = inp.model, inp.layout, inp.cluster
     acts = inp.tokens * m.hidden * ACTIVATION_BYTES
@@ -360,6 +363,8 @@ def simulate_moe(inp: MoEInput) -> MoEResult:
     held = [(s.tp_split / inp.tp + s.replicated, s.experts / (inp.ep * inp.etp))
             for s in stages]
     dense_local, expert_local = max(held, key=sum)
+    # Each group kind's traffic from the stage that holds the most of what it reduces.
+    dense_most, experts_most = max(d for d, _ in held), max(e for _, e in held)
     seq = 4096
     dense_flops = model_flops_per_token(m, seq) + 6 * (m.params - m.active_params)
     gpu = with_matmul_efficiency(inp.cluster, inp.mfu).gpu
@@ -393,5 +398,5 @@ def simulate_moe(inp: MoEInput) -> MoEResult:
         groups=group_summaries(layout, inp.cluster.gpus_per_node),
         rank_map=(group_colouring(layout, inp.group, inp.cluster.gpus_per_node)
                   if layout.world_size <= MAX_RANK_MAP_GPUS else None),
-        network=network(inp, routing, dense_local, expert_local),
+        network=network(inp, routing, dense_most, experts_most),
     )

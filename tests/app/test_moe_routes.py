@@ -531,3 +531,97 @@ def test_round6_steps_2_3_6_9_10_move_and_ask_without_answering(client):
     answer = drill.answer()
     assert answer == pytest.approx(27.3, abs=0.05)
     assert abs(26 - answer) > drill.rel_tol * answer  # the slip 26 is refused
+
+
+def test_round8_step_7_times_each_group_on_the_stage_that_holds_most_of_it(client):
+    """Round-8 cold reading of EP07, items 1, 6, 7, 11, 12: the network table took DP's and
+    expert-DP's bytes from the one stage with the most parameters a GPU, DeepSeek-V3's first
+    (3 dense layers, 1 MoE layer: 176M of experts), so expert-DP's all-reduce was a quarter of
+    what stages 1-12 (4 MoE layers, 4 x 4 x 44.0M = 705M) send and the step waits for. Each
+    kind now comes from the stage that holds the most of it; PP's send, the DP ring's latency
+    and the expert-DP bytes are derived on the page."""
+    from app.routers.moe import facts
+    from labs.model.presets import get_model
+
+    v3 = get_model("deepseek-v3")
+    f = facts()
+    expert = 3 * v3.hidden * v3.expert_ffn
+    # 61 layers over 16 stages: 4 a stage; stage 1 (layers 4-7) is all MoE. fp32 gradients.
+    edp_bytes = 4 * (v3.experts // 64) * expert * 4
+    flat = {g["kind"]: g for g in f["v3"]["api"]["network"]}
+    tor = {g["kind"]: g for g in f["v3_tor4"]["api"]["network"]}
+    assert flat["edp"]["bytes_per_gpu"] == pytest.approx(edp_bytes, rel=1e-9)
+    assert flat["edp"]["seconds"] == pytest.approx(edp_bytes / 48e9, rel=0.002)
+    acts = 4096 * v3.hidden * 2
+    assert flat["pp"]["seconds"] == pytest.approx(acts / 48e9 + 18e-6, rel=1e-6)
+    ring_lat = tor["dp"]["seconds"] - tor["dp"]["bytes_per_gpu"] / 160e9
+    page = client.get("/episodes/experts").text
+    step7 = _step_text(page, "step-7")
+    assert ("4 MoE layers × 4 experts × 44.0M = 705M parameters a GPU" in step7)
+    assert (f"{fmt_bytes(edp_bytes)} ÷ 48 GB/s = {fmt_ms(flat['edp']['seconds'])} on a full "
+            f"fat tree, {fmt_ms(tor['edp']['seconds'])} here") in step7
+    assert f"58.7 MB ÷ 48 GB/s + (8.4 + 9.6) µs = {fmt_ms(flat['pp']['seconds'])}" in step7
+    assert f"÷ 160 GB/s + {fmt_ms(ring_lat)} of the ring's latency" in step7
+    assert "now draws" not in step7 and "the new chart" not in step7
+    assert "on 2,048 GPUs with PP 16" in _step_text(page, "step-6")
+
+
+def test_round8_step_3_derives_deepeps_dispatch_from_node_limited_routing(client):
+    """Round-8 cold reading of EP07, items 4, 5: DeepEP's 3.90 ms and 565 MB were quoted
+    with nothing to derive them from. Under node-limited routing a token picks 4 of the 8
+    nodes and its 8 experts among their 128, so another node gets 4/8 x (1 - C(96,8)/C(128,8))
+    of a GPU's tokens; 7 such nodes' copies cross the NIC. The report gives NVLink's 160 GB/s;
+    it does not say it measured it."""
+    from math import comb
+
+    from app.routers.moe import facts
+
+    dx = facts()["v3_deepep"]["api"]
+    miss = comb(96, 8) / comb(128, 8)
+    share = 4 / 8 * (1 - miss)
+    net = 7 * 4096 * share * 7168 * 2
+    assert dx["dispatch_s"] == pytest.approx(net / 48e9 + 18e-6, rel=1e-6)
+    step3 = _step_text(client.get("/episodes/experts").text, "step-3")
+    # Written 4 × 32, not 128: 128 is step 6's answer (DP), and this why is open by then.
+    assert f"C(3 × 32, 8) / C(4 × 32, 8) = {miss:.3f}" in step3 and "128" not in step3
+    assert f"× (1 − {miss:.3f}) = {100 * share:.1f}% of a GPU's tokens" in step3
+    assert (f"7 × 4,096 × {share:.3f} = {7 * 4096 * share:,.0f} copies, {fmt_bytes(net)} ÷ "
+            f"48 GB/s + (8.4 + 9.6) µs = {fmt_ms(dx['dispatch_s'])}") in step3
+    nvlink = dx["dispatch_bytes_per_gpu"][0] - net
+    assert f"{fmt_bytes(nvlink)} its node-mates relay to it ride NVLink" in step3
+    assert "report gives 160" in step3 and "measures 160" not in step3
+
+
+def test_round8_step_10_says_the_softmax_turns_the_push_onto_the_hot_expert(client):
+    """Round-8 cold reading of EP07, item 2: the predict said the loss's gradient 'pushes
+    expert 0's probability down, against a fair expert's', reading dL/dP_i = a·E·f_i as a
+    push on each probability. The P_i sum to 1 through the softmax: each expert's score moves
+    by a·E·P_i·(f_i - sum f_j P_j), so the hot one's falls and a fair one's rises a little.
+    The predict now asks the ratio of the gradients in P_i; the why says what the softmax does."""
+    from app.routers.moe import facts
+
+    sk = facts()["v3_skew"]["api"]
+    routed = sk["tokens_per_expert"]
+    f = [n / sum(routed) for n in routed]
+    avg = sum(x * x for x in f)  # sum f_j P_j with the lab's P = f
+    assert avg == pytest.approx(sk["balance_loss"] / len(f), rel=1e-9)
+    hot, fair = f[0] * (f[0] - avg), f[1] * (f[1] - avg)  # the scores' gradients, over a·E
+    assert hot > 0 > fair and hot > 100 * -fair
+    page = client.get("/episodes/experts").text
+    step10 = _step_text(page, "step-10")
+    assert "gradient with respect to expert 0's probability share P₀" in step10
+    assert "pushes expert 0's probability down" not in step10
+    assert f"{sk['balance_loss']:.4f} / 256 = {avg:.5f}" in step10
+    assert "is pushed a very little up" in step10
+
+
+def test_round8_step_5_says_the_deterministic_router_drops_too_few(client):
+    """Round-8 cold reading of EP07, item 3: 'With balanced routing, factor 1 drops 0.0%' is
+    the lab's deterministic router; a real one's counts scatter from batch to batch, so it
+    drops some at factor 1. The page says which way the lab errs."""
+    from app.routers.moe import facts
+
+    assert facts()["balanced_capped"]["api"]["dropped_fraction"] == 0
+    step5 = _step_text(client.get("/episodes/experts").text, "step-5")
+    assert "only because the lab's router is deterministic" in step5
+    assert "the lab errs low here" in step5 and "Fedus et al. 2021" in step5
