@@ -625,3 +625,12 @@ def test_round8_step_5_says_the_deterministic_router_drops_too_few(client):
     step5 = _step_text(client.get("/episodes/experts").text, "step-5")
     assert "only because the lab's router is deterministic" in step5
     assert "the lab errs low here" in step5 and "Fedus et al. 2021" in step5
+
+
+def test_round8_terms_are_said_where_ep07_first_uses_them(client):
+    """Round-8 cold reading of EP07, item 10: 'gate' (step 1), 'NIC' (step 3) and 'HBM'
+    (step 8) were used with no definition on the page or in the glossary."""
+    page = client.get("/episodes/experts").text
+    assert "each gate the router's weight for that expert" in _step_text(page, "step-1")
+    assert "NIC (network card; a node has one per GPU)" in _step_text(page, "step-3")
+    assert "reads HBM (the GPU's own memory)" in _step_text(page, "step-8")
