@@ -1,197 +1,38 @@
 """EP07 Experts: a MoE layer under expert parallelism (routing, all-to-all, slowest GPU),
-parameters total vs active, and the rank map of the whole job."""
+parameters total vs active, and the rank map of the whole job. Its controls, ``run`` and
+answers are ``app.routers.moe_state``'s; here are the lesson's states, the page context, the
+cases, the drills and the view."""
 
 from functools import lru_cache
-from typing import Literal
 
 from fastapi import APIRouter
-from pydantic import Field
 
-from app.charts.moe import (
-    PHASES,
-    balance_figure,
-    crossover_figure,
-    experts_figure,
-    gemm_figure,
-    gpus_figure,
-    network_figure,
-    params_figure,
-)
-from app.charts.rank_map import rank_map_figure
+from app.charts.moe import PHASES
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
-from app.model_controls import ModelChoice, ModelControls, model_choices, model_field
+from app.model_controls import model_choices
 from app.options import model_options, with_value
+from app.routers.moe_state import MoEQuery, figures, lazy_figures, run, to_api
 from app.schemas import MoEAnswer
-from labs.core.limits import (
-    MAX_CAPACITY_FACTOR,
-    MAX_DEGREE,
-    MAX_MFU,
-    MAX_MOE_TOKENS,
-    MAX_NODES,
-    MAX_OVERSUBSCRIPTION,
-    MAX_SKEW,
-    MIN_MFU,
-    MOE_GROUP_KINDS,
-)
+from labs.core.limits import MOE_GROUP_KINDS
 from labs.experts.crossover import ep_crossover
-from labs.experts.inputs import MoEInput, MoEResult
-from labs.experts.lab import ACTIVATION_BYTES, block_hit, simulate_moe
-from labs.hardware.links import clusters, get_cluster, get_link, with_network
+from labs.experts.lab import ACTIVATION_BYTES, block_hit
+from labs.hardware.links import clusters, get_cluster, get_link
 from labs.hardware.nccl import simple_ring_latency
 from labs.model.presets import models
 from labs.parallel.layout import divisors
 from labs.parallel.rank_map import GROUP_SHORT, GROUP_TITLES
 
 router = APIRouter()
-# A DGX SuperPOD H100 scalable unit: 32 nodes, one leaf switch per rail (NVIDIA's reference
-# architecture); what the leaf control starts at.
-LEAF_NODES = 32
+
+
 # The leaf and spine choices the page offers (any value in range is taken from a URL).
 LEAF_NAMES = {2: "2 (one rack's top-of-rack switch)", 4: "4", 8: "8", 16: "16",
               32: "32 (a DGX SuperPOD unit, a leaf per rail)", 64: "64",
               384: "384 (a Llama 3 pod of 3,072 GPUs)"}
 SPINE_NAMES = {1.0: "1:1 (full fat tree)", 2.0: "2:1", 4.0: "4:1",
                7.0: "7:1 (Llama 3 between pods)", 8.0: "8:1"}
-
-
-class MoEQuery(ModelControls):
-    """The controls of the experts lab: a model, the cluster, the parallel degrees (DP is
-    what divides the rest), routing skew and capacity. Sizes come back in bytes, times in s."""
-
-    model: ModelChoice = model_field("mixtral-8x7b", "Mixture-of-experts model")
-    link: str = Field("dgx-h100", max_length=64, description="Cluster preset (GPUs per node, "
-                      "the link inside a node, the network between nodes): "
-                      + ", ".join(clusters()) + ".")
-    nodes: int = Field(2, ge=1, le=MAX_NODES, description="Nodes; GPUs = nodes x GPUs per node.")
-    tp: int = Field(1, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree (dense layers).")
-    pp: int = Field(1, ge=1, le=MAX_DEGREE, description="Pipeline stages.")
-    cp: int = Field(1, ge=1, le=MAX_DEGREE, description="Context-parallel degree.")
-    ep: int = Field(8, ge=1, le=MAX_DEGREE, description="Expert-parallel degree: experts are "
-                    "split over EP GPUs of each stage.")
-    etp: int = Field(1, ge=1, le=MAX_DEGREE, description="Expert tensor-parallel degree.")
-    skew: float = Field(0.0, ge=0, le=MAX_SKEW, description="Routing skew: 0 uniform, 1 every "
-                        "token picks expert 0 (deterministic, no sampling).")
-    capacity_factor: float = Field(0.0, ge=0, le=MAX_CAPACITY_FACTOR, description="Expert "
-                                   "capacity factor; 0 = no limit (dropless).")
-    tokens: int = Field(4096, ge=1, le=MAX_MOE_TOKENS,
-                        description="Tokens per GPU entering each MoE layer.")
-    ep_dispatch: Literal["alltoall", "deepep"] = Field(
-        "alltoall", description="How the tokens travel: alltoall (NCCL's all-to-all, a copy "
-                                "per routed expert) or deepep (DeepEP: a copy per "
-                                "destination node over the network, forwarded on NVLink to "
-                                "each destination GPU).")
-    mfu: float | None = Field(None, ge=MIN_MFU, le=MAX_MFU,
-                              description="An override of the share of the GPU's BF16 peak a "
-                                          "full-wave expert GEMM reaches (empty: each "
-                                          "expert's GEMMs at their shapes' measured rates).")
-    group: Literal[MOE_GROUP_KINDS] = Field("ep", description="Which groups the rank map "
-                                            "colours.")
-    leaf_nodes: int = Field(LEAF_NODES, ge=1, le=MAX_NODES, description="Nodes under one leaf "
-                            "switch: 32, a DGX SuperPOD scalable unit with one leaf per rail.")
-    oversubscription: float = Field(1.0, ge=1, le=MAX_OVERSUBSCRIPTION, description="Leaf-to-"
-                                    "spine oversubscription r (r:1 downlink to uplink "
-                                    "bandwidth); 1 = a full fat tree.")
-
-
-def run(query: MoEQuery) -> MoEResult:
-    return simulate_moe(MoEInput(
-        model=query.model_spec(),
-        cluster=with_network(get_cluster(query.link), query.leaf_nodes, query.oversubscription),
-        nodes=query.nodes,
-        tp=query.tp, pp=query.pp, cp=query.cp, ep=query.ep, etp=query.etp, skew=query.skew,
-        capacity_factor=query.capacity_factor, tokens=query.tokens,
-        ep_dispatch=query.ep_dispatch, mfu=query.mfu, group=query.group))
-
-
-def to_api(result: MoEResult) -> dict:
-    inp, r, lay = result.input, result.routing, result.layout
-    return {
-        "model": inp.model.id,
-        "link": inp.cluster.id,
-        "ep_dispatch": inp.ep_dispatch,
-        "world_size": lay.world_size,
-        "tp": lay.tp, "pp": lay.pp, "cp": lay.cp, "dp": lay.dp, "ep": lay.ep, "etp": lay.etp,
-        "expert_dp": lay.expert_dp,
-        "params": result.params,
-        "active_params": result.active_params,
-        "params_per_gpu": round(result.params_per_gpu),
-        "experts_per_gpu": result.experts_per_gpu,
-        "ep_group": list(result.ep_group),
-        "ep_per_node": result.ep_per_node,
-        "tokens_per_expert": list(r.routed_per_expert),
-        "dropped_per_expert": list(r.dropped_per_expert),
-        "capacity": r.capacity,
-        "dropped_fraction": result.dropped_fraction,
-        "max_over_mean": result.max_over_mean,
-        "tokens_per_gpu": list(r.tokens_per_gpu),
-        "gpu_max_over_mean": result.gpu_max_over_mean,
-        "dispatch_bytes_per_gpu": [round(b) for b in r.received_bytes],
-        "dispatch_sent_bytes_per_gpu": [round(b) for b in r.sent_bytes],
-        "dispatch_s_per_gpu": list(r.dispatch_s),
-        "compute_s_per_gpu": list(r.compute_s),
-        "dispatch_s": result.dispatch_s,
-        "combine_s": result.dispatch_s,
-        "compute_s": result.compute_s,
-        "layer_s": result.layer_s,
-        "balanced_layer_s": result.balanced.layer_s,
-        "slowdown": result.slowdown,
-        "slowest_gpu": result.slowest_gpu,
-        "groups": [{"kind": s.kind, "size": s.size, "count": s.count,
-                    "nodes_spanned": s.nodes_spanned, "inside_node": s.inside_node}
-                   for s in result.groups],
-        "balance_loss": result.balance_loss,
-        "crossover": _crossover(result),
-        "balance": [{"skew": k, "loss": loss, "slowdown": slow}
-                    for k, loss, slow in result.balance_curve],
-        "gemm": {"curve": [{"tokens": t, "efficiency": e} for t, e in result.gemm_curve],
-                 "tokens_per_expert": result.tokens_per_expert,
-                 "efficiency": result.gemm_efficiency,
-                 "shared_tokens": result.shared_tokens,
-                 "shared_efficiency": result.shared_efficiency,
-                 "shared_s": result.shared_s,
-                 "alone": [{"tokens": t, "efficiency": e} for t, e in result.gemm_curve_alone],
-                 "alone_efficiency": result.alone_efficiency,
-                 "matmul_rate": result.matmul_rate, "hbm_rate": result.hbm_rate},
-        "leaf_nodes": inp.cluster.leaf_nodes,
-        "oversubscription": inp.cluster.oversubscription,
-        "network": [{"kind": g.kind, "collective": g.collective, "what": g.what,
-                     "bytes_per_gpu": g.bytes_per_gpu, "seconds": g.seconds,
-                     "bandwidth": g.bandwidth, "per_node": g.per_node, "nodes": g.nodes,
-                     "leaves": g.leaves, "tier": g.tier} for g in result.network],
-        "rank_map": None if result.rank_map is None else {
-            "group": inp.group, "gpus_per_node": result.rank_map.gpus_per_node,
-            "group_of_rank": list(result.rank_map.category)},
-    }
-
-
-def _crossover(result: MoEResult) -> dict:
-    c = ep_crossover(result)
-    return {"width": c.width, "copies": c.copies, "compute_s": c.compute_s,
-            "comm_s": c.comm_s, "comm_bytes": c.comm_bytes, "rate": c.rate,
-            "busbw": c.busbw, "matrices": c.matrices, "crossover": round(c.crossover, 1),
-            "ratio": c.ratio, "points": [[f, round(a, 9), round(m, 9)] for f, a, m in c.points]}
-
-
-def figures(result: MoEResult) -> dict:
-    out = {"experts": experts_figure(result), "gpus": gpus_figure(result),
-           "params": params_figure(result), "network": network_figure(result),
-           "gemm": gemm_figure(result), "crossover": crossover_figure(result)}
-    if result.rank_map is not None:
-        colouring = result.rank_map
-        spans = colouring.nodes_spanned()
-        notes = [("inside one node" if s == 1 else f"spans {s} nodes") for s in spans]
-        out["ranks"] = rank_map_figure(colouring, notes, result.input.cluster.leaf_nodes)
-    return out
-
-
-def lazy_figures(result: MoEResult) -> dict:
-    """The balance chart, drawn on its own request (Diagram.lazy_template): it plots the
-    layer's slowdown at every skew, so at the opening state it would print step 4's answer
-    (2.5x expert 0's share at skew 0.5 times the bench's balanced layer) before the guess;
-    the lesson fetches it once step 10, the step it belongs to, is guessed (after_guess)."""
-    return {"balance": balance_figure(result)}
 
 
 @lru_cache(maxsize=1)
