@@ -185,6 +185,9 @@ def facts() -> dict:
         "l70_z3": state(dp=32, zero=3),
         "l70_z3_1k": state(dp=32, zero=3, seq_len=1024),  # step 9: below the crossover
         "l70_z0": state(dp=32, zero=0),
+        # Step 9: plain DP between its T* and ZeRO-3's, compute-bound by the ratio yet exposed
+        # (its all-reduce hides behind the backward pass only; round-8 cold reading, item 1).
+        "l70_z0_1280": state(dp=32, zero=0, seq_len=1280),
         # Steps 1-2 ask models the opening table (70B) does not print (round-2 cold reading).
         "l8_z0": state(model="llama-3.1-8b", dp=32, zero=0),
         "l405_z2": state(model="llama-3.1-405b", dp=32, zero=2),
