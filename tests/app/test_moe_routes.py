@@ -634,3 +634,16 @@ def test_round8_terms_are_said_where_ep07_first_uses_them(client):
     assert "each gate the router's weight for that expert" in _step_text(page, "step-1")
     assert "NIC (network card; a node has one per GPU)" in _step_text(page, "step-3")
     assert "reads HBM (the GPU's own memory)" in _step_text(page, "step-8")
+
+
+def test_round8_step_11_gives_mixtral_its_own_paragraph(client):
+    """Round-8 cold reading of EP07, item 13: step 11's DeepEP paragraph ran on into
+    Mixtral's crossover in one chain of parentheses; Mixtral's derivation is its own
+    paragraph, one idea a paragraph."""
+    page = client.get("/episodes/experts").text
+    step11 = page[page.index('id="step-11"'):].split("</section>")[0]
+    paragraphs = [" ".join(re.sub(r"<[^>]+>", " ", p).split())
+                  for p in re.findall(r"<p>(.*?)</p>", step11, flags=re.S)]
+    mixtral = [p for p in paragraphs if p.startswith("Mixtral's experts are 14,336 wide.")]
+    assert len(mixtral) == 1 and "f* = 1,115" in mixtral[0] and "DeepEP" not in mixtral[0]
+    assert not any("DualPipe" in p and "Mixtral" in p for p in paragraphs)
