@@ -315,3 +315,38 @@ def test_round5_step_2s_bytes_are_masked_until_its_guess_and_its_links_show_them
     step1, step2 = found[0][1], found[1][1]
     assert 'data-term="mtbi"' in step1
     assert 'data-term="tectonic"' in step2
+
+
+def test_round6_step_7_times_its_65536_gpu_step_on_ep08s_engine(client):
+    """Round-6 cold reading, EP11 item 3: step 7 halved the step at each doubling and quoted
+    the days that gives as the answer (33.2 -> 24.5 -> 22.6). The page now says they are a best
+    case and by how much: GET /api/recipe times Llama 3's TP 8 x PP 16 layout at DP 512 (65,536
+    GPUs, the 2,048 sequences fixed: 4 micro-batches a pipeline) against DP 128, that ratio
+    applied to the 6.23 s step the page quotes, and GET /api/failures runs the job at that
+    step. The step, the bubble and the days step 7 quotes are those answers', beside the ideal
+    ones, and so is the step with the batch grown 4 times."""
+    from app.routers.failures import LLAMA3_LAYOUT, STEP_S
+
+    def timed(dp: int, sequences: int) -> dict:
+        return client.get("/api/recipe", params={**LLAMA3_LAYOUT, "nodes": dp * 16, "dp": dp,
+                                                 "microbatches": sequences // dp}).json()
+
+    base, fixed, grown = timed(128, 2048), timed(512, 2048), timed(512, 8192)
+    step = round(STEP_S * fixed["step_s"] / base["step_s"], 3)
+    slow = {"save": "sync", "storage_bw": 20_000_000_000}
+    ideal = api(client, **slow, gpus=65_536)
+    engine = api(client, **slow, gpus=65_536, step_s=step, step_gpus=65_536)
+    days = api(client, **slow)["best"]["finish_days"]
+    assert ideal["best"]["finish_days"] < days < engine["best"]["finish_days"]  # longer
+    page = client.get(LESSON).text
+    step7 = page[page.index('id="step-7"'):page.index('id="step-8"')]
+    step7 = re.sub(r'<span class="term-tip".*?</span>', "", step7, flags=re.S)  # glossary
+    text = " ".join(re.sub(r"<[^>]+>", "", step7).split())
+    assert f"the bubble is {100 * fixed['bubble_fraction']:.1f}% of it" in text
+    assert f"{base['step_s'] / fixed['step_s']:.2f}× faster than on 16,384 GPUs, not 4×" in text
+    assert (f"becomes {step:.3g} s, not {ideal['step_here_s']:.2f} s, and the job takes "
+            f"{engine['best']['finish_days']:.3g} days, not "
+            f"{ideal['best']['finish_days']:.3g}: longer than on 16,384 GPUs "
+            f"({days:.3g} days)") in text
+    assert f"the step is {STEP_S * grown['step_s'] / base['step_s']:.2f} s" in text
+    assert "McCandlish" in page[page.index('id="sources"'):]
