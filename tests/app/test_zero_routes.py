@@ -496,3 +496,14 @@ def test_round_8_step_10_gives_its_guess_at_the_cause_as_a_guess(client):
     step = step_text(client, "10. ZeRO-3's published fall", "Check yourself")
     assert "The paper does not break that time down. A likely part:" in step
     assert "waited for one by one" not in step
+
+
+def test_round_8_step_2s_why_derives_and_fsdps_names_stand_apart(client):
+    """Round-8 cold reading of EP03, item 10: FSDP's names for the stages sat inside step 2's
+    why, behind the guess, though they derive nothing; they are a paragraph of the step, and
+    the why keeps the derivation."""
+    html = client.get("/episodes/zero").text
+    step = html.split('id="step-2"')[1].split('id="step-3"')[0]
+    why = step.split('id="why-zero-2"')[1].split("</details>")[0]
+    assert "ZeRO-2: 2 ×" in why and "SHARD_GRAD_OP" not in why
+    assert "PyTorch names the same cuts differently" in step.split("</details>", 1)[1]
