@@ -328,10 +328,13 @@ GLOSSARY: tuple[Term, ...] = (
          "Every head shares it, so tensor parallelism does not split it."),
     Term("attention-dp", "Attention data parallelism (DP attention)",
          r"\battention data parallelism\b|\bDP attention\b",
-         "A way to serve a MoE model (SGLang's --enable-dp-attention): each GPU of an engine "
-         "runs attention for whole requests of its own and keeps only their KV cache, while "
-         "the experts are split over the engine's GPUs. The GPU with the most requests sets "
-         "the cache's memory and each decode step's pace."),
+         "A way to serve a MoE model (SGLang's --enable-dp-attention with --dp-size D): an "
+         "engine's GPUs form D attention groups, each running attention for whole requests "
+         "of its own and keeping only their KV cache, with attention's weights split over "
+         "the group's GPUs; the experts are split over all the engine's GPUs, and what no "
+         "group splits (the embedding; with more flags the dense layers and shared experts) "
+         "is whole on every GPU. The group with the most requests sets the cache's memory and "
+         "each decode step's pace."),
     Term("prefill-decode", "Prefill and decode", r"\bprefill\b|\bdecode\b",
          "The two phases of generating text. Prefill reads the whole prompt in one pass, "
          "compute-bound, and fills the KV cache; decode then writes one token per step, each "

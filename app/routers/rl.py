@@ -101,7 +101,7 @@ def rl_input(q: RLQuery) -> RLPlacementInput:
         prompt_len=q.prompt_len, prompts=q.prompts,
         responses_per_prompt=q.responses_per_prompt, cpu_adam=pick(q.cpu_adam, r.cpu_adam),
         recompute=pick(q.recompute, r.recompute), kv_dtype=q.kv_dtype,
-        external_engines=q.external_engines,
+        external_engines=q.external_engines, serving=r.serving,
     )
 
 
@@ -154,6 +154,7 @@ def to_api(result: RLPlacementResult) -> dict:
         "rollout_parts": result.rollout_parts,
         "step_seconds": result.step_seconds,
         "samples_per_second": result.samples_per_second,
+        "serving_weights": result.serving_weights,
         "replicas": result.replicas,
         "notes": list(result.notes),
     }
@@ -249,14 +250,17 @@ def _drill_terms() -> dict:
     requests = a["samples"] // a["engines"]
     tokens = EXP.prompt_len + EXP.response_len
     kv = kv_bytes_per_token(inp.model, inp.kv_dtype)
-    e = a["engine_gpus"]
-    busiest = dp_attention_requests(requests, e)  # whole requests per GPU (step 3)
-    weights, cache = WEIGHT_BYTES * inp.model.params / e, busiest * tokens * kv
-    return {"params": inp.model.params, "gpus": a["train_gpus"], "e": e,
+    e, sw = a["engine_gpus"], a["serving_weights"]
+    groups, group = sw["attention_groups"], sw["group_gpus"]
+    busiest = dp_attention_requests(requests, groups)  # whole requests per group (step 3)
+    routed = WEIGHT_BYTES * sw["params"]["routed_experts"]
+    weights = _R1.rollout_breakdown["weights"]
+    return {"params": inp.model.params, "experts": inp.model.expert_params,
+            "gpus": a["train_gpus"], "e": e, "groups": groups, "group": group,
             "engines": a["engines"], "samples": a["samples"], "requests": requests,
-            "busiest": busiest,
-            "tokens": tokens, "kv": kv, "weights": weights, "cache": cache,
-            "workspace": _R1.rollout_memory_bytes - weights - cache,
+            "busiest": busiest, "tokens": tokens, "kv": kv, "weights": weights,
+            "rest": weights - routed, "cache": _R1.rollout_breakdown["kv_cache"],
+            "workspace": _R1.rollout_breakdown["workspace"],
             "train": _R1.train_memory_bytes, "rollout": _R1.rollout_memory_bytes,
             "overhead": _R1.transition_overhead_bytes}
 
@@ -308,11 +312,15 @@ VIEW = LabView(
                       f"{T['gpus']} GPUs, but served by engines of {T['e']} GPUs instead of 64: "
                       f"{T['engines']} engines share the {T['samples']} samples, each of "
                       f"{T['tokens']:,} tokens ({EXP.prompt_len:,} prompt + "
-                      f"{EXP.response_len:,} response). An engine's GPUs split its weights, "
-                      "served in bf16 (the published checkpoint is FP8), and, with "
-                      "attention data parallelism (each GPU keeps the latent of whole "
-                      "requests of its own), its requests' KV cache "
-                      f"({T['kv'] / 1e3:.1f} KB of MLA latent a token); each keeps "
+                      f"{EXP.response_len:,} response). Weights are served in bf16 (the "
+                      "published checkpoint is FP8). An engine's GPUs split the routed "
+                      f"experts' {T['experts'] / 1e9:.1f}B parameters; with attention data "
+                      f"parallelism in {T['groups']} groups of {T['group']} GPUs, the rest comes "
+                      f"to {T['rest'] / 1e9:.2f} GB a GPU (attention and output head split "
+                      "over a group; the dense layers' MLPs, shared experts, routers and "
+                      "embedding whole, as in step 3). Each group keeps the KV cache of whole "
+                      "requests of its own, and each of its GPUs their whole MLA latent "
+                      f"({T['kv'] / 1e3:.1f} KB a token); each keeps "
                       f"{T['workspace'] / 1e9:.2f} GB of "
                       f"workspace. Training needs {T['train'] / 1e9:.1f} GB per GPU, and the "
                       f"switch between the phases keeps {T['overhead'] / 1e9:g} GB. How many "
@@ -322,30 +330,32 @@ VIEW = LabView(
             hint="Build the serving bill as step 3 does, for engines of "
                  f"{T['e']} GPUs, and compare it with training's: which phase is larger "
                  "now? Then step 4: the phases take turns; add what the switch keeps.",
-            explanation=(f"{{answer}} GB. Serving: {T['params'] / 1e9:.0f}B × 2 B ÷ {T['e']} = "
-                         f"{T['weights'] / 1e9:.1f} GB of weights, + the busiest GPU's "
-                         f"⌈{T['requests']} requests ÷ {T['e']}⌉ = {T['busiest']} × "
+            explanation=(f"{{answer}} GB. Serving: {T['experts'] / 1e9:.1f}B × 2 B ÷ {T['e']} "
+                         f"= {(T['weights'] - T['rest']) / 1e9:.2f} GB of routed experts + "
+                         f"{T['rest'] / 1e9:.2f} GB of the rest = "
+                         f"{T['weights'] / 1e9:.2f} GB of weights, + the busiest group's "
+                         f"⌈{T['requests']} requests ÷ {T['groups']}⌉ = {T['busiest']} × "
                          f"{T['tokens']:,} tokens × {T['kv'] / 1e3:.1f} KB = "
-                         f"{T['cache'] / 1e9:.2f} GB of cache, + "
+                         f"{T['cache'] / 1e9:.2f} GB of cache on each of its GPUs, + "
                          f"{T['workspace'] / 1e9:.2f} GB of workspace = "
                          f"{T['rollout'] / 1e9:.1f} GB. Halving an engine's GPUs doubled each "
-                         f"one's share of the weights, so serving, not training "
-                         f"({T['train'] / 1e9:.1f} GB), is now the larger phase: "
-                         f"{T['rollout'] / 1e9:.1f} + {T['overhead'] / 1e9:g} = {{answer}} GB. The "
-                         "cache is that small only because each GPU keeps whole requests of "
-                         "its own (attention data parallelism): MLA's latent is shared by "
-                         "every head, so under plain TP each GPU would keep all "
+                         "one's share of the experts and halved each group, so serving, not "
+                         f"training ({T['train'] / 1e9:.1f} GB), is the larger phase by far: "
+                         f"{T['rollout'] / 1e9:.1f} + {T['overhead'] / 1e9:g} = {{answer}} GB. "
+                         "The cache is that small only because each group keeps whole "
+                         "requests of its own (attention data parallelism): MLA's latent is "
+                         "shared by every head, so under plain TP each GPU would keep all "
                          f"{T['requests']} requests', "
                          f"{T['requests'] * T['tokens'] * T['kv'] / 1e9:.2f} GB."),
-            # 0.2%: ±0.09 GB, less than the 1 GB switch the step is about and than the
-            # 0.18 GB an evenly spread cache leaves out (the "average" mistake), more than the
-            # rounding of the stated inputs (round-4 cold reading, item 2: 3% let 42.6, the
-            # serving bill without the switch, pass).
+            # 0.2%: ±0.12 GB, less than the 1 GB switch the step is about and than the
+            # 0.36 GB a request per GPU leaves out (the "per-gpu" mistake), more than the
+            # rounding of the stated inputs (round-4 cold reading, item 2: 3% let the serving
+            # bill without the switch pass).
             rel_tol=0.002,
             mistakes=(
                 Mistake("training", lambda: (T["train"] + T["overhead"]) / 1e9,
                         f"that takes training as the larger phase. With engines of {T['e']} "
-                        "GPUs each GPU holds twice the share of the served weights: build "
+                        "GPUs each GPU holds twice the share of the routed experts: build "
                         "the serving bill and compare."),
                 Mistake("no-switch", lambda: T["rollout"] / 1e9,
                         "that is the serving bill alone; the switch between the phases keeps "
@@ -353,21 +363,28 @@ VIEW = LabView(
                 Mistake("both", lambda: (T["train"] + T["rollout"] + T["overhead"]) / 1e9,
                         "colocated phases take turns on the same GPUs: the larger of the "
                         "two counts, not their sum."),
+                Mistake("even-split",
+                        lambda: (T["rollout"] - T["weights"]
+                                 + WEIGHT_BYTES * T["params"] / T["e"] + T["overhead"]) / 1e9,
+                        f"that splits all {T['params'] / 1e9:.0f}B parameters evenly over the "
+                        f"{T['e']} GPUs. Attention data parallelism keeps the dense layers' MLPs, "
+                        "shared experts, routers and embedding whole on every GPU and splits "
+                        f"attention only over a group: the rest is {T['rest'] / 1e9:.2f} GB."),
                 Mistake("plain-tp",
                         lambda: (T["rollout"] - T["cache"] + T["requests"] * T["tokens"] * T["kv"]
                                  + T["overhead"]) / 1e9,
-                        "with attention data parallelism each GPU keeps only its own whole "
-                        "requests' latent: the busiest GPU holds "
-                        f"⌈{T['requests']} ÷ {T['e']}⌉ = {T['busiest']}, not all of them."),
-                Mistake("average",
+                        "with attention data parallelism each group keeps only its own whole "
+                        "requests' latent: the busiest holds "
+                        f"⌈{T['requests']} ÷ {T['groups']}⌉ = {T['busiest']}, not all of them."),
+                Mistake("per-gpu",
                         lambda: (T["rollout"] - T["cache"]
-                                 + T["requests"] * T["tokens"] * T["kv"] / T["e"]
+                                 + -(-T["requests"] // T["e"]) * T["tokens"] * T["kv"]
                                  + T["overhead"]) / 1e9,
-                        "that spreads the cache evenly, "
-                        f"{T['requests']} ÷ {T['e']} = {T['requests'] / T['e']:g} of a request "
-                        "a GPU. Requests are whole: the busiest GPU holds "
-                        f"⌈{T['requests']} ÷ {T['e']}⌉ = {T['busiest']} of them, and it "
-                        "sets the memory."),
+                        "that hands whole requests to single GPUs. A request is served by a "
+                        f"group of {T['group']} GPUs, and MLA's latent, shared by every head, "
+                        "does not split among them: each keeps the whole latent of its "
+                        f"group's ⌈{T['requests']} ÷ {T['groups']}⌉ = {T['busiest']} "
+                        "requests."),
             ),
         ),
         *LESSON_DRILLS["placement"],  # predict and decide (app/lesson_drills/rl.py)

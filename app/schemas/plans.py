@@ -395,5 +395,12 @@ class PlacementAnswer(BaseModel):
                                             "A prefill/decode split adds kv_move_s and takes "
                                             "max(prefill, decode) + kv_move.")
     samples_per_second: float
+    serving_weights: dict = Field(description="How one engine GPU's weights come about: "
+                                  "attention_groups (SGLang's --sglang-dp-size, 1 for a "
+                                  "dense engine), group_gpus (the GPUs each attention group "
+                                  "splits its attention over), and params, the parameters the "
+                                  "GPU holds by part (attention, dense_mlp, shared_experts, "
+                                  "router, routed_experts, embedding, head, norms; 'all' for "
+                                  "an even split), in bf16 at 2 bytes each.")
     replicas: dict
     notes: list[str]

@@ -171,6 +171,11 @@ class ModelSpec:
             params += (matrices - 1) * width + self.hidden
         return params
 
+    @property
+    def dense_mlp_params(self) -> int:
+        """Weights of one dense layer's MLP (width ``ffn``)."""
+        return self._mlp_params(self.ffn)
+
     @cached_property
     def expert_size(self) -> int:
         """Weights of one routed expert (a SwiGLU MLP of width expert_ffn)."""

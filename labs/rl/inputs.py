@@ -25,6 +25,7 @@ from labs.core.validate import ONE_OF, flag, one_of, whole
 from labs.hardware.gpus import GPUSpec
 from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout
+from labs.rl.serving import ServingLayout
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class RLPlacementInput:
     recompute: str = "full"
     kv_dtype: str = "bf16"
     external_engines: int = 0  # engines served outside the cluster (more rollout capacity)
+    # How a MoE engine places its weights (the recipe's SGLang flags); None: an even split.
+    serving: ServingLayout | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelSpec):
@@ -79,6 +82,8 @@ class RLPlacementInput:
         flag("cpu_adam", self.cpu_adam, "CPU Adam")
         one_of("recompute", self.recompute, RECOMPUTE, "recomputation")
         one_of("kv_dtype", self.kv_dtype, KV_DTYPES, "KV dtype")
+        if self.serving is not None and not isinstance(self.serving, ServingLayout):
+            raise LabInputError("serving", "choose a recipe's serving layout")
         if self.rollout_gpus + self.train_gpus > MAX_POOL_GPUS:
             raise LabInputError("engines", f"{self.train_gpus:,} training + "
                                            f"{self.rollout_gpus:,} rollout GPUs exceed the "
@@ -178,6 +183,8 @@ class RLPlacementResult:
     replicas: dict = field(default_factory=dict)
     train_breakdown: dict = field(default_factory=dict)  # the ledger's, per training GPU
     rollout_breakdown: dict = field(default_factory=dict)  # the heaviest engine GPU's
+    # attention_groups, group_gpus and params by part of one engine GPU (labs.rl.serving)
+    serving_weights: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
     @property

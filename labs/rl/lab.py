@@ -27,7 +27,14 @@ from labs.memory.lab import compute_memory
 from labs.parallel.layout import ParallelLayout, problems
 from labs.rl.cluster import engine_checks, gpu_roles, layout_checks
 from labs.rl.inputs import Check, Phase, Pool, RLPlacementInput, RLPlacementResult
-from labs.rl.serving import EngineMemory, engine_memory, per_engine, touched_expert_share
+from labs.rl.serving import (
+    EngineMemory,
+    attention_groups,
+    engine_memory,
+    per_engine,
+    serving_weight_parts,
+    touched_expert_share,
+)
 from labs.rl.timeline import pd_parts, phases, rollout_parts, step_times
 
 # What stays on a colocated GPU across the switch (our estimate): the sleeping process's CUDA
@@ -66,13 +73,14 @@ def _rollout_pools(inp: RLPlacementInput) -> dict[str, tuple[int, EngineMemory]]
         d = max(inp.engine_count - p, 0)
         return {"prefill": (p, engine_memory(inp.model, inp.engine_gpus,
                                              per_engine(inp.samples, p), inp.prompt_len,
-                                             inp.kv_dtype)),
+                                             inp.kv_dtype, inp.serving)),
                 "decode": (d, engine_memory(inp.model, inp.engine_gpus,
                                             per_engine(inp.samples, d + ext), ctx,
-                                            inp.kv_dtype))}
+                                            inp.kv_dtype, inp.serving))}
     n = inp.engine_count
     return {"rollout": (n, engine_memory(inp.model, inp.engine_gpus,
-                                         per_engine(inp.samples, n + ext), ctx, inp.kv_dtype))}
+                                         per_engine(inp.samples, n + ext), ctx, inp.kv_dtype,
+                                         inp.serving))}
 
 
 def _replicas(inp: RLPlacementInput, bill) -> dict:
@@ -177,5 +185,15 @@ def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:
         train_breakdown=dict(bill.breakdown) if bill else {},
         rollout_breakdown=max((mem for _, mem in serving.values()),
                               key=lambda mem: mem.total).as_dict(),
+        serving_weights=_serving_weights(inp),
         notes=tuple(notes),
     )
+
+
+def _serving_weights(inp: RLPlacementInput) -> dict:
+    """One engine GPU's weights by part, and the attention groups they come from (EP09 step 3
+    derives its weights from them)."""
+    groups, group = (attention_groups(inp.engine_gpus, inp.serving) if inp.model.is_moe
+                     else (1, inp.engine_gpus))
+    return {"attention_groups": groups, "group_gpus": group,
+            "params": serving_weight_parts(inp.model, inp.engine_gpus, inp.serving)}

@@ -1,7 +1,8 @@
 """RL training recipes (EP09) as data: ``labs/presets/rl_recipes.json``.
 
 One row per model of the curriculum's recipe table: training GPUs, TP/PP/CP/EP, GPUs per
-serving (rollout) engine, CPU Adam and recomputation, each with its source (a THUDM/slime
+serving (rollout) engine, CPU Adam and recomputation, a MoE engine's SGLang flags
+(``sglang``: its ``ServingLayout``), each with its source (a THUDM/slime
 launch script where one is published; otherwise the row is the curriculum's and says so).
 The file also holds the experiment the recipes assume (response limit, prompts x responses)
 and each GPU preset's HBM bandwidth, which decode speed needs and ``gpus.json`` does not carry.
@@ -17,6 +18,7 @@ from labs.core.errors import LabInputError
 from labs.hardware.gpus import GPUSpec
 from labs.model.presets import get_model
 from labs.model.spec import ModelSpec
+from labs.rl.serving import ServingLayout
 
 
 @dataclass(frozen=True)
@@ -33,10 +35,15 @@ class RLRecipe:
     cpu_adam: bool  # --optimizer-cpu-offload
     recompute: str
     source: str
+    sglang: dict | None = None  # the ServingLayout's fields, from the script's SGLANG_ARGS
 
     @property
     def spec(self) -> ModelSpec:
         return get_model(self.model)
+
+    @property
+    def serving(self) -> ServingLayout | None:
+        return ServingLayout(**self.sglang) if self.sglang else None
 
 
 @dataclass(frozen=True)

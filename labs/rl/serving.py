@@ -1,16 +1,28 @@
 """Serving (rollout) engines for RL: memory per engine GPU and generation time (EP09).
 
 Memory of one engine GPU = its share of the bf16 weights + KV cache + workspace:
-- weights: the engine shards the whole model over its GPUs (TP for dense models; for MoE,
-  experts over EP and attention data-parallel, as slime's scripts run SGLang with
-  --sglang-enable-dp-attention / EP MoE), so 2 B x params / engine GPUs;
+- weights: a dense engine shards the whole model over its GPUs (TP), 2 B x params / engine
+  GPUs. A MoE engine places them as SGLang does under the ``ServingLayout`` its recipe's slime
+  script passes (``serving_weight_parts``): with --sglang-enable-dp-attention and
+  --sglang-dp-size D the engine's E GPUs form D attention groups of E/D (SGLang
+  dp_attention.py: attn_tp_size = tp_size // dp_size), and in SGLang's deepseek_v2.py the
+  attention's q_b/kv_b/o projections split over those E/D GPUs while the MLA down-projections
+  (fused_qkv_a_proj_with_mqa) are ReplicatedLinear; the token embedding is whole on every GPU
+  (VocabParallelEmbedding(enable_tp=not enable_dp_attention)); the output head splits over
+  the E/D GPUs with --sglang-enable-dp-lm-head (ParallelLMHead(use_attn_tp_group=...)), else
+  over E; the dense layers' MLPs are whole on every GPU with --sglang-moe-dense-tp-size 1
+  (else split over E); the shared experts are whole with DeepEP (tp_size=1), else split
+  over E; the router (MoEGate, a plain parameter) and the norms are whole; the routed
+  experts split over all E GPUs (EP = TP = E). Without a layout (the cheat sheet's one-line
+  estimate) a MoE engine splits everything evenly, 2 B x params / E;
 - KV cache: concurrency x context tokens, K and V per KV head (GQA) or one latent of
   kv_lora_rank + qk_rope_head_dim per token (MLA, DeepSeek-V2 arXiv:2405.04434 sec 2.1.2)
   per layer, in the KV dtype; a dense engine splits KV heads over TP (replicating when TP
-  exceeds them, as vLLM/SGLang do), a MoE engine with DP attention keeps each request's cache
-  on one GPU, whole requests per GPU, so the busiest GPU holds ceil(concurrency / engine GPUs)
-  of them (``dp_attention_requests``: 32 requests on 64 GPUs leave half the GPUs one request
-  and half none, and the one with a request sets the memory);
+  exceeds them, as vLLM/SGLang do). A MoE engine with DP attention keeps each request's cache
+  in one attention group, whole requests per group, so the busiest group holds
+  ceil(concurrency / D) of them (``dp_attention_requests``), and each of its E/D GPUs keeps
+  their KV heads' share (MLA's latent, shared by every head, whole on each); without a layout
+  D = E (32 requests on 64 GPUs leave half the GPUs one request and half none);
 - workspace: one chunked-prefill forward's intermediates (``labs.memory.lab.workspace_bytes``)
   with SGLang's default --chunked-prefill-size of 8,192 tokens.
 
@@ -60,25 +72,88 @@ class EngineMemory:
                 "workspace": self.workspace}
 
 
+@dataclass(frozen=True)
+class ServingLayout:
+    """How an SGLang engine of a MoE model places its weights: the --sglang-* flags a slime
+    script passes (``labs/presets/rl_recipes.json`` cites each recipe's)."""
+
+    attn_dp: int = 1  # --sglang-dp-size with --sglang-enable-dp-attention (1: off)
+    dense_whole: bool = False  # --sglang-moe-dense-tp-size 1
+    dp_lm_head: bool = False  # --sglang-enable-dp-lm-head
+    deepep: bool = False  # --sglang-enable-deepep-moe (shared experts at tp_size 1)
+
+    def groups(self, engine_gpus: int) -> tuple[int, int]:
+        """(attention groups D, GPUs per group E/D) for an engine of ``engine_gpus``: SGLang
+        needs D to divide the engine's TP size, so another engine size keeps the largest D
+        that does."""
+        d = math.gcd(self.attn_dp, engine_gpus)
+        return d, engine_gpus // d
+
+
+def serving_weight_parts(model: ModelSpec, engine_gpus: int,
+                         layout: ServingLayout | None) -> dict[str, float]:
+    """Parameters one GPU of an engine holds, by part (the module docstring gives SGLang's
+    placement of each). A dense model, a model given by its parameter count alone, or no
+    layout: the even split, ``{"all": params / E}``."""
+    e = engine_gpus
+    if layout is None or not model.is_moe or model.params_override is not None:
+        return {"all": model.params / e}
+    d, group = layout.groups(e)
+    h, dp_on = model.hidden, d > 1
+    whole_attn = 0
+    if model.uses_mla:  # fused_qkv_a_proj_with_mqa and the two latent norms: ReplicatedLinear
+        whole_attn = h * (model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim) \
+            + model.q_lora_rank + model.kv_lora_rank
+    split_attn = model.attention_params - whole_attn
+    norm = model.hidden if model.norm == "rmsnorm" else 2 * model.hidden
+    dense_mlp = (model.layers - model.moe_layers) * model.dense_mlp_params
+    head = 0 if model.tied_embeddings else model.vocab * h
+    return {
+        "attention": model.layers * (whole_attn + split_attn / group),
+        "dense_mlp": dense_mlp / (1 if layout.dense_whole and dp_on else e),
+        "shared_experts": model.moe_layers * model.shared_experts * model.expert_size
+        / (1 if layout.deepep else e),
+        "router": model.moe_layers * (model.experts * h
+                                      + (model.experts if model.router_bias else 0)),
+        "routed_experts": model.expert_params / e,
+        "embedding": (model.vocab + model.max_positions) * h / (1 if dp_on else e),
+        "head": head / (group if layout.dp_lm_head and dp_on else e),
+        "norms": (2 * model.layers + 1) * norm,
+    }
+
+
+def serving_weight_bytes(model: ModelSpec, engine_gpus: int,
+                         layout: ServingLayout | None) -> float:
+    """bf16 bytes of weights on one engine GPU (``serving_weight_parts``)."""
+    return WEIGHT_BYTES * sum(serving_weight_parts(model, engine_gpus, layout).values())
+
+
 def kv_bytes_per_token(model: ModelSpec, kv_dtype: str) -> float:
     """KV cache bytes per token for the whole model (all layers, all KV heads)."""
     return kv_cache_bytes(model, 1) * KV_DTYPE_BYTES[kv_dtype] / 2
 
 
-def dp_attention_requests(concurrency: int, engine_gpus: int) -> int:
-    """Requests on the busiest GPU of an engine with DP attention: whole requests per GPU."""
-    return math.ceil(concurrency / engine_gpus) if concurrency > 0 else 0
+def dp_attention_requests(concurrency: int, groups: int) -> int:
+    """Requests on the busiest attention group of an engine with DP attention: whole
+    requests per group."""
+    return math.ceil(concurrency / groups) if concurrency > 0 else 0
+
+
+def attention_groups(engine_gpus: int, layout: ServingLayout | None) -> tuple[int, int]:
+    """(attention groups, GPUs per group) of a MoE engine; no layout: one GPU a group."""
+    return (engine_gpus, 1) if layout is None else layout.groups(engine_gpus)
 
 
 def engine_memory(model: ModelSpec, engine_gpus: int, concurrency: int, context: int,
-                  kv_dtype: str = "bf16") -> EngineMemory:
+                  kv_dtype: str = "bf16", layout: ServingLayout | None = None) -> EngineMemory:
     """One engine GPU's bill for ``concurrency`` requests of ``context`` tokens each."""
-    weights = WEIGHT_BYTES * model.params / engine_gpus
+    weights = serving_weight_bytes(model, engine_gpus, layout)
     scale = KV_DTYPE_BYTES[kv_dtype] / 2
     if model.is_moe:
-        # DP attention: whole requests per GPU; the busiest GPU's cache sets the memory.
-        kv = kv_cache_bytes(model, context, dp_attention_requests(concurrency, engine_gpus)) \
-            * scale
+        # DP attention: whole requests per group; the busiest group's cache sets the memory.
+        groups, group = attention_groups(engine_gpus, layout)
+        kv = kv_cache_bytes(model, context, dp_attention_requests(concurrency, groups),
+                            tp=group) * scale
     else:
         kv = kv_cache_bytes(model, context, concurrency, tp=engine_gpus) * scale
     work = workspace_bytes(model, CHUNKED_PREFILL_TOKENS, 1, tp=engine_gpus)
@@ -122,16 +197,20 @@ class DecodeParts:
 
 
 def decode_parts(model: ModelSpec, gpu: GPUSpec, bandwidth: float, engine_gpus: int,
-                 batch: int, prompt_len: int, response_len: int, kv_dtype: str) -> DecodeParts:
-    """Where one engine's ``response_len`` decode steps for ``batch`` requests spend time."""
+                 batch: int, prompt_len: int, response_len: int, kv_dtype: str,
+                 layout: ServingLayout | None = None) -> DecodeParts:
+    """Where one engine's ``response_len`` decode steps for ``batch`` requests spend time.
+    The weights are read as the engine's whole bf16 model over all its GPUs' bandwidth (an
+    even split: the replicas DP attention keeps are not timed)."""
     if batch < 1:
         return DecodeParts(0.0, 0.0, 0.0)
     mean_context = prompt_len + response_len / 2  # the cache grows linearly over the run
     rate = engine_gpus * bandwidth * HBM_EFFICIENCY
     weights = touched_weight_bytes(model, batch) / rate
-    if model.is_moe:  # DP attention: the busiest GPU reads its own whole requests' cache
-        kv = (dp_attention_requests(batch, engine_gpus) * mean_context
-              * kv_bytes_per_token(model, kv_dtype) / (bandwidth * HBM_EFFICIENCY))
+    if model.is_moe:  # DP attention: each GPU of the busiest group reads its requests' cache
+        groups, group = attention_groups(engine_gpus, layout)
+        kv = (kv_cache_bytes(model, 1, dp_attention_requests(batch, groups), tp=group)
+              * KV_DTYPE_BYTES[kv_dtype] / 2 * mean_context / (bandwidth * HBM_EFFICIENCY))
     else:
         kv = batch * mean_context * kv_bytes_per_token(model, kv_dtype) / rate
     compute_time = 2 * matmul_params(model) * batch / (engine_gpus * gpu.bf16_flops
@@ -140,10 +219,11 @@ def decode_parts(model: ModelSpec, gpu: GPUSpec, bandwidth: float, engine_gpus: 
 
 
 def decode_seconds(model: ModelSpec, gpu: GPUSpec, bandwidth: float, engine_gpus: int,
-                   batch: int, prompt_len: int, response_len: int, kv_dtype: str) -> float:
+                   batch: int, prompt_len: int, response_len: int, kv_dtype: str,
+                   layout: ServingLayout | None = None) -> float:
     """Time for one engine to generate ``response_len`` tokens for ``batch`` requests."""
     return decode_parts(model, gpu, bandwidth, engine_gpus, batch, prompt_len, response_len,
-                        kv_dtype).seconds
+                        kv_dtype, layout).seconds
 
 
 def per_engine(samples: int, engines: int) -> int:

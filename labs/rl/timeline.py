@@ -44,6 +44,7 @@ from labs.rl.serving import (
     kv_bytes_per_token,
     per_engine,
     prefill_seconds,
+    serving_weight_bytes,
 )
 from labs.schedules.stages import stage_layer_counts, uneven_split
 
@@ -83,7 +84,7 @@ def pd_parts(inp) -> tuple[float, DecodeParts, float, int]:
     batch = per_engine(inp.samples, d + inp.external_engines)
     prefill = prefill_seconds(m, g, inp.samples * inp.prompt_len, p * e)
     decode = decode_parts(m, g, memory_bandwidth(g), e, batch, inp.prompt_len,
-                          inp.response_len, inp.kv_dtype)
+                          inp.response_len, inp.kv_dtype, inp.serving)
     kv_move = (inp.samples * inp.prompt_len * kv_bytes_per_token(m, inp.kv_dtype)
                / (p * e * gpu_cluster(g).inter.send_bandwidth))
     return prefill, decode, kv_move, batch
@@ -96,7 +97,7 @@ def rollout_parts(inp) -> tuple[float, DecodeParts]:
     n = inp.engine_count + inp.external_engines
     prefill = prefill_seconds(m, g, inp.samples * inp.prompt_len, n * e)
     return prefill, decode_parts(m, g, memory_bandwidth(g), e, per_engine(inp.samples, n),
-                                 inp.prompt_len, inp.response_len, inp.kv_dtype)
+                                 inp.prompt_len, inp.response_len, inp.kv_dtype, inp.serving)
 
 
 def _uneven(inp) -> tuple[int, int]:
@@ -156,7 +157,8 @@ def sync_seconds(inp, resident_train_bytes: float) -> tuple[float, float, str, f
     if inp.colocated:
         gathered = full / inp.pp
         rate = own.intra.ring_busbw
-        switch = (resident_train_bytes + full / inp.engine_gpus) / pcie
+        served = serving_weight_bytes(m, inp.engine_gpus, inp.serving)  # the engine's shard
+        switch = (resident_train_bytes + served) / pcie
         return gathered / rate + switch, gathered, "NVLink (CUDA IPC)", rate, switch
     rate = own.inter.ring_busbw
     return full / rate, full, "network (NCCL broadcast)", rate, 0.0

@@ -84,13 +84,16 @@ def _fp8(q: str) -> float:
 
 
 def _colocated(q: str) -> float:
-    """Step 3's serving bill for the stated engines, then step 4's max plus the switch. With
-    attention data parallelism each GPU keeps whole requests: the busiest keeps
-    ⌈requests ÷ GPUs⌉ of its engine's."""
+    """Step 3's serving bill for the stated engines, then step 4's max plus the switch. The
+    routed experts split over the engine's GPUs, the rest is stated per GPU (SGLang's
+    data-parallel attention); each attention group keeps whole requests, and each of its GPUs
+    their whole MLA latent: the busiest GPU keeps ⌈requests ÷ groups⌉ of its engine's."""
     e, engines = num(q, r"engines of " + N + " GPUs"), num(q, N + " engines share")
     requests = num(q, r"the " + N + " samples") / engines
-    serve = (num(q, r"\(" + N + "B parameters") * 2 / e
-             + math.ceil(requests / e) * num(q, r"each of " + N + " tokens")
+    groups = num(q, r"parallelism in " + N + " groups")
+    serve = (num(q, r"routed experts' " + N + "B") * 2 / e
+             + num(q, r"the rest comes to " + N + " GB")
+             + math.ceil(requests / groups) * num(q, r"each of " + N + " tokens")
              * num(q, N + " KB") * 1e-6
              + num(q, N + " GB of workspace"))
     train = num(q, r"Training needs " + N + " GB")

@@ -228,6 +228,7 @@ def test_round_4_cold_reading_ep09_step_4(client):
         assert status(wrong) != "right", wrong
     question = re.sub(r"\s+", " ", drill.question)
     assert "attention data parallelism" in question and "FP8" in question
+    assert "8 groups of 4 GPUs" in question  # the engine of 32 keeps R1's --sglang-dp-size 8
     assert "plain TP" in drill.explanation
 
 
@@ -429,33 +430,34 @@ def _steps(client) -> dict[int, str]:
 
 
 def test_round_6_step_3_asks_the_busiest_gpus_cache_of_whole_requests(client):
-    """Round-6 cold reading of EP09, items 4 and 8: step 3 spread each engine's cache evenly,
-    32 requests x 5,120 tokens x 70.3 KB / 64 GPUs = 180 MB, half a request a GPU, where
-    attention data parallelism gives each GPU whole requests (the busiest holds one, 360 MB);
-    and its predict was a two-way 'weights or cache' with no inputs. It now asks the busiest
-    GPU's cache as a share of its weights from the inputs it states (671B bf16 weights over
-    64 GPUs; MLA's 512 + 64 latent, 61 layers, 2 B; 32 requests of 5,120 tokens): 360 MB of
-    21.0 GB, 1.7% (not the MB, which the good case's bench prints); the why prices plain TP
-    from the same figures."""
+    """Round-6 cold reading of EP09, items 4 and 8, and the serving layout of slime's
+    run-deepseek-r1.sh (--sglang-dp-size 8 on engines of 64): step 3 asks the busiest GPU's
+    cache as a share of its weights from the inputs it states (8 attention groups of 8 GPUs,
+    34.7 GB of bf16 weights a GPU; MLA's 512 + 64 latent, 61 layers, 2 B; 32 requests of
+    5,120 tokens). Each group keeps whole requests, ceil(32 / 8) = 4 on the busiest, and
+    each of its GPUs their whole latent: 4 x 360 MB = 1.44 GB of 34.7 GB, 4.1% (not the GB,
+    which the good case's bench prints). The why builds the 34.7 GB from SGLang's placement
+    (not 671B x 2 / 64 = 21.0 GB) and prices plain TP from the same figures."""
     f = facts()["r1_sep"]["api"]
     serve = f["pools"][1]["breakdown"]
     per_token = (512 + 64) * 2 * 61
-    assert serve["kv_cache"] == pytest.approx(5120 * per_token, abs=1)  # one request
+    assert serve["kv_cache"] == pytest.approx(4 * 5120 * per_token, abs=1)  # 4 requests
     steps = _steps(client)
     three, form = steps[3], steps[-3]
     answer = f"{100 * serve['kv_cache'] / serve['weights']:.1f}%"
+    assert answer == "4.1%"
     assert f'data-answer="{answer}"' in form and "data-right" not in form
     prompt = three[three.index("Predict."):three.index("Your guess")]
-    for given in ("64 GPUs", "671B parameters in bf16", "32 requests", "5,120 tokens",
-                  "512 + 64", "61 layers", "2 bytes"):
+    for given in ("64 GPUs", "8 groups of 8 GPUs", "34.7 GB of bf16 weights", "32 requests",
+                  "5,120 tokens", "512 + 64", "61 layers", "2 bytes"):
         assert given in prompt, given
-    assert answer not in prompt and "360 MB" not in prompt
+    assert answer not in prompt and "1.44 GB" not in prompt
     why = three[three.index("Why: show me"):]
     assert f"{per_token / 1e3:.1f} KB a token" in why
-    assert f"{5120 * per_token / 1e6:.0f} MB a request" in why and "holds 1:" in why
-    assert f"360 MB ÷ 21.0 GB = {answer} of the weights" in why
+    assert f"{5120 * per_token / 1e6:.0f} MB a request" in why and "⌈32 ÷ 8⌉ = 4" in why
+    assert f"1.44 GB ÷ 34.7 GB = {answer} of the weights" in why
+    assert "17.35B × 2 bytes = 34.7 GB" in why and "671B × 2 ÷ 64 = 21.0 GB" in why
     assert f"32 × {5120 * per_token / 1e6:.0f} MB = {32 * 5120 * per_token / 1e9:.1f} GB" in why
-    assert "÷ 64 GPUs =" not in three.split("The KV cache:")[1]  # the cache is not averaged
 
 
 def test_round_6_step_5_derives_the_split_and_holds_the_rollouts_parts(client):

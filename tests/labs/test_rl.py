@@ -34,7 +34,7 @@ def recipe_input(recipe_id: str, **over) -> RLPlacementInput:
     r = get_recipe(recipe_id)
     args = dict(model=r.spec, gpu=get_gpu("h100-sxm"), train_gpus=r.train_gpus, tp=r.tp,
                 pp=r.pp, cp=r.cp, ep=r.ep, engine_gpus=r.engine_gpus, cpu_adam=r.cpu_adam,
-                recompute=r.recompute)
+                recompute=r.recompute, serving=r.serving)
     args.update(over)
     return RLPlacementInput(**args)
 
@@ -202,7 +202,8 @@ def test_weight_sync_moves_at_nccl_bus_bandwidth_not_the_datasheet():
     NDR: 48 GB/s; for a broadcast busBW equals algBW). DeepSeek-R1's 2 B x 671B to every
     rollout GPU: 1,342 GB / 48 GB/s = 27.96 s, not 26.8 s. Colocated, the stage's gather runs
     at NVLink's busBW (367.6 of 450 GB/s on an H100) and the switch over PCIe 5 (64 GB/s) adds
-    the trainer's weights and gradients down and the engine's shard up."""
+    the trainer's weights and gradients down and the engine's shard up (the weights one
+    engine GPU serves, 34.7 GB under SGLang's data-parallel attention)."""
     r1 = get_model("deepseek-r1")
     sep = compute_rl_placement(recipe_input("deepseek-r1", placement="separate"))
     assert sep.sync_rate == 48e9
@@ -211,7 +212,7 @@ def test_weight_sync_moves_at_nccl_bus_bandwidth_not_the_datasheet():
     col = compute_rl_placement(recipe_input("deepseek-r1"))
     assert col.sync_rate == pytest.approx(367.6e9)
     resident = col.train_breakdown["weights"] + col.train_breakdown["gradients"]
-    switch = (resident + 2 * r1.params / col.input.engine_gpus) / 64e9
+    switch = (resident + col.rollout_breakdown["weights"]) / 64e9
     assert col.sync_switch_seconds == pytest.approx(switch, rel=1e-12)
     assert col.sync_seconds == pytest.approx(2 * r1.params / 4 / 367.6e9 + switch, rel=1e-12)
 
@@ -230,18 +231,27 @@ def test_rollout_parts_add_up_to_the_rollout():
         p["decode_weights_s"] + 2 * (p["prefill_s"] + p["decode_kv_s"]), rel=1e-12)
 
 
-def test_a_moe_engine_keeps_whole_requests_per_gpu():
-    """Round-6 cold reading of EP09, item 4: with attention data parallelism each GPU keeps
-    the cache of whole requests, so the busiest GPU, which sets the memory, holds
-    ceil(requests / GPUs) of them: DeepSeek-R1's 32 requests on 64 GPUs leave it one request,
-    5,120 x 70.3 KB = 360 MB, where spreading them evenly gave 180 MB. Its decode reads that
-    one request's cache at one GPU's bandwidth (the engine's step waits for it)."""
+def test_a_moe_engine_keeps_whole_requests_per_attention_group():
+    """Round-6 cold reading of EP09, item 4, with the layout slime's run-deepseek-r1.sh
+    passes SGLang (--sglang-dp-size 8 on engines of 64): each attention group of 8 GPUs keeps
+    the cache of whole requests, and MLA's latent, shared by every head, is whole on each of
+    its GPUs, so the busiest GPU holds ceil(requests / 8) requests' latent: 32 requests leave
+    it 4, 4 x 5,120 x 70.3 KB = 1.44 GB. Without a layout (the cheat sheet's even split) each
+    GPU is its own group: one request on 64 GPUs. Its decode reads that cache at one GPU's
+    bandwidth (the engine's step waits for it)."""
     r1 = get_model("deepseek-r1")
     kv = kv_bytes_per_token(r1, "bf16")
+    layout = get_recipe("deepseek-r1").serving
+    assert layout.groups(64) == (8, 8)
+    assert engine_memory(r1, 64, 32, 5120, layout=layout).kv_cache == pytest.approx(
+        4 * 5120 * kv)
+    assert engine_memory(r1, 64, 64, 5120, layout=layout).kv_cache == pytest.approx(
+        8 * 5120 * kv)
+    assert engine_memory(r1, 64, 65, 5120, layout=layout).kv_cache == pytest.approx(
+        9 * 5120 * kv)
+    assert engine_memory(r1, 64, 0, 5120, layout=layout).kv_cache == 0
     assert engine_memory(r1, 64, 32, 5120).kv_cache == pytest.approx(5120 * kv)
-    assert engine_memory(r1, 64, 64, 5120).kv_cache == pytest.approx(5120 * kv)
     assert engine_memory(r1, 64, 65, 5120).kv_cache == pytest.approx(2 * 5120 * kv)
-    assert engine_memory(r1, 64, 0, 5120).kv_cache == 0
     res = compute_rl_placement(recipe_input("deepseek-r1", placement="separate"))
     parts = res.rollout_parts
     assert parts["decode_requests"] == 32
@@ -249,7 +259,45 @@ def test_a_moe_engine_keeps_whole_requests_per_gpu():
     exp = experiment()
     mean_context = exp.prompt_len + exp.response_len / 2
     assert parts["decode_kv_s"] == pytest.approx(
-        exp.response_len * mean_context * kv / bandwidth, rel=1e-12)
+        exp.response_len * 4 * mean_context * kv / bandwidth, rel=1e-12)
+
+
+def test_r1_serving_weights_per_gpu_as_sglang_places_them():
+    """EP09's serving weights for DeepSeek-R1 as slime's scripts/run-deepseek-r1.sh runs SGLang
+    (engines of 64 GPUs = tp_size 64; --sglang-enable-dp-attention --sglang-dp-size 8
+    --sglang-moe-dense-tp-size 1 --sglang-enable-dp-lm-head --sglang-enable-deepep-moe), by
+    hand from R1's config.json (hidden 7168, 61 layers of which 3 dense with
+    intermediate_size 18432, 256 routed + 1 shared expert of 2048, q_lora_rank 1536,
+    kv_lora_rank 512, qk_nope 128 + qk_rope 64, v_head 128, 128 heads, vocab 129280) and
+    SGLang's python/sglang/srt/models/deepseek_v2.py: attention TP = 64 / 8 = 8
+    (dp_attention.py: attn_tp_size = tp_size // dp_size); q_b_proj, kv_b_proj and o_proj split
+    over it, fused_qkv_a_proj_with_mqa and the latent norms ReplicatedLinear; embed_tokens
+    VocabParallelEmbedding(enable_tp=not enable_dp_attention), whole; lm_head
+    use_attn_tp_group, / 8; dense MLPs tp_size 1 (moe_dense_tp_size 1); shared experts tp_size 1
+    (DeepEP); MoEGate a plain parameter; routed experts n_routed_experts // tp_size = 4 a GPU.
+    34.69 GB per GPU, where the even split 2 x 671.0B / 64 gave 20.97 GB."""
+    h, layers, dense, moe = 7168, 61, 3, 58
+    whole_attn = h * (1536 + 512 + 64) + 1536 + 512
+    split_attn = 1536 * 128 * 192 + 512 * 128 * (128 + 128) + 128 * 128 * h
+    expert = 3 * h * 2048
+    params = (layers * (whole_attn + split_attn / 8)  # attention
+              + dense * 3 * h * 18432  # dense layers' MLPs, whole
+              + moe * expert  # shared experts, whole
+              + moe * (256 * h + 256)  # routers (with the aux-loss-free bias), whole
+              + moe * 256 * expert / 64  # routed experts over the engine
+              + 129280 * h  # embedding, whole
+              + 129280 * h / 8  # output head over the attention group
+              + (2 * layers + 1) * h)  # RMSNorm gains
+    res = compute_rl_placement(recipe_input("deepseek-r1", placement="separate"))
+    weights = res.rollout_breakdown["weights"]
+    # 0.1%: the hand count and the engine's are the same sum; the tolerance only absorbs
+    # rounding, and is far below the 13.7 GB the even split left out.
+    assert weights == pytest.approx(2 * params, rel=1e-3)
+    assert weights / 1e9 == pytest.approx(34.69, abs=0.01)
+    assert res.serving_weights["attention_groups"] == 8
+    assert res.serving_weights["group_gpus"] == 8
+    r1 = get_model("deepseek-r1")
+    assert 2 * r1.params / 64 / 1e9 == pytest.approx(20.97, abs=0.01)  # what it replaces
 
 
 def test_a_prefill_decode_split_adds_up_from_its_parts():
