@@ -230,14 +230,24 @@ def cost_figure(sweep, current) -> dict:
         f"{fmt_bytes(cost.comm_bytes_per_gpu)}, {cost.comm_s * 1e3:.3g} ms",
         xanchor="right" if right else "left", xshift=-10 if right else 10, yanchor="middle",
         align="right" if right else "left")
+    sent = f"sends {fmt_bytes(cost.comm_bytes_per_gpu)} per GPU"
+    attention = f"against {cost.attention_s * 1e3:.3g} ms of attention"
     return {
         "data": data,
         "layout": base_layout(
             annotations=[label], shapes=[chosen_band(inp.cp / 1.35, inp.cp * 1.35)],
-            # The plan's bytes, masked on the lesson until step 6's guess (its GPT-3 link drew
-            # the 6.04 GB it asks for: round-6 cold reading of EP06, item 1).
+            # Masked on the lesson, each part until the guess of the step that asks for it
+            # (lab.js, layout.meta.owners): the collectives' lines, the plan's mark and its
+            # bytes until step 6's (its GPT-3 link drew the 6.04 GB it asks for: round-6 cold
+            # reading of EP06, item 1); the attention line until step 7's, which asks whether
+            # the ring's sends hide behind it (step 6's guess drew it whole).
             meta={"masked": {"0": f"{LAYOUT_NAMES[inp.layout].split(' (')[0]}, CP {inp.cp}:"
-                                  "<br>? per GPU"}},
+                                  "<br>? per GPU"},
+                  "owners": [
+                      {"step": "step-6", "traces": [*range(len(COST_LINES)), len(data) - 1],
+                       "annotations": [0], "summary": [sent, "sends ? per GPU"]},
+                      {"step": "step-7", "traces": [len(COST_LINES)],
+                       "summary": [attention, "against ? of attention"]}]},
             margin={"l": 56, "r": 8, "t": 8, "b": 8},
             xaxis={"type": "log", "title": {"text": "CP degree c", "standoff": 2},
                    "tickvals": xs, "ticktext": [str(c) for c in xs], "fixedrange": True,
@@ -249,10 +259,8 @@ def cost_figure(sweep, current) -> dict:
         ),
         "summary": (
             f"{inp.model.name}, {inp.seq_len:,} tokens on {inp.link.name}: this plan "
-            f"({LAYOUT_NAMES[inp.layout]}, CP = {inp.cp}) sends "
-            f"{fmt_bytes(cost.comm_bytes_per_gpu)} per GPU per layer in "
-            f"{cost.comm_s * 1e3:.3g} ms against {cost.attention_s * 1e3:.3g} ms of "
-            "attention on the busiest rank"
+            f"({LAYOUT_NAMES[inp.layout]}, CP = {inp.cp}) {sent} per layer in "
+            f"{cost.comm_s * 1e3:.3g} ms {attention} on the busiest rank"
         ),
     }
 

@@ -181,6 +181,26 @@ def figure_chart(ctx, name: str, extra_class: str = "") -> Markup:
 templates.env.globals["figure_chart"] = figure_chart
 
 
+@pass_context
+def figure_summary(ctx, name: str) -> Markup:
+    """A chart's summary as its caption writes it, each part a step asks for (the figure's
+    ``layout.meta.owners``: ``summary``, its text and its mask) masked on a lesson page until
+    that step's guess (an ``answer-mask`` span, static/js/lab.js)."""
+    figure = ctx["charts"][name].figure or {}
+    text = escape(figure.get("summary", ""))
+    for owner in ((figure.get("layout") or {}).get("meta") or {}).get("owners", []):
+        if "summary" not in owner:
+            continue
+        part, mask = (escape(t) for t in owner["summary"])
+        text = text.replace(part, Markup(
+            f'<span class="answer-mask" data-after-guess="{escape(owner["step"])}" '
+            f'data-mask="{mask}">{part}</span>'))
+    return Markup(text)
+
+
+templates.env.globals["figure_summary"] = figure_summary
+
+
 def context(request: Request, view: LabView, state: State, errors: dict[str, str],
             raw: dict[str, str], alone: Diagram | None = None) -> dict:
     """``alone``: the one diagram asked for (its embed, or a lazy diagram's route), whose

@@ -101,8 +101,9 @@
   }
 
   function drawKey(script) {
+    var veil = veilOf(document.getElementById(script.dataset.target), metaOf(script));
     return script.textContent + (isDark() ? "|dark" : "|light") + (phone.matches ? "|phone" : "") +
-      (masking(script.dataset.target) ? "|masked" : "");
+      (veil ? "|masked:" + (veil === "all" ? "all" : veil.map(function (g) { return g.step; }).join(" ")) : "");
   }
 
   // ---- A figure that answers a step's prediction (an .answer-mask element, a chart label with
@@ -133,16 +134,18 @@
     });
   }
 
+  // A guess lifts its step's masks: the texts, and every drawn chart whose veil it changes
+  // (its own diagram's, or the traces it owns on a chart several steps ask about).
   function unmask(step) {
     var chart = step && step.getAttribute("data-diagram");
     if (!step || (unmasked[step.id] && (!chart || unmasked[chart]))) return;
     if (step.id) unmasked[step.id] = true;
-    var redraw = chart && !unmasked[chart];
     if (chart) unmasked[chart] = true;
     maskAnswers(document);
-    if (!redraw) return;
-    var el = document.getElementById(chart);
-    if (el && el._labFigure) drawOne(el._labFigure);
+    within(document, ".js-plotly-plot").forEach(function (el) {
+      if (el._labFigure && el._labDrawnKey && !el._labStale &&
+          el._labDrawnKey !== drawKey(el._labFigure)) drawOne(el._labFigure);
+    });
   }
 
   // ---- A masked chart (layout.meta.masked) on a lesson page before its step's guess is drawn
@@ -159,9 +162,35 @@
   var VEIL_KEEP = ["type", "name", "mode", "showlegend", "legendgroup", "xaxis", "yaxis",
                    "orientation", "opacity", "fill", "hoverongaps"];
 
-  function isVeiled(el, fig) {
-    var meta = fig && fig.layout && fig.layout.meta;
-    return !!(meta && meta.masked) && masking(el.id);
+  // A masked figure's layout.meta (read once per figure text; a figure without "masked" is
+  // never parsed here).
+  function metaOf(script) {
+    var text = script.textContent;
+    if (script._labMetaText !== text) {
+      var meta = null;
+      if (text.indexOf('"masked"') >= 0) {
+        try { meta = (JSON.parse(text).layout || {}).meta || null; } catch (e) { meta = null; }
+      }
+      script._labMetaText = text;
+      script._labMeta = meta;
+    }
+    return script._labMeta;
+  }
+
+  // What of a masked chart is veiled now: null (nothing), "all" (the whole chart), or the
+  // owner groups still to be guessed. A chart several steps ask about (EP06's cost: step 6's
+  // bytes, step 7's attention) names each step's traces, labels and summary in
+  // layout.meta.owners ([{step, traces, annotations, shapes, summary: [text, its mask]}]):
+  // it is veiled whole until the first of them is guessed, and after that only the parts
+  // whose step is still to be guessed are hidden. A chart without owners is one step's (or
+  // every step's that names it as its diagram): the first guess lifts it whole.
+  function veilOf(el, meta) {
+    if (!el || !meta || !meta.masked) return null;
+    var groups = meta.owners || [];
+    if (!groups.length) return masking(el.id) ? "all" : null;
+    var pending = groups.filter(function (g) { return masking(g.step); });
+    if (!pending.length) return null;
+    return pending.length === groups.length ? "all" : pending;
   }
 
   function axisKey(ref) {  // "x2" -> "xaxis2"
@@ -221,13 +250,57 @@
     return { data: data, layout: layout };
   }
 
+  // A chart partly veiled (some owners guessed, some not): the real figure, less what the
+  // steps still to be guessed own. Their traces keep their legend entry, grey, with no value
+  // (one empty point: plotly drops a trace with none from the legend) and no hover; their
+  // masked labels sit at the plot's middle with their masked text, their other labels and
+  // their shapes are dropped.
+  function stepName(id) { return id.replace(/^step-/, "step "); }
+
+  function partlyVeiled(fig, pending) {
+    var layout = fig.layout, masked = layout.meta.masked;
+    var traces = {}, notes = {}, shapes = {};
+    pending.forEach(function (g) {
+      (g.traces || []).forEach(function (i) { traces[i] = g.step; });
+      (g.annotations || []).forEach(function (i) { notes[i] = true; });
+      (g.shapes || []).forEach(function (i) { shapes[i] = true; });
+    });
+    var data = (fig.data || []).map(function (t, i) {
+      if (traces[i] === undefined) return t;
+      var out = { hoverinfo: "skip", x: [null], y: [null] };
+      VEIL_KEEP.forEach(function (k) { if (t[k] !== undefined && k !== "fill") out[k] = t[k]; });
+      if (t.name) out.name = t.name + " (after " + stepName(traces[i]) + ")";
+      if (t.line) out.line = { color: VEIL, dash: t.line.dash, width: t.line.width };
+      if (t.marker) out.marker = { color: VEIL, symbol: t.marker.symbol, size: t.marker.size };
+      return out;
+    });
+    layout.annotations = (layout.annotations || []).reduce(function (kept, a, i) {
+      if (!notes[i]) kept.push(a);
+      else if (masked[i] !== undefined) {
+        kept.push(Object.assign({}, a, { text: masked[i], xref: "paper", yref: "paper", x: 0.5,
+                                         y: 0.5, xanchor: "center", yanchor: "middle",
+                                         xshift: 0, yshift: 0 }));
+      }
+      return kept;
+    }, []);
+    layout.shapes = (layout.shapes || []).filter(function (s, i) { return !shapes[i]; });
+    return { data: data, layout: layout };
+  }
+
   // What a chart says it shows (aria-label, the status line): while veiled, that its figures
   // wait for the guess (its bench caption's mask where it has one), never the answer.
+  // A chart with owners says what it can: each owner's figure still to be guessed is its mask
+  // (meta.owners[].summary: [the text, its mask]).
   function summaryOf(el, fig) {
-    if (!isVeiled(el, fig)) return fig.summary;
+    var meta = fig.layout && fig.layout.meta, veil = veilOf(el, meta);
+    if (!veil) return fig.summary;
     var caption = document.querySelector('.chart-summary[data-chart="' + CSS.escape(el.id) + '"][data-mask]');
-    return caption ? caption.getAttribute("data-mask")
-      : "This chart's figures show once its step is guessed.";
+    if (veil === "all" && caption) return caption.getAttribute("data-mask");
+    var pending = veil === "all" ? meta.owners || [] : veil;
+    if (!pending.length) return "This chart's figures show once its step is guessed.";
+    return pending.reduce(function (text, g) {
+      return g.summary ? text.split(g.summary[0]).join(g.summary[1]) : text;
+    }, fig.summary || "");
   }
 
   function drawOne(script, force) {
@@ -257,9 +330,10 @@
     }
     el._labDrawnKey = key;
     var fig = JSON.parse(themed(script.textContent));
-    var veil = isVeiled(el, fig);
+    var veil = veilOf(el, fig.layout && fig.layout.meta);
     var summary = summaryOf(el, fig);
-    if (veil) Object.assign(fig, veiled(fig));
+    if (veil === "all") Object.assign(fig, veiled(fig));
+    else if (veil) Object.assign(fig, partlyVeiled(fig, veil));
     var layout = fig.layout || {};
     if (isDark()) {
       // Plotly's own defaults (#444 text and ticks) are unreadable on a dark page.
@@ -273,8 +347,13 @@
     if (!el._fullLayout && el.firstChild) el.textContent = "";  // markup from a page, not a live plot
     var config = Object.assign(plotConfig(), fig.config || {});
     var drawing = el._labDrawing = window.Plotly.react(el, fig.data, layout, config).then(function () {
-      // data-veiled: drawn veiled, until the guess (tests wait for the real figure on it).
-      if (el._labToken === token) el.toggleAttribute("data-veiled", veil);
+      // data-veiled: drawn veiled, until the guess (tests wait for the real figure on it):
+      // empty while veiled whole, else the steps whose parts are still hidden.
+      if (el._labToken === token) {
+        if (!veil) el.removeAttribute("data-veiled");
+        else el.setAttribute("data-veiled", veil === "all" ? ""
+          : veil.map(function (g) { return g.step; }).join(" "));
+      }
       done(summary);
     });
     return drawing;

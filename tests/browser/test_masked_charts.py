@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.browser.helpers import api_json, look_at, wait_drawn
+from tests.browser.helpers import api_json, commit_guess, look_at, wait_drawn
 
 EP04, EP06 = "/episodes/tensor-parallel", "/episodes/context-parallel"
 
@@ -32,6 +32,8 @@ PLOTTED = """(id) => {
 }"""
 FIGURE = """(id) => document.querySelector(`script.figure[data-target='${id}']`).textContent"""
 HOVER = "(id) => document.getElementById(id).querySelectorAll('.hoverlayer .hovertext').length"
+HOVERED = """(id) => [...document.getElementById(id).querySelectorAll('.hoverlayer .hovertext')]
+    .map(h => h.textContent)"""
 
 
 def numbers(value) -> list[float]:
@@ -44,16 +46,16 @@ def numbers(value) -> list[float]:
     return [n for item in items for n in numbers(item)]
 
 
-def hover_everywhere(page, chart: str) -> int:
-    """Move the mouse across the plot area (a grid of points) and count the hover labels."""
+def hover_everywhere(page, chart: str) -> str:
+    """Move the mouse across the plot area (a grid of points): every hover label it raises."""
     box = page.locator(f"#{chart}").bounding_box()
     assert box, chart
-    seen = 0
-    for fx in (0.2, 0.35, 0.5, 0.65, 0.8, 0.95):
-        for fy in (0.2, 0.4, 0.5, 0.6, 0.8):
+    seen = []
+    for fx in (0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95):
+        for fy in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8):
             page.mouse.move(box["x"] + fx * box["width"], box["y"] + fy * box["height"])
-            seen += page.evaluate(HOVER, chart)
-    return seen
+            seen += page.evaluate(HOVERED, chart)
+    return " | ".join(seen)
 
 
 @pytest.mark.parametrize("lesson, step, chart, link", MASKED,
@@ -88,15 +90,15 @@ def test_a_masked_chart_shows_no_value_until_the_guess(page, lesson, step, chart
     assert page.evaluate(f"() => document.getElementById('{chart}')._fullLayout.hovermode") \
         is False
     assert page.locator(f"#{chart} .ytick").count() == 0  # the value axis: no ticks
-    assert hover_everywhere(page, chart) == 0, f"#{chart} hovers a value before the guess"
+    assert not hover_everywhere(page, chart), f"#{chart} hovers a value before the guess"
     assert page.locator(f"#{chart}").get_attribute("data-veiled") is not None
 
-    form = page.locator(f"#step-{step} form.predict-form")
-    if form.locator("input[type=radio]").count():
-        form.locator("input[type=radio]").first.check()
-    else:
-        form.locator("input[name=guess]").fill("1")
-    form.locator(".predict-commit").click()
+    # The step's guess, then those of the other steps that own a part of the chart (EP06's
+    # cost: step 7's attention line; test_each_step_lifts_only_its_own_part below).
+    owners = [int(g["step"].removeprefix("step-"))
+              for g in real["layout"]["meta"].get("owners", [])]
+    for guessed in [step] + [s for s in owners if s != step]:
+        commit_guess(page, guessed)
     page.wait_for_function(f"() => !document.getElementById('{chart}').hasAttribute('data-veiled')")
     after = json.loads(page.evaluate(PLOTTED, chart))
     for drawn, given in zip(after["data"], real["data"], strict=True):
@@ -129,3 +131,65 @@ def test_the_pairs_hover_comes_back_with_the_guess(page, live_server):
     point(page)
     page.wait_for_function(f"() => ({HOVER})('cp-pairs') > 0")
     assert f"{last:,}" in page.locator("#cp-pairs .hoverlayer").text_content()
+
+
+# The state step 7's prediction is about (its try link), where step 6's guess drew the
+# attention line that answers step 7: 512 tokens a rank on 25 Gb/s Ethernet.
+SHORT_ETH = "tokens=64&cp=8&seq_len=4096&layout=zigzag&link=eth-25g"
+VEILED = "(id) => document.getElementById(id).getAttribute('data-veiled')"
+
+
+@pytest.mark.parametrize("order", [(6, 7), (7, 6)], ids=["6-then-7", "7-then-6"])
+def test_each_step_lifts_only_its_own_part(page, live_server, order):
+    """EP06's cost chart answers two steps: step 6 asks for the bytes the collectives send
+    (their lines, the plan's mark and label), step 7 whether the ring's sends hide behind
+    attention (the attention line). The first guess lifted the whole chart, so at step 7's
+    state step 6's guess drew the attention line, its hover and its figure in the caption
+    before step 7 was guessed. Each part now waits for its own step's guess, in either
+    order: until then no value of it in gd.data or gd.layout, no hover, no caption figure."""
+    chart = "cp-cost"
+    api = api_json(live_server, "cp", SHORT_ETH)
+    page.goto(f"{EP06}?{SHORT_ETH}")
+    wait_drawn(page)
+    look_at(page, chart)
+    real = json.loads(page.evaluate(FIGURE, chart))
+    groups = {int(g["step"].removeprefix("step-")): g for g in real["layout"]["meta"]["owners"]}
+    assert sorted(groups) == [6, 7]
+    # Step 7's line is the attention's, at this state's time (the table's figure).
+    attention = real["data"][groups[7]["traces"][0]]
+    assert round(api["attention_s"] * 1e3, 6) in attention["y"], attention["name"]
+    assert page.evaluate(VEILED, chart) == ""  # veiled whole before either guess
+    caption = page.locator(f".chart-summary[data-chart={chart}]")
+    first, second = order
+    commit_guess(page, first)
+    page.wait_for_function(f"() => ({VEILED})('{chart}') !== ''")  # no longer veiled whole
+    look_at(page, chart)
+    plotted = json.loads(page.evaluate(PLOTTED, chart))
+    hidden = groups[second]
+    shown = {round(v, 6) for v in numbers(plotted)}
+    for i, (drawn, given) in enumerate(zip(plotted["data"], real["data"], strict=True)):
+        if i in hidden["traces"]:  # the step still to guess: a legend entry, no value
+            values = {round(v, 6) for v in numbers([given.get("y")])}
+            assert values and not values & shown, f"{given['name']} plotted before its guess"
+            assert drawn["y"] == [None] and drawn.get("hoverinfo") == "skip", given["name"]
+            assert not {"customdata", "hovertemplate", "text"} & drawn.keys(), given["name"]
+        else:  # the step guessed: its traces real
+            assert drawn.get("y") == given.get("y") and drawn.get("x") == given.get("x"), i
+    assert page.evaluate(VEILED, chart) == f"step-{second}"
+    part, mask = hidden["summary"]
+    assert part not in page.locator(f"#{chart}").get_attribute("aria-label")
+    assert part not in caption.inner_text() and mask in caption.inner_text()
+    hovers = hover_everywhere(page, chart)
+    if second == 7:  # the collectives hover; attention does not
+        assert "per GPU" in hovers and "attention" not in hovers, hovers
+        assert f"{api['exposed_s'] * 1e3:.3g} ms" not in page.locator("#bench-view").inner_text()
+    else:  # attention hovers; the collectives' bytes do not
+        assert "attention at CP" in hovers and "per GPU" not in hovers, hovers
+        assert f"{api['comm_bytes_per_gpu'] / 1e6:.3g} MB" not in json.dumps(plotted)
+    commit_guess(page, second)
+    page.wait_for_function(f"() => !document.getElementById('{chart}').hasAttribute('data-veiled')")
+    after = json.loads(page.evaluate(PLOTTED, chart))
+    for drawn, given in zip(after["data"], real["data"], strict=True):
+        for key in ("x", "y", "customdata", "hovertemplate"):
+            assert drawn.get(key) == given.get(key), (given["name"], key)
+    assert hidden["summary"][0] in caption.inner_text()
