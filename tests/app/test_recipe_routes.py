@@ -1366,3 +1366,29 @@ def test_round_6_steps_5_and_8_ask_a_number_not_a_coin_flip(client):
     why = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.split('id="why-recipe-8"')[1]
                                      .split("</details>")[0]))
     assert f"96 ÷ ({sp['tp']} × {sp['pp']}) = {96 // (sp['tp'] * sp['pp'])}" in why
+
+
+def test_round_6_step_14s_first_link_is_no_state_step_13_sets(client):
+    """Round-6 cold reading, EP08 item 11: step 14's first link, the best 2-D plan on 64 GPUs,
+    is TP4 x FSDP16 with 8 micro-batches, the plan step 13's first link sets (written with its
+    defaults spelt out): a student who followed it saw step 14's chart drawn for that plan once
+    guessing, and the link changed nothing. The first link is now the best 3-D plan, a state
+    no link of step 13 sets (tests/browser/test_changed_in_view follows that path)."""
+    from html import unescape
+    from urllib.parse import parse_qsl, urlencode
+
+    from app.routers.recipe import RecipeQuery
+
+    page = client.get("/episodes/recipe-3d").text
+
+    def queries(step: int) -> list:
+        body = page.split(f'id="step-{step}"')[1].split("</section>")[0]
+        return [RecipeQuery(**dict(parse_qsl(unescape(href).split("?", 1)[1])))
+                for href in re.findall(r'<a class="try"[^>]*href="([^"]+)"', body)]
+
+    def state(query) -> str:  # the canonical state, as the page's data-state writes it
+        return urlencode(query.model_dump(exclude_defaults=True, mode="json"))
+
+    first = queries(14)[0]
+    assert state(first) not in {state(q) for q in queries(13)}
+    assert first.pp > 1 and first.zero < 3  # a 3-D plan: stages, no FSDP
