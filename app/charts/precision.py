@@ -122,14 +122,16 @@ def ledger_figure(result) -> dict:
         bars.append((short_recipe(led.recipe), led.parts))
     data, layout = _stacked(bars, LEDGER, gpu, gpu_name)
     diff = result.extra_bytes
+    # The chosen recipe by its name, not its bytes per parameter (EP10 step 1 asks for them).
+    against = "" if led.recipe == base.recipe else (
+        f", {short_recipe(led.recipe)} {fmt_bytes(led.total_bytes)}, "
+        + (f"{fmt_bytes(diff)} more" if diff > 0 else f"{fmt_bytes(-diff)} less"))
     return {
         "data": data, "layout": layout, "key": bar_key(data),
         "summary": (
             f"{inp.model.name} on {inp.tp * inp.pp * inp.cp * inp.dp:,} GPUs: BF16 holds "
-            f"{fmt_bytes(base.total_bytes)} per GPU, {RECIPES[led.recipe].summary} "
-            f"{fmt_bytes(led.total_bytes)}, "
-            + (f"{fmt_bytes(diff)} more" if diff > 0 else f"{fmt_bytes(-diff)} less")
-            + f" against the {gpu_name}'s {fmt_bytes(gpu)}"
+            f"{fmt_bytes(base.total_bytes)} per GPU{against} against the {gpu_name}'s "
+            f"{fmt_bytes(gpu)}"
         ),
     }
 
@@ -163,12 +165,18 @@ def bytes_figure(result) -> dict:
              for r, name in zip(rows, names, strict=True)]
     chosen = next(r for r in result.per_param if r.recipe == result.input.recipe)
     base = next(r for r in result.per_param if r.recipe == "adam16")
+    # Another recipe's bytes answer EP10 step 1 (and 3, 5, 6): on the lesson, until step 1's
+    # guess, the chart is drawn veiled (static/js/lab.js), its total a "?" and no legend (a
+    # "Low-precision copies" entry would say which way it goes); BF16's 16 the question gives.
+    veil = {} if chosen is base else {"meta": {
+        "masked": {"0": " ?", "1": notes[1]["text"]}, "names": {str(i): None for i in
+                                                                  range(len(data))}}}
     return {
         "data": data,
         "layout": base_layout(barmode="stack", bargap=0.3, legend=_legend(),
                               annotations=notes, margin={"l": 96, "r": 24, "t": 8, "b": 24},
                               xaxis={"ticksuffix": " B", "range": [0, 21], "fixedrange": True},
-                              yaxis={"fixedrange": True, "automargin": True}),
+                              yaxis={"fixedrange": True, "automargin": True}, **veil),
         "summary": (
             f"Bytes per parameter by recipe: {RECIPES[chosen.recipe].summary.split(',')[0]} "
             f"keeps {chosen.total:.3g} ({', '.join(f'{b:.3g} {w}' for w, b in chosen.parts)}), "
@@ -303,10 +311,14 @@ def speed_figure(result) -> dict:
                    f"BF16 steps in {fmt_ms(s.bf16_step_s)} (MFU {fmt_pct(s.bf16_mfu)}); "
                    f"{name} is a 16-bit recipe and steps as BF16 does: pick an FP8 recipe to "
                    f"compare")
+    # An FP8 step against BF16 answers EP10 step 8 (its opening state is step 8's 8B run):
+    # on the lesson, until step 8's guess, drawn veiled (static/js/lab.js), the legend naming
+    # the two recipes without their steps.
+    veil = {} if sixteen else {"meta": {"masked": {}, "names": {"0": "BF16", "1": name}}}
     return {
         "data": data,
         "layout": base_layout(
-            barmode="group", bargap=0.2, bargroupgap=0, legend=_legend(),
+            barmode="group", bargap=0.2, bargroupgap=0, legend=_legend(), **veil,
             margin={"l": 8, "r": 16, "t": 8, "b": 24},
             # At most 4 ticks: 8 ("0 ms" .. "14000 ms") tilted into the legend on a phone.
             xaxis={"ticksuffix": f" {unit}", "range": [0, top], "fixedrange": True, "nticks": 4,

@@ -85,7 +85,10 @@ def _assumptions(inp: PrecisionInput, ledger: Ledger) -> tuple[str, ...]:
     r = inp.recipe_record
     notes = []
     if r.family == "fp8":
-        notes.append(f"{r.label}: {r.formats}; scales: {r.scaling} ({r.source}).")
+        # Named without its bytes per parameter: EP10 step 1 asks for them (the bytes chart
+        # and its table give them once it is guessed).
+        name = r.label.rsplit(", ", 1)[0]
+        notes.append(f"{name}: {r.formats}; scales: {r.scaling} ({r.source}).")
         notes.append("FP8 weight copies shard with the weights under ZeRO-3; the linear layers' "
                      "saved inputs are kept in the recipe's format, the attention core's "
                      "tensors, norms' inputs and masks in 16-bit.")

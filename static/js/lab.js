@@ -224,7 +224,15 @@
 
   function veiled(fig) {
     var layout = fig.layout, masked = layout.meta.masked, numeric = {};
-    var data = (fig.data || []).map(function (t) { return veilTrace(t, layout, numeric); });
+    // A trace's name while veiled (layout.meta.names), where the legend would give the answer
+    // (EP10's speed chart: each recipe's step); null: left out of the legend.
+    var names = layout.meta.names || {};
+    var data = (fig.data || []).map(function (t, i) {
+      var out = veilTrace(t, layout, numeric);
+      if (names[i] === null) out.showlegend = false;
+      else if (names[i] !== undefined) out.name = names[i];
+      return out;
+    });
     Object.keys(numeric).forEach(function (key) {
       var axis = Object.assign({}, layout[key]);
       ["range", "tickvals", "ticktext", "dtick", "tick0", "rangemode", "autorange"]

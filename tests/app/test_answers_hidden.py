@@ -27,6 +27,7 @@ screen before the guess. Each phrase must be one the page prints once the studen
 naming text that never appears."""
 
 import functools
+import json
 import re
 
 import pytest
@@ -43,12 +44,7 @@ DECLARED = ["memory", "dp", "zero", "tp", "pipeline", "cp", "moe", "recipe", "fa
 # Phrases that print a step's answer figure as another quantity, each with why it is not the
 # answer: struck from the screen's text for that step only, so the figure is still looked for
 # everywhere else on the page.
-COINCIDENCES = {
-    **{("precision", "step-3", f"{m}ixed-precision Adam, 16 B/param"):
-       "BF16's own 16 bytes, which the question states; step 3 asks whether FP8 parameters keep "
-       "as many, which the bench shows only once the recipe is FP8 parameters"
-       for m in "mM"},
-}
+COINCIDENCES: dict[tuple[str, str, str], str] = {}  # (lesson, step, phrase) -> why
 
 NUMBER = r"\d+(?:,\d{3})*(?:\.\d+)?"
 
@@ -186,9 +182,52 @@ def case_urls(html: str) -> list[str]:
             for h in re.findall(r'<a class="case [a-z]+" id="case-[a-z]+" href="([^"]+)"', html)]
 
 
-def screen(client, url: str, ids: list[str], step_id: str) -> str:
-    """What a student sees of `url` before step_id's guess, tables read by column."""
+def masked_keys(lesson: str, guessing: str) -> set[str]:
+    """The keys static/js/lab.js still masks before `guessing`'s guess, the steps before it
+    guessed: a step's own id, from `guessing` on, and a chart's, while no step before
+    `guessing` that names it as its diagram is guessed."""
+    found = steps(lesson)
+    ids = [step_id for step_id, _ in found]
+    diagram = {step_id: (re.match(r'\s*data-diagram="([^"]+)"', step) or [None, None])[1]
+               for step_id, step in found}
+    before = ids[:ids.index(guessing)]
+    charts = {d for d in diagram.values() if d} - {diagram[s] for s in before}
+    return set(ids[ids.index(guessing):]) | charts
+
+
+def masked(html: str, keys: set[str]) -> str:
+    """The page as lab.js shows it while `keys` are masked: an .answer-mask element keyed by
+    one shows its data-mask ("?"), and a chart with layout.meta.masked keyed by its id is
+    drawn veiled: only its masked labels and the legend names it gives (tests/browser/
+    test_answers_hidden_browser.py checks lab.js does so in Chromium)."""
+    def mask(match: re.Match) -> str:
+        tag = match.group(1)
+        if re.search(r'data-after-guess="([^"]+)"', tag)[1] not in keys:
+            return match.group(0)
+        shown = re.search(r'data-mask="([^"]*)"', tag)
+        return tag + (shown[1] if shown else "?") + match.group(4)
+
+    html = re.sub(r'(<(span|strong|p|td|th)\b[^>]*\banswer-mask\b[^>]*data-after-guess=[^>]*>)'
+                  r"(.*?)(</\2>)", mask, html, flags=re.S)
+
+    def veil(match: re.Match) -> str:
+        figure = json.loads(match.group(3))
+        meta = figure.get("layout", {}).get("meta") or {}
+        if match.group(2) not in keys or "masked" not in meta:
+            return match.group(0)
+        texts = [*meta["masked"].values(), *(n for n in meta.get("names", {}).values() if n)]
+        return match.group(1) + json.dumps(texts) + "</script>"
+
+    return re.sub(r'(<script type="application/json" class="figure" data-target="([^"]+)"'
+                  r"[^>]*>)(.*?)</script>", veil, html, flags=re.S)
+
+
+def screen(client, url: str, ids: list[str], step_id: str, lesson: str = "") -> str:
+    """What a student sees of `url` before step_id's guess, tables read by column: with the
+    lesson's page (`lesson`), as lab.js masks it then."""
     html = page(client, url)
+    if lesson:
+        html = masked(html, masked_keys(lesson, step_id))
     return visible(html, ids, step_id) + " " + tables(html)
 
 
@@ -205,7 +244,7 @@ def test_no_step_prediction_is_answered_before_the_guess(client, name):
             continue
         urls = [path] + case_urls(html) + (try_urls(found[n - 1][1]) if n else [])
         for url in urls:
-            text = screen(client, url, ids, step_id)
+            text = screen(client, url, ids, step_id, html)
             for (lesson, at, phrase), _why in COINCIDENCES.items():
                 if (lesson, at) == (name, step_id) and phrase in text:
                     struck.add(phrase)

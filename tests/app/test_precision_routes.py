@@ -22,9 +22,12 @@ def api(client, **params):
 def test_default_is_torchtitans_llama_8b_fsdp_run(client):
     body = api(client)
     assert body["model"] == "llama-3.1-8b" and body["gpu"] == "h100-sxm"
-    # The page opens at BF16 (issue 36, EP10's second cold reading): steps 1 to 8 ask what
-    # an FP8 recipe keeps and gains, which the bench must not print before their links.
-    assert body["ledger"]["recipe"] == "adam16" and body["baseline"]["recipe"] == "adam16"
+    # The page opens on the FP8 recipe of steps 1 and 8 against BF16 (BF16 against itself
+    # taught nothing); what it answers of them is masked until their guesses (below, and
+    # tests/browser/test_answers_hidden_browser.py). recipe=adam16 is BF16 itself.
+    assert body["ledger"]["recipe"] == "fp8-delayed" and body["baseline"]["recipe"] == "adam16"
+    bf16 = api(client, recipe="adam16")
+    assert bf16["ledger"]["recipe"] == "adam16" and bf16["extra_bytes"] == 0
     assert body["extra_bytes"] == pytest.approx(
         body["ledger"]["total_bytes"] - body["baseline"]["total_bytes"])
     assert [r["id"] for r in body["recipes"]] == list(TRAIN_RECIPES)
@@ -150,8 +153,9 @@ def test_step_8_quotes_the_speed_the_chart_shows_when_the_student_arrives(client
     """Issue 36: step 8's prose said 1.33x and 76.2% (FP8 parameters) beside a chart that
     said 1.32x and 75.6% (the page's recipe). Its 8B figures now come from the one state the
     bench holds on arrival (the page's default, and step 7's link), so the text and the
-    chart are one computation. Since the page opens at BF16 (EP10's second cold reading),
-    that state is the one step 8's first link (and step 7's) brings, not the default."""
+    chart are one computation: the state step 8's first link brings, which is the page's
+    opening state too (round 8: the page opens on it, its speed masked until step 8's
+    guess)."""
     import re
 
     from app.charts.units import fmt_pct
@@ -168,7 +172,7 @@ def test_step_8_quotes_the_speed_the_chart_shows_when_the_student_arrives(client
     assert not any(link["href"].endswith("?" + state) for link in step7["links"])
     assert step8["links"][0]["href"].endswith("?" + state)
     default = api(client, **dict(re.findall(r"(\w+)=([\w.-]+)", state)))["speed"]
-    summary = re.search(r'data-chart="precision-speed">([^<]*)<',
+    summary = re.search(r'data-chart="precision-speed"[^>]*>([^<]*)<',
                         client.get(PAGE + "?" + state).text).group(1)
     assert quoted["speed.speedup"]["text"] == f"{default['speedup']:.2f}"
     assert f"{default['speedup']:.2f}× as fast" in summary
@@ -367,18 +371,33 @@ def test_step_8_says_the_labs_rates_are_ideal_and_by_how_much(client):
 def test_round_2_cold_reading_ep10(client):
     """EP10's second cold reading: the bench opened at FP8 delayed scaling and printed every
     recipe's bytes per parameter (steps 1, 3, 5 and 6's answers) and the 1.33x of step 8. It
-    now opens at BF16, draws BF16 beside the chosen recipe only, and one speed bar; the bad
-    case's caption names the setup, not step 2's answer; step 9 names both growths inside e."""
+    draws BF16 beside the chosen recipe only, one speed bar for a 16-bit recipe, and, opening
+    again on FP8 delayed scaling (round 8), masks the recipe's bytes per parameter until step
+    1's guess and its step against BF16's until step 8's: in the page's text (answer-mask) and
+    in the charts (layout.meta.masked, drawn veiled); the bad case's caption names the setup,
+    not step 2's answer; step 9 names both growths inside e."""
     import re
     from html import unescape
 
+    from tests.app.test_answers_hidden import masked, masked_keys
+
     page = client.get(PAGE).text
-    bench = page[page.index('id="precision-lab"'):]
+    bench = masked(page, masked_keys(page, "step-1"))
+    bench = bench[bench.index('id="precision-lab"'):]
     bench = bench[:bench.index("</section>")]
     table = bench.split('data-chart="precision-bytes"')[2].split("</table>")[0]
-    assert re.findall(r'<th scope="row">([^<]+)</th>', table) == ["BF16"]
-    for hidden in ("18.1", "1.33×", "FP8 delayed scaling in", "75.5 GB"):
-        assert hidden not in bench, hidden
+    assert re.findall(r'<th scope="row">([^<]+)</th>', table) == ["BF16", "FP8 delayed scaling"]
+    shown = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", bench)).replace("\\u00d7", "×"))
+    for hidden in ("18.1", "1.33×", "18 B/param", "9,852 ms", "18 (BF16: 16)"):
+        assert hidden not in shown, hidden
+    assert "? (BF16: 16)" in shown
+    figures = page_figures(page)
+    assert figures["precision-bytes"]["layout"]["meta"]["masked"]
+    assert figures["precision-speed"]["layout"]["meta"]["names"] == {
+        "0": "BF16", "1": "FP8 delayed scaling"}
+    bf16 = client.get(PAGE, params={"recipe": "adam16"}).text  # the old opening, explicit
+    assert "meta" not in page_figures(bf16)["precision-speed"]["layout"]
+    assert "answer-mask" not in bf16[bf16.index('id="precision-lab"'):]
     html = client.get(PAGE, params={"recipe": "fp8-blockwise"}).text
     table = html.split('data-chart="precision-bytes"')[2].split("</table>")[0]
     assert len(re.findall(r'<th scope="row">', table)) == 2

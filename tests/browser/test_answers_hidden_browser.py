@@ -1,0 +1,215 @@
+"""No drill's answer is on a lesson's opening screen, as Chromium draws it (issue 36).
+
+tests/app/test_answers_hidden.py reads the server's HTML; what a student sees is that HTML
+after static/js/lab.js: its answer masks (an .answer-mask's "?") and its veiled charts (a chart
+with layout.meta.masked, drawn grey, flat and without hover until its step's guess). Here each
+lesson is loaded once, at its opening state, with nothing answered, and every answer the page
+knows must be absent from
+
+- the visible text (``document.body.innerText``: closed whys and hidden elements are not in
+  it), and
+- every plotly chart as plotted (``gd.data``, ``gd.layout`` without its meta): its strings
+  (labels, legend names, hover templates, custom data) and its numbers, each rounded to the
+  places the answer prints (a bar at 51.43 GB hovers as the 51.4 GB asked for).
+
+The answers are the ones test_answers_hidden looks for, in its formats: each step's
+prediction (its declared answer, the figures on its right choice, the phrases that state a
+word answer) and each drill of the lesson (a number drill's answer, a decide's ``reveals``)."""
+
+import json
+import re
+
+import pytest
+
+import app.main  # noqa: F401  (registers every lab view)
+from app.episodes import EPISODES
+from app.labkit import VIEWS
+from tests.app import test_answers_hidden as hidden
+from tests.app.test_answers_hidden import (
+    COINCIDENCES,
+    answers,
+    drill_figure,
+    is_small,
+    noun,
+    printed,
+    reveals,
+)
+from tests.app.test_step_beats import steps
+from tests.browser.helpers import wait_drawn
+
+LESSONS = [v.name for e in EPISODES for v in VIEWS.values() if v.episode == e]
+
+# The page's visible text, and the same without each step's own choices (a choice prediction's
+# right label carries its figure: test_answers_hidden strikes the guessing step's choices too).
+# A select shows its chosen option, not its list, and a chosen degree (1 2 4 … 128) is a
+# control's value, not a figure of the state (test_answers_hidden drops them too).
+TEXTS = """() => {
+    const shown = [];
+    document.querySelectorAll('select').forEach(select => {
+        const chosen = document.createElement('span');
+        const text = (select.selectedOptions[0] || {}).text || '';
+        chosen.textContent = /^[\\d,.\\s]+$/.test(text) ? '' : text;
+        select.after(chosen);
+        select.style.display = 'none';
+        shown.push([select, chosen]);
+    });
+    const texts = {"": document.body.innerText};
+    document.querySelectorAll('section.step[id^=step-]').forEach(step => {
+        const own = step.querySelector('fieldset.predict-choices');
+        if (!own) return;
+        own.style.display = 'none';
+        texts[step.id] = document.body.innerText;
+        own.style.display = '';
+    });
+    shown.forEach(([select, chosen]) => { chosen.remove(); select.style.display = ''; });
+    return texts;
+}"""
+
+# Every plotly chart as plotted: its traces and its layout without the meta (the masked texts
+# lab.js draws from).
+PLOTTED = """() => Object.fromEntries([...document.querySelectorAll('.js-plotly-plot')]
+    .map(gd => {
+        const layout = Object.assign({}, gd.layout);
+        delete layout.meta;
+        return [gd.id, JSON.stringify({data: gd.data, layout: layout})];
+    }))"""
+
+
+def wanted(html: str, name: str) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
+    """Every answer of the lesson: (drill, number, unit) figures and (drill, phrase) words."""
+    figures, words = [], []
+    for step_id, step in steps(html):
+        figures += [(step_id, n, u) for n, u in answers(step)]
+        words += [(step_id, p) for p in reveals(step)]
+    for drill in VIEWS[name].drills:
+        if drill.kind == "decide":
+            words += [(drill.id, p) for p in drill.reveals]
+        else:
+            figures.append((drill.id, *drill_figure(drill)))
+    return figures, words
+
+
+# Where a chart prints a figure that is not the answer, each with why (as COINCIDENCES).
+CHART_COINCIDENCES = {
+    ("placement", "step-1", "placement-cluster"):
+        "the rank map's hover names each GPU's replica by its index ('replica 1, stage 0'), "
+        "not how many replicas there are",
+}
+
+
+def chart_text(plotted: str) -> str:
+    """A plotted chart's strings (labels, legend names, hover text) as test_answers_hidden
+    reads a figure's JSON: its style and layout scalars, tick marks and axis ranges dropped
+    (not figures of the state), and its arrays of numbers (data_numbers reads those)."""
+    text = json.dumps(json.loads(plotted), ensure_ascii=False, separators=(", ", ":"))
+    text = re.sub(r'"[A-Za-z_0-9]+":-?\d+(?:\.\d+)?(?:e-?\d+)?(?=[,}])', " ", text)
+    text = re.sub(r'"(?:tick(?:text|vals)|range)":\[[^\]]*\]', " ", text)
+    return re.sub(r"\[(?:\s*(?:-?[\d.]+(?:e-?\d+)?|null)\s*,?)*\]", " ", text)
+
+
+def data_numbers(plotted: str, unit: str) -> list[float]:
+    """The numbers a chart's traces plot (x, y, z, custom data), where the trace's hover or
+    the chart's axes print them in ``unit``: what its hover shows (a goodput of 92.77% is
+    not 92.8 minutes)."""
+    chart = json.loads(plotted)
+    axes = json.dumps({k: [v.get("ticksuffix"), v.get("title")] for k, v in
+                       chart["layout"].items() if k.startswith(("xaxis", "yaxis"))})
+    found = []
+
+    def walk(value):
+        if isinstance(value, bool) or value is None:
+            return
+        if isinstance(value, (int, float)):
+            found.append(float(value))
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    named = re.compile(rf"(?<![A-Za-z]){noun(unit)}(?![A-Za-z])")
+    for trace in chart["data"]:
+        if unit not in ("", "%", "×") and named.search(str(trace.get("hovertemplate", "")) + axes):
+            for key in ("x", "y", "z", "customdata", "values"):
+                walk(trace.get(key))
+    return found
+
+
+def plotted_as(number: str, values: list[float]) -> bool:
+    """Whether a chart plots the answer: a value that rounds to it at its printed places (a
+    whole number of three digits or more, a decimal; a count under 100 is too common)."""
+    if is_small(number):
+        return False
+    answer = float(number.replace(",", ""))
+    places = len(number.split(".")[1]) if "." in number else 0
+    return any(round(v, places) == answer for v in values if abs(v) >= 1)
+
+
+def where(number: str, unit: str, text: str) -> str:
+    """The text around the first place that prints the figure, for the failure's message."""
+    for hit in re.finditer(re.escape(number), text):
+        if printed(number, unit, text[max(0, hit.start() - 40):hit.end() + 20]):
+            return text[max(0, hit.start() - 80):hit.end() + 40]
+    return ""
+
+
+def shown(name: str, html: str, texts: dict[str, str], charts: dict[str, str]) -> list[str]:
+    """What of the lesson's answers the opening screen gives: its text (``texts``: the whole,
+    "", and without a step's own choices, by step id) and its charts."""
+    def clean(text: str) -> str:
+        for (lesson, _at, phrase) in COINCIDENCES:
+            if lesson == name:
+                text = text.replace(phrase, " ")
+        return re.sub(r"\s+", " ", text.replace("\u00a0", " "))
+
+    texts = {k: clean(t) for k, t in texts.items()}
+    figures, words = wanted(html, name)
+    found = []
+    for drill, number, unit in figures:
+        text = texts.get(drill, texts[""])
+        if printed(number, unit, text):
+            at = where(number, unit, text)
+            found.append(f"{drill}: {number} {unit} in the page's text: …{at}…")
+        for chart, plotted in charts.items():
+            if (name, drill, chart) in CHART_COINCIDENCES:
+                continue
+            if printed(number, unit, chart_text(plotted)):
+                found.append(f"{drill}: {number} {unit} in #{chart}'s labels")
+            elif plotted_as(number, data_numbers(plotted, unit)):
+                found.append(f"{drill}: {number} {unit} plotted in #{chart}")
+    for drill, phrase in words:
+        text = texts.get(drill, texts[""])
+        if phrase.lower() in text.lower():
+            found.append(f"{drill}: '{phrase}' in the page's text")
+        found += [f"{drill}: '{phrase}' in #{chart}" for chart, plotted in charts.items()
+                  if phrase.lower() in chart_text(plotted).lower()]
+    return found
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_no_answer_on_the_opening_screen(page, client, name):
+    """One load of the lesson: its text and every chart as Chromium shows them."""
+    path = VIEWS[name].episode.path
+    html = hidden.page(client, path)
+    page.goto(path)
+    wait_drawn(page)
+    texts = page.evaluate(TEXTS)
+    charts = page.evaluate(PLOTTED)
+    assert charts, f"{name}: no chart drawn"
+    found = shown(name, html, texts, charts)
+    assert not found, f"{path} before any guess: {found}"
+
+
+def test_the_check_finds_an_answer_in_text_and_in_a_chart():
+    """The check itself: a number drill's answer in the text, a chart's hover data (rounded to
+    the answer's places) and a legend name are found; a count in a chart's data is not."""
+    assert plotted_as("51.4", [3.0, 51.4323]) and not plotted_as("51.4", [51.46])
+    assert plotted_as("1,270", [1270.2]) and not plotted_as("26", [26.0])
+    gb = json.dumps({"data": [{"y": [51.4323], "hovertemplate": "%{y:.3g} GB"},
+                              {"y": [92.77], "hovertemplate": "%{y:.3g}% goodput"}],
+                     "layout": {}})
+    assert data_numbers(gb, "GB") == [51.4323] and data_numbers(gb, "minutes") == []
+    chart = json.dumps({"data": [{"type": "bar", "name": "FP8: 9,852 ms, 1.33×",
+                                  "x": [13.08, 9.85]}], "layout": {"xaxis": {"range": [0, 1.33]}}})
+    assert printed("1.33", "×", chart_text(chart))
+    veiled = json.dumps({"data": [{"type": "bar", "name": "FP8", "x": [0.5, 0.5]}],
+                         "layout": {"xaxis": {"range": [-0.05, 1.33]}}})
+    assert not printed("1.33", "×", chart_text(veiled))
