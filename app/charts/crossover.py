@@ -13,6 +13,9 @@ COMPUTE, COMM = "#4c78a8", "#e45756"  # as EP02's step bars: compute, exposed co
 def ms(seconds: float) -> str:
     return f"{seconds * 1e3:,.1f} ms"
 COMPUTE_BOUND, COMM_BOUND = "rgba(84,162,75,0.10)", "rgba(228,87,86,0.10)"
+# Compute-bound by the ratio yet still exposed: past T*, short of where the traffic hides.
+EXPOSED = "rgba(242,142,43,0.32)"  # strong enough to show through the state's band
+DISTINCT = 1.05  # a hiding point this close to T* shares its line (ZeRO-3's)
 
 
 def tokens(value: float) -> str:
@@ -32,11 +35,22 @@ def verdict(compute_s: float, comm_s: float, what: str, alone: str) -> tuple[str
 
 
 def crossover_figure(tokens_per_gpu: float, compute_s: float, comm_s: float, cross: float,
-                     sweep, comm_name: str, gpus: int) -> dict:
+                     sweep, comm_name: str, gpus: int, hidden: float | None = None,
+                     exposed_s: float = 0.0) -> dict:
     """Compute and communication against tokens per GPU per step (log-log): compute rises
     with the tokens, the communication does not, and they cross at the lab's T*. The state
-    is marked on the compute line, the crossover by a dashed line, each side shaded."""
+    is marked on the compute line, the crossover by a dashed line, each side shaded.
+    ``hidden``: the tokens from which the lab's overlap exposes nothing (EP03's stages, each
+    collective behind its own pass; ``labs.zero.lab.hidden_tokens``), ``exposed_s`` what it
+    exposes at this state; None where the lab models no such point (EP02: without overlap
+    nothing hides, and bucketed overlap always leaves the last bucket exposed)."""
     bound, side = verdict(compute_s, comm_s, "compute", "no all-reduce on 1 GPU")
+    if hidden is not None and comm_s:
+        if exposed_s:  # a line of its own: beside the ratio it ran off a phone's chart
+            bound += f"<br>{ms(exposed_s)} exposed"
+        side += (f"; {ms(exposed_s)} of it exposed, all of it hidden past "
+                 f"{tokens(hidden)} tokens per GPU" if exposed_s else
+                 f"; all of it hidden, as it is past {tokens(hidden)} tokens per GPU")
     return threshold_figure(
         x_state=tokens_per_gpu, compute_s=compute_s, comm_s=comm_s, cross=cross,
         compute_line=sweep, comm_line=None,
@@ -45,6 +59,7 @@ def crossover_figure(tokens_per_gpu: float, compute_s: float, comm_s: float, cro
         x_title="tokens per GPU per step (log scale)", y_title="time per step",
         cross_text=f"T* = {tokens(cross)} tokens",
         state_text=f"This state, {tokens(tokens_per_gpu)} tokens/GPU:<br>{bound}",
+        hidden=hidden if comm_s else None, hidden_text=f"hidden past {tokens(hidden or 0)}",
         summary=(f"{tokens(tokens_per_gpu)} tokens per GPU on {gpus:,} GPUs: "
                  f"{ms(compute_s)} of compute"
                  + (f" against {ms(comm_s)} of communication ({side}); the two are equal at "
@@ -52,12 +67,19 @@ def crossover_figure(tokens_per_gpu: float, compute_s: float, comm_s: float, cro
                     ", no communication")))
 
 
+def band(x0: float, x1: float, colour: str) -> dict:
+    """One side of a threshold, shaded the plot's full height."""
+    return {"type": "rect", "xref": "x", "yref": "paper", "x0": x0, "x1": x1, "y0": 0,
+            "y1": 1, "fillcolor": colour, "line": {"width": 0}, "layer": "below"}
+
+
 def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: float,
                      compute_line, comm_line, compute_name: str, comm_name: str,
                      compute_hover: str, x_title: str, y_title: str, cross_text: str,
                      state_text: str, summary: str, points=(), point_name: str = "",
                      x_ticks=None, legend_y: float = -0.22,
-                     cross_masked: str | None = None, state_masked: str | None = None) -> dict:
+                     cross_masked: str | None = None, state_masked: str | None = None,
+                     hidden: float | None = None, hidden_text: str = "") -> dict:
     """Compute and communication against the quantity that decides between them (log-log),
     crossing at the lab's threshold: the state marked on the compute line, the crossover by
     a dashed line, each side shaded. ``comm_line`` None draws the communication flat at
@@ -68,7 +90,11 @@ def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: 
     crossover label a lesson shows until its step is guessed (kept in ``layout.meta.masked``
     by annotation index; lab.js: the step's try links
     stay live, so the move is seen, but not the number its prediction asks for), and
-    ``state_masked`` the state's label meanwhile (its ratio would give the crossover away)."""
+    ``state_masked`` the state's label meanwhile (its ratio would give the crossover away).
+    ``hidden`` (at or past ``cross``) is where the lab's overlap stops exposing anything: past
+    T* up to it the compute-bound side is shaded as exposed, a dotted line and
+    ``hidden_text`` mark it where it stands apart from T*, and only past it is the side
+    shaded as hidden (round-8 cold reading of EP03, item 11); None shades all past T*."""
     xs = [x for x, _ in compute_line]
     lo, hi = min(xs[0], x_state), max(xs[-1], x_state)
     data = [{"type": "scatter", "mode": "lines", "name": compute_name,
@@ -84,13 +110,13 @@ def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: 
                      "hovertemplate": f"{comm_name}: {ms(comm_s)}<extra></extra>"
                      if comm_line is None else
                      f"%{{x:,.0f}}: %{{y:.3s}}s, {comm_name}<extra></extra>"})
-        shapes += [
-            {"type": "rect", "xref": "x", "yref": "paper", "x0": lo, "x1": cross, "y0": 0,
-             "y1": 1, "fillcolor": COMM_BOUND, "line": {"width": 0}, "layer": "below"},
-            {"type": "rect", "xref": "x", "yref": "paper", "x0": cross, "x1": hi, "y0": 0,
-             "y1": 1, "fillcolor": COMPUTE_BOUND, "line": {"width": 0}, "layer": "below"},
-            {"type": "line", "xref": "x", "yref": "paper", "x0": cross, "x1": cross, "y0": 0,
-             "y1": 1, "line": {"color": "#1d2330", "dash": "dash", "width": 1.5}}]
+        calm = cross if hidden is None else hidden  # where the side past T* turns green
+        shapes += [band(lo, cross, COMM_BOUND), band(cross, calm, EXPOSED),
+                   band(calm, hi, COMPUTE_BOUND),
+                   {"type": "line", "xref": "x", "yref": "paper", "x0": cross, "x1": cross,
+                    "y0": 0, "y1": 1, "line": {"color": "#1d2330", "dash": "dash",
+                                               "width": 1.5}}]
+        shapes = [s for s in shapes if s["type"] == "line" or s["x1"] > s["x0"]]
         # Left of the dashed line where it sits in the right half, so the label stays in
         # on a phone too (round-4 cold reading of EP04, item 8: at 390 px '(h/t)* = 2,449',
         # 65% along, ran into the right edge and over the t = 2 mark).
@@ -101,6 +127,15 @@ def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: 
                             "bgcolor": "rgba(255,255,255,0.85)", "text": cross_text})
         if cross_masked:
             masked[len(annotations) - 1] = cross_masked
+        if hidden is not None and hidden > DISTINCT * cross:
+            shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": hidden,
+                           "x1": hidden, "y0": 0, "y1": 1,
+                           "line": {"color": "#1d2330", "dash": "dot", "width": 1.5}})
+            right = _log10(hidden / lo) > 0.5 * _log10(hi / lo)
+            annotations.append({"xref": "x", "yref": "paper", "x": _log10(hidden), "y": 0.9,
+                                "xanchor": "right" if right else "left", "yanchor": "top",
+                                "showarrow": False, "xshift": -4 if right else 4,
+                                "bgcolor": "rgba(255,255,255,0.85)", "text": hidden_text})
         # The state: its compute on the line and the gap to the communication between them.
         shapes.append({"type": "line", "xref": "x", "yref": "y", "x0": x_state,
                        "x1": x_state, "y0": compute_s, "y1": comm_s,
@@ -144,7 +179,8 @@ def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: 
     return {
         "data": data,
         "layout": base_layout(
-            margin={"l": 72 if y_ticks else 56, "r": 8, "t": 40,
+            margin={"l": 72 if y_ticks else 56, "r": 8,
+                    "t": 40 + 14 * (state_text.count("<br>") - 1),  # the state's lines
                     "b": 44 if legend_y == -0.22 else 56},
             xaxis={"type": "log", "title": {"text": x_title, "standoff": 6},
                    "range": [_log10(lo) - 0.05, _log10(hi) + 0.05], "gridcolor": "#e6e9ef",

@@ -99,6 +99,7 @@ def _crossover(c) -> dict:
     return {"tokens_per_gpu": c.tokens_per_gpu, "compute_s": c.compute_s, "comm_s": c.comm_s,
             "comm_bytes": round(c.comm_bytes), "busbw": round(c.busbw), "rate": round(c.rate),
             "factor": round(c.factor, 6), "crossover_tokens": round(c.crossover_tokens, 1),
+            "hidden_tokens": round(c.hidden_tokens, 1),
             "ratio": round(c.compute_s / c.comm_s, 4) if c.comm_s else None,
             "sweep": [[t, round(v, 9)] for t, v in c.sweep]}
 
@@ -171,7 +172,8 @@ def crossover_chart(result: ZeroResult) -> dict:
     c = crossover(result)
     return crossover_figure(c.tokens_per_gpu, c.compute_s, c.comm_s, c.crossover_tokens,
                             c.sweep, f"ZeRO-{result.input.zero} communication",
-                            result.input.dp)
+                            result.input.dp, hidden=c.hidden_tokens,
+                            exposed_s=result.chosen_traffic.exposed_seconds)
 
 
 @lru_cache(maxsize=1)

@@ -71,6 +71,9 @@ class ZeroCrossover(BaseModel):
     factor: float = Field(description="k/3: 2/3 for stages 0-2, 1 for ZeRO-3.")
     crossover_tokens: float = Field(description="factor x (D-1)/D x rate / busbw: tokens per "
                                     "GPU where compute equals the stage's communication.")
+    hidden_tokens: float = Field(description="Tokens per GPU from which every pass's "
+                                 "collectives fit behind that pass (nothing exposed): 1.5 x "
+                                 "crossover_tokens for stages 0-2, about it for ZeRO-3.")
     ratio: float | None = Field(description="compute_s / comm_s (null on one GPU).")
     sweep: list[list[float]] = Field(description="[tokens per GPU, compute seconds] pairs.")
 

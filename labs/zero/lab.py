@@ -242,7 +242,14 @@ class Crossover:
     """The chosen stage's communication against the step's compute, as in EP02's ratio: the
     stage moves k(D−1)/D x 2P bytes a step (k = 2 for stages 0-2, 3 for ZeRO-3), compute is
     6·P FLOPs a token at the rate the lab's op-level compute reaches, so the two are equal at
-    T* = (k/3)·(D−1)/D·R/busBW tokens per GPU (P cancels; ZeRO-3's is 1.5x plain DP's)."""
+    T* = (k/3)·(D−1)/D·R/busBW tokens per GPU (P cancels; ZeRO-3's is 1.5x plain DP's).
+
+    T* is where the two are equal, not where the traffic hides: each collective hides behind
+    its own pass only (``traffic_row``), so the traffic hides from ``hidden_tokens`` on, the
+    tokens where every pass's collectives fit that pass, the passes scaled in the tokens at
+    this state's rate. ZeRO-3 splits its traffic a third and two thirds as the compute splits,
+    so it hides near its T*; plain DP's all-reduce has the backward pass only, two thirds of
+    the compute, so it hides from 1.5 x its T* (round-8 cold reading of EP03, item 11)."""
 
     tokens_per_gpu: int  # micro_batch x seq_len (one micro-batch a step)
     compute_s: float  # the step's compute, op by op (``compute_windows``)
@@ -252,6 +259,7 @@ class Crossover:
     rate: float  # 6·P·tokens / compute_s: the lab's compute as 6·P FLOPs a token
     factor: float  # k/3
     crossover_tokens: float  # factor·(D−1)/D·rate/busbw (0 on one GPU)
+    hidden_tokens: float  # every pass's collectives fit that pass from here on (0 on one GPU)
     sweep: tuple[tuple[float, float], ...]  # (tokens, compute s) at this rate
 
 
@@ -266,4 +274,15 @@ def crossover(result: ZeroResult) -> Crossover:
         tokens_per_gpu=tokens, compute_s=result.compute_seconds, comm_s=row.seconds,
         comm_bytes=row.bytes_per_gpu, busbw=busbw, rate=rate, factor=k / 3,
         crossover_tokens=row.seconds / per_token,
+        hidden_tokens=hidden_tokens(result, row),
         sweep=tuple((2.0 ** e, 2.0 ** e * per_token) for e in range(8, 21)))
+
+
+def hidden_tokens(result: ZeroResult, row: TrafficRow) -> float:
+    """Tokens per GPU from which ``traffic_row`` exposes nothing: for each pass, its
+    collectives' seconds over its window's seconds a token (this state's forward and backward
+    passes, straight in the tokens as the crossover's compute is); the latest pass decides."""
+    tokens = result.input.micro_batch * result.input.seq_len
+    windows = {"forward": result.forward_seconds, "backward": result.backward_seconds}
+    return max((sum(t.seconds for t in row.transfers if t.phase == phase) * tokens / window
+                for phase, window in windows.items()), default=0.0)

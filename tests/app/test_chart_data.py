@@ -697,6 +697,37 @@ def test_zero_crossover_is_compute_against_the_stage_traffic(kind):
               "compute at T*")
 
 
+@pytest.mark.parametrize("state", ["l70_z0_1280", "l70_z0", "l70_z3", "l70_z3_1k", "eth"])
+def test_zero_crossover_shades_hidden_only_where_the_lab_hides(state):
+    """Round-8 cold reading of EP03, item 11: the chart shaded all past T* as if hidden, for
+    every stage, so ZeRO-0 at 1,280 tokens sat in it with 110 ms exposed. The green band now
+    starts where the lab's own overlap (labs.zero.lab.traffic_row: each collective behind its
+    own pass, the passes straight in the tokens as the chart's compute line is) first exposes
+    nothing; for stages 0-2 that is 1.5x T* and a dotted line marks it, for ZeRO-3 about T*."""
+    from app.charts.crossover import COMPUTE_BOUND
+    from app.routers.zero import crossover_chart, facts
+    from labs.zero.lab import traffic_row
+
+    result = facts()[state]["result"]
+    inp, row = result.input, result.chosen_traffic
+    tokens = inp.micro_batch * inp.seq_len
+    shapes = crossover_chart(result)["layout"]["shapes"]
+    cross = next(s["x0"] for s in shapes if s.get("line", {}).get("dash") == "dash")
+    green = next(s["x0"] for s in shapes if s.get("fillcolor") == COMPUTE_BOUND)
+
+    def exposed(x: float) -> float:
+        windows = (result.forward_seconds * x / tokens, result.backward_seconds * x / tokens)
+        return traffic_row(inp, inp.zero, windows).exposed_seconds
+
+    assert exposed(green) == pytest.approx(0, abs=1e-9) and exposed(0.99 * green) > 0
+    assert (row.exposed_seconds > 0) == (tokens < green)  # the state on its own side
+    dotted = [s["x0"] for s in shapes if s.get("line", {}).get("dash") == "dot"]
+    if inp.zero == 3:
+        assert green == pytest.approx(cross, rel=0.05) and not dotted
+    else:
+        assert green == pytest.approx(1.5 * cross, rel=0.05) and dotted == [green]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_zero_memory_and_traffic_stacks_reach_each_total(kind):
     result, figs = figures_of("zero", kind)

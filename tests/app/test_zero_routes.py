@@ -425,6 +425,11 @@ def test_round_8_step_9_plain_dp_stops_hiding_where_zero3_does(client):
     assert "ZeRO-0, 1,280 tokens" in step
     here = mid["api"]["crossover"]["crossover_tokens"]
     assert here < 1280 and f"past that state's T* of {here:,.0f} tokens" in step
+    # Item 11: the chart's dotted line, where the lab's overlap first hides it all.
+    hidden = mid["api"]["crossover"]["hidden_tokens"]
+    assert here < 1280 < hidden and f"short of its dotted line at {hidden:,.0f}" in step
+    assert (f"from {f['l70_z0']['api']['crossover']['hidden_tokens']:,.0f} tokens for plain DP"
+            in step)
 
 
 def test_round_8_step_8_derives_deepspeeds_offload_figures(client):
