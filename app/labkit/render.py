@@ -163,6 +163,25 @@ CHART = ('\n\n<div id="{id}" class="chart{extra}" hx-preserve="true" role="figur
          'data-target="{id}" data-state="{state}">{json}</script>\n')
 
 
+VEILED_LABEL = "This chart's figures show once its step is guessed."
+
+
+def chart_label(figure: dict, embedding: bool) -> str:
+    """A chart's aria-label as the server writes it. On a lesson page a masked chart's
+    (``layout.meta.masked``) is what lab.js says while the chart is veiled (``summaryOf``):
+    each owner's part of the summary masked, or, with none, that the figures wait for the
+    guess. A screen reader reads the label before lab.js has drawn, and the summary states
+    the answer (issue 36); lab.js writes the real one once the step is guessed."""
+    summary = figure.get("summary", "")
+    meta = (figure.get("layout") or {}).get("meta") or {}
+    if embedding or "masked" not in meta:
+        return summary
+    parts = [owner["summary"] for owner in meta.get("owners", []) if "summary" in owner]
+    for part, mask in parts:
+        summary = summary.replace(part, mask)
+    return summary if parts else VEILED_LABEL
+
+
 @pass_context
 def figure_chart(ctx, name: str, extra_class: str = "") -> Markup:
     """One chart of a lab (partials/_figure.html's ``chart``): its div and its figure JSON,
@@ -174,7 +193,7 @@ def figure_chart(ctx, name: str, extra_class: str = "") -> Markup:
     text = figure_json(c.figure)
     return Markup(CHART.format(id=escape(c.element_id),
                                extra=f" {escape(extra_class)}" if extra_class else "",
-                               summary=escape(c.figure.get("summary", "")),
+                               summary=escape(chart_label(c.figure, ctx.get("embedding"))),
                                state=escape(ctx["state_query"]), json=text))
 
 
