@@ -2,6 +2,8 @@
 name the control, the page and its four embeds, and the FP8 recipes offered where EP01, EP03,
 EP08 and the planner take a recipe."""
 
+import re
+
 import pytest
 
 from app.schemas import PrecisionAnswer
@@ -533,3 +535,12 @@ def test_round_6_step_11s_fit_is_predicted_from_the_bytes_it_states(client):
     assert f"{printed:.1f} GB" == total
     assert (f"{b['weights'] / 1e9:.2f} GB + {b['quant_constants'] / 1e9:.2f} GB + "
             f"{adapters / 1e9:.2f} GB + {rest / 1e9:.2f} GB = {total}") in step
+
+
+def test_bf16s_own_verdict_names_it_the_baseline(client):
+    """BF16 set against itself read 'BF16: 56.9 GB per GPU, the same as BF16's 56.9 GB'."""
+    verdict = " ".join(re.search(r'<div class="verdict[^"]*">(.*?)</div>',
+                                 client.get("/episodes/low-precision?recipe=adam16").text,
+                                 re.S).group(1).split())
+    assert verdict.endswith("the baseline every other recipe is set against"), verdict
+    assert "BF16's" not in verdict
