@@ -50,17 +50,20 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "Mixtral 8×7B, EP8 on 2 nodes, routing skew 0.8: one MoE layer takes far longer "
         "than with uniform routing. Which change cuts the layer's time most?",
         "moe", "layer_s",
-        (("balance", "Balance the router perfectly (skew 0)",
-          {"nodes": 2, "ep": 8, "skew": 0.0},
-          lambda a: "The layer waits for the GPU with the most tokens; balanced, the busiest "
-                    f"GPU has {a['gpu_max_over_mean']:.2f}× the mean: {{value}}. That is the "
-                    "ideal: a real router stays somewhat uneven (step 4's limit), so a run "
-                    "lands between this and the skewed time."),
-         ("capacity", "Cap each expert at 1.25 × its fair share of tokens",
-          {"nodes": 2, "ep": 8, "skew": 0.8, "capacity_factor": 1.25},
-          lambda a: "The hot expert computes only its capped share: the cap drops "
-                    f"{pct(a['dropped_fraction'])} of the tokens, which skip their expert, "
-                    "so it buys time with quality: {value}."),
+        # Round-8 cold reading of EP07, item 9: "balance the router perfectly" won by removing
+        # the cause the question names. Each option is now a lever a run pulls; the right one
+        # needs step 4's rule (the layer follows its busiest GPU) against step 5's cap.
+        (("loss", "Raise the auxiliary balance loss's weight until the skew falls to 0.2",
+          {"nodes": 2, "ep": 8, "skew": 0.2},
+          lambda a: "Expert 0's chance falls to 0.25 + 0.2 × 0.75 = 0.4, "
+                    f"{a['gpu_max_over_mean']:.2f}× its fair share, so the busiest GPU does "
+                    "1.6 times the balanced work, and no token drops: {value}, still uneven."),
+         ("capacity", "Cap each expert at 2 × its fair share of tokens (capacity factor 2)",
+          {"nodes": 2, "ep": 8, "skew": 0.8, "capacity_factor": 2.0},
+          lambda a: "The cap lets the hot expert keep twice its fair share, so its GPU "
+                    "still does about twice the balanced work, and it drops "
+                    f"{pct(a['dropped_fraction'])} of the token copies besides: {{value}}, "
+                    f"{a['layer_s'] / a['balanced_layer_s']:.2f} times the balanced layer."),
          ("deepep", "Dispatch with DeepEP instead of NCCL's all-to-all",
           {"nodes": 2, "ep": 8, "skew": 0.8, "ep_dispatch": "deepep"},
           lambda a: "EP 8 sits in one node, so the dispatch and the combine run on NVLink, "
@@ -72,10 +75,11 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     f"copies (expert-DP {a['expert_dp']}), and each EP group still has its "
                     f"hot GPU at {a['gpu_max_over_mean']:.2f}× the mean: {{value}}.")),
         best="min", fmt=ms,
-        solution="{best}. Layer time: balanced {balance}, capped {capacity}, DeepEP "
-                 "{deepep}, 4 nodes {nodes}. The cause is the skew; capping hides it by "
-                 "dropping tokens.",
-        reveals=("the cause is the skew",)),
+        solution="{best}. Layer time: balance loss {loss}, factor 2 {capacity}, DeepEP "
+                 "{deepep}, 4 nodes {nodes}. The layer follows its busiest GPU: the loss "
+                 "leaves it 1.6 times the balanced work, the cap 2 times, and only the cap "
+                 "drops tokens.",
+        reveals=("layer follows its busiest GPU",)),
     decide(
         "moe-decide-network",
         "DeepSeek-V3 on 256 H800 nodes as PP16 × EP64, on a network whose leaf switches "

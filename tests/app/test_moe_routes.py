@@ -146,19 +146,29 @@ def test_the_drills_ask_states_no_step_links_to(client):
     assert drills["moe-dispatch-mb"].rel_tol * mb < mb / 32  # forgetting 31/32 is wrong
 
 
-def test_decide_skew_presents_a_balanced_router_as_the_ideal(client):
-    """Round-2 cold reading of EP07, item 6: 'an auxiliary balancing loss: skew 0' assumed the
-    loss balances perfectly, where step 4's limit says DeepSeek-V3 adds a bias because it does
-    not. The option names skew 0 a perfect balance, and its feedback says that is the ideal.
-    Round 6, item 7: the label no longer calls it 'the best' a router can reach, which named
-    the right choice among the four."""
+def test_decide_skew_weighs_levers_a_run_pulls_by_the_busiest_gpu(client):
+    """Round-2 cold reading of EP07, item 6, then round 6, item 7: the balance option assumed a
+    loss balances perfectly, then called it 'the best'. Round 8, item 9: 'balance the router
+    perfectly (skew 0)' still won by removing the cause the question names. The options are
+    now levers a run pulls, none of which removes the skew: a heavier balance loss that leaves
+    skew 0.2 (expert 0 at 1.6x its fair share) against a capacity factor of 2 (the hot GPU at
+    about 2x, dropping tokens), DeepEP and more nodes. The loss wins, by step 4's rule that
+    the layer follows its busiest GPU, and its feedback gives the lab's 1.60x."""
+    from app.labkit.drills import lab_value
     from app.lesson_drills import LESSON_DRILLS
+
     drill = next(d for d in LESSON_DRILLS["moe"] if d.id == "moe-decide-skew")
-    label = dict(drill.choices)["balance"]
-    feedback = next(o.why for o in drill.judge() if o.key == "balance")
-    assert "auxiliary balancing loss: skew 0" not in label and "the best" not in label
-    assert "perfectly (skew 0)" in label
-    assert "ideal" in feedback and "uneven" in feedback
+    labels = dict(drill.choices)
+    assert not any("skew 0)" in label or "perfect" in label for label in labels.values())
+    judged = {o.key: o for o in drill.judge()}
+    assert [k for k, o in judged.items() if o.right] == ["loss"]
+    loss = lab_value("moe", {"nodes": 2, "ep": 8, "skew": 0.2}, lambda a: a)
+    assert loss["dropped_fraction"] == 0
+    assert f"{loss['gpu_max_over_mean']:.2f}× its fair share" in judged["loss"].why
+    cap = lab_value("moe", {"nodes": 2, "ep": 8, "skew": 0.8, "capacity_factor": 2.0},
+                    lambda a: a)
+    assert cap["layer_s"] / cap["balanced_layer_s"] > loss["gpu_max_over_mean"]
+    assert "layer follows its busiest GPU" in drill.solution()
 
 
 def test_steps_1_2_and_4_predict_what_the_opening_bench_does_not_print(client):
@@ -403,7 +413,7 @@ def test_round_6_item_3_the_skew_decide_says_why_each_option_loses():
 
     drill = next(d for d in LESSON_DRILLS["moe"] if d.id == "moe-decide-skew")
     judged = {o.key: o for o in drill.judge()}
-    cap = lab_value("moe", {"nodes": 2, "ep": 8, "skew": 0.8, "capacity_factor": 1.25},
+    cap = lab_value("moe", {"nodes": 2, "ep": 8, "skew": 0.8, "capacity_factor": 2.0},
                     lambda a: a)
     assert cap["dropped_fraction"] > 0
     assert pct(cap["dropped_fraction"]) in judged["capacity"].why
