@@ -1392,3 +1392,28 @@ def test_round_6_step_14s_first_link_is_no_state_step_13_sets(client):
     first = queries(14)[0]
     assert state(first) not in {state(q) for q in queries(13)}
     assert first.pp > 1 and first.zero < 3  # a 3-D plan: stages, no FSDP
+
+
+def test_round_8_step_5_states_zero_1s_optimizer_share_and_the_why_keeps_it(client):
+    """Round-8 cold reading of EP08, item 1: step 5's question said TP8 divides the optimizer
+    state by 8, so a student took step 4's share / 8 and got 62.0 GB ('fits'); the answer is
+    85.1 GB, since ZeRO-1's share stays: TP rose 8x as DP fell 8x. The question now says ZeRO-1
+    shares the optimizer over TP x DP = 8 x 4 GPUs, and the why says the share is DP32's."""
+    from app.charts.units import fmt_bytes
+    from app.routers.recipe import facts
+
+    f = facts()
+    step = _step(_page_text(client), 5)
+    question = step.split("Question.")[1].split("Predict")[0]
+    assert "optimizer state and" not in question and "TP × DP, 8 × 4" in question
+    b0, b1 = (f[k]["api"]["stages"][0]["breakdown"] for k in ("w0", "w1"))
+    opt0, opt1 = (b["master_weights"] + b["optimizer_moments"] for b in (b0, b1))
+    assert opt1 == pytest.approx(opt0, rel=1e-3)
+    # From the stated inputs: step 4's parts, TP's 8 on all but the optimizer and the logits.
+    total = (
+        (b0["weights"] + b0["gradients"] + b0["activations"]) / 8
+        + opt0
+        + b1["embedding_and_logits"]
+    )
+    assert fmt_bytes(total) == fmt_bytes(f["w1"]["api"]["memory_per_gpu_bytes"])
+    assert f"the same share as DP32's {fmt_bytes(opt0)}" in step
