@@ -104,6 +104,9 @@ def facts() -> dict:
         "h100": state(**{**SEED, "gpu": "h100-sxm", "intra_link": "nvlink-4",
                          "inter_link": "ib-ndr"}),
         "e60": state(**{**SEED, "matmul_efficiency": 0.6}),
+        # Step 1's TP time as its two terms: NVLink 3's busBW and NCCL's ring latencies.
+        "seed_consts": {"nvlink_busbw": get_link(SEED["intra_link"]).ring_busbw,
+                        "lat": simple_ring_latency()},
         "full": state(**{**SEED, "recompute": "full"}),
         # What hides behind what: one plan with TP, EP, DP and ZeRO to overlap.
         **{name: state(**{**MIXTRAL, **change}) for name, change in OVERLAPS.items()},

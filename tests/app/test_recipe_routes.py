@@ -1417,3 +1417,29 @@ def test_round_8_step_5_states_zero_1s_optimizer_share_and_the_why_keeps_it(clie
     )
     assert fmt_bytes(total) == fmt_bytes(f["w1"]["api"]["memory_per_gpu_bytes"])
     assert f"the same share as DP32's {fmt_bytes(opt0)}" in step
+
+
+def test_round_8_step_1_splits_tps_rate_into_busbw_and_ring_latency(client):
+    """Round-8 cold reading of EP08, item 11: step 1 called 201 GB/s 'the busBW of EP02', but
+    NVLink 3's busBW is 235 GB/s; 201 GB/s folds in NCCL's ring latency a collective. The page
+    now gives both terms of each collective's time and calls 201 GB/s an effective rate; the
+    terms add up to the engine's TP time."""
+    from app.routers.recipe import facts
+    from labs.hardware.links import get_link
+    from labs.hardware.nccl import simple_ring_latency
+
+    f = facts()
+    seed, sp = f["seed"]["api"], f["seed"]["params"]
+    tp = seed["traffic"][0]
+    n = 10 * seed["stages"][0]["layers"] * sp["microbatches"]
+    busbw, r = get_link(sp["intra_link"]).ring_busbw, simple_ring_latency()
+    lat = r["base"] + (sp["tp"] - 1) * r["nvlink"]
+    one = tp["bytes_per_step"] / n / busbw + lat * 1e-6
+    assert n * one == pytest.approx(tp["seconds"], rel=1e-3)
+    step = _step(_page_text(client), 1)
+    assert "the busBW of EP02" not in step
+    assert f"of {busbw / 1e9:.0f} GB/s (EP02) each one's bytes take" in step
+    assert f"ring adds {r['base']:g} + {sp['tp'] - 1} × {r['nvlink']:g} = {lat:.1f} µs" in step
+    rate = tp["bytes_per_step"] / tp["seconds"] / 1e9
+    assert f"{one * 1e6:.1f} µs a collective, an effective rate" in step
+    assert f"(bytes ÷ time, latency included) of {rate:.0f} GB/s. × {n:,} =" in step
