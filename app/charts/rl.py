@@ -103,6 +103,12 @@ def _stack(name: str, parts: dict[str, float]) -> list[dict]:
     return out
 
 
+# The step of EP09 whose prediction a pool's memory answers: the rollout pool's holds the KV
+# cache step 3 asks for, the colocated need is step 4's answer, the training pool's gives what
+# step 8 asks comes free (templates/partials/_rl.html masks the tables' figures the same way).
+MEMORY_STEPS = {"rollout": "step-3", "colocated": "step-4", "training": "step-8"}
+
+
 def memory_figure(result) -> dict:
     """Per-GPU bill of every pool against the GPU's memory; colocated shows both phases and
     the need, max(training, rollout) + transition."""
@@ -110,18 +116,28 @@ def memory_figure(result) -> dict:
     bars: list[dict] = []
     pool = result.pools[0]
     tops = [p.memory_per_gpu_bytes for p in result.pools if p.memory_per_gpu_bytes < 1e30]
+    # The bars each predicting step asks about, masked on the lesson until its guess (lab.js,
+    # layout.meta.owners; issue 36: the colocated need's bars added up to step 4's answer, the
+    # training pool's bar gave step 8's, the rollout pool's the KV cache step 3 asks for).
+    owned: dict[str, list[int]] = {}
+
+    def add(step: str | None, stack: list[dict]) -> None:
+        if step:
+            owned.setdefault(step, []).extend(range(len(bars), len(bars) + len(stack)))
+        bars.extend(stack)
+
     if pool.role == "colocated":
         train, roll = pool.breakdown["training"], pool.breakdown["rollout"]
-        bars += _stack("training phase", result.train_breakdown)
-        bars += _stack("rollout phase", result.rollout_breakdown)
+        add(None, _stack("training phase", result.train_breakdown))  # step 4 states both
+        add(None, _stack("rollout phase", result.rollout_breakdown))
         if result.colocated_bytes is not None:
             larger = (result.train_breakdown if train >= roll else result.rollout_breakdown)
-            bars += _stack("colocated need", {**larger,
-                                              "transition": result.transition_overhead_bytes})
+            add(MEMORY_STEPS["colocated"], _stack(
+                "colocated need", {**larger, "transition": result.transition_overhead_bytes}))
         tops += [train, roll]
     else:
         for p in result.pools:
-            bars += _stack(f"{p.role} ({p.gpus} GPUs)", p.breakdown)
+            add(MEMORY_STEPS.get(p.role), _stack(f"{p.role} ({p.gpus} GPUs)", p.breakdown))
     seen = set()
     for b in bars:
         b["showlegend"] = b["legendgroup"] not in seen
@@ -130,17 +146,25 @@ def memory_figure(result) -> dict:
     name = short_gpu_name(inp.gpu.name)
     top = max([gpu, *tops]) * 1.15
     fits = all(p.fits for p in result.pools)
-    summary = "; ".join(
-        f"{p.role}: {fmt_bytes(p.memory_per_gpu_bytes)} per GPU" if p.memory_per_gpu_bytes < 1e30
-        else f"{p.role}: the layout does not divide" for p in result.pools)
+    parts = {p.role: f"{p.role}: {fmt_bytes(p.memory_per_gpu_bytes)} per GPU"
+             if p.memory_per_gpu_bytes < 1e30 else f"{p.role}: the layout does not divide"
+             for p in result.pools}
+    owners = [{"step": step, "traces": traces} for step, traces in owned.items()]
+    for owner in owners:
+        role = next((r for r, s in MEMORY_STEPS.items() if s == owner["step"] and r in parts), None)
+        if role and parts[role].endswith(" per GPU"):
+            owner["summary"] = [parts[role], f"{role}: ? per GPU"]
     return {
         "data": bars,
         "layout": base_layout(
             barmode="stack", bargap=0.35, margin={"l": 52, "r": 8, "t": 8, "b": 40},
-            yaxis=gb_axis(top), xaxis={"fixedrange": True},
+            meta={"masked": {}, "owners": owners},
+            # Category, said outright: a step's bars still to be guessed are drawn with no
+            # value (lab.js), and plotly would take the axis as numeric from them.
+            yaxis=gb_axis(top), xaxis={"fixedrange": True, "type": "category"},
             **gpu_memory_line(gpu / 1e9, f"{name}: {fmt_bytes(gpu)}"),
         ),
-        "summary": f"{summary} against the {name}'s {fmt_bytes(gpu)}: "
+        "summary": f"{'; '.join(parts.values())} against the {name}'s {fmt_bytes(gpu)}: "
                    + ("every pool fits" if fits else "does not fit"),
     }
 

@@ -7,7 +7,7 @@ from functools import lru_cache
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from app.charts.rl import ROLES
+from app.charts.rl import MEMORY_STEPS, ROLES
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -93,6 +93,7 @@ def extra_context(state) -> dict:
         "gpu_options": gpu_options(),
         "placements": PLACEMENT_LABELS,
         "roles": ROLES,
+        "memory_steps": MEMORY_STEPS,  # the step each pool's memory answers, masked till its guess
         "recipe": get_recipe(state.query.preset),
         "exp": EXP,
     }

@@ -193,3 +193,88 @@ def test_each_step_lifts_only_its_own_part(page, live_server, order):
         for key in ("x", "y", "customdata", "hovertemplate"):
             assert drawn.get(key) == given.get(key), (given["name"], key)
     assert hidden["summary"][0] in caption.inner_text()
+
+
+EP09 = "/episodes/rl-placement"
+# Step 4's state (GLM-4.7 colocated) and step 8's (GLM-4-9B's training pool on 16 GPUs).
+GLM47, GLM9_16 = "preset=glm-4.7", "preset=glm-4-9b&placement=separate&train_gpus=16"
+
+
+def values_of(traces) -> set[float]:
+    return {round(v, 6) for t in traces for v in numbers([t.get("y")]) if v}
+
+
+def test_ep09s_memory_chart_waits_for_each_steps_guess(page, live_server):
+    """EP09's memory chart serves steps 3, 4 and 8, and was not masked: at step 4's state its
+    colocated need's bars (weights, gradients, activations, logits, the switch's 1 GB) added up
+    to step 4's answer, and at step 8's the training pool's bar gave what step 8 asks comes
+    free. Each part now waits for its own step's guess: the need for step 4's (whatever other
+    step is guessed first), the training pool for step 8's, after step 4's too."""
+    chart = "placement-memory"
+    caption = page.locator(f".chart-summary[data-chart={chart}]")
+    need = api_json(live_server, "placement", GLM47)["colocated_bytes"]
+    page.goto(f"{EP09}?{GLM47}")
+    wait_drawn(page)
+    look_at(page, chart)
+    real = json.loads(page.evaluate(FIGURE, chart))
+    parts = [t for t in real["data"] if t["x"] == ["colocated need"]]
+    assert abs(sum(t["y"][0] for t in parts) - need / 1e9) < 0.01  # the answer, in its parts
+    answer = page.locator("#step-4 form.predict-form").get_attribute("data-answer") or \
+        f"{need / 1e9:.1f} GB"
+    for guessed in (None, 3, 8):  # nor does another step's guess draw them
+        if guessed:
+            commit_guess(page, guessed)
+        look_at(page, chart)
+        plotted = json.loads(page.evaluate(PLOTTED, chart))
+        leak = values_of(parts) & {round(v, 6) for v in numbers(plotted)}
+        assert not leak, f"step 4's answer's parts {leak} plotted (guessed: step {guessed})"
+        assert page.evaluate(VEILED, chart) == "", guessed
+        assert answer not in caption.inner_text(), guessed
+        assert answer not in page.locator(f"#{chart}").get_attribute("aria-label"), guessed
+        assert not hover_everywhere(page, chart), guessed
+    groups = {g["step"]: g for g in real["layout"]["meta"]["owners"]}
+    assert list(groups) == ["step-4"] and [real["data"][i] for i in groups["step-4"]["traces"]] \
+        == parts
+    commit_guess(page, 4)
+    page.wait_for_function(f"() => !document.getElementById('{chart}').hasAttribute('data-veiled')")
+    after = json.loads(page.evaluate(PLOTTED, chart))
+    for drawn, given in zip(after["data"], real["data"], strict=True):
+        assert drawn.get("y") == given.get("y"), given["name"]
+    assert answer in caption.inner_text()
+
+    # Step 8's state: step 4's guess (and step 3's) leaves the training pool hidden.
+    api = api_json(live_server, "placement", GLM9_16)
+    page.goto(f"{EP09}?{GLM9_16}")
+    wait_drawn(page)
+    look_at(page, chart)
+    real = json.loads(page.evaluate(FIGURE, chart))
+    groups = {g["step"]: g for g in real["layout"]["meta"]["owners"]}
+    assert sorted(groups) == ["step-3", "step-8"]
+    training = [real["data"][i] for i in groups["step-8"]["traces"]]
+    assert abs(sum(t["y"][0] for t in training) - api["train_memory_bytes"] / 1e9) < 0.01
+    for guessed in (4, 3):
+        commit_guess(page, guessed)
+    page.wait_for_function(f"() => ({VEILED})('{chart}') === 'step-8'")
+    look_at(page, chart)
+    plotted = json.loads(page.evaluate(PLOTTED, chart))
+    shown = {round(v, 6) for v in numbers(plotted)}
+    for i, (drawn, given) in enumerate(zip(plotted["data"], real["data"], strict=True)):
+        if i in groups["step-8"]["traces"]:
+            assert drawn["y"] == [None] and drawn.get("hoverinfo") == "skip", given["name"]
+        else:  # the rollout pool, step 3's: real, at its place
+            assert drawn.get("y") == given.get("y"), given["name"]
+    assert page.evaluate(f"() => document.getElementById('{chart}')._fullLayout.xaxis.type") \
+        == "category"
+    bars = f"""() => [...document.querySelectorAll('#{chart} .bars .point path')]
+        .filter(p => p.getBBox().height > 0).length"""
+    assert page.evaluate(bars) == len(groups["step-3"]["traces"])  # drawn: the rollout's alone
+    # The training bars' values the rollout's (step 3's, drawn) do not share: none plotted.
+    hidden = values_of(training) - values_of([real["data"][i] for i in groups["step-3"]["traces"]])
+    assert hidden and not hidden & shown, hidden & shown
+    part, mask = groups["step-8"]["summary"]
+    assert part not in caption.inner_text() and mask in caption.inner_text()
+    assert part not in page.locator(f"#{chart}").get_attribute("aria-label")
+    assert "training" not in hover_everywhere(page, chart)
+    commit_guess(page, 8)
+    page.wait_for_function(f"() => !document.getElementById('{chart}').hasAttribute('data-veiled')")
+    assert part in caption.inner_text()
