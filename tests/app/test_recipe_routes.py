@@ -1443,3 +1443,25 @@ def test_round_8_step_1_splits_tps_rate_into_busbw_and_ring_latency(client):
     rate = tp["bytes_per_step"] / tp["seconds"] / 1e9
     assert f"{one * 1e6:.1f} µs a collective, an effective rate" in step
     assert f"(bytes ÷ time, latency included) of {rate:.0f} GB/s. × {n:,} =" in step
+
+
+def test_round_8_step_3_derives_its_efficiency_with_the_optimizers_share(client):
+    """Round-8 cold reading of EP08, item 9: step 3's why gave the bubble's 4/7 and DP's share
+    but not the optimizer step's, whose fixed time is a larger share of the shorter step, so
+    step 1's efficiency times the stated factors gave 47.7%, not the page's 46.6%. The why now
+    names all three changed parts and their product, rounded as printed, is the answer."""
+    from app.routers.recipe import facts
+
+    f = facts()
+    seed, m4 = f["seed"]["api"], f["m4"]["api"]
+    pct = "{:.1%}".format
+    step = _step(_page_text(client), 3)
+    factors = " × ".join(f"{pct(m4['parts'][k])}/{pct(seed['parts'][k])}"
+                         for k in ("pp", "dp", "optimizer"))
+    assert f"{pct(seed['efficiency'])} × {factors} = {pct(m4['efficiency'])}" in step
+    shown = float(pct(seed["efficiency"])[:-1]) * math.prod(
+        float(pct(m4["parts"][k])[:-1]) / float(pct(seed["parts"][k])[:-1])
+        for k in ("pp", "dp", "optimizer"))
+    assert f"{shown:.1f}%" == pct(m4["efficiency"])
+    opt = next(c["exposed_s"] for c in m4["causes"] if c["name"] == "optimizer")
+    assert 1 - opt / m4["step_s"] == pytest.approx(m4["parts"]["optimizer"], rel=1e-6)
