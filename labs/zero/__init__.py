@@ -1,6 +1,7 @@
 """EP03: what each ZeRO stage takes off every GPU and its traffic, and its
-compute-to-communication crossover (`lab.crossover`), with `deepspeed.py` (DeepSpeed's own
-memory estimators) and `published.py` (ZeRO-3's published fall, Narayanan et al. 2021 Table 2,
+compute-to-communication crossover (`lab.crossover`, with the tokens from which its overlap
+hides the traffic, `lab.hidden_tokens`), with `deepspeed.py` (DeepSpeed's own memory
+estimators) and `published.py` (ZeRO-3's published fall, Narayanan et al. 2021 Table 2,
 beside the lab's step for each run and the bandwidth each published step leaves its
 collectives, and the lab's error split in two factors: its compute against Megatron-LM's
 Table 1 runs on the same A100s, and the rest; EP03 step 10)"""
