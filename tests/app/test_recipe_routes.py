@@ -1465,3 +1465,21 @@ def test_round_8_step_3_derives_its_efficiency_with_the_optimizers_share(client)
     assert f"{shown:.1f}%" == pct(m4["efficiency"])
     opt = next(c["exposed_s"] for c in m4["causes"] if c["name"] == "optimizer")
     assert 1 - opt / m4["step_s"] == pytest.approx(m4["parts"]["optimizer"], rel=1e-6)
+
+
+def test_round_8_step_2_names_tp16s_loss_and_says_the_lab_does_not_size_its_error(client):
+    """Round-8 cold reading of EP08, item 7: step 2 read "Most of that loss is t's own" and
+    "the lab errs kind here" with no size. The sentence now names TP16, and the page says the
+    error is unmeasured, as no validation run puts a TP group across nodes (checked here)."""
+    from labs.core.data import read
+    from labs.hardware.links import get_cluster
+
+    step = _step(_page_text(client), 2)
+    assert "t's own" not in step and "errs kind" not in step
+    assert "Most of that loss is TP16's own" in step
+    assert "does not measure by how much it errs" in step
+    assert "no run on the validation page puts a TP group across nodes" in step
+    runs = read("runs.json")
+    for run in runs["validation_runs"]:
+        node = get_cluster(run.get("cluster") or runs["cluster"]).gpus_per_node
+        assert run["plan"]["tp"] <= node, run["id"]
