@@ -12,7 +12,7 @@ from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link
 from labs.hardware.nccl import simple_ring_latency
 from labs.model.presets import get_model
-from labs.recipe.runs import BY_ID, check, checks, summary, utilisation
+from labs.recipe.runs import BY_ID, check, checks, summary, utilisation, validation_checks
 
 SEED = {"model": "gpt-3-175b", "gpu": "a100-80gb", "nodes": 8, "gpus_per_node": 8,
         "intra_link": "nvlink-3", "inter_link": "ib-hdr", "seq_len": 2048, "zero": 1,
@@ -233,5 +233,21 @@ def marks() -> dict:
             "one_t_lab": utilisation(one_t, check(one_t).lab_step_s),
             "big": big, "big_published": utilisation(big, big.published_step),
             "megascale_mfu": MEGASCALE_MFU, "korthikanti_full_mfu": KORTHIKANTI_FULL_MFU,
-            "errs": summary(checks())}
+            "errs": summary(checks()), "bands": bands()}
+
+
+def bands() -> dict[str, dict[str, float]]:
+    """The lab's error where EP08 errs most (cold reading round 8, EP08 item 2), each
+    labs.recipe.runs.summary of the "Checked against real runs" page's validation runs:
+    torchtitan's FSDP2 runs, their H100 rows alone, and the MoE runs (DeepSeek-V3's and
+    Megatron's Qwen3 zoo)."""
+    found = validation_checks()
+
+    def band(keep) -> dict[str, float]:
+        return summary(tuple(c for c in found if keep(c.run)))
+
+    titan = "torchtitan-fsdp2"
+    return {"fsdp2": band(lambda r: r.group == titan),
+            "fsdp2_h100": band(lambda r: r.group == titan and "H100" in r.cluster.gpu.name),
+            "moe": band(lambda r: r.group in ("deepseek-v3", "megatron-moe"))}
 
