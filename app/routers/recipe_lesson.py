@@ -124,7 +124,7 @@ def facts() -> dict:
 
 def hsdp_consts() -> dict:
     """What step 15's why names: the links' achieved bus bandwidths (NVLink inside a node,
-    one NIC between nodes) and the 16 B recipe's bytes a parameter."""
+    one NIC between nodes), the 16 B recipe's bytes a parameter and the GPU's SMs."""
 
     recipe = RECIPES[RecipeQuery.model_fields["recipe"].default]
     return {"nvlink_busbw": get_link(HSDP["intra_link"]).ring_busbw,
@@ -134,6 +134,7 @@ def hsdp_consts() -> dict:
             + recipe.optimizer_moments, "grad_bytes": recipe.gradients,
             "weight_bytes": recipe.gathered_bytes,
             "params_70b": get_model(LAYER["model"]).params,
+            "sms": get_gpu(HSDP["gpu"]).kernels.sm_count,
             "lat": simple_ring_latency()}  # NCCL's ring latencies, as EP02 step 1 states them
 
 

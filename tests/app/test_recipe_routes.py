@@ -1523,3 +1523,36 @@ def test_round_8_steps_10_12_and_14_quote_the_validation_pages_error_bands(clien
     assert margin < fsdp[1] - 1
     assert f"That {pct(margin)} margin is inside the lab's own error" in step
     assert "more, also inside the lab's error" in step
+
+
+def test_round_8_step_15_derives_its_exposed_dp_time_and_notes_nccls_version_apart(client):
+    """Round-8 cold reading of EP08, item 15: step 15 stated the gathers (1.26 and 0.46 ms) and
+    the all-reduce left after the backward (2.26 ms), then "the exposed DP time falls from 68.6
+    ms to 27.6 ms", which did not follow from them. The why now derives both from the engine's
+    parts: each layer's three collectives' SM cost, × layers × micro-batches, plus each pass's
+    first gather (and HSDP's last all-reduce); the NCCL-version note sits outside the why."""
+    from app.routers.recipe import facts
+
+    f = facts()
+    hf, hh, k = f["hs_fsdp"]["api"], f["hs"]["api"], f["hs_consts"]
+    mb = f["hs"]["params"]["microbatches"]
+    page = client.get("/episodes/recipe-3d").text
+    step = _step(_page_text(client), 15)
+    sms = f"{hh['layer']['sm_share']['dp'] * k['sms']:.0f}/{k['sms']}"
+    for api, extra in ((hf, 0.0), (hh, hh["hsdp"]["all_reduce_exposed_s"])):
+        lay = api["layer"]
+        per, first = lay["exposed_s"]["dp"] * 1e3, lay["first_gather_s"] * 1e3
+        assert f"{sms} × 3 × {first:.3f} = {per:.3f} ms" in step
+        terms = f"{mb} × {lay['layers']} × {per:.3f} + {mb} × 2 × {first:.3f}"
+        terms += f" + {extra * 1e3:.2f}" if extra else ""
+        total = api["segments_s"]["dp"] * 1e3
+        assert f"{terms} = {total:.1f} ms" in step
+        # The printed parts add up to the printed total, and they are the engine's sum.
+        shown = mb * lay["layers"] * round(per, 3) + mb * 2 * round(first, 3)
+        shown += round(extra * 1e3, 2)
+        assert f"{shown:.1f}" == f"{total:.1f}"
+        assert (mb * lay["layers"] * per + mb * 2 * first + extra * 1e3) == pytest.approx(total)
+        assert lay["sm_share"]["dp"] * 3 * first == pytest.approx(per, rel=1e-6)
+    why = page.split('id="why-recipe-hsdp"')[1].split("</details>")[0]
+    assert "minCompCap" not in why and "NCCL's version" not in why
+    assert "errs slow, by 71 µs a layer" in step and "minCompCap" in step
