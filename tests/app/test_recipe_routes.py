@@ -1556,3 +1556,39 @@ def test_round_8_step_15_derives_its_exposed_dp_time_and_notes_nccls_version_apa
     why = page.split('id="why-recipe-hsdp"')[1].split("</details>")[0]
     assert "minCompCap" not in why and "NCCL's version" not in why
     assert "errs slow, by 71 µs a layer" in step and "minCompCap" in step
+
+
+def test_round_8_step_14_notes_one_paragraph_per_cluster_size_each_naming_its_plans(client):
+    """Round-8 cold reading of EP08, item 14: step 14's note put the 64-GPU plan's 77.5 GB
+    right after the 1,024-GPU plan it had just named, and "68.5 ms for each micro-batch's first
+    gather and last reduce-scatter" read as per micro-batch. The note is now one paragraph per
+    cluster size, each naming its plans and holding only its figures; the 68.5 ms is written
+    as the engine counts it, micro-batches × 2 passes × the first layer's gather."""
+    from app.routers.recipe import facts
+
+    f = facts()
+    d2, d3, past = f["td2"]["api"], f["td3"]["api"], f["td_past"]["api"]
+    html = client.get("/episodes/recipe-3d").text
+    step14 = html.split('id="step-14"')[1].split('id="step-15"')[0]
+    notes = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", n.split("</p>")[0]))
+             for n in step14.split('<p class="chart-note">')[1:]]
+    gb = "{:.1f} GB".format
+    here = [n for n in notes if "Where these figures come from" in n]
+    assert len(here) == 1
+    mem = gb(d3["memory_per_gpu_bytes"] / 1e9)
+    assert f"On {d2['gpus']} GPUs, the plans above ({d2['two_d']['label']} against "\
+           f"{d3['two_d']['label']})" in here[0] and mem in here[0]
+    big = [n for n in notes if f"On {past['gpus']:,} GPUs" in n]
+    assert len(big) == 1 and past["two_d"]["label"] in big[0] and mem not in big[0]
+    assert d2["two_d"]["label"] not in big[0]
+    small = next(p for p in f["td"]["api"]["two_d"]["points"]
+                 if p["gpus"] < d2["gpus"] and p["winner"] == "3d" and p["best"]["2d"])
+    mid = [n for n in notes if f"On {small['gpus']} GPUs" in n]
+    assert len(mid) == 1 and small["best"]["3d"]["label"] in mid[0] and mem not in mid[0]
+    step = _step(_page_text(client), 14)
+    assert "for each micro-batch's first gather" not in step
+    fsdp, c, mb = d2["traffic"][4], f["td_consts"], f["td2"]["params"]["microbatches"]
+    first = d2["layer"]["first_gather_s"]
+    rest = fsdp["exposed_s"] - c["channels"] / c["sms"] * fsdp["seconds"]
+    assert mb * 2 * first == pytest.approx(rest, rel=1e-6)
+    assert f"{mb} × 2 × {first * 1e3:.2f} ms = {rest * 1e3:.1f} ms" in step
