@@ -48,6 +48,10 @@ PER_PARAM = {  # what holds a recipe's bytes per parameter -> (label, colour)
     "master weights": ("FP32 master weights", LEDGER["master_weights"][1]),
     "Adam moments": ("Adam moments", LEDGER["optimizer_moments"][1]),
 }
+# What only an FP8 recipe keeps on the ledger, and the EP10 step whose guess it answers
+# (templates/partials/_precision.html masks their table cells the same way).
+COPY_KEYS, LEDGER_STEP = ("fp8_weights", "scaling_state"), "step-1"
+COPY_NAMES = {LEDGER[k][0] for k in COPY_KEYS}
 COPY_COLOUR, COMPUTE_COLOUR, EXPOSED_FILL = "#e45756", "#4c78a8", "rgba(228,87,86,0.12)"
 
 
@@ -121,6 +125,14 @@ def ledger_figure(result) -> dict:
     if led.recipe != base.recipe:  # BF16 against itself is one bar (the page opens there)
         bars.append((short_recipe(led.recipe), led.parts))
     data, layout = _stacked(bars, LEDGER, gpu, gpu_name)
+    # The FP8-only state answers step 1 (a copy as large as the 16-bit weights: 16 + 2 = 18
+    # bytes a parameter): on the lesson its traces wait for step 1's guess, the rest of the
+    # ledger drawn (lab.js, layout.meta.owners, "partly": never veiled whole; issue 36).
+    copies = [i for i, t in enumerate(data) if t["name"] in COPY_NAMES]
+    if copies:
+        layout["meta"] = {"masked": {}, "partly": True,
+                          "owners": [{"step": LEDGER_STEP, "traces": copies}]}
+        layout["xaxis"]["type"] = "category"  # the copies' bars drawn valueless (EP09's)
     diff = result.extra_bytes
     # The chosen recipe by its name, not its bytes per parameter (EP10 step 1 asks for them).
     against = "" if led.recipe == base.recipe else (

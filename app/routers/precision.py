@@ -8,7 +8,7 @@ from functools import lru_cache
 
 from fastapi import APIRouter
 
-from app.charts.precision import FINETUNE, LEDGER, METHODS, short_recipe
+from app.charts.precision import COPY_KEYS, FINETUNE, LEDGER, LEDGER_STEP, METHODS, short_recipe
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -103,6 +103,7 @@ def extra_context(state) -> dict:
         "module_options": tuple(MODULE_LABELS.items()),
         "host_link_options": tuple((k, get_link(k).name) for k in HOST_LINKS),
         "ledger_names": LEDGER, "finetune_names": FINETUNE, "methods": METHODS,
+        "copy_keys": COPY_KEYS, "ledger_step": LEDGER_STEP,
         "short_recipe": short_recipe,
         "degree_options": degree_options(spec, query),
         "seq_options": with_value(SEQ_LENGTHS + (262144,), query.seq_len),

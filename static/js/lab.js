@@ -182,15 +182,17 @@
   // bytes, step 7's attention) names each step's traces, labels and summary in
   // layout.meta.owners ([{step, traces, annotations, shapes, summary: [text, its mask]}]):
   // it is veiled whole until the first of them is guessed, and after that only the parts
-  // whose step is still to be guessed are hidden. A chart without owners is one step's (or
-  // every step's that names it as its diagram): the first guess lifts it whole.
+  // whose step is still to be guessed are hidden. A chart whose meta says "partly" (EP10's
+  // ledger: only the FP8 copies answer step 1) is never veiled whole: only its owners' parts.
+  // A chart without owners is one step's (or every step's that names it as its diagram): the
+  // first guess lifts it whole.
   function veilOf(el, meta) {
     if (!el || !meta || !meta.masked) return null;
     var groups = meta.owners || [];
     if (!groups.length) return masking(el.id) ? "all" : null;
     var pending = groups.filter(function (g) { return masking(g.step); });
     if (!pending.length) return null;
-    return pending.length === groups.length ? "all" : pending;
+    return pending.length === groups.length && !meta.partly ? "all" : pending;
   }
 
   function axisKey(ref) {  // "x2" -> "xaxis2"

@@ -278,3 +278,59 @@ def test_ep09s_memory_chart_waits_for_each_steps_guess(page, live_server):
     commit_guess(page, 8)
     page.wait_for_function(f"() => !document.getElementById('{chart}').hasAttribute('data-veiled')")
     assert part in caption.inner_text()
+
+
+EP10 = "/episodes/low-precision"
+LEDGER_CELLS = """() => [...document.querySelectorAll(
+    "table.ledger[data-chart=precision-ledger] tr[data-component=fp8_weights] td:last-child, "
+    + "table.ledger[data-chart=precision-ledger] tr[data-component=scaling_state] td:last-child, "
+    + "table.ledger[data-chart=precision-ledger] tr.sub td:last-child")].map(td => td.innerText)"""
+
+
+def test_ep10s_ledger_keeps_the_fp8_copies_until_step_1s_guess(page, live_server):
+    """EP10 opens on FP8 delayed scaling against BF16 and step 1 asks whether an FP8 recipe
+    keeps more or fewer than BF16's 16 bytes a parameter. The ledger beside the veiled bytes
+    chart drew, hovered and tabled "FP8 weight copies 2.01 GB" next to 2.01 GB of 16-bit
+    weights (and its FP8 weights and transposes, 1.00 GB each): 16 + 2 = 18 read before the
+    guess. Those parts now wait for step 1's guess; the rest of the ledger stays drawn."""
+    chart = "precision-ledger"
+    caption = page.locator(f".chart-summary[data-chart={chart}]")
+    ledger = api_json(live_server, "precision")["ledger"]
+    page.goto(EP10)
+    wait_drawn(page)
+    look_at(page, chart)
+    real = json.loads(page.evaluate(FIGURE, chart))
+    owners = real["layout"]["meta"]["owners"]
+    assert [g["step"] for g in owners] == ["step-1"]
+    copies = [real["data"][i] for i in owners[0]["traces"]]
+    assert {t["name"] for t in copies} == {"FP8 weight copies", "Scales and amax history"}
+    fp8 = next(t for t in copies if t["name"] == "FP8 weight copies")
+    assert abs(fp8["y"][-1] - ledger["parts"]["fp8_weights"] / 1e9) < 1e-3
+    figures = [t["customdata"][-1] for t in copies]  # 2.01 GB and the scales'
+    sub = [f"{c['bytes'] / 1e9:.2f} GB" for c in ledger["copies"]]
+    assert sub == ["1.00 GB", "1.00 GB"], sub
+    assert page.evaluate(VEILED, chart) == "step-1"
+    plotted = json.loads(page.evaluate(PLOTTED, chart))
+    for i, (drawn, given) in enumerate(zip(plotted["data"], real["data"], strict=True)):
+        if i in owners[0]["traces"]:
+            assert drawn["y"] == [None] and drawn.get("hoverinfo") == "skip", given["name"]
+            assert drawn["name"] == f"{given['name']} (after step 1)"
+            assert "customdata" not in drawn and "text" not in drawn
+        else:  # the rest of the ledger: real, at its place
+            assert drawn.get("y") == given.get("y"), given["name"]
+    text = page.locator("body").inner_text()
+    hover = hover_everywhere(page, chart)
+    assert hover and "FP8 weight copies" not in hover and "Scales" not in hover, hover
+    assert page.evaluate(LEDGER_CELLS) == ["?"] * 4
+    assert "1.00 GB" not in text
+    label = page.locator(f"#{chart}").get_attribute("aria-label")
+    for figure in (*figures, *sub):
+        assert figure not in caption.inner_text() and figure not in label, figure
+    commit_guess(page, 1)
+    page.wait_for_function(f"() => !document.getElementById('{chart}').hasAttribute('data-veiled')")
+    after = json.loads(page.evaluate(PLOTTED, chart))
+    for drawn, given in zip(after["data"], real["data"], strict=True):
+        assert drawn.get("y") == given.get("y"), given["name"]
+        assert drawn.get("customdata") == given.get("customdata"), given["name"]  # the hover's
+    assert page.evaluate(LEDGER_CELLS) == [figures[0], figures[1], *sub]
+    assert "1.00 GB" in page.locator("body").inner_text()
