@@ -108,6 +108,9 @@ def facts() -> dict:
         "seed_consts": {"nvlink_busbw": get_link(SEED["intra_link"]).ring_busbw,
                         "lat": simple_ring_latency()},
         "full": state(**{**SEED, "recompute": "full"}),
+        # Step 11's predict: the seed plan's pipeline as ZB-H1 (EP05 step 5), the global batch
+        # kept, so only the bubble moves (a third of 1F1B's); no step-10 link sets it.
+        "zb": state(**{**SEED, "schedule": "zb-h1"}),
         # What hides behind what: one plan with TP, EP, DP and ZeRO to overlap.
         **{name: state(**{**MIXTRAL, **change}) for name, change in OVERLAPS.items()},
         # One layer, op by op.

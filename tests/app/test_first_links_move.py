@@ -8,9 +8,10 @@ commit d949c91). The states are compared as the server parses them (app/labkit/p
 spell one state differently (a default written out, controls in another order) are one state.
 
 The stricter rule, that a first link sets no state any link of the step before sets (a student
-may have followed any of them), holds for every step but those in ``REPEATS_ANOTHER_LINK``: EP08
-step 11's two links are both step 10's, so it needs a new state, and EP07 step 9's first link
-(DeepSeek-V3 at 1,024 tokens, EP 64) is step 8's second. The list may only shrink.
+may have followed any of them), holds for every step but those in ``REPEATS_ANOTHER_LINK``. The
+list may only shrink; it is empty since round 9, when EP07 step 9 (its first link was step 8's
+second, DeepSeek-V3 at 1,024 tokens, EP 64) moved to EP 8 and EP08 step 11 (both its links were
+step 10's) to the seed plan as ZB-H1.
 """
 
 from itertools import pairwise
@@ -24,7 +25,7 @@ from app.labkit.parsing import canonical, validate
 from tests.app.test_prose import steps_of
 
 PAGES = {view.episode.path: view for view in VIEWS.values()}
-REPEATS_ANOTHER_LINK = {"EP08 step-11"}
+REPEATS_ANOTHER_LINK: set[str] = set()
 
 
 def link_states(client, page: str) -> list[tuple[str, list[tuple]]]:

@@ -572,6 +572,44 @@ def test_ep08_round_2_predicts_are_not_on_the_opening_bench(client):
     assert "80 GB" not in VIEW.bad.why and "far over" not in VIEW.bad.why
 
 
+def test_round_9_step_11_predicts_the_seed_plan_as_zb_h1(client):
+    """Round-8 cold reading of EP08, item 10, and round 9: step 11's two links were both step
+    10's, and its predict (MFU with no bubble) was one subtraction of the chart's labels. It
+    now asks MFU with the seed plan's pipeline run as ZB-H1, a state no step-10 link sets, from
+    the three figures its question states: the batch is kept, so only the bubble moves (to a
+    third), and the why writes 220.8 ÷ (415.4 − 63.3 + 21.1) from the engine's parts."""
+    import html as markup
+
+    from app.routers.recipe import facts
+    from app.routers.recipe_lesson import SEED as LESSON_SEED
+
+    f = facts()
+    seed, zb = f["seed"]["api"], f["zb"]["api"]
+    assert f["zb"]["params"] == {**LESSON_SEED, "schedule": "zb-h1"}
+    bubble, zb_bubble = seed["micro_causes"][8], zb["micro_causes"][8]
+    assert bubble["name"] == zb_bubble["name"] == "bubble"
+    assert zb_bubble["exposed_s"] == pytest.approx(bubble["exposed_s"] / 3, rel=0.02)
+    moved = seed["micro_step_s"] - bubble["exposed_s"] + zb_bubble["exposed_s"]
+    assert zb["micro_step_s"] == pytest.approx(moved, rel=1e-6)  # no other cause moves
+    html = markup.unescape(client.get("/episodes/recipe-3d").text)
+    step11 = html.split('id="step-11"')[1].split('id="step-12"')[0]
+    form = step11.split('id="predict-recipe-11"')[1].split("</form>")[0]
+    assert f'data-answer="{100 * zb["mfu"]:.1f}%"' in form
+    first = re.search(r'<a class="try" href="([^"]+)"', step11)[1]
+    assert "schedule=zb-h1" in first
+    text = " ".join(re.sub(r"<[^>]+>", " ", step11).split())
+
+    def m(seconds: float) -> str:
+        return f"{1e3 * seconds:.1f}"
+
+    at_peak = m(seed["micro_at_peak_s"])
+    assert (f"{at_peak} ÷ ({m(seed['micro_step_s'])} − {m(bubble['exposed_s'])} + "
+            f"{m(zb_bubble['exposed_s'])}) = {at_peak} ÷ {m(zb['micro_step_s'])} ms") in text
+    without = seed["micro_step_s"] - bubble["exposed_s"]
+    assert f"{at_peak} ÷ {m(without)} ms" in text
+    assert f"{100 * float(at_peak) / float(m(without)):.1f}%" in text  # 220.8 ÷ 352.1
+
+
 def test_ep08_round_2_figures_come_from_the_engine(client):
     """Round-2 cold reading: steps 2, 4 and 5 typed their parts (698, 33, 282, 26, 183, 35,
     23 GB and 'the logits add 4.5 GB', underivable), step 2 blamed InfiniBand for TP16's
