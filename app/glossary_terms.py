@@ -71,6 +71,11 @@ GLOSSARY: tuple[Term, ...] = (
          "PyTorch's data parallelism: every GPU keeps a whole replica, and the gradients are "
          "all-reduced in buckets while the backward pass is still running, so much of the sync "
          "hides under compute."),
+    Term("gradient-buckets", "Gradient buckets", r"\bgradient buckets?\b",
+         "The groups, tens of MB each, into which data parallelism packs the gradients: each "
+         "bucket is reduced by one collective, started as soon as the backward pass has "
+         "produced all of its gradients, so the sync runs while the rest of the backward does "
+         "(PyTorch DDP's default bucket is 25 MB)."),
     Term("hsdp", "HSDP (hybrid sharded data parallelism)", r"\bHSDP\b",
          "FSDP inside a shard group (usually a node's GPUs) and plain data parallelism across "
          "the groups: each GPU holds 1/dp_shard of the state, a layer's gathers stay inside "
@@ -139,6 +144,10 @@ GLOSSARY: tuple[Term, ...] = (
          "The length of a whole schedule, from the first task's start to the last one's end: "
          "for a pipeline, one step's time, idle slots included. EP05 measures it in units of "
          "one stage's forward of one micro-batch (not EP07's expert width)."),
+    Term("critical-path", "Critical path", r"\bcritical path\b",
+         "The chain of dependent work that sets how long a step takes: shortening work on it "
+         "shortens the step, while work off it (a collective hidden behind compute) can grow "
+         "until it reaches the path without costing anything."),
     Term("weak-scaling", "Weak scaling", r"\bweak scaling\b",
          "Adding GPUs while each keeps the same work: the batch grows with the GPUs."),
     Term("strong-scaling", "Strong scaling", r"\bstrong scaling\b",
@@ -167,9 +176,13 @@ GLOSSARY: tuple[Term, ...] = (
          "NVIDIA Collective Communications Library: it runs the collectives (all-reduce, "
          "all-gather, ...) between NVIDIA GPUs, picking for each call an algorithm (ring, "
          "tree, NVLS) and a protocol (the low-latency LL ones, or Simple)."),
+    Term("cta", "CTA (thread block)", r"\bCTAs?\b",
+         "Cooperative thread array: CUDA's block of threads, which runs on one SM. Each NCCL "
+         "channel is one CTA, so a collective on 16 channels holds 16 SMs while it runs."),
     Term("busbw", "Bus bandwidth (busBW)", r"\bbusBW\b|\bbus bandwidth\b",
-         "NCCL's measure of a collective's speed: algBW times the share of the data each GPU "
-         "must move, busBW = algBW × 2(N − 1)/N for an all-reduce. For ring and tree "
+         "NCCL's measure of a collective's speed: algBW (the data's size over the "
+         "collective's time) times the share of the data each GPU must move, busBW = algBW × "
+         "2(N − 1)/N for an all-reduce. For ring and tree "
          "algorithms it reaches only a share of the link's datasheet bandwidth, which the lab "
          "applies and says so where it does; with in-switch reduction (NVLS) it can exceed "
          "the link's, because nccl-tests still reports it in ring units."),
@@ -203,6 +216,10 @@ GLOSSARY: tuple[Term, ...] = (
          "Asynchronous tensor parallelism (PyTorch): TP's all-gather and reduce-scatter are "
          "cut into pieces that run under the matrix multiplies using them, hiding much of "
          "TP's communication."),
+    Term("userbuffers", "Userbuffers (Transformer Engine)", r"\buserbuffers\b",
+         "Transformer Engine's buffers for overlapping TP's collectives with its GEMMs: the "
+         "GPUs of a node read and write each other's buffers directly, so a GEMM cut into "
+         "chunks sends one chunk while it computes the next."),
     Term("deepep", "DeepEP", r"\bDeepEP\b",
          "DeepSeek's expert-parallel communication library: all-to-all kernels that dispatch "
          "tokens to their experts and combine the results."),
@@ -250,6 +267,9 @@ GLOSSARY: tuple[Term, ...] = (
          r"\bHFU\b|\bhardware FLOPs utili[sz]ation\b",
          "Like MFU, but counting every FLOP the GPUs run, recomputation included: higher than "
          "MFU whenever activations are recomputed, equal when nothing is."),
+    Term("pareto-front", "Pareto front", r"\bPareto front\b",
+         "The plans that no other plan beats on every count at once: in EP08's planner, those "
+         "for which no other plan is both faster and lighter in memory per GPU."),
     Term("flashattention", "FlashAttention", r"\bFlashAttention\b",
          "A fused attention kernel that computes softmax(QKᵀ)V tile by tile, never storing "
          "the s × s matrix of scores."),

@@ -1630,3 +1630,19 @@ def test_round_8_step_14_notes_one_paragraph_per_cluster_size_each_naming_its_pl
     rest = fsdp["exposed_s"] - c["channels"] / c["sms"] * fsdp["seconds"]
     assert mb * 2 * first == pytest.approx(rest, rel=1e-6)
     assert f"{mb} × 2 × {first * 1e3:.2f} ms = {rest * 1e3:.1f} ms" in step
+
+
+def test_round_8_ep08_marks_its_terms_of_art_at_first_use(client):
+    """Round-8 cold reading of EP08, item 13: NIC, critical path, gradient buckets,
+    userbuffers and Pareto front were used undefined. Each but NIC now has a glossary entry, so
+    the page marks its first use with a link to it; step 13 glosses NIC inline, as EP07 does;
+    busBW's entry defines algBW where it uses it."""
+    from app.glossary_terms import GLOSSARY
+
+    html = client.get("/episodes/recipe-3d").text
+    assert "each with its own NIC, a network card" in _step(_page_text(client), 13)
+    for slug in ("critical-path", "gradient-buckets", "userbuffers", "pareto-front"):
+        assert f'glossary#{slug}"' in html, slug
+    busbw = next(t for t in GLOSSARY if t.slug == "busbw").definition
+    assert busbw.index("algBW (the data's size over the collective's time)") < busbw.index(
+        "busBW = algBW")
