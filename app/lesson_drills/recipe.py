@@ -191,22 +191,23 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "NVLink inside, InfiniBand HDR between. TP2 × PP2 × EP16 × DP32, 8 micro-batches "
         "of 4,096 tokens, full recomputation, TP overlap 'backward', DP overlap on. The "
         f"experts take no TP, so each EP group is {QWEN_EP.per_node} GPUs on each of "
-        f"{QWEN_EP.nodes} nodes, and a micro-batch's all-to-alls take longer than its "
-        "compute. Which one change shortens the step most?",
+        f"{QWEN_EP.nodes} nodes. Which one change shortens the step most?",
         "recipe", "step_s",
         (("ep", "Overlap the EP all-to-all with another micro-batch's compute",
           {**QWEN_EP16, "ep_overlap": True}, _overlap_ep_why),
          ("tp", "TP overlap 'all' (Transformer Engine's userbuffers)",
           {**QWEN_EP16, "tp_overlap": "all"}, _overlap_tp_why),
-         ("deepep", "Dispatch with DeepEP instead of NCCL's all-to-all",
+         ("deepep", "DeepEP's dispatch: a token crosses the network once a node, then NVLink",
           {**QWEN_EP16, "ep_dispatch": "deepep"}, _overlap_deepep_why),
          ("zero3", "ZeRO-3, each layer's weights gathered one layer ahead",
           {**QWEN_EP16, "zero": 3}, _overlap_zero3_why)),
         best="min", fmt=ms,
         solution="{best}. Step: DeepEP {deepep}, EP overlap {ep}, TP overlap 'all' {tp}, "
                  "ZeRO-3 {zero3}. Overlap hides a collective only behind the compute "
-                 "beside it, and here the all-to-all is longer. DeepEP sends fewer copies "
-                 "across the network, so there is less to hide.",
+                 "beside it, and here the all-to-all is longer: where the compute is shorter "
+                 "than the collective (few tokens per GPU, slow links), no overlap setting "
+                 "helps. DeepEP sends fewer copies across the network, so there is less to "
+                 "hide.",
         reveals=("DeepEP sends fewer copies across the network",)),
     decide(
         "recipe-decide-fsdp",

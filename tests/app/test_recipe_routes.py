@@ -1646,3 +1646,20 @@ def test_round_8_ep08_marks_its_terms_of_art_at_first_use(client):
     busbw = next(t for t in GLOSSARY if t.slug == "busbw").definition
     assert busbw.index("algBW (the data's size over the collective's time)") < busbw.index(
         "busBW = algBW")
+
+
+def test_round_8_step_12s_decide_defines_deepep_and_does_not_give_its_premise(client):
+    """Round-8 cold reading of EP08, item 4: the overlap decide's stem said the all-to-alls
+    outlast the compute and step 12's Limit said no overlap helps there, so elimination left
+    DeepEP, a term the option never explained. The stem now leaves the premise to the student,
+    the option says what DeepEP does (one network copy a node, forwarded on NVLink), and "no
+    overlap setting helps" waits for the drill's solution."""
+    from app.routers.recipe import VIEW
+
+    drill = next(d for d in VIEW.drills if d.id == "recipe-decide-overlap")
+    assert "take longer than its compute" not in drill.question
+    assert "once a node, then NVLink" in dict(drill.choices)["deepep"]
+    html = client.get("/episodes/recipe-3d").text
+    twelve = html.split('id="step-12"')[1].split('id="drill-recipe-decide-overlap"')[0]
+    assert "no overlap setting helps" not in twelve
+    assert "no overlap setting helps" in drill.solution()
