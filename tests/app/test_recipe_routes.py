@@ -1207,7 +1207,7 @@ def test_round_6_item_3_each_decide_option_gives_its_own_reason_and_figure():
                 assert told == "Not that one. " + o.why and best.figure not in told
 
 
-def _step(text: str, n: int) -> str:
+def _step_text(text: str, n: int) -> str:
     """Step n's visible text (tags stripped, whitespace folded), its heading to the next's."""
     return text.split(f'id="step-{n}"')[1].split('id="step-')[0]
 
@@ -1229,7 +1229,7 @@ def test_round_6_step_13_writes_each_latency_as_its_sum(client):
     f, r = facts(), simple_ring_latency()
     k = f["lv_consts"]
     lv = f["lv"]["api"]["layer"]
-    step = _step(_page_text(client), 13)
+    step = _step_text(_page_text(client), 13)
     assert "plus latency" not in step and "plus each ring step's latency" not in step
     assert (f"a ring pays {r['base']} µs to start, then {r['nvlink']} µs for each step on "
             f"NVLink and {r['net']} µs for each step across the network") in step
@@ -1270,7 +1270,7 @@ def test_round_6_step_13_writes_each_latency_as_its_sum(client):
         assert f"µs: {b['bucket_s'] * 1e3:.2f} ms a bucket" in step
     assert "8.4 + 24 × 3.4 + 7 × 9.6 = 157 µs" in step and "8.4 + 7 × 9.6 = 75.6 µs" in step
     # Step 15 names the same latencies and sums them with the same macro.
-    fifteen = _step(_page_text(client), 15)
+    fifteen = _step_text(_page_text(client), 15)
     assert "(as in step 13)" in fifteen and "8.4 + 24 × 3.4 + 7 × 9.6 = 157 µs" in fifteen
 
 
@@ -1287,7 +1287,7 @@ def test_round_6_step_13_derives_the_kept_weights_and_prefetchs_cost(client):
     f = facts()
     k = f["lv_consts"]
     lv, nopf, keep = (f[n]["api"] for n in ("lv", "lv_nopf", "lv_keep"))
-    step = _step(_page_text(client), 13)
+    step = _step_text(_page_text(client), 13)
     ms = "{:.2f} ms".format
     # reshard_after_forward=False: a whole bf16 copy of the GPU's part of the model.
     kept = keep["memory_per_gpu_bytes"] - lv["memory_per_gpu_bytes"]
@@ -1333,7 +1333,7 @@ def test_round_6_step_11_names_the_rest_of_the_share(client):
     shown = causes[:4] + causes[8:9] + [c for c in causes[4:8] + causes[9:]
                                         if c["exposed_s"] > 5e-5]
     assert sum(c["exposed_s"] for c in shown) == pytest.approx(seed["micro_step_s"], rel=1e-3)
-    step = _step(_page_text(client), 11)
+    step = _step_text(_page_text(client), 11)
     rest = seed["micro_step_s"] - sum(c["exposed_s"] for c in causes[:4] + causes[8:9])
     assert f"The rest, {rest * 1e3:.1f} ms, is" in step or f"The rest, {rest * 1e3:.2f} ms" \
         in step
@@ -1359,7 +1359,7 @@ def test_round_6_step_14_counts_fsdps_latencies(client):
     count = 3 * d2["layer"]["layers"] * mb
     wire = fsdp["bytes_per_step"] / (per_node * f["td_consts"]["nic_busbw"])
     assert wire + count * lat * 1e-6 == pytest.approx(fsdp["seconds"], rel=1e-3)
-    step = _step(_page_text(client), 14)
+    step = _step_text(_page_text(client), 14)
     assert f"{count:,} of them (3 a layer, {d2['layer']['layers']} layers, {mb} micro-batches)" \
         in step and f"= {lat:.0f} µs, {count * lat / 1e6:.2f} s in all" in step
 
@@ -1376,7 +1376,7 @@ def test_round_6_the_h100s_achieved_share_is_one_figure_with_its_factor_named(cl
     assert share * SLOWEST_GPU == pytest.approx(h100, rel=1e-4)
     product = f"{100 * share:.1f}% × {SLOWEST_GPU:.3f} = {100 * h100:.1f}%"
     assert product == "68.2% × 0.987 = 67.3%"
-    ten = _step(_page_text(client), 10)
+    ten = _step_text(_page_text(client), 10)
     assert "EP02 step 2 leaves that last factor out" in ten and product in ten
     dp = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/data-parallel").text))
     two = dp.split("2. The good case")[1].split("3. The bad case")[0]
@@ -1441,7 +1441,7 @@ def test_round_8_step_5_states_zero_1s_optimizer_share_and_the_why_keeps_it(clie
     from app.routers.recipe import facts
 
     f = facts()
-    step = _step(_page_text(client), 5)
+    step = _step_text(_page_text(client), 5)
     question = step.split("Question.")[1].split("Predict")[0]
     assert "optimizer state and" not in question and "TP × DP, 8 × 4" in question
     b0, b1 = (f[k]["api"]["stages"][0]["breakdown"] for k in ("w0", "w1"))
@@ -1474,7 +1474,7 @@ def test_round_8_step_1_splits_tps_rate_into_busbw_and_ring_latency(client):
     lat = r["base"] + (sp["tp"] - 1) * r["nvlink"]
     one = tp["bytes_per_step"] / n / busbw + lat * 1e-6
     assert n * one == pytest.approx(tp["seconds"], rel=1e-3)
-    step = _step(_page_text(client), 1)
+    step = _step_text(_page_text(client), 1)
     assert "the busBW of EP02" not in step
     assert f"of {busbw / 1e9:.0f} GB/s (EP02) each one's bytes take" in step
     assert f"ring adds {r['base']:g} + {sp['tp'] - 1} × {r['nvlink']:g} = {lat:.1f} µs" in step
@@ -1493,7 +1493,7 @@ def test_round_8_step_3_derives_its_efficiency_with_the_optimizers_share(client)
     f = facts()
     seed, m4 = f["seed"]["api"], f["m4"]["api"]
     pct = "{:.1%}".format
-    step = _step(_page_text(client), 3)
+    step = _step_text(_page_text(client), 3)
     factors = " × ".join(f"{pct(m4['parts'][k])}/{pct(seed['parts'][k])}"
                          for k in ("pp", "dp", "optimizer"))
     assert f"{pct(seed['efficiency'])} × {factors} = {pct(m4['efficiency'])}" in step
@@ -1512,7 +1512,7 @@ def test_round_8_step_2_names_tp16s_loss_and_says_the_lab_does_not_size_its_erro
     from labs.core.data import read
     from labs.hardware.links import get_cluster
 
-    step = _step(_page_text(client), 2)
+    step = _step_text(_page_text(client), 2)
     assert "t's own" not in step and "errs kind" not in step
     assert "Most of that loss is TP16's own" in step
     assert "does not measure by how much it errs" in step
@@ -1545,13 +1545,13 @@ def test_round_8_steps_10_12_and_14_quote_the_validation_pages_error_bands(clien
     h100 = [r for r in data["validation_runs"]
             if r["group"] == "torchtitan-fsdp2" and "H100" in r["name"]]
     titan = band(lambda r: r in h100)
-    assert f"{len(h100)} FSDP2 runs on H100s" in _step(text, 10)
-    assert times(titan) in _step(text, 10)
+    assert f"{len(h100)} FSDP2 runs on H100s" in _step_text(text, 10)
+    assert times(titan) in _step_text(text, 10)
     moe = band(lambda r: r["group"] in ("deepseek-v3", "megatron-moe"))
-    assert times(moe) in _step(text, 12)
+    assert times(moe) in _step_text(text, 12)
     fsdp = band(lambda r: r["group"] == "torchtitan-fsdp2")
     pct = "{:.1%}".format
-    step = _step(text, 14)
+    step = _step_text(text, 14)
     assert (f"by {pct(fsdp[0] - 1)} to {pct(fsdp[2] - 1)} (median {pct(fsdp[1] - 1)})"
             in step)
     megatron = statistics.median(r["ratio"] for r in data["runs"])
@@ -1575,7 +1575,7 @@ def test_round_8_step_15_derives_its_exposed_dp_time_and_notes_nccls_version_apa
     hf, hh, k = f["hs_fsdp"]["api"], f["hs"]["api"], f["hs_consts"]
     mb = f["hs"]["params"]["microbatches"]
     page = client.get("/episodes/recipe-3d").text
-    step = _step(_page_text(client), 15)
+    step = _step_text(_page_text(client), 15)
     sms = f"{hh['layer']['sm_share']['dp'] * k['sms']:.0f}/{k['sms']}"
     for api, extra in ((hf, 0.0), (hh, hh["hsdp"]["all_reduce_exposed_s"])):
         lay = api["layer"]
@@ -1623,7 +1623,7 @@ def test_round_8_step_14_notes_one_paragraph_per_cluster_size_each_naming_its_pl
                  if p["gpus"] < d2["gpus"] and p["winner"] == "3d" and p["best"]["2d"])
     mid = [n for n in notes if f"On {small['gpus']} GPUs" in n]
     assert len(mid) == 1 and small["best"]["3d"]["label"] in mid[0] and mem not in mid[0]
-    step = _step(_page_text(client), 14)
+    step = _step_text(_page_text(client), 14)
     assert "for each micro-batch's first gather" not in step
     fsdp, c, mb = d2["traffic"][4], f["td_consts"], f["td2"]["params"]["microbatches"]
     first = d2["layer"]["first_gather_s"]
@@ -1640,7 +1640,7 @@ def test_round_8_ep08_marks_its_terms_of_art_at_first_use(client):
     from app.glossary_terms import GLOSSARY
 
     html = client.get("/episodes/recipe-3d").text
-    assert "each with its own NIC, a network card" in _step(_page_text(client), 13)
+    assert "each with its own NIC, a network card" in _step_text(_page_text(client), 13)
     for slug in ("critical-path", "gradient-buckets", "userbuffers", "pareto-front"):
         assert f'glossary#{slug}"' in html, slug
     busbw = next(t for t in GLOSSARY if t.slug == "busbw").definition
