@@ -144,6 +144,16 @@ HELD_BY = """(link) => {
 }"""
 
 
+def show_me(page, why: str) -> None:
+    """Open a prediction's why ("show me") by its summary, as a student does, and wait until
+    lab.js has unmasked the step's answers: the details' toggle event runs after the click,
+    so a figure read straight after it may still be masked. ``why`` is the details' id."""
+    page.locator(f"#{why} > summary").click()
+    page.wait_for_function(
+        "(id) => document.getElementById(id).closest('.step').hasAttribute('data-guessed')",
+        arg=why)
+
+
 def release(link) -> None:
     """Release the step a try link (a locator) sits in, as a student does before following it:
     open the why ("show me") of the prediction it is under. lab.js holds such a link until its

@@ -4,7 +4,15 @@ controls and URL move together, cases, drills and each diagram's embed."""
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, commit_guess, follow, look_at, sized_page, wait_drawn
+from tests.browser.helpers import (
+    api_json,
+    commit_guess,
+    follow,
+    look_at,
+    show_me,
+    sized_page,
+    wait_drawn,
+)
 
 LESSON = "/episodes/context-parallel"
 
@@ -99,7 +107,7 @@ def test_cost_chart_follows_the_link(page, live_server):
     look_at(page, "cp-cost")
     ring = page.evaluate("() => document.querySelector('#cp-cost').data[0].y")
     assert ring[3:] == [None, None, None]  # NVLink 4 reaches 8 GPUs
-    page.locator("#why-cp-6 summary").click()  # the bytes are step 6's answer: masked till then
+    show_me(page, "why-cp-6")  # the bytes are step 6's answer: masked till then
     shown = page.locator("[data-testid=comm-bytes]").inner_text()
     expected = api_json(live_server, "cp", "tokens=16&cp=4&link=nvlink-4")
     assert shown == f"{expected['comm_bytes_per_gpu'] / 1e6:.0f} MB"
@@ -170,7 +178,7 @@ def test_a_steps_state_before_the_guess_shows_the_move_not_the_answer(
     page.goto(href)  # the step's state, opened by its URL before the guess
     wait_drawn(page)
     # The step before, guessed: its diagram may be this one.
-    page.locator(f"#why-cp-{step - 1} summary").click()
+    show_me(page, f"why-cp-{step - 1}")
     assert answer not in bench_and_labels(page, chart)
     commit_guess(page, step)
     assert answer in bench_and_labels(page, chart)

@@ -3,7 +3,7 @@ view, with the answer's numbers; a control moves the URL; each diagram embeds al
 
 import pytest
 
-from tests.browser.helpers import api_json, follow, sized_page, wait_drawn
+from tests.browser.helpers import api_json, follow, show_me, sized_page, wait_drawn
 
 LESSON = "/episodes/failures"
 IN_VIEW = """(id) => {
@@ -46,7 +46,7 @@ def test_a_control_moves_the_url_and_the_readout(page, live_server):
     page.wait_for_url("**save=sync**")
     wait_drawn(page)
     expected = api_json(live_server, "failures", "save=sync")
-    page.locator("#why-failures-2 summary").click()  # the checkpoint's figures, unmasked
+    show_me(page, "why-failures-2")  # the checkpoint's figures, unmasked
     shown = page.locator("[data-testid=block]").inner_text()
     assert shown == f"{expected['checkpoint']['block_s']:.3g} s"
     for name in ("rate", "time", "interval", "scale"):

@@ -3,7 +3,15 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, commit_guess, follow, look_at, wait_drawn
+from tests.browser.helpers import (
+    answer_drill,
+    api_json,
+    commit_guess,
+    follow,
+    look_at,
+    show_me,
+    wait_drawn,
+)
 
 
 def diagram(page):
@@ -28,7 +36,7 @@ def test_control_changes_charts_and_url(page, live_server):
     assert roles_drawn(page) == 16 + 8
     expected = api_json(live_server, "placement", page.url.split("?", 1)[1])
     assert expected["train_gpus"] == 16 and expected["engines"] == 4
-    page.locator("#why-placement-2 summary").click()  # samples/s: step 2's answer, masked till then
+    show_me(page, "why-placement-2")  # samples/s: step 2's answer, masked till then
     assert page.locator("[data-testid=samples-per-second]").inner_text() == \
         f"{expected['samples_per_second']:.2f}"
     page.reload()
@@ -125,7 +133,7 @@ def test_a_step_link_followed_before_the_guess_shows_the_move_not_the_answer(
     # before it: its URL shared, or the controls.
     page.goto(href)
     wait_drawn(page)
-    page.locator(f"#why-placement-{step - 1} summary").click()  # the step before, guessed
+    show_me(page, f"why-placement-{step - 1}")  # the step before, guessed
     assert answer not in bench_text(page, chart)
     commit_guess(page, step)
     assert answer in bench_text(page, chart)
