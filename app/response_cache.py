@@ -53,13 +53,18 @@ from app.lanes import estimate_off_loop
 from app.render_pool import RenderPool
 from app.render_queue import Busy
 from app.security import route_path
+from app.settings import SETTINGS
 
-# Issue 31: a class of 1,000 asks for about 18,000 distinct answers in 90 s (slider stops
-# from each lesson link's state); 2,048 answers made a fifth of its renders re-renders of
-# evicted ones. 8,192 answers of about 5 kB gzipped (the class's mean) are ~44 MB, under
-# MAX_BYTES, and fill within minutes, so memory stays flat after.
-MAX_ENTRIES = 8192
-MAX_BYTES = 48 * 1024 * 1024
+# Issue 31: a class of 1,000 asks for about 18,000 distinct answers in 90 s and a class of
+# 2,000 about 30,000 in 120 s (slider stops from each lesson link's state), about 5 kB each
+# gzipped. With 8,192 answers (48 MB) a class of 2,000 re-rendered evicted ones: 70% of its
+# requests were hits, 1,532 got a 429 and p99 was 1,227 ms; with 65,536 (400 MB) 73%, 67 and
+# 874 ms (class_load.py --students 2000 --duration 120 --burst 0 --ramp 30, idle machine).
+# The bound is RESPONSE_CACHE_MB (app/settings.py, default 192 MB), one answer per 6 KiB of it
+# (32,768 by default); the cache fills within minutes of a class, so memory stays flat after.
+BYTES_PER_ENTRY = 6 * 1024
+MAX_BYTES = SETTINGS.response_cache_mb * 1024 * 1024
+MAX_ENTRIES = MAX_BYTES // BYTES_PER_ENTRY
 MAX_ENTRY_BYTES = 1024 * 1024  # the largest pipeline JSON (MBs) would evict a class's worth
 # A key's query string is not counted in the byte bound: a longer one is not stored (the
 # longest URL the app writes is about 2 KB; app/limits.py refuses a request line over 16 KiB).

@@ -17,6 +17,8 @@
   and the render process is replaced (app/render_pool.py).
 - ``CLIENT_TIMEOUT``: seconds a client has to send a request's headers, and then its body
   (default 10), where the app serves HTTP itself (``python -m app``: app/limits.py).
+- ``RESPONSE_CACHE_MB``: megabytes (2^20) of answers the serving process keeps as sent
+  (app/response_cache.py), default 192, 8 to 4,096; it holds one answer per 6 KiB of it.
 
 - ``DATA_DIR``: the folder of the live class's embedded database (``classes.sqlite3``, SQLite
   in WAL mode), default ``data`` under the working directory; created if missing.
@@ -102,6 +104,9 @@ DEFAULT_RENDER_PROCESSES = 2
 MAX_RENDER_PROCESSES = 32
 DEFAULT_RENDER_TIMEOUT = 10  # s: the heaviest, a MoE planner search at scale, takes ~4 s here
 DEFAULT_CLIENT_TIMEOUT = 10  # s: for a request's headers, then for its body
+# MB: a class of 2,000 asks for ~30,000 distinct answers in 2 minutes (issue 31), ~5 kB each
+# gzipped; 192 MB holds 32,768 of them (app/response_cache.py).
+DEFAULT_RESPONSE_CACHE_MB = 192
 
 
 DEFAULT_CLASS_TTL_DAYS = 7
@@ -138,6 +143,7 @@ class Settings:
     data_dir: str = "data"
     database_url: str = ""
     class_ttl_days: int = DEFAULT_CLASS_TTL_DAYS
+    response_cache_mb: int = DEFAULT_RESPONSE_CACHE_MB
 
     @classmethod
     def from_env(cls, env=None) -> "Settings":
@@ -157,6 +163,9 @@ class Settings:
             database_url=_database_url(env.get("DATABASE_URL", "")),
             class_ttl_days=_whole("CLASS_TTL_DAYS", env.get("CLASS_TTL_DAYS", ""),
                                   DEFAULT_CLASS_TTL_DAYS, 1, 365, "days a class lives"),
+            response_cache_mb=_whole("RESPONSE_CACHE_MB", env.get("RESPONSE_CACHE_MB", ""),
+                                     DEFAULT_RESPONSE_CACHE_MB, 8, 4096,
+                                     "megabytes of answers kept as sent"),
         )
 
 

@@ -57,7 +57,8 @@ def test_base_path_is_normalised(given, expected):
     ("RENDER_PROCESSES", "+1"), ("HIDE_ANSWERS", "ture"), ("HIDE_ANSWERS", "2"),
     ("PUBLIC_URL", "https://user@evil.example"), ("PUBLIC_URL", "https://a.example#x"),
     ("PUBLIC_URL", "https://a b.example"), ("RENDER_TIMEOUT", "0"), ("RENDER_TIMEOUT", "1.5"),
-    ("CLIENT_TIMEOUT", "x"), ("CLIENT_TIMEOUT", "\u0665")])
+    ("CLIENT_TIMEOUT", "x"), ("CLIENT_TIMEOUT", "\u0665"), ("RESPONSE_CACHE_MB", "7"),
+    ("RESPONSE_CACHE_MB", "4097"), ("RESPONSE_CACHE_MB", "1e3")])
 def test_bad_settings_are_refused_by_name(name, value):
     with pytest.raises(SettingsError, match=name):
         Settings.from_env({name: value})
@@ -94,6 +95,8 @@ def test_settings_defaults_and_lists():
     assert Settings.from_env({}) == Settings("", "", ("*",), False, 2, 10, 10)
     assert Settings.from_env({"HIDE_ANSWERS": "off"}).hide_answers is False
     assert Settings.from_env({"RENDER_PROCESSES": " 0 "}).render_processes == 0
+    assert Settings.from_env({}).response_cache_mb == 192
+    assert Settings.from_env({"RESPONSE_CACHE_MB": "8"}).response_cache_mb == 8
     s = Settings.from_env({"EMBED_ALLOWED_ORIGINS": "https://a.example, https://b.example:8443",
                            "HIDE_ANSWERS": "true", "PUBLIC_URL": "https://x.example/"})
     assert s.embed_allowed_origins == ("https://a.example", "https://b.example:8443")
