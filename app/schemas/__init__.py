@@ -30,17 +30,6 @@ from app.schemas.memory_pipeline import (  # noqa: F401
     StageMemoryAnswer,
 )
 from app.schemas.models import ParsedModel  # noqa: E402, F401
-from app.schemas.plans import (  # noqa: F401
-    PlacementAnswer,
-    PlacementCheck,
-    PlacementPhase,
-    PlacementPool,
-    RecipeAnswer,
-    RecipeAudit,
-    RecipeReplanAnswer,
-    RecipeResultAnswer,
-    RecipeTraffic,
-)
 from app.schemas.playground import (  # noqa: F401, E402
     CheatLine,
     CheatSheetAnswer,
@@ -51,6 +40,19 @@ from app.schemas.playground import (  # noqa: F401, E402
     PlaygroundPanel,
 )
 from app.schemas.precision import PrecisionAnswer  # noqa: E402, F401
+from app.schemas.recipe import (  # noqa: E402, F401
+    RecipeAnswer,
+    RecipeAudit,
+    RecipeReplanAnswer,
+    RecipeResultAnswer,
+    RecipeTraffic,
+)
+from app.schemas.rl import (  # noqa: E402, F401
+    PlacementAnswer,
+    PlacementCheck,
+    PlacementPhase,
+    PlacementPool,
+)
 from app.schemas.runs import (  # noqa: E402, F401
     RunDefaulted,
     RunFigure,

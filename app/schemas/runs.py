@@ -4,7 +4,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.schemas.plans import RecipeAnswer
+from app.schemas.recipe import RecipeAnswer
 from labs.core.limits import MAX_LOG_BYTES
 
 

@@ -1,0 +1,79 @@
+"""EP09 answers: an RL job's placement (/api/placement): its pools, checks, timeline and memory."""
+
+from pydantic import BaseModel, Field
+
+
+class PlacementPool(BaseModel):
+    role: str = Field(description="training, rollout, prefill, decode or colocated.")
+    engines: int
+    memory_per_gpu_bytes: int | None = Field(description="None when the layout is broken.")
+    host_bytes_per_gpu: int = Field(description="Host RAM per GPU (CPU Adam).")
+    detail: str
+
+
+class PlacementCheck(BaseModel):
+    detail: str
+
+
+class PlacementPhase(BaseModel):
+    lane: str
+    phase: str = Field(description="rollout, train or weight_sync.")
+    step: int
+    start: float = Field(description="Seconds.")
+    end: float = Field(description="Seconds.")
+
+
+class PlacementAnswer(BaseModel):
+    preset: str
+    model: str
+    stand_in: bool = Field(description="The model's config is not published: a stand-in shape.")
+    placement: str
+    train_gpus: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    engine_gpus: int
+    engines: int
+    prefill_engines: int
+    samples: int
+    stage_layers: list[int]
+    pools: list[PlacementPool]
+    train_memory_bytes: int | None
+    rollout_memory_bytes: int
+    colocated_bytes: int | None
+    transition_overhead_bytes: int
+    checks: list[PlacementCheck]
+    all_ok: bool
+    gpus: list[dict] = Field(description="One entry per cluster GPU: role, node, coordinates.")
+    timeline: list[PlacementPhase]
+    rollout_seconds: float
+    train_seconds: float
+    sync_seconds: float
+    sync_bytes_per_gpu: int
+    sync_link: str
+    sync_rate: float = Field(description="Bytes/s the sync's bytes move at: NCCL's bus "
+                             "bandwidth of its link (EP02), never the datasheet's.")
+    sync_switch_seconds: float = Field(description="Colocated: the seconds of the sync spent "
+                                       "offloading the trainer and reloading the engine over "
+                                       "PCIe (0 for separate pools).")
+    rollout_parts: dict[str, float] = Field(description="The rollout's parts: prefill_s, "
+                                            "and the fullest decode engine's "
+                                            "decode_weights_s, decode_kv_s (HBM reads at the "
+                                            "lab's 80% of the datasheet rate) and "
+                                            "decode_compute_s (decode takes max(weights + kv, "
+                                            "compute)), its decode_requests and "
+                                            "experts_touched (the share of a MoE layer's "
+                                            "routed experts a decode step visits, 1 if dense). "
+                                            "A prefill/decode split adds kv_move_s and takes "
+                                            "max(prefill, decode) + kv_move.")
+    samples_per_second: float
+    serving_weights: dict = Field(description="How one engine GPU's weights come about: "
+                                  "attention_groups (SGLang's --sglang-dp-size, 1 for a "
+                                  "dense engine), group_gpus (the GPUs each attention group "
+                                  "splits its attention over), and params, the parameters the "
+                                  "GPU holds by part (attention, dense_mlp, shared_experts, "
+                                  "router, routed_experts, embedding, head, norms; 'all' for "
+                                  "an even split), in bf16 at 2 bytes each.")
+    replicas: dict
+    notes: list[str]
