@@ -136,6 +136,29 @@ def _step_or_unfit(answer: dict) -> float:
     return answer["step_s"] if answer["fits"] else math.inf
 
 
+# Step 11's decide: changes to the seed plan (app.routers.recipe_lesson.SEED, the view's
+# default state) that keep its global batch of 16 micro-batches × DP2 (round-8 cold reading
+# of EP08, item 3: the old right option, 64 micro-batches, grew the batch 4×).
+MFU_CHOICES = {"interleaved": {"schedule": "interleaved-1f1b", "virtual": 2},
+               "tpall": {"tp_overlap": "all"}, "flash": {"recompute": "flash"},
+               "tp4pp8": {"tp": 4, "pp": 8}}
+
+
+def _seed() -> dict:
+    """The seed plan's answer (the recipe view's default state)."""
+    return lab_value("recipe", {}, lambda a: a)
+
+
+def _interleaved_why(answer: dict) -> str:
+    seed = _seed()
+    return (f"Two chunks a GPU make each idle slot half as long: the bubble is "
+            f"{_bubble_why(answer)} of the step, not 3/19, and falls from "
+            f"{ms(_exposed(seed, 'bubble'))} to {ms(_exposed(answer, 'bubble'))} a step. Each "
+            f"micro-batch crosses the stages twice as often, and DP's gradient sync hides "
+            f"behind one chunk's backward, half the stage's: {ms(_exposed(answer, 'dp'))} of "
+            f"it waits, against {ms(_exposed(seed, 'dp'))}. MFU {{value}}.")
+
+
 def _bubble_40() -> float:
     """The predict drill's bubble, a share of the step, as the lab gives it."""
     return lab_value("recipe", {"microbatches": 40}, "bubble_fraction")
@@ -159,31 +182,34 @@ DRILLS: tuple[Drill | Decide, ...] = (
         )),
     decide(
         "recipe-decide-mfu",
-        "GPT-3 175B on 64 A100s as TP8 × PP4 × DP2 with 16 micro-batches. Which change "
-        "raises MFU the most?",
+        "GPT-3 175B on 64 A100s as TP8 × PP4 × DP2, 1F1B, 16 micro-batches of one sequence. "
+        "The global batch, 32 sequences, is the optimiser's choice (step 3): keeping it, "
+        "which one change raises MFU the most?",
         "recipe", "mfu",
-        (("tp4pp8", "TP4 × PP8 (TP groups of 4, half the layers per GPU)", {"tp": 4, "pp": 8},
+        (("interleaved", "Interleaved 1F1B: 2 model chunks a GPU, 12 layers each",
+          MFU_CHOICES["interleaved"], _interleaved_why),
+         ("tpall", "TP overlap 'all': each GEMM and its TP collective cut into chunks",
+          MFU_CHOICES["tpall"],
+          lambda a: "Each GEMM sends one chunk of its TP collective while computing the next: "
+                    f"TP's exposed time falls from {ms(_exposed(_seed(), 'tp'))} to "
+                    f"{ms(_exposed(a, 'tp'))} a step, and the bubble, 3/19 of the step, is "
+                    "untouched. MFU {value}."),
+         ("flash", "FlashAttention with no recomputation, so attention's core runs once",
+          MFU_CHOICES["flash"],
+          lambda a: "Selective recomputation ran only attention's core twice, a sliver of the "
+                    f"step: attention falls from {ms(_exposed(_seed(), 'attention'))} to "
+                    f"{ms(_exposed(a, 'attention'))} a step. MFU {{value}}."),
+         ("tp4pp8", "TP4 × PP8 (TP groups of 4, half the layers per GPU)",
+          MFU_CHOICES["tp4pp8"],
           lambda a: "TP4 halves each layer's TP traffic, but 8 stages idle "
-                    f"{_bubble_why(a)} of the step, where PP4's idled 3/19: MFU {{value}}."),
-         ("m64", "64 micro-batches instead of 16 (a 4× larger global batch)",
-          {"microbatches": 64},
-          lambda a: "The bubble, PP4's 3 idle slots, is this step's largest loss; over 64 "
-                    f"micro-batches it is {_bubble_why(a)} of the step, not 3/19: MFU "
-                    "{value}."),
-         ("full", "Full activation recomputation", {"recompute": "full"},
-          lambda a: "Every layer's forward runs again in the backward, a third more matmul "
-                    f"work that MFU does not count: the step takes {ms(a['step_s'])}, MFU "
-                    "{value}."),
-         ("nooverlap", "Stop overlapping DP's gradient sync with the backward pass",
-          {"dp_overlap": False},
-          lambda a: "The gradient sync (ZeRO-1's reduce-scatter) no longer hides behind the "
-                    f"backward: {ms(_exposed(a, 'dp'))} of it waits at the end of the step. "
-                    "MFU {value}.")),
+                    f"{_bubble_why(a)} of the step, where PP4's idled 3/19: MFU {{value}}.")),
         best="max", fmt=pct,
-        solution="{best}. MFU: 64 micro-batches {m64}, no DP overlap {nooverlap}, TP4 × "
-                 "PP8 {tp4pp8}, full recomputation {full}. The bubble, 3/19 of the step, "
-                 "is the largest loss here.",
-        reveals=("is the largest loss here",)),
+        solution="{best}. MFU: interleaved 1F1B {interleaved}, TP overlap 'all' {tpall}, "
+                 "FlashAttention {flash}, TP4 × PP8 {tp4pp8}. After the GEMMs themselves, "
+                 "the bubble is the largest loss: two chunks a GPU halve it, where 'all' "
+                 "hides only part of TP's collectives. More micro-batches would cut it too, "
+                 "but they change the global batch.",
+        reveals=("the bubble is the largest loss",)),
     decide(
         "recipe-decide-overlap",
         f"Qwen3-235B-A22B ({QWEN.experts} experts a layer, {QWEN.top_k} a token) on 128 "

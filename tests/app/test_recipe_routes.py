@@ -1167,30 +1167,32 @@ def test_round_6_step_14_asks_its_predict_before_its_decide(client):
     assert "FSDP wins" not in solution and "On NDR" not in solution and "14's chart" in solution
 
 
-def test_round_6_item_3_each_decide_option_gives_its_own_reason_and_figure():
+def test_round_6_item_3_each_decide_option_gives_its_own_reason_and_figure(client):
     """Round-6 cold reading of EP08, item 3: the four decides gave every wrong option one
     shared hint and quoted the right option's figure ('Another choice gives 53.2%'). Each
     option now says why it wins or loses with its own state's figures from the engine:
-    recipe-decide-mfu's TP4 × PP8 its bubble 7/(16 + 7), 64 micro-batches 3/(64 + 3), full
-    recomputation its longer step, no DP overlap the sync it exposes; recipe-decide-2d's plans
-    the bytes each sends across the nodes and the bubble each pays."""
+    recipe-decide-mfu's TP4 × PP8 its bubble 7/(16 + 7), interleaved 1F1B 3/(2·16 + 3) and the
+    DP sync it exposes, TP overlap 'all' its exposed TP, FlashAttention its attention time;
+    recipe-decide-2d's plans the bytes each sends across the nodes and the bubble each pays."""
     from app.labkit.drills import check_drill, lab_value
-    from app.lesson_drills.recipe import DRILLS, TWO_D_256, _exposed, dp_bytes
+    from app.lesson_drills.recipe import DRILLS, MFU_CHOICES, TWO_D_256, _exposed, dp_bytes
     from app.lesson_drills.units import gb, ms, pct
 
     drills = {d.id: d for d in DRILLS}
     mfu = {o.key: o for o in drills["recipe-decide-mfu"].judge()}
-    assert [k for k, o in mfu.items() if o.right] == ["m64"]
-    tp4 = lab_value("recipe", {"tp": 4, "pp": 8}, lambda a: a)
+    tp4 = lab_value("recipe", MFU_CHOICES["tp4pp8"], lambda a: a)
     assert tp4["bubble_fraction"] == pytest.approx(7 / 23)
     assert f"7/(16 + 7) = {pct(tp4['bubble_fraction'])}" in mfu["tp4pp8"].why
-    assert "3/(64 + 3)" in mfu["m64"].why
-    off = lab_value("recipe", {"dp_overlap": False}, lambda a: a)
-    on = lab_value("recipe", {}, lambda a: a)
-    assert _exposed(off, "dp") > _exposed(on, "dp")
-    assert ms(_exposed(off, "dp")) in mfu["nooverlap"].why
-    full = lab_value("recipe", {"recompute": "full"}, lambda a: a)
-    assert ms(full["step_s"]) in mfu["full"].why
+    seed = lab_value("recipe", {}, lambda a: a)
+    two = lab_value("recipe", MFU_CHOICES["interleaved"], lambda a: a)
+    assert f"3/(2·16 + 3) = {pct(two['bubble_fraction'])}" in mfu["interleaved"].why
+    assert _exposed(two, "dp") > _exposed(seed, "dp")
+    assert ms(_exposed(two, "dp")) in mfu["interleaved"].why
+    tpall = lab_value("recipe", MFU_CHOICES["tpall"], lambda a: a)
+    assert _exposed(tpall, "tp") < _exposed(seed, "tp")
+    assert ms(_exposed(tpall, "tp")) in mfu["tpall"].why
+    flash = lab_value("recipe", MFU_CHOICES["flash"], lambda a: a)
+    assert ms(_exposed(flash, "attention")) in mfu["flash"].why
     two = {o.key: o for o in drills["recipe-decide-2d"].judge()}
     fsdp4 = lab_value("recipe", {**TWO_D_256, "tp": 4, "dp": 64, "zero": 3, "microbatches": 1},
                       lambda a: a)
@@ -1663,3 +1665,35 @@ def test_round_8_step_12s_decide_defines_deepep_and_does_not_give_its_premise(cl
     twelve = html.split('id="step-12"')[1].split('id="drill-recipe-decide-overlap"')[0]
     assert "no overlap setting helps" not in twelve
     assert "no overlap setting helps" in drill.solution()
+
+
+def test_round_8_step_11s_decide_keeps_the_batch_and_its_answer_is_the_engines_best(client):
+    """Round-8 cold reading of EP08, item 3: step 11's decide was right at "64 micro-batches
+    (a 4x larger global batch)", a change to what step 3 calls the optimiser's choice, and the
+    why above it said the bubble is the largest loss. Every option now keeps the seed plan's
+    global batch; the right one is the highest MFU /api/recipe gives among them, none is the
+    predict's ZB-H1, and "the bubble is the largest loss" waits for the drill's solution."""
+    from app.lesson_drills.recipe import MFU_CHOICES
+    from app.routers.recipe import VIEW, facts
+
+    f = facts()
+    drill = next(d for d in VIEW.drills if d.id == "recipe-decide-mfu")
+    options = {o.key: o for o in drill.judge()}
+    assert set(options) == set(MFU_CHOICES)
+
+    def batch(plan: dict) -> int:
+        return plan["micro_batch"] * plan["microbatches"] * plan["dp"]
+
+    seed_batch = batch(f["seed"]["api"]["plan"])
+    mfu = {}
+    for key, change in MFU_CHOICES.items():
+        api = client.get("/api/recipe", params={**f["seed"]["params"], **change}).json()
+        assert batch(api["plan"]) == seed_batch, key
+        assert api["fits"], key
+        assert api["plan"]["schedule"] != f["zb"]["params"]["schedule"], key
+        mfu[key] = api["mfu"]
+        assert options[key].figure == f"{api['mfu']:.1%}", key
+    assert [k for k, o in options.items() if o.right] == [max(mfu, key=mfu.get)]
+    eleven = _step_text(_page_text(client), 11)
+    assert "the bubble is the largest loss" not in eleven
+    assert "the bubble is the largest loss" in drill.solution()
