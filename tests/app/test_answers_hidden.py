@@ -199,7 +199,9 @@ def masked(html: str, keys: set[str]) -> str:
     """The page as lab.js shows it while `keys` are masked: an .answer-mask element keyed by
     one shows its data-mask ("?"), and a chart with layout.meta.masked keyed by its id is
     drawn veiled: only its masked labels and the legend names it gives (tests/browser/
-    test_answers_hidden_browser.py checks lab.js does so in Chromium)."""
+    test_answers_hidden_browser.py checks lab.js does so in Chromium). A chart whose meta
+    names owners (a step each for its parts) is veiled whole while every owner's step is
+    masked (unless meta.partly), and else without the parts of the steps still masked."""
     def mask(match: re.Match) -> str:
         tag = match.group(1)
         if re.search(r'data-after-guess="([^"]+)"', tag)[1] not in keys:
@@ -213,13 +215,47 @@ def masked(html: str, keys: set[str]) -> str:
     def veil(match: re.Match) -> str:
         figure = json.loads(match.group(3))
         meta = figure.get("layout", {}).get("meta") or {}
-        if match.group(2) not in keys or "masked" not in meta:
+        if "masked" not in meta:
             return match.group(0)
-        texts = [*meta["masked"].values(), *(n for n in meta.get("names", {}).values() if n)]
-        return match.group(1) + json.dumps(texts) + "</script>"
+        owners = meta.get("owners") or []
+        pending = [g for g in owners if g["step"] in keys]
+        whole = match.group(2) in keys if not owners else (
+            len(pending) == len(owners) and not meta.get("partly"))
+        if whole:
+            texts = [*meta["masked"].values(),
+                     *(n for n in meta.get("names", {}).values() if n)]
+            return match.group(1) + json.dumps(texts) + "</script>"
+        if not pending:
+            return match.group(0)
+        return match.group(1) + json.dumps(partly_veiled(figure, pending),
+                                           separators=(",", ":")) + "</script>"
 
     return re.sub(r'(<script type="application/json" class="figure" data-target="([^"]+)"'
                   r"[^>]*>)(.*?)</script>", veil, html, flags=re.S)
+
+
+def partly_veiled(figure: dict, pending: list[dict]) -> dict:
+    """A chart with owners (layout.meta.owners), some of whose steps are still to be guessed,
+    as lab.js partlyVeiled draws it: the pending steps' traces by name alone, their labels
+    as their masked text or not at all, their shapes dropped, and the summary with each
+    pending owner's text masked (lab.js summaryOf)."""
+    layout, meta = figure["layout"], figure["layout"]["meta"]
+    traces = {i for g in pending for i in g.get("traces", [])}
+    notes = {i for g in pending for i in g.get("annotations", [])}
+    shapes = {i for g in pending for i in g.get("shapes", [])}
+    data = [{"name": t.get("name")} if i in traces else t
+            for i, t in enumerate(figure.get("data", []))]
+    annotations = [a if i not in notes else {"text": meta["masked"][str(i)]}
+                   for i, a in enumerate(layout.get("annotations", []))
+                   if i not in notes or str(i) in meta["masked"]]
+    summary = figure.get("summary", "")
+    for g in pending:
+        if g.get("summary"):
+            summary = summary.replace(*g["summary"])
+    kept = {k: v for k, v in layout.items() if k not in ("annotations", "shapes", "meta")}
+    return {"data": data, "summary": summary, "layout": {
+        **kept, "annotations": annotations,
+        "shapes": [s for i, s in enumerate(layout.get("shapes", [])) if i not in shapes]}}
 
 
 def screen(client, url: str, ids: list[str], step_id: str, lesson: str = "") -> str:
