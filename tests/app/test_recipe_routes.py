@@ -1697,3 +1697,17 @@ def test_round_8_step_11s_decide_keeps_the_batch_and_its_answer_is_the_engines_b
     eleven = _step_text(_page_text(client), 11)
     assert "the bubble is the largest loss" not in eleven
     assert "the bubble is the largest loss" in drill.solution()
+
+
+def test_round_8_step_12s_limit_leaves_overlaps_cost_to_step_13s_why(client):
+    """Round-8 cold reading of EP08, item 16: step 12's Limit said overlap is "never for free:
+    the SMs NCCL holds are compute lost", which is what separates step 13's predict's "Nothing:
+    it is hidden" from "Only the compute slowed by the SMs NCCL holds". The Limit ends at
+    "cover it"; step 13's why, read after the guess, says it."""
+    html = client.get("/episodes/recipe-3d").text
+    twelve = html.split('id="step-12"')[1].split('id="step-13"')[0]
+    limit = re.sub(r"<[^>]+>", "", twelve.split('class="limit"')[1].split("</p>")[0])
+    assert limit.endswith("long enough to cover it.")
+    assert "never for free" not in twelve and "compute lost." not in twelve
+    why = html.split('id="why-recipe-layer"')[1].split("</details>")[0]
+    assert "never for free: the SMs NCCL holds are compute lost" in why
