@@ -3,6 +3,7 @@ parameters total vs active, and the rank map of the whole job. Its controls, ``r
 answers are ``app.routers.moe_state``'s; here are the lesson's states, the page context, the
 cases, the drills and the view."""
 
+import math
 from functools import lru_cache
 
 from fastapi import APIRouter
@@ -18,6 +19,7 @@ from app.schemas import MoEAnswer
 from labs.core.limits import MOE_GROUP_KINDS
 from labs.experts.crossover import ep_crossover
 from labs.experts.lab import ACTIVATION_BYTES, block_hit
+from labs.hardware.kernels import SLOWEST_GPU, TILES, matmul_rate, wave
 from labs.hardware.links import clusters, get_cluster, get_link
 from labs.hardware.nccl import simple_ring_latency
 from labs.model.presets import models
@@ -98,6 +100,34 @@ def deepep_legs() -> dict:
             "nvlink_bytes": api["dispatch_bytes_per_gpu"][0] - net_bytes}
 
 
+@lru_cache(maxsize=1)
+def mixtral_gemm_rate() -> dict:
+    """Step 3's expert GEMMs of Mixtral, EP 8 (one expert a GPU, 4,096 tokens x 2 copies),
+    their rate from its source: the GPU preset's dense peak times each factor the engine
+    applies (labs.hardware.kernels.matmul_rate: the measured full-wave share, what a
+    power-limited GPU keeps of it, a node's slowest GPU; then each GEMM's wave fill, the
+    share of SM slots its tiles fill over its waves), so the time follows from the rate."""
+    result = facts()["mixtral"]["result"]
+    inp, gpu = result.input, result.input.cluster.gpu
+    k, m = gpu.kernels, inp.model
+    rows = inp.tokens * m.top_k * m.experts // inp.ep  # the copies one GPU's expert gets
+    up = (2 if m.gated_mlp else 1) * m.expert_ffn
+    gemms = []
+    for n, depth in ((up, m.hidden), (m.hidden, m.expert_ffn)):
+        fill = wave(k.sm_count, rows, n)  # the better of cuBLAS's two tiles, as timed
+        tiles = next(t for tm, tn in TILES for t in [math.ceil(rows / tm) * math.ceil(n / tn)]
+                     if t / (math.ceil(t / k.sm_count) * k.sm_count) == fill)
+        gemms.append({"flops": 2.0 * rows * n * depth, "tiles": tiles,
+                      "waves": math.ceil(tiles / k.sm_count), "fill": fill})
+    flops = sum(g["flops"] for g in gemms)
+    full = matmul_rate(gpu)
+    fill = flops / sum(g["flops"] / g["fill"] for g in gemms)  # the time-weighted fill
+    return {"peak": gpu.bf16_flops, "mamf": k.matmul_efficiency, "sustain": k.matmul_sustain,
+            "slowest": SLOWEST_GPU, "full": full, "sms": k.sm_count, "rows": rows,
+            "gemms": gemms, "fill": fill, "rate": full * fill, "flops": flops,
+            "seconds": flops / (full * fill)}
+
+
 def extra_context(state) -> dict:
     query = state.query
     spec = state.result.input.model
@@ -112,6 +142,7 @@ def extra_context(state) -> dict:
         # start-up and one hop, on NVLink or across nodes; steps 3 and 11 add it to the bytes.
         "a2a": simple_ring_latency(),
         "deepep": deepep_legs(),  # step 3 derives DeepEP's 3.90 ms from these
+        "mixtral_rate": mixtral_gemm_rate(),  # step 3 times Mixtral's experts from its rate
         "crossover": ep_crossover(state.result),
         "validation": {g["group"]: g for g in validation()["groups"]},
         "goodput_bound": GOODPUT_BOUND,  # DeepSeek-V3's figure is a whole-run average

@@ -661,3 +661,47 @@ def test_round8_step_11_gives_mixtral_its_own_paragraph(client):
     mixtral = [p for p in paragraphs if p.startswith("Mixtral's experts are 14,336 wide.")]
     assert len(mixtral) == 1 and "f* = 1,115" in mixtral[0] and "DeepEP" not in mixtral[0]
     assert not any("DualPipe" in p and "Mixtral" in p for p in paragraphs)
+
+
+def test_step_3_states_mixtrals_gemm_rate_from_its_source(client):
+    """Issue 36 (round-8 cold reading of EP07, item 8): step 3's 'about 653 TFLOP/s' for
+    Mixtral's experts was worked back from the time (2.89 TFLOP ÷ 4.42 ms). The rate is now
+    built from the H100 preset's dense peak and each factor the engine applies (mamf-finder's
+    full-wave share, the power limit's, a node's slowest GPU), then the GEMMs' wave fill
+    (tiles over 132 SMs), and the API's expert time follows from it."""
+    import math
+
+    from labs.hardware.gpus import get_gpu
+    from labs.hardware.kernels import SLOWEST_GPU
+
+    body = client.get("/api/moe", params={"model": "mixtral-8x7b", "nodes": 2, "ep": 8}).json()
+    h100 = get_gpu("h100-sxm")
+    k = h100.kernels
+    full = h100.bf16_flops * k.matmul_efficiency * k.matmul_sustain * SLOWEST_GPU
+    rows, hidden, ffn = 4096 * 2, 4096, 14336  # 4,096 tokens x top-2 on one expert a GPU
+    gemms = []
+    for n, depth in ((2 * ffn, hidden), (hidden, ffn)):  # up and gate, then down
+        tiles = (rows // 256) * (n // 128)
+        waves = math.ceil(tiles / k.sm_count)
+        gemms.append((2 * rows * n * depth, tiles, waves, tiles / (waves * k.sm_count)))
+    flops = sum(g[0] for g in gemms)
+    fill = flops / sum(g[0] / g[3] for g in gemms)
+    assert flops / (full * fill) == pytest.approx(body["compute_s"], rel=1e-9)
+    assert fill * full / h100.bf16_flops == pytest.approx(body["gemm"]["efficiency"], rel=1e-9)
+    raw = client.get("/episodes/experts").text
+    step = raw[raw.index('id="step-3"'):raw.index('id="step-4"')]
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", re.sub(
+        r'<span class="term-tip".*?</span>', "", step, flags=re.S)))
+    (up_flops, up_tiles, up_waves, up_fill), (_, down_tiles, down_waves, down_fill) = gemms
+    for quoted in (
+        f"{h100.bf16_flops / 1e12:.0f} TFLOP/s peak, {k.matmul_efficiency:.1%} (mamf-finder) "
+        f"× {k.matmul_sustain:.1%} (held at the power limit), times {SLOWEST_GPU:.3f} for a "
+        f"node's slowest GPU: {full / 1e12:.0f} TFLOP/s",
+        f"the up GEMM's {up_tiles:,} tiles fill {up_fill:.1%} of {up_waves} waves and the down "
+        f"GEMM's {down_tiles:,} fill {down_fill:.1%} of {down_waves}",
+        f"{fill:.1%} over both: {full / 1e12:.0f} × {fill:.3f} = {full * fill / 1e12:.0f} "
+        f"TFLOP/s, and {flops / 1e12:.2f} TFLOP ÷ {full * fill / 1e12:.0f} TFLOP/s = "
+        f"{fmt_ms(body['compute_s'])}",
+    ):
+        assert quoted in text, quoted
+    assert "measured share" not in text and "about 653" not in text
