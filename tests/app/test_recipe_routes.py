@@ -688,10 +688,12 @@ def test_ep08_overlap_drill_asks_a_state_step_12_does_not_answer(client):
     """Round-2 cold reading, item 11: recipe-decide-overlap asked step 12's own Mixtral plan at
     8 micro-batches, whose why had already ranked the same changes (EP overlap 11.8 -> 1.78 ms
     a micro-batch first). The drill now asks EP across 2 nodes on InfiniBand HDR, where the
-    all-to-all outlasts the compute beside it (step 12's limit), and DeepEP, which step 12
-    never names, wins; at the step's own state DeepEP changes nothing and EP overlap wins, so
-    reading step 12 gives the wrong choice. On NDR the all-to-all would fit under the compute
-    (the feedback says so)."""
+    all-to-all outlasts the compute beside it, and DeepEP wins; at the step's own state DeepEP
+    changes nothing and EP overlap wins, so reading step 12 gives the wrong choice. On NDR the
+    all-to-all would fit under the compute (the feedback says so). Step 12 may name DeepEP
+    (round 8, item 4: its option says what it does, and a term the student reads defined
+    before answering is no leak), but nothing on the page before the answer says it wins: none
+    of the drill's reveals, and no option's label carries a verdict."""
     from app.labkit.drills import lab_value
     from app.lesson_drills import QWEN_EP16, a2a_s, micro_compute_s, network_copies
     from app.routers.recipe import MIXTRAL, VIEW
@@ -710,8 +712,14 @@ def test_ep08_overlap_drill_asks_a_state_step_12_does_not_answer(client):
     assert min(step, key=step.get) == "ep"
     assert step["deepep"] == lab_value("recipe", MIXTRAL, "step_s")
     html = client.get("/episodes/recipe-3d").text
-    twelve = html.split('id="step-12"')[1].split('id="drill-recipe-decide-overlap"')[0]
-    assert "<details" in twelve and "DeepEP" not in twelve and "Qwen3" not in twelve
+    step = html.split('id="step-12"')[1].split('id="step-13"')[0]
+    twelve = step.split('id="drill-recipe-decide-overlap"')[0]
+    assert "<details" in twelve and "Qwen3" not in twelve
+    untipped = re.sub(r'<span class="term-tip".*?</span>', "", step, flags=re.S)
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", untipped))
+    assert drill.reveals and not [p for p in drill.reveals if p in text]
+    verdicts = re.compile(r"\b(best|fastest|shortest|wins?|right)\b", re.I)
+    assert not [label for _, label in drill.choices if verdicts.search(label)]
     ndr = lab_value("recipe", {**QWEN_EP16, "inter_link": "ib-ndr"}, lambda a: a)
     assert a2a_s(ndr) < micro_compute_s(ndr) and "under the compute" in options["ep"].why
 
