@@ -26,6 +26,10 @@ from labs.rl.serving import (
 )
 
 router = APIRouter()
+# slime's run-deepseek-r1.sh (THUDM/slime 57f3c59), which EP09 step 3 sets beside the lab's own
+# experiment: --rollout-batch-size 128 x --n-samples-per-prompt 8, --rollout-max-response-len
+# 32768, --sglang-mem-fraction-static 0.7.
+SLIME_R1 = {"samples": 128 * 8, "response_len": 32768, "mem_fraction_static": 0.7}
 PLACEMENT_LABELS = {
     "colocated": "colocated (one pool, phases take turns)",
     "separate": "separate pools (overlapped, one step off-policy)",
@@ -47,6 +51,10 @@ def facts() -> dict:
         "glm9_sep": state(preset="glm-4-9b", placement="separate"),
         "r1": state(preset="deepseek-r1"),
         "r1_sep": state(preset="deepseek-r1", placement="separate"),
+        # Step 3: the same engines at slime's R1 response limit (--rollout-max-response-len
+        # 32768), where the cache is no longer small beside the weights (round-9 item 2).
+        "r1_sep_long": state(preset="deepseek-r1", placement="separate",
+                             response_len=SLIME_R1["response_len"]),
         "r1_sep4": state(preset="deepseek-r1", placement="separate", engines=4),
         "r1_pd": state(preset="deepseek-r1", placement="separate-pd", engines=4,
                        prefill_engines=1),
@@ -96,6 +104,7 @@ def extra_context(state) -> dict:
         "memory_steps": MEMORY_STEPS,  # the step each pool's memory answers, masked till its guess
         "recipe": get_recipe(state.query.preset),
         "exp": EXP,
+        "slime_r1": SLIME_R1,
     }
 
 

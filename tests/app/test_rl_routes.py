@@ -494,3 +494,31 @@ def test_round_6_step_5_derives_the_split_and_holds_the_rollouts_parts(client):
                   + round(b["decode_kv_s"], 3)) + round(b["kv_move_s"], 4)
     assert f"{printed:.3g}" == f"{split['rollout_seconds']:.3g}"
     assert f"⌈64 ÷ 3⌉ = {int(b['decode_requests'])} requests" in five
+
+
+def test_round_9_step_3_names_its_experiment_the_labs_and_how_slimes_cache_differs(client):
+    """Round-9 cold reading of EP09, item 2: step 3 ran its 64 samples of 5,120 tokens "as
+    slime's script runs SGLang", but slime's R1 run generates 128 x 8 = 1,024 samples of up
+    to 32,768 tokens, and SGLang reserves --mem-fraction-static (0.7 there) of the GPU for
+    cache up front. The step names the experiment as the lab's, says which way the lab errs,
+    prices the reserved cache from the page's own weights and links slime's response length,
+    whose cache it quotes from the API."""
+    sep = facts()["r1_sep"]["api"]["pools"][1]
+    long = client.get("/api/placement", params={"preset": "deepseek-r1",
+                                                 "placement": "separate",
+                                                 "response_len": 32768}).json()["pools"][1]
+    b, lb = sep["breakdown"], long["breakdown"]
+    three, raw = _steps(client)[3], _steps(client)[103]
+    assert "run as slime's script runs SGLang" not in three
+    assert "are the lab's experiment, not slime's" in three
+    assert "generates 1,024 samples of up to 32,768 response tokens" in three
+    assert "so here it errs low" in three
+    reserved = 0.7 * sep["gpu_memory_bytes"]
+    assert (f"0.7 of {sep['gpu_memory_bytes'] / 1e9:.1f} GB, {reserved / 1e9:.1f} GB, less the "
+            f"{b['weights'] / 1e9:.1f} GB of weights, a real engine GPU keeps "
+            f"{(reserved - b['weights']) / 1e9:.1f} GB of cache, "
+            f"{100 * (reserved - b['weights']) / b['weights']:.0f}% of the weights") in three
+    busiest = round(lb["kv_cache"] / ((512 + 64) * 2 * 61 * (1024 + 32768)))
+    assert (f"{busiest} requests of 33,792 tokens hold {lb['kv_cache'] / 1e9:.2f} GB , "
+            f"{100 * lb['kv_cache'] / lb['weights']:.1f}% of the weights") in three
+    assert "response_len=32768" in raw and "placement=separate" in raw
