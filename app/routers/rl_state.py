@@ -139,6 +139,7 @@ def to_api(result: RLPlacementResult) -> dict:
         "step_seconds": result.step_seconds,
         "samples_per_second": result.samples_per_second,
         "serving_weights": result.serving_weights,
+        "train_stage": result.train_stage,
         "replicas": result.replicas,
         "notes": list(result.notes),
     }

@@ -75,5 +75,13 @@ class PlacementAnswer(BaseModel):
                                   "GPU holds by part (attention, dense_mlp, shared_experts, "
                                   "router, routed_experts, embedding, head, norms; 'all' for "
                                   "an even split), in bf16 at 2 bytes each.")
+    train_stage: dict = Field(description="The heaviest training GPU's pipeline stage: rank, "
+                              "layers, moe_layers, first, last; the stage's parameters "
+                              "before division (tp_split_params, replicated_params, "
+                              "expert_params) and one GPU's (dense_params_per_gpu: over TP, "
+                              "the replicated whole; expert_params_per_gpu: over EP x "
+                              "expert-TP); dense_shard and expert_shard, the groups the "
+                              "distributed optimizer shards their state over. Empty when "
+                              "the layout does not divide.")
     replicas: dict
     notes: list[str]

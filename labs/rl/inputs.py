@@ -185,6 +185,8 @@ class RLPlacementResult:
     rollout_breakdown: dict = field(default_factory=dict)  # the heaviest engine GPU's
     # attention_groups, group_gpus and params by part of one engine GPU (labs.rl.serving)
     serving_weights: dict = field(default_factory=dict)
+    # the heaviest training GPU's stage and its parameters (``labs.rl.lab._train_stage``)
+    train_stage: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
     @property

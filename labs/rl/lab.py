@@ -36,6 +36,7 @@ from labs.rl.serving import (
     touched_expert_share,
 )
 from labs.rl.timeline import pd_parts, phases, rollout_parts, step_times
+from labs.schedules.stages import stage_params
 
 # What stays on a colocated GPU across the switch (our estimate): the sleeping process's CUDA
 # context and NCCL communicators (~0.5 GB) and one weight-update bucket (slime's
@@ -186,6 +187,7 @@ def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:
         rollout_breakdown=max((mem for _, mem in serving.values()),
                               key=lambda mem: mem.total).as_dict(),
         serving_weights=_serving_weights(inp),
+        train_stage=_train_stage(bill),
         notes=tuple(notes),
     )
 
@@ -197,3 +199,23 @@ def _serving_weights(inp: RLPlacementInput) -> dict:
                      else (1, inp.engine_gpus))
     return {"attention_groups": groups, "group_gpus": group,
             "params": serving_weight_parts(inp.model, inp.engine_gpus, inp.serving)}
+
+
+def _train_stage(bill) -> dict:
+    """The heaviest training GPU's pipeline stage as the ledger counts it (EP09 step 3 derives
+    its trainer's bill from it): its layers, and the parameters one of its GPUs holds, the
+    routed experts over EP x expert-TP and the rest over TP (norms, routers and the like
+    whole), with the groups the optimizer state is sharded over (DP x CP for the rest,
+    expert-DP for the experts)."""
+    if bill is None:
+        return {}
+    inp = bill.input
+    sp = stage_params(inp.model, inp.pp, inp.schedule, inp.virtual, inp.first_stage_layers,
+                      inp.last_stage_layers)[bill.heaviest_stage]
+    dense_group, expert_group = inp.shard_groups
+    return {"rank": sp.rank, "layers": sp.layers, "moe_layers": sp.moe_layers,
+            "first": sp.first, "last": sp.last, "tp_split_params": sp.tp_split,
+            "replicated_params": sp.replicated, "expert_params": sp.experts,
+            "dense_params_per_gpu": sp.tp_split / inp.tp + sp.replicated,
+            "expert_params_per_gpu": sp.experts / (inp.ep * inp.etp),
+            "dense_shard": dense_group, "expert_shard": expert_group}

@@ -522,3 +522,32 @@ def test_round_9_step_3_names_its_experiment_the_labs_and_how_slimes_cache_diffe
     assert (f"{busiest} requests of 33,792 tokens hold {lb['kv_cache'] / 1e9:.2f} GB , "
             f"{100 * lb['kv_cache'] / lb['weights']:.1f}% of the weights") in three
     assert "response_len=32768" in raw and "placement=separate" in raw
+
+
+def test_round_9_step_3_derives_the_trainers_bill_from_its_heaviest_stage(client):
+    """Round-9 cold reading of EP09, item 4: "35.3 GB per GPU: 11.7 GB of bf16 weights,
+    23.4 GB of fp32 gradients" rested on a layout no step stated. The step states slime's
+    layout and the lab's stage split, and derives the heaviest stage's parameters per GPU
+    (experts over EP, the rest over TP) x 2 B, x 4 B, and the host RAM of CPU Adam (12 B,
+    sharded as the distributed optimizer shards it), each figure the API's."""
+    a = client.get("/api/placement", params={"preset": "deepseek-r1",
+                                              "placement": "separate"}).json()
+    st, pool = a["train_stage"], a["pools"][0]
+    t = pool["breakdown"]
+    held = st["dense_params_per_gpu"] + st["expert_params_per_gpu"]
+    assert 2 * held == pytest.approx(t["weights"], abs=1)
+    assert 4 * held == pytest.approx(t["gradients"], abs=1)
+    host = 12 * (st["expert_params_per_gpu"] / st["expert_shard"]
+                 + st["dense_params_per_gpu"] / st["dense_shard"])
+    assert host == pytest.approx(pool["host_bytes_per_gpu"], abs=1)
+    assert st["expert_params_per_gpu"] == pytest.approx(st["expert_params"] / a["ep"])
+    three = _steps(client)[3]
+    layers = "/".join(str(n) for n in a["stage_layers"])
+    assert f"TP 8, PP 4, CP 4, EP 32 on 128 GPUs. The lab splits the 61 layers {layers}" in three
+    assert (f"{st['expert_params'] / 1e9:.1f}B ÷ 32 = {st['expert_params_per_gpu'] / 1e9:.2f}B"
+            in three)
+    assert (f"{held / 1e9:.2f}B × 2 B = {t['weights'] / 1e9:.1f} GB, its fp32 gradients × 4 B "
+            f"= {t['gradients'] / 1e9:.1f} GB") in three
+    assert (f"12 B × ({st['expert_params_per_gpu'] / 1e9:.2f}B ÷ {st['expert_shard']} + "
+            f"{st['dense_params_per_gpu'] / 1e9:.2f}B ÷ {st['dense_shard']}) = "
+            f"{pool['host_bytes_per_gpu'] / 1e9:.1f} GB a GPU") in three
