@@ -946,8 +946,10 @@ def test_step_13_derives_tp_and_ep_from_the_collectives_the_engine_times(client)
     assert (f"{ms(w['exposed_s'] * 1e3)} + {ms(c['exposed_s'] * 1e3)} = "
             f"{ms(every['exposed_s']['tp'] * 1e3)} a layer") in step
     assert "each GEMM is cut into 4 chunks and one chunk's collective" not in step
+    # The all-to-all is step 12's figure, derived there (round-8 reading, item 5).
+    step12 = re.sub(r"<[^>]+>", " ", html.split('id="step-12"')[1].split('id="step-13"')[0])
     assert (f"{len(ep)} × {ep[0]['seconds'] * 1e3:.3f} ms = "
-            f"{ms(mix['exposed_s']['ep'] * 1e3)} a layer") in step
+            f"{ms(mix['exposed_s']['ep'] * 1e3)} a layer") in re.sub(r"\s+", " ", step12)
 
 
 def test_step_13_times_the_buckets_from_the_step_models_schedule(client):
@@ -1263,7 +1265,8 @@ def test_round_6_step_13_writes_each_latency_as_its_sum(client):
     d = next(c for c in mix["collectives"] if c["kind"] == "ep")
     assert d["sent_bytes"] / k["moe_busbw"] + (r["base"] + r["nvlink"]) * 1e-6 \
         == pytest.approx(d["seconds"], rel=1e-3)
-    assert f"8.4 + 3.4 = 11.8 µs: {d['seconds'] * 1e3:.3f} ms a dispatch" in step
+    assert (f"8.4 + 3.4 = 11.8 µs: {d['seconds'] * 1e3:.3f} ms a dispatch"
+            in _step_text(_page_text(client), 12))  # step 12's figure, derived there
     # The buckets: 40M x 2 B, each group over its own ring, its share of the node's NICs.
     rs = [b for b in mix["buckets"] if b["kind"] != "all_gather"]
     assert {b["group"] for b in rs} == {"dense", "experts"}
@@ -1719,3 +1722,74 @@ def test_round_8_step_12s_limit_leaves_overlaps_cost_to_step_13s_why(client):
     assert "never for free" not in twelve and "compute lost." not in twelve
     why = html.split('id="why-recipe-layer"')[1].split("</details>")[0]
     assert "never for free: the SMs NCCL holds are compute lost" in why
+
+
+def test_round_8_step_12_derives_its_figures_and_step_13s_why_only_its_predicts(client):
+    """Round-8 cold reading of EP08, item 5: step 12 quoted exposed TP 14.7 → 18.4 ms, the
+    all-to-all's 11.8 ms, DP's 121 and 455 ms and ZeRO-3's 363 ms, and step 13's hundred-line
+    why derived them a step late, on another model. Step 12 now derives each from the
+    engine's own collectives; step 13's why keeps only its predict's derivation (the gather
+    against the forward, 16/132 of it), and the rest sits in the note under its chart."""
+    from app.charts.units import fmt_ms
+    from app.routers.recipe import facts
+
+    f = facts()
+    ov, none, off, z3, ep_on = (f[n]["api"] for n in ("ov", "ov_tp_none", "ov_dp_off",
+                                                      "ov_zero3", "ov_ep"))
+    lay = ov["layer"]
+    n = lay["layers"]
+    tp = [c for c in lay["collectives"] if c["kind"] == "tp"]
+    one, wait = tp[0]["seconds"], [c for c in tp if c["exposed_s"] > 0]
+    assert ov["timeline"]["exposed_s"]["tp"] == pytest.approx(n * len(wait) * one)
+    assert none["timeline"]["exposed_s"]["tp"] == pytest.approx(n * len(tp) * one)
+    assert ov["timeline"]["exposed_s"]["ep"] == pytest.approx(n * lay["exposed_s"]["ep"])
+    rs = [b for b in lay["buckets"] if b["kind"] != "all_gather"]
+    ag = [b for b in lay["buckets"] if b["kind"] == "all_gather"]
+    whole = [(b["count"] - 1) * b["bucket_s"] + b["last_s"] for b in rs]
+    assert off["timeline"]["exposed_s"]["dp"] == pytest.approx(2 * sum(whole))
+    left, waits = (sum(b["exposed_s"] for b in x) for x in (rs, ag))
+    assert ov["timeline"]["exposed_s"]["dp"] == pytest.approx(left + waits)
+    zl = z3["layer"]
+    zf, zb = zl["by_pass"]["forward"], zl["by_pass"]["backward"]
+    assert zf["exposed_s"]["dp"] == pytest.approx(zl["first_gather_s"] - zf["hidden_s"]["dp"])
+    assert z3["timeline"]["exposed_s"]["dp"] == pytest.approx(
+        n * (zf["exposed_s"]["dp"] + zb["exposed_s"]["dp"]) + 2 * zl["first_gather_s"])
+    k = f["lv_consts"]
+    assert z3["timeline"]["charged_sm_s"] == pytest.approx(
+        n * k["channels"] / k["sms"] * (zf["hidden_s"]["dp"] + zb["hidden_s"]["dp"]))
+    assert ep_on["timeline"]["charged_sm_s"] == pytest.approx(
+        20 / k["sms"] * ov["timeline"]["exposed_s"]["ep"])
+
+
+    def ms(x: float) -> str:  # the page's milliseconds, from a figure given in ms
+        return fmt_ms(x / 1e3)
+
+    text = _page_text(client)
+    step12 = _step_text(text, 12)
+    assert "step 13 times" not in step12
+    assert (f"{len(wait)} × {one * 1e6:.1f} µs × {n} layers = "
+            f"{ms(ov['timeline']['exposed_s']['tp'] * 1e3)} a micro-batch") in step12
+    assert (f"With none all {len(tp)} wait: "
+            f"{ms(none['timeline']['exposed_s']['tp'] * 1e3)}") in step12
+    assert (f"× {n} = {ms(ov['timeline']['exposed_s']['ep'] * 1e3)} a micro-batch"
+            in step12)
+    assert (f"2 × ({ms(whole[0] * 1e3)} + {ms(whole[1] * 1e3)}) = "
+            f"{ms(off['timeline']['exposed_s']['dp'] * 1e3)}") in step12
+    assert (f"{ms(left * 1e3)} + {ms(waits * 1e3)} = "
+            f"{ms(ov['timeline']['exposed_s']['dp'] * 1e3)}") in step12
+    assert (f"{n} × ({ms(zf['exposed_s']['dp'] * 1e3)} + {ms(zb['exposed_s']['dp'] * 1e3)}) "
+            f"plus each pass's first gather, 2 × {ms(zl['first_gather_s'] * 1e3)}: "
+            f"{ms(z3['timeline']['exposed_s']['dp'] * 1e3)} exposed") in step12
+
+    html = client.get("/episodes/recipe-3d").text
+    why13 = html.split('id="step-13"')[1].split('id="why-recipe-layer"')[1].split("</details>")[0]
+    assert 'class="chart-note"><strong>Where these figures come from.' in why13
+    prose = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", re.sub(
+        r'<p class="chart-note">.*?</p>', "", why13, flags=re.S)))
+    lv = f["lv"]["api"]["layer"]
+    assert (f"= {lv['first_gather_s'] * 1e3:.2f} ms , less than the forward's kernels, "
+            f"{lv['by_pass']['forward']['compute_s'] * 1e3:.2f} ms") in prose
+    assert (f"16/132 × {lv['first_gather_s'] * 1e3:.2f} ms = "
+            f"{lv['by_pass']['forward']['exposed_s']['dp'] * 1e3:.2f} ms") in prose
+    for audit in ("Prefetch", "userbuffers", "bucket", "all-to-all", "Mixtral", "TP."):
+        assert audit not in prose
