@@ -18,7 +18,8 @@ from app.routers.moe_state import MoEQuery, figures, lazy_figures, run, to_api
 from app.schemas import MoEAnswer
 from labs.core.limits import MOE_GROUP_KINDS
 from labs.experts.crossover import ep_crossover
-from labs.experts.lab import ACTIVATION_BYTES, block_hit
+from labs.experts.layer import ACTIVATION_BYTES
+from labs.experts.routing import block_hit
 from labs.hardware.kernels import SLOWEST_GPU, TILES, matmul_rate, wave
 from labs.hardware.links import clusters, get_cluster, get_link
 from labs.hardware.nccl import simple_ring_latency
@@ -84,7 +85,7 @@ def facts() -> dict:
 @lru_cache(maxsize=1)
 def deepep_legs() -> dict:
     """Step 3's DeepEP dispatch of DeepSeek-V3 (EP 64 over 8 H800 nodes), leg by leg, from
-    the engine's own counts (labs.experts.lab.block_hit): the chance a token reaches another
+    the engine's own counts (labs.experts.routing.block_hit): the chance a token reaches another
     node under node-limited routing, the copies and bytes that cross a GPU's NIC, and what its
     node-mates relay to it on NVLink (the rest of what it receives)."""
     api, model = facts()["v3_deepep"]["api"], models()["deepseek-v3"]

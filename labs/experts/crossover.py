@@ -16,7 +16,7 @@ alike. The batch only sets the tokens each expert gets, and with them R (step 8'
 efficiency). DeepSeek-V3's report (arXiv:2412.19437, sec 3.2.1) puts its cross-node expert
 parallelism at "a computation-to-communication ratio of approximately 1:1", the ratio that
 made it build DualPipe: its 2,048-wide experts sit below f* on its H800s' network. DeepEP's
-dispatch sends a copy once per destination node (labs.experts.lab), so its bytes per copy are
+dispatch sends a copy once per destination node (labs.experts.routing), so its bytes per copy are
 the lab's own count, not 2h; its f* is the same line crossing, f x communication ÷ compute.
 """
 
@@ -27,7 +27,7 @@ from functools import lru_cache
 
 from labs.core.errors import LabInputError
 from labs.experts.inputs import MoEInput, MoEResult
-from labs.experts.lab import expert_compute, route
+from labs.experts.layer import expert_compute, route
 from labs.parallel.rank_map import group_of_rank, members_per_node
 
 SWEEP_STEPS = 48

@@ -1,6 +1,7 @@
 """EP07's shapes: a mixture-of-experts layer laid out on a cluster (``MoEInput``, every control
 checked where it is built, in page order, then the world-size and model rules) and one
-forward pass of it (``Routing`` per skew, ``MoEResult``). ``labs.experts.lab`` computes them."""
+forward pass of it (``Routing`` per skew, ``MoEResult``). ``labs.experts.layer`` computes a
+``Routing``, ``labs.experts.lab`` the ``MoEResult``."""
 
 from __future__ import annotations
 
@@ -126,9 +127,10 @@ class MoEResult:
     # Each kind of group's traffic on the cluster's links (labs.experts.lab.network): TP, PP,
     # DP, EP, expert-DP where their degree is above 1.
     network: tuple[GroupLink, ...] = ()
-    # The experts' GEMMs against the tokens that reach one expert (labs.experts.lab.gemm):
-    # (tokens, share of the GPU's BF16 peak) on a sweep, this state's mean routed expert, and
-    # the shared expert (every local token; None without one).
+    # The experts' GEMMs against the tokens that reach one expert
+    # (labs.experts.lab.expert_efficiency): (tokens, share of the GPU's BF16 peak) on a sweep,
+    # this state's mean routed expert, and the shared expert (every local token; None without
+    # one).
     gemm_curve: tuple[tuple[int, float], ...] = ()
     tokens_per_expert: float = 0.0
     gemm_efficiency: float = 0.0

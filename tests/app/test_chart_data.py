@@ -864,7 +864,7 @@ def test_moe_gemm_and_balance_curves_are_the_labs(query):
     BF16 peak (equal groups: gemm_time batched over the local experts), and the dotted one
     expert at a time, at this state's T·k·EP/E; the balance curve: E·Σf²
     over the routed copies and the layer over balanced, re-routed here at each skew."""
-    from labs.experts.lab import route
+    from labs.experts.layer import route
     from labs.hardware.kernels import gemm_time, with_matmul_efficiency
 
     result, figs = figures_for("moe", query)

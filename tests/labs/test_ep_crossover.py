@@ -8,7 +8,7 @@ import pytest
 from app.routers.moe import MoEQuery
 from app.routers.moe import run as run_query
 from labs.experts.crossover import ep_crossover
-from labs.experts.lab import route
+from labs.experts.layer import route
 from labs.parallel.rank_map import group_of_rank, members_per_node
 
 V3 = {"model": "deepseek-v3", "nodes": 256, "pp": 16, "link": "hgx-h800", "ep": 64}

@@ -6,11 +6,11 @@ import pytest
 
 from labs.core.errors import LabInputError
 from labs.experts.inputs import MoEInput
-from labs.experts.lab import (
+from labs.experts.lab import simulate_moe
+from labs.experts.routing import (
     block_hit,
     deepep_traffic,
     pick_chances,
-    simulate_moe,
     whole_tokens,
 )
 from labs.hardware.comm import nccl_collective as collective

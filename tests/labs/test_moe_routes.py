@@ -9,9 +9,9 @@ import pytest
 
 from app.routers.moe import MoEQuery
 from app.routers.moe import run as run_query
-from labs.experts import crossover, lab
+from labs.experts import crossover, lab, layer
 from labs.experts.crossover import POINT_WIDTHS, lab_points
-from labs.experts.lab import _route
+from labs.experts.layer import _route
 from labs.parallel.rank_map import group_of_rank, members_per_node
 
 V3 = {"model": "deepseek-v3", "nodes": 256, "pp": 16, "link": "hgx-h800", "ep": 64}
@@ -56,7 +56,7 @@ def test_one_state_routes_each_skew_once(monkeypatch):
     """A fresh state on a skew of the curve's grid: its 11 skews, its own routing and its
     balanced one among them, and its crossover's 8 widths, routed 11 times in all (22 when
     each asked its own); its colouring moved, none again."""
-    for cached in (lab._route_kept, lab.balance_curve, crossover._points):
+    for cached in (layer._route_kept, lab.balance_curve, crossover._points):
         cached.cache_clear()
     calls = []
 
@@ -64,7 +64,7 @@ def test_one_state_routes_each_skew_once(monkeypatch):
         calls.append(skew)
         return _route(inp, skew, per_node)
 
-    monkeypatch.setattr(lab, "_route", counted)
+    monkeypatch.setattr(layer, "_route", counted)
     state = {"tokens": 3072, "skew": 0.3}  # a state no other test asks
     result = run_query(MoEQuery(**state))
     lab_points(result)
