@@ -551,3 +551,38 @@ def test_round_9_step_3_derives_the_trainers_bill_from_its_heaviest_stage(client
     assert (f"12 B × ({st['expert_params_per_gpu'] / 1e9:.2f}B ÷ {st['expert_shard']} + "
             f"{st['dense_params_per_gpu'] / 1e9:.2f}B ÷ {st['dense_shard']}) = "
             f"{pool['host_bytes_per_gpu'] / 1e9:.1f} GB a GPU") in three
+
+
+def test_round_9_step_3_predicts_from_what_it_needs_and_tables_the_weights(client):
+    """Round-9 cold reading of EP09, items 5 and 6: the predict ran to about 110 words, the
+    why opened on slime's flags and summed seven parameter counts in one paragraph, and the
+    limit's "14.3 GB" went unnamed beside an even split it did not give. The predict keeps
+    what the answer needs; the flags sit in a "where this comes from" note; the seven parts
+    are a table (each the API's); the limit names the 7.1B x 2 B of attention, dense layers
+    and shared experts a GPU holds and the even split's figure."""
+    from labs.model.presets import get_model
+
+    a = facts()["r1_sep"]["api"]
+    w, e = a["serving_weights"]["params"], a["engine_gpus"]
+    steps = _steps(client)
+    three, raw = steps[3], steps[103]
+    prompt = three[three.index("Predict.") + 8:three.index("Your guess")]
+    assert len(prompt.split()) < 90, len(prompt.split())
+    assert "70.3 KB a token" in prompt and "slime" not in prompt
+    note = re.search(r'<p class="chart-note"><strong>Where this comes from\.</strong>(.*?)</p>',
+                     raw, re.S)
+    assert note and "--sglang-dp-size 8" in note[1] and "--sglang-enable-dp-lm-head" in note[1]
+    why = three[three.index("Why: show me"):]
+    assert why.index("Where this comes from") < why.index("The KV cache")
+    table = raw[raw.index('data-testid="r1-serving-weights"'):raw.index("</table>",
+                                                                   raw.index("r1-serving"))]
+    cells = re.findall(r"<td>([\d.]+)B</td>", table)
+    parts = ("routed_experts", "attention", "head", "dense_mlp", "shared_experts", "router",
+             "embedding")
+    assert cells == [f"{w[k] / 1e9:.2f}" for k in parts] + [f"{sum(w.values()) / 1e9:.2f}"]
+    rest = sum(w.values()) - w["routed_experts"]
+    dense = get_model("deepseek-r1").dense_params
+    limit = three[three.index("Limit."):]
+    assert (f"every decode step reads the {rest / 1e9:.1f}B × 2 B = {2 * rest / 1e9:.1f} GB of "
+            "attention, dense layers and shared experts a GPU holds") in limit
+    assert f"{dense / 1e9:.1f}B × 2 B ÷ {e} = {2 * dense / e / 1e6:.0f} MB a GPU" in limit
