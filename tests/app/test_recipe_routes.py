@@ -1155,9 +1155,9 @@ def test_round_6_step_2_says_the_default_reduces_gradients_in_bf16_unlike_megatr
     assert (g16.gradients, g18.gradients) == (2, 4)
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/recipe-3d").text))
     step2 = text.split("2. Two plans that fail")[1].split("3. ")[0]
-    assert "reduces them in bf16: 16 B a parameter" in step2
+    assert "The lab keeps bf16 gradients, 16 B a parameter" in step2
     assert "grad_reduce_in_fp32=True" in step2 and "accumulate_allreduce_grads_in_fp32" in step2
-    assert "18 B a parameter, and 2× the bytes" in step2 and "errs low by 2 B" in step2
+    assert "4 B gradients, and 2× the bytes" in step2 and "errs 2 B a parameter low" in step2
     assert g18.label in step2
 
 
@@ -1793,3 +1793,28 @@ def test_round_8_step_12_derives_its_figures_and_step_13s_why_only_its_predicts(
             f"{lv['by_pass']['forward']['exposed_s']['dp'] * 1e3:.2f} ms") in prose
     for audit in ("Prefetch", "userbuffers", "bucket", "all-to-all", "Mixtral", "TP."):
         assert audit not in prose
+
+
+def test_round_8_step_2s_why_says_the_gradient_bytes_in_one_sentence(client):
+    """Round-8 cold reading of EP08, item 6: step 2's why carried an audit-trail paragraph on
+    framework defaults (Megatron's arguments.py, NeMo, torchtitan) that does not answer "which
+    audit fails". The why now says it in one sentence, its bytes from the engine's recipes
+    (the lab's default against Megatron's fp32 reduction), and the sources sit in the note."""
+    from labs.core.catalogue import RECIPES
+    from labs.recipe.inputs import Plan
+
+    g16, g18 = RECIPES[Plan().recipe], RECIPES["adam18"]
+    html = client.get("/episodes/recipe-3d").text
+    why = html.split('id="why-recipe-2"')[1].split("</details>")[0]
+    notes = re.findall(r'<p class="chart-note">.*?</p>', why, flags=re.S)
+    prose = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", re.sub(
+        r'<p class="chart-note">.*?</p>', "", why, flags=re.S)))
+    assert (f"The lab keeps bf16 gradients, {g16.bytes_per_param:g} B a parameter; Megatron-LM's "
+            f"default reduces in fp32, {g18.bytes_per_param:g} B: the lab errs "
+            f"{g18.bytes_per_param - g16.bytes_per_param:g} B a parameter low") in prose
+    for source in ("arguments.py", "NeMo", "torchtitan", "grad_reduce_in_fp32"):
+        assert source not in prose
+    note = " ".join(re.sub(r"<[^>]+>", " ", n) for n in notes)
+    assert "Where this comes from." in note
+    for source in ("accumulate_allreduce_grads_in_fp32", "NeMo", "torchtitan"):
+        assert source in note
