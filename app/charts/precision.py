@@ -48,10 +48,36 @@ PER_PARAM = {  # what holds a recipe's bytes per parameter -> (label, colour)
     "master weights": ("FP32 master weights", LEDGER["master_weights"][1]),
     "Adam moments": ("Adam moments", LEDGER["optimizer_moments"][1]),
 }
-# What only an FP8 recipe keeps on the ledger, and the EP10 step whose guess it answers
-# (templates/partials/_precision.html masks their table cells the same way).
-COPY_KEYS, LEDGER_STEP = ("fp8_weights", "scaling_state"), "step-1"
+# What only an FP8 recipe keeps on the ledger (templates/partials/_precision.html masks
+# their table cells as ledger_figure masks their bars).
+COPY_KEYS = ("fp8_weights", "scaling_state")
 COPY_NAMES = {LEDGER[k][0] for k in COPY_KEYS}
+# The EP10 step whose guess a recipe's figures answer, keyed by the state drawn, not by the
+# chart (issue 36, round-9 cold reading, finding 3: step 1's guess lifted the bytes chart, so
+# the Recipe menu then drew steps 3, 5 and 6's bytes per parameter before their guesses).
+# A recipe's bytes per parameter (the readout, the bytes chart and table), its FP8 copies on
+# the ledger are its step's; a 16-bit recipe other than BF16 is step 1's.
+RECIPE_STEPS = {"fp8-delayed": "step-1", "fp8-params": "step-3", "fp8-blockwise": "step-5",
+                "mxfp8": "step-6"}
+# The page's micro-batches per step (step 8's runs): fewer, where the gradient sync is paid
+# once a step (ZeRO below 3), answer step 9, which asks what one micro-batch does to FP8's
+# gain there (70B on TP 8, ZeRO-1: 1.27x at 16, 1.24x at 8, 1.00x at 1). Under FSDP every
+# micro-batch gathers and scatters its own layers, so step 8's torchao run at one
+# micro-batch (128 GPUs, a 1M-token batch) is step 8's.
+OPEN_MICROBATCHES = 16
+
+
+def recipe_step(recipe: str) -> str | None:
+    """The step whose guess ``recipe``'s bytes answer; None for BF16, the baseline."""
+    return None if recipe == "adam16" else RECIPE_STEPS.get(recipe, "step-1")
+
+
+def speed_step(inp) -> str:
+    """The step whose guess an FP8 step against BF16's answers: step 9's with fewer
+    micro-batches than the page's and a once-a-step gradient sync, else step 8's."""
+    return "step-9" if inp.microbatches < OPEN_MICROBATCHES and inp.zero < 3 else "step-8"
+
+
 COPY_COLOUR, COMPUTE_COLOUR, EXPOSED_FILL = "#e45756", "#4c78a8", "rgba(228,87,86,0.12)"
 
 
@@ -125,13 +151,15 @@ def ledger_figure(result) -> dict:
     if led.recipe != base.recipe:  # BF16 against itself is one bar (the page opens there)
         bars.append((short_recipe(led.recipe), led.parts))
     data, layout = _stacked(bars, LEDGER, gpu, gpu_name)
-    # The FP8-only state answers step 1 (a copy as large as the 16-bit weights: 16 + 2 = 18
-    # bytes a parameter): on the lesson its traces wait for step 1's guess, the rest of the
-    # ledger drawn (lab.js, layout.meta.owners, "partly": never veiled whole; issue 36).
+    # The FP8-only state answers the recipe's step (step 1's delayed scaling: a copy as large
+    # as the 16-bit weights, 16 + 2 = 18 bytes a parameter; step 3's FP8 parameters: copies
+    # as large as the bf16 copy they replace): on the lesson its traces wait for that step's
+    # guess, the rest of the ledger drawn (lab.js, layout.meta.owners, "partly": never
+    # veiled whole; issue 36).
     copies = [i for i, t in enumerate(data) if t["name"] in COPY_NAMES]
     if copies:
         layout["meta"] = {"masked": {}, "partly": True,
-                          "owners": [{"step": LEDGER_STEP, "traces": copies}]}
+                          "owners": [{"step": recipe_step(led.recipe), "traces": copies}]}
         layout["xaxis"]["type"] = "category"  # the copies' bars drawn valueless (EP09's)
     diff = result.extra_bytes
     # The chosen recipe by its name, not its bytes per parameter (EP10 step 1 asks for them).
@@ -177,12 +205,14 @@ def bytes_figure(result) -> dict:
              for r, name in zip(rows, names, strict=True)]
     chosen = next(r for r in result.per_param if r.recipe == result.input.recipe)
     base = next(r for r in result.per_param if r.recipe == "adam16")
-    # Another recipe's bytes answer EP10 step 1 (and 3, 5, 6): on the lesson, until step 1's
-    # guess, the chart is drawn veiled (static/js/lab.js), its total a "?" and no legend (a
-    # "Low-precision copies" entry would say which way it goes); BF16's 16 the question gives.
-    veil = {} if chosen is base else {"meta": {
-        "masked": {"0": " ?", "1": notes[1]["text"]}, "names": {str(i): None for i in
-                                                                  range(len(data))}}}
+    # Another recipe's bytes answer its EP10 step (1, 3, 5 or 6: recipe_step): on the lesson,
+    # until that step's guess, the chart is drawn veiled (static/js/lab.js), its total a "?"
+    # and no legend (a "Low-precision copies" entry would say which way it goes); BF16's 16
+    # the question gives.
+    step = recipe_step(chosen.recipe)
+    veil = {} if step is None else {"meta": {
+        "masked": {"0": " ?", "1": notes[1]["text"]}, "owners": [{"step": step}],
+        "names": {str(i): None for i in range(len(data))}}}
     return {
         "data": data,
         "layout": base_layout(barmode="stack", bargap=0.3, legend=_legend(),
@@ -323,10 +353,11 @@ def speed_figure(result) -> dict:
                    f"BF16 steps in {fmt_ms(s.bf16_step_s)} (MFU {fmt_pct(s.bf16_mfu)}); "
                    f"{name} is a 16-bit recipe and steps as BF16 does: pick an FP8 recipe to "
                    f"compare")
-    # An FP8 step against BF16 answers EP10 step 8 (its opening state is step 8's 8B run):
-    # on the lesson, until step 8's guess, drawn veiled (static/js/lab.js), the legend naming
-    # the two recipes without their steps.
-    veil = {} if sixteen else {"meta": {"masked": {}, "names": {"0": "BF16", "1": name}}}
+    # An FP8 step against BF16 answers EP10 step 8 (its opening state is step 8's 8B run), or
+    # step 9 with fewer micro-batches (speed_step): on the lesson, until that step's guess,
+    # drawn veiled (static/js/lab.js), the legend naming the two recipes without their steps.
+    veil = {} if sixteen else {"meta": {"masked": {}, "owners": [{"step": speed_step(inp)}],
+                                       "names": {"0": "BF16", "1": name}}}
     return {
         "data": data,
         "layout": base_layout(

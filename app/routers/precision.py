@@ -8,7 +8,15 @@ from functools import lru_cache
 
 from fastapi import APIRouter
 
-from app.charts.precision import COPY_KEYS, FINETUNE, LEDGER, LEDGER_STEP, METHODS, short_recipe
+from app.charts.precision import (
+    COPY_KEYS,
+    FINETUNE,
+    LEDGER,
+    METHODS,
+    recipe_step,
+    short_recipe,
+    speed_step,
+)
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -103,7 +111,9 @@ def extra_context(state) -> dict:
         "module_options": tuple(MODULE_LABELS.items()),
         "host_link_options": tuple((k, get_link(k).name) for k in HOST_LINKS),
         "ledger_names": LEDGER, "finetune_names": FINETUNE, "methods": METHODS,
-        "copy_keys": COPY_KEYS, "ledger_step": LEDGER_STEP,
+        # Each figure's mask keyed to the step its state answers (a recipe's, a micro-batch
+        # count's): templates/partials/_precision.html.
+        "copy_keys": COPY_KEYS, "recipe_step": recipe_step, "speed_step": speed_step,
         "short_recipe": short_recipe,
         "degree_options": degree_options(spec, query),
         "seq_options": with_value(SEQ_LENGTHS + (262144,), query.seq_len),

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from app.charts.precision import (
+    OPEN_MICROBATCHES,
     bytes_figure,
     finetune_figure,
     ledger_figure,
@@ -53,7 +54,7 @@ class PrecisionQuery(ModelGpuControls):
                              "micro-batch.")
     recompute: Literal[RECOMPUTE] = Field(
         "selective", description="Activation recomputation (full = gradient checkpointing).")
-    microbatches: Microbatches = 16
+    microbatches: Microbatches = OPEN_MICROBATCHES  # step 8's runs (app/charts/precision.py)
     tp: int = Field(1, ge=1, le=MAX_DEGREE, description="Tensor-parallel degree.")
     pp: int = Field(1, ge=1, le=MAX_DEGREE, description="Pipeline-parallel degree (stages).")
     cp: int = Field(1, ge=1, le=MAX_DEGREE, description="Context-parallel degree.")

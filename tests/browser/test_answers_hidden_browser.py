@@ -35,7 +35,7 @@ from tests.app.test_answers_hidden import (
     reveals,
 )
 from tests.app.test_step_beats import steps
-from tests.browser.helpers import wait_drawn
+from tests.browser.helpers import api_json, commit_guess, follow, look_at, wait_drawn
 
 LESSONS = [v.name for e in EPISODES for v in VIEWS.values() if v.episode == e]
 
@@ -213,3 +213,82 @@ def test_the_check_finds_an_answer_in_text_and_in_a_chart():
     veiled = json.dumps({"data": [{"type": "bar", "name": "FP8", "x": [0.5, 0.5]}],
                          "layout": {"xaxis": {"range": [-0.05, 1.33]}}})
     assert not printed("1.33", "×", chart_text(veiled))
+
+
+EP10 = VIEWS["precision"].episode.path
+# The bench's figures each EP10 step asks for and the state that draws them (round-9 cold
+# reading of EP09-EP10, finding 3): a recipe's bytes per parameter (steps 3, 5, 6, by the
+# Recipe menu) and FP8's gain at one micro-batch (step 9, by the micro-batches slider).
+RECIPE_STEPS = [("fp8-params", 3), ("fp8-blockwise", 5), ("mxfp8", 6)]
+BENCH = """() => ({
+    readout: document.querySelector('[data-testid=bytes-per-param]').innerText,
+    ratio: document.querySelector('[data-testid=speed-ratio]').innerText,
+    veiled: Object.fromEntries([...document.querySelectorAll('.js-plotly-plot')]
+        .map(gd => [gd.id, gd.getAttribute('data-veiled')])),
+})"""
+
+
+def later_answers(page, html: str, guessed: int) -> list[str]:
+    """What of the steps after ``guessed`` (and the drills) the bench now shows, every chart
+    drawn as it is now (a chart out of sight waits: each is scrolled to first)."""
+    for chart in page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')]"
+                               ".map(gd => gd.id)"):
+        look_at(page, chart)
+    found = shown("precision", html, page.evaluate(TEXTS), page.evaluate(PLOTTED))
+    done = {f"step-{n}" for n in range(1, guessed + 1)}
+    return [f for f in found if f.split(":")[0] not in done]
+
+
+def answer_of(page, step: int) -> str:
+    return page.locator(f"#step-{step} form.predict-form").get_attribute("data-answer")
+
+
+def test_ep10s_bench_keeps_each_steps_answer_until_its_own_guess(page, client, live_server):
+    """Step 1's guess lifted every figure of the bytes chart, so the Recipe menu then drew
+    steps 3, 5 and 6's bytes per parameter (the readout, the chart, the table) and their FP8
+    copies on the ledger before those guesses; step 8's lifted the speed chart, so the
+    micro-batches slider at 1 drew step 9's 1.00×. Each figure now waits for the step its
+    state answers."""
+    html = hidden.page(client, EP10)
+    page.goto(EP10)
+    wait_drawn(page)
+    commit_guess(page, 1)
+    for recipe, step in RECIPE_STEPS:
+        page.locator("#input-recipe").select_option(recipe)
+        page.wait_for_url(f"**recipe={recipe}**")
+        wait_drawn(page)
+        found = later_answers(page, html, 1)
+        bench = page.evaluate(BENCH)
+        assert bench["readout"] == "? (BF16: 16)", (recipe, bench["readout"])
+        assert bench["veiled"]["precision-bytes"] == "", recipe  # veiled whole
+        assert bench["veiled"]["precision-ledger"] == f"step-{step}", recipe  # its copies
+        assert not found, f"{recipe} before step {step}'s guess: {found}"
+    # Guessed, each recipe's own figure is drawn: the engine's, as its step's why derives it.
+    for recipe, step in RECIPE_STEPS:
+        commit_guess(page, step, value="1")
+        page.locator("#input-recipe").select_option(recipe)
+        page.wait_for_url(f"**recipe={recipe}**")
+        wait_drawn(page)
+        look_at(page, "precision-bytes")
+        want = api_json(live_server, "precision", f"recipe={recipe}")["ledger"]
+        bench = page.evaluate(BENCH)
+        assert bench["readout"] == f"{want['bytes_per_param']:.3g} (BF16: 16)", recipe
+        assert answer_of(page, step) == f"{want['bytes_per_param']:.3g} bytes", recipe
+        assert bench["veiled"]["precision-bytes"] is None, recipe
+
+    # Step 8's 70B run (TP 8, ZeRO-1), then the micro-batches slider at 1: step 9's state.
+    commit_guess(page, 8)
+    follow(page.locator("#step-8 a.try", has_text="70B, TP 8, ZeRO-1"), "zero=1")
+    page.locator("#input-microbatches").fill("1")
+    page.wait_for_url("**microbatches=1**")
+    wait_drawn(page)
+    found = later_answers(page, html, 8)
+    bench = page.evaluate(BENCH)
+    assert bench["ratio"] == "?" and bench["veiled"]["precision-speed"] == "", bench
+    assert not found, f"micro-batches 1 before step 9's guess: {found}"
+    commit_guess(page, 9)
+    wait_drawn(page)
+    look_at(page, "precision-speed")
+    speed = api_json(live_server, "precision", page.url.split("?", 1)[1])["speed"]
+    assert page.evaluate(BENCH)["ratio"].endswith(f"({speed['speedup']:.2f}×)")
+    assert answer_of(page, 9) == f"{speed['speedup']:.2f}×"
