@@ -262,12 +262,18 @@ def offload_figure(result) -> dict:
     x = ["GPU, no offload", "GPU, offload", "Host, per node"]
     per_node = inp.gpus_on_node
     without, with_ = off.breakdown_without, off.breakdown_with
+    optimizer = ("master_weights", "optimizer_moments")
+    # Host RAM holds the optimizer's state and, beside it, an fp32 gradient buffer the CPU's
+    # Adam reads (labs.memory.lab.HOST_GRAD_BYTES): the host's bytes less the optimizer's.
+    host_grads = off.host_bytes_per_node - per_node * sum(without[k] for k in optimizer)
     data = []
     for key in SHOWN:
         label, colour = COMPONENTS[key]
         host = 0.0
-        if key in ("master_weights", "optimizer_moments"):
+        if key in optimizer:
             host = without[key] * per_node
+        elif key == "gradients":
+            host = host_grads
         values = [without[key], with_[key], host]
         if not any(values):
             continue
@@ -290,7 +296,8 @@ def offload_figure(result) -> dict:
             **gpu_memory_line(gpu / 1e9, f"{short_gpu_name(inp.gpu.name)}: {fmt_bytes(gpu)}"),
         ),
         "summary": (
-            f"Offload moves {fmt_bytes(off.host_bytes_per_gpu)} per GPU to the host, "
+            f"Offload puts {fmt_bytes(off.host_bytes_per_gpu)} per GPU in host RAM (the "
+            f"optimizer's state and an fp32 gradient buffer), "
             f"{fmt_bytes(off.host_bytes_per_node)} per node of {per_node} GPUs; the GPU drops "
             f"from {fmt_bytes(off.gpu_bytes_without)} to {fmt_bytes(off.gpu_bytes_with)}. "
             f"PCIe carries {fmt_bytes(off.pcie_down_bytes + off.pcie_up_bytes)} per step "

@@ -1,5 +1,6 @@
 """EP03 Sharding state, ZeRO and FSDP: page, embeds and JSON for the ZeRO lab."""
 
+from dataclasses import replace
 from functools import lru_cache
 from typing import Literal
 
@@ -225,6 +226,24 @@ def facts() -> dict:
 
 
 @lru_cache(maxsize=1)
+def adam_sizing() -> dict:
+    """Step 7's limit: CPU Adam for each offload case the step shows, run through the engine
+    (labs.zero.lab.simulate_zero) at host bandwidths other than the datasheet's: the bytes the
+    node's memory moves, the update at 100 GB/s, and the step if CPU Adam reaches half the
+    peak (no measured CPU Adam rate on this CPU is among the lab's sources)."""
+    out = {}
+    for key in ("offload_one", "offload"):
+        result = facts()[key]["result"]
+        inp = result.input
+        at_100 = simulate_zero(replace(inp, host_memory_bandwidth=100e9))
+        half = simulate_zero(replace(inp, host_memory_bandwidth=inp.host_memory_bandwidth / 2))
+        out[key] = {"node_bytes": result.offload.adam_bytes * inp.gpus_on_node,
+                    "at_100": at_100.offload.adam_seconds, "half_step": half.step_seconds,
+                    "grows": half.step_seconds - result.step_seconds}
+    return out
+
+
+@lru_cache(maxsize=1)
 def opening_mfu() -> float:
     """The lab's MFU at the opening state (70B, ZeRO-3 on 32 H100s): step 5 sets it against
     published H100 runs."""
@@ -257,6 +276,7 @@ def extra_context(state) -> dict:
         "megatron_compute": megatron_compute(),
         "a100_peak": get_gpu(GPU).bf16_flops, "llama3_mfu": LLAMA3_MFU,
         "facts_mfu": opening_mfu(),
+        "adam_sizing": adam_sizing(),  # step 7's limit: CPU Adam below the datasheet's peak
     }
 
 

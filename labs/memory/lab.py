@@ -6,7 +6,9 @@ Sources, cited where each formula is used:
   (the recipes are records in ``labs.core.catalogue``, the low-precision ones too: their FP8
   weight copies are billed with the weights, their FP8-saved linear inputs with the
   activations, TransformerEngine's amax history per FP8 tensor with the weights);
-- ZeRO stages 1/2/3: Rajbhandari et al. 2020, Figure 1;
+- ZeRO stages 1/2/3: Rajbhandari et al. 2020, Figure 1; optimizer offload (ZeRO-Offload, Ren
+  et al. 2021, arXiv:2101.06840) as DeepSpeed runs it: the fp32 optimizer state and an fp32
+  gradient partition in host RAM (``HOST_GRAD_BYTES``);
 - activations, per layer and per pipeline rank: ``labs.model.activations`` (Korthikanti et al. 2022;
   Megatron-LM's theoretical memory estimate; Narayanan et al. 2021 for 1F1B);
 - the weights each pipeline rank holds: ``labs.schedules.stages``; layout rules, ``labs.parallel``;
@@ -95,6 +97,13 @@ def workspace_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1, tp: in
 FP8_TENSORS_PER_GEMM = 5
 SCALE_ENTRIES = 2  # scale and scale_inv
 FP32_BYTES = 4
+# Optimizer offload's fp32 gradient partition in host RAM, per parameter of the rank's shard:
+# DeepSpeed allocates it on the offload device as the fp32 partition's .grad, pinned, and keeps
+# it between steps (deepspeed/runtime/zero/stage_1_and_2.py initialize_optimizer_states:
+# single_grad_partition on self.device, 'cpu' under cpu_offload; stage3.py
+# initialize_optimizer_states: subgroup_gradient_buffer under offload_optimizer). Its own
+# estimators count it too: 16 B a parameter of host RAM, 4 of gradient beside the optimizer's 12.
+HOST_GRAD_BYTES = FP32_BYTES
 
 
 def gemms_per_gpu(inp: MemoryInput, layers: int, moe_layers: int) -> float:
@@ -146,7 +155,10 @@ def _stage_bill(inp: MemoryInput, sp: StageParams, r: Recipe) -> StageBill:
         optimizer = {"master_weights": sharded(r.master_weights, 1),
                      "optimizer_moments": sharded(r.optimizer_moments, 1)}
         if inp.offload:
-            host = sum(optimizer.values())
+            # ZeRO-Offload keeps the optimizer's fp32 state in host RAM and, beside it, an fp32
+            # gradient partition the CPU's Adam reads (``HOST_GRAD_BYTES``), sharded as the
+            # optimizer state is.
+            host = sum(optimizer.values()) + sharded(HOST_GRAD_BYTES, 1)
         else:
             bill.update(optimizer)
         p, mb = inp.pp, inp.pipeline_microbatches

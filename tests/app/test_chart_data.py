@@ -750,6 +750,7 @@ def test_zero_memory_and_traffic_stacks_reach_each_total(kind):
     sums = stack_sums(stack)
     close(sums[:2], [sum(off.breakdown_without.values()) / 1e9,
                      sum(off.breakdown_with.values()) / 1e9], 6e-4 * len(stack), "GPU GB")
+    close(sums[2:], [off.host_bytes_per_node / 1e9], 6e-4 * len(stack), "host GB")
 
 
 # EP11 (failures) ----------------------------------------------------------------------------

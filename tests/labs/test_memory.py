@@ -172,7 +172,8 @@ def test_offload_moves_optimizer_state_to_host():
     on_gpu = ledger(dp=8, zero=1)
     offloaded = ledger(dp=8, zero=1, offload=True)
     moved = on_gpu.breakdown["master_weights"] + on_gpu.breakdown["optimizer_moments"]
-    assert offloaded.host_bytes == pytest.approx(moved)
+    # host RAM also holds DeepSpeed's fp32 gradient partition, 4 B a parameter of the shard
+    assert offloaded.host_bytes == pytest.approx(moved + 4 * L70.params / 8)
     assert offloaded.breakdown["master_weights"] == offloaded.breakdown["optimizer_moments"] == 0
     for key in ("weights", "gradients", "activations"):
         assert offloaded.breakdown[key] == on_gpu.breakdown[key]
