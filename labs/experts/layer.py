@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TypeVar
 
 from labs.experts.inputs import MoEInput, Routing
 from labs.experts.routing import deepep_traffic, ep_span, pick_chances, whole_tokens
@@ -57,6 +58,14 @@ def expert_seconds(model: ModelSpec, gpu: GPUSpec, tokens: int | tuple[int, ...]
 
 
 Traffic = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]
+PerExpert = TypeVar("PerExpert", list[int], tuple[int, ...])
+
+
+def _by_rank(per_expert: PerExpert, ep: int) -> list[PerExpert]:
+    """``per_expert`` (one value per expert) cut into each EP rank's experts: rank r holds
+    experts r·E/EP ... (r+1)·E/EP − 1 (module docstring)."""
+    size = len(per_expert) // ep
+    return [per_expert[r * size:(r + 1) * size] for r in range(ep)]
 
 
 def _deepep(inp: MoEInput, skew: float, per_node: int, local: list[int], kept: list[int],
@@ -64,9 +73,8 @@ def _deepep(inp: MoEInput, skew: float, per_node: int, local: list[int], kept: l
     """Bytes each EP rank receives and sends in one DeepEP dispatch, and its time: the
     network and NVLink legs side by side, the slower of receiving and sending."""
     m, ep = inp.model, inp.ep
-    per_gpu = m.experts // ep
-    share = [sum(kept[g * per_gpu:(g + 1) * per_gpu])
-             / max(1, sum(local[g * per_gpu:(g + 1) * per_gpu])) for g in range(ep)]
+    share = [sum(k) / max(1, sum(n))
+             for k, n in zip(_by_rank(kept, ep), _by_rank(local, ep), strict=True)]
     legs = deepep_traffic(inp, pick_chances(m.experts, m.top_k, skew)[0], per_node, share)
     nodes = ep_span(ep, per_node)[1]
     received = tuple((a + b) * token_bytes for a, b, _, _ in legs)
@@ -98,12 +106,10 @@ def _alltoall(inp: MoEInput, on_gpu: list[int], total_kept: int,
 def expert_compute(inp: MoEInput, model: ModelSpec, copies: tuple[int, ...]) -> tuple[float, ...]:
     """Each EP rank's expert forward (``expert_seconds``) on ``copies``, the token copies
     each of ``model``'s experts keeps over the EP group, at the state's GEMM rates."""
-    ep = inp.ep
-    per_gpu = model.experts // ep
     gpu = with_matmul_efficiency(inp.cluster, inp.mfu).gpu
     # Every GPU but the hot expert's keeps the same counts, or one more on a few experts (the
     # chances are equal past expert 0): each distinct set of counts is timed once.
-    counts = [copies[g * per_gpu:(g + 1) * per_gpu] for g in range(ep)]
+    counts = _by_rank(copies, inp.ep)
     timed = {c: expert_seconds(model, gpu, c, inp.etp) for c in dict.fromkeys(counts)}
     return tuple(timed[c] for c in counts)
 
@@ -134,13 +140,12 @@ def _route_kept(key: _RouteKey) -> Routing:
 
 def _route(inp: MoEInput, skew: float, per_node: int) -> Routing:
     m, ep = inp.model, inp.ep
-    per_gpu = m.experts // ep
     local = whole_tokens(inp.tokens, pick_chances(m.experts, m.top_k, skew))
     cap = (math.ceil(inp.capacity_factor * inp.tokens * m.top_k / m.experts)
            if inp.capacity_factor else None)
     kept = [n if cap is None else min(n, cap) for n in local]
     # Every GPU of the group routes alike, so each expert gets EP times one GPU's share.
-    on_gpu = [sum(kept[g * per_gpu:(g + 1) * per_gpu]) for g in range(ep)]
+    on_gpu = [sum(block) for block in _by_rank(kept, ep)]
     token_bytes = m.hidden * ACTIVATION_BYTES
     # The local experts' forward GEMMs on the tokens each keeps, one grouped GEMM at the
     # shapes' measured rates (labs.hardware.kernels: few tokens an expert leave it waiting on
