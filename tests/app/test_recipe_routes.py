@@ -270,9 +270,11 @@ def test_the_efficiency_product_multiplies_as_printed_and_the_drill_answers_it(c
     why = re_.sub(r"<[^>]+>", "", page.split("Efficiency is a product of parts")[1]
                   .split("The chart's table")[0])
     shown = [float(v) for v in re_.findall(r"(\d+\.\d)%", why)]
-    tp, pp, dp, big, small, total = shown  # three parts, their product, the rest's, the whole
-    assert abs(tp * pp * dp / 1e4 - big) <= 0.1
-    assert abs(big * small / 100 - total) <= 0.1
+    # three parts, TP × bubble, the small losses', the whole; then the whole's factors again
+    tp, pp, dp, tp_pp, small, total, *factors = shown
+    assert factors == [tp_pp, dp, small]
+    assert abs(tp * pp / 100 - tp_pp) <= 0.1
+    assert abs(tp_pp * dp * small / 1e4 - total) <= 0.1
     drill = next(d for d in VIEW.drills if d.id == "recipe-efficiency")
     question = [float(v) for v in re_.findall(r"\b0\.\d{4}\b", drill.question)]
     assert len(question) == 5
@@ -1818,3 +1820,24 @@ def test_round_8_step_2s_why_says_the_gradient_bytes_in_one_sentence(client):
     assert "Where this comes from." in note
     for source in ("accumulate_allreduce_grads_in_fp32", "NeMo", "torchtitan"):
         assert source in note
+
+
+def test_round_8_step_1_bridges_the_textbooks_76_percent_to_the_labs_efficiency(client):
+    """Round-8 cold reading of EP08, item 17: the curriculum's ≈76% (≈0.90 TP × 16/19) is TP ×
+    bubble, a product step 1 never showed. Step 1 now gives it, then the factors that bring it
+    to the plan's efficiency, each the engine's part, and the printed factors multiply to the
+    printed efficiency."""
+    from app.routers.recipe import facts
+
+    seed = facts()["seed"]["api"]
+    parts, pct = seed["parts"], "{:.1%}".format
+    tp_pp = parts["tp"] * parts["pp"]
+    small = parts["stages"] * parts["sends"] * parts["optimizer"]
+    assert parts["cp"] == parts["ep"] == 1
+    assert tp_pp * parts["dp"] * small == pytest.approx(seed["efficiency"], rel=1e-9)
+    step = _step_text(_page_text(client), 1)
+    assert f"TP × bubble = {pct(tp_pp)}, the textbook estimate" in step
+    bridge = f"{pct(small)} together) bring it to {pct(seed['efficiency'])} : "
+    assert bridge + f"{pct(tp_pp)} × {pct(parts['dp'])} × {pct(small)}." in step
+    shown = math.prod(float(pct(x)[:-1]) / 100 for x in (tp_pp, parts["dp"], small))
+    assert pct(shown) == pct(seed["efficiency"])
