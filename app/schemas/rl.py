@@ -59,8 +59,11 @@ class PlacementAnswer(BaseModel):
                                        "PCIe (0 for separate pools).")
     rollout_parts: dict[str, float] = Field(description="The rollout's parts: prefill_s, "
                                             "and the fullest decode engine's "
-                                            "decode_weights_s, decode_kv_s (HBM reads at the "
-                                            "lab's 80% of the datasheet rate) and "
+                                            "decode_weights_s (decode_weight_bytes a GPU reads "
+                                            "a step: what it holds of the parts every token "
+                                            "passes, and the touched share of its routed "
+                                            "experts), decode_kv_s (both HBM reads of one GPU, "
+                                            "at the lab's 80% of the datasheet rate) and "
                                             "decode_compute_s (decode takes max(weights + kv, "
                                             "compute)), its decode_requests and "
                                             "experts_touched (the share of a MoE layer's "

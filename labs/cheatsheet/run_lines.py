@@ -4,6 +4,7 @@ lines.py (EP01-EP07): one function per formula, each returning the worked exampl
 result as the lab that teaches the formula computes them; each group cites its papers."""
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from labs.cheatsheet.inputs import Term
 from labs.cheatsheet.lines import ledger_of
@@ -21,7 +22,7 @@ from labs.recipe.lab import evaluate
 from labs.rl.inputs import RLPlacementInput
 from labs.rl.lab import compute_rl_placement
 from labs.rl.recipes import recipes
-from labs.rl.serving import engine_memory
+from labs.rl.serving import ServingLayout, engine_memory
 
 RL_EXAMPLE = "glm-4-9b"  # EP09's colocation line needs an RL recipe (labs/presets/rl_recipes)
 
@@ -104,11 +105,26 @@ def step_time(inp):
 
 # ---- EP09 RL placement (slime/verl recipes; vLLM/SGLang serving memory) ----
 
+def serving_layout(inp) -> ServingLayout | None:
+    """A MoE engine of ``inp.tp`` GPUs under attention data parallelism, one GPU a group (the
+    cache's ⌈c / TP⌉ whole requests a GPU), with the SGLang flags of the model's EP09 recipe
+    (SGLang's defaults for a model without one): its weights are placed as EP09 step 3
+    places them (``labs.rl.serving.serving_weight_parts``), not split evenly. A dense engine:
+    None (TP splits everything)."""
+    if not inp.model.is_moe:
+        return None
+    rec = next((r for r in recipes().values() if r.model == inp.model.id), None)
+    return replace((rec.serving if rec else None) or ServingLayout(), attn_dp=inp.tp)
+
+
 def serving(inp):
-    e = engine_memory(inp.model, inp.tp, inp.micro_batch * 8, inp.seq_len)
+    layout = serving_layout(inp)
+    e = engine_memory(inp.model, inp.tp, inp.micro_batch * 8, inp.seq_len, layout=layout)
     held = (f"⌈{e.concurrency} / {inp.tp}⌉ whole requests" if inp.model.is_moe  # DP attention
             else f"{e.concurrency} requests")
-    return ((Term("weights", e.weights, "bytes", f"2·P / {inp.tp} GPUs"),
+    placed = (f"2·P / {inp.tp} GPUs" if layout is None else
+              f"experts / {inp.tp} GPUs, the rest as DP attention places it (EP09 step 3)")
+    return ((Term("weights", e.weights, "bytes", placed),
              Term("KV", e.kv_cache, "bytes", f"{held} × {e.context:,} tokens"),
              Term("workspace", e.workspace, "bytes", "activations of a prefill chunk")),
             Term("per GPU", e.total, "bytes", "one serving engine GPU"))

@@ -30,6 +30,7 @@ from labs.rl.inputs import Check, Phase, Pool, RLPlacementInput, RLPlacementResu
 from labs.rl.serving import (
     EngineMemory,
     attention_groups,
+    decode_weight_bytes,
     engine_memory,
     per_engine,
     serving_weight_parts,
@@ -102,15 +103,18 @@ def _replicas(inp: RLPlacementInput, bill) -> dict:
 
 def _rollout_parts(inp: RLPlacementInput) -> dict:
     """The rollout's parts (EP09 step 5 derives its times from them): prefill, the fullest
-    decode engine's weight reads, cache reads and GEMMs, its requests and the share of the
-    routed experts its decode steps visit; with a prefill/decode split, the KV move too."""
+    decode engine's weight reads (and the bytes one of its GPUs reads a step), cache reads and
+    GEMMs, its requests and the share of the routed experts its decode steps visit; with a
+    prefill/decode split, the KV move too."""
     if inp.placement == "separate-pd":
         prefill, decode, kv_move, batch = pd_parts(inp)
         extra = {"kv_move_s": kv_move}
     else:
         prefill, decode = rollout_parts(inp)
         batch, extra = per_engine(inp.samples, inp.engine_count + inp.external_engines), {}
+    read = decode_weight_bytes(inp.model, inp.engine_gpus, batch, inp.serving)
     return {"prefill_s": prefill, "decode_weights_s": decode.weights,
+            "decode_weight_bytes": read,
             "decode_kv_s": decode.kv_cache, "decode_compute_s": decode.compute,
             "decode_requests": batch, "experts_touched": touched_expert_share(inp.model, batch),
             **extra}

@@ -30,9 +30,15 @@ Time (an estimate in the roofline spirit, Williams et al. 2009): prefill is comp
 2·N_active FLOPs per prompt token at PREFILL_MFU of the BF16 peak; each decode step is bound by
 max(bytes read / HBM bandwidth, 2·N_active·batch / peak): the weights the batch touches (a MoE
 batch of c tokens touches E·(1-(1-k/E)^c) experts per layer under uniform routing) plus the KV
-cache read once per step (a MoE engine's busiest GPU reads its own whole requests' cache, and
-the engine's step, synchronised by the experts' all-to-all, waits for it). Every response is
-assumed to run to the length limit (an upper bound).
+cache read once per step. Each GPU reads its own HBM, and the engine's step, synchronised by the
+experts' all-to-all (a dense engine's by TP's all-reduces), waits for the slowest, so a step
+takes one GPU's reads at one GPU's bandwidth: the weights it holds (``serving_weight_parts``,
+the memory chart's own per-GPU parts: under DP attention the attention, dense layers and shared
+experts each GPU keeps whole or split over its group, and its share of the routed experts, of
+which the batch visits the touched share; the embedding is counted whole, though a lookup
+reads only its tokens' rows: errs slow by that), and its cache (a MoE engine's busiest GPU
+holds its own whole requests'). Every response is assumed to run to the length limit (an
+upper bound).
 """
 
 from __future__ import annotations
@@ -196,17 +202,32 @@ class DecodeParts:
         return max(self.weights + self.kv_cache, self.compute)
 
 
+def decode_weight_bytes(model: ModelSpec, engine_gpus: int, batch: int,
+                        layout: ServingLayout | None) -> float:
+    """bf16 bytes one engine GPU reads from its own weights in a decode step of ``batch``
+    tokens: every part it holds (``serving_weight_parts``, as the memory chart counts them)
+    but its routed experts, and of those the share the batch visits. An even split (no
+    layout, a dense model) reads the touched weights / E."""
+    parts = serving_weight_parts(model, engine_gpus, layout)
+    if "routed_experts" not in parts:
+        return touched_weight_bytes(model, batch) / engine_gpus
+    routed = parts["routed_experts"]
+    return WEIGHT_BYTES * (sum(parts.values()) - routed
+                           + touched_expert_share(model, batch) * routed)
+
+
 def decode_parts(model: ModelSpec, gpu: GPUSpec, bandwidth: float, engine_gpus: int,
                  batch: int, prompt_len: int, response_len: int, kv_dtype: str,
                  layout: ServingLayout | None = None) -> DecodeParts:
-    """Where one engine's ``response_len`` decode steps for ``batch`` requests spend time.
-    The weights are read as the engine's whole bf16 model over all its GPUs' bandwidth (an
-    even split: the replicas DP attention keeps are not timed)."""
+    """Where one engine's ``response_len`` decode steps for ``batch`` requests spend time:
+    each step one GPU's weight reads (``decode_weight_bytes``) and cache reads at one GPU's
+    achieved bandwidth."""
     if batch < 1:
         return DecodeParts(0.0, 0.0, 0.0)
     mean_context = prompt_len + response_len / 2  # the cache grows linearly over the run
     rate = engine_gpus * bandwidth * HBM_EFFICIENCY
-    weights = touched_weight_bytes(model, batch) / rate
+    weights = decode_weight_bytes(model, engine_gpus, batch, layout) / (bandwidth
+                                                                        * HBM_EFFICIENCY)
     if model.is_moe:  # DP attention: each GPU of the busiest group reads its requests' cache
         groups, group = attention_groups(engine_gpus, layout)
         kv = (kv_cache_bytes(model, 1, dp_attention_requests(batch, groups), tp=group)

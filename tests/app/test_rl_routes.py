@@ -586,3 +586,27 @@ def test_round_9_step_3_predicts_from_what_it_needs_and_tables_the_weights(clien
     assert (f"every decode step reads the {rest / 1e9:.1f}B × 2 B = {2 * rest / 1e9:.1f} GB of "
             "attention, dense layers and shared experts a GPU holds") in limit
     assert f"{dense / 1e9:.1f}B × 2 B ÷ {e} = {2 * dense / e / 1e6:.0f} MB a GPU" in limit
+
+
+def test_round_9_step_5_times_rs_weight_reads_from_what_each_gpu_holds(client):
+    """The decode's weight reads follow the memory chart (issue 36, s45): R1 on 4 engines
+    reads, each step, the attention, dense layers and shared experts a GPU holds (step 3's
+    table) and the touched share of its routed experts, at one GPU's rate; step 5 builds the
+    seconds from those figures, each the API's."""
+    a = client.get("/api/placement", params={"preset": "deepseek-r1", "placement": "separate",
+                                              "engines": 4}).json()
+    parts, w = a["rollout_parts"], a["serving_weights"]["params"]
+    routed = 2 * w["routed_experts"]
+    held = 2 * sum(w.values()) - routed
+    read = parts["decode_weight_bytes"]
+    assert read == pytest.approx(held + parts["experts_touched"] * routed, rel=1e-9)
+    assert read == pytest.approx(a["pools"][1]["breakdown"]["weights"]
+                                 - (1 - parts["experts_touched"]) * routed, rel=1e-9)
+    rate = 0.8 * 3.35e12
+    assert parts["decode_weights_s"] == pytest.approx(4096 * read / rate, rel=1e-9)
+    five = _steps(client)[5]
+    assert (f"A GPU holds {held / 1e9:.1f} GB of attention, dense layers and shared experts"
+            in five)
+    assert f"{routed / 1e9:.1f} GB of routed experts (653.9B × 2 B ÷ 64)" in five
+    assert (f"4,096 × {read / 1e9:.1f} GB ÷ 2.68 TB/s = {parts['decode_weights_s']:.2f} s"
+            in five)

@@ -231,3 +231,26 @@ def test_the_interval_and_goodput_lines_are_ep11s_lab():
     # e^((τ+b)/M) − 1 times too often, each failure costing M + R on average.
     assert value(lines, "goodput") == pytest.approx(tau / ((m + r) * math.expm1((tau + b) / m)))
     assert lines["goodput"].formula == "τ / ((M + R)·(e^((τ+b)/M) − 1))"
+
+
+def test_the_serving_line_places_a_moes_weights_as_ep09_step_3_does():
+    """The serving line's MoE cache keeps ⌈c / TP⌉ whole requests a GPU (attention data
+    parallelism, a GPU a group), but its weights split evenly, 2·P / TP, which no GPU under
+    DP attention holds (issue 36, s45: one computation). A MoE's weights now come from EP09's
+    serving_weight_parts under the same layout, with its recipe's SGLang flags: more than the
+    even split; a dense model's stay 2·P / TP."""
+    from dataclasses import replace
+
+    from labs.rl.recipes import get_recipe
+    from labs.rl.serving import ServingLayout, serving_weight_bytes
+
+    for model, layout in (("deepseek-r1", get_recipe("deepseek-r1").serving),
+                          ("mixtral-8x7b", ServingLayout())):
+        m = get_model(model)
+        terms = {t.symbol: t for t in sheet(model)["serving"].terms}
+        placed = serving_weight_bytes(m, 8, replace(layout, attn_dp=8))
+        assert terms["weights"].value == pytest.approx(placed, rel=1e-12)
+        assert terms["weights"].value > 1.1 * 2 * m.params / 8
+        assert "DP attention" in terms["weights"].meaning
+    dense = {t.symbol: t for t in sheet("llama-3.1-70b")["serving"].terms}["weights"]
+    assert dense.value == pytest.approx(2 * LLAMA70.params / 8, rel=1e-12)

@@ -317,10 +317,35 @@ def test_a_prefill_decode_split_adds_up_from_its_parts():
     assert (f["decode_requests"], p["decode_requests"]) == (16, 22)
     assert f["experts_touched"] == pytest.approx(1 - (1 - 8 / 256) ** 16)
     assert p["experts_touched"] == pytest.approx(1 - (1 - 8 / 256) ** 22)
-    r1 = get_model("deepseek-r1")
-    rate = 64 * memory_bandwidth(get_gpu("h100-sxm")) * HBM_EFFICIENCY
-    for parts in (f, p):
-        read = 2 * (r1.dense_params + parts["experts_touched"] * r1.expert_params)
+    # Each step reads one GPU's weights at one GPU's rate: what the memory chart says it holds,
+    # less the routed experts its tokens do not visit.
+    rate = memory_bandwidth(get_gpu("h100-sxm")) * HBM_EFFICIENCY
+    for result, parts in ((four, f), (split, p)):
+        held = result.rollout_breakdown["weights"]
+        routed = 2 * result.serving_weights["params"]["routed_experts"]
+        read = held - (1 - parts["experts_touched"]) * routed
+        assert parts["decode_weight_bytes"] == pytest.approx(read, rel=1e-12)
         assert parts["decode_weights_s"] == pytest.approx(
             experiment().response_len * read / rate, rel=1e-12)
     assert split.rollout_seconds > four.rollout_seconds
+
+
+def test_the_decode_reads_the_weights_each_gpu_holds():
+    """The decode timed its weight reads as the engine's model spread evenly over its GPUs,
+    while DP attention keeps attention, dense layers and shared experts whole or split over a
+    group on every GPU (issue 36, s45): R1 on 4 engines read 2 x (17.1B + 39.8% of 653.9B) /
+    64 GPUs a step, 0.53 GB of its dense part where each GPU holds 14.3 GB. A step now reads
+    one GPU's own weights (the memory chart's, ``serving_weight_parts``) at one GPU's rate;
+    an engine without a layout (a dense model, or the even split) reads as before."""
+    four = compute_rl_placement(recipe_input("deepseek-r1", placement="separate", engines=4))
+    r1, parts = get_model("deepseek-r1"), four.rollout_parts
+    even = 2 * (r1.dense_params + parts["experts_touched"] * r1.expert_params) / 64
+    assert parts["decode_weight_bytes"] > 2 * even
+    w = four.serving_weights["params"]
+    assert parts["decode_weight_bytes"] == pytest.approx(
+        2 * (sum(w.values()) - w["routed_experts"])
+        + 2 * parts["experts_touched"] * w["routed_experts"], rel=1e-12)
+    glm = compute_rl_placement(recipe_input("glm-4-9b"))
+    g = glm.rollout_parts
+    assert g["decode_weight_bytes"] == pytest.approx(
+        2 * get_model("glm-4-9b").params / glm.input.engine_gpus, rel=1e-12)
