@@ -204,11 +204,22 @@ def scale_figure(result) -> dict:
                                   xanchor="left", xshift=8))
     fastest = min((p for p in points if getattr(p, field).finish_days is not None),
                   key=lambda p: getattr(p, field).finish_days)
+    finish_text = (f" and finish in {days:,.3g} days" if days is not None else
+                   " and never finish") + f"; the job finishes soonest on {fastest.gpus:,} GPUs"
     return {
         "data": data,
         "layout": base_layout(
             annotations=labels,  # two stacked plots by their axes' domains (the bundle has no grid)
             shapes=[_log_band(inp.gpus)],
+            # The days panel answers step 7 (how much sooner each doubling finishes: the
+            # flattening line, hovered 33.2 -> 24.5 -> 22.6 days), which step 6's links and the
+            # bad case drew before its guess (round-10 cold reading, EP11 finding 1): its
+            # traces, its label and the summary's days masked until step 7's guess (lab.js,
+            # layout.meta.owners); the goodput panel stays ("partly").
+            meta={"masked": {"1": "? days"} if days is not None else {}, "partly": True,
+                  "owners": [{"step": "step-7", "traces": [1, 3, 5],
+                              "annotations": [1] if days is not None else [],
+                              "summary": [finish_text, " and finish in ? days"]}]},
             margin={"l": 56, "r": 8, "t": 8, "b": 8},
             xaxis={**axis, "title": {"text": ""}, "domain": [0, 1]},
             yaxis={"title": {"text": "goodput, %"}, "range": [0, 100], "domain": [0.56, 1],
@@ -222,9 +233,6 @@ def scale_figure(result) -> dict:
             legend={"orientation": "h", "x": 0, "y": -0.12, "yanchor": "top",
                     "font": {"size": 11}}),
         "summary": (f"Each at its best interval, {inp.save} saves on {inp.gpus:,} GPUs keep "
-                    f"{fmt_pct(mine.goodput)} of the wall clock"
-                    + (f" and finish in {days:,.3g} days" if days is not None else
-                       " and never finish")
-                    + f"; the job finishes soonest on {fastest.gpus:,} GPUs"),
+                    f"{fmt_pct(mine.goodput)} of the wall clock" + finish_text),
     }
 

@@ -292,3 +292,37 @@ def test_ep10s_bench_keeps_each_steps_answer_until_its_own_guess(page, client, l
     speed = api_json(live_server, "precision", page.url.split("?", 1)[1])["speed"]
     assert page.evaluate(BENCH)["ratio"].endswith(f"({speed['speedup']:.2f}×)")
     assert answer_of(page, 9) == f"{speed['speedup']:.2f}×"
+
+
+EP11 = VIEWS["failures"].episode.path
+
+
+def ep11_step_7_found(page, html: str) -> list[str]:
+    """Step 7's answers (its days at 65,536, 131,072 and 262,144 GPUs) the bench now shows,
+    every chart drawn as it is now."""
+    look_at(page, "failures-scale")
+    found = shown("failures", html, page.evaluate(TEXTS), page.evaluate(PLOTTED))
+    return [f for f in found if f.startswith("step-7:")]
+
+
+def test_ep11s_days_panel_waits_for_step_7s_guess(page, client, live_server):
+    """Round-10 cold reading of EP11, finding 1: step 6's links (sync saves at 20 GB/s) and the
+    bad case drew the scale chart's days panel, whose sync line hovered step 7's answer
+    (33.2 -> 24.5 -> 22.6 days at 65,536, 131,072 and 262,144 GPUs) before its guess. The
+    days panel is veiled until step 7's guess; then it draws the engine's days."""
+    html = hidden.page(client, EP11)
+    page.goto(EP11)
+    wait_drawn(page)
+    follow(page.locator("[data-case=bad]"), "storage_bw=")
+    assert not (found := ep11_step_7_found(page, html)), f"the bad case: {found}"
+    assert page.locator("#failures-scale").get_attribute("data-veiled") == "step-7"
+    commit_guess(page, 6)
+    for link in page.locator("#step-6 a.try").all():
+        follow(link, "storage_bw=")
+        assert not (found := ep11_step_7_found(page, html)), f"{page.url}: {found}"
+    commit_guess(page, 7)
+    look_at(page, "failures-scale")
+    want = api_json(live_server, "failures", page.url.split("?", 1)[1])["scale"]
+    days = page.evaluate("() => document.querySelector('#failures-scale').data[1].y")
+    assert days == [round(p["sync"]["finish_days"], 4) for p in want]
+
