@@ -1841,3 +1841,42 @@ def test_round_8_step_1_bridges_the_textbooks_76_percent_to_the_labs_efficiency(
     assert bridge + f"{pct(tp_pp)} × {pct(parts['dp'])} × {pct(small)}." in step
     shown = math.prod(float(pct(x)[:-1]) / 100 for x in (tp_pp, parts["dp"], small))
     assert pct(shown) == pct(seed["efficiency"])
+
+
+def test_round_8_step_10s_why_gives_the_two_gemm_rates_and_the_note_their_sources(client):
+    """Round-8 cold reading of EP08, item 8: step 10's why put six factors in one sentence
+    ("a burst benchmark, 794 of 989 TFLOP/s, times the 0.85 that a power-limited H200, the
+    same chip, keeps, times 0.987 ..."), its benchmarks unnamed, and the H100 SXM and the H200
+    are both 700 W parts. The why now gives the two GEMM rates (from the GPU presets) and
+    their ratio; the note under the table names each benchmark, the 0.987 and what the 0.85
+    is: the H200's sustained over burst matmul rate, carried to the same die at 700 W."""
+    from app.routers.recipe import facts
+    from labs.hardware.gpus import get_gpu
+
+    f = facts()
+    h100, a100 = get_gpu("h100-sxm"), get_gpu("a100-80gb")
+    rh, ra = f["h100"]["api"]["matmul_efficiency"], f["seed"]["api"]["matmul_efficiency"]
+    hk, ak = h100.kernels, a100.kernels
+    assert rh == pytest.approx(hk.matmul_efficiency * hk.matmul_sustain * SLOWEST_GPU)
+    assert ra == pytest.approx(ak.matmul_efficiency * ak.matmul_sustain * SLOWEST_GPU)
+    html = client.get("/episodes/recipe-3d").text
+    why = html.split('id="why-recipe-10"')[1].split("</details>")[0]
+    prose = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", re.sub(
+        r'<p class="chart-note".*?</p>', "", why.split("<table")[0], flags=re.S)))
+    speed = h100.bf16_flops * rh / (a100.bf16_flops * ra)
+    assert (f"the H100 at {rh:.1%} of {h100.bf16_flops / 1e12:.0f} TFLOP/s, the A100 at "
+            f"{ra:.1%} of {a100.bf16_flops / 1e12:.0f}") in prose
+    assert (f"about {speed:.1f} times as fast as the A100 here: "
+            f"{h100.bf16_flops / a100.bf16_flops:.1f} times the peak, at {rh:.1%} of it "
+            f"against {ra:.1%}") in prose
+    for audit in ("burst", "power", "H200", f"{SLOWEST_GPU:.3f}", "benchmark"):
+        assert audit not in prose
+    note = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", why.split('data-testid="gemm-rates"')[1]
+                                       .split("</p>")[0]))
+    assert SLOWEST_GPU == 745 / 755 and "745 against the median's 755 TFLOP/s" in note
+    assert f"{hk.matmul_sustain:.2f} of its burst rate: 702.9 of 828.0 TFLOP/s" in note
+    assert hk.matmul_sustain == pytest.approx(702.9 / 828.0, abs=5e-5)
+    assert "the same die at the same 700 W" in note and "power-limited H200" not in why
+    assert f"{a100.bf16_flops * ak.matmul_efficiency / 1e12:.0f} TFLOP/s, cuBLAS" in note
+    assert "thonking.ai" in note and "mamf-finder" in note
+
