@@ -107,6 +107,9 @@ def facts() -> dict:
         # Step 1's TP time as its two terms: NVLink 3's busBW and NCCL's ring latencies.
         "seed_consts": {"nvlink_busbw": get_link(SEED["intra_link"]).ring_busbw,
                         "lat": simple_ring_latency()},
+        # Step 4's activations a layer, bytes per token per hidden unit (x s·h), as the
+        # engine counts them: its default (selective), the scores kept, Megatron's estimate.
+        "act_consts": act_consts(),
         "full": state(**{**SEED, "recompute": "full"}),
         # Step 11's predict: the seed plan's pipeline as ZB-H1 (EP05 step 5), the global batch
         # kept, so only the bubble moves (a third of 1F1B's); no step-10 link sets it.
@@ -123,6 +126,25 @@ def facts() -> dict:
         **(td := two_d_facts(lesson_state(RecipeQuery, run, to_api))),
         **two_d_aside(state, td),
     }
+
+
+def act_consts() -> dict:
+    """Step 4's activation counts for the worked model at its sequence length, each in bytes
+    per token per hidden unit (the coefficient of s·h), from labs.model.activations:
+    ``selective`` the lab's default (Korthikanti et al. 2022's 34), ``none`` with the
+    attention scores kept (34 + 5as/h), ``megatron`` Megatron-LM's theoretical estimate
+    (18 + 4·ffn/h); ``heads``, ``ffn_ratio``: the model's a and ffn/h."""
+    from labs.model.activations import activation_bytes_per_layer
+
+    model, s = get_model(WORKED["model"]), WORKED["seq_len"]
+    per = s * model.hidden
+
+    def coef(**kw) -> float:
+        return activation_bytes_per_layer(model, s, **kw) / per
+
+    return {"selective": coef(), "none": coef(recompute="none"),
+            "megatron": coef(activation_model="megatron"), "heads": model.heads,
+            "ffn_ratio": model.ffn / model.hidden, "layers": model.layers}
 
 
 def hsdp_consts() -> dict:

@@ -1880,3 +1880,35 @@ def test_round_8_step_10s_why_gives_the_two_gemm_rates_and_the_note_their_source
     assert f"{a100.bf16_flops * ak.matmul_efficiency / 1e12:.0f} TFLOP/s, cuBLAS" in note
     assert "thonking.ai" in note and "mamf-finder" in note
 
+
+def test_round_8_step_4_says_34sh_is_selective_recomputation_and_how_far_megatron_differs(
+        client):
+    """Round-8 cold reading of EP08, item 12: step 4's "34·s·h bytes a layer (EP01's formula
+    for a GPT layer; only approximate for Llama's grouped-query attention and SwiGLU)" hid two
+    choices. It now says 34 is Korthikanti et al.'s sbh(34 + 5as/h) with selective
+    recomputation (the lab's default) dropping the scores' term, and gives the sign and size
+    against Megatron-LM's estimate for Llama (18 + 4·ffn/h = 32), each count the engine's."""
+    from app.charts.units import fmt_bytes, fmt_pct
+    from app.routers.recipe import WORKED, facts
+    from labs.model.activations import activation_bytes_per_layer
+    from labs.model.presets import get_model
+
+    f = facts()
+    model, s = get_model(WORKED["model"]), WORKED["seq_len"]
+    w0 = f["w0"]["api"]["stages"][0]["breakdown"]["activations"]
+    layer = activation_bytes_per_layer(model, s)
+    assert w0 == pytest.approx(model.layers * layer, rel=1e-9)
+    assert layer == pytest.approx(34 * s * model.hidden)  # selective: 34·s·h
+    none = activation_bytes_per_layer(model, s, recompute="none")
+    assert none == pytest.approx(s * model.hidden * (34 + 5 * model.heads * s / model.hidden))
+    meg = activation_bytes_per_layer(model, s, activation_model="megatron")
+    assert meg == pytest.approx(s * model.hidden * (18 + 4 * model.ffn / model.hidden))
+    assert meg < layer  # the lab errs high against Megatron's estimate
+    step = _step_text(_page_text(client), 4)
+    assert "s·h·(34 + 5as/h)" in step and "selective recomputation" in step
+    assert f"= {none / (s * model.hidden):g}·s·h" in step
+    # In bytes, not a share: step 7's predict answers 5.9% (tests/app/test_answers_hidden.py).
+    assert (f"is {meg / (s * model.hidden):g}·s·h, {fmt_bytes(w0 * meg / layer)} against "
+            f"{fmt_bytes(w0)}: against it the lab errs high, by "
+            f"{fmt_bytes(w0 * (1 - meg / layer))}") in step
+    assert fmt_pct(1 - meg / layer) not in step
