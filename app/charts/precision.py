@@ -56,7 +56,7 @@ COPY_NAMES = {LEDGER[k][0] for k in COPY_KEYS}
 # chart (issue 36, round-9 cold reading, finding 3: step 1's guess lifted the bytes chart, so
 # the Recipe menu then drew steps 3, 5 and 6's bytes per parameter before their guesses).
 # A recipe's bytes per parameter (the readout, the bytes chart and table), its FP8 copies on
-# the ledger are its step's; a 16-bit recipe other than BF16 is step 1's.
+# the ledger and its total are its step's; a 16-bit recipe other than BF16 is step 1's.
 RECIPE_STEPS = {"fp8-delayed": "step-1", "fp8-params": "step-3", "fp8-blockwise": "step-5",
                 "mxfp8": "step-6"}
 # The page's micro-batches per step (step 8's runs): fewer, where the gradient sync is paid
@@ -156,16 +156,20 @@ def ledger_figure(result) -> dict:
     # as large as the bf16 copy they replace): on the lesson its traces wait for that step's
     # guess, the rest of the ledger drawn (lab.js, layout.meta.owners, "partly": never
     # veiled whole; issue 36).
-    copies = [i for i, t in enumerate(data) if t["name"] in COPY_NAMES]
-    if copies:
-        layout["meta"] = {"masked": {}, "partly": True,
-                          "owners": [{"step": recipe_step(led.recipe), "traces": copies}]}
-        layout["xaxis"]["type"] = "category"  # the copies' bars drawn valueless (EP09's)
     diff = result.extra_bytes
     # The chosen recipe by its name, not its bytes per parameter (EP10 step 1 asks for them).
     against = "" if led.recipe == base.recipe else (
         f", {short_recipe(led.recipe)} {fmt_bytes(led.total_bytes)}, "
         + (f"{fmt_bytes(diff)} more" if diff > 0 else f"{fmt_bytes(-diff)} less"))
+    copies = [i for i, t in enumerate(data) if t["name"] in COPY_NAMES]
+    if copies:
+        # Its total waits too: less the parts drawn, it is the copies' bytes (round-9 cold
+        # reading, finding 9: 51.4 GB, 5.51 GB less than BF16's 56.9 GB, beside 7.52 GB of
+        # activations saved in FP8, gave step 1's 2.01 GB).
+        layout["meta"] = {"masked": {}, "partly": True, "owners": [{
+            "step": recipe_step(led.recipe), "traces": copies,
+            "summary": [against, f", {short_recipe(led.recipe)} ? per GPU"]}]}
+        layout["xaxis"]["type"] = "category"  # the copies' bars drawn valueless (EP09's)
     return {
         "data": data, "layout": layout, "key": bar_key(data),
         "summary": (

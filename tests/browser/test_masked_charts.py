@@ -8,6 +8,7 @@ carries no value of the figure, the value axis has no ticks, and hovering shows 
 the guess the real figure is drawn, its hover back."""
 
 import json
+import re
 
 import pytest
 
@@ -334,3 +335,68 @@ def test_ep10s_ledger_keeps_the_fp8_copies_until_step_1s_guess(page, live_server
         assert drawn.get("customdata") == given.get("customdata"), given["name"]  # the hover's
     assert page.evaluate(LEDGER_CELLS) == [figures[0], figures[1], *sub]
     assert "1.00 GB" in page.locator("body").inner_text()
+
+
+# A figure in GB, MB or TB as the page prints it ("56.9 GB", "906 MB").
+PRINTED = re.compile(r"(?<![\d.,])(\d{1,3}(?:,\d{3})*(?:\.\d+)?) (TB|GB|MB)(?![A-Za-z])")
+SCALE = {"TB": 1e12, "GB": 1e9, "MB": 1e6}
+# Every figure the screen shows: the page's visible text (a select's list of GPUs aside: a
+# closed select shows its choice), and what each chart plots as text (its hover's custom
+# data, its labels).
+SHOWN = """() => {
+    const selects = [...document.querySelectorAll('select')];
+    selects.forEach(s => { s.style.display = 'none'; });
+    const text = document.body.innerText;
+    selects.forEach(s => { s.style.display = ''; });
+    return [text, ...[...document.querySelectorAll('.js-plotly-plot')].map(gd => JSON.stringify(
+        [gd.data.map(t => [t.customdata, t.text, t.name]),
+         (gd.layout.annotations || []).map(a => a.text)]))].join(' ');
+}"""
+
+
+def figures_shown(page) -> set[tuple[float, float]]:
+    """Each figure on the screen in bytes, with half its last printed place (56.9 GB: 0.05 GB)."""
+    for chart in ("precision-ledger", "precision-bytes", "precision-speed",
+                  "precision-finetune", "precision-offload"):
+        look_at(page, chart)
+    found = set()
+    for number, unit in PRINTED.findall(page.evaluate(SHOWN)):
+        places = len(number.split(".")[1]) if "." in number else 0
+        found.add((float(number.replace(",", "")) * SCALE[unit], SCALE[unit] * 10 ** -places / 2))
+    return found
+
+
+def differences(found, growth: float) -> list[str]:
+    return [f"{a / 1e9:g} GB - {b / 1e9:g} GB" for a, da in found for b, db in found
+            if a != b and abs(a - b - growth) <= da + db]
+
+
+def test_ep10s_opening_screen_does_not_subtract_to_step_1s_state_growth(page, live_server):
+    """EP10 opened on "FP8 delayed scaling: 51.4 GB per GPU, 5.51 GB less than BF16's 56.9 GB",
+    beside the activations it saves in FP8 (7.52 GB): 7.52 - 5.51 = 2.01 GB is the state FP8
+    adds, the copies step 1 asks about (round-9 cold reading of EP09-EP10, finding 9). Its
+    total waits for step 1's guess as its copies do, so before it no two figures on the screen
+    differ by that growth; after it they do, and step 1's why says why the total fell."""
+    body = api_json(live_server, "precision")
+    led, base = body["ledger"]["parts"], body["baseline"]["parts"]
+    growth = led["fp8_weights"] + led["scaling_state"]
+    saved = base["activations"] - led["activations"] - led["activations_fp8"]
+    assert body["extra_bytes"] == pytest.approx(growth - saved, rel=1e-9)  # all that moves
+    page.goto(EP10)
+    wait_drawn(page)
+    # BF16's own state, P x 2, 4 and 8 bytes in both columns, differs by P x 2 B whatever FP8
+    # adds (master weights less gradients): those rows are what the question states.
+    state = {f"{base[k] / 1e9:.3g}" for k in ("weights", "gradients", "master_weights",
+                                              "optimizer_moments")}
+    def own(found):
+        return {(v, d) for v, d in found if f"{v / 1e9:.3g}" not in state}
+
+    before = own(figures_shown(page))
+    assert len(before) > 10, before  # the ledger's activations, the fine-tunes, the offload
+    assert not differences(before, growth), differences(before, growth)
+    commit_guess(page, 1)
+    wait_drawn(page)
+    after = own(figures_shown(page))
+    assert differences(after, growth), "the check finds the subtraction once it is shown"
+    why = page.locator("#why-precision-1").inner_text()
+    assert f"The state grew by 2 bytes a parameter, {growth / 1e9:.3g} GB" in why, why
