@@ -68,6 +68,20 @@ def _rank_key(mask) -> list[list[str]]:
         ["not computed", EMPTY]]
 
 
+def pairs_step(layout: str) -> str:
+    """The guess that lifts a state's pair counts on the lesson: step 2's diagram's (the pairs
+    chart), but a zigzag state's answer step 3 ("exactly as many"), so its wait for step 3
+    (round-10 cold reading of EP06, item 5: the good case printed them before the guess)."""
+    return "step-3" if layout == "zigzag" else "cp-pairs"
+
+
+def _summary_owner(layout: str, text: str, mask_text: str) -> dict:
+    """layout.meta for a chart drawn whole before the guess whose summary alone answers it:
+    no part veiled, the summary's ``text`` shown as ``mask_text`` until the guess."""
+    return {"masked": {}, "partly": True,
+            "owners": [{"step": pairs_step(layout), "summary": [text, mask_text]}]}
+
+
 def mask_figure(mask) -> dict:
     """The causal mask of ``mask.tokens`` tokens; each computed cell in its rank's colour."""
     s, c = mask.tokens, mask.cp
@@ -83,16 +97,18 @@ def mask_figure(mask) -> dict:
     }]
     x, y = _axes(1, s, 0, 0)
     busiest = mask.busiest
+    work = (f"computes {_num(busiest.causal_pairs)} of {mask.total_pairs} causal cells "
+            f"(imbalance {mask.imbalance:.2f})")
     return {
         "data": data,
         "layout": base_layout(xaxis=x, yaxis=y, plot_bgcolor=EMPTY,
-                              margin={"l": 48, "r": 8, "t": 8, "b": 40}),
+                              margin={"l": 48, "r": 8, "t": 8, "b": 40},
+                              meta=_summary_owner(mask.layout, work, "computes ? cells")),
         "key": _rank_key(mask),
         "summary": (
             f"{LAYOUT_NAMES[mask.layout]}, {s} tokens over CP = {c}: each query row is "
             f"computed by the rank holding that token; the busiest, rank {busiest.rank}, "
-            f"computes {_num(busiest.causal_pairs)} of {mask.total_pairs} causal cells "
-            f"(imbalance {mask.imbalance:.2f})"
+            f"{work}"
         ),
     }
 
@@ -120,16 +136,16 @@ def _ulysses_mask(mask) -> dict:
                       "y": 1, "yanchor": "bottom", "showarrow": False, "font": {"size": 11},
                       "text": f"r{i}"})
     more = f"; ranks {n}–{c - 1} likewise" if c > n else ""
+    work = f"{_num(mask.ranks[0].causal_pairs)} of {mask.total_pairs} cells each (imbalance 1.00)"
     return {
         "data": data,
         "layout": base_layout(**axes, annotations=notes, plot_bgcolor=EMPTY,
-                              margin={"l": 48, "r": 8, "t": 24, "b": 40}),
+                              margin={"l": 48, "r": 8, "t": 24, "b": 40},
+                              meta=_summary_owner(mask.layout, work, "? cells each")),
         "key": _rank_key(mask),
         "summary": (
             f"DeepSpeed-Ulysses, {s} tokens over CP = {c}: every rank computes the whole "
-            f"mask for {mask.heads // c} of {mask.heads} heads{more}; "
-            f"{_num(mask.ranks[0].causal_pairs)} of {mask.total_pairs} cells each "
-            "(imbalance 1.00)"
+            f"mask for {mask.heads // c} of {mask.heads} heads{more}; {work}"
         ),
     }
 
@@ -156,10 +172,13 @@ def pairs_figure(mask) -> dict:
         "layout": base_layout(
             # Each bar's pairs above it (c <= 16), masked on the lesson until step 2's guess
             # (layout.meta.masked; round-6 cold reading of EP06, item 1: its "64 tokens, CP 8"
-            # link drew the 484 it asks for on the last bar).
+            # link drew the 484 it asks for on the last bar), a zigzag state's until step 3's
+            # (pairs_step: its even bars are that step's answer).
             annotations=labels_above,
-            **({"meta": {"masked": {str(i): "?" for i in range(len(labels_above))}}}
-               if labels_above else {}),
+            meta={"masked": {str(i): "?" for i in range(len(labels_above))},
+                  **({"owners": [{"step": "step-3", "traces": [0], "shapes": [0],
+                                  "annotations": list(range(len(labels_above)))}]}
+                     if pairs_step(mask.layout) == "step-3" else {})},
             margin={"l": 52, "r": 8, "t": 16, "b": 32},
             xaxis={"type": "category", "fixedrange": True, "tickangle": 0},
             yaxis={"title": {"text": "causal pairs"}, "rangemode": "tozero",

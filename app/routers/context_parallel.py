@@ -11,6 +11,7 @@ from app.charts.context_parallel import (
     crossover_figure,
     mask_figure,
     pairs_figure,
+    pairs_step,
 )
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
@@ -164,6 +165,14 @@ def facts() -> dict:
     }
 
 
+BALANCED_MASK = {
+    "zigzag": "Zigzag: each rank keeps an early chunk and its mirror",
+    "ulysses": "DeepSpeed-Ulysses: each rank attends every token for its own heads",
+    "contiguous": "Contiguous: one slice of the tokens",
+    "allgather": "All-gather: one slice of the tokens",
+}
+
+
 def _p2p_latency(hop: str) -> float:
     """A point-to-point send's start-up, s: NCCL's Simple base latency and one hop."""
     lat = simple_ring_latency()
@@ -185,6 +194,10 @@ def extra_context(state) -> dict:
         "seq_options": with_value(SEQ_OPTIONS, query.seq_len),
         "crossover": cp_crossover(state.result),
         "attention_kv": attention_heads(state.result.input.model),
+        # The guess the pair counts wait for, and the headline's text until then (a balanced
+        # state says how it splits, not that it balances: round-10 cold reading, item 5).
+        "pairs_key": pairs_step(query.layout),
+        "balanced_mask": BALANCED_MASK,
         # Step 8 names the NDR port's rate and NCCL's measured send rate on it, and derives
         # the effective rate B from them and a send's start-up across nodes (NCCL's Simple
         # base latency and one network hop, labs.hardware.nccl: what a p2p send pays).

@@ -64,7 +64,7 @@ BYTES = 2  # bf16 queries, keys, values and outputs
 # kernel model EP08 times its plans with.
 RING_LAYOUTS = ("contiguous", "zigzag")
 LAYOUT_NAMES = {
-    "contiguous": "Contiguous (ring)", "zigzag": "Zigzag (ring, load-balanced)",
+    "contiguous": "Contiguous (ring)", "zigzag": "Zigzag (ring, mirrored chunks)",
     "allgather": "All-gather K/V", "ulysses": "DeepSpeed-Ulysses (all-to-all)",
 }
 

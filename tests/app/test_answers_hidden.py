@@ -313,12 +313,25 @@ def test_no_drill_answer_is_on_a_case_buttons_screen(client, name):
     printed cp-predict-busiest-32's 122 pairs in its table)."""
     path = VIEWS[name].episode.path
     html = page(client, path)
-    ids = [step_id for step_id, _ in steps(html)]
+    found = steps(html)
+    ids = [step_id for step_id, _ in found]
     numbers = [(d.id, *drill_figure(d)) for d in VIEWS[name].drills
                if d.kind in ("predict", "derive")]
     shown = [(drill_id, url, f"{num} {unit}") for url in case_urls(html)
              for drill_id, num, unit in numbers
              if printed(num, unit, screen(client, url, ids, ids[-1]))]
+    # A choice's answer is a word: the phrases that state it (a decide drill's `reveals`, a
+    # step's data-reveals) are no more on a case button's screen, a step's while it is
+    # masked as before that step's guess (round-10 cold reading of EP06, item 5: the good
+    # case headlined zigzag "Balanced: every rank computes 260 …", imbalance 1.00, and the
+    # Layout menu called it "load-balanced", all step 3's answer).
+    for url in case_urls(html):
+        unmasked = screen(client, url, ids, ids[-1]).lower()
+        shown += [(d.id, url, p) for d in VIEWS[name].drills for p in getattr(d, "reveals", ())
+                  if p.lower() in unmasked]
+        for step_id, step in found:
+            text = screen(client, url, ids, step_id, html).lower()
+            shown += [(step_id, url, p) for p in reveals(step) if p.lower() in text]
     assert not shown, shown
 
 

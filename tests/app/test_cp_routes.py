@@ -103,7 +103,9 @@ def test_page_fragment_and_readouts(client):
     html = client.get("/episodes/context-parallel", params={"tokens": 64, "cp": 8}).text
     for chart in ("cp-mask", "cp-pairs", "cp-cost"):
         assert f'data-target="{chart}"' in html
-    assert 'data-testid="imbalance">1.86<' in html  # 484 / 260
+    # 484 / 260, masked until step 2's guess (lab.js: data-after-guess)
+    assert ('data-testid="imbalance"><span class="answer-mask" data-after-guess="cp-pairs">'
+            "1.86<") in html
     frag = client.get("/episodes/context-parallel", params={"layout": "zigzag"},
                       headers={"HX-Request": "true"})
     assert frag.status_code == 200

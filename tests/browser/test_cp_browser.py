@@ -25,11 +25,12 @@ def mask_owners(page) -> list:
 
 
 def bars(page) -> list:
-    """The pairs per rank as drawn. They answer step 2's prediction: before its guess the
-    chart is drawn veiled (static/js/lab.js), so its why is opened first ("show me")."""
+    """The pairs per rank as drawn. They answer step 2's prediction (a zigzag state's, step
+    3's): before its guess the chart is drawn veiled (static/js/lab.js), so the whys are
+    opened first ("show me")."""
     look_at(page, "cp-pairs")
-    page.evaluate("() => { document.querySelector('#step-2 .predict-beat > details.why')"
-                  ".open = true; }")
+    page.evaluate("() => ['#step-2', '#step-3'].forEach(s => { document.querySelector("
+                  "s + ' .predict-beat > details.why').open = true; })")
     page.wait_for_function("() => !document.getElementById('cp-pairs').hasAttribute('data-veiled')")
     return page.evaluate("() => document.querySelector('#cp-pairs').data[0].y")
 
