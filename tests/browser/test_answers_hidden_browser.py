@@ -326,3 +326,22 @@ def test_ep11s_days_panel_waits_for_step_7s_guess(page, client, live_server):
     days = page.evaluate("() => document.querySelector('#failures-scale').data[1].y")
     assert days == [round(p["sync"]["finish_days"], 4) for p in want]
 
+
+def test_ep11s_copy_waits_for_step_3s_guess(page, client):
+    """Round-10 cold reading of EP11, finding 9: step 2's guess lifted the bench's copy row
+    ("347 MB ÷ 64 GB/s = 5.42 ms"), and 16 times it is step 3's answer; on 1,024 GPUs (step
+    1's link) the row printed the answer itself. The copy, and an async save's stop, wait for
+    step 3's guess."""
+    html = hidden.page(client, EP11)
+    page.goto(EP11)
+    wait_drawn(page)
+    commit_guess(page, 1)
+    commit_guess(page, 2)
+    row = page.locator("#failures-section tr", has_text="Copy to host memory").locator("td")
+    assert row.inner_text().endswith("= ? (guess step 3)"), row.inner_text()
+    follow(page.locator("#step-1 a.try", has_text="1,024 GPUs"), "gpus=1024")
+    found = shown("failures", html, page.evaluate(TEXTS), page.evaluate(PLOTTED))
+    assert not [f for f in found if f.startswith("step-3:")], found
+    assert page.locator("[data-testid=block]").inner_text() == "? (guess step 3)"
+    commit_guess(page, 3, value="80")
+    assert row.inner_text().endswith(f"= {answer_of(page, 3)}"), row.inner_text()
