@@ -261,8 +261,9 @@ def test_round5_the_jobs_steps_are_derived_where_first_used(client):
     assert steps == round(15.6e12 / 2**24)
 
 
-MASKED = re.compile(r'<span class="answer-mask" data-after-guess="failures-checkpoint"[^>]*>'
-                    r"[^<]*</span>")
+# Step 2's masks, and step 3's (the copy, an async save's stop: round-10 finding 9).
+MASKED = re.compile(r'<span class="answer-mask" data-after-guess="(?:failures-checkpoint|step-3)"'
+                    r"[^>]*>[^<]*</span>")
 
 
 def test_round5_step_2s_bytes_are_masked_until_its_guess_and_its_links_show_them(client):
@@ -350,3 +351,33 @@ def test_round6_step_7_times_its_65536_gpu_step_on_ep08s_engine(client):
             f"({days:.3g} days)") in text
     assert f"the step is {STEP_S * grown['step_s'] / base['step_s']:.2f} s" in text
     assert "McCandlish" in page[page.index('id="sources"'):]
+
+
+def test_round10_the_goodput_decide_asks_a_state_no_link_draws(client):
+    """Round-10 cold reading, EP11 finding 11: the goodput decide asked about the opening
+    state (async, 16,384 GPUs), whose interval chart hovered each choice's goodput, and its
+    storage choice's feedback said the write is "what no one waits for", where step 3 adds it
+    to the work a failure loses. Its job is now one no try link or case draws (the interval
+    chart draws every interval of a state's job), and the storage feedback names the window."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    from app.lesson_drills.failures import GOODPUT_JOB
+    from app.routers.failures import VIEW
+    from app.routers.failures_state import FailuresQuery
+
+    def job(params) -> dict:
+        return {k: v for k, v in FailuresQuery(**params).model_dump().items() if k != "interval"}
+
+    page = client.get(LESSON).text
+    drawn = [dict(parse_qsl(urlsplit(href.replace("&amp;", "&")).query))
+             for href in re.findall(r'<a class="try[^"]*" href="([^"]+)"', page)]
+    drawn += [VIEW.good.query, VIEW.bad.query, {}]
+    assert len(drawn) > 20
+    decide = next(d for d in VIEW.drills if d.id == "failures-decide-goodput")
+    asked = job(GOODPUT_JOB)
+    assert all(job(params) != asked for params in drawn)
+    assert f"{GOODPUT_JOB['gpus']:,} GPUs" in decide.question
+    storage = next(o for o in decide.judge() if o.key == "storage")
+    base = api(client, **GOODPUT_JOB)["checkpoint"]["lag_s"]
+    assert "no one waits" not in storage.why
+    assert f"({base:.3g} s → {base / 2:.3g} s)" in storage.why
