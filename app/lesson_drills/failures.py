@@ -1,8 +1,8 @@
 """EP11's predict and decide drills (``LESSON_DRILLS["failures"]``)."""
 
+from app.charts.units import fmt_duration
 from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
-from app.charts.units import fmt_duration
 from app.lesson_drills.units import pct
 
 
