@@ -297,6 +297,16 @@
     return { data: data, layout: layout };
   }
 
+  // The meta plotly keeps of a veiled chart (gd.layout.meta, which devtools show): each owner
+  // still to be guessed carries its summary's mask alone. The real text stays in the figure's
+  // script, and the redraw at the guess puts it back (round-9 cold reading of EP09, item 7).
+  function veiledMeta(meta, veil) {
+    var pending = (veil === "all" ? meta.owners || [] : veil).map(function (g) { return g.step; });
+    return Object.assign({}, meta, { owners: (meta.owners || []).map(function (g) {
+      return g.summary && pending.indexOf(g.step) >= 0 ? Object.assign({}, g, { summary: [g.summary[1]] }) : g;
+    }) });
+  }
+
   // What a chart says it shows (aria-label, the status line): while veiled, that its figures
   // wait for the guess (its bench caption's mask where it has one), never the answer.
   // A chart with owners says what it can: each owner's figure still to be guessed is its mask
@@ -344,6 +354,7 @@
     var summary = summaryOf(el, fig);
     if (veil === "all") Object.assign(fig, veiled(fig));
     else if (veil) Object.assign(fig, partlyVeiled(fig, veil));
+    if (veil) fig.layout.meta = veiledMeta(fig.layout.meta, veil);
     var layout = fig.layout || {};
     if (isDark()) {
       // Plotly's own defaults (#444 text and ticks) are unreadable on a dark page.

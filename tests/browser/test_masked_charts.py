@@ -138,6 +138,8 @@ def test_the_pairs_hover_comes_back_with_the_guess(page, live_server):
 # attention line that answers step 7: 512 tokens a rank on 25 Gb/s Ethernet.
 SHORT_ETH = "tokens=64&cp=8&seq_len=4096&layout=zigzag&link=eth-25g"
 VEILED = "(id) => document.getElementById(id).getAttribute('data-veiled')"
+# What plotly keeps of the chart's meta (devtools show it: round-9 cold reading of EP09, item 7).
+META = "(id) => JSON.stringify(document.getElementById(id).layout.meta || {})"
 
 
 @pytest.mark.parametrize("order", [(6, 7), (7, 6)], ids=["6-then-7", "7-then-6"])
@@ -222,6 +224,8 @@ def test_ep09s_memory_chart_waits_for_each_steps_guess(page, live_server):
     assert abs(sum(t["y"][0] for t in parts) - need / 1e9) < 0.01  # the answer, in its parts
     answer = page.locator("#step-4 form.predict-form").get_attribute("data-answer") or \
         f"{need / 1e9:.1f} GB"
+    need_text = next(g for g in real["layout"]["meta"]["owners"]
+                     if g["step"] == "step-4")["summary"][0]
     for guessed in (None, 3, 8):  # nor does another step's guess draw them
         if guessed:
             commit_guess(page, guessed)
@@ -233,6 +237,7 @@ def test_ep09s_memory_chart_waits_for_each_steps_guess(page, live_server):
         assert answer not in caption.inner_text(), guessed
         assert answer not in page.locator(f"#{chart}").get_attribute("aria-label"), guessed
         assert not hover_everywhere(page, chart), guessed
+        assert need_text not in page.evaluate(META, chart), guessed
     groups = {g["step"]: g for g in real["layout"]["meta"]["owners"]}
     assert list(groups) == ["step-4"] and [real["data"][i] for i in groups["step-4"]["traces"]] \
         == parts
@@ -275,10 +280,11 @@ def test_ep09s_memory_chart_waits_for_each_steps_guess(page, live_server):
     part, mask = groups["step-8"]["summary"]
     assert part not in caption.inner_text() and mask in caption.inner_text()
     assert part not in page.locator(f"#{chart}").get_attribute("aria-label")
+    assert part not in page.evaluate(META, chart) and mask in page.evaluate(META, chart)
     assert "training" not in hover_everywhere(page, chart)
     commit_guess(page, 8)
     page.wait_for_function(f"() => !document.getElementById('{chart}').hasAttribute('data-veiled')")
-    assert part in caption.inner_text()
+    assert part in caption.inner_text() and part in page.evaluate(META, chart)
 
 
 EP10 = "/episodes/low-precision"
