@@ -201,8 +201,9 @@ VIEW = LabView(
                       f"({T['kv'] / 1e3:.1f} KB a token); each keeps "
                       f"{T['workspace'] / 1e9:.2f} GB of "
                       f"workspace. Training needs {T['train'] / 1e9:.1f} GB per GPU, and the "
-                      f"switch between the phases keeps {T['overhead'] / 1e9:g} GB. How many "
-                      "GB per GPU does the colocated recipe need?"),
+                      f"switch between the phases keeps {T['overhead'] / 1e9:g} GB (the lab's "
+                      "round estimate, as in step 4). How many GB per GPU does the colocated "
+                      "recipe need?"),
             answer=drill_answer,
             unit="GB",
             hint="Build the serving bill as step 3 does, for engines of "

@@ -610,3 +610,15 @@ def test_round_9_step_5_times_rs_weight_reads_from_what_each_gpu_holds(client):
     assert f"{routed / 1e9:.1f} GB of routed experts (653.9B × 2 B ÷ 64)" in five
     assert (f"4,096 × {read / 1e9:.1f} GB ÷ 2.68 TB/s = {parts['decode_weights_s']:.2f} s"
             in five)
+
+
+def test_round_9_the_r1_drill_calls_the_switchs_gigabyte_an_estimate(client):
+    """Round-9 cold reading of EP09, item 8: the drill's "the switch between the phases keeps
+    1 GB" had lost step 4's "(the lab's round estimate)", so an expert read the 1 GB as
+    measured."""
+    from app.routers.rl import VIEW
+
+    drill = next(d for d in VIEW.drills if d.id == "placement-colocated-r1")
+    overhead = facts()["r1"]["api"]["transition_overhead_bytes"] / 1e9
+    assert f"keeps {overhead:g} GB (the lab's round estimate" in drill.question
+    assert "(the lab's round estimate" in _steps(client)[4]
