@@ -84,7 +84,9 @@ class PlacementAnswer(BaseModel):
                               "expert_params) and one GPU's (dense_params_per_gpu: over TP, "
                               "the replicated whole; expert_params_per_gpu: over EP x "
                               "expert-TP); dense_shard and expert_shard, the groups the "
-                              "distributed optimizer shards their state over. Empty when "
+                              "distributed optimizer shards their state over; "
+                              "host_bytes_per_param, CPU Adam's host RAM a parameter of "
+                              "those shards. Empty when "
                               "the layout does not divide.")
     replicas: dict
     notes: list[str]

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import math
 
+from labs.core.catalogue import RECIPES
 from labs.core.limits import MAX_TRAIN_GPUS
 from labs.memory.inputs import MemoryInput
-from labs.memory.lab import compute_memory
+from labs.memory.lab import HOST_GRAD_BYTES, compute_memory
 from labs.parallel.layout import ParallelLayout, problems
 from labs.rl.cluster import engine_checks, gpu_roles, layout_checks
 from labs.rl.inputs import Check, Phase, Pool, RLPlacementInput, RLPlacementResult
@@ -210,16 +211,20 @@ def _train_stage(bill) -> dict:
     its trainer's bill from it): its layers, and the parameters one of its GPUs holds, the
     routed experts over EP x expert-TP and the rest over TP (norms, routers and the like
     whole), with the groups the optimizer state is sharded over (DP x CP for the rest,
-    expert-DP for the experts)."""
+    expert-DP for the experts) and the host RAM CPU Adam keeps a parameter."""
     if bill is None:
         return {}
     inp = bill.input
     sp = stage_params(inp.model, inp.pp, inp.schedule, inp.virtual, inp.first_stage_layers,
                       inp.last_stage_layers)[bill.heaviest_stage]
     dense_group, expert_group = inp.shard_groups
+    r = RECIPES[inp.recipe]
     return {"rank": sp.rank, "layers": sp.layers, "moe_layers": sp.moe_layers,
             "first": sp.first, "last": sp.last, "tp_split_params": sp.tp_split,
             "replicated_params": sp.replicated, "expert_params": sp.experts,
             "dense_params_per_gpu": sp.tp_split / inp.tp + sp.replicated,
             "expert_params_per_gpu": sp.experts / (inp.ep * inp.etp),
-            "dense_shard": dense_group, "expert_shard": expert_group}
+            "dense_shard": dense_group, "expert_shard": expert_group,
+            # CPU Adam's host RAM a parameter: the fp32 master and moments, and the fp32
+            # gradient copy the CPU's Adam reads (labs.memory.lab.HOST_GRAD_BYTES)
+            "host_bytes_per_param": r.master_weights + r.optimizer_moments + HOST_GRAD_BYTES}

@@ -537,8 +537,8 @@ def test_round_9_step_3_derives_the_trainers_bill_from_its_heaviest_stage(client
     held = st["dense_params_per_gpu"] + st["expert_params_per_gpu"]
     assert 2 * held == pytest.approx(t["weights"], abs=1)
     assert 4 * held == pytest.approx(t["gradients"], abs=1)
-    host = 12 * (st["expert_params_per_gpu"] / st["expert_shard"]
-                 + st["dense_params_per_gpu"] / st["dense_shard"])
+    host = st["host_bytes_per_param"] * (st["expert_params_per_gpu"] / st["expert_shard"]
+                                         + st["dense_params_per_gpu"] / st["dense_shard"])
     assert host == pytest.approx(pool["host_bytes_per_gpu"], abs=1)
     assert st["expert_params_per_gpu"] == pytest.approx(st["expert_params"] / a["ep"])
     three = _steps(client)[3]
@@ -548,7 +548,8 @@ def test_round_9_step_3_derives_the_trainers_bill_from_its_heaviest_stage(client
             in three)
     assert (f"{held / 1e9:.2f}B × 2 B = {t['weights'] / 1e9:.1f} GB, its fp32 gradients × 4 B "
             f"= {t['gradients'] / 1e9:.1f} GB") in three
-    assert (f"12 B × ({st['expert_params_per_gpu'] / 1e9:.2f}B ÷ {st['expert_shard']} + "
+    assert (f"{st['host_bytes_per_param']} B × ({st['expert_params_per_gpu'] / 1e9:.2f}B ÷ "
+            f"{st['expert_shard']} + "
             f"{st['dense_params_per_gpu'] / 1e9:.2f}B ÷ {st['dense_shard']}) = "
             f"{pool['host_bytes_per_gpu'] / 1e9:.1f} GB a GPU") in three
 
