@@ -1401,8 +1401,10 @@ def test_round_6_steps_5_and_8_ask_a_number_not_a_coin_flip(client):
     """Round-6 cold reading of EP08, item 10: step 5 asked 'fits / is still a little over' and
     step 8 'a flag / whatever divides the launched GPUs', two-way choices, step 8's answered
     by step 6's question ('DP is what divides the rest'). Step 5 now asks the GB a GPU of
-    TP8 x DP4 holds (step 4's parts, each divided by TP), step 8 the DP Megatron runs when the
-    seed plan's script is launched on 96 GPUs: each a number the why derives."""
+    TP8 x DP4 holds (step 4's parts, each divided by TP), a number the why derives. Step 8
+    asked the DP Megatron runs on 96 GPUs, one division of the rule the export prints (round
+    8, item 18); it now asks what the unchanged script does there, three ways, none a coin
+    flip: DP 3, and a global batch that does not split, so Megatron stops."""
     from app.charts.units import fmt_bytes
     from app.routers.recipe import facts
 
@@ -1411,12 +1413,24 @@ def test_round_6_steps_5_and_8_ask_a_number_not_a_coin_flip(client):
     five = html.split('id="predict-recipe-5"')[1].split("</form>")[0]
     assert "data-right" not in five and 'class="predict-choices"' not in five
     assert f'data-answer="{fmt_bytes(f["w1"]["api"]["memory_per_gpu_bytes"])}"' in five
-    sp = f["seed"]["params"]
+    # Step 8 (round 8, item 18: the export prints DP's rule, so the DP on 96 GPUs was one
+    # division on screen) asks what the unchanged script does on 96 GPUs: DP 3, and the
+    # export's global batch of 32 does not split into micro-batch × DP pieces.
+    sp, plan = f["seed"]["params"], f["seed"]["api"]["plan"]
+    dp = 96 // (sp["tp"] * sp["pp"])
+    gbs = plan["micro_batch"] * plan["microbatches"] * plan["dp"]
+    export = client.get("/api/export", params=sp).json()["text"]
+    assert f"--global-batch-size {gbs}" in export and f"--micro-batch-size {plan['micro_batch']}" \
+        in export
+    assert gbs % (plan["micro_batch"] * dp) != 0
     eight = html.split('id="predict-recipe-8"')[1].split("</form>")[0]
-    assert "data-right" not in eight and f'data-answer="{96 // (sp["tp"] * sp["pp"])} DP"' in eight
+    assert 'data-right="stops"' in eight and "data-answer" not in eight
     why = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.split('id="why-recipe-8"')[1]
                                      .split("</details>")[0]))
-    assert f"96 ÷ ({sp['tp']} × {sp['pp']}) = {96 // (sp['tp'] * sp['pp'])}" in why
+    assert f"96 ÷ ({sp['tp']} × {sp['pp']}) = {dp}" in why
+    assert (f"{gbs} ÷ ({plan['micro_batch']} × {dp}) is not whole, so the script stops with "
+            f"“global batch size ({gbs}) is not divisible by micro batch size "
+            f"({plan['micro_batch']}) times data parallel size ({dp})”") in why
 
 
 def test_round_6_step_14s_first_link_is_no_state_step_13_sets(client):
