@@ -68,6 +68,7 @@ def facts() -> dict:
         # Step 7: the same 65,536 GPUs with the step EP08's engine times on the fixed batch.
         "slow_64k_engine": engine_step_state(state, 65_536, **slow),
         "engine_64k": scaled_step(65_536 // LLAMA3_REPLICA),
+        "engine_16k": scaled_step(LLAMA3["gpus"] // LLAMA3_REPLICA),
         # ... and with the batch grown 4 times with the cluster: 16 micro-batches a pipeline.
         "engine_64k_batch": scaled_step(65_536 // LLAMA3_REPLICA, 4 * LLAMA3_SEQUENCES),
         "peer_128k": state(save="peer", storage_bw=20_000_000_000, gpus=131_072,
@@ -80,6 +81,7 @@ def extra_context(state) -> dict:
     q = state.query
     return {
         "facts": facts(),
+        "llama3_layout": LLAMA3_LAYOUT,
         "save_names": SAVE_NAMES,
         "model_options": model_choices(model_options(), q.model_value),
         "model_value": q.model_value,
@@ -348,7 +350,8 @@ VIEW = LabView(
             explanation=("{answer}%: (60 ÷ 65) × (1 − (10 + 32.5) ÷ 600) = 0.923 × 0.929. A "
                          "failure during a save loses that save too, so on average it loses "
                          "half of the 65-minute cycle, not of the 60 minutes of work. This is "
-                         "the first order; the lab's renewal count (step 6) gives "
+                         "the first order; the lab's renewal count (step 6: each cycle "
+                         "tried until it runs to its end, every failure counted) gives "
                          f"{goodput_drill_exact():.1f}% here, close because the cycle and "
                          "the restart are short against 10 h."),
             rel_tol=0.01,

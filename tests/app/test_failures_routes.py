@@ -343,7 +343,7 @@ def test_round6_step_7_times_its_65536_gpu_step_on_ep08s_engine(client):
     step7 = page[page.index('id="step-7"'):page.index('id="step-8"')]
     step7 = re.sub(r'<span class="term-tip".*?</span>', "", step7, flags=re.S)  # glossary
     text = " ".join(re.sub(r"<[^>]+>", "", step7).split())
-    assert f"the bubble is {100 * fixed['bubble_fraction']:.1f}% of it" in text
+    assert f"EP08's engine measures {100 * fixed['bubble_fraction']:.1f}%" in text
     assert f"{base['step_s'] / fixed['step_s']:.2f}× faster than on 16,384 GPUs, not 4×" in text
     assert (f"becomes {step:.3g} s, not {ideal['step_here_s']:.2f} s, and the job takes "
             f"{engine['best']['finish_days']:.3g} days, not "
@@ -381,3 +381,46 @@ def test_round10_the_goodput_decide_asks_a_state_no_link_draws(client):
     base = api(client, **GOODPUT_JOB)["checkpoint"]["lag_s"]
     assert "no one waits" not in storage.why
     assert f"({base:.3g} s → {base / 2:.3g} s)" in storage.why
+
+
+def test_round10_steps_6_and_7_derive_their_forms_from_what_the_page_states(client):
+    """Round-10 cold reading, EP11 findings 4, 10 and 14(c). Step 7 quoted the engine's 75.7%
+    bubble and 1.10x as from EP05, whose interleaved form gives 34.9% here: it now names the
+    schedule and derives both (4 micro-batches for 16 stages leave interleaving nothing to fill,
+    so the bubble is near 1F1B's 15/19; the step gains 16/4 x (1 - 0.757)/(1 - 0.118)). Step 6
+    cited "step 4's" goodput form, which step 5's drill alone gave, and garbled the reason the
+    first order errs; step 5's why now states the form, step 6 cites it and derives the gap
+    (1 - x against 1/(1 + x)). "First order" and "renewal count" are defined where used."""
+    from html import unescape
+
+    from app.routers.failures import LLAMA3_LAYOUT
+
+    def timed(dp: int) -> dict:
+        return client.get("/api/recipe", params={**LLAMA3_LAYOUT, "nodes": dp * 16, "dp": dp,
+                                                 "microbatches": 2048 // dp}).json()
+
+    def text_of(html: str) -> str:
+        html = re.sub(r'<span class="term-tip".*?</span>', "", html, flags=re.S)
+        return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+    page = client.get(LESSON).text
+    step = {n: text_of(page[page.index(f'id="step-{n}"'):page.index(f'id="step-{n + 1}"')])
+            for n in (4, 5, 6, 7)}
+    base, four = timed(128), timed(512)
+    b, e = base["bubble_fraction"], four["bubble_fraction"]
+    assert "interleaved 1F1B schedule" in step[7]
+    assert f"(p − 1)/(m + p − 1) = 15/19 = {100 * 15 / 19:.1f}%" in step[7]
+    assert (f"16/4 × (1 − {e:.3f})/(1 − {b:.3f}) = {4 * (1 - e) / (1 - b):.2f}×"
+            in step[7])
+    assert f"against {100 * b:.1f}% with 16 micro-batches" in step[7]
+    assert "τ/c × (1 − (R + c/2)/M)" in step[5]
+    assert "Step 5's first-order count" in step[6] and "Step 4's first" not in step[6]
+    assert "not M per cycle" not in step[6]
+    slow = api(client, save="sync", storage_bw=20_000_000_000, interval=10_800)
+    cycle = slow["interval"] + slow["checkpoint"]["block_s"]
+    x = (slow["restart"] + cycle / 2) / slow["mtbi_s"]
+    assert (f"x = (R + c/2)/M = {x:.2f}, 1 − x = {100 * (1 - x):.1f}% but 1/(1 + x) = "
+            f"{100 / (1 + x):.1f}%") in step[6]
+    lab = slow["chosen"]["goodput"] * cycle / slow["interval"]
+    assert 1 - x < lab < 1 / (1 + x) and f"{100 * lab:.1f}%" in step[6]
+    assert "renewal count" in step[6] and "first order: it keeps only the terms" in step[4]
