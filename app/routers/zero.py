@@ -47,10 +47,12 @@ from labs.zero.published import (
     SEQ_LEN,
     TABLE_2,
     fall,
+    fixed_cost_s,
     gap_split,
     hardware_flops_per_step,
     megatron_table_1,
     share_shown,
+    t_star_between,
 )
 
 router = APIRouter()
@@ -271,6 +273,7 @@ def extra_context(state) -> dict:
         "mfu": achieved_mfu(state.result.input, state.result.compute_seconds),
         "published_fall": fall(), "fall_shown": share_shown(fall()),
         "eq3_flops": hardware_flops_per_step(),
+        "fixed_cost": fixed_cost_s(fall()), "t_star_between": t_star_between(fall()),
         "megatron_table_1": megatron_table_1(),
         "gap_split": gap_split(fall(), megatron_compute().compute_flops),
         "megatron_compute": megatron_compute(),

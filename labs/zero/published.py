@@ -14,7 +14,10 @@ throughput per GPU halves with T: Table 2's 88 -> 44 is exactly that. The publis
 768 and 1,536 GPUs are the same length (``published_step_s``), the sign of a fixed cost, and
 the lab's own bytes over that step give the bandwidth the run's collectives can have reached at
 most (``implied_busbw``): far below the lab's NCCL bus bandwidth on the same 8 HDR ports a
-node, which keeps T* under a thousand tokens and so shows little of the fall. What the lab
+node, which keeps T* under a thousand tokens and so shows little of the fall. The 384-GPU
+run's step is longer than that fixed cost, so it computed longer than it communicated: at the
+runs' own rates T* lay between its 8,192 tokens a GPU and the 768-GPU run's 4,096
+(``t_star_between``). What the lab
 leaves out is what DeepSpeed's 2021 ZeRO-3 paid beyond NCCL's bus rate: per-parameter gathers
 of small partitions, each a latency-bound collective, issued and waited for parameter by
 parameter, not bucketed per layer as FSDP2 and Megatron's distributed optimizer do.
@@ -58,7 +61,6 @@ class FallRow:
     busbw: float  # the lab's
     crossover_tokens: float  # the lab's T*
     implied_busbw: float  # comm_bytes / published_step_s: the most the run can have reached
-    implied_crossover_tokens: float  # T* at that bandwidth: T x implied comm s / compute s
 
 
 def hardware_flops_per_step() -> float:
@@ -85,9 +87,25 @@ def fall() -> tuple[FallRow, ...]:
             published_flops=published, published_step_s=step, lab_compute_s=c.compute_s,
             lab_comm_s=c.comm_s, lab_step_s=result.step_seconds,
             lab_flops=flops / gpus / result.step_seconds, comm_bytes=c.comm_bytes,
-            busbw=c.busbw, crossover_tokens=c.crossover_tokens, implied_busbw=implied,
-            implied_crossover_tokens=c.tokens_per_gpu * (c.comm_bytes / implied) / c.compute_s))
+            busbw=c.busbw, crossover_tokens=c.crossover_tokens, implied_busbw=implied))
     return tuple(rows)
+
+
+def fixed_cost_s(rows: tuple[FallRow, ...]) -> float:
+    """The runs' communication a step, at most: the shortest published step, which the 768-
+    and 1,536-GPU runs share (to 1%) because below T* the step is ZeRO-3's bytes alone."""
+    return min(r.published_step_s for r in rows)
+
+
+def t_star_between(rows: tuple[FallRow, ...]) -> tuple[int, int]:
+    """Tokens a GPU between which T* lay at the runs' own rates: the most any run at the
+    fixed cost held (below T*, its step the communication) and the fewest any run whose step
+    outlasted it held (above T*, its compute longer than its communication). The lab's compute
+    rate does not enter: mixing it with the runs' bandwidth put T* past all three runs."""
+    cost = fixed_cost_s(rows)
+    below = [r.tokens_per_gpu for r in rows if r.published_step_s <= 1.01 * cost]
+    above = [r.tokens_per_gpu for r in rows if r.published_step_s > 1.01 * cost]
+    return max(below), min(above)
 
 
 @lru_cache(maxsize=1)  # a file read and parsed per zero answer was a fifth of its render

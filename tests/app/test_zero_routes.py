@@ -599,3 +599,22 @@ def test_step_10_derives_the_gap_and_keeps_its_sources_in_a_note(client):
     for source in ("Narayanan et al. 2021", "Table 1", "The paper does not break that time "
                    "down. A likely part:", "GPT 1008B"):
         assert source in notes[0], source
+
+
+def test_round_10_step_10_puts_the_384_run_above_t_star(client):
+    """Round-10 cold reading of EP03, item 1: step 10 put T* near 11,058 tokens, 'above all
+    three runs', mixing the lab's A100 rate with the runs' bandwidth. The 384-GPU run's step,
+    eq. 3's FLOPs ÷ (384 × 144 TFLOP/s) = 81.6 s, outlasts the 66.7 s fixed cost the 768 and
+    1,536 runs share: it sat above T*, which lay between 4,096 and 8,192 tokens a GPU."""
+    from labs.zero.published import fixed_cost_s, hardware_flops_per_step, t_star_between
+
+    rows = fall()
+    first = rows[0]
+    assert first.published_step_s == pytest.approx(hardware_flops_per_step() / 384 / 144e12)
+    lo, hi = t_star_between(rows)
+    step = step_text(client, "10. ZeRO-3's published fall", "Check yourself")
+    assert "above all three" not in step
+    assert (f"{hardware_flops_per_step():.3g} ÷ (384 × 144 TFLOP/s) = "
+            f"{first.published_step_s:.1f} s, longer than the {fixed_cost_s(rows):.1f} s") in step
+    assert f"T* lay between {lo:,} and {hi:,} tokens a GPU" in step
+    assert "the 768 and 1,536 runs sat below it, the 384 run above" in step
