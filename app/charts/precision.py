@@ -169,7 +169,6 @@ def ledger_figure(result) -> dict:
         layout["meta"] = {"masked": {}, "partly": True, "owners": [{
             "step": recipe_step(led.recipe), "traces": copies,
             "summary": [against, f", {short_recipe(led.recipe)} ? per GPU"]}]}
-        layout["xaxis"]["type"] = "category"  # the copies' bars drawn valueless (EP09's)
     return {
         "data": data, "layout": layout, "key": bar_key(data),
         "summary": (

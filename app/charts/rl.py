@@ -159,9 +159,7 @@ def memory_figure(result) -> dict:
         "layout": base_layout(
             barmode="stack", bargap=0.35, margin={"l": 52, "r": 8, "t": 8, "b": 40},
             meta={"masked": {}, "owners": owners},
-            # Category, said outright: a step's bars still to be guessed are drawn with no
-            # value (lab.js), and plotly would take the axis as numeric from them.
-            yaxis=gb_axis(top), xaxis={"fixedrange": True, "type": "category"},
+            yaxis=gb_axis(top), xaxis={"fixedrange": True},
             **gpu_memory_line(gpu / 1e9, f"{name}: {fmt_bytes(gpu)}"),
         ),
         "summary": f"{'; '.join(parts.values())} against the {name}'s {fmt_bytes(gpu)}: "

@@ -264,8 +264,35 @@
   // steps still to be guessed own. Their traces keep their legend entry, grey, with no value
   // (one empty point: plotly drops a trace with none from the legend) and no hover; their
   // masked labels sit at the plot's middle with their masked text, their other labels and
-  // their shapes are dropped.
+  // their shapes are dropped. Each axis keeps the type the real figure gives it (keptTypes).
   function stepName(id) { return id.replace(/^step-/, "step "); }
+
+  // Plotly takes an axis's type, where the layout leaves it, from the first trace with data
+  // on it; a veiled trace's one empty point ([null]) reads as linear, which would turn a
+  // category axis of bar names (EP09's pools, EP10's recipes) numeric. So where that first
+  // trace is veiled, the axis is given the type its real data has: category for names,
+  // multicategory for pairs of them.
+  function typeOf(values) {
+    var set = values.filter(function (v) { return v != null; });
+    if (set.length && set.every(Array.isArray)) return "multicategory";
+    var named = set.length && set.every(function (v) {
+      return typeof v === "string" && (v.trim() === "" || isNaN(Number(v)));
+    });
+    return named ? "category" : null;
+  }
+
+  function keptTypes(fig, layout, hidden) {
+    var first = {};
+    (fig.data || []).forEach(function (t, i) {
+      ["x", "y"].forEach(function (c) {
+        var key = axisKey(t[c + "axis"] || c);
+        if (key in first || !(t[c] || []).length) return;
+        first[key] = true;
+        var type = hidden[i] === undefined || (layout[key] || {}).type ? null : typeOf(t[c]);
+        if (type) layout[key] = Object.assign({}, layout[key], { type: type });
+      });
+    });
+  }
 
   function partlyVeiled(fig, pending) {
     var layout = fig.layout, masked = layout.meta.masked;
@@ -275,6 +302,7 @@
       (g.annotations || []).forEach(function (i) { notes[i] = true; });
       (g.shapes || []).forEach(function (i) { shapes[i] = true; });
     });
+    keptTypes(fig, layout, traces);
     var data = (fig.data || []).map(function (t, i) {
       if (traces[i] === undefined) return t;
       var out = { hoverinfo: "skip", x: [null], y: [null] };
