@@ -203,7 +203,9 @@ def test_the_cost_note_names_the_rates_its_times_come_from(client):
     assert body["attention_flops"] / body["attention_s"] == pytest.approx(
         body["attention_flops_per_s"])
     assert f"{body['attention_flops_per_s'] / 1e12:.0f} TFLOP/s here" in html
-    assert f"{body['comm_bytes_per_s'] / 1e9:.1f} GB/s with the latency" in html
+    # masked with the bytes until step 6's guess (round-10 cold reading, item 6)
+    assert (f'data-after-guess="step-6">{body["comm_bytes_per_s"] / 1e9:.1f} GB/s</span> with '
+            "the latency") in html
     assert "half the" not in html.split("Attention is timed")[1][:40]
 
 
@@ -459,3 +461,54 @@ def test_step_7s_attention_waits_for_its_guess_on_the_cost_table(client):
     assert found["TFLOP/s"], "the rate is an input the page states"
     assert not [d for d in divided if d == pytest.approx(body["attention_s"], rel=0.02)], (
         flops, found["TFLOP/s"])
+
+
+# A figure in SI with its dimension: bytes, seconds, bytes/s, FLOPs, FLOP/s; "" a count.
+SI = {"TB": (1e12, "B"), "GB": (1e9, "B"), "MB": (1e6, "B"), "kB": (1e3, "B"), "B": (1, "B"),
+      "bytes": (1, "B"), "s": (1, "s"), "ms": (1e-3, "s"), "µs": (1e-6, "s"),
+      "GB/s": (1e9, "B/s"), "TFLOP/s": (1e12, "FLOP/s"), "TFLOP": (1e12, "FLOP"),
+      "GFLOP": (1e9, "FLOP")}
+PRODUCTS = {("", ""): "", ("s", "B/s"): "B", ("B/s", "s"): "B"}
+QUOTIENTS = {("", ""): "", ("B", "B/s"): "s", ("B", "s"): "B/s", ("FLOP", "FLOP/s"): "s"}
+
+
+def si_figures(text: str) -> list[tuple[float, str]]:
+    """Every figure on a screen as (value in SI, dimension): "8.44 ms" -> (0.00844, "s")."""
+    units = "|".join(sorted(map(re.escape, SI), key=len, reverse=True))
+    found = []
+    for number, unit in re.findall(rf"(?<![\w.,:])(\d+(?:,\d{{3}})*(?:\.\d+)?)\s*({units})?"
+                                   r"(?![A-Za-z/\d])", text):
+        scale, dim = SI.get(unit, (1, ""))
+        found.append((float(number.replace(",", "")) * scale, dim))
+    return found
+
+
+@pytest.mark.parametrize("query", ["", "tokens=32&cp=8", "tokens=24&cp=4"])
+def test_no_two_figures_on_the_opening_screen_make_a_masked_one(client, query):
+    """Round-10 cold reading of EP06, item 6: the bench masked the busiest rank's pairs and the
+    bytes sent, but printed their factors beside them: 'Imbalance 1.71: rank 3 computes ?
+    cells, the mean is 34.0' (1.71 × 34 = 58), 'Sent per GPU ? in 8.44 ms' and '47.7 GB/s with
+    the latency' (8.44 ms × 47.7 GB/s = 403 MB). At the opening state and at the derive and
+    predict drills' states (24 tokens over CP 4, 32 over CP 8), before any guess, as lab.js
+    masks the page, no product or quotient of two figures on the screen gives a masked one:
+    the busiest rank's pairs, the bytes sent, their time, the attention time."""
+    from labs.model.presets import models
+    from tests.app.test_answers_hidden import masked, masked_keys, tables, visible
+
+    lesson = client.get("/episodes/context-parallel").text
+    html = masked(client.get(f"/episodes/context-parallel?{query}").text,
+                  masked_keys(lesson, "step-1"))
+    bench = html[html.index('<section id="cp-mask-section"'):]
+    bench = bench[:bench.index("</section>")]  # the bench: the lesson's prose is no state's
+    body = client.get(f"/api/cp?{query}").json()
+    name = models()[body["model"]].name  # "Llama 3.1 70B": a name, not figures
+    text = (visible(bench, ["bench"], "bench") + " " + tables(bench)).replace(name, " ")
+    masked = [(body["busiest_pairs"], ""), (body["comm_bytes_per_gpu"], "B"),
+              (body["comm_s"], "s"), (body["attention_s"], "s")]
+    figures = si_figures(text)
+    assert (body["busiest_pairs"], "") not in figures and figures
+    made = [(a, b) for a, da in figures for b, db in figures
+            for value, dim in masked
+            if (PRODUCTS.get((da, db)) == dim and a * b == pytest.approx(value, rel=0.005))
+            or (b and QUOTIENTS.get((da, db)) == dim and a / b == pytest.approx(value, rel=0.005))]
+    assert not made, made
