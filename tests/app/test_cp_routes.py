@@ -8,6 +8,7 @@ import re
 import pytest
 
 from app.charts.context_parallel import token_ranges
+from app.charts.units import fmt_bytes
 from tests.app.test_contracts import page_figures
 from tests.app.test_parser import api_messages
 
@@ -483,6 +484,19 @@ def si_figures(text: str) -> list[tuple[float, str]]:
     return found
 
 
+def bench_text(client, query: str, guessing: str) -> str:
+    """The bench's text at ``query`` (its readouts, tables and charts' strings, tables by
+    column), as lab.js masks it before ``guessing``'s guess, the steps before it guessed."""
+    from tests.app.test_answers_hidden import masked, masked_keys, tables, visible
+
+    lesson = client.get("/episodes/context-parallel").text
+    html = masked(client.get(f"/episodes/context-parallel?{query}").text,
+                  masked_keys(lesson, guessing))
+    bench = html[html.index('<section id="cp-mask-section"'):]
+    bench = bench[:bench.index("</section>")]  # the bench: the lesson's prose is no state's
+    return visible(bench, ["bench"], "bench") + " " + tables(bench)
+
+
 @pytest.mark.parametrize("query", ["", "tokens=32&cp=8", "tokens=24&cp=4"])
 def test_no_two_figures_on_the_opening_screen_make_a_masked_one(client, query):
     """Round-10 cold reading of EP06, item 6: the bench masked the busiest rank's pairs and the
@@ -493,16 +507,10 @@ def test_no_two_figures_on_the_opening_screen_make_a_masked_one(client, query):
     masks the page, no product or quotient of two figures on the screen gives a masked one:
     the busiest rank's pairs, the bytes sent, their time, the attention time."""
     from labs.model.presets import models
-    from tests.app.test_answers_hidden import masked, masked_keys, tables, visible
 
-    lesson = client.get("/episodes/context-parallel").text
-    html = masked(client.get(f"/episodes/context-parallel?{query}").text,
-                  masked_keys(lesson, "step-1"))
-    bench = html[html.index('<section id="cp-mask-section"'):]
-    bench = bench[:bench.index("</section>")]  # the bench: the lesson's prose is no state's
     body = client.get(f"/api/cp?{query}").json()
     name = models()[body["model"]].name  # "Llama 3.1 70B": a name, not figures
-    text = (visible(bench, ["bench"], "bench") + " " + tables(bench)).replace(name, " ")
+    text = bench_text(client, query, "step-1").replace(name, " ")
     masked = [(body["busiest_pairs"], ""), (body["comm_bytes_per_gpu"], "B"),
               (body["comm_s"], "s"), (body["attention_s"], "s")]
     figures = si_figures(text)
@@ -512,3 +520,25 @@ def test_no_two_figures_on_the_opening_screen_make_a_masked_one(client, query):
             if (PRODUCTS.get((da, db)) == dim and a * b == pytest.approx(value, rel=0.005))
             or (b and QUOTIENTS.get((da, db)) == dim and a / b == pytest.approx(value, rel=0.005))]
     assert not made, made
+
+
+def test_step_1s_activations_per_gpu_wait_for_its_guess(client):
+    """Round-10 cold reading of EP06, item 7: the bench opened on 'Activations, all layers 730
+    GB (CP 1: 2.92 TB)' at CP 4, exactly 1/c, before step 1 asks whether CP 2 leaves the
+    activations the same, halves or quarters them. At the opening state and each case
+    button's, before step 1's guess, the bench prints the CP 1 figure but not the rank's; after
+    it, the rank's is there, 1/c of it."""
+    from tests.app.test_answers_hidden import case_urls
+
+    lesson = client.get("/episodes/context-parallel").text
+    for url in ["/episodes/context-parallel?", *case_urls(lesson)]:
+        query = url.split("?", 1)[1]
+        body = client.get(f"/api/cp?{query}").json()
+        assert body["cp"] > 1
+        rank, whole = (fmt_bytes(body[k]) for k in ("activation_bytes_per_gpu",
+                                                    "activation_bytes_no_cp"))
+        before = bench_text(client, query, "step-1")
+        assert f"(CP 1: {whole})" in before and rank not in before, (url, rank)
+        assert body["activation_bytes_per_gpu"] * body["cp"] == pytest.approx(
+            body["activation_bytes_no_cp"])
+        assert f"{rank} (CP 1: {whole})" in bench_text(client, query, "step-2")
