@@ -2,6 +2,7 @@
 Its controls, ``run`` and answers are ``app.routers.rl_state``'s; here are the lesson's states,
 the page context, the cases, the drill, the view and GET /api/presets/recipes."""
 
+from dataclasses import replace
 from functools import lru_cache
 
 from fastapi import APIRouter
@@ -15,7 +16,9 @@ from app.model_controls import model_choices
 from app.options import gpu_options, model_options
 from app.routers.rl_state import EXP, RLQuery, figures, run, to_api
 from app.schemas import PlacementAnswer
+from labs.memory.lab import compute_memory
 from labs.rl.inputs import RLPlacementResult
+from labs.rl.lab import training_bill
 from labs.rl.recipes import get_recipe, memory_bandwidth, recipes
 from labs.rl.serving import (
     HBM_EFFICIENCY,
@@ -29,7 +32,8 @@ router = APIRouter()
 # slime's run-deepseek-r1.sh (THUDM/slime 57f3c59), which EP09 step 3 sets beside the lab's own
 # experiment: --rollout-batch-size 128 x --n-samples-per-prompt 8, --rollout-max-response-len
 # 32768, --sglang-mem-fraction-static 0.7.
-SLIME_R1 = {"samples": 128 * 8, "response_len": 32768, "mem_fraction_static": 0.7}
+SLIME_R1 = {"samples": 128 * 8, "response_len": 32768, "mem_fraction_static": 0.7,
+            "last_stage_layers": 13}  # --decoder-last-pipeline-num-layers 13
 PLACEMENT_LABELS = {
     "colocated": "colocated (one pool, phases take turns)",
     "separate": "separate pools (overlapped, one step off-policy)",
@@ -71,6 +75,21 @@ def facts() -> dict:
     }
 
 
+@lru_cache(maxsize=1)
+def slime_split() -> dict:
+    """R1's trainer with its stages as slime's script splits them (13 layers on the last, 16
+    on each other), which the lab's default split (16/15/15/15, the first stages one more)
+    does not follow: the same ledger on the same layout, for EP09 step 3 to say which way and
+    by how much the lab errs."""
+    r = facts()["r1_sep"]["result"]
+    bill = training_bill(r.input, r.input.train_gpus)
+    alt = compute_memory(replace(bill.input, last_stage_layers=SLIME_R1["last_stage_layers"]))
+    worst = alt.stages[alt.heaviest_stage]
+    return {"stage_layers": [s.layers for s in alt.stages], "rank": worst.rank,
+            "moe_layers": worst.moe_layers, "total_bytes": alt.total_bytes,
+            "weights": alt.breakdown["weights"]}
+
+
 def serving_terms(result: RLPlacementResult) -> dict:
     """The rates the rollout's parts are timed at, as the lesson names them (EP09 step 5)."""
     inp = result.input
@@ -105,6 +124,7 @@ def extra_context(state) -> dict:
         "recipe": get_recipe(state.query.preset),
         "exp": EXP,
         "slime_r1": SLIME_R1,
+        "slime_split": slime_split(),
     }
 
 

@@ -48,7 +48,7 @@ UPDATE_BUCKET_BYTES = 0.5e9
 TRANSITION_OVERHEAD = CONTEXT_BYTES + UPDATE_BUCKET_BYTES
 
 
-def _training_bill(inp: RLPlacementInput, gpus: int):
+def training_bill(inp: RLPlacementInput, gpus: int):
     """The ledger for ``gpus`` training GPUs at the recipe's degrees (None if broken)."""
     mp = inp.tp * inp.pp * inp.cp
     if gpus % mp or gpus % (inp.ep * inp.pp):
@@ -90,7 +90,7 @@ def _replicas(inp: RLPlacementInput, bill) -> dict:
     """The same degrees on twice the GPUs: DP doubles; what each GPU holds barely moves."""
     if bill is None:
         return {}
-    double = _training_bill(inp, 2 * inp.train_gpus) if 2 * inp.train_gpus <= MAX_TRAIN_GPUS \
+    double = training_bill(inp, 2 * inp.train_gpus) if 2 * inp.train_gpus <= MAX_TRAIN_GPUS \
         else None
     if double is None:
         return {}
@@ -123,7 +123,7 @@ def _rollout_parts(inp: RLPlacementInput) -> dict:
 
 def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:
     """Pools, checks, the GPU map and a step's timeline for one RL placement."""
-    bill = _training_bill(inp, inp.train_gpus)
+    bill = training_bill(inp, inp.train_gpus)
     serving = _rollout_pools(inp)
     gpu_mem = inp.gpu.memory_bytes
     pools: list[Pool] = []

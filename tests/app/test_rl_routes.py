@@ -623,3 +623,22 @@ def test_round_9_the_r1_drill_calls_the_switchs_gigabyte_an_estimate(client):
     overhead = facts()["r1"]["api"]["transition_overhead_bytes"] / 1e9
     assert f"keeps {overhead:g} GB (the lab's round estimate" in drill.question
     assert "(the lab's round estimate" in _steps(client)[4]
+
+
+def test_round_9_step_3_says_how_slimes_stage_split_moves_the_trainers_bill(client):
+    """The lab splits R1's 61 layers 16/15/15/15 (the first stages one more), while slime's
+    run-deepseek-r1.sh sets --decoder-last-pipeline-num-layers 13, leaving 16 MoE layers on a
+    middle stage. Step 3 says which way its trainer's figure errs, and by how much, from the
+    same ledger on slime's split."""
+    from app.routers.rl import slime_split
+
+    a = facts()["r1_sep"]["api"]
+    alt = slime_split()
+    assert alt["stage_layers"] == [16, 16, 16, 13] and a["stage_layers"] == [16, 15, 15, 15]
+    own = a["pools"][0]["memory_per_gpu_bytes"]
+    assert alt["total_bytes"] > own
+    three = _steps(client)[3]
+    assert (f"16/16/16/13 ( --decoder-last-pipeline-num-layers 13 ): its heaviest GPU, on stage "
+            f"{alt['rank'] + 1} with {alt['moe_layers']} MoE layers, needs "
+            f"{alt['total_bytes'] / 1e9:.1f} GB, so here the lab errs low by "
+            f"{(alt['total_bytes'] - own) / 1e9:.2f} GB") in three
