@@ -135,7 +135,8 @@ def colocated(inp):
                recipes()[RL_EXAMPLE])
     r = compute_rl_placement(RLPlacementInput(
         rec.spec, inp.gpu, rec.train_gpus, tp=rec.tp, pp=rec.pp, cp=rec.cp, ep=rec.ep,
-        engine_gpus=rec.engine_gpus, cpu_adam=rec.cpu_adam, recompute=rec.recompute))
+        engine_gpus=rec.engine_gpus, cpu_adam=rec.cpu_adam, recompute=rec.recompute,
+        serving=rec.serving))  # its engines placed as EP09 places them, not split evenly
     if r.colocated_bytes is None:
         raise LabInputError("model", f"{rec.name}'s training layout is broken on this GPU")
     return ((Term("M_train", r.train_memory_bytes, "bytes", f"{rec.name} training GPU"),

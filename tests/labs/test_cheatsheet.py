@@ -254,3 +254,19 @@ def test_the_serving_line_places_a_moes_weights_as_ep09_step_3_does():
         assert "DP attention" in terms["weights"].meaning
     dense = {t.symbol: t for t in sheet("llama-3.1-70b")["serving"].terms}["weights"]
     assert dense.value == pytest.approx(2 * LLAMA70.params / 8, rel=1e-12)
+
+
+def test_the_colocated_line_is_ep09s_colocated_need():
+    """The colocated line built its recipe's placement without the recipe's SGLang layout, so
+    its rollout GPU split R1's weights evenly (21.8 GB) where EP09 places them under DP
+    attention (36.6 GB): its need was not EP09's. It is now EP09's own figure."""
+    from labs.rl.lab import compute_rl_placement
+    from labs.rl.recipes import get_recipe
+    from tests.labs.test_rl import recipe_input
+
+    r1 = compute_rl_placement(recipe_input("deepseek-r1"))
+    assert get_recipe("deepseek-r1").serving is not None
+    lines = sheet("deepseek-r1")
+    terms = {t.symbol: t.value for t in lines["colocated"].terms}
+    assert terms["M_rollout"] == pytest.approx(r1.rollout_memory_bytes, rel=1e-12)
+    assert value(lines, "colocated") == pytest.approx(r1.colocated_bytes, rel=1e-12)
