@@ -187,7 +187,10 @@ def scale_figure(result) -> dict:
             "y": [None if getattr(p, field).finish_days is None
                   else round(getattr(p, field).finish_days, 4) for p in points],
             "line": style, "opacity": opacity,
-            "hovertemplate": f"{save}, %{{x:,}} GPUs: %{{y:.3g}} days<extra></extra>"})
+            # Ideal past the GPUs the step was timed on (round-10 cold reading, finding 3):
+            # said on the hover, where the days are read.
+            "hovertemplate": f"{save}, %{{x:,}} GPUs: %{{y:.3g}} days (the step taken as "
+                             f"{inp.step_s:.3g} s × {inp.step_gpus:,} ÷ GPUs)<extra></extra>"})
     here = next(p for p in points if p.gpus == inp.gpus)
     field = FIELDS[inp.save]
     mine = getattr(here, field)
@@ -205,7 +208,8 @@ def scale_figure(result) -> dict:
     fastest = min((p for p in points if getattr(p, field).finish_days is not None),
                   key=lambda p: getattr(p, field).finish_days)
     finish_text = (f" and finish in {days:,.3g} days" if days is not None else
-                   " and never finish") + f"; the job finishes soonest on {fastest.gpus:,} GPUs"
+                   " and never finish") + (
+        f"; if the step scaled as 1/GPUs, the job would finish soonest on {fastest.gpus:,} GPUs")
     return {
         "data": data,
         "layout": base_layout(

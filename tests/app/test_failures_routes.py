@@ -424,3 +424,33 @@ def test_round10_steps_6_and_7_derive_their_forms_from_what_the_page_states(clie
     lab = slow["chosen"]["goodput"] * cycle / slow["interval"]
     assert 1 - x < lab < 1 / (1 + x) and f"{100 * lab:.1f}%" in step[6]
     assert "renewal count" in step[6] and "first order: it keeps only the terms" in step[4]
+
+
+def test_round10_step_8_bounds_its_days_by_the_engines_step_and_the_chart_says_ideal(client):
+    """Round-10 cold reading, EP11 findings 2 and 3: step 8 concluded 'the same job finishes in
+    12 days' on 131,072 GPUs from the ideal 0.779 s step that step 7 had just shown errs fast,
+    and the scale chart's caption named the cluster size that 'finishes soonest' from that
+    ideal step. Step 8 now says its 12 days hold only if the step scaled ideally, and bounds
+    them with a step no faster than EP08's engine's at 65,536 GPUs (GET /api/failures at that
+    step); the chart's caption and days hovers say the step is scaled as 1/GPUs."""
+    from html import unescape
+
+    from app.routers.failures import facts
+
+    step = facts()["slow_64k_engine"]["api"]["step_s"]
+    ideal = api(client, save="peer", storage_bw=20_000_000_000, gpus=131_072)
+    bound = api(client, save="peer", storage_bw=20_000_000_000, gpus=131_072, step_s=step,
+                step_gpus=131_072)
+    assert bound["best"]["finish_days"] > 5 * ideal["best"]["finish_days"]
+    page = client.get(LESSON).text
+    step8 = page[page.index('id="step-8"'):page.index('id="sources"')]
+    text = " ".join(unescape(re.sub(r"<[^>]+>", " ", step8)).split())
+    assert (f"finishes in {ideal['best']['finish_days']:.3g} days if its step scaled ideally "
+            f"({ideal['step_here_s']:.3g} s") in text
+    assert (f"({step:.3g} s, step 7), the same peer saves take at least "
+            f"{bound['best']['finish_days']:.3g} days") in text
+    html = client.get(LESSON, params={"save": "sync", "storage_bw": 20_000_000_000}).text
+    scale = page_figures(html)["failures-scale"]
+    assert "if the step scaled as 1/GPUs" in scale["summary"]
+    days = [t for t in scale["data"] if t.get("yaxis") == "y2"]
+    assert days and all("× 16,384 ÷ GPUs" in t["hovertemplate"] for t in days)
