@@ -179,10 +179,24 @@ def _p2p_latency(hop: str) -> float:
     return (lat["base"] + lat[hop]) * 1e-6
 
 
+def ranks_per_kv_head(first_heads, heads: int, kv_heads: int) -> int:
+    """The Ulysses ranks that need KV head 0's K and V: those whose query heads (each rank's
+    first, as the engine deals them out in order) fall in its group of heads/kv_heads. Past
+    CP = kv_heads that is c/kv_heads ranks, the copies cp_cost sends (step 5's answer)."""
+    return sum(1 for first in first_heads if first < heads // kv_heads)
+
+
 def extra_context(state) -> dict:
     query = state.query
+    u16 = facts()["ulysses_cp16"]["api"]
+    mask = state.result.mask
+    heads, kv = attention_heads(state.result.input.model)
     return {
         "facts": facts(),
+        "kv_head_ranks": ranks_per_kv_head([r["heads"][0] for r in u16["ranks"]],
+                                           u16["heads"], u16["kv_heads"]),
+        "kv_head_ranks_here": ranks_per_kv_head([r.heads[0] for r in mask.ranks], heads, kv)
+        if mask.layout == "ulysses" else None,
         "layouts": LAYOUT_NAMES,
         "model_options": model_choices(tuple(
             (id_, f"{spec.name} ({spec.heads} heads, {attention_heads(spec)[1]} KV)")

@@ -366,69 +366,30 @@ def test_round_6_the_layout_decide_is_a_model_no_link_draws_and_needs_the_bytes(
     assert "llama-3.1-8b" not in step6 and "drill-cp-decide-layout" in step6
 
 
-def test_round_6_step_5_asks_for_the_head_split(client):
-    """Round-6 cold reading of EP06, item 10: step 5's two-way choice ('rank 1 computes more /
-    as much') was stated by its own question. It asks a number the head split gives: Ulysses
-    over CP 4 on 64 heads, 16 heads a rank, which no link draws (they show CP 2's 32)."""
+def test_round_10_step_5_asks_what_the_student_works_out(client):
+    """Round-10 cold reading of EP06, item 12 (round 6's item 10 before it): step 5 asked how
+    many heads a rank attends under Ulysses at CP 4 on 64 heads, where its question said each
+    rank gets h/c of the heads: 64/4, a reading. It now asks what grouped-query attention
+    makes of that: at CP 16, 4 query heads a rank, and a KV head serves 8, so 2 ranks need
+    each KV head's K and V; the engine's ranks and the bytes it charges (each KV head sent
+    c/h_kv times past CP 8) say the same."""
+    from app.routers.context_parallel import ranks_per_kv_head
+
     raw = client.get("/episodes/context-parallel").text
     step5 = raw[raw.index('id="step-5"'):raw.index('id="step-6"')]
     form = re.search(r'<form class="predict-form"[^>]*>', step5)[0]
-    assert 'data-answer="16 heads"' in form and "data-right" not in form
-    assert "64 ÷ 4 = 16 heads a rank at CP 4, 32 at the link's CP 2" in re.sub(
-        r"\s+", " ", re.sub(r"<[^>]+>", "", step5))
-
-
-def test_round_6_step_8_derives_its_effective_rate_from_the_block_and_the_start_up(client):
-    """Round-6 cold reading of EP06, items 5 and 9 (issue 36). Step 8 said NCCL's sends reach
-    47.4 GB/s of the port and that EP04's all-reduce reaches less 'from the same 48 GB/s'
-    because its ring pays more start-ups, which Ethernet contradicts (step 7's sends 93.6% of
-    the port, EP04's all-reduce 96%), and the bench's 47.7 GB/s for the same NDR sends went
-    unexplained. B is an effective rate: one block over (block ÷ NCCL's send rate + one
-    send's start-up), so it depends on the block: CP 8's 67.1 MB gives 47.4, the bench's
-    CP 4 blocks more, step 7's 2.1 MB Ethernet blocks less of their link. The why leads with
-    the derivation; the source, step 7's bound and the backward go to its note. Step 6's
-    345 GB/s is derived the same way (7 sends on NVLink 4)."""
-    from labs.hardware.links import get_link
-    from labs.hardware.nccl import simple_ring_latency
-
-    lat = simple_ring_latency()
-    net, nvl = (lat["base"] + lat["net"]) * 1e-6, (lat["base"] + lat["nvlink"]) * 1e-6
-    ndr, eth, nvlink = get_link("ib-ndr"), get_link("eth-25g"), get_link("nvlink-4")
-    long = {"tokens": 64, "seq_len": 131072, "layout": "zigzag"}
-    ib8 = api(client, **long, cp=8, link="ib-ndr")
-    ib4 = api(client, **long, cp=4, link="ib-ndr")
-    short = api(client, tokens=64, cp=8, seq_len=4096, layout="zigzag", link="eth-25g")
-    nv8 = api(client, **long, cp=8, link="nvlink-4")
-
-    def block(body):
-        return body["comm_bytes_per_gpu"] / (body["cp"] - 1)
-
-    for body, link, start in ((ib8, ndr, net), (ib4, ndr, net), (short, eth, net),
-                              (nv8, nvlink, nvl)):
-        b = block(body)
-        assert body["crossover"]["busbw"] == pytest.approx(
-            b / (b / link.send_bandwidth + start), rel=1e-9)
-    share = {k: v["crossover"]["busbw"] / link.send_bandwidth
-             for k, v, link in (("ib8", ib8, ndr), ("ib4", ib4, ndr), ("eth", short, eth))}
-    assert share["eth"] < share["ib8"] < share["ib4"]  # the bigger the block, the nearer
-    page = client.get("/episodes/context-parallel").text
-    step = page.split('id="step-8"')[1].split("</section>")[0]
-    step = html_lib.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", step)))
-    from app.charts.units import fmt_bytes
-
-    b = block(ib8)
-    assert (f"{fmt_bytes(b)} ÷ ({b / ndr.send_bandwidth * 1e6:,.0f} µs + {net * 1e6:.0f} µs) = "
-            f"{ib8['crossover']['busbw'] / 1e9:.1f} GB/s") in step
-    assert "EP04" not in step and "reaches less on the same port" not in step
-    why = step.split("Where this comes from")[0]
-    lead = why.split("B is an effective rate")[0]
-    assert f"= {ib8['crossover']['crossover']:,.0f} tokens a rank" in lead
-    assert "Ring Attention" not in why and "backward" not in why
-    step6 = page.split('id="step-6"')[1].split("</section>")[0]
-    step6 = html_lib.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", step6)))
-    n = block(nv8)
-    assert (f"7 sends of {fmt_bytes(n)}, each {n / nvlink.send_bandwidth * 1e6:.1f} µs at "
-            f"367 GB/s + {nvl * 1e6:.1f} µs of start-up") in step6
+    body = api(client, tokens=64, cp=16, seq_len=131072, layout="ulysses", link="ib-ndr")
+    heads, kv, c = body["heads"], body["kv_heads"], body["cp"]
+    copies = ranks_per_kv_head([r["heads"][0] for r in body["ranks"]], heads, kv)
+    assert copies == c // kv == 2 and 'data-answer="2 copies"' in form
+    prompt = re.search(r'<p class="predict">(.*?)</p>', step5, re.S)[1]
+    assert "CP 16" in prompt and f"{heads} query heads" in prompt and "2 copies" not in prompt
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", step5))
+    assert "64 ÷ 16 = 4 heads a rank at CP 16" in text
+    assert "each KV head goes to 8 ÷ 4 = 2 ranks: 2 copies" in text
+    d = 128  # Llama 3.1 70B's head size: Q and the output for 64 heads, K and V copied
+    assert body["comm_bytes_per_gpu"] == pytest.approx(
+        (c - 1) / c * 131072 / c * (2 * heads * d + 2 * kv * copies * d) * 2)
 
 
 def test_step_7s_attention_waits_for_its_guess_on_the_cost_table(client):
