@@ -575,7 +575,7 @@ def test_round8_step_7_times_each_group_on_the_stage_that_holds_most_of_it(clien
     assert (f"{fmt_bytes(edp_bytes)} ÷ 48 GB/s = {fmt_ms(flat['edp']['seconds'])} on a full "
             f"fat tree, {fmt_ms(tor['edp']['seconds'])} here") in step7
     assert f"58.7 MB ÷ 48 GB/s + (8.4 + 9.6) µs = {fmt_ms(flat['pp']['seconds'])}" in step7
-    assert f"÷ 160 GB/s + {fmt_ms(ring_lat)} of the ring's latency" in step7
+    assert f"÷ 160 GB/s + {fmt_ms(ring_lat)} of latency" in step7
     assert "now draws" not in step7 and "the new chart" not in step7
     assert "on 2,048 GPUs with PP 16" in _step_text(page, "step-6")
 
@@ -705,3 +705,29 @@ def test_step_3_states_mixtrals_gemm_rate_from_its_source(client):
     ):
         assert quoted in text, quoted
     assert "measured share" not in text and "about 653" not in text
+
+
+def test_round_10_step_7_derives_the_dp_rings_latency(client):
+    """Round-10 cold reading of EP07, item 4: step 7 added '2.01 ms of the ring's latency (its
+    2 × 127 steps)', which no hop latency of step 3 gives (2.01 ms ÷ 254 = 7.9 µs). The page
+    now sums it: NCCL's start-up, 224 NVLink and 30 network steps of a ring over 16 nodes,
+    times tuning.cc's 1.9 for a large ring all-reduce across nodes, the engine's latency."""
+    from app.routers.moe import facts
+    from labs.hardware.nccl import simple_ring_latency
+    from tests.app.test_zero_routes import visible_text
+
+    lat = simple_ring_latency()
+    api = facts()["v3_tor4"]["api"]
+    dp = api["network"][2]
+    ranks, nodes = api["dp"], dp["nodes"]
+    assert (ranks, nodes) == (128, 16)
+    across = 2 * (nodes - 1)
+    total = lat["plateau"] * (lat["base"] + (2 * (ranks - 1) - across) * lat["nvlink"]
+                              + across * lat["net"]) * 1e-6
+    link = 160e9  # the H800's NCCL rate on its NVLink, step 3
+    assert dp["seconds"] == pytest.approx(dp["bytes_per_gpu"] / link + total, rel=1e-3)
+    text = visible_text(client.get("/episodes/experts").text)
+    said = (f"{lat['plateau']} × ({lat['base']:.1f} + {2 * (ranks - 1) - across} × "
+            f"{lat['nvlink']:.1f} + {across} × {lat['net']:.1f}) µs = {fmt_ms(total)}")
+    assert said in text, said
+    assert "tuning.cc" in text and "EP02 step 1" in text
