@@ -198,7 +198,7 @@ def test_more_gpus_or_faster_saves_times_the_doubled_step_on_ep08s_engine(client
     at DP 256 the 8 micro-batches, fewer than the 16 stages, leave 53% of the step idle (as
     EP05's own pipeline lab has it), and the step gains 1.06x."""
     from app.labkit import DRILLS, check_drill
-    from app.routers.failures import LLAMA3_CHUNKS, LLAMA3_LAYOUT, STEP_S
+    from app.routers.failures import LLAMA3_CHUNKS, LLAMA3_LAYOUT, SLOW_SYNC, STEP_S
 
     assert LLAMA3_LAYOUT["schedule"] == "interleaved-1f1b"
     timed = {}
@@ -215,9 +215,9 @@ def test_more_gpus_or_faster_saves_times_the_doubled_step_on_ep08s_engine(client
     assert abs(timed[128]["step_s"] / STEP_S - 1) < 0.1  # the run the page quotes, within 10%
     speedup = timed[128]["step_s"] / timed[256]["step_s"]
     assert 1 < speedup < 1.2  # far from 2
-    doubled = api(client, save="sync", storage_bw=20_000_000_000, gpus=32_768,
-                  step_s=round(STEP_S / speedup, 3), step_gpus=32_768)
-    peer = api(client, save="peer", storage_bw=20_000_000_000)
+    doubled = api(client, **SLOW_SYNC, gpus=32_768, step_s=round(STEP_S / speedup, 3),
+                  step_gpus=32_768)
+    peer = api(client, **{**SLOW_SYNC, "save": "peer"})
     assert peer["best"]["finish_days"] < doubled["best"]["finish_days"]
 
     drill = DRILLS["failures-decide-more-or-faster"][1]
@@ -454,3 +454,44 @@ def test_round10_step_8_bounds_its_days_by_the_engines_step_and_the_chart_says_i
     assert "if the step scaled as 1/GPUs" in scale["summary"]
     days = [t for t in scale["data"] if t.get("yaxis") == "y2"]
     assert days and all("× 16,384 ÷ GPUs" in t["hovertemplate"] for t in days)
+
+
+def test_round10_the_more_or_faster_decide_is_the_charts_own_figure_at_a_state_no_link_draws(
+        client):
+    """Round-10 cold reading, EP11 finding 3: the bench scaled the step ideally where the
+    more-or-faster decide timed it on EP08's engine, and step 6's and 7's 20 GB/s links drew
+    the decide's async and peer days at 16,384 GPUs. Each choice's state is now drawn by no
+    try link or case (the decide asks about a 10 GB/s file system), and the scale chart at
+    that state draws, at the choice's GPUs and save, the decide's own figure."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    from app.routers.failures import VIEW
+    from app.routers.failures_state import FailuresQuery
+
+    def job(params) -> dict:  # what the scale chart draws: every save, each at its best
+        return {k: v for k, v in FailuresQuery(**params).model_dump().items()
+                if k not in ("interval", "save")}
+
+    page = client.get(LESSON).text
+    drawn = [dict(parse_qsl(urlsplit(href.replace("&amp;", "&")).query))
+             for href in re.findall(r'<a class="try[^"]*" href="([^"]+)"', page)]
+    drawn = [job(p) for p in drawn + [VIEW.good.query, VIEW.bad.query, {}]]
+    decide = next(d for d in VIEW.drills if d.id == "failures-decide-more-or-faster")
+    from app.routers.failures import SLOW_SYNC, doubled_dp
+
+    states = {"gpus": {**SLOW_SYNC, "gpus": 32_768, "step_s": round(doubled_dp()["step_s"], 3),
+                       "step_gpus": 32_768},
+              "async": {**SLOW_SYNC, "save": "async"}, "peer": {**SLOW_SYNC, "save": "peer"},
+              "storage": {**SLOW_SYNC, "storage_bw": 10 * SLOW_SYNC["storage_bw"]}}
+    figures = {o.key: o.figure for o in decide.judge()}
+    assert set(figures) == set(states)
+    for key, params in states.items():
+        assert job(params) not in drawn, key
+        html = client.get(LESSON, params=params).text
+        scale = page_figures(html)["failures-scale"]
+        here = api(client, **params)
+        save = params["save"]
+        trace = next(t for t in scale["data"]
+                     if t.get("yaxis") == "y2" and t["name"].startswith(save))
+        at = trace["y"][trace["x"].index(here["gpus"])]
+        assert f"{at:,.4g} days" == figures[key], key
