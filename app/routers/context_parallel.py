@@ -256,7 +256,8 @@ VIEW = LabView(
         Diagram("mask", "Causal attention mask: each cell in the colour of the rank computing "
                         "it", embed_height=560),
         Diagram("pairs", "Causal (query, key) pairs per rank", embed_height=420),
-        Diagram("cost", "K/V communication per layer against CP, on the chosen link",
+        Diagram("cost", "Traffic per layer (Ulysses: Q, K, V and O): time to send it against "
+                        "CP, on the chosen link",
                 embed_height=480),
         Diagram("crossover", "Attention against moving the keys and values, by tokens per "
                              "rank", embed_height=440),

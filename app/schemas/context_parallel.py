@@ -59,7 +59,8 @@ class CPAnswer(BaseModel):
                                     "time: the link's rate as NCCL achieves it, latency "
                                     "included (0 without communication).")
     exposed_s: float = Field(description="Communication attention waits for, seconds.")
-    kv_held_bytes: float = Field(description="Other ranks' K/V held at once per layer.")
+    kv_held_bytes: float = Field(description="K/V held at once per layer, this rank's block "
+                                "included.")
     seq_imbalance: float = Field(description="Imbalance at seq_len.")
     activation_bytes_per_gpu: float = Field(description="Activations of all layers on one "
                                                         "GPU (selective recomputation).")

@@ -503,3 +503,35 @@ def test_step_1s_activations_per_gpu_wait_for_its_guess(client):
         assert body["activation_bytes_per_gpu"] * body["cp"] == pytest.approx(
             body["activation_bytes_no_cp"])
         assert f"{rank} (CP 1: {whole})" in bench_text(client, query, "step-2")
+
+
+def test_round_10_step_6_names_what_its_chart_draws(client):
+    """Round-10 cold reading of EP06, items 13 and 14 (a): step 6 said the chart 'draws the K/V
+    bytes each GPU sends', where its y-axis is ms per layer with the bytes in the hover, and
+    the chart was titled 'K/V traffic' though its Ulysses line carries Q and O too (36,864 B
+    a token). The table's 'Other ranks' K/V held at once' held the rank's own block too (the
+    ring's two blocks: 2 x 16,384 tokens x 4,096 B)."""
+    q = {"tokens": 64, "cp": 8, "seq_len": 131072, "layout": "zigzag", "link": "nvlink-4"}
+    raw = client.get("/episodes/context-parallel", params=q).text
+    text = html_lib.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", raw)))
+    step6 = text[text.index("6. What the keys and values cost"):]
+    assert "draws the time each GPU spends sending per layer against CP (the bytes are in " \
+           "its hover)" in step6
+    figure = page_figures(raw)["cp-cost"]
+    assert figure["layout"]["yaxis"]["title"]["text"] == "ms per layer, forward"
+    assert "Traffic per layer (Ulysses: Q, K, V and O): time to send it against CP" in text
+    assert "K/V traffic" not in text and "Other ranks' K/V" not in text
+    body = api(client, **q)
+    assert body["kv_held_bytes"] == 2 * 131072 / 8 * body["kv_bytes_per_token"]
+    assert f"K/V held at once (this rank's block included) ; {fmt_bytes(body['kv_held_bytes'])}" \
+        in tables_of(raw)
+
+
+def tables_of(html: str) -> str:
+    """Each table row's cells in order, ' ; ' between them."""
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", html, re.S)
+    def cell(c: str) -> str:
+        return html_lib.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", c))).strip()
+
+    return " | ".join(" ; ".join(cell(c) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", r, re.S))
+                      for r in rows)
