@@ -70,6 +70,12 @@ def hardware_flops_per_step() -> float:
     return 96 * b * s * layers * h * h * (1 + s / (6 * h) + VOCAB / (16 * layers * h))
 
 
+def eq3_over_6pt() -> float:
+    """Eq. 3's FLOPs a step over 6·P·T (P parameters, T the batch's tokens): what turns the
+    lab's 6·P·T rate into Table 2's count, the recomputed forward and attention included."""
+    return hardware_flops_per_step() / (6 * get_model(MODEL).params * GLOBAL_BATCH * SEQ_LEN)
+
+
 @lru_cache(maxsize=1)
 def fall() -> tuple[FallRow, ...]:
     """Table 2's three ZeRO-3 runs beside the zero lab's step for each (full recomputation,

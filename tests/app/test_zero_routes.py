@@ -621,3 +621,27 @@ def test_round_10_step_10_puts_the_384_run_above_t_star(client):
             f"{first.published_step_s:.1f} s, longer than the {fixed_cost_s(rows):.1f} s") in step
     assert f"T* lay between {lo:,} and {hi:,} tokens a GPU" in step
     assert "the 768 and 1,536 runs sat below it, the 384 run above" in step
+
+
+def test_round_10_step_10_converts_the_labs_rate_to_table_2s_count(client):
+    """Round-10 cold reading of EP03, item 5: step 10 gave the lab's A100 rate as 174
+    TFLOP/s counted as 6·P·T, then its throughput as 248 and 238 TFLOP/s (Table 2's count)
+    with no factor between, and '6% of the published fall' read as if the lab fell 6%."""
+    from labs.model.presets import get_model
+    from labs.zero.published import eq3_over_6pt, hardware_flops_per_step, share_shown
+
+    ratio = eq3_over_6pt()
+    assert ratio == pytest.approx(
+        hardware_flops_per_step() / (6 * get_model("gpt-3-175b").params * 1536 * 2048))
+    f, rows = facts(), fall()
+    step = step_text(client, "10. ZeRO-3's published fall", "Check yourself")
+    for key, row in (("t2_384", rows[0]), ("t2_1536", rows[-1])):
+        rate = f[key]["api"]["crossover"]["rate"]
+        assert row.lab_flops == pytest.approx(rate * ratio, rel=1e-6)  # every gather hides
+        said = f"{rate / 1e12:.0f} × {ratio:.2f} = {row.lab_flops / 1e12:.0f}"
+        assert said in step, said
+    lab_fall = 100 * (1 - rows[-1].lab_flops / rows[0].lab_flops)
+    published = 100 * (1 - rows[-1].published_flops / rows[0].published_flops)
+    said = (f"a {lab_fall:.1f}% fall, {lab_fall:.1f} ÷ {published:.0f} = "
+            f"{100 * share_shown(rows):.0f}% of the published one")
+    assert said in step, said
