@@ -47,8 +47,11 @@ DRILLS: tuple[Drill | Decide, ...] = (
         )),
     decide(
         "moe-decide-skew",
-        "Mixtral 8×7B, EP8 on 2 nodes, routing skew 0.8: one MoE layer takes far longer "
-        "than with uniform routing. Which change cuts the layer's time most?",
+        # Round-10 cold reading of EP07, item 7: "EP8 on 2 nodes" read as one EP group across
+        # two nodes; the group sits in one node, the second node holds a copy.
+        "Mixtral 8×7B, EP 8 inside one node; the job runs on 2 nodes of 8 GPUs (expert-DP "
+        "2), routing skew 0.8: one MoE layer takes far longer than with uniform routing. "
+        "Which change cuts the layer's time most?",
         "moe", "layer_s",
         # Round-8 cold reading of EP07, item 9: "balance the router perfectly" won by removing
         # the cause the question names. Each option is now a lever a run pulls; the right one
@@ -57,7 +60,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
           {"nodes": 2, "ep": 8, "skew": 0.2},
           lambda a: "Expert 0's chance falls to 0.25 + 0.2 × 0.75 = 0.4, "
                     f"{a['gpu_max_over_mean']:.2f}× its fair share, so the busiest GPU does "
-                    "1.6 times the balanced work, and no token drops: {value}, still uneven."),
+                    "1.6 times the balanced work, and no token drops: {value}, still uneven. "
+                    "It comes at a price in model quality: the loss's gradients fight the "
+                    "language-modelling loss (step 10)."),
          ("capacity", "Cap each expert at 2 × its fair share of tokens (capacity factor 2)",
           {"nodes": 2, "ep": 8, "skew": 0.8, "capacity_factor": 2.0},
           lambda a: "The cap lets the hot expert keep twice its fair share, so its GPU "
@@ -77,8 +82,8 @@ DRILLS: tuple[Drill | Decide, ...] = (
         best="min", fmt=ms,
         solution="{best}. Layer time: balance loss {loss}, factor 2 {capacity}, DeepEP "
                  "{deepep}, 4 nodes {nodes}. The layer follows its busiest GPU: the loss "
-                 "leaves it 1.6 times the balanced work, the cap 2 times, and only the cap "
-                 "drops tokens.",
+                 "leaves it 1.6 times the balanced work, at a price in model quality (step 10), "
+                 "the cap 2 times, and only the cap drops tokens.",
         reveals=("layer follows its busiest GPU",)),
     decide(
         "moe-decide-network",

@@ -731,3 +731,20 @@ def test_round_10_step_7_derives_the_dp_rings_latency(client):
             f"{lat['nvlink']:.1f} + {across} × {lat['net']:.1f}) µs = {fmt_ms(total)}")
     assert said in text, said
     assert "tuning.cc" in text and "EP02 step 1" in text
+
+
+def test_round_10_the_skew_decide_places_ep_in_one_node_and_prices_the_loss():
+    """Round-10 cold reading of EP07, item 7: 'EP8 on 2 nodes' read as one EP group across
+    two nodes, which makes DeepEP look right; and the right answer's feedback presented a
+    larger balance-loss weight as free, where step 10 says it fights the model's loss."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills import LESSON_DRILLS
+
+    drill = next(d for d in LESSON_DRILLS["moe"] if d.id == "moe-decide-skew")
+    base = lab_value("moe", {"nodes": 2, "ep": 8, "skew": 0.8}, lambda a: a)
+    assert base["ep_per_node"] == 8 and base["expert_dp"] == 2
+    assert "EP 8 inside one node" in drill.question
+    assert f"expert-DP {base['expert_dp']}" in drill.question and "EP8 on 2" not in drill.question
+    judged = {o.key: o for o in drill.judge()}
+    assert "price in model quality" in judged["loss"].why and "(step 10)" in judged["loss"].why
+    assert "price in model quality (step 10)" in drill.solution()
