@@ -218,9 +218,11 @@ def scale_figure(result) -> dict:
             # The days panel answers step 7 (how much sooner each doubling finishes: the
             # flattening line, hovered 33.2 -> 24.5 -> 22.6 days), which step 6's links and the
             # bad case drew before its guess (round-10 cold reading, EP11 finding 1): its
-            # traces, its label and the summary's days masked until step 7's guess (lab.js,
+            # traces, its label and the summary's days hidden until step 7's guess (lab.js,
             # layout.meta.owners); the goodput panel stays ("partly").
-            meta={"masked": {"1": "? days"} if days is not None else {}, "partly": True,
+            # Its label is dropped while veiled (a masked one sits at the plot's middle, on
+            # the goodput panel's axis).
+            meta={"masked": {}, "partly": True,
                   "owners": [{"step": "step-7", "traces": [1, 3, 5],
                               "annotations": [1] if days is not None else [],
                               "summary": [finish_text, " and finish in ? days"]}]},
