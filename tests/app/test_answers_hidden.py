@@ -44,7 +44,12 @@ DECLARED = ["memory", "dp", "zero", "tp", "pipeline", "cp", "moe", "recipe", "fa
 # Phrases that print a step's answer figure as another quantity, each with why it is not the
 # answer: struck from the screen's text for that step only, so the figure is still looked for
 # everywhere else on the page.
-COINCIDENCES: dict[tuple[str, str, str], str] = {}  # (lesson, step, phrase) -> why
+COINCIDENCES: dict[tuple[str, str, str], str] = {  # (lesson, step, phrase) -> why
+    ("moe", "step-10", "all four, about 4 times"):
+        "step 7's choice: the 4:1 spine's slowdown, not the loss's gradient ratio",
+    ("moe", "step-10", "each takes 4 times as long"):
+        "step 7's why: 4 flows through one uplink, not the loss's gradient ratio",
+}
 
 NUMBER = r"\d+(?:,\d{3})*(?:\.\d+)?"
 

@@ -748,3 +748,22 @@ def test_round_10_the_skew_decide_places_ep_in_one_node_and_prices_the_loss():
     judged = {o.key: o for o in drill.judge()}
     assert "price in model quality" in judged["loss"].why and "(step 10)" in judged["loss"].why
     assert "price in model quality (step 10)" in drill.solution()
+
+
+def test_round_10_step_10s_predict_leaves_the_ratio_to_the_student(client):
+    """Round-10 cold reading of EP07, item 8: step 10's predict said expert 0 'gets about 4
+    times its fair share', and since ∂L/∂Pᵢ = α·E·fᵢ the answer is that ratio: a student
+    matched the 4 without differentiating. It now states k, E and the skew, from which the
+    student finds p₀ = 0.1281, 4.10 times k/E."""
+    import html as markup
+
+    page = client.get("/episodes/experts").text
+    form = re.search(r'id="predict-moe-10".*?<p class="predict">(.*?)</p>', page, re.S)
+    prompt = " ".join(markup.unescape(re.sub(r"<[^>]+>", " ", form[1])).split())
+    assert "fair share" not in prompt and "4 times" not in prompt
+    assert "k = 8 of its E = 256 experts" in prompt and "skew 0.1" in prompt
+    assert "p₀ = k/E + skew · (1 − k/E)" in prompt
+    v3 = client.get("/api/moe", params={"model": "deepseek-v3", "nodes": 8, "ep": 64,
+                                        "skew": 0.1}).json()
+    assert v3["max_over_mean"] == pytest.approx((8 / 256 + 0.1 * 248 / 256) / (8 / 256),
+                                                rel=0.01)
