@@ -9,6 +9,7 @@ TAUGHT_IN: dict[str, str] = {
     "context-parallelism": "memory",
     "expert-parallelism": "memory",
     "sequence-parallelism": "tensor-parallel",
+    "packed-token-stream": "context-parallel",
     "ulysses": "tensor-parallel",
     "zero": "memory",
     "fsdp": "zero",

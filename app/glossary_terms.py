@@ -54,6 +54,11 @@ GLOSSARY: tuple[Term, ...] = (
          "every GPU, are split along the sequence, and each all-reduce becomes a reduce-scatter "
          "and an all-gather of the same bytes. Not context parallelism, and not Ulysses, which "
          "DeepSpeed also calls sequence parallelism."),
+    Term("packed-token-stream", "Packed token stream (sequence packing)",
+         r"\bpacked token stream\b|\bsequence packing\b",
+         "Several training sequences laid end to end as one long run of tokens, so no position "
+         "is spent on padding; each token attends only within its own sequence (per-sequence "
+         "offsets in the attention kernel)."),
     Term("ulysses", "Ulysses (DeepSpeed)", r"\bUlysses\b",
          "Context parallelism by attention heads: an all-to-all regroups the sequence-split Q, "
          "K and V so each GPU computes whole-sequence attention for some of the heads, and "

@@ -558,3 +558,14 @@ def test_round_10_step_1_names_the_34_and_gives_llamas_estimate(client):
     assert high > 0  # the GPT count is the larger
     assert (f"18 + 4 × 28,672 ÷ 8,192 = 32 bytes per token per unit of hidden size, gives "
             f"{fmt_bytes(megatron)}: the GPT count errs {high * 100:.1f}% high here") in text
+
+
+def test_round_10_packed_token_stream_is_defined_where_step_4_uses_it(client):
+    """Round-10 cold reading of EP06, item 14 (c): step 4's 'packed token stream' (slime's
+    all-gather CP) was used undefined. Its first use is marked with the glossary's
+    definition, and /glossary lists it as taught in EP06."""
+    raw = client.get("/episodes/context-parallel").text
+    step4 = raw[raw.index('id="step-4"'):raw.index('id="step-5"')]
+    assert 'id="term-packed-token-stream"' in step4
+    glossary = client.get("/glossary").text
+    assert 'id="packed-token-stream"' in glossary and "no position is spent on padding" in glossary
