@@ -428,7 +428,22 @@ def test_round_8_step_9_plain_dp_stops_hiding_where_zero3_does(client):
     assert here < 1280 and f"past that state's T* of {here:,.0f} tokens" in step
     # Item 11: the chart's dotted line, where the lab's overlap first hides it all.
     hidden = mid["api"]["crossover"]["hidden_tokens"]
-    assert here < 1280 < hidden and f"short of its dotted line at {hidden:,.0f}" in step
+    assert here < 1280 < hidden
+    # Round-10 cold reading, item 6: the line moves with the state's rate, and says so.
+    assert (f"short of its dotted line, which moves with the state's rate: at {hidden:,.0f} "
+            f"here, against {f['l70_z0']['api']['crossover']['hidden_tokens']:,.0f} at 4,096 "
+            "tokens") in step
+    assert "the chart's dotted line at this state's compute rate" in step
+    # Item 9: the Ethernet busBW from the node's ports, against NVLink's.
+    eth, ib = f["eth"]["result"].input.cluster, f["l70_z3"]["result"].input.cluster
+    assert f["eth"]["api"]["crossover"]["busbw"] == pytest.approx(
+        eth.nics_per_node * eth.inter.ring_busbw, rel=1e-3)
+    assert eth.nics_per_node * eth.inter.ring_busbw < eth.intra.ring_busbw
+    assert ib.nics_per_node * ib.inter.ring_busbw > ib.intra.ring_busbw
+    assert (f"On InfiniBand 8 × 48 = 384 GB/s beat NVLink's {ib.intra.ring_busbw / 1e9:.1f}, "
+            "so NVLink set the busBW. On 25 Gb/s Ethernet 8 ports × 3 GB/s (step 5) = "
+            f"{fmt_bytes(f['eth']['api']['crossover']['busbw'])} /s, now below NVLink's, so the "
+            "network sets it") in step  # a space where the figure's tag closes
     assert (f"from {f['l70_z0']['api']['crossover']['hidden_tokens']:,.0f} tokens for plain DP"
             in step)
 
