@@ -1957,3 +1957,53 @@ def test_round_8_step_4_says_34sh_is_selective_recomputation_and_how_far_megatro
             f"{fmt_bytes(w0)}: against it the lab errs high, by "
             f"{fmt_bytes(w0 * (1 - meg / layer))}") in step
     assert fmt_pct(1 - meg / layer) not in step
+
+
+def test_round_10_step_12s_why_leaves_the_sm_charge_to_step_13(client):
+    """Round-10 cold reading of EP08, finding 1: step 12's ZeRO-3 paragraph, open before step
+    13's guess, charged the compute beside the hidden gathers 16/132 of its speed (32 × 16/132
+    × (3.33 + 6.37 ms) = 37.6 ms) and said the lab leaves the same SMs uncharged elsewhere:
+    the principle step 13's predict asks for. Both are in step 13's why now, from the engine."""
+    from app.charts.units import fmt_ms
+    from app.routers.recipe import facts
+
+    f = facts()
+    z3, k = f["ov_zero3"]["api"], f["lv_consts"]
+    text = _page_text(client)
+    step12 = _step_text(text, 12)
+    charged = fmt_ms(z3["timeline"]["charged_sm_s"])
+    for said in (f"{k['channels']}/{k['sms']}", "SMs not charged", charged, "one SM each"):
+        assert said not in step12, said
+    why13 = _step_text(text, 13).split("never for free")[1]
+    zf, zb = (z3["layer"]["by_pass"][p]["hidden_s"]["dp"] for p in ("forward", "backward"))
+    assert (f"{z3['layer']['layers']} × {k['channels']}/{k['sms']} × ({fmt_ms(zf)} + "
+            f"{fmt_ms(zb)}) = {charged}") in why13
+    assert fmt_ms(f["ov"]["api"]["timeline"]["uncharged_sm_s"]) in why13
+
+
+def test_round_10_step_12s_predict_asks_the_wait_not_the_pass_the_mode_names(client):
+    """Round-10 cold reading of EP08, finding 3: step 12's predict asked in which pass the
+    compute waits longer with TP overlap "none" instead of "backward", which the mode's name
+    answers. It asks how many ms more a micro-batch waits, from the collective's time the
+    prompt states and the pair it says "backward" hides; the answer is the engine's rise."""
+    from app.charts.units import fmt_ms
+    from app.routers.recipe import facts
+
+    f = facts()
+    ov, none = f["ov"]["api"], f["ov_tp_none"]["api"]
+    lay = ov["layer"]
+    tp = [c for c in lay["collectives"] if c["kind"] == "tp"]
+    hidden = [c for c in tp if c["exposed_s"] <= 0]
+    rise = none["timeline"]["exposed_s"]["tp"] - ov["timeline"]["exposed_s"]["tp"]
+    assert rise == pytest.approx(len(hidden) * tp[0]["seconds"] * lay["layers"])
+    html = client.get("/episodes/recipe-3d").text
+    form = html.split('data-predict="recipe-overlap"')[1].split("</form>")[0]
+    assert form.startswith(f' data-answer="{fmt_ms(rise)}">')
+    assert 'name="guess" inputmode="decimal"' in form and 'type="radio"' not in form
+    prompt = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", form)).replace("&#39;", "'")
+    assert f"takes {tp[0]['seconds'] * 1e6:.1f} µs" in prompt
+    assert f"a micro-batch of {lay['layers']} layers" in prompt
+    assert "QKV's backward pair" in prompt
+    why = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.split('id="why-recipe-overlap"')[1]))
+    assert (f"{len(hidden)} × {tp[0]['seconds'] * 1e6:.1f} µs × {lay['layers']} = "
+            f"{fmt_ms(rise)} more") in why
