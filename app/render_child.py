@@ -11,7 +11,9 @@ answers since made (issue 31: a pass walked 71,000 objects, 47 ms, after 1,300 a
 the class requests of every lab, collections cost 0.25 ms of CPU per answer, 0.08-0.10 ms so).
 Every FULL_EVERY-th collection unfreezes first and walks everything,
 so a cycle that became garbage after it was frozen (an evicted cached error's traceback) is
-reclaimed within that many collections.
+reclaimed within that many collections. That walk took 212 ms (of a replay's 2,000 class
+answers' 7 s) where the others took 8-18 ms, and a render leaves little cyclic garbage since
+issue 31 (app/templating.py): every fiftieth, not every tenth (0.09 ms of CPU an answer less).
 
 Two lanes, two threads, each running its own event loop for as long as the child lives: a
 light answer is drawn at the child's niceness, a heavy one at ``heavy_nice`` (Linux keeps a
@@ -48,7 +50,14 @@ PARENT_POLL = 1.0  # s: how often a child checks that its parent is alive
 # The oldest generation's threshold (gen1 collections before a full one): never reached, so
 # only ``collect`` runs a full collection; the young generations are collected as usual.
 NO_AUTOMATIC_FULL = 1 << 30
-FULL_EVERY = 10  # collections: every tenth walks the frozen objects too
+# The young generation's threshold (allocations less deallocations between its collections;
+# Python's default 700). A render makes and frees thousands of objects: at 700 a collection
+# fell every few hundred of an answer's allocations and walked the live ones each time.
+# Since a render leaves almost no cyclic garbage (app/templating.py), fewer, larger young
+# collections walk less in all (issue 31, over 2,000 class control answers: 216 -> 104 ms of
+# young and middle collections at 10,000, 131 ms at 3,000).
+YOUNG = 10_000
+FULL_EVERY = 50  # collections: every fiftieth walks the frozen objects too
 
 _CHILD: dict = {}
 
@@ -69,8 +78,8 @@ def init(target: str, warm_up: str, heavy_nice: int = 0, answers=None) -> None:
     while not hasattr(layer, "pool"):
         layer = layer.app
     _CHILD.update(app=app, inner=layer.app)
-    young, middle, _ = gc.get_threshold()
-    gc.set_threshold(young, middle, NO_AUTOMATIC_FULL)
+    _, middle, _ = gc.get_threshold()
+    gc.set_threshold(YOUNG, middle, NO_AUTOMATIC_FULL)
     for lane, nice in (("light", 0), ("heavy", heavy_nice)):
         ready = threading.Event()
         threading.Thread(target=_lane, args=(lane, nice, ready), daemon=True,

@@ -262,6 +262,7 @@ def test_a_child_collects_its_garbage_between_answers(client, pair, monkeypatch)
     light_only, _ = pair.slots
     automatic = light_only.executor.submit(gc.get_threshold).result(WAIT)
     assert automatic[2] == render_child.NO_AUTOMATIC_FULL
+    assert automatic[0] == render_child.YOUNG > 700  # fewer, larger young collections
     frozen = light_only.executor.submit(gc.get_freeze_count).result(WAIT)  # the app's import
     before = pair.collections
     CACHE.clear()
