@@ -7,6 +7,7 @@ rank); the recipes' bytes per parameter are records in ``labs.core.catalogue``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from labs.core.catalogue import RECIPES
 from labs.core.errors import LabInputError
@@ -147,8 +148,9 @@ class MemoryInput:
             # rounds of micro-batches, the V's 2p minimum.
             check_shape(self.schedule, self.pp, self.pipeline_microbatches, self.virtual)
 
-    @property
+    @cached_property  # asked 10-20 times an answer (each shard group, each stage's bill)
     def layout(self) -> ParallelLayout:
+        """The degrees as one layout, built (and each validated) once per input."""
         return ParallelLayout(tp=self.tp, pp=self.pp, cp=self.cp, dp=self.dp, ep=self.ep,
                               etp=self.etp)
 

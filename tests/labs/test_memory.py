@@ -367,3 +367,11 @@ def test_bad_expert_parallel(overrides, field):
     with pytest.raises(LabInputError) as err:
         MemoryInput(model=get_model("mixtral-8x7b"), gpu=H100, **overrides)
     assert err.value.field == field
+
+
+def test_an_input_builds_its_layout_once():
+    """Issue 31: a ledger asks its input's layout 10-20 times (each shard group, each stage's
+    bill); it is built, and its degrees validated, once per input."""
+    inp = MemoryInput(model=get_model("mixtral-8x7b"), gpu=H100, tp=2, dp=4, ep=4)
+    assert inp.layout is inp.layout
+    assert (inp.layout.tp, inp.layout.dp, inp.layout.ep, inp.layout.expert_dp) == (2, 4, 4, 2)
