@@ -49,9 +49,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "moe-decide-skew",
         # Round-10 cold reading of EP07, item 7: "EP8 on 2 nodes" read as one EP group across
         # two nodes; the group sits in one node, the second node holds a copy.
-        "Mixtral 8×7B, EP 8 inside one node; the job runs on 2 nodes of 8 GPUs (expert-DP "
-        "2), routing skew 0.8: one MoE layer takes far longer than with uniform routing. "
-        "Which change cuts the layer's time most?",
+        "Mixtral 8×7B, EP 8 inside one node; the job runs on 2 nodes of 8 GPUs, the second "
+        "holding a copy of every expert; routing skew 0.8: one MoE layer takes far longer "
+        "than with uniform routing. Which change cuts the layer's time most?",
         "moe", "layer_s",
         # Round-8 cold reading of EP07, item 9: "balance the router perfectly" won by removing
         # the cause the question names. Each option is now a lever a run pulls; the right one

@@ -101,32 +101,41 @@ def deepep_legs() -> dict:
             "nvlink_bytes": api["dispatch_bytes_per_gpu"][0] - net_bytes}
 
 
-@lru_cache(maxsize=1)
-def mixtral_gemm_rate() -> dict:
-    """Step 3's expert GEMMs of Mixtral, EP 8 (one expert a GPU, 4,096 tokens x 2 copies),
-    their rate from its source: the GPU preset's dense peak times each factor the engine
-    applies (labs.hardware.kernels.matmul_rate: the measured full-wave share, what a
-    power-limited GPU keeps of it, a node's slowest GPU; then each GEMM's wave fill, the
-    share of SM slots its tiles fill over its waves), so the time follows from the rate."""
-    result = facts()["mixtral"]["result"]
+@lru_cache(maxsize=4)
+def gemm_rate(key: str = "mixtral") -> dict:
+    """Step 3's expert GEMMs for one of its states (Mixtral, EP 8: one expert a GPU;
+    DeepSeek-V3, EP 64: four, one grouped GEMM), their rate from its source: the GPU preset's
+    dense peak times each factor the engine applies (labs.hardware.kernels.matmul_rate: the
+    measured full-wave share, what a power-limited GPU keeps of it, a node's slowest GPU;
+    then each GEMM's wave fill, the share of SM slots its tiles, the GPU's experts' together,
+    fill over its waves), so the time follows from the rate."""
+    result = facts()[key]["result"]
     inp, gpu = result.input, result.input.cluster.gpu
     k, m = gpu.kernels, inp.model
-    rows = inp.tokens * m.top_k * m.experts // inp.ep  # the copies one GPU's expert gets
+    local = m.experts // inp.ep  # the GPU's experts, one grouped GEMM
+    rows = inp.tokens * m.top_k * inp.ep // m.experts  # the copies each expert gets
     up = (2 if m.gated_mlp else 1) * m.expert_ffn
     gemms = []
     for n, depth in ((up, m.hidden), (m.hidden, m.expert_ffn)):
-        fill = wave(k.sm_count, rows, n)  # the better of cuBLAS's two tiles, as timed
-        tiles = next(t for tm, tn in TILES for t in [math.ceil(rows / tm) * math.ceil(n / tn)]
+        fill = wave(k.sm_count, rows, n, local)  # the better of cuBLAS's two tiles, as timed
+        tiles = next(t for tm, tn in TILES
+                     for t in [local * math.ceil(rows / tm) * math.ceil(n / tn)]
                      if t / (math.ceil(t / k.sm_count) * k.sm_count) == fill)
-        gemms.append({"flops": 2.0 * rows * n * depth, "tiles": tiles,
+        gemms.append({"flops": 2.0 * local * rows * n * depth, "tiles": tiles,
                       "waves": math.ceil(tiles / k.sm_count), "fill": fill})
     flops = sum(g["flops"] for g in gemms)
     full = matmul_rate(gpu)
     fill = flops / sum(g["flops"] / g["fill"] for g in gemms)  # the time-weighted fill
     return {"peak": gpu.bf16_flops, "mamf": k.matmul_efficiency, "sustain": k.matmul_sustain,
             "slowest": SLOWEST_GPU, "full": full, "sms": k.sm_count, "rows": rows,
+            "local": local, "expert_params": 3 * m.hidden * m.expert_ffn,
             "gemms": gemms, "fill": fill, "rate": full * fill, "flops": flops,
             "seconds": flops / (full * fill)}
+
+
+def mixtral_gemm_rate() -> dict:
+    """Step 3's Mixtral GEMMs (gemm_rate's first state)."""
+    return gemm_rate("mixtral")
 
 
 def extra_context(state) -> dict:
@@ -144,6 +153,7 @@ def extra_context(state) -> dict:
         "a2a": simple_ring_latency(),
         "deepep": deepep_legs(),  # step 3 derives DeepEP's 3.90 ms from these
         "mixtral_rate": mixtral_gemm_rate(),  # step 3 times Mixtral's experts from its rate
+        "v3_rate": gemm_rate("v3"),  # and DeepSeek-V3's at EP 64
         "crossover": ep_crossover(state.result),
         "validation": {g["group"]: g for g in validation()["groups"]},
         "goodput_bound": GOODPUT_BOUND,  # DeepSeek-V3's figure is a whole-run average

@@ -744,7 +744,10 @@ def test_round_10_the_skew_decide_places_ep_in_one_node_and_prices_the_loss():
     base = lab_value("moe", {"nodes": 2, "ep": 8, "skew": 0.8}, lambda a: a)
     assert base["ep_per_node"] == 8 and base["expert_dp"] == 2
     assert "EP 8 inside one node" in drill.question
-    assert f"expert-DP {base['expert_dp']}" in drill.question and "EP8 on 2" not in drill.question
+    # The page shows the question at step 5, before DP is defined (test_glossary): the
+    # expert-DP copy is said in words.
+    assert "2 nodes of 8 GPUs, the second holding a copy of every expert" in drill.question
+    assert "EP8 on 2" not in drill.question
     judged = {o.key: o for o in drill.judge()}
     assert "price in model quality" in judged["loss"].why and "(step 10)" in judged["loss"].why
     assert "price in model quality (step 10)" in drill.solution()
@@ -767,3 +770,28 @@ def test_round_10_step_10s_predict_leaves_the_ratio_to_the_student(client):
                                         "skew": 0.1}).json()
     assert v3["max_over_mean"] == pytest.approx((8 / 256 + 0.1 * 248 / 256) / (8 / 256),
                                                 rel=0.01)
+
+
+def test_round_10_step_3_derives_deepseek_v3s_expert_compute(client):
+    """Round-10 cold reading of EP07, item 10: DeepSeek-V3's 4.45 ms of expert compute at EP
+    64 had no derivation (2.89 TFLOP at Mixtral's 653 TFLOP/s gives 4.42). Its four experts
+    run as one grouped GEMM whose tiles fill their waves a little less: 649 TFLOP/s."""
+    from app.routers.moe import facts, gemm_rate
+    from labs.hardware.kernels import grouped_gemm_time
+    from tests.app.test_zero_routes import visible_text
+
+    r, api = gemm_rate("v3"), facts()["v3"]["api"]
+    inp = facts()["v3"]["result"].input
+    m = inp.model
+    rows = (r["rows"],) * r["local"]
+    engine = (grouped_gemm_time(inp.cluster.gpu, rows, 2 * m.expert_ffn, m.hidden)
+              + grouped_gemm_time(inp.cluster.gpu, rows, m.hidden, m.expert_ffn))
+    assert r["seconds"] == pytest.approx(engine, rel=1e-9)
+    assert r["seconds"] == pytest.approx(api["compute_s"], rel=1e-9)
+    assert r["flops"] == pytest.approx(4096 * 8 * 2 * r["expert_params"])
+    text = visible_text(client.get("/episodes/experts").text)
+    said = (f"4,096 × 8 copies × 2 × {r['expert_params'] / 1e6:.1f}M = {r['flops'] / 1e12:.2f} "
+            f"TFLOP")
+    assert said in text, said
+    said = (f"{r['full'] / 1e12:.0f} × {r['fill']:.3f} = {r['rate'] / 1e12:.0f} TFLOP/s")
+    assert said in text and f"{r['rate'] / 1e12:.0f}" != "653", said
