@@ -265,15 +265,15 @@ def marks() -> dict:
 def bands() -> dict[str, dict[str, float]]:
     """The lab's error where EP08 errs most (cold reading round 8, EP08 item 2), each
     labs.recipe.runs.summary of the "Checked against real runs" page's validation runs:
-    torchtitan's FSDP2 runs, their H100 rows alone, and the MoE runs (DeepSeek-V3's and
-    Megatron's Qwen3 zoo)."""
+    torchtitan's FSDP2 runs on H100s, NeMo's FP8 H100 runs (Megatron-LM
+    underneath) and the MoE runs (DeepSeek-V3's and Megatron's Qwen3 zoo)."""
     found = validation_checks()
 
     def band(keep) -> dict[str, float]:
         return summary(tuple(c for c in found if keep(c.run)))
 
     titan = "torchtitan-fsdp2"
-    return {"fsdp2": band(lambda r: r.group == titan),
-            "fsdp2_h100": band(lambda r: r.group == titan and "H100" in r.cluster.gpu.name),
+    return {"fsdp2_h100": band(lambda r: r.group == titan and "H100" in r.cluster.gpu.name),
+            "nemo_h100": band(lambda r: r.group == "nemo-h100-fp8"),
             "moe": band(lambda r: r.group in ("deepseek-v3", "megatron-moe"))}
 
