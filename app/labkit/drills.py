@@ -152,7 +152,7 @@ Why = str | Callable[[dict], str]
 
 def decide(id: str, question: str, view: str, path: Path | Mapping[str, Path],
            choices: Sequence[tuple[str, str, Mapping[str, Any], Why]], *, best: str,
-           fmt: Callable[[float], str], solution: str,
+           fmt: Callable[[float], str], solution: str | Callable[[dict[str, float]], str],
            reveals: Sequence[str] = ()) -> Decide:
     """Pick the choice whose state gives the lowest (``best="min"``) or highest value at
     ``path`` of the lab's answer. Each choice is (key, label, the state's params, why: its
@@ -160,7 +160,9 @@ def decide(id: str, question: str, view: str, path: Path | Mapping[str, Path],
     or a function of that state's whole answer returning it, where the reasoning quotes more
     of the lab's figures). A why says nothing of the other choices' figures: a wrong try is
     told only its own. ``solution`` is formatted
-    with each choice's figure by key and ``best`` (the right choice's label). ``path`` may be
+    with each choice's figure by key and ``best`` (the right choice's label); or it is a
+    function of the choices' raw figures by key returning that text, where the solution works
+    a figure from several of them (a gap between two). ``path`` may be
     one per choice key, where the choices read different fields of one answer. ``reveals``:
     the phrases of the right choice's why or the solution that state the answer in words."""
     pick = {"min": min, "max": max}[best]
@@ -183,7 +185,8 @@ def decide(id: str, question: str, view: str, path: Path | Mapping[str, Path],
         found = values()
         top = pick(found, key=found.__getitem__)
         labels = {key: label for key, label, _, _ in choices}
-        return solution.format(best=labels[top], **{k: fmt(v) for k, v in found.items()})
+        text = solution(found) if callable(solution) else solution
+        return text.format(best=labels[top], **{k: fmt(v) for k, v in found.items()})
 
     return Decide(id=id, question=question, choices=tuple((k, label) for k, label, _, _ in choices),
                   judge=judge, solution=worked, reveals=tuple(reveals))

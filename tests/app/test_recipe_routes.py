@@ -2042,3 +2042,22 @@ def test_round_10_step_14_works_its_verdict_from_the_h100_runs_bands(client):
     assert (f"2-D runs {s(d2, titan[1])} to {s(d2, titan[3])} and 3-D {s(d3, nemo[1])} to "
             f"{s(d3, nemo[3])}: the two overlap") in step
     assert "20 FSDP2 runs" not in step and "Megatron-LM's by a median" not in step
+
+
+def test_round_10_step_11s_decide_says_its_top_two_are_inside_the_labs_error(client):
+    """Round-10 cold reading of EP08, finding 4: recipe-decide-mfu's right option beats the
+    next by 1.2 MFU points (2.2% of MFU), less than the spread of the lab's error on the
+    Megatron-LM runs it is calibrated on, and the solution said nothing of it. It says so now,
+    the gap from /api/recipe's MFUs and the spread from /api/validation's Megatron-LM runs."""
+    from app.lesson_drills.recipe import MFU_CHOICES
+    from app.routers.recipe import VIEW, facts
+
+    seed = facts()["seed"]["params"]
+    mfu = sorted((client.get("/api/recipe", params={**seed, **c}).json()["mfu"]
+                  for c in MFU_CHOICES.values()), reverse=True)
+    ratios = [r["ratio"] for r in client.get("/api/validation").json()["runs"]]
+    assert mfu[0] / mfu[1] - 1 < max(ratios) - min(ratios)
+    drill = next(d for d in VIEW.drills if d.id == "recipe-decide-mfu")
+    assert (f"close: {(mfu[0] - mfu[1]) * 100:.1f} points, {mfu[0] / mfu[1] - 1:.1%} of MFU, "
+            f"less than the spread of the lab's own error on Megatron-LM's {len(ratios)} A100 "
+            f"runs (fast by {min(ratios) - 1:.1%} to {max(ratios) - 1:.1%})") in drill.solution()
