@@ -1,6 +1,7 @@
 """A class's misses replayed in one process: what a render process spends on a class.
 
-Run: ``python tests/benchmarks/class_replay.py [--students 1000] [--requests 45] [--limit N]``.
+Run: ``python tests/benchmarks/class_replay.py [--students 1000] [--requests 45] [--skip N]
+[--limit N]``.
 It builds the request stream tests/benchmarks/class_load.py's students send (each opens an
 episode, follows each "try it" link and case button, fetches the lazy chart a link brings into
 view (EP08 step 14's, apart in the report), and moves the controls as
@@ -35,6 +36,12 @@ sys.path.insert(0, str(ROOT))
 
 COLLECT_EVERY = 200  # answers, as app/render_pool.py's COLLECT_IDLE
 RAMP = 10.0  # s over which the class arrives
+
+
+def headers_of(target: str) -> dict:
+    """A request's htmx headers by what it asks: a page, a lazy chart, or a target's swap."""
+    return {"page": {}, "lazy": {"hx-request": "true"}}.get(
+        target, {"hx-request": "true", "hx-target": target})
 
 
 def stream(app, students: int, requests: int) -> list[tuple[str, str, str]]:
@@ -97,6 +104,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=45, help="requests per student")
     parser.add_argument("--limit", type=int, default=0,
                         help="draw only the first N distinct answers (0: all)")
+    parser.add_argument("--skip", type=int, default=0,
+                        help="draw the first N distinct answers unmeasured, as a class running "
+                             "for a while has warmed its caches, then measure the next")
     args = parser.parse_args()
     from app import render_child
     from app.labkit import VIEWS
@@ -113,14 +123,16 @@ def main() -> None:
     lab_of = {view.episode.path: view.name for view in VIEWS.values()}
     lab_of.update({view.lazy_path(d): f"{view.name} {d.name}" for view in VIEWS.values()
                    for d in view.diagrams if d.lazy_template})
-    answers = answers[:args.limit or None]
+    for path, query, target in answers[:args.skip]:
+        render_child.render(scope(path, query, headers_of(target)), "light")
+    if args.skip:
+        render_child.collect()
+    answers = answers[args.skip:args.skip + args.limit if args.limit else None]
     spent, count = Counter(), Counter()
     start = time.process_time()
     for drawn, (path, query, target) in enumerate(answers, 1):
-        headers = {"page": {}, "lazy": {"hx-request": "true"}}.get(
-            target, {"hx-request": "true", "hx-target": target})
         before = time.process_time()
-        render_child.render(scope(path, query, headers), "light")
+        render_child.render(scope(path, query, headers_of(target)), "light")
         spent[lab_of.get(path, path)] += time.process_time() - before
         count[lab_of.get(path, path)] += 1
         if drawn % COLLECT_EVERY == 0:
