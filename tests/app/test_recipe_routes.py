@@ -2061,3 +2061,14 @@ def test_round_10_step_11s_decide_says_its_top_two_are_inside_the_labs_error(cli
     assert (f"close: {(mfu[0] - mfu[1]) * 100:.1f} points, {mfu[0] / mfu[1] - 1:.1%} of MFU, "
             f"less than the spread of the lab's own error on Megatron-LM's {len(ratios)} A100 "
             f"runs (fast by {min(ratios) - 1:.1%} to {max(ratios) - 1:.1%})") in drill.solution()
+
+
+def test_round_10_nic_is_defined_where_step_12_first_uses_it(client):
+    """Round-10 cold reading of EP08, finding 9: "NIC" first appeared in step 12 ("4 a node,
+    one NIC each") and was glossed only in step 13. Its first use on the page defines it."""
+    text = _page_text(client).replace("&#39;", "'")
+    first = text.index("NIC")
+    assert first > text.index('id="step-12"')
+    assert text[first:].startswith("NIC (network interface card: a GPU's own port onto "
+                                   "InfiniBand) each")
+    assert text.count("network interface card") == 1
