@@ -167,6 +167,44 @@ def memory_figure(result) -> dict:
     }
 
 
+# The model ids of EP09's steps whose answers a step's times give (timeline_keys).
+R1, GLM9 = "deepseek-r1", "glm-4-9b"
+# Its drills' states, keyed by the drill's form (lab.js masks a figure keyed "drill-<id>" until
+# that drill is answered): GLM-4-9B's rollout at 16 responses a prompt (step 5's predict
+# drill), and its plans on 24 GPUs (the closing decide).
+ROLLOUT_DRILL, DECIDE_DRILL = ("drill-placement-predict-rollout-2x",
+                               "drill-placement-decide-throughput")
+DECIDE_GPUS = 24
+
+
+def timeline_keys(result) -> dict[str, tuple[str, ...]]:
+    """What masks each of a step's times on the lesson (round-11 cold reading of EP09,
+    finding 1: the timeline and the Step cell were never masked): the rollout waits for step
+    5's guess, the training and the sync for step 6's (step 6's diagram), the step and the
+    samples a second for step 2's; and each, for the state that answers a step or a drill,
+    for that one too: DeepSeek-R1's step time steps 5 and 6, GLM-4-9B's times step 2, its 16
+    responses a prompt step 5's predict drill, its 24 GPUs the closing decide."""
+    inp = result.input
+    state: tuple[str, ...] = ()  # what the state's every time answers
+    step: tuple[str, ...] = ()  # what its step time answers besides
+    if inp.model.id == R1:
+        # The rollout alone is step 5's (its why quotes it); the step, with the rollout, gives
+        # the sync, which step 6 asks about.
+        step = ("step-5", "step-6")
+    elif inp.model.id == GLM9:
+        state = ((ROLLOUT_DRILL,) if inp.responses_per_prompt != 8 else
+                 (DECIDE_DRILL,) if len(result.gpus) == DECIDE_GPUS else ("step-2",))
+
+    def keys(*base: str) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(base + state))
+
+    return {"rollout": keys("step-5"), "train": keys("step-6"), "weight_sync": keys("step-6"),
+            "step": keys("step-2", *step)}
+
+
+TIMELINE_MASK = "The phases' times show once their steps are guessed."
+
+
 def timeline_figure(result) -> dict:
     """Lanes of one, two or three steps: rollout, training, weight sync, in seconds."""
     data, seen = [], set()
@@ -188,6 +226,23 @@ def timeline_figure(result) -> dict:
                               "<extra></extra>"),
         })
         seen.add(ph.phase)
+    summary = (f"{result.input.placement}: a step takes {result.step_seconds:.1f} s "
+               f"(rollout {result.rollout_seconds:.1f} s, training "
+               f"{result.train_seconds:.1f} s, weight sync {result.sync_seconds:.1f} s): "
+               f"{result.samples_per_second:.2f} samples per second")
+    # Each phase's bars wait on the lesson for the steps its time answers (timeline_keys;
+    # lab.js, layout.meta.owners): the chart is veiled whole until the first of them is
+    # guessed, then a phase's bars until all of its own are. The summary says none of its
+    # times while any owner waits.
+    keys = timeline_keys(result)
+    owned: dict[str, list[int]] = {}
+    for i, ph in enumerate(result.timeline):
+        for key in keys[ph.phase]:
+            owned.setdefault(key, []).append(i)
+    times = summary.split(": ", 1)[1]
+    owners = [{"step": key, "traces": owned.get(key, []),
+               "summary": [times, "its times show once their steps are guessed"]}
+              for key in dict.fromkeys(k for ks in keys.values() for k in ks)]
     return {
         "data": data,
         "layout": base_layout(
@@ -196,9 +251,7 @@ def timeline_figure(result) -> dict:
             legend={"orientation": "h", "y": -0.3, "x": 0, "yanchor": "top"},
             xaxis={"title": {"text": "seconds"}, "fixedrange": True, "rangemode": "tozero"},
             yaxis={"categoryorder": "array", "categoryarray": lanes[::-1], "fixedrange": True},
+            meta={"masked": {}, "owners": owners},
         ),
-        "summary": (f"{result.input.placement}: a step takes {result.step_seconds:.1f} s "
-                    f"(rollout {result.rollout_seconds:.1f} s, training "
-                    f"{result.train_seconds:.1f} s, weight sync {result.sync_seconds:.1f} s): "
-                    f"{result.samples_per_second:.2f} samples per second"),
+        "summary": summary,
     }

@@ -8,7 +8,7 @@ from functools import lru_cache
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from app.charts.rl import MEMORY_STEPS, ROLES
+from app.charts.rl import MEMORY_STEPS, ROLES, TIMELINE_MASK, timeline_keys
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -121,6 +121,7 @@ def extra_context(state) -> dict:
         "placements": PLACEMENT_LABELS,
         "roles": ROLES,
         "memory_steps": MEMORY_STEPS,  # the step each pool's memory answers, masked till its guess
+        "timeline_keys": timeline_keys, "timeline_mask": TIMELINE_MASK,  # and each time's
         "recipe": get_recipe(state.query.preset),
         "exp": EXP,
         "slime_r1": SLIME_R1,

@@ -115,16 +115,26 @@
   // The key is a chart's id (every step that names it as its diagram: the first guess lifts
   // it) or a step's own id (that step's guess alone: a figure one step of several on the same
   // diagram asks for).
+  // A drill's form id ("drill-<id>") keys what its state answers (EP09's timeline at the
+  // predict drill's or the decide's state): masked until the drill is answered (its form
+  // swapped for one marked data-answered).
   function masking(key) {
     var k = key && CSS.escape(key);
     return !!key && !unmasked[key] && !!document.querySelector(
-      '.step[data-diagram="' + k + '"] .predict-beat, .step#' + k + " .predict-beat");
+      '.step[data-diagram="' + k + '"] .predict-beat, .step#' + k + " .predict-beat, " +
+      "form.drill#" + k + ":not([data-answered])");
+  }
+
+  // data-after-guess may name several keys (a figure several steps or drills ask about,
+  // EP09's step time): masked while any of them is.
+  function maskedBy(keys) {
+    return (keys || "").split(" ").some(masking);
   }
 
   function maskAnswers(node) {
     within(node, ".answer-mask[data-after-guess]").forEach(function (el) {
       var mask = el.getAttribute("data-mask") || "?";
-      if (masking(el.getAttribute("data-after-guess"))) {
+      if (maskedBy(el.getAttribute("data-after-guess"))) {
         if (el.textContent !== mask) { el._labAnswer = el.textContent; el.textContent = mask; }
         el.classList.add("masked");
       } else {
@@ -141,6 +151,11 @@
     if (!step || (unmasked[step.id] && (!chart || unmasked[chart]))) return;
     if (step.id) unmasked[step.id] = true;
     if (chart) unmasked[chart] = true;
+    remask();
+  }
+
+  // The masks as the answers now stand: the texts, and every drawn chart whose veil changed.
+  function remask() {
     maskAnswers(document);
     within(document, ".js-plotly-plot").forEach(function (el) {
       if (el._labFigure && el._labDrawnKey && !el._labStale &&
@@ -857,6 +872,7 @@
       }
     }
     if (event.detail.target && event.detail.target._labUpdated) init(event.detail.target);
+    if (form && form.matches && form.matches("form.drill")) remask();  // a drill answered
     if (!pending) return;
     var p = pending;
     pending = null;

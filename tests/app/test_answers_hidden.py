@@ -209,7 +209,7 @@ def masked(html: str, keys: set[str]) -> str:
     masked (unless meta.partly), and else without the parts of the steps still masked."""
     def mask(match: re.Match) -> str:
         tag = match.group(1)
-        if re.search(r'data-after-guess="([^"]+)"', tag)[1] not in keys:
+        if not set(re.search(r'data-after-guess="([^"]+)"', tag)[1].split()) & keys:
             return match.group(0)
         shown = re.search(r'data-mask="([^"]*)"', tag)
         return tag + (shown[1] if shown else "?") + match.group(4)

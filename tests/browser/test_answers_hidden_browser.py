@@ -345,3 +345,96 @@ def test_ep11s_copy_waits_for_step_3s_guess(page, client):
     assert page.locator("[data-testid=block]").inner_text() == "? (guess step 3)"
     commit_guess(page, 3, value="80")
     assert row.inner_text().endswith(f"= {answer_of(page, 3)}"), row.inner_text()
+
+
+EP09 = VIEWS["placement"].episode.path
+# The bench's states whose step times answer an EP09 step or drill (round-11 cold reading of
+# EP09-EP10, finding 1: the step-time chart, its summary and the Step cells were never
+# masked), each reached from the last by the bench's own controls, never a try link:
+# separate pools (step 2: 25.1 -> 16.6 s is its 1.51x), 16 responses a prompt (step 5's drill,
+# an 18.0 s rollout), two of the closing decide's plans on 24 GPUs, DeepSeek-R1 on separate
+# pools (step 6: which part is longest) and its 4 engines, whole or split (step 5).
+EP09_MOVES = [
+    ("step 2", [("placement", "separate")]),
+    ("step 5's drill", [("placement", "colocated"), ("responses_per_prompt", "16")]),
+    ("the decide, all 24 colocated", [("responses_per_prompt", "8"), ("train_gpus", "24"),
+                                      ("engines", "12")]),
+    ("the decide, 8 + 16", [("placement", "separate"), ("train_gpus", "8"), ("engines", "8")]),
+    ("step 6", [("preset", "deepseek-r1"), ("placement", "separate")]),
+    ("step 5, 4 engines", [("engines", "4")]),
+    ("step 5, the split", [("placement", "separate-pd"), ("prefill_engines", "1")]),
+]
+# The bench as a student can read it: its text, each chart's aria-label, and each chart as
+# plotted (gd.data, gd.layout without its meta).
+EP09_BENCH = """() => ({
+    text: document.querySelector('#placement-diagram').innerText,
+    labels: [...document.querySelectorAll('.js-plotly-plot')]
+        .map(gd => gd.getAttribute('aria-label') || '').join(' | '),
+    plotted: [...document.querySelectorAll('.js-plotly-plot')].map(gd => {
+        const layout = Object.assign({}, gd.layout);
+        delete layout.meta;
+        return JSON.stringify({data: gd.data, layout: layout});
+    }),
+})"""
+
+
+def move(page, control: str, value: str) -> None:
+    """Set one of the bench's controls as a student does and wait for its state drawn."""
+    field = page.locator(f"#input-{control}")
+    if field.evaluate("el => el.tagName") == "SELECT":
+        field.select_option(value)
+    else:
+        field.fill(value)
+        field.dispatch_event("change")
+    page.wait_for_url(f"**{control}={value}**")
+    wait_drawn(page)
+
+
+def times_shown(page, live_server) -> list[str]:
+    """Which of the state's times (the step, each phase, the samples a second, as the bench
+    prints them) the bench shows now, every chart drawn."""
+    for chart in page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')]"
+                               ".map(gd => gd.id)"):
+        look_at(page, chart)
+    api = api_json(live_server, "placement", page.url.split("?", 1)[1])
+    bench = page.evaluate(EP09_BENCH)
+    figures = [(f"{api[k]:.1f}", "s") for k in
+               ("step_seconds", "rollout_seconds", "train_seconds", "sync_seconds")]
+    figures.append((f"{api['samples_per_second']:.2f}", ""))
+    found = []
+    for number, unit in figures:
+        if printed(number, unit, bench["text"]):
+            found.append(f"{number} {unit} in the text: …{where(number, unit, bench['text'])}…")
+        if printed(number, unit, bench["labels"]):
+            found.append(f"{number} {unit} in an aria-label: {bench['labels']}")
+        for plotted in bench["plotted"]:
+            values = []
+            for trace in json.loads(plotted)["data"]:
+                values += [v for k in ("x", "base") for v in trace.get(k) or []
+                           if isinstance(v, (int, float))]
+            ends = [round(a + b, 4) for a, b in zip(values[::2], values[1::2], strict=False)]
+            if printed(number, unit, chart_text(plotted)) or plotted_as(number, values + ends):
+                found.append(f"{number} {unit} in a chart: {plotted[:300]}")
+    return found
+
+
+def test_ep09s_step_times_wait_for_the_steps_they_answer(page, live_server):
+    """Before any guess, the bench's controls set to each state whose times answer a step or
+    a drill: no time of it on the bench (text, aria-labels, plotted data). Guessed, the times
+    are drawn: the engine's."""
+    page.goto(EP09)
+    wait_drawn(page)
+    for what, moves in EP09_MOVES:
+        for control, value in moves:
+            move(page, control, value)
+        found = times_shown(page, live_server)
+        assert not found, f"{what} ({page.url}) before any guess: {found}"
+    for step in (2, 5, 6):
+        commit_guess(page, step)
+    look_at(page, "placement-timeline")
+    api = api_json(live_server, "placement", page.url.split("?", 1)[1])
+    assert page.locator("[data-testid=step-seconds]").inner_text() == \
+        f"{api['step_seconds']:.1f} s"
+    drawn = page.evaluate("() => document.querySelector('#placement-timeline').data"
+                          ".map(t => t.x[0])")
+    assert drawn == [round(p["end"] - p["start"], 4) for p in api["timeline"]]
