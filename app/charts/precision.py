@@ -166,9 +166,13 @@ def ledger_figure(result) -> dict:
         # Its total waits too: less the parts drawn, it is the copies' bytes (round-9 cold
         # reading, finding 9: 51.4 GB, 5.51 GB less than BF16's 56.9 GB, beside 7.52 GB of
         # activations saved in FP8, gave step 1's 2.01 GB).
+        # Their legend names wait too ("FP8 weight copies": what the state keeps besides
+        # BF16's; round-11 cold reading of EP09-EP10, finding 3).
+        step = recipe_step(led.recipe)
         layout["meta"] = {"masked": {}, "partly": True, "owners": [{
-            "step": recipe_step(led.recipe), "traces": copies,
-            "summary": [against, f", {short_recipe(led.recipe)} ? per GPU"]}]}
+            "step": step, "traces": copies,
+            "summary": [against, f", {short_recipe(led.recipe)} ? per GPU"]}],
+            "names": {str(i): f"? ({step.replace('-', ' ')})" for i in copies}}
     return {
         "data": data, "layout": layout, "key": bar_key(data),
         "summary": (

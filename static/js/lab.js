@@ -318,11 +318,14 @@
       (g.shapes || []).forEach(function (i) { shapes[i] = true; });
     });
     keptTypes(fig, layout, traces);
+    var names = layout.meta.names || {};  // as veiled(): a name that would give the answer
     var data = (fig.data || []).map(function (t, i) {
       if (traces[i] === undefined) return t;
       var out = { hoverinfo: "skip", x: [null], y: [null] };
       VEIL_KEEP.forEach(function (k) { if (t[k] !== undefined && k !== "fill") out[k] = t[k]; });
-      if (t.name) out.name = t.name + " (after " + stepName(traces[i]) + ")";
+      if (names[i] === null) out.showlegend = false;
+      else if (names[i] !== undefined) out.name = names[i];
+      else if (t.name) out.name = t.name + " (after " + stepName(traces[i]) + ")";
       if (t.line) out.line = { color: VEIL, dash: t.line.dash, width: t.line.width };
       if (t.marker) out.marker = { color: VEIL, symbol: t.marker.symbol, size: t.marker.size };
       return out;

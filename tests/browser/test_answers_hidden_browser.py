@@ -438,3 +438,29 @@ def test_ep09s_step_times_wait_for_the_steps_they_answer(page, live_server):
     drawn = page.evaluate("() => document.querySelector('#placement-timeline').data"
                           ".map(t => t.x[0])")
     assert drawn == [round(p["end"] - p["start"], 4) for p in api["timeline"]]
+
+
+# What EP10's ledger names of the FP8 state before step 1's guess: a row or a legend entry
+# "FP8 weight copies" or "· FP8 transposes" says FP8 keeps BF16's 16 bytes and more (round-11
+# cold reading of EP09-EP10, finding 3).
+FP8_STATE_NAMES = ("FP8 weight copies", "Scales and amax history", "FP8 weights",
+                   "FP8 transposes")
+
+
+def test_ep10s_ledger_names_no_fp8_state_before_step_1(page):
+    """At the opening state (FP8 delayed scaling, step 1's), before any guess, neither the
+    ledger's table nor its chart (legend, hover) names what FP8 keeps; guessed, both do."""
+    page.goto(EP10)
+    wait_drawn(page)
+    look_at(page, "precision-ledger")
+    read = """() => ({text: document.querySelector('#precision-lab').innerText,
+        plotted: JSON.stringify(document.querySelector('#precision-ledger').data)})"""
+    seen = page.evaluate(read)
+    found = [n for n in FP8_STATE_NAMES if n in seen["text"] or n in seen["plotted"]]
+    assert not found, f"before step 1's guess: {found}"
+    assert "? (step 1)" in seen["text"]
+    commit_guess(page, 1)
+    wait_drawn(page)
+    seen = page.evaluate(read)
+    assert all(n in seen["text"] for n in FP8_STATE_NAMES), seen["text"]
+    assert "FP8 weight copies" in seen["plotted"]
