@@ -405,7 +405,7 @@ def test_round_2_cold_reading_ep10(client):
     assert len(re.findall(r'<th scope="row">', table)) == 2
     text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", re.sub(
         r'<span class="term-tip".*?</span>', "", page))))
-    nine = text[text.index("9. Break it"):text.index("10. LoRA")]
+    nine = text[text.index("9. One micro-batch per step"):text.index("10. LoRA")]
     speed = api(client, model="llama-3.1-70b", tp=8, dp=8, zero=1, seq_len=4096,
                 microbatches=1, recipe="fp8-delayed")["speed"]
     by = {p["name"]: p for p in speed["parts"]}
@@ -544,3 +544,17 @@ def test_bf16s_own_verdict_names_it_the_baseline(client):
                                  re.S).group(1).split())
     assert verdict.endswith("the baseline every other recipe is set against"), verdict
     assert "BF16's" not in verdict
+
+
+def test_round_11_step_9s_title_asks_not_answers(client):
+    """Round-11 cold reading of EP09-EP10, finding 7: step 9's title, "Break it: when FP8 does
+    not pay", and step 8's limit, "Step 9 breaks it.", said before its guess that FP8 gains
+    less with one micro-batch, the answer its predict asks (more, the same or less). The title
+    now names the change, not what it does."""
+    page = client.get(PAGE).text
+    nine = page[page.index('id="step-9"'):]
+    title = re.search(r"<h2>(.*?)</h2>", nine)[1]
+    assert title == "9. One micro-batch per step"
+    eight = page[page.index('id="step-8"'):page.index('id="step-9"')]
+    for said in ("does not pay", "breaks it", "Break it"):
+        assert said not in title and said not in eight, said
