@@ -1,6 +1,7 @@
 """EP09 routes in-process: /api/placement fields and figures, recipes, 422s, page and fragment."""
 
 import re
+from html import unescape
 
 import pytest
 
@@ -642,3 +643,16 @@ def test_round_9_step_3_says_how_slimes_stage_split_moves_the_trainers_bill(clie
             f"{alt['rank'] + 1} with {alt['moe_layers']} MoE layers, needs "
             f"{alt['total_bytes'] / 1e9:.1f} GB, so here the lab errs low by "
             f"{(alt['total_bytes'] - own) / 1e9:.2f} GB") in three
+
+
+def test_round_11_step_8s_predict_states_the_optimizers_sharding(client):
+    """Round-11 cold reading of EP09-EP10, finding 5: step 8 asked how many GB per training GPU
+    come free from 8 to 16 GPUs (7.05 GB) without saying the optimizer state is sharded, or
+    over what: ZeRO-1 over DP alone gives 14.1 GB, no sharding 0. The predict, before its
+    why, now states Megatron's distributed optimizer over DP x CP."""
+    html = client.get("/episodes/rl-placement").text
+    step = html[html.index('id="step-8"'):html.index('id="step-9"')]
+    asked = re.sub(r"<[^>]+>", "", re.sub(r'<span class="term-tip".*?</span>', "",
+                                          step[:step.index('class="why"')], flags=re.S))
+    assert "Megatron's distributed optimizer (ZeRO-1, EP03)" in unescape(asked)
+    assert "over the DP × CP ranks that hold the same weights" in unescape(asked)
