@@ -226,10 +226,10 @@ def timeline_figure(result) -> dict:
                               "<extra></extra>"),
         })
         seen.add(ph.phase)
-    summary = (f"{result.input.placement}: a step takes {result.step_seconds:.1f} s "
-               f"(rollout {result.rollout_seconds:.1f} s, training "
-               f"{result.train_seconds:.1f} s, weight sync {result.sync_seconds:.1f} s): "
-               f"{result.samples_per_second:.2f} samples per second")
+    times = (f"a step takes {result.step_seconds:.1f} s "
+             f"(rollout {result.rollout_seconds:.1f} s, training "
+             f"{result.train_seconds:.1f} s, weight sync {result.sync_seconds:.1f} s): "
+             f"{result.samples_per_second:.2f} samples per second")
     # Each phase's bars wait on the lesson for the steps its time answers (timeline_keys;
     # lab.js, layout.meta.owners): the chart is veiled whole until the first of them is
     # guessed, then a phase's bars until all of its own are. The summary says none of its
@@ -239,7 +239,6 @@ def timeline_figure(result) -> dict:
     for i, ph in enumerate(result.timeline):
         for key in keys[ph.phase]:
             owned.setdefault(key, []).append(i)
-    times = summary.split(": ", 1)[1]
     owners = [{"step": key, "traces": owned.get(key, []),
                "summary": [times, "its times show once their steps are guessed"]}
               for key in dict.fromkeys(k for ks in keys.values() for k in ks)]
@@ -253,5 +252,5 @@ def timeline_figure(result) -> dict:
             yaxis={"categoryorder": "array", "categoryarray": lanes[::-1], "fixedrange": True},
             meta={"masked": {}, "owners": owners},
         ),
-        "summary": summary,
+        "summary": f"{result.input.placement}: {times}",
     }

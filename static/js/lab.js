@@ -1169,11 +1169,12 @@
   }
 
   function guessed(beat) {
-    if (beat) releaseAnswer(beat.closest(".step"));
-    if (beat) unmask(beat.closest(".step"));
+    var step = beat && beat.closest(".step");
+    releaseAnswer(step);
+    unmask(step);
     // Marked once its answers are drawn: the toggle event that opens a why runs after the
     // click, so a test (tests/browser/helpers.py show_me) waits for this, not the click.
-    if (beat && beat.closest(".step")) beat.closest(".step").setAttribute("data-guessed", "");
+    if (step) step.setAttribute("data-guessed", "");
     var moves = beat && beat.querySelector(":scope > .moves");
     if (!moves) return;
     moves.classList.remove("before-guess");
