@@ -1,6 +1,7 @@
 """EP05 routes in-process: the measured figures through the API, 422s, page and fragment."""
 
 import re
+from html import unescape
 
 import pytest
 
@@ -258,7 +259,8 @@ def test_round_5_step_4_sets_its_assumed_send_against_a_real_one(client):
         inp.boundary_bytes / inp.link_bandwidth + inp.link_latency)
     assert ndr["api"]["send_time"] < 0.1 / 5  # the assumption is several times the real send
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/pipeline").text))
-    assert f"= {ndr['api']['send_seconds'] * 1e6:.0f} µs, {ndr['api']['send_time']:.3f} of" in text
+    us = f"{ndr['api']['send_seconds'] * 1e6:.0f} µs"
+    assert f"= {us}." in text and f"= {ndr['api']['send_time']:.3f} f" in text
     assert f"idles {fmt_pct(ndr['api']['bubble_fraction'])}" in text
 
 
@@ -280,3 +282,31 @@ def test_round_5_item_8_the_lesson_teaches_every_schedule_its_menu_offers(client
     interleaved = run(PipelineQuery(schedule="interleaved-1f1b", **state)).result
     assert bfs.bubble_fraction == pytest.approx(interleaved.bubble_fraction)
     assert set(bfs.peak_activations) == {16 * 2}
+
+
+def test_round_12_step_4_states_what_f_is_and_step_6s_limit_its_state(client):
+    """Round-12 cold reading of EP04-EP05, finding 9: step 4 gave a send as '0.007 of a
+    4-chunk stage's forward', and the page never said what f is in ms (23.8 ms: the whole
+    forward at TP 8 over 8 stages, collectives and head in). It now states f from the
+    engine's stage time and divides the send by it. Finding 10: step 6's limit said more
+    stages 'do not help the heaviest rank'; its state does fall with p (36.3 GB at 4 stages,
+    19.2 at 8), its activations do not."""
+    ndr = facts()["v4_ndr"]
+    inp, memory = ndr["result"].result.input, ndr["result"].memory
+    page = unescape(client.get("/episodes/pipeline").text)
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+    step4 = text[text.index("4. Interleaving"):text.index("5. Zero bubble")]
+    f_ms = f"{inp.forward_seconds * 1e3:.1f} ms"
+    assert f"f , one stage's forward of one micro-batch, is {f_ms}" in step4
+    assert f"{memory.ledger.input.model.layers} layers" in step4
+    sent = f"{ndr['api']['send_seconds'] * 1e6:.0f} µs ÷ {f_ms} = {ndr['api']['send_time']:.3f} f"
+    assert sent in step4 and "4-chunk stage's forward" not in step4
+    assert ndr["api"]["send_seconds"] / inp.forward_seconds == pytest.approx(
+        ndr["api"]["send_time"])
+    limit = text[text.index("6. Break it"):]
+    assert "do not help the heaviest rank" not in limit
+    assert "shrink the heaviest rank's state, not its activations" in limit
+    state = [client.get("/api/pipeline", params={"stages": p, "microbatches": 32,
+                                                 "seq_len": 32768, "recompute": "flash"})
+             .json()["memory"]["state_per_rank_bytes"][0] for p in (4, 8)]
+    assert state[1] < state[0] * 0.6
