@@ -25,6 +25,33 @@ LINK_COLOURS = {
     "pcie-4": "#eeca3b", "ib-ndr": "#54a24b", "eth-100g": "#f58518", "eth-25g": "#e45756",
 }
 COMPUTE, COMM = "#4c78a8", "#e45756"
+
+# The drill tp-predict-70b asks Llama 3.1 70B's efficiency per step at TP 8 in the NVLink node.
+# At every state of that model the figures that give it by a division (the headline, the
+# efficiency and cost charts, their tables, the step's readout) wait on the lesson until the
+# drill is answered: lab.js masks what is keyed by the drill's form (round-12 cold reading of
+# EP04, finding 2: switching the Model select drew "75.9% efficient" before the guess).
+MODEL_70B, DRILL_70B = "llama-3.1-70b", "drill-tp-predict-70b"
+WAITS = "until the drill in step 4 is answered"
+
+
+def drill_key(result) -> str:
+    """The drill whose answer this state's efficiency gives ('' for none)."""
+    return DRILL_70B if result.input.model.id == MODEL_70B else ""
+
+
+def _drill_meta(result, traces: int, label: int, part: str, mask: str,
+                names: dict[int, str] | None = None) -> dict:
+    """layout.meta that veils a chart whole until the drill is answered (lab.js veilOf: one
+    owner, keyed by the drill's form), with its label masked and ``part`` of its summary read
+    as ``mask``; {} for a state of another model."""
+    key = drill_key(result)
+    if not key:
+        return {}
+    return {"meta": {"masked": {str(label): f"t = {result.input.tp}: ?"},
+                     **({"names": {str(i): n for i, n in names.items()}} if names else {}),
+                     "owners": [{"step": key, "traces": list(range(traces)),
+                                 "annotations": [label], "summary": [part, mask]}]}}
 T_TICKS = [1, 2, 4, 8, 16, 32, 64]
 
 
@@ -113,6 +140,8 @@ def efficiency_figure(result) -> dict:
         f"t = {cost.tp}: {100 * cost.step_efficiency:.0f}%, {cost.step_speedup:.2f}×",
         xanchor="right" if right else "left", yanchor="bottom" if low else "top",
         xshift=-10 if right else 10, yshift=8 if low else -8))
+    runs = (f"runs at {100 * cost.step_efficiency:.0f}% efficiency "
+            f"({cost.step_speedup:.2f}x one GPU)")
     return {
         "data": data,
         "layout": base_layout(
@@ -125,11 +154,12 @@ def efficiency_figure(result) -> dict:
             # Eight entries: at 10 px a phone's legend fits without scrolling.
             legend={"orientation": "h", "y": -0.1, "x": 0, "yanchor": "top",
                     "font": {"size": 10}},
+            **_drill_meta(result, len(data), len(notes) - 1, runs,
+                          f"runs at ? efficiency {WAITS}"),
         ),
         "summary": (
             f"{inp.model.name} on {short_gpu_name(inp.gpu.name)}s: TP = {cost.tp} on "
-            f"{inp.topology.name} runs at {100 * cost.step_efficiency:.0f}% efficiency "
-            f"({cost.step_speedup:.2f}x one GPU); efficiency falls with t on every link, "
+            f"{inp.topology.name} {runs}; efficiency falls with t on every link, "
             "fastest on the slow ones"
         ),
     }
@@ -178,6 +208,9 @@ def cost_figure(result) -> dict:
             annotations=[label],
             legend={"orientation": "h", "y": -0.1, "x": 0, "yanchor": "top",
                     "traceorder": "normal", "font": {"size": 11}},
+            # One GPU's time over t of the chosen bar is the efficiency a layer.
+            **_drill_meta(result, len(data), 0, f"against {one:.1f} ms on one GPU",
+                          f"against one GPU's time {WAITS}", names={2: "One GPU"}),
         ),
         "summary": (
             f"One layer at t = {cost.tp}: {cost.compute_s * 1e3:.2f} ms of compute and "

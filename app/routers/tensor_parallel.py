@@ -7,7 +7,7 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import Field
 
-from app.charts.tensor_parallel import figures
+from app.charts.tensor_parallel import drill_key, figures
 from app.charts.tp_split import split_view
 from app.charts.units import fmt_pct
 from app.cluster_controls import LinkFollowsGpu
@@ -256,6 +256,7 @@ def extra_context(state) -> dict:
         "seq_options": with_value(SEQ_LENGTHS, query.seq_len),
         "notes": assumptions(state.result),
         "split": split_view(state.result),
+        "tp_drill_key": drill_key,  # the drill whose answer a state's efficiency gives
         "crossover": tp_crossover(state.result),
         "gpu_peak": lambda gpu_id: get_gpu(gpu_id).bf16_flops,  # step 6 names the peak
         "ring_lat": simple_ring_latency(),  # step 4 sums a two-node ring's latency (EP02's)

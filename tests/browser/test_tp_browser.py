@@ -1,10 +1,12 @@
 """EP04 in real Chromium against the real server: controls swap the split and the charts and
 push the URL, cases, drill, each diagram's embed alone."""
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, follow, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, follow, look_at, wait_drawn
 
 LESSON = "/episodes/tensor-parallel"
 
@@ -136,3 +138,57 @@ def test_a_crossover_steps_state_shows_the_move_but_not_the_number(page, lesson,
     page.wait_for_function(f"() => !({annotations})().includes('?')")
     assert f"{label}{answer}" in page.evaluate(annotations)
     assert answer in page.locator("#bench-view").inner_text()
+
+
+# The bench as a student reads it: its text, each chart's aria-label, each chart as plotted.
+BENCH = """() => ({
+    text: document.querySelector('#bench-view').innerText,
+    labels: [...document.querySelectorAll('#bench-view .js-plotly-plot')]
+        .map(gd => gd.getAttribute('aria-label') || '').join(' | '),
+    plotted: [...document.querySelectorAll('#bench-view .js-plotly-plot')].map(gd => {
+        const layout = Object.assign({}, gd.layout);
+        delete layout.meta;
+        return JSON.stringify({data: gd.data, layout: layout});
+    }).join(' '),
+})"""
+
+
+def test_the_70b_drills_answer_waits_on_the_bench_until_it_is_answered(page, live_server):
+    """Round-12 cold reading of EP04, finding 2: tp-predict-70b told the student to switch the
+    model to 70B, and the bench then headlined '75.9% efficient, 6.07x one GPU', labelled the
+    efficiency chart 't = 8: 76%' and said so in its aria-label; the drill answered the
+    per-layer 75.8%. Now the drill asks the efficiency per step, the bench's figure, and with
+    the Model select moved to 70B before the answer nothing on the bench gives it: not the
+    efficiency nor the speed-up, nor one GPU's time that divides to it."""
+    api = api_json(live_server, "tp", "model=llama-3.1-70b&tp=8")
+    drill = page.locator("#drill-tp-predict-70b")
+    open_lesson(page)
+    assert "Switch" not in drill.inner_text()
+    page.locator("#input-model").select_option("llama-3.1-70b")
+    page.wait_for_url("**model=llama-3.1-70b**")
+    wait_drawn(page)
+    for chart in ("tp-efficiency", "tp-cost", "tp-crossover"):
+        look_at(page, chart)
+    answer = f"{100 * api['step_efficiency']:.1f}"
+    given = [answer, f"{100 * api['efficiency']:.1f}", f"{100 * api['step_efficiency']:.0f}%",
+             f"{api['step_speedup']:.2f}", f"{api['single_gpu_s'] * 1e3:.1f} ms",
+             f"{api['single_gpu_step_s'] * 1e3:.1f} ms"]
+    bench = page.evaluate(BENCH)
+    plotted = [float(v) for v in re.findall(r"-?\d+\.\d+", bench["plotted"])]
+    for figure in given:
+        assert figure not in bench["text"], figure
+        assert figure not in bench["labels"], figure
+    assert round(100 * api["step_efficiency"], 2) not in plotted
+    assert round(api["single_gpu_s"] * 1e3, 4) not in plotted
+    # Nor its colour, which says whether it passes 75%.
+    assert page.locator("#tp-lab .verdict").get_attribute("class") == "verdict"
+
+    drill.locator("input[name=answer]").fill("80")
+    drill.locator("button").click()
+    expect(page.locator("#drill-tp-predict-70b .drill-feedback")).to_contain_text(
+        f"{answer}%")
+    expect(page.locator("#tp-lab .verdict")).to_contain_text(f"{answer}% efficient")
+    page.wait_for_function("() => !document.getElementById('tp-efficiency')"
+                           ".hasAttribute('data-veiled')")
+    look_at(page, "tp-efficiency")
+    assert f"{100 * api['step_efficiency']:.0f}%" in page.evaluate(BENCH)["labels"]
