@@ -2,6 +2,7 @@
 same query model, engine and answer as GET /api/recipe, tests/app/test_prose.py follows every
 link), the constants their whys name, and the published runs it compares with (``marks``)."""
 
+import math
 from functools import lru_cache, partial
 
 from app.labkit import lesson_state
@@ -26,7 +27,7 @@ WORKED = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 4, "gpus_per_nod
 MIXTRAL = {**MIXTRAL_64, "microbatches": 4}
 OVERLAPS = {"ov": {}, "ov_tp_none": {"tp_overlap": "none"}, "ov_tp_all": {"tp_overlap": "all"},
             "ov_dp_off": {"dp_overlap": False}, "ov_zero3": {"zero": 3},
-            "ov_ep": {"ep_overlap": True}}
+            "ov_ep": {"ep_overlap": True}, "ov_deepep": {"ep_dispatch": "deepep"}}
 
 
 # One layer, op by op (step 13): Llama 3.1 70B on 8 H100 nodes as TP4 x FSDP16 (ZeRO-3 over
@@ -115,10 +116,12 @@ def facts() -> dict:
         # kept, so only the bubble moves (a third of 1F1B's); no step-10 link sets it.
         "zb": state(**{**SEED, "schedule": "zb-h1"}),
         # What hides behind what: one plan with TP, EP, DP and ZeRO to overlap.
-        **{name: state(**{**MIXTRAL, **change}) for name, change in OVERLAPS.items()},
+        **(ov := {name: state(**{**MIXTRAL, **change}) for name, change in OVERLAPS.items()}),
         # One layer, op by op.
         **{name: state(**{**LAYER, **change}) for name, change in LAYERS.items()},
-        "lv_consts": layer_consts(),
+        "lv_consts": (lvk := layer_consts()),
+        # Step 12's DP sync: what each bucket group leaves, and why (bucket_tails).
+        "ov_tails": bucket_tails(ov["ov"]["api"]["layer"], lvk["moe_bucket_params"]),
         # HSDP (step 15): FSDP over all 32 DP ranks, then sharded inside each node.
         **{name: state(**{**HSDP, **change}) for name, change in HSDPS.items()},
         "hs_consts": hsdp_consts(),
@@ -212,6 +215,36 @@ def bucket_rings(grad_bytes: float) -> dict[str, dict]:
         out[group] = {"ranks": s.size, "nodes": s.nodes, "per_node": s.per_node,
                       "bytes": size, "busbw": t.busbw, "protocol": t.protocol,
                       "algorithm": t.algorithm, "seconds": t.seconds}
+    return out
+
+
+def bucket_tails(layer: dict, bucket_params: float) -> list[dict]:
+    """Step 12's DP sync, each bucket group of a layer (``layer["buckets"]``) with the term
+    that sets what it leaves (round-10 cold reading of EP08, finding 6: "12.0 ms + 109 ms =
+    121 ms" was not derived). Reduce-scatters (labs.data_parallel.lab.exposed_after_window):
+    bucket j is ready at j × share of the backward, the buckets run one after another, so
+    what is left is the last bucket alone ("last": the group keeps up) or the queue that
+    started with the first bucket ("queue": share × window + all of them − window).
+    All-gathers (labs.recipe.dp_time.gather_delay): bucket j is needed once the forward has
+    used j − 1, so the wait is the first bucket ("first") or the last one's lateness
+    ("late": all of them − (count − 1) × share × window). Each dict adds ``total_s`` (all
+    the group's buckets), ``share`` (a full bucket's share of its parameters), ``start_s``
+    and ``need_s`` and ``form``; any other case raises, so the page never words it wrong."""
+    out = []
+    for b in layer["buckets"]:
+        total = (b["count"] - 1) * b["bucket_s"] + b["last_s"]
+        share = bucket_params / b["params"]
+        start, need = share * b["window_s"], (b["count"] - 1) * share * b["window_s"]
+        if b["kind"] == "all_gather":
+            forms = {"first": b["bucket_s"], "late": total - need}
+        else:
+            forms = {"last": b["last_s"], "queue": start + total - b["window_s"]}
+        form = next((f for f, v in forms.items() if math.isclose(v, b["exposed_s"],
+                                                                  rel_tol=1e-9)), None)
+        if form is None:
+            raise ValueError(f"{b['group']} {b['kind']}: no form gives {b['exposed_s']}")
+        out.append({**b, "total_s": total, "share": share, "start_s": start, "need_s": need,
+                    "form": form})
     return out
 
 

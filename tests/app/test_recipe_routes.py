@@ -952,34 +952,60 @@ def test_step_13_derives_tp_and_ep_from_the_collectives_the_engine_times(client)
             f"{ms(mix['exposed_s']['ep'] * 1e3)} a layer") in re.sub(r"\s+", " ", step12)
 
 
-def test_step_13_times_the_buckets_from_the_step_models_schedule(client):
-    """Issue 32 item 3: step 13's bucket paragraph quotes the step model's buckets (Megatron's
-    40M parameters, each group's count and time, the windows), what the reduction leaves
-    after this layer (the stage's last to run backward) and the weights' all-gather's wait;
-    their sum is the layer view's DP wait after the backward and the step's DP segment."""
-    from app.routers.recipe import MIXTRAL
+def test_step_12_times_the_buckets_from_the_step_models_schedule(client):
+    """Issue 32 item 3, and round-10 cold reading of EP08, findings 6a and 7: step 12 quotes
+    the step model's buckets (Megatron's 40M parameters, each group's count and time, the
+    windows) and derives what each group leaves: the reduce-scatters the last bucket or the
+    queue begun with the first ("12.0 ms" was "0.18 + 11.86" with no why), the all-gathers
+    the first bucket or the last one's lateness ("109 ms"); their sum is the layer view's DP
+    wait and the step's DP segment. Step 13's note, which repeated it, only points there."""
+    from app.routers.recipe import MIXTRAL, facts
     from labs.recipe.dp_time import megatron_bucket_params
 
     body = client.get("/api/recipe", params=MIXTRAL).json()
     layer = body["layer"]
     rs = [b for b in layer["buckets"] if b["kind"] != "all_gather"]
     ag = [b for b in layer["buckets"] if b["kind"] == "all_gather"]
+    size = megatron_bucket_params(MIXTRAL["dp"])
     for b in rs + ag:
-        assert b["count"] == math.ceil(b["params"] / megatron_bucket_params(MIXTRAL["dp"]))
+        assert b["count"] == math.ceil(b["params"] / size)
     left, wait = sum(b["exposed_s"] for b in rs), sum(b["exposed_s"] for b in ag)
     assert layer["step_end_s"] == pytest.approx(left + wait, rel=1e-9)
     assert layer["exposed_s"]["dp"] == pytest.approx(body["segments_s"]["dp"], rel=1e-9)
-    html = client.get("/episodes/recipe-3d").text
-    step = re.sub(r"<[^>]+>", " ", html.split('id="step-13"')[1].split('id="step-14"')[0])
-    step = re.sub(r"\s+", " ", step)
-    assert "the DP stream shows this layer's share" not in step
-    assert (" + ".join(f"{b['exposed_s'] * 1e3:.2f}" for b in rs)
-            + f" = {left * 1e3:.2f} ms") in step
-    assert (" + ".join(f"{b['exposed_s'] * 1e3:.2f}" for b in ag)
-            + f" = {wait * 1e3:.2f} ms") in step
-    assert f"{left * 1e3:.2f} + {wait * 1e3:.2f} = {layer['step_end_s'] * 1e3:.0f} ms" in step
+    step = _step_text(_page_text(client), 12).replace("&#39;", "'")
+
+    def ms2(x: float) -> str:
+        return f"{x * 1e3:.2f}"
+
+    dense_rs, experts_rs = (next(b for b in rs if b["group"] == g) for g in ("dense", "experts"))
+    dense_ag, experts_ag = (next(b for b in ag if b["group"] == g) for g in ("dense", "experts"))
+    # The dense layers' reduce-scatters keep up: only the last, smaller bucket is left.
+    assert dense_rs["exposed_s"] == pytest.approx(dense_rs["last_s"], rel=1e-9)
+    assert (f"only their last, smaller bucket is left after the backward, "
+            f"{ms2(dense_rs['last_s'])} ms") in step
+    # The experts' queue: it starts with the first bucket and runs every bucket in turn.
+    total = (experts_rs["count"] - 1) * experts_rs["bucket_s"] + experts_rs["last_s"]
+    start = size / experts_rs["params"] * experts_rs["window_s"]
+    assert start + total - experts_rs["window_s"] == pytest.approx(experts_rs["exposed_s"])
+    assert (f"{ms2(start)} + {ms2(total)} − {ms2(experts_rs['window_s'])} = "
+            f"{ms2(experts_rs['exposed_s'])} ms past its end") in step
+    # The all-gathers: the dense layers' first bucket; the experts' last, late.
+    assert dense_ag["exposed_s"] == pytest.approx(dense_ag["bucket_s"], rel=1e-9)
+    assert f"first bucket, needed at once, waits {ms2(dense_ag['bucket_s'])} ms" in step
+    need = (experts_ag["count"] - 1) * size / experts_ag["params"] * experts_ag["window_s"]
+    assert total - need == pytest.approx(experts_ag["exposed_s"])
+    assert (f"needed {experts_ag['count'] - 1} buckets in ({ms2(need)} ms), arrives at "
+            f"{ms2(total)} ms: {ms2(experts_ag['exposed_s'])} ms") in step
+    parts = " + ".join(ms2(b["exposed_s"]) for b in rs + ag)
+    assert f"leaves {parts} = {layer['step_end_s'] * 1e3:.0f} ms exposed" in step
     for b in rs:
-        assert f"{b['count']} of the" in step and f"{b['bucket_s'] * 1e3:.2f} ms a bucket" in step
+        assert f"{b['count']} buckets over" in step and f"{ms2(b['bucket_s'])} ms a bucket" in step
+    # Step 13 no longer re-derives them: its note points to step 12.
+    thirteen = _step_text(_page_text(client), 13)
+    assert "Megatron's bucket" not in thirteen and "buckets of 40M" not in thirteen
+    assert ms2(start) not in thirteen and f"{ms2(left)} ms" not in thirteen
+    assert "step 12 times each bucket" in thirteen
+    assert facts()["ov_tails"][0]["form"] in ("last", "queue")
 
 
 def test_the_planner_api_offers_hsdp_plans_that_open_on_the_recipe_page(client):
@@ -1267,7 +1293,9 @@ def test_round_6_step_13_writes_each_latency_as_its_sum(client):
         == pytest.approx(d["seconds"], rel=1e-3)
     assert (f"8.4 + 3.4 = 11.8 µs: {d['seconds'] * 1e3:.3f} ms a dispatch"
             in _step_text(_page_text(client), 12))  # step 12's figure, derived there
-    # The buckets: 40M x 2 B, each group over its own ring, its share of the node's NICs.
+    # The buckets: 40M x 2 B, each group over its own ring, its share of the node's NICs
+    # (step 12's note since the round-10 reading, finding 7).
+    step = _step_text(_page_text(client), 12)
     rs = [b for b in mix["buckets"] if b["kind"] != "all_gather"]
     assert {b["group"] for b in rs} == {"dense", "experts"}
     for b in rs:
@@ -1817,7 +1845,7 @@ def test_round_8_step_12_derives_its_figures_and_step_13s_why_only_its_predicts(
             in step12)
     assert (f"2 × ({ms(whole[0] * 1e3)} + {ms(whole[1] * 1e3)}) = "
             f"{ms(off['timeline']['exposed_s']['dp'] * 1e3)}") in step12
-    assert (f"{ms(left * 1e3)} + {ms(waits * 1e3)} = "
+    assert (" + ".join(f"{b['exposed_s'] * 1e3:.2f}" for b in rs + ag) + " = "
             f"{ms(ov['timeline']['exposed_s']['dp'] * 1e3)}") in step12
     assert (f"{n} × ({ms(zf['exposed_s']['dp'] * 1e3)} + {ms(zb['exposed_s']['dp'] * 1e3)}) "
             f"plus each pass's first gather, 2 × {ms(zl['first_gather_s'] * 1e3)}: "
@@ -2072,3 +2100,94 @@ def test_round_10_nic_is_defined_where_step_12_first_uses_it(client):
     assert text[first:].startswith("NIC (network interface card: a GPU's own port onto "
                                    "InfiniBand) each")
     assert text.count("network interface card") == 1
+
+
+def test_round_10_step_12_derives_tp_overlap_alls_time_a_layer(client):
+    """Round-10 cold reading of EP08, finding 6b: step 12 said "'All' cuts each GEMM and its
+    collective into t chunks: 32 × 0.35 ms a layer = 11.2 ms" and never derived the 0.35 ms.
+    It now sums the engine's collectives for Mixtral: those with no GEMM to pair with wait
+    whole, QKV's cut GEMM runs slower, proj's two pairs take g + A; the sum is the engine's."""
+    from app.charts.units import fmt_ms
+    from app.routers.recipe import facts
+
+    f = facts()
+    lay = f["ov_tp_all"]["api"]["layer"]
+    tp = [c for c in lay["collectives"] if c["kind"] == "tp"]
+    t = f["ov_tp_all"]["params"]["tp"]
+    alone = [c for c in tp if c["gemm_s"] == 0]
+    cut = [c for c in tp if c["split_s"] > 0]
+    out = [c for c in tp if c["split_s"] == 0 and c["chunked_s"] > 0 and c["exposed_s"] > 0]
+    assert all(c["exposed_s"] == c["seconds"] for c in alone)
+    for c in out:  # the pair takes g + A, past the whole GEMM
+        assert c["exposed_s"] == pytest.approx(c["chunked_s"] / t + c["seconds"] - c["gemm_s"])
+        assert c["exposed_s"] == pytest.approx(out[0]["exposed_s"])
+    for c in cut:  # the cut GEMM's t chunks, past the whole one
+        assert c["exposed_s"] == pytest.approx(c["chunked_s"] - c["gemm_s"])
+    total = sum(c["exposed_s"] for c in alone + cut + out)
+    assert total == pytest.approx(lay["exposed_s"]["tp"])
+    step = _step_text(_page_text(client), 12).replace("&#39;", "'")
+    assert "each GEMM and its collective into t chunks and sends one" not in step
+    assert (f"The {len(alone)} around the routed experts have no GEMM to pair with and still "
+            f"wait: {len(alone)} × {tp[0]['seconds'] * 1e6:.1f} µs = "
+            f"{sum(c['exposed_s'] for c in alone) * 1e3:.3f} ms") in step
+    c = cut[0]
+    assert (f"QKV's GEMM runs slower cut: {t} × {c['chunked_s'] / t * 1e3:.3f} ms = "
+            f"{c['chunked_s'] * 1e3:.3f} ms against {c['gemm_s'] * 1e3:.3f} ms whole, "
+            f"{c['exposed_s'] * 1e3:.3f} ms") in step
+    o = out[0]
+    assert (f"g + A = {o['chunked_s'] / t * 1e3:.3f} ms + {o['seconds'] * 1e6:.1f} µs = "
+            f"{(o['chunked_s'] / t + o['seconds']) * 1e3:.3f} ms against "
+            f"{o['gemm_s'] * 1e3:.3f} ms whole, {o['exposed_s'] * 1e3:.3f} ms each") in step
+    assert (f"= {fmt_ms(lay['exposed_s']['tp'])} a layer, × {lay['layers']} = "
+            f"{fmt_ms(f['ov_tp_all']['api']['timeline']['exposed_s']['tp'])}") in step
+
+
+def test_round_10_step_2_names_every_part_of_dp64s_activations(client):
+    """Round-10 cold reading of EP08, finding 11: step 2's "the activations of 96 layers add
+    82.7 GB" was 34·s·h × 96 = 82.1 GB plus 0.55 GB the page did not name. It now writes the
+    layers' product, the fp32 logits (4 B × s × vocabulary) and the rest (the final norm's
+    fp32 output and the embedding's dropout mask, 5 B × s·h), each from the ledger."""
+    from app.charts.units import fmt_bytes
+    from app.routers.recipe import facts
+    from labs.model.presets import get_model
+
+    f = facts()
+    b = f["dp64"]["api"]["stages"][0]["breakdown"]
+    m, s = get_model(f["dp64"]["params"]["model"]), f["dp64"]["params"]["seq_len"]
+    assert b["activations"] == pytest.approx(34 * s * m.hidden * m.layers)
+    logits = 4 * s * m.vocab
+    assert b["embedding_and_logits"] - logits == pytest.approx(5 * s * m.hidden + 8 * s)
+    html = re.sub(r'<span class="term-tip" role="tooltip">.*?</span>', "",
+                  client.get("/episodes/recipe-3d").text)
+    step = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html.split('id="step-2"')[1]
+                                      .split('id="step-3"')[0])).replace("&#39;", "'")
+    assert "the activations of 96 layers add" not in step
+    assert (f"34 × {s:,} × {m.hidden:,} × {m.layers} layers = "
+            f"{fmt_bytes(b['activations'])}") in step
+    assert (f"4 B × {s:,} tokens × {m.vocab:,} words of vocabulary, {fmt_bytes(logits)}, and "
+            f"the final norm's fp32 output with the embedding's dropout mask, 5 B × s·h, "
+            f"{fmt_bytes(b['embedding_and_logits'] - logits)}") in step
+
+
+def test_round_10_deepep_and_the_distributed_optimizer_are_defined_in_ep08(client):
+    """Round-10 cold reading of EP08, finding 9: DeepEP has a glossary entry but EP08 used it
+    only in a decide's option (labels carry no term tips), and "distributed optimizer" was
+    glossed only by "(ZeRO-1)". Step 12's why names DeepEP in its prose (the tip and link),
+    with the engine's step either way; step 1 defines the distributed optimizer."""
+    from app.charts.units import fmt_ms
+    from app.routers.recipe import facts
+
+    html = client.get("/episodes/recipe-3d").text
+    assert 'data-term="deepep">DeepEP</dfn>' in html
+    assert html.index('data-term="deepep"') < html.index('id="drill-recipe-decide-overlap"')
+    f = facts()
+    assert f["ov_deepep"]["api"]["step_s"] == pytest.approx(f["ov"]["api"]["step_s"])
+    step12 = _step_text(_page_text(client), 12)
+    assert (f"fills one node here, so the step stays {fmt_ms(f['ov']['api']['step_s'])} "
+            "either way") in step12
+    assert html.split("distributed optimizer")[0].endswith("<dfn>")
+    plain = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", re.sub(
+        r'<span class="term-tip" role="tooltip">.*?</span>', "", html))).replace("&#39;", "'")
+    assert ("Megatron-LM's distributed optimizer, its ZeRO-1: each of the 2 data-parallel "
+            "replicas keeps and updates only 1/2 of the fp32 master weights and Adam's "
+            "moments, then all-gathers the updated weights") in plain
