@@ -257,10 +257,18 @@ def extra_context(state) -> dict:
         "notes": assumptions(state.result),
         "split": split_view(state.result),
         "tp_drill_key": drill_key,  # the drill whose answer a state's efficiency gives
+        "tp_crossover_key": crossover_key,
         "crossover": tp_crossover(state.result),
         "gpu_peak": lambda gpu_id: get_gpu(gpu_id).bf16_flops,  # step 6 names the peak
         "ring_lat": simple_ring_latency(),  # step 4 sums a two-node ring's latency (EP02's)
     }
+
+
+def crossover_key(result: TPResult) -> str:
+    """'tp-crossover' where the state's collectives cross the link of step 6's prediction (its
+    bottleneck): there the readout's collective times, beside its compute, give that step's
+    (h/t)* by one division, so lab.js holds them until its guess; '' elsewhere."""
+    return "tp-crossover" if result.cost.bottleneck == facts()["ib"]["api"]["bottleneck"] else ""
 
 
 def drill_answer() -> float:

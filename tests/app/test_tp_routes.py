@@ -489,3 +489,35 @@ def test_round_6_step_4_derives_the_two_node_ring_from_what_it_states(client):
     assert f"One all-reduce takes {a16['collective_s'] * 1e3:.3f} ms" in step
     assert "8 × 48 = 384 GB/s" in step and "14 NVLink steps × 3.4 µs = 56.0 µs" in step
     assert f"= {a16['bus_bandwidth'] / 1e9:.0f} GB/s" in step and "latency included" in step
+
+
+NDR = {"tp": 8, "gpus_per_node": 1, "inter_link": "ib-ndr"}
+
+
+@pytest.mark.parametrize("params", [{"tp": 8}, NDR], ids=["nvlink", "ndr"])
+def test_step_6s_crossover_is_not_one_division_away_before_its_guess(client, params):
+    """Round-12 cold reading of EP04, finding 3: the chart masks (h/t)* and the state's ratio
+    until step 6's guess, but its table printed each t's compute and collectives (at t = 8,
+    17.3 against 2.18 ms: 7.94, the masked 7.92), and across InfiniBand NDR, the state step 6
+    asks about, 17.3 against 20.7 ms: 2,048 x 20.7 / 17.3 = 2,450, its answer; the readout's
+    one collective (5.16 ms, 4 a layer) gave it too. As lab.js shows the page before the
+    guess (an .answer-mask keyed tp-crossover shows '?'), none of those times is there."""
+    import re as re_lib
+
+    from app.charts.units import fmt_ms
+    from tests.app.test_answers_hidden import flat, masked
+
+    api = client.get("/api/tp", params=params).json()
+    page = masked(client.get("/episodes/tensor-parallel", params=params).text, {"tp-crossover"})
+    table = flat(re_lib.search(r'<table class="chart-table" data-chart="tp-crossover">.*?'
+                               r"</table>", page, re_lib.S).group(0))
+    for t, _, compute, comm in api["crossover"]["points"]:
+        assert fmt_ms(compute) not in table and fmt_ms(comm) not in table, t
+    assert table.count("?") == 2 * len(api["crossover"]["points"])
+    readout = flat(re_lib.search(r'<dl class="readout">.*?</dl>', page, re_lib.S).group(0))
+    held = [fmt_ms(api["collective_s"]), fmt_ms(api["forward_comm_s"]),
+            f"{api['comm_s'] * 1e3:.2f} ms"]
+    if params == NDR:  # the predicted link: held until the guess
+        assert not [f for f in held if f in readout], readout
+    else:  # step 3 teaches them, and the 0.55 ms of one all-reduce is its why's
+        assert all(f in readout for f in held), readout
