@@ -20,14 +20,18 @@ light answer is drawn at the child's niceness, a heavy one at ``heavy_nice`` (Li
 niceness per thread: setpriority(2) on a thread id, which the threads it starts inherit), so
 a child that draws either gives the CPU to light work, the serving process's included, first
 while a heavy answer is drawn, and never draws a light one at a lowered priority. Each loop
-runs one long task (``_serve``): anyio keeps a sync handler's worker thread as long as the
-task that started the loop runs, so a render does not start and stop a thread of its own.
+runs one long task (``_serve``) for answers asked from this process (a replay, a test), and
+a sync handler runs on the lane's own thread, not on a worker thread of anyio's (``_inline``).
 
 Requests come down a pipe of their own (``answers``: one end of a ``multiprocessing.Pipe`` the
-pool hands each child), read by a thread here, and each answer goes back up it, which the
-serving process reads on its event loop; the process pool's executor carries only the start,
-``ping`` and ``collect`` (issue 31: its queues, feeder and manager threads cost the serving
-process 0.22-0.25 ms of CPU per answer and the child 0.07, a pipe 0.03 and 0.02).
+pool hands each child), read on the light lane's loop, where a light answer is drawn at once
+and a heavy one handed to its lane; each answer goes back up it, which the serving process
+reads on its event loop; the process pool's executor carries only the start, ``ping`` and
+``collect`` (issue 31: its queues, feeder and manager threads cost the serving process
+0.22-0.25 ms of CPU per answer and the child 0.07, a pipe 0.03 and 0.02). A light answer
+crosses no thread in the child: before, a pipe thread handed it to the lane's loop, which
+handed the handler to a worker thread, and back twice, four wake-ups each waiting for a core
+while a class kept both busy.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import threading
 import time
 from concurrent.futures.process import _ExceptionWithTraceback
 
+import fastapi.routing
 from uvicorn.importer import import_from_string
 
 PARENT_POLL = 1.0  # s: how often a child checks that its parent is alive
@@ -85,31 +90,50 @@ def init(target: str, warm_up: str, heavy_nice: int = 0, answers=None) -> None:
         threading.Thread(target=_lane, args=(lane, nice, ready), daemon=True,
                          name=f"render-{lane}").start()
         ready.wait()
-    if answers is not None:
-        threading.Thread(target=_answer, args=(answers,), daemon=True,
-                         name="render-pipe").start()
+    # A lane draws one answer at a time on its own loop, so a sync handler runs on it, not on
+    # a worker thread of anyio's: a thread's wake-up and two hand-overs of the GIL less per
+    # answer (issue 31), each a wait for a core while a class keeps both busy.
+    fastapi.routing.run_in_threadpool = _inline
+    if answers is not None:  # read on the light lane's loop, where light answers are drawn
+        light, _ = _CHILD["light"]
+        light.call_soon_threadsafe(light.add_reader, answers.fileno(), _request, answers)
 
 
-def _answer(answers) -> None:
-    """The pool's requests, one at a time, from its pipe: each (scope, lane) drawn on its lane,
-    and (True, answer) or (False, the app's exception, its traceback kept as the process pool
-    keeps it) sent back. Until the pool closes its end (stopped, or replacing this child)."""
-    while True:
+async def _inline(func, *args, **kwargs):
+    """FastAPI's ``run_in_threadpool`` in a render child: the call, on the lane's own thread."""
+    return func(*args, **kwargs)
+
+
+def _request(answers) -> None:
+    """The pool's next request on its pipe (the pool sends one at a time and waits for its
+    answer): (scope, lane), drawn on its lane, (True, answer) or (False, the app's exception,
+    its traceback kept as the process pool keeps it) sent back. Until the pool closes its end
+    (stopped, or replacing this child)."""
+    loop = asyncio.get_running_loop()
+    try:
+        scope, lane = answers.recv()
+    except (EOFError, OSError):
+        loop.remove_reader(answers.fileno())
+        return
+    loop.create_task(_reply(answers, scope, lane))
+
+
+async def _reply(answers, scope: dict, lane: str) -> None:
+    try:
+        if lane == "light":  # drawn here: no thread between the pipe and the handler
+            answer = await _call(scope)
+        else:
+            answer = await asyncio.wrap_future(_submit(scope, lane))
+        reply = pickle.dumps((True, answer))
+    except BaseException as exc:  # noqa: BLE001 - the app's error goes back to the parent
         try:
-            scope, lane = answers.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            reply = pickle.dumps((True, render(scope, lane)))
-        except BaseException as exc:  # noqa: BLE001 - the app's error goes back to the parent
-            try:
-                reply = pickle.dumps((False, _ExceptionWithTraceback(exc, exc.__traceback__)))
-            except Exception:  # noqa: BLE001 - an exception that cannot be pickled: its text
-                reply = pickle.dumps((False, RuntimeError(repr(exc))))
-        try:
-            answers.send_bytes(reply)
-        except OSError:
-            return
+            reply = pickle.dumps((False, _ExceptionWithTraceback(exc, exc.__traceback__)))
+        except Exception:  # noqa: BLE001 - an exception that cannot be pickled: its text
+            reply = pickle.dumps((False, RuntimeError(repr(exc))))
+    try:
+        answers.send_bytes(reply)
+    except OSError:
+        asyncio.get_running_loop().remove_reader(answers.fileno())
 
 
 def _lane(lane: str, nice: int, ready: threading.Event) -> None:
@@ -155,11 +179,16 @@ def collect() -> int:
     return found
 
 
-def render(scope: dict, lane: str = "light") -> tuple[int, list, bytes]:
+def _submit(scope: dict, lane: str) -> concurrent.futures.Future:
+    """The answer to ``scope``, drawn on ``lane``'s loop, from any thread."""
     loop, jobs = _CHILD[lane]
     answer: concurrent.futures.Future = concurrent.futures.Future()
     loop.call_soon_threadsafe(jobs.put_nowait, (scope, answer))
-    return answer.result()
+    return answer
+
+
+def render(scope: dict, lane: str = "light") -> tuple[int, list, bytes]:
+    return _submit(scope, lane).result()
 
 
 async def _call(scope: dict) -> tuple[int, list, bytes]:

@@ -323,6 +323,20 @@ def test_a_general_child_draws_heavy_answers_at_a_lower_priority_only(client, pa
     assert main_thread == "0"
 
 
+def test_a_light_answer_crosses_no_thread_in_its_child(client, pair):
+    """A child draws a light answer on the loop that reads its pipe, and every handler on its
+    lane's own thread: no pipe thread, no anyio worker thread (issue 31: four wake-ups less
+    per answer). Its threads: the main one, the parent watch, and one per lane."""
+    light_only, general = pair.slots
+    CACHE.clear()
+    for page in ("/episodes/memory", "/episodes/zero", "/episodes/playground"):
+        assert client.get(page, params={"seq_len": 4096}).status_code == 200
+    assert client.get(*LIGHT_ASK[:1], params=LIGHT_ASK[1]).status_code == 200
+    assert client.get("/api/plan", params=HEAVY_PLAN).status_code == 200
+    for slot in (light_only, general):
+        assert len(list(Path(f"/proc/{slot.pid}/task").iterdir())) == 4
+
+
 def busy_pool(**held):
     from app.lanes import HEAVY, LIGHT
     from app.render_pool import RenderPool
