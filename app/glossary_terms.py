@@ -243,7 +243,9 @@ GLOSSARY: tuple[Term, ...] = (
          "During training, a random share of a layer's values is set to zero (the rest scaled "
          "up to match), so that the model cannot lean on any one of them; the backward pass "
          "needs the mask, one byte a value in Korthikanti et al.'s count. Llama's configs set "
-         "it to zero, so Llama keeps no masks."),
+         "it to zero, so Llama keeps no masks: unfused attention then keeps its softmax "
+         "output alone (2·a·s²·b, not GPT's 5·a·s²·b), while the lab's GPT count of "
+         "34·s·b·h still holds two masks (EP01 step 3)."),
     Term("logits", "Logits", r"\blogits\b",
          "The output layer's scores, one for each word of the vocabulary for every token, "
          "before the softmax turns them into probabilities for the loss."),

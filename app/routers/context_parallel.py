@@ -26,6 +26,7 @@ from app.model_controls import (
     model_field,
 )
 from app.options import gpu_options, link_choices, with_value
+from app.routers.memory import own_layer
 from app.schemas import CPAnswer
 from labs.context_parallel.crossover import cp_crossover
 from labs.context_parallel.inputs import CPInput, CPResult, attention_heads
@@ -34,7 +35,6 @@ from labs.core.limits import CP_LAYOUTS, MAX_CP, MAX_CP_TOKENS, MAX_SEQ_LEN
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links
 from labs.hardware.nccl import simple_ring_latency
-from labs.model.activations import activation_bytes_per_layer
 from labs.model.presets import models
 
 router = APIRouter()
@@ -187,16 +187,15 @@ def ranks_per_kv_head(first_heads, heads: int, kv_heads: int) -> int:
     return sum(1 for first in first_heads if first < heads // kv_heads)
 
 
-def megatron_activations() -> dict:
-    """Step 1's second count: Llama 3.1 70B's activations at step 1's 131,072 tokens by the
-    lab's Megatron-LM estimate (labs.model.activations, activation_model="megatron": 18 +
-    4·ffn/h bytes per token per unit of h, selective recomputation, no TP), beside EP01's
-    34 for a GPT layer (round-10 cold reading of EP06, item 14 (b))."""
+def own_layer_activations() -> dict:
+    """Step 1's second count: Llama 3.1 70B's activations at step 1's 131,072 tokens by EP01
+    step 3's count of its own layer (app.routers.memory ``own_layer``: 33.5 bytes per token
+    per unit of h against GPT's 34), the one count every lesson quotes (round-12 cold
+    reading: EP06 taught Megatron-LM's 32 where EP01 taught 33.5)."""
     spec = facts()["contiguous8"]["result"].input.model
     s = facts()["contiguous8"]["api"]["seq_len"]
-    layer = activation_bytes_per_layer(spec, s, activation_model="megatron")
-    return {"ffn": spec.ffn, "coefficient": layer / (s * spec.hidden),
-            "bytes": spec.layers * layer}
+    own = own_layer(spec)
+    return {**own, "bytes": own["coefficient"] * s * spec.hidden * spec.layers}
 
 
 def extra_context(state) -> dict:
@@ -206,7 +205,7 @@ def extra_context(state) -> dict:
     heads, kv = attention_heads(state.result.input.model)
     return {
         "facts": facts(),
-        "megatron_activations": megatron_activations(),
+        "own_layer": own_layer_activations(),
         "kv_head_ranks": ranks_per_kv_head([r["heads"][0] for r in u16["ranks"]],
                                            u16["heads"], u16["kv_heads"]),
         "kv_head_ranks_here": ranks_per_kv_head([r.heads[0] for r in mask.ranks], heads, kv)

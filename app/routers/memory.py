@@ -34,7 +34,9 @@ from labs.core.recomputation import RECOMPUTATION
 from labs.hardware.gpus import get_gpu
 from labs.memory.inputs import PREFILL_CHUNK_TOKENS, MemoryInput
 from labs.memory.lab import compute_memory, forward_tokens, workspace_width
+from labs.model.activations import GPT_COEFFICIENT, own_layer_coefficient, own_layer_terms
 from labs.model.presets import get_model
+from labs.model.spec import ModelSpec
 
 router = APIRouter()
 
@@ -166,7 +168,7 @@ def facts() -> dict:
     cannot drift from what the link shows (tests/app/test_prose.py follows every link)."""
     state = lesson_state(MemoryQuery, run, to_api)
 
-    l70 = {"model": "llama-3.1-70b"}
+    l70, l8 = {"model": "llama-3.1-70b"}, {"model": "llama-3.1-8b"}
     small_int8 = state(model="custom", params="7e9", mode="infer", recipe="int8",
                        gpu="rtx-4090")
     l70_serve = state(**l70, mode="infer", recipe="bf16", seq_len=8192, micro_batch=32)
@@ -174,16 +176,19 @@ def facts() -> dict:
     return {
         "l70": state(**l70),
         # Step 1 asks for the 8B's bill, which the opening bench (70B) does not print.
-        "l8": state(model="llama-3.1-8b"),
+        "l8": state(**l8),
         "l70_18": state(**l70, recipe="adam18"),
         "b30": state(model="custom", params="30e9"),
-        # Step 3: fused attention (what current stacks run) at 4k and 16k tokens; full
-        # recomputation and the unfused kernels of 2021-22 ("none": the s x s scores kept)
-        # at the same 16k (issue 36: the 16k sentence quoted the 4k full-recompute figure).
+        # Step 3: fused attention (what current stacks run) at 4k (the bench's 70B) and, for
+        # the predict, the 8B at 16k, which no visible figure scales to (round-12 cold
+        # reading: 4 x the bench's 91.3 GB was a read-off); full recomputation and the unfused
+        # kernels of 2021-22 ("none": the s x s scores kept) at the same 16k.
         "l70_flash": state(**l70, recompute="flash", seq_len=4096),
-        "l70_flash_16k": state(**l70, recompute="flash", seq_len=16384),
-        "l70_full_16k": state(**l70, recompute="full", seq_len=16384),
-        "l70_none_16k": state(**l70, recompute="none", seq_len=16384),
+        "l8_flash_16k": state(**l8, recompute="flash", seq_len=16384),
+        "l8_full_16k": state(**l8, recompute="full", seq_len=16384),
+        "l8_none_16k": state(**l8, recompute="none", seq_len=16384),
+        # Step 3's count of Llama's own layer against GPT's 34, which EP06 and EP08 reuse.
+        "own_layer": own_layer(get_model("llama-3.1-70b")),
         "small_int8": small_int8,
         "l70_serve": l70_serve,
         # Step 4's workspace sum, the terms workspace_bytes multiplies (round-5 cold reading:
@@ -200,6 +205,18 @@ def facts() -> dict:
         "deepseek": state(model="deepseek-v3"),
         "deepseek_fp8": deepseek_fp8,
     }
+
+
+def own_layer(model: ModelSpec) -> dict:
+    """Korthikanti's count redone for ``model``'s own layer (labs.model.activations
+    ``own_layer_terms``), beside GPT's 34 that the ledger keeps: EP01 step 3 derives it once,
+    EP06 step 1 and EP08 step 4 quote it (round-12 cold reading: two estimates, 33.5 and
+    Megatron's 32, were taught for one layer)."""
+    terms = own_layer_terms(model)
+    coefficient = own_layer_coefficient(model)
+    return {"terms": terms, "coefficient": coefficient, "gpt": GPT_COEFFICIENT,
+            "high": GPT_COEFFICIENT / coefficient - 1, "ffn": model.ffn,
+            "kv_heads": model.kv_heads, "heads": model.heads, "name": model.name}
 
 
 def workspace_terms(fact: dict) -> dict:

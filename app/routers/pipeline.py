@@ -31,6 +31,8 @@ from labs.core.limits import (
 )
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links
+from labs.model.activations import activation_bytes_per_layer, score_bytes_per_element
+from labs.model.spec import ModelSpec
 from labs.pipeline.inputs import PipelineLabInput, PipelineLabResult
 from labs.pipeline.lab import run_pipeline_lab
 from labs.schedules.catalogue import CATALOGUE, INTERLEAVED, SCHEDULES
@@ -170,12 +172,27 @@ def facts() -> dict:
         "v4_ndr": state(**interleaved, virtual=4, link="ib-ndr"),
         "zb": state(schedule="zb-h1", **p8, microbatches=32),
         "dualpipe": state(schedule="dualpipe-v", **p8, microbatches=32, virtual=2),
-        # Step 6: fused attention (what current stacks run) breaks on a long sequence; the
-        # unfused kernels of 2021-22 ("none": the s x s scores kept) broke at 4,096 tokens.
+        # Step 6: fused attention (what current stacks run) breaks on a long sequence. The
+        # unfused kernels of 2021-22 ("none") kept Llama's softmax output (2·a·s²·b: no
+        # dropout, round-12 cold reading): it still fits at 4,096 tokens and breaks at 8,192.
         "fits": state(**p8, microbatches=32, tp=8, recompute="flash", seq_len=4096),
         "long": state(**p8, microbatches=32, tp=8, recompute="flash", seq_len=32768),
-        "overflow": state(**p8, microbatches=32, tp=8, recompute="none", seq_len=4096),
+        "unfused": (unfused := state(**p8, microbatches=32, tp=8, recompute="none",
+                                     seq_len=4096)),
+        "unfused_8k": state(**p8, microbatches=32, tp=8, recompute="none", seq_len=8192),
+        "unfused_layer": unfused_layer(PipelineQuery(**unfused["params"]).model_spec(), 4096, 8),
     }
+
+
+def unfused_layer(model: ModelSpec, seq_len: int, tp: int) -> dict:
+    """Step 6's split of one layer's bytes on a rank without fused attention: the softmax
+    output the unfused core keeps (``score_bytes`` a score: 2 without dropout) and the
+    34·s·h/t of everything else, from labs.model.activations."""
+    def per_layer(recompute: str) -> float:
+        return activation_bytes_per_layer(model, seq_len, tp=tp, recompute=recompute)
+
+    return {"scores": per_layer("none") - per_layer("flash"), "rest": per_layer("flash"),
+            "score_bytes": score_bytes_per_element(model), "heads": model.heads}
 
 
 def extra_context(state) -> dict:

@@ -135,9 +135,14 @@ def act_consts() -> dict:
     """Step 4's activation counts for the worked model at its sequence length, each in bytes
     per token per hidden unit (the coefficient of s·h), from labs.model.activations:
     ``selective`` the lab's default (Korthikanti et al. 2022's 34), ``none`` with the
-    attention scores kept (34 + 5as/h), ``megatron`` Megatron-LM's theoretical estimate
-    (18 + 4·ffn/h); ``heads``, ``ffn_ratio``: the model's a and ffn/h."""
-    from labs.model.activations import activation_bytes_per_layer
+    attention scores kept (34 + k·a·s/h, ``score_bytes`` k = 2 for Llama, which has no
+    dropout), ``own`` EP01 step 3's count of the model's own layer (33.5 for Llama 3.1 70B);
+    ``heads``: the model's a."""
+    from labs.model.activations import (
+        activation_bytes_per_layer,
+        own_layer_coefficient,
+        score_bytes_per_element,
+    )
 
     model, s = get_model(WORKED["model"]), WORKED["seq_len"]
     per = s * model.hidden
@@ -146,8 +151,9 @@ def act_consts() -> dict:
         return activation_bytes_per_layer(model, s, **kw) / per
 
     return {"selective": coef(), "none": coef(recompute="none"),
-            "megatron": coef(activation_model="megatron"), "heads": model.heads,
-            "ffn_ratio": model.ffn / model.hidden, "layers": model.layers}
+            "own": own_layer_coefficient(model), "heads": model.heads,
+            "score_bytes": score_bytes_per_element(model),
+            "layers": model.layers}
 
 
 def hsdp_consts() -> dict:

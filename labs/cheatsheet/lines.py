@@ -16,7 +16,7 @@ from labs.experts.lab import simulate_moe
 from labs.hardware.links import get_cluster, get_link
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory, kv_cache_bytes
-from labs.model.activations import activation_bytes_per_layer
+from labs.model.activations import activation_bytes_per_layer, score_bytes_per_element
 from labs.model.presets import get_model
 from labs.model.spec import ModelSpec
 from labs.schedules.inputs import PipelineInput
@@ -65,7 +65,11 @@ def activations_selective(inp):
 
 def activations_none(inp):
     terms, result = _act(inp, "none")
-    return (*terms, Term("a", inp.model.heads, "", "heads")), result
+    k = score_bytes_per_element(inp.model)
+    return (*terms, Term("a", inp.model.heads, "", "heads"),
+            Term("k", k, "", "bytes a score keeps: softmax output, dropout mask and output"
+                 if inp.model.dropout else "bytes a score keeps: the softmax output, no "
+                 "dropout")), result
 
 
 def activations_full(inp):

@@ -24,7 +24,9 @@ class Recomputation:
     id: str
     phrase: str  # how prose names it
     # What a layer keeps for its backward (labs.model.activations):
-    stores_scores: bool  # the attention scores (5·a·s²·b per layer) are kept: no FlashAttention
+    # the attention scores are kept (5·a·s²·b per layer with dropout, 2·a·s²·b without:
+    # labs.model.activations): no FlashAttention
+    stores_scores: bool
     input_only: bool  # only the layer's input (2·s·b·h) is kept
     # What the backward runs again (labs.model.flops, the recipe's step time and TP traffic):
     attention_again: bool  # the attention core's forward runs again (+ its FLOPs / 3)
@@ -82,7 +84,8 @@ class Recomputation:
 
 
 RECOMPUTATION: dict[str, Recomputation] = {r.id: r for r in (
-    # Keeps every intermediate, the attention scores included, sbh(34 + 5as/h); repeats nothing.
+    # Keeps every intermediate, the attention scores included, sbh(34 + 5as/h) (2as/h without
+    # dropout); repeats nothing.
     Recomputation("none", "no recomputation", stores_scores=True, input_only=False,
                   attention_again=False, forward_again=False, megatron=(),
                   deepspeed_interval=0),

@@ -67,8 +67,12 @@ def _activation_notes(inp: MemoryInput, bills: Sequence[StageBill]) -> list[str]
                      f"reduce-scatters'; its backward runs {dropped}, every elementwise op and "
                      "the TP all-gathers again, the attention core not.")
     elif mode.stores_scores:
-        notes.append("No recomputation stores the attention scores (5·a·s² per layer), i.e. "
-                     "assumes attention without FlashAttention.")
+        notes.append("No recomputation stores the attention scores, i.e. assumes attention "
+                     "without FlashAttention: "
+                     + ("5·a·s²·b bytes per layer (the softmax output, the dropout mask and the "
+                        "dropout's output)." if m.dropout else
+                        f"2·a·s²·b bytes per layer, the softmax output alone ({m.name} trains "
+                        "without dropout, so no mask and no dropout output)."))
     elif not (mode.attention_again or mode.forward_again):
         notes.append("No recomputation, with FlashAttention: the fused kernel never stores the "
                      "s x s attention scores (Dao et al. 2022), so a layer keeps what selective "

@@ -7,6 +7,14 @@ Sources:
   tensor + sequence parallelism; without sequence parallelism only the terms inside the
   TP-split matmuls divide: sbh(10 + 24/t + 5as/(ht)). "No recomputation" stores the
   attention scores (5as/h term), i.e. assumes no FlashAttention.
+- the scores' 5as²b (sec 4.1): the softmax output (2as²b), the attention-dropout mask (as²b)
+  and the dropout's output (2as²b), which the attention-over-values matmul saves. A model
+  trained without dropout (``ModelSpec.dropout`` False: Llama and the other current presets)
+  keeps the softmax output only, which serves both the softmax's backward and the matmul's:
+  2as²b (``score_bytes_per_element``). PyTorch's dropout at p = 0 returns its input and keeps
+  no mask (aten/src/ATen/native/Dropout.cpp, ``_dropout_impl``). The 34sbh is left as
+  Korthikanti's GPT count in both cases (its 2sbh of hidden dropout masks included): EP01
+  compares it with the model's own layer (``own_layer_coefficient``).
 - ``megatron``: Megatron-LM's theoretical memory estimate
   (megatron/training/theoretical_memory_usage.py, ``compute_activation_memory``): 18sbh for
   attention, norms, residuals and dropout masks plus 4·s·b·ffn for the MLP (the model's own
@@ -45,6 +53,7 @@ from labs.model.op_checkpoint import check_model, kept_bytes_per_token
 from labs.model.spec import ModelSpec
 
 ACT_BYTES = 2  # bf16 activations and KV cache
+GPT_COEFFICIENT = 34  # Korthikanti's selective count, bytes per token per unit of h
 
 
 def activation_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int = 1,
@@ -126,7 +135,8 @@ def _bf16_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int, tp: 
         return 2 * s * b * h / rest  # only the layer input, split along s by SP
     if mode.policy:  # an op-level policy counts its kept tensors op by op
         return s * b * kept_bytes_per_token(model, tp, sp)
-    scores = 5 * a * s * seq_len * b / split if mode.stores_scores else 0.0
+    scores = score_bytes_per_element(model) * a * s * seq_len * b / split \
+        if mode.stores_scores else 0.0
     if activation_model == "classic":
         return s * b * h * (10 / rest + 24 / split) + scores
     if moe_layer and model.is_moe:
@@ -136,6 +146,38 @@ def _bf16_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int, tp: 
     else:
         mlp, routed = 4 * s * b * model.ffn / split, 0.0
     return s * b * h * (10 / rest + 8 / split) + mlp + routed + scores
+
+
+def score_bytes_per_element(model: ModelSpec) -> int:
+    """Bytes the unfused attention core keeps per element of its a·s×s scores (module
+    docstring): 5 with attention dropout (softmax output 2, mask 1, dropout output 2), 2
+    without (the softmax output alone)."""
+    return 5 if model.dropout else 2
+
+
+def own_layer_terms(model: ModelSpec) -> dict[str, float]:
+    """Korthikanti et al.'s sec 4.1 count redone for the model's own dense layer: bytes per
+    token per unit of hidden size that one layer keeps with fused attention (or selective
+    recomputation), no TP. Their GPT layer gives 34: the two norms' inputs (4), the QKV
+    input (2), Q and K for the scores (4) and V (2), the output projection's input (2), the
+    MLP's input (2), GeLU's input and output (2 × 2·4h/h = 16) and two 1-byte dropout masks.
+    Here K and V take the KV heads' width (grouped-query attention), a gated MLP keeps its
+    three ffn-wide tensors (SwiGLU's gate and up outputs, the product the down projection
+    reads: 3 × 2·ffn/h; GeLU's two: 2 × 2·ffn/h) and a model without dropout keeps no masks.
+    Llama 3.1 70B: 4 + 2 + 2 + 0.25 + 0.25 + 2 + 2 + 21 = 33.5. Dense, non-MLA layers only."""
+    if model.is_moe or model.uses_mla:
+        raise ValueError(f"{model.name}: the own-layer count is for dense, non-MLA layers")
+    h = model.hidden
+    q, kv = model.heads * model.head_dim / h, model.kv_heads * model.head_dim / h
+    mask = 1 if model.dropout else 0
+    return {"norms": 4, "qkv_input": 2, "q": 2 * q, "k": 2 * kv, "v": 2 * kv,
+            "proj_input": 2 * q, "attention_mask": mask, "mlp_input": 2,
+            "mlp": (3 if model.gated_mlp else 2) * 2 * model.ffn / h, "mlp_mask": mask}
+
+
+def own_layer_coefficient(model: ModelSpec) -> float:
+    """The sum of ``own_layer_terms``: 34 for a GPT layer, 33.5 for Llama 3.1 70B's."""
+    return sum(own_layer_terms(model).values())
 
 
 def layers_activation_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1,

@@ -33,7 +33,7 @@ NUMBERS = {
 FLAGS = {  # flag -> (ModelSpec field, value the flag sets; the default is the other one)
     "tie": ("tied_embeddings", True), "qb": ("qkv_bias", True), "lb": ("linear_bias", True),
     "qn": ("qk_norm", True), "rb": ("router_bias", True), "ln": ("norm", "layernorm"),
-    "nogate": ("gated_mlp", False),
+    "nogate": ("gated_mlp", False), "drop": ("dropout", True),
 }
 REQUIRED = ("L", "h", "a", "f", "v")
 # Published shapes a lesson links to by code (no preset of their own): the code names the

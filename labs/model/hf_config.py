@@ -78,6 +78,15 @@ class _Reader:
             raise LabInputError(key, f"must be true or false (got {_shown(value)})")
         return value
 
+    def rate(self, key: str) -> float:
+        """A probability from 0 up to 1 (absent or null: 0, Transformers' default)."""
+        value = self.cfg.get(key)
+        if value is None:
+            return 0.0
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise LabInputError(key, f"must be a number from 0 up to 1 (got {_shown(value)})")
+        return float(value)
+
     def layer_list(self, key: str, layers: int) -> list[int]:
         """A list of distinct layer indices, each a whole number from 0 to ``layers`` - 1
         (JSON true/false and 1.0 are not indices); absent or null is no layer."""
@@ -115,7 +124,10 @@ class _Reader:
         return {"vocab": self.whole("vocab_size", "vocab"),
                 # PretrainedConfig: tie_word_embeddings defaults to True, but every
                 # configuration_<type>.py here passes False unless the config says otherwise.
-                "tied_embeddings": self.flag("tie_word_embeddings", False)}
+                "tied_embeddings": self.flag("tie_word_embeddings", False),
+                # attention_dropout (0.0 in every current config): unfused attention keeps a
+                # dropout mask and output beside its scores only when it is on.
+                "dropout": self.rate("attention_dropout") > 0}
 
 
 def _unsupported(field: str, why: str) -> LabInputError:

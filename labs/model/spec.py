@@ -59,6 +59,12 @@ class ModelSpec:
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     max_positions: int = 0  # learned absolute position embeddings (GPT-3: 2048); 0 for RoPE
+    # Trained with dropout (hidden and attention): GPT-3 as Megatron-LM trains it (its default
+    # --hidden-dropout and --attention-dropout 0.1, the runs Korthikanti et al. 2022 count).
+    # False for the Llama family and the other current presets, whose configs set it to 0
+    # (attention_dropout 0.0; Megatron-LM's Llama 3 examples: --attention-dropout 0.0
+    # --hidden-dropout 0.0): activation memory then keeps no dropout masks in attention.
+    dropout: bool = False
     notes: str = ""
     params_override: int | None = None  # custom models only: the requested total
     # True when the config is not published and a published architecture stands in for it,

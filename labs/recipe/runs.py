@@ -67,13 +67,14 @@ VALIDATION_GROUPS = {"torchtitan-fsdp2": "torchtitan (FSDP2), docs/performance.m
 
 def gpt(hidden: int, heads: int, layers: int) -> ModelSpec:
     """Narayanan's GPT (sec 5.1): GPT-2's layer (LayerNorm, biases, GeLU MLP of 4h, learned
-    positions, tied embeddings), vocabulary 51,200, sequence 2,048."""
+    positions, tied embeddings), vocabulary 51,200, sequence 2,048, dropout 0.1 (Megatron's
+    default, as the runs' software notes say)."""
     return ModelSpec(id=f"gpt-{hidden}-{layers}", name=f"GPT h={hidden} L={layers}",
                      layers=layers, hidden=hidden, heads=heads, kv_heads=heads,
                      head_dim=hidden // heads, ffn=4 * hidden, vocab=VOCAB,
                      source="Narayanan et al. 2021 Table 1", gated_mlp=False,
                      linear_bias=True, norm="layernorm", max_positions=SEQ_LEN,
-                     tied_embeddings=True)
+                     tied_embeddings=True, dropout=True)
 
 
 @dataclass(frozen=True)

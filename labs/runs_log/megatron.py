@@ -155,7 +155,10 @@ def model_of(args: dict, padded: int) -> ModelSpec:
         if learned else 0,
         experts=shape("experts", experts), top_k=(_int(args, "moe_router_topk", 2) or 0)
         if experts else 0, expert_ffn=shape("expert_ffn", expert_ffn) if experts else 0,
-        shared_experts=(shared // expert_ffn) if experts and expert_ffn else 0)
+        shared_experts=(shared // expert_ffn) if experts and expert_ffn else 0,
+        # Unfused attention keeps its dropout mask and output only when attention dropout is
+        # on (labs.model.activations); read as the run's software "dropout" is (below).
+        dropout=isinstance(args.get("attention_dropout"), float) and args["attention_dropout"] > 0)
     return spec
 
 

@@ -539,25 +539,26 @@ def tables_of(html: str) -> str:
 
 def test_round_10_step_1_names_the_34_and_gives_llamas_estimate(client):
     """Round-10 cold reading of EP06, item 14 (b): step 1's '34 × 131,072 × 8,192 × 80 B' is
-    EP01's count for a GPT layer (a 4h MLP); the page now says so and gives the lab's
-    Megatron-LM estimate for Llama 3.1 70B's 28,672-wide SwiGLU MLP (activation_model
-    megatron, 18 + 4·ffn/h = 32), 2.75 TB, and which way the GPT count errs: 6.2% high."""
-    from labs.model.activations import activation_bytes_per_layer
+    EP01's count for a GPT layer (a 4h MLP); the page says so and gives Llama 3.1 70B's own
+    count and which way the GPT count errs. Round-12: that count is EP01 step 3's (33.5,
+    labs.model.activations own_layer_coefficient: 2.88 TB, 1.5% high), no longer Megatron-LM's
+    32 beside it (6.2%): one count, said once, reused."""
+    from labs.model.activations import own_layer_coefficient
     from labs.model.presets import models
 
     spec = models()["llama-3.1-70b"]
-    layer = activation_bytes_per_layer(spec, 131072, activation_model="megatron")
-    megatron = spec.layers * layer
+    own = spec.layers * own_layer_coefficient(spec) * 131072 * spec.hidden
     body = api(client, tokens=8, cp=2, layout="contiguous")
     raw = client.get("/episodes/context-parallel").text
     step1 = raw[raw.index('id="step-1"'):raw.index('id="step-2"')]
     text = html_lib.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", step1)))
     assert "EP01's count for a GPT layer, 34 bytes per token" in text
-    assert layer / (131072 * spec.hidden) == 32 and spec.ffn == 28672
-    high = body["activation_bytes_no_cp"] / megatron - 1
+    high = body["activation_bytes_no_cp"] / own - 1
     assert high > 0  # the GPT count is the larger
-    assert (f"18 + 4 × 28,672 ÷ 8,192 = 32 bytes per token per unit of hidden size, gives "
-            f"{fmt_bytes(megatron)}: the GPT count errs {high * 100:.1f}% high here") in text
+    assert "EP01 step 3 counted Llama 3.1 70B's own layer" in text
+    assert (f"at 33.5 bytes per token per unit of hidden size: {fmt_bytes(own)} here, so the "
+            f"GPT count errs {high * 100:.1f}% high") in text
+    assert "Megatron-LM estimate" not in text and "18 + 4 ×" not in text
 
 
 def test_round_10_packed_token_stream_is_defined_where_step_4_uses_it(client):

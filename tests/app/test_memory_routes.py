@@ -188,9 +188,15 @@ def test_api_no_recomputation_with_flash_attention_stores_no_scores(client):
     flash = client.get("/api/memory", params={**params, "recompute": "flash"}).json()
     selective = client.get("/api/memory", params={**params, "recompute": "selective"}).json()
     assert flash["breakdown"]["activations"] == selective["breakdown"]["activations"]
-    # The s² term: 5·a·s²·b = 5·64·16384² B a layer, x 80 layers.
+    # The s² term, for Llama (no dropout: the softmax output alone): 2·a·s²·b = 2·64·16384² B
+    # a layer, x 80 layers; GPT-3 (dropout 0.1) keeps Korthikanti's 5·a·s²·b, x 96 layers.
     assert none["breakdown"]["activations"] - flash["breakdown"]["activations"] == \
-        pytest.approx(80 * 5 * 64 * 16384 ** 2, rel=1e-9)
+        pytest.approx(80 * 2 * 64 * 16384 ** 2, rel=1e-9)
+    gpt = {"model": "gpt-3-175b", "seq_len": 2048}
+    gpt_none, gpt_flash = (client.get("/api/memory", params={**gpt, "recompute": r}).json()
+                           for r in ("none", "flash"))
+    assert gpt_none["breakdown"]["activations"] - gpt_flash["breakdown"]["activations"] == \
+        pytest.approx(96 * 5 * 96 * 2048 ** 2, rel=1e-9)
     page = client.get("/episodes/memory", params={"recompute": "flash"}).text
     assert 'value="flash" selected' in page and "none, with FlashAttention" in page
     assert 'id="input-microbatches"' in page and 'id="input-schedule"' in page
@@ -200,20 +206,51 @@ def test_step_3_teaches_fused_attention_and_quotes_16k_figures_at_16k(client):
     """Issue 36: step 3 said switching recomputation off brings the attention scores back,
     where fused attention (what current stacks run) stores no s x s scores; and its 16k
     sentence quoted the 4k full-recomputation figure (5.37 GB for 21.5 GB). The scores are
-    now what the unfused kernels of 2021-22 kept, and every 16k figure is a 16k state."""
+    now what the unfused kernels of 2021-22 kept, and every 16k figure is a 16k state. The
+    unfused figure is Llama's softmax output alone (2·a·s²·b: no dropout, round-12 reading)."""
     from app.routers.memory import facts
 
     f = facts()
-    for key in ("l70_flash_16k", "l70_full_16k", "l70_none_16k"):
-        assert f[key]["params"]["seq_len"] == 16384
-    flash4, flash16 = (f[k]["api"]["breakdown"]["activations"]
-                       for k in ("l70_flash", "l70_flash_16k"))
-    assert flash16 == pytest.approx(4 * flash4, rel=1e-6)  # linear in s: no s x s term
+    for key in ("l8_flash_16k", "l8_full_16k", "l8_none_16k"):
+        assert f[key]["params"] == {"model": "llama-3.1-8b", "seq_len": 16384,
+                                    "recompute": key.split("_")[1]}
+    act = {k: f[k]["api"]["breakdown"]["activations"]
+           for k in ("l8_flash_16k", "l8_full_16k", "l8_none_16k")}
+    s, h, a, layers = 16384, 4096, 32, 32
+    assert act["l8_flash_16k"] == 34 * s * h * layers  # linear in s: no s x s term
+    assert act["l8_none_16k"] == layers * (34 * s * h + 2 * a * s * s)
     html = re.sub(r"\s+", " ", client.get("/episodes/memory").text)
     step = html[html.index('id="step-3"'):html.index('id="step-4"')]
     assert "unfused attention kernels of 2021–22" in step and "never stores the scores" in step
-    full16 = f["l70_full_16k"]["api"]["breakdown"]["activations"]
-    assert f"brings it down to {fmt_bytes(full16)}" in re.sub(r"<[^>]+>", "", step)
+    text = re.sub(r"<[^>]+>", "", step)
+    assert f"brings the 8B at 16,384 tokens down to {fmt_bytes(act['l8_full_16k'])}" in text
+    assert f"the 8B then saves {fmt_bytes(act['l8_none_16k'])} at 16,384 tokens" in text
+
+
+def test_step_3_counts_llamas_own_layer_once_and_ep06_and_ep08_reuse_it(client):
+    """Round-12 cold readings: EP01 said Llama's own layer keeps about 33.5 bytes per token per
+    unit of h (1.5% under GPT's 34), EP06 and EP08 Megatron-LM's 32 (6.2%). One count now, from
+    labs.model.activations, derived term by term in EP01 step 3 and quoted by the others."""
+    from app.routers.memory import facts
+    from labs.model.activations import own_layer_coefficient
+    from labs.model.presets import get_model
+
+    own = facts()["own_layer"]
+    assert own["coefficient"] == own_layer_coefficient(get_model("llama-3.1-70b")) == 33.5
+    assert own_layer_coefficient(get_model("gpt-3-175b")) == 34  # Korthikanti's GPT layer
+    memory = _text(client.get("/episodes/memory").text)
+    assert ("4 (the two norms' inputs) + 2 (the QKV input) + 2 + 0.25 + 0.25 (Q, and K and V "
+            "for 8 of its 64 heads) + 2 (the output projection's input) + 2 (the MLP's input) "
+            "+ 21 (SwiGLU") in memory  # SwiGLU's glossary tip follows
+    assert "'s three tensors 28,672 wide) = 33.5, with no masks" in memory
+    assert "about 1.5% high for the 70B" in memory
+    cp = _text(client.get("/episodes/context-parallel").text)
+    assert "at 33.5 bytes per token per unit of hidden size" in cp
+    assert "errs 1.5% high" in cp and "Megatron-LM estimate" not in cp
+    recipe = _text(client.get("/episodes/recipe-3d").text)
+    assert "counted for Llama's own (EP01 step 3) it is 33.5·s·h" in recipe
+    assert "34 + 2 × 64 × 8,192 ÷ 8,192 = 162·s·h" in recipe
+    assert "Megatron-LM's own estimate" not in recipe
 
 
 def test_later_controls_sit_behind_more_controls_and_stay_in_the_form(client):
@@ -317,14 +354,17 @@ def test_step_4_states_the_workspace_sum_for_one_prefill_chunk(client):
 
 def test_step_3_asks_the_16k_figure_and_step_6_lists_the_fp8_bytes(client):
     """Round-5 cold reading, EP01 items 2 and 3: step 3 asked '4x?' under a formula linear in
-    s; it now asks the GB (34 x 16,384 x 8,192 x 80 = 365 GB, not printed before the guess).
+    s; it now asks the GB. Round-12: 365 GB (the 70B at 16k) was 4 x the opening bench's
+    91.3 GB; it asks the 8B at 16k (34 x 16,384 x 4,096 x 32 = 73.0 GB), which no figure on the
+    page before the guess scales to.
     Step 6's FP8 state lists its 15 bytes and names the bf16 copy as the lab's assumption."""
     html = client.get("/episodes/memory").text
     step3 = html.split('id="step-3"')[1].split('id="step-4"')[0]
-    assert "How many GB of activations does one 16,384-token sequence save" in _text(step3)
-    assert 'data-answer="365 GB"' in step3
-    ask = _text(step3.split("Commit my guess")[0])
-    assert "365" not in ask
+    assert ("Llama 3.1 8B has h = 4,096 and 32 layers. How many GB of activations does one "
+            "16,384-token sequence save") in _text(step3)
+    assert 'data-answer="73.0 GB"' in step3
+    ask = _text(html.split('id="step-3"')[0] + step3.split("Commit my guess")[0])
+    assert "73.0" not in ask and "365" not in _text(step3)
     step6 = _text(html.split('id="step-6"')[1])
     assert ("671B × 15 B = 10.1 TB: 2 B bf16 weights + 1 B FP8 weights, 128×128 blocks + 4 B "
             "fp32 gradients + 4 B fp32 master") in step6

@@ -48,13 +48,52 @@ def test_api_peak_activations_1f1b_and_gpipe(client):
 
 
 def test_break_it_first_stage_overflows_without_recomputation(client):
-    params = {"stages": 8, "microbatches": 32, "tp": 8, "model": "llama-3.1-70b"}
+    """Round-12 cold reading, EP05 finding 4: Llama trains without dropout, so unfused
+    attention keeps its softmax output alone (2·a·s²·b, not 5): at 4,096 tokens rank 0 needs
+    about 52 GB and fits; at 8,192 it does not. GPT-3, trained with dropout, keeps 5·a·s²·b
+    and overflows at 4,096 tokens already."""
+    params = {"stages": 8, "microbatches": 32, "tp": 8, "model": "llama-3.1-70b",
+              "seq_len": 4096}
     ok = client.get("/api/pipeline", params={**params, "recompute": "selective"}).json()
     assert all(ok["memory"]["fits"])
-    broken = client.get("/api/pipeline", params={**params, "recompute": "none"}).json()
+    unfused = client.get("/api/pipeline", params={**params, "recompute": "none"}).json()
+    assert all(unfused["memory"]["fits"])
+    assert unfused["memory"]["per_rank_bytes"][0] == pytest.approx(52.1e9, rel=2e-3)
+    # One micro-batch on rank 0: 10 layers of 34·s·h/t + 2·a·s²/t.
+    s, h, a, t = 4096, 8192, 64, 8
+    assert unfused["memory"]["activation_unit_bytes"] == \
+        pytest.approx(10 * (34 * s * h + 2 * a * s * s) / t, rel=1e-9)
+    broken = client.get("/api/pipeline", params={**params, "recompute": "none",
+                                                 "seq_len": 8192}).json()
     assert broken["memory"]["fits"][0] is False
     per_rank = broken["memory"]["per_rank_bytes"]
     assert per_rank[0] == max(per_rank)
+    gpt = client.get("/api/pipeline", params={**params, "recompute": "none",
+                                              "model": "gpt-3-175b"}).json()
+    assert gpt["memory"]["fits"][0] is False
+
+
+def test_step_6_teaches_the_unfused_bill_that_fits(client):
+    """Step 6's why said the unfused bill 'does not fit' at 4,096 tokens (84.3 GB, charging
+    Llama dropout masks it does not keep); it now derives 2·a·s²/t a layer from the engine,
+    says it fits, and breaks it at 8,192 tokens, each figure the linked state's."""
+    import re
+
+    from app.charts.units import fmt_bytes
+    from app.routers.pipeline import facts
+
+    f = facts()
+    html = client.get("/episodes/pipeline").text
+    step = html[html.index('id="step-6"'):]
+    step = " ".join(re.sub(r"<[^>]+>", "", step[:step.index("</section>")]).split())
+    un, un8 = f["unfused"]["api"]["memory"], f["unfused_8k"]["api"]["memory"]
+    assert all(un["fits"]) and not un8["fits"][0]
+    layer = f["unfused_layer"]
+    assert layer["scores"] == 2 * 64 * 4096 ** 2 / 8
+    assert (f"2 × 64 × 4,096² ÷ 8 B = {fmt_bytes(layer['scores'])} a layer" in step)
+    assert f"{fmt_bytes(un['per_rank_bytes'][0])} at 4,096 tokens: it still fits" in step
+    assert f"at 8,192 tokens rank 0 needs {fmt_bytes(un8['per_rank_bytes'][0])}" in step
+    assert "84.3 GB" not in step
 
 
 def test_memory_panel_is_skipped_when_the_model_cannot_fill_the_stages(client):

@@ -1955,10 +1955,12 @@ def test_round_8_step_4_says_34sh_is_selective_recomputation_and_how_far_megatro
     for a GPT layer; only approximate for Llama's grouped-query attention and SwiGLU)" hid two
     choices. It now says 34 is Korthikanti et al.'s sbh(34 + 5as/h) with selective
     recomputation (the lab's default) dropping the scores' term, and gives the sign and size
-    against Megatron-LM's estimate for Llama (18 + 4·ffn/h = 32), each count the engine's."""
+    against Llama's own layer, each count the engine's. Round-12: Llama has no dropout, so its
+    unfused scores are 2as/h (not 5), and the own-layer count is EP01 step 3's 33.5, no longer
+    Megatron-LM's 32 (one count, said once in EP01, reused)."""
     from app.charts.units import fmt_bytes, fmt_pct
     from app.routers.recipe import WORKED, facts
-    from labs.model.activations import activation_bytes_per_layer
+    from labs.model.activations import activation_bytes_per_layer, own_layer_coefficient
     from labs.model.presets import get_model
 
     f = facts()
@@ -1968,19 +1970,16 @@ def test_round_8_step_4_says_34sh_is_selective_recomputation_and_how_far_megatro
     assert w0 == pytest.approx(model.layers * layer, rel=1e-9)
     assert layer == pytest.approx(34 * s * model.hidden)  # selective: 34·s·h
     none = activation_bytes_per_layer(model, s, recompute="none")
-    assert none == pytest.approx(s * model.hidden * (34 + 5 * model.heads * s / model.hidden))
-    meg = activation_bytes_per_layer(model, s, activation_model="megatron")
-    assert meg == pytest.approx(s * model.hidden * (18 + 4 * model.ffn / model.hidden))
-    assert meg < layer  # the lab errs high against Megatron's estimate
+    assert none == pytest.approx(s * model.hidden * (34 + 2 * model.heads * s / model.hidden))
+    own = own_layer_coefficient(model)
+    assert own == 33.5 < 34  # the lab errs high against Llama's own layer
     step = _step_text(_page_text(client), 4)
     assert "s·h·(34 + 5as/h)" in step and "selective recomputation" in step
-    assert f"= {none / (s * model.hidden):g}·s·h" in step
+    assert f"34 + 2 × 64 × 8,192 ÷ 8,192 = {none / (s * model.hidden):g}·s·h" in step
     # In bytes, not a share: step 7's predict answers 5.9% (tests/app/test_answers_hidden.py).
-    assert (f"is {meg / (s * model.hidden):g}·s·h, {fmt_bytes(w0 * meg / layer)} against "
-            f"{fmt_bytes(w0)}: against it the lab errs high, by "
-            f"{fmt_bytes(w0 * (1 - meg / layer))}") in step
-    assert fmt_pct(1 - meg / layer) not in step
-
+    assert (f"it is 33.5·s·h, {fmt_bytes(w0 * own / 34)}, so the lab errs high by "
+            f"{fmt_bytes(w0 * (1 - own / 34))}") in step
+    assert fmt_pct(1 - own / 34) not in step
 
 def test_round_10_step_12s_why_leaves_the_sm_charge_to_step_13(client):
     """Round-10 cold reading of EP08, finding 1: step 12's ZeRO-3 paragraph, open before step

@@ -270,3 +270,17 @@ def test_the_colocated_line_is_ep09s_colocated_need():
     terms = {t.symbol: t.value for t in lines["colocated"].terms}
     assert terms["M_rollout"] == pytest.approx(r1.rollout_memory_bytes, rel=1e-12)
     assert value(lines, "colocated") == pytest.approx(r1.colocated_bytes, rel=1e-12)
+
+
+@pytest.mark.parametrize(("model", "k"), [("llama-3.1-70b", 2), ("gpt-3-175b", 5)])
+def test_no_recomputation_names_the_bytes_a_score_keeps(model, k):
+    """L × s·b·h·(34 + k·a·s/h): k = 5 for a model trained with dropout (Korthikanti's softmax
+    output, mask and dropout output), 2 without (the softmax output alone)."""
+    spec = get_model(model)
+    lines = {ln.key: ln for ln in cheat_sheet(CheatInput(spec, H100, seq_len=2048))}
+    line = lines["activations_none"]
+    assert "k·a·s/h" in line.formula
+    assert {t.symbol: t.value for t in line.terms}["k"] == k
+    s, h, a = 2048, spec.hidden, spec.heads
+    assert value(lines, "activations_none") == pytest.approx(
+        spec.layers * s * h * (34 + k * a * s / h), rel=1e-12)

@@ -161,3 +161,17 @@ def test_hostile_configs_are_refused_by_field(text, field):
     with pytest.raises(LabInputError) as err:
         parse_config_text(text)
     assert err.value.field == field
+
+
+def test_attention_dropout_is_read_and_checked():
+    """attention_dropout (0.0 in every published config here) decides whether unfused
+    attention keeps a dropout mask and output beside its scores (labs.model.activations)."""
+    cfg = load("llama-3.1-70b")
+    assert cfg["attention_dropout"] == 0.0 and not parse_config(cfg).spec.dropout
+    parsed = parse_config({**cfg, "attention_dropout": 0.1})
+    assert parsed.spec.dropout and parsed.code.endswith(".drop")
+    assert decode(parsed.code).dropout
+    for bad in (1.5, "0.1", True):
+        with pytest.raises(LabInputError) as err:
+            parse_config({**cfg, "attention_dropout": bad})
+        assert err.value.field == "attention_dropout" and "from 0 up to 1" in err.value.message

@@ -14,6 +14,7 @@ from labs.model.presets import custom_model, get_model
 
 H100 = get_gpu("h100-sxm")
 L70 = get_model("llama-3.1-70b")
+GPT3 = get_model("gpt-3-175b")
 STATE = ("weights", "gradients", "master_weights", "optimizer_moments")
 
 
@@ -92,9 +93,25 @@ def test_training_is_eight_times_bf16_inference():
 
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
 def test_activation_formulas(recompute):
-    # Korthikanti et al. 2022 Table 2: none sbh(34 + 5as/h), selective 34sbh, full 2sbh.
-    s, b, h, a = 2048, 2, 8192, 64
+    # Korthikanti et al. 2022 Table 2, for GPT-3 trained with dropout as they count it: none
+    # sbh(34 + 5as/h), selective 34sbh, full 2sbh.
+    s, b, h, a = 2048, 2, 12288, 96
     expected = {"none": s * b * h * (34 + 5 * a * s / h), "selective": 34 * s * b * h,
+                "full": 2 * s * b * h}[recompute]
+    assert activation_bytes_per_layer(GPT3, s, b, recompute=recompute) == pytest.approx(expected)
+    result = ledger(GPT3, seq_len=s, micro_batch=b, recompute=recompute)
+    assert result.breakdown["activations"] == pytest.approx(96 * expected)
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+def test_a_model_without_dropout_keeps_the_softmax_output_only(recompute):
+    # Korthikanti sec 4.1's 5as²b is the softmax output (2), the attention-dropout mask (1)
+    # and the dropout's output (2). Llama 3.1 trains with no dropout (config.json
+    # attention_dropout 0.0): unfused attention keeps the softmax output alone, 2as²b, which
+    # both the softmax's backward and the attention-over-values matmul read. The 34sbh stays.
+    s, b, h, a = 2048, 2, 8192, 64
+    assert not L70.dropout and GPT3.dropout
+    expected = {"none": s * b * h * (34 + 2 * a * s / h), "selective": 34 * s * b * h,
                 "full": 2 * s * b * h}[recompute]
     assert activation_bytes_per_layer(L70, s, b, recompute=recompute) == pytest.approx(expected)
     result = ledger(seq_len=s, micro_batch=b, recompute=recompute)
@@ -114,11 +131,15 @@ def test_tp_with_sequence_parallel_divides_both_terms():
 @pytest.mark.parametrize("recompute", ["none", "selective"])
 def test_without_sequence_parallel_only_split_matmuls_divide(recompute):
     # Korthikanti Table 2, TP without SP: sbh(10 + 24/t + 5as/(ht)); selective drops 5as/(ht).
+    # Llama, without dropout, keeps 2as/(ht) of scores (test above).
     s, b, h, a, t = 4096, 1, 8192, 64, 8
-    scores = 5 * a * s / (h * t) if recompute == "none" else 0
+    scores = 2 * a * s / (h * t) if recompute == "none" else 0
     expected = s * b * h * (10 + 24 / t + scores)
     got = activation_bytes_per_layer(L70, s, b, tp=t, recompute=recompute, sp=False)
     assert got == pytest.approx(expected, rel=1e-12)
+    gpt = activation_bytes_per_layer(GPT3, 2048, b, tp=t, recompute=recompute, sp=False)
+    gpt_scores = 5 * 96 * 2048 / (12288 * t) if recompute == "none" else 0
+    assert gpt == pytest.approx(2048 * b * 12288 * (10 + 24 / t + gpt_scores), rel=1e-12)
     with_sp = ledger(tp=t, recompute=recompute)
     without = ledger(tp=t, recompute=recompute, sp=False)
     assert without.breakdown["activations"] > with_sp.breakdown["activations"]
@@ -128,7 +149,7 @@ def test_without_sequence_parallel_only_split_matmuls_divide(recompute):
 def test_context_parallel_local_queries_times_all_keys():
     s, cp, h, a = 8192, 4, 8192, 64
     got = activation_bytes_per_layer(L70, s, cp=cp, recompute="none")
-    assert got == pytest.approx(34 * (s / cp) * h + 5 * a * (s / cp) * s)
+    assert got == pytest.approx(34 * (s / cp) * h + 2 * a * (s / cp) * s)
     assert activation_bytes_per_layer(L70, s, cp=cp) == pytest.approx(34 * (s / cp) * h)
 
 
@@ -375,3 +396,17 @@ def test_an_input_builds_its_layout_once():
     inp = MemoryInput(model=get_model("mixtral-8x7b"), gpu=H100, tp=2, dp=4, ep=4)
     assert inp.layout is inp.layout
     assert (inp.layout.tp, inp.layout.dp, inp.layout.ep, inp.layout.expert_dp) == (2, 4, 4, 2)
+
+
+def test_own_layer_count_redoes_korthikanti_for_the_models_layer():
+    """GPT's layer gives Korthikanti's 34 term by term; Llama 3.1 70B's (SwiGLU of 3.5h, K and
+    V for 8 of 64 heads, no dropout masks) 33.5, the count EP01 step 3 derives."""
+    from labs.model.activations import own_layer_coefficient, own_layer_terms
+
+    assert own_layer_coefficient(GPT3) == 34
+    terms = own_layer_terms(L70)
+    assert terms["k"] == terms["v"] == 0.25 and terms["mlp"] == 21
+    assert terms["attention_mask"] == terms["mlp_mask"] == 0
+    assert own_layer_coefficient(L70) == 33.5
+    with pytest.raises(ValueError):
+        own_layer_coefficient(get_model("mixtral-8x7b"))

@@ -99,3 +99,12 @@ def test_decode_cache_is_bounded():
 ])
 def test_names_say_the_size(code, name):
     assert decode(code).name == name
+
+
+def test_dropout_travels_in_the_code():
+    """A model trained with dropout (GPT-3) writes ``drop``; a code without it decodes to no
+    dropout, as Transformers' configs default attention_dropout to 0."""
+    gpt3 = models()["gpt-3-175b"]
+    assert gpt3.dropout and encode(gpt3).endswith(".drop")
+    assert decode(encode(gpt3)).dropout
+    assert not decode("L80.h8192.a64.k8.f28672.v128256").dropout
