@@ -30,6 +30,29 @@ EXPOSED_COLOUR = "#e45756"
 ACCENT = "#1d2330"
 # Of a memory axis's height: a bar's label this close under the GPU's line would touch it.
 LINE_CLEARANCE = 0.12
+# The lesson's step that asks ZeRO-3's traffic (round-10 cold reading of EP03, finding 3): its
+# bytes or its time beside plain DP's, or beside the P and D the page states, give the 1.5 and
+# so the answer, at any state. Every figure of ZeRO-3's traffic (the traffic and overlap charts
+# whole, the crossover chart at a ZeRO-3 state, their tables' ZeRO-3 cells, the readout and the
+# crossover note at a ZeRO-3 state) waits on the lesson for that step's guess.
+TRAFFIC_STEP = "step-4"
+TRAFFIC_MASK = "ZeRO-3's traffic shows once step 4 is guessed."
+
+
+def owned(figure: dict, steps: tuple[str, ...], mask: str) -> dict:
+    """The figure veiled whole on a lesson page until each of ``steps`` is guessed (lab.js,
+    layout.meta.owners: each step owns every trace and label, its summary read as ``mask``);
+    elsewhere (the playground, an embed) drawn as it is."""
+    if not steps:
+        return figure
+    layout = figure["layout"]
+    meta = layout.get("meta") or {}
+    everything = {"traces": list(range(len(figure["data"]))),
+                  "annotations": list(range(len(layout.get("annotations", [])))),
+                  "summary": [figure["summary"], mask]}
+    layout["meta"] = {**meta, "masked": meta.get("masked", {}),
+                      "owners": [{"step": step, **everything} for step in steps]}
+    return figure
 
 
 def _unit_only(axis: dict) -> dict:
@@ -138,8 +161,9 @@ def traffic_figure(result) -> dict:
     })
     inp = result.input
     plain, full = rows[0].bytes_per_gpu, rows[3].bytes_per_gpu
-    # No ratio of the two: EP03 step 4 asks the student to predict it (issue 36).
-    return {
+    # No ratio of the two: EP03 step 4 asks the student to predict it (issue 36), and the
+    # lesson holds the whole chart until its guess.
+    return owned({
         "data": data,
         "layout": base_layout(
             barmode="stack", bargap=0.35, legend=_legend_below(),
@@ -152,7 +176,7 @@ def traffic_figure(result) -> dict:
             f"send {fmt_bytes(plain)} each, ZeRO-3 "
             f"{fmt_bytes(full)}; time on the link is printed over each bar"
         ),
-    }
+    }, (TRAFFIC_STEP,), TRAFFIC_MASK)
 
 
 def overlap_figure(result) -> dict:
@@ -186,7 +210,8 @@ def overlap_figure(result) -> dict:
                         f"{fmt_ms(chosen.seconds)} on the link<br>"
                         f"{fmt_ms(chosen.exposed_seconds)} exposed",
                         xanchor="left" if at < 2 else "right", yshift=6)
-    return {
+    # ZeRO-3's time on the link beside plain DP's is step 4's answer: held until its guess.
+    return owned({
         "data": data,
         "layout": base_layout(
             barmode="stack", bargap=0.35, legend=_legend_below(),
@@ -199,7 +224,7 @@ def overlap_figure(result) -> dict:
             f"{fmt_ms(compute)} of compute; {fmt_ms(chosen.exposed_seconds)} is exposed, so a "
             f"step takes {fmt_ms(result.step_seconds)}"
         ),
-    }
+    }, (TRAFFIC_STEP,), TRAFFIC_MASK)
 
 
 def recompute_figure(result) -> dict:

@@ -394,6 +394,10 @@
       var after = function () { done(el.dataset.summary); };
       return Promise.resolve(el._labDrawing).then(after, after);
     }
+    // A veil lifted (or changed) is drawn afresh: Plotly.react does not bring back the labels
+    // of a text trace the veil drew without its text (EP03's traffic chart: its bytes over
+    // the bars stayed away after step 4's guess).
+    var unveiling = /\|masked:/.test(el._labDrawnKey || "") && el._labDrawnKey !== key;
     el._labDrawnKey = key;
     var fig = JSON.parse(themed(script.textContent));
     var veil = veilOf(el, fig.layout && fig.layout.meta);
@@ -411,6 +415,7 @@
     }
     fitHeight(layout, el);
     if (coarse.matches) layout.dragmode = false;  // a swipe scrolls the page, never zooms
+    if (unveiling && el._fullLayout) window.Plotly.purge(el);
     if (!el._fullLayout && el.firstChild) el.textContent = "";  // markup from a page, not a live plot
     var config = Object.assign(plotConfig(), fig.config || {});
     var drawing = el._labDrawing = window.Plotly.react(el, fig.data, layout, config).then(function () {

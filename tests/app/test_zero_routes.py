@@ -660,3 +660,47 @@ def test_round_10_step_10_converts_the_labs_rate_to_table_2s_count(client):
     said = (f"a {lab_fall:.1f}% fall, {lab_fall:.1f} ÷ {published:.0f} = "
             f"{100 * share_shown(rows):.0f}% of the published one")
     assert said in step, said
+
+
+def test_round_10_zero3s_traffic_waits_for_step_4s_guess(client):
+    """Round-10 cold reading of EP03, item 3: step 4 asks how many TB ZeRO-3 sends, given
+    plain DP's bytes, and the opening bench (ZeRO-3) printed ZeRO-3's 410 GB beside DP's
+    273 GB (traffic chart and table), its 1,116 ms beside DP's 744 ms (overlap chart and
+    table, readout), and '3(D−1)/D × 2P = 410 GB' in the crossover's note: the 1.5 the step
+    asks for, a division away. Before step 4's guess no screen the student can reach (the
+    opening, the case buttons, step 3's try links, and the step's own state set by the
+    bench's controls) prints a figure of ZeRO-3's traffic or the crossover that follows from
+    it, as lab.js masks the page; after it, the opening bench does."""
+    from app.charts.crossover import tokens
+    from tests.app.test_answers_hidden import case_urls, printed, screen, try_urls
+    from tests.app.test_step_beats import steps
+
+    path = "/episodes/zero"
+    html = client.get(path).text
+    found = dict(steps(html))
+    ids = list(found)
+    g175 = f"{path}?{facts()['g175_z3']['params']}"
+    urls = [path, *case_urls(html), *try_urls(found["step-3"]), g175]
+    assert len(urls) >= 5, urls
+
+    def zero3(url: str) -> list[tuple[str, str]]:
+        """ZeRO-3's traffic at the url's state, as the page prints it: bytes and time, and
+        at a ZeRO-3 state its T*."""
+        body = client.get("/api/zero?" + url.partition("?")[2]).json()
+        row = body["traffic"][3]
+        said = [tuple(fmt_bytes(row["bytes"]).split(" ")), tuple(fmt_ms(row["seconds"]).split(" "))]
+        if body["zero"] == 3:
+            said.append((tokens(body["crossover"]["crossover_tokens"]), "tokens"))
+        return said
+
+    shown = []
+    for url in urls:
+        text = screen(client, url, ids, "step-4", html)
+        shown += [(url, f"{n} {u}") for n, u in zero3(url) if printed(n, u, text)]
+        if "3(D−1)/D" in text:
+            shown.append((url, "3(D−1)/D"))
+    assert not shown, shown
+    # Step 4 guessed: the opening bench prints them (the check above can fail).
+    after = screen(client, path, ids, "step-5", html)
+    assert all(printed(n, u, after) for n, u in zero3(path)), zero3(path)
+    assert "3(D−1)/D" in after

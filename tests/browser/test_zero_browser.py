@@ -3,7 +3,16 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, follow, look_at, sized_page, wait_drawn
+from app.charts.units import fmt_bytes, fmt_ms
+from tests.browser.helpers import (
+    answer_drill,
+    api_json,
+    commit_guess,
+    follow,
+    look_at,
+    sized_page,
+    wait_drawn,
+)
 
 DIAGRAMS = ("memory", "traffic", "overlap", "crossover", "recompute", "offload")
 
@@ -55,6 +64,7 @@ def test_choosing_a_stage_and_degree_moves_the_outline_and_the_traffic(page, liv
     wait_drawn(page)
     body = api_json(live_server, "zero", "dp=64&zero=0")
     assert chosen_bar_gb(page) == pytest.approx(body["total_bytes"] / 1e9, rel=1e-3)
+    commit_guess(page, 4)  # the traffic chart is step 4's answer, veiled until its guess
     look_at(page, "zero-traffic")
     traffic = page.evaluate(
         "() => document.querySelector('#zero-traffic').data.filter(t => t.type === 'bar')"
@@ -121,3 +131,49 @@ def test_the_compute_labels_stay_off_the_gpu_line(browser, live_server, size):
             labels = page.evaluate(LABELS_ON_LINE)
             assert len(labels) >= 3
             assert all(px == 0 for _, px in labels), (query, labels)
+
+
+# A chart as plotted: its traces' values and its labels, without the meta lab.js draws from.
+PLOTTED = """(id) => {
+    const gd = document.getElementById(id);
+    return {veiled: gd.getAttribute('data-veiled'), aria: gd.getAttribute('aria-label'),
+            values: gd.data.flatMap(t => [].concat(t.y || [], t.customdata || [], t.text || [])),
+            labels: (gd.layout.annotations || []).map(a => a.text)};
+}"""
+HELD = {"zero-traffic": "bytes", "zero-overlap": "seconds", "zero-crossover": "seconds"}
+
+
+def zero3_on(page, chart: str, row: dict) -> bool:
+    """Whether a chart as drawn gives ZeRO-3's traffic: its GB (the traffic chart) or its ms
+    (the overlap chart's diamond, the crossover's line, in seconds there) as a plotted value
+    or in a label or hover text."""
+    look_at(page, chart)
+    drawn = page.evaluate(PLOTTED, chart)
+    value = row[HELD[chart]] * (1e-9 if HELD[chart] == "bytes" else
+                                1e3 if chart == "zero-overlap" else 1)
+    said = fmt_bytes(row["bytes"]) if HELD[chart] == "bytes" else fmt_ms(row["seconds"])
+    numbers = [v for v in drawn["values"] if isinstance(v, (int, float))]
+    texts = " ".join(str(t) for t in [*drawn["values"], *drawn["labels"], drawn["aria"]])
+    return any(v == pytest.approx(value, rel=1e-3) for v in numbers) or said in texts
+
+
+def test_zero3s_traffic_waits_for_step_4s_guess(page, live_server):
+    """Round-10 cold reading of EP03, item 3: at the opening state (ZeRO-3) the traffic chart
+    drew ZeRO-3's 410 GB beside plain DP's 273 GB, the overlap chart its 1,116 ms on the
+    link beside DP's 744, the crossover chart its communication line: step 4's 1.5, a
+    division away. Each is drawn veiled, with no ZeRO-3 figure, until step 4's guess; then
+    each shows the engine's figure, the traffic chart's labels over its bars too."""
+    open_lesson(page)
+    row = api_json(live_server, "zero")["traffic"][3]
+    for chart in HELD:
+        assert not zero3_on(page, chart, row), chart
+        assert page.locator(f"#{chart}").get_attribute("data-veiled") is not None, chart
+    assert page.locator("[data-testid=traffic]").inner_text() == "?"
+    commit_guess(page, 4)
+    for chart in HELD:
+        assert zero3_on(page, chart, row), chart
+    # The labels over the bars are drawn, not only in gd.data (Plotly.react, from the veil,
+    # left a text trace's labels out: lab.js draws a lifted veil afresh).
+    drawn = page.locator("#zero-traffic .textpoint").all_text_contents()
+    assert any(fmt_bytes(row["bytes"]) in t for t in drawn), drawn
+    assert page.locator("[data-testid=traffic]").inner_text() == fmt_bytes(row["bytes"])
