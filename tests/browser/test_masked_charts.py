@@ -408,3 +408,40 @@ def test_ep10s_opening_screen_does_not_subtract_to_step_1s_state_growth(page, li
     assert differences(after, growth), "the check finds the subtraction once it is shown"
     why = page.locator("#why-precision-1").inner_text()
     assert f"The state grew by 2 bytes a parameter, {growth / 1e9:.3g} GB" in why, why
+
+
+def test_ep02s_ethernet_curves_wait_for_step_3s_guess(page, live_server):
+    """Round-12 cold reading of EP02, finding 11: the opening scaling chart (8 GPUs on
+    NVLink) drew the Ethernet curve to 1,024 GPUs, its hover at 64 GPUs "19.68×, 30.7%":
+    what step 3 asks is left of the speedup over one 100 Gb/s port a server. The Ethernet
+    traces now wait for step 3's guess (layout.meta.owners, partly: the other links stay)."""
+    chart = "dp-scaling"
+    bad = api_json(live_server, "dp", "gpus=64&link=eth-100g")
+    page.goto("/episodes/data-parallel")
+    wait_drawn(page)
+    look_at(page, chart)
+    real = json.loads(page.evaluate(FIGURE, chart))
+    owners = real["layout"]["meta"]["owners"]
+    assert [g["step"] for g in owners] == ["step-3"]
+    eth = owners[0]["traces"]
+    assert {real["data"][i]["legendgroup"] for i in eth} == {"eth-100g"}
+    speed = next(real["data"][i] for i in eth if real["data"][i]["yaxis"] == "y")
+    assert speed["y"][speed["x"].index(64)] == pytest.approx(bad["speedup"], abs=1e-3)
+    assert page.evaluate(VEILED, chart) == "step-3"
+    plotted = json.loads(page.evaluate(PLOTTED, chart))
+    for i, (drawn, given) in enumerate(zip(plotted["data"], real["data"], strict=True)):
+        if i in eth:
+            assert drawn["y"] == [None] and "customdata" not in drawn, given["name"]
+        else:
+            assert drawn.get("y") == given.get("y"), given["name"]
+    efficiency = f"{100 * bad['efficiency']:.1f}"
+    assert efficiency not in hover_everywhere(page, chart)
+    caption = page.locator(f".chart-summary[data-chart={chart}]").inner_text()
+    assert "Ethernet 100 Gb/s at" not in caption and "after step 3's guess" in caption
+    commit_guess(page, 3)
+    page.wait_for_function(f"() => !document.getElementById('{chart}').hasAttribute('data-veiled')")
+    after = json.loads(page.evaluate(PLOTTED, chart))
+    for drawn, given in zip(after["data"], real["data"], strict=True):
+        assert drawn.get("y") == given.get("y"), given["name"]
+    assert "Ethernet 100 Gb/s at 8 GPUs" in page.locator(
+        f".chart-summary[data-chart={chart}]").inner_text()
