@@ -31,11 +31,27 @@ from app.routers.data_parallel_state import (
 )
 from app.schemas import DataParallelAnswer
 from labs.data_parallel.inputs import DDP_BUCKET_BYTES
-from labs.data_parallel.lab import CURVE_LINKS, SERVER_GPU, all_reduce, link_family
+from labs.data_parallel.lab import (
+    CURVE_LINKS,
+    SERVER_GPU,
+    all_reduce,
+    link_family,
+    nccl_all_reduce,
+)
 from labs.hardware.gpus import get_gpu
 from labs.hardware.kernels import SLOWEST_GPU
 from labs.hardware.links import get_link, links
-from labs.hardware.nccl import BASE_LATENCY, HOP_LATENCY, simple_ring_latency
+from labs.hardware.nccl import (
+    BASE_LATENCY,
+    CURRENT_NCCL,
+    HOP_LATENCY,
+    MULTI_NODE_LL_INTRA,
+    TREE_CAP,
+    TREE_LL,
+    TREE_SHARE,
+    NcclTime,
+    simple_ring_latency,
+)
 
 router = APIRouter()
 
@@ -55,11 +71,15 @@ def facts() -> dict:
         # Step 1 asks a GPU count neither the opening state nor a case button shows.
         "eth16": state(gpus=16, link="eth-100g"),
         "pcie8": state(gpus=8, link="pcie-4"),
-        # Round-2 cold reading: the page opens at "good", so steps 2, 8 and 10 ask about a
-        # state it does not print (one sequence a GPU; eight at 1,024 GPUs).
+        # Round-2 cold reading: the page opens at "good", so steps 2 and 8 ask about a state
+        # it does not print (one sequence a GPU).
         "good1": state(gpus=8, link="nvlink-4", micro_batch=1),
         "pcie8_1": state(gpus=8, link="pcie-4", micro_batch=1),
-        "eth1024_8": state(gpus=1024, link="eth-100g", micro_batch=8),
+        # Step 10 (round-12 cold reading, finding 1): a model and a sequence the opening
+        # replica chart does not hold in a x k relation (its 7B at 8 sequences was the chart
+        # doubled), its shape stated in the predict.
+        "l8_1024": state(model="llama-3.1-8b", gpus=1024, link="eth-100g", micro_batch=1,
+                         seq_len=8192),
         "ib64": state(gpus=64, link="ib-ndr"),
         "ib64_8": state(gpus=64, link="ib-ndr", nics_per_node=8),
         "eth1024": state(gpus=1024, link="eth-100g"),
@@ -80,6 +100,34 @@ def facts() -> dict:
     }
 
 
+def _nccl(fact: dict, bucket: bool = False) -> NcclTime:
+    """A fact's all-reduce (its whole gradients, or one full bucket) as NCCL's cost model
+    prices it, term by term: the same collective its API answer times."""
+    inp = fact["result"].input
+    size = min(inp.bucket_bytes, inp.grad_bytes) if bucket else inp.grad_bytes
+    return nccl_all_reduce(size, inp.gpus, get_link(inp.link), inp.nics_per_node)
+
+
+@lru_cache(maxsize=1)
+def nccl_terms() -> dict:
+    """The collectives steps 4 to 6 write out: step 4's ring over 8 servers, step 5's 25 MiB
+    bucket on the same 64 GPUs, step 6's 1 MiB and 25 MiB buckets on 1,024 (NCCL's tree)."""
+    f = facts()
+    return {"ib64": _nccl(f["ib64"]), "bucket64": _nccl(f["bad_overlap"], bucket=True),
+            "tiny": _nccl(f["ib1024_tiny"], bucket=True),
+            "ddp": _nccl(f["ib1024_ddp"], bucket=True)}
+
+
+# NCCL 2.8's tree constants step 6's note states (tuning.cc, labs.hardware.nccl).
+TREE_CONSTANTS = {
+    "base_ll": BASE_LATENCY["tree"]["LL"], "nvlink_ll": HOP_LATENCY["nvlink"]["tree"]["LL"],
+    "net_ll": HOP_LATENCY["net"]["tree"]["LL"], "ll_intra": MULTI_NODE_LL_INTRA,
+    "nvlink_simple": HOP_LATENCY["nvlink"]["tree"]["Simple"],
+    "net_simple": HOP_LATENCY["net"]["tree"]["Simple"], "share": TREE_SHARE,
+    "cap_two": TREE_CAP[0] / 1e9, "cap_more": TREE_CAP[1] / 1e9, "ll": 1 / TREE_LL,
+}
+
+
 def _mb(value: float) -> str:
     return f"{value / 1e6:,.1f} MB" if value < 1e9 else f"{value / 1e9:,.0f} GB"
 
@@ -97,6 +145,8 @@ def extra_context(state) -> dict:
         # this episode leaves that factor out (labs.hardware.kernels.SLOWEST_GPU).
         "slowest_gpu": SLOWEST_GPU,
         "ring_lat": simple_ring_latency(),
+        # Steps 4 to 6 write NCCL's latency (and the tree's bandwidth) out term by term.
+        "nccl": nccl_terms(), "tree_consts": TREE_CONSTANTS, "nccl_now": CURRENT_NCCL,
         "model_options": (("custom", "Custom gradient size…"),
                           *model_choices(model_options(), query.model or "", custom=False)),
         "model_value": "custom" if is_custom(query) else query.model,

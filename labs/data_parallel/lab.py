@@ -53,6 +53,7 @@ from labs.data_parallel.inputs import (
 from labs.hardware.comm import CommCost, nccl_collective, ring
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import Cluster, Link, get_link, links, make_cluster
+from labs.hardware.nccl import NcclTime, nccl_time
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
 
@@ -93,9 +94,19 @@ def all_reduce(size: float, gpus: int, link: Link, nics_per_node: int = 1,
         return CommCost("all_reduce", gpus, size, 2 * (gpus - 1) / gpus * size,
                         ring("all_reduce", size, gpus, link.bandwidth, link.latency),
                         "ring", link.id)
+    return nccl_collective("all_reduce", size, gpus, _cluster(link, gpus, nics_per_node))
+
+
+def _cluster(link: Link, gpus: int, nics_per_node: int) -> Cluster:
     if link.kind == "scale-up":
-        return nccl_collective("all_reduce", size, gpus, fabric_cluster(link, gpus))
-    return nccl_collective("all_reduce", size, gpus, server_cluster(link, nics_per_node))
+        return fabric_cluster(link, gpus)
+    return server_cluster(link, nics_per_node)
+
+
+def nccl_all_reduce(size: float, gpus: int, link: Link, nics_per_node: int = 1) -> NcclTime:
+    """``all_reduce``'s collective as NCCL's cost model prices it, with its latency (and a
+    tree's bandwidth) term by term: what EP02's steps 4 to 6 write out."""
+    return nccl_time("all_reduce", size, gpus, _cluster(link, gpus, nics_per_node))
 
 
 def fabric_cluster(link: Link, gpus: int) -> Cluster:

@@ -94,6 +94,11 @@ TREE_SHARE = 0.9  # tuning.cc: tree busBw x 0.9, capped below
 TREE_CAP = (110e9, 80e9)  # tuning.cc maxTreeBw, GB/s: up to two nodes, more
 TREE_LL = 1 / 3.8  # tuning.cc: tree LL busBw / 3.8
 NVLS_MIN_RANKS = 3  # nvls.cc ncclNvlsInit: NVLS off for 2 GPUs or fewer
+# What current NCCL has instead (tuning.cc at NVIDIA/nccl b6475625: hwLat NET ring
+# Simple 14.0 plus the graph's latencyInter, nInterSteps 2·nNodes, and the plateau
+# "minCompCap < 80 ? 1.9 : 1.4"). Not used: the lab keeps 2.8's model whole, and EP02 step 1
+# names the difference.
+CURRENT_NCCL = {"net": 14.0, "plateau": 1.4}
 # tuning.cc treeCorrectionFactor[protocol][log2(bytes / 64)], for 64 B .. 128 MB.
 TREE_CORRECTION = {
     "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
@@ -115,6 +120,51 @@ def simple_ring_latency() -> dict[str, float]:
 
 
 @dataclass(frozen=True)
+class Latency:
+    """A ring's or tree's latency in NCCL's model, term by term, µs (tuning.cc; EP02 writes
+    it out): (base + hops · (intra_steps · intra_hop + inter_steps · inter_hop)) · factor,
+    where hops is 1 for a ring and 2 for a tree (up, then down), and factor the ring's
+    plateau (``RING_PLATEAU``) or 1."""
+
+    base: float
+    intra_steps: int
+    intra_hop: float  # with LL's x1.8 across nodes where it applies
+    inter_steps: int
+    inter_hop: float
+    hops: int = 1
+    factor: float = 1.0
+
+    @property
+    def hop_sum(self) -> float:
+        """The latency before the plateau factor, µs."""
+        if self.hops == 1:
+            return self.base + self.intra_steps * self.intra_hop \
+                + self.inter_steps * self.inter_hop
+        return self.base + self.hops * (self.intra_steps * self.intra_hop
+                                        + self.inter_steps * self.inter_hop)
+
+    @property
+    def micros(self) -> float:
+        return self.hop_sum * self.factor if self.factor != 1.0 else self.hop_sum
+
+
+@dataclass(frozen=True)
+class TreeBandwidth:
+    """A tree's bus bandwidth in NCCL's model, term by term (tuning.cc; EP02 step 6):
+    min(bus · ``TREE_SHARE``, cap) · protocol · correction, bytes/s; each of the two trees
+    carries half the data, so its algorithm bandwidth is half of it."""
+
+    bus: float  # the ring busBW of the links it crosses
+    cap: float  # maxTreeBw: up to two nodes, more
+    protocol: float  # 1 / 3.8 on LL, 1 on Simple
+    correction: float  # treeCorrectionFactor at this size
+
+    @property
+    def busbw(self) -> float:
+        return min(self.bus * TREE_SHARE, self.cap) * self.protocol * self.correction
+
+
+@dataclass(frozen=True)
 class NcclTime:
     """One collective as NCCL would run it, on one GPU of the group."""
 
@@ -125,6 +175,9 @@ class NcclTime:
     busbw: float  # the bus bandwidth it runs at, bytes/s
     bottleneck: str  # the link id that bounds it
     nodes: int
+    # A ring's or tree's latency and a tree's bandwidth term by term (EP02 writes them out).
+    terms: Latency | None = None
+    tree_bw: TreeBandwidth | None = None
 
 
 def sm_share(cluster: Cluster) -> float:
@@ -235,13 +288,14 @@ def _ring(kind: str, size: float, n: int, g: int, nodes: int, cluster: Cluster) 
             bw, algo = intra.allreduce_busbw, "nvls"  # reduced in the switch
         intra_lat = HOP_LATENCY[intra.hw]["ring"][proto] * (
             MULTI_NODE_LL_INTRA if nodes > 1 and proto == "LL" else 1.0)
-        lat = BASE_LATENCY["ring"][proto] + (nsteps - inter_steps) * intra_lat \
-            + inter_steps * HOP_LATENCY[inter.hw]["ring"][proto]
-        if proto == "Simple" and ar and nodes > 1 and size >= n / 16 * 65536:
-            lat *= RING_PLATEAU
+        plateau = proto == "Simple" and ar and nodes > 1 and size >= n / 16 * 65536
+        terms = Latency(BASE_LATENCY["ring"][proto], nsteps - inter_steps, intra_lat,
+                        inter_steps, HOP_LATENCY[inter.hw]["ring"][proto],
+                        factor=RING_PLATEAU if plateau else 1.0)
+        lat = terms.micros
         t = lat * 1e-6 + size / (bw * n / nsteps)
         if best is None or t < best.seconds:
-            best = NcclTime(t, lat * 1e-6, algo, proto, bw, link, nodes)
+            best = NcclTime(t, lat * 1e-6, algo, proto, bw, link, nodes, terms)
     return best
 
 
@@ -254,14 +308,16 @@ def _tree(size: float, g: int, nodes: int, cluster: Cluster) -> NcclTime:
     log_size = max(0, int(size) >> 6).bit_length() - 1  # tuning.cc log2i(nBytes >> 6)
     best = None
     for proto in ("LL", "Simple"):  # LL128 is off across nodes (see _ring)
-        bw = min(bus * TREE_SHARE, cap) * (TREE_LL if proto == "LL" else 1.0)
-        if log_size < len(TREE_CORRECTION[proto]):
-            bw *= TREE_CORRECTION[proto][log_size]
+        corrections = TREE_CORRECTION[proto]
+        tree_bw = TreeBandwidth(bus, cap, TREE_LL if proto == "LL" else 1.0,
+                                corrections[log_size] if log_size < len(corrections) else 1.0)
+        bw = tree_bw.busbw
         intra_lat = HOP_LATENCY[intra.hw]["tree"][proto] * (
             MULTI_NODE_LL_INTRA if proto == "LL" else 1.0)
-        lat = BASE_LATENCY["tree"][proto] + 2 * (
-            (g - 1) * intra_lat + (nodes.bit_length() - 1) * HOP_LATENCY[inter.hw]["tree"][proto])
+        terms = Latency(BASE_LATENCY["tree"][proto], g - 1, intra_lat, nodes.bit_length() - 1,
+                        HOP_LATENCY[inter.hw]["tree"][proto], hops=2)
+        lat = terms.micros
         t = lat * 1e-6 + size / (bw / 2)
         if best is None or t < best.seconds:
-            best = NcclTime(t, lat * 1e-6, "tree", proto, bw, link, nodes)
+            best = NcclTime(t, lat * 1e-6, "tree", proto, bw, link, nodes, terms, tree_bw)
     return best

@@ -264,8 +264,9 @@ def test_steps_2_8_10_ask_what_the_opening_bench_does_not_print(client):
     """Round-2 cold reading (issue 36): the page opens at 8 GPUs on NVLink with 4 sequences a
     GPU, whose bench prints 7.62x, the per-link table and the 185 GB replica. Step 2 asks one
     sequence a GPU (255 ms + 51.1 ms: 6.66x), step 8 PCIe's T* (2/3 x 7/8 x rate / 26.24 GB/s),
-    step 10 eight sequences at 1,024 GPUs (112 GB + 2 x 63.9 GB + 2 x 8.74 GB = 257 GB); none of
-    these is on the page outside the closed whys, and the case captions quote no figure."""
+    step 10 Llama 3.1 8B's state and activations at 1,024 GPUs (128.5 GB + 36.5 GB; round 12);
+    none of these is on the page outside the closed whys, and the case captions quote no
+    figure."""
     f = facts()
     one = f["good1"]["api"]
     assert one["compute_s"] == pytest.approx(f["good"]["api"]["compute_s"] / 4, rel=1e-9)
@@ -277,14 +278,15 @@ def test_steps_2_8_10_ask_what_the_opening_bench_does_not_print(client):
     assert pcie["crossover_tokens"] == pytest.approx(2 / 3 * 7 / 8 * rate / busbw / 6 * 6,
                                                      rel=0.01)
     assert pcie["ratio"] < 0.5 < f["pcie8"]["api"]["ratio"]["ratio"]
-    rep8, rep4 = f["eth1024_8"]["api"]["replica"], f["good"]["api"]["replica"]
-    assert rep8["state_bytes"] == rep4["state_bytes"] == 112e9
-    assert rep8["breakdown"]["activations"] == 34 * 32768 * 4096 * 28
+    rep8, rep4 = f["l8_1024"]["api"]["replica"], f["good"]["api"]["replica"]
+    assert rep4["state_bytes"] == 112e9 and rep8["state_bytes"] == 16 * 8_030_261_248
+    assert rep8["breakdown"]["activations"] == 34 * 8192 * 4096 * 32
+    asked = rep8["state_bytes"] + rep8["breakdown"]["activations"]
     html = client.get("/episodes/data-parallel").text
     outside = re.sub(r'<details class="why".*?</details>', " ", html, flags=re.S)
     outside = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", outside))
     for answer in (f"{one['speedup']}×", f"{pcie['crossover_tokens']:,.0f}",
-                   f"{rep8['total_bytes'] / 1e9:,.0f} GB"):
+                   f"{asked / 1e9:,.0f} GB", f"{rep8['total_bytes'] / 1e9:,.0f} GB"):
         assert answer not in outside, answer
     from app.routers.data_parallel import VIEW
     for case in (VIEW.good, VIEW.bad):
@@ -403,3 +405,116 @@ def test_round_6_item_3_the_exposed_decide_derives_each_ring_from_the_engine():
         assert ring in judged[key].why
         assert a["allreduce_bytes_per_gpu"] / a["ratio"]["busbw"] == pytest.approx(
             a["exposed_comm_s"], rel=0.01)
+
+
+def test_round_12_step_10_asks_a_replica_the_opening_chart_does_not_double(client):
+    """Round-12 cold reading of EP02, finding 1: step 10 asked the 7B's bill at 8 sequences a
+    GPU, 'twice the opening state's', without its shape: the only way to 257 GB was the
+    opening replica chart doubled, and the 'state and activations' it asked counted 17.5 GB
+    of logits too. It now asks Llama 3.1 8B's state and activations (the model and its shape
+    in the predict, one sequence of 8,192 tokens): 16 B x 8.03B + 34 x 8,192 x 4,096 x 32,
+    no multiple of the opening chart's bars, and the why adds the logits apart."""
+    from app.routers.data_parallel import facts
+
+    f = facts()
+    l8 = f["l8_1024"]
+    rep, model = l8["api"]["replica"], l8["result"].input.model
+    asked = rep["state_bytes"] + rep["breakdown"]["activations"]
+    assert rep["state_bytes"] == 16 * model.params
+    assert rep["breakdown"]["activations"] == 34 * l8["api"]["seq_len"] * model.hidden \
+        * model.layers
+    opening = f["good"]["api"]["replica"]
+    for bar in (opening["state_bytes"], opening["breakdown"]["activations"],
+                opening["total_bytes"], opening["state_bytes"]
+                + opening["breakdown"]["activations"]):
+        ratio = asked / bar
+        assert abs(ratio * 4 - round(ratio * 4)) > 0.05, ratio  # no quarter-step multiple
+    html = client.get("/episodes/data-parallel").text
+    step = html[html.index('id="step-10"'):]
+    predict = _text(step[step.index('class="predict"'):step.index("</p>",
+                                                                   step.index('class="predict"'))])
+    assert f"{model.layers} layers of h = {model.hidden:,}" in predict
+    assert f"{model.params / 1e9:.2f}B parameters" in predict and "8,192 tokens" in predict
+    assert "state and activations" in predict and "twice the opening" not in _text(step)
+    form = re.search(r'data-predict="dp-10"[^>]*data-answer="([^"]+)"', step).group(1)
+    assert form == f"{asked / 1e9:,.0f} GB"
+    why = _text(step[step.index('id="why-dp-10"'):])
+    assert f"{asked / 1e9:,.0f} GB. The output layer adds" in why
+    assert f"{rep['total_bytes'] / 1e9:,.0f} GB per GPU" in why
+
+
+def test_round_12_nccls_latency_is_worked_once_from_the_engine(client):
+    """Round-12 cold reading of EP02, findings 3 to 5: step 1 gave NCCL's ring latencies
+    'all of it x1.9' without saying what the factor is or which NCCL has these constants
+    (current NCCL: 14 us a network hop, x1.4 on A100/H100); steps 4 and 5 quoted 0.99 ms
+    without the working (step 5 took it as a difference of two API answers); step 6's 0.29
+    and 2.18 ms a bucket rested on tree latencies and bandwidths the page never stated. Step
+    1 now names NCCL 2.8 and the plateau, with current NCCL's constants in its note; step 4
+    sums the ring once, step 5 reuses it, step 6 writes the tree's latency and bandwidth out,
+    each term read off the one collective the API times (labs.hardware.nccl.Latency)."""
+    from app.routers.data_parallel import nccl_terms
+    from labs.hardware.nccl import CURRENT_NCCL, RING_PLATEAU, TREE_SHARE
+
+    f, n = facts(), nccl_terms()
+    text = _text(client.get("/episodes/data-parallel").text)
+    one = text.split("1. Clone the model")[1].split("2. The good case")[0]
+    assert f"pays that sum ×{RING_PLATEAU:g}" in one and "“plateau effect of ring”" in one
+    assert "NCCL 2.8's constants" in one
+    assert (f"{CURRENT_NCCL['net']} µs a network hop" in one
+            and f"×{CURRENT_NCCL['plateau']} on the A100 and H100" in one)
+    # Step 4: the ring over 8 servers, once, and the API's time is its bytes plus that sum.
+    ring, ib64 = n["ib64"].terms, f["ib64"]["api"]
+    assert (ring.intra_steps, ring.inter_steps, ring.factor) == (112, 14, RING_PLATEAU)
+    assert ring.micros * 1e-6 + ib64["allreduce_bytes_per_gpu"] / get_link(
+        "ib-ndr").ring_busbw == pytest.approx(ib64["comm_s"], rel=1e-6)
+    four = text.split("4. Faster networks")[1].split("5. Hide it")[0]
+    assert (f"(8.4 + 112 × 3.4 + 14 × 9.6) µs = {ring.hop_sum:.0f} µs, ×1.9 = "
+            f"{ring.micros / 1e3:.2f} ms") in four
+    # Step 5: the same ring's latency, once per bucket: the 534 extra buckets' extra time
+    # (to 0.1%: the last 3 MB bucket runs on LL, as the page says).
+    bucket, bad, bucketed = n["bucket64"].terms, f["bad"]["api"], f["bad_overlap"]["api"]
+    assert bucket == ring
+    assert bucket.micros * 1e-6 * (bucketed["buckets"] - 1) == pytest.approx(
+        bucketed["comm_s"] - bad["comm_s"], rel=1e-3)
+    five = text.split("5. Hide it")[1].split("6. Bucket size")[0]
+    assert f"(8.4 + 112 × 3.4 + 14 × 9.6) µs × 1.9 = {bucket.micros / 1e3:.2f} ms a bucket" in five
+    # Step 6: the tree's latency and bandwidth, term by term, sum to the API's bucket time.
+    six = text.split("6. Bucket size")[1].split("7. Strong scaling")[0]
+    for key, size, proto in (("tiny", 1 << 20, "LL"), ("ddp", 25 << 20, "Simple")):
+        t = n[key]
+        assert (t.algorithm, t.protocol) == ("tree", proto)
+        assert t.tree_bw.bus * TREE_SHARE > t.tree_bw.cap  # the cap is what the page says
+        api = f["ib1024_" + key]["api"]
+        assert t.terms.micros * 1e-6 + size / (t.tree_bw.busbw / 2) == pytest.approx(
+            api["bucket_s"], rel=1e-5)  # the API rounds to the ns
+        assert fmt_ms(api["bucket_s"]) in six
+    tiny, ddp = n["tiny"], n["ddp"]
+    assert "4.4 + 2 × (7 × 0.936 + 7 × 5) µs = 87.5 µs" in six
+    assert ("80 GB/s past two servers, ÷ 3.8 on LL, × 0.5 (NCCL's correction at this size) = "
+            f"{tiny.tree_bw.busbw / 1e9:.1f} GB/s") in six
+    assert (f"1 MiB ÷ {tiny.tree_bw.busbw / 2e9:.2f} GB/s = "
+            f"{1048576 / (tiny.tree_bw.busbw / 2) * 1e6:,.0f} µs") in six
+    assert "2 × (7 × 28 + 7 × 50) µs = 1,092 µs" in six
+    assert (f"25 MiB ÷ (80 GB/s × {ddp.tree_bw.correction:g} ÷ 2) = "
+            f"{26214400 / (ddp.tree_bw.busbw / 2) * 1e6:,.0f} µs") in six
+    assert "treeCorrectionFactor" in six and "256 kB chunk" in six
+
+
+def test_round_12_step_2s_predict_follows_one_derivation_not_an_audit_trail(client):
+    """Round-12 cold reading of EP02, finding 6: step 2 put eight figures before its predict
+    (989.4, 794.5, 80.3%, 84.9%, 674, 68.2%, 0.987, 67.3%), the last three about EP08 and
+    used nowhere here. Before the predict it now derives 674 TFLOP/s from the peak and the
+    two measured shares; the benchmark, the H200 and EP08's slowest-GPU factor sit in a
+    'where this comes from' note under the step."""
+    from labs.data_parallel.lab import gpu_rate
+    from labs.hardware.kernels import SLOWEST_GPU
+
+    html = client.get("/episodes/data-parallel").text
+    step = html[html.index('id="step-2"'):html.index('id="step-3"')]
+    before = _text(step[:step.index('class="predict-beat"')])
+    sources = step.find('<details class="sources">')
+    note = _text(step[sources:]) if sources >= 0 else ""
+    assert f"= {gpu_rate() / 1e12:.0f} TFLOP/s" in before
+    for aside in (f"{SLOWEST_GPU:.3f}", "EP08", "mamf-finder", "794.5", "H200"):
+        assert aside not in before, aside
+        assert aside in note, aside
