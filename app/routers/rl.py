@@ -24,6 +24,7 @@ from labs.rl.serving import (
     HBM_EFFICIENCY,
     PREFILL_MFU,
     WEIGHT_BYTES,
+    busiest_terms,
     dp_attention_requests,
     kv_bytes_per_token,
 )
@@ -90,6 +91,19 @@ def slime_split() -> dict:
             "weights": alt.breakdown["weights"]}
 
 
+@lru_cache(maxsize=1)
+def busiest() -> dict[str, list[float]]:
+    """The chance the busiest engine GPU visits more than 0, 1, ... of its experts in a decode
+    step, for the states EP09 step 5 derives R1's rollout from (their sum is the API's
+    busiest_experts)."""
+    out = {}
+    for key in ("r1_sep4", "r1_pd"):
+        r = facts()[key]["result"]
+        out[key] = busiest_terms(r.input.model, r.input.engine_gpus,
+                                 r.rollout_parts["decode_requests"])
+    return out
+
+
 def serving_terms(result: RLPlacementResult) -> dict:
     """The rates the rollout's parts are timed at, as the lesson names them (EP09 step 5)."""
     inp = result.input
@@ -126,6 +140,7 @@ def extra_context(state) -> dict:
         "exp": EXP,
         "slime_r1": SLIME_R1,
         "slime_split": slime_split(),
+        "busiest_odds": busiest(),
     }
 
 

@@ -168,8 +168,9 @@ class RLPlacementResult:
     sync_rate: float  # bytes/s: the busBW the sync's bytes move at (its link's, EP02)
     sync_switch_seconds: float  # colocated: the PCIe offload and reload inside the sync
     # The rollout's parts: prefill_s, decode_weights_s, decode_kv_s and decode_compute_s of
-    # the fullest decode engine, its decode_requests and experts_touched (the share of routed
-    # experts a decode step visits), and for a prefill/decode split kv_move_s
+    # the fullest decode engine, its decode_requests, experts_touched (the chance a decode step
+    # visits a given routed expert), for a MoE engine experts_per_gpu, expert_gpus and
+    # busiest_experts (what the busiest GPU visits), and for a prefill/decode split kv_move_s
     # (labs.rl.lab._rollout_parts).
     rollout_parts: dict
     step_seconds: float

@@ -31,8 +31,10 @@ from labs.rl.inputs import Check, Phase, Pool, RLPlacementInput, RLPlacementResu
 from labs.rl.serving import (
     EngineMemory,
     attention_groups,
+    busiest_experts,
     decode_weight_bytes,
     engine_memory,
+    experts_per_gpu,
     per_engine,
     serving_weight_parts,
     touched_expert_share,
@@ -105,8 +107,9 @@ def _replicas(inp: RLPlacementInput, bill) -> dict:
 def _rollout_parts(inp: RLPlacementInput) -> dict:
     """The rollout's parts (EP09 step 5 derives its times from them): prefill, the fullest
     decode engine's weight reads (and the bytes one of its GPUs reads a step), cache reads and
-    GEMMs, its requests and the share of the routed experts its decode steps visit; with a
-    prefill/decode split, the KV move too."""
+    GEMMs, its requests, the chance its decode step visits a given routed expert, the routed
+    experts of a layer a GPU holds, of them the busiest GPU's visits, and the GPUs holding
+    distinct experts; with a prefill/decode split, the KV move too."""
     if inp.placement == "separate-pd":
         prefill, decode, kv_move, batch = pd_parts(inp)
         extra = {"kv_move_s": kv_move}
@@ -118,7 +121,16 @@ def _rollout_parts(inp: RLPlacementInput) -> dict:
             "decode_weight_bytes": read,
             "decode_kv_s": decode.kv_cache, "decode_compute_s": decode.compute,
             "decode_requests": batch, "experts_touched": touched_expert_share(inp.model, batch),
-            **extra}
+            **_busiest(inp, batch), **extra}
+
+
+def _busiest(inp: RLPlacementInput, batch: int) -> dict:
+    """A MoE engine's experts per GPU and the busiest GPU's visits (``labs.rl.serving``)."""
+    if not inp.model.is_moe:
+        return {}
+    n, g = experts_per_gpu(inp.model, inp.engine_gpus)
+    return {"experts_per_gpu": n, "expert_gpus": g,
+            "busiest_experts": busiest_experts(inp.model, inp.engine_gpus, batch)}
 
 
 def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:

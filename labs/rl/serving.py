@@ -28,17 +28,26 @@ Memory of one engine GPU = its share of the bf16 weights + KV cache + workspace:
 
 Time (an estimate in the roofline spirit, Williams et al. 2009): prefill is compute-bound,
 2·N_active FLOPs per prompt token at PREFILL_MFU of the BF16 peak; each decode step is bound by
-max(bytes read / HBM bandwidth, 2·N_active·batch / peak): the weights the batch touches (a MoE
-batch of c tokens touches E·(1-(1-k/E)^c) experts per layer under uniform routing) plus the KV
-cache read once per step. Each GPU reads its own HBM, and the engine's step, synchronised by the
-experts' all-to-all (a dense engine's by TP's all-reduces), waits for the slowest, so a step
-takes one GPU's reads at one GPU's bandwidth: the weights it holds (``serving_weight_parts``,
-the memory chart's own per-GPU parts: under DP attention the attention, dense layers and shared
-experts each GPU keeps whole or split over its group, and its share of the routed experts, of
-which the batch visits the touched share; the embedding is counted whole, though a lookup
-reads only its tokens' rows: errs slow by that), and its cache (a MoE engine's busiest GPU
-holds its own whole requests'). Every response is assumed to run to the length limit (an
-upper bound).
+max(bytes read / HBM bandwidth, 2·N_active·batch / peak): the weights the batch touches plus the
+KV cache read once per step. Each GPU reads its own HBM, and the engine's step, synchronised by
+the experts' all-to-all (a dense engine's by TP's all-reduces), waits for the slowest GPU, so a
+step takes the busiest GPU's reads at one GPU's bandwidth (DeepSeek-V3 technical report,
+arXiv:2412.19437 sec 3.4: expert-parallel serving balances the load across GPUs because the
+all-to-all makes every GPU wait for the most loaded one, and decode's small per-expert batches
+are bound by memory access, not compute). What a GPU reads: the weights it holds
+(``serving_weight_parts``, the memory chart's own per-GPU parts: under DP attention the
+attention, dense layers and shared experts each GPU keeps whole or split over its group), but
+not the token embedding, of which a lookup gathers only its tokens' rows (under 1 MB a step:
+left out), and of its routed experts those its tokens visit. Under uniform, independent routing
+(each token picks k of E experts) an expert is visited by a batch of c tokens with probability
+q = 1 - (1 - k/E)^c; a GPU holding n experts visits Binomial(n, q) of them in a layer (the
+experts treated as independent), and the busiest of the G GPUs holding distinct experts visits
+E[max] = sum_{j<n} (1 - F(j)^G) on average, F the binomial CDF (the largest of G independent
+draws has CDF F^G; the GPUs are treated as independent too, though one token's k picks are
+not: both err slow by a little). Each MoE layer waits for its own busiest GPU, so the step reads
+E[max] / n of the routed experts a GPU holds (``busiest_expert_share``). The cache: a MoE
+engine's busiest GPU holds its own whole requests'. Every response is assumed to run to the
+length limit (an upper bound).
 """
 
 from __future__ import annotations
@@ -171,21 +180,52 @@ def prefill_seconds(model: ModelSpec, gpu: GPUSpec, tokens: float, gpus: int) ->
     return 2 * matmul_params(model) * tokens / (gpus * gpu.bf16_flops * PREFILL_MFU)
 
 
-def touched_weight_bytes(model: ModelSpec, batch: int) -> float:
-    """bf16 weights one decode step reads for ``batch`` tokens: all dense weights, and of the
-    routed experts those any token visits (expected count under uniform routing)."""
-    if not model.is_moe:
-        return WEIGHT_BYTES * model.params
-    return WEIGHT_BYTES * (model.dense_params
-                           + touched_expert_share(model, batch) * model.expert_params)
-
-
 def touched_expert_share(model: ModelSpec, batch: int) -> float:
-    """The share of a MoE layer's routed experts a decode step of ``batch`` tokens visits,
-    1 - (1 - k/E)^batch under uniform routing (1 for a dense model)."""
+    """The chance q that a decode step of ``batch`` tokens visits a given routed expert,
+    1 - (1 - k/E)^batch under uniform routing: the share of a layer's experts the average GPU
+    visits (1 for a dense model)."""
     if not model.is_moe:
         return 1.0
     return 1 - (1 - model.top_k / model.experts) ** batch
+
+
+def experts_per_gpu(model: ModelSpec, engine_gpus: int) -> tuple[int, int]:
+    """(n, G): the routed experts of a layer one engine GPU holds (at least a slice of one;
+    the most any GPU holds when E does not divide, which the engine-split check flags), and
+    the GPUs holding distinct experts (E when the GPUs outnumber the experts, each expert
+    split over several)."""
+    return max(1, math.ceil(model.experts / engine_gpus)), min(engine_gpus, model.experts)
+
+
+def busiest_terms(model: ModelSpec, engine_gpus: int, batch: int) -> list[float]:
+    """P(the busiest GPU visits more than j of its experts) = 1 - F(j)^G for j = 0 .. n-1,
+    with F the CDF of Binomial(n, q), n and G from ``experts_per_gpu`` and q from
+    ``touched_expert_share``: their sum is the busiest GPU's expected visits. The binomial's
+    terms are taken in logs (n reaches 1,024, where C(n, j) overflows a float)."""
+    n, g = experts_per_gpu(model, engine_gpus)
+    q = touched_expert_share(model, batch)
+    if q <= 0 or q >= 1:
+        return [float(q >= 1)] * n
+    cdf, terms = 0.0, []
+    for j in range(n):
+        cdf += math.exp(math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1)
+                        + j * math.log(q) + (n - j) * math.log1p(-q))
+        terms.append(1 - min(cdf, 1.0) ** g)
+    return terms
+
+
+def busiest_experts(model: ModelSpec, engine_gpus: int, batch: int) -> float:
+    """E[max over G GPUs of Binomial(n, q)] = sum_j P(max > j): the experts of a layer the
+    busiest GPU's decode step visits, on average (the module docstring gives the model)."""
+    return sum(busiest_terms(model, engine_gpus, batch))
+
+
+def busiest_expert_share(model: ModelSpec, engine_gpus: int, batch: int) -> float:
+    """The share of its routed experts the busiest engine GPU reads in a decode step of
+    ``batch`` tokens, E[max] / n (1 for a dense model)."""
+    if not model.is_moe:
+        return 1.0
+    return busiest_experts(model, engine_gpus, batch) / experts_per_gpu(model, engine_gpus)[0]
 
 
 @dataclass(frozen=True)
@@ -204,24 +244,29 @@ class DecodeParts:
 
 def decode_weight_bytes(model: ModelSpec, engine_gpus: int, batch: int,
                         layout: ServingLayout | None) -> float:
-    """bf16 bytes one engine GPU reads from its own weights in a decode step of ``batch``
-    tokens: every part it holds (``serving_weight_parts``, as the memory chart counts them)
-    but its routed experts, and of those the share the batch visits. An even split (no
-    layout, a dense model) reads the touched weights / E."""
-    parts = serving_weight_parts(model, engine_gpus, layout)
+    """bf16 bytes the busiest engine GPU reads from its own weights in a decode step of
+    ``batch`` tokens: every part it holds (``serving_weight_parts``, as the memory chart counts
+    them) but its routed experts and, under a layout, the token embedding (a step gathers only
+    its tokens' rows); and of its routed experts the busiest GPU's share
+    (``busiest_expert_share``). An even split (no layout, a dense model) reads its 1/E of the
+    model, the routed experts at that share."""
+    e = engine_gpus
+    parts = serving_weight_parts(model, e, layout)
+    share = busiest_expert_share(model, e, batch)
     if "routed_experts" not in parts:
-        return touched_weight_bytes(model, batch) / engine_gpus
+        if not model.is_moe:
+            return WEIGHT_BYTES * model.params / e
+        return WEIGHT_BYTES * (model.dense_params + share * model.expert_params) / e
     routed = parts["routed_experts"]
-    return WEIGHT_BYTES * (sum(parts.values()) - routed
-                           + touched_expert_share(model, batch) * routed)
+    return WEIGHT_BYTES * (sum(parts.values()) - routed - parts["embedding"] + share * routed)
 
 
 def decode_parts(model: ModelSpec, gpu: GPUSpec, bandwidth: float, engine_gpus: int,
                  batch: int, prompt_len: int, response_len: int, kv_dtype: str,
                  layout: ServingLayout | None = None) -> DecodeParts:
     """Where one engine's ``response_len`` decode steps for ``batch`` requests spend time:
-    each step one GPU's weight reads (``decode_weight_bytes``) and cache reads at one GPU's
-    achieved bandwidth."""
+    each step the busiest GPU's weight reads (``decode_weight_bytes``) and cache reads at one
+    GPU's achieved bandwidth."""
     if batch < 1:
         return DecodeParts(0.0, 0.0, 0.0)
     mean_context = prompt_len + response_len / 2  # the cache grows linearly over the run

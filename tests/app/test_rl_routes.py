@@ -5,7 +5,7 @@ from html import unescape
 
 import pytest
 
-from app.routers.rl import facts
+from app.routers.rl import busiest, facts
 from tests.app.test_parser import api_messages
 from tests.labs.test_rl import TABLE  # the curriculum's recipe table
 
@@ -482,17 +482,17 @@ def test_round_6_step_5_derives_the_split_and_holds_the_rollouts_parts(client):
         share = 1 - (1 - 8 / 256) ** c
         assert parts["experts_touched"] == pytest.approx(share)
         assert f"1 − (1 − 8/256) {c} = {100 * share:.1f}%" in five \
-            or f"visit {100 * share:.1f}% of the experts" in five
+            or f"q = {100 * share:.1f}%" in five
     total = f"{four['rollout_seconds']:.3g} s"
     assert (f"{a['prefill_s']:.2f} + {a['decode_weights_s']:.2f} + {a['decode_kv_s']:.2f} = "
             f"{total}") in five
     printed = round(a["prefill_s"], 2) + round(a["decode_weights_s"], 2) \
         + round(a["decode_kv_s"], 2)
     assert f"{printed:.3g} s" == total
-    assert (f"max({b['prefill_s']:.2f}, {b['decode_weights_s']:.3f} + {b['decode_kv_s']:.3f}) "
+    assert (f"max({b['prefill_s']:.2f}, {b['decode_weights_s']:.2f} + {b['decode_kv_s']:.2f}) "
             f"+ {b['kv_move_s']:.4f} = {split['rollout_seconds']:.3g} s") in five
-    printed = max(round(b["prefill_s"], 2), round(b["decode_weights_s"], 3)
-                  + round(b["decode_kv_s"], 3)) + round(b["kv_move_s"], 4)
+    printed = max(round(b["prefill_s"], 2), round(b["decode_weights_s"], 2)
+                  + round(b["decode_kv_s"], 2)) + round(b["kv_move_s"], 4)
     assert f"{printed:.3g}" == f"{split['rollout_seconds']:.3g}"
     assert f"⌈64 ÷ 3⌉ = {int(b['decode_requests'])} requests" in five
 
@@ -560,8 +560,9 @@ def test_round_9_step_3_predicts_from_what_it_needs_and_tables_the_weights(clien
     why opened on slime's flags and summed seven parameter counts in one paragraph, and the
     limit's "14.3 GB" went unnamed beside an even split it did not give. The predict keeps
     what the answer needs; the flags sit in a "where this comes from" note; the seven parts
-    are a table (each the API's); the limit names the 7.1B x 2 B of attention, dense layers
-    and shared experts a GPU holds and the even split's figure."""
+    are a table (each the API's); the limit names the (7.13 - 0.93)B x 2 B a step reads of
+    what a GPU holds (round 11, finding 2: the embedding is gathered by rows, not read) and
+    the even split's figure, naming its 17.1B (finding 11c)."""
     from labs.model.presets import get_model
 
     a = facts()["r1_sep"]["api"]
@@ -585,31 +586,36 @@ def test_round_9_step_3_predicts_from_what_it_needs_and_tables_the_weights(clien
     rest = sum(w.values()) - w["routed_experts"]
     dense = get_model("deepseek-r1").dense_params
     limit = three[three.index("Limit."):]
-    assert (f"every decode step reads the {rest / 1e9:.1f}B × 2 B = {2 * rest / 1e9:.1f} GB of "
-            "attention, dense layers and shared experts a GPU holds") in limit
+    read = rest - w["embedding"]
+    assert (f"every decode step reads the ({rest / 1e9:.2f} − {w['embedding'] / 1e9:.2f})B × 2 B "
+            f"= {2 * read / 1e9:.1f} GB of attention, dense layers, shared experts and head a "
+            "GPU holds") in limit
+    assert f"model's {dense / 1e9:.1f}B of weights outside the routed experts" in limit
     assert f"{dense / 1e9:.1f}B × 2 B ÷ {e} = {2 * dense / e / 1e6:.0f} MB a GPU" in limit
 
 
 def test_round_9_step_5_times_rs_weight_reads_from_what_each_gpu_holds(client):
     """The decode's weight reads follow the memory chart (issue 36, s45): R1 on 4 engines
-    reads, each step, the attention, dense layers and shared experts a GPU holds (step 3's
-    table) and the touched share of its routed experts, at one GPU's rate; step 5 builds the
-    seconds from those figures, each the API's."""
+    reads, each step, what a GPU holds of attention, dense layers, shared experts and head
+    (step 3's table, less the embedding: round 11, finding 2) and the busiest GPU's share of
+    its routed experts, at one GPU's rate; step 5 builds the seconds from those figures, each
+    the API's."""
     a = client.get("/api/placement", params={"preset": "deepseek-r1", "placement": "separate",
                                               "engines": 4}).json()
     parts, w = a["rollout_parts"], a["serving_weights"]["params"]
     routed = 2 * w["routed_experts"]
-    held = 2 * sum(w.values()) - routed
+    held = 2 * sum(w.values()) - routed - 2 * w["embedding"]
     read = parts["decode_weight_bytes"]
-    assert read == pytest.approx(held + parts["experts_touched"] * routed, rel=1e-9)
-    assert read == pytest.approx(a["pools"][1]["breakdown"]["weights"]
-                                 - (1 - parts["experts_touched"]) * routed, rel=1e-9)
+    share = parts["busiest_experts"] / parts["experts_per_gpu"]
+    assert read == pytest.approx(held + share * routed, rel=1e-9)
     rate = 0.8 * 3.35e12
     assert parts["decode_weights_s"] == pytest.approx(4096 * read / rate, rel=1e-9)
     five = _steps(client)[5]
-    assert (f"A GPU holds {held / 1e9:.1f} GB of attention, dense layers and shared experts"
-            in five)
+    assert (f"A GPU holds {held / 1e9:.1f} GB of attention, dense layers, shared experts and "
+            "head") in five
     assert f"{routed / 1e9:.1f} GB of routed experts (653.9B × 2 B ÷ 64)" in five
+    assert (f"{held / 1e9:.1f} GB + {parts['busiest_experts']:.2f}/4 × {routed / 1e9:.1f} GB = "
+            f"{read / 1e9:.1f} GB") in five
     assert (f"4,096 × {read / 1e9:.1f} GB ÷ 2.68 TB/s = {parts['decode_weights_s']:.2f} s"
             in five)
 
@@ -656,3 +662,32 @@ def test_round_11_step_8s_predict_states_the_optimizers_sharding(client):
                                           step[:step.index('class="why"')], flags=re.S))
     assert "Megatron's distributed optimizer (ZeRO-1, EP03)" in unescape(asked)
     assert "over the DP × CP ranks that hold the same weights" in unescape(asked)
+
+
+def test_round_11_step_5_charges_the_busiest_gpu_and_draws_on_the_timeline(client):
+    """Round-11 cold reading of EP09: step 5 said a step waits for the slowest GPU, then
+    charged the average GPU's routed experts, 39.8% of 4 (finding 2); its link recoloured
+    the cluster while the rollout it asks about was drawn by the timeline 1,833 px below
+    (finding 6); and GLM's 41 KB a token rested on KV heads the page never gave (11a). The
+    step now names the timeline, derives the busiest of 64 GPUs' visits from the chance of
+    each count (their sum the API's), and derives GLM's bytes a token."""
+    from labs.rl.serving import kv_bytes_per_token
+
+    f = facts()
+    four = f["r1_sep4"]["api"]["rollout_parts"]
+    page = client.get("/episodes/rl-placement").text
+    assert 'id="step-5" data-diagram="placement-timeline"' in page
+    five = _steps(client)[5]
+    odds = busiest()["r1_sep4"]
+    assert sum(odds) == pytest.approx(four["busiest_experts"], rel=1e-12)
+    terms = " + ".join(f"{t:.3f}" for t in odds)
+    assert f"On average it visits {terms} = {four['busiest_experts']:.2f}" in five
+    q = four["experts_touched"]
+    assert f"4 × {100 * q:.1f}% = {4 * q:.2f} of its 4" in five
+    assert f"all 4 with chance 1 − (1 − q 4 ) 64 = {100 * (1 - (1 - q ** 4) ** 64):.1f}%" in five
+    m = f["glm9"]["result"].input.model
+    per_token = m.layers * m.kv_heads * m.head_dim * 2 * 2
+    assert per_token == kv_bytes_per_token(m, "bf16")
+    assert (f"{per_token / 1e3:.0f} KB a token (GLM-4-9B's {m.layers} layers × {m.kv_heads} KV "
+            f"heads × {m.head_dim} numbers × 2, keys and values, × 2 B)") in five
+    assert "DeepSeek-V3 report (arXiv:2412.19437, section 3.4)" in five

@@ -120,7 +120,7 @@ def bench_text(page, chart: str) -> str:
      lambda api: f"{api['samples_per_second']:.2f}"),
     (4, "placement-memory", "GLM-4.7, colocated",
      lambda api: f"{api['colocated_bytes'] / 1e9:.3g} GB"),
-    (5, "placement-cluster", "prefill/decode split",
+    (5, "placement-timeline", "prefill/decode split",
      lambda api: f"{api['rollout_seconds']:.1f} s"),
     (6, "placement-timeline", "DeepSeek-R1, separate",
      lambda api: f"{api['sync_seconds']:.1f} s"),

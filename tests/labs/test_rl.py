@@ -317,13 +317,15 @@ def test_a_prefill_decode_split_adds_up_from_its_parts():
     assert (f["decode_requests"], p["decode_requests"]) == (16, 22)
     assert f["experts_touched"] == pytest.approx(1 - (1 - 8 / 256) ** 16)
     assert p["experts_touched"] == pytest.approx(1 - (1 - 8 / 256) ** 22)
-    # Each step reads one GPU's weights at one GPU's rate: what the memory chart says it holds,
-    # less the routed experts its tokens do not visit.
+    # Each step reads the busiest GPU's weights at one GPU's rate: what the memory chart says
+    # it holds, less the embedding and the routed experts the busiest GPU's tokens do not visit.
     rate = memory_bandwidth(get_gpu("h100-sxm")) * HBM_EFFICIENCY
     for result, parts in ((four, f), (split, p)):
         held = result.rollout_breakdown["weights"]
-        routed = 2 * result.serving_weights["params"]["routed_experts"]
-        read = held - (1 - parts["experts_touched"]) * routed
+        w = result.serving_weights["params"]
+        routed = 2 * w["routed_experts"]
+        unread = 1 - parts["busiest_experts"] / parts["experts_per_gpu"]
+        read = held - 2 * w["embedding"] - unread * routed
         assert parts["decode_weight_bytes"] == pytest.approx(read, rel=1e-12)
         assert parts["decode_weights_s"] == pytest.approx(
             experiment().response_len * read / rate, rel=1e-12)
@@ -336,16 +338,66 @@ def test_the_decode_reads_the_weights_each_gpu_holds():
     group on every GPU (issue 36, s45): R1 on 4 engines read 2 x (17.1B + 39.8% of 653.9B) /
     64 GPUs a step, 0.53 GB of its dense part where each GPU holds 14.3 GB. A step now reads
     one GPU's own weights (the memory chart's, ``serving_weight_parts``) at one GPU's rate;
-    an engine without a layout (a dense model, or the even split) reads as before."""
+    an engine without a layout (a dense model, or the even split) reads as before. The
+    embedding is not read whole (a step gathers its tokens' rows), and of the routed experts
+    the busiest GPU's share (round 11, finding 2)."""
     four = compute_rl_placement(recipe_input("deepseek-r1", placement="separate", engines=4))
     r1, parts = get_model("deepseek-r1"), four.rollout_parts
     even = 2 * (r1.dense_params + parts["experts_touched"] * r1.expert_params) / 64
     assert parts["decode_weight_bytes"] > 2 * even
     w = four.serving_weights["params"]
+    share = parts["busiest_experts"] / parts["experts_per_gpu"]
     assert parts["decode_weight_bytes"] == pytest.approx(
-        2 * (sum(w.values()) - w["routed_experts"])
-        + 2 * parts["experts_touched"] * w["routed_experts"], rel=1e-12)
+        2 * (sum(w.values()) - w["routed_experts"] - w["embedding"])
+        + 2 * share * w["routed_experts"], rel=1e-12)
     glm = compute_rl_placement(recipe_input("glm-4-9b"))
     g = glm.rollout_parts
     assert g["decode_weight_bytes"] == pytest.approx(
         2 * get_model("glm-4-9b").params / glm.input.engine_gpus, rel=1e-12)
+
+
+def test_a_decode_step_waits_for_the_busiest_gpus_experts():
+    """Round-11 cold reading of EP09, finding 2: a step waits for the slowest GPU but was
+    charged the average GPU's routed experts, 39.8% of the 4 each of R1's 64 engine GPUs
+    holds at 16 requests. Each GPU's visits are Binomial(4, q); the busiest of 64 visits
+    E[max] = sum_j (1 - F(j)^64) of them, 3.80 at 16 requests and 3.99 at 22, checked here
+    against the binomial by brute force and against a simulation of uniform routing."""
+    import random
+    from math import comb
+
+    from labs.rl.serving import busiest_experts, busiest_terms, experts_per_gpu
+
+    r1 = get_model("deepseek-r1")
+    assert experts_per_gpu(r1, 64) == (4, 64)
+    for batch, want in ((16, 3.80), (22, 3.99)):
+        q = 1 - (1 - 8 / 256) ** batch
+        pmf = [comb(4, j) * q ** j * (1 - q) ** (4 - j) for j in range(5)]
+        cdf = [sum(pmf[:j + 1]) for j in range(5)]
+        # E[max] = sum over the maximum's values of value x P(max = value)
+        exact = sum(v * (cdf[v] ** 64 - (cdf[v - 1] ** 64 if v else 0)) for v in range(5))
+        assert busiest_experts(r1, 64, batch) == pytest.approx(exact, rel=1e-12)
+        assert sum(busiest_terms(r1, 64, batch)) == pytest.approx(exact, rel=1e-12)
+        assert exact == pytest.approx(want, abs=0.005)
+    # Uniform routing simulated: each token picks 8 of 256, the busiest of 64 GPUs (4 experts
+    # each) per layer; the binomial treats the experts as independent, within 1%.
+    rng, layers, total = random.Random(0), 400, 0
+    for _ in range(layers):
+        hit = set()
+        for _ in range(16):
+            hit.update(rng.sample(range(256), 8))
+        total += max(sum(4 * g + i in hit for i in range(4)) for g in range(64))
+    assert total / layers == pytest.approx(busiest_experts(r1, 64, 16), rel=0.01)
+    # One GPU holding every expert: the busiest is the average, 256 q; and at the limits'
+    # 1,024 experts, where C(n, j) overflows a float, the sum still stands.
+    from dataclasses import replace
+
+    assert busiest_experts(r1, 1, 16) == pytest.approx(256 * (1 - (1 - 8 / 256) ** 16))
+    wide = replace(r1, experts=1024)
+    assert busiest_experts(wide, 1, 16) == pytest.approx(1024 * (1 - (1 - 8 / 1024) ** 16))
+    assert 0 < busiest_experts(wide, 2, 16) < 512
+    # R1 on 4 engines: the busiest GPU reads 3.80 / 4 of its 20.4 GB of routed experts.
+    four = compute_rl_placement(recipe_input("deepseek-r1", placement="separate", engines=4))
+    parts = four.rollout_parts
+    routed = 2 * four.serving_weights["params"]["routed_experts"]
+    assert parts["busiest_experts"] * routed / 4 / 1e9 == pytest.approx(19.4, abs=0.05)
+    assert parts["decode_weight_bytes"] / 1e9 == pytest.approx(31.8, abs=0.05)
