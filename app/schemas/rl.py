@@ -81,7 +81,10 @@ class PlacementAnswer(BaseModel):
                                   "splits its attention over), and params, the parameters the "
                                   "GPU holds by part (attention, dense_mlp, shared_experts, "
                                   "router, routed_experts, embedding, head, norms; 'all' for "
-                                  "an even split), in bf16 at 2 bytes each.")
+                                  "an even split), in bf16 at 2 bytes each; and fp8_bytes, "
+                                  "the bytes the GPU holds loading an FP8 release (the linear "
+                                  "layers at 1 byte and a 4-byte scale a 128 x 128 block, the "
+                                  "rest bf16; null for an even split).")
     train_stage: dict = Field(description="The heaviest training GPU's pipeline stage: rank, "
                               "layers, moe_layers, first, last; the stage's parameters "
                               "before division (tp_split_params, replicated_params, "

@@ -35,6 +35,7 @@ from labs.rl.serving import (
     decode_weight_bytes,
     engine_memory,
     experts_per_gpu,
+    fp8_serving_weight_bytes,
     per_engine,
     serving_weight_parts,
     touched_expert_share,
@@ -210,12 +211,14 @@ def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:
 
 
 def _serving_weights(inp: RLPlacementInput) -> dict:
-    """One engine GPU's weights by part, and the attention groups they come from (EP09 step 3
-    derives its weights from them)."""
+    """One engine GPU's weights by part, the attention groups they come from (EP09 step 3
+    derives its weights from them), and its bytes loaded from an FP8 release (None for an even
+    split)."""
     groups, group = (attention_groups(inp.engine_gpus, inp.serving) if inp.model.is_moe
                      else (1, inp.engine_gpus))
     return {"attention_groups": groups, "group_gpus": group,
-            "params": serving_weight_parts(inp.model, inp.engine_gpus, inp.serving)}
+            "params": serving_weight_parts(inp.model, inp.engine_gpus, inp.serving),
+            "fp8_bytes": fp8_serving_weight_bytes(inp.model, inp.engine_gpus, inp.serving)}
 
 
 def _train_stage(bill) -> dict:

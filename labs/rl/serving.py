@@ -137,6 +137,28 @@ def serving_weight_parts(model: ModelSpec, engine_gpus: int,
     }
 
 
+# DeepSeek-V3/R1's FP8 release (DeepSeek-V3 README_WEIGHTS.md, "FP8 Weight Documentation"):
+# e4m3 weights with one fp32 dequantisation scale (weight_scale_inv) per 128 x 128 block.
+FP8_BLOCK = 128
+FP8_WEIGHT_BYTES = 1 + 4 / FP8_BLOCK ** 2
+FP8_PARTS = ("attention", "dense_mlp", "shared_experts", "routed_experts")  # the linear layers
+
+
+def fp8_serving_weight_bytes(model: ModelSpec, engine_gpus: int,
+                             layout: ServingLayout | None) -> float | None:
+    """Bytes of weights on one engine GPU loading an FP8 release as slime's R1 script does:
+    the linear layers (attention's projections, the dense MLPs, shared and routed experts) at
+    FP8_WEIGHT_BYTES a parameter, the embedding, head, routers and norms (MLA's two latent
+    norms among them) in bf16. None where the parts are not known (an even split)."""
+    parts = serving_weight_parts(model, engine_gpus, layout)
+    if "all" in parts:
+        return None
+    latent_norms = model.layers * (model.q_lora_rank + model.kv_lora_rank) \
+        if model.uses_mla else 0
+    linear = sum(parts[k] for k in FP8_PARTS) - latent_norms
+    return FP8_WEIGHT_BYTES * linear + WEIGHT_BYTES * (sum(parts.values()) - linear)
+
+
 def serving_weight_bytes(model: ModelSpec, engine_gpus: int,
                          layout: ServingLayout | None) -> float:
     """bf16 bytes of weights on one engine GPU (``serving_weight_parts``)."""

@@ -513,12 +513,17 @@ def test_round_9_step_3_names_its_experiment_the_labs_and_how_slimes_cache_diffe
     assert "run as slime's script runs SGLang" not in three
     assert "are the lab's experiment, not slime's" in three
     assert "generates 1,024 samples of up to 32,768 response tokens" in three
-    assert "so here it errs low" in three
+    assert "Against slime's run the lab errs low on the cache" in three
+    # Round 11, finding 4: slime loads R1's FP8 release, so the reserved cache is priced from
+    # the FP8 weights (18.5 GB, 37.5 GB of cache, 2.0x), not the bf16 ones (21.3 GB, 61%).
     reserved = 0.7 * sep["gpu_memory_bytes"]
-    assert (f"0.7 of {sep['gpu_memory_bytes'] / 1e9:.1f} GB, {reserved / 1e9:.1f} GB, less the "
-            f"{b['weights'] / 1e9:.1f} GB of weights, a real engine GPU keeps "
-            f"{(reserved - b['weights']) / 1e9:.1f} GB of cache, "
-            f"{100 * (reserved - b['weights']) / b['weights']:.0f}% of the weights") in three
+    fp8 = facts()["r1_sep"]["api"]["serving_weights"]["fp8_bytes"]
+    assert (f"0.7 × {sep['gpu_memory_bytes'] / 1e9:.1f} GB = {reserved / 1e9:.1f} GB") in three
+    assert (f"slime loads R1's FP8 release, {fp8 / 1e9:.1f} GB of weights a GPU, so a real engine "
+            f"GPU keeps {reserved / 1e9:.1f} GB − {fp8 / 1e9:.1f} GB = "
+            f"{(reserved - fp8) / 1e9:.1f} GB of cache, {(reserved - fp8) / fp8:.1f}× its "
+            "weights") in three
+    assert f"{(reserved - b['weights']) / 1e9:.1f} GB of cache" not in three
     busiest = round(lb["kv_cache"] / ((512 + 64) * 2 * 61 * (1024 + 32768)))
     assert (f"{busiest} requests of 33,792 tokens hold {lb['kv_cache'] / 1e9:.2f} GB , "
             f"{100 * lb['kv_cache'] / lb['weights']:.1f}% of the weights") in three
@@ -542,7 +547,7 @@ def test_round_9_step_3_derives_the_trainers_bill_from_its_heaviest_stage(client
                                          + st["dense_params_per_gpu"] / st["dense_shard"])
     assert host == pytest.approx(pool["host_bytes_per_gpu"], abs=1)
     assert st["expert_params_per_gpu"] == pytest.approx(st["expert_params"] / a["ep"])
-    three = _steps(client)[3]
+    three = _steps(client)[4]  # a note under step 4's drill since round 11 (finding 8)
     layers = "/".join(str(n) for n in a["stage_layers"])
     assert f"TP 8, PP 4, CP 4, EP 32 on 128 GPUs. The lab splits the 61 layers {layers}" in three
     assert (f"{st['expert_params'] / 1e9:.1f}B ÷ 32 = {st['expert_params_per_gpu'] / 1e9:.2f}B"
@@ -644,7 +649,7 @@ def test_round_9_step_3_says_how_slimes_stage_split_moves_the_trainers_bill(clie
     assert alt["stage_layers"] == [16, 16, 16, 13] and a["stage_layers"] == [16, 15, 15, 15]
     own = a["pools"][0]["memory_per_gpu_bytes"]
     assert alt["total_bytes"] > own
-    three = _steps(client)[3]
+    three = _steps(client)[4]  # a note under step 4's drill since round 11 (finding 8)
     assert (f"16/16/16/13 ( --decoder-last-pipeline-num-layers 13 ): its heaviest GPU, on stage "
             f"{alt['rank'] + 1} with {alt['moe_layers']} MoE layers, needs "
             f"{alt['total_bytes'] / 1e9:.1f} GB, so here the lab errs low by "
@@ -691,3 +696,49 @@ def test_round_11_step_5_charges_the_busiest_gpu_and_draws_on_the_timeline(clien
     assert (f"{per_token / 1e3:.0f} KB a token (GLM-4-9B's {m.layers} layers × {m.kv_heads} KV "
             f"heads × {m.head_dim} numbers × 2, keys and values, × 2 B)") in five
     assert "DeepSeek-V3 report (arXiv:2412.19437, section 3.4)" in five
+
+
+def test_round_11_step_3_prices_slimes_cache_from_its_fp8_weights(client):
+    """Round-11 cold reading of EP09, finding 4: the "real engine" cache took the bf16
+    weights (56.0 - 34.7 = 21.3 GB, 61% of them) though slime loads R1's FP8 release. The
+    engine prices that release from the table's parts: the linear layers at 1 B and a 4 B
+    scale a 128 x 128 block, the embedding, head, routers and norms (MLA's latent norms among
+    them) in bf16: 18.5 GB a GPU, leaving 37.5 GB of cache, twice the weights."""
+    from labs.model.presets import get_model
+
+    a = facts()["r1_sep"]["api"]
+    w, fp8 = a["serving_weights"]["params"], a["serving_weights"]["fp8_bytes"]
+    m = get_model("deepseek-r1")
+    norms = m.layers * (m.q_lora_rank + m.kv_lora_rank)
+    linear = w["attention"] + w["dense_mlp"] + w["shared_experts"] + w["routed_experts"] - norms
+    assert fp8 == pytest.approx(linear * (1 + 4 / 128 ** 2) + 2 * (sum(w.values()) - linear))
+    assert fp8 / 1e9 == pytest.approx(18.5, abs=0.05)
+    assert (0.7 * 80e9 - fp8) / 1e9 == pytest.approx(37.5, abs=0.05)
+    three = _steps(client)[3]
+    limit = three[three.index("Limit."):]
+    assert f"slime's FP8 load holds {fp8 / 1e9:.1f} GB" in limit
+    assert "would take half" not in limit
+    dense = client.get("/api/placement", params={"preset": "glm-4-9b"}).json()
+    assert dense["serving_weights"]["fp8_bytes"] is None  # an even split: no parts to price
+
+
+def test_round_11_step_3s_why_is_a_short_derivation(client):
+    """Round-11 cold reading of EP09, finding 8: step 3's why ran to 566 words besides the
+    table, its second half the trainer's bill, which only step 4's drill uses. The why keeps
+    the cache, attention data parallelism and the lab's error against slime, under 280 words
+    of prose besides the table and its notes; the trainer's derivation is a note in step 4,
+    under the drill that states its figure."""
+    page = client.get("/episodes/rl-placement").text
+    page = re.sub(r'<span class="term-tip".*?</span>', "", page, flags=re.S)
+    step = page[page.index('id="step-3"'):page.index('id="step-4"')]
+    why = step[step.index('<details class="why"'):step.index("</details>",
+                                                           step.index('<details class="why"'))]
+    for cut in (r"<table.*?</table>", r'<p class="chart-note">.*?</p>', r"<summary>.*?</summary>"):
+        why = re.sub(cut, "", why, flags=re.S)
+    words = len(re.sub(r"<[^>]+>", " ", why).split())
+    assert words < 280, words
+    assert "Its trainer" not in step and "CPU Adam keeps" not in step
+    four = _steps(client)[4]
+    note = four[four.index("Where the drill's training figure comes from."):]
+    assert four.index("does the colocated recipe need?") < four.index("Where the drill's training")
+    assert "CPU Adam keeps the optimizer in host RAM" in note
