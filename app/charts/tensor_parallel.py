@@ -184,19 +184,30 @@ def cost_figure(result) -> dict:
          "marker": {"color": COMPUTE, "opacity": faint},
          "hovertemplate": "t = %{x}: compute %{y:.2f} ms<extra></extra>"},
         # Exposed: the forward pair blocks, the backward pair counts only past its GEMM.
-        {"type": "bar", "name": "TP collectives (exposed)", "x": x,
+        # With sequence parallelism each all-reduce is a reduce-scatter and an all-gather
+        # (step 5): hatched, and named so.
+        {"type": "bar", "name": ("SP collectives: reduce-scatter + all-gather (exposed)"
+                                 if result.input.sp else "TP collectives (exposed)"), "x": x,
          "y": [round(c.comm_s * 1e3, 4) for c in sweep],
-         "marker": {"color": COMM, "opacity": faint},
+         "marker": {"color": COMM, "opacity": faint,
+                    **({"pattern": {"shape": "/", "fgcolor": "#ffffff", "fillmode": "overlay"}}
+                       if result.input.sp else {})},
          "hovertemplate": "t = %{x}: collectives %{y:.2f} ms<extra></extra>"},
         {"type": "scatter", "mode": "lines", "name": f"One GPU: {one:.1f} ms", "x": x,
          "y": [round(one, 4)] * len(x), "line": {"color": LINE_COLOUR, "dash": "dash",
                                                  "width": 2}, "hoverinfo": "skip"},
     ]
-    top = max(one, *(c.layer_s * 1e3 for c in sweep))
+    # Ranged to what a step compares, as the memory chart is: the chosen t's bar 5/8 of
+    # the axis, so a millisecond moved between its compute and its collectives shows (step 5:
+    # SP moves 1 ms each way, on an axis one GPU's 127 ms would set). A taller bar is cut at
+    # the top with its total read up it; one GPU's line, above, is named in the legend.
+    top = min(1.1 * max(one, *(c.layer_s * 1e3 for c in sweep)), 1.6 * cost.layer_s * 1e3)
     at = x.index(str(cost.tp))
     label = value_label(at, (cost.compute_s + cost.comm_s) * 1e3,
                         f"t = {cost.tp}: {cost.compute_s * 1e3:.2f} + {cost.comm_s * 1e3:.2f} ms",
                         xanchor="left" if at < len(x) / 2 else "right", yshift=4)
+    cut = [cut_label(i, top, f"{c.layer_s * 1e3:.1f} ms ↑") for i, c in enumerate(sweep)
+           if c.layer_s * 1e3 > top]
     return {
         "data": data,
         "layout": base_layout(
@@ -204,8 +215,8 @@ def cost_figure(result) -> dict:
             margin={"l": 52, "r": 8, "t": 8, "b": 40},
             xaxis={"type": "category", "fixedrange": True},
             yaxis={"title": {"text": "ms per layer (fwd + bwd)"},
-                   "range": [0, top * 1.1], "fixedrange": True, "gridcolor": "#e6e9ef"},
-            annotations=[label],
+                   "range": [0, top], "fixedrange": True, "gridcolor": "#e6e9ef"},
+            annotations=[label, *cut],
             legend={"orientation": "h", "y": -0.1, "x": 0, "yanchor": "top",
                     "traceorder": "normal", "font": {"size": 11}},
             # One GPU's time over t of the chosen bar is the efficiency a layer.

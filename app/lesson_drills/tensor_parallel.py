@@ -94,11 +94,15 @@ tp_pcie_why = link_why(
 
 
 def tp_sp_why(answer: dict) -> str:
-    """SP: more bytes (the backward's extra all-gather), less repeated compute."""
+    """SP: more bytes (the backward's two extra all-gathers) at a ring's busBW, less repeated
+    compute."""
     good = tp_figures(TP_GOOD)
     return (f"Sequence parallelism sends more ({good['comm_bytes'] / 1e6:,.0f} → "
-            f"{answer['comm_bytes'] / 1e6:,.0f} MB a layer: one more all-gather in backward), "
-            "but no GPU repeats the norms on every token any more (compute "
+            f"{answer['comm_bytes'] / 1e6:,.0f} MB a layer: two more all-gathers in backward), "
+            "and NCCL runs its reduce-scatters and all-gathers at "
+            f"{_busbw(answer)} of busBW where the all-reduce ran at {_busbw(good)} (collectives "
+            f"{good['comm_s'] * 1e3:.2f} → {answer['comm_s'] * 1e3:.2f} ms a layer), but no GPU "
+            "repeats the norms on every token any more (compute "
             f"{good['compute_s'] * 1e3:.2f} → {answer['compute_s'] * 1e3:.2f} ms): "
             "{value}.")
 

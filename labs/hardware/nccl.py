@@ -28,7 +28,10 @@ bandwidth: the switch adds the GPUs' data, so each GPU moves about S each way wh
 moves 2(n−1)/n·S, and nccl-tests still reports busBW = algBw × 2(n−1)/n (its doc/PERFORMANCE.md
 derives that factor for point-to-point algorithms only), so 8 GPUs reach up to 2·7/8 of the
 link, against the measured 480 GB/s on NVLink 4's 450. At 2 GPUs the same bound is the link
-itself, 1 x 450 GB/s, below a measured figure taken at 8.
+itself, 1 x 450 GB/s, below a measured figure taken at 8. A reduce-scatter or an all-gather
+alone runs as a ring: with NVLS each GPU still sends (reduce-scatter) or receives (all-gather)
+the whole buffer S, where a ring moves (n−1)/n·S each way, so NVLS is slower for them
+(NVIDIA's Sylvain Jeaugey, NVIDIA/nccl#1083; EP04 step 5's sequence parallelism).
 
 All-to-all is NCCL's grouped send/recv to every peer: each GPU sends (g−1)/n of its buffer
 over the scale-up link and (n−g)/n out of the node, and "all-to-all cannot aggregate several

@@ -42,7 +42,8 @@ def assumptions(result: TPResult) -> tuple[str, ...]:
         f"Collectives: as NCCL runs them (its tuning model, on the links' measured bus "
         f"bandwidths); each moves the s·b·h bf16 "
         f"activations ({result.collective_bytes / 1e6:,.1f} MB); 4 per layer per step "
-        + ("as 4 all-gathers + 4 reduce-scatters (sequence parallelism), "
+        + ("as 4 all-gathers + 4 reduce-scatters (sequence parallelism), and in backward 2 "
+           "more all-gathers (each column-split matrix's input gathered again), "
            if inp.sp else "as all-reduces, ")
         + "the forward ones block the next matmul; in backward each column-split layer's "
         "run beside its other GEMM (Megatron's default), and only what outlasts it counts.",

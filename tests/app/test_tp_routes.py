@@ -521,3 +521,33 @@ def test_step_6s_crossover_is_not_one_division_away_before_its_guess(client, par
         assert not [f for f in held if f in readout], readout
     else:  # step 3 teaches them, and the 0.55 ms of one all-reduce is its why's
         assert all(f in readout for f in held), readout
+
+
+def test_round_12_step_5_predicts_on_the_chart_it_moves_and_derives_sps_time(client):
+    """Round-12 cold reading of EP04, findings 5 and 6: step 5 asked what SP does to the step
+    time while its diagram, the one in view, was the memory chart; it said SP adds 'one more
+    all-gather' where the lab adds two (940 MB + 2 x 117 MB = 1.17 GB a layer), and never said
+    why the collectives grow 1.16 -> 2.11 ms for 25% more bytes: NCCL runs a reduce-scatter
+    or an all-gather as a ring (333 GB/s of busBW), not NVLS (431). Now the step's diagram is
+    the cost chart, whose compute and collectives both move, and its why derives both."""
+    import html as html_lib
+    import re as re_lib
+
+    off = client.get("/api/tp", params={"tp": 8, "sp": "false"}).json()
+    on = client.get("/api/tp", params={"tp": 8, "sp": "true"}).json()
+    half = on["collective_sent_bytes"] / 2  # one reduce-scatter's or all-gather's bytes
+    assert on["comm_bytes"] == pytest.approx(off["comm_bytes"] + 2 * half)
+    assert on["algorithm"] == "ring" and off["algorithm"] == "nvls"
+    page = client.get("/episodes/tensor-parallel").text
+    section = page.split('<section class="step" id="step-5"')[1].split("</section>")[0]
+    assert section.startswith(' data-diagram="tp-cost"')
+    text = html_lib.unescape(re_lib.sub(r"\s+", " ", re_lib.sub(r"<[^>]+>", " ", section)))
+    assert "one more all-gather" not in text and "two more all-gathers a layer" in text
+    assert "On the cost chart, a layer's time" in text
+    assert (f"ten halves of {half / 1e6:.0f} MB where four all-reduces sent "
+            f"{off['collective_sent_bytes'] / 1e6:.0f} MB each") in text
+    assert (f"as a ring, at {on['bus_bandwidth'] / 1e9:.0f} GB/s of busBW here, not NVLS at "
+            f"{off['bus_bandwidth'] / 1e9:.0f}") in text
+    assert (f"{off['comm_s'] * 1e3:.2f} → {on['comm_s'] * 1e3:.2f} ms a layer") in text
+    assert (f"{(off['compute_s'] + off['comm_s']) * 1e3:.2f} → "
+            f"{(on['compute_s'] + on['comm_s']) * 1e3:.2f} ms a layer") in text
