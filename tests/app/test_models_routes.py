@@ -181,7 +181,7 @@ def read_fields() -> list[str]:
     """Every config field labs/model/hf_config.py reads, found in its source: new ones are
     fuzzed as soon as they are read."""
     source = (Path(hf_config.__file__)).read_text()
-    found = set(re.findall(r'\.(?:whole|flag|layer_list)\(\s*"(\w+)"', source))
+    found = set(re.findall(r'\.(?:whole|flag|layer_list|rate)\(\s*"(\w+)"', source))
     found |= set(re.findall(r'cfg(?:\.get\(|\[)"(\w+)"', source))
     found |= set(re.findall(r'"(\w+)" (?:not )?in cfg', source))
     return sorted(found)
