@@ -170,6 +170,11 @@ def scale_figure(result) -> dict:
     inp = result.input
     points = result.scale
     data = []
+    # Each point's step, said on the hover: EP08's engine's where it timed it, else ideal
+    # (round-10 cold reading, EP11 finding 3); ideal points are drawn open.
+    steps = [f"step {p.step_s:.4g} s, " + ("timed by EP08's engine" if p.step_timed else
+                                            "ideal: 1/GPUs") for p in points]
+    symbols = ["circle" if p.step_timed else "circle-open" for p in points]
     for save, field in FIELDS.items():
         chosen = save == inp.save
         style = {"color": SAVE_COLOURS[save], "width": 3 if chosen else 2}
@@ -179,7 +184,9 @@ def scale_figure(result) -> dict:
             "x": [p.gpus for p in points],
             "y": [round(100 * getattr(p, field).goodput, 4) for p in points],
             "line": style, "opacity": opacity, "legendgroup": save,
-            "hovertemplate": f"{save}, %{{x:,}} GPUs: %{{y:.3g}}% goodput<extra></extra>"})
+            "marker": {"symbol": symbols, "size": 7}, "customdata": steps,
+            "hovertemplate": f"{save}, %{{x:,}} GPUs: %{{y:.3g}}% goodput (%{{customdata}})"
+                             "<extra></extra>"})
         data.append({
             "type": "scatter", "mode": "lines+markers", "name": f"{save} saves",
             "showlegend": False, "xaxis": "x2", "yaxis": "y2", "legendgroup": save,
@@ -187,10 +194,9 @@ def scale_figure(result) -> dict:
             "y": [None if getattr(p, field).finish_days is None
                   else round(getattr(p, field).finish_days, 4) for p in points],
             "line": style, "opacity": opacity,
-            # Ideal past the GPUs the step was timed on (round-10 cold reading, finding 3):
-            # said on the hover, where the days are read.
-            "hovertemplate": f"{save}, %{{x:,}} GPUs: %{{y:.3g}} days (the step taken as "
-                             f"{inp.step_s:.3g} s × {inp.step_gpus:,} ÷ GPUs)<extra></extra>"})
+            "marker": {"symbol": symbols, "size": 7}, "customdata": steps,
+            "hovertemplate": f"{save}, %{{x:,}} GPUs: %{{y:.3g}} days (%{{customdata}})"
+                             "<extra></extra>"})
     here = next(p for p in points if p.gpus == inp.gpus)
     field = FIELDS[inp.save]
     mine = getattr(here, field)
@@ -205,11 +211,8 @@ def scale_figure(result) -> dict:
         labels.append(value_label(math.log10(inp.gpus), math.log10(days),
                                   f"{days:,.3g} days", xref="x2", yref="y2",
                                   xanchor="left", xshift=8))
-    fastest = min((p for p in points if getattr(p, field).finish_days is not None),
-                  key=lambda p: getattr(p, field).finish_days)
-    finish_text = (f" and finish in {days:,.3g} days" if days is not None else
-                   " and never finish") + (
-        f"; if the step scaled as 1/GPUs, the job would finish soonest on {fastest.gpus:,} GPUs")
+    finish_text = f" and finish in {days:,.3g} days" if days is not None else " and never finish"
+    labels.append(_step_note(points, inp))
     return {
         "data": data,
         "layout": base_layout(
@@ -239,6 +242,38 @@ def scale_figure(result) -> dict:
             legend={"orientation": "h", "x": 0, "y": -0.12, "yanchor": "top",
                     "font": {"size": 11}}),
         "summary": (f"Each at its best interval, {inp.save} saves on {inp.gpus:,} GPUs keep "
-                    f"{fmt_pct(mine.goodput)} of the wall clock" + finish_text),
+                    f"{fmt_pct(mine.goodput)} of the wall clock" + finish_text + ". "
+                    + _step_words(points, inp)),
     }
+
+
+def _step_words(points, inp) -> str:
+    """Where the scale chart's steps come from: EP08's engine at the sizes it timed (filled
+    points), ideal 1/GPUs scaling elsewhere (open points), or ideal everywhere."""
+    timed = [p.gpus for p in points if p.step_timed]
+    if not timed:
+        return (f"Each step is ideal, {inp.step_s:.3g} s × {inp.step_gpus:,} ÷ GPUs: EP08's "
+                "engine times only Llama 3's job, so the days err low for big jobs.")
+    rest = [p.gpus for p in points if not p.step_timed]
+    words = (f"Filled points: the step EP08's engine times on Llama 3's layout and batch, "
+             f"{min(timed):,} to {max(timed):,} GPUs")
+    if rest:
+        words += (f"; open points: ideal, 1/GPUs from the nearest timed size, where the engine "
+                  f"cannot time the layout (past {max(timed):,} GPUs each pipeline has fewer "
+                  "micro-batches than it can run), so their days err low")
+    return words + "."
+
+
+def _step_note(points, inp) -> dict:
+    """The days panel's note of where its steps come from (``_step_words``, shortened)."""
+    timed = [p.gpus for p in points if p.step_timed]
+    if not timed:
+        text = "ideal steps: 1/GPUs"
+    elif all(p.step_timed for p in points):
+        text = "● steps timed by EP08's engine"
+    else:
+        text = f"● EP08's engine  ○ ideal (1/GPUs) past {max(timed) // 1024}K"
+    return {"text": text, "xref": "x2 domain", "yref": "y2 domain", "x": 1, "y": 1,
+            "xanchor": "right", "yanchor": "top", "showarrow": False,
+            "font": {"size": 11}}
 

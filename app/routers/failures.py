@@ -17,19 +17,25 @@ from app.routers.failures_state import (
     GPU_MTBI,
     GPUS_OPTIONS,
     INTERVAL_OPTIONS,
+    LLAMA3_CHUNKS,
+    LLAMA3_LAYOUT,
+    LLAMA3_REPLICA,
+    LLAMA3_SEQUENCES,
     MTBI_OPTIONS,
     RESTART_OPTIONS,
     SAVE_NAMES,
     STEP_S,
     FailuresQuery,
     figures,
+    llama3_timed,
     rounded_best,
     run,
+    scaled_step,
     to_api,
 )
 from app.schemas import FailuresAnswer
 from labs.core.limits import HOST_LINKS
-from labs.failures.lab import LLAMA3, LLAMA3_STORAGE_BW, goodput, young
+from labs.failures.lab import LLAMA3, LLAMA3_STORAGE_BW, goodput, llama3_steps, young
 from labs.hardware.links import get_link
 
 router = APIRouter()
@@ -54,35 +60,38 @@ def facts() -> dict:
         "async_best": state(interval=rounded_best()),
         "slow_naive": state(**slow, interval=10_800),
         "slow_best": state(**slow, interval=rounded_best(**slow)),
+        # Step 7: the job on 32,768 and 65,536 GPUs, each step EP08's engine's (the lab takes
+        # it wherever the engine can time Llama 3's layout: failures_state.timed_steps).
+        "slow_32k": state(**slow, gpus=32_768, interval=rounded_best(**slow, gpus=32_768)),
         "slow_64k": state(**slow, gpus=65_536,
                           interval=rounded_best(**slow, gpus=65_536)),
         "no_restart": state(restart=0, interval=rounded_best()),
         "restart_5": state(restart=300, interval=rounded_best()),
         "restart_30": state(restart=1800, interval=rounded_best()),
         "more": state(**CASES["more"][1]),
-        "most": state(**slow, gpus=262_144, interval=rounded_best(**slow, gpus=262_144)),
-        "more_r30": state(**slow, gpus=131_072, restart=1800,
-                          interval=rounded_best(**slow, gpus=131_072, restart=1800)),
-        "most_r30": state(**slow, gpus=262_144, restart=1800,
-                          interval=rounded_best(**slow, gpus=262_144, restart=1800)),
-        # Step 7: the same 65,536 GPUs with the step EP08's engine times on the fixed batch.
-        "slow_64k_engine": engine_step_state(state, 65_536, **slow),
         "engine_64k": scaled_step(65_536 // LLAMA3_REPLICA),
+        "engine_32k": scaled_step(32_768 // LLAMA3_REPLICA),
         "engine_16k": scaled_step(LLAMA3["gpus"] // LLAMA3_REPLICA),
-        # ... and with the batch grown 4 times with the cluster: 16 micro-batches a pipeline.
-        "engine_64k_batch": scaled_step(65_536 // LLAMA3_REPLICA, 4 * LLAMA3_SEQUENCES),
+        # ... and with the batch grown 4 times with the cluster: 16 micro-batches a pipeline,
+        # a quarter of the steps (its own step, so the chart scales other sizes ideally).
+        "engine_64k_batch": (grown := scaled_step(65_536 // LLAMA3_REPLICA,
+                                                  4 * LLAMA3_SEQUENCES)),
+        "slow_64k_batch": step_state(state, 65_536, grown["lab_step_s"],
+                                     steps=llama3_steps() // 4, **slow),
+        # The ideal step on 65,536 GPUs (1/N from 16,384), which step 7 says how far it errs:
+        # quoted, never linked (its chart would scale every other size ideally from it).
+        "slow_64k_ideal": step_state(state, 65_536, STEP_S * LLAMA3["gpus"] / 65_536, **slow),
         "peer_128k": state(save="peer", storage_bw=20_000_000_000, gpus=131_072,
                            interval=rounded_best(save="peer", storage_bw=20_000_000_000,
                                                   gpus=131_072)),
     }
     # Step 8's job at Llama 3's batch: 131,072 GPUs leave each pipeline 2 micro-batches for 16
-    # stages, a layout EP08's engine cannot time (8,192 nodes at most), so the step is taken as
-    # no faster than the engine's at 65,536 GPUs: a bound, never the ideal 1/N (round-10 cold
-    # reading, EP11 finding 2: the ideal 0.779 s step gave 12 days). Quoted, never linked: the
-    # chart would scale every other size ideally from it.
-    bound = {"save": "peer", "storage_bw": 20_000_000_000, "gpus": 131_072,
-             "step_s": out["slow_64k_engine"]["api"]["step_s"], "step_gpus": 131_072}
-    out["peer_128k_bound"] = state(**bound, interval=rounded_best(**bound))
+    # stages, a layout EP08's engine cannot time (8,192 nodes at most), so the chart takes the
+    # step ideally from the engine's at 65,536 (peer_128k); the bound takes it no faster than
+    # that (round-10 cold reading, EP11 finding 2: the ideal 0.779 s step gave 12 days).
+    # Quoted, never linked: the chart would scale every other size ideally from it.
+    out["peer_128k_bound"] = step_state(state, 131_072, out["slow_64k"]["api"]["step_here_s"],
+                                        save="peer", storage_bw=20_000_000_000)
     return out
 
 
@@ -154,47 +163,6 @@ def goodput_drill_exact() -> float:
 SLOW_SYNC = {"save": "sync", "storage_bw": 10_000_000_000}
 
 
-# The decide drill's layout: Llama 3 405B as its report ran it (Dubey et al. 2024 sec 3.3.2:
-# TP 8 x PP 16, 126 layers with one fewer on the first and last stage, an interleaved 1F1B
-# schedule), timed by EP08's engine (GET /api/recipe) with one 8,192-token sequence a
-# micro-batch; its 2,048-sequence batch fixed. The report gives no chunk count: the lab takes
-# 7 model chunks a stage, the most the 7-layer first and last stages hold (round-6 reading,
-# EP11 item 2: plain 1F1B timed the step at 9.44 s against the 6.23 s the page quotes).
-LLAMA3_CHUNKS = 7
-LLAMA3_LAYOUT = {"model": "llama-3.1-405b", "gpu": "h100-sxm", "intra_link": "nvlink-4",
-                 "inter_link": "ib-ndr", "tp": 8, "pp": 16, "seq_len": 8192, "micro_batch": 1,
-                 "schedule": "interleaved-1f1b", "virtual": LLAMA3_CHUNKS,
-                 "first_stage_layers": 7, "last_stage_layers": 7}
-LLAMA3_SEQUENCES = 2048
-
-
-LLAMA3_REPLICA = LLAMA3_LAYOUT["tp"] * LLAMA3_LAYOUT["pp"]  # GPUs a pipeline: 128
-
-
-@lru_cache(maxsize=8)
-def llama3_timed(dp: int, sequences: int = LLAMA3_SEQUENCES) -> dict:
-    """EP08's engine on the layout at DP ``dp`` (16 x ``dp`` nodes), ``sequences`` a step
-    (Llama 3's 2,048 unless said): ``m`` micro-batches a pipeline, the step and its bubble."""
-    from app.routers.recipe import RecipeQuery
-    from app.routers.recipe import run as run_recipe
-
-    m = sequences // dp
-    r = run_recipe(RecipeQuery(**LLAMA3_LAYOUT, nodes=dp * 16, dp=dp, microbatches=m),
-                   two_d=False).result
-    if not r.legal:
-        raise ValueError(f"Llama 3's layout at DP {dp}: {r.problems}")
-    return {"dp": dp, "gpus": r.gpus, "m": m, "step_s": r.step_s, "bubble": r.bubble_fraction,
-            "sequences": sequences}
-
-
-def scaled_step(dp: int, sequences: int = LLAMA3_SEQUENCES) -> dict:
-    """The step at DP ``dp`` as the failures lab takes it: EP08's engine's speed-up over DP 128
-    (Llama 3's 16,384 GPUs) applied to Llama 3's measured step (STEP_S)."""
-    there = llama3_timed(dp, sequences)
-    speedup = llama3_timed(128)["step_s"] / there["step_s"]
-    return {**there, "speedup": speedup, "lab_step_s": STEP_S / speedup}
-
-
 def doubled_dp() -> dict:
     """DP 128 (16,384 GPUs) against DP 256 (32,768), the global batch fixed: each pipeline's
     micro-batches halve (16 -> 8) and the interleaved bubble grows, so the step gains less
@@ -204,12 +172,11 @@ def doubled_dp() -> dict:
             "speedup": doubled["speedup"], "step_s": doubled["lab_step_s"]}
 
 
-def engine_step_state(state, gpus: int, **params) -> dict:
-    """A lesson state of ``gpus`` GPUs whose step is EP08's (``scaled_step``), not the lab's
-    ideal 1/N (step 7's which way the ideal errs), at its best interval."""
-    step = {"gpus": gpus, "step_s": round(scaled_step(gpus // LLAMA3_REPLICA)["lab_step_s"], 3),
-            "step_gpus": gpus}
-    return state(**params, **step, interval=rounded_best(**params, **step))
+def step_state(state, gpus: int, step_s: float, **params) -> dict:
+    """A lesson state of ``gpus`` GPUs whose step is ``step_s`` there (its own step: the lab
+    scales other sizes ideally from it), at its best interval."""
+    step = {"gpus": gpus, "step_s": round(step_s, 3), "step_gpus": gpus, **params}
+    return state(**step, interval=rounded_best(**step))
 
 
 def _more_or_faster():
@@ -220,8 +187,9 @@ def _more_or_faster():
     days, write = slow.best.finish_days, fmt_duration(slow.checkpoint.write_s)
     dd = doubled_dp()
     a, b, p = dd["dp128"], dd["dp256"], LLAMA3_LAYOUT["pp"]
-    doubled = {**SLOW_SYNC, "gpus": 32_768, "step_s": round(dd["step_s"], 3),
-               "step_gpus": 32_768}
+    # The lab times 32,768 GPUs' step on EP08's engine itself (failures_state.timed_steps):
+    # the state the scale chart draws there (round-10 cold reading, EP11 finding 3).
+    doubled = {**SLOW_SYNC, "gpus": 32_768}
     return decide(
         "failures-decide-more-or-faster",
         f"Llama 3 405B on 16,384 GPUs (TP 8 × PP {p} × DP 128, an interleaved 1F1B "

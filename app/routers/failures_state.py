@@ -2,6 +2,7 @@
 through labs.failures (``run``), and its answers (``to_api``, the figures).
 ``app.routers.failures`` serves them, with the lesson's states, cases and drills."""
 
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import Field
@@ -26,6 +27,7 @@ from labs.failures.inputs import FailuresInput, FailuresResult, Goodput
 from labs.failures.lab import (
     LLAMA3,
     LLAMA3_STORAGE_BW,
+    SWEEP_GPUS,
     gpu_mtbi_llama3,
     llama3_step_s,
     llama3_steps,
@@ -46,6 +48,67 @@ RESTART_OPTIONS = (0, 60, 300, 600, 1800, 3600)
 SAVE_NAMES = {"sync": "Synchronous (waits for the write)",
               "async": "Asynchronous (waits for the copy to host)",
               "peer": "Peer memory, Gemini (waits for the copy to host)"}
+
+
+# Llama 3 405B as its report ran it (Dubey et al. 2024 sec 3.3.2: TP 8 x PP 16, 126 layers
+# with one fewer on the first and last stage, an interleaved 1F1B schedule), timed by EP08's
+# engine (GET /api/recipe) with one 8,192-token sequence a micro-batch; its 2,048-sequence
+# batch fixed. The report gives no chunk count: the lab takes 7 model chunks a stage, the most
+# the 7-layer first and last stages hold (round-6 reading, EP11 item 2: plain 1F1B timed the
+# step at 9.44 s against the 6.23 s the page quotes).
+LLAMA3_CHUNKS = 7
+LLAMA3_LAYOUT = {"model": "llama-3.1-405b", "gpu": "h100-sxm", "intra_link": "nvlink-4",
+                 "inter_link": "ib-ndr", "tp": 8, "pp": 16, "seq_len": 8192, "micro_batch": 1,
+                 "schedule": "interleaved-1f1b", "virtual": LLAMA3_CHUNKS,
+                 "first_stage_layers": 7, "last_stage_layers": 7}
+LLAMA3_SEQUENCES = 2048
+LLAMA3_REPLICA = LLAMA3_LAYOUT["tp"] * LLAMA3_LAYOUT["pp"]  # GPUs a pipeline: 128
+
+
+@lru_cache(maxsize=16)
+def llama3_timed(dp: int, sequences: int = LLAMA3_SEQUENCES) -> dict:
+    """EP08's engine on the layout at DP ``dp`` (16 x ``dp`` nodes), ``sequences`` a step
+    (Llama 3's 2,048 unless said): ``m`` micro-batches a pipeline, the step and its bubble.
+    Raises ValueError where the engine cannot time it (past its 8,192 nodes, or a plan it
+    refuses)."""
+    from app.routers.recipe import RecipeQuery
+    from app.routers.recipe import run as run_recipe
+
+    if sequences % dp:
+        raise ValueError(f"{sequences} sequences do not split over DP {dp}")
+    m = sequences // dp
+    r = run_recipe(RecipeQuery(**LLAMA3_LAYOUT, nodes=dp * 16, dp=dp, microbatches=m),
+                   two_d=False).result
+    if not r.legal:
+        raise ValueError(f"Llama 3's layout at DP {dp}: {r.problems}")
+    return {"dp": dp, "gpus": r.gpus, "m": m, "step_s": r.step_s, "bubble": r.bubble_fraction,
+            "sequences": sequences}
+
+
+def scaled_step(dp: int, sequences: int = LLAMA3_SEQUENCES) -> dict:
+    """The step at DP ``dp`` as the failures lab takes it: EP08's engine's speed-up over DP 128
+    (Llama 3's 16,384 GPUs) applied to Llama 3's measured step (STEP_S)."""
+    there = llama3_timed(dp, sequences)
+    speedup = llama3_timed(128)["step_s"] / there["step_s"]
+    return {**there, "speedup": speedup, "lab_step_s": STEP_S / speedup}
+
+
+@lru_cache(maxsize=64)
+def engine_steps(sizes: tuple[int, ...]) -> tuple[tuple[int, float], ...]:
+    """The step of Llama 3's job (its layout and batch, STEP_S on 16,384 GPUs) at each of
+    ``sizes`` EP08's engine can time (``scaled_step``: whole pipelines, whole micro-batches,
+    at most 8,192 nodes); the failures lab scales ideally from them elsewhere (round-10 cold
+    reading, EP11 finding 3: the scale chart took every size ideally from 16,384 GPUs, while
+    the decide drill timed 32,768 on the engine)."""
+    out = []
+    for n in sizes:
+        if n % LLAMA3_REPLICA:
+            continue
+        try:
+            out.append((n, scaled_step(n // LLAMA3_REPLICA)["lab_step_s"]))
+        except ValueError:
+            continue
+    return tuple(out)
 
 
 class FailuresQuery(ModelControls):
@@ -89,12 +152,24 @@ class FailuresQuery(ModelControls):
                        description="Steps of the job. Default: Llama 3's 15.6T tokens / 16M.")
 
 
+def timed_steps(query: FailuresQuery) -> tuple[tuple[int, float], ...]:
+    """EP08's engine's steps for a query that is Llama 3's job (its model, and its step on its
+    16,384 GPUs, the defaults), at the cluster sizes the lab sweeps and the query's own; none
+    for any other job, whose step the lab scales ideally (the engine times Llama 3's layout
+    only)."""
+    defaults = FailuresQuery.model_fields
+    if (query.model_value != DEFAULT_MODEL or query.step_s != defaults["step_s"].default
+            or query.step_gpus != defaults["step_gpus"].default):
+        return ()
+    return engine_steps(tuple(sorted(set(SWEEP_GPUS) | {query.gpus})))
+
+
 def run(query: FailuresQuery) -> FailuresResult:
     return simulate_failures(FailuresInput(
         model=query.model_spec(), gpus=query.gpus, gpu_mtbi=query.gpu_mtbi,
         step_s=query.step_s, step_gpus=query.step_gpus, steps=query.steps, save=query.save,
         storage_bw=query.storage_bw, host_link=get_link(query.host_link),
-        interval=query.interval, restart=query.restart))
+        interval=query.interval, restart=query.restart, timed=timed_steps(query)))
 
 
 def _goodput(g: Goodput) -> dict:
@@ -109,7 +184,7 @@ def to_api(result: FailuresResult) -> dict:
         "storage_bw": inp.storage_bw, "interval": inp.interval, "restart": inp.restart,
         "host_link": inp.host_link.id, "host_bw": inp.host_link.bandwidth,
         "step_s": inp.step_s, "step_gpus": inp.step_gpus, "steps": inp.steps,
-        "step_here_s": result.step_s,
+        "step_here_s": result.step_s, "step_timed": inp.step_at(inp.gpus)[1],
         "mtbi_s": result.mtbi_s, "per_day": result.per_day,
         "checkpoint": {
             "weights_bytes": c.weights_bytes, "master_bytes": c.master_bytes,
@@ -122,7 +197,8 @@ def to_api(result: FailuresResult) -> dict:
         "best_s": result.best_s,
         "chosen": _goodput(result.chosen), "best": _goodput(result.best),
         "scale": [{"gpus": p.gpus, "mtbi_s": p.mtbi_s, "per_day": p.per_day,
-                   "step_s": p.step_s, "sync": _goodput(p.sync), "async": _goodput(p.async_),
+                   "step_s": p.step_s, "step_timed": p.step_timed,
+                   "sync": _goodput(p.sync), "async": _goodput(p.async_),
                    "peer": _goodput(p.peer)}
                   for p in result.scale],
     }

@@ -33,7 +33,10 @@ class FailuresScalePoint(BaseModel):
     gpus: int
     mtbi_s: float
     per_day: float
-    step_s: float = Field(description="The step on these GPUs (ideal strong scaling).")
+    step_s: float = Field(description="The step on these GPUs: EP08's engine's where "
+                                      "step_timed, else ideal strong scaling (1/GPUs).")
+    step_timed: bool = Field(description="Whether EP08's engine timed the step here (Llama 3's "
+                                         "job, at a size the engine can time).")
     sync: FailuresGoodput = Field(description="Sync saves at Daly's interval (floored).")
     async_: FailuresGoodput = Field(alias="async", description="Async saves, likewise.")
     peer: FailuresGoodput = Field(description="Saves to peer memory (Gemini), likewise.")
@@ -53,6 +56,9 @@ class FailuresAnswer(BaseModel):
     step_gpus: int
     steps: int
     step_here_s: float = Field(description="The step on the job's GPUs.")
+    step_timed: bool = Field(description="Whether EP08's engine timed step_here_s (else ideal "
+                                         "strong scaling from the nearest timed size, or from "
+                                         "step_s on step_gpus).")
     mtbi_s: float = Field(description="The job's mean time between interruptions, seconds.")
     per_day: float = Field(description="Interruptions per day.")
     checkpoint: FailuresCheckpoint

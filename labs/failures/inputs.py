@@ -42,12 +42,28 @@ class FailuresInput:
     host_link: Link  # the GPU's link to host memory (an async save's copy)
     interval: float  # seconds of training between checkpoints
     restart: float  # seconds from the failure to training again (reschedule, init, load)
+    # The step a step model timed for this job at other cluster sizes, the batch fixed:
+    # (GPUs, seconds), ``step_gpus`` among them (EP08's engine on Llama 3's layout,
+    # app.routers.failures_state.engine_steps); empty: every size scaled ideally.
+    timed: tuple[tuple[int, float], ...] = ()
+
+    def step_at(self, gpus: int) -> tuple[float, bool]:
+        """The step on ``gpus`` GPUs, and whether it was timed: a timed size's own step;
+        elsewhere ideal strong scaling (1/N) from the largest timed size below (or the
+        smallest), or from ``step_s`` on ``step_gpus`` when nothing is timed. Ideal errs fast
+        past the sizes timed: communication and the pipeline's bubble do not shrink as 1/N."""
+        table = dict(self.timed)
+        if gpus in table:
+            return table[gpus], True
+        if not table:
+            return self.step_s * self.step_gpus / gpus, False
+        base = max((n for n in table if n <= gpus), default=min(table))
+        return table[base] * base / gpus, False
 
     @property
     def step_here(self) -> float:
-        """The step on ``gpus`` GPUs: the same batch, ideal strong scaling (errs fast when
-        ``gpus`` exceeds ``step_gpus``: communication does not shrink as 1/N)."""
-        return self.step_s * self.step_gpus / self.gpus
+        """The step on the job's ``gpus`` GPUs (``step_at``)."""
+        return self.step_at(self.gpus)[0]
 
     def __post_init__(self) -> None:  # page order
         if not isinstance(self.model, ModelSpec):
@@ -67,6 +83,9 @@ class FailuresInput:
         number("interval", self.interval, 1.0, MAX_FAIL_INTERVAL,
                "the checkpoint interval (seconds)")
         number("restart", self.restart, 0.0, MAX_FAIL_RESTART, "the restart time (seconds)")
+        for n, step in self.timed:
+            whole("gpus", n, 1, MAX_FAIL_GPUS, "the GPUs of a timed step")
+            number("step_s", step, MIN_FAIL_STEP, MAX_FAIL_STEP, "a timed step (seconds)")
 
 
 @dataclass(frozen=True)
@@ -104,6 +123,7 @@ class ScalePoint:
     mtbi_s: float
     per_day: float
     step_s: float
+    step_timed: bool  # the step timed by a step model (FailuresInput.timed), not ideal
     sync: Goodput  # each at its own best interval (Daly's, floored)
     async_: Goodput
     peer: Goodput

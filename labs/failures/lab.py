@@ -181,16 +181,16 @@ def interval_sweep(inp: FailuresInput, mtbi: float, marks: tuple[float, ...]) ->
 
 def scale_sweep(inp: FailuresInput) -> tuple[ScalePoint, ...]:
     """Each cluster size of SWEEP_GPUS and the chosen one: interruptions, and the goodput and
-    finish time of sync, async and peer saves, each at its best interval. The step shrinks as
-    1/N (``FailuresInput.step_here``: a fixed batch, ideal strong scaling)."""
-    work = inp.steps * inp.step_s * inp.step_gpus  # GPU-seconds of steps
+    finish time of sync, async and peer saves, each at its best interval. The step at each
+    size is ``FailuresInput.step_at``'s: timed where the job's step model timed it (the batch
+    fixed), ideal (1/N) elsewhere."""
     out = []
     for n in sorted(set(SWEEP_GPUS) | {inp.gpus}):
         mtbi = inp.gpu_mtbi / n
-        step = inp.step_s * inp.step_gpus / n
+        step, timed = inp.step_at(n)
         modes = [at_best(inp.model, n, save, inp.storage_bw, inp.host_link.bandwidth,
-                         inp.restart, mtbi, step, work / n)[1] for save in SAVE_MODES]
-        out.append(ScalePoint(n, mtbi, DAY / mtbi, step, *modes))
+                         inp.restart, mtbi, step, inp.steps * step)[1] for save in SAVE_MODES]
+        out.append(ScalePoint(n, mtbi, DAY / mtbi, step, timed, *modes))
     return tuple(out)
 
 

@@ -319,37 +319,44 @@ def test_round5_step_2s_bytes_are_masked_until_its_guess_and_its_links_show_them
 
 
 def test_round6_step_7_times_its_65536_gpu_step_on_ep08s_engine(client):
-    """Round-6 cold reading, EP11 item 3: step 7 halved the step at each doubling and quoted
-    the days that gives as the answer (33.2 -> 24.5 -> 22.6). The page now says they are a best
-    case and by how much: GET /api/recipe times Llama 3's TP 8 x PP 16 layout at DP 512 (65,536
-    GPUs, the 2,048 sequences fixed: 4 micro-batches a pipeline) against DP 128, that ratio
-    applied to the 6.23 s step the page quotes, and GET /api/failures runs the job at that
-    step. The step, the bubble and the days step 7 quotes are those answers', beside the ideal
-    ones, and so is the step with the batch grown 4 times."""
+    """Round-6 cold reading, EP11 item 3, and round 10, finding 3: step 7 halved the step at
+    each doubling and quoted the days that gives as the answer. The lab now takes EP08's
+    engine's step wherever it can time Llama 3's layout: GET /api/recipe times TP 8 x PP 16 at
+    DP 256 and 512 (32,768 and 65,536 GPUs, the 2,048 sequences fixed) against DP 128, that
+    ratio applied to the 6.23 s step, and GET /api/failures at 32,768 and 65,536 GPUs runs
+    the job at that step, with no step given. Step 7 asks about 16,384 -> 32,768 -> 65,536,
+    its answer from those answers (more days), and quotes the ideal and the grown batch."""
     from app.routers.failures import LLAMA3_LAYOUT, STEP_S
 
     def timed(dp: int, sequences: int) -> dict:
         return client.get("/api/recipe", params={**LLAMA3_LAYOUT, "nodes": dp * 16, "dp": dp,
                                                  "microbatches": sequences // dp}).json()
 
-    base, fixed, grown = timed(128, 2048), timed(512, 2048), timed(512, 8192)
-    step = round(STEP_S * fixed["step_s"] / base["step_s"], 3)
+    base, grown = timed(128, 2048), timed(512, 8192)
     slow = {"save": "sync", "storage_bw": 20_000_000_000}
-    ideal = api(client, **slow, gpus=65_536)
-    engine = api(client, **slow, gpus=65_536, step_s=step, step_gpus=65_536)
-    days = api(client, **slow)["best"]["finish_days"]
-    assert ideal["best"]["finish_days"] < days < engine["best"]["finish_days"]  # longer
+    runs = {n: api(client, **slow, gpus=n) for n in (16_384, 32_768, 65_536)}
+    for n, run in runs.items():
+        assert run["step_timed"]
+        assert run["step_here_s"] == pytest.approx(
+            STEP_S * timed(n // 128, 2048)["step_s"] / base["step_s"])
+    days = [runs[n]["best"]["finish_days"] for n in sorted(runs)]
+    assert days[0] < days[1] < days[2]  # more GPUs, later
     page = client.get(LESSON).text
+    form = page.split('data-predict="failures-7"')[1].split("</form>")[0]
+    assert 'data-right="later"' in form
+    assert f"{days[0]:.1f} → {days[1]:.1f} → {days[2]:.1f} days" in form
     step7 = page[page.index('id="step-7"'):page.index('id="step-8"')]
     step7 = re.sub(r'<span class="term-tip".*?</span>', "", step7, flags=re.S)  # glossary
     text = " ".join(re.sub(r"<[^>]+>", "", step7).split())
-    assert f"EP08's engine measures {100 * fixed['bubble_fraction']:.1f}%" in text
-    assert f"{base['step_s'] / fixed['step_s']:.2f}× faster than on 16,384 GPUs, not 4×" in text
-    assert (f"becomes {step:.3g} s, not {ideal['step_here_s']:.2f} s, and the job takes "
-            f"{engine['best']['finish_days']:.3g} days, not "
-            f"{ideal['best']['finish_days']:.3g}: longer than on 16,384 GPUs "
-            f"({days:.3g} days)") in text
-    assert f"the step is {STEP_S * grown['step_s'] / base['step_s']:.2f} s" in text
+    fixed = timed(512, 2048)
+    assert f"the engine measures {100 * fixed['bubble_fraction']:.1f}%" in text
+    assert (f"so they go {days[0]:.3g} → {days[1]:.3g} → {days[2]:.3g}: on a fixed batch, "
+            "more GPUs finish later") in text
+    ideal = api(client, **slow, gpus=65_536, step_s=round(STEP_S / 4, 3), step_gpus=65_536)
+    assert not ideal["step_timed"]
+    assert (f"({ideal['step_here_s']:.2f} s on 65,536 GPUs), would finish in "
+            f"{ideal['best']['finish_days']:.3g} days") in text
+    assert f"the step is {STEP_S * grown['step_s'] / base['step_s']:.3g} s" in text
     assert "McCandlish" in page[page.index('id="sources"'):]
 
 
@@ -426,34 +433,86 @@ def test_round10_steps_6_and_7_derive_their_forms_from_what_the_page_states(clie
     assert "renewal count" in step[6] and "first order: it keeps only the terms" in step[4]
 
 
-def test_round10_step_8_bounds_its_days_by_the_engines_step_and_the_chart_says_ideal(client):
+def test_round10_step_8_quotes_the_charts_point_and_bounds_it_by_the_engines_step(client):
     """Round-10 cold reading, EP11 findings 2 and 3: step 8 concluded 'the same job finishes in
-    12 days' on 131,072 GPUs from the ideal 0.779 s step that step 7 had just shown errs fast,
-    and the scale chart's caption named the cluster size that 'finishes soonest' from that
-    ideal step. Step 8 now says its 12 days hold only if the step scaled ideally, and bounds
-    them with a step no faster than EP08's engine's at 65,536 GPUs (GET /api/failures at that
-    step); the chart's caption and days hovers say the step is scaled as 1/GPUs."""
+    12 days' on 131,072 GPUs from the ideal 0.779 s step (1/N from 16,384). On 131,072 GPUs the
+    engine cannot time Llama 3's layout, so the lab takes the step ideally from its
+    65,536-GPU step (the chart's open point); step 8 quotes that point, from the same answer
+    as the chart, and bounds it with the 65,536-GPU step held (GET /api/failures)."""
     from html import unescape
 
-    from app.routers.failures import facts
-
-    step = facts()["slow_64k_engine"]["api"]["step_s"]
-    ideal = api(client, save="peer", storage_bw=20_000_000_000, gpus=131_072)
-    bound = api(client, save="peer", storage_bw=20_000_000_000, gpus=131_072, step_s=step,
-                step_gpus=131_072)
-    assert bound["best"]["finish_days"] > 5 * ideal["best"]["finish_days"]
+    slow64 = api(client, save="sync", storage_bw=20_000_000_000, gpus=65_536)
+    peer = {"save": "peer", "storage_bw": 20_000_000_000, "gpus": 131_072}
+    here = api(client, **peer)
+    assert not here["step_timed"]
+    assert here["step_here_s"] == pytest.approx(slow64["step_here_s"] / 2)
+    bound = api(client, **peer, step_s=round(slow64["step_here_s"], 3), step_gpus=131_072)
+    assert bound["best"]["finish_days"] > here["best"]["finish_days"]
     page = client.get(LESSON).text
     step8 = page[page.index('id="step-8"'):page.index('id="sources"')]
     text = " ".join(unescape(re.sub(r"<[^>]+>", " ", step8)).split())
-    assert (f"finishes in {ideal['best']['finish_days']:.3g} days if its step scaled ideally "
-            f"({ideal['step_here_s']:.3g} s") in text
-    assert (f"({step:.3g} s, step 7), the same peer saves take at least "
-            f"{bound['best']['finish_days']:.3g} days") in text
-    html = client.get(LESSON, params={"save": "sync", "storage_bw": 20_000_000_000}).text
-    scale = page_figures(html)["failures-scale"]
-    assert "if the step scaled as 1/GPUs" in scale["summary"]
-    days = [t for t in scale["data"] if t.get("yaxis") == "y2"]
-    assert days and all("× 16,384 ÷ GPUs" in t["hovertemplate"] for t in days)
+    assert (f"{slow64['step_here_s']:.3g} s ÷ 2 = {here['step_here_s']:.3g} s, an open point. "
+            f"There the job keeps {100 * here['best']['goodput']:.1f}% and finishes in "
+            f"{here['best']['finish_days']:.3g} days") in text
+    assert (f"the same peer saves take {bound['best']['finish_days']:.3g} days") in text
+    assert "if its step scaled ideally" not in text
+    # The chart's own point at 131,072 GPUs is the figure quoted.
+    url = re.search(r'href="([^"]*gpus=131072[^"]*save=peer[^"]*)"|'
+                    r'href="([^"]*save=peer[^"]*gpus=131072[^"]*)"', step8)
+    assert url
+    scale = page_figures(client.get(unescape(next(g for g in url.groups() if g))).text)[
+        "failures-scale"]
+    trace = next(t for t in scale["data"] if t.get("yaxis") == "y2" and t["name"] == "peer saves")
+    assert trace["y"][trace["x"].index(131_072)] == pytest.approx(
+        here["best"]["finish_days"], rel=1e-3)
+
+
+def test_round10_the_scale_chart_draws_the_engines_step_and_ideal_only_past_it(client):
+    """Round-10 cold reading, EP11 finding 3: the scale chart took every size's step as 1/GPUs
+    from 16,384 (labelled ideal). For Llama 3's job it now draws EP08's engine's step wherever
+    the engine can time the layout (GET /api/recipe at DP = GPUs / 128, the batch fixed, its
+    ratio to DP 128 applied to the 6.23 s step: 1,024 to 65,536 GPUs), filled points; past
+    that, ideal from the last timed size, open points, and says so on the chart (its note, its
+    hovers, its summary). Another job's step is ideal everywhere, and the chart says that."""
+    from app.routers.failures import LLAMA3_LAYOUT, STEP_S
+
+    def recipe(dp: int):
+        r = client.get("/api/recipe", params={**LLAMA3_LAYOUT, "nodes": dp * 16, "dp": dp,
+                                              "microbatches": 2048 // dp})
+        return r.json()["step_s"] if r.status_code == 200 else None
+
+    body = api(client)
+    base = recipe(128)
+    last = None
+    for p in body["scale"]:
+        engine = recipe(p["gpus"] // 128)
+        if engine is not None:
+            assert p["step_timed"] and p["step_s"] == pytest.approx(STEP_S * engine / base)
+            last = p
+        else:
+            assert not p["step_timed"]
+            assert p["step_s"] == pytest.approx(last["step_s"] * last["gpus"] / p["gpus"])
+    timed = [p["gpus"] for p in body["scale"] if p["step_timed"]]
+    assert (min(timed), max(timed)) == (1_024, 65_536)
+    scale = page_figures(client.get(LESSON).text)["failures-scale"]
+    for trace in scale["data"]:
+        assert trace["marker"]["symbol"] == [
+            "circle" if p["step_timed"] else "circle-open" for p in body["scale"]]
+        assert "%{customdata}" in trace["hovertemplate"]
+        for p, said in zip(body["scale"], trace["customdata"], strict=True):
+            assert said == f"step {p['step_s']:.4g} s, " + (
+                "timed by EP08's engine" if p["step_timed"] else "ideal: 1/GPUs")
+    notes = [a["text"] for a in scale["layout"]["annotations"]]
+    assert "● EP08's engine  ○ ideal (1/GPUs) past 64K" in notes
+    assert "Filled points: the step EP08's engine times on Llama 3's layout and batch, 1,024 " \
+           "to 65,536 GPUs; open points: ideal" in scale["summary"]
+    assert "finish soonest" not in scale["summary"]
+    # Another job: ideal everywhere, said so.
+    other = page_figures(client.get(LESSON, params={"model": "llama-3.1-70b"}).text)[
+        "failures-scale"]
+    assert all(s == "circle-open" for s in other["data"][0]["marker"]["symbol"])
+    assert "ideal steps: 1/GPUs" in [a["text"] for a in other["layout"]["annotations"]]
+    assert "EP08's engine times only Llama 3's job" in other["summary"]
 
 
 def test_round10_the_more_or_faster_decide_is_the_charts_own_figure_at_a_state_no_link_draws(
@@ -477,10 +536,10 @@ def test_round10_the_more_or_faster_decide_is_the_charts_own_figure_at_a_state_n
              for href in re.findall(r'<a class="try[^"]*" href="([^"]+)"', page)]
     drawn = [job(p) for p in drawn + [VIEW.good.query, VIEW.bad.query, {}]]
     decide = next(d for d in VIEW.drills if d.id == "failures-decide-more-or-faster")
-    from app.routers.failures import SLOW_SYNC, doubled_dp
+    from app.routers.failures import SLOW_SYNC
 
-    states = {"gpus": {**SLOW_SYNC, "gpus": 32_768, "step_s": round(doubled_dp()["step_s"], 3),
-                       "step_gpus": 32_768},
+    # Twice the GPUs: the lab times 32,768 GPUs' step on EP08's engine itself.
+    states = {"gpus": {**SLOW_SYNC, "gpus": 32_768},
               "async": {**SLOW_SYNC, "save": "async"}, "peer": {**SLOW_SYNC, "save": "peer"},
               "storage": {**SLOW_SYNC, "storage_bw": 10 * SLOW_SYNC["storage_bw"]}}
     figures = {o.key: o.figure for o in decide.judge()}
