@@ -217,6 +217,18 @@ GLOSSARY: tuple[Term, ...] = (
     Term("rail-optimised", "Rail-optimised network", r"\brail-optimi[sz]ed\b",
          "A cluster network where GPU k of every node connects to the same leaf switch (rail "
          "k), so same-rank GPUs of different nodes are one switch apart."),
+    Term("hbm", "HBM (high-bandwidth memory)", r"\bHBM\b",
+         "The stacked memory on a GPU's package that holds its weights, activations and KV "
+         "cache. A decode step reads its weights and cache from it, so its bandwidth, not the "
+         "GPU's FLOP/s, bounds the step."),
+    Term("ndr", "InfiniBand NDR", r"\bNDR\b",
+         "InfiniBand's 400 Gb/s generation. An H100 node usually gives each of its 8 GPUs "
+         "one NDR port of its own: the link between nodes."),
+    Term("cuda-ipc", "CUDA IPC", r"\bCUDA IPC\b",
+         "CUDA's inter-process memory sharing: one process exports a handle to a buffer in "
+         "its GPU's memory, and another process on the same node opens it and reads the "
+         "buffer in place, with no copy through the host or the network. slime's colocated "
+         "weight update hands the trainer's weights to the engine so."),
     Term("asynctp", "AsyncTP", r"\b[Aa]sync ?TP\b",
          "Asynchronous tensor parallelism (PyTorch): TP's all-gather and reduce-scatter are "
          "cut into pieces that run under the matrix multiplies using them, hiding much of "

@@ -200,3 +200,20 @@ def test_each_terms_pattern_is_built_once():
     kept = [t.regex for t in GLOSSARY]
     define_terms("<p>again</p>")
     assert all(t.regex is k for t, k in zip(GLOSSARY, kept, strict=True))
+
+
+def test_round_11_ep09_hbm_ndr_and_cuda_ipc_are_defined_at_first_use(client):
+    """Round-11 cold reading of EP09, finding 11b: HBM (step 5), NDR (step 6) and CUDA IPC
+    (the phases table) were used with no definition. Each has a glossary entry, EP09 marks its
+    first use and says what it is there, and the bench's phases table links CUDA IPC to its
+    entry."""
+    new = {"hbm", "ndr", "cuda-ipc"}
+    assert new <= {t.slug for t in GLOSSARY}
+    assert new <= _defined(client, "/episodes/rl-placement")
+    page = client.get("/episodes/rl-placement").text
+    text = re.sub(r"\s+", " ", re.sub(r'<span class="term-tip".*?</span>', "", page))
+    text = re.sub(r"<[^>]+>", "", text)
+    assert "HBM (high-bandwidth memory, the GPU's own memory)" in text
+    assert "NDR port (InfiniBand's 400 Gb/s generation, one port a GPU)" in text
+    assert "through CUDA IPC (the engine opens the trainer's GPU buffer by a handle" in text
+    assert 'NVLink (<a href="/glossary#cuda-ipc">CUDA IPC</a>)' in page
