@@ -299,14 +299,23 @@ def token_ranges(tokens) -> str:
     return ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in runs)
 
 
+# The guesses the crossover chart and its bench figures wait for (lab.js: masked while any
+# is to come): step 8's, whose chart it is, and step 7's, whose answer it gives at step 7's
+# state (512 tokens a rank on 25 Gb/s Ethernet: attention ÷ communication, and the chart's
+# "communication-bound"), reached by the bench's controls before step 7's guess (issue 36,
+# EP06: guessing step 8 first lifted it).
+CROSSOVER_KEYS = "step-7 step-8"
+
+
 def crossover_figure(result) -> dict:
     """EP06 step 8: one layer's attention (∝ L²) against the time to move its keys and values
     (∝ L) by tokens per rank, at this state's rate and bus bandwidth, crossing at L*; the
-    hollow marks the lab's own layer at each L (labs.context_parallel.crossover)."""
+    hollow marks the lab's own layer at each L (labs.context_parallel.crossover). On the
+    lesson it is veiled whole until steps 7 and 8 are guessed (``CROSSOVER_KEYS``)."""
     c = cp_crossover(result)
     inp = result.input
     bound, side = verdict(c.attention_s, c.comm_s, "attention", "nothing to move on one rank")
-    return threshold_figure(
+    figure = threshold_figure(
         x_state=c.per_rank, compute_s=c.attention_s, comm_s=c.comm_s, cross=c.crossover,
         compute_line=[(x, a) for x, a, _ in c.sweep],
         comm_line=[(x, m) for x, _, m in c.sweep] if c.comm_s else None,
@@ -326,3 +335,6 @@ def crossover_figure(result) -> dict:
                  + (f" against {ms(c.comm_s)} to move its keys and values ({side}); the two "
                     f"are equal at L = {tokens(c.crossover)} tokens a rank" if c.comm_s else
                     ", nothing to move")))
+    meta = figure["layout"].setdefault("meta", {"masked": {}})
+    meta["owners"] = [{"step": CROSSOVER_KEYS}]
+    return figure

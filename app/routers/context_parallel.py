@@ -7,6 +7,7 @@ from fastapi import APIRouter
 from pydantic import Field
 
 from app.charts.context_parallel import (
+    CROSSOVER_KEYS,
     cost_figure,
     crossover_figure,
     mask_figure,
@@ -220,6 +221,7 @@ def extra_context(state) -> dict:
         "cp_options": with_value(CP_OPTIONS, query.cp),
         "seq_options": with_value(SEQ_OPTIONS, query.seq_len),
         "crossover": cp_crossover(state.result),
+        "crossover_keys": CROSSOVER_KEYS,  # the guesses its figures wait for (steps 7 and 8)
         "attention_kv": attention_heads(state.result.input.model),
         # The guess the pair counts wait for, and the headline's text until then (a balanced
         # state says how it splits, not that it balances: round-10 cold reading, item 5).

@@ -200,12 +200,14 @@
   // whose step is still to be guessed are hidden. A chart whose meta says "partly" (EP10's
   // ledger: only the FP8 copies answer step 1) is never veiled whole: only its owners' parts.
   // A chart without owners is one step's (or every step's that names it as its diagram): the
-  // first guess lifts it whole.
+  // first guess lifts it whole. An owner's step may name several keys, as data-after-guess
+  // does (EP06's crossover: step 8's chart, whose ratio at step 7's state answers step 7):
+  // its part waits for all of them.
   function veilOf(el, meta) {
     if (!el || !meta || !meta.masked) return null;
     var groups = meta.owners || [];
     if (!groups.length) return masking(el.id) ? "all" : null;
-    var pending = groups.filter(function (g) { return masking(g.step); });
+    var pending = groups.filter(function (g) { return maskedBy(g.step); });
     if (!pending.length) return null;
     return pending.length === groups.length && !meta.partly ? "all" : pending;
   }
@@ -280,7 +282,9 @@
   // (one empty point: plotly drops a trace with none from the legend) and no hover; their
   // masked labels sit at the plot's middle with their masked text, their other labels and
   // their shapes are dropped. Each axis keeps the type the real figure gives it (keptTypes).
-  function stepName(id) { return id.replace(/^step-/, "step "); }
+  function stepName(keys) {
+    return keys.split(" ").map(function (k) { return k.replace(/^step-/, "step "); }).join(" and ");
+  }
 
   // Plotly takes an axis's type, where the layout leaves it, from the first trace with data
   // on it; a veiled trace's one empty point ([null]) reads as linear, which would turn a

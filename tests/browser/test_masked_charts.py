@@ -96,8 +96,8 @@ def test_a_masked_chart_shows_no_value_until_the_guess(page, lesson, step, chart
 
     # The step's guess, then those of the other steps that own a part of the chart (EP06's
     # cost: step 7's attention line; test_each_step_lifts_only_its_own_part below).
-    owners = [int(g["step"].removeprefix("step-"))
-              for g in real["layout"]["meta"].get("owners", [])]
+    owners = [int(key.removeprefix("step-"))
+              for g in real["layout"]["meta"].get("owners", []) for key in g["step"].split()]
     for guessed in [step] + [s for s in owners if s != step]:
         commit_guess(page, guessed)
     page.wait_for_function(f"() => !document.getElementById('{chart}').hasAttribute('data-veiled')")
@@ -196,6 +196,30 @@ def test_each_step_lifts_only_its_own_part(page, live_server, order):
         for key in ("x", "y", "customdata", "hovertemplate"):
             assert drawn.get(key) == given.get(key), (given["name"], key)
     assert hidden["summary"][0] in caption.inner_text()
+
+
+def test_ep06s_crossover_waits_for_step_7s_guess_too(page, live_server):
+    """EP06 step 8's crossover chart at step 7's state (512 tokens a rank on 25 Gb/s Ethernet,
+    which the bench's controls reach before any guess) gives step 7's answer: attention ÷
+    communication on its label and the bench. Step 8's guess alone lifted it; it
+    now waits for step 7's too (one owner keyed to both steps), its bench figures as well."""
+    chart = "cp-crossover"
+    ratio = api_json(live_server, "cp", SHORT_ETH)["crossover"]["ratio"]
+    page.goto(f"{EP06}?{SHORT_ETH}")
+    wait_drawn(page)
+    commit_guess(page, 8)
+    look_at(page, chart)
+    caption = page.locator(f".chart-summary[data-chart={chart}]")
+    bench = page.locator("#bench-view")
+    assert page.evaluate(VEILED, chart) == ""  # veiled whole
+    assert "steps 7 and 8" in caption.inner_text()
+    assert f"= {ratio:.3g}." not in bench.inner_text()
+    assert f"communication = {ratio:.3g}" not in page.evaluate(PLOTTED, chart)
+    assert not hover_everywhere(page, chart)
+    commit_guess(page, 7)
+    page.wait_for_function(f"() => !document.getElementById('{chart}').hasAttribute('data-veiled')")
+    assert f"= {ratio:.3g}." in bench.inner_text()
+    assert f"communication = {ratio:.3g}" in page.evaluate(PLOTTED, chart)
 
 
 EP09 = "/episodes/rl-placement"
