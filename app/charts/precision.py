@@ -51,6 +51,9 @@ PER_PARAM = {  # what holds a recipe's bytes per parameter -> (label, colour)
 # What only an FP8 recipe keeps on the ledger (templates/partials/_precision.html masks
 # their table cells as ledger_figure masks their bars).
 COPY_KEYS = ("fp8_weights", "scaling_state")
+# A recipe's state on the ledger (every copy of the weights, gradients, master and moments):
+# its bytes per parameter times the parameters a GPU holds, masked with its step's answer.
+STATE_KEYS = ("weights", *COPY_KEYS, "gradients", "master_weights", "optimizer_moments")
 COPY_NAMES = {LEDGER[k][0] for k in COPY_KEYS}
 # The EP10 step whose guess a recipe's figures answer, keyed by the state drawn, not by the
 # chart (issue 36, round-9 cold reading, finding 3: step 1's guess lifted the bytes chart, so

@@ -13,6 +13,7 @@ from app.charts.precision import (
     FINETUNE,
     LEDGER,
     METHODS,
+    STATE_KEYS,
     recipe_step,
     short_recipe,
     speed_step,
@@ -69,6 +70,10 @@ def facts() -> dict:
 
     return {
         "titan": state(**TITAN, recipe="fp8-delayed"),
+        # Step 1's first link: BF16 alone, its 16 bytes, before the page's FP8 state adds the
+        # recipe step 1 asks about (a first link must leave the opening state:
+        # tests/app/test_first_links_move.py).
+        "titan_adam16": state(**TITAN, recipe="adam16"),
         # Step 7 links the BF16 run (the FP8 state's bench prints step 8's speed-up), with
         # the measured run's own recomputation, torchtitan's selective op policy (round-6
         # reading of EP10: the ledger at Megatron's selective recomputation erred high for a
@@ -80,6 +85,10 @@ def facts() -> dict:
         "params70": state(**MEGATRON_70B, recipe="fp8-params"),
         "titan_params": state(**TITAN, recipe="fp8-params"),
         "titan_32k": state(**{**TITAN, "seq_len": 32768}, recipe="fp8-params"),
+        # Step 4's 32k tokens fit no H100 on 8 GPUs in either recipe (the ledger's fits check);
+        # split over CP 2 (EP06), FP8's fits where BF16's does not (round-11 cold reading of
+        # EP09-EP10, finding 9).
+        "titan_32k_cp2": state(**{**TITAN, "seq_len": 32768}, cp=2, recipe="fp8-params"),
         "deepseek70": state(**MEGATRON_70B, recipe="fp8-blockwise"),
         "mx70": state(**MEGATRON_70B, recipe="mxfp8", gpu="b200"),
         "gpt3_lora": state(model="gpt-3-175b", rank=4, modules="qv", seq_len=2048),
@@ -113,7 +122,8 @@ def extra_context(state) -> dict:
         "ledger_names": LEDGER, "finetune_names": FINETUNE, "methods": METHODS,
         # Each figure's mask keyed to the step its state answers (a recipe's, a micro-batch
         # count's): templates/partials/_precision.html.
-        "copy_keys": COPY_KEYS, "recipe_step": recipe_step, "speed_step": speed_step,
+        "copy_keys": COPY_KEYS, "state_keys": STATE_KEYS, "recipe_step": recipe_step,
+        "speed_step": speed_step,
         "short_recipe": short_recipe,
         "degree_options": degree_options(spec, query),
         "seq_options": with_value(SEQ_LENGTHS + (262144,), query.seq_len),

@@ -89,7 +89,10 @@ def _assumptions(inp: PrecisionInput, ledger: Ledger) -> tuple[str, ...]:
         # and its table give them once it is guessed).
         name = r.label.rsplit(", ", 1)[0]
         notes.append(f"{name}: {r.formats}; scales: {r.scaling} ({r.source}).")
-        notes.append("FP8 weight copies shard with the weights under ZeRO-3; the linear layers' "
+        notes.append("FP8 weight copies shard with the weights under ZeRO-3, the lab's choice "
+                     "(torchao casts each shard to FP8 just before FSDP2's all-gather and, "
+                     "gathering again for the backward, keeps no copy; TransformerEngine casts "
+                     "each gathered layer); the linear layers' "
                      "saved inputs are kept in the recipe's format, the attention core's "
                      "tensors, norms' inputs and masks in 16-bit.")
         if r.amax_history:

@@ -132,6 +132,11 @@
   }
 
   function maskAnswers(node) {
+    // An element whose presence answers a step (EP10's ledger rows that BF16 lacks: that FP8
+    // keeps more than BF16's 16 bytes) is hidden, not masked, until its keys are guessed.
+    within(node, "[data-hidden-until-guess]").forEach(function (el) {
+      el.hidden = maskedBy(el.getAttribute("data-hidden-until-guess"));
+    });
     within(node, ".answer-mask[data-after-guess]").forEach(function (el) {
       var mask = el.getAttribute("data-mask") || "?";
       if (maskedBy(el.getAttribute("data-after-guess"))) {

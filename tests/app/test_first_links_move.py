@@ -28,9 +28,9 @@ PAGES = {view.episode.path: view for view in VIEWS.values()}
 REPEATS_ANOTHER_LINK: set[str] = set()
 # Lessons whose step 1 has one link, to the opening state, each with why; the set may only
 # shrink. EP12's step 1 asks about the opening state itself ("The default state is EP08's
-# worked plan... Do they agree?"). EP10's ("FP8 delayed scaling, byte by byte") is left to
-# EP10's own reading (round 10 did not read it): a first link that moves is still owed.
-OPENS_ON_THE_OPENING_STATE = {"EP10", "EP12"}
+# worked plan... Do they agree?"). EP10's step 1 now opens on BF16 alone, then adds the FP8
+# recipe the page opens on.
+OPENS_ON_THE_OPENING_STATE = {"EP12"}
 
 
 def link_states(client, page: str) -> list[tuple[str, list[tuple]]]:

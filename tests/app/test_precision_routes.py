@@ -480,7 +480,7 @@ def test_round5_terms_are_defined_and_mfu_says_which_peak_an_fp8_run_divides_by(
     page = " ".join(re.sub(r"<[^>]+>", " ", client.get("/episodes/low-precision").text).split())
     assert "OCP (Open Compute Project" in page
     assert "HBM2e memory (an older, slower generation than the HBM3" in page
-    assert "casts each GPU's shard of a weight to FP8 before the all-gather" in page
+    assert "casts each GPU's shard to FP8 just before FSDP2's all-gather" in page
     assert "both against the BF16 peak" in page
     mfu = next(t.definition for t in GLOSSARY if t.slug == "mfu")
     h100 = gpus()["h100-sxm"]
@@ -558,3 +558,45 @@ def test_round_11_step_9s_title_asks_not_answers(client):
     eight = page[page.index('id="step-8"'):page.index('id="step-9"')]
     for said in ("does not pay", "breaks it", "Break it"):
         assert said not in title and said not in eight, said
+
+
+def test_round_11_step_7_says_which_fsdp_bookkeeping_the_ledger_models(client):
+    """Round-11 cold reading of EP09-EP10, finding 10: the opening state bills TE's delayed
+    scaling under FSDP with its FP8 copies sharded 8 ways (2.01 GB), and step 7 justified it
+    as "FSDP2's float8 all-gather does (torchao ...)": torchao's mechanism, not TE's. Neither
+    keeps such a shard (torchao casts each shard just before the all-gather; TE casts the
+    gathered bf16 layer, and until its PR 2805 kept every layer's FP8 copy, issue 2681). Step 7
+    now says the shard is the lab's choice, what each library does, and which way it errs,
+    each figure from /api/precision's opening state."""
+    from app.charts.units import fmt_bytes
+
+    body = api(client)
+    copies = body["ledger"]["parts"]["fp8_weights"]
+    whole = RECIPES["fp8-delayed"].copy_bytes * body["params"]
+    assert copies == pytest.approx(whole / 8)
+    seven = _step(client.get(PAGE).text, 7)
+    assert "float8 all-gather does" not in seven
+    assert "the lab's choice" in seven and "issue 2681" in seven
+    assert f"÷ 8 = {fmt_bytes(copies)}" in seven
+    assert f"errs high by {fmt_bytes(copies)}" in seven
+    assert f"= {fmt_bytes(whole)}, where the ledger bills {fmt_bytes(copies)}" in seven
+
+
+def test_round_11_step_4_says_32k_tokens_fit_in_neither_recipe(client):
+    """Round-11 cold reading of EP09-EP10, finding 9: step 4's why quoted 32,768 tokens at
+    150 GB (FP8) against 180 GB (BF16) on an 80 GB H100 without saying neither fits. It now
+    says so from the ledger's fits check, and shows the state where the saving decides:
+    over CP 2 (16 GPUs) FP8 fits and BF16 does not, each figure /api/precision's."""
+    from app.charts.units import fmt_bytes
+
+    at32 = api(client, seq_len=32768, recipe="fp8-params")
+    assert not at32["ledger"]["fits"] and not at32["baseline"]["fits"]
+    cp2 = api(client, seq_len=32768, recipe="fp8-params", cp=2)
+    assert cp2["ledger"]["fits"] and not cp2["baseline"]["fits"]
+    page = client.get(PAGE).text
+    four = _step(page, 4).replace(" ,", ",")  # a figure's tag closed before the comma
+    assert f"On the H100's {fmt_bytes(at32['gpu_memory_bytes'])}, FP8 does not fit and BF16 " \
+           "does not fit" in four
+    assert f"need {fmt_bytes(cp2['ledger']['total_bytes'])}, which fits" in four
+    assert f"BF16 {fmt_bytes(cp2['baseline']['total_bytes'])}, which does not fit" in four
+    assert "32k tokens over CP 2" in four

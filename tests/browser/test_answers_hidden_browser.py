@@ -458,9 +458,43 @@ def test_ep10s_ledger_names_no_fp8_state_before_step_1(page):
     seen = page.evaluate(read)
     found = [n for n in FP8_STATE_NAMES if n in seen["text"] or n in seen["plotted"]]
     assert not found, f"before step 1's guess: {found}"
-    assert "? (step 1)" in seen["text"]
     commit_guess(page, 1)
     wait_drawn(page)
     seen = page.evaluate(read)
     assert all(n in seen["text"] for n in FP8_STATE_NAMES), seen["text"]
     assert "FP8 weight copies" in seen["plotted"]
+
+
+# The ledger's rows as shown: (what, BF16, FP8) for each row not hidden.
+LEDGER_ROWS = """() => [...document.querySelectorAll(
+        '#precision-lab table.ledger[data-chart=precision-ledger] tbody tr')]
+    .filter(tr => tr.getClientRects().length)
+    .map(tr => [...tr.cells].map(td => td.innerText.trim()))"""
+
+
+def test_ep10s_ledger_shows_no_row_fp8_adds_before_step_1(page, live_server):
+    """Round-11 cold reading of EP09-EP10, finding 3, as issue 36 kept it: with their names
+    masked, the ledger's rows "? (step 1) | 0 GB | ?" still said that FP8 keeps something
+    BF16 does not (0 GB) beside its 16-bit weights, gradients, master and Adam equal to
+    BF16's: more than 16 bytes, step 1's answer. Before the guess no row BF16 bills at 0 GB
+    is shown and the FP8 column's state reads "?"; after it, every row the API itemises."""
+    from app.charts.units import fmt_bytes
+
+    body = api_json(live_server, "precision")
+    base, led = body["baseline"]["parts"], body["ledger"]["parts"]
+    page.goto(EP10)
+    wait_drawn(page)
+    look_at(page, "precision-ledger")
+    rows = page.evaluate(LEDGER_ROWS)
+    itemised = [k for k in base if base[k] or led[k]]
+    fp8_only = [k for k in ("fp8_weights", "scaling_state") if led[k] and not base[k]]
+    assert len(fp8_only) == 2 and len(rows) == len(itemised) - len(fp8_only), rows
+    assert not [r for r in rows if r[1] == "0 GB" and r[2] == "?"], rows
+    state = [r for r in rows if r[0] in ("16-bit weights", "Gradients", "FP32 master weights",
+                                         "Adam moments")]
+    assert len(state) == 4 and all(r[2] == "?" for r in state), state
+    commit_guess(page, 1)
+    rows = page.evaluate(LEDGER_ROWS)
+    assert len(rows) == len(itemised) + len(body["ledger"]["copies"]), rows
+    assert ["FP8 weight copies", "0 GB", fmt_bytes(led["fp8_weights"])] in rows, rows
+    assert ["Gradients", fmt_bytes(base["gradients"]), fmt_bytes(led["gradients"])] in rows
