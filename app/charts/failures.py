@@ -252,8 +252,9 @@ def _step_words(points, inp) -> str:
     points), ideal 1/GPUs scaling elsewhere (open points), or ideal everywhere."""
     timed = [p.gpus for p in points if p.step_timed]
     if not timed:
-        return (f"Each step is ideal, {inp.step_s:.3g} s × {inp.step_gpus:,} ÷ GPUs: EP08's "
-                "engine times only Llama 3's job, so the days err low for big jobs.")
+        return (f"Each step is {inp.step_s:.3g} s × {inp.step_gpus:,} ÷ GPUs, ideal away from "
+                f"{inp.step_gpus:,} GPUs: the lab times other sizes on EP08's engine only for "
+                "Llama 3's job, so the days err low for big jobs.")
     rest = [p.gpus for p in points if not p.step_timed]
     words = (f"Filled points: the step EP08's engine times on Llama 3's layout and batch, "
              f"{min(timed):,} to {max(timed):,} GPUs")

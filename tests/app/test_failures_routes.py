@@ -512,7 +512,8 @@ def test_round10_the_scale_chart_draws_the_engines_step_and_ideal_only_past_it(c
         "failures-scale"]
     assert all(s == "circle-open" for s in other["data"][0]["marker"]["symbol"])
     assert "ideal steps: 1/GPUs" in [a["text"] for a in other["layout"]["annotations"]]
-    assert "EP08's engine times only Llama 3's job" in other["summary"]
+    assert ("ideal away from 16,384 GPUs: the lab times other sizes on EP08's engine only for "
+            "Llama 3's job") in other["summary"]
 
 
 def test_round10_the_more_or_faster_decide_is_the_charts_own_figure_at_a_state_no_link_draws(
