@@ -696,6 +696,9 @@ def test_round_11_step_5_charges_the_busiest_gpu_and_draws_on_the_timeline(clien
     assert (f"{per_token / 1e3:.0f} KB a token (GLM-4-9B's {m.layers} layers × {m.kv_heads} KV "
             f"heads × {m.head_dim} numbers × 2, keys and values, × 2 B)") in five
     assert "DeepSeek-V3 report (arXiv:2412.19437, section 3.4)" in five
+    share = 100 * four["prefill_s"] / f["r1_sep4"]["api"]["rollout_seconds"]
+    assert (f"Three engines decode what four did, each with more requests, and the prefill "
+            f"taken off them was {share:.1f}% of their rollout.") in five
 
 
 def test_round_11_step_3_prices_slimes_cache_from_its_fp8_weights(client):
