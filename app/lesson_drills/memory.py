@@ -1,5 +1,8 @@
 """EP01's predict and decide drills (``LESSON_DRILLS["memory"]``)."""
 
+import math
+
+from app.charts.units import fmt_bytes
 from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import gb
@@ -28,6 +31,14 @@ def _b(params: float) -> str:
 P405, H200 = get_model("llama-3.1-405b").params, get_gpu("h200").memory_bytes
 H200_SHARDS = 64
 _DRILL_STATE = {"model": "llama-3.1-405b", "gpu": "h200", "dp": H200_SHARDS, "zero": 3}
+# EP01's decide drill: the 8B on one H100, four single changes that EP01 teaches, of which
+# only serving it fits (round-12 cold reading, finding 7: the TP/PP decide it asked before
+# turned on EP04-EP05 and is EP05's check now, app/lesson_drills/pipeline.py).
+P8, H100 = get_model("llama-3.1-8b").params, get_gpu("h100-sxm").memory_bytes
+_FIT = {"model": "llama-3.1-8b", "recipe": "adam18"}
+FIT_STATES = {"adam16": {**_FIT, "recipe": "adam16"}, "full": {**_FIT, "recompute": "full"},
+              "half": {**_FIT, "seq_len": 2048},
+              "int8": {**_FIT, "mode": "infer", "recipe": "int8"}}
 
 
 def _state_405b_whole() -> float:
@@ -69,39 +80,36 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     "GB are."),
         )),
     decide(
-        "memory-decide-cut",
-        "Llama 3.1 70B does not fit on one H100. Which single change cuts the bytes each "
-        "GPU holds the most?",
+        "memory-decide-fit",
+        f"Llama 3.1 8B ({_b(P8)} parameters) does not train on one H100 "
+        f"({H100 / 1e9:.0f} GB) in the 18-byte recipe, on one 4,096-token sequence with "
+        "selective recomputation. Which single change makes what it runs fit?",
         "memory", "total_bytes",
-        (("zero1", "Data parallelism over 8 GPUs with ZeRO-1", {"dp": 8, "zero": 1},
-          lambda a: "ZeRO-1 shards only the 12 bytes of optimizer state: "
-                    f"4 B × {_b(a['params'])} + 12 B × {_b(a['params'])} ÷ 8 = "
-                    f"{gb(_state(a))} of state, and all {gb(_rest(a))} of activations stay "
-                    "on every GPU: {value} per GPU."),
-         # The label says what sequence parallelism does: EP01 has not defined it, and a
-         # choice's label takes no inline definition (round-5 reading, EP01 item 5).
-         ("tp8", "Tensor parallelism over 8 GPUs, its norms split along the sequence too",
-          {"tp": 8, "sp": True},
-          lambda a: "TP divides every weight matrix by 8, so the state falls to "
-                    f"{gb(_state(a))}, and with the norms split along the sequence it "
-                    f"divides the activations too, to {gb(_rest(a))}: {{value}} per GPU."),
-         ("full", "Full activation recomputation", {"recompute": "full"},
-          lambda a: f"Recomputation shrinks only the activations, to {gb(_rest(a))}; the "
-                    f"16 B × {_b(a['params'])} = {gb(_state(a))} of state stays whole: "
-                    "{value} per GPU."),
-         ("pp8", "Pipeline parallelism over 8 GPUs, 8 micro-batches a step",
-          {"pp": 8, "microbatches": 8},
-          lambda a: "PP divides the state too: the first stage's "
-                    f"{a['stage_layers'][a['heaviest_stage']]} layers and the embedding hold "
-                    f"{gb(_state(a))}. But that stage keeps "
-                    f"{a['stage_in_flight'][a['heaviest_stage']]:.0f} micro-batches of its "
-                    f"layers' activations in flight, {gb(_rest(a))}: {{value}} on the "
-                    "heaviest GPU.")),
-        best="min", fmt=gb,
-        solution="{best}. TP8 {tp8}, PP8 {pp8}, ZeRO-1 {zero1}, full recomputation "
-                 "{full}. TP and PP both divide the state by about 8; TP with the sequence "
-                 "split divides the activations as well, where PP's first stage holds p "
-                 "micro-batches of its layers' activations.",
-        reveals=("TP divides every weight matrix",
-                 "TP with the sequence split divides the activations as well")),
+        (("adam16", "The 16-byte recipe: bf16 gradients", FIT_STATES["adam16"],
+          lambda a: "Two bytes fewer a parameter still leave "
+                    f"16 B × {_b(a['params'])} = {gb(_state(a))} of state, over the "
+                    f"{H100 / 1e9:.0f} GB before any activation: {{value}}."),
+         ("full", "Full activation recomputation", FIT_STATES["full"],
+          lambda a: "Recomputation shrinks only the activations, to "
+                    f"{gb(a['breakdown']['activations'])}; the 18 B × {_b(a['params'])} = "
+                    f"{gb(_state(a))} of state stays whole: {{value}}."),
+         ("half", "Sequences of 2,048 tokens, half as long", FIT_STATES["half"],
+          lambda a: f"Half the tokens halve the activations and logits, to {gb(_rest(a))}; "
+                    f"the {gb(_state(a))} of state does not depend on the tokens: {{value}}."),
+         ("int8", "Serve it with int8 weights instead of training it",
+          FIT_STATES["int8"],
+          lambda a: "Serving keeps no gradients and no optimizer state: 1 B × "
+                    f"{_b(a['params'])} = {gb(a['breakdown']['weights'])} of weights, and "
+                    "with a KV cache and workspace for one sequence it fits the "
+                    f"{H100 / 1e9:.0f} GB: {{value}}.")),
+        # Three figures: at one decimal 148.9 GB would hold the right option's 8.9 GB.
+        best="min", fmt=fmt_bytes,
+        solution=lambda found: (
+            "{best}. Training holds its state whatever the activations: even the 16-byte "
+            f"recipe's 16 B × {_b(P8)} = {gb(16 * P8)} is over {H100 / 1e9:.0f} GB before a single "
+            "activation, so the 16-byte recipe ({adam16}), full recomputation ({full}) "
+            "and 2,048 tokens ({half}) all stay over it; training it needs at least "
+            f"{math.ceil(16 * P8 / H100)} GPUs (step 5). Serving drops the gradients and "
+            "the optimizer: {int8}."),
+        reveals=("Serving keeps no gradients",)),
 )

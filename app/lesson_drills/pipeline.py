@@ -2,7 +2,8 @@
 
 from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
-from app.lesson_drills.units import pct
+from app.lesson_drills.memory import _b, _rest, _state
+from app.lesson_drills.units import gb, pct
 from labs.model.presets import get_model
 
 _L70, _SEQ, _TP = get_model("llama-3.1-70b"), 4096, 8  # the memory panel's plan
@@ -86,4 +87,44 @@ DRILLS: tuple[Drill | Decide, ...] = (
                  "micro-batches {m16}, GPipe {gpipe}. (p − 1)/(m + p − 1) with p = 4: "
                  "3/11 at m = 8, 3/19 at m = 16.",
         reveals=("it fills the idle slots",)),
+    # EP01's decide until round 12 (cold reading of EP01-EP02, finding 7): its answer turns on
+    # TP's sequence split dividing the activations and on PP's first stage holding p
+    # micro-batches in flight, which EP04 and EP05 teach, so it is EP05's check; its id, and
+    # so its URL /api/drills/memory-decide-cut, is kept.
+    decide(
+        "memory-decide-cut",
+        "Llama 3.1 70B does not fit on one H100. Which single change cuts the bytes each "
+        "GPU holds the most?",
+        "memory", "total_bytes",
+        (("zero1", "Data parallelism over 8 GPUs with ZeRO-1", {"dp": 8, "zero": 1},
+          lambda a: "ZeRO-1 shards only the 12 bytes of optimizer state: "
+                    f"4 B × {_b(a['params'])} + 12 B × {_b(a['params'])} ÷ 8 = "
+                    f"{gb(_state(a))} of state, and all {gb(_rest(a))} of activations stay "
+                    "on every GPU: {value} per GPU."),
+         # The label says what sequence parallelism does: EP01 has not defined it, and a
+         # choice's label takes no inline definition (round-5 reading, EP01 item 5).
+         ("tp8", "Tensor parallelism over 8 GPUs, its norms split along the sequence too",
+          {"tp": 8, "sp": True},
+          lambda a: "TP divides every weight matrix by 8, so the state falls to "
+                    f"{gb(_state(a))}, and with the norms split along the sequence it "
+                    f"divides the activations too, to {gb(_rest(a))}: {{value}} per GPU."),
+         ("full", "Full activation recomputation", {"recompute": "full"},
+          lambda a: f"Recomputation shrinks only the activations, to {gb(_rest(a))}; the "
+                    f"16 B × {_b(a['params'])} = {gb(_state(a))} of state stays whole: "
+                    "{value} per GPU."),
+         ("pp8", "Pipeline parallelism over 8 GPUs, 8 micro-batches a step",
+          {"pp": 8, "microbatches": 8},
+          lambda a: "PP divides the state too: the first stage's "
+                    f"{a['stage_layers'][a['heaviest_stage']]} layers and the embedding hold "
+                    f"{gb(_state(a))}. But that stage keeps "
+                    f"{a['stage_in_flight'][a['heaviest_stage']]:.0f} micro-batches of its "
+                    f"layers' activations in flight, {gb(_rest(a))}: {{value}} on the "
+                    "heaviest GPU.")),
+        best="min", fmt=gb,
+        solution="{best}. TP8 {tp8}, PP8 {pp8}, ZeRO-1 {zero1}, full recomputation "
+                 "{full}. TP and PP both divide the state by about 8; TP with the sequence "
+                 "split divides the activations as well, where PP's first stage holds p "
+                 "micro-batches of its layers' activations.",
+        reveals=("TP divides every weight matrix",
+                 "TP with the sequence split divides the activations as well")),
 )

@@ -432,7 +432,8 @@ def test_round_6_item_1_the_cut_decide_says_pp_divides_the_state_too():
     layers' activations; TP8 divides the state and, with the sequence split, the activations;
     ZeRO-1 only the 12 bytes of optimizer state; recomputation only the activations."""
     from app.labkit.drills import check_drill, lab_value
-    from app.lesson_drills.memory import DRILLS, _rest, _state
+    from app.lesson_drills.memory import _rest, _state
+    from app.lesson_drills.pipeline import DRILLS  # EP05's check since round 12
     from app.lesson_drills.units import gb
 
     drill = next(d for d in DRILLS if d.id == "memory-decide-cut")
@@ -456,3 +457,97 @@ def test_round_6_item_1_the_cut_decide_says_pp_divides_the_state_too():
     assert "only a cut of the weights" not in solution and "PP's first stage holds p" in solution
     told = check_drill(drill, "pp8", attempt=1, hide_answers=True)["message"]
     assert "divides all four kinds" not in told and told == "Not that one. " + why
+
+
+def _step(page: str, n: int) -> str:
+    """Step n's section of a lesson page, its tags stripped."""
+    section = re.search(rf'<section class="step" id="step-{n}".*?</section>', page, re.S)[0]
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", section)).replace("&#39;", "'")
+
+
+def test_round_12_ep01s_decide_is_made_from_ep01_alone(client):
+    """Round-12 cold reading of EP01, finding 7: EP01's decide (70B: ZeRO-1, TP8 with the
+    sequence split, full recomputation or PP8?) turned on TP's sequence split and PP's
+    in-flight micro-batches, which EP04-EP05 teach. EP01 now asks which single change EP01
+    teaches makes the 8B fit on one H100: the engine runs every option, exactly one fits, and
+    it is the one judged right. The old drill is EP05's check, at its old URL."""
+    from app.episodes import BY_LAB
+    from app.labkit import VIEWS
+    from app.labkit.drills import check_drill, lab_value
+    from app.lesson_drills.memory import FIT_STATES
+
+    ids = {name: [d.id for d in VIEWS[name].drills] for name in ("memory", "pipeline")}
+    assert "memory-decide-fit" in ids["memory"] and "memory-decide-cut" not in ids["memory"]
+    assert "memory-decide-cut" in ids["pipeline"]
+    drill = next(d for d in VIEWS["memory"].drills if d.id == "memory-decide-fit")
+    answers = {key: lab_value("memory", FIT_STATES[key], lambda a: a) for key in FIT_STATES}
+    fits = [key for key, answer in answers.items() if answer["fits"]]
+    judged = {o.key: o for o in drill.judge()}
+    assert fits == [k for k, o in judged.items() if o.right] == ["int8"]
+    for key, option in judged.items():  # each option's why quotes the engine's figure
+        assert fmt_bytes(answers[key]["total_bytes"]) in option.why, key
+    base = lab_value("memory", {"model": "llama-3.1-8b", "recipe": "adam18"}, lambda a: a)
+    assert not base["fits"]
+    state = 16 * base["params"]  # even the 16-byte recipe's state is over the H100
+    assert state > base["gpu_memory_bytes"] and f"{state / 1e9:,.1f} GB" in drill.solution()
+    ep01, ep05 = (client.get(BY_LAB[name].path).text for name in ("memory", "pipeline"))
+    assert 'id="drill-memory-decide-fit"' in ep01 and "drill-memory-decide-cut" not in ep01
+    assert 'id="drill-memory-decide-cut"' in ep05
+    old = client.get("/api/drills/memory-decide-cut", params={"answer": "tp8"})
+    assert old.status_code == 200 and old.json()["status"] == "right"
+    assert check_drill(drill, "int8", attempt=1, hide_answers=True)["status"] == "right"
+
+
+def test_round_12_step_1_asks_what_step_1_lets_a_student_reason(client):
+    """Round-12 cold reading of EP01, finding 8: step 1 asked the 8B's bill as a number of
+    times its weights (9.3x), which needs step 2's 16 bytes and step 3's activations, and its
+    why quoted 149 GB with no working. It asks the order of magnitude now (a choice, the right
+    one the engine's ratio rounded), and the why adds the bill up from steps 2 and 3."""
+    from app.episodes import BY_LAB
+
+    page = client.get(BY_LAB["memory"].path).text
+    form = re.search(r'<form class="predict-form" data-predict="memory-1"[^>]*>', page)[0]
+    assert 'data-right="right"' in form
+    api = client.get("/api/memory", params={"model": "llama-3.1-8b"}).json()
+    ratio = api["total_bytes"] / api["breakdown"]["weights"]
+    step = _step(page, 1)
+    assert f"About {ratio:.0f}×" in step
+    bill = (fmt_bytes(api["state_bytes"]), fmt_bytes(api["breakdown"]["activations"]),
+            fmt_bytes(api["breakdown"]["embedding_and_logits"]), fmt_bytes(api["total_bytes"]))
+    assert all(figure in step for figure in bill), bill
+    assert "34 × 4,096 tokens × 4,096" in step and "128,256 vocabulary entries" in step
+    assert f"{ratio:.1f} times its weights" in step
+
+
+def test_round_12_the_driver_memory_is_compared_each_way_round(client):
+    """Round-12 cold reading of EP01, finding 9: 81,559 MiB = 85.52 GB is 6.9% more than the
+    lab's 80 GB, and 80 GB is 6.5% less than it; the page said 'about 6%' both times."""
+    from app.episodes import BY_LAB
+
+    page = client.get(BY_LAB["memory"].path).text
+    driver = int(re.search(r"([\d,]+) MiB", _step(page, 1))[1].replace(",", "")) * 2**20
+    assert f"{100 * (1 - 80e9 / driver):.1f}% less" == "6.5% less" in _step(page, 1)
+    assert f"{100 * (driver / 80e9 - 1):.1f}% more" == "6.9% more" in _step(page, 5)
+    assert "about 6%" not in page
+
+
+def test_round_12_step_2_states_the_logits_formula_and_the_vocabulary(client):
+    """Round-12 cold reading of EP01, finding 10: step 2 quoted the 70B's 2.27 GB of logits
+    with no formula, and the vocabulary (128,256) was on no step. The step works it now: fp32
+    logits 4·s·v, the final norm's 4·s·h and the token ids (and any embedding mask the engine
+    keeps), summing to the engine's embedding_and_logits."""
+    from app.episodes import BY_LAB
+    from app.routers.memory import facts
+    from labs.model.presets import get_model
+
+    page = client.get(BY_LAB["memory"].path).text
+    step = _step(page, 2)
+    api = client.get("/api/memory").json()
+    model = get_model("llama-3.1-70b")
+    logits, norm = 4 * 4096 * model.vocab, 4 * 4096 * model.hidden
+    assert f"4 × 4,096 × {model.vocab:,} = {fmt_bytes(logits)}" in step
+    assert f"4 × 4,096 × {model.hidden:,} = {fmt_bytes(norm)}" in step
+    assert f"in all {fmt_bytes(api['breakdown']['embedding_and_logits'])}" in step
+    terms = facts()["logits"]["l70"]["terms"]
+    assert terms["logits"] == logits and terms["norm"] == norm
+    assert sum(terms.values()) == api["breakdown"]["embedding_and_logits"]

@@ -40,11 +40,12 @@ def test_a_number_guess_is_said_back_and_show_me_opens_without_one(page):
     expect(beat.locator(".predict-said")).to_contain_text("Your guess: 6.5 TB")
     # Said back beside the lab's figure, with the gap (round-5 reading, EP01 item 7).
     expect(beat.locator(".predict-said")).to_contain_text("the lab: 6.49 TB (spot on)")
-    first = page.locator("#predict-memory-1")
-    first.locator("input[name=guess]").fill("8")
-    first.locator("input[name=guess]").press("Enter")
-    expect(first.locator(".predict-said")).to_contain_text(
-        "Your guess: 8 ×; the lab: 9.3× (you were 14% low).")
+    # Step 1 asks a choice since round 12 (finding 8); step 4 still asks a number.
+    kv = page.locator("#predict-memory-4")
+    kv.locator("input[name=guess]").fill("80")
+    kv.locator("input[name=guess]").press("Enter")
+    expect(kv.locator(".predict-said")).to_contain_text(
+        "Your guess: 80 GB; the lab: 85.9 GB (you were 7% low).")
     assert beat.locator("details.why").evaluate("d => d.open") is True
     other = page.locator("#predict-memory-5 details.why")
     other.locator("summary").click()
