@@ -36,12 +36,29 @@ LINE_CLEARANCE = 0.12
 # whole, the crossover chart at a ZeRO-3 state, their tables' ZeRO-3 cells, the readout and the
 # crossover note at a ZeRO-3 state) waits on the lesson for that step's guess.
 TRAFFIC_STEP = "step-4"
-TRAFFIC_MASK = "ZeRO-3's traffic shows once step 4 is guessed."
+# And the step that asks how much of it is exposed on Ethernet: at a state where ZeRO-3 exposes
+# some (the bad case's Ethernet), its times against the compute give that answer.
+EXPOSED_STEP = "step-5"
+TRAFFIC = "ZeRO-3's traffic"
 
 
-def owned(figure: dict, steps: tuple[str, ...], mask: str) -> dict:
+def traffic_keys(result) -> tuple[str, ...]:
+    """The steps whose answers ZeRO-3's traffic at this state gives (lab.js masks keyed by
+    them): step 4's always, step 5's where ZeRO-3 exposes some of it."""
+    return (TRAFFIC_STEP,) + ((EXPOSED_STEP,) if result.traffic[3].exposed_seconds else ())
+
+
+def held_text(what: str, steps: tuple[str, ...]) -> str:
+    """What a held figure says until its steps are guessed: "… shows once steps 4 and 5 are
+    guessed." """
+    numbers = " and ".join(step.removeprefix("step-") for step in steps)
+    return (f"{what} shows once step {numbers} is guessed." if len(steps) == 1 else
+            f"{what} shows once steps {numbers} are guessed.")
+
+
+def owned(figure: dict, steps: tuple[str, ...], what: str = TRAFFIC) -> dict:
     """The figure veiled whole on a lesson page until each of ``steps`` is guessed (lab.js,
-    layout.meta.owners: each step owns every trace and label, its summary read as ``mask``);
+    layout.meta.owners: each step owns every trace and label, its summary read as held_text);
     elsewhere (the playground, an embed) drawn as it is."""
     if not steps:
         return figure
@@ -49,7 +66,7 @@ def owned(figure: dict, steps: tuple[str, ...], mask: str) -> dict:
     meta = layout.get("meta") or {}
     everything = {"traces": list(range(len(figure["data"]))),
                   "annotations": list(range(len(layout.get("annotations", [])))),
-                  "summary": [figure["summary"], mask]}
+                  "summary": [figure["summary"], held_text(what, steps)]}
     layout["meta"] = {**meta, "masked": meta.get("masked", {}),
                       "owners": [{"step": step, **everything} for step in steps]}
     return figure
@@ -176,7 +193,7 @@ def traffic_figure(result) -> dict:
             f"send {fmt_bytes(plain)} each, ZeRO-3 "
             f"{fmt_bytes(full)}; time on the link is printed over each bar"
         ),
-    }, (TRAFFIC_STEP,), TRAFFIC_MASK)
+    }, traffic_keys(result))
 
 
 def overlap_figure(result) -> dict:
@@ -210,7 +227,8 @@ def overlap_figure(result) -> dict:
                         f"{fmt_ms(chosen.seconds)} on the link<br>"
                         f"{fmt_ms(chosen.exposed_seconds)} exposed",
                         xanchor="left" if at < 2 else "right", yshift=6)
-    # ZeRO-3's time on the link beside plain DP's is step 4's answer: held until its guess.
+    # ZeRO-3's time on the link beside plain DP's is step 4's answer, and where it is exposed,
+    # step 5's: held until their guesses.
     return owned({
         "data": data,
         "layout": base_layout(
@@ -224,7 +242,7 @@ def overlap_figure(result) -> dict:
             f"{fmt_ms(compute)} of compute; {fmt_ms(chosen.exposed_seconds)} is exposed, so a "
             f"step takes {fmt_ms(result.step_seconds)}"
         ),
-    }, (TRAFFIC_STEP,), TRAFFIC_MASK)
+    }, traffic_keys(result))
 
 
 def recompute_figure(result) -> dict:

@@ -10,14 +10,15 @@ from pydantic import Field
 from app.charts.crossover import crossover_figure
 from app.charts.zero import (
     STAGE_NAMES,
-    TRAFFIC_MASK,
-    TRAFFIC_STEP,
+    TRAFFIC,
+    held_text,
     memory_figure,
     offload_figure,
     overlap_figure,
     owned,
     recompute_figure,
     traffic_figure,
+    traffic_keys,
 )
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
@@ -62,6 +63,12 @@ from labs.zero.published import (
 router = APIRouter()
 
 DP_OPTIONS = tuple(2**k for k in range(0, 11))  # 1 ... 1,024 replicas
+# The link step 9 asks ZeRO-3's T* on (and step 5 its exposure): on it, any stage's T* gives
+# step 9's answer (the bad case's plain DP: 15,966 tokens, x 1.5 for ZeRO-3), so the crossover
+# there waits for step 9's guess.
+ETHERNET = "eth-25g"
+T_STAR_STEP = "step-9"
+CROSSOVER = "This crossover"  # what its held figures say meanwhile
 GPUS_PER_NODE_OPTIONS = (1, 2, 4, 8, 72)
 
 
@@ -181,8 +188,16 @@ def crossover_chart(result: ZeroResult) -> dict:
                               c.sweep, f"ZeRO-{result.input.zero} communication",
                               result.input.dp, hidden=c.hidden_tokens,
                               exposed_s=result.chosen_traffic.exposed_seconds)
-    # At a ZeRO-3 state its communication line and T* give ZeRO-3's time: step 4's answer.
-    return owned(figure, (TRAFFIC_STEP,) if result.input.zero == 3 else (), TRAFFIC_MASK)
+    return owned(figure, crossover_keys(result), CROSSOVER)
+
+
+def crossover_keys(result: ZeroResult) -> tuple[str, ...]:
+    """The steps whose answers the crossover at this state gives: at a ZeRO-3 state its
+    communication is ZeRO-3's traffic (traffic_keys); across nodes on step 9's Ethernet its
+    T* is step 9's answer, or a factor of 1.5 from it."""
+    inp = result.input
+    keys = traffic_keys(result) if inp.zero == 3 else ()
+    return keys + ((T_STAR_STEP,) if inp.link == ETHERNET and inp.nodes > 1 else ())
 
 
 @lru_cache(maxsize=1)
@@ -210,8 +225,8 @@ def facts() -> dict:
         # was one division of the opening chart's two bars away).
         "g175_z0": state(model="gpt-3-175b", dp=32, zero=0),
         "g175_z3": state(model="gpt-3-175b", dp=32, zero=3),
-        "eth": state(dp=32, zero=3, link="eth-25g"),
-        "eth_z0": state(dp=32, zero=0, link="eth-25g"),
+        "eth": state(dp=32, zero=3, link=ETHERNET),
+        "eth_z0": state(dp=32, zero=0, link=ETHERNET),
         # Steps 3-8 ask states the opening bench (70B, ZeRO-3 on 32, 4,096 tokens, InfiniBand)
         # does not print: longer sequences, Ethernet, one GPU on PCIe 5.0, 405B (issue 36).
         "l70_z3_8k": state(dp=32, zero=3, seq_len=8192),
@@ -276,7 +291,9 @@ def extra_context(state) -> dict:
         "seq_options": with_value(SEQ_LENGTHS, query.seq_len),
         "stage_names": STAGE_NAMES,
         "fsdp_names": FSDP_NAMES,
-        "traffic_step": TRAFFIC_STEP, "traffic_mask": TRAFFIC_MASK,  # ZeRO-3's, till step 4
+        # What waits for which step's guess: ZeRO-3's traffic, and the crossover.
+        "traffic_keys": traffic_keys(state.result), "crossover_keys": crossover_keys(state.result),
+        "held_text": held_text, "traffic": TRAFFIC, "crossover_what": CROSSOVER,
         "mfu": achieved_mfu(state.result.input, state.result.compute_seconds),
         "published_fall": fall(), "fall_shown": share_shown(fall()),
         "eq3_flops": hardware_flops_per_step(),
@@ -303,7 +320,7 @@ def drill_answer() -> float:
 _GOOD = {"model": "llama-3.1-70b", "dp": 32, "zero": 3, "recompute": "full"}
 # The bad case on 64 GPUs: on 32 it drew step 5's answer (ZeRO-3's exposed ms on Ethernet,
 # the overlap chart's fourth bar) one click before the guess (test_answers_hidden).
-_BAD = {"model": "llama-3.1-70b", "dp": 64, "zero": 0, "link": "eth-25g"}
+_BAD = {"model": "llama-3.1-70b", "dp": 64, "zero": 0, "link": ETHERNET}
 
 
 VIEW = LabView(

@@ -704,3 +704,29 @@ def test_round_10_zero3s_traffic_waits_for_step_4s_guess(client):
     after = screen(client, path, ids, "step-5", html)
     assert all(printed(n, u, after) for n, u in zero3(path)), zero3(path)
     assert "3(D−1)/D" in after
+
+
+def test_the_bad_case_holds_steps_5_and_9s_answers_until_their_guesses(client):
+    """The bad case (plain DP on 64 GPUs over 25 Gb/s Ethernet) is one click away at every
+    step. Its overlap chart and table drew ZeRO-3 there, 14.4 s of 17.4 s exposed: step 5's
+    'most of it' (on 32 GPUs, 14.1 of 17.1 s); and its crossover printed plain DP's T* on that
+    Ethernet, 15,966 tokens, 1.5 times which is step 9's 23,568 ('over 20,000'). Each waits
+    for its step's guess; after it, the bad case prints it."""
+    from app.charts.crossover import tokens
+    from tests.app.test_answers_hidden import case_urls, printed, screen
+    from tests.app.test_step_beats import steps
+
+    html = client.get("/episodes/zero").text
+    ids = [step_id for step_id, _ in steps(html)]
+    bad = next(url for url in case_urls(html) if "eth-25g" in url)
+    body = client.get("/api/zero?" + bad.partition("?")[2]).json()
+    zero3 = body["traffic"][3]
+    assert zero3["exposed_seconds"] > zero3["seconds"] / 2  # most of it: step 5's answer
+    step5 = [tuple(fmt_ms(zero3[k]).split(" ")) for k in ("exposed_seconds", "seconds")]
+    step9 = [(tokens(body["crossover"]["crossover_tokens"]), "tokens")]
+    assert 1.5 * body["crossover"]["crossover_tokens"] > 20_000  # step 9's right choice
+    for guessing, said in (("step-5", step5), ("step-9", step9)):
+        before = screen(client, bad, ids, guessing, html)
+        assert not [f for f in said if printed(*f, before)], (guessing, said)
+        after = screen(client, bad, ids, ids[ids.index(guessing) + 1], html)
+        assert all(printed(*f, after) for f in said), (guessing, said)
