@@ -170,7 +170,8 @@ def _stage_bill(inp: MemoryInput, sp: StageParams, r: Recipe) -> StageBill:
             *common, dense_layers=sp.dense_layers, moe_layers=sp.moe_layers, **kw)
         shape = (m, inp.seq_len, inp.micro_batch, inp.tp, inp.cp, inp.sequence_parallel)
         if sp.first:
-            bill["embedding_and_logits"] += held * embedding_activation_bytes(*shape)
+            bill["embedding_and_logits"] += held * embedding_activation_bytes(
+                *shape, activation_model=inp.activation_model)
         if sp.last:
             # The loss's backward starts right after its forward, except in GPipe.
             logits_held = mb if CATALOGUE[inp.schedule].holds_all_logits and p > 1 else 1

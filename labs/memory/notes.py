@@ -86,8 +86,12 @@ def _activation_notes(inp: MemoryInput, bills: Sequence[StageBill]) -> list[str]
                      "by TP." if inp.sequence_parallel else
                      "Sequence parallelism is off: norms, dropout masks and layer inputs "
                      "(10·s·b·h of the 34) stay whole on every TP rank (Korthikanti Table 2).")
-    notes.append("Token ids and the embedding dropout mask are counted on the first stage, "
-                 "the final norm output and fp32 logits (4·s·b·h + 4·s·b·vocab) on the last.")
+    mask = m.dropout or inp.activation_model == "megatron"
+    notes.append(("Token ids and the embedding dropout mask (8·s·b + s·b·h) are counted"
+                  if mask else f"Token ids (8·s·b; {m.name} trains without dropout, so no "
+                  "embedding dropout mask) are counted")
+                 + " on the first stage, the final norm output and fp32 logits "
+                 "(4·s·b·h + 4·s·b·vocab) on the last.")
     return notes
 
 

@@ -24,8 +24,9 @@ Sources:
   narrow them for grouped-query attention). Its no-SP split (10 replicated, 8 + 4·ffn/h by
   TP) follows ``compute_activation_memory_without_sp`` (10 + 24/t when ffn = 4h).
 - embedding and output: the same Megatron file: 8·s·b bytes of token ids and s·b·h of
-  embedding dropout mask per micro-batch on the first stage; 4·s·b·h·(1 + v/h) for the
-  final norm's output and the fp32 logits on the last stage.
+  embedding dropout mask per micro-batch on the first stage (the mask only for a model trained
+  with dropout, except in the ``megatron`` estimate, whose formula always counts it);
+  4·s·b·h·(1 + v/h) for the final norm's output and the fp32 logits on the last stage.
 - the linear layers' saved inputs (``gemm_input_bytes_per_layer``), the part a low-precision
   recipe saves in FP8 (``gemm_inputs`` of ``activation_bytes_per_layer``): of Korthikanti's
   terms, the QKV projection's input (2sbh, the first norm's output), the output
@@ -198,11 +199,16 @@ def layers_activation_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1
 
 
 def embedding_activation_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1,
-                               tp: int = 1, cp: int = 1, sp: bool | None = None) -> float:
-    """First stage, per micro-batch: token ids (8·s·b) and the embedding dropout mask (s·b·h)."""
+                               tp: int = 1, cp: int = 1, sp: bool | None = None, *,
+                               activation_model: str = "classic") -> float:
+    """First stage, per micro-batch: token ids (8·s·b) and the embedding dropout mask (s·b·h),
+    which a model trained without dropout does not keep (``ModelSpec.dropout``; Megatron-LM's
+    embedding dropout is its --hidden-dropout). Megatron-LM's estimate (``megatron``) counts the
+    mask whatever the dropout, as its formula does."""
     sp = tp > 1 if sp is None else sp
     s = seq_len / cp
-    return (8 * s * micro_batch + s * micro_batch * model.hidden) / (tp if sp else 1)
+    mask = model.hidden if model.dropout or activation_model == "megatron" else 0
+    return (8 * s * micro_batch + s * micro_batch * mask) / (tp if sp else 1)
 
 
 def output_activation_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1,

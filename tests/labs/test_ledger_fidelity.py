@@ -125,10 +125,18 @@ def test_megatron_activation_model_for_moe_layers():
 
 def test_embedding_and_logits_on_their_stages():
     one = ledger()  # a single stage holds both
-    emb = 8 * 4096 + 4096 * 8192
+    # Token ids only: Llama trains without dropout, so no s·b·h embedding dropout mask
+    # (round-12 cold reading of EP01, finding 10); Megatron-LM's estimate counts it anyway.
+    emb = 8 * 4096
     out = 4 * 4096 * 8192 + 4 * 4096 * L70.vocab
     assert one.breakdown["embedding_and_logits"] == emb + out
     assert one.breakdown["activations"] == 34 * 4096 * 8192 * 80  # the seed figure unchanged
+    megatron = ledger(activation_model="megatron").breakdown["embedding_and_logits"]
+    assert megatron == emb + 4096 * 8192 + out
+    gpt = ledger(get_model("gpt-3-175b"), seq_len=2048).breakdown["embedding_and_logits"]
+    assert gpt == 8 * 2048 + 2048 * 12288 + 4 * 2048 * 12288 + 4 * 2048 * 50257
+    notes = " ".join(ledger().assumptions)
+    assert "trains without dropout, so no embedding dropout mask" in notes
 
 
 def test_notes_name_the_choices():
