@@ -55,6 +55,7 @@ COPY_KEYS = ("fp8_weights", "scaling_state")
 # its bytes per parameter times the parameters a GPU holds, masked with its step's answer.
 STATE_KEYS = ("weights", *COPY_KEYS, "gradients", "master_weights", "optimizer_moments")
 COPY_NAMES = {LEDGER[k][0] for k in COPY_KEYS}
+STATE_NAMES = {LEDGER[k][0] for k in STATE_KEYS}
 # The EP10 step whose guess a recipe's figures answer, keyed by the state drawn, not by the
 # chart (issue 36, round-9 cold reading, finding 3: step 1's guess lifted the bytes chart, so
 # the Recipe menu then drew steps 3, 5 and 6's bytes per parameter before their guesses).
@@ -165,17 +166,24 @@ def ledger_figure(result) -> dict:
         f", {short_recipe(led.recipe)} {fmt_bytes(led.total_bytes)}, "
         + (f"{fmt_bytes(diff)} more" if diff > 0 else f"{fmt_bytes(-diff)} less"))
     copies = [i for i, t in enumerate(data) if t["name"] in COPY_NAMES]
-    if copies:
-        # Its total waits too: less the parts drawn, it is the copies' bytes (round-9 cold
-        # reading, finding 9: 51.4 GB, 5.51 GB less than BF16's 56.9 GB, beside 7.52 GB of
-        # activations saved in FP8, gave step 1's 2.01 GB).
+    # The recipe's other state on its bar (16-bit weights, gradients, master, moments) waits
+    # too, as the table masks it (issue 36, EP10): at step 5's state its fp32 gradients and
+    # bf16 moments beside BF16's drew what step 5 asks; at step 1's, hovered, they read as
+    # BF16's, "the same". BF16's bar, the question's 16 bytes, stays drawn.
+    state = [[i, len(bars) - 1] for i, t in enumerate(data)
+             if t["name"] in STATE_NAMES and i not in copies]
+    step = recipe_step(led.recipe) if len(bars) > 1 else None
+    if step and (copies or state):
+        # Its total waits with the copies: less the parts drawn, it is the copies' bytes
+        # (round-9 cold reading, finding 9: 51.4 GB, 5.51 GB less than BF16's 56.9 GB, beside
+        # 7.52 GB of activations saved in FP8, gave step 1's 2.01 GB).
         # Their legend names wait too ("FP8 weight copies": what the state keeps besides
         # BF16's; round-11 cold reading of EP09-EP10, finding 3).
-        step = recipe_step(led.recipe)
-        layout["meta"] = {"masked": {}, "partly": True, "owners": [{
-            "step": step, "traces": copies,
-            "summary": [against, f", {short_recipe(led.recipe)} ? per GPU"]}],
-            "names": {str(i): f"? ({step.replace('-', ' ')})" for i in copies}}
+        owner = {"step": step, "traces": copies, "points": state}
+        if copies:
+            owner["summary"] = [against, f", {short_recipe(led.recipe)} ? per GPU"]
+        layout["meta"] = {"masked": {}, "partly": True, "owners": [owner],
+                          "names": {str(i): f"? ({step.replace('-', ' ')})" for i in copies}}
     return {
         "data": data, "layout": layout, "key": bar_key(data),
         "summary": (

@@ -318,18 +318,32 @@
     });
   }
 
+  // A trace whose points an owner holds (layout.meta.owners[].points: [trace, point] pairs;
+  // EP10's ledger: the FP8 bar's weights, gradients, master and moments, beside BF16's,
+  // drawn): those points are drawn without their value, label or hover; the others as given.
+  function withoutPoints(t, held) {
+    var out = Object.assign({}, t);
+    var value = t.type === "bar" && t.orientation === "h" ? "x" : "y";
+    [value, "customdata", "text", "hovertext"].forEach(function (k) {
+      if (!Array.isArray(t[k])) return;
+      out[k] = t[k].map(function (v, j) { return held.indexOf(j) >= 0 ? null : v; });
+    });
+    return out;
+  }
+
   function partlyVeiled(fig, pending) {
     var layout = fig.layout, masked = layout.meta.masked;
-    var traces = {}, notes = {}, shapes = {};
+    var traces = {}, notes = {}, shapes = {}, points = {};
     pending.forEach(function (g) {
       (g.traces || []).forEach(function (i) { traces[i] = g.step; });
+      (g.points || []).forEach(function (p) { (points[p[0]] = points[p[0]] || []).push(p[1]); });
       (g.annotations || []).forEach(function (i) { notes[i] = true; });
       (g.shapes || []).forEach(function (i) { shapes[i] = true; });
     });
     keptTypes(fig, layout, traces);
     var names = layout.meta.names || {};  // as veiled(): a name that would give the answer
     var data = (fig.data || []).map(function (t, i) {
-      if (traces[i] === undefined) return t;
+      if (traces[i] === undefined) return points[i] ? withoutPoints(t, points[i]) : t;
       var out = { hoverinfo: "skip", x: [null], y: [null] };
       VEIL_KEEP.forEach(function (k) { if (t[k] !== undefined && k !== "fill") out[k] = t[k]; });
       if (names[i] === null) out.showlegend = false;

@@ -349,6 +349,8 @@ def test_ep10s_ledger_keeps_the_fp8_copies_until_step_1s_guess(page, live_server
             # (round-11 cold reading of EP09-EP10, finding 3).
             assert drawn["name"] == "? (step 1)", given["name"]
             assert "customdata" not in drawn and "text" not in drawn
+        elif [i, 1] in owners[0]["points"]:  # FP8's state: BF16's bar drawn, FP8's not
+            assert drawn["y"] == [given["y"][0], None], given["name"]
         else:  # the rest of the ledger: real, at its place
             assert drawn.get("y") == given.get("y"), given["name"]
     text = page.locator("body").inner_text()
@@ -367,6 +369,98 @@ def test_ep10s_ledger_keeps_the_fp8_copies_until_step_1s_guess(page, live_server
         assert drawn.get("customdata") == given.get("customdata"), given["name"]  # the hover's
     assert page.evaluate(LEDGER_CELLS) == [figures[0], figures[1], *sub]
     assert "1.00 GB" in page.locator("body").inner_text()
+
+
+# The recipe's state on the ledger, by the chart's names (EP10's table masks each row's FP8
+# cell with the recipe's step).
+STATE = ("16-bit weights", "Gradients", "FP32 master weights", "Adam moments")
+
+
+def state_drawn(page, chart: str = "precision-ledger") -> dict[str, list]:
+    """Each state trace's bar heights as plotted: [BF16's, the recipe's]."""
+    plotted = json.loads(page.evaluate(PLOTTED, chart))
+    return {t["name"]: t["y"] for t in plotted["data"] if t["name"] in STATE}
+
+
+def hover_segments(page, chart: str, real: dict, bar: int) -> list[str]:
+    """Hover the middle of each segment of stacked bar ``bar`` where the real figure draws
+    it: every hover label raised."""
+    box = page.locator(f"#{chart}").bounding_box()
+    below, seen = 0.0, []
+    for t in real["data"]:
+        height = t["y"][bar]
+        if not height:
+            continue
+        x, y = page.evaluate("""([id, i, y]) => { const l = document.getElementById(id)._fullLayout;
+            return [l.xaxis._offset + l.xaxis.l2p(i), l.yaxis._offset + l.yaxis.l2p(y)]; }""",
+                             [chart, bar, below + height / 2])
+        below += height
+        page.mouse.move(box["x"] + x, box["y"] + y)
+        seen += page.evaluate(HOVERED, chart)
+    return seen
+
+
+def test_ep10s_ledger_hovers_no_fp8_state_before_step_1s_guess(page, live_server):
+    """Issue 36 (after d1330f0): with the copies hidden, the FP8 bar still drew its 16-bit
+    weights, gradients, master and moments, and hovering them read BF16's figures ("the
+    same", a choice step 1 offers). They now wait with the table's masked cells: before the
+    guess no hover on the FP8 bar names its state, BF16's bar hovers as before; after it the
+    FP8 bar's state is the engine's."""
+    chart = "precision-ledger"
+    body = api_json(live_server, "precision")
+    page.goto(EP10)
+    wait_drawn(page)
+    look_at(page, chart)
+    real = json.loads(page.evaluate(FIGURE, chart))
+    fp8 = real["data"][0]["x"][1]
+    # A hover label reads the bar's name, then the part: "BF16Gradients: 8.03 GB".
+    hover = hover_segments(page, chart, real, 0)
+    assert [h for h in hover if h.startswith("BF16") and h[4:].startswith(STATE)], hover
+    hover = hover_segments(page, chart, real, 1)
+    said = [h for h in hover if h.startswith(fp8) and h[len(fp8):].startswith(STATE)]
+    assert hover and not said, hover
+    assert all(y[1] is None for y in state_drawn(page).values()), state_drawn(page)
+    commit_guess(page, 1)
+    page.wait_for_function(f"() => !document.getElementById('{chart}').hasAttribute('data-veiled')")
+    led = body["ledger"]["parts"]
+    drawn = state_drawn(page)
+    assert drawn["Gradients"][1] == pytest.approx(led["gradients"] / 1e9, abs=1e-4), drawn
+
+
+def test_ep10s_ledger_holds_step_5s_state_until_its_guess(page, live_server):
+    """Issue 36 (after d1330f0): at step 5's state (70B, DeepSeek-V3's recipe, TP 8, ZeRO-1)
+    the table masked the recipe's gradients and moments but the chart drew them, 35.3 GB of
+    fp32 gradients and 4.41 GB of bf16 moments beside BF16's 17.6 and 8.82 GB: step 5's
+    4 + 2 + 2 of its bytes. They now wait for step 5's guess, and no product or quotient of
+    two figures on the screen gives its answer."""
+    chart = "precision-ledger"
+    page.goto(EP10)
+    href = page.locator("#step-5 a.try", has_text="DeepSeek").get_attribute("href")
+    query = href.split("?", 1)[1]
+    body = api_json(live_server, "precision", query)
+    led, answer = body["ledger"]["parts"], body["ledger"]["bytes_per_param"]
+    page.goto(href)
+    wait_drawn(page)
+    look_at(page, chart)
+    real = json.loads(page.evaluate(FIGURE, chart))
+    assert [g["step"] for g in real["layout"]["meta"]["owners"]] == ["step-5"]
+    drawn = state_drawn(page)
+    assert set(drawn) == set(STATE) and all(y[1] is None for y in drawn.values()), drawn
+    hover = hover_everywhere(page, chart)
+    assert f"{led['gradients'] / 1e9:.3g} GB" not in hover, hover
+    shown = sorted({v for v, _ in figures_shown(page)} | {
+        v * 1e9 for t in json.loads(page.evaluate(PLOTTED, chart))["data"]
+        for v in numbers(t.get("y"))})
+    shown = [v for v in shown if v > 0]
+    assert len(shown) > 10, shown
+    made = [(a, b) for a in shown for b in shown
+            if f"{a / b:.3g}" == f"{answer:.3g}" or f"{a * b / 1e18:.3g}" == f"{answer:.3g}"]
+    assert not made, made
+    commit_guess(page, 5, value="1")
+    page.wait_for_function(f"() => !document.getElementById('{chart}').hasAttribute('data-veiled')")
+    drawn = state_drawn(page)
+    assert drawn["Gradients"][1] == pytest.approx(led["gradients"] / 1e9, abs=1e-4), drawn
+    assert drawn["Adam moments"][1] == pytest.approx(led["optimizer_moments"] / 1e9, abs=1e-4)
 
 
 # A figure in GB, MB or TB as the page prints it ("56.9 GB", "906 MB").
