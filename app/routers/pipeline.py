@@ -7,6 +7,7 @@ from fastapi import APIRouter
 from pydantic import Field
 
 from app.charts.pipeline import KINDS, activations_figure, gantt_figure, stage_memory_figure
+from app.charts.units import fmt_bytes, fmt_pct
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -35,7 +36,7 @@ from labs.model.activations import activation_bytes_per_layer, score_bytes_per_e
 from labs.model.spec import ModelSpec
 from labs.pipeline.inputs import PipelineLabInput, PipelineLabResult
 from labs.pipeline.lab import run_pipeline_lab
-from labs.schedules.catalogue import CATALOGUE, INTERLEAVED, SCHEDULES
+from labs.schedules.catalogue import CATALOGUE, INTERLEAVED, SCHEDULES, SPLIT_BACKWARD
 from labs.schedules.inputs import PipelineInput
 from labs.schedules.simulate import simulate
 
@@ -137,11 +138,103 @@ def to_api(state: PipelineState) -> dict:
 
 
 def figures(state: PipelineState) -> dict:
-    out = {"gantt": gantt_figure(state.result),
-           "activations": activations_figure(state.result)}
+    """The three charts, each veiled on the lesson page while a step or drill its state
+    answers waits for its guess (``veiled_after``)."""
+    times = schedule_keys(state.result)
+    out = {"gantt": veiled_after(gantt_figure(state.result), times),
+           # Its time axis runs to the makespan too.
+           "activations": veiled_after(activations_figure(state.result), (PEAKS, *times))}
     if state.memory is not None:
-        out["memory"] = stage_memory_figure(state.memory)
+        out["memory"] = veiled_after(stage_memory_figure(state.memory),
+                                     memory_keys(state.memory))
     return out
+
+
+# ---- What of the bench waits for a guess (round-12 cold reading of EP04-EP05, finding 1: no
+# EP05 figure was masked, so the bench's own controls showed steps 2 and 5's bubbles, step
+# 6's 111 GB and both number drills' answers before they were asked). Each figure is keyed,
+# as an .answer-mask's data-after-guess (static/js/lab.js), to every step or drill whose
+# answer it gives at this state: a step's id waits for that step's guess, a drill's form id
+# ("drill-<id>") until the drill is answered. ----
+STEP_1, STEP_2, PEAKS, STEP_4, STEP_5, STEP_6 = (f"step-{n}" for n in range(1, 7))
+BUBBLE_DRILL, GPIPE_DRILL, DECIDE_DRILL = (
+    "drill-pipeline-bubble", "drill-pipeline-predict-gpipe-memory", "drill-pipeline-decide-bubble")
+# The decide's best plan (ZB-H1 at its 4 x 8, app/lesson_drills/pipeline.py): the one state
+# whose bubble ranks its choices.
+DECIDE_STATE = ("zb-h1", 4, 8)
+# How a mask names what it waits for.
+WAITS = {STEP_1: "step 1's guess", STEP_2: "step 2's guess", PEAKS: "step 3's guess",
+         STEP_4: "step 4's guess", STEP_5: "step 5's guess", STEP_6: "step 6's guess",
+         BUBBLE_DRILL: "step 4's derive drill", GPIPE_DRILL: "step 3's memory drill",
+         DECIDE_DRILL: "step 5's decide drill"}
+
+
+@lru_cache(maxsize=1)
+def answers() -> dict:
+    """Each bubble a step or drill asks for, with the stages x micro-batches it asks about
+    (a state at that shape answers it whatever the schedule), and each memory figure, as the
+    page prints them: from the facts its why quotes and the drills' own answers."""
+    lesson = facts()
+
+    def shape(name: str) -> tuple[int, int]:
+        inp = lesson[name]["result"].result.input
+        return inp.stages, inp.microbatches
+
+    def bubble(name: str) -> str:
+        return fmt_pct(lesson[name]["api"]["bubble_fraction"])
+
+    gpipe = next(d for d in VIEW.drills if d.id == GPIPE_DRILL.removeprefix("drill-"))
+    long = lesson["long"]["result"].memory
+    return {
+        "bubbles": {STEP_1: (shape("bad"), bubble("bad")),
+                    STEP_2: (shape("six10"), bubble("six10")),
+                    BUBBLE_DRILL: ((DRILL_P, DRILL_M), fmt_pct(drill_answer() / 100)),
+                    STEP_5: (None, bubble("zb"))},
+        # Step 6's rank 0 at 32,768 tokens, and the unit it multiplies by 8 to get there.
+        "memory": {STEP_6: {fmt_bytes(long.total_bytes[0]), fmt_bytes(long.unit_bytes)},
+                   GPIPE_DRILL: {fmt_bytes(gpipe.answer() * 1e9)}},  # asked in GB
+    }
+
+
+def schedule_keys(result) -> tuple[str, ...]:
+    """What the schedule's times (the bubble, the textbook's, idle over ideal, the makespan,
+    each rank's busy and idle time, the Gantt) answer at this state: step 1 one micro-batch
+    alone down the line; step 2, step 4's derive drill and step 5 the shape or the bubble
+    they ask for; step 4 an interleaved schedule's chunks (its idle time against plain
+    1F1B's); step 5 a split backward; the decide its best plan."""
+    inp = result.input
+    shown = {fmt_pct(result.bubble_fraction), fmt_pct(result.textbook_bubble)}
+    keys = [STEP_1] if inp.microbatches == 1 and inp.stages > 1 else []
+    keys += [key for key, (shape, printed) in answers()["bubbles"].items()
+             if shape == (inp.stages, inp.microbatches) or printed in shown]
+    if inp.schedule in INTERLEAVED and inp.chunks > 1:
+        keys.append(STEP_4)
+    if inp.schedule in SPLIT_BACKWARD:
+        keys.append(STEP_5)
+    if (inp.schedule, inp.stages, inp.microbatches) == DECIDE_STATE:
+        keys.append(DECIDE_DRILL)
+    return tuple(dict.fromkeys(keys))
+
+
+def memory_keys(memory) -> tuple[str, ...]:
+    """What the memory panel's activations and totals answer: step 3 always (a rank's
+    activations over the unit are its peak, what step 3 asks), and step 6 or the GPipe drill
+    where a rank's total, or the unit, prints theirs."""
+    shown = {fmt_bytes(t) for t in memory.total_bytes} | {fmt_bytes(memory.unit_bytes)}
+    return (PEAKS, *(key for key, printed in answers()["memory"].items() if printed & shown))
+
+
+def waits_for(keys) -> str:
+    """What a mask says it waits for: "step 2's guess and step 4's derive drill"."""
+    return " and ".join(WAITS[k] for k in keys)
+
+
+def veiled_after(figure: dict, keys: tuple[str, ...]) -> dict:
+    """The figure veiled whole on the lesson page while any of ``keys`` is masked
+    (layout.meta.after, static/js/lab.js veilOf)."""
+    if keys:
+        figure["layout"]["meta"] = {"masked": {}, "after": " ".join(keys)}
+    return figure
 
 
 @lru_cache(maxsize=1)
@@ -210,6 +303,9 @@ def extra_context(state) -> dict:
                          *link_choices(links(), lambda v: f"{v.name} "
                                                           f"({v.bandwidth / 1e9:,.1f} GB/s)")),
         "seq_options": with_value(SEQ_LENGTHS, state.query.seq_len),
+        # What each of the bench's figures waits for (its steps' and drills' answers).
+        "schedule_keys": schedule_keys, "memory_keys": memory_keys, "waits_for": waits_for,
+        "peaks_key": PEAKS, "formula_key": STEP_2,
     }
 
 

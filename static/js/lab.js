@@ -207,11 +207,15 @@
   // A chart without owners is one step's (or every step's that names it as its diagram): the
   // first guess lifts it whole. An owner's step may name several keys, as data-after-guess
   // does (EP06's crossover: step 8's chart, whose ratio at step 7's state answers step 7):
-  // its part waits for all of them.
+  // its part waits for all of them. A chart whose meta names keys to wait for (meta.after, as
+  // an .answer-mask's data-after-guess: EP05's Gantt at a state that answers step 2 or a
+  // drill) is veiled whole while any of them is masked, and else as its owners say (none:
+  // drawn).
   function veilOf(el, meta) {
     if (!el || !meta || !meta.masked) return null;
+    if (meta.after && maskedBy(meta.after)) return "all";
     var groups = meta.owners || [];
-    if (!groups.length) return masking(el.id) ? "all" : null;
+    if (!groups.length) return !meta.after && masking(el.id) ? "all" : null;
     var pending = groups.filter(function (g) { return maskedBy(g.step); });
     if (!pending.length) return null;
     return pending.length === groups.length && !meta.partly ? "all" : pending;

@@ -204,9 +204,11 @@ def masked(html: str, keys: set[str]) -> str:
     """The page as lab.js shows it while `keys` are masked: an .answer-mask element keyed by
     one shows its data-mask ("?"), and a chart with layout.meta.masked keyed by its id is
     drawn veiled: only its masked labels and the legend names it gives (tests/browser/
-    test_answers_hidden_browser.py checks lab.js does so in Chromium). A chart whose meta
-    names owners (a step each for its parts) is veiled whole while every owner's step is
-    masked (unless meta.partly), and else without the parts of the steps still masked."""
+    test_answers_hidden_browser.py checks lab.js does so in Chromium); so is one whose
+    meta.after names a key in `keys` (EP05's Gantt at a state a step asks about). A chart
+    whose meta names owners (a step each for its parts) is veiled whole while every owner's
+    step is masked (unless meta.partly), and else without the parts of the steps still
+    masked."""
     def mask(match: re.Match) -> str:
         tag = match.group(1)
         if not set(re.search(r'data-after-guess="([^"]+)"', tag)[1].split()) & keys:
@@ -224,8 +226,10 @@ def masked(html: str, keys: set[str]) -> str:
             return match.group(0)
         owners = meta.get("owners") or []
         pending = [g for g in owners if set(g["step"].split()) & keys]  # several: any masks
-        whole = match.group(2) in keys if not owners else (
-            len(pending) == len(owners) and not meta.get("partly"))
+        after = set(meta.get("after", "").split())  # veiled whole while any is masked
+        whole = bool(after & keys) or (
+            (not after and match.group(2) in keys) if not owners else (
+                len(pending) == len(owners) and not meta.get("partly")))
         if whole:
             texts = [*meta["masked"].values(),
                      *(n for n in meta.get("names", {}).values() if n)]
@@ -311,18 +315,28 @@ def drill_figure(drill) -> tuple[str, str]:
     return number, drill.unit
 
 
+def lesson_page(client, name: str) -> tuple[str, str, list[tuple[str, str]], list[str]]:
+    """A lesson's path, its page, its steps (id, html) and their ids."""
+    path = VIEWS[name].episode.path
+    html = page(client, path)
+    found = steps(html)
+    return path, html, found, [step_id for step_id, _ in found]
+
+
+def number_drills(name: str) -> list[tuple[str, str, str]]:
+    """(id, answer, unit) of each number drill of a lesson, as drill_figure prints it."""
+    return [(d.id, *drill_figure(d)) for d in VIEWS[name].drills
+            if d.kind in ("predict", "derive")]
+
+
 @pytest.mark.parametrize("name", BEATS)
 def test_no_drill_answer_is_on_a_case_buttons_screen(client, name):
     """A case button is one click away at every step, and its state's screen stays up while
     the student answers the episode's drills: none of them may print a number drill's answer
     (round-5b cold reading of EP06, item 2: the bad case, 32 tokens contiguous over 8 ranks,
     printed cp-predict-busiest-32's 122 pairs in its table)."""
-    path = VIEWS[name].episode.path
-    html = page(client, path)
-    found = steps(html)
-    ids = [step_id for step_id, _ in found]
-    numbers = [(d.id, *drill_figure(d)) for d in VIEWS[name].drills
-               if d.kind in ("predict", "derive")]
+    path, html, found, ids = lesson_page(client, name)
+    numbers = number_drills(name)
     shown = [(drill_id, url, f"{num} {unit}") for url in case_urls(html)
              for drill_id, num, unit in numbers
              if printed(num, unit, screen(client, url, ids, ids[-1]))]
@@ -338,6 +352,50 @@ def test_no_drill_answer_is_on_a_case_buttons_screen(client, name):
         for step_id, step in found:
             text = screen(client, url, ids, step_id, html).lower()
             shown += [(step_id, url, p) for p in reveals(step) if p.lower() in text]
+    assert not shown, shown
+
+
+# States the bench's own controls set (no try link or case button does: the checks above
+# never see them) whose figures answer a step or a drill (round-12 cold reading of EP04-EP05,
+# finding 1: EP05 masked nothing, so its sliders showed step 2's 33.3%, step 5's 6.8%, step
+# 6's 111 GB and both number drills' answers, 29.4% and 137 GB, before they were asked).
+BENCH_STATES = {
+    "pipeline": ["stages=6&microbatches=10", "stages=6&microbatches=12",
+                 "schedule=gpipe&stages=8&microbatches=1",
+                 "schedule=zb-h1&stages=8&microbatches=32",
+                 "schedule=zb-h1&stages=4&microbatches=8",
+                 "schedule=gpipe&stages=4&microbatches=32",
+                 "stages=8&microbatches=32&recompute=flash&seq_len=32768"],
+}
+
+
+def sized(number: str) -> str:
+    """A drill's answer as the bench prints a size or a share: three significant figures
+    (app/charts/units.py: 136.5 GB reads "137 GB")."""
+    value = float(number.replace(",", ""))
+    return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}" if value >= 10 else f"{value:.2f}"
+
+
+@pytest.mark.parametrize("name", sorted(BENCH_STATES))
+def test_no_answer_at_a_state_the_benchs_controls_set(client, name):
+    """At each state, before a step's guess (the steps before it guessed, every drill
+    answered), none of that step's answers; with every step guessed but a drill unanswered,
+    none of that drill's, as the solution or the bench would print it."""
+    path, lesson, found, ids = lesson_page(client, name)
+    numbers = number_drills(name)
+    shown = []
+    for query in BENCH_STATES[name]:
+        url = f"{path}?{query}"
+        bench = page(client, url)
+        for step_id, step in found:
+            text = screen(client, url, ids, step_id, lesson)
+            shown += [(step_id, url, f"{n} {u}") for n, u in answers(step) if printed(n, u, text)]
+            shown += [(step_id, url, p) for p in reveals(step) if p.lower() in text.lower()]
+        for drill_id, number, unit in numbers:
+            html = masked(bench, {f"drill-{drill_id}"})
+            text = visible(html, ids, ids[-1]) + " " + tables(html)
+            shown += [(drill_id, url, f"{n} {unit}") for n in {number, sized(number)}
+                      if printed(n, unit, text)]
     assert not shown, shown
 
 

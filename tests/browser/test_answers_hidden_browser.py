@@ -22,6 +22,7 @@ import re
 import pytest
 
 import app.main  # noqa: F401  (registers every lab view)
+from app.charts.units import fmt_bytes, fmt_pct
 from app.episodes import EPISODES
 from app.labkit import VIEWS
 from tests.app import test_answers_hidden as hidden
@@ -364,10 +365,14 @@ EP09_MOVES = [
     ("step 5, 4 engines", [("engines", "4")]),
     ("step 5, the split", [("placement", "separate-pd"), ("prefill_engines", "1")]),
 ]
-# The bench as a student can read it: its text, each chart's aria-label, and each chart as
-# plotted (gd.data, gd.layout without its meta).
-EP09_BENCH = """() => ({
-    text: document.querySelector('#placement-diagram').innerText,
+
+
+def bench_reader(selector: str) -> str:
+    """The bench as a student can read it: the text of ``selector``, each chart's
+    aria-label, each chart as plotted (gd.data, gd.layout without its meta), and whether
+    lab.js drew it veiled (data-veiled)."""
+    return """() => ({
+    text: document.querySelector('SELECTOR').innerText,
     labels: [...document.querySelectorAll('.js-plotly-plot')]
         .map(gd => gd.getAttribute('aria-label') || '').join(' | '),
     plotted: [...document.querySelectorAll('.js-plotly-plot')].map(gd => {
@@ -375,7 +380,12 @@ EP09_BENCH = """() => ({
         delete layout.meta;
         return JSON.stringify({data: gd.data, layout: layout});
     }),
-})"""
+    veiled: Object.fromEntries([...document.querySelectorAll('.js-plotly-plot')]
+        .map(gd => [gd.id, gd.getAttribute('data-veiled')])),
+})""".replace("SELECTOR", selector)
+
+
+EP09_BENCH = bench_reader("#placement-diagram")
 
 
 def move(page, control: str, value: str) -> None:
@@ -397,10 +407,24 @@ def times_shown(page, live_server) -> list[str]:
                                ".map(gd => gd.id)"):
         look_at(page, chart)
     api = api_json(live_server, "placement", page.url.split("?", 1)[1])
-    bench = page.evaluate(EP09_BENCH)
     figures = [(f"{api[k]:.1f}", "s") for k in
                ("step_seconds", "rollout_seconds", "train_seconds", "sync_seconds")]
     figures.append((f"{api['samples_per_second']:.2f}", ""))
+
+    def values(plotted: str, unit: str) -> list[float]:  # a bar's length, and where it ends
+        found = []
+        for trace in json.loads(plotted)["data"]:
+            found += [v for k in ("x", "base") for v in trace.get(k) or []
+                      if isinstance(v, (int, float))]
+        return found + [round(a + b, 4) for a, b in zip(found[::2], found[1::2], strict=False)]
+
+    return on_bench(page.evaluate(EP09_BENCH), figures, values)
+
+
+def on_bench(bench: dict, figures: list[tuple[str, str]], values) -> list[str]:
+    """Which of ``figures`` (number, unit) the bench (its text, aria-labels, each chart as
+    plotted) shows: ``values(plotted, unit)`` gives the numbers a chart plots that could be
+    one in that unit (None: that chart plots none)."""
     found = []
     for number, unit in figures:
         if printed(number, unit, bench["text"]):
@@ -408,12 +432,10 @@ def times_shown(page, live_server) -> list[str]:
         if printed(number, unit, bench["labels"]):
             found.append(f"{number} {unit} in an aria-label: {bench['labels']}")
         for plotted in bench["plotted"]:
-            values = []
-            for trace in json.loads(plotted)["data"]:
-                values += [v for k in ("x", "base") for v in trace.get(k) or []
-                           if isinstance(v, (int, float))]
-            ends = [round(a + b, 4) for a, b in zip(values[::2], values[1::2], strict=False)]
-            if printed(number, unit, chart_text(plotted)) or plotted_as(number, values + ends):
+            plots = values(plotted, unit)
+            if plots is None:
+                continue
+            if printed(number, unit, chart_text(plotted)) or plotted_as(number, plots):
                 found.append(f"{number} {unit} in a chart: {plotted[:300]}")
     return found
 
@@ -498,3 +520,108 @@ def test_ep10s_ledger_shows_no_row_fp8_adds_before_step_1(page, live_server):
     assert len(rows) == len(itemised) + len(body["ledger"]["copies"]), rows
     assert ["FP8 weight copies", "0 GB", fmt_bytes(led["fp8_weights"])] in rows, rows
     assert ["Gradients", fmt_bytes(base["gradients"]), fmt_bytes(led["gradients"])] in rows
+
+
+EP05 = VIEWS["pipeline"].episode.path
+# The bench's states whose figures answer an EP05 step or drill (round-12 cold reading of
+# EP04-EP05, finding 1: no EP05 figure was masked), each reached from the last by the bench's
+# own controls, never a try link: 6 x 10 (step 2, 33.3%), 6 x 12 (step 4's derive drill,
+# 29.4%), 8 x 1 (step 1, 7/8), ZB-H1 8 x 32 (step 5, 6.8%) and 4 x 8 (the decide's best
+# plan), GPipe 4 x 32 (step 3's memory drill, 137 GB), and 1F1B 8 x 32 with fused attention
+# at 32,768 tokens (step 6, 111 GB). Each names what of the bench it keys: the schedule's
+# times, the memory panel's.
+EP05_MOVES = [
+    ("step 2", [("stages", "6"), ("microbatches", "10")], True, False),
+    ("step 4's drill", [("microbatches", "12")], True, False),
+    ("step 1", [("stages", "8"), ("microbatches", "1")], True, False),
+    ("step 5", [("schedule", "zb-h1"), ("microbatches", "32")], True, False),
+    ("the decide", [("stages", "4"), ("microbatches", "8")], True, False),
+    ("step 3's drill", [("schedule", "gpipe"), ("microbatches", "32")], False, True),
+    ("step 6", [("schedule", "1f1b"), ("stages", "8"), ("recompute", "flash"),
+                ("seq_len", "32768")], False, True),
+]
+EP05_BENCH = bench_reader("#pipeline-schedule")
+
+
+def ep05_figures(api: dict, times: bool, memory: bool) -> list[tuple[str, str]]:
+    """The state's figures as the bench prints them: the schedule's times (the bubble, the
+    textbook's, idle over ideal, the makespan, each rank's busy time) and the memory panel's
+    (each rank's activations and total, and the unit)."""
+    found = []
+    if times:
+        found += [(fmt_pct(api[k]).rstrip("%"), "%") for k in
+                  ("bubble_fraction", "textbook_bubble", "idle_over_ideal")]
+        found += [(f"{api['makespan']:.2f}", "f"), (f"{api['makespan']:,.1f}", "f")]
+        found += [(f"{b:.1f}", "f") for b in api["busy"]]
+    if memory:
+        mem = api["memory"]
+        sizes = [*mem["per_rank_bytes"], mem["activation_unit_bytes"]]
+        found += [tuple(fmt_bytes(b).split()) for b in sizes]
+    return list(dict.fromkeys(found))
+
+
+def ep05_shown(page, live_server, times: bool, memory: bool) -> list[str]:
+    """Which of the state's figures the bench shows now, every chart drawn."""
+    for chart in page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')]"
+                               ".map(gd => gd.id)"):
+        look_at(page, chart)
+    api = api_json(live_server, "pipeline", page.url.split("?", 1)[1])
+    bench = page.evaluate(EP05_BENCH)
+
+    def values(plotted: str, unit: str) -> list[float] | None:
+        # A memory figure is looked for among the memory chart's bars, a time among the
+        # others' (a Gantt's bar may end at 111 f).
+        if ('"name":"State"' in plotted) != (unit in ("GB", "MB")):
+            return None
+        return [v for trace in json.loads(plotted)["data"] for k in ("x", "y", "base")
+                for v in trace.get(k) or [] if isinstance(v, (int, float))]
+
+    found = on_bench(bench, ep05_figures(api, times, memory), values)
+    veiled = bench["veiled"]
+    if times and veiled["pipeline-gantt"] != "":
+        found.append(f"the Gantt drawn: {veiled}")
+    if memory and veiled["pipeline-memory"] != "":
+        found.append(f"the memory chart drawn: {veiled}")
+    return found
+
+
+def test_ep05s_bench_keeps_each_answer_until_its_guess(page, live_server):
+    """Before any guess, the bench's controls set to each state whose figures answer a step
+    or a drill: none of its times or memory figures on the bench (text, aria-labels, plotted
+    data), its charts veiled; the activations held wait for step 3 at every state. Guessed
+    and answered, each is drawn: the engine's."""
+    page.goto(EP05)
+    wait_drawn(page)
+    peaks = page.locator("#pipeline-schedule table[data-chart=pipeline-activations] td")
+    assert set(peaks.all_inner_texts()) == {"?"}
+    for what, moves, times, memory in EP05_MOVES:
+        for control, value in moves:
+            move(page, control, value)
+        found = ep05_shown(page, live_server, times, memory)
+        assert not found, f"{what} ({page.url}) before any guess: {found}"
+    for step in range(1, 7):
+        commit_guess(page, step)
+    # Step 6's state, guessed: the memory panel draws the engine's figures.
+    look_at(page, "pipeline-memory")
+    api = api_json(live_server, "pipeline", page.url.split("?", 1)[1])
+    verdict = page.locator("[data-testid=memory-verdict]").inner_text()
+    assert fmt_bytes(api["memory"]["per_rank_bytes"][0]) in verdict, verdict
+    mem = api["memory"]
+    drawn = page.evaluate("() => document.querySelector('#pipeline-memory').data"
+                          ".slice(0, 2).map(t => t.y)")
+    assert drawn[0] == pytest.approx([b / 1e9 for b in mem["state_per_rank_bytes"]], abs=1e-3)
+    assert drawn[1] == pytest.approx([n * mem["activation_unit_bytes"] / 1e9
+                                      for n in api["peak_activations"]], abs=1e-3)
+    # 6 x 12 waits for step 4's derive drill still; answered, its bubble shows.
+    move(page, "stages", "6")
+    move(page, "microbatches", "12")
+    assert page.locator("[data-testid=bubble]").inner_text() == "?"
+    bubble = fmt_pct(api_json(live_server, "pipeline", page.url.split("?", 1)[1])
+                     ["bubble_fraction"])
+    drill = page.locator("#drill-pipeline-bubble")
+    drill.locator("input[name=answer]").fill(bubble.rstrip("%"))
+    drill.locator("button").click()
+    page.locator("#drill-pipeline-bubble[data-answered]").wait_for()
+    look_at(page, "pipeline-gantt")
+    assert page.locator("[data-testid=bubble]").inner_text() == bubble
+    assert page.locator("#pipeline-gantt").get_attribute("data-veiled") is None

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from app.episodes import EPISODES
-from tests.browser.helpers import follow, release, sized_page, wait_drawn
+from tests.browser.helpers import commit_guess, follow, release, sized_page, wait_drawn
 from tests.browser.test_bench_view import SHOWN
 
 LESSONS = [episode.path for episode in EPISODES]  # every lab of the registry
@@ -114,6 +114,8 @@ def test_case_button_keeps_the_view_and_focus(page):
     drawn = "JSON.stringify(document.getElementById('pipeline-memory').data.map(t => [t.x, t.y]))"
     verdict = page.locator("[data-testid=memory-verdict]")
     expect(verdict).to_contain_text("Every rank fits")
+    # The memory chart's activations wait for step 3's guess (the peaks it asks for).
+    commit_guess(page, 3)
     shown = page.evaluate(drawn)
     link = page.locator('#step-6 a.try[href*="seq_len=32768"]')
     release(link)
