@@ -3,7 +3,13 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, follow, wait_drawn
+from tests.browser.helpers import (
+    api_json,
+    commit_guess_by_script,
+    follow,
+    sized_page,
+    wait_drawn,
+)
 
 
 def bubble(page) -> float:
@@ -114,3 +120,22 @@ def test_drill_and_embed(page, live_server):
     wait_drawn(page)
     assert page.locator("form.controls").count() == 0
     assert page.locator("#pipeline-gantt .main-svg").count() >= 1
+
+
+@pytest.mark.parametrize("query", [
+    "", "stages=8&microbatches=32&recompute=flash&seq_len=32768",
+    "schedule=gpipe&stages=8&microbatches=64&recompute=none&seq_len=32768",
+])
+def test_the_phone_page_does_not_scroll_sideways(browser, live_server, query):
+    """Round-12 cold reading of EP04-EP05, finding 11: at 390 x 844 the page scrolled 5 px
+    sideways (10 after step 6's 32k link): the memory table's five columns at 16 px made the
+    bench wider than the phone. Every figure shown (each step guessed), it fits."""
+    with sized_page(browser, live_server, 390, 844, touch=True) as page:
+        page.goto(f"/episodes/pipeline?{query}")
+        wait_drawn(page)
+        for step in range(1, 7):
+            commit_guess_by_script(page, step)
+        assert page.locator("#pipeline-schedule td .masked").count() == 0
+        widths = page.evaluate("""() => [document.documentElement.scrollWidth,
+            document.querySelector('#bench-view').getBoundingClientRect().right]""")
+        assert widths[0] <= 390 and widths[1] <= 390, widths
