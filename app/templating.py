@@ -1,11 +1,14 @@
 """The Jinja2 environment shared by every router."""
 
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
+import orjson
 from fastapi.templating import Jinja2Templates
 from jinja2 import Template
 from jinja2.runtime import Context
+from markupsafe import Markup
 
 from app.assets import asset_url
 from app.charts.context_parallel import rank_colour, token_ranges
@@ -90,6 +93,46 @@ templates.env.globals.update(gantt_max_bars=MAX_BARS, gantt_label_bars=LABEL_BAR
 templates.env.globals.update(
     recompute_options=tuple((k, r.label) for k, r in RECOMPUTATION.items()),
     activation_model_options=tuple((k, a.label) for k, a in ACTIVATION_MODEL_RECORDS.items()))
+
+
+# A partial whose HTML depends only on the plain data it is given (``kept``): rendered once per
+# distinct data, at most KEPT_PARTIALS of them per process (least recently used dropped).
+KEPT_PARTIALS = 256
+_KEPT: OrderedDict[tuple[str, bytes], Markup] = OrderedDict()
+_KEPT_LOCK = threading.Lock()
+_PLAIN = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def _not_plain(value):
+    raise TypeError(type(value).__name__)
+
+
+def kept(name: str, **data) -> Markup:
+    """``{{ kept("partials/_tp_split.html", split=split) }}``: the partial ``name`` rendered with
+    ``data`` alone (and the globals), as ``{% include %}`` would draw it where it reads nothing
+    else. Its HTML is kept by ``name`` and the data's JSON, so one answer never gets another's:
+    the key is every input the partial reads. Data that is not plain JSON (a Markup string, an
+    object) is rendered every time (issue 31: EP04's split diagram, ~180 template calls an
+    answer, depends only on the model's shape, t and SP)."""
+    template = templates.env.get_template(name)
+    try:
+        key = (name, orjson.dumps(data, default=_not_plain, option=_PLAIN))
+    except TypeError:
+        return Markup(template.render(**data))
+    with _KEPT_LOCK:
+        html = _KEPT.get(key)
+        if html is not None:
+            _KEPT.move_to_end(key)
+            return html
+    html = Markup(template.render(**data))
+    with _KEPT_LOCK:
+        _KEPT[key] = html
+        while len(_KEPT) > KEPT_PARTIALS:
+            _KEPT.popitem(last=False)
+    return html
+
+
+templates.env.globals.update(kept=kept)
 
 
 def gb(value: float) -> str:

@@ -2,9 +2,12 @@
 
 import gc
 import weakref
+from collections import OrderedDict
 
 from jinja2 import ChoiceLoader, DictLoader
+from markupsafe import Markup
 
+from app import templating
 from app.templating import templates
 
 
@@ -52,3 +55,32 @@ def test_an_import_without_context_is_kept_for_the_next_render():
     )
     template = env.from_string('{% import "counts.html" as c %}{{ c.two() }}')
     assert template.render() == template.render() == "[0, 1]"
+
+
+def kept_by(monkeypatch):
+    """``kept`` over an empty cache, with a partial ``row.html`` drawing its data."""
+    loader = ChoiceLoader([DictLoader({"row.html": "{{ label }}:{{ cell.share }}"}),
+                           templates.env.loader])
+    monkeypatch.setattr(templates.env, "loader", loader)
+    monkeypatch.setattr(templating, "_KEPT", OrderedDict())
+    return lambda **data: templating.kept("row.html", **data)
+
+
+def test_kept_partials_stay_bounded_and_apart(monkeypatch):
+    # kept() holds one HTML per partial and data: at most KEPT_PARTIALS, each its own data's
+    # (a change deep in the data, or in any one argument, is another answer).
+    kept = kept_by(monkeypatch)
+    drawn = [kept(label="case", cell={"share": i}) for i in range(templating.KEPT_PARTIALS + 40)]
+    assert drawn[:3] == ["case:0", "case:1", "case:2"] and drawn[-1] == "case:295"
+    assert len(templating._KEPT) == templating.KEPT_PARTIALS
+    assert kept(label="other", cell={"share": 295}) == "other:295"
+    assert kept(label="case", cell={"share": 0.5}) == "case:0.5"
+    assert len(templating._KEPT) == templating.KEPT_PARTIALS
+
+
+def test_kept_draws_markup_data_each_time(monkeypatch):
+    # Markup and a plain string of the same text escape differently: never one key.
+    kept = kept_by(monkeypatch)
+    assert kept(label="<b>", cell={"share": 1}) == "&lt;b&gt;:1"
+    assert kept(label=Markup("<b>"), cell={"share": 1}) == "<b>:1"
+    assert len(templating._KEPT) == 1

@@ -593,3 +593,23 @@ def test_round_12_step_4s_why_is_short_and_ep04s_constants_are_ep02s(client):
     step6 = flat(page.split('<section class="step" id="step-6"')[1].split("</section>")[0])
     assert (f"({r['base']} + 14 × {r['net']} µs) × {r['plateau']} = {lat:.0f} µs") in step6
     assert "in the lab's model (EP02)" not in step6
+
+
+def split_of(html: str) -> str:
+    """The split diagram's HTML: its figure and the details under it."""
+    start = html.index('<figure id="tp-split"')
+    return html[start:html.index("</div>", html.index('class="tp-details"', start))]
+
+
+@pytest.mark.parametrize("change", [{"sp": "true"}, {"tp": 2}, {"seq_len": 8192},
+                                    {"micro_batch": 2}, {"model": "gpt-3-175b"},
+                                    {"model": "llama-3.1-70b"}])
+def test_each_answers_split_is_its_own_state_s(client, change):
+    # The bench draws its split through app/templating.py's kept(): a state asked after
+    # another must get its own diagram, as the diagram's embed (drawn whole) shows it.
+    base = {"tp": 4, "sp": "false"}
+    for params in (base, {**base, **change}):
+        bench = client.get("/episodes/tensor-parallel", params=params,
+                           headers={"HX-Request": "true", "HX-Target": "tp-lab"})
+        embed = client.get("/embed/tp/split", params=params)
+        assert split_of(bench.text) == split_of(embed.text)
