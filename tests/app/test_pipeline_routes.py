@@ -349,3 +349,12 @@ def test_round_12_step_4_states_what_f_is_and_step_6s_limit_its_state(client):
                                                  "seq_len": 32768, "recompute": "flash"})
              .json()["memory"]["state_per_rank_bytes"][0] for p in (4, 8)]
     assert state[1] < state[0] * 0.6
+
+
+def test_round_12_step_1_says_what_a_rank_is_where_it_first_uses_it(client):
+    """Round-12 cold reading of EP04-EP05, finding 11: step 1 said 'each of p ranks' and the
+    page never said what a rank is (the glossary has no entry)."""
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/pipeline").text))
+    steps = text[text.index("1. The assembly line"):]
+    first = re.search(r"\branks?\b", steps)
+    assert steps[first.start():].startswith("ranks (a rank is one GPU's process in the job")
