@@ -453,8 +453,12 @@ def test_ep10s_ledger_holds_step_5s_state_until_its_guess(page, live_server):
         for v in numbers(t.get("y"))})
     shown = [v for v in shown if v > 0]
     assert len(shown) > 10, shown
-    made = [(a, b) for a in shown for b in shown
-            if f"{a / b:.3g}" == f"{answer:.3g}" or f"{a * b / 1e18:.3g}" == f"{answer:.3g}"]
+    # Bytes over bytes, and bytes over the parameters a GPU holds (the model's over TP, and
+    # over TP x DP where ZeRO-1 shards), are what reads as bytes a parameter; a product of
+    # two GB figures (GB squared) reads as nothing (2.24 x 6.71 = 15.0 is a coincidence). The
+    # 70B run is TP 8 (the model over 8) with ZeRO-1 over DP 8 (over 64).
+    counts = [body["params"] / n for n in (1, 8, 64)]
+    made = [(a, b) for a in shown for b in [*shown, *counts] if f"{a / b:.3g}" == f"{answer:.3g}"]
     assert not made, made
     commit_guess(page, 5, value="1")
     page.wait_for_function(f"() => !document.getElementById('{chart}').hasAttribute('data-veiled')")
