@@ -600,3 +600,26 @@ def test_round_11_step_4_says_32k_tokens_fit_in_neither_recipe(client):
     assert f"need {fmt_bytes(cp2['ledger']['total_bytes'])}, which fits" in four
     assert f"BF16 {fmt_bytes(cp2['baseline']['total_bytes'])}, which does not fit" in four
     assert "32k tokens over CP 2" in four
+
+
+def speed_title(client, **params) -> str:
+    html = client.get(PAGE, params=params).text
+    # The chart's title: the last heading before the speed chart.
+    head = html[: html.index('id="precision-speed"')]
+    return re.findall(r'<h3 class="chart-title"[^>]*>(.*?)</h3>', head, re.S)[-1]
+
+
+def test_the_speed_chart_title_says_what_each_state_draws(client):
+    """Issue 36 (left by d1330f0): at the BF16 state the speed chart draws BF16's bar alone,
+    but its title read "What BF16 buys in time: a step by part, against BF16". It now says it
+    draws BF16's step; a 16-bit recipe's says it steps as BF16 does; an FP8 recipe's says
+    what it buys against BF16."""
+    bf16 = speed_title(client, recipe="adam16")
+    assert bf16.startswith("BF16's step by part") and "against BF16" not in bf16, bf16
+    assert "What BF16 buys" not in bf16, bf16
+    fp8 = speed_title(client, recipe="fp8-delayed")
+    assert fp8.startswith("What FP8") and fp8.endswith("against BF16 (ms per step)"), fp8
+    wide = speed_title(client, recipe="adam18")
+    assert "steps as BF16 does" in wide, wide
+    fig = page_figures(client.get(PAGE, params={"recipe": "adam16"}).text)["precision-speed"]
+    assert len(fig["data"]) == 1 and fig["data"][0]["name"].startswith("BF16: "), fig["data"]
