@@ -8,6 +8,7 @@ import re
 from app.charts import DIMMED, base_layout, chosen_band, value_label
 from app.charts.crossover import crossover_figure
 from app.charts.units import fmt_pct
+from app.charts.zero import held_text, owned
 
 # Link family -> colour; one curve per link of the lesson (and the chosen one if apart).
 FAMILY_COLOURS = {
@@ -41,13 +42,25 @@ def short_name(name: str) -> str:
 # Step 3 asks what is left of the speedup at 64 GPUs on one 100 Gb/s Ethernet port a
 # server; the Ethernet curves (and their hover, "19.68×, 30.7%" at 64) wait for its guess on
 # the lesson, at every state (lab.js, layout.meta.owners, "partly": the other curves stay).
-# Round-12 cold reading of EP02, finding 11.
+# Round-12 cold reading of EP02, finding 11. At an Ethernet state (the bad case, step 1's 16
+# and 64 GPUs) every figure of its all-reduce waits too: the chosen point and its label, the
+# time and crossover charts, and the bench's figures (templates/partials/_data_parallel.html).
+# Issue 36, s46: step 1's links and the bad case showed 19.7×, 30.7% before the guess.
 STEP3_LINK, STEP3, STEP3_NAME = "eth-100g", "step-3", "Ethernet (step 3)"
+STEP3_WHAT = "The all-reduce on 100 Gb/s Ethernet"  # held_text: "... shows once step 3 is guessed."
+STEP3_MASK = held_text(STEP3_WHAT, (STEP3,))
 
 
-def step3_owner(result, names: dict[str, str], data: list[dict], summary: str) -> list[dict]:
+def step3_state(result) -> bool:
+    """Whether the state's all-reduce is step 3's: one 100 Gb/s Ethernet port a server."""
+    return result.input.link == STEP3_LINK
+
+
+def step3_owner(result, names: dict[str, str], data: list[dict], summary: str,
+                label: int) -> list[dict]:
     """Step 3's part of the scaling chart: its Ethernet traces, and the summary's clause on
-    Ethernet where another link is the state's."""
+    Ethernet where another link is the state's; at an Ethernet state also the chosen point
+    (its markers and ``label``, the annotation of its speedup) and the summary's lead."""
     traces = [i for i, t in enumerate(data) if t.get("legendgroup") == STEP3_LINK]
     if not traces:
         return []
@@ -56,7 +69,13 @@ def step3_owner(result, names: dict[str, str], data: list[dict], summary: str) -
               f"{times(_at(result, STEP3_LINK, result.point.gpus).speedup)}")
     if clause in summary:
         owner["summary"] = [clause, f"{names[STEP3_LINK]} after step 3's guess"]
-    return [owner]
+    if not step3_state(result):
+        return [owner]
+    point = result.point
+    chosen = [i for i, t in enumerate(data) if t.get("legendgroup") == "chosen"]
+    lead = f"{times(point.speedup)} ({fmt_pct(point.efficiency)} efficiency)"
+    return [owner, {"step": STEP3, "traces": chosen, "annotations": [label],
+                    "summary": [lead, "? (step 3)"]}]
 
 
 def _series(result, link: str) -> list:
@@ -131,7 +150,8 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
                     f"{times(_at(result, link, point.gpus).speedup)}"
                     for link in result.curve_links if link != inp.link)
     )
-    owners = step3_owner(result, names, data, summary)
+    label = len(annotations) - 1  # the chosen point's
+    owners = step3_owner(result, names, data, summary, label)
     return {
         "data": data,
         "layout": base_layout(
@@ -149,7 +169,8 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
             legend={"orientation": "h", "x": 0, "y": 1, "yanchor": "bottom",
                     "font": {"size": 11}},
             shapes=shapes, annotations=annotations,
-            **({"meta": {"masked": {}, "partly": True, "owners": owners,
+            **({"meta": {"masked": {str(label): f"{point.gpus:,} GPUs: ? (step 3)"}
+                         if len(owners) > 1 else {}, "partly": True, "owners": owners,
                          # a short name while veiled: a phone's legend keeps to its rows
                          "names": {str(i): STEP3_NAME for i in owners[0]["traces"]}}}
                if owners else {}),
@@ -168,7 +189,12 @@ def _log10(value: float) -> float:
 
 def time_figure(result) -> dict:
     """One step at the chosen point, in ms: the GPU's compute then the exposed all-reduce
-    (what the step pays), and under it the all-reduce stream, hidden part first."""
+    (what the step pays), and under it the all-reduce stream, hidden part first. At an
+    Ethernet state, veiled until step 3's guess (its all-reduce is step 3's answer)."""
+    return owned(_time_figure(result), (STEP3,) if step3_state(result) else (), STEP3_WHAT)
+
+
+def _time_figure(result) -> dict:
     p = result.point
     compute, exposed, hidden = p.compute_s * 1e3, p.exposed_comm_s * 1e3, \
         p.overlapped_comm_s * 1e3
@@ -215,7 +241,9 @@ def time_figure(result) -> dict:
 
 
 def ratio_figure(result) -> dict:
-    """EP02's compute against its once-a-step all-reduce (``app.charts.crossover``)."""
+    """EP02's compute against its once-a-step all-reduce (``app.charts.crossover``); at an
+    Ethernet state veiled until step 3's guess (compute ÷ all-reduce gives its efficiency)."""
     r = result.ratio
-    return crossover_figure(r.tokens_per_gpu, r.compute_s, r.allreduce_s, r.crossover_tokens,
-                            r.sweep, "All-reduce, once a step", result.input.gpus)
+    figure = crossover_figure(r.tokens_per_gpu, r.compute_s, r.allreduce_s, r.crossover_tokens,
+                              r.sweep, "All-reduce, once a step", result.input.gpus)
+    return owned(figure, (STEP3,) if step3_state(result) else (), STEP3_WHAT)

@@ -7,7 +7,14 @@ from functools import lru_cache
 
 from fastapi import APIRouter
 
-from app.charts.data_parallel import FAMILY_COLOURS, PARTS
+from app.charts.data_parallel import (
+    FAMILY_COLOURS,
+    PARTS,
+    STEP3,
+    STEP3_LINK,
+    STEP3_MASK,
+    step3_state,
+)
 from app.charts.memory import COMPONENTS
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
@@ -164,6 +171,10 @@ def extra_context(state) -> dict:
                                         else "")) for v in
                            with_value(BUCKET_CHOICES, query.bucket_bytes)],
         "parts": PARTS, "components": COMPONENTS,
+        # Step 3's all-reduce (100 Gb/s Ethernet) waits on the lesson for its guess: the
+        # Ethernet row at every state, the bench's all-reduce figures at an Ethernet state.
+        "step3": STEP3, "step3_link": STEP3_LINK, "step3_mask": STEP3_MASK,
+        "step3_state": step3_state(state.result),
         "link_colours": {i: FAMILY_COLOURS[link_family(link)] for i, link in links().items()},
         "link_names": link_names(), "curve_links": CURVE_LINKS,
         # The scale-up links the chart draws to 1,024 GPUs, with the most GPUs each joins: past

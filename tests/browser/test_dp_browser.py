@@ -4,7 +4,15 @@ each diagram's embed, and the diagrams in view at laptop and phone sizes."""
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, follow, release, sized_page, wait_drawn
+from tests.browser.helpers import (
+    answer_drill,
+    api_json,
+    commit_guess,
+    follow,
+    release,
+    sized_page,
+    wait_drawn,
+)
 
 PAGE = "/episodes/data-parallel"
 DIAGRAMS = ("dp-scaling", "dp-time", "dp-ratio", "dp-replica")
@@ -74,6 +82,7 @@ def test_slider_updates_chart_and_url_then_reload_and_back(page, live_server):
 
 def test_gpu_count_and_overlap_swap_the_fragment(page, live_server):
     open_lesson(page, "link=eth-100g")
+    commit_guess(page, 3)  # Ethernet's bench waits for step 3's guess
     page.evaluate("window.__sameDocument = true")
     page.locator("#input-gpus").select_option("64")
     page.wait_for_url("**gpus=64**")
@@ -99,6 +108,7 @@ def test_gpu_count_and_overlap_swap_the_fragment(page, live_server):
 
 def test_good_and_bad_case_buttons(page):
     open_lesson(page, "gpus=16&link=pcie-4")
+    commit_guess(page, 3)  # the bad case's bench waits for step 3's guess
     follow(page.locator("[data-case=bad]"), "link=eth-100g")
     assert speedup(page) == pytest.approx(19.7, abs=0.05)
     expect(page.locator("[data-testid=efficiency]")).to_have_text("30.7%")

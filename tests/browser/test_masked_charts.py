@@ -567,3 +567,33 @@ def test_ep02s_ethernet_curves_wait_for_step_3s_guess(page, live_server):
         assert drawn.get("y") == given.get("y"), given["name"]
     assert "Ethernet 100 Gb/s at 8 GPUs" in page.locator(
         f".chart-summary[data-chart={chart}]").inner_text()
+
+
+def test_ep02s_ethernet_bench_waits_for_step_3s_guess(page, live_server):
+    """Issue 36 (s46): the bad case (64 GPUs on 100 Gb/s Ethernet, also step 1's try link)
+    printed step 3's answer on its bench before the guess: the verdict '19.68× on 64 GPUs:
+    30.7% efficiency', the chosen point's label, the time chart's 2,297.9 ms all-reduce and
+    the crossover chart's compute ÷ all-reduce. In Chromium none of it is on the screen, in a
+    plotted chart or a hover before step 3's guess; after it, the engine's figures are."""
+    bad = api_json(live_server, "dp", "gpus=64&link=eth-100g")
+    page.goto("/episodes/data-parallel?gpus=64&link=eth-100g")
+    wait_drawn(page)
+    answer = [f"{bad['speedup']:.2f}", f"{bad['speedup']:.1f}×",
+              f"{100 * bad['efficiency']:.1f}%", f"{1e3 * bad['comm_s']:,.1f}"]
+    bench = page.locator("#dp-diagram")
+    assert not [a for a in answer if a in bench.inner_text()], bench.inner_text()
+    for chart in ("dp-scaling", "dp-time", "dp-ratio"):
+        look_at(page, chart)
+        assert page.evaluate(VEILED, chart) is not None, chart
+        plotted = page.evaluate(PLOTTED, chart)
+        assert bad["speedup"] not in numbers(json.loads(plotted)), chart
+        assert not [a for a in answer if a in plotted + hover_everywhere(page, chart)], chart
+    commit_guess(page, 3)
+    for chart in ("dp-scaling", "dp-time", "dp-ratio"):
+        page.wait_for_function(
+            f"() => !document.getElementById('{chart}').hasAttribute('data-veiled')")
+    text = bench.inner_text()
+    assert f"{bad['speedup']:.2f}× on 64 GPUs: {100 * bad['efficiency']:.1f}% efficiency" in text
+    assert f"{1e3 * bad['comm_s']:,.1f} ms" in text
+    label = json.loads(page.evaluate(PLOTTED, "dp-scaling"))["layout"]["annotations"][-1]
+    assert f"{bad['speedup']:.1f}×" in label["text"], label
