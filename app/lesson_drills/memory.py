@@ -2,7 +2,6 @@
 
 import math
 
-from app.charts.units import fmt_bytes
 from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import gb
@@ -31,14 +30,36 @@ def _b(params: float) -> str:
 P405, H200 = get_model("llama-3.1-405b").params, get_gpu("h200").memory_bytes
 H200_SHARDS = 64
 _DRILL_STATE = {"model": "llama-3.1-405b", "gpu": "h200", "dp": H200_SHARDS, "zero": 3}
-# EP01's decide drill: the 8B on one H100, four single changes that EP01 teaches, of which
-# only serving it fits (round-12 cold reading, finding 7: the TP/PP decide it asked before
-# turned on EP04-EP05 and is EP05's check now, app/lesson_drills/pipeline.py).
+# EP01's decide drill: the 8B on one H100 in the 18-byte recipe at Llama 3.1's pre-training
+# length, selective recomputation; which of four training changes EP01 teaches cuts its bill
+# the most (issue 36: the serving option it had before abandoned training, so its right
+# answer taught nothing of the ledger). Each saving is one of EP01's formulas: 2 B a
+# parameter (step 2), 34·s·h a layer against full recomputation's 2·s·h and fused
+# attention's same 34·s·h (step 3), and the tokens. At 4,096 tokens the recipe's 16.1 GB
+# and full recomputation's 17.2 GB are 1.1 GB apart; at 8,192 they separate clearly.
 P8, H100 = get_model("llama-3.1-8b").params, get_gpu("h100-sxm").memory_bytes
-_FIT = {"model": "llama-3.1-8b", "recipe": "adam18"}
-FIT_STATES = {"adam16": {**_FIT, "recipe": "adam16"}, "full": {**_FIT, "recompute": "full"},
-              "half": {**_FIT, "seq_len": 2048},
-              "int8": {**_FIT, "mode": "infer", "recipe": "int8"}}
+CUT_BASE = {"model": "llama-3.1-8b", "recipe": "adam18", "seq_len": 8192}
+CUT_STATES = {"adam16": {**CUT_BASE, "recipe": "adam16"},
+              "full": {**CUT_BASE, "recompute": "full"},
+              "half": {**CUT_BASE, "seq_len": CUT_BASE["seq_len"] // 2},
+              "flash": {**CUT_BASE, "recompute": "flash"}}
+
+
+def _base() -> dict:
+    """The decide's starting state, as GET /api/memory answers it."""
+    return lab_value("memory", CUT_BASE, lambda a: a)
+
+
+def cut(answer: dict) -> float:
+    """Bytes a change saves against the decide's starting state."""
+    return _base()["total_bytes"] - answer["total_bytes"]
+
+
+def _layers(key: str = "") -> str:
+    """s × h × layers of a state (the starting one by default), as EP01 step 3 multiplies
+    them by 34 or 2."""
+    m = get_model(CUT_BASE["model"])
+    return f"{CUT_STATES.get(key, CUT_BASE)['seq_len']:,} × {m.hidden:,} × {m.layers}"
 
 
 def _state_405b_whole() -> float:
@@ -81,35 +102,43 @@ DRILLS: tuple[Drill | Decide, ...] = (
         )),
     decide(
         "memory-decide-fit",
-        f"Llama 3.1 8B ({_b(P8)} parameters) does not train on one H100 "
-        f"({H100 / 1e9:.0f} GB) in the 18-byte recipe, on one 4,096-token sequence with "
-        "selective recomputation. Which single change makes what it runs fit?",
-        "memory", "total_bytes",
-        (("adam16", "The 16-byte recipe: bf16 gradients", FIT_STATES["adam16"],
-          lambda a: "Two bytes fewer a parameter still leave "
-                    f"16 B × {_b(a['params'])} = {gb(_state(a))} of state, over the "
-                    f"{H100 / 1e9:.0f} GB before any activation: {{value}}."),
-         ("full", "Full activation recomputation", FIT_STATES["full"],
-          lambda a: "Recomputation shrinks only the activations, to "
-                    f"{gb(a['breakdown']['activations'])}; the 18 B × {_b(a['params'])} = "
-                    f"{gb(_state(a))} of state stays whole: {{value}}."),
-         ("half", "Sequences of 2,048 tokens, half as long", FIT_STATES["half"],
-          lambda a: f"Half the tokens halve the activations and logits, to {gb(_rest(a))}; "
-                    f"the {gb(_state(a))} of state does not depend on the tokens: {{value}}."),
-         ("int8", "Serve it with int8 weights instead of training it",
-          FIT_STATES["int8"],
-          lambda a: "Serving keeps no gradients and no optimizer state: 1 B × "
-                    f"{_b(a['params'])} = {gb(a['breakdown']['weights'])} of weights, and "
-                    "with a KV cache and workspace for one sequence it fits the "
-                    f"{H100 / 1e9:.0f} GB: {{value}}.")),
-        # Three figures: at one decimal 148.9 GB would hold the right option's 8.9 GB.
-        best="min", fmt=fmt_bytes,
+        f"Llama 3.1 8B ({_b(P8)} parameters) in the 18-byte recipe, one "
+        f"{CUT_BASE['seq_len']:,}-token sequence (its pre-training length), selective "
+        f"recomputation: its training step does not fit one H100 ({H100 / 1e9:.0f} GB). "
+        "Which single change cuts this bill the most?",
+        "memory", cut,
+        (("adam16", "The 16-byte recipe: bf16 gradients", CUT_STATES["adam16"],
+          lambda a: f"Keeping the gradients in bf16 saves 2 of the 18 bytes a parameter (step "
+                    f"2): 2 B × "
+                    f"{_b(a['params'])} = {{value}} less. The activations do not depend on "
+                    "the recipe."),
+         ("full", "Full activation recomputation", CUT_STATES["full"],
+          lambda a: "Full recomputation keeps only each layer's input, 2·s·h of its 34·s·h "
+                    f"(step 3), and saves the other 32: 32 × {_layers('full')} layers = "
+                    "{value} less, for about one more forward pass."),
+         ("half", f"Sequences of {CUT_STATES['half']['seq_len']:,} tokens, half as long",
+          CUT_STATES["half"],
+          lambda a: "Half the tokens halve what grows with them: the layers' 34·s·h, to "
+                    f"{gb(a['breakdown']['activations'])}, and the fp32 logits with their "
+                    "neighbours (step 2), to "
+                    f"{gb(a['breakdown']['embedding_and_logits'])}: {{value}} less. The state "
+                    "does not depend on the tokens."),
+         ("flash", "Fused attention (FlashAttention) instead of selective recomputation",
+          CUT_STATES["flash"],
+          lambda a: "Fused attention is selective recomputation done inside the kernel (step "
+                    f"3): both keep 34·s·h a layer, 34 × {_layers('flash')} layers = "
+                    f"{gb(a['breakdown']['activations'])}, so it saves {{value}}.")),
+        best="max", fmt=gb,
         solution=lambda found: (
-            "{best}. Training holds its state whatever the activations: even the 16-byte "
-            f"recipe's 16 B × {_b(P8)} = {gb(16 * P8)} is over {H100 / 1e9:.0f} GB before a single "
-            "activation, so the 16-byte recipe ({adam16}), full recomputation ({full}) "
-            "and 2,048 tokens ({half}) all stay over it; training it needs at least "
-            f"{math.ceil(16 * P8 / H100)} GPUs (step 5). Serving drops the gradients and "
-            "the optimizer: {int8}."),
-        reveals=("Serving keeps no gradients",)),
+            "{best}. At "
+            f"{CUT_BASE['seq_len']:,} tokens the layers' activations, 34 × {_layers()} = "
+            f"{gb(_base()['breakdown']['activations'])}, outweigh the 2 B a parameter a "
+            "recipe can save, so full recomputation cuts the most: it keeps 2·s·h of the "
+            "34 ({full} less); half the tokens halve them and the logits ({half}); the "
+            f"16-byte recipe saves 2 B × {_b(P8)} ({{adam16}}); fused attention is what selective "
+            "recomputation already keeps ({flash}). None of them makes it fit: the "
+            f"{gb(_state(_base()))} of state is over {H100 / 1e9:.0f} GB before a single "
+            f"activation, and even the 16-byte recipe needs at least "
+            f"{math.ceil(16 * P8 / H100)} GPUs (step 5)."),
+        reveals=("full recomputation cuts the most",)),
 )

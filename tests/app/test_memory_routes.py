@@ -468,34 +468,61 @@ def _step(page: str, n: int) -> str:
 def test_round_12_ep01s_decide_is_made_from_ep01_alone(client):
     """Round-12 cold reading of EP01, finding 7: EP01's decide (70B: ZeRO-1, TP8 with the
     sequence split, full recomputation or PP8?) turned on TP's sequence split and PP's
-    in-flight micro-batches, which EP04-EP05 teach. EP01 now asks which single change EP01
-    teaches makes the 8B fit on one H100: the engine runs every option, exactly one fits, and
-    it is the one judged right. The old drill is EP05's check, at its old URL."""
+    in-flight micro-batches, which EP04-EP05 teach; the old drill is EP05's check, at its old
+    URL. Issue 36: its first replacement's right answer was "serve it in int8 instead", which
+    abandons training and teaches nothing of the ledger. EP01's decide now asks which of four
+    training changes cuts the 8B's bill the most: every option a training state, exactly one
+    right (the engine's largest saving, clear of the next by more than 1 GB), and each
+    option's why quotes its own saving with the working from EP01's formulas (2 B a
+    parameter, 34·s·h against 2·s·h a layer, the tokens), which agree with the engine."""
     from app.episodes import BY_LAB
     from app.labkit import VIEWS
     from app.labkit.drills import check_drill, lab_value
-    from app.lesson_drills.memory import FIT_STATES
+    from app.lesson_drills.memory import CUT_BASE, CUT_STATES
+    from app.lesson_drills.units import gb
+    from labs.core.limits import TRAIN_RECIPES
+    from labs.model.presets import get_model
 
     ids = {name: [d.id for d in VIEWS[name].drills] for name in ("memory", "pipeline")}
     assert "memory-decide-fit" in ids["memory"] and "memory-decide-cut" not in ids["memory"]
     assert "memory-decide-cut" in ids["pipeline"]
     drill = next(d for d in VIEWS["memory"].drills if d.id == "memory-decide-fit")
-    answers = {key: lab_value("memory", FIT_STATES[key], lambda a: a) for key in FIT_STATES}
-    fits = [key for key, answer in answers.items() if answer["fits"]]
     judged = {o.key: o for o in drill.judge()}
-    assert fits == [k for k, o in judged.items() if o.right] == ["int8"]
-    for key, option in judged.items():  # each option's why quotes the engine's figure
-        assert fmt_bytes(answers[key]["total_bytes"]) in option.why, key
-    base = lab_value("memory", {"model": "llama-3.1-8b", "recipe": "adam18"}, lambda a: a)
-    assert not base["fits"]
-    state = 16 * base["params"]  # even the 16-byte recipe's state is over the H100
-    assert state > base["gpu_memory_bytes"] and f"{state / 1e9:,.1f} GB" in drill.solution()
+    assert set(judged) == set(CUT_STATES) and len(judged) == 4
+    for state in CUT_STATES.values():  # a training change, not serving it instead
+        assert state.get("mode", "train") == "train" and state["recipe"] in TRAIN_RECIPES
+    answer = {key: lab_value("memory", s, lambda a: a) for key, s in CUT_STATES.items()}
+    base = lab_value("memory", CUT_BASE, lambda a: a)
+    saved = {key: base["total_bytes"] - a["total_bytes"] for key, a in answer.items()}
+    ranked = sorted(saved, key=saved.__getitem__, reverse=True)
+    assert [k for k, o in judged.items() if o.right] == ranked[:1] == ["full"]
+    assert saved[ranked[0]] - saved[ranked[1]] > 1e9  # clear of the lab's own error
+    for key, option in judged.items():  # each why quotes its own saving, from the engine
+        told = (f"{gb(saved[key])} less", f"saves {gb(saved[key])}")
+        assert any(t in option.why for t in told), key
+    # ... and the working each why shows gives that saving: EP01's formulas, the engine's.
+    model, s = get_model(CUT_BASE["model"]), CUT_BASE["seq_len"]
+    h, layers = model.hidden, model.layers
+    assert saved["adam16"] == pytest.approx(2 * base["params"])
+    assert f"2 B × {base['params'] / 1e9:.2f}B = " in judged["adam16"].why
+    assert saved["full"] == pytest.approx(32 * s * h * layers)
+    assert f"32 × {s:,} × {h:,} × {layers} layers = " in judged["full"].why
+    assert saved["flash"] == 0 and base["breakdown"]["activations"] == 34 * s * h * layers
+    assert f"34 × {s:,} × {h:,} × {layers} layers = " in judged["flash"].why
+    half = answer["half"]["breakdown"]
+    assert saved["half"] == pytest.approx(base["breakdown"]["activations"] / 2
+                                          + base["breakdown"]["embedding_and_logits"]
+                                          - half["embedding_and_logits"])
+    assert not any(a["fits"] for a in answer.values())  # no change makes it fit: it says so
+    assert f"{gb(18 * base['params'])} of state is over 80 GB" in drill.solution()
     ep01, ep05 = (client.get(BY_LAB[name].path).text for name in ("memory", "pipeline"))
     assert 'id="drill-memory-decide-fit"' in ep01 and "drill-memory-decide-cut" not in ep01
     assert 'id="drill-memory-decide-cut"' in ep05
     old = client.get("/api/drills/memory-decide-cut", params={"answer": "tp8"})
     assert old.status_code == 200 and old.json()["status"] == "right"
-    assert check_drill(drill, "int8", attempt=1, hide_answers=True)["status"] == "right"
+    url = client.get("/api/drills/memory-decide-fit", params={"answer": "full"})
+    assert url.status_code == 200 and url.json()["status"] == "right"
+    assert check_drill(drill, "adam16", attempt=1, hide_answers=True)["status"] == "hint"
 
 
 def test_round_12_step_1_asks_what_step_1_lets_a_student_reason(client):
