@@ -51,6 +51,20 @@ STEP3_WHAT = "The all-reduce on 100 Gb/s Ethernet"  # held_text: "... shows once
 STEP3_MASK = held_text(STEP3_WHAT, (STEP3,))
 
 
+# Step 8 asks the crossover T* on 8 GPUs over PCIe 4.0; step 2's "8 × PCIe" link printed it
+# (T* 14,995 and compute ÷ all-reduce 1.09 at 16,384 tokens). At a PCIe state the crossover
+# chart, note and T* wait for step 8's guess. Issue 36, s46.
+STEP8_LINK, STEP8 = "pcie-4", "step-8"
+CROSSOVER_WHAT = {STEP3: STEP3_WHAT, STEP8: "The crossover on PCIe 4.0"}
+
+
+def crossover_keys(result) -> tuple[str, ...]:
+    """The step whose answer the state's crossover (chart, note, T*) gives: step 3's at an
+    Ethernet state (its all-reduce), step 8's on PCIe (the T* it asks), else none."""
+    link = result.input.link
+    return (STEP3,) if link == STEP3_LINK else (STEP8,) if link == STEP8_LINK else ()
+
+
 def step3_state(result) -> bool:
     """Whether the state's all-reduce is step 3's: one 100 Gb/s Ethernet port a server."""
     return result.input.link == STEP3_LINK
@@ -241,9 +255,11 @@ def _time_figure(result) -> dict:
 
 
 def ratio_figure(result) -> dict:
-    """EP02's compute against its once-a-step all-reduce (``app.charts.crossover``); at an
-    Ethernet state veiled until step 3's guess (compute ÷ all-reduce gives its efficiency)."""
+    """EP02's compute against its once-a-step all-reduce (``app.charts.crossover``); veiled
+    until the guess of the step it answers (``crossover_keys``): at an Ethernet state step
+    3's (compute ÷ all-reduce gives its efficiency), on PCIe step 8's (its T*)."""
     r = result.ratio
     figure = crossover_figure(r.tokens_per_gpu, r.compute_s, r.allreduce_s, r.crossover_tokens,
                               r.sweep, "All-reduce, once a step", result.input.gpus)
-    return owned(figure, (STEP3,) if step3_state(result) else (), STEP3_WHAT)
+    keys = crossover_keys(result)
+    return owned(figure, keys, CROSSOVER_WHAT[keys[0]] if keys else "")

@@ -8,14 +8,17 @@ from functools import lru_cache
 from fastapi import APIRouter
 
 from app.charts.data_parallel import (
+    CROSSOVER_WHAT,
     FAMILY_COLOURS,
     PARTS,
     STEP3,
     STEP3_LINK,
     STEP3_MASK,
+    crossover_keys,
     step3_state,
 )
 from app.charts.memory import COMPONENTS
+from app.charts.zero import held_text
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -175,6 +178,10 @@ def extra_context(state) -> dict:
         # Ethernet row at every state, the bench's all-reduce figures at an Ethernet state.
         "step3": STEP3, "step3_link": STEP3_LINK, "step3_mask": STEP3_MASK,
         "step3_state": step3_state(state.result),
+        # The crossover's note and T* wait for the step it answers (step 3's, step 8's).
+        "cross_keys": " ".join(crossover_keys(state.result)),
+        "cross_mask": held_text(CROSSOVER_WHAT[keys[0]], keys) if (
+            keys := crossover_keys(state.result)) else "",
         "link_colours": {i: FAMILY_COLOURS[link_family(link)] for i, link in links().items()},
         "link_names": link_names(), "curve_links": CURVE_LINKS,
         # The scale-up links the chart draws to 1,024 GPUs, with the most GPUs each joins: past

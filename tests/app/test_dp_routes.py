@@ -567,3 +567,33 @@ def test_step_3s_ethernet_all_reduce_waits_for_its_guess(client):
     bad = next(u for u in case_urls(html) if "link=eth-100g" in u)
     after = screen(client, bad, ids, "step-4", html)
     assert all(printed(n, u, after) for n, u in figures_of(bad)), figures_of(bad)
+
+
+def test_no_step_is_answered_from_an_earlier_steps_link(client):
+    """Issue 36 (s46): a step's prediction stays unanswered on every screen a link opens
+    before its guess, the links of every earlier step (the shared check reads the step
+    before's only), the case buttons and the opening. Step 2's '8 × PCIe' printed step 8's
+    T*, 14,995 tokens (crossover note, table, chart) and compute ÷ all-reduce 1.09 beside
+    its 16,384 tokens: it now waits for step 8's guess at a PCIe state."""
+    from tests.app.test_answers_hidden import answers, case_urls, printed, reveals, screen, try_urls
+    from tests.app.test_step_beats import steps
+
+    path = "/episodes/data-parallel"
+    html = client.get(path).text
+    found = steps(html)
+    ids = [step_id for step_id, _ in found]
+    pcie = facts()["pcie8"]["api"]["ratio"]  # step 8's T* and the ratio that gives it
+    extra = {"step-8": [(f"{pcie['ratio']:.3g}", ""), (f"{pcie['crossover_tokens']:,.0f}", "")]}
+    shown = []
+    for n, (step_id, step) in enumerate(found):
+        figs, words = answers(step) + extra.get(step_id, []), reveals(step)
+        links = [u for _, earlier in found[:n] for u in try_urls(earlier)]
+        for url in dict.fromkeys([path, *case_urls(html), *links]):
+            text = screen(client, url, ids, step_id, html)
+            shown += [(step_id, url, f"{v} {u}") for v, u in figs if printed(v, u, text)]
+            shown += [(step_id, url, w) for w in words if w.lower() in text.lower()]
+    assert not shown, shown
+    # Step 8 guessed: step 2's PCIe state prints its T* (the check above can fail).
+    pcie_url = next(u for u in try_urls(dict(found)["step-2"]) if "link=pcie-4" in u)
+    assert printed(f"{pcie['crossover_tokens']:,.0f}", "", screen(client, pcie_url, ids,
+                                                                   "step-9", html))

@@ -597,3 +597,21 @@ def test_ep02s_ethernet_bench_waits_for_step_3s_guess(page, live_server):
     assert f"{1e3 * bad['comm_s']:,.1f} ms" in text
     label = json.loads(page.evaluate(PLOTTED, "dp-scaling"))["layout"]["annotations"][-1]
     assert f"{bad['speedup']:.1f}×" in label["text"], label
+
+
+def test_ep02s_pcie_crossover_waits_for_step_8s_guess(page, live_server):
+    """Issue 36 (s46): step 2's '8 × PCIe' link drew step 8's answer, the crossover T* on
+    PCIe (chart label, note, table) and compute ÷ all-reduce beside the tokens. In Chromium
+    none is on the screen or plotted before step 8's guess; after it the engine's T* is."""
+    pcie = api_json(live_server, "dp", "gpus=8&link=pcie-4")["ratio"]
+    t_star = f"{pcie['crossover_tokens']:,.0f}"
+    page.goto("/episodes/data-parallel?gpus=8&link=pcie-4")
+    wait_drawn(page)
+    look_at(page, "dp-ratio")
+    assert page.evaluate(VEILED, "dp-ratio") is not None
+    shown = page.locator("#dp-diagram").inner_text() + page.evaluate(PLOTTED, "dp-ratio")
+    assert t_star not in shown and f"{pcie['ratio']:.3g}" not in shown
+    assert pcie["crossover_tokens"] not in numbers(json.loads(page.evaluate(PLOTTED, "dp-ratio")))
+    commit_guess(page, 8)
+    page.wait_for_function("() => !document.getElementById('dp-ratio').hasAttribute('data-veiled')")
+    assert t_star in page.locator("[data-testid=crossover]").inner_text()
