@@ -30,6 +30,7 @@ from labs.core.catalogue import RECIPES
 from labs.core.limits import HOST_LINKS, TRAIN_RECIPES
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link
+from labs.model.activations import own_layer_terms
 from labs.model.code import LLAMA_65B
 from labs.model.presets import get_model
 from labs.precision.finetune import trainable_params
@@ -102,11 +103,25 @@ def facts() -> dict:
     }
 
 
+@lru_cache(maxsize=1)
+def llama8_layer() -> dict:
+    """Step 4's limit: Llama 3.1 8B's own layer counted as EP01 step 3 counts the 70B's
+    (``own_layer_terms``), and the part of it its linear layers read: the QKV, output
+    projection and MLP inputs and the down projection's, SwiGLU's product (2·ffn/h)."""
+    model = get_model("llama-3.1-8b")
+    terms = own_layer_terms(model)
+    linear = (terms["qkv_input"] + terms["proj_input"] + terms["mlp_input"]
+              + 2 * model.ffn / model.hidden)
+    return {"total": sum(terms.values()), "linear": linear, "ffn": model.ffn / model.hidden,
+            "high": 14 / linear - 1}
+
+
 def extra_context(state) -> dict:
     query = state.query
     spec = state.result.input.model
     return {
         "facts": facts(),
+        "llama8_layer": llama8_layer(),
         "h100": get_gpu("h100-sxm"),  # the datasheet peaks step 8 quotes
         # torchtitan's 8B run on its own layout, as /validation checks it (step 8).
         "titan_check": titan_check(),

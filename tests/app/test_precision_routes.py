@@ -623,3 +623,25 @@ def test_the_speed_chart_title_says_what_each_state_draws(client):
     assert "steps as BF16 does" in wide, wide
     fig = page_figures(client.get(PAGE, params={"recipe": "adam16"}).text)["precision-speed"]
     assert len(fig["data"]) == 1 and fig["data"][0]["name"].startswith("BF16: "), fig["data"]
+
+
+def test_step_4s_limit_counts_llamas_own_layer_as_ep01_does(client):
+    """s46-d: EP01 step 3 counts Llama's own layer (labs.model.activations.own_layer_terms);
+    step 4's limit said 'within about 15% for Llama'. It now gives the 8B's own count and its
+    linear layers' inputs from the same terms, and how far the lab's FP8 saving errs."""
+    from labs.model.activations import own_layer_terms
+    from labs.model.presets import get_model
+
+    html = client.get("/episodes/low-precision").text
+    html = re.sub(r'<span class="term-tip".*?</span>', "", html, flags=re.S)
+    step = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html[html.index('id="step-4"'):
+                                                          html.index('id="step-5"')]))
+    model = get_model("llama-3.1-8b")
+    terms = own_layer_terms(model)
+    linear = (terms["qkv_input"] + terms["proj_input"] + terms["mlp_input"]
+              + 2 * model.ffn / model.hidden)
+    assert "within about 15%" not in step
+    assert f"keeps {sum(terms.values()):g}·s·b·h" in step
+    assert f"of which {linear:g}·s·b·h are the linear layers" in step
+    assert f"FP8 saves {linear / 2:g}·s·b·h a layer, not 7" in step
+    assert f"errs high by {100 * (14 / linear - 1):.0f}%" in step
