@@ -34,6 +34,7 @@ from labs.failures.lab import (
     simulate_failures,
 )
 from labs.hardware.links import get_link
+from labs.model.code import encode
 from labs.model.presets import get_model
 
 DEFAULT_MODEL = "llama-3.1-405b"
@@ -158,7 +159,9 @@ def timed_steps(query: FailuresQuery) -> tuple[tuple[int, float], ...]:
     for any other job, whose step the lab scales ideally (the engine times Llama 3's layout
     only)."""
     defaults = FailuresQuery.model_fields
-    if (query.model_value != DEFAULT_MODEL or query.step_s != defaults["step_s"].default
+    # Llama 3's model by its preset or by its code (the same shape): one job, one answer
+    if (encode(query.model_spec()) != encode(get_model(DEFAULT_MODEL))
+            or query.step_s != defaults["step_s"].default
             or query.step_gpus != defaults["step_gpus"].default):
         return ()
     return engine_steps(tuple(sorted(set(SWEEP_GPUS) | {query.gpus})))
