@@ -153,6 +153,12 @@ class FailuresQuery(ModelControls):
                        description="Steps of the job. Default: Llama 3's 15.6T tokens / 16M.")
 
 
+@lru_cache(maxsize=1)
+def default_code() -> str:
+    """Llama 3's model as a model code: a query's model is Llama 3's when its code is this."""
+    return encode(get_model(DEFAULT_MODEL))
+
+
 def timed_steps(query: FailuresQuery) -> tuple[tuple[int, float], ...]:
     """EP08's engine's steps for a query that is Llama 3's job (its model, and its step on its
     16,384 GPUs, the defaults), at the cluster sizes the lab sweeps and the query's own; none
@@ -160,7 +166,7 @@ def timed_steps(query: FailuresQuery) -> tuple[tuple[int, float], ...]:
     only)."""
     defaults = FailuresQuery.model_fields
     # Llama 3's model by its preset or by its code (the same shape): one job, one answer
-    if (encode(query.model_spec()) != encode(get_model(DEFAULT_MODEL))
+    if (encode(query.model_spec()) != default_code()
             or query.step_s != defaults["step_s"].default
             or query.step_gpus != defaults["step_gpus"].default):
         return ()
