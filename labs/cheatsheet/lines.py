@@ -184,7 +184,7 @@ def tp_layer(inp):
             Term("sent per layer", r.cost.comm_bytes, "bytes", "per GPU, forward + backward"))
 
 
-# ---- EP05 pipelines (Huang et al. 2019 GPipe; Narayanan et al. 2021; Qi et al. 2023) ----
+# ---- EP05 pipelines (Huang et al. 2019 GPipe; Narayanan et al. 2021; Qi et al. 2024) ----
 
 def _bubble(inp, schedule, virtual=1):
     r = simulate_pipeline(PipelineInput(schedule=schedule, stages=inp.pp,
