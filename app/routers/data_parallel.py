@@ -40,11 +40,12 @@ from app.routers.data_parallel_state import (
     to_api,
 )
 from app.schemas import DataParallelAnswer
-from labs.data_parallel.inputs import DDP_BUCKET_BYTES
+from labs.data_parallel.inputs import DDP_BUCKET_BYTES, DataParallelPoint
 from labs.data_parallel.lab import (
     CURVE_LINKS,
     SERVER_GPU,
     all_reduce,
+    data_parallel_point,
     link_family,
     nccl_all_reduce,
 )
@@ -60,6 +61,7 @@ from labs.hardware.nccl import (
     TREE_LL,
     TREE_SHARE,
     NcclTime,
+    plateau_bytes,
     simple_ring_latency,
 )
 
@@ -110,22 +112,38 @@ def facts() -> dict:
     }
 
 
-def _nccl(fact: dict, bucket: bool = False) -> NcclTime:
+def _nccl(fact: dict, bucket: bool = False, ring_protocol: str | None = None) -> NcclTime:
     """A fact's all-reduce (its whole gradients, or one full bucket) as NCCL's cost model
-    prices it, term by term: the same collective its API answer times."""
+    prices it, term by term: the same collective its API answer times (or, with
+    ``ring_protocol``, NCCL's ring on that protocol)."""
     inp = fact["result"].input
     size = min(inp.bucket_bytes, inp.grad_bytes) if bucket else inp.grad_bytes
-    return nccl_all_reduce(size, inp.gpus, get_link(inp.link), inp.nics_per_node)
+    return nccl_all_reduce(size, inp.gpus, get_link(inp.link), inp.nics_per_node,
+                           ring_protocol)
 
 
 @lru_cache(maxsize=1)
 def nccl_terms() -> dict:
     """The collectives steps 4 to 6 write out: step 4's ring over 8 servers, step 5's 25 MiB
-    bucket on the same 64 GPUs, step 6's 1 MiB and 25 MiB buckets on 1,024 (NCCL's tree)."""
+    bucket on the same 64 GPUs, step 6's 1 MiB and 25 MiB buckets on 1,024 (NCCL's tree),
+    and the ring NCCL does not run for the 1 MiB bucket, on Simple (step 1's constants) and
+    on LL (step 6's note)."""
     f = facts()
     return {"ib64": _nccl(f["ib64"]), "bucket64": _nccl(f["bad_overlap"], bucket=True),
             "tiny": _nccl(f["ib1024_tiny"], bucket=True),
-            "ddp": _nccl(f["ib1024_ddp"], bucket=True)}
+            "ddp": _nccl(f["ib1024_ddp"], bucket=True),
+            "ring_tiny": _nccl(f["ib1024_tiny"], bucket=True, ring_protocol="Simple"),
+            "ring_tiny_ll": _nccl(f["ib1024_tiny"], bucket=True, ring_protocol="LL")}
+
+
+@lru_cache(maxsize=1)
+def ring_steps() -> dict[str, DataParallelPoint]:
+    """Step 6's 1 MiB buckets on 1,024 GPUs had NCCL run its ring (Simple, LL) instead of
+    the tree its model picks: the same step (``labs.data_parallel.lab.data_parallel_point``),
+    every bucket timed as that ring."""
+    inp = facts()["ib1024_tiny"]["result"].input
+    return {proto: data_parallel_point(inp, inp.gpus, inp.link, ring_protocol=proto)
+            for proto in ("Simple", "LL")}
 
 
 # NCCL 2.8's tree constants step 6's note states (tuning.cc, labs.hardware.nccl).
@@ -157,6 +175,10 @@ def extra_context(state) -> dict:
         "ring_lat": simple_ring_latency(),
         # Steps 4 to 6 write NCCL's latency (and the tree's bandwidth) out term by term.
         "nccl": nccl_terms(), "tree_consts": TREE_CONSTANTS, "nccl_now": CURRENT_NCCL,
+        # Step 6 sets the ring NCCL does not run beside the tree it does, and says from what
+        # size its ring pays the plateau.
+        "ring_steps": ring_steps(), "plateau_1024": plateau_bytes(facts()["ib1024_tiny"][
+            "params"]["gpus"]),
         "model_options": (("custom", "Custom gradient size…"),
                           *model_choices(model_options(), query.model or "", custom=False)),
         "model_value": "custom" if is_custom(query) else query.model,

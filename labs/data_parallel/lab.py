@@ -53,7 +53,7 @@ from labs.data_parallel.inputs import (
 from labs.hardware.comm import CommCost, nccl_collective, ring
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import Cluster, Link, get_link, links, make_cluster
-from labs.hardware.nccl import NcclTime, nccl_time
+from labs.hardware.nccl import NcclTime, nccl_time, ring_time
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
 
@@ -83,13 +83,20 @@ def server_cluster(link: Link, nics_per_node: int) -> Cluster:
 
 
 def all_reduce(size: float, gpus: int, link: Link, nics_per_node: int = 1,
-               flat: bool = False) -> CommCost:
+               flat: bool = False, ring_protocol: str | None = None) -> CommCost:
     """One all-reduce of ``size`` bytes over ``gpus`` GPUs joined by ``link``, as NCCL runs it
     (``labs.hardware.comm.nccl_collective``): a scale-up link joins the whole group as one
     fabric; a scale-out link joins 8-GPU servers.
 
     ``flat``: the textbook reading, every GPU on its own port of ``link``, one α–β ring
-    through all of them at the datasheet figures (2(N−1)/N·S/β + 2(N−1)·α)."""
+    through all of them at the datasheet figures (2(N−1)/N·S/β + 2(N−1)·α).
+    ``ring_protocol``: NCCL's ring on that protocol over the same servers, where its model
+    may pick a tree (``labs.hardware.nccl.ring_time``; EP02 step 6)."""
+    if ring_protocol is not None and gpus > 1:
+        t = nccl_all_reduce(size, gpus, link, nics_per_node, ring_protocol)
+        across = "ring" if t.nodes > 1 else ""
+        return CommCost("all_reduce", gpus, size, 2 * (gpus - 1) / gpus * size, t.seconds,
+                        "ring", t.bottleneck, across)
     if flat:
         return CommCost("all_reduce", gpus, size, 2 * (gpus - 1) / gpus * size,
                         ring("all_reduce", size, gpus, link.bandwidth, link.latency),
@@ -103,10 +110,15 @@ def _cluster(link: Link, gpus: int, nics_per_node: int) -> Cluster:
     return server_cluster(link, nics_per_node)
 
 
-def nccl_all_reduce(size: float, gpus: int, link: Link, nics_per_node: int = 1) -> NcclTime:
+def nccl_all_reduce(size: float, gpus: int, link: Link, nics_per_node: int = 1,
+                    ring_protocol: str | None = None) -> NcclTime:
     """``all_reduce``'s collective as NCCL's cost model prices it, with its latency (and a
-    tree's bandwidth) term by term: what EP02's steps 4 to 6 write out."""
-    return nccl_time("all_reduce", size, gpus, _cluster(link, gpus, nics_per_node))
+    tree's bandwidth) term by term: what EP02's steps 4 to 6 write out; with
+    ``ring_protocol``, its ring on that protocol (step 6's ring, which NCCL does not pick)."""
+    cluster = _cluster(link, gpus, nics_per_node)
+    if ring_protocol is not None:
+        return ring_time("all_reduce", size, gpus, cluster, ring_protocol)
+    return nccl_time("all_reduce", size, gpus, cluster)
 
 
 def fabric_cluster(link: Link, gpus: int) -> Cluster:
@@ -177,18 +189,22 @@ def step_compute(inp: DataParallelInput, gpus: int) -> tuple[float, float]:
 
 
 def data_parallel_point(inp: DataParallelInput, gpus: int, link_id: str,
-                        flat: bool = False) -> DataParallelPoint:
+                        flat: bool = False, ring_protocol: str | None = None
+                        ) -> DataParallelPoint:
+    """One GPU count's step on one link; ``flat`` and ``ring_protocol`` time its all-reduces
+    another way (``all_reduce``)."""
     link, nics = get_link(link_id), inp.nics_per_node
     compute, window = step_compute(inp, gpus)
-    whole = all_reduce(inp.grad_bytes, gpus, link, nics, flat)
+    how = {"flat": flat, "ring_protocol": ring_protocol}
+    whole = all_reduce(inp.grad_bytes, gpus, link, nics, **how)
     if inp.overlap == "none" or gpus == 1:
         buckets, comm, exposed, bucket = 1, whole.seconds, whole.seconds, whole
     else:
         buckets = max(1, math.ceil(inp.grad_bytes / inp.bucket_bytes))
         last_size = inp.grad_bytes - (buckets - 1) * inp.bucket_bytes
-        bucket = all_reduce(min(inp.bucket_bytes, inp.grad_bytes), gpus, link, nics, flat)
+        bucket = all_reduce(min(inp.bucket_bytes, inp.grad_bytes), gpus, link, nics, **how)
         bucket_s = bucket.seconds
-        last_s = all_reduce(last_size, gpus, link, nics, flat).seconds
+        last_s = all_reduce(last_size, gpus, link, nics, **how).seconds
         comm = (buckets - 1) * bucket_s + last_s
         exposed = exposed_after_window(window, bucket_s, last_s, buckets,
                                        inp.bucket_bytes / inp.grad_bytes)

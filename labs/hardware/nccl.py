@@ -122,6 +122,13 @@ def simple_ring_latency() -> dict[str, float]:
             "net": HOP_LATENCY["net"]["ring"]["Simple"], "plateau": RING_PLATEAU}
 
 
+def plateau_bytes(group: int) -> float:
+    """The all-reduce size from which a ring on Simple across nodes pays ``RING_PLATEAU``
+    (tuning.cc: ``nBytes >= nRanks/16.0*65536``): 4 MiB on 1,024 GPUs, so EP02 step 6's
+    1 MiB bucket does not."""
+    return group / 16 * 65536
+
+
 @dataclass(frozen=True)
 class Latency:
     """A ring's or tree's latency in NCCL's model, term by term, µs (tuning.cc; EP02 writes
@@ -267,7 +274,17 @@ def pairwise(inside: float, outside: float, nodes: int, cluster: Cluster) -> Ncc
                     nic if nodes > 1 else intra.send_bandwidth, bottleneck, nodes)
 
 
-def _ring(kind: str, size: float, n: int, g: int, nodes: int, cluster: Cluster) -> NcclTime:
+def ring_time(kind: str, size: float, group: int, cluster: Cluster,
+              protocol: str) -> NcclTime:
+    """``kind`` over ``group`` GPUs of ``cluster``, packed into nodes, as NCCL's model prices
+    its ring on one ``protocol``, whatever algorithm it would pick: EP02 step 6 sets the ring
+    it does not run (Simple, step 1's constants) beside the tree it does."""
+    g = min(group, cluster.gpus_per_node)
+    return _ring(kind, size, group, g, math.ceil(group / g), cluster, (protocol,))
+
+
+def _ring(kind: str, size: float, n: int, g: int, nodes: int, cluster: Cluster,
+          protocols: tuple[str, ...] = PROTOCOLS) -> NcclTime:
     intra, inter = cluster.intra, cluster.inter
     ar = kind == "all_reduce"
     nsteps = 2 * (n - 1) if ar else n - 1
@@ -279,7 +296,7 @@ def _ring(kind: str, size: float, n: int, g: int, nodes: int, cluster: Cluster) 
         bus, link = min(intra.ring_busbw, across), (inter.id if across < intra.ring_busbw
                                                     else intra.id)
     best = None
-    for proto in PROTOCOLS:
+    for proto in protocols:
         if proto == "LL128" and (nodes > 1 or intra.hw != "nvlink"):
             continue  # tuning.cc enables LL128 by default on NVLink inside a node only
         bw, algo = bus, "ring"
@@ -291,7 +308,7 @@ def _ring(kind: str, size: float, n: int, g: int, nodes: int, cluster: Cluster) 
             bw, algo = intra.allreduce_busbw, "nvls"  # reduced in the switch
         intra_lat = HOP_LATENCY[intra.hw]["ring"][proto] * (
             MULTI_NODE_LL_INTRA if nodes > 1 and proto == "LL" else 1.0)
-        plateau = proto == "Simple" and ar and nodes > 1 and size >= n / 16 * 65536
+        plateau = proto == "Simple" and ar and nodes > 1 and size >= plateau_bytes(n)
         terms = Latency(BASE_LATENCY["ring"][proto], nsteps - inter_steps, intra_lat,
                         inter_steps, HOP_LATENCY[inter.hw]["ring"][proto],
                         factor=RING_PLATEAU if plateau else 1.0)

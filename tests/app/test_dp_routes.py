@@ -156,20 +156,24 @@ def test_step_6_times_buckets_with_the_algorithm_nccl_picks(client):
     """Issue 36: 1 MiB buckets at 1,024 GPUs were timed on a flat NVLink ring of 2(N-1)
     latency steps (75.7x), where NCCL's cost model picks a tree. Step 6 now takes 1,024 GPUs
     as built (128 servers, 8 NDR ports each): each bucket is NCCL's tree (a chain in the
-    server, a tree across; round 6: no two-level reading), about 1/35 of the flat ring's
-    time, and the page says so from the engine's figures."""
+    server, a tree across; round 6: no two-level reading), about 1/30 of NCCL's ring on
+    Simple (round 13: not the textbook's flat ring), and the page says so from the engine's
+    figures."""
+    from app.routers.data_parallel import ring_steps
+
     f = facts()
     tiny = f["ib1024_tiny"]["api"]
+    ring = ring_steps()["Simple"]
     assert tiny["bucket_algorithm"] == "tree" and tiny["bucket_across"] == "tree"
-    assert tiny["flat_ring"]["bucket_algorithm"] == "ring"
-    assert tiny["flat_ring"]["bucket_s"] > 30 * tiny["bucket_s"]
+    assert ring.bucket_algorithm == "ring" and ring.bucket_across == "ring"
+    assert ring.bucket_s > 25 * tiny["bucket_s"]
     # Small buckets still lose against DDP's 25 MiB, which hides the all-reduce.
     assert tiny["speedup"] < 0.6 * f["ib1024_ddp"]["api"]["speedup"]
     html = client.get("/episodes/data-parallel").text
     step = html[html.index('id="step-6"'):html.index('id="step-7"')]
     assert "tree" in step and "tuning.cc" in step and "2·log2(servers)" in step
     assert "nvlink-4" not in step  # the impossible 1,024-GPU NVLink ring is gone
-    assert fmt_ms(tiny["bucket_s"]) in step and fmt_ms(tiny["flat_ring"]["bucket_s"]) in step
+    assert fmt_ms(tiny["bucket_s"]) in step and fmt_ms(ring.bucket_s) in step
 
 
 def test_step_1_names_nccls_bus_bandwidth_from_the_link_presets(client):
@@ -597,3 +601,63 @@ def test_no_step_is_answered_from_an_earlier_steps_link(client):
     pcie_url = next(u for u in try_urls(dict(found)["step-2"]) if "link=pcie-4" in u)
     assert printed(f"{pcie['crossover_tokens']:,.0f}", "", screen(client, pcie_url, ids,
                                                                    "step-9", html))
+
+
+def test_round_13_step_6_teaches_the_tree_before_asking_which_nccl_runs(client):
+    """Round-13 cold reading of EP02, findings 3, 5, 6 and 12: step 6 asked the 1 MiB
+    speedup (1,000x / 250x / under 10x) with only step 1's ring taught, whose constants give
+    under 10x, so reasoning from the page picked the wrong option; its why timed a flat ring
+    at a textbook 5 us a step that nothing else on the page uses. The tree (its LL hops,
+    0.936 = 0.52 x 1.8, and why its latency grows with 2·log2(servers)) now comes before a
+    predict that asks which algorithm NCCL runs; the why times the ring with step 1's Simple
+    constants, read off the engine's ring (no x1.9 below 4 MiB on 1,024 GPUs), and says that
+    the 25 MiB line's two 1,092 us terms agree by coincidence. Step 4 says why NCCL 2.8
+    counts 2·(servers - 1) crossings against step 3's 8 links between servers."""
+    from app.routers.data_parallel import nccl_terms, ring_steps
+    from labs.hardware.nccl import (
+        BASE_LATENCY,
+        HOP_LATENCY,
+        MULTI_NODE_LL_INTRA,
+        TREE_CAP,
+        TREE_LL,
+        plateau_bytes,
+        simple_ring_latency,
+    )
+
+    html = client.get("/episodes/data-parallel").text
+    raw = html[html.index('id="step-6"'):html.index('id="step-7"')]
+    before = _text(raw[:raw.index('class="predict-beat"')])
+    why = _text(raw[raw.index('id="why-dp-6"'):])
+    assert re.search(r'data-predict="dp-6" data-right="tree"', raw)
+    # What the page teaches before the guess decides it: a ring on step 1's constants
+    # against a tree on the ones stated here, even at the tree's capped bandwidth on LL.
+    lat = simple_ring_latency()
+    n, servers, mib = 1024, 128, 1 << 20
+    inter = 2 * (servers - 1)
+    assert f"at step 1's {lat['nvlink']} and {lat['net']} µs a hop" in before
+    assert "2·log2(servers) = 14 network hops, not with N" in before
+    nv_ll, net_ll = HOP_LATENCY["nvlink"]["tree"]["LL"], HOP_LATENCY["net"]["tree"]["LL"]
+    assert (f"{net_ll:g} µs on the network and {nv_ll * MULTI_NODE_LL_INTRA:g} µs on NVLink "
+            f"({nv_ll:g} × {MULTI_NODE_LL_INTRA:g} once") in before
+    assert f"at {TREE_CAP[1] / 1e9:g} GB/s, and LL divides that by {1 / TREE_LL:g}" in before
+    ring_us = lat["base"] + (2 * (n - 1) - inter) * lat["nvlink"] + inter * lat["net"]
+    tree_us = (BASE_LATENCY["tree"]["LL"] + 2 * 7 * (nv_ll * MULTI_NODE_LL_INTRA + net_ll)
+               + mib / (TREE_CAP[1] * TREE_LL / 2) * 1e6)
+    assert tree_us * 10 < ring_us
+    # The why: the engine's ring, term by term, is that derivation; no textbook 5 µs.
+    ring, step = nccl_terms()["ring_tiny"], ring_steps()["Simple"]
+    assert ring.terms.micros == pytest.approx(ring_us) and ring.terms.factor == 1.0
+    assert mib < plateau_bytes(n) == 4 * mib
+    assert (f"(8.4 + 1,792 × 3.4 + 254 × 9.6) µs = {ring_us:,.0f} µs, with no ×1.9 (NCCL "
+            "adds it only from N/16 × 64 KiB = 4 MiB)") in why
+    assert (f"{step.buckets:,} buckets × {fmt_ms(step.bucket_s)} = {step.comm_s:.0f} s of "
+            f"all-reduce a step: {step.speedup:.2f}×") in why
+    assert step.speedup < 10 < 0.1 * facts()["ib1024_tiny"]["api"]["speedup"]
+    assert "textbook" not in _text(raw) and "5 µs each" not in _text(raw)
+    ddp = nccl_terms()["ddp"]
+    moved = (ddp.seconds - ddp.latency) * 1e6
+    assert f"{ddp.terms.micros:,.0f}" == f"{moved:,.0f}"  # the coincidence the page names
+    assert f"= {moved:,.0f} µs: the two terms agree by coincidence" in why
+    four = _text(html[html.index('id="step-4"'):html.index('id="step-5"')])
+    assert ("it crosses 7 of the 8 links between servers: NCCL 2.8's cost model counts "
+            "2·(servers − 1) crossings") in four
