@@ -5,6 +5,7 @@ outside its closed why (the guess comes first), the why is a <details> that open
 commit or "show me", and a drill placed in a step is asked there and not again at the end."""
 
 import re
+from html.parser import HTMLParser
 
 import pytest
 
@@ -72,3 +73,83 @@ def test_a_drill_in_a_step_is_asked_once(client, name):
     end = html.split('id="step-drill"')[1] if 'id="step-drill"' in html else ""
     for drill_id in in_steps:
         assert f'id="drill-{drill_id}"' not in end, drill_id
+
+
+class WhyWords(HTMLParser):
+    """The words a why says itself: its text less its summary, its notes (any element of
+    class chart-note: "where this comes from") and the glossary's tips."""
+
+    SKIP = ("chart-note", "term-tip")
+    VOID = {"br", "img", "input", "hr", "meta", "link", "source", "wbr"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack: list[bool] = []  # per open element: does it start a skipped part?
+        self.words = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.VOID:
+            return
+        classes = (dict(attrs).get("class") or "").split()
+        self.stack.append(tag == "summary" or any(c in classes for c in self.SKIP))
+
+    def handle_endtag(self, tag):
+        if tag not in self.VOID and self.stack:
+            self.stack.pop()
+
+    def handle_data(self, data):
+        if not any(self.stack):
+            self.words += len(data.split())
+
+
+def why_words(step: str) -> int:
+    why = re.search(r'<details class="why".*?</details>', step, re.S).group(0)
+    parser = WhyWords()
+    parser.feed(why)
+    return parser.words
+
+
+# TEACHING: a why is two or three short sentences that derive the shown number; the working
+# and the sources go in a "where this comes from" note (class chart-note). These whys are
+# still longer than WHY_WORDS; each may shrink, none may grow (the figure is its length when
+# the cap was set, 2026-12-06).
+WHY_WORDS = 250
+LONG_WHYS: dict[tuple[str, str], int] = {
+    ("memory", "step-4"): 281,
+    ("dp", "step-6"): 378,
+    ("zero", "step-7"): 402,
+    ("zero", "step-9"): 384,
+    ("zero", "step-10"): 442,
+    ("tp", "step-6"): 406,
+    ("pipeline", "step-4"): 353,
+    ("failures", "step-5"): 266,
+    ("failures", "step-7"): 338,
+    ("placement", "step-6"): 314,
+    ("cp", "step-5"): 327,
+    ("cp", "step-8"): 286,
+    ("moe", "step-3"): 500,
+    ("moe", "step-7"): 525,
+    ("moe", "step-10"): 334,
+    ("moe", "step-11"): 350,
+    ("recipe", "step-1"): 366,
+    ("recipe", "step-2"): 253,
+    ("recipe", "step-10"): 338,
+    ("recipe", "step-11"): 280,
+    ("recipe", "step-12"): 260,
+    ("recipe", "step-14"): 472,
+    ("recipe", "step-15"): 401,
+    ("precision", "step-7"): 341,
+    ("precision", "step-8"): 328,
+}
+
+
+@pytest.mark.parametrize("name", BEATS)
+def test_a_whys_own_text_is_a_short_derivation(client, name):
+    html = client.get(VIEWS[name].episode.path).text
+    long = {}
+    for step_id, step in steps(html):
+        words = why_words(step)
+        if words > LONG_WHYS.get((name, step_id), WHY_WORDS):
+            long[step_id] = words
+    assert not long, (f"{name}: a why's own text is at most {WHY_WORDS} words; move the "
+                      f"working to a 'where this comes from' note (class chart-note)", long)
