@@ -13,7 +13,7 @@ from app.charts import (
 )
 from app.charts.crossover import ms, threshold_figure, tokens, verdict
 from app.charts.memory import COMPONENTS
-from app.charts.units import fmt_bytes, gb_axis
+from app.charts.units import fmt_bytes, fmt_ms, fmt_pct, gb_axis
 from labs.hardware.links import get_link
 from labs.tensor_parallel.crossover import tp_crossover
 
@@ -32,7 +32,13 @@ COMPUTE, COMM = "#4c78a8", "#e45756"
 # drill is answered: lab.js masks what is keyed by the drill's form (round-12 cold reading of
 # EP04, finding 2: switching the Model select drew "75.9% efficient" before the guess).
 MODEL_70B, DRILL_70B = "llama-3.1-70b", "drill-tp-predict-70b"
-WAITS = "until the drill in step 4 is answered"
+# The steps whose answers the bench's own controls set (round-13 cold reading of EP04, findings
+# 1 and 2): step 5 asks what sequence parallelism does to a layer's time, so at every state with
+# SP on the time figures wait for its guess; step 4 asks one all-reduce's time where the group's
+# slowest link is 25 Gb/s Ethernet, so at every such state they wait for step 4's.
+STEP_4, STEP_5, SLOW_LINK = "step-4", "step-5", "eth-25g"
+WAITS = {DRILL_70B: "the drill in step 4 is answered", STEP_4: "step 4 is guessed",
+         STEP_5: "step 5 is guessed"}
 
 
 def drill_key(result) -> str:
@@ -40,18 +46,37 @@ def drill_key(result) -> str:
     return DRILL_70B if result.input.model.id == MODEL_70B else ""
 
 
-def _drill_meta(result, traces: int, label: int, part: str, mask: str,
-                names: dict[int, str] | None = None) -> dict:
-    """layout.meta that veils a chart whole until the drill is answered (lab.js veilOf: one
-    owner, keyed by the drill's form), with its label masked and ``part`` of its summary read
-    as ``mask``; {} for a state of another model."""
-    key = drill_key(result)
-    if not key:
+def step_keys(result) -> tuple[str, ...]:
+    """The steps whose answer this state's time figures give: step 5 with SP on, step 4 where
+    the group's slowest link is 25 Gb/s Ethernet."""
+    return ((STEP_5,) if result.input.sp else ()) + (
+        (STEP_4,) if result.cost.bottleneck == SLOW_LINK else ())
+
+
+def held_keys(result, steps: bool = True) -> str:
+    """What this state's efficiency and times wait for on the lesson, as an .answer-mask's
+    data-after-guess: the 70B drill, and (``steps``) the steps ``step_keys`` names."""
+    return " ".join(filter(None, (drill_key(result), *(step_keys(result) if steps else ()))))
+
+
+def waits(keys: str) -> str:
+    """What a mask says it waits for: "until step 5 is guessed"."""
+    return "until " + " and ".join(WAITS[k] for k in keys.split())
+
+
+def _held_meta(keys: str, tp: int, traces: int, label: int, part: str, mask: str,
+               names: dict[int, str] | None = None) -> dict:
+    """layout.meta that veils a chart whole until ``keys`` are guessed or answered (lab.js
+    veilOf: one owner, keyed by them all), with its label masked and ``part`` of its summary
+    read as ``mask``; {} where nothing waits."""
+    if not keys:
         return {}
-    return {"meta": {"masked": {str(label): f"t = {result.input.tp}: ?"},
+    return {"meta": {"masked": {str(label): f"t = {tp}: ?"},
                      **({"names": {str(i): n for i, n in names.items()}} if names else {}),
-                     "owners": [{"step": key, "traces": list(range(traces)),
+                     "owners": [{"step": keys, "traces": list(range(traces)),
                                  "annotations": [label], "summary": [part, mask]}]}}
+
+
 T_TICKS = [1, 2, 4, 8, 16, 32, 64]
 
 
@@ -137,11 +162,13 @@ def efficiency_figure(result) -> dict:
     right = _x(cost.tp) >= _x(top) / 2
     notes.append(value_label(
         _x(cost.tp), round(100 * cost.step_efficiency, 2),
-        f"t = {cost.tp}: {100 * cost.step_efficiency:.0f}%, {cost.step_speedup:.2f}×",
+        f"t = {cost.tp}: {fmt_pct(cost.step_efficiency)}, {cost.step_speedup:.2f}×",
         xanchor="right" if right else "left", yanchor="bottom" if low else "top",
         xshift=-10 if right else 10, yshift=8 if low else -8))
-    runs = (f"runs at {100 * cost.step_efficiency:.0f}% efficiency "
+    runs = (f"runs at {fmt_pct(cost.step_efficiency)} efficiency "
             f"({cost.step_speedup:.2f}x one GPU)")
+    # Not step 4's: the Ethernet 25G line, drawn at every state, holds the same efficiencies.
+    keys = held_keys(result, steps=STEP_5 in step_keys(result))
     return {
         "data": data,
         "layout": base_layout(
@@ -154,8 +181,8 @@ def efficiency_figure(result) -> dict:
             # Eight entries: at 10 px a phone's legend fits without scrolling.
             legend={"orientation": "h", "y": -0.1, "x": 0, "yanchor": "top",
                     "font": {"size": 10}},
-            **_drill_meta(result, len(data), len(notes) - 1, runs,
-                          f"runs at ? efficiency {WAITS}"),
+            **_held_meta(keys, cost.tp, len(data), len(notes) - 1, runs,
+                         f"runs at ? efficiency {waits(keys)}"),
         ),
         "summary": (
             f"{inp.model.name} on {short_gpu_name(inp.gpu.name)}s: TP = {cost.tp} on "
@@ -203,9 +230,19 @@ def cost_figure(result) -> dict:
     # the top with its total read up it; one GPU's line, above, is named in the legend.
     top = min(1.1 * max(one, *(c.layer_s * 1e3 for c in sweep)), 1.6 * cost.layer_s * 1e3)
     at = x.index(str(cost.tp))
+    # With one all-reduce's time, the figure step 4 predicts (round-13 cold reading, finding
+    # 6), and room above the chosen bar for its two lines.
+    second = cost.tp > 1 and not result.input.sp
+    if second:
+        top = max(top, 1.25 * cost.layer_s * 1e3)
     label = value_label(at, (cost.compute_s + cost.comm_s) * 1e3,
-                        f"t = {cost.tp}: {cost.compute_s * 1e3:.2f} + {cost.comm_s * 1e3:.2f} ms",
+                        f"t = {cost.tp}: {cost.compute_s * 1e3:.2f} + {cost.comm_s * 1e3:.2f} ms"
+                        + (f"<br>one all-reduce: {fmt_ms(cost.collective_s)}" if second else ""),
                         xanchor="left" if at < len(x) / 2 else "right", yshift=4)
+    keys = held_keys(result)
+    times = (f"One layer at t = {cost.tp}: {cost.compute_s * 1e3:.2f} ms of compute and "
+             f"{cost.comm_s * 1e3:.2f} ms of collectives per GPU")
+    against = f"against {one:.1f} ms on one GPU"
     cut = [cut_label(i, top, f"{c.layer_s * 1e3:.1f} ms ↑") for i, c in enumerate(sweep)
            if c.layer_s * 1e3 > top]
     return {
@@ -219,15 +256,16 @@ def cost_figure(result) -> dict:
             annotations=[label, *cut],
             legend={"orientation": "h", "y": -0.1, "x": 0, "yanchor": "top",
                     "traceorder": "normal", "font": {"size": 11}},
-            # One GPU's time over t of the chosen bar is the efficiency a layer.
-            **_drill_meta(result, len(data), 0, f"against {one:.1f} ms on one GPU",
-                          f"against one GPU's time {WAITS}", names={2: "One GPU"}),
+            # One GPU's time over t of the chosen bar is the efficiency a layer; the chosen
+            # bar's times answer step 4 or 5 at their states (``step_keys``).
+            **(_held_meta(keys, cost.tp, len(data), 0, times,
+                          f"One layer's times at t = {cost.tp} show {waits(keys)}")
+               if step_keys(result) else
+               _held_meta(keys, cost.tp, len(data), 0, against,
+                          f"against one GPU's time {waits(keys)}", names={2: "One GPU"})),
         ),
-        "summary": (
-            f"One layer at t = {cost.tp}: {cost.compute_s * 1e3:.2f} ms of compute and "
-            f"{cost.comm_s * 1e3:.2f} ms of collectives per GPU, against {one:.1f} ms on one "
-            f"GPU; each GPU sends {fmt_bytes(cost.comm_bytes)} a layer at t = {cost.tp}"
-        ),
+        # No bytes: step 3 asks them (the table's Sent column waits for its guess).
+        "summary": f"{times}, {against}",
     }
 
 

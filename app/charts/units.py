@@ -39,6 +39,13 @@ def fmt_bytes(value: float) -> str:
     return f"{_digits(number)} {unit or 'B'}"
 
 
+def fmt_busbw(bytes_per_s: float) -> str:
+    """A bus bandwidth to three significant figures, so a formula the page prints with it gives
+    the figure it prints (45.5 GB/s, 2.99 GB/s, 431 GB/s; round-13 cold reading of EP04,
+    finding 7: "45 GB/s" beside a crossover that needs 45.5)."""
+    return f"{_digits(bytes_per_s / 1e9)} GB/s"
+
+
 def fmt_count(value: float) -> str:
     """A count as model cards write it: 7e9 -> "7B", 70.55e9 -> "70.6B", 1.2e12 -> "1.2T"."""
     number, unit = _scaled(value, COUNT_UNITS)

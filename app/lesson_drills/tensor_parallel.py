@@ -1,6 +1,7 @@
 """EP04's predict and decide drills (``LESSON_DRILLS["tp"]``)."""
 
 from app.charts.tensor_parallel import MODEL_70B
+from app.charts.units import fmt_busbw
 from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import pct
@@ -23,7 +24,7 @@ ALGORITHMS = {"nvls": "NVLS", "ring": "a ring", "tree": "a tree",
 
 def _busbw(answer: dict) -> str:
     name = ALGORITHMS.get(answer["algorithm"], answer["algorithm"])
-    return f"{answer['bus_bandwidth'] / 1e9:.0f} GB/s ({name})"
+    return f"{fmt_busbw(answer['bus_bandwidth'])} ({name})"
 
 
 def tp_70b_estimate() -> float:
@@ -80,11 +81,13 @@ def link_why(template: str):
     return why
 
 
-# Nodes of 4: the engine's algorithm and busBW across the two nodes, against NVLink's.
+# Nodes of 2: the engine's algorithm and busBW across the four nodes, against NVLink's. Not
+# nodes of 4: TP8 across two of them ran at 75.9%, tp-predict-70b's answer on the same page
+# (round-13 cold reading of EP04, finding 3).
 tp_span_why = link_why(
-    "Across two nodes NCCL reaches {busbw} of busBW, against {nvlink} inside one NVLink node: "
+    "Across four nodes NCCL reaches {busbw} of busBW, against {nvlink} inside one NVLink node: "
     "the switch adds (NVLS) only for the GPUs of one NVLink domain, and the hops between the "
-    "nodes share each node's 4 InfiniBand ports. One all-reduce takes {collective} against "
+    "nodes share each node's 2 InfiniBand ports. One all-reduce takes {collective} against "
     "{nvlink_collective}: {value}.")
 # PCIe: the same bytes at a fraction of NVLink's busBW.
 tp_pcie_why = link_why(
@@ -135,15 +138,15 @@ DRILLS: tuple[Drill | Decide, ...] = (
         (("pcie", "The same 8 GPUs joined by PCIe 5.0 instead of NVLink",
           {"tp": 8, "intra_link": "pcie-5"},
           tp_pcie_why),
-         ("span", "Nodes of 4 GPUs, so TP8 spans two nodes over InfiniBand",
-          {"tp": 8, "gpus_per_node": 4}, tp_span_why),
+         ("span", "Nodes of 2 GPUs, so TP8 spans four nodes over InfiniBand",
+          {"tp": 8, "gpus_per_node": 2}, tp_span_why),
          ("sp", "Turn on sequence parallelism", {"tp": 8, "sp": True}, tp_sp_why),
          ("long", "Train on 8,192-token sequences instead of 4,096",
           {"tp": 8, "seq_len": 8192},
           "Compute and the bytes sent both double; attention grows a little faster: "
           "{value}.")),
         best="min", fmt=pct,
-        solution="{best}. TP efficiency: PCIe {pcie}, across two nodes {span}, "
+        solution="{best}. TP efficiency: PCIe {pcie}, across four nodes {span}, "
                  "sequence parallel {sp}, longer sequences {long}. TP needs the fastest "
                  "link on every GPU of its group.",
         reveals=("TP needs the fastest link on every GPU",)),

@@ -7,9 +7,9 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import Field
 
-from app.charts.tensor_parallel import drill_key, figures
+from app.charts.tensor_parallel import SLOW_LINK, drill_key, figures, held_keys, step_keys, waits
 from app.charts.tp_split import split_view
-from app.charts.units import fmt_pct
+from app.charts.units import fmt_bytes, fmt_pct
 from app.cluster_controls import LinkFollowsGpu
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
@@ -223,7 +223,7 @@ def facts() -> dict:
         "sp_off": state(tp=8, sp=False),
         "sp_on": state(tp=8, sp=True),
         "eth100": state(tp=8, gpus_per_node=1, inter_link="eth-100g"),
-        "bad": state(tp=8, gpus_per_node=1, inter_link="eth-25g"),
+        "bad": state(tp=8, gpus_per_node=1, inter_link=SLOW_LINK),  # step 4's
         "gpt3_t8": state(model="gpt-3-175b", tp=8),
         "gpt3_t16": state(model="gpt-3-175b", tp=16),
         # t = 16 across two nodes on a network twice as fast: the same efficiency, so the drop
@@ -258,6 +258,9 @@ def extra_context(state) -> dict:
         "split": split_view(state.result),
         "tp_drill_key": drill_key,  # the drill whose answer a state's efficiency gives
         "tp_crossover_key": crossover_key,
+        # What the state's time figures wait for (steps 4 and 5 and the 70B drill).
+        "tp_held_keys": held_keys, "tp_step_keys": step_keys, "tp_waits": waits,
+        "tp_bytes_key": bytes_key,
         "crossover": tp_crossover(state.result),
         "gpu_peak": lambda gpu_id: get_gpu(gpu_id).bf16_flops,  # step 6 names the peak
         "ring_lat": simple_ring_latency(),  # step 4 sums a two-node ring's latency (EP02's)
@@ -269,6 +272,18 @@ def crossover_key(result: TPResult) -> str:
     bottleneck): there the readout's collective times, beside its compute, give that step's
     (h/t)* by one division, so lab.js holds them until its guess; '' elsewhere."""
     return "tp-crossover" if result.cost.bottleneck == facts()["ib"]["api"]["bottleneck"] else ""
+
+
+def bytes_key(result: TPResult) -> str:
+    """The derive drill's form where the readout's one collective prints its answer (Llama 3.1
+    70B's all-reduce at t = 8; round-13 cold reading, finding 4): held until it is answered."""
+    return "drill-tp-allreduce-bytes" if fmt_bytes(result.cost.collective_sent) == \
+        printed_drill_answer() else ""
+
+
+@cache
+def printed_drill_answer() -> str:
+    return fmt_bytes(drill_answer() * 1e6)
 
 
 def drill_answer() -> float:

@@ -366,6 +366,17 @@ BENCH_STATES = {
                  "schedule=zb-h1&stages=4&microbatches=8",
                  "schedule=gpipe&stages=4&microbatches=32",
                  "stages=8&microbatches=32&recompute=flash&seq_len=32768"],
+    # Round-13 cold reading of EP04-EP09, findings 1, 2 and 4: EP04's SP control printed step
+    # 5's "about the same" (16.29 + 2.11 against 17.28 + 1.16 ms) and one GPU a node on 25 Gb/s
+    # Ethernet printed step 4's 78.6 ms; the 70B state is tp-predict-70b's.
+    "tp": ["tp=8&sp=True", "tp=8&gpus_per_node=1&inter_link=eth-25g",
+           "tp=8&gpus_per_node=1&inter_link=eth-100g",
+           "tp=8&gpus_per_node=1&inter_link=ib-ndr", "model=llama-3.1-70b&tp=8"],
+    # EP09's states the reader checked by hand: kept so.
+    "placement": ["preset=glm-4-9b&placement=separate",
+                  "preset=glm-4-9b&placement=separate&train_gpus=16",
+                  "preset=deepseek-r1&placement=separate", "preset=glm-4.7",
+                  "preset=deepseek-r1&placement=separate-pd&engines=4&prefill_engines=1"],
 }
 
 
@@ -396,6 +407,25 @@ def test_no_answer_at_a_state_the_benchs_controls_set(client, name):
             text = visible(html, ids, ids[-1]) + " " + tables(html)
             shown += [(drill_id, url, f"{n} {unit}") for n in {number, sized(number)}
                       if printed(n, unit, text)]
+    assert not shown, shown
+
+
+@pytest.mark.parametrize("name", BEATS)
+def test_no_decide_feedback_prints_another_drills_answer(client, name):
+    """A decide's feedback (each option's reason and the worked solution) is on the page its
+    number drills are, and a student may answer it first: none prints another drill's answer
+    (round-13 cold reading of EP04, finding 3: tp-decide-efficiency's two-node option read
+    75.9%, tp-predict-70b's answer)."""
+    from app.labkit.view import Decide
+
+    numbers = number_drills(name)
+    shown = []
+    for drill in VIEWS[name].drills:
+        if not isinstance(drill, Decide):
+            continue
+        text = " ".join([*(o.why for o in drill.judge()), drill.solution()])
+        shown += [(drill.id, other, f"{n} {unit}") for other, number, unit in numbers
+                  for n in {number, sized(number)} if printed(n, unit, text)]
     assert not shown, shown
 
 

@@ -4,6 +4,7 @@ sequence-parallelism control."""
 
 import pytest
 
+from app.charts.units import fmt_busbw
 from tests.app.disclosure import more_controls
 from tests.app.test_parser import api_messages
 
@@ -263,9 +264,10 @@ def test_ep04_cold_reading_fixes_derive_from_the_engine(client):
     estimate = (good["single_gpu_s"] / 32) / (good["compute_s"] / 4 + good["comm_s"] / 2)
     assert f"about {100 * estimate:.0f}%" in why
     judged = {o.key: o.why for o in drills["tp-decide-efficiency"].judge()}
-    span = client.get("/api/tp", params={"tp": 8, "gpus_per_node": 4}).json()
-    assert f"{span['bus_bandwidth'] / 1e9:.0f} GB/s" in judged["span"]
-    assert f"{good['bus_bandwidth'] / 1e9:.0f} GB/s (NVLS)" in judged["span"]
+    # Nodes of 2, not 4: TP8 across two nodes of 4 ran at tp-predict-70b's 75.9% (round 13).
+    span = client.get("/api/tp", params={"tp": 8, "gpus_per_node": 2}).json()
+    assert f"{fmt_busbw(span['bus_bandwidth'])} (a ring)" in judged["span"]
+    assert f"{fmt_busbw(good['bus_bandwidth'])} (NVLS)" in judged["span"]
     assert f"{span['collective_s'] * 1e3:.2f} ms" in judged["span"]
     assert "192" not in judged["span"] and "367" not in judged["span"]
     # SP sends more, not the same bytes (step 5): the feedback says so with the engine's bytes.
@@ -409,7 +411,10 @@ def test_step_6_nvls_is_off_for_two_gpus_and_its_busbw_explained(client):
     step = page.split('id="step-6"')[1].split("</section>")[0]
     step = html_lib.unescape(re_lib.sub(r"\s+", " ", re_lib.sub(r"<[^>]+>", " ", step)))
     assert "NCCL turns NVLS off for 2 GPUs" in step
-    assert (f"at t = 2 the all-reduce is a ring at {two['crossover']['busbw'] / 1e9:.0f} GB/s, "
+    # Round 13, finding 5: its 352 GB/s derived from EP02's ring busBW and NCCL's latency.
+    assert (f"at t = 2 the all-reduce is a ring: {two['collective_sent_bytes'] / 1e6:.0f} MB ÷ "
+            f"367 GB/s (EP02's ring) + 8.4 µs + 2 × 3.4 µs = {two['collective_s'] * 1e3:.3f} ms, "
+            f"a busBW of {two['crossover']['busbw'] / 1e9:.0f} GB/s: "
             f"(h/t)* = {two['crossover']['crossover']:,.0f}") in step
     assert "nccl-tests measured 480 GB/s on 8 GPUs" in step and "= 788 GB/s at t = 8" in step
 
@@ -545,10 +550,16 @@ def test_round_12_step_5_predicts_on_the_chart_it_moves_and_derives_sps_time(cli
     text = html_lib.unescape(re_lib.sub(r"\s+", " ", re_lib.sub(r"<[^>]+>", " ", section)))
     assert "one more all-gather" not in text and "two more all-gathers a layer" in text
     assert "On the cost chart, a layer's time" in text
-    assert (f"ten halves of {half / 1e6:.0f} MB where four all-reduces sent "
-            f"{off['collective_sent_bytes'] / 1e6:.0f} MB each") in text
-    assert (f"as a ring, at {on['bus_bandwidth'] / 1e9:.0f} GB/s of busBW here, not NVLS at "
-            f"{off['bus_bandwidth'] / 1e9:.0f}") in text
+    # Round 13: without "117 MB", the derive drill's answer (70B's all-reduce), and with the
+    # ring's 333 GB/s derived from EP02's 367 and NCCL's latency (finding 5).
+    assert (f"ten collectives, each sending half of what one all-reduce sent "
+            f"({off['collective_sent_bytes'] / 1e6:.0f} MB)") in text
+    assert f"{half / 1e6:.0f} MB" not in text
+    assert (f"as a ring at EP02's 367 GB/s: ({off['collective_sent_bytes'] / 1e6:.0f} MB ÷ 2) ÷ "
+            f"367 GB/s = {half / 367e9 * 1e3:.3f} ms, plus 8.4 µs + 7 × 3.4 µs of NCCL's latency "
+            f"(EP02 step 1): {on['collective_s'] / 2 * 1e3:.3f} ms, a busBW of "
+            f"{on['bus_bandwidth'] / 1e9:.0f} GB/s here, not NVLS at "
+            f"{off['bus_bandwidth'] / 1e9:.0f} GB/s") in text
     assert (f"{off['comm_s'] * 1e3:.2f} → {on['comm_s'] * 1e3:.2f} ms a layer") in text
     assert (f"{(off['compute_s'] + off['comm_s']) * 1e3:.2f} → "
             f"{(on['compute_s'] + on['comm_s']) * 1e3:.2f} ms a layer") in text
@@ -613,3 +624,51 @@ def test_each_answers_split_is_its_own_state_s(client, change):
                            headers={"HX-Request": "true", "HX-Target": "tp-lab"})
         embed = client.get("/embed/tp/split", params=params)
         assert split_of(bench.text) == split_of(embed.text)
+
+
+def test_round_13_readouts_derive_what_they_print_and_wait_for_their_steps(client):
+    """Round-13 cold reading of EP04, findings 5-9: step 3 derived no busBW (431 GB/s from
+    480 GB/s and NCCL's 56 µs); the readout printed busBW to two figures ("45 GB/s", "3 GB/s"),
+    so 235 MB ÷ 3 GB/s did not give its 78.6 ms; the cost table's Sent column gave step 3's
+    1.07 GB (537 MB x 2) before its guess; step 4's first try link showed a chart without the
+    all-reduce time it asks, and its label rounded 4.8% to 5%; step 5 charged Llama GPT's
+    dropout masks without saying so; step 4 applied InfiniBand's share of a port to Ethernet
+    without saying which way that errs."""
+    import html as html_lib
+    import json
+    import re as re_lib
+
+    from app.charts.units import fmt_bytes, fmt_ms
+    from tests.app.test_answers_hidden import flat, masked
+
+    good = client.get("/api/tp", params={"tp": 8}).json()
+    page = client.get("/episodes/tensor-parallel").text
+    text = html_lib.unescape(flat(page))
+    assert (f"235 MB ÷ 480 GB/s = {good['collective_sent_bytes'] / 480e9 * 1e3:.3f} ms, plus "
+            "NCCL's start-up time, 8.4 µs + 14 × 3.4 µs = 56 µs (EP02 step 1)") in text
+    assert (f"{good['collective_s'] * 1e3:.3f} ms, a busBW of 235 MB ÷ "
+            f"{good['collective_s'] * 1e3:.3f} ms = {fmt_busbw(good['bus_bandwidth'])}") in text
+    assert "GPT's count, with its two dropout" in text and "about sbh(8 + 24/t)" in text
+    assert "errs fast for Ethernet" in text
+    # Step 4's diagram is the cost chart, whose label carries one all-reduce's time.
+    assert re_lib.search(r'<section class="step" id="step-4" data-diagram="tp-cost"', page)
+    for params, busbw in (({"tp": 8, "gpus_per_node": 1, "inter_link": "eth-25g"}, "2.99"),
+                          ({"tp": 8, "gpus_per_node": 1, "inter_link": "ib-ndr"}, "45.5")):
+        api = client.get("/api/tp", params=params).json()
+        bench = client.get("/episodes/tensor-parallel", params=params).text
+        readout = flat(re_lib.search(r'<dl class="readout">.*?</dl>', bench, re_lib.S)[0])
+        assert f"at {busbw} GB/s busBW" in readout, readout
+        figs = {m[1]: json.loads(m[2]) for m in re_lib.finditer(
+            r'<script type="application/json" class="figure" data-target="([^"]+)"[^>]*>'
+            r"(.*?)</script>", bench, re_lib.S) for m in [(None, m[1], m[2])]}
+        label = figs["tp-cost"]["layout"]["annotations"][0]["text"]
+        assert f"one all-reduce: {fmt_ms(api['collective_s'])}" in label
+        effs = [a["text"] for a in figs["tp-efficiency"]["layout"]["annotations"]]
+        assert any(f"t = 8: {100 * api['step_efficiency']:.1f}%," in t for t in effs), effs
+    # Before step 3's guess no Sent figure is on the bench (readout or table).
+    held = masked(page, {"step-3"})
+    sent = [c["comm_bytes"] for c in good["sweep"] if c["comm_bytes"]]
+    for name in (r'<dl class="readout">.*?</dl>', r'<table class="chart-table" '
+                 r'data-chart="tp-cost">.*?</table>'):
+        part = flat(re_lib.search(name, held, re_lib.S)[0])
+        assert not any(fmt_bytes(b) in part for b in sent), part
