@@ -57,6 +57,17 @@ def fmt_count(value: float) -> str:
     return f"{text}{unit}"
 
 
+def tflops(flops_per_s: float) -> float:
+    """A GPU's FLOP/s in TFLOP/s as a page prints the rate it computes with, to one decimal
+    (674.4), so a worked line that multiplies the printed rate gives the printed result."""
+    return round(flops_per_s / 1e12, 1)
+
+
+def fmt_tflops(flops_per_s: float) -> str:
+    """``tflops`` written out: 674.44e12 -> "674.4" (the unit follows in the prose)."""
+    return f"{tflops(flops_per_s):,.1f}"
+
+
 def fmt_pct(fraction: float) -> str:
     """A fraction as a percentage with one decimal: 0.1795 -> "17.9%". A fraction short of 1
     that one decimal would round up to 100.0% keeps the digits that show it is short

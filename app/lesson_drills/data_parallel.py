@@ -3,15 +3,24 @@
 from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import ms, pct
+from labs.data_parallel.lab import nccl_all_reduce
 from labs.hardware.links import get_link
 
 DP_16 = {"gpus": 16, "link": "ib-ndr", "nics_per_node": 2}
+# dp-decide-exposed's two options that change the link out of each server.
+ETH_8_PORTS = {"gpus": 64, "link": "eth-100g", "nics_per_node": 8}
+IB_1_PORT = {"gpus": 64, "link": "ib-ndr"}
 
 
-def _ring(answer: dict) -> str:
-    """The ring's bytes a GPU over its busBW, as the lab's answer gives them."""
-    return (f"{answer['allreduce_bytes_per_gpu'] / 1e9:.2f} GB ÷ "
-            f"{answer['ratio']['busbw'] / 1e9:.1f} GB/s")
+def _ring(state: dict, answer: dict) -> str:
+    """The ring's bytes a GPU over the busBW it runs at, then NCCL's latency, as the lab
+    times the state's all-reduce (``labs.data_parallel.lab.nccl_all_reduce``, the collective
+    its answer times): '27.56 GB ÷ 96 GB/s = 287.1 ms, plus 1.0 ms of NCCL's latency'."""
+    t = nccl_all_reduce(answer["grad_bytes"], state["gpus"], get_link(state["link"]),
+                        state.get("nics_per_node", 1))
+    sent = answer["allreduce_bytes_per_gpu"]
+    return (f"{sent / 1e9:.2f} GB ÷ {t.busbw / 1e9:g} GB/s = {ms(sent / t.busbw)}, plus "
+            f"{ms(t.latency)} of NCCL's latency (step 4)")
 
 
 def _dp_16(field: str) -> float:
@@ -75,11 +84,11 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "gradient all-reduce is exposed, added to every step. Which change cuts the "
         "exposed all-reduce the most?",
         "dp", "exposed_comm_s",
-        (("ports", "Give each server 8 Ethernet ports instead of 1",
-          {"gpus": 64, "link": "eth-100g", "nics_per_node": 8},
+        (("ports", "Give each server 8 Ethernet ports instead of 1", ETH_8_PORTS,
           lambda a: "Eight ports carry eight rings at once: 8 × "
-                    f"{a['ratio']['busbw'] / 8e9:.1f} GB/s of busBW out of each server, so the "
-                    f"ring through all 64 runs at that rate: {_ring(a)}. Exposed: {{value}}."),
+                    f"{get_link('eth-100g').ring_busbw / 1e9:g} GB/s of busBW out of each "
+                    "server, so the ring through all 64 runs at that rate: "
+                    f"{_ring(ETH_8_PORTS, a)}. Exposed: {{value}}."),
          ("overlap", "Overlap the all-reduce with the backward pass, in buckets",
           {"gpus": 64, "link": "eth-100g", "overlap": "bucketed"},
           lambda a: "Overlap hides the all-reduce only while the backward runs, two thirds "
@@ -91,11 +100,11 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     f"{ms(a['compute_s'])}, but without overlap the all-reduce waits for the "
                     "backward whatever its length: the same bytes over the same link. "
                     "Exposed: {value}."),
-         ("ib", "Move to one InfiniBand NDR port (400 Gb/s) per server",
-          {"gpus": 64, "link": "ib-ndr"},
+         ("ib", "Move to one InfiniBand NDR port (400 Gb/s) per server", IB_1_PORT,
           lambda a: "One NDR port carries four times one 100 Gb/s Ethernet port, but it is "
                     "still the one link out of each server the ring waits on, and eight "
-                    f"Ethernet ports carry eight times: {_ring(a)}. Exposed: {{value}}.")),
+                    f"Ethernet ports carry eight times: {_ring(IB_1_PORT, a)}. "
+                    "Exposed: {value}.")),
         best="min", fmt=ms,
         solution="{best}. Exposed all-reduce: 8 ports {ports}, one NDR port {ib}, "
                  "bucketed overlap {overlap}, double compute {compute}. The server's "
@@ -115,8 +124,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
           {"gpus": 128, "link": "eth-100g", "seq_len": 8192},
           lambda a: "Twice the tokens per GPU: compute doubles in the lab's 6·P·T, to "
                     f"{ms(a['compute_s'])}, against the same {ms(a['comm_s'])} all-reduce, "
-                    "as 2 micro-batches would, and the activations double too. Efficiency "
-                    "{value}."),
+                    "as 2 micro-batches would, and the activations double too. In a real "
+                    "run it more than doubles: attention's FLOPs grow with s², which the "
+                    "lab's 6·P·T leaves out. Efficiency {value}."),
          ("ports", "Give each server 2 Ethernet ports",
           {"gpus": 128, "link": "eth-100g", "nics_per_node": 2},
           lambda a: "Twice the bandwidth out of each server halves only the all-reduce's "

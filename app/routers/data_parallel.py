@@ -18,6 +18,7 @@ from app.charts.data_parallel import (
     step3_state,
 )
 from app.charts.memory import COMPONENTS
+from app.charts.units import fmt_tflops, tflops
 from app.charts.zero import held_text
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
@@ -46,6 +47,7 @@ from labs.data_parallel.lab import (
     SERVER_GPU,
     all_reduce,
     data_parallel_point,
+    gpu_rate,
     link_family,
     nccl_all_reduce,
 )
@@ -156,6 +158,15 @@ TREE_CONSTANTS = {
 }
 
 
+def crossover_as_printed(gpus: int, link_id: str) -> float:
+    """T* = ⅔ × (N−1)/N × rate ÷ busBW at the rate and busBW as the page prints them
+    (674.4 TFLOP/s, 26.24 GB/s): the worked line's own result, so its arithmetic checks. The
+    lab's T* (``compute_to_comm``) also counts NCCL's latency in the all-reduce: a token or
+    two more."""
+    busbw = round(get_link(link_id).ring_busbw / 1e9, 2) * 1e9
+    return 2 / 3 * (gpus - 1) / gpus * tflops(gpu_rate()) * 1e12 / busbw
+
+
 def _mb(value: float) -> str:
     return f"{value / 1e6:,.1f} MB" if value < 1e9 else f"{value / 1e9:,.0f} GB"
 
@@ -175,6 +186,8 @@ def extra_context(state) -> dict:
         "ring_lat": simple_ring_latency(),
         # Steps 4 to 6 write NCCL's latency (and the tree's bandwidth) out term by term.
         "nccl": nccl_terms(), "tree_consts": TREE_CONSTANTS, "nccl_now": CURRENT_NCCL,
+        # Step 8's worked T* from its printed rate and busBW (8 GPUs on PCIe).
+        "cross_printed": crossover_as_printed(8, "pcie-4"),
         # Step 6 sets the ring NCCL does not run beside the tree it does, and says from what
         # size its ring pays the plateau.
         "ring_steps": ring_steps(), "plateau_1024": plateau_bytes(facts()["ib1024_tiny"][
@@ -258,14 +271,25 @@ def crossover_answer() -> float:
     return run(DataParallelQuery(gpus=CROSS_GPUS, link=CROSS_LINK)).ratio.crossover_tokens
 
 
-def _cross_inputs() -> dict[str, float]:
-    from labs.data_parallel.lab import achieved_share, gpu_rate
-    return {"rate": gpu_rate() / 1e12, "share": achieved_share(),
+def _cross_inputs() -> dict[str, float | str]:
+    from labs.data_parallel.lab import achieved_share
+    return {"rate": fmt_tflops(gpu_rate()), "share": achieved_share(),
             "peak": get_gpu("h100-sxm").bf16_flops / 1e12,
             "busbw": get_link(CROSS_LINK).ring_busbw / 1e9}
 
 
 _CI = _cross_inputs()
+
+
+def _crossover_explanation() -> str:
+    """dp-crossover-pcie's worked solution: the formula at the rate and busBW the question
+    prints, then what NCCL's latency adds to reach the lab's answer."""
+    printed = crossover_as_printed(CROSS_GPUS, CROSS_LINK)
+    return (f"{{answer}} tokens: T* = ⅔ × ({CROSS_GPUS}−1)/{CROSS_GPUS} × {_CI['rate']} "
+            f"TFLOP/s ÷ {_CI['busbw']:.2f} GB/s = {printed:,.1f}, and NCCL's latency, which "
+            f"the formula leaves out, adds {crossover_answer() - printed:.1f} (under 0.1%). "
+            "The model's size cancels: DP's crossover depends only on the GPU's rate against "
+            "the link's bus bandwidth (and N, barely).")
 
 
 VIEW = LabView(
@@ -357,7 +381,7 @@ VIEW = LabView(
             question=(
                 f"{CROSS_GPUS} H100s train a dense model with data parallelism over PCIe 4.0, "
                 f"whose NCCL bus bandwidth is {_CI['busbw']:.2f} GB/s. Each H100 achieves "
-                f"{_CI['rate']:.0f} TFLOP/s ({_CI['share']:.1%} of its {_CI['peak']:.1f} dense "
+                f"{_CI['rate']} TFLOP/s ({_CI['share']:.1%} of its {_CI['peak']:.1f} dense "
                 "bf16). A step costs 6 FLOPs per parameter per token and all-reduces 2 bytes "
                 "per parameter. Above how many tokens per GPU per step does compute take "
                 "longer than the all-reduce?"),
@@ -365,15 +389,11 @@ VIEW = LabView(
             unit="tokens",
             hint="Write compute (6·P·T ÷ rate) and the all-reduce (2(N−1)/N × 2P ÷ busBW) "
                  "and set them equal: P cancels.",
-            explanation=(
-                f"{{answer}} tokens: T* = ⅔ × ({CROSS_GPUS}−1)/{CROSS_GPUS} × "
-                f"{_CI['rate']:.0f} TFLOP/s ÷ {_CI['busbw']:.2f} GB/s. The model's size cancels: "
-                "DP's crossover depends only on the GPU's rate against the link's bus bandwidth "
-                "(and N, barely). NCCL's latency, left out here, moves it by under 0.1%."),
+            explanation=_crossover_explanation,
             mistakes=(
-                Mistake("peak", lambda: crossover_answer() * _CI["peak"] / _CI["rate"],
+                Mistake("peak", lambda: crossover_answer() / _CI["share"],
                         "that uses the H100's peak. The step computes at the achieved "
-                        f"{_CI['rate']:.0f} TFLOP/s, and a slower GPU reaches the link's "
+                        f"{_CI['rate']} TFLOP/s, and a slower GPU reaches the link's "
                         "time at fewer tokens."),
                 Mistake("no-ring-share",
                         lambda: crossover_answer() * CROSS_GPUS / (CROSS_GPUS - 1),

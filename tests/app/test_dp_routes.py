@@ -6,7 +6,7 @@ from html import unescape
 
 import pytest
 
-from app.charts.units import fmt_ms, fmt_pct
+from app.charts.units import fmt_ms, fmt_pct, fmt_tflops
 from app.routers.data_parallel import DataParallelQuery, facts, figures, run
 from app.schemas import DataParallelAnswer
 from labs.data_parallel.lab import CURVE_LINKS, GPU_COUNTS
@@ -358,8 +358,8 @@ def test_round_5_the_achieved_share_and_nccls_latencies_are_on_the_page(client):
                                        * k.matmul_sustain)
     text = _text(client.get("/episodes/data-parallel").text)
     two = text.split("2. The good case")[1].split("3. The bad case")[0]
-    assert (f"× {fmt_pct(k.matmul_efficiency)} × {fmt_pct(k.matmul_sustain)} = "
-            f"{gpu_rate() / 1e12:.0f} TFLOP/s") in two
+    assert (f"× {k.matmul_efficiency * 100:g}% × {k.matmul_sustain * 100:g}% = "
+            f"{fmt_tflops(gpu_rate())} TFLOP/s") in two  # round 13: the lab's digits
     assert "794.5 TFLOP/s" in two
     one = text.split("1. Clone the model")[1].split("2. The good case")[0]
     simple = (BASE_LATENCY["ring"]["Simple"], HOP_LATENCY["nvlink"]["ring"]["Simple"],
@@ -390,6 +390,8 @@ def test_round_5_doubling_the_sequence_doubles_the_labs_compute(client):
     graded = client.get("/api/drills/dp-decide-bound", params={"answer": "seq"}).json()
     said = graded["feedback"][0]["why"]
     assert "a little more than doubles" not in said and "compute doubles in the lab" in said
+    # round 13, finding 12: and says which way a real run errs (attention's s² FLOPs)
+    assert "In a real run it more than doubles: attention's FLOPs grow with s²" in said
 
 
 def test_round_6_item_3_the_exposed_decide_derives_each_ring_from_the_engine():
@@ -405,8 +407,9 @@ def test_round_6_item_3_the_exposed_decide_derives_each_ring_from_the_engine():
     for key, state in (("ports", {"gpus": 64, "link": "eth-100g", "nics_per_node": 8}),
                        ("ib", {"gpus": 64, "link": "ib-ndr"})):
         a = lab_value("dp", state, lambda answer: answer)
-        ring = (f"{a['allreduce_bytes_per_gpu'] / 1e9:.2f} GB ÷ "
-                f"{a['ratio']['busbw'] / 1e9:.1f} GB/s")
+        # round 13: over the busBW the page states (8 x 12, 48 GB/s), not one back-computed
+        # from a time that holds NCCL's latency
+        ring = f"{a['allreduce_bytes_per_gpu'] / 1e9:.2f} GB ÷ "
         assert ring in judged[key].why
         assert a["allreduce_bytes_per_gpu"] / a["ratio"]["busbw"] == pytest.approx(
             a["exposed_comm_s"], rel=0.01)
@@ -519,7 +522,7 @@ def test_round_12_step_2s_predict_follows_one_derivation_not_an_audit_trail(clie
     before = _text(step[:step.index('class="predict-beat"')])
     sources = step.find('<details class="sources">')
     note = _text(step[sources:]) if sources >= 0 else ""
-    assert f"= {gpu_rate() / 1e12:.0f} TFLOP/s" in before
+    assert f"= {fmt_tflops(gpu_rate())} TFLOP/s" in before
     for aside in (f"{SLOWEST_GPU:.3f}", "EP08", "mamf-finder", "794.5", "H200"):
         assert aside not in before, aside
         assert aside in note, aside
@@ -661,3 +664,61 @@ def test_round_13_step_6_teaches_the_tree_before_asking_which_nccl_runs(client):
     four = _text(html[html.index('id="step-4"'):html.index('id="step-5"')])
     assert ("it crosses 7 of the 8 links between servers: NCCL 2.8's cost model counts "
             "2·(servers − 1) crossings") in four
+
+
+def test_round_13_the_worked_rate_and_rings_check_from_the_printed_figures(client):
+    """Round-13 cold reading of EP02, findings 7 and 8: step 2 derived '674 TFLOP/s' from
+    989.4 x 80.3% x 84.9% (= 674.5) where the lab computes at 674.4, and steps 8's and the
+    crossover drill's T* (14,995; 12,852.1) did not follow from the printed 674 (14,983;
+    12,843); dp-decide-exposed divided by 95.7 and 47.9 GB/s, back-computed from times that
+    hold NCCL's latency, where the page states 8 x 12 and 48. Each worked line now checks
+    from the figures it prints: the rate to one decimal from one formatter, the shares with
+    the lab's digits, T* from the printed rate and busBW and then what NCCL's latency adds,
+    the ring over the stated busBW plus its latency."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills import LESSON_DRILLS
+    from app.routers.data_parallel import VIEW, crossover_answer
+    from labs.data_parallel.lab import achieved_share, gpu_rate
+
+    def nums(text: str) -> list[float]:
+        return [float(v.replace(",", "")) for v in re.findall(r"\d[\d,]*\.?\d*", text)]
+
+    text = _text(client.get("/episodes/data-parallel").text)
+    two = text.split("2. The good case")[1].split("3. The bad case")[0]
+    worked = re.search(r"So ([\d.]+) × ([\d.]+)% × ([\d.]+)% = ([\d.]+) TFLOP/s", two)
+    peak, eff, sustain, rate = map(float, worked.groups())
+    assert round(peak * eff * sustain / 1e4, 1) == rate == float(fmt_tflops(gpu_rate()))
+    assert peak * eff * sustain / 1e4 == pytest.approx(gpu_rate() / 1e12)
+    assert achieved_share() == pytest.approx(eff * sustain / 1e4)
+    assert f"at {rate} TFLOP/s:" in two and "674 TFLOP/s" not in text
+    eight = text.split("8. Compute against communication")[1].split("9. Gradient")[0]
+    line = re.search(r"T\* = ⅔ × 7/8 × ([\d.]+) TFLOP/s ÷ ([\d.]+) GB/s = ([\d,]+) tokens; "
+                     r"NCCL's latency \(step 1\) adds a little to the all-reduce, so the lab's "
+                     r"T\* is ([\d,]+) tokens", eight)
+    r8, bus, t_printed, t_lab = nums(" ".join(line.groups()))
+    assert r8 == rate and round(2 / 3 * 7 / 8 * r8 * 1e12 / (bus * 1e9)) == t_printed
+    assert t_lab == round(facts()["pcie8_1"]["api"]["ratio"]["crossover_tokens"])
+    assert 0 < t_lab - t_printed < 0.001 * t_lab
+    # The crossover drill: its question's rate, its worked T*, and what latency adds.
+    drill = next(d for d in VIEW.drills if d.id == "dp-crossover-pcie")
+    assert f"achieves {rate} TFLOP/s" in drill.question
+    said = drill.explanation().replace("{answer}", f"{crossover_answer():,.1f}")
+    cross = re.search(r"([\d,.]+) tokens: T\* = ⅔ × \(4−1\)/4 × ([\d.]+) TFLOP/s ÷ ([\d.]+) "
+                      r"GB/s = ([\d,.]+), and NCCL's latency, which the formula leaves out, "
+                      r"adds ([\d.]+)", said)
+    answer, r4, bus4, formula, adds = nums(" ".join(cross.groups()))
+    assert r4 == rate and round(2 / 3 * 3 / 4 * r4 * 1e12 / (bus4 * 1e9), 1) == formula
+    assert round(formula + adds, 1) == answer
+    # dp-decide-exposed: bytes over the busBW the page states, plus the latency, is the value.
+    exposed = next(d for d in LESSON_DRILLS["dp"] if d.id == "dp-decide-exposed")
+    judged = {o.key: o.why for o in exposed.judge()}
+    for key, state, busbw in (
+            ("ports", {"gpus": 64, "link": "eth-100g", "nics_per_node": 8},
+             8 * get_link("eth-100g").ring_busbw),
+            ("ib", {"gpus": 64, "link": "ib-ndr"}, get_link("ib-ndr").ring_busbw)):
+        a = lab_value("dp", state, lambda answer: answer)
+        found = re.search(r"([\d.]+) GB ÷ ([\d.]+) GB/s = ([\d,.]+) ms, plus ([\d.]+) ms of "
+                          r"NCCL's latency \(step 4\)\. Exposed: ([\d,.]+) ms", judged[key])
+        gb, gbs, moved, latency, total = nums(" ".join(found.groups()))
+        assert gbs == busbw / 1e9 and round(gb / gbs * 1e3, 1) == moved
+        assert round(moved + latency, 1) == total == round(a["exposed_comm_s"] * 1e3, 1)
