@@ -116,7 +116,7 @@ def why_words(step: str) -> int:
 WHY_WORDS = 250
 LONG_WHYS: dict[tuple[str, str], int] = {
     ("memory", "step-4"): 281,
-    ("dp", "step-6"): 378,
+    ("dp", "step-6"): 322,
     ("zero", "step-7"): 402,
     ("zero", "step-9"): 384,
     ("zero", "step-10"): 442,
@@ -127,8 +127,7 @@ LONG_WHYS: dict[tuple[str, str], int] = {
     ("placement", "step-6"): 314,
     ("cp", "step-5"): 327,
     ("cp", "step-8"): 286,
-    ("moe", "step-3"): 500,
-    ("moe", "step-7"): 525,
+    ("moe", "step-7"): 366,
     ("moe", "step-10"): 334,
     ("moe", "step-11"): 350,
     ("recipe", "step-1"): 366,
