@@ -208,8 +208,17 @@ def activations_figure(result) -> dict:
     }
 
 
+# The memory chart's traces: the stacked state and activations, the GPU line's legend entry
+# and a tick one unit of activations above each rank's state.
+MEMORY_STATE, MEMORY_ACTIVATIONS, MEMORY_GPU, MEMORY_UNIT = range(4)
+
+
 def stage_memory_figure(memory) -> dict:
-    """Per-rank peak memory (state + measured activations) against the GPU's line."""
+    """Per-rank peak memory (state + measured activations) against the GPU's line, and a tick
+    one unit above each rank's state: one micro-batch through one of its chunks, what each
+    micro-batch held adds. The tick needs no schedule, so it stays drawn while the
+    activations, which give each rank's peak held, wait for step 3's guess (the micro-batch
+    size and the sequence length move it: stop 46's reading, issue 36)."""
     p = len(memory.total_bytes)
     # "r0".."r7": short enough to stay level under narrow bars on a phone.
     ranks = [f"r{r}" for r in range(p)]
@@ -231,6 +240,15 @@ def stage_memory_figure(memory) -> dict:
              "customdata": [fmt_bytes(a) for a in memory.activation_bytes],
              "hovertemplate": "%{x}: activations %{customdata}<extra></extra>"},
             gpu_line_legend(gpu / 1e9, gpu_label, ranks),
+            {"type": "scatter", "mode": "markers", "name": "One unit", "x": ranks,
+             "y": [round((s + u) / 1e9, 3)
+                   for s, u in zip(memory.state_per_rank, memory.unit_bytes_per_rank,
+                                   strict=True)],
+             "marker": {"symbol": "line-ew-open", "size": 18, "color": "#1d2433",
+                        "line": {"width": 3, "color": "#1d2433"}},
+             "customdata": [fmt_bytes(u) for u in memory.unit_bytes_per_rank],
+             "hovertemplate": "%{x}: one unit of activations above the state, "
+                              "%{customdata}<extra></extra>"},
         ],
         "layout": base_layout(
             barmode="stack",  # no height: it fills its box, legend included

@@ -6,8 +6,14 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import Field
 
-from app.charts.pipeline import KINDS, activations_figure, gantt_figure, stage_memory_figure
-from app.charts.units import fmt_bytes, fmt_pct
+from app.charts.pipeline import (
+    KINDS,
+    MEMORY_ACTIVATIONS,
+    activations_figure,
+    gantt_figure,
+    stage_memory_figure,
+)
+from app.charts.units import fmt_bytes, fmt_pct, gb_axis
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -150,8 +156,7 @@ def figures(state: PipelineState) -> dict:
            # Its time axis runs to the makespan too.
            "activations": veiled_after(activations_figure(state.result), (PEAKS, *times))}
     if state.memory is not None:
-        out["memory"] = veiled_after(stage_memory_figure(state.memory),
-                                     memory_keys(state.memory))
+        out["memory"] = memory_veiled(stage_memory_figure(state.memory), state.memory)
     return out
 
 
@@ -239,6 +244,30 @@ def veiled_after(figure: dict, keys: tuple[str, ...]) -> dict:
     (layout.meta.after, static/js/lab.js veilOf)."""
     if keys:
         figure["layout"]["meta"] = {"masked": {}, "after": " ".join(keys)}
+    return figure
+
+
+def memory_veiled(figure: dict, memory) -> dict:
+    """The memory chart on the lesson page: veiled whole while step 6 or the GPipe drill waits
+    at this state (``memory_keys``); else, till step 3's guess, only its activations (each
+    rank's peak held, what step 3 asks) are hidden, with the total they make in its summary
+    and the y-axis's reach, so that the state and the one-unit ticks stay drawn and the
+    micro-batch size moves the chart before step 3 (lab.js partlyVeiled, meta.axes)."""
+    keys = memory_keys(memory)
+    veiled_after(figure, tuple(k for k in keys if k != PEAKS))
+    head = f"Peak memory per rank against {fmt_bytes(memory.gpu_memory_bytes)}"
+    tail = figure["summary"].removeprefix(head)
+    reach = max(memory.gpu_memory_bytes,
+                *(s + u for s, u in zip(memory.state_per_rank, memory.unit_bytes_per_rank,
+                                        strict=True)))
+    figure["layout"]["meta"] = {
+        **figure["layout"].get("meta", {}), "masked": {}, "partly": True,
+        # Its legend name short, so the four entries take two rows at 390 px, not four.
+        "names": {str(MEMORY_ACTIVATIONS): "Activations: ?"},
+        "owners": [{"step": PEAKS, "traces": [MEMORY_ACTIVATIONS],
+                    "summary": [tail, f": each rank's state and one unit drawn; its "
+                                      f"activations after {WAITS[PEAKS]}"]}],
+        "axes": {"yaxis": {**figure["layout"]["yaxis"], **gb_axis(reach * 1.12)}}}
     return figure
 
 

@@ -367,6 +367,11 @@
       return kept;
     }, []);
     layout.shapes = (layout.shapes || []).filter(function (s, i) { return !shapes[i]; });
+    // An axis whose reach the hidden parts set (EP05's memory chart: its GB axis ran to the
+    // worst rank's total, which the hidden activations make) takes the one the figure gives
+    // for the parts drawn (layout.meta.axes).
+    var axes = layout.meta.axes || {};
+    Object.keys(axes).forEach(function (key) { layout[key] = axes[key]; });
     return { data: data, layout: layout };
   }
 

@@ -263,6 +263,7 @@ def partly_veiled(figure: dict, pending: list[dict]) -> dict:
         if g.get("summary"):
             summary = summary.replace(*g["summary"])
     kept = {k: v for k, v in layout.items() if k not in ("annotations", "shapes", "meta")}
+    kept.update(meta.get("axes", {}))  # an axis's reach while the parts are hidden
     return {"data": data, "summary": summary, "layout": {
         **kept, "annotations": annotations,
         "shapes": [s for i, s in enumerate(layout.get("shapes", [])) if i not in shapes]}}

@@ -625,3 +625,43 @@ def test_ep05s_bench_keeps_each_answer_until_its_guess(page, live_server):
     look_at(page, "pipeline-gantt")
     assert page.locator("[data-testid=bubble]").inner_text() == bubble
     assert page.locator("#pipeline-gantt").get_attribute("data-veiled") is None
+
+
+MEMORY_DRAWN = """() => {
+    const gd = document.getElementById('pipeline-memory');
+    return {data: gd.data.map(t => ({name: t.name, y: t.y})), top: gd.layout.yaxis.range[1],
+            veiled: gd.getAttribute('data-veiled'), label: gd.getAttribute('aria-label')};
+}"""
+
+
+def test_ep05s_memory_chart_draws_the_state_and_a_unit_before_step_3(page, live_server):
+    """Stop 46's reading: EP05's memory chart was grey until step 3's guess, so the
+    micro-batch slider moved nothing a student could see. Before the guess it now draws
+    each rank's state and a tick one unit of activations above it (the engine's), and hides
+    only the activations, which give each rank's peak held (step 3's answer): their bars,
+    the total they make in the aria-label, and the y-axis's reach, which ran to the worst
+    total. At 8 x 24 under GPipe at 8,192 tokens every rank overflows (the last one's
+    101 GB, less its state and logits, gave its 24 held); the axis stops short of them.
+    Guessed, the whole chart is drawn."""
+    params = {"schedule": "gpipe", "stages": "8", "microbatches": "24", "seq_len": "8192"}
+    page.goto(EP05 + "?" + "&".join(f"{k}={v}" for k, v in params.items()))
+    wait_drawn(page)
+    look_at(page, "pipeline-memory")
+    api = api_json(live_server, "pipeline", page.url.split("?", 1)[1])
+    mem = api["memory"]
+    state = [b / 1e9 for b in mem["state_per_rank_bytes"]]
+    worst = max(mem["per_rank_bytes"]) / 1e9
+    assert worst > mem["gpu_memory_bytes"] / 1e9
+    drawn = page.evaluate(MEMORY_DRAWN)
+    assert drawn["veiled"] == "step-3", drawn["veiled"]
+    assert drawn["data"][0]["y"] == pytest.approx(state, abs=1e-3)
+    assert drawn["data"][1] == {"name": "Activations: ?", "y": [None]}
+    unit = mem["activation_unit_bytes"] / 1e9
+    assert drawn["data"][3]["y"] == pytest.approx([s + unit for s in state], abs=1e-3)
+    assert drawn["top"] < worst and fmt_bytes(max(mem["per_rank_bytes"])) not in drawn["label"]
+    commit_guess(page, 3)
+    look_at(page, "pipeline-memory")
+    drawn = page.evaluate(MEMORY_DRAWN)
+    assert drawn["veiled"] is None and drawn["top"] > worst
+    assert drawn["data"][1]["y"] == pytest.approx(
+        [n * unit for n in api["peak_activations"]], abs=1e-3)
