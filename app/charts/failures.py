@@ -22,6 +22,22 @@ PARTS = (  # Goodput field, label, colour
 )
 
 
+def _owned(layout: dict, *owners: dict, partly: bool = False) -> dict:
+    """The layout with its parts owned by the steps each owner names (``step``: keys, as an
+    .answer-mask's data-after-guess, several masking while any is; static/js/lab.js veilOf),
+    owners naming none left out; with none left, the layout as it was. An owner of every
+    trace veils the chart whole, unless ``partly``."""
+    kept = [o for o in owners if o["step"]]
+    if kept:
+        layout["meta"] = {"masked": {}, "partly": partly, "owners": kept}
+    return layout
+
+
+def _after(keys) -> str:
+    """What a mask waits for: "step 5's guess and step 6's guess"."""
+    return " and ".join(f"{k.replace('-', ' ')}'s guess" for k in keys)
+
+
 def _log_band(x: float) -> dict:
     return chosen_band(x / 1.25, x * 1.25)
 
@@ -36,8 +52,9 @@ def _gpu_axis(points) -> dict:
                                           math.log10(max(xs)) + 0.05]}
 
 
-def rate_figure(result) -> dict:
-    """Interruptions per day against the job's GPUs; Llama 3's published count marked."""
+def rate_figure(result, keys: tuple[str, ...] = ()) -> dict:
+    """Interruptions per day against the job's GPUs; Llama 3's published count marked. This
+    job's point, label and rate wait for ``keys`` (the line, every size's rate, stays)."""
     points = result.scale
     inp = result.input
     published = LLAMA3["interruptions"] / LLAMA3["days"]
@@ -66,9 +83,11 @@ def rate_figure(result) -> dict:
                         xanchor="left" if left else "right",
                         xshift=10 if left else -10, yanchor="top" if left else "bottom",
                         align="left" if left else "right")
+    this_job = (f"stop {result.per_day:.3g} times a day, one every "
+                f"{fmt_duration(result.mtbi_s)}")
     return {
         "data": data,
-        "layout": base_layout(
+        "layout": _owned(base_layout(
             annotations=[label], shapes=[_log_band(inp.gpus)],
             margin={"l": 56, "r": 8, "t": 8, "b": 8},
             xaxis=_gpu_axis(points),
@@ -76,15 +95,24 @@ def rate_figure(result) -> dict:
                    "gridcolor": "#e6e9ef", "fixedrange": True},
             legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top",
                     "font": {"size": 11}}),
+            {"step": " ".join(keys), "traces": [2], "annotations": [0],
+             "summary": [this_job, f"stop ? times a day (after {_after(keys)})"]},
+            partly=True),
         "summary": (f"Interruptions a day grow in proportion to the GPUs: {inp.gpus:,} GPUs "
-                    f"stop {result.per_day:.3g} times a day, one every "
-                    f"{fmt_duration(result.mtbi_s)}; Llama 3 reported {published:.3g} a day "
-                    "on 16,384"),
+                    f"{this_job}; Llama 3 reported {published:.3g} a day on 16,384"),
     }
 
 
-def time_figure(result) -> dict:
-    """Shares of the wall clock at the chosen interval and at the best one, stacked."""
+def _whole(keys: tuple[str, ...], data: list, summary: str, **parts) -> dict:
+    """An owner of a whole chart for ``keys``: every trace, the given labels and shapes, and
+    the summary."""
+    return {"step": " ".join(keys), "traces": list(range(len(data))), **parts,
+            "summary": [summary, f"Its figures show after {_after(keys)}."]}
+
+
+def time_figure(result, keys: tuple[str, ...] = ()) -> dict:
+    """Shares of the wall clock at the chosen interval and at the best one, stacked; veiled
+    whole while ``keys`` wait."""
     rows = (("this interval", result.chosen), ("best interval", result.best))
     labels = [f"{name}<br>{fmt_duration(g.interval)}" for name, g in rows]
     data = [{"type": "bar", "orientation": "h", "name": label, "y": labels,
@@ -96,26 +124,27 @@ def time_figure(result) -> dict:
              "hovertemplate": f"{label}: %{{x:.3g}}%<extra></extra>"}
             for field, label, colour in PARTS]
     g = result.chosen
+    summary = (f"At a {fmt_duration(g.interval)} interval: {fmt_pct(g.goodput)} trains, "
+               f"{fmt_pct(g.blocking)} waits for saves, {fmt_pct(g.rework)} redoes lost "
+               f"steps, {fmt_pct(g.restart)} restarts; at the best interval "
+               f"({fmt_duration(result.best.interval)}) {fmt_pct(result.best.goodput)} trains")
     return {
         "data": data,
-        "layout": base_layout(
+        "layout": _owned(base_layout(
             barmode="stack", margin={"l": 96, "r": 8, "t": 8, "b": 8},
             xaxis={"range": [0, 100], "title": {"text": "% of wall time", "standoff": 2},
                    "fixedrange": True, "gridcolor": "#e6e9ef"},
             yaxis={"autorange": "reversed", "fixedrange": True},
             legend={"orientation": "h", "x": 0, "y": -0.35, "yanchor": "top",
                     "font": {"size": 11}, "traceorder": "normal"}),
-        "summary": (f"At a {fmt_duration(g.interval)} interval: {fmt_pct(g.goodput)} trains, "
-                    f"{fmt_pct(g.blocking)} waits for saves, {fmt_pct(g.rework)} redoes lost "
-                    f"steps, {fmt_pct(g.restart)} restarts; at the best interval "
-                    f"({fmt_duration(result.best.interval)}) {fmt_pct(result.best.goodput)} "
-                    "trains"),
+            _whole(keys, data, summary)),
+        "summary": summary,
     }
 
 
-def interval_figure(result) -> dict:
+def interval_figure(result, keys: tuple[str, ...] = ()) -> dict:
     """Goodput against the interval (log), Young's interval dashed, the best and the chosen
-    interval marked."""
+    interval marked; veiled whole while ``keys`` wait."""
     inp = result.input
     sweep = result.intervals
     colour = SAVE_COLOURS[inp.save]
@@ -145,9 +174,14 @@ def interval_figure(result) -> dict:
                         f"{fmt_pct(result.chosen.goodput)}",
                         xanchor="right" if right else "left", xshift=-10 if right else 10,
                         yanchor="top", align="right" if right else "left")
+    summary = (f"{inp.save.capitalize()} saves on {inp.gpus:,} GPUs: saving every "
+               f"{fmt_duration(inp.interval)} gives {fmt_pct(result.chosen.goodput)}; the best "
+               f"interval, {fmt_duration(result.best.interval)}, gives "
+               f"{fmt_pct(result.best.goodput)}; too short and saves eat the time, too long "
+               "and failures do")
     return {
         "data": data,
-        "layout": base_layout(
+        "layout": _owned(base_layout(
             annotations=[label], shapes=[_log_band(inp.interval), young],
             margin={"l": 56, "r": 8, "t": 8, "b": 8},
             xaxis={"type": "log", "title": {"text": "seconds between saves (dashed: Young)",
@@ -156,24 +190,26 @@ def interval_figure(result) -> dict:
                    "gridcolor": "#e6e9ef", "fixedrange": True},
             legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top",
                     "font": {"size": 11}}),
-        "summary": (f"{inp.save.capitalize()} saves on {inp.gpus:,} GPUs: saving every "
-                    f"{fmt_duration(inp.interval)} gives {fmt_pct(result.chosen.goodput)}; "
-                    f"the best interval, {fmt_duration(result.best.interval)}, gives "
-                    f"{fmt_pct(result.best.goodput)}; too short and saves eat the time, too "
-                    "long and failures do"),
+            _whole(keys, data, summary, annotations=[0])),
+        "summary": summary,
     }
 
 
-def scale_figure(result) -> dict:
+def scale_figure(result, goodput_keys: tuple[str, ...] = (),
+                 days_keys: tuple[str, ...] = ()) -> dict:
     """Two panels against the job's GPUs: goodput, and days to finish the job's steps, for
-    each save (sync, async, peer memory) at its best interval."""
+    each save (sync, async, peer memory) at its best interval. The goodput panel waits for
+    ``goodput_keys``; the days panel for ``days_keys`` and step 7, which asks for it."""
     inp = result.input
     points = result.scale
     data = []
     # Each point's step, said on the hover: EP08's engine's where it timed it, else ideal
     # (round-10 cold reading, EP11 finding 3); ideal points are drawn open.
-    steps = [f"step {p.step_s:.4g} s, " + ("timed by EP08's engine" if p.step_timed else
-                                            "ideal: 1/GPUs") for p in points]
+    # The step itself only on the days panel, which waits for step 7: each size's step beside
+    # its goodput gave step 7's days as steps x step / goodput (round-13 cold reading of
+    # EP10-EP11, finding 5: 929,832 x 5.675 s / 50.5% = 121 days on 65,536 GPUs).
+    timing = ["timed by EP08's engine" if p.step_timed else "ideal: 1/GPUs" for p in points]
+    steps = [f"step {p.step_s:.4g} s, {t}" for p, t in zip(points, timing, strict=True)]
     symbols = ["circle" if p.step_timed else "circle-open" for p in points]
     for save, field in FIELDS.items():
         chosen = save == inp.save
@@ -184,7 +220,7 @@ def scale_figure(result) -> dict:
             "x": [p.gpus for p in points],
             "y": [round(100 * getattr(p, field).goodput, 4) for p in points],
             "line": style, "opacity": opacity, "legendgroup": save,
-            "marker": {"symbol": symbols, "size": 7}, "customdata": steps,
+            "marker": {"symbol": symbols, "size": 7}, "customdata": timing,
             "hovertemplate": f"{save}, %{{x:,}} GPUs: %{{y:.3g}}% goodput (%{{customdata}})"
                              "<extra></extra>"})
         data.append({
@@ -212,10 +248,11 @@ def scale_figure(result) -> dict:
                                   f"{days:,.3g} days", xref="x2", yref="y2",
                                   xanchor="left", xshift=8))
     finish_text = f" and finish in {days:,.3g} days" if days is not None else " and never finish"
+    keep_text = f"keep {fmt_pct(mine.goodput)} of the wall clock"
     labels.append(_step_note(points, inp))
     return {
         "data": data,
-        "layout": base_layout(
+        "layout": _owned(base_layout(
             annotations=labels,  # two stacked plots by their axes' domains (the bundle has no grid)
             shapes=[_log_band(inp.gpus)],
             # The days panel answers step 7 (how much sooner each doubling finishes: the
@@ -224,11 +261,8 @@ def scale_figure(result) -> dict:
             # traces, its label and the summary's days hidden until step 7's guess (lab.js,
             # layout.meta.owners); the goodput panel stays ("partly").
             # Its label is dropped while veiled (a masked one sits at the plot's middle, on
-            # the goodput panel's axis).
-            meta={"masked": {}, "partly": True,
-                  "owners": [{"step": "step-7", "traces": [1, 3, 5],
-                              "annotations": [1] if days is not None else [],
-                              "summary": [finish_text, " and finish in ? days"]}]},
+            # the goodput panel's axis). Where the state's goodput answers a step
+            # (goodput_keys), the goodput panel waits for it too, and the days with it.
             margin={"l": 56, "r": 8, "t": 8, "b": 8},
             xaxis={**axis, "title": {"text": ""}, "domain": [0, 1]},
             yaxis={"title": {"text": "goodput, %"}, "range": [0, 100], "domain": [0.56, 1],
@@ -241,9 +275,14 @@ def scale_figure(result) -> dict:
                     "range": [math.log10(min(finish)) - 0.1, math.log10(max(finish)) + 0.1]},
             legend={"orientation": "h", "x": 0, "y": -0.12, "yanchor": "top",
                     "font": {"size": 11}}),
-        "summary": (f"Each at its best interval, {inp.save} saves on {inp.gpus:,} GPUs keep "
-                    f"{fmt_pct(mine.goodput)} of the wall clock" + finish_text + ". "
-                    + _step_words(points, inp)),
+            {"step": " ".join(goodput_keys), "traces": [0, 2, 4], "annotations": [0],
+             "summary": [keep_text, f"keep ? of the wall clock (after {_after(goodput_keys)})"]},
+            {"step": " ".join(dict.fromkeys((*days_keys, "step-7"))), "traces": [1, 3, 5],
+             "annotations": [1] if days is not None else [],
+             "summary": [finish_text, " and finish in ? days"]},
+            partly=True),
+        "summary": (f"Each at its best interval, {inp.save} saves on {inp.gpus:,} GPUs "
+                    f"{keep_text}" + finish_text + ". " + _step_words(points, inp)),
     }
 
 

@@ -24,8 +24,10 @@ from app.routers.failures_state import (
     MTBI_OPTIONS,
     RESTART_OPTIONS,
     SAVE_NAMES,
+    SLOW_STORAGE_BW,
     STEP_S,
     FailuresQuery,
+    answer_keys,
     figures,
     llama3_timed,
     rounded_best,
@@ -47,7 +49,7 @@ def facts() -> dict:
     through the same query model, engine and ``to_api`` as GET /api/failures
     (tests/app/test_prose.py follows every link)."""
     state = lesson_state(FailuresQuery, run, to_api)
-    slow = {"save": "sync", "storage_bw": 20_000_000_000}
+    slow = {"save": "sync", "storage_bw": SLOW_STORAGE_BW}
     out = {
         "llama": state(gpus=LLAMA3["gpus"]),
         "small": state(gpus=1024),
@@ -114,6 +116,8 @@ def extra_context(state) -> dict:
         "restart_options": [(v, fmt_duration(v) if v else "none")
                             for v in sorted(set(RESTART_OPTIONS) | {q.restart})],
         "host_link_options": tuple((k, get_link(k).name) for k in HOST_LINKS),
+        # What each of the bench's figures waits for (the steps whose answers it gives).
+        "answer_keys": answer_keys,
     }
 
 

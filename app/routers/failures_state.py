@@ -213,9 +213,42 @@ def to_api(result: FailuresResult) -> dict:
     }
 
 
+# ---- What of the bench waits for a guess (issue 36, round-13 cold reading of EP10-EP11,
+# finding 4: the headline, the wall-clock chart and the interval chart printed step 1's
+# 2.06 days, step 5's 2.6%, step 6's 54.0% and step 7's 97.9 and 121 days at their own
+# links). Each figure is keyed, as an .answer-mask's data-after-guess (static/js/lab.js), to
+# the steps whose answer it gives at this state, read off the state's properties: another
+# cluster size than Llama 3's stops at another rate (step 1); another restart than the
+# assumed 10 minutes spends another share restarting (step 5); sync saves to step 6's slow
+# file system on Llama 3's 16,384 GPUs draw step 6's goodput on the interval sweep, and on
+# any size the days step 7 asks about (89.4 on 16,384, 97.9 on 32,768, 121 on 65,536).
+# Llama 3's opening state keys nothing: each step's first move changes a live diagram. ----
+SLOW_STORAGE_BW = 20_000_000_000  # step 6's file system, bytes per second
+
+
+def answer_keys(inp: FailuresInput) -> dict[str, tuple[str, ...]]:
+    """The steps each kind of figure answers at this state: ``mtbi`` (the time between
+    interruptions), ``goodput`` (the shares of the wall clock) and ``days`` (steps x step /
+    goodput). Another size's goodput is not step 1's answer: the bad case (32,768 GPUs)
+    shows it from the first screen."""
+    opening = FailuresQuery.model_fields
+    other_size = inp.gpus != opening["gpus"].default
+    slow = inp.save == "sync" and inp.storage_bw == SLOW_STORAGE_BW
+    mtbi = ("step-1",) if other_size else ()
+    goodput = (*(("step-5",) if inp.restart != opening["restart"].default else ()),
+               *(("step-6",) if slow and not other_size else ()))
+    days = (*goodput, *(("step-7",) if slow else ()))
+    return {"mtbi": mtbi, "goodput": goodput, "days": days}
+
+
 def figures(result: FailuresResult) -> dict:
-    return {"rate": rate_figure(result), "time": time_figure(result),
-            "interval": interval_figure(result), "scale": scale_figure(result)}
+    """The four charts, their figures owned by the steps they answer at this state
+    (``answer_keys``)."""
+    keys = answer_keys(result.input)
+    return {"rate": rate_figure(result, keys["mtbi"]),
+            "time": time_figure(result, keys["goodput"]),
+            "interval": interval_figure(result, keys["goodput"]),
+            "scale": scale_figure(result, keys["goodput"], keys["days"])}
 
 
 def rounded_best(**params) -> int:

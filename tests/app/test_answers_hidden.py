@@ -378,6 +378,20 @@ BENCH_STATES = {
                   "preset=glm-4-9b&placement=separate&train_gpus=16",
                   "preset=deepseek-r1&placement=separate", "preset=glm-4.7",
                   "preset=deepseek-r1&placement=separate-pd&engines=4&prefill_engines=1"],
+    # EP11's try links (round-13 cold reading of EP10-EP11, findings 4 and 5): the headline,
+    # the wall-clock and interval charts and the scale chart's hover gave step 1's 2.06 days,
+    # step 5's 2.6%, step 6's 54.0% and step 7's 97.9 and 121 days at their own links.
+    "failures": ["gpus=1024", "save=sync", "save=sync&interval=250",
+                 "save=sync&storage_bw=500000000000&interval=496", "interval=11",
+                 "restart=300&interval=11", "restart=0&interval=11", "restart=1800&interval=11",
+                 "save=sync&storage_bw=20000000000&interval=10800",
+                 "save=sync&storage_bw=20000000000&interval=2329",
+                 "save=sync&storage_bw=20000000000&gpus=32768&interval=1594",
+                 "save=sync&storage_bw=20000000000&gpus=65536&interval=1075",
+                 "gpus=65536&step_s=6.237&step_gpus=65536&steps=232458&save=sync"
+                 "&storage_bw=20000000000&interval=1075",
+                 "save=peer&storage_bw=20000000000&gpus=131072&interval=3",
+                 "save=sync&storage_bw=20000000000&gpus=131072&interval=710"],
 }
 
 

@@ -2,6 +2,7 @@
 input is a 422 naming its control, each chart is drawn from the same answer, the page, its
 cases and each diagram's embed."""
 
+import json
 import re
 
 import pytest
@@ -344,7 +345,7 @@ def test_round6_step_7_times_its_65536_gpu_step_on_ep08s_engine(client):
     page = client.get(LESSON).text
     form = page.split('data-predict="failures-7"')[1].split("</form>")[0]
     assert 'data-right="later"' in form
-    assert f"{days[0]:.1f} → {days[1]:.1f} → {days[2]:.1f} days" in form
+    assert f"{days[0]:.3g} days → {days[1]:.3g} days → {days[2]:.3g} days" in form
     step7 = page[page.index('id="step-7"'):page.index('id="step-8"')]
     step7 = re.sub(r'<span class="term-tip".*?</span>', "", step7, flags=re.S)  # glossary
     text = " ".join(re.sub(r"<[^>]+>", "", step7).split())
@@ -499,8 +500,10 @@ def test_round10_the_scale_chart_draws_the_engines_step_and_ideal_only_past_it(c
         assert trace["marker"]["symbol"] == [
             "circle" if p["step_timed"] else "circle-open" for p in body["scale"]]
         assert "%{customdata}" in trace["hovertemplate"]
+        # The step on the days panel only (traces 1, 3, 5), which waits for step 7.
+        days = trace.get("yaxis") == "y2"
         for p, said in zip(body["scale"], trace["customdata"], strict=True):
-            assert said == f"step {p['step_s']:.4g} s, " + (
+            assert said == (f"step {p['step_s']:.4g} s, " if days else "") + (
                 "timed by EP08's engine" if p["step_timed"] else "ideal: 1/GPUs")
     notes = [a["text"] for a in scale["layout"]["annotations"]]
     assert "● EP08's engine  ○ ideal (1/GPUs) past 64K" in notes
@@ -555,3 +558,89 @@ def test_round10_the_more_or_faster_decide_is_the_charts_own_figure_at_a_state_n
                      if t.get("yaxis") == "y2" and t["name"].startswith(save))
         at = trace["y"][trace["x"].index(here["gpus"])]
         assert f"{at:,.4g} days" == figures[key], key
+
+
+def _before_guess(client, url: str, step: str) -> str:
+    """The page at `url` as lab.js shows it before `step`'s guess (the steps before it
+    guessed): tests/app/test_answers_hidden.py's model of the masks."""
+    from tests.app.test_answers_hidden import masked, masked_keys
+
+    lesson = client.get(LESSON).text
+    return masked(client.get(url).text, masked_keys(lesson, step))
+
+
+def test_round13_the_scale_chart_hovers_no_step_before_step_7s_guess(client):
+    """Round-13 cold reading of EP10-EP11, finding 5: the goodput traces hovered each size's
+    step (5.675 s on 65,536 GPUs), so at step 6's states step 7's days were steps x step /
+    goodput off two hovered figures. The step is only on the days panel, which waits for
+    step 7; after its guess the days hover it."""
+    from app.routers.failures import facts
+
+    f = facts()
+    steps = {f"step {f[k]['api']['step_here_s']:.4g} s" for k in ("slow_32k", "slow_64k")}
+    for name in ("slow_naive", "slow_best", "llama"):
+        url = f"{LESSON}?" + "&".join(f"{k}={v}" for k, v in f[name]["params"].items())
+        before = page_figures(_before_guess(client, url, "step-7"))["failures-scale"]
+        assert not {s for s in steps if s in json.dumps(before)}, name
+        after = page_figures(_before_guess(client, url, "step-8"))["failures-scale"]
+        assert steps <= {s for s in steps if s in json.dumps(after)}, name
+
+
+def test_round13_each_step_keys_the_figures_its_own_links_print(client):
+    """Round-13 cold reading of EP10-EP11, finding 4: at step 1's, 5's, 6's and 7's links the
+    headline and the wall-clock and interval charts printed their answers (2.06 days, 2.6%,
+    54.0%, 97.9 days) with no guess made. Each is masked until its step's guess, and shown
+    after it; Llama 3's opening state masks none of them."""
+    from app.routers.failures import facts
+
+    f = facts()
+    cases = {"small": ("step-1", f["small"]["api"]["mtbi_s"], "mtbi"),
+             "restart_5": ("step-5", f["restart_5"]["api"]["chosen"]["restart"], "pct"),
+             "slow_naive": ("step-6", f["slow_naive"]["api"]["chosen"]["goodput"], "pct"),
+             "slow_32k": ("step-7", f["slow_32k"]["api"]["chosen"]["finish_days"], "days")}
+    from app.charts.units import fmt_duration, fmt_pct
+
+    steps = ["step-1", "step-5", "step-6", "step-7", "step-8"]
+    for name, (step, value, kind) in cases.items():
+        shown = (fmt_duration(value) if kind == "mtbi" else fmt_pct(value) if kind == "pct"
+                 else f"{value:,.3g} days")
+        url = f"{LESSON}?" + "&".join(f"{k}={v}" for k, v in f[name]["params"].items())
+        before = _before_guess(client, url, step)
+        after = _before_guess(client, url, steps[steps.index(step) + 1])
+        # the headline and the charts' summaries, as printed
+        outside = re.sub(r'<script type="application/json".*?</script>', "", before, flags=re.S)
+        assert shown not in _outside_whys(outside), (name, shown)
+        assert shown in _outside_whys(after), (name, shown)
+    opening = client.get(LESSON).text
+    figures = page_figures(opening)
+    assert not [k for k in ("failures-rate", "failures-time", "failures-interval")
+                if "meta" in figures[k]["layout"]]
+    assert 'data-after-guess="step-1' not in opening.split('id="failures-section"')[1]
+
+
+def test_round13_steps_2_5_and_7_derive_their_figures_from_one_computation(client):
+    """Round-13 cold reading of EP10-EP11, findings 9-11: step 5's storage load used the
+    11 s interval the step had just said is not used (26%, not 2.84 s of every 12.5 s, 23%);
+    step 2's 5.68 TB did not come from 405B x 14 B (the model has 405.9B); step 7's 75.7%
+    bubble, below 1F1B's 15/19, was not derived: with m < p each of the v chunk rounds waits
+    for the loop round all p stages, 1 - v·m/(v·p + m - 1), what the engine measures."""
+    from html import unescape
+
+    from app.routers.failures import facts
+    from app.routers.failures_state import LLAMA3_LAYOUT
+
+    f = facts()
+    page = client.get(LESSON).text
+    text = " ".join(unescape(re.sub(r"<[^>]+>", " ", page)).split())
+    a = f["async_best"]["api"]
+    used = -(-a["interval"] // a["step_s"]) * a["step_s"]  # whole steps
+    ck = a["checkpoint"]
+    assert (f"each {ck['total_bytes'] / 1e12:.3g} TB write takes {ck['write_s']:.3g} s of every "
+            f"{used:.3g} s, keeping a 2 TB/s file system {100 * ck['write_s'] / used:.0f}% busy"
+            ) in text
+    sync = f["sync"]["api"]["checkpoint"]
+    assert (f"{sync['weights_bytes'] / 2e9:.1f}B parameters × 14 B = "
+            f"{sync['total_bytes'] / 1e12:.3g} TB") in text
+    e, v, p = f["engine_64k"], LLAMA3_LAYOUT["virtual"], LLAMA3_LAYOUT["pp"]
+    assert 1 - v * e["m"] / (v * p + e["m"] - 1) == pytest.approx(e["bubble"], abs=5e-4)
+    assert (f"1 − {v * e['m']}/{v * p + e['m'] - 1} = {100 * e['bubble']:.1f}%") in text

@@ -79,3 +79,56 @@ def test_step_2s_link_shows_the_checkpoint_readout_masked_until_the_guess(
                                     f"{expected['bytes_per_gpu'] / 1e6:.3g} MB"
         assert page.locator("[data-testid=write]").inner_text() == \
             f"{expected['write_s']:.3g} s"
+
+
+# The bench's plotted data and its visible text (the charts' meta left out: lab.js keeps a
+# veiled chart's real figure only in its script, test_answers_hidden_browser's model).
+SHOWN = """() => ({text: document.querySelector('#failures-section').innerText,
+    charts: Object.fromEntries(
+        [...document.querySelectorAll('#failures-section .js-plotly-plot')].map(gd => [
+            gd.id, JSON.stringify({data: gd.data,
+                                   notes: (gd.layout.annotations || []).map(a => a.text)})]))})"""
+
+
+def test_round13_each_steps_link_keeps_its_answer_until_its_guess(page, live_server):
+    """Round-13 cold reading of EP10-EP11, findings 4 and 5, in Chromium: at step 1's, 5's,
+    6's and 7's own links, with no guess made, neither the bench's text nor its charts as
+    plotted (gd.data, labels) show the step's answer, nor the scale chart a step time on
+    another size than 16,384 GPUs; once the steps are guessed, each shows the engine's."""
+    from app.charts.units import fmt_duration, fmt_pct
+    from app.routers.failures import facts
+
+    f = facts()
+
+    def url(name):
+        return LESSON + "?" + "&".join(f"{k}={v}" for k, v in f[name]["params"].items())
+
+    small, r5, naive = f["small"]["api"], f["restart_5"]["api"], f["slow_naive"]["api"]
+    k32 = f["slow_32k"]["api"]
+    cases = [("small", [fmt_duration(small["mtbi_s"])], "failures-rate"),
+             ("restart_5", [fmt_pct(r5["chosen"]["restart"])], "failures-time"),
+             ("slow_naive", [fmt_pct(naive["chosen"]["goodput"])], "failures-interval"),
+             ("slow_32k", [f"{k32['chosen']['finish_days']:.3g} days",
+                           f"step {k32['step_here_s']:.4g} s"], "failures-scale")]
+    for name, answers, chart in cases:
+        page.goto(url(name))
+        wait_drawn(page)
+        page.locator(f"#{chart}").scroll_into_view_if_needed()
+        wait_drawn(page)
+        shown = page.evaluate(SHOWN)
+        everything = shown["text"] + " ".join(shown["charts"].values())
+        assert not [a for a in answers if a in everything], (name, answers)
+    for step in range(1, 8):
+        show_me(page, f"why-failures-{step}")
+    wait_drawn(page)
+    shown = page.evaluate(SHOWN)
+    assert f"{k32['chosen']['finish_days']:.3g}" in shown["text"]
+    assert f"step {k32['step_here_s']:.4g} s" in shown["charts"]["failures-scale"]
+    page.goto(url("restart_5"))
+    wait_drawn(page)
+    for step in range(1, 6):
+        show_me(page, f"why-failures-{step}")
+    page.locator("#failures-time").scroll_into_view_if_needed()
+    wait_drawn(page)
+    drawn = page.evaluate("() => document.querySelector('#failures-time').data[3].x[0]")
+    assert drawn == pytest.approx(100 * r5["chosen"]["restart"], abs=1e-3)
