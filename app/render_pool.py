@@ -10,8 +10,9 @@ loop awaits it as any other future (asyncio docs, ``loop.run_in_executor``).
 
 How: each child imports the same app, by its import string as uvicorn does (``APP``: the pool
 never imports the app's module, which imports the pool), and renders with the part of the
-middleware stack below the response cache (timing, compression, routing, the lab's handler),
-on its own event loop.
+middleware stack below the response cache (timing, compression, routing, the lab's handler;
+a lab view's own routes go straight to their handler: app/render_child.py's ``Direct``), on
+its own event loop.
 The parent sends the request's plain scope (path, query, headers) and gets back status,
 headers and body, which the response cache stores and sends as if it had rendered them
 itself: an answer is the same bytes whichever process drew it (tests/app/test_render_pool.py).

@@ -4,6 +4,7 @@ a long simulation never holds the event loop (a /healthz probe answers meanwhile
 
 import gzip
 import json
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
@@ -26,6 +27,11 @@ GZIP_LEVEL = 3  # app/main.py says why
 
 
 SLICE = 1000  # list items per json.dumps call
+
+# Every lab view's own handlers by their route's path (a page, a lazy diagram, the whole
+# lab's embed, the JSON API): each takes the request alone and reads nothing FastAPI's routing
+# adds to it, so a render process calls it directly (app/render_child.py's ``Direct``).
+HANDLERS: dict[str, Callable[[Request], Response]] = {}
 
 
 def _pieces(value: Any):
@@ -158,13 +164,17 @@ def register(router: APIRouter, view: LabView) -> None:
             answer = shape_events(answer, view.events_key, shape)
         return json_response(request, answer)
 
+    def add(path: str, handler: Callable[[Request], Response], **options) -> None:
+        HANDLERS[path] = handler
+        router.add_api_route(path, handler, **options)
+
     html = {"methods": ["GET"], "response_class": HTMLResponse, "include_in_schema": False}
-    router.add_api_route(view.episode.path, page, **html)
+    add(view.episode.path, page, **html)
     for lazy in (d for d in view.diagrams if d.lazy_template):
-        router.add_api_route(view.lazy_path(lazy), _lazy_handler(view, lazy), **html)
-    router.add_api_route(embed_path(view), embed, **html)
+        add(view.lazy_path(lazy), _lazy_handler(view, lazy), **html)
+    add(embed_path(view), embed, **html)
     router.add_api_route(embed_path(view) + "/{diagram}", embed_one, **html)
-    router.add_api_route(
+    add(
         f"/api/{view.name}", api, methods=["GET"], summary=view.summary,
         tags=[view.episode.code], response_model=view.response_model,
         responses={422: {"description": "Bad or inconsistent input: `detail[].loc` names the "
