@@ -125,8 +125,6 @@ LONG_WHYS: dict[tuple[str, str], int] = {
     ("failures", "step-5"): 266,
     ("failures", "step-7"): 338,
     ("placement", "step-6"): 314,
-    ("cp", "step-5"): 327,
-    ("cp", "step-8"): 286,
     ("moe", "step-7"): 366,
     ("recipe", "step-1"): 366,
     ("recipe", "step-2"): 253,
