@@ -105,3 +105,11 @@ def short_gpu_name(name: str) -> str:
     short = re.sub(r"^(NVIDIA|AMD)\s+", "", name)
     short = re.sub(r"\s*\([^)]*\)", "", short)  # "(HGX, 180GB)"
     return re.sub(r"\s*\b\d+\s?GB\b", "", short).strip() or name
+
+
+def veiled_after(figure: dict, keys: tuple[str, ...]) -> dict:
+    """The figure veiled whole on a lesson page while any of ``keys`` is masked
+    (layout.meta.after, static/js/lab.js veilOf); elsewhere drawn as it is."""
+    if keys:
+        figure["layout"]["meta"] = {"masked": {}, "after": " ".join(keys)}
+    return figure

@@ -40,12 +40,24 @@ TRAFFIC_STEP = "step-4"
 # some (the bad case's Ethernet), its times against the compute give that answer.
 EXPOSED_STEP = "step-5"
 TRAFFIC = "ZeRO-3's traffic"
+STEP_TIME = "The step time"  # what the step-time chart says meanwhile at an offload state
 
 
 def traffic_keys(result) -> tuple[str, ...]:
     """The steps whose answers ZeRO-3's traffic at this state gives (lab.js masks keyed by
     them): step 4's always, step 5's where ZeRO-3 exposes some of it."""
     return (TRAFFIC_STEP,) + ((EXPOSED_STEP,) if result.traffic[3].exposed_seconds else ())
+
+
+# The step that asks what offload costs a step (its PCIe time against CPU Adam's): the offload
+# panel's times, and at an offload state the step's time, wait for its guess.
+OFFLOAD_STEP = "step-7"
+
+
+def overlap_keys(result) -> tuple[str, ...]:
+    """The steps whose answers the step-time chart at this state gives: ZeRO-3's traffic's
+    (traffic_keys), and step 7's at an offload state, whose step time it prints."""
+    return traffic_keys(result) + ((OFFLOAD_STEP,) if result.input.offload else ())
 
 
 def held_text(what: str, steps: tuple[str, ...]) -> str:
@@ -242,7 +254,7 @@ def overlap_figure(result) -> dict:
             f"{fmt_ms(compute)} of compute; {fmt_ms(chosen.exposed_seconds)} is exposed, so a "
             f"step takes {fmt_ms(result.step_seconds)}"
         ),
-    }, traffic_keys(result))
+    }, overlap_keys(result), STEP_TIME if result.input.offload else TRAFFIC)
 
 
 def recompute_figure(result) -> dict:

@@ -6,6 +6,7 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import Field
 
+from app.charts import veiled_after
 from app.charts.pipeline import (
     KINDS,
     MEMORY_ACTIVATIONS,
@@ -237,14 +238,6 @@ def memory_keys(memory) -> tuple[str, ...]:
 def waits_for(keys) -> str:
     """What a mask says it waits for: "step 2's guess and step 4's derive drill"."""
     return " and ".join(WAITS[k] for k in keys)
-
-
-def veiled_after(figure: dict, keys: tuple[str, ...]) -> dict:
-    """The figure veiled whole on the lesson page while any of ``keys`` is masked
-    (layout.meta.after, static/js/lab.js veilOf)."""
-    if keys:
-        figure["layout"]["meta"] = {"masked": {}, "after": " ".join(keys)}
-    return figure
 
 
 def memory_veiled(figure: dict, memory) -> dict:

@@ -7,14 +7,18 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import Field
 
+from app.charts import veiled_after
 from app.charts.crossover import crossover_figure
 from app.charts.zero import (
+    OFFLOAD_STEP,
     STAGE_NAMES,
+    STEP_TIME,
     TRAFFIC,
     held_text,
     memory_figure,
     offload_figure,
     overlap_figure,
+    overlap_keys,
     owned,
     recompute_figure,
     traffic_figure,
@@ -70,6 +74,16 @@ ETHERNET = "eth-25g"
 T_STAR_STEP = "step-9"
 CROSSOVER = "This crossover"  # what its held figures say meanwhile
 GPUS_PER_NODE_OPTIONS = (1, 2, 4, 8, 72)
+# The models steps 3 and 6 ask per-GPU memory for: none drawn on a screen before them, so the
+# answer is the formula, not a multiple of a bar (round-13 cold reading, findings 1 and 2).
+STEP_3_MODEL, STEP_6_MODEL = "qwen2.5-7b", "glm-4-9b"
+# The steps whose answer a state's memory per GPU (verdict, readout, the memory, DeepSpeed,
+# recompute and offload panels) gives, with the fact each asks: steps 1 and 2 ask a state at
+# any state of their model (the memory table prints every stage at D = 1 and the state's D),
+# steps 3 and 6 a total at their model's tokens per GPU (round-13 cold reading, BENCH_STATES).
+STATE_STEPS = {"step-1": "l8_z0", "step-2": "l405_z2"}
+MEMORY_STEPS = {"step-3": "q7_z3_8k", "step-6": "g9_full_16k"}
+MEMORY = "Memory per GPU at this state"  # what its held figures say meanwhile
 
 
 class ZeroQuery(ModelGpuControls):
@@ -177,9 +191,30 @@ def to_api(result: ZeroResult) -> dict:
 
 
 def figures(result: ZeroResult) -> dict:
-    return {"memory": memory_figure(result), "traffic": traffic_figure(result),
-            "overlap": overlap_figure(result), "recompute": recompute_figure(result),
-            "offload": offload_figure(result), "crossover": crossover_chart(result)}
+    held = memory_keys(result)
+    return {"memory": veiled_after(memory_figure(result), held),
+            "traffic": traffic_figure(result), "overlap": overlap_figure(result),
+            "recompute": veiled_after(recompute_figure(result), held),
+            # Step 7's diagram, whose summary prints the PCIe time step 7 weighs.
+            "offload": veiled_after(offload_figure(result), (*held, OFFLOAD_STEP)),
+            "crossover": crossover_chart(result)}
+
+
+def memory_keys(result: ZeroResult) -> tuple[str, ...]:
+    """The steps whose answer this state's memory per GPU gives: any state of the model step
+    1 or 2 asks prints its state (the memory table's cells); a state of the model and tokens
+    per GPU step 3 or 6 asks prints its total (the verdict, a bar, a recompute mode, offload's
+    "without") or its state beside its activations, whatever the stage, D or recomputation
+    chosen."""
+    inp, lesson = result.input, facts()
+
+    def tokens(them) -> tuple:
+        return them.model.id, them.seq_len * them.micro_batch, them.activation_model
+
+    state = [step for step, key in STATE_STEPS.items()
+             if lesson[key]["result"].input.model.id == inp.model.id]
+    return (*state, *(step for step, key in MEMORY_STEPS.items()
+                      if tokens(lesson[key]["result"].input) == tokens(inp)))
 
 
 def crossover_chart(result: ZeroResult) -> dict:
@@ -229,7 +264,13 @@ def facts() -> dict:
         "eth_z0": state(dp=32, zero=0, link=ETHERNET),
         # Steps 3-8 ask states the opening bench (70B, ZeRO-3 on 32, 4,096 tokens, InfiniBand)
         # does not print: longer sequences, Ethernet, one GPU on PCIe 5.0, 405B (issue 36).
+        # Steps 3 and 6 ask models no screen before them draws (round-13 cold reading, findings
+        # 1 and 2: the 70B at 8,192 or 16,384 tokens was the bench's state plus 2 or 4 times
+        # activations it printed); the 70B's states follow in their whys.
+        "q7_z3_8k": state(model=STEP_3_MODEL, dp=32, zero=3, seq_len=8192),
         "l70_z3_8k": state(dp=32, zero=3, seq_len=8192),
+        "g9_full_16k": state(model=STEP_6_MODEL, dp=32, zero=3, recompute="full",
+                             seq_len=16384),
         "full_16k": state(dp=32, zero=3, recompute="full", seq_len=16384),
         "l405_z3": state(model="llama-3.1-405b", dp=32, zero=3),
         "full": state(dp=32, zero=3, recompute="full"),
@@ -293,6 +334,9 @@ def extra_context(state) -> dict:
         "fsdp_names": FSDP_NAMES,
         # What waits for which step's guess: ZeRO-3's traffic, and the crossover.
         "traffic_keys": traffic_keys(state.result), "crossover_keys": crossover_keys(state.result),
+        "memory_keys": memory_keys(state.result), "memory_what": MEMORY,
+        "overlap_keys": overlap_keys(state.result), "offload_step": (OFFLOAD_STEP,),
+        "step_time": STEP_TIME,
         "held_text": held_text, "traffic": TRAFFIC, "crossover_what": CROSSOVER,
         "mfu": achieved_mfu(state.result.input, state.result.compute_seconds),
         "published_fall": fall(), "fall_shown": share_shown(fall()),

@@ -8,6 +8,7 @@ from tests.browser.helpers import (
     answer_drill,
     api_json,
     commit_guess,
+    commit_guess_by_script,
     follow,
     look_at,
     sized_page,
@@ -128,6 +129,9 @@ def test_the_compute_labels_stay_off_the_gpu_line(browser, live_server, size):
         for query in ("", "recompute=flash", "micro_batch=2", "dp=64&zero=3", "gpu=h200",
                       "model=llama-3.1-8b"):
             open_lesson(page, query)
+            if "8b" in query:  # the 8B's memory waits for step 1's guess (BENCH_STATES)
+                commit_guess_by_script(page, 1)
+                wait_drawn(page)
             labels = page.evaluate(LABELS_ON_LINE)
             assert len(labels) >= 3
             assert all(px == 0 for _, px in labels), (query, labels)
@@ -204,3 +208,29 @@ def test_the_bad_case_holds_steps_5_and_9_until_their_guesses(page, live_server)
     assert page.locator("#zero-crossover").get_attribute("data-veiled") is None
     t_star = f"T* = {body['crossover']['crossover_tokens']:,.0f} tokens"
     assert t_star in page.evaluate(PLOTTED, "zero-crossover")["labels"]
+
+
+def test_steps_3_and_6_states_hold_their_totals_until_the_guess(page, live_server):
+    """Round-13 cold reading of EP03, findings 1 and 2: steps 3 and 6 ask a model's memory per
+    GPU at a state the bench's own selects reach (Qwen2.5 7B at 8,192 tokens, GLM-4-9B at
+    16,384 with full recomputation). There, before the step's guess, the verdict's total, the
+    activations and the memory, recompute and offload charts are held; after it, the
+    engine's total shows. Steps 1 and 2, whose states print the 8B's and the 405B's state,
+    are guessed first."""
+    for step, query in ((3, "model=qwen2.5-7b&dp=32&zero=3&seq_len=8192"),
+                        (6, "model=glm-4-9b&dp=32&zero=3&recompute=full&seq_len=16384")):
+        open_lesson(page, query)
+        total = fmt_bytes(api_json(live_server, "zero", query)["total_bytes"])
+        for earlier in range(1, step):
+            commit_guess_by_script(page, earlier)
+        verdict = page.locator("#zero-stages .verdict")
+        assert total not in verdict.inner_text() and "?" in verdict.inner_text()
+        for chart in ("zero-memory", "zero-recompute", "zero-offload"):
+            look_at(page, chart)
+            assert page.locator(f"#{chart}").get_attribute("data-veiled") is not None, chart
+            assert total not in " ".join(map(str, page.evaluate(PLOTTED, chart)["values"]))
+        commit_guess_by_script(page, step)
+        expect(verdict).to_contain_text(total)
+        look_at(page, "zero-recompute")
+        assert page.locator("#zero-recompute").get_attribute("data-veiled") is None
+        page.evaluate("() => localStorage.clear()")
