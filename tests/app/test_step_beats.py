@@ -124,7 +124,6 @@ LONG_WHYS: dict[tuple[str, str], int] = {
     ("pipeline", "step-4"): 353,
     ("failures", "step-5"): 265,
     ("failures", "step-7"): 338,
-    ("placement", "step-6"): 314,
     ("moe", "step-7"): 366,
     ("recipe", "step-12"): 260,
     ("precision", "step-7"): 341,
