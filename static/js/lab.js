@@ -118,8 +118,15 @@
   // A drill's form id ("drill-<id>") keys what its state answers (EP09's timeline at the
   // predict drill's or the decide's state): masked until the drill is answered (its form
   // swapped for one marked data-answered).
+  // A prediction's beat id ("predict-<id>") keys what answers that prediction, on whichever
+  // page holds it: masked until its step is guessed (EP01's bench, whose chart the
+  // playground's panel also draws beside steps of its own, with the same step ids).
   function masking(key) {
     var k = key && CSS.escape(key);
+    if (key && key.indexOf("predict-") === 0) {
+      var beat = document.querySelector(".step .predict-beat#" + k);
+      return !!beat && !unmasked[beat.closest(".step").id];
+    }
     return !!key && !unmasked[key] && !!document.querySelector(
       '.step[data-diagram="' + k + '"] .predict-beat, .step#' + k + " .predict-beat, " +
       "form.drill#" + k + ":not([data-answered])");
@@ -368,8 +375,8 @@
     }, []);
     layout.shapes = (layout.shapes || []).filter(function (s, i) { return !shapes[i]; });
     // An axis whose reach the hidden parts set (EP05's memory chart: its GB axis ran to the
-    // worst rank's total, which the hidden activations make) takes the one the figure gives
-    // for the parts drawn (layout.meta.axes).
+    // worst rank's total, which the hidden activations make; EP01's bill, whose top is the
+    // whole bill) takes the one the figure gives for the parts drawn (layout.meta.axes).
     var axes = layout.meta.axes || {};
     Object.keys(axes).forEach(function (key) { layout[key] = axes[key]; });
     return { data: data, layout: layout };

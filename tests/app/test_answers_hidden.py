@@ -189,15 +189,18 @@ def case_urls(html: str) -> list[str]:
 
 def masked_keys(lesson: str, guessing: str) -> set[str]:
     """The keys static/js/lab.js still masks before `guessing`'s guess, the steps before it
-    guessed: a step's own id, from `guessing` on, and a chart's, while no step before
-    `guessing` that names it as its diagram is guessed."""
+    guessed: a step's own id and its prediction's beat id, from `guessing` on, and a chart's,
+    while no step before `guessing` that names it as its diagram is guessed."""
     found = steps(lesson)
     ids = [step_id for step_id, _ in found]
     diagram = {step_id: (re.match(r'\s*data-diagram="([^"]+)"', step) or [None, None])[1]
                for step_id, step in found}
     before = ids[:ids.index(guessing)]
     charts = {d for d in diagram.values() if d} - {diagram[s] for s in before}
-    return set(ids[ids.index(guessing):]) | charts
+    # A prediction's beat id keys its step's answers too (EP01's bench).
+    beats = {b for step_id, step in found if step_id not in before
+             for b in re.findall(r'<div class="predict-beat" id="([^"]+)"', step)}
+    return set(ids[ids.index(guessing):]) | charts | beats
 
 
 def masked(html: str, keys: set[str]) -> str:
@@ -361,6 +364,18 @@ def test_no_drill_answer_is_on_a_case_buttons_screen(client, name):
 # finding 1: EP05 masked nothing, so its sliders showed step 2's 33.3%, step 5's 6.8%, step
 # 6's 111 GB and both number drills' answers, 29.4% and 137 GB, before they were asked).
 BENCH_STATES = {
+    # EP01 (round-13 cold reading of EP01-EP05, findings 1 and 4: it masked nothing): the
+    # Model select at the 8B (step 1's ratio) and the 405B (step 2's 6.49 TB), the 8B at
+    # 16,384 tokens with either fused bill (step 3's 73.0 GB), inference at 32 x 8,192 (step
+    # 4's 85.9 GB of KV cache), the 405B in the 18-byte recipe (step 5's 92), the drill's
+    # 405B over 64 H200s with ZeRO-3 (101.5 GB of state a GPU), Mixtral (step 6's 747 GB).
+    "memory": ["model=llama-3.1-8b", "model=llama-3.1-405b",
+               "model=llama-3.1-8b&recompute=flash&seq_len=16384",
+               "model=llama-3.1-8b&seq_len=16384",
+               "mode=infer&recipe=bf16&seq_len=8192&micro_batch=32",
+               "model=llama-3.1-405b&recipe=adam18",
+               "model=llama-3.1-405b&gpu=h200&dp=64&zero=3",
+               "model=mixtral-8x7b"],
     "pipeline": ["stages=6&microbatches=10", "stages=6&microbatches=12",
                  "schedule=gpipe&stages=8&microbatches=1",
                  "schedule=zb-h1&stages=8&microbatches=32",

@@ -665,3 +665,96 @@ def test_ep05s_memory_chart_draws_the_state_and_a_unit_before_step_3(page, live_
     assert drawn["veiled"] is None and drawn["top"] > worst
     assert drawn["data"][1]["y"] == pytest.approx(
         [n * unit for n in api["peak_activations"]], abs=1e-3)
+
+
+EP01 = VIEWS["memory"].episode.path
+EP01_BENCH = bench_reader("#memory-ledger")
+EP01_DRILL = "memory-predict-405b-h200"
+# The states EP01's bench selects reach whose bill answers a step or the drill (round-13 cold
+# reading of EP01-EP05, findings 1 and 4: EP01 masked nothing), each with the steps (and
+# drill) it waits for: any training bill over its weights gives step 1's ratio, the opening
+# state's too (its weights stay drawn: step 1 states them); the 405B gives step 2's state and
+# step 5's GPUs; the 8B at 16,384 tokens step 3's activations; inference at 32 x 8,192 step
+# 4's KV cache; 405B over 64 H200s with ZeRO-3 the drill's state a GPU.
+EP01_STATES = [
+    ("step 1, the opening", "", (1,), False),
+    ("step 1, the 8B", "model=llama-3.1-8b", (1,), False),
+    ("step 2", "model=llama-3.1-405b", (1, 2, 5), False),
+    ("step 3", "model=llama-3.1-8b&recompute=flash&seq_len=16384", (1, 3), False),
+    ("step 4", "mode=infer&recipe=bf16&seq_len=8192&micro_batch=32", (4,), False),
+    ("step 5", "model=llama-3.1-405b&recipe=adam18", (1, 2, 5), False),
+    ("the drill", "model=llama-3.1-405b&gpu=h200&dp=64&zero=3", (1, 2, 5), True),
+]
+
+
+def ep01_bill(api: dict, weights: bool) -> list[tuple[str, float]]:
+    """The bill's figures as the bench prints them, each with its bytes: the total, the
+    headroom, the whole state and every part (the weights where they wait too; where they
+    are drawn, bf16 gradients of the same size are no secret)."""
+    sizes = [api["total_bytes"], abs(api["headroom_bytes"]), api["state_bytes"],
+             *(v for v in api["breakdown"].values() if v)]
+    drawn = None if weights else fmt_bytes(api["breakdown"]["weights"])
+    return [(fmt_bytes(b), b) for b in sizes if fmt_bytes(b) != drawn]
+
+
+def ep01_shown(page, live_server, weights: bool) -> list[str]:
+    """Which of the state's bill the bench shows now (its text, aria-labels, the chart's
+    plotted bars), and the fewest GPUs unless masked."""
+    api = api_json(live_server, "memory", page.url.split("?", 1)[1] if "?" in page.url else "")
+    bench = page.evaluate(EP01_BENCH)
+    bars = page.evaluate("() => document.querySelector('#memory-chart').data"
+                         ".flatMap(t => t.y).filter(v => v != null)")
+    found = []
+    for text, size in ep01_bill(api, weights):
+        number, unit = text.split()
+        found += [f"{text} in the {where}" for where in ("text", "labels")
+                  if printed(number, unit, bench[where])]
+        found += [f"{text} plotted" for v in bars if v == pytest.approx(size / 1e9, rel=2e-3)]
+    if page.locator("[data-testid=min-gpus]").inner_text() != "?":
+        found.append("the fewest GPUs: " + page.locator("[data-testid=min-gpus]").inner_text())
+    return found
+
+
+def test_ep01s_bench_keeps_each_answer_until_its_guess(page, live_server):
+    """Each state the bench's selects reach, loaded fresh with no guess: none of its bill on
+    the bench, nor the step's answer in the page's text (the opening's weights bar drawn: step
+    1 states them). Its steps guessed (and the drill answered), the engine's bill is drawn."""
+    for what, query, waits, drill in EP01_STATES:
+        page.goto(f"{EP01}?{query}")
+        wait_drawn(page)
+        only_step_1 = waits == (1,)
+        found = ep01_shown(page, live_server, weights=not only_step_1)
+        assert not found, f"{what} ({page.url}) before its guess: {found}"
+        api = api_json(live_server, "memory", query)
+        if only_step_1:  # the weights bar stays drawn, the rest veiled
+            bars = page.evaluate("() => document.querySelector('#memory-chart').data"
+                                 ".map(t => [t.name, t.y[0]])")
+            assert bars[0] == ["Weights", round(api["breakdown"]["weights"] / 1e9, 3)], bars
+            assert all(y is None for _, y in bars[1:]), bars
+            # Its axis runs to the weights and the GPU's line, not to the bill's top.
+            top = page.evaluate("() => document.querySelector('#memory-chart').layout"
+                                ".yaxis.range[1]")
+            assert top == pytest.approx(1.12 * max(api["breakdown"]["weights"],
+                                                   api["gpu_memory_bytes"]) / 1e9), top
+        body = page.evaluate("() => document.body.innerText")
+        asked = {2: fmt_bytes(api["state_bytes"]), 3: fmt_bytes(api["breakdown"]["activations"]),
+                 4: fmt_bytes(api["breakdown"]["kv_cache"])}
+        assert not [asked[n] for n in waits if n in asked and asked[n] in body], what
+        for step in waits:
+            commit_guess(page, step)
+        if drill:
+            assert page.locator("[data-testid=total-gb]").inner_text() == "?"
+            share = sum(api["breakdown"][k] for k in
+                        ("weights", "gradients", "master_weights", "optimizer_moments"))
+            form = page.locator(f"#drill-{EP01_DRILL}")
+            form.locator("input[name=answer]").fill(f"{share / 1e9:.1f}")
+            form.locator("button").click()
+            page.locator(f"#drill-{EP01_DRILL}[data-answered]").wait_for()
+        wait_drawn(page)
+        assert page.locator("[data-testid=total-gb]").inner_text() == \
+            fmt_bytes(api["total_bytes"]), what
+        assert page.locator("[data-testid=min-gpus]").inner_text() == str(api["min_gpus"])
+        drawn = page.evaluate("() => document.querySelector('#memory-chart').data"
+                              ".reduce((a, t) => a + t.y[0], 0)")
+        assert drawn == pytest.approx(api["total_bytes"] / 1e9, rel=1e-3), what
+        assert page.locator("#memory-chart").get_attribute("data-veiled") is None

@@ -3,14 +3,19 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import answer_drill, api_json, follow, wait_drawn
+from tests.browser.helpers import answer_drill, api_json, commit_guess, follow, wait_drawn
 
 CHART = "#memory-chart"
 
 
-def open_lesson(page, query: str = ""):
+def open_lesson(page, query: str = "", guessed: bool = False):
+    """The lesson at ``query``; ``guessed``: step 1 guessed, so a training bill is drawn (it
+    waits for step 1's guess: its total over its weights is the ratio step 1 asks)."""
     page.goto("/episodes/memory" + (f"?{query}" if query else ""))
     wait_drawn(page)
+    if guessed:
+        commit_guess(page, 1)
+        wait_drawn(page)
 
 
 def shown_total(page) -> float:
@@ -25,7 +30,7 @@ def chart_total_gb(page) -> float:
 
 
 def test_first_load_draws_the_bill(page, live_server):
-    open_lesson(page)
+    open_lesson(page, guessed=True)
     expected = api_json(live_server, "memory", "")
     assert chart_total_gb(page) == pytest.approx(expected["total_bytes"] / 1e9, rel=1e-3)
     expect(page.locator(".verdict")).to_contain_text("Does not fit")
@@ -33,7 +38,7 @@ def test_first_load_draws_the_bill(page, live_server):
 
 
 def test_moving_a_slider_updates_chart_and_url_then_reload_and_back_restore(page, live_server):
-    open_lesson(page)
+    open_lesson(page, guessed=True)
     before = shown_total(page)
     page.locator("#input-micro_batch").fill("4")
     page.wait_for_url("**micro_batch=4**")
@@ -77,7 +82,7 @@ def test_select_swaps_fragment_without_reload(page):
 
 
 def test_good_and_bad_case_buttons(page):
-    open_lesson(page)
+    open_lesson(page, guessed=True)
     follow(page.locator("[data-case=good]"), "mode=infer")
     expect(page.locator(".verdict")).to_contain_text("Fits")
     assert page.locator("input[name=mode][value=infer]").is_checked()
