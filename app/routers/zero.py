@@ -348,6 +348,9 @@ def extra_context(state) -> dict:
         "megatron_compute": megatron_compute(),
         "a100_peak": get_gpu(GPU).bf16_flops, "llama3_mfu": LLAMA3_MFU,
         "facts_mfu": opening_mfu(),
+        # EP02's NVLink 4 preset (its busBW rounds the measurement the H100 node's own link
+        # takes unrounded): step 4 says so where it first quotes NVLink's busBW.
+        "nvlink4": links()["nvlink-4"],
         "adam_sizing": adam_sizing(),  # step 7's limit: CPU Adam below the datasheet's peak
     }
 

@@ -813,3 +813,18 @@ def test_round_13_whys_derive_their_rates_and_keep_one_idea(client):
     assert f"{fmt_pct(rc[2]['compute_seconds'] / rc[1]['compute_seconds'] - 1)} more compute " \
            "than selective" in why
     assert "+n% compute" in note and "Check yourself" in text
+
+
+def test_step_4_says_why_its_nvlink_busbw_is_not_ep02s(client):
+    """Round-13 cold reading of EP03, finding 12: step 4 quoted NVLink's ring busBW as 367.6 GB/s
+    where EP02 step 1 teaches 367 of 450. Both are the one 8 x H200 run (NVLS off): EP02's
+    NVLink 4 preset truncates it, the H100 node's own link (labs.hardware.links
+    UNMEASURED_SCALE_UP) takes it unrounded. Step 4 says so where it first quotes it."""
+    from labs.hardware.links import links
+
+    own = facts()["l70_z3"]["result"].input.cluster.intra.ring_busbw
+    ep02 = links()["nvlink-4"].ring_busbw
+    assert int(own / 1e9) == int(ep02 / 1e9) and own != ep02
+    step = step_text(client, "4. What sharding costs on the wire", "5. Hiding it behind")
+    assert (f"{own / 1e9:.1f} GB/s of busBW (measured on 8 H200s; EP02's table "
+            f"truncates it to {ep02 / 1e9:g})") in step
