@@ -96,18 +96,16 @@ tp_pcie_why = link_why(
     "layer: {value}.")
 
 
-def tp_sp_why(answer: dict) -> str:
-    """SP: more bytes (the backward's two extra all-gathers) at a ring's busBW, less repeated
-    compute."""
+def tp_half_why(answer: dict) -> str:
+    """TP 4: a GPU's share of a layer's GEMMs doubles (h²/t), the bytes it sends barely move
+    (2·(t − 1)/t of the activations). Not sequence parallelism: its 86.0% is step 5's answer
+    (round-14 cold reading of EP04, finding 2)."""
     good = tp_figures(TP_GOOD)
-    return (f"Sequence parallelism sends more ({good['comm_bytes'] / 1e6:,.0f} → "
-            f"{answer['comm_bytes'] / 1e6:,.0f} MB a layer: two more all-gathers in backward), "
-            "and NCCL runs its reduce-scatters and all-gathers at "
-            f"{_busbw(answer)} of busBW where the all-reduce ran at {_busbw(good)} (collectives "
-            f"{good['comm_s'] * 1e3:.2f} → {answer['comm_s'] * 1e3:.2f} ms a layer), but no GPU "
-            "repeats the norms on every token any more (compute "
-            f"{good['compute_s'] * 1e3:.2f} → {answer['compute_s'] * 1e3:.2f} ms): "
-            "{value}.")
+    return (f"Each GPU now computes a quarter of every layer, not an eighth (compute "
+            f"{good['compute_s'] * 1e3:.2f} → {answer['compute_s'] * 1e3:.2f} ms a layer), "
+            "while an all-reduce sends 2 × 3/4 of the activations where t = 8 sent 2 × 7/8 "
+            f"(collectives {good['comm_s'] * 1e3:.2f} → {answer['comm_s'] * 1e3:.2f} ms a "
+            "layer): a smaller share of the time goes to communication, {value}.")
 
 
 DRILLS: tuple[Drill | Decide, ...] = (
@@ -135,19 +133,20 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "Llama 3.1 405B runs TP8 inside an NVLink node. Which change costs the most TP "
         "efficiency?",
         "tp", "efficiency",
-        (("pcie", "The same 8 GPUs joined by PCIe 5.0 instead of NVLink",
+        (("pcie", "The same 8 GPUs joined by PCIe 5.0 (64 GB/s a direction) instead of "
+                  "NVLink",
           {"tp": 8, "intra_link": "pcie-5"},
           tp_pcie_why),
          ("span", "Nodes of 2 GPUs, so TP8 spans four nodes over InfiniBand",
           {"tp": 8, "gpus_per_node": 2}, tp_span_why),
-         ("sp", "Turn on sequence parallelism", {"tp": 8, "sp": True}, tp_sp_why),
+         ("tp4", "Halve the TP group: TP4 inside the node", {"tp": 4}, tp_half_why),
          ("long", "Train on 8,192-token sequences instead of 4,096",
           {"tp": 8, "seq_len": 8192},
           "Compute and the bytes sent both double; attention grows a little faster: "
           "{value}.")),
         best="min", fmt=pct,
         solution="{best}. TP efficiency: PCIe {pcie}, across four nodes {span}, "
-                 "sequence parallel {sp}, longer sequences {long}. TP needs the fastest "
+                 "TP4 {tp4}, longer sequences {long}. TP needs the fastest "
                  "link on every GPU of its group.",
         reveals=("TP needs the fastest link on every GPU",)),
 )
