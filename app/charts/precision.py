@@ -56,6 +56,9 @@ COPY_KEYS = ("fp8_weights", "scaling_state")
 STATE_KEYS = ("weights", *COPY_KEYS, "gradients", "master_weights", "optimizer_moments")
 COPY_NAMES = {LEDGER[k][0] for k in COPY_KEYS}
 STATE_NAMES = {LEDGER[k][0] for k in STATE_KEYS}
+# The activations a recipe saves (16-bit and FP8): on long sequences, step 4's saving.
+ACTIVATION_KEYS = ("activations_fp8", "activations")
+ACTIVATION_NAMES = {LEDGER[k][0] for k in ACTIVATION_KEYS}
 # The EP10 step whose guess a recipe's figures answer, keyed by the state drawn, not by the
 # chart (issue 36, round-9 cold reading, finding 3: step 1's guess lifted the bytes chart, so
 # the Recipe menu then drew steps 3, 5 and 6's bytes per parameter before their guesses).
@@ -69,6 +72,10 @@ RECIPE_STEPS = {"fp8-delayed": "step-1", "fp8-params": "step-3", "fp8-blockwise"
 # micro-batch gathers and scatters its own layers, so step 8's torchao run at one
 # micro-batch (128 GPUs, a 1M-token batch) is step 8's.
 OPEN_MICROBATCHES = 16
+# The page's other controls as it opens (app/routers/precision_state.py's defaults): a state
+# that moves them is a later step's, and keys what it answers to that step (round-13 cold
+# reading of EP10-EP11, findings 1-3), by what the state is, not by its URL.
+OPEN_SEQ_LEN, OPEN_RANK, OPEN_MODULES, OPEN_FT_RECIPE = 8192, 16, "qv", "adam16"
 
 
 def recipe_step(recipe: str) -> str | None:
@@ -76,10 +83,43 @@ def recipe_step(recipe: str) -> str | None:
     return None if recipe == "adam16" else RECIPE_STEPS.get(recipe, "step-1")
 
 
-def speed_step(inp) -> str:
+def tokens_step(inp) -> str | None:
+    """Step 4's, at an FP8 recipe on sequences longer than the opening's: what the activations
+    saved in FP8 take (the ledger's two activation rows, their bars, its total against
+    BF16's) is the saving step 4 asks for at 32,768 tokens (the 8,192-token state it scales
+    from stays drawn). Shorter sequences are steps 2 and 3's 70B states, whose totals their
+    own guesses show."""
+    fp8 = RECIPES[inp.recipe].family == "fp8"
+    return "step-4" if fp8 and inp.seq_len > OPEN_SEQ_LEN else None
+
+
+def finetune_step(inp) -> str | None:
+    """The step whose guess the fine-tune's LoRA and QLoRA bills answer: step 11's where the
+    adapters sit on every linear layer or the fine-tuning recipe is not the opening's (QLoRA's
+    65B run), step 10's where the rank or the adapted modules move (LoRA's GPT-3 run: its
+    trainable parameters); None at the opening's adapters."""
+    if inp.modules == "all" or inp.ft_recipe != OPEN_FT_RECIPE:
+        return "step-11"
+    if inp.rank != OPEN_RANK or inp.modules != OPEN_MODULES:
+        return "step-10"
+    return None
+
+
+def offload_step(inp) -> str | None:
+    """Step 12's wherever activations are offloaded: the copy against the forward (the chart,
+    its summary, the table's copy, hidden share and exposed time) says whether the forward
+    hides it."""
+    return "step-12" if inp.offload > 0 else None
+
+
+def speed_step(inp, speed=None) -> str:
     """The step whose guess an FP8 step against BF16's answers: step 9's with fewer
-    micro-batches than the page's and a once-a-step gradient sync, else step 8's."""
-    return "step-9" if inp.microbatches < OPEN_MICROBATCHES and inp.zero < 3 else "step-8"
+    micro-batches than the page's and a once-a-step gradient sync, or wherever FP8 buys
+    nothing (``speed``: 1.00x, step 9's answer; step 11's QLoRA state, 65B on 512-token
+    sequences, showed it before step 9's guess), else step 8's."""
+    fewer = inp.microbatches < OPEN_MICROBATCHES and inp.zero < 3
+    none = speed is not None and speed.timed and not speed.reason and round(speed.speedup, 2) == 1
+    return "step-9" if fewer or none else "step-8"
 
 
 COPY_COLOUR, COMPUTE_COLOUR, EXPOSED_FILL = "#e45756", "#4c78a8", "rgba(228,87,86,0.12)"
@@ -173,16 +213,29 @@ def ledger_figure(result) -> dict:
     state = [[i, len(bars) - 1] for i, t in enumerate(data)
              if t["name"] in STATE_NAMES and i not in copies]
     step = recipe_step(led.recipe) if len(bars) > 1 else None
+    held = [against, f", {short_recipe(led.recipe)} ? per GPU"]
+    owners = []
     if step and (copies or state):
         # Its total waits with the copies: less the parts drawn, it is the copies' bytes
         # (round-9 cold reading, finding 9: 51.4 GB, 5.51 GB less than BF16's 56.9 GB, beside
         # 7.52 GB of activations saved in FP8, gave step 1's 2.01 GB).
         # Their legend names wait too ("FP8 weight copies": what the state keeps besides
         # BF16's; round-11 cold reading of EP09-EP10, finding 3).
-        owner = {"step": step, "traces": copies, "points": state}
-        if copies:
-            owner["summary"] = [against, f", {short_recipe(led.recipe)} ? per GPU"]
-        layout["meta"] = {"masked": {}, "partly": True, "owners": [owner],
+        owners.append({"step": step, "traces": copies, "points": state,
+                       **({"summary": held} if copies else {})})
+    long = tokens_step(inp) if len(bars) > 1 else None
+    if long:
+        # On a long sequence the recipe's activations and its total against BF16's are step
+        # 4's saving (round-13 cold reading of EP10-EP11, finding 3: at 32,768 tokens the
+        # FP8 bar's 30.1 GB of FP8 activations, and 146 - 85.9 GB of 16-bit ones). The total
+        # waits for each step it answers: one owner of the summary, both keys (one mask).
+        for owner in owners:
+            owner.pop("summary", None)
+        owners.append({"step": " ".join(k for k in (step if copies else None, long) if k),
+                       "summary": held, "points": [
+            [i, len(bars) - 1] for i, t in enumerate(data) if t["name"] in ACTIVATION_NAMES]})
+    if owners:
+        layout["meta"] = {"masked": {}, "partly": True, "owners": owners,
                           "names": {str(i): f"? ({step.replace('-', ' ')})" for i in copies}}
     return {
         "data": data, "layout": layout, "key": bar_key(data),
@@ -258,13 +311,23 @@ def finetune_figure(result) -> dict:
     data, layout = _stacked(bars, FINETUNE, gpu, gpu_name,
                             top if tallest > top else None)
     full, lora, qlora = (result.finetune(k) for k in ("full", "lora", "qlora"))
+    adapted = (f", LoRA (rank {inp.rank}, {lora.trainable:,} trainable parameters) "
+               f"{fmt_bytes(lora.total_bytes)}, QLoRA {fmt_bytes(qlora.total_bytes)}")
+    step = finetune_step(inp)
+    if step:
+        # At a state step 10 or 11 asks about, the LoRA and QLoRA bars (their adapters give
+        # the trainable parameters, their totals the fit) wait for its guess; full
+        # fine-tuning's stays drawn (round-13 cold reading of EP10-EP11, findings 1 and 2).
+        layout["meta"] = {"masked": {}, "partly": True, "owners": [{
+            "step": step,
+            "summary": [adapted, f", LoRA and QLoRA ? (once {step.replace('-', ' ')} is guessed)"],
+            "points": [[i, k] for i in range(len(data)) for k, f in
+                       enumerate(result.finetunes) if f.method != "full"]}]}
     return {
         "data": data, "layout": layout, "key": bar_key(data),
         "summary": (
             f"{inp.model.name} on one {gpu_name}: full fine-tuning {fmt_bytes(full.total_bytes)}"
-            f", LoRA (rank {inp.rank}, {lora.trainable:,} trainable parameters) "
-            f"{fmt_bytes(lora.total_bytes)}, QLoRA {fmt_bytes(qlora.total_bytes)}, against "
-            f"{fmt_bytes(gpu)}"
+            f"{adapted}, against {fmt_bytes(gpu)}"
         ),
     }
 
@@ -303,10 +366,16 @@ def offload_figure(result) -> dict:
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "y0": 0, "y1": 1,
                        "x0": 100 * o.hidden_share, "x1": 100, "fillcolor": EXPOSED_FILL,
                        "line": {"width": 0}, "layer": "below"})
+    # With activations offloaded, the copy against the forward is step 12's answer: the chart
+    # waits for its guess, veiled whole (meta.after; round-13 cold reading of EP10-EP11,
+    # finding 2). On a long FP8 sequence the copy is the layer's activations over the link,
+    # which give step 4's saving against BF16's: it waits for step 4 too.
+    after = " ".join(k for k in (offload_step(result.input), tokens_step(result.input)) if k)
+    veil = {"meta": {"masked": {}, "after": after}} if after else {}
     return {
         "data": data,
         "layout": base_layout(
-            legend=_legend(), shapes=shapes, annotations=notes,
+            legend=_legend(), shapes=shapes, annotations=notes, **veil,
             margin={"l": 52, "r": 8, "t": 8, "b": 40},
             # The tick labels a little lower: the two axes' "0" would touch at the origin.
             xaxis={"ticksuffix": "%", "range": [0, 100], "fixedrange": True,
@@ -374,7 +443,7 @@ def speed_figure(result) -> dict:
     # An FP8 step against BF16 answers EP10 step 8 (its opening state is step 8's 8B run), or
     # step 9 with fewer micro-batches (speed_step): on the lesson, until that step's guess,
     # drawn veiled (static/js/lab.js), the legend naming the two recipes without their steps.
-    veil = {} if sixteen else {"meta": {"masked": {}, "owners": [{"step": speed_step(inp)}],
+    veil = {} if sixteen else {"meta": {"masked": {}, "owners": [{"step": speed_step(inp, s)}],
                                        "names": {"0": "BF16", "1": name}}}
     return {
         "data": data,

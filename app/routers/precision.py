@@ -9,14 +9,18 @@ from functools import lru_cache
 from fastapi import APIRouter
 
 from app.charts.precision import (
+    ACTIVATION_KEYS,
     COPY_KEYS,
     FINETUNE,
     LEDGER,
     METHODS,
     STATE_KEYS,
+    finetune_step,
+    offload_step,
     recipe_step,
     short_recipe,
     speed_step,
+    tokens_step,
 )
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
@@ -138,7 +142,8 @@ def extra_context(state) -> dict:
         # Each figure's mask keyed to the step its state answers (a recipe's, a micro-batch
         # count's): templates/partials/_precision.html.
         "copy_keys": COPY_KEYS, "state_keys": STATE_KEYS, "recipe_step": recipe_step,
-        "speed_step": speed_step,
+        "speed_step": speed_step, "activation_keys": ACTIVATION_KEYS, "tokens_step": tokens_step,
+        "finetune_step": finetune_step, "offload_step": offload_step,
         "short_recipe": short_recipe,
         "degree_options": degree_options(spec, query),
         "seq_options": with_value(SEQ_LENGTHS + (262144,), query.seq_len),

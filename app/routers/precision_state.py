@@ -8,7 +8,11 @@ from typing import Literal
 from pydantic import Field
 
 from app.charts.precision import (
+    OPEN_FT_RECIPE,
     OPEN_MICROBATCHES,
+    OPEN_MODULES,
+    OPEN_RANK,
+    OPEN_SEQ_LEN,
     bytes_figure,
     finetune_figure,
     ledger_figure,
@@ -49,7 +53,7 @@ class PrecisionQuery(ModelGpuControls):
     recipe: Literal[TRAIN_RECIPES] = Field(
         "fp8-delayed", description="Training recipe drawn against BF16 mixed precision "
         "(labs.core.catalogue: the FP8 recipes, or a 16-bit one: adam16 is BF16 itself).")
-    seq_len: int = Field(8192, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
+    seq_len: int = Field(OPEN_SEQ_LEN, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
     micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per "
                              "micro-batch.")
     recompute: Literal[RECOMPUTE] = Field(
@@ -62,12 +66,13 @@ class PrecisionQuery(ModelGpuControls):
     ep: int = Field(1, ge=1, le=MAX_DEGREE, description="Expert-parallel degree (MoE only).")
     zero: int = Field(3, ge=0, le=3, description="ZeRO stage over the data-parallel group "
                       "(3 = FSDP).")
-    rank: int = Field(16, ge=1, le=MAX_LORA_RANK, description="LoRA rank r.")
+    rank: int = Field(OPEN_RANK, ge=1, le=MAX_LORA_RANK, description="LoRA rank r.")
     modules: Literal[tuple(MODULE_SETS)] = Field(
-        "qv", description="Projections LoRA adapts: qv, attention (q, k, v, o), mlp or all.")
+        OPEN_MODULES,
+        description="Projections LoRA adapts: qv, attention (q, k, v, o), mlp or all.")
     ft_recipe: Literal[FT_RECIPES] = Field(
-        "adam16", description="The 16-bit recipe fine-tuning trains in (adapters or, for full "
-        "fine-tuning, every weight).")
+        OPEN_FT_RECIPE, description="The 16-bit recipe fine-tuning trains in (adapters or, for "
+        "full fine-tuning, every weight).")
     paged: bool = Field(False, description="Paged optimizer: optimizer state moves to host "
                         "RAM when the GPU runs out (QLoRA).")
     offload: int = Field(0, ge=0, le=100, description="Percent of the saved activations "

@@ -256,7 +256,12 @@ def partly_veiled(figure: dict, pending: list[dict]) -> dict:
     notes = {i for g in pending for i in g.get("annotations", [])}
     shapes = {i for g in pending for i in g.get("shapes", [])}
     names = meta.get("names", {})  # a name that would give the answer, as veiled
-    data = [{"name": names.get(str(i), t.get("name"))} if i in traces else t
+    points: dict[int, set[int]] = {}  # [trace, point] pairs held (lab.js withoutPoints)
+    for g in pending:
+        for i, j in g.get("points", []):
+            points.setdefault(i, set()).add(j)
+    data = [{"name": names.get(str(i), t.get("name"))} if i in traces else
+            without_points(t, points[i]) if i in points else t
             for i, t in enumerate(figure.get("data", []))]
     annotations = [a if i not in notes else {"text": meta["masked"][str(i)]}
                    for i, a in enumerate(layout.get("annotations", []))
@@ -270,6 +275,15 @@ def partly_veiled(figure: dict, pending: list[dict]) -> dict:
     return {"data": data, "summary": summary, "layout": {
         **kept, "annotations": annotations,
         "shapes": [s for i, s in enumerate(layout.get("shapes", [])) if i not in shapes]}}
+
+
+def without_points(trace: dict, held: set[int]) -> dict:
+    """A trace with some points held, as lab.js withoutPoints draws it: those points' value,
+    label and hover text left out (EP10's ledger: the FP8 bar's state until its step)."""
+    value = "x" if trace.get("type") == "bar" and trace.get("orientation") == "h" else "y"
+    return {k: [None if j in held else x for j, x in enumerate(v)]
+            if k in (value, "customdata", "text", "hovertext") and isinstance(v, list) else v
+            for k, v in trace.items()}
 
 
 def screen(client, url: str, ids: list[str], step_id: str, lesson: str = "") -> str:
@@ -425,6 +439,16 @@ BENCH_STATES = {
              "&recompute=full",
              "model=gpt-3-175b&gpu=a100-80gb&link=ib-hdr&seq_len=2048&dp=1536&micro_batch=1"
              "&recompute=full"],
+    # EP10's own try links: each step's state before its guess (round-13 cold reading of
+    # EP10-EP11, findings 1-3: step 4's 30.1 GB, step 10's 18.9M, step 11's 45.2 GB and step
+    # 12's 63.7% printed at the links that set them, before the guess).
+    "precision": ["model=llama-3.1-8b&dp=8&zero=3&seq_len=32768&recipe=fp8-params",
+                  "model=llama-3.1-8b&dp=8&zero=3&seq_len=32768&cp=2&recipe=fp8-params",
+                  "model=gpt-3-175b&rank=4&modules=qv&seq_len=2048",
+                  "model=L80.h8192.a64.f22016.v32000&rank=64&modules=all&seq_len=512"
+                  "&recompute=full&ft_recipe=adam12&gpu=h100-sxm",
+                  "model=llama-3.1-70b&tp=8&dp=8&zero=1&seq_len=4096&recipe=adam16&offload=100",
+                  "model=llama-3.1-70b&tp=8&dp=8&zero=1&seq_len=4096&recipe=adam16&offload=40"],
 }
 
 
@@ -442,6 +466,14 @@ BENCH_COINCIDENCES: dict[tuple[str, str, str, str], str] = {  # (lesson, query, 
         "405B's memory per GPU with full recomputation, not GPT-3 175B's ZeRO-3 traffic",
     ("zero", "model=llama-3.1-405b&dp=32&zero=2", "step-4", "1.01 TB (over)"):
         "the same, in the recompute table",
+    **{("precision", f"model=llama-3.1-70b&tp=8&dp=8&zero=1&seq_len=4096&recipe=adam16"
+        f"&offload={share}", "step-3", phrase): why for share in (100, 40)
+       for phrase, why in (
+           ("mixed-precision Adam, 16 B/param",
+            "BF16's own bytes at step 12's BF16 state, the baseline the readout gives at every "
+            "state ('BF16: 16'); step 3 asks what FP8 parameters keep"),
+           ("Mixed-precision Adam, 16 B/param",
+            "the same, in the speed chart's note on the optimizer step"))},
 }
 
 

@@ -615,3 +615,45 @@ def test_ep02s_pcie_crossover_waits_for_step_8s_guess(page, live_server):
     commit_guess(page, 8)
     page.wait_for_function("() => !document.getElementById('dp-ratio').hasAttribute('data-veiled')")
     assert t_star in page.locator("[data-testid=crossover]").inner_text()
+
+
+# EP10's later steps, each at its own try link (round-13 cold reading of EP10-EP11, findings
+# 1-3): (step, its link, the chart its state answers on, what of it waits: "points", the LoRA
+# and QLoRA bars' or the FP8 bar's activations, or "whole", the chart veiled).
+EP10_LINKS = [
+    (4, "The same at 32k tokens", "precision-ledger", "points"),
+    (10, "GPT-3 175B", "precision-finetune", "points"),
+    (11, "LLaMA 65B, QLoRA", "precision-finetune", "points"),
+    (12, "offload everything", "precision-offload", "whole"),
+]
+
+
+@pytest.mark.parametrize("step, link, chart, held", EP10_LINKS)
+def test_ep10s_later_steps_links_wait_for_their_guess(page, step, link, chart, held):
+    """At the state its own try link sets, nothing on the screen (text, tables, what the
+    charts plot and hover) prints the step's answer before its guess: step 4's 30.1 GB (FP8's
+    activations at 32k tokens), step 10's 18.9M trainable parameters (the fine-tune table,
+    the LoRA paper's box, the chart), step 11's 45.2 GB (QLoRA's total) and step 12's 63.7%
+    (the offload readout, table and chart), with every step before it guessed. The step's
+    guess shows it, the chart drawn."""
+    page.goto(EP10)
+    answer = page.locator(f"#step-{step} form.predict-form").get_attribute("data-answer")
+    page.goto(page.locator(f"#step-{step} a.try", has_text=link).get_attribute("href"))
+    wait_drawn(page)
+    for earlier in range(1, step):
+        commit_guess(page, earlier)
+    wait_drawn(page)
+    look_at(page, chart)
+    meta = json.loads(page.evaluate(META, chart))
+    if held == "whole":
+        assert page.evaluate(VEILED, chart) == "", meta  # veiled whole
+    else:  # the held bars drawn without a value
+        held_points = [p for g in meta["owners"] for p in g.get("points", [])
+                       if f"step-{step}" in g["step"].split()]
+        plotted = json.loads(page.evaluate(PLOTTED, chart))["data"]
+        assert held_points and all(plotted[i]["y"][j] is None for i, j in held_points), meta
+    assert answer not in page.evaluate(SHOWN), answer
+    commit_guess(page, step)
+    wait_drawn(page)
+    assert answer in page.evaluate(SHOWN), answer
+    assert page.evaluate(VEILED, chart) is None, chart

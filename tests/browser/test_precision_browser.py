@@ -10,6 +10,7 @@ from app.charts.precision import short_recipe
 from tests.browser.helpers import (
     answer_drill,
     api_json,
+    commit_guess,
     follow,
     look_at,
     release,
@@ -58,6 +59,7 @@ def test_each_try_link_visibly_changes_its_diagram(page):
 def test_the_offload_slider_moves_the_chart_and_the_url(page, live_server):
     page.goto(f"{LESSON}?model=llama-3.1-70b&tp=8&dp=8&zero=1&seq_len=4096&recipe=adam16")
     wait_drawn(page)
+    commit_guess(page, 12)  # an offloaded state's chart answers step 12: drawn after its guess
     page.locator("#input-offload").fill("60")
     page.wait_for_url("**offload=60**")
     wait_drawn(page)
@@ -76,6 +78,7 @@ def test_the_offload_slider_moves_the_chart_and_the_url(page, live_server):
 def test_the_rank_slider_moves_the_adapters(page, live_server):
     page.goto(f"{LESSON}?rank=16")
     wait_drawn(page)
+    commit_guess(page, 10)  # another rank's adapters answer step 10: drawn after its guess
     adapters = "() => document.getElementById('precision-finetune').data" \
                ".find(t => t.name === 'Adapter weights').y[1]"
     before = page.evaluate(adapters)
