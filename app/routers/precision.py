@@ -93,6 +93,10 @@ def facts() -> dict:
         # Step 4's 32k tokens fit no H100 on 8 GPUs in either recipe (the ledger's fits check);
         # split over CP 2 (EP06), FP8's fits where BF16's does not (round-11 cold reading of
         # EP09-EP10, finding 9).
+        # Step 4's catch: FlashAttention without recomputation keeps the core's 16-bit output
+        # beside its FP8 copy (round-13 cold reading of EP10-EP11, finding 7).
+        "titan_32k_flash": state(**{**TITAN, "seq_len": 32768}, recompute="flash",
+                                 recipe="fp8-params"),
         "titan_32k_cp2": state(**{**TITAN, "seq_len": 32768}, cp=2, recipe="fp8-params"),
         "deepseek70": state(**MEGATRON_70B, recipe="fp8-blockwise"),
         "mx70": state(**MEGATRON_70B, recipe="mxfp8", gpu="b200"),

@@ -645,3 +645,42 @@ def test_step_4s_limit_counts_llamas_own_layer_as_ep01_does(client):
     assert f"of which {linear:g}·s·b·h are the linear layers" in step
     assert f"FP8 saves {linear / 2:g}·s·b·h a layer, not 7" in step
     assert f"errs high by {100 * (14 / linear - 1):.0f}%" in step
+
+
+def test_round_13_step_4_names_its_recomputation_and_prices_its_catch(client):
+    """Round-13 cold reading of EP10-EP11, finding 7: step 4 never named its recomputation,
+    and its catch (FlashAttention, no recomputation: the core's 16-bit output stays beside
+    the FP8 copy) gave no figure, so a student could not tell whether 30.1 GB held. The
+    predict names selective recomputation, and the catch gives /api/precision's saving at
+    recompute=flash, 5·s·b·h·L."""
+    from app.charts.units import fmt_bytes
+
+    at32 = {"seq_len": 32768, "recipe": "fp8-params"}
+    selective = api(client, **at32)
+    flash = api(client, **at32, recompute="flash")
+    saved = flash["baseline"]["total_bytes"] - flash["ledger"]["total_bytes"]
+    base, led = flash["baseline"]["parts"], flash["ledger"]["parts"]
+    acts = base["activations"] - led["activations"] - led["activations_fp8"]
+    assert acts == pytest.approx(5 * 32768 * 4096 * 32, rel=1e-9)  # 5·s·b·h·L bytes
+    assert saved == pytest.approx(acts, rel=1e-3)  # and the FP8 scales' 2.63 MB
+    four = _step(client.get(PAGE).text, 4)
+    assert "selective recomputation (Korthikanti's: the attention core is recomputed)" in \
+        four.replace("&#39;", "'")
+    at_selective = selective["baseline"]["total_bytes"] - selective["ledger"]["total_bytes"]
+    assert f"5·s·b·h a layer, {fmt_bytes(saved)} at 32,768 tokens, not " \
+           f"{fmt_bytes(at_selective)}" in four
+
+
+def test_round_13_step_7_sums_the_logits_bill_it_quotes(client):
+    """Round-13 cold reading of EP10-EP11, finding 8: "4.34 GB for the final norm's output and
+    the fp32 logits" did not add up (8,192 x 128,256 x 4 B + 8,192 x 4,096 x 2 B = 4.27 GB).
+    The ledger bills the logits and two s·h bf16 tensors, the final norm's input and output:
+    step 7 names both and prints the sum, /api/precision's."""
+    body = api(client, recipe="adam16", recompute="op")
+    bill = body["baseline"]["parts"]["embedding_and_logits"]
+    logits, norm, ids = 8192 * 128256 * 4, 8192 * 4096 * 2, 8192 * 8
+    assert bill == logits + 2 * norm + ids
+    seven = _step(client.get(PAGE).text, 7).replace("&#39;", "'")
+    assert "for the fp32 logits and the final norm's input and output" in seven
+    assert f"{logits / 1e9:.3f} + 2 × {norm / 1e9:.3f} = {bill / 1e9:.3f} GB, the fp32 logits" \
+        in seven  # its note
