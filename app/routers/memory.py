@@ -5,6 +5,8 @@ from functools import lru_cache
 from typing import Literal
 
 from fastapi import APIRouter
+from jinja2 import pass_context
+from markupsafe import Markup
 from pydantic import Field
 
 from app.charts.memory import COMPONENTS, memory_figure
@@ -17,6 +19,7 @@ from app.model_controls import ModelChoice, ModelGpuControls, model_choices, mod
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
 from app.routers.pipeline import SCHEDULE_LABELS
 from app.schemas import MemoryAnswer
+from app.templating import kept, templates
 from labs.core.catalogue import ACTIVATION_MODEL_HELP, DEFAULT_RECIPE, RECIPES
 from labs.core.limits import (
     ACTIVATION_MODELS,
@@ -167,6 +170,24 @@ def degree_options(spec, query, *, infer: bool = False, uneven_pp: bool = False)
         "cp": with_value([1, 2, 4, 8, 16, 32], query.cp),
         "ep": with_value(divisors(spec.experts) if spec.experts else [1], query.ep),
     }
+
+
+DEGREES = ("tp", "pp", "cp", "ep")  # the selects of partials/_memory_degrees.html
+
+
+@pass_context
+def degree_selects(ctx, oob: bool = False) -> Markup:
+    """EP01's degree selects (EP10 shows them too), drawn once per distinct input (``kept``):
+    every one the partial reads, its options, the four values, their error slots and whether
+    it is sent out of band. Each control answer of either lab sends them (issue 31: up to 128
+    pipeline options a select, 1.4% of a class's misses)."""
+    errors = ctx["errors"]
+    return kept("partials/_memory_degrees.html", degree_options=ctx["degree_options"],
+                query={name: ctx["query"][name] for name in DEGREES},
+                errors={name: errors[name] for name in DEGREES if name in errors}, oob=oob)
+
+
+templates.env.globals["degree_selects"] = degree_selects
 
 
 @lru_cache(maxsize=1)

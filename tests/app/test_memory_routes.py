@@ -614,3 +614,38 @@ def test_round_12_step_2_states_the_logits_formula_and_the_vocabulary(client):
     terms = facts()["logits"]["l70"]["terms"]
     assert terms["logits"] == logits and terms["norm"] == norm
     assert sum(terms.values()) == api["breakdown"]["embedding_and_logits"]
+
+
+def test_degree_selects_are_each_states_own(monkeypatch):
+    """EP01's degree selects (EP10's too) are kept by every input the partial reads
+    (app/routers/memory.py degree_selects, issue 31): a state asked after another that differs
+    in one of them, its options, a value, an error slot or out of band, gets the partial as it
+    draws whole for that state, and the kept HTML stays within its bound."""
+    from collections import OrderedDict
+
+    from app import templating
+    from app.routers.memory import degree_selects
+
+    monkeypatch.setattr(templating, "_KEPT", OrderedDict())
+    whole = templating.templates.get_template("partials/_memory_degrees.html")
+    options = {"tp": [1, 2, 4, 8], "pp": [1, 2, 4], "cp": [1, 2, 4, 8, 16, 32], "ep": [1]}
+    query = {"tp": 2, "pp": 1, "cp": 1, "ep": 1, "dp": 8}
+    states = [
+        ({"degree_options": options, "query": query, "errors": {}}, False),
+        ({"degree_options": {**options, "pp": [1, 2, 4, 5]}, "query": query, "errors": {}},
+         False),
+        ({"degree_options": options, "query": {**query, "tp": 4}, "errors": {}}, False),
+        ({"degree_options": options, "query": query, "errors": {"tp": "TP must divide"}},
+         False),
+        ({"degree_options": options, "query": query, "errors": {}}, True),
+        ({"degree_options": options, "query": query, "errors": {"dp": "DP is too large"}},
+         False),
+    ]
+    drawn = [str(degree_selects(ctx, oob)) for ctx, oob in states]
+    for (ctx, oob), html in zip(states, drawn, strict=True):
+        assert html == whole.render(**ctx, oob=oob)
+    assert len(set(drawn)) == len(drawn) - 1  # another control's error changes nothing
+    assert 'id="control-pp"' in drawn[0] and "TP must divide" in drawn[3]
+    for tp in range(templating.KEPT_PARTIALS + 10):
+        degree_selects({"degree_options": options, "query": {**query, "tp": tp}, "errors": {}})
+    assert len(templating._KEPT) == templating.KEPT_PARTIALS
