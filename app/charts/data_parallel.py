@@ -49,6 +49,7 @@ def short_name(name: str) -> str:
 STEP3_LINK, STEP3, STEP3_NAME = "eth-100g", "step-3", "Ethernet (step 3)"
 STEP3_WHAT = "The all-reduce on 100 Gb/s Ethernet"  # held_text: "... shows once step 3 is guessed."
 STEP3_MASK = held_text(STEP3_WHAT, (STEP3,))
+ALLREDUCE_WHAT = "This all-reduce"  # a drill's state: "... shows once it is answered"
 
 
 # Step 8 asks the crossover T* on 8 GPUs over PCIe 4.0; step 2's "8 × PCIe" link printed it
@@ -57,12 +58,86 @@ STEP3_MASK = held_text(STEP3_WHAT, (STEP3,))
 STEP8_LINK, STEP8 = "pcie-4", "step-8"
 CROSSOVER_WHAT = {STEP3: STEP3_WHAT, STEP8: "The crossover on PCIe 4.0"}
 
+# The drills' states, as their questions state them (app/routers/data_parallel.py,
+# app/lesson_drills/data_parallel.py), each keyed by its form's id: at a state the bench's
+# controls set to one of them, what answers it waits for the drill's answer (lab.js masking).
+# Round-14 cold reading of EP02-EP05, findings 1 and 2: 16 GB on 8 GPUs over PCIe printed
+# 1,067.2 ms, 16 GPUs on two NDR ports a server 12.62×, 4 GPUs on PCIe T* = 12,852.
+PCIE_DRILL = {"gpus": 8, "link": "pcie-4", "grad_bytes": 16e9}
+IB16_DRILL = {"gpus": 16, "link": "ib-ndr", "nics_per_node": 2}
+CROSS_DRILL = {"gpus": 4, "link": "pcie-4"}
+DRILL_STATES = {"drill-dp-allreduce-pcie": PCIE_DRILL, "drill-dp-predict-16-ib": IB16_DRILL}
+CROSS_KEY = "drill-dp-crossover-pcie"
+# Step 1 asks what each of 16 GPUs sends (2 × 15/16 × 14 GB) and step 10 what the 8B holds
+# at one sequence of 8,192 tokens (its state and activations): at their states the readout's
+# bytes sent and the replica panel wait for their guesses.
+STEP1_STATE = {"gpus": 16, "grad_bytes": 14e9}
+STEP10, STEP10_STATE = "step-10", {"micro_batch": 1, "seq_len": 8192}
+STEP10_MODEL = "llama-3.1-8b"
+WHAT = {"step-1": "What each GPU sends", STEP10: "The 8B's replica"}
+
+
+def waits(what: str, keys: tuple[str, ...]) -> str:
+    """What a held figure says until its keys are guessed or answered: held_text's "… shows
+    once step 3 is guessed.", or "… once its drill is answered." """
+    steps = tuple(k for k in keys if k.startswith("step-"))
+    drill = "its drill below is answered" if len(steps) < len(keys) else ""
+    if not steps:
+        return f"{what} shows once {drill}."
+    text = held_text(what, steps)
+    return f"{text[:-1]} and {drill}." if drill else text
+
+
+def veiled(figure: dict, keys: tuple[str, ...], what: str) -> dict:
+    """``owned`` by one owner that waits for every key (lab.js: veiled while any is masked),
+    its summary's mask saying what it waits for (``waits``)."""
+    if not keys:
+        return figure
+    figure = owned(figure, (" ".join(keys),), what)
+    figure["layout"]["meta"]["owners"][0]["summary"][1] = waits(what, keys)
+    return figure
+
+
+def _at(inp, state: dict, link: str | None = None) -> bool:
+    """Whether the input, on ``link`` if given, is at ``state`` (each of its fields equal)."""
+    return all((link if key == "link" and link else getattr(inp, key)) == value
+               for key, value in state.items())
+
+
+def link_keys(result, link: str) -> tuple[str, ...]:
+    """What the all-reduce on ``link`` at the state's GPU count answers (its speedup,
+    efficiency and times): step 3's on 100 Gb/s Ethernet, a drill's at its state."""
+    return ((STEP3,) if link == STEP3_LINK else ()) + tuple(
+        key for key, state in DRILL_STATES.items() if _at(result.input, state, link))
+
+
+def allreduce_keys(result) -> tuple[str, ...]:
+    """What the state's own all-reduce (the chosen point, the time chart, the readout's
+    times) answers: ``link_keys`` at its link."""
+    return link_keys(result, result.input.link)
+
+
+def sent_keys(result) -> tuple[str, ...]:
+    """Step 1's guess where the readout's bytes sent a GPU are its answer (16 GPUs, 14 GB)."""
+    return ("step-1",) if _at(result.input, STEP1_STATE) else ()
+
+
+def replica_keys(result) -> tuple[str, ...]:
+    """Step 10's guess where the replica panel prints its parts (the 8B's state and
+    activations at one sequence of 8,192 tokens, whatever N)."""
+    inp = result.input
+    return (STEP10,) if inp.model.id == STEP10_MODEL and _at(inp, STEP10_STATE) else ()
+
 
 def crossover_keys(result) -> tuple[str, ...]:
     """The step whose answer the state's crossover (chart, note, T*) gives: step 3's at an
-    Ethernet state (its all-reduce), step 8's on PCIe (the T* it asks), else none."""
-    link = result.input.link
-    return (STEP3,) if link == STEP3_LINK else (STEP8,) if link == STEP8_LINK else ()
+    Ethernet state (its all-reduce), step 8's on PCIe (the T* it asks) and at the crossover
+    drill's 4 GPUs its drill too; and a drill whose state it is (its all-reduce)."""
+    inp = result.input
+    drill = (CROSS_KEY,) if _at(inp, CROSS_DRILL) else ()
+    steps = (STEP3,) if inp.link == STEP3_LINK else (STEP8, *drill) if inp.link == STEP8_LINK \
+        else ()
+    return (*steps, *(k for k in allreduce_keys(result) if k not in steps))
 
 
 def step3_state(result) -> bool:
@@ -73,23 +148,34 @@ def step3_state(result) -> bool:
 def step3_owner(result, names: dict[str, str], data: list[dict], summary: str,
                 label: int) -> list[dict]:
     """Step 3's part of the scaling chart: its Ethernet traces, and the summary's clause on
-    Ethernet where another link is the state's; at an Ethernet state also the chosen point
-    (its markers and ``label``, the annotation of its speedup) and the summary's lead."""
+    Ethernet where another link is the state's; a drill's clause where another link's point
+    is its answer; and where the state's all-reduce answers a step or drill
+    (``allreduce_keys``) the chosen point (its markers and ``label``, the annotation of its
+    speedup) and the summary's lead."""
     traces = [i for i, t in enumerate(data) if t.get("legendgroup") == STEP3_LINK]
-    if not traces:
-        return []
-    owner = {"step": STEP3, "traces": traces}
-    clause = (f"{names[STEP3_LINK]} at {result.point.gpus} GPUs "
-              f"{times(_at(result, STEP3_LINK, result.point.gpus).speedup)}")
-    if clause in summary:
-        owner["summary"] = [clause, f"{names[STEP3_LINK]} after step 3's guess"]
-    if not step3_state(result):
-        return [owner]
+    owners = []
+    if traces:
+        owner = {"step": STEP3, "traces": traces}
+        clause = (f"{names[STEP3_LINK]} at {result.point.gpus} GPUs "
+                  f"{times(_point_at(result, STEP3_LINK, result.point.gpus).speedup)}")
+        if clause in summary:
+            owner["summary"] = [clause, f"{names[STEP3_LINK]} after step 3's guess"]
+        owners.append(owner)
+    for link in result.curve_links:
+        keys = [k for k in link_keys(result, link) if k != STEP3]
+        clause = (f"{names[link]} at {result.point.gpus} GPUs "
+                  f"{times(_point_at(result, link, result.point.gpus).speedup)}")
+        if keys and link != result.input.link and clause in summary:
+            owners.append({"step": " ".join(keys), "traces": [],
+                           "summary": [clause, f"{names[link]} at {result.point.gpus} GPUs ?"]})
+    keys = allreduce_keys(result)
+    if not keys:
+        return owners
     point = result.point
     chosen = [i for i, t in enumerate(data) if t.get("legendgroup") == "chosen"]
     lead = f"{times(point.speedup)} ({fmt_pct(point.efficiency)} efficiency)"
-    return [owner, {"step": STEP3, "traces": chosen, "annotations": [label],
-                    "summary": [lead, "? (step 3)"]}]
+    return [*owners, {"step": " ".join(keys), "traces": chosen, "annotations": [label],
+                      "summary": [lead, "? (step 3)" if keys == (STEP3,) else "?"]}]
 
 
 def _series(result, link: str) -> list:
@@ -161,7 +247,7 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
         f"{reading.capitalize()}, {point.gpus} GPUs on {names[inp.link]}: "
         f"{times(point.speedup)} ({fmt_pct(point.efficiency)} efficiency); "
         + "; ".join(f"{names[link]} at {point.gpus} GPUs "
-                    f"{times(_at(result, link, point.gpus).speedup)}"
+                    f"{times(_point_at(result, link, point.gpus).speedup)}"
                     for link in result.curve_links if link != inp.link)
     )
     label = len(annotations) - 1  # the chosen point's
@@ -183,17 +269,19 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
             legend={"orientation": "h", "x": 0, "y": 1, "yanchor": "bottom",
                     "font": {"size": 11}},
             shapes=shapes, annotations=annotations,
-            **({"meta": {"masked": {str(label): f"{point.gpus:,} GPUs: ? (step 3)"}
-                         if len(owners) > 1 else {}, "partly": True, "owners": owners,
+            **({"meta": {"masked": {str(label): f"{point.gpus:,} GPUs: ?" + (
+                             " (step 3)" if allreduce_keys(result) == (STEP3,) else "")}
+                         if allreduce_keys(result) else {}, "partly": True, "owners": owners,
                          # a short name while veiled: a phone's legend keeps to its rows
-                         "names": {str(i): STEP3_NAME for i in owners[0]["traces"]}}}
+                         "names": {str(i): STEP3_NAME for o in owners if o["step"] == STEP3
+                                   for i in o["traces"]}}}
                if owners else {}),
         ),
         "summary": summary,
     }
 
 
-def _at(result, link: str, gpus: int):
+def _point_at(result, link: str, gpus: int):
     return next(p for p in result.curve if p.link == link and p.gpus == gpus)
 
 
@@ -203,9 +291,12 @@ def _log10(value: float) -> float:
 
 def time_figure(result) -> dict:
     """One step at the chosen point, in ms: the GPU's compute then the exposed all-reduce
-    (what the step pays), and under it the all-reduce stream, hidden part first. At an
-    Ethernet state, veiled until step 3's guess (its all-reduce is step 3's answer)."""
-    return owned(_time_figure(result), (STEP3,) if step3_state(result) else (), STEP3_WHAT)
+    (what the step pays), and under it the all-reduce stream, hidden part first. Veiled until
+    the guess or answer its all-reduce gives (``allreduce_keys``: step 3's on Ethernet, a
+    drill's at its state)."""
+    keys = allreduce_keys(result)
+    return veiled(_time_figure(result), keys,
+                  STEP3_WHAT if keys == (STEP3,) else ALLREDUCE_WHAT)
 
 
 def _time_figure(result) -> dict:
@@ -262,4 +353,4 @@ def ratio_figure(result) -> dict:
     figure = crossover_figure(r.tokens_per_gpu, r.compute_s, r.allreduce_s, r.crossover_tokens,
                               r.sweep, "All-reduce, once a step", result.input.gpus)
     keys = crossover_keys(result)
-    return owned(figure, keys, CROSSOVER_WHAT[keys[0]] if keys else "")
+    return veiled(figure, keys, CROSSOVER_WHAT.get(keys[0], ALLREDUCE_WHAT) if keys else "")

@@ -8,18 +8,25 @@ from functools import lru_cache
 from fastapi import APIRouter
 
 from app.charts.data_parallel import (
+    ALLREDUCE_WHAT,
+    CROSS_DRILL,
     CROSSOVER_WHAT,
     FAMILY_COLOURS,
     PARTS,
+    PCIE_DRILL,
     STEP3,
     STEP3_LINK,
     STEP3_MASK,
+    allreduce_keys,
     crossover_keys,
+    link_keys,
+    replica_keys,
+    sent_keys,
     step3_state,
+    waits,
 )
 from app.charts.memory import COMPONENTS
 from app.charts.units import fmt_tflops, tflops
-from app.charts.zero import held_text
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -214,9 +221,17 @@ def extra_context(state) -> dict:
         "step3": STEP3, "step3_link": STEP3_LINK, "step3_mask": STEP3_MASK,
         "step3_state": step3_state(state.result),
         # The crossover's note and T* wait for the step it answers (step 3's, step 8's).
-        "cross_keys": " ".join(crossover_keys(state.result)),
-        "cross_mask": held_text(CROSSOVER_WHAT[keys[0]], keys) if (
-            keys := crossover_keys(state.result)) else "",
+        # Its note also prints the bytes a GPU sends (step 1's at its state).
+        "cross_keys": " ".join(keys := (*crossover_keys(state.result),
+                                        *sent_keys(state.result))),
+        "cross_mask": waits(CROSSOVER_WHAT.get(keys[0], "The crossover"), keys)
+        if keys else "",
+        # A drill's state (or step 1's, step 10's): what answers it waits for it.
+        "ar_keys": allreduce_keys(state.result), "sent_keys": sent_keys(state.result),
+        "replica_keys": replica_keys(state.result),
+        "row_keys": {link: " ".join(link_keys(state.result, link))
+                     for link in state.result.curve_links},
+        "ar_mask": waits(ALLREDUCE_WHAT, allreduce_keys(state.result)),
         "link_colours": {i: FAMILY_COLOURS[link_family(link)] for i, link in links().items()},
         "link_names": link_names(), "curve_links": CURVE_LINKS,
         # The scale-up links the chart draws to 1,024 GPUs, with the most GPUs each joins: past
@@ -228,7 +243,7 @@ def extra_context(state) -> dict:
 
 # The drill: an 8B model's bf16 gradients on 8 GPUs over PCIe. Not the lesson's 14 GB: step 2
 # links 8 GPUs on PCIe with 14 GB, whose time chart would show the answer before it is asked.
-DRILL_GPUS, DRILL_GRAD = 8, 16e9
+DRILL_GPUS, DRILL_GRAD = PCIE_DRILL["gpus"], PCIE_DRILL["grad_bytes"]
 
 
 def drill_answer() -> float:
@@ -262,7 +277,7 @@ def _ring_ms(share: float, gbs: float) -> float:
 
 _RING = 2 * (DRILL_GPUS - 1) / DRILL_GPUS
 
-CROSS_GPUS, CROSS_LINK = 4, "pcie-4"  # the crossover drill: a state no step links to
+CROSS_GPUS, CROSS_LINK = CROSS_DRILL["gpus"], CROSS_DRILL["link"]  # no step links to it
 
 
 def crossover_answer() -> float:

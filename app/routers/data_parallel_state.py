@@ -7,7 +7,15 @@ from typing import Literal
 
 from pydantic import Field
 
-from app.charts.data_parallel import ratio_figure, scaling_figure, time_figure
+from app.charts.data_parallel import (
+    STEP10,
+    WHAT,
+    ratio_figure,
+    replica_keys,
+    scaling_figure,
+    time_figure,
+    veiled,
+)
 from app.charts.memory import memory_figure
 from app.model_controls import ModelChoice
 from app.options import LabQuery
@@ -173,4 +181,6 @@ def figures(result: DataParallelResult) -> dict:
         "font": {"size": 16, "color": "#1d2330"},
         "text": f"<b>N = {result.input.gpus:,}</b>: every replica<br>holds all of it"}]
     return {"scaling": scaling_figure(result, link_names(), families),
-            "time": time_figure(result), "ratio": ratio_figure(result), "replica": replica}
+            "time": time_figure(result), "ratio": ratio_figure(result),
+            # At step 10's state its parts (the 8B's state and activations) wait for its guess.
+            "replica": veiled(replica, replica_keys(result), WHAT[STEP10])}

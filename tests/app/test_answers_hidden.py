@@ -449,6 +449,15 @@ BENCH_STATES = {
                   "&recompute=full&ft_recipe=adam12&gpu=h100-sxm",
                   "model=llama-3.1-70b&tp=8&dp=8&zero=1&seq_len=4096&recipe=adam16&offload=100",
                   "model=llama-3.1-70b&tp=8&dp=8&zero=1&seq_len=4096&recipe=adam16&offload=40"],
+    # EP02 (round-14 cold reading of EP02-EP05, findings 1 and 2): 16 GB of gradients on 8
+    # GPUs over PCIe printed dp-allreduce-pcie's 1,067.2 ms; 16 GPUs on two NDR ports a server
+    # dp-predict-16-ib's 12.62x; the 8B at one sequence of 8,192 step 10's 36.5 GB of
+    # activations; 4 GPUs on PCIe, once step 8 is guessed, dp-crossover-pcie's 12,852 tokens.
+    "dp": ["grad_bytes=16000000000&gpus=8&link=pcie-4", "model=custom&grad_bytes=16000000000"
+           "&gpus=8&link=pcie-4", "gpus=16&link=ib-ndr&nics_per_node=2",
+           "model=llama-3.1-8b&micro_batch=1&seq_len=8192",
+           "model=llama-3.1-8b&micro_batch=1&seq_len=8192&gpus=1024&link=ib-ndr",
+           "gpus=4&link=pcie-4", "gpus=16&nics_per_node=2"],
 }
 
 
@@ -477,6 +486,19 @@ BENCH_COINCIDENCES: dict[tuple[str, str, str, str], str] = {  # (lesson, query, 
 }
 
 
+def parts(name: str, step_id: str) -> list[str]:
+    """The figures a step's answer is the plain sum of, as the bench prints them: a state that
+    prints them gives the answer away by one addition (round-14 cold reading of EP02, finding
+    1: EP02 step 10's 165 GB is the 8B's 128 GB of state, which its question lets a student
+    work out, and the 36.5 GB of activations the replica panel printed at 8,192 tokens)."""
+    if (name, step_id) != ("dp", "step-10"):
+        return []
+    from app.charts.units import fmt_bytes
+    from app.routers.data_parallel import facts
+
+    return [fmt_bytes(facts()["l8_1024"]["api"]["replica"]["breakdown"]["activations"])]
+
+
 def said(phrase: str, text: str) -> bool:
     """Whether `text` states a revealing phrase: a figure's not inside a larger one (step 7's
     "366 ms" is not said by a step of "12,366 ms")."""
@@ -502,6 +524,7 @@ def test_no_answer_at_a_state_the_benchs_controls_set(client, name):
                     text = text.replace(key[3], " ")
             shown += [(step_id, url, f"{n} {u}") for n, u in answers(step) if printed(n, u, text)]
             shown += [(step_id, url, p) for p in reveals(step) if said(p, text)]
+            shown += [(step_id, url, p) for p in parts(name, step_id) if said(p, text)]
         for drill_id, number, unit in numbers:
             html = masked(bench, {f"drill-{drill_id}"})
             text = visible(html, ids, ids[-1]) + " " + tables(html)
