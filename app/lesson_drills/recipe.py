@@ -113,9 +113,9 @@ FSDP_8B = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "nodes": 2, "gpus_per_nod
 def _fsdp_keep_why(answer: dict) -> str:
     return ("The backward gathers nothing: one gather a layer and micro-batch, not two, "
             f"{gb(dp_bytes(answer))} a step, and no gather to wait for. The gathered weights "
-            f"stay: {gb(answer['memory_per_gpu_bytes'])} a GPU, which an 8B model's "
-            f"{gb(2 * get_model(FSDP_8B['model']).params)} of bf16 weights keep within the "
-            f"H100's {gb(get_gpu(FSDP_8B['gpu']).memory_bytes)}. Step {{value}}.")
+            f"stay: {gb(answer['memory_per_gpu_bytes'])} a GPU, within the H100's "
+            f"{gb(get_gpu(FSDP_8B['gpu']).memory_bytes)}: an 8B model's bf16 weights are "
+            "2 B a parameter. Step {value}.")
 
 
 def _bubble_why(answer: dict) -> str:

@@ -207,7 +207,8 @@ def _more_or_faster():
           f"Each pipeline now gets {b['m']} micro-batches, not {a['m']}: fewer than its {p} "
           f"stages, so the interleaved rounds run half empty and the bubble grows from "
           f"{a['bubble']:.0%} to {b['bubble']:.0%} of the step (EP05). EP08's engine times "
-          f"the step {dd['speedup']:.2f}× faster, not 2×: Llama 3's {STEP_S} s step becomes "
+          f"the step {dd['speedup']:.2f}× faster, not twice as fast: Llama 3's {STEP_S} s step "
+          "becomes "
           f"{dd['step_s']:.2f} s, while failures come twice as often: {{value}}."),
          ("async", "Asynchronous saves, the same storage", {**SLOW_SYNC, "save": "async"},
           "The stop shrinks to the copy, but the " + write + " write still lands behind each "
@@ -226,7 +227,7 @@ def _more_or_faster():
         solution="{best}. Days to finish: peer memory {peer}, async {async}, faster storage "
                  "{storage}, twice the GPUs {gpus}. On a fixed batch twice the GPUs halve "
                  "each pipeline's micro-batches, so the bubble grows and the step gains "
-                 f"{dd['speedup']:.2f}×, not 2×; a checkpoint fix that removes nearly all "
+                 f"{dd['speedup']:.2f}×, not twice; a checkpoint fix that removes nearly all "
                  "the lost time beats it.",
         reveals=("removes nearly all the lost time",))
 

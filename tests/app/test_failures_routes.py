@@ -228,7 +228,7 @@ def test_more_gpus_or_faster_saves_times_the_doubled_step_on_ep08s_engine(client
     wrong = check_drill(drill, "gpus", attempt=1, hide_answers=True)
     assert wrong["status"] == "hint"
     why = wrong["feedback"][0]["why"]
-    assert f"{speedup:.2f}× faster, not 2×" in why and "fewer than its 16 stages" in why
+    assert f"{speedup:.2f}× faster, not twice as fast" in why and "fewer than its 16 stages" in why
     assert f"{timed[256]['bubble_fraction']:.0%} of the step" in why
     assert f"{doubled['best']['finish_days']:,.4g} days" in why
 
