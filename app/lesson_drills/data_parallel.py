@@ -56,6 +56,29 @@ def _dp_16_explanation() -> str:
             f"{a['comm_s'] * 1e3:,.0f}).")
 
 
+# dp-decide-bound's state: 128 GPUs on one 100 Gb/s Ethernet port a server, no overlap.
+BOUND = {"gpus": 128, "link": "eth-100g"}
+
+
+def _bound_overlap(a: dict) -> str:
+    """dp-decide-bound's overlap option: bucketing lowers the efficiency here (round-14 cold
+    reading of EP02-EP05, finding 5). Each bucket is its own all-reduce and pays NCCL's
+    latency (``nccl_all_reduce`` of one full bucket, step 5's sum); the extra latencies add
+    more all-reduce than the backward hides."""
+    base = lab_value("dp", BOUND, lambda answer: answer)
+    per = nccl_all_reduce(a["bucket_bytes"], BOUND["gpus"], get_link(BOUND["link"]),
+                          1).latency
+    extra = a["comm_s"] - base["comm_s"]
+    each = f"{per * 1e3:.2f} ms"
+    return (f"Worse: the {a['buckets']:,} buckets each pay NCCL's latency, {each} on this "
+            f"ring over {BOUND['gpus'] // 8} servers (step 5's sum), so "
+            f"{a['buckets'] - 1:,} more × {each} ≈ {ms(extra)} more all-reduce, more than the "
+            f"{ms(a['overlapped_comm_s'])} the backward hides (two thirds of "
+            f"{ms(a['compute_s'])} of compute): {ms(a['exposed_comm_s'])} stays exposed "
+            f"against {ms(base['exposed_comm_s'])} without overlap. Efficiency falls from "
+            f"{pct(base['efficiency'])} to {{value}}.")
+
+
 DRILLS: tuple[Drill | Decide, ...] = (
     predict(
         "dp-predict-16-ib",
@@ -118,30 +141,27 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "Which change raises the efficiency most?",
         "dp", "efficiency",
         (("accum", "Accumulate 4 micro-batches per step",
-          {"gpus": 128, "link": "eth-100g", "microbatches": 4},
+          {**BOUND, "microbatches": 4},
           "Four times the tokens per all-reduce: compute grows 4×, the one all-reduce a "
           "step does not. Efficiency {value}."),
          ("seq", "Double the sequence length to 8,192",
-          {"gpus": 128, "link": "eth-100g", "seq_len": 8192},
+          {**BOUND, "seq_len": 8192},
           lambda a: "Twice the tokens per GPU: compute doubles in the lab's 6·P·T, to "
                     f"{ms(a['compute_s'])}, against the same {ms(a['comm_s'])} all-reduce, "
                     "as 2 micro-batches would, and the activations double too. In a real "
                     "run it more than doubles: attention's FLOPs grow with s², which the "
                     "lab's 6·P·T leaves out. Efficiency {value}."),
          ("ports", "Give each server 2 Ethernet ports",
-          {"gpus": 128, "link": "eth-100g", "nics_per_node": 2},
+          {**BOUND, "nics_per_node": 2},
           lambda a: "Twice the bandwidth out of each server halves only the all-reduce's "
                     f"network part: {ms(a['comm_s'])} against {ms(a['compute_s'])} of "
                     "compute. Efficiency {value}."),
          ("overlap", "Overlap the all-reduce with backward, in buckets",
-          {"gpus": 128, "link": "eth-100g", "overlap": "bucketed"},
-          lambda a: "Only the backward pass, two thirds of the "
-                    f"{ms(a['compute_s'])} of compute, can hide it: "
-                    f"{ms(a['exposed_comm_s'])} of the all-reduce stays exposed. Efficiency "
-                    "{value}.")),
+          {**BOUND, "overlap": "bucketed"}, _bound_overlap)),
         best="max", fmt=pct,
         solution="{best}. Efficiency: 4 micro-batches {accum}, 8,192 tokens {seq}, 2 ports "
                  "{ports}, bucketed overlap {overlap}. Accumulation multiplies compute by 4 "
-                 "and leaves the once-a-step all-reduce alone; the others gain 2× or less.",
+                 "and leaves the once-a-step all-reduce alone; the others gain 2× or less, and "
+                 "bucketing here loses: its buckets' latencies outgrow what backward hides.",
         reveals=("accumulation multiplies compute by 4",)),
 )

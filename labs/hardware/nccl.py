@@ -161,8 +161,11 @@ class Latency:
 @dataclass(frozen=True)
 class TreeBandwidth:
     """A tree's bus bandwidth in NCCL's model, term by term (tuning.cc; EP02 step 6):
-    min(bus · ``TREE_SHARE``, cap) · protocol · correction, bytes/s; each of the two trees
-    carries half the data, so its algorithm bandwidth is half of it."""
+    min(bus · ``TREE_SHARE``, cap) · protocol · correction, bytes/s. Its algorithm
+    bandwidth is half of it (tuning.cc, "Convert bus BW to algorithm BW": ratio .5 for a
+    tree): busBW counts each byte twice, up the tree (the reduce) and back down (the
+    broadcast), as a ring's counts 2·(N−1)/N of it. The double tree's two trees keep both
+    directions of every link busy; they do not halve the bandwidth."""
 
     bus: float  # the ring busBW of the links it crosses
     cap: float  # maxTreeBw: up to two nodes, more

@@ -722,3 +722,51 @@ def test_round_13_the_worked_rate_and_rings_check_from_the_printed_figures(clien
         gb, gbs, moved, latency, total = nums(" ".join(found.groups()))
         assert gbs == busbw / 1e9 and round(gb / gbs * 1e3, 1) == moved
         assert round(moved + latency, 1) == total == round(a["exposed_comm_s"] * 1e3, 1)
+
+
+def test_round_14_step_6_halves_the_trees_busbw_because_each_byte_goes_up_and_down(client):
+    """Round-14 cold reading of EP02-EP05, finding 4: step 6 said "each of the two trees
+    carries half" to explain 1 MiB ÷ (busBW ÷ 2); had each tree carried half the bucket in
+    parallel, the time would be half the bucket at each tree's rate. NCCL's ×0.5 is its busBW
+    to algBW conversion (tuning.cc): each byte goes up the tree and back down, the tree's
+    counterpart of the ring's 2·(N−1)/N. The why says so, with the engine's figures."""
+    from app.routers.data_parallel import nccl_terms
+
+    html = client.get("/episodes/data-parallel").text
+    raw = html[html.index('id="step-6"'):html.index('id="step-7"')]
+    text = _text(raw)
+    tiny = nccl_terms()["tiny"]
+    alg = tiny.tree_bw.busbw / 2e9
+    assert "carrying half the data" not in text and "trees carries half" not in text
+    assert ("busBW counts each byte twice, up (the reduce) and down (the broadcast), as the "
+            f"ring's 2·(N−1)/N does (step 1): algBW = busBW ÷ 2 = {alg:.2f} GB/s, and 1 MiB ÷ "
+            f"{alg:.2f} GB/s") in text
+    assert abs((tiny.seconds - tiny.latency) - (1 << 20) / (alg * 1e9)) < 1e-12
+
+
+def test_round_14_bucketing_that_lowers_the_efficiency_says_so_with_the_engines_figures():
+    """Round-14 cold reading of EP02-EP05, finding 5: dp-decide-bound's overlap option runs
+    the step slower than no overlap (27.3% against 30.6%), and its feedback read as a smaller
+    gain. It now says the efficiency falls, and why: the buckets' added latencies (each one
+    NCCL's latency for a full bucket) outgrow what the backward hides."""
+    from app.labkit import VIEWS
+    from app.labkit.drills import lab_value
+    from app.lesson_drills.data_parallel import BOUND
+    from app.lesson_drills.units import ms, pct
+    from labs.data_parallel.lab import nccl_all_reduce
+
+    drill = next(d for d in VIEWS["dp"].drills if d.id == "dp-decide-bound")
+    why = next(o.why for o in drill.judge() if o.key == "overlap")
+    base = lab_value("dp", BOUND, lambda a: a)
+    over = lab_value("dp", {**BOUND, "overlap": "bucketed"}, lambda a: a)
+    assert over["efficiency"] < base["efficiency"]  # the state the finding is about
+    per = nccl_all_reduce(over["bucket_bytes"], BOUND["gpus"], get_link(BOUND["link"]),
+                          1).latency
+    extra = over["comm_s"] - base["comm_s"]
+    # The added all-reduce is the extra buckets' latencies (the last bucket, smaller, on LL).
+    assert abs(extra - (over["buckets"] - 1) * per) < 0.01 * extra
+    assert extra > over["overlapped_comm_s"]
+    assert (f"{over['buckets'] - 1:,} more × {per * 1e3:.2f} ms ≈ {ms(extra)} more "
+            f"all-reduce, more than the {ms(over['overlapped_comm_s'])} the backward "
+            "hides") in why
+    assert f"Efficiency falls from {pct(base['efficiency'])} to" in why
