@@ -93,16 +93,26 @@ def tokens_step(inp) -> str | None:
     return "step-4" if fp8 and inp.seq_len > OPEN_SEQ_LEN else None
 
 
+# Step 10's LoRA drill counts Llama 3.1 70B's adapters on q and v (app/routers/precision.py,
+# lora_drill): that model's count at any rank on q and v scales to its answer (r = 16, the
+# page's, is twice it), so there the adapters wait for the drill too.
+LORA_DRILL_MODEL, LORA_DRILL = "llama-3.1-70b", "drill-precision-lora-params"
+FINETUNE_KEY_NAMES = {"step-10": "step 10", "step-11": "step 11", LORA_DRILL: "step 10's drill"}
+
+
 def finetune_step(inp) -> str | None:
-    """The step whose guess the fine-tune's LoRA and QLoRA bills answer: step 11's where the
-    adapters sit on every linear layer or the fine-tuning recipe is not the opening's (QLoRA's
-    65B run), step 10's where the rank or the adapted modules move (LoRA's GPT-3 run: its
-    trainable parameters); None at the opening's adapters."""
+    """The keys the fine-tune's LoRA and QLoRA bills answer: step 11's where the adapters sit
+    on every linear layer or the fine-tuning recipe is not the opening's (QLoRA's 65B run),
+    step 10's where the rank or the adapted modules move (LoRA's GPT-3 run: its trainable
+    parameters), the LoRA drill's on its model's q and v; None at the opening's adapters."""
+    keys = []
     if inp.modules == "all" or inp.ft_recipe != OPEN_FT_RECIPE:
-        return "step-11"
-    if inp.rank != OPEN_RANK or inp.modules != OPEN_MODULES:
-        return "step-10"
-    return None
+        keys.append("step-11")
+    elif inp.rank != OPEN_RANK or inp.modules != OPEN_MODULES:
+        keys.append("step-10")
+    if inp.model.id == LORA_DRILL_MODEL and inp.modules == "qv":
+        keys.append(LORA_DRILL)
+    return " ".join(keys) or None
 
 
 def offload_step(inp) -> str | None:
@@ -320,7 +330,8 @@ def finetune_figure(result) -> dict:
         # fine-tuning's stays drawn (round-13 cold reading of EP10-EP11, findings 1 and 2).
         layout["meta"] = {"masked": {}, "partly": True, "owners": [{
             "step": step,
-            "summary": [adapted, f", LoRA and QLoRA ? (once {step.replace('-', ' ')} is guessed)"],
+            "summary": [adapted, ", LoRA and QLoRA ? (after "
+                        + " and ".join(FINETUNE_KEY_NAMES[k] for k in step.split()) + ")"],
             "points": [[i, k] for i in range(len(data)) for k, f in
                        enumerate(result.finetunes) if f.method != "full"]}]}
     return {

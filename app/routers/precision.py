@@ -13,6 +13,8 @@ from app.charts.precision import (
     COPY_KEYS,
     FINETUNE,
     LEDGER,
+    LORA_DRILL,
+    LORA_DRILL_MODEL,
     METHODS,
     STATE_KEYS,
     finetune_step,
@@ -188,7 +190,7 @@ def _speed_without_casts() -> float:
 LORA_DRILL_RANK = 8  # not the page's default rank (16), whose count the fine-tuning chart shows
 
 
-_L70 = get_model("llama-3.1-70b")
+_L70 = get_model(LORA_DRILL_MODEL)  # its count on q and v waits for the drill (finetune_step)
 
 
 def _lora_70b(v_out: int | None) -> float:
@@ -201,7 +203,7 @@ def _lora_70b(v_out: int | None) -> float:
 def lora_drill() -> float:
     """LoRA's trainable parameters, in millions: Llama 3.1 70B, r = 8 on q and v (not the 8B
     of the page's chart, whose count scales to any rank's)."""
-    return trainable_params(get_model("llama-3.1-70b"), LORA_DRILL_RANK, MODULE_SETS["qv"]) / 1e6
+    return trainable_params(_L70, LORA_DRILL_RANK, MODULE_SETS["qv"]) / 1e6
 
 
 VIEW = LabView(
@@ -286,7 +288,7 @@ VIEW = LabView(
             ),
         ),
         Drill(
-            id="precision-lora-params",
+            id=LORA_DRILL.removeprefix("drill-"),
             question=(
                 "LoRA with rank r = 8 on the q and v projections of Llama 3.1 70B (80 layers, "
                 "hidden 8,192; q maps 8,192 to 8,192, v maps 8,192 to 1,024 with its 8 KV "

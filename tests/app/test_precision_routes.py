@@ -684,3 +684,29 @@ def test_round_13_step_7_sums_the_logits_bill_it_quotes(client):
     assert "for the fp32 logits and the final norm's input and output" in seven
     assert f"{logits / 1e9:.3f} + 2 × {norm / 1e9:.3f} = {bill / 1e9:.3f} GB, the fp32 logits" \
         in seven  # its note
+
+
+def test_the_lora_drills_model_waits_for_the_drill_at_its_links(client):
+    """Issue 36 (after round 13): the LoRA drill asks Llama 3.1 70B's trainable parameters at
+    r = 8 on q and v, but the lesson's 70B links (steps 2, 3, 5, 6, 8, 9 and 12) drew that
+    model's fine-tune at the page's r = 16 on q and v: 32,768,000 trainable parameters
+    (32.8M) in the chart's summary and the table, twice the drill's answer. There the LoRA
+    and QLoRA bills wait for the drill's answer; full fine-tuning's stays."""
+    import re
+
+    from app.charts.units import fmt_count
+    from tests.app import test_answers_hidden as hidden
+
+    lesson = client.get(PAGE).text
+    ids = [step_id for step_id, _ in hidden.steps(lesson)]
+    links = {h.replace("&amp;", "&").split("?", 1)[1]
+             for h in re.findall(r'<a class="try" href="([^"]+)"', lesson)}
+    seventy = [q for q in links if "model=llama-3.1-70b" in q and "modules=" not in q]
+    assert len(seventy) >= 5, seventy
+    for query in seventy:
+        count = api(client, **dict(p.split("=") for p in query.split("&")))["finetune"][1]
+        html = hidden.masked(client.get(f"{PAGE}?{query}").text, {"drill-precision-lora-params"})
+        text = hidden.visible(html, ids, ids[-1]) + " " + hidden.tables(html)
+        shown = count["trainable_params"]
+        assert f"{shown:,}" not in text and fmt_count(shown) not in text, (query, shown)
+        assert "LoRA and QLoRA ? (after step 10's drill)" in text, query
