@@ -59,9 +59,10 @@ def held_keys(result, steps: bool = True) -> str:
     return " ".join(filter(None, (drill_key(result), *(step_keys(result) if steps else ()))))
 
 
-def waits(keys: str) -> str:
-    """What a mask says it waits for: "until step 5 is guessed"."""
-    return "until " + " and ".join(WAITS[k] for k in keys.split())
+def waits(keys: str, word: str = "until") -> str:
+    """What a mask says it waits for: "until step 5 is guessed" (or, ``word`` "once", when
+    what it hides shows)."""
+    return f"{word} " + " and ".join(WAITS[k] for k in keys.split())
 
 
 def _held_meta(keys: str, tp: int, traces: int, label: int, part: str, mask: str,
@@ -259,7 +260,7 @@ def cost_figure(result) -> dict:
             # One GPU's time over t of the chosen bar is the efficiency a layer; the chosen
             # bar's times answer step 4 or 5 at their states (``step_keys``).
             **(_held_meta(keys, cost.tp, len(data), 0, times,
-                          f"One layer's times at t = {cost.tp} show {waits(keys)}")
+                          f"One layer's times at t = {cost.tp} show {waits(keys, 'once')}")
                if step_keys(result) else
                _held_meta(keys, cost.tp, len(data), 0, against,
                           f"against one GPU's time {waits(keys)}", names={2: "One GPU"})),

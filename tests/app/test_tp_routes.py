@@ -675,3 +675,35 @@ def test_round_13_readouts_derive_what_they_print_and_wait_for_their_steps(clien
                  r'data-chart="tp-cost">.*?</table>'):
         part = flat(re_lib.search(name, held, re_lib.S)[0])
         assert not any(fmt_bytes(b) in part for b in sent), part
+
+
+def test_round_14_masks_say_once_and_the_70b_times_wait_for_the_bytes_drill(client):
+    """Round-14 cold reading of EP04, findings 9 and 4: the cost chart's veiled caption read
+    "One layer's times at t = 8 show until step 5 is guessed" (they are hidden until then);
+    at the 70B state the readout's one collective took 0.30 ms at 391 GB/s of busBW, their
+    product the derive drill tp-allreduce-bytes' 117 MB, with the bytes held but not the time."""
+    import json
+    import re as re_lib
+
+    from app.charts.units import fmt_ms
+    from tests.app.test_answers_hidden import flat, masked
+
+    for params in ({"tp": 8, "sp": True}, {"tp": 8, "gpus_per_node": 1, "inter_link": "eth-25g"}):
+        page = client.get("/episodes/tensor-parallel", params=params).text
+        assert "show until" not in page and "shown until" not in page
+        cost = next(json.loads(m[1]) for m in re_lib.finditer(
+            r'<script type="application/json" class="figure" data-target="tp-cost"[^>]*>'
+            r"(.*?)</script>", page, re_lib.S))
+        assert " show once step " in cost["layout"]["meta"]["owners"][0]["summary"][1]
+    params = {"model": "llama-3.1-70b", "tp": 8}
+    api = client.get("/api/tp", params=params).json()
+    page = client.get("/episodes/tensor-parallel", params=params).text
+    # Only the bytes drill masked: the readout's time must not give its bytes by a product.
+    readout = flat(re_lib.search(r'<dl class="readout">.*?</dl>',
+                                 masked(page, {"drill-tp-allreduce-bytes"}), re_lib.S)[0])
+    assert fmt_ms(api["collective_s"]) not in readout, readout
+    assert fmt_busbw(api["bus_bandwidth"]) in readout
+    assert abs(api["collective_s"] * api["bus_bandwidth"] - api["collective_sent_bytes"]) \
+        < 0.01 * api["collective_sent_bytes"]
+    readout = flat(re_lib.search(r'<dl class="readout">.*?</dl>', page, re_lib.S)[0])
+    assert fmt_ms(api["collective_s"]) in readout
