@@ -15,6 +15,7 @@ from fastapi.responses import Response
 from jinja2 import pass_context
 from jinja2.utils import htmlsafe_json_dumps
 from markupsafe import Markup, escape
+from starlette.datastructures import URL
 
 from app.labkit.parsing import State, parse, parse_with_fallback
 from app.labkit.view import FORM, VIEWS, Diagram, LabView
@@ -30,7 +31,19 @@ def public_origin(request: Request) -> str:
     then never reaches a snippet), else the request's own (a laptop, a test)."""
     if SETTINGS.public_url:
         return SETTINGS.public_url
-    return f"{request.url.scheme}://{request.url.netloc}"
+    server = request.scope.get("server")
+    return request_origin(request.scope.get("scheme", "http"), request.headers.get("host"),
+                          None if server is None else tuple(server))
+
+
+@lru_cache(maxsize=64)
+def request_origin(scheme: str, host: str | None, server: tuple | None) -> str:
+    """A request's origin as Starlette's ``request.url`` spells it, from what it reads for
+    it: the scheme, the first Host header, the server's address. The whole URL, query and all,
+    was built and split again for it on every answer (issue 31: 0.8% of a class's misses)."""
+    headers = [] if host is None else [(b"host", host.encode("latin-1"))]
+    url = URL(scope={"scheme": scheme, "server": server, "path": "/", "headers": headers})
+    return f"{url.scheme}://{url.netloc}"
 
 
 def public_base_url(request: Request) -> str:

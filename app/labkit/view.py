@@ -4,6 +4,7 @@ another's routes or drills."""
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlencode
 
@@ -200,7 +201,15 @@ class LabView(Generic[Q, R]):
         return diagram.element_id or f"{self.name}-{diagram.name}"
 
     def diagram(self, name: str) -> Diagram | None:
-        return next((d for d in self.diagrams if d.name == name), None)
+        return self._diagrams_by_name.get(name)
+
+    @cached_property
+    def _diagrams_by_name(self) -> dict[str, Diagram]:
+        """Each diagram by its name, the first of a name (every answer's embed codes ask)."""
+        by_name: dict[str, Diagram] = {}
+        for d in self.diagrams:
+            by_name.setdefault(d.name, d)
+        return by_name
 
     def label(self, name: str) -> str:
         return self.labels.get(name, name)

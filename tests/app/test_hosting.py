@@ -343,3 +343,36 @@ def test_compose_replicates_the_lab_behind_caddy_under_the_base_path():
     assert {f"read_header {timeout}", f"read_body {timeout}",
             f"max_header_size {MAX_HEAD_BYTES // 1024}KiB",
             f"max_size {MAX_BODY_BYTES // 1024}KiB"} <= set(lines)
+
+
+ORIGIN_SCOPES = [  # (scheme, first Host header, server)
+    ("http", "127.0.0.1:8000", ("127.0.0.1", 8000)), ("http", None, ("127.0.0.1", 80)),
+    ("https", None, ("::1", 8443)), ("http", "evil.example:99999", ("10.0.0.1", 8000)),
+    ("http", "a.example:80", None), ("https", "[::1]:443", ("x", 1)), ("http", "h/x?y", ("s", 2)),
+    ("http", None, None),
+]
+
+
+@pytest.mark.parametrize(("scheme", "host", "server"), ORIGIN_SCOPES)
+def test_an_embed_codes_origin_is_its_requests_own(client, scheme, host, server):
+    """Without PUBLIC_URL, embed codes spell the request's origin as Starlette's request.url
+    does (app/labkit/render.py request_origin, kept per scheme, Host and server since issue
+    31: no other request's origin, whatever was asked before)."""
+    from starlette.requests import Request
+
+    from app.labkit.render import public_origin
+
+    scope = {"type": "http", "scheme": scheme, "server": server, "path": "/episodes/memory",
+             "query_string": b"tp=2&pp=4",
+             "headers": [(b"host", host.encode())] if host else []}
+    expected = f"{Request(scope).url.scheme}://{Request(scope).url.netloc}"
+    for asked in ORIGIN_SCOPES:  # each other origin asked first
+        other = {**scope, "scheme": asked[0], "server": asked[2],
+                 "headers": [(b"host", asked[1].encode())] if asked[1] else []}
+        public_origin(Request(other))
+        assert public_origin(Request(scope)) == expected
+    from app.response_cache import CACHE
+
+    CACHE.clear()
+    text = client.get("/episodes/memory", headers={"Host": "b.example:8123"}).text
+    assert 'src="http://b.example:8123/embed/memory' in text
