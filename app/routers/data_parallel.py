@@ -89,8 +89,10 @@ def facts() -> dict:
         "one": state(gpus=1),
         "good": state(gpus=8, link="nvlink-4"),
         "bad": state(**eth),
-        # Step 1 asks a GPU count neither the opening state nor a case button shows.
-        "eth16": state(gpus=16, link="eth-100g"),
+        # Step 1 asks a GPU count neither the opening state nor a case button shows; its
+        # links are on InfiniBand, whose figures no later step asks (on Ethernet, step 3's,
+        # the time chart and the chosen point were veiled: round-14 cold reading, finding 3).
+        "ib16": state(gpus=16, link="ib-ndr"),
         "pcie8": state(gpus=8, link="pcie-4"),
         # Round-2 cold reading: the page opens at "good", so steps 2 and 8 ask about a state
         # it does not print (one sequence a GPU).

@@ -549,7 +549,8 @@ def test_step_3s_ethernet_all_reduce_waits_for_its_guess(client):
     before = [u for step_id, step in found[:ids.index("step-3")] for u in try_urls(step)]
     urls = list(dict.fromkeys([path, *case_urls(html), *before]))
     eth = [u for u in urls if "link=eth-100g" in u]
-    assert len(eth) >= 2, urls  # the bad case and step 1's 16 and 64 GPUs
+    # The bad case (step 1's 16 and 64 GPUs were Ethernet too until round 14, finding 3).
+    assert eth, urls
 
     def figures_of(url: str) -> list[tuple[str, str]]:
         """Ethernet's speedup and efficiency at the url's GPU count past one server (in one
@@ -770,3 +771,28 @@ def test_round_14_bucketing_that_lowers_the_efficiency_says_so_with_the_engines_
             f"all-reduce, more than the {ms(over['overlapped_comm_s'])} the backward "
             "hides") in why
     assert f"Efficiency falls from {pct(base['efficiency'])} to" in why
+
+
+def test_round_14_step_1s_links_move_the_chosen_point_unveiled(client):
+    """Round-14 cold reading of EP02-EP05, finding 3: step 1's "16 GPUs" and "64 GPUs" were
+    on 100 Gb/s Ethernet, whose all-reduce is step 3's answer: after step 1's guess the
+    chosen point vanished ("Chosen (after step 3)"), the time and crossover charts went grey,
+    and nothing the step names moved. Each link now lands where nothing waits for a later
+    guess: the scaling chart's chosen point and the time chart are drawn, and the point
+    moves from link to link."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    from tests.app.test_answers_hidden import try_urls
+
+    html = client.get("/episodes/data-parallel").text
+    step = html[html.index('id="step-1"'):html.index('id="step-2"')]
+    points = []
+    for url in try_urls(step):
+        figs = figures(run(DataParallelQuery(**dict(parse_qsl(urlsplit(url).query)))))
+        scaling, time = figs["scaling"], figs["time"]
+        chosen = [i for i, t in enumerate(scaling["data"]) if t.get("legendgroup") == "chosen"]
+        owners = scaling["layout"].get("meta", {}).get("owners", [])
+        assert not [o for o in owners if set(o.get("traces", [])) & set(chosen)], url
+        assert not time["layout"].get("meta", {}).get("owners"), url
+        points.append((scaling["data"][chosen[0]]["x"][0], scaling["data"][chosen[0]]["y"][0]))
+    assert len(set(points)) == len(points) == 3, points
