@@ -70,11 +70,32 @@ def figures(state: PlaygroundState) -> dict[str, dict]:
     for p in state.panels:
         if p.result is None:
             continue
-        own = p.made("figures", partial(p.view.figures, p.result))
+        own = p.made("figures", partial(_unveiled_figures, p.view, p.result))
         for name in p.diagrams:
             if name in own:
                 drawn[diagram_name(p.lab, name)] = own[name]
     return drawn
+
+
+# What a lab's figure carries for its own lesson page: which of that lesson's steps or drills
+# it waits for (layout.meta, static/js/lab.js). Its keys name the lesson's step ids
+# ("step-3") and charts, which on the playground are the playground's own: EP05's Gantt at
+# one micro-batch waited for the playground's step 1 (round-14 review). The playground asks
+# none of a lab's questions, so it draws every figure whole.
+LESSON_VEIL = ("after", "owners", "masked", "partly", "names", "axes")
+
+
+def _unveiled_figures(view, result) -> dict[str, dict]:
+    return {name: unveiled(figure) for name, figure in view.figures(result).items()}
+
+
+def unveiled(figure: dict) -> dict:
+    meta = figure.get("layout", {}).get("meta")
+    if not meta or not any(key in meta for key in LESSON_VEIL):
+        return figure
+    rest = {key: value for key, value in meta.items() if key not in LESSON_VEIL}
+    layout = {key: value for key, value in figure["layout"].items() if key != "meta"}
+    return {**figure, "layout": {**layout, **({"meta": rest} if rest else {})}}
 
 
 def lab_query(p: PanelState) -> str:

@@ -592,3 +592,17 @@ def test_round_6_item_6_step_5s_backward_exposure_is_derived_from_its_gemms(clie
         assert f"{terms} = {1e3 * tp['backward_comm_s']:.2f} ms" in text, key
         for g in gemms:
             assert f"({1e3 * g['seconds']:.2f} ms)" in text
+
+
+def test_the_playground_draws_every_labs_figure_whole(client):
+    """A lab's figure carries what it waits for on its own lesson page: that lesson's step ids
+    and charts (layout.meta, static/js/lab.js). On the playground those ids are the
+    playground's own steps: EP05's Gantt at one micro-batch waited for the playground's step 1
+    (round-14 review). The playground asks none of a lab's questions: no figure is veiled."""
+    query = {"pp": 4, "microbatches": 1, "tp": 8, "dp": 1, "nodes": 4, "show_pipeline": "gantt"}
+    lesson = client.get("/episodes/pipeline", params={"stages": 4, "microbatches": 1}).text
+    assert '"after":"step-1"' in lesson  # the lesson keeps it for its own step 1
+    page = client.get("/episodes/playground", params=query).text
+    metas = re.findall(r'"layout":\{.*?"meta":(\{.*?\})', page)
+    assert '"after":' not in page and '"owners":' not in page and '"partly":' not in page, metas
+    assert 'data-chart="pipeline-gantt"' in page
