@@ -182,24 +182,33 @@ def timeline_keys(result) -> dict[str, tuple[str, ...]]:
     finding 1: the timeline and the Step cell were never masked): the rollout waits for step
     5's guess, the training and the sync for step 6's (step 6's diagram), the step and the
     samples a second for step 2's; and each, for the state that answers a step or a drill,
-    for that one too: DeepSeek-R1's step time steps 5 and 6, GLM-4-9B's times step 2, its 16
+    for that one too: DeepSeek-R1's step time steps 5 and 6 (at step 6's own states, R1 with
+    its default engines, every time is step 6's alone), GLM-4-9B's times step 2, its 16
     responses a prompt step 5's predict drill, its 24 GPUs the closing decide."""
     inp = result.input
     state: tuple[str, ...] = ()  # what the state's every time answers
     step: tuple[str, ...] = ()  # what its step time answers besides
-    if inp.model.id == R1:
-        # The rollout alone is step 5's (its why quotes it); the step, with the rollout, gives
-        # the sync, which step 6 asks about.
+    rollout, base = ("step-5",), ("step-2",)
+    if inp.model.id == R1 and (inp.engines or inp.placement == "separate-pd"):
+        # Step 5's states (4 engines, whole or split): the rollout is step 5's (its why quotes
+        # it); the step, with the rollout, gives the sync, which step 6 asks about.
         step = ("step-5", "step-6")
+    elif inp.model.id == R1:
+        # Step 6's states (its links, R1 colocated and separate, whose rollouts are one): the
+        # rollout is step 6's answer, "the longest part", so its guess draws it (round-14
+        # cold reading of EP09, finding 1: the reveal said "Right" with every bar but the
+        # rollout); the step is max(rollout, training) + sync, all of them step 6's.
+        rollout, base = ("step-6",), ()
+        step = ("step-6",)
     elif inp.model.id == GLM9:
         state = ((ROLLOUT_DRILL,) if inp.responses_per_prompt != 8 else
                  (DECIDE_DRILL,) if len(result.gpus) == DECIDE_GPUS else ("step-2",))
 
-    def keys(*base: str) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(base + state))
+    def keys(*own: str) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(own + state))
 
-    return {"rollout": keys("step-5"), "train": keys("step-6"), "weight_sync": keys("step-6"),
-            "step": keys("step-2", *step)}
+    return {"rollout": keys(*rollout), "train": keys("step-6"), "weight_sync": keys("step-6"),
+            "step": keys(*base, *step)}
 
 
 TIMELINE_MASK = "The phases' times show once their steps are guessed."

@@ -346,9 +346,41 @@ def test_round_5b_step_6_bounds_how_fast_the_colocated_sync_errs(client):
     worst = col["step_seconds"] - nvl + ib
     page = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get(
         "/episodes/rl-placement").text)))
-    assert (f"takes {ib:.1f} s, not {nvl:.2f} s, a step of {worst:.1f} s: still faster than "
-            f"separate pools' {sep['step_seconds']:.1f} s") in page
+    assert (f"at {sep['sync_rate'] / 1e9:.0f} GB/s, {ib:.1f} s, not {nvl:.2f} s: a step of "
+            f"{worst:.1f} s, still faster than separate pools' {sep['step_seconds']:.1f} s") in page
     assert ib > 5 * nvl and worst < sep["step_seconds"]
+
+
+def test_round_14_step_6s_guess_draws_the_rollout_and_its_limit_quotes_no_step(client):
+    """Round-14 cold reading of EP09: at step 6's link (R1, separate) its guess drew the
+    training and the sync but held the rollout, its answer, and the step on step 5's and step
+    2's guesses (finding 1); its Limit, shown before the guess, gave both step times, whose
+    difference less the table's sync is max(rollout, training) (finding 3). Every time at
+    step 6's states now waits for step 6 alone (chart owners and table cells), while step 5's
+    own states keep the rollout on step 5; the bound sits in the why."""
+    import json
+
+    from app.charts.rl import timeline_keys
+
+    f = facts()
+    for name in ("r1", "r1_sep"):
+        keys = timeline_keys(f[name]["result"])
+        assert set(keys) == {"rollout", "train", "weight_sync", "step"}
+        assert all(k == ("step-6",) for k in keys.values()), (name, keys)
+        body = client.get("/episodes/rl-placement", params=f[name]["params"]).text
+        fig = re.search(r'data-target="placement-timeline"[^>]*>(.*?)</script>', body, re.S)
+        owners = json.loads(fig.group(1))["layout"]["meta"]["owners"]
+        assert [o["step"] for o in owners] == ["step-6"], owners
+        row = re.search(r'<th scope="row">Rollout</th><td><span class="answer-mask" '
+                        r'data-after-guess="([^"]+)"', body)
+        assert row.group(1) == "step-6"
+    for name in ("r1_sep4", "r1_pd"):
+        assert timeline_keys(f[name]["result"])["rollout"] == ("step-5",)
+    six = _steps(client)[6]
+    limit = six[six.index("Limit."):]
+    why = six[:six.index("Limit.")]
+    step = f"{f['r1_sep']['api']['step_seconds']:.1f} s"
+    assert step not in limit and " s," not in limit and step in why
 
 
 def test_round_6_step_8_derives_the_freed_memory_through_tp(client):
