@@ -18,6 +18,7 @@ from functools import lru_cache
 from labs.core.errors import LabInputError
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, node_cluster
+from labs.hardware.nccl import HOP_LATENCY
 from labs.memory.inputs import STATE_KEYS, MemoryInput
 from labs.memory.lab import compute_memory
 from labs.model.activations import layers_activation_bytes
@@ -103,8 +104,18 @@ def _forward_seconds(model: ModelSpec, cluster: Cluster, tp: int, seq_len: int,
                      + [head.embedding_forward.seconds, head.output_forward.seconds])
 
 
+def send_latency(link) -> float:
+    """Seconds a send waits before its bytes flow: one hop of NCCL's ring on Simple on the
+    link's hardware (NCCL 2.8's hwLat, ``labs.hardware.nccl``; 9.6 µs on the network), the
+    figure EP02 step 1 states. A send moves at the link's busBW, what NCCL reaches on it
+    (EP02: "busBW is always this achieved figure, never the datasheet's"), so EP05 prices its
+    sends with EP02's constants (round-14 cold reading of EP02-EP05, finding 8)."""
+    return HOP_LATENCY[link.hw]["ring"]["Simple"] * 1e-6
+
+
 def on_link(inp: PipelineLabInput) -> PipelineInput:
-    """The pipeline with its sends sized on ``inp.link`` (s·b·h·2/t bytes each way)."""
+    """The pipeline with its sends sized on ``inp.link`` (s·b·h·2/t bytes each way, at its
+    busBW after ``send_latency``)."""
     pipe = inp.pipeline
     if inp.link is None or pipe.p2p is not None:
         return pipe
@@ -115,7 +126,7 @@ def on_link(inp: PipelineLabInput) -> PipelineInput:
     return replace(
         pipe,
         boundary_bytes=boundary_bytes(inp.seq_len, inp.micro_batch, inp.model.hidden, tp=inp.tp),
-        link_bandwidth=inp.link.bandwidth, link_latency=inp.link.latency,
+        link_bandwidth=inp.link.ring_busbw, link_latency=send_latency(inp.link),
         forward_seconds=stage_forward_seconds(
             inp.model, inp.gpu, stages=pipe.stages, tp=inp.tp, seq_len=inp.seq_len,
             micro_batch=inp.micro_batch),

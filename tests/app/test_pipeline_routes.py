@@ -449,3 +449,25 @@ def test_round_13_step_3_asks_one_rank_and_zb_h1_is_cited_one_way(client):
     assert "Qi et al. 2024 (ICLR; arXiv 2023)" in zb
     sheet = client.get("/api/cheatsheet").text
     assert "Qi et al. 2024 (ICLR; arXiv 2023)" in sheet and "Qi et al. 2023" not in sheet
+
+
+def test_round_14_step_4_prices_a_send_with_ep02s_busbw_and_network_hop(client):
+    """Round-14 cold reading of EP02-EP05, finding 8: step 4 priced a send at the datasheet's
+    50 GB/s and a 5 µs latency no page states, where EP02 teaches that busBW is the achieved
+    48 GB/s and NCCL's network hop 9.6 µs. The engine's sends now run at the link's busBW
+    after one NCCL ring hop on Simple (labs.pipeline.lab.send_latency), and the why says so."""
+    from labs.hardware.links import get_link
+    from labs.hardware.nccl import HOP_LATENCY
+
+    ndr = get_link("ib-ndr")
+    inp = facts()["v4_ndr"]["result"].result.input
+    assert inp.link_bandwidth == ndr.ring_busbw
+    assert inp.link_latency == HOP_LATENCY["net"]["ring"]["Simple"] * 1e-6
+    send = inp.boundary_bytes / ndr.ring_busbw + inp.link_latency
+    assert abs(facts()["v4_ndr"]["api"]["send_seconds"] - send) < 1e-12
+    html = client.get("/episodes/pipeline").text
+    html = re.sub(r'<span class="term-tip".*?</span>', "", html, flags=re.S)  # glossary tips
+    text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", "", html)))
+    assert (f"÷ {ndr.ring_busbw / 1e9:g} GB/s (the port's busBW, EP02) + "
+            f"{HOP_LATENCY['net']['ring']['Simple']:g} µs (NCCL's network hop, EP02 step 1) = "
+            f"{round(send * 1e6)} µs") in text
