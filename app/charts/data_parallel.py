@@ -273,8 +273,11 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
                              " (step 3)" if allreduce_keys(result) == (STEP3,) else "")}
                          if allreduce_keys(result) else {}, "partly": True, "owners": owners,
                          # a short name while veiled: a phone's legend keeps to its rows
-                         "names": {str(i): STEP3_NAME for o in owners if o["step"] == STEP3
-                                   for i in o["traces"]}}}
+                         "names": {**{str(i): STEP3_NAME for i, t in enumerate(data)
+                                      if t.get("legendgroup") == STEP3_LINK},
+                                   **({str(i): "Chosen (after its drill)" for i, t in
+                                       enumerate(data) if t.get("legendgroup") == "chosen"}
+                                      if set(allreduce_keys(result)) - {STEP3} else {})}}}
                if owners else {}),
         ),
         "summary": summary,

@@ -796,3 +796,21 @@ def test_round_14_step_1s_links_move_the_chosen_point_unveiled(client):
         assert not time["layout"].get("meta", {}).get("owners"), url
         points.append((scaling["data"][chosen[0]]["x"][0], scaling["data"][chosen[0]]["y"][0]))
     assert len(set(points)) == len(points) == 3, points
+
+
+def test_round_14_the_veiled_chosen_point_is_named_for_what_it_waits_for():
+    """At a drill's state the chosen point's legend names the drill plainly, not its form id
+    ("Chosen (after drill-dp-predict-16-ib)"); at an Ethernet state lab.js names it after step
+    3 as before, and only the Ethernet curves take the short "Ethernet (step 3)"."""
+    from app.charts.data_parallel import STEP3_NAME
+
+    for query, chosen_name in ((DataParallelQuery(gpus=16, link="ib-ndr", nics_per_node=2),
+                                "Chosen (after its drill)"),
+                               (DataParallelQuery(gpus=64, link="eth-100g"), None)):
+        fig = figures(run(query))["scaling"]
+        names = fig["layout"]["meta"]["names"]
+        for i, trace in enumerate(fig["data"]):
+            group = trace.get("legendgroup")
+            expected = (STEP3_NAME if group == "eth-100g" else chosen_name if group == "chosen"
+                        else None)
+            assert names.get(str(i)) == expected, (query, i, group)
