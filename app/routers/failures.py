@@ -30,6 +30,7 @@ from app.routers.failures_state import (
     answer_keys,
     figures,
     llama3_timed,
+    replanned_step,
     rounded_best,
     run,
     scaled_step,
@@ -92,6 +93,10 @@ def facts() -> dict:
     # step ideally from the engine's at 65,536 (peer_128k); the bound takes it no faster than
     # that (round-10 cold reading, EP11 finding 2: the ideal 0.779 s step gave 12 days).
     # Quoted, never linked: the chart would scale every other size ideally from it.
+    # Step 7's re-planned layout on 65,536 GPUs, CP 4 × DP 128: Llama 3's micro-batches a
+    # pipeline again. Quoted, never linked (its chart would scale every other size from it).
+    out["engine_64k_cp"] = (cp := replanned_step(65_536, 4))
+    out["slow_64k_cp"] = step_state(state, 65_536, cp["lab_step_s"], **slow)
     out["peer_128k_bound"] = step_state(state, 131_072, out["slow_64k"]["api"]["step_here_s"],
                                         save="peer", storage_bw=20_000_000_000)
     return out

@@ -86,6 +86,26 @@ def llama3_timed(dp: int, sequences: int = LLAMA3_SEQUENCES) -> dict:
             "sequences": sequences}
 
 
+@lru_cache(maxsize=4)
+def replanned_step(gpus: int, cp: int) -> dict:
+    """EP08's engine on Llama 3's batch at ``gpus`` GPUs re-planned, the growth split between
+    context parallelism (CP ``cp``) and DP, so each pipeline keeps Llama 3's micro-batches
+    (round-14 cold reading of EP11, finding 2: step 7's 'more GPUs finish later' holds only
+    while DP alone grows); its speed-up over DP 128 applied to STEP_S, as ``scaled_step``."""
+    from app.routers.recipe import RecipeQuery
+    from app.routers.recipe import run as run_recipe
+
+    dp = gpus // (LLAMA3_REPLICA * cp)
+    m = LLAMA3_SEQUENCES // dp
+    r = run_recipe(RecipeQuery(**LLAMA3_LAYOUT, cp=cp, nodes=gpus // 8, dp=dp, microbatches=m),
+                   two_d=False).result
+    if not r.legal:
+        raise ValueError(f"Llama 3's layout at CP {cp}, DP {dp}: {r.problems}")
+    speedup = llama3_timed(128)["step_s"] / r.step_s
+    return {"cp": cp, "dp": dp, "gpus": r.gpus, "m": m, "step_s": r.step_s,
+            "bubble": r.bubble_fraction, "speedup": speedup, "lab_step_s": STEP_S / speedup}
+
+
 def scaled_step(dp: int, sequences: int = LLAMA3_SEQUENCES) -> dict:
     """The step at DP ``dp`` as the failures lab takes it: EP08's engine's speed-up over DP 128
     (Llama 3's 16,384 GPUs) applied to Llama 3's measured step (STEP_S)."""

@@ -351,8 +351,8 @@ def test_round6_step_7_times_its_65536_gpu_step_on_ep08s_engine(client):
     text = " ".join(re.sub(r"<[^>]+>", "", step7).split())
     fixed = timed(512, 2048)
     assert f"the engine measures {100 * fixed['bubble_fraction']:.1f}%" in text
-    assert (f"so they go {days[0]:.3g} → {days[1]:.3g} → {days[2]:.3g}: on a fixed batch, "
-            "more GPUs finish later") in text
+    assert (f"so they go {days[0]:.3g} → {days[1]:.3g} → {days[2]:.3g}: on a fixed batch "
+            "and layout, more GPUs finish later") in text
     ideal = api(client, **slow, gpus=65_536, step_s=round(STEP_S / 4, 3), step_gpus=65_536)
     assert not ideal["step_timed"]
     assert (f"({ideal['step_here_s']:.2f} s on 65,536 GPUs), would finish in "
@@ -644,3 +644,36 @@ def test_round13_steps_2_5_and_7_derive_their_figures_from_one_computation(clien
     e, v, p = f["engine_64k"], LLAMA3_LAYOUT["virtual"], LLAMA3_LAYOUT["pp"]
     assert 1 - v * e["m"] / (v * p + e["m"] - 1) == pytest.approx(e["bubble"], abs=5e-4)
     assert (f"1 − {v * e['m']}/{v * p + e['m'] - 1} = {100 * e['bubble']:.1f}%") in text
+
+
+def test_round_14_step_7_states_its_fixed_layout_and_what_a_replanned_one_does(client):
+    """Round-14 cold reading of EP11, finding 2: step 7 concluded 'on a fixed batch, more
+    GPUs finish later', true only while DP alone grows (TP 8 × PP 16 kept). The question now
+    states that layout, the why says it, and a note times EP08's engine on 65,536 GPUs
+    re-planned as CP 4 × DP 128 (16 micro-batches a pipeline again): its step and days, the
+    lab's own, fewer days than on 16,384 GPUs."""
+    from html import unescape
+
+    from app.routers.failures import facts
+    from app.routers.failures_state import replanned_step
+
+    page = client.get("/episodes/failures").text
+    page = re.sub(r'<span class="term-tip".*?</span>', "", page, flags=re.S)
+    step = page[page.index('id="step-7"'):page.index('id="step-8"')]
+    text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", step)))
+    question = text[text.index("Question."):text.index("Predict.")]
+    assert "growing only DP" in question and "the layout stays TP 8 × PP 16" in question
+    assert "on a fixed batch and layout, more GPUs finish later" in text
+    cp = replanned_step(65_536, 4)
+    f = facts()
+    job, base = f["slow_64k_cp"]["api"], f["slow_best"]["api"]
+    assert (cp["gpus"], cp["dp"], cp["m"]) == (65_536, 128, 16)
+    assert job["step_here_s"] == pytest.approx(cp["lab_step_s"], abs=1e-3)
+    assert ("TP 8 × PP 16 × CP 4 × DP 128 (context parallelism, EP07, splits each sequence "
+            "over 4 GPUs") in text
+    assert (f"keeps 16 micro-batches a pipeline, a bubble of {cp['bubble']:.1%}, and times the "
+            f"step {cp['speedup']:.2f}× as fast as on 16,384 GPUs: "
+            f"{job['step_here_s']:.3g} s") in text
+    days = job["best"]["finish_days"]
+    assert f"the job takes {days:.3g} days, fewer than on 16,384 GPUs" in text
+    assert days < base["best"]["finish_days"]
