@@ -777,3 +777,24 @@ def test_round_11_step_3s_why_is_a_short_derivation(client):
     note = four[four.index("Where the drill's training figure comes from."):]
     assert four.index("does the colocated recipe need?") < four.index("Where the drill's training")
     assert "CPU Adam keeps the optimizer in host RAM" in note
+
+
+def test_round_14_step_5_says_its_decode_leaves_out_the_all_to_all(client):
+    """Round-14 cold reading of EP09, finding 5: step 5 said the experts' all-to-all holds a
+    decode step together, but the lab times the step by its reads alone (labs/rl/serving.py).
+    The why's note now says so, prices the left-out exchange from R1's MoE layers and
+    DeepEP's measured latencies against the step's reads, and says which way the lab errs."""
+    from labs.model.presets import get_model
+
+    four = facts()["r1_sep4"]["api"]["rollout_parts"]
+    m = get_model("deepseek-r1")
+    from app.routers.rl import serving_terms
+
+    t = serving_terms(facts()["glm9"]["result"])  # the rate step 5 quotes
+    read_ms = four["decode_weight_bytes"] / (t["hbm_efficiency"] * t["hbm_bandwidth"]) * 1e3
+    a2a_ms = m.moe_layers * 2 * 50 / 1e3
+    five = _steps(client)[5]
+    assert "The lab also leaves out the all-to-all's own time" in five
+    assert (f"{m.moe_layers} × 2 × 50 µs ≈ {a2a_ms:.0f} ms a step beside the {read_ms:.1f} ms "
+            f"of reads") in five
+    assert f"up to about {1 + a2a_ms / read_ms:.1f}× slower, so here the lab errs fast" in five
