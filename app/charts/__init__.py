@@ -57,6 +57,19 @@ def bar_key(data: list[dict]) -> list[list[str]]:
             and isinstance(t.get("marker", {}).get("color"), str)]
 
 
+def owned(layout: dict, *owners: dict, partly: bool = False, axes: dict | None = None) -> dict:
+    """The layout with its parts owned by the steps each owner names (``step``: keys, as an
+    .answer-mask's data-after-guess, several masking while any is; static/js/lab.js veilOf),
+    owners naming none left out; with none left, the layout as it was. An owner of every
+    trace veils the chart whole, unless ``partly``; ``axes``: each axis as drawn while some
+    owner's parts are hidden (its reach would give them away)."""
+    kept = [o for o in owners if o["step"]]
+    if kept:
+        layout["meta"] = {"masked": {}, "partly": partly, "owners": kept,
+                          **({"axes": axes} if axes else {})}
+    return layout
+
+
 def base_layout(**overrides) -> dict:
     """The layout every chart starts from: tight margins, no background, legend below."""
     layout = {

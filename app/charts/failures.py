@@ -8,7 +8,7 @@ nothing here knows a formula.
 
 import math
 
-from app.charts import DIMMED, LINE_COLOUR, base_layout, chosen_band, tint, value_label
+from app.charts import DIMMED, LINE_COLOUR, base_layout, chosen_band, owned, tint, value_label
 from app.charts.units import fmt_duration, fmt_pct
 from labs.failures.lab import LLAMA3
 
@@ -20,17 +20,6 @@ PARTS = (  # Goodput field, label, colour
     ("rework", "redoing lost steps", "#f58518"),
     ("restart", "restarting", "#e45756"),
 )
-
-
-def _owned(layout: dict, *owners: dict, partly: bool = False) -> dict:
-    """The layout with its parts owned by the steps each owner names (``step``: keys, as an
-    .answer-mask's data-after-guess, several masking while any is; static/js/lab.js veilOf),
-    owners naming none left out; with none left, the layout as it was. An owner of every
-    trace veils the chart whole, unless ``partly``."""
-    kept = [o for o in owners if o["step"]]
-    if kept:
-        layout["meta"] = {"masked": {}, "partly": partly, "owners": kept}
-    return layout
 
 
 def _after(keys) -> str:
@@ -87,7 +76,7 @@ def rate_figure(result, keys: tuple[str, ...] = ()) -> dict:
                 f"{fmt_duration(result.mtbi_s)}")
     return {
         "data": data,
-        "layout": _owned(base_layout(
+        "layout": owned(base_layout(
             annotations=[label], shapes=[_log_band(inp.gpus)],
             margin={"l": 56, "r": 8, "t": 8, "b": 8},
             xaxis=_gpu_axis(points),
@@ -130,7 +119,7 @@ def time_figure(result, keys: tuple[str, ...] = ()) -> dict:
                f"({fmt_duration(result.best.interval)}) {fmt_pct(result.best.goodput)} trains")
     return {
         "data": data,
-        "layout": _owned(base_layout(
+        "layout": owned(base_layout(
             barmode="stack", margin={"l": 96, "r": 8, "t": 8, "b": 8},
             xaxis={"range": [0, 100], "title": {"text": "% of wall time", "standoff": 2},
                    "fixedrange": True, "gridcolor": "#e6e9ef"},
@@ -181,7 +170,7 @@ def interval_figure(result, keys: tuple[str, ...] = ()) -> dict:
                "and failures do")
     return {
         "data": data,
-        "layout": _owned(base_layout(
+        "layout": owned(base_layout(
             annotations=[label], shapes=[_log_band(inp.interval), young],
             margin={"l": 56, "r": 8, "t": 8, "b": 8},
             xaxis={"type": "log", "title": {"text": "seconds between saves (dashed: Young)",
@@ -252,7 +241,7 @@ def scale_figure(result, goodput_keys: tuple[str, ...] = (),
     labels.append(_step_note(points, inp))
     return {
         "data": data,
-        "layout": _owned(base_layout(
+        "layout": owned(base_layout(
             annotations=labels,  # two stacked plots by their axes' domains (the bundle has no grid)
             shapes=[_log_band(inp.gpus)],
             # The days panel answers step 7 (how much sooner each doubling finishes: the

@@ -2,7 +2,7 @@
 that holds it), each GPU's time in the layer (dispatch, experts, combine, waiting for the
 slowest), and parameters held against parameters used."""
 
-from app.charts import LINE_COLOUR, base_layout
+from app.charts import LINE_COLOUR, base_layout, owned
 from app.charts.crossover import ms, threshold_figure, tokens, verdict
 from app.charts.units import fmt_count, fmt_pct
 from labs.experts.crossover import ep_crossover
@@ -27,9 +27,24 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1e3, 4)
 
 
-def experts_figure(result) -> dict:
+def _after(keys) -> str:
+    """What a mask waits for: "(after step 4's guess)"."""
+    return "(after " + " and ".join(k.replace("-", " ") + "'s" for k in keys) + " guess)"
+
+
+def _owner(keys, summary: str = "", **parts) -> dict:
+    """A chart's part owned by ``keys`` (layout.meta.owners): its traces, points, labels and
+    shapes, and the summary's text it masks."""
+    return {"step": " ".join(keys), **parts,
+            **({"summary": [summary, f"? {_after(keys)}"]} if summary else {})}
+
+
+def experts_figure(result, keys: dict | None = None) -> dict:
     """Bars of token copies per expert: kept (in its GPU's shade, the busiest GPU's in red)
-    and dropped over capacity (grey), with the mean and the capacity as lines."""
+    and dropped over capacity (grey), with the mean and the capacity as lines; the dropped
+    share and the busiest expert's ratio owned by the steps they answer (``keys``,
+    app.routers.moe_state.answer_keys)."""
+    keys = keys or {}
     r, inp = result.routing, result.input
     per = result.experts_per_gpu
     experts = list(range(len(r.routed_per_expert)))
@@ -63,9 +78,12 @@ def experts_figure(result) -> dict:
     top = max(max(r.routed_per_expert), r.capacity or 0)
     dropped = (f"; {fmt_pct(result.dropped_fraction)} dropped over a capacity of "
                f"{r.capacity:,}" if r.capacity is not None else "; no capacity limit")
+    busiest = f"{result.max_over_mean:.2f}x the mean"
+    owners = (_owner(keys.get("dropped", ()), dropped, traces=[1] if len(data) > 1 else []),
+              _owner(keys.get("busiest", ()), busiest))
     return {
         "data": data,
-        "layout": base_layout(
+        "layout": owned(base_layout(
             barmode="stack", bargap=0.1 if len(experts) <= 64 else 0, shapes=shapes,
             legend=LEGEND_TOP, margin=MARGIN,
             annotations=notes, showlegend=len(data) > 1,
@@ -73,18 +91,21 @@ def experts_figure(result) -> dict:
                    "fixedrange": True, "showgrid": False},
             yaxis={"title": {"text": "tokens"}, "range": [0, top * 1.15], "fixedrange": True,
                    "gridcolor": "#e6e9ef"},
-        ),
+        ), *owners, partly=True),
         "summary": (
             f"{inp.model.name}, EP {inp.ep}: {len(experts)} experts, {per} per GPU; the "
-            f"busiest expert gets {result.max_over_mean:.2f}x the mean of {mean:,.0f} tokens"
+            f"busiest expert gets {busiest} of {mean:,.0f} tokens"
             + dropped
         ),
     }
 
 
-def gpus_figure(result) -> dict:
+def gpus_figure(result, keys: dict | None = None) -> dict:
     """One stacked bar per GPU of the EP group: its dispatch, expert compute and combine, and
-    the time it waits because each all-to-all ends with its slowest member."""
+    the time it waits because each all-to-all ends with its slowest member; the all-to-alls,
+    the experts and the layer (the wait and the balanced line) owned by the steps they answer
+    (``keys``): the rest stays drawn."""
+    keys = keys or {}
     r, inp = result.routing, result.input
     gpus = list(range(inp.ep))
     dispatch = [_ms(s) for s in r.dispatch_s]
@@ -97,9 +118,19 @@ def gpus_figure(result) -> dict:
         "hovertemplate": f"GPU %{{x}}: {PHASES[key][0].lower()} %{{y:.3f}} ms<extra></extra>",
     } for key, values in parts.items()]
     balanced = _ms(result.balanced.layer_s)
+    layer = (f"One MoE layer's forward takes {_ms(r.layer_s):.2f} ms, set by GPU "
+             f"{result.slowest_gpu} ({result.slowdown:.2f}x the balanced {balanced:.2f} ms)")
+    a2a, experts = keys.get("a2a", ()), keys.get("compute", ())
+    owners = (_owner(a2a, f"dispatch {max(dispatch):.2f} ms", traces=[0, 2]),
+              _owner(a2a, f"combine {max(dispatch):.2f} ms"),
+              _owner(experts, f"experts {max(compute):.2f} ms", traces=[1]),
+              _owner(keys.get("layer", ()), layer, traces=[3], annotations=[0], shapes=[0]))
+    # While a part is hidden the ms axis reaches only what is drawn: its reach was the layer's.
+    axes = {"yaxis": {"title": {"text": "ms per MoE layer (forward)"}, "fixedrange": True,
+                      "gridcolor": "#e6e9ef"}}
     return {
         "data": data,
-        "layout": base_layout(
+        "layout": owned(base_layout(
             barmode="stack", bargap=0.15 if inp.ep <= 64 else 0, legend=LEGEND_TOP,
             margin=MARGIN,
             shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y",
@@ -113,20 +144,19 @@ def gpus_figure(result) -> dict:
                    "showgrid": False},
             yaxis={"title": {"text": "ms per MoE layer (forward)"}, "fixedrange": True,
                    "range": [0, max(_ms(r.layer_s), balanced) * 1.15], "gridcolor": "#e6e9ef"},
-        ),
+        ), *owners, partly=True, axes=axes),
         "summary": (
-            f"One MoE layer's forward takes {_ms(r.layer_s):.2f} ms, set by GPU "
-            f"{result.slowest_gpu} ({result.slowdown:.2f}x the balanced {balanced:.2f} ms): "
-            f"dispatch {max(dispatch):.2f} ms, experts {max(compute):.2f} ms, combine "
+            f"{layer}: dispatch {max(dispatch):.2f} ms, experts {max(compute):.2f} ms, combine "
             f"{max(dispatch):.2f} ms"
         ),
     }
 
 
-def params_figure(result) -> dict:
+def params_figure(result, keys: dict | None = None) -> dict:
     """Three bars of parameters: what memory holds (total), what one token computes with
     (active) and what one GPU holds under this layout, each split into routed experts and the
-    rest."""
+    rest; the active and one GPU's bars owned by the steps they answer (``keys``)."""
+    keys = keys or {}
     m = result.input.model
     routed_active = m.moe_layers * m.top_k * m.expert_size
     rows = ["total: memory holds", "active: one token uses", "one GPU holds"]
@@ -143,9 +173,13 @@ def params_figure(result) -> dict:
             "textangle": 0, "insidetextanchor": "middle",
             "hovertemplate": f"%{{y}}: {name.lower()} %{{x:.2f}}B<extra></extra>",
         })
+    active = f"a token computes with {fmt_count(result.active_params)}"
+    one = f"one GPU holds {fmt_count(result.params_per_gpu)}"
+    owners = (_owner(keys.get("active", ()), active, points=[[0, 1], [1, 1]], annotations=[1]),
+              _owner(keys.get("per_gpu", ()), one, points=[[0, 2], [1, 2]], annotations=[2]))
     return {
         "data": data,
-        "layout": base_layout(
+        "layout": owned(base_layout(
             barmode="stack", margin={"l": 150, "r": 8, "t": 40, "b": 44}, legend=LEGEND_TOP,
             # Each bar's total at its end, so the one-GPU sliver still reads.
             annotations=[{"x": round((a + b) / 1e9, 3), "y": row, "xanchor": "left",
@@ -156,12 +190,10 @@ def params_figure(result) -> dict:
             xaxis={"title": {"text": "parameters (billions)"}, "fixedrange": True,
                    "gridcolor": "#e6e9ef", "range": [0, result.params / 1e9 * 1.35]},
             yaxis={"autorange": "reversed", "fixedrange": True},
-        ),
+        ), *owners, partly=True),
         "summary": (
-            f"{m.name}: memory holds {fmt_count(result.params)} parameters, a token computes "
-            f"with {fmt_count(result.active_params)}; one GPU holds "
-            f"{fmt_count(result.params_per_gpu)} at EP {result.input.ep}, PP "
-            f"{result.input.pp}"
+            f"{m.name}: memory holds {fmt_count(result.params)} parameters, {active}; {one} at "
+            f"EP {result.input.ep}, PP {result.input.pp}"
         ),
     }
 
@@ -170,7 +202,7 @@ TIER_COLOURS = {"nvlink": "#54a24b", "leaf": "#4c78a8", "spine": "#e45756"}
 COLLECTIVE_NAMES = {"all_reduce": "all-reduce", "all_to_all": "all-to-all", "p2p": "send"}
 
 
-def network_figure(result) -> dict:
+def network_figure(result, keys: dict | None = None) -> dict:
     """One bar per kind of group: the bandwidth its collective gets per GPU (bytes each GPU
     sends / its time, labs.parallel.rank_map.GroupLink), coloured by where it runs: inside a
     node, under one leaf switch, or across the spine."""
@@ -197,21 +229,28 @@ def network_figure(result) -> dict:
         })
     top = max((g.bandwidth for g in links), default=0) / 1e9
     spine = [g for g in links if g.tier == "spine"]
+    # The EP group's all-to-all answers step 3 at DeepSeek-V3's states (``keys``): its bar.
+    ep_row = [[t, mine.index(i)] for t, tier in enumerate(TIER_COLOURS)
+              for mine in [[i for i, g in enumerate(links) if g.tier == tier]]
+              for i in mine if links[i].kind == "ep"]
+    each = ("; ".join(f"{r.replace('<br>', ' ')} {g.bandwidth / 1e9:,.0f} GB/s"
+                      for r, g in zip(rows, links, strict=True))
+            if links else "one GPU, no traffic")
+    # Another leaf or spine than the opening's answers step 7 (``keys``): veiled whole.
+    owner = _owner((keys or {}).get("network", ()), each, traces=list(range(len(data))))
+    ep_owner = _owner((keys or {}).get("a2a", ()), points=ep_row)
     return {
         "data": data,
-        "layout": base_layout(
+        "layout": owned(base_layout(
             barmode="overlay", margin={"l": 84, "r": 8, "t": 40, "b": 44},
             legend=LEGEND_TOP, uniformtext={"minsize": 9, "mode": "hide"},
             xaxis={"title": {"text": "GB/s each GPU moves"}, "fixedrange": True,
                    "gridcolor": "#e6e9ef", "range": [0, max(top, 1) * 1.1]},
             yaxis={"autorange": "reversed", "fixedrange": True, "categoryorder": "array",
                    "categoryarray": rows},
-        ),
+        ), owner, ep_owner, partly=not owner["step"]),
         "summary": (
-            f"Leaves of {cl.leaf_nodes} nodes, spine {cl.oversubscription:g}:1: "
-            + ("; ".join(f"{r.replace('<br>', ' ')} {g.bandwidth / 1e9:,.0f} GB/s"
-                         for r, g in zip(rows, links, strict=True))
-               if links else "one GPU, no traffic")
+            f"Leaves of {cl.leaf_nodes} nodes, spine {cl.oversubscription:g}:1: " + each
             + (f"; {len(spine)} of them cross the spine" if spine else "; nothing crosses "
                "the spine")
         ),
@@ -321,13 +360,13 @@ def balance_figure(result) -> dict:
     }
 
 
-def crossover_figure(result) -> dict:
+def crossover_figure(result, keys: dict | None = None) -> dict:
     """EP07 step 11: the experts' GEMMs (∝ f at this state's rate) against dispatch + combine
     (flat: their bytes do not depend on f) by expert width, crossing at f*; the hollow marks
     the lab's own layer with experts of each width (labs.experts.crossover)."""
     c = ep_crossover(result)
     bound, side = verdict(c.compute_s, c.comm_s, "compute", "no all-to-all at EP 1")
-    return threshold_figure(
+    figure = threshold_figure(
         x_state=c.width, compute_s=c.compute_s, comm_s=c.comm_s, cross=c.crossover,
         compute_line=c.sweep, comm_line=None,
         compute_name="Expert GEMMs, ∝ f at this rate", comm_name="Dispatch + combine",
@@ -342,3 +381,9 @@ def crossover_figure(result) -> dict:
                  f"{ms(c.compute_s)} of expert GEMMs a layer"
                  + (f" against {ms(c.comm_s)} of dispatch and combine ({side}); the two are "
                     f"equal at f = {tokens(c.crossover)}" if c.comm_s else ", no all-to-all")))
+    # Where f* answers step 11 (``keys``): veiled whole, its summary past the model's name.
+    shown = f"{result.input.model.name}, experts {c.width:,} wide, EP {c.ep}: "
+    owned(figure["layout"], _owner((keys or {}).get("crossover", ()),
+                                   figure["summary"].removeprefix(shown),
+                                   traces=list(range(len(figure["data"])))))
+    return figure

@@ -14,7 +14,7 @@ from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, reg
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import model_choices
 from app.options import model_options, with_value
-from app.routers.moe_state import MoEQuery, figures, lazy_figures, run, to_api
+from app.routers.moe_state import MoEQuery, answer_keys, figures, lazy_figures, run, to_api
 from app.schemas import MoEAnswer
 from labs.core.limits import MOE_GROUP_KINDS
 from labs.experts.crossover import ep_crossover
@@ -186,6 +186,8 @@ def extra_context(state) -> dict:
                           for v in with_value(tuple(SPINE_NAMES), query.oversubscription)],
         "phases": PHASES,
         "group_short": GROUP_SHORT,
+        # What each of the bench's figures waits for (the steps and drills it answers here).
+        "answer_keys": answer_keys,
     }
 
 

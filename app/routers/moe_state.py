@@ -157,10 +157,53 @@ def _crossover(result: MoEResult) -> dict:
             "ratio": c.ratio, "points": [[f, round(a, 9), round(m, 9)] for f, a, m in c.points]}
 
 
+# ---- What of the bench waits for a guess (issue 36, round-14 cold reading of EP04-EP07,
+# finding 1: one move of the bench's controls printed nearly every step's answer). Each
+# figure is keyed, as an .answer-mask's data-after-guess (static/js/lab.js), to the steps and
+# drills whose answer it gives at this state, read off the state's properties, not its URL:
+# DeepSeek-V3's active parameters answer step 1 (a share of its 671B); another EP than the
+# opening 8 on Mixtral, one GPU's parameters step 2 (EP 2), and DeepSeek-V3 without PP the
+# params drill's; DeepSeek-V3's all-to-alls step 3 (8.58 ms at EP 64 against EP 8's 2.58);
+# a skew, the layer's time and the busiest GPU step 4, DeepSeek-V3's busiest expert step 10;
+# a capacity, what is dropped step 5; DeepSeek-V3's degrees, DP step 6 and expert-DP the
+# drill's; another leaf or spine, each group's bandwidth and time step 7; another number of
+# tokens, the experts' time step 8, and DeepSeek-V3's bytes received the dispatch drill's;
+# DeepSeek-V3 inside a node, the crossover f* and the ratio step 11. Mixtral's opening state
+# keys nothing: each step's first move changes a live diagram. ----
+def answer_keys(inp: MoEInput) -> dict[str, tuple[str, ...]]:
+    """The steps and drills each kind of figure answers at this state."""
+    opening = MoEQuery.model_fields
+    v3 = inp.model.id == "deepseek-v3"
+    skewed = inp.skew > 0
+    few = inp.tokens != opening["tokens"].default
+    a2a = ("step-3",) if v3 else ()
+    compute = (*(("step-4",) if skewed else ()), *(("step-8",) if few else ()))
+    network = (inp.cluster.leaf_nodes != LEAF_NODES
+               or inp.cluster.oversubscription != opening["oversubscription"].default)
+    return {
+        "active": ("step-1",) if v3 else (),
+        "per_gpu": (*(("step-2",) if not v3 and inp.ep != opening["ep"].default else ()),
+                    *(("drill-moe-predict-params-dsv3",) if v3 and inp.pp == 1 else ())),
+        "a2a": a2a,
+        "compute": compute,
+        "layer": (*a2a, *compute),
+        "busiest": (*(("step-4",) if skewed else ()), *(("step-10",) if v3 and skewed else ())),
+        "dropped": ("step-5",) if inp.capacity_factor > 0 else (),
+        "dp": ("step-6",) if v3 else (),
+        "expert_dp": ("step-6", "drill-moe-expert-dp") if v3 else (),
+        "network": ("step-7",) if network else (),
+        "received": ("drill-moe-dispatch-mb",) if v3 and few else (),
+        "crossover": ("step-11",) if v3 and inp.ep <= inp.cluster.gpus_per_node else (),
+    }
+
+
 def figures(result: MoEResult) -> dict:
-    out = {"experts": experts_figure(result), "gpus": gpus_figure(result),
-           "params": params_figure(result), "network": network_figure(result),
-           "gemm": gemm_figure(result), "crossover": crossover_figure(result)}
+    """The charts, their figures owned by the steps they answer at this state
+    (``answer_keys``)."""
+    keys = answer_keys(result.input)
+    out = {"experts": experts_figure(result, keys), "gpus": gpus_figure(result, keys),
+           "params": params_figure(result, keys), "network": network_figure(result, keys),
+           "gemm": gemm_figure(result), "crossover": crossover_figure(result, keys)}
     if result.rank_map is not None:
         colouring = result.rank_map
         spans = colouring.nodes_spanned()

@@ -227,3 +227,17 @@ def sized_page(browser, base_url: str, width: int, height: int, *, touch: bool =
     finally:
         context.close()
     assert not errors, f"JavaScript errors: {errors}"
+
+
+# A bench's plotted data and its visible text (the charts' meta left out: lab.js keeps a
+# veiled chart's real figure only in its script, test_answers_hidden_browser's model).
+SHOWN = """(section) => ({text: document.querySelector(section).innerText,
+    charts: Object.fromEntries(
+        [...document.querySelectorAll(section + ' .js-plotly-plot')].map(gd => [
+            gd.id, JSON.stringify({data: gd.data,
+                                   notes: (gd.layout.annotations || []).map(a => a.text)})]))})"""
+
+
+def bench_shown(page, section: str) -> dict:
+    """What the bench `section` (a selector) shows: its text and each chart as plotted."""
+    return page.evaluate(SHOWN, section)

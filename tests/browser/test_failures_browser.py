@@ -3,7 +3,14 @@ view, with the answer's numbers; a control moves the URL; each diagram embeds al
 
 import pytest
 
-from tests.browser.helpers import api_json, follow, show_me, sized_page, wait_drawn
+from tests.browser.helpers import (
+    api_json,
+    bench_shown,
+    follow,
+    show_me,
+    sized_page,
+    wait_drawn,
+)
 
 LESSON = "/episodes/failures"
 IN_VIEW = """(id) => {
@@ -81,15 +88,6 @@ def test_step_2s_link_shows_the_checkpoint_readout_masked_until_the_guess(
             f"{expected['write_s']:.3g} s"
 
 
-# The bench's plotted data and its visible text (the charts' meta left out: lab.js keeps a
-# veiled chart's real figure only in its script, test_answers_hidden_browser's model).
-SHOWN = """() => ({text: document.querySelector('#failures-section').innerText,
-    charts: Object.fromEntries(
-        [...document.querySelectorAll('#failures-section .js-plotly-plot')].map(gd => [
-            gd.id, JSON.stringify({data: gd.data,
-                                   notes: (gd.layout.annotations || []).map(a => a.text)})]))})"""
-
-
 def test_round13_each_steps_link_keeps_its_answer_until_its_guess(page, live_server):
     """Round-13 cold reading of EP10-EP11, findings 4 and 5, in Chromium: at step 1's, 5's,
     6's and 7's own links, with no guess made, neither the bench's text nor its charts as
@@ -115,13 +113,13 @@ def test_round13_each_steps_link_keeps_its_answer_until_its_guess(page, live_ser
         wait_drawn(page)
         page.locator(f"#{chart}").scroll_into_view_if_needed()
         wait_drawn(page)
-        shown = page.evaluate(SHOWN)
+        shown = bench_shown(page, "#failures-section")
         everything = shown["text"] + " ".join(shown["charts"].values())
         assert not [a for a in answers if a in everything], (name, answers)
     for step in range(1, 8):
         show_me(page, f"why-failures-{step}")
     wait_drawn(page)
-    shown = page.evaluate(SHOWN)
+    shown = bench_shown(page, "#failures-section")
     assert f"{k32['chosen']['finish_days']:.3g}" in shown["text"]
     assert f"step {k32['step_here_s']:.4g} s" in shown["charts"]["failures-scale"]
     page.goto(url("restart_5"))

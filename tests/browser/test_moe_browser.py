@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import api_json, follow, look_at, wait_drawn
+from tests.browser.helpers import api_json, bench_shown, follow, look_at, show_me, wait_drawn
 
 MIXTRAL = "model=mixtral-8x7b&nodes=2&ep=8"
 
@@ -25,6 +25,7 @@ def test_skew_slider_moves_the_charts_and_the_url(page, live_server):
     flat = api_json(live_server, "moe", MIXTRAL)
     assert layer(page)["layer_s"] == pytest.approx(flat["layer_s"])
     assert trace_y(page, "moe-experts") == flat["tokens_per_expert"]
+    show_me(page, "why-moe-4")  # a skew's layer answers step 4: held until its guess
     page.locator("#input-skew").fill("0.5")
     page.wait_for_url("**skew=0.5**")
     wait_drawn(page)
@@ -104,6 +105,7 @@ def test_ep_dispatch_control_shrinks_the_dispatch_bars_in_place(page, live_serve
     v3 = "model=deepseek-v3&nodes=256&pp=16&ep=64"
     page.goto(f"/episodes/experts?{v3}")
     wait_drawn(page)
+    show_me(page, "why-moe-3")  # DeepSeek-V3's all-to-alls answer step 3
     nccl = api_json(live_server, "moe", v3)
     assert trace_y(page, "moe-gpus", 0) == pytest.approx(  # drawn to 0.1 µs
         [1e3 * s for s in nccl["dispatch_s_per_gpu"]], abs=1e-4)
@@ -115,3 +117,53 @@ def test_ep_dispatch_control_shrinks_the_dispatch_bars_in_place(page, live_serve
     assert bars == pytest.approx([1e3 * s for s in deepep["dispatch_s_per_gpu"]], abs=1e-4)
     assert max(bars) < 1e3 * max(nccl["dispatch_s_per_gpu"]) / 2
     assert layer(page)["layer_s"] == pytest.approx(deepep["layer_s"])
+
+
+def held_at(page, query: str, chart: str) -> dict:
+    """The bench at `query` with no guess made, as shown once `chart` is drawn in view."""
+    page.goto(f"/episodes/experts?{query}")
+    wait_drawn(page)
+    look_at(page, chart)
+    wait_drawn(page)
+    return bench_shown(page, "#moe-layer")
+
+
+def test_round14_the_benchs_controls_keep_each_answer_until_its_guess(page, live_server):
+    """Round-14 cold reading of EP04-EP07, finding 1, in Chromium: the skew slider (step 4's
+    11.8 ms) and DeepSeek-V3 at EP 64 (step 3's 8.58 ms) show neither answer in the bench's
+    text nor in its charts as plotted, while the part of the step's diagram that does not
+    answer stays drawn; once the step is guessed, the engine's figures are drawn."""
+    held_at(page, MIXTRAL, "moe-gpus")
+    opening = api_json(live_server, "moe", MIXTRAL)
+    # The opening state holds nothing back: its layer chart is the engine's.
+    assert trace_y(page, "moe-gpus", 1) == pytest.approx(
+        [1e3 * s for s in opening["compute_s_per_gpu"]], abs=1e-4)
+    page.locator("#input-skew").fill("0.5")  # the bench's own control, not a try link
+    page.wait_for_url("**skew=0.5**")
+    wait_drawn(page)
+    hot = api_json(live_server, "moe", f"{MIXTRAL}&skew=0.5")
+    answer = f"{1e3 * hot['layer_s']:.1f} ms"
+    look_at(page, "moe-gpus")
+    wait_drawn(page)
+    shown = bench_shown(page, "#moe-layer")
+    assert answer not in shown["text"] + " ".join(shown["charts"].values())
+    assert f"{1e3 * max(hot['compute_s_per_gpu']):.4f}" not in shown["charts"]["moe-gpus"]
+    # The dispatch bars (not step 4's answer) are drawn as the engine times them.
+    assert trace_y(page, "moe-gpus", 0) == pytest.approx(
+        [1e3 * s for s in hot["dispatch_s_per_gpu"]], abs=1e-4)
+    show_me(page, "why-moe-4")
+    wait_drawn(page)
+    expect(page.locator("#moe-layer .verdict")).to_contain_text(answer)
+    assert max(trace_y(page, "moe-gpus", 1)) == pytest.approx(
+        1e3 * max(hot["compute_s_per_gpu"]), abs=1e-4)
+
+    v3 = "model=deepseek-v3&nodes=256&pp=16&link=hgx-h800&ep=64"
+    shown = held_at(page, v3, "moe-gpus")
+    body = api_json(live_server, "moe", v3)
+    dispatch = f"{1e3 * body['dispatch_s']:.2f} ms"
+    assert dispatch not in shown["text"] + " ".join(shown["charts"].values())
+    assert f"{1e3 * body['dispatch_s']:.4f}" not in shown["charts"]["moe-gpus"]
+    show_me(page, "why-moe-3")
+    wait_drawn(page)
+    assert max(trace_y(page, "moe-gpus", 0)) == pytest.approx(1e3 * body["dispatch_s"],
+                                                              abs=1e-4)
