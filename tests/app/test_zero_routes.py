@@ -301,7 +301,9 @@ def test_steps_3_to_8_predict_states_the_opening_bench_does_not_show(client):
     one, sharded = f["offload_one"]["api"]["offload_plan"], f["offload"]["api"]["offload_plan"]
     assert one["pcie_seconds"] > one["adam_seconds"]
     assert sharded["adam_seconds"] > sharded["pcie_seconds"]
-    assert 'data-right="pcie"' in form("step-7")
+    # The transfers take longer, the update adds more to the step (round 14, finding 3):
+    # test_round_14_step_7_asks_what_each_adds_and_step_8_states_deepspeeds_18.
+    assert 'data-right="adam"' in form("step-7")
     big = f["l405_z3"]["api"]
     extra = 2 * big["params"] / 32 + 4 * big["deepspeed"]["stage3"]["largest_layer_params"]
     counted = big["deepspeed"]["stage3"]["gpu_bytes"] - big["state_bytes"]
@@ -828,3 +830,29 @@ def test_step_4_says_why_its_nvlink_busbw_is_not_ep02s(client):
     step = step_text(client, "4. What sharding costs on the wire", "5. Hiding it behind")
     assert (f"{own / 1e9:.1f} GB/s of busBW (measured on 8 H200s; EP02's table "
             f"truncates it to {ep02 / 1e9:g})") in step
+
+
+def test_round_14_step_7_asks_what_each_adds_and_step_8_states_deepspeeds_18(client):
+    """Round-14 cold reading of EP03: step 7 asked which 'costs more per step' and took the
+    longer transfer as right, while the step's own sum hides the download behind the backward
+    pass (finding 3); step 8's note said DeepSpeed sizes 'both gradient partitions', which
+    reads as 4 B more, where its estimate is 18 B against the recipe's 16 (finding 2)."""
+    import re
+
+    one = client.get("/api/zero", params={"model": "llama-3.1-8b", "dp": 1, "zero": 3,
+                                          "offload": True}).json()
+    plan = one["offload_plan"]
+    down = up = plan["pcie_seconds"] / 2  # the gradients down, the bf16 weights up: one size
+    backward = 2 / 3 * one["compute_seconds"]
+    adds = max(down - backward, 0) + up
+    html = client.get("/episodes/zero").text
+    form = re.search(r'<form class="predict-form" data-predict="zero-7"[^>]*>', html).group(0)
+    right = "adam" if plan["adam_seconds"] > adds else "pcie"
+    assert f'data-right="{right}"' in form and right == "adam"
+    step = html[html.index('id="step-7"'):html.index('id="step-8"')]
+    text = " ".join(re.sub(r"<[^>]+>", " ", step).split())
+    assert f"= {adds * 1e3:.0f} ms to the step" in text
+    note = html[html.index("Where they differ:"):]
+    note = " ".join(re.sub(r"<[^>]+>", " ", note[:note.index("</p>")]).split())
+    assert "shard 18 B a parameter" in note and "where this recipe shards 16 at ZeRO-3" in note
+    assert "both gradient partitions" not in html
