@@ -290,7 +290,17 @@
     }, []);
     layout.shapes = [];
     layout.hovermode = false;
+    untitled(layout);
     return { data: data, layout: layout };
+  }
+
+  // A veiled chart's legend has no title: a title may print the state the veil hides (EP03's
+  // memory chart: "ZeRO-2, D = 32: 989 GB state", step 2's answer).
+  function untitled(layout) {
+    if (layout.legend && layout.legend.title) {
+      layout.legend = Object.assign({}, layout.legend);
+      delete layout.legend.title;
+    }
   }
 
   // A chart partly veiled (some owners guessed, some not): the real figure, less what the
@@ -379,6 +389,7 @@
     // whole bill) takes the one the figure gives for the parts drawn (layout.meta.axes).
     var axes = layout.meta.axes || {};
     Object.keys(axes).forEach(function (key) { layout[key] = axes[key]; });
+    untitled(layout);
     return { data: data, layout: layout };
   }
 

@@ -235,7 +235,7 @@ def masked(html: str, keys: set[str]) -> str:
             (not after and match.group(2) in keys) if not owners else (
                 len(pending) == len(owners) and not meta.get("partly")))
         if whole:
-            texts = [*meta["masked"].values(),
+            texts = [*meta["masked"].values(),  # the legend's title dropped (lab.js untitled)
                      *(n for n in meta.get("names", {}).values() if n)]
             return match.group(1) + json.dumps(texts) + "</script>"
         if not pending:
@@ -273,6 +273,8 @@ def partly_veiled(figure: dict, pending: list[dict]) -> dict:
             summary = summary.replace(*g["summary"])
     kept = {k: v for k, v in layout.items() if k not in ("annotations", "shapes", "meta")}
     kept.update(meta.get("axes", {}))  # an axis's reach while the parts are hidden
+    if "legend" in kept:  # with no title (lab.js untitled: it may print the hidden state)
+        kept["legend"] = {k: v for k, v in kept["legend"].items() if k != "title"}
     return {"data": data, "summary": summary, "layout": {
         **kept, "annotations": annotations,
         "shapes": [s for i, s in enumerate(layout.get("shapes", [])) if i not in shapes]}}

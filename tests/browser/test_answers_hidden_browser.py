@@ -758,3 +758,27 @@ def test_ep01s_bench_keeps_each_answer_until_its_guess(page, live_server):
                               ".reduce((a, t) => a + t.y[0], 0)")
         assert drawn == pytest.approx(api["total_bytes"] / 1e9, rel=1e-3), what
         assert page.locator("#memory-chart").get_attribute("data-veiled") is None
+
+
+EP03 = VIEWS["zero"].episode.path
+# The states EP03's bench selects reach whose memory chart's legend title ("ZeRO-2, D = 32:
+# 989 GB state") gave a step's answer before its guess, with the answer (round-14 cold reading
+# of EP01-EP03, finding 1: lab.js veiled the bars and the readout, never the legend's title).
+EP03_TITLES = [("model=llama-3.1-8b&dp=32&zero=0", "128 GB"),
+               ("model=llama-3.1-405b&dp=32&zero=2", "989 GB"),
+               ("model=llama-3.1-8b&dp=16&zero=2", "23.1 GB")]
+
+
+@pytest.mark.parametrize(("query", "answer"), EP03_TITLES)
+def test_ep03s_memory_chart_titles_no_state_before_its_guess(page, query, answer):
+    """Loaded at a state a step or a drill asks about, nothing guessed: the memory chart as
+    plotted (its legend's title included) does not print the state."""
+    page.goto(f"{EP03}?{query}")
+    wait_drawn(page)
+    look_at(page, "zero-memory")
+    plotted = page.evaluate("""() => {
+        const gd = document.querySelector('#zero-memory'), layout = Object.assign({}, gd.layout);
+        delete layout.meta;
+        return JSON.stringify({data: gd.data, layout: layout});
+    }""")
+    assert answer not in plotted, plotted[:600]
