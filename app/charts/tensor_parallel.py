@@ -53,10 +53,10 @@ def step_keys(result) -> tuple[str, ...]:
         (STEP_4,) if result.cost.bottleneck == SLOW_LINK else ())
 
 
-def held_keys(result, steps: bool = True) -> str:
+def held_keys(result) -> str:
     """What this state's efficiency and times wait for on the lesson, as an .answer-mask's
-    data-after-guess: the 70B drill, and (``steps``) the steps ``step_keys`` names."""
-    return " ".join(filter(None, (drill_key(result), *(step_keys(result) if steps else ()))))
+    data-after-guess: the 70B drill, and the steps ``step_keys`` names."""
+    return " ".join(filter(None, (drill_key(result), *step_keys(result))))
 
 
 def waits(keys: str, word: str = "until") -> str:
@@ -168,8 +168,16 @@ def efficiency_figure(result) -> dict:
         xshift=-10 if right else 10, yshift=8 if low else -8))
     runs = (f"runs at {fmt_pct(cost.step_efficiency)} efficiency "
             f"({cost.step_speedup:.2f}x one GPU)")
-    # Not step 4's: the Ethernet 25G line, drawn at every state, holds the same efficiencies.
-    keys = held_keys(result, steps=STEP_5 in step_keys(result))
+    keys = held_keys(result)
+    meta = _held_meta(keys, cost.tp, len(data), len(notes) - 1, runs,
+                      f"runs at ? efficiency {waits(keys)}")
+    # Step 4 asks TP = 8's speed-up over 25 Gb/s Ethernet: the Ethernet 25G line, drawn at
+    # every state, holds it (round-14 cold reading of EP04, finding 3), so it waits for step
+    # 4's guess; the rest of the chart stays drawn where nothing else waits (meta.partly).
+    slow = list(result.by_link).index(SLOW_LINK) if SLOW_LINK in result.by_link else None
+    if slow is not None:
+        meta = meta or {"meta": {"masked": {}, "owners": [], "partly": True}}
+        meta["meta"]["owners"].append({"step": STEP_4, "traces": [slow]})
     return {
         "data": data,
         "layout": base_layout(
@@ -182,8 +190,7 @@ def efficiency_figure(result) -> dict:
             # Eight entries: at 10 px a phone's legend fits without scrolling.
             legend={"orientation": "h", "y": -0.1, "x": 0, "yanchor": "top",
                     "font": {"size": 10}},
-            **_held_meta(keys, cost.tp, len(data), len(notes) - 1, runs,
-                         f"runs at ? efficiency {waits(keys)}"),
+            **meta,
         ),
         "summary": (
             f"{inp.model.name} on {short_gpu_name(inp.gpu.name)}s: TP = {cost.tp} on "

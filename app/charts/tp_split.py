@@ -98,6 +98,8 @@ def split_view(result) -> dict:
                          "communication",
          "limit": ""},
     ]
+    sent = result.cost.collective_sent / (2 if sp else 1)
+    counted = round(result.cost.comm_bytes / sent) if sent else result.collectives_per_layer
     return {
         "tp": t, "sp": sp, "blocks": blocks, "norms": norms,
         "legend": [{"gpu": i, "colour": GPU_COLOURS[i]} for i in range(min(t, 8))],
@@ -109,5 +111,9 @@ def split_view(result) -> dict:
             "last": t - 1,
         },
         "collective_size": size,
-        "collectives_per_layer": result.collectives_per_layer,
+        # Counted from the bytes the engine sends (round-14 cold reading of EP04, finding 5):
+        # with SP each is half an all-reduce's, and backward gathers each column-split
+        # matrix's input again, 10 a layer where the four f/g pairs alone would make 8.
+        "collectives_per_layer": counted,
+        "regathers": counted - result.collectives_per_layer,
     }

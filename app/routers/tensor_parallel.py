@@ -277,7 +277,10 @@ def crossover_key(result: TPResult) -> str:
 def bytes_key(result: TPResult) -> str:
     """The derive drill's form where the readout's one collective prints its answer (Llama 3.1
     70B's all-reduce at t = 8; round-13 cold reading, finding 4): held until it is answered."""
-    return "drill-tp-allreduce-bytes" if fmt_bytes(result.cost.collective_sent) == \
+    # With SP the readout prints one reduce-scatter's or all-gather's, half of it (at 405B's
+    # t = 8, 117 MB: the drill's figure too).
+    halves = 2 if result.input.sp and result.input.tp > 1 else 1
+    return "drill-tp-allreduce-bytes" if fmt_bytes(result.cost.collective_sent / halves) == \
         printed_drill_answer() else ""
 
 

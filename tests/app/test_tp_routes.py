@@ -305,7 +305,8 @@ def test_ep04_round_2_predicts_ask_what_the_opening_bench_does_not_show(client):
     assert f"+ {t4['kv_heads_per_gpu']} K +" not in split  # the opening bench draws t = 8
     bad = facts()["bad"]["api"]
     step4 = html.split('id="predict-tp-4"')[1].split("</details>")[0]
-    assert 'unit">ms<' in step4 and "data-right" not in step4.split("</form>")[0]
+    # Round 14, finding 3: it asks the speed-up against one GPU (the division was handed over).
+    assert 'unit">×<' in step4 and "data-right" not in step4.split("</form>")[0]
     assert bad["collective_sent_bytes"] / bad["bus_bandwidth"] == bad["collective_s"]
     why4 = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", step4.split("<details")[1]))
     assert f"{bad['collective_s'] * 1e3:.1f} ms" in why4
@@ -707,3 +708,78 @@ def test_round_14_masks_say_once_and_the_70b_times_wait_for_the_bytes_drill(clie
         < 0.01 * api["collective_sent_bytes"]
     readout = flat(re_lib.search(r'<dl class="readout">.*?</dl>', page, re_lib.S)[0])
     assert fmt_ms(api["collective_s"]) in readout
+
+
+def test_round_14_step_4_asks_the_speed_up_the_bench_holds_and_derives_its_collectives(client):
+    """Round-14 cold reading of EP04, findings 3 and 8: step 4 asked one all-reduce's time, a
+    division its prompt handed over (235 MB ÷ 2.99 GB/s), while its lesson (slower than one
+    GPU: 4.8%, 0.39x) was on the bench before the guess: the headline, the step's time and
+    the efficiency table at the Ethernet state, and the Ethernet 25G line at every state. It
+    now asks the speed-up, held until its guess; its why derives the 311.07 ms of
+    collectives from four all-reduces less what the weight-gradient matmuls hide."""
+    import json
+    import re as re_lib
+
+    from app.routers.tensor_parallel import facts
+    from tests.app.test_answers_hidden import flat, masked
+
+    bad = facts()["bad"]["api"]
+    page = client.get("/episodes/tensor-parallel").text
+    form = page.split('id="predict-tp-4"')[1].split("</form>")[0]
+    assert f'data-answer="{bad["step_speedup"]:.2f}×"' in form
+    assert "How long does one all-reduce take" not in form
+    why = flat(page.split('id="why-tp-4"')[1].split("</details>")[0])
+    hid = [b["seconds"] * 1e3 for b in bad["backward_beside"]]
+    assert (f"4 × {bad['collective_s'] * 1e3:.3f} − {hid[0]:.3f} − {hid[1]:.3f} = "
+            f"{bad['comm_s'] * 1e3:.2f} ms") in why
+    assert 4 * bad["collective_s"] - sum(hid) / 1e3 == pytest.approx(bad["comm_s"])
+    speed = f"{bad['step_speedup']:.2f}"
+    eff = f"{100 * bad['step_efficiency']:.1f}%"
+
+    def figure(html, name):
+        return json.loads(re_lib.search(
+            r'<script type="application/json" class="figure" data-target="' + name
+            + r'"[^>]*>(.*?)</script>', html, re_lib.S)[1])
+
+    for params in ({}, {"tp": 8, "gpus_per_node": 1, "inter_link": "eth-25g"}):
+        html = masked(client.get("/episodes/tensor-parallel", params=params).text, {"step-4"})
+        shown = figure(html, "tp-efficiency")  # a list of its masked texts where veiled whole
+        if not params:  # the opening state: the rest drawn, the Ethernet 25G line held
+            eth = [t for t in shown["data"] if t.get("name") == "Ethernet 25G"]
+            assert eth and not any("y" in t for t in eth), eth
+        assert eff not in json.dumps(shown) and f"{speed}×" not in json.dumps(shown)
+        bench = flat(html.split('id="tp-lab"')[1].split('data-chart="tp-memory"')[0])
+        assert eff not in bench and f"{speed}×" not in bench, params
+        assert f"{bad['single_gpu_step_s'] * 1e3:.1f} ms" in bench or params.get("model")
+        assert f"{(bad['step_compute_s'] + bad['step_comm_s']) * 1e3:.1f}" not in bench
+    bench = flat(client.get("/episodes/tensor-parallel", params={
+        "tp": 8, "gpus_per_node": 1, "inter_link": "eth-25g"}).text.split('id="tp-lab"')[1])
+    assert eff in bench and f"{speed}×" in bench
+
+
+def test_round_14_sps_collectives_are_counted_one_way(client):
+    """Round-14 cold reading of EP04, finding 5: with SP the split diagram said "8 per layer
+    per step" where the why (and the engine's bytes) count ten, and the readout's "One
+    collective 235 MB ... 0.70 ms" was a reduce-scatter and an all-gather together; the why
+    never derived the forward's 1.41 ms or the exposed backward's 0.70 ms."""
+    import re as re_lib
+
+    from app.charts.units import fmt_bytes
+    from tests.app.test_answers_hidden import flat
+
+    on = client.get("/api/tp", params={"tp": 8, "sp": True}).json()
+    one = on["collective_sent_bytes"] / 2
+    assert on["comm_bytes"] / one == 10
+    bench = client.get("/episodes/tensor-parallel", params={"tp": 8, "sp": True}).text
+    caption = flat(re_lib.search(r'<figcaption class="tp-key">.*?</figcaption>', bench,
+                                 re_lib.S)[0])
+    assert "; 10 per layer per step (2 of them all-gathers in backward" in caption
+    readout = flat(re_lib.search(r'<dl class="readout">.*?</dl>', bench, re_lib.S)[0])
+    assert (f"One reduce-scatter or all-gather {fmt_bytes(one)} at "
+            f"{fmt_busbw(on['bus_bandwidth'])} busBW (ring): "
+            f"{on['collective_s'] / 2 * 1e3:.3f} ms") in readout, readout
+    page = flat(client.get("/episodes/tensor-parallel").text)
+    assert (f"4 × {on['collective_s'] / 2 * 1e3:.3f} = {on['forward_comm_s'] * 1e3:.2f} ms; of "
+            f"the six backward ones the weight-gradient matmuls leave "
+            f"{on['backward_comm_s'] * 1e3:.2f} ms exposed") in page
+    assert 4 * on["collective_s"] / 2 == pytest.approx(on["forward_comm_s"])
