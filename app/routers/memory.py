@@ -311,19 +311,23 @@ ASKED = {
     "predict-memory-2": ("l405", "state_bytes", ("model", "mode")),
     "predict-memory-3": ("l8_flash_16k", "breakdown.activations", ("model", "mode", "tokens")),
     "predict-memory-4": ("l70_serve", "breakdown.kv_cache", ("model", "mode")),
-    "predict-memory-5": ("l405_18", "min_gpus", ("model", "mode")),
+    "predict-memory-5": ("l405_18", "min_gpus", ("model", "mode", "recipe")),
     "predict-memory-6": ("mixtral", "state_bytes", ("experts", "mode")),
 }
 # The number drills that ask a GPU's share of the state, and the step each sits in
 # (templates/episodes/memory.html's step_drill).
 STATE_DRILLS = {"memory-state-8b": 2, "memory-predict-405b-h200": 5}
+# A step whose question's model (in another recipe) keys the fewest GPUs alone, not the bill:
+# the 405B's 16-byte bill is step 2's answer, its own to draw once step 2 is guessed (round-14
+# cold reading of EP01-EP03, finding 5: step 5's key left step 2's try link one grey bar).
+GPUS_ASKED = {"predict-memory-5": ("model", "mode")}
 STEP_1 = "predict-memory-1"
 
 
 def _shape(inp: MemoryInput, what: str):
     """One thing a question fixes of its state."""
     return {"model": inp.model.id, "mode": inp.mode, "experts": bool(inp.model.experts),
-            "tokens": inp.seq_len * inp.micro_batch}[what]
+            "tokens": inp.seq_len * inp.micro_batch, "recipe": inp.recipe}[what]
 
 
 def _printed(api: dict, field: str) -> str:
@@ -337,10 +341,11 @@ def _printed(api: dict, field: str) -> str:
 def bench_keys(result) -> dict[str, tuple[str, ...]]:
     """What the bench's figures wait for at ``result``'s state: ``bill`` (the total, the
     headroom, the state, the fewest GPUs, every part but the weights, the chart's bars) and
-    ``weights`` (the weights' row and bar). Step 1 at every training state (its bill over its
-    weights is the ratio step 1 asks); steps 2 to 6 at the state their question asks about
-    (``ASKED``), or wherever the bench prints their figure; a state-share drill where a GPU's
-    state is its answer."""
+    ``weights`` (the weights' row and bar) and ``gpus`` (the fewest GPUs: the bill's keys,
+    and ``GPUS_ASKED``'s steps wherever their model is). Step 1 at every training state (its
+    bill over its weights is the ratio step 1 asks); steps 2 to 6 at the state their question
+    asks about (``ASKED``), or wherever the bench prints their figure; a state-share drill
+    where a GPU's state is its answer."""
     inp, api = result.input, to_api(result)
     lesson = facts()
     keys = [STEP_1] if inp.mode == "train" else []
@@ -352,8 +357,11 @@ def bench_keys(result) -> dict[str, tuple[str, ...]]:
     share = sum(result.breakdown[k] for k in STATE_KEYS) / 1e9
     drills = [f"drill-{d.id}" for d in VIEW.drills if d.id in STATE_DRILLS
               and abs(share - d.answer()) <= d.rel_tol * d.answer()]
+    gpus = [k for k, same in GPUS_ASKED.items() if k not in keys and all(
+        _shape(inp, s) == _shape(lesson[ASKED[k][0]]["result"].input, s) for s in same)]
     return {"bill": (*keys, *drills),
-            "weights": (*(k for k in keys if k != STEP_1), *drills)}
+            "weights": (*(k for k in keys if k != STEP_1), *drills),
+            "gpus": (*keys, *gpus, *drills)}
 
 
 def waits_for(keys) -> str:

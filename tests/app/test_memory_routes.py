@@ -649,3 +649,26 @@ def test_degree_selects_are_each_states_own(monkeypatch):
     for tp in range(templating.KEPT_PARTIALS + 10):
         degree_selects({"degree_options": options, "query": {**query, "tp": tp}, "errors": {}})
     assert len(templating._KEPT) == templating.KEPT_PARTIALS
+
+
+def test_round_14_step_2s_try_link_draws_its_bill_once_step_2_is_guessed(client):
+    """Step 2's try link (the 405B in the 16-byte recipe): the bill and its chart wait for
+    steps 1 and 2 alone, the fewest GPUs for step 5 too (its question is the 18-byte recipe;
+    round-14 cold reading of EP01-EP03, finding 5: step 5's key drew step 2's own move as one
+    grey bar); at step 5's state the bill waits for step 5 as well."""
+    import json
+
+    def keys(query: str) -> tuple[set[str], set[str]]:
+        html = client.get(f"/episodes/memory?{query}").text
+        figure = json.loads(re.search(r'data-target="memory-chart"[^>]*>(.*?)</script>',
+                                      html, re.S)[1])
+        owners = {k for g in figure["layout"]["meta"]["owners"] for k in g["step"].split()}
+        gpus = re.search(r'data-testid="min-gpus"><span class="answer-mask" '
+                         r'data-after-guess="([^"]+)"', html)[1]
+        return owners, set(gpus.split())
+
+    owners, gpus = keys("model=llama-3.1-405b")
+    assert owners == {"predict-memory-1", "predict-memory-2"}, owners
+    assert gpus == owners | {"predict-memory-5"}, gpus
+    owners, gpus = keys("model=llama-3.1-405b&recipe=adam18")
+    assert "predict-memory-5" in owners and gpus == owners, (owners, gpus)
