@@ -2190,3 +2190,23 @@ def test_round_10_deepep_and_the_distributed_optimizer_are_defined_in_ep08(clien
     assert ("Megatron-LM's distributed optimizer, its ZeRO-1: each of the 2 data-parallel "
             "replicas keeps and updates only 1/2 of the fp32 master weights and Adam's "
             "moments, then all-gathers the updated weights") in plain
+
+
+def test_round_14_step_14_asks_what_each_plan_pays_not_a_winner(client):
+    """Round-14 cold reading of EP08, finding 1: step 14 took 'the 2-D plan is faster' as
+    right (14,607 against 15,515 ms) while its own notes put 3-D ahead once each stack's
+    measured error is applied: a margin inside the lab's error is no winner. It asks where
+    each plan loses the most beyond compute and TP, from the engine's segments."""
+    html = client.get("/episodes/recipe-3d").text
+    form = re.search(r'<form class="predict-form" data-predict="recipe-twod"[^>]*>', html).group(0)
+    from app.routers.recipe import facts
+
+    f = facts()
+    losses = []
+    for plan in (f["td2"]["api"], f["td3"]["api"]):
+        rest = {k: v for k, v in plan["segments_s"].items()
+                if k not in ("compute", "tp", "optimizer")}
+        losses.append(max(rest, key=rest.get))
+    assert losses == ["dp", "bubble"] and 'data-right="split"' in form
+    step = html[html.index('id="step-14"'):html.index('id="step-15"')]
+    assert "the best 2-D plan is…" not in step
