@@ -29,7 +29,7 @@ from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, reg
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import ModelChoice, ModelGpuControls, model_choices, model_field
 from app.options import SEQ_LENGTHS, gpu_options, link_choices, model_options, with_value
-from app.routers.memory import DEFAULT_MODEL, RECIPE_LABELS
+from app.routers.memory import DEFAULT_MODEL, RECIPE_LABELS, own_layer
 from app.schemas import ZeroAnswer
 from labs.core.catalogue import ACTIVATION_MODEL_HELP
 from labs.core.limits import (
@@ -319,6 +319,9 @@ def extra_context(state) -> dict:
     query = state.query
     return {
         "facts": facts(),
+        # Step 3's model's own count of a layer's activations, beside the 34 the lab keeps
+        # (round-14 cold reading of EP01-EP03, finding 4: Qwen2.5 7B's is 44.3, 34 is low).
+        "own_q": own_layer(facts()["q7_z3_8k"]["result"].input.model),
         "defaults": ZeroQuery(),  # the disclosure opens when the state leaves these
         "crossover": crossover(state.result),
         "model_options": model_choices(model_options(), query.model_value),

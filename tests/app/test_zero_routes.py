@@ -856,3 +856,22 @@ def test_round_14_step_7_asks_what_each_adds_and_step_8_states_deepspeeds_18(cli
     note = " ".join(re.sub(r"<[^>]+>", " ", note[:note.index("</p>")]).split())
     assert "shard 18 B a parameter" in note and "where this recipe shards 16 at ZeRO-3" in note
     assert "both gradient partitions" not in html
+
+
+def test_round_14_step_3_says_which_way_34_errs_for_its_model(client):
+    """EP03 step 3 times its model's activations with GPT's 34 bytes a layer; where the lab's
+    own count for that model's layer differs (Qwen2.5 7B: 44.29, 34 is 23% low), the step
+    says by how much and what its activations are by that count, from the engine (round-14
+    cold reading of EP01-EP03, finding 4)."""
+    from app.routers.memory import own_layer
+
+    q = facts()["q7_z3_8k"]
+    own = own_layer(q["result"].input.model)
+    step = re.search(r'<section class="step" id="step-3".*?</section>',
+                     client.get("/episodes/zero").text, re.S)[0]
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", step))
+    activations = q["api"]["breakdown"]["activations"]
+    assert f"{own['coefficient']:.2f} bytes a token" in text, text
+    assert f"34 errs low, by {fmt_pct(-own['high'])}" in text, text
+    assert f"{fmt_bytes(activations * own['coefficient'] / 34)}, not {fmt_bytes(activations)}" \
+        in text, text
