@@ -750,6 +750,7 @@ def test_round_14_step_4_asks_the_speed_up_the_bench_holds_and_derives_its_colle
         assert eff not in json.dumps(shown) and f"{speed}×" not in json.dumps(shown)
         bench = flat(html.split('id="tp-lab"')[1].split('data-chart="tp-memory"')[0])
         assert eff not in bench and f"{speed}×" not in bench, params
+        assert "slower than one GPU" not in bench, params
         assert f"{bad['single_gpu_step_s'] * 1e3:.1f} ms" in bench or params.get("model")
         assert f"{(bad['step_compute_s'] + bad['step_comm_s']) * 1e3:.1f}" not in bench
     bench = flat(client.get("/episodes/tensor-parallel", params={
