@@ -213,8 +213,14 @@ def memory_keys(result: ZeroResult) -> tuple[str, ...]:
 
     state = [step for step, key in STATE_STEPS.items()
              if lesson[key]["result"].input.model.id == inp.model.id]
-    return (*state, *(step for step, key in MEMORY_STEPS.items()
-                      if tokens(lesson[key]["result"].input) == tokens(inp)))
+    # A predict drill's model on its D: the stage table prints every stage's state there,
+    # the drill's among them (round-14 review: zero-predict-stage2-16's 23.1 GB showed at
+    # its own state before it was answered).
+    drills = [f"drill-{d.id}" for d in LESSON_DRILLS["zero"]
+              if getattr(d, "see", None) and d.see.get("model") == inp.model.id
+              and d.see.get("dp") == inp.dp]
+    return (*state, *drills, *(step for step, key in MEMORY_STEPS.items()
+                               if tokens(lesson[key]["result"].input) == tokens(inp)))
 
 
 def crossover_chart(result: ZeroResult) -> dict:

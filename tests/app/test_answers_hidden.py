@@ -428,6 +428,7 @@ BENCH_STATES = {
     # (round-13 cold reading of EP03, findings 1 and 2: 70B at 8,192 and at 16,384 tokens with
     # full recomputation printed steps 3 and 6's answers, 222 and 65.7 GB).
     "zero": ["", "model=llama-3.1-8b&dp=32&zero=0", "dp=32&zero=0",
+             "model=llama-3.1-8b&dp=16&zero=2",
              "model=llama-3.1-405b&dp=32&zero=2", "dp=32&zero=1", "dp=32&zero=2",
              "dp=32&zero=2&recipe=adam18", "dp=32&zero=3&recipe=adam18",
              "model=qwen2.5-7b&dp=32&zero=3&seq_len=8192", "dp=32&zero=3&seq_len=8192",
