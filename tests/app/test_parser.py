@@ -3,6 +3,7 @@ same 422 with the same plain message everywhere; nothing a reader types is ever 
 
 import html as html_lib
 import re
+from dataclasses import replace
 
 import pytest
 from pydantic import BaseModel, Field
@@ -149,16 +150,15 @@ def test_duplicate_view_names_and_drill_ids_are_refused():
         add_view(PIPELINE)
     drill = PIPELINE.drills[0]
     with pytest.raises(ValueError, match="drill id"):
-        add_view(LabView(**{**PIPELINE.__dict__, "name": "pipeline-copy",
-                            "drills": (drill,)}))
+        add_view(replace(PIPELINE, name="pipeline-copy", drills=(drill,)))
     assert "pipeline-copy" not in VIEWS
 
 
 def test_duplicate_diagram_names_and_aliases_to_no_control_are_refused():
     with pytest.raises(ValueError, match="distinct"):
-        LabView(**{**PIPELINE.__dict__, "diagrams": (Diagram("a", "A"), Diagram("a", "B"))})
+        replace(PIPELINE, diagrams=(Diagram("a", "A"), Diagram("a", "B")))
     with pytest.raises(ValueError, match="no control"):
-        LabView(**{**PIPELINE.__dict__, "aliases": {"pp": "pipeline_stages"}})
+        replace(PIPELINE, aliases={"pp": "pipeline_stages"})
 
 
 class _Multi(BaseModel):
