@@ -242,7 +242,8 @@ def cost_figure(result) -> dict:
     # cold reading, finding 6), and room above the chosen bar for its two lines. Inside a node
     # the second line ran into the taller bars' cut labels at 390 px (test_text_fits).
     second = (cost.tp > 1 and not result.input.sp
-              and cost.tp > result.input.topology.cluster.gpus_per_node)
+              and cost.tp > result.input.topology.cluster_for(result.input.gpu,
+                                                              cost.tp).gpus_per_node)
     if second:
         top = max(top, 1.25 * cost.layer_s * 1e3)
     label = value_label(at, (cost.compute_s + cost.comm_s) * 1e3,

@@ -784,3 +784,22 @@ def test_round_14_sps_collectives_are_counted_one_way(client):
             f"the six backward ones the weight-gradient matmuls leave "
             f"{on['backward_comm_s'] * 1e3:.2f} ms exposed") in page
     assert 4 * on["collective_s"] / 2 == pytest.approx(on["forward_comm_s"])
+
+
+@pytest.mark.parametrize("link, leaves", [("nvlink-4", False), ("ib-ndr", True),
+                                          ("eth-25g", True), ("pcie-5", False)])
+def test_the_cost_label_on_one_link_adds_the_all_reduce_where_the_group_leaves_a_node(
+        client, link, leaves):
+    """A topology of one link has no cluster of its own (labs.tensor_parallel.inputs.Topology):
+    b486fb7 read its nodes from ``topology.cluster`` and answered 500 at every ``link=`` state
+    (406 in a class of 2,000). The group's cluster is ``cluster_for``: a scale-up link holds
+    the group in one node, a scale-out link puts each GPU in its own."""
+    import json
+    import re
+
+    page = client.get("/episodes/tensor-parallel", params={"tp": 8, "link": link})
+    assert page.status_code == 200, page.text[:300]
+    figure = json.loads(re.search(r'data-target="tp-cost"[^>]*>(.*?)</script>', page.text,
+                                  re.S)[1])
+    label = figure["layout"]["annotations"][0]["text"]
+    assert ("one all-reduce:" in label) == leaves, label
