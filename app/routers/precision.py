@@ -29,7 +29,7 @@ from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, reg
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import model_choices
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
-from app.routers.memory import degree_options
+from app.routers.memory import degree_options, driver_memory
 from app.routers.precision_state import MODULE_LABELS, PrecisionQuery, figures, run, to_api
 from app.schemas import PrecisionAnswer
 from labs.core.catalogue import RECIPES
@@ -38,6 +38,7 @@ from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link
 from labs.model.activations import own_layer_terms
 from labs.model.code import LLAMA_65B
+from labs.model.op_checkpoint import kept_tensors
 from labs.model.presets import get_model
 from labs.precision.finetune import trainable_params
 from labs.precision.inputs import FT_RECIPES, MODULE_SETS
@@ -126,12 +127,34 @@ def llama8_layer() -> dict:
             "high": 14 / linear - 1}
 
 
+@lru_cache(maxsize=1)
+def titan_kept() -> dict:
+    """Step 7's saved activations tensor by tensor: what torchtitan's op policy keeps per
+    token in each layer of the measured run (``labs.model.op_checkpoint.kept_tensors``, the
+    list whose sum the ledger bills), the bf16 ones in units of h (round-14 cold reading of
+    EP08-EP10, finding 3: the 16.7 GB had no derivation)."""
+    inp = facts()["titan_bf16"]["result"].input
+    m = inp.model
+    tensors = kept_tensors(m, inp.tp)
+    kept = {k.what: k for k in tensors}
+    lse, h = kept.pop("lse"), m.hidden
+    return {"input": kept.pop("input").elements / h, "attention": kept.pop("sdpa").elements / h,
+            "matmuls": [(what, k.elements / h) for what, k in kept.items()],
+            "widths": sum(k.elements for k in tensors if k.nbytes == 2) / h,
+            "lse_heads": lse.elements, "lse_bytes": lse.nbytes,
+            "per_token": sum(k.bytes_per_token for k in tensors),
+            "tokens": inp.seq_len * inp.micro_batch // inp.cp, "layers": m.layers, "hidden": h}
+
+
 def extra_context(state) -> dict:
     query = state.query
     spec = state.result.input.model
     return {
         "facts": facts(),
         "llama8_layer": llama8_layer(),
+        "titan_kept": titan_kept(),
+        # Step 5's fit: the lab's 80 GB against what an H100's driver reports (EP01's figure).
+        "deepseek_driver": driver_memory(facts()["deepseek70"]),
         "h100": get_gpu("h100-sxm"),  # the datasheet peaks step 8 quotes
         # torchtitan's 8B run on its own layout, as /validation checks it (step 8).
         "titan_check": titan_check(),

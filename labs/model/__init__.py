@@ -11,6 +11,7 @@ bytes, as fused (Megatron / TE), torch.compile'd or eager PyTorch kernels move t
 `passes.py` (a pass's kernels, each timed as it is added, and their totals), `head.py`
 (the same outside the layers: embedding, output layer and loss, optimizer step, gradient
 accumulation), `op_checkpoint.py` (torchtitan's selective op checkpointing from its save list:
-the matmuls a layer's backward runs again and the bytes it keeps)"""
+the matmuls a layer's backward runs again and the tensors it keeps, `kept_tensors`, which
+EP10 step 7 sums)"""
 
 FLOOR = 2  # imports only labs packages of floors <= 2 (tests/test_project.py)

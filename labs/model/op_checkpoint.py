@@ -42,6 +42,8 @@ or MLA's projections follow other rules, so those models are refused with this m
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from labs.core.errors import LabInputError
 from labs.model.ops import key_value_width, query_width
 from labs.model.spec import ModelSpec
@@ -84,17 +86,37 @@ def recomputed_params_per_layer(model: ModelSpec) -> int:
     return sum(n * k for _, n, k in recomputed_matmuls(model))
 
 
-def kept_bytes_per_token(model: ModelSpec, tp: int = 1, sp: bool = True) -> float:
-    """Bytes one layer keeps per token on one GPU for its backward (module docstring). Without
-    sequence parallelism (``sp`` False, t > 1: not torchtitan's TP plan, which always splits
-    the sequence) the input stays whole and the all-reduces that replace the reduce-scatters
-    are not in ``_save_list``, so nothing of theirs is kept."""
+@dataclass(frozen=True)
+class Kept:
+    """One tensor a layer keeps for its backward: ``elements`` per token on one GPU, each of
+    ``nbytes`` bytes."""
+
+    what: str  # the op whose output it is ("input": the checkpoint's own)
+    elements: float
+    nbytes: int
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.elements * self.nbytes
+
+
+def kept_tensors(model: ModelSpec, tp: int = 1, sp: bool = True) -> tuple[Kept, ...]:
+    """What one layer keeps per token on one GPU for its backward (module docstring), in the
+    order the forward makes it. Without sequence parallelism (``sp`` False, t > 1: not
+    torchtitan's TP plan, which always splits the sequence) the input stays whole and the
+    all-reduces that replace the reduce-scatters are not in ``_save_list``, so nothing of
+    theirs is kept."""
     h, q = model.hidden, query_width(model, tp)
-    kept = [n for i, (_, n, _) in enumerate(block_matmuls(model, tp), start=1) if i % 2 == 1]
     split = tp > 1 and sp
-    total = ACT_BYTES * h / (tp if split else 1)  # the block input, sequence-split under SP
-    total += ACT_BYTES * sum(kept)  # the kept matmuls' outputs
-    total += ACT_BYTES * q + LSE_BYTES * model.heads / tp  # SDPA's output and log-sum-exp
+    kept = [Kept("input", h / (tp if split else 1), ACT_BYTES)]  # sequence-split under SP
+    kept += [Kept(name, n, ACT_BYTES)  # the kept matmuls' outputs
+             for i, (name, n, _) in enumerate(block_matmuls(model, tp), start=1) if i % 2 == 1]
+    kept += [Kept("sdpa", q, ACT_BYTES), Kept("lse", model.heads / tp, LSE_BYTES)]
     if split:
-        total += 2 * ACT_BYTES * h / tp  # the reduce-scatters' outputs
-    return total
+        kept += [Kept("reduce-scatter", 2 * h / tp, ACT_BYTES)]  # after wo and after w2
+    return tuple(kept)
+
+
+def kept_bytes_per_token(model: ModelSpec, tp: int = 1, sp: bool = True) -> float:
+    """Bytes one layer keeps per token on one GPU for its backward: ``kept_tensors`` summed."""
+    return sum(k.bytes_per_token for k in kept_tensors(model, tp, sp))

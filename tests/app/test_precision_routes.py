@@ -314,7 +314,8 @@ def test_step_7_says_which_way_the_ledger_errs_against_torchtitan(client):
     html = client.get(PAGE).text
     step = _step(html, 7)
     assert f"{below}% below the measured {measured / 1e9:.1f} GB" in step
-    assert f"BF16's peak is {measured / 1e9:.1f} GB" in step
+    assert f"the measured {measured / 1e9:.1f} GB (torchtitan logged {measured / 2**30:.2f} GiB" \
+        in step
     assert "8,192 × 128,256 × 4 B = 4.20 GB" in step
     assert "overestimate" not in _step(html, 4) and "GPT's activation" not in step
     raw = html.split('id="step-7"')[1].split("</section>")[0]
@@ -710,3 +711,61 @@ def test_the_lora_drills_model_waits_for_the_drill_at_its_links(client):
         shown = count["trainable_params"]
         assert f"{shown:,}" not in text and fmt_count(shown) not in text, (query, shown)
         assert "LoRA and QLoRA ? (after step 10's drill)" in text, query
+
+
+def test_round_14_step_7_leads_with_its_answer_and_derives_its_activations(client):
+    """Round-14 cold reading of EP08-EP10, findings 3 and 7: step 7's why opened on torchao's
+    FP8 peak, a different question from its predict's, and its 16.7 GB of saved activations
+    was the one figure of the bill with no derivation. The why now opens on the ledger
+    against the measured peak, then sums the tensors torchtitan's op policy keeps in a layer
+    (``kept_tensors``, the list the ledger bills: the same bytes as /api/precision's), and
+    the FP8 story sits in a note after the derivation."""
+    from app.charts.units import fmt_bytes
+    from labs.model.op_checkpoint import kept_tensors
+    from labs.model.presets import get_model
+    from labs.precision.reported import REPORTED
+
+    m = get_model("llama-3.1-8b")
+    bill = api(client, recipe="adam16", recompute="op")["baseline"]
+    acts, ledger = bill["parts"]["activations"], bill["total_bytes"]
+    kept = kept_tensors(m)
+    per_token = sum(k.bytes_per_token for k in kept)
+    assert acts == per_token * 8192 * m.layers  # the ledger bills the list's sum
+    widths = sum(k.elements for k in kept if k.nbytes == 2) / m.hidden
+    assert widths == 7.75 and per_token == 7.75 * 4096 * 2 + 4 * 32
+    html = client.get(PAGE).text
+    raw = html.split('id="step-7"')[1].split("</section>")[0]
+    why = raw.split('<details class="why"')[1]
+    first = _visible(why.split("<p>")[1].split("</p>")[0])
+    measured = REPORTED["torchtitan_bf16"].value
+    assert first.startswith(f"The ledger bills {fmt_bytes(ledger)} per GPU, "
+                            f"{round(100 * (1 - ledger / measured))}% below the measured"), first
+    seven = _step(html, 7).replace("&#39;", "'")
+    line = (f"its input (h), the outputs of wq (h), wv (0.25h), w1 (3.5h) and w2 (h), and "
+            f"attention's output (h): 7.75h in bf16, with attention's fp32 log-sum-exp "
+            f"(4 B × 32 heads). (7.75 × 4,096 × 2 B + 128 B) × 8,192 tokens × 32 layers = "
+            f"{fmt_bytes(acts)}.")
+    assert line in seven
+    assert seven.index(line) < seven.index("FP8 peaked at about 67 GiB")
+    note = raw.split("The limit's two cases.")[0].rsplit("<div", 1)[1]
+    assert 'class="chart-note"' in note  # the FP8 story is a note, not the why's own text
+
+
+def test_round_14_step_5_says_whether_it_fits_and_by_how_much(client):
+    """Round-14 cold reading of EP08-EP10, finding 8: step 5 printed DeepSeek-V3's recipe at
+    80.0 GB against the H100's 80 GB with no verdict, where every other state says fits or
+    not. The why says what the lab's fit check finds against its own capacity (the
+    datasheet's 80e9 B), by what margin, and what the driver reports (EP01's figure)."""
+    from app.charts.units import fmt_bytes
+    from app.routers.memory import H100_DRIVER_MIB
+
+    body = api(client, model="llama-3.1-70b", tp=8, dp=8, zero=1, seq_len=4096,
+               recipe="fp8-blockwise")
+    total, cap = body["ledger"]["total_bytes"], body["gpu_memory_bytes"]
+    assert cap == 80e9 and body["ledger"]["fits"] == (total <= cap)
+    verdict = "fits, by" if total <= cap else "does not fit, by"
+    five = _step(client.get(PAGE).text, 5)
+    assert f"its {total / 1e9:.2f} GB {verdict} {fmt_bytes(abs(cap - total))}" in five
+    driver = H100_DRIVER_MIB * 2**20
+    assert f"{H100_DRIVER_MIB:,} MiB ({fmt_bytes(driver)}), {fmt_bytes(driver - cap)} more" \
+        in five

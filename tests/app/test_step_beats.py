@@ -126,8 +126,6 @@ LONG_WHYS: dict[tuple[str, str], int] = {
     ("failures", "step-7"): 338,
     ("moe", "step-7"): 366,
     ("recipe", "step-12"): 260,
-    ("precision", "step-7"): 341,
-    ("precision", "step-8"): 328,
 }
 
 
