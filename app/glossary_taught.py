@@ -15,7 +15,7 @@ TAUGHT_IN: dict[str, str] = {
     "fsdp": "zero",
     "ddp": "data-parallel",
     "gradient-buckets": "recipe-3d",
-    "hsdp": "recipe-3d",
+    "hsdp": "zero",
     "expert-dp": "experts",
     "expert-tp": "experts",
     "micro-batch": "memory",

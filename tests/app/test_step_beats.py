@@ -117,9 +117,6 @@ WHY_WORDS = 250
 LONG_WHYS: dict[tuple[str, str], int] = {
     ("memory", "step-4"): 281,
     ("dp", "step-6"): 322,
-    ("zero", "step-7"): 402,
-    ("zero", "step-9"): 280,
-    ("zero", "step-10"): 438,
     ("tp", "step-6"): 310,
     ("pipeline", "step-4"): 353,
     ("failures", "step-5"): 265,
