@@ -57,15 +57,17 @@ def bar_key(data: list[dict]) -> list[list[str]]:
             and isinstance(t.get("marker", {}).get("color"), str)]
 
 
-def owned(layout: dict, *owners: dict, partly: bool = False, axes: dict | None = None) -> dict:
+def owned(layout: dict, *owners: dict, partly: bool = False, axes: dict | None = None,
+          masked: dict | None = None) -> dict:
     """The layout with its parts owned by the steps each owner names (``step``: keys, as an
     .answer-mask's data-after-guess, several masking while any is; static/js/lab.js veilOf),
     owners naming none left out; with none left, the layout as it was. An owner of every
     trace veils the chart whole, unless ``partly``; ``axes``: each axis as drawn while some
-    owner's parts are hidden (its reach would give them away)."""
+    owner's parts are hidden (its reach would give them away); ``masked``: an owned label's
+    text while it is hidden, by the label's index (drawn at the plot's middle)."""
     kept = [o for o in owners if o["step"]]
     if kept:
-        layout["meta"] = {"masked": {}, "partly": partly, "owners": kept,
+        layout["meta"] = {"masked": masked or {}, "partly": partly, "owners": kept,
                           **({"axes": axes} if axes else {})}
     return layout
 
@@ -122,7 +124,10 @@ def short_gpu_name(name: str) -> str:
 
 def veiled_after(figure: dict, keys: tuple[str, ...]) -> dict:
     """The figure veiled whole on a lesson page while any of ``keys`` is masked
-    (layout.meta.after, static/js/lab.js veilOf); elsewhere drawn as it is."""
+    (layout.meta.after, static/js/lab.js veilOf); elsewhere drawn as it is. Owners the
+    figure already names (layout.meta.owners) hold their parts once it is unveiled."""
     if keys:
-        figure["layout"]["meta"] = {"masked": {}, "after": " ".join(keys)}
+        meta = figure["layout"].get("meta") or {}
+        figure["layout"]["meta"] = {**meta, "masked": meta.get("masked", {}),
+                                    "after": " ".join(keys)}
     return figure

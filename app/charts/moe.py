@@ -42,8 +42,8 @@ def _owner(keys, summary: str = "", **parts) -> dict:
 def experts_figure(result, keys: dict | None = None) -> dict:
     """Bars of token copies per expert: kept (in its GPU's shade, the busiest GPU's in red)
     and dropped over capacity (grey), with the mean and the capacity as lines; the dropped
-    share and the busiest expert's ratio owned by the steps they answer (``keys``,
-    app.routers.moe_state.answer_keys)."""
+    share, and the busiest expert's ratio with the busiest GPU's bars and their label,
+    owned by the steps they answer (``keys``, app.routers.moe_state.answer_keys)."""
     keys = keys or {}
     r, inp = result.routing, result.input
     per = result.experts_per_gpu
@@ -79,8 +79,27 @@ def experts_figure(result, keys: dict | None = None) -> dict:
     dropped = (f"; {fmt_pct(result.dropped_fraction)} dropped over a capacity of "
                f"{r.capacity:,}" if r.capacity is not None else "; no capacity limit")
     busiest = f"{result.max_over_mean:.2f}x the mean"
-    owners = (_owner(keys.get("dropped", ()), dropped, traces=[1] if len(data) > 1 else []),
-              _owner(keys.get("busiest", ()), busiest))
+    # The busiest GPU's experts (and the busiest expert): their bars against the mean give
+    # the busiest ratio, so the layer's time (round-14 cold reading, EP07 step 4: 2.5x the
+    # balanced 4.76 ms, read off expert 0's bar), until the steps that ask it are guessed.
+    top_expert = max(experts, key=lambda e: r.routed_per_expert[e])
+    hot = [e for e in experts if e == top_expert or colours[e] == HOT]
+    held = keys.get("busiest", ())
+    if held:  # where its bar is held, a label says so; once guessed, it gives the ratio
+        notes.append({"x": top_expert, "xanchor": "left", "y": r.routed_per_expert[top_expert],
+                      "yanchor": "bottom", "showarrow": False,
+                      "text": f"{r.routed_per_expert[top_expert]:,} ({busiest})",
+                      "bgcolor": "rgba(255,255,255,0.85)", "font": {"color": HOT}})
+    # The label counts what expert 0 is sent, dropped too: held for the dropped share also.
+    label = [len(notes) - 1] if held else []
+    owners = (_owner(keys.get("dropped", ()), dropped, traces=[1] if len(data) > 1 else [],
+                     annotations=label),
+              _owner(held, busiest, points=[[t, e] for t in range(len(data)) for e in hot],
+                     annotations=label))
+    waits = tuple(dict.fromkeys((*held, *keys.get("dropped", ()))))
+    # While they are held, the tokens axis reaches only the bars drawn, and the capacity.
+    drawn = [n for e, n in enumerate(r.routed_per_expert) if e not in hot]
+    reach = max(*drawn, mean, r.capacity or 0) * 1.15
     return {
         "data": data,
         "layout": owned(base_layout(
@@ -91,7 +110,10 @@ def experts_figure(result, keys: dict | None = None) -> dict:
                    "fixedrange": True, "showgrid": False},
             yaxis={"title": {"text": "tokens"}, "range": [0, top * 1.15], "fixedrange": True,
                    "gridcolor": "#e6e9ef"},
-        ), *owners, partly=True),
+        ), *owners, partly=True, axes={"yaxis": {
+            "title": {"text": "tokens"}, "range": [0, reach], "fixedrange": True,
+            "gridcolor": "#e6e9ef"}}, masked={len(notes) - 1: (
+                f"expert {top_expert}'s tokens: ? {_after(waits)}")} if held else None),
         "summary": (
             f"{inp.model.name}, EP {inp.ep}: {len(experts)} experts, {per} per GPU; the "
             f"busiest expert gets {busiest} of {mean:,.0f} tokens"

@@ -4,6 +4,7 @@ answers are ``app.routers.moe_state``'s; here are the lesson's states, the page 
 cases, the drills and the view."""
 
 import math
+from fractions import Fraction
 from functools import lru_cache
 
 from fastapi import APIRouter
@@ -124,8 +125,11 @@ def gemm_rate(key: str = "mixtral") -> dict:
         gemms.append({"flops": 2.0 * local * rows * n * depth, "tiles": tiles,
                       "waves": math.ceil(tiles / k.sm_count), "fill": fill})
     flops = sum(g["flops"] for g in gemms)
+    for g in gemms:  # its share of the FLOPs, as the page writes it ("2/3": gate and up)
+        g["share"] = str(Fraction(g["flops"] / flops).limit_denominator(12))
     full = matmul_rate(gpu)
-    fill = flops / sum(g["flops"] / g["fill"] for g in gemms)  # the time-weighted fill
+    # The fill over both, each GEMM's weighted by its FLOPs (the time at the full rate).
+    fill = flops / sum(g["flops"] / g["fill"] for g in gemms)
     return {"peak": gpu.bf16_flops, "mamf": k.matmul_efficiency, "sustain": k.matmul_sustain,
             "slowest": SLOWEST_GPU, "full": full, "sms": k.sm_count, "rows": rows,
             "local": local, "expert_params": 3 * m.hidden * m.expert_ffn,

@@ -701,12 +701,103 @@ def test_step_3_states_mixtrals_gemm_rate_from_its_source(client):
         f"node's slowest GPU: {full / 1e12:.0f} TFLOP/s",
         f"the up GEMM's {up_tiles:,} tiles fill {up_fill:.1%} of {up_waves} waves and the down "
         f"GEMM's {down_tiles:,} fill {down_fill:.1%} of {down_waves}",
-        f"{fill:.1%} over both: {full / 1e12:.0f} × {fill:.3f} = {full * fill / 1e12:.0f} "
+        f"= {fill:.3f}: {full / 1e12:.0f} × {fill:.3f} = {full * fill / 1e12:.0f} "
         f"TFLOP/s, and {flops / 1e12:.2f} TFLOP ÷ {full * fill / 1e12:.0f} TFLOP/s = "
         f"{fmt_ms(body['compute_s'])}",
     ):
         assert quoted in text, quoted
     assert "measured share" not in text and "about 653" not in text
+
+
+def test_round14_step_3_combines_both_fills_by_one_stated_weighting(client):
+    """Round-14 cold reading of EP04-EP07, finding 6: step 3 combined the same two wave fills
+    (97.0% and 98.7%) into 0.976 for DeepSeek-V3 and 0.981 for Mixtral by a FLOP weighting the
+    page never stated. Each combination now says it: the up GEMM (gate and up) does 2/3 of
+    the FLOPs, and the fill over both is 1/(2/3 ÷ up + 1/3 ÷ down), the rate the engine times
+    the experts at; the note's Mixtral paragraph names its model, and gives DeepSeek-V3's
+    tiles and waves."""
+    from app.routers.moe import facts, gemm_rate
+    from tests.app.test_zero_routes import visible_text
+
+    text = visible_text(client.get("/episodes/experts").text)
+    for key in ("v3", "mixtral"):
+        r = gemm_rate(key)
+        (up, down) = r["gemms"]
+        assert up["flops"] == pytest.approx(2 * down["flops"])  # gate and up: two matrices
+        fill = 1 / (2 / 3 / up["fill"] + 1 / 3 / down["fill"])
+        api = facts()[key]["api"]
+        assert r["flops"] / (r["full"] * fill) == pytest.approx(api["compute_s"], rel=1e-9)
+        said = (f"Weighted by FLOPs (the up GEMM does 2/3 of them), both fill 1/(2/3 ÷ "
+                f"{up['fill']:.3f} + 1/3 ÷ {down['fill']:.3f}) = {fill:.3f}: "
+                f"{r['full'] / 1e12:.0f} × {fill:.3f} = {r['full'] * fill / 1e12:.0f} TFLOP/s")
+        assert said in text, said
+    assert "Mixtral's experts (EP 8, one a GPU) compute 4,096 × 2 copies" in text
+    up, down = gemm_rate("v3")["gemms"]
+    said = (f"grouped up GEMM {up['tiles']:,} tiles, {up['fill']:.1%} of {up['waves']} waves, "
+            f"and its down GEMM {down['tiles']:,}, {down['fill']:.1%} of {down['waves']}")
+    assert said in text, said
+    assert "over both:" not in text
+
+
+def test_round14_step_8_gives_the_layers_time_at_ep_64(client):
+    """Round-14 cold reading of EP04-EP07, finding 10(b): step 8 said EP 64's experts take
+    2.0 times less than EP 4's, never that the layer at 1,024 tokens is slower (3.41 -> 5.44
+    ms) because EP 64's dispatch crosses nodes: a student read "wider EP is faster". The why
+    now gives both layers, each as the engine adds it: two all-to-alls and the experts."""
+    from app.routers.moe import facts
+    from tests.app.test_zero_routes import visible_text
+
+    page = client.get("/episodes/experts").text
+    why = visible_text(page[page.index('id="why-moe-8"'):page.index('id="step-9"')])
+    layers = []
+    for key in ("v3_few", "v3_few_ep4"):
+        api = facts()[key]["api"]
+        assert api["layer_s"] == pytest.approx(2 * api["dispatch_s"] + api["compute_s"])
+        said = (f"2 × {fmt_ms(api['dispatch_s'])} + {fmt_ms(api['compute_s'])} = "
+                f"{fmt_ms(api['layer_s'])}")
+        assert said in why, said
+        layers.append(api["layer_s"])
+    assert layers[0] > layers[1] and "slower" in why
+
+
+@pytest.mark.parametrize(("query", "step"), [
+    ("skew=0.5", "step-4"), ("skew=0.5&capacity_factor=1.25", "step-4"),
+    ("model=deepseek-v3&nodes=256&pp=16&link=hgx-h800&ep=64&skew=0.1", "step-10")])
+def test_round14_the_tokens_chart_holds_the_busiest_bar_until_its_guess(client, query, step):
+    """Issue 36, round 14 (EP07 step 4): the tokens chart drew expert 0's 20,480 tokens
+    against the mean's 8,192 before step 4's guess, so its answer, about 2.5 x the balanced
+    4.76 ms, was read off the bar. Until the step is guessed, the busiest GPU's bars (and
+    the busiest expert) are drawn without their value, the axis reaches only the bars drawn,
+    and their label reads "?"; the other experts' bars, the engine's, stay drawn, so the
+    skew still visibly moves the chart. Once guessed, the engine's counts are drawn."""
+    from tests.app.test_answers_hidden import partly_veiled
+    from tests.app.test_contracts import page_figures
+
+    body = client.get("/api/moe", params=query).json()
+    routed = body["tokens_per_expert"]
+    busiest = max(routed)
+    figure = page_figures(client.get(f"/episodes/experts?{query}").text)["moe-experts"]
+    owners = figure["layout"]["meta"]["owners"]
+    pending = [g for g in owners if step in g["step"].split()]
+    assert pending
+    shown = partly_veiled(figure, owners)  # the later steps are not guessed either
+    drawn = [y for t in shown["data"] for y in t.get("y") or [] if y is not None]
+    assert busiest not in drawn and max(drawn) < busiest / 2
+    assert shown["layout"]["yaxis"]["range"][1] < busiest
+    labels = " ".join(a["text"] for a in shown["layout"]["annotations"])
+    assert f"{busiest:,}" not in labels and "tokens: ? (after step" in labels
+    assert f"{body['max_over_mean']:.2f}x" not in labels + shown["summary"]
+    # The cold experts' bars are the engine's; the skew moves them below the mean.
+    cold = [n - d for n, d in zip(routed, body["dropped_per_expert"], strict=True)]
+    kept = shown["data"][0]["y"]
+    assert [y for y in kept if y is not None] == [n for n, y in zip(cold, kept, strict=True)
+                                                  if y is not None]
+    assert len(drawn) >= len(routed) - 4
+    # Guessed: expert 0's bar and its ratio are drawn as the engine counts them.
+    assert figure["data"][0]["y"][0] + (figure["data"][1]["y"][0] if len(figure["data"]) > 1
+                                        else 0) == busiest
+    assert f"{busiest:,} ({body['max_over_mean']:.2f}x the mean)" in [
+        a["text"] for a in figure["layout"]["annotations"]]
 
 
 def test_round_10_step_7_derives_the_dp_rings_latency(client):
