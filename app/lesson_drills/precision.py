@@ -4,6 +4,7 @@ from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import gb
 from labs.hardware.gpus import get_gpu
+from labs.model.presets import get_model
 
 
 def finetune_bytes(method: str):
@@ -11,8 +12,65 @@ def finetune_bytes(method: str):
                                if f["method"] == method)
 
 
-SEVENTY = {"model": "llama-3.1-70b"}  # on the lab's default GPU
+QLORA_SEQ = 8192
+SEVENTY = {"model": "llama-3.1-70b", "seq_len": QLORA_SEQ}  # on the lab's default GPU
 H100 = get_gpu("h100-sxm")
+L70 = get_model("llama-3.1-70b")
+
+
+def _qlora(answer: dict) -> dict:
+    return next(f for f in answer["finetune"] if f["method"] == "qlora")
+
+
+def _layer_copy(answer: dict) -> tuple[float, float, float]:
+    """The offload state's one layer of QLoRA's saved activations, its copy over the host
+    link and the layer's forward, in bytes and seconds (step 12's rule: hidden while the
+    copy takes no longer than the forward; labs.precision.offload)."""
+    o = answer["offload"]
+    layer = _qlora(answer)["offloaded_bytes"] / L70.layers
+    return layer, layer / o["link_bandwidth"], o["forward_s"]
+
+
+def _why_full(answer: dict) -> str:
+    acts, forward = _qlora(answer)["breakdown"]["activations"], answer["offload"]["forward_s"]
+    return (f"Each layer keeps only its input, 2·s·h: {L70.layers} × {QLORA_SEQ:,} × "
+            f"{L70.hidden:,} × 2 B = {gb(acts)} of activations still on the GPU, for one more "
+            f"forward of every layer ({L70.layers} × {1e3 * forward:.1f} ms = "
+            f"{L70.layers * forward:.2f} s a sequence): {{value}}.")
+
+
+def _why_offload(answer: dict) -> str:
+    layer, copy, forward = _layer_copy(answer)
+    return (f"Every saved activation, {gb(_qlora(answer)['offloaded_bytes'])}, waits in host "
+            f"RAM, so the GPU keeps none of them: {{value}}. The price is PCIe time: a layer's "
+            f"{gb(layer)} takes {1e3 * copy:.1f} ms over PCIe 5 against its "
+            f"{1e3 * forward:.1f} ms forward, which hides {min(1, forward / copy):.0%} of it.")
+
+
+def _why_op(answer: dict) -> str:
+    acts = _qlora(answer)["breakdown"]["activations"]
+    return ("It runs every other matmul again, but each layer still keeps its input and the "
+            f"other matmuls' and attention's outputs: {gb(acts)} of activations, {{value}}, "
+            f"still over the {H100.memory_bytes / 1e9:.0f} GB.")
+
+
+def _why_paged(answer: dict) -> str:
+    q = _qlora(answer)
+    over = q["total_bytes"] - H100.memory_bytes
+    return (f"Paging moves only optimizer state to host RAM, the adapters' {gb(q['host_bytes'])}: "
+            f"{{value}}. It rescues a step over by less than its optimizer state (step 11), "
+            f"not one {gb(over)} over.")
+
+
+def _qlora_solution(found: dict[str, float]) -> str:
+    _, copy, forward = _layer_copy(lab_value("precision", {**SEVENTY, "offload": 100},
+                                             lambda answer: answer))
+    return ("{best}. QLoRA on the GPU: offload {offload}, full recomputation {recompute}, op "
+            "policy {op}, paged optimizer {paged}. Full recomputation still keeps each "
+            "layer's input; offload keeps none, and pays in PCIe time where recomputation "
+            f"pays in compute: a layer's copy ({1e3 * copy:.1f} ms) outlasts its forward "
+            f"({1e3 * forward:.1f} ms), as step 12 warned. Both fit; the op policy and "
+            "paging do not.")
 
 
 def _lora_24(modules: str) -> float:
@@ -47,29 +105,18 @@ DRILLS: tuple[Drill | Decide, ...] = (
     decide(
         "precision-decide-qlora-fit",
         "You fine-tune Llama 3.1 70B with QLoRA (a 4-bit base, small adapters on q and "
-        "v) on 8,192-token sequences, with selective recomputation only: each layer keeps "
-        "its activations (the QLoRA paper checkpoints every layer; this run does not yet). "
-        f"It does not fit one {H100.name} ({H100.memory_bytes / 1e9:.0f} GB). Which single "
-        "change, on the same data, cuts the bytes QLoRA holds on the GPU the most?",
+        f"v) on {QLORA_SEQ:,}-token sequences, with selective recomputation only: each layer "
+        "keeps its activations (the QLoRA paper checkpoints every layer; this run does not "
+        f"yet). It does not fit one {H100.name} ({H100.memory_bytes / 1e9:.0f} GB). Which "
+        "single change, on the same data, leaves the fewest bytes on the GPU?",
         "precision", finetune_bytes("qlora"),
         (("recompute", "Full recomputation (gradient checkpointing)",
-          {**SEVENTY, "recompute": "full"},
-          "Each layer keeps only its input and recomputes the rest in the backward: the "
-          "activations of 8,192 tokens, most of the bill, shrink: {value}."),
-         ("every2", "Full recomputation of every second layer only",
-          {**SEVENTY, "recompute": "every-2nd"},
-          "Half the layers keep only their input; the other half still keep everything, "
-          "so the activations about halve: {value}. Recomputing every layer cuts more, "
-          "for one more forward pass of the other half."),
-         ("paged", "A paged optimizer", {**SEVENTY, "paged": True},
-          "It moves only the adapters' optimizer state to host RAM, a fraction of a GB: "
-          "{value}."),
-         ("rank", "A smaller LoRA rank: 8", {**SEVENTY, "rank": 8},
-          "The adapters shrink, but they were already small beside the base and the "
-          "activations: {value}.")),
-        best="min", fmt=gb,
-        solution="{best}. QLoRA on the GPU: full recomputation {recompute}, every second "
-                 "layer {every2}, paged optimizer {paged}, rank 8 {rank}. At 8,192 "
-                 "tokens the activations, not the 4-bit base, are most of the bill.",
-        reveals=("not the 4-bit base, are most of the bill",)),
+          {**SEVENTY, "recompute": "full"}, _why_full),
+         ("offload", "Offload every saved activation to host RAM over PCIe 5",
+          {**SEVENTY, "offload": 100}, _why_offload),
+         ("op", "torchtitan's op policy: run every other matmul again",
+          {**SEVENTY, "recompute": "op"}, _why_op),
+         ("paged", "A paged optimizer", {**SEVENTY, "paged": True}, _why_paged)),
+        best="min", fmt=gb, solution=_qlora_solution,
+        reveals=("so the GPU keeps none of them", "offload keeps none")),
 )

@@ -141,6 +141,7 @@ def to_api(result: PrecisionResult) -> dict:
                     for pp in result.per_param],
         "finetune": [{"method": f.method, "total_bytes": f.total_bytes,
                       "breakdown": dict(f.breakdown), "host_bytes": f.host_bytes,
+                      "offloaded_bytes": f.offloaded_bytes,
                       "trainable_params": f.trainable, "fits": f.fits}
                      for f in result.finetunes],
         "rank": inp.rank,

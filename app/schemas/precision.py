@@ -41,6 +41,7 @@ class PrecisionFineTune(BaseModel):
     total_bytes: float = Field(description="Bytes on the one GPU.")
     breakdown: dict[str, float]
     host_bytes: float = Field(description="Optimizer state paged out to host RAM.")
+    offloaded_bytes: float = Field(description="Saved activations offloaded to host RAM.")
     trainable_params: int
     fits: bool
 

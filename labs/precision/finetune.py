@@ -20,6 +20,10 @@ Sources:
   r-wide intermediate x·A kept for B's gradient (s·b·r·2 B per adapted matrix a token passes);
   an upper bound, as a framework may skip saving the inputs of frozen matrices without
   adapters (their weight gradient is never computed).
+- activation offload (``labs.precision.offload``): the page's offloaded share of each
+  method's saved activations waits for the backward in host RAM, as it does for the FP8
+  ledger's (the logits and the final norm's tensors stay); what it costs in time is that
+  module's rule, a layer's copy against its forward.
 - the adapters train in a 16-bit recipe of ``labs.core.catalogue`` (``FT_RECIPES``): QLoRA's
   scripts use bf16 adapters with paged 32-bit AdamW, our ``adam12``.
 """
@@ -140,6 +144,14 @@ def _page(bill: dict[str, float], gpu_bytes: float, paged: bool) -> float:
     return moved
 
 
+def _offload(bill: dict[str, float], share: float) -> float:
+    """Activation offload: ``share`` of the saved activations moves to host RAM. Returns the
+    bytes moved."""
+    moved = share * bill["activations"]
+    bill["activations"] -= moved
+    return moved
+
+
 def _trainable_bill(count: float, recipe: str) -> dict[str, float]:
     r = RECIPES[recipe]
     return {"gradients": count * r.gradients, "master_weights": count * r.master_weights,
@@ -158,8 +170,9 @@ def finetunes(inp: PrecisionInput) -> tuple[FineTune, ...]:
     bill.update(weights=full.breakdown["weights"], gradients=full.breakdown["gradients"],
                 master_weights=full.breakdown["master_weights"],
                 optimizer_moments=full.breakdown["optimizer_moments"], **acts)
+    offloaded = _offload(bill, inp.offload)
     host = _page(bill, gpu.memory_bytes, inp.paged)
-    out.append(FineTune("full", bill, host, m.params, gpu.memory_bytes))
+    out.append(FineTune("full", bill, host, m.params, gpu.memory_bytes, offloaded))
 
     trainable = trainable_params(m, inp.rank, inp.module_names)
     adapters = _trainable_bill(trainable, inp.ft_recipe)
@@ -183,6 +196,7 @@ def finetunes(inp: PrecisionInput) -> tuple[FineTune, ...]:
         bill.update(adapters)
         bill["activations"] = acts["activations"] + kept
         bill["embedding_and_logits"] = acts["embedding_and_logits"]
+        offloaded = _offload(bill, inp.offload)
         host = _page(bill, gpu.memory_bytes, inp.paged)
-        out.append(FineTune(method, bill, host, trainable, gpu.memory_bytes))
+        out.append(FineTune(method, bill, host, trainable, gpu.memory_bytes, offloaded))
     return tuple(out)

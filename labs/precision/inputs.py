@@ -139,6 +139,7 @@ class FineTune:
     host_bytes: float  # paged out to host RAM
     trainable: int
     gpu_memory_bytes: float
+    offloaded_bytes: float = 0.0  # saved activations offloaded to host RAM
 
     @property
     def total_bytes(self) -> float:

@@ -769,3 +769,39 @@ def test_round_14_step_5_says_whether_it_fits_and_by_how_much(client):
     driver = H100_DRIVER_MIB * 2**20
     assert f"{H100_DRIVER_MIB:,} MiB ({fmt_bytes(driver)}), {fmt_bytes(driver - cap)} more" \
         in five
+
+
+def test_round_14_the_qlora_decide_pits_two_live_options_with_their_costs(client):
+    """Round-14 cold reading of EP08-EP10, finding 5: precision-decide-qlora-fit had one live
+    option (full recomputation 55.7 GB against every second layer's 141.6 GB, a paged
+    optimizer's 227.2 GB and rank 8's 227.3 GB: picked without anything the lesson taught).
+    Full recomputation now meets step 12's activation offload, which the fine-tune's bill
+    now honours (finetune.offloaded_bytes): both fit, by mechanisms the lesson taught, and
+    the feedback prices each in time from /api/precision (a layer's copy against its
+    forward; one more forward of every layer)."""
+    from app.labkit import DRILLS
+    from app.lesson_drills.units import gb
+
+    drill = DRILLS["precision-decide-qlora-fit"][1]
+    options = {o.key: o for o in drill.judge()}
+    state = {"model": "llama-3.1-70b", "seq_len": 8192}
+    qlora = {k: api(client, **state, **extra)["finetune"][2] for k, extra in (
+        ("recompute", {"recompute": "full"}), ("offload", {"offload": 100}),
+        ("op", {"recompute": "op"}), ("paged", {"paged": True}))}
+    for key, f in qlora.items():
+        assert options[key].figure == gb(f["total_bytes"]), key
+    fitting = sorted(k for k, f in qlora.items() if f["fits"])
+    assert fitting == ["offload", "recompute"]  # two live options, not one
+    lo, hi = sorted(qlora[k]["total_bytes"] for k in fitting)
+    assert hi / lo < 1.3  # close enough that the student must weigh them
+    assert options["offload"].right
+    answer = api(client, **state, offload=100)
+    o, f = answer["offload"], qlora["offload"]
+    assert f["offloaded_bytes"] == api(client, **state)["finetune"][2]["breakdown"]["activations"]
+    copy = f["offloaded_bytes"] / 80 / o["link_bandwidth"]
+    assert f"takes {1e3 * copy:.1f} ms over PCIe 5 against its {1e3 * o['forward_s']:.1f} ms " \
+           "forward" in options["offload"].why
+    assert f"80 × {1e3 * o['forward_s']:.1f} ms = {80 * o['forward_s']:.2f} s" \
+        in options["recompute"].why
+    assert f"{gb(qlora['recompute']['breakdown']['activations'])} of activations still on " \
+           "the GPU" in options["recompute"].why

@@ -300,6 +300,24 @@ def test_offload_frees_its_share_and_fills_host_ram_per_node():
     assert o.copy_s == pytest.approx(0.4 * o.layer_bytes / get_link("pcie-5").bandwidth)
 
 
+def test_a_fine_tunes_offload_moves_its_share_of_the_saved_activations():
+    """Issue 36 (round-14 cold reading of EP08-EP10, finding 5): the offload control moves
+    the same share of each fine-tune's saved activations to host RAM as of the FP8 ledger's;
+    the logits and everything else stay on the GPU."""
+    kw = {"seq_len": 8192, "rank": 16, "modules": "qv"}
+    plain = lab(LLAMA70, **kw)
+    moved = lab(LLAMA70, **kw, offload=0.4)
+    for method in ("full", "lora", "qlora"):
+        a, b = plain.finetune(method), moved.finetune(method)
+        assert a.offloaded_bytes == 0
+        assert b.offloaded_bytes == pytest.approx(0.4 * a.breakdown["activations"])
+        assert b.breakdown["activations"] == pytest.approx(0.6 * a.breakdown["activations"])
+        assert b.total_bytes == pytest.approx(a.total_bytes - b.offloaded_bytes)
+        for key in a.breakdown:
+            if key != "activations":
+                assert b.breakdown[key] == a.breakdown[key], (method, key)
+
+
 def test_pcie_stops_hiding_the_offload_where_copy_meets_the_forward():
     layout = {"recipe": "adam16", **MEGATRON_70B}
     hidden = lab(LLAMA70, offload=0.0, **layout).offload.hidden_share
