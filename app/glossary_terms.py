@@ -138,7 +138,7 @@ GLOSSARY: tuple[Term, ...] = (
     Term("zero-bubble", "Zero bubble (ZB-H1)", r"\b[Zz]ero(?:-|\s+)bubble\b|\bZB-H1\b",
          "Schedules that split the backward into B (the input's gradient, which the previous "
          "stage waits for) and W (the weights' gradient, which nothing waits for) and run W in "
-         "the idle slots. ZB-H1, from Qi et al. 2024 (ICLR; arXiv 2023), keeps 1F1B's peak "
+         "the idle gaps. ZB-H1, from Qi et al. 2024 (ICLR; arXiv 2023), keeps 1F1B's peak "
          "memory and cuts its bubble to about a third; ZB-H2 holds more activations to "
          "remove it."),
     Term("dualpipe", "DualPipe", r"\bDualPipe(?:-?V)?\b",
@@ -148,7 +148,7 @@ GLOSSARY: tuple[Term, ...] = (
          "stages so each GPU keeps one."),
     Term("makespan", "Makespan", r"\bmakespan\b",
          "The length of a whole schedule, from the first task's start to the last one's end: "
-         "for a pipeline, one step's time, idle slots included. EP05 measures it in units of "
+         "for a pipeline, one step's time, idle time included. EP05 measures it in units of "
          "one stage's forward of one micro-batch (not EP07's expert width)."),
     Term("critical-path", "Critical path", r"\bcritical path\b",
          "The chain of dependent work that sets how long a step takes: shortening work on it "

@@ -82,6 +82,23 @@ def gantt_figure(result) -> dict:
     }
 
 
+def rank_points(result, rank: int) -> list[list[int]]:
+    """One rank's bars in the Gantt as [trace, point] pairs, in ``_bars``' order (a trace a
+    kind, in KINDS' order, its points in the events' order): what an owner holds to keep the
+    rank's row until its step is guessed (layout.meta.owners[].points). None where the
+    Gantt is a heatmap."""
+    if len(result.events) > MAX_BARS:
+        return []
+    kinds = kinds_present(result)
+    seen = dict.fromkeys(kinds, 0)
+    out = []
+    for ev in result.events:
+        if ev.rank == rank:
+            out.append([kinds.index(ev.kind), seen[ev.kind]])
+        seen[ev.kind] += 1
+    return out
+
+
 def _bars(result, labelled: bool) -> list[dict]:
     """One bar per action, by kind; ``labelled``: each carries its micro-batch number, written
     at its centre where it fits."""

@@ -103,7 +103,7 @@ DRILLS: tuple[Drill | Decide, ...] = (
          ("zb", "Zero bubble (ZB-H1): split the backward into I and W (F = I = W)",
           {"schedule": "zb-h1", "stages": 4, "microbatches": 8},
           "The weight-gradient work W has no one waiting on it, so it fills the idle "
-          "slots: 3 idle slots over 3m + 3 = 27, {value} idle. With W shorter than I "
+          "gaps: 3 f idle in a step of 3m + 3 = 27 f, {value} idle. With W shorter than I "
           "the gain shrinks."),
          ("m16", "16 micro-batches instead of 8",
           {"schedule": "1f1b", "stages": 4, "microbatches": 16},
@@ -113,7 +113,7 @@ DRILLS: tuple[Drill | Decide, ...] = (
         solution="{best}. Bubble: ZB-H1 {zb}, interleaved {interleaved}, 16 "
                  "micro-batches {m16}, GPipe {gpipe}. (p − 1)/(m + p − 1) with p = 4: "
                  "3/11 at m = 8, 3/19 at m = 16.",
-        reveals=("it fills the idle slots",)),
+        reveals=("it fills the idle gaps",)),
     # EP01's decide until round 12 (cold reading of EP01-EP02, finding 7): its answer turns on
     # TP's sequence split dividing the activations and on PP's first stage holding p
     # micro-batches in flight, which EP04 and EP05 teach, so it is EP05's check; its id, and

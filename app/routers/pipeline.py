@@ -12,6 +12,7 @@ from app.charts.pipeline import (
     MEMORY_ACTIVATIONS,
     activations_figure,
     gantt_figure,
+    rank_points,
     stage_memory_figure,
 )
 from app.charts.units import fmt_bytes, fmt_pct, gb_axis
@@ -153,7 +154,7 @@ def figures(state: PipelineState) -> dict:
     """The three charts, each veiled on the lesson page while a step or drill its state
     answers waits for its guess (``veiled_after``)."""
     times = schedule_keys(state.result)
-    out = {"gantt": veiled_after(gantt_figure(state.result), times),
+    out = {"gantt": veiled_after(row_held(gantt_figure(state.result), state.result), times),
            # Its time axis runs to the makespan too.
            "activations": veiled_after(activations_figure(state.result), (PEAKS, *times))}
     if state.memory is not None:
@@ -173,6 +174,8 @@ BUBBLE_DRILL, GPIPE_DRILL, DECIDE_DRILL = (
 # The decide's best plan (ZB-H1 at its 4 x 8, app/lesson_drills/pipeline.py): the one state
 # whose bubble ranks its choices.
 DECIDE_STATE = ("zb-h1", 4, 8)
+# The rank whose peak step 3 asks for, at its state (facts' "good": 1F1B, 8 x 32).
+PEAK_RANK = 2
 # How a mask names what it waits for.
 WAITS = {STEP_1: "step 1's guess", STEP_2: "step 2's guess", PEAKS: "step 3's guess",
          STEP_4: "step 4's guess", STEP_5: "step 5's guess", STEP_6: "step 6's guess",
@@ -205,6 +208,32 @@ def answers() -> dict:
         "memory": {STEP_6: {fmt_bytes(long.total_bytes[0]), fmt_bytes(long.unit_bytes)},
                    GPIPE_DRILL: {fmt_bytes(gpipe.answer() * 1e9)}},  # asked in GB
     }
+
+
+def row_held(figure: dict, result) -> dict:
+    """The Gantt at step 3's state (1F1B, 8 x 32, step 2's "8 × 32" link) with the row of
+    the rank step 3 asks about held until its guess: its forwards before its first backward
+    count the answer (round-14 cold reading of EP02-EP05, finding 9: six, counted off the
+    Gantt). The other ranks stay drawn, so step 2's link still moves the chart; a label on
+    the held row says what waits, and once guessed gives the rank's peak."""
+    inp, rank = result.input, PEAK_RANK
+    good = facts()["good"]["result"].result.input
+    shape = (inp.schedule, inp.stages, inp.microbatches)
+    points = rank_points(result, rank)
+    if shape != (good.schedule, good.stages, good.microbatches) or not points:
+        return figure
+    layout = figure["layout"]
+    notes = layout.setdefault("annotations", [])
+    notes.append({"xref": "paper", "x": 1, "xanchor": "right", "yref": "y",
+                  "y": f"rank {rank}", "showarrow": False,
+                  "text": f"rank {rank} holds {result.peak_activations[rank]} micro-batches "
+                          "at its peak", "bgcolor": "rgba(255,255,255,0.85)"})
+    layout["meta"] = {"masked": {len(notes) - 1: f"rank {rank}'s bars: ? (after "
+                                                 f"{WAITS[PEAKS]})"},
+                      "partly": True,
+                      "owners": [{"step": PEAKS, "points": points,
+                                  "annotations": [len(notes) - 1]}]}
+    return figure
 
 
 def schedule_keys(result) -> tuple[str, ...]:

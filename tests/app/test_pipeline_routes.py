@@ -471,3 +471,113 @@ def test_round_14_step_4_prices_a_send_with_ep02s_busbw_and_network_hop(client):
     assert (f"÷ {ndr.ring_busbw / 1e9:g} GB/s (the port's busBW, EP02) + "
             f"{HOP_LATENCY['net']['ring']['Simple']:g} µs (NCCL's network hop, EP02 step 1) = "
             f"{round(send * 1e6)} µs") in text
+
+
+def test_round_14_step_4_teaches_interleavings_activation_memory(client):
+    """Round-14 cold reading of EP02-EP05, finding 6: step 4 said "the price is more sends"
+    while its own memory chart showed rank 0 grow from 30.6 to 35.6 GB at v = 2. The why now
+    derives it: Megatron-LM's warm-up, (p − 1)·2 + (v − 1)·p chunk passes, plus the one in
+    flight is rank 0's measured peak, in chunks of 1/v of a stage; the state plus that many
+    chunk units is the memory panel's rank 0. The limit names the cost too."""
+    from tests.app.test_zero_routes import visible_text
+
+    page = client.get("/episodes/pipeline").text
+    why = visible_text(page[page.index('id="why-pipeline-4"'):page.index('id="step-5"')])
+    plain = facts()["plain16"]["api"]
+    p = plain["stages"]
+    for key in ("v2", "v4"):
+        api = facts()[key]["api"]
+        v, memory = api["virtual"], api["memory"]
+        peak = api["peak_activations"][0]
+        assert peak == (p - 1) * 2 + (v - 1) * p + 1  # Megatron-LM's warm-up, plus one
+        total = memory["state_per_rank_bytes"][0] + peak * memory["activation_unit_bytes"]
+        assert total == pytest.approx(memory["per_rank_bytes"][0], rel=1e-3)
+        assert fmt_bytes(memory["per_rank_bytes"][0]) in why
+        assert total > plain["memory"]["per_rank_bytes"][0]
+    v2 = facts()["v2"]["api"]
+    said = (f"rank 0 holds {v2['peak_activations'][0]} chunks of half a stage, "
+            f"{v2['peak_activations'][0] / 2} micro-batches' worth where 1F1B holds "
+            f"{plain['peak_activations'][0]}")
+    assert said in why, said
+    assert "(p − 1)·2 + (v − 1)·p" in why and "7 × 2 + 8 = 22" in why
+    said = (f"{fmt_bytes(v2['memory']['state_per_rank_bytes'][0])} of state + "
+            f"{v2['peak_activations'][0]} × {fmt_bytes(v2['memory']['activation_unit_bytes'])} "
+            f"(half of 1F1B's {fmt_bytes(plain['memory']['activation_unit_bytes'])}) "
+            f"= {fmt_bytes(v2['memory']['per_rank_bytes'][0])} against "
+            f"{fmt_bytes(plain['memory']['per_rank_bytes'][0])}")
+    assert said in why, said
+    step = visible_text(page[page.index('id="step-4"'):page.index('id="step-5"')])
+    assert "the first rank holds more activations" in step.split("Limit.")[1]
+
+
+def test_round_14_a_slot_is_one_micro_batchs_forward_and_backward(client):
+    """Round-14 cold reading of EP02-EP05, finding 7: "slot" meant one micro-batch's forward
+    and backward on a stage in steps 1-2 (3 f with equal costs), one forward in step 4 ("7
+    slots of one forward become 7 of half") and was counted in f in the decide's feedback
+    ("3 idle slots over 3m + 3 = 27"). Step 1 defines it once; step 4 counts 7 slots of 3 f
+    becoming 7 of 1.5 f (the measured idle time: 21 f and 10.5 f a rank); the decide counts
+    ZB-H1's idle time in f; what ZB-H1 fills is a gap, not a slot."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills import LESSON_DRILLS
+    from tests.app.test_zero_routes import visible_text
+
+    text = visible_text(client.get("/episodes/pipeline").text)
+    assert "1 slot of work (a slot : one micro-batch" in text  # a glossary tip follows
+    assert "'s forward and backward on one stage, f + b + w = 3 f with the bench's" in text
+    assert "slots of one forward" not in text and "7 slots of 3 f become 7 of 1.5 f" in text
+    for key, slot in (("plain16", 3.0), ("v2", 1.5)):
+        api = facts()[key]["api"]
+        idle = api["makespan"] - api["busy"][0]
+        assert idle == pytest.approx((api["stages"] - 1) * slot)
+    drill = next(d for d in LESSON_DRILLS["pipeline"] if d.id == "pipeline-decide-bubble")
+    judged = {o.key: o for o in drill.judge()}
+    zb = lab_value("pipeline", {"schedule": "zb-h1", "stages": 4, "microbatches": 8},
+                   lambda a: a)
+    assert zb["makespan"] == pytest.approx(27) and zb["makespan"] - zb["busy"][0] == 3
+    assert "3 f idle in a step of 3m + 3 = 27 f" in judged["zb"].why
+    assert "idle slots over 3m" not in judged["zb"].why
+
+
+def test_round_14_step_3s_rank_waits_at_step_2s_link(client):
+    """Round-14 cold reading of EP02-EP05, finding 9: step 2's "8 × 32" link sets step 3's
+    state (1F1B, 8 x 32), and its Gantt showed rank 2's six forwards before its first
+    backward, step 3's answer, counted before the guess. At that state rank 2's row now
+    waits for step 3's guess (lab.js withoutPoints: no length, no hover), its label says
+    so, and the other ranks are drawn as the engine places them, so the link still moves
+    the chart from the opening 4 x 8. Once guessed, rank 2's bars are the engine's."""
+    from tests.app.test_answers_hidden import partly_veiled
+    from tests.app.test_contracts import page_figures
+
+    good = facts()["good"]
+    query = "&".join(f"{k}={v}" for k, v in good["params"].items())
+    figure = page_figures(client.get(f"/episodes/pipeline?{query}").text)["pipeline-gantt"]
+    owners = figure["layout"]["meta"]["owners"]
+    assert [g["step"] for g in owners] == ["step-3"]
+    shown = partly_veiled(figure, owners)
+    events = good["api"]["events"]
+    rank2 = [e for e in events if e["rank"] == 2]
+    assert len(rank2) == 2 * good["api"]["microbatches"]
+    held = [(t["y"][j], x) for t in shown["data"] for j, x in enumerate(t["x"]) if x is None]
+    assert sorted(r for r, _ in held) == ["rank 2"] * len(rank2)
+    drawn = sorted((t["y"][j], b, x) for t in shown["data"]
+                   for j, (b, x) in enumerate(zip(t["base"], t["x"], strict=True))
+                   if x is not None)
+    assert drawn == sorted((f"rank {e['rank']}", round(e["start"], 6),
+                            round(e["end"] - e["start"], 6)) for e in events if e["rank"] != 2)
+    labels = [a["text"] for a in shown["layout"]["annotations"]]
+    assert "rank 2's bars: ? (after step 3's guess)" in labels
+    assert not any("6 micro-batches" in t for t in labels)
+    # Guessed: rank 2's bars as the engine places them, and the peak on its row.
+    every = sorted((t["y"][j], b) for t in figure["data"] for j, b in enumerate(t["base"]))
+    assert every == sorted((f"rank {e['rank']}", round(e["start"], 6)) for e in events)
+    peak = good["api"]["peak_activations"][2]
+    assert f"rank 2 holds {peak} micro-batches at its peak" in [
+        a["text"] for a in figure["layout"]["annotations"]]
+    # Step 2's link still moves the chart: its bars are not the opening state's.
+    opening = page_figures(client.get("/episodes/pipeline").text)["pipeline-gantt"]
+    assert len(opening["data"][0]["x"]) != len(shown["data"][0]["x"])
+    # Elsewhere (1F1B at 8 x 16) nothing is held.
+    plain = facts()["plain16"]["params"]
+    query = "&".join(f"{k}={v}" for k, v in plain.items())
+    other = page_figures(client.get(f"/episodes/pipeline?{query}").text)["pipeline-gantt"]
+    assert "owners" not in (other["layout"].get("meta") or {})

@@ -118,7 +118,6 @@ LONG_WHYS: dict[tuple[str, str], int] = {
     ("memory", "step-4"): 281,
     ("dp", "step-6"): 322,
     ("tp", "step-6"): 310,
-    ("pipeline", "step-4"): 353,
     ("failures", "step-5"): 265,
     ("failures", "step-7"): 338,
     ("moe", "step-7"): 366,
