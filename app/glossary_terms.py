@@ -248,6 +248,10 @@ GLOSSARY: tuple[Term, ...] = (
     Term("grouped-gemm", "Grouped GEMM", r"\bgrouped GEMMs?\b",
          "One kernel that runs many matrix multiplies of different sizes at once, as a MoE "
          "layer's experts need (each gets its own number of tokens)."),
+    Term("gelu", "GeLU", r"\bGeLU\b|\bGELU\b",
+         "The Gaussian error linear unit, x·Φ(x) with Φ the standard normal's cumulative "
+         "distribution: the smooth activation of GPT's MLP, which widens each token from h to "
+         "4h, applies GeLU and projects back to h. Llama's MLP uses SwiGLU instead."),
     Term("swiglu", "SwiGLU", r"\bSwiGLU\b",
          "The MLP of Llama and most current models: two input projections, one passed through "
          "SiLU (Swish) and multiplied element by element with the other (a gated linear "
@@ -301,6 +305,20 @@ GLOSSARY: tuple[Term, ...] = (
          "The keys and values of the tokens already processed, kept so that each new token "
          "attends to them without computing them again."),
     # ---- precision ----
+    # Round-14 cold reading of EP01, finding 9: the formats EP01's first question names.
+    Term("bf16", "bf16 (bfloat16)", r"\bbf16\b|\bBF16\b|\bbfloat16\b",
+         "A 16-bit floating-point format, 2 bytes a value: 8 exponent bits, as fp32 has, so the "
+         "same range, and 7 mantissa bits, about three significant decimal digits. Mixed-"
+         "precision training keeps weights, activations and gradients in it; fp16, the older "
+         "16-bit format, has 5 exponent bits and needs loss scaling."),
+    Term("fp32", "fp32 (single precision)", r"\bfp32\b|\bFP32\b",
+         "The 32-bit IEEE floating-point format, 4 bytes a value: 8 exponent and 23 mantissa "
+         "bits. Mixed-precision training keeps the master weights and Adam's moments in it, "
+         "since an update much smaller than its weight would round away in bf16."),
+    Term("int8-int4", "int8 and int4", r"\bint[48]\b|\bINT[48]\b",
+         "Integer weight formats for inference: 1 byte or half a byte a parameter, each group "
+         "of weights carrying a floating-point scale that maps the integers back to the "
+         "weights' values (quantisation)."),
     Term("master-weights", "Master weights", r"\bmaster (?:copy|copies|weights)\b",
          "The fp32 copy of the weights that the optimizer updates; the 16-bit weights the "
          "forward pass reads are cast from it."),

@@ -143,6 +143,7 @@ def to_api(result: ZeroResult) -> dict:
         "breakdown": _bytes(result.breakdown),
         "total_bytes": round(result.total_bytes),
         "state_bytes": round(result.state_bytes),
+        "state_bytes_whole_model": round(result.params * result.bytes_per_param),
         "gpu_memory_bytes": round(result.gpu_memory_bytes),
         "fits": result.fits,
         "traffic_bytes": round(chosen.bytes_per_gpu),

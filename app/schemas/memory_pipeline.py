@@ -20,7 +20,18 @@ class MemoryAnswer(BaseModel):
     gpu_memory_bytes: int
     headroom_bytes: int = Field(description="GPU memory minus total (negative: over).")
     fits: bool
-    state_bytes: float = Field(description="Training state (or weights) of the whole model.")
+    # Round-14 cold reading of EP01-EP03, finding 10: /api/zero's state_bytes is per GPU, this
+    # one the whole model's; each says which, and each has the other under its own name.
+    state_bytes: float = Field(
+        description="The whole model's training state (weights, gradients and optimizer state; "
+                    "in inference the weights), all GPUs together: params x bytes_per_param, "
+                    "whatever the parallel degrees. Not per GPU: see state_bytes_per_gpu "
+                    "(/api/zero's state_bytes is per GPU).")
+    state_bytes_per_gpu: int = Field(
+        description="The part of the state one GPU holds (the heaviest pipeline rank's): "
+                    "breakdown's weights, gradients, master_weights and optimizer_moments, "
+                    "after TP, PP, EP and ZeRO sharding; offloaded optimizer state is in "
+                    "host_bytes instead.")
     min_gpus: int = Field(description="Fewest GPUs whose memory could hold the state alone.")
     world_size: int = Field(description="TP x PP x CP x DP.")
     host_bytes: int = Field(description="Host RAM per GPU (optimizer offload).")

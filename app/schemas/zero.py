@@ -8,7 +8,8 @@ from pydantic import BaseModel, Field
 class ZeroStageBar(BaseModel):
     dp: int
     zero: int
-    state_bytes: int
+    state_bytes: int = Field(description="Weights, gradients and optimizer state per GPU at "
+                                         "this stage and D.")
     total_bytes: int
     breakdown: dict[str, int]
 class ZeroTransfer(BaseModel):
@@ -91,7 +92,17 @@ class ZeroAnswer(BaseModel):
     fsdp_name: str = Field(description="PyTorch FSDP's name for this ZeRO stage.")
     breakdown: dict[str, int] = Field(description="Bytes per GPU, by component.")
     total_bytes: int = Field(description="Bytes per GPU, every component.")
-    state_bytes: int = Field(description="Weights, gradients and optimizer state per GPU.")
+    # Round-14 cold reading of EP01-EP03, finding 10: /api/memory's state_bytes is the whole
+    # model's, this one per GPU; each says which, and each has the other under its own name.
+    state_bytes: int = Field(
+        description="Weights, gradients and optimizer state on each GPU at this ZeRO stage "
+                    "and D (breakdown's weights, gradients, master_weights and "
+                    "optimizer_moments). Per GPU, not the whole model: see "
+                    "state_bytes_whole_model (/api/memory's state_bytes is the whole model's). "
+                    "Offloaded optimizer state is in host_bytes_per_node instead.")
+    state_bytes_whole_model: int = Field(
+        description="The whole model's training state, all GPUs (and host RAM) together: "
+                    "params x bytes_per_param, the same at every stage and D.")
     gpu_memory_bytes: int
     fits: bool
     traffic_bytes: int = Field(description="Wire bytes per GPU per step at this stage.")

@@ -217,3 +217,19 @@ def test_round_11_ep09_hbm_ndr_and_cuda_ipc_are_defined_at_first_use(client):
     assert "NDR port (InfiniBand's 400 Gb/s generation, one port a GPU)" in text
     assert "through CUDA IPC (the engine opens the trainer's GPU buffer by a handle" in text
     assert 'NVLink (<a href="/glossary#cuda-ipc">CUDA IPC</a>)' in page
+
+
+def test_round_14_ep01_and_ep03_gloss_their_formats_and_the_crossover_at_first_use(client):
+    """Round-14 cold reading of EP01-EP03, finding 9: EP01 used bf16, fp32, int8, int4 (its
+    first question) and "a 4h GeLU MLP" (step 3) with no definition; EP03 used T* in step 9's
+    intro before the crossover was defined, and left InfiniBand NDR (only in a try link) and
+    HSDP (FSDP's HYBRID_SHARD) unmarked. Each now has an entry marked at its first use, and
+    EP03's first T* comes with the crossover's definition."""
+    assert {"bf16", "fp32", "gelu", "int8-int4"} <= _defined(client, "/episodes/memory")
+    assert {"crossover", "ndr", "hsdp"} <= _defined(client, "/episodes/zero")
+    prose = Prose()
+    prose.feed(client.get("/episodes/zero").text.split('id="step-drill"')[0])
+    assert prose.text.index("T*") >= prose.defined["crossover"]
+    term = {t.slug: t for t in GLOSSARY}
+    assert term["bf16"].regex.search("BF16 GEMMs") and term["fp32"].regex.search("FP32 scale")
+    assert term["int8-int4"].regex.search("1 in int8, 0.5 in int4")

@@ -672,3 +672,27 @@ def test_round_14_step_2s_try_link_draws_its_bill_once_step_2_is_guessed(client)
     assert gpus == owners | {"predict-memory-5"}, gpus
     owners, gpus = keys("model=llama-3.1-405b&recipe=adam18")
     assert "predict-memory-5" in owners and gpus == owners, (owners, gpus)
+
+
+def test_round_14_step_6_derives_the_fp8_recipes_activations(client):
+    """Round-14 cold reading of EP01, finding 8: step 6's FP8 link tabled DeepSeek-V3's
+    activations at 48.7 GB where step 3's 34·s·h·L gives 60.9 GB (the 16-byte link), the 0.8
+    unsaid. The why derives it: 14 of the 34 bytes are the matmuls' saved inputs, which the
+    recipe keeps at 1 + 4/128 B an element, so 34 − 14 × (1 − 1.03 ÷ 2) = 27.2 bytes, the
+    engine's count (labs.model.activations), which the link's bill draws."""
+    from app.routers.memory import facts
+
+    f = facts()
+    fa, acts = f["fp8_acts"], f["deepseek_fp8"]["api"]["breakdown"]["activations"]
+    assert (fa["bf16"], fa["gemm"], fa["saved"]) == (34, 14, 1 + 4 / 128)
+    assert fa["coefficient"] == pytest.approx(34 - 14 * (1 - fa["saved"] / 2))
+    shape = fa["tokens"] * fa["hidden"] * fa["layers"]
+    assert fa["coefficient"] * shape == pytest.approx(acts, rel=1e-9)
+    assert 34 * shape == pytest.approx(f["deepseek"]["api"]["breakdown"]["activations"])
+    step = _step(client.get("/episodes/memory").text, 6)
+    dims = f"{fa['tokens']:,} × {fa['hidden']:,} × {fa['layers']}"
+    for said in (f"from {fmt_bytes(34 * shape)} (step 3's 34 × {dims}) to {fmt_bytes(acts)}",
+                 "1 + 4/128 = 1.03 B an element, not 2",
+                 f"34 − 14 × (1 − 1.03 ÷ 2) = {fa['coefficient']:.1f} bytes, × {dims} = "
+                 f"{fmt_bytes(acts)}"):
+        assert said in " ".join(step.split()), said

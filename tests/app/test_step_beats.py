@@ -115,7 +115,6 @@ def why_words(step: str) -> int:
 # the cap was set, 2026-12-06).
 WHY_WORDS = 250
 LONG_WHYS: dict[tuple[str, str], int] = {
-    ("memory", "step-4"): 281,
     ("dp", "step-6"): 322,
     ("tp", "step-6"): 310,
     ("failures", "step-5"): 265,

@@ -918,3 +918,27 @@ def test_round_14_step_3_says_which_way_34_errs_for_its_model(client):
     assert f"34 errs low, by {fmt_pct(-own['high'])}" in text, text
     assert f"{fmt_bytes(activations * own['coefficient'] / 34)}, not {fmt_bytes(activations)}" \
         in text, text
+
+
+def test_round_14_state_bytes_says_whole_model_or_per_gpu_and_each_api_has_both(client):
+    """Round-14 cold reading of EP01-EP03, finding 10: /api/memory's state_bytes is the whole
+    model's (1.13 TB for the 70B at D = 32, ZeRO-3), /api/zero's per GPU (35.3 GB): one name,
+    two meanings. Both names stay (tests and users read them); each one's OpenAPI description
+    says which, and each API gives the other under a name of its own."""
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    memory, zero = schemas["MemoryAnswer"]["properties"], schemas["ZeroAnswer"]["properties"]
+    assert "whole model" in memory["state_bytes"]["description"]
+    assert "Not per GPU" in memory["state_bytes"]["description"]
+    assert "Per GPU, not the whole model" in zero["state_bytes"]["description"]
+    assert "per GPU" in schemas["ZeroStageBar"]["properties"]["state_bytes"]["description"]
+    assert "one GPU holds" in memory["state_bytes_per_gpu"]["description"]
+    assert "whole model" in zero["state_bytes_whole_model"]["description"]
+    query = {"model": "llama-3.1-70b", "dp": 32, "zero": 3}
+    m = client.get("/api/memory", params=query).json()
+    z = client.get("/api/zero", params=query).json()
+    state = ("weights", "gradients", "master_weights", "optimizer_moments")
+    assert m["state_bytes_per_gpu"] == sum(m["breakdown"][k] for k in state)
+    assert z["state_bytes_whole_model"] == round(z["params"] * z["bytes_per_param"])
+    assert z["state_bytes_whole_model"] == pytest.approx(m["state_bytes"], abs=1)
+    assert m["state_bytes_per_gpu"] == pytest.approx(z["state_bytes"], abs=4)
+    assert fmt_bytes(m["state_bytes"]) == "1.13 TB" and fmt_bytes(z["state_bytes"]) == "35.3 GB"
