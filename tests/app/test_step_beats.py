@@ -119,7 +119,6 @@ LONG_WHYS: dict[tuple[str, str], int] = {
     ("tp", "step-6"): 310,
     ("failures", "step-5"): 265,
     ("failures", "step-7"): 338,
-    ("moe", "step-7"): 366,
     ("recipe", "step-12"): 260,
 }
 
