@@ -47,7 +47,7 @@ TAUGHT_IN: dict[str, str] = {
     "ll-protocol": "data-parallel",
     "oversubscription": "experts",
     "rail-optimised": "experts",
-    "hbm": "experts",
+    "hbm": "tensor-parallel",
     "ndr": "data-parallel",
     "cuda-ipc": "rl-placement",
     "asynctp": "recipe-3d",

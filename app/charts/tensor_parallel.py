@@ -251,33 +251,63 @@ def cost_figure(result) -> dict:
                         + (f"<br>one all-reduce: {fmt_ms(cost.collective_s)}" if second else ""),
                         xanchor="left" if at < len(x) / 2 else "right", yshift=4)
     keys = held_keys(result)
-    times = (f"One layer at t = {cost.tp}: {cost.compute_s * 1e3:.2f} ms of compute and "
-             f"{cost.comm_s * 1e3:.2f} ms of collectives per GPU")
+    collectives = f"and {cost.comm_s * 1e3:.2f} ms of collectives"
+    times = (f"One layer at t = {cost.tp}, per GPU: {cost.compute_s * 1e3:.2f} ms of compute "
+             f"{collectives}")
     against = f"against {one:.1f} ms on one GPU"
     cut = [cut_label(i, top, f"{c.layer_s * 1e3:.1f} ms ↑") for i, c in enumerate(sweep)
            if c.layer_s * 1e3 > top]
+    layout = base_layout(
+        barmode="stack",
+        margin={"l": 52, "r": 8, "t": 8, "b": 40},
+        xaxis={"type": "category", "fixedrange": True},
+        yaxis=_ms_axis(top),
+        annotations=[label, *cut],
+        legend={"orientation": "h", "y": -0.1, "x": 0, "yanchor": "top",
+                "traceorder": "normal", "font": {"size": 11}},
+    )
+    if step_keys(result):
+        layout["meta"] = _collectives_held(result, keys, collectives, against, len(cut))
+    else:  # One GPU's time over t of the chosen bar is the 70B drill's efficiency a layer.
+        layout.update(_held_meta(keys, cost.tp, len(data), 0, against,
+                                 f"against one GPU's time {waits(keys)}", names={2: "One GPU"}))
     return {
         "data": data,
-        "layout": base_layout(
-            barmode="stack",
-            margin={"l": 52, "r": 8, "t": 8, "b": 40},
-            xaxis={"type": "category", "fixedrange": True},
-            yaxis={"title": {"text": "ms per layer (fwd + bwd)"},
-                   "range": [0, top], "fixedrange": True, "gridcolor": "#e6e9ef"},
-            annotations=[label, *cut],
-            legend={"orientation": "h", "y": -0.1, "x": 0, "yanchor": "top",
-                    "traceorder": "normal", "font": {"size": 11}},
-            # One GPU's time over t of the chosen bar is the efficiency a layer; the chosen
-            # bar's times answer step 4 or 5 at their states (``step_keys``).
-            **(_held_meta(keys, cost.tp, len(data), 0, times,
-                          f"One layer's times at t = {cost.tp} show {waits(keys, 'once')}")
-               if step_keys(result) else
-               _held_meta(keys, cost.tp, len(data), 0, against,
-                          f"against one GPU's time {waits(keys)}", names={2: "One GPU"})),
-        ),
+        "layout": layout,
         # No bytes: step 3 asks them (the table's Sent column waits for its guess).
         "summary": f"{times}, {against}",
     }
+
+
+# While a step's collectives wait, the cost chart's axis reaches this many times the chosen
+# bar's compute: a little above where 1.6 times the whole layer puts it, so the bar keeps
+# about its height and turning SP on draws it a little lower, as it is.
+HELD_REACH = 1.75
+
+
+def _ms_axis(top: float) -> dict:
+    return {"title": {"text": "ms per layer (fwd + bwd)"}, "range": [0, top],
+            "fixedrange": True, "gridcolor": "#e6e9ef"}
+
+
+def _collectives_held(result, keys: str, collectives: str, against: str, cuts: int) -> dict:
+    """layout.meta that holds, until ``keys`` (step 4's or 5's, with the 70B drill where it
+    waits too) are guessed, what answers those steps: the collectives of every t > 1, the
+    chosen bar's label and the cut bars' totals; the compute bars stay drawn, so the step's
+    try link moves the chart it names (round-14 cold reading of EP04, finding 10a: at SP on
+    the chart was veiled whole). The axis reaches from the compute alone meanwhile."""
+    cost = result.cost
+    owners = [{"step": keys,
+               "points": [[1, i] for i, c in enumerate(result.sweep) if c.tp > 1],
+               "annotations": list(range(1 + cuts)),
+               "summary": [collectives, f"and its collectives, which show {waits(keys, 'once')}"]}]
+    drill = drill_key(result)
+    if drill:  # one GPU's time gives the 70B drill's efficiency from the layer's
+        owners.append({"step": drill, "traces": [2],
+                       "summary": [against, f"against one GPU's time {waits(drill)}"]})
+    return {"masked": {"0": f"t = {cost.tp}: {cost.compute_s * 1e3:.2f} + ? ms"},
+            "partly": True, "owners": owners, **({"names": {"2": "One GPU"}} if drill else {}),
+            "axes": {"yaxis": _ms_axis(HELD_REACH * cost.compute_s * 1e3)}}
 
 
 def memory_figure(result) -> dict:

@@ -49,18 +49,22 @@ def split_view(result) -> dict:
     # Megatron's operators: f (identity forward, all-reduce backward) before a column-split
     # matrix, g (all-reduce forward, identity backward) after a row-split one; with SP,
     # Korthikanti's g (all-gather forward, reduce-scatter backward) and ḡ (the reverse).
-    into = {
-        "op": "g" if sp else "f", "fwd": "AG" if sp else "–", "bwd": "RS" if sp else "AR",
-        "forward": f"all-gather X from {_n(tokens // t)} tokens each to all {_n(tokens)}"
-                   if sp else "identity: X is already on every GPU",
-        "backward": f"reduce-scatter of ∂X ({size})" if sp else f"all-reduce of ∂X ({size})",
-    }
-    out = {
-        "op": "ḡ" if sp else "g", "fwd": "RS" if sp else "AR", "bwd": "AG" if sp else "–",
-        "forward": f"reduce-scatter the partial sums ({size}) to {_n(tokens // t)} tokens each"
-                   if sp else f"all-reduce the partial sums ({size})",
-        "backward": "all-gather ∂Z" if sp else "identity",
-    }
+    # Each badge's collectives, forward and backward: drawn as their short names and counted
+    # (``drawn``), as many as the engine times (``TPResult.collectives_per_layer``).
+    into = _badge(
+        "g" if sp else "f", ("AG",) if sp else (), ("AG", "RS") if sp else ("AR",),
+        forward=f"all-gather X from {_n(tokens // t)} tokens each to all {_n(tokens)}"
+                if sp else "identity: X is already on every GPU",
+        # With SP a GPU kept only its t-th of X: the weight gradient needs all of it, so
+        # backward gathers it again (Korthikanti et al. 2022 sec 4.2.2; Megatron-LM).
+        backward=f"all-gather X again for the weight gradient ({_n(tokens // t)} tokens "
+                 f"each kept), then reduce-scatter of ∂X ({size})" if sp
+                 else f"all-reduce of ∂X ({size})")
+    out = _badge(
+        "ḡ" if sp else "g", ("RS",) if sp else ("AR",), ("AG",) if sp else (),
+        forward=f"reduce-scatter the partial sums ({size}) to {_n(tokens // t)} tokens each"
+                if sp else f"all-reduce the partial sums ({size})",
+        backward="all-gather ∂Z" if sp else "identity")
     norms = (f"LayerNorm, dropout, residual on {_n(tokens // t)} of {_n(tokens)} tokens per "
              "GPU (sequence parallel: their activations ÷ t)" if sp else
              f"LayerNorm, dropout, residual on all {_n(tokens)} tokens, repeated on every GPU "
@@ -98,8 +102,7 @@ def split_view(result) -> dict:
                          "communication",
          "limit": ""},
     ]
-    sent = result.cost.collective_sent / (2 if sp else 1)
-    counted = round(result.cost.comm_bytes / sent) if sent else result.collectives_per_layer
+    drawn = sum(len(b[k]["ops"]) for b in blocks for k in ("into", "out"))
     return {
         "tp": t, "sp": sp, "blocks": blocks, "norms": norms,
         "legend": [{"gpu": i, "colour": GPU_COLOURS[i]} for i in range(min(t, 8))],
@@ -111,9 +114,17 @@ def split_view(result) -> dict:
             "last": t - 1,
         },
         "collective_size": size,
-        # Counted from the bytes the engine sends (round-14 cold reading of EP04, finding 5):
-        # with SP each is half an all-reduce's, and backward gathers each column-split
-        # matrix's input again, 10 a layer where the four f/g pairs alone would make 8.
-        "collectives_per_layer": counted,
-        "regathers": counted - result.collectives_per_layer,
+        # The engine's count (round-14 cold reading of EP04, finding 5: with SP the caption
+        # said 8 where the engine times 10), which the badges draw one by one.
+        "collectives_per_layer": result.collectives_per_layer,
+        "drawn": drawn,
     }
+
+
+def _badge(op: str, fwd: tuple[str, ...], bwd: tuple[str, ...], forward: str,
+           backward: str) -> dict:
+    """Megatron's operator at one end of a block: its collectives forward and backward, a
+    line each ("–" for a pass with none), so a phone's row stays as wide as it was."""
+    return {"op": op, "lines": [f"{name} {x}" for name, ops in (("fwd", fwd), ("bwd", bwd))
+                                for x in ops or ("–",)],
+            "ops": fwd + bwd, "forward": forward, "backward": backward}

@@ -5,6 +5,7 @@ from app.charts.units import fmt_busbw
 from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import pct
+from labs.hardware.links import get_link
 
 # EP04's drills quote the lab's figures for their states, read when a drill is answered
 # (lab_value: the same query model, run and to_api as GET /api/tp), never typed in.
@@ -12,6 +13,9 @@ from app.lesson_drills.units import pct
 # draw (round-12 cold reading of EP04, finding 2: it answered the per-layer 75.8% beside the
 # bench's 75.9%); at MODEL_70B the bench holds it until the drill is answered.
 TP_GOOD, TP_70B = {"tp": 8}, {"model": MODEL_70B, "tp": 8}
+# The decide's PCIe option states its rate, as the page states NDR's 48 GB/s a port: the
+# choice is then settled on what EP02 and EP04 teach (round-14 cold reading of EP04, finding 7).
+PCIE_5 = get_link("pcie-5")
 
 
 def tp_figures(params: dict) -> dict:
@@ -133,8 +137,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "Llama 3.1 405B runs TP8 inside an NVLink node. Which change costs the most TP "
         "efficiency?",
         "tp", "efficiency",
-        (("pcie", "The same 8 GPUs joined by PCIe 5.0 (64 GB/s a direction) instead of "
-                  "NVLink",
+        (("pcie", f"The same 8 GPUs joined by PCIe 5.0 ({PCIE_5.bandwidth / 1e9:.0f} GB/s a "
+                  f"direction, {PCIE_5.ring_busbw / 1e9:.0f} GB/s of ring busBW measured) "
+                  "instead of NVLink",
           {"tp": 8, "intra_link": "pcie-5"},
           tp_pcie_why),
          ("span", "Nodes of 2 GPUs, so TP8 spans four nodes over InfiniBand",

@@ -29,6 +29,7 @@ from labs.core.limits import (
     TP_DEGREES,
 )
 from labs.hardware.gpus import get_gpu
+from labs.hardware.kernels import rates
 from labs.hardware.links import get_link, link_name, links
 from labs.hardware.nccl import simple_ring_latency
 from labs.model.presets import models
@@ -130,6 +131,8 @@ def to_api(result: TPResult) -> dict:
         "backward_comm_s": cost.backward_comm_s,
         "backward_beside": [{"gemm": name, "seconds": seconds}
                             for name, seconds in cost.backward_beside],
+        "seq_split_bytes": cost.seq_split_bytes,
+        "seq_split_s": cost.seq_split_s,
         "single_gpu_s": cost.single_gpu_s,
         "step_efficiency": cost.step_efficiency,
         "step_speedup": cost.step_speedup,
@@ -263,6 +266,7 @@ def extra_context(state) -> dict:
         "tp_bytes_key": bytes_key,
         "crossover": tp_crossover(state.result),
         "gpu_peak": lambda gpu_id: get_gpu(gpu_id).bf16_flops,  # step 6 names the peak
+        "gpu_hbm": lambda gpu_id: rates(get_gpu(gpu_id)),  # step 5 times the norms' bytes
         "ring_lat": simple_ring_latency(),  # step 4 sums a two-node ring's latency (EP02's)
     }
 

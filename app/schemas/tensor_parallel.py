@@ -27,7 +27,10 @@ class TPCollective(BaseModel):
 
     pass_: str = Field(alias="pass", description="forward or backward.")
     at: str = Field(description="The matrix it follows or precedes.")
-    ops: list[str] = Field(description="all_reduce, or all_gather + reduce_scatter with SP.")
+    ops: list[str] = Field(description="all_reduce; with SP all_gather + reduce_scatter "
+                           "forward, and backward all_gather (dY), all_gather (the input "
+                           "again) + reduce_scatter: as many, summed, as "
+                           "collectives_per_layer.")
 
 
 class BackwardGemm(BaseModel):
@@ -109,6 +112,12 @@ class TensorParallelAnswer(BaseModel):
         description="Each backward exchange's GEMM, the one it runs beside (its weight-"
                     "gradient GEMM), in order: backward_comm_s is the sum of what each "
                     "exchange outlasts its GEMM by.")
+    seq_split_bytes: float = Field(description="Bytes the kernels sequence parallelism splits "
+                                   "along the sequence (the norms and the residual adds) "
+                                   "read and write on one GPU a layer, forward + backward: "
+                                   "all the tokens' without SP, s/t of them with it.")
+    seq_split_s: float = Field(description="Their seconds: memory-bound, the bytes at the "
+                               "GPU's achieved HBM rate.")
     single_gpu_s: float = Field(description="One layer's step on one GPU.")
     step_efficiency: float
     step_speedup: float
@@ -119,8 +128,12 @@ class TensorParallelAnswer(BaseModel):
     step_comm_bytes: float
     single_gpu_step_s: float
     collective_bytes: float = Field(description="The tensor of each collective: s·b·h·2.")
-    collectives_per_layer: int = Field(description="4 all-reduces, or 8 with SP (4 all-gathers "
-                                                   "+ 4 reduce-scatters).")
+    collectives_per_layer: int = Field(description="The TP collectives a layer runs per step, "
+                                       "as the lab times them: 4 all-reduces, or 10 with SP "
+                                       "(forward 2 all-gathers + 2 reduce-scatters; backward "
+                                       "2 all-gathers of dY, 2 all-gathers of each column-"
+                                       "split matrix's input again for its weight gradient, "
+                                       "2 reduce-scatters).")
     collectives: list[TPCollective]
     algorithm: str
     bottleneck: str

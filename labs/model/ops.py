@@ -70,6 +70,9 @@ from labs.model.passes import Kernel, Pass, PassBuilder
 from labs.model.spec import ModelSpec
 
 DROPOUT_MASK = 1  # bytes per element of a dropout mask
+# A dense layer's kernels sequence parallelism runs on s/t of the tokens (``fsp`` below;
+# Korthikanti et al. 2022 sec 4.2.2): EP04 step 5 times what SP saves from them.
+SEQUENCE_SPLIT = ("norms", "bias-dropout-add")
 # The software's kernels (module docstring): Megatron / Transformer Engine's fused ones,
 # torch.compile'd PyTorch, PyTorch eager.
 KERNELS = ("fused", "compiled", "eager")
@@ -159,10 +162,11 @@ def layer_ops(model: ModelSpec, gpu: GPUSpec, *, tp: int, cp: int, micro_batch: 
     norm_f, norm_b = 2 * norm[0] * h * fsp, 2 * norm[1] * h * fsp
     add_f = 2 * (7 if drop else 6) * h * fsp
     add_b = 2 * ((5 if drop else 0) + 6) * h * fsp
-    fwd.mem("norms", tokens * norm_f)
-    bwd.mem("norms", tokens * norm_b)
-    fwd.mem("bias-dropout-add", tokens * add_f)
-    bwd.mem("bias-dropout-add", tokens * add_b)
+    norms, adds = SEQUENCE_SPLIT
+    fwd.mem(norms, tokens * norm_f)
+    bwd.mem(norms, tokens * norm_b)
+    fwd.mem(adds, tokens * add_f)
+    bwd.mem(adds, tokens * add_b)
     act_rows, act_width = _activation(model, tokens, t, moe, ep, etp)
     gated = model.gated_mlp
     act = (EAGER_BYTES["swiglu"] if eager and gated else (6, 10) if gated else (4, 6))

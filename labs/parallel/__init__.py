@@ -1,6 +1,7 @@
 """`layout.py` (`ParallelLayout`: TP/PP/CP/DP/EP/expert-TP, Megatron's rank groups, `problems()`),
 `rank_map.py` (each rank's node and groups), `layer_time.py` (one layer on one GPU of a layout:
-its kernels and its TP, CP and EP collectives exposed or hidden, recomputation), `dispatch.py`
+its kernels and its TP, CP and EP collectives exposed or hidden, recomputation; `tp_schedule`,
+a layer's TP collectives in order, which EP04 counts: 4, or 10 with SP), `dispatch.py`
 (the copies of a token an EP dispatch sends over the network and NVLink: NCCL's all-to-all or
 DeepEP's, under uniform or node-limited routing)"""
 

@@ -271,6 +271,35 @@ def decomposed_exposed(gemm: Kernel, comm: float, chunks: int, gpu: GPUSpec,
     return decomposed(gemm, comm, chunks, gpu, fp8)[0]
 
 
+def tp_schedule(sp: bool, f: Pass | None = None, b: Pass | None = None, attn: str = "qkv",
+                mlp: str = "fc1", fc2: str = "fc2") -> tuple[tuple, tuple]:
+    """A layer's TP collectives, forward and backward, in order: (collective, the pass, the
+    GEMM it can run beside, the overlap setting that lets it, and where it blocks without it:
+    before the GEMM it feeds or after the one it follows). Without SP, 2 + 2 all-reduces;
+    with SP, 4 forward and 6 backward (the module docstring). EP04 counts a layer's
+    collectives here (``tp_collective_count``), so its count is the one the engine times."""
+    if not sp:
+        return ((("all_reduce", f, "proj", "all", "after"),
+                 ("all_reduce", f, fc2, "all", "after")),
+                (("all_reduce", b, attn + ".wgrad", "backward", "after"),
+                 ("all_reduce", b, mlp + ".wgrad", "backward", "after")))
+    return ((("all_gather", f, attn, "all", "before"),
+             ("reduce_scatter", f, "proj", "all", "after"),
+             ("all_gather", f, mlp, "all", "before"),
+             ("reduce_scatter", f, fc2, "all", "after")),
+            (("all_gather", b, "proj.dgrad", "all", "before"),
+             ("all_gather", b, fc2 + ".dgrad", "all", "before"),
+             ("all_gather", b, attn + ".dgrad", "backward", "after"),
+             ("reduce_scatter", b, attn + ".wgrad", "backward", "after"),
+             ("all_gather", b, mlp + ".dgrad", "backward", "after"),
+             ("reduce_scatter", b, mlp + ".wgrad", "backward", "after")))
+
+
+def tp_collective_count(sp: bool) -> int:
+    """The TP collectives one layer runs per step, forward and backward: 4, or 10 with SP."""
+    return sum(len(p) for p in tp_schedule(sp))
+
+
 def _tp(act: float, ops: LayerOps, cluster: Cluster, g: Group, sp: bool,
         overlap: str, fp8: bool = False) -> tuple[Comm | None, Comm | None]:
     if g.size == 1:
@@ -284,24 +313,7 @@ def _tp(act: float, ops: LayerOps, cluster: Cluster, g: Group, sp: bool,
     # collective beside them; with no shared experts (Mixtral, Qwen3) those collectives block.
     mlp = "fc1" if f.named("fc1") else "shared.fc1"
     fc2 = "fc2" if f.named("fc2") else "shared.fc2"
-    # (collective, the GEMM it can run beside, the overlap setting that lets it, and where it
-    # blocks without it: before the GEMM it feeds or after the one it follows)
-    if not sp:
-        fwd = (("all_reduce", f, "proj", "all", "after"),
-               ("all_reduce", f, fc2, "all", "after"))
-        bwd = (("all_reduce", b, attn + ".wgrad", "backward", "after"),
-               ("all_reduce", b, mlp + ".wgrad", "backward", "after"))
-    else:
-        fwd = (("all_gather", f, attn, "all", "before"),
-               ("reduce_scatter", f, "proj", "all", "after"),
-               ("all_gather", f, mlp, "all", "before"),
-               ("reduce_scatter", f, fc2, "all", "after"))
-        bwd = (("all_gather", b, "proj.dgrad", "all", "before"),
-               ("all_gather", b, fc2 + ".dgrad", "all", "before"),
-               ("all_gather", b, attn + ".dgrad", "backward", "after"),
-               ("reduce_scatter", b, attn + ".wgrad", "backward", "after"),
-               ("all_gather", b, mlp + ".dgrad", "backward", "after"),
-               ("reduce_scatter", b, mlp + ".wgrad", "backward", "after"))
+    fwd, bwd = tp_schedule(sp, f, b, attn, mlp, fc2)
     level = TP_OVERLAPS.index(overlap)
     out = []
     for entries in (fwd, bwd):

@@ -19,15 +19,19 @@ from labs.model.activations import ACT_BYTES
 from labs.model.spec import ModelSpec
 
 # Per layer per step, in order: (pass, after which matrix, collective without SP, with SP).
+# With SP each backward f/g is the all-gather of dY before the row-split matrix's input
+# gradient, the all-gather of the column-split matrix's input again (it kept only its t-th of
+# the tokens; its weight gradient needs all of them) and the reduce-scatter of its input
+# gradient: the collectives labs.parallel.layer_time.tp_schedule times, 4 forward + 6.
 LAYER_COLLECTIVES = (
     ("forward", "attention output projection (row-split)", "all_reduce",
      ("all_gather", "reduce_scatter")),
     ("forward", "MLP down projection (row-split)", "all_reduce",
      ("all_gather", "reduce_scatter")),
     ("backward", "MLP up/gate projection (column-split)", "all_reduce",
-     ("reduce_scatter", "all_gather")),
+     ("all_gather", "all_gather", "reduce_scatter")),
     ("backward", "QKV projection (column-split)", "all_reduce",
-     ("reduce_scatter", "all_gather")),
+     ("all_gather", "all_gather", "reduce_scatter")),
 )
 STEP_EXTRA_COLLECTIVES = 2  # the embedding's (forward) and the output layer's (backward)
 # How much of one f or g hides behind compute, counted alone: none. In Megatron-LM (Shoeybi

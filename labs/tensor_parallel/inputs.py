@@ -23,8 +23,8 @@ from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, Link, check_pairing, link_alone
 from labs.memory.inputs import MemoryResult
 from labs.model.spec import ModelSpec
+from labs.parallel.layer_time import tp_collective_count
 from labs.parallel.layout import ParallelLayout, problems
-from labs.tensor_parallel.comm import LAYER_COLLECTIVES
 
 
 @dataclass(frozen=True)
@@ -187,6 +187,12 @@ class TPCost:
     # time is derivable: the sum of what each exchange outlasts its GEMM by (EP12 step 5,
     # round-6 cold reading, item 6).
     backward_beside: tuple[tuple[str, float], ...] = ()
+    # The kernels sequence parallelism splits along the sequence (labs.model.ops
+    # SEQUENCE_SPLIT: the norms and the residual adds), forward + backward: their bytes and
+    # seconds on one GPU (memory-bound: the bytes at the GPU's achieved HBM rate). Without SP
+    # every GPU of the group runs them on all the tokens; with it on s/t (EP04 step 5).
+    seq_split_bytes: float = 0.0
+    seq_split_s: float = 0.0
 
     @property
     def bus_bandwidth(self) -> float:
@@ -244,4 +250,6 @@ class TPResult:
 
     @property
     def collectives_per_layer(self) -> int:
-        return len(LAYER_COLLECTIVES) * (2 if self.input.sp else 1)
+        """The TP collectives a layer runs per step as the engine times them: 4 all-reduces,
+        or with SP 4 forward and 6 backward (``tp_schedule``)."""
+        return tp_collective_count(self.input.sp)

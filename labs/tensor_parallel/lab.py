@@ -46,6 +46,7 @@ from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
 from labs.model.flops import attention_flops_per_token
 from labs.model.head import head_ops
+from labs.model.ops import SEQUENCE_SPLIT
 from labs.model.spec import ModelSpec
 from labs.parallel.layer_time import Group, layer_time
 from labs.tensor_parallel.comm import (
@@ -166,6 +167,8 @@ def tp_cost(model: ModelSpec, gpu: GPUSpec, topology: Topology, tp: int, *, sp: 
     beside = tuple((piece.anchor, lt.ops.backward.named(piece.anchor)
                     if piece.exposed < piece.seconds else 0.0)
                    for piece in (backward.pieces if backward else ()))
+    split = [k for p in (lt.ops.forward, lt.ops.backward) for k in p.kernels
+             if k.name in SEQUENCE_SPLIT]
     return TPCost(
         tp=tp, compute_s=compute, comm_s=comm, comm_bytes=comm_bytes,
         step_compute_s=model.layers * compute + _head_s(heads),
@@ -182,7 +185,9 @@ def tp_cost(model: ModelSpec, gpu: GPUSpec, topology: Topology, tp: int, *, sp: 
         collective_s=pair.seconds if tp > 1 else 0.0,
         collective_sent=pair.bytes_per_gpu if tp > 1 else 0.0,
         forward_comm_s=forward, backward_comm_s=comm - forward,
-        comm_total_s=sum(c.seconds for c in tp_comms), backward_beside=beside)
+        comm_total_s=sum(c.seconds for c in tp_comms), backward_beside=beside,
+        seq_split_bytes=sum(k.nbytes for k in split),
+        seq_split_s=sum(k.seconds for k in split))
 
 
 def _layer(model: ModelSpec, cluster: Cluster, tp: int, sp: bool, seq_len: int,

@@ -42,10 +42,11 @@ def assumptions(result: TPResult) -> tuple[str, ...]:
     notes += [
         f"Collectives: as NCCL runs them (its tuning model, NCCL 2.8's latencies as EP02 "
         f"step 1 states them, on the links' measured bus bandwidths); each moves the s·b·h bf16 "
-        f"activations ({result.collective_bytes / 1e6:,.1f} MB); 4 per layer per step "
-        + ("as 4 all-gathers + 4 reduce-scatters (sequence parallelism), and in backward 2 "
-           "more all-gathers (each column-split matrix's input gathered again), "
-           if inp.sp else "as all-reduces, ")
+        f"activations ({result.collective_bytes / 1e6:,.1f} MB); "
+        f"{result.collectives_per_layer} per layer per step "
+        + ("(sequence parallelism): forward an all-gather and a reduce-scatter around each "
+           "half, backward 6, the 4 mirror images and 2 all-gathers of each column-split "
+           "matrix's input again; " if inp.sp else "as all-reduces, ")
         + "the forward ones block the next matmul; in backward each column-split layer's "
         "run beside its other GEMM (Megatron's default), and only what outlasts it counts.",
         f"Per step: {inp.model.layers} layers plus the vocabulary-parallel embedding and "

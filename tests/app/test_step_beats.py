@@ -116,7 +116,6 @@ def why_words(step: str) -> int:
 WHY_WORDS = 250
 LONG_WHYS: dict[tuple[str, str], int] = {
     ("dp", "step-6"): 322,
-    ("tp", "step-6"): 310,
     ("failures", "step-5"): 265,
     ("failures", "step-7"): 338,
     ("recipe", "step-12"): 260,

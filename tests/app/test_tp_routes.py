@@ -45,7 +45,7 @@ def test_api_traffic_is_four_collectives_of_sbh_times_two(client, sp):
     assert body["comm_bytes"] == pytest.approx(10 * share if sp == "true" else 8 * share)
     ops = [op for c in body["collectives"] for op in c["ops"]]
     assert ops.count("all_reduce") == (0 if sp == "true" else 4)
-    assert body["collectives_per_layer"] == (8 if sp == "true" else 4)
+    assert body["collectives_per_layer"] == len(ops) == (10 if sp == "true" else 4)
 
 
 def test_api_link_alone_and_the_sweep(client):
@@ -556,8 +556,8 @@ def test_round_12_step_5_predicts_on_the_chart_it_moves_and_derives_sps_time(cli
     assert "On the cost chart, a layer's time" in text
     # Round 13: without "117 MB", the derive drill's answer (70B's all-reduce), and with the
     # ring's 333 GB/s derived from EP02's 367 and NCCL's latency (finding 5).
-    assert (f"ten collectives, each sending half of what one all-reduce sent "
-            f"({off['collective_sent_bytes'] / 1e6:.0f} MB)") in text
+    assert (f"{on['collectives_per_layer']} collectives, each sending half of what one "
+            f"all-reduce sent ({off['collective_sent_bytes'] / 1e6:.0f} MB)") in text
     assert f"{half / 1e6:.0f} MB" not in text
     assert (f"as a ring at EP02's 367 GB/s: ({off['collective_sent_bytes'] / 1e6:.0f} MB ÷ 2) ÷ "
             f"367 GB/s = {half / 367e9 * 1e3:.3f} ms, plus 8.4 µs + 7 × 3.4 µs of NCCL's latency "
@@ -703,7 +703,6 @@ def test_round_14_masks_say_once_and_the_70b_times_wait_for_the_bytes_drill(clie
     readout = flat(re_lib.search(r'<dl class="readout">.*?</dl>',
                                  masked(page, {"drill-tp-allreduce-bytes"}), re_lib.S)[0])
     assert fmt_ms(api["collective_s"]) not in readout, readout
-    assert fmt_busbw(api["bus_bandwidth"]) in readout
     assert abs(api["collective_s"] * api["bus_bandwidth"] - api["collective_sent_bytes"]) \
         < 0.01 * api["collective_sent_bytes"]
     readout = flat(re_lib.search(r'<dl class="readout">.*?</dl>', page, re_lib.S)[0])
@@ -774,14 +773,14 @@ def test_round_14_sps_collectives_are_counted_one_way(client):
     bench = client.get("/episodes/tensor-parallel", params={"tp": 8, "sp": True}).text
     caption = flat(re_lib.search(r'<figcaption class="tp-key">.*?</figcaption>', bench,
                                  re_lib.S)[0])
-    assert "; 10 per layer per step (2 of them all-gathers in backward" in caption
+    assert "; 10 per layer per step, g's backward AG gathering the input" in caption
     readout = flat(re_lib.search(r'<dl class="readout">.*?</dl>', bench, re_lib.S)[0])
     assert (f"One reduce-scatter or all-gather {fmt_bytes(one)} at "
             f"{fmt_busbw(on['bus_bandwidth'])} busBW (ring): "
             f"{on['collective_s'] / 2 * 1e3:.3f} ms") in readout, readout
     page = flat(client.get("/episodes/tensor-parallel").text)
     assert (f"4 × {on['collective_s'] / 2 * 1e3:.3f} = {on['forward_comm_s'] * 1e3:.2f} ms; of "
-            f"the six backward ones the weight-gradient matmuls leave "
+            f"the 6 backward ones the weight-gradient matmuls leave "
             f"{on['backward_comm_s'] * 1e3:.2f} ms exposed") in page
     assert 4 * on["collective_s"] / 2 == pytest.approx(on["forward_comm_s"])
 
@@ -803,3 +802,130 @@ def test_the_cost_label_on_one_link_adds_the_all_reduce_where_the_group_leaves_a
                                   re.S)[1])
     label = figure["layout"]["annotations"][0]["text"]
     assert ("one all-reduce:" in label) == leaves, label
+
+
+@pytest.mark.parametrize("sp", [True, False])
+def test_round_14_one_count_of_a_layers_collectives(client, sp):
+    """Round-14 cold reading of EP04, finding 5 (as last measured): /api/tp said 8 collectives
+    a layer with SP where the page and the engine's bytes count 10, and the split diagram drew
+    8 of them. One count now, the engine's schedule: the API's field and its list, the bytes
+    sent, the split diagram's caption and badges, the readout and step 5's why."""
+    import re as re_lib
+
+    from tests.app.test_answers_hidden import flat
+
+    params = {"tp": 8, "sp": sp}
+    api = client.get("/api/tp", params=params).json()
+    n = api["collectives_per_layer"]
+    assert n == (10 if sp else 4)
+    assert sum(len(c["ops"]) for c in api["collectives"]) == n
+    one = api["collective_sent_bytes"] / (2 if sp else 1)
+    assert api["comm_bytes"] == pytest.approx(n * one)
+    schema = client.get("/openapi.json").json()["components"]["schemas"]
+    said = schema["TensorParallelAnswer"]["properties"]["collectives_per_layer"]["description"]
+    assert "10 with SP" in said and "8 with SP" not in said
+    page = client.get("/episodes/tensor-parallel", params=params).text
+    figure = re_lib.search(r'<figure id="tp-split".*?</figure>', page, re_lib.S)[0]
+    badges = re_lib.findall(r'<small>(?:fwd|bwd) ([^<]+)</small>', figure)
+    assert len([b for b in badges if b != "–"]) == n, badges
+    assert f"; {n} per layer per step" in flat(figure)
+    readout = flat(re_lib.search(r'<dl class="readout">.*?</dl>', page, re_lib.S)[0])
+    assert f"Collectives per layer ({n}, exposed)" in readout
+    if sp:
+        why = flat(client.get("/episodes/tensor-parallel").text.split('id="why-tp-5"')[1]
+                   .split("</details>")[0])
+        assert f"a layer: {n} collectives, each sending half" in why
+
+
+def test_round_14_the_70b_bench_gives_no_product_for_the_bytes_drill(client):
+    """Round-14 cold reading of EP04, finding 4 (as last measured): at Llama 3.1 70B, t = 8,
+    with tp-predict-70b, step 3 and step 6 answered, the bench printed the busBW (391 GB/s)
+    beside the times of the cost chart and the crossover table, and the bytes a layer (470 MB,
+    four all-reduces): tp-allreduce-bytes' 117 MB by one product or division. The busBW and
+    the bytes a layer wait for that drill too."""
+    from app.charts.units import fmt_bytes
+    from tests.app.test_answers_hidden import flat, masked
+
+    params = {"model": "llama-3.1-70b", "tp": 8}
+    api = client.get("/api/tp", params=params).json()
+    html = client.get("/episodes/tensor-parallel", params=params).text
+    bench = flat(masked(html, {"drill-tp-allreduce-bytes"}).split('id="tp-lab"')[1]
+                 .split('class="assumptions"')[0])
+    assert fmt_busbw(api["bus_bandwidth"]) not in bench, bench
+    assert fmt_busbw(api["crossover"]["busbw"]) not in bench
+    assert fmt_bytes(api["comm_bytes"]) not in bench
+    assert fmt_bytes(api["collective_sent_bytes"]) not in bench
+    assert api["comm_bytes"] == 4 * api["collective_sent_bytes"]
+    # Answered, they show.
+    shown = flat(html.split('id="tp-lab"')[1])
+    assert fmt_busbw(api["bus_bandwidth"]) in shown and fmt_bytes(api["comm_bytes"]) in shown
+
+
+def test_round_14_step_5_derives_its_compute_and_its_chart_moves_before_the_guess(client):
+    """Round-14 cold reading of EP04, findings 8 and 10a (as last measured): step 5 printed
+    17.28 -> 16.29 ms with no derivation; at SP on, before its guess, the cost chart (the
+    step's diagram) was veiled whole, so its try link moved nothing on it. The why derives the
+    compute from the engine's norms and residual adds; the chart draws every compute bar and
+    holds only the collectives at t > 1, its label's total and the cut bars' totals, its
+    caption saying so."""
+    import json
+    import re as re_lib
+
+    from labs.hardware.gpus import get_gpu
+    from labs.hardware.kernels import hbm_rate
+    from tests.app.test_answers_hidden import flat, masked
+
+    off = client.get("/api/tp", params={"tp": 8}).json()
+    on = client.get("/api/tp", params={"tp": 8, "sp": True}).json()
+    t = on["tp"]
+    # The kernels SP splits move their bytes at the HBM rate, an eighth of them with SP, and
+    # they are all the compute SP changes.
+    assert off["seq_split_s"] == pytest.approx(off["seq_split_bytes"] / hbm_rate(
+        get_gpu(off["gpu"])))
+    assert on["seq_split_s"] == pytest.approx(off["seq_split_s"] / t)
+    assert off["compute_s"] - (t - 1) / t * off["seq_split_s"] == pytest.approx(on["compute_s"])
+    why = flat(client.get("/episodes/tensor-parallel").text.split('id="why-tp-5"')[1]
+               .split("</details>")[0])
+    assert (f"{off['compute_s'] * 1e3:.2f} − {t - 1}/{t} × {off['seq_split_s'] * 1e3:.2f} = "
+            f"{on['compute_s'] * 1e3:.2f} ms") in why, why
+    assert f"{off['seq_split_bytes'] / 1e9:.2f} GB a layer" in why
+
+    def cost(html):
+        return json.loads(re_lib.search(
+            r'<script type="application/json" class="figure" data-target="tp-cost"[^>]*>'
+            r"(.*?)</script>", html, re_lib.S)[1])
+
+    page = client.get("/episodes/tensor-parallel", params={"tp": 8, "sp": True}).text
+    shown = cost(masked(page, {"step-5"}))
+    assert isinstance(shown, dict), shown  # not veiled whole
+    compute, comm = shown["data"][0], shown["data"][1]
+    assert compute["y"] == [round(c["compute_s"] * 1e3, 4) for c in on["sweep"]]
+    assert comm["y"] == [0.0 if c["tp"] == 1 else None for c in on["sweep"]]
+    texts = json.dumps(shown)
+    assert f"{on['comm_s'] * 1e3:.2f}" not in texts
+    assert f"{(on['compute_s'] + on['comm_s']) * 1e3:.1f}" not in texts
+    assert f"t = 8: {on['compute_s'] * 1e3:.2f} + ? ms" in texts
+    assert shown["layout"]["yaxis"]["range"][1] < 2 * on["compute_s"] * 1e3
+    assert "which show once step 5 is guessed" in shown["summary"]
+    caption = flat(masked(page, {"step-5"}).split('class="chart-summary" data-chart="tp-cost"')[1]
+                   .split("</p>")[0])
+    assert f"{on['compute_s'] * 1e3:.2f} ms of compute" in caption
+    assert "collectives, which show once step 5 is guessed" in caption, caption
+    # Guessed, the whole chart, its label and caption.
+    whole = cost(page)
+    assert whole["data"][1]["y"] == [round(c["comm_s"] * 1e3, 4) for c in on["sweep"]]
+    assert (f"t = 8: {on['compute_s'] * 1e3:.2f} + {on['comm_s'] * 1e3:.2f} ms"
+            in whole["layout"]["annotations"][0]["text"])
+
+
+def test_round_14_the_decides_pcie_option_states_its_rate(client):
+    """Round-14 cold reading of EP04, finding 7: the decide's right answer, PCIe 5.0, could
+    not be told from nodes of 2 over InfiniBand on what the page teaches (NDR's 48 GB/s a
+    port), since PCIe 5.0's rate was never stated: its option states the link's bandwidth and
+    measured ring busBW, from the link's preset."""
+    from labs.hardware.links import get_link
+
+    pcie = get_link("pcie-5")
+    page = client.get("/episodes/tensor-parallel").text
+    assert (f"PCIe 5.0 ({pcie.bandwidth / 1e9:.0f} GB/s a direction, "
+            f"{pcie.ring_busbw / 1e9:.0f} GB/s of ring busBW measured)") in page

@@ -208,3 +208,29 @@ def test_the_70b_drills_answer_waits_on_the_bench_until_it_is_answered(page, liv
     look_at(page, "tp-efficiency")
     # One decimal, as the headline and the prose print it (round 13, finding 6).
     assert f"{answer}%" in page.evaluate(BENCH)["labels"]
+
+
+def test_round_14_sp_draws_the_cost_charts_compute_before_step_5s_guess(page, live_server):
+    """Round-14 cold reading of EP04, finding 10a (as last measured): at SP on, before step
+    5's guess, the cost chart (the step's diagram) was veiled whole, so the step's try link
+    moved nothing on it. Now lab.js draws its compute bars and holds only the collectives of
+    t > 1 and the chosen bar's total, its aria-label saying they show once step 5 is guessed;
+    the guess draws them."""
+    body = api_json(live_server, "tp", "tp=8&sp=true")
+    open_lesson(page, "tp=8&sp=True")
+    look_at(page, "tp-cost")
+    chart = page.locator("#tp-cost")
+    expect(chart).to_have_attribute("data-veiled", "step-5")
+    plotted = page.evaluate("() => document.getElementById('tp-cost').data.map(t => t.y)")
+    assert plotted[0] == [round(c["compute_s"] * 1e3, 4) for c in body["sweep"]]
+    assert plotted[1] == [0.0 if c["tp"] == 1 else None for c in body["sweep"]]
+    notes = page.evaluate("() => document.getElementById('tp-cost').layout.annotations"
+                          ".map(a => a.text).join(' | ')")
+    assert f"t = 8: {body['compute_s'] * 1e3:.2f} + ? ms" in notes
+    assert f"{body['comm_s'] * 1e3:.2f}" not in notes
+    assert "which show once step 5 is guessed" in chart.get_attribute("aria-label")
+    commit_guess(page, 5)
+    page.wait_for_function("() => !document.getElementById('tp-cost').hasAttribute("
+                           "'data-veiled')")
+    plotted = page.evaluate("() => document.getElementById('tp-cost').data[1].y")
+    assert plotted == [round(c["comm_s"] * 1e3, 4) for c in body["sweep"]]
