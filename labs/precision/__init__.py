@@ -1,8 +1,9 @@
 """EP10: composes EP01's ledger and EP08's step model: the FP8 recipes' ledger against BF16
-itemised from EP01's, `finetune.py` full fine-tuning beside LoRA and QLoRA (with the offloaded
-share of their saved activations in host RAM), `offload.py` activation offload, `speed.py` what FP8 buys in time: EP08's op-level step (the same plan, with
-the page's micro-batches per step: gradient accumulation) run in BF16 and in the recipe, split
-by part, `reported.py` the published figures its tests hold it to
+itemised from EP01's, `finetune.py` full fine-tuning beside LoRA and QLoRA (with the
+offloaded share of their saved activations in host RAM), `offload.py` activation offload,
+`speed.py` what FP8 buys in time: EP08's op-level step (the same plan, with the page's
+micro-batches per step: gradient accumulation) run in BF16 and in the recipe, split by part,
+`reported.py` the published figures its tests hold it to
 
 Composed from the ledger (``labs.memory``): the FP8 recipes are records of
 ``labs.core.catalogue`` that every lab accepts, so this package only itemises what the ledger
