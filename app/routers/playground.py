@@ -65,16 +65,26 @@ def diagram_name(lab: str, name: str) -> str:
 
 def figures(state: PlaygroundState) -> dict[str, dict]:
     """The shown diagrams of every lab that could draw this state, from the lab's own figures
-    function (no figure is re-made here)."""
+    function (no figure is re-made here), each veiled while a step it answers is unguessed
+    (``waits``)."""
     drawn: dict[str, dict] = {}
+    held = waits(state)
     for p in state.panels:
         if p.result is None:
             continue
         own = p.made("figures", partial(_unveiled_figures, p.view, p.result))
         for name in p.diagrams:
             if name in own:
-                drawn[diagram_name(p.lab, name)] = own[name]
+                keys = held.get((p.lab, name))
+                drawn[diagram_name(p.lab, name)] = after(own[name], keys) if keys else own[name]
     return drawn
+
+
+def after(figure: dict, keys: str) -> dict:
+    """A figure veiled whole on the lesson page until ``keys`` are guessed (layout.meta.after,
+    static/js/lab.js veilOf)."""
+    meta = {**figure["layout"].get("meta", {}), "masked": {}, "after": keys}
+    return {**figure, "layout": {**figure["layout"], "meta": meta}}
 
 
 # What a lab's figure carries for its own lesson page: which of that lesson's steps or drills
@@ -234,14 +244,20 @@ def facts() -> dict:
     """The states the lesson links to, with the JSON its prose quotes (tests/app/test_prose)."""
     return {
         "seed": step_state(show_memory="ledger"),
+        # Step 1's move: EP08's panel shows its memory audit alone, so the heaviest stage's
+        # figure comes up (round-15 cold reading of EP12, finding 2: the link set the
+        # opening state, and moved nothing).
+        "seed_audit": step_state(show_recipe="memory"),
         "dp32": step_state(tp=1, pp=1, dp=32, microbatches=1),
         "m2": step_state(microbatches=2),
         "zero1_dp32": step_state(tp=1, pp=1, dp=32, microbatches=1),
         "zero3_dp32": step_state(tp=1, pp=1, dp=32, microbatches=1, zero=3),
         "tp_eth": step_state(gpus_per_node=4, nodes=8, inter_link="eth-100g"),
-        # Step 6: a case EP06 does not draw (its step 3 is CP 2 on 8 tokens), so the recap
-        # asks for a count the student derives (round-6 cold reading of EP12, item 4).
-        "cp4": step_state(cp=4, pp=1, dp=1, cp_layout="zigzag", cp_tokens=16),
+        # Step 6: a case EP06 does not draw (its step 2 is CP 8 on 64 tokens), so the recap
+        # asks for a count the student derives (round-6 cold reading of EP12, item 4), on
+        # contiguous slices: zigzag's every rank was the panel's total pairs ÷ 4, both on
+        # screen (round-15 cold reading, finding 7).
+        "cp4": step_state(cp=4, pp=1, dp=1, cp_layout="contiguous", cp_tokens=16),
         # Step 8: steps 2 and 4 combined with EP01's full recomputation, a state no earlier
         # step shows (round-6 cold reading of EP12, item 3: DP32 alone was step 2's answer).
         "fsdp": step_state(tp=1, pp=1, dp=32, microbatches=1, zero=3, recompute="full"),
@@ -253,12 +269,77 @@ def facts() -> dict:
     }
 
 
+# ---- What of the bench waits for a guess (round-15 cold reading of EP12, findings 2, 5 and
+# 6: the playground stripped its labs' lesson masks and had none of its own, so the opening
+# state printed step 1's two equal figures and each try link's URL, opened in a new tab,
+# printed its step's answer). Each step names the state it asks about (a fact), and for each
+# lab the controls that make a state that question (none: every state) and the panel's parts
+# that answer it (its headline fields and diagrams; None: the whole panel). At such a state
+# those parts wait for the step's guess, keyed by its prediction's beat id. ----
+MEMORY_SAME = ("model", "tp", "pp", "dp", "cp", "zero", "recompute", "seq_len", "micro_batch")
+ASKED: dict[str, tuple[str, dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]]]] = {
+    # Step 1 asks whether two audits agree: any state's two totals side by side answer it.
+    "predict-playground-1": ("seed", {"memory": ((), None),
+                                      "recipe": ((), ("memory_per_gpu_bytes", "memory"))}),
+    "predict-playground-2": ("dp32", {"memory": (MEMORY_SAME, None),
+                                      "zero": (MEMORY_SAME, ("total_bytes", "memory")),
+                                      "recipe": (MEMORY_SAME, ("memory_per_gpu_bytes",
+                                                               "memory"))}),
+    "predict-playground-3": ("m2", {
+        "pipeline": (("pp", "microbatches", "schedule", "virtual"), None),
+        "recipe": (("pp", "microbatches", "schedule", "virtual"),
+                   ("bubble_fraction", "step", "timeline"))}),
+    # EP03's memory chart sweeps every stage and DP degree of its model: any 70B state draws
+    # ZeRO-3 at D = 32 (finding 5: step 2's link drew step 4's 35.3 GB in its hover).
+    "predict-playground-4": ("zero3_dp32", {"zero": (("model",), None),
+                                            "memory": (MEMORY_SAME, None)}),
+    "predict-playground-5": ("tp_eth", {"tp": (("model", "tp", "gpus_per_node", "inter_link"),
+                                               None)}),
+    "predict-playground-6": ("cp4", {"cp": (("cp", "cp_layout", "cp_tokens"), None)}),
+    "predict-playground-7": ("mixtral", {"moe": (("model", "ep", "tp"), None)}),
+    "predict-playground-8": ("fsdp", {"memory": (MEMORY_SAME, None),
+                                      "zero": (MEMORY_SAME, ("total_bytes", "memory")),
+                                      "recipe": (MEMORY_SAME, ("memory_per_gpu_bytes",
+                                                               "memory"))}),
+}
+
+
+def _parts(lab: str) -> tuple[str, ...]:
+    """A panel's parts: its headline fields and its diagrams."""
+    view = next(p.view for p in PANELS if p.lab == lab)
+    return (*(key for _, key, _ in HEADLINES.get(lab, ())),
+            *(d.name for d in view.diagrams if not d.template))
+
+
+def waits(state: PlaygroundState) -> dict[tuple[str, str], str]:
+    """(lab, headline field or diagram) -> the guesses it waits for at this state."""
+    q, lesson = state.query, facts()
+    found: dict[tuple[str, str], list[str]] = {}
+    for key, (fact, labs) in ASKED.items():
+        asked = lesson[fact]["result"].query
+        for lab, (same, parts) in labs.items():
+            if all(getattr(q, name) == getattr(asked, name) for name in same):
+                for part in parts or _parts(lab):
+                    found.setdefault((lab, part), []).append(key)
+    return {where: " ".join(keys) for where, keys in found.items()}
+
+
+def waits_text(keys: str) -> str:
+    """What a masked panel part says: "Shows once step 2 is guessed"."""
+    steps = [k.rsplit("-", 1)[1] for k in keys.split()]
+    return f"Shows once step{'s' if len(steps) > 1 else ''} {' and '.join(steps)} " \
+           f"{'are' if len(steps) > 1 else 'is'} guessed."
+
+
 # Each lab's key figures, read off its own JSON answer (the fields the prose quotes).
 HEADLINES: dict[str, tuple[tuple[str, str, str], ...]] = {
     "memory": (("Per GPU", "total_bytes", "bytes"), ("Fewest GPUs for the state", "min_gpus", "")),
     "dp": (("Speedup", "speedup", ""), ("Efficiency", "efficiency", "pct")),
     "zero": (("State per GPU", "state_bytes", "bytes"), ("Per GPU, all", "total_bytes", "bytes")),
-    "tp": (("TP efficiency", "efficiency", "pct"), ("Sent per layer", "comm_bytes", "bytes")),
+    # One layer's, as step 5's why derives it (the chart's marker is the whole step's: round-15
+    # cold reading of EP12, finding 9, 32.6% beside 32.8%).
+    "tp": (("TP efficiency, one layer", "efficiency", "pct"),
+           ("Sent per layer", "comm_bytes", "bytes")),
     "pipeline": (("Bubble, measured", "bubble_fraction", "pct"),),
     "cp": (("Busiest rank's pairs", "busiest_pairs", ""), ("Of all pairs", "total_pairs", "")),
     "moe": (("Total params", "params", "count"), ("Active params", "active_params", "count")),
@@ -269,15 +350,15 @@ HEADLINES: dict[str, tuple[tuple[str, str, str], ...]] = {
 FORMAT = {"bytes": fmt_bytes, "pct": fmt_pct, "count": fmt_count, "ms": fmt_ms, "": str}
 
 
-def _headlines(p: PanelState) -> list[tuple[str, str]]:
+def _headlines(p: PanelState) -> list[tuple[str, str, str]]:
     # EP05's answer lists every event: read its one headline off the result instead.
     answer = ({"bubble_fraction": p.result.result.bubble_fraction} if p.lab == "pipeline"
               else p.view.to_api(p.result))
-    return [(label, FORMAT[unit](answer[key])) for label, key, unit in HEADLINES[p.lab]
+    return [(label, FORMAT[unit](answer[key]), key) for label, key, unit in HEADLINES[p.lab]
             if answer.get(key) is not None]
 
 
-def headlines(state: PlaygroundState) -> dict[str, list[tuple[str, str]]]:
+def headlines(state: PlaygroundState) -> dict[str, list[tuple[str, str, str]]]:
     found = {}
     for p in state.panels:
         if p.result is None or p.lab not in HEADLINES:
@@ -291,6 +372,8 @@ def extra_context(state) -> dict:
     q = state.query
     return {
         "headlines": headlines(result),
+        # What of each panel waits for a step's guess at this state, and what its mask says.
+        "waits": waits(result), "waits_text": waits_text,
         "defaults": PlaygroundQuery(),  # the worked plan step 1 names, as the controls default
         # Its model's shape: step 8 derives full recomputation's activations from it.
         "worked_model": get_model(PlaygroundQuery().model),
@@ -314,6 +397,38 @@ def extra_context(state) -> dict:
     }
 
 
+GOOD = {"show_pipeline": "gantt"}  # the worked plan, its Gantt chart shown
+
+
+def _verdict(m: dict) -> str:
+    """EP01's panel's fit verdict: "fits the H100's 80.0 GB with 4.02 GB to spare" or "over
+    the H100's 80.0 GB by 89.3 GB"."""
+    headroom, gpu = fmt_bytes(abs(m["headroom_bytes"])), fmt_bytes(m["gpu_memory_bytes"])
+    return (f"fits the H100's {gpu} with {headroom} to spare" if m["fits"]
+            else f"over the H100's {gpu} by {headroom}")
+
+
+def good_case_text() -> str:
+    m = step_state(**GOOD)["api"]["panels"]["memory"]["answer"]
+    fits = "it fits" if m["fits"] else "it does not fit"
+    return (f"{m['model_name']} on 32 H100s as TP8 × PP2 × DP2 with 16 micro-batches: {fits}, "
+            "TP stays on NVLink, the bubble is small.")
+
+
+# The bad case's state: plain DP, no ZeRO, so every GPU holds the whole training state.
+BAD = {"model": "llama-3.1-8b", "tp": 1, "pp": 1, "dp": 32, "microbatches": 1, "zero": 0}
+
+
+def bad_case_text() -> str:
+    """The line under the bad case, its verdict first (a narrow caption is cut at two lines)
+    and EP01's panel's own (``fits``)."""
+    m = step_state(**BAD)["api"]["panels"]["memory"]["answer"]
+    verdict = _verdict(m)
+    return (f"{verdict[0].upper()}{verdict[1:]}: with no ZeRO every GPU holds all of "
+            f"{m['model_name']}'s state, 16 B × {fmt_count(m['params'])} = "
+            f"{fmt_bytes(m['state_bytes'])}, {fmt_bytes(m['total_bytes'])} in all.")
+
+
 VIEW = LabView(
     name="playground",
     episode=BY_SLUG["playground"],
@@ -330,16 +445,12 @@ VIEW = LabView(
     drills=LESSON_DRILLS["playground"],
     summary="Every lab at once from one state: the shared plan (model, GPU, cluster, degrees, "
             "batch) and each lab's own controls; each shown lab's own JSON answer",
-    good=Case("Good case: the worked plan", {"show_pipeline": "gantt"},
-              "Llama 3.1 70B on 32 H100s as TP8 × PP2 × DP2 with 16 micro-batches: it fits, "
-              "TP stays on NVLink, the bubble is small."),
+    good=Case("Good case: the worked plan", GOOD, good_case_text),
     # Llama 3.1 8B: with 70B the bench printed steps 2 and 4's answers (its DP32 bills, and
     # 0.5 B × P, ZeRO-3's state over 32, in the EP03 panel's bars) one click before the
-    # guess (test_answers_hidden).
-    bad=Case("Bad case: 8B as plain DP on 32 GPUs",
-             {"model": "llama-3.1-8b", "tp": 1, "pp": 1, "dp": 32, "microbatches": 1},
-             "Every GPU holds the whole of Llama 3.1 8B's training state: every ledger "
-             "overflows at once."),
+    # guess (test_answers_hidden). Without ZeRO (round-15 cold reading, finding 1: at the
+    # default ZeRO-1 the state fits, 76.0 GB), its verdict read off EP01's panel.
+    bad=Case("Bad case: 8B as plain DP on 32 GPUs", BAD, bad_case_text),
 )
 
 

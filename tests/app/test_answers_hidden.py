@@ -209,7 +209,8 @@ def masked(html: str, keys: set[str]) -> str:
     one shows its data-mask ("?"), and a chart with layout.meta.masked keyed by its id is
     drawn veiled: only its masked labels and the legend names it gives (tests/browser/
     test_answers_hidden_browser.py checks lab.js does so in Chromium); so is one whose
-    meta.after names a key in `keys` (EP05's Gantt at a state a step asks about). A chart
+    meta.after names a key in `keys` (EP05's Gantt at a state a step asks about). A span
+    with data-hidden-until-guess keyed by one is left out (EP06's filled-in L*). A chart
     whose meta names owners (a step each for its parts) is veiled whole while every owner's
     step is masked (unless meta.partly), and else without the parts of the steps still
     masked."""
@@ -222,6 +223,11 @@ def masked(html: str, keys: set[str]) -> str:
 
     html = re.sub(r'(<(span|strong|p|td|th)\b[^>]*\banswer-mask\b[^>]*data-after-guess=[^>]*>)'
                   r"(.*?)(</\2>)", mask, html, flags=re.S)
+
+    def hide(match: re.Match) -> str:  # a span lab.js hides while any of its keys is masked
+        return "" if set(match.group(1).split()) & keys else match.group(0)
+
+    html = re.sub(r'<span data-hidden-until-guess="([^"]+)">.*?</span>', hide, html, flags=re.S)
 
     def veil(match: re.Match) -> str:
         figure = json.loads(match.group(3))
@@ -480,6 +486,21 @@ BENCH_STATES = {
             "model=deepseek-v3&nodes=256&pp=16&ep=64", "model=deepseek-v3&nodes=256&pp=4&ep=64",
             "model=deepseek-v3&nodes=8&ep=64", "model=deepseek-v3&nodes=256&pp=16&ep=32"
             "&tokens=8192"],
+    # EP12's try links loaded fresh (round-15 cold reading of EP06 and EP12, finding 6: the
+    # playground masked nothing, so each printed its step's answer: 496 GB, 33.3%, 35.3 GB,
+    # 6.44B, 50.5 GB), and the DP32 state whose EP03 chart drew step 4's 35.3 GB (finding 5).
+    "playground": ["", "show_recipe=memory", "tp=1&pp=1&dp=32&microbatches=1",
+                   "microbatches=2", "tp=1&pp=1&dp=32&microbatches=1&zero=3",
+                   "gpus_per_node=4&nodes=8&inter_link=eth-100g",
+                   "cp=4&pp=1&dp=1&cp_layout=contiguous&cp_tokens=16",
+                   "model=mixtral-8x7b&tp=2&pp=1&dp=8&ep=8&nodes=2&show_tp=off&show_moe=params",
+                   "tp=1&pp=1&dp=32&microbatches=1&zero=3&recompute=full"],
+    # EP06 (same reading, findings 3 and 4): the crossover note printed a zigzag's ι = 1, step
+    # 3's answer, and at step 7's and 8's links L*'s formula with every factor filled in.
+    "cp": ["", "tokens=8&cp=2&layout=zigzag", "tokens=64&cp=8&layout=zigzag",
+           "tokens=64&cp=8&seq_len=4096&layout=zigzag&link=eth-25g",
+           "tokens=64&cp=8&seq_len=131072&layout=zigzag&link=ib-ndr",
+           "tokens=64&cp=8&seq_len=131072&layout=zigzag&link=nvlink-4"],
 }
 
 
@@ -677,3 +698,19 @@ def test_the_check_finds_a_printed_answer():
     cells = tables("<table><thead><tr><th>Pool</th><th>GPUs</th></tr></thead><tbody><tr>"
                    "<th>train</th><td>64</td></tr></tbody></table>")
     assert printed("64", "GPUs", cells) and not printed("64", "Pool", cells)
+
+
+def test_the_playground_s_two_memory_audits_wait_for_step_1s_guess(client):
+    """EP12 step 1 asks whether EP01's ledger and EP08's audit agree: at the opening state and
+    its case buttons' states neither total is on the screen before the guess (round-15 cold
+    reading of EP06 and EP12, finding 2: both tiles printed 66.9 GB at open)."""
+    from app.charts.units import fmt_bytes
+    from app.routers.playground import facts
+
+    path, html, _, ids = lesson_page(client, "playground")
+    seed = facts()["seed"]["api"]["panels"]
+    totals = {fmt_bytes(seed["memory"]["answer"]["total_bytes"]),
+              fmt_bytes(seed["recipe"]["answer"]["memory_per_gpu_bytes"])}
+    shown = [(url, total) for url in [path, *case_urls(html)] for total in totals
+             if said(total, screen(client, url, ids, "step-1", html))]
+    assert not shown, shown

@@ -27,10 +27,10 @@ from tests.app.test_prose import steps_of
 PAGES = {view.episode.path: view for view in VIEWS.values()}
 REPEATS_ANOTHER_LINK: set[str] = set()
 # Lessons whose step 1 has one link, to the opening state, each with why; the set may only
-# shrink. EP12's step 1 asks about the opening state itself ("The default state is EP08's
-# worked plan... Do they agree?"). EP10's step 1 now opens on BF16 alone, then adds the FP8
-# recipe the page opens on.
-OPENS_ON_THE_OPENING_STATE = {"EP12"}
+# shrink. Empty since round 15: EP12's step 1 link set the opening state and moved nothing
+# (its cold reading, finding 2); it now shows EP08's memory audit alone. EP10's step 1 opens
+# on BF16 alone, then adds the FP8 recipe the page opens on.
+OPENS_ON_THE_OPENING_STATE: set[str] = set()
 
 
 def link_states(client, page: str) -> list[tuple[str, list[tuple]]]:

@@ -531,10 +531,13 @@ def test_round_6_items_2_to_7_each_prediction_asks_what_the_screen_does_not_give
     cp = f["cp4"]["api"]["panels"]["cp"]["answer"]
     s = f["cp4"]["params"]["cp_tokens"]
     assert cp["cp"] == 4 and cp["total_pairs"] == s * (s + 1) // 2
-    assert cp["busiest_pairs"] * cp["cp"] == cp["total_pairs"]  # "on every rank"
+    # Round 15, finding 7: zigzag's every rank was the panel's total ÷ 4; the busiest rank of
+    # contiguous slices is no quotient of what the panel prints.
+    assert cp["busiest_pairs"] * cp["cp"] > cp["total_pairs"]
     assert f'data-answer="{cp["busiest_pairs"]:,} pairs"' in _form(six)
     question = _flat(re.search(r'<p class="question">(.*?)</p>', six, re.S)[1])
     assert "zigzag" not in question.lower() and "same number" not in six
+    assert "balanced" not in question.lower() and "contiguous" in question
     assert f"{s} × {s + 1} ÷ 2 = {cp['total_pairs']}" in _flat(six)
     # Item 2.
     seven = _step(page, 7)
@@ -594,15 +597,51 @@ def test_round_6_item_6_step_5s_backward_exposure_is_derived_from_its_gemms(clie
             assert f"({1e3 * g['seconds']:.2f} ms)" in text
 
 
-def test_the_playground_draws_every_labs_figure_whole(client):
+def test_the_playground_draws_no_labs_lesson_veil(client):
     """A lab's figure carries what it waits for on its own lesson page: that lesson's step ids
     and charts (layout.meta, static/js/lab.js). On the playground those ids are the
     playground's own steps: EP05's Gantt at one micro-batch waited for the playground's step 1
-    (round-14 review). The playground asks none of a lab's questions: no figure is veiled."""
+    (round-14 review). The playground asks none of a lab's questions: a figure waits only for
+    the playground's own predictions (its beat ids, ``waits``)."""
     query = {"pp": 4, "microbatches": 1, "tp": 8, "dp": 1, "nodes": 4, "show_pipeline": "gantt"}
     lesson = client.get("/episodes/pipeline", params={"stages": 4, "microbatches": 1}).text
     assert '"after":"step-1"' in lesson  # the lesson keeps it for its own step 1
     page = client.get("/episodes/playground", params=query).text
-    metas = re.findall(r'"layout":\{.*?"meta":(\{.*?\})', page)
-    assert '"after":' not in page and '"owners":' not in page and '"partly":' not in page, metas
+    keys = {k for after in re.findall(r'"after":"([^"]*)"', page) for k in after.split()}
+    assert keys and all(re.fullmatch(r"predict-playground-\d", k) for k in keys), keys
+    assert '"owners":' not in page and '"partly":' not in page
     assert 'data-chart="pipeline-gantt"' in page
+    gantt = re.search(r'data-target="pipeline-gantt"[^>]*>(.*?)</script>', page, re.S)[1]
+    assert '"after"' not in gantt  # one micro-batch over 4 stages is no playground step's
+
+
+def test_each_steps_state_waits_for_its_guess_and_no_other_state_does(client):
+    """Round-15 cold reading of EP06 and EP12, findings 5 and 6: each try link's URL, opened in
+    a new tab, printed its step's answer; step 2's DP32 drew EP03's ZeRO-3 bar at D = 32, step
+    4's answer. The panels a step asks about wait for its guess at its state, keyed by its
+    prediction's beat id; at the opening state EP05's panel waits for nothing."""
+    from app.routers.playground import ASKED, facts, run, waits
+
+    for key, (fact, labs) in ASKED.items():
+        held = waits(facts()[fact]["result"])
+        for lab in labs:
+            assert any(key in keys.split() for (at, _), keys in held.items() if at == lab), (
+                key, lab)
+    assert "predict-playground-4" in waits(facts()["dp32"]["result"])[("zero", "memory")]
+    opening = waits(run(PlaygroundQuery()))
+    assert not [part for part in opening if part[0] == "pipeline"]
+
+
+def test_each_case_captions_fit_claim_is_its_states(client):
+    """Round-15 cold reading of EP12, finding 1: the bad case said "every ledger overflows
+    at once" of a state that fits (76.0 GB with ZeRO-1). Each caption's verdict is EP01's
+    panel's at the state its button sets."""
+    from app.routers.playground import VIEW
+
+    for case in (VIEW.good, VIEW.bad):
+        api = client.get(f"/api/playground?{case.query_string}").json()
+        fits = api["panels"]["memory"]["answer"]["fits"]
+        says_over = bool(re.search(r"(?i)\bover\b|overflow|does not fit", case.text))
+        assert says_over != fits and ("fits" in case.text) == fits, (case.label, fits)
+    assert not client.get(f"/api/playground?{VIEW.bad.query_string}").json()[
+        "panels"]["memory"]["answer"]["fits"]  # the bad case is bad
