@@ -782,3 +782,38 @@ def test_ep03s_memory_chart_titles_no_state_before_its_guess(page, query, answer
         return JSON.stringify({data: gd.data, layout: layout});
     }""")
     assert answer not in plotted, plotted[:600]
+
+
+ZERO_BARS = """() => {
+    const gd = document.getElementById('zero-memory');
+    return {veiled: gd.getAttribute('data-veiled'),
+            values: gd.data.flatMap(t => [...(t.y || []), ...(t.x || []),
+                                          ...(t.customdata || []).flat(), t.hovertemplate || '',
+                                          ...(t.text || [])]).map(String)};
+}"""
+
+
+def test_ep12s_step_2_move_draws_no_zero_3_bar_before_step_4(page):
+    """Round-15 cold reading of EP06 and EP12, finding 5: step 2's move (DP32, ZeRO-1) drew
+    EP03's chart with a D = 32, ZeRO-3 bar whose hovers summed to step 4's 35.3 GB. EP03's
+    panel now waits for step 4's guess at every 70B state: veiled with no value after step 2's
+    move, drawn once step 4 is guessed."""
+    from app.routers.playground import facts
+
+    state = facts()["zero3_dp32"]["api"]["panels"]["zero"]["answer"]["state_bytes"]
+    page.goto("/episodes/playground")
+    wait_drawn(page)
+    commit_guess(page, 1)
+    commit_guess(page, 2, "496")
+    follow(page.locator("#step-2 a.try").first, "dp=32")
+    look_at(page, "zero-memory")
+    drawn = page.evaluate(ZERO_BARS)
+    assert drawn["veiled"] is not None, drawn
+    shown = [v for v in drawn["values"] if f"{state / 1e9:.1f}" in v or f"{state / 1e9:.2f}" in v]
+    assert not shown, shown
+    assert page.locator("[data-testid=zero-1]").inner_text() == "?"
+    commit_guess(page, 3, "33")
+    commit_guess(page, 4, "35")
+    look_at(page, "zero-memory")
+    assert page.evaluate(ZERO_BARS)["veiled"] is None
+    assert page.locator("[data-testid=zero-1]").inner_text() != "?"
