@@ -166,9 +166,9 @@ templates.env.filters.update(bytes=fmt_bytes, si_count=fmt_count, pct=fmt_pct, b
                             schedule_name=schedule_name, chart_ranks=memory_ranks,
                             event_kinds=event_kinds)
 # Times as the pages show them (ms).
-from app.charts.units import fmt_duration, fmt_ms, fmt_tflops  # noqa: E402
+from app.charts.units import fmt_duration, fmt_ms, fmt_sci, fmt_tflops  # noqa: E402
 
-templates.env.filters.update(ms=fmt_ms, duration=fmt_duration, tflops=fmt_tflops)
+templates.env.filters.update(ms=fmt_ms, duration=fmt_duration, tflops=fmt_tflops, sci=fmt_sci)
 # Tokens per GPU (T*, a state's tokens) as the crossover chart labels them, so the chart, its
 # note, its table and the prose round the one figure once, alike (EP02, EP03).
 from app.charts.crossover import tokens  # noqa: E402

@@ -68,6 +68,16 @@ def fmt_tflops(flops_per_s: float) -> str:
     return f"{tflops(flops_per_s):,.1f}"
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def fmt_sci(value: float) -> str:
+    """A large or small count in scientific notation as prose writes it, three significant
+    figures: 1.7209e14 -> "1.72 × 10¹⁴" (not Python's "1.72e+14")."""
+    mantissa, exponent = f"{value:.2e}".split("e")
+    return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}"
+
+
 def fmt_pct(fraction: float) -> str:
     """A fraction as a percentage with one decimal: 0.1795 -> "17.9%". A fraction short of 1
     that one decimal would round up to 100.0% keeps the digits that show it is short

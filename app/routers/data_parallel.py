@@ -340,8 +340,8 @@ VIEW = LabView(
     good=Case(
         "Good case: 8 GPUs on NVLink",
         facts()["good"]["params"],
-        "One 8-GPU server: 14 GB of bf16 gradients (a 7B model), reduced in its NVSwitch "
-        "(steps 1–2).",
+        "One server's 8 GPUs, joined by NVSwitch, the switch that adds their 14 GB of bf16 "
+        "gradients (a 7B model) itself (steps 1–2).",
         diagram="dp-scaling",  # pressed at the last step, the replica chart would not change
     ),
     bad=Case(

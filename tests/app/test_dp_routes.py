@@ -814,3 +814,76 @@ def test_round_14_the_veiled_chosen_point_is_named_for_what_it_waits_for():
             expected = (STEP3_NAME if group == "eth-100g" else chosen_name if group == "chosen"
                         else None)
             assert names.get(str(i)) == expected, (query, i, group)
+
+
+def _why_own_text(step: str) -> str:
+    """A step's why as a student reads it: the why less its summary, its "where this comes
+    from" note and the glossary's tips, as the browser writes it (a tag is no space)."""
+    why = re.search(r'<details class="why".*?</details>', step, re.S).group(0)
+    why = re.sub(r'<div class="chart-note">.*?</div>|<summary>.*?</summary>', " ", why,
+                 flags=re.S)
+    why = re.sub(r'<span class="term-tip".*?</span>', "", why, flags=re.S)
+    return re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", "", why))).strip()
+
+
+def test_round_14_step_6s_why_derives_its_speedup_first_in_three_sentences(client):
+    """Issue 36, s48-j: step 6's why was 297 words (listed in LONG_WHYS at 322): the ring and
+    the tree term by term, then the speedup the predict shows. Its own text now says which
+    algorithm runs and derives the shown 250.64x from the printed figures in its first three
+    sentences (bucket time, the buckets' all-reduce less what the backward hides, N x compute
+    / step); the terms of each bucket's time are its note."""
+    from app.routers.data_parallel import ring_steps
+
+    html = client.get("/episodes/data-parallel").text
+    step = html[html.index('id="step-6"'):html.index('id="step-7"')]
+    tiny = facts()["ib1024_tiny"]["api"]
+    own = _why_own_text(step)
+    sentences = re.split(r"(?<=[.×])\s+(?=[A-Z])", own)
+    assert sentences[0].startswith("NCCL runs the tree: a 1 MiB bucket takes")
+    assert f"= {fmt_ms(tiny['bucket_s'])} on it, against " \
+           f"{fmt_ms(ring_steps()['Simple'].bucket_s)} on the ring" in sentences[0]
+    worked = re.search(r"([\d,]+) buckets × ([\d.]+) ms = ([\d,]+) ms of all-reduce, .*? hides "
+                       r"([\d,]+) ms, so ([\d,]+) ms stays exposed: ([\d,]+) × ([\d,]+) ms ÷ "
+                       r"\(([\d,]+) ms \+ ([\d,]+) ms\) = ([\d.]+)×", sentences[1])
+    assert worked, sentences[1]
+    buckets, per, comm, hid, exposed, n, comp, comp2, exp2, speedup = (
+        float(v.replace(",", "")) for v in worked.groups())
+    assert speedup == tiny["speedup"] and buckets == tiny["buckets"] and n == 1024
+    assert buckets * per == pytest.approx(comm, rel=0.02)  # 0.29 ms is 0.287 ms rounded
+    assert comm - hid == pytest.approx(exposed, abs=1) and (comp, exp2) == (comp2, exposed)
+    assert n * comp / (comp + exposed) == pytest.approx(speedup, rel=1e-3)
+    assert len(sentences) <= 3 and len(own.split()) < 150
+    note = step[step.index('<div class="chart-note">'):]
+    assert "(8.4 + 1,792 × 3.4 + 254 × 9.6) µs" in _text(note)  # the working is its note
+
+
+def test_round_14_step_2_predicts_a_direction_and_writes_its_flops_and_servers_out(client):
+    """Round-14 cold reading of EP02-EP05, finding 10 (b, c): step 2 asked the speedup at one
+    sequence a GPU as a number, a derive from the opening bench (1,020 ms ÷ 4 of compute,
+    51.1 ms of all-reduce); it now asks which way the speedup moves, and its why leads with
+    the verdict and derives the number. Its FLOPs read 1.72 × 10¹⁴, not Python's 1.72e+14;
+    NVSwitch (the good case, step 2) and DGX H100 (step 4) are said where they are used."""
+    f = facts()
+    one, four = f["good1"]["api"], f["good"]["api"]
+    html = client.get("/episodes/data-parallel").text
+    step = html[html.index('id="step-2"'):html.index('id="step-3"')]
+    form = re.search(r'<form class="predict-form" data-predict="dp-2"[^>]*>', step).group(0)
+    right = re.search(r'data-right="(\w+)"', form).group(1)
+    assert "predict-number" not in step.split('<details class="why"')[0]
+    assert {"higher", "same", "lower"} == set(re.findall(r'name="guess" value="(\w+)"', step))
+    assert right == ("lower" if one["speedup"] < four["speedup"] else "higher")
+    assert one["comm_s"] == four["comm_s"] and one["compute_s"] < four["compute_s"]
+    own = _why_own_text(step)
+    assert own.startswith("Lower: compute shrinks with the tokens, the all-reduce does not.")
+    for api in (one, four):
+        flops = api["ratio"]["flops_per_gpu"]
+        mantissa, exp = f"{flops:.2e}".split("e")
+        assert f"= {mantissa} × 10{''.join('⁰¹²³⁴⁵⁶⁷⁸⁹'[int(d)] for d in str(int(exp)))} FLOPs" \
+            in own
+    text = _text(html)
+    assert not re.search(r"\de[+-]\d", text), re.search(r".{40}\de[+-]\d.{20}", text)
+    assert ("an HGX H100 server is NVIDIA's 8-GPU board, whose GPUs all connect through "
+            "NVSwitch chips, switches that join every GPU to every other") in own
+    four_q = _text(html[html.index('id="step-4"'):html.index('class="predict-beat"',
+                                                             html.index('id="step-4"'))])
+    assert "A DGX H100, NVIDIA's own server built on the 8-GPU board, has eight ports" in four_q

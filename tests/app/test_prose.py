@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from app.charts.units import fmt_bytes, fmt_count, fmt_duration, fmt_ms, fmt_pct
+from app.charts.units import fmt_bytes, fmt_count, fmt_duration, fmt_ms, fmt_pct, fmt_sci
 
 LESSONS = {  # page -> (API, chart ids a step may name)
     "/episodes/memory": ("/api/memory", {"memory-chart"}),
@@ -37,6 +37,7 @@ LESSONS["/episodes/experts"] = ("/api/moe", {"moe-experts", "moe-gpus", "moe-par
                                              "moe-ranks", "moe-network", "moe-gemm",
                                              "moe-balance", "moe-crossover"})
 FORMATS["g3"] = lambda v: f"{v:.3g}"  # EP10 quotes bytes per parameter
+FORMATS["sci"] = fmt_sci  # EP02 quotes FLOPs: 1.72 × 10¹⁴
 FORMATS["int"] = lambda v: f"{v:,.0f}"
 FORMATS["x2"] = lambda v: f"{v:.2f}"  # a speed-up, as the charts write it
 LESSONS["/episodes/low-precision"] = ("/api/precision", {
