@@ -99,11 +99,14 @@ def _whole(keys: tuple[str, ...], data: list, summary: str, **parts) -> dict:
             "summary": [summary, f"Its figures show after {_after(keys)}."]}
 
 
-def time_figure(result, keys: tuple[str, ...] = ()) -> dict:
+def time_figure(result, keys: tuple[str, ...] = (), lost_keys: tuple[str, ...] = (),
+                best_keys: tuple[str, ...] = ()) -> dict:
     """Shares of the wall clock at the chosen interval and at the best one, stacked; veiled
-    whole while ``keys`` wait."""
+    whole while ``keys`` wait, the redone steps' and the restarts' shares while ``lost_keys``
+    do (the rest is drawn), and the best interval's length while ``best_keys`` do."""
     rows = (("this interval", result.chosen), ("best interval", result.best))
-    labels = [f"{name}<br>{fmt_duration(g.interval)}" for name, g in rows]
+    labels = [f"{name}<br>{fmt_duration(g.interval)}"
+              if name == "this interval" or not best_keys else name for name, g in rows]
     data = [{"type": "bar", "orientation": "h", "name": label, "y": labels,
              "x": [round(100 * getattr(g, field), 4) for _, g in rows],
              "marker": {"color": colour},
@@ -113,10 +116,16 @@ def time_figure(result, keys: tuple[str, ...] = ()) -> dict:
              "hovertemplate": f"{label}: %{{x:.3g}}%<extra></extra>"}
             for field, label, colour in PARTS]
     g = result.chosen
+    lost = f"{fmt_pct(g.rework)} redoes lost steps, {fmt_pct(g.restart)} restarts"
+    best = f"({fmt_duration(result.best.interval)})"
     summary = (f"At a {fmt_duration(g.interval)} interval: {fmt_pct(g.goodput)} trains, "
-               f"{fmt_pct(g.blocking)} waits for saves, {fmt_pct(g.rework)} redoes lost "
-               f"steps, {fmt_pct(g.restart)} restarts; at the best interval "
-               f"({fmt_duration(result.best.interval)}) {fmt_pct(result.best.goodput)} trains")
+               f"{fmt_pct(g.blocking)} waits for saves, {lost}; at the best interval "
+               f"{best} {fmt_pct(result.best.goodput)} trains")
+    # The shares a failure costs (redone steps, restarts: traces 2 and 3) and the best
+    # interval's length, each owned by the step it answers (failures_state.answer_keys).
+    parts = ({"step": " ".join(lost_keys), "traces": [2, 3],
+              "summary": [lost, "? redoes lost steps, ? restarts"]},
+             {"step": " ".join(best_keys), "traces": [], "summary": [best, "(?)"]})
     return {
         "data": data,
         "layout": owned(base_layout(
@@ -126,14 +135,15 @@ def time_figure(result, keys: tuple[str, ...] = ()) -> dict:
             yaxis={"autorange": "reversed", "fixedrange": True},
             legend={"orientation": "h", "x": 0, "y": -0.35, "yanchor": "top",
                     "font": {"size": 11}, "traceorder": "normal"}),
-            _whole(keys, data, summary)),
+            _whole(keys, data, summary), *parts, partly=True),
         "summary": summary,
     }
 
 
-def interval_figure(result, keys: tuple[str, ...] = ()) -> dict:
+def interval_figure(result, keys: tuple[str, ...] = (), best_keys: tuple[str, ...] = ()) -> dict:
     """Goodput against the interval (log), Young's interval dashed, the best and the chosen
-    interval marked; veiled whole while ``keys`` wait."""
+    interval marked; veiled whole while ``keys`` wait, the best and Young's marks while
+    ``best_keys`` do."""
     inp = result.input
     sweep = result.intervals
     colour = SAVE_COLOURS[inp.save]
@@ -163,11 +173,11 @@ def interval_figure(result, keys: tuple[str, ...] = ()) -> dict:
                         f"{fmt_pct(result.chosen.goodput)}",
                         xanchor="right" if right else "left", xshift=-10 if right else 10,
                         yanchor="top", align="right" if right else "left")
+    best = (f"the best interval, {fmt_duration(result.best.interval)}, gives "
+            f"{fmt_pct(result.best.goodput)}")
     summary = (f"{inp.save.capitalize()} saves on {inp.gpus:,} GPUs: saving every "
-               f"{fmt_duration(inp.interval)} gives {fmt_pct(result.chosen.goodput)}; the best "
-               f"interval, {fmt_duration(result.best.interval)}, gives "
-               f"{fmt_pct(result.best.goodput)}; too short and saves eat the time, too long "
-               "and failures do")
+               f"{fmt_duration(inp.interval)} gives {fmt_pct(result.chosen.goodput)}; {best}; "
+               "too short and saves eat the time, too long and failures do")
     return {
         "data": data,
         "layout": owned(base_layout(
@@ -179,7 +189,10 @@ def interval_figure(result, keys: tuple[str, ...] = ()) -> dict:
                    "gridcolor": "#e6e9ef", "fixedrange": True},
             legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top",
                     "font": {"size": 11}}),
-            _whole(keys, data, summary, annotations=[0])),
+            _whole(keys, data, summary, annotations=[0]),
+            {"step": " ".join(best_keys), "traces": [1], "shapes": [1],
+             "summary": [best, "the best interval shows after step 3's guess"]},
+            partly=True),
         "summary": summary,
     }
 
@@ -222,12 +235,14 @@ def scale_figure(result, goodput_keys: tuple[str, ...] = (),
             "marker": {"symbol": symbols, "size": 7}, "customdata": steps,
             "hovertemplate": f"{save}, %{{x:,}} GPUs: %{{y:.3g}} days (%{{customdata}})"
                              "<extra></extra>"})
+    bands = _bands(points, inp.save)
+    data += bands
     here = next(p for p in points if p.gpus == inp.gpus)
     field = FIELDS[inp.save]
     mine = getattr(here, field)
     days = mine.finish_days
-    finish = [getattr(p, f).finish_days for p in points for f in FIELDS.values()
-              if getattr(p, f).finish_days is not None]
+    finish = [g.finish_days for p in points for g in (*(getattr(p, f) for f in FIELDS.values()),
+                                                      *p.held) if g.finish_days is not None]
     axis = _gpu_axis(points)
     labels = [value_label(math.log10(inp.gpus), 100 * mine.goodput,
                           f"{inp.gpus:,}: {fmt_pct(mine.goodput)}", yanchor="top",
@@ -266,13 +281,51 @@ def scale_figure(result, goodput_keys: tuple[str, ...] = (),
                     "font": {"size": 11}}),
             {"step": " ".join(goodput_keys), "traces": [0, 2, 4], "annotations": [0],
              "summary": [keep_text, f"keep ? of the wall clock (after {_after(goodput_keys)})"]},
-            {"step": " ".join(dict.fromkeys((*days_keys, "step-7"))), "traces": [1, 3, 5],
+            {"step": " ".join(dict.fromkeys((*days_keys, "step-7"))),
+             "traces": [1, 3, 5, *range(6, 6 + len(bands))],
              "annotations": [1] if days is not None else [],
              "summary": [finish_text, " and finish in ? days"]},
             partly=True),
         "summary": (f"Each at its best interval, {inp.save} saves on {inp.gpus:,} GPUs "
                     f"{keep_text}" + finish_text + ". " + _step_words(points, inp)),
     }
+
+
+def _bands(points, chosen: str) -> list[dict]:
+    """On the days panel, for each save, the range of the days where the step is ideal: from
+    the ideal days (the open points, the low edge) up to the days with the step no faster than
+    on the size it is scaled from (ScalePoint.held, the high edge, dotted), from the last timed
+    size on (round-14 cold reading of EP11, finding 12d: past 65,536 GPUs the days turned down
+    the moment the engine stopped timing the step). A polygon each, and its high edge; the
+    saves not ``chosen`` dimmed as their lines are."""
+    ideal = [i for i, p in enumerate(points) if p.held]
+    if not ideal:
+        return []
+    start = ideal[0] - 1 if ideal[0] and not points[ideal[0] - 1].held else ideal[0]
+    span = points[start:ideal[-1] + 1]
+    base = span[0].gpus if not span[0].held else None
+    past = f" past {base // 1024}K" if base and base >= 1024 else ""
+    out = []
+    for n, (save, field) in enumerate(FIELDS.items()):
+        low = [getattr(p, field).finish_days for p in span]
+        high = [p.held[n].finish_days if p.held else getattr(p, field).finish_days
+                for p in span]
+        if None in low or None in high:
+            continue
+        xs = [p.gpus for p in span]
+        colour = SAVE_COLOURS[save]
+        common = {"type": "scatter", "xaxis": "x2", "yaxis": "y2", "showlegend": False,
+                  "legendgroup": save, "opacity": 1.0 if save == chosen else max(DIMMED, 0.5)}
+        out.append({**common, "mode": "lines", "name": f"{save} saves: range",
+                    "x": xs + xs[::-1], "y": [round(v, 4) for v in high + low[::-1]],
+                    "fill": "toself", "fillcolor": tint(colour, 0.14),
+                    "line": {"width": 0, "color": colour}, "hoverinfo": "skip"})
+        out.append({**common, "mode": "lines", "name": f"{save} saves: no speed-up",
+                    "x": xs, "y": [round(v, 4) for v in high],
+                    "line": {"color": colour, "width": 1.5, "dash": "dot"},
+                    "hovertemplate": f"{save}, %{{x:,}} GPUs: %{{y:.3g}} days if the step "
+                                     f"gains nothing{past}<extra></extra>"})
+    return out
 
 
 def _step_words(points, inp) -> str:
@@ -289,7 +342,9 @@ def _step_words(points, inp) -> str:
     if rest:
         words += (f"; open points: ideal, 1/GPUs from the nearest timed size, where the engine "
                   f"cannot time the layout (past {max(timed):,} GPUs each pipeline has fewer "
-                  "micro-batches than it can run), so their days err low")
+                  "micro-batches than it can run), so their days err low; the shaded range "
+                  "runs up to the days with the step no faster than on "
+                  f"{max(timed):,} GPUs (dotted)")
     return words + "."
 
 
@@ -301,7 +356,8 @@ def _step_note(points, inp) -> dict:
     elif all(p.step_timed for p in points):
         text = "● steps timed by EP08's engine"
     else:
-        text = f"● EP08's engine  ○ ideal (1/GPUs) past {max(timed) // 1024}K"
+        text = (f"● EP08's engine  ○ ideal (1/GPUs) past {max(timed) // 1024}K"
+                "<br>shaded: up to no speed-up")
     return {"text": text, "xref": "x2 domain", "yref": "y2 domain", "x": 1, "y": 1,
             "xanchor": "right", "yanchor": "top", "showarrow": False,
             "font": {"size": 11}}

@@ -2,6 +2,7 @@
 
 from app.charts import base_layout, gpu_memory_line, short_gpu_name
 from app.charts.units import fmt_bytes, gb_axis
+from labs.rl.recipes import get_recipe
 
 # Role -> (label, colours): training and colocated ranks take one shade per data-parallel
 # replica (one model-parallel group, TP x PP x CP GPUs), so replicas read apart.
@@ -42,10 +43,23 @@ def _cell(g: dict) -> tuple[int, str, str]:
     if "engine" in g:
         label = f"{label}·E{g['engine']}" if label else f"E{g['engine']}"
         hover += f"<br>engine {g['engine']}"
-    if not g["fits"]:
+    if not g.get("divides", True):  # no memory bill to fit: the layout does not divide
+        label += "÷"
+        hover += "<br>the layout does not divide (the checks): no memory bill"
+    elif not g["fits"]:
         label += "✗"
         hover += "<br>does not fit in memory"
     return CODE[(role, shade)], label, hover
+
+
+def replica_keys(result) -> tuple[str, ...]:
+    """The steps the state's replica count (DP) answers: step 1's at the GPUs and degrees its
+    question states (DeepSeek-R1's recipe: how many replicas do 128 GPUs at TP 8, PP 4, CP 4
+    hold?), which the R1 preset sets from the Recipe menu and step 6's links (round-14 cold
+    reading of EP09, finding 10: the readout and the world-size check printed "DP 1")."""
+    inp, r1 = result.input, get_recipe("deepseek-r1")
+    asked = (r1.train_gpus, r1.tp, r1.pp, r1.cp)
+    return ("step-1",) if (inp.train_gpus, inp.tp, inp.pp, inp.cp) == asked else ()
 
 
 def cluster_figure(result) -> dict:
@@ -67,6 +81,9 @@ def cluster_figure(result) -> dict:
     for g in result.gpus:
         counts[g["role"]] = counts.get(g["role"], 0) + 1
     parts = ", ".join(f"{c} {ROLES[r][0].lower()}" for r, c in counts.items())
+    divides = all(g.get("divides", True) for g in result.gpus)
+    # Its replicas (the shades, each GPU's hover) answer step 1 at step 1's state: veiled there.
+    keys = replica_keys(result)
     return {
         "data": [{
             "type": "heatmap", "z": z, "text": text, "customdata": hover,
@@ -83,11 +100,14 @@ def cluster_figure(result) -> dict:
                    "tickvals": list(range(per_node)), "fixedrange": True, "side": "bottom"},
             yaxis={"title": {"text": "node"}, "autorange": "reversed", "fixedrange": True,
                    "tickmode": "auto", "nticks": min(nodes, 16)},
+            **({"meta": {"masked": {}, "owners": [{"step": " ".join(keys), "traces": [0]}]}}
+               if keys else {}),
         ),
         "key": [[ROLES[r][0], ROLES[r][1][0]] for r in counts],  # the roles present
         "summary": (f"{len(result.gpus)} GPUs on {nodes} node{'s' if nodes > 1 else ''} of 8: "
                     f"{parts}; "
-                    + ("every pool fits" if all(p.fits for p in result.pools)
+                    + ("the layout does not divide" if not divides
+                       else "every pool fits" if all(p.fits for p in result.pools)
                        else "a pool does not fit")),
     }
 
@@ -150,6 +170,14 @@ def memory_figure(result) -> dict:
              if p.memory_per_gpu_bytes < 1e30 else f"{p.role}: the layout does not divide"
              for p in result.pools}
     owners = [{"step": step, "traces": traces} for step, traces in owned.items()]
+    # Only the answering bars wait (round-14 cold reading of EP09, finding 7: colocated, the
+    # whole chart was grey through steps 1-3 while only the need is step 4's answer, and the
+    # table under it printed the rollout phase): the phases step 4 states are drawn. While the
+    # need waits, the GB axis reaches only the phases' bars.
+    meta = {"masked": {}, "owners": owners, "partly": True}
+    if pool.role == "colocated":
+        drawn = max(gpu, pool.breakdown["training"], pool.breakdown["rollout"])
+        meta["axes"] = {"yaxis": gb_axis(drawn * 1.15)}
     for owner in owners:
         role = next((r for r, s in MEMORY_STEPS.items() if s == owner["step"] and r in parts), None)
         if role and parts[role].endswith(" per GPU"):
@@ -158,7 +186,7 @@ def memory_figure(result) -> dict:
         "data": bars,
         "layout": base_layout(
             barmode="stack", bargap=0.35, margin={"l": 52, "r": 8, "t": 8, "b": 40},
-            meta={"masked": {}, "owners": owners},
+            meta=meta,
             yaxis=gb_axis(top), xaxis={"fixedrange": True},
             **gpu_memory_line(gpu / 1e9, f"{name}: {fmt_bytes(gpu)}"),
         ),

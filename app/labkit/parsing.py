@@ -96,6 +96,10 @@ def field_message(view: LabView, name: str, error_type: str = "", raw: str = "")
             if info.metadata and hasattr(info.metadata[0], "max_length") else f"{label} is too long"
     low, high = _bounds(info)
     kind = "a whole number" if _is_int(info) else "a number"
+    if _is_int(info):  # a whole number's bounds as whole numbers, never "1e+08" (round-14
+        # cold reading of EP11, finding 12a: the bounds read in the notation it refuses)
+        low, high = (int(b) if isinstance(b, float) and b.is_integer() else b
+                     for b in (low, high))
     if low is not None and high is not None:
         above = "above" if any(isinstance(m, annotated_types.Gt) for m in info.metadata) \
             else "from"

@@ -228,7 +228,10 @@ def to_api(result: FailuresResult) -> dict:
         "scale": [{"gpus": p.gpus, "mtbi_s": p.mtbi_s, "per_day": p.per_day,
                    "step_s": p.step_s, "step_timed": p.step_timed,
                    "sync": _goodput(p.sync), "async": _goodput(p.async_),
-                   "peer": _goodput(p.peer)}
+                   "peer": _goodput(p.peer),
+                   "held": {save: _goodput(g) for save, g in zip(SAVE_MODES, p.held,
+                                                                  strict=True)}
+                   if p.held else None}
                   for p in result.scale],
     }
 
@@ -248,9 +251,18 @@ SLOW_STORAGE_BW = 20_000_000_000  # step 6's file system, bytes per second
 
 def answer_keys(inp: FailuresInput) -> dict[str, tuple[str, ...]]:
     """The steps each kind of figure answers at this state: ``mtbi`` (the time between
-    interruptions), ``goodput`` (the shares of the wall clock) and ``days`` (steps x step /
-    goodput). Another size's goodput is not step 1's answer: the bad case (32,768 GPUs)
-    shows it from the first screen."""
+    interruptions), ``goodput`` (the shares of the wall clock), ``days`` (steps x step /
+    goodput), ``lost`` (the shares restarts and redone steps take: step 5's, at every
+    state) and ``best`` (the best interval). Another size's goodput is not step 1's answer:
+    the bad case (32,768 GPUs) shows it from the first screen.
+
+    Round-14 cold reading of EP11: the opening's wall-clock chart printed "5.1% restarts" at
+    10-minute restarts, and R/(M + R) is near linear in R, so step 5's 2.6% at 5 minutes was
+    half a figure on screen (finding 4); the restarts' share, and the redone steps' (with the
+    goodput and the saves' share they sum to the whole), wait for step 5 everywhere. Where a
+    save stops only for the copy to host memory (async, peer), Young's rule run backwards
+    from the best interval and M gives the copy, δ = τ²/2M, and 16 of it step 3's answer
+    (finding 11): the best interval waits for step 3 there, as δ does."""
     opening = FailuresQuery.model_fields
     other_size = inp.gpus != opening["gpus"].default
     slow = inp.save == "sync" and inp.storage_bw == SLOW_STORAGE_BW
@@ -258,7 +270,8 @@ def answer_keys(inp: FailuresInput) -> dict[str, tuple[str, ...]]:
     goodput = (*(("step-5",) if inp.restart != opening["restart"].default else ()),
                *(("step-6",) if slow and not other_size else ()))
     days = (*goodput, *(("step-7",) if slow else ()))
-    return {"mtbi": mtbi, "goodput": goodput, "days": days}
+    best = ("step-3",) if inp.save != "sync" else ()
+    return {"mtbi": mtbi, "goodput": goodput, "days": days, "lost": ("step-5",), "best": best}
 
 
 def figures(result: FailuresResult) -> dict:
@@ -266,8 +279,8 @@ def figures(result: FailuresResult) -> dict:
     (``answer_keys``)."""
     keys = answer_keys(result.input)
     return {"rate": rate_figure(result, keys["mtbi"]),
-            "time": time_figure(result, keys["goodput"]),
-            "interval": interval_figure(result, keys["goodput"]),
+            "time": time_figure(result, keys["goodput"], keys["lost"], keys["best"]),
+            "interval": interval_figure(result, keys["goodput"], keys["best"]),
             "scale": scale_figure(result, keys["goodput"], keys["days"])}
 
 

@@ -8,7 +8,7 @@ from functools import lru_cache
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from app.charts.rl import MEMORY_STEPS, ROLES, TIMELINE_MASK, timeline_keys
+from app.charts.rl import MEMORY_STEPS, ROLES, TIMELINE_MASK, replica_keys, timeline_keys
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -18,7 +18,7 @@ from app.routers.rl_state import EXP, RLQuery, figures, run, to_api
 from app.schemas import PlacementAnswer
 from labs.memory.lab import compute_memory
 from labs.rl.inputs import RLPlacementResult
-from labs.rl.lab import training_bill
+from labs.rl.lab import UPDATE_BUCKET_BYTES, training_bill
 from labs.rl.recipes import get_recipe, memory_bandwidth, recipes
 from labs.rl.serving import (
     HBM_EFFICIENCY,
@@ -136,10 +136,12 @@ def extra_context(state) -> dict:
         "roles": ROLES,
         "memory_steps": MEMORY_STEPS,  # the step each pool's memory answers, masked till its guess
         "timeline_keys": timeline_keys, "timeline_mask": TIMELINE_MASK,  # and each time's
+        "replica_keys": replica_keys,  # and the replica count's (step 1)
         "recipe": get_recipe(state.query.preset),
         "exp": EXP,
         "slime_r1": SLIME_R1,
         "slime_split": slime_split(),
+        "update_bucket": UPDATE_BUCKET_BYTES,  # the sync's bucket (step 6)
         "busiest_odds": busiest(),
     }
 

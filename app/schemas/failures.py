@@ -40,6 +40,10 @@ class FailuresScalePoint(BaseModel):
     sync: FailuresGoodput = Field(description="Sync saves at Daly's interval (floored).")
     async_: FailuresGoodput = Field(alias="async", description="Async saves, likewise.")
     peer: FailuresGoodput = Field(description="Saves to peer memory (Gemini), likewise.")
+    held: dict[str, FailuresGoodput] | None = Field(
+        None, description="Where the step is ideal (not step_timed): each save (sync, async, "
+        "peer) with the step no faster than on the size it is scaled from, the other edge "
+        "of the days' range; null where the step was timed.")
 
 
 class FailuresAnswer(BaseModel):

@@ -60,6 +60,21 @@ class FailuresInput:
         base = max((n for n in table if n <= gpus), default=min(table))
         return table[base] * base / gpus, False
 
+    def step_held(self, gpus: int) -> float | None:
+        """The step on ``gpus`` GPUs were it no faster than on the size ``step_at`` scales it
+        from (the largest timed size below, or ``step_gpus`` when nothing is timed): the
+        other edge of an ideal step's range. None where the step is timed, or ideal from a
+        larger size (no speed-up to hold back)."""
+        table = dict(self.timed)
+        if gpus in table:
+            return None
+        below = [n for n in table if n <= gpus] if table else (
+            [self.step_gpus] if self.step_gpus <= gpus else [])
+        if not below:
+            return None
+        base = max(below)
+        return table[base] if table else self.step_s
+
     @property
     def step_here(self) -> float:
         """The step on the job's ``gpus`` GPUs (``step_at``)."""
@@ -127,6 +142,10 @@ class ScalePoint:
     sync: Goodput  # each at its own best interval (Daly's, floored)
     async_: Goodput
     peer: Goodput
+    # Where the step is ideal (not timed), each save again (sync, async, peer) with the step
+    # held at the size it is scaled from (FailuresInput.step_held): the days' other edge, no
+    # speed-up past the sizes timed (round-14 cold reading of EP11, finding 12d). Else empty.
+    held: tuple[Goodput, ...] = ()
 
 
 @dataclass(frozen=True)

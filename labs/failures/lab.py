@@ -179,18 +179,27 @@ def interval_sweep(inp: FailuresInput, mtbi: float, marks: tuple[float, ...]) ->
     return tuple(out)
 
 
+def _each_save(inp: FailuresInput, gpus: int, step: float) -> tuple[Goodput, ...]:
+    """Sync, async and peer saves (SAVE_MODES' order) on ``gpus`` GPUs at a step of ``step``
+    seconds, each at its best interval."""
+    mtbi = inp.gpu_mtbi / gpus
+    return tuple(at_best(inp.model, gpus, save, inp.storage_bw, inp.host_link.bandwidth,
+                         inp.restart, mtbi, step, inp.steps * step)[1] for save in SAVE_MODES)
+
+
 def scale_sweep(inp: FailuresInput) -> tuple[ScalePoint, ...]:
     """Each cluster size of SWEEP_GPUS and the chosen one: interruptions, and the goodput and
     finish time of sync, async and peer saves, each at its best interval. The step at each
     size is ``FailuresInput.step_at``'s: timed where the job's step model timed it (the batch
-    fixed), ideal (1/N) elsewhere."""
+    fixed), ideal (1/N) elsewhere, where each save is also run with the step held at the size
+    it is scaled from (``step_held``: no speed-up), the range's other edge."""
     out = []
     for n in sorted(set(SWEEP_GPUS) | {inp.gpus}):
         mtbi = inp.gpu_mtbi / n
         step, timed = inp.step_at(n)
-        modes = [at_best(inp.model, n, save, inp.storage_bw, inp.host_link.bandwidth,
-                         inp.restart, mtbi, step, inp.steps * step)[1] for save in SAVE_MODES]
-        out.append(ScalePoint(n, mtbi, DAY / mtbi, step, timed, *modes))
+        held = inp.step_held(n)
+        out.append(ScalePoint(n, mtbi, DAY / mtbi, step, timed, *_each_save(inp, n, step),
+                              held=_each_save(inp, n, held) if held is not None else ()))
     return tuple(out)
 
 

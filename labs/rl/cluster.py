@@ -44,9 +44,13 @@ def layout_checks(inp: RLPlacementInput, bill) -> list[Check]:
                                            f"{m.heads // inp.tp} per rank")))
     layers = bill.stage_layers if bill else ()
     even = m.layers % inp.pp == 0
+    # The split only where the ledger made it (a layout that does not divide has no bill;
+    # round-14 cold reading of EP09, finding 8: "even ()"); an even one is plain.
+    split = (f" ({' + '.join(map(str, layers))})" if layers
+             else f" ({m.layers // inp.pp} a stage)" if even else "")
     checks.append(Check("layers by PP", "pp" not in by_field, by_field.get(
         "pp", f"{m.layers} layers over {inp.pp} stages: "
-              + ("even" if even else "uneven") + f" ({' + '.join(map(str, layers))})")))
+              + ("even" if even else "uneven") + split)))
     checks.append(Check("experts by EP", "ep" not in by_field, by_field.get(
         "ep", f"{m.experts} experts / EP {inp.ep} = {m.experts // inp.ep} per rank"
               if m.is_moe else "dense model: EP 1")))
@@ -77,8 +81,11 @@ def engine_checks(inp: RLPlacementInput) -> list[Check]:
     return checks
 
 
-def gpu_roles(inp: RLPlacementInput, dp: int, fits: dict[str, bool]) -> tuple[dict, ...]:
-    """Every cluster GPU with its role, node and (training) Megatron coordinates."""
+def gpu_roles(inp: RLPlacementInput, dp: int, fits: dict[str, bool],
+              divides: bool = True) -> tuple[dict, ...]:
+    """Every cluster GPU with its role, node and (training) Megatron coordinates; where the
+    layout does not divide (``divides`` false: no memory bill, so no fit to
+    judge), each training GPU says so ("divides": false) rather than "does not fit"."""
     tp, cp, pp, e = inp.tp, inp.cp, inp.pp, inp.engine_gpus
     mp = tp * pp * cp
     placed = (inp.train_gpus // mp) * mp  # GPUs that make whole model-parallel replicas
@@ -100,6 +107,8 @@ def gpu_roles(inp: RLPlacementInput, dp: int, fits: dict[str, bool]) -> tuple[di
             if inp.colocated and g < inp.engine_count * e:
                 row["engine"] = g // e
             row["fits"] = fits["colocated" if inp.colocated else "training"]
+            if not divides:
+                row["divides"] = False
         elif g >= train_nodes * GPUS_PER_NODE:
             r = g - train_nodes * GPUS_PER_NODE
             if r < inp.rollout_gpus:

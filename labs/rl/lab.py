@@ -180,7 +180,7 @@ def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:
     dp = inp.train_gpus // (inp.tp * inp.pp * inp.cp)
     fits = {p.role: p.fits for p in pools}
     gpus = gpu_roles(inp, dp if inp.train_gpus % (inp.tp * inp.pp * inp.cp) == 0 else 0,
-                      fits)
+                      fits, divides=bill is not None)
     weights = bill.breakdown["weights"] if bill else 0.0
     resident = (bill.breakdown["weights"] + bill.breakdown["gradients"]) if bill else 0.0
     times = step_times(inp, weights, resident)

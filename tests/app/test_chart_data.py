@@ -362,14 +362,17 @@ def test_rl_cluster_cells_count_each_pools_gpus(kind):
     if result.all_ok and result.pools[0].role != "colocated":
         assert len(placed) == sum(p.gpus for p in result.pools)
     # Node n's row holds GPUs 8n .. 8n + 7, each named by its own role, marked when it
-    # does not fit.
+    # does not fit, or where the layout does not divide (no bill to fit: round-14 cold
+    # reading of EP09, finding 8) marked so instead.
     from app.charts.rl import ROLES
 
     hover = [c for row in heat["customdata"] for c in row]
     text = [c for row in heat["text"] for c in row]
     for g, h, t in zip(result.gpus, hover, text, strict=True):
         assert h.split("<br>")[0] == ROLES[g["role"]][0], (g, h)
-        assert t.endswith("✗") == (not g["fits"]), (g, t)
+        broken = g.get("divides") is False
+        assert t.endswith("✗") == (not g["fits"] and not broken), (g, t)
+        assert t.endswith("÷") == broken, (g, t)
     # One colour per role (training and colocated shade replicas apart).
     for role in {g["role"] for g in result.gpus} - {"training", "colocated"}:
         assert len({c for g, c in zip(result.gpus, cells, strict=True)
@@ -801,11 +804,22 @@ def test_failures_interval_curve_and_its_marks(kind):
 def test_failures_scale_panels_are_the_sweep(kind):
     result, figs = figures_of("failures", kind)
     points = result.scale
-    for save, field in (("sync", "sync"), ("async", "async_")):
-        good, days = [t for t in figs["scale"]["data"] if t["legendgroup"] == save]
+    for n, (save, field) in enumerate((("sync", "sync"), ("async", "async_"))):
+        good, days, *band = [t for t in figs["scale"]["data"] if t["legendgroup"] == save]
         assert good["x"] == days["x"] == [p.gpus for p in points]
         close(good["y"], [100 * getattr(p, field).goodput for p in points], 1e-4, save)
         close(days["y"], [getattr(p, field).finish_days for p in points], 1e-4, save)
+        # Where the step is ideal, the days' range: its dotted top the sweep's held days
+        # (round-14 cold reading of EP11, finding 12d), from the last timed size on.
+        held = [p for p in points if p.held]
+        assert len(band) == (2 if held else 0), save
+        if held:
+            area, edge = band
+            start = points.index(held[0]) - 1
+            assert edge["x"] == [p.gpus for p in points[start:]]
+            close(edge["y"], [getattr(points[start], field).finish_days,
+                              *(p.held[n].finish_days for p in held)], 1e-4, save)
+            assert area["x"] == edge["x"] + edge["x"][::-1] and area["fill"] == "toself"
 
 
 # The rank map (EP07) ------------------------------------------------------------------------

@@ -622,13 +622,18 @@ def test_round_9_step_3_predicts_from_what_it_needs_and_tables_the_weights(clien
     assert cells == [f"{w[k] / 1e9:.2f}" for k in parts] + [f"{sum(w.values()) / 1e9:.2f}"]
     rest = sum(w.values()) - w["routed_experts"]
     dense = get_model("deepseek-r1").dense_params
+    # Under the table, in the why (round 14, finding 9: the limit, shown before the guess,
+    # quoted the table's 7.13B and 0.93B); the limit names none of the table's figures.
     limit = three[three.index("Limit."):]
+    reads = three[three.index("What a decode step reads."):three.index("Limit.")]
     read = rest - w["embedding"]
     assert (f"every decode step reads the ({rest / 1e9:.2f} − {w['embedding'] / 1e9:.2f})B × 2 B "
             f"= {2 * read / 1e9:.1f} GB of attention, dense layers, shared experts and head a "
-            "GPU holds") in limit
-    assert f"model's {dense / 1e9:.1f}B of weights outside the routed experts" in limit
-    assert f"{dense / 1e9:.1f}B × 2 B ÷ {e} = {2 * dense / e / 1e6:.0f} MB a GPU" in limit
+            "GPU holds") in reads
+    assert f"model's {dense / 1e9:.1f}B of weights outside the routed experts" in reads
+    assert f"{dense / 1e9:.1f}B × 2 B ÷ {e} = {2 * dense / e / 1e6:.0f} MB a GPU" in reads
+    assert not re.search(r"\d\.\d\dB", limit), limit
+    assert f"{2 * read / 1e9:.1f} GB" not in limit
 
 
 def test_round_9_step_5_times_rs_weight_reads_from_what_each_gpu_holds(client):
@@ -798,3 +803,98 @@ def test_round_14_step_5_says_its_decode_leaves_out_the_all_to_all(client):
     assert (f"{m.moe_layers} × 2 × 50 µs ≈ {a2a_ms:.0f} ms a step beside the {read_ms:.1f} ms "
             f"of reads") in five
     assert f"up to about {1 + a2a_ms / read_ms:.1f}× slower, so here the lab errs fast" in five
+
+
+def _screen(client, query: str, step: str) -> tuple[str, str]:
+    """The page at ``query`` as lab.js shows it before ``step``'s guess (the steps before it
+    guessed; tests/app/test_answers_hidden.py's model of the masks): its html and its text."""
+    from tests.app.test_answers_hidden import masked, masked_keys, visible
+
+    lesson = client.get("/episodes/rl-placement").text
+    ids = re.findall(r'<section class="step" id="(step-\d+)"', lesson)
+    html = masked(client.get(f"/episodes/rl-placement?{query}").text, masked_keys(lesson, step))
+    return html, visible(html, ids, step)
+
+
+def test_round_14_the_memory_chart_draws_what_answers_nothing(client):
+    """Round-14 cold reading of EP09, finding 7: colocated, the memory chart was grey through
+    steps 1-3 (every bar veiled) while only the need is step 4's answer, and the table under
+    it printed the rollout phase. The chart veils only the need's bars; the phases step 4
+    states are drawn, as the table prints them."""
+    import json
+
+    from tests.app.test_contracts import page_figures
+
+    for query, name in (("", "glm9"), ("preset=glm-4.7", "glm47")):
+        a = facts()[name]["api"]
+        html, text = _screen(client, query, "step-1")
+        fig = json.loads(re.search(r'data-target="placement-memory"[^>]*>(.*?)</script>', html,
+                                   re.S).group(1))
+        drawn = {t["x"][0] for t in fig["data"] if t.get("y")}
+        assert drawn == {"training phase", "rollout phase"}, (name, drawn)
+        full = page_figures(client.get(f"/episodes/rl-placement?{query}").text)["placement-memory"]
+        for phase, total in (("training phase", a["train_memory_bytes"]),
+                             ("rollout phase", a["rollout_memory_bytes"])):
+            bars = sum(t["y"][0] for t in fig["data"] if t.get("x") == [phase])
+            assert bars == pytest.approx(total / 1e9, abs=0.01)
+            assert sum(t["y"][0] for t in full["data"] if t["x"] == [phase]) == bars
+        assert f"{a['colocated_bytes'] / 1e9:.1f} GB" not in text  # step 4's answer
+        for row in ("training phase", "rollout phase"):
+            cell = re.search(rf'<th scope="row">{row}</th><td></td><td>(.*?)</td>', html)
+            assert "answer-mask" not in cell.group(1) and "GB" in cell.group(1), (row, cell)
+
+
+def test_round_14_a_layout_that_does_not_divide_says_so(client):
+    """Round-14 cold reading of EP09, finding 8: GLM-4.7 on 96 GPUs printed "DP 1" against
+    the check's 1.50 replicas, "even ()" for its layers, and marked every GPU "✗", which the
+    legend reads as over memory. The readout prints 1.5 (not whole), the layers their even
+    split, and the training GPUs a layout mark of their own."""
+    import json
+
+    bad = client.get("/episodes/rl-placement", params=facts()["glm47_96"]["params"]).text
+    good = client.get("/episodes/rl-placement", params=facts()["glm47"]["params"]).text
+    assert "96 · 8/4/2/16 · 1.5 (not whole)</dd>" in bad
+    layers = re.search(r'data-check="layers by PP".*?</tr>', bad, re.S).group(0)
+    assert "()" not in layers and "even (23 a stage)" in layers
+    cells = json.loads(re.search(r'data-target="placement-cluster"[^>]*>(.*?)</script>', bad,
+                                 re.S).group(1))["data"][0]["text"]
+    marks = [c for row in cells for c in row if c]
+    assert all(c.endswith("÷") for c in marks[:96]) and not any("✗" in c for c in marks)
+    assert "÷ = the layout does not divide" in bad and "÷ = the layout" not in good
+    assert "8/4/2/16 · 1</dd>" in good and "even (23 + 23 + 23 + 23)" in good
+    body = client.get("/api/placement", params=facts()["glm47_96"]["params"]).json()
+    assert all(g.get("divides") is False for g in body["gpus"][:96])
+
+
+def test_round_14_step_1s_replicas_wait_for_its_guess_at_its_state(client):
+    """Round-14 cold reading of EP09, finding 10: at the DeepSeek-R1 state (the Recipe menu,
+    step 6's links) the readout's DP cell and the world-size check printed step 1's answer,
+    1 replica, before its guess. There the DP, the checks that count replicas and the
+    cluster (its shades are the replicas) wait for step 1; elsewhere they do not."""
+    from app.charts.rl import replica_keys
+
+    f = facts()
+    assert replica_keys(f["r1"]["result"]) == ("step-1",)
+    assert replica_keys(f["r1_sep"]["result"]) == ("step-1",)
+    assert replica_keys(f["glm47"]["result"]) == replica_keys(f["glm9"]["result"]) == ()
+    for query in ("preset=deepseek-r1", "preset=deepseek-r1&placement=separate"):
+        html, text = _screen(client, query, "step-1")
+        assert "128 · 8/4/4/32 · ?" in text and "= DP 1" not in text and "DP 2" not in text
+        assert re.search(r'data-target="placement-cluster"[^>]*>\[\]</script>', html)
+        _, after = _screen(client, query, "step-2")
+        assert "128 · 8/4/4/32 · 1" in after and "= DP 1" in after
+
+
+def test_round_14_step_6s_sync_streams_and_step_5s_responses_run_to_the_limit(client):
+    """Round-14 cold reading of EP09, finding 12: step 6's "1.34 TB each" and "336 GB per
+    GPU" read as one GPU holding them (b): the sync streams in buckets, of the lab's own
+    size; step 5 took every response to the 4,096-token limit without saying so (c)."""
+    from labs.rl.lab import UPDATE_BUCKET_BYTES
+
+    steps = _steps(client)
+    bucket = f"{UPDATE_BUCKET_BYTES / 1e6:.0f} MB"
+    assert f"streamed to each a bucket at a time (slime's --update-weight-buffer-size , " \
+           f"{bucket} in the lab: no GPU holds the model whole)" in steps[6]
+    assert f"streamed a bucket at a time (one {bucket} bucket resident" in steps[6]
+    assert "every response runs to the 4,096-token limit in the lab, an upper bound" in steps[5]
+    assert "There the lab errs slow" in steps[5]

@@ -115,8 +115,6 @@ def why_words(step: str) -> int:
 # the cap was set, 2026-12-06).
 WHY_WORDS = 250
 LONG_WHYS: dict[tuple[str, str], int] = {
-    ("failures", "step-5"): 265,
-    ("failures", "step-7"): 338,
     ("recipe", "step-12"): 260,
 }
 
