@@ -236,7 +236,9 @@ def test_ep09s_memory_chart_waits_for_each_steps_guess(page, live_server):
     colocated need's bars (weights, gradients, activations, logits, the switch's 1 GB) added up
     to step 4's answer, and at step 8's the training pool's bar gave what step 8 asks comes
     free. Each part now waits for its own step's guess: the need for step 4's (whatever other
-    step is guessed first), the training pool for step 8's, after step 4's too."""
+    step is guessed first), the training pool for step 8's, after step 4's too. The phases
+    the need is built from, which step 4's question states, are drawn from the first screen
+    (round-14 cold reading of EP09, finding 7: the chart was grey through steps 1-3)."""
     chart = "placement-memory"
     caption = page.locator(f".chart-summary[data-chart={chart}]")
     need = api_json(live_server, "placement", GLM47)["colocated_bytes"]
@@ -255,12 +257,15 @@ def test_ep09s_memory_chart_waits_for_each_steps_guess(page, live_server):
             commit_guess(page, guessed)
         look_at(page, chart)
         plotted = json.loads(page.evaluate(PLOTTED, chart))
-        leak = values_of(parts) & {round(v, 6) for v in numbers(plotted)}
-        assert not leak, f"step 4's answer's parts {leak} plotted (guessed: step {guessed})"
-        assert page.evaluate(VEILED, chart) == "", guessed
+        for drawn, given in zip(plotted["data"], real["data"], strict=True):
+            if given["x"] == ["colocated need"]:  # the answer's bars: held
+                assert drawn["y"] == [None] and drawn.get("hoverinfo") == "skip", guessed
+            else:  # the phases step 4 states: drawn
+                assert drawn.get("y") == given.get("y"), (given["x"], guessed)
+        assert page.evaluate(VEILED, chart) == "step-4", guessed
         assert answer not in caption.inner_text(), guessed
         assert answer not in page.locator(f"#{chart}").get_attribute("aria-label"), guessed
-        assert not hover_everywhere(page, chart), guessed
+        assert "colocated need" not in hover_everywhere(page, chart), guessed
         assert need_text not in page.evaluate(META, chart), guessed
     groups = {g["step"]: g for g in real["layout"]["meta"]["owners"]}
     assert list(groups) == ["step-4"] and [real["data"][i] for i in groups["step-4"]["traces"]] \
