@@ -335,7 +335,8 @@ def _step_words(points, inp) -> str:
     if not timed:
         return (f"Each step is {inp.step_s:.3g} s × {inp.step_gpus:,} ÷ GPUs, ideal away from "
                 f"{inp.step_gpus:,} GPUs: the lab times other sizes on EP08's engine only for "
-                "Llama 3's job, so the days err low for big jobs.")
+                "Llama 3's job, so the days err low for big jobs; the shaded range runs up to "
+                f"the days with the step no faster than on {inp.step_gpus:,} GPUs (dotted).")
     rest = [p.gpus for p in points if not p.step_timed]
     words = (f"Filled points: the step EP08's engine times on Llama 3's layout and batch, "
              f"{min(timed):,} to {max(timed):,} GPUs")
@@ -356,8 +357,9 @@ def _step_note(points, inp) -> dict:
     elif all(p.step_timed for p in points):
         text = "● steps timed by EP08's engine"
     else:
-        text = (f"● EP08's engine  ○ ideal (1/GPUs) past {max(timed) // 1024}K"
-                "<br>shaded: up to no speed-up")
+        text = f"● EP08's engine  ○ ideal (1/GPUs) past {max(timed) // 1024}K"
+    if any(p.held for p in points):  # the days' ranges (_bands)
+        text += "<br>shaded: up to no speed-up"
     return {"text": text, "xref": "x2 domain", "yref": "y2 domain", "x": 1, "y": 1,
             "xanchor": "right", "yanchor": "top", "showarrow": False,
             "font": {"size": 11}}
