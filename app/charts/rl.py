@@ -178,6 +178,10 @@ def memory_figure(result) -> dict:
     if pool.role == "colocated":
         drawn = max(gpu, pool.breakdown["training"], pool.breakdown["rollout"])
         meta["axes"] = {"yaxis": gb_axis(drawn * 1.15)}
+        # The switch's legend entry, the need's alone, is dropped while the need waits: the
+        # phases' eight entries fill a phone's legend already.
+        meta["names"] = {str(i): None for i, b in enumerate(bars)
+                         if b["legendgroup"] == "transition"}
     for owner in owners:
         role = next((r for r, s in MEMORY_STEPS.items() if s == owner["step"] and r in parts), None)
         if role and parts[role].endswith(" per GPU"):
