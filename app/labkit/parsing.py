@@ -19,6 +19,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import NoneType
 from typing import Any, get_args
 
@@ -118,9 +119,18 @@ def _number_text(info) -> re.Pattern | None:
     return None
 
 
+@lru_cache(maxsize=64)  # one per query model: a few dozen
+def _controls(model: type[BaseModel]) -> dict[str, tuple[bool, re.Pattern | None]]:
+    """Each control of a query model: (whether it takes many values, the pattern its text must
+    match or None), read from its annotation once, not per request (issue 31: the
+    playground's hundred controls were a tenth of its answer's CPU)."""
+    return {name: (getattr(info.annotation, "__origin__", None) is list, _number_text(info))
+            for name, info in model.model_fields.items()}
+
+
 def _collect(view: LabView, items: Iterable[tuple[str, str]]) -> tuple[dict, dict, dict]:
     """(data to validate, raw strings as given, errors) from (key, value) pairs."""
-    fields = view.query_model.model_fields
+    fields = _controls(view.query_model)
     values: dict[str, list[str]] = {}
     for key, value in items:
         if key in fields and value != "":
@@ -128,12 +138,13 @@ def _collect(view: LabView, items: Iterable[tuple[str, str]]) -> tuple[dict, dic
     data, raw, errors = {}, {}, {}
     for key, given in values.items():
         raw[key] = given[-1]
-        if getattr(fields[key].annotation, "__origin__", None) is list:
+        multi, text = fields[key]
+        if multi:
             data[key] = given  # a multi-valued control keeps every value
         elif len(set(given)) > 1:
             errors[key] = f"{view.label(key)} was given {len(given)} different values " \
                           f"({', '.join(given)}): give it once"
-        elif isinstance(given[0], str) and (text := _number_text(fields[key])) is not None \
+        elif isinstance(given[0], str) and text is not None \
                 and not text.fullmatch(given[0]):  # (a lab's own cases give numbers)
             errors[key] = field_message(view, key, "number_parsing", given[0])
         else:

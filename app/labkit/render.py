@@ -261,7 +261,7 @@ def context(request: Request, view: LabView, state: State, errors: dict[str, str
         "charts": charts,
         "errors": errors,
         "fields": error_slots(view),
-        "labels": {name: view.label(name) for name in view.query_model.model_fields},
+        "labels": view.control_labels,
         "state_query": query,
         "page_url": with_query(view.episode.url, query),
         "embed_url": with_query(embed_path(view), query),

@@ -214,6 +214,12 @@ class LabView(Generic[Q, R]):
     def label(self, name: str) -> str:
         return self.labels.get(name, name)
 
+    @cached_property
+    def control_labels(self) -> dict[str, str]:
+        """Every control's label by its name (``label``), which every answer's context holds:
+        built once, not per answer."""
+        return {name: self.label(name) for name in self.query_model.model_fields}
+
     def lazy_path(self, diagram: Diagram) -> str:
         """The route of a lazy diagram: the lesson's path and the diagram's name."""
         return f"{self.episode.path}/{diagram.name}"

@@ -84,3 +84,45 @@ def test_kept_draws_markup_data_each_time(monkeypatch):
     assert kept(label="<b>", cell={"share": 1}) == "&lt;b&gt;:1"
     assert kept(label=Markup("<b>"), cell={"share": 1}) == "<b>:1"
     assert len(templating._KEPT) == 1
+
+
+class Html:
+    def __html__(self):
+        return "<b>kept</b>"
+
+
+ESCAPED = ["", "plain", "<a href='x'>&\"</a>", "ü €", 0, 7, -3.25, 1e-05, None, True,
+           Markup("<i>safe</i>"), Html(), type("Tag", (str,), {})("<str subclass>")]
+
+
+def test_templates_escape_as_markupsafe_does_in_one_call():
+    # Every {{ ... }} of a compiled template escapes with app/templating.py's escape (issue 31:
+    # markupsafe's goes through Markup's own constructor, a second Python call), which writes
+    # markupsafe's text, as Markup, for every kind of value a template prints.
+    import markupsafe
+
+    template = templates.env.from_string("{{ value }}")
+    assert template.root_render_func.__globals__["escape"] is templating.escape
+    for value in ESCAPED:
+        ours, theirs = templating.escape(value), markupsafe.escape(value)
+        assert type(ours) is Markup and ours == theirs, value
+        assert template.render(value=value) == str(theirs), value
+
+
+def test_a_template_calls_macros_and_context_functions_as_jinja_does():
+    # _Context.call takes a macro's short way; a function given the context still sees the
+    # loop's variables, and one that raises StopIteration still gives an undefined value.
+    from jinja2 import pass_context
+
+    @pass_context
+    def seen(ctx, name):
+        return ctx.get(name)
+
+    def stops():
+        raise StopIteration
+
+    template = templates.env.from_string(
+        "{% macro m(x, y=2) %}[{{ x }}{{ y }}{{ caller() if caller }}]{% endmacro %}"
+        "{% for i in range(2) %}{% set j = i %}{{ m(i) }}{{ m(i, y=i) }}{{ seen('j') }}{% endfor %}"
+        "{% call m('c') %}called{% endcall %}{{ stops() is undefined }}")
+    assert template.render(seen=seen, stops=stops) == "[02][00]0[12][11]1[c2called]True"

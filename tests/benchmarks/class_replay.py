@@ -12,7 +12,9 @@ answer (what no response cache can spare), then draws each distinct answer once,
 the class first asks it, through app/render_child.py's own machinery (its lanes, the app below
 the response cache, the engine's and the labs' caches kept as a child keeps them, a full
 collection every 200 answers as app/render_pool.py asks), and reports the CPU per miss, per lab
-and in all.
+and in all. ``--digest FILE`` writes each answer's digest (its status, its headers but the
+measured ``Server-Timing``, its body as sent) a line, in the same order: two trees' files
+compare equal (``cmp``) when a change leaves every answer of the class byte for byte the same.
 
 Process CPU time, far less sensitive to the machine's load than a class run's latency; it
 leaves out the serving process (HTTP, the response cache, the hand-over to a child), which
@@ -23,6 +25,7 @@ tests.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import random
 import sys
@@ -42,6 +45,12 @@ def headers_of(target: str) -> dict:
     """A request's htmx headers by what it asks: a page, a lazy chart, or a target's swap."""
     return {"page": {}, "lazy": {"hx-request": "true"}}.get(
         target, {"hx-request": "true", "hx-target": target})
+
+
+def digest(status: int, headers: list, body: bytes) -> str:
+    """An answer's digest: its status, headers (but the measured Server-Timing) and body."""
+    kept = [(k, v) for k, v in headers if k.lower() != b"server-timing"]
+    return hashlib.sha256(repr((status, kept)).encode() + body).hexdigest()[:32]
 
 
 def stream(app, students: int, requests: int) -> list[tuple[str, str, str]]:
@@ -107,6 +116,8 @@ def main() -> None:
     parser.add_argument("--skip", type=int, default=0,
                         help="draw the first N distinct answers unmeasured, as a class running "
                              "for a while has warmed its caches, then measure the next")
+    parser.add_argument("--digest", type=Path, default=None,
+                        help="write each measured answer's digest to this file, a line each")
     args = parser.parse_args()
     from app import render_child
     from app.labkit import VIEWS
@@ -128,16 +139,22 @@ def main() -> None:
     if args.skip:
         render_child.collect()
     answers = answers[args.skip:args.skip + args.limit if args.limit else None]
-    spent, count = Counter(), Counter()
+    spent, count, digests = Counter(), Counter(), []
     start = time.process_time()
     for drawn, (path, query, target) in enumerate(answers, 1):
         before = time.process_time()
-        render_child.render(scope(path, query, headers_of(target)), "light")
+        answer = render_child.render(scope(path, query, headers_of(target)), "light")
         spent[lab_of.get(path, path)] += time.process_time() - before
         count[lab_of.get(path, path)] += 1
+        if args.digest:  # its own CPU left out of the total
+            hashing = time.process_time()
+            digests.append(f"{path}?{query} {target} {digest(*answer)}\n")
+            start += time.process_time() - hashing
         if drawn % COLLECT_EVERY == 0:
             render_child.collect()
     total = time.process_time() - start
+    if args.digest:
+        args.digest.write_text("".join(digests))
     print(f"{len(answers)} distinct answers drawn in class order: "
           f"{1e3 * total / len(answers):.3f} ms of CPU per miss (collections included)")
     for lab, seconds in spent.most_common():
