@@ -645,3 +645,31 @@ def test_each_case_captions_fit_claim_is_its_states(client):
         assert says_over != fits and ("fits" in case.text) == fits, (case.label, fits)
     assert not client.get(f"/api/playground?{VIEW.bad.query_string}").json()[
         "panels"]["memory"]["answer"]["fits"]  # the bad case is bad
+
+
+def test_round_15_finding_11_step_2_derives_its_activations_and_step_8_says_it_errs_low(client):
+    """Round-15 cold reading of EP12, finding 11: step 2 gave 183 GB of activations and 4.47 GB
+    of embedding and logits with no formula, and step 8 left out what full recomputation and
+    ZeRO-3 hold at their peak. Each term is the engine's (34·s·h·L; 4·s·v FP32 logits with
+    the norm's 4·s·h and 8·s token ids), and step 8 adds the recomputed layer and two
+    gathered layers' weights to its total."""
+    from app.charts.units import fmt_bytes
+    from app.routers.playground import facts
+    from labs.model.presets import get_model
+
+    f, m = facts(), get_model(PlaygroundQuery().model)
+    s = PlaygroundQuery().seq_len
+    b = f["dp32"]["api"]["panels"]["memory"]["answer"]["breakdown"]
+    assert b["activations"] == 34 * s * m.hidden * m.layers
+    assert b["embedding_and_logits"] == 4 * s * m.vocab + 4 * s * m.hidden + 8 * s
+    page = client.get("/episodes/playground").text
+    two, eight = _flat(_step(page, 2)), _flat(_step(page, 8))
+    assert (f"34 × {s:,} × {m.hidden:,} × {m.layers} layers = {fmt_bytes(b['activations'])}"
+            in two)
+    assert f"4 B × {s:,} × {m.vocab:,} (the vocabulary) = {fmt_bytes(4 * s * m.vocab)}" in two
+    fsdp = f["fsdp"]["api"]["panels"]["memory"]["answer"]
+    layer = b["activations"] / m.layers
+    gathered = fsdp["breakdown"]["weights"] * f["fsdp"]["params"]["dp"] / m.layers
+    assert "The ledger errs low" in eight
+    assert f"about {fmt_bytes(fsdp['total_bytes'] + layer + 2 * gathered)}, which still fits" \
+        in eight
