@@ -897,7 +897,7 @@ def test_round_14_step_7_asks_what_each_adds_and_step_8_states_deepspeeds_18(cli
     assert f"= {adds * 1e3:.0f} ms to the step" in text
     note = html[html.index("Where they differ:"):]
     note = " ".join(re.sub(r"<[^>]+>", " ", note[:note.index("</p>")]).split())
-    assert "shard 18 B a parameter" in note and "where this recipe shards 16 at ZeRO-3" in note
+    assert "shards 18 B a parameter" in note and "where this recipe shards 16;" in note
     assert "both gradient partitions" not in html
 
 
@@ -942,3 +942,24 @@ def test_round_14_state_bytes_says_whole_model_or_per_gpu_and_each_api_has_both(
     assert z["state_bytes_whole_model"] == pytest.approx(m["state_bytes"], abs=1)
     assert m["state_bytes_per_gpu"] == pytest.approx(z["state_bytes"], abs=4)
     assert fmt_bytes(m["state_bytes"]) == "1.13 TB" and fmt_bytes(z["state_bytes"]) == "35.3 GB"
+
+
+def test_round_15_step_8_names_the_weights_in_deepspeeds_zero_3_bytes(client):
+    """DeepSpeed's ZeRO-3 estimate, 18 B a parameter, holds the fp16 weight shard: with
+    offload it keeps 2 B on the GPU and 16 B on the host (stage3.py), as step 8's offload
+    paragraph says, so step 8's why and the bench's note split the 18 as 2 B of weights, 4 B
+    of fp32 gradients and 12 B; only ZeRO-2's 18 (beside its whole 2P) holds fp16 gradients
+    (round-15 cold reading of EP03, finding 1: both split ZeRO-3's 18 as ZeRO-2's)."""
+    import re
+
+    html = client.get("/episodes/zero").text
+    step = html[html.index('id="step-8"'):html.index('id="step-9"')]
+    text = " ".join(re.sub(r"<[^>]+>", " ", step).split())
+    three = "18 B a parameter (2 B of fp16 weights, 4 B of fp32 gradients, 12 B"
+    assert f"ZeRO-3 estimate shards {three} of optimizer state)" in text
+    assert "keeps the bf16 weight shard on the GPU" in text and "both count 16 B" in text
+    note = html[html.index("Where they differ:"):]
+    note = " ".join(re.sub(r"<[^>]+>", " ", note[:note.index("</p>")]).split())
+    assert f"at ZeRO-3 DeepSpeed's estimator shards {three} of fp32 master" in note
+    assert "shards 18 B (2 B of fp16 and 4 B of fp32 gradients, 12 B) where this recipe " \
+           "shards 14" in note
