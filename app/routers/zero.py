@@ -84,6 +84,10 @@ STEP_3_MODEL, STEP_6_MODEL = "qwen2.5-7b", "glm-4-9b"
 STATE_STEPS = {"step-1": "l8_z0", "step-2": "l405_z2"}
 MEMORY_STEPS = {"step-3": "q7_z3_8k", "step-6": "g9_full_16k"}
 MEMORY = "Memory per GPU at this state"  # what its held figures say meanwhile
+# Step 8 asks how many GB per GPU DeepSpeed counts above the lab for its model: the lab's own
+# figure is step 2's formula, so DeepSpeed's cell at that model answers it by one subtraction
+# (round-15 cold reading of EP03, finding 2: 237 GB printed before the guess).
+DEEPSPEED_STEP = "step-8"
 
 
 class ZeroQuery(ModelGpuControls):
@@ -224,6 +228,13 @@ def memory_keys(result: ZeroResult) -> tuple[str, ...]:
                                if tokens(lesson[key]["result"].input) == tokens(inp)))
 
 
+def deepspeed_keys(result: ZeroResult) -> tuple[str, ...]:
+    """The steps whose answer DeepSpeed's per-GPU figure gives at this state: the lab's (its
+    memory_keys), and at step 8's model step 8, whose answer is that figure less the lab's."""
+    asked = facts()["l405_z3"]["result"].input.model.id == result.input.model.id
+    return (*memory_keys(result), *((DEEPSPEED_STEP,) if asked else ()))
+
+
 def crossover_chart(result: ZeroResult) -> dict:
     c = crossover(result)
     figure = crossover_figure(c.tokens_per_gpu, c.compute_s, c.comm_s, c.crossover_tokens,
@@ -345,6 +356,7 @@ def extra_context(state) -> dict:
         # What waits for which step's guess: ZeRO-3's traffic, and the crossover.
         "traffic_keys": traffic_keys(state.result), "crossover_keys": crossover_keys(state.result),
         "memory_keys": memory_keys(state.result), "memory_what": MEMORY,
+        "deepspeed_keys": deepspeed_keys(state.result),
         "overlap_keys": overlap_keys(state.result), "offload_step": (OFFLOAD_STEP,),
         "step_time": STEP_TIME,
         "held_text": held_text, "traffic": TRAFFIC, "crossover_what": CROSSOVER,

@@ -537,13 +537,21 @@ BENCH_COINCIDENCES: dict[tuple[str, str, str, str], str] = {  # (lesson, query, 
 
 
 def parts(name: str, step_id: str) -> list[str]:
-    """The figures a step's answer is the plain sum of, as the bench prints them: a state that
-    prints them gives the answer away by one addition (round-14 cold reading of EP02, finding
-    1: EP02 step 10's 165 GB is the 8B's 128 GB of state, which its question lets a student
-    work out, and the 36.5 GB of activations the replica panel printed at 8,192 tokens)."""
+    """The figures a step's answer is the plain sum (or difference) of, as the bench prints
+    them: a state that prints them gives the answer away by one addition (round-14 cold
+    reading of EP02, finding 1: EP02 step 10's 165 GB is the 8B's 128 GB of state, which its
+    question lets a student work out, and the 36.5 GB of activations the replica panel
+    printed at 8,192 tokens)."""
+    from app.charts.units import fmt_bytes
+
+    if (name, step_id) == ("zero", "step-8"):
+        # EP03 step 8 asks DeepSpeed's count less the lab's, which is step 2's formula: the
+        # 405B's DeepSpeed cell gives it by one subtraction (round-15 cold reading, finding 2).
+        from app.routers.zero import facts
+
+        return [fmt_bytes(facts()["l405_z3"]["api"]["deepspeed"]["stage3"]["gpu_bytes"])]
     if (name, step_id) != ("dp", "step-10"):
         return []
-    from app.charts.units import fmt_bytes
     from app.routers.data_parallel import facts
 
     return [fmt_bytes(facts()["l8_1024"]["api"]["replica"]["breakdown"]["activations"])]
