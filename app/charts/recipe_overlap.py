@@ -128,11 +128,11 @@ def layer_rows(layer: dict) -> list[dict]:
     """The table under the layer chart: the kernels, and each kind's hidden and waited (or
     SM-slowed) seconds, in the forward, the backward and both."""
     f, b = layer["by_pass"]["forward"], layer["by_pass"]["backward"]
-    rows = [{"label": "Kernels", "forward_s": f["compute_s"], "backward_s": b["compute_s"],
-             "both_s": f["compute_s"] + b["compute_s"]}]
+    rows = [{"label": "Kernels", "kind": None, "forward_s": f["compute_s"],
+             "backward_s": b["compute_s"], "both_s": f["compute_s"] + b["compute_s"]}]
     for k, name in LAYER_KINDS.items():
         for key, what in (("hidden_s", "hidden"), ("exposed_s", "waited or slowed")):
             if f[key][k] + b[key][k] > 1e-12:
-                rows.append({"label": f"{name}, {what}", "forward_s": f[key][k],
+                rows.append({"label": f"{name}, {what}", "kind": k, "forward_s": f[key][k],
                              "backward_s": b[key][k], "both_s": layer[key][k]})
     return rows

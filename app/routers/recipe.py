@@ -15,6 +15,7 @@ from app.model_controls import model_choices
 from app.options import SEQ_LENGTHS, gpu_options, link_choices, model_options, with_value
 from app.recipe_answer import hfu_of, hsdp_api, micro_api, plan_api, timeline_api
 from app.routers.pipeline import SCHEDULE_LABELS
+from app.routers.recipe_keys import bench_keys, part_keys, waits_for
 from app.routers.recipe_lesson import (  # noqa: F401  (the lesson's states, imported from here)
     HSDP,
     LAYER,
@@ -100,6 +101,8 @@ def extra_context(state) -> dict:
         + ([(q.dp_shard, str(q.dp_shard))] if q.dp_shard and q.dp % q.dp_shard else []),
         "replan_link": plan_query(rp.after, base) if rp and rp.after else None,
         "planner_query": planner_query(q),
+        # What each figure waits for (its steps' and drills' answers: recipe_keys).
+        "bench_keys": bench_keys, "part_keys": part_keys, "waits_for": waits_for,
         "failures_link": failures_link(q, state.result.result),
     }
 

@@ -180,9 +180,12 @@ def figures(state: RecipeState) -> dict:
     r = state.result
     if not r.legal:
         return {}
-    return {"step": step_figure(r, state.replan), "causes": causes_figure(r, micro_api(r)),
-            "timeline": timeline_figure(timeline_api(r)), "layer": layer_figure(layer_api(r)),
-            "memory": memory_figure(r)}
+    from app.routers.recipe_keys import veiled_figures  # it reads the lesson's states
+
+    return veiled_figures(state, {
+        "step": step_figure(r, state.replan), "causes": causes_figure(r, micro_api(r)),
+        "timeline": timeline_figure(timeline_api(r)), "layer": layer_figure(layer_api(r)),
+        "memory": memory_figure(r)})
 
 
 def lazy_figures(state: RecipeState) -> dict:

@@ -386,6 +386,12 @@ def test_no_drill_answer_is_on_a_case_buttons_screen(client, name):
 # never see them) whose figures answer a step or a drill (round-12 cold reading of EP04-EP05,
 # finding 1: EP05 masked nothing, so its sliders showed step 2's 33.3%, step 5's 6.8%, step
 # 6's 111 GB and both number drills' answers, 29.4% and 137 GB, before they were asked).
+# EP08's clusters of H100s and the models its steps run on them.
+RECIPE_H100 = "gpu=h100-sxm&intra_link=nvlink-4&inter_link=ib-ndr"
+RECIPE_70B = f"model=llama-3.1-70b&{RECIPE_H100}&seq_len=8192"
+RECIPE_MIXTRAL = (f"model=mixtral-8x7b&{RECIPE_H100}&seq_len=4096&tp=2&pp=1&dp=32&ep=8"
+                  "&microbatches=4")
+
 BENCH_STATES = {
     # EP01 (round-13 cold reading of EP01-EP05, findings 1 and 4: it masked nothing): the
     # Model select at the 8B (step 1's ratio) and the 405B (step 2's 6.49 TB), the 8B at
@@ -501,6 +507,32 @@ BENCH_STATES = {
            "tokens=64&cp=8&seq_len=4096&layout=zigzag&link=eth-25g",
            "tokens=64&cp=8&seq_len=131072&layout=zigzag&link=ib-ndr",
            "tokens=64&cp=8&seq_len=131072&layout=zigzag&link=nvlink-4"],
+    # EP08's try links, each step's state before its guess (round-14 cold reading of EP08 and
+    # EP10, finding 4: EP08 masked nothing, so step 3's 42.9%, step 4's 496 GB, step 5's 85.1
+    # GB, step 7's 5.9%, step 11's 59.2%, step 12's 3.68 ms, step 13's 0.52 ms and step 15's
+    # 16.1 GB were on the bench at the links that set them, before the guess). The seed plan
+    # (GPT-3 175B on 64 A100s) is the bench's opening state: its changes alone.
+    "recipe": ["", "matmul_efficiency=0.6", "tp=1&pp=1&dp=64", "tp=16&pp=4&dp=1",
+               "microbatches=4", "replan_nodes=6", "recompute=full", "schedule=zb-h1",
+               "gpu=h100-sxm&intra_link=nvlink-4&inter_link=ib-ndr",
+               *(f"{RECIPE_70B}&nodes=4&{q}" for q in (
+                   "tp=1&pp=1&dp=32&microbatches=1", "tp=8&pp=1&dp=4&microbatches=1",
+                   "tp=8&pp=2&dp=2&microbatches=2", "tp=8&pp=2&dp=2&microbatches=16")),
+               *(f"{RECIPE_MIXTRAL}{q}" for q in (
+                   "", "&tp_overlap=none", "&tp_overlap=all", "&dp_overlap=False", "&zero=3",
+                   "&ep_overlap=True")),
+               *(f"{RECIPE_70B}&nodes=8&tp=4&pp=1&dp=16&zero=3&recompute=flash"
+                 f"&microbatches=8{q}" for q in (
+                   "", "&tp_overlap=none", "&tp_overlap=all", "&fsdp_prefetch=False",
+                   "&reshard_after_forward=False", "&dp_shard=2")),
+               # Step 14's best plans as the planner finds them (the step links to its own).
+               f"{RECIPE_70B}&nodes=8&tp=4&pp=4&dp=4&recompute=flash&microbatches=32",
+               f"{RECIPE_70B}&nodes=8&zero=3&tp=4&pp=1&dp=16&recompute=flash&microbatches=8",
+               f"{RECIPE_70B}&nodes=128&tp=8&pp=8&dp=16&recompute=flash"
+               "&schedule=interleaved-1f1b&virtual=8&microbatches=8",
+               *(f"model=llama-3.1-8b&{RECIPE_H100}&seq_len=8192&tp=2&pp=1&dp=32&zero=3"
+                 f"&recompute=flash&microbatches=4{q}" for q in ("", "&dp_shard=4",
+                                                                 "&dp_shard=8"))],
 }
 
 
@@ -526,6 +558,9 @@ BENCH_COINCIDENCES: dict[tuple[str, str, str, str], str] = {  # (lesson, query, 
             "state ('BF16: 16'); step 3 asks what FP8 parameters keep"),
            ("Mixed-precision Adam, 16 B/param",
             "the same, in the speed chart's note on the optimizer step"))},
+    ("recipe", "matmul_efficiency=0.6", "step-11", "a full-wave GEMM at 59.2%"):
+        "the matmul efficiency step 1's link sets (60% of peak x the slowest GPU's 0.987), an "
+        "input of the step, not ZB-H1's MFU",
     ("moe", "tokens=1024", "step-9", "compute \\u00f7 communication = 10.8"):
         "Mixtral's experts against its all-to-alls at 1,024 tokens (the crossover chart's "
         "label), not DeepSeek-V3's shared expert's share of its expert time",

@@ -1069,6 +1069,9 @@ def test_step_14s_why_keeps_one_sentence_of_scaling_and_notes_the_rest(client):
     why = page.split('id="step-14"')[1].split("</section>")[0]
     why = why.split('<details class="why"')[1].split("</details>")[0]
     body, note = why.split('<p class="chart-note"', 1)
+    # The notes sit in a closed "where these come from" (round-14 cold reading, finding 9).
+    body, sources = body.split('<details class="sources"><summary>')
+    assert sources.startswith("Where these come from</summary>")
 
     def text(x):
         return html_lib.unescape(" ".join(re.sub(r"<[^>]+>", " ", x).split()))
@@ -1839,8 +1842,9 @@ def test_round_8_step_12_derives_its_figures_and_step_13s_why_only_its_predicts(
     assert "step 13 times" not in step12
     assert (f"{len(wait)} × {one * 1e6:.1f} µs × {n} layers = "
             f"{ms(ov['timeline']['exposed_s']['tp'] * 1e3)} a micro-batch") in step12
-    assert (f"With none all {len(tp)} wait: "
-            f"{ms(none['timeline']['exposed_s']['tp'] * 1e3)}") in step12
+    assert f"A layer runs {len(tp)}" in step12
+    assert (f"{ms(none['timeline']['exposed_s']['tp'] * 1e3)} against "
+            f"{ms(ov['timeline']['exposed_s']['tp'] * 1e3)}") in step12
     assert (f"× {n} = {ms(ov['timeline']['exposed_s']['ep'] * 1e3)} a micro-batch"
             in step12)
     assert (f"2 × ({ms(whole[0] * 1e3)} + {ms(whole[1] * 1e3)}) = "
@@ -2027,8 +2031,12 @@ def test_round_10_step_12s_predict_asks_the_wait_not_the_pass_the_mode_names(cli
     assert f"a micro-batch of {lay['layers']} layers" in prompt
     assert "QKV's backward pair" in prompt
     why = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.split('id="why-recipe-overlap"')[1]))
-    assert (f"{len(hidden)} × {tp[0]['seconds'] * 1e6:.1f} µs × {lay['layers']} = "
-            f"{fmt_ms(rise)} more") in why
+    # The why leads with it (round-14: its derivation first, the collective's working in
+    # the note).
+    assert why.split("TP. ")[1].startswith(
+        f"With “none”, QKV's {len(hidden)} backward collectives that “backward” hid wait too: "
+        f"{len(hidden)} × {tp[0]['seconds'] * 1e6:.1f} µs × {lay['layers']} layers = "
+        f"{fmt_ms(rise)} more")
 
 
 def test_round_10_step_14_works_its_verdict_from_the_h100_runs_bands(client):

@@ -817,3 +817,52 @@ def test_ep12s_step_2_move_draws_no_zero_3_bar_before_step_4(page):
     look_at(page, "zero-memory")
     assert page.evaluate(ZERO_BARS)["veiled"] is None
     assert page.locator("[data-testid=zero-1]").inner_text() != "?"
+
+
+EP08 = VIEWS["recipe"].episode.path
+EP08_BENCH = bench_reader("#recipe-audits")
+# EP08's steps whose answer is a figure of their own try link's state (round-14 cold reading
+# of EP08 and EP10, finding 4: each was on the bench at that link's URL, loaded fresh), each
+# with the link (its place among the step's) that sets it: step 3's 4 micro-batches, step 4's
+# DP32 and step 5's TP8 x DP4 of the 70B, step 7's PP2 with 16, step 11's ZB-H1, step 12's
+# Mixtral plan, step 13's TP4 x FSDP16 layer and step 15's HSDP over a node's 4.
+EP08_LINKS = [(3, 0), (4, 0), (5, 0), (7, 0), (11, 0), (12, 0), (13, 0), (15, 1)]
+
+
+def ep08_found(page, number: str, unit: str) -> list[str]:
+    """Where the bench shows the figure now: its text, a chart's labels and hover text, or
+    the numbers a chart plots (each chart scrolled to and drawn first)."""
+    for chart in page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')]"
+                               ".map(gd => gd.id)"):
+        look_at(page, chart)
+    bench = page.evaluate(EP08_BENCH)
+    found = [f"the text: {where(number, unit, bench['text'])}"] \
+        if printed(number, unit, bench["text"]) else []
+    for plotted in bench["plotted"]:
+        chart = json.loads(plotted)
+        if printed(number, unit, chart_text(plotted)) or plotted_as(
+                number, data_numbers(plotted, unit)):
+            found.append(f"a chart: {chart['data'][0].get('name')}")
+    return found
+
+
+@pytest.mark.parametrize(("step", "link"), EP08_LINKS)
+def test_ep08s_try_link_keeps_its_steps_answer_until_the_guess(page, client, step, link):
+    """A try link's own URL, loaded fresh (a reload, the back button, a shared link): the
+    step's answer is neither in the page's text nor on any chart, the step's diagram drawn
+    (its other parts move: only the answering part is veiled). Guessed, the bench shows it."""
+    html = hidden.page(client, EP08)
+    found = dict(steps(html))[f"step-{step}"]
+    url = hidden.try_urls(found)[link]
+    page.goto(url)
+    wait_drawn(page)
+    number, unit = answers(found)[0]
+    assert answer_of(page, step) == f"{number}{'' if unit == '%' else ' '}{unit}"
+    body = page.evaluate("() => document.body.innerText")
+    assert not printed(number, unit, body), where(number, unit, body)
+    assert not ep08_found(page, number, unit), (url, ep08_found(page, number, unit))
+    diagram = page.locator(f"#step-{step}").get_attribute("data-diagram")
+    assert page.locator(f"#{diagram}").get_attribute("data-veiled") != "", diagram
+    commit_guess(page, step)
+    wait_drawn(page)
+    assert ep08_found(page, number, unit), f"step {step}'s {number} {unit} not on the bench"

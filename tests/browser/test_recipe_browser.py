@@ -7,6 +7,7 @@ from tests.browser.helpers import (
     ANSWERED,
     answer_drill,
     api_json,
+    commit_guess,
     follow,
     release,
     sized_page,
@@ -22,6 +23,12 @@ def step_ms(page) -> float:
         "() => document.querySelector('#recipe-step').data.reduce((s, t) => s + t.x[0], 0)")
 
 
+def guessed(page, step: int) -> None:
+    """Commit a guess in ``step``, whose answer the state gives, and wait for its figures."""
+    commit_guess(page, step)
+    wait_drawn(page)
+
+
 def test_slider_changes_the_step_bar_audits_and_url(page, live_server):
     page.goto(PAGE)
     wait_drawn(page)
@@ -31,12 +38,16 @@ def test_slider_changes_the_step_bar_audits_and_url(page, live_server):
     page.locator("#input-microbatches").fill("4")
     page.wait_for_url("**microbatches=4**")
     wait_drawn(page)
+    # 4 stages of 4 micro-batches answer step 3: its bubble waits for the guess, and a reload
+    # forgets it (app/routers/recipe_keys.py).
+    guessed(page, 3)
     m4 = api_json(live_server, "recipe", "microbatches=4")
     assert step_ms(page) == pytest.approx(m4["step_s"] * 1e3, rel=1e-3)
     expect(page.locator("#recipe-audits")).to_have_attribute("data-passes", "false")
     expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text("Pipeline bubble")
     page.reload()
     wait_drawn(page)
+    guessed(page, 3)
     assert step_ms(page) == pytest.approx(m4["step_s"] * 1e3, rel=1e-3)
 
 
@@ -49,6 +60,7 @@ def test_matmul_efficiency_control_redraws_the_step_at_that_rate(page, live_serv
     page.locator("#input-matmul_efficiency").dispatch_event("input")
     page.wait_for_url("**matmul_efficiency=0.6**")
     wait_drawn(page)
+    guessed(page, 1)  # the efficiency at 60% is step 1's answer
     slow = api_json(live_server, "recipe", "matmul_efficiency=0.6")
     assert step_ms(page) == pytest.approx(slow["step_s"] * 1e3, rel=1e-3)
     expect(page.locator("[data-testid=recipe-rate]")).to_contain_text(
@@ -82,6 +94,7 @@ def test_broken_rules_are_listed_and_the_chart_kept(page):
     page.locator("#input-tp").select_option("16")
     page.wait_for_url("**tp=16**dp=1**")
     wait_drawn(page)
+    guessed(page, 2)  # which audit fails for TP16 is step 2's answer
     expect(page.locator("[data-testid=recipe-verdict]")).to_contain_text("TP inside a node")
 
 
