@@ -681,6 +681,7 @@ def test_step_10_derives_the_gap_and_keeps_its_sources_in_a_note(client):
     sentences that derive it: the lab's T* below the 2,048 tokens a GPU, so its fall is
     4.3% of 69 (6%); the runs' same step at 768 and 1,536 GPUs. The working, the gap's split
     ("Why the lab errs fast") and the sources sit in the 'Where this comes from' note."""
+    from labs.zero.published import lab_fall as lab_fall_of
     from labs.zero.published import share_shown
 
     f, rows = facts(), fall()
@@ -691,7 +692,7 @@ def test_step_10_derives_the_gap_and_keeps_its_sources_in_a_note(client):
     note = re.search(r'<div class="chart-note">(.*)</div>', why, re.S).group(1)
     own = " ".join(visible_text(why.replace(note, "")).split())
     assert len(own.split()) <= 90 and own.count(". ") <= 2, own
-    lab_fall = 100 * (1 - rows[-1].lab_flops / rows[0].lab_flops)
+    lab_fall = 100 * lab_fall_of(rows)[2]
     published = 100 * (1 - rows[-1].published_flops / rows[0].published_flops)
     t_star = f["t2_1536"]["api"]["crossover"]["crossover_tokens"]
     assert t_star < 2048
@@ -731,6 +732,7 @@ def test_round_10_step_10_converts_the_labs_rate_to_table_2s_count(client):
     with no factor between, and '6% of the published fall' read as if the lab fell 6%."""
     from labs.model.presets import get_model
     from labs.zero.published import eq3_over_6pt, hardware_flops_per_step, share_shown
+    from labs.zero.published import lab_fall as lab_fall_of
 
     ratio = eq3_over_6pt()
     assert ratio == pytest.approx(
@@ -742,7 +744,7 @@ def test_round_10_step_10_converts_the_labs_rate_to_table_2s_count(client):
         assert row.lab_flops == pytest.approx(rate * ratio, rel=1e-6)  # every gather hides
         said = f"{rate / 1e12:.0f} × {ratio:.2f} = {row.lab_flops / 1e12:.0f}"
         assert said in step, said
-    lab_fall = 100 * (1 - rows[-1].lab_flops / rows[0].lab_flops)
+    lab_fall = 100 * lab_fall_of(rows)[2]
     published = 100 * (1 - rows[-1].published_flops / rows[0].published_flops)
     said = (f"a {lab_fall:.1f}% fall, {lab_fall:.1f} ÷ {published:.0f} = "
             f"{100 * share_shown(rows):.0f}% of the published one")
@@ -963,3 +965,24 @@ def test_round_15_step_8_names_the_weights_in_deepspeeds_zero_3_bytes(client):
     assert f"at ZeRO-3 DeepSpeed's estimator shards {three} of fp32 master" in note
     assert "shards 18 B (2 B of fp16 and 4 B of fp32 gradients, 12 B) where this recipe " \
            "shards 14" in note
+
+
+def test_round_15_step_10_checks_from_its_printed_figures(client):
+    """EP03 step 10's fall is the printed rates' (248 to 238 TFLOP/s is 4.0%, not the 4.3% of
+    the unrounded ones), its share of the published fall is that over the printed 69, and the
+    note's compute ÷ communication at 8,192 tokens is 8,192 over a T* the page prints: the
+    384-GPU run's, not the 1,536-GPU T* it printed (round-15 cold reading of EP03, finding 4)."""
+    f = facts()
+    step = step_text(client, "10. ZeRO-3's published fall", "Check yourself")
+    m = re.search(r"slips only from (\d+) to (\d+) TFLOP/s, a ([\d.]+)% fall, ([\d.]+) ÷ (\d+) = "
+                  r"(\d+)% of the published one", step)
+    assert m, step
+    first, last, drop, again, published, share = (float(g) for g in m.groups())
+    assert drop == again == round(100 * (1 - last / first), 1)
+    assert share == round(100 * drop / published)
+    ratio = f"{f['t2_384']['api']['crossover']['ratio']:.1f}"
+    m = re.search(rf"T\* is ([\d,]+) and 8,192 tokens give {re.escape(ratio)}(?!\d)", step)
+    assert m, step
+    assert f"{8192 / float(m.group(1).replace(',', '')):.1f}" == ratio
+    assert abs(float(m.group(1).replace(",", "")) - f["t2_384"]["api"]["crossover"][
+        "crossover_tokens"]) <= 0.51  # the 384-GPU run's own T*
