@@ -198,6 +198,15 @@ def pairs_figure(mask) -> dict:
     }
 
 
+def bytes_step(model) -> str:
+    """The guess a state's K/V bytes sent (the cost chart's collectives and the bench's bytes
+    and times) wait for: step 6's for a model without grouped-query attention, whose bytes it
+    asks (GPT-3 175B's); else step 4's, so the cost chart draws from step 4 on, where its
+    all-gather and ring first differ (round-15 cold reading of EP06, finding 12: it stayed
+    flat grey placeholders until step 6)."""
+    return "step-6" if model.kv_heads == model.heads else "step-4"
+
+
 def cost_figure(sweep, current) -> dict:
     """Communication per GPU per layer (ms, log scale) against CP, one line per collective,
     and the busiest rank's attention (zigzag) that a ring can hide behind."""
@@ -260,13 +269,15 @@ def cost_figure(sweep, current) -> dict:
             annotations=[label], shapes=[chosen_band(inp.cp / 1.35, inp.cp * 1.35)],
             # Masked on the lesson, each part until the guess of the step that asks for it
             # (lab.js, layout.meta.owners): the collectives' lines, the plan's mark and its
-            # bytes until step 6's (its GPT-3 link drew the 6.04 GB it asks for: round-6 cold
-            # reading of EP06, item 1); the attention line until step 7's, which asks whether
+            # bytes until step 4's, or step 6's at a model without GQA (its GPT-3 link drew the
+            # 6.04 GB it asks for: round-6 cold reading of EP06, item 1; ``bytes_step``); the
+            # attention line until step 7's, which asks whether
             # the ring's sends hide behind it (step 6's guess drew it whole).
             meta={"masked": {"0": f"{LAYOUT_NAMES[inp.layout].split(' (')[0]}, CP {inp.cp}:"
                                   "<br>? per GPU"},
                   "owners": [
-                      {"step": "step-6", "traces": [*range(len(COST_LINES)), len(data) - 1],
+                      {"step": bytes_step(inp.model),
+                       "traces": [*range(len(COST_LINES)), len(data) - 1],
                        "annotations": [0],
                        "summary": [sent, "sends ? per GPU per layer in ? ms"]},
                       {"step": "step-7", "traces": [len(COST_LINES)],

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from app.charts.context_parallel import (
     CROSSOVER_KEYS,
+    bytes_step,
     cost_figure,
     crossover_figure,
     mask_figure,
@@ -226,6 +227,8 @@ def extra_context(state) -> dict:
         # The guess the pair counts wait for, and the headline's text until then (a balanced
         # state says how it splits, not that it balances: round-10 cold reading, item 5).
         "pairs_key": pairs_step(query.layout),
+        # The guess the bytes sent and their time wait for (step 4's, step 6's without GQA).
+        "bytes_key": bytes_step(state.result.input.model),
         "balanced_mask": BALANCED_MASK,
         # Step 8 names the NDR port's rate and NCCL's measured send rate on it, and derives
         # the effective rate B from them and a send's start-up across nodes (NCCL's Simple

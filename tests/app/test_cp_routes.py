@@ -205,7 +205,7 @@ def test_the_cost_note_names_the_rates_its_times_come_from(client):
         body["attention_flops_per_s"])
     assert f"{body['attention_flops_per_s'] / 1e12:.0f} TFLOP/s here" in html
     # masked with the bytes until step 6's guess (round-10 cold reading, item 6)
-    assert (f'data-after-guess="step-6">{body["comm_bytes_per_s"] / 1e9:.1f} GB/s</span> with '
+    assert (f'data-after-guess="step-4">{body["comm_bytes_per_s"] / 1e9:.1f} GB/s</span> with '
             "the latency") in html
     assert "half the" not in html.split("Attention is timed")[1][:40]
 
@@ -570,3 +570,25 @@ def test_round_10_packed_token_stream_is_defined_where_step_4_uses_it(client):
     assert 'id="term-packed-token-stream"' in step4
     glossary = client.get("/glossary").text
     assert 'id="packed-token-stream"' in glossary and "no position is spent on padding" in glossary
+
+
+def test_the_bytes_sent_wait_for_step_4_and_for_step_6_without_gqa(client):
+    """Round-15 cold reading of EP06, finding 12: the cost chart stayed flat grey
+    placeholders through steps 4 and 5, whose moves change what it draws. Its collectives'
+    lines and the bench's bytes and times wait for step 4's guess, and for step 6's only at a
+    model without grouped-query attention, whose bytes step 6 asks (GPT-3 175B's 6.04 GB)."""
+    import json
+    import re
+
+    def owners(query: str) -> tuple[list[str], set[str]]:
+        html = client.get(f"/episodes/context-parallel?{query}").text
+        figure = json.loads(re.search(r'data-target="cp-cost"[^>]*>(.*?)</script>', html,
+                                      re.S)[1])
+        sent = re.search(r'data-testid="comm-bytes"><span class="answer-mask" '
+                         r'data-after-guess="([^"]+)"', html)[1]
+        return [g["step"] for g in figure["layout"]["meta"]["owners"]], sent
+
+    assert owners("tokens=64&cp=8&seq_len=131072&layout=allgather&link=nvlink-4") == (
+        ["step-4", "step-7"], "step-4")
+    gpt3 = "model=gpt-3-175b&tokens=64&cp=16&seq_len=131072&layout=zigzag&link=nvlink-4"
+    assert owners(gpt3) == (["step-6", "step-7"], "step-6")

@@ -108,7 +108,7 @@ def test_cost_chart_follows_the_link(page, live_server):
     look_at(page, "cp-cost")
     ring = page.evaluate("() => document.querySelector('#cp-cost').data[0].y")
     assert ring[3:] == [None, None, None]  # NVLink 4 reaches 8 GPUs
-    show_me(page, "why-cp-6")  # the bytes are step 6's answer: masked till then
+    show_me(page, "why-cp-4")  # Llama's bytes wait for step 4 (GPT-3's for step 6)
     shown = page.locator("[data-testid=comm-bytes]").inner_text()
     expected = api_json(live_server, "cp", "tokens=16&cp=4&link=nvlink-4")
     assert shown == f"{expected['comm_bytes_per_gpu'] / 1e6:.0f} MB"
