@@ -353,7 +353,8 @@ def offload_figure(result) -> dict:
         "summary": (
             f"Offload puts {fmt_bytes(off.host_bytes_per_gpu)} per GPU in host RAM (the "
             f"optimizer's state and an fp32 gradient buffer), "
-            f"{fmt_bytes(off.host_bytes_per_node)} per node of {per_node} GPUs; the GPU drops "
+            f"{fmt_bytes(off.host_bytes_per_node)} per node of {per_node} "
+            f"GPU{'s' * (per_node != 1)}; the GPU drops "
             f"from {fmt_bytes(off.gpu_bytes_without)} to {fmt_bytes(off.gpu_bytes_with)}. "
             f"PCIe carries {fmt_bytes(off.pcie_down_bytes + off.pcie_up_bytes)} per step "
             f"({fmt_ms(off.pcie_seconds)}); the gradient download {hides}"

@@ -986,3 +986,11 @@ def test_round_15_step_10_checks_from_its_printed_figures(client):
     assert f"{8192 / float(m.group(1).replace(',', '')):.1f}" == ratio
     assert abs(float(m.group(1).replace(",", "")) - f["t2_384"]["api"]["crossover"][
         "crossover_tokens"]) <= 0.51  # the 384-GPU run's own T*
+
+
+def test_round_15_one_gpus_offload_summary_says_one_gpu(client):
+    """The offload chart's summary at one GPU a node read "per node of 1 GPUs" (round-15
+    cold reading of EP03, finding 8)."""
+    page = client.get("/episodes/zero", params={"model": "llama-3.1-8b", "dp": 1, "zero": 2,
+                                                "offload": "true"}).text
+    assert "per node of 1 GPU;" in visible_text(page) and "of 1 GPUs" not in page
