@@ -742,8 +742,10 @@ def test_round_14_step_7_leads_with_its_answer_and_derives_its_activations(clien
                             f"{round(100 * (1 - ledger / measured))}% below the measured"), first
     seven = _step(html, 7).replace("&#39;", "'")
     line = (f"its input (h), the outputs of wq (h), wv (0.25h), w1 (3.5h) and w2 (h), and "
-            f"attention's output (h): 7.75h in bf16, with attention's fp32 log-sum-exp "
-            f"(4 B × 32 heads). (7.75 × 4,096 × 2 B + 128 B) × 8,192 tokens × 32 layers = "
+            f"attention's output (h): 7.75h in bf16, with the softmax's log-sum-exp, which "
+            f"FlashAttention saves for each row of scores so its backward can rebuild them: one "
+            f"fp32 a head a token (4 B × 32 heads). (7.75 × 4,096 × 2 B + 128 B) × 8,192 "
+            f"tokens × 32 layers = "
             f"{fmt_bytes(acts)}.")
     assert line in seven
     assert seven.index(line) < seven.index("FP8 peaked at about 67 GiB")
@@ -805,3 +807,18 @@ def test_round_14_the_qlora_decide_pits_two_live_options_with_their_costs(client
         in options["recompute"].why
     assert f"{gb(qlora['recompute']['breakdown']['activations'])} of activations still on " \
            "the GPU" in options["recompute"].why
+
+
+def test_round_15_fp8_all_gather_is_an_opt_in_and_the_lse_is_defined(client):
+    """Round-15 cold reading of EP10, findings 6 and 7: step 7's note gave torchao's FP8
+    all-gather (enable_fsdp_float8_all_gather: off by default, tensorwise only) as its
+    behaviour on the rowwise run, step 8 never said the lab gathers in bf16, and step 7's
+    "fp32 log-sum-exp" was a figure of its derivation with no definition."""
+    page = client.get("/episodes/low-precision").text
+    text = {n: " ".join(re.sub(r"<[^>]+>", " ", page[page.index(f'id="step-{n}"'):
+                                                      page.index(f'id="step-{n + 1}"')]).split())
+            for n in (7, 8)}
+    assert "enable_fsdp_float8_all_gather (off by default, tensorwise scaling only" in text[7]
+    assert "by default the gather moves bf16" in text[7]
+    assert "the lab gathers in bf16, torchao's default" in text[8] and "errs low" in text[8]
+    assert "FlashAttention saves for each row of scores so its backward can rebuild" in text[7]
