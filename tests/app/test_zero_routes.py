@@ -994,3 +994,15 @@ def test_round_15_one_gpus_offload_summary_says_one_gpu(client):
     page = client.get("/episodes/zero", params={"model": "llama-3.1-8b", "dp": 1, "zero": 2,
                                                 "offload": "true"}).text
     assert "per node of 1 GPU;" in visible_text(page) and "of 1 GPUs" not in page
+
+
+def test_round_15_step_7_names_its_serial_upload_as_an_assumption(client):
+    """EP03 step 7 timed the upload after the CPU update with no word that DeepSpeed's CPU
+    Adam can overlap them (ds_adam_step_plus_copy, csrc/adam/cpu_adam_impl.cpp), so its sum
+    errs slow by up to the upload (round-15 cold reading of EP03, finding 5)."""
+    one = facts()["offload_one"]["api"]
+    up = one["offload_plan"]["pcie_seconds"] / 2
+    step = step_text(client, "7. Optimizer offload", "8. Checked against")
+    assert "That upload after the update is the lab's assumption" in step
+    assert f"ds_adam_step_plus_copy ), so a real step can be up to the {fmt_ms(up)} upload " \
+           "shorter, and the lab errs slow" in " ".join(step.split())
