@@ -15,7 +15,7 @@ from app.model_controls import model_choices
 from app.options import SEQ_LENGTHS, gpu_options, link_choices, model_options, with_value
 from app.recipe_answer import hfu_of, hsdp_api, micro_api, plan_api, timeline_api
 from app.routers.pipeline import SCHEDULE_LABELS
-from app.routers.recipe_keys import bench_keys, part_keys, waits_for
+from app.routers.recipe_keys import bench_keys, part_keys, veiled_figures, waits_for
 from app.routers.recipe_lesson import (  # noqa: F401  (the lesson's states, imported from here)
     HSDP,
     LAYER,
@@ -34,7 +34,7 @@ from app.routers.recipe_state import (  # noqa: F401  (the state, imported from 
     RecipeState,
     api_errors,
     compare_cached,
-    figures,
+    drawn_figures,
     lazy_figures,
     plan_query,
     run,
@@ -120,6 +120,11 @@ def failures_link(q: RecipeQuery, r) -> dict | None:
 # The drill's plan: the seed with 32 micro-batches, a state the lesson does not print (its
 # efficiency would otherwise be on the page before the drill is answered).
 DRILL_PLAN = {**SEED, "microbatches": 32}
+
+
+def figures(state: RecipeState) -> dict:
+    """The bench's charts, each answering part owned by the step or drill it answers."""
+    return veiled_figures(state, drawn_figures(state))
 
 
 def drill_answer() -> float:

@@ -69,10 +69,13 @@ KINDS = ("efficiency", "bubble", "memory", "activations", "mfu", "tp", "dp", "lo
 
 @lru_cache(maxsize=1)
 def _drills() -> dict[str, str]:
-    """Each share drill's answer as the bench prints it (each runs the lab once)."""
-    from app.routers.recipe import VIEW
+    """Each share drill's answer as the bench prints it (each runs the lab once). The view is
+    the registry's (app.routers.recipe registers it): importing that module would close a
+    cycle."""
+    from app.labkit import VIEWS
 
-    return {f"drill-{d.id}": fmt_pct(d.answer() / 100) for d in VIEW.drills if d.id in DRILLS}
+    return {f"drill-{d.id}": fmt_pct(d.answer() / 100) for d in VIEWS["recipe"].drills
+            if d.id in DRILLS}
 
 
 @lru_cache(maxsize=1)
@@ -248,7 +251,7 @@ def memory_owners(figure: dict, r, keys: dict) -> dict:
 
 
 def veiled_figures(state, figures: dict) -> dict:
-    """``figures`` (recipe_state.figures) with each chart's answering parts owned by the steps
+    """``figures`` (recipe_state.drawn_figures) with each chart's answering parts owned by the steps
     and drills they answer at ``state`` (``bench_keys``), for lab.js to veil until the guess."""
     from app.recipe_answer import layer_api, micro_api, timeline_api
     from labs.recipe.overlap import LABELS

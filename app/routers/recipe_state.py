@@ -176,16 +176,16 @@ def to_api(state: RecipeState) -> dict:
     return answer
 
 
-def figures(state: RecipeState) -> dict:
+def drawn_figures(state: RecipeState) -> dict:
+    """The bench's charts drawn whole; app.routers.recipe.figures owns their answering parts
+    to the lesson's steps (recipe_keys, which reads the lesson's states, built on this module)."""
     r = state.result
     if not r.legal:
         return {}
-    from app.routers.recipe_keys import veiled_figures  # it reads the lesson's states
-
-    return veiled_figures(state, {
+    return {
         "step": step_figure(r, state.replan), "causes": causes_figure(r, micro_api(r)),
         "timeline": timeline_figure(timeline_api(r)), "layer": layer_figure(layer_api(r)),
-        "memory": memory_figure(r)})
+        "memory": memory_figure(r)}
 
 
 def lazy_figures(state: RecipeState) -> dict:
