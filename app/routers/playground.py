@@ -244,10 +244,6 @@ def facts() -> dict:
     """The states the lesson links to, with the JSON its prose quotes (tests/app/test_prose)."""
     return {
         "seed": step_state(show_memory="ledger"),
-        # Step 1's move: EP08's panel shows its memory audit alone, so the heaviest stage's
-        # figure comes up (round-15 cold reading of EP12, finding 2: the link set the
-        # opening state, and moved nothing).
-        "seed_audit": step_state(show_recipe="memory"),
         "dp32": step_state(tp=1, pp=1, dp=32, microbatches=1),
         "m2": step_state(microbatches=2),
         "zero1_dp32": step_state(tp=1, pp=1, dp=32, microbatches=1),
@@ -278,9 +274,9 @@ def facts() -> dict:
 # those parts wait for the step's guess, keyed by its prediction's beat id. ----
 MEMORY_SAME = ("model", "tp", "pp", "dp", "cp", "zero", "recompute", "seq_len", "micro_batch")
 ASKED: dict[str, tuple[str, dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]]]] = {
-    # Step 1 asks whether two audits agree: any state's two totals side by side answer it.
-    "predict-playground-1": ("seed", {"memory": ((), None),
-                                      "recipe": ((), ("memory_per_gpu_bytes", "memory"))}),
+    # Step 1 asks whether two audits agree: any state's two totals side by side answer it,
+    # so EP01's waits; EP08's stays drawn, so step 1's move (its memory audit alone) shows.
+    "predict-playground-1": ("seed", {"memory": ((), None)}),
     "predict-playground-2": ("dp32", {"memory": (MEMORY_SAME, None),
                                       "zero": (MEMORY_SAME, ("total_bytes", "memory")),
                                       "recipe": (MEMORY_SAME, ("memory_per_gpu_bytes",

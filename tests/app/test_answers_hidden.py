@@ -744,16 +744,22 @@ def test_the_check_finds_a_printed_answer():
 
 
 def test_the_playground_s_two_memory_audits_wait_for_step_1s_guess(client):
-    """EP12 step 1 asks whether EP01's ledger and EP08's audit agree: at the opening state and
-    its case buttons' states neither total is on the screen before the guess (round-15 cold
-    reading of EP06 and EP12, finding 2: both tiles printed 66.9 GB at open)."""
+    """EP12 step 1 asks whether EP01's ledger and EP08's audit agree: at the opening state, its
+    case buttons' states and step 1's own link, EP01's panel prints no total before the guess
+    (round-15 cold reading of EP06 and EP12, finding 2: both tiles printed 66.9 GB at open),
+    while EP08's audit stays drawn, so step 1's move (its memory audit alone) shows it."""
     from app.charts.units import fmt_bytes
     from app.routers.playground import facts
 
     path, html, _, ids = lesson_page(client, "playground")
     seed = facts()["seed"]["api"]["panels"]
-    totals = {fmt_bytes(seed["memory"]["answer"]["total_bytes"]),
-              fmt_bytes(seed["recipe"]["answer"]["memory_per_gpu_bytes"])}
-    shown = [(url, total) for url in [path, *case_urls(html)] for total in totals
-             if said(total, screen(client, url, ids, "step-1", html))]
-    assert not shown, shown
+    ledger = fmt_bytes(seed["memory"]["answer"]["total_bytes"])
+    audit = fmt_bytes(seed["recipe"]["answer"]["memory_per_gpu_bytes"])
+    keys = masked_keys(html, "step-1")
+    for url in [path, *case_urls(html), f"{path}?show_recipe=memory"]:
+        served = masked(page(client, url), keys)
+        panel = re.search(r'<article class="panel" id="panel-memory".*?</article>', served, re.S)
+        assert panel and not said(ledger, re.sub(r"<[^>]+>", " ", panel.group(0))), url
+        if "dp=" not in url:  # the seed's plan (a case may move it): EP08's audit drawn
+            drawn = re.search(r'id="recipe-memory"[^>]*aria-label="([^"]*)"', served)
+            assert drawn and said(audit, drawn.group(1)), url

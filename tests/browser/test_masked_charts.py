@@ -142,10 +142,11 @@ VEILED = "(id) => document.getElementById(id).getAttribute('data-veiled')"
 META = "(id) => JSON.stringify(document.getElementById(id).layout.meta || {})"
 
 
-@pytest.mark.parametrize("order", [(6, 7), (7, 6)], ids=["6-then-7", "7-then-6"])
+@pytest.mark.parametrize("order", [(4, 7), (7, 4)], ids=["4-then-7", "7-then-4"])
 def test_each_step_lifts_only_its_own_part(page, live_server, order):
-    """EP06's cost chart answers two steps: step 6 asks for the bytes the collectives send
-    (their lines, the plan's mark and label), step 7 whether the ring's sends hide behind
+    """EP06's cost chart answers two steps: step 4 asks for the bytes the collectives send
+    (their lines, the plan's mark and label; step 6 for a model without grouped-query
+    attention, 255c619), step 7 whether the ring's sends hide behind
     attention (the attention line). The first guess lifted the whole chart, so at step 7's
     state step 6's guess drew the attention line, its hover and its figure in the caption
     before step 7 was guessed. Each part now waits for its own step's guess, in either
@@ -157,7 +158,7 @@ def test_each_step_lifts_only_its_own_part(page, live_server, order):
     look_at(page, chart)
     real = json.loads(page.evaluate(FIGURE, chart))
     groups = {int(g["step"].removeprefix("step-")): g for g in real["layout"]["meta"]["owners"]}
-    assert sorted(groups) == [6, 7]
+    assert sorted(groups) == [4, 7]
     # Step 7's line is the attention's, at this state's time (the table's figure).
     attention = real["data"][groups[7]["traces"][0]]
     assert round(api["attention_s"] * 1e3, 6) in attention["y"], attention["name"]
