@@ -275,7 +275,7 @@ def facts() -> dict:
 MEMORY_SAME = ("model", "tp", "pp", "dp", "cp", "zero", "recompute", "seq_len", "micro_batch")
 ASKED: dict[str, tuple[str, dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]]]] = {
     # Step 1 asks whether two audits agree: any state's two totals side by side answer it,
-    # so EP01's waits; EP08's stays drawn, so step 1's move (its memory audit alone) shows.
+    # so EP01's waits; EP08's stays drawn, one total alone answering nothing.
     "predict-playground-1": ("seed", {"memory": ((), None)}),
     "predict-playground-2": ("dp32", {"memory": (MEMORY_SAME, None),
                                       "zero": (MEMORY_SAME, ("total_bytes", "memory")),
