@@ -67,10 +67,14 @@ def _mistake(drill: Drill, given: float) -> Mistake | None:
 
 
 def shown_answer(value: float, rel_tol: float) -> str:
-    """The answer as the worked solution prints it: to one decimal, or to as many more as keep
-    the printed figure within half the drill's tolerance, so that a student who types back what
+    """The answer as the worked solution prints it: a whole number as the lab prints counts,
+    with its separators and no decimals (round-15 cold reading of EP06, 13b: "Right. 122.0:
+    29 + 30 + …" for a count of pairs); else to one decimal, or to as many more as keep the
+    printed figure within half the drill's tolerance, so that a student who types back what
     the page printed is right (EP10's r = 2.169 at 1% printed "2.2", 1.4% off, and was told
     "Not quite"; it now prints 2.17)."""
+    if value == round(value):
+        return f"{round(value):,}"
     for places in range(1, 7):
         text = f"{value:,.{places}f}"
         if abs(float(text.replace(",", "")) - value) <= rel_tol / 2 * abs(value):

@@ -180,3 +180,15 @@ def test_the_pcie_drill_states_nccls_bus_bandwidth_and_the_link_alone_is_not_acc
     solution = check_drill(drill, f"{drill.answer():.1f}", attempt=1,
                            hide_answers=True)["message"]
     assert "26.24 GB/s busBW (82% of 32 GB/s)" in solution
+
+
+@pytest.mark.parametrize("drill_id", ["cp-predict-busiest-32", "cp-busiest-contiguous"])
+def test_a_whole_number_answer_prints_as_the_lab_prints_counts(drill_id):
+    """Round-15 cold reading of EP06, 13b: a count of pairs printed "Right. 122.0: 29 + 30 +
+    …" and "129.0", where the lab prints counts whole, with their separators."""
+    _view, drill = DRILLS[drill_id]
+    answer = drill.answer()
+    assert answer == round(answer)
+    for attempt, given in ((1, f"{answer:.0f}"), (2, "1")):
+        message = check_drill(drill, given, attempt=attempt, hide_answers=False)["message"]
+        assert f"{round(answer):,}:" in message and f"{answer:.1f}" not in message, message
