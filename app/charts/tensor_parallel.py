@@ -39,6 +39,7 @@ MODEL_70B, DRILL_70B = "llama-3.1-70b", "drill-tp-predict-70b"
 STEP_4, STEP_5, SLOW_LINK = "step-4", "step-5", "eth-25g"
 WAITS = {DRILL_70B: "the drill in step 4 is answered", STEP_4: "step 4 is guessed",
          STEP_5: "step 5 is guessed"}
+AFTER = {DRILL_70B: "step 4's drill", STEP_4: "step 4", STEP_5: "step 5"}  # a legend's words
 
 
 def drill_key(result) -> str:
@@ -169,8 +170,9 @@ def efficiency_figure(result) -> dict:
     runs = (f"runs at {fmt_pct(cost.step_efficiency)} efficiency "
             f"({cost.step_speedup:.2f}x one GPU)")
     keys = held_keys(result)
-    meta = _held_meta(keys, cost.tp, len(data), len(notes) - 1, runs,
-                      f"runs at ? efficiency {waits(keys)}")
+    mask = f"runs at ? efficiency {waits(keys)}"
+    meta = (_sp_held(result, keys, len(notes) - 1, runs, mask) if STEP_5 in step_keys(result)
+            else _held_meta(keys, cost.tp, len(data), len(notes) - 1, runs, mask))
     # Step 4 asks TP = 8's speed-up over 25 Gb/s Ethernet: the Ethernet 25G line, drawn at
     # every state, holds it (round-14 cold reading of EP04, finding 3), so it waits for step
     # 4's guess; the rest of the chart stays drawn where nothing else waits (meta.partly).
@@ -198,6 +200,23 @@ def efficiency_figure(result) -> dict:
             "fastest on the slow ones"
         ),
     }
+
+
+def _sp_held(result, keys: str, label: int, runs: str, mask: str) -> dict:
+    """layout.meta that holds, until ``keys`` (step 5's, with step 4's or the 70B drill's where
+    they wait too) are guessed, what answers step 5 (what SP does to a layer's time at t = 8 in
+    an NVLink node): this setup's line and circle, its label, and the lines of the GPU's own
+    fabrics (NVLink). The slower links' lines stay drawn, so turning SP on visibly lowers them
+    (round-16: at SP on the chart was veiled whole, as the cost chart was before 98b872d)."""
+    lines = list(result.by_link)
+    fabric = [i for i, k in enumerate(lines) if get_link(k).gpus]
+    held = [*fabric, len(lines), len(lines) + 2]  # + "This setup" and the "Now" circle
+    after = " and ".join(AFTER[k] for k in keys.split())
+    return {"meta": {"masked": {str(label): f"t = {result.cost.tp}: ?"}, "partly": True,
+                     "names": {str(i): f"{_link_name(result, lines[i])} (after {after})"
+                               for i in fabric} | {str(len(lines)): f"This setup (after {after})"},
+                     "owners": [{"step": keys, "traces": held, "annotations": [label],
+                                 "summary": [runs, mask]}]}}
 
 
 def _link_name(result, link_id: str) -> str:

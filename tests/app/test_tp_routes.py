@@ -929,3 +929,46 @@ def test_round_14_the_decides_pcie_option_states_its_rate(client):
     page = client.get("/episodes/tensor-parallel").text
     assert (f"PCIe 5.0 ({pcie.bandwidth / 1e9:.0f} GB/s a direction, "
             f"{pcie.ring_busbw / 1e9:.0f} GB/s of ring busBW measured)") in page
+
+
+def test_round_16_sp_draws_the_slower_links_on_the_efficiency_chart_before_step_5s_guess(client):
+    """Issue 36 (round 16): at SP on, before step 5's guess, the efficiency chart was veiled
+    whole, so turning SP on moved nothing on it. Now what answers step 5 waits (this setup's
+    line, its circle and label, the NVLink line: SP's cost at t = 8 in the NVLink node) and
+    the slower links' lines are drawn at their SP figures, the engine's (/api/tp's links),
+    lower than without SP; step 5's answer is nowhere on the chart until the guess."""
+    import json
+    import re as re_lib
+
+    from app.charts.tensor_parallel import SHORT_NAMES
+    from tests.app.test_answers_hidden import masked
+
+    off = client.get("/api/tp", params={"tp": 8}).json()
+    on = client.get("/api/tp", params={"tp": 8, "sp": True}).json()
+
+    def efficiency(html):
+        return json.loads(re_lib.search(
+            r'<script type="application/json" class="figure" data-target="tp-efficiency"'
+            r"[^>]*>(.*?)</script>", html, re_lib.S)[1])
+
+    page = client.get("/episodes/tensor-parallel", params={"tp": 8, "sp": True}).text
+    answer = re_lib.search(r'id="predict-tp-5"[^>]*data-answer="([^"]+)"', page)
+    answer = answer[1] if answer else f"{100 * on['step_efficiency']:.1f}%"
+    shown = efficiency(masked(page, {"step-5"}))
+    assert isinstance(shown, dict), shown  # not veiled whole
+    lines = {t["name"]: t for t in shown["data"]}
+    for link in ("pcie-4", "ib-ndr", "eth-100g"):  # drawn, at SP's figures, lower at t = 8
+        drawn = lines[SHORT_NAMES[link]]["y"]
+        assert drawn == [round(100 * c["step_efficiency"], 2) for c in on["links"][link]]
+        assert drawn[-1] < round(100 * off["links"][link][-1]["step_efficiency"], 2)
+    held = [n for n, t in lines.items() if "y" not in t]
+    assert "This setup (after step 5)" in held and "NVLink 4 (after step 5)" in held, held
+    texts = json.dumps(shown)
+    assert f"{100 * on['step_efficiency']:.1f}" not in texts and answer not in texts
+    assert round(100 * on["links"]["nvlink-4"][-1]["step_efficiency"], 2) not in [
+        v for t in shown["data"] for v in t.get("y", [])]
+    assert "runs at ? efficiency until step 5 is guessed" in shown["summary"]
+    # Guessed, the whole chart.
+    whole = efficiency(page)
+    setup = next(t for t in whole["data"] if t["name"] == "This setup")
+    assert setup["y"] == [round(100 * c["step_efficiency"], 2) for c in on["sweep"]]

@@ -234,3 +234,46 @@ def test_round_14_sp_draws_the_cost_charts_compute_before_step_5s_guess(page, li
                            "'data-veiled')")
     plotted = page.evaluate("() => document.getElementById('tp-cost').data[1].y")
     assert plotted == [round(c["comm_s"] * 1e3, 4) for c in body["sweep"]]
+
+
+PLOTTED = """() => { const gd = document.getElementById('tp-efficiency');
+    const layout = Object.assign({}, gd.layout); delete layout.meta;
+    return JSON.stringify({data: gd.data, layout: layout}); }"""
+PLOTTED_LINES = """() => Object.fromEntries(document.getElementById('tp-efficiency').data
+    .map(t => [t.name, t.y]))"""
+
+
+def test_round_16_sp_lowers_the_slower_links_before_step_5s_guess(page, live_server):
+    """Issue 36 (round 16): turning SP on at t = 8 veiled the efficiency chart whole before
+    step 5's guess, so the switch moved nothing on it. Now the slower links' lines stay drawn
+    and drop to their SP figures (the engine's, /api/tp's links); what answers step 5 (this
+    setup's line and circle, the NVLink line, the label) waits for the guess and is nowhere
+    in the plotted chart or its aria-label until then."""
+    off = api_json(live_server, "tp", "tp=8")
+    on = api_json(live_server, "tp", "tp=8&sp=true")
+    open_lesson(page)
+    commit_guess(page, 4)  # step 4's Ethernet 25G line drawn: only step 5's parts wait
+    page.locator("#input-sp").select_option("true")
+    page.wait_for_url("**sp=true**")
+    wait_drawn(page)
+    look_at(page, "tp-efficiency")
+    chart = page.locator("#tp-efficiency")
+    expect(chart).to_have_attribute("data-veiled", "step-5")
+    lines = page.evaluate(PLOTTED_LINES)
+    for link, name in (("pcie-4", "PCIe 4.0"), ("ib-ndr", "IB NDR 400G"),
+                       ("eth-100g", "Ethernet 100G"), ("eth-25g", "Ethernet 25G")):
+        assert lines[name] == [round(100 * c["step_efficiency"], 2) for c in on["links"][link]]
+        assert lines[name][-1] < 100 * off["links"][link][-1]["step_efficiency"], name
+    assert lines["This setup (after step 5)"] == [None]
+    assert lines["NVLink 4 (after step 5)"] == [None]
+    answer = f"{100 * on['step_efficiency']:.1f}"
+    plotted = page.evaluate(PLOTTED)
+    numbers = [float(v) for v in re.findall(r"\d+\.\d+", plotted)]
+    assert round(100 * on["step_efficiency"], 2) not in numbers and f"{answer}%" not in plotted
+    assert answer not in chart.get_attribute("aria-label")
+    assert "runs at ? efficiency until step 5 is guessed" in chart.get_attribute("aria-label")
+    commit_guess(page, 5)
+    page.wait_for_function("() => !document.getElementById('tp-efficiency').hasAttribute("
+                           "'data-veiled')")
+    assert efficiency_line(page) == [round(100 * c["step_efficiency"], 2) for c in on["sweep"]]
+    assert f"{answer}%" in page.evaluate(BENCH)["labels"]
