@@ -13,9 +13,12 @@ from labs.hardware.links import get_link
 # draw (round-12 cold reading of EP04, finding 2: it answered the per-layer 75.8% beside the
 # bench's 75.9%); at MODEL_70B the bench holds it until the drill is answered.
 TP_GOOD, TP_70B = {"tp": 8}, {"model": MODEL_70B, "tp": 8}
-# The decide's PCIe option states its rate, as the page states NDR's 48 GB/s a port: the
-# choice is then settled on what EP02 and EP04 teach (round-14 cold reading of EP04, finding 7).
-PCIE_5 = get_link("pcie-5")
+# The decide's two link options state their rates, PCIe's and NDR's a port, and step 4's body
+# teaches a ring's busBW across nodes (the node's ports x a port's): the choice is settled on
+# what EP02 and EP04 teach, not on the only option with figures (round-14 cold reading of EP04,
+# finding 7; round 16, finding 4: the ports rule was only in a closed note).
+PCIE_5, NDR = get_link("pcie-5"), get_link("ib-ndr")
+SPAN_NODE = 2  # GPUs (and NDR ports) a node in the span option
 
 
 def tp_figures(params: dict) -> dict:
@@ -137,13 +140,15 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "Llama 3.1 405B runs TP8 inside an NVLink node. Which change costs the most TP "
         "efficiency?",
         "tp", "efficiency",
-        (("pcie", f"The same 8 GPUs joined by PCIe 5.0 ({PCIE_5.bandwidth / 1e9:.0f} GB/s a "
-                  f"direction, {PCIE_5.ring_busbw / 1e9:.0f} GB/s of ring busBW measured) "
-                  "instead of NVLink",
+        (("pcie", f"The same 8 GPUs joined by PCIe 5.0 instead of NVLink "
+                  f"({PCIE_5.bandwidth / 1e9:.0f} GB/s a direction, "
+                  f"{PCIE_5.ring_busbw / 1e9:.0f} GB/s of ring busBW measured)",
           {"tp": 8, "intra_link": "pcie-5"},
           tp_pcie_why),
-         ("span", "Nodes of 2 GPUs, so TP8 spans four nodes over InfiniBand",
-          {"tp": 8, "gpus_per_node": 2}, tp_span_why),
+         ("span", f"Nodes of {SPAN_NODE} GPUs, so TP8 spans four nodes over InfiniBand NDR "
+                  f"(a port per GPU: {NDR.bandwidth / 1e9:.0f} GB/s a direction, "
+                  f"{NDR.ring_busbw / 1e9:.0f} GB/s of ring busBW measured)",
+          {"tp": 8, "gpus_per_node": SPAN_NODE}, tp_span_why),
          ("tp4", "Halve the TP group: TP4 inside the node", {"tp": 4}, tp_half_why),
          ("long", "Train on 8,192-token sequences instead of 4,096",
           {"tp": 8, "seq_len": 8192},

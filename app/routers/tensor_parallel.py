@@ -7,7 +7,15 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import Field
 
-from app.charts.tensor_parallel import SLOW_LINK, drill_key, figures, held_keys, step_keys, waits
+from app.charts.tensor_parallel import (
+    MODEL_70B,
+    SLOW_LINK,
+    drill_key,
+    figures,
+    held_keys,
+    step_keys,
+    waits,
+)
 from app.charts.tp_split import split_view
 from app.charts.units import fmt_bytes, fmt_pct
 from app.cluster_controls import LinkFollowsGpu
@@ -279,13 +287,15 @@ def crossover_key(result: TPResult) -> str:
 
 
 def bytes_key(result: TPResult) -> str:
-    """The derive drill's form where the readout's one collective prints its answer (Llama 3.1
-    70B's all-reduce at t = 8; round-13 cold reading, finding 4): held until it is answered."""
-    # With SP the readout prints one reduce-scatter's or all-gather's, half of it (at 405B's
-    # t = 8, 117 MB: the drill's figure too).
+    """The derive drill's form where the readout's one collective gives its answer: held
+    until it is answered. At every state of the drill's model, Llama 3.1 70B (round-13 cold
+    reading of EP04, finding 4: its all-reduce at t = 8; round 16, finding 5: with SP one
+    reduce-scatter's 58.7 MB is half of it, at t = 4 its 101 MB 3/4 ÷ 7/8 of it), and
+    wherever the figure printed is the drill's (with SP at 405B's t = 8, 117 MB)."""
     halves = 2 if result.input.sp and result.input.tp > 1 else 1
-    return "drill-tp-allreduce-bytes" if fmt_bytes(result.cost.collective_sent / halves) == \
-        printed_drill_answer() else ""
+    at_70b = result.input.model.id == MODEL_70B
+    return "drill-tp-allreduce-bytes" if at_70b or fmt_bytes(
+        result.cost.collective_sent / halves) == printed_drill_answer() else ""
 
 
 @cache
@@ -295,7 +305,7 @@ def printed_drill_answer() -> str:
 
 def drill_answer() -> float:
     """MB one GPU sends in one ring all-reduce of Llama 3.1 70B's layer at t = 8, s = 4096."""
-    result = run(TPQuery(model="llama-3.1-70b", tp=8, sp=False))
+    result = run(TPQuery(model=MODEL_70B, tp=8, sp=False))
     return result.cost.comm_bytes / len(LAYER_COLLECTIVES) / 1e6
 
 

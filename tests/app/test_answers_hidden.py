@@ -406,6 +406,7 @@ BENCH_STATES = {
                "model=llama-3.1-405b&gpu=h200&dp=64&zero=3",
                "model=mixtral-8x7b"],
     "pipeline": ["stages=6&microbatches=10", "stages=6&microbatches=12",
+                 "schedule=interleaved-1f1b&stages=6&microbatches=12&virtual=2",
                  "schedule=gpipe&stages=8&microbatches=1",
                  "schedule=zb-h1&stages=8&microbatches=32",
                  "schedule=zb-h1&stages=4&microbatches=8",
@@ -416,7 +417,12 @@ BENCH_STATES = {
     # Ethernet printed step 4's 78.6 ms; the 70B state is tp-predict-70b's.
     "tp": ["tp=8&sp=True", "tp=8&gpus_per_node=1&inter_link=eth-25g",
            "tp=8&gpus_per_node=1&inter_link=eth-100g",
-           "tp=8&gpus_per_node=1&inter_link=ib-ndr", "model=llama-3.1-70b&tp=8"],
+           "tp=8&gpus_per_node=1&inter_link=ib-ndr", "model=llama-3.1-70b&tp=8",
+           # Round-16 cold reading of EP04, findings 1 and 5: the Model select at 70B with TP
+           # at 1, 2 or 4 printed the step time tp-predict-70b divides (one GPU's at t = 1),
+           # and with SP on one reduce-scatter's 58.7 MB, half of tp-allreduce-bytes' answer.
+           "model=llama-3.1-70b&tp=1", "model=llama-3.1-70b&tp=2", "model=llama-3.1-70b&tp=4",
+           "model=llama-3.1-70b&tp=8&sp=True"],
     # EP09's states the reader checked by hand: kept so.
     "placement": ["preset=glm-4-9b&placement=separate",
                   "preset=glm-4-9b&placement=separate&train_gpus=16",
@@ -648,6 +654,22 @@ def test_no_answer_at_a_state_the_benchs_controls_set(client, name):
     assert not shown, shown
     gone = {key for key in BENCH_COINCIDENCES if key[0] == name} - struck
     assert not gone, ("a coincidence no longer on the page", gone)
+
+
+@pytest.mark.parametrize("query", ["tp=1", "tp=2", "tp=4", "tp=8", "tp=8&sp=True"])
+def test_the_70b_bench_holds_its_times_and_bytes_until_the_drills(client, query):
+    """EP04's 70B drills ask its efficiency per step and one all-reduce's bytes, and the
+    predict says the bench holds 70B's efficiency: at every TP degree (t = 1's step is one
+    GPU's, so two steps' quotient was the answer) its readout's times wait for the predict,
+    and one collective's bytes, any t and with SP (half the answer), for the derive (round-16
+    cold reading of EP04, findings 1 and 5)."""
+    html = page(client, f"{VIEWS['tp'].episode.path}?model=llama-3.1-70b&{query}")
+    for drill, cells in (("drill-tp-predict-70b", ("compute-ms", "comm-ms", "step-ms")),
+                         ("drill-tp-allreduce-bytes", ("collective", "comm-bytes"))):
+        shown = masked(html, {drill})
+        for cell in cells:
+            text = flat(re.search(rf'<dd data-testid="{cell}">(.*?)</dd>', shown, re.S)[1])
+            assert not re.search(r"\d", text), (query, drill, cell, text)
 
 
 @pytest.mark.parametrize("name", BEATS)

@@ -2,9 +2,12 @@
 422s naming the control, the page, the fragment and each diagram's embed; the EP01 page's new
 sequence-parallelism control."""
 
+import re
+
 import pytest
 
 from app.charts.units import fmt_busbw
+from labs.hardware.links import get_link
 from tests.app.disclosure import more_controls
 from tests.app.test_parser import api_messages
 
@@ -927,7 +930,7 @@ def test_round_14_the_decides_pcie_option_states_its_rate(client):
 
     pcie = get_link("pcie-5")
     page = client.get("/episodes/tensor-parallel").text
-    assert (f"PCIe 5.0 ({pcie.bandwidth / 1e9:.0f} GB/s a direction, "
+    assert (f"PCIe 5.0 instead of NVLink ({pcie.bandwidth / 1e9:.0f} GB/s a direction, "
             f"{pcie.ring_busbw / 1e9:.0f} GB/s of ring busBW measured)") in page
 
 
@@ -972,3 +975,40 @@ def test_round_16_sp_draws_the_slower_links_on_the_efficiency_chart_before_step_
     whole = efficiency(page)
     setup = next(t for t in whole["data"] if t["name"] == "This setup")
     assert setup["y"] == [round(100 * c["step_efficiency"], 2) for c in on["sweep"]]
+
+
+def test_round_16_the_decide_is_weighed_on_the_ports_rule_step_4_teaches(client):
+    """Round-16 cold reading of EP04, finding 4: tp-decide-efficiency's span option turned on a
+    rule (a ring's busBW across nodes is the node's ports x a port's) taught only in step 4's
+    closed note, and PCIe was the only option with figures. Step 4's body, before its predict,
+    states the rule and defines efficiency (finding 11b), and both link options state their
+    rates."""
+    from tests.app.test_answers_hidden import flat
+    from tests.app.test_step_beats import steps
+
+    ndr = get_link("ib-ndr")
+    page = client.get("/episodes/tensor-parallel").text
+    step_4 = dict(steps(page))["step-4"]
+    body = flat(step_4.split('class="predict-beat"')[0])
+    assert "its busBW across nodes is the node's ports × one port's busBW" in body, body
+    assert (f"2 × {ndr.ring_busbw / 1e9:g} = {2 * ndr.ring_busbw / 1e9:g} GB/s for a node of "
+            "2 GPUs") in body
+    assert "one GPU's time ÷ (t × the group's time)" in body
+    decide = flat(page.split('id="drill-tp-decide-efficiency"')[1].split("</form>")[0])
+    assert decide.count("GB/s of ring busBW measured") == 2, decide
+    assert (f"a port per GPU: {ndr.bandwidth / 1e9:.0f} GB/s a direction, "
+            f"{ndr.ring_busbw / 1e9:.0f} GB/s of ring busBW measured") in decide
+
+
+def test_round_16_the_split_at_t_2_names_its_two_strips(client):
+    """Round-16 cold reading of EP04, finding 11a: at t = 2 (step 1's own link) the split read
+    "[XW₀ XW₁ … XW1]" and "Y₀V₀ + Y₁V₁ + … + Y1V1", an ellipsis over nothing and the last strip
+    twice. Up to three strips it names each; past that, the first two, "…" and the last."""
+    from tests.app.test_answers_hidden import flat
+
+    def splits(tp: int) -> list[str]:
+        html = client.get("/episodes/tensor-parallel", params={"tp": tp}).text
+        return [flat(m) for m in re.findall(r"<p><b>(?:Column|Row) split:</b>(.*?):", html)]
+
+    assert splits(2) == ["Y = XW = [XW 0 XW 1 ]", "Z = Y 0 V 0 + Y 1 V 1"]
+    assert splits(8) == ["Y = XW = [XW 0 XW 1 … XW 7 ]", "Z = Y 0 V 0 + Y 1 V 1 + … + Y 7 V 7"]
