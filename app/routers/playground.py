@@ -29,6 +29,7 @@ from app.routers.playground_panels import (
 )
 from app.schemas import PlaygroundAnswer
 from labs.hardware.links import links
+from labs.hardware.nccl import nccl_time
 from labs.model.presets import get_model
 
 router = APIRouter()
@@ -244,6 +245,10 @@ def facts() -> dict:
     """The states the lesson links to, with the JSON its prose quotes (tests/app/test_prose)."""
     return {
         "seed": step_state(show_memory="ledger"),
+        # Step 1's move: the worked plan at twice the tokens, EP01's ledger and EP08's audit
+        # moving together past the H100's 80 GB (round-15 cold reading of EP12, finding 2's
+        # link: it set the opening state, so nothing moved).
+        "long": step_state(seq_len=16384),
         "dp32": step_state(tp=1, pp=1, dp=32, microbatches=1),
         "m2": step_state(microbatches=2),
         "zero1_dp32": step_state(tp=1, pp=1, dp=32, microbatches=1),
@@ -291,7 +296,12 @@ ASKED: dict[str, tuple[str, dict[str, tuple[tuple[str, ...], tuple[str, ...] | N
                                             "memory": (MEMORY_SAME, None)}),
     "predict-playground-5": ("tp_eth", {"tp": (("model", "tp", "gpus_per_node", "inter_link"),
                                                None)}),
-    "predict-playground-6": ("cp4", {"cp": (("cp", "cp_layout", "cp_tokens"), None)}),
+    # Step 6 counts the pairs on the mask's 16 tokens: the mask, the pair counts and their
+    # chart answer it; EP06's cost and crossover charts, timed on the sequence's 8,192
+    # tokens, ask EP06's own steps 6 to 8, none of the playground's, and are drawn (round-15
+    # cold reading, finding 12: the crossover waited whole at this state).
+    "predict-playground-6": ("cp4", {"cp": (("cp", "cp_layout", "cp_tokens"),
+                                            ("busiest_pairs", "total_pairs", "mask", "pairs"))}),
     "predict-playground-7": ("mixtral", {"moe": (("model", "ep", "tp"), None)}),
     "predict-playground-8": ("fsdp", {"memory": (MEMORY_SAME, None),
                                       "zero": (MEMORY_SAME, ("total_bytes", "memory")),
@@ -363,6 +373,17 @@ def headlines(state: PlaygroundState) -> dict[str, list[tuple[str, str, str]]]:
     return found
 
 
+def tp_ring(fact: str):
+    """NCCL's time for one of the TP group's all-reduces at a lesson state, term by term
+    (labs.hardware.nccl.nccl_time, the call EP04's lab times them by: its ``collective_s``):
+    step 5 derives its 5.02 ms from the busBW and the latency's terms (round-15 cold reading of
+    EP12, finding 10: it quoted 47 GB/s, the bytes over the whole time, as a rate)."""
+    r = facts()[fact]["result"].panel("tp").result
+    tp, cluster = r.input.tp, r.input.topology.cluster_for(r.input.gpu, r.input.tp)
+    return nccl_time("all_reduce", r.collective_bytes, tp, cluster,
+                     min(tp, cluster.gpus_per_node))
+
+
 def extra_context(state) -> dict:
     result = state.result
     q = state.query
@@ -380,6 +401,7 @@ def extra_context(state) -> dict:
         "facts": facts(),
         # Step 5 derives the Ethernet ring's busBW from one port's (labs.hardware.links).
         "link_presets": links(),
+        "tp_eth_ring": tp_ring("tp_eth"),
         # Called by the controls template only (the page and the bench): a control change's
         # answer (#playground-panels) never draws them, and building them cost 0.6 ms of its
         # 7 ms (issue 31).

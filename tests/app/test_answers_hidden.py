@@ -501,7 +501,7 @@ BENCH_STATES = {
     # EP12's try links loaded fresh (round-15 cold reading of EP06 and EP12, finding 6: the
     # playground masked nothing, so each printed its step's answer: 496 GB, 33.3%, 35.3 GB,
     # 6.44B, 50.5 GB), and the DP32 state whose EP03 chart drew step 4's 35.3 GB (finding 5).
-    "playground": ["", "show_recipe=memory", "tp=1&pp=1&dp=32&microbatches=1",
+    "playground": ["", "seq_len=16384", "tp=1&pp=1&dp=32&microbatches=1",
                    "microbatches=2", "tp=1&pp=1&dp=32&microbatches=1&zero=3",
                    "gpus_per_node=4&nodes=8&inter_link=eth-100g",
                    "cp=4&pp=1&dp=1&cp_layout=contiguous&cp_tokens=16",
@@ -769,19 +769,22 @@ def test_the_playground_s_two_memory_audits_wait_for_step_1s_guess(client):
     """EP12 step 1 asks whether EP01's ledger and EP08's audit agree: at the opening state, its
     case buttons' states and step 1's own link, EP01's panel prints no total before the guess
     (round-15 cold reading of EP06 and EP12, finding 2: both tiles printed 66.9 GB at open),
-    while EP08's audit stays drawn, so step 1's move (its memory audit alone) shows it."""
+    while EP08's audit stays drawn (the question quotes it). Step 1's link (the worked plan at
+    16,384 tokens) moves EP01's ledger, which waits there too."""
     from app.charts.units import fmt_bytes
     from app.routers.playground import facts
 
     path, html, _, ids = lesson_page(client, "playground")
     seed = facts()["seed"]["api"]["panels"]
-    ledger = fmt_bytes(seed["memory"]["answer"]["total_bytes"])
     audit = fmt_bytes(seed["recipe"]["answer"]["memory_per_gpu_bytes"])
     keys = masked_keys(html, "step-1")
-    for url in [path, *case_urls(html), f"{path}?show_recipe=memory"]:
+    long = facts()["long"]
+    for url in [path, *case_urls(html), f"{path}?seq_len={long['params']['seq_len']}"]:
         served = masked(page(client, url), keys)
+        at = long if "seq_len" in url else facts()["seed"]
+        ledger = fmt_bytes(at["api"]["panels"]["memory"]["answer"]["total_bytes"])
         panel = re.search(r'<article class="panel" id="panel-memory".*?</article>', served, re.S)
         assert panel and not said(ledger, re.sub(r"<[^>]+>", " ", panel.group(0))), url
-        if "dp=" not in url:  # the seed's plan (a case may move it): EP08's audit drawn
+        if "dp=" not in url and "seq_len" not in url:  # the seed's plan: EP08's audit drawn
             drawn = re.search(r'id="recipe-memory"[^>]*aria-label="([^"]*)"', served)
             assert drawn and said(audit, drawn.group(1)), url

@@ -27,12 +27,11 @@ from tests.app.test_prose import steps_of
 PAGES = {view.episode.path: view for view in VIEWS.values()}
 REPEATS_ANOTHER_LINK: set[str] = set()
 # Lessons whose step 1 has one link, to the opening state, each with why; the set may only
-# shrink. EP12: its step 1 compares EP01's ledger (waiting for the guess) with EP08's memory
-# audit, drawn at the opening state; a link showing EP08's audit alone (658034c) drew the same
-# pixels (tests/browser/test_changed_in_view), so it links the worked plan again (round-15
-# cold reading of EP12, finding 2's link: open). EP10's step 1 opens on BF16 alone, then adds
-# the FP8 recipe the page opens on.
-OPENS_ON_THE_OPENING_STATE: set[str] = {"EP12"}
+# shrink. Empty since EP12 left it: its step 1's link drew EP08's memory audit at the opening
+# state, the same pixels (tests/browser/test_changed_in_view), and now sets the worked plan at
+# twice the tokens, EP01's ledger moving past the H100's 80 GB (round-15 cold reading of EP12,
+# finding 2's link).
+OPENS_ON_THE_OPENING_STATE: set[str] = set()
 
 
 def link_states(client, page: str) -> list[tuple[str, list[tuple]]]:

@@ -2,9 +2,10 @@
 the cheat sheet recomputes, the A/B page draws both sides; and EP09's embed keeps a new
 recipe's fields."""
 
+import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import look_at, wait_drawn
+from tests.browser.helpers import commit_guess_by_script, look_at, sized_page, wait_drawn
 
 # Every chart that depends on the model (the Gantt chart does not: it is the schedule alone).
 CHARTS = ("memory-chart", "recipe-step", "recipe-memory", "zero-memory", "tp-efficiency",
@@ -103,3 +104,47 @@ def test_placement_embed_takes_a_new_recipes_fields(page):
         "() => document.querySelector('#embed-body [data-state]').dataset.state.includes('fp8')")
     assert page.url == url  # an embed's form never touches the iframe's history
     expect(page.locator("#embed-body")).to_contain_text("GLM-4.7")
+
+
+# Whether a text shows on screen, uncovered: some text node holding it whose box's centre is
+# inside the window and hits the node's own element (not a sticky bench or bar over it).
+TEXT_SHOWN = """([root, text]) => {
+    const walk = document.createTreeWalker(document.querySelector(root), NodeFilter.SHOW_TEXT);
+    for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+        const at = node.textContent.indexOf(text);
+        if (at < 0) continue;
+        const range = document.createRange();
+        range.setStart(node, at);
+        range.setEnd(node, at + text.length);
+        const r = range.getBoundingClientRect();
+        const x = r.left + r.width / 2, y = r.top + r.height / 2;
+        if (!r.width || x < 0 || y < 0 || x >= innerWidth || y >= innerHeight) continue;
+        const hit = document.elementFromPoint(x, y);
+        if (hit && (hit === node.parentElement || node.parentElement.contains(hit))) return true;
+    }
+    return false;
+}"""
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["laptop", "phone"])
+def test_step_1s_two_figures_are_in_view_together(browser, live_server, size):
+    """Round-15 cold reading of EP12, 13e: step 1 compared EP01's ledger (its Per GPU tile, at
+    the bench's top) with EP08's audit (its stage chart, at the bench's foot), never in view
+    together at either size (the why, once open, quoted both as text). The step now names
+    EP01's ledger and its prompt quotes EP08's figure: once guessed, the prompt read, the
+    prompt's figure and EP01's tile are both on screen and uncovered."""
+    from app.charts.units import fmt_bytes
+    from app.routers.playground import facts
+
+    panels = facts()["seed"]["api"]["panels"]
+    ledger = fmt_bytes(panels["memory"]["answer"]["total_bytes"])
+    audit = fmt_bytes(panels["recipe"]["answer"]["memory_per_gpu_bytes"])
+    with sized_page(browser, live_server, *size, touch=True) as page:
+        page.goto("/episodes/playground")
+        wait_drawn(page)
+        commit_guess_by_script(page, 1)
+        page.evaluate("""() => document.querySelector('#step-1 p.predict')
+            .scrollIntoView({block: 'center'})""")
+        wait_drawn(page)
+        assert page.evaluate(TEXT_SHOWN, ["#step-1 p.predict", audit]), "EP08's figure"
+        assert page.evaluate(TEXT_SHOWN, ["#panel-memory .readout", ledger]), "EP01's tile"
