@@ -233,3 +233,30 @@ def test_round_14_ep01_and_ep03_gloss_their_formats_and_the_crossover_at_first_u
     term = {t.slug: t for t in GLOSSARY}
     assert term["bf16"].regex.search("BF16 GEMMs") and term["fp32"].regex.search("FP32 scale")
     assert term["int8-int4"].regex.search("1 in int8, 0.5 in int4")
+
+
+@pytest.mark.parametrize(("path", "symbol", "clause"), [
+    ("/episodes/data-parallel", "T*", "The crossover, T*, is the tokens per GPU at which the two "
+                                      "take equal time"),
+    ("/episodes/context-parallel", "L*", "The crossover, L*, is the tokens per rank at which the "
+                                         "two take equal time"),
+    ("/episodes/experts", "f*", "The crossover, f*, is the expert width at which the GEMMs and "
+                                "the all-to-alls take equal time"),
+    ("/episodes/recipe-3d", "T*", "the crossover, T* (EP03), the tokens at which the gathers and "
+                                  "the compute take equal time"),
+])
+def test_issue_36_each_lesson_defines_the_crossover_before_its_first_t_star(client, path, symbol,
+                                                                            clause):
+    """Issue 36 (r16): EP02, EP06, EP07 and EP08 used T* before the crossover was defined
+    (EP02 put it in a heading and a formula, EP06 and EP07 named DP's T* with no definition
+    at all, EP08 glossed "EP03's crossover" after its T*). Each now says what its threshold is
+    in a clause, as EP03 does ("The crossover, T*, is the tokens per GPU at which the two take
+    equal time"), with the glossary's tip on "crossover" at or before its first T* and its
+    own symbol (L*, f*)."""
+    prose = Prose()
+    prose.feed(client.get(path).text.split('id="step-drill"')[0])
+    text = " ".join(prose.text.split())
+    assert "crossover" in prose.defined, path
+    first = min(i for i in (prose.text.find("T*"), prose.text.find(symbol)) if i >= 0)
+    assert first >= prose.defined["crossover"], (path, prose.text[first - 80:first + 40])
+    assert clause in text, path
