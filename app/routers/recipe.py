@@ -28,6 +28,7 @@ from app.routers.recipe_lesson import (  # noqa: F401  (the lesson's states, imp
     hsdp_consts,
     layer_consts,
     marks,
+    twod_verdict,
 )
 from app.routers.recipe_state import (  # noqa: F401  (the state, imported from here)
     RecipeQuery,
@@ -73,6 +74,7 @@ def extra_context(state) -> dict:
     return {
         "facts": facts(),
         "marks": marks(),
+        "twod_verdict": twod_verdict(),  # step 14: a winner only outside the lab's error
         "gpus": gpus(), "links": links(),  # the presets step 10 compares
         "slowest_gpu": SLOWEST_GPU,  # the GEMM rate's slowest-GPU-of-a-node factor (steps 1, 10)
         # The worked plan's model: its vocabulary sizes the logits step 4 quotes.

@@ -301,6 +301,30 @@ def marks() -> dict:
             "errs": summary(checks()), "bands": bands()}
 
 
+@lru_cache(maxsize=1)
+def twod_verdict() -> dict:
+    """Step 14's verdict on 64 GPUs, from the lab's two plans and the bands (``bands``): each
+    plan's real step is its lab step times its own stack's ratio (torchtitan's FSDP2 runs for
+    2-D, NeMo's for 3-D), at the ratios the page prints (two places). ``within``: the two
+    ranges overlap, so the lab names no winner (issue 36, r16: the page said "by the medians
+    3-D wins", a verdict inside those bands). ``leans_to_fast``: the plan the lab puts ahead
+    runs on the stack it errs faster on, so its lead is the side the lab errs toward."""
+    td, b = facts(), bands()
+    lab = (td["td2"]["api"]["step_s"], td["td3"]["api"]["step_s"])
+    stacks = (b["fsdp2_h100"], b["nemo_h100"])
+
+    def scaled(key: str) -> tuple[float, float]:
+        return tuple(s * round(band[key], 2) for s, band in zip(lab, stacks, strict=True))
+
+    low, high = scaled("min_ratio"), scaled("max_ratio")
+    ahead = 0 if lab[0] < lab[1] else 1
+    medians = tuple(band["median_ratio"] for band in stacks)
+    return {"two_d": (low[0], high[0]), "three_d": (low[1], high[1]),
+            "within": low[0] <= high[1] and low[1] <= high[0],
+            "margin": max(lab) / min(lab) - 1, "median_s": scaled("median_ratio"),
+            "medians": medians, "leans_to_fast": medians[ahead] > medians[1 - ahead]}
+
+
 def bands() -> dict[str, dict[str, float]]:
     """The lab's error where EP08 errs most (cold reading round 8, EP08 item 2), each
     labs.recipe.runs.summary of the "Checked against real runs" page's validation runs:
