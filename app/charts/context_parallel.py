@@ -347,5 +347,25 @@ def crossover_figure(result) -> dict:
                     f"are equal at L = {tokens(c.crossover)} tokens a rank" if c.comm_s else
                     ", nothing to move")))
     meta = figure["layout"].setdefault("meta", {"masked": {}})
-    meta["owners"] = [{"step": CROSSOVER_KEYS}]
+    meta["owners"] = crossover_owners(figure, bool(c.comm_s))
     return figure
+
+
+def crossover_owners(figure: dict, transfers: bool) -> list[dict]:
+    """The crossover's parts by the guesses they wait for (lab.js, layout.meta.owners): its
+    attention side (the line ∝ L², the lab's compute marks, this state's point) for step 7's,
+    and everything that carries the transfers (their line and marks, the shading, L*, the
+    state's gap and its ratio) for steps 7 and 8 (``CROSSOVER_KEYS``). Veiled whole until step
+    7's guess, it then draws the attention side (round-15 cold reading of EP06, finding 12:
+    blank through step 7, with nothing to look at before step 8): the attention alone gives
+    neither step 8's L* nor, at another state, its ratio, both needing the transfers' rate."""
+    data, layout = figure["data"], figure["layout"]
+    # threshold_figure's order: the attention line, the transfers' line (where there are
+    # transfers), the lab's compute and communication marks, this state's point.
+    comm = [1] * transfers + [i for i, t in enumerate(data) if t["name"] == "communication"]
+    attention = [i for i in range(len(data)) if i not in comm]
+    chosen = len(layout.get("shapes", [])) - 1  # this state's band: a place, no value
+    return [{"step": "step-7", "traces": attention},
+            {"step": CROSSOVER_KEYS, "traces": comm,
+             "shapes": [i for i in range(len(layout.get("shapes", []))) if i != chosen],
+             "annotations": list(range(len(layout.get("annotations", []))))}]

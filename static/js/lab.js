@@ -306,8 +306,10 @@
   // A chart partly veiled (some owners guessed, some not): the real figure, less what the
   // steps still to be guessed own. Their traces keep their legend entry, grey, with no value
   // (one empty point: plotly drops a trace with none from the legend) and no hover; their
-  // masked labels sit at the plot's middle with their masked text, their other labels and
-  // their shapes are dropped. Each axis keeps the type the real figure gives it (keptTypes).
+  // masked labels sit at the plot's middle with their masked text (one placed on the paper,
+  // not at a value, keeps its place: EP06's crossover's state label above the plot), their
+  // other labels and their shapes are dropped. Each axis keeps the type the real figure gives
+  // it (keptTypes).
   function stepName(keys) {
     return keys.split(" ").map(function (k) { return k.replace(/^step-/, "step "); }).join(" and ");
   }
@@ -376,7 +378,9 @@
     });
     layout.annotations = (layout.annotations || []).reduce(function (kept, a, i) {
       if (!notes[i]) kept.push(a);
-      else if (masked[i] !== undefined) {
+      else if (masked[i] !== undefined && /paper/.test(a.xref) && /paper/.test(a.yref)) {
+        kept.push(Object.assign({}, a, { text: masked[i] }));  // a place, no value: kept
+      } else if (masked[i] !== undefined) {
         kept.push(Object.assign({}, a, { text: masked[i], xref: "paper", yref: "paper", x: 0.5,
                                          y: 0.5, xanchor: "center", yanchor: "middle",
                                          xshift: 0, yshift: 0 }));

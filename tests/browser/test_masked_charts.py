@@ -663,3 +663,34 @@ def test_ep10s_later_steps_links_wait_for_their_guess(page, step, link, chart, h
     wait_drawn(page)
     assert answer in page.evaluate(SHOWN), answer
     assert page.evaluate(VEILED, chart) is None, chart
+
+
+def test_ep06s_crossover_draws_its_attention_side_after_step_7s_guess(page, live_server):
+    """Round-15 cold reading of EP06, finding 12's crossover part: the chart stayed veiled whole
+    until steps 7 and 8 were both guessed, nothing to look at through step 7. Its hollow lab
+    marks and lines are EP06's own answers (the transfers' side gives step 8's L* and, at
+    step 7's state, its ratio), so they still wait; after step 7's guess, at step 8's state,
+    the attention side is drawn (its line ∝ L², the lab's compute marks, this state's point)
+    and the transfers, L* and the state's ratio wait for step 8's."""
+    chart, query = "cp-crossover", "tokens=64&cp=8&seq_len=131072&layout=zigzag&link=ib-ndr"
+    cross = api_json(live_server, "cp", query)["crossover"]
+    page.goto(f"{EP06}?{query}")
+    wait_drawn(page)
+    commit_guess(page, 7)
+    look_at(page, chart)
+    plotted = json.loads(page.evaluate(PLOTTED, chart))
+    drawn = {t["name"].split(" (after")[0]: [y for y in t["y"] if y is not None]
+             for t in plotted["data"]}
+    real = {t["name"]: t["y"] for t in json.loads(page.evaluate(FIGURE, chart))["data"]}
+    for name in ("Attention, ∝ L² at this rate", "The lab at each L: compute", "This state"):
+        assert drawn[name] == real[name], name
+    for name in ("communication", next(n for n in real if n.startswith("Ring's"))):
+        assert drawn[name] == [], name
+    notes = " ".join(a["text"] for a in plotted["layout"].get("annotations", []))
+    assert f"{cross['crossover']:,.0f}" not in notes and "L* = ?" in notes
+    assert "communication = ?" in notes and f"{cross['ratio']:.3g}" not in notes
+    commit_guess(page, 8)
+    page.wait_for_function(f"() => !document.getElementById('{chart}').hasAttribute('data-veiled')")
+    notes = " ".join(a["text"] for a in json.loads(page.evaluate(PLOTTED, chart))["layout"]
+                     ["annotations"])
+    assert f"L* = {cross['crossover']:,.0f}" in notes
