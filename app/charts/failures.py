@@ -41,9 +41,12 @@ def _gpu_axis(points) -> dict:
                                           math.log10(max(xs)) + 0.05]}
 
 
-def rate_figure(result, keys: tuple[str, ...] = ()) -> dict:
+def rate_figure(result, keys: tuple[str, ...] = (), line_keys: tuple[str, ...] = ()) -> dict:
     """Interruptions per day against the job's GPUs; Llama 3's published count marked. This
-    job's point, label and rate wait for ``keys`` (the line, every size's rate, stays)."""
+    job's point, label and rate wait for ``keys``; the line, every size's rate, and the
+    summary's rule (in proportion to the GPUs) for ``line_keys`` (round-16 cold reading of
+    EP11, finding 4: it drew step 1's answer at 1,024 GPUs, a stop every 2 days, before the
+    guess); the published point stays."""
     points = result.scale
     inp = result.input
     published = LLAMA3["interruptions"] / LLAMA3["days"]
@@ -74,6 +77,7 @@ def rate_figure(result, keys: tuple[str, ...] = ()) -> dict:
                         align="left" if left else "right")
     this_job = (f"stop {result.per_day:.3g} times a day, one every "
                 f"{fmt_duration(result.mtbi_s)}")
+    rule = "Interruptions a day grow in proportion to the GPUs"
     return {
         "data": data,
         "layout": owned(base_layout(
@@ -86,9 +90,11 @@ def rate_figure(result, keys: tuple[str, ...] = ()) -> dict:
                     "font": {"size": 11}}),
             {"step": " ".join(keys), "traces": [2], "annotations": [0],
              "summary": [this_job, f"stop ? times a day (after {_after(keys)})"]},
+            {"step": " ".join(line_keys), "traces": [0],
+             "summary": [rule, f"The line waits for {_after(line_keys)}"]},
             partly=True),
-        "summary": (f"Interruptions a day grow in proportion to the GPUs: {inp.gpus:,} GPUs "
-                    f"{this_job}; Llama 3 reported {published:.3g} a day on 16,384"),
+        "summary": (f"{rule}: {inp.gpus:,} GPUs {this_job}; Llama 3 reported "
+                    f"{published:.3g} a day on 16,384"),
     }
 
 
@@ -103,7 +109,8 @@ def time_figure(result, keys: tuple[str, ...] = (), lost_keys: tuple[str, ...] =
                 best_keys: tuple[str, ...] = ()) -> dict:
     """Shares of the wall clock at the chosen interval and at the best one, stacked; veiled
     whole while ``keys`` wait, the redone steps' and the restarts' shares while ``lost_keys``
-    do (the rest is drawn), and the best interval's length while ``best_keys`` do."""
+    do (the rest is drawn), and the saves' share and the best interval's length while
+    ``best_keys`` do."""
     rows = (("this interval", result.chosen), ("best interval", result.best))
     labels = [f"{name}<br>{fmt_duration(g.interval)}"
               if name == "this interval" or not best_keys else name for name, g in rows]
@@ -118,13 +125,18 @@ def time_figure(result, keys: tuple[str, ...] = (), lost_keys: tuple[str, ...] =
     g = result.chosen
     lost = f"{fmt_pct(g.rework)} redoes lost steps, {fmt_pct(g.restart)} restarts"
     best = f"({fmt_duration(result.best.interval)})"
+    saves = f"{fmt_pct(g.blocking)} waits for saves"
     summary = (f"At a {fmt_duration(g.interval)} interval: {fmt_pct(g.goodput)} trains, "
-               f"{fmt_pct(g.blocking)} waits for saves, {lost}; at the best interval "
+               f"{saves}, {lost}; at the best interval "
                f"{best} {fmt_pct(result.best.goodput)} trains")
     # The shares a failure costs (redone steps, restarts: traces 2 and 3) and the best
-    # interval's length, each owned by the step it answers (failures_state.answer_keys).
+    # interval's length, each owned by the step it answers (failures_state.answer_keys); the
+    # saves' share (trace 1) with the best interval: over the interval it is the stop δ
+    # (round-16 cold reading of EP11, finding 6).
     parts = ({"step": " ".join(lost_keys), "traces": [2, 3],
               "summary": [lost, "? redoes lost steps, ? restarts"]},
+             {"step": " ".join(best_keys), "traces": [1],
+              "summary": [saves, "? waits for saves"]},
              {"step": " ".join(best_keys), "traces": [], "summary": [best, "(?)"]})
     return {
         "data": data,
@@ -191,7 +203,7 @@ def interval_figure(result, keys: tuple[str, ...] = (), best_keys: tuple[str, ..
                     "font": {"size": 11}}),
             _whole(keys, data, summary, annotations=[0]),
             {"step": " ".join(best_keys), "traces": [1], "shapes": [1],
-             "summary": [best, "the best interval shows after step 3's guess"]},
+             "summary": [best, f"the best interval shows after {_after(best_keys)}"]},
             partly=True),
         "summary": summary,
     }

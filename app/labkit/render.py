@@ -220,7 +220,11 @@ def figure_summary(ctx, name: str) -> Markup:
     that step's guess (an ``answer-mask`` span, static/js/lab.js)."""
     figure = ctx["charts"][name].figure or {}
     text = escape(figure.get("summary", ""))
-    for owner in ((figure.get("layout") or {}).get("meta") or {}).get("owners", []):
+    owners = ((figure.get("layout") or {}).get("meta") or {}).get("owners", [])
+    # An owner of the whole caption masks it alone: the other owners' spans would nest in
+    # it, and lab.js puts a lifted mask back as text, so theirs would not come back anyway.
+    whole = [o for o in owners if o.get("summary", [None])[0] == figure.get("summary")]
+    for owner in whole[:1] or owners:
         if "summary" not in owner:
             continue
         part, mask = (escape(t) for t in owner["summary"])

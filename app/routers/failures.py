@@ -14,6 +14,7 @@ from app.model_controls import model_choices
 from app.options import model_options
 from app.routers.failures_state import (
     BW_OPTIONS,
+    DEFAULT_MODEL,
     GPU_MTBI,
     GPUS_OPTIONS,
     INTERVAL_OPTIONS,
@@ -40,6 +41,8 @@ from app.schemas import FailuresAnswer
 from labs.core.limits import HOST_LINKS
 from labs.failures.lab import LLAMA3, LLAMA3_STORAGE_BW, goodput, llama3_steps, young
 from labs.hardware.links import get_link
+from labs.model.flops import attention_flops_per_token
+from labs.model.presets import get_model
 
 router = APIRouter()
 
@@ -100,6 +103,16 @@ def facts() -> dict:
     # Step 5: Young's interval for the same M with the frameworks' staging in the stop
     # (round-14 cold reading of EP11, finding 6: 100 ms and 500 ms, step 3's limit's range).
     out["staged"] = [(d, young(d, out["async_best"]["api"]["mtbi_s"])) for d in (0.1, 0.5)]
+    # Step 5's step counts 6 FLOPs a parameter a token (llama3_step_s), leaving out the
+    # attention scores, 12·L·a·d·s a token at Llama 3's 8,192 tokens (labs.model.flops;
+    # half that for a causal mask): round-16 cold reading of EP11, finding 8.
+    model = get_model(DEFAULT_MODEL)
+    seq = LLAMA3_LAYOUT["seq_len"]
+    attn = attention_flops_per_token(model, seq)
+    out["attention"] = {"layers": model.layers, "width": model.heads * model.head_dim,
+                        "seq_len": seq, "per_token": attn, "six_n": 6 * model.params,
+                        "causal": attn / 2 / (6 * model.params),
+                        "full": attn / (6 * model.params)}
     out["peer_128k_bound"] = step_state(state, 131_072, out["slow_64k"]["api"]["step_here_s"],
                                         save="peer", storage_bw=20_000_000_000)
     return out
@@ -114,7 +127,9 @@ def extra_context(state) -> dict:
         "model_options": model_choices(model_options(), q.model_value),
         "model_value": q.model_value,
         "gpus_options": [(n, f"{n:,}") for n in sorted(set(GPUS_OPTIONS) | {q.gpus})],
-        "mtbi_options": [(v, fmt_duration(v) + (" (Llama 3)" if v == GPU_MTBI else ""))
+        # Llama 3's per GPU by its count, not in years: ÷ 1,024 GPUs those give step 1's
+        # answer before its guess (round-16 cold reading of EP11, finding 4).
+        "mtbi_options": [(v, LLAMA3_MTBI_LABEL if v == GPU_MTBI else fmt_duration(v))
                          for v in sorted(set(MTBI_OPTIONS) | {q.gpu_mtbi})],
         "bw_options": [(v, fmt_bandwidth(v) + (" (Llama 3)"
                                                         if v == LLAMA3_STORAGE_BW else ""))
@@ -127,6 +142,10 @@ def extra_context(state) -> dict:
         # What each of the bench's figures waits for (the steps whose answers it gives).
         "answer_keys": answer_keys,
     }
+
+
+LLAMA3_MTBI_LABEL = (f"Llama 3's: {LLAMA3['days']} days × {LLAMA3['gpus']:,} GPUs ÷ "
+                     f"{LLAMA3['interruptions']}")
 
 
 def fmt_bandwidth(value: float) -> str:
@@ -145,28 +164,86 @@ def young_drill_answer() -> float:
     return young(100, 6 * 3600) / 60
 
 
-GOODPUT_DRILL = {"interval": 3600, "block": 300, "restart": 600, "mtbi": 36_000}
+# The goodput derive's job: a 15-minute sync save every hour, a 10-minute restart, a failure
+# every 5 hours. Round-16 cold reading of EP11, finding 5: on the old job (5-minute saves, a
+# failure every 10 h) the named mistake, half of the 60 minutes of work lost rather than of
+# the 65-minute cycle, gave 86.15% against the first order's 85.77% and the renewal count's
+# 86.0%, and no tolerance could tell them apart. Here the cycle is a quarter of M, so the
+# right counts (first order, renewal) and the named mistakes (half of τ, the saves' share
+# over τ) lie apart.
+GOODPUT_DRILL = {"interval": 3600, "block": 900, "restart": 600, "mtbi": 18_000}
+GOODPUT_BAND = 0.3  # points either side of the two right counts
 
 
 def goodput_drill_answer() -> float:
-    """Goodput, %, by the first order the step teaches: interval 1 h, 5 min sync save, 10 min
-    restart, a failure every 10 h."""
+    """Goodput, %, by the first order the step teaches: interval 1 h, 15 min sync save, 10 min
+    restart, a failure every 5 h."""
     return goodput_drill_first()
 
 
-def goodput_drill_first(lost: float = 0.5, block: bool = True) -> float:
+def goodput_drill_first(lost: float = 0.5, block: bool = True, of_work: bool = False) -> float:
     """The first-order goodput, %, each failure losing ``lost`` of a cycle besides the restart;
-    without the saves' stop where ``block`` is false (both only for the wrong derivations the
+    without the saves' stop where ``block`` is false, and losing ``lost`` of the interval's
+    work rather than of the cycle where ``of_work`` (both only for the wrong derivations the
     drill names)."""
     d = GOODPUT_DRILL
     cycle = d["interval"] + (d["block"] if block else 0)
-    return 100 * d["interval"] / cycle * (1 - (d["restart"] + cycle * lost) / d["mtbi"])
+    lose = (d["interval"] if of_work else cycle) * lost
+    return 100 * d["interval"] / cycle * (1 - (d["restart"] + lose) / d["mtbi"])
 
 
 def goodput_drill_exact() -> float:
     """The same job by the lab's renewal model (labs.failures.lab.goodput), %."""
     d = GOODPUT_DRILL
     return 100 * goodput(d["interval"], d["block"], 0.0, d["restart"], d["mtbi"], 1.0).goodput
+
+
+def goodput_drill_band() -> tuple[float, float]:
+    """The tries that count: the first order and the lab's renewal count, each within
+    GOODPUT_BAND points."""
+    counts = (goodput_drill_first(), goodput_drill_exact())
+    return min(counts) - GOODPUT_BAND, max(counts) + GOODPUT_BAND
+
+
+def goodput_drill_saves_over_work() -> float:
+    """The named mistake of subtracting the shares: 1 − δ/τ − (R + τ/2)/M, %."""
+    d = GOODPUT_DRILL
+    return 100 * (1 - d["block"] / d["interval"]
+                  - (d["restart"] + d["interval"] / 2) / d["mtbi"])
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:g}"
+
+
+def goodput_drill_question() -> str:
+    d = GOODPUT_DRILL
+    return (f"A job saves every hour, each sync save stops it for {_minutes(d['block'])} "
+            f"minutes, a restart takes {_minutes(d['restart'])} minutes, and it fails every "
+            f"{d['mtbi'] / 3600:g} hours on average. What share of the wall clock trains "
+            "steps that count, in %?")
+
+
+def goodput_drill_hint() -> str:
+    d = GOODPUT_DRILL
+    cycle = _minutes(d["interval"] + d["block"])
+    return (f"Cycle = {cycle} min. Each failure costs the restart plus half a cycle; of the "
+            f"time left, {_minutes(d['interval'])}/{cycle} trains.")
+
+
+def goodput_drill_worked() -> str:
+    """The worked solution, its figures from GOODPUT_DRILL ({answer}: the checker's)."""
+    d = GOODPUT_DRILL
+    tau, cycle = d["interval"] / 60, (d["interval"] + d["block"]) / 60
+    share, kept = tau / cycle, 1 - (d["restart"] / 60 + cycle / 2) / (d["mtbi"] / 60)
+    return (f"{{answer}}%: ({tau:g} ÷ {cycle:g}) × (1 − ({_minutes(d['restart'])} + "
+            f"{cycle / 2:g}) ÷ {d['mtbi'] / 60:g}) = {share:.3f} × {kept:.3f}. A failure "
+            "during a save loses that save too, so on average it loses half of the "
+            f"{cycle:g}-minute cycle, not of the {tau:g} minutes of work. This is the first "
+            "order; the lab's renewal count (step 6: each cycle tried until it runs to its "
+            f"end, every failure counted) gives {goodput_drill_exact():.1f}%, also right. "
+            f"The two differ because a {cycle:g}-minute cycle is not short against a failure "
+            f"every {d['mtbi'] / 3600:g} h: the first order counts a little too much loss.")
 
 
 # The more-or-faster decide's job: sync saves to a 10 GB/s file system, a bandwidth no link or
@@ -341,30 +418,28 @@ VIEW = LabView(
         ),
         Drill(
             id="failures-goodput",
-            question=("A job saves every hour, each sync save stops it for 5 minutes, a restart "
-                      "takes 10 minutes, and it fails every 10 hours on average. What share of "
-                      "the wall clock trains steps that count, in %?"),
+            question=goodput_drill_question(),
             answer=goodput_drill_answer, unit="%",
-            hint="Cycle = 65 min. Each failure costs the restart plus half a cycle; of the "
-                 "time left, 60/65 trains.",
-            explanation=("{answer}%: (60 ÷ 65) × (1 − (10 + 32.5) ÷ 600) = 0.923 × 0.929. A "
-                         "failure during a save loses that save too, so on average it loses "
-                         "half of the 65-minute cycle, not of the 60 minutes of work. This is "
-                         "the first order; the lab's renewal count (step 6: each cycle "
-                         "tried until it runs to its end, every failure counted) gives "
-                         f"{goodput_drill_exact():.1f}% here, close because the cycle and "
-                         "the restart are short against 10 h."),
-            rel_tol=0.01,
+            hint=goodput_drill_hint,
+            explanation=goodput_drill_worked,
+            rel_tol=0.01, band=goodput_drill_band,
             mistakes=(
                 Mistake("no-saves", lambda: goodput_drill_first(block=False),
-                        "that leaves out the saves. Each hour of work also waits 5 minutes "
-                        "for its save: only 60 of every 65 minutes train."),
+                        "that leaves out the saves. Each hour of work also waits for its "
+                        "save: only the interval's share of each cycle trains."),
                 Mistake("restart-only", lambda: goodput_drill_first(lost=0.0),
                         "a failure costs more than the restart: the work since the last save "
                         "is lost too, half a cycle on average."),
                 Mistake("whole-cycle", lambda: goodput_drill_first(lost=1.0),
                         "a failure strikes anywhere in the cycle, so on average it loses half "
                         "of it, not all of it."),
+                Mistake("half-work", lambda: goodput_drill_first(of_work=True),
+                        "that loses half of the hour of work at each failure. A failure during "
+                        "a save loses that save too: half of the whole cycle, work and save."),
+                Mistake("shares-subtracted", goodput_drill_saves_over_work,
+                        "that subtracts the saves' stop over the hour of work, δ/τ. The save "
+                        "is part of the cycle: the share that trains is τ/(τ + δ), and the "
+                        "failures' loss comes out of that, with half a cycle each."),
             ),
         ),
         *LESSON_DRILLS["failures"],  # predict and decide (app/lesson_drills/failures.py)

@@ -245,16 +245,19 @@ def to_api(result: FailuresResult) -> dict:
 # assumed 10 minutes spends another share restarting (step 5); sync saves to step 6's slow
 # file system on Llama 3's 16,384 GPUs draw step 6's goodput on the interval sweep, and on
 # any size the days step 7 asks about (89.4 on 16,384, 97.9 on 32,768, 121 on 65,536).
-# Llama 3's opening state keys nothing: each step's first move changes a live diagram. ----
+# Llama 3's opening state keys only what answers a step at every state (the rate line, the
+# shares failures cost, the best interval): each step's first move changes a live diagram. ----
 SLOW_STORAGE_BW = 20_000_000_000  # step 6's file system, bytes per second
 
 
-def answer_keys(inp: FailuresInput) -> dict[str, tuple[str, ...]]:
-    """The steps each kind of figure answers at this state: ``mtbi`` (the time between
-    interruptions), ``goodput`` (the shares of the wall clock), ``days`` (steps x step /
-    goodput), ``lost`` (the shares restarts and redone steps take: step 5's, at every
-    state) and ``best`` (the best interval). Another size's goodput is not step 1's answer:
-    the bad case (32,768 GPUs) shows it from the first screen.
+def answer_keys(result: FailuresResult) -> dict[str, tuple[str, ...]]:
+    """The steps each kind of figure answers at this state: ``rate`` (the line of every
+    size's rate: step 1's, at every state), ``mtbi`` (the time between interruptions),
+    ``goodput`` (the shares of the wall clock), ``days`` (steps x step / goodput), ``lost``
+    (the shares restarts and redone steps take: step 5's, at every state) and ``best`` (the
+    best interval, and the saves' share of the wall clock: with M they give the stop δ).
+    Another size's goodput is not step 1's answer: the bad case (32,768 GPUs) shows it from
+    the first screen.
 
     Round-14 cold reading of EP11: the opening's wall-clock chart printed "5.1% restarts" at
     10-minute restarts, and R/(M + R) is near linear in R, so step 5's 2.6% at 5 minutes was
@@ -262,23 +265,35 @@ def answer_keys(inp: FailuresInput) -> dict[str, tuple[str, ...]]:
     goodput and the saves' share they sum to the whole), wait for step 5 everywhere. Where a
     save stops only for the copy to host memory (async, peer), Young's rule run backwards
     from the best interval and M gives the copy, δ = τ²/2M, and 16 of it step 3's answer
-    (finding 11): the best interval waits for step 3 there, as δ does."""
+    (finding 11): the best interval waits for step 3 there, as δ does.
+
+    Round-16 cold reading of EP11: the line of every size's rate drew step 1's 2.06 days at
+    1,024 GPUs before its guess (finding 4); at sync saves the best interval gave the write
+    back by Young's rule, and the write over 2 TB/s and the parameters step 2's 14 bytes
+    (finding 6): it waits for step 2 there, as the write does; where redone steps are a
+    small part of what failures cost (a short interval: step 5's first link, 11 s), the
+    goodput alone gives the restarts' share, 100% less it and the saves' (finding 7): the
+    goodput waits for step 5 there."""
+    inp, chosen = result.input, result.chosen
     opening = FailuresQuery.model_fields
     other_size = inp.gpus != opening["gpus"].default
     slow = inp.save == "sync" and inp.storage_bw == SLOW_STORAGE_BW
     mtbi = ("step-1",) if other_size else ()
-    goodput = (*(("step-5",) if inp.restart != opening["restart"].default else ()),
+    restarts = (inp.restart != opening["restart"].default
+                or chosen.rework < chosen.restart / 10)
+    goodput = (*(("step-5",) if restarts else ()),
                *(("step-6",) if slow and not other_size else ()))
     days = (*goodput, *(("step-7",) if slow else ()))
-    best = ("step-3",) if inp.save != "sync" else ()
-    return {"mtbi": mtbi, "goodput": goodput, "days": days, "lost": ("step-5",), "best": best}
+    best = ("step-3",) if inp.save != "sync" else ("step-2",)
+    return {"rate": ("step-1",), "mtbi": mtbi, "goodput": goodput, "days": days,
+            "lost": ("step-5",), "best": best}
 
 
 def figures(result: FailuresResult) -> dict:
     """The four charts, their figures owned by the steps they answer at this state
     (``answer_keys``)."""
-    keys = answer_keys(result.input)
-    return {"rate": rate_figure(result, keys["mtbi"]),
+    keys = answer_keys(result)
+    return {"rate": rate_figure(result, keys["mtbi"], keys["rate"]),
             "time": time_figure(result, keys["goodput"], keys["lost"], keys["best"]),
             "interval": interval_figure(result, keys["goodput"], keys["best"]),
             "scale": scale_figure(result, keys["goodput"], keys["days"])}

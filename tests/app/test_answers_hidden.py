@@ -431,7 +431,9 @@ BENCH_STATES = {
     # EP11's try links (round-13 cold reading of EP10-EP11, findings 4 and 5): the headline,
     # the wall-clock and interval charts and the scale chart's hover gave step 1's 2.06 days,
     # step 5's 2.6%, step 6's 54.0% and step 7's 97.9 and 121 days at their own links.
-    "failures": ["gpus=1024", "save=sync", "save=sync&interval=250",
+    # Round 16 (findings 4, 6, 7): the opening's rate line, the best interval at sync saves
+    # and the goodput at a short interval, where it is nearly all restarts.
+    "failures": ["", "save=peer&interval=10", "gpus=1024", "save=sync", "save=sync&interval=250",
                  "save=sync&storage_bw=500000000000&interval=496", "interval=11",
                  "restart=300&interval=11", "restart=0&interval=11", "restart=1800&interval=11",
                  "save=sync&storage_bw=20000000000&interval=10800",

@@ -42,8 +42,14 @@ def test_a_case_button_redraws_the_interval_chart_in_view(browser, live_server, 
         assert after < 0.75 * before
         assert page.evaluate(IN_VIEW, "failures-interval")
         follow(page.locator("[data-case=good]"), "save=async")
-        assert chosen_goodput(page) > 90
         assert page.evaluate(IN_VIEW, "failures-interval")
+        # At the best interval redone steps are a tenth of the restarts or less, so the
+        # goodput gives step 5's restarts' share (round-16 cold reading of EP11, finding 7):
+        # the chart waits for step 5's guess.
+        assert page.locator("#failures-interval").get_attribute("data-veiled") is not None
+        show_me(page, "why-failures-5")
+        wait_drawn(page)
+        assert chosen_goodput(page) > 90
 
 
 def test_a_control_moves_the_url_and_the_readout(page, live_server):
