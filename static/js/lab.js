@@ -1283,9 +1283,23 @@
   window.addEventListener("click", holdMove, true);
   window.addEventListener("auxclick", holdMove, true);
 
+  // A why opened on a phone starts below the pinned diagram, as lab.css's scroll-margin-top
+  // places it: opening it drops its step's guess-first note (guessed), a line above it, which
+  // slid its summary up under the diagram (EP03, EP10 at 390x844: 24 px under it).
+  function clearOfBench(why) {
+    var view = document.getElementById("bench-view");
+    if (!phone.matches || !view || window.getComputedStyle(view).position !== "sticky") return;
+    var summary = why.querySelector(":scope > summary") || why;
+    if (summary.getBoundingClientRect().top < view.getBoundingClientRect().bottom) {
+      why.scrollIntoView({ block: "start" });
+    }
+  }
+
   document.addEventListener("toggle", function (event) {
     var why = event.target;
-    if (why.matches && why.matches(".predict-beat > details.why") && why.open) guessed(why.parentElement);
+    if (!why.matches || !why.open) return;
+    if (why.matches(".predict-beat > details.why")) guessed(why.parentElement);
+    if (why.matches(".steps details.why")) clearOfBench(why);
   }, true);
 
   // A number guess said back beside the lab's figure (data-answer, "149 GB", "1.22 TB",
