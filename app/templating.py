@@ -208,9 +208,19 @@ templates.env.filters.update(bytes=fmt_bytes, si_count=fmt_count, pct=fmt_pct, b
                             schedule_name=schedule_name, chart_ranks=memory_ranks,
                             event_kinds=event_kinds)
 # Times as the pages show them (ms).
-from app.charts.units import fmt_duration, fmt_ms, fmt_sci, fmt_tflops  # noqa: E402
+from app.charts.units import (  # noqa: E402
+    fmt_duration,
+    fmt_ms,
+    fmt_num,
+    fmt_plain,
+    fmt_sci,
+    fmt_tflops,
+    fmt_times,
+)
 
 templates.env.filters.update(ms=fmt_ms, duration=fmt_duration, tflops=fmt_tflops, sci=fmt_sci)
+# Numbers past 999 with their thousands separated (1,013.83×): num(2), times(2), plain.
+templates.env.filters.update(num=fmt_num, times=fmt_times, plain=fmt_plain)
 # Tokens per GPU (T*, a state's tokens) as the crossover chart labels them, so the chart, its
 # note, its table and the prose round the one figure once, alike (EP02, EP03).
 from app.charts.crossover import tokens  # noqa: E402

@@ -175,7 +175,7 @@ def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: 
     elif len(ticks) > 4:  # a short chart on a phone: every other decade
         ticks = ticks[::2]
     y_ticks = ({"tickvals": ticks, "ticktext": [
-        f"{v * 1e3:g} ms" if v < 1 else f"{v:g} s" for v in ticks]} if len(ticks) >= 2 else {})
+        f"{v * 1e3:,g} ms" if v < 1 else f"{v:,g} s" for v in ticks]} if len(ticks) >= 2 else {})
     return {
         "data": data,
         "layout": base_layout(

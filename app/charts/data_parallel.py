@@ -156,18 +156,18 @@ def step3_owner(result, names: dict[str, str], data: list[dict], summary: str,
     owners = []
     if traces:
         owner = {"step": STEP3, "traces": traces}
-        clause = (f"{names[STEP3_LINK]} at {result.point.gpus} GPUs "
+        clause = (f"{names[STEP3_LINK]} at {result.point.gpus:,} GPUs "
                   f"{times(_point_at(result, STEP3_LINK, result.point.gpus).speedup)}")
         if clause in summary:
             owner["summary"] = [clause, f"{names[STEP3_LINK]} after step 3's guess"]
         owners.append(owner)
     for link in result.curve_links:
         keys = [k for k in link_keys(result, link) if k != STEP3]
-        clause = (f"{names[link]} at {result.point.gpus} GPUs "
+        clause = (f"{names[link]} at {result.point.gpus:,} GPUs "
                   f"{times(_point_at(result, link, result.point.gpus).speedup)}")
         if keys and link != result.input.link and clause in summary:
             owners.append({"step": " ".join(keys), "traces": [],
-                           "summary": [clause, f"{names[link]} at {result.point.gpus} GPUs ?"]})
+                           "summary": [clause, f"{names[link]} at {result.point.gpus:,} GPUs ?"]})
     keys = allreduce_keys(result)
     if not keys:
         return owners
@@ -204,14 +204,14 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
                   "opacity": 1.0 if link == inp.link else DIMMED}
         data.append({**common, "y": [round(p.speedup, 4) for p in series],
                      "customdata": [round(100 * p.efficiency, 1) for p in series],
-                     "hovertemplate": f"{names[link]}<br>%{{x}} GPUs: %{{y:.3g}}× "
+                     "hovertemplate": f"{names[link]}<br>%{{x:,}} GPUs: %{{y:,.3~r}}× "
                                       "(%{customdata}%)<extra></extra>",
                      "xaxis": "x", "yaxis": "y"})
         fill = ({"fill": "tozeroy", "fillcolor": colour + "33"}
                 if link == inp.link else {})
         data.append({**common, **fill, "y": [round(p.efficiency, 4) for p in series],
                      "showlegend": False, "xaxis": "x", "yaxis": "y2",
-                     "hovertemplate": f"{names[link]}<br>%{{x}} GPUs: %{{y:.1%}}"
+                     "hovertemplate": f"{names[link]}<br>%{{x:,}} GPUs: %{{y:.1%}}"
                                       "<extra></extra>"})
     chosen = {"type": "scatter", "mode": "markers", "name": "Chosen",
               "x": [point.gpus], "xaxis": "x", "legendgroup": "chosen",
@@ -244,9 +244,9 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
     low = min(1.0, *(p.speedup for p in result.curve))
     reading = "weak scaling" if inp.scaling == "weak" else "strong scaling"
     summary = (
-        f"{reading.capitalize()}, {point.gpus} GPUs on {names[inp.link]}: "
+        f"{reading.capitalize()}, {point.gpus:,} GPUs on {names[inp.link]}: "
         f"{times(point.speedup)} ({fmt_pct(point.efficiency)} efficiency); "
-        + "; ".join(f"{names[link]} at {point.gpus} GPUs "
+        + "; ".join(f"{names[link]} at {point.gpus:,} GPUs "
                     f"{times(_point_at(result, link, point.gpus).speedup)}"
                     for link in result.curve_links if link != inp.link)
     )
@@ -259,11 +259,12 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
             xaxis={"type": "log", "title": {"text": "GPUs (log scale)", "standoff": 6},
                    "range": [-0.05, _log10(1024) + 0.05],
                    "tickvals": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
-                   "ticktext": ["1", "", "4", "", "16", "", "64", "", "256", "", "1024"],
+                   "ticktext": ["1", "", "4", "", "16", "", "64", "", "256", "", "1,024"],
                    "gridcolor": "#e6e9ef", "anchor": "y2"},
             yaxis={"type": "log", "title": {"text": "speedup (×)"}, "domain": [0.42, 1],
                    "range": [_log10(low) - 0.05, _log10(top) + 0.05], "gridcolor": "#e6e9ef",
-                   "tickvals": [0.01, 0.1, 0.25, 1, 4, 16, 64, 256, 1024]},
+                   "tickvals": [0.01, 0.1, 0.25, 1, 4, 16, 64, 256, 1024],
+                   "ticktext": ["0.01", "0.1", "0.25", "1", "4", "16", "64", "256", "1,024"]},
             yaxis2={"title": {"text": "efficiency"}, "domain": [0, 0.34],
                     "range": [0, 1.05], "tickformat": ".0%", "gridcolor": "#e6e9ef"},
             legend={"orientation": "h", "x": 0, "y": 1, "yanchor": "bottom",
@@ -340,7 +341,7 @@ def _time_figure(result) -> dict:
                     "font": {"size": 11}},
         ),
         "summary": (
-            f"One step at {p.gpus} GPUs: {ms(p.compute_s)} of compute, {ms(p.comm_s)} of "
+            f"One step at {p.gpus:,} GPUs: {ms(p.compute_s)} of compute, {ms(p.comm_s)} of "
             f"all-reduce of which {ms(p.overlapped_comm_s)} hidden behind backward and "
             f"{ms(p.exposed_comm_s)} exposed; the step takes {ms(p.step_s)}"
         ),

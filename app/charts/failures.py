@@ -165,11 +165,11 @@ def interval_figure(result, keys: tuple[str, ...] = (), best_keys: tuple[str, ..
          "y": [round(100 * g.goodput, 4) for g in sweep],
          "line": {"color": colour, "width": 3}, "fill": "tozeroy",
          "fillcolor": tint(colour, 0.10),
-         "hovertemplate": "every %{x:.3g} s: %{y:.3g}% goodput<extra></extra>"},
+         "hovertemplate": "every %{x:,.3~r} s: %{y:.3g}% goodput<extra></extra>"},
         {"type": "scatter", "mode": "markers", "name": "best (Daly, no shorter than allowed)",
          "x": [result.best.interval], "y": [100 * result.best.goodput],
          "marker": {"size": 11, "symbol": "star", "color": "#54a24b"},
-         "hovertemplate": "best: every %{x:.3g} s, %{y:.3g}%<extra></extra>"},
+         "hovertemplate": "best: every %{x:,.3~r} s, %{y:.3g}%<extra></extra>"},
         {"type": "scatter", "mode": "markers", "name": "this interval",
          "x": [inp.interval], "y": [100 * result.chosen.goodput],
          "marker": {"size": 14, "symbol": "circle-open", "color": "#b42318",
@@ -245,7 +245,7 @@ def scale_figure(result, goodput_keys: tuple[str, ...] = (),
                   else round(getattr(p, field).finish_days, 4) for p in points],
             "line": style, "opacity": opacity,
             "marker": {"symbol": symbols, "size": 7}, "customdata": steps,
-            "hovertemplate": f"{save}, %{{x:,}} GPUs: %{{y:.3g}} days (%{{customdata}})"
+            "hovertemplate": f"{save}, %{{x:,}} GPUs: %{{y:,.3~r}} days (%{{customdata}})"
                              "<extra></extra>"})
     bands = _bands(points, inp.save)
     data += bands
@@ -335,7 +335,7 @@ def _bands(points, chosen: str) -> list[dict]:
         out.append({**common, "mode": "lines", "name": f"{save} saves: no speed-up",
                     "x": xs, "y": [round(v, 4) for v in high],
                     "line": {"color": colour, "width": 1.5, "dash": "dot"},
-                    "hovertemplate": f"{save}, %{{x:,}} GPUs: %{{y:.3g}} days if the step "
+                    "hovertemplate": f"{save}, %{{x:,}} GPUs: %{{y:,.3~r}} days if the step "
                                      f"gains nothing{past}<extra></extra>"})
     return out
 

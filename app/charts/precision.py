@@ -431,13 +431,13 @@ def speed_figure(result) -> dict:
         {"type": "bar", "orientation": "h", "name": f"BF16: {fmt_ms(s.bf16_step_s)}",
          "y": rows, "x": [round(p.bf16_s * scale, 4) for p in reversed(parts)],
          "marker": {"color": BF16_COLOUR},
-         "hovertemplate": f"BF16: %{{x:.4g}} {unit}<extra>%{{y}}</extra>"},
+         "hovertemplate": f"BF16: %{{x:,.4~r}} {unit}<extra>%{{y}}</extra>"},
         {"type": "bar", "orientation": "h",
          "name": f"{name}: {fmt_ms(s.fp8_step_s)}" + ("" if s.reason else f", {s.speedup:.2f}×"),
          "y": rows,
          "x": [round(p.fp8_s * scale, 4) for p in reversed(parts)],
          "marker": {"color": FP8_COLOUR},
-         "hovertemplate": f"{name}: %{{x:.4g}} {unit}<extra>%{{y}}</extra>"},
+         "hovertemplate": f"{name}: %{{x:,.4~r}} {unit}<extra>%{{y}}</extra>"},
     ][:1 if sixteen else 2]
     top = longest * scale * 1.08
     unchanged = ", ".join(p.label for p in s.unchanged if p.bf16_s) or "none"

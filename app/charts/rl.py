@@ -263,7 +263,7 @@ def timeline_figure(result) -> dict:
             "marker": {"color": colour, "line": {"color": "#ffffff", "width": 1.5}},
             "text": [f"{label[0]}{ph.step + 1}"], "textposition": "inside",
             "insidetextanchor": "middle", "textfont": {"color": "#ffffff"},
-            "hovertemplate": (f"{label}, step {ph.step + 1}: {ph.start:.1f} s to {ph.end:.1f} s"
+            "hovertemplate": (f"{label}, step {ph.step + 1}: {ph.start:,.1f} s to {ph.end:,.1f} s"
                               "<extra></extra>"),
         })
         seen.add(ph.phase)

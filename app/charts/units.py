@@ -57,6 +57,32 @@ def fmt_count(value: float) -> str:
     return f"{text}{unit}"
 
 
+def fmt_num(value: float, digits: int = 2) -> str:
+    """A number with ``digits`` decimals and its thousands separated, as every figure the lab
+    prints past 999 is: 1013.83 -> "1,013.83" (issue 36, round 16: EP02 printed "1013.83x").
+    Templates write it ``x|num(2)``, never ``'%.2f'|format(x)``, which has no separator."""
+    return f"{value:,.{digits}f}"
+
+
+def fmt_times(value: float, digits: int = 2) -> str:
+    """A speed-up: 1013.83 -> "1,013.83×"."""
+    return f"{fmt_num(value, digits)}×"
+
+
+def fmt_plain(value) -> str:
+    """A value as the API gives it (a lesson's figure with no unit), its whole part's thousands
+    separated: 1013.83 -> "1,013.83", 1024 -> "1,024"; anything else as str() writes it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    text = repr(value)
+    if "e" in text or "n" in text:  # 1e-05, inf, nan: as they are
+        return text
+    whole, _, fraction = text.partition(".")
+    return f"{int(whole):,}" + (f".{fraction}" if fraction else "")
+
+
 def tflops(flops_per_s: float) -> float:
     """A GPU's FLOP/s in TFLOP/s as a page prints the rate it computes with, to one decimal
     (674.4), so a worked line that multiplies the printed rate gives the printed result."""

@@ -109,7 +109,7 @@ def assumptions(inp: MemoryInput, bills: Sequence[StageBill], worst: int) -> tup
     notes: list[str] = []
     if m.params_override is not None:
         notes.append(f"Custom model: exactly {m.params:,} parameters; layer sizes come from the "
-                     f"nearest Llama-style shape ({m.layers} layers x {m.hidden} hidden, whose "
+                     f"nearest Llama-style shape ({m.layers} layers x {m.hidden:,} hidden, whose "
                      f"own count is {m.shape_params / 1e9:.2f}B).")
     if m.notes:
         notes.append(m.notes)

@@ -67,7 +67,7 @@ def _custom_model(params: int) -> ModelSpec:
             scored.append((not 0.6 <= aspect <= 1.7, score, shape))
     shape = min(scored, key=lambda item: item[:2])[2]
     label = f"{params / 1e9:.1f}B" if params < 1e12 else f"{params / 1e12:.2f}T"
-    name = f"Custom {label} (dense, {shape.layers} layers x {shape.hidden} hidden)"
+    name = f"Custom {label} (dense, {shape.layers} layers x {shape.hidden:,} hidden)"
     return ModelSpec(**{**{f.name: getattr(shape, f.name) for f in fields(ModelSpec)},
                         "name": name, "params_override": params})
 

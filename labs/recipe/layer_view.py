@@ -274,11 +274,11 @@ def _sync(lay: _Lay, dp: Part, back: float, end: float, after: float) -> float:
         for j, s0, s1 in _runs(b):
             a, z = max(s0, lo), min(s1, hi)
             if z > a:
-                lay.add(lane, "backward", "dp", f"{words}bucket {j} of {b.count}", "hidden",
+                lay.add(lane, "backward", "dp", f"{words}bucket {j:,} of {b.count:,}", "hidden",
                         back + a - lo, z - a)
                 lay.hidden["dp"] += z - a
             if s1 > b.window_s:
-                left.append((lane, f"{words}bucket {j} of {b.count}",
+                left.append((lane, f"{words}bucket {j:,} of {b.count:,}",
                              s1 - max(s0, b.window_s)))
     if after > 1e-15:
         return end  # the buckets left wait after the stage's last layer, not this one

@@ -12,7 +12,16 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from app.charts.units import fmt_bytes, fmt_count, fmt_duration, fmt_ms, fmt_pct, fmt_sci
+from app.charts.units import (
+    fmt_bytes,
+    fmt_count,
+    fmt_duration,
+    fmt_ms,
+    fmt_num,
+    fmt_pct,
+    fmt_plain,
+    fmt_sci,
+)
 
 LESSONS = {  # page -> (API, chart ids a step may name)
     "/episodes/memory": ("/api/memory", {"memory-chart"}),
@@ -31,15 +40,15 @@ LESSONS = {  # page -> (API, chart ids a step may name)
     "/episodes/rl-placement": (
         "/api/placement", {"placement-cluster", "placement-memory", "placement-timeline"}),
 }
-FORMATS = {"bytes": fmt_bytes, "count": fmt_count, "pct": fmt_pct, "": str}
+FORMATS = {"bytes": fmt_bytes, "count": fmt_count, "pct": fmt_pct, "": fmt_plain}
 FORMATS["ms"] = fmt_ms  # EP07 quotes times
 LESSONS["/episodes/experts"] = ("/api/moe", {"moe-experts", "moe-gpus", "moe-params",
                                              "moe-ranks", "moe-network", "moe-gemm",
                                              "moe-balance", "moe-crossover"})
 FORMATS["g3"] = lambda v: f"{v:.3g}"  # EP10 quotes bytes per parameter
 FORMATS["sci"] = fmt_sci  # EP02 quotes FLOPs: 1.72 × 10¹⁴
-FORMATS["int"] = lambda v: f"{v:,.0f}"
-FORMATS["x2"] = lambda v: f"{v:.2f}"  # a speed-up, as the charts write it
+FORMATS["int"] = lambda v: fmt_num(v, 0)
+FORMATS["x2"] = lambda v: fmt_num(v, 2)  # a speed-up, as the charts write it
 LESSONS["/episodes/low-precision"] = ("/api/precision", {
     "precision-ledger", "precision-bytes", "precision-finetune", "precision-offload",
     "precision-speed"})

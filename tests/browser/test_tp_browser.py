@@ -186,7 +186,7 @@ def test_the_70b_drills_answer_waits_on_the_bench_until_it_is_answered(page, liv
     answer = f"{100 * api['step_efficiency']:.1f}"
     given = [answer, f"{100 * api['efficiency']:.1f}", f"{100 * api['step_efficiency']:.0f}%",
              f"{api['step_speedup']:.2f}", f"{api['single_gpu_s'] * 1e3:.1f} ms",
-             f"{api['single_gpu_step_s'] * 1e3:.1f} ms"]
+             f"{api['single_gpu_step_s'] * 1e3:,.1f} ms"]
     bench = page.evaluate(BENCH)
     plotted = [float(v) for v in re.findall(r"-?\d+\.\d+", bench["plotted"])]
     for figure in given:

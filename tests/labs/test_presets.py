@@ -134,7 +134,7 @@ def test_custom_model_exact_count():
     assert model.expert_params == 0
     assert model.id == "custom"
     assert model.name.startswith("Custom 7.0B (dense, ")
-    assert f"{model.layers} layers x {model.hidden} hidden" in model.name
+    assert f"{model.layers} layers x {model.hidden:,} hidden" in model.name
 
 
 @pytest.mark.parametrize("count", [1e9, 7e9, 13e9, 30e9, 70e9, 405e9, 1e12])
