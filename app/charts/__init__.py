@@ -122,12 +122,17 @@ def short_gpu_name(name: str) -> str:
     return re.sub(r"\s*\b\d+\s?GB\b", "", short).strip() or name
 
 
-def veiled_after(figure: dict, keys: tuple[str, ...]) -> dict:
+def veiled_after(figure: dict, keys: tuple[str, ...], *, copy: bool = False) -> dict:
     """The figure veiled whole on a lesson page while any of ``keys`` is masked
     (layout.meta.after, static/js/lab.js veilOf); elsewhere drawn as it is. Owners the
-    figure already names (layout.meta.owners) hold their parts once it is unveiled."""
-    if keys:
-        meta = figure["layout"].get("meta") or {}
-        figure["layout"]["meta"] = {**meta, "masked": meta.get("masked", {}),
-                                    "after": " ".join(keys)}
+    figure already names (layout.meta.owners) hold their parts once it is unveiled.
+    ``copy`` leaves ``figure`` as it is and veils a copy (the playground's figures come from
+    cached runs, which must not change)."""
+    if not keys:
+        return figure
+    meta = figure["layout"].get("meta") or {}
+    meta = {**meta, "masked": meta.get("masked", {}), "after": " ".join(keys)}
+    if copy:
+        return {**figure, "layout": {**figure["layout"], "meta": meta}}
+    figure["layout"]["meta"] = meta
     return figure

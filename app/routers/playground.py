@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel
 
+from app.charts import veiled_after
 from app.charts.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 from app.cluster_controls import INTER, INTRA
 from app.episodes import BY_SLUG
@@ -76,16 +77,9 @@ def figures(state: PlaygroundState) -> dict[str, dict]:
         own = p.made("figures", partial(_unveiled_figures, p.view, p.result))
         for name in p.diagrams:
             if name in own:
-                keys = held.get((p.lab, name))
-                drawn[diagram_name(p.lab, name)] = after(own[name], keys) if keys else own[name]
+                keys = tuple(held.get((p.lab, name), "").split())
+                drawn[diagram_name(p.lab, name)] = veiled_after(own[name], keys, copy=True)
     return drawn
-
-
-def after(figure: dict, keys: str) -> dict:
-    """A figure veiled whole on the lesson page until ``keys`` are guessed (layout.meta.after,
-    static/js/lab.js veilOf)."""
-    meta = {**figure["layout"].get("meta", {}), "masked": {}, "after": keys}
-    return {**figure, "layout": {**figure["layout"], "meta": meta}}
 
 
 # What a lab's figure carries for its own lesson page: which of that lesson's steps or drills
