@@ -260,7 +260,14 @@ def network_figure(result, keys: dict | None = None) -> dict:
             if links else "one GPU, no traffic")
     # Another leaf or spine than the opening's answers step 7 (``keys``): veiled whole.
     owner = _owner((keys or {}).get("network", ()), each, traces=list(range(len(data))))
+    # ... and its rate in the summary: the group table's bytes over it is the dispatch's time
+    # (round-16 cold reading of EP07 and EP08, finding 3: 462 MB / 54 GB/s = 8.56 ms).
+    ep_rate = [f"{r.replace('<br>', ' ')} {g.bandwidth / 1e9:,.0f} GB/s"
+               for r, g in zip(rows, links, strict=True) if g.kind == "ep"]
     ep_owner = _owner((keys or {}).get("a2a", ()), points=ep_row)
+    if ep_rate and ep_owner["step"]:
+        ep_owner["summary"] = [ep_rate[0], ep_rate[0].rsplit(" ", 2)[0]
+                               + f" ? {_after(keys['a2a'])}"]
     return {
         "data": data,
         "layout": owned(base_layout(

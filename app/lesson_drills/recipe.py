@@ -140,22 +140,29 @@ def _step_or_unfit(answer: dict) -> float:
 # default state) that keep its global batch of 16 micro-batches × DP2 (round-8 cold reading
 # of EP08, item 3: the old right option, 64 micro-batches, grew the batch 4×).
 def _mfu_gap(found: dict[str, float]) -> str:
-    """Round-10 cold reading of EP08, finding 4: how close recipe-decide-mfu's top two are,
-    against the lab's error on Megatron-LM's calibration runs (labs.recipe.runs.summary)."""
+    """How far recipe-decide-mfu's right option stands from the next, against the lab's error
+    on Megatron-LM's calibration runs (labs.recipe.runs.summary): round-10 cold reading of
+    EP08, finding 4, and round 16's finding 2 (a margin inside that error is a coin-flip)."""
     from labs.recipe.runs import checks, summary
 
     first, second = sorted(found.values(), reverse=True)[:2]
     errs = summary(checks())
-    return (f"But it is close: {(first - second) * 100:.1f} points, {first / second - 1:.1%} "
-            f"of MFU, less than the spread of the lab's own error on Megatron-LM's "
-            f"{errs['runs']} A100 runs (fast by {errs['min_ratio'] - 1:.1%} to "
-            f"{errs['max_ratio'] - 1:.1%}), so a real run could rank the two the other way: "
-            "interleaving doubles the pipeline's sends, and those sends are what a real run "
-            "pays.")
+    spread = errs["max_ratio"] - errs["min_ratio"]
+    wide = first / second - 1 > spread
+    return (f"The margin is {(first - second) * 100:.1f} points, {first / second - 1:.1%} of "
+            f"MFU: {'wider' if wide else 'less'} than the spread of the lab's own error on "
+            f"Megatron-LM's {errs['runs']} A100 runs (fast by {errs['min_ratio'] - 1:.1%} to "
+            f"{errs['max_ratio'] - 1:.1%})" + (
+                ", so a real run ranks them the same way." if wide else
+                ", so a real run could rank the two the other way."))
 
 
+# Each option moves what step 11's chart splits by cause: the bubble (two chunks halve it; 8
+# stages or 8 micro-batches of two sequences grow it, by the bubble's formula) or the GEMMs
+# (full recomputation runs the forward twice, step 11's last link). The old 'TP overlap all'
+# option tied with interleaving on what the page had taught (round-16 cold reading, finding 2).
 MFU_CHOICES = {"interleaved": {"schedule": "interleaved-1f1b", "virtual": 2},
-               "tpall": {"tp_overlap": "all"}, "flash": {"recompute": "flash"},
+               "mb2": {"micro_batch": 2, "microbatches": 8}, "full": {"recompute": "full"},
                "tp4pp8": {"tp": 4, "pp": 8}}
 
 
@@ -203,28 +210,32 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "recipe", "mfu",
         (("interleaved", "Interleaved 1F1B: 2 model chunks a GPU, 12 layers each",
           MFU_CHOICES["interleaved"], _interleaved_why),
-         ("tpall", "TP overlap 'all': each GEMM and its TP collective cut into chunks",
-          MFU_CHOICES["tpall"],
-          lambda a: "Each GEMM sends one chunk of its TP collective while computing the next: "
-                    f"TP's exposed time falls from {ms(_exposed(_seed(), 'tp'))} to "
-                    f"{ms(_exposed(a, 'tp'))} a step, and the bubble, 3/19 of the step, is "
-                    "untouched. MFU {value}."),
-         ("flash", "FlashAttention with no recomputation, so attention's core runs once",
-          MFU_CHOICES["flash"],
-          lambda a: "Selective recomputation ran only attention's core twice, a sliver of the "
-                    f"step: attention falls from {ms(_exposed(_seed(), 'attention'))} to "
-                    f"{ms(_exposed(a, 'attention'))} a step. MFU {{value}}."),
+         ("mb2", "2 sequences a micro-batch, 8 micro-batches (wider GEMMs, the same batch)",
+          MFU_CHOICES["mb2"],
+          lambda a: "Half as many micro-batches leave the same 3 idle stage-slots among fewer: "
+                    f"the bubble is {_bubble_why(a)} of the step, not 3/19, "
+                    f"{ms(_exposed(a, 'bubble'))} a step against "
+                    f"{ms(_exposed(_seed(), 'bubble'))}. The wider GEMMs win back far less: "
+                    f"{ms(_exposed(_seed(), 'gemm'))} → {ms(_exposed(a, 'gemm'))}. MFU {{value}}."),
+         ("full", "Full recomputation, so the activations take almost no memory",
+          MFU_CHOICES["full"],
+          lambda a: "Memory is not what limits MFU here: the backward runs the forward again, "
+                    f"and the GEMMs grow from {ms(_exposed(_seed(), 'gemm'))} to "
+                    f"{ms(_exposed(a, 'gemm'))} a step (step 11's last link). That work is not "
+                    "model FLOPs. MFU {value}."),
          ("tp4pp8", "TP4 × PP8 (TP groups of 4, half the layers per GPU)",
           MFU_CHOICES["tp4pp8"],
           lambda a: "TP4 halves each layer's TP traffic, but 8 stages idle "
                     f"{_bubble_why(a)} of the step, where PP4's idled 3/19: MFU {{value}}.")),
         best="max", fmt=pct,
         solution=lambda found: (
-            "{best}. MFU: interleaved 1F1B {interleaved}, TP overlap 'all' {tpall}, "
-            "FlashAttention {flash}, TP4 × PP8 {tp4pp8}. After the GEMMs themselves, "
-            "the bubble is the largest loss: two chunks a GPU halve it, where 'all' "
-            "hides only part of TP's collectives. More micro-batches would cut it too, "
-            "but they change the global batch. " + _mfu_gap(found)),
+            "{best}. MFU: interleaved 1F1B {interleaved}, 2 sequences × 8 micro-batches "
+            "{mb2}, full recomputation {full}, TP4 × PP8 {tp4pp8}. After the GEMMs "
+            "themselves, the bubble is the largest loss: two chunks a GPU halve it, though "
+            "DP's sync, now hidden behind one chunk's backward, waits longer. Fewer "
+            "micro-batches or more stages grow it, and full recomputation grows the GEMMs. "
+            "More micro-batches would cut it too, but they change the global batch. "
+            + _mfu_gap(found)),
         reveals=("the bubble is the largest loss",)),
     decide(
         "recipe-decide-overlap",

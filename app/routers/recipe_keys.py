@@ -42,6 +42,8 @@ ASKED = {
     "step-5": ("memory", "w1", PLAN),
     "step-6": ("activations", "w2", PLAN),
     "step-7": ("bubble", "w3", ("pp", "microbatches", "schedule", "virtual")),
+    # Step 10 asks whether the seed plan on H100s is more or less efficient: its efficiency.
+    "step-10": ("efficiency", "h100", (*PLAN, "matmul")),
     "step-11": ("mfu", "zb", (*PLAN, "matmul")),
     "step-12": ("tp", "ov", (*LAYOUT, "microbatches")),
     "step-13": ("dp", "lv", (*LAYOUT, "zero", "microbatches")),
@@ -64,7 +66,17 @@ PRINTED = {
 # waits wherever a figure prints it.
 DRILLS = ("recipe-efficiency", "recipe-predict-bubble-40")
 KINDS = ("efficiency", "bubble", "memory", "activations", "mfu", "tp", "dp", "losses",
-         "state", "audits", "replan", "replan_efficiency")
+         "state", "audits", "replan", "replan_efficiency", "compute", "whole")
+# What completes a step's answer in one line of arithmetic with what else its state draws
+# (round-16 cold reading of EP07 and EP08, finding 1: a parts table with one "?" and a visible
+# total or share is a sum with one unknown). The efficiency and MFU are one figure twice (the
+# kernels do not change: MFU = the seed's × the efficiency's ratio), so each waits with the
+# other; a step asking the exposed TP (a part) or the MFU waits with the efficiency too,
+# which masks every share and the step's ms. ``whole``: one micro-batch's share of the step
+# (the causes' sum: with the predict's model FLOPs at the peak, step 11's MFU; less the
+# causes drawn, step 12's TP); ``compute``: the compute's ms, with the step's a share.
+COMPLETES = {"efficiency": ("mfu", "whole", "compute"), "mfu": ("efficiency", "whole"),
+             "tp": ("efficiency", "mfu", "whole")}
 
 
 @lru_cache(maxsize=1)
@@ -107,6 +119,10 @@ def bench_keys(state) -> dict[str, tuple[str, ...]]:
                      if v in answers and step not in keys[k]})
     for drill, answer in _drills().items():  # wherever a figure prints it
         keys.update({k: [*keys[k], drill] for k, v in printed.items() if v == answer})
+    asked = {kind: [k for k in keys[kind] if k.startswith("step-")] for kind in COMPLETES}
+    for kind, more in COMPLETES.items():
+        for other in more:
+            keys[other] += [k for k in asked[kind] if k not in keys[other]]
     broken = {a.name for a in r.audits if not a.ok}
     if broken & {MEMORY_AUDIT, "TP inside a node"}:
         keys["audits"].append("step-2")
@@ -125,7 +141,7 @@ def waits_for(keys) -> str:
 # The kinds of figure each part of a chart or table gives at a state: a step segment's and a
 # cause's (by name), a collective's (by kind). Every part but compute also gives the
 # efficiency (the compute's share of their sum).
-PART_KINDS = {"bubble": ("bubble", "losses"), "dp": ("losses", "dp"), "tp": ("tp",)}
+PART_KINDS = {"bubble": ("bubble", "losses", "mfu"), "dp": ("losses", "dp"), "tp": ("tp",)}
 
 
 def part_keys(keys: dict, name: str, efficiency: bool = False,
@@ -186,12 +202,24 @@ def step_owners(figure: dict, r, keys: dict) -> dict:
                          and f"{part} {fmt_pct(pp)}" in summary and not keys["efficiency"]
                          else None)
     replan = (*keys["replan"], *keys["replan_efficiency"])
+    axes = {}
     if replan and len(figure["layout"].get("annotations", [])) > 1:
         said = summary.split(". ")
+        # The re-plan's bar too, and its name in the data (round-16 cold reading of EP07 and
+        # EP08, finding 4: its segments, no DP sync and a bubble left, told "one replica,
+        # stages kept or added"): its category reads "re-plan" alone, its note says the plan.
+        for t in data:
+            t["y"] = [*t["y"][:1], "re-plan"]
+        figure["layout"]["annotations"][1]["y"] = "re-plan"
         owners += _owner(replan, annotations=[1],
+                         points=[[i, 1] for i in range(len(data))],
                          summary=None if keys["efficiency"] else
                          [said[-1], f"Re-plan: it shows after {waits_for(replan)}"])
-    return _meta(figure, owners)
+    if replan or keys["efficiency"]:
+        # The axis reaches what stays drawn, not the step's (or the re-plan's) ms.
+        axes = {"xaxis": {**{k: v for k, v in figure["layout"]["xaxis"].items()
+                             if k != "range"}, "rangemode": "tozero"}}
+    return _meta(figure, owners, **({"axes": axes} if axes else {}))
 
 
 def causes_owners(figure: dict, micro: dict, r, keys: dict) -> dict:
@@ -207,6 +235,10 @@ def causes_owners(figure: dict, micro: dict, r, keys: dict) -> dict:
     peak = f"take {micro['micro_at_peak_s'] * 1e3:,.0f} ms: MFU {fmt_pct(r.mfu)}"
     if peak in figure["summary"]:
         owners += _owner(keys["mfu"], summary=[peak, "take ? ms: MFU ?"])
+    summary = figure["summary"]
+    whole = summary[summary.index(": ") + 2:summary.index(";")] if ";" in summary else ""
+    owners += _owner(keys["whole"], summary=[whole, "? ms on the slowest stage, of which "
+                                                    "GEMMs ?"] if whole else None)
     return _meta(figure, owners)
 
 

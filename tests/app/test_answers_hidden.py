@@ -790,3 +790,69 @@ def test_the_playground_s_two_memory_audits_wait_for_step_1s_guess(client):
         if "dp=" not in url and "seq_len" not in url:  # the seed's plan: EP08's audit drawn
             drawn = re.search(r'id="recipe-memory"[^>]*aria-label="([^"]*)"', served)
             assert drawn and said(audit, drawn.group(1)), url
+
+
+def _recipe_completions(step_id: str, api: dict, seed: dict) -> list[str]:
+    """What, printed beside the figures a step's state leaves drawn, completes its answer in
+    one line of arithmetic (round-16 cold reading of EP07 and EP08, finding 1): step 1's
+    efficiency is the compute's ms over the step's, which MFU (× the seed's ratio) or one
+    micro-batch's share gives; step 11's MFU is the seed's × the efficiency's ratio, or the
+    predict's model FLOPs at peak over the share; step 12's exposed TP is the remainder of the
+    step's parts, given their shares."""
+    from app.charts.units import fmt_ms, fmt_pct
+
+    step = api["step_s"]
+    shares = [fmt_pct(v / step) for k, v in api["segments_s"].items() if k != "tp" and v > 0]
+    return {
+        "step-1": [fmt_pct(api["mfu"]), f"{api['segments_s']['compute'] * 1e3:,.1f}",
+                   fmt_ms(api["micro_step_s"])],
+        "step-11": [fmt_pct(api["efficiency"]), fmt_ms(api["micro_step_s"]),
+                    f"{api['segments_s']['bubble'] * 1e3:,.1f}"],
+        "step-12": [fmt_pct(api["efficiency"]), fmt_pct(api["mfu"]), f"{step * 1e3:,.0f} ms",
+                    *shares],
+        # Step 10 asks whether the H100 is more or less efficient: its efficiency outright
+        # (finding 5), or its MFU or shares beside the A100's.
+        "step-10": [fmt_pct(api["efficiency"]), fmt_pct(api["mfu"]), *shares],
+    }[step_id]
+
+
+@pytest.mark.parametrize("step_id, query", [
+    ("step-1", "matmul_efficiency=0.6"), ("step-11", "schedule=zb-h1"),
+    ("step-10", RECIPE_H100),
+    *(("step-12", f"{RECIPE_MIXTRAL}{q}") for q in ("", "&tp_overlap=none", "&tp_overlap=all"))])
+def test_recipe_no_step_answer_is_one_line_of_arithmetic_on_what_its_state_draws(
+        client, step_id, query):
+    """EP08 steps 1, 11 and 12 at their own states, before their guess: the figure that would
+    complete the answer's one line of arithmetic with what stays drawn waits too."""
+    path, lesson, _found, ids = lesson_page(client, "recipe")
+    api = client.get(f"/api/recipe?{query}").json()
+    text = screen(client, f"{path}?{query}", ids, step_id, lesson)
+    shown = [p for p in _recipe_completions(step_id, api, None) if said(p, text)]
+    assert not shown, (step_id, query, shown)
+
+
+@pytest.mark.parametrize("q", ["ep=64", "ep=8", "ep=64&ep_dispatch=deepep"])
+def test_moe_step_3s_ep_rate_waits_at_its_states(client, q):
+    """EP07 step 3 at DeepSeek-V3's states, before its guess: the network chart's caption no
+    longer prints the EP group's rate, which over the group table's bytes is the dispatch's
+    time (round-16 cold reading of EP07 and EP08, finding 3: 462 MB / 54 GB/s = 8.56 ms)."""
+    path, lesson, _found, ids = lesson_page(client, "moe")
+    query = f"model=deepseek-v3&nodes=256&pp=16&link=hgx-h800&{q}"
+    ep = next(g for g in client.get(f"/api/moe?{query}").json()["network"] if g["kind"] == "ep")
+    text = screen(client, f"{path}?{query}", ids, "step-3", lesson)
+    assert not said(f"all-to-all {ep['bandwidth'] / 1e9:,.0f} GB/s", text), query
+    assert said("EP all-to-all ? (after step 3's guess)", text), query
+
+
+def test_recipe_step_9s_re_plan_waits_in_the_chart_too(client):
+    """EP08 step 9 at its re-plan state, before its guess: the step chart draws the re-plan's
+    bar without its segments and names it "re-plan" alone (round-16 cold reading of EP07 and
+    EP08, finding 4: its bubble's 13.3% and its DP sync of 6.5 ms, drawn, told the plan)."""
+    path, lesson, _found, ids = lesson_page(client, "recipe")
+    after = client.get("/api/recipe?replan_nodes=6").json()["replan"]["after"]
+    p = after["plan"]
+    text = screen(client, f"{path}?replan_nodes=6", ids, "step-9", lesson)
+    drawn = [f"TP{p['tp']}×PP{p['pp']}", *(f"{v * 1e3:.3f}".rstrip("0").rstrip(".")
+                                            for v in after["segments_s"].values() if v > 0)]
+    assert not [d for d in drawn if said(d, text)]
+    assert "is not whole" in text or "DP to what divides the rest" in text
