@@ -89,7 +89,7 @@ TAUGHT_IN: dict[str, str] = {
     "rollout": "rl-placement",
     "off-policy": "rl-placement",
     "importance-ratio": "rl-placement",
-    "mla": "rl-placement",
+    "mla": "memory",
     "attention-dp": "rl-placement",
     "prefill-decode": "memory",
     "disaggregation": "rl-placement",

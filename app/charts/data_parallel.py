@@ -7,8 +7,10 @@ import re
 
 from app.charts import DIMMED, base_layout, chosen_band, value_label
 from app.charts.crossover import crossover_figure
-from app.charts.units import fmt_pct
+from app.charts.units import fmt_bytes, fmt_pct
 from app.charts.zero import held_text, owned
+from labs.data_parallel.lab import GPUS_PER_SERVER, SERVER_LINK
+from labs.hardware.links import get_link
 
 # Link family -> colour; one curve per link of the lesson (and the chosen one if apart).
 FAMILY_COLOURS = {
@@ -68,6 +70,24 @@ IB16_DRILL = {"gpus": 16, "link": "ib-ndr", "nics_per_node": 2}
 CROSS_DRILL = {"gpus": 4, "link": "pcie-4"}
 DRILL_STATES = {"drill-dp-allreduce-pcie": PCIE_DRILL, "drill-dp-predict-16-ib": IB16_DRILL}
 CROSS_KEY = "drill-dp-crossover-pcie"
+# The states whose all-reduce answers a later step, keyed to that step as the drills' are
+# (round-16 cold reading of EP01-EP02, finding 2: the bench's own controls printed step 2's
+# 6.66x, step 4's 93.1%, step 6's 250.64x and step 9's 64.0% before their guesses; steps 5
+# and 7 the same once step 3 was guessed). The lesson's try links are these states
+# (app/routers/data_parallel.py facts), so a step's link and what its guess unmasks are one.
+STEP_STATES = {
+    "step-2": {"gpus": 8, "link": "nvlink-4", "micro_batch": 1},
+    "step-4": {"gpus": 64, "link": "ib-ndr", "nics_per_node": 8},
+    "step-5": {"gpus": 64, "link": STEP3_LINK, "overlap": "bucketed"},
+    # On either scale-out link its buckets run the same tree, capped below both ports: 250.64x.
+    "step-6": {"gpus": 1024, "link": ("ib-ndr", STEP3_LINK), "nics_per_node": 8,
+               "overlap": "bucketed", "bucket_bytes": 1024 * 1024},
+    "step-7": {"gpus": 64, "link": STEP3_LINK, "scaling": "strong", "global_batch": 64},
+    "step-9": {"gpus": 64, "link": STEP3_LINK, "microbatches": 4},
+}
+# Step 6 asks which algorithm NCCL runs for a bucket: wherever the bench's readout names
+# NCCL's tree, that word waits for its guess (at 25 MiB on 1,024 GPUs too).
+STEP6, TREE = "step-6", "tree"
 # Step 1 asks what each of 16 GPUs sends (2 × 15/16 × 14 GB) and step 10 what the 8B holds
 # at one sequence of 8,192 tokens (its state and activations): at their states the readout's
 # bytes sent and the replica panel wait for their guesses.
@@ -99,22 +119,45 @@ def veiled(figure: dict, keys: tuple[str, ...], what: str) -> dict:
 
 
 def _at(inp, state: dict, link: str | None = None) -> bool:
-    """Whether the input, on ``link`` if given, is at ``state`` (each of its fields equal)."""
-    return all((link if key == "link" and link else getattr(inp, key)) == value
-               for key, value in state.items())
+    """Whether the input, on ``link`` if given, is at ``state``: each of its fields equal,
+    its link one of the state's (a tuple: any of them), a scale-out link within one server
+    read as the server's NVLink, which is all its all-reduce crosses (step 2's 8 GPUs on one
+    sequence print 6.66x on InfiniBand too)."""
+    def fabric(link_id: str) -> str:
+        inside = get_link(link_id).kind == "scale-out" and inp.gpus <= GPUS_PER_SERVER
+        return SERVER_LINK if inside else link_id
+
+    def same(key: str, value) -> bool:
+        if key != "link":
+            return getattr(inp, key) == value
+        return fabric(link or inp.link) in {fabric(v) for v in
+                                            (value if isinstance(value, tuple) else (value,))}
+
+    return all(same(key, value) for key, value in state.items())
 
 
 def link_keys(result, link: str) -> tuple[str, ...]:
     """What the all-reduce on ``link`` at the state's GPU count answers (its speedup,
     efficiency and times): step 3's on 100 Gb/s Ethernet, a drill's at its state."""
     return ((STEP3,) if link == STEP3_LINK else ()) + tuple(
-        key for key, state in DRILL_STATES.items() if _at(result.input, state, link))
+        key for key, state in (*STEP_STATES.items(), *DRILL_STATES.items())
+        if _at(result.input, state, link))
 
 
 def allreduce_keys(result) -> tuple[str, ...]:
     """What the state's own all-reduce (the chosen point, the time chart, the readout's
     times) answers: ``link_keys`` at its link."""
     return link_keys(result, result.input.link)
+
+
+def algorithm_keys(result) -> dict[str, tuple[str, ...]]:
+    """Step 6's guess where the readout's algorithm answers which one NCCL runs for a
+    bucket: the whole gradients' where it names the tree; each bucket's at every bucketed
+    state across servers (a "?" only where it is the tree would say so)."""
+    point = result.point
+    bucket = point.buckets > 1 and (bool(point.bucket_across) or point.bucket_algorithm == TREE)
+    return {"whole": (STEP6,) if point.algorithm == TREE else (),
+            "bucket": (STEP6,) if bucket else ()}
 
 
 def sent_keys(result) -> tuple[str, ...]:
@@ -148,10 +191,13 @@ def step3_state(result) -> bool:
 def step3_owner(result, names: dict[str, str], data: list[dict], summary: str,
                 label: int) -> list[dict]:
     """Step 3's part of the scaling chart: its Ethernet traces, and the summary's clause on
-    Ethernet where another link is the state's; a drill's clause where another link's point
-    is its answer; and where the state's all-reduce answers a step or drill
-    (``allreduce_keys``) the chosen point (its markers and ``label``, the annotation of its
-    speedup) and the summary's lead."""
+    Ethernet where another link is the state's. Where a link's all-reduce at the state's GPU
+    count answers a step or a drill (``link_keys``, step 3's aside), that link's points from
+    the state's N on (its speedup and efficiency, their hover: round-16 cold reading, finding
+    1, the IB curve hovered 12.6x at dp-predict-16-ib's own state) and, on another link, the
+    summary's clause on it. Where the state's own all-reduce answers one (``allreduce_keys``),
+    the chosen point too (its markers and ``label``, the annotation of its speedup) and the
+    summary's lead."""
     traces = [i for i, t in enumerate(data) if t.get("legendgroup") == STEP3_LINK]
     owners = []
     if traces:
@@ -161,13 +207,19 @@ def step3_owner(result, names: dict[str, str], data: list[dict], summary: str,
         if clause in summary:
             owner["summary"] = [clause, f"{names[STEP3_LINK]} after step 3's guess"]
         owners.append(owner)
+    gpus = result.point.gpus
     for link in result.curve_links:
         keys = [k for k in link_keys(result, link) if k != STEP3]
-        clause = (f"{names[link]} at {result.point.gpus:,} GPUs "
-                  f"{times(_point_at(result, link, result.point.gpus).speedup)}")
-        if keys and link != result.input.link and clause in summary:
-            owners.append({"step": " ".join(keys), "traces": [],
-                           "summary": [clause, f"{names[link]} at {result.point.gpus:,} GPUs ?"]})
+        if not keys:
+            continue
+        held = [j for j, p in enumerate(_series(result, link)) if p.gpus >= gpus]
+        owner = {"step": " ".join(keys), "traces": [],
+                 "points": [[i, j] for i, t in enumerate(data)
+                            if t.get("legendgroup") == link for j in held]}
+        clause = f"{names[link]} at {gpus:,} GPUs {times(_point_at(result, link, gpus).speedup)}"
+        if link != result.input.link and clause in summary:
+            owner["summary"] = [clause, f"{names[link]} at {gpus:,} GPUs ?"]
+        owners.append(owner)
     keys = allreduce_keys(result)
     if not keys:
         return owners
@@ -276,13 +328,23 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
                          # a short name while veiled: a phone's legend keeps to its rows
                          "names": {**{str(i): STEP3_NAME for i, t in enumerate(data)
                                       if t.get("legendgroup") == STEP3_LINK},
-                                   **({str(i): "Chosen (after its drill)" for i, t in
-                                       enumerate(data) if t.get("legendgroup") == "chosen"}
+                                   **({str(i): _chosen_name(allreduce_keys(result))
+                                       for i, t in enumerate(data)
+                                       if t.get("legendgroup") == "chosen"}
                                       if set(allreduce_keys(result)) - {STEP3} else {})}}}
                if owners else {}),
         ),
         "summary": summary,
     }
+
+
+def _chosen_name(keys: tuple[str, ...]) -> str:
+    """The chosen point's legend name while it waits: "Chosen (after step 6)", or "(after
+    its drill)" for a drill's state (its key is a form's id, no name for a student)."""
+    steps = [k.removeprefix("step-") for k in keys if k.startswith("step-")]
+    if len(steps) < len(keys):
+        return "Chosen (after its drill)"
+    return f"Chosen (after step{'s' if len(steps) > 1 else ''} {' and '.join(steps)})"
 
 
 def _point_at(result, link: str, gpus: int):
@@ -299,8 +361,27 @@ def time_figure(result) -> dict:
     the guess or answer its all-reduce gives (``allreduce_keys``: step 3's on Ethernet, a
     drill's at its state)."""
     keys = allreduce_keys(result)
-    return veiled(_time_figure(result), keys,
-                  STEP3_WHAT if keys == (STEP3,) else ALLREDUCE_WHAT)
+    figure = _time_figure(result)
+    sent = sent_keys(result)
+    if keys:  # veiled whole, its bytes label with it (till step 1 too, at step 1's state)
+        return veiled(figure, (*keys, *(k for k in sent if k not in keys)),
+                      STEP3_WHAT if keys == (STEP3,) else ALLREDUCE_WHAT)
+    if not sent:
+        return figure
+    # Step 1's state: its bar and times drawn, what each GPU sends held for step 1's guess.
+    layout, label = figure["layout"], len(figure["layout"]["annotations"]) - 1
+    clause = _sent(result.point)
+    layout["meta"] = {"masked": {str(label): "each GPU sends ? (step 1)"}, "partly": True,
+                      "owners": [{"step": " ".join(sent), "annotations": [label],
+                                  "summary": [clause, "each GPU sends ? (step 1)"]}]}
+    return figure
+
+
+def _sent(point) -> str:
+    """The bytes the all-reduce bar's label says each GPU sends: step 1's question."""
+    if point.gpus == 1:
+        return "no all-reduce on one GPU"
+    return f"each GPU sends {fmt_bytes(point.allreduce_bytes_per_gpu)}"
 
 
 def _time_figure(result) -> dict:
@@ -328,6 +409,12 @@ def _time_figure(result) -> dict:
         })
         shown.add(key)
     end = compute + exposed
+    # What the all-reduce row carries, at its left where no bar is drawn (an all-reduce starts
+    # once backward has made its first bucket, a third of the step in): round-16 cold reading,
+    # finding 5, step 1's move showed no bytes in the diagram it names.
+    sent = {"xref": "x", "yref": "y", "x": 0, "y": rows[1], "xanchor": "left",
+            "showarrow": False, "text": _sent(p) + (" →" if p.gpus > 1 else ""),
+            "font": {"size": 12, "color": "#1d2330"}, "bgcolor": "rgba(255,255,255,0.85)"}
     return {
         "data": data,
         "layout": base_layout(
@@ -339,9 +426,11 @@ def _time_figure(result) -> dict:
                    "categoryorder": "array", "categoryarray": list(rows)},
             legend={"orientation": "h", "x": 0, "y": -0.25, "yanchor": "top",
                     "font": {"size": 11}},
+            annotations=[sent],
         ),
         "summary": (
-            f"One step at {p.gpus:,} GPUs: {ms(p.compute_s)} of compute, {ms(p.comm_s)} of "
+            f"One step at {p.gpus:,} GPUs: {_sent(p)}; {ms(p.compute_s)} of compute, "
+            f"{ms(p.comm_s)} of "
             f"all-reduce of which {ms(p.overlapped_comm_s)} hidden behind backward and "
             f"{ms(p.exposed_comm_s)} exposed; the step takes {ms(p.step_s)}"
         ),

@@ -17,6 +17,8 @@ from app.charts.data_parallel import (
     STEP3,
     STEP3_LINK,
     STEP3_MASK,
+    STEP_STATES,
+    algorithm_keys,
     allreduce_keys,
     crossover_keys,
     link_keys,
@@ -51,6 +53,7 @@ from app.schemas import DataParallelAnswer
 from labs.data_parallel.inputs import DDP_BUCKET_BYTES, DataParallelPoint
 from labs.data_parallel.lab import (
     CURVE_LINKS,
+    GPUS_PER_SERVER,
     SERVER_GPU,
     all_reduce,
     data_parallel_point,
@@ -96,7 +99,7 @@ def facts() -> dict:
         "pcie8": state(gpus=8, link="pcie-4"),
         # Round-2 cold reading: the page opens at "good", so steps 2 and 8 ask about a state
         # it does not print (one sequence a GPU).
-        "good1": state(gpus=8, link="nvlink-4", micro_batch=1),
+        "good1": state(**STEP_STATES["step-2"]),
         "pcie8_1": state(gpus=8, link="pcie-4", micro_batch=1),
         # Step 10 (round-12 cold reading, finding 1): a model and a sequence the opening
         # replica chart does not hold in a x k relation (its 7B at 8 sequences was the chart
@@ -104,23 +107,35 @@ def facts() -> dict:
         "l8_1024": state(model="llama-3.1-8b", gpus=1024, link="eth-100g", micro_batch=1,
                          seq_len=8192),
         "ib64": state(gpus=64, link="ib-ndr"),
-        "ib64_8": state(gpus=64, link="ib-ndr", nics_per_node=8),
+        "ib64_8": state(**STEP_STATES["step-4"]),
         "eth1024": state(gpus=1024, link="eth-100g"),
-        "bad_overlap": state(**eth, overlap="bucketed"),
+        "bad_overlap": state(**STEP_STATES["step-5"]),
         "ib64_overlap": state(gpus=64, link="ib-ndr", nics_per_node=8, overlap="bucketed"),
         # Step 6: 1,024 GPUs as built (128 servers, 8 NDR ports each), where NCCL's cost model
         # picks a tree across servers for small buckets (labs.hardware.nccl).
-        "ib1024_tiny": state(**ib1024, bucket_bytes=1048576),
+        "ib1024_tiny": state(**{**STEP_STATES["step-6"], "link": "ib-ndr"}),
         "ib1024_ddp": state(**ib1024),
         "ib1024_big": state(**ib1024, bucket_bytes=524288000),
         # Steps 8-9: the crossover and gradient accumulation (64 x Ethernet is "bad").
-        "acc4": state(**eth, microbatches=4),
+        "acc4": state(**STEP_STATES["step-9"]),
         "acc16": state(**eth, microbatches=16),
         "acc4_16": state(gpus=16, link="eth-100g", microbatches=4),
         "strong8": state(gpus=8, link="nvlink-4", scaling="strong"),
-        "strong_bad": state(**eth, scaling="strong", global_batch=64),
+        "strong_bad": state(**STEP_STATES["step-7"]),
         "l70": state(model="llama-3.1-70b", gpus=64, link="eth-100g"),
     }
+
+
+def hierarchical(fact: dict) -> dict:
+    """Step 3's hierarchical all-reduce at a state of whole servers: reduce-scatter inside
+    each server over NVLink, all-reduce each GPU's shard across the servers, all-gather back
+    (Horovod's; NCCL's tree is hierarchical the same way). Every shard crosses its server's
+    ports: 2·(servers−1)/servers of the gradients, at their busBW, before any latency."""
+    inp = fact["result"].input
+    servers = inp.gpus // GPUS_PER_SERVER
+    sent = 2 * (servers - 1) / servers * inp.grad_bytes
+    return {"servers": servers, "bytes": sent,
+            "seconds": sent / (inp.nics_per_node * get_link(inp.link).ring_busbw)}
 
 
 def _nccl(fact: dict, bucket: bool = False, ring_protocol: str | None = None) -> NcclTime:
@@ -137,7 +152,7 @@ def _nccl(fact: dict, bucket: bool = False, ring_protocol: str | None = None) ->
 def nccl_terms() -> dict:
     """The collectives steps 4 to 6 write out: step 4's ring over 8 servers, step 5's 25 MiB
     bucket on the same 64 GPUs, step 6's 1 MiB and 25 MiB buckets on 1,024 (NCCL's tree),
-    and the ring NCCL does not run for the 1 MiB bucket, on Simple (step 1's constants) and
+    and the ring NCCL does not run for the 1 MiB bucket, on Simple (step 4's constants) and
     on LL (step 6's note)."""
     f = facts()
     return {"ib64": _nccl(f["ib64"]), "bucket64": _nccl(f["bad_overlap"], bucket=True),
@@ -222,6 +237,8 @@ def extra_context(state) -> dict:
         # Ethernet row at every state, the bench's all-reduce figures at an Ethernet state.
         "step3": STEP3, "step3_link": STEP3_LINK, "step3_mask": STEP3_MASK,
         "step3_state": step3_state(state.result),
+        # Step 3: a hierarchical all-reduce still sends its bytes through the one port.
+        "hier": hierarchical(facts()["bad"]),
         # The crossover's note and T* wait for the step it answers (step 3's, step 8's).
         # Its note also prints the bytes a GPU sends (step 1's at its state).
         "cross_keys": " ".join(keys := (*crossover_keys(state.result),
@@ -231,6 +248,7 @@ def extra_context(state) -> dict:
         # A drill's state (or step 1's, step 10's): what answers it waits for it.
         "ar_keys": allreduce_keys(state.result), "sent_keys": sent_keys(state.result),
         "replica_keys": replica_keys(state.result),
+        "algo_keys": {k: " ".join(v) for k, v in algorithm_keys(state.result).items()},
         "row_keys": {link: " ".join(link_keys(state.result, link))
                      for link in state.result.curve_links},
         "ar_mask": waits(ALLREDUCE_WHAT, allreduce_keys(state.result)),

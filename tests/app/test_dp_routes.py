@@ -6,7 +6,7 @@ from html import unescape
 
 import pytest
 
-from app.charts.units import fmt_ms, fmt_pct, fmt_tflops
+from app.charts.units import fmt_bytes, fmt_ms, fmt_pct, fmt_tflops
 from app.routers.data_parallel import DataParallelQuery, facts, figures, run
 from app.schemas import DataParallelAnswer
 from labs.data_parallel.lab import CURVE_LINKS, GPU_COUNTS
@@ -361,11 +361,12 @@ def test_round_5_the_achieved_share_and_nccls_latencies_are_on_the_page(client):
     assert (f"× {k.matmul_efficiency * 100:g}% × {k.matmul_sustain * 100:g}% = "
             f"{fmt_tflops(gpu_rate())} TFLOP/s") in two  # round 13: the lab's digits
     assert "794.5 TFLOP/s" in two
-    one = text.split("1. Clone the model")[1].split("2. The good case")[0]
+    # Step 4 sums them first, so it states them (round 16, finding 6: not step 1).
+    four = text.split("4. Faster networks")[1].split("5. Hide it")[0]
     simple = (BASE_LATENCY["ring"]["Simple"], HOP_LATENCY["nvlink"]["ring"]["Simple"],
               HOP_LATENCY["net"]["ring"]["Simple"])
     assert "pays {} µs to start, {} µs per NVLink hop and {} µs per network hop".format(
-        *simple) in one
+        *simple) in four
     f = facts()
     bad, bucketed = f["bad"]["api"], f["bad_overlap"]["api"]
     per = (bucketed["comm_s"] - bad["comm_s"]) / (bucketed["buckets"] - 1)
@@ -377,7 +378,7 @@ def test_round_5_the_achieved_share_and_nccls_latencies_are_on_the_page(client):
     three = text.split("3. The bad case")[1].split("4. Faster networks")[0]
     sent = bad["allreduce_bytes_per_gpu"]
     assert f"÷ 12 GB/s = {fmt_ms(sent / get_link('eth-100g').ring_busbw)}" in three
-    assert "the ring runs at its slowest hop" in three and "hierarchical all-reduce is" in three
+    assert "the ring runs at its slowest hop" in three and "its tree is already" in three
 
 
 def test_round_5_doubling_the_sequence_doubles_the_labs_compute(client):
@@ -465,7 +466,8 @@ def test_round_12_nccls_latency_is_worked_once_from_the_engine(client):
 
     f, n = facts(), nccl_terms()
     text = _text(client.get("/episodes/data-parallel").text)
-    one = text.split("1. Clone the model")[1].split("2. The good case")[0]
+    # Step 4 states them, where it first sums them (round 16, finding 6: not step 1).
+    one = text.split("4. Faster networks")[1].split("5. Hide it")[0]
     assert f"pays that sum ×{RING_PLATEAU:g}" in one and "“plateau effect of ring”" in one
     assert "NCCL 2.8's constants" in one
     assert (f"{CURRENT_NCCL['net']} µs a network hop" in one
@@ -638,7 +640,7 @@ def test_round_13_step_6_teaches_the_tree_before_asking_which_nccl_runs(client):
     lat = simple_ring_latency()
     n, servers, mib = 1024, 128, 1 << 20
     inter = 2 * (servers - 1)
-    assert f"at step 1's {lat['nvlink']} and {lat['net']} µs a hop" in before
+    assert f"at step 4's {lat['nvlink']} and {lat['net']} µs a hop" in before
     assert "2·log2(servers) = 14 network hops, not with N" in before
     nv_ll, net_ll = HOP_LATENCY["nvlink"]["tree"]["LL"], HOP_LATENCY["net"]["tree"]["LL"]
     assert (f"{net_ll:g} µs on the network and {nv_ll * MULTI_NODE_LL_INTRA:g} µs on NVLink "
@@ -694,7 +696,7 @@ def test_round_13_the_worked_rate_and_rings_check_from_the_printed_figures(clien
     assert f"at {rate} TFLOP/s:" in two and "674 TFLOP/s" not in text
     eight = text.split("8. Compute against communication")[1].split("9. Gradient")[0]
     line = re.search(r"T\* = ⅔ × 7/8 × ([\d.]+) TFLOP/s ÷ ([\d.]+) GB/s = ([\d,]+) tokens; "
-                     r"NCCL's latency \(step 1\) adds a little to the all-reduce, so the lab's "
+                     r"NCCL's latency \(step 4\) adds a little to the all-reduce, so the lab's "
                      r"T\* is ([\d,]+) tokens", eight)
     r8, bus, t_printed, t_lab = nums(" ".join(line.groups()))
     assert r8 == rate and round(2 / 3 * 7 / 8 * r8 * 1e12 / (bus * 1e9)) == t_printed
@@ -793,7 +795,9 @@ def test_round_14_step_1s_links_move_the_chosen_point_unveiled(client):
         chosen = [i for i, t in enumerate(scaling["data"]) if t.get("legendgroup") == "chosen"]
         owners = scaling["layout"].get("meta", {}).get("owners", [])
         assert not [o for o in owners if set(o.get("traces", [])) & set(chosen)], url
-        assert not time["layout"].get("meta", {}).get("owners"), url
+        # Only the bytes each GPU sends wait, for step 1's own guess (round 16, finding 5).
+        assert all(o["step"] == "step-1" and not o.get("traces") for o in
+                   time["layout"].get("meta", {}).get("owners", [])), url
         points.append((scaling["data"][chosen[0]]["x"][0], scaling["data"][chosen[0]]["y"][0]))
     assert len(set(points)) == len(points) == 3, points
 
@@ -887,3 +891,73 @@ def test_round_14_step_2_predicts_a_direction_and_writes_its_flops_and_servers_o
     four_q = _text(html[html.index('id="step-4"'):html.index('class="predict-beat"',
                                                              html.index('id="step-4"'))])
     assert "A DGX H100, NVIDIA's own server built on the 8-GPU board, has eight ports" in four_q
+
+
+def _step(html: str, n: int) -> str:
+    return html[html.index(f'id="step-{n}"'):html.index(f'id="step-{n + 1}"')]
+
+
+def test_round_16_step_3_says_nccls_tree_is_hierarchical_and_the_port_still_decides(client):
+    """Round-16 cold reading of EP01-EP02, finding 3: step 3 said NCCL had no "reduce inside
+    the server, then across" algorithm, where step 6 teaches its tree as exactly that. It now
+    says the tree is hierarchical, and what holds with one port a server: a hierarchical
+    all-reduce still sends 2·(servers−1)/servers of the gradients through the port (24.5 GB,
+    2,042 ms against the ring's 2,298), from the link preset's busBW; with NCCL's sources."""
+    bad = facts()["bad"]
+    inp = bad["result"].input
+    servers = inp.gpus // 8
+    sent = 2 * (servers - 1) / servers * inp.grad_bytes
+    step = _text(_step(client.get("/episodes/data-parallel").text, 3))
+    assert "no “reduce inside the server" not in step
+    assert "its tree is already hierarchical" in step
+    assert (f"2 × {servers - 1}/{servers} × 14.0 GB = {fmt_bytes(sent)} ÷ 12 GB/s = "
+            f"{fmt_ms(sent / get_link('eth-100g').ring_busbw)} before latency, against the "
+            f"ring's {fmt_ms(bad['api']['comm_s'])}") in step
+    assert sent / get_link("eth-100g").ring_busbw < bad["api"]["comm_s"]
+    assert "NVLSTree" in step and "nccl-tests#196" in step
+
+
+def test_round_16_step_6s_readout_names_each_all_reduce_it_times(client):
+    """Round-16 cold reading, finding 4: at 1 MiB buckets the readout said "Algorithm, bound
+    by: ring" directly above "One bucket's all-reduce: 0.29 ms, tree". Bucketed, each cell
+    names its own all-reduce: the whole gradients' (not run) and each bucket's."""
+    f = facts()
+    html = client.get("/episodes/data-parallel", params=f["ib1024_tiny"]["params"]).text
+    cells = {_text(dt).strip(): _text(dd).strip() for dt, dd in re.findall(
+        r"<dt>(.*?)</dt><dd[^>]*>(.*?)</dd>", html[html.index('<dl class="readout">'):], re.S)}
+    assert cells["Without buckets (all the gradients at once): algorithm, bound by"].startswith(
+        "ring")
+    assert cells["Each bucket's all-reduce: algorithm, time"].startswith("tree")
+    assert not any(k.startswith("Algorithm") for k in cells)
+    # Unbucketed, one all-reduce, one cell.
+    html = client.get("/episodes/data-parallel", params=f["ib64"]["params"]).text
+    assert "<dt>Algorithm, bound by</dt>" in html and "Each bucket's all-reduce" not in html
+
+
+def test_round_16_step_1s_time_chart_says_what_each_gpu_sends(client):
+    """Round-16 cold reading, finding 5: step 1 asks the bytes each GPU sends, and its move
+    showed speedup. Its diagram is now the time chart, whose all-reduce row says what each
+    GPU sends (24.5, 26.2, 27.6 GB at its links), the engine's figure; at step 1's own state
+    the label waits for its guess, the bars drawn."""
+    f = facts()
+    html = client.get("/episodes/data-parallel").text
+    assert 'id="step-1" data-diagram="dp-time"' in html
+    for name in ("good", "ib16", "ib64"):
+        time = figures(f[name]["result"])["time"]
+        sent = fmt_bytes(f[name]["api"]["allreduce_bytes_per_gpu"])
+        label = time["layout"]["annotations"][-1]
+        assert label["text"] == f"each GPU sends {sent} →" and label["y"] == "All-reduce"
+        assert f"each GPU sends {sent}" in time["summary"]
+    meta = figures(f["ib16"]["result"])["time"]["layout"]["meta"]
+    assert meta["partly"] and meta["owners"][0]["step"] == "step-1"
+    assert meta["owners"][0]["annotations"] == [0] and "traces" not in meta["owners"][0]
+
+
+def test_round_16_step_1_leaves_nccls_latency_constants_to_step_4(client):
+    """Round-16 cold reading, finding 6: step 1 (its question is bytes) carried NCCL 2.8's
+    latency table, the x1.9 plateau and a note on current NCCL before any all-reduce was
+    timed. They are step 4's, where they are first summed."""
+    html = client.get("/episodes/data-parallel").text
+    one, four = _text(_step(html, 1)), _text(_step(html, 4))
+    for said in ("plateau effect of ring", "µs per network hop", "Current NCCL has changed"):
+        assert said not in one and said in four, said

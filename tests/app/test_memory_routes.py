@@ -696,3 +696,22 @@ def test_round_14_step_6_derives_the_fp8_recipes_activations(client):
                  f"34 − 14 × (1 − 1.03 ÷ 2) = {fa['coefficient']:.1f} bytes, × {dims} = "
                  f"{fmt_bytes(acts)}"):
         assert said in " ".join(step.split()), said
+
+
+def test_round_16_step_6_says_the_fp8_count_is_gpts_layer_not_deepseeks(client):
+    """Round-16 cold reading of EP01-EP02, finding 7: step 6 split DeepSeek-V3's 34 bytes into
+    "8 for the 4h GeLU output" as if the model had GPT's layer; it is MLA with a SwiGLU MoE.
+    The lab's count is GPT's layer for every model (the engine's terms for DeepSeek-V3 are
+    34, 14 of them the matmuls' inputs), and the step now says so before it splits them."""
+    from app.routers.memory import facts
+    from labs.model.activations import GPT_COEFFICIENT
+
+    terms = facts()["fp8_acts"]
+    assert terms["bf16"] == pytest.approx(GPT_COEFFICIENT)  # what the engine charges it
+    page = re.sub(r'<span class="term-tip".*?</span>', "", client.get("/episodes/memory").text,
+                  flags=re.S)  # a glossary term's tip
+    step = _text(_step(page, 6))
+    said = step.index("is step 3's GPT layer, which the lab charges every model")
+    step = re.sub(r"(?<=\()\s+|\s+(?=[,)])", "", step)  # a term's own tags read as spaces
+    assert "DeepSeek-V3's own (MLA, a SwiGLU mixture of experts, no GeLU) differs" in step
+    assert step.index("GeLU output") > said

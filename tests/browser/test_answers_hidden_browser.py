@@ -22,7 +22,7 @@ import re
 import pytest
 
 import app.main  # noqa: F401  (registers every lab view)
-from app.charts.units import fmt_bytes, fmt_pct
+from app.charts.units import fmt_bytes, fmt_pct, fmt_times
 from app.episodes import EPISODES
 from app.labkit import VIEWS
 from tests.app import test_answers_hidden as hidden
@@ -866,3 +866,81 @@ def test_ep08s_try_link_keeps_its_steps_answer_until_the_guess(page, client, ste
     commit_guess(page, step)
     wait_drawn(page)
     assert ep08_found(page, number, unit), f"step {step}'s {number} {unit} not on the bench"
+
+
+EP02 = VIEWS["dp"].episode.path
+EP02_BENCH = bench_reader("#dp-diagram")
+# The states EP02's bench controls reach whose all-reduce answers a step or the 16-GPU drill,
+# each with the step it waits for (None: the drill) and the steps guessed first (steps 5, 7
+# and 9 are on Ethernet, which step 3's guess unmasks). Round-16 cold reading of EP01-EP02,
+# findings 1 and 2: the IB curve hovered the drill's 12.6x at its own state, and steps 2, 4,
+# 6, 9 (5 and 7 once step 3 was guessed) printed their answers in the readout, the table,
+# the marker and the curve.
+EP02_STATES = [
+    ("step 2", "micro_batch=1", 2, ()),
+    ("step 4", "gpus=64&link=ib-ndr&nics_per_node=8", 4, ()),
+    ("step 5", "gpus=64&link=eth-100g&overlap=bucketed", 5, (3,)),
+    ("step 6", "gpus=1024&link=ib-ndr&nics_per_node=8&overlap=bucketed&bucket_bytes=1048576",
+     6, ()),
+    ("step 7", "gpus=64&link=eth-100g&scaling=strong&global_batch=64", 7, (3,)),
+    ("step 9", "gpus=64&link=eth-100g&microbatches=4", 9, (3,)),
+    ("the drill", "gpus=16&link=ib-ndr&nics_per_node=2", None, ()),
+]
+
+
+def ep02_plotted(page, api: dict) -> list[str]:
+    """Where the scaling chart plots the state's speedup or efficiency (within 0.5%) at its
+    GPU count, on any curve (its y, and the efficiency its hover's custom data prints)."""
+    traces = page.evaluate("() => document.querySelector('#dp-scaling').data.map(t => "
+                           "({name: t.name, x: t.x, y: t.y, c: t.customdata || [], "
+                           "axis: t.yaxis}))")
+    found = []
+    for t in traces:
+        for x, y, c in zip(t["x"] or [], t["y"] or [], t["c"] or [None] * len(t["x"] or []),
+                           strict=False):
+            if x != api["gpus"]:
+                continue
+            wanted = api["speedup"] if t["axis"] == "y" else api["efficiency"]
+            if y is not None and y == pytest.approx(wanted, rel=5e-3):
+                found.append(f"{t['name']} plots {y} at {x} GPUs")
+            if c is not None and c == pytest.approx(100 * api["efficiency"], rel=5e-3):
+                found.append(f"{t['name']} hovers {c}% at {x} GPUs")
+    return found
+
+
+def test_ep02s_bench_keeps_each_answer_until_its_guess(page, live_server):
+    """Each state loaded fresh, the steps before it guessed: its speedup and efficiency in
+    none of the bench's text, aria-labels or plotted data (gd.data at its GPU count: the
+    curves' points and hover), NCCL's tree named nowhere before step 6's guess. Guessed (or
+    the drill answered), the engine's figures are drawn: the chosen link's curve whole."""
+    for what, query, step, before in EP02_STATES:
+        page.goto(f"{EP02}?{query}")
+        wait_drawn(page)
+        for n in before:
+            commit_guess(page, n)
+        look_at(page, "dp-scaling")
+        api = api_json(live_server, "dp", query)
+        # As the bench prints them: the speedup to two places, the efficiency.
+        figures = [(fmt_times(api["speedup"]).rstrip("×"), "×"),
+                   (fmt_pct(api["efficiency"]).rstrip("%"), "%")]
+        found = on_bench(page.evaluate(EP02_BENCH), figures, lambda plotted, unit: [])
+        found += ep02_plotted(page, api)
+        if "tree" in (api["algorithm"], api["bucket_algorithm"]):
+            readout = page.locator("#dp-diagram dl.readout").inner_text()
+            found += ["NCCL's tree in the readout"] if "tree" in readout else []
+        assert not found, f"{what} ({page.url}) before its guess: {found}"
+        if step is None:
+            form = page.locator("#drill-dp-predict-16-ib")
+            form.locator("input[name=answer]").fill(str(api["speedup"]))
+            form.locator("button").click()
+            page.locator("#drill-dp-predict-16-ib[data-answered]").wait_for()
+        else:
+            commit_guess(page, step)
+        look_at(page, "dp-scaling")
+        verdict = page.locator("[data-testid=dp-verdict]").inner_text()
+        assert fmt_times(api["speedup"]) in verdict, (what, verdict)
+        curve = [p["speedup"] for p in api["curve"] if p["link"] == api["link"]]
+        drawn = page.evaluate("(link) => document.querySelector('#dp-scaling').data"
+                              ".find(t => t.legendgroup === link && t.yaxis === 'y').y",
+                              api["link"])
+        assert drawn == pytest.approx(curve, abs=0.01), what

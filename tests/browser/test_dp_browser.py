@@ -46,12 +46,13 @@ def test_first_load_is_the_good_case(page, live_server):
 
 
 def test_slider_updates_chart_and_url_then_reload_and_back(page, live_server):
-    open_lesson(page, "gpus=64&link=ib-ndr")
+    # 32 GPUs: 64 on 8 ports is step 4's question, whose figures wait for its guess.
+    open_lesson(page, "gpus=32&link=ib-ndr")
     before, curve_before = speedup(page), trace_y(page, "IB NDR 400G")
     page.locator("#input-nics_per_node").fill("8")
     page.wait_for_url("**nics_per_node=8**")
     wait_drawn(page)
-    expected = api_json(live_server, "dp", "gpus=64&link=ib-ndr&nics_per_node=8")
+    expected = api_json(live_server, "dp", "gpus=32&link=ib-ndr&nics_per_node=8")
     assert speedup(page) == pytest.approx(expected["speedup"], abs=0.005)
     assert speedup(page) > before
     curve_after = trace_y(page, "IB NDR 400G")
@@ -83,6 +84,7 @@ def test_slider_updates_chart_and_url_then_reload_and_back(page, live_server):
 def test_gpu_count_and_overlap_swap_the_fragment(page, live_server):
     open_lesson(page, "link=eth-100g")
     commit_guess(page, 3)  # Ethernet's bench waits for step 3's guess
+    commit_guess(page, 5)  # and 64 of them bucketed, step 5's question, for step 5's
     page.evaluate("window.__sameDocument = true")
     page.locator("#input-gpus").select_option("64")
     page.wait_for_url("**gpus=64**")
