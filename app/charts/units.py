@@ -46,12 +46,16 @@ def fmt_busbw(bytes_per_s: float) -> str:
     return f"{_digits(bytes_per_s / 1e9)} GB/s"
 
 
-def fmt_count(value: float) -> str:
-    """A count as model cards write it: 7e9 -> "7B", 70.55e9 -> "70.6B", 1.2e12 -> "1.2T"."""
+def fmt_count(value: float, figures: int = 3) -> str:
+    """A count as model cards write it: 7e9 -> "7B", 70.55e9 -> "70.6B", 1.2e12 -> "1.2T".
+    ``figures`` asks for more significant figures where a sum must read right: EP12 step 7's
+    rest of Mixtral, 1.606B, whose half is 803M ("1.61B" read as a half of 805M; round-16 cold
+    reading, finding 2). Templates write it ``x|si_count(4)``."""
     number, unit = _scaled(value, COUNT_UNITS)
     if not unit:
         return f"{value:,.0f}"
-    text = _digits(number)
+    whole = len(f"{abs(number):.0f}")
+    text = _digits(number) if figures == 3 else f"{number:,.{max(figures - whole, 0)}f}"
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     return f"{text}{unit}"

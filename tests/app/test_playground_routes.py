@@ -727,3 +727,25 @@ def test_step_6_waits_with_the_pairs_only(client):
         assert '"after"' not in figure, chart
     mask = re.search(r'data-target="cp-mask"[^>]*>(.*?)</script>', page, re.S)[1]
     assert '"after":"predict-playground-6"' in mask
+
+
+def test_round_16_finding_2_step_7_halves_the_rest_it_prints(client):
+    """Round-16 cold reading of EP12, finding 2: step 7's why printed the rest as '1.61B' and
+    its half as '803M (the norms and the router are copied whole)'; half of 1.61B is 805M, and
+    copies add to a GPU's share, never take from it. The why prints the rest to 4 figures,
+    its half, and what the copies add, each from the engine's answer, and they sum to the
+    share per GPU."""
+    from app.charts.units import fmt_count
+    from app.routers.playground import facts
+
+    mixtral = facts()["mixtral"]
+    m = mixtral["api"]["panels"]["moe"]["answer"]
+    r = mixtral["result"].panel("moe").result
+    rest = m["params"] - r.expert_params
+    copied = m["params_per_gpu"] - r.experts_per_gpu_params - rest / m["tp"]
+    assert 0 < copied < 1e6
+    why = _flat(_step(client.get("/episodes/playground").text, 7))
+    assert f"the rest, {fmt_count(rest, 4)}, is" in why
+    assert f"{fmt_count(rest, 4)} ÷ {m['tp']} = {fmt_count(rest / m['tp'])}" in why
+    assert f"copied whole, add {fmt_count(copied)} more" in why
+    assert "are copied whole)" not in why
