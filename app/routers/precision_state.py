@@ -16,9 +16,8 @@ from app.charts.precision import (
     bytes_figure,
     finetune_figure,
     ledger_figure,
-    offload_figure,
-    speed_figure,
 )
+from app.charts.precision_time import offload_figure, speed_figure
 from app.cluster_controls import Microbatches
 from app.model_controls import ModelChoice, ModelGpuControls, model_field
 from labs.core.catalogue import RECIPES
