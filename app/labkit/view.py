@@ -28,6 +28,18 @@ class Case:
     # The chart the case changes, brought into view after it (static/js/lab.js), where the
     # bench's first diagram would not change (EP04: the split stays, the efficiency moves).
     diagram: str | None = None
+    # The step whose answer the case's whole state draws (EP05's 8 x 1: step 1's idle share,
+    # every bar of its Gantt): on the lesson page lab.js holds the button as that step's try
+    # links are held, until its guess, instead of drawing an all-grey veil (round-16 cold
+    # reading of EP04-EP05, finding 2).
+    held_until: str | None = None
+
+    @property
+    def held_note(self) -> str:
+        """What a held button says when pressed."""
+        number = (self.held_until or "").removeprefix("step-")
+        return (f"That case draws step {number}'s answer: commit a guess in step {number}, "
+                "or open its why, first.")
 
     @property
     def query_string(self) -> str:

@@ -89,29 +89,35 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     "micro-batches, and the last also keeps each one's logits and norm "
                     "output."),
         )),
+    # Each option says what it does, as evenly as the others, and none by a name: "Zero bubble
+    # (ZB-H1) ... (F = I = W)" was the only qualified option and named the answer (round-16
+    # cold reading of EP05, finding 3). The equal passes go in the stem; the right option is
+    # found by step 5's reasoning (the deferred W fills the cool-down), not its name.
     decide(
         "pipeline-decide-bubble",
-        "4 stages, 8 micro-batches, 1F1B. Which change shrinks the bubble the most?",
+        "4 stages, 8 micro-batches, 1F1B, every pass (forward F, input gradient I, weight "
+        "gradient W) equally long. Which change shrinks the bubble the most?",
         "pipeline", "bubble_fraction",
-        (("gpipe", "Switch to GPipe", {"schedule": "gpipe", "stages": 4, "microbatches": 8},
-          "GPipe runs the same warm-up and cool-down as 1F1B; it differs in memory, not "
+        (("gpipe", "Run all 8 forwards before any backward",
+          {"schedule": "gpipe", "stages": 4, "microbatches": 8},
+          "That is GPipe: the same warm-up and cool-down as 1F1B; it differs in memory, not "
           "time: 3/11, {value} idle."),
-         ("interleaved", "Interleaved 1F1B with 2 chunks per rank",
+         ("interleaved", "Give each rank 2 chunks of half a stage each, not one whole stage",
           {"schedule": "interleaved-1f1b", "stages": 4, "microbatches": 8, "virtual": 2},
-          "Each chunk is half a stage, so the warm-up is half as long: 3/(16 + 3), "
-          "{value} idle."),
-         ("zb", "Zero bubble (ZB-H1): split the backward into I and W (F = I = W)",
+          "That is interleaved 1F1B: each chunk is half a stage, so the warm-up is half as "
+          "long: 3/(16 + 3), {value} idle."),
+         ("zb", "Run each backward's input gradient at once and defer its weight gradient",
           {"schedule": "zb-h1", "stages": 4, "microbatches": 8},
-          "The weight-gradient work W has no one waiting on it, so it fills the idle "
-          "gaps: 3 f idle in a step of 3m + 3 = 27 f, {value} idle. With W shorter than I "
-          "the gain shrinks."),
-         ("m16", "16 micro-batches instead of 8",
+          "That is ZB-H1: the weight-gradient work W has no one waiting on it, so it fills the "
+          "idle gaps: 3 f idle in a step of 3m + 3 = 27 f, {value} idle. With W shorter than "
+          "I the gain shrinks."),
+         ("m16", "Split the batch into 16 micro-batches, not 8",
           {"schedule": "1f1b", "stages": 4, "microbatches": 16},
           "The same p − 1 idle slots over twice the work: 3/19, {value} idle, but only "
           "with twice the global batch (step 2's limit).")),
         best="min", fmt=pct,
-        solution="{best}. Bubble: ZB-H1 {zb}, interleaved {interleaved}, 16 "
-                 "micro-batches {m16}, GPipe {gpipe}. (p − 1)/(m + p − 1) with p = 4: "
+        solution="{best}. Bubble: deferring W (ZB-H1) {zb}, 2 chunks a rank {interleaved}, "
+                 "16 micro-batches {m16}, GPipe {gpipe}. (p − 1)/(m + p − 1) with p = 4: "
                  "3/11 at m = 8, 3/19 at m = 16.",
         reveals=("it fills the idle gaps",)),
     # EP01's decide until round 12 (cold reading of EP01-EP02, finding 7): its answer turns on
@@ -139,7 +145,10 @@ DRILLS: tuple[Drill | Decide, ...] = (
           lambda a: f"Recomputation shrinks only the activations, to {gb(_rest(a))}; the "
                     f"16 B × {_b(a['params'])} = {gb(_state(a))} of state stays whole: "
                     "{value} per GPU."),
-         ("pp8", "Pipeline parallelism over 8 GPUs, 8 micro-batches a step",
+         # Qualified as the TP option is, so the right one is not the only one with a
+         # clause (round-16 cold reading of EP05, finding 11d).
+         ("pp8", "Pipeline parallelism over 8 GPUs, its batch split into 8 micro-batches "
+                 "under 1F1B",
           {"pp": 8, "microbatches": 8},
           lambda a: "PP divides the state too: the first stage's "
                     f"{a['stage_layers'][a['heaviest_stage']]} layers and the embedding hold "

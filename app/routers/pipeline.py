@@ -1,5 +1,6 @@
 """EP05 Pipeline parallelism: Gantt, activations held and per-rank memory, from a simulation."""
 
+from dataclasses import replace
 from functools import lru_cache
 from typing import Literal
 
@@ -174,8 +175,10 @@ BUBBLE_DRILL, GPIPE_DRILL, DECIDE_DRILL = (
 # The decide's best plan (ZB-H1 at its 4 x 8, app/lesson_drills/pipeline.py): the one state
 # whose bubble ranks its choices.
 DECIDE_STATE = ("zb-h1", 4, 8)
-# The rank whose peak step 3 asks for, at its state (facts' "good": 1F1B, 8 x 32).
-PEAK_RANK = 2
+# The rank whose peak step 3 asks for, at its state (facts' "good": 1F1B, 8 x 32): one far
+# down the line, so the glossary's "at most p" (rank 0's) does not answer it (round-16 cold
+# reading of EP05, finding 8: rank 2's 6 was p − 2, one step from the tip).
+PEAK_RANK = 5
 # How a mask names what it waits for.
 WAITS = {STEP_1: "step 1's guess", STEP_2: "step 2's guess", PEAKS: "step 3's guess",
          STEP_4: "step 4's guess", STEP_5: "step 5's guess", STEP_6: "step 6's guess",
@@ -259,9 +262,15 @@ def schedule_keys(result) -> tuple[str, ...]:
 def memory_keys(memory) -> tuple[str, ...]:
     """What the memory panel's activations and totals answer: step 3 always (a rank's
     activations over the unit are its peak, what step 3 asks), and step 6 or the GPipe drill
-    where a rank's total, or the unit, prints theirs."""
+    where a rank's total, or the unit, prints theirs; step 6 too at its plan with any sequence
+    longer than its 4,096 tokens (round-16 cold reading of EP05, finding 7: at 16,384 rank
+    0's activations, doubled, gave its 32,768-token answer)."""
     shown = {fmt_bytes(t) for t in memory.total_bytes} | {fmt_bytes(memory.unit_bytes)}
-    return (PEAKS, *(key for key, printed in answers()["memory"].items() if printed & shown))
+    plan = facts()["fits"]["result"].memory.ledger.input
+    longer = (memory.ledger.input.seq_len > plan.seq_len
+              and replace(memory.ledger.input, seq_len=plan.seq_len) == plan)
+    return (PEAKS, *(key for key, printed in answers()["memory"].items()
+                     if printed & shown or key == STEP_6 and longer))
 
 
 def waits_for(keys) -> str:
@@ -371,17 +380,25 @@ def extra_context(state) -> dict:
         "seq_options": with_value(SEQ_LENGTHS, state.query.seq_len),
         # What each of the bench's figures waits for (its steps' and drills' answers).
         "schedule_keys": schedule_keys, "memory_keys": memory_keys, "waits_for": waits_for,
-        "peaks_key": PEAKS, "formula_key": STEP_2,
+        "peaks_key": PEAKS, "formula_key": STEP_2, "long_key": STEP_6,
+        "peak_rank": PEAK_RANK,
     }
 
 
 def drill_answer() -> float:
-    """Idle percentage of 1F1B with 6 stages and 12 micro-batches, measured (a state no step
-    links to: the steps' 8 x 16 would print it on the bench)."""
-    return 100 * simulate(PipelineInput(stages=DRILL_P, microbatches=DRILL_M)).bubble_fraction
+    """Idle percentage of interleaved 1F1B with 6 stages, 12 micro-batches and 2 chunks a rank,
+    measured (a state no step links to). Step 4's own formula, (p − 1)/(v·m + p − 1): until
+    round 16 the drill asked plain 1F1B's, step 2's again (cold reading of EP05, finding 10)."""
+    return 100 * _drill_bubble(DRILL_V)
 
 
-DRILL_P, DRILL_M = 6, 12
+def _drill_bubble(virtual: int) -> float:
+    schedule = "interleaved-1f1b" if virtual > 1 else "1f1b"
+    return simulate(PipelineInput(schedule=schedule, stages=DRILL_P, microbatches=DRILL_M,
+                                  virtual=virtual)).bubble_fraction
+
+
+DRILL_P, DRILL_M, DRILL_V = 6, 12, 2
 
 
 VIEW = LabView(
@@ -424,30 +441,37 @@ VIEW = LabView(
         {"schedule": "gpipe", "stages": 8, "microbatches": 1},
         "One micro-batch walks the 8 stages alone.",
         diagram="pipeline-gantt",
+        held_until="step-1",  # every bar of its Gantt is step 1's answer
     ),
     drills=(
         Drill(
             id="pipeline-bubble",
             question=(
-                "A 1F1B pipeline has 6 stages and 12 micro-batches, every stage equally fast. "
+                "A pipeline has 6 stages and 12 micro-batches, every stage equally fast, "
+                "interleaved with v = 2 chunks per rank (each chunk half a stage's layers). "
                 "What percentage of the ranks' time is idle (the bubble, as a share of the "
                 "step)?"
             ),
             answer=drill_answer,
             unit="%",
-            hint="The bubble is the warm-up and cool-down: p − 1 stage-steps out of m + p − 1.",
-            explanation="{answer}%: (p − 1) / (m + p − 1) = 5 / 17 of the step is idle. The "
-                        "papers' form divides the same idle time by the ideal time instead: "
-                        "(p − 1) / m = 5 / 12 = 41.7% of it.",
+            hint="The warm-up and cool-down are still p − 1 passes, but each is a chunk's, "
+                 "1/v of a stage's; the work is the same m micro-batches through every stage.",
+            explanation="{answer}%: counted in chunk passes, (p − 1)/(v·m + p − 1) = 5/29 of "
+                        "the step is idle. The papers' form divides the same idle time by the "
+                        "ideal time instead: (p − 1)/(v·m) = 5/24 = 20.8% of it. Plain 1F1B, "
+                        "one chunk a rank, would idle 5/17 of the step.",
             mistakes=(
-                Mistake("papers", lambda: drill_answer() * (DRILL_M + DRILL_P - 1) / DRILL_M,
-                        "that is (p − 1)/m, the papers' form: the idle time over the ideal "
+                Mistake("papers", lambda: drill_answer() * (DRILL_V * DRILL_M + DRILL_P - 1)
+                        / (DRILL_V * DRILL_M),
+                        "that is (p − 1)/(v·m), the papers' form: the idle time over the ideal "
                         "time. As a share of the step it divides by the whole step, "
-                        "m + p − 1 stage-steps."),
-                Mistake("p-idle", lambda: drill_answer() * DRILL_P / (DRILL_P - 1)
-                        * (DRILL_M + DRILL_P - 1) / (DRILL_M + DRILL_P),
+                        "v·m + p − 1 chunk passes."),
+                Mistake("plain", lambda: 100 * _drill_bubble(1),
+                        "that is plain 1F1B's bubble, one chunk a rank. With 2 chunks each "
+                        "warm-up and cool-down pass is half as long, against the same work."),
+                Mistake("p-idle", lambda: 100 * DRILL_P / (DRILL_V * DRILL_M + DRILL_P),
                         "the first stage starts at once and the last finishes last: the "
-                        "warm-up and cool-down leave p − 1 stage-steps idle, not p."),
+                        "warm-up and cool-down leave p − 1 chunk passes idle, not p."),
             ),
         ),
         *LESSON_DRILLS["pipeline"],  # predict and decide (app/lesson_drills/pipeline.py)

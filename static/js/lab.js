@@ -144,6 +144,21 @@
     within(node, "[data-hidden-until-guess]").forEach(function (el) {
       el.hidden = maskedBy(el.getAttribute("data-hidden-until-guess"));
     });
+    // A case button whose whole state answers a step (EP05's 8 x 1) is held as that step's
+    // try links are (holdMove), until its guess; its line says why once pressed.
+    within(node, "a.case[data-held-until]").forEach(function (link) {
+      var why = document.getElementById(link.id + "-why");
+      if (maskedBy(link.getAttribute("data-held-until"))) {
+        link.setAttribute("aria-disabled", "true");
+        return;
+      }
+      link.removeAttribute("aria-disabled");
+      if (why && why._labText != null) {
+        why.textContent = why._labText;
+        why._labText = null;
+        why.classList.remove("held");
+      }
+    });
     within(node, ".answer-mask[data-after-guess]").forEach(function (el) {
       var mask = el.getAttribute("data-mask") || "?";
       if (maskedBy(el.getAttribute("data-after-guess"))) {
@@ -1267,6 +1282,18 @@
   var HELD = "That link shows this step's answer: commit a guess above, or open the why, first.";
 
   function holdMove(event) {
+    var held = event.target.closest && event.target.closest("a.case[data-held-until][aria-disabled=true]");
+    if (held) {
+      event.preventDefault();
+      event.stopImmediatePropagation();
+      var why = document.getElementById(held.id + "-why");
+      if (why && why._labText == null) {
+        why._labText = why.textContent;
+        why.textContent = held.getAttribute("data-held-note");
+        why.classList.add("held");
+      }
+      return;
+    }
     var link = event.target.closest && event.target.closest(".predict-beat > .moves.before-guess a.try");
     if (!link) return;
     event.preventDefault();

@@ -63,8 +63,8 @@ def _lora_v_as_square(q: str) -> float:
 
 
 def _bubble_papers_form(q: str) -> float:
-    p, m = num(q, N + " stages"), num(q, N + " micro-batches")
-    return 100 * (p - 1) / m  # bubble over the ideal time, not the step's share
+    p, m, v = num(q, N + " stages"), num(q, N + " micro-batches"), num(q, r"v = " + N)
+    return 100 * (p - 1) / (v * m)  # bubble over the ideal time, not the step's share
 
 
 def _dsv3_even_split(q: str) -> float:

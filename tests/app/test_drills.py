@@ -134,8 +134,9 @@ DERIVATIONS = {
                                   / num(q, r"over " + N + " GPUs")),
     "zero3-state-70b": lambda q: (num(q, N + "B parameters") * num(q, N + " bytes per")
                                   / num(q, r"across " + N)),
+    # Step 4's interleaved form (round-16 cold reading of EP05, finding 10).
     "pipeline-bubble": lambda q: 100 * (num(q, N + " stages") - 1) / (
-        num(q, N + " micro-batches") + num(q, N + " stages") - 1),
+        num(q, r"v = " + N) * num(q, N + " micro-batches") + num(q, N + " stages") - 1),
     "tp-allreduce-bytes": _tp_bytes,
     "cp-busiest-contiguous": _contiguous,
     "cp-busiest-zigzag": _zigzag,

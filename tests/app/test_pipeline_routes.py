@@ -13,7 +13,7 @@ from app.charts.pipeline import (
     stage_memory_figure,
 )
 from app.charts.units import fmt_bytes, fmt_pct
-from app.routers.pipeline import PipelineQuery, facts, run
+from app.routers.pipeline import PEAK_RANK, PipelineQuery, facts, run
 from labs.schedules.catalogue import SCHEDULES
 from tests.app.test_parser import api_messages
 
@@ -268,7 +268,7 @@ def test_round_5_step_6_and_the_gpipe_drill_state_their_inputs(client):
     mem = facts()["long"]["api"]["memory"]
     assert f'data-answer="{fmt_bytes(mem["per_rank_bytes"][0])}"' in six
     three = html.split('id="step-3"')[1].split('id="step-4"')[0]
-    assert 'data-answer="6 micro-batches"' in three
+    assert 'data-answer="3 micro-batches"' in three  # rank 5 (rank 2's 6 until round 16)
     assert facts()["good"]["api"]["peak_activations"][2] == 6  # p - r, p = 8, r = 2
     answer = client.get("/api/pipeline", params={"schedule": "gpipe", "stages": 4,
                                                  "microbatches": 32}).json()["memory"]
@@ -439,8 +439,8 @@ def test_round_13_step_3_asks_one_rank_and_zb_h1_is_cited_one_way(client):
     step3 = html[html.index('id="step-3"'):html.index('id="step-4"')]
     question = re.search(r'<p class="question">(.*?)</p>', step3, re.S)[1]
     asked = re.search(r'<p class="predict">(.*?)</p>', step3, re.S)[1]
-    assert "rank 2" in question and "rank 0" not in question
-    assert "rank 2" in asked and "rank 0" not in asked
+    assert "rank 5" in question and "rank 0" not in question  # rank 2 until round 16
+    assert "rank 5" in asked and "rank 0" not in asked
     text = _text(html)
     step5 = text[text.index("5. Zero bubble"):text.index("6. Break it")]
     assert "ZB-H1, from Qi et al. 2024 (ICLR; arXiv 2023), runs I at once" in step5
@@ -523,7 +523,7 @@ def test_round_14_a_slot_is_one_micro_batchs_forward_and_backward(client):
 
     text = visible_text(client.get("/episodes/pipeline").text)
     assert "1 slot of work (a slot : one micro-batch" in text  # a glossary tip follows
-    assert "'s forward and backward on one stage, f + b + w = 3 f with the bench's" in text
+    assert "'s forward and backward on one stage, f + b = 3 f: a backward costs two" in text
     assert "slots of one forward" not in text and "7 slots of 3 f become 7 of 1.5 f" in text
     for key, slot in (("plain16", 3.0), ("v2", 1.5)):
         api = facts()[key]["api"]
@@ -555,23 +555,24 @@ def test_round_14_step_3s_rank_waits_at_step_2s_link(client):
     assert [g["step"] for g in owners] == ["step-3"]
     shown = partly_veiled(figure, owners)
     events = good["api"]["events"]
-    rank2 = [e for e in events if e["rank"] == 2]
+    rank = PEAK_RANK  # 2 until round 16
+    rank2 = [e for e in events if e["rank"] == rank]
     assert len(rank2) == 2 * good["api"]["microbatches"]
     held = [(t["y"][j], x) for t in shown["data"] for j, x in enumerate(t["x"]) if x is None]
-    assert sorted(r for r, _ in held) == ["rank 2"] * len(rank2)
+    assert sorted(r for r, _ in held) == [f"rank {rank}"] * len(rank2)
     drawn = sorted((t["y"][j], b, x) for t in shown["data"]
                    for j, (b, x) in enumerate(zip(t["base"], t["x"], strict=True))
                    if x is not None)
     assert drawn == sorted((f"rank {e['rank']}", round(e["start"], 6),
-                            round(e["end"] - e["start"], 6)) for e in events if e["rank"] != 2)
+                            round(e["end"] - e["start"], 6)) for e in events if e["rank"] != rank)
     labels = [a["text"] for a in shown["layout"]["annotations"]]
-    assert "rank 2's bars: ? (after step 3's guess)" in labels
-    assert not any("6 micro-batches" in t for t in labels)
+    assert f"rank {rank}'s bars: ? (after step 3's guess)" in labels
+    assert not any(f"{8 - rank} micro-batches" in t for t in labels)
     # Guessed: rank 2's bars as the engine places them, and the peak on its row.
     every = sorted((t["y"][j], b) for t in figure["data"] for j, b in enumerate(t["base"]))
     assert every == sorted((f"rank {e['rank']}", round(e["start"], 6)) for e in events)
-    peak = good["api"]["peak_activations"][2]
-    assert f"rank 2 holds {peak} micro-batches at its peak" in [
+    peak = good["api"]["peak_activations"][rank]
+    assert f"rank {rank} holds {peak} micro-batches at its peak" in [
         a["text"] for a in figure["layout"]["annotations"]]
     # Step 2's link still moves the chart: its bars are not the opening state's.
     opening = page_figures(client.get("/episodes/pipeline").text)["pipeline-gantt"]
@@ -581,3 +582,76 @@ def test_round_14_step_3s_rank_waits_at_step_2s_link(client):
     query = "&".join(f"{k}={v}" for k, v in plain.items())
     other = page_figures(client.get(f"/episodes/pipeline?{query}").text)["pipeline-gantt"]
     assert "owners" not in (other["layout"].get("meta") or {})
+
+
+def test_round_16_the_bubble_decide_names_each_option_by_what_it_does(client):
+    """Round-16 cold reading of EP05, finding 3: pipeline-decide-bubble's right option was
+    "Zero bubble (ZB-H1): ... (F = I = W)", answered by its name and the only one qualified.
+    Each option now says what it does, none by a schedule's name or a parenthesis, the equal
+    passes are in the stem, and the right one is still deferring W (step 5's reasoning).
+    Finding 11d: memory-decide-cut's PP option is qualified as its TP option is."""
+    from app.lesson_drills import LESSON_DRILLS
+
+    drills = {d.id: d for d in LESSON_DRILLS["pipeline"]}
+    drill = drills["pipeline-decide-bubble"]
+    labels = dict(drill.choices)
+    for label in labels.values():
+        assert not re.search(r"zero|bubble|ZB|GPipe|interleav|\(", label, re.I), label
+    assert "every pass (forward F, input gradient I, weight gradient W) equally long" in (
+        drill.question)
+    right = next(o.key for o in drill.judge() if o.right)
+    assert labels[right] == ("Run each backward's input gradient at once and defer its "
+                             "weight gradient")
+    pp8 = dict(drills["memory-decide-cut"].choices)["pp8"]
+    assert "under 1F1B" in pp8 and "micro-batches" in pp8
+
+
+def test_round_16_step_4s_drill_asks_step_4s_formula():
+    """Round-16 cold reading of EP05, finding 10: step 4's derive drill asked plain 1F1B's
+    (p − 1)/(m + p − 1) again, step 2's. It asks the interleaved bubble, 5/29, measured, with
+    the papers' 5/24 and plain 1F1B's 5/17 as known wrong derivations."""
+    from app.labkit import VIEWS
+    from app.labkit.drills import check_drill
+
+    drill = next(d for d in VIEWS["pipeline"].drills if d.id == "pipeline-bubble")
+    assert "interleaved with v = 2 chunks per rank" in drill.question
+    assert drill.answer() == pytest.approx(100 * 5 / 29)
+    for value, mistake in ((100 * 5 / 24, "papers"), (100 * 5 / 17, "plain")):
+        result = check_drill(drill, f"{value:.1f}", attempt=1, hide_answers=True)
+        assert result["status"] == "hint" and result.get("mistake") == mistake, result
+
+
+@pytest.mark.parametrize("seq_len", [8192, 16384])
+def test_round_16_step_6_asks_the_idea_and_longer_sequences_wait_for_it(client, seq_len):
+    """Round-16 cold reading of EP05, finding 7: step 6's predict handed its inputs and formula
+    (a plug-in), and at 16,384 tokens rank 0's 45.6 GB of activations, doubled, gave its
+    answer. The prompt gives the 4,096-token unit and state, not the formula nor rank 0's
+    count (finding 8: "8 micro-batches in flight" gave step 3's p − r); at every longer
+    sequence the memory panel's bytes and which ranks overflow wait for step 6's guess."""
+    from tests.app.test_answers_hidden import flat, masked
+
+    html = client.get("/episodes/pipeline").text
+    step6 = html[html.index('id="step-6"'):]
+    asked = flat(re.search(r'<p class="predict">(.*?)</p>', step6, re.S)[1]).replace("&#39;", "'")
+    assert "34·s" not in asked and "micro-batches in flight" not in asked, asked
+    assert "At 4,096 tokens one micro-batch's activations on rank 0 take 1.43 GB" in asked
+    query = {"stages": 8, "microbatches": 32, "tp": 8, "recompute": "flash", "seq_len": seq_len}
+    bench = client.get("/episodes/pipeline", params=query).text
+    shown = masked(bench, {"step-6"})
+    verdict = flat(re.search(r'data-testid="memory-verdict">(.*?)</p>', shown, re.S)[1])
+    assert not re.search(r"overflow|fits|\d+(\.\d+)? GB against|\d GB of 80", verdict), verdict
+    table = shown.split('<caption>Peak memory per rank')[1].split("</table>")[0]
+    cells = [flat(c) for c in re.findall(r"<td>(.*?)</td>", table, re.S)]
+    assert cells and all(c == "?" for i, c in enumerate(cells) if i % 4), cells
+
+
+def test_round_16_the_bad_case_is_held_until_step_1s_guess(client):
+    """Round-16 cold reading of EP04-EP05, finding 2: EP05's bad case (8 x 1) drew an all-grey
+    Gantt when clicked on arrival, since its whole state is step 1's answer. Its button
+    carries the step it waits for and what it says when pressed before the guess (lab.js
+    holds it as that step's try links are held); the good case and embeds are not held."""
+    html = client.get("/episodes/pipeline").text
+    bad = re.search(r'<a class="case bad"[^>]*>', html)[0]
+    good = re.search(r'<a class="case good"[^>]*>', html)[0]
+    assert 'data-held-until="step-1"' in bad and "draws step 1&#39;s answer" in bad
+    assert "data-held-until" not in good

@@ -114,11 +114,23 @@ def api_json(live_server: str, name: str, query: str = "") -> dict:
         return json.load(response)
 
 
+def release_case(button) -> None:
+    """Release a case button lab.js holds until a step's guess (data-held-until: EP05's bad
+    case, whose whole state is step 1's answer), as a student does: open that step's why."""
+    from playwright.sync_api import expect
+
+    step = button.get_attribute("data-held-until")
+    if step and button.get_attribute("aria-disabled") == "true":
+        button.page.locator(f"#{step} .predict-beat > details.why > summary").click()
+        expect(button).not_to_have_attribute("aria-disabled", "true")
+
+
 def click_cases(page, view):
     """Click the lesson's good then bad case button, yielding each kind once it is drawn."""
     for kind, case in (("good", view.good), ("bad", view.bad)):
         if not case:
             continue
+        release_case(page.locator(f"#case-{kind}"))
         page.locator(f"#case-{kind}").click()
         page.wait_for_url(lambda url, q=case.query_string: url.endswith(q))
         wait_drawn(page)
@@ -204,7 +216,9 @@ def commit_guess_by_script(page, step: int) -> None:
 
 def follow(target, url_part: str) -> None:
     """Click ``target`` (a locator: a try link, a case button), wait until the URL carries
-    ``url_part`` and lab.js has drawn the new state."""
+    ``url_part`` and lab.js has drawn the new state (a held case button released first)."""
+    if target.get_attribute("data-held-until"):
+        release_case(target)
     target.click()
     target.page.wait_for_url(f"**{url_part}**")
     wait_drawn(target.page)

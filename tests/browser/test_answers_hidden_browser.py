@@ -618,8 +618,11 @@ def test_ep05s_bench_keeps_each_answer_until_its_guess(page, live_server):
     assert page.locator("[data-testid=bubble]").inner_text() == "?"
     bubble = fmt_pct(api_json(live_server, "pipeline", page.url.split("?", 1)[1])
                      ["bubble_fraction"])
+    # The drill asks the same shape interleaved, v = 2 (round-16 cold reading, finding 10).
+    asked = fmt_pct(api_json(live_server, "pipeline", "schedule=interleaved-1f1b&stages=6"
+                                                      "&microbatches=12&virtual=2")["bubble_fraction"])
     drill = page.locator("#drill-pipeline-bubble")
-    drill.locator("input[name=answer]").fill(bubble.rstrip("%"))
+    drill.locator("input[name=answer]").fill(asked.rstrip("%"))
     drill.locator("button").click()
     page.locator("#drill-pipeline-bubble[data-answered]").wait_for()
     look_at(page, "pipeline-gantt")

@@ -69,6 +69,29 @@ def test_good_and_bad_cases(page):
     assert page.locator("#input-stages").input_value() == "8"
 
 
+def test_round_16_the_bad_case_waits_for_step_1s_guess_then_draws(page):
+    """Round-16 cold reading of EP04-EP05, finding 2: the bad case (8 stages x 1 micro-batch),
+    clicked on arrival, drew eight grey bars and "?": its whole Gantt is step 1's answer.
+    Before step 1's guess the button is held (pressed, it follows nothing and its line says
+    why); guessed, it draws the schedule, unveiled."""
+    page.goto("/episodes/pipeline")
+    wait_drawn(page)
+    button = page.locator("#case-bad")
+    expect(button).to_have_attribute("aria-disabled", "true")
+    url = page.url
+    button.click(force=True)  # Playwright will not click an aria-disabled link; a mouse does
+    expect(page.locator("#case-bad-why")).to_contain_text("draws step 1's answer")
+    assert page.url == url and "microbatches=1" not in page.url
+    page.locator("#step-1 form.predict-form input[type=radio]").first.check()
+    page.locator("#step-1 form.predict-form .predict-commit").click()
+    expect(button).not_to_have_attribute("aria-disabled", "true")
+    expect(page.locator("#case-bad-why")).to_contain_text("One micro-batch walks")
+    follow(button, "microbatches=1")
+    assert page.locator("#pipeline-gantt").get_attribute("data-veiled") is None
+    assert bubble(page) == pytest.approx(0.875, abs=5e-4)
+    assert page.locator("[data-testid=bubble]").inner_text() != "?"
+
+
 def test_inconsistent_controls_show_message_and_keep_the_chart(page):
     page.goto("/episodes/pipeline?stages=4&microbatches=8")
     wait_drawn(page)
@@ -109,7 +132,8 @@ def test_drill_and_embed(page, live_server):
     page.goto("/episodes/pipeline")
     wait_drawn(page)
     # The derive drill sits in step 4 (its 6 x 12 pipeline is a state no step links to).
-    answer = 100 * api_json(live_server, "pipeline", "stages=6&microbatches=12")["bubble_fraction"]
+    answer = 100 * api_json(live_server, "pipeline", "schedule=interleaved-1f1b&stages=6"
+                                                     "&microbatches=12&virtual=2")["bubble_fraction"]
     for guess, feedback in (("50", "Hint"), (f"{answer:.1f}", "Right")):
         drill = page.locator("#step-4 form#drill-pipeline-bubble")
         drill.locator("input[name=answer]").fill(guess)
