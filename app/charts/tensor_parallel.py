@@ -37,6 +37,7 @@ MODEL_70B, DRILL_70B = "llama-3.1-70b", "drill-tp-predict-70b"
 # SP on the time figures wait for its guess; step 4 asks one all-reduce's time where the group's
 # slowest link is 25 Gb/s Ethernet, so at every such state they wait for step 4's.
 STEP_4, STEP_5, SLOW_LINK = "step-4", "step-5", "eth-25g"
+STEP_4_TP = 8  # the degree step 4 asks about over SLOW_LINK
 WAITS = {DRILL_70B: "the drill in step 4 is answered", STEP_4: "step 4 is guessed",
          STEP_5: "step 5 is guessed"}
 AFTER = {DRILL_70B: "step 4's drill", STEP_4: "step 4", STEP_5: "step 5"}  # a legend's words
@@ -48,10 +49,27 @@ def drill_key(result) -> str:
 
 
 def step_keys(result) -> tuple[str, ...]:
-    """The steps whose answer this state's time figures give: step 5 with SP on, step 4 where
-    the group's slowest link is 25 Gb/s Ethernet."""
+    """The steps whose answer this state's time figures give: step 5 with SP on, step 4 at its
+    t where the group's slowest link is 25 Gb/s Ethernet (at another t only that t's points
+    wait: ``slow_points``)."""
     return ((STEP_5,) if result.input.sp else ()) + (
-        (STEP_4,) if result.cost.bottleneck == SLOW_LINK else ())
+        (STEP_4,) if result.cost.bottleneck == SLOW_LINK and result.cost.tp == STEP_4_TP
+        else ())
+
+
+def slow_point(result, c) -> bool:
+    """Whether the sweep's entry ``c`` is step 4's answer at a state whose own t is another:
+    t = 8 over 25 Gb/s Ethernet, drawn by the bad case's TP = 4 (round-16 cold reading of
+    EP04, finding 2: the bad case veiled its whole state, t = 4 included, which answers no
+    step, so its button drew grey bars and "?")."""
+    return (c.tp == STEP_4_TP and c.bottleneck == SLOW_LINK
+            and STEP_4 not in step_keys(result))
+
+
+def row_keys(result, c) -> str:
+    """What a sweep row's efficiency and times wait for: the state's (``held_keys``), and
+    step 4's where the row is its answer (``slow_point``)."""
+    return " ".join(filter(None, (held_keys(result), STEP_4 if slow_point(result, c) else "")))
 
 
 def held_keys(result) -> str:
@@ -179,7 +197,9 @@ def efficiency_figure(result) -> dict:
     slow = list(result.by_link).index(SLOW_LINK) if SLOW_LINK in result.by_link else None
     if slow is not None:
         meta = meta or {"meta": {"masked": {}, "owners": [], "partly": True}}
-        meta["meta"]["owners"].append({"step": STEP_4, "traces": [slow]})
+        meta["meta"]["owners"].append({"step": STEP_4, "traces": [slow], "points": [
+            [len(result.by_link), j] for j, c in enumerate(result.sweep)
+            if slow_point(result, c)]})  # this setup's t = 8 where its own t is another
     return {
         "data": data,
         "layout": base_layout(
@@ -274,8 +294,8 @@ def cost_figure(result) -> dict:
     times = (f"One layer at t = {cost.tp}, per GPU: {cost.compute_s * 1e3:.2f} ms of compute "
              f"{collectives}")
     against = f"against {one:.1f} ms on one GPU"
-    cut = [cut_label(i, top, f"{c.layer_s * 1e3:.1f} ms ↑") for i, c in enumerate(sweep)
-           if c.layer_s * 1e3 > top]
+    tall = [i for i, c in enumerate(sweep) if c.layer_s * 1e3 > top]
+    cut = [cut_label(i, top, f"{sweep[i].layer_s * 1e3:.1f} ms ↑") for i in tall]
     layout = base_layout(
         barmode="stack",
         margin={"l": 52, "r": 8, "t": 8, "b": 40},
@@ -287,9 +307,21 @@ def cost_figure(result) -> dict:
     )
     if step_keys(result):
         layout["meta"] = _collectives_held(result, keys, collectives, against, len(cut))
-    else:  # One GPU's time over t of the chosen bar is the 70B drill's efficiency a layer.
+    elif keys:  # One GPU's time over t of the chosen bar is the 70B drill's efficiency a layer.
         layout.update(_held_meta(keys, cost.tp, len(data), 0, against,
                                  f"against one GPU's time {waits(keys)}", names={2: "One GPU"}))
+    elif slow := [j for j, c in enumerate(sweep) if slow_point(result, c)]:
+        # The bad case (TP = 4 over 25 Gb/s Ethernet): only t = 8's collectives, and its cut
+        # bar's total, wait for step 4's guess; the rest is drawn.
+        # The axis reaches from the other bars meanwhile (t = 8's layer set it).
+        reach = min(1.1 * max(one, *(c.layer_s * 1e3 for j, c in enumerate(sweep)
+                                     if j not in slow)), 1.6 * cost.layer_s * 1e3)
+        if second:  # room for the chosen bar's two-line label, as ``top`` leaves
+            reach = max(reach, 1.25 * cost.layer_s * 1e3)
+        layout["meta"] = {"masked": {}, "partly": True, "axes": {"yaxis": _ms_axis(reach)},
+                          "owners": [{"step": STEP_4, "points": [[1, j] for j in slow],
+                                      "annotations": [1 + tall.index(j) for j in slow
+                                                      if j in tall]}]}
     return {
         "data": data,
         "layout": layout,

@@ -13,6 +13,7 @@ from app.charts.tensor_parallel import (
     drill_key,
     figures,
     held_keys,
+    row_keys,
     step_keys,
     waits,
 )
@@ -271,6 +272,7 @@ def extra_context(state) -> dict:
         "tp_crossover_key": crossover_key,
         # What the state's time figures wait for (steps 4 and 5 and the 70B drill).
         "tp_held_keys": held_keys, "tp_step_keys": step_keys, "tp_waits": waits,
+        "tp_row_keys": row_keys,  # a sweep row's: step 4's t = 8 at the bad case
         "tp_bytes_key": bytes_key,
         "crossover": tp_crossover(state.result),
         "gpu_peak": lambda gpu_id: get_gpu(gpu_id).bf16_flops,  # step 6 names the peak

@@ -1012,3 +1012,74 @@ def test_round_16_the_split_at_t_2_names_its_two_strips(client):
 
     assert splits(2) == ["Y = XW = [XW 0 XW 1 ]", "Z = Y 0 V 0 + Y 1 V 1"]
     assert splits(8) == ["Y = XW = [XW 0 XW 1 … XW 7 ]", "Z = Y 0 V 0 + Y 1 V 1 + … + Y 7 V 7"]
+
+
+def test_round_16_the_bad_case_draws_its_t_4_and_holds_only_step_4s_t_8(client):
+    """Round-16 cold reading of EP04, finding 2: the bad case (TP = 4 over 25 Gb/s Ethernet),
+    clicked on arrival, drew every trace of the efficiency chart grey at one height and read
+    "?" for its efficiency, speed-up and step time, though t = 4 answers no step. Before any
+    guess its readout and headline print t = 4's figures, and only what answers step 4 (t = 8
+    over that Ethernet: this setup's t = 8 point, the Ethernet 25G line, t = 8's collectives
+    and its table rows) waits for step 4's guess."""
+    from app.labkit import VIEWS
+    from tests.app.test_answers_hidden import masked, partly_veiled
+    from tests.app.test_contracts import page_figures
+    from tests.app.test_step_beats import steps
+
+    bad = VIEWS["tp"].bad
+    html = client.get(f"/episodes/tensor-parallel?{bad.query_string}").text
+    api = client.get("/api/tp", params=bad.query).json()
+    keys = {step_id for step_id, _ in steps(html)} | {"tp-crossover", "tp-efficiency",
+                                                      "tp-cost", "tp-split"}
+    shown = masked(html, keys)
+    head = flat_text(shown.split('class="verdict')[1].split("</div>")[0])
+    assert f"{api['step_efficiency'] * 100:.1f}% efficient" in head, head
+    assert f"{api['step_speedup']:.2f} × one GPU" in head
+    step = flat_text(re.search(r'<dd data-testid="step-ms">(.*?)</dd>', shown, re.S)[1])
+    assert "?" not in step, step
+    figures = page_figures(html)
+    eight = [c["tp"] for c in api["sweep"]].index(8)
+    eff = figures["tp-efficiency"]
+    owners = eff["layout"]["meta"]["owners"]
+    assert eff["layout"]["meta"]["partly"] and [g["step"] for g in owners] == ["step-4"]
+    drawn = partly_veiled(eff, owners)
+    this = next(t for t in drawn["data"] if t.get("name") == "This setup")
+    assert this["y"][eight] is None
+    assert [y for j, y in enumerate(this["y"]) if j != eight] == [
+        round(100 * c["step_efficiency"], 2) for j, c in enumerate(api["sweep"]) if j != eight]
+    cost = figures["tp-cost"]
+    shown_cost = partly_veiled(cost, cost["layout"]["meta"]["owners"])
+    assert shown_cost["data"][1]["y"][eight] is None
+    assert shown_cost["data"][1]["y"][2] == round(api["sweep"][2]["comm_s"] * 1e3, 4)
+    # The rows: t = 8's efficiency, speed-up and collectives wait; t = 4's show.
+    table = shown.split('data-chart="tp-efficiency">')[2].split("</table>")[0]
+    rows = [re.sub(r"<[^>]+>", " ", r).split() for r in re.findall(r"<tr.*?</tr>", table,
+                                                                     re.S)[1:]]
+    assert rows[eight][1:3] == ["?", "?"], rows
+    assert rows[2][1] == f"{api['sweep'][2]['step_efficiency'] * 100:.1f}%", rows
+
+
+def flat_text(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)).strip()
+
+
+def test_round_16_step_4_counts_the_weight_gradient_gemms_it_hides_behind(client):
+    """Round-16 cold reading of EP04, finding 9b: step 4's why subtracted 0.479 and 2.715 ms,
+    "hidden" by the weight-gradient matmuls, with no FLOP count or rate to derive them. It
+    gives each GEMM's FLOPs from the shapes (2·s·h·columns per GPU) and the rate each runs at
+    (the FLOPs over the engine's time), so each time is one division."""
+    from app.routers.tensor_parallel import facts
+    from tests.app.test_answers_hidden import flat
+
+    bad = facts()["bad"]["api"]
+    sh, s = bad["shapes"], 4096
+    page = flat(client.get("/episodes/tensor-parallel").text)
+    rates = []
+    for (cols, what), beside in zip(((sh["qkv_columns_per_gpu"], "QKV"),
+                                     (2 * sh["ffn_per_gpu"], "gate and up")),
+                                    bad["backward_beside"], strict=True):
+        flops = 2 * s * sh["hidden"] * cols
+        assert (f"2 × {s:,} × {sh['hidden']:,} × {cols:,} = {flops / 1e9:,.0f} GFLOP"
+                in page), what
+        rates.append(f"{flops / beside['seconds'] / 1e12:.0f}")
+    assert f"at the {rates[0]} and {rates[1]} TFLOP/s the lab times those shapes at" in page

@@ -82,9 +82,14 @@ def test_good_and_bad_case_buttons(page, live_server):
     good = api_json(live_server, "tp", "tp=8")
     open_lesson(page, "tp=2")
     follow(page.locator("[data-case=bad]"), "inter_link=eth-25g")
-    # Its speed-up, and so "slower than one GPU", is step 4's answer (round 14, finding 3).
-    expect(page.locator(".verdict")).to_contain_text("?× one GPU")
-    expect(page.locator(".verdict")).not_to_contain_text("slower than one GPU")
+    # TP = 4 answers no step: its figures show (round-16 cold reading, finding 2: the whole
+    # state waited for step 4); t = 8's, step 4's speed-up (round 14, finding 3), still wait.
+    bad = api_json(live_server, "tp", "tp=4&gpus_per_node=1&inter_link=eth-25g")
+    expect(page.locator(".verdict")).to_contain_text(f"{bad['step_speedup']:.2f}× one GPU")
+    expect(page.locator(".verdict")).to_contain_text("slower than one GPU")
+    row = page.locator('table[data-chart="tp-efficiency"] tbody tr').nth(3)
+    expect(row).to_contain_text("?")
+    assert "?" not in page.locator('table[data-chart="tp-efficiency"] tbody tr').nth(2).inner_text()
     page.locator("[data-case=good]").click()
     page.wait_for_url(lambda url: "eth-25g" not in url)
     wait_drawn(page)
