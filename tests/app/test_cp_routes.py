@@ -592,3 +592,31 @@ def test_the_bytes_sent_wait_for_step_4_and_for_step_6_without_gqa(client):
         ["step-4", "step-7"], "step-4")
     gpt3 = "model=gpt-3-175b&tokens=64&cp=16&seq_len=131072&layout=zigzag&link=nvlink-4"
     assert owners(gpt3) == (["step-6", "step-7"], "step-6")
+
+
+def test_round_16_step_7s_question_gives_the_inputs_its_choice_needs(client):
+    """Round-16 cold reading of EP06, finding 1: step 7 asked hidden / half / almost all
+    exposed with the per-round inequality, the FLOPs a pair, the attention rate on 512-token
+    blocks and Ethernet's send rate first stated in its why, and its heading 'Break it' ruled
+    out 'hidden'. The question states each input, from the state's own run; the why works a
+    round from them, and the two sides differ by far more than 2 (so 'almost all exposed')."""
+    from app.routers.context_parallel import facts
+
+    state = facts()["short_eth"]
+    body, spec = state["api"], state["result"].input.model
+    raw = client.get("/episodes/context-parallel").text
+    step7 = raw[raw.index('id="step-7"'):raw.index('id="step-8"')]
+    flat = re.sub(r"\s+", " ", html_lib.unescape(re.sub(r"<[^>]+>", "", step7)))
+    heading = re.search(r"<h2>(.*?)</h2>", step7)[1]
+    assert heading == "7. A short sequence on a slow network"
+    question = flat[flat.index("Question."):flat.index("Predict.")]
+    local, pair = body["seq_len"] // body["cp"], 4 * spec.hidden
+    assert f"= {pair:,} FLOPs a pair" in question
+    assert f"{body['attention_flops_per_s'] / 1e12:.0f} TFLOP/s on {local}-token blocks" in question
+    assert f"{body['kv_bytes_per_token']:,} B a token" in question
+    assert f"{body['comm_bytes_per_s'] / 1e9:.3f} GB/s" in question
+    attention = local**2 / 2 * pair / body["attention_flops_per_s"]
+    send = local * body["kv_bytes_per_token"] / body["comm_bytes_per_s"]
+    assert send > 10 * attention and body["exposed_s"] > 0.9 * body["comm_s"]
+    assert f"= {1e3 * attention:.3f} ms of attention" in flat
+    assert f"= {1e3 * send:.3f} ms of send" in flat
