@@ -31,12 +31,14 @@ PARTS = {  # memory component -> (label, colour), stacking order
 }
 
 
-def _cell(g: dict) -> tuple[int, str, str]:
+def _cell(g: dict, replicas: bool = True) -> tuple[int, str, str]:
+    """A GPU's colour code, label and hover; without ``replicas``, its role alone: one shade
+    a role, no stage or replica (what step 1's state draws before its guess)."""
     role = g["role"]
     shades = len(ROLES[role][1])
-    shade = g.get("dp", 0) % shades if role in ("training", "colocated") else 0
+    shade = g.get("dp", 0) % shades if role in ("training", "colocated") and replicas else 0
     label, hover = "", ROLES[role][0]
-    if "pp" in g:
+    if "pp" in g and replicas:
         label = f"P{g['pp']}"
         hover += (f"<br>replica {g['dp']}, stage {g['pp']}, TP rank {g['tp']}, "
                   f"CP rank {g['cp']}")
@@ -66,12 +68,16 @@ def cluster_figure(result) -> dict:
     """Nodes as rows, their 8 GPUs as columns, each cell coloured by role."""
     per_node = 8
     nodes = len(result.gpus) // per_node
-    z, text, hover = [], [], []
-    for n in range(nodes):
-        row = [_cell(g) for g in result.gpus[n * per_node:(n + 1) * per_node]]
-        z.append([c[0] for c in row])
-        text.append([c[1] for c in row])
-        hover.append([c[2] for c in row])
+
+    def grid(replicas: bool) -> tuple[list, list, list]:
+        z, text, hover = [], [], []
+        for n in range(nodes):
+            row = [_cell(g, replicas) for g in result.gpus[n * per_node:(n + 1) * per_node]]
+            z.append([c[0] for c in row])
+            text.append([c[1] for c in row])
+            hover.append([c[2] for c in row])
+        return z, text, hover
+
     top = len(PALETTE) - 1
     scale = []
     for n, (_, _, colour) in enumerate(PALETTE):
@@ -82,16 +88,23 @@ def cluster_figure(result) -> dict:
         counts[g["role"]] = counts.get(g["role"], 0) + 1
     parts = ", ".join(f"{c} {ROLES[r][0].lower()}" for r, c in counts.items())
     divides = all(g.get("divides", True) for g in result.gpus)
-    # Its replicas (the shades, each GPU's hover) answer step 1 at step 1's state: veiled there.
+    # Its replicas (the shades, each GPU's stage and replica) answer step 1 at step 1's state:
+    # there the roles are drawn alone beneath, and the replicas over them wait for its guess
+    # (round-16 cold reading of EP09, finding 9: the whole map was one grey block on a phone).
     keys = replica_keys(result)
-    return {
-        "data": [{
+
+    def heatmap(replicas: bool) -> dict:
+        z, text, hover = grid(replicas)
+        return {
             "type": "heatmap", "z": z, "text": text, "customdata": hover,
             "texttemplate": "%{text}" if small else "", "textfont": {"size": 10},
             "hovertemplate": "node %{y}, GPU %{x}<br>%{customdata}<extra></extra>",
             "colorscale": scale, "zmin": -0.5, "zmax": top + 0.5, "showscale": False,
-            "xgap": 2, "ygap": 2,
-        }],
+            "xgap": 2, "ygap": 2, "name": "replicas" if replicas else "roles",
+        }
+
+    return {
+        "data": [heatmap(False), heatmap(True)] if keys else [heatmap(True)],
         "layout": base_layout(
             # One row per node: a one-node job should not stretch into tall bars.
             height=max(170, min(520, 80 + 34 * nodes)),
@@ -100,7 +113,8 @@ def cluster_figure(result) -> dict:
                    "tickvals": list(range(per_node)), "fixedrange": True, "side": "bottom"},
             yaxis={"title": {"text": "node"}, "autorange": "reversed", "fixedrange": True,
                    "tickmode": "auto", "nticks": min(nodes, 16)},
-            **({"meta": {"masked": {}, "owners": [{"step": " ".join(keys), "traces": [0]}]}}
+            **({"meta": {"masked": {}, "partly": True,
+                         "owners": [{"step": " ".join(keys), "traces": [1]}]}}
                if keys else {}),
         ),
         "key": [[ROLES[r][0], ROLES[r][1][0]] for r in counts],  # the roles present
@@ -127,6 +141,16 @@ def _stack(name: str, parts: dict[str, float]) -> list[dict]:
 # cache step 3 asks for, the colocated need is step 4's answer, the training pool's gives what
 # step 8 asks comes free (templates/partials/_rl.html masks the tables' figures the same way).
 MEMORY_STEPS = {"rollout": "step-3", "colocated": "step-4", "training": "step-8"}
+# The model whose serving GPU step 3 asks about (its KV cache beside its weights).
+CACHE_MODEL = "deepseek-r1"
+
+
+def cache_keys(result) -> tuple[str, ...]:
+    """What a colocated state's rollout phase answers besides (round-16 cold reading of EP09,
+    finding 3): at DeepSeek-R1's states its KV cache, and the phase's total less the weights
+    and workspace step 3 states, give step 3's share, so they wait for step 3's guess (the
+    need, max(phases) + transition, for step 4's and step 3's)."""
+    return ("step-3",) if result.input.model.id == CACHE_MODEL else ()
 
 
 def memory_figure(result) -> dict:
@@ -148,11 +172,16 @@ def memory_figure(result) -> dict:
 
     if pool.role == "colocated":
         train, roll = pool.breakdown["training"], pool.breakdown["rollout"]
+        cache = cache_keys(result)
         add(None, _stack("training phase", result.train_breakdown))  # step 4 states both
-        add(None, _stack("rollout phase", result.rollout_breakdown))
+        phase = _stack("rollout phase", result.rollout_breakdown)
+        for step in cache:  # the phase's KV cache, step 3's numerator, at its states
+            owned.setdefault(step, []).extend(len(bars) + i for i, b in enumerate(phase)
+                                              if b["legendgroup"] == "kv_cache")
+        add(None, phase)
         if result.colocated_bytes is not None:
             larger = (result.train_breakdown if train >= roll else result.rollout_breakdown)
-            add(MEMORY_STEPS["colocated"], _stack(
+            add(" ".join((MEMORY_STEPS["colocated"], *cache)), _stack(
                 "colocated need", {**larger, "transition": result.transition_overhead_bytes}))
         tops += [train, roll]
     else:
@@ -183,7 +212,8 @@ def memory_figure(result) -> dict:
         meta["names"] = {str(i): None for i, b in enumerate(bars)
                          if b["legendgroup"] == "transition"}
     for owner in owners:
-        role = next((r for r, s in MEMORY_STEPS.items() if s == owner["step"] and r in parts), None)
+        role = next((r for r, s in MEMORY_STEPS.items()
+                     if s == owner["step"].split()[0] and r in parts), None)
         if role and parts[role].endswith(" per GPU"):
             owner["summary"] = [parts[role], f"{role}: ? per GPU"]
     return {
@@ -215,8 +245,9 @@ def timeline_keys(result) -> dict[str, tuple[str, ...]]:
     5's guess, the training and the sync for step 6's (step 6's diagram), the step and the
     samples a second for step 2's; and each, for the state that answers a step or a drill,
     for that one too: DeepSeek-R1's step time steps 5 and 6 (at step 6's own states, R1 with
-    its default engines, every time is step 6's alone), GLM-4-9B's times step 2, its 16
-    responses a prompt step 5's predict drill, its 24 GPUs the closing decide."""
+    its default engines, every time is step 6's alone), GLM-4-9B's times step 2 (step 2's
+    alone: its guess draws them), its 16 responses a prompt step 5's predict drill, its 24
+    GPUs the closing decide."""
     inp = result.input
     state: tuple[str, ...] = ()  # what the state's every time answers
     step: tuple[str, ...] = ()  # what its step time answers besides
@@ -232,14 +263,22 @@ def timeline_keys(result) -> dict[str, tuple[str, ...]]:
         # rollout); the step is max(rollout, training) + sync, all of them step 6's.
         rollout, base = ("step-6",), ()
         step = ("step-6",)
+    elif inp.model.id == GLM9 and inp.responses_per_prompt == 8 \
+            and len(result.gpus) != DECIDE_GPUS:
+        # Step 2's states (its links, GLM-4-9B colocated and separate): every time is step
+        # 2's alone, so its guess draws the overlap it teaches and the times its why adds up
+        # (round-16 cold reading of EP09, finding 1: each bar waited for step 5's or 6's
+        # guess as well, so step 2's reveal drew nothing on the timeline).
+        rollout, base = ("step-2",), ()
+        state = ("step-2",)
     elif inp.model.id == GLM9:
-        state = ((ROLLOUT_DRILL,) if inp.responses_per_prompt != 8 else
-                 (DECIDE_DRILL,) if len(result.gpus) == DECIDE_GPUS else ("step-2",))
+        state = (ROLLOUT_DRILL,) if inp.responses_per_prompt != 8 else (DECIDE_DRILL,)
 
     def keys(*own: str) -> tuple[str, ...]:
         return tuple(dict.fromkeys(own + state))
 
-    return {"rollout": keys(*rollout), "train": keys("step-6"), "weight_sync": keys("step-6"),
+    later = () if state == ("step-2",) else ("step-6",)
+    return {"rollout": keys(*rollout), "train": keys(*later), "weight_sync": keys(*later),
             "step": keys(*base, *step)}
 
 

@@ -8,7 +8,14 @@ from functools import lru_cache
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from app.charts.rl import MEMORY_STEPS, ROLES, TIMELINE_MASK, replica_keys, timeline_keys
+from app.charts.rl import (
+    MEMORY_STEPS,
+    ROLES,
+    TIMELINE_MASK,
+    cache_keys,
+    replica_keys,
+    timeline_keys,
+)
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -17,6 +24,7 @@ from app.options import gpu_options, model_options
 from app.routers.rl_state import EXP, RLQuery, figures, run, to_api
 from app.schemas import PlacementAnswer
 from labs.memory.lab import compute_memory
+from labs.recipe.inputs import SEGMENT_LABELS
 from labs.rl.inputs import RLPlacementResult
 from labs.rl.lab import UPDATE_BUCKET_BYTES, training_bill
 from labs.rl.recipes import get_recipe, memory_bandwidth, recipes
@@ -137,12 +145,14 @@ def extra_context(state) -> dict:
         "memory_steps": MEMORY_STEPS,  # the step each pool's memory answers, masked till its guess
         "timeline_keys": timeline_keys, "timeline_mask": TIMELINE_MASK,  # and each time's
         "replica_keys": replica_keys,  # and the replica count's (step 1)
+        "cache_keys": cache_keys,  # and R1's rollout phase's, colocated (step 3)
         "recipe": get_recipe(state.query.preset),
         "exp": EXP,
         "slime_r1": SLIME_R1,
         "slime_split": slime_split(),
         "update_bucket": UPDATE_BUCKET_BYTES,  # the sync's bucket (step 6)
         "busiest_odds": busiest(),
+        "segment_labels": SEGMENT_LABELS,  # EP08's step bar, which times the training
     }
 
 

@@ -136,6 +136,7 @@ def to_api(result: RLPlacementResult) -> dict:
         "sync_rate": result.sync_rate,
         "sync_switch_seconds": result.sync_switch_seconds,
         "rollout_parts": result.rollout_parts,
+        "train_parts": result.train_parts,
         "step_seconds": result.step_seconds,
         "samples_per_second": result.samples_per_second,
         "serving_weights": result.serving_weights,

@@ -74,6 +74,18 @@ class PlacementAnswer(BaseModel):
                                             "GPU visits a step, on average). "
                                             "A prefill/decode split adds kv_move_s and takes "
                                             "max(prefill, decode) + kv_move.")
+    train_parts: dict = Field(description="The training phase's parts: step_s, EP08's step "
+                              "for the samples on the training layout (microbatches of one "
+                              "seq_len sequence each), and its segments (compute, tp, cp, "
+                              "ep, bubble, ...: EP08's step bar, seconds, summing to "
+                              "step_s); log_prob, the factor the log-probability forward "
+                              "adds (2 FLOPs a parameter a token over the step's hardware "
+                              "FLOPs); compute_s = step_s x log_prob; offload_s, CPU Adam's "
+                              "gradients down and weights up over PCIe at offload_rate, "
+                              "bytes/s (0 without it); "
+                              "seconds = compute_s + offload_s, the training time. A layout "
+                              "EP08's recipe refuses is timed at 35% of the peak instead "
+                              "(estimated: true, step_s 0, no segments).")
     samples_per_second: float
     serving_weights: dict = Field(description="How one engine GPU's weights come about: "
                                   "attention_groups (SGLang's --sglang-dp-size, 1 for a "

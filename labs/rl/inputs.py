@@ -188,6 +188,9 @@ class RLPlacementResult:
     serving_weights: dict = field(default_factory=dict)
     # the heaviest training GPU's stage and its parameters (``labs.rl.lab._train_stage``)
     train_stage: dict = field(default_factory=dict)
+    # The training phase's parts: EP08's step on the plan and its segments, the log-prob
+    # forward's factor, CPU Adam's PCIe trip (``labs.rl.timeline.train_parts``)
+    train_parts: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
     @property

@@ -196,7 +196,7 @@ def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:
         rollout_seconds=times.rollout, train_seconds=times.train, sync_seconds=times.sync,
         sync_bytes_per_gpu=times.sync_bytes_per_gpu, sync_link=times.sync_link,
         sync_rate=times.sync_rate, sync_switch_seconds=times.switch,
-        rollout_parts=_rollout_parts(inp),
+        rollout_parts=_rollout_parts(inp), train_parts=times.train_parts,
         step_seconds=times.step, samples_per_second=inp.samples / times.step, dp=dp,
         stage_layers=bill.stage_layers if bill else (), train_memory_bytes=train_bytes,
         rollout_memory_bytes=rollout_bytes, colocated_bytes=colocated_bytes,

@@ -63,6 +63,7 @@ class StepTimes:
     step: float
     sync_rate: float = 0.0  # bytes/s the sync's bytes move at (the link's busBW)
     switch: float = 0.0  # colocated: seconds of the PCIe offload and reload inside the sync
+    train_parts: dict | None = None  # the training's parts (train_parts)
 
 
 def rollout_seconds(inp) -> float:
@@ -129,22 +130,35 @@ def train_step(inp) -> RecipeResult | None:
     return r if r.legal else None
 
 
-def train_seconds(inp, weights_per_gpu: float) -> float:
+def train_parts(inp, weights_per_gpu: float) -> dict:
+    """The training phase's parts (EP09 steps 2 and 6 derive its time from them): EP08's step
+    for the samples' tokens (``step_s``, its bar's ``segments`` scaled alike, on the plan's
+    ``microbatches`` of one ``seq_len`` sequence each; 0 and none where the recipe refuses the
+    layout, timed at TRAIN_MFU instead: ``estimated``), ``log_prob`` the factor the
+    log-probability forward adds (2·N a token over the step's hardware FLOPs a token),
+    ``compute_s`` the two together, and ``offload_s`` CPU Adam's PCIe trip at
+    ``offload_rate`` (0 without it); ``seconds`` = compute_s + offload_s."""
     m, g = inp.model, inp.gpu
     tokens = inp.samples * (inp.prompt_len + inp.response_len)
     hardware = hardware_flops_per_token(m, inp.seq_len, inp.recompute,
                                         stage_layer_counts(m.layers, inp.pp, *_uneven(inp)))
-    per_token = hardware + 2 * matmul_params(m)
+    factor = (hardware + 2 * matmul_params(m)) / hardware
     step = train_step(inp)
+    parts = {"step_s": 0.0, "segments": {}, "microbatches": 0, "seq_len": inp.seq_len,
+             "log_prob": factor, "estimated": step is None}
     if step is not None:  # the step's time per token, and the log-probability forward
-        compute = tokens * step.step_s / step.tokens_per_step * per_token / hardware
+        scale = tokens / step.tokens_per_step
+        parts.update(step_s=step.step_s * scale, microbatches=step.plan.microbatches,
+                     segments={k: v * scale for k, v in (step.segments or {}).items()})
+        compute = parts["step_s"] * factor
     else:
-        compute = tokens * per_token / (inp.train_gpus * g.bf16_flops * TRAIN_MFU)
-    if not inp.cpu_adam:
-        return compute
-    # bf16 grads down and bf16 weights up for the rank's own parameters.
-    local_params = weights_per_gpu / WEIGHT_BYTES
-    return compute + 2 * WEIGHT_BYTES * local_params / get_link(PCIE_LINK).bandwidth
+        compute = tokens * hardware * factor / (inp.train_gpus * g.bf16_flops * TRAIN_MFU)
+    # CPU Adam: the rank's own parameters' bf16 gradients down and bf16 weights up, twice its
+    # bf16 weights.
+    rate = get_link(PCIE_LINK).bandwidth if inp.cpu_adam else 0.0
+    offload = 2 * weights_per_gpu / rate if rate else 0.0
+    return {**parts, "compute_s": compute, "offload_s": offload, "offload_rate": rate,
+            "seconds": compute + offload}
 
 
 def sync_seconds(inp, resident_train_bytes: float) -> tuple[float, float, str, float, float]:
@@ -166,10 +180,11 @@ def sync_seconds(inp, resident_train_bytes: float) -> tuple[float, float, str, f
 
 def step_times(inp, weights_per_gpu: float, resident_train_bytes: float) -> StepTimes:
     r = rollout_seconds(inp)
-    t = train_seconds(inp, weights_per_gpu)
+    parts = train_parts(inp, weights_per_gpu)
+    t = parts["seconds"]
     s, sync_bytes, link, rate, switch = sync_seconds(inp, resident_train_bytes)
     step = r + t + s if inp.colocated else max(r, t) + s
-    return StepTimes(r, t, s, sync_bytes, link, step, rate, switch)
+    return StepTimes(r, t, s, sync_bytes, link, step, rate, switch, parts)
 
 
 def phases(colocated: bool, times: StepTimes) -> list[tuple[str, str, int, float, float]]:

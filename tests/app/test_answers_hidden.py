@@ -423,8 +423,10 @@ BENCH_STATES = {
            # and with SP on one reduce-scatter's 58.7 MB, half of tp-allreduce-bytes' answer.
            "model=llama-3.1-70b&tp=1", "model=llama-3.1-70b&tp=2", "model=llama-3.1-70b&tp=4",
            "model=llama-3.1-70b&tp=8&sp=True"],
-    # EP09's states the reader checked by hand: kept so.
-    "placement": ["preset=glm-4-9b&placement=separate",
+    # EP09's states the reader checked by hand: kept so; and R1 colocated (the good case,
+    # the Recipe menu's R1), whose rollout phase printed step 3's cache (round-16 cold
+    # reading of EP09, finding 3).
+    "placement": ["preset=deepseek-r1", "preset=glm-4-9b&placement=separate",
                   "preset=glm-4-9b&placement=separate&train_gpus=16",
                   "preset=deepseek-r1&placement=separate", "preset=glm-4.7",
                   "preset=deepseek-r1&placement=separate-pd&engines=4&prefill_engines=1"],
@@ -603,6 +605,14 @@ def parts(name: str, step_id: str) -> list[str]:
         from app.routers.zero import facts
 
         return [fmt_bytes(facts()["l405_z3"]["api"]["deepspeed"]["stage3"]["gpu_bytes"])]
+    if (name, step_id) == ("placement", "step-3"):
+        # EP09 step 3 asks R1's serving GPU's cache over its weights, which it states: the
+        # cache, or the rollout phase's total less the weights and workspace, gives it
+        # (round-16 cold reading of EP09, finding 3: colocated R1 printed both).
+        from app.routers.rl import facts
+
+        r = facts()["r1"]["result"]
+        return [fmt_bytes(r.rollout_breakdown["kv_cache"]), fmt_bytes(r.rollout_memory_bytes)]
     if (name, step_id) != ("dp", "step-10"):
         return []
     from app.routers.data_parallel import facts

@@ -488,7 +488,7 @@ def test_round_6_step_3_asks_the_busiest_gpus_cache_of_whole_requests(client):
     why = three[three.index("Why: show me"):]
     assert f"{per_token / 1e3:.1f} KB a token" in why
     assert f"{5120 * per_token / 1e6:.0f} MB a request" in why and "⌈32 ÷ 8⌉ = 4" in why
-    assert f"1.44 GB ÷ 34.7 GB = {answer} of the weights" in why
+    assert f"1.44 GB ÷ 34.7 GB = {answer}." in why
     assert "17.35B × 2 bytes = 34.7 GB" in why and "671B × 2 ÷ 64 = 21.0 GB" in why
     assert f"32 × {5120 * per_token / 1e6:.0f} MB = {32 * 5120 * per_token / 1e9:.1f} GB" in why
 
@@ -609,11 +609,12 @@ def test_round_9_step_3_predicts_from_what_it_needs_and_tables_the_weights(clien
     prompt = three[three.index("Predict.") + 8:three.index("Your guess")]
     assert len(prompt.split()) < 90, len(prompt.split())
     assert "70.3 KB a token" in prompt and "slime" not in prompt
-    note = re.search(r'<p class="chart-note"><strong>Where this comes from\.</strong>(.*?)</p>',
-                     raw, re.S)
+    note = re.search(r'<div class="chart-note"><p><strong>Where this comes from\.</strong>'
+                     r"(.*?)</p>", raw, re.S)
     assert note and "--sglang-dp-size 8" in note[1] and "--sglang-enable-dp-lm-head" in note[1]
     why = three[three.index("Why: show me"):]
-    assert why.index("Where this comes from") < why.index("The KV cache")
+    # The answer's line and the cache lead, the flags' note after (round 16, finding 10).
+    assert why.index("The KV cache") < why.index("Where this comes from")
     table = raw[raw.index('data-testid="r1-serving-weights"'):raw.index("</table>",
                                                                    raw.index("r1-serving"))]
     cells = re.findall(r"<td>([\d.]+)B</td>", table)
@@ -773,7 +774,8 @@ def test_round_11_step_3s_why_is_a_short_derivation(client):
     step = page[page.index('id="step-3"'):page.index('id="step-4"')]
     why = step[step.index('<details class="why"'):step.index("</details>",
                                                            step.index('<details class="why"'))]
-    for cut in (r"<table.*?</table>", r'<p class="chart-note">.*?</p>', r"<summary>.*?</summary>"):
+    for cut in (r"<table.*?</table>", r'<p class="chart-note">.*?</p>',
+                r'<div class="chart-note">.*?</div>', r"<summary>.*?</summary>"):
         why = re.sub(cut, "", why, flags=re.S)
     words = len(re.sub(r"<[^>]+>", " ", why).split())
     assert words < 280, words
@@ -880,7 +882,8 @@ def test_round_14_step_1s_replicas_wait_for_its_guess_at_its_state(client):
     for query in ("preset=deepseek-r1", "preset=deepseek-r1&placement=separate"):
         html, text = _screen(client, query, "step-1")
         assert "128 · 8/4/4/32 · ?" in text and "= DP 1" not in text and "DP 2" not in text
-        assert re.search(r'data-target="placement-cluster"[^>]*>\[\]</script>', html)
+        # Its replicas wait, the roles beneath them drawn (round 16, finding 9).
+        assert [set(t) for t in _figure(html, "placement-cluster")["data"]][1] == {"name"}
         _, after = _screen(client, query, "step-2")
         assert "128 · 8/4/4/32 · 1" in after and "= DP 1" in after
 
@@ -898,3 +901,131 @@ def test_round_14_step_6s_sync_streams_and_step_5s_responses_run_to_the_limit(cl
     assert f"streamed a bucket at a time (one {bucket} bucket resident" in steps[6]
     assert "every response runs to the 4,096-token limit in the lab, an upper bound" in steps[5]
     assert "There the lab errs slow" in steps[5]
+
+
+def _figure(html: str, chart: str) -> dict:
+    import json
+
+    return json.loads(re.search(rf'data-target="{chart}"[^>]*>(.*?)</script>', html,
+                                re.S).group(1))
+
+
+def test_round_16_step_2s_guess_draws_the_timeline_its_why_adds_up(client):
+    """Round-16 cold reading of EP09, finding 1: after step 2's guess, at both its links, all
+    13 timeline bars stayed veiled (each waited for step 5's or step 6's guess as well) and
+    the table printed "Rollout ?", while the why said the training hides behind the rollout.
+    At step 2's states every time now waits for step 2 alone, and the why derives both rates
+    from the times the table then shows, the engine's own."""
+    f = facts()
+    for name, placement in (("glm9", "colocated"), ("glm9_sep", "separate")):
+        a = f[name]["api"]
+        query = "&".join(f"{k}={v}" for k, v in f[name]["params"].items())
+        html, text = _screen(client, query, "step-3")  # steps 1 and 2 guessed
+        fig = _figure(html, "placement-timeline")
+        assert [t.get("x") for t in fig["data"]] == [
+            [round(p["end"] - p["start"], 4)] for p in a["timeline"]], placement
+        assert f"Rollout {a['rollout_seconds']:.2f} s" in text
+        assert f"Training {a['train_seconds']:.2f} s" in text
+        assert f"{a['samples_per_second']:.2f}" in text
+        before, _ = _screen(client, query, "step-2")
+        assert _figure(before, "placement-timeline") != fig  # veiled before the guess
+    col, sep = f["glm9"]["api"], f["glm9_sep"]["api"]
+    two = re.sub(r"\( | (?=[,)])", lambda m: m.group(0).strip(), _steps(client)[2])
+    assert (f"rollout + training + sync = {col['rollout_seconds']:.2f} + "
+            f"{col['train_seconds']:.2f} + {col['sync_seconds']:.2f} = "
+            f"{col['step_seconds']:.2f} s, and {col['samples']} samples ÷ "
+            f"{col['step_seconds']:.2f} s = {col['samples_per_second']:.2f} a second") in two
+    assert (f"max({sep['rollout_seconds']:.2f}, {sep['train_seconds']:.2f}) + "
+            f"{sep['sync_seconds']:.2f}") in two
+    assert (f"{sep['samples']} ÷ {sep['step_seconds']:.2f} s = "
+            f"{sep['samples_per_second']:.2f} a second") in two
+
+
+def test_round_16_the_training_time_comes_from_ep08s_step_bar(client):
+    """Round-16 cold reading of EP09, finding 2: step 6's why quoted R1's 12.3 s of training
+    and step 2's GLM-4-9B's 8.24 s with nothing on the page saying where they come from, and
+    step 6's predict never said its 2 engines of 32 requests (step 5 ran 4). Each is now
+    derived from the engine's own parts: EP08's step on the layout, by its bar's segments,
+    the log-probability forward's factor and CPU Adam's PCIe trip."""
+    steps = _steps(client)
+    for n, name in ((2, "glm9"), (6, "r1_sep")):
+        a = facts()[name]["api"]
+        p = a["train_parts"]
+        assert p["segments"] and not p["estimated"]
+        assert p["step_s"] == pytest.approx(sum(p["segments"].values()))
+        assert p["seconds"] == pytest.approx(p["step_s"] * p["log_prob"] + p["offload_s"])
+        assert p["seconds"] == pytest.approx(a["train_seconds"])
+        text = steps[n]
+        assert f"{p['microbatches']} micro-batches of one {p['seq_len']:,}-token sample" in text
+        assert f"{p['step_s']:.2f} s (compute {p['segments']['compute']:.2f} s" in text
+        assert f"× {p['log_prob']:.2f}" in text and f"{p['compute_s']:.2f} s" in text
+    r1 = facts()["r1_sep"]["api"]
+    p = r1["train_parts"]
+    assert f"CP ring (exposed) {p['segments']['cp']:.2f} s" in steps[6]
+    assert f"EP all-to-all (exposed) {p['segments']['ep']:.2f} s" in steps[6]
+    assert f"adds {p['offload_s']:.2f} s: {p['seconds']:.2f} s" in steps[6]
+    assert (f"{r1['engines']} engines of {r1['engine_gpus']} GPUs, "
+            f"{r1['samples'] // r1['engines']} requests each") in steps[6].split("Commit")[0]
+
+
+def test_round_16_step_3s_cache_waits_at_every_r1_state(client):
+    """Round-16 cold reading of EP09, finding 3: colocated R1 (the good case, step 1's link,
+    step 6's first) drew the rollout phase's KV cache, 1.44 GB, and printed the phase's
+    36.6 GB, which less step 3's stated weights and workspace is the same: 1.44 ÷ 34.7 is
+    step 3's answer. Both wait for step 3's guess there; the rest of the chart is drawn."""
+    from app.charts.units import fmt_bytes
+
+    r = facts()["r1"]["result"]
+    cache = fmt_bytes(r.rollout_breakdown["kv_cache"])
+    html, text = _screen(client, "preset=deepseek-r1", "step-3")
+    assert cache not in text and fmt_bytes(r.rollout_memory_bytes) not in text
+    fig = _figure(html, "placement-memory")
+    drawn = [t for t in fig["data"] if t.get("y")]
+    assert any(t.get("x") == ["rollout phase"] and t["name"] == "Weights" for t in drawn)
+    assert not any(t.get("x") == ["rollout phase"] and t["name"] == "KV cache" for t in drawn)
+    _, after = _screen(client, "preset=deepseek-r1", "step-4")
+    assert cache in after and fmt_bytes(r.rollout_memory_bytes) in after
+
+
+def test_round_16_step_1s_state_draws_the_roles_before_the_guess(client):
+    """Round-16 cold reading of EP09, finding 9: at R1's states before step 1's guess the
+    cluster was one grey block (a phone's bench, between steps). The roles are drawn; only
+    the replicas (the shades, each GPU's stage and replica) wait for the guess."""
+    for query in ("preset=deepseek-r1", "preset=deepseek-r1&placement=separate"):
+        html, text = _screen(client, query, "step-1")
+        (roles, veiled) = _figure(html, "placement-cluster")["data"]
+        cells = [c for row in roles["z"] for c in row]
+        assert len(cells) == 128 * (1 if "separate" not in query else 2)
+        assert len(set(cells)) == (1 if "separate" not in query else 2)  # a colour a role
+        assert not any("replica" in h for row in roles["customdata"] for h in row)
+        assert not any(t for row in roles["text"] for t in row if t.startswith("P"))
+        assert "z" not in veiled
+        html, _ = _screen(client, query, "step-2")
+        shaded = _figure(html, "placement-cluster")["data"][1]
+        assert any("replica 0" in h for row in shaded["customdata"] for h in row)
+
+
+def test_round_16_a_failed_memory_check_shows_its_reason(client):
+    """Round-16 cold reading of EP09, finding 11a: "colocated memory fits | FAIL | ?" where
+    the layout does not divide; its reason has no figure to give away, so it shows."""
+    _, text = _screen(client, "preset=glm-4.7&train_gpus=96", "step-1")
+    assert "colocated memory fits FAIL the layout does not divide" in text
+    _, text = _screen(client, "preset=glm-4.7", "step-1")
+    assert "colocated memory fits pass ?" in text
+
+
+def test_round_16_step_3s_why_leads_with_its_answer_and_step_8s_title_keeps_its_own(client):
+    """Round-16 cold reading of EP09: step 3's why came to its answer's line second, after a
+    table and a note (finding 10): it leads now. Step 8's title, "more replicas, a thinner
+    optimizer shard", answered its question ("what comes free?") before the guess (11b)."""
+    from app.charts.units import fmt_bytes
+
+    b = facts()["r1_sep"]["api"]["pools"][1]["breakdown"]
+    three = _steps(client)[3]
+    why = three[three.index("Why: show me"):]
+    line = (f"{fmt_bytes(b['kv_cache'])} ÷ {fmt_bytes(b['weights'])} = "
+            f"{100 * b['kv_cache'] / b['weights']:.1f}%")
+    assert line in why and why.index(line) < why.index("The KV cache:") < why.index("Routed")
+    page = client.get("/episodes/rl-placement").text
+    title = re.search(r'id="step-8".*?<h2>(.*?)</h2>', page, re.S).group(1)
+    assert "shard" not in title and "replica" not in title and "free" not in title

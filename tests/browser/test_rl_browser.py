@@ -121,9 +121,9 @@ def bench_text(page, chart: str) -> str:
     (4, "placement-memory", "GLM-4.7, colocated",
      lambda api: f"{api['colocated_bytes'] / 1e9:.3g} GB"),
     (5, "placement-timeline", "prefill/decode split",
-     lambda api: f"{api['rollout_seconds']:.1f} s"),
+     lambda api: f"{api['rollout_seconds']:.2f} s"),
     (6, "placement-timeline", "DeepSeek-R1, separate",
-     lambda api: f"{api['sync_seconds']:.1f} s"),
+     lambda api: f"{api['sync_seconds']:.2f} s"),
     (8, "placement-memory", "GLM-4-9B, 16 training GPUs",
      lambda api: f"{api['train_memory_bytes'] / 1e9:.3g} GB")])
 def test_a_step_link_followed_before_the_guess_shows_the_move_not_the_answer(

@@ -217,6 +217,26 @@ def test_weight_sync_moves_at_nccl_bus_bandwidth_not_the_datasheet():
     assert col.sync_seconds == pytest.approx(2 * r1.params / 4 / 367.6e9 + switch, rel=1e-12)
 
 
+def test_train_parts_add_up_to_the_training():
+    """EP09 steps 2 and 6 derive the training time from its parts (round-16 cold reading,
+    finding 2): EP08's step on the layout (its segments summing to it) x the log-probability
+    forward's factor, + CPU Adam's PCIe trip; a layout EP08 refuses is an estimate with no
+    segments."""
+    for preset in ("glm-4-9b", "deepseek-r1"):
+        res = compute_rl_placement(recipe_input(preset))
+        p = res.train_parts
+        assert not p["estimated"] and p["step_s"] == pytest.approx(sum(p["segments"].values()))
+        assert res.train_seconds == pytest.approx(p["step_s"] * p["log_prob"] + p["offload_s"])
+        assert p["microbatches"] * res.dp == res.input.samples  # one sample a micro-batch
+        assert 1 < p["log_prob"] < 1.5  # 2N on top of 6N-8N a token
+        cpu = res.input.cpu_adam
+        w = res.train_breakdown["weights"]
+        assert p["offload_s"] == (pytest.approx(2 * w / p["offload_rate"]) if cpu else 0)
+    broken = compute_rl_placement(recipe_input("glm-4.7", train_gpus=96))
+    assert broken.train_parts["estimated"] and not broken.train_parts["segments"]
+    assert broken.train_seconds == broken.train_parts["seconds"] > 0
+
+
 def test_rollout_parts_add_up_to_the_rollout():
     """EP09 step 6 splits GLM-4-9B's colocated rollout into prefill, the weights' reads and the
     cache's reads, so step 6's drill (twice the responses) can be derived: the weights are read
