@@ -1,20 +1,20 @@
 """EP12 Recap and playground: every control of every episode on one page, the diagrams side by
 side, one state in the URL. Each lab is run through its own view (app/routers/playground_panels
-translates the shared state into its query); this module draws them together."""
+translates the shared state into its query; app/routers/playground_state runs them and strips
+their lessons' veils); this module draws them together, with what waits for its steps."""
 
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel
 
 from app.charts import veiled_after
 from app.charts.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 from app.cluster_controls import INTER, INTRA
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, LabView, register
-from app.labkit.render import state_query, with_query
+from app.labkit.render import with_query
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import model_choices
 from app.options import gpu_options, model_options
@@ -26,7 +26,16 @@ from app.routers.playground_panels import (
     PlaygroundQuery,
     control_choices,
     labels,
-    run_panel,
+)
+from app.routers.playground_state import (
+    PlaygroundState,
+    api_errors,
+    diagram_name,
+    lab_query,
+    run,
+    to_api,
+    unveiled,  # noqa: F401  (imported from here too)
+    unveiled_figures,
 )
 from app.schemas import PlaygroundAnswer
 from labs.hardware.links import links
@@ -34,35 +43,6 @@ from labs.hardware.nccl import nccl_time
 from labs.model.presets import get_model
 
 router = APIRouter()
-
-
-@dataclass(frozen=True)
-class PlaygroundState:
-    query: BaseModel
-    panels: tuple[PanelState, ...]
-
-    def panel(self, lab: str) -> PanelState:
-        return next(p for p in self.panels if p.lab == lab)
-
-    @property
-    def errors(self) -> dict[str, str]:
-        """Every lab's complaint, by the playground control it names."""
-        found: dict[str, dict[str, list[str]]] = {}  # control -> message -> episodes
-        for p in self.panels:
-            for control, message in p.errors.items():
-                found.setdefault(control, {}).setdefault(message, []).append(
-                    p.view.episode.code)
-        return {control: "; ".join(f"{', '.join(codes)}: {message}"
-                                   for message, codes in by_message.items())
-                for control, by_message in found.items()}
-
-
-def run(query) -> PlaygroundState:
-    return PlaygroundState(query, tuple(run_panel(panel, query) for panel in PANELS))
-
-
-def diagram_name(lab: str, name: str) -> str:
-    return f"{lab}-{name}"
 
 
 def figures(state: PlaygroundState) -> dict[str, dict]:
@@ -74,66 +54,12 @@ def figures(state: PlaygroundState) -> dict[str, dict]:
     for p in state.panels:
         if p.result is None:
             continue
-        own = p.made("figures", partial(_unveiled_figures, p.view, p.result))
+        own = p.made("figures", partial(unveiled_figures, p.view, p.result))
         for name in p.diagrams:
             if name in own:
                 keys = tuple(held.get((p.lab, name), "").split())
                 drawn[diagram_name(p.lab, name)] = veiled_after(own[name], keys, copy=True)
     return drawn
-
-
-# What a lab's figure carries for its own lesson page: which of that lesson's steps or drills
-# it waits for (layout.meta, static/js/lab.js). Its keys name the lesson's step ids
-# ("step-3") and charts, which on the playground are the playground's own: EP05's Gantt at
-# one micro-batch waited for the playground's step 1 (round-14 review). The playground asks
-# none of a lab's questions, so it draws every figure whole.
-LESSON_VEIL = ("after", "owners", "masked", "partly", "names", "axes")
-
-
-def _unveiled_figures(view, result) -> dict[str, dict]:
-    return {name: unveiled(figure) for name, figure in view.figures(result).items()}
-
-
-def unveiled(figure: dict) -> dict:
-    meta = figure.get("layout", {}).get("meta")
-    if not meta or not any(key in meta for key in LESSON_VEIL):
-        return figure
-    rest = {key: value for key, value in meta.items() if key not in LESSON_VEIL}
-    layout = {key: value for key, value in figure["layout"].items() if key != "meta"}
-    return {**figure, "layout": {**layout, **({"meta": rest} if rest else {})}}
-
-
-def lab_query(p: PanelState) -> str:
-    """The lab's own URL query for this state: its lesson draws the same picture (none for a
-    state the lab refuses: its lesson then opens at its own defaults)."""
-    if p.query is None or p.errors:
-        return ""
-    return state_query(_Stateful(p.query))
-
-
-@dataclass(frozen=True)
-class _Stateful:  # state_query reads .query only
-    query: BaseModel
-
-
-def to_api(state: PlaygroundState) -> dict:
-    panels = {}
-    for p in state.panels:
-        if not p.diagrams:
-            continue
-        panels[p.lab] = {
-            "episode": p.view.episode.code,
-            "diagrams": list(p.diagrams),
-            "query": lab_query(p),
-            "errors": p.errors,
-            "note": p.note,
-            "answer": p.view.to_api(p.result) if p.result is not None else None,
-        }
-    return {"panels": panels}
-
-
-def api_errors(state: PlaygroundState) -> dict[str, str]:
-    return state.errors
 
 
 PLAYGROUND_DIAGRAMS = tuple(
