@@ -553,7 +553,11 @@ def test_round_6_items_2_to_7_each_prediction_asks_what_the_screen_does_not_give
     fsdp = f["fsdp"]["api"]["panels"]
     fits = fsdp["recipe"]["answer"]["memory_per_gpu_bytes"]
     assert fits <= 80e9 < f["dp32"]["api"]["panels"]["recipe"]["answer"]["memory_per_gpu_bytes"]
-    assert 'data-right="fits"' in _form(eight) and "bad case" not in eight
+    # Round 16, finding 3: 'Does it now fit?' under 'Combine the fixes' was answered by its
+    # wording; the step asks the GB, a number the student adds up.
+    assert "data-right" not in _form(eight) and "bad case" not in eight
+    assert "fit" not in _flat(re.search(r'<p class="question">(.*?)</p>', eight, re.S)[1])
+    assert re.search(r"<h2>(.*?)</h2>", eight)[1] == "8. Shard and recompute"
     from app.charts.units import fmt_bytes
 
     assert f'data-answer="{fmt_bytes(fits)}"' in _form(eight)
