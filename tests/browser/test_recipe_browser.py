@@ -181,22 +181,6 @@ def gemm_bar_ms(page) -> float:
 
 @pytest.mark.parametrize("viewport", [{"width": 1280, "height": 800},
                                       {"width": 390, "height": 844}])
-def test_step_8s_link_opens_the_export_in_view(page, viewport):
-    """Round-16 cold reading of EP07 and EP08, finding 8: step 8's link loaded the seed plan
-    and left "Export this plan" closed, 5,424 px down the page. It opens it in view now."""
-    page.set_viewport_size(viewport)
-    page.goto(f"{PAGE}?microbatches=8")
-    wait_drawn(page)
-    link = page.locator("#step-8 a.try", has_text="export the seed plan")
-    release(link)
-    follow(link, "microbatches=16")
-    exports = page.locator("#recipe-exports")
-    assert exports.evaluate("d => d.open")
-    expect(page.locator("#export-megatron")).to_be_in_viewport()
-
-
-@pytest.mark.parametrize("viewport", [{"width": 1280, "height": 800},
-                                      {"width": 390, "height": 844}])
 def test_why_mfu_step_link_redraws_the_by_cause_chart(page, live_server, viewport):
     page.set_viewport_size(viewport)
     page.goto(PAGE)
