@@ -882,8 +882,6 @@
 
   function reveal(chart) {
     keeping = null;  // a step's diagram now, not the one a control moved before
-    // A folded part of the bench a link names (EP08 step 8's "Export this plan"): opened.
-    if (chart.tagName === "DETAILS") chart.open = true;
     stepDiagram = chart.id;
     // Laptop: the whole bench (diagram view and controls) on screen; it then sticks there.
     var bench = document.getElementById("bench");
