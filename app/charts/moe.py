@@ -346,11 +346,10 @@ def gemm_figure(result) -> dict:
     }
 
 
-def balance_figure(result) -> dict:
+def balance_figure(result, curve) -> dict:
     """Against routing skew: the Switch balance loss over α (E·Σ f·P, 1 when balanced) and
-    the layer's time over its balanced time, both from the lab's routing at skews 0 .. 1, with
-    this state marked on each."""
-    curve = result.balance_curve
+    the layer's time over its balanced time, both from the lab's routing at skews 0 .. 1
+    (``curve``: labs.experts.lab.balance_of), with this state marked on each."""
     skew = result.input.skew
     lines = (("balance loss ÷ balanced", 1, "#f58518", result.balance_loss),
              ("layer time ÷ balanced", 2, "#4c78a8", result.slowdown))

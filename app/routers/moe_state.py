@@ -31,7 +31,7 @@ from labs.core.limits import (
 )
 from labs.experts.crossover import ep_crossover
 from labs.experts.inputs import MoEInput, MoEResult
-from labs.experts.lab import simulate_moe
+from labs.experts.lab import balance_of, simulate_moe
 from labs.hardware.links import clusters, get_cluster, with_network
 
 # A DGX SuperPOD H100 scalable unit: 32 nodes, one leaf switch per rail (NVIDIA's reference
@@ -127,7 +127,7 @@ def to_api(result: MoEResult) -> dict:
         "balance_loss": result.balance_loss,
         "crossover": _crossover(result),
         "balance": [{"skew": k, "loss": loss, "slowdown": slow}
-                    for k, loss, slow in result.balance_curve],
+                    for k, loss, slow in balance_of(result)],
         "gemm": {"curve": [{"tokens": t, "efficiency": e} for t, e in result.gemm_curve],
                  "tokens_per_expert": result.tokens_per_expert,
                  "efficiency": result.gemm_efficiency,
@@ -217,4 +217,4 @@ def lazy_figures(result: MoEResult) -> dict:
     layer's slowdown at every skew, so at the opening state it would print step 4's answer
     (2.5x expert 0's share at skew 0.5 times the bench's balanced layer) before the guess;
     the lesson fetches it once step 10, the step it belongs to, is guessed (after_guess)."""
-    return {"balance": balance_figure(result)}
+    return {"balance": balance_figure(result, balance_of(result))}

@@ -18,6 +18,7 @@ from app.labkit.render import with_query
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import model_choices
 from app.options import gpu_options, model_options
+from app.recipe_answer import result_api
 from app.routers.pipeline import SCHEDULE_LABELS
 from app.routers.playground_panels import (
     PANELS,
@@ -277,8 +278,11 @@ FORMAT = {"bytes": fmt_bytes, "pct": fmt_pct, "count": fmt_count, "ms": fmt_ms, 
 
 
 def _headlines(p: PanelState) -> list[tuple[str, str, str]]:
-    # EP05's answer lists every event: read its one headline off the result instead.
+    # EP05's answer lists every event: read its one headline off the result instead. EP08's
+    # headlines are its result's fields: its whole answer adds the timeline, the layer and
+    # step 14's sweep of planner searches, none of them read here (issue 31).
     answer = ({"bubble_fraction": p.result.result.bubble_fraction} if p.lab == "pipeline"
+              else result_api(p.result.result) if p.lab == "recipe"
               else p.view.to_api(p.result))
     return [(label, FORMAT[unit](answer[key]), key) for label, key, unit in HEADLINES[p.lab]
             if answer.get(key) is not None]

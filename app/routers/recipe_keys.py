@@ -22,12 +22,12 @@ PLAN = (*LAYOUT, "zero", "recompute", "recipe", "micro_batch", "microbatches", "
         "virtual", "dp_shard")
 
 
-def shape(r, what: str):
-    """One thing a question fixes of a state (a RecipeResult)."""
+def shape(r) -> dict:
+    """What a question may fix of a state (a RecipeResult), by name: ``ASKED``'s fields."""
     p = r.plan
     return {"model": r.model.id, "gpu": r.cluster.gpu.id, "nodes": r.nodes,
             "matmul": r.matmul_efficiency, **{k: getattr(p, k) for k in PLAN if hasattr(p, k)},
-            "seq_len": p.seq_len}[what]
+            "seq_len": p.seq_len}
 
 
 # Each step that asks one figure of a state: the kind of figure, the fact whose state it asks
@@ -98,6 +98,21 @@ def _asked() -> dict[str, list]:
             for step, (_, fact, _same) in ASKED.items()}
 
 
+@lru_cache(maxsize=1)
+def _asked_shapes() -> dict[str, list[tuple]]:
+    """Each asked step's states as what makes a state the same question (``ASKED``'s
+    fields, in order): read once, not at every answer (issue 31)."""
+    return {step: [tuple(shape(a)[s] for s in same) for a in _asked()[step]]
+            for step, (_, _fact, same) in ASKED.items()}
+
+
+@lru_cache(maxsize=1)
+def _asked_printed() -> dict[str, set[str]]:
+    """Each asked step's answers as the bench prints a figure of its kind (``PRINTED``)."""
+    return {step: {PRINTED[kind](a) for a in _asked()[step]} if kind in PRINTED else set()
+            for step, (kind, _fact, _same) in ASKED.items()}
+
+
 def bench_keys(state) -> dict[str, tuple[str, ...]]:
     """The steps and drills each kind of figure answers at ``state`` (a RecipeState), kinds
     as ``KINDS``: ``audits`` is step 2's (which audit fails: the memory or the TP-in-a-node
@@ -110,11 +125,11 @@ def bench_keys(state) -> dict[str, tuple[str, ...]]:
     printed = {kind: show(after if kind.startswith("replan") else r)
                for kind, show in PRINTED.items()
                if after is not None or not kind.startswith("replan")}
+    mine = shape(r)
     for step, (kind, _fact, same) in ASKED.items():
-        asked = _asked()[step]
-        if any(all(shape(r, s) == shape(a, s) for s in same) for a in asked):
+        if tuple(mine[s] for s in same) in _asked_shapes()[step]:
             keys[kind].append(step)
-        answers = {PRINTED[kind](a) for a in asked} if kind in PRINTED else set()
+        answers = _asked_printed()[step]
         keys.update({k: [*keys[k], step] for k, v in printed.items()
                      if v in answers and step not in keys[k]})
     for drill, answer in _drills().items():  # wherever a figure prints it

@@ -145,9 +145,7 @@ class MoEResult:
     shared_s: float | None = None
     matmul_rate: float = 0.0
     hbm_rate: float = 0.0
-    # The router's balance against skew (labs.experts.lab.balance_curve): (skew, the balance
-    # loss's E·Σ f·P, the layer's time over the balanced one), and this state's loss.
-    balance_curve: tuple[tuple[float, float, float], ...] = ()
+    # This state's balance loss, E·Σ f·P (its curve against skew: labs.experts.lab.balance_of).
     balance_loss: float = 1.0
 
     @property

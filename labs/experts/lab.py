@@ -69,6 +69,14 @@ def balance_curve(inp: MoEInput, per_node: int) -> tuple[tuple[float, float, flo
                  for skew, r in zip(BALANCE_SKEWS, runs, strict=True))
 
 
+def balance_of(result: MoEResult) -> tuple[tuple[float, float, float], ...]:
+    """``result``'s balance curve (``balance_curve``), routed when it is asked for: by the
+    balance chart, a diagram drawn on its own request, and the JSON answer. A control's answer
+    never draws it, so it never routes the layer at eleven skews (issue 31: 17% of the
+    experts lab's CPU in a class)."""
+    return balance_curve(replace(result.input, skew=0.0, group="ep"), result.ep_per_node)
+
+
 # Gradients are reduced in fp32 for bf16 training: Megatron-LM forces
 # --accumulate-allreduce-grads-in-fp32 with --bf16 ("bfloat16 requires gradient accumulation
 # and all-reduce to be done in fp32"; --grad-reduce-in-bf16 opts out), NeMo's bf16_mixed sets
@@ -135,7 +143,6 @@ def simulate_moe(inp: MoEInput) -> MoEResult:
     shared = inp.tokens if m.shared_experts else None
     local = m.experts // inp.ep
     return MoEResult(
-        balance_curve=balance_curve(replace(inp, skew=0.0, group="ep"), per_node),
         balance_loss=balance_loss(routing.routed_per_expert),
         gemm_curve=tuple((t, expert_efficiency(m, gpu, t, inp.etp, local)) for t in GEMM_SWEEP),
         tokens_per_expert=mean_tokens,

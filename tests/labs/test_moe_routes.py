@@ -47,14 +47,15 @@ def test_a_state_and_its_balance_curve_are_its_own_routings(name):
     assert result.routing == _route(inp, inp.skew, per_node)
     assert result.balanced == _route(inp, 0.0, per_node)
     base = result.balanced.layer_s
-    assert result.balance_curve == tuple(
+    assert lab.balance_of(result) == tuple(
         (s, lab.balance_loss(r.routed_per_expert), r.layer_s / base)
         for s in lab.BALANCE_SKEWS for r in (_route(inp, s, per_node),))
 
 
 def test_one_state_routes_each_skew_once(monkeypatch):
-    """A fresh state on a skew of the curve's grid: its 11 skews, its own routing and its
-    balanced one among them, and its crossover's 8 widths, routed 11 times in all (22 when
+    """A fresh state on a skew of the curve's grid: its own routing and its balanced one,
+    which its crossover's 8 widths share, routed twice (a control's answer draws no balance
+    curve); its balance curve's 11 skews then add 9, its own two among them (22 in all when
     each asked its own); its colouring moved, none again."""
     for cached in (layer._route_kept, lab.balance_curve, crossover._points):
         cached.cache_clear()
@@ -68,7 +69,10 @@ def test_one_state_routes_each_skew_once(monkeypatch):
     state = {"tokens": 3072, "skew": 0.3}  # a state no other test asks
     result = run_query(MoEQuery(**state))
     lab_points(result)
+    assert sorted(calls) == [0.0, 0.3]
+    lab.balance_of(result)
     assert sorted(calls) == sorted(lab.BALANCE_SKEWS)
     again = run_query(MoEQuery(**state, group="tp"))
     lab_points(again)
+    lab.balance_of(again)
     assert len(calls) == len(lab.BALANCE_SKEWS)
