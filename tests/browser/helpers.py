@@ -1,7 +1,9 @@
 """Browser-test helpers: wait for lab.js to draw, read a state's JSON twin, answer a drill,
 release a step's try links (or commit its guess), open a page at a given size."""
 
+import html
 import json
+import re
 import urllib.request
 from contextlib import contextmanager
 
@@ -112,6 +114,21 @@ def api_json(live_server: str, name: str, query: str = "") -> dict:
     """The lab's JSON twin of a state, from the live server."""
     with urllib.request.urlopen(f"{live_server}/api/{name}?{query}") as response:
         return json.load(response)
+
+
+def try_href(client, lesson: str, step: int, text: str) -> str:
+    """The href of lesson step ``step``'s one try link whose label holds ``text``, read off
+    the server's HTML (the in-process app, ``client``): a test that opens the step's state by
+    its URL needs no page load in the browser to find it."""
+    from tests.app.test_answers_hidden import page as lesson_html
+    from tests.app.test_step_beats import steps
+
+    step_html = dict(steps(lesson_html(client, lesson)))[f"step-{step}"]
+    found = [html.unescape(href) for href, label in re.findall(
+        r'<a class="try" href="([^"]+)"[^>]*>(.*?)</a>', step_html, re.S)
+        if text in html.unescape(re.sub(r"<[^>]+>", "", label))]
+    assert len(found) == 1, f"{lesson} step {step}: try links labelled {text!r}: {found}"
+    return found[0]
 
 
 def release_case(button) -> None:

@@ -11,6 +11,7 @@ from tests.browser.helpers import (
     look_at,
     show_me,
     sized_page,
+    try_href,
     wait_drawn,
 )
 
@@ -165,7 +166,7 @@ def bench_and_labels(page, chart: str) -> str:
      "tokens=64&cp=8&seq_len=4096&layout=zigzag&link=eth-25g",
      lambda api: f"{api['exposed_s'] * 1e3:.3g} ms")])
 def test_a_steps_state_before_the_guess_shows_the_move_not_the_answer(
-        page, live_server, step, chart, link, query, figure):
+        page, client, live_server, step, chart, link, query, figure):
     """Round-6 cold reading of EP06, item 1: each step's try link, followed before the guess,
     put the figure its prediction asks for on the bench (484 pairs on the last bar and in the
     caption; the all-gather's 537 MB held; GPT-3's 6.04 GB; the 4.94 ms exposed). The link is
@@ -173,8 +174,7 @@ def test_a_steps_state_before_the_guess_shows_the_move_not_the_answer(
     (its URL shared, the controls): there the figure stays masked until that step's guess (an
     earlier step's guess on the same diagram does not lift it), and shows after."""
     answer = figure(api_json(live_server, "cp", query))
-    page.goto(LESSON)
-    href = page.locator(f"#step-{step} a.try", has_text=link).get_attribute("href")
+    href = try_href(client, LESSON, step, link)
     assert query.split("&")[-1] in href
     page.goto(href)  # the step's state, opened by its URL before the guess
     wait_drawn(page)

@@ -7,12 +7,15 @@ asks for. Before the guess the chart is drawn veiled: the plotted data (gd.data,
 carries no value of the figure, the value axis has no ticks, and hovering shows nothing; after
 the guess the real figure is drawn, its hover back."""
 
+import html
 import json
 import re
 
 import pytest
 
-from tests.browser.helpers import api_json, commit_guess, look_at, wait_drawn
+from tests.app.test_answers_hidden import page as lesson_html
+from tests.app.test_step_beats import steps
+from tests.browser.helpers import api_json, commit_guess, look_at, try_href, wait_drawn
 
 EP04, EP06 = "/episodes/tensor-parallel", "/episodes/context-parallel"
 
@@ -61,9 +64,8 @@ def hover_everywhere(page, chart: str) -> str:
 
 @pytest.mark.parametrize("lesson, step, chart, link", MASKED,
                          ids=[f"{c}-step{s}" for _, s, c, _ in MASKED])
-def test_a_masked_chart_shows_no_value_until_the_guess(page, lesson, step, chart, link):
-    page.goto(lesson)
-    href = page.locator(f"#step-{step} a.try", has_text=link).get_attribute("href")
+def test_a_masked_chart_shows_no_value_until_the_guess(page, client, lesson, step, chart, link):
+    href = try_href(client, lesson, step, link)
     page.goto(href)  # the step's state, opened by its URL before the guess
     wait_drawn(page)
     look_at(page, chart)
@@ -433,15 +435,14 @@ def test_ep10s_ledger_hovers_no_fp8_state_before_step_1s_guess(page, live_server
     assert drawn["Gradients"][1] == pytest.approx(led["gradients"] / 1e9, abs=1e-4), drawn
 
 
-def test_ep10s_ledger_holds_step_5s_state_until_its_guess(page, live_server):
+def test_ep10s_ledger_holds_step_5s_state_until_its_guess(page, client, live_server):
     """Issue 36 (after d1330f0): at step 5's state (70B, DeepSeek-V3's recipe, TP 8, ZeRO-1)
     the table masked the recipe's gradients and moments but the chart drew them, 35.3 GB of
     fp32 gradients and 4.41 GB of bf16 moments beside BF16's 17.6 and 8.82 GB: step 5's
     4 + 2 + 2 of its bytes. They now wait for step 5's guess, and no product or quotient of
     two figures on the screen gives its answer."""
     chart = "precision-ledger"
-    page.goto(EP10)
-    href = page.locator("#step-5 a.try", has_text="DeepSeek").get_attribute("href")
+    href = try_href(client, EP10, 5, "DeepSeek")
     query = href.split("?", 1)[1]
     body = api_json(live_server, "precision", query)
     led, answer = body["ledger"]["parts"], body["ledger"]["bytes_per_param"]
@@ -635,16 +636,16 @@ EP10_LINKS = [
 
 
 @pytest.mark.parametrize("step, link, chart, held", EP10_LINKS)
-def test_ep10s_later_steps_links_wait_for_their_guess(page, step, link, chart, held):
+def test_ep10s_later_steps_links_wait_for_their_guess(page, client, step, link, chart, held):
     """At the state its own try link sets, nothing on the screen (text, tables, what the
     charts plot and hover) prints the step's answer before its guess: step 4's 30.1 GB (FP8's
     activations at 32k tokens), step 10's 18.9M trainable parameters (the fine-tune table,
     the LoRA paper's box, the chart), step 11's 45.2 GB (QLoRA's total) and step 12's 63.7%
     (the offload readout, table and chart), with every step before it guessed. The step's
     guess shows it, the chart drawn."""
-    page.goto(EP10)
-    answer = page.locator(f"#step-{step} form.predict-form").get_attribute("data-answer")
-    page.goto(page.locator(f"#step-{step} a.try", has_text=link).get_attribute("href"))
+    answer = html.unescape(re.search(r'<form class="predict-form"[^>]* data-answer="([^"]*)"',
+                                     dict(steps(lesson_html(client, EP10)))[f"step-{step}"])[1])
+    page.goto(try_href(client, EP10, step, link))
     wait_drawn(page)
     for earlier in range(1, step):
         commit_guess(page, earlier)

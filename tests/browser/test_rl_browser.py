@@ -10,6 +10,7 @@ from tests.browser.helpers import (
     follow,
     look_at,
     show_me,
+    try_href,
     wait_drawn,
 )
 
@@ -127,13 +128,12 @@ def bench_text(page, chart: str) -> str:
     (8, "placement-memory", "GLM-4-9B, 16 training GPUs",
      lambda api: f"{api['train_memory_bytes'] / 1e9:.3g} GB")])
 def test_a_step_link_followed_before_the_guess_shows_the_move_not_the_answer(
-        page, live_server, step, chart, link, figure):
+        page, client, live_server, step, chart, link, figure):
     """Round-6 cold reading of EP09, item 1: each step's state, reached before the guess,
     put what its prediction asks for on the bench (3.86 samples/s; GLM-4.7's 37.3 GB need;
     the split's 16.6 s rollout; R1's 28.0 s sync; GLM-4-9B's 36.5 GB on 16 GPUs, from which
     the 7.05 GB freed reads off). It stays masked until that step's guess, and shows after."""
-    page.goto("/episodes/rl-placement")
-    href = page.locator(f"#step-{step} a.try", has_text=link).get_attribute("href")
+    href = try_href(client, "/episodes/rl-placement", step, link)
     answer = figure(api_json(live_server, "placement", href.split("?", 1)[1]))
     # The link is held until the guess (lab.js holdMove), but its state can still be reached
     # before it: its URL shared, or the controls.

@@ -12,6 +12,7 @@ from tests.browser.helpers import (
     commit_guess,
     follow,
     look_at,
+    try_href,
     wait_drawn,
 )
 
@@ -127,16 +128,14 @@ def test_split_embeds_alone_and_charts_embed_alone(page):
 @pytest.mark.parametrize("lesson, step, chart, link, label", [
     (LESSON, 6, "tp-crossover", "TP = 8 across InfiniBand NDR", "(h/t)* = "),
     ("/episodes/context-parallel", 8, "cp-crossover", "Zigzag, CP 8, InfiniBand NDR", "L* = ")])
-def test_a_crossover_steps_state_shows_the_move_but_not_the_number(page, lesson, step, chart,
-                                                                      link, label):
+def test_a_crossover_steps_state_shows_the_move_but_not_the_number(page, client, lesson, step,
+                                                                      chart, link, label):
     """Round-4 cold readings (EP04 step 6 item 4, EP06 step 8 item 5): the predicted state's
     chart labelled the crossover (2,449; 2,535) and its bench printed it. The step's try link
     is held until the guess (round 6), but the state can still be reached before it, by its
     URL shared or by the controls: there the label, the bench's figure and the state's ratio
     stay masked until the guess; the lines move."""
-    page.goto(lesson)
-    wait_drawn(page)
-    href = page.locator(f"#step-{step} a.try", has_text=link).get_attribute("href")
+    href = try_href(client, lesson, step, link)
     assert "ib-ndr" in href
     page.goto(href)  # the step's state, opened by its URL before the guess
     wait_drawn(page)
