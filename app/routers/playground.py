@@ -174,7 +174,11 @@ def facts() -> dict:
         "m2": step_state(microbatches=2),
         "zero1_dp32": step_state(tp=1, pp=1, dp=32, microbatches=1),
         "zero3_dp32": step_state(tp=1, pp=1, dp=32, microbatches=1, zero=3),
-        "tp_eth": step_state(gpus_per_node=4, nodes=8, inter_link="eth-100g"),
+        # Step 5 asks a wait: its links show EP04's time per layer, compute and the exposed
+        # collectives, where the panel's default is its efficiency (round-16 cold reading of
+        # EP12, finding 4: the move showed only efficiencies).
+        "tp_eth": step_state(gpus_per_node=4, nodes=8, inter_link="eth-100g", show_tp="cost"),
+        "tp_node": step_state(show_tp="cost"),
         # Step 6: a case EP06 does not draw (its step 2 is CP 8 on 64 tokens), so the recap
         # asks for a count the student derives (round-6 cold reading of EP12, item 4), on
         # contiguous slices: zigzag's every rank was the panel's total pairs ÷ 4, both on
@@ -200,9 +204,15 @@ def facts() -> dict:
 # those parts wait for the step's guess, keyed by its prediction's beat id. ----
 MEMORY_SAME = ("model", "tp", "pp", "dp", "cp", "zero", "recompute", "seq_len", "micro_batch")
 ASKED: dict[str, tuple[str, dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]]]] = {
-    # Step 1 asks whether two audits agree: any state's two totals side by side answer it,
-    # so EP01's waits; EP08's stays drawn, one total alone answering nothing.
-    "predict-playground-1": ("seed", {"memory": ((), None)}),
+    # Step 1 asks the bytes on the heaviest GPU at twice the tokens (round-16 cold reading of
+    # EP12, finding 1: it asked whether EP01's ledger agreed with EP08's, a question its own
+    # wording, "one state, every lab", answered): at that state EP01's ledger, EP08's audit
+    # and EP04's ledger against t wait; the worked plan's totals, which the question quotes,
+    # are drawn.
+    "predict-playground-1": ("long", {
+        "memory": (MEMORY_SAME, None),
+        "recipe": (MEMORY_SAME, ("memory_per_gpu_bytes", "memory")),
+        "tp": (tuple(n for n in MEMORY_SAME if n != "tp"), ("memory",))}),
     "predict-playground-2": ("dp32", {"memory": (MEMORY_SAME, None),
                                       "zero": (MEMORY_SAME, ("total_bytes", "memory")),
                                       "recipe": (MEMORY_SAME, ("memory_per_gpu_bytes",
@@ -263,9 +273,11 @@ HEADLINES: dict[str, tuple[tuple[str, str, str], ...]] = {
     "memory": (("Per GPU", "total_bytes", "bytes"), ("Fewest GPUs for the state", "min_gpus", "")),
     "dp": (("Speedup", "speedup", ""), ("Efficiency", "efficiency", "pct")),
     "zero": (("State per GPU", "state_bytes", "bytes"), ("Per GPU, all", "total_bytes", "bytes")),
-    # One layer's, as step 5's why derives it (the chart's marker is the whole step's: round-15
-    # cold reading of EP12, finding 9, 32.6% beside 32.8%).
-    "tp": (("TP efficiency, one layer", "efficiency", "pct"),
+    # The forward's wait, what step 5 asks, so its move changes the figure it asks about; the
+    # panel's one efficiency is its chart's, the whole step's (round-16 cold reading of EP12,
+    # findings 3 and 4: a layer's efficiency here beside the chart's step's, 32.6% by 32.8%,
+    # and a move that showed efficiencies for a question about a wait).
+    "tp": (("Forward's wait per layer", "forward_comm_s", "ms"),
            ("Sent per layer", "comm_bytes", "bytes")),
     "pipeline": (("Bubble, measured", "bubble_fraction", "pct"),),
     "cp": (("Busiest rank's pairs", "busiest_pairs", ""), ("Of all pairs", "total_pairs", "")),

@@ -517,7 +517,7 @@ BENCH_STATES = {
     # 6.44B, 50.5 GB), and the DP32 state whose EP03 chart drew step 4's 35.3 GB (finding 5).
     "playground": ["", "seq_len=16384", "tp=1&pp=1&dp=32&microbatches=1",
                    "microbatches=2", "tp=1&pp=1&dp=32&microbatches=1&zero=3",
-                   "gpus_per_node=4&nodes=8&inter_link=eth-100g",
+                   "gpus_per_node=4&nodes=8&inter_link=eth-100g&show_tp=cost", "show_tp=cost",
                    "cp=4&pp=1&dp=1&cp_layout=contiguous&cp_tokens=16",
                    "model=mixtral-8x7b&tp=2&pp=1&dp=8&ep=8&nodes=2&show_tp=off&show_moe=params",
                    "tp=1&pp=1&dp=32&microbatches=1&zero=3&recompute=full"],
@@ -788,26 +788,31 @@ def test_the_check_finds_a_printed_answer():
 
 
 def test_the_playground_s_two_memory_audits_wait_for_step_1s_guess(client):
-    """EP12 step 1 asks whether EP01's ledger and EP08's audit agree: at the opening state, its
-    case buttons' states and step 1's own link, EP01's panel prints no total before the guess
-    (round-15 cold reading of EP06 and EP12, finding 2: both tiles printed 66.9 GB at open),
-    while EP08's audit stays drawn (the question quotes it). Step 1's link (the worked plan at
-    16,384 tokens) moves EP01's ledger, which waits there too."""
+    """EP12 step 1 asks the bytes on the heaviest GPU at 16,384 tokens (round-16 cold reading
+    of EP12, finding 1: it asked whether EP01's ledger agreed with EP08's audit, which its
+    wording answered). At its link's state neither EP01's panel nor EP08's audit prints the
+    total before the guess; at the opening state and its case buttons' states, whose totals
+    the question quotes, both are drawn (round-15, finding 2, held EP01's at every state)."""
     from app.charts.units import fmt_bytes
     from app.routers.playground import facts
 
     path, html, _, ids = lesson_page(client, "playground")
-    seed = facts()["seed"]["api"]["panels"]
-    audit = fmt_bytes(seed["recipe"]["answer"]["memory_per_gpu_bytes"])
     keys = masked_keys(html, "step-1")
     long = facts()["long"]
-    for url in [path, *case_urls(html), f"{path}?seq_len={long['params']['seq_len']}"]:
+    answer = fmt_bytes(long["api"]["panels"]["memory"]["answer"]["total_bytes"])
+    served = masked(page(client, f"{path}?seq_len={long['params']['seq_len']}"), keys)
+    for lab in ("memory", "recipe"):
+        panel = re.search(rf'<article class="panel" id="panel-{lab}".*?</article>', served, re.S)
+        assert panel and not said(answer, re.sub(r"<[^>]+>", " ", panel.group(0))), lab
+    seed = facts()["seed"]["api"]["panels"]
+    for url in [path, *case_urls(html)]:
         served = masked(page(client, url), keys)
-        at = long if "seq_len" in url else facts()["seed"]
-        ledger = fmt_bytes(at["api"]["panels"]["memory"]["answer"]["total_bytes"])
+        at = "dp=" not in url  # the seed's plan, not the bad case's
+        ledger = seed["memory"]["answer"]["total_bytes"]
         panel = re.search(r'<article class="panel" id="panel-memory".*?</article>', served, re.S)
-        assert panel and not said(ledger, re.sub(r"<[^>]+>", " ", panel.group(0))), url
-        if "dp=" not in url and "seq_len" not in url:  # the seed's plan: EP08's audit drawn
+        assert panel and said(fmt_bytes(ledger), panel.group(0)) == at, url
+        if at:
+            audit = fmt_bytes(seed["recipe"]["answer"]["memory_per_gpu_bytes"])
             drawn = re.search(r'id="recipe-memory"[^>]*aria-label="([^"]*)"', served)
             assert drawn and said(audit, drawn.group(1)), url
 

@@ -412,8 +412,9 @@ def test_round_4_cold_reading_ep12_step_5(client):
             f"{1e3 * n['collectives_per_layer'] * n['collective_s']:.2f} ms") in text
     assert (f"{1e3 * n['forward_comm_s']:.2f} + {1e3 * n['backward_comm_s']:.2f} = "
             f"{1e3 * n['comm_s']:.2f} ms is exposed") in text
-    flat = next(p for p in e["links"]["eth-100g"] if p["tp"] == 8)["efficiency"]
-    assert flat < e["efficiency"] / 2
+    # The curve as the chart draws it, the whole step's (round 16, finding 3).
+    flat = next(p for p in e["links"]["eth-100g"] if p["tp"] == 8)["step_efficiency"]
+    assert flat < e["step_efficiency"] / 2
     assert f"Ethernet curve reads {100 * flat:.1f}% at TP8" in text
     assert "hierarchical" not in text and "a quarter of each tensor" not in text
     assert f"{1e3 * e['collective_s']:.2f} ms" in text  # the derivation: round 15 below
@@ -611,7 +612,9 @@ def test_the_playground_draws_no_labs_lesson_veil(client):
     assert '"after":"step-1"' in lesson  # the lesson keeps it for its own step 1
     page = client.get("/episodes/playground", params=query).text
     keys = {k for after in re.findall(r'"after":"([^"]*)"', page) for k in after.split()}
-    assert keys and all(re.fullmatch(r"predict-playground-\d", k) for k in keys), keys
+    # (None waits here since step 1 holds EP01's ledger at its own state only: round 16.)
+    assert all(re.fullmatch(r"predict-playground-\d", k) for k in keys), keys
+    assert '"after":"step-' not in page
     assert '"owners":' not in page and '"partly":' not in page
     assert 'data-chart="pipeline-gantt"' in page
     gantt = re.search(r'data-target="pipeline-gantt"[^>]*>(.*?)</script>', page, re.S)[1]
@@ -700,14 +703,17 @@ def test_round_15_step_5s_why_derives_its_wait_from_the_rate_it_states(client):
     moving = e["collective_sent_bytes"] / rate
     assert (f"{fmt_bytes(e['collective_sent_bytes'])} ÷ {rate / 1e9:g} GB/s = "
             f"{1e3 * moving:.2f} ms") in why
+    # The latency's terms in the note under the why (round 16, finding 2: the why is short).
+    note = _flat(five.split('<p class="chart-note">')[1])
     found = re.search(r"\(([\d.]+) \+ (\d+) × ([\d.]+) \+ (\d+) × ([\d.]+) µs\) × ([\d.]+) "
-                      r"[^=]*= ([\d.]+) ms", why)
-    assert found, why
+                      r"[^=]*= ([\d.]+) ms", note)
+    assert found, note
+    assert f"NCCL's ring latency adds {found[7]} ms (below)" in why
     base, intra, hop, inter, net, factor, latency = map(float, found.groups())
     assert intra + inter == 2 * (e["tp"] - 1) and inter == 2  # a ring over two nodes
     assert (base + intra * hop + inter * net) * factor * 1e-3 == pytest.approx(latency, abs=5e-3)
     assert f"{1e3 * moving + latency:.2f}" == f"{1e3 * e['collective_s']:.2f}"
-    assert (f"One all-reduce takes {1e3 * e['collective_s']:.2f} ms" in why
+    assert (f"one all-reduce takes {1e3 * e['collective_s']:.2f} ms" in why
             and f"2 × {1e3 * e['collective_s']:.2f} = {1e3 * e['forward_comm_s']:.1f} ms" in why)
     assert len(why.split()) < 160, len(why.split())  # a derivation, not an audit trail
 
@@ -753,3 +759,119 @@ def test_round_16_finding_2_step_7_halves_the_rest_it_prints(client):
     assert f"{fmt_count(rest, 4)} ÷ {m['tp']} = {fmt_count(rest / m['tp'])}" in why
     assert f"copied whole, add {fmt_count(copied)} more" in why
     assert "are copied whole)" not in why
+
+
+def _why(step: str) -> str:
+    """A step's why: its <details>, up to its first 'where this comes from' note."""
+    return _flat(step.split('<details class="why"')[1].split("</summary>")[1]
+                 .split('<p class="chart-note">')[0])
+
+
+def test_round_16_finding_1_step_1_asks_the_bytes_at_twice_the_tokens(client):
+    """Round-16 cold reading of EP12, finding 1: step 1 asked whether EP01's ledger agreed
+    with EP08's audit's 66.9 GB, under '1. One state, every lab' and 'each panel is that
+    episode's own lab run on this state': its wording answered it. It quotes the worked plan's
+    total and activations, both drawn, and asks the heaviest GPU's bytes at the state its link
+    opens, 16,384 tokens, a number the student adds up; there EP01's ledger and EP08's audit
+    wait for the guess, and the why's sum is the engine's."""
+    from app.charts.units import fmt_bytes
+    from app.routers.playground import facts, waits
+
+    f = facts()
+    seed, long = (f[k]["api"]["panels"]["memory"]["answer"] for k in ("seed", "long"))
+    act, act2 = seed["breakdown"]["activations"], long["breakdown"]["activations"]
+    assert act2 == pytest.approx(2 * act)
+    assert seed["total_bytes"] - act + act2 == pytest.approx(long["total_bytes"], abs=1e6)
+    one = _step(client.get("/episodes/playground").text, 1)
+    answer = fmt_bytes(long["total_bytes"])
+    assert f'data-answer="{answer}"' in _form(one) and "data-right" not in _form(one)
+    question = _flat(re.search(r'<p class="question">(.*?)</p>', one, re.S)[1])
+    prompt = _flat(re.search(r'<p class="predict">(.*?)</p>', one, re.S)[1])
+    for text in (question, prompt):
+        assert answer not in text and "agree" not in text
+    assert fmt_bytes(seed["total_bytes"]) in question and fmt_bytes(act) in question
+    assert f"{f['long']['params']['seq_len']:,} tokens" in question
+    state = fmt_bytes(seed["total_bytes"] - act)
+    why = _why(one)
+    assert f"{fmt_bytes(seed['total_bytes'])} − {fmt_bytes(act)} = {state}" in why
+    assert f"2 × {fmt_bytes(act)} = {fmt_bytes(act2)}" in why
+    assert f"{state} + {fmt_bytes(act2)} = {answer}" in why
+    held = waits(f["long"]["result"])
+    for part in (("memory", "total_bytes"), ("recipe", "memory_per_gpu_bytes"),
+                 ("recipe", "memory")):
+        assert "predict-playground-1" in held[part].split(), part
+    assert not [p for p, keys in waits(f["seed"]["result"]).items()
+                if "predict-playground-1" in keys.split()]
+
+
+def test_round_16_finding_2_step_5s_why_is_three_sentences(client):
+    """Round-16 cold reading of EP12, finding 2: step 5's why was still two paragraphs (the
+    ring's latency term by term, then EP04's layer efficiency). It derives the forward's wait
+    in three sentences from the prompt's 235 MB and 48 GB/s; the latency's terms and the
+    efficiencies sit in the notes under it."""
+    from app.charts.units import fmt_bytes
+    from app.routers.playground import facts
+
+    e = facts()["tp_eth"]["api"]["panels"]["tp"]["answer"]
+    why = _why(_step(client.get("/episodes/playground").text, 5))
+    sentences = [s for s in re.split(r"(?<=[.:;])\s+(?=[A-Z])", why) if s]
+    assert len(sentences) <= 3 and len(why.split()) < 80, (len(sentences), why)
+    assert f"{fmt_bytes(e['collective_sent_bytes'])} ÷ 48 GB/s" in why
+    assert f"2 × {1e3 * e['collective_s']:.2f} = {1e3 * e['forward_comm_s']:.1f} ms" in why
+    assert "%" not in why and "µs" not in why
+
+
+def test_round_16_findings_3_and_4_the_tp_panel_shows_the_wait_and_one_efficiency(client):
+    """Round-16 cold reading of EP12, findings 3 and 4: EP04's panel printed a layer's
+    efficiency in its tile (32.6%) above its chart's, the whole step's (32.8%), and step 5's
+    move, asked about the forward's wait, showed only efficiencies. The tile is the forward's
+    wait, step 5's answer at its state (held for its guess) and 1.09 ms in the node; the
+    panel's one efficiency is the chart's, and the note says which each quoted one is."""
+    from app.charts.units import fmt_ms
+    from app.routers.playground import HEADLINES, facts
+
+    assert [unit for _, _, unit in HEADLINES["tp"]] == ["ms", "bytes"]
+    f = facts()
+    for key, held in (("tp_eth", True), ("seed", False)):
+        page = client.get("/episodes/playground", params=f[key]["params"]).text
+        panel = re.search(r'<article class="panel" id="panel-tp".*?</article>', page, re.S)[0]
+        tile = re.search(r"<dl class=\"readout\">(.*?)</dl>", panel, re.S)[1]
+        assert "%" not in tile and "fficiency" not in tile
+        wait = fmt_ms(f[key]["api"]["panels"]["tp"]["answer"]["forward_comm_s"])
+        shown = re.search(r'<dd data-testid="tp-1">(.*?)</dd>', tile, re.S)[1]
+        assert wait in shown and ("predict-playground-5" in shown) == held, (key, shown)
+    five = _step(client.get("/episodes/playground").text, 5)
+    e = f["tp_eth"]["api"]["panels"]["tp"]["answer"]
+    assert f'data-answer="{fmt_ms(e["forward_comm_s"])}"' in _form(five)
+    # Its links draw EP04's time per layer (compute and exposed collectives), in both states.
+    assert five.startswith(' data-diagram="tp-cost"')
+    links = re.findall(r'<a class="try" href="([^"]+)"', five)
+    assert len(links) == 2 and all("show_tp=cost" in h for h in links), links
+    for key in ("tp_eth", "tp_node"):
+        assert f[key]["result"].panel("tp").diagrams == ("cost",), key
+    note = _flat(five.split('<p class="chart-note">', 2)[2])
+    assert "the whole step's: one GPU's time for the step ÷ (8 × the group's)" in note
+    assert f"reading {100 * e['step_efficiency']:.1f}% across the nodes" in note
+    assert "One layer's, the same ratio without the embedding and the logits" in note
+
+
+def test_round_16_finding_5_step_2_adds_up_the_loss_tensors(client):
+    """Round-16 cold reading of EP12, finding 5: step 2's 4.47 GB of embedding and logits
+    named the final norm's output and the token ids without their bytes, so it could not be
+    added up. The why prints each term (4·s·v, 4·s·h, 8·s), which sum to the engine's, and a
+    note says where the FP32 norm output comes from (Megatron-LM's count)."""
+    from app.charts.units import fmt_bytes
+    from app.routers.playground import facts
+    from labs.model.presets import get_model
+
+    m, s = get_model(PlaygroundQuery().model), PlaygroundQuery().seq_len
+    b = facts()["dp32"]["api"]["panels"]["memory"]["answer"]["breakdown"]
+    terms = (4 * s * m.vocab, 4 * s * m.hidden, 8 * s)
+    assert sum(terms) == b["embedding_and_logits"]
+    two = _step(client.get("/episodes/playground").text, 2)
+    why = _flat(two)
+    assert f"4 B × {s:,} × {m.vocab:,} (the vocabulary) = {fmt_bytes(terms[0])}" in why
+    assert f"4 B × {s:,} × {m.hidden:,} = {fmt_bytes(terms[1])}" in why
+    assert f"8 B × {s:,} = {fmt_bytes(terms[2])}: {fmt_bytes(b['embedding_and_logits'])}" in why
+    note = _flat(two.split('<p class="chart-note">')[1])
+    assert "theoretical_memory_usage.py" in note and "FP32" in note

@@ -155,7 +155,7 @@ LESSONS["/episodes/failures"] = ("/api/failures", {
 FORMATS["duration"] = fmt_duration  # the failures lab quotes spans of wall time
 LESSONS["/episodes/playground"] = (  # EP12: the playground's prose quotes each lab's panel
     "/api/playground", {"memory-chart", "pipeline-gantt", "recipe-step", "recipe-memory",
-                        "zero-memory", "tp-efficiency", "cp-mask", "moe-params"})
+                        "zero-memory", "tp-cost", "cp-mask", "moe-params"})
 
 
 def _printed(answer: float, unit: str) -> list[str]:

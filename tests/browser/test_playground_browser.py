@@ -126,25 +126,43 @@ TEXT_SHOWN = """([root, text]) => {
 }"""
 
 
+# Whether a chart's centre is on screen and not covered (tests/browser/test_lesson_view.py).
+CHART_SEEN = """(id) => {
+    const el = document.getElementById(id), r = el.getBoundingClientRect();
+    const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+    return r.top >= 0 && r.bottom <= innerHeight && !!hit && el.contains(hit);
+}"""
+
+
 @pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["laptop", "phone"])
-def test_step_1s_two_figures_are_in_view_together(browser, live_server, size):
-    """Round-15 cold reading of EP12, 13e: step 1 compared EP01's ledger (its Per GPU tile, at
-    the bench's top) with EP08's audit (its stage chart, at the bench's foot), never in view
-    together at either size (the why, once open, quoted both as text). The step now names
-    EP01's ledger and its prompt quotes EP08's figure: once guessed, the prompt read, the
-    prompt's figure and EP01's tile are both on screen and uncovered."""
+def test_steps_1_and_5s_moves_draw_what_they_ask_in_view(browser, live_server, size):
+    """Round-16 cold reading of EP12, findings 1 and 4: step 1 asks the bytes on the heaviest
+    GPU at 16,384 tokens, and step 5 the forward's wait per layer over Ethernet, where its move
+    drew only efficiencies. Once guessed, each step's link draws, on its chart in view, what it
+    asks: EP01's ledger at the new total, and EP04's time per layer, its one all-reduce's time
+    (half the forward's wait) on its label and the exposed collectives as a bar. (Round-15,
+    13e: step 1's two audits were never in view together; it no longer compares them.)"""
     from app.charts.units import fmt_bytes
     from app.routers.playground import facts
 
-    panels = facts()["seed"]["api"]["panels"]
-    ledger = fmt_bytes(panels["memory"]["answer"]["total_bytes"])
-    audit = fmt_bytes(panels["recipe"]["answer"]["memory_per_gpu_bytes"])
+    f = facts()
+    e = f["tp_eth"]["api"]["panels"]["tp"]["answer"]
+    asked = {1: ("memory-chart",
+                 fmt_bytes(f["long"]["api"]["panels"]["memory"]["answer"]["total_bytes"])),
+             5: ("tp-cost", f"{1e3 * e['comm_s']:.2f} ms of collectives")}
     with sized_page(browser, live_server, *size, touch=True) as page:
         page.goto("/episodes/playground")
         wait_drawn(page)
-        commit_guess_by_script(page, 1)
-        page.evaluate("""() => document.querySelector('#step-1 p.predict')
-            .scrollIntoView({block: 'center'})""")
-        wait_drawn(page)
-        assert page.evaluate(TEXT_SHOWN, ["#step-1 p.predict", audit]), "EP08's figure"
-        assert page.evaluate(TEXT_SHOWN, ["#panel-memory .readout", ledger]), "EP01's tile"
+        for step, (chart, figure) in asked.items():
+            commit_guess_by_script(page, step)
+            link = page.locator(f"#step-{step} a.try").first
+            href = link.get_attribute("href")
+            link.click()
+            page.wait_for_url("**" + href.split("?", 1)[1] + "**")
+            wait_drawn(page)
+            assert page.evaluate(CHART_SEEN, chart), (step, chart)
+            summary = page.evaluate(f"document.getElementById('{chart}').dataset.summary")
+            assert figure in summary, (step, summary)
+        label = page.evaluate("""() => [...document.querySelectorAll('#tp-cost .annotation-text')]
+            .map(t => t.textContent).join(' ')""")
+        assert f"one all-reduce: {1e3 * e['collective_s']:.2f} ms" in label, label
