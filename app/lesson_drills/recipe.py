@@ -12,6 +12,7 @@ from labs.parallel.dispatch import copies
 from labs.parallel.layer_time import COMM_SMS
 from labs.parallel.layout import ParallelLayout
 from labs.recipe.groups import spread
+from labs.recipe.runs import stack_bands
 
 # EP08's overlap plan: Mixtral 8x7B on 8 H100 nodes, TP2 x EP8 x DP32, where TP, EP, DP and
 # ZeRO all have traffic to hide (the lesson's step 12 shows it at 4 micro-batches; tests and the
@@ -117,7 +118,7 @@ TWO_D_NAMES = {"fsdp4": "TP4 × DP64 FSDP", "fsdp8": "TP8 × DP32 FSDP",
 
 
 def two_d_stack(key: str) -> str:
-    """The stack whose measured error band (app.routers.recipe_lesson.bands) a recipe-decide-2d
+    """The stack whose measured error band (labs.recipe.runs.stack_bands) a recipe-decide-2d
     option's real step carries: FSDP2's for a ZeRO-3 plan, NeMo's (Megatron-LM) otherwise."""
     return "fsdp2_h100" if TWO_D_CHOICES[key]["zero"] == 3 else "nemo_h100"
 
@@ -125,9 +126,7 @@ def two_d_stack(key: str) -> str:
 def two_d_ranges(found: dict[str, float]) -> dict[str, tuple[float, float]]:
     """Each option's real step at its stack's band ends, the lab's step times the ratios the
     page prints (rounded to 2 places, as step 14's verdict takes them)."""
-    from app.routers.recipe_lesson import bands
-
-    b = bands()
+    b = stack_bands()
     return {k: (v * round(b[two_d_stack(k)]["min_ratio"], 2),
                 v * round(b[two_d_stack(k)]["max_ratio"], 2)) for k, v in found.items()}
 

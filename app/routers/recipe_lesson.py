@@ -13,7 +13,7 @@ from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link
 from labs.hardware.nccl import simple_ring_latency
 from labs.model.presets import get_model
-from labs.recipe.runs import BY_ID, check, checks, summary, utilisation, validation_checks
+from labs.recipe.runs import BY_ID, check, checks, stack_bands, summary, utilisation
 
 SEED = {"model": "gpt-3-175b", "gpu": "a100-80gb", "nodes": 8, "gpus_per_node": 8,
         "intra_link": "nvlink-3", "inter_link": "ib-hdr", "seq_len": 2048, "zero": 1,
@@ -90,7 +90,9 @@ def facts() -> dict:
     state = lesson_state(RecipeQuery, partial(run, two_d=False), to_api)
 
     return {
-        "seed": state(**SEED),
+        "seed": (seed := state(**SEED)),
+        # Step 8 quotes the lines of the seed plan's exports that say its degrees and batch.
+        "seed_exports": export_lines(seed["result"].exports),
         "dp64": state(**{**SEED, "tp": 1, "pp": 1, "dp": 64}),
         "tp16": state(**{**SEED, "tp": 16, "pp": 4, "dp": 1}),
         # The same TP16 with InfiniBand NDR (twice HDR) between the nodes: most of TP16's loss
@@ -129,6 +131,29 @@ def facts() -> dict:
         **(td := two_d_facts(swept := lesson_state(RecipeQuery, run, to_api))),
         **two_d_aside(state, td, swept),
     }
+
+
+# What step 8 asks of each export: the degrees and the batch, as each framework spells them
+# (round-17 cold reading of EP08, finding 5: the step sent the student to the bench's folded
+# "Export this plan" while its link shows the step bar; it quotes these lines instead).
+EXPORT_KEYS = {
+    "megatron": ("--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+                 "--micro-batch-size", "--global-batch-size"),
+    "deepspeed": ('"train_batch_size"', '"train_micro_batch_size_per_gpu"',
+                  '"gradient_accumulation_steps"', '"stage"', '"autotp_size"', '"stages"'),
+    "fsdp": ("ZERO_STAGE", "MICRO_BATCH", "MICROBATCHES", "GLOBAL_BATCH",
+             "mesh = init_device_mesh")}
+
+
+def export_lines(exports: dict) -> dict[str, list[str]]:
+    """Each export's lines that start (after indentation) with one of ``EXPORT_KEYS``, after
+    its comment heading the degrees where it has one, in the export's order, as the bench's
+    "Export this plan" prints them."""
+    def keep(fmt: str, n: int, line: str) -> bool:
+        return (n == 0 and line.startswith("# ")) or line.strip().startswith(EXPORT_KEYS[fmt])
+
+    return {fmt: [line for n, line in enumerate(exports[fmt].text.splitlines())
+                  if keep(fmt, n, line)] for fmt in EXPORT_KEYS}
 
 
 def act_consts() -> dict:
@@ -333,17 +358,6 @@ def twod_verdict(two_d: str = "td2", three_d: str = "td3") -> dict:
 
 
 def bands() -> dict[str, dict[str, float]]:
-    """The lab's error where EP08 errs most (cold reading round 8, EP08 item 2), each
-    labs.recipe.runs.summary of the "Checked against real runs" page's validation runs:
-    torchtitan's FSDP2 runs on H100s, NeMo's FP8 H100 runs (Megatron-LM
-    underneath) and the MoE runs (DeepSeek-V3's and Megatron's Qwen3 zoo)."""
-    found = validation_checks()
-
-    def band(keep) -> dict[str, float]:
-        return summary(tuple(c for c in found if keep(c.run)))
-
-    titan = "torchtitan-fsdp2"
-    return {"fsdp2_h100": band(lambda r: r.group == titan and "H100" in r.cluster.gpu.name),
-            "nemo_h100": band(lambda r: r.group == "nemo-h100-fp8"),
-            "moe": band(lambda r: r.group in ("deepseek-v3", "megatron-moe"))}
+    """The lab's error bands by stack (labs.recipe.runs.stack_bands)."""
+    return stack_bands()
 

@@ -260,6 +260,22 @@ def summary(found: tuple[RunCheck, ...]) -> dict[str, float]:
             "fast": sum(r > 1 for r in ratios)}
 
 
+def stack_bands() -> dict[str, dict[str, float]]:
+    """The lab's error where EP08 errs most (cold reading round 8, EP08 item 2), each
+    ``summary`` of the "Checked against real runs" page's validation runs: torchtitan's FSDP2
+    runs on H100s, NeMo's FP8 H100 runs (Megatron-LM underneath) and the MoE runs
+    (DeepSeek-V3's and Megatron's Qwen3 zoo). Step 14's verdict and its decide read them."""
+    found = validation_checks()
+
+    def band(keep) -> dict[str, float]:
+        return summary(tuple(c for c in found if keep(c.run)))
+
+    titan = "torchtitan-fsdp2"
+    return {"fsdp2_h100": band(lambda r: r.group == titan and "H100" in r.cluster.gpu.name),
+            "nemo_h100": band(lambda r: r.group == "nemo-h100-fp8"),
+            "moe": band(lambda r: r.group in ("deepseek-v3", "megatron-moe"))}
+
+
 @dataclass(frozen=True)
 class MegatronCompute:
     """Megatron-LM's best 2021 compute rate on A100s with its communication taken out: a

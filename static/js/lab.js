@@ -887,8 +887,11 @@
     var bench = document.getElementById("bench");
     if (bench && window.getComputedStyle(bench).display !== "contents") bench.scrollIntoView({ block: "nearest" });
     var view = chart.closest(".bench-view");
-    var anchor = chart.previousElementSibling && chart.previousElementSibling.matches(".chart-title")
-      ? chart.previousElementSibling : chart;
+    // The chart's title above it: a lazy diagram's (EP08 step 14's) sits above its holder, so
+    // a phone's pinned view scrolled to the chart alone cut the title's lines off its top.
+    var holder = chart.closest(".lazy-diagram") || chart;
+    var anchor = holder.previousElementSibling && holder.previousElementSibling.matches(".chart-title")
+      ? holder.previousElementSibling : chart;
     if (view && view.scrollHeight > view.clientHeight) {
       var top = anchor.getBoundingClientRect().top - view.getBoundingClientRect().top + view.scrollTop;
       view.scrollTop = Math.max(0, top - 8);

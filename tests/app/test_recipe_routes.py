@@ -1122,8 +1122,9 @@ def test_round_5b_steps_12_and_13_describe_the_same_backward_tp_overlap(client):
     input-gradient collectives beside the weight-gradient GEMM (two a layer), step 13 that it
     runs QKV's and fc1's four (the engine, with sequence parallelism: the input's all-gather
     beside dgrad, dgrad's reduce-scatter beside wgrad). Both now say four."""
-    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/recipe-3d").text))
-    step12 = text[text.index("12. "):text.index("13. ")]
+    # Step 12's own section: "12. " and "13. " are also figures' ends ("1.13. ") elsewhere.
+    step12 = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ",
+                                        _step(client.get("/episodes/recipe-3d").text, 12)))
     assert "only the backward's input-gradient collectives" not in step12
     assert "four a dense layer" in step12
     from app.routers.recipe_lesson import MIXTRAL
@@ -1133,7 +1134,8 @@ def test_round_5b_steps_12_and_13_describe_the_same_backward_tp_overlap(client):
     hidden = [c for c in backward if c["exposed_s"] <= 0]
     assert (len(hidden), len(backward)) == (2, 6)  # QKV's pair; fc1's experts take none
     assert f"so here only QKV's {len(hidden)} of the backward's {len(backward)} hide" in step12
-    step13 = text[text.index("13. "):text.index("14. ")]
+    step13 = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ",
+                                        _step(client.get("/episodes/recipe-3d").text, 13)))
     assert "runs QKV's and fc1's four" in step13
 
 
@@ -1945,8 +1947,8 @@ def test_round_8_step_10s_why_gives_the_two_gemm_rates_and_the_note_their_source
     for audit in ("burst", "power", "H200", f"{SLOWEST_GPU:.3f}", "benchmark"):
         assert audit not in prose
     note = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", why.split('data-testid="gemm-rates"')[1]
-                                       .split("</p>")[0]))
-    assert SLOWEST_GPU == 745 / 755 and "745 against the median's 755 TFLOP/s" in note
+                                       .split("</div>")[0]))
+    assert SLOWEST_GPU == 745 / 755 and "745 TFLOP/s against the median's 755" in note
     assert f"{hk.matmul_sustain:.2f} of its burst rate: 702.9 of 828.0 TFLOP/s" in note
     assert hk.matmul_sustain == pytest.approx(702.9 / 828.0, abs=5e-5)
     assert "the same die at the same 700 W" in note and "power-limited H200" not in why
@@ -2332,3 +2334,53 @@ def test_round_17_the_2d_decide_and_fp32_note_hold_outside_the_labs_error(client
     assert overlap and (f"a real 2-D step takes {two_d[0]:.1f} s to {two_d[1]:.1f} s and a 3-D "
                         f"step {three_d[0]:.1f} s to {three_d[1]:.1f} s: inside the lab's error"
                         ) in text
+
+
+def test_round_17_step_8_quotes_the_exports_it_asks_about(client):
+    """Round-17 cold reading of EP08, finding 5: step 8 asked the student to open "Export this
+    plan" under the chart, while its link shows the step's own diagram (the step bar, which
+    test_lesson_view::test_each_steps_link_brings_its_diagram_into_view keeps), so the export
+    was out of reach from the step. The step now quotes, for each framework, the lines of the
+    seed plan's export (/api/export) that set the degrees and the batch."""
+    from app.routers.recipe import facts
+
+    html = client.get("/episodes/recipe-3d").text
+    step = _step(html, 8)
+    assert 'data-diagram="recipe-step"' in html.split('id="step-8"')[0][-200:] + step[:60]
+    question = step.split('class="question">')[1].split("</p>")[0]
+    assert "Open" not in question and "under the chart" not in question
+    quote = step.split('data-testid="exports-quoted"')[1].split("</div>")[0]
+    assert step.index('data-testid="exports-quoted"') < step.index('data-predict="recipe-8"')
+    blocks = re.findall(r"<pre><code>(.*?)</code></pre>", quote, re.S)
+    assert len(blocks) == 3
+    seed = facts()["seed"]["params"]
+    for fmt, block in zip(("megatron", "deepspeed", "fsdp"), blocks, strict=True):
+        text = client.get("/api/export", params={**seed, "format": fmt}).json()["text"]
+        lines = [ln.replace("&#34;", '"').replace("&#39;", "'").replace("&quot;", '"')
+                 for ln in block.split("\n")]
+        assert len(lines) >= 5 and all(ln in text.splitlines() for ln in lines), fmt
+    degrees = "\n".join(blocks).replace("&#34;", '"').replace("&quot;", '"')
+    for flag in ("--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 4",
+                 '"autotp_size": 8', '"stages": 4', "DP2 = 64 GPUs"):
+        assert flag in degrees
+
+
+def _sentences(html: str, n: int) -> tuple[list[str], list[str]]:
+    """Step n's visible paragraphs (its <p> and the limit, tags stripped) and their sentences."""
+    step = html.split(f'id="step-{n}"')[1].split("</section>")[0]
+    step = re.sub(r'<span class="term-tip".*?</span>', "", step, flags=re.S)  # hover tips
+    paras = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", p)).strip()
+             for p in re.findall(r"<p[ >].*?</p>", step, re.S)]
+    return paras, [s for p in paras for s in re.split(r"(?<=[.?!])\s+(?=[A-Z(])", p)]
+
+
+@pytest.mark.parametrize("n", [10, 15])
+def test_round_17_steps_10_and_15_say_one_idea_a_paragraph_in_short_sentences(client, n):
+    """Round-17 cold reading of EP08, finding 2: step 10's GEMM-rate note was one 229-word
+    paragraph of 45- and 48-word sentences, step 15's note one of 312 words with sentences of
+    53 to 79 words. Each is now a paragraph an idea, no sentence over 40 words, no paragraph
+    over 160, every figure still worked (test_prose follows each)."""
+    paras, sentences = _sentences(client.get("/episodes/recipe-3d").text, n)
+    assert max(len(p.split()) for p in paras) <= 160
+    long = [s for s in sentences if len(s.split()) > 40]
+    assert not long, long

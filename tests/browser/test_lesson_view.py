@@ -28,6 +28,20 @@ IN_VIEW = """(id) => {
     };
 }"""
 
+# The chart's title (the .chart-title above it, or above a lazy diagram's holder) whole inside
+# the bench's view, not cut off its top: round-17 cold reading of EP08, finding 3 (step 14's
+# four-line title on a phone, scrolled past because its chart sat in a lazy holder).
+TITLE_CUT = """(id) => {
+    const el = document.getElementById(id);
+    const holder = el.closest('.lazy-diagram') || el;
+    const title = holder.previousElementSibling;
+    if (!title || !title.matches('.chart-title')) return null;
+    const view = el.closest('.bench-view');
+    const top = Math.max(0, view ? view.getBoundingClientRect().top : 0);
+    const r = title.getBoundingClientRect();
+    return r.top >= top - 1 ? null : {title: title.textContent.slice(0, 60), top: r.top, view: top};
+}"""
+
 SWAPS = """() => {
     window.benchSwaps = 0;
     document.body.addEventListener('htmx:afterSettle', e => {
@@ -91,6 +105,8 @@ def test_each_steps_link_brings_its_diagram_into_view(sized, lesson):
         assert page.locator(f"#{diagram}").count() == 1, f"{step_id}: no #{diagram}"
         seen = page.evaluate(IN_VIEW, diagram)
         assert seen["inside"] and seen["uncovered"], f"{lesson} {step_id} #{diagram}: {seen}"
+        cut = page.evaluate(TITLE_CUT, diagram)
+        assert cut is None, f"{lesson} {step_id} #{diagram}'s title cut off: {cut}"
         if page.phone:
             # The controls open from the bottom edge without covering the diagram.
             page.locator(".drawer-toggle").click()
