@@ -781,6 +781,34 @@
     if (top > 1) window.scrollBy(0, top);
   }
 
+  // Laptop: the bench sticks under the top edge at the screen's height, and its sticky box
+  // cannot pass the end of the lesson. Scrolled to the page's end (the footer in view), the
+  // lesson ends above the screen's bottom and the bench was pushed up by as much: its cases
+  // and its diagram's headline cut off at the top edge (EP02, 103 px at 1280×800). Instead it
+  // gets that much shorter (lab.css --bench-cut), its top kept, its view scrolling the rest.
+  // Measured off the steps' column, whose height never depends on the bench's; a lesson
+  // whose steps are shorter than the bench (its height then the lesson's) is left alone.
+  function fitBench() {
+    var bench = document.getElementById("bench");
+    var lesson = bench && bench.parentElement;
+    var steps = lesson && lesson.classList.contains("lesson") && lesson.querySelector(":scope > .steps");
+    if (!steps) return;
+    var cut = 0;
+    if (!phone.matches && window.getComputedStyle(bench).position === "sticky") {
+      var gap = parseFloat(window.getComputedStyle(bench).top) || 0;
+      var end = steps.getBoundingClientRect().bottom;
+      var full = window.innerHeight - 2 * gap;
+      if (end - lesson.getBoundingClientRect().top > full) {
+        cut = Math.min(Math.max(0, Math.ceil(window.innerHeight - gap - end)), full / 2);
+      }
+    }
+    var value = cut ? cut + "px" : "";
+    if (bench.style.getPropertyValue("--bench-cut") !== value) bench.style.setProperty("--bench-cut", value);
+  }
+  window.addEventListener("scroll", fitBench, { passive: true });
+  window.addEventListener("resize", fitBench);
+  document.addEventListener("htmx:afterSwap", fitBench);
+
   function shown(el) {
     // The share of el's height between the view's top and the room's bottom.
     var view = el.closest(".bench-view");
@@ -1395,6 +1423,7 @@
     showTheme();
     init(document);
     armPredictions(document);
+    fitBench();  // a page opened (or reloaded) scrolled to its end
     if (window.htmx) defineUpdate();
     if (window.htmx) window.htmx.onLoad(function (elt) { if (elt !== document.body) { init(elt); showTheme(); } });
   });

@@ -58,6 +58,28 @@ CONTROLS_IN_VIEW = """() => {
 }"""
 
 
+# Scrolled to the page's end (the footer in view), the bench keeps its top: its cases and its
+# diagram's headline whole under the top edge, not pushed up by the lesson's end (EP02's
+# headline cut off by 103 px at 1280x800, round 17), its view scrolled to its top. Read two
+# frames after the scroll, once lab.js has answered the scroll event.
+AT_THE_END = """async () => {
+    scrollTo(0, document.documentElement.scrollHeight);
+    for (let i = 0; i < 2; i++) await new Promise(r => requestAnimationFrame(r));
+    const bench = document.getElementById('bench'), view = document.getElementById('bench-view');
+    view.scrollTop = 0;  // the student's scroll back to the diagram's headline
+    const head = [...view.querySelectorAll('.diagram > *')]
+        .find(el => el.getBoundingClientRect().height > 0);
+    const box = el => {
+        const r = el.getBoundingClientRect();
+        return [Math.round(r.top), Math.round(r.bottom)];
+    };
+    const pinned = getComputedStyle(bench).display === 'contents' ? view : bench;
+    return {pinned: box(pinned), sticky: parseFloat(getComputedStyle(pinned).top) || 0,
+            view: box(view), head: box(head), innerHeight, atEnd: scrollY + innerHeight
+            >= document.documentElement.scrollHeight - 1};
+}"""
+
+
 GROUP_HIDDEN = """title => {
     const pane = document.getElementById('drawer').getBoundingClientRect();
     const hidden = [];
@@ -120,6 +142,12 @@ def test_each_steps_link_brings_its_diagram_into_view(sized, lesson):
             if group.count():  # the controls for this chart all within the drawer's view
                 hidden = group.evaluate(GROUP_HIDDEN)
                 assert hidden == [], f"{step_id}: its controls out of the drawer's view: {hidden}"
+    end = page.evaluate(AT_THE_END)
+    top, bottom = end["pinned"]
+    assert end["atEnd"] and abs(top - end["sticky"]) <= 1 and bottom <= end["innerHeight"], (
+        f"{lesson} at the page's end: the bench pushed off its pinned place: {end}"
+    )
+    assert end["head"][0] >= end["view"][0] >= top, f"{lesson}: headline cut at the end: {end}"
 
 
 def test_case_button_keeps_the_view_and_focus(page):
