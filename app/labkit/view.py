@@ -33,6 +33,23 @@ class Case:
     # links are held, until its guess, instead of drawing an all-grey veil (round-16 cold
     # reading of EP04-EP05, finding 2).
     held_until: str | None = None
+    # What the case's headline shows only after a step's guess on the lesson page, and those
+    # steps ("Its goodput and days", ("step-5",)): EP11's good case, whose goodput gives step
+    # 5's answer. The button works from the first screen; its line says what waits and for
+    # which guess while it waits, so a press that draws "?" and a veiled chart is not taken for
+    # a broken button (round 17).
+    waiting: str = ""
+    waits_for: tuple[str, ...] = ()
+
+    @property
+    def wait_note(self) -> str:
+        """The line's first words while ``waits_for`` waits: "Its goodput shows after step 5's
+        guess." (empty where nothing waits)."""
+        if not (self.waiting and self.waits_for):
+            return ""
+        guesses = " and ".join(f"{k.replace('-', ' ')}'s" for k in self.waits_for)
+        plural = len(self.waits_for) > 1
+        return f"{self.waiting} after {guesses} guess{'es' if plural else ''}. "
 
     @property
     def held_note(self) -> str:

@@ -938,3 +938,34 @@ def test_round16_step_5_says_its_step_leaves_out_attention_and_which_way_it_errs
             f"against 6N = {six_n / 1e9:,.0f} GFLOP, {attn / 2 / six_n:.1%} to "
             f"{attn / six_n:.1%} more") in text
     assert "the lab's step and every day count on this page err low" in text
+
+
+def test_round17_each_case_says_what_its_headline_waits_for(client):
+    """Round 17: the good case (async saves at the 11 s best interval) printed "Goodput ?"
+    and a grey interval chart until step 5's guess, with nothing saying why, and read as a
+    button held until step 5. Its goodput gives step 5's answer (test_round16_step_5s_first_
+    link_waits_with_its_goodput), so it still waits; the button works from the first screen,
+    its line says what waits and for which guess while it waits, and the headline's mask
+    names the guess. The steps come from the case's own state (answer_keys)."""
+    from html import unescape
+
+    from app.routers.failures import VIEW
+    from app.routers.failures_state import FailuresQuery, answer_keys, run
+
+    notes = {"good": "Its goodput and days show after step 5's guess.",
+             "bad": "Its days show after step 7's guess."}
+    for kind, note in notes.items():
+        case = getattr(VIEW, kind)
+        keys = answer_keys(run(FailuresQuery(**case.query)))
+        (step,) = dict.fromkeys((*keys["goodput"], *keys["days"]))
+        later = f"step-{int(step.removeprefix('step-')) + 1}"
+        line = re.compile(rf'id="case-{kind}-why"[^>]*>(.*?)</span>', re.S)
+        waiting, guessed = (unescape(re.sub(r"<[^>]+>", "", line.search(
+            _before_guess(client, LESSON, k))[1])) for k in (step, later))
+        assert waiting.startswith(note) and waiting == note + " " + case.text, waiting
+        assert guessed == case.text  # after the guess, the line as before
+        url = f"{LESSON}?" + case.query_string
+        verdict = re.search(r'<div class="verdict[^>]*>(.*?)</div>',
+                            _before_guess(client, url, step), re.S)[1]
+        masks = {"good": "Goodput ? (guess step 5): ", "bad": "take ? (guess step 7) days"}
+        assert masks[kind] in " ".join(re.sub(r"<[^>]+>", "", verdict).split()), verdict
