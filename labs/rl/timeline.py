@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from labs.core.errors import LabInputError
+from labs.hardware.kernels import matmul_rate
 from labs.hardware.links import get_link, gpu_cluster, make_cluster
 from labs.model.flops import hardware_flops_per_token, matmul_params
 from labs.recipe.inputs import Plan, RecipeResult
@@ -149,7 +150,8 @@ def train_parts(inp, weights_per_gpu: float) -> dict:
     if step is not None:  # the step's time per token, and the log-probability forward
         scale = tokens / step.tokens_per_step
         parts.update(step_s=step.step_s * scale, microbatches=step.plan.microbatches,
-                     segments={k: v * scale for k, v in (step.segments or {}).items()})
+                     segments={k: v * scale for k, v in (step.segments or {}).items()},
+                     **utilisation(step))
         compute = parts["step_s"] * factor
     else:
         compute = tokens * hardware * factor / (inp.train_gpus * g.bf16_flops * TRAIN_MFU)
@@ -159,6 +161,32 @@ def train_parts(inp, weights_per_gpu: float) -> dict:
     offload = 2 * weights_per_gpu / rate if rate else 0.0
     return {**parts, "compute_s": compute, "offload_s": offload, "offload_rate": rate,
             "seconds": compute + offload}
+
+
+def utilisation(step: RecipeResult) -> dict:
+    """How much of the GPUs' peak the training step uses, and why (EP09 step 6's note): its
+    ``mfu`` (model FLOPs over the whole step, ``RecipeResult.mfu``); ``compute_hfu``, the
+    share of peak its compute segment runs at, counting the recomputed forward (the step's
+    hardware FLOPs over that segment); and, for a MoE layer of the busiest stage, the tokens
+    each routed expert's GEMMs take a micro-batch (``expert_tokens``, the grouped GEMM's rows)
+    and the rate its first weight-gradient GEMM reaches (``expert_wgrad_flops``, FLOP/s: a
+    weight gradient added into fp32 over few tokens is bound by memory,
+    ``labs.hardware.kernels``), beside the full-wave GEMM rate (``matmul_flops``)."""
+    t = step.timing
+    peak = step.plan.world_size * step.cluster.gpu.bf16_flops
+    compute = (step.segments or {}).get("compute", 0.0)
+    out = {"mfu": step.mfu, "matmul_flops": matmul_rate(step.cluster.gpu),
+           "compute_hfu": (t.hardware_flops_per_token * step.tokens_per_step / (compute * peak)
+                           if compute else 0.0)}
+    stage = max(t.stages, key=lambda st: st.forward + st.backward)
+    for _, layer, *_ in stage.layers:
+        kernels = {k.name: k for p in (layer.ops.forward, layer.ops.backward)
+                   for k in p.kernels}
+        if "experts.fc1" in kernels and "experts.fc1.wgrad" in kernels:
+            wgrad = kernels["experts.fc1.wgrad"]
+            out.update(expert_tokens=kernels["experts.fc1"].shape[0],
+                       expert_wgrad_flops=wgrad.flops / wgrad.seconds)
+    return out
 
 
 def sync_seconds(inp, resident_train_bytes: float) -> tuple[float, float, str, float, float]:

@@ -1029,3 +1029,43 @@ def test_round_16_step_3s_why_leads_with_its_answer_and_step_8s_title_keeps_its_
     page = client.get("/episodes/rl-placement").text
     title = re.search(r'id="step-8".*?<h2>(.*?)</h2>', page, re.S).group(1)
     assert "shard" not in title and "replica" not in title and "free" not in title
+
+
+def test_round17_step_6_says_why_r1s_training_uses_so_little_of_the_gpus(client):
+    """Round 17: R1's training step (10.09 s, its compute 4.06 s) uses 7.6% of the GPUs'
+    peak, which the page never explained. Modelled right for the lab's one sample a
+    micro-batch: the exposed CP, EP and TP communication takes most of the step, and in the
+    compute each routed expert gets 160 tokens a micro-batch, so its weight gradients,
+    added into fp32 (Megatron's main_grad), are bound by HBM. Step 6's note says so with the
+    engine's figures, and that slime packs samples where the lab does not."""
+    from labs.hardware.kernels import hbm_rate
+    from labs.rl.timeline import train_step
+
+    sep = facts()["r1_sep"]
+    inp, parts = sep["result"].input, sep["api"]["train_parts"]
+    step = train_step(inp)
+    gpu, m = step.cluster.gpu, inp.model
+    peak = step.plan.world_size * gpu.bf16_flops
+    compute = step.segments["compute"]
+    assert parts["mfu"] == pytest.approx(step.mfu) and 0.05 < step.mfu < 0.1
+    assert parts["compute_hfu"] == pytest.approx(
+        step.timing.hardware_flops_per_token * step.tokens_per_step / (compute * peak))
+    # Uniform routing: each of the 256 experts takes seq_len x top_k / experts tokens.
+    assert parts["expert_tokens"] == inp.seq_len * m.top_k // m.experts == 160
+    stage = max(step.timing.stages, key=lambda st: st.forward + st.backward)
+    wgrad = next(k for _, lt, *_ in stage.layers for k in lt.ops.backward.kernels
+                 if k.name == "experts.fc1.wgrad")
+    rows, cols, tokens, batch = wgrad.shape
+    moved = batch * (2 * (rows * tokens + tokens * cols) + 8 * rows * cols)  # C in fp32, r+w
+    assert wgrad.seconds == pytest.approx(moved / hbm_rate(gpu))  # bound by memory
+    assert parts["expert_wgrad_flops"] == pytest.approx(wgrad.flops / wgrad.seconds)
+    assert parts["expert_wgrad_flops"] < parts["matmul_flops"] / 4
+    text = _steps(client)[6]
+    assert (f"Over the whole step that is {100 * parts['mfu']:.1f}% of the GPUs' peak in model "
+            f"FLOPs ( MFU ), and the {compute:.2f} s of compute itself runs at "
+            f"{100 * parts['compute_hfu']:.1f}% of peak") in text
+    assert (f"each routed expert's GEMMs take 160 tokens (5,120 tokens × {m.top_k} experts a "
+            f"token ÷ {m.experts} experts)") in text
+    assert (f"wait on memory: {parts['expert_wgrad_flops'] / 1e12:.1f} TFLOP/s, where a full "
+            f"GEMM reaches {parts['matmul_flops'] / 1e12:.1f} TFLOP/s") in text
+    assert "packs several samples into a micro-batch ( --use-dynamic-batch-size )" in text
