@@ -28,7 +28,7 @@ def _logits_mb() -> float:
 
 
 def _norm_mb() -> float:
-    """The final norm's fp32 output of one micro-batch on a TP rank, in MB."""
+    """The final norm's bf16 input and output (2 × 2·s·h) of one micro-batch on a TP rank, in MB."""
     return 4 * _SEQ * _L70.hidden / _TP / 1e6
 
 
@@ -63,7 +63,7 @@ DRILLS: tuple[Drill | Decide, ...] = (
         f"{_BENCH.layers_per_rank[-1]} layers). The last stage also keeps, for each "
         "micro-batch, the fp32 logits over Llama 3.1's "
         f"{_L70.vocab:,}-token vocabulary, 4 B × {_SEQ:,} × {_L70.vocab:,} ÷ {_TP} = "
-        f"{_logits_mb():.0f} MB, and the final norm's fp32 output, 4 B × {_SEQ:,} × "
+        f"{_logits_mb():.0f} MB, and the final norm's bf16 input and output, 2 × 2 B × {_SEQ:,} × "
         f"{_L70.hidden:,} ÷ {_TP} = {_norm_mb():.1f} MB. Predict the heaviest stage's memory, "
         "in GB.",
         "pipeline", _GPIPE,

@@ -240,6 +240,10 @@ def facts() -> dict:
         # Step 5 asks the 18-byte recipe: step 2's link already prints the 16-byte count.
         "l405_18": state(model="llama-3.1-405b", recipe="adam18"),
         "l70_zero3": state(**l70, dp=32, zero=3),
+        # Step 5's limit: step 3's full recomputation fits the same 70B on the same 32 GPUs
+        # (round-17 cold reading of EP01, finding 1: the limit sent the student to EP04-EP06
+        # past the fix step 3 had just taught).
+        "l70_zero3_full": state(**l70, dp=32, zero=3, recompute="full"),
         "mixtral": state(model="mixtral-8x7b"),
         "deepseek": state(model="deepseek-v3"),
         "deepseek_fp8": deepseek_fp8,
@@ -263,9 +267,9 @@ def own_layer(model: ModelSpec) -> dict:
 
 def logits_terms(fact: dict) -> dict:
     """The terms of a state's embedding-and-logits bill, the engine's two functions split as
-    their docstrings count them: the last stage's fp32 logits (4·s·b·v) and final norm output
-    (the rest of ``output_activation_bytes``), the first stage's token ids (8·s·b) and any
-    embedding dropout mask (the rest of ``embedding_activation_bytes``)."""
+    their docstrings count them: the last stage's fp32 logits (4·s·b·v) and final norm's bf16
+    input and output (the rest of ``output_activation_bytes``), the first stage's token ids
+    (8·s·b) and any embedding dropout mask (the rest of ``embedding_activation_bytes``)."""
     inp = fact["result"].input
     m, tokens = inp.model, inp.seq_len * inp.micro_batch
     shape = (m, inp.seq_len, inp.micro_batch)

@@ -90,7 +90,7 @@ def _activation_notes(inp: MemoryInput, bills: Sequence[StageBill]) -> list[str]
     notes.append(("Token ids and the embedding dropout mask (8·s·b + s·b·h) are counted"
                   if mask else f"Token ids (8·s·b; {m.name} trains without dropout, so no "
                   "embedding dropout mask) are counted")
-                 + " on the first stage, the final norm output and fp32 logits "
+                 + " on the first stage, the final norm's bf16 input and output and fp32 logits "
                  "(4·s·b·h + 4·s·b·vocab) on the last.")
     return notes
 

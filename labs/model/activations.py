@@ -26,7 +26,8 @@ Sources:
 - embedding and output: the same Megatron file: 8·s·b bytes of token ids and s·b·h of
   embedding dropout mask per micro-batch on the first stage (the mask only for a model trained
   with dropout, except in the ``megatron`` estimate, whose formula always counts it);
-  4·s·b·h·(1 + v/h) for the final norm's output and the fp32 logits on the last stage.
+  4·s·b·h·(1 + v/h) for the final norm's bf16 input and output and the fp32 logits on the last
+  stage.
 - the linear layers' saved inputs (``gemm_input_bytes_per_layer``), the part a low-precision
   recipe saves in FP8 (``gemm_inputs`` of ``activation_bytes_per_layer``): of Korthikanti's
   terms, the QKV projection's input (2sbh, the first norm's output), the output
@@ -213,7 +214,9 @@ def embedding_activation_bytes(model: ModelSpec, seq_len: int, micro_batch: int 
 
 def output_activation_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1,
                             tp: int = 1, cp: int = 1, sp: bool | None = None) -> float:
-    """Last stage, per micro-batch: final norm output (4·s·b·h) and fp32 logits (4·s·b·v,
+    """Last stage, per micro-batch: the final norm's bf16 input and output, 2 × 2·s·b·h (the
+    norm saves its input, the output layer its; Megatron-LM's "output layer (layer norm) +
+    output layer (linear)"), and fp32 logits (4·s·b·v,
     split over TP by the vocab-parallel output layer)."""
     sp = tp > 1 if sp is None else sp
     s, b = seq_len / cp, micro_batch

@@ -715,3 +715,47 @@ def test_round_16_step_6_says_the_fp8_count_is_gpts_layer_not_deepseeks(client):
     step = re.sub(r"(?<=\()\s+|\s+(?=[,)])", "", step)  # a term's own tags read as spaces
     assert "DeepSeek-V3's own (MLA, a SwiGLU mixture of experts, no GeLU) differs" in step
     assert step.index("GeLU output") > said
+
+
+def step_text(html: str, step: int) -> str:
+    """One step's section of EP01, tags stripped and whitespace folded."""
+    section = re.search(rf'<section class="step" id="step-{step}".*?</section>', html, re.S)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", section.group(0)))
+
+
+def test_step_5s_limit_names_full_recomputation_which_fits(client):
+    """Round-17 cold reading of EP01, finding 1: step 5's limit said state sharding cannot fit
+    the 70B and sent the student to EP04-EP06, but step 3's full recomputation fits it on the
+    same 32 GPUs with ZeRO-3. The limit now says so, with the engine's bill."""
+    from app.routers.memory import facts
+
+    state = facts()["l70_zero3_full"]
+    assert state["params"]["recompute"] == "full" and state["params"]["zero"] == 3
+    full = state["api"]
+    assert full["total_bytes"] < full["gpu_memory_bytes"]
+    why, limit = step_text(client.get("/episodes/memory").text, 5).split("Limit.")
+    assert "alone cannot fit" not in limit
+    assert "full recomputation (step 3) fits it" in limit
+    assert f"with it the same GPUs hold {fmt_bytes(full['total_bytes'])} , which fits" in why
+
+
+def test_the_final_norms_bytes_are_told_one_way_on_every_page(client):
+    """Round-17 cold reading of EP01, finding 2: EP01 billed the 4·s·h beside the logits as
+    "the final norm's fp32 output" where EP10 billed the same bytes, with Megatron-LM's count,
+    as two bf16 tensors, the norm's input and its output. Every page now tells EP10's."""
+    from app.lesson_drills import LESSON_DRILLS
+    from app.routers.memory import facts
+
+    lg = facts()["logits"]["l70"]
+    assert lg["terms"]["norm"] == 2 * 2 * lg["tokens"] * lg["hidden"]
+    step = step_text(client.get("/episodes/memory").text, 2)
+    assert ("two bf16 tensors of s·h: the final norm's input, which the norm saves, and its "
+            "output, which the output layer saves") in step
+    norm = fmt_bytes(lg["terms"]["norm"])
+    assert f"2 × 2·s·h = 4 × {lg['tokens']:,} × {lg['hidden']:,} = {norm}" in step
+    for slug in ("memory", "zero", "recipe-3d", "low-precision"):
+        text = client.get(f"/episodes/{slug}").text.replace("&#39;", "'")
+        assert "norm's fp32 output" not in text and "final norm's output," not in text, slug
+    prompts = " ".join(repr(d) for drills in LESSON_DRILLS.values() for d in drills)
+    assert "final norm's bf16 input and output, 2 × 2 B" in prompts
+    assert "norm's fp32 output" not in prompts

@@ -2224,7 +2224,7 @@ def test_round_10_step_2_names_every_part_of_dp64s_activations(client):
     assert (f"34 × {s:,} × {m.hidden:,} × {m.layers} layers = "
             f"{fmt_bytes(b['activations'])}") in step
     assert (f"4 B × {s:,} tokens × {m.vocab:,} words of vocabulary, {fmt_bytes(logits)}, and "
-            f"the final norm's fp32 output with the embedding's dropout mask, 5 B × s·h, "
+            f"the final norm's bf16 input and output with the embedding's dropout mask, 5 B × s·h, "
             f"{fmt_bytes(b['embedding_and_logits'] - logits)}") in step
 
 

@@ -230,7 +230,7 @@ def test_first_stage_holds_embedding_last_holds_head_and_logits():
     bills = result.stages
     emb = 8 * 4096  # token ids (Llama keeps no embedding dropout mask), / t with SP
     assert bills[0].breakdown["embedding_and_logits"] == pytest.approx(4 * emb / 8)
-    out = 4 * 4096 * 8192 / 8 + 4 * 4096 * L70.vocab / 8  # final norm output + fp32 logits
+    out = 4 * 4096 * 8192 / 8 + 4 * 4096 * L70.vocab / 8  # final norm in + out, fp32 logits
     assert bills[3].breakdown["embedding_and_logits"] == pytest.approx(out)
     assert bills[1].breakdown["embedding_and_logits"] == 0
     assert result.heaviest_stage == 0
