@@ -338,7 +338,7 @@ ASKED = {
     "predict-memory-3": ("l8_flash_16k", "breakdown.activations", ("model", "mode", "tokens")),
     "predict-memory-4": ("l70_serve", "breakdown.kv_cache", ("model", "mode")),
     "predict-memory-5": ("l405_18", "min_gpus", ("model", "mode", "recipe")),
-    "predict-memory-6": ("mixtral", "state_bytes", ("experts", "mode")),
+    "predict-memory-6": ("mixtral", "min_gpus", ("experts", "mode")),
 }
 # The number drills that ask a GPU's share of the state, and the step each sits in
 # (templates/episodes/memory.html's step_drill).

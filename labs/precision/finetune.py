@@ -119,7 +119,8 @@ def adapter_activation_bytes(m: ModelSpec, rank: int, modules: tuple[str, ...],
 
 
 def paper_check(m: ModelSpec, rank: int, modules: tuple[str, ...]) -> PaperCheck:
-    """The LoRA paper's accounting (sec 4.2): full = weights + two Adam moments, all 16-bit;
+    """One accounting near the LoRA paper's totals (sec 4.2 gives no parts; this one is 12%
+    under its 1.2 TB for GPT-3 175B): full = weights + two Adam moments, all 16-bit;
     LoRA = the frozen weights + the adapters' weights and moments; the checkpoint = the
     adapters in 16-bit."""
     trainable = trainable_params(m, rank, modules)

@@ -759,3 +759,24 @@ def test_the_final_norms_bytes_are_told_one_way_on_every_page(client):
     prompts = " ".join(repr(d) for drills in LESSON_DRILLS.values() for d in drills)
     assert "final norm's bf16 input and output, 2 × 2 B" in prompts
     assert "norm's fp32 output" not in prompts
+
+
+def test_step_6_asks_a_count_that_needs_the_total(client):
+    """Round-17 cold reading of EP01, finding 3: step 6 offered "12.9B × 16 B: the active
+    parameters" against "46.7B × 16 B: every expert" right after saying compute follows the
+    active ones; the contrast gave the answer. It now asks the fewest H100s for Mixtral's
+    state, a number that needs the total, and the why names what the active count gives."""
+    from app.routers.memory import facts
+
+    mx = facts()["mixtral"]["api"]
+    assert mx["min_gpus"] == -(-16 * mx["params"] // mx["gpu_memory_bytes"])
+    active = -(-16 * mx["active_params"] // mx["gpu_memory_bytes"])
+    assert active < mx["min_gpus"]
+    html = client.get("/episodes/memory").text
+    form = html[html.index('data-predict="memory-6"'):]
+    form = form[:form.index("</form>")]
+    assert "predict-choice" not in form and "the active parameters" not in form
+    assert f'data-answer="{mx["min_gpus"]} GPUs"' in form
+    why = step_text(html, 6)
+    assert f"so at least {mx['min_gpus']} H100s" in why
+    assert f"gives {fmt_bytes(16 * mx['active_params'])} and {int(active)} GPUs" in why

@@ -526,7 +526,7 @@ def test_round_6_step_11s_fit_is_predicted_from_the_bytes_it_states(client):
     adapters = b["adapter_weights"] + b["gradients"] + b["optimizer_moments"]
     assert adapters == pytest.approx(12 * q["trainable_params"], rel=1e-9)
     step = _step(client.get(PAGE).text, 11)
-    prompt = step[step.index("Predict."):step.index("On one 48 GB GPU")]
+    prompt = step[step.index("Predict."):step.index("against one 48 GB GPU?")]
     for given in (b["weights"], b["quant_constants"], rest):
         assert f"{given / 1e9:.2f} GB" in prompt
     assert "two fp32 Adam moments" in prompt and "800M parameters" in prompt
@@ -856,3 +856,34 @@ def test_round_15_fp8_all_gather_is_an_opt_in_and_the_lse_is_defined(client):
     assert "by default the gather moves bf16" in text[7]
     assert "the lab gathers in bf16, torchao's default" in text[8] and "errs low" in text[8]
     assert "FlashAttention saves for each row of scores so its backward can rebuild" in text[7]
+
+
+def test_round_17_step_11_asks_the_gb_and_the_lora_accounting_is_not_the_papers(client):
+    """Round-17 cold reading of EP10, findings 1 and 3: step 11's heading "65B on one GPU"
+    answered its fits / does not fit predict; it now asks the GB, and the heading names the
+    technique only. The fine-tune panel said "As the LoRA paper counts it" where step 10 says
+    the paper gives no parts, and step 10 called 1.05 TB a match for the paper's 1.2 TB: the
+    panel and the why now call it one accounting near the totals, with how far off each is."""
+    from app.charts.units import fmt_bytes, fmt_pct
+    from app.routers.precision import facts
+    from labs.precision.reported import REPORTED
+
+    html = client.get(PAGE).text
+    assert "65B on one GPU" not in html and "<h2>11. QLoRA: a 4-bit base</h2>" in html
+    eleven = _step(html, 11)
+    prompt = eleven[eleven.index("Predict."):eleven.index("against one 48 GB GPU?")]
+    q = facts()["qlora65"]["api"]["finetune"][2]
+    assert fmt_bytes(q["total_bytes"]) not in prompt
+    assert 'data-predict="precision-11"' in html
+    form = html[html.index('data-predict="precision-11"'):]
+    form = form[:form.index("</form>")]
+    assert "predict-choice" not in form and 'name="guess"' in form
+    assert "As the LoRA paper counts it" not in html
+    assert "One accounting near the LoRA paper's totals" in html
+    a = facts()["gpt3_lora"]["api"]
+    paper = REPORTED["lora_full_bytes"].value
+    ten = _step(html, 10)
+    assert "matches" not in ten
+    under = 1 - a["lora_paper"]["full_bytes"] / paper
+    assert 0.10 < under < 0.14
+    assert f"{fmt_pct(under)} under the paper's {fmt_bytes(paper)}" in ten
