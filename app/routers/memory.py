@@ -1,6 +1,7 @@
 """EP01 The memory ledger: page, embed and JSON for the per-GPU memory bill."""
 
 import math
+import re
 from functools import lru_cache
 from typing import Literal
 
@@ -53,6 +54,18 @@ router = APIRouter()
 
 DEFAULT_MODEL = "llama-3.1-70b"
 RECIPE_LABELS = {k: r.label for k, r in RECIPES.items()}  # the records of labs.core.catalogue
+
+
+def unbilled(label: str) -> str:
+    """A recipe's label without its bytes per parameter ("FP8, …, 18 B/param" -> "FP8, …")."""
+    return re.sub(r",? [\d.]+ B/param", "", label)
+
+
+# The Recipe selects of EP01 and EP03: the FP8 and MXFP8 recipes' bytes a parameter are what
+# EP10's steps 1, 3, 5 and 6 ask, so no select prints them (round-17 cold reading of EP01,
+# finding 5; EP10's own select strips them too).
+LESSON_RECIPE_LABELS = {k: unbilled(label) if "fp8" in k else label
+                        for k, label in RECIPE_LABELS.items()}
 # What EP01 teaches of its Recipe and Recomputation menus (round-5 cold reading, item 5): the
 # other options sit in a group of their own, named for the lesson that teaches them (EP10's
 # low-precision recipes, and torchtitan's op policy, which EP10's measured run keeps) or
@@ -428,7 +441,7 @@ def extra_context(state) -> dict:
         "facts": facts(),
         "model_options": model_choices(model_options(), query.model_value),
         "gpu_options": gpu_options(),
-        "recipes": RECIPE_LABELS,
+        "recipes": LESSON_RECIPE_LABELS,
         "train_recipes": TRAIN_RECIPES,
         "taught_recipes": EP01_RECIPES,
         "taught_recompute": EP01_RECOMPUTE,

@@ -3,7 +3,6 @@ each recipe's bytes per parameter, full fine-tuning beside LoRA and QLoRA, and a
 offload. Its controls, run and answers are ``precision_state.py``; here the lesson's states
 (``facts``), page context, cases, drills and view."""
 
-import re
 from functools import lru_cache
 
 from fastapi import APIRouter
@@ -29,7 +28,7 @@ from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, reg
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import model_choices
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
-from app.routers.memory import degree_options, driver_memory
+from app.routers.memory import degree_options, driver_memory, unbilled
 from app.routers.precision_state import MODULE_LABELS, PrecisionQuery, figures, run, to_api
 from app.schemas import PrecisionAnswer
 from labs.core.catalogue import RECIPES
@@ -56,11 +55,6 @@ FSDP_70B = {"model": "llama-3.1-70b", "dp": 128, "zero": 3, "seq_len": 8192, "mi
 QLORA_65B = {"model": LLAMA_65B, "rank": 64, "modules": "all", "seq_len": 512,
              "recompute": "full", "ft_recipe": "adam12", "gpu": "h100-sxm"}
 QLORA_LONG = {**QLORA_65B, "seq_len": 4096, "micro_batch": 6}  # over 80 GB, unless paged
-
-
-def unbilled(label: str) -> str:
-    """A recipe's label without its bytes per parameter ("FP8, …, 18 B/param" -> "FP8, …")."""
-    return re.sub(r",? [\d.]+ B/param", "", label)
 
 
 @lru_cache(maxsize=1)

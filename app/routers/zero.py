@@ -29,7 +29,7 @@ from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, reg
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import model_choices
 from app.options import SEQ_LENGTHS, gpu_options, link_choices, model_options, with_value
-from app.routers.memory import RECIPE_LABELS, own_layer
+from app.routers.memory import LESSON_RECIPE_LABELS, own_layer
 from app.routers.zero_state import (
     DP_OPTIONS,
     GPUS_PER_NODE_OPTIONS,
@@ -239,7 +239,7 @@ def extra_context(state) -> dict:
         "model_options": model_choices(model_options(), query.model_value),
         "model_value": query.model_value,
         "gpu_options": gpu_options(),
-        "recipes": {k: RECIPE_LABELS[k] for k in TRAIN_RECIPES},
+        "recipes": {k: LESSON_RECIPE_LABELS[k] for k in TRAIN_RECIPES},
         "link_options": link_choices(links()),
         "host_links": {k: links()[k].name for k in HOST_LINKS},
         "dp_options": with_value(DP_OPTIONS, query.dp),

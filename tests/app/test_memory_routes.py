@@ -780,3 +780,21 @@ def test_step_6_asks_a_count_that_needs_the_total(client):
     why = step_text(html, 6)
     assert f"so at least {mx['min_gpus']} H100s" in why
     assert f"gives {fmt_bytes(16 * mx['active_params'])} and {int(active)} GPUs" in why
+
+
+def test_no_recipe_select_before_ep10_prints_the_fp8_bytes(client):
+    """Round-17 cold reading of EP01, finding 5: EP01's Recipe select printed "FP8, per-tensor
+    delayed scaling (TE), 18 B/param" and the other FP8 and MXFP8 bytes a parameter, which
+    EP10's steps 1, 3, 5 and 6 ask. EP01's and EP03's selects now name those recipes without
+    their bytes, as EP10's own select does; the recipes EP01 teaches keep theirs."""
+    from labs.core.catalogue import RECIPES
+
+    for path in ("/episodes/memory", "/episodes/zero"):
+        html = client.get(path).text
+        select = html[html.index('name="recipe"'):]
+        select = select[:select.index("</select>")]
+        for k, recipe in RECIPES.items():
+            if "fp8" in k:
+                assert recipe.label not in select, (path, k)
+                assert recipe.label.split(",")[0] in select, (path, k)
+        assert RECIPES["adam16"].label in select
