@@ -39,7 +39,7 @@ from labs.model.activations import own_layer_terms
 from labs.model.code import LLAMA_65B
 from labs.model.op_checkpoint import kept_tensors
 from labs.model.presets import get_model
-from labs.precision.finetune import trainable_params
+from labs.precision.finetune import linear_params, trainable_params
 from labs.precision.inputs import FT_RECIPES, MODULE_SETS
 from labs.precision.reported import REPORTED
 from labs.recipe.runs import BY_ID, check
@@ -99,6 +99,10 @@ def facts() -> dict:
         "mx70": state(**MEGATRON_70B, recipe="mxfp8", gpu="b200"),
         "gpt3_lora": state(model="gpt-3-175b", rank=4, modules="qv", seq_len=2048),
         "qlora65": state(**QLORA_65B),
+        # Step 11's 4-bit base: the linear layers at NF4's 4 bits, the rest (embedding, output
+        # head, norms) in bf16, as bitsandbytes leaves them (round-17 cold reading of EP10,
+        # finding 4: 33.43 GB against 65.3B x 0.5 B, the bf16 part unsaid).
+        "qlora65_linear": linear_params(get_model(LLAMA_65B)),
         "qlora65_long": state(**QLORA_LONG),
         "qlora65_paged": state(**QLORA_LONG, paged=True),
         "offload70": state(**MEGATRON_70B, recipe="adam16", offload=100),

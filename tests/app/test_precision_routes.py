@@ -918,3 +918,24 @@ def test_round_17_steps_7_and_8_ask_numbers_their_prompts_do_not_telegraph(clien
     eight = _step(html, 8)
     assert f"= {1 / (1 - g + g / 2):.2f}×: the GEMMs gain less than 2×" in eight
     assert 1 / (1 - g + g / 2) > 1.1 * sp["speedup"]
+
+
+def test_round_17_step_11_derives_the_4_bit_base_with_its_bf16_part(client):
+    """Round-17 cold reading of EP10, finding 4: step 11 gave the 4-bit base as 33.43 GB where
+    65.3B × 0.5 B is 32.6 GB; the embedding, output head and norms stay bf16. The step's note
+    now sums the two parts, from the engine's count of the linear layers."""
+    from app.routers.precision import facts
+    from labs.model.code import LLAMA_65B
+    from labs.model.presets import get_model
+    from labs.precision.finetune import linear_params
+
+    m = get_model(LLAMA_65B)
+    lin = linear_params(m)
+    other = m.params - lin
+    weights = facts()["qlora65"]["api"]["finetune"][2]["breakdown"]["weights"]
+    assert weights == pytest.approx(lin * 0.5 + other * 2, rel=1e-12)
+    eleven = _step(client.get(PAGE).text, 11)
+    assert (f"{lin / 1e9:.2f}B weights × 0.5 B; the embedding, the output head and the norms, "
+            f"{other / 1e9:.2f}B, stay bf16") in eleven
+    assert (f"{lin * 0.5 / 1e9:.2f} GB + {other * 2 / 1e9:.2f} GB = {weights / 1e9:.2f} GB"
+            in eleven)
