@@ -5,10 +5,21 @@ from app.labkit.drills import lab_value
 from app.lesson_drills.units import gb
 from labs.model.presets import get_model
 
-FOUR_OH_FIVE = {"model": "llama-3.1-405b"}  # EP03's decide drill: a model its table does not show
-P405 = get_model(FOUR_OH_FIVE["model"]).params
-B405 = f"{P405 / 1e9:.2f}B"
 P8 = get_model("llama-3.1-8b").params  # EP03's predict drill: a model its table does not show
+# EP03's memory decide: the 70B at 16,384 tokens on 32 GPUs, ZeRO-1 and selective recomputation.
+LONG = {"model": "llama-3.1-70b", "seq_len": 16384, "dp": 32, "zero": 1}
+P70 = get_model(LONG["model"]).params
+B70 = f"{P70 / 1e9:.1f}B parameters"
+
+
+def _acts(answer: dict) -> float:
+    """A state's saved layer activations per GPU (GET /api/zero's breakdown)."""
+    return answer["breakdown"]["activations"]
+
+
+def _logits(answer: dict) -> float:
+    """A state's fp32 logits, the final norm's tensors and the token ids per GPU."""
+    return answer["breakdown"]["embedding_and_logits"]
 
 
 def _stage_state(stage: int) -> float:
@@ -41,31 +52,37 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     "that is the whole state; ZeRO-2 shards the gradients and the optimizer "
                     "state over the 16 GPUs."),
         )),
+    # Round-17 cold reading of EP03, finding 4: the decide asked 405B's ZeRO-1 against ZeRO-3
+    # on the same GPUs and more GPUs at lower stages; the most-sharded option won without any
+    # arithmetic. At 16,384 tokens the 70B's activations outweigh its state, so sharding is
+    # not the answer: what steps 3 (activations are not sharded) and 6 (recomputation) teach.
     decide(
         "zero-decide-memory",
-        "Llama 3.1 405B on 16 GPUs with ZeRO-1. Which change cuts each GPU's memory most?",
+        f"Llama 3.1 70B ({B70}) on 32 GPUs with ZeRO-1 and selective recomputation, one "
+        f"{LONG['seq_len']:,}-token sequence per GPU. Which change cuts each GPU's memory most?",
         "zero", "total_bytes",
-        (("z2", "ZeRO-2 on the same 16 GPUs", {**FOUR_OH_FIVE, "dp": 16, "zero": 2},
-          lambda a: "ZeRO-2 adds the gradients to what is sharded, but the bf16 weights stay "
-                    f"whole on every GPU: 2 B × {B405} = {gb(2 * P405)} before any shard, "
-                    f"{gb(a['state_bytes'])} of state in all: {{value}}."),
-         ("z1x128", "ZeRO-1 on 128 GPUs instead of 16",
-          {**FOUR_OH_FIVE, "dp": 128, "zero": 1},
-          lambda a: "Eight times the GPUs shrink only the sharded optimizer state; the 4 B of "
-                    f"weights and gradients stay whole: 4 B × {B405} = {gb(4 * P405)} on each "
-                    "GPU however many there are: {value}."),
-         ("z3", "ZeRO-3 on the same 16 GPUs", {**FOUR_OH_FIVE, "dp": 16, "zero": 3},
-          lambda a: f"Shards all 16 bytes, weights included: 16 B × {B405} ÷ 16 = "
-                    f"{gb(a['state_bytes'])} of state, {{value}} with the activations, at "
-                    "about 1.5 times the traffic."),
-         ("z0x128", "Plain data parallelism on 128 GPUs",
-          {**FOUR_OH_FIVE, "dp": 128, "zero": 0},
-          lambda a: "Plain DP shards nothing: every GPU keeps the whole 16 B × "
-                    f"{B405} = {gb(a['state_bytes'])} of state, however many GPUs: "
-                    "{value}.")),
+        (("z3x64", "ZeRO-3, and twice the GPUs (64)", {**LONG, "dp": 64, "zero": 3},
+          lambda a: f"ZeRO-3 shards all 16 bytes: {gb(a['state_bytes'])} of state. But no "
+                    "stage shards the activations: each GPU keeps its sequence's 34·s·h·L = "
+                    f"{gb(_acts(a))} and {gb(_logits(a))} of logits however many GPUs there "
+                    "are: {value}."),
+         ("z2full", "ZeRO-2, and full recomputation", {**LONG, "zero": 2, "recompute": "full"},
+          lambda a: f"ZeRO-2 keeps the 2 B of bf16 weights whole, {gb(2 * P70)}: "
+                    f"{gb(a['state_bytes'])} of state. But full recomputation keeps only each "
+                    f"layer's input, 2·s·h·L = {gb(_acts(a))}, with {gb(_logits(a))} of "
+                    "logits: {value}, for about a third more compute."),
+         ("z1x128", "ZeRO-1 on 128 GPUs instead of 32", {**LONG, "dp": 128},
+          lambda a: "Four times the GPUs shrink only the sharded optimizer state; the 4 B of "
+                    f"weights and gradients stay whole, {gb(4 * P70)}, and each GPU keeps its "
+                    f"sequence's {gb(_acts(a))} of activations: {{value}}."),
+         ("z1full", "Full recomputation, still ZeRO-1", {**LONG, "recompute": "full"},
+          lambda a: f"Recomputation cuts the activations to {gb(_acts(a))}, but ZeRO-1 keeps "
+                    f"the 4 B of weights and gradients whole, {gb(4 * P70)}: "
+                    f"{gb(a['state_bytes'])} of state, {{value}}.")),
         best="min", fmt=gb,
-        solution="{best}. ZeRO-3 on 16 {z3}, ZeRO-2 on 16 {z2}, ZeRO-1 on 128 {z1x128}, "
-                 "plain DP on 128 {z0x128}: what a stage leaves unsharded sets the floor, "
-                 "and more GPUs cannot lower it.",
-        reveals=("shards all 16 bytes, weights included",)),
+        solution="{best}. ZeRO-2 with full recomputation {z2full}, ZeRO-1 with it {z1full}, "
+                 "ZeRO-3 on 64 {z3x64}, ZeRO-1 on 128 {z1x128}. At 16,384 tokens the "
+                 "activations outweigh the state: no stage shards them (step 3), and only "
+                 "recomputation cuts them (step 6); then sharding more of the state helps.",
+        reveals=("ZeRO-2 with full recomputation",)),
 )

@@ -412,27 +412,28 @@ def test_round_5_step_7_sums_what_does_not_overlap(client):
     assert one["api"]["offload_plan"]["pcie_seconds"] > one["api"]["offload_plan"]["adam_seconds"]
 
 
-def test_round_6_item_2_the_memory_decide_says_what_each_stage_leaves_whole():
-    """Round-6 cold reading of EP03, item 2: zero-decide-memory told every wrong option one
-    hint ('What stays whole on every GPU under each choice?') and quoted the right option's
-    figure. Each option now derives its own floor from 405.9B parameters: ZeRO-2 keeps the 2 B
-    of bf16 weights whole (811.8 GB before any shard), ZeRO-1 on 128 the 4 B of weights and
-    gradients (1,623.6 GB), plain DP all 16 B; and a wrong try is told only that."""
+def test_round_17_the_memory_decide_is_not_won_by_sharding_the_most():
+    """Round-17 cold reading of EP03, finding 4 (after round 6's item 2): zero-decide-memory
+    asked 405B's ZeRO-1 against ZeRO-3 on the same GPUs and more GPUs at lower stages, which
+    ZeRO-3 won with no arithmetic. It asks the 70B at 16,384 tokens, where the activations
+    outweigh the state: ZeRO-2 with full recomputation beats ZeRO-3 on twice the GPUs. Each
+    option derives its own figure, and a wrong try is told only its own."""
     from app.labkit.drills import check_drill, lab_value
     from app.lesson_drills.units import gb
-    from app.lesson_drills.zero import DRILLS, P405
+    from app.lesson_drills.zero import DRILLS, LONG, P70
 
     drill = next(d for d in DRILLS if d.id == "zero-decide-memory")
     judged = {o.key: o for o in drill.judge()}
-    assert [k for k, o in judged.items() if o.right] == ["z3"]
-    assert f"2 B × {P405 / 1e9:.2f}B = {gb(2 * P405)}" in judged["z2"].why
-    assert f"4 B × {P405 / 1e9:.2f}B = {gb(4 * P405)}" in judged["z1x128"].why
-    plain = lab_value("zero", {"model": "llama-3.1-405b", "dp": 128, "zero": 0}, "state_bytes")
-    assert plain == pytest.approx(16 * P405) and gb(plain) in judged["z0x128"].why
-    for key in ("z2", "z1x128", "z0x128"):
+    assert [k for k, o in judged.items() if o.right] == ["z2full"]
+    z3 = lab_value("zero", {**LONG, "dp": 64, "zero": 3}, lambda a: a)
+    assert z3["breakdown"]["activations"] > z3["state_bytes"]  # sharding is not the answer
+    assert f"34·s·h·L = {gb(z3['breakdown']['activations'])}" in judged["z3x64"].why
+    assert f"2 B of bf16 weights whole, {gb(2 * P70)}" in judged["z2full"].why
+    assert f"whole, {gb(4 * P70)}" in judged["z1x128"].why and gb(4 * P70) in judged["z1full"].why
+    for key in ("z3x64", "z1x128", "z1full"):
         told = check_drill(drill, key, attempt=1, hide_answers=True)["message"]
         assert told == "Not that one. " + judged[key].why
-        assert "What stays whole" not in told and judged["z3"].figure not in told
+        assert judged["z2full"].figure not in told
 
 
 def step_text(client, start: str, end: str) -> str:
