@@ -96,7 +96,7 @@ def lab_points(result: CPResult) -> tuple[tuple[int, float, float], ...]:
     return _points(inp.model, inp.cp, inp.layout, inp.link, inp.gpu)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=512)
 def _points(model: ModelSpec, cp: int, layout: str, link: Link,
             gpu: GPUSpec) -> tuple[tuple[int, float, float], ...]:
     out = []

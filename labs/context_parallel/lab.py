@@ -183,7 +183,7 @@ def cp_cost(model: ModelSpec, seq_len: int, cp: int, layout: str, link: Link,
     )
 
 
-@lru_cache(maxsize=64)  # the sweep depends on neither the picture nor the chosen CP
+@lru_cache(maxsize=512)  # the sweep depends on neither the picture nor the chosen CP
 def sweep_cp(model: ModelSpec, seq_len: int, link: Link, gpu: GPUSpec):
     """Each layout's cost at every CP degree of ``SWEEP_CP`` (None where it is refused)."""
     out = {}

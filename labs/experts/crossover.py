@@ -88,7 +88,7 @@ def lab_points(result: MoEResult) -> tuple[tuple[int, float, float], ...]:
     return _points(replace(result.input, skew=0.0, group="ep"))
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=512)
 def _points(inp: MoEInput) -> tuple[tuple[int, float, float], ...]:
     ids = group_of_rank(inp.layout, "ep")
     per_node = members_per_node(tuple(g for g, i in enumerate(ids) if i == 0),

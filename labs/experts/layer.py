@@ -133,7 +133,7 @@ def route(inp: MoEInput, skew: float, per_node: int) -> Routing:
                                   per_node), inp))
 
 
-@lru_cache(maxsize=256)  # a state asks 2 routings, its balance curve 11, sharing 1-2
+@lru_cache(maxsize=2048)  # a state asks 2 routings, its balance curve 11, sharing 1-2
 def _route_kept(key: _RouteKey) -> Routing:
     return _route(key.inp, key.fields[-2], key.fields[-1])
 

@@ -26,7 +26,7 @@ class Spread:
         return Group(self.size, self.per_node)
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=4096)
 def spread(layout: ParallelLayout, kind: str, gpus_per_node: int) -> Spread:
     """Where the groups of ``kind`` ("tp", "cp", "dp-cp", "ep"...) fall, node = rank // g.
 

@@ -139,7 +139,7 @@ def piece_layer_counts(layers: int, pp: int, chunks: int, schedule: str, first: 
     return tuple(counts)
 
 
-@lru_cache(maxsize=256)  # pure in its (frozen, hashable) inputs; the page asks again and again
+@lru_cache(maxsize=1024)  # pure in its (frozen, hashable) inputs; the page asks again and again
 def stage_params(model: ModelSpec, pp: int, schedule: str = "1f1b", virtual: int = 1,
                  first: int = 0, last: int = 0) -> tuple[StageParams, ...]:
     """Per-rank parameter counts for ``pp`` ranks under ``schedule`` (pp <= model.layers);

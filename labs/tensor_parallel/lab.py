@@ -132,7 +132,7 @@ def head_flops(model: ModelSpec, seq_len: int, micro_batch: int, tp: int = 1) ->
 
 # Pure in its (frozen, hashable) inputs, and asked again and again: the lesson's sweeps over
 # TP degrees and links stay the same while a student moves the other controls (issue 31).
-@lru_cache(maxsize=2048)
+@lru_cache(maxsize=8192)
 def tp_cost(model: ModelSpec, gpu: GPUSpec, topology: Topology, tp: int, *, sp: bool,
             seq_len: int, micro_batch: int, mfu: float | None = None) -> TPCost:
     """Per-layer and per-step time of TP = ``tp``: the layer's kernels on one GPU of the group

@@ -105,7 +105,7 @@ def ledger(inp: ZeroInput, **changes) -> MemoryResult:
                    fields["offload"])
 
 
-@lru_cache(maxsize=256)  # about 4.5 kB each pickled: a dozen states' bills
+@lru_cache(maxsize=4096)  # ~2.6 kB each: ~200 states' bills (issue 31: a class reuses 73%)
 def _ledger(model: ModelSpec, gpu: GPUSpec, recipe: str, seq_len: int, micro_batch: int,
             activation_model: str, dp: int, zero: int, recompute: str,
             offload: bool) -> MemoryResult:
@@ -122,7 +122,7 @@ def compute_windows(inp: ZeroInput, recompute: str) -> tuple[float, float]:
     return _windows(inp.model, inp.cluster, inp.seq_len, inp.micro_batch, recompute)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=2048)
 def _windows(model: ModelSpec, cluster: Cluster, seq_len: int, micro_batch: int,
              recompute: str) -> tuple[float, float]:
     kw = dict(tp=Group(), cp=Group(), ep=Group(), micro_batch=micro_batch, seq_len=seq_len,
