@@ -7,7 +7,7 @@ rank's pairs, each layout's cost); nothing here knows a balance formula.
 
 import math
 
-from app.charts import DIMMED, base_layout, chosen_band, tint, value_label
+from app.charts import DIMMED, LINE_COLOUR, base_layout, chosen_band, tint, value_label
 from app.charts.crossover import ms, threshold_figure, tokens, verdict
 from app.charts.units import fmt_bytes
 from labs.context_parallel.crossover import cp_crossover
@@ -163,6 +163,22 @@ def pairs_figure(mask) -> dict:
     mean = mask.total_pairs / c
     labels_above = [value_label(i, v, _num(v), bgcolor="rgba(0,0,0,0)")
                     for i, v in enumerate(values)] if c <= 16 else []
+    # What the numbers are (round-17 cold reading of EP06, finding 1: the bars' figures and
+    # the dashed line were drawn unlabelled): the dashed line's mean with its unit, and the
+    # imbalance the steps name, the busiest bar over it, above the plot.
+    busiest = mask.busiest
+    notes = labels_above + [
+        # Above the line where the first bar is short of it (contiguous: its label clear of
+        # the bars), inside the bars where every bar reaches it (balanced).
+        {"xref": "paper", "yref": "y", "x": 0, "y": mean, "xanchor": "left",
+         "yanchor": "bottom" if values[0] < 0.8 * mean else "top", "showarrow": False,
+         "font": {"color": LINE_COLOUR, "size": 11},
+         "bgcolor": "rgba(255,255,255,0.85)", "text": f"mean: {_num(mean)} pairs"},
+        {"xref": "paper", "yref": "paper", "x": 0, "y": 1, "xanchor": "left",
+         "yanchor": "bottom", "yshift": 2, "showarrow": False,
+         "font": {"color": LINE_COLOUR, "size": 12},
+         "text": (f"imbalance, busiest ÷ mean: {_num(busiest.causal_pairs)} ÷ {_num(mean)} "
+                  f"= {mask.imbalance:.2f}")}]
     return {
         "data": [{
             "type": "bar", "x": labels, "y": values,
@@ -174,14 +190,14 @@ def pairs_figure(mask) -> dict:
             # (layout.meta.masked; round-6 cold reading of EP06, item 1: its "64 tokens, CP 8"
             # link drew the 484 it asks for on the last bar), a zigzag state's until step 3's
             # (pairs_step: its even bars are that step's answer).
-            annotations=labels_above,
+            annotations=notes,
             meta={"masked": {str(i): "?" for i in range(len(labels_above))},
                   **({"owners": [{"step": "step-3", "traces": [0], "shapes": [0],
-                                  "annotations": list(range(len(labels_above)))}]}
+                                  "annotations": list(range(len(notes)))}]}
                      if pairs_step(mask.layout) == "step-3" else {})},
-            margin={"l": 52, "r": 8, "t": 16, "b": 32},
+            margin={"l": 52, "r": 8, "t": 24, "b": 32},
             xaxis={"type": "category", "fixedrange": True, "tickangle": 0},
-            yaxis={"title": {"text": "causal pairs"}, "rangemode": "tozero",
+            yaxis={"title": {"text": "causal pairs a rank"}, "rangemode": "tozero",
                    "range": [0, max(values) * 1.18], "fixedrange": True,
                    "gridcolor": "#e6e9ef"},
             shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y",
@@ -198,13 +214,38 @@ def pairs_figure(mask) -> dict:
     }
 
 
-def bytes_step(model) -> str:
+# Step 6 asks GPT-3 175B's ring bytes at this sequence and CP degree (app/routers/
+# context_parallel.py facts, "ring_gpt3_cp16"). Any model's ring or all-gather bytes at the
+# same two give that answer by one multiplication, GPT-3's K/V bytes a token over the
+# model's (Llama 3.1 70B's 503 MB in the cost chart's hover, x 12: round-17 cold reading of
+# EP06, finding 2), so those wait for step 6's guess; at another sequence or CP the student
+# still has to know how the bytes scale with s and (c - 1)/c, which step 6 teaches.
+STEP_6_ASKS = {"seq_len": 131072, "cp": 16}
+WHOLE_KV = ("contiguous", "zigzag", "allgather")  # each GPU moves (c - 1)/c of the K/V
+
+
+def completes_step_6(seq_len: int, cp: int, layout: str) -> bool:
+    return layout in WHOLE_KV and (seq_len, cp) == (STEP_6_ASKS["seq_len"], STEP_6_ASKS["cp"])
+
+
+def bytes_step(inp) -> str:
     """The guess a state's K/V bytes sent (the cost chart's collectives and the bench's bytes
     and times) wait for: step 6's for a model without grouped-query attention, whose bytes it
-    asks (GPT-3 175B's); else step 4's, so the cost chart draws from step 4 on, where its
+    asks (GPT-3 175B's); step 4's and step 6's at step 6's sequence and CP degree
+    (``completes_step_6``); else step 4's, so the cost chart draws from step 4 on, where its
     all-gather and ring first differ (round-15 cold reading of EP06, finding 12: it stayed
     flat grey placeholders until step 6)."""
-    return "step-6" if model.kv_heads == model.heads else "step-4"
+    if inp.model.kv_heads == inp.model.heads:
+        return "step-6"
+    return "step-4 step-6" if completes_step_6(inp.seq_len, inp.cp, inp.layout) else "step-4"
+
+
+def step_6_points(sweep, inp) -> list[list[int]]:
+    """The cost chart's [trace, point] pairs that give step 6's answer by one multiplication:
+    the ring's and the all-gather's at step 6's CP degree, at its sequence length."""
+    return [[i, j] for i, layout in enumerate(COST_LINES) if layout in WHOLE_KV
+            for j, (c, cost) in enumerate(sweep[layout])
+            if cost is not None and completes_step_6(inp.seq_len, c, layout)]
 
 
 def cost_figure(sweep, current) -> dict:
@@ -263,6 +304,7 @@ def cost_figure(sweep, current) -> dict:
     sent = (f"sends {fmt_bytes(cost.comm_bytes_per_gpu)} per GPU per layer in "
             f"{cost.comm_s * 1e3:.3g} ms")
     attention = f"against {cost.attention_s * 1e3:.3g} ms of attention"
+    held = [] if "step-6" in bytes_step(inp) else step_6_points(sweep, inp)
     return {
         "data": data,
         "layout": base_layout(
@@ -276,12 +318,13 @@ def cost_figure(sweep, current) -> dict:
             meta={"masked": {"0": f"{LAYOUT_NAMES[inp.layout].split(' (')[0]}, CP {inp.cp}:"
                                   "<br>? per GPU"},
                   "owners": [
-                      {"step": bytes_step(inp.model),
+                      {"step": bytes_step(inp),
                        "traces": [*range(len(COST_LINES)), len(data) - 1],
                        "annotations": [0],
                        "summary": [sent, "sends ? per GPU per layer in ? ms"]},
                       {"step": "step-7", "traces": [len(COST_LINES)],
-                       "summary": [attention, "against ? of attention"]}]},
+                       "summary": [attention, "against ? of attention"]},
+                      *([{"step": "step-6", "points": held}] if held else [])]},
             margin={"l": 56, "r": 8, "t": 8, "b": 8},
             xaxis={"type": "log", "title": {"text": "CP degree c", "standoff": 2},
                    "tickvals": xs, "ticktext": [str(c) for c in xs], "fixedrange": True,
@@ -310,6 +353,10 @@ def token_ranges(tokens) -> str:
     return ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in runs)
 
 
+# Each layout's transfers, as the crossover's legend names them (short: two a phone's row).
+CROSSOVER_SENDS = {"contiguous": "K/V sends", "zigzag": "K/V sends",
+                   "allgather": "All-gather", "ulysses": "All-to-alls"}
+
 # The guesses the crossover chart and its bench figures wait for (lab.js: masked while any
 # is to come): step 8's, whose chart it is, and step 7's, whose answer it gives at step 7's
 # state (512 tokens a rank on 25 Gb/s Ethernet: attention ÷ communication, and the chart's
@@ -330,9 +377,7 @@ def crossover_figure(result) -> dict:
         x_state=c.per_rank, compute_s=c.attention_s, comm_s=c.comm_s, cross=c.crossover,
         compute_line=[(x, a) for x, a, _ in c.sweep],
         comm_line=[(x, m) for x, _, m in c.sweep] if c.comm_s else None,
-        compute_name="Attention, ∝ L² at this rate",
-        comm_name=f"{c.collective_name}, ∝ L at this "
-                  + ("busBW" if inp.layout in ("allgather", "ulysses") else "send bandwidth"),
+        compute_name="Attention ∝ L²", comm_name=f"{CROSSOVER_SENDS[inp.layout]} ∝ L",
         compute_hover="L = %{x:,.0f}: %{y:.3s}s of attention<extra></extra>",
         x_title="tokens per rank, L = s/c (log scale)", y_title="time per layer",
         cross_text=f"L* = {tokens(c.crossover)}", cross_masked="L* = ?",
@@ -348,6 +393,34 @@ def crossover_figure(result) -> dict:
                     ", nothing to move")))
     meta = figure["layout"].setdefault("meta", {"masked": {}})
     meta["owners"] = crossover_owners(figure, bool(c.comm_s))
+    return readable(figure, meta)
+
+
+def readable(figure: dict, meta: dict) -> dict:
+    """The crossover with a plot that reads on a phone (round-17 cold reading of EP06,
+    finding 3: at 390x844 its five-row legend left the plot 98 px tall): four short names in
+    two columns, this state's point left to the chart's title ("● = this state"), and a
+    taller figure (lab.js caps it to the bench's view: 300 px on a phone). What the lines
+    are drawn at, this state's rate and its send bandwidth or busBW, the note under the
+    chart says. While the transfers wait for their guesses their entries keep a name as
+    short (layout.meta.names), not "(after step 7 and step 8)" appended."""
+    data, layout = figure["data"], figure["layout"]
+    for t in data:
+        if t["name"] == "The lab at each L: compute":
+            t["name"] = "Lab: attention"
+        elif t["name"] == "communication":
+            t["name"] = "Lab: transfers"
+        elif t["name"] == "This state":
+            t["showlegend"] = False
+    waiting = [i for g in meta["owners"] if g["step"] == CROSSOVER_KEYS for i in g["traces"]]
+    meta["names"] = {str(i): "Lab, step 8" if data[i]["mode"] == "markers" else
+                     "Sends, step 8" for i in waiting}
+    layout["legend"] = {**layout["legend"], "entrywidth": 0.5, "entrywidthmode": "fraction",
+                        "y": -0.22}
+    layout["height"] = 440
+    # Room between the time ticks ("100 ms") and the axis's title on a phone.
+    layout["margin"] = {**layout["margin"], "l": layout["margin"]["l"] + 6}
+    layout["yaxis"]["title"]["standoff"] = 4
     return figure
 
 

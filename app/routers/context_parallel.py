@@ -8,12 +8,14 @@ from pydantic import Field
 
 from app.charts.context_parallel import (
     CROSSOVER_KEYS,
+    STEP_6_ASKS,
     bytes_step,
     cost_figure,
     crossover_figure,
     mask_figure,
     pairs_figure,
     pairs_step,
+    step_6_points,
 )
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
@@ -157,8 +159,8 @@ def facts() -> dict:
                               link="ib-ndr"),
         # Step 6's predict: a model the bench's chart does not draw (round-5b cold reading,
         # item 1: the chart against CP answered a rises-or-falls choice before the guess).
-        "ring_gpt3_cp16": state(tokens=64, cp=16, seq_len=131072, layout="zigzag",
-                                link="ib-ndr", model="gpt-3-175b"),
+        "ring_gpt3_cp16": state(tokens=64, **STEP_6_ASKS, layout="zigzag", link="ib-ndr",
+                                model="gpt-3-175b"),
         "short_eth": state(tokens=64, cp=8, seq_len=4096, layout="zigzag", link="eth-25g"),
         # Step 8: the crossover, zigzag at CP 8 on InfiniBand NDR, and CP 16 over 100 Gb/s
         # Ethernet, below it.
@@ -227,8 +229,14 @@ def extra_context(state) -> dict:
         # The guess the pair counts wait for, and the headline's text until then (a balanced
         # state says how it splits, not that it balances: round-10 cold reading, item 5).
         "pairs_key": pairs_step(query.layout),
-        # The guess the bytes sent and their time wait for (step 4's, step 6's without GQA).
-        "bytes_key": bytes_step(state.result.input.model),
+        # The guess the bytes sent and their time wait for (step 4's, step 6's without GQA
+        # and at step 6's sequence and CP degree: app/charts/context_parallel.py bytes_step).
+        "bytes_key": bytes_step(state.result.input),
+        # The cost chart's points held for step 6 (``step_6_points``): the bench says why
+        # its lines break there until then.
+        "step_6_held": "step-6" not in bytes_step(state.result.input)
+        and bool(step_6_points(state.result.sweep, state.result.input)),
+        "step_6_cp": STEP_6_ASKS["cp"],
         "balanced_mask": BALANCED_MASK,
         # Step 8 names the NDR port's rate and NCCL's measured send rate on it, and derives
         # the effective rate B from them and a send's start-up across nodes (NCCL's Simple

@@ -308,8 +308,12 @@ def test_step_8_names_the_ndr_send_rate_and_the_chart_calls_it_send_bandwidth(cl
     assert f"= {busbw / 1e9:.1f} GB/s. The start-up is the same for every block" in step
     chart = client.get("/api/cp", params=params).json()
     assert chart["crossover"]["busbw"] < ndr.send_bandwidth
-    bench = client.get("/episodes/context-parallel", params=params).text
-    assert "at this send bandwidth" in bench and "at this busBW" not in bench
+    bench = re_lib.sub(r"\s+", " ", client.get("/episodes/context-parallel", params=params).text)
+    assert "∝ L at this send bandwidth" in bench and "at this busBW" not in bench
+    assert "point-to-point sends: no bus factor" in bench
+    gathered = re_lib.sub(r"\s+", " ", client.get(
+        "/episodes/context-parallel", params={**params, "layout": "allgather"}).text)
+    assert "∝ L at this busBW" in gathered and "at this send bandwidth" not in gathered
 
 
 def test_round_5b_step_6_predicts_a_model_the_bench_does_not_draw(client):
@@ -620,3 +624,97 @@ def test_round_16_step_7s_question_gives_the_inputs_its_choice_needs(client):
     assert send > 10 * attention and body["exposed_s"] > 0.9 * body["comm_s"]
     assert f"= {1e3 * attention:.3f} ms of attention" in flat
     assert f"= {1e3 * send:.3f} ms of send" in flat
+
+
+def test_round_17_the_pairs_chart_says_what_its_figures_are(client):
+    """Round-17 cold reading of EP06, finding 1: the pairs chart drew each rank's load and a
+    dashed line with no word of what they were. The dashed line is labelled as the mean with
+    its unit, the axis says pairs a rank, and the imbalance the steps name is drawn as the
+    busiest rank over that mean, every figure from GET /api/cp's state. At a zigzag state the
+    labels wait for step 3's guess with the bars (its answer is that they are even)."""
+    for query, owner in (("tokens=64&cp=8&layout=contiguous", None),
+                         ("tokens=64&cp=8&layout=zigzag", "step-3")):
+        body = client.get(f"/api/cp?{query}").json()
+        figure = page_figures(client.get(f"/episodes/context-parallel?{query}").text)["cp-pairs"]
+        texts = [a["text"] for a in figure["layout"]["annotations"]]
+        mean = body["total_pairs"] / body["cp"]
+        top = body["busiest_pairs"]
+        assert f"mean: {mean:,.0f} pairs" in texts, texts
+        assert (f"imbalance, busiest ÷ mean: {top:,.0f} ÷ {mean:,.0f} = "
+                f"{body['imbalance']:.2f}") in texts, texts
+        assert "pairs" in figure["layout"]["yaxis"]["title"]["text"]
+        owners = figure["layout"]["meta"].get("owners")
+        if owner:
+            assert owners[0]["step"] == owner
+            assert owners[0]["annotations"] == list(range(len(texts)))
+        else:  # veiled whole until step 2's guess, its labels with it
+            assert not owners
+
+
+def test_round_17_step_1s_choices_name_the_choice_and_the_why_gives_the_reasons(client):
+    """Round-17 cold reading of EP06, finding 4: step 1's options carried their reasons
+    ("halve: they grow with the tokens a rank holds"), so the choice answered itself. Each
+    option now names the choice alone; the why, opened by the guess, says why the right one
+    is right and each other one wrong."""
+    raw = client.get("/episodes/context-parallel").text
+    step1 = raw[raw.index('id="step-1"'):raw.index('id="step-2"')]
+    labels = re.findall(r'<label class="predict-choice">.*?<span>(.*?)</span>', step1, re.S)
+    assert labels == ["stay the same", "halve", "fall to a quarter"]
+    why = step1[step1.index('<details class="why"'):]
+    text = re.sub(r"\s+", " ", html_lib.unescape(re.sub(r"<[^>]+>", "", why)))
+    assert "Halve. Activations grow with the tokens a rank holds" in text
+    assert 'Not "the same": every rank does hold every weight' in text
+    assert 'Not "a quarter": attention\'s work is quadratic, but the fused kernel keeps no ' \
+           "s × s score matrix" in text
+
+
+def test_round_17_step_6s_answer_is_not_one_multiplication_of_a_figure_on_screen(client):
+    """Round-17 cold reading of EP06, finding 2: step 6 asks GPT-3 175B's ring bytes at
+    131,072 tokens over CP 16, and the cost chart's hover printed Llama 3.1 70B's at the same
+    sequence and CP, 503 MB: the answer was 503 MB x 12 (the K/V bytes a token, both stated).
+    Before step 6's guess, at the opening state, the case buttons' and the try links' of
+    steps 4 to 6 (each reachable by its URL or the bench's controls), no figure on the screen
+    is Llama's ring or all-gather bytes there, nor their time; after it, the ring's CP 16
+    state prints them."""
+    from app.routers.context_parallel import facts
+    from tests.app.test_answers_hidden import case_urls, screen, try_urls
+    from tests.app.test_step_beats import steps
+
+    lesson = client.get("/episodes/context-parallel").text
+    found = steps(lesson)
+    ids = [step_id for step_id, _ in found]
+    ring16 = facts()["ring_cp16"]["api"]
+    gpt3 = facts()["ring_gpt3_cp16"]["api"]
+    ratio = gpt3["kv_bytes_per_token"] / ring16["kv_bytes_per_token"]
+    assert ring16["comm_bytes_per_gpu"] * ratio == pytest.approx(gpt3["comm_bytes_per_gpu"])
+    completing = [fmt_bytes(ring16["comm_bytes_per_gpu"]), f"{ring16['comm_s'] * 1e3:.3g} ms"]
+    urls = ["/episodes/context-parallel", *case_urls(lesson),
+            *(u for step_id, step in found if step_id in ("step-4", "step-5", "step-6")
+              for u in try_urls(step) if "gpt-3" not in u),
+            "/episodes/context-parallel?tokens=64&cp=16&seq_len=131072&layout=allgather"]
+    shown = [(url, figure) for url in urls for figure in completing
+             if figure in screen(client, url, ids, "step-6", lesson)]
+    assert not shown, shown
+    # The bench says why the ring's and the all-gather's lines break there meanwhile.
+    assert "lines break at CP 16 until step 6 is guessed" in screen(
+        client, "/episodes/context-parallel", ids, "step-6", lesson)
+    assert "lines break at CP 16" not in screen(
+        client, "/episodes/context-parallel", ids, "step-7", lesson)
+    url = "/episodes/context-parallel?" + "&".join(
+        f"{k}={v}" for k, v in facts()["ring_cp16"]["params"].items())
+    after = screen(client, url, ids, "step-7", lesson)
+    assert all(figure in after for figure in completing), completing
+
+
+def test_round_17_the_crossovers_legend_leaves_the_plot_room(client):
+    """Round-17 cold reading of EP06, finding 3: at 390x844 the crossover's five long legend
+    entries, one a row, left a plot 98 px tall. Four short entries in two columns (the state's
+    point named by the chart's title) under a 440 px figure (lab.js caps it to the bench's
+    view); tests/browser/test_cp_browser.py measures the plot at both sizes."""
+    figure = page_figures(client.get("/episodes/context-parallel").text)["cp-crossover"]
+    legend = figure["layout"]["legend"]
+    named = [t["name"] for t in figure["data"] if t.get("showlegend", True)]
+    assert len(named) == 4 and all(len(n) <= 15 for n in named), named
+    assert (legend["entrywidthmode"], legend["entrywidth"]) == ("fraction", 0.5)
+    assert figure["layout"]["height"] >= 400
+    assert all(len(n) <= 15 for n in figure["layout"]["meta"]["names"].values())

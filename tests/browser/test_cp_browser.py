@@ -143,6 +143,24 @@ def test_the_mask_is_in_view_with_its_layout_control(browser, live_server, width
         box = page.locator("#cp-mask").bounding_box()
         assert box and box["width"] > 0.5 * min(width, 700)
         assert 0 <= box["y"] < height
+        # Round-17 cold reading of EP06, finding 3: the crossover's plot was 98 px tall at
+        # 390x844 under a five-row legend. Drawn whole (every why opened), its plot is a
+        # real height at both sizes and both axis titles are drawn inside the chart.
+        page.evaluate("() => document.querySelectorAll('.predict-beat > details.why')"
+                      ".forEach(d => { d.open = true; })")
+        look_at(page, "cp-crossover")
+        page.wait_for_function("() => !document.getElementById('cp-crossover')"
+                               ".hasAttribute('data-veiled')")
+        plot = page.evaluate("() => document.getElementById('cp-crossover')._fullLayout._size")
+        assert plot["h"] >= 150, plot
+        chart = page.locator("#cp-crossover").bounding_box()
+        for title in (".g-xtitle", ".g-ytitle"):
+            text = page.locator(f"#cp-crossover {title}")
+            assert (text.text_content() or "").strip()
+            at = text.bounding_box()
+            assert at and chart["x"] <= at["x"] and at["x"] + at["width"] <= chart["x"] + chart[
+                "width"] and chart["y"] <= at["y"] and at["y"] + at["height"] <= chart["y"] + \
+                chart["height"], (title, at, chart)
 
 
 def bench_and_labels(page, chart: str) -> str:
