@@ -399,8 +399,8 @@ def crossover_figure(result) -> dict:
 def readable(figure: dict, meta: dict) -> dict:
     """The crossover with a plot that reads on a phone (round-17 cold reading of EP06,
     finding 3: at 390x844 its five-row legend left the plot 98 px tall): four short names in
-    two columns, this state's point left to the chart's title ("● = this state"), and a
-    taller figure (lab.js caps it to the bench's view: 300 px on a phone). What the lines
+    two rows on a phone and one on a laptop, this state's point left to the chart's title
+    ("● = this state"), and a taller figure (lab.js caps it to 300 px on a phone). What the lines
     are drawn at, this state's rate and its send bandwidth or busBW, the note under the
     chart says. While the transfers wait for their guesses their entries keep a name as
     short (layout.meta.names), not "(after step 7 and step 8)" appended."""
@@ -415,9 +415,12 @@ def readable(figure: dict, meta: dict) -> dict:
     waiting = [i for g in meta["owners"] if g["step"] == CROSSOVER_KEYS for i in g["traces"]]
     meta["names"] = {str(i): "Lab, step 8" if data[i]["mode"] == "markers" else
                      "Sends, step 8" for i in waiting}
-    layout["legend"] = {**layout["legend"], "entrywidth": 0.5, "entrywidthmode": "fraction",
+    # 85 px a name: two a row on a phone's 267 px plot, all four in one on a laptop's.
+    layout["legend"] = {**layout["legend"], "entrywidth": 85, "entrywidthmode": "pixels",
                         "y": -0.22}
-    layout["height"] = 440
+    # Taller than the bench's 280, short enough that a step's link shows it whole on a
+    # laptop's 1280x800 (tests/browser/test_changed_in_view.py: 90% of it in view).
+    layout["height"] = 320
     # Room between the time ticks ("100 ms") and the axis's title on a phone.
     layout["margin"] = {**layout["margin"], "l": layout["margin"]["l"] + 6}
     layout["yaxis"]["title"]["standoff"] = 4

@@ -708,13 +708,13 @@ def test_round_17_step_6s_answer_is_not_one_multiplication_of_a_figure_on_screen
 
 def test_round_17_the_crossovers_legend_leaves_the_plot_room(client):
     """Round-17 cold reading of EP06, finding 3: at 390x844 the crossover's five long legend
-    entries, one a row, left a plot 98 px tall. Four short entries in two columns (the state's
-    point named by the chart's title) under a 440 px figure (lab.js caps it to the bench's
-    view); tests/browser/test_cp_browser.py measures the plot at both sizes."""
+    entries, one a row, left a plot 98 px tall. Four short entries, two a row on a phone (the
+    state's point named by the chart's title), under a 320 px figure (lab.js caps it to 300
+    on a phone); tests/browser/test_cp_browser.py measures the plot at both sizes."""
     figure = page_figures(client.get("/episodes/context-parallel").text)["cp-crossover"]
     legend = figure["layout"]["legend"]
     named = [t["name"] for t in figure["data"] if t.get("showlegend", True)]
     assert len(named) == 4 and all(len(n) <= 15 for n in named), named
-    assert (legend["entrywidthmode"], legend["entrywidth"]) == ("fraction", 0.5)
-    assert figure["layout"]["height"] >= 400
+    assert (legend["entrywidthmode"], legend["entrywidth"]) == ("pixels", 85)
+    assert figure["layout"]["height"] >= 320
     assert all(len(n) <= 15 for n in figure["layout"]["meta"]["names"].values())
