@@ -210,7 +210,7 @@ def step3_owner(result, names: dict[str, str], data: list[dict], summary: str,
     gpus = result.point.gpus
     for link in result.curve_links:
         keys = [k for k in link_keys(result, link) if k != STEP3]
-        if not keys:
+        if not keys or not _has_point(result, link, gpus):
             continue
         held = [j for j, p in enumerate(_series(result, link)) if p.gpus >= gpus]
         owner = {"step": " ".join(keys), "traces": [],
@@ -238,7 +238,7 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
     """Speedup (top, log-log, against the ideal N) and efficiency (bottom) per link."""
     inp, point = result.input, result.point
     data = []
-    counts = [p.gpus for p in _series(result, inp.link)]
+    counts = sorted({p.gpus for p in result.curve})
     data.append({
         "type": "scatter", "mode": "lines", "name": "Ideal N×", "x": counts, "y": counts,
         "line": {"color": IDEAL, "dash": "dash", "width": 1.5}, "hoverinfo": "skip",
@@ -300,6 +300,8 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
         f"{times(point.speedup)} ({fmt_pct(point.efficiency)} efficiency); "
         + "; ".join(f"{names[link]} at {point.gpus:,} GPUs "
                     f"{times(_point_at(result, link, point.gpus).speedup)}"
+                    if _has_point(result, link, point.gpus) else
+                    f"{names[link]} stops at {_series(result, link)[-1].gpus:,} GPUs"
                     for link in result.curve_links if link != inp.link)
     )
     label = len(annotations) - 1  # the chosen point's
@@ -345,6 +347,11 @@ def _chosen_name(keys: tuple[str, ...]) -> str:
     if len(steps) < len(keys):
         return "Chosen (after its drill)"
     return f"Chosen (after step{'s' if len(steps) > 1 else ''} {' and '.join(steps)})"
+
+
+def _has_point(result, link: str, gpus: int) -> bool:
+    """Whether ``link``'s curve reaches ``gpus`` (a scale-up link's stops at its domain)."""
+    return any(p.link == link and p.gpus == gpus for p in result.curve)
 
 
 def _point_at(result, link: str, gpus: int):

@@ -254,8 +254,8 @@ def extra_context(state) -> dict:
         "ar_mask": waits(ALLREDUCE_WHAT, allreduce_keys(state.result)),
         "link_colours": {i: FAMILY_COLOURS[link_family(link)] for i, link in links().items()},
         "link_names": link_names(), "curve_links": CURVE_LINKS,
-        # The scale-up links the chart draws to 1,024 GPUs, with the most GPUs each joins: past
-        # that a curve is one hypothetical fabric (labs.data_parallel.lab.fabric_cluster).
+        # The scale-up links the chart draws, with the most GPUs each joins: their curves stop
+        # there (labs.data_parallel.lab.curve_counts).
         "scale_up_curves": [(links()[i].name, links()[i].domain) for i in CURVE_LINKS
                             if links()[i].kind == "scale-up" and links()[i].domain],
     }

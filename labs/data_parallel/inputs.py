@@ -50,7 +50,16 @@ class DataParallelInput:
             raise LabInputError("model", "choose a model preset or a gradient size")
         number("grad_bytes", self.grad_bytes, MIN_GRAD_BYTES, MAX_GRAD_BYTES, "gradient bytes")
         whole("gpus", self.gpus, 1, MAX_GPUS, "the GPU count", WHOLE_PLAIN)
-        get_link(self.link)
+        link = get_link(self.link)
+        if link.kind == "scale-up" and link.domain and self.gpus > link.domain:
+            # Round-17 cold reading, finding 1: NVLink 4 was drawn as one NVLS domain of
+            # 1,024 H100s; an HGX board joins 8. Refused by both controls, as a GPU on a
+            # fabric it never ships with is (labs.hardware.links.check_pairing).
+            raise LabInputError("link", f"GPUs and link do not match: {link.name} joins at "
+                                        f"most {link.domain} GPUs (one server), not "
+                                        f"{self.gpus}. Choose {link.domain} GPUs or fewer, or "
+                                        "InfiniBand or Ethernet to join servers.",
+                                also=("gpus",))
         if self.compute_s is not None:
             number("compute_s", self.compute_s, MIN_COMPUTE_S, MAX_COMPUTE_S,
                    "compute seconds per step")

@@ -22,11 +22,12 @@ Two readings of "adding GPUs":
 - strong scaling (a fixed global batch of B sequences split N ways, so N ≤ B):
   speedup = compute / (compute/N + exposed all-reduce).
 
-Where the GPUs sit: a scale-up link (NVLink, PCIe, Infinity Fabric) is taken to join the
-whole group in one ring at its per-GPU bandwidth (past one 8-GPU board this is an NVLink
-Switch fabric, an upper bound). A scale-out link (InfiniBand, Ethernet) joins servers of 8
-H100s on NVLink 4 (an HGX board) through ``nics_per_node`` ports of that link per server; NCCL
-runs one ring (or tree) through all the GPUs, whose network hops share the server's ports
+Where the GPUs sit: a scale-up link (NVLink, PCIe, Infinity Fabric) joins the whole group,
+up to its preset's ``domain`` (8 for NVLink 4: one HGX board); past that a count is refused
+(``DataParallelInput``) and its curve stops (``curve_counts``). A scale-out link
+(InfiniBand, Ethernet) joins servers of 8 H100s on NVLink 4 (an HGX board) through
+``nics_per_node`` ports of that link per server; NCCL runs one ring (or tree) through all
+the GPUs, whose network hops share the server's ports
 (``labs.hardware.comm.nccl_collective``, the function EP08 times the same all-reduce with).
 
 Overlap: PyTorch DDP (Li et al. 2020, "PyTorch Distributed", VLDB; torch.nn.parallel.
@@ -122,8 +123,8 @@ def nccl_all_reduce(size: float, gpus: int, link: Link, nics_per_node: int = 1,
 
 
 def fabric_cluster(link: Link, gpus: int) -> Cluster:
-    """``gpus`` H100s on one scale-up fabric of ``link`` (past an 8-GPU board this stands for
-    an NVLink Switch fabric: an upper bound)."""
+    """``gpus`` H100s on one scale-up fabric of ``link`` (at most its domain: the input
+    refuses more)."""
     return make_cluster(get_gpu(SERVER_GPU), gpus, replace(link, domain=None),
                         get_link("ib-ndr"))
 
@@ -222,7 +223,8 @@ def simulate(inp: DataParallelInput) -> DataParallelResult:
     max_gpus = min(MAX_GPUS, inp.global_batch) if inp.scaling == "strong" else MAX_GPUS
     curve_links = CURVE_LINKS if inp.link in CURVE_LINKS else (*CURVE_LINKS, inp.link)
     counts = sorted({n for n in GPU_COUNTS if n <= max_gpus} | {inp.gpus})
-    curve = tuple(data_parallel_point(inp, n, link) for link in curve_links for n in counts)
+    curve = tuple(data_parallel_point(inp, n, link) for link in curve_links
+                  for n in curve_counts(get_link(link), counts))
     point = next(p for p in curve if p.link == inp.link and p.gpus == inp.gpus)
     link = get_link(inp.link)
     flat = None
@@ -234,6 +236,14 @@ def simulate(inp: DataParallelInput) -> DataParallelResult:
                                          micro_batch=inp.micro_batch))
     return DataParallelResult(inp, point, curve, curve_links, max_gpus, replica, flat,
                               compute_to_comm(inp, point), assumptions(inp, link))
+
+
+def curve_counts(link: Link, counts: list[int]) -> list[int]:
+    """The GPU counts a link's curve is drawn at: a scale-up link's only up to its domain (a
+    scale-up fabric joins no more GPUs than that; InfiniBand and Ethernet join servers)."""
+    if link.kind == "scale-up" and link.domain:
+        return [n for n in counts if n <= link.domain]
+    return counts
 
 
 SWEEP_TOKENS = tuple(2.0 ** k for k in range(8, 23))  # 256 .. 4M tokens per GPU, a log axis
@@ -266,9 +276,9 @@ def assumptions(inp: DataParallelInput, link: Link) -> tuple[str, ...]:
     out = ["Gradients are all-reduced in bf16 with NCCL's ring (2(N−1)/N x bytes per GPU); "
            "α–β link model, no congestion."]
     if link.kind == "scale-up":
-        out.append(f"{link.name} joins the whole group as one fabric (past 8 GPUs a "
-                   "hypothetical NVLink Switch fabric: an upper bound, as NVLink 4 joins 8); "
-                   "NCCL's ring, tree or NVLS, whichever its tuner picks (EP02, step 6).")
+        out.append(f"{link.name} joins the whole group as one fabric (at most {link.domain} "
+                   "GPUs); NCCL's ring, tree or NVLS, whichever its tuner picks (EP02, "
+                   "step 6).")
     else:
         out.append(f"Servers of {GPUS_PER_SERVER} H100 on NVLink 4, {inp.nics_per_node} "
                    f"{link.name} port(s) each; all-reduce inside the server first.")

@@ -483,7 +483,7 @@ BENCH_STATES = {
            "&gpus=8&link=pcie-4", "gpus=16&link=ib-ndr&nics_per_node=2",
            "model=llama-3.1-8b&micro_batch=1&seq_len=8192",
            "model=llama-3.1-8b&micro_batch=1&seq_len=8192&gpus=1024&link=ib-ndr",
-           "gpus=4&link=pcie-4", "gpus=16&nics_per_node=2",
+           "gpus=4&link=pcie-4", "gpus=16&link=eth-100g&nics_per_node=2",
            # Round-16 cold reading of EP01-EP02, finding 2: the bench's own controls printed
            # step 2's 6.66x (one sequence a GPU), step 4's 93.1% (8 NDR ports), step 6's
            # 250.64x and its tree (1 MiB buckets on 1,024; the tree at 25 MiB too), step 9's

@@ -12,6 +12,7 @@ from app.schemas import DataParallelAnswer
 from labs.data_parallel.lab import CURVE_LINKS, GPU_COUNTS
 from labs.hardware.links import get_link
 from tests.app.disclosure import more_controls
+from tests.app.test_parser import api_messages, slot_messages
 
 API_FIELDS = {"speedup", "efficiency", "compute_s", "comm_s", "exposed_comm_s",
               "allreduce_bytes_per_gpu", "curve"}
@@ -50,15 +51,16 @@ def test_ring_bytes_per_gpu(client, gpus):
 
 
 def test_curve_has_one_entry_per_gpu_count_per_link(client):
-    body = client.get("/api/dp", params={"gpus": 24, "link": "nvlink-4"}).json()
+    body = client.get("/api/dp", params={"gpus": 24, "link": "ib-ndr"}).json()
     counts = sorted({*GPU_COUNTS, 24})
     assert [(e["link"], e["gpus"]) for e in body["curve"]] == [
-        (link, n) for link in CURVE_LINKS for n in counts]
+        (link, n) for link in CURVE_LINKS for n in counts
+        if get_link(link).kind == "scale-out" or n <= get_link(link).domain]
     assert {e["kind"] for e in body["curve"]} == {"nvlink", "infiniband", "ethernet", "pcie"}
 
 
 def test_model_preset_sets_the_gradient_bytes(client):
-    body = client.get("/api/dp", params={"model": "llama-3.1-70b", "gpus": 16}).json()
+    body = client.get("/api/dp", params={"model": "llama-3.1-70b", "gpus": 8}).json()
     assert body["grad_bytes"] == 2 * body["replica"]["state_bytes"] / 16
     assert body["model"] == "llama-3.1-70b"
 
@@ -101,7 +103,7 @@ def test_links_presets(client):
     ({"nics_per_node": 9}, "nics_per_node"),
     ({"microbatches": 0}, "microbatches"), ({"micro_batch": 2000}, "micro_batch"),
     ({"seq_len": "long"}, "seq_len"),
-    ({"scaling": "strong", "global_batch": 32, "gpus": 64}, "gpus"),
+    ({"scaling": "strong", "global_batch": 32, "gpus": 64, "link": "ib-ndr"}, "gpus"),
 ])
 def test_bad_input_is_a_422_naming_the_field(client, params, field):
     response = client.get("/api/dp", params=params)
@@ -318,11 +320,11 @@ def test_the_crossover_is_one_figure_in_the_prose_chart_note_and_table(client):
     assert {a or b for a, b in printed} == {quoted}
 
 
-def test_the_scaling_chart_says_its_scale_up_curves_past_a_server_are_an_upper_bound(client):
-    """EP02's round-2 cold reading: the scaling chart draws NVLink 4 and PCIe 4.0 to 1,024
-    GPUs as one fabric (PCIe's 498x above Ethernet's 310x), and a student read that PCIe scales
-    across a cluster. The curves and the GPUs control both run to 1,024; a note under the chart
-    names how many GPUs each scale-up link joins (8) and calls the rest an upper bound."""
+def test_the_scaling_chart_says_its_scale_up_curves_stop_at_a_server(client):
+    """EP02's round-2 cold reading: the scaling chart drew NVLink 4 and PCIe 4.0 to 1,024 GPUs
+    as one fabric, and a student read that PCIe scales across a cluster; round 17 (finding 1):
+    no cluster builds that fabric, so those curves now stop at their domain, and a note under
+    the chart says how many GPUs each scale-up link joins (8) and which curves go on."""
     import re
 
     from labs.data_parallel.lab import CURVE_LINKS
@@ -331,12 +333,12 @@ def test_the_scaling_chart_says_its_scale_up_curves_past_a_server_are_an_upper_b
     html = client.get("/episodes/data-parallel").text
     note = re.sub(r"\s+", " ", re.search(r'data-testid="scale-up-bound">(.*?)</p>', html, re.S)[1])
     gpus = re.findall(r'<option value="(\d+)"', html.split('name="gpus"')[1].split("</select>")[0])
-    assert f"run to {int(gpus[-1]):,}" in note
+    assert f"out to {int(gpus[-1]):,} GPUs" in note and "curves stop there" in note
     for link_id in CURVE_LINKS:
         link = links()[link_id]
         said = f"{link.name} joins at most {link.domain} GPUs in a server"
         assert (said in note) == (link.kind == "scale-up"), link_id
-    assert "upper bound" in note
+    assert "upper bound" not in note
 
 
 def _text(html: str) -> str:
@@ -961,3 +963,34 @@ def test_round_16_step_1_leaves_nccls_latency_constants_to_step_4(client):
     one, four = _text(_step(html, 1)), _text(_step(html, 4))
     for said in ("plateau effect of ring", "µs per network hop", "Current NCCL has changed"):
         assert said not in one and said in four, said
+
+
+@pytest.mark.parametrize("link", ["nvlink-4", "pcie-4"])
+def test_a_scale_up_link_past_its_domain_is_a_422_naming_gpus_and_link(client, link):
+    """Round-17 cold reading, finding 1: NVLink 4 was drawn as one NVLS domain of up to 1,024
+    H100s, though its preset (and an HGX H100) joins 8. A count past a scale-up link's domain
+    is refused by both controls, as EP04's vendor-fabric pairing is (check_pairing)."""
+    messages = api_messages(client, "dp", {"gpus": 16, "link": link})
+    assert set(messages) == {"gpus", "link"}, messages
+    assert messages["gpus"] == messages["link"]
+    assert f"{get_link(link).name} joins at most 8 GPUs" in messages["link"]
+    shown = slot_messages(client.get("/episodes/data-parallel",
+                                     params={"gpus": 16, "link": link}).text)
+    assert shown.get("gpus") == shown.get("link") == messages["link"], shown
+
+
+@pytest.mark.parametrize("gpus", [16, 1024])
+def test_no_scale_up_curve_or_chart_point_runs_past_its_domain(client, gpus):
+    body = client.get("/api/dp", params={"gpus": gpus, "link": "ib-ndr"}).json()
+    drawn = {(e["link"], e["gpus"]) for e in body["curve"]}
+    for link_id, n in drawn:
+        link = get_link(link_id)
+        assert link.kind == "scale-out" or n <= link.domain, (link_id, n)
+    assert ("nvlink-4", 8) in drawn and ("ib-ndr", gpus) in drawn
+    result = run(DataParallelQuery(gpus=gpus, link="ib-ndr"))
+    scaling = figures(result)["scaling"]
+    for trace in scaling["data"]:
+        if trace.get("legendgroup") in ("nvlink-4", "pcie-4"):
+            assert max(trace["x"]) == 8, trace["name"]
+    # The readout names no NVLink speedup at a count NVLink never joins.
+    assert f"NVLink 4 (H100/H200) at {gpus:,} GPUs" not in scaling["summary"]

@@ -109,7 +109,7 @@ def test_gpu_count_and_overlap_swap_the_fragment(page, live_server):
 
 
 def test_good_and_bad_case_buttons(page):
-    open_lesson(page, "gpus=16&link=pcie-4")
+    open_lesson(page, "gpus=4&link=pcie-4")
     commit_guess(page, 3)  # the bad case's bench waits for step 3's guess
     follow(page.locator("[data-case=bad]"), "link=eth-100g")
     assert speedup(page) == pytest.approx(19.7, abs=0.05)
@@ -120,7 +120,7 @@ def test_good_and_bad_case_buttons(page):
 
 
 def test_strong_scaling_past_the_global_batch_keeps_the_last_chart(page):
-    open_lesson(page, "gpus=64&scaling=strong&global_batch=64")
+    open_lesson(page, "gpus=64&link=ib-ndr&scaling=strong&global_batch=64")
     before = speedup(page)
     page.locator("#input-gpus").select_option("128")
     expect(page.locator("#error-gpus")).to_contain_text("global batch of 64")
