@@ -194,7 +194,7 @@ def hsdp_consts() -> dict:
             "weight_bytes": recipe.gathered_bytes,
             "params_70b": get_model(LAYER["model"]).params,
             "sms": get_gpu(HSDP["gpu"]).kernels.sm_count,
-            "lat": simple_ring_latency()}  # NCCL's ring latencies, as EP02 step 1 states them
+            "lat": simple_ring_latency()}  # NCCL's ring latencies, as EP02 step 4 states them
 
 
 def layer_consts() -> dict:
@@ -226,7 +226,7 @@ def layer_consts() -> dict:
             "moe_busbw": get_link(MIXTRAL["intra_link"]).ring_busbw,
             "moe_bucket_params": megatron_bucket_params(MIXTRAL["dp"]),
             "moe_rings": bucket_rings(recipe.gradients),
-            "lat": simple_ring_latency()}  # NCCL's ring latencies, as EP02 step 1 states them
+            "lat": simple_ring_latency()}  # NCCL's ring latencies, as EP02 step 4 states them
 
 
 def bucket_rings(grad_bytes: float) -> dict[str, dict]:

@@ -99,7 +99,7 @@ TREE_LL = 1 / 3.8  # tuning.cc: tree LL busBw / 3.8
 NVLS_MIN_RANKS = 3  # nvls.cc ncclNvlsInit: NVLS off for 2 GPUs or fewer
 # What current NCCL has instead (tuning.cc at NVIDIA/nccl b6475625: hwLat NET ring
 # Simple 14.0 plus the graph's latencyInter, nInterSteps 2·nNodes, and the plateau
-# "minCompCap < 80 ? 1.9 : 1.4"). Not used: the lab keeps 2.8's model whole, and EP02 step 1
+# "minCompCap < 80 ? 1.9 : 1.4"). Not used: the lab keeps 2.8's model whole, and EP02 step 4
 # names the difference.
 CURRENT_NCCL = {"net": 14.0, "plateau": 1.4}
 # tuning.cc treeCorrectionFactor[protocol][log2(bytes / 64)], for 64 B .. 128 MB.

@@ -107,7 +107,7 @@ def _forward_seconds(model: ModelSpec, cluster: Cluster, tp: int, seq_len: int,
 def send_latency(link) -> float:
     """Seconds a send waits before its bytes flow: one hop of NCCL's ring on Simple on the
     link's hardware (NCCL 2.8's hwLat, ``labs.hardware.nccl``; 9.6 µs on the network), the
-    figure EP02 step 1 states. A send moves at the link's busBW, what NCCL reaches on it
+    figure EP02 step 4 states. A send moves at the link's busBW, what NCCL reaches on it
     (EP02: "busBW is always this achieved figure, never the datasheet's"), so EP05 prices its
     sends with EP02's constants (round-14 cold reading of EP02-EP05, finding 8)."""
     return HOP_LATENCY[link.hw]["ring"]["Simple"] * 1e-6

@@ -676,7 +676,7 @@ def test_round_14_step_7_states_its_fixed_layout_and_what_a_replanned_one_does(c
     job, base = f["slow_64k_cp"]["api"], f["slow_best"]["api"]
     assert (cp["gpus"], cp["dp"], cp["m"]) == (65_536, 128, 16)
     assert job["step_here_s"] == pytest.approx(cp["lab_step_s"], abs=1e-3)
-    assert ("TP 8 × PP 16 × CP 4 × DP 128 (context parallelism, EP07, splits each sequence "
+    assert ("TP 8 × PP 16 × CP 4 × DP 128 (context parallelism, EP06, splits each sequence "
             "over 4 GPUs") in text
     assert (f"keeps 16 micro-batches a pipeline, a bubble of {cp['bubble']:.1%}, and times the "
             f"step {cp['speedup']:.2f}× as fast as on 16,384 GPUs: "

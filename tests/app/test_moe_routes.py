@@ -830,7 +830,7 @@ def test_round_10_step_7_derives_the_dp_rings_latency(client):
     said = (f"{lat['plateau']} × ({lat['base']:.1f} + {2 * (ranks - 1) - across} × "
             f"{lat['nvlink']:.1f} + {across} × {lat['net']:.1f}) µs = {fmt_ms(total)}")
     assert said in text, said
-    assert "tuning.cc" in text and "EP02 step 1" in text
+    assert "tuning.cc" in text and "EP02 step 4" in text
 
 
 def test_round_10_the_skew_decide_places_ep_in_one_node_and_prices_the_loss():

@@ -469,7 +469,7 @@ def test_round_14_step_4_prices_a_send_with_ep02s_busbw_and_network_hop(client):
     html = re.sub(r'<span class="term-tip".*?</span>', "", html, flags=re.S)  # glossary tips
     text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", "", html)))
     assert (f"÷ {ndr.ring_busbw / 1e9:g} GB/s (the port's busBW, EP02) + "
-            f"{HOP_LATENCY['net']['ring']['Simple']:g} µs (NCCL's network hop, EP02 step 1) = "
+            f"{HOP_LATENCY['net']['ring']['Simple']:g} µs (NCCL's network hop, EP02 step 4) = "
             f"{round(send * 1e6)} µs") in text
 
 

@@ -685,7 +685,7 @@ def test_round_15_step_5s_why_derives_its_wait_from_the_rate_it_states(client):
     """Round-15 cold reading of EP12, finding 10: step 5's why was an audit trail (three
     paragraphs, ~30 figures) that timed the all-reduce at "47 GB/s (the 48 GB/s less each ring
     step's start-up latency)", a latency the page never stated. It now derives the 5.02 ms
-    from the question's 48 GB/s and NCCL's ring latency, term by term (EP02 step 1), the sum
+    from the question's 48 GB/s and NCCL's ring latency, term by term (EP02 step 4), the sum
     the engine's own: one all-reduce, then the forward's two against the compute."""
     from app.charts.units import fmt_bytes
     from app.routers.playground import facts, tp_ring

@@ -1142,7 +1142,7 @@ def test_round_5b_steps_12_and_13_describe_the_same_backward_tp_overlap(client):
 def test_round_6_step_15_states_each_collectives_latency_from_nccls_one_model(client):
     """Issue 36, round 6, item 3: step 15's HSDP replica all-reduce charged about 19 µs a ring
     step where the FSDP gather charged about 5, each hidden in 'plus latency'. Both are NCCL's
-    one model (labs.hardware.nccl, tuning.cc, as EP02 step 1 states it): the gather's 31
+    one model (labs.hardware.nccl, tuning.cc, as EP02 step 4 states it): the gather's 31
     steps are 24 NVLink (3.4 µs) and 7 network (9.6 µs) hops; the replicas' 14 steps all cross
     the network, x 1.9 for a large ring all-reduce across nodes ('plateau effect of ring').
     The step now sums each latency, and the sums are the engine's times."""

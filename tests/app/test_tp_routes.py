@@ -475,7 +475,7 @@ def test_round_6_step_4_derives_the_two_node_ring_from_what_it_states(client):
     252 GB/s of busBW', a figure no stated input gives (it is the bytes over the whole time,
     latency included). The step now derives the time from its inputs: the ring at its slowest
     hop, NVLink's 367 GB/s ring busBW (the node's eight 48 GB/s NDR ports give 384), plus
-    NCCL's Simple ring latency as EP02 step 1 states it, 30 steps of which 2 cross the
+    NCCL's Simple ring latency as EP02 step 4 states it, 30 steps of which 2 cross the
     network, x 1.9 across nodes; and t = 8's NVLS at 480 GB/s plus 8.4 + 14 x 3.4 µs. The
     sums are the engine's times, and the 252 GB/s is said to be bytes over that time."""
     import re
@@ -564,7 +564,7 @@ def test_round_12_step_5_predicts_on_the_chart_it_moves_and_derives_sps_time(cli
     assert f"{half / 1e6:.0f} MB" not in text
     assert (f"as a ring at EP02's 367 GB/s: ({off['collective_sent_bytes'] / 1e6:.0f} MB ÷ 2) ÷ "
             f"367 GB/s = {half / 367e9 * 1e3:.3f} ms, plus 8.4 µs + 7 × 3.4 µs of NCCL's latency "
-            f"(EP02 step 1): {on['collective_s'] / 2 * 1e3:.3f} ms, a busBW of "
+            f"(EP02 step 4): {on['collective_s'] / 2 * 1e3:.3f} ms, a busBW of "
             f"{on['bus_bandwidth'] / 1e9:.0f} GB/s here, not NVLS at "
             f"{off['bus_bandwidth'] / 1e9:.0f} GB/s") in text
     assert (f"{off['comm_s'] * 1e3:.2f} → {on['comm_s'] * 1e3:.2f} ms a layer") in text
@@ -577,7 +577,7 @@ def test_round_12_step_4s_why_is_short_and_ep04s_constants_are_ep02s(client):
     25 Gb/s answer, then GPT-3 at t = 8 and 16, NCCL's latency sums, XDR, 100 Gb/s and NVL72,
     nine try links); it divided 235 MB by '3.0 GB/s' to get 78.6 ms (78.3; the bench's busBW
     is 2.99); the Assumptions gave each link an 'α = 3 µs per ring step' the engine never
-    charges (it prices NCCL 2.8's latencies, EP02 step 1); and step 6 gave NDR's busBW as 91%
+    charges (it prices NCCL 2.8's latencies, EP02 step 4); and step 6 gave NDR's busBW as 91%
     of its port 'in the lab's model' where EP02 states the measured 48 of 50 GB/s. Now the why
     derives its answer in under 200 words, the larger groups sit in a 'where this comes from'
     note, the Assumptions name each link's measured busBW, and step 6 derives its 45.5 GB/s
@@ -652,7 +652,7 @@ def test_round_13_readouts_derive_what_they_print_and_wait_for_their_steps(clien
     page = client.get("/episodes/tensor-parallel").text
     text = html_lib.unescape(flat(page))
     assert (f"235 MB ÷ 480 GB/s = {good['collective_sent_bytes'] / 480e9 * 1e3:.3f} ms, plus "
-            "NCCL's start-up time, 8.4 µs + 14 × 3.4 µs = 56 µs (EP02 step 1)") in text
+            "NCCL's start-up time, 8.4 µs + 14 × 3.4 µs = 56 µs (EP02 step 4)") in text
     assert (f"{good['collective_s'] * 1e3:.3f} ms, a busBW of 235 MB ÷ "
             f"{good['collective_s'] * 1e3:.3f} ms = {fmt_busbw(good['bus_bandwidth'])}") in text
     assert "GPT's count, with its two dropout" in text and "about sbh(8 + 24/t)" in text
