@@ -39,7 +39,14 @@ from app.routers.failures_state import (
 )
 from app.schemas import FailuresAnswer
 from labs.core.limits import HOST_LINKS
-from labs.failures.lab import LLAMA3, LLAMA3_STORAGE_BW, goodput, llama3_steps, young
+from labs.failures.lab import (
+    LLAMA3,
+    LLAMA3_STORAGE_BW,
+    goodput,
+    llama3_ramp_steps,
+    llama3_steps,
+    young,
+)
 from labs.hardware.links import get_link
 from labs.model.flops import attention_flops_per_token
 from labs.model.presets import get_model
@@ -113,6 +120,8 @@ def facts() -> dict:
                         "seq_len": seq, "per_token": attn, "six_n": 6 * model.params,
                         "causal": attn / 2 / (6 * model.params),
                         "full": attn / (6 * model.params)}
+    # Step 5's count leaves out Llama 3's batch ramp: round-17 cold reading, finding 17.
+    out["ramp_steps"] = llama3_ramp_steps()
     out["peer_128k_bound"] = step_state(state, 131_072, out["slow_64k"]["api"]["step_here_s"],
                                         save="peer", storage_bw=20_000_000_000)
     return out

@@ -86,6 +86,22 @@ def llama3_steps() -> int:
     return round(LLAMA3_TOKENS / LLAMA3_BATCH_TOKENS)
 
 
+# Its batch ramp (sec 3.4.1): 4M tokens a step (sequences of 4,096) for the first 252M
+# tokens, 8M (sequences of 8,192) up to 2.87T, then the final 16M. (tokens a step, up to).
+LLAMA3_RAMP = ((1024 * 4096, 252e6), (1024 * 8192, 2.87e12),
+               (LLAMA3_BATCH_TOKENS, LLAMA3_TOKENS))
+
+
+def llama3_ramp_steps() -> int:
+    """Pre-training's steps with Llama 3's batch ramp (``LLAMA3_RAMP``): each stage's tokens
+    ÷ its tokens a step, summed. More than ``llama3_steps``: the early steps are smaller."""
+    steps, done = 0.0, 0.0
+    for batch, until in LLAMA3_RAMP:
+        steps += (until - done) / batch
+        done = until
+    return round(steps)
+
+
 def young(cost: float, mtbi: float) -> float:
     """Young 1974: τ = sqrt(2·δ·M)."""
     return math.sqrt(2 * cost * mtbi)

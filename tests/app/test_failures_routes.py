@@ -969,3 +969,22 @@ def test_round17_each_case_says_what_its_headline_waits_for(client):
                             _before_guess(client, url, step), re.S)[1]
         masks = {"good": "Goodput ? (guess step 5): ", "bad": "take ? (guess step 7) days"}
         assert masks[kind] in " ".join(re.sub(r"<[^>]+>", "", verdict).split()), verdict
+
+
+def test_round17_step_5_says_its_step_count_leaves_out_llama_3s_batch_ramp(client):
+    """Round-17 cold reading of EP11, finding 17: "15.6T tokens ÷ 16M tokens a step = 929,832
+    steps" counts every step at the final batch; Llama 3 ramped 4M -> 8M (at 252M tokens) ->
+    16M (at 2.87T), sec. 3.4.1. The page says so, with the ramp's own count (computed, 2^20
+    tokens a "M" as the lab's 16M = 2,048 x 8,192), and which way the days err."""
+    from html import unescape
+
+    from labs.failures.lab import llama3_ramp_steps, llama3_steps
+
+    ramp = 252e6 / 4_194_304 + (2.87e12 - 252e6) / 8_388_608 + (15.6e12 - 2.87e12) / 16_777_216
+    assert llama3_ramp_steps() == round(ramp) and llama3_steps() == 929_832
+    page = re.sub(r'<span class="term-tip".*?</span>', "", client.get(LESSON).text, flags=re.S)
+    step = page[page.index('id="step-5"'):page.index('id="step-6"')]
+    text = " ".join(unescape(re.sub(r"<[^>]+>", " ", step)).split())
+    assert ("4M tokens a step for the first 252M tokens, 8M up to 2.87T, then 16M, "
+            f"{round(ramp):,} steps in all, {ramp / 929_832 - 1:.1%} more") in text
+    assert "the days here err low" in text
