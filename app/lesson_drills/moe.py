@@ -56,9 +56,13 @@ DRILLS: tuple[Drill | Decide, ...] = (
         # Round-8 cold reading of EP07, item 9: "balance the router perfectly" won by removing
         # the cause the question names. Each option is now a lever a run pulls; the right one
         # needs step 4's rule (the layer follows its busiest GPU) against step 5's cap.
-        (("loss", "Raise the auxiliary balance loss's weight until the skew falls to 0.2",
+        # Round-17 cold reading of EP07, finding 14: "until the skew falls to 0.2" put the
+        # option's outcome in it; it is a lever with its price now, the skew its feedback's.
+        (("loss", "Raise the auxiliary balance loss's weight tenfold, at a cost in model "
+                  "quality",
           {"nodes": 2, "ep": 8, "skew": 0.2},
-          lambda a: "Expert 0's chance falls to 0.25 + 0.2 × 0.75 = 0.4, "
+          lambda a: "Say the heavier loss pulls the router's skew down to 0.2. Expert 0's "
+                    "chance falls to 0.25 + 0.2 × 0.75 = 0.4, "
                     f"{a['gpu_max_over_mean']:.2f}× its fair share, so the busiest GPU does "
                     "1.6 times the balanced work, and no token drops: {value}, still uneven. "
                     "It comes at a price in model quality: the loss's gradients fight the "

@@ -21,6 +21,7 @@ from labs.core.limits import MOE_GROUP_KINDS
 from labs.experts.crossover import ep_crossover
 from labs.experts.layer import ACTIVATION_BYTES
 from labs.experts.routing import block_hit
+from labs.hardware.gpus import get_gpu
 from labs.hardware.kernels import SLOWEST_GPU, TILES, matmul_rate, wave
 from labs.hardware.links import clusters, get_cluster, get_link
 from labs.hardware.nccl import simple_ring_latency
@@ -158,6 +159,9 @@ def extra_context(state) -> dict:
         "deepep": deepep_legs(),  # step 3 derives DeepEP's 3.90 ms from these
         "mixtral_rate": mixtral_gemm_rate(),  # step 3 times Mixtral's experts from its rate
         "v3_rate": gemm_rate("v3"),  # and DeepSeek-V3's at EP 64
+        # Step 8 states the H800's achieved rates, and where they come from, before its guess
+        # (round-17 cold reading, finding 9).
+        "h800_gpu": get_gpu("h800"), "slowest_gpu": SLOWEST_GPU,
         "crossover": ep_crossover(state.result),
         "validation": {g["group"]: g for g in validation()["groups"]},
         "goodput_bound": GOODPUT_BOUND,  # DeepSeek-V3's figure is a whole-run average

@@ -895,3 +895,41 @@ def test_round_10_step_3_derives_deepseek_v3s_expert_compute(client):
     assert said in text, said
     said = (f"{r['full'] / 1e12:.0f} × {r['fill']:.3f} = {r['rate'] / 1e12:.0f} TFLOP/s")
     assert said in text and f"{r['rate'] / 1e12:.0f}" != "653", said
+
+
+def test_round17_the_skew_decides_loss_option_is_a_lever_not_its_outcome():
+    """Round-17 cold reading of EP07, finding 14: 'Raise the auxiliary balance loss's weight
+    until the skew falls to 0.2' put the outcome in the option, where the others are
+    mechanisms. It is now the lever and its price; the skew it leads to is the feedback's."""
+    from app.lesson_drills import LESSON_DRILLS
+
+    drill = next(d for d in LESSON_DRILLS["moe"] if d.id == "moe-decide-skew")
+    labels = dict(drill.choices)
+    assert not any("skew" in label or "until" in label for label in labels.values()), labels
+    assert "cost in model quality" in labels["loss"]
+    judged = {o.key: o for o in drill.judge()}
+    assert "skew down to 0.2" in judged["loss"].why
+
+
+def test_round17_step_8_states_both_achieved_rates_and_their_sources_before_its_guess(client):
+    """Round-17 cold reading of EP07, finding 9: the 2.61 TB/s HBM rate (and the GEMM rate)
+    first appeared in step 8's why, so 'about half' could not be derived before the guess.
+    Both rates, their factors and the HBM share's source are above the predict now."""
+    from html import unescape
+
+    from labs.hardware.gpus import get_gpu
+    from labs.hardware.kernels import SLOWEST_GPU, hbm_rate, matmul_rate
+
+    h800 = get_gpu("h800")
+    k = h800.kernels
+    page = client.get("/episodes/experts").text
+    step = page[page.index('id="step-8"'):page.index('id="step-9"')]
+    before = " ".join(unescape(re.sub(r"<[^>]+>", " ", step.split('class="predict', 1)[0]))
+                      .split())
+    assert (f"runs GEMMs at {matmul_rate(h800) / 1e12:.0f} TFLOP/s: the "
+            f"{h800.bf16_flops / 1e12:.0f} TFLOP/s peak × {k.matmul_efficiency * 100:g}% × "
+            f"{k.matmul_sustain * 100:g}% × {SLOWEST_GPU:.3f}") in before
+    assert (f"at {hbm_rate(h800) / 1e12:.2f} TB/s: {k.hbm_efficiency * 100:.0f}% of the "
+            f"datasheet's {k.hbm_bandwidth / 1e12:.2f} TB/s, the share BabelStream's copy "
+            "reaches on an H100 (3,056 of 3,900 GB/s)") in before
+    assert round(3055.6 / 3900, 2) == k.hbm_efficiency
