@@ -994,3 +994,23 @@ def test_no_scale_up_curve_or_chart_point_runs_past_its_domain(client, gpus):
             assert max(trace["x"]) == 8, trace["name"]
     # The readout names no NVLink speedup at a count NVLink never joins.
     assert f"NVLink 4 (H100/H200) at {gpus:,} GPUs" not in scaling["summary"]
+
+
+def test_round17_step_2_names_the_power_limit_factors_source(client):
+    """Round-17 cold reading of EP02, finding 5: step 2's 84.89% 'held at the power limit',
+    a factor in every compute time of EP02-EP08, said 'measured on the H200, the same die'
+    and named no measurement. Its first use points to 'where this comes from', which now
+    names the run (702.9 sustained against 828.0 burst TFLOP/s, Bekman), whose ratio is the
+    preset's factor."""
+    from labs.hardware.gpus import get_gpu
+
+    sustain = get_gpu("h100-sxm").kernels.matmul_sustain
+    assert round(702.9 / 828.0, 4) == sustain
+    step = _step(client.get("/episodes/data-parallel").text, 2)
+    note = _text(step[step.index('<details class="sources">'):])
+    assert ("The power limit: 84.89% of the burst rate, measured on the H200, the same GH100 "
+            "die at 700 W: a matmul run until the GPU holds its power limit sustains 702.9 "
+            "TFLOP/s against 828.0 in a burst (Bekman, ml-engineering, the sustained against "
+            "the burst matmul benchmark, compute/accelerator/benchmarks )") in note
+    # The body still points there at first use (round 12 keeps the benchmarks out of it).
+    assert "(where this comes from, below)" in _text(step[:step.index('class="predict-beat"')])
