@@ -156,6 +156,8 @@ def nccl_terms() -> dict:
     on LL (step 6's note)."""
     f = facts()
     return {"ib64": _nccl(f["ib64"]), "bucket64": _nccl(f["bad_overlap"], bucket=True),
+            # Step 5's InfiniBand aside: NCCL runs its 25 MiB bucket on LL (round 17, item 2).
+            "bucket64_ib": _nccl(f["ib64_overlap"], bucket=True),
             "tiny": _nccl(f["ib1024_tiny"], bucket=True),
             "ddp": _nccl(f["ib1024_ddp"], bucket=True),
             "ring_tiny": _nccl(f["ib1024_tiny"], bucket=True, ring_protocol="Simple"),

@@ -645,9 +645,11 @@ def test_round_13_step_6_teaches_the_tree_before_asking_which_nccl_runs(client):
     assert f"at step 4's {lat['nvlink']} and {lat['net']} µs a hop" in before
     assert "2·log2(servers) = 14 network hops, not with N" in before
     nv_ll, net_ll = HOP_LATENCY["nvlink"]["tree"]["LL"], HOP_LATENCY["net"]["tree"]["LL"]
-    assert (f"{net_ll:g} µs on the network and {nv_ll * MULTI_NODE_LL_INTRA:g} µs on NVLink "
-            f"({nv_ll:g} × {MULTI_NODE_LL_INTRA:g} once") in before
-    assert f"at {TREE_CAP[1] / 1e9:g} GB/s, and LL divides that by {1 / TREE_LL:g}" in before
+    # Round 17 (finding 6): the tree's LL hop costs and its bandwidth cap all but said "tree"
+    # above the guess; the why's note states them (2,046 steps against 14 hops still decide).
+    assert f"an NVLink hop costs {nv_ll:g} × {MULTI_NODE_LL_INTRA:g} once" in why
+    assert f"NCCL caps a tree's busBW at {TREE_CAP[1] / 1e9:g} GB/s" in why
+    assert net_ll > 0
     ring_us = lat["base"] + (2 * (n - 1) - inter) * lat["nvlink"] + inter * lat["net"]
     tree_us = (BASE_LATENCY["tree"]["LL"] + 2 * 7 * (nv_ll * MULTI_NODE_LL_INTRA + net_ll)
                + mib / (TREE_CAP[1] * TREE_LL / 2) * 1e6)
@@ -1014,3 +1016,37 @@ def test_round17_step_2_names_the_power_limit_factors_source(client):
             "the burst matmul benchmark, compute/accelerator/benchmarks )") in note
     # The body still points there at first use (round 12 keeps the benchmarks out of it).
     assert "(where this comes from, below)" in _text(step[:step.index('class="predict-beat"')])
+
+
+def test_round17_step_5_opens_on_its_own_case_and_says_why_infiniband_buckets_are_faster(client):
+    """Round-17 cold reading of EP02, finding 2: step 5's first link was 'IB, bucketed', whose
+    373 ms of all-reduce did not follow from the why's 0.99 ms Ethernet bucket (535 x 0.99 ms
+    is 530 ms): NCCL runs InfiniBand's 25 MiB bucket on LL, 0.70 ms. The first link is now the
+    predict's own case (Ethernet, bucketed), and the InfiniBand sentence names LL and its
+    bucket time, from the engine."""
+    from app.routers.data_parallel import nccl_terms
+    from tests.app.test_answers_hidden import try_urls
+
+    html = client.get("/episodes/data-parallel").text
+    step = _step(html, 5)
+    first = try_urls(step)[0]
+    assert "link=eth-100g" in first and "overlap=bucketed" in first, first
+    ib = facts()["ib64_overlap"]["api"]
+    assert nccl_terms()["bucket64_ib"].protocol == "LL"
+    assert nccl_terms()["bucket64_ib"].seconds == pytest.approx(ib["bucket_s"], rel=1e-6)
+    assert (f"NCCL runs it on LL, its low-latency protocol (step 6), {fmt_ms(ib['bucket_s'])} "
+            "a bucket") in _text(step)
+
+
+def test_round17_step_6_keeps_the_trees_price_for_after_its_guess(client):
+    """Round-17 cold reading of EP02, finding 6: above step 6's predict the tree's paragraph
+    gave its hop costs and 'Its price is bandwidth', all but stating 'tree'. Above the guess
+    stay the ring's 2·(N−1) steps and the tree's 2·log2(servers) hops; its LL hop costs and
+    bandwidth cap open the why."""
+    step = _step(client.get("/episodes/data-parallel").text, 6)
+    cut = step.index('class="predict-beat"')
+    before, after = _text(step[:cut]), _text(step[cut:])
+    assert "2·(N−1) = 2,046 latency steps" in before and "2·log2(servers) = 14" in before
+    for said in ("price is bandwidth", "caps a tree's busBW", "small-message protocol",
+                 "once the tree spans servers"):
+        assert said not in before and said in after, said
