@@ -1050,3 +1050,21 @@ def test_round17_step_6_keeps_the_trees_price_for_after_its_guess(client):
     for said in ("price is bandwidth", "caps a tree's busBW", "small-message protocol",
                  "once the tree spans servers"):
         assert said not in before and said in after, said
+
+
+def test_round17_step_1_counts_the_rings_latency_steps_and_step_4_reads_1024_as_flat(client):
+    """Round-17 cold reading of EP02, findings 7 and 3: step 1's drill asks for '5.7 µs per
+    ring step' before the page said how many steps a ring takes; step 4's 'On 1,024 GPUs ...
+    efficiency falls to 30.3%' read as a collapse after the 8-port paragraph, where against
+    step 3's 64 GPUs on the same Ethernet it barely moves."""
+    html = client.get("/episodes/data-parallel").text
+    one = _text(_step(html, 1))
+    assert "a ring all-reduce takes 2·(N−1) of them" in one
+    assert one.index("2·(N−1) of them") < one.index("5.7 µs")
+    four = _text(_step(html, 4))
+    eth = facts()["eth1024"]["api"]["efficiency"]
+    assert (f"On 1,024 GPUs over the same one 100 Gb/s port a server, efficiency is "
+            f"{fmt_pct(eth)} , barely below step 3's 64 GPUs: the bytes do not grow with N, and "
+            "the latency barely does") in four
+    assert "falls to" not in four
+    assert abs(eth - facts()["bad"]["api"]["efficiency"]) < 0.01

@@ -933,3 +933,16 @@ def test_round17_step_8_states_both_achieved_rates_and_their_sources_before_its_
             f"datasheet's {k.hbm_bandwidth / 1e12:.2f} TB/s, the share BabelStream's copy "
             "reaches on an H100 (3,056 of 3,900 GB/s)") in before
     assert round(3055.6 / 3900, 2) == k.hbm_efficiency
+
+
+def test_round17_the_node_mates_share_is_one_fraction_in_two_frames(client):
+    """Round-17 cold reading of EP07, finding 12: step 3 said '7/64 for its node-mates' and
+    step 11's note '7/63 from its node-mates', each right in its frame, read as a
+    contradiction. Step 11 now says which 63 it counts and ties it to step 3's 7/64."""
+    from html import unescape
+
+    text = " ".join(unescape(re.sub(r"<[^>]+>", " ", client.get("/episodes/experts").text))
+                    .split())
+    assert "7/63" not in text
+    assert ("of the 63 copies that leave the GPU, the 7 for its node-mates ride NVLink "
+            "(step 3's 7/64 of all 64)") in text
