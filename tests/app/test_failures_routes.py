@@ -988,3 +988,19 @@ def test_round17_step_5_says_its_step_count_leaves_out_llama_3s_batch_ramp(clien
     assert ("4M tokens a step for the first 252M tokens, 8M up to 2.87T, then 16M, "
             f"{round(ramp):,} steps in all, {ramp / 929_832 - 1:.1%} more") in text
     assert "the days here err low" in text
+
+
+def test_round17_step_7_says_stock_megatron_refuses_fewer_micro_batches_than_stages(client):
+    """Round-17 cold reading of EP11, finding 18: step 7's interleaved schedule with 4
+    micro-batches for 16 stages is one stock Megatron-LM refuses (Megatron-Core's
+    schedules.py: 'The number of contiguous micro-batches in a virtual pipeline stage should
+    range in [PP, M]'; before it, M % PP == 0). The note says so, and that the bubble is the
+    lab's schedule; Llama 3 (sec. 3.3.2) modified its own for this reason."""
+    from html import unescape
+
+    page = client.get(LESSON).text
+    step = page[page.index('id="step-7"'):page.index('id="step-8"')]
+    text = " ".join(unescape(re.sub(r"<[^>]+>", " ", step)).split())
+    assert ("Stock Megatron-LM would refuse this state: its interleaved schedule asks for at "
+            "least p micro-batches") in text
+    assert "is the lab's schedule, not stock Megatron's" in text
