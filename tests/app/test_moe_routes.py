@@ -656,7 +656,7 @@ def test_round8_terms_are_said_where_ep07_first_uses_them(client):
     assert "NIC (network card; a node has one per GPU)" in _step_text(page, "step-3")
     # HBM is a glossary term since d4184bf: its tip's text is not the step's prose
     untipped = re.sub(r'<span class="term-tip".*?</span>', "", page, flags=re.S)
-    assert "reads HBM (the GPU's own memory)" in _step_text(untipped, "step-8")
+    assert "reads HBM , the GPU's own memory, at" in _step_text(untipped, "step-8")
 
 
 def test_round8_step_11_gives_mixtral_its_own_paragraph(client):
