@@ -590,7 +590,8 @@ def test_round_12_the_driver_memory_is_compared_each_way_round(client):
     page = client.get(BY_LAB["memory"].path).text
     driver = int(re.search(r"([\d,]+) MiB", _step(page, 1))[1].replace(",", "")) * 2**20
     assert f"{100 * (1 - 80e9 / driver):.1f}% less" == "6.5% less" in _step(page, 1)
-    assert f"{100 * (driver / 80e9 - 1):.1f}% more" == "6.9% more" in _step(page, 5)
+    # Round 17 (EP01 finding 7): step 5 quotes step 1's figure, not the other way round.
+    assert "6.5% under what the driver reports" in _step(page, 5)
     assert "about 6%" not in page
 
 
@@ -798,3 +799,16 @@ def test_no_recipe_select_before_ep10_prints_the_fp8_bytes(client):
                 assert recipe.label not in select, (path, k)
                 assert recipe.label.split(",")[0] in select, (path, k)
         assert RECIPES["adam16"].label in select
+
+
+def test_the_drivers_memory_is_told_as_one_number(client):
+    """Round-17 cold reading of EP01, finding 7: step 1 said the lab's 80 GB is 6.5% less
+    than the driver's 85.5 GB and step 5 that the real card holds 6.9% more: one fact as two
+    numbers. Step 5 now quotes step 1's."""
+    from app.charts.units import fmt_pct
+    from app.routers.memory import facts
+
+    d = facts()["driver"]
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/memory").text))
+    assert fmt_pct(d["more"]) not in text
+    assert f"which step 1 puts {fmt_pct(d['less'])} under what the driver reports" in text

@@ -939,3 +939,11 @@ def test_round_17_step_11_derives_the_4_bit_base_with_its_bf16_part(client):
             f"{other / 1e9:.2f}B, stay bf16") in eleven
     assert (f"{lin * 0.5 / 1e9:.2f} GB + {other * 2 / 1e9:.2f} GB = {weights / 1e9:.2f} GB"
             in eleven)
+
+
+def test_round_17_step_12s_link_does_not_name_the_choice(client):
+    """Round-17 cold reading of EP10, finding 13: step 12's link "Offload 40%" sat beside the
+    predict "does the forward hide the copies? yes / part / none" and suggested "part"."""
+    step = _step(client.get(PAGE).text, 12)
+    assert "Offload 40%" not in step[:step.index("Why: show me")]
+    assert "Offload less" in step

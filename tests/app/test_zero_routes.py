@@ -1007,3 +1007,16 @@ def test_round_15_step_7_names_its_serial_upload_as_an_assumption(client):
     assert "That upload after the update is the lab's assumption" in step
     assert f"ds_adam_step_plus_copy ), so a real step can be up to the {fmt_ms(up)} upload " \
            "shorter, and the lab errs slow" in " ".join(step.split())
+
+
+def test_round_17_the_readout_names_the_logits_it_adds(client):
+    """Round-17 cold reading of EP03, finding 3: the bench's readout said "Activations per GPU
+    (unsharded) 93.5 GB" where EP01 step 5 and EP03 step 3 say the activations stay at
+    91.3 GB; the 93.5 adds the logits. The readout's label now says so."""
+    from app.routers.zero import facts
+
+    a = facts()["l70_z3"]["api"]["breakdown"]
+    html = client.get("/episodes/zero").text
+    assert "Activations per GPU (unsharded)" not in html
+    assert "Activations and logits per GPU (unsharded)" in html
+    assert a["embedding_and_logits"] > 0
