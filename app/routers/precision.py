@@ -103,6 +103,9 @@ def facts() -> dict:
         # head, norms) in bf16, as bitsandbytes leaves them (round-17 cold reading of EP10,
         # finding 4: 33.43 GB against 65.3B x 0.5 B, the bf16 part unsaid).
         "qlora65_linear": linear_params(get_model(LLAMA_65B)),
+        # ...and the recipe its full fine-tune is billed in, part by part (finding 10: 784 GB
+        # is 12 B a parameter, which 12 unsaid).
+        "qlora65_recipe": RECIPES[QLORA_65B["ft_recipe"]].describe,
         "qlora65_long": state(**QLORA_LONG),
         "qlora65_paged": state(**QLORA_LONG, paged=True),
         "offload70": state(**MEGATRON_70B, recipe="adam16", offload=100),

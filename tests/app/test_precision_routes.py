@@ -947,3 +947,25 @@ def test_round_17_step_12s_link_does_not_name_the_choice(client):
     step = _step(client.get(PAGE).text, 12)
     assert "Offload 40%" not in step[:step.index("Why: show me")]
     assert "Offload less" in step
+
+
+def test_round_17_the_full_fine_tune_bills_say_their_tokens_and_recipe(client):
+    """Round-17 cold reading of EP10, finding 10: step 10's 2.88 TB held 82 GB of activations
+    at an unstated sequence and recomputation, and step 11's 784 GB was 12 B a parameter
+    with no word of which 12. Both now say so, from the states their links show."""
+    from app.charts.units import fmt_bytes
+    from app.routers.precision import QLORA_65B, facts
+
+    html = client.get(PAGE).text
+    ten = _step(html, 10)
+    g = facts()["gpt3_lora"]
+    acts = g["api"]["finetune"][0]["breakdown"]["activations"]
+    assert (f"one {g['result'].input.seq_len:,}-token sequence under "
+            f"{g['result'].input.recompute} recomputation, {fmt_bytes(acts)}") in ten
+    eleven = _step(html, 11)
+    recipe = RECIPES[QLORA_65B["ft_recipe"]]
+    assert recipe.describe in eleven and "2 B bf16 weights + 2 B bf16 gradients" in eleven
+    q = facts()["qlora65"]["api"]
+    assert q["finetune"][0]["total_bytes"] == pytest.approx(
+        12 * q["params"] + sum(q["finetune"][0]["breakdown"][k]
+                               for k in ("activations", "embedding_and_logits")), rel=1e-9)
