@@ -20,6 +20,10 @@ def _n(value: int) -> str:
     return f"{value:,}"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
 def _box(rows: int, cols: int, largest: int) -> dict:
     return {"width_px": max(MIN_PX, round(BOX_PX * cols / largest)),
             "height_px": max(MIN_PX, round(BOX_PX * rows / largest))}
@@ -42,9 +46,13 @@ def split_view(result) -> dict:
     qkv_parts = (("Q", q), ("K", kv), ("V", kv)) if t <= DETAIL_UP_TO else ()
     per_gpu_qkv = q + 2 * kv
     replicated = t > sh.kv_heads
-    heads_text = (f"{sh.heads_per_gpu} Q head{'s' if sh.heads_per_gpu > 1 else ''} + "
-                  f"{sh.kv_heads_per_gpu} K + {sh.kv_heads_per_gpu} V head"
-                  f"{'s' if sh.kv_heads_per_gpu > 1 else ''}")
+    # GQA: a key/value head is one head of K and one of V, shared by a group of a/kv query
+    # heads; a GPU takes whole groups, kv/t of them (round-17 cold reading of EP04, finding 1:
+    # "2 K + 2 V heads" read as four heads where step 2 says 2 key/value heads).
+    group = sh.heads // sh.kv_heads
+    heads_text = (f"{_count(sh.heads_per_gpu, 'Q head')} + "
+                  f"{_count(sh.kv_heads_per_gpu, 'KV head')} (a K and a V each) = "
+                  f"({sh.heads_per_gpu} + 2 × {sh.kv_heads_per_gpu}) × {d}")
     sp = inp.sp
     # Megatron's operators: f (identity forward, all-reduce backward) before a column-split
     # matrix, g (all-reduce forward, identity backward) after a row-split one; with SP,
@@ -89,8 +97,10 @@ def split_view(result) -> dict:
     blocks = [
         {"name": "Attention", "short": "Attention", "into": into, "columns": [qkv],
          "local": "attention", "rows": w_o, "out": out,
-         "local_text": f"attention of {sh.heads_per_gpu} whole heads per GPU: softmax(QKᵀ)V "
-                       "needs no communication",
+         "local_text": f"attention of {sh.heads_per_gpu} whole query heads per GPU"
+                       + (f", each group of {group} sharing one of its "
+                          f"{_count(sh.kv_heads_per_gpu, 'KV head')}" if group > 1 else "")
+                       + ": softmax(QKᵀ)V needs no communication",
          "limit": f"Limit: t ≤ {sh.kv_heads} KV heads for training (Megatron divides the query "
                   "groups by t); beyond that each GPU must hold a replica of a KV head, as "
                   "inference engines do"},

@@ -142,6 +142,8 @@ def to_api(result: TPResult) -> dict:
                             for name, seconds in cost.backward_beside],
         "seq_split_bytes": cost.seq_split_bytes,
         "seq_split_s": cost.seq_split_s,
+        "seq_split_kernels": [{"kernel": name, "forward_bytes": fwd, "backward_bytes": bwd}
+                              for name, fwd, bwd in cost.seq_split_kernels],
         "single_gpu_s": cost.single_gpu_s,
         "step_efficiency": cost.step_efficiency,
         "step_speedup": cost.step_speedup,

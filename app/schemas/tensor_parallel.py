@@ -33,6 +33,14 @@ class TPCollective(BaseModel):
                            "collectives_per_layer.")
 
 
+class SeqSplitKernel(BaseModel):
+    kernel: str = Field(description="A memory-bound kernel sequence parallelism splits: norms "
+                                    "(the layer's two) or bias-dropout-add (its two residual "
+                                    "adds).")
+    forward_bytes: float = Field(description="Bytes it reads and writes a layer, forward.")
+    backward_bytes: float = Field(description="Bytes it reads and writes a layer, backward.")
+
+
 class BackwardGemm(BaseModel):
     gemm: str = Field(description="The backward kernel a TP exchange runs beside, e.g. "
                                   "qkv.wgrad (its weight-gradient GEMM).")
@@ -118,6 +126,9 @@ class TensorParallelAnswer(BaseModel):
                                    "all the tokens' without SP, s/t of them with it.")
     seq_split_s: float = Field(description="Their seconds: memory-bound, the bytes at the "
                                "GPU's achieved HBM rate.")
+    seq_split_kernels: list[SeqSplitKernel] = Field(
+        description="seq_split_bytes kernel by kernel (labs.model.ops: the layer's two norms, "
+                    "its two residual adds), forward and backward.")
     single_gpu_s: float = Field(description="One layer's step on one GPU.")
     step_efficiency: float
     step_speedup: float

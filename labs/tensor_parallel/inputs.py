@@ -193,6 +193,10 @@ class TPCost:
     # every GPU of the group runs them on all the tokens; with it on s/t (EP04 step 5).
     seq_split_bytes: float = 0.0
     seq_split_s: float = 0.0
+    # The same bytes kernel by kernel: (name, forward bytes, backward bytes), so a page can
+    # say what each reads and writes per element (round-17 cold reading of EP04, finding 2:
+    # step 5 quoted 2.95 GB with nothing to derive it from).
+    seq_split_kernels: tuple[tuple[str, float, float], ...] = ()
 
     @property
     def bus_bandwidth(self) -> float:

@@ -187,7 +187,11 @@ def tp_cost(model: ModelSpec, gpu: GPUSpec, topology: Topology, tp: int, *, sp: 
         forward_comm_s=forward, backward_comm_s=comm - forward,
         comm_total_s=sum(c.seconds for c in tp_comms), backward_beside=beside,
         seq_split_bytes=sum(k.nbytes for k in split),
-        seq_split_s=sum(k.seconds for k in split))
+        seq_split_s=sum(k.seconds for k in split),
+        seq_split_kernels=tuple(
+            (name, *(sum(k.nbytes for k in p.kernels if k.name == name)
+                     for p in (lt.ops.forward, lt.ops.backward)))
+            for name in SEQUENCE_SPLIT))
 
 
 def _layer(model: ModelSpec, cluster: Cluster, tp: int, sp: bool, seq_len: int,

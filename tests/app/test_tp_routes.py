@@ -140,8 +140,8 @@ def test_a_degree_off_the_powers_of_two_is_drawn_and_marked(client):
 
 def test_split_is_drawn_from_the_models_shapes(client):
     text = client.get("/embed/tp/split", params={"model": "llama-3.1-70b", "tp": 8}).text
-    # 64 query heads, 8 KV heads, head_dim 128 over 8 GPUs: 8 + 1 + 1 heads = 1,280 columns.
-    assert "8 Q heads + 1 K + 1 V head = 1,280 columns" in text
+    # 64 query heads, 8 KV heads, head_dim 128 over 8 GPUs: 8 + 2 x 1 heads = 1,280 columns.
+    assert "8 Q heads + 1 KV head (a K and a V each) = (8 + 2 × 1) × 128 = 1,280 columns" in text
     assert "8,192 × 28,672" in text  # SwiGLU gate and up: h × ffn
     assert text.count('data-matrix="W_gate"') == 1 and text.count('data-matrix="W_up"') == 1
     gpt3 = client.get("/embed/tp/split", params={"model": "gpt-3-175b", "tp": 4}).text
@@ -305,7 +305,7 @@ def test_ep04_round_2_predicts_ask_what_the_opening_bench_does_not_show(client):
     t4 = facts()["t4"]["api"]["shapes"]
     assert t4["kv_heads_per_gpu"] == 2 and "At t = 4, how many key/value heads" in step2
     split = html.split('id="tp-split"')[1].split("</figure>")[0]
-    assert f"+ {t4['kv_heads_per_gpu']} K +" not in split  # the opening bench draws t = 8
+    assert f"+ {t4['kv_heads_per_gpu']} KV heads" not in split  # the opening bench draws t = 8
     bad = facts()["bad"]["api"]
     step4 = html.split('id="predict-tp-4"')[1].split("</details>")[0]
     # Round 14, finding 3: it asks the speed-up against one GPU (the division was handed over).
@@ -1083,3 +1083,54 @@ def test_round_16_step_4_counts_the_weight_gradient_gemms_it_hides_behind(client
                 in page), what
         rates.append(f"{flops / beside['seconds'] / 1e12:.0f}")
     assert f"at the {rates[0]} and {rates[1]} TFLOP/s the lab times those shapes at" in page
+
+
+def test_round_17_step_2_says_its_division_and_the_split_counts_kv_heads_as_it_does(client):
+    """Round-17 cold reading of EP04, finding 1: step 2's why gave 2 of 8 key/value heads at
+    t = 4 with no division said, and the split diagram at t = 4 printed "2 K + 2 V heads",
+    four heads to a reader where the step says two. The why now divides in words (which heads,
+    over which t), and the diagram counts KV heads as the step does, a K and a V each, from
+    the engine's shapes."""
+    from app.routers.tensor_parallel import facts
+
+    sh = facts()["t4"]["api"]["shapes"]
+    assert (sh["kv_heads"], sh["kv_heads_per_gpu"]) == (8, 2)  # Llama 3.1 405B at t = 4
+    group = sh["heads"] // sh["kv_heads"]
+    html = client.get("/episodes/tensor-parallel").text
+    why = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html.split('id="why-tp-2"')[1]
+                                      .split("</details>")[0]))
+    assert f"{sh['heads']} ÷ {sh['kv_heads']} = {group} query heads" in why
+    assert f"{sh['kv_heads']} ÷ 4 = {sh['kv_heads_per_gpu']} each" in why
+    assert f"{sh['kv_heads_per_gpu']} × {group} = {sh['heads_per_gpu']} query heads" in why
+    split = client.get("/embed/tp/split", params={"tp": 4}).text
+    assert " K + " not in split and " V head" not in split
+    cols = (sh["heads_per_gpu"] + 2 * sh["kv_heads_per_gpu"]) * sh["head_dim"]
+    assert (f"{sh['heads_per_gpu']} Q heads + {sh['kv_heads_per_gpu']} KV heads (a K and a V "
+            f"each) = ({sh['heads_per_gpu']} + 2 × {sh['kv_heads_per_gpu']}) × "
+            f"{sh['head_dim']} = {cols:,} columns") in split
+    assert f"each group of {group} sharing one of its {sh['kv_heads_per_gpu']} KV heads" in split
+
+
+def test_round_17_step_5_derives_the_bytes_sp_splits(client):
+    """Round-17 cold reading of EP04, finding 2: step 5's note quoted "2.95 GB a layer" for the
+    norms and residual adds with nothing to derive it from. It now gives each kernel's bytes
+    per element, the engine's (labs.model.ops), and multiplies them out."""
+    from app.charts.units import fmt_bytes
+    from app.routers.tensor_parallel import facts
+
+    off = facts()["sp_off"]["api"]
+    elems = off["collective_bytes"] / 2  # s·b·h
+    kernels = {k["kernel"]: k for k in off["seq_split_kernels"]}
+    assert set(kernels) == {"norms", "bias-dropout-add"}
+    per = sum(k["forward_bytes"] + k["backward_bytes"] for k in kernels.values())
+    assert per == off["seq_split_bytes"] and per / elems == 44  # 2 x (4 + 6) + 2 x (6 + 6)
+    html = client.get("/episodes/tensor-parallel").text
+    note = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html.split('id="step-5"')[1]
+                                       .split("</section>")[0]))
+    norm, add = kernels["norms"], kernels["bias-dropout-add"]
+    assert (f"each norm reads x and writes y, {norm['forward_bytes'] / elems / 2:g} B, forward, "
+            f"and reads x and dy and writes dx, {norm['backward_bytes'] / elems / 2:g} B") in note
+    assert (f"writes one: {add['forward_bytes'] / elems / 2:g} B forward, "
+            f"{add['backward_bytes'] / elems / 2:g} B backward") in note
+    assert (f"That is 44 B an element × 4,096 tokens × {off['shapes']['hidden']:,} = "
+            f"{fmt_bytes(off['seq_split_bytes'])} a layer") in note
