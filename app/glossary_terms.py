@@ -126,21 +126,35 @@ GLOSSARY: tuple[Term, ...] = (
          "drains at the end: (p − 1)/(m + p − 1) of the step for 1F1B with p stages and m "
          "micro-batches. Papers often write (p − 1)/m, the idle time over the busy time; the "
          "two agree when m is much larger than p."),
-    Term("1f1b", "1F1B", r"\b1F1B\b",
-         "One forward, one backward: after a warm-up each pipeline stage alternates one "
-         "micro-batch's forward with another's backward, so it keeps at most p micro-batches' "
-         "activations, where GPipe keeps all m."),
-    Term("interleaved", "Interleaved 1F1B", r"\binterleav(?:ed|ing)\b|\bVPP\b",
+    # Plain 1F1B only: its in-flight bound is not interleaved 1F1B's, so "interleaved 1F1B"
+    # takes the interleaved entry's tip, never this one (round-17 cold reading of EP05,
+    # finding 4: EP11's "interleaved 1F1B" showed "at most p"). Each bound is the schedule
+    # catalogue's in-flight rule (labs/schedules/catalogue.py; tests/app/test_glossary.py).
+    # It gives rank 0's bound, not rank r's p − r: that is EP05 step 3's answer, and this tip
+    # shows in step 2 (round-16 cold reading of EP05, finding 8).
+    Term("1f1b", "1F1B", r"(?<![Ii]nterleaved\s)\b1F1B\b",
+         "One forward, one backward (PipeDream-Flush): after a warm-up each pipeline stage "
+         "alternates one micro-batch's forward with another's backward, and each backward "
+         "frees a micro-batch's activations as the next forward takes one. The first stage "
+         "has the longest warm-up, p forwards before its first backward, so no stage holds "
+         "more than p micro-batches' activations (all m if m is smaller), where GPipe holds "
+         "all m on every stage."),
+    # "interleaved 1F1B" whole, so the plain 1F1B entry never marks its second word.
+    Term("interleaved", "Interleaved 1F1B", r"\binterleav(?:ed|ing)\b(?:\s+1F1B\b)?|\bVPP\b",
          "Each GPU holds v non-adjacent chunks of layers, so a micro-batch passes it v times "
          "and the warm-up is v times shorter: bubble (p − 1)/(v·m + p − 1), for more "
-         "sends. Megatron-LM calls the chunks virtual stages (VPP, virtual pipeline "
-         "parallelism)."),
+         "sends. Rank 0 holds more than 1F1B's p: its warm-up runs 2(p − 1) + (v − 1)·p "
+         "chunk forwards, each a v-th of a stage, so with the one in flight it holds "
+         "p + (p − 1)/v micro-batches' worth of activations (m large enough). Megatron-LM "
+         "calls the chunks virtual stages (VPP, virtual pipeline parallelism)."),
     Term("zero-bubble", "Zero bubble (ZB-H1)", r"\b[Zz]ero(?:-|\s+)bubble\b|\bZB-H1\b",
-         "Schedules that split the backward into B (the input's gradient, which the previous "
-         "stage waits for) and W (the weights' gradient, which nothing waits for) and run W in "
-         "the idle gaps. ZB-H1, from Qi et al. 2024 (ICLR; arXiv 2023), keeps 1F1B's peak "
-         "memory and cuts its bubble to about a third; ZB-H2 holds more activations to "
-         "remove it."),
+         "Schedules that split the backward into I (the input's gradient, the paper's B, "
+         "which the previous stage waits for) and W (the weights' gradient, which nothing "
+         "waits for) and run W in the idle gaps. Both run a GEMM of the forward's FLOPs per "
+         "weight matrix, but only I runs attention's backward, so W is the shorter. ZB-H1, "
+         "from Qi et al. 2024 (ICLR; arXiv 2023), keeps 1F1B's peak memory and leaves "
+         "(p − 1)(F + I − W) idle where 1F1B leaves (p − 1)(F + I + W): a third with equal "
+         "passes, more as W shrinks; ZB-H2 holds more activations to remove it."),
     Term("dualpipe", "DualPipe", r"\bDualPipe(?:-?V)?\b",
          "DeepSeek-V3's pipeline schedule: micro-batches enter from both ends of the pipeline, "
          "and each forward chunk runs beside a backward chunk so that one's computation hides "

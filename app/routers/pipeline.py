@@ -49,7 +49,7 @@ from labs.model.activations import (
 )
 from labs.model.spec import ModelSpec
 from labs.pipeline.inputs import PipelineLabInput, PipelineLabResult
-from labs.pipeline.lab import run_pipeline_lab
+from labs.pipeline.lab import backward_split, run_pipeline_lab
 from labs.schedules.catalogue import CATALOGUE, INTERLEAVED, SCHEDULES, SPLIT_BACKWARD
 from labs.schedules.inputs import PipelineInput
 from labs.schedules.simulate import simulate
@@ -340,7 +340,19 @@ def facts() -> dict:
         "unfused_8k": state(**p8, microbatches=32, tp=8, recompute="none", seq_len=8192),
         "unfused_layer": unfused_layer(PipelineQuery(**unfused["params"]).model_spec(), 4096, 8),
         "own_layer": own_layer(PipelineQuery(**unfused["params"]).model_spec()),
+        # Step 5: why W is shorter than I, from the memory panel's plan's own kernels, and
+        # ZB-H1 at those I/F and W/F (round-17 cold reading of EP05, finding 5).
+        "passes": (passes := split(PipelineQuery(**unfused["params"]))),
+        "zb_passes": state(schedule="zb-h1", **p8, microbatches=32,
+                           b=round(passes.input_grad_s / passes.forward_s, 2),
+                           w=round(passes.weight_grad_s / passes.forward_s, 2)),
     }
+
+
+def split(query: PipelineQuery):
+    """One layer's F, I and W on the query's plan (labs.pipeline.lab.backward_split)."""
+    return backward_split(query.model_spec(), get_gpu(query.gpu), tp=query.tp,
+                          seq_len=query.seq_len, micro_batch=query.micro_batch)
 
 
 def own_layer(model: ModelSpec) -> dict:

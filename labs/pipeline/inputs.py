@@ -51,6 +51,24 @@ class StageMemory:
 
 
 @dataclass(frozen=True)
+class BackwardSplit:
+    """One layer's passes on one GPU as the zero-bubble schedules split them (Qi et al. 2024,
+    sec 2): F the forward, I the input gradient (every matrix's dX = dY·Wᵀ GEMM, attention's
+    backward, which has no weights, and the memory-bound ops' backward), W the weight gradient
+    (every matrix's dW = Xᵀ·dY GEMM alone); seconds, and the GEMMs' FLOPs, from the step
+    model's kernels (``labs.pipeline.lab.backward_split``)."""
+
+    forward_s: float
+    input_grad_s: float
+    weight_grad_s: float
+    dgrad_gemm_s: float  # of input_grad_s, its GEMMs
+    attention_backward_s: float  # of input_grad_s, the attention core's backward
+    forward_gemm_flops: float  # each of the three passes' GEMMs runs this many FLOPs
+    dgrad_flops: float
+    wgrad_flops: float
+
+
+@dataclass(frozen=True)
 class PipelineLabInput:
     """The pipeline page's whole state: a schedule to simulate and the model it carries."""
 

@@ -25,7 +25,7 @@ from labs.model.activations import layers_activation_bytes
 from labs.model.head import head_ops
 from labs.model.spec import ModelSpec
 from labs.parallel.layer_time import Group, layer_time
-from labs.pipeline.inputs import PipelineLabInput, PipelineLabResult, StageMemory
+from labs.pipeline.inputs import BackwardSplit, PipelineLabInput, PipelineLabResult, StageMemory
 from labs.schedules.inputs import PipelineInput, PipelineResult
 from labs.schedules.simulate import simulate
 from labs.schedules.wire import boundary_bytes
@@ -102,6 +102,33 @@ def _forward_seconds(model: ModelSpec, cluster: Cluster, tp: int, seq_len: int,
                     seq_len=seq_len, sp=tp > 1)
     return math.fsum([n * lt.forward.seconds for n, lt in layers]
                      + [head.embedding_forward.seconds, head.output_forward.seconds])
+
+
+@lru_cache(maxsize=16)
+def backward_split(model: ModelSpec, gpu: GPUSpec, *, tp: int, seq_len: int,
+                   micro_batch: int) -> BackwardSplit:
+    """One dense layer's F, I and W on one GPU of the TP group, timed as ``_forward_seconds``
+    times the forward (the step model's kernels, sequence parallel with TP > 1, on the GPU's
+    node): why W is shorter than I (EP05 step 5). The two backward GEMMs of a matrix run the
+    forward's FLOPs each, so their GEMMs match; I alone runs attention's backward and the
+    memory-bound ops' (Qi et al. 2024 sec 2: B and W; the lesson writes I for B)."""
+    cluster = node_cluster(gpu)
+    lt = layer_time(model, cluster, tp=Group(tp, min(tp, cluster.gpus_per_node)), cp=Group(),
+                    ep=Group(), micro_batch=micro_batch, seq_len=seq_len, sp=tp > 1,
+                    recompute="none")
+    fwd, bwd = lt.ops.forward.kernels, lt.ops.backward.kernels
+    wgrad = [k for k in bwd if k.name.endswith(".wgrad")]
+    rest = [k for k in bwd if not k.name.endswith(".wgrad")]
+    dgrad = [k for k in rest if k.name.endswith(".dgrad")]
+    return BackwardSplit(
+        forward_s=math.fsum(k.seconds for k in fwd),
+        input_grad_s=math.fsum(k.seconds for k in rest),
+        weight_grad_s=math.fsum(k.seconds for k in wgrad),
+        dgrad_gemm_s=math.fsum(k.seconds for k in dgrad),
+        attention_backward_s=math.fsum(k.seconds for k in rest if k.kind == "attention"),
+        forward_gemm_flops=math.fsum(k.flops for k in fwd if k.kind == "gemm"),
+        dgrad_flops=math.fsum(k.flops for k in dgrad),
+        wgrad_flops=math.fsum(k.flops for k in wgrad))
 
 
 def send_latency(link) -> float:

@@ -260,3 +260,32 @@ def test_issue_36_each_lesson_defines_the_crossover_before_its_first_t_star(clie
     first = min(i for i in (prose.text.find("T*"), prose.text.find(symbol)) if i >= 0)
     assert first >= prose.defined["crossover"], (path, prose.text[first - 80:first + 40])
     assert clause in text, path
+
+
+def test_round_17_the_1f1b_tips_in_flight_bounds_are_the_catalogues(client):
+    """Round-17 cold reading of EP05, finding 4: the 1F1B tip said "at most p micro-batches"
+    with no reason, and showed it beside EP11's "interleaved 1F1B", whose rank 0 holds more.
+    The tip now says why (the first stage's warm-up runs p forwards before its first
+    backward) and gives no rank r's p − r, EP05 step 3's answer; interleaved 1F1B's entry
+    gives its own rank 0's (p + (p − 1)/v), each as the schedule catalogue's in-flight rule
+    computes it, and no lesson shows the plain tip on an interleaved 1F1B."""
+    from labs.schedules.catalogue import CATALOGUE
+
+    terms = {t.slug: t for t in GLOSSARY}
+    tip = terms["1f1b"].definition
+    assert "p forwards before its first backward, so no stage holds more than p" in tip
+    assert "p − r" not in tip  # EP05 step 3 asks rank 5's peak, p − 5, after this tip
+    assert "p + (p − 1)/v micro-batches' worth" in terms["interleaved"].definition
+    plain, inter = CATALOGUE["1f1b"].in_flight, CATALOGUE["interleaved-1f1b"].in_flight
+    for p in (2, 4, 8, 16):
+        for m in (1, p - 1, p, 4 * p):
+            assert max(plain(p, m, r, 1) for r in range(p)) == plain(p, m, 0, 1) == min(m, p)
+        for v in (2, 3, 4):
+            assert inter(p, 8 * p, 0, v) == p + (p - 1) / v > p
+    for episode in EPISODES:
+        html = client.get(episode.path).text
+        for tip in re.finditer(r'data-term="1f1b"', html):
+            before = re.sub(r'<span class="term-tip".*?</span></span>', "",
+                            html[max(0, tip.start() - 2000):tip.start()], flags=re.S)
+            before = re.sub(r"<[^>]+>", "", before)
+            assert not re.search(r"interleaved\s*$", before, re.I), (episode.slug, before[-80:])

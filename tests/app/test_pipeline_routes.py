@@ -655,3 +655,41 @@ def test_round_16_the_bad_case_is_held_until_step_1s_guess(client):
     good = re.search(r'<a class="case good"[^>]*>', html)[0]
     assert 'data-held-until="step-1"' in bad and "draws step 1&#39;s answer" in bad
     assert "data-held-until" not in good
+
+
+def test_round_17_step_5_teaches_why_w_is_shorter_than_i(client):
+    """Round-17 cold reading of EP05, finding 5: the decide's feedback said "With W shorter
+    than I the gain shrinks", which nothing taught. Step 5's why now derives it from the GEMMs
+    each pass runs on the memory panel's plan (labs.pipeline.lab.backward_split: the same
+    FLOPs in dX and dW, attention's backward in I alone), gives ZB-H1's idle time
+    (p − 1)(F + I − W) against 1F1B's (p − 1)(F + I + W), and links ZB-H1 at those I and W,
+    whose measured bubble is that formula's; the glossary's zero-bubble entry says it too."""
+    from app.glossary import GLOSSARY
+
+    lesson = facts()
+    ps = lesson["passes"]
+    assert ps.dgrad_flops == ps.wgrad_flops == ps.forward_gemm_flops > 0
+    assert ps.attention_backward_s > 0 and ps.input_grad_s > ps.weight_grad_s
+    zq = lesson["zb_passes"]["params"]
+    assert (zq["b"], zq["w"]) == (round(ps.input_grad_s / ps.forward_s, 2),
+                                  round(ps.weight_grad_s / ps.forward_s, 2))
+    p, m, f = zq["stages"], zq["microbatches"], 1.0
+    idle = (p - 1) * (f + zq["b"] - zq["w"])
+    assert lesson["zb_passes"]["api"]["bubble_fraction"] == pytest.approx(
+        idle / (idle + m * (f + zq["b"] + zq["w"])))
+    assert lesson["zb_passes"]["api"]["bubble_fraction"] > lesson["zb"]["api"]["bubble_fraction"]
+    html = client.get("/episodes/pipeline").text
+    step = html.split('id="step-5"')[1].split("</section>")[0]
+    why = re.sub(r"\s+", " ", unescape(re.sub(r"<span class=\"term-tip\".*?</span></span>", "",
+                                              step.split('id="why-pipeline-5"')[1], flags=re.S)))
+    why = re.sub(r"<[^>]+>", "", why)
+    assert step.index("W is shorter than I") < step.index("drill-pipeline-decide-bubble")
+    assert f"{ps.dgrad_flops / 1e9:.0f} GFLOP each a layer" in why
+    assert (f"I takes {ps.input_grad_s * 1e3:.2f} ms, W {ps.weight_grad_s * 1e3:.2f} ms, "
+            f"F {ps.forward_s * 1e3:.2f} ms") in why
+    assert "(p − 1)(F + I − W) idle where 1F1B leaves (p − 1)(F + I + W)" in why
+    assert f"ZB-H1 idles {fmt_pct(lesson['zb_passes']['api']['bubble_fraction'])}" in why
+    assert f"of a step of {lesson['zb_passes']['api']['makespan']:g} F" in why
+    assert f"b={zq['b']}" in step and f"w={zq['w']}" in step  # its try link
+    zero = next(t for t in GLOSSARY if t.slug == "zero-bubble")
+    assert "W is the shorter" in zero.definition and "(p − 1)(F + I − W)" in zero.definition
