@@ -969,3 +969,13 @@ def test_round_17_the_full_fine_tune_bills_say_their_tokens_and_recipe(client):
     assert q["finetune"][0]["total_bytes"] == pytest.approx(
         12 * q["params"] + sum(q["finetune"][0]["breakdown"][k]
                                for k in ("activations", "embedding_and_logits")), rel=1e-9)
+
+
+def test_round_17_step_1_says_its_fp8_shard_is_the_labs_choice(client):
+    """Round-17 cold reading of EP10, finding 11: step 1's verdict billed the FP8 copies as
+    an FSDP shard, which step 7 says neither library keeps, without a word of it."""
+    html = re.sub(r'<span class="term-tip".*?</span>', "", client.get(PAGE).text)
+    one = _step(html, 1)
+    assert "billed as an FSDP shard: the lab" in one
+    assert "choice, and step 7 says neither library keeps one" in one
+    assert "neither library keeps such a shard" in _step(html, 7)
