@@ -14,6 +14,10 @@ from app.charts import (
 from app.charts.memory import COMPONENTS as LEDGER_COLOURS
 from app.charts.units import fmt_bytes, gb_axis
 from labs.core.catalogue import RECIPES
+from labs.model.code import LLAMA_65B
+from labs.precision.reported import REPORTED
+
+QLORA_GPU = REPORTED["qlora_gpu_bytes"].value  # QLoRA's "single 48GB GPU"
 
 # Component key -> (label, colour), bottom first: the FP8 ledger and the fine-tuning bills.
 LEDGER = {
@@ -315,6 +319,12 @@ def finetune_figure(result) -> dict:
     tallest = max(f.total_bytes for f in result.finetunes)
     data, layout = _stacked(bars, FINETUNE, gpu, gpu_name,
                             top if tallest > top else None)
+    if inp.model.id == LLAMA_65B and gpu > QLORA_GPU:
+        # The QLoRA paper's 65B run fit one 48 GB GPU: EP10 step 11 asks the bill against it,
+        # so the chart draws that line too (round-17 cold reading of EP10, finding 2).
+        paper = gpu_memory_line(QLORA_GPU / 1e9, f"QLoRA paper's GPU: {fmt_bytes(QLORA_GPU)}")
+        layout["shapes"] = layout["shapes"] + paper["shapes"]
+        layout["annotations"] = layout["annotations"] + paper["annotations"]
     full, lora, qlora = (result.finetune(k) for k in ("full", "lora", "qlora"))
     adapted = (f", LoRA (rank {inp.rank}, {lora.trainable:,} trainable parameters) "
                f"{fmt_bytes(lora.total_bytes)}, QLoRA {fmt_bytes(qlora.total_bytes)}")

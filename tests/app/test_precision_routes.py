@@ -979,3 +979,21 @@ def test_round_17_step_1_says_its_fp8_shard_is_the_labs_choice(client):
     assert "billed as an FSDP shard: the lab" in one
     assert "choice, and step 7 says neither library keeps one" in one
     assert "neither library keeps such a shard" in _step(html, 7)
+
+
+def test_round_17_step_11s_chart_draws_the_48_gb_it_asks_about(client):
+    """Round-17 cold reading of EP10, finding 2: step 11 asks the QLoRA bill against one
+    48 GB GPU, but its chart drew only the H100's 80 GB. At LLaMA 65B the chart draws the
+    QLoRA paper's 48 GB line too, and the bar under it is the bill the why sums."""
+    from app.charts.precision import finetune_figure
+    from app.routers.precision import facts
+    from labs.precision.reported import REPORTED
+
+    paper = REPORTED["qlora_gpu_bytes"].value
+    q = facts()["qlora65"]
+    layout = finetune_figure(q["result"])["layout"]
+    assert sorted(s["y0"] for s in layout["shapes"]) == [paper / 1e9, 80.0]
+    assert any(a["text"] == "QLoRA paper's GPU: 48.0 GB" for a in layout["annotations"])
+    assert q["api"]["finetune"][2]["total_bytes"] < paper
+    other = finetune_figure(facts()["gpt3_lora"]["result"])["layout"]
+    assert [s["y0"] for s in other["shapes"]] == [80.0]
