@@ -85,6 +85,16 @@ def recipe_step(recipe: str) -> str | None:
     return None if recipe == "adam16" else RECIPE_STEPS.get(recipe, "step-1")
 
 
+def total_keys(result) -> tuple[str, ...]:
+    """What a state's total per GPU (the headline, the readout, the ledger's total) waits for:
+    its recipe's step where it keeps FP8 weights (with their copies), and step 4's on long
+    sequences (``tokens_step``)."""
+    led = result.ledger
+    keys = (recipe_step(led.recipe) if led.parts.get("fp8_weights") else None,
+            tokens_step(result.input))
+    return tuple(k for k in keys if k)
+
+
 def tokens_step(inp) -> str | None:
     """Step 4's, at an FP8 recipe on sequences longer than the opening's: what the activations
     saved in FP8 take (the ledger's two activation rows, their bars, its total against

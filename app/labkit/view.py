@@ -38,17 +38,25 @@ class Case:
     # 5's answer. The button works from the first screen; its line says what waits and for
     # which guess while it waits, so a press that draws "?" and a veiled chart is not taken for
     # a broken button (round 17).
+    # Each lab reads both off the case's state with the key function its headline's masks use
+    # (a callable where that reads the lab's registered view: EP01's bench_keys).
     waiting: str = ""
-    waits_for: tuple[str, ...] = ()
+    waits_for: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()
+
+    @property
+    def waiting_on(self) -> tuple[str, ...]:
+        """``waits_for``'s steps (computed where it is a callable)."""
+        return self.waits_for() if callable(self.waits_for) else self.waits_for
 
     @property
     def wait_note(self) -> str:
         """The line's first words while ``waits_for`` waits: "Its goodput shows after step 5's
         guess." (empty where nothing waits)."""
-        if not (self.waiting and self.waits_for):
+        waits = self.waiting_on
+        if not (self.waiting and waits):
             return ""
-        guesses = " and ".join(f"{k.replace('-', ' ')}'s" for k in self.waits_for)
-        plural = len(self.waits_for) > 1
+        guesses = " and ".join(f"{k.replace('-', ' ')}'s" for k in waits)
+        plural = len(waits) > 1
         return f"{self.waiting} after {guesses} guess{'es' if plural else ''}. "
 
     @property

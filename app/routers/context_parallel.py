@@ -271,6 +271,15 @@ def _case_why(layout: str) -> str:
     return "Each rank keeps one contiguous slice; the last rank holds the last tokens."
 
 
+def _waits(layout: str) -> dict:
+    """What a case's headline (its pairs and imbalance, ``pairs_step`` at its layout) waits
+    for on the lesson page (round 17, as EP11's cases): step 3's guess, or the pairs chart's,
+    which is step 2's diagram (templates/episodes/context_parallel.html)."""
+    key = pairs_step(layout)
+    return {"waiting": "Its pairs and imbalance show",
+            "waits_for": ("step-2" if key == "cp-pairs" else key,)}
+
+
 VIEW = LabView(
     name="cp",
     episode=BY_SLUG["context-parallel"],
@@ -304,6 +313,7 @@ VIEW = LabView(
         # (2,535 tokens) one click before the guess (test_answers_hidden).
         {"tokens": 64, "cp": 8, "layout": "zigzag", "link": "nvlink-4"},
         _case_why("zigzag"),
+        **_waits("zigzag"),
     ),
     bad=Case(
         "Bad case: contiguous, 40 tokens over 8 ranks",
@@ -313,6 +323,7 @@ VIEW = LabView(
         # cp-busiest-contiguous's 129 (test_answers_hidden).
         {"tokens": 40, "cp": 8, "layout": "contiguous"},
         _case_why("contiguous"),
+        **_waits("contiguous"),
     ),
     drills=(
         Drill(

@@ -329,6 +329,13 @@ def _crossover_explanation() -> str:
             "the link's bus bandwidth (and N, barely).")
 
 
+def _waits(query: dict) -> dict:
+    """What a case's headline (its speedup and efficiency, ``allreduce_keys`` at its state)
+    waits for on the lesson page (round 17, as EP11's cases)."""
+    return {"waiting": "Its speedup and efficiency show",
+            "waits_for": allreduce_keys(run(DataParallelQuery(**query)))}
+
+
 VIEW = LabView(
     name="dp",
     episode=BY_SLUG["data-parallel"],
@@ -363,12 +370,14 @@ VIEW = LabView(
         "One server's 8 GPUs, joined by NVSwitch, the switch that adds their 14 GB of bf16 "
         "gradients (a 7B model) itself (steps 1–2).",
         diagram="dp-scaling",  # pressed at the last step, the replica chart would not change
+        **_waits(facts()["good"]["params"]),
     ),
     bad=Case(
         "Bad case: 64 GPUs on 100 Gb/s Ethernet",
         facts()["bad"]["params"],
         "8 servers of 8 GPUs, each server with one 100 Gb/s Ethernet port (step 3).",
         diagram="dp-scaling",
+        **_waits(facts()["bad"]["params"]),
     ),
     drills=(
         Drill(

@@ -470,6 +470,18 @@ def _case(query: dict) -> dict:
     return to_api(run(MemoryQuery(**query)))
 
 
+def _waits(query: dict) -> dict:
+    """What a case's headline (its fit and bytes per GPU, the bill's keys at its state) waits
+    for on the lesson page, as the steps whose guesses lift it (a step's prediction is
+    "predict-memory-<n>", ``waits_for``)."""
+    def steps() -> tuple[str, ...]:  # read when drawn: bench_keys reads VIEW's drills
+        bill = bench_keys(run(MemoryQuery(**query)))["bill"]
+        return tuple(f"step-{k.rsplit('-', 1)[1]}" if k.startswith("predict-") else k
+                     for k in bill)
+
+    return {"waiting": "Its fit and bytes per GPU show", "waits_for": steps}
+
+
 DRILL_GPUS = 4
 
 
@@ -508,10 +520,12 @@ VIEW = LabView(
         "Good case: 7B, int8 inference", _GOOD,
         f"A 7B model in int8 holds {fmt_bytes(_case(_GOOD)['breakdown']['weights'])} of "
         f"weights: it fits a {fmt_bytes(_case(_GOOD)['gpu_memory_bytes'])} gaming card.",
+        **_waits(_GOOD),
     ),
     bad=Case(
         "Bad case: 70B training", _BAD,
         "Llama 3.1 70B, mixed-precision Adam, on one H100.",
+        **_waits(_BAD),
     ),
     drills=(
         Drill(

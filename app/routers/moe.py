@@ -217,6 +217,13 @@ def dispatch_mb_answer() -> float:
 
 _HOT = {"model": "mixtral-8x7b", "nodes": 2, "ep": 8, "skew": 1}  # the bad case's state
 
+def _waits(query: dict) -> dict:
+    """What a case's headline (its layer time, ``answer_keys``' layer at its state) waits for
+    on the lesson page (round 17, as EP11's cases)."""
+    return {"waiting": "Its layer time shows",
+            "waits_for": answer_keys(run(MoEQuery(**query)).input)["layer"]}
+
+
 VIEW = LabView(
     name="moe",
     episode=BY_SLUG["experts"],
@@ -262,10 +269,12 @@ VIEW = LabView(
         {"model": "mixtral-8x7b", "nodes": 2, "ep": 8, "skew": 0},
         "Mixtral's 8 experts on one node's 8 GPUs, tokens spread evenly: every GPU finishes "
         "together and the all-to-all stays on NVLink.",
+        **_waits({"model": "mixtral-8x7b", "nodes": 2, "ep": 8, "skew": 0}),
     ),
     bad=Case(
         "Bad case: one hot expert", _HOT,
         "Skew 1: every token picks expert 0, on one GPU of the eight.",
+        **_waits(_HOT),
     ),
     drills=(
         Drill(

@@ -22,6 +22,7 @@ from app.charts.precision import (
     short_recipe,
     speed_step,
     tokens_step,
+    total_keys,
 )
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
@@ -173,6 +174,7 @@ def extra_context(state) -> dict:
         # count's): templates/partials/_precision.html.
         "copy_keys": COPY_KEYS, "state_keys": STATE_KEYS, "recipe_step": recipe_step,
         "speed_step": speed_step, "activation_keys": ACTIVATION_KEYS, "tokens_step": tokens_step,
+        "total_keys": total_keys,
         "finetune_step": finetune_step, "offload_step": offload_step,
         "short_recipe": short_recipe,
         "degree_options": degree_options(spec, query),
@@ -230,6 +232,13 @@ def lora_drill() -> float:
     return trainable_params(_L70, LORA_DRILL_RANK, MODULE_SETS["qv"]) / 1e6
 
 
+def _waits(query: dict) -> dict:
+    """What a case's headline (its bytes per GPU, ``total_keys`` at its state) waits for on
+    the lesson page (round 17, as EP11's cases)."""
+    return {"waiting": "Its bytes per GPU show",
+            "waits_for": total_keys(run(PrecisionQuery(**query)))}
+
+
 VIEW = LabView(
     name="precision",
     episode=BY_SLUG["low-precision"],
@@ -274,12 +283,14 @@ VIEW = LabView(
         "LLaMA 65B's frozen weights in 4-bit NF4, 6 sequences of 4,096 tokens: what overflows "
         "the GPU is the adapters' optimizer state, paged to host RAM.",
         diagram="precision-finetune",  # the bench scrolls to the chart the case changes
+        **_waits({**QLORA_LONG, "paged": True}),
     ),
     bad=Case(
         "Bad case: QLoRA on 65B, long sequences",
         QLORA_LONG,
         "The same fine-tune without paging: 6 sequences of 4,096 tokens on one 80 GB H100.",
         diagram="precision-finetune",
+        **_waits(QLORA_LONG),
     ),
     drills=(
         Drill(

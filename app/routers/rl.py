@@ -194,6 +194,13 @@ def _drill_terms() -> dict:
 T = _drill_terms()
 
 
+def _waits(query: dict) -> dict:
+    """What a case's headline (its samples a second, the step time's ``timeline_keys`` at its
+    state) waits for on the lesson page (round 17, as EP11's cases)."""
+    return {"waiting": "Its samples a second show",
+            "waits_for": timeline_keys(run(RLQuery(**query)))["step"]}
+
+
 VIEW = LabView(
     name="placement",
     episode=BY_SLUG["rl-placement"],
@@ -225,11 +232,13 @@ VIEW = LabView(
         "Good case: DeepSeek-R1, colocated",
         {"preset": "deepseek-r1", "placement": "colocated"},
         "Rollout, training, weight sync in turn; the lab keeps the sync in the node (step 6).",
+        **_waits({"preset": "deepseek-r1", "placement": "colocated"}),
     ),
     bad=Case(
         "Bad case: GLM-4.7 on 60 GPUs",
         {"preset": "glm-4.7", "train_gpus": 60, "placement": "separate"},
         "GLM-4.7's recipe (TP 8, PP 4, CP 2, EP 16) asked to train on 60 GPUs.",
+        **_waits({"preset": "glm-4.7", "train_gpus": 60, "placement": "separate"}),
     ),
     drills=(
         Drill(

@@ -881,3 +881,45 @@ def test_recipe_step_9s_re_plan_waits_in_the_chart_too(client):
                                             for v in after["segments_s"].values() if v > 0)]
     assert not [d for d in drawn if said(d, text)]
     assert "is not whole" in text or "DP to what divides the rest" in text
+
+
+CASES = [(name, kind) for name, view in VIEWS.items() for kind in ("good", "bad")
+         if getattr(view, kind) is not None]
+
+
+@pytest.mark.parametrize(("lab", "kind"), CASES)
+def test_round17_a_case_whose_headline_waits_says_for_which_guess(client, lab, kind):
+    """Round 17 (issue 36): a case button whose headline is masked at its state (EP01's 70B
+    training, EP02's Ethernet, EP06's both, EP07's hot expert, EP09's both, EP10's both,
+    EP11's both) drew "?" with nothing saying why, and read as a broken button. Unless the
+    button is held until that guess (EP05's 8 x 1), its line opens with what waits and the
+    guess that lifts it, read off the case's rendered headline and the lesson's steps; after
+    that guess the line is as before, and a case whose headline hides nothing says nothing."""
+    from html import unescape
+
+    view = VIEWS[lab]
+    case = getattr(view, kind)
+    lesson = client.get(view.episode.url).text
+    page = client.get(f"{view.episode.url}?{case.query_string}").text
+    verdict = re.search(r'<(div|p) class="verdict[^>]*>(.*?)</\1>', page, re.S)
+    keys = {k for ks in re.findall(r'answer-mask[^>]*data-after-guess="([^"]*)"',
+                                   verdict[2] if verdict else "")
+            for k in ks.split()}
+    ids = [step_id for step_id, _ in steps(lesson)]
+    # The last step whose guess the headline still waits for, before that guess.
+    waiting = [s for s in ids if masked_keys(lesson, s) & keys]
+    line = re.compile(rf'id="case-{kind}-why"[^>]*>(.*?)</span>', re.S)
+
+    def shown(step: str) -> str:
+        return unescape(flat(line.search(masked(lesson, masked_keys(lesson, step)))[1]))
+
+    if not waiting or case.held_until in keys:
+        assert "case-wait" not in line.search(lesson)[1], (lab, kind)
+        return
+    last = waiting[-1]
+    note = f"after {last.replace('-', ' ')}'s guess"
+    assert shown(last).startswith(case.waiting) and note in shown(last), (lab, kind, shown(last))
+    assert shown(last).endswith(case.text), shown(last)
+    if last != ids[-1]:
+        after = ids[ids.index(last) + 1]
+        assert shown(after) == flat(case.text), (lab, kind, shown(after))
