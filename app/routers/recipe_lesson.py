@@ -332,6 +332,9 @@ def marks() -> dict:
 
 
 @lru_cache(maxsize=1)
+# Read by every answer of the lesson (its extra context, twice): made once per pair (issue 31:
+# its bands re-checked every validation run at each answer, 16% of an EP08 answer's CPU).
+@lru_cache(maxsize=4)
 def twod_verdict(two_d: str = "td2", three_d: str = "td3") -> dict:
     """Step 14's verdict on 64 GPUs, from the lab's two plans (``facts`` keys: the linked
     pair, or with fp32 gradients ``td2_fp32`` against ``td3_fp32_best``) and the bands

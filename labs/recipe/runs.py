@@ -260,6 +260,7 @@ def summary(found: tuple[RunCheck, ...]) -> dict[str, float]:
             "fast": sum(r > 1 for r in ratios)}
 
 
+@lru_cache(maxsize=1)  # pure: the presets' runs, summarised once (issue 31)
 def stack_bands() -> dict[str, dict[str, float]]:
     """The lab's error where EP08 errs most (cold reading round 8, EP08 item 2), each
     ``summary`` of the "Checked against real runs" page's validation runs: torchtitan's FSDP2
