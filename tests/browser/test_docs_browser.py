@@ -1,5 +1,5 @@
 """/docs and /redoc in real Chromium with every request to another host blocked (the `page`
-fixture aborts and records them, and fails the test if there was any): the viewers still
+fixture records them and fails the test, Chromium resolves no other host): the viewers still
 render the lab's operations."""
 
 from playwright.sync_api import expect
