@@ -78,10 +78,14 @@ CONTROLS_IN_VIEW = """() => {
 # Scrolled to the page's end (the footer in view), the bench keeps its top: its cases and its
 # diagram's headline whole under the top edge, not pushed up by the lesson's end (EP02's
 # headline cut off by 103 px at 1280x800, round 17), its view scrolled to its top. Read two
-# frames after the scroll, once lab.js has answered the scroll event.
+# frames after the scroll, once lab.js has answered the scroll event; scrolled again while the
+# page grows under the scroll (a lazy diagram drawn as it comes into view: EP08's step 14).
 AT_THE_END = """async () => {
-    scrollTo(0, document.documentElement.scrollHeight);
-    for (let i = 0; i < 2; i++) await new Promise(r => requestAnimationFrame(r));
+    const atEnd = () => scrollY + innerHeight >= document.documentElement.scrollHeight - 1;
+    for (let tries = 0; tries < 20 && (tries === 0 || !atEnd()); tries++) {
+        scrollTo(0, document.documentElement.scrollHeight);
+        for (let i = 0; i < 2; i++) await new Promise(r => requestAnimationFrame(r));
+    }
     const bench = document.getElementById('bench'), view = document.getElementById('bench-view');
     view.scrollTop = 0;  // the student's scroll back to the diagram's headline
     const head = [...view.querySelectorAll('.diagram > *')]
@@ -92,8 +96,7 @@ AT_THE_END = """async () => {
     };
     const pinned = getComputedStyle(bench).display === 'contents' ? view : bench;
     return {pinned: box(pinned), sticky: parseFloat(getComputedStyle(pinned).top) || 0,
-            view: box(view), head: box(head), innerHeight, atEnd: scrollY + innerHeight
-            >= document.documentElement.scrollHeight - 1};
+            view: box(view), head: box(head), innerHeight, atEnd: atEnd()};
 }"""
 
 

@@ -14,7 +14,8 @@ from tests.browser.helpers import sized_page, wait_drawn
 
 def test_committing_a_guess_opens_the_why_and_marks_the_choice(page):
     page.goto("/episodes/memory")
-    beat = page.locator("#predict-memory-6")  # step 3 now asks a number (round-5 reading)
+    # Step 1 asks a choice (round-12 reading, finding 8); step 6 a number since round 17.
+    beat = page.locator("#predict-memory-1")
     why = beat.locator("details.why")
     expect(why).not_to_have_attribute("open", "")
     expect(why.locator("p").first).to_be_hidden()
@@ -22,14 +23,14 @@ def test_committing_a_guess_opens_the_why_and_marks_the_choice(page):
     expect(beat.locator(".predict-said")).to_contain_text("Pick one first")
     assert why.evaluate("d => d.open") is False
     expect(beat.locator(".moves .guess-first")).to_have_text("Guess first, or open the why. ")
-    beat.locator("input[value='active']").check()
+    beat.locator("input[value='50']").check()
     beat.locator(".predict-commit").click()
     expect(beat.locator(".moves .guess-first")).to_have_count(0)
-    expect(beat.locator(".predict-said")).to_contain_text("the active parameters")
+    expect(beat.locator(".predict-said")).to_contain_text("About 50×")
     expect(beat.locator(".predict-said")).to_contain_text("Not this one")
     assert why.evaluate("d => d.open") is True
-    expect(beat.locator(".predict-choice.right")).to_contain_text("every expert")
-    expect(beat.locator(".predict-choice.wrong")).to_contain_text("the active parameters")
+    expect(beat.locator(".predict-choice.right")).to_contain_text("×")
+    expect(beat.locator(".predict-choice.wrong")).to_contain_text("About 50×")
 
 
 def test_a_number_guess_is_said_back_and_show_me_opens_without_one(page):
