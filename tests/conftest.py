@@ -48,6 +48,19 @@ def client():
         yield test_client
 
 
+@pytest.fixture(autouse=True)
+def no_render_pool_outside_its_tests(request):
+    """Route tests render in this process's threads: a render process left running by
+    tests/app/test_render_pool.py (pytest-xdist's worksteal can run another module's test
+    before a module fixture's teardown) would draw their answers under its 10 s deadline, and
+    a bad input's 422 became a 503 on a loaded machine. Stopped here when found."""
+    render_pool = sys.modules.get("app.render_pool")
+    if render_pool is not None and request.module.__name__.rpartition(".")[2] \
+            != "test_render_pool" and render_pool.POOL.slots:
+        render_pool.POOL.stop(wait=True)
+    yield
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

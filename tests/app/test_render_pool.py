@@ -75,13 +75,22 @@ def in_threads(client, samples):
     return [answer(client, *request) for request in samples]
 
 
-@pytest.fixture(scope="module")
-def pool(client, in_threads):
-    client.portal.call(POOL.start, 1)
-    assert POOL.ready
-    yield POOL
+@pytest.fixture(scope="module", autouse=True)
+def pool_stopped_after(client):
+    """The module's tests leave no render process running, however pytest-xdist orders them
+    (a stolen test can leave a module fixture's teardown late: tests/conftest.py)."""
+    yield
     POOL.stop(wait=True)
     CACHE.clear()
+
+
+@pytest.fixture
+def pool(client, in_threads):
+    """One render process, started by the first test that needs it (``pair`` stops it)."""
+    if not POOL.ready:
+        client.portal.call(POOL.start, 1)
+    assert POOL.ready
+    return POOL
 
 
 def test_the_pool_draws_the_same_answers(client, samples, in_threads, pool):
