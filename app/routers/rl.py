@@ -29,6 +29,7 @@ from labs.rl.inputs import RLPlacementResult
 from labs.rl.lab import UPDATE_BUCKET_BYTES, training_bill
 from labs.rl.recipes import get_recipe, memory_bandwidth, recipes
 from labs.rl.serving import (
+    DEEPEP_LOW_LATENCY_US,
     HBM_EFFICIENCY,
     PREFILL_MFU,
     WEIGHT_BYTES,
@@ -133,6 +134,7 @@ def extra_context(state) -> dict:
     return {
         "facts": facts(),
         "serving": serving_terms(facts()["glm9"]["result"]),
+        "deepep_ll_us": DEEPEP_LOW_LATENCY_US,
         "preset_options": [(k, stand_in_label(r)) for k, r in recipes().items()],
         # The presets, and the pasted model ("Your model (…)") when the state uses a code.
         "model_options": model_choices(model_options(), (getattr(getattr(state, "query", None),

@@ -66,6 +66,12 @@ CHUNKED_PREFILL_TOKENS = PREFILL_CHUNK_TOKENS  # SGLang server_args default chun
 PREFILL_MFU = 0.5  # estimate: large prefill batches run near half the dense BF16 peak
 DECODE_MFU = 0.5  # estimate, only binds for very large decode batches
 HBM_EFFICIENCY = 0.8  # estimate: share of datasheet HBM bandwidth a decode kernel reaches
+# DeepEP's low-latency kernels (pure RDMA), dispatch and combine in µs by EP size: DeepEP V1's
+# table (deepseek-ai/DeepEP docs/legacy.md, "Low-latency kernels with pure RDMA": H800, CX7
+# InfiniBand 400 Gb/s, 128 tokens a batch, hidden 7,168, top-8, FP8 dispatch, BF16 combine).
+# The lab leaves this time out of a decode step; EP09 step 5 bounds that error with it.
+DEEPEP_LOW_LATENCY_US = {8: (77, 114), 16: (118, 195), 32: (155, 273), 64: (173, 314),
+                         128: (192, 369), 256: (194, 360)}
 
 
 @dataclass(frozen=True)
