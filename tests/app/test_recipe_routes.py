@@ -1185,7 +1185,7 @@ def test_round_6_step_2_says_the_default_reduces_gradients_in_bf16_unlike_megatr
     g16, g18 = RECIPES[Plan().recipe], RECIPES["adam18"]
     assert (g16.gradients, g18.gradients) == (2, 4)
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/recipe-3d").text))
-    step2 = text.split("2. Two plans that fail")[1].split("3. ")[0]
+    step2 = text.split("2. Two other plans")[1].split("3. ")[0]
     assert "The lab keeps bf16 gradients, 16 B a parameter" in step2
     assert "grad_reduce_in_fp32=True" in step2 and "accumulate_allreduce_grads_in_fp32" in step2
     assert "4 B gradients, and 2× the bytes" in step2 and "errs 2 B a parameter low" in step2
@@ -2421,3 +2421,52 @@ def test_round_18_zero_1_shards_each_tp_slice_over_dp_not_over_tp_times_dp(clien
         assert fmt_bytes(b["master_weights"] + b["optimizer_moments"]) in step, n
         p = f[key]["api"]["plan"]
         assert (p["tp"], p["pp"], p["dp"]) == (tp, pp, dp), n
+
+
+def test_round_18_step_2s_options_are_each_plausible_and_the_engine_picks_one(client):
+    """Round-18 cold reading B, finding 4: step 2's question said TP16 x PP4 was chosen "so
+    that memory surely fits", and DP64 has no pipeline, so "DP64: the bubble. TP16: memory"
+    and "Both pass" fell to the question's words. The question is neutral now, every option
+    names an audit the bench runs, and the right one is the engine's failed audits."""
+    from html import unescape
+
+    from app.routers.recipe import facts
+
+    f = facts()
+    html = client.get("/episodes/recipe-3d").text
+    step = html.split('id="step-2"')[1].split("</section>")[0]
+    question = unescape(step.split('class="question">')[1].split("</p>")[0])
+    assert "surely fits" not in question and "fail" in question
+    form = step.split('data-predict="recipe-2"')[1].split("</form>")[0]
+    labels = [unescape(x) for x in re.findall(r'<span>(.*?)</span>', form)]
+    assert len(labels) == 4 and "Both pass" not in labels
+    assert not any("bubble" in x for x in labels)  # DP64 has no pipeline: no bubble to fail
+    names = {a["name"] for a in f["seed"]["api"]["audits"]}
+    words = {"memory": "Memory per GPU", "DP traffic": "DP traffic",
+             "TP crosses nodes": "TP inside a node"}
+    for label in labels:
+        for part in re.findall(r"(?:DP64|TP16)[^.]*", label):
+            audit = next((v for k, v in words.items() if k in part), None)
+            assert audit in names or part.endswith("passes"), part
+    right = re.search(r'data-right="([^"]+)"', form).group(1)
+    chosen = unescape(re.search(rf'value="{right}"> <span>(.*?)</span>', form).group(1))
+    dp_fail = [a["name"] for a in f["dp64"]["api"]["audits"] if not a["ok"]]
+    tp_fail = [a["name"] for a in f["tp16"]["api"]["audits"] if not a["ok"]]
+    assert dp_fail == ["Memory per GPU"] and tp_fail == ["TP inside a node"]
+    assert chosen == "DP64: memory. TP16: TP crosses nodes"
+
+
+def test_round_18_step_6s_predict_does_not_give_a_part_of_step_5s_answer(client):
+    """Round-18 cold reading B, finding 5: step 6's predict, on screen below step 5, said
+    "Against TP8 x DP4's 22.8 GB of activations per GPU", a part of step 5's total. The
+    predict names them without the figure; step 6's why gives it, from the ledger."""
+    from app.charts.units import fmt_bytes
+    from app.routers.recipe import facts
+
+    acts = fmt_bytes(facts()["w1"]["api"]["stages"][0]["breakdown"]["activations"])
+    html = client.get("/episodes/recipe-3d").text
+    step = html.split('id="step-6"')[1].split("</section>")[0]
+    before_why = step.split('class="why"')[0]
+    assert acts not in before_why and "(step 5)" in before_why
+    why = step.split('class="why"')[1]
+    assert f"against TP8 × DP4's {acts}" in re.sub(r"\s+", " ", why)
