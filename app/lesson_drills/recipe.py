@@ -159,18 +159,40 @@ def _two_d_solution(found: dict[str, float]) -> str:
 # EP08's FSDP drill (step 13): Llama 3.1 8B on 2 H100 nodes as FSDP16 over InfiniBand HDR,
 # 16 micro-batches of one 2,048-token sequence, backward prefetch off. Step 13's 70B cannot
 # keep its gathered weights (99.7 GB a GPU); this 8B can, so reading the step is not enough.
-FSDP_8B = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "nodes": 2, "gpus_per_node": 8,
-           "intra_link": "nvlink-4", "inter_link": "ib-hdr", "seq_len": 2048, "tp": 1,
-           "pp": 1, "dp": 16, "zero": 3, "recompute": "flash", "microbatches": 16,
-           "fsdp_prefetch": False}
+# Round-18 cold reading B, finding 6: the 8B of the old case kept its gathered weights with
+# room to spare, so step 13's why ("keep the gathered weights: the backward gathers nothing")
+# answered the drill. Llama 3.1 70B as TP8 x FSDP4 is tight: keeping a layer's weights adds
+# 2 B x P / TP, and twice the tokens a micro-batch, or half the TP, double the activations; the
+# student must work out which still fits.
+FSDP_70B = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 4, "gpus_per_node": 8,
+            "intra_link": "nvlink-4", "inter_link": "ib-hdr", "seq_len": 8192, "tp": 8,
+            "pp": 1, "dp": 4, "zero": 3, "recompute": "flash", "microbatches": 16,
+            "fsdp_prefetch": False}
+
+
+def fsdp_case_memory() -> float:
+    """The drill's plan's memory a GPU, by the lab (the question states it)."""
+    from app.routers.recipe_state import RecipeQuery, run
+
+    return run(RecipeQuery(**FSDP_70B), two_d=False).result.memory_per_gpu_bytes
+
+
+def _fsdp_fit(answer: dict, why: str) -> str:
+    """An option's reason: its own why where it fits, else its memory against the GPU's."""
+    if answer["fits"]:
+        return why
+    return (f"It does not fit: {gb(answer['memory_per_gpu_bytes'])} a GPU, over the H100's "
+            f"{gb(get_gpu(FSDP_70B['gpu']).memory_bytes)}. {why}")
 
 
 def _fsdp_keep_why(answer: dict) -> str:
-    return ("The backward gathers nothing: one gather a layer and micro-batch, not two, "
-            f"{gb(dp_bytes(answer))} a step, and no gather to wait for. The gathered weights "
-            f"stay: {gb(answer['memory_per_gpu_bytes'])} a GPU, within the H100's "
-            f"{gb(get_gpu(FSDP_8B['gpu']).memory_bytes)}: an 8B model's bf16 weights are "
-            "2 B a parameter. Step {value}.")
+    kept = 2 * get_model(FSDP_70B["model"]).params / FSDP_70B["tp"]
+    return _fsdp_fit(answer, (
+        "The backward gathers nothing: one gather a layer and micro-batch, not two, "
+        f"{gb(dp_bytes(answer))} a step, and no gather to wait for. The gathered weights stay: "
+        f"2 B × {get_model(FSDP_70B['model']).params / 1e9:.1f}B ÷ TP{FSDP_70B['tp']} = "
+        f"{gb(kept)} more, {gb(answer['memory_per_gpu_bytes'])} a GPU, within the H100's "
+        f"{gb(get_gpu(FSDP_70B['gpu']).memory_bytes)}. Step {{value}}."))
 
 
 def _bubble_why(answer: dict) -> str:
@@ -319,36 +341,36 @@ DRILLS: tuple[Drill | Decide, ...] = (
         reveals=("DeepEP sends fewer copies across the network",)),
     decide(
         "recipe-decide-fsdp",
-        "Llama 3.1 8B on 16 H100s: 2 nodes of 8, NVLink inside, InfiniBand HDR between. "
-        "FSDP16 (ZeRO-3 over all 16), 16 micro-batches of one 2,048-token sequence, "
-        "flash attention, and FSDP's backward prefetch switched off, so each layer's "
-        "backward waits for its own gather. Keeping the global batch, which one change "
-        "shortens the step most on GPUs that still fit it?",
+        "Llama 3.1 70B on 32 H100s: 4 nodes of 8, NVLink inside, InfiniBand HDR between. "
+        "TP8 inside each node × FSDP4 (ZeRO-3 over the 4 nodes), 16 micro-batches of one "
+        "8,192-token sequence, flash attention, and FSDP's backward prefetch switched off, so "
+        "each layer's backward waits for its own gather. Each GPU holds "
+        f"{fsdp_case_memory() / 1e9:.1f} GB of its 80 GB. Keeping the global batch, which one "
+        "change shortens the step most on GPUs that still fit it?",
         "recipe", _step_or_unfit,
         (("prefetch", "Switch backward prefetch on",
-          {**FSDP_8B, "fsdp_prefetch": True},
+          {**FSDP_70B, "fsdp_prefetch": True},
           lambda a: "Each layer's backward gather now runs beside the layer before it, "
                     f"but it still runs: {gb(dp_bytes(a))} gathered a step, and NCCL's "
                     f"{RING_CTAS} channels take SMs from the GEMMs beside it. Step {{value}}."),
          ("keep", "Keep each layer's gathered weights after the forward "
           "(reshard_after_forward off)",
-          {**FSDP_8B, "reshard_after_forward": False}, _fsdp_keep_why),
+          {**FSDP_70B, "reshard_after_forward": False}, _fsdp_keep_why),
          ("mb2", "Two sequences per micro-batch, 8 micro-batches",
-          {**FSDP_8B, "micro_batch": 2, "microbatches": 8},
-          lambda a: "Each gather now feeds twice the tokens, so half as many a step "
-                    f"({gb(dp_bytes(a))}), but each layer's backward still waits for its "
-                    "own. Step {value}."),
-         ("tp2", "TP2 inside a node × FSDP8, 32 micro-batches",
-          {**FSDP_8B, "tp": 2, "dp": 8, "microbatches": 32},
-          lambda a: "TP halves each GPU's weights and compute, but adds "
-                    f"{ms(_exposed(a, 'tp'))} of TP collectives a step, and twice the "
-                    "micro-batches each gather again. Step {value}.")),
+          {**FSDP_70B, "micro_batch": 2, "microbatches": 8},
+          lambda a: _fsdp_fit(a, "Twice the tokens a micro-batch hold twice the activations; "
+                                 "half as many gathers a step would have been the gain.")),
+         ("tp4", "TP4 × FSDP8, 8 micro-batches (half the TP traffic)",
+          {**FSDP_70B, "tp": 4, "dp": 8, "microbatches": 8},
+          lambda a: _fsdp_fit(a, "TP4 splits each layer's activations 4 ways, "
+                                 "not 8: each GPU keeps twice as many."))),
         best="min", fmt=ms_or_unfit,
         solution="{best}. Step: prefetch on {prefetch}, kept weights {keep}, two "
-                 "sequences a micro-batch {mb2}, TP2 × FSDP8 {tp2}. Where the gathered "
-                 "weights fit, keeping them removes the backward's gather, where "
-                 "prefetch only hides it. Step 13's Llama 3.1 70B could not afford it.",
-        reveals=("keeping them removes the backward",)),
+                 "sequences a micro-batch {mb2}, TP4 × FSDP8 {tp4}. Keeping the gathered "
+                 "weights costs 2 B a parameter over TP's 8 and removes the backward's gather, "
+                 "where prefetch only hides it. Twice the tokens a micro-batch, or half the TP, "
+                 "double the activations instead, and those no longer fit.",
+        reveals=("removes the backward's gather",)),
     decide(
         "recipe-decide-2d",
         "Llama 3.1 70B on 256 H100s: 32 nodes of 8, NVLink inside, and between the nodes "

@@ -2470,3 +2470,35 @@ def test_round_18_step_6s_predict_does_not_give_a_part_of_step_5s_answer(client)
     assert acts not in before_why and "(step 5)" in before_why
     why = step.split('class="why"')[1]
     assert f"against TP8 × DP4's {acts}" in re.sub(r"\s+", " ", why)
+
+
+def test_round_18_the_fsdp_decide_asks_what_still_fits_not_what_step_13s_why_says(client):
+    """Round-18 cold reading B, finding 6: step 13's decide (Llama 3.1 8B on 16 H100s) was
+    answered by the why above it: keep the gathered weights, which an 8B fits with room to
+    spare. The case is now Llama 3.1 70B as TP8 x FSDP4 at its stated memory: keeping a
+    layer's weights adds 2 B x P / TP and just fits, while twice the tokens a micro-batch or
+    half the TP double the activations and do not. Graded through /api/drills."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills.recipe import FSDP_70B
+    from labs.model.presets import get_model
+
+    base = lab_value("recipe", FSDP_70B, lambda a: a)
+    keep = lab_value("recipe", {**FSDP_70B, "reshard_after_forward": False}, lambda a: a)
+    gpu_bytes = 80e9
+    assert base["fits"] and keep["fits"]
+    added = 2 * get_model("llama-3.1-70b").params / FSDP_70B["tp"]
+    assert keep["memory_per_gpu_bytes"] == pytest.approx(base["memory_per_gpu_bytes"] + added,
+                                                         rel=1e-3)
+    assert keep["memory_per_gpu_bytes"] > 0.9 * gpu_bytes  # tight: the student must check
+    for change in ({"micro_batch": 2, "microbatches": 8},
+                   {"tp": 4, "dp": 8, "microbatches": 8}):
+        assert not lab_value("recipe", {**FSDP_70B, **change}, "fits"), change
+    html = client.get("/episodes/recipe-3d").text
+    drill = html.split('id="drill-recipe-decide-fsdp"')[1].split("</form>")[0] \
+        if 'id="drill-recipe-decide-fsdp"' in html else html
+    assert "Llama 3.1 8B on 16" not in html
+    assert f"Each GPU holds {base['memory_per_gpu_bytes'] / 1e9:.1f} GB of its 80 GB" in drill
+    graded = {k: client.get("/api/drills/recipe-decide-fsdp", params={"answer": k}).json()
+              for k in ("prefetch", "keep", "mb2", "tp4")}
+    assert [k for k, g in graded.items() if g["status"] == "right"] == ["keep"]
+    assert "does not fit" in graded["mb2"]["message"] and "does not fit" in graded["tp4"]["message"]
