@@ -2502,3 +2502,23 @@ def test_round_18_the_fsdp_decide_asks_what_still_fits_not_what_step_13s_why_say
               for k in ("prefetch", "keep", "mb2", "tp4")}
     assert [k for k, g in graded.items() if g["status"] == "right"] == ["keep"]
     assert "does not fit" in graded["mb2"]["message"] and "does not fit" in graded["tp4"]["message"]
+
+
+def test_round_18_step_14s_options_are_not_settled_by_the_question(client):
+    """Round-18 cold reading B, finding 7: step 14's question says the 2-D family has no
+    pipeline, so "both to a pipeline bubble" fell to its words and pointed at the right
+    option. Each option now gives 2-D a loss it has, and differs in what 3-D loses most
+    (bubble, end stages, gradient sync): the engine's segments pick the right one."""
+    from html import unescape
+
+    from app.routers.recipe import facts
+
+    html = client.get("/episodes/recipe-3d").text
+    form = html.split('data-predict="recipe-twod"')[1].split("</form>")[0]
+    labels = [unescape(x) for x in re.findall(r"<span>(.*?)</span>", form)]
+    assert len(labels) == 3 and not any("both to a pipeline bubble" in x for x in labels)
+    d3 = facts()["td3"]["api"]["segments_s"]
+    assert d3["bubble"] > d3["stages"] > d3["dp"]  # each of 3-D's three a real loss
+    right = re.search(r'data-right="([^"]+)"', form).group(1)
+    chosen = unescape(re.search(rf'value="{right}"> <span>(.*?)</span>', form).group(1))
+    assert chosen == "2-D to FSDP's traffic, 3-D to its pipeline bubble"
