@@ -2522,3 +2522,25 @@ def test_round_18_step_14s_options_are_not_settled_by_the_question(client):
     right = re.search(r'data-right="([^"]+)"', form).group(1)
     chosen = unescape(re.search(rf'value="{right}"> <span>(.*?)</span>', form).group(1))
     assert chosen == "2-D to FSDP's traffic, 3-D to its pipeline bubble"
+
+
+def test_round_18_step_15_derives_the_steps_change_from_dp_and_the_optimizer(client):
+    """Round-18 cold reading B, finding 8: step 15 said the step falls from 1,689 to 1,665 ms
+    "(the note derives each)", but the note derives only the exposed DP time (-41 ms); the
+    optimizer step grows 2.5 -> 20.0 ms, as each GPU runs Adam on 8x the parameters under
+    HSDP. The why now names both and their sum is the step's change (the engine's)."""
+    from app.routers.recipe import facts
+
+    f = facts()
+    hf, hh = f["hs_fsdp"]["api"], f["hs"]["api"]
+    same = {k: v for k, v in hf["segments_s"].items() if k not in ("dp", "optimizer")}
+    assert same == {k: hh["segments_s"][k] for k in same}
+    ddp = hf["segments_s"]["dp"] - hh["segments_s"]["dp"]
+    dop = hh["segments_s"]["optimizer"] - hf["segments_s"]["optimizer"]
+    assert hf["step_s"] - hh["step_s"] == pytest.approx(ddp - dop, rel=1e-6)
+    reps = hh["hsdp"]["replicas"]
+    assert dop > 0 and hh["segments_s"]["optimizer"] / hf["segments_s"]["optimizer"] \
+        == pytest.approx(reps, rel=0.02)
+    step = _step_text(_page_text(client), 15)
+    assert f"Adam on {reps}× the parameters" in step
+    assert (f"−{ddp * 1e3:.1f} + {dop * 1e3:.1f} = −{(ddp - dop) * 1e3:.1f} ms") in step
