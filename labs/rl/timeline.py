@@ -136,7 +136,8 @@ def train_parts(inp, weights_per_gpu: float) -> dict:
     for the samples' tokens (``step_s``, its bar's ``segments`` scaled alike, on the plan's
     ``microbatches`` of one ``seq_len`` sequence each; 0 and none where the recipe refuses the
     layout, timed at TRAIN_MFU instead: ``estimated``), ``log_prob`` the factor the
-    log-probability forward adds (2·N a token over the step's hardware FLOPs a token),
+    log-probability forward adds (2·N a token over the step's hardware FLOPs a token, which
+    are ``flops_per_param``·N: 6N, 2N more for a recomputed forward, and attention),
     ``compute_s`` the two together, and ``offload_s`` CPU Adam's PCIe trip at
     ``offload_rate`` (0 without it); ``seconds`` = compute_s + offload_s."""
     m, g = inp.model, inp.gpu
@@ -146,7 +147,8 @@ def train_parts(inp, weights_per_gpu: float) -> dict:
     factor = (hardware + 2 * matmul_params(m)) / hardware
     step = train_step(inp)
     parts = {"step_s": 0.0, "segments": {}, "microbatches": 0, "seq_len": inp.seq_len,
-             "log_prob": factor, "estimated": step is None}
+             "log_prob": factor, "flops_per_param": hardware / matmul_params(m),
+             "estimated": step is None}
     if step is not None:  # the step's time per token, and the log-probability forward
         scale = tokens / step.tokens_per_step
         parts.update(step_s=step.step_s * scale, microbatches=step.plan.microbatches,

@@ -968,7 +968,7 @@ def test_round_16_the_training_time_comes_from_ep08s_step_bar(client):
         text = steps[n]
         assert f"{p['microbatches']} micro-batches of one {p['seq_len']:,}-token sample" in text
         assert f"{p['step_s']:.2f} s (compute {p['segments']['compute']:.2f} s" in text
-        assert f"× {p['log_prob']:.2f}" in text and f"{p['compute_s']:.2f} s" in text
+        assert f"× {p['log_prob']:.3f}" in text and f"{p['compute_s']:.2f} s" in text
     r1 = facts()["r1_sep"]["api"]
     p = r1["train_parts"]
     assert f"CP ring (exposed) {p['segments']['cp']:.2f} s" in steps[6]
@@ -1079,3 +1079,27 @@ def test_round17_step_6_says_why_r1s_training_uses_so_little_of_the_gpus(client)
     assert (f"wait on memory: {parts['expert_wgrad_flops'] / 1e12:.1f} TFLOP/s, where a full "
             f"GEMM reaches {parts['matmul_flops'] / 1e12:.1f} TFLOP/s") in text
     assert "packs several samples into a micro-batch ( --use-dynamic-batch-size )" in text
+
+
+def test_round_18_the_log_prob_factor_derives_from_the_steps_flops_a_parameter(client):
+    """Round-18 cold reading B, finding 9: steps 2 and 6 gave "x 1.21 for the forward that
+    recomputes the log-probabilities (2 FLOPs a parameter a token on top of the step's)"
+    without the step's FLOPs a token, and printed R1's 1.185 as 1.19 (10.09 x 1.19 = 12.01,
+    not 11.96). Each now states the step's FLOPs a parameter a token (6, 2 for full
+    recomputation's repeated forward, the rest attention), the factor to three places, and
+    that it scales the whole step, communication included."""
+    steps = _steps(client)
+    for n, name in ((2, "glm9"), (6, "r1_sep")):
+        r = facts()[name]["result"]
+        p = facts()[name]["api"]["train_parts"]
+        assert r.input.recompute == "full"
+        h = p["flops_per_param"]
+        assert p["log_prob"] == pytest.approx((h + 2) / h, rel=1e-9)
+        text = steps[n]
+        assert f"runs {h:.1f} FLOPs a parameter a token" in text
+        assert "2 for the forward full" in text and "repeats, the rest attention" in text
+        assert f"({h:.1f} + 2) ÷ {h:.1f} = × {p['log_prob']:.3f}" in text
+        assert f"× {p['log_prob']:.3f} × {p['step_s']:.2f} s = {p['compute_s']:.2f} s" in text
+        assert round(round(p["log_prob"], 3) * round(p["step_s"], 2), 2) == pytest.approx(
+            round(p["compute_s"], 2), abs=0.011)
+        assert "exposed communication included" in text
