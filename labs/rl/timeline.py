@@ -9,9 +9,9 @@
   global batch of one sequence per micro-batch, plus one forward for the log-probabilities of
   the samples (2·N per token on top of the step's hardware FLOPs; slime recomputes them
   before the update); a layout the recipe refuses is timed at TRAIN_MFU of the peak (an
-  estimate, said in the notes); CPU Adam adds the trip of each rank's
-  gradients down and weights up over PCIe (slime overlaps part of it:
-  --overlap-cpu-optimizer-d2h-h2d; counted whole here, an upper bound).
+  estimate, said in the notes); CPU Adam adds the trip of each rank's gradients down
+  (fp32, as the bill keeps them) and bf16 weights up over PCIe (slime overlaps part of
+  it: --overlap-cpu-optimizer-d2h-h2d; counted whole here, an upper bound).
 - Weight sync: bf16 weights, 2 B x params, at NCCL's bus bandwidth (busBW, the achieved
   rate EP02 teaches: ``Link.ring_busbw``), never the datasheet's. Colocated (slime's update
   through CUDA IPC): each GPU all-gathers its pipeline stage's weights over NVLink, counted
@@ -131,7 +131,7 @@ def train_step(inp) -> RecipeResult | None:
     return r if r.legal else None
 
 
-def train_parts(inp, weights_per_gpu: float) -> dict:
+def train_parts(inp, weights_per_gpu: float, gradients_per_gpu: float | None = None) -> dict:
     """The training phase's parts (EP09 steps 2 and 6 derive its time from them): EP08's step
     for the samples' tokens (``step_s``, its bar's ``segments`` scaled alike, on the plan's
     ``microbatches`` of one ``seq_len`` sequence each; 0 and none where the recipe refuses the
@@ -157,10 +157,12 @@ def train_parts(inp, weights_per_gpu: float) -> dict:
         compute = parts["step_s"] * factor
     else:
         compute = tokens * hardware * factor / (inp.train_gpus * g.bf16_flops * TRAIN_MFU)
-    # CPU Adam: the rank's own parameters' bf16 gradients down and bf16 weights up, twice its
-    # bf16 weights.
+    # CPU Adam: the rank's own parameters' gradients down, in the dtype the bill keeps them
+    # (fp32 main gradients, what the CPU's Adam reads: round-18 cold reading B, finding 10),
+    # and its bf16 weights up; bf16 gradients where no bill gives them.
     rate = get_link(PCIE_LINK).bandwidth if inp.cpu_adam else 0.0
-    offload = 2 * weights_per_gpu / rate if rate else 0.0
+    grads = weights_per_gpu if gradients_per_gpu is None else gradients_per_gpu
+    offload = (grads + weights_per_gpu) / rate if rate else 0.0
     return {**parts, "compute_s": compute, "offload_s": offload, "offload_rate": rate,
             "seconds": compute + offload}
 
@@ -210,7 +212,7 @@ def sync_seconds(inp, resident_train_bytes: float) -> tuple[float, float, str, f
 
 def step_times(inp, weights_per_gpu: float, resident_train_bytes: float) -> StepTimes:
     r = rollout_seconds(inp)
-    parts = train_parts(inp, weights_per_gpu)
+    parts = train_parts(inp, weights_per_gpu, resident_train_bytes - weights_per_gpu)
     t = parts["seconds"]
     s, sync_bytes, link, rate, switch = sync_seconds(inp, resident_train_bytes)
     step = r + t + s if inp.colocated else max(r, t) + s

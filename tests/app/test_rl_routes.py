@@ -1103,3 +1103,23 @@ def test_round_18_the_log_prob_factor_derives_from_the_steps_flops_a_parameter(c
         assert round(round(p["log_prob"], 3) * round(p["step_s"], 2), 2) == pytest.approx(
             round(p["compute_s"], 2), abs=0.011)
         assert "exposed communication included" in text
+
+
+def test_round_18_cpu_adams_trip_moves_the_gradients_in_the_dtype_the_bill_keeps(client):
+    """Round-18 cold reading B, finding 10: step 4's bill keeps R1's GPU gradients in fp32
+    (23.4 GB) and the switch moves them so, but CPU Adam's trip moved 'bf16 gradients', 2 x
+    11.7 GB: two dtypes for one buffer. The trip now moves the bill's gradients down and the
+    bf16 weights up, and step 6 says why the switch still moves the consumed gradients."""
+    from app.charts.units import fmt_bytes
+
+    sep = facts()["r1_sep"]["api"]
+    b = sep["pools"][0]["breakdown"]
+    p = sep["train_parts"]
+    assert b["gradients"] == pytest.approx(2 * b["weights"], rel=1e-6)  # fp32 against bf16
+    assert p["offload_s"] == pytest.approx((b["gradients"] + b["weights"]) / p["offload_rate"])
+    six = _steps(client)[6]
+    assert "bf16 gradients down" not in six
+    assert (f"({fmt_bytes(b['gradients'])} + {fmt_bytes(b['weights'])}) ÷ "
+            f"{p['offload_rate'] / 1e9:.0f} GB/s") in six
+    assert f"adds {p['offload_s']:.2f} s: {p['seconds']:.2f} s" in six
+    assert "Megatron's gradient buffer, which stays allocated" in six
