@@ -33,7 +33,7 @@ from app.routers.memory import degree_options, driver_memory, unbilled
 from app.routers.precision_state import MODULE_LABELS, PrecisionQuery, figures, run, to_api
 from app.schemas import PrecisionAnswer
 from labs.core.catalogue import RECIPES
-from labs.core.limits import HOST_LINKS, TRAIN_RECIPES
+from labs.core.limits import GPU_HOST_LINK, HOST_LINKS, TRAIN_RECIPES
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link
 from labs.model.activations import own_layer_terms
@@ -168,7 +168,9 @@ def extra_context(state) -> dict:
         "recipe_options": tuple((k, unbilled(RECIPES[k].label)) for k in TRAIN_RECIPES),
         "ft_recipe_options": tuple((k, unbilled(RECIPES[k].label)) for k in FT_RECIPES),
         "module_options": tuple(MODULE_LABELS.items()),
-        "host_link_options": tuple((k, get_link(k).name) for k in HOST_LINKS),
+        "host_link_options": ((GPU_HOST_LINK, f"The GPU's own "
+                                              f"({get_link(get_gpu(query.gpu).host_link).name})"),
+                              *((k, get_link(k).name) for k in HOST_LINKS)),
         "ledger_names": LEDGER, "finetune_names": FINETUNE, "methods": METHODS,
         # Each figure's mask keyed to the step its state answers (a recipe's, a micro-batch
         # count's): templates/partials/_precision.html.

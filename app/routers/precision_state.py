@@ -22,6 +22,7 @@ from app.cluster_controls import Microbatches
 from app.model_controls import ModelChoice, ModelGpuControls, model_field
 from labs.core.catalogue import RECIPES
 from labs.core.limits import (
+    GPU_HOST_LINK,
     HOST_LINKS,
     MAX_DEGREE,
     MAX_DP,
@@ -76,7 +77,9 @@ class PrecisionQuery(ModelGpuControls):
                         "RAM when the GPU runs out (QLoRA).")
     offload: int = Field(0, ge=0, le=100, description="Percent of the saved activations "
                          "offloaded to host memory.")
-    host_link: Literal[HOST_LINKS] = Field("pcie-5", description="The GPU's link to host RAM.")
+    host_link: Literal[(GPU_HOST_LINK, *HOST_LINKS)] = Field(
+        GPU_HOST_LINK, description="The GPU's link to host RAM; 'gpu': the GPU preset's own "
+        "(PCIe 4.0 on an A100 or RTX 4090, PCIe 5 on the others).")
     gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs sharing one "
                                "host's RAM.")
 

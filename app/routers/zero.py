@@ -39,6 +39,7 @@ from app.routers.zero_state import (
 )
 from app.schemas import ZeroAnswer
 from labs.core.limits import (
+    GPU_HOST_LINK,
     HOST_LINKS,
     TRAIN_RECIPES,
 )
@@ -241,7 +242,9 @@ def extra_context(state) -> dict:
         "gpu_options": gpu_options(),
         "recipes": {k: LESSON_RECIPE_LABELS[k] for k in TRAIN_RECIPES},
         "link_options": link_choices(links()),
-        "host_links": {k: links()[k].name for k in HOST_LINKS},
+        "host_links": {GPU_HOST_LINK: f"The GPU's own "
+                                      f"({links()[get_gpu(query.gpu).host_link].name})",
+                       **{k: links()[k].name for k in HOST_LINKS}},
         "dp_options": with_value(DP_OPTIONS, query.dp),
         "gpn_options": with_value(GPUS_PER_NODE_OPTIONS, query.gpus_per_node),
         "seq_options": with_value(SEQ_LENGTHS, query.seq_len),

@@ -12,6 +12,7 @@ from app.routers.memory import DEFAULT_MODEL
 from labs.core.catalogue import ACTIVATION_MODEL_HELP
 from labs.core.limits import (
     ACTIVATION_MODELS,
+    GPU_HOST_LINK,
     HOST_LINKS,
     MAX_DP,
     MAX_GPUS_PER_NODE,
@@ -43,7 +44,9 @@ class ZeroQuery(ModelGpuControls):
     link: str = Field("ib-ndr", max_length=64,
                       description="The link under test (labs/presets/links.json ids): a "
                       "scale-out link joins the nodes, a scale-up link the GPUs of one node.")
-    host_link: Literal[HOST_LINKS] = Field("pcie-5", description="GPU-host link for offload.")
+    host_link: Literal[(GPU_HOST_LINK, *HOST_LINKS)] = Field(
+        GPU_HOST_LINK, description="GPU-host link for offload; 'gpu': the GPU preset's own "
+        "(PCIe 4.0 on an A100 or RTX 4090, PCIe 5 on the others).")
     seq_len: int = Field(4096, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
     micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per micro-batch.")
     recompute: Literal[RECOMPUTE] = Field(

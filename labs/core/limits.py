@@ -96,6 +96,7 @@ MAX_CP = 64
 # EP03 (ZeRO/FSDP): the host links optimizer offload can cross (labs/presets/links.json), and
 # the DP degrees the ZeRO lab always draws beside the chosen one (GPUs per node: above).
 HOST_LINKS = ("pcie-4", "pcie-5")
+GPU_HOST_LINK = "gpu"  # a host-link control's default: the GPU preset's own (GPUSpec.host_link)
 ZERO_DP_SHOWN = (1, 8, 64)
 
 # EP08 (labs.recipe.lab): the cluster a plan runs on. 72 GPUs per node is an NVL72 rack's NVLink

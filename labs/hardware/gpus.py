@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 
 from labs.core.data import Presets, load
 from labs.core.errors import LabInputError
+from labs.core.limits import HOST_LINKS
 from labs.core.validate import is_int as _is_int
 
 
@@ -88,6 +89,11 @@ class GPUSpec:
     # Achieved rates the op-level step model uses (labs.hardware.kernels); None: not measured,
     # so that GPU's kernels cannot be timed (every preset carries them).
     kernels: KernelRates | None = None
+    # The GPU's link to host memory (labs/presets/links.json), what an offload or an async
+    # checkpoint copy crosses, and its source (round-18 cold reading C, finding 3: every GPU
+    # was given PCIe 5, the A100 and RTX 4090 included, which have PCIe 4.0).
+    host_link: str = "pcie-5"
+    host_link_source: str = ""
 
     def __post_init__(self) -> None:
         if isinstance(self.kernels, dict):  # as written in gpus.json
@@ -101,6 +107,9 @@ class GPUSpec:
                 raise LabInputError("gpu", f"{self.id}: '{name}' must be a positive number")
         if not _is_int(self.scale_up_domain) or self.scale_up_domain < 1:
             raise LabInputError("gpu", f"{self.id}: scale_up_domain must be a whole number >= 1")
+        if self.host_link not in HOST_LINKS:
+            raise LabInputError("gpu", f"{self.id}: host_link must be one of "
+                                       f"{', '.join(HOST_LINKS)}")
 
 
 GPUS = Presets(lambda: load("gpus.json", GPUSpec), "gpu", "GPU")

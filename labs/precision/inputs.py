@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from labs.core.catalogue import RECIPES, Recipe
 from labs.core.errors import LabInputError
 from labs.core.limits import (
+    GPU_HOST_LINK,
     HOST_LINKS,
     MAX_GPUS_PER_NODE,
     MAX_LORA_RANK,
@@ -63,9 +64,10 @@ class PrecisionInput:
     modules: str = "qv"
     ft_recipe: str = "adam16"
     paged: bool = False
-    # Activation offload: the share of saved activations sent to host memory, over host_link.
+    # Activation offload: the share of saved activations sent to host memory, over host_link
+    # (GPU_HOST_LINK: the GPU preset's own, PCIe 4.0 on an A100 or RTX 4090, PCIe 5 after).
     offload: float = 0.0
-    host_link: str = "pcie-5"
+    host_link: str = GPU_HOST_LINK
     gpus_per_node: int = 8
 
     def __post_init__(self) -> None:  # one check per control, in page order
@@ -84,6 +86,8 @@ class PrecisionInput:
                                              f"16-bit recipe: one of {', '.join(FT_RECIPES)}")
         flag("paged", self.paged, "paged optimizer")
         number("offload", self.offload, 0.0, 1.0, "the offloaded share")
+        if self.host_link == GPU_HOST_LINK:
+            object.__setattr__(self, "host_link", self.gpu.host_link)
         one_of("host_link", self.host_link, HOST_LINKS, "the host link")
         whole("gpus_per_node", self.gpus_per_node, 1, MAX_GPUS_PER_NODE, "GPUs per node")
 

@@ -151,9 +151,12 @@ def speed(inp: PrecisionInput) -> SpeedResult:
     if r.family != "fp8":
         fp8_path, reason = False, f"{r.label} runs its GEMMs in 16-bit: its step is BF16's."
     elif not inp.gpu.kernels.fp8_flops:
-        fp8_path, reason = False, (f"The {inp.gpu.name} has no FP8 tensor cores: an FP8 "
-                                   "recipe cannot run its GEMMs in FP8 there, so its step is "
-                                   "BF16's (shown for both).")
+        # Round-18 cold reading C, finding 1: a missing figure is the lab's gap, never a claim
+        # about the hardware (the MI300X and RTX 4090 were said to have no FP8 tensor cores).
+        fp8_path, reason = False, (f"The lab has no FP8 rate for the {inp.gpu.name} (its "
+                                   "preset carries no dense FP8 figure), so an FP8 recipe's "
+                                   "GEMMs are timed at the BF16 rate: its step is BF16's "
+                                   "(shown for both).")
     elif inp.recipe == "mxfp8" and inp.gpu.id not in MX_GPUS:
         fp8_path, reason = False, (f"MXFP8 needs Blackwell's tensor cores; the {inp.gpu.name} "
                                    "has none, so nothing runs in MXFP8: its step is BF16's.")

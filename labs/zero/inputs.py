@@ -9,7 +9,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from labs.core.errors import LabInputError
-from labs.core.limits import HOST_LINKS, MAX_DP, MAX_GPUS_PER_NODE, TRAIN_RECIPES, ZERO_STAGES
+from labs.core.limits import (
+    GPU_HOST_LINK,
+    HOST_LINKS,
+    MAX_DP,
+    MAX_GPUS_PER_NODE,
+    TRAIN_RECIPES,
+    ZERO_STAGES,
+)
 from labs.core.validate import flag, one_of, whole
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, get_link, gpu_cluster, paired_cluster
@@ -37,7 +44,7 @@ class ZeroInput:
     seq_len: int = 4096
     micro_batch: int = 1
     recompute: str = "selective"
-    host_link: str = "pcie-5"  # the GPU's link to host RAM, for offload
+    host_link: str = GPU_HOST_LINK  # the GPU's link to host RAM, for offload (its preset's)
     host_memory_bandwidth: float = HOST_MEMORY_BANDWIDTH  # a node's host RAM, for CPU Adam
     activation_model: str = "classic"  # EP01's: Korthikanti's 34·s·b·h or Megatron's estimate
 
@@ -61,6 +68,8 @@ class ZeroInput:
         self.cluster  # noqa: B018 -- validates link and gpus_per_node against the link's domain
         check_activation_controls(self.seq_len, self.micro_batch, self.recompute,
                                   self.activation_model)
+        if self.host_link == GPU_HOST_LINK:  # round-18 cold reading C, finding 3
+            object.__setattr__(self, "host_link", self.gpu.host_link)
         one_of("host_link", self.host_link, HOST_LINKS, "the host link")
         if not (isinstance(self.host_memory_bandwidth, int | float)
                 and self.host_memory_bandwidth > 0):

@@ -129,7 +129,7 @@ def test_a_gpu_without_fp8_says_so_in_the_speed_figures(client):
     body = api(client, gpu="a100-80gb", recipe="fp8-delayed")["speed"]
     assert not body["fp8_path"] and body["speedup"] == 1 and "no FP8" in body["reason"]
     html = client.get(PAGE, params={"gpu": "a100-80gb", "recipe": "fp8-delayed"}).text
-    assert 'data-testid="speed-reason"' in html and "no FP8 tensor cores" in html
+    assert 'data-testid="speed-reason"' in html and "no FP8 rate for the NVIDIA A100" in html
 
 
 def test_the_finetune_chart_keeps_lora_readable_beside_full_fine_tuning(client):
@@ -997,3 +997,15 @@ def test_round_17_step_11s_chart_draws_the_48_gb_it_asks_about(client):
     assert q["api"]["finetune"][2]["total_bytes"] < paper
     other = finetune_figure(facts()["gpt3_lora"]["result"])["layout"]
     assert [s["y0"] for s in other["shapes"]] == [80.0]
+
+
+@pytest.mark.parametrize(("gpu", "link", "ms"), [("a100-80gb", "pcie-4", 4.46),
+                                                 ("h100-sxm", "pcie-5", 2.23)])
+def test_round_18_offload_crosses_the_gpus_own_host_link(client, gpu, link, ms):
+    """Round-18 cold reading C, finding 3: an A100's 70B layer copy went over PCIe 5 (2.23 ms,
+    all of it hidden) where its PCIe 4.0 takes 4.46 ms against a 3.71 ms forward."""
+    o = api(client, gpu=gpu, model="llama-3.1-70b", recipe="adam16", dp=1, zero=0, tp=8,
+            seq_len=4096, offload=100)["offload"]
+    assert o["link"] == link and round(o["copy_s"] * 1e3, 2) == ms
+    picked = api(client, gpu=gpu, offload=100, host_link="pcie-5")["offload"]
+    assert picked["link"] == "pcie-5"

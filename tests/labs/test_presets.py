@@ -176,3 +176,23 @@ def test_gpu_spec_validates():
         GPUSpec(id="x", name="x", memory_bytes=0, bf16_flops=1, scale_up_bandwidth=1,
                 network_bandwidth=1, scale_up_domain=8, source="s")
     assert err.value.field == "gpu"
+
+
+def test_round_18_each_gpu_has_its_own_host_link_and_every_fp8_figure_it_has():
+    """Round-18 cold reading C, findings 1 and 3: every GPU was given PCIe 5 to its host (the
+    A100 SXM4 and the RTX 4090 have PCIe 4.0), and the MI300X (2,614.9 TFLOP/s dense FP8) and
+    the RTX 4090 (330.3 with FP32 accumulate) had no FP8 figure, which the lab read as no FP8
+    tensor cores. Each figure carries its source."""
+    from labs.precision.inputs import PrecisionInput
+    from labs.zero.inputs import ZeroInput
+
+    links = {g.id: g.host_link for g in gpus().values()}
+    assert links["a100-80gb"] == links["rtx-4090"] == "pcie-4"
+    assert {links[g] for g in ("h100-sxm", "h200", "b200", "mi300x")} == {"pcie-5"}
+    assert all(g.host_link_source for g in gpus().values())
+    assert get_gpu("mi300x").kernels.fp8_flops == 2.6149e15
+    assert get_gpu("rtx-4090").kernels.fp8_flops == 330.3e12
+    a100 = get_gpu("a100-80gb")
+    model = get_model("llama-3.1-8b")
+    assert PrecisionInput(model, a100).host_link == ZeroInput(model, a100).host_link == "pcie-4"
+    assert PrecisionInput(model, a100, host_link="pcie-5").host_link == "pcie-5"
