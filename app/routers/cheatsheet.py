@@ -20,6 +20,7 @@ from app.schemas import CheatSheetAnswer
 from app.templating import templates
 from labs.cheatsheet.inputs import CheatInput
 from labs.cheatsheet.lab import MOE_EXAMPLE, RL_EXAMPLE, cheat_sheet
+from labs.cheatsheet.lines import dp_link
 from labs.core.errors import LabInputError
 from labs.core.limits import (
     MAX_CHEAT_DEGREE,
@@ -104,6 +105,23 @@ def _recipe_plan(q) -> dict:
             "microbatches": q.microbatches, "micro_batch": q.micro_batch, "seq_len": q.seq_len}
 
 
+def _dp(q) -> dict:
+    """EP02 at the line's own example: its N, link (the H100 servers' the line is pinned to)
+    and tokens per GPU b·m·s (round-18 cold reading C, finding 6: the link carried only the
+    model and N, so EP02 timed 4 × 1 sequences and showed 1.93 against the line's 1.98)."""
+    return {"model": q.model, "gpus": q.dp, "link": dp_link(cheat_input(q)),
+            "seq_len": q.seq_len, "micro_batch": q.micro_batch, "microbatches": q.microbatches}
+
+
+def _tp(q) -> dict:
+    """EP04 at the line's example: sequence parallelism on, as the line counts it (finding 6:
+    EP04's own default is off, so the link showed 470 MB against the line's 587), on the GPU's
+    node."""
+    c = cheat_input(q).cluster
+    return {**_model_gpu(q), "tp": q.tp, "sp": "true", "gpus_per_node": c.gpus_per_node,
+            "intra_link": c.intra.id, "inter_link": c.inter.id}
+
+
 def _moe(q) -> dict:
     return {"model": q.model if get_model(q.model).is_moe else MOE_EXAMPLE}
 
@@ -118,16 +136,17 @@ STEPS: dict[str, tuple[str, str, Any]] = {  # line -> (episode slug, step id, it
     "state18": ("memory", "step-2", lambda q: {**_model_gpu(q), "recipe": "adam18"}),
     "activations": ("memory", "step-3", _model_gpu),
     "activations_none": ("memory", "step-3", lambda q: {**_model_gpu(q), "recompute": "none"}),
+    "activations_flash": ("memory", "step-3", lambda q: {**_model_gpu(q), "recompute": "flash"}),
     "activations_full": ("memory", "step-3", lambda q: {**_model_gpu(q), "recompute": "full"}),
     "inference": ("memory", "step-4", lambda q: {**_model_gpu(q), "mode": "infer"}),
     "kv_cache": ("memory", "step-4", lambda q: {**_model_gpu(q), "mode": "infer"}),
     "min_gpus": ("memory", "step-5", _model_gpu),
-    "ring": ("data-parallel", "step-1", lambda q: {"model": q.model, "gpus": q.dp}),
-    "dp_speedup": ("data-parallel", "step-2", lambda q: {"model": q.model, "gpus": q.dp}),
+    "ring": ("data-parallel", "step-1", _dp),
+    "dp_speedup": ("data-parallel", "step-2", _dp),
     **{f"zero{k}": ("zero", "step-2", lambda q, k=k: {**_model_gpu(q), "dp": q.dp, "zero": k})
        for k in range(4)},
     "zero_traffic": ("zero", "step-4", lambda q: {**_model_gpu(q), "dp": q.dp, "zero": 3}),
-    "tp": ("tensor-parallel", "step-3", lambda q: {**_model_gpu(q), "tp": q.tp}),
+    "tp": ("tensor-parallel", "step-3", _tp),
     "bubble": ("pipeline", "step-2", lambda q: {"stages": q.pp, "microbatches": q.microbatches}),
     "bubble_interleaved": ("pipeline", "step-4", lambda q: {
         "schedule": "interleaved-1f1b", "virtual": 2, "stages": q.pp,

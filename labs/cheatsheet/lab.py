@@ -13,6 +13,7 @@ from collections.abc import Callable
 from labs.cheatsheet.inputs import CheatInput, CheatLine, Term
 from labs.cheatsheet.lines import (
     MOE_EXAMPLE,
+    activations_flash,
     activations_full,
     activations_none,
     activations_selective,
@@ -72,9 +73,15 @@ LINES: tuple[tuple[str, str, str, str, str, Callable], ...] = (
      "Mixed-precision training, fp32 gradient accumulation", state18),
     ("activations", "EP01", "Activations, selective recomputation", "L × 34·s·b·h B",
      "Korthikanti et al. 2022, Reducing Activation Recomputation, sec 4", activations_selective),
-    ("activations_none", "EP01", "Activations, no recomputation", "L × s·b·h·(34 + k·a·s/h) B",
+    # Round-18 cold reading C, finding 10: the k·a·s/h term is the s×s scores that the unfused
+    # attention kernels of 2021-22 kept (EP01 step 3); fused attention keeps none.
+    ("activations_none", "EP01", "Activations, no recomputation, unfused attention "
+     "(2021–22 kernels)", "L × s·b·h·(34 + k·a·s/h) B",
      "Korthikanti et al. 2022, eq. 1 (k = 5 with dropout; 2 without, sec 4.1)",
      activations_none),
+    ("activations_flash", "EP01", "Activations, no recomputation, fused (flash) attention",
+     "L × 34·s·b·h B: no s×s scores kept", "Dao et al. 2022 (FlashAttention) sec 3.1; "
+     "Korthikanti et al. 2022 eq. 1 without its scores term", activations_flash),
     ("activations_full", "EP01", "Activations, full recomputation", "L × 2·s·b·h B",
      "Korthikanti et al. 2022 sec 4.1 (Chen et al. 2016 checkpointing)", activations_full),
     ("inference", "EP01", "Inference weights", "P × 2 B (bf16); 1 B int8; 0.5 B int4",
@@ -103,12 +110,15 @@ LINES: tuple[tuple[str, str, str, str, str, Callable], ...] = (
      "Huang et al. 2019 (GPipe); Narayanan et al. 2021 sec 2.2", bubble),
     ("bubble_interleaved", "EP05", "Interleaved 1F1B", "(p−1) / (v·m+p−1)",
      "Narayanan et al. 2021 sec 2.2.1", bubble_interleaved),
-    ("bubble_zb", "EP05", "Zero bubble (ZB-H1)", "B and W split: W fills the bubble",
+    ("bubble_zb", "EP05", "Zero bubble (ZB-H1)",
+     "(p−1)(F+I−W) / (m(F+I+W) + (p−1)(F+I−W)), F = I = W",
      "Qi et al. 2024 (ICLR; arXiv 2023), Zero Bubble Pipeline Parallelism",
      bubble_zb),
-    ("cp_contiguous", "EP06", "Causal pairs, contiguous CP", "rank r: its rows of s(s+1)/2",
+    ("cp_contiguous", "EP06", "Causal pairs, contiguous CP",
+     "busiest rank: Σ of its rows, row q adding q + 1 pairs (of s(s+1)/2)",
      "Liu et al. 2023 (ring attention)", cp_pairs("contiguous")),
-    ("cp_zigzag", "EP06", "Causal pairs, zigzag CP", "rank r holds chunks r and 2c−r−1",
+    ("cp_zigzag", "EP06", "Causal pairs, zigzag CP",
+     "rank r holds chunks r and 2c−r−1; busiest rank: Σ of its rows",
      "Megatron-LM context parallelism (zigzag load balance)", cp_pairs("zigzag")),
     ("cp_kv", "EP06", "CP ring traffic", "(c−1) K/V blocks per GPU per layer",
      "Liu et al. 2023; Megatron-LM CP", cp_kv),
@@ -146,7 +156,7 @@ LINES: tuple[tuple[str, str, str, str, str, Callable], ...] = (
     ("fp8_speedup", "EP10", "What FP8 buys in time", "1 / ((1 − g) + g/r + c + e)",
      "Amdahl 1967; FP8 GEMMs at the dense FP8 peak (H100: 1,979 vs 989 TFLOP/s)", fp8_speedup),
     ("offload", "EP10", "Activation offload", "host = f·A × GPUs/node; hidden while "
-     "A_layer / B_PCIe ≤ t_fwd", "Megatron-LM CPU offloading; PyTorch save_on_cpu",
+     "A_layer / B_host ≤ t_fwd", "Megatron-LM CPU offloading; PyTorch save_on_cpu",
      offload_host),
     ("young", "EP11", "Checkpoint interval", "τ = √(2·δ·M)",
      "Young 1974 (CACM 17(9)); Daly 2006 (FGCS 22(3)) refines it", young_interval),

@@ -72,6 +72,10 @@ def activations_none(inp):
                  "dropout")), result
 
 
+def activations_flash(inp):
+    return _act(inp, "flash")
+
+
 def activations_full(inp):
     return _act(inp, "full")
 
@@ -97,15 +101,30 @@ def kv_cache(inp):
 
 def min_gpus(inp):
     r = ledger_of(inp)
+    # Round-18 cold reading C, finding 27: M is the datasheet's figure; say which way it errs.
+    note = f" ({inp.gpu.memory_note.rstrip('.')})" if inp.gpu.memory_note else ""
     return ((Term("16·P", r.state_bytes, "bytes", "state"),
-             Term("M", r.gpu_memory_bytes, "bytes", f"one {inp.gpu.name}")),
+             Term("M", r.gpu_memory_bytes, "bytes", f"one {inp.gpu.name} at its datasheet "
+                  f"GB{note}: fewer bytes than the card holds, so the count errs high, as "
+                  "EP01 step 5 says")),
             Term("⌈16P / M⌉", r.min_gpus, "", "GPUs for the state alone"))
 
 
 # ---- EP02 data parallelism (Patarasuk & Yuan 2009, ring all-reduce) ----
 
+DP_CLUSTER = "dgx-h100"  # the servers EP02's lab joins (labs.data_parallel.lab.SERVER_GPU)
+
+def dp_link(inp) -> str:
+    """EP02's link for the line's N replicas. EP02's lab times H100 servers (NVLink 4 inside
+    a board, NDR InfiniBand between), whatever GPU the sheet is set to: its lines are pinned
+    to that hardware and say so (round-18 cold reading C, finding 2: an A100 was given an
+    H100's 674 TFLOP/s on its own NVLink 3)."""
+    c = get_cluster(DP_CLUSTER)
+    return c.inter.id if inp.dp > c.gpus_per_node else c.intra.id
+
+
 def _dp(inp):
-    link = inp.cluster.inter.id if inp.dp > inp.cluster.gpus_per_node else inp.cluster.intra.id
+    link = dp_link(inp)
     return simulate_dp(DataParallelInput(inp.model, 2 * inp.model.params, gpus=inp.dp,
                                          link=link, seq_len=inp.seq_len,
                                          micro_batch=inp.micro_batch,
@@ -125,12 +144,15 @@ def dp_speedup(inp):
     p, c = r.point, r.ratio
     return ((Term("N", inp.dp, "", "GPUs"),
              Term("T", c.tokens_per_gpu, "", "tokens per GPU per step: b·m·s"),
-             Term("rate", c.rate, "flop/s", f"EP02's H100: {c.achieved_share:.0%} of its "
+             Term("rate", c.rate, "flop/s", f"EP02's H100, whatever GPU is chosen above "
+                                            "(EP02 times H100 servers only): "
+                                            f"{c.achieved_share:.0%} of its "
                                             f"{c.peak_flops / 1e12:,.0f} TFLOP/s dense peak, "
                                             "achieved"),
              Term("c", p.compute_s, "s", "6·P·T ÷ rate"),
-             Term("B_bus", c.busbw, "B/s", f"NCCL's bus bandwidth on {link}, measured "
-                                           "(nccl-tests), not the link's datasheet rate"),
+             Term("B_bus", c.busbw, "B/s", f"NCCL's bus bandwidth on {link}, the H100 "
+                                           "servers' link, measured (nccl-tests), not the "
+                                           "link's datasheet rate"),
              Term("t", p.exposed_comm_s, "s", "2(N−1)/N · 2·P ÷ B_bus, no overlap")),
             Term("N·c/(c+t)", p.speedup, "", "weak-scaling speedup"))
 
@@ -156,7 +178,8 @@ def zero_traffic(inp):
     if plain == 0:  # one replica: nothing is all-reduced, so there is no ratio to show
         raise LabInputError("dp", "one DP replica sends no gradients: the ratio needs DP ≥ 2")
     return ((Term("DP", plain, "bytes", "all-reduce per GPU"),
-             Term("ZeRO-3", full, "bytes", "+ weight all-gathers")),
+             Term("ZeRO-3", full, "bytes", "reduce-scatter of the gradients + two weight "
+                                           "all-gathers (forward and backward), all of it")),
             Term("ratio", full / plain, "", "ZeRO-3 over plain DP"))
 
 
@@ -208,13 +231,21 @@ def bubble_zb(inp):
 
 # ---- EP06 context parallelism (Liu et al. 2023 ring attention; zigzag as in Megatron CP) ----
 
+def _rows(rank) -> str:
+    """A rank's rows of the causal mask as the pairs each adds (row q sees q + 1 keys), so the
+    busiest rank's count can be added up from the line (round-18 cold reading C, finding 15)."""
+    return "= " + " + ".join(str(q + 1) for q in rank.tokens)
+
+
 def cp_pairs(layout: str) -> Callable:
     def line(inp):
         tokens = 4 * inp.cp
         mask = mask_layout(tokens, inp.cp, layout)
         return ((Term("s", tokens, "", "tokens drawn"), Term("c", inp.cp, "", "CP ranks"),
                  Term("s(s+1)/2", mask.total_pairs, "", "causal pairs in all")),
-                Term("busiest", mask.busiest.causal_pairs, "", f"pairs, {layout}"))
+                Term("busiest", mask.busiest.causal_pairs, "",
+                     f"pairs of rank {mask.busiest.rank}, the busiest rank, {layout}: "
+                     f"Σ of its rows {_rows(mask.busiest)}"))
     return line
 
 

@@ -4,14 +4,13 @@ lines.py (EP01-EP07): one function per formula, each returning the worked exampl
 result as the lab that teaches the formula computes them; each group cites its papers."""
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from labs.cheatsheet.inputs import Term
 from labs.cheatsheet.lines import ledger_of
 from labs.core.errors import LabInputError
 from labs.failures.inputs import FailuresInput
 from labs.failures.lab import gpu_mtbi_llama3, llama3_step_s, llama3_steps, simulate_failures
-from labs.hardware.links import get_link
+from labs.hardware.links import get_link, make_cluster
 from labs.model.flops import hardware_flops_per_token, matmul_params, model_flops_per_token
 from labs.precision.finetune import finetunes, trainable_params
 from labs.precision.inputs import MODULE_SETS, PrecisionInput
@@ -20,9 +19,9 @@ from labs.precision.speed import speed
 from labs.recipe.inputs import SEGMENT_LABELS, Plan
 from labs.recipe.lab import evaluate
 from labs.rl.inputs import RLPlacementInput
-from labs.rl.lab import compute_rl_placement
+from labs.rl.lab import compute_rl_placement, rollout_pools
 from labs.rl.recipes import recipes
-from labs.rl.serving import ServingLayout, engine_memory
+from labs.rl.serving import CHUNKED_PREFILL_TOKENS, attention_groups
 
 RL_EXAMPLE = "glm-4-9b"  # EP09's colocation line needs an RL recipe (labs/presets/rl_recipes)
 
@@ -33,7 +32,11 @@ def _plan(inp, **change):
     plan = Plan(tp=inp.tp, pp=inp.pp, dp=inp.dp, cp=inp.cp, zero=1,
                 microbatches=inp.microbatches, micro_batch=inp.micro_batch, seq_len=inp.seq_len,
                 **change)
-    return evaluate(plan, inp.model, inp.cluster, inp.nodes)
+    # EP08's cluster at the link's controls: the node's links with a port per GPU (EP08 has no
+    # port-count control; the RTX 4090 preset's one port a node would time another run).
+    c = inp.cluster
+    return evaluate(plan, inp.model, make_cluster(c.gpu, c.gpus_per_node, c.intra, c.inter),
+                    inp.nodes)
 
 
 def _legal(r):
@@ -105,42 +108,53 @@ def step_time(inp):
 
 # ---- EP09 RL placement (slime/verl recipes; vLLM/SGLang serving memory) ----
 
-def serving_layout(inp) -> ServingLayout | None:
-    """A MoE engine of ``inp.tp`` GPUs under attention data parallelism, one GPU a group (the
-    cache's ⌈c / TP⌉ whole requests a GPU), with the SGLang flags of the model's EP09 recipe
-    (SGLang's defaults for a model without one): its weights are placed as EP09 step 3
-    places them (``labs.rl.serving.serving_weight_parts``), not split evenly. A dense engine:
-    None (TP splits everything)."""
-    if not inp.model.is_moe:
-        return None
-    rec = next((r for r in recipes().values() if r.model == inp.model.id), None)
-    return replace((rec.serving if rec else None) or ServingLayout(), attn_dp=inp.tp)
+def _rl_run(inp):
+    """The model's EP09 recipe (GLM-4-9B's for a model without one) placed on the chosen GPU,
+    as EP09 places it at ``?preset=<its id>&gpu=<the GPU>``: its engines placed as EP09 step 3
+    places them, not split evenly. (recipe, the lab's input, its answer)."""
+    rec = next((r for r in recipes().values() if r.model == inp.model.id),
+               recipes()[RL_EXAMPLE])
+    rl_in = RLPlacementInput(
+        rec.spec, inp.gpu, rec.train_gpus, tp=rec.tp, pp=rec.pp, cp=rec.cp, ep=rec.ep,
+        engine_gpus=rec.engine_gpus, cpu_adam=rec.cpu_adam, recompute=rec.recompute,
+        serving=rec.serving)
+    return rec, rl_in, compute_rl_placement(rl_in)
+
+
+def _borrowed_recipe(inp, rec) -> str:
+    return "" if rec.model == inp.model.id else f" ({inp.model.name} has no EP09 recipe)"
 
 
 def serving(inp):
-    layout = serving_layout(inp)
-    e = engine_memory(inp.model, inp.tp, inp.micro_batch * 8, inp.seq_len, layout=layout)
-    held = (f"⌈{e.concurrency} / {inp.tp}⌉ whole requests" if inp.model.is_moe  # DP attention
-            else f"{e.concurrency} requests")
-    placed = (f"2·P / {inp.tp} GPUs" if layout is None else
-              f"experts / {inp.tp} GPUs, the rest as DP attention places it (EP09 step 3)")
-    return ((Term("weights", e.weights, "bytes", placed),
-             Term("KV", e.kv_cache, "bytes", f"{held} × {e.context:,} tokens"),
-             Term("workspace", e.workspace, "bytes", "activations of a prefill chunk")),
-            Term("per GPU", e.total, "bytes", "one serving engine GPU"))
+    """The rollout engine GPU of the model's EP09 recipe, the figure EP09 step 3 shows at the
+    line's link (round-18 cold reading C, finding 6: the line worked the chosen model on TP
+    GPUs while its link opened GLM-4-9B's recipe, and the next line used GLM's)."""
+    rec, rl_in, r = _rl_run(inp)
+    e = max((mem for _, mem in rollout_pools(rl_in).values()), key=lambda m: m.total)
+    g, m = rl_in.engine_gpus, rec.spec
+    if m.is_moe:  # DP attention: whole requests a group (EP09 step 3)
+        groups, group = attention_groups(g, rl_in.serving)
+        held = (f"⌈{e.concurrency} / {groups}⌉ whole requests × {e.context:,} tokens (DP "
+                "attention)" + (f" ÷ {group} GPUs" if group > 1 else ""))
+        placed = f"experts ÷ {g} GPUs, the rest as DP attention places it (EP09 step 3)"
+    else:
+        held = f"{e.concurrency} requests × {e.context:,} tokens ÷ {g} GPUs"
+        placed = f"2·P ÷ {g} GPUs"
+    return ((Term("weights", e.weights, "bytes", f"{rec.name}{_borrowed_recipe(inp, rec)}: "
+                                                 f"{placed}"),
+             Term("KV", e.kv_cache, "bytes", held),
+             Term("workspace", e.workspace, "bytes", f"activations of one "
+                  f"{CHUNKED_PREFILL_TOKENS:,}-token prefill chunk ÷ {g} GPUs")),
+            Term("per GPU", r.rollout_memory_bytes, "bytes", "one rollout engine GPU"))
 
 
 def colocated(inp):
-    rec = next((r for r in recipes().values() if r.model == inp.model.id),
-               recipes()[RL_EXAMPLE])
-    r = compute_rl_placement(RLPlacementInput(
-        rec.spec, inp.gpu, rec.train_gpus, tp=rec.tp, pp=rec.pp, cp=rec.cp, ep=rec.ep,
-        engine_gpus=rec.engine_gpus, cpu_adam=rec.cpu_adam, recompute=rec.recompute,
-        serving=rec.serving))  # its engines placed as EP09 places them, not split evenly
+    rec, _, r = _rl_run(inp)
     if r.colocated_bytes is None:
         raise LabInputError("model", f"{rec.name}'s training layout is broken on this GPU")
-    return ((Term("M_train", r.train_memory_bytes, "bytes", f"{rec.name} training GPU"),
-             Term("M_rollout", r.rollout_memory_bytes, "bytes", "rollout GPU"),
+    return ((Term("M_train", r.train_memory_bytes, "bytes",
+                  f"{rec.name} training GPU{_borrowed_recipe(inp, rec)}"),
+             Term("M_rollout", r.rollout_memory_bytes, "bytes", "rollout GPU (the line above)"),
              Term("overhead", r.transition_overhead_bytes, "bytes", "phase switch")),
             Term("max + overhead", r.colocated_bytes, "bytes", "per colocated GPU"))
 
@@ -181,6 +195,18 @@ def qlora_base(inp):
             Term("base", b["weights"] + b["quant_constants"], "bytes", "frozen, on one GPU"))
 
 
+def _fp8_rate_words(gpu) -> str:
+    """What r is made of (round-18 cold reading C, finding 12: "1.77" against a stated 1,979
+    vs 989 TFLOP/s): each format's dense peak times the share of it a matmul reaches (MAMF,
+    the preset's measured or assumed figure, each sourced in labs/presets/gpus.json)."""
+    k = gpu.kernels
+    fp8, bf16 = k.fp8_flops * k.matmul_efficiency_fp8, gpu.bf16_flops * k.matmul_efficiency
+    return (f"their speed-up at the FP8 rate: {k.fp8_flops / 1e12:,.0f} TFLOP/s × "
+            f"{k.matmul_efficiency_fp8:.1%} MAMF against BF16's "
+            f"{gpu.bf16_flops / 1e12:,.0f} × {k.matmul_efficiency:.1%} = {fp8 / bf16:.2f} at "
+            "full waves, less where a GEMM's waves are part empty or memory binds")
+
+
 def fp8_speedup(inp):
     """TransformerEngine's FP8 recipe against BF16 for the example on one GPU
     (labs.precision.speed: EP08's op-level step model run in both)."""
@@ -191,7 +217,7 @@ def fp8_speedup(inp):
     share = lin.bf16_s / s.bf16_step_s
     sync = s.part("zero")
     return ((Term("g", share, "fraction", "linear GEMMs' share of the BF16 step"),
-             Term("r", lin.bf16_s / lin.fp8_s, "", "their speed-up at the FP8 rate"),
+             Term("r", lin.bf16_s / lin.fp8_s, "", _fp8_rate_words(inp.gpu)),
              Term("c", added / s.bf16_step_s, "fraction", "casts and scaling, of the step"),
              Term("e", (sync.fp8_s - sync.bf16_s) / s.bf16_step_s, "fraction",
                   "gradient sync the shorter backward stops hiding (one GPU here, no DP: 0; "
@@ -201,9 +227,14 @@ def fp8_speedup(inp):
 
 def offload_host(inp):
     o = compute_precision(_one_gpu(inp, recipe="adam16", offload=1.0, tp=inp.tp)).offload
+    # Round-18 cold reading C, findings 3 and 14: the link is the GPU's own (PCIe 4.0 on an
+    # A100), and its rate is a term, so t_copy = A_layer / B_host can be worked out.
     return ((Term("A", o.activation_bytes, "bytes", f"saved activations per GPU at TP = "
                                                      f"{inp.tp}"),
-             Term("t_copy", o.copy_s, "s", "one layer over PCIe 5"),
+             Term("A_layer", o.layer_bytes, "bytes", "one layer's, one micro-batch"),
+             Term("B_host", o.link_bandwidth, "B/s", f"{o.link_name}, the {inp.gpu.name}'s "
+                                                     "host link, one direction"),
+             Term("t_copy", o.copy_s, "s", "A_layer ÷ B_host"),
              Term("t_fwd", o.forward_s, "s", "its forward")),
             Term("f_hidden", o.hidden_share, "fraction", "largest share the forward hides"))
 
@@ -215,7 +246,7 @@ def _failures(inp):
     return simulate_failures(FailuresInput(
         model=inp.model, gpus=gpus, gpu_mtbi=gpu_mtbi_llama3(),
         step_s=llama3_step_s(inp.model.params), step_gpus=16_384, steps=llama3_steps(),
-        save="sync", storage_bw=2e12, host_link=get_link("pcie-5"), interval=3600,
+        save="sync", storage_bw=2e12, host_link=get_link(inp.gpu.host_link), interval=3600,
         restart=600))
 
 

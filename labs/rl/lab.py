@@ -70,7 +70,7 @@ def training_bill(inp: RLPlacementInput, gpus: int):
     return compute_memory(MemoryInput(**mem_in))
 
 
-def _rollout_pools(inp: RLPlacementInput) -> dict[str, tuple[int, EngineMemory]]:
+def rollout_pools(inp: RLPlacementInput) -> dict[str, tuple[int, EngineMemory]]:
     """Engines and per-GPU bill of each serving role."""
     ctx = inp.prompt_len + inp.response_len
     ext = inp.external_engines
@@ -137,7 +137,7 @@ def _busiest(inp: RLPlacementInput, batch: int) -> dict:
 def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:
     """Pools, checks, the GPU map and a step's timeline for one RL placement."""
     bill = training_bill(inp, inp.train_gpus)
-    serving = _rollout_pools(inp)
+    serving = rollout_pools(inp)
     gpu_mem = inp.gpu.memory_bytes
     pools: list[Pool] = []
     train_bytes = bill.total_bytes if bill else None

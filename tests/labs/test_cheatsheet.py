@@ -233,27 +233,30 @@ def test_the_interval_and_goodput_lines_are_ep11s_lab():
     assert lines["goodput"].formula == "τ / ((M + R)·(e^((τ+b)/M) − 1))"
 
 
-def test_the_serving_line_places_a_moes_weights_as_ep09_step_3_does():
-    """The serving line's MoE cache keeps ⌈c / TP⌉ whole requests a GPU (attention data
-    parallelism, a GPU a group), but its weights split evenly, 2·P / TP, which no GPU under
-    DP attention holds (issue 36, s45: one computation). A MoE's weights now come from EP09's
-    serving_weight_parts under the same layout, with its recipe's SGLang flags: more than the
-    even split; a dense model's stay 2·P / TP."""
-    from dataclasses import replace
-
+def test_the_serving_line_is_ep09s_rollout_gpu_of_the_recipe_it_links():
+    """The serving line is the rollout engine GPU of the model's EP09 recipe (GLM-4-9B's for a
+    model without one), part by part as EP09 step 3 shows it at the line's link: a MoE's
+    weights placed under DP attention with its recipe's SGLang flags (issue 36, s45), more
+    than the even split. Round-18 cold reading C, finding 6: the line worked the chosen model
+    on TP GPUs while its link opened GLM-4-9B's recipe, and the colocated line below it used
+    GLM's rollout GPU: two serving GPUs on two neighbouring lines."""
+    from labs.rl.lab import compute_rl_placement
     from labs.rl.recipes import get_recipe
-    from labs.rl.serving import ServingLayout, serving_weight_bytes
+    from tests.labs.test_rl import recipe_input
 
-    for model, layout in (("deepseek-r1", get_recipe("deepseek-r1").serving),
-                          ("mixtral-8x7b", ServingLayout())):
-        m = get_model(model)
-        terms = {t.symbol: t for t in sheet(model)["serving"].terms}
-        placed = serving_weight_bytes(m, 8, replace(layout, attn_dp=8))
-        assert terms["weights"].value == pytest.approx(placed, rel=1e-12)
-        assert terms["weights"].value > 1.1 * 2 * m.params / 8
-        assert "DP attention" in terms["weights"].meaning
-    dense = {t.symbol: t for t in sheet("llama-3.1-70b")["serving"].terms}["weights"]
-    assert dense.value == pytest.approx(2 * LLAMA70.params / 8, rel=1e-12)
+    for model, recipe in (("deepseek-r1", "deepseek-r1"), ("llama-3.1-70b", "glm-4-9b")):
+        lines = sheet(model)
+        terms = {t.symbol: t for t in lines["serving"].terms}
+        r = compute_rl_placement(recipe_input(recipe))
+        for symbol, part in (("weights", "weights"), ("KV", "kv_cache"),
+                             ("workspace", "workspace")):
+            assert terms[symbol].value == pytest.approx(r.rollout_breakdown[part], rel=1e-12)
+        assert lines["serving"].result.value == r.rollout_memory_bytes == \
+            {t.symbol: t for t in lines["colocated"].terms}["M_rollout"].value
+    r1 = get_model("deepseek-r1")
+    weights = {t.symbol: t for t in sheet("deepseek-r1")["serving"].terms}["weights"]
+    assert "DP attention" in weights.meaning and weights.value > 1.1 * 2 * r1.params / \
+        get_recipe("deepseek-r1").engine_gpus
 
 
 def test_the_colocated_line_is_ep09s_colocated_need():
