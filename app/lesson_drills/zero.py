@@ -6,7 +6,8 @@ from app.lesson_drills.units import gb
 from labs.model.presets import get_model
 
 P8 = get_model("llama-3.1-8b").params  # EP03's predict drill: a model its table does not show
-# EP03's memory decide: the 70B at 16,384 tokens on 32 GPUs, ZeRO-1 and selective recomputation.
+# EP03's memory decide: the 70B at 16,384 tokens on 32 GPUs, ZeRO-1, fused attention and nothing
+# recomputed (the lesson's default; selective keeps the same 34·s·h).
 LONG = {"model": "llama-3.1-70b", "seq_len": 16384, "dp": 32, "zero": 1}
 P70 = get_model(LONG["model"]).params
 B70 = f"{P70 / 1e9:.1f}B parameters"
@@ -58,7 +59,8 @@ DRILLS: tuple[Drill | Decide, ...] = (
     # not the answer: what steps 3 (activations are not sharded) and 6 (recomputation) teach.
     decide(
         "zero-decide-memory",
-        f"Llama 3.1 70B ({B70}) on 32 GPUs with ZeRO-1 and selective recomputation, one "
+        f"Llama 3.1 70B ({B70}) on 32 GPUs with ZeRO-1, fused attention and nothing "
+        "recomputed, one "
         f"{LONG['seq_len']:,}-token sequence per GPU. Which change cuts each GPU's memory most?",
         "zero", "total_bytes",
         (("z3x64", "ZeRO-3, and twice the GPUs (64)", {**LONG, "dp": 64, "zero": 3},

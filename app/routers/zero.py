@@ -14,6 +14,7 @@ from app.charts.zero import (
     STAGE_NAMES,
     STEP_TIME,
     TRAFFIC,
+    exposed_keys,
     held_text,
     memory_figure,
     offload_figure,
@@ -21,6 +22,7 @@ from app.charts.zero import (
     overlap_keys,
     owned,
     recompute_figure,
+    recompute_name,
     traffic_figure,
     traffic_keys,
 )
@@ -45,6 +47,7 @@ from labs.core.limits import (
 )
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import links
+from labs.model.flops import attention_flops_per_token, matmul_params
 from labs.recipe.runs import megatron_compute
 from labs.zero.inputs import ZeroResult
 from labs.zero.lab import FSDP_NAMES, achieved_mfu, crossover, simulate_zero
@@ -141,10 +144,11 @@ def crossover_chart(result: ZeroResult) -> dict:
 
 def crossover_keys(result: ZeroResult) -> tuple[str, ...]:
     """The steps whose answers the crossover at this state gives: at a ZeRO-3 state its
-    communication is ZeRO-3's traffic (traffic_keys); across nodes on step 9's Ethernet its
-    T* is step 9's answer, or a factor of 1.5 from it."""
+    communication is ZeRO-3's traffic (traffic_keys), at another stage's where ZeRO-3 exposes
+    some, 1.5 times it is (exposed_keys); across nodes on step 9's Ethernet its T* is step 9's
+    answer, or a factor of 1.5 from it."""
     inp = result.input
-    keys = traffic_keys(result) if inp.zero == 3 else ()
+    keys = traffic_keys(result) if inp.zero == 3 else exposed_keys(result)
     return keys + ((T_STAR_STEP,) if inp.link == ETHERNET and inp.nodes > 1 else ())
 
 
@@ -228,6 +232,24 @@ def opening_mfu() -> float:
     return achieved_mfu(result.input, result.compute_seconds)
 
 
+@lru_cache(maxsize=1)
+def opening_mfu_terms() -> dict:
+    """Step 5's MFU, term by term, as ``achieved_mfu`` counts it (labs.model.flops): 6·N·T
+    for the N parameters that multiply (the input embedding is a lookup), the attention
+    scores and weighted sum, 12·L·a·d·s a token (PaLM appendix B), over the step's compute
+    seconds at the GPU's dense bf16 peak (round-17 cold reading of EP03, finding 2: the
+    page gave 6·P·T at 584 TFLOP/s, 59.0% of a 989 first named in step 10, beside 62.6%)."""
+    result = facts()["l70_z3"]["result"]
+    inp = result.input
+    tokens = inp.seq_len * inp.micro_batch
+    n = matmul_params(inp.model)
+    attention = attention_flops_per_token(inp.model, inp.seq_len)
+    return {"model": inp.model, "tokens": tokens, "n": n, "matmul_flops": 6 * n * tokens,
+            "attention_per_token": attention, "attention_flops": attention * tokens,
+            "seconds": result.compute_seconds, "peak": inp.gpu.bf16_flops,
+            "gpu": inp.gpu.name, "mfu": opening_mfu()}
+
+
 def extra_context(state) -> dict:
     query = state.query
     return {
@@ -248,10 +270,11 @@ def extra_context(state) -> dict:
         "dp_options": with_value(DP_OPTIONS, query.dp),
         "gpn_options": with_value(GPUS_PER_NODE_OPTIONS, query.gpus_per_node),
         "seq_options": with_value(SEQ_LENGTHS, query.seq_len),
-        "stage_names": STAGE_NAMES,
+        "stage_names": STAGE_NAMES, "recompute_name": recompute_name,
         "fsdp_names": FSDP_NAMES,
         # What waits for which step's guess: ZeRO-3's traffic, and the crossover.
         "traffic_keys": traffic_keys(state.result), "crossover_keys": crossover_keys(state.result),
+        "exposed_keys": exposed_keys(state.result),
         "memory_keys": memory_keys(state.result), "memory_what": MEMORY,
         "deepspeed_keys": deepspeed_keys(state.result),
         "overlap_keys": overlap_keys(state.result), "offload_step": (OFFLOAD_STEP,),
@@ -267,10 +290,7 @@ def extra_context(state) -> dict:
         "gap_split": gap_split(fall(), megatron_compute().compute_flops),
         "megatron_compute": megatron_compute(),
         "a100_peak": get_gpu(GPU).bf16_flops, "llama3_mfu": LLAMA3_MFU,
-        "facts_mfu": opening_mfu(),
-        # EP02's NVLink 4 preset (its busBW rounds the measurement the H100 node's own link
-        # takes unrounded): step 4 says so where it first quotes NVLink's busBW.
-        "nvlink4": links()["nvlink-4"],
+        "facts_mfu": opening_mfu(), "mfu_terms": opening_mfu_terms(),
         "adam_sizing": adam_sizing(),  # step 7's limit: CPU Adam below the datasheet's peak
     }
 

@@ -50,7 +50,8 @@ class ZeroQuery(ModelGpuControls):
     seq_len: int = Field(4096, ge=1, le=MAX_SEQ_LEN, description="Tokens per sequence.")
     micro_batch: int = Field(1, ge=1, le=MAX_MICRO_BATCH, description="Sequences per micro-batch.")
     recompute: Literal[RECOMPUTE] = Field(
-        "selective", description="Activation recomputation (Korthikanti et al. 2022).")
+        "flash", description="Activation recomputation (Korthikanti et al. 2022); the default, "
+        "none with fused attention (FlashAttention), is what current stacks run.")
     activation_model: Literal[ACTIVATION_MODELS] = Field(
         "classic", description=ACTIVATION_MODEL_HELP)
 

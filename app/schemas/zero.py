@@ -32,7 +32,8 @@ class ZeroRecompute(BaseModel):
     activation_bytes: int
     total_bytes: int
     compute_seconds: float
-    extra_compute: float = Field(description="Compute over no recomputation, as a fraction.")
+    extra_compute: float = Field(
+        description="Compute over no recomputation with fused attention (flash), a fraction.")
     fits: bool
 class ZeroOffload(BaseModel):
     gpu_bytes_without: int

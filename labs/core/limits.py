@@ -26,8 +26,9 @@ __all__ = [
 
 MODES = ("train", "infer")
 RECOMPUTE = tuple(RECOMPUTATION)  # none, flash, selective, full, every-2nd, op
-# Korthikanti et al. 2022's three modes, the ones the ZeRO lesson's table and the planner try
-# ("flash" keeps what "selective" keeps and repeats what "none" repeats).
+# Korthikanti et al. 2022's three modes, the ones the planner tries (EP03 prices its modes against
+# "flash" instead of "none": labs.zero.lab.SHOWN_RECOMPUTE; "flash" keeps what "selective" keeps
+# and repeats what "none" repeats).
 KORTHIKANTI_RECOMPUTE = ("none", "selective", "full")
 # Activation models (labs.model.activations): Korthikanti et al. 2022's 34·s·b·h, or Megatron-LM's
 # theoretical-memory formula, which follows the model's FFN width and MoE routing.

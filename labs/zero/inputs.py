@@ -147,7 +147,7 @@ class RecomputeRow:
     activation_bytes: float
     total_bytes: float
     compute_seconds: float
-    extra_compute: float  # fraction over no recomputation
+    extra_compute: float  # fraction over no recomputation with fused attention ("flash")
     fits: bool
 
 

@@ -744,7 +744,7 @@ def test_zero_memory_and_traffic_stacks_reach_each_total(kind):
           "compute ms")
     close(stack[1]["y"], [r.exposed_seconds * 1e3 for r in result.traffic], 6e-4,
           "exposed ms")
-    stack = [t for t in bars(figs["recompute"]) if t["name"] != "Compute over none"]
+    stack = [t for t in bars(figs["recompute"]) if t["name"] != "Compute over none, fused"]
     close(stack_sums(stack), [r.total_bytes / 1e9 for r in result.recompute], 1.2e-3,
           "recompute GB")
     off = result.offload

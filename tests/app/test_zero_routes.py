@@ -216,8 +216,10 @@ def test_ep03_cold_reading_fixes_derive_from_the_engine(client):
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", client.get("/episodes/zero").text))
     assert "NVLink, not the network, sets the time here" in text
     rc = f["full"]["api"]["recompute"]
-    vs_selective = rc[2]["compute_seconds"] / rc[1]["compute_seconds"] - 1
-    assert f"{fmt_pct(vs_selective)} more compute than selective" in text
+    assert rc[0]["recompute"] == "flash"  # round 17, finding 1: against fused attention
+    vs_fused = rc[2]["compute_seconds"] / rc[0]["compute_seconds"] - 1
+    assert f"{fmt_pct(vs_fused)} more compute than fused attention with nothing " \
+           "recomputed" in text
     assert "runs the CPU step in line" in text
     eth = f["eth"]["api"]["crossover"]["crossover_tokens"]
     assert f"{eth:,.0f}" == tokens(eth)
@@ -247,9 +249,15 @@ def test_recompute_chart_prices_full_against_the_chosen_mode(client):
     from app.charts.zero import recompute_figure
 
     rc = facts()["full"]["api"]["recompute"]
-    ratio = rc[2]["compute_seconds"] / rc[1]["compute_seconds"] - 1
+    ratio = rc[2]["compute_seconds"] / rc[0]["compute_seconds"] - 1
     summary = recompute_figure(facts()["l70_z3"]["result"])["summary"]
-    assert summary.endswith(f"+{100 * ratio:.0f}% compute against selective")
+    assert summary.endswith(f"+{100 * ratio:.0f}% compute against no recomputation, with "
+                            "FlashAttention")
+    # At a full-recomputation state the summary prices it against fused attention's +0%.
+    full = recompute_figure(facts()["full"]["result"])["summary"]
+    assert full.startswith(f"Full recomputation: a GPU holds {fmt_bytes(rc[2]['total_bytes'])} "
+                           f"for +{100 * ratio:.0f}% compute against no recomputation, with "
+                           f"FlashAttention, which holds {fmt_bytes(rc[0]['total_bytes'])}")
 
 
 def test_steps_1_2_ask_what_the_opening_bench_does_not_print(client):
@@ -406,7 +414,8 @@ def test_round_5_step_7_sums_what_does_not_overlap(client):
         down, up = o.pcie_down_bytes / o.pcie_bandwidth, o.pcie_up_bytes / o.pcie_bandwidth
         assert r.step_seconds == pytest.approx(
             r.compute_seconds + max(0.0, down - r.backward_seconds) + o.adam_seconds + up)
-        assert f"= {fmt_ms(r.step_seconds)}" in step
+        # (the one-GPU sum's terms to 0.1 ms, round 17: they add up as printed)
+        assert f"= {fmt_ms(r.step_seconds)}" in step or f"= {r.step_seconds * 1e3:.1f} ms" in step
     one = facts()["offload_one"]
     assert one["params"]["host_link"] == "pcie-5" and "PCIe 4.0" not in step
     assert one["api"]["offload_plan"]["pcie_seconds"] > one["api"]["offload_plan"]["adam_seconds"]
@@ -489,11 +498,12 @@ def test_round_8_step_9_plain_dp_stops_hiding_where_zero3_does(client):
     assert mid["api"]["exposed_seconds"] == pytest.approx(
         mid["api"]["traffic_seconds"] - r.backward_seconds)
     step = step_text(client, "9. When ZeRO-3 stops hiding", "10. ZeRO-3's published fall")
-    assert f"1.5 × {z0t:,.0f} = {1.5 * z0t:,.0f} tokens: ZeRO-3's {z3t:,.0f}" in step
+    shown = round(float(f"{z0t:.0f}"))  # the T* the why prints, times 1.5
+    assert f"1.5 × {shown:,} = {1.5 * shown:,.0f} tokens, ZeRO-3's {z3t:,.0f}" in step
     assert "its extra third rides the forward pass" in step
-    ar, bwd = round(mid["api"]["traffic_seconds"] * 1e3, 1), round(r.backward_seconds * 1e3, 1)
-    assert (f"At 1,280 tokens: {ar:,.1f} ms of all-reduce − {bwd:,.1f} ms of backward pass = "
-            f"{ar - bwd:,.1f} ms exposed") in step
+    ar, bwd = round(mid["api"]["traffic_seconds"] * 1e3, 2), round(r.backward_seconds * 1e3, 2)
+    assert (f"At 1,280 tokens: {ar:,.2f} ms of all-reduce − {bwd:,.2f} ms of backward pass = "
+            f"{ar - bwd:,.2f} ms exposed") in step
     assert fmt_ms(mid["api"]["exposed_seconds"]) == fmt_ms((ar - bwd) / 1e3)  # the chart's
     assert "ZeRO-0, 1,280 tokens" in step
     # Round-13 cold reading, finding 4: the why is the idea and the 1,280-token example; the
@@ -504,14 +514,13 @@ def test_round_8_step_9_plain_dp_stops_hiding_where_zero3_does(client):
     hidden = mid["api"]["crossover"]["hidden_tokens"]
     # Item 11: the chart's dotted line, where the lab's overlap first hides it all.
     assert here < 1280 < hidden
-    for figure in (f"{here:,.0f}", f"{hidden:,.0f}",
-                   f"{f['l70_z0']['api']['crossover']['hidden_tokens']:,.0f}"):
-        assert figure not in why and figure in note, figure
-    # Round-10 cold reading, item 6: the line moves with the state's rate, and says so.
-    assert (f"the dotted line moves with the state's rate: at 1,280 tokens T* is {here:,.0f} "
-            f"tokens") in note
-    assert (f"and the line {hidden:,.0f}, against "
-            f"{f['l70_z0']['api']['crossover']['hidden_tokens']:,.0f} at 4,096 tokens") in note
+    # (plain DP's line at 4,096 tokens, 1,563 with fused attention, is ZeRO-3's T* in the why)
+    assert f"{hidden:,.0f}" not in why and f"{hidden:,.0f}" in note
+    assert f"{f['l70_z0']['api']['crossover']['hidden_tokens']:,.0f}" in note
+    # Round-10 cold reading, item 6: the line moves with the state's rate, and says so. Round
+    # 17, finding 6: the note keeps the line, not that state's own T* and ratio.
+    assert (f"the line moves with the state's rate: at 1,280 tokens it sits at "
+            f"{hidden:,.0f}") in note and f"{here:,.0f}" not in step
     # Item 9: the Ethernet busBW from the node's ports, against NVLink's.
     eth, ib = f["eth"]["result"].input.cluster, f["l70_z3"]["result"].input.cluster
     assert f["eth"]["api"]["crossover"]["busbw"] == pytest.approx(
@@ -522,7 +531,8 @@ def test_round_8_step_9_plain_dp_stops_hiding_where_zero3_does(client):
             "so NVLink set the busBW. On 25 Gb/s Ethernet 8 ports × 3 GB/s (step 5) = "
             f"{fmt_bytes(f['eth']['api']['crossover']['busbw'])} /s, now below NVLink's, so the "
             "network sets it") in step  # a space where the figure's tag closes
-    assert (f"from {f['l70_z0']['api']['crossover']['hidden_tokens']:,.0f} tokens for plain DP"
+    assert (f"fits behind its backward pass: "
+            f"{f['l70_z0']['api']['crossover']['hidden_tokens']:,.0f} tokens at this state"
             in step)
 
 
@@ -688,21 +698,24 @@ def test_step_10_derives_the_gap_and_keeps_its_sources_in_a_note(client):
     f, rows = facts(), fall()
     html = client.get("/episodes/zero").text
     step = html.split('id="step-10"')[1].split("</section>")[0]
-    why = step.split('<details class="why"')[1].split("</details>")[0]
-    why = re.sub(r"<summary.*?</summary>", "", why, flags=re.S)
-    note = re.search(r'<div class="chart-note">(.*)</div>', why, re.S).group(1)
-    own = " ".join(visible_text(why.replace(note, "")).split())
-    assert len(own.split()) <= 90 and own.count(". ") <= 2, own
+    why = step.split('<details class="why"')[1]
+    why, note = why.split('<details class="sources chart-note">')
+    note = note.split("</details>")[0]  # round 17, finding 6: a closed "where this comes from"
+    own = " ".join(visible_text(re.sub(r"<summary.*?</summary>", "", why, flags=re.S)).split())
+    # Round 17, findings 5 and 6: the why derives the T* from its printed rate and busBW in
+    # short sentences.
+    assert len(own.split()) <= 100 and own.count(". ") <= 4, own
     lab_fall = 100 * lab_fall_of(rows)[2]
     published = 100 * (1 - rows[-1].published_flops / rows[0].published_flops)
     t_star = f["t2_1536"]["api"]["crossover"]["crossover_tokens"]
     assert t_star < 2048
-    for said in (f"T* on these A100s is {t_star:,.0f} tokens, below even the 2,048",
+    for said in (f"= {t_star:,.0f} tokens. That is below even the 2,048",
                  f"{lab_fall:.1f} ÷ {published:.0f} = {100 * share_shown(rows):.0f}%",
                  f"the same {rows[-1].published_step_s:.1f} s a step"):
         assert said in own, said
     note = " ".join(visible_text(note).split())
     assert note.startswith("Where this comes from")
+    assert '<details class="sources chart-note"><summary>Where this comes from</summary>' in step
     for source in ("Why the lab errs fast.", "Narayanan et al. 2021", "Table 1", "FSDP2",
                    "The paper does not break that time down. A likely part:", "GPT 1008B"):
         assert source in note and source not in own, source
@@ -747,7 +760,7 @@ def test_round_10_step_10_converts_the_labs_rate_to_table_2s_count(client):
         assert said in step, said
     lab_fall = 100 * lab_fall_of(rows)[2]
     published = 100 * (1 - rows[-1].published_flops / rows[0].published_flops)
-    said = (f"a {lab_fall:.1f}% fall, {lab_fall:.1f} ÷ {published:.0f} = "
+    said = (f"a {lab_fall:.1f}% fall: {lab_fall:.1f} ÷ {published:.0f} = "
             f"{100 * share_shown(rows):.0f}% of the published one")
     assert said in step, said
 
@@ -813,6 +826,9 @@ def test_the_bad_case_holds_steps_5_and_9s_answers_until_their_guesses(client):
     zero3 = body["traffic"][3]
     assert zero3["exposed_seconds"] > zero3["seconds"] / 2  # most of it: step 5's answer
     step5 = [tuple(fmt_ms(zero3[k]).split(" ")) for k in ("exposed_seconds", "seconds")]
+    # Round 17, finding 7: its own plain DP's time on the link and exposed, x 1.5 ZeRO-3's.
+    zero0 = body["traffic"][0]
+    step5 += [tuple(fmt_ms(zero0[k]).split(" ")) for k in ("exposed_seconds", "seconds")]
     step9 = [(tokens(body["crossover"]["crossover_tokens"]), "tokens")]
     assert 1.5 * body["crossover"]["crossover_tokens"] > 20_000  # step 9's right choice
     for guessing, said in (("step-5", step5), ("step-9", step9)):
@@ -843,7 +859,7 @@ def test_round_13_whys_derive_their_rates_and_keep_one_idea(client):
     step10 = step_text(client, "10. ZeRO-3's published fall", "Check yourself")
     for said in (f"each at {port / 1e9:g} GB/s of busBW, {fmt_pct(share)} of the port",
                  f"{cl.nics_per_node} × {port / 1e9:g} = {cl.nics_per_node * port / 1e9:g} GB/s",
-                 f"bring it to {fmt_bytes(x['busbw'])}",
+                 f"bring it to {x['busbw'] / 1e9:.1f} GB/s",
                  f"{x['rate'] / 1e12:.0f} TFLOP/s counted as 6·P·T, "
                  f"{fmt_pct(x['rate'] / peak)} of its {peak / 1e12:.0f} TFLOP/s"):
         assert said in step10, said
@@ -858,24 +874,22 @@ def test_round_13_whys_derive_their_rates_and_keep_one_idea(client):
     why = why.split("Why: show me")[1]
     assert len(re.findall(r"\d%", why)) == 1, why  # the 70B's, against selective
     rc = f["full"]["api"]["recompute"]
-    assert f"{fmt_pct(rc[2]['compute_seconds'] / rc[1]['compute_seconds'] - 1)} more compute " \
-           "than selective" in why
+    assert f"{fmt_pct(rc[2]['compute_seconds'] / rc[0]['compute_seconds'] - 1)} more compute " \
+           "than fused attention" in why
     assert "+n% compute" in note and "Check yourself" in text
 
 
-def test_step_4_says_why_its_nvlink_busbw_is_not_ep02s(client):
-    """Round-13 cold reading of EP03, finding 12: step 4 quoted NVLink's ring busBW as 367.6 GB/s
-    where EP02 step 1 teaches 367 of 450. Both are the one 8 x H200 run (NVLS off): EP02's
-    NVLink 4 preset truncates it, the H100 node's own link (labs.hardware.links
-    UNMEASURED_SCALE_UP) takes it unrounded. Step 4 says so where it first quotes it."""
-    from labs.hardware.links import links
-
-    own = facts()["l70_z3"]["result"].input.cluster.intra.ring_busbw
-    ep02 = links()["nvlink-4"].ring_busbw
-    assert int(own / 1e9) == int(ep02 / 1e9) and own != ep02
+def test_step_4_quotes_its_nvlink_busbw_without_an_aside(client):
+    """Round-13 cold reading of EP03, finding 12 had step 4 say why its NVLink busBW (367.6
+    GB/s) is not EP02's 367; round 17 (finding 6) cut that aside, "(measured on 8 H200s;
+    EP02's table truncates it to 367)", as an audit trail: the step quotes the busBW and the
+    time it gives."""
+    cl = facts()["l70_z3"]["result"].input.cluster
+    b = facts()["l70_z3"]["api"]["traffic_bytes"]
     step = step_text(client, "4. What sharding costs on the wire", "5. Hiding it behind")
-    assert (f"{own / 1e9:.1f} GB/s of busBW (measured on 8 H200s; EP02's table "
-            f"truncates it to {ep02 / 1e9:g})") in step
+    assert (f"{cl.intra.ring_busbw / 1e9:.1f} GB/s of busBW take "
+            f"{b / cl.intra.ring_busbw * 1e3:,.1f} ms") in step
+    assert "measured on 8 H200s" not in step and "truncates" not in step
 
 
 def test_round_14_step_7_asks_what_each_adds_and_step_8_states_deepspeeds_18(client):
@@ -885,11 +899,10 @@ def test_round_14_step_7_asks_what_each_adds_and_step_8_states_deepspeeds_18(cli
     reads as 4 B more, where its estimate is 18 B against the recipe's 16 (finding 2)."""
     import re
 
-    one = client.get("/api/zero", params={"model": "llama-3.1-8b", "dp": 1, "zero": 3,
-                                          "offload": True}).json()
+    one = facts()["offload_one"]["api"]
     plan = one["offload_plan"]
     down = up = plan["pcie_seconds"] / 2  # the gradients down, the bf16 weights up: one size
-    backward = 2 / 3 * one["compute_seconds"]
+    backward = facts()["offload_one"]["result"].backward_seconds
     adds = max(down - backward, 0) + up
     html = client.get("/episodes/zero").text
     form = re.search(r'<form class="predict-form" data-predict="zero-7"[^>]*>', html).group(0)
@@ -897,7 +910,7 @@ def test_round_14_step_7_asks_what_each_adds_and_step_8_states_deepspeeds_18(cli
     assert f'data-right="{right}"' in form and right == "adam"
     step = html[html.index('id="step-7"'):html.index('id="step-8"')]
     text = " ".join(re.sub(r"<[^>]+>", " ", step).split())
-    assert f"= {adds * 1e3:.0f} ms to the step" in text
+    assert f"= {adds * 1e3:.1f} ms to the step" in text
     note = html[html.index("Where they differ:"):]
     note = " ".join(re.sub(r"<[^>]+>", " ", note[:note.index("</p>")]).split())
     assert "shards 18 B a parameter" in note and "where this recipe shards 16;" in note
@@ -975,7 +988,7 @@ def test_round_15_step_10_checks_from_its_printed_figures(client):
     384-GPU run's, not the 1,536-GPU T* it printed (round-15 cold reading of EP03, finding 4)."""
     f = facts()
     step = step_text(client, "10. ZeRO-3's published fall", "Check yourself")
-    m = re.search(r"slips only from (\d+) to (\d+) TFLOP/s, a ([\d.]+)% fall, ([\d.]+) ÷ (\d+) = "
+    m = re.search(r"slips only from (\d+) to (\d+) TFLOP/s, a ([\d.]+)% fall: ([\d.]+) ÷ (\d+) = "
                   r"(\d+)% of the published one", step)
     assert m, step
     first, last, drop, again, published, share = (float(g) for g in m.groups())
@@ -1020,3 +1033,126 @@ def test_round_17_the_readout_names_the_logits_it_adds(client):
     assert "Activations per GPU (unsharded)" not in html
     assert "Activations and logits per GPU (unsharded)" in html
     assert a["embedding_and_logits"] > 0
+
+
+def test_round_17_ep03_defaults_to_fused_attention_and_prices_against_it(client):
+    """Round-17 cold reading of EP03, finding 1: the page ran selective recomputation by
+    default and priced the recompute chart against the unfused "none" (2021-22 kernels that
+    store the s x s scores), so a current stack seemed to pay 1.6-7.7% for nothing. The
+    default is "none, with FlashAttention" (flash), the chart's +0% bar; selective pays its
+    re-run attention core over it; an explicit ?recompute=selective still works."""
+    from app.routers.zero import VIEW
+
+    body = client.get("/api/zero").json()
+    assert VIEW.query_model().recompute == "flash"
+    sel = client.get("/api/zero", params={"recompute": "selective"}).json()
+    assert sel["total_bytes"] == body["total_bytes"]  # the same memory ...
+    assert sel["compute_seconds"] > body["compute_seconds"]  # ... for more compute
+    assert [r["recompute"] for r in body["recompute"]] == ["flash", "selective", "full"]
+    assert body["recompute"][0]["extra_compute"] == 0
+    figure = VIEW.figures(facts()["l70_z3"]["result"])["recompute"]
+    x = figure["data"][0]["x"]
+    assert x == ["none, fused", "selective", "full"]
+    texts = next(t for t in figure["data"] if t["name"] == "Compute over none, fused")["text"]
+    assert texts[0] == "+0% compute"
+    # The page's opening state runs flash, and an explicit selective keeps its URL.
+    page = client.get("/episodes/zero").text
+    assert re.search(r'<option value="flash" selected', page)
+    kept = client.get("/episodes/zero", params={"recompute": "selective"}).text
+    assert re.search(r'<option value="selective" selected', kept)
+    # Step 5's time and MFU and step 9's T* are the default's, fused attention's.
+    f = facts()["l70_z3"]["api"]
+    assert f["compute_seconds"] == body["compute_seconds"]
+    five = step_text(client, "5. Hiding it behind compute", "6. Activation checkpointing")
+    assert f"that is {f['compute_seconds'] * 1e3:,.0f} ms" in five
+    assert "redoes the attention core" not in five
+    six = step_text(client, "6. Activation checkpointing", "7. Optimizer offload")
+    g = facts()["g9_full_16k"]["api"]["recompute"]
+    assert f"holds {fmt_bytes(g[0]['total_bytes'])} with fused attention and nothing " \
+           "recomputed" in six
+    assert "selective buys nothing here" in six
+
+
+def test_round_17_step_5_states_the_mfu_terms_and_the_peak(client):
+    """Round-17 cold reading of EP03, finding 2: step 5 called the lab's 62.6% MFU an ideal,
+    but gave 6·P·T at 584 TFLOP/s (59.0% of a 989 first named in step 10) and no attention
+    term. It states 6·N·T, the attention FLOPs 12·L·a·d·s a token and the 989 TFLOP/s peak
+    (H100 SXM, NVIDIA's datasheet), and its MFU checks from the printed terms."""
+    five = step_text(client, "5. Hiding it behind compute", "6. Activation checkpointing")
+    m = re.search(r"\(([\d.]+) \+ ([\d.]+)\) PFLOP ÷ \(([\d.]+) s × (\d+) TFLOP/s\) = "
+                  r"([\d.]+)% MFU", five)
+    assert m, five
+    mm, at, secs, peak, mfu = (float(g) for g in m.groups())
+    assert peak == 989 and "NVIDIA's datasheet" in five
+    assert abs(100 * (mm + at) / (secs * peak / 1e3) - mfu) <= 0.05  # from the printed terms
+    assert mfu == round(100 * opening_mfu(), 1)  # and the engine's
+    model = facts()["l70_z3"]["result"].input.model
+    per_token = 12 * model.layers * model.heads * model.head_dim * 4096
+    assert (f"12 × {model.layers} × {model.heads} × {model.head_dim} × 4,096 = "
+            f"{per_token / 1e9:.1f} GFLOP a token") in five
+    assert abs(per_token * 4096 / 1e15 - at) <= 0.0005
+    assert f"{mfu:.1f}% MFU here is an ideal" in five
+    # 989 is named where first used: no step before 5 needs it, step 5 states it.
+    text = visible_text(client.get("/episodes/zero").text)
+    assert text.index("989 TFLOP/s") > text.index("5. Hiding it behind compute")
+
+
+def _checks(printed: float, computed: float, digits: int) -> bool:
+    """Whether a printed result is within its last printed digit of what its printed inputs
+    give."""
+    return abs(printed - computed) <= 10 ** -digits
+
+
+def test_round_17_derived_figures_check_from_the_printed_inputs(client):
+    """Round-17 cold reading of EP03, finding 5: step 9's "T* = 1,539 tokens" came out 1,542
+    from the printed 31/32 × 584 TFLOP/s ÷ 367 GB/s, and step 10's 907 came out 910 from
+    "174" and "191". Each T* is written with its inputs to four figures, and recomputing it
+    from them lands within the result's last digit."""
+    def num(s: str) -> float:
+        return float(s.replace(",", ""))
+
+    nine = step_text(client, "9. When ZeRO-3 stops hiding", "10. ZeRO-3's published fall")
+    ten = step_text(client, "10. ZeRO-3's published fall", "Check yourself")
+    t3 = re.search(r"T\* = (\d+)/(\d+) × ([\d.]+) TFLOP/s ÷ ([\d.]+) GB/s = ([\d,]+) tokens",
+                   nine)
+    t0 = re.search(r"⅔ × (\d+)/(\d+) × ([\d.]+) ÷ ([\d.]+) = ([\d,]+) tokens", nine)
+    t10 = re.search(r"\(D−1\)/D × rate ÷ busBW = ([\d,]+)/([\d,]+) × ([\d.]+) TFLOP/s ÷ "
+                    r"([\d.]+) GB/s = ([\d,]+) tokens", ten)
+    assert t3 and t0 and t10, (nine, ten)
+    for m, k in ((t3, 1), (t0, 2 / 3), (t10, 1)):
+        a, b, rate, busbw, t_star = (num(g) for g in m.groups())
+        assert _checks(t_star, k * a / b * rate / busbw * 1e3, 0), m.group(0)
+    f = facts()
+    assert num(t3.group(5)) == round(f["l70_z3"]["api"]["crossover"]["crossover_tokens"])
+    assert num(t10.group(5)) == round(f["t2_1536"]["api"]["crossover"]["crossover_tokens"])
+    # The 1.5 x plain DP's printed T* is computed from the printed figure.
+    m = re.search(r"1\.5 × ([\d,]+) = ([\d,]+) tokens", nine)
+    assert m and _checks(num(m.group(2)), 1.5 * num(m.group(1)), 0), m
+    # Step 7's one-GPU sum adds up from its printed terms (355 + 18 + 366 + 251 was 990
+    # beside a printed 989).
+    seven = step_text(client, "7. Optimizer offload", "8. Checked against")
+    m = re.search(r"So a step takes ([\d.]+) ms of compute \+ \(([\d.]+) − ([\d.]+)\) \+ "
+                  r"([\d.]+) \+ ([\d.]+) = ([\d.]+) ms", seven)
+    assert m, seven
+    c, down, back, adam, up, step = (float(g) for g in m.groups())
+    assert _checks(step, c + max(down - back, 0) + adam + up, 1)
+    assert _checks(step, facts()["offload_one"]["api"]["step_seconds"] * 1e3, 1)
+    # And step 5's ratio to published MFU from the printed MFU.
+    five = step_text(client, "5. Hiding it behind compute", "6. Activation checkpointing")
+    for mfu, pub, ratio in re.findall(r"([\d.]+) ÷ (4\d|3\d) = ([\d.]+)", five):
+        assert _checks(float(ratio), float(mfu) / float(pub), 2), (mfu, pub, ratio)
+
+
+def test_round_17_steps_7_9_10_keep_their_working_in_a_closed_note(client):
+    """Round-17 cold reading of EP03, finding 6: steps 7, 9 and 10 carried open audit
+    trails, step 10's why and note ~650 words, and asked two things. Each keeps its
+    derivation in the why and the rest in a closed "where this comes from"; step 10 asks one
+    question."""
+    html = client.get("/episodes/zero").text
+    for n in (6, 7, 9, 10):
+        step = html.split(f'id="step-{n}"')[1].split("</section>")[0]
+        assert '<details class="sources chart-note"><summary>Where this comes from' in step, n
+        assert '<div class="chart-note">' not in step, n
+    ten = step_text(client, "10. ZeRO-3's published fall", "At a fixed batch each doubling")
+    question = ten.split("Question.")[1]
+    assert question.count("?") == 1 and "Does the lab show that fall?" in question

@@ -96,9 +96,24 @@ def test_full_recompute_costs_a_third_more_compute_and_saves_activations():
     # Korthikanti et al. 2022 sec 5: full recomputation repeats the forward, about +33%.
     rows = {r.recompute: r for r in run(dp=32, zero=3).recompute}
     assert rows["full"].extra_compute == pytest.approx(1 / 3, abs=0.02)
-    assert rows["none"].extra_compute == 0
+    assert rows["flash"].extra_compute == 0
     assert rows["full"].activation_bytes < rows["selective"].activation_bytes / 10
     assert rows["full"].fits and not rows["selective"].fits  # 70B, 32 GPUs, 4k tokens
+
+
+def test_recompute_rows_are_priced_against_fused_attention():
+    """Round-17 cold reading of EP03, finding 1: the rows were priced against the unfused
+    "none" (which stores the s x s scores), so selective read as +1.6% over what a current
+    stack pays; fused attention with nothing recomputed is the +0% row, selective pays its
+    re-run attention core over it, and the unfused kernel shows only where a state runs it."""
+    rows = {r.recompute: r for r in run(dp=32, zero=3).recompute}
+    assert list(rows) == ["flash", "selective", "full"]
+    assert rows["flash"].extra_compute == 0 < rows["selective"].extra_compute
+    assert rows["flash"].activation_bytes == rows["selective"].activation_bytes
+    unfused = {r.recompute: r for r in run(dp=32, zero=3, recompute="none").recompute}
+    assert list(unfused) == ["none", "flash", "selective", "full"]
+    assert unfused["none"].extra_compute == pytest.approx(0, abs=1e-12)
+    assert unfused["none"].activation_bytes > 2 * unfused["flash"].activation_bytes
 
 
 def test_offload_moves_the_optimizer_shard_to_host():
