@@ -881,3 +881,21 @@ def test_round_16_finding_5_step_2_adds_up_the_loss_tensors(client):
     assert f"8 B × {s:,} = {fmt_bytes(terms[2])}: {fmt_bytes(b['embedding_and_logits'])}" in why
     note = _flat(two.split('<p class="chart-note">')[1])
     assert "theoretical_memory_usage.py" in note and "FP32" in note
+
+
+def test_round_18_step_8_gathers_a_layers_own_weights(client):
+    """Round-18 cold reading B, finding 15: step 8 gave ZeRO-3's gathered layer as 1.76 GB,
+    the model's 70.6B / 80 layers with the embedding and head spread over them; a Llama 3.1
+    70B layer is 855.6M parameters, 1.71 GB in bf16. The note counts the layer's own."""
+    from app.charts.units import fmt_bytes
+    from labs.model.presets import get_model
+
+    m = get_model(PlaygroundQuery().model)
+    layer = m.attention_params + m.dense_mlp_params + 2 * m.hidden  # two RMSNorm weights
+    assert layer == pytest.approx((m.params - m.embedding_params) / m.layers, abs=m.hidden)
+    html = client.get("/episodes/playground").text
+    step = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ",
+                                      html.split('id="step-8"')[1].split("</section>")[0]))
+    assert f"A layer is {layer / 1e6:.1f}M parameters" in step
+    assert f"2 × {fmt_bytes(2 * layer)}" in step
+    assert f"2 × {fmt_bytes(2 * m.params / m.layers)}" not in step
