@@ -681,7 +681,7 @@ def test_round_15_finding_11_step_2_derives_its_activations_and_step_8_says_it_e
     assert f"4 B × {s:,} × {m.vocab:,} (the vocabulary) = {fmt_bytes(4 * s * m.vocab)}" in two
     fsdp = f["fsdp"]["api"]["panels"]["memory"]["answer"]
     layer = b["activations"] / m.layers
-    gathered = fsdp["breakdown"]["weights"] * f["fsdp"]["params"]["dp"] / m.layers
+    gathered = 2 * (m.params - m.embedding_params) / m.layers  # a layer's own (round 18)
     assert "The ledger errs low" in eight
     assert f"about {fmt_bytes(fsdp['total_bytes'] + layer + 2 * gathered)}, which still fits" \
         in eight
@@ -899,3 +899,18 @@ def test_round_18_step_8_gathers_a_layers_own_weights(client):
     assert f"A layer is {layer / 1e6:.1f}M parameters" in step
     assert f"2 × {fmt_bytes(2 * layer)}" in step
     assert f"2 × {fmt_bytes(2 * m.params / m.layers)}" not in step
+
+
+def test_round_18_ep04s_panel_says_why_its_tp_figure_differs_from_ep08s(client):
+    """Round-18 cold reading B, finding 17: the opening screen showed EP04's "t = 8: 79.0%"
+    and EP08's "TP 82.1%" for one state; why they differ (EP04 counts the split GEMMs'
+    slowdown too, EP08 only the wait) was in step 5's why, after its guess. A line under
+    EP04's panel says so, without either figure."""
+    html = client.get("/episodes/playground").text
+    panel = html.split('id="panel-tp"')[1].split("</article>")[0]
+    note = re.sub(r"\s+", " ", panel.split('data-testid="tp-against-recipe">')[1]
+                  .split("</p>")[0])
+    assert "smaller GEMMs" in note and "only the wait" in note
+    assert not re.search(r"\d+(\.\d)?%", note)  # no figure: the panels give them
+    alone = client.get("/episodes/playground", params={"show_recipe": "off"}).text
+    assert 'data-testid="tp-against-recipe"' not in alone
