@@ -106,6 +106,36 @@ def _named_options() -> dict[str, tuple[tuple[str, str], ...]]:
     }
 
 
+@lru_cache(maxsize=1)
+def _choice_labels() -> dict[str, dict[str, str]]:
+    """The words the episodes' own controls show for a choice, by the field's unprefixed name
+    (round-18 cold reading B, finding 18: EP12's "more controls" showed raw ids, "adam16",
+    "separate-pd", "every-2nd"), from the same records those episodes read."""
+    from app.routers.rl import PLACEMENT_LABELS, recipes, stand_in_label
+    from labs.core.catalogue import RECIPES
+    from labs.core.recomputation import RECOMPUTATION
+    from labs.parallel.rank_map import GROUP_SHORT, GROUP_TITLES
+
+    return {
+        "recipe": {k: r.label for k, r in RECIPES.items()},
+        "recompute": {k: r.label for k, r in RECOMPUTATION.items()},
+        "ep_dispatch": {"alltoall": "NCCL all-to-all", "deepep": "DeepEP"},
+        "placement": dict(PLACEMENT_LABELS),
+        "preset": {k: stand_in_label(r) for k, r in recipes().items()},
+        "group": {k: f"{GROUP_SHORT[k]} ({GROUP_TITLES[k]})" for k in GROUP_SHORT},
+        "kv_dtype": {"bf16": "BF16", "fp8": "FP8"},
+        "pipeline_link": {"none": "none", **{k: v.name for k, v in links().items()}},
+    }
+
+
+def _choice_words(name: str, choice: str) -> str:
+    """A choice's words for the control ``name`` (prefixed or not), or the choice itself."""
+    for field, words in _choice_labels().items():
+        if name == field or name.endswith("_" + field):
+            return words.get(choice, choice)
+    return choice
+
+
 def _bounds(info) -> tuple[float | None, float | None]:
     low = high = None
     for meta in info.metadata:
@@ -123,7 +153,7 @@ def control(name: str, label: str, value) -> Control:
     if name in _named_options():
         return Control(name, label, "select", value, _named_options()[name])
     if choices:
-        opts = tuple((c, c) for c in choices)
+        opts = tuple((c, _choice_words(name, c)) for c in choices)
         return Control(name, label, "select", "" if value is None else value,
                        ((("", "lab default"),) if optional else ()) + opts)
     if bool in (info.annotation, *getattr(info.annotation, "__args__", ())):

@@ -914,3 +914,27 @@ def test_round_18_ep04s_panel_says_why_its_tp_figure_differs_from_ep08s(client):
     assert not re.search(r"\d+(\.\d)?%", note)  # no figure: the panels give them
     alone = client.get("/episodes/playground", params={"show_recipe": "off"}).text
     assert 'data-testid="tp-against-recipe"' not in alone
+
+
+@pytest.mark.parametrize(("field", "choice", "words"), [
+    ("memory_recipe", "adam16", "Mixed-precision Adam, 16 B/param (bf16 grads)"),
+    ("recipe_recipe", "fp8-blockwise", "FP8, fine-grained blocks (DeepSeek-V3), 15 B/param"),
+    ("moe_ep_dispatch", "deepep", "DeepEP"),
+    ("placement_placement", "separate-pd",
+     "separate, rollout split into prefill and decode engines"),
+    ("placement_preset", "glm-4.7", "GLM-4.7 (355B)"),
+    ("moe_group", "edp", "expert-DP (expert data parallel)"),
+    ("recompute", "every-2nd", "full, every 2nd layer"),
+])
+def test_round_18_more_controls_name_each_choice_in_words(client, field, choice, words):
+    """Round-18 cold reading B, finding 18: EP12's "more controls" showed raw ids as labels
+    ("adam16", "separate-pd", "every-2nd", rank-map colours "tp cp dp pp ep edp"), where EP01,
+    EP07, EP08 and EP09 name the same choices in words. Each is now its episode's words, from
+    the same records; the value the URL carries is unchanged."""
+    from html import unescape
+
+    html = client.get("/episodes/playground").text
+    select = html.split(f'name="{field}"')[1].split("</select>")[0]
+    shown = unescape(re.search(rf'<option value="{re.escape(choice)}"[^>]*>(.*?)</option>',
+                               select).group(1))
+    assert shown == words
