@@ -11,7 +11,12 @@ from labs.core.errors import LabInputError
 from labs.failures.inputs import FailuresInput
 from labs.failures.lab import gpu_mtbi_llama3, llama3_step_s, llama3_steps, simulate_failures
 from labs.hardware.links import get_link, make_cluster
-from labs.model.flops import hardware_flops_per_token, matmul_params, model_flops_per_token
+from labs.model.flops import (
+    hardware_flops_per_token,
+    head_matmul_params,
+    matmul_params,
+    model_flops_per_token,
+)
 from labs.precision.finetune import finetunes, trainable_params
 from labs.precision.inputs import MODULE_SETS, PrecisionInput
 from labs.precision.lab import compute_precision
@@ -49,13 +54,19 @@ def _flop_terms(inp, matmul: int, per_token: float, tokens: int) -> tuple:
     """N, D and the attention score FLOPs: what the FLOP count adds to matmul·N·D, so the
     terms sum to the result."""
     n = matmul_params(inp.model)
+    head = ((Term("head once", -2 * head_matmul_params(inp.model) * tokens, "flops",
+                  "less 2·V·h·D: the output head's forward is not recomputed (Megatron "
+                  "checkpoints the layers only; Narayanan et al. 2021 eq. 3)"),)
+            if matmul == 8 else ())
     return (Term("N", n, "count", f"matmul parameters ({inp.model.params / 1e9:.1f}B less "
                                   "the input embedding, a lookup)"),
             Term("D", tokens, "", "tokens"),
             Term(f"{matmul}·N·D", matmul * n * tokens, "flops", "the weight matmuls"),
-            Term("attention", per_token * tokens - matmul * n * tokens, "flops",
-                 "QKᵀ and AV, 4·L·h·s per token forward, twice that backward: 12·L·h·s per "
-                 "token (16·L·h·s with full recomputation's second forward)"))
+            *head,
+            Term("attention", per_token * tokens - (matmul * n - 2 * (matmul == 8)
+                                                     * head_matmul_params(inp.model)) * tokens,
+                 "flops", "QKᵀ and AV, 4·L·h·s per token forward, twice that backward: "
+                 "12·L·h·s per token (16·L·h·s with full recomputation's second forward)"))
 
 
 def flops_6nd(inp):

@@ -7,8 +7,11 @@
   plus the attention scores and their weighted sum, 6·L·a·s·(d_qk + d_v) = 12·L·a·d·s for
   equal head dims (Chowdhery et al. 2022, "PaLM", arXiv:2204.02311, appendix B, counted over
   the whole sequence, not halved for causality).
-- Hardware FLOPs: recomputation repeats forward work. Full recomputation runs one more
-  forward, 8·N + 16·L·a·d·s (≈ 8·N: +33%, Korthikanti et al. 2022 sec 5); selective
+- Hardware FLOPs: recomputation repeats forward work. Full recomputation runs the transformer
+  layers' forward once more, 8·N_layers + 2·N_head + 16·L·a·d·s (≈ 8·N: +33%, Korthikanti et
+  al. 2022 sec 5): Megatron checkpoints the layers only, so the output head's matmul runs its
+  forward once, as Narayanan et al. 2021 eq. 3 counts it (its V/(16·l·h) term, 3 passes of
+  2·s·h·V, where a layer's h² terms count 4: arXiv:2104.04473 sec 5.1); selective
   recomputation repeats only the attention core's forward, + 2·L·a·s·(d_qk + d_v);
   torchtitan's op-level policy repeats the forward of every 2nd matmul of a layer, + 2·L·P_r
   with P_r those matmuls' weights (``labs.model.op_checkpoint``), the attention core not. A
@@ -41,6 +44,18 @@ def matmul_params(model: ModelSpec) -> float:
     return model.active_params - lookup
 
 
+def head_matmul_params(model: ModelSpec) -> int:
+    """The output head's weights (vocab × hidden, tied or not): the matmul outside the
+    transformer layers, which no recomputation mode repeats."""
+    return model.vocab * model.hidden
+
+
+def layer_matmul_params(model: ModelSpec) -> float:
+    """Active parameters that multiply activations inside the transformer layers (what a
+    recomputed forward runs again): ``matmul_params`` less the output head."""
+    return matmul_params(model) - head_matmul_params(model)
+
+
 def attention_flops_per_token(model: ModelSpec, seq_len: int) -> float:
     """Forward + backward FLOPs of QK^T and AV per token: 6·L·a·s·(d_qk + d_v)."""
     if model.uses_mla:
@@ -69,8 +84,8 @@ def hardware_flops_per_token(model: ModelSpec, seq_len: int, recompute: str = "s
             covered[mode] = covered.get(mode, 0) + n
     for mode, n in covered.items():
         share, again = n / model.layers, RECOMPUTATION[mode]
-        if again.forward_again:  # one more forward: its matmuls ...
-            flops += share * (2 * matmul_params(model))
+        if again.forward_again:  # one more forward of the layers: their matmuls ...
+            flops += share * (2 * layer_matmul_params(model))
         if again.attention_again:  # ... and the attention core's forward again
             flops += share * attention_flops_per_token(model, seq_len) / 3
         if again.policy:  # an op-level policy: the matmuls it drops run their forward again

@@ -331,7 +331,10 @@ def test_hfu_counts_the_recomputed_forward_and_mfu_does_not(client):
     seed = client.get("/api/recipe", params=SEED).json()
     full = client.get("/api/recipe", params={**SEED, "recompute": "full"}).json()
     none = client.get("/api/recipe", params={**SEED, "recompute": "none"}).json()
-    assert full["hfu"] == pytest.approx(full["mfu"] * 4 / 3, rel=1e-9)
+    # 4/3 less the output head's second forward, which Megatron does not recompute (round-18
+    # cold reading C, item 8): 2·V·h a token out of about 8·N.
+    assert full["hfu"] == pytest.approx(full["mfu"] * 4 / 3, rel=2e-3)
+    assert full["hfu"] < full["mfu"] * 4 / 3
     assert none["hfu"] == pytest.approx(none["mfu"], rel=1e-9)
     assert seed["mfu"] < seed["hfu"] < seed["mfu"] * 1.02
     step10 = client.get("/episodes/recipe-3d").text.split('id="step-10"')[1].split(
