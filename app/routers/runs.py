@@ -91,7 +91,8 @@ def analyse(request: RunParseRequest) -> tuple[dict, object, object]:
         "measured": {k: getattr(m, k) for k in RunParseAnswer.model_fields["measured"]
                      .annotation.model_fields},
         "figures": [{"name": f.name, "unit": f.unit, "measured": f.measured,
-                     "predicted": f.predicted, "ratio": f.ratio} for f in comparison.figures],
+                     "predicted": f.predicted, "ratio": f.ratio, "ratio_of": f.ratio_of,
+                     "derived": f.derived} for f in comparison.figures],
         "residuals": [{"name": r.name, "bytes": r.bytes, "detail": r.detail}
                       for r in comparison.residuals],
         "comparison_notes": list(comparison.notes),

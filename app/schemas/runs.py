@@ -51,6 +51,9 @@ class RunMeasured(BaseModel):
     steps: int = Field(description="Iteration lines the median is over.")
     tflops_per_gpu: float | None = Field(description="TFLOP/s per GPU, as the framework "
                                          "counts FLOPs.")
+    tflops_counts: str = Field(description="How the framework counts its TFLOP/s: hardware "
+                               "(Megatron-DeepSpeed: full recomputation's extra forward "
+                               "counted) or model (Megatron-LM, torchtitan: 6N + attention).")
     tokens_per_s_per_gpu: float | None
     mfu: float | None = Field(description="torchtitan's MFU, a fraction.")
     peak_allocated_bytes: float | None = Field(description="Max allocated over the ranks "
@@ -71,8 +74,15 @@ class RunFigure(BaseModel):
     unit: str = Field(description="s, tokens/s, TFLOP/s, B (bytes), or empty (a fraction).")
     measured: float | None
     predicted: float | None = Field(description="The lab's figure, from the same answer as "
-                                    "GET /api/recipe with `recipe_query`.")
-    ratio: float | None = Field(description="predicted / measured.")
+                                    "GET /api/recipe with `recipe_query`; TFLOP/s counted as "
+                                    "the run's framework counts them (`measured."
+                                    "tflops_counts`).")
+    ratio: float | None = Field(description="Above 1, the lab is fast (or, for memory, "
+                                "counts more than the run held): `ratio_of`.")
+    ratio_of: str = Field(description="lab / measured (rates and memory) or measured / lab "
+                          "(the step time).")
+    derived: str = Field(description="How the measured figure was worked out when the log "
+                         "prints none (empty: printed).")
 
 
 class RunResidual(BaseModel):

@@ -28,7 +28,10 @@ class Measured:
 
     step_s: float | None = None  # median over the logged iterations after the first
     steps: int = 0  # iteration lines the median is over
-    tflops_per_gpu: float | None = None  # as the framework counts its FLOPs
+    tflops_per_gpu: float | None = None  # as the framework counts its FLOPs:
+    # "hardware" (Megatron-DeepSpeed's TFLOPs: recomputation's extra forward counted) or
+    # "model" (Megatron-LM's throughput per GPU and torchtitan's tflops: 6N + attention)
+    tflops_counts: str = "model"
     tokens_per_s_per_gpu: float | None = None
     mfu: float | None = None  # torchtitan's, a fraction
     peak_allocated_bytes: float | None = None  # max over the ranks reported
@@ -60,18 +63,29 @@ class ParsedRun:
 
 @dataclass(frozen=True)
 class Figure:
-    """One quantity, measured and predicted; ratio = predicted / measured (None if either
-    is missing). For a time a ratio below 1 means the lab is fast."""
+    """One quantity, measured and predicted, and their ratio (None if either is missing) in
+    the validation page's convention: above 1, the lab is fast. A rate's ratio is lab /
+    measured; a time's (``per_step``) is measured / lab; a size's is lab / measured (above 1,
+    the lab counts more than the run held). ``derived``: how the measured figure was worked
+    out when the log does not print it (empty: printed)."""
 
     name: str
     unit: str
     measured: float | None
     predicted: float | None
+    per_step: bool = False
+    derived: str = ""
+
+    @property
+    def ratio_of(self) -> str:
+        return "measured / lab" if self.per_step else "lab / measured"
 
     @property
     def ratio(self) -> float | None:
-        if not self.measured or self.predicted is None:
+        if not self.measured or not self.predicted:
             return None
+        if self.per_step:
+            return self.measured / self.predicted
         return self.predicted / self.measured
 
 

@@ -151,14 +151,26 @@ def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
     """The lab's figures for the run's plan beside the run's, and the memory gap by part."""
     m = run.measured
     gpus = result.plan.world_size
+    peak = result.cluster.gpu.bf16_flops
     lab_tokens = result.tokens_per_s / gpus if result.step_s else None
-    lab_tflops = result.mfu * result.cluster.gpu.bf16_flops / 1e12 if result.step_s else None
+    # The lab's TFLOP/s counted as the run's framework counts them: like with like, so the
+    # ratio is the throughput's (the same plan does the same FLOPs a token).
+    hardware = m.tflops_counts == "hardware"
+    per_token = (result.timing.hardware_flops_per_token if hardware
+                 else result.timing.model_flops_per_token)
+    lab_tflops = lab_tokens * per_token / 1e12 if lab_tokens else None
+    run_mfu, how = m.mfu, ""
+    if run_mfu is None and m.tokens_per_s_per_gpu:
+        run_mfu = m.tokens_per_s_per_gpu * result.timing.model_flops_per_token / peak
+        how = ("its tokens/s × the lab's model FLOPs a token "
+               f"({result.timing.model_flops_per_token / 1e9:,.1f} GFLOP) ÷ the "
+               f"{result.cluster.gpu.name}'s {peak / 1e12:,.0f} TFLOP/s")
     ledger = result.memory_per_gpu_bytes
     figures = (
-        Figure("step_time", "s", m.step_s, result.step_s or None),
+        Figure("step_time", "s", m.step_s, result.step_s or None, per_step=True),
         Figure("tokens_per_s_per_gpu", "tokens/s", m.tokens_per_s_per_gpu, lab_tokens),
         Figure("tflops_per_gpu", "TFLOP/s", m.tflops_per_gpu, lab_tflops),
-        Figure("mfu", "", m.mfu, result.mfu or None),
+        Figure("mfu", "", run_mfu, result.mfu or None, derived=how),
         Figure("peak_allocated_bytes", "B", m.peak_allocated_bytes, ledger),
         Figure("peak_reserved_bytes", "B", m.peak_reserved_bytes, ledger),
     )
@@ -172,9 +184,17 @@ def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
     )
     notes = []
     if m.tflops_per_gpu is not None:
-        notes.append("TFLOP/s: the run's as its framework counts FLOPs (Megatron-DeepSpeed and "
-                     "the 2021 Megatron count full recomputation's extra forward); the lab's "
-                     "are model FLOPs (6N plus attention per token)")
+        notes.append(("TFLOP/s: Megatron-DeepSpeed counts full recomputation's extra forward "
+                      "(hardware FLOPs, as Narayanan et al. 2021 eq. 3), so the lab's are "
+                      f"counted the same way: {per_token / 1e9:,.1f} GFLOP a token"
+                      if hardware else
+                      "TFLOP/s: the run's framework counts model FLOPs (6N plus attention a "
+                      "token, no recomputation), and so do the lab's: "
+                      f"{per_token / 1e9:,.1f} GFLOP a token")
+                     + ". Counted alike, a plan's FLOPs a token are the same in both, so "
+                       "the TFLOP/s ratio is the tokens/s ratio")
+    if how:
+        notes.append(f"MFU: the log prints none; the run's is {how}")
     if alloc is None and res is not None:
         notes.append("torchtitan's step line gives peak reserved only: the allocator's share "
                      "needs torch.cuda.memory_stats()")

@@ -297,6 +297,12 @@ def measured_of(iterations: list, memory: list, theory: list, gbs: int | None,
     steps += [f["elapsed time per iteration (s)"] for f in rows
               if "elapsed time per iteration (s)" in f]
     tflops = [f.get("throughput per GPU (TFLOP/s/GPU)", f.get("TFLOPs")) for f in rows]
+    # Megatron-DeepSpeed's TFLOPs count full recomputation's extra forward (its
+    # throughput_calculator: checkpoint_activations_factor 4, Narayanan et al. 2021 eq. 3);
+    # Megatron-LM's throughput per GPU counts model FLOPs (num_floating_point_operations: 3
+    # passes, no recomputation).
+    counts = ("hardware" if any("TFLOPs" in f and "throughput per GPU (TFLOP/s/GPU)" not in f
+                                for f in rows) else "model")
     step = median(steps)
     tokens = (gbs * seq_len / (step * world) if step and gbs and seq_len and world else None)
     peak_alloc = max((m[1] for m in memory), default=None)
@@ -304,6 +310,7 @@ def measured_of(iterations: list, memory: list, theory: list, gbs: int | None,
     state, act = (theory[-1][0], theory[-1][1]) if theory else (None, None)
     return Measured(
         step_s=step, steps=len(steps), tflops_per_gpu=median([t for t in tflops if t]),
+        tflops_counts=counts,
         tokens_per_s_per_gpu=tokens,
         peak_allocated_bytes=peak_alloc * MIB if peak_alloc is not None else None,
         peak_reserved_bytes=peak_res * MIB if peak_res is not None else None,

@@ -4,6 +4,7 @@ upload), bounded bodies refused unread, 422s that say why, OpenAPI documenting e
 nothing pasted kept by any cache."""
 
 import json
+import re
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -40,7 +41,7 @@ def test_prediction_is_api_recipes_answer_for_the_plan(client, name):
     assert figures["step_time"]["predicted"] == recipe.json()["step_s"]
     assert figures["step_time"]["measured"] == body["measured"]["step_s"]
     assert figures["step_time"]["ratio"] == pytest.approx(
-        recipe.json()["step_s"] / body["measured"]["step_s"])
+        body["measured"]["step_s"] / recipe.json()["step_s"])  # above 1: the lab is fast
     # The EP08 link opens the same plan: its query, with EP08's defaults filled in, answers
     # the same JSON.
     link = urlsplit(body["recipe_url"])
@@ -207,3 +208,71 @@ def test_fuzz_no_5xx_and_every_refusal_says_why(client, fields, as_json, htmx):
     assert answer.status_code in (200, 413, 422), answer.text[:300]
     assert 'data-testid="run-answer"' in answer.text or 'data-testid="run-error"' in answer.text \
         or (not fields and answer.status_code == 422)
+
+
+def test_bloom_tflops_are_compared_like_with_like(client):
+    """Round-18 cold reading C, item 4: BLOOM's Megatron-DeepSpeed TFLOPs count full
+    recomputation's extra forward; the lab's beside them counted model FLOPs, so 149.0 against
+    149.4 read 1.00 where the tokens/s read 1.33. Counted alike, the two ratios agree."""
+    body = client.post(API, json={"log": text("bloom_176b.log"), "gpu": "a100-80gb"}).json()
+    assert body["measured"]["tflops_counts"] == "hardware"
+    figures = {f["name"]: f for f in body["figures"]}
+    tokens, tflops = figures["tokens_per_s_per_gpu"], figures["tflops_per_gpu"]
+    assert tokens["ratio"] > 1.2
+    assert tflops["ratio"] == pytest.approx(tokens["ratio"], rel=0.01)
+    # The lab's TFLOP/s are its tokens/s at its hardware FLOPs a token (HFU over MFU).
+    recipe = body["recipe"]
+    assert tflops["predicted"] == pytest.approx(
+        recipe["hfu"] * 312, rel=1e-6)
+    # Megatron-LM's throughput per GPU counts model FLOPs: the lab's are model FLOPs there.
+    mega = client.post(API, json={"log": text("megatron_llama3_8b.log"),
+                                  "gpu": "h100-sxm"}).json()
+    assert mega["measured"]["tflops_counts"] == "model"
+    f = {x["name"]: x for x in mega["figures"]}
+    assert f["tflops_per_gpu"]["predicted"] == pytest.approx(
+        mega["recipe"]["mfu"] * 989e12 / 1e12, rel=0.01)
+
+
+def test_one_ratio_convention_above_one_the_lab_is_fast(client):
+    """Round-18 cold reading C, item 5: the validation page's ratio is lab throughput /
+    published (above 1: the lab is fast); your-run's step-time ratio was lab / measured, the
+    opposite. Now every rate and the step time read the same way, the step time's as measured
+    / lab, and the page says which."""
+    body = client.post(API, json={"log": text("megatron_llama3_8b.log"),
+                                  "gpu": "h100-sxm"}).json()
+    f = {x["name"]: x for x in body["figures"]}
+    step, tokens = f["step_time"], f["tokens_per_s_per_gpu"]
+    assert step["ratio_of"] == "measured / lab"
+    assert step["ratio"] == pytest.approx(step["measured"] / step["predicted"])
+    assert step["ratio"] == pytest.approx(tokens["ratio"])
+    page = client.post(PATH, data={"log": text("megatron_llama3_8b.log"), "gpu": "h100-sxm"})
+    row = page.text[page.text.index('data-figure="step_time"'):]
+    row = row[:row.index("</tr>")]
+    assert "ratio measured / lab" in row
+    assert f'data-testid="ratio-step_time">{step["ratio"]:.2f}<' in row
+    assert "below 1 for a time" not in page.text
+
+
+def test_a_run_without_mfu_gets_one_from_its_tokens(client):
+    """Round-18 cold reading C, item 17: 'MFU | not in the log' where the run's tokens/s and
+    the lab's model FLOPs a token give it; the page says how it was worked out."""
+    body = client.post(API, json={"log": text("bloom_176b.log"), "gpu": "a100-80gb"}).json()
+    f = {x["name"]: x for x in body["figures"]}
+    per_token = body["recipe"]["mfu"] * 312e12 / f["tokens_per_s_per_gpu"]["predicted"]
+    assert f["mfu"]["measured"] == pytest.approx(
+        body["measured"]["tokens_per_s_per_gpu"] * per_token / 312e12, rel=1e-6)
+    assert f["mfu"]["derived"] and "tokens/s" in f["mfu"]["derived"]
+    page = client.post(PATH, data={"log": text("bloom_176b.log"), "gpu": "a100-80gb"}).text
+    assert f'data-testid="measured-mfu">{100 * f["mfu"]["measured"]:.1f}%' in page
+
+
+def test_ratios_on_a_defaulted_gpu_are_held_back(client):
+    """Round-18 cold reading C, item 26: BLOOM (A100s) on the page's default H100 read 'Tokens/s
+    104 | 338 | 3.26'. With the GPU defaulted the page shows no ratio and says why; with the
+    GPU chosen it does."""
+    page = client.post(PATH, data={"log": text("bloom_176b.log")}).text
+    assert 'data-testid="ratios-held"' in page
+    assert re.search(r'data-testid="ratio-tokens_per_s_per_gpu">[\d.]+<', page) is None
+    chosen = client.post(PATH, data={"log": text("bloom_176b.log"), "gpu": "a100-80gb"}).text
+    assert 'data-testid="ratios-held"' not in chosen
+    assert re.search(r'data-testid="ratio-tokens_per_s_per_gpu">1\.3\d<', chosen)
