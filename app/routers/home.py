@@ -12,6 +12,7 @@ from app.glossary_taught import TAUGHT_IN
 from app.labkit import DRILLS, VIEWS, DiagramInfo, check_drill, diagram_list
 from app.labkit.parsing import WHOLE_TEXT, single
 from app.templating import templates
+from labs.recipe.runs import RUNS_USE
 
 router = APIRouter()
 
@@ -80,7 +81,7 @@ def glossary_letters() -> list[tuple[str, list]]:
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 def home(request: Request) -> Response:
     live = {view.episode.slug: view for view in VIEWS.values()}
-    return templates.TemplateResponse(request, "home.html", {"live": live})
+    return templates.TemplateResponse(request, "home.html", {"live": live, "runs_use": RUNS_USE})
 
 
 # async on purpose: it must answer from the event loop even while every worker thread

@@ -22,7 +22,9 @@ class PlaygroundAnswer(BaseModel):
 class CheatTerm(BaseModel):
     symbol: str
     value: float
-    unit: str = Field(description="bytes, s, flops, count, fraction or an empty string.")
+    unit: str = Field(description="bytes, B/s, s, duration (seconds, shown in days or "
+                      "hours), flops, flop/s, count, fraction or an empty string (a plain "
+                      "number).")
     meaning: str
 
 

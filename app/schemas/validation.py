@@ -2,6 +2,8 @@
 
 from pydantic import BaseModel, Field
 
+from labs.recipe.runs import RUNS_USE
+
 
 class ValidationLayout(BaseModel):
     tp: int
@@ -32,15 +34,19 @@ class ValidationRun(BaseModel):
     lab_tflops_per_gpu: float | None = Field(
         description="The lab's step through the same eq. 3 (null for a validation run: eq. 3 "
                     "counts Narayanan's GPT only).")
-    published_step_s: float = Field(description="Published seconds per iteration (Table 1's: "
-                                                "its TFLOP/s turned back by eq. 3).")
+    published_step_s: float = Field(description="Seconds per iteration: as published "
+                                    "(Korthikanti et al. 2022), Narayanan's Table 1 TFLOP/s "
+                                    "turned back by eq. 3, or a validation run's tokens/s per "
+                                    "GPU turned back by the step's tokens.")
     lab_step_s: float
     published_tokens_per_s_per_gpu: float
     lab_tokens_per_s_per_gpu: float
     ratio: float = Field(description="Lab throughput / published throughput (> 1: the lab is "
                                      "fast).")
     recipe_url: str = Field(description="EP08 at this run's plan, model, cluster and software.")
-    note: str = Field("", description="Where the lab cannot time the run's exact setting.")
+    note: str = Field("", description="What the lab timed where it cannot time the run's "
+                      "exact setting, then, where known, why the lab errs on this row (its "
+                      "figures computed from this answer).")
 
 
 class ValidationSummary(BaseModel):
@@ -62,13 +68,14 @@ class ValidationGroup(ValidationSummary):
 
 
 class ValidationAnswer(BaseModel):
-    runs: list[ValidationRun]
+    runs: list[ValidationRun] = Field(
+        description="The published Megatron-LM runs (Narayanan et al. 2021 Table 1, "
+                    "Korthikanti et al. 2022 Table 5 and sec 6.3). " + RUNS_USE + ".")
     summary: ValidationSummary
     left_out: list[str] = Field(description="What the step model does not count.")
     validation_runs: list[ValidationRun] = Field(
-        description="Published runs the model was never calibrated on (other software and "
-                    "GPUs: torchtitan's FSDP2 runs, MoE runs, NeMo's FP8 runs), checked the "
-                    "same way.")
+        description="Published runs of other software and GPUs (torchtitan's FSDP2 runs, MoE "
+                    "runs, NeMo's FP8 runs), checked the same way. " + RUNS_USE + ".")
     validation_summary: ValidationSummary
     groups: list[ValidationGroup] = Field(
         description="Each group of runs, calibration groups first, summarised alone.")

@@ -31,6 +31,9 @@ sequence, software and published tokens/s per GPU:
   in FP8 (Transformer Engine's delayed scaling), with TP, PP, CP and VP up to 20
   (tests/labs/test_nemo_runs.py).
 
+What the runs are used for, said the same way on every page that shows them (``RUNS_USE``):
+each is a check, never a fit.
+
 A run's ``ratio`` is the lab's throughput over the published one (published step time over the
 lab's): above 1, the lab is fast.
 """
@@ -49,6 +52,12 @@ from labs.model.presets import get_model
 from labs.model.spec import ModelSpec
 from labs.recipe.inputs import Plan, RecipeResult
 from labs.recipe.lab import evaluate
+
+# What every published run is used for, one sentence the home page, the validation page and
+# /docs share (cold reading C, issue 36 item 9).
+RUNS_USE = ("Each published run is a check, never a fit: no constant of the step model is set "
+            "from any of them; every kernel rate, bandwidth and latency comes from a datasheet "
+            "or a microbenchmark")
 
 _DATA = read("runs.json")
 SEQ_LEN: int = _DATA["seq_len"]

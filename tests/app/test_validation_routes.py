@@ -222,3 +222,57 @@ def test_hfu_is_the_published_tflops_over_the_peak_on_every_narayanan_row(client
         row = page[page.index(f'data-run="{c.run.id}"'):]
         shown = float(re.search(r"HFU ([\d.]+)%", row).group(1))
         assert abs(shown - 100 * share) <= 0.1, c.run.id
+
+
+def test_every_figure_in_a_run_note_is_its_rows(client):
+    """Round-18 cold reading C, items 7, 22, 23: run notes typed figures that went stale
+    ('about 1.76x' on a 1.73 row; '12.5 s unexplained' of a 12.3 s gap; '1.22-1.27x' on a
+    1.06 row), repeated the 500 W sentence on 12 rows and cited a test file. A row's why is now
+    computed from the checks: the figures it quotes are its row's, the 500 W H100s are said
+    once for the group, and the two NeMo rows where the lab is slow say why, with their own
+    exposed pipeline sends."""
+    from labs.recipe.runs import validation_checks
+
+    body = client.get("/api/validation").json()
+    html = client.get("/episodes/recipe-3d/validation").text
+    notes = {r["id"]: r["note"] for r in body["validation_runs"]}
+    checks = {c.run.id: c for c in validation_checks()}
+    for rid, note in notes.items():
+        assert "tests/" not in note and "500 W" not in note and "1.22-1.27" not in note, rid
+    assert sum("500 W" in html.split(f'data-group="{g}"')[1].split("</tr>")[0]
+               for g in ["torchtitan-fsdp2"]) == 1
+    qwen = checks["mcore-qwen3-235b-tp4-ep8"]
+    ep32 = checks["mcore-qwen3-235b-ep32-deepep"]
+    note = notes[qwen.run.id]
+    assert f"({qwen.ratio:.2f})" in note and "1.76" not in note and "12.5 s" not in note
+    assert f"{qwen.run.published_step:.1f} s a step against {ep32.run.published_step:.1f} s" \
+        in note
+    big = checks["torchtitan-llama31-70b-h100x256"]
+    note = notes[big.run.id]
+    assert f"Only {big.ratio:.2f} fast" in note and "slow here" in note
+    assert f"{big.result.segments['tp']:.2f} s of its {big.lab_step_s:.2f} s step" in note
+    slow = [c for c in checks.values() if c.run.group == "nemo-h100-fp8" and c.ratio < 1]
+    assert len(slow) == 2
+    for c in slow:
+        sends = c.result.segments["sends"]
+        note = notes[c.run.id]
+        assert f"({c.ratio:.3f}): {sends:.2f} s of its {c.lab_step_s:.2f} s step" in note
+        assert "overlap_p2p_comm" in note
+        assert f'data-testid="note-{c.run.id}"' in html
+    for c in checks.values():
+        if c.run.group == "nemo-h100-fp8" and c.ratio >= 1:
+            assert "overlap_p2p_comm" not in notes[c.run.id]
+
+
+def test_what_the_runs_are_for_is_said_once_the_same_way(client):
+    """Round-18 cold reading C, item 9: the home page said 'calibrated on', the validation
+    lede 'no constant is fitted', its second table 'never used to set a constant' (as if the
+    first were) and /docs 'never calibrated on'. One sentence now, on all of them."""
+    from labs.recipe.runs import RUNS_USE
+
+    pages = {path: client.get(path).text for path in
+             ("/", "/episodes/recipe-3d/validation", "/openapi.json")}
+    for path, text in pages.items():
+        assert "calibrated on" not in text and "set a constant" not in text, path
+    assert RUNS_USE in pages["/"] and RUNS_USE in pages["/episodes/recipe-3d/validation"]
+    assert RUNS_USE in pages["/openapi.json"]
