@@ -80,7 +80,7 @@ GLOSSARY: tuple[Term, ...] = (
          "The groups, tens of MB each, into which data parallelism packs the gradients: each "
          "bucket is reduced by one collective, started as soon as the backward pass has "
          "produced all of its gradients, so the sync runs while the rest of the backward does "
-         "(PyTorch DDP's default bucket is 25 MB)."),
+         "(PyTorch DDP's default bucket is 25 MiB: bucket_cap_mb counts MiB)."),
     Term("hsdp", "HSDP (hybrid sharded data parallelism)", r"\bHSDP\b",
          "FSDP inside a shard group (usually a node's GPUs) and plain data parallelism across "
          "the groups: each GPU holds 1/dp_shard of the state, a layer's gathers stay inside "

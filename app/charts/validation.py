@@ -74,3 +74,52 @@ def validation_figure(found, groups: dict[str, str], urls: list[str], extra=(),
                        f"{sum(abs(c.ratio - 1) <= 0.25 for c in extra)} within ±25%"
                        if extra else "")),
     }
+
+
+def ratio_figure(runs, groups: dict[str, str], urls: list[str]) -> dict:
+    """Each run's lab/published ratio in a strip per group (x: the ratio, a line at 1 and the
+    ±10% band about it): where the scatter's log axes, three decades wide, make the band a
+    hairline, this shows which way and how far the lab errs on every run (cold reading C,
+    issue 36 item 24). Each point's customdata is the EP08 URL of its plan."""
+    ratios = [c.ratio for c in runs]
+    lo, hi = min(0.9, min(ratios) - 0.05), max(1.8, max(ratios) + 0.05)
+    order = [g for g in groups if any(c.run.group == g for c in runs)]
+    names = [groups[g] for g in order]
+    data = [{"type": "scatter", "mode": "lines", "name": "±10%", "x": [0.9, 1.1, 1.1, 0.9, 0.9],
+             "y": [-0.5, -0.5, len(order) - 0.5, len(order) - 0.5, -0.5], "fill": "toself",
+             "fillcolor": "rgba(138,148,166,0.25)", "line": {"width": 0}, "hoverinfo": "skip"},
+            {"type": "scatter", "mode": "lines", "name": "lab = published", "x": [1, 1],
+             "y": [-0.5, len(order) - 0.5], "line": {"color": "#495057", "dash": "dot",
+                                                     "width": 1}, "hoverinfo": "skip"}]
+    for row, group in enumerate(order):
+        idx = [i for i, c in enumerate(runs) if c.run.group == group]
+        colour = GROUP_COLOURS.get(group, "#495057")
+        data.append({
+            "type": "scatter", "mode": "markers", "name": groups[group], "showlegend": False,
+            "x": [round(runs[i].ratio, 4) for i in idx], "y": [row] * len(idx),
+            "text": [runs[i].run.name for i in idx], "customdata": [urls[i] for i in idx],
+            "marker": {"color": colour, "size": 10, "opacity": 0.8,
+                       "line": {"color": "#ffffff", "width": 1}},
+            "hovertemplate": "%{text}: lab/published %{x:.3f}<extra></extra>",
+        })
+    fast = sum(r > 1 for r in ratios)
+    return {
+        "data": data,
+        "layout": base_layout(
+            xaxis={"title": {"text": "Lab / published throughput (above 1: the lab is fast)"},
+                   "range": [lo, hi], "gridcolor": "#e6e9ef", "zeroline": False},
+            # Each strip's group named above it, inside the plot: tick labels as long as
+            # these would take half a phone's width.
+            yaxis={"tickvals": list(range(len(order))), "showticklabels": False,
+                   "range": [len(order) - 0.5, -0.5], "gridcolor": "#e6e9ef",
+                   "zeroline": False, "fixedrange": True},
+            annotations=[{"text": name, "xref": "paper", "x": 0, "yref": "y", "y": row - 0.22,
+                          "xanchor": "left", "yanchor": "bottom", "showarrow": False,
+                          "font": {"size": 11, "color": "#495057"}}
+                         for row, name in enumerate(names)],
+            margin={"l": 16, "r": 16, "t": 36, "b": 48},
+            legend={"orientation": "h", "y": 1.02, "x": 0, "yanchor": "bottom"},
+        ),
+        "summary": (f"{len(runs)} runs by group: the lab is fast on {fast}, slow on "
+                    f"{len(runs) - fast}; ratios {min(ratios):.2f} to {max(ratios):.2f}"),
+    }

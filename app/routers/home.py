@@ -57,11 +57,36 @@ class DrillAnswer(BaseModel):
 def glossary(request: Request) -> Response:
     """Every term of art the lessons use, defined (app/glossary.py)."""
     return templates.TemplateResponse(request, "glossary.html",
-                                      {"letters": glossary_letters(), "taught": taught_links()})
+                                      {"letters": glossary_letters(), "taught": taught_links(),
+                                       "taught_at": taught_at_links()})
+
+
+# Where a term is taught, when that is not the lesson that first uses it (cold reading C,
+# issue 36 item 18: the entry's one link was its first marked use, which for these is a
+# passing mention): the episode and the step that teaches it.
+TAUGHT_AT: dict[str, tuple[str, str]] = {
+    "goodput": ("failures", "step-5"),
+    "all-to-all": ("experts", "step-3"),
+    "mfu": ("recipe-3d", "step-10"),
+    "hfu": ("recipe-3d", "step-10"),
+    "bubble": ("pipeline", "step-1"),
+    "ulysses": ("context-parallel", "step-5"),
+    "gradient-buckets": ("data-parallel", "step-5"),
+}
+
+
+def taught_at_links() -> dict[str, tuple[str, str]]:
+    """Each ``TAUGHT_AT`` term's "Taught in" link: (its text, its URL at the step)."""
+    out = {}
+    for slug, (episode, step) in TAUGHT_AT.items():
+        ep = BY_SLUG[episode]
+        out[slug] = (f"{ep.code}: {ep.title}, step {step.removeprefix('step-')}",
+                     f"{ep.url}#{step}")
+    return out
 
 
 def taught_links() -> dict[str, tuple[str, str]]:
-    """Each term's "Taught in" link: (its text, its URL), the first lesson that uses it
+    """Each term's "First used in" link: (its text, its URL), the first lesson that uses it
     (app/glossary_taught.py), landing on the term's marked first use there (``#term-<slug>``,
     in the step that teaches it)."""
     return {slug: (f"{BY_SLUG[episode].code}: {BY_SLUG[episode].title}",

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from app.charts.validation import validation_figure
+from app.charts.validation import ratio_figure, validation_figure
 from app.episodes import BY_SLUG
 from app.labkit.render import VARY, Chart
 from app.labkit.routes import json_response
@@ -179,14 +179,20 @@ ROW_WHY = {"nemo-h100-fp8": _sends_why, "torchtitan-fsdp2": _cp_why,
            "mcore-qwen3-235b-tp4-ep8": _expert_tp_why}
 
 
-def row_notes(extra: tuple[RunCheck, ...]) -> dict[str, str]:
-    """Each validation row's note: what the lab timed instead (runs.json), then its why."""
+def row_whys(extra: tuple[RunCheck, ...]) -> dict[str, str]:
+    """Each validation row's own why (empty where none is known)."""
     rows = {c.run.id: c for c in extra}
     out = {}
     for c in extra:
         why = ROW_WHY.get(c.run.id) or ROW_WHY.get(c.run.group)
-        out[c.run.id] = " ".join(t for t in (c.run.note, why(c, rows) if why else "") if t)
+        out[c.run.id] = why(c, rows) if why else ""
     return out
+
+
+def row_notes(extra: tuple[RunCheck, ...]) -> dict[str, str]:
+    """Each validation row's note: what the lab timed instead (runs.json), then its why."""
+    whys = row_whys(extra)
+    return {c.run.id: " ".join(t for t in (c.run.note, whys[c.run.id]) if t) for c in extra}
 
 
 def recipe_params(c: RunCheck) -> dict[str, str]:
@@ -273,10 +279,15 @@ def validation_page(request: Request) -> Response:
         "validation_rows": [(c, recipe_url(c)) for c in extra],
         "validation_groups": VALIDATION_GROUPS, "validation_summary": summary(extra),
         "by_group": by_group(found, extra), "group_why": GROUP_WHY,
-        "group_split": group_split(extra), "notes": row_notes(extra),
+        "group_split": group_split(extra), "notes": row_notes(extra), "whys": row_whys(extra),
         "utilisation": utilisation,  # MFU and HFU of a run's step (Narayanan's rows)
         "charts": {"validation": Chart("validation", "Lab against published throughput",
-                                       "validation-chart", figure, "", 520)},
+                                       "validation-chart", figure, "", 520),
+                   "ratio": Chart("ratio", "Which way the lab errs, run by run", "ratio-chart",
+                                  ratio_figure((*found, *extra), {**GROUPS,
+                                                                  **VALIDATION_GROUPS},
+                                               urls + [recipe_url(c) for c in extra]),
+                                  "", 360)},
         "state_query": "", "runs_use": RUNS_USE,
     }
     return templates.TemplateResponse(request, "validation.html", ctx, headers=VARY)

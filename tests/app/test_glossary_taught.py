@@ -43,7 +43,8 @@ def test_the_table_is_what_the_lessons_give(pages):
 
 def test_every_link_resolves_to_an_element_id_in_a_step(client, pages):
     glossary = client.get("/glossary").text
-    links = re.findall(r'<span class="taught">Taught in <a href="([^"]+)">([^<]+)</a>', glossary)
+    links = re.findall(r'<span class="taught">First used in <a href="([^"]+)">([^<]+)</a>',
+                       glossary)
     assert len(links) == len(TAUGHT_IN) >= 70
     for href, text in links:
         path, _, anchor = href.partition("#")
@@ -60,3 +61,28 @@ def test_the_first_use_carries_one_anchor_a_page(pages):
     for path, html in pages.items():
         anchors = re.findall(r'id="(term-[^"]+)"', html)
         assert len(anchors) == len(set(anchors)), path
+
+
+def test_a_term_taught_elsewhere_links_to_the_step_that_teaches_it(client, pages):
+    """Round-18 cold reading C, item 18: the entry's one link, 'Taught in', was the first
+    marked use: goodput in EP07 (taught in EP11), MFU and HFU in EP03 (EP08), the bubble in
+    EP03 (EP05), Ulysses in EP04 (EP06), all-to-all in EP05 (EP07). It now reads 'First used
+    in', and these entries also link the step that teaches the term, a step whose text uses it.
+    """
+    from app.glossary_terms import GLOSSARY
+    from app.routers.home import TAUGHT_AT
+
+    glossary = client.get("/glossary").text
+    assert '<span class="taught">Taught in' not in glossary.split("taught-at-")[0]
+    terms = {t.slug: t for t in GLOSSARY}
+    for slug, (lesson, step) in TAUGHT_AT.items():
+        episode = next(e for e in EPISODES if e.slug == lesson)
+        entry = glossary.split(f'data-testid="taught-at-{slug}"')[1].split("</span>")[0]
+        assert f'href="{episode.url}#{step}"' in entry and episode.code in entry, slug
+        html = pages[episode.path]
+        section = html.split(f'id="{step}"')[1].split('<section class="step"')[0]
+        text = re.sub(r"<[^>]+>", " ", section)
+        # EP02 teaches "gradients into buckets", which the term's pattern does not mark.
+        assert terms[slug].regex.search(text) or (
+            slug == "gradient-buckets" and "buckets" in text), (slug, step)
+        assert TAUGHT_IN.get(slug) != lesson, slug  # only where the first use is elsewhere

@@ -18,6 +18,11 @@ def body(client):
     return response.json()
 
 
+def why_of(html: str, group: str) -> str:
+    """A group's why, as the list under the group table gives it."""
+    return html.split(f'<dd data-why="{group}">')[1].split("</dd>")[0]
+
+
 def test_api_lists_every_run_of_the_data_file_with_its_citation(body):
     ValidationAnswer.model_validate(body)
     assert [r["id"] for r in body["runs"]] == [r.id for r in RUNS]
@@ -140,9 +145,8 @@ def test_the_page_says_which_way_the_lab_errs_for_every_group(client):
     from app.routers.validation import GROUP_WHY
 
     for g in body["groups"]:
-        # Why, where known: every group says it, in its own row.
-        row = html.split(f'<tr data-group="{g["group"]}">')[1].split("</tr>")[0]
-        assert GROUP_WHY[g["group"]].replace("'", "&#39;") in row
+        # Why, where known: every group says it, under the table.
+        assert GROUP_WHY[g["group"]].replace("'", "&#39;") in why_of(html, g["group"])
         cell = re.search(rf'data-testid="direction-{g["group"]}">([^<]+)<', html).group(1)
         want = ("fast on all" if g["fast"] == g["runs"] else "slow on all" if not g["fast"]
                 else f"fast on {g['fast']}, slow on {g['runs'] - g['fast']}")
@@ -172,7 +176,7 @@ def test_pooled_groups_are_said_apart(client):
     from labs.recipe.runs import validation_checks
 
     html = client.get("/episodes/recipe-3d/validation").text
-    row = html.split('<tr data-group="torchtitan-fsdp2">')[1].split("</tr>")[0]
+    row = why_of(html, "torchtitan-fsdp2")
     titan = [c for c in validation_checks() if c.run.group == "torchtitan-fsdp2"]
     for gpu in {c.run.cluster.gpu.name for c in titan}:
         ratios = sorted(c.ratio for c in titan if c.run.cluster.gpu.name == gpu)
@@ -180,7 +184,7 @@ def test_pooled_groups_are_said_apart(client):
     a100 = [c.ratio for c in titan if "A100" in c.run.cluster.gpu.name]
     assert a100 and max(a100) < 1.2  # matched hardware: the model's own error is smaller
     ds = next(c for c in validation_checks() if c.run.group == "deepseek-v3")
-    row = html.split('<tr data-group="deepseek-v3">')[1].split("</tr>")[0]
+    row = why_of(html, "deepseek-v3")
     assert f"= {ds.ratio * 0.9:.2f}" in row
 
 
@@ -239,8 +243,8 @@ def test_every_figure_in_a_run_note_is_its_rows(client):
     checks = {c.run.id: c for c in validation_checks()}
     for rid, note in notes.items():
         assert "tests/" not in note and "500 W" not in note and "1.22-1.27" not in note, rid
-    assert sum("500 W" in html.split(f'data-group="{g}"')[1].split("</tr>")[0]
-               for g in ["torchtitan-fsdp2"]) == 1
+    said = html.split("<h2>Sources</h2>")[0]  # the sources' citations name the clusters
+    assert said.count("500 W") == 1 and "500 W" in why_of(html, "torchtitan-fsdp2")
     qwen = checks["mcore-qwen3-235b-tp4-ep8"]
     ep32 = checks["mcore-qwen3-235b-ep32-deepep"]
     note = notes[qwen.run.id]
@@ -276,3 +280,51 @@ def test_what_the_runs_are_for_is_said_once_the_same_way(client):
         assert "calibrated on" not in text and "set a constant" not in text, path
     assert RUNS_USE in pages["/"] and RUNS_USE in pages["/episodes/recipe-3d/validation"]
     assert RUNS_USE in pages["/openapi.json"]
+
+
+def test_the_group_table_fits_a_phone_and_its_whys_are_below_it(client):
+    """Round-18 cold reading C, item 21: at 390 px the why column made each group row about a
+    screen tall and pushed the ratios off-screen. The whys are a list under the table."""
+    html = client.get("/episodes/recipe-3d/validation").text
+    table = html.split('data-testid="validation-groups-table"')[1].split("</table>")[0]
+    assert "why-known" not in table and "Why, where known" not in table
+    whys = html.split('data-testid="validation-why"')[1].split("</dl>")[0]
+    body = client.get("/api/validation").json()
+    assert whys.count("<dd data-why=") == len(body["groups"])
+
+
+def test_ratios_show_three_decimals_so_bold_matches_the_band(client):
+    """Round-18 cold reading C, item 16: 1.104 and 1.1026 showed '1.10' in bold (outside
+    ±10%) beside 1.0994's '1.10' not in bold. Three decimals: the bold ones read above 1.100."""
+    html = client.get("/episodes/recipe-3d/validation").text
+    body = client.get("/api/validation").json()
+    for r in body["runs"]:
+        cell = re.search(rf'data-testid="ratio-{r["id"]}"( class="outside")?>([\d.]+)<', html)
+        assert cell.group(2) == f"{r['ratio']:.3f}", r["id"]
+        assert bool(cell.group(1)) == (abs(r["ratio"] - 1) > 0.10), r["id"]
+        if cell.group(1):
+            assert abs(float(cell.group(2)) - 1) > 0.10, r["id"]
+
+
+def test_the_ratio_strip_draws_every_runs_ratio_by_group(client):
+    """Round-18 cold reading C, item 24: on log axes three decades wide the ±10% band is a
+    hairline. A strip of lab/published by group, a line at 1 and the band, from the engine's
+    ratios; its links are the rows' EP08 links."""
+    import json
+
+    from labs.recipe.runs import checks, validation_checks
+
+    html = client.get("/episodes/recipe-3d/validation").text
+    raw = html.split('data-target="ratio-chart"')[1]
+    figure = json.loads(raw.split(">", 1)[1].split("</script>")[0])
+    points = [t for t in figure["data"] if t["mode"] == "markers"]
+    every = (*checks(), *validation_checks())
+    drawn = sorted(x for t in points for x in t["x"])
+    assert drawn == pytest.approx(sorted(c.ratio for c in every), abs=1e-4)
+    assert {1} == {x for t in figure["data"] if t.get("name") == "lab = published"
+                   for x in t["x"]}
+    lo, hi = figure["layout"]["xaxis"]["range"]
+    assert lo <= 0.9 and hi >= 1.8 and lo < min(drawn) and max(drawn) < hi
+    body = client.get("/api/validation").json()
+    links = {r["recipe_url"] for r in body["runs"] + body["validation_runs"]}
+    assert {u for t in points for u in t["customdata"]} == links
