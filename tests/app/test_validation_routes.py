@@ -328,3 +328,17 @@ def test_the_ratio_strip_draws_every_runs_ratio_by_group(client):
     body = client.get("/api/validation").json()
     links = {r["recipe_url"] for r in body["runs"] + body["validation_runs"]}
     assert {u for t in points for u in t["customdata"]} == links
+
+
+def test_jargon_is_marked_at_its_first_use_as_in_the_lessons(client):
+    """Round-18 cold reading C, item 20: the validation page marked only HFU and MFU (as
+    links), and your-run's answer nothing. Both now mark each glossary term's first use, once."""
+    html = client.get("/episodes/recipe-3d/validation").text
+    marked = re.findall(r'data-term="([^"]+)"', html)
+    assert len(marked) == len(set(marked))
+    for slug in ("asynctp", "deepep", "dualpipe", "goodput", "grouped-gemm", "fsdp", "mtp"):
+        assert slug in marked, slug
+    with open("tests/fixtures/runs/bloom_176b.log") as f:
+        answer = client.post("/episodes/recipe-3d/your-run",
+                             data={"log": f.read(), "gpu": "a100-80gb"}).text
+    assert "mfu" in re.findall(r'data-term="([^"]+)"', answer)
