@@ -972,8 +972,10 @@ def test_plan_scatter_is_the_apis_plans(client):
 def test_validation_scatter_is_each_runs_published_and_lab_figures(client):
     answer = client.get("/api/validation").json()
     from app.routers.validation import PATH
+    from tests.app.test_contracts import page_figures
 
-    fig = page_figure(client.get(PATH).text)
+    figures = page_figures(client.get(PATH).text)
+    fig = figures["validation-chart"]  # the scatter (the ratio strip: test_validation_routes)
     drawn = sorted((x, y) for t in fig["data"] if t["mode"] == "markers"
                    for x, y in zip(t["x"], t["y"], strict=True))
     runs = answer["runs"] + answer["validation_runs"]
