@@ -249,6 +249,9 @@ def test_every_figure_in_a_run_note_is_its_rows(client):
     checks = {c.run.id: c for c in validation_checks()}
     for rid, note in notes.items():
         assert "tests/" not in note and "500 W" not in note and "1.22-1.27" not in note, rid
+        # NeMo's table gives layouts, not flags: said once, in the group's why (was 7 rows).
+        assert "publishes the layout" not in note, rid
+    assert "publishes layouts, not flags" in why_of(html, "nemo-h100-fp8")
     said = html.split("<h2>Sources</h2>")[0]  # the sources' citations name the clusters
     assert said.count("500 W") == 1 and "500 W" in why_of(html, "torchtitan-fsdp2")
     qwen = checks["mcore-qwen3-235b-tp4-ep8"]
