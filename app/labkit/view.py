@@ -48,16 +48,17 @@ class Case:
         """``waits_for``'s steps (computed where it is a callable)."""
         return self.waits_for() if callable(self.waits_for) else self.waits_for
 
-    @property
-    def wait_note(self) -> str:
-        """The line's first words while ``waits_for`` waits: "Its goodput shows after step 5's
-        guess." (empty where nothing waits)."""
+    def wait(self) -> tuple[tuple[str, ...], str]:
+        """``waiting_on``, and the line's first words while it waits: "Its goodput shows after
+        step 5's guess." (empty where nothing waits). One reading of ``waits_for``: a callable
+        runs the lab at the case's state (EP01's reads ``bench_keys``), so the bench
+        (templates/partials/_bench.html) asks once a case."""
         waits = self.waiting_on
         if not (self.waiting and waits):
-            return ""
+            return waits, ""
         guesses = " and ".join(f"{k.replace('-', ' ')}'s" for k in waits)
         plural = len(waits) > 1
-        return f"{self.waiting} after {guesses} guess{'es' if plural else ''}. "
+        return waits, f"{self.waiting} after {guesses} guess{'es' if plural else ''}. "
 
     @property
     def held_note(self) -> str:

@@ -805,8 +805,16 @@
     var value = cut ? cut + "px" : "";
     if (bench.style.getPropertyValue("--bench-cut") !== value) bench.style.setProperty("--bench-cut", value);
   }
-  window.addEventListener("scroll", fitBench, { passive: true });
-  window.addEventListener("resize", fitBench);
+  // Scroll fires many times a frame: the layout is read once a frame, in the frame's
+  // callback before paint (round-18 code review: fitBench read it on every scroll event).
+  var fitQueued = false;
+  function fitSoon() {
+    if (fitQueued) return;
+    fitQueued = true;
+    window.requestAnimationFrame(function () { fitQueued = false; fitBench(); });
+  }
+  window.addEventListener("scroll", fitSoon, { passive: true });
+  window.addEventListener("resize", fitSoon);
   document.addEventListener("htmx:afterSwap", fitBench);
 
   function shown(el) {

@@ -812,3 +812,30 @@ def test_the_drivers_memory_is_told_as_one_number(client):
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/memory").text))
     assert fmt_pct(d["more"]) not in text
     assert f"which step 1 puts {fmt_pct(d['less'])} under what the driver reports" in text
+
+
+def test_the_bench_reads_each_cases_wait_once(client, monkeypatch):
+    """Code review (round 18): templates/partials/_bench.html read ``case.waiting_on`` three
+    times a case (the mask's test, its keys and its note), and EP01's is a callable that runs
+    the lab at the case's state and its ``bench_keys``. It reads it once a case now
+    (``Case.wait``), and the mask says the same as before."""
+    from markupsafe import escape
+
+    from app.labkit.view import Case
+    from app.response_cache import CACHE
+    from app.routers.memory import VIEW
+
+    reads = []
+    read = Case.waiting_on.fget
+    monkeypatch.setattr(
+        Case, "waiting_on", property(lambda case: reads.append(case.label) or read(case))
+    )
+    CACHE.clear()  # a page sent before comes from the cache, without a render
+    html = client.get("/episodes/memory").text
+    cases = [case for case in (VIEW.good, VIEW.bad) if case]
+    assert sorted(reads) == sorted(case.label for case in cases)
+    masks = [case.wait() for case in cases]
+    assert any(note for _, note in masks)  # a case's line waits for a guess (the bad case)
+    for waits, note in masks:
+        mask = f'data-after-guess="{" ".join(waits)}" data-mask="{escape(note)}"'
+        assert not note or mask in html

@@ -103,6 +103,26 @@ AT_THE_END = """async () => {
 }"""
 
 
+# A burst of scroll events reads the bench's layout once, in the next frame, not once an event
+# (round-18 code review of static/js/lab.js fitBench: coalesced with requestAnimationFrame).
+# Counted as fitBench reads it: getComputedStyle of #bench (once or twice a call).
+SCROLL_READS = """async () => {
+    const bench = document.getElementById('bench'), real = window.getComputedStyle;
+    let reads = 0;
+    window.getComputedStyle = function (el, ...rest) {
+        if (el === bench) reads++;
+        return real.call(window, el, ...rest);
+    };
+    try {
+        for (let i = 0; i < 10; i++) window.dispatchEvent(new Event('scroll'));
+        const sync = reads;
+        for (let i = 0; i < 2; i++) await new Promise(r => requestAnimationFrame(r));
+        return {sync, frame: reads - sync};
+    } finally {
+        window.getComputedStyle = real;
+    }
+}"""
+
 GROUP_HIDDEN = """title => {
     const pane = document.getElementById('drawer').getBoundingClientRect();
     const hidden = [];
@@ -174,6 +194,9 @@ def test_each_steps_link_brings_its_diagram_into_view(sized, lesson):
         f"{lesson} at the page's end: the bench pushed off its pinned place: {end}"
     )
     assert end["head"][0] >= end["view"][0] >= top, f"{lesson}: headline cut at the end: {end}"
+    if not page.phone:
+        reads = page.evaluate(SCROLL_READS)
+        assert reads["sync"] == 0 and 0 < reads["frame"] <= 2, f"{lesson}: {reads}"
 
 
 def test_case_button_keeps_the_view_and_focus(page):
