@@ -928,6 +928,14 @@
     var holder = chart.closest(".lazy-diagram") || chart;
     var anchor = holder.previousElementSibling && holder.previousElementSibling.matches(".chart-title")
       ? holder.previousElementSibling : chart;
+    // A panel's key figures just above the title (EP12's readout tiles, the figure a step
+    // asks: step 5's forward wait) show with it, where the tiles, the title and the chart fit
+    // the view together (round 18: step 5's tile was scrolled out above the title).
+    var tiles = anchor !== chart && anchor.previousElementSibling;
+    if (view && tiles && tiles.matches("dl.readout")
+        && chart.getBoundingClientRect().bottom - tiles.getBoundingClientRect().top <= view.clientHeight - 8) {
+      anchor = tiles;
+    }
     if (view && view.scrollHeight > view.clientHeight) {
       var top = anchor.getBoundingClientRect().top - view.getBoundingClientRect().top + view.scrollTop;
       view.scrollTop = Math.max(0, top - 8);

@@ -857,7 +857,7 @@ def test_round_16_findings_3_and_4_the_tp_panel_shows_the_wait_and_one_efficienc
         assert f[key]["result"].panel("tp").diagrams == ("cost",), key
     note = _flat(five.split('<p class="chart-note">', 2)[2])
     assert "the whole step's: one GPU's time for the step ÷ (8 × the group's)" in note
-    assert f"reading {100 * e['step_efficiency']:.1f}% across the nodes" in note
+    assert f"reads {100 * e['step_efficiency']:.1f}% across the nodes" in note
     assert "One layer's, the same ratio without the embedding and the logits" in note
 
 
@@ -938,3 +938,18 @@ def test_round_18_more_controls_name_each_choice_in_words(client, field, choice,
     shown = unescape(re.search(rf'<option value="{re.escape(choice)}"[^>]*>(.*?)</option>',
                                select).group(1))
     assert shown == words
+
+
+def test_round_18_ep12s_notes_say_one_idea_a_paragraph_in_short_sentences(client):
+    """Round 18 (issue 36): EP12's notes were long, step 5's two of 132 and 232 words with
+    sentences of 47 to 58 words, steps 2, 3 and 8 had sentences of 41 to 61. Each note is a
+    paragraph an idea now: no paragraph of any step over 100 words, no sentence over 40, every
+    figure still worked (test_prose follows each; the tests above pin the derivations)."""
+    from tests.app.test_recipe_routes import _sentences
+
+    page = client.get("/episodes/playground").text
+    for n in range(1, 9):
+        paras, sentences = _sentences(page, n)
+        assert max(len(p.split()) for p in paras) <= 100, (n, max(paras, key=len))
+        long = [s for s in sentences if len(s.split()) > 40]
+        assert not long, (n, long)

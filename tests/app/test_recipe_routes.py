@@ -2370,11 +2370,12 @@ def test_round_17_step_8_quotes_the_exports_it_asks_about(client):
 
 
 def _sentences(html: str, n: int) -> tuple[list[str], list[str]]:
-    """Step n's visible paragraphs (its <p> and the limit, tags stripped) and their sentences."""
+    """Step n's visible paragraphs (its <p> and the limit, tags stripped; not its try links'
+    line) and their sentences."""
     step = html.split(f'id="step-{n}"')[1].split("</section>")[0]
     step = re.sub(r'<span class="term-tip".*?</span>', "", step, flags=re.S)  # hover tips
     paras = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", p)).strip()
-             for p in re.findall(r"<p[ >].*?</p>", step, re.S)]
+             for p in re.findall(r"<p[ >].*?</p>", step, re.S) if 'class="moves"' not in p[:20]]
     return paras, [s for p in paras for s in re.split(r"(?<=[.?!])\s+(?=[A-Z(])", p)]
 
 

@@ -140,9 +140,11 @@ def test_steps_1_and_5s_moves_draw_what_they_ask_in_view(browser, live_server, s
     GPU at 16,384 tokens, and step 5 the forward's wait per layer over Ethernet, where its move
     drew only efficiencies. Once guessed, each step's link draws, on its chart in view, what it
     asks: EP01's ledger at the new total, and EP04's time per layer, its one all-reduce's time
-    (half the forward's wait) on its label and the exposed collectives as a bar. (Round-15,
-    13e: step 1's two audits were never in view together; it no longer compares them.)"""
-    from app.charts.units import fmt_bytes
+    (half the forward's wait) on its label and the exposed collectives as a bar, with the
+    panel's "Forward's wait per layer" tile above it in view too (round 18: the chart's title
+    was brought to the view's top and the tile scrolled out above it). (Round-15, 13e: step
+    1's two audits were never in view together; it no longer compares them.)"""
+    from app.charts.units import fmt_bytes, fmt_ms
     from app.routers.playground import facts
 
     f = facts()
@@ -150,6 +152,7 @@ def test_steps_1_and_5s_moves_draw_what_they_ask_in_view(browser, live_server, s
     asked = {1: ("memory-chart",
                  fmt_bytes(f["long"]["api"]["panels"]["memory"]["answer"]["total_bytes"])),
              5: ("tp-cost", f"{1e3 * e['comm_s']:.2f} ms of collectives")}
+    wait = fmt_ms(e["forward_comm_s"])  # the TP panel's "Forward's wait per layer" tile
     with sized_page(browser, live_server, *size, touch=True) as page:
         page.goto("/episodes/playground")
         wait_drawn(page)
@@ -161,6 +164,8 @@ def test_steps_1_and_5s_moves_draw_what_they_ask_in_view(browser, live_server, s
             page.wait_for_url("**" + href.split("?", 1)[1] + "**")
             wait_drawn(page)
             assert page.evaluate(CHART_SEEN, chart), (step, chart)
+            if step == 5:  # the tile of the figure it asks, above the chart, in view with it
+                assert page.evaluate(TEXT_SHOWN, ["#panel-tp dl.readout", wait]), wait
             summary = page.evaluate(f"document.getElementById('{chart}').dataset.summary")
             assert figure in summary, (step, summary)
         label = page.evaluate("""() => [...document.querySelectorAll('#tp-cost .annotation-text')]
