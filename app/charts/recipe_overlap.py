@@ -14,6 +14,9 @@ TIMELINE_STATES = {
     "exposed": ("Exposed: the compute stream waits", "#e45756"),
 }
 TIMELINE_LANES = ("Compute stream", "Comm stream")
+# The backward's start, as a share of the axis, below which "forward →" and "backward →"
+# (about 50 px each) take a row each: a phone's plot is about 230 px wide.
+PASS_LABELS_APART = 0.3
 
 
 def timeline_figure(line: dict) -> dict:
@@ -62,14 +65,18 @@ def _state_bars(items: list[dict], lanes: dict[str, str], name: str, text, *, di
     return data
 
 
-def _lanes_layout(line: dict, lanes: list[str]) -> dict:
+def _lanes_layout(line: dict, lanes: list[str], rows: bool = True) -> dict:
     """A timeline's layout: ``lanes`` top to bottom, ms across to ``line``'s end, the
-    backward's start marked."""
+    backward's start marked; ``rows``: the pass labels a row each where they would meet."""
     end = line["seconds"] * 1e3
     back = line["backward_start_s"] * 1e3
+    # The pass labels on two rows where the backward starts early on the axis: at 390 px,
+    # EP08 step 12's DP overlap off (backward at 14% of the axis) wrote "backward →" over
+    # "forward →".
+    near = rows and back < PASS_LABELS_APART * end
     return base_layout(
         barmode="overlay", bargap=0.3, showlegend=True,
-        margin={"l": 8, "r": 8, "t": 24, "b": 40},
+        margin={"l": 8, "r": 8, "t": 36 if near else 24, "b": 40},
         uniformtext={"minsize": 8, "mode": "hide"},
         # At most 3 level ticks: a phone auto-rotated "2000 ms" into its neighbours and
         # the legend below (test_text_fits, bad case at 390 px).
@@ -81,7 +88,7 @@ def _lanes_layout(line: dict, lanes: list[str]) -> dict:
                  "y0": 0, "y1": 1, "line": {"color": "#555", "width": 1, "dash": "dot"}}],
         annotations=[{"xref": "x", "yref": "paper", "x": back, "y": 1, "yanchor": "bottom",
                       "xanchor": "left", "showarrow": False, "text": "backward →",
-                      "font": {"size": 10}},
+                      "font": {"size": 10}, "yshift": 12 if near else 0},
                      {"xref": "x", "yref": "paper", "x": 0, "y": 1, "yanchor": "bottom",
                       "xanchor": "left", "showarrow": False, "text": "forward →",
                       "font": {"size": 10}}],
@@ -111,7 +118,7 @@ def layer_figure(layer: dict | None) -> dict | None:
     # stops a quarter past the layer and the wait runs off it, its length written there.
     tail = layer["step_end_s"]
     layout = _lanes_layout({**layer, "seconds": min(layer["seconds"], 1.25 * own)},
-                           list(lanes.values()))
+                           list(lanes.values()), rows=False)
     if tail > 0:
         layout["annotations"].append({
             "xref": "paper", "yref": "paper", "x": 1, "y": 1, "yanchor": "bottom",

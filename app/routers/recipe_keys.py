@@ -33,8 +33,8 @@ def shape(r) -> dict:
 # Each step that asks one figure of a state: the kind of figure, the fact whose state it asks
 # about, and what of a state makes it the same question. Step 3 asks any 4 stages of 4
 # micro-batches, step 7 any 2 stages of 16 (1F1B, one chunk); step 12 Mixtral's plan at any
-# overlap, step 13 the 70B's TP4 x FSDP16 layer at any prefetch; step 14 each family's best
-# plan on 64 GPUs.
+# overlap (its DP sync's wait once a step, ``sync``), step 13 the 70B's TP4 x FSDP16 layer
+# at any prefetch; step 14 each family's best plan on 64 GPUs.
 ASKED = {
     "step-1": ("efficiency", "e60", (*PLAN, "matmul")),
     "step-3": ("bubble", "m4", ("pp", "microbatches", "schedule", "virtual")),
@@ -45,7 +45,7 @@ ASKED = {
     # Step 10 asks whether the seed plan on H100s is more or less efficient: its efficiency.
     "step-10": ("efficiency", "h100", (*PLAN, "matmul")),
     "step-11": ("mfu", "zb", (*PLAN, "matmul")),
-    "step-12": ("tp", "ov", (*LAYOUT, "microbatches")),
+    "step-12": ("sync", "ov", (*LAYOUT, "microbatches")),
     "step-13": ("dp", "lv", (*LAYOUT, "zero", "microbatches")),
     "step-14": ("losses", "td2", (*PLAN, "nodes")),
     "step-15": ("state", "hs", (*LAYOUT, "zero", "dp_shard")),
@@ -65,7 +65,7 @@ PRINTED = {
 # The number drills whose answer is a share the bench prints (an efficiency, a bubble): it
 # waits wherever a figure prints it.
 DRILLS = ("recipe-efficiency", "recipe-predict-bubble-40")
-KINDS = ("efficiency", "bubble", "memory", "activations", "mfu", "tp", "dp", "losses",
+KINDS = ("efficiency", "bubble", "memory", "activations", "mfu", "tp", "dp", "sync", "losses",
          "state", "audits", "replan", "replan_efficiency", "compute", "whole")
 # What completes a step's answer in one line of arithmetic with what else its state draws
 # (round-16 cold reading of EP07 and EP08, finding 1: a parts table with one "?" and a visible
@@ -74,9 +74,9 @@ KINDS = ("efficiency", "bubble", "memory", "activations", "mfu", "tp", "dp", "lo
 # other; a step asking the exposed TP (a part) or the MFU waits with the efficiency too,
 # which masks every share and the step's ms. ``whole``: one micro-batch's share of the step
 # (the causes' sum: with the predict's model FLOPs at the peak, step 11's MFU; less the
-# causes drawn, step 12's TP); ``compute``: the compute's ms, with the step's a share.
+# causes drawn, step 12's DP sync); ``compute``: the compute's ms, with the step's a share.
 COMPLETES = {"efficiency": ("mfu", "whole", "compute"), "mfu": ("efficiency", "whole"),
-             "tp": ("efficiency", "mfu", "whole")}
+             "tp": ("efficiency", "mfu", "whole"), "sync": ("efficiency", "mfu", "whole")}
 
 
 @lru_cache(maxsize=1)
@@ -156,7 +156,8 @@ def waits_for(keys) -> str:
 # The kinds of figure each part of a chart or table gives at a state: a step segment's and a
 # cause's (by name), a collective's (by kind). Every part but compute also gives the
 # efficiency (the compute's share of their sum).
-PART_KINDS = {"bubble": ("bubble", "losses", "mfu"), "dp": ("losses", "dp"), "tp": ("tp",)}
+PART_KINDS = {"bubble": ("bubble", "losses", "mfu"), "dp": ("losses", "dp", "sync"),
+              "tp": ("tp",)}
 
 
 def part_keys(keys: dict, name: str, efficiency: bool = False,
@@ -309,14 +310,18 @@ def veiled_figures(state, figures: dict) -> dict:
     line, layer = timeline_api(r), layer_api(r)
     step_owners(figures["step"], r, keys)
     causes_owners(figures["causes"], micro_api(r), r, keys)
+    # ZeRO-0/1/2's DP wait is said once a step, after the critical path (step 12 asks it).
+    once = line["exposed_s"]["dp"]
     lanes_owners(figures["timeline"], line["events"], keys, {
-        k: [(f"{LABELS[k]} {fmt_ms(v)}", f"{LABELS[k]} ?")]
+        k: [(f"{LABELS[k]} {fmt_ms(v)}", f"{LABELS[k]} ?"),
+            *([(f"DP {fmt_ms(once)} once a step", "DP ? once a step")] if k == "dp" else [])]
         for k, v in line["exposed_s"].items() if k in ("tp", "dp")})
     if figures.get("layer") and layer:
         lanes_owners(figures["layer"], layer["ops"], keys, {
             "tp": [(f"TP {fmt_ms(layer['exposed_s']['tp'])}", "TP ?")],
             "dp": [(f"DP / FSDP {fmt_ms(layer['exposed_s']['dp'])}", "DP / FSDP ?"),
-                   (f"forward {fmt_ms(layer['forward_s'])}", "forward ?")]})
+                   (f"forward {fmt_ms(layer['forward_s'])}", "forward ?"),
+                   (f"once a step: {fmt_ms(layer['step_end_s'])}", "once a step: ?")]})
         # The backward's start is the forward's end: with its kernels' sum (the table's),
         # the forward's wait; so is the DP wait's label at the step's end.
         meta = figures["layer"]["layout"].get("meta")

@@ -822,12 +822,13 @@ def _recipe_completions(step_id: str, api: dict, seed: dict) -> list[str]:
     one line of arithmetic (round-16 cold reading of EP07 and EP08, finding 1): step 1's
     efficiency is the compute's ms over the step's, which MFU (× the seed's ratio) or one
     micro-batch's share gives; step 11's MFU is the seed's × the efficiency's ratio, or the
-    predict's model FLOPs at peak over the share; step 12's exposed TP is the remainder of the
-    step's parts, given their shares."""
+    predict's model FLOPs at peak over the share; step 12's exposed DP sync is the remainder
+    of the step's parts, given their shares."""
     from app.charts.units import fmt_ms, fmt_pct
 
     step = api["step_s"]
-    shares = [fmt_pct(v / step) for k, v in api["segments_s"].items() if k != "tp" and v > 0]
+    asked = "dp" if step_id == "step-12" else "tp"  # the part the step asks, left out
+    shares = [fmt_pct(v / step) for k, v in api["segments_s"].items() if k != asked and v > 0]
     return {
         "step-1": [fmt_pct(api["mfu"]), f"{api['segments_s']['compute'] * 1e3:,.1f}",
                    fmt_ms(api["micro_step_s"])],
@@ -844,7 +845,7 @@ def _recipe_completions(step_id: str, api: dict, seed: dict) -> list[str]:
 @pytest.mark.parametrize("step_id, query", [
     ("step-1", "matmul_efficiency=0.6"), ("step-11", "schedule=zb-h1"),
     ("step-10", RECIPE_H100),
-    *(("step-12", f"{RECIPE_MIXTRAL}{q}") for q in ("", "&tp_overlap=none", "&tp_overlap=all"))])
+    *(("step-12", f"{RECIPE_MIXTRAL}{q}") for q in ("", "&dp_overlap=false", "&tp_overlap=all"))])
 def test_recipe_no_step_answer_is_one_line_of_arithmetic_on_what_its_state_draws(
         client, step_id, query):
     """EP08 steps 1, 11 and 12 at their own states, before their guess: the figure that would

@@ -2016,34 +2016,97 @@ def test_round_10_step_12s_why_leaves_the_sm_charge_to_step_13(client):
 
 def test_round_10_step_12s_predict_asks_the_wait_not_the_pass_the_mode_names(client):
     """Round-10 cold reading of EP08, finding 3: step 12's predict asked in which pass the
-    compute waits longer with TP overlap "none" instead of "backward", which the mode's name
-    answers. It asks how many ms more a micro-batch waits, from the collective's time the
-    prompt states and the pair it says "backward" hides; the answer is the engine's rise."""
+    compute waits longer, which the mode's name answers; it asked the wait. Round 18: that
+    wait (TP overlap "none", 3.68 ms on a 443 ms micro-batch) was a few pixels of the chart,
+    so it asks what DP overlap off leaves the step waiting, from each bucket group's time the
+    prompt states (both ways wait whole: 2 × their sum); the answer is the engine's. The why
+    still derives TP's rise, leading with DP's."""
     from app.charts.units import fmt_ms
     from app.routers.recipe import facts
 
     f = facts()
-    ov, none = f["ov"]["api"], f["ov_tp_none"]["api"]
+    ov, none, off = f["ov"]["api"], f["ov_tp_none"]["api"], f["ov_dp_off"]["api"]
     lay = ov["layer"]
+    groups = {b["group"]: (b["count"] - 1) * b["bucket_s"] + b["last_s"]
+              for b in lay["buckets"] if b["kind"] != "all_gather"}
+    waits = off["timeline"]["exposed_s"]["dp"]
+    assert waits == pytest.approx(2 * sum(groups.values()))
+    html = client.get("/episodes/recipe-3d").text
+    form = html.split('data-predict="recipe-overlap"')[1].split("</form>")[0]
+    assert form.startswith(f' data-answer="{fmt_ms(waits)}">')
+    assert 'name="guess" inputmode="decimal"' in form and 'type="radio"' not in form
+    prompt = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", form)).replace("&#39;", "'")
+    assert (f"The dense layers' buckets take {fmt_ms(groups['dense'])} each way, the "
+            f"experts' {fmt_ms(groups['experts'])}") in prompt
+    assert f"the step waits {fmt_ms(ov['timeline']['exposed_s']['dp'])} for them" in prompt
+    assert "Switch DP overlap off" in prompt
+    why = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.split('id="why-recipe-overlap"')[1]))
+    assert why.split("DP. ")[1].startswith(
+        f"With DP overlap off, nothing hides: the reduce-scatters wait after the last backward "
+        f"and the all-gathers before the next forward. Both ways wait whole: 2 × "
+        f"({fmt_ms(groups['dense'])} + {fmt_ms(groups['experts'])}) = {fmt_ms(waits)}")
     tp = [c for c in lay["collectives"] if c["kind"] == "tp"]
     hidden = [c for c in tp if c["exposed_s"] <= 0]
     rise = none["timeline"]["exposed_s"]["tp"] - ov["timeline"]["exposed_s"]["tp"]
     assert rise == pytest.approx(len(hidden) * tp[0]["seconds"] * lay["layers"])
-    html = client.get("/episodes/recipe-3d").text
-    form = html.split('data-predict="recipe-overlap"')[1].split("</form>")[0]
-    assert form.startswith(f' data-answer="{fmt_ms(rise)}">')
-    assert 'name="guess" inputmode="decimal"' in form and 'type="radio"' not in form
-    prompt = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", form)).replace("&#39;", "'")
-    assert f"takes {tp[0]['seconds'] * 1e6:.1f} µs" in prompt
-    assert f"a micro-batch of {lay['layers']} layers" in prompt
-    assert "QKV's backward pair" in prompt
-    why = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.split('id="why-recipe-overlap"')[1]))
-    # The why leads with it (round-14: its derivation first, the collective's working in
-    # the note).
     assert why.split("TP. ")[1].startswith(
         f"With “none”, QKV's {len(hidden)} backward collectives that “backward” hid wait too: "
         f"{len(hidden)} × {tp[0]['seconds'] * 1e6:.1f} µs × {lay['layers']} layers = "
         f"{fmt_ms(rise)} more")
+
+
+def _bars(figure: dict) -> dict[tuple, tuple[float, float]]:
+    """A lanes chart's bars (app.charts.recipe_overlap), by trace, lane and name, overlaid
+    ones of one name summed: (start, end) in ms."""
+    bars: dict[tuple, tuple[float, float]] = {}
+    for t in figure["data"]:
+        for lane, name, base, x in zip(t["y"], t["customdata"], t["base"], t["x"], strict=True):
+            start, end = bars.get((t["name"], lane, name), (base, base))
+            bars[(t["name"], lane, name)] = (min(start, base), max(end, base + x))
+    return bars
+
+
+def test_round_18_step_12s_predicted_move_changes_its_chart_plainly(client):
+    """Issue 36, "predict, then see": step 12's predict names one of its try links (the
+    longest link label its prompt quotes); following it from the step's first link must move
+    a bar of the timeline, its step's diagram, by at least 10% of the chart's axis. Its TP
+    overlap "none" moved the TP wait 3.68 ms on a 447 ms axis (0.8%: a few pixels); DP overlap
+    off moves the step's DP wait from 121 to 455 ms on a 777 ms axis."""
+    from html import unescape
+
+    from app.charts.recipe_overlap import timeline_figure
+
+    html = client.get("/episodes/recipe-3d").text
+    step = _step(html, 12)
+    assert 'data-diagram="recipe-timeline"' in html.split('id="step-12"')[0][-200:] + step[:60]
+    prompt = unescape(re.sub(r"<[^>]+>", " ", step.split('class="predict">')[1].split("</p>")[0]))
+    links = [(unescape(re.sub(r"<[^>]+>", "", label)).strip("▶ "), unescape(href))
+             for href, label in re.findall(r'<a class="try" href="([^"]+)"[^>]*>(.*?)</a>',
+                                           step, re.S)]
+    label, href = max((link for link in links if link[0] in prompt), key=lambda x: len(x[0]))
+
+    def chart(url: str) -> dict:
+        return timeline_figure(client.get(f"/api/recipe?{url.split('?', 1)[1]}").json()
+                               ["timeline"])
+
+    before, after = chart(links[0][1]), chart(href)
+    span = max(f["layout"]["xaxis"]["range"][1] for f in (before, after))
+    a, b = _bars(before), _bars(after)
+
+    def move(k: tuple) -> float:  # a bar drawn in one chart only: its length
+        if k in a and k in b:
+            return max(abs(a[k][0] - b[k][0]), abs(a[k][1] - b[k][1]))
+        start, end = a.get(k) or b[k]
+        return end - start
+
+    moved = max(move(k) for k in {*a, *b})
+    assert moved >= 0.1 * span, (label, moved, span)
+    # There the backward starts at 14% of the axis: its label takes a row of its own above
+    # "forward →" (at 390 px the two were written over each other).
+    notes = {n["text"]: n for n in after["layout"]["annotations"]}
+    back = notes["backward →"]["x"] / after["layout"]["xaxis"]["range"][1]
+    assert back < 0.3 and notes["backward →"].get("yshift", 0) >= 12
+    assert notes["forward →"].get("yshift", 0) == 0 and after["layout"]["margin"]["t"] >= 36
 
 
 def test_round_10_step_14_works_its_verdict_from_the_h100_runs_bands(client):
