@@ -2639,3 +2639,14 @@ def test_round_18_the_h100s_sustained_factor_cites_its_measurement_and_says_it_i
     k = rates(get_gpu("h100-sxm"))
     assert f"keeps {k.matmul_sustain:.2f} of its burst rate" in note
     assert k.matmul_sustain == pytest.approx(702.9 / 828.0, abs=5e-4)
+
+
+def test_round_18_step_15s_limit_does_not_gloss_rail_optimised_as_a_nic_a_gpu(client):
+    """Round-18 cold reading B, finding 19 (step 15's part): the limit glossed a
+    "rail-optimised cluster" as one "where each GPU has its own NIC"; rail-optimised means the
+    same-index GPUs of every node share a leaf switch (EP07 defines it). The limit now says
+    only what it needs, a NIC a GPU, without the term."""
+    step = _step_text(_page_text(client), 15)
+    limit = step[step.index("Limit."):]
+    assert "rail-optimi" not in limit.lower()
+    assert "each GPU has its own NIC" in limit
