@@ -56,6 +56,24 @@ def _dp_16_explanation() -> str:
             f"{a['comm_s'] * 1e3:,.0f}).")
 
 
+# dp-decide-crossover's state: step 3's 64 GPUs on one 100 Gb/s Ethernet port a server, whose
+# T* step 8 works (round-17 cold reading of EP02, finding 8: dp-crossover-pcie re-ran step
+# 8's worked T* for 4 GPUs, reading not understanding; which change moves T* needs the formula).
+CROSS = {"gpus": 64, "link": "eth-100g"}
+
+
+def tokens(value: float) -> str:
+    return f"{value:,.0f} tokens"
+
+
+def _cross(a: dict) -> str:
+    """T* = ⅔ × (N−1)/N × rate ÷ busBW at a choice's state, as its busBW runs (the lab's
+    all-reduce, NCCL's latency in it: ``labs.data_parallel.lab.compute_to_comm``)."""
+    n, r = a["gpus"], a["ratio"]
+    return (f"⅔ × {n - 1}/{n} × {r['rate'] / 1e12:.1f} TFLOP/s ÷ {r['busbw'] / 1e9:.2f} GB/s "
+            f"= {{value}}")
+
+
 # dp-decide-bound's state: 128 GPUs on one 100 Gb/s Ethernet port a server, no overlap.
 BOUND = {"gpus": 128, "link": "eth-100g"}
 
@@ -80,6 +98,34 @@ def _bound_overlap(a: dict) -> str:
 
 
 DRILLS: tuple[Drill | Decide, ...] = (
+    decide(
+        "dp-decide-crossover",
+        "64 GPUs (8 servers) on 100 Gb/s Ethernet, one port a server, each GPU taking 4 "
+        "sequences of 4,096 tokens a step: compute is under half the all-reduce, and the "
+        "crossover T* (step 8) is over twice the 16,384 tokens a GPU has. Which one change "
+        "halves T*?",
+        "dp", "ratio.crossover_tokens",
+        (("ports", "Give each server a second Ethernet port", {**CROSS, "nics_per_node": 2},
+          lambda a: "Two ports carry two rings at once, twice the busBW out of each "
+                    f"server, and T* falls with the busBW: {_cross(a)}, half."),
+         ("gpus", "Double the GPUs to 128 (16 servers)", {**CROSS, "gpus": 128},
+          lambda a: "T* depends on N only through (N − 1)/N, 127/128 against 63/64, and the "
+                    "ring's busBW is still one port's: "
+                    f"{_cross(a)}, a little more, not half."),
+         ("seq", "Double the sequence length to 8,192 tokens", {**CROSS, "seq_len": 8192},
+          lambda a: "Twice the tokens a GPU doubles its compute, which brings the state "
+                    "nearer T*, but T* is a rate over a bandwidth, and neither changed: "
+                    f"{_cross(a)}, the same."),
+         ("model", "Train a model twice the size (28 GB of gradients)",
+          {**CROSS, "model": "custom", "grad_bytes": 28e9},
+          lambda a: "Twice the parameters double the FLOPs a token and the bytes "
+                    f"all-reduced alike, so P cancels: {_cross(a)}, the same.")),
+        best="min", fmt=tokens,
+        solution="{best}. T* = ⅔ × (N−1)/N × rate ÷ busBW: a second port {ports}, 128 GPUs "
+                 "{gpus}, 8,192 tokens {seq}, twice the model {model}. Of the four, only the "
+                 "busBW is in the formula whole (N only as (N − 1)/N); the sequence moves the "
+                 "tokens a GPU has, not the tokens it needs.",
+        reveals=("two ports carry two rings at once", "only the busBW is in the formula")),
     predict(
         "dp-predict-16-ib",
         "16 GPUs in 2 servers on InfiniBand NDR, two 400 Gb/s ports per server (48 GB/s "

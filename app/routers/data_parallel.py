@@ -9,7 +9,6 @@ from fastapi import APIRouter
 
 from app.charts.data_parallel import (
     ALLREDUCE_WHAT,
-    CROSS_DRILL,
     CROSSOVER_WHAT,
     FAMILY_COLOURS,
     PARTS,
@@ -18,6 +17,7 @@ from app.charts.data_parallel import (
     STEP3_LINK,
     STEP3_MASK,
     STEP_STATES,
+    STRONG_GPUS,
     algorithm_keys,
     allreduce_keys,
     crossover_keys,
@@ -28,7 +28,7 @@ from app.charts.data_parallel import (
     waits,
 )
 from app.charts.memory import COMPONENTS
-from app.charts.units import fmt_tflops, tflops
+from app.charts.units import tflops
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -120,8 +120,9 @@ def facts() -> dict:
         "acc4": state(**STEP_STATES["step-9"]),
         "acc16": state(**eth, microbatches=16),
         "acc4_16": state(gpus=16, link="eth-100g", microbatches=4),
-        "strong8": state(gpus=8, link="nvlink-4", scaling="strong"),
-        "strong_bad": state(**STEP_STATES["step-7"]),
+        # Step 7: one global batch on 16 GPUs, then 8 times as many (round-17 cold reading,
+        # finding 4: it compared 64 sequences on 64 GPUs with 1,024 on 8).
+        **{f"strong{n}": state(**{**STEP_STATES["step-7"], "gpus": n}) for n in STRONG_GPUS},
         "l70": state(model="llama-3.1-70b", gpus=64, link="eth-100g"),
     }
 
@@ -299,36 +300,6 @@ def _ring_ms(share: float, gbs: float) -> float:
 
 _RING = 2 * (DRILL_GPUS - 1) / DRILL_GPUS
 
-CROSS_GPUS, CROSS_LINK = CROSS_DRILL["gpus"], CROSS_DRILL["link"]  # no step links to it
-
-
-def crossover_answer() -> float:
-    """Tokens per GPU where compute equals the all-reduce, 4 H100s on PCIe 4.0, as the lab
-    computes it (``labs.data_parallel.lab.compute_to_comm``)."""
-    return run(DataParallelQuery(gpus=CROSS_GPUS, link=CROSS_LINK)).ratio.crossover_tokens
-
-
-def _cross_inputs() -> dict[str, float | str]:
-    from labs.data_parallel.lab import achieved_share
-    return {"rate": fmt_tflops(gpu_rate()), "share": achieved_share(),
-            "peak": get_gpu("h100-sxm").bf16_flops / 1e12,
-            "busbw": get_link(CROSS_LINK).ring_busbw / 1e9}
-
-
-_CI = _cross_inputs()
-
-
-def _crossover_explanation() -> str:
-    """dp-crossover-pcie's worked solution: the formula at the rate and busBW the question
-    prints, then what NCCL's latency adds to reach the lab's answer."""
-    printed = crossover_as_printed(CROSS_GPUS, CROSS_LINK)
-    return (f"{{answer}} tokens: T* = ⅔ × ({CROSS_GPUS}−1)/{CROSS_GPUS} × {_CI['rate']} "
-            f"TFLOP/s ÷ {_CI['busbw']:.2f} GB/s = {printed:,.1f}, and NCCL's latency, which "
-            f"the formula leaves out, adds {crossover_answer() - printed:.1f} (under 0.1%). "
-            "The model's size cancels: DP's crossover depends only on the GPU's rate against "
-            "the link's bus bandwidth (and N, barely).")
-
-
 def _waits(query: dict) -> dict:
     """What a case's headline (its speedup and efficiency, ``allreduce_keys`` at its state)
     waits for on the lesson page (round 17, as EP11's cases)."""
@@ -420,34 +391,6 @@ VIEW = LabView(
                 Mistake("whole-once", lambda: _ring_ms(1, _DI["busbw_gbs"]),
                         "each GPU sends 2·(N − 1)/N of the gradients, not the gradients "
                         "once: a reduce-scatter and an all-gather."),
-            ),
-        ),
-        Drill(
-            id="dp-crossover-pcie",
-            question=(
-                f"{CROSS_GPUS} H100s train a dense model with data parallelism over PCIe 4.0, "
-                f"whose NCCL bus bandwidth is {_CI['busbw']:.2f} GB/s. Each H100 achieves "
-                f"{_CI['rate']} TFLOP/s ({_CI['share']:.1%} of its {_CI['peak']:.1f} dense "
-                "bf16). A step costs 6 FLOPs per parameter per token and all-reduces 2 bytes "
-                "per parameter. Above how many tokens per GPU per step does compute take "
-                "longer than the all-reduce?"),
-            answer=crossover_answer,
-            unit="tokens",
-            hint="Write compute (6·P·T ÷ rate) and the all-reduce (2(N−1)/N × 2P ÷ busBW) "
-                 "and set them equal: P cancels.",
-            explanation=_crossover_explanation,
-            mistakes=(
-                Mistake("peak", lambda: crossover_answer() / _CI["share"],
-                        "that uses the H100's peak. The step computes at the achieved "
-                        f"{_CI['rate']} TFLOP/s, and a slower GPU reaches the link's "
-                        "time at fewer tokens."),
-                Mistake("no-ring-share",
-                        lambda: crossover_answer() * CROSS_GPUS / (CROSS_GPUS - 1),
-                        "a ring all-reduce sends 2(N − 1)/N of the bytes from each GPU, not "
-                        "2: keep the (N − 1)/N."),
-                Mistake("half-bytes", lambda: crossover_answer() / 2,
-                        "the all-reduce is half what it should be: a ring sends 2(N − 1)/N "
-                        "of 2 bytes a parameter, and one of those two 2s is missing."),
             ),
         ),
         *LESSON_DRILLS["dp"],  # predict and decide (app/lesson_drills/data_parallel.py)

@@ -488,12 +488,14 @@ BENCH_STATES = {
            # step 2's 6.66x (one sequence a GPU), step 4's 93.1% (8 NDR ports), step 6's
            # 250.64x and its tree (1 MiB buckets on 1,024; the tree at 25 MiB too), step 9's
            # 64.0% (4 micro-batches), and once step 3 was guessed step 5's hidden 680 ms and
-           # step 7's 6.39x (strong scaling on 64 sequences).
+           # step 7's 6.39x (strong scaling on 64 sequences; since round 17, 16 and 128 GPUs
+           # on one batch of 256).
            "micro_batch=1", "gpus=64&link=ib-ndr&nics_per_node=8",
            "gpus=1024&link=ib-ndr&nics_per_node=8&overlap=bucketed&bucket_bytes=1048576",
            "gpus=1024&link=ib-ndr&nics_per_node=8&overlap=bucketed",
            "gpus=64&link=eth-100g&microbatches=4", "gpus=64&link=eth-100g&overlap=bucketed",
-           "gpus=64&link=eth-100g&scaling=strong&global_batch=64"],
+           "gpus=16&link=eth-100g&scaling=strong&global_batch=256",
+           "gpus=128&link=eth-100g&scaling=strong&global_batch=256"],
     # EP07: the opening, each step's try-link states and the one-control moves that reach
     # them (round-14 cold reading of EP04-EP07, finding 1: the bench masked nothing, so the
     # model, EP, skew, capacity, tokens and network controls printed step 2's 24.2B, step

@@ -684,7 +684,6 @@ def test_round_13_the_worked_rate_and_rings_check_from_the_printed_figures(clien
     the ring over the stated busBW plus its latency."""
     from app.labkit.drills import lab_value
     from app.lesson_drills import LESSON_DRILLS
-    from app.routers.data_parallel import VIEW, crossover_answer
     from labs.data_parallel.lab import achieved_share, gpu_rate
 
     def nums(text: str) -> list[float]:
@@ -706,16 +705,6 @@ def test_round_13_the_worked_rate_and_rings_check_from_the_printed_figures(clien
     assert r8 == rate and round(2 / 3 * 7 / 8 * r8 * 1e12 / (bus * 1e9)) == t_printed
     assert t_lab == round(facts()["pcie8_1"]["api"]["ratio"]["crossover_tokens"])
     assert 0 < t_lab - t_printed < 0.001 * t_lab
-    # The crossover drill: its question's rate, its worked T*, and what latency adds.
-    drill = next(d for d in VIEW.drills if d.id == "dp-crossover-pcie")
-    assert f"achieves {rate} TFLOP/s" in drill.question
-    said = drill.explanation().replace("{answer}", f"{crossover_answer():,.1f}")
-    cross = re.search(r"([\d,.]+) tokens: T\* = ⅔ × \(4−1\)/4 × ([\d.]+) TFLOP/s ÷ ([\d.]+) "
-                      r"GB/s = ([\d,.]+), and NCCL's latency, which the formula leaves out, "
-                      r"adds ([\d.]+)", said)
-    answer, r4, bus4, formula, adds = nums(" ".join(cross.groups()))
-    assert r4 == rate and round(2 / 3 * 3 / 4 * r4 * 1e12 / (bus4 * 1e9), 1) == formula
-    assert round(formula + adds, 1) == answer
     # dp-decide-exposed: bytes over the busBW the page states, plus the latency, is the value.
     exposed = next(d for d in LESSON_DRILLS["dp"] if d.id == "dp-decide-exposed")
     judged = {o.key: o.why for o in exposed.judge()}
@@ -1068,3 +1057,76 @@ def test_round17_step_1_counts_the_rings_latency_steps_and_step_4_reads_1024_as_
             "the latency barely does") in four
     assert "falls to" not in four
     assert abs(eth - facts()["bad"]["api"]["efficiency"]) < 0.01
+
+
+def test_round17_step_7_asks_strong_scaling_on_one_global_batch(client):
+    """Round-17 cold reading of EP02, finding 4: step 7's predict set 64 sequences on 64 GPUs
+    against step 3's 256 (one sequence a GPU against four, step 2's lesson), and its why 1,024
+    sequences on 8 GPUs against 64 on 64, two global batches; at its NVLink link the controls
+    said micro-batch 4 where the why said 128 sequences a GPU. It now holds one batch of 256
+    on Ethernet and asks how much faster 128 GPUs run it than 16 (compute ÷ 8, the all-reduce
+    the same): the engine's two steps, masked until the guess; the bench says the share."""
+    html = client.get("/episodes/data-parallel").text
+    step = _step(html, 7)
+    states = [dict(re.findall(r"(\w+)=([\w.-]+)", unescape(u)))
+              for u in re.findall(r'class="try[^"]*"[^>]*href="([^"]+)"', step)]
+    assert [s.get("gpus") for s in states] == ["16", "128"], states
+    for s in states:
+        assert (s["scaling"], s["global_batch"], s["link"]) == ("strong", "256", "eth-100g")
+    runs = [client.get("/api/dp", params=s).json() for s in states]
+    assert runs[1]["compute_s"] == pytest.approx(runs[0]["compute_s"] / 8, rel=1e-9)
+    assert runs[1]["comm_s"] == pytest.approx(runs[0]["comm_s"], rel=0.1)  # barely moves
+    ratio = runs[0]["step_s"] / runs[1]["step_s"]
+    answer = re.search(r'data-predict="dp-7"[^>]*data-answer="([^"]+)"', step).group(1)
+    assert answer == f"{ratio:.2f}×" and 2 < ratio < 2.5
+    why = _text(step[step.index('class="why"'):])
+    assert (f"{fmt_ms(runs[0]['step_s'])} ÷ {fmt_ms(runs[1]['step_s'])} = {answer}"
+            in why.replace(" ,", ","))
+    assert "1,024" not in _text(step) and "dwarf" not in step
+    # The bench names each GPU's share of the batch at both states, the engine's tokens.
+    for s, r in zip(states, runs, strict=True):
+        page = _text(client.get("/episodes/data-parallel", params=s).text)
+        per = r["ratio"]["tokens_per_gpu"] / r["seq_len"]
+        assert f"256 sequences ÷ {s['gpus']} GPUs = {per:g} a GPU" in page
+    sixteen = _text(client.get("/episodes/data-parallel", params=states[0]).text)
+    assert "256 sequences ÷ 16 GPUs = 16 a GPU, in micro-batches of 4" in sixteen
+    # At 16 GPUs the Ethernet curve's 128-GPU point (23.1x, the answer's other half) waits.
+    fig = figures(run(DataParallelQuery(**{k: (int(v) if v.isdigit() else v)
+                                          for k, v in states[0].items()})))["scaling"]
+    owners = [o for o in fig["layout"]["meta"]["owners"] if "step-7" in o["step"].split()]
+    held = {fig["data"][i]["x"][j] for o in owners for i, j in o.get("points", [])}
+    assert {16, 128} <= held
+
+
+def test_round17_the_crossover_drill_is_a_decide_on_what_moves_t_star(client):
+    """Round-17 cold reading of EP02, finding 8: dp-crossover-pcie re-ran step 8's worked T*
+    for 4 GPUs with 3/4 for 7/8, a substitution. Step 8 now asks which one change halves T*
+    on step 3's Ethernet: a second port (the busBW), twice the GPUs ((N−1)/N), twice the
+    sequence (the tokens a GPU has, not the tokens it needs), twice the model (P cancels).
+    Each option's T* is the engine's at its state; only the busBW halves it."""
+    from app.labkit.drills import check_drill
+    from app.lesson_drills import LESSON_DRILLS
+
+    drills = {d.id: d for d in LESSON_DRILLS["dp"]}
+    assert "dp-crossover-pcie" not in drills
+    drill = drills["dp-decide-crossover"]
+    assert "halves T*" in drill.question
+    step = _step(client.get("/episodes/data-parallel").text, 8)
+    assert 'id="drill-dp-decide-crossover"' in step
+    base = client.get("/api/dp", params={"gpus": 64, "link": "eth-100g"}).json()
+    star = base["ratio"]["crossover_tokens"]
+    states = {"ports": {"nics_per_node": 2}, "gpus": {"gpus": 128}, "seq": {"seq_len": 8192},
+              "model": {"model": "custom", "grad_bytes": 28e9}}
+    found = {k: client.get("/api/dp", params={"gpus": 64, "link": "eth-100g", **q}).json()[
+        "ratio"]["crossover_tokens"] for k, q in states.items()}
+    assert found["ports"] == pytest.approx(star / 2, rel=0.01)
+    for key in ("gpus", "seq", "model"):
+        assert found[key] == pytest.approx(star, rel=0.01), key
+    options = {o.key: o for o in drill.judge()}
+    assert [k for k, o in options.items() if o.right] == ["ports"]
+    for key, value in found.items():
+        assert f"{value:,.0f} tokens" in options[key].why, key
+    # No option's label says what it does to T*.
+    for _, label in drill.choices:
+        assert not re.search(r"T\*|half|halves|same", label), label
+    assert check_drill(drill, "seq", 1, hide_answers=True)["status"] == "hint"

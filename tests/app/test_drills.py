@@ -127,9 +127,6 @@ def _young(q: str) -> float:
 
 DERIVATIONS = {
     "dp-allreduce-pcie": _dp_allreduce,
-    "dp-crossover-pcie": lambda q: (2 / 3 * (num(q, N + " H100s") - 1) / num(q, N + " H100s")
-                                    * num(q, N + " TFLOP/s") * 1e12
-                                    / (num(q, N + " GB/s") * 1e9)),
     "memory-state-8b": lambda q: (num(q, N + " billion") * (2 + 4 + 4 + 8)
                                   / num(q, r"over " + N + " GPUs")),
     "zero3-state-70b": lambda q: (num(q, N + "B parameters") * num(q, N + " bytes per")
