@@ -221,6 +221,7 @@ def params_figure(result, keys: dict | None = None) -> dict:
 
 
 TIER_COLOURS = {"nvlink": "#54a24b", "leaf": "#4c78a8", "spine": "#e45756"}
+GHOST = "rgba(154,163,178,0.55)"  # a group's bandwidth on a 1:1 spine, behind its bar
 COLLECTIVE_NAMES = {"all_reduce": "all-reduce", "all_to_all": "all-to-all", "p2p": "send"}
 
 
@@ -234,6 +235,22 @@ def network_figure(result, keys: dict | None = None) -> dict:
     cl = result.input.cluster
     rows = [f"{GROUP_SHORT[g.kind]}<br>{COLLECTIVE_NAMES[g.collective]}" for g in links]
     data = []
+    # Round-17 cold reading of EP07, finding 13: at an oversubscribed spine every bar that
+    # crosses it was drawn red alike, DP's too, which did not slow. Each group's bandwidth on
+    # a 1:1 spine is drawn as a grey bar behind its own: where the grey shows, the spine
+    # slowed that group.
+    full = result.network_nonblocking
+    squeezed = cl.oversubscription != 1 and bool(full)
+    if squeezed:
+        data.append({
+            "type": "bar", "orientation": "h", "name": "On a 1:1 spine", "y": rows,
+            "x": [round(g.bandwidth / 1e9, 2) for g in full],
+            "marker": {"color": GHOST},
+            "customdata": [[_ms(g.seconds), _slower(g, now)] for g, now in
+                           zip(full, links, strict=True)],
+            "hovertemplate": "%{y}: %{x:.1f} GB/s on a 1:1 spine, %{customdata[0]:,.2f} ms; "
+                             "%{customdata[1]}<extra></extra>",
+        })
     for tier, colour in TIER_COLOURS.items():
         mine = [i for i, g in enumerate(links) if g.tier == tier]
         data.append({
@@ -249,15 +266,19 @@ def network_figure(result, keys: dict | None = None) -> dict:
                              "%{customdata[1]} node(s), %{customdata[2]} leaf switch(es)"
                              "<extra></extra>",
         })
-    top = max((g.bandwidth for g in links), default=0) / 1e9
+    top = max((g.bandwidth for g in (*links, *full)), default=0) / 1e9
     spine = [g for g in links if g.tier == "spine"]
     # The EP group's all-to-all answers step 3 at DeepSeek-V3's states (``keys``): its bar.
-    ep_row = [[t, mine.index(i)] for t, tier in enumerate(TIER_COLOURS)
+    ep_row = [[t + squeezed, mine.index(i)] for t, tier in enumerate(TIER_COLOURS)
               for mine in [[i for i, g in enumerate(links) if g.tier == tier]]
               for i in mine if links[i].kind == "ep"]
     each = ("; ".join(f"{r.replace('<br>', ' ')} {g.bandwidth / 1e9:,.0f} GB/s"
                       for r, g in zip(rows, links, strict=True))
             if links else "one GPU, no traffic")
+    if squeezed:  # what the spine slowed, beside each group's bandwidth (and veiled with it)
+        each += "; against a 1:1 spine, " + ", ".join(
+            f"{r.replace('<br>', ' ')} {_slower(f, g)}"
+            for r, g, f in zip(rows, links, full, strict=True))
     # Another leaf or spine than the opening's answers step 7 (``keys``): veiled whole.
     owner = _owner((keys or {}).get("network", ()), each, traces=list(range(len(data))))
     # ... and its rate in the summary: the group table's bytes over it is the dispatch's time
@@ -284,6 +305,13 @@ def network_figure(result, keys: dict | None = None) -> dict:
                "the spine")
         ),
     }
+
+
+def _slower(full, now) -> str:
+    """What the spine did to one group: how many times slower than on a 1:1 spine, or not."""
+    if now.seconds <= 1.01 * full.seconds:
+        return "unchanged"
+    return f"{now.seconds / full.seconds:.1f}× slower"
 
 
 def gemm_figure(result) -> dict:

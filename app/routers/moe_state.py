@@ -142,7 +142,9 @@ def to_api(result: MoEResult) -> dict:
         "network": [{"kind": g.kind, "collective": g.collective, "what": g.what,
                      "bytes_per_gpu": g.bytes_per_gpu, "seconds": g.seconds,
                      "bandwidth": g.bandwidth, "per_node": g.per_node, "nodes": g.nodes,
-                     "leaves": g.leaves, "tier": g.tier} for g in result.network],
+                     "leaves": g.leaves, "tier": g.tier, "seconds_nonblocking": full.seconds}
+                    for g, full in zip(result.network, result.network_nonblocking,
+                                       strict=True)],
         "rank_map": None if result.rank_map is None else {
             "group": inp.group, "gpus_per_node": result.rank_map.gpus_per_node,
             "group_of_rank": list(result.rank_map.category)},

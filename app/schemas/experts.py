@@ -23,6 +23,9 @@ class MoENetworkAnswer(BaseModel):
     nodes: int = Field(description="Nodes one group spans.")
     leaves: int = Field(description="Leaf switches one group spans.")
     tier: str = Field(description="Where it runs: gpu, nvlink, leaf or spine.")
+    seconds_nonblocking: float = Field(
+        description="Its time on the same leaves with a 1:1 spine (none oversubscribed), s: "
+                    "above it, the spine slowed this group.")
 
 
 class MoEGemmPoint(BaseModel):

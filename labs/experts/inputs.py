@@ -127,6 +127,9 @@ class MoEResult:
     # Each kind of group's traffic on the cluster's links (labs.experts.lab.network): TP, PP,
     # DP, EP, expert-DP where their degree is above 1.
     network: tuple[GroupLink, ...] = ()
+    # The same groups on the same leaves with a 1:1 spine (``network`` itself where the spine
+    # is 1:1): which of them an oversubscribed spine slowed (EP07 step 7).
+    network_nonblocking: tuple[GroupLink, ...] = ()
     # The experts' GEMMs against the tokens that reach one expert
     # (labs.experts.lab.expert_efficiency): (tokens, share of the GPU's BF16 peak) on a sweep,
     # this state's mean routed expert, and the shared expert (every local token; None without

@@ -19,6 +19,7 @@ from labs.experts.inputs import MoEInput, MoEResult, Routing
 from labs.experts.layer import ACTIVATION_BYTES, expert_seconds, route
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.kernels import hbm_rate, matmul_rate, with_matmul_efficiency
+from labs.hardware.links import with_network
 from labs.model.flops import expert_flops_per_token, model_flops_per_token
 from labs.model.spec import ModelSpec
 from labs.parallel.rank_map import (
@@ -168,5 +169,16 @@ def simulate_moe(inp: MoEInput) -> MoEResult:
         groups=group_summaries(layout, inp.cluster.gpus_per_node),
         rank_map=(group_colouring(layout, inp.group, inp.cluster.gpus_per_node)
                   if layout.world_size <= MAX_RANK_MAP_GPUS else None),
-        network=network(inp, routing, dense_most, experts_most),
+        network=(groups := network(inp, routing, dense_most, experts_most)),
+        network_nonblocking=(groups if inp.cluster.oversubscription == 1 else
+                             nonblocking_network(inp, per_node, dense_most, experts_most)),
     )
+
+
+def nonblocking_network(inp: MoEInput, per_node: int, dense_local: float,
+                        expert_local: float) -> tuple[GroupLink, ...]:
+    """``network`` on the same leaves with a 1:1 spine (none oversubscribed): what each group
+    would get without the spine's squeeze, so a chart can say which groups it slowed (EP07
+    step 7; round-17 cold reading, finding 13)."""
+    flat = replace(inp, cluster=with_network(inp.cluster, inp.cluster.leaf_nodes, 1.0))
+    return network(flat, route(flat, inp.skew, per_node), dense_local, expert_local)

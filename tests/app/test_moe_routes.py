@@ -740,8 +740,9 @@ def test_round14_step_3_combines_both_fills_by_one_stated_weighting(client):
         assert said in text, said
     assert "Mixtral's experts (EP 8, one a GPU) compute 4,096 × 2 copies" in text
     up, down = gemm_rate("v3")["gemms"]
-    said = (f"grouped up GEMM {up['tiles']:,} tiles, {up['fill']:.1%} of {up['waves']} waves, "
-            f"and its down GEMM {down['tiles']:,}, {down['fill']:.1%} of {down['waves']}")
+    said = (f"grouped up GEMM's {up['tiles']:,} tiles fill {up['fill']:.1%} of {up['waves']} "
+            f"waves, the down GEMM's {down['tiles']:,} fill {down['fill']:.1%} of "
+            f"{down['waves']}")
     assert said in text, said
     assert "over both:" not in text
 
@@ -946,3 +947,71 @@ def test_round17_the_node_mates_share_is_one_fraction_in_two_frames(client):
     assert "7/63" not in text
     assert ("of the 63 copies that leave the GPU, the 7 for its node-mates ride NVLink "
             "(step 3's 7/64 of all 64)") in text
+
+
+def test_round17_step_3s_why_keeps_the_dispatch_and_its_note_defines_the_gemm_fill(client):
+    """Round-17 cold reading of EP07, finding 11: step 3's why said "the share of the SMs'
+    waves its tiles fill, 97.0% in the up GEMM" before the note below defined SMs, tiles and
+    waves (wave quantisation), and spent over half its length on expert compute, which its
+    predict (the EP 64 dispatch) does not ask. The why keeps the dispatch and ends on EP 8's
+    3.3 times; the DeepSeek-V3 fill derivation is the note's, after its definitions, and
+    checks to the engine's compute."""
+    from app.routers.moe import facts, gemm_rate
+    from tests.app.test_zero_routes import visible_text
+
+    html = client.get("/episodes/experts").text
+    step = html[html.index('id="step-3"'):html.index('id="step-4"')]
+    why = step[step.index('class="why"'):]
+    body, note = why[:why.index('class="chart-note"')], why[why.index('class="chart-note"'):]
+    body, note = visible_text(body), visible_text(note)
+    for term in ("SM", "wave", "tile", "TFLOP"):
+        assert term not in body, term
+    v3, ep8 = facts()["v3"]["api"], facts()["v3_ep8"]["api"]
+    assert f"EP 64's dispatch is {v3['dispatch_s'] / ep8['dispatch_s']:.1f} times EP 8's" in body
+    assert "of expert compute (the note below works it out)" in body
+    r = gemm_rate("v3")
+    assert note.index("SMs (streaming multiprocessors") < note.index("DeepSeek-V3 at EP 64")
+    assert note.index("wave quantisation") < note.index("DeepSeek-V3 at EP 64")
+    said = (f"{r['flops'] / 1e12:.2f} TFLOP ÷ {r['full'] * r['fill'] / 1e12:.0f} TFLOP/s = "
+            f"{v3['compute_s'] * 1e3:,.2f} ms")
+    assert said in note, said
+
+
+def test_round17_step_7s_chart_shows_which_groups_the_spine_slowed(client):
+    """Round-17 cold reading of EP07, finding 13: at 'Leaves of 4 nodes, 4:1' the bandwidth
+    chart drew all four bars the same red ('4 of them cross the spine'), DP's too, though DP
+    did not slow, so the chart did not answer the predict ('What slows down?'). Each group's
+    bandwidth on a 1:1 spine (the engine's network on the same leaves at 1:1, the API's
+    seconds_nonblocking) is drawn over its bar as an outline; the groups whose bar falls
+    short are the engine's slowed ones (EP, PP, expert-DP), DP's fills its outline; all of it
+    waits for step 7's guess."""
+    from app.routers.moe import facts
+    from app.routers.moe_state import figures
+
+    fact = facts()["v3_tor4"]
+    params = fact["params"]
+    api = client.get("/api/moe", params=params).json()
+    flat = client.get("/api/moe", params={**params, "oversubscription": 1.0}).json()
+    slowed = {g["kind"] for g in api["network"]
+              if g["seconds"] > 1.01 * g["seconds_nonblocking"]}
+    assert slowed == {"ep", "pp", "edp"}  # DP's ring leaves each leaf once (the why)
+    for g, f in zip(api["network"], flat["network"], strict=True):
+        assert g["seconds_nonblocking"] == pytest.approx(f["seconds"], rel=1e-9)
+    fig = figures(fact["result"])["network"]
+    ghost = next(t for t in fig["data"] if t["name"] == "On a 1:1 spine")
+    drawn = {}
+    for t in fig["data"]:
+        if t is not ghost:
+            drawn.update(zip(t["y"], t["x"], strict=True))
+    kinds = dict(zip(ghost["y"], (g["kind"] for g in api["network"]), strict=True))
+    assert ghost["x"] == [round(f["bandwidth"] / 1e9, 2) for f in flat["network"]]
+    short = {kinds[row] for row, full in zip(ghost["y"], ghost["x"], strict=True)
+             if drawn[row] < 0.99 * full}
+    assert short == slowed
+    assert "DP all-reduce unchanged" in fig["summary"]
+    owner = next(o for o in fig["layout"]["meta"]["owners"] if o["step"] == "step-7")
+    assert fig["data"].index(ghost) in owner["traces"]
+    assert "unchanged" in owner["summary"][0]  # the comparison waits with the bars
+    # At 1:1 there is nothing to compare: no outline.
+    assert all(t["name"] != "On a 1:1 spine"
+               for t in figures(facts()["v3"]["result"])["network"]["data"])
