@@ -1,7 +1,9 @@
 """EP07's predict and decide drills (``LESSON_DRILLS["moe"]``)."""
 
 from app.labkit import Decide, Drill, Mistake, decide, predict
+from app.labkit.view import Option
 from app.lesson_drills.units import ms, pct
+from labs.core.errors import LabInputError
 from labs.model.presets import get_model
 
 V3 = get_model("deepseek-v3")  # the drill states its shape (config.json) in the question
@@ -12,7 +14,66 @@ V3_NET = {"model": "deepseek-v3", "nodes": 256, "pp": 16, "ep": 64, "link": "hgx
           "leaf_nodes": 4, "oversubscription": 4.0}
 
 
+# moe-decide-expert-dp (round-17 cold reading of EP07, finding 15: moe-expert-dp was step 6's
+# "2,048 ÷ (16 × 64)" again with PP 4). DeepSeek-V3's step-6 plan, PP 16 and EP 64 with no TP,
+# on other clusters: each choice keeps DP whole (its GPUs divide by PP), and only one keeps
+# expert-DP whole. The engine says which: it runs that plan and refuses the others.
+EXPERT_DP_PLAN = {"model": "deepseek-v3", "pp": 16, "ep": 64, "link": "hgx-h800"}
+EXPERT_DP_GPUS = {"small": 512, "left": 1536, "half": 2560, "whole": 3072}
+_EDP_WHY = {
+    "small": "a stage of {stage} GPUs is smaller than one EP group of 64: expert-DP would be "
+             "{edp}, half an EP group.",
+    "left": "a stage of {stage} GPUs holds one EP group of 64 and 32 GPUs left over: expert-DP "
+            "would be {edp}.",
+    "half": "a stage of {stage} GPUs is two and a half EP groups of 64: expert-DP would be "
+            "{edp}, and the half group would hold only half of each layer's experts.",
+    "whole": "a stage of {stage} GPUs is exactly {edp} EP groups of 64: expert-DP would be "
+             "{edp}, so each EP group has {edp} copies; the lab runs it, with DP {dp}.",
+}
+
+
+def _expert_dp(key: str) -> tuple[bool, str, str]:
+    """(whether the lab runs the plan on this choice's GPUs, the why, its figure): the engine
+    builds the layout or refuses it (labs.parallel.layout, 'so expert-DP would not be
+    whole'); the figure is expert-DP = GPUs ÷ (PP × EP), whole or not."""
+    from app.labkit.drills import lab_value
+
+    gpus = EXPERT_DP_GPUS[key]
+    stage = gpus // EXPERT_DP_PLAN["pp"]
+    params = {**EXPERT_DP_PLAN, "nodes": gpus // 8}
+    try:
+        dp, edp = lab_value("moe", params, lambda a: (a["dp"], a["expert_dp"]))
+        runs = True
+    except LabInputError:
+        dp, edp, runs = None, stage / EXPERT_DP_PLAN["ep"], False
+    figure = f"expert-DP {edp:g}"
+    why = f"{gpus:,} GPUs ÷ PP 16: " + _EDP_WHY[key].format(stage=f"{stage:,}", edp=f"{edp:g}",
+                                                           dp=dp)
+    return runs, why.replace(f"expert-DP would be {edp:g}", figure), figure
+
+
+def _expert_dp_judge() -> tuple[Option, ...]:
+    return tuple(Option(key, *_expert_dp(key)) for key in EXPERT_DP_GPUS)
+
+
+def _expert_dp_solution() -> str:
+    right = next(o for o in _expert_dp_judge() if o.right)
+    figures = "; ".join(f"{EXPERT_DP_GPUS[o.key]:,} GPUs, {o.figure}"
+                        for o in _expert_dp_judge())
+    return (f"{EXPERT_DP_GPUS[right.key]:,} GPUs. The experts regroup each stage's GPUs as EP "
+            f"× expert-DP, so the GPUs must divide by PP × EP = 16 × 64 = 1,024, not only by "
+            f"PP: {figures}. The lab refuses the rest: expert-DP would not be whole.")
+
+
 DRILLS: tuple[Drill | Decide, ...] = (
+    Decide(
+        id="moe-decide-expert-dp",
+        question="DeepSeek-V3's plan from step 6, PP 16 and EP 64 with no TP, CP or "
+                 "expert-TP, moves to another cluster of 8-GPU nodes. Each size below divides "
+                 "by 16, so DP stays whole. On which can the plan run?",
+        choices=tuple((key, f"{gpus:,} GPUs") for key, gpus in EXPERT_DP_GPUS.items()),
+        judge=_expert_dp_judge, solution=_expert_dp_solution,
+        reveals=("must divide by PP × EP", "exactly 3 EP groups")),
     predict(
         "moe-predict-params-dsv3",
         f"DeepSeek-V3 (671B parameters; hidden size {V3.hidden:,}; 256 routed experts in each "

@@ -199,15 +199,9 @@ def extra_context(state) -> dict:
     }
 
 
-# The drills' states: none a step links to (the steps' DeepSeek-V3 at PP16 x EP64 with 4,096
-# tokens draws expert-DP 2 and 462 MB received, which the drills once asked: cold reading).
-EXPERT_DP_DRILL = {"model": "deepseek-v3", "nodes": 256, "pp": 4, "ep": 64}
+# The dispatch drill's state: none a step links to (the steps' DeepSeek-V3 at PP16 x EP64 with
+# 4,096 tokens draws 462 MB received, which the drill once asked: cold reading).
 DISPATCH_DRILL = {"model": "deepseek-v3", "nodes": 256, "pp": 16, "ep": 32, "tokens": 8192}
-
-
-def expert_dp_answer() -> float:
-    """DeepSeek-V3's expert-DP degree on 2,048 GPUs with PP4, EP64, no TP."""
-    return run(MoEQuery(**EXPERT_DP_DRILL)).layout.expert_dp
 
 
 def dispatch_mb_answer() -> float:
@@ -277,27 +271,6 @@ VIEW = LabView(
         **_waits(_HOT),
     ),
     drills=(
-        Drill(
-            id="moe-expert-dp",
-            question=(
-                "DeepSeek-V3 on 2,048 GPUs with PP4, EP64, no TP and no CP (not the run step "
-                "6 shows). Experts regroup each pipeline stage's GPUs as EP x expert-DP. What "
-                "is expert-DP?"
-            ),
-            answer=expert_dp_answer,
-            unit="",
-            hint="A stage has 2,048 / 4 GPUs; EP takes 64 of them at a time.",
-            explanation="{answer}: each stage's 512 GPUs are 64 (EP) x 8 (expert-DP); EP is "
-                        "not multiplied on top of DP.",
-            mistakes=(
-                Mistake("no-pp", lambda: expert_dp_answer() * EXPERT_DP_DRILL["pp"],
-                        "that divides all 2,048 GPUs by EP. Experts regroup one pipeline "
-                        "stage's GPUs: divide by the 4 stages first."),
-                Mistake("stage", lambda: expert_dp_answer() * EXPERT_DP_DRILL["ep"],
-                        "that is a stage's GPUs; EP takes 64 of them at a time, and "
-                        "expert-DP counts the copies of each EP group."),
-            ),
-        ),
         Drill(
             id="moe-dispatch-mb",
             question=(

@@ -167,9 +167,9 @@ def _crossover(result: MoEResult) -> dict:
 # opening 8 on Mixtral, one GPU's parameters step 2 (EP 2), and DeepSeek-V3 without PP the
 # params drill's; DeepSeek-V3's all-to-alls step 3 (8.58 ms at EP 64 against EP 8's 2.58);
 # a skew, the layer's time and the busiest GPU step 4, DeepSeek-V3's busiest expert step 10;
-# a capacity, what is dropped step 5; DeepSeek-V3's degrees, DP step 6 and expert-DP the
-# drill's; another leaf or spine, each group's bandwidth and time step 7; another number of
-# tokens, the experts' time step 8, and DeepSeek-V3's bytes received the dispatch drill's;
+# a capacity, what is dropped step 5; DeepSeek-V3's degrees, DP and expert-DP step 6;
+# another leaf or spine, each group's bandwidth and time step 7; another number of tokens,
+# the experts' time step 8, and DeepSeek-V3's bytes received the dispatch drill's;
 # DeepSeek-V3 inside a node, the crossover f* and the ratio step 11. Mixtral's opening state
 # keys nothing: each step's first move changes a live diagram. ----
 def answer_keys(inp: MoEInput) -> dict[str, tuple[str, ...]]:
@@ -192,7 +192,7 @@ def answer_keys(inp: MoEInput) -> dict[str, tuple[str, ...]]:
         "busiest": (*(("step-4",) if skewed else ()), *(("step-10",) if v3 and skewed else ())),
         "dropped": ("step-5",) if inp.capacity_factor > 0 else (),
         "dp": ("step-6",) if v3 else (),
-        "expert_dp": ("step-6", "drill-moe-expert-dp") if v3 else (),
+        "expert_dp": ("step-6",) if v3 else (),
         "network": ("step-7",) if network else (),
         "received": ("drill-moe-dispatch-mb",) if v3 and few else (),
         "crossover": ("step-11",) if v3 and inp.ep <= inp.cluster.gpus_per_node else (),

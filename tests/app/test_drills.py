@@ -137,7 +137,6 @@ DERIVATIONS = {
     "tp-allreduce-bytes": _tp_bytes,
     "cp-busiest-contiguous": _contiguous,
     "cp-busiest-zigzag": _zigzag,
-    "moe-expert-dp": lambda q: num(q, N + " GPUs") / num(q, r"PP" + N) / num(q, r"EP" + N),
     "moe-dispatch-mb": _dispatch,
     "recipe-efficiency": _recipe,
     "placement-colocated-r1": _colocated,

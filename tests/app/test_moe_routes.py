@@ -127,20 +127,19 @@ def test_deepseek_v3_is_priced_on_the_h800_nodes_it_trained_on(client):
 
 def test_the_drills_ask_states_no_step_links_to(client):
     """Cold reading: the expert-DP and dispatch drills asked the state step 6's and step 3's
-    links draw (expert-DP 2, 462 MB received). Their states are now ones no link sets."""
+    links draw (expert-DP 2, 462 MB received). The dispatch drill's state is now one no link
+    sets (the expert-DP drill is a decide since round 17)."""
     import re
 
-    from app.routers.moe import DISPATCH_DRILL, EXPERT_DP_DRILL, VIEW
+    from app.routers.moe import DISPATCH_DRILL, VIEW
 
     html = client.get("/episodes/experts").text
     linked = {tuple(sorted(dict(p.split("=") for p in href.split("?", 1)[1].split("&"))
                            .items()))
               for href in re.findall(r'class="try" href="([^"]+)"', html.replace("&amp;", "&"))}
-    for state in (DISPATCH_DRILL, EXPERT_DP_DRILL):
-        mine = tuple(sorted((k, str(v)) for k, v in state.items()))
-        assert mine not in linked
+    mine = tuple(sorted((k, str(v)) for k, v in DISPATCH_DRILL.items()))
+    assert mine not in linked
     drills = {d.id: d for d in VIEW.drills}
-    assert drills["moe-expert-dp"].answer() == 8  # 2,048 / PP4 / EP64
     mb = drills["moe-dispatch-mb"].answer()
     assert mb == pytest.approx(8192 * 8 * 7168 * 2 * 31 / 32 / 1e6)
     assert drills["moe-dispatch-mb"].rel_tol * mb < mb / 32  # forgetting 31/32 is wrong
@@ -1015,3 +1014,41 @@ def test_round17_step_7s_chart_shows_which_groups_the_spine_slowed(client):
     # At 1:1 there is nothing to compare: no outline.
     assert all(t["name"] != "On a 1:1 spine"
                for t in figures(facts()["v3"]["result"])["network"]["data"])
+
+
+def test_round17_the_expert_dp_drill_is_a_decide_the_engine_judges(client):
+    """Round-17 cold reading of EP07, finding 15: moe-expert-dp was step 6's '2,048 ÷ (16 ×
+    64)' with PP 4, a plug-in of the why above it. It is a decide now: DeepSeek-V3's step-6
+    plan (PP 16, EP 64, no TP) on four cluster sizes, each dividing by PP 16 (DP whole); the
+    right one is the size the engine runs, the others it refuses (expert-DP not whole), and
+    each option's figure is GPUs ÷ (PP × EP) as the engine's layout gives it."""
+    from app.labkit.drills import check_drill
+    from app.lesson_drills import LESSON_DRILLS
+    from app.lesson_drills.moe import EXPERT_DP_GPUS, EXPERT_DP_PLAN
+
+    drills = {d.id: d for d in LESSON_DRILLS["moe"]}
+    assert "moe-expert-dp" not in drills
+    drill = drills["moe-decide-expert-dp"]
+    step = client.get("/episodes/experts").text
+    step = step[step.index('id="step-6"'):step.index('id="step-7"')]
+    assert 'id="drill-moe-decide-expert-dp"' in step
+    runs = {}
+    for key, gpus in EXPERT_DP_GPUS.items():
+        assert gpus % EXPERT_DP_PLAN["pp"] == 0  # DP whole on every choice
+        answer = client.get("/api/moe", params={**EXPERT_DP_PLAN, "nodes": gpus // 8})
+        runs[key] = answer.status_code == 200
+        if not runs[key]:
+            assert "expert-DP would not be whole" in answer.text, key
+    assert sum(runs.values()) == 1
+    options = {o.key: o for o in drill.judge()}
+    assert {k for k, o in options.items() if o.right} == {k for k, r in runs.items() if r}
+    for key, gpus in EXPERT_DP_GPUS.items():
+        edp = gpus / EXPERT_DP_PLAN["pp"] / EXPERT_DP_PLAN["ep"]
+        assert options[key].figure == f"expert-DP {edp:g}", key
+    right = next(k for k, r in runs.items() if r)
+    whole = client.get("/api/moe", params={**EXPERT_DP_PLAN,
+                                           "nodes": EXPERT_DP_GPUS[right] // 8}).json()
+    assert f"expert-DP {whole['expert_dp']}" == options[right].figure
+    for _, label in drill.choices:  # plain sizes: no option says it fits
+        assert re.fullmatch(r"[\d,]+ GPUs", label), label
+    assert check_drill(drill, "left", 1, hide_answers=True)["status"] == "hint"

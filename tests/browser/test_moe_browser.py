@@ -79,16 +79,20 @@ def test_rank_map_colours_the_chosen_group(page, live_server):
 def test_drills(page, live_server):
     page.goto("/episodes/experts")
     wait_drawn(page)
-    # The derive drills sit in steps 6 and 3, on states no step links to.
+    # The derive drill sits in step 3, on a state no step links to.
     body = api_json(live_server, "moe", "model=deepseek-v3&nodes=256&pp=16&ep=32&tokens=8192")
     received = f"{max(body['dispatch_bytes_per_gpu']) / 1e6:.0f}"
-    for drill_id, tries in (("moe-expert-dp", (("64", "Hint"), ("8", "Right"))),
-                            ("moe-dispatch-mb", ((received, "Right"),))):
-        for guess, feedback in tries:
-            drill = page.locator(f"form#drill-{drill_id}")
-            drill.locator("input[name=answer]").fill(guess)
-            drill.locator("button").click()
-            expect(page.locator(f"#drill-{drill_id} .drill-feedback")).to_contain_text(feedback)
+    drill = page.locator("form#drill-moe-dispatch-mb")
+    drill.locator("input[name=answer]").fill(received)
+    drill.locator("button").click()
+    expect(page.locator("#drill-moe-dispatch-mb .drill-feedback")).to_contain_text("Right")
+    # Step 6's decide (round 17): a size the engine refuses, then the one it runs.
+    for key, feedback in (("left", "Not that one"), ("whole", "Right")):
+        drill = page.locator("form#drill-moe-decide-expert-dp")
+        drill.locator(f"input[name=answer][value={key}]").check()
+        drill.locator("button").click()
+        expect(page.locator("#drill-moe-decide-expert-dp .drill-feedback")).to_contain_text(
+            feedback)
 
 
 @pytest.mark.parametrize("diagram", ["experts", "gpus", "params", "ranks", "network", "gemm",
