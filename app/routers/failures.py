@@ -163,11 +163,6 @@ def fmt_bandwidth(value: float) -> str:
 
 
 # Drills: each answer computed by the engine for the state its question states.
-def mtbi_drill_answer() -> float:
-    """Hours between interruptions on 4,096 GPUs at Llama 3's per-GPU rate."""
-    return run(FailuresQuery(gpus=4096)).mtbi_s / 3600
-
-
 def young_drill_answer() -> float:
     """Young's interval, minutes: a 100 s save every ... on a job that stops every 6 h."""
     return young(100, 6 * 3600) / 60
@@ -403,25 +398,6 @@ VIEW = LabView(
     good=_case("good"),
     bad=_case("bad"),
     drills=(
-        Drill(
-            id="failures-mtbi",
-            question=("Llama 3's 16,384 GPUs had 419 unexpected interruptions in 54 days. At "
-                      "the same rate per GPU, how many hours pass between interruptions on "
-                      "4,096 GPUs?"),
-            answer=mtbi_drill_answer, unit="h",
-            hint="Hours between interruptions on 16,384 GPUs first: 54 × 24 ÷ 419. A quarter "
-                 "of the GPUs fail a quarter as often.",
-            explanation="{answer} h: 54 × 24 ÷ 419 = 3.09 h on 16,384 GPUs, × 16,384 ÷ 4,096.",
-            rel_tol=0.01,
-            mistakes=(
-                Mistake("unscaled", lambda: mtbi_drill_answer() / 4,
-                        "that is the time between interruptions on all 16,384 GPUs. On a "
-                        "quarter of them it is longer."),
-                Mistake("inverted", lambda: mtbi_drill_answer() / 16,
-                        "fewer GPUs fail less often, not more: a quarter of the GPUs, a "
-                        "quarter of the interruptions, four times the hours between them."),
-            ),
-        ),
         Drill(
             id="failures-young",
             question=("A save stops training for 100 s, and the job is interrupted every "

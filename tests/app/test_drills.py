@@ -114,12 +114,6 @@ def _goodput(q: str) -> float:
     return 100 * tau / (tau + delta) * (1 - (restart + (tau + delta) / 2) / mtbf)
 
 
-def _mtbi(q: str) -> float:
-    gpus, events, days = (num(q, N + " GPUs had"), num(q, N + " unexpected"),
-                          num(q, N + " days"))
-    return days * 24 / events * gpus / num(q, r"on " + N + " GPUs")
-
-
 def _young(q: str) -> float:
     save, mtbf = num(q, r"stops training for " + N + " s"), num(q, r"every " + N + " hours")
     return (2 * save * mtbf * 3600) ** 0.5 / 60  # √(2 δ M), Young 1974
@@ -144,7 +138,6 @@ DERIVATIONS = {
     "precision-lora-params": _lora,
     "precision-fp8-speedup": _fp8,
     "failures-goodput": _goodput,
-    "failures-mtbi": _mtbi,
     "failures-young": _young,
 }
 

@@ -1004,3 +1004,40 @@ def test_round17_step_7_says_stock_megatron_refuses_fewer_micro_batches_than_sta
     assert ("Stock Megatron-LM would refuse this state: its interleaved schedule asks for at "
             "least p micro-batches") in text
     assert "is the lab's schedule, not stock Megatron's" in text
+
+
+def test_round17_a_drill_predicts_youngs_interval_at_four_times_the_gpus(client):
+    """Round-17 cold reading of EP11, finding 19: failures-mtbi (M = M_GPU ÷ N with another
+    N) and failures-young (√(2δM) with new inputs) were substitutions. failures-mtbi gives way
+    to a prediction that needs both of Young's inputs: at 4 times the GPUs with asynchronous
+    saves, M falls to a quarter and so does δ (each rank's copy of a shard a quarter as big),
+    so τ = √(2δM) falls to a quarter; with synchronous saves (δ the whole write) to half. The
+    engine's τ at both sizes, for both kinds of save, decides it; no label holds a figure."""
+    from app.charts.units import fmt_duration
+    from app.labkit.drills import check_drill
+    from app.lesson_drills import LESSON_DRILLS
+    from app.lesson_drills.failures import INTERVAL_GPUS
+    from app.routers.failures import VIEW
+
+    drills = {d.id: d for d in LESSON_DRILLS["failures"]}
+    assert "failures-mtbi" not in {d.id for d in VIEW.drills}
+    drill = drills["failures-interval-4x"]
+    html = client.get("/episodes/failures").text
+    step = html[html.index('id="step-4"'):html.index('id="step-5"')]
+    assert 'id="drill-failures-interval-4x"' in step
+    small, large = INTERVAL_GPUS
+    assert large == 4 * small
+
+    def tau(save: str, gpus: int) -> float:
+        return client.get("/api/failures", params={"save": save, "gpus": gpus}).json()[
+            "young_s"]
+
+    assert tau("async", large) / tau("async", small) == pytest.approx(0.25, rel=0.01)
+    assert tau("sync", large) / tau("sync", small) == pytest.approx(0.5, rel=0.01)
+    options = {o.key: o for o in drill.judge()}
+    assert [k for k, o in options.items() if o.right] == ["quarter"]
+    assert options["quarter"].figure == fmt_duration(tau("async", large))
+    assert options["same"].figure == fmt_duration(tau("async", small))
+    for _, label in drill.choices:
+        assert not re.search(r"\d", label), label
+    assert check_drill(drill, "half", 1, hide_answers=True)["status"] == "hint"
