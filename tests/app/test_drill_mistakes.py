@@ -32,7 +32,9 @@ def _shows(text: str, figure: str) -> bool:
 
 def test_every_numeric_drill_names_its_wrong_derivations():
     missing = [i for i in NUMERIC if not _drill(i).mistakes]
-    assert len(NUMERIC) >= 30 and not missing, missing
+    # 27 since round 17 turned three substitution drills into choices (dp-crossover-pcie,
+    # moe-expert-dp, failures-mtbi): the floor guards against the list emptying by mistake.
+    assert len(NUMERIC) >= 27 and not missing, missing
 
 
 @pytest.mark.parametrize(("drill_id", "name"), CASES, ids=[f"{i}:{n}" for i, n in CASES])
