@@ -22,7 +22,8 @@ CURRENT = "#1d2330"
 LINK_COLOURS = {
     "nvlink-3": "#4c78a8", "nvlink-4": "#4c78a8", "nvlink-4-h800": "#4c78a8",
     "nvlink-5": "#4c78a8", "infinity-fabric-mi300x": "#4c78a8", "nvl72": "#72b7b2",
-    "pcie-4": "#eeca3b", "ib-ndr": "#54a24b", "eth-100g": "#f58518", "eth-25g": "#e45756",
+    "pcie-4": "#eeca3b", "pcie-5": "#eeca3b", "ib-ndr": "#54a24b", "eth-100g": "#f58518",
+    "eth-25g": "#e45756",
 }
 COMPUTE, COMM = "#4c78a8", "#e45756"
 
@@ -103,8 +104,8 @@ T_TICKS = [1, 2, 4, 8, 16, 32, 64]
 # Short legend names, so the legend stays two rows on a laptop and four on a phone.
 SHORT_NAMES = {"nvlink-3": "NVLink 3", "nvlink-4": "NVLink 4", "nvlink-4-h800": "NVLink 4 (H800)",
                "nvlink-5": "NVLink 5", "infinity-fabric-mi300x": "Infinity Fabric",
-               "nvl72": "NVL72 rack", "pcie-4": "PCIe 4.0", "ib-ndr": "IB NDR 400G",
-               "eth-100g": "Ethernet 100G", "eth-25g": "Ethernet 25G"}
+               "nvl72": "NVL72 rack", "pcie-4": "PCIe 4.0", "pcie-5": "PCIe 5.0",
+               "ib-ndr": "IB NDR 400G", "eth-100g": "Ethernet 100G", "eth-25g": "Ethernet 25G"}
 
 
 def _x(t: int) -> int:

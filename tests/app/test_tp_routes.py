@@ -960,7 +960,7 @@ def test_round_16_sp_draws_the_slower_links_on_the_efficiency_chart_before_step_
     shown = efficiency(masked(page, {"step-5"}))
     assert isinstance(shown, dict), shown  # not veiled whole
     lines = {t["name"]: t for t in shown["data"]}
-    for link in ("pcie-4", "ib-ndr", "eth-100g"):  # drawn, at SP's figures, lower at t = 8
+    for link in ("pcie-5", "ib-ndr", "eth-100g"):  # drawn, at SP's figures, lower at t = 8
         drawn = lines[SHORT_NAMES[link]]["y"]
         assert drawn == [round(100 * c["step_efficiency"], 2) for c in on["links"][link]]
         assert drawn[-1] < round(100 * off["links"][link][-1]["step_efficiency"], 2)
@@ -1134,3 +1134,41 @@ def test_round_17_step_5_derives_the_bytes_sp_splits(client):
             f"{add['backward_bytes'] / elems / 2:g} B backward") in note
     assert (f"That is 44 B an element × 4,096 tokens × {off['shapes']['hidden']:,} = "
             f"{fmt_bytes(off['seq_split_bytes'])} a layer") in note
+
+
+def step_text(html: str, step: str) -> str:
+    """A step's visible text, tags dropped, spaces folded."""
+    return flat_text(html.split(f'id="{step}"')[1].split("</section>")[0])
+
+
+def test_round_18_step_3_replicates_only_the_norms_and_adds_not_swiglu(client):
+    """Round-18 cold reading of EP04, finding 1: step 3's why said SwiGLU's elementwise ops run
+    on all the tokens on every GPU without SP. They run on each GPU's f/t columns (the split
+    diagram, labs.model.ops), and step 5 counts only the norms and the adds (44 B an element).
+    The why names only those as replicated, and says where SwiGLU's product runs."""
+    step = step_text(client.get("/episodes/tensor-parallel").text, "step-3")
+    assert "SwiGLU's elementwise ops run on all the tokens" not in step
+    assert "the norms and residual adds run on all the tokens of every GPU" in step
+    assert "SwiGLU's elementwise product splits with its columns" in step
+
+
+@pytest.mark.parametrize(("gpu", "intra", "pcie", "not_drawn"), [
+    ("h100-sxm", "nvlink-4", "pcie-5", "pcie-4"), ("b200", "nvlink-5", "pcie-5", "pcie-4"),
+    ("a100-80gb", "nvlink-3", "pcie-4", "pcie-5")])
+def test_round_18_the_efficiency_chart_draws_the_pcie_the_gpus_host_runs(
+        client, gpu, intra, pcie, not_drawn):
+    """Round-18 cold reading of EP04, finding 2: the efficiency chart drew a "PCIe 4.0" line for
+    the H100 SXM, whose hosts run PCIe 5.0 (the decide drill's link). Each GPU is drawn on its
+    own host's PCIe generation, the line the engine's (/api/tp with that link alone)."""
+
+    from app.charts.tensor_parallel import SHORT_NAMES
+
+    body = client.get("/api/tp", params={"tp": 8, "gpu": gpu, "intra_link": intra}).json()
+    assert pcie in body["links"] and not_drawn not in body["links"]
+    alone = client.get("/api/tp", params={"tp": 8, "gpu": gpu, "link": pcie}).json()
+    assert body["links"][pcie][-1]["step_efficiency"] == alone["step_efficiency"]
+    page = client.get("/episodes/tensor-parallel", params={"gpu": gpu, "intra_link": intra}).text
+    chart = re.search(r'class="figure" data-target="tp-efficiency"[^>]*>(.*?)</script>',
+                      page, re.S)[1]
+    assert SHORT_NAMES[pcie] in chart
+    assert SHORT_NAMES[not_drawn] not in chart

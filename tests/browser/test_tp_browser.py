@@ -264,7 +264,7 @@ def test_round_16_sp_lowers_the_slower_links_before_step_5s_guess(page, live_ser
     chart = page.locator("#tp-efficiency")
     expect(chart).to_have_attribute("data-veiled", "step-5")
     lines = page.evaluate(PLOTTED_LINES)
-    for link, name in (("pcie-4", "PCIe 4.0"), ("ib-ndr", "IB NDR 400G"),
+    for link, name in (("pcie-5", "PCIe 5.0"), ("ib-ndr", "IB NDR 400G"),
                        ("eth-100g", "Ethernet 100G"), ("eth-25g", "Ethernet 25G")):
         assert lines[name] == [round(100 * c["step_efficiency"], 2) for c in on["links"][link]]
         assert lines[name][-1] < 100 * off["links"][link][-1]["step_efficiency"], name

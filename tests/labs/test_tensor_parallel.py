@@ -227,7 +227,7 @@ def test_crossing_nodes_is_bounded_by_the_inter_node_link():
 def test_the_compared_links_are_those_the_gpu_ships_with():
     """Issue 36: the efficiency chart drew H100s on an NVL72 rack, which holds only Blackwell
     GPUs. Each GPU is compared on its own vendor fabric, and on PCIe and the networks."""
-    assert list(run(tp=8).by_link) == ["nvlink-4", "pcie-4", "ib-ndr", "eth-100g", "eth-25g"]
+    assert list(run(tp=8).by_link) == ["nvlink-4", "pcie-5", "ib-ndr", "eth-100g", "eth-25g"]
     b200 = tensor_parallel(TPInput(L405, get_gpu("b200"), node(gpu=get_gpu("b200"),
                                                                intra="nvlink-5"), tp=8))
     assert list(b200.by_link)[:2] == ["nvlink-5", "nvl72"]
