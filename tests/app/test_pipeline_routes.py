@@ -137,7 +137,8 @@ def test_page_and_fragment(client):
 @pytest.mark.parametrize("query", [
     {"stages": 4, "microbatches": 8},
     {"schedule": "zb-h1", "stages": 8, "microbatches": 32},
-    {"schedule": "interleaved-1f1b", "stages": 16, "microbatches": 128, "virtual": 4},
+    # v = 5: 5 chunks of a 16-stage rank's 5 layers (4 would be refused, round 18).
+    {"schedule": "interleaved-1f1b", "stages": 16, "microbatches": 128, "virtual": 5},
 ])
 def test_pipeline_figures_are_valid_plotly_and_drawn_from_events(query):
     import plotly.graph_objects as go
@@ -291,7 +292,7 @@ def test_round_5_step_4_sets_its_assumed_send_against_a_real_one(client):
     """EP05's round-5 cold reading, item 7: 'each send 0.1 forward times' had no source.
     Step 4 now calls it an assumption and sizes the real send for the memory panel's plan on
     InfiniBand NDR (s·b·h·2/t bytes over the link plus its latency), from the engine."""
-    ndr = facts()["v4_ndr"]
+    ndr = facts()["v5_ndr"]
     inp = ndr["result"].result.input
     assert inp.boundary_bytes == 4096 * 8192 * 2 / 8
     assert ndr["api"]["send_seconds"] == pytest.approx(
@@ -300,7 +301,7 @@ def test_round_5_step_4_sets_its_assumed_send_against_a_real_one(client):
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/pipeline").text))
     us = f"{ndr['api']['send_seconds'] * 1e6:.0f} µs"
     assert f"= {us}." in text and f"= {ndr['api']['send_time']:.3f} f" in text
-    assert f"idles {fmt_pct(ndr['api']['bubble_fraction'])}" in text
+    assert f"= {fmt_pct(ndr['api']['bubble_fraction'])} , near the free" in text
 
 
 def test_round_5_item_8_the_lesson_teaches_every_schedule_its_menu_offers(client):
@@ -330,7 +331,7 @@ def test_round_12_step_4_states_what_f_is_and_step_6s_limit_its_state(client):
     engine's stage time and divides the send by it. Finding 10: step 6's limit said more
     stages 'do not help the heaviest rank'; its state does fall with p (36.3 GB at 4 stages,
     19.2 at 8), its activations do not."""
-    ndr = facts()["v4_ndr"]
+    ndr = facts()["v5_ndr"]
     inp, memory = ndr["result"].result.input, ndr["result"].memory
     page = unescape(client.get("/episodes/pipeline").text)
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
@@ -460,11 +461,11 @@ def test_round_14_step_4_prices_a_send_with_ep02s_busbw_and_network_hop(client):
     from labs.hardware.nccl import HOP_LATENCY
 
     ndr = get_link("ib-ndr")
-    inp = facts()["v4_ndr"]["result"].result.input
+    inp = facts()["v5_ndr"]["result"].result.input
     assert inp.link_bandwidth == ndr.ring_busbw
     assert inp.link_latency == HOP_LATENCY["net"]["ring"]["Simple"] * 1e-6
     send = inp.boundary_bytes / ndr.ring_busbw + inp.link_latency
-    assert abs(facts()["v4_ndr"]["api"]["send_seconds"] - send) < 1e-12
+    assert abs(facts()["v5_ndr"]["api"]["send_seconds"] - send) < 1e-12
     html = client.get("/episodes/pipeline").text
     html = re.sub(r'<span class="term-tip".*?</span>', "", html, flags=re.S)  # glossary tips
     text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", "", html)))
@@ -485,7 +486,7 @@ def test_round_14_step_4_teaches_interleavings_activation_memory(client):
     why = visible_text(page[page.index('id="why-pipeline-4"'):page.index('id="step-5"')])
     plain = facts()["plain16"]["api"]
     p = plain["stages"]
-    for key in ("v2", "v4"):
+    for key in ("v2", "v5"):
         api = facts()[key]["api"]
         v, memory = api["virtual"], api["memory"]
         peak = api["peak_activations"][0]
@@ -693,3 +694,57 @@ def test_round_17_step_5_teaches_why_w_is_shorter_than_i(client):
     assert f"b={zq['b']}" in step and f"w={zq['w']}" in step  # its try link
     zero = next(t for t in GLOSSARY if t.slug == "zero-bubble")
     assert "W is the shorter" in zero.definition and "(p − 1)(F + I − W)" in zero.definition
+
+
+def test_round_18_interleaving_is_taught_on_a_split_megatron_runs(client):
+    """Round-18 cold reading of EP05, finding 7: step 4 priced v = 4 on Llama 3.1 70B's 10
+    layers a rank, chunks of 2.5 layers that Megatron-LM refuses (a rank's layers must divide
+    by v), and the bench said "3 layers" beside 357 MB = 2.5 layers' worth. The memory panel
+    now refuses such a split and says why; every lesson state it prices splits each rank's
+    layers evenly, and step 4 teaches v = 5 (5 chunks of 2)."""
+    refused = client.get("/api/pipeline", params={
+        "schedule": "interleaved-1f1b", "stages": 8, "microbatches": 16, "virtual": 4}).json()
+    assert refused["memory"] is None
+    assert "10 layers do not divide by 4" in refused["memory_note"]
+    page = client.get("/episodes/pipeline", params={
+        "schedule": "interleaved-1f1b", "stages": 8, "microbatches": 16, "virtual": 4}).text
+    assert "10 layers do not divide by 4" in page
+    for name, fact in facts().items():
+        api = fact.get("api") if isinstance(fact, dict) else None
+        if not api or not api.get("memory") or api["virtual"] < 2:
+            continue
+        memory = api["memory"]
+        assert all(memory["layers_per_chunk"] * api["virtual"] == layers
+                   for layers in memory["layers_per_rank"]), name
+    v5 = facts()["v5"]["api"]
+    assert v5["virtual"] == 5 and v5["memory"]["layers_per_chunk"] == 2
+    text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", client.get(
+        "/episodes/pipeline").text)))
+    step4 = text[text.index("4. Interleaving"):text.index("5. Zero bubble")]
+    assert "v = 4" not in step4 and "quarter stages" not in step4
+    assert "a rank holds 10: 2 chunks of 5 or 5 of 2" in step4
+    # Finding 11: the question no longer answers its predict ("v times shorter" is the why's).
+    question = step4[:step4.index("Predict.")]
+    assert "times shorter" not in question and "two chunks of half a stage" in question
+
+
+def test_round_18_step_4_counts_the_sends_on_the_critical_path(client):
+    """Round-18 cold reading of EP05, finding 8: "give each send 0.1 forward times and the line
+    idles 19.3%" and "with real sends 10.7%" came with no count. 2(v·p − 1) sends lie on the
+    line's critical path, down and back: the engine's makespan grows by exactly that many
+    sends, and step 4 writes the sum and the division."""
+    free, slow, ndr = (facts()[k]["api"] for k in ("v5", "v5_p2p", "v5_ndr"))
+    sends = 2 * (free["virtual"] * free["stages"] - 1)
+    assert slow["makespan"] == pytest.approx(free["makespan"] + sends * 0.1)
+    assert ndr["makespan"] == pytest.approx(free["makespan"] + sends * ndr["send_time"])
+    work = free["busy"][0]
+    assert 1 - work / slow["makespan"] == pytest.approx(slow["bubble_fraction"])
+    text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", client.get(
+        "/episodes/pipeline").text)))
+    step4 = text[text.index("4. Interleaving"):text.index("5. Zero bubble")]
+    assert (f"{round(free['makespan'], 2):g} + {sends} × 0.1 = "
+            f"{round(slow['makespan'], 2):g} f: it idles 1 − {work:g}/"
+            f"{round(slow['makespan'], 2):g} = {fmt_pct(slow['bubble_fraction'])}") in step4
+    assert (f"{round(free['makespan'], 2):g} + {sends} × {ndr['send_time']:.4f} = "
+            f"{ndr['makespan']:.2f} f and idles 1 − {work:g}/{ndr['makespan']:.2f} = "
+            f"{fmt_pct(ndr['bubble_fraction'])}") in step4
