@@ -52,8 +52,10 @@ GLOSSARY: tuple[Term, ...] = (
          r"\bsequence parallelism\b|\bsequence-parallel\b",
          "Megatron-LM's companion to TP: the layer norms and dropout, which TP leaves whole on "
          "every GPU, are split along the sequence, and each all-reduce becomes a reduce-scatter "
-         "and an all-gather of the same bytes. Not context parallelism, and not Ulysses, which "
-         "DeepSpeed also calls sequence parallelism."),
+         "and an all-gather of the same bytes; the backward also gathers the inputs of the "
+         "column-split matrices once more, so a layer sends about a quarter more (EP04 step "
+         "5). Not context parallelism, and not Ulysses, which DeepSpeed also calls sequence "
+         "parallelism."),
     Term("packed-token-stream", "Packed token stream (sequence packing)",
          r"\bpacked token stream\b|\bsequence packing\b",
          "Several training sequences laid end to end as one long run of tokens, so no position "

@@ -31,6 +31,7 @@ from app.model_controls import (
 )
 from app.options import gpu_options, link_choices, with_value
 from app.routers.memory import own_layer
+from app.routers.tensor_parallel import facts as tp_facts
 from app.schemas import CPAnswer
 from labs.context_parallel.crossover import cp_crossover
 from labs.context_parallel.inputs import CPInput, CPResult, attention_heads
@@ -202,6 +203,15 @@ def own_layer_activations() -> dict:
     return {**own, "bytes": own["coefficient"] * s * spec.hidden * spec.layers}
 
 
+def tp_sp_bytes() -> dict:
+    """The bytes a GPU sends a layer at EP04 step 5's states, TP 8 without and with Megatron's
+    sequence parallelism (its facts, the engine's): step 5's table says SP sends more, as
+    EP04 teaches (round-18 cold reading of EP06, finding 12)."""
+    off, on = (tp_facts()[k]["api"] for k in ("sp_off", "sp_on"))
+    return {"tp": on["tp"], "off": off["comm_bytes"], "on": on["comm_bytes"],
+            "ratio": on["comm_bytes"] / off["comm_bytes"]}
+
+
 def extra_context(state) -> dict:
     query = state.query
     u16 = facts()["ulysses_cp16"]["api"]
@@ -210,6 +220,7 @@ def extra_context(state) -> dict:
     return {
         "facts": facts(),
         "own_layer": own_layer_activations(),
+        "tp_sp_bytes": tp_sp_bytes(),  # step 5's table quotes EP04 step 5's SP bytes
         "kv_head_ranks": ranks_per_kv_head([r["heads"][0] for r in u16["ranks"]],
                                            u16["heads"], u16["kv_heads"]),
         "kv_head_ranks_here": ranks_per_kv_head([r.heads[0] for r in mask.ranks], heads, kv)
@@ -313,7 +324,10 @@ VIEW = LabView(
         # (2,535 tokens) one click before the guess (test_answers_hidden).
         {"tokens": 64, "cp": 8, "layout": "zigzag", "link": "nvlink-4"},
         _case_why("zigzag"),
-        **_waits("zigzag"),
+        # Its mask's mirrored bands show equal areas a rank, step 3's choice: held, as EP05
+        # holds its bad case, until that guess (round-18 cold reading of EP06, finding 13),
+        # so its line needs no wait note.
+        held_until="step-3",
     ),
     bad=Case(
         "Bad case: contiguous, 40 tokens over 8 ranks",

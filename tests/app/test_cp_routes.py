@@ -718,3 +718,36 @@ def test_round_17_the_crossovers_legend_leaves_the_plot_room(client):
     assert (legend["entrywidthmode"], legend["entrywidth"]) == ("pixels", 85)
     assert figure["layout"]["height"] >= 320
     assert all(len(n) <= 15 for n in figure["layout"]["meta"]["names"].values())
+
+
+def test_round_18_step_5_says_megatrons_sp_sends_more_as_ep04_teaches(client):
+    """Round-18 cold reading of EP06, finding 12: step 5's "Three methods share a name" table
+    said Megatron's SP sends "the same bytes" as TP's all-reduce, where EP04 step 5 teaches
+    940 MB -> 1.17 GB a layer (the backward re-gathers the column-split matrices' inputs). The
+    row quotes EP04's figures and their ratio, from EP04's facts (the engine)."""
+    from app.routers.tensor_parallel import facts as tp_facts
+
+    off, on = (tp_facts()[k]["api"] for k in ("sp_off", "sp_on"))
+    assert on["comm_bytes"] > off["comm_bytes"]
+    html = re.sub(r'<span class="term-tip".*?</span></span>', "", client.get(
+        "/episodes/context-parallel").text, flags=re.S)  # glossary tips
+    page = re.sub(r"\s+", " ", html_lib.unescape(re.sub(r"<[^>]+>", "", html)))
+    row = page[page.index("Megatron's sequence parallelism (EP04)."):]
+    row = row[:row.index("Context parallelism: ring or all-gather")]
+    assert "the same bytes. " not in row
+    from app.glossary_terms import GLOSSARY
+
+    sp = next(t for t in GLOSSARY if t.slug == "sequence-parallelism")
+    assert "once more" in sp.definition and "EP04 step 5" in sp.definition
+    assert (f"{fmt_bytes(off['comm_bytes'])} → {fmt_bytes(on['comm_bytes'])} a layer at TP 8, "
+            f"{on['comm_bytes'] / off['comm_bytes']:.2f}× (EP04 step 5)") in row
+
+
+def test_round_18_the_good_case_waits_for_step_3s_guess(client):
+    """Round-18 cold reading of EP06, finding 13: the good case drew the zigzag mask, whose
+    mirrored bands answer step 3's choice, before that guess. It is held until step 3, as
+    EP05 holds its bad case (data-held-until, static/js/lab.js)."""
+    page = client.get("/episodes/context-parallel").text
+    good = re.search(r'<a[^>]*data-case="good"[^>]*>', page)[0]
+    assert 'data-held-until="step-3"' in good
+    assert "commit a guess in step 3" in good
