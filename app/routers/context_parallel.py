@@ -254,6 +254,8 @@ def extra_context(state) -> dict:
         # base latency and one network hop, labs.hardware.nccl: what a p2p send pays).
         "ndr": get_link("ib-ndr"),
         "nvlink4": get_link("nvlink-4"),
+        "eth25": get_link("eth-25g"),  # step 7 derives its effective rate from the port's
+        "eth100": get_link("eth-100g"),  # step 8 names its port's rate
         "p2p_net": _p2p_latency("net"),
         "p2p_nvlink": _p2p_latency("nvlink"),  # step 6's ring sends on NVLink 4
     }

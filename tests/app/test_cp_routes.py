@@ -751,3 +751,47 @@ def test_round_18_the_good_case_waits_for_step_3s_guess(client):
     good = re.search(r'<a[^>]*data-case="good"[^>]*>', page)[0]
     assert 'data-held-until="step-3"' in good
     assert "commit a guess in step 3" in good
+
+
+def cp_text(client) -> str:
+    html = re.sub(r'<span class="term-tip".*?</span></span>', "", client.get(
+        "/episodes/context-parallel").text, flags=re.S)  # glossary tips
+    return re.sub(r"\s+", " ", html_lib.unescape(re.sub(r"<[^>]+>", "", html)))
+
+
+def test_round_18_each_effective_rate_is_derived_where_it_is_quoted(client):
+    """Round-18 cold reading of EP06, findings 14, 15 and 16: step 7's 2.925 GB/s, step 8's
+    Ethernet L* (which needs attention's 544 TFLOP/s on 8,192-token blocks) and step 6's
+    Ulysses time (the start-ups uncounted) had no derivation on the page. Each is now one
+    sum from the engine's link rates and NCCL's start-up (labs.hardware.nccl)."""
+    from app.routers.context_parallel import _p2p_latency, facts
+    from labs.hardware.links import get_link
+
+    text = cp_text(client)
+    eth = facts()["short_eth"]["api"]
+    port = get_link("eth-25g").send_bandwidth
+    block = eth["comm_bytes_per_gpu"] / (eth["cp"] - 1)
+    lat = _p2p_latency("net")
+    assert block / (block / port + lat) == pytest.approx(eth["comm_bytes_per_s"])
+    assert (f"a {fmt_bytes(block)} block takes {block / port * 1e6:.0f} + {lat * 1e6:.0f} µs, "
+            f"an effective {eth['comm_bytes_per_s'] / 1e9:.3f} GB/s") in text
+    e100 = facts()["ring_eth100"]["api"]["crossover"]
+    assert (f"attention runs at {e100['rate'] / 1e12:.0f} TFLOP/s on its 8,192-token blocks"
+            in text)
+    assert (f"15/16 × {e100['rate'] / 1e12:.0f} TFLOP/s ÷ {e100['busbw'] / 1e9:.1f} GB/s = "
+            f"{e100['crossover']:,.0f}") in text
+    u = facts()["ulysses_nvlink"]["api"]
+    nv, up = get_link("nvlink-4"), _p2p_latency("nvlink")
+    assert u["comm_bytes_per_gpu"] / nv.send_bandwidth + 4 * up == pytest.approx(u["comm_s"])
+    assert (f"{fmt_bytes(u['comm_bytes_per_gpu'])} ÷ {nv.send_bandwidth / 1e9:.0f} GB/s + 4 × "
+            f"{up * 1e6:.1f} µs = {u['comm_s'] * 1e3:.2f} ms") in text
+
+
+def test_round_18_step_8_defines_its_symbols_and_step_6_asks_the_forward(client):
+    """Round-18 cold reading of EP06, findings 17 and 18: step 8's formula used d_qk, d_v,
+    h_kv and a undefined; step 6's predict asked "per GPU per layer" where the answer is the
+    forward pass's bytes only."""
+    text = cp_text(client)
+    assert ("Write dqk, dv for the head sizes of Q·K and V (128 each), a for the query heads "
+            "(64), hkv for the KV heads (8)") in text
+    assert "send per GPU per layer, in the forward pass?" in text

@@ -524,7 +524,7 @@ def test_round_14_a_slot_is_one_micro_batchs_forward_and_backward(client):
 
     text = visible_text(client.get("/episodes/pipeline").text)
     assert "1 slot of work (a slot : one micro-batch" in text  # a glossary tip follows
-    assert "'s forward and backward on one stage, f + b = 3 f: a backward costs two" in text
+    assert "'s forward F and backward B on one stage, F + B = 3 f" in text  # round 18
     assert "slots of one forward" not in text and "7 slots of 3 f become 7 of 1.5 f" in text
     for key, slot in (("plain16", 3.0), ("v2", 1.5)):
         api = facts()[key]["api"]
@@ -742,9 +742,26 @@ def test_round_18_step_4_counts_the_sends_on_the_critical_path(client):
     text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", client.get(
         "/episodes/pipeline").text)))
     step4 = text[text.index("4. Interleaving"):text.index("5. Zero bubble")]
-    assert (f"{round(free['makespan'], 2):g} + {sends} × 0.1 = "
+    assert (f"{round(free['makespan'], 2):g} + {sends} × 0.1 = "  # the note's sum
             f"{round(slow['makespan'], 2):g} f: it idles 1 − {work:g}/"
             f"{round(slow['makespan'], 2):g} = {fmt_pct(slow['bubble_fraction'])}") in step4
     assert (f"{round(free['makespan'], 2):g} + {sends} × {ndr['send_time']:.4f} = "
             f"{ndr['makespan']:.2f} f and idles 1 − {work:g}/{ndr['makespan']:.2f} = "
             f"{fmt_pct(ndr['bubble_fraction'])}") in step4
+
+
+def test_round_18_step_5_counts_dualpipes_idle_and_the_passes_have_one_notation(client):
+    """Round-18 cold reading of EP05, findings 9 and 10: "DualPipeV idles 3.5% here" came with
+    no count; step 1 wrote "f + b" (b the backward) where step 6 writes b for the micro-batch.
+    Step 5 gives each rank's busy and idle F off the engine's schedule; step 1 names the
+    passes F and B, and step 6 says what b is."""
+    dp = facts()["dualpipe"]["api"]
+    assert set(dp["busy"]) == {dp["busy"][0]}
+    idle = dp["makespan"] - dp["busy"][0]
+    assert idle / dp["makespan"] == pytest.approx(dp["bubble_fraction"])
+    text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", client.get(
+        "/episodes/pipeline").text)))
+    assert (f"each work {dp['busy'][0]:g} F of its {dp['makespan']:g} F step") in text
+    assert f"{idle:g}/{dp['makespan']:g} = {fmt_pct(dp['bubble_fraction'])}" in text
+    assert "f + b" not in text and "F + B = 3 f" in text
+    assert "micro-batch of b sequences" in text

@@ -421,8 +421,8 @@ def test_step_6_nvls_is_off_for_two_gpus_and_its_busbw_explained(client):
     # Round 13, finding 5: its 352 GB/s derived from EP02's ring busBW and NCCL's latency.
     assert (f"at t = 2 the all-reduce is a ring: {two['collective_sent_bytes'] / 1e6:.0f} MB ÷ "
             f"367 GB/s (EP02's ring) + 8.4 µs + 2 × 3.4 µs = {two['collective_s'] * 1e3:.3f} ms, "
-            f"a busBW of {two['crossover']['busbw'] / 1e9:.0f} GB/s: "
-            f"(h/t)* = {two['crossover']['crossover']:,.0f}") in step
+            f"a busBW of {two['crossover']['busbw'] / 1e9:.0f} GB/s. ") in step
+    assert f"= {two['crossover']['crossover']:,.0f}" in step
     assert "nccl-tests measured 480 GB/s on 8 GPUs" in step and "= 788 GB/s at t = 8" in step
 
 
@@ -782,9 +782,9 @@ def test_round_14_sps_collectives_are_counted_one_way(client):
             f"{fmt_busbw(on['bus_bandwidth'])} busBW (ring): "
             f"{on['collective_s'] / 2 * 1e3:.3f} ms") in readout, readout
     page = flat(client.get("/episodes/tensor-parallel").text)
-    assert (f"4 × {on['collective_s'] / 2 * 1e3:.3f} = {on['forward_comm_s'] * 1e3:.2f} ms; of "
-            f"the 6 backward ones the weight-gradient matmuls leave "
-            f"{on['backward_comm_s'] * 1e3:.2f} ms exposed") in page
+    assert (f"4 × {on['collective_s'] / 2 * 1e3:.3f} = {on['forward_comm_s'] * 1e3:.2f} ms. Of "
+            f"the 6 backward ones, 2 block") in page
+    assert f"{on['backward_comm_s'] * 1e3:.2f} ms exposed" in page
     assert 4 * on["collective_s"] / 2 == pytest.approx(on["forward_comm_s"])
 
 
@@ -1149,7 +1149,7 @@ def test_round_18_step_3_replicates_only_the_norms_and_adds_not_swiglu(client):
     step = step_text(client.get("/episodes/tensor-parallel").text, "step-3")
     assert "SwiGLU's elementwise ops run on all the tokens" not in step
     assert "the norms and residual adds run on all the tokens of every GPU" in step
-    assert "SwiGLU's elementwise product splits with its columns" in step
+    assert "SwiGLU" not in step[step.index("Not quite an eighth"):step.index("At t = 8 one")]
 
 
 @pytest.mark.parametrize(("gpu", "intra", "pcie", "not_drawn"), [
@@ -1172,3 +1172,51 @@ def test_round_18_the_efficiency_chart_draws_the_pcie_the_gpus_host_runs(
                       page, re.S)[1]
     assert SHORT_NAMES[pcie] in chart
     assert SHORT_NAMES[not_drawn] not in chart
+
+
+def test_round_18_step_5_says_which_backward_collectives_block(client):
+    """Round-18 cold reading of EP04, finding 3: step 5's note said "of the 6 backward ones the
+    weight-gradient matmuls leave 0.70 ms exposed" without saying which block. The engine's
+    backward_beside: two all-gathers (before the output and down projections' backward) have
+    no matmul beside them, 2 × one collective; the other four hide behind longer GEMMs."""
+    from app.routers.tensor_parallel import facts
+
+    on = facts()["sp_on"]["api"]
+    beside = [b["seconds"] for b in on["backward_beside"]]
+    one = on["collective_s"] / 2
+    alone = [s for s in beside if s == 0]
+    assert len(alone) == 2 and all(s > one for s in beside if s)
+    assert on["backward_comm_s"] == pytest.approx(len(alone) * one)
+    step = step_text(client.get("/episodes/tensor-parallel").text, "step-5")
+    assert (f"{len(alone)} × {one * 1e3:.3f} = {on['backward_comm_s'] * 1e3:.2f} ms exposed"
+            in step)
+    assert "before the output projection's and the down projection's backward" in step
+
+
+def test_round_18_step_6_states_t_2s_rate_and_ep04_names_the_ring_factor(client):
+    """Round-18 cold reading of EP04, findings 4 and 5: step 6's t = 2 crossover (195) needs
+    t = 2's own layer rate (637 TFLOP/s), which the page never stated; and × 1.9 was used
+    unnamed. The note states the rate and the division; the factor is named at its first
+    use (NCCL's long-ring correction, EP02 step 4)."""
+    from app.routers.tensor_parallel import facts
+
+    t2 = facts()["t2"]["api"]["crossover"]
+    k = t2["k"]
+    assert 8 / (3 * k) * 0.5 * t2["rate"] / t2["busbw"] == pytest.approx(t2["crossover"],
+                                                                            abs=0.1)
+    page = flat_text(client.get("/episodes/tensor-parallel").text)
+    step6 = page[page.index("6. How narrow"):]
+    assert (f"at t = 2 the layer runs at {t2['rate'] / 1e12:.0f} TFLOP/s" in step6
+            and f"× ½ × {t2['rate'] / 1e12:.0f} TFLOP/s ÷ {fmt_busbw(t2['busbw'])} = "
+                f"{t2['crossover']:,.0f}" in step6)
+    first = page.index("× 1.9")
+    assert "plateau effect of ring" in page[first:first + 200]
+
+
+def test_round_18_step_1_says_why_megatron_cuts_columns_first(client):
+    """Round-18 cold reading of EP04, finding 6: step 1's why counted collectives but never
+    said why the order is forced: the elementwise nonlinearity runs on column strips, and a
+    row split leaves partial sums that must be added before it (Shoeybi et al. 2019, §3)."""
+    step = step_text(client.get("/episodes/tensor-parallel").text, "step-1")
+    assert "the GeLU of a sum is not the sum of the GeLUs" in step
+    assert "Shoeybi et al. 2019, §3" in step
