@@ -93,11 +93,11 @@ def test_a_refused_layout_shows_why_and_keeps_the_mask(page):
 def test_good_and_bad_cases(page):
     page.goto(LESSON)
     wait_drawn(page)
-    follow(page.locator("[data-case=bad]"), "layout=contiguous")
-    assert bars(page)[-1] == 36 + 37 + 38 + 39 + 40  # 40 tokens: the last rank's 5 rows
     # Round-18 cold reading of EP06, finding 13: the zigzag mask answers step 3's choice, so
     # the good case is held until that guess (follow releases it with the guess).
     expect(page.locator("[data-case=good]")).to_have_attribute("aria-disabled", "true")
+    follow(page.locator("[data-case=bad]"), "layout=contiguous")
+    assert bars(page)[-1] == 36 + 37 + 38 + 39 + 40  # 40 tokens: the last rank's 5 rows
     follow(page.locator("[data-case=good]"), "layout=zigzag")
     assert bars(page) == [260] * 8
     assert page.locator("#input-cp").input_value() == "8"
