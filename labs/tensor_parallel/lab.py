@@ -61,19 +61,13 @@ from labs.tensor_parallel.inputs import MemoryAtTP, Shapes, Topology, TPCost, TP
 # vendor fabrics, those the chosen GPU ships with (``compared_links``), then the rest.
 COMPARE_LINKS = ("nvlink-3", "nvlink-4", "nvlink-4-h800", "nvlink-5", "nvl72",
                  "infinity-fabric-mi300x", "pcie-4", "pcie-5", "ib-ndr", "eth-100g", "eth-25g")
-# The GPUs whose hosts run PCIe 4.0 x16 (NVIDIA A100 datasheet: "PCIe Gen4: 64 GB/s"; RTX 4090:
-# PCIe 4.0 x16). Hopper, Blackwell and the MI300X sit on PCIe 5.0 (H100 datasheet: "PCIe Gen5:
-# 128 GB/s"; B200 HGX, MI300X datasheets), so the chart draws that one for them (round-18
-# cold reading of EP04, finding 2: an H100 SXM drawn on PCIe 4.0).
-PCIE_4_GPUS = ("a100-80gb", "rtx-4090")
-
-
 def compared_links(gpu: GPUSpec) -> tuple[str, ...]:
     """COMPARE_LINKS the GPU is ever built on: an H100 is never drawn on an NVL72 rack, nor on
-    a PCIe generation its hosts do not run (``PCIE_4_GPUS``)."""
-    pcie = "pcie-4" if gpu.id in PCIE_4_GPUS else "pcie-5"
+    a PCIe generation its hosts do not run (the preset's ``host_link``, with its source: PCIe
+    4.0 for the A100, 5.0 for Hopper and Blackwell; round-18 cold reading of EP04, finding 2,
+    an H100 SXM drawn on PCIe 4.0)."""
     return tuple(k for k in COMPARE_LINKS if ships_with(gpu, get_link(k))
-                 and (k == pcie or not k.startswith("pcie")))
+                 and (k == gpu.host_link or not k.startswith("pcie")))
 
 
 def tp_cluster(gpu: GPUSpec, gpus_per_node: int, intra_link: str, inter_link: str) -> Cluster:
