@@ -105,6 +105,16 @@ def tokens_step(inp) -> str | None:
     return "step-4" if fp8 and inp.seq_len > OPEN_SEQ_LEN else None
 
 
+def activations_step(inp) -> str | None:
+    """Step 4's, at an FP8 recipe from the opening's sequence length on: the activations it
+    saves in FP8 and in 16-bit (the ledger's two rows and their bars). At the opening's 8,192
+    tokens they print the saving step 4 asks for at 32,768, a quarter of it (round-17 cold
+    reading of EP10, finding 6: "Activations saved in FP8 0 GB | 7.52 GB", x 4). The totals
+    there stay drawn: steps 1 to 3 read them."""
+    fp8 = RECIPES[inp.recipe].family == "fp8"
+    return "step-4" if fp8 and inp.seq_len >= OPEN_SEQ_LEN else None
+
+
 # Step 10's LoRA drill counts Llama 3.1 70B's adapters on q and v (app/routers/precision.py,
 # lora_drill): that model's count at any rank on q and v scales to its answer (r = 16, the
 # page's, is twice it), so there the adapters wait for the drill too.
@@ -243,6 +253,10 @@ def ledger_figure(result) -> dict:
         owners.append({"step": step, "traces": copies, "points": state,
                        **({"summary": held} if copies else {})})
     long = tokens_step(inp) if len(bars) > 1 else None
+    acts = activations_step(inp) if len(bars) > 1 else None
+    if acts and not long:
+        owners.append({"step": acts, "points": [
+            [i, len(bars) - 1] for i, t in enumerate(data) if t["name"] in ACTIVATION_NAMES]})
     if long:
         # On a long sequence the recipe's activations and its total against BF16's are step
         # 4's saving (round-13 cold reading of EP10-EP11, finding 3: at 32,768 tokens the

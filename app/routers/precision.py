@@ -3,6 +3,7 @@ each recipe's bytes per parameter, full fine-tuning beside LoRA and QLoRA, and a
 offload. Its controls, run and answers are ``precision_state.py``; here the lesson's states
 (``facts``), page context, cases, drills and view."""
 
+from dataclasses import replace
 from functools import lru_cache
 
 from fastapi import APIRouter
@@ -16,6 +17,7 @@ from app.charts.precision import (
     LORA_DRILL_MODEL,
     METHODS,
     STATE_KEYS,
+    activations_step,
     finetune_step,
     offload_step,
     recipe_step,
@@ -36,6 +38,7 @@ from labs.core.catalogue import RECIPES
 from labs.core.limits import GPU_HOST_LINK, HOST_LINKS, TRAIN_RECIPES
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link
+from labs.memory.lab import linear_weight_params, state_bytes
 from labs.model.activations import own_layer_terms
 from labs.model.code import LLAMA_65B
 from labs.model.op_checkpoint import kept_tensors
@@ -43,6 +46,7 @@ from labs.model.presets import get_model
 from labs.precision.finetune import linear_params, trainable_params
 from labs.precision.inputs import FT_RECIPES, MODULE_SETS
 from labs.precision.reported import REPORTED
+from labs.recipe.lab import evaluate
 from labs.recipe.runs import BY_ID, check
 
 router = APIRouter()
@@ -62,6 +66,22 @@ QLORA_LONG = {**QLORA_65B, "seq_len": 4096, "micro_batch": 6}  # over 80 GB, unl
 def titan_check():
     """torchtitan's Llama 3.1 8B on 8 H100s (torch.compile), checked as /validation does."""
     return check(BY_ID["torchtitan-llama31-8b-h100x8-compile"])
+
+
+@lru_cache(maxsize=1)
+def titan_fp8() -> dict:
+    """Step 8: FP8's gain on torchtitan's own 8B layout (local batch 2 in one micro-batch,
+    op-level recomputation, compiled kernels), from the computation /validation runs
+    (``labs.recipe.runs.check``: the run's plan, model and cluster through EP08's step model),
+    once as checked in BF16 and once with the plan's ``fp8`` option (the linear GEMMs in FP8
+    and their casts; the gathers stay bf16), against torchtitan's measured Table 1 gain
+    (round-17 cold reading of EP10, finding 9: the page set +28% against the model's 1.33x at
+    16 micro-batches, a different layout)."""
+    run = BY_ID["torchtitan-llama31-8b-h100x8-compile"]
+    bf16 = titan_check().result.step_s
+    fp8 = evaluate(replace(run.plan, fp8=True), run.model, run.cluster, run.nodes).step_s
+    measured = REPORTED["titan_table1_fp8_tps"].value / REPORTED["titan_table1_bf16_tps"].value
+    return {"bf16_s": bf16, "fp8_s": fp8, "lab": bf16 / fp8, "measured": measured}
 
 
 @lru_cache(maxsize=1)
@@ -104,6 +124,10 @@ def facts() -> dict:
         # head, norms) in bf16, as bitsandbytes leaves them (round-17 cold reading of EP10,
         # finding 4: 33.43 GB against 65.3B x 0.5 B, the bf16 part unsaid).
         "qlora65_linear": linear_params(get_model(LLAMA_65B)),
+        # Steps 2 and its note: the linear layers' parameters, the only ones an FP8 recipe
+        # keeps FP8 copies of (round-17 cold reading of EP10, finding 5).
+        "linear": {"l70": linear_weight_params(get_model(MEGATRON_70B["model"])),
+                   "l8": linear_weight_params(get_model(TITAN["model"]))},
         # ...and the recipe its full fine-tune is billed in, part by part (finding 10: 784 GB
         # is 12 B a parameter, which 12 unsaid).
         "qlora65_recipe": RECIPES[QLORA_65B["ft_recipe"]].describe,
@@ -160,6 +184,7 @@ def extra_context(state) -> dict:
         "h100": get_gpu("h100-sxm"),  # the datasheet peaks step 8 quotes
         # torchtitan's 8B run on its own layout, as /validation checks it (step 8).
         "titan_check": titan_check(),
+        "titan_fp8": titan_fp8(),
         "reported": REPORTED,
         "model_options": model_choices(model_options(), query.model_value),
         "model_value": query.model_value,
@@ -176,6 +201,7 @@ def extra_context(state) -> dict:
         # count's): templates/partials/_precision.html.
         "copy_keys": COPY_KEYS, "state_keys": STATE_KEYS, "recipe_step": recipe_step,
         "speed_step": speed_step, "activation_keys": ACTIVATION_KEYS, "tokens_step": tokens_step,
+        "activations_step": activations_step,
         "total_keys": total_keys,
         "finetune_step": finetune_step, "offload_step": offload_step,
         "short_recipe": short_recipe,
@@ -187,13 +213,22 @@ def extra_context(state) -> dict:
 # Llama 3.1 70B's parameters (the EP01 ledger's count): the drill states them to the two
 # decimals its answer needs (18 B x 70.6B = 1,270.8 GB was printed beside 1,270.0).
 P70 = get_model("llama-3.1-70b").params
+# ...and those of its linear layers, the only ones the FP8 recipe keeps FP8 copies of (round-17
+# cold reading of EP10, finding 5: every parameter was billed the copies).
+P70_LINEAR = linear_weight_params(get_model("llama-3.1-70b"))
 
 
 def bytes_drill() -> float:
     """GB of state Llama 3.1 70B holds unsharded in TransformerEngine's delayed-scaling recipe
-    (bf16 weights kept): its bytes per parameter, which the lesson's chart shows, times the
-    parameters the EP01 ledger counts."""
-    return RECIPES["fp8-delayed"].bytes_per_param * P70 / 1e9
+    (bf16 weights kept): the EP01 ledger's state, its 16 bytes per parameter and the two FP8
+    copies on the linear layers' parameters (``labs.memory.lab.state_bytes``)."""
+    return state_bytes(get_model("llama-3.1-70b"), RECIPES["fp8-delayed"]) / 1e9
+
+
+def _bytes_drill_with(per_param: float, copies: float) -> float:
+    """The drill's state with ``per_param`` bytes on every parameter and ``copies`` on the
+    linear layers' (a mistake's arithmetic)."""
+    return (per_param * P70 + copies * P70_LINEAR) / 1e9
 
 
 # The speed drill runs step 8's formula backwards: the GEMM gain a wanted speed-up needs.
@@ -298,28 +333,34 @@ VIEW = LabView(
         Drill(
             id="precision-bytes-delayed",
             question=(
-                "TransformerEngine's FP8 recipe on Hopper keeps the bf16 weights, an FP8 copy "
-                "and its FP8 transpose, bf16 gradients, an fp32 master copy and two fp32 Adam "
-                "moments. How many GB of that state does Llama 3.1 70B "
-                f"({P70 / 1e9:.2f}B parameters) "
-                "hold on one replica, unsharded?"
+                "TransformerEngine's FP8 recipe on Hopper keeps the bf16 weights, bf16 "
+                "gradients, an fp32 master copy and two fp32 Adam moments, and for the linear "
+                "layers' weights an FP8 copy and its FP8 transpose. How many GB of that state "
+                f"does Llama 3.1 70B ({P70 / 1e9:.2f}B parameters, {P70_LINEAR / 1e9:.2f}B of "
+                "them in linear layers) hold on one replica, unsharded?"
             ),
             answer=bytes_drill,
             unit="GB",
-            hint="Add 2 (bf16) + 1 + 1 (the two FP8 copies) to mixed precision's 2 + 4 + 8 "
-                 "bytes, then multiply by the parameters.",
-            explanation="{answer} GB: (2 + 1 + 1 + 2 + 4 + 8) B × "
-                        f"{P70 / 1e9:.2f}B parameters, two "
-                        "bytes a parameter more than BF16's 16.",
-            rel_tol=0.005,
+            hint="Mixed precision's 2 + 2 + 4 + 8 bytes on every parameter, then 1 + 1 (the "
+                 "two FP8 copies) on the linear layers' parameters alone.",
+            explanation="{answer} GB: (2 + 2 + 4 + 8) B × "
+                        f"{P70 / 1e9:.2f}B parameters + (1 + 1) B × {P70_LINEAR / 1e9:.2f}B "
+                        "linear-layer parameters. The embedding, output head and norms keep no "
+                        "FP8 copy: only the linear layers run in FP8.",
+            # Tight enough to tell copies on every parameter (18 B x 70.55B, 0.3% more).
+            rel_tol=0.001,
             mistakes=(
-                Mistake("bf16", lambda: bytes_drill() * 16 / 18,
+                Mistake("every-param", lambda: _bytes_drill_with(18, 0),
+                        "that bills the FP8 copies on every parameter. Only the linear layers "
+                        "run in FP8: the embedding, the output head and the norms keep their "
+                        "bf16 weights alone."),
+                Mistake("bf16", lambda: _bytes_drill_with(16, 0),
                         "that is BF16's 16 bytes a parameter. The FP8 recipe keeps two FP8 "
-                        "copies of the weights on top."),
-                Mistake("one-copy", lambda: bytes_drill() * 17 / 18,
-                        "the FP8 transpose is a second copy, one more byte a parameter: the "
-                        "backward's GEMMs read the weights transposed."),
-                Mistake("no-master", lambda: bytes_drill() * 14 / 18,
+                        "copies of the linear layers' weights on top."),
+                Mistake("one-copy", lambda: _bytes_drill_with(16, 1),
+                        "the FP8 transpose is a second copy, one more byte a linear-layer "
+                        "parameter: the backward's GEMMs read the weights transposed."),
+                Mistake("no-master", lambda: _bytes_drill_with(12, 2),
                         "the fp32 master copy of the weights (4 B a parameter) is state too: "
                         "Adam updates it, and the bf16 and FP8 copies are cast from it."),
             ),

@@ -59,11 +59,13 @@ __all__ = ["LINES", "MOE_EXAMPLE", "RL_EXAMPLE", "CheatInput", "CheatLine",
            "Term", "cheat_sheet"]
 
 def _per_param(recipe: str) -> str:
-    """A recipe's formula, written from its record: P × (each part's bytes) B."""
+    """A recipe's formula, written from its record: P × (each part's bytes) B, and its
+    low-precision copies on the linear layers' P_lin alone (labs.memory.lab weight_parts)."""
     r = RECIPES[recipe]
-    parts = [r.weights, *(c.bytes_per_param for c in r.copies), r.gradients,
-             r.master_weights, r.optimizer_moments]
-    return "P × (" + " + ".join(f"{b:.3g}" for b in parts if b) + ") B"
+    parts = [r.weights, r.gradients, r.master_weights, r.optimizer_moments]
+    copies = [c.bytes_per_param for c in r.copies]
+    return ("P × (" + " + ".join(f"{b:.3g}" for b in parts if b) + ") B + P_lin × ("
+            + " + ".join(f"{b:.3g}" for b in copies) + ") B")
 
 
 LINES: tuple[tuple[str, str, str, str, str, Callable], ...] = (

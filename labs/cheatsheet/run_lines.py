@@ -7,10 +7,12 @@ from collections.abc import Callable
 
 from labs.cheatsheet.inputs import Term
 from labs.cheatsheet.lines import ledger_of
+from labs.core.catalogue import RECIPES
 from labs.core.errors import LabInputError
 from labs.failures.inputs import FailuresInput
 from labs.failures.lab import gpu_mtbi_llama3, llama3_step_s, llama3_steps, simulate_failures
 from labs.hardware.links import get_link, make_cluster
+from labs.memory.lab import linear_weight_params
 from labs.model.flops import (
     hardware_flops_per_token,
     head_matmul_params,
@@ -176,12 +178,18 @@ LORA_RANK, QLORA_RANK = 16, 64  # the examples' ranks: a common LoRA choice, QLo
 
 
 def recipe_state(recipe: str) -> Callable:
-    """A recipe's training state, P × its bytes per parameter (labs.core.catalogue's sum)."""
+    """A recipe's training state: P × its bytes per parameter but the low-precision copies
+    (labs.core.catalogue's sums), and those copies on the linear layers' P_lin alone (an FP8
+    recipe casts only its linear layers: labs.memory.lab ``weight_parts``)."""
     def line(inp):
-        r = ledger_of(inp, recipe)
+        r, rec = ledger_of(inp, recipe), RECIPES[recipe]
         return ((Term("P", r.params, "count", "parameters"),
-                 Term("B", r.bytes_per_param, "bytes", "per parameter, from its formats")),
-                Term("P·B", r.state_bytes, "bytes", r.input.recipe))
+                 Term("B", rec.bytes_per_param - rec.copy_bytes, "bytes",
+                      "per parameter, from its formats"),
+                 Term("P_lin", linear_weight_params(inp.model), "count",
+                      "the linear layers' parameters"),
+                 Term("B_lin", rec.copy_bytes, "bytes", "their low-precision copies")),
+                Term("P·B + P_lin·B_lin", r.state_bytes, "bytes", r.input.recipe))
     return line
 
 

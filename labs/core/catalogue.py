@@ -138,6 +138,17 @@ class Recipe:
         return self.weights + self.copy_bytes
 
     @property
+    def other_weights(self) -> float:
+        """Bytes per parameter of a weight in no linear layer (the embedding, the output head,
+        norms, routers): its 16-bit copy only. An FP8 recipe casts only the linear layers:
+        fp8_autocast runs TransformerEngine's own modules in FP8 (te.Linear, LayerNormLinear,
+        LayerNormMLP, GroupedLinear; TE docs, "Using FP8 with Transformer Engine"), while
+        Megatron-LM's embedding (VocabParallelEmbedding), output layer (a plain
+        tensor_parallel.ColumnParallelLinear in megatron/core/models/gpt/gpt_model.py) and the
+        final norm are no TE linears and stay bf16, with fp8_model_init (``fp8-params``) too."""
+        return self.weights or FORMATS["bf16"].bytes_per_element
+
+    @property
     def gathered_bytes(self) -> float:
         """Bytes per parameter a ZeRO-3/FSDP all-gather moves (and CPU Adam sends back): the
         16-bit weights, or the FP8 copy when the parameters are FP8 only (Megatron-LM's

@@ -124,33 +124,59 @@ def scaling_state_bytes(inp: MemoryInput, layers: int, moe_layers: int, r: Recip
             * (r.amax_history + SCALE_ENTRIES) * FP32_BYTES)
 
 
+def _sharded(inp: MemoryInput, from_stage: int, dense: float, expert: float) -> float:
+    """``dense`` and ``expert`` parameters of one GPU (after TP and EP), sharded from ZeRO
+    stage ``from_stage`` on (Rajbhandari 2020, Fig. 1): stage 1 shards optimizer state (master
+    + moments), stage 2 also gradients, stage 3 also the weights; dense state over DP x CP,
+    expert state over expert-DP. HSDP shards over DP x CP / replicas (PyTorch fully_shard on
+    a 2-D mesh: "HSDP ... replicate across the 0th dim and shard across the 1st")."""
+    on = inp.zero >= from_stage
+    dense_group, expert_group = inp.shard_groups
+    return dense / (dense_group if on else 1) + expert / (expert_group if on else 1)
+
+
+def local_params(inp: MemoryInput, sp: StageParams) -> tuple[float, float, float, float]:
+    """The parameters one GPU of stage ``sp`` holds before ZeRO: (every dense one, the dense
+    linear layers', the other dense ones' (embedding, output head, norms, routers), the
+    routed experts')."""
+    return (sp.tp_split / inp.tp + sp.replicated, sp.linear / inp.tp,
+            sp.embedding / inp.tp + sp.replicated, sp.experts / (inp.ep * inp.etp))
+
+
+def weight_parts(inp: MemoryInput, sp: StageParams, r: Recipe) -> tuple[float, float]:
+    """The weights one GPU of stage ``sp`` holds under ZeRO: (the bytes of its 16-bit copy,
+    the linear-layer parameters whose low-precision copies it keeps beside them). A
+    low-precision recipe's copies (labs.core.catalogue ``Recipe.copies``) are of the linear
+    layers only; the embedding, output head and norms keep 16-bit weights
+    (``Recipe.other_weights``), even when the linear layers keep none (``fp8-params``)."""
+    dense, linear, other, experts = local_params(inp, sp)
+    sixteen = r.weights * _sharded(inp, 3, dense, experts)
+    if r.other_weights != r.weights:
+        sixteen += _sharded(inp, 3, other, 0.0) * (r.other_weights - r.weights)
+    return sixteen, _sharded(inp, 3, linear, experts) if r.copies else 0.0
+
+
 def _stage_bill(inp: MemoryInput, sp: StageParams, r: Recipe) -> StageBill:
     m = inp.model
-    dense_local = sp.tp_split / inp.tp + sp.replicated
-    expert_local = sp.experts / (inp.ep * inp.etp)
+    dense_local, linear_local, other_local, expert_local = local_params(inp, sp)
     bill = dict.fromkeys(BREAKDOWN_KEYS, 0.0)
     host, held = 0.0, 0.0
     if inp.mode == "train":
         def sharded(bytes_per_param: float, from_stage: int) -> float:
-            # ZeRO (Rajbhandari 2020, Fig. 1): stage 1 shards optimizer state (master + moments),
-            # stage 2 also gradients, stage 3 also the bf16 weights; dense state over DP x CP,
-            # expert state over expert-DP.
-            # HSDP shards over DP x CP / replicas (PyTorch fully_shard on a 2-D mesh: "HSDP
-            # ... replicate across the 0th dim and shard across the 1st").
-            on = inp.zero >= from_stage
-            dense_group, expert_group = inp.shard_groups
-            return bytes_per_param * (dense_local / (dense_group if on else 1)
-                                      + expert_local / (expert_group if on else 1))
+            return bytes_per_param * _sharded(inp, from_stage, dense_local, expert_local)
 
-        # Every copy of the weights (the 16-bit one and a low-precision recipe's FP8 copies,
-        # labs.core.catalogue), sharded alike, plus per-tensor scaling's amax history.
-        bill["weights"] = sharded(r.weight_bytes, 3) + scaling_state_bytes(inp, sp.layers,
-                                                                       sp.moe_layers, r)
+        # Every copy of the weights: the 16-bit one and a low-precision recipe's FP8 copies of
+        # the linear layers (``weight_parts``), plus per-tensor scaling's amax history.
+        sixteen, linear = weight_parts(inp, sp, r)
+        bill["weights"] = sixteen + r.copy_bytes * linear + scaling_state_bytes(
+            inp, sp.layers, sp.moe_layers, r)
         if inp.zero == 3 and inp.keep_gathered:
             # FSDP2's reshard_after_forward=False: each layer's gathered (unsharded) copy is
             # kept from its forward to its backward, so at the forward's end every layer's is
-            # held beside the shards (PyTorch fully_shard docs, reshard_after_forward).
-            bill["weights"] += r.gathered_bytes * (dense_local + expert_local)
+            # held beside the shards (PyTorch fully_shard docs, reshard_after_forward); the
+            # layers outside the linear ones gather 16-bit.
+            bill["weights"] += (r.gathered_bytes * (dense_local + expert_local)
+                                + (r.other_weights - r.gathered_bytes) * other_local)
         bill["gradients"] = sharded(r.gradients, 2)
         optimizer = {"master_weights": sharded(r.master_weights, 1),
                      "optimizer_moments": sharded(r.optimizer_moments, 1)}
@@ -184,6 +210,23 @@ def _stage_bill(inp: MemoryInput, sp: StageParams, r: Recipe) -> StageBill:
     return StageBill(sp.rank, sp.layers, sp.moe_layers, held, bill, host)
 
 
+def linear_weight_params(model: ModelSpec) -> float:
+    """The parameters of the model's linear layers (projections, dense, shared and routed
+    experts' MLPs), the ones a low-precision recipe keeps copies of (``weight_parts``)."""
+    whole = stage_params(model, 1)[0]
+    return whole.linear + whole.experts
+
+
+def state_bytes(model: ModelSpec, r: Recipe) -> float:
+    """The whole model's weights, gradients and optimizer state in recipe ``r``: its bytes per
+    parameter on the linear layers, and no low-precision copy on the rest (``weight_parts``)."""
+    if not r.copies:
+        return model.params * r.bytes_per_param
+    linear = linear_weight_params(model)
+    return (model.params * (r.bytes_per_param - r.copy_bytes) + linear * r.copy_bytes
+            + (model.params - linear) * (r.other_weights - r.weights))
+
+
 # Pure in its frozen input, and asked again and again: the ZeRO lesson's bars, TP's ledger
 # per degree and the recipe's stages repeat while a student moves other controls (issue 31).
 # About 2.6 kB each (tracemalloc): 8,192 of them, 21 MB a render process, bounded. A class of
@@ -197,7 +240,7 @@ def compute_memory(inp: MemoryInput) -> MemoryResult:
                                          inp.first_stage_layers, inp.last_stage_layers))
     worst = max(bills, key=lambda b: (b.total_bytes, -b.rank))
     total = worst.total_bytes
-    state = m.params * r.bytes_per_param
+    state = state_bytes(m, r)
     return MemoryResult(
         input=inp,
         params=m.params,

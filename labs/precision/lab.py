@@ -4,7 +4,8 @@ parameter, full fine-tuning beside LoRA and QLoRA, and activation offload.
 - The FP8 ledger is EP01's (``labs.memory.lab.compute_memory``) run in the chosen recipe and
   in BF16 mixed precision (``adam16``) for the same model and layout; this module only
   itemises what it bills: the weights' bill into the 16-bit copy, each low-precision copy
-  (shares of the recipe's ``weight_bytes``, as ZeRO shards them alike) and TE's amax history
+  (of the linear layers' parameters only, ``labs.memory.lab.weight_parts``, sharded as the
+  weights are) and TE's amax history
   (``labs.memory.lab.scaling_state_bytes``); the activations into the linear layers' inputs
   saved in FP8 and the rest in 16-bit (the two ledgers differ by exactly the FP8 saving,
   ``labs.model.activations.gemm_input_bytes_per_layer``). The recipes and their sources are
@@ -21,7 +22,7 @@ from __future__ import annotations
 from labs.core.catalogue import RECIPES, Recipe
 from labs.core.limits import TRAIN_RECIPES
 from labs.memory.inputs import MemoryResult, StageBill
-from labs.memory.lab import compute_memory, scaling_state_bytes
+from labs.memory.lab import compute_memory, scaling_state_bytes, weight_parts
 from labs.model.activations import ACT_BYTES, layers_activation_bytes
 from labs.precision.finetune import finetunes, paper_check
 from labs.precision.inputs import (
@@ -34,6 +35,7 @@ from labs.precision.inputs import (
 )
 from labs.precision.offload import offload
 from labs.precision.speed import MX_GPUS, speed
+from labs.schedules.stages import stage_params
 
 
 def fp8_activation_bytes(memory: MemoryResult, bill: StageBill, g: float) -> float:
@@ -58,18 +60,22 @@ def itemise(inp: PrecisionInput, recipe: str, stage: int | None = None) -> Ledge
     bill = memory.stages[memory.heaviest_stage if stage is None else stage]
     b = bill.breakdown
     scaling = scaling_state_bytes(memory.input, bill.layers, bill.moe_layers, r)
-    weights = b["weights"] - scaling
-    share = (lambda x: weights * x / r.weight_bytes) if r.weight_bytes else (lambda x: 0.0)
+    m = memory.input
+    sp = stage_params(m.model, m.pp, m.schedule, m.virtual, m.first_stage_layers,
+                      m.last_stage_layers)[bill.rank]
+    # The 16-bit copy, and the FP8 copies of the linear layers' parameters only.
+    _, linear = weight_parts(m, sp, r)
     acts = b["activations"]
     g = r.saved_input_bytes
     fp8_acts = fp8_activation_bytes(memory, bill, g) if g != ACT_BYTES else 0.0
     parts = dict.fromkeys(LEDGER_KEYS, 0.0)
-    parts.update(weights=share(r.weights), fp8_weights=share(r.copy_bytes),
+    parts.update(weights=b["weights"] - scaling - r.copy_bytes * linear,
+                 fp8_weights=r.copy_bytes * linear,
                  scaling_state=scaling, gradients=b["gradients"],
                  master_weights=b["master_weights"], optimizer_moments=b["optimizer_moments"],
                  activations_fp8=fp8_acts, activations=acts - fp8_acts,
                  embedding_and_logits=b["embedding_and_logits"])
-    copies = tuple((c.what, share(c.bytes_per_param)) for c in r.copies)
+    copies = tuple((c.what, c.bytes_per_param * linear) for c in r.copies)
     return Ledger(recipe, memory, parts, copies)
 
 

@@ -56,8 +56,14 @@ def state_floors(plan: Plan, model: ModelSpec) -> tuple[float, float]:
         per_dense += bytes_per_param / (dense_group if on else 1)
         per_expert += bytes_per_param / (expert_group if on else 1)
 
-    def state(tp_split: float, replicated: float, experts: float) -> float:
-        return (tp_split / plan.tp + replicated) * per_dense + experts / plan.ep * per_expert
+    # The embedding, output head and norms keep no low-precision copy (labs.memory.lab
+    # weight_parts): per parameter of theirs, the weights' bill is this much less.
+    other_less = ((r.copy_bytes + r.weights - r.other_weights)
+                  / (dense_group if plan.zero >= 3 else 1))
+
+    def state(tp_split: float, replicated: float, experts: float, embedding: float) -> float:
+        dense = (tp_split / plan.tp + replicated) * per_dense + experts / plan.ep * per_expert
+        return dense - (embedding / plan.tp + replicated) * other_less if other_less else dense
 
     distinct, first = _distinct_stages(model, plan.pp, plan.schedule, plan.virtual,
                                        plan.first_stage_layers, plan.last_stage_layers)
@@ -89,12 +95,13 @@ def _first_stage_activations(model: ModelSpec, seq_len: int, micro_batch: int, t
 
 @lru_cache(maxsize=512)
 def _distinct_stages(model: ModelSpec, pp: int, schedule: str, virtual: int, first: int,
-                     last: int) -> tuple[tuple[tuple[float, float, float], ...],
-                                         tuple[float, float, float]]:
-    """The distinct (TP-split, replicated, expert) parameter counts of the stages (most
-    middle stages hold the same, so a 64-stage pipeline has a handful), and the first's."""
+                     last: int) -> tuple[tuple[tuple[float, float, float, float], ...],
+                                         tuple[float, float, float, float]]:
+    """The distinct (TP-split, replicated, expert, embedding) parameter counts of the stages
+    (most middle stages hold the same, so a 64-stage pipeline has a handful), and the
+    first's."""
     stages = stage_params(model, pp, schedule, virtual, first, last)
-    counts = [(sp.tp_split, sp.replicated, sp.experts) for sp in stages]
+    counts = [(sp.tp_split, sp.replicated, sp.experts, sp.embedding) for sp in stages]
     return tuple(set(counts)), counts[0]
 
 

@@ -43,6 +43,15 @@ class StageParams:
     experts: float  # routed experts, divided by EP x expert-TP
     first: bool  # holds the embedding (and the first layer)
     last: bool  # holds the final norm and output layer (and the loss)
+    # The embedding and output head within ``tp_split``: the TP-split parameters that are no
+    # linear layer's (an FP8 recipe casts only the linear layers: labs.memory.lab).
+    embedding: float = 0.0
+
+    @property
+    def linear(self) -> float:
+        """The stage's TP-split parameters in linear layers (projections, dense and shared
+        MLPs), before TP division; the routed experts (``experts``) are linear layers too."""
+        return self.tp_split - self.embedding
 
     @property
     def dense_layers(self) -> int:
@@ -169,14 +178,16 @@ def stage_params(model: ModelSpec, pp: int, schedule: str = "1f1b", virtual: int
         tp_split = layers * m.attention_params + dense * dense_mlp + moe * shared - row_biases
         replicated = layers * 2 * norm + moe * router + row_biases
         first, last = 0 in held, pieces - 1 in held
+        embedding = 0
         if first:
-            tp_split += m.vocab * h
+            embedding += m.vocab * h
             replicated += m.max_positions * h
         if last:
             replicated += norm
             if not m.tied_embeddings or not first:
-                tp_split += m.vocab * h  # untied head, or the tied copy on a later stage
+                embedding += m.vocab * h  # untied head, or the tied copy on a later stage
+        tp_split += embedding
         experts = moe * m.experts * m.expert_size
         out.append(StageParams(r, layers, moe, tp_split * scale, replicated * scale,
-                               experts * scale, first, last))
+                               experts * scale, first, last, embedding * scale))
     return tuple(out)

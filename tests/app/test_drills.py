@@ -134,7 +134,10 @@ DERIVATIONS = {
     "moe-dispatch-mb": _dispatch,
     "recipe-efficiency": _recipe,
     "placement-colocated-r1": _colocated,
-    "precision-bytes-delayed": lambda q: (2 + 1 + 1 + 2 + 4 + 4 + 4) * num(q, N + "B parameters"),
+    # Mixed precision's 16 B on every parameter, the two FP8 copies on the linear layers'
+    # alone (round-17 cold reading of EP10, finding 5).
+    "precision-bytes-delayed": lambda q: ((2 + 2 + 4 + 4 + 4) * num(q, N + "B parameters")
+                                          + (1 + 1) * num(q, N + "B of them in linear")),
     "precision-lora-params": _lora,
     "precision-fp8-speedup": _fp8,
     "failures-goodput": _goodput,

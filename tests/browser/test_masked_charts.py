@@ -536,7 +536,7 @@ def test_ep10s_opening_screen_does_not_subtract_to_step_1s_state_growth(page, li
     after = own(figures_shown(page))
     assert differences(after, growth), "the check finds the subtraction once it is shown"
     why = page.locator("#why-precision-1").inner_text()
-    assert f"The state grew by 2 bytes a parameter, {growth / 1e9:.3g} GB" in why, why
+    assert f"The state grew by 2 bytes a linear-layer parameter, {growth / 1e9:.3g} GB" in why, why
 
 
 def test_ep02s_ethernet_curves_wait_for_step_3s_guess(page, live_server):
