@@ -24,12 +24,15 @@ def _b(params: float) -> str:
     return f"{params / 1e9:.2f}B"
 
 
-# EP01's predict drill: 405B's 16-byte state sharded over 64 H200s. It asks the state a GPU
-# holds, which no readout prints (the bench prints the fewest GPUs at any model and GPU, so
-# asking that was one select away from its answer).
-P405, H200 = get_model("llama-3.1-405b").params, get_gpu("h200").memory_bytes
+# EP01's predict drill: 405B's 16-byte state sharded over 64 H200s with full recomputation.
+# It asks what a GPU holds in all, which the page prints nowhere: its state share alone was
+# step 2's 6.49 TB over 64, a derive labelled predict (round-17 cold reading of EP01,
+# finding 6); the activations ZeRO does not shard (step 5) are the part to predict.
+L405 = get_model("llama-3.1-405b")
+P405, H200 = L405.params, get_gpu("h200").memory_bytes
 H200_SHARDS = 64
-_DRILL_STATE = {"model": "llama-3.1-405b", "gpu": "h200", "dp": H200_SHARDS, "zero": 3}
+_DRILL_STATE = {"model": "llama-3.1-405b", "gpu": "h200", "dp": H200_SHARDS, "zero": 3,
+                "recompute": "full", "seq_len": 4096}
 # EP01's decide drill: the 8B on one H100 in the 18-byte recipe at Llama 3.1's pre-training
 # length, selective recomputation; which of four training changes EP01 teaches cuts its bill
 # the most (issue 36: the serving option it had before abandoned training, so its right
@@ -71,32 +74,62 @@ def _state_405b() -> float:
     return _state_405b_whole() / H200_SHARDS
 
 
+def _drill_acts(per_layer: int) -> float:
+    """GB of a 405B GPU's layer activations at the drill's sequence, keeping ``per_layer``·s·h
+    bytes a layer (full recomputation's 2, selective's 34: step 3)."""
+    return per_layer * _DRILL_STATE["seq_len"] * L405.hidden * L405.layers / 1e9
+
+
+def _drill_answer() -> dict:
+    return lab_value("memory", _DRILL_STATE, lambda a: a)
+
+
+def _drill_total(per_layer: int) -> float:
+    """The drill's total with ``per_layer``·s·h a layer: its state's share, the layers'
+    activations and the logits with their neighbours, as the lab bills them."""
+    return (_state_405b() + _drill_acts(per_layer)
+            + _drill_answer()["breakdown"]["embedding_and_logits"] / 1e9)
+
+
+def _drill_solution() -> str:
+    a = _drill_answer()
+    fits = "fits" if a["fits"] else "does not fit"
+    s = _DRILL_STATE["seq_len"]
+    return (f"{{answer}} GB: the state's share, 16 B × {P405 / 1e9:.1f}B ÷ {H200_SHARDS} = "
+            f"{_state_405b():.1f} GB; full recomputation's 2·s·h a layer, 2 × {s:,} × "
+            f"{L405.hidden:,} × {L405.layers} = {_drill_acts(2):.1f} GB, which ZeRO does not "
+            f"shard; and {gb(a['breakdown']['embedding_and_logits'])} of fp32 logits and their "
+            f"neighbours (step 2). It {fits} the {H200 / 1e9:.0f} GB. With selective "
+            f"recomputation's 34·s·h the layers alone would take {_drill_acts(34):.0f} GB.")
+
+
 DRILLS: tuple[Drill | Decide, ...] = (
     predict(
         "memory-predict-405b-h200",
-        f"Llama 3.1 405B ({P405 / 1e9:.1f} billion parameters), 16 bytes of training "
-        f"state per parameter, sharded evenly over {H200_SHARDS} H200s "
-        f"({H200 / 1e9:.0f} GB each) with ZeRO-3. Predict the GB of state each GPU holds.",
-        "memory", {"model": "llama-3.1-405b", "gpu": "h200", "dp": H200_SHARDS, "zero": 3},
-        lambda answer: answer["state_bytes"] / H200_SHARDS, unit="GB", scale=1e-9,
-        hint=f"16 B × {P405 / 1e9:.1f} billion parameters is the whole state; ZeRO-3 "
-             f"gives each of the {H200_SHARDS} GPUs an equal share.",
-        explanation=f"{{answer}} GB: 16 B × {P405 / 1e9:.1f}B parameters = "
-                    f"{16 * P405 / 1e9:,.0f} GB, ÷ {H200_SHARDS} GPUs. That "
-                    f"leaves {H200 / 1e9 - 16 * P405 / H200_SHARDS / 1e9:.0f} of the "
-                    f"{H200 / 1e9:.0f} GB for activations. ZeRO shards the state, not the "
-                    "activations (step 5's 70B case): whether the step fits depends on "
-                    "them.",
-        rel_tol=0.01,
+        f"Llama 3.1 405B ({P405 / 1e9:.1f} billion parameters, {L405.layers} layers, "
+        f"h = {L405.hidden:,}), 16 bytes of training state per parameter, sharded with "
+        f"ZeRO-3 over {H200_SHARDS} H200s ({H200 / 1e9:.0f} GB each), one "
+        f"{_DRILL_STATE['seq_len']:,}-token sequence with full recomputation (step 3). "
+        "Predict the GB each GPU holds in all.",
+        "memory", _DRILL_STATE, lambda answer: answer["total_bytes"], unit="GB", scale=1e-9,
+        hint=f"The state's share, 16 B × {P405 / 1e9:.1f} billion ÷ {H200_SHARDS}; ZeRO "
+             "does not shard the activations: full recomputation keeps each layer's input, "
+             "2·s·h bytes, in every layer; the fp32 logits (step 2) add a little.",
+        explanation=_drill_solution,
+        # The logits and their neighbours are 2% of it: state and activations alone count.
+        rel_tol=0.03,
         mistakes=(
-            Mistake("weights-only", lambda: _state_405b() * 2 / 16,
-                    "that is the bf16 weights alone, 2 of the 16 bytes. The state is also "
-                    "the gradients, the fp32 master weights and Adam's two moments, and "
-                    "ZeRO-3 shards them all."),
-            Mistake("unsharded", _state_405b_whole,
+            Mistake("selective", lambda: _drill_total(34),
+                    "that keeps selective recomputation's 34·s·h a layer. Full recomputation "
+                    "keeps each layer's input alone, 2·s·h, and runs the rest again in the "
+                    "backward."),
+            Mistake("state-only", _state_405b,
+                    "that is the state's share alone. ZeRO shards the state, not the "
+                    "activations: every GPU keeps its own sequence's, 2·s·h a layer."),
+            Mistake("unsharded", lambda: _state_405b() * H200_SHARDS,
                     f"that is the whole state; ZeRO-3 gives each of the {H200_SHARDS} GPUs an "
                     "equal share of it."),
-            Mistake("gib", lambda: _state_405b() * 1e9 / 2 ** 30,
+            Mistake("gib", lambda: _drill_total(2) * 1e9 / 2 ** 30,
                     "that is GiB (2³⁰ bytes). The lab's GB are 10⁹ bytes, as the H200's 141 "
                     "GB are."),
         )),

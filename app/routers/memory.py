@@ -217,8 +217,10 @@ def facts() -> dict:
 
     l70, l8 = {"model": "llama-3.1-70b"}, {"model": "llama-3.1-8b"}
     opening, small = state(**l70), state(**l8)
-    small_int8 = state(model="custom", params="7e9", mode="infer", recipe="int8",
-                       gpu="rtx-4090")
+    # Step 4's small server: a named 7B whose shape the page states, so its KV cache can be
+    # checked (round-17 cold reading of EP01, finding 4: a custom 7B was drawn as 28 layers x
+    # 4,096, no real model's shape).
+    small_int8 = state(model="llama-2-7b", mode="infer", recipe="int8", gpu="rtx-4090")
     l70_serve = state(**l70, mode="infer", recipe="bf16", seq_len=8192, micro_batch=32)
     deepseek_fp8 = state(model="deepseek-v3", recipe="fp8-blockwise")
     return {
@@ -353,9 +355,11 @@ ASKED = {
     "predict-memory-5": ("l405_18", "min_gpus", ("model", "mode", "recipe")),
     "predict-memory-6": ("mixtral", "min_gpus", ("experts", "mode")),
 }
-# The number drills that ask a GPU's share of the state, and the step each sits in
-# (templates/episodes/memory.html's step_drill).
-STATE_DRILLS = {"memory-state-8b": 2, "memory-predict-405b-h200": 5}
+# The number drills that ask a GPU's share of the state, those that ask its whole bill, and
+# the step each sits in (templates/episodes/memory.html's step_drill).
+STATE_DRILLS = {"memory-state-8b": 2}
+TOTAL_DRILLS = {"memory-predict-405b-h200": 5}
+DRILL_STEPS = {**STATE_DRILLS, **TOTAL_DRILLS}
 # A step whose question's model (in another recipe) keys the fewest GPUs alone, not the bill:
 # the 405B's 16-byte bill is step 2's answer, its own to draw once step 2 is guessed (round-14
 # cold reading of EP01-EP03, finding 5: step 5's key left step 2's try link one grey bar).
@@ -394,8 +398,10 @@ def bench_keys(result) -> dict[str, tuple[str, ...]]:
                 or _printed(api, field) == _printed(asked["api"], field)):
             keys.append(key)
     share = sum(result.breakdown[k] for k in STATE_KEYS) / 1e9
-    drills = [f"drill-{d.id}" for d in VIEW.drills if d.id in STATE_DRILLS
-              and abs(share - d.answer()) <= d.rel_tol * d.answer()]
+    total = result.total_bytes / 1e9
+    drills = [f"drill-{d.id}" for d in VIEW.drills
+              if (d.id in STATE_DRILLS and abs(share - d.answer()) <= d.rel_tol * d.answer())
+              or (d.id in TOTAL_DRILLS and abs(total - d.answer()) <= d.rel_tol * d.answer())]
     gpus = [k for k, same in GPUS_ASKED.items() if k not in keys and all(
         _shape(inp, s) == _shape(lesson[ASKED[k][0]]["result"].input, s) for s in same)]
     return {"bill": (*keys, *drills),
@@ -405,7 +411,7 @@ def bench_keys(result) -> dict[str, tuple[str, ...]]:
 
 def waits_for(keys) -> str:
     """What a mask says it waits for: "step 1's guess and step 5's drill"."""
-    return " and ".join(f"step {STATE_DRILLS[k[6:]]}'s drill" if k.startswith("drill-")
+    return " and ".join(f"step {DRILL_STEPS[k[6:]]}'s drill" if k.startswith("drill-")
                         else f"step {k.rsplit('-', 1)[1]}'s guess" for k in keys)
 
 

@@ -109,3 +109,36 @@ def test_a_predict_drill_links_its_state_only_once_answered(client, drill):
     page = client.get(f"/drills/{drill.id}", params={"answer": f"{drill.answer():.6g}"},
                       headers={"HX-Request": "true"}).text
     assert "Right." in page and "See it on the charts" in page and link in page
+
+
+# A printed figure with its unit, as a step or a table writes it ("6.49 TB", "101 GB").
+FIGURE = re.compile(r"(?<![\d.,])(\d{1,3}(?:,\d{3})*(?:\.\d+)?) (TB|GB|MB)(?![A-Za-z])")
+UNITS = {"TB": 1e3, "GB": 1.0, "MB": 1e-3}
+
+
+def one_step_from(answer: float, html: str, question: str) -> list[str]:
+    """The page's printed figures (GB) that give ``answer`` (GB) within 0.5% by one division
+    or multiplication by a number the question states (2 and up): a drill asking it is a
+    derive, whatever its label."""
+    text = re.sub(r"<[^>]+>", " ", html)
+    shown = {float(n.replace(",", "")) * UNITS[u] for n, u in FIGURE.findall(text)}
+    given = {float(n.replace(",", "")) for n in re.findall(r"\d[\d,]*(?:\.\d+)?", question)}
+    given = {n for n in given if n >= 2}
+    return sorted(f"{f:g} GB {op} {n:g}" for f in shown for n in given for op, v in
+                  (("÷", f / n), ("×", f * n)) if abs(v - answer) <= 0.005 * answer)
+
+
+def test_ep01_has_a_predict_drill_that_is_not_a_derive(client):
+    """Round-17 cold reading of EP01, finding 6: memory-predict-405b-h200 was labelled Predict
+    but was a derive: step 2's why prints 405B's 6.49 TB, and ÷ 64 (its question's GPUs) is
+    its 101 GB. EP01 keeps a predict drill whose answer no printed figure gives in one step
+    by a number its question states."""
+    view = VIEWS["memory"]
+    html = client.get(view.episode.path).text
+    real = []
+    for drill in view.drills:
+        if isinstance(drill, Decide) or drill.kind != "predict":
+            continue
+        if drill.unit == "GB" and not one_step_from(drill.answer(), html, drill.question):
+            real.append(drill.id)
+    assert real, "EP01 has no predict drill that is not a derive"

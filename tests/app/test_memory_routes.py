@@ -312,16 +312,25 @@ def test_steps_1_2_5_ask_what_the_opening_bench_does_not_print(client):
 
 
 def test_the_h200_drill_asks_what_no_readout_prints(client):
-    """EP01's step-5 drill asks 405B's state per GPU over 64 H200s with ZeRO-3 (101.5 GB),
-    which the bench does not print even at the drill's own state: the fewest GPUs it asked
-    before (47) was the readout's 'Fewest GPUs' one GPU select away."""
+    """EP01's step-5 drill asks what 405B holds a GPU over 64 H200s with ZeRO-3 and full
+    recomputation, which the bench does not print even at the drill's own state: the fewest
+    GPUs it asked before (47) was the readout's 'Fewest GPUs' one GPU select away, and the
+    state's share (101.5 GB) was step 2's 6.49 TB over 64 (round-17 cold reading of EP01,
+    finding 6). Its answer is that share, 2·s·h a layer and the logits, the lab's bill."""
     from app.lesson_drills import LESSON_DRILLS
     from tests.app.test_drill_kinds import number_shown
 
     drill = next(d for d in LESSON_DRILLS["memory"] if d.id == "memory-predict-405b-h200")
-    assert drill.answer() == pytest.approx(16 * 405.85e9 / 64 / 1e9, rel=1e-3)
+    bill = client.get("/api/memory", params=drill.see).json()
+    acts = 2 * 4096 * 16384 * 126
+    assert bill["breakdown"]["activations"] == pytest.approx(acts, rel=1e-9)
+    assert drill.answer() == pytest.approx(
+        (16 * 405.85e9 / 64 + acts + bill["breakdown"]["embedding_and_logits"]) / 1e9,
+        rel=1e-3)
     html = client.get("/episodes/memory", params=drill.see).text
     assert number_shown(drill.answer(), html) is None
+    assert 'data-after-guess="predict-memory-1 predict-memory-2 predict-memory-5 ' \
+           'drill-memory-predict-405b-h200"' in html
 
 
 def test_a_moe_models_active_count_reads_as_the_prose_writes_it(client):
@@ -839,3 +848,26 @@ def test_the_bench_reads_each_cases_wait_once(client, monkeypatch):
     for waits, note in masks:
         mask = f'data-after-guess="{" ".join(waits)}" data-mask="{escape(note)}"'
         assert not note or mask in html
+
+
+def test_step_4s_small_server_is_a_named_7b_whose_kv_cache_checks(client):
+    """Round-17 cold reading of EP01, finding 4: step 4's "custom 7B drawn as 28 layers x
+    4,096, every head its own K and V" was no real model's shape (5.7B before embeddings).
+    It serves Llama 2 7B, a preset with its source (32 layers, 32 KV heads of 128: multi-head
+    attention), and its KV cache is 2 x layers x kv_heads x head_dim x 2 B a token from the
+    shape the page states, the lab's figure."""
+    from app.charts.units import fmt_bytes
+
+    html = client.get("/episodes/memory").text
+    four = _text(html.split('id="step-4"')[1].split("</section>")[0])
+    assert "custom 7B" not in four and "28 layers" not in four
+    link = re.search(r'href="/episodes/memory\?([^"]*)"[^>]*>\s*▶ Llama 2 7B in int8', html)
+    assert link and "model=llama-2-7b" in link[1]
+    bill = client.get("/api/memory", params=dict(
+        p.split("=") for p in link[1].replace("&amp;", "&").split("&"))).json()
+    per_token = 2 * 32 * 32 * 128 * 2
+    assert per_token == 524_288
+    assert bill["breakdown"]["kv_cache"] == pytest.approx(per_token * 4096, rel=1e-9)
+    assert ("each of its 32 layers keeps K and V for all 32 heads of 128 values, "
+            "2 × 32 × 32 × 128 × 2 B = 524,288 B a token") in four
+    assert f"× 4,096 tokens = {fmt_bytes(bill['breakdown']['kv_cache'])}" in four

@@ -686,7 +686,8 @@ EP01_STATES = [
     ("step 3", "model=llama-3.1-8b&recompute=flash&seq_len=16384", (1, 3), False),
     ("step 4", "mode=infer&recipe=bf16&seq_len=8192&micro_batch=32", (4,), False),
     ("step 5", "model=llama-3.1-405b&recipe=adam18", (1, 2, 5), False),
-    ("the drill", "model=llama-3.1-405b&gpu=h200&dp=64&zero=3", (1, 2, 5), True),
+    ("the drill", "model=llama-3.1-405b&gpu=h200&dp=64&zero=3&recompute=full", (1, 2, 5),
+     True),
 ]
 
 

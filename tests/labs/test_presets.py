@@ -27,12 +27,22 @@ PUBLISHED_TOTALS = [
     ("glm-4-9b", 9.4e9, 0.01, "GLM-4-9B on Hugging Face: 9.4B"),
     ("glm-4.7", 355e9, 0.01, "GLM-4.5 report arXiv:2508.06471: 355B total"),
     ("glm-4.7-flash", 30e9, 0.01, "GLM-4.7-Flash model card: 30B-A3B"),
+    ("llama-2-7b", 6.74e9, 0.001, "Llama-2-7b-hf on Hugging Face: 6.74B (6,738,415,616)"),
 ]
 
 
 @pytest.mark.parametrize(("model_id", "published", "rel", "where"), PUBLISHED_TOTALS)
 def test_published_totals(model_id, published, rel, where):
     assert get_model(model_id).params == pytest.approx(published, rel=rel), where
+
+
+def test_llama_2_7b_is_multi_head_and_exact():
+    """EP01 step 4 serves it (round-17 cold reading of EP01, finding 4: a custom 7B drawn as
+    28 layers x 4,096 was no real model): 32 layers, every head its own K and V, and the
+    count of Meta's safetensors to the parameter."""
+    m = get_model("llama-2-7b")
+    assert m.params == 6_738_415_616
+    assert (m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim) == (32, 4096, 32, 32, 128)
 
 
 def test_mixtral_active_params():
