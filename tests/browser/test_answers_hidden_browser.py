@@ -262,7 +262,8 @@ def test_ep10s_bench_keeps_each_steps_answer_until_its_own_guess(page, client, l
         bench = page.evaluate(BENCH)
         assert bench["readout"] == "? (BF16: 16)", (recipe, bench["readout"])
         assert bench["veiled"]["precision-bytes"] == "", recipe  # veiled whole
-        assert bench["veiled"]["precision-ledger"] == f"step-{step}", recipe  # its copies
+        # Its copies, and at 8,192 tokens the FP8 activations, step 4's (round 17, finding 6).
+        assert bench["veiled"]["precision-ledger"] == f"step-{step} step-4", recipe
         assert not found, f"{recipe} before step {step}'s guess: {found}"
     # Guessed, each recipe's own figure is drawn: the engine's, as its step's why derives it.
     for recipe, step in RECIPE_STEPS:
@@ -510,12 +511,18 @@ def test_ep10s_ledger_shows_no_row_fp8_adds_before_step_1(page, live_server):
     rows = page.evaluate(LEDGER_ROWS)
     itemised = [k for k in base if base[k] or led[k]]
     fp8_only = [k for k in ("fp8_weights", "scaling_state") if led[k] and not base[k]]
-    assert len(fp8_only) == 2 and len(rows) == len(itemised) - len(fp8_only), rows
+    # The FP8 activations' row waits for step 4 at 8,192 tokens (round-17 cold reading of
+    # EP10, finding 6), hidden as the copies are: "0 GB | ?" would say FP8 keeps more.
+    assert not base["activations_fp8"] and led["activations_fp8"]
+    assert len(fp8_only) == 2 and len(rows) == len(itemised) - len(fp8_only) - 1, rows
     assert not [r for r in rows if r[1] == "0 GB" and r[2] == "?"], rows
     state = [r for r in rows if r[0] in ("16-bit weights", "Gradients", "FP32 master weights",
                                          "Adam moments")]
     assert len(state) == 4 and all(r[2] == "?" for r in state), state
     commit_guess(page, 1)
+    rows = page.evaluate(LEDGER_ROWS)
+    assert len(rows) == len(itemised) + len(body["ledger"]["copies"]) - 1, rows
+    commit_guess(page, 4, value="1")
     rows = page.evaluate(LEDGER_ROWS)
     assert len(rows) == len(itemised) + len(body["ledger"]["copies"]), rows
     assert ["FP8 weight copies", "0 GB", fmt_bytes(led["fp8_weights"])] in rows, rows

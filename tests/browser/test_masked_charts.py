@@ -13,6 +13,9 @@ import re
 
 import pytest
 
+from app.charts.units import fmt_bytes
+from labs.memory.lab import linear_weight_params
+from labs.model.presets import get_model
 from tests.app.test_answers_hidden import page as lesson_html
 from tests.app.test_step_beats import steps
 from tests.browser.helpers import api_json, commit_guess, look_at, try_href, wait_drawn
@@ -320,6 +323,10 @@ def test_ep09s_memory_chart_waits_for_each_steps_guess(page, live_server):
 
 
 EP10 = "/episodes/low-precision"
+# Step 1's guess lifts its part of EP10's ledger; at 8,192 tokens its FP8 activations still
+# wait for step 4's (round-17 cold reading of EP10, finding 6).
+STEP_1_LIFTED = "(id) => !(document.getElementById(id).getAttribute('data-veiled') || '')" \
+                ".split(' ').includes('step-1')"
 LEDGER_CELLS = """() => [...document.querySelectorAll(
     "table.ledger[data-chart=precision-ledger] tr[data-component=fp8_weights] td:last-child, "
     + "table.ledger[data-chart=precision-ledger] tr[data-component=scaling_state] td:last-child, "
@@ -340,18 +347,26 @@ def test_ep10s_ledger_keeps_the_fp8_copies_until_step_1s_guess(page, live_server
     look_at(page, chart)
     real = json.loads(page.evaluate(FIGURE, chart))
     owners = real["layout"]["meta"]["owners"]
-    assert [g["step"] for g in owners] == ["step-1"]
+    # The FP8 activations wait for step 4 at 8,192 tokens (round-17 cold reading of EP10,
+    # finding 6: a quarter of its answer).
+    assert [g["step"] for g in owners] == ["step-1", "step-4"]
+    acts = owners[1]["points"]
     copies = [real["data"][i] for i in owners[0]["traces"]]
     assert {t["name"] for t in copies} == {"FP8 weight copies", "Scales and amax history"}
     fp8 = next(t for t in copies if t["name"] == "FP8 weight copies")
     assert abs(fp8["y"][-1] - ledger["parts"]["fp8_weights"] / 1e9) < 1e-3
-    figures = [t["customdata"][-1] for t in copies]  # 2.01 GB and the scales'
-    sub = [f"{c['bytes'] / 1e9:.2f} GB" for c in ledger["copies"]]
-    assert sub == ["1.00 GB", "1.00 GB"], sub
-    assert page.evaluate(VEILED, chart) == "step-1"
+    figures = [t["customdata"][-1] for t in copies]  # 1.74 GB and the scales'
+    sub = [fmt_bytes(c["bytes"]) for c in ledger["copies"]]
+    # 1 B for each of the 8B's linear-layer parameters over FSDP's 8 GPUs, each copy (round-17
+    # cold reading of EP10, finding 5: not of the embedding, head and norms).
+    one = fmt_bytes(linear_weight_params(get_model("llama-3.1-8b")) / 8)
+    assert sub == [one, one], sub
+    assert page.evaluate(VEILED, chart) == "step-1 step-4"
     plotted = json.loads(page.evaluate(PLOTTED, chart))
     for i, (drawn, given) in enumerate(zip(plotted["data"], real["data"], strict=True)):
-        if i in owners[0]["traces"]:
+        if [i, 1] in acts:
+            assert drawn["y"] == [given["y"][0], None], given["name"]
+        elif i in owners[0]["traces"]:
             assert drawn["y"] == [None] and drawn.get("hoverinfo") == "skip", given["name"]
             # Not its name: "FP8 weight copies" says what FP8 keeps besides BF16's 16 bytes
             # (round-11 cold reading of EP09-EP10, finding 3).
@@ -365,18 +380,20 @@ def test_ep10s_ledger_keeps_the_fp8_copies_until_step_1s_guess(page, live_server
     hover = hover_everywhere(page, chart)
     assert hover and "FP8 weight copies" not in hover and "Scales" not in hover, hover
     assert page.evaluate(LEDGER_CELLS) == ["?"] * 4
-    assert "1.00 GB" not in text
+    assert one not in text
     label = page.locator(f"#{chart}").get_attribute("aria-label")
     for figure in (*figures, *sub):
         assert figure not in caption.inner_text() and figure not in label, figure
     commit_guess(page, 1)
-    page.wait_for_function(f"() => !document.getElementById('{chart}').hasAttribute('data-veiled')")
+    page.wait_for_function(STEP_1_LIFTED, arg=chart)
     after = json.loads(page.evaluate(PLOTTED, chart))
-    for drawn, given in zip(after["data"], real["data"], strict=True):
+    for i, (drawn, given) in enumerate(zip(after["data"], real["data"], strict=True)):
+        if [i, 1] in acts:
+            continue  # step 4's
         assert drawn.get("y") == given.get("y"), given["name"]
         assert drawn.get("customdata") == given.get("customdata"), given["name"]  # the hover's
     assert page.evaluate(LEDGER_CELLS) == [figures[0], figures[1], *sub]
-    assert "1.00 GB" in page.locator("body").inner_text()
+    assert one in page.locator("body").inner_text()
 
 
 # The recipe's state on the ledger, by the chart's names (EP10's table masks each row's FP8
@@ -429,7 +446,7 @@ def test_ep10s_ledger_hovers_no_fp8_state_before_step_1s_guess(page, live_server
     assert hover and not said, hover
     assert all(y[1] is None for y in state_drawn(page).values()), state_drawn(page)
     commit_guess(page, 1)
-    page.wait_for_function(f"() => !document.getElementById('{chart}').hasAttribute('data-veiled')")
+    page.wait_for_function(STEP_1_LIFTED, arg=chart)
     led = body["ledger"]["parts"]
     drawn = state_drawn(page)
     assert drawn["Gradients"][1] == pytest.approx(led["gradients"] / 1e9, abs=1e-4), drawn
@@ -504,8 +521,14 @@ def figures_shown(page) -> set[tuple[float, float]]:
 
 
 def differences(found, growth: float) -> list[str]:
+    """Pairs of figures whose difference is ``growth`` to their printed places, where those
+    places give it to within 5% (7.52 - 5.51 GB: 2.01 give or take 0.01): "48 GB" (step 11's
+    GPU) less "46.8 GB" (the QLoRA bar), 1.2 GB give or take 0.55, or 46.8 less 45.0 GB,
+    1.8 give or take 0.1, read as no 1.75 GB growth (round 17: FP8's copies on the linear
+    layers alone made those match by chance). A printed 0 is exactly 0."""
+    found = {(v, 0.0 if v == 0 else d) for v, d in found}
     return [f"{a / 1e9:g} GB - {b / 1e9:g} GB" for a, da in found for b, db in found
-            if a != b and abs(a - b - growth) <= da + db]
+            if a != b and abs(a - b - growth) <= da + db <= 0.05 * growth]
 
 
 def test_ep10s_opening_screen_does_not_subtract_to_step_1s_state_growth(page, live_server):
