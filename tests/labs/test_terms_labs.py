@@ -366,9 +366,11 @@ def test_failures_step_and_job_length_by_hand():
 # vocab 128,256, untied) trained with PP 2 on 8 H100s, engines of 2 GPUs.
 
 def test_rl_cpu_adam_moves_each_ranks_weights_over_pcie_by_hand():
-    """With the optimizer on the CPU each training GPU sends its bf16 gradients down and
-    takes its updated bf16 weights back over PCIe 5.0 x16 (64 GB/s) every update: 2 + 2 B a
-    parameter of the heavier stage, 16 layers, the final norm and the output head."""
+    """With the optimizer on the CPU each training GPU sends its gradients down, fp32 as its
+    bill keeps them (Megatron's main gradients, what the CPU's Adam reads), and takes its
+    updated bf16 weights back over PCIe 5.0 x16 (64 GB/s) every update: 4 + 2 B a parameter of
+    the heavier stage, 16 layers, the final norm and the output head (round-18 cold reading B,
+    finding 10: EP09 billed the gradients at 4 B and moved them at 2)."""
     from labs.rl.inputs import RLPlacementInput
     from labs.rl.lab import compute_rl_placement
 
@@ -378,8 +380,9 @@ def test_rl_cpu_adam_moves_each_ranks_weights_over_pcie_by_hand():
     with_cpu = compute_rl_placement(RLPlacementInput(**kw, cpu_adam=True))
     without = compute_rl_placement(RLPlacementInput(**kw))
     assert with_cpu.train_breakdown["weights"] == 2 * stage == 8_030_265_344
+    assert with_cpu.train_breakdown["gradients"] == 4 * stage
     assert with_cpu.train_seconds - without.train_seconds == pytest.approx(
-        (2 + 2) * stage / 64e9, rel=1e-9)
+        (4 + 2) * stage / 64e9, rel=1e-9)
 
 
 # Placement: where each rank of a job sits (labs.parallel.rank_map). Megatron numbers ranks
