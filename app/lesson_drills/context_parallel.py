@@ -7,7 +7,9 @@ from app.labkit.drills import lab_value
 from app.lesson_drills.units import mb
 from labs.context_parallel.lab import mask_layout
 
-CP_32 = {"tokens": 32, "cp": 8}
+CROSSOVER_70B = {"model": "llama-3.1-70b", "seq_len": 131072, "cp": 8, "tokens": 64,
+                 "layout": "zigzag", "link": "ib-ndr"}
+CROSSOVER_8B = {**CROSSOVER_70B, "model": "llama-3.1-8b"}
 UNEVEN = ("that is an even share, s(s + 1)/(2c). A contiguous split is not even: the last "
           "rank's queries see the most keys.")
 
@@ -22,23 +24,57 @@ def cp_mistakes(busiest: Callable[[], float], tokens: int, cp: int,
                 even: str = UNEVEN) -> tuple[Mistake, ...]:
     """A CP pair-count drill's common wrong answers: every rank's even share, and the busiest
     rank without the diagonal (query q sees keys 0..q, q + 1 of them). EP06's derive drills
-    (app/routers/context_parallel.py) and its predict drill below use them."""
+    (app/routers/context_parallel.py) use them."""
     return (Mistake("even", lambda: even_share(tokens, cp), even),
             Mistake("no-diagonal", lambda: busiest() - tokens // cp,
                     "query q sees keys 0..q, q + 1 of them: its own key too. Each query "
                     "of the rank is one pair short."))
 
 
+def _crossover(params: dict) -> float:
+    return lab_value("cp", params, "crossover.crossover")
+
+
+def _crossover_solution() -> str:
+    """The worked L* for the 8B, from the lab's own rate and B at that state (step 8's)."""
+    found = lab_value("cp", CROSSOVER_8B, lambda a: a)
+    x = found["crossover"]
+    return (f"{{answer}} tokens a rank: 2 × {found['kv_heads']}/{found['heads']} × "
+            f"{found['cp'] - 1}/{found['cp']} × {x['rate'] / 1e12:.0f} TFLOP/s ÷ "
+            f"({x['imbalance']:g} × {x['busbw'] / 1e9:.1f} GB/s). Twice the 70B's "
+            f"{_crossover(CROSSOVER_70B):,.0f}: the 8B moves the same K and V for half the "
+            "query heads' attention, so each rank needs twice the tokens to hide its sends.")
+
+
 DRILLS: tuple[Drill | Decide, ...] = (
+    # Step 8's crossover for another model (round-18 cold reading, finding 19: this drill
+    # summed the last rank's rows again, as cp-busiest-contiguous does): Llama 3.1 8B's
+    # blocks carry the same 16,384 tokens x 4,096 B as step 8's 70B, so attention's rate and
+    # B are step 8's and only h_kv/a changes, 8/32 for 8/64.
     predict(
-        "cp-predict-busiest-32",
-        "32 tokens split contiguously over CP = 8 ranks (4 tokens each). Predict the "
-        "causal (query, key) pairs of the busiest rank.",
-        "cp", {"tokens": 32, "cp": 8}, "busiest_pairs", unit="pairs",
-        hint="The last rank holds tokens 28–31; query q sees keys 0..q.",
-        explanation="{answer}: 29 + 30 + 31 + 32, on the rank holding the last tokens.",
-        rel_tol=0.005,
-        mistakes=cp_mistakes(lambda: lab_value("cp", CP_32, "busiest_pairs"), **CP_32)),
+        "cp-predict-crossover-8b",
+        "Step 8 finds L* for Llama 3.1 70B (8 KV heads for 64 query heads), 131,072 tokens "
+        "zigzag over CP 8 on InfiniBand NDR. Llama 3.1 8B has the same 8 KV heads of 128 but "
+        "32 query heads. At the same 131,072 tokens, zigzag over CP 8 on NDR, its blocks "
+        "carry the same 16,384 tokens × 4,096 B of K and V, so attention runs at step 8's "
+        "rate and the sends reach step 8's B. Predict the 8B's L*, in tokens per rank.",
+        "cp", CROSSOVER_8B, "crossover.crossover", unit="tokens",
+        hint="Step 8's L* = 2 × (h_kv/a) × (c − 1)/c × rate ÷ (ι × B): which of its "
+             "terms differs for the 8B?",
+        explanation=_crossover_solution,
+        rel_tol=0.02,
+        mistakes=(
+            Mistake("70b-share", lambda: _crossover(CROSSOVER_70B),
+                    "that is step 8's L* for the 70B, h_kv/a = 8/64. The 8B has 8 KV heads "
+                    "for 32 query heads, h_kv/a = 1/4: twice the K and V a FLOP of "
+                    "attention, so twice the tokens a rank before attention hides them."),
+            Mistake("no-cp-share", lambda: _crossover(CROSSOVER_8B) * 8 / 7,
+                    "that leaves out (c − 1)/c: a rank sends c − 1 blocks while it computes "
+                    "c, its own block needing no send."),
+            Mistake("no-gqa", lambda: _crossover(CROSSOVER_8B) * 32 / 8,
+                    "that counts every query head's K and V, h_kv/a = 1. Grouped-query "
+                    "attention sends only the 8 KV heads' K and V, 8/32 of that."),
+        )),
     # A model no link of step 6 draws (round-6 cold reading of EP06, item 2: GPT-3's chart, a
     # link above, showed Ulysses far below the ring), whose answer needs the bytes worked out:
     # Llama 3.1 8B keeps Llama 3.1 70B's 8 KV heads but has half its query heads, so here

@@ -334,8 +334,8 @@ VIEW = LabView(
     bad=Case(
         "Bad case: contiguous, 40 tokens over 8 ranks",
         # 40 tokens, not step 2's 64 (the bench printed that step's pair count one click
-        # before its guess) nor 32, cp-predict-busiest-32's (its table printed the drill's
-        # 122 pairs: round-5b cold reading, item 2), nor 48, whose rank 3 computes
+        # before its guess) nor 32 (its table printed the 122 pairs a former predict drill
+        # asked: round-5b cold reading, item 2), nor 48, whose rank 3 computes
         # cp-busiest-contiguous's 129 (test_answers_hidden).
         {"tokens": 40, "cp": 8, "layout": "contiguous"},
         _case_why("contiguous"),

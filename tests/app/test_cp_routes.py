@@ -322,7 +322,8 @@ def test_round_5b_step_6_predicts_a_model_the_bench_does_not_draw(client):
     opening state. It now asks GPT-3 175B's ring at CP 16 (no grouped-query attention: 96 KV
     heads, 2 x 12,288 x 2 B = 49,152 B a token): 15/16 x 131,072 x 49,152 B = 6.04 GB, a model
     the chart draws only once the step's own link is followed. Item 2: no case button sets
-    cp-predict-busiest-32's 32 tokens over 8 ranks (test_answers_hidden checks the screens)."""
+    32 tokens over 8 ranks, whose 122 pairs a former predict drill asked (test_answers_hidden
+    checks the screens for every drill)."""
     gpt3 = api(client, tokens=64, cp=16, seq_len=131072, layout="zigzag", link="ib-ndr",
                model="gpt-3-175b")
     assert gpt3["kv_bytes_per_token"] == 2 * 12288 * 2
@@ -368,6 +369,50 @@ def test_round_6_the_layout_decide_is_a_model_no_link_draws_and_needs_the_bytes(
     raw = client.get("/episodes/context-parallel").text
     step6 = raw[raw.index('id="step-6"'):raw.index('id="step-7"')]
     assert "llama-3.1-8b" not in step6 and "drill-cp-decide-layout" in step6
+
+
+def test_round_18_the_predict_drill_asks_step_8s_crossover_not_the_busiest_rank_again(client):
+    """Round-18 cold reading, finding 19: two of the three check-yourself drills summed the
+    last rank's rows (cp-busiest-contiguous, 24/4 -> 129, and a "predict", 32/8 -> 122, a
+    derivation). The predict asks step 8's L* for Llama 3.1 8B now: its blocks carry the same
+    16,384 tokens x 4,096 B as the 70B's, so rate and B are step 8's and only h_kv/a changes,
+    8/32 for 8/64. The facts its question states are the engine's; the answer is the engine's
+    L*, step 8's formula gives it, and each named wrong derivation is caught."""
+    from app.labkit.drills import check_drill
+    from app.labkit.view import VIEWS
+    from app.lesson_drills.context_parallel import CROSSOVER_8B, CROSSOVER_70B, DRILLS
+    ids = [d.id for d in DRILLS]
+    assert "cp-predict-busiest-32" not in ids
+    drill = next(d for d in DRILLS if d.id == "cp-predict-crossover-8b")
+    assert drill.kind == "predict" and drill.unit == "tokens"
+    small, big = api(client, **CROSSOVER_8B), api(client, **CROSSOVER_70B)
+    assert (small["kv_heads"], small["heads"], big["kv_heads"], big["heads"]) == (8, 32, 8, 64)
+    assert small["kv_bytes_per_token"] == big["kv_bytes_per_token"] == 4096
+    x, x70 = small["crossover"], big["crossover"]
+    assert x["per_rank"] == 16384 and (x["rate"], x["busbw"]) == (x70["rate"], x70["busbw"])
+    q = re.sub(r"\s+", " ", drill.question)
+    for stated in ("8 KV heads for 64 query heads", "same 8 KV heads of 128 but 32 query heads",
+                   "CP 8 on NDR", "16,384 tokens × 4,096 B", "131,072 tokens"):
+        assert stated in q, stated
+    formula = 2 * 8 / 32 * 7 / 8 * x["rate"] / (x["imbalance"] * x["busbw"])  # step 8's L*
+    assert drill.answer() == x["crossover"]
+    assert drill.answer() == pytest.approx(formula, rel=1e-3)
+    assert drill.answer() == pytest.approx(2 * x70["crossover"], rel=1e-3)
+    # The busiest-rank sum is the derive drills' skill alone: no other drill asks for pairs.
+    assert [d.id for d in VIEWS["cp"].drills if getattr(d, "unit", "") == "pairs"] == [
+        "cp-busiest-contiguous", "cp-busiest-zigzag"]
+    for given, name in ((x70["crossover"], "70b-share"), (formula * 8 / 7, "no-cp-share"),
+                        (formula * 4, "no-gqa")):
+        result = check_drill(drill, f"{given:.0f}", attempt=1, hide_answers=True)
+        assert (result["status"], result["mistake"]) == ("hint", name), given
+    right = check_drill(drill, f"{formula:.0f}", attempt=1, hide_answers=True)
+    assert right["status"] == "right"
+    assert "2 × 8/32 × 7/8 × 549 TFLOP/s ÷ (1 × 47.4 GB/s)" in right["message"]
+    # On the page, after step 8, its answer not printed before it is answered.
+    raw = client.get("/episodes/context-parallel").text
+    at = raw.index('id="drill-cp-predict-crossover-8b"')
+    assert at > raw.index('id="step-8"')
+    assert f"{x['crossover']:,.0f}" not in raw and f"{x['crossover']:,.1f}" not in raw
 
 
 def test_round_10_step_5_asks_what_the_student_works_out(client):

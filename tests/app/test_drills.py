@@ -175,7 +175,7 @@ def test_the_pcie_drill_states_nccls_bus_bandwidth_and_the_link_alone_is_not_acc
     assert "26.24 GB/s busBW (82% of 32 GB/s)" in solution
 
 
-@pytest.mark.parametrize("drill_id", ["cp-predict-busiest-32", "cp-busiest-contiguous"])
+@pytest.mark.parametrize("drill_id", ["cp-busiest-contiguous", "cp-busiest-zigzag"])
 def test_a_whole_number_answer_prints_as_the_lab_prints_counts(drill_id):
     """Round-15 cold reading of EP06, 13b: a count of pairs printed "Right. 122.0: 29 + 30 +
     …" and "129.0", where the lab prints counts whole, with their separators."""
