@@ -119,8 +119,9 @@ TWO_D_NAMES = {"fsdp4": "TP4 × DP64 FSDP", "fsdp8": "TP8 × DP32 FSDP",
 
 def two_d_stack(key: str) -> str:
     """The stack whose measured error band (labs.recipe.runs.stack_bands) a recipe-decide-2d
-    option's real step carries: FSDP2's for a ZeRO-3 plan, NeMo's (Megatron-LM) otherwise."""
-    return "fsdp2_h100" if TWO_D_CHOICES[key]["zero"] == 3 else "nemo_h100"
+    option's real step carries: FSDP2's for a ZeRO-3 plan, Megatron-LM's BF16 runs' otherwise
+    (the options are BF16; round-18 cold reading B, finding 12)."""
+    return "fsdp2_h100" if TWO_D_CHOICES[key]["zero"] == 3 else "megatron_bf16"
 
 
 def two_d_ranges(found: dict[str, float]) -> dict[str, tuple[float, float]]:
@@ -139,7 +140,7 @@ def _two_d_gap(found: dict[str, float]) -> str:
     worst = ranges[best][1]
     near = min((lo, k) for k, (lo, _) in ranges.items() if k != best)
     clear = worst < near[0]
-    return (f"By the lab's error on H100s (step 14's note: each stack's band), a real "
+    return (f"By the lab's error (step 14's note: each stack's band), a real "
             f"{TWO_D_NAMES[best]} step takes at most {ms(worst)}, and no other plan less than "
             f"{ms(near[0])}" + (": the ranking holds outside that error." if clear else
                                 ": the ranges overlap, so a real cluster could rank them "

@@ -953,3 +953,22 @@ def test_round_18_ep12s_notes_say_one_idea_a_paragraph_in_short_sentences(client
         assert max(len(p.split()) for p in paras) <= 100, (n, max(paras, key=len))
         long = [s for s in sentences if len(s.split()) > 40]
         assert not long, (n, long)
+
+
+def test_round_18_step_5s_predict_names_the_ring_latency_its_answer_adds(client):
+    """Round-18 cold reading B, finding 14: step 5's predict stated 2 x 235 MB / 48 GB/s, which
+    gives 9.8 ms, while the answer, 10.0 ms, adds NCCL's ring latency the prompt never named.
+    It now says "plus NCCL's ring latency (EP02 step 4)"; the bytes over the rate alone miss
+    the engine's answer, the bytes plus the latency (tp_ring) give it."""
+    from app.routers.playground import facts, tp_ring
+
+    f = facts()
+    e = f["tp_eth"]["api"]["panels"]["tp"]["answer"]
+    ring = tp_ring("tp_eth")
+    five = _step(client.get("/episodes/playground").text, 5)
+    prompt = _flat(five.split('class="predict"')[1].split("</p>")[0])
+    assert "plus NCCL's ring latency (EP02 step 4)" in prompt
+    bytes_only = 2 * e["collective_sent_bytes"] / ring.busbw
+    assert f"{1e3 * bytes_only:.1f}" != f"{1e3 * e['forward_comm_s']:.1f}"
+    assert 2 * (e["collective_sent_bytes"] / ring.busbw + ring.latency) == pytest.approx(
+        e["forward_comm_s"], rel=1e-6)

@@ -2130,15 +2130,23 @@ def test_round_10_step_14_works_its_verdict_from_the_h100_runs_bands(client):
                   if r["group"] == group and "H100" in r["name"]]
         return len(ratios), min(ratios), statistics.median(ratios), max(ratios)
 
-    titan, nemo = band("torchtitan-fsdp2"), band("nemo-h100-fp8")
+    titan, fp8 = band("torchtitan-fsdp2"), band("nemo-h100-fp8")
+    # Round-18 cold reading B, finding 12: the 3-D plan is BF16, so its band is Megatron-LM's
+    # BF16 runs' (step 10's), not NeMo's FP8 runs', which the note names and sets aside.
+    bf16 = [r["ratio"] for r in data["runs"]]
+    nemo = len(bf16), min(bf16), statistics.median(bf16), max(bf16)
     f = facts()
     d2, d3 = f["td2"]["api"]["step_s"], f["td3"]["api"]["step_s"]
     step = _step_text(_page_text(client), 14)
     assert (f"torchtitan's {titan[0]} FSDP2 runs on H100s (the 2-D plan's stack) the lab is "
             f"{titan[1]:.2f} to {titan[3]:.2f} times as fast as they ran (median "
             f"{titan[2]:.2f})") in step
-    assert (f"NeMo's {nemo[0]} FP8 runs on H100s (Megatron-LM underneath, the 3-D plan's "
-            f"stack) it is {nemo[1]:.2f} to {nemo[3]:.2f} (median {nemo[2]:.2f})") in step
+    assert (f"The 3-D plan runs Megatron-LM in BF16. On Megatron-LM's {nemo[0]} BF16 runs "
+            f"(A100s, step 10) it is {nemo[1]:.2f} to {nemo[3]:.2f} (median {nemo[2]:.2f})"
+            ) in step
+    assert (f"NeMo's {fp8[0]} runs on H100s (Megatron-LM underneath) give {fp8[1]:.2f} to "
+            f"{fp8[3]:.2f}, but they train in FP8") in step and "the BF16 band is the one" in step
+    assert "the 3-D plan's stack) it is" not in step
 
     def s(step_s: float, ratio: float) -> str:
         return f"{step_s * round(ratio, 2):.1f} s"
@@ -2167,7 +2175,8 @@ def test_r16_step_14_names_no_winner_inside_the_bands(client):
     def ratios(group: str) -> list[float]:
         return [r["ratio"] for r in runs if r["group"] == group and "H100" in r["name"]]
 
-    titan, nemo = ratios("torchtitan-fsdp2"), ratios("nemo-h100-fp8")
+    titan = ratios("torchtitan-fsdp2")
+    nemo = [r["ratio"] for r in client.get("/api/validation").json()["runs"]]  # BF16 (r18 #12)
     f = facts()
     d2, d3 = f["td2"]["api"]["step_s"], f["td3"]["api"]["step_s"]
     two = (d2 * round(min(titan), 2), d2 * round(max(titan), 2))
@@ -2377,7 +2386,7 @@ def test_round_17_the_2d_decide_and_fp32_note_hold_outside_the_labs_error(client
             for k, p in TWO_D_CHOICES.items()}
 
     def real(key: str, end: str) -> float:
-        stack = "fsdp2_h100" if TWO_D_CHOICES[key]["zero"] == 3 else "nemo_h100"
+        stack = "fsdp2_h100" if TWO_D_CHOICES[key]["zero"] == 3 else "megatron_bf16"
         return step[key] * round(b[stack][end], 2)
 
     drill = next(d for d in VIEW.drills if d.id == "recipe-decide-2d")
@@ -2392,7 +2401,8 @@ def test_round_17_the_2d_decide_and_fp32_note_hold_outside_the_labs_error(client
     assert three["fits"] and three["plan"]["pp"] > f["td3"]["params"]["pp"]
     assert not client.get("/api/recipe", params=f["td3_fp32"]["params"]).json()["fits"]
     two_d = [two["step_s"] * round(b["fsdp2_h100"][e], 2) for e in ("min_ratio", "max_ratio")]
-    three_d = [three["step_s"] * round(b["nemo_h100"][e], 2) for e in ("min_ratio", "max_ratio")]
+    three_d = [three["step_s"] * round(b["megatron_bf16"][e], 2)
+               for e in ("min_ratio", "max_ratio")]
     overlap = two_d[0] <= three_d[1] and three_d[0] <= two_d[1]
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", _step(client.get("/episodes/recipe-3d")
                                                              .text, 14)))
@@ -2652,3 +2662,44 @@ def test_round_18_step_15s_limit_does_not_gloss_rail_optimised_as_a_nic_a_gpu(cl
     limit = step[step.index("Limit."):]
     assert "rail-optimi" not in limit.lower()
     assert "each GPU has its own NIC" in limit
+
+
+def test_round_18_step_12_calls_an_sm_a_compute_unit_not_a_core(client):
+    """Round-18 cold reading B, finding 19: step 12 glossed SMs as "its 132 compute cores"; an
+    SM is not a core (an H100 SM holds 128 FP32 cores and 4 tensor cores). It says compute
+    units now, the count the GPU preset's."""
+    from app.routers.recipe import facts
+    from labs.hardware.gpus import get_gpu
+
+    step = _step_text(_page_text(client), 12)
+    sms = get_gpu(facts()["ov"]["params"]["gpu"]).kernels.sm_count
+    assert f"its {sms} compute units" in step and "compute cores" not in step
+
+
+def test_round_18_step_12_derives_the_drawn_micro_batchs_growth(client):
+    """Round-18 cold reading B, finding 11: with TP overlap "none" the caption's micro-batch
+    grows 443 -> 446 ms, while the why gave TP +3.68 ms and DP's wait -3.65 ms (443 + 3.68 -
+    3.65 = 443). The drawn micro-batch ends where the hidden buckets end on the communication
+    lane (labs.recipe.overlap.timeline), so the why now says so and works it: the backward's
+    start + (the DP sync's total, DP overlap off's wait, less the wait) = the micro-batch, and
+    the compute lane's end moves only by +3.68 - 3.65."""
+    from app.charts.units import fmt_ms
+    from app.routers.recipe import facts
+
+    f = facts()
+    back, none = (f[k]["api"]["timeline"] for k in ("ov", "ov_tp_none"))
+    total = f["ov_dp_off"]["api"]["timeline"]["exposed_s"]["dp"]
+    start, wait = none["backward_start_s"], none["exposed_s"]["dp"]
+    assert start + total - wait == pytest.approx(none["seconds"], rel=1e-9)  # the engine's
+    compute = [max(e["start_s"] + e["seconds"] for e in t["events"] if e["lane"] == "compute")
+               for t in (back, none)]
+    moved = (none["exposed_s"]["tp"] - back["exposed_s"]["tp"]
+             - (back["exposed_s"]["dp"] - none["exposed_s"]["dp"]))
+    assert compute[1] - compute[0] == pytest.approx(moved, abs=1e-9)
+    why = _step_text(_page_text(client), 12)
+    assert (f"With “none” the chart's micro-batch still grows, {fmt_ms(back['seconds'])} to "
+            f"{fmt_ms(none['seconds'])}: it ends where the hidden buckets end on the "
+            "communication lane") in why
+    assert (f"{fmt_ms(start)} + ({fmt_ms(total)} − {fmt_ms(wait)}) = "
+            f"{fmt_ms(none['seconds'])}. The compute lane itself ends only {fmt_ms(moved)} "
+            "later") in why
