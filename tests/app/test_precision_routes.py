@@ -1119,3 +1119,41 @@ def test_round_17_step_7_keeps_to_bf16(client):
     note = html.split('id="step-2"')[1].split("</section>")[0]
     note = _visible(note[note.index("FP8 copies under FSDP."):].split("</div>")[0])
     assert len(note.split()) < 200, len(note.split())
+
+
+def test_round_18_limits_on_screen_before_the_guess_leave_the_answers_to_the_whys(client):
+    """Round-18 cold reading D, findings 2, 5 and 7: a limit shows before its step's guess.
+    Step 1's said FP8 saves bytes only where it drops a copy (ruling out 'fewer'), step 2's
+    that 'the extra copies stay whole' ('more'), step 3's that the two copies take a little
+    over a byte each (the 2 B that make 16), step 9's that such a step 'gains nothing' (its
+    1.00x). Each sentence is now in its why, and each limit says something the step does
+    not ask."""
+    html = client.get(PAGE).text
+    moved = {1: ("FP8 saves bytes only where it drops a 16-bit copy",),
+             2: ("FP8 saves memory only when no full-size copy outlives",),
+             3: ("the two copies take a little more than a byte each",),
+             9: ("gains nothing",)}
+    kept_out = {2: ("stay whole", "extra copies", "more")}
+    for n, sentences in moved.items():
+        step = html.split(f'id="step-{n}"')[1].split("</section>")[0]
+        limit = _visible(step.split('<p class="limit">')[1].split("</p>")[0])
+        why = _visible(step.split('<details class="why"')[1])
+        for said in sentences:
+            assert said not in limit and said in why, (n, said, limit)
+        for word in kept_out.get(n, ()):
+            assert word not in limit, (n, word, limit)
+
+
+def test_round_18_step_5_says_the_bf16_working_copy_is_the_labs_assumption(client):
+    """Round-18 cold reading D, finding 10: step 5 gave the bf16 weights beside DeepSeek-V3's
+    FP8 weights as its recipe; EP01 calls that copy the lab's assumption. The report names
+    fp32 master weights and gradients and bf16 moments; the step says the working copy is
+    assumed, and the 2 B it adds is in the sum."""
+    from html import unescape
+
+    five = unescape(_step(client.get(PAGE).text, 5))
+    question = five.split("Question.")[1].split("?")[0]
+    assert "in bf16, but the master weights and the gradients in fp32." in question
+    assert ("The report names those three; it does not say whether a bf16 working copy of the "
+            "weights sits beside the FP8 one, and the lab assumes it does") in question
+    assert "2 + 1 + 4 (gradients) + 4 (master) + 2 + 2 (moments)" in five
