@@ -391,6 +391,8 @@ def _sent(point) -> str:
     """The bytes the all-reduce bar's label says each GPU sends: step 1's question."""
     if point.gpus == 1:
         return "no all-reduce on one GPU"
+    if point.algorithm == "nvls":  # the switch adds: a GPU sends S once (EP02 step 2)
+        return f"{fmt_bytes(point.allreduce_bytes_per_gpu)} in ring units"
     return f"each GPU sends {fmt_bytes(point.allreduce_bytes_per_gpu)}"
 
 

@@ -938,9 +938,11 @@ def test_round_16_step_1s_time_chart_says_what_each_gpu_sends(client):
     for name in ("good", "ib16", "ib64"):
         time = figures(f[name]["result"])["time"]
         sent = fmt_bytes(f[name]["api"]["allreduce_bytes_per_gpu"])
+        said = (f"{sent} in ring units" if f[name]["api"]["algorithm"] == "nvls"
+                else f"each GPU sends {sent}")
         label = time["layout"]["annotations"][-1]
-        assert label["text"] == f"each GPU sends {sent} →" and label["y"] == "All-reduce"
-        assert f"each GPU sends {sent}" in time["summary"]
+        assert label["text"] == f"{said} →" and label["y"] == "All-reduce"
+        assert said in time["summary"]
     meta = figures(f["ib16"]["result"])["time"]["layout"]["meta"]
     assert meta["partly"] and meta["owners"][0]["step"] == "step-1"
     assert meta["owners"][0]["annotations"] == [0] and "traces" not in meta["owners"][0]
@@ -1130,3 +1132,22 @@ def test_round17_the_crossover_drill_is_a_decide_on_what_moves_t_star(client):
     for _, label in drill.choices:
         assert not re.search(r"T\*|half|halves|same", label), label
     assert check_drill(drill, "seq", 1, hide_answers=True)["status"] == "hint"
+def test_round18_under_nvls_the_bench_gives_the_bytes_in_ring_units(client):
+    """Round-18 cold reading E, finding 2: at the opening state (8 GPUs on NVLink, NVLS) the
+    bench said 'Sent per GPU, 2(N−1)/N × 24.5 GB' and 'each GPU sends 24.5 GB', where step 2
+    says each GPU sends its gradients into the switch once. Under NVLS the figure is in ring
+    units (what busBW divides), in the readout, the time chart's label and the T* note; a
+    ring's state keeps 'sent per GPU'."""
+    f = facts()
+    good, ring = f["good"], f["ib16"]
+    assert good["api"]["algorithm"] == "nvls" and ring["api"]["algorithm"] != "nvls"
+    for case, nvls in ((good, True), (ring, False)):
+        html = client.get("/episodes/data-parallel", params=case["params"]).text
+        bench = html[html.index('id="dp-diagram"'):]
+        sent = fmt_bytes(case["api"]["allreduce_bytes_per_gpu"])
+        label = figures(case["result"])["time"]["layout"]["annotations"][-1]["text"]
+        assert ("In ring units (what busBW divides)" in bench) is nvls
+        assert ("Sent per GPU, 2(N−1)/N ×" in bench) is not nvls
+        assert (f"{sent} in ring units" in label) is nvls, label
+        assert (f"{sent} in ring units (the switch adds" in _text(bench)) is nvls
+        assert (f"{sent} sent per GPU in" in _text(bench)) is not nvls
