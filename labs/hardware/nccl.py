@@ -102,6 +102,15 @@ NVLS_MIN_RANKS = 3  # nvls.cc ncclNvlsInit: NVLS off for 2 GPUs or fewer
 # "minCompCap < 80 ? 1.9 : 1.4"). Not used: the lab keeps 2.8's model whole, and EP02 step 4
 # names the difference.
 CURRENT_NCCL = {"net": 14.0, "plateau": 1.4}
+# LL's bandwidth cap (round-18 cold reading E, finding 1). NCCL 2.8's tuning.cc (NVIDIA/nccl
+# 01afd20a, the file whose maxTreeBw, 1/3.8 and 22-entry treeCorrectionFactor the lab copies)
+# prices LL at busBw / 4 (or / 3) with no cap, and so does the lab. Current NCCL (b6475625, as
+# above) caps it, ring and tree, at llMaxBws[index1][N1/N2/N4], GB/s, with index1 the host
+# CPU's vendor past one node: "Volta-N1/Intel-N2/Intel-N4 {39.0, 39.0, 20.4}" (a DGX H100's
+# Xeons), "Ampere-N1/AMD-N2/AMD-N4 {87.7, 22.5, 19.0}"; N4 is every count past two nodes.
+# Not used: the lab keeps 2.8's model whole, and EP02 step 5 names the difference where 2.8
+# runs a 25 MiB bucket on LL.
+LATER_LL_CAP = 20.4e9  # Intel-N4: an Intel host, more than two nodes
 # tuning.cc treeCorrectionFactor[protocol][log2(bytes / 64)], for 64 B .. 128 MB.
 TREE_CORRECTION = {
     "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,

@@ -643,7 +643,10 @@ def test_round_13_step_6_teaches_the_tree_before_asking_which_nccl_runs(client):
     n, servers, mib = 1024, 128, 1 << 20
     inter = 2 * (servers - 1)
     assert f"at step 4's {lat['nvlink']} and {lat['net']} µs a hop" in before
-    assert "2·log2(servers) = 14 network hops, not with N" in before
+    # Round 18 (cold reading E, finding 5): the tree's 14 hops all but said "tree" above the
+    # guess; they open the why now.
+    assert "2·log2(servers)" not in before
+    assert "2·log2(servers) = 14 network hops, not with N" in why
     nv_ll, net_ll = HOP_LATENCY["nvlink"]["tree"]["LL"], HOP_LATENCY["net"]["tree"]["LL"]
     # Round 17 (finding 6): the tree's LL hop costs and its bandwidth cap all but said "tree"
     # above the guess; the why's note states them (2,046 steps against 14 hops still decide).
@@ -1025,8 +1028,10 @@ def test_round17_step_5_opens_on_its_own_case_and_says_why_infiniband_buckets_ar
     ib = facts()["ib64_overlap"]["api"]
     assert nccl_terms()["bucket64_ib"].protocol == "LL"
     assert nccl_terms()["bucket64_ib"].seconds == pytest.approx(ib["bucket_s"], rel=1e-6)
-    assert (f"NCCL runs it on LL, its low-latency protocol (step 6), {fmt_ms(ib['bucket_s'])} "
-            "a bucket") in _text(step)
+    simple = nccl_terms()["bucket64_ib_simple"].busbw / 1e9
+    assert (f"runs it on LL, its low-latency protocol, at a quarter of the busBW ({simple:g} ÷ "
+            f"4 = {simple / 4:g} GB/s) with LL's shorter hops (step 6's note): "
+            f"{fmt_ms(ib['bucket_s'])} a bucket") in _text(step)
 
 
 def test_round17_step_6_keeps_the_trees_price_for_after_its_guess(client):
@@ -1037,7 +1042,7 @@ def test_round17_step_6_keeps_the_trees_price_for_after_its_guess(client):
     step = _step(client.get("/episodes/data-parallel").text, 6)
     cut = step.index('class="predict-beat"')
     before, after = _text(step[:cut]), _text(step[cut:])
-    assert "2·(N−1) = 2,046 latency steps" in before and "2·log2(servers) = 14" in before
+    assert "2·(N−1) = 2,046 latency steps" in before and "2·log2(servers) = 14" in after
     for said in ("price is bandwidth", "caps a tree's busBW", "small-message protocol",
                  "once the tree spans servers"):
         assert said not in before and said in after, said
@@ -1151,3 +1156,39 @@ def test_round18_under_nvls_the_bench_gives_the_bytes_in_ring_units(client):
         assert (f"{sent} in ring units" in label) is nvls, label
         assert (f"{sent} in ring units (the switch adds" in _text(bench)) is nvls
         assert (f"{sent} sent per GPU in" in _text(bench)) is not nvls
+
+
+def test_round18_step_5_says_which_nccl_runs_its_bucket_on_ll(client):
+    """Round-18 cold reading E, findings 1 and 7: step 5 said NCCL runs a 25 MiB bucket on LL,
+    against step 4's 'LL and LL128 trade bandwidth for latency on small messages'. Current NCCL
+    caps LL's busBW (tuning.cc llMaxBws); NCCL 2.8, whose model the lab follows, has none, so
+    the engine stays. The page says it is 2.8's choice, gives LL's rate and hops where it uses
+    them, and what later NCCL's cap does: LL's ring then slower than Simple's."""
+    from app.routers.data_parallel import nccl_terms
+    from labs.hardware.nccl import LATER_LL_CAP
+
+    terms = nccl_terms()
+    ll, simple, capped = (terms["bucket64_ib"], terms["bucket64_ib_simple"],
+                          terms["bucket64_ib_capped"])
+    assert ll.protocol == "LL" and simple.protocol == "Simple"
+    assert ll.busbw == pytest.approx(simple.busbw / 4) and ll.busbw > LATER_LL_CAP
+    assert capped > simple.seconds > ll.seconds
+    text = _text(_step(client.get("/episodes/data-parallel").text, 5))
+    assert "NCCL 2.8's model, which the lab follows (step 4), runs it on LL" in text
+    assert (f"Current NCCL (step 4's note) caps LL's busBW ( llMaxBws in tuning.cc) at "
+            f"{LATER_LL_CAP / 1e9:g} GB/s past two servers with Intel hosts, as a DGX H100's: "
+            "there LL's ring would take "
+            f"{fmt_ms(capped)} a bucket, against Simple's {fmt_ms(simple.seconds)}") in text
+
+
+def test_round18_step_4_cites_the_lines_of_both_nccl_versions(client):
+    """Round-18 cold reading E, finding 9: step 4's sources gave current NCCL's 14.0 µs and
+    x1.4 with no line to check them by. They name both commits and the lines."""
+    step = _step(client.get("/episodes/data-parallel").text, 4)
+    note = _text(step[step.index('<details class="sources">'):])
+    assert "as NCCL 2.8 has them (NVIDIA/nccl at commit 01afd20a)" in note
+    from labs.hardware.nccl import CURRENT_NCCL
+
+    assert (f"Current NCCL has changed them (commit b6475625): {CURRENT_NCCL['net']} µs a "
+            "network hop on Simple ( hwLat 's NET ring entry)") in note
+    assert "lat *= comm->minCompCap < 80 ? 1.9 : 1.4 in ncclTopoGetAlgoTime" in note

@@ -1041,3 +1041,31 @@ def test_round17_a_drill_predicts_youngs_interval_at_four_times_the_gpus(client)
     for _, label in drill.choices:
         assert not re.search(r"\d", label), label
     assert check_drill(drill, "half", 1, hide_answers=True)["status"] == "hint"
+def _round18_step(client, n: int) -> str:
+    import html as markup
+
+    page = client.get("/episodes/failures").text
+    part = page[page.index(f'id="step-{n}"'):page.index(f'id="step-{n + 1}"')]
+    return " ".join(re.sub(r"<[^>]+>", " ", markup.unescape(part)).split())
+
+
+def test_round18_step_6_says_where_the_labs_renewal_count_leaves_daly(client):
+    """Round-18 cold reading E, finding 3: step 6 said 'The lab counts as Daly does' with
+    (M + R)(e^{c/M} − 1), where Daly (2006) lets a failure strike the restart too and has
+    M·e^{R/M}: the page now says the lab leaves those failures out, and what Daly has."""
+    text = _round18_step(client, 6)
+    assert "The lab counts as Daly does," not in text
+    assert ("The lab counts as Daly (2006) does, a renewal count , but without failures during "
+            "a restart") in text
+    assert "Daly lets a failure strike the restart too and has M·e R/M where the lab has M + R" \
+        in text
+
+
+def test_round18_step_5s_limit_reads_llama_3s_figure_as_a_lower_bound(client):
+    """Round-18 cold reading E, finding 10: step 5's limit said the lab 'errs high against
+    Llama 3's figure', which is 'above 90%', a lower bound; now each left-out item lowers the
+    lab's goodput."""
+    text = _round18_step(client, 5)
+    assert "errs high" not in text
+    assert "Llama 3's “above 90%” is a lower bound" in text
+    assert "failures during a restart: each would lower the lab's goodput" in text

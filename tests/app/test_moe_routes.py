@@ -1052,3 +1052,34 @@ def test_round17_the_expert_dp_drill_is_a_decide_the_engine_judges(client):
     for _, label in drill.choices:  # plain sizes: no option says it fits
         assert re.fullmatch(r"[\d,]+ GPUs", label), label
     assert check_drill(drill, "left", 1, hide_answers=True)["status"] == "hint"
+def test_round18_step_3_says_the_all_to_all_borrows_the_rings_constants(client):
+    """Round-18 cold reading E, finding 4: step 3 said all-to-alls run 'at NCCL's achieved
+    rate' with 'NCCL's start-up', where 367 GB/s is EP02's ring all-reduce busBW and 8.4 µs
+    its Simple latency, and NCCL's cost model does not time an all-to-all. The page says the
+    lab borrows them, and that it errs fast."""
+    text = _step_text(client.get("/episodes/experts").text, "step-3")
+    assert "NCCL's achieved rate" not in text
+    # (NCCL and all-reduce carry their glossary tips here: the words around them.)
+    assert ("cost model does not time an all-to-all (it is a group of sends to every peer), "
+            "so the lab borrows EP02's ring: its all-reduce") in text
+    assert "plus one send latency at the ring's Simple constants" in text
+    assert "Both are bounds, so the lab errs fast" in text
+
+
+def test_round18_step_11_says_why_a_quarter_of_the_tokens_keeps_the_ratio(client):
+    """Round-18 cold reading E, finding 11: 0.259 with 4,096 tokens a GPU and with 1,024, and
+    only 'the chart only rescales', where step 8 shows the GEMM rate falling with fewer
+    tokens. The page gives each expert's rows and both rates, which fall alike, from the
+    engine."""
+    from app.routers.moe import facts
+
+    f = facts()
+    many, few = f["v3"]["api"]["crossover"], f["v3_t1k"]["api"]["crossover"]
+    experts = f["v3_t1k"]["api"]["experts_per_gpu"]
+    assert abs(few["rate"] / many["rate"] - few["busbw"] / many["busbw"]) < 0.001
+    text = _step_text(client.get("/episodes/experts").text, "step-11")
+    assert (f"Each of a GPU's {experts} experts still gets {few['copies'] // experts:,} rows, "
+            f"enough to keep the rate near its top (step 8's falls only with far fewer): "
+            f"{many['rate'] / 1e12:.0f} → {few['rate'] / 1e12:.0f} TFLOP/s, while the latency's "
+            f"larger share moves B by as much, {many['busbw'] / 1e9:.1f} → "
+            f"{few['busbw'] / 1e9:.1f} GB/s, so the ratio holds") in text
