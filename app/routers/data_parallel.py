@@ -49,6 +49,7 @@ from app.routers.data_parallel_state import (
     run,
     to_api,
 )
+from app.routers.memory import own_layer
 from app.schemas import DataParallelAnswer
 from labs.data_parallel.inputs import DDP_BUCKET_BYTES, DataParallelPoint
 from labs.data_parallel.lab import (
@@ -227,6 +228,8 @@ def extra_context(state) -> dict:
         # Steps 4 to 6 write NCCL's latency (and the tree's bandwidth) out term by term.
         "nccl": nccl_terms(), "tree_consts": TREE_CONSTANTS, "nccl_now": CURRENT_NCCL,
         "ll_cap_later": LATER_LL_CAP,
+        # Step 10's 34·s·h is GPT's layer; EP01 step 3 counts the 8B's own (round 18, E 8).
+        "own_8b": own_layer(facts()["l8_1024"]["result"].input.model),
         # Step 8's worked T* from its printed rate and busBW (8 GPUs on PCIe).
         "cross_printed": crossover_as_printed(8, "pcie-4"),
         # Step 6 sets the ring NCCL does not run beside the tree it does, and says from what

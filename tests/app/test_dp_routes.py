@@ -1192,3 +1192,19 @@ def test_round18_step_4_cites_the_lines_of_both_nccl_versions(client):
     assert (f"Current NCCL has changed them (commit b6475625): {CURRENT_NCCL['net']} µs a "
             "network hop on Simple ( hwLat 's NET ring entry)") in note
     assert "lat *= comm->minCompCap < 80 ? 1.9 : 1.4 in ncclTopoGetAlgoTime" in note
+
+
+def test_round18_step_10_says_whose_layer_the_34_counts(client):
+    """Round-18 cold reading E, finding 8: step 10 applied 34·s·h, Korthikanti's count for a
+    GPT layer, to Llama 3.1 8B without saying so. It says now that the 34 is GPT's and what
+    the 8B's own layer counts (EP01 step 3's count, from the engine)."""
+    from app.routers.memory import own_layer
+
+    own = own_layer(facts()["l8_1024"]["result"].input.model)
+    html = client.get("/episodes/data-parallel").text
+    step = html[html.index('id="step-10"'):]
+    text = _text(step[:step.index("</section>")])
+    said = " as well" if abs(own["high"]) < 0.0005 else f", so the lab errs {fmt_pct(own['high'])}"
+    assert (f"The 34 is GPT's layer, which the lab keeps for every model: counted for "
+            f"{own['name']}'s own layer (a three-matrix MLP, {own['kv_heads']} K/V heads, no "
+            f"masks to store) it is {own['coefficient']:g}{said}") in text
