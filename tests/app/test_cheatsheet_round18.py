@@ -27,7 +27,12 @@ def _step_flops(share: str):
 
 
 def _state(r: dict) -> float:
-    return r["params"] * r["ledger"]["bytes_per_param"]
+    """The whole model's state from EP10's ledger: its state parts per GPU (the FP8 copies on
+    the linear layers alone, 6d15700), times the ways TP splits the bf16 weights."""
+    parts = r["ledger"]["parts"]
+    ways = 2 * r["params"] / parts["weights"]
+    state = ("weights", "fp8_weights", "gradients", "master_weights", "optimizer_moments")
+    return ways * sum(parts[k] for k in state if k in parts)
 
 
 # What each line's result is in its linked lab's API answer (None: the line's own field).
