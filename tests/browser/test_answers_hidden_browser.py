@@ -893,7 +893,9 @@ EP02_STATES = [
     ("step 5", "gpus=64&link=eth-100g&overlap=bucketed", 5, (3,)),
     ("step 6", "gpus=1024&link=ib-ndr&nics_per_node=8&overlap=bucketed&bucket_bytes=1048576",
      6, ()),
-    ("step 7", "gpus=64&link=eth-100g&scaling=strong&global_batch=64", 7, (3,)),
+    # Step 7 asks 16 -> 128 GPUs on one global batch of 256 (aae9e74): both ends wait.
+    ("step 7", "gpus=16&link=eth-100g&scaling=strong&global_batch=256", 7, (3,)),
+    ("step 7", "gpus=128&link=eth-100g&scaling=strong&global_batch=256", 7, (3,)),
     ("step 9", "gpus=64&link=eth-100g&microbatches=4", 9, (3,)),
     ("the drill", "gpus=16&link=ib-ndr&nics_per_node=2", None, ()),
 ]
