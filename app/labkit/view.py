@@ -119,6 +119,11 @@ class Drill:
         if self.kind not in ("derive", "predict"):
             raise ValueError(f"{self.id}: a numeric drill is derive or predict, not {self.kind}")
 
+    @property
+    def role(self) -> str:
+        """What the drill asks of the student, as its heading says it: its kind."""
+        return self.kind
+
 
 @dataclass(frozen=True)
 class Option:
@@ -149,11 +154,21 @@ class Decide:
     # table saying it in other words is caught too: none may be on the page before the drill
     # is answered, and each must be in what answering shows (tests/app/test_drill_kinds.py).
     reveals: tuple[str, ...] = ()
+    # A choice that predicts what a state will be (what Young's interval becomes at 4 times
+    # the GPUs), not one that picks a plan, a change or a cause: headed "Predict", and not the
+    # episode's decide drill (tests/app/test_drill_kinds.py). Its options keep their verdicts.
+    predicts: bool = False
 
     def __post_init__(self) -> None:
         keys = {k for k, _ in self.choices}
         if not 3 <= len(self.choices) <= 4 or len(keys) != len(self.choices):
             raise ValueError(f"{self.id}: a decide drill has 3 or 4 choices with distinct keys")
+
+    @property
+    def role(self) -> str:
+        """What the drill asks of the student, as its heading says it: a prediction, or the
+        decision (a plan, a change or a cause) that TEACHING.md's decide drills are."""
+        return "predict" if self.predicts else "decide"
 
 
 @dataclass(frozen=True)

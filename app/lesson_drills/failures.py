@@ -99,7 +99,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
                  "τ = √(2·δ·M) becomes…",
         choices=INTERVAL_CHOICES,
         judge=_interval_judge, solution=_interval_solution,
-        reveals=("and so does δ", "τ scales as 1/N")),
+        reveals=("and so does δ", "τ scales as 1/N"),
+        # It predicts what τ becomes; the episode's decision is failures-decide-goodput.
+        predicts=True),
     predict(
         "failures-predict-mtbi-32k",
         "Llama 3.1 405B's job grows from 16,384 to 32,768 GPUs, each GPU failing at the "

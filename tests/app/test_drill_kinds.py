@@ -31,8 +31,38 @@ def number_shown(value: float, html: str) -> str | None:
 
 @pytest.mark.parametrize("name", LESSONS)
 def test_every_episode_has_predict_and_decide_drills(name):
-    kinds = {drill.kind for drill in VIEWS[name].drills}
+    """By what each drill asks (its role), not by how it is graded: a choice that predicts a
+    state (``Decide.predicts``) is a prediction, so each episode still has a real decide."""
+    kinds = {drill.role for drill in VIEWS[name].drills}
     assert {"predict", "decide"} <= kinds, (name, kinds)
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_a_drills_heading_says_what_it_asks(client, name):
+    """Round-18 cold reading E / issue 36 (round 19): EP11's failures-interval-4x asks what
+    Young's interval becomes at 4 times the GPUs, a prediction, but was headed "Decide", as
+    every choice drill was. A drill's heading is its role: "Predict" for a choice that
+    predicts, "Decide" only for a pick among plans, changes or causes."""
+    html = client.get(VIEWS[name].episode.path).text
+    for drill in VIEWS[name].drills:
+        form = html.split(f'id="drill-{drill.id}"')[1].split("</form>")[0]
+        heading = re.search(r"<h3>(.*?)</h3>", form)[1]
+        assert heading == drill.role.title(), (drill.id, heading, drill.role)
+
+
+# The choice drills that predict a state rather than pick a plan, a change or a cause (the
+# round-19 audit of every episode's decide drills): each is headed "Predict".
+PREDICTING_CHOICES = {"failures-interval-4x"}
+
+
+def test_the_choice_drills_that_predict_are_the_audited_ones():
+    found = {
+        d.id
+        for view in VIEWS.values()
+        for d in view.drills
+        if isinstance(d, Decide) and d.role == "predict"
+    }
+    assert found == PREDICTING_CHOICES
 
 
 @pytest.mark.parametrize("name", LESSONS)
