@@ -1157,3 +1157,33 @@ def test_round_18_step_5_says_the_bf16_working_copy_is_the_labs_assumption(clien
     assert ("The report names those three; it does not say whether a bf16 working copy of the "
             "weights sits beside the FP8 one, and the lab assumes it does") in question
     assert "2 + 1 + 4 (gradients) + 4 (master) + 2 + 2 (moments)" in five
+
+
+def test_round_19_step_9_asks_the_speedup_among_figures_that_do_not_answer_themselves(client):
+    """Round-18 cold reading D, finding 2 (issue 36, round 19): step 9's question said the
+    gradient sync 'is paid once per step however many micro-batches there are' and asked
+    whether FP8 gains more, the same or less: half the answer. It now asks the speed-up as a
+    figure, among options that are figures alone; the right one is the nearest, by ratio, to
+    the engine's speed-up with one micro-batch, and the why derives it."""
+    import math
+    from html import unescape
+
+    from app.routers.precision import facts
+
+    up1 = facts()["te70_m1"]["api"]["speed"]["speedup"]
+    step = client.get(PAGE).text.split('id="step-9"')[1].split("</section>")[0]
+    before = unescape(step.split('<details class="why"')[0])
+    question = _visible(before.split('<p class="question">')[1].split("</p>")[0])
+    for telegraph in ("however many", "paid once", "gains", "exposed"):
+        assert telegraph not in question, telegraph
+    form = re.search(r'<form class="predict-form"[^>]*>', step)[0]
+    labels = dict(re.findall(r'value="([^"]*)"> <span>(.*?)</span>', step, re.S))
+    assert len(labels) >= 3
+    for key, label in labels.items():
+        assert re.fullmatch(r"\d+(?:\.\d+)?×", label), label
+        assert float(key) == float(label.rstrip("×"))
+    right = re.search(r'data-right="([^"]*)"', form)[1]
+    assert right == min(labels, key=lambda k: abs(math.log(float(k) / up1)))
+    assert f'data-answer="{up1:.2f}×"' in form
+    why = _visible(unescape(step.split('<details class="why"')[1]))
+    assert f"= {up1:.2f} ×: no faster" in why
