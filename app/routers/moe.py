@@ -75,6 +75,8 @@ def facts() -> dict:
         "v3_pod": state(**v3, ep=64, leaf_nodes=384, oversubscription=7.0),
         # Steps 8 and 9, few tokens per expert and the shared expert: 1,024 tokens a GPU.
         "v3_few_ep4": state(**v3, ep=4, tokens=1024),
+        # Step 9's own state (no other step or case sets it): 64 tokens a routed expert.
+        "v3_few_ep2": state(**v3, ep=2, tokens=1024),
         "v3_few_ep8": state(**v3, ep=8, tokens=1024),
         "v3_few": state(**v3, ep=64, tokens=1024),
         "v3_few_tp": state(**v3, ep=64, tokens=1024, tp=8, group="tp"),

@@ -230,14 +230,18 @@ def test_steps_8_and_9_time_a_gpus_experts_as_one_grouped_gemm(client):
     assert f'data-answer="{fmt_ms(ep64.compute_s)}"' in form("step-8")
     step8 = html.split('id="step-8"')[1].split('id="step-9"')[0]
     assert f"≈ {ridge:.0f} tokens" in step8 and f"{gain:.1f} times less" in step8
-    share4, share8, share64 = (r.shared_s / (r.shared_s + r.compute_s) for r in (ep4, ep8, ep64))
-    assert share4 < 1 / 12 < share8 < share64 and share64 == pytest.approx(1 / 9, rel=0.1)
-    # Step 9 asks EP 8 (a state step 8 does not link), where time follows FLOPs: a ninth.
-    assert share8 == pytest.approx(1 / 9, rel=0.1)
-    assert 'data-right="ninth"' in form("step-9")
-    assert f'data-answer="{100 * share8:.1f}%"' in form("step-9")
+    ep2 = moe(2)
+    share2, share8, share64 = (r.shared_s / (r.shared_s + r.compute_s) for r in (ep2, ep8, ep64))
+    assert share2 < 1 / 12 < share8 < share64 and share64 == pytest.approx(1 / 9, rel=0.1)
+    # Step 9 asks EP 2 (round 19: a state no other step links; at EP 8 time follows FLOPs, a
+    # ninth, which counting the experts gave): the routed experts' 64 tokens each wait on
+    # their weights, so the shared expert's share is about a thirtieth.
+    assert ep2.tokens_per_expert == 64 < ridge / 3
+    assert share2 == pytest.approx(1 / 30, rel=0.15)
+    assert 'data-right="thirtieth"' in form("step-9")
+    assert f'data-answer="{100 * share2:.1f}%"' in form("step-9")
     step9 = html.split('id="step-9"')[1].split('id="step-10"')[0]
-    assert f"{100 * share4:.1f}%" in step9  # EP 4's slow routed experts: under a ninth
+    assert f"{100 * share8:.1f}%" in step9  # EP 8's routed experts near full rate: a ninth
 
 
 def test_step_10_teaches_the_balance_losss_gradient_not_its_value(client):
@@ -543,7 +547,7 @@ def test_round6_steps_2_3_6_9_10_move_and_ask_without_answering(client):
     assert f'data-right="{f["v3"]["api"]["dp"]}"' in form6
     assert "2,048 ÷ 64 = 32" in step6 and "gives expert-DP" in step6
     labels = re.findall(r'<span>([^<]*)</span>', section("step-9").split("</fieldset>")[0])
-    assert labels == ["about 1/9", "about 1/16", "about 1/2"]
+    assert labels == ["about 1/3", "about 1/9", "about 1/30"]
     step10 = section("step-10")
     before, why = step10.split('<details class="why"')
     assert "∂L/∂Pᵢ" not in before and "∂L/∂Pᵢ = α · E · fᵢ" in why
@@ -1083,3 +1087,54 @@ def test_round18_step_11_says_why_a_quarter_of_the_tokens_keeps_the_ratio(client
             f"{many['rate'] / 1e12:.0f} → {few['rate'] / 1e12:.0f} TFLOP/s, while the latency's "
             f"larger share moves B by as much, {many['busbw'] / 1e9:.1f} → "
             f"{few['busbw'] / 1e9:.1f} GB/s, so the ratio holds") in text
+
+
+def test_round_19_step_9_asks_the_shared_experts_share_at_a_state_of_its_own(client):
+    """Round-18 cold reading E, finding 6 (issue 36, round 19): step 9's predict said "A token
+    visits 9 experts: the shared one and 8 routed" and asked the shared expert's share at EP 8,
+    where time follows FLOPs, so "about 1/9" was read off the prompt. It now asks at EP 2, a
+    state only step 9 links, where the share is the FLOPs (1 to 8) over each expert's rate:
+    the routed experts' 64 tokens each leave them waiting on their weights. The prompt counts
+    no experts a token visits, the why derives the share from the rates the page states, and
+    the share is on no screen before the guess: the opening state, the case buttons' states,
+    nor any earlier step's links (tests/app/test_answers_hidden.py checks step 8's)."""
+    import html as markup
+
+    from app.routers.moe import facts
+    from tests.app.test_answers_hidden import case_urls, printed, try_urls, visible
+    from tests.app.test_answers_hidden import steps as step_list
+
+    f = facts()
+    ep2 = f["v3_few_ep2"]["api"]
+    share = ep2["gemm"]["shared_s"] / (ep2["gemm"]["shared_s"] + ep2["compute_s"])
+    page = client.get("/episodes/experts").text
+    step = page.split('id="step-9"')[1].split('id="step-10"')[0]
+    prompt = markup.unescape(re.search(r'<p class="predict">(.*?)</p>', step, re.S)[1])
+    assert "EP 2" in prompt and "visits" not in prompt and "9 experts" not in prompt
+    assert re.search(r"ep=2(?:&|$)", markup.unescape(try_urls(step)[0]))
+    # Its first link's state: no other step's link and no case sets it.
+    own = markup.unescape(try_urls(step)[0])
+    others = [
+        markup.unescape(u)
+        for s in page.split('<section class="step"')[1:]
+        if 'id="step-9"' not in s[:20]
+        for u in try_urls(s)
+    ]
+    assert own not in others and own not in case_urls(page)
+    why = " ".join(
+        re.sub(r"<[^>]+>", " ", markup.unescape(step.split('<details class="why"')[1])).split()
+    )
+    e, s = 100 * ep2["gemm"]["efficiency"], 100 * ep2["gemm"]["shared_efficiency"]
+    assert f"1,024 × 8 × 2 / 256 = {ep2['gemm']['tokens_per_expert']:.0f} tokens" in why
+    ratio = ep2["compute_s"] / ep2["gemm"]["shared_s"]
+    assert f"1/8 × {e:.1f} / {s:.1f} = 1/{ratio:.0f}" in why
+    assert f"{100 * share:.1f}% of the total: not a ninth" in why
+    # The share is on no screen before the guess.
+    answer = f"{100 * share:.1f}"
+    ids = [sid for sid, _ in step_list(page)]
+    urls = ["/episodes/experts", *case_urls(page)]
+    for earlier in ids[: ids.index("step-9")]:
+        urls += try_urls(page.split(f'id="{earlier}"')[1].split("</section>")[0])
+    for url in dict.fromkeys(urls):
+        screen = visible(client.get(url).text, ids, "step-9")
+        assert not printed(answer, "%", screen), url
