@@ -142,12 +142,15 @@ def release_case(button) -> None:
         expect(button).not_to_have_attribute("aria-disabled", "true")
 
 
-def click_cases(page, view):
-    """Click the lesson's good then bad case button, yielding each kind once it is drawn."""
+def click_cases(page, view, before_click=None):
+    """Click the lesson's good then bad case button, yielding each kind once it is drawn;
+    ``before_click(kind)``, where given, runs once the button is released, just before it."""
     for kind, case in (("good", view.good), ("bad", view.bad)):
         if not case:
             continue
         release_case(page.locator(f"#case-{kind}"))
+        if before_click:
+            before_click(kind)
         page.locator(f"#case-{kind}").click()
         page.wait_for_url(lambda url, q=case.query_string: url.endswith(q))
         wait_drawn(page)

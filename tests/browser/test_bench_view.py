@@ -68,15 +68,32 @@ def wait_state(page, name: str, value: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(VIEWS))
 def test_case_buttons_keep_the_chart_in_view(sized, name):
+    """One walk per lesson and size (opened at its top, its good then its bad case) for three
+    rules that each walked it on their own page load: the chart in view here; no label
+    crowded or clipped (test_text_fits' rule, at the top and after each case); on the pages
+    test_changed_in_view walks, a chart the case changed is in view (its rule)."""
+    from tests.browser.test_changed_in_view import FIGURES, PAGES, assert_one_in_view, changed
+    from tests.browser.test_text_fits import crowding
+
     page = sized
     view = VIEWS[name]
     page.goto(view.episode.path)
     wait_drawn(page)
     first = page.evaluate(f"document.querySelector({DIAGRAMS!r}).id")
-    for kind in click_cases(page, view):
+    problems = crowding(page, "default")
+    figures = {}
+
+    def before_click(kind):  # the figures as the case finds them, once it is released
+        figures[kind] = page.evaluate(FIGURES)
+
+    for kind in click_cases(page, view, before_click if name in PAGES else None):
         # A case that names the chart it changes (EP04's efficiency) brings that one into view.
         case = view.good if kind == "good" else view.bad
         shown(page, case.diagram or first, f"{name} after the {kind} case")
+        problems += crowding(page, f"{kind} case")
+        if name in PAGES and (ids := changed(page, figures[kind])):
+            assert_one_in_view(page, ids, f"{name} {kind} case")
+    assert not problems, f"{name}: labels crowded or clipped: " + "\n".join(problems)
 
 
 @pytest.mark.parametrize("name", sorted(VIEWS))

@@ -12,7 +12,7 @@ brings the first changed chart into view."""
 
 import pytest
 
-from tests.browser.helpers import release, release_case, wait_drawn
+from tests.browser.helpers import release, wait_drawn
 from tests.browser.test_bench_view import SHOWN
 from tests.browser.test_bench_view import sized as sized  # the laptop and phone page fixture
 from tests.browser.test_links_visible import WALKED_THERE, LinkPixels
@@ -80,26 +80,9 @@ def test_each_slider_leaves_a_changed_chart_in_view(sized, name):
     assert moved or not sliders, f"{name}: no slider changed a chart"
 
 
-@pytest.mark.parametrize("name", sorted(PAGES))
-def test_each_case_button_leaves_a_changed_chart_in_view(sized, name):
-    page = sized
-    page.goto(PAGES[name])
-    wait_drawn(page)
-    for kind in ("good", "bad"):
-        button = page.locator(f"#case-{kind}")
-        if not button.count():
-            continue
-        release_case(button)  # EP05's bad case waits for step 1's guess
-        before = page.evaluate(FIGURES)
-        href = button.get_attribute("href") or ""
-        button.click()
-        if "?" in href:
-            query = href.split("?", 1)[1]
-            page.wait_for_url(lambda url, q=query: url.endswith(q))
-        wait_drawn(page)
-        ids = changed(page, before)
-        if ids:
-            assert_one_in_view(page, ids, f"{name} {kind} case")
+# After a case button (PAGES' lessons), a changed chart in view: checked on
+# test_bench_view's case-button walk (test_case_buttons_keep_the_chart_in_view), one page load
+# per lesson and size for this rule and two others.
 
 
 @pytest.mark.parametrize("name", sorted(LINK_PAGES))

@@ -4,15 +4,9 @@ every drawn plotly chart's text labels (annotations, tick labels, legend entries
 bar and point text) are measured with ``getBoundingClientRect``; no two may overlap (by more
 than OVERLAP px each way) and each must lie inside its chart's box (within EDGE px). A legend
 that needs a scroll bar (its entries clipped out of sight) fails too. One page load per lesson
-per size; the case buttons move it through its states, as a student moves it."""
+per size, on test_bench_view's case-button walk; the case buttons move it through its states,
+as a student moves it (test_embed_fit checks every embed with the same rule)."""
 
-import pytest
-
-import app.main  # noqa: F401  (registers every lab view)
-from app.labkit import VIEWS
-from tests.browser.helpers import click_cases, sized_page, wait_drawn
-
-SIZES = {"laptop-1280x800": (1280, 800), "phone-390x844": (390, 844)}
 OVERLAP = 1.0  # px: glyph boxes that touch are not crowded
 EDGE = 1.0  # px a label may run past its chart's box (antialiasing)
 
@@ -82,19 +76,6 @@ def crowding(page, where: str) -> list[str]:
     return [f"{where}: {p}" for p in page.evaluate(CROWDING, SELECTORS)]
 
 
-@pytest.fixture(params=list(SIZES), ids=list(SIZES))
-def sized(request, browser, live_server):
-    with sized_page(browser, live_server, *SIZES[request.param], touch=True) as page:
-        yield page
-
-
-@pytest.mark.parametrize("name", sorted(VIEWS))
-def test_no_label_overlaps_or_is_clipped(sized, name):
-    page = sized
-    view = VIEWS[name]
-    page.goto(view.episode.path)
-    wait_drawn(page)
-    problems = crowding(page, "default")
-    for kind in click_cases(page, view):
-        problems += crowding(page, f"{kind} case")
-    assert not problems, f"{name}: " + "\n".join(problems)
+# The walk that checks CROWDING on every lesson (its default state and each case button's, at
+# SIZES) is test_bench_view's test_case_buttons_keep_the_chart_in_view: one page load per lesson
+# and size for its rule, this one and test_changed_in_view's case-button rule.
