@@ -13,11 +13,13 @@ from labs.hardware.links import get_link
 # draw (round-12 cold reading of EP04, finding 2: it answered the per-layer 75.8% beside the
 # bench's 75.9%); at MODEL_70B the bench holds it until the drill is answered.
 TP_GOOD, TP_70B = {"tp": 8}, {"model": MODEL_70B, "tp": 8}
-# The decide's two link options state their rates, PCIe's and NDR's a port, and step 4's body
-# teaches a ring's busBW across nodes (the node's ports x a port's): the choice is settled on
-# what EP02 and EP04 teach, not on the only option with figures (round-14 cold reading of EP04,
-# finding 7; round 16, finding 4: the ports rule was only in a closed note).
-PCIE_5, NDR = get_link("pcie-5"), get_link("ib-ndr")
+# The decide's two link options state their rates, the H800's NVLink's and NDR's a port, and
+# step 4's body teaches a ring's busBW across nodes (the node's ports x a port's): the choice
+# is settled on what EP02 and EP04 teach, not on the only option with figures (round-14 cold
+# reading of EP04, finding 7; round 16, finding 4: the ports rule was only in a closed note).
+# Not PCIe 5.0 between the H100s: an SXM module's GPUs talk over NVLink, and PCIe only to the
+# host, so the lab refuses that pairing (issue 36, error 6; labs.hardware.links.peer_links).
+H800_NVLINK, NDR = get_link("nvlink-4-h800"), get_link("ib-ndr")
 SPAN_NODE = 2  # GPUs (and NDR ports) a node in the span option
 
 
@@ -96,11 +98,11 @@ tp_span_why = link_why(
     "the switch adds (NVLS) only for the GPUs of one NVLink domain, and the hops between the "
     "nodes share each node's 2 InfiniBand ports. One all-reduce takes {collective} against "
     "{nvlink_collective}: {value}.")
-# PCIe: the same bytes at a fraction of NVLink's busBW.
-tp_pcie_why = link_why(
-    "Every layer's all-reduces now cross PCIe at {busbw} of busBW against NVLink's {nvlink}: "
-    "one takes {collective} against {nvlink_collective}, beside {compute} of compute a "
-    "layer: {value}.")
+# The H800: the H100's chip on NVLink 4 as export rules cut it, the same bytes at a lower busBW.
+tp_h800_why = link_why(
+    "Every layer's all-reduces now cross the H800's cut NVLink at {busbw} of busBW against "
+    "the H100's {nvlink}: one takes {collective} against {nvlink_collective}, beside {compute} "
+    "of compute a layer: {value}.")
 
 
 def tp_half_why(answer: dict) -> str:
@@ -140,11 +142,10 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "Llama 3.1 405B runs TP8 inside an NVLink node. Which change costs the most TP "
         "efficiency?",
         "tp", "efficiency",
-        (("pcie", f"The same 8 GPUs joined by PCIe 5.0 instead of NVLink "
-                  f"({PCIE_5.bandwidth / 1e9:.0f} GB/s a direction, "
-                  f"{PCIE_5.ring_busbw / 1e9:.0f} GB/s of ring busBW measured)",
-          {"tp": 8, "intra_link": "pcie-5"},
-          tp_pcie_why),
+        (("h800", f"H800s in place of the H100s: the same chip, its NVLink cut by export "
+                  f"rules ({H800_NVLINK.bandwidth / 1e9:.0f} GB/s a direction, "
+                  f"{H800_NVLINK.ring_busbw / 1e9:.0f} GB/s of ring busBW measured)",
+          {"tp": 8, "gpu": "h800"}, tp_h800_why),
          ("span", f"Nodes of {SPAN_NODE} GPUs, so TP8 spans four nodes over InfiniBand NDR "
                   f"(a port per GPU: {NDR.bandwidth / 1e9:.0f} GB/s a direction, "
                   f"{NDR.ring_busbw / 1e9:.0f} GB/s of ring busBW measured)",
@@ -155,8 +156,8 @@ DRILLS: tuple[Drill | Decide, ...] = (
           "Compute and the bytes sent both double; attention grows a little faster: "
           "{value}.")),
         best="min", fmt=pct,
-        solution="{best}. TP efficiency: PCIe {pcie}, across four nodes {span}, "
-                 "TP4 {tp4}, longer sequences {long}. TP needs the fastest "
+        solution="{best}. TP efficiency: across four nodes {span}, the H800's NVLink "
+                 "{h800}, TP4 {tp4}, longer sequences {long}. TP needs the fastest "
                  "link on every GPU of its group.",
         reveals=("TP needs the fastest link on every GPU",)),
 )

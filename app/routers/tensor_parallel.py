@@ -37,9 +37,9 @@ from labs.core.limits import (
     RECOMPUTE,
     TP_DEGREES,
 )
-from labs.hardware.gpus import get_gpu
+from labs.hardware.gpus import get_gpu, gpus
 from labs.hardware.kernels import rates
-from labs.hardware.links import get_link, link_name, links
+from labs.hardware.links import get_link, link_name, links, peer_links
 from labs.hardware.nccl import simple_ring_latency
 from labs.model.presets import models
 from labs.tensor_parallel.comm import LAYER_COLLECTIVES
@@ -207,13 +207,29 @@ def dense_model_options() -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def peer_choices(ids, label=lambda link: link.name) -> tuple[tuple[str, str, str], ...]:
+    """``link_choices`` for a TP group: a scale-up link names the GPUs that talk to each other
+    over it (``labs.hardware.links.peer_links``: its vendor's GPUs, PCIe 4.0 the RTX 4090), so
+    choosing an H100 hides PCIe (issue 36, error 6); one no GPU preset talks over (PCIe 5.0) is
+    not offered. A scale-out link takes any GPU."""
+    out = []
+    for key, text, when in link_choices(ids, label):
+        if links()[key].kind == "scale-out":
+            out.append((key, text, when))
+            continue
+        who = " ".join(g.id for g in gpus().values() if key in peer_links(g))
+        if who:
+            out.append((key, text, who))
+    return tuple(out)
+
+
 @cache
 def link_options() -> dict[str, tuple[tuple[str, str], ...]]:
     every = links().values()
     return {
         "link": (("", "The cluster below", ""),
-                 *link_choices(links(), lambda x: f"{x.name} alone")),
-        "intra": link_choices(x.id for x in every if x.kind == "scale-up"),
+                 *peer_choices(links(), lambda x: f"{x.name} alone")),
+        "intra": peer_choices(x.id for x in every if x.kind == "scale-up"),
         "inter": tuple((x.id, x.name) for x in every if x.kind == "scale-out"),
     }
 

@@ -21,6 +21,14 @@ the GB200 NVL72 rack with Blackwell, Infinity Fabric with the MI300X; the NVIDIA
 datasheets each preset cites). ``check_pairing`` refuses a GPU on a fabric it never ships
 with, naming both controls, so no lab times one GPU's compute on another's fabric; PCIe,
 InfiniBand and Ethernet take any GPU.
+
+Between the GPUs of one node a GPU talks over the scale-up link it ships with
+(``peer_links``): a GPU some vendor fabric lists is an SXM or OAM module on that fabric's
+board, where PCIe is only its link to the host CPUs and NICs (``GPUSpec.host_link``); a GPU no
+fabric lists is a PCIe card, whose peers talk over its own PCIe generation. EP04 refuses a TP
+group on any other scale-up link (``check_peer_link``: TP over PCIe between H100 SXMs does not
+ship). The other labs keep ``check_pairing``: EP02 and EP03 put H100s' gradients and optimiser
+states on PCIe as the path to the host or a counterfactual network, which they may.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from labs.core.errors import LabInputError
 from labs.core.limits import MAX_OVERSUBSCRIPTION
 from labs.core.validate import is_int
 from labs.hardware.gpus import GPUSpec, get_gpu
+from labs.hardware.gpus import gpus as _gpus
 
 LINK_KINDS = ("scale-up", "scale-out")
 SCALE_UP_LATENCY = 3e-6  # s, used when a GPU preset's own links are asked for
@@ -224,6 +233,39 @@ def check_pairing(gpu: GPUSpec, link: Link, link_field: str, gpu_field: str = "g
                                     f"the {holds}, never the {gpu.name}. Choose the {holds}, "
                                     f"or a link the {gpu.name} has: {choose}.",
                         also=(gpu_field,))
+
+
+def peer_links(gpu: GPUSpec) -> tuple[str, ...]:
+    """The scale-up links the GPUs of one node talk to each other over, as ``gpu`` ships
+    (module docstring): its vendor fabrics, or for a PCIe card its host's PCIe generation."""
+    own = tuple(k for k, x in links().items() if x.kind == "scale-up" and gpu.id in x.gpus)
+    return own or (gpu.host_link,)
+
+
+def check_peer_link(gpu: GPUSpec, link: Link, link_field: str, gpu_field: str = "gpu") -> None:
+    """Refuse the GPUs of one node talking over a scale-up ``link`` they never ship with
+    (``peer_links``): a LabInputError on ``link_field`` that also names ``gpu_field``, saying
+    what the GPU's peers talk over and what to choose."""
+    if link.kind != "scale-up" or link.id in peer_links(gpu):
+        return
+    own = " or ".join(get_link(k).name for k in peer_links(gpu))
+    if link.gpus:  # another vendor's fabric
+        holds = " or ".join(get_gpu(g).name for g in link.gpus)
+        raise LabInputError(link_field, f"GPU and link do not match: {link.name} ships only "
+                                        f"with the {holds}, never the {gpu.name}. Choose the "
+                                        f"{holds}, or the {gpu.name}'s own: {own}.",
+                            also=(gpu_field,))
+    if any(links()[k].gpus for k in peer_links(gpu)):
+        cards = [g.name for g in _gpus().values() if peer_links(g) == (link.id,)]
+        other = f", or a GPU sold as a PCIe card: the {' or '.join(cards)}" if cards else ""
+        raise LabInputError(link_field, f"GPU and link do not match: the {gpu.name} is a module "
+                                        f"on a board whose GPUs talk over {own}; "
+                                        f"{link.name} only joins each GPU to its host, never "
+                                        f"the GPUs to each other. Choose {own}{other}.",
+                            also=(gpu_field,))
+    raise LabInputError(link_field, f"GPU and link do not match: the {gpu.name} is a "
+                                    f"{own} card, so its GPUs talk over {own}, never "
+                                    f"{link.name}. Choose {own}.", also=(gpu_field,))
 
 
 def paired_cluster(gpu: GPUSpec, gpus_per_node: int, intra: Link, inter: Link,

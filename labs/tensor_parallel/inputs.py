@@ -20,7 +20,7 @@ from labs.core.limits import (
 from labs.core.validate import FRACTION, flag, number, one_of, whole
 from labs.hardware.comm import CommCost, nccl_collective
 from labs.hardware.gpus import GPUSpec
-from labs.hardware.links import Cluster, Link, check_pairing, link_alone
+from labs.hardware.links import Cluster, Link, check_peer_link, link_alone
 from labs.memory.inputs import MemoryResult
 from labs.model.spec import ModelSpec
 from labs.parallel.layer_time import tp_collective_count
@@ -92,8 +92,8 @@ class TPInput:
             if found.field == "tp":
                 raise found
         link = self.topology.link
-        if link is not None and link.kind == "scale-up":  # one GPU's compute on its own fabric
-            check_pairing(self.gpu, link, "link")
+        if link is not None and link.kind == "scale-up":  # a node's GPUs on the link they ship
+            check_peer_link(self.gpu, link, "link")  # with (never PCIe between SXM modules)
         most = self.topology.max_group
         if most is not None and self.tp > most:
             raise LabInputError("tp", f"{self.topology.link.name} connects at most {most} GPUs: "

@@ -41,7 +41,7 @@ from labs.core.validate import whole
 from labs.hardware.comm import nccl_collective
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.kernels import with_matmul_efficiency
-from labs.hardware.links import Cluster, get_link, paired_cluster, ships_with
+from labs.hardware.links import Cluster, check_peer_link, get_link, paired_cluster, peer_links
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
 from labs.model.flops import attention_flops_per_token
@@ -62,12 +62,13 @@ from labs.tensor_parallel.inputs import MemoryAtTP, Shapes, Topology, TPCost, TP
 COMPARE_LINKS = ("nvlink-3", "nvlink-4", "nvlink-4-h800", "nvlink-5", "nvl72",
                  "infinity-fabric-mi300x", "pcie-4", "pcie-5", "ib-ndr", "eth-100g", "eth-25g")
 def compared_links(gpu: GPUSpec) -> tuple[str, ...]:
-    """COMPARE_LINKS the GPU is ever built on: an H100 is never drawn on an NVL72 rack, nor on
-    a PCIe generation its hosts do not run (the preset's ``host_link``, with its source: PCIe
-    4.0 for the A100, 5.0 for Hopper and Blackwell; round-18 cold reading of EP04, finding 2,
-    an H100 SXM drawn on PCIe 4.0)."""
-    return tuple(k for k in COMPARE_LINKS if ships_with(gpu, get_link(k))
-                 and (k == gpu.host_link or not k.startswith("pcie")))
+    """COMPARE_LINKS the GPU's TP group is ever built on: of the scale-up links, those its
+    GPUs talk to each other over (``labs.hardware.links.peer_links``): an H100 is never drawn
+    on an NVL72 rack (issue 36, error 6), nor on PCIe, its SXM module's link to the host
+    only (round-18 cold reading of EP04, finding 2 drew it on PCIe 4.0, then 5.0); the RTX
+    4090, a PCIe 4.0 card, on PCIe 4.0. Every scale-out link takes any GPU."""
+    return tuple(k for k in COMPARE_LINKS if get_link(k).kind == "scale-out"
+                 or k in peer_links(gpu))
 
 
 def tp_cluster(gpu: GPUSpec, gpus_per_node: int, intra_link: str, inter_link: str) -> Cluster:
@@ -91,6 +92,8 @@ def tp_cluster(gpu: GPUSpec, gpus_per_node: int, intra_link: str, inter_link: st
         raise LabInputError("gpus_per_node", f"{intra.name} connects at most {intra.domain} "
                                              f"GPUs; a node of {gpus_per_node} needs another "
                                              "link")
+    if gpus_per_node > 1:  # the node's GPUs talk over the link they ship with
+        check_peer_link(gpu, intra, "intra_link")
     return paired_cluster(gpu, gpus_per_node, intra, inter)
 
 

@@ -789,7 +789,7 @@ def test_round_14_sps_collectives_are_counted_one_way(client):
 
 
 @pytest.mark.parametrize("link, leaves", [("nvlink-4", False), ("ib-ndr", True),
-                                          ("eth-25g", True), ("pcie-5", False)])
+                                          ("eth-25g", True), ("pcie-4", False)])
 def test_the_cost_label_on_one_link_adds_the_all_reduce_where_the_group_leaves_a_node(
         client, link, leaves):
     """A topology of one link has no cluster of its own (labs.tensor_parallel.inputs.Topology):
@@ -799,7 +799,8 @@ def test_the_cost_label_on_one_link_adds_the_all_reduce_where_the_group_leaves_a
     import json
     import re
 
-    page = client.get("/episodes/tensor-parallel", params={"tp": 8, "link": link})
+    gpu = "rtx-4090" if link.startswith("pcie") else "h100-sxm"  # the GPU PCIe joins
+    page = client.get("/episodes/tensor-parallel", params={"tp": 8, "link": link, "gpu": gpu})
     assert page.status_code == 200, page.text[:300]
     figure = json.loads(re.search(r'data-target="tp-cost"[^>]*>(.*?)</script>', page.text,
                                   re.S)[1])
@@ -921,17 +922,18 @@ def test_round_14_step_5_derives_its_compute_and_its_chart_moves_before_the_gues
             in whole["layout"]["annotations"][0]["text"])
 
 
-def test_round_14_the_decides_pcie_option_states_its_rate(client):
-    """Round-14 cold reading of EP04, finding 7: the decide's right answer, PCIe 5.0, could
-    not be told from nodes of 2 over InfiniBand on what the page teaches (NDR's 48 GB/s a
-    port), since PCIe 5.0's rate was never stated: its option states the link's bandwidth and
-    measured ring busBW, from the link's preset."""
+def test_round_14_the_decides_h800_option_states_its_rate(client):
+    """Round-14 cold reading of EP04, finding 7: the decide's link options state their rates
+    from the link's preset. Its PCIe 5.0 option (H100s joined by PCIe) is gone with issue 36's
+    error 6 (an SXM module's GPUs talk over NVLink, never PCIe); the H800's cut NVLink, a
+    pairing that ships, states its bandwidth and measured ring busBW."""
     from labs.hardware.links import get_link
 
-    pcie = get_link("pcie-5")
+    h800 = get_link("nvlink-4-h800")
     page = client.get("/episodes/tensor-parallel").text
-    assert (f"PCIe 5.0 instead of NVLink ({pcie.bandwidth / 1e9:.0f} GB/s a direction, "
-            f"{pcie.ring_busbw / 1e9:.0f} GB/s of ring busBW measured)") in page
+    assert (f"its NVLink cut by export rules ({h800.bandwidth / 1e9:.0f} GB/s a direction, "
+            f"{h800.ring_busbw / 1e9:.0f} GB/s of ring busBW measured)") in page
+    assert "PCIe 5.0 instead of NVLink" not in page
 
 
 def test_round_16_sp_draws_the_slower_links_on_the_efficiency_chart_before_step_5s_guess(client):
@@ -960,7 +962,7 @@ def test_round_16_sp_draws_the_slower_links_on_the_efficiency_chart_before_step_
     shown = efficiency(masked(page, {"step-5"}))
     assert isinstance(shown, dict), shown  # not veiled whole
     lines = {t["name"]: t for t in shown["data"]}
-    for link in ("pcie-5", "ib-ndr", "eth-100g"):  # drawn, at SP's figures, lower at t = 8
+    for link in ("ib-ndr", "eth-100g"):  # drawn, at SP's figures, lower at t = 8
         drawn = lines[SHORT_NAMES[link]]["y"]
         assert drawn == [round(100 * c["step_efficiency"], 2) for c in on["links"][link]]
         assert drawn[-1] < round(100 * off["links"][link][-1]["step_efficiency"], 2)
@@ -1152,26 +1154,66 @@ def test_round_18_step_3_replicates_only_the_norms_and_adds_not_swiglu(client):
     assert "SwiGLU" not in step[step.index("Not quite an eighth"):step.index("At t = 8 one")]
 
 
-@pytest.mark.parametrize(("gpu", "intra", "pcie", "not_drawn"), [
-    ("h100-sxm", "nvlink-4", "pcie-5", "pcie-4"), ("b200", "nvlink-5", "pcie-5", "pcie-4"),
-    ("a100-80gb", "nvlink-3", "pcie-4", "pcie-5")])
-def test_round_18_the_efficiency_chart_draws_the_pcie_the_gpus_host_runs(
-        client, gpu, intra, pcie, not_drawn):
-    """Round-18 cold reading of EP04, finding 2: the efficiency chart drew a "PCIe 4.0" line for
-    the H100 SXM, whose hosts run PCIe 5.0 (the decide drill's link). Each GPU is drawn on its
-    own host's PCIe generation, the line the engine's (/api/tp with that link alone)."""
+@pytest.mark.parametrize(("gpu", "intra", "pcie"), [
+    ("h100-sxm", "nvlink-4", None), ("b200", "nvlink-5", None), ("a100-80gb", "nvlink-3", None),
+    ("rtx-4090", "pcie-4", "pcie-4")])
+def test_round_18_the_efficiency_chart_draws_pcie_only_where_the_gpus_talk_over_it(
+        client, gpu, intra, pcie):
+    """Round-18 cold reading of EP04, finding 2, then issue 36's error 6: the efficiency chart
+    drew a "PCIe 4.0" line for the H100 SXM, then its host's PCIe 5.0; an SXM module's GPUs
+    talk to each other over NVLink, never PCIe (labs.hardware.links.peer_links), so no PCIe
+    line is drawn for them. The RTX 4090, a PCIe 4.0 card, is drawn on PCIe 4.0 alone, the
+    line the engine's (/api/tp with that link alone)."""
 
     from app.charts.tensor_parallel import SHORT_NAMES
 
     body = client.get("/api/tp", params={"tp": 8, "gpu": gpu, "intra_link": intra}).json()
-    assert pcie in body["links"] and not_drawn not in body["links"]
-    alone = client.get("/api/tp", params={"tp": 8, "gpu": gpu, "link": pcie}).json()
-    assert body["links"][pcie][-1]["step_efficiency"] == alone["step_efficiency"]
+    drawn = [k for k in body["links"] if k.startswith("pcie")]
+    assert drawn == ([pcie] if pcie else []), drawn
     page = client.get("/episodes/tensor-parallel", params={"gpu": gpu, "intra_link": intra}).text
     chart = re.search(r'class="figure" data-target="tp-efficiency"[^>]*>(.*?)</script>',
                       page, re.S)[1]
-    assert SHORT_NAMES[pcie] in chart
-    assert SHORT_NAMES[not_drawn] not in chart
+    for link in ("pcie-4", "pcie-5"):
+        assert (SHORT_NAMES[link] in chart) == (link == pcie), link
+    if pcie:
+        alone = client.get("/api/tp", params={"tp": 8, "gpu": gpu, "link": pcie}).json()
+        assert body["links"][pcie][-1]["step_efficiency"] == alone["step_efficiency"]
+
+
+@pytest.mark.parametrize("query, field", [
+    ({"link": "pcie-4", "gpu": "h100-sxm"}, "link"),
+    ({"link": "pcie-5"}, "link"),
+    ({"intra_link": "pcie-5"}, "intra_link"),
+    ({"intra_link": "pcie-4", "gpu": "a100-80gb"}, "intra_link"),
+    ({"intra_link": "pcie-5", "gpu": "rtx-4090"}, "intra_link")])
+def test_issue36_tp_over_pcie_between_gpus_that_never_talk_over_it_is_refused(
+        client, query, field):
+    """Issue 36, error 6: /api/tp?link=pcie-4&gpu=h100-sxm was answered, TP timed over PCIe
+    between H100 SXMs, whose board joins them by NVLink (PCIe is only each GPU's link to the
+    host). The TP lab refuses a node's GPUs on a scale-up link they never talk over, from the
+    presets (labs.hardware.links.peer_links: a vendor fabric's GPUs on it, a PCIe card on its
+    own generation): a 422 naming the link and the GPU, and the same message by both controls
+    on the page, no 500."""
+    from tests.app.test_parser import api_messages, slot_messages
+
+    messages = api_messages(client, "tp", query)
+    assert set(messages) == {field, "gpu"}, messages
+    assert messages[field] == messages["gpu"]
+    assert "GPU and link do not match" in messages[field]
+    assert "never the GPUs to each other" in messages[field] or "card" in messages[field]
+    page = client.get("/episodes/tensor-parallel", params=query)
+    assert page.status_code < 500
+    shown = slot_messages(page.text)
+    assert shown.get(field) == shown.get("gpu") == messages[field], shown
+
+
+def test_issue36_the_pairings_that_ship_still_answer(client):
+    """Beside the refusal: the RTX 4090 (a PCIe 4.0 card) on PCIe 4.0, an H100 group on
+    PCIe across nodes of one GPU (the intra link unused), and the H100 on its NVLink."""
+    for query in ({"gpu": "rtx-4090", "link": "pcie-4"},
+                  {"gpu": "rtx-4090", "intra_link": "pcie-4"},
+                  {"gpus_per_node": 1, "intra_link": "pcie-5"}, {"tp": 8}):
+        assert client.get("/api/tp", params=query).status_code == 200, query
 
 
 def test_round_18_step_5_says_which_backward_collectives_block(client):

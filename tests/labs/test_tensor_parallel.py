@@ -226,8 +226,9 @@ def test_crossing_nodes_is_bounded_by_the_inter_node_link():
 
 def test_the_compared_links_are_those_the_gpu_ships_with():
     """Issue 36: the efficiency chart drew H100s on an NVL72 rack, which holds only Blackwell
-    GPUs. Each GPU is compared on its own vendor fabric, and on PCIe and the networks."""
-    assert list(run(tp=8).by_link) == ["nvlink-4", "pcie-5", "ib-ndr", "eth-100g", "eth-25g"]
+    GPUs. Each GPU is compared on its own vendor fabric and the networks; PCIe only for a PCIe
+    card (issue 36, error 6: an SXM module's GPUs never talk over PCIe)."""
+    assert list(run(tp=8).by_link) == ["nvlink-4", "ib-ndr", "eth-100g", "eth-25g"]
     b200 = tensor_parallel(TPInput(L405, get_gpu("b200"), node(gpu=get_gpu("b200"),
                                                                intra="nvlink-5"), tp=8))
     assert list(b200.by_link)[:2] == ["nvlink-5", "nvl72"]
@@ -238,7 +239,9 @@ def test_the_compared_links_are_those_the_gpu_ships_with():
 
 @pytest.mark.parametrize("gpu, link", [("h100-sxm", "nvl72"), ("a100-80gb", "nvlink-4"),
                                        ("b200", "nvlink-3"), ("mi300x", "nvlink-5"),
-                                       ("rtx-4090", "infinity-fabric-mi300x")])
+                                       ("rtx-4090", "infinity-fabric-mi300x"),
+                                       ("h100-sxm", "pcie-4"), ("h100-sxm", "pcie-5"),
+                                       ("mi300x", "pcie-5"), ("rtx-4090", "pcie-5")])
 def test_a_gpu_on_a_fabric_it_never_ships_with_is_refused_naming_both(gpu, link):
     with pytest.raises(LabInputError) as err:
         TPInput(L405, get_gpu(gpu), Topology(link, link=get_link(link)), tp=8)
