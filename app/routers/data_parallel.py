@@ -69,7 +69,7 @@ from labs.hardware.nccl import (
     BASE_LATENCY,
     CURRENT_NCCL,
     HOP_LATENCY,
-    LATER_LL_CAP,
+    LL_MAX_ACROSS,
     MULTI_NODE_LL_INTRA,
     TREE_CAP,
     TREE_LL,
@@ -151,13 +151,6 @@ def _nccl(fact: dict, bucket: bool = False, ring_protocol: str | None = None) ->
                            ring_protocol)
 
 
-def capped_ll(ring: NcclTime) -> float:
-    """Seconds an LL ring would take at current NCCL's cap on LL's busBW (``LATER_LL_CAP``, which
-    2.8's model and the lab leave out): its latency, and its bytes at the lower rate."""
-    moved = ring.seconds - ring.latency
-    return ring.latency + moved * ring.busbw / min(ring.busbw, LATER_LL_CAP)
-
-
 @lru_cache(maxsize=1)
 def nccl_terms() -> dict:
     """The collectives steps 4 to 6 write out: step 4's ring over 8 servers, step 5's 25 MiB
@@ -166,13 +159,10 @@ def nccl_terms() -> dict:
     on LL (step 6's note)."""
     f = facts()
     return {"ib64": _nccl(f["ib64"]), "bucket64": _nccl(f["bad_overlap"], bucket=True),
-            # Step 5's InfiniBand aside: NCCL runs its 25 MiB bucket on LL (round 17, item 2).
+            # Step 5's InfiniBand aside: the protocol NCCL runs its 25 MiB bucket on, and its
+            # ring on LL, which LL's cap makes slower (issue 36, error 7).
             "bucket64_ib": _nccl(f["ib64_overlap"], bucket=True),
-            # ... and current NCCL would not (round 18, cold reading E, item 1): its Simple ring,
-            # and its LL ring at later NCCL's cap (seconds).
-            "bucket64_ib_simple": _nccl(f["ib64_overlap"], bucket=True, ring_protocol="Simple"),
-            "bucket64_ib_capped": capped_ll(_nccl(f["ib64_overlap"], bucket=True,
-                                                  ring_protocol="LL")),
+            "bucket64_ib_ll": _nccl(f["ib64_overlap"], bucket=True, ring_protocol="LL"),
             "tiny": _nccl(f["ib1024_tiny"], bucket=True),
             "ddp": _nccl(f["ib1024_ddp"], bucket=True),
             "ring_tiny": _nccl(f["ib1024_tiny"], bucket=True, ring_protocol="Simple"),
@@ -227,7 +217,7 @@ def extra_context(state) -> dict:
         "ring_lat": simple_ring_latency(),
         # Steps 4 to 6 write NCCL's latency (and the tree's bandwidth) out term by term.
         "nccl": nccl_terms(), "tree_consts": TREE_CONSTANTS, "nccl_now": CURRENT_NCCL,
-        "ll_cap_later": LATER_LL_CAP,
+        "ll_cap": LL_MAX_ACROSS,
         # Step 10's 34·s·h is GPT's layer; EP01 step 3 counts the 8B's own (round 18, E 8).
         "own_8b": own_layer(facts()["l8_1024"]["result"].input.model),
         # Step 8's worked T* from its printed rate and busBW (8 GPUs on PCIe).

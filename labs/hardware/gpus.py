@@ -12,6 +12,9 @@ from labs.core.errors import LabInputError
 from labs.core.limits import HOST_LINKS
 from labs.core.validate import is_int as _is_int
 
+# Host CPU vendors NCCL tells apart in its LL cap across nodes (tuning.cc llMaxBws).
+HOST_CPUS = ("intel", "amd")
+
 
 @dataclass(frozen=True)
 class KernelRates:
@@ -94,6 +97,10 @@ class GPUSpec:
     # was given PCIe 5, the A100 and RTX 4090 included, which have PCIe 4.0).
     host_link: str = "pcie-5"
     host_link_source: str = ""
+    # The vendor of the host CPUs its reference server ships with, and its source: current
+    # NCCL caps the LL protocol's bandwidth across nodes by it (labs.hardware.nccl.ll_cap).
+    host_cpu: str = "intel"
+    host_cpu_source: str = ""
 
     def __post_init__(self) -> None:
         if isinstance(self.kernels, dict):  # as written in gpus.json
@@ -107,6 +114,9 @@ class GPUSpec:
                 raise LabInputError("gpu", f"{self.id}: '{name}' must be a positive number")
         if not _is_int(self.scale_up_domain) or self.scale_up_domain < 1:
             raise LabInputError("gpu", f"{self.id}: scale_up_domain must be a whole number >= 1")
+        if self.host_cpu not in HOST_CPUS:
+            raise LabInputError("gpu", f"{self.id}: host_cpu must be one of "
+                                       f"{', '.join(HOST_CPUS)}")
         if self.host_link not in HOST_LINKS:
             raise LabInputError("gpu", f"{self.id}: host_link must be one of "
                                        f"{', '.join(HOST_LINKS)}")

@@ -2,7 +2,8 @@
 
 NCCL picks, for every collective, the algorithm and protocol its tuning model says is fastest
 (NVIDIA/nccl ``src/graph/tuning.cc``, ``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime``, the
-2.8-era copy of the 2021-22 Megatron runs; constants below, latencies in µs):
+2.8-era copy of the 2021-22 Megatron runs, with current NCCL's cap on LL's bandwidth; constants
+below, latencies in µs):
 
     time = latency + bytes / algBw,   algBw = busBw · n / nsteps (ring), busBw / 2 (tree)
 
@@ -14,7 +15,10 @@ NCCL picks, for every collective, the algorithm and protocol its tuning model sa
   log2i(nodes)·hwLat(net)), busBw = min(0.9·busBw, 80 GB/s past two nodes, else 110), and
   NCCL's own correction factor below 256 MB;
 - protocols: LL at busBw/4 (all-reduce or several nodes, else /3), LL128 at 0.92·busBw (one
-  NVLink node only: NCCL enables it nowhere else by default), Simple at busBw.
+  NVLink node only: NCCL enables it nowhere else by default), Simple at busBw;
+- LL's cap (current NCCL, not 2.8: ``ll_cap``): a ring's or a tree's LL busBw is at most
+  ``llMaxBws``, 87.7 GB/s in one node, across nodes 39.0 (two) or 20.4 GB/s (more) on Intel
+  hosts, 22.5 or 19.0 on AMD ones, so a large bucket across nodes runs on Simple.
 
 busBw is what nccl-tests measures (doc/PERFORMANCE.md's "bus bandwidth"), per link preset
 (``labs.hardware.links.Link.ring_busbw``): inside a node the link's; across nodes the lower
@@ -99,18 +103,24 @@ TREE_LL = 1 / 3.8  # tuning.cc: tree LL busBw / 3.8
 NVLS_MIN_RANKS = 3  # nvls.cc ncclNvlsInit: NVLS off for 2 GPUs or fewer
 # What current NCCL has instead (tuning.cc at NVIDIA/nccl b6475625: hwLat NET ring
 # Simple 14.0 plus the graph's latencyInter, nInterSteps 2·nNodes, and the plateau
-# "minCompCap < 80 ? 1.9 : 1.4"). Not used: the lab keeps 2.8's model whole, and EP02 step 4
-# names the difference.
+# "minCompCap < 80 ? 1.9 : 1.4"). Not used: the lab keeps 2.8's latencies (of current
+# NCCL it takes LL's cap alone, below), and EP02 step 4 names the difference.
 CURRENT_NCCL = {"net": 14.0, "plateau": 1.4}
-# LL's bandwidth cap (round-18 cold reading E, finding 1). NCCL 2.8's tuning.cc (NVIDIA/nccl
-# 01afd20a, the file whose maxTreeBw, 1/3.8 and 22-entry treeCorrectionFactor the lab copies)
-# prices LL at busBw / 4 (or / 3) with no cap, and so does the lab. Current NCCL (b6475625, as
-# above) caps it, ring and tree, at llMaxBws[index1][N1/N2/N4], GB/s, with index1 the host
-# CPU's vendor past one node: "Volta-N1/Intel-N2/Intel-N4 {39.0, 39.0, 20.4}" (a DGX H100's
-# Xeons), "Ampere-N1/AMD-N2/AMD-N4 {87.7, 22.5, 19.0}"; N4 is every count past two nodes.
-# Not used: the lab keeps 2.8's model whole, and EP02 step 5 names the difference where 2.8
-# runs a 25 MiB bucket on LL.
-LATER_LL_CAP = 20.4e9  # Intel-N4: an Intel host, more than two nodes
+# LL's bandwidth cap (round-18 cold reading E, finding 1; issue 36, error 7). NCCL 2.8's
+# tuning.cc (NVIDIA/nccl 01afd20a, the file whose maxTreeBw, 1/3.8 and 22-entry
+# treeCorrectionFactor the lab copies) prices LL at busBw / 4 (or / 3) with no cap, which ran
+# EP02's 25 MiB buckets over 8 InfiniBand servers on LL at 90 GB/s. Current NCCL (b6475625,
+# as above) caps it, ring ("busBw = std::min(llMaxBw, busBw * ... 1.0/4.0 ...)") and tree
+# ("std::min(busBw*1.0/3.8, llMaxBw)"), at llMaxBws[index1][index2], GB/s: index2 is
+# nNodes <= 2 ? nNodes-1 : 2, index1 "for single node, we look at GPU type; for multi-node,
+# we look at CPU type" (AMD 1, else 0). The table:
+#   Volta-N1/Intel-N2/Intel-N4  {39.0, 39.0, 20.4}
+#   Ampere-N1/AMD-N2/AMD-N4     {87.7, 22.5, 19.0}
+#   Hopper-N1/AMD-N2/AMD-N4     {87.7, 22.5, 19.0}
+# Every lab GPU is Ampere or later (its one-node entry 87.7, the Ampere and Hopper rows
+# alike); across nodes the host CPU's vendor (``GPUSpec.host_cpu``) picks the row.
+LL_MAX_ONE_NODE = 87.7e9
+LL_MAX_ACROSS = {"intel": (39.0e9, 20.4e9), "amd": (22.5e9, 19.0e9)}  # two nodes, more
 # tuning.cc treeCorrectionFactor[protocol][log2(bytes / 64)], for 64 B .. 128 MB.
 TREE_CORRECTION = {
     "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
@@ -120,6 +130,15 @@ TREE_CORRECTION = {
     "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .5, .5, .6, .6, .7,
                .8, .9),
 }
+
+
+def ll_cap(cluster: Cluster, nodes: int) -> float:
+    """Current NCCL's cap on the LL protocol's bus bandwidth over ``nodes`` nodes of
+    ``cluster``, bytes/s (tuning.cc llMaxBws; ``LL_MAX_ACROSS``)."""
+    if nodes <= 1:
+        return LL_MAX_ONE_NODE
+    two, more = LL_MAX_ACROSS[cluster.gpu.host_cpu]
+    return two if nodes == 2 else more
 
 
 def simple_ring_latency() -> dict[str, float]:
@@ -170,7 +189,7 @@ class Latency:
 @dataclass(frozen=True)
 class TreeBandwidth:
     """A tree's bus bandwidth in NCCL's model, term by term (tuning.cc; EP02 step 6):
-    min(bus · ``TREE_SHARE``, cap) · protocol · correction, bytes/s. Its algorithm
+    min(min(bus · ``TREE_SHARE``, cap) · protocol, LL's cap) · correction, bytes/s. Its algorithm
     bandwidth is half of it (tuning.cc, "Convert bus BW to algorithm BW": ratio .5 for a
     tree): busBW counts each byte twice, up the tree (the reduce) and back down (the
     broadcast), as a ring's counts 2·(N−1)/N of it. The double tree's two trees keep both
@@ -180,10 +199,17 @@ class TreeBandwidth:
     cap: float  # maxTreeBw: up to two nodes, more
     protocol: float  # 1 / 3.8 on LL, 1 on Simple
     correction: float  # treeCorrectionFactor at this size
+    ll_cap: float | None = None  # current NCCL's cap on LL (``ll_cap``); None on Simple
+
+    @property
+    def uncapped(self) -> float:
+        """The busBW before LL's cap and the correction, bytes/s."""
+        return min(self.bus * TREE_SHARE, self.cap) * self.protocol
 
     @property
     def busbw(self) -> float:
-        return min(self.bus * TREE_SHARE, self.cap) * self.protocol * self.correction
+        bw = self.uncapped
+        return (bw if self.ll_cap is None else min(bw, self.ll_cap)) * self.correction
 
 
 @dataclass(frozen=True)
@@ -313,7 +339,7 @@ def _ring(kind: str, size: float, n: int, g: int, nodes: int, cluster: Cluster,
             continue  # tuning.cc enables LL128 by default on NVLink inside a node only
         bw, algo = bus, "ring"
         if proto == "LL":
-            bw = bus / 4 if (ar or nodes > 1) else bus / 3
+            bw = min(bus / 4 if (ar or nodes > 1) else bus / 3, ll_cap(cluster, nodes))
         elif proto == "LL128":
             bw = LL128_SHARE * bus
         elif ar and nodes == 1 and n >= NVLS_MIN_RANKS and intra.allreduce_busbw > bus:
@@ -342,7 +368,8 @@ def _tree(size: float, g: int, nodes: int, cluster: Cluster) -> NcclTime:
     for proto in ("LL", "Simple"):  # LL128 is off across nodes (see _ring)
         corrections = TREE_CORRECTION[proto]
         tree_bw = TreeBandwidth(bus, cap, TREE_LL if proto == "LL" else 1.0,
-                                corrections[log_size] if log_size < len(corrections) else 1.0)
+                                corrections[log_size] if log_size < len(corrections) else 1.0,
+                                ll_cap(cluster, nodes) if proto == "LL" else None)
         bw = tree_bw.busbw
         intra_lat = HOP_LATENCY[intra.hw]["tree"][proto] * (
             MULTI_NODE_LL_INTRA if proto == "LL" else 1.0)

@@ -502,8 +502,9 @@ def test_round_12_nccls_latency_is_worked_once_from_the_engine(client):
         assert fmt_ms(api["bucket_s"]) in six
     tiny, ddp = n["tiny"], n["ddp"]
     assert "4.4 + 2 × (7 × 0.936 + 7 × 5) µs = 87.5 µs" in six
-    assert ("80 GB/s past two servers, ÷ 3.8 on LL, × 0.5 (NCCL's correction at this size) = "
-            f"{tiny.tree_bw.busbw / 1e9:.1f} GB/s") in six
+    # LL's cap (issue 36, error 7) between the ÷ 3.8 and the correction.
+    assert ("80 GB/s past two servers, ÷ 3.8 on LL = 21.1, capped at LL's 20.4 (step 5), × 0.5 "
+            f"(NCCL's correction at this size) = {tiny.tree_bw.busbw / 1e9:.1f} GB/s") in six
     assert (f"1 MiB ÷ {tiny.tree_bw.busbw / 2e9:.2f} GB/s = "
             f"{1048576 / (tiny.tree_bw.busbw / 2) * 1e6:,.0f} µs") in six
     assert "2 × (7 × 28 + 7 × 50) µs = 1,092 µs" in six
@@ -1026,11 +1027,11 @@ def test_round17_step_5_opens_on_its_own_case_and_says_why_infiniband_buckets_ar
     first = try_urls(step)[0]
     assert "link=eth-100g" in first and "overlap=bucketed" in first, first
     ib = facts()["ib64_overlap"]["api"]
-    assert nccl_terms()["bucket64_ib"].protocol == "LL"
-    assert nccl_terms()["bucket64_ib"].seconds == pytest.approx(ib["bucket_s"], rel=1e-6)
-    simple = nccl_terms()["bucket64_ib_simple"].busbw / 1e9
-    assert (f"runs it on LL, its low-latency protocol, at a quarter of the busBW ({simple:g} ÷ "
-            f"4 = {simple / 4:g} GB/s) with LL's shorter hops (step 6's note): "
+    # Since LL's cap (issue 36, error 7) the bucket runs on Simple, no longer LL.
+    bucket = nccl_terms()["bucket64_ib"]
+    assert bucket.protocol == "Simple"
+    assert bucket.seconds == pytest.approx(ib["bucket_s"], rel=1e-6)
+    assert (f"NCCL runs it on Simple at {bucket.busbw / 1e9:g} GB/s of busBW, "
             f"{fmt_ms(ib['bucket_s'])} a bucket") in _text(step)
 
 
@@ -1158,27 +1159,47 @@ def test_round18_under_nvls_the_bench_gives_the_bytes_in_ring_units(client):
         assert (f"{sent} sent per GPU in" in _text(bench)) is not nvls
 
 
-def test_round18_step_5_says_which_nccl_runs_its_bucket_on_ll(client):
-    """Round-18 cold reading E, findings 1 and 7: step 5 said NCCL runs a 25 MiB bucket on LL,
-    against step 4's 'LL and LL128 trade bandwidth for latency on small messages'. Current NCCL
-    caps LL's busBW (tuning.cc llMaxBws); NCCL 2.8, whose model the lab follows, has none, so
-    the engine stays. The page says it is 2.8's choice, gives LL's rate and hops where it uses
-    them, and what later NCCL's cap does: LL's ring then slower than Simple's."""
-    from app.routers.data_parallel import nccl_terms
-    from labs.hardware.nccl import LATER_LL_CAP
+def test_issue36_step_5s_bucket_runs_on_simple_under_lls_cap(client):
+    """Issue 36, error 7 (after round-18 cold reading E, findings 1 and 7): the engine followed
+    NCCL 2.8, which runs a 25 MiB bucket over 8 InfiniBand servers on LL at a quarter of
+    Simple's busBW with no cap; step 5 said current NCCL's cap would change that, and the
+    engine did not model it. The engine takes current NCCL's cap (tuning.cc llMaxBws), the
+    bucket runs on Simple, and the page's figures are the engine's: the protocol, its busBW,
+    the bucket's time, and LL's time under the cap."""
+    from app.routers.data_parallel import facts, nccl_terms
+    from labs.hardware.nccl import LL_MAX_ACROSS
 
     terms = nccl_terms()
-    ll, simple, capped = (terms["bucket64_ib"], terms["bucket64_ib_simple"],
-                          terms["bucket64_ib_capped"])
-    assert ll.protocol == "LL" and simple.protocol == "Simple"
-    assert ll.busbw == pytest.approx(simple.busbw / 4) and ll.busbw > LATER_LL_CAP
-    assert capped > simple.seconds > ll.seconds
+    simple, ll = terms["bucket64_ib"], terms["bucket64_ib_ll"]
+    assert (simple.algorithm, simple.protocol, ll.protocol) == ("ring", "Simple", "LL")
+    assert ll.busbw == LL_MAX_ACROSS["intel"][1] < simple.busbw / 4
+    assert ll.seconds > simple.seconds
+    api = facts()["ib64_overlap"]["api"]
+    assert api["bucket_s"] == pytest.approx(simple.seconds, rel=1e-3)
     text = _text(_step(client.get("/episodes/data-parallel").text, 5))
-    assert "NCCL 2.8's model, which the lab follows (step 4), runs it on LL" in text
-    assert (f"Current NCCL (step 4's note) caps LL's busBW ( llMaxBws in tuning.cc) at "
-            f"{LATER_LL_CAP / 1e9:g} GB/s past two servers with Intel hosts, as a DGX H100's: "
-            "there LL's ring would take "
-            f"{fmt_ms(capped)} a bucket, against Simple's {fmt_ms(simple.seconds)}") in text
+    assert "NCCL 2.8's model, which the lab follows (step 4), runs it on LL" not in text
+    assert (f"NCCL runs it on Simple at {simple.busbw / 1e9:g} GB/s of busBW, "
+            f"{fmt_ms(api['bucket_s'])} a bucket") in text
+    assert (f"( llMaxBws in tuning.cc) at {LL_MAX_ACROSS['intel'][1] / 1e9:.1f} GB/s past two "
+            f"servers with Intel hosts, as a DGX H100's ({LL_MAX_ACROSS['amd'][1] / 1e9:.1f} "
+            f"GB/s with AMD ones): on LL this bucket would take {fmt_ms(ll.seconds)}, so NCCL "
+            "picks Simple.") in text
+
+
+def test_issue36_step_6_caps_the_trees_and_the_rings_ll(client):
+    """Issue 36, error 7: step 6's note writes the 1 MiB bucket's tree bandwidth term by term;
+    with LL's cap the tree's 80 / 3.8 = 21.1 GB/s is capped at 20.4 before the correction,
+    and the ring on LL moves at the cap, not at a quarter of the busBW."""
+    from app.routers.data_parallel import nccl_terms
+
+    terms = nccl_terms()
+    bw = terms["tiny"].tree_bw
+    text = _text(_step(client.get("/episodes/data-parallel").text, 6))
+    assert (f"÷ 3.8 on LL = {bw.uncapped / 1e9:.1f}, capped at LL's {bw.ll_cap / 1e9:g} "
+            f"(step 5), × {bw.correction:g} (NCCL's correction at this size) = "
+            f"{bw.busbw / 1e9:.1f} GB/s") in text
+    assert (f"at a quarter of the busBW capped at LL's "
+            f"{terms['ring_tiny_ll'].busbw / 1e9:g} GB/s (step 5)") in text
 
 
 def test_round18_step_4_cites_the_lines_of_both_nccl_versions(client):

@@ -92,3 +92,27 @@ def test_a_link_without_a_measurement_takes_its_kinds_fraction():
     assert "no measurement" in bare.achieved_note
     assert nccl_time("all_reduce", 0, 8, own).seconds == 0
     assert nccl_time("all_reduce", 1e9, 1, own).seconds == 0
+
+
+def test_ll_is_capped_as_current_nccl_caps_it():
+    """Issue 36, error 7: NCCL 2.8 priced LL at busBw / 4 with no cap; current NCCL
+    (tuning.cc llMaxBws, b6475625) caps a ring's and a tree's LL busBw at 87.7 GB/s in one
+    node (Ampere and Hopper rows), 39.0 (two nodes) or 20.4 GB/s (more) past one node on
+    Intel hosts, 22.5 or 19.0 on AMD ones. A 25 MiB bucket over 8 servers of DGX H100s then
+    runs on Simple, where 2.8 ran it on LL at 367 / 4 GB/s."""
+    from labs.hardware.nccl import _ring, ll_cap
+
+    h100, a100 = get_cluster("dgx-h100"), get_cluster("dgx-a100")
+    assert [ll_cap(h100, n) for n in (1, 2, 8)] == [87.7e9, 39.0e9, 20.4e9]
+    assert [ll_cap(a100, n) for n in (1, 2, 8)] == [87.7e9, 22.5e9, 19.0e9]
+    bucket = 25 * 2 ** 20
+    t = nccl_time("all_reduce", bucket, 64, h100, per_node=8)
+    assert (t.algorithm, t.protocol) == ("ring", "Simple")
+    ll = _ring("all_reduce", bucket, 64, 8, 8, h100, ("LL",))
+    assert ll.busbw == 20.4e9 < t.busbw / 4 and ll.seconds > t.seconds
+    # A tree's LL: min(0.9 x busBW, 80 GB/s) / 3.8 = 21.05, capped at 20.4, x the correction.
+    tiny = nccl_time("all_reduce", 2 ** 20, 1024, h100)
+    assert (tiny.algorithm, tiny.protocol) == ("tree", "LL")
+    bw = tiny.tree_bw
+    assert bw.uncapped == pytest.approx(80e9 / 3.8) and bw.ll_cap == 20.4e9
+    assert bw.busbw == pytest.approx(20.4e9 * bw.correction)
