@@ -289,7 +289,7 @@ def extra_context(state) -> dict:
         "megatron_table_1": megatron_table_1(),
         "gap_split": gap_split(fall(), megatron_compute().compute_flops),
         "megatron_compute": megatron_compute(),
-        "a100_peak": get_gpu(GPU).bf16_flops, "llama3_mfu": LLAMA3_MFU,
+        "llama3_mfu": LLAMA3_MFU,
         "facts_mfu": opening_mfu(), "mfu_terms": opening_mfu_terms(),
         "adam_sizing": adam_sizing(),  # step 7's limit: CPU Adam below the datasheet's peak
     }
