@@ -63,7 +63,7 @@ TAUGHT_IN: dict[str, str] = {
     "transformer-engine": "memory",
     "wave-quantisation": "experts",
     "mfu": "zero",
-    "hfu": "zero",
+    "hfu": "recipe-3d",
     "pareto-front": "recipe-3d",
     "flashattention": "memory",
     "gqa": "memory",

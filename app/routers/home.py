@@ -68,7 +68,6 @@ TAUGHT_AT: dict[str, tuple[str, str]] = {
     "goodput": ("failures", "step-5"),
     "all-to-all": ("experts", "step-3"),
     "mfu": ("recipe-3d", "step-10"),
-    "hfu": ("recipe-3d", "step-10"),
     "bubble": ("pipeline", "step-1"),
     "ulysses": ("context-parallel", "step-5"),
     "gradient-buckets": ("data-parallel", "step-5"),

@@ -26,7 +26,7 @@ from app.schemas import PlacementAnswer
 from labs.memory.lab import compute_memory
 from labs.recipe.inputs import SEGMENT_LABELS
 from labs.rl.inputs import RLPlacementResult
-from labs.rl.lab import UPDATE_BUCKET_BYTES, training_bill
+from labs.rl.lab import training_bill
 from labs.rl.recipes import get_recipe, memory_bandwidth, recipes
 from labs.rl.serving import (
     DEEPEP_LOW_LATENCY_US,
@@ -152,7 +152,6 @@ def extra_context(state) -> dict:
         "exp": EXP,
         "slime_r1": SLIME_R1,
         "slime_split": slime_split(),
-        "update_bucket": UPDATE_BUCKET_BYTES,  # the sync's bucket (step 6)
         "busiest_odds": busiest(),
         "segment_labels": SEGMENT_LABELS,  # EP08's step bar, which times the training
     }

@@ -176,8 +176,6 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     ("failures", "step-5"): 485,
     ("failures", "step-7"): 573,
     ("placement", "step-3"): 473,
-    ("placement", "step-5"): 971,
-    ("placement", "step-6"): 802,
     ("cp", "step-5"): 395,
     ("cp", "step-8"): 462,
     ("moe", "step-3"): 597,
