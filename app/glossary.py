@@ -5,8 +5,8 @@ templates/episode.html runs over the lesson's prose).
 
 A term is found by its ``pattern`` (a regular expression over the prose's text, outside tags,
 links, code, headings, figures and controls); tests/app/test_glossary.py checks that every term
-a lesson uses is defined at its first use there. The terms themselves are app/glossary_terms.py's
-(``GLOSSARY``, each a ``Term``), re-exported here.
+a lesson uses is defined at its first use there. The terms themselves are the
+app/glossary_terms package's (``GLOSSARY``, each a ``Term``, by topic), re-exported here.
 """
 
 import re

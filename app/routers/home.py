@@ -70,7 +70,6 @@ TAUGHT_AT: dict[str, tuple[str, str]] = {
     "mfu": ("recipe-3d", "step-10"),
     "bubble": ("pipeline", "step-1"),
     "ulysses": ("context-parallel", "step-5"),
-    "gradient-buckets": ("data-parallel", "step-5"),
 }
 
 

@@ -17,15 +17,19 @@ SKIP = {"a", "code", "pre", "h1", "h2", "h3", "h4", "script", "style", "button",
         "label", "select", "option", "textarea", "sub", "sup", "abbr", "svg"}
 # Elements with no end tag: never on the stack (a step's in-step guess has an <input>).
 VOID = {"input", "br", "img", "hr", "wbr", "meta", "link", "source"}
+BLOCK = {"p", "li", "td", "th", "tr", "div", "section", "dd", "dt", "caption", "table", "ul",
+         "ol", "details"}
 
 
 class Prose(HTMLParser):
     """A lesson's lede and steps as a reader meets them: the prose's text in order (not in
     links, code, headings or controls, nor a definition's tip), and where each inline
-    definition starts in it."""
+    definition starts in it. ``roots``: the elements (by class, id, data-testid or tag) whose
+    text is the page's prose; a lesson's lede and steps unless another page says otherwise."""
 
-    def __init__(self) -> None:
+    def __init__(self, roots: frozenset[str] = frozenset({"lede", "steps"})) -> None:
         super().__init__()
+        self.roots = roots
         self.text, self.defined, self.tips = "", {}, {}
         self.stack: list[str] = []
         self.inside = 0  # depth inside the lede or the steps
@@ -35,12 +39,16 @@ class Prose(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         if tag in VOID:
+            if tag == "br" and self.inside and self.tip is None:
+                self.text += " "  # a line break parts words ("MLPs<br>whole": two words)
             return
+        if tag in BLOCK and self.inside and self.tip is None:
+            self.text += "\n"  # so do a table's cells, a list's items, paragraphs
         attrs = dict(attrs)
         classes = (attrs.get("class") or "").split()
         if self.inside:
             self.inside += 1
-        elif "lede" in classes or "steps" in classes:
+        elif self.roots & {tag, attrs.get("id"), attrs.get("data-testid"), *classes}:
             self.inside = 1
         if not self.inside:
             return
