@@ -210,8 +210,10 @@ templates.env.filters.update(bytes=fmt_bytes, si_count=fmt_count, pct=fmt_pct, b
 # Times as the pages show them (ms).
 from app.charts.units import (  # noqa: E402
     fmt_duration,
+    fmt_factor_ms,
     fmt_ms,
     fmt_num,
+    fmt_params,
     fmt_plain,
     fmt_sci,
     fmt_tflops,
@@ -219,6 +221,9 @@ from app.charts.units import (  # noqa: E402
 )
 
 templates.env.filters.update(ms=fmt_ms, duration=fmt_duration, tflops=fmt_tflops, sci=fmt_sci)
+# A time a printed count multiplies, with the digits its printed product needs (EP02 steps 5
+# and 6); a custom parameter count as the model control takes it (7e9).
+templates.env.filters.update(factor_ms=fmt_factor_ms, params_text=fmt_params)
 # Numbers past 999 with their thousands separated (1,013.83×): num(2), times(2), plain.
 templates.env.filters.update(num=fmt_num, times=fmt_times, plain=fmt_plain)
 # Tokens per GPU (T*, a state's tokens) as the crossover chart labels them, so the chart, its

@@ -162,6 +162,26 @@ def _decimals(step: float) -> int:
     return len(text.split(".")[1]) if "." in text else 0
 
 
+def fmt_params(value: float | str) -> str:
+    """A custom parameter count as the control takes it, 7e9 or 6.72e9 (round-19 cold reading
+    X, finding 16: the field showed the parsed float, "7000000000.0")."""
+    if isinstance(value, str):
+        return value
+    return f"{value:g}".replace("e+0", "e").replace("e+", "e")
+
+
+def fmt_factor_ms(seconds: float, count: int) -> str:
+    """A time a count multiplies, in ms with the fewest decimals (two at least) whose product
+    with the count prints as ``fmt_ms(count × seconds)`` does, so "13,352 × 0.28673 ms =
+    3,828 ms" adds up from what it prints (round-19 cold reading X, finding 8: "× 0.29 ms =
+    3,828 ms" gave 3,872)."""
+    ms, whole = seconds * 1e3, fmt_ms(count * seconds)
+    for digits in range(2, 7):
+        if fmt_ms(count * round(ms, digits) / 1e3) == whole:
+            return f"{ms:,.{digits}f} ms"
+    return f"{ms:,.6f} ms"
+
+
 def fmt_ms(seconds: float) -> str:
     """Seconds as pages show them: milliseconds, three significant figures (0.0076 -> "7.60
     ms"), for every lab that quotes times."""

@@ -67,11 +67,17 @@ def tokens(value: float) -> str:
 
 
 def _cross(a: dict) -> str:
-    """T* = ⅔ × (N−1)/N × rate ÷ busBW at a choice's state, as its busBW runs (the lab's
-    all-reduce, NCCL's latency in it: ``labs.data_parallel.lab.compute_to_comm``)."""
+    """T* = ⅔ × (N−1)/N × rate ÷ busBW at a choice's state, worked with the busBW the page
+    states (the ring's, ``nccl_all_reduce``), then the lab's T*, whose all-reduce adds NCCL's
+    latency (``labs.data_parallel.lab.compute_to_comm``). Round-19 cold reading X, finding 6:
+    it divided by the effective rate, latency folded in (23.98, 11.99, 12.00 GB/s for one
+    link), which the page never names."""
     n, r = a["gpus"], a["ratio"]
-    return (f"⅔ × {n - 1}/{n} × {r['rate'] / 1e12:.1f} TFLOP/s ÷ {r['busbw'] / 1e9:.2f} GB/s "
-            f"= {{value}}")
+    busbw = nccl_all_reduce(a["grad_bytes"], n, get_link(a["link"]), a["nics_per_node"]).busbw
+    stated = 2 / 3 * (n - 1) / n * r["rate"] / busbw
+    return (f"⅔ × {n - 1}/{n} × {r['rate'] / 1e12:.1f} TFLOP/s ÷ {busbw / 1e9:g} GB/s "
+            f"= {tokens(stated)}; NCCL's latency adds "
+            f"{100 * (r['crossover_tokens'] / stated - 1):.2f}%: {{value}}")
 
 
 # dp-decide-bound's state: 128 GPUs on one 100 Gb/s Ethernet port a server, no overlap.

@@ -6,7 +6,7 @@ from html import unescape
 
 import pytest
 
-from app.charts.units import fmt_bytes, fmt_ms, fmt_pct, fmt_tflops
+from app.charts.units import fmt_bytes, fmt_factor_ms, fmt_ms, fmt_pct, fmt_tflops
 from app.routers.data_parallel import DataParallelQuery, facts, figures, run
 from app.schemas import DataParallelAnswer
 from labs.data_parallel.lab import CURVE_LINKS, GPU_COUNTS
@@ -373,7 +373,8 @@ def test_round_5_the_achieved_share_and_nccls_latencies_are_on_the_page(client):
     bad, bucketed = f["bad"]["api"], f["bad_overlap"]["api"]
     per = (bucketed["comm_s"] - bad["comm_s"]) / (bucketed["buckets"] - 1)
     five = text.split("5. Hide it")[1].split("6. Bucket size")[0]
-    assert f"{per * 1e3:.2f} ms a bucket" in five
+    # With the digits its 534 × product needs (round-19 cold reading X, finding 8).
+    assert f"{fmt_factor_ms(per, bucketed['buckets'] - 1)} a bucket" in five
     assert "latency steps of 5 µs" not in text and "as NCCL's tuner would" not in text
     # step 3 asks which hop sets the ring's pace (the bad case's bench prints its time), and
     # its why divides the bytes by the port's busBW
@@ -489,7 +490,8 @@ def test_round_12_nccls_latency_is_worked_once_from_the_engine(client):
     assert bucket.micros * 1e-6 * (bucketed["buckets"] - 1) == pytest.approx(
         bucketed["comm_s"] - bad["comm_s"], rel=1e-3)
     five = text.split("5. Hide it")[1].split("6. Bucket size")[0]
-    assert f"(8.4 + 112 × 3.4 + 14 × 9.6) µs × 1.9 = {bucket.micros / 1e3:.2f} ms a bucket" in five
+    assert (f"(8.4 + 112 × 3.4 + 14 × 9.6) µs × 1.9 = "
+            f"{fmt_factor_ms(bucket.micros * 1e-6, bucketed['buckets'] - 1)} a bucket") in five
     # Step 6: the tree's latency and bandwidth, term by term, sum to the API's bucket time.
     six = text.split("6. Bucket size")[1].split("7. Strong scaling")[0]
     for key, size, proto in (("tiny", 1 << 20, "LL"), ("ddp", 25 << 20, "Simple")):
@@ -850,12 +852,13 @@ def test_round_14_step_6s_why_derives_its_speedup_first_in_three_sentences(clien
     buckets, per, comm, hid, exposed, n, comp, comp2, exp2, speedup = (
         float(v.replace(",", "")) for v in worked.groups())
     assert speedup == tiny["speedup"] and buckets == tiny["buckets"] and n == 1024
-    assert buckets * per == pytest.approx(comm, rel=0.02)  # 0.29 ms is 0.287 ms rounded
+    assert buckets * per == pytest.approx(comm, rel=0.001)  # 0.2867 ms: round-19 X, finding 8
     assert comm - hid == pytest.approx(exposed, abs=1) and (comp, exp2) == (comp2, exposed)
     assert n * comp / (comp + exposed) == pytest.approx(speedup, rel=1e-3)
     assert len(sentences) <= 3 and len(own.split()) < 150
-    note = step[step.index('<div class="chart-note">'):]
-    assert "(8.4 + 1,792 × 3.4 + 254 × 9.6) µs" in _text(note)  # the working is its note
+    # The working is the step's closed note (round-19 cold reading X, finding 11).
+    note = step[step.index('<details class="sources">'):]
+    assert "(8.4 + 1,792 × 3.4 + 254 × 9.6) µs" in _text(note)
 
 
 def test_round_14_step_2_predicts_a_direction_and_writes_its_flops_and_servers_out(client):
@@ -1231,3 +1234,104 @@ def test_round18_step_10_says_whose_layer_the_34_counts(client):
     assert (f"The 34 is GPT's layer, which the lab keeps for every model: counted for "
             f"{own['name']}'s own layer (a three-matrix MLP, {own['kv_heads']} K/V heads, no "
             f"masks to store) it is {own['coefficient']:g}{said}") in text
+
+
+# ---- Round-19 cold reading X (issue 36): EP02's findings 2, 5, 6, 7, 8, 11 ----
+
+
+def test_round19_step_2s_options_are_bare_and_the_why_says_why_each(client):
+    """Finding 2: step 2's options carried their reasons ("lower: compute shrinks with the
+    tokens, the all-reduce does not"), and only the right one fitted step 1's limit just
+    above. The options are bare; the why says why each is right or wrong."""
+    html = client.get("/episodes/data-parallel").text
+    beat = html[html.index('id="predict-dp-2"'):]
+    form = beat[:beat.index("</form>")]
+    labels = re.findall(r'<input type="radio" name="guess" value="\w+"> <span>(.*?)</span>', form)
+    assert labels == ["higher", "the same", "lower"]
+    why = _text(beat[beat.index('id="why-dp-2"'):beat.index("</details>")])
+    assert "Lower: compute shrinks with the tokens, the all-reduce does not." in why
+    assert "Not higher:" in why and "Not the same:" in why
+
+
+def test_round19_step_10_states_the_opening_7bs_shape(client):
+    """Finding 5: the opening state's 7B (its 185 GB a GPU, 63.9 GB of activations, 8.67 GB
+    of logits) has a shape the page never stated: 28 layers, Llama 3's vocabulary. Step 10
+    states it, from the state's own model, and works the activations from it."""
+    good = facts()["good"]
+    m, api = good["result"].input.model, good["api"]
+    html = client.get("/episodes/data-parallel").text
+    step = html[html.index('id="step-10"'):]
+    text = _text(step[:step.index("</section>")])
+    tokens = api["micro_batch"] * api["seq_len"]
+    assert (f"{m.layers} layers of h = {m.hidden:,} and a vocabulary of {m.vocab:,}") in text
+    acts = api["replica"]["breakdown"]["activations"]
+    assert f"34 × {tokens:,} tokens × {m.hidden:,} × {m.layers} = {fmt_bytes(acts)}" in text
+    assert acts == pytest.approx(34 * tokens * m.hidden * m.layers, rel=1e-9)
+
+
+def test_round19_crossover_feedback_divides_by_the_stated_busbw(client):
+    """Finding 6: dp-decide-crossover's feedback divided by three effective rates for one link
+    (23.98, 11.99, 12.00 GB/s, NCCL's latency folded in), which the page never names. Each
+    option now divides by the busBW the page states (one Ethernet port's 12 GB/s, two ports'
+    24) and its printed factors give its printed T*; the lab's T* follows, with what NCCL's
+    latency adds."""
+    from app.lesson_drills import LESSON_DRILLS
+
+    drill = next(d for d in LESSON_DRILLS["dp"] if d.id == "dp-decide-crossover")
+    port = get_link("eth-100g").ring_busbw / 1e9
+    ports = {"ports": 2 * port, "gpus": port, "seq": port, "model": port}
+    for option in drill.judge():
+        worked = re.search(r"⅔ × (\d+)/(\d+) × ([\d.]+) TFLOP/s ÷ ([\d.]+) GB/s = ([\d,]+) "
+                           r"tokens; NCCL's latency adds ([\d.]+)%: ([\d,]+) tokens", option.why)
+        assert worked, option.why
+        n1, n, rate, busbw, stated, adds, lab = worked.groups()
+        assert float(busbw) == ports[option.key], option.key
+        product = 2 / 3 * int(n1) / int(n) * float(rate) * 1e12 / (float(busbw) * 1e9)
+        # Within the printed rate's rounding (±0.05 TFLOP/s) and the T*'s own.
+        slack = product * 0.05 / float(rate) + 0.5
+        assert abs(product - int(stated.replace(",", ""))) <= slack, (option.key, product, stated)
+        assert float(adds) < 0.1 and option.figure == f"{lab} tokens"
+
+
+def test_round19_the_busbw_box_names_the_effective_rate(client):
+    """Finding 7: figures with NCCL's latency folded in (the opening T* note's 479 GB/s
+    beside NVLS's 480) were printed as busBWs, unnamed. Step 1's busBW box names them once,
+    from the opening state; NVLink's ring prints the preset's busBW."""
+    good = facts()["good"]["api"]
+    text = _text(_step(client.get("/episodes/data-parallel").text, 1))
+    nv = get_link("nvlink-4")
+    assert f"NVLink 4, ring: {nv.ring_busbw / 1e9:g} of {nv.bandwidth / 1e9:g} GB/s" in text
+    rate = good["allreduce_bytes_per_gpu"] / good["comm_s"] / 1e9
+    assert "NCCL's latency included, is a little lower: an effective rate" in text
+    assert (f"as the opening state's {fmt_bytes(good['allreduce_bytes_per_gpu'])}"
+            f" ÷ {fmt_ms(good['comm_s'])} = {rate:.0f} GB/s beside NVLS's "
+            f"{nv.allreduce_busbw / 1e9:g}") in text
+
+
+def test_round19_printed_factors_give_the_printed_products(client):
+    """Finding 8: step 6 printed "13,352 buckets × 0.29 ms = 3,828 ms" (3,872 from what it
+    prints) and step 5 "534 more latencies × 0.99 ms ≈ 531 ms" (529). A factor now prints
+    with the digits its product needs: count × printed factor rounds to the printed result."""
+    html = client.get("/episodes/data-parallel").text
+    found = []
+    for n, pattern in ((5, r"([\d,]+) more latencies × ([\d.]+) ms ≈ ([\d,.]+) ms"),
+                       (6, r"([\d,]+) buckets × ([\d.]+) ms = ([\d,.]+) ms of all-reduce")):
+        count, factor, result = re.search(pattern, _text(_step(html, n))).groups()
+        product = int(count.replace(",", "")) * float(factor)
+        assert fmt_ms(product / 1e3) == f"{result} ms", (n, count, factor, result)
+        found.append(n)
+    assert found == [5, 6]
+
+
+def test_round19_step_6s_why_keeps_the_answer_and_its_note_holds_the_rest(client):
+    """Finding 11: step 6's why ran about 500 words (the tree's terms, the 25 MiB bucket, the
+    ring on LL, Megatron's bucket rule). The why keeps the sentences that answer the predict,
+    at most 250 words; the rest is the step's closed "where this comes from" note."""
+    step = _step(client.get("/episodes/data-parallel").text, 6)
+    why = step[step.index('id="why-dp-6"'):]
+    why = why[:why.index("</details>")]
+    words = len(_text(re.sub(r"<summary>.*?</summary>", " ", why, flags=re.S)).split())
+    assert words <= 250, words
+    assert "Each bucket term by term" not in why and "Megatron" not in why
+    sources = step[step.index('<details class="sources">'):]
+    assert "Each bucket term by term" in sources and "max(40M, 1M × DP)" in sources
