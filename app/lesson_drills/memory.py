@@ -6,7 +6,8 @@ from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import gb
 from labs.hardware.gpus import get_gpu
-from labs.memory.inputs import STATE_KEYS
+from labs.memory.inputs import STATE_KEYS, MemoryInput
+from labs.memory.lab import compute_memory
 from labs.model.presets import get_model
 
 
@@ -103,18 +104,72 @@ def _drill_solution() -> str:
             f"recomputation's 34·s·h the layers alone would take {_drill_acts(34):.0f} GB.")
 
 
+# EP01's predict drill: the 8B's bill at eight times step 1's tokens. Nothing on the page
+# prints it, and no printed figure gives it by one product: the student has to see that the
+# state stays and what grows with the tokens (the layers' 34·s·h and the logits, step 3)
+# grows eight-fold (round-19 cold reading X, finding 13: the 405B drill below, worked from
+# the inputs its question states, is a derive and is headed so).
+LONG_STATE = {"model": "llama-3.1-8b", "seq_len": 32768, "recompute": "flash"}
+STEP1_STATE = {"model": "llama-3.1-8b"}
+# Its question names step 1's state (whose bill is step 1's answer, so not printed there).
+STEP1_BILL = compute_memory(MemoryInput(model=get_model("llama-3.1-8b"), gpu=get_gpu("h100-sxm")))
+
+
+def _grows(answer: dict) -> float:
+    """What grows with the tokens: everything but the state."""
+    return answer["total_bytes"] - _state(answer)
+
+
+def _long_solution() -> str:
+    short, long, times = _short(), lab_value("memory", LONG_STATE, lambda a: a), _times()
+    return (f"{{answer}} GB: the {gb(_state(short))} of state does not depend on the tokens; "
+            f"the {gb(_grows(short))} that grows with them, the layers' 34·s·h and the fp32 "
+            f"logits (steps 2 and 3), grows {times}-fold with fused attention: "
+            f"{gb(_state(long))} + {times} × {_grows(short) / 1e9:.2f} GB = "
+            f"{gb(long['total_bytes'])}.")
+
+
+def _short() -> dict:
+    return lab_value("memory", STEP1_STATE, lambda a: a)
+
+
+def _times() -> int:
+    """How many times step 1's tokens the drill's sequence is."""
+    return LONG_STATE["seq_len"] // STEP1_BILL.input.seq_len
+
+
 DRILLS: tuple[Drill | Decide, ...] = (
     predict(
-        "memory-predict-405b-h200",
-        f"Llama 3.1 405B ({P405 / 1e9:.1f} billion parameters, {L405.layers} layers, "
-        f"h = {L405.hidden:,}), 16 bytes of training state per parameter, sharded with "
-        f"ZeRO-3 over {H200_SHARDS} H200s ({H200 / 1e9:.0f} GB each), one "
-        f"{_DRILL_STATE['seq_len']:,}-token sequence with full recomputation (step 3). "
-        "Predict the GB each GPU holds in all.",
-        "memory", _DRILL_STATE, lambda answer: answer["total_bytes"], unit="GB", scale=1e-9,
+        "memory-predict-8b-32k",
+        f"Take step 1's bill for Llama 3.1 8B, one {STEP1_BILL.input.seq_len:,}-token "
+        "sequence (its why gives it). Predict the GB one GPU holds, in the same recipe, for "
+        f"one sequence of {LONG_STATE['seq_len']:,} tokens, with fused attention.",
+        "memory", LONG_STATE, "total_bytes", unit="GB", scale=1e-9,
+        hint="Which parts of step 1's bill grow with the tokens, and how (step 3)? The "
+             "weights, gradients, master copy and moments do not.",
+        explanation=_long_solution,
+        rel_tol=0.05,
+        mistakes=(
+            Mistake("all-grows", lambda: _times() * _short()["total_bytes"] / 1e9,
+                    "that grows the whole bill with the tokens. The 16 bytes a parameter "
+                    "of state do not depend on them (step 2)."),
+            Mistake("none-grows", lambda: _short()["total_bytes"] / 1e9,
+                    "that is step 1's bill unchanged. The activations and logits grow with "
+                    "the tokens (step 3)."),
+        )),
+    Drill(
+        id="memory-predict-405b-h200",
+        question=f"Llama 3.1 405B ({P405 / 1e9:.1f} billion parameters, {L405.layers} layers, "
+        f"h = {L405.hidden:,}, vocabulary {L405.vocab:,}), 16 bytes of training state per "
+        f"parameter, sharded with ZeRO-3 over {H200_SHARDS} H200s ({H200 / 1e9:.0f} GB "
+        f"each), one {_DRILL_STATE['seq_len']:,}-token sequence with full recomputation "
+        "(step 3). How many GB does each GPU hold in all?",
+        answer=lambda: lab_value("memory", _DRILL_STATE, "total_bytes") / 1e9,
+        unit="GB", kind="derive", see=dict(_DRILL_STATE),
         hint=f"The state's share, 16 B × {P405 / 1e9:.1f} billion ÷ {H200_SHARDS}; ZeRO "
              "does not shard the activations: full recomputation keeps each layer's input, "
-             "2·s·h bytes, in every layer; the fp32 logits (step 2) add a little.",
+             "2·s·h bytes, in every layer; the fp32 logits, 4 B × the vocabulary a token "
+             "(step 2), add a little.",
         explanation=_drill_solution,
         # The logits and their neighbours are 2% of it: state and activations alone count.
         rel_tol=0.03,

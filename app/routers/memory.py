@@ -220,7 +220,7 @@ def facts() -> dict:
     # Step 4's small server: a named 7B whose shape the page states, so its KV cache can be
     # checked (round-17 cold reading of EP01, finding 4: a custom 7B was drawn as 28 layers x
     # 4,096, no real model's shape).
-    small_int8 = state(model="llama-2-7b", mode="infer", recipe="int8", gpu="rtx-4090")
+    small_int8 = state(**_GOOD)  # also the good case (_GOOD)
     l70_serve = state(**l70, mode="infer", recipe="bf16", seq_len=8192, micro_batch=32)
     deepseek_fp8 = state(model="deepseek-v3", recipe="fp8-blockwise")
     return {
@@ -358,7 +358,7 @@ ASKED = {
 # The number drills that ask a GPU's share of the state, those that ask its whole bill, and
 # the step each sits in (templates/episodes/memory.html's step_drill).
 STATE_DRILLS = {"memory-state-8b": 2}
-TOTAL_DRILLS = {"memory-predict-405b-h200": 5}
+TOTAL_DRILLS = {"memory-predict-8b-32k": 3, "memory-predict-405b-h200": 5}
 DRILL_STEPS = {**STATE_DRILLS, **TOTAL_DRILLS}
 # A step whose question's model (in another recipe) keys the fewest GPUs alone, not the bill:
 # the 405B's 16-byte bill is step 2's answer, its own to draw once step 2 is guessed (round-14
@@ -468,7 +468,9 @@ def extra_context(state) -> dict:
 
 
 # The case buttons' states; their texts quote the lab's answer for them (never typed in).
-_GOOD = {"params": "7e9", "mode": "infer", "recipe": "int8", "gpu": "rtx-4090"}
+# The good case is step 4's small server, Llama 2 7B (round-19 cold reading X, finding 5: a
+# custom 7B, 28 layers x 4,096, sat a row from step 4's named one).
+_GOOD = {"model": "llama-2-7b", "mode": "infer", "recipe": "int8", "gpu": "rtx-4090"}
 _BAD = {"model": "llama-3.1-70b", "mode": "train", "recipe": "adam16", "gpu": "h100-sxm"}
 
 
@@ -523,8 +525,8 @@ VIEW = LabView(
     extra_context=extra_context,
     summary="The per-GPU memory bill of one training step or inference (bytes)",
     good=Case(
-        "Good case: 7B, int8 inference", _GOOD,
-        f"A 7B model in int8 holds {fmt_bytes(_case(_GOOD)['breakdown']['weights'])} of "
+        "Good case: Llama 2 7B, int8 inference", _GOOD,
+        f"Llama 2 7B in int8 holds {fmt_bytes(_case(_GOOD)['breakdown']['weights'])} of "
         f"weights: it fits a {fmt_bytes(_case(_GOOD)['gpu_memory_bytes'])} gaming card.",
         **_waits(_GOOD),
     ),

@@ -916,6 +916,22 @@
   // which watched() does not weigh): opening a phone's controls keeps it in view while it is.
   var stepDiagram = null;
 
+  // Scroll a bench view on past a line its top edge cuts (a readout's figure, the verdict
+  // above the chart), where the chart stays whole in view.
+  function wholeLines(view, chart) {
+    var top = view.getBoundingClientRect().top;
+    var lines = within(view, ".verdict, dl.readout dt, dl.readout dd");
+    for (var pass = 0; pass < 3; pass++) {  // a taller neighbour may be cut in its turn
+      var cut = 0;
+      lines.forEach(function (el) {
+        var box = el.getBoundingClientRect();
+        if (box.top < top - 0.5 && box.bottom > top + 0.5) cut = Math.max(cut, box.bottom - top);
+      });
+      if (!cut || chart.getBoundingClientRect().top - cut < top) return;
+      view.scrollTop += Math.ceil(cut);
+    }
+  }
+
   function reveal(chart) {
     keeping = null;  // a step's diagram now, not the one a control moved before
     stepDiagram = chart.id;
@@ -1017,9 +1033,14 @@
     var chart = p.diagram && document.getElementById(p.diagram);
     if (chart) reveal(chart);
     else {
-      if (view) view.scrollTop = p.scrollTop;
+      // A case swaps the whole bench: it starts from the bench's top, then scrolls no further
+      // than the chart kept in view needs, and no line of the bench is left cut in half at
+      // the top (round-19 cold reading X, finding 16: the old scroll kept the readout's first
+      // line half under the case buttons).
+      if (view) view.scrollTop = p.caseId ? 0 : p.scrollTop;
       var kept = p.watched && document.getElementById(p.watched);
       if (kept) keepInView(kept, true);
+      if (kept && view && p.caseId) wholeLines(view, kept);
     }
     if (p.caseId) {
       var again = document.getElementById(p.caseId);

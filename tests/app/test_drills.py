@@ -119,7 +119,18 @@ def _young(q: str) -> float:
     return (2 * save * mtbf * 3600) ** 0.5 / 60  # √(2 δ M), Young 1974
 
 
+def _h200_bill(q: str) -> float:
+    """EP01 step 5's 405B on 64 H200s (round-19 cold reading X, finding 13: a derive, and
+    its question now gives the vocabulary): the state's share, full recomputation's 2·s·h a
+    layer, and the fp32 logits, 4 B × the vocabulary a token."""
+    p, gpus = num(q, N + " billion parameters"), num(q, r"over " + N + " H200s")
+    layers, h = num(q, N + " layers"), num(q, r"h = " + N)
+    s, vocab = num(q, N + "-token sequence"), num(q, r"vocabulary " + N)
+    return (16 * p * 1e9 / gpus + 2 * s * h * layers + 4 * s * vocab) / 1e9
+
+
 DERIVATIONS = {
+    "memory-predict-405b-h200": _h200_bill,
     "dp-allreduce-pcie": _dp_allreduce,
     "memory-state-8b": lambda q: (num(q, N + " billion") * (2 + 4 + 4 + 8)
                                   / num(q, r"over " + N + " GPUs")),

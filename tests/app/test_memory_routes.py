@@ -1,6 +1,7 @@
 """EP01 routes through the app in-process: JSON figures, 422s, page, fragment and embed."""
 
 import re
+from html import unescape
 
 import pytest
 
@@ -873,3 +874,64 @@ def test_step_4s_small_server_is_a_named_7b_whose_kv_cache_checks(client):
     assert ("each of its 32 layers keeps K and V for all 32 heads of 128 values, "
             "2 × 32 × 32 × 128 × 2 B = 524,288 B a token") in four
     assert f"× 4,096 tokens = {fmt_bytes(bill['breakdown']['kv_cache'])}" in four
+
+
+# ---- Round-19 cold reading X (issue 36): EP01's findings 5, 13, 14, 16 ----
+
+
+def test_round19_the_good_case_is_step_4s_llama_2_7b(client):
+    """Finding 5: the good case was a custom 7B (28 layers x 4,096, 9.19 GB) a row from
+    step 4's Llama 2 7B (32 layers, 9.20 GB), two 7Bs. The case is step 4's link state."""
+    from app.routers.memory import VIEW, facts
+
+    step_4 = facts()["small_int8"]
+    assert dict(VIEW.good.query) == dict(step_4["params"])
+    assert step_4["result"].input.model.id == "llama-2-7b"
+    html = client.get("/episodes/memory").text
+    link = re.search(r'<a class="case good"[^>]*href="([^"]+)"', html)[1]
+    assert "model=llama-2-7b" in link and "params=" not in link
+    assert _step(html, 4).count("Llama 2 7B") >= 1
+
+
+def test_round19_the_custom_params_field_reads_as_typed(client):
+    """Finding 16: the custom size field printed the parsed float, "7000000000.0"."""
+    for given, shown in (("7e9", "7e9"), ("7000000000", "7e9"), ("6.72e9", "6.72e9"),
+                         ("30e9", "3e10")):
+        html = client.get(f"/episodes/memory?model=custom&params={given}").text
+        field = re.search(r'<input type="text" name="params" id="input-params"[^>]*>', html, re.S)
+        assert f'value="{shown}"' in field[0], (given, field[0])
+
+
+def test_round19_the_405b_drill_is_headed_derive_and_states_the_vocabulary(client):
+    """Finding 13 (round-18 D #12): memory-predict-405b-h200 is worked from the inputs its
+    question states, a derive headed "Predict"; its logits needed a vocabulary it did not
+    give. It is headed Derive and states Llama 3.1's 128,256; EP01's predict drill asks the
+    8B's bill at eight times step 1's tokens, which no figure on the page prints."""
+    from app.lesson_drills import LESSON_DRILLS
+    from labs.model.presets import get_model
+
+    html = client.get("/episodes/memory").text
+    form = html.split('id="drill-memory-predict-405b-h200"')[1].split("</form>")[0]
+    assert "<h3>Derive</h3>" in form
+    assert f"vocabulary {get_model('llama-3.1-405b').vocab:,}" in unescape(form)
+    drills = {d.id: d for d in LESSON_DRILLS["memory"]}
+    assert drills["memory-predict-405b-h200"].kind == "derive"
+    long = drills["memory-predict-8b-32k"]
+    assert long.kind == "predict"
+    form = html.split('id="drill-memory-predict-8b-32k"')[1].split("</form>")[0]
+    assert "<h3>Predict</h3>" in form
+    assert "step 1's bill for Llama 3.1 8B, one 4,096-token sequence" in long.question
+    assert f"{long.answer():.1f}" not in re.sub(r"<[^>]+>", " ", html)
+
+
+def test_round19_step_1s_limit_says_the_two_errors_roughly_cancel(client):
+    """Finding 14: step 1's limit said the lab's 80 GB (6.5% under the driver's 85.5 GB)
+    makes its fit verdicts "err on the safe side", beside "a few GB" of context and buffers
+    the bill leaves out: the two run opposite ways. It says they roughly cancel; step 5 no
+    longer calls its counts safe upper bounds."""
+    html = client.get("/episodes/memory").text
+    step_1 = html[html.index('id="step-1"'):html.index('id="step-2"')]
+    limit = unescape(re.search(r'<p class="limit">.*?</p>', step_1, re.S)[0])
+    assert "safe side" not in limit
+    assert "The two errors run opposite ways and roughly cancel" in limit
+    assert "safe upper bounds" not in _step(html, 5)

@@ -81,10 +81,30 @@ def test_select_swaps_fragment_without_reload(page):
     expect(page.locator("#memory-ledger")).to_contain_text("Llama 3.1 8B")
 
 
+# The bench's lines (the verdict, the readout's figures) that its top edge cuts in half, and
+# whether the bill's chart is whole in the view.
+CUT_LINES = """() => { const view = document.getElementById('bench-view');
+  const top = view.getBoundingClientRect().top, bottom = view.getBoundingClientRect().bottom;
+  const chart = document.getElementById('memory-chart').getBoundingClientRect();
+  const cut = Array.from(view.querySelectorAll('.verdict, dl.readout dt, dl.readout dd'))
+    .map(el => el.getBoundingClientRect())
+    .filter(box => box.top < top - 0.5 && box.bottom > top + 0.5).length;
+  return [cut, chart.top >= top - 1 && chart.bottom <= bottom + 1]; }"""
+
+
 def test_good_and_bad_case_buttons(page):
+    # Round-19 cold reading X, finding 16: at 1280x800, after step 1's link had scrolled the
+    # bench, the good case kept that scroll and left a line of the readout cut in half under
+    # the case buttons. A case starts from the bench's top and cuts no line; its chart stays
+    # whole in view.
+    page.set_viewport_size({"width": 1280, "height": 800})
     open_lesson(page, guessed=True)
+    link = page.locator("#step-1 a.try").first
+    follow(link, "model=")
     follow(page.locator("[data-case=good]"), "mode=infer")
     expect(page.locator(".verdict")).to_contain_text("Fits")
+    assert page.evaluate(CUT_LINES) == [0, True]
+    assert page.locator("#input-model").input_value() == "llama-2-7b"
     assert page.locator("input[name=mode][value=infer]").is_checked()
     assert page.locator("#input-recipe").input_value() == "int8"
 
