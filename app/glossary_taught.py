@@ -44,7 +44,7 @@ TAUGHT_IN: dict[str, str] = {
     "nccl": "data-parallel",
     "busbw": "data-parallel",
     "algbw": "data-parallel",
-    "effective-rate": "context-parallel",
+    "effective-rate": "data-parallel",
     "ecmp": "experts",
     "nvls": "data-parallel",
     "ll-protocol": "data-parallel",
