@@ -170,12 +170,14 @@ def fmt_params(value: float | str) -> str:
     return f"{value:g}".replace("e+0", "e").replace("e+", "e")
 
 
-def fmt_factor_ms(seconds: float, count: int) -> str:
+def fmt_factor_ms(seconds: float, count: int, total: float | None = None) -> str:
     """A time a count multiplies, in ms with the fewest decimals (two at least) whose product
-    with the count prints as ``fmt_ms(count × seconds)`` does, so "13,352 × 0.28673 ms =
-    3,828 ms" adds up from what it prints (round-19 cold reading X, finding 8: "× 0.29 ms =
-    3,828 ms" gave 3,872)."""
-    ms, whole = seconds * 1e3, fmt_ms(count * seconds)
+    with the count prints as the printed result does, ``fmt_ms(total)`` (count × seconds by
+    default; a state's whole all-reduce where its last bucket is smaller), so "13,352 ×
+    0.2931 ms = 3,913 ms" adds up from what it prints (round-19 cold reading X, finding 8:
+    "× 0.29 ms = 3,828 ms" gave 3,872)."""
+    ms = seconds * 1e3
+    whole = fmt_ms(count * seconds if total is None else total)
     for digits in range(2, 7):
         if fmt_ms(count * round(ms, digits) / 1e3) == whole:
             return f"{ms:,.{digits}f} ms"
