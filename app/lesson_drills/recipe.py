@@ -197,11 +197,15 @@ def _fsdp_keep_why(answer: dict) -> str:
 
 
 def _bubble_why(answer: dict) -> str:
-    """The state's 1F1B bubble as (p − 1)/(v·m + p − 1) and the lab's share of the step."""
+    """The state's 1F1B bubble as (p − 1)/(v·m + p − 1) of the pipeline's time, and its share
+    of the whole step, the step bar's grey (round-19 cold reading Y, finding 1: the step also
+    holds DP's exposed sync and the optimizer step, outside the pipeline)."""
     p, m = answer["plan"]["pp"], answer["plan"]["microbatches"]
     v = answer["plan"]["virtual"] if answer["plan"]["schedule"].startswith("interleaved") else 1
     slots = f"{v}·{m} + {p - 1}" if v > 1 else f"{m} + {p - 1}"
-    return f"{p - 1}/({slots}) = {pct(answer['bubble_fraction'])}"
+    step = answer["segments_s"]["bubble"] / answer["step_s"]
+    return (f"{p - 1}/({slots}) = {pct(answer['bubble_fraction'])} of the pipeline's time "
+            f"({pct(step)} of the whole step)")
 
 
 def _exposed(answer: dict, name: str) -> float:
@@ -252,7 +256,7 @@ def _seed() -> dict:
 def _interleaved_why(answer: dict) -> str:
     seed = _seed()
     return (f"Two chunks a GPU make each idle slot half as long: the bubble is "
-            f"{_bubble_why(answer)} of the step, not 3/19, and falls from "
+            f"{_bubble_why(answer)}, not 3/19, and falls from "
             f"{ms(_exposed(seed, 'bubble'))} to {ms(_exposed(answer, 'bubble'))} a step. Each "
             f"micro-batch crosses the stages twice as often, and DP's gradient sync hides "
             f"behind one chunk's backward, half the stage's: {ms(_exposed(answer, 'dp'))} of "
@@ -268,14 +272,14 @@ DRILLS: tuple[Drill | Decide, ...] = (
     predict(
         "recipe-predict-bubble-40",
         "GPT-3 175B as TP8 × PP4 × DP2: raise the micro-batches from 16 to 40. Predict "
-        "the pipeline bubble, in %.",
+        "the pipeline bubble, as a share of the pipeline's time, in %.",
         "recipe", {"microbatches": 40}, "bubble_fraction", unit="%", scale=100,
         hint="1F1B's bubble is (p − 1)/(m + p − 1).",
         explanation="{answer}%: 3 / 43.", rel_tol=0.05,
         mistakes=(
             Mistake("papers", lambda: 100 * _bubble_40() * 43 / 40,
                     "that is (p − 1)/m, the papers' idle over busy time. As a share of the "
-                    "step the idle p − 1 stage-steps divide by all m + p − 1."),
+                    "pipeline's time the idle p − 1 stage-steps divide by all m + p − 1."),
             Mistake("unchanged", lambda: 100 * lab_value("recipe", {}, "bubble_fraction"),
                     "that is the bubble at 16 micro-batches. The same p − 1 idle stage-steps "
                     "now sit among 40 micro-batches of work."),
@@ -291,7 +295,7 @@ DRILLS: tuple[Drill | Decide, ...] = (
          ("mb2", "2 sequences a micro-batch, 8 micro-batches (wider GEMMs, the same batch)",
           MFU_CHOICES["mb2"],
           lambda a: "Half as many micro-batches leave the same 3 idle stage-slots among fewer: "
-                    f"the bubble is {_bubble_why(a)} of the step, not 3/19, "
+                    f"the bubble is {_bubble_why(a)}, not 3/19, "
                     f"{ms(_exposed(a, 'bubble'))} a step against "
                     f"{ms(_exposed(_seed(), 'bubble'))}. The wider GEMMs win back far less: "
                     f"{ms(_exposed(_seed(), 'gemm'))} → {ms(_exposed(a, 'gemm'))}. MFU {{value}}."),
@@ -304,7 +308,7 @@ DRILLS: tuple[Drill | Decide, ...] = (
          ("tp4pp8", "TP4 × PP8 (TP groups of 4, half the layers per GPU)",
           MFU_CHOICES["tp4pp8"],
           lambda a: "TP4 halves each layer's TP traffic, but 8 stages idle "
-                    f"{_bubble_why(a)} of the step, where PP4's idled 3/19: MFU {{value}}.")),
+                    f"{_bubble_why(a)}, where PP4's idled 3/19: MFU {{value}}.")),
         best="max", fmt=pct,
         solution=lambda found: (
             "{best}. MFU: interleaved 1F1B {interleaved}, 2 sequences × 8 micro-batches "
@@ -401,7 +405,7 @@ DRILLS: tuple[Drill | Decide, ...] = (
           TWO_D_CHOICES["stages"],
           lambda a: "Eight stages send the gradients across the nodes once a step too, "
                     f"{gb(dp_bytes(a))}, but 8 micro-batches on 8 stages idle "
-                    f"{_bubble_why(a)} of the step. Step {{value}}.")),
+                    f"{_bubble_why(a)}. Step {{value}}.")),
         best="min", fmt=ms,
         solution=_two_d_solution,
         reveals=("and pays a bubble instead is faster",)),

@@ -16,7 +16,7 @@ from labs.recipe.timing import Part
 from labs.schedules.stages import stage_layer_counts
 
 # Pass marks for the audits that are a matter of degree. The bubble: EP05's verdict line (a
-# quarter of the step idle); communication: at most a tenth of the step exposed.
+# quarter of the pipeline's time idle); communication: at most a tenth of the step exposed.
 BUBBLE_LIMIT = 0.25
 EXPOSED_LIMIT = 0.10
 MEMORY_AUDIT = "Memory per GPU"
@@ -75,7 +75,7 @@ def audits_of(r: RecipeResult) -> tuple[Audit, ...]:
               f"a TP group of {plan.tp} spans {tp.nodes} nodes of {g}: its all-reduces cross "
               f"{r.cluster.inter.name}", "tp"),
         Audit("Pipeline bubble", r.bubble_fraction <= BUBBLE_LIMIT,
-              f"{r.bubble_fraction:.1%} of the step idle (simulated {plan.schedule}, "
+              f"{r.bubble_fraction:.1%} of the pipeline's time idle (simulated {plan.schedule}, "
               f"{plan.pp} stages, {plan.microbatches} micro-batches; limit "
               f"{BUBBLE_LIMIT:.0%})" if plan.pp > 1 else "PP = 1: no pipeline, no bubble",
               "microbatches"),

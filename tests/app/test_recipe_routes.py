@@ -460,7 +460,7 @@ def test_step_9_names_the_new_plan_and_says_efficiency_is_not_speed(client):
                                       .split("</section>")[0]))
     assert f"TP{p['tp']} × PP{p['pp']} × DP{p['dp']} with {p['microbatches']} micro-batches" \
         in step
-    assert f"{p['pp'] - 1}/{p['microbatches'] + p['pp'] - 1} of the step" in step
+    assert f"{p['pp'] - 1}/{p['microbatches'] + p['pp'] - 1} of the pipeline's time" in step
     assert f"above the seed's {fmt_pct(seed['efficiency'])}" in step
     assert "Efficiency is not speed" in step
 
@@ -2347,9 +2347,13 @@ def test_round_14_step_14_asks_what_each_plan_pays_not_a_winner(client):
         rest = {k: v for k, v in plan["segments_s"].items()
                 if k not in ("compute", "tp", "optimizer")}
         losses.append(max(rest, key=rest.get))
-    assert losses == ["dp", "bubble"] and 'data-right="split"' in form
+    assert losses == ["dp", "bubble"] and 'data-right=' in form
     step = html[html.index('id="step-14"'):html.index('id="step-15"')]
     assert "the best 2-D plan is…" not in step
+    # Round 19 (cold reading Y, finding 6) asks the order and the margin against the lab's
+    # error; the why still says what each family pays.
+    assert "2-D has no bubble; it pays in FSDP's traffic" in step.replace("&#39;", "'")
+    assert "3-D syncs once a step; it pays in the bubble" in step
 
 
 def _step(html: str, n: int) -> str:
@@ -2366,7 +2370,7 @@ def test_round_17_step_14s_question_asks_what_its_predict_asks(client):
     question = step.split('class="question">')[1].split("</p>")[0]
     prompt = step.split('class="predict">')[1].split("</p>")[0]
     assert "Which is faster" not in question and "as the cluster grows" not in question
-    for ask in ("where does each", "lose"):
+    for ask in ("shorter", "lab&#39;s error"):  # round 19, cold reading Y, finding 6
         assert ask in question.lower() and ask in prompt.lower()
     assert "compute and the TP collectives" in question
 
@@ -2600,12 +2604,11 @@ def test_round_18_step_14s_options_are_not_settled_by_the_question(client):
     html = client.get("/episodes/recipe-3d").text
     form = html.split('data-predict="recipe-twod"')[1].split("</form>")[0]
     labels = [unescape(x) for x in re.findall(r"<span>(.*?)</span>", form)]
-    assert len(labels) == 3 and not any("both to a pipeline bubble" in x for x in labels)
+    assert not any("both to a pipeline bubble" in x for x in labels)
     d3 = facts()["td3"]["api"]["segments_s"]
     assert d3["bubble"] > d3["stages"] > d3["dp"]  # each of 3-D's three a real loss
-    right = re.search(r'data-right="([^"]+)"', form).group(1)
-    chosen = unescape(re.search(rf'value="{right}"> <span>(.*?)</span>', form).group(1))
-    assert chosen == "2-D to FSDP's traffic, 3-D to its pipeline bubble"
+    # Round 19 (cold reading Y, finding 6): the options are now an order and a margin
+    # (test_round_19_step_14_asks_which_step_is_shorter_and_whether_the_gap_beats_the_error).
 
 
 def test_round_18_step_15_derives_the_steps_change_from_dp_and_the_optimizer(client):
@@ -2705,3 +2708,94 @@ def test_round_18_step_12_derives_the_drawn_micro_batchs_growth(client):
     assert (f"{fmt_ms(start)} + ({fmt_ms(total)} − {fmt_ms(wait)}) = "
             f"{fmt_ms(none['seconds'])}. The compute lane itself ends only {fmt_ms(moved)} "
             "later") in why
+
+
+_STEP_SHARE = re.compile(r"([\d.]+)% of the (?:whole )?step")
+
+
+def test_round_19_every_bubble_share_of_the_step_is_the_bars_and_the_formula_the_pipelines(
+        client):
+    """Round-19 cold reading Y, finding 1: steps 3, 6 and 7 quoted (p − 1)/(m + p − 1) as the
+    bubble's share "of the step" (3/7 = 42.9%) while the bar's grey beside it read 39.0%: the
+    step also holds DP's exposed sync and the optimizer step, outside the pipeline. The
+    formula is now the pipeline's time, and every "of the step" figure in those steps is the
+    bar's, segments_s.bubble / step_s, of the state the step links; recipe-decide-mfu's
+    feedback and the bench's audit line say which share they give."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills.recipe import DRILLS, MFU_CHOICES
+    from app.lesson_drills.units import pct
+    from app.routers.recipe import facts
+
+    f = facts()
+    text = _page_text(client)
+
+    def share(key: str) -> float:
+        api = f[key]["api"]
+        return api["segments_s"]["bubble"] / api["step_s"]
+
+    for n, keys in ((3, ("m4", "seed")), (6, ("w2",)), (7, ("w3",))):
+        step = _step_text(text, n)
+        assert f"{pct(f[keys[0]]['api']['bubble_fraction'])} of the pipeline's time" in step
+        for key in keys:
+            assert share(key) < f[key]["api"]["bubble_fraction"]  # the step holds more
+        quoted = [float(x) for x in _STEP_SHARE.findall(step)]
+        assert quoted, n
+        for q in quoted:  # each to the digits it prints
+            assert any(abs(q - 100 * share(k)) <= 0.05 + 1e-9 for k in keys), (n, q)
+    assert "39.0% of the whole step" in _step_text(text, 3)
+    assert "of the pipeline's time idle (simulated 1f1b, 4 stages, 16" in text.replace("&#39;", "'")
+    mfu = {o.key: o for o in next(d for d in DRILLS if d.id == "recipe-decide-mfu").judge()}
+    mb2 = lab_value("recipe", MFU_CHOICES["mb2"], lambda a: a)
+    assert (f"3/(8 + 3) = {pct(mb2['bubble_fraction'])} of the pipeline's time "
+            f"({pct(mb2['segments_s']['bubble'] / mb2['step_s'])} of the whole step)"
+            in mfu["mb2"].why)
+    assert "of the step" not in mfu["mb2"].why.replace("of the whole step", "")
+
+
+def test_round_19_step_1_says_which_tp_collectives_hide_and_step_13_what_time_hides(client):
+    """Round-19 cold reading Y, findings 7 and 10: step 1's note gave "337 ms hides behind
+    GEMMs" with no reason (only step 12 says which collectives hide), and step 13's "16/132 ×
+    the time hidden" never gave that time. Step 1 now derives the 337 ms as the backward's 4
+    of the 10 collectives, and step 13 states the hidden time its 40.9 ms is 16/132 of."""
+    from app.charts.units import fmt_ms as ms
+    from app.routers.recipe import facts
+
+    f = facts()
+    html = re.sub(r'<span class="term-tip" role="tooltip">.*?</span>', "",
+                  client.get("/episodes/recipe-3d").text)
+    text = re.sub(r"\s+", " ", re.sub(r"<(?!section)[^>]+>", "", html)).replace("&#39;", "'")
+    tp = f["seed"]["api"]["traffic"][0]
+    assert tp["hidden_s"] == pytest.approx(0.4 * tp["seconds"])
+    assert ("The backward's 4 of the 10 (QKV's and fc1's input all-gather and gradient "
+            "reduce-scatter) run beside their other GEMM") in _step_text(text, 1)
+    assert (f"4/10 × {ms(tp['seconds'])} = {ms(tp['hidden_s'])} hides behind GEMMs"
+            in _step_text(text, 1))
+    line = f["ov"]["api"]["timeline"]
+    hidden = line["uncharged_sm_s"] * 132 / 16
+    assert hidden == pytest.approx(0.338, abs=5e-4)
+    assert (f"16/132 × {ms(hidden)}, the time TP's collectives and the gradient buckets run "
+            f"hidden") in _step_text(text, 13)
+
+
+def test_round_19_step_14_asks_which_step_is_shorter_and_whether_the_gap_beats_the_error(
+        client):
+    """Round-19 cold reading Y, finding 6: step 14's options (where each family loses the
+    most) nearly answered themselves from the intro above them (2-D has no pipeline, 3-D
+    syncs once a step). The predict asks what the chart and the why's bands show: which
+    family's step is shorter on 64 GPUs, and is the gap larger than the lab's error; the
+    right option is the engine's order and twod_verdict's overlap."""
+    from html import unescape
+
+    from app.routers.recipe import facts
+    from app.routers.recipe_lesson import twod_verdict
+
+    html = client.get("/episodes/recipe-3d").text
+    form = html.split('data-predict="recipe-twod"')[1].split("</form>")[0]
+    labels = [unescape(x) for x in re.findall(r"<span>(.*?)</span>", form)]
+    assert len(labels) == 4 and not any("FSDP's traffic" in x or "bubble" in x for x in labels)
+    f, v = facts(), twod_verdict()
+    lead = "2d" if f["td2"]["api"]["step_s"] < f["td3"]["api"]["step_s"] else "3d"
+    right = re.search(r'data-right="([^"]+)"', form).group(1)
+    assert right == lead + ("-in" if v["within"] else "-out")
+    chosen = unescape(re.search(rf'value="{right}"> <span>(.*?)</span>', form).group(1))
+    assert chosen.startswith({"2d": "2-D,", "3d": "3-D,"}[lead])
