@@ -34,7 +34,7 @@ import pytest
 
 import app.main  # noqa: F401  (registers every lab view)
 from app.labkit import VIEWS
-from tests.app.test_step_beats import BEATS, steps
+from tests.app.test_step_beats import BEATS, steps, why_end
 
 # The lessons whose every number prediction declares its `answer` (owners add theirs once
 # they have): a number prediction there without one fails below.
@@ -59,9 +59,12 @@ def visible(html: str, step_ids: list[str], guessing: str) -> str:
     charts' JSON in <script> stays: its labels and hover text are on screen), without the
     whys of `guessing` and of the steps after it, nor its own choices."""
     later = step_ids[step_ids.index(guessing):]
-    for step_id in later:
-        html = re.sub(rf'(<section class="step" id="{step_id}".*?)'
-                      r'<details class="why".*?</details>', r"\1", html, flags=re.S)
+    for step_id in later:  # each why whole, its closed notes included (why_end)
+        start = html.find(f'<section class="step" id="{step_id}"')
+        end = html.find("</section>", start)
+        at = html.find('<details class="why"', start, end)
+        if start >= 0 and at >= 0:
+            html = html[:at] + html[why_end(html, at):]
     html = re.sub(rf'(<section class="step" id="{guessing}".*?)<fieldset class="predict-choices">'
                   r".*?</fieldset>", r"\1", html, flags=re.S)
     # A chart's style and layout numbers ("width":1.5, "x0":1539.19) are not on the screen:

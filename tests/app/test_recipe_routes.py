@@ -1072,18 +1072,20 @@ def test_step_14s_why_keeps_one_sentence_of_scaling_and_notes_the_rest(client):
 
     page = client.get("/episodes/recipe-3d").text
     why = page.split('id="step-14"')[1].split("</section>")[0]
-    why = why.split('<details class="why"')[1].split("</details>")[0]
-    body, note = why.split('<p class="chart-note"', 1)
-    # The notes sit in a closed "where these come from" (round-14 cold reading, finding 9).
-    body, sources = body.split('<details class="sources"><summary>')
-    assert sources.startswith("Where these come from</summary>")
+    why = why.split('<details class="why"')[1]
+    # The notes sit in closed notes, one topic each (round-14 cold reading, finding 9;
+    # round-19 cold reading Y, finding 17: the scaling sentence is a note of its own).
+    body, sources = why.split('<details class="sources"><summary>', 1)
+    assert sources.startswith("As the cluster grows</summary>")
+    assert '<details class="sources"><summary>Where these come from</summary>' in sources
 
     def text(x):
         return html_lib.unescape(" ".join(re.sub(r"<[^>]+>", " ", x).split()))
 
-    scaling = text(body).split("As the cluster grows at the same batch")[1]
+    note = text(sources.split("</details>")[0])
+    scaling = note.split("As the cluster grows at the same batch")[1]
     assert scaling.count(". ") == 0 and scaling.rstrip().endswith(").")
-    assert "DP-traffic audit" in text(note) and "DP-traffic audit" not in text(body)
+    assert "DP-traffic audit" in text(sources) and "DP-traffic audit" not in text(body)
 
 
 def test_round_5b_step_15_asks_hsdps_state_and_step_14s_limit_does_not_give_it(client):
@@ -1866,10 +1868,12 @@ def test_round_8_step_12_derives_its_figures_and_step_13s_why_only_its_predicts(
             f"{ms(z3['timeline']['exposed_s']['dp'] * 1e3)} exposed") in step12
 
     html = client.get("/episodes/recipe-3d").text
-    why13 = html.split('id="step-13"')[1].split('id="why-recipe-layer"')[1].split("</details>")[0]
+    why13 = html.split('id="step-13"')[1].split('id="why-recipe-layer"')[1].split(
+        'class="limit"')[0]
     assert 'class="chart-note"><strong>Where these figures come from.' in why13
-    prose = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", re.sub(
-        r'<p class="chart-note">.*?</p>', "", why13, flags=re.S)))
+    prose = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", re.sub(  # notes closed (r19 Y #17)
+        r'<details class="sources">.*?</details>|<p class="chart-note">.*?</p>', "", why13,
+        flags=re.S)))
     lv = f["lv"]["api"]["layer"]
     assert (f"= {lv['first_gather_s'] * 1e3:.2f} ms , less than the forward's kernels, "
             f"{lv['by_pass']['forward']['compute_s'] * 1e3:.2f} ms") in prose
@@ -1942,7 +1946,7 @@ def test_round_8_step_10s_why_gives_the_two_gemm_rates_and_the_note_their_source
     assert rh == pytest.approx(hk.matmul_efficiency * hk.matmul_sustain * SLOWEST_GPU)
     assert ra == pytest.approx(ak.matmul_efficiency * ak.matmul_sustain * SLOWEST_GPU)
     html = client.get("/episodes/recipe-3d").text
-    why = html.split('id="why-recipe-10"')[1].split("</details>")[0]
+    why = html.split('id="why-recipe-10"')[1].split('id="step-11"')[0]  # notes closed (r19 Y)
     prose = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", re.sub(
         r'<p class="chart-note".*?</p>', "", why.split("<table")[0], flags=re.S)))
     speed = h100.bf16_flops * rh / (a100.bf16_flops * ra)
@@ -2053,8 +2057,8 @@ def test_round_10_step_12s_predict_asks_the_wait_not_the_pass_the_mode_names(cli
     hidden = [c for c in tp if c["exposed_s"] <= 0]
     rise = none["timeline"]["exposed_s"]["tp"] - ov["timeline"]["exposed_s"]["tp"]
     assert rise == pytest.approx(len(hidden) * tp[0]["seconds"] * lay["layers"])
-    assert why.split("TP. ")[1].startswith(
-        f"With “none”, QKV's {len(hidden)} backward collectives that “backward” hid wait too: "
+    assert why.split("TP with “none”. ")[1].startswith(  # a closed note (r19 Y #17)
+        f"QKV's {len(hidden)} backward collectives that “backward” hid wait too: "
         f"{len(hidden)} × {tp[0]['seconds'] * 1e6:.1f} µs × {lay['layers']} layers = "
         f"{fmt_ms(rise)} more")
 
@@ -2153,9 +2157,11 @@ def test_round_10_step_14_works_its_verdict_from_the_h100_runs_bands(client):
     def s(step_s: float, ratio: float) -> str:
         return f"{step_s * round(ratio, 2):.1f} s"
 
-    assert (f"2-D runs {fmt_ms(d2)} × {titan[1]:.2f} to {titan[3]:.2f} = {s(d2, titan[1])} to "
-            f"{s(d2, titan[3])}, and 3-D {fmt_ms(d3)} × {nemo[1]:.2f} to {nemo[3]:.2f} = "
+    # Worked once, in the lead (round-19 cold reading Y, finding 17: not again in the note).
+    assert (f"2-D step takes {fmt_ms(d2)} × {titan[1]:.2f} to {titan[3]:.2f} = {s(d2, titan[1])} "
+            f"to {s(d2, titan[3])}, a 3-D step {fmt_ms(d3)} × {nemo[1]:.2f} to {nemo[3]:.2f} = "
             f"{s(d3, nemo[1])} to {s(d3, nemo[3])}") in step
+    assert step.count(f"{s(d2, titan[1])} to {s(d2, titan[3])}") == 1
     assert "20 FSDP2 runs" not in step and "Megatron-LM's by a median" not in step
 
 
@@ -2191,15 +2197,18 @@ def test_r16_step_14_names_no_winner_inside_the_bands(client):
     assert "By the medians" not in step
     if overlap:
         lead = "2-D" if d2 < d3 else "3-D"
-        assert (f"Which is faster is inside the lab's error. By each stack's measured error "
-                f"(note below), a real 2-D step takes {two[0]:.1f} s to {two[1]:.1f} s, a 3-D "
-                f"step {three[0]:.1f} s to {three[1]:.1f} s: the ranges overlap, so the lab's "
+        # Round 19 (cold reading Y, finding 17): the arithmetic is in the lead, once.
+        assert (f"Which is faster is inside the lab's error. A real step is the lab's times its "
+                f"stack's measured ratio (note below). A real 2-D step takes {fmt_ms(d2)} × "
+                f"{min(titan):.2f} to {max(titan):.2f} = {two[0]:.1f} s to {two[1]:.1f} s, a 3-D "
+                f"step {fmt_ms(d3)} × {min(nemo):.2f} to {max(nemo):.2f} = {three[0]:.1f} s to "
+                f"{three[1]:.1f} s. The ranges overlap, so the lab's "
                 f"{max(d2, d3) / min(d2, d3) - 1:.1%} margin for {lead} names no winner. "
                 "Measuring each plan on the cluster would decide it.") in why
         medians = statistics.median(titan), statistics.median(nemo)
         if (medians[0] > medians[1]) == (lead == "2-D"):
             assert f"The lab's lead leans the way it errs: it runs {lead}'s stack faster" in step
-        assert "the lab cannot say which plan a real cluster runs faster" in step
+        assert step.count("names no winner") == 1 and "By the bands' ends" not in step
         assert "3-D's bubble, which more micro-batches a replica shrink" in step
     else:
         assert "margin is outside the lab's error on H100s" in why
