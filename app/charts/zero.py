@@ -114,6 +114,14 @@ def _legend_below() -> dict:
     return {"orientation": "h", "y": 1.02, "x": 0, "yanchor": "bottom", "font": {"size": 11}}
 
 
+def _and(ds: list[int]) -> str:
+    """The bars' D values as a sentence lists them, each once: when the chosen D is one of the
+    fixed columns it was listed twice ("1, 8, 64 and 64"; round-19 cold reading X, finding
+    17)."""
+    names = [f"{d:,}" for d in ds]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def memory_figure(result) -> dict:
     """Stacked bars (EP01's components) for each shown DP degree x ZeRO stage, on a two-level
     category axis, against the GPU's memory line; the chosen plan's bar is outlined."""
@@ -168,7 +176,8 @@ def memory_figure(result) -> dict:
             shapes=line["shapes"], annotations=line["annotations"] + cut,
         ),
         "summary": (
-            f"Per-GPU memory by ZeRO stage at D = 1, 8, 64 and {inp.dp:,}: the chosen plan, "
+            f"Per-GPU memory by ZeRO stage at D = {_and(sorted({b.dp for b in bars}))}: "
+            "the chosen plan, "
             f"{STAGE_NAMES[inp.zero]} on {inp.dp:,} GPUs, holds {fmt_bytes(chosen_bar.state_bytes)}"
             f" of state and {fmt_bytes(chosen_bar.total_bytes)} in all against the {gpu_name}'s "
             f"{fmt_bytes(gpu)}; activations are the same in every bar"

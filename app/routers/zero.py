@@ -350,6 +350,9 @@ VIEW = LabView(
         "Bad case: 70B, plain DP on 64 GPUs over 25 Gb/s Ethernet", _BAD,
         "Llama 3.1 70B copied whole onto 64 GPUs (ZeRO-0), joined by 25 Gb/s Ethernet "
         "(steps 1 and 5).",
+        # Round-19 cold reading X, finding 18: the case is named for its Ethernet, whose cost
+        # (the exposed traffic) is the overlap chart's, not the memory chart's.
+        diagram="zero-overlap",
     ),
     drills=(
         Drill(

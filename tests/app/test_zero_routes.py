@@ -933,7 +933,7 @@ def test_round_14_step_3_says_which_way_34_errs_for_its_model(client):
                      client.get("/episodes/zero").text, re.S)[0]
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", step))
     activations = q["api"]["breakdown"]["activations"]
-    assert f"{own['coefficient']:.2f} bytes a token" in text, text
+    assert f"{own['coefficient']:.2f}·s·h bytes a layer" in text, text  # round 19, finding 12
     assert f"34 errs low, by {fmt_pct(-own['high'])}" in text, text
     assert f"{fmt_bytes(activations * own['coefficient'] / 34)}, not {fmt_bytes(activations)}" \
         in text, text
@@ -1278,3 +1278,99 @@ def test_round_19_step_10s_note_keeps_its_working_in_200_words(client):
                  f"(1,536 × 44) = {rows[-1].published_step_s:.1f} s",
                  "Why the lab errs fast."):
         assert said in text, said
+
+
+def test_round_19_printed_p_times_the_printed_factors_gives_the_printed_answer(client):
+    """Round-19 cold reading X, finding 4: step 4 printed '3 × 31/32 × 2 B × 175B = 1.01 TB'
+    (175B gives 1.02 TB; the preset is 174.6B) and step 2 '2 × 406B + 14 × 406B ÷ 32 = 989
+    GB' (990 from 406B). P is printed to four figures where the arithmetic is shown, and the
+    printed P times the printed factors rounds to the printed answer."""
+    def billions(s: str) -> float:
+        return float(s) * 1e9
+
+    two = step_text(client, "2. Three stages of sharding", "3. Activations are not sharded")
+    m = re.search(r"ZeRO-2: 2 × ([\d.]+)B \+ 14 × ([\d.]+)B ÷ 32 = ([\d.,]+ GB)", two)
+    assert m, two
+    assert m.group(1) == m.group(2) == "405.9"
+    assert fmt_bytes(16 / 32 * 0 + (2 + 14 / 32) * billions(m.group(1))) == m.group(3)
+    four = step_text(client, "4. What sharding costs on the wire", "5. Hiding it behind")
+    m = re.search(r"3 × 31/32 × 2 B × ([\d.]+)B = ([\d.,]+ TB)", four)
+    assert m, four
+    assert m.group(1) == "174.6"
+    assert fmt_bytes(3 * 31 / 32 * 2 * billions(m.group(1))) == m.group(2)
+    m = re.search(r"\(([\d.]+)B parameters\) on 32 GPUs: plain DP sends 2 × 31/32 × 2 B × P = "
+                  r"([\d.,]+ GB)", four)
+    assert m and m.group(1) == "174.6", four
+    assert fmt_bytes(2 * 31 / 32 * 2 * billions(m.group(1))) == m.group(2)
+
+
+def test_round_19_step_9_names_the_effective_rates(client):
+    """Round-19 cold reading X, finding 7: step 9 printed 367.5 and 367.4 GB/s beside step 4's
+    367.6 without saying the first two are effective rates with NCCL's latency folded in."""
+    nine = step_text(client, "9. When ZeRO-3 stops hiding", "10. ZeRO-3's published fall")
+    intra = facts()["l70_z3"]["result"].input.cluster.intra.ring_busbw
+    x3 = facts()["l70_z3"]["api"]["crossover"]["busbw"]
+    # "effective rate" carries its glossary entry between the two halves
+    assert (f"NVLink's ring busBW is {intra / 1e9:.1f} GB/s (step 4); with NCCL's latencies "
+            "folded in, an effective rate") in nine
+    assert f", ZeRO-3's collectives reach {x3 / 1e9:.1f} GB/s" in nine
+    assert "Plain DP's all-reduce, its latency folded in the same way, reaches" in nine
+
+
+def test_round_19_step_6_reproduces_the_recomputed_step_from_its_printed_terms(client):
+    """Round-19 cold reading X, finding 9: step 6 printed '3,877 against 2,924 ms' as 'one
+    more forward pass', where step 5's forward is 973.6 ms (3,898 ms). The lab recomputes the
+    layers' forward, not the output head's: the page says so, prints that forward and adds it."""
+    six = step_text(client, "6. Activation checkpointing", "7. Optimizer offload")
+    assert "the output head is not recomputed" in six
+    m = re.search(r"the layers' forward takes ([\d,]+) ms: ([\d,]+) \+ ([\d,]+) = ([\d,]+) ms "
+                  r"a step", six)
+    assert m, six
+    fwd, base, fwd2, total = (float(g.replace(",", "")) for g in m.groups())
+    assert fwd == fwd2 and abs(base + fwd - total) <= 1
+    rc = facts()["full"]["api"]["recompute"]
+    assert total == round(rc[2]["compute_seconds"] * 1e3)
+
+
+def test_round_19_step_3_counts_bytes_a_layer_not_a_token(client):
+    """Round-19 cold reading X, finding 12: 'its own count is 44.29 bytes a token' is 44.29·s·h
+    bytes a layer, the number that stands where GPT's 34 does."""
+    three = step_text(client, "3. Activations are not sharded", "4. What sharding costs")
+    assert "bytes a token" not in three
+    assert re.search(r"own count for its layer is \d+\.\d\d·s·h bytes a layer, where GPT's is "
+                     r"34·s·h", three), three
+
+
+def test_round_19_memory_caption_lists_each_d_once():
+    """Round-19 cold reading X, finding 17: at D = 64 the caption read 'at D = 1, 8, 64 and
+    64'. It lists the bars' D values, each once."""
+    from app.charts.zero import memory_figure
+    from app.routers.zero import ZeroQuery, run
+
+    for dp, ds in ((64, "1, 8 and 64"), (32, "1, 8, 32 and 64")):
+        result = run(ZeroQuery(model="llama-3.1-70b", dp=dp, zero=0))
+        assert f"at D = {ds}: the chosen plan" in memory_figure(result)["summary"], dp
+
+
+def test_round_19_the_bad_case_lands_on_the_overlap_chart(client):
+    """Round-19 cold reading X, finding 18: the bad case, named for its 25 Gb/s Ethernet,
+    scrolled to the memory chart; its cost, the exposed traffic, is the overlap chart's."""
+    html = client.get("/episodes/zero").text
+    bad = re.search(r'<a [^>]*data-case="bad"[^>]*>', html).group(0)
+    assert 'data-diagram="zero-overlap"' in bad
+
+
+def test_round_19_step_7s_links_bring_the_offload_times_into_view(client):
+    """Round-19 cold reading X, finding 10: step 7 asks which adds more to the step's time,
+    and its links scrolled to the offload GB chart, the times in a table below it. The links
+    name the table (its PCIe, CPU Adam and exposed rows) as the diagram to bring into view."""
+    html = client.get("/episodes/zero").text
+    seven = html.split('id="step-7"')[1].split('id="step-8"')[0]
+    links = re.findall(r'<a class="try" href="([^"]+)"[^>]*data-diagram="zero-offload-times"',
+                       seven)
+    assert len(links) == 2, seven[:2000]
+    for href in links:
+        bench = client.get(unescape(href), headers={"HX-Request": "true", "HX-Target": "bench"})
+        table = bench.text.split('id="zero-offload-times"')[1].split("</table>")[0]
+        for row in ("PCIe per GPU per step", "CPU Adam on host RAM", "Exposed per step"):
+            assert row in table, row
