@@ -73,9 +73,14 @@ def split_view(result) -> dict:
         forward=f"reduce-scatter the partial sums ({size}) to {_n(tokens // t)} tokens each"
                 if sp else f"all-reduce the partial sums ({size})",
         backward="all-gather ∂Z" if sp else "identity")
-    norms = (f"LayerNorm, dropout, residual on {_n(tokens // t)} of {_n(tokens)} tokens per "
+    # The model's own ops (round-19 cold reading X, finding 15: Llama's RMSNorm and no dropout
+    # read "LayerNorm, dropout"): ModelSpec.norm, and dropout only where it trains with it.
+    model = inp.model
+    ops = ("LayerNorm" if model.norm == "layernorm" else "RMSNorm") + (
+        ", dropout" if model.dropout else "") + ", residual"
+    norms = (f"{ops} on {_n(tokens // t)} of {_n(tokens)} tokens per "
              "GPU (sequence parallel: their activations ÷ t)" if sp else
-             f"LayerNorm, dropout, residual on all {_n(tokens)} tokens, repeated on every GPU "
+             f"{ops} on all {_n(tokens)} tokens, repeated on every GPU "
              "(their activations are not split)")
     qkv = {"name": "W_QKV", "rows": h, "cols": sh.qkv_columns, "split": "columns",
            **_box(h, sh.qkv_columns, largest),

@@ -10,6 +10,7 @@ from pydantic import Field
 from app.charts.tensor_parallel import (
     MODEL_70B,
     SLOW_LINK,
+    STEP_4,
     drill_key,
     figures,
     held_keys,
@@ -374,6 +375,9 @@ VIEW = LabView(
         # The setup only: what it gives shows once clicked.
         "A four-way split, one GPU per node, joined by 25 Gb/s Ethernet.",
         diagram="tp-efficiency",  # the split does not change; the efficiency does
+        # Its figures land beside step 4's answer: they wait for its guess (step_keys).
+        waiting="Its efficiency and speed-up show",
+        waits_for=(STEP_4,),
     ),
     drills=(
         Drill(

@@ -929,3 +929,25 @@ def test_round17_a_case_whose_headline_waits_says_for_which_guess(client, lab, k
     if last != ids[-1]:
         after = ids[ids.index(last) + 1]
         assert shown(after) == flat(case.text), (lab, kind, shown(after))
+
+
+def test_round19_ep04s_bad_case_prints_no_speed_up_before_step_4s_guess(client):
+    """Round-19 cold reading X, finding 3: EP04's bad case (TP = 4 over 25 Gb/s Ethernet),
+    clickable before step 4's guess, printed "10.7% efficient, 0.43x one GPU" and its
+    collective's time: step 4 asks the same link at t = 8 (0.39x), and the bench laid out the
+    method. Before step 4's guess its screen prints neither speed-up nor its efficiency or
+    collective time; after it, they show."""
+    view = VIEWS["tp"]
+    lesson = page(client, view.episode.path)
+    ids = [step_id for step_id, _ in steps(lesson)]
+    bad = next(url for url in case_urls(lesson) if "eth-25g" in url)
+    api = client.get("/api/tp?" + bad.partition("?")[2]).json()
+    four = client.get("/api/tp", params={"tp": 8, "gpus_per_node": 1,
+                                         "inter_link": "eth-25g"}).json()
+    said = [(f"{api['step_speedup']:.2f}", "×"), (f"{four['step_speedup']:.2f}", "×"),
+            (f"{100 * api['step_efficiency']:.1f}", "%"),
+            (f"{api['collective_s'] * 1e3:.1f}", "ms")]
+    before = screen(client, bad, ids, "step-4", lesson)
+    assert not [f for f in said if printed(*f, before)], said
+    after = screen(client, bad, ids, "step-5", lesson)
+    assert all(printed(*f, after) for f in said[:1] + said[2:]), said
