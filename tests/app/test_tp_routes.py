@@ -1261,3 +1261,26 @@ def test_round_19_the_split_diagram_names_the_models_own_norm_and_dropout(client
         note = flat_text(html.split('id="tp-split"')[1].split('class="tp-note">')[1]
                          .split("</p>")[0])
         assert note.startswith(ops), (query, note)
+
+
+def test_round_19_step_5s_why_answers_the_predict_and_closes_its_workings(client):
+    """Round-19 cold reading X, finding 11: step 5's why ran about 490 words, with "Where the
+    2.11 ms comes from" and "Where the 16.29 ms comes from" open inline. What answers the
+    predict (more, slower collectives; less compute; they nearly cancel) stays, in at most 250
+    words; the workings sit in the closed "Where this comes from" note."""
+    from app.routers.tensor_parallel import facts
+    from tests.app.test_zero_routes import visible_text
+
+    on = facts()["sp_on"]["api"]
+    html = client.get("/episodes/tensor-parallel").text
+    step = html.split('id="step-5"')[1].split('id="step-6"')[0]
+    why = step[step.index('<details class="why"'):step.index('class="limit"')]
+    notes = re.findall(r'<details class="sources chart-note">.*?</details>', why, re.S)
+    assert len(notes) == 1
+    own = visible_text(why.replace(notes[0], ""))
+    assert len(own.split()) <= 250, len(own.split())
+    assert "comes from" not in own
+    assert f"{on['comm_s'] * 1e3:.2f} ms" in own and "The two nearly cancel" in own
+    note = visible_text(notes[0])
+    assert f"Where the {on['comm_s'] * 1e3:.2f} ms comes from" in note
+    assert f"Where the {on['compute_s'] * 1e3:.2f} ms comes from" in note
