@@ -40,8 +40,8 @@ from labs.core.limits import (
 )
 from labs.hardware.gpus import get_gpu, gpus
 from labs.hardware.kernels import rates
-from labs.hardware.links import get_link, link_name, links, peer_links
-from labs.hardware.nccl import simple_ring_latency
+from labs.hardware.links import get_cluster, get_link, link_name, links, peer_links
+from labs.hardware.nccl import nvls_latency_check, simple_ring_latency
 from labs.model.presets import models
 from labs.tensor_parallel.comm import LAYER_COLLECTIVES
 from labs.tensor_parallel.crossover import crossover_degree, tp_crossover
@@ -297,6 +297,8 @@ def extra_context(state) -> dict:
         "gpu_peak": lambda gpu_id: get_gpu(gpu_id).bf16_flops,  # step 6 names the peak
         "gpu_hbm": lambda gpu_id: rates(get_gpu(gpu_id)),  # step 5 times the norms' bytes
         "ring_lat": simple_ring_latency(),  # step 4 sums a two-node ring's latency (EP02's)
+        # Step 3's note: NVLS charged a ring's latency against NCCL's own model, measured.
+        "nvls_check": nvls_latency_check(get_cluster("dgx-h100")),
     }
 
 

@@ -101,6 +101,21 @@ TREE_SHARE = 0.9  # tuning.cc: tree busBw x 0.9, capped below
 TREE_CAP = (110e9, 80e9)  # tuning.cc maxTreeBw, GB/s: up to two nodes, more
 TREE_LL = 1 / 3.8  # tuning.cc: tree LL busBw / 3.8
 NVLS_MIN_RANKS = 3  # nvls.cc ncclNvlsInit: NVLS off for 2 GPUs or fewer
+# NVLS's latency in current NCCL's own model, µs (round-19 cold reading X, finding 1). NCCL
+# 2.8 had no NVLS (it came in 2.17), and the lab charges an NVLS all-reduce a ring's latency,
+# baseLat + 2(n−1) NVLink hops (56 µs at 8 GPUs). Current NCCL's tuning.cc (NVIDIA/nccl
+# b6475625) charges NVLS less: baseLat 0, hwLat[NVLINK][NVLS][Simple] 23, and "} else if (a ==
+# NCCL_ALGO_NVLS) { comm->latencies[coll][a][p] = intraLat; if (nNodes > 1)
+# comm->latencies[coll][a][p] += interLat; }": one step through the switch, no hop count (the
+# lab runs NVLS inside one node, so interLat never applies). Not used: tuning.cc's figures
+# choose an algorithm, and with 23 µs the lab's 8-GPU all-reduce would reach 349 GB/s at
+# 16 MiB, where nccl-tests on 8 H200s measures 242 (tests/labs/test_nccl.py); the ring's 56 µs
+# gives 251. EP04 steps 3 and 4 say which the lab charges, and by how much NCCL's own model
+# differs.
+NVLS_TUNING_LATENCY = 23.0
+# The measurement that keeps the ring's charge: nccl-tests all_reduce_perf on 8 x H200 (NVLink
+# 4, NVLS), busBW at 16 MiB (stas00/ml-engineering, network/benchmarks).
+NVLS_MEASURED = (16 * 2 ** 20, 242.45e9)
 # What current NCCL has instead (tuning.cc at NVIDIA/nccl b6475625: hwLat NET ring
 # Simple 14.0 plus the graph's latencyInter, nInterSteps 2·nNodes, and the plateau
 # "minCompCap < 80 ? 1.9 : 1.4"). Not used: the lab keeps 2.8's latencies (of current
@@ -147,7 +162,20 @@ def simple_ring_latency() -> dict[str, float]:
     step 1 teaches them; EP04 step 4 sums them for a ring over two nodes."""
     return {"base": BASE_LATENCY["ring"]["Simple"],
             "nvlink": HOP_LATENCY["nvlink"]["ring"]["Simple"],
-            "net": HOP_LATENCY["net"]["ring"]["Simple"], "plateau": RING_PLATEAU}
+            "net": HOP_LATENCY["net"]["ring"]["Simple"], "plateau": RING_PLATEAU,
+            "nvls_tuning": NVLS_TUNING_LATENCY}  # current NCCL's NVLS latency, not used
+
+
+def nvls_latency_check(cluster: Cluster, group: int = 8) -> dict[str, float]:
+    """NVLS's latency as the lab charges it against current NCCL's own model, at the measured
+    size (``NVLS_MEASURED``): each one's busBW for a ``group``-GPU all-reduce there, bytes/s
+    (EP04 step 3's note)."""
+    size, measured = NVLS_MEASURED
+    t = nccl_time("all_reduce", size, group, cluster)
+    sent = 2 * (group - 1) / group * size
+    tuned = t.seconds - t.latency + NVLS_TUNING_LATENCY * 1e-6
+    return {"size": size, "measured": measured, "lab": sent / t.seconds,
+            "tuning": sent / tuned, "algorithm": t.algorithm}
 
 
 def plateau_bytes(group: int) -> float:

@@ -1284,3 +1284,35 @@ def test_round_19_step_5s_why_answers_the_predict_and_closes_its_workings(client
     note = visible_text(notes[0])
     assert f"Where the {on['comm_s'] * 1e3:.2f} ms comes from" in note
     assert f"Where the {on['compute_s'] * 1e3:.2f} ms comes from" in note
+
+
+def test_round_19_step_3_says_nvls_is_charged_a_rings_latency_and_which_way_it_errs(client):
+    """Round-19 cold reading X, finding 1: step 3 charged NVLS 8.4 + 14 x 3.4 = 56 µs as
+    "NCCL's start-up time", a ring's 14 hops, where current NCCL's tuning.cc charges NVLS 23
+    µs with no hops; only step 4's note said "charged as a ring's", and neither said which way
+    that errs. Step 3 says it is the lab's charge; its note gives NCCL's own figure, the
+    collective by each (0.545 against 0.512 ms for 405B's 235 MB) and why the lab keeps the
+    ring's (the measured 16 MiB point, from labs.hardware.nccl)."""
+    from app.routers.tensor_parallel import facts
+    from labs.hardware.links import get_cluster
+    from labs.hardware.nccl import nvls_latency_check, simple_ring_latency
+    from tests.app.test_zero_routes import visible_text
+
+    g, lat = facts()["good"]["api"], simple_ring_latency()
+    ring = lat["base"] + 14 * lat["nvlink"]
+    assert g["algorithm"] == "nvls"
+    html = client.get("/episodes/tensor-parallel").text
+    three = visible_text(html.split('id="step-3"')[1].split('id="step-4"')[0])
+    assert f"plus NCCL's latency, charged as a ring's: {lat['base']} µs + 14 × " in three
+    tuned = g["collective_s"] - (ring - lat["nvls_tuning"]) * 1e-6
+    check = nvls_latency_check(get_cluster("dgx-h100"))
+    for said in (f"the lab charges NVLS a ring's latency: {ring:.0f} µs at t = 8",
+                 f"{lat['nvls_tuning']:g} µs whatever t is",
+                 f"the lab errs slow, by {ring - lat['nvls_tuning']:.0f} µs a collective: "
+                 f"{g['collective_s'] * 1e3:.3f} ms here against {tuned * 1e3:.3f} ms",
+                 f"reach {fmt_busbw(check['measured'])} on a 16 MiB all-reduce",
+                 f"puts at {fmt_busbw(check['lab'])} and NCCL's own model at "
+                 f"{fmt_busbw(check['tuning'])}"):
+        assert said in three, said
+    four = visible_text(html.split('id="step-4"')[1].split('id="step-5"')[0])
+    assert f"NCCL's own model charges NVLS {lat['nvls_tuning']:g} µs, step 3's note" in four
