@@ -559,8 +559,9 @@ def test_round_12_step_5_predicts_on_the_chart_it_moves_and_derives_sps_time(cli
     assert "On the cost chart, a layer's time" in text
     # Round 13: without "117 MB", the derive drill's answer (70B's all-reduce), and with the
     # ring's 333 GB/s derived from EP02's 367 and NCCL's latency (finding 5).
-    assert (f"{on['collectives_per_layer']} collectives, each sending half of what one "
-            f"all-reduce sent ({off['collective_sent_bytes'] / 1e6:.0f} MB)") in text
+    # Round 19, finding 11: the why counts them; its note gives the bytes.
+    assert f"{on['collectives_per_layer']} half-size collectives where there were" in text
+    assert f"each half of one all-reduce's {off['collective_sent_bytes'] / 1e6:.0f} MB" in text
     assert f"{half / 1e6:.0f} MB" not in text
     assert (f"as a ring at EP02's 367 GB/s: ({off['collective_sent_bytes'] / 1e6:.0f} MB ÷ 2) ÷ "
             f"367 GB/s = {half / 367e9 * 1e3:.3f} ms, plus 8.4 µs + 7 × 3.4 µs of NCCL's latency "
@@ -839,7 +840,7 @@ def test_round_14_one_count_of_a_layers_collectives(client, sp):
     if sp:
         why = flat(client.get("/episodes/tensor-parallel").text.split('id="why-tp-5"')[1]
                    .split("</details>")[0])
-        assert f"a layer: {n} collectives, each sending half" in why
+        assert f"more: {n} half-size collectives" in why  # round 19, finding 11
 
 
 def test_round_14_the_70b_bench_gives_no_product_for_the_bytes_drill(client):
@@ -1307,13 +1308,11 @@ def test_round_19_step_3_says_nvls_is_charged_a_rings_latency_and_which_way_it_e
     assert f"plus NCCL's latency, charged as a ring's: {lat['base']} µs + 14 × " in three
     tuned = g["collective_s"] - (ring - lat["nvls_tuning"]) * 1e-6
     check = nvls_latency_check(get_cluster("dgx-h100"))
-    for said in (f"the lab charges NVLS a ring's latency: {ring:.0f} µs at t = 8",
-                 f"{lat['nvls_tuning']:g} µs at any t",
-                 f"the lab errs slow, by {ring - lat['nvls_tuning']:.0f} µs a collective: "
-                 f"{g['collective_s'] * 1e3:.3f} ms here against {tuned * 1e3:.3f} ms",
-                 f"reach {fmt_busbw(check['measured'])} on a 16 MiB all-reduce",
-                 f"puts at {fmt_busbw(check['lab'])} and NCCL's own model at "
-                 f"{fmt_busbw(check['tuning'])}"):
+    for said in (f"the lab charges it a ring's {ring:.0f} µs",
+                 f"charges one switch step, {lat['nvls_tuning']:g} µs: by it the lab errs slow, "
+                 f"{g['collective_s'] * 1e3:.3f} against {tuned * 1e3:.3f} ms",
+                 f"{fmt_busbw(check['measured'])} at 16 MiB, against {fmt_busbw(check['lab'])} "
+                 f"(ring) and {fmt_busbw(check['tuning'])} (NCCL's)"):
         assert said in three, said
     four = visible_text(html.split('id="step-4"')[1].split('id="step-5"')[0])
     assert f"NCCL's own model charges NVLS {lat['nvls_tuning']:g} µs, step 3's note" in four
