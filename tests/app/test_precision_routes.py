@@ -322,7 +322,7 @@ def test_step_7_says_which_way_the_ledger_errs_against_torchtitan(client):
     form = re.search(r'<form class="predict-form"[^>]*>', raw).group(0)
     # Round 17 (EP10 finding 8): a share of the peak, not higher / within 10% / lower.
     assert f'data-answer="{100 - below}% of the measured peak"' in form
-    prompt = step[step.index("Predict."):step.index("What share of the measured peak")]
+    prompt = step[step.index("Predict."):step.index("What share of that measured peak")]
     assert "one fp32 copy" in prompt
 
 
@@ -392,16 +392,18 @@ def test_round_2_cold_reading_ep10(client):
     table = bench.split('data-chart="precision-bytes"')[2].split("</table>")[0]
     assert re.findall(r'<th scope="row">([^<]+)</th>', table) == ["BF16", "FP8 delayed scaling"]
     shown = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", bench)).replace("\\u00d7", "×"))
-    for hidden in ("18.1", "1.33×", "18 B/param", "9,852 ms", "18 (BF16: 16)"):
+    for hidden in ("18.1", "1.33×", "18 B/param", "9,852 ms", "18 a linear-layer parameter"):
         assert hidden not in shown, hidden
-    assert "? (BF16: 16)" in shown
+    assert "? a linear-layer parameter" in shown
     figures = page_figures(page)
     assert figures["precision-bytes"]["layout"]["meta"]["masked"]
     assert figures["precision-speed"]["layout"]["meta"]["names"] == {
         "0": "BF16", "1": "FP8 delayed scaling"}
     bf16 = client.get(PAGE, params={"recipe": "adam16"}).text  # the old opening, explicit
     assert "meta" not in page_figures(bf16)["precision-speed"]["layout"]
-    assert "answer-mask" not in bf16[bf16.index('id="precision-lab"'):]
+    # Above the offload panel, which waits for step 12 at every state (round 19).
+    lab16 = bf16[bf16.index('id="precision-lab"'):]
+    assert "answer-mask" not in lab16[:lab16.index("Activation offload over")]
     html = client.get(PAGE, params={"recipe": "fp8-blockwise"}).text
     table = html.split('data-chart="precision-bytes"')[2].split("</table>")[0]
     assert len(re.findall(r'<th scope="row">', table)) == 2
@@ -924,7 +926,7 @@ def test_round_17_steps_7_and_8_ask_numbers_their_prompts_do_not_telegraph(clien
         form = form[:form.index("</form>")]
         assert "predict-choice" not in form and 'name="guess"' in form, n
     seven = _step(html, 7)
-    prompt = seven[seven.index("Predict."):seven.index("What share of the measured peak")]
+    prompt = seven[seven.index("Predict."):seven.index("What share of that measured peak")]
     assert "cached free blocks" not in prompt and "leaves out" not in prompt
     assert "cached free blocks" in seven
     bill = facts()["titan_bf16"]["api"]["baseline"]["total_bytes"]
@@ -994,7 +996,7 @@ def test_round_17_step_1_says_its_fp8_shard_is_the_labs_choice(client):
     an FSDP shard, which step 7 says neither library keeps, without a word of it."""
     html = re.sub(r'<span class="term-tip".*?</span>', "", client.get(PAGE).text)
     one = _step(html, 1)
-    assert "billed as an FSDP shard: the lab" in one
+    assert "billed as an FSDP shard (the lab" in one
     assert "choice, and step 2's note says neither library keeps one" in one
     assert "neither library keeps such a shard" in _step(html, 2)
 
@@ -1189,3 +1191,79 @@ def test_round_19_step_9_asks_the_speedup_among_figures_that_do_not_answer_thems
     assert f'data-answer="{up1:.2f}×"' in form
     why = _visible(unescape(step.split('<details class="why"')[1]))
     assert f"= {up1:.2f} ×: no faster" in why
+
+
+def test_round_19_the_offload_readout_waits_for_step_12_at_every_state(client):
+    """Round-19 cold reading Z, finding 5: at the opening state (nothing offloaded) the bench
+    printed "the forward hides up to 49.6%" and drew the copy line against the forward: the
+    8B's break-even answered step 12's 70B "only part of them" at load. The summary, the
+    table's copy, hidden share and exposed time, and the chart wait for step 12 at every
+    state."""
+    from app.charts.units import fmt_pct
+
+    html = client.get(PAGE).text
+    body = api(client)
+    assert body["offload"]["share"] == 0
+    lab = html[html.index('id="precision-lab"'):]
+    summary = lab[lab.index('data-chart="precision-offload"') - 60:]
+    summary = summary[:summary.index("</p>")]
+    assert 'data-after-guess="step-12' in summary and "answer-mask" in summary
+    row = lab[lab.index('data-testid="offload-hidden"'):].split("</td>")[0]
+    assert 'data-after-guess="step-12' in row and fmt_pct(body["offload"]["hidden_share"]) in row
+    from app.charts.precision_time import offload_figure
+    from app.routers.precision import facts
+
+    fig = offload_figure(facts()["titan"]["result"])
+    assert "step-12" in fig["layout"]["meta"]["after"].split()
+
+
+def test_round_19_ep10_findings_6_to_10(client):
+    """Round-19 cold reading Z, findings 6 to 10 and 12 on EP10: step 6's limit no longer says
+    the fine scales buy no memory (the answer is above 16 B) before the guess; step 7's
+    question states the measured peak its share is of; steps 2 and 12 say their one
+    4,096-token sequence and step 12 derives its layer's bytes from step 4's count; step 1
+    quotes the ledger's FP8-copies row (1.74 GB), not copies plus scales (1.75 GB); the
+    bench's bytes per parameter say they are a linear layer's; step 8's working sits in a
+    closed note."""
+    from html import unescape
+
+    from app.charts.units import fmt_bytes
+    from app.routers.precision import facts
+    from labs.precision.reported import REPORTED
+
+    html = unescape(client.get(PAGE).text)
+    six = html.split('id="step-6"')[1].split("</section>")[0]
+    limit = _visible(six.split('<p class="limit">')[1].split("</p>")[0])
+    assert "not memory" not in limit and "saves only" not in limit
+    assert "Fine scales buy accuracy, not memory" in _visible(six.split('<details class="why"')[1])
+    measured = REPORTED["torchtitan_bf16"].value
+    seven = _visible(html.split('id="step-7"')[1].split("</section>")[0])
+    question = seven.split("What share of that measured peak")[0]
+    assert f"logged a peak of {measured / 2**30:.2f} GiB ({fmt_bytes(measured)}" in question
+    for n in (2, 12):
+        step = _visible(html.split(f'id="step-{n}"')[1].split("</section>")[0])
+        assert "one 4,096-token sequence a GPU" in step.split("Predict")[1].split("?")[0], n
+    o = facts()["offload70"]
+    off, inp = o["api"]["offload"], o["result"].input
+    coef = off["layer_bytes"] * inp.tp / (inp.seq_len * inp.model.hidden)
+    assert coef == pytest.approx(34)
+    twelve = re.sub(r"\s+([,.])", r"\1", _step(html, 12))
+    layer = fmt_bytes(off["layer_bytes"])
+    assert f"34 × 4,096 × 8,192 B ÷ 8 = {layer}." in twelve
+    freed = fmt_bytes(off["freed_bytes"])
+    assert f"Offloading all 80 layers frees 80 × {layer} = {freed}" in twelve
+    assert off["freed_bytes"] == pytest.approx(80 * off["layer_bytes"])
+    l1 = facts()["titan"]["api"]["ledger"]["parts"]
+    one = _step(html, 1)
+    assert f"{fmt_bytes(l1['fp8_weights'])} of FP8 copies (the ledger's row)" in one
+    assert fmt_bytes(l1["fp8_weights"] + l1["scaling_state"]) not in one
+    per = html[html.index('data-testid="bytes-per-param"'):].split("</dd>")[0]
+    assert "a linear-layer parameter" in per
+    bf16 = unescape(client.get(PAGE, params={"recipe": "adam16"}).text)
+    per16 = bf16[bf16.index('data-testid="bytes-per-param"'):].split("</dd>")[0]
+    assert "a linear-layer parameter" not in per16
+    eight = html.split('id="step-8"')[1].split("</section>")[0]
+    why = eight.split('<details class="why"')[1]
+    note = why[why.index('<details class="sources chart-note">'):]
+    note = _visible(note)
+    assert "The lab's ideal MFU" in note and "torchtitan's layout" in note
