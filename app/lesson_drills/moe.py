@@ -92,7 +92,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     f"{V3.expert_ffn:,} = {3 * V3.hidden * V3.expert_ffn / 1e6:.1f}M "
                     f"parameters; {V3.layers - V3.dense_layers} MoE layers × 256 × that = "
                     f"{ROUTED / 1e9:.0f}B are routed experts, so the other "
-                    f"{(V3.params - ROUTED) / 1e9:.0f}B are shared and sit whole on every GPU: "
+                    f"{(V3.params - ROUTED) / 1e9:.0f}B (attention, the embeddings and "
+                    f"output head, the routers, the {V3.dense_layers} dense layers and the "
+                    "shared experts) sit whole on every GPU: "
                     f"{ROUTED / 1e9:.0f} / 64 + {(V3.params - ROUTED) / 1e9:.0f} = {{answer}}.",
         mistakes=(
             Mistake("even-split", lambda: V3.params / 64 / 1e9,
@@ -118,11 +120,15 @@ DRILLS: tuple[Drill | Decide, ...] = (
         # the cause the question names. Each option is now a lever a run pulls; the right one
         # needs step 4's rule (the layer follows its busiest GPU) against step 5's cap.
         # Round-17 cold reading of EP07, finding 14: "until the skew falls to 0.2" put the
-        # option's outcome in it; it is a lever with its price now, the skew its feedback's.
-        (("loss", "Raise the auxiliary balance loss's weight tenfold, at a cost in model "
-                  "quality",
+        # option's outcome in it; it is a lever with its price now. Round-19 cold reading Y,
+        # finding 2: with the skew only in the feedback, no page maps a tenfold weight to a
+        # skew, so either answer could be reasoned to; the option states the skew it assumes
+        # (the lab does not model how far training moves the router), and the student still
+        # derives its 1.6x against the cap's 2x.
+        (("loss", "Raise the auxiliary balance loss's weight tenfold, which in this run "
+                  "brings the skew from 0.8 to 0.2, at a cost in model quality",
           {"nodes": 2, "ep": 8, "skew": 0.2},
-          lambda a: "Say the heavier loss pulls the router's skew down to 0.2. Expert 0's "
+          lambda a: "The heavier loss pulls the router's skew down to 0.2. Expert 0's "
                     "chance falls to 0.25 + 0.2 × 0.75 = 0.4, "
                     f"{a['gpu_max_over_mean']:.2f}× its fair share, so the busiest GPU does "
                     "1.6 times the balanced work, and no token drops: {value}, still uneven. "

@@ -126,7 +126,10 @@ DRILLS: tuple[Drill | Decide, ...] = (
     # so its URL /api/drills/memory-decide-cut, is kept.
     decide(
         "memory-decide-cut",
-        "Llama 3.1 70B does not fit on one H100. Which single change cuts the bytes each "
+        # Its inputs in the question (round-19 cold reading Y, finding 12): TP8 against PP8
+        # turns on the activations, which the feedback prices at the memory panel's defaults.
+        "Llama 3.1 70B does not fit on one H100 (4,096-token sequences, micro-batch 1, "
+        "selective recomputation, 16 B a parameter). Which single change cuts the bytes each "
         "GPU holds the most?",
         "memory", "total_bytes",
         (("zero1", "Data parallelism over 8 GPUs with ZeRO-1", {"dp": 8, "zero": 1},

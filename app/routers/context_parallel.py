@@ -258,6 +258,9 @@ def extra_context(state) -> dict:
         "eth100": get_link("eth-100g"),  # step 8 names its port's rate
         "p2p_net": _p2p_latency("net"),
         "p2p_nvlink": _p2p_latency("nvlink"),  # step 6's ring sends on NVLink 4
+        # Step 6's all-gather start-up: NCCL's Simple ring base and one NVLink step per hop
+        # (round-19 cold reading Y, finding 8: the 1.31 ms gave the bandwidth alone).
+        "ring_lat": simple_ring_latency(),
     }
 
 

@@ -122,11 +122,13 @@ def gemm_rate(key: str = "mixtral") -> dict:
     gemms = []
     for n, depth in ((up, m.hidden), (m.hidden, m.expert_ffn)):
         fill = wave(k.sm_count, rows, n, local)  # the better of cuBLAS's two tiles, as timed
-        tiles = next(t for tm, tn in TILES
-                     for t in [local * math.ceil(rows / tm) * math.ceil(n / tn)]
-                     if t / (math.ceil(t / k.sm_count) * k.sm_count) == fill)
-        gemms.append({"flops": 2.0 * local * rows * n * depth, "tiles": tiles,
-                      "waves": math.ceil(tiles / k.sm_count), "fill": fill})
+        # The tile that fill came from, named where step 3 first counts tiles (round-19
+        # cold reading Y, finding 9).
+        tiles, tile = next((t, (tm, tn)) for tm, tn in TILES
+                           for t in [local * math.ceil(rows / tm) * math.ceil(n / tn)]
+                           if t / (math.ceil(t / k.sm_count) * k.sm_count) == fill)
+        gemms.append({"flops": 2.0 * local * rows * n * depth, "tiles": tiles, "tile": tile,
+                      "cols": n, "waves": math.ceil(tiles / k.sm_count), "fill": fill})
     flops = sum(g["flops"] for g in gemms)
     for g in gemms:  # its share of the FLOPs, as the page writes it ("2/3": gate and up)
         g["share"] = str(Fraction(g["flops"] / flops).limit_denominator(12))

@@ -199,7 +199,10 @@ def _stage_bill(inp: MemoryInput, sp: StageParams, r: Recipe) -> StageBill:
             bill["embedding_and_logits"] += held * embedding_activation_bytes(
                 *shape, activation_model=inp.activation_model)
         if sp.last:
-            # The loss's backward starts right after its forward, except in GPipe.
+            # The loss's backward starts right after its forward, except in GPipe. The output
+            # head's W runs with its I even where a schedule defers the layers' W (ZB-H1,
+            # ZB-V), so one micro-batch's logits (and their gradient) are held at a time; EP05
+            # step 5 says so (round-19 cold reading Y, finding 3).
             logits_held = mb if CATALOGUE[inp.schedule].holds_all_logits and p > 1 else 1
             bill["embedding_and_logits"] += logits_held * output_activation_bytes(*shape)
     else:

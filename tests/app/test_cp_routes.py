@@ -840,3 +840,36 @@ def test_round_18_step_8_defines_its_symbols_and_step_6_asks_the_forward(client)
     assert ("Write dqk, dv for the head sizes of Q·K and V (128 each), a for the query heads "
             "(64), hkv for the KV heads (8)") in text
     assert "send per GPU per layer, in the forward pass?" in text
+
+
+def _cp_step(page: str, n: int) -> str:
+    part = page[page.index(f'id="step-{n}"'):]
+    text = re.sub(r'<span class="term-tip"[^>]*>.*?</span>', "", part[:part.index("</section>")],
+                  flags=re.S)
+    return " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", text)).split())
+
+
+def test_round_19_step_6_gives_the_all_gathers_start_up_and_step_8_ncclss_rate(client):
+    """Round-19 cold reading Y, findings 8 and 4: step 6's all-gather "in 1.31 ms" at "EP02's
+    367 GB/s busBW less its start-up" never gave the start-up (NCCL's Simple ring, 8.4 + 7 ×
+    3.4 µs); step 8 called NCCL's 12 GB/s on 100 Gb/s Ethernet "the port's" (the port is
+    12.5 GB/s). The sum printed on step 6 gives the engine's time."""
+    from app.routers.context_parallel import facts
+    from labs.hardware.links import get_link
+    from labs.hardware.nccl import simple_ring_latency
+
+    page = client.get("/episodes/context-parallel").text
+    ag = facts()["allgather_nvlink"]["api"]
+    lat, nv = simple_ring_latency(), get_link("nvlink-4")
+    step6 = _cp_step(page, 6)
+    said = (f"{fmt_bytes(ag['comm_bytes_per_gpu'])} ÷ {nv.ring_busbw / 1e9:.0f} GB/s + "
+            f"{lat['base']:g} + {ag['cp'] - 1} × {lat['nvlink']:g} µs of ring start-up = "
+            f"{ag['comm_s'] * 1e3:.2f} ms")
+    assert said in step6
+    assert ag["comm_s"] == pytest.approx(ag["comm_bytes_per_gpu"] / nv.ring_busbw
+                                         + (lat["base"] + (ag["cp"] - 1) * lat["nvlink"]) * 1e-6,
+                                         rel=1e-3)
+    eth = get_link("eth-100g")
+    assert (f"of NCCL's {eth.send_bandwidth / 1e9:g} GB/s on the {eth.bandwidth / 1e9:g} GB/s "
+            "port") in _cp_step(page, 8)
+    assert eth.bandwidth / 1e9 == 12.5

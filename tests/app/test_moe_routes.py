@@ -1139,3 +1139,58 @@ def test_round_19_step_9_asks_the_shared_experts_share_at_a_state_of_its_own(cli
     for url in dict.fromkeys(urls):
         screen = visible(client.get(url).text, ids, "step-9")
         assert not printed(answer, "%", screen), url
+
+
+def test_round_19_the_skew_decides_winner_states_the_skew_it_rests_on(client):
+    """Round-19 cold reading Y, finding 2: the balance loss won on a skew of 0.2 given only in
+    its feedback; nothing on the page maps a tenfold weight to a skew, and at 0.4 the cap would
+    win. The option states the skew it assumes, and from it the page's own rule (expert 0's
+    chance 0.25 + skew × 0.75 against the cap's 2x) derives the winner."""
+    page = client.get("/episodes/experts").text
+    graded = client.get("/api/drills/moe-decide-skew", params={"answer": "loss"}).json()
+    assert graded["status"] == "right"
+    label = next(f["label"] for f in graded["feedback"] if f["key"] == "loss")
+    assert "brings the skew from 0.8 to 0.2" in label
+    assert " ".join(label.split()) in _step_text(page, "step-5")
+    assert (0.25 + 0.2 * 0.75) / 0.25 < 2 < (0.25 + 0.4 * 0.75) / 0.25
+
+
+def test_round_19_ep07_says_the_tile_the_lab_default_and_ncclss_current_factor(client):
+    """Round-19 cold reading Y, findings 5, 9, 13 and 15: step 3 counted tiles five steps
+    before naming one; step 6 said expert-TP "defaults to TP" where the lab defaults it to 1;
+    step 7 charged NCCL 2.8's 1.9 without saying current NCCL takes 1.4 (EP08 step 15 does);
+    the DeepSeek-V3 parameter drill called attention, the embeddings and the dense layers
+    "shared", step 9's word for the shared expert. EP08 step 12's plan names expert-TP 1."""
+    from app.routers.moe import gemm_rate
+    from labs.hardware.nccl import simple_ring_latency
+
+    page = client.get("/episodes/experts").text
+    mr = gemm_rate("mixtral")
+    step3 = _step_text(page, "step-3")
+    assert "256 × 128 or 128 × 256, whichever fills the waves better" in step3
+    for g in mr["gemms"]:
+        tm, tn = g["tile"]
+        assert g["tiles"] == (mr["rows"] // tm) * (g["cols"] // tn)
+        said = (f"{mr['rows']:,} × {g['cols']:,} C in {tm} × {tn} tiles is "
+                if g is mr["gemms"][0] else f"{mr['rows']:,} × {g['cols']:,} in {tm} × {tn} "
+                                            "tiles ")
+        assert f"{said}{mr['rows'] // tm:,} × {g['cols'] // tn:,} = {g['tiles']:,}" in step3
+        assert step3.index(said) < step3.index(f"up GEMM's {mr['gemms'][0]['tiles']:,} tiles fill")
+    assert ParallelLayout.__dataclass_fields__["etp"].default == 1
+    assert "Megatron defaults it to TP, the lab to 1" in _step_text(page, "step-6")
+    lat = simple_ring_latency()
+    step7 = _step_text(page, "step-7")
+    full = re.search(rf"{lat['plateau']} × \(([\d.]+) \+ (\d+) × ([\d.]+) \+ (\d+) × ([\d.]+)\) "
+                     r"µs = ([\d.]+) ms", step7)
+    base, n1, h1, n2, h2, _ = map(float, full.groups())
+    errs = (lat["plateau"] - lat["plateau_now"]) * (base + n1 * h1 + n2 * h2) * 1e-6
+    assert (f"(NCCL 2.8's factor; current NCCL takes {lat['plateau_now']} on an H800, so here "
+            f"the lab errs {fmt_ms(errs)} slow)") in step7
+    message = client.get("/api/drills/moe-predict-params-dsv3",
+                         params={"answer": 27.3}).json()["message"]
+    assert "are shared" not in message
+    assert ("17B (attention, the embeddings and output head, the routers, the 3 dense layers "
+            "and the shared experts) sit whole") in message
+    recipe = _step_text(re.sub(r'<span class="term-tip"[^>]*>.*?</span>', "",
+                               client.get("/episodes/recipe-3d").text, flags=re.S), "step-12")
+    assert re.search(r"TP2 × EP8 × DP32 \( ?expert-TP 1\)", recipe)

@@ -672,8 +672,8 @@ def test_round_17_step_5_teaches_why_w_is_shorter_than_i(client):
     assert ps.dgrad_flops == ps.wgrad_flops == ps.forward_gemm_flops > 0
     assert ps.attention_backward_s > 0 and ps.input_grad_s > ps.weight_grad_s
     zq = lesson["zb_passes"]["params"]
-    assert (zq["b"], zq["w"]) == (round(ps.input_grad_s / ps.forward_s, 2),
-                                  round(ps.weight_grad_s / ps.forward_s, 2))
+    assert (zq["b"], zq["w"]) == (round(ps.input_grad_s / ps.forward_s, 3),
+                                  round(ps.weight_grad_s / ps.forward_s, 3))
     p, m, f = zq["stages"], zq["microbatches"], 1.0
     idle = (p - 1) * (f + zq["b"] - zq["w"])
     assert lesson["zb_passes"]["api"]["bubble_fraction"] == pytest.approx(
@@ -686,8 +686,8 @@ def test_round_17_step_5_teaches_why_w_is_shorter_than_i(client):
     why = re.sub(r"<[^>]+>", "", why)
     assert step.index("W is shorter than I") < step.index("drill-pipeline-decide-bubble")
     assert f"{ps.dgrad_flops / 1e9:.0f} GFLOP each a layer" in why
-    assert (f"I takes {ps.input_grad_s * 1e3:.2f} ms, W {ps.weight_grad_s * 1e3:.2f} ms, "
-            f"F {ps.forward_s * 1e3:.2f} ms") in why
+    assert (f"I takes {ps.input_grad_s * 1e3:.3f} ms, W {ps.weight_grad_s * 1e3:.3f} ms, "
+            f"F {ps.forward_s * 1e3:.3f} ms") in why
     assert "(p − 1)(F + I − W) idle where 1F1B leaves (p − 1)(F + I + W)" in why
     assert f"ZB-H1 idles {fmt_pct(lesson['zb_passes']['api']['bubble_fraction'])}" in why
     assert f"of a step of {lesson['zb_passes']['api']['makespan']:g} F" in why
@@ -765,3 +765,65 @@ def test_round_18_step_5_counts_dualpipes_idle_and_the_passes_have_one_notation(
     assert f"{idle:g}/{dp['makespan']:g} = {fmt_pct(dp['bubble_fraction'])}" in text
     assert "f + b" not in text and "F + B = 3 f" in text
     assert "micro-batch of b sequences" in text
+
+
+def _step(page: str, n: int) -> str:
+    part = page[page.index(f'id="step-{n}"'):]
+    return _text(part[:part.index("</section>")])
+
+
+def test_round_19_zb_h1s_last_rank_holds_one_micro_batchs_logits_and_step_5_says_why(client):
+    """Round-19 cold reading Y, finding 3: ZB-H1's last rank held p micro-batches'
+    activations but one micro-batch's logits, where GPipe's holds each, and the page never said
+    why. The lab runs the output head's W at once (labs.memory.lab), so one micro-batch's
+    logit gradient is alive at a time; /api/pipeline pins that charge on the 8 x 32 plan step 5
+    quotes, and step 5 says the head's W runs at once and what deferring it would add."""
+    zb = facts()["zb"]["params"]
+
+    def edge(schedule: str) -> tuple[float, float]:
+        """Rank 7's bytes beyond its state and measured activations, and its total."""
+        api = client.get("/api/pipeline", params={**zb, "schedule": schedule}).json()
+        mem = api["memory"]
+        rest = (mem["per_rank_bytes"][7] - mem["state_per_rank_bytes"][7]
+                - api["peak_activations"][7] * mem["activation_unit_bytes"])
+        return rest, mem["per_rank_bytes"][7]
+
+    logits, total = edge("zb-h1")
+    assert logits == pytest.approx(run(PipelineQuery(**zb)).memory.embedding_and_logits[7])
+    assert logits > 1e8 and logits == pytest.approx(edge("1f1b")[0])  # one micro-batch's
+    assert edge("gpipe")[0] == pytest.approx(zb["microbatches"] * logits)  # each one's
+    step = _step(client.get("/episodes/pipeline").text, 5)
+    assert "runs the output head's W at once" in step
+    assert (f"one micro-batch's logits, {fmt_bytes(logits)} = "
+            f"{fmt_bytes(total)}") in step
+    assert f"up to 7 × {fmt_bytes(logits)} more" in step
+
+
+def test_round_19_step_5_prints_digits_that_give_its_i_and_w(client):
+    """Round-19 cold reading Y, finding 11: "W 1.38 ms, F 1.58 ms" gave 0.87, the page's W =
+    0.88 F (W/F is 0.87505). The plan takes W to three places, 0.875; the note prints the
+    milliseconds to three and each ratio, and they reproduce I and W."""
+    step = _step(client.get("/episodes/pipeline").text, 5)
+    for name in ("I", "W"):
+        num, den, ratio = re.search(rf"{name} = ([\d.]+)/([\d.]+) = ([\d.]+) F", step).groups()
+        places = len(ratio.split(".")[1])
+        assert round(float(num) / float(den), places) == float(ratio), (name, num, den, ratio)
+    zq = facts()["zb_passes"]["params"]
+    assert f"I = {zq['b']} F" in step and f"W = {zq['w']} F" in step
+
+
+def test_round_19_ep05_prose_says_what_a_is_all_three_and_the_cut_decides_inputs(client):
+    """Round-19 cold reading Y, findings 12, 14 and 16: step 6 named `a` matrices without
+    saying a is the heads; step 2 said "both measured" of three figures; the memory-cut decide
+    priced 4,096-token sequences, micro-batch 1, selective recomputation and 16 B a parameter
+    in its feedback only."""
+    page = client.get("/episodes/pipeline").text
+    assert "all three measured" in _step(page, 2)
+    heads = facts()["unfused_layer"]["heads"]
+    assert f"one s×s matrix per head, a = {heads} of them" in _step(page, 6)
+    from app.lesson_drills.pipeline import DRILLS
+
+    cut = next(d for d in DRILLS if d.id == "memory-decide-cut")
+    for given in ("4,096-token sequences", "micro-batch 1", "selective recomputation",
+                  "16 B a parameter"):
+        assert given in cut.question, given

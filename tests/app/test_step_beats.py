@@ -195,21 +195,21 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     ("tp", "step-5"): 431,
     ("tp", "step-6"): 474,
     ("pipeline", "step-4"): 616,
-    ("pipeline", "step-5"): 406,
+    ("pipeline", "step-5"): 516,  # r19 Y #3: rank 7's bill and the head's W, in a closed note
     ("failures", "step-5"): 485,
     ("failures", "step-7"): 573,
     ("placement", "step-3"): 473,
     ("cp", "step-5"): 399,
-    ("cp", "step-8"): 462,
-    ("moe", "step-3"): 598,
-    ("moe", "step-7"): 572,
+    ("cp", "step-8"): 466,  # r19 Y #4: NCCL's rate on the 12.5 GB/s port
+    ("moe", "step-3"): 657,  # r19 Y #9: the tile named before the counts
+    ("moe", "step-7"): 586,  # r19 Y #13: NCCL's current factor, the lab errs slow
     ("moe", "step-10"): 338,
     ("moe", "step-11"): 451,
     ("recipe", "step-1"): 412,  # r19 Y #7 derives its 337 ms (4 of the 10 collectives): +28
     ("recipe", "step-2"): 340,
     ("recipe", "step-10"): 646,
     ("recipe", "step-11"): 315,
-    ("recipe", "step-12"): 1272,
+    ("recipe", "step-12"): 1273,  # r19 Y #5: "(expert-TP 1)"
     ("recipe", "step-13"): 928,  # r19 Y #10 states the hidden time 16/132 is of: +9
     ("recipe", "step-14"): 1161,
     ("recipe", "step-15"): 602,
