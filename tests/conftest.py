@@ -16,7 +16,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -161,20 +161,15 @@ class Offsite:
         self.requests: list[str] = []
 
 
-@pytest.fixture()
-def page(browser, live_server, request):
-    """A fresh page whose requests may only go to the live server; others are recorded."""
-    # The accessibility tests inject axe-core as an inline script, which the lab's
-    # Content-Security-Policy refuses: only they bypass it (the policy itself is checked in
-    # Chromium by tests/browser/test_hosting_browser.py).
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=live_server,
-                                  bypass_csp="accessibility" in request.node.name)
+def watch_offsite(context, live_server: str) -> Offsite:
+    """Record every request ``context``'s pages send anywhere but the live server.
+
+    Recorded, not routed: routing (context.route) turns off Chromium's HTTP cache, so every
+    load would fetch and compile the plotly bundle again. CHROMIUM_ARGS' resolver rules keep
+    an off-site request from loading; the ``page`` fixture fails the test that sent it. One
+    the page's own Content-Security-Policy stopped in the browser (Redoc's logo) never left."""
     offsite = Offsite()
 
-    # Recorded, not routed: routing (context.route) turns off Chromium's HTTP cache, so every
-    # load would fetch and compile the plotly bundle again. CHROMIUM_ARGS' resolver rules
-    # keep an off-site request from loading; this fails the test that sent it. One the page's
-    # own Content-Security-Policy stopped in the browser (Redoc's logo) never left it.
     def onsite(url: str) -> bool:
         return url.startswith(live_server) or url.startswith(("data:", "blob:"))
 
@@ -188,6 +183,103 @@ def page(browser, live_server, request):
 
     context.on("request", sent)
     context.on("requestfailed", failed)
+    return offsite
+
+
+class TabPool:
+    """One tab per set of context options, reused test after test on one xdist worker: a new
+    context per test starts a renderer and fetches and compiles the plotly bundle again (about
+    twice the time of a load in a reused tab, r19-suite's measure). ``get`` hands the tab back
+    as a fresh context would have it: on about:blank, with the live server's localStorage,
+    IndexedDB, caches and cookies cleared (progress.js keeps a student's guesses in
+    localStorage), its viewport and mouse reset, no errors or off-site requests recorded. A
+    tab that crashed or that a test closed is replaced. Only for tests that add no listener,
+    route, init script or emulation of their own: those keep a context of their own."""
+
+    CLEARED = "cookies,local_storage,indexeddb,cache_storage,service_workers,file_systems"
+
+    def __init__(self, browser, live_server: str) -> None:
+        self.browser, self.live_server = browser, live_server
+        self.tabs: dict[tuple, object] = {}
+
+    def _open(self, options: dict):
+        context = self.browser.new_context(base_url=self.live_server, **options)
+        page = context.new_page()
+        page.offsite = watch_offsite(context, self.live_server)  # type: ignore[attr-defined]
+        page.js_errors = []  # type: ignore[attr-defined]
+        page.crashed = False  # type: ignore[attr-defined]
+        page.on("pageerror", lambda exc: page.js_errors.append(str(exc)))
+        page.on("crash", lambda _: setattr(page, "crashed", True))
+        return page
+
+    def _reset(self, page, options: dict) -> bool:
+        """Bring ``page`` back to a fresh context's state; False when it cannot be."""
+        if page.is_closed() or page.crashed:
+            return False
+        try:
+            page.goto("about:blank")
+            page.context.clear_cookies()
+            cdp = page.context.new_cdp_session(page)
+            try:
+                cdp.send("Storage.clearDataForOrigin",
+                         {"origin": self.live_server, "storageTypes": self.CLEARED})
+            finally:
+                cdp.detach()
+            page.set_viewport_size(options["viewport"])
+            page.mouse.move(0, 0)
+        except Exception:  # a tab that cannot be reset is replaced
+            return False
+        page.js_errors.clear()
+        page.offsite.requests.clear()
+        return True
+
+    def get(self, **options):
+        key = repr(sorted(options.items()))
+        page = self.tabs.get(key)
+        if page is None or not self._reset(page, options):
+            if page is not None:
+                with suppress(Exception):  # already gone with its renderer
+                    page.context.close()
+            page = self.tabs[key] = self._open(options)
+        return page
+
+    def close(self) -> None:
+        for page in self.tabs.values():
+            with suppress(Exception):
+                page.context.close()
+
+
+@pytest.fixture(scope="session")
+def tab_pool(browser, live_server) -> Iterator[TabPool]:
+    """This worker's reused tabs (TabPool), for the modules marked ``reuse_tab``."""
+    pool = TabPool(browser, live_server)
+    yield pool
+    pool.close()
+
+
+def check_tab(page) -> None:
+    """Fail the test whose page sent a request off the live server or raised in JavaScript."""
+    assert not page.offsite.requests, f"requests left 127.0.0.1: {page.offsite.requests}"
+    assert not page.js_errors, f"JavaScript errors: {page.js_errors}"
+
+
+@pytest.fixture()
+def page(browser, live_server, request):
+    """A page whose requests may only go to the live server; others are recorded. In a module
+    marked ``reuse_tab`` it is this worker's reused tab (TabPool), else a fresh context's."""
+    viewport = {"width": 1280, "height": 900}
+    # The accessibility tests inject axe-core as an inline script, which the lab's
+    # Content-Security-Policy refuses: only they bypass it, in a context of their own (the
+    # policy itself is checked in Chromium by tests/browser/test_hosting_browser.py).
+    bypass_csp = "accessibility" in request.node.name
+    if request.node.get_closest_marker("reuse_tab") and not bypass_csp:
+        page = request.getfixturevalue("tab_pool").get(viewport=viewport)
+        yield page
+        check_tab(page)
+        return
+    context = browser.new_context(viewport=viewport, base_url=live_server,
+                                  bypass_csp=bypass_csp)
+    offsite = watch_offsite(context, live_server)
     page = context.new_page()
     page.offsite = offsite  # type: ignore[attr-defined]
     errors: list[str] = []
@@ -195,5 +287,4 @@ def page(browser, live_server, request):
     page.js_errors = errors  # type: ignore[attr-defined]
     yield page
     context.close()
-    assert not offsite.requests, f"requests left 127.0.0.1: {offsite.requests}"
-    assert not errors, f"JavaScript errors: {errors}"
+    check_tab(page)

@@ -38,6 +38,10 @@ from tests.app.test_answers_hidden import (
 from tests.app.test_step_beats import steps
 from tests.browser.helpers import api_json, commit_guess, follow, look_at, wait_drawn
 
+# Each test's page is this worker's reused tab (tests/conftest.py TabPool), its stored guesses
+# cleared between tests: test_a_reused_tab_starts_with_no_stored_guess.
+pytestmark = pytest.mark.reuse_tab
+
 LESSONS = [v.name for e in EPISODES for v in VIEWS.values() if v.episode == e]
 
 # The page's visible text, and the same without each step's own choices (a choice prediction's
@@ -183,6 +187,18 @@ def shown(name: str, html: str, texts: dict[str, str], charts: dict[str, str]) -
         found += [f"{drill}: '{phrase}' in #{chart}" for chart, plotted in charts.items()
                   if phrase.lower() in chart_text(plotted).lower()]
     return found
+
+
+def test_a_reused_tab_starts_with_no_stored_guess(page, tab_pool):
+    """A guess progress.js stored in one test is gone from the tab the next test gets (a
+    stored guess marks its step done on the page): the same tab, its localStorage empty."""
+    page.goto("/healthz")
+    page.evaluate("localStorage.setItem('lab-progress', '{\"guess\": 1}')")
+    assert page.evaluate("localStorage.length") == 1
+    again = tab_pool.get(viewport=page.viewport_size)
+    assert again is page, "the tab was not reused"
+    again.goto("/healthz")
+    assert again.evaluate("localStorage.length") == 0, "a stored guess leaked into the next test"
 
 
 @pytest.mark.parametrize("name", LESSONS)

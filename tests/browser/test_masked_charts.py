@@ -20,6 +20,9 @@ from tests.app.test_answers_hidden import page as lesson_html
 from tests.app.test_step_beats import steps
 from tests.browser.helpers import api_json, commit_guess, look_at, try_href, wait_drawn
 
+# Each test's page is this worker's reused tab (tests/conftest.py TabPool).
+pytestmark = pytest.mark.reuse_tab
+
 EP04, EP06 = "/episodes/tensor-parallel", "/episodes/context-parallel"
 
 # (lesson, step, chart, the step's try link: the state its prediction is about)
