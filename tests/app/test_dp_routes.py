@@ -1298,7 +1298,8 @@ def test_round19_the_busbw_box_names_the_effective_rate(client):
     beside NVLS's 480) were printed as busBWs, unnamed. Step 1's busBW box names them once,
     from the opening state; NVLink's ring prints the preset's busBW."""
     good = facts()["good"]["api"]
-    text = _text(_step(client.get("/episodes/data-parallel").text, 1))
+    text = _text(re.sub(r'<span class="term-tip".*?</span>', "",  # a glossary term's tip
+                        _step(client.get("/episodes/data-parallel").text, 1), flags=re.S))
     nv = get_link("nvlink-4")
     assert f"NVLink 4, ring: {nv.ring_busbw / 1e9:g} of {nv.bandwidth / 1e9:g} GB/s" in text
     rate = good["allreduce_bytes_per_gpu"] / good["comm_s"] / 1e9
@@ -1335,3 +1336,25 @@ def test_round19_step_6s_why_keeps_the_answer_and_its_note_holds_the_rest(client
     assert "Each bucket term by term" not in why and "Megatron" not in why
     sources = step[step.index('<details class="sources">'):]
     assert "Each bucket term by term" in sources and "max(40M, 1M × DP)" in sources
+
+
+def test_round19_step_4_says_nccl_28_had_no_nvls_and_points_to_ep04s_note(client):
+    """Round-19 audit (issue 36): step 4 called 8.4 and 3.4 µs "NCCL 2.8's constants", and
+    the lab times NVLS with them too, which NCCL 2.8 did not have (it came in 2.17). Step 4
+    says so and which way it errs, pointing at EP04 step 3's note (9adf181), which gives
+    current NCCL's charge: the engine's NVLS latency is the ring's, above tuning.cc's."""
+    from labs.hardware.links import get_cluster
+    from labs.hardware.nccl import NVLS_TUNING_LATENCY, nccl_time, simple_ring_latency
+
+    lat = simple_ring_latency()
+    t = nccl_time("all_reduce", 2 * 16384 * 4096, 8, get_cluster("dgx-h100"))
+    assert t.algorithm == "nvls"
+    assert t.latency == pytest.approx((lat["base"] + 14 * lat["nvlink"]) * 1e-6)
+    assert t.latency * 1e6 > NVLS_TUNING_LATENCY  # so the lab errs slow
+    text = _text(_step(client.get("/episodes/data-parallel").text, 4))
+    assert ("These are NCCL 2.8's constants (where this comes from, below). NCCL 2.8 had no "
+            "NVLS: the lab charges NVLS a ring's latency, which errs slow (EP04 step 3's "
+            "note).") in text
+    ep04 = _text(_step(client.get("/episodes/tensor-parallel").text, 3))
+    assert "NCCL 2.8 had no NVLS; the lab charges it a ring's" in ep04
+    assert "by it the lab errs slow" in ep04
