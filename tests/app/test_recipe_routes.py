@@ -1870,7 +1870,8 @@ def test_round_8_step_12_derives_its_figures_and_step_13s_why_only_its_predicts(
     html = client.get("/episodes/recipe-3d").text
     why13 = html.split('id="step-13"')[1].split('id="why-recipe-layer"')[1].split(
         'class="limit"')[0]
-    assert 'class="chart-note"><strong>Where these figures come from.' in why13
+    assert ('<summary>Where these figures come from</summary>\n      <p class="chart-note">'
+            in why13)  # its summary is its title (round-19 audit: no bold repeat)
     prose = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", re.sub(  # notes closed (r19 Y #17)
         r'<details class="sources">.*?</details>|<p class="chart-note">.*?</p>', "", why13,
         flags=re.S)))
@@ -1903,7 +1904,7 @@ def test_round_8_step_2s_why_says_the_gradient_bytes_in_one_sentence(client):
     for source in ("arguments.py", "NeMo", "torchtitan", "grad_reduce_in_fp32"):
         assert source not in prose
     note = " ".join(re.sub(r"<[^>]+>", " ", n) for n in notes)
-    assert "Where this comes from." in note
+    assert '<summary>Where this comes from</summary>\n      <p class="chart-note">' in why
     for source in ("accumulate_allreduce_grads_in_fp32", "NeMo", "torchtitan"):
         assert source in note
 
@@ -2057,7 +2058,7 @@ def test_round_10_step_12s_predict_asks_the_wait_not_the_pass_the_mode_names(cli
     hidden = [c for c in tp if c["exposed_s"] <= 0]
     rise = none["timeline"]["exposed_s"]["tp"] - ov["timeline"]["exposed_s"]["tp"]
     assert rise == pytest.approx(len(hidden) * tp[0]["seconds"] * lay["layers"])
-    assert why.split("TP with “none”. ")[1].startswith(  # a closed note (r19 Y #17)
+    assert why.split("TP with “none” ")[1].startswith(  # a closed note (r19 Y #17)
         f"QKV's {len(hidden)} backward collectives that “backward” hid wait too: "
         f"{len(hidden)} × {tp[0]['seconds'] * 1e6:.1f} µs × {lay['layers']} layers = "
         f"{fmt_ms(rise)} more")
@@ -2808,3 +2809,18 @@ def test_round_19_step_14_asks_which_step_is_shorter_and_whether_the_gap_beats_t
     assert right == lead + ("-in" if v["within"] else "-out")
     chosen = unescape(re.search(rf'value="{right}"> <span>(.*?)</span>', form).group(1))
     assert chosen.startswith({"2d": "2-D,", "3d": "3-D,"}[lead])
+
+
+def test_round_19_a_closed_note_does_not_repeat_its_summary_as_a_bold_title(client):
+    """Round-19 audit (issue 36): when step 12's and step 13's topics became closed notes
+    of their own (7ff821a, cold reading Y, finding 17), each kept its bold title under a
+    summary line of the same words ("TP with “none”" twice), as did older notes on the page.
+    A note opens on its text; its summary is its title."""
+    html = client.get("/episodes/recipe-3d").text
+    notes = re.findall(r'<summary>([^<]*)</summary>((?:\s*<(?:div|p)\b[^>]*>)*)\s*'
+                       r'<strong>([^<]*)</strong>', html)
+    norm = lambda x: re.sub(r"\s+", " ", x).strip().rstrip(".:")  # noqa: E731
+    assert [s for s, _, b in notes if norm(s) == norm(b)] == []
+    step = _step(html, 12)
+    assert step.count("<summary>TP with “none”</summary>") == 1
+    assert "TP with “none”." not in step
