@@ -106,11 +106,12 @@ def _whole(keys: tuple[str, ...], data: list, summary: str, **parts) -> dict:
 
 
 def time_figure(result, keys: tuple[str, ...] = (), lost_keys: tuple[str, ...] = (),
-                best_keys: tuple[str, ...] = ()) -> dict:
+                best_keys: tuple[str, ...] = (), best_goodput_keys: tuple[str, ...] = ()) -> dict:
     """Shares of the wall clock at the chosen interval and at the best one, stacked; veiled
     whole while ``keys`` wait, the redone steps' and the restarts' shares while ``lost_keys``
-    do (the rest is drawn), and the saves' share and the best interval's length while
-    ``best_keys`` do."""
+    do (the rest is drawn), the saves' share and the best interval's length while
+    ``best_keys`` do, and the training share (its bars and the best interval's figure in the
+    summary) while ``best_goodput_keys`` do."""
     rows = (("this interval", result.chosen), ("best interval", result.best))
     labels = [f"{name}<br>{fmt_duration(g.interval)}"
               if name == "this interval" or not best_keys else name for name, g in rows]
@@ -126,9 +127,9 @@ def time_figure(result, keys: tuple[str, ...] = (), lost_keys: tuple[str, ...] =
     lost = f"{fmt_pct(g.rework)} redoes lost steps, {fmt_pct(g.restart)} restarts"
     best = f"({fmt_duration(result.best.interval)})"
     saves = f"{fmt_pct(g.blocking)} waits for saves"
+    best_trains = f"{fmt_pct(result.best.goodput)} trains there"
     summary = (f"At a {fmt_duration(g.interval)} interval: {fmt_pct(g.goodput)} trains, "
-               f"{saves}, {lost}; at the best interval "
-               f"{best} {fmt_pct(result.best.goodput)} trains")
+               f"{saves}, {lost}; at the best interval {best} {best_trains}")
     # The shares a failure costs (redone steps, restarts: traces 2 and 3) and the best
     # interval's length, each owned by the step it answers (failures_state.answer_keys); the
     # saves' share (trace 1) with the best interval: over the interval it is the stop δ
@@ -137,7 +138,9 @@ def time_figure(result, keys: tuple[str, ...] = (), lost_keys: tuple[str, ...] =
               "summary": [lost, "? redoes lost steps, ? restarts"]},
              {"step": " ".join(best_keys), "traces": [1],
               "summary": [saves, "? waits for saves"]},
-             {"step": " ".join(best_keys), "traces": [], "summary": [best, "(?)"]})
+             {"step": " ".join(best_keys), "traces": [], "summary": [best, "(?)"]},
+             {"step": " ".join(best_goodput_keys), "traces": [0],
+              "summary": [best_trains, "? trains there"]})
     return {
         "data": data,
         "layout": owned(base_layout(

@@ -92,7 +92,7 @@ def _interval_solution() -> str:
 DRILLS: tuple[Drill | Decide, ...] = (
     Decide(
         id="failures-interval-4x",
-        question="Llama 3.1 405B saves asynchronously: training stops only while each rank "
+        question="Llama 3 405B saves asynchronously: training stops only while each rank "
                  "copies its shard of the checkpoint to host memory (step 3). The job grows "
                  f"from {INTERVAL_GPUS[0]:,} to {INTERVAL_GPUS[1]:,} GPUs, each GPU failing at "
                  "the same rate, on the same storage and links. Young's interval "
@@ -104,7 +104,7 @@ DRILLS: tuple[Drill | Decide, ...] = (
         predicts=True),
     predict(
         "failures-predict-mtbi-32k",
-        "Llama 3.1 405B's job grows from 16,384 to 32,768 GPUs, each GPU failing at the "
+        "Llama 3 405B's job grows from 16,384 to 32,768 GPUs, each GPU failing at the "
         "same rate. Predict the minutes between interruptions.",
         "failures", {"gpus": 32768}, "mtbi_s", unit="minutes", scale=1 / 60,
         hint="Interruptions come from any GPU: twice the GPUs, twice the rate.",
@@ -120,7 +120,7 @@ DRILLS: tuple[Drill | Decide, ...] = (
         )),
     decide(
         "failures-decide-goodput",
-        "Llama 3.1 405B on 8,192 GPUs saves asynchronously every 30 minutes and takes 10 "
+        "Llama 3 405B on 8,192 GPUs saves asynchronously every 30 minutes and takes 10 "
         "minutes to restart. Which change raises the goodput the most?",
         "failures", "chosen.goodput",
         (("often", "Save every 10 minutes instead of 30", {**GOODPUT_JOB, "interval": 600},

@@ -36,6 +36,9 @@ def test_a_masked_charts_label_keeps_its_answer(client, name):
             assert label == summary, element
             continue
         parts = [o["summary"] for o in meta.get("owners", []) if "summary" in o]
+        # An owner of the whole summary masks it alone (app.labkit.render.figure_summary):
+        # the interval chart at EP11's opening, veiled whole until step 5 (round 19, Z #4).
+        parts = [p for p in parts if p[0] == summary][:1] or parts
         for part, mask in parts:
             assert part not in label and mask in label, (element, part)
         if not parts:

@@ -616,11 +616,13 @@ def test_round13_each_step_keys_the_figures_its_own_links_print(client):
     figures = page_figures(opening)
     # Llama 3's opening keys none of these steps' figures: only (round 14, findings 4 and 11)
     # the shares a failure costs, step 5's at every state, the best interval and the saves'
-    # share, step 3's, and (round 16, finding 4) the rate line and its rule, step 1's.
+    # share, step 3's, (round 16, finding 4) the rate line and its rule, step 1's, and
+    # (round 19, cold reading Z, finding 4) the best interval's goodput, step 5's: the
+    # training bars and the interval chart whole.
     assert {k: [o["step"] for o in figures[k]["layout"]["meta"]["owners"]]
             for k in ("failures-time", "failures-interval", "failures-rate")} == {
-        "failures-time": ["step-5", "step-3", "step-3"], "failures-interval": ["step-3"],
-        "failures-rate": ["step-1"]}
+        "failures-time": ["step-5", "step-3", "step-3", "step-5"],
+        "failures-interval": ["step-5", "step-3"], "failures-rate": ["step-1"]}
     assert 'data-after-guess="step-1" data-mask="?' not in opening.split(
         'id="failures-section"')[1]
 
@@ -1069,3 +1071,51 @@ def test_round18_step_5s_limit_reads_llama_3s_figure_as_a_lower_bound(client):
     assert "errs high" not in text
     assert "Llama 3's “above 90%” is a lower bound" in text
     assert "failures during a restart: each would lower the lab's goodput" in text
+
+
+def test_round_19_one_name_for_the_405b_job(client):
+    """Round-19 cold reading Z, finding 13: step 1's inner predict, step 4's drill and the
+    first decide called the job Llama 3.1 405B, the rest of the page Llama 3 405B, the name
+    its report (Dubey et al. 2024) gives the run. The lesson's prose and drills use that one
+    name; only the model control lists its preset's name."""
+    page = client.get("/episodes/failures").text
+    before, after = page.split('id="input-model"')
+    lesson = before + after.split("</select>", 1)[1]
+    assert "Llama 3.1" not in lesson
+    assert lesson.count("Llama 3 405B") >= 4
+
+
+def test_round_19_the_openings_best_interval_goodput_waits_for_step_5(client):
+    """Round-19 cold reading Z, finding 4: at the opening, before any guess, the wall-clock
+    chart's best-interval bar read 94.8%, the GPUs chart '16,384: 94.8%' and its caption 'keep
+    94.8% of the wall clock', and the interval curve peaked at 94.77%: 100% less it is nearly
+    all restarts at R = 10 min, and half of that is step 5's 2.6% at 5 min. Each now waits for
+    step 5's guess: the training bars, the GPUs chart's goodput panel, label and caption, and
+    the interval chart whole; the captions carry the figure in a step-5 mask."""
+    from app.charts.units import fmt_pct
+    from app.routers.failures import FailuresQuery, run
+    from app.routers.failures_state import figures
+
+    result = run(FailuresQuery())
+    best = fmt_pct(result.best.goodput)
+    assert result.best.rework < result.best.restart / 10  # the goodput gives the restarts
+    figs = figures(result)
+
+    def owners(name):
+        return figs[name]["layout"]["meta"]["owners"]
+
+    time = [o for o in owners("time") if 0 in o["traces"]]
+    assert time and all("step-5" in o["step"].split() for o in time)
+    assert any(o["summary"][0] == f"{best} trains there" for o in time)
+    scale = next(o for o in owners("scale") if o.get("annotations") == [0])
+    assert "step-5" in scale["step"].split() and scale["traces"] == [0, 2, 4]
+    assert scale["summary"][0] == f"keep {best} of the wall clock"
+    days = next(o for o in owners("scale") if 1 in o["traces"])
+    assert "step-5" in days["step"].split()
+    interval = owners("interval")[0]
+    assert "step-5" in interval["step"].split()
+    assert interval["traces"] == list(range(len(figs["interval"]["data"])))
+    page = client.get(LESSON).text
+    for caption in (f"{best} trains there", f"keep {best} of the wall clock"):
+        assert re.search(r'data-after-guess="[^"]*step-5[^"]*" data-mask="[^"]*">'
+                         + re.escape(caption), page), caption
