@@ -1,7 +1,8 @@
 """The cluster of an RL placement (EP09): the recipe's checks and every GPU's role.
 
 - Checks: the world-size rules (GPUs divisible by TP·PP·CP for whole data-parallel replicas
-  and by EP·PP for the expert grouping, ``labs.parallel.layout.world_problems``), Megatron's model
+  and by EP·expert-TP·PP for the expert grouping, expert-TP 1 as slime runs it,
+  ``labs.parallel.layout.world_problems``), Megatron's model
   rules (``layout.problems``, uneven stages allowed as --decoder-last-pipeline-num-layers
   does), and the serving engines' own: engines tile a colocated pool, a dense engine's TP
   divides the attention heads and a MoE engine's EP the experts (vLLM/SGLang), an engine packs
@@ -20,18 +21,23 @@ from labs.parallel.layout import ParallelLayout, problems
 from labs.rl.inputs import Check, RLPlacementInput
 
 GPUS_PER_NODE = 8  # the curriculum's recipes: 8 GPUs per node (HGX boards)
+# Expert tensor parallelism: slime's scripts all pass --expert-tensor-parallel-size 1
+# (THUDM/slime scripts/run-*.sh); Megatron-LM's default is the dense TP (arguments.py:
+# expert_tensor_parallel_size = tensor_model_parallel_size), and then the expert grouping is
+# ETP·EP·PP (parallel_state). Round-19 cold reading Z, finding 2.
+EXPERT_TP = 1
 
 
 def layout_checks(inp: RLPlacementInput, bill) -> list[Check]:
     m, n = inp.model, inp.train_gpus
-    mp, emp = inp.tp * inp.pp * inp.cp, inp.ep * inp.pp
+    mp, emp = inp.tp * inp.pp * inp.cp, inp.ep * EXPERT_TP * inp.pp
     dp = n // mp if n % mp == 0 else 0
     checks = [
         Check("world size", n % mp == 0,
               f"{n} GPUs / (TP {inp.tp} x PP {inp.pp} x CP {inp.cp} = {mp}) = "
               + (f"DP {dp}" if dp else f"{n / mp:.2f}: not a whole number of replicas")),
         Check("expert grouping", n % emp == 0,
-              f"{n} GPUs / (EP {inp.ep} x PP {inp.pp} = {emp}) = "
+              f"{n} GPUs / (EP {inp.ep} x expert-TP {EXPERT_TP} x PP {inp.pp} = {emp}) = "
               + (f"{n // emp} expert-data-parallel rank{'s' if n // emp != 1 else ''} "
                  "per stage" if n % emp == 0
                  else f"{n / emp:.2f}: experts cannot regroup the ranks")),

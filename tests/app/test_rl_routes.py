@@ -611,7 +611,7 @@ def test_round_9_step_3_predicts_from_what_it_needs_and_tables_the_weights(clien
     prompt = three[three.index("Predict.") + 8:three.index("Your guess")]
     assert len(prompt.split()) < 90, len(prompt.split())
     assert "70.3 KB a token" in prompt and "slime" not in prompt
-    note = re.search(r'<div class="chart-note"><p><strong>Where this comes from\.</strong>'
+    note = re.search(r'<p class="chart-note"><strong>Where this comes from\.</strong>'
                      r"(.*?)</p>", raw, re.S)
     assert note and "--sglang-dp-size 8" in note[1] and "--sglang-enable-dp-lm-head" in note[1]
     why = three[three.index("Why: show me"):]
@@ -1135,3 +1135,24 @@ def test_round_18_cpu_adams_trip_moves_the_gradients_in_the_dtype_the_bill_keeps
             f"{p['offload_rate'] / 1e9:.0f} GB/s") in six
     assert f"adds {p['offload_s']:.2f} s: {p['seconds']:.2f} s" in six
     assert "fp32 gradients (Megatron's gradient buffer stays allocated)" in six
+
+
+def test_round_19_step_7s_expert_rule_names_expert_tp_1(client):
+    """Round-19 cold reading Z, finding 2: step 7 said the GPUs must divide by EP·PP, which
+    holds only with expert tensor parallelism 1 (slime's --expert-tensor-parallel-size 1);
+    Megatron's default ETP is the dense TP, and GLM-4.7's TP 8 then makes the expert grouping
+    8 x 16 x 4 = 512, which 64 GPUs fail. The question and the why name ETP 1 and the default,
+    and the check table's row divides by EP x expert-TP 1 x PP."""
+    import re
+    from html import unescape
+
+    body = client.get("/api/placement", params={"preset": "glm-4.7"}).json()
+    row = next(c for c in body["checks"] if c["name"] == "expert grouping")
+    tp, ep, pp = body["tp"], body["ep"], body["pp"]
+    assert f"(EP {ep} x expert-TP 1 x PP {pp} = {ep * pp})" in row["detail"]
+    page = client.get("/episodes/rl-placement").text
+    seven = page.split('id="step-7"')[1].split("</section>")[0]
+    text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", seven)))
+    assert "expert tensor parallelism (ETP) 1 as slime runs it" in text
+    assert "--expert-tensor-parallel-size 1" in text
+    assert f"ETP·EP·PP = {tp} × {ep} × {pp} = {tp * ep * pp}, which 64 GPUs do not divide" in text
