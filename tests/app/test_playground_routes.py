@@ -769,8 +769,8 @@ def test_round_16_finding_2_step_7_halves_the_rest_it_prints(client):
 
 def _why(step: str) -> str:
     """A step's why: its <details>, up to its first 'where this comes from' note."""
-    return _flat(step.split('<details class="why"')[1].split("</summary>")[1]
-                 .split('<p class="chart-note">')[0])
+    return _flat(re.split(r'<p class="chart-note">|<details class="sources chart-note">',
+                          step.split('<details class="why"')[1].split("</summary>", 1)[1])[0])
 
 
 def test_round_16_finding_1_step_1_asks_the_bytes_at_twice_the_tokens(client):
@@ -972,3 +972,23 @@ def test_round_18_step_5s_predict_names_the_ring_latency_its_answer_adds(client)
     assert f"{1e3 * bytes_only:.1f}" != f"{1e3 * e['forward_comm_s']:.1f}"
     assert 2 * (e["collective_sent_bytes"] / ring.busbw + ring.latency) == pytest.approx(
         e["forward_comm_s"], rel=1e-6)
+
+
+def test_round_19_step_5_says_the_ring_plateau_is_nccl_2_8s_and_the_lab_errs_slow(client):
+    """Round-19 cold reading Z, finding 11: step 5's note multiplied the ring latency by x1.9
+    and never said it is NCCL 2.8's factor; current NCCL takes x1.4 on H100 (EP02 step 4).
+    The note now says so and gives the latency at x1.4 and what the lab's errs, from
+    labs.hardware.nccl's own constants."""
+    from app.routers.playground import facts, tp_ring
+    from labs.hardware.nccl import CURRENT_NCCL, RING_PLATEAU
+
+    ring = tp_ring("tp_eth")
+    assert ring.terms.factor == RING_PLATEAU
+    now = ring.latency * CURRENT_NCCL["plateau"] / RING_PLATEAU
+    e = facts()["tp_eth"]["api"]["panels"]["tp"]["answer"]
+    five = _flat(_step(client.get("/episodes/playground").text, 5))
+    assert f"The × {RING_PLATEAU} is NCCL 2.8's" in five
+    assert f"current NCCL takes × {CURRENT_NCCL['plateau']} on H100 (EP02 step 4)" in five
+    slow = ring.latency - now
+    assert f"{1e3 * now:.2f} ms, so the lab errs slow by {1e3 * slow:.2f} ms" in five
+    assert f"{100 * 2 * slow / e['forward_comm_s']:.1f}% of the forward's wait" in five

@@ -282,3 +282,17 @@ def test_a_why_opens_onto_its_lead_and_keeps_other_topics_in_closed_notes(client
             if (words := open_why_words(step)) > WHY_WORDS}
     assert not long, (f"{name}: a why opens onto at most {WHY_WORDS} words; put each other "
                       "topic in a closed <details class=\"sources\"> note", long)
+
+
+# Round-19 cold reading Z, finding 12: these whys opened onto 384 to 572 words, their notes
+# inline. Each opens onto its derivation, and the rest sits in a closed note.
+OPEN_WHYS = [("failures", "step-5"), ("failures", "step-7"), ("placement", "step-3"),
+             ("playground", "step-5")]
+
+
+@pytest.mark.parametrize(("name", "step_id"), OPEN_WHYS)
+def test_round_19_an_opened_why_shows_its_derivation_and_keeps_the_rest_closed(client, name,
+                                                                             step_id):
+    html = client.get(VIEWS[name].episode.path).text
+    step = dict(steps(html))[step_id]
+    assert open_why_words(step) <= WHY_WORDS, (name, step_id, open_why_words(step))
