@@ -987,8 +987,9 @@ def test_round_19_step_5_says_the_ring_plateau_is_nccl_2_8s_and_the_lab_errs_slo
     now = ring.latency * CURRENT_NCCL["plateau"] / RING_PLATEAU
     e = facts()["tp_eth"]["api"]["panels"]["tp"]["answer"]
     five = _flat(_step(client.get("/episodes/playground").text, 5))
-    assert f"The × {RING_PLATEAU} is NCCL 2.8's" in five
-    assert f"current NCCL takes × {CURRENT_NCCL['plateau']} on H100 (EP02 step 4)" in five
+    assert f"× {RING_PLATEAU} is NCCL 2.8's" in five
+    on_h100 = f"current NCCL's × {CURRENT_NCCL['plateau']} on H100 (EP02 step 4) gives"
+    assert on_h100 in five
     slow = ring.latency - now
-    assert f"{1e3 * now:.2f} ms, so the lab errs slow by {1e3 * slow:.2f} ms" in five
+    assert f"{1e3 * now:.2f} ms: the lab errs slow by {1e3 * slow:.2f} ms," in five
     assert f"{100 * 2 * slow / e['forward_comm_s']:.1f}% of the forward's wait" in five

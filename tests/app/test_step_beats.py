@@ -214,7 +214,7 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     ("recipe", "step-14"): 1161,
     ("recipe", "step-15"): 602,
     ("precision", "step-8"): 444,
-    ("playground", "step-5"): 381,
+    ("playground", "step-5"): 411,  # r19 Z #11 says which way NCCL 2.8's x1.9 errs: +30
 }
 
 
