@@ -1153,6 +1153,7 @@ def test_round_19_step_7s_expert_rule_names_expert_tp_1(client):
     page = client.get("/episodes/rl-placement").text
     seven = page.split('id="step-7"')[1].split("</section>")[0]
     text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", seven)))
-    assert "expert tensor parallelism (ETP) 1 as slime runs it" in text
+    assert "expert tensor parallelism (expert TP) 1 as slime runs it" in text
     assert "--expert-tensor-parallel-size 1" in text
-    assert f"ETP·EP·PP = {tp} × {ep} × {pp} = {tp * ep * pp}, which 64 GPUs do not divide" in text
+    grouping = f"expert-TP·EP·PP = {tp} × {ep} × {pp} = {tp * ep * pp}"
+    assert f"{grouping}, which 64 GPUs do not divide" in text
