@@ -17,7 +17,8 @@ DRILLS: tuple[Drill | Decide, ...] = (
     predict(
         "placement-predict-rollout-2x",
         "GLM-4-9B colocated: double the responses per prompt from 8 to 16, so twice the "
-        "tokens are generated. Predict the rollout phase's seconds.",
+        "tokens are generated. Like step 5, the lab prefills each sample's prompt on its "
+        "own (no prefix sharing). Predict the rollout phase's seconds.",
         "placement", {"preset": "glm-4-9b", "responses_per_prompt": 16}, "rollout_seconds",
         unit="s",
         hint="Step 5's why splits the rollout into three parts: which grow with the "
@@ -38,8 +39,10 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     "the prefill and the reads of the KV cache grow with the requests: "
                     "twice the responses, twice those parts."),
             Mistake("cache-only", lambda: _rollout(8)["seconds"] + _rollout(8)["decode_kv_s"],
-                    "the prefill doubles too: twice the requests, twice the prompts to "
-                    "read in."),
+                    "the lab prefills each sample's prompt on its own, so the prefill "
+                    "doubles too. An engine that shares a prompt's prefix across its "
+                    "responses (SGLang's RadixAttention) would keep it and land near your "
+                    "answer: on that the lab errs slow."),
         )),
     # 24 GPUs, a size step 2 did not draw (round-6 cold reading of EP09, item 2: the right
     # plan at 16 GPUs was step 2's own 8 + 8), four plans: each pool's times in its feedback.

@@ -816,7 +816,8 @@ def test_round_14_step_5_says_its_decode_leaves_out_the_all_to_all(client):
     # Round 19: a side note of the why, it is the limit's now, without the reads' time (the
     # limit shows before the guess).
     limit = five[five.index("Limit."):]
-    assert "leaves out the all-to-all's own time" in limit
+    # The term's first use on the page is here now (round 19): its tag leaves a space.
+    assert re.search(r"leaves out the all-to-all ?'s own time", limit)
     assert "50 µs" not in five
     assert (f"{dispatch} µs to dispatch and {combine} µs to combine at EP{gpus}") in limit
     assert (f"{m.moe_layers} × {dispatch + combine} µs ≈ {a2a_ms:.0f} ms a step): both err "
@@ -1157,3 +1158,21 @@ def test_round_19_step_7s_expert_rule_names_expert_tp_1(client):
     assert "--expert-tensor-parallel-size 1" in text
     grouping = f"expert-TP·EP·PP = {tp} × {ep} × {pp} = {tp * ep * pp}"
     assert f"{grouping}, which 64 GPUs do not divide" in text
+
+
+def test_round_19_step_5s_limit_leaves_the_answer_and_the_prefill_is_per_sample(client):
+    """Round-19 cold reading Z, findings 1 and 3: step 5's limit, on screen before the guess,
+    said the split pays for long prompts with short answers and that an RL rollout's answers
+    are long (the answer, 'slower'); that is the why's now. The note said "prefill of the 64
+    prompts" for 8 prompts x 8 responses: the lab prefills each sample's prompt on its own,
+    with no prefix sharing (SGLang's), so it errs slow, and the rollout-2x drill says so."""
+    from app.lesson_drills.rl import DRILLS
+
+    five = _steps(client)[5]
+    limit = five[five.index("Limit."):]
+    assert "The split pays" not in limit and "thousands of tokens" not in limit
+    why = five[:five.index("Limit.")]
+    assert "The split pays where prefill is a large share: long prompts with short answers" in why
+    assert "prompts, each on its own (no prefix sharing, which SGLang can do: errs slow)" in why
+    drill = next(d for d in DRILLS if d.id == "placement-predict-rollout-2x")
+    assert "no prefix sharing" in drill.question
