@@ -58,7 +58,7 @@ def rank_map_figure(colouring, notes: Sequence[str] | None = None,
                 continue
             cat = cats[rank]
             zr.append(cat % bands)
-            tr.append(str(cat))
+            tr.append(f"{cat:,}")  # a group past 999 with its separator (test_thousands)
             if labelled:
                 extra = f"<br>{notes[cat]}" if notes else ""
                 hr.append(f"rank {rank} · node {node}, GPU {slot}<br>{names[cat]}{extra}")
