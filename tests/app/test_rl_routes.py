@@ -1173,6 +1173,9 @@ def test_round_19_step_5s_limit_leaves_the_answer_and_the_prefill_is_per_sample(
     assert "The split pays" not in limit and "thousands of tokens" not in limit
     why = five[:five.index("Limit.")]
     assert "The split pays where prefill is a large share: long prompts with short answers" in why
-    assert "prompts, each on its own (no prefix sharing, which SGLang can do: errs slow)" in why
+    g = facts()["glm9"]["api"]["rollout_parts"]
+    saved = g["prefill_s"] * 7 / 8  # a prompt's 8 responses share one prefill (round-19 audit)
+    assert ("prompts, each on its own (no prefix sharing, which SGLang can do: errs slow by up "
+            f"to 7/8 of it, {saved:.2f} s)") in why
     drill = next(d for d in DRILLS if d.id == "placement-predict-rollout-2x")
     assert "no prefix sharing" in drill.question

@@ -199,7 +199,7 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     ("failures", "step-5"): 485,
     ("failures", "step-7"): 573,
     ("placement", "step-3"): 473,
-    ("placement", "step-5"): 322,  # r19 Z #1 and #3: no prefix sharing, when the split pays
+    ("placement", "step-5"): 331,  # r19 Z #1, #3: no prefix sharing (how much), when it pays
     ("cp", "step-5"): 399,
     ("cp", "step-8"): 466,  # r19 Y #4: NCCL's rate on the 12.5 GB/s port
     ("moe", "step-3"): 657,  # r19 Y #9: the tile named before the counts
