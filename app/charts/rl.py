@@ -64,6 +64,12 @@ def replica_keys(result) -> tuple[str, ...]:
     return ("step-1",) if (inp.train_gpus, inp.tp, inp.pp, inp.cp) == asked else ()
 
 
+# The cells' labels ("P0·E0÷": stage, engine, a mark), and on a phone (static/js/lab.js,
+# layout.meta.phoneText) a size that fits a cell of its map, 8 GPUs across about 300 px
+# (round-19 cold reading Z, finding 14: at 10 px they ran into each other at 390 px).
+TEXT_SIZE, PHONE_TEXT_SIZE = 10, 8
+
+
 def cluster_figure(result) -> dict:
     """Nodes as rows, their 8 GPUs as columns, each cell coloured by role."""
     per_node = 8
@@ -97,7 +103,7 @@ def cluster_figure(result) -> dict:
         z, text, hover = grid(replicas)
         return {
             "type": "heatmap", "z": z, "text": text, "customdata": hover,
-            "texttemplate": "%{text}" if small else "", "textfont": {"size": 10},
+            "texttemplate": "%{text}" if small else "", "textfont": {"size": TEXT_SIZE},
             "hovertemplate": "node %{y}, GPU %{x}<br>%{customdata}<extra></extra>",
             "colorscale": scale, "zmin": -0.5, "zmax": top + 0.5, "showscale": False,
             "xgap": 2, "ygap": 2, "name": "replicas" if replicas else "roles",
@@ -113,9 +119,9 @@ def cluster_figure(result) -> dict:
                    "tickvals": list(range(per_node)), "fixedrange": True, "side": "bottom"},
             yaxis={"title": {"text": "node"}, "autorange": "reversed", "fixedrange": True,
                    "tickmode": "auto", "nticks": min(nodes, 16)},
-            **({"meta": {"masked": {}, "partly": True,
-                         "owners": [{"step": " ".join(keys), "traces": [1]}]}}
-               if keys else {}),
+            meta={"phoneText": PHONE_TEXT_SIZE,
+                  **({"masked": {}, "partly": True,
+                      "owners": [{"step": " ".join(keys), "traces": [1]}]} if keys else {})},
         ),
         "key": [[ROLES[r][0], ROLES[r][1][0]] for r in counts],  # the roles present
         "summary": (f"{len(result.gpus)} GPUs on {nodes} node{'s' if nodes > 1 else ''} of 8: "

@@ -478,6 +478,12 @@
     var unveiling = /\|masked:/.test(el._labDrawnKey || "") && el._labDrawnKey !== key;
     el._labDrawnKey = key;
     var fig = JSON.parse(themed(script.textContent));
+    // A chart whose cell labels take a smaller size on a phone (layout.meta.phoneText: EP09's
+    // cluster map, eight GPUs across about 300 px), read before a veil replaces its meta.
+    var phoneText = phone.matches && fig.layout && fig.layout.meta && fig.layout.meta.phoneText;
+    if (phoneText) (fig.data || []).forEach(function (t) {
+      if (t.textfont) t.textfont = Object.assign({}, t.textfont, { size: phoneText });
+    });
     var veil = veilOf(el, fig.layout && fig.layout.meta);
     if (veil && veil !== "all" && ownsAll(fig, veil)) veil = "all";
     var summary = summaryOf(el, fig);

@@ -143,3 +143,32 @@ def test_a_step_link_followed_before_the_guess_shows_the_move_not_the_answer(
     assert answer not in bench_text(page, chart)
     commit_guess(page, step)
     assert answer in bench_text(page, chart)
+
+
+CELL_LABELS = """() => {
+    const gd = document.querySelector('#placement-cluster');
+    const plot = gd.querySelector('.nsewdrag').getBoundingClientRect();
+    const labels = [...gd.querySelectorAll('text')].filter(t => /^[PE]\\d/.test(t.textContent));
+    return {pitch: plot.width / 8, size: gd._fullData[0].textfont.size,
+            widest: Math.max(...labels.map(t => t.getBoundingClientRect().width)),
+            count: labels.length};
+}"""
+
+
+def test_the_cluster_maps_labels_fit_their_cells_on_a_phone(browser, live_server):
+    """Round-19 cold reading Z, finding 14: at 390 px EP09 step 7's 96-GPU state drew its
+    cells' labels ("P0·E0÷") run together, 10 px text in cells about 36 px wide. On a phone
+    the map takes layout.meta.phoneText (8 px); on a laptop it keeps 10."""
+    from tests.browser.helpers import sized_page
+
+    state = "/episodes/rl-placement?preset=glm-4.7&train_gpus=96"
+    for width, height, size in ((390, 844, 8), (1280, 800, 10)):
+        with sized_page(browser, live_server, width, height, touch=width < 900) as page:
+            page.goto(state)
+            wait_drawn(page)
+            look_at(page, "placement-cluster")
+            page.wait_for_function(
+                "() => document.querySelectorAll('#placement-cluster text').length > 8")
+            seen = page.evaluate(CELL_LABELS)
+            assert seen["count"] >= 8 * 12 and seen["size"] == size, (width, seen)
+            assert seen["widest"] < seen["pitch"] - 2, (width, seen)
