@@ -80,6 +80,10 @@ PLOTTED = """() => Object.fromEntries([...document.querySelectorAll('.js-plotly-
     }))"""
 
 
+PER_LINEAR = ("a linear-layer parameter (the embedding, output head and norms keep no FP8 "
+              "copies) (BF16: 16)")
+
+
 def wanted(html: str, name: str) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
     """Every answer of the lesson: (drill, number, unit) figures and (drill, phrase) words."""
     figures, words = [], []
@@ -276,7 +280,8 @@ def test_ep10s_bench_keeps_each_steps_answer_until_its_own_guess(page, client, l
         wait_drawn(page)
         found = later_answers(page, html, 1)
         bench = page.evaluate(BENCH)
-        assert bench["readout"] == "? (BF16: 16)", (recipe, bench["readout"])
+        # Round 19 (cold reading Z, finding 10): an FP8 recipe's bytes are a linear layer's.
+        assert bench["readout"] == "? " + PER_LINEAR, (recipe, bench["readout"])
         assert bench["veiled"]["precision-bytes"] == "", recipe  # veiled whole
         # Its copies, and at 8,192 tokens the FP8 activations, step 4's (round 17, finding 6).
         assert bench["veiled"]["precision-ledger"] == f"step-{step} step-4", recipe
@@ -290,7 +295,7 @@ def test_ep10s_bench_keeps_each_steps_answer_until_its_own_guess(page, client, l
         look_at(page, "precision-bytes")
         want = api_json(live_server, "precision", f"recipe={recipe}")["ledger"]
         bench = page.evaluate(BENCH)
-        assert bench["readout"] == f"{want['bytes_per_param']:.3g} (BF16: 16)", recipe
+        assert bench["readout"] == f"{want['bytes_per_param']:.3g} {PER_LINEAR}", recipe
         assert answer_of(page, step) == f"{want['bytes_per_param']:.3g} bytes", recipe
         assert bench["veiled"]["precision-bytes"] is None, recipe
 
