@@ -573,7 +573,7 @@ def test_round_13_step_1s_why_leans_on_no_later_step(client):
         in step
     assert "34·s·h" not in step and "neighbours" not in step
     logits = 4 * 4096 * 128_256
-    assert (f"= {fmt_bytes(logits)}; with the final norm's output and the token ids, "
+    assert (f"= {fmt_bytes(logits)}; with the final norm's input and output and the token ids, "
             f"{fmt_bytes(api['breakdown']['embedding_and_logits'])}") in step
 
 
@@ -935,3 +935,37 @@ def test_round19_step_1s_limit_says_the_two_errors_roughly_cancel(client):
     assert "safe side" not in limit
     assert "The two errors run opposite ways and roughly cancel" in limit
     assert "safe upper bounds" not in _step(html, 5)
+
+
+# ---- Round-20 cold reading P (issue 36): EP01's findings 3, 11, 19 ----
+
+
+def test_round20_llama_2_7b_is_not_said_to_predate_gqa(client):
+    """Finding 3: step 4 said Llama 2 7B "predates grouped-query attention"; GQA (May 2023)
+    came before Llama 2 (July 2023), whose 70B uses it. The 7B does not use it."""
+    four = _text(_step(client.get("/episodes/memory").text, 4))
+    assert "predates" not in four
+    assert ("Llama 2 7B does not use grouped-query attention (of the Llama 2 family, only the "
+            "70B does)") in four
+
+
+def test_round20_step_1_bills_the_final_norms_input_and_output(client):
+    """Finding 19: step 1's why put 'the final norm's output and the token ids' beside the
+    logits; the bytes are the norm's input and output (step 2) and the ids."""
+    one = _text(_step(client.get("/episodes/memory").text, 1))
+    assert "with the final norm's input and output and the token ids," in one
+
+
+def test_round20_405b_is_printed_to_four_figures_where_it_is_multiplied(client):
+    """Finding 11: step 2 printed '406B parameters × 16 B = 6.49 TB' (406 × 16 = 6.50 TB; the
+    preset is 405.9B) and step 5 '406B × 18 B = 7.31 TB'. Wherever EP01 multiplies 405B's P it
+    prints 405.9B, and the printed P times the printed bytes rounds to the printed answer."""
+    html = client.get("/episodes/memory").text
+    two, five = _text(_step(html, 2)), _text(_step(html, 5))
+    assert "Llama 3.1 405B has 405.9B parameters: how many TB" in two
+    assert "Llama 3.1 405B (405.9B parameters) in the 18-byte recipe" in five
+    for text, per in ((two, 16), (five, 18)):
+        m = re.search(rf"([\d.]+)B (?:parameters )?× {per} B = ([\d.,]+ TB)", text)
+        assert m and m.group(1) == "405.9", text
+        assert fmt_bytes(per * float(m.group(1)) * 1e9) == m.group(2)
+    assert "406B" not in two + five

@@ -49,6 +49,7 @@ FORMATS["g3"] = lambda v: f"{v:.3g}"  # EP10 quotes bytes per parameter
 FORMATS["sci"] = fmt_sci  # EP02 quotes FLOPs: 1.72 × 10¹⁴
 FORMATS["int"] = lambda v: fmt_num(v, 0)
 FORMATS["x2"] = lambda v: fmt_num(v, 2)  # a speed-up, as the charts write it
+FORMATS["count4"] = lambda v: fmt_count(v, 4)  # P where the prose multiplies it: 405.9B
 LESSONS["/episodes/low-precision"] = ("/api/precision", {
     "precision-ledger", "precision-bytes", "precision-finetune", "precision-offload",
     "precision-speed"})
