@@ -206,14 +206,10 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     ("moe", "step-7"): 586,  # r19 Y #13: NCCL's current factor, the lab errs slow
     ("moe", "step-10"): 338,
     ("moe", "step-11"): 451,
-    ("recipe", "step-1"): 412,  # r19 Y #7 derives its 337 ms (4 of the 10 collectives): +28
-    ("recipe", "step-2"): 340,
     ("recipe", "step-10"): 646,
-    ("recipe", "step-11"): 315,
     ("recipe", "step-12"): 1273,  # r19 Y #5: "(expert-TP 1)"
     ("recipe", "step-13"): 928,  # r19 Y #10 states the hidden time 16/132 is of: +9
     ("recipe", "step-14"): 1161,
-    ("recipe", "step-15"): 602,
     ("precision", "step-8"): 444,
     ("playground", "step-5"): 411,  # r19 Z #11 says which way NCCL 2.8's x1.9 errs: +30
 }
