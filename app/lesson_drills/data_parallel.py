@@ -80,6 +80,18 @@ def _cross(a: dict) -> str:
             f"{100 * (r['crossover_tokens'] / stated - 1):.2f}%: {{value}}")
 
 
+def _cross_solution(found: dict[str, float]) -> str:
+    """dp-decide-crossover's worked solution: the right option's T* worked from the stated
+    busBW as its feedback works it (round-20: the solution listed the lab's 18,458 alone),
+    then the other options' T*."""
+    ports = lab_value("dp", {**CROSS, "nics_per_node": 2}, lambda answer: answer)
+    worked = _cross(ports).format(value=tokens(found["ports"]))
+    return ("{best}. T* = ⅔ × (N−1)/N × rate ÷ busBW: a second port " + worked + ", half; "
+            "128 GPUs {gpus}, 8,192 tokens {seq}, twice the model {model}. Of the four, only "
+            "the busBW is in the formula whole (N only as (N − 1)/N); the sequence moves the "
+            "tokens a GPU has, not the tokens it needs.")
+
+
 # dp-decide-bound's state: 128 GPUs on one 100 Gb/s Ethernet port a server, no overlap.
 BOUND = {"gpus": 128, "link": "eth-100g"}
 
@@ -127,10 +139,7 @@ DRILLS: tuple[Drill | Decide, ...] = (
           lambda a: "Twice the parameters double the FLOPs a token and the bytes "
                     f"all-reduced alike, so P cancels: {_cross(a)}, the same.")),
         best="min", fmt=tokens,
-        solution="{best}. T* = ⅔ × (N−1)/N × rate ÷ busBW: a second port {ports}, 128 GPUs "
-                 "{gpus}, 8,192 tokens {seq}, twice the model {model}. Of the four, only the "
-                 "busBW is in the formula whole (N only as (N − 1)/N); the sequence moves the "
-                 "tokens a GPU has, not the tokens it needs.",
+        solution=_cross_solution,
         reveals=("two ports carry two rings at once", "only the busBW is in the formula")),
     predict(
         "dp-predict-16-ib",

@@ -1358,3 +1358,19 @@ def test_round19_step_4_says_nccl_28_had_no_nvls_and_points_to_ep04s_note(client
     ep04 = _text(_step(client.get("/episodes/tensor-parallel").text, 3))
     assert "NCCL 2.8 had no NVLS; the lab charges it a ring's" in ep04
     assert "by it the lab errs slow" in ep04
+
+
+def test_round20_the_crossover_solution_works_the_right_options_t_star(client):
+    """Round-19 cold reading X, finding 6, left over: the worked solution listed the right
+    option's T* (the lab's 18,458) without the working its wrong options' feedback shows. It
+    now divides by two ports' busBW, as the right option's feedback does, then the lab's T*."""
+    from app.lesson_drills import LESSON_DRILLS
+
+    drill = next(d for d in LESSON_DRILLS["dp"] if d.id == "dp-decide-crossover")
+    right = next(o for o in drill.judge() if o.right)
+    busbw = 2 * get_link("eth-100g").ring_busbw / 1e9
+    worked = re.search(r"a second port (⅔ × 63/64 × [\d.]+ TFLOP/s ÷ ([\d.]+) GB/s = [\d,]+ "
+                       r"tokens; NCCL's latency adds [\d.]+%: ([\d,]+ tokens))", drill.solution())
+    assert worked, drill.solution()
+    assert float(worked[2]) == busbw and worked[3] == right.figure
+    assert worked[1] in right.why
