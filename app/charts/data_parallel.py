@@ -41,6 +41,16 @@ def short_name(name: str) -> str:
     return re.sub(r" Gb/s", "G", short)
 
 
+def ports(link: str, nics: int) -> str:
+    """How many ports of a scale-out link join each 8-GPU server, as a curve's name says it
+    (round-20 cold reading P, finding 5: the IB curve read 40.93x at 64 GPUs unnamed, one
+    port a server, under step 4's question on eight): ", 1 port a server"; "" for a link
+    inside the server."""
+    if get_link(link).kind != "scale-out":
+        return ""
+    return f", {nics} port{'s' if nics > 1 else ''} a server"
+
+
 # Step 3 asks what is left of the speedup at 64 GPUs on one 100 Gb/s Ethernet port a
 # server; the Ethernet curves (and their hover, "19.68×, 30.7%" at 64) wait for its guess on
 # the lesson, at every state (lab.js, layout.meta.owners, "partly": the other curves stay).
@@ -208,10 +218,33 @@ def step3_owner(result, names: dict[str, str], data: list[dict], summary: str,
             owner["summary"] = [clause, f"{names[STEP3_LINK]} after step 3's guess"]
         owners.append(owner)
     gpus = result.point.gpus
+    # Step 3 asks what one port a server leaves of the speedup: any other scale-out curve
+    # across servers answers it in kind (InfiniBand's 40.93x at 64 GPUs is the bytes over
+    # the port too: round-20 cold reading P, finding 5). Its points past one server wait for
+    # step 3's guess, as Ethernet's whole curve does; where it is the state's link, the
+    # state is the student's own.
+    # Where a drill or a later step holds the same clause (below), one owner masks it for
+    # both: two would nest their spans in the caption (app/labkit/render.py figure_summary).
+    across = [link for link in result.curve_links
+              if link not in (STEP3_LINK, result.input.link)
+              and get_link(link).kind == "scale-out"]
+    for link in across:
+        owner = {"step": STEP3, "traces": [],
+                 "points": [[i, j] for i, t in enumerate(data) if t.get("legendgroup") == link
+                            for j, p in enumerate(_series(result, link))
+                            if p.gpus > GPUS_PER_SERVER]}
+        clause = (f"{names[link]} at {gpus:,} GPUs {times(_point_at(result, link, gpus).speedup)}"
+                  if gpus > GPUS_PER_SERVER and _has_point(result, link, gpus) else None)
+        later = [k for k in link_keys(result, link) if k != STEP3]
+        if clause and clause in summary and not later:
+            owner["summary"] = [clause, f"{names[link]} after step 3's guess"]
+        owners.append(owner)
     for link in result.curve_links:
         keys = [k for k in link_keys(result, link) if k != STEP3]
         if not keys or not _has_point(result, link, gpus):
             continue
+        if link in across and gpus > GPUS_PER_SERVER:
+            keys = [STEP3, *keys]
         held = [j for j, p in enumerate(_series(result, link)) if p.gpus >= gpus]
         owner = {"step": " ".join(keys), "traces": [],
                  "points": [[i, j] for i, t in enumerate(data)
@@ -248,7 +281,8 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
         series = _series(result, link)
         colour = FAMILY_COLOURS[families[link]]
         dash = EXTRA_DASH if link not in result.curve_links[:4] else "solid"
-        common = {"type": "scatter", "mode": "lines+markers", "name": short_name(names[link]),
+        named = short_name(names[link]) + ports(link, inp.nics_per_node)
+        common = {"type": "scatter", "mode": "lines+markers", "name": named,
                   "x": [p.gpus for p in series], "legendgroup": link,
                   "line": {"color": colour, "dash": dash, "width": 2.5 if link == inp.link
                            else 1.5}, "marker": {"size": 5, "color": colour},
@@ -256,14 +290,14 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
                   "opacity": 1.0 if link == inp.link else DIMMED}
         data.append({**common, "y": [round(p.speedup, 4) for p in series],
                      "customdata": [round(100 * p.efficiency, 1) for p in series],
-                     "hovertemplate": f"{names[link]}<br>%{{x:,}} GPUs: %{{y:,.3~r}}× "
+                     "hovertemplate": f"{named}<br>%{{x:,}} GPUs: %{{y:,.3~r}}× "
                                       "(%{customdata}%)<extra></extra>",
                      "xaxis": "x", "yaxis": "y"})
         fill = ({"fill": "tozeroy", "fillcolor": colour + "33"}
                 if link == inp.link else {})
         data.append({**common, **fill, "y": [round(p.efficiency, 4) for p in series],
                      "showlegend": False, "xaxis": "x", "yaxis": "y2",
-                     "hovertemplate": f"{names[link]}<br>%{{x:,}} GPUs: %{{y:.1%}}"
+                     "hovertemplate": f"{named}<br>%{{x:,}} GPUs: %{{y:.1%}}"
                                       "<extra></extra>"})
     chosen = {"type": "scatter", "mode": "markers", "name": "Chosen",
               "x": [point.gpus], "xaxis": "x", "legendgroup": "chosen",

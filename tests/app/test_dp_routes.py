@@ -133,7 +133,7 @@ def test_figures_draw_the_curve_and_the_step():
     figs = figures(result)
     speed = [t for t in figs["scaling"]["data"] if t.get("yaxis") == "y"]
     names = [t["name"] for t in speed]
-    assert "Ethernet 100G" in names and "Chosen" in names
+    assert "Ethernet 100G, 1 port a server" in names and "Chosen" in names
     chosen = next(t for t in speed if t["name"] == "Chosen")
     assert chosen["x"] == [64] and chosen["y"][0] == pytest.approx(result.point.speedup, 1e-3)
     bars = figs["time"]["data"]
@@ -1374,3 +1374,102 @@ def test_round20_the_crossover_solution_works_the_right_options_t_star(client):
     assert worked, drill.solution()
     assert float(worked[2]) == busbw and worked[3] == right.figure
     assert worked[1] in right.why
+
+
+# ---- Round-20 cold reading P (issue 36): EP02's findings 5, 6, 7, 10, 21 ----
+
+
+def _page_figure(html: str, chart: str) -> dict:
+    import json
+
+    return json.loads(re.search(rf'data-target="{chart}"[^>]*>(.*?)</script>', html, re.S)[1])
+
+
+def test_round20_the_ib_curve_is_one_port_a_server_and_waits_for_step_3(client):
+    """Finding 5: from the opening state on, the scaling chart drew 'IB NDR 400G' out to
+    1,024 GPUs, unnamed as one port a server: 40.93x at 64 GPUs, step 4's one-port figure and
+    step 3's answer (the bytes over the port's busBW), under step 4's question on 8 ports.
+    Each scale-out curve names its ports a server; InfiniBand's points past one server wait
+    for step 3's guess, as the Ethernet curve does, and the summary's clause on it too."""
+    html = client.get("/episodes/data-parallel").text
+    fig = _page_figure(html, "dp-scaling")
+    ib = [i for i, t in enumerate(fig["data"]) if t.get("legendgroup") == "ib-ndr"]
+    assert len(ib) == 2 and {fig["data"][i]["name"] for i in ib} == {
+        "IB NDR 400G, 1 port a server"}
+    eth = next(t for t in fig["data"] if t.get("legendgroup") == "eth-100g")
+    assert eth["name"] == "Ethernet 100G, 1 port a server"
+    assert "which join 8-GPU servers by 1 port a server out to 1,024 GPUs" in _text(html)
+    owners = [o for o in fig["layout"]["meta"]["owners"] if o["step"] == "step-3"]
+    held = {(i, j) for o in owners for i, j in o.get("points", [])}
+    past = [j for j, x in enumerate(fig["data"][ib[0]]["x"]) if x > 8]
+    assert past and held >= {(i, j) for i in ib for j in past}
+    assert not {(i, j) for i, j in held if i in ib and fig["data"][i]["x"][j] <= 8}
+    # At 64 GPUs on Ethernet the summary's clause on InfiniBand waits too.
+    result = run(DataParallelQuery(gpus=64, link="eth-100g"))
+    scaling = figures(result)["scaling"]
+    swaps = [o["summary"] for o in scaling["layout"]["meta"]["owners"]
+             if o["step"] == "step-3" and o.get("summary")]
+    assert any(s[0].startswith("InfiniBand NDR 400 Gb/s at 64 GPUs") and s[0] in
+               scaling["summary"] for s in swaps), swaps
+    # At 8 ports the curve says so; on InfiniBand itself the state is the student's own.
+    eight = figures(run(DataParallelQuery(gpus=32, link="eth-100g", nics_per_node=8)))["scaling"]
+    assert "IB NDR 400G, 8 ports a server" in {t["name"] for t in eight["data"]}
+    own = figures(run(DataParallelQuery(gpus=32, link="ib-ndr")))["scaling"]
+    ib = {i for i, t in enumerate(own["data"]) if t.get("legendgroup") == "ib-ndr"}
+    assert not [p for o in own["layout"]["meta"]["owners"] if o["step"] == "step-3"
+                for p in o.get("points", []) if p[0] in ib]
+
+
+def _choices(step: str, predict: str) -> list[str]:
+    form = step[step.index(f'data-predict="{predict}"'):]
+    form = form[:form.index("</form>")]
+    return [_text(c).strip() for c in re.findall(r'<label class="predict-choice">(.*?)</label>',
+                                                 form, re.S)]
+
+
+def test_round20_step_6s_options_are_bare_and_the_why_says_each(client):
+    """Finding 6: step 6's options carried their reasons, and only the tree's ('far fewer
+    latency hops outweigh its lower bandwidth') fitted the question's own 'pays NCCL's latency
+    again': the pattern round-19 X#2 fixed on step 2. The options are bare; the why says why
+    the tree wins and why the ring and 'either' do not."""
+    step = _step(client.get("/episodes/data-parallel").text, 6)
+    assert _choices(step, "dp-6") == ["The ring", "The tree", "Either: they take about the same"]
+    ask = _text(step[:step.index('id="why-dp-6"')])
+    assert "and why?" not in ask and "latency hops outweigh" not in ask
+    why = _text(step[step.index('id="why-dp-6"'):])
+    for said in ("against 8.55 ms on the ring and its 2,046 latency steps",
+                 "not with N; at 1 MiB the latency decides, not the bytes."):
+        assert said in why, said
+
+
+def test_round20_step_8_asks_t_star_as_a_number(client):
+    """Finding 7: step 8 asked T* as 1,000 / 15,000 / 100,000, and step 2's '8 × PCIe' state
+    printed compute 1,020 ms against 933.8 ms of all-reduce at 16,384 tokens a GPU, which
+    picked 'About 15,000' without the formula. It asks the number (the lab's T*, declared as
+    the answer), with the formula's inputs in the question, and no option to pick."""
+    from app.routers.data_parallel import facts
+
+    step = _step(client.get("/episodes/data-parallel").text, 8)
+    form = step[step.index('data-predict="dp-8"'):]
+    form = form[:form.index("</form>")]
+    assert "predict-choice" not in form and 'data-right' not in form
+    assert '<span class="unit">tokens</span>' in form
+    t_star = facts()["pcie8_1"]["api"]["ratio"]["crossover_tokens"]
+    assert f'data-answer="{t_star:,.0f} tokens"' in form
+    assert "how many tokens per GPU balance compute and the all-reduce?" in _text(form)
+
+
+def test_round20_the_ethernet_busbw_is_an_upper_bound(client):
+    """Finding 10: step 1's busBW box assumed Ethernet's 96% 'as for InfiniBand' without
+    saying which way it errs, and every Ethernet figure of EP02 rests on it."""
+    text = _text(_step(client.get("/episodes/data-parallel").text, 1))
+    assert ("no published measurement). An upper bound: NCCL over TCP or RoCE reaches less, "
+            "so this episode's Ethernet speedups err high.") in text
+
+
+def test_round20_step_3_names_pat_among_nccls_algorithms(client):
+    """Finding 21: step 3's note listed NCCL_ALGO's algorithms without PAT (NCCL 2.23 on:
+    all-gather and reduce-scatter, one GPU a node)."""
+    text = _text(_step(client.get("/episodes/data-parallel").text, 3))
+    assert ("NVLS, NVLSTree and, from NCCL 2.23, PAT, for all-gather and reduce-scatter with "
+            "one GPU a node") in text

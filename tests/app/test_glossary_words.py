@@ -47,8 +47,9 @@ NAMES = {
     # software, libraries, methods and files by name, each cited where it stands
     "CUDA", "SGLang", "GShard", "GPTQ", "LLM", "ML", "DCP", "CONFIG", "AI", "NET",
     # named, and said in words, in the same sentence: SHARP ("sums in a ... network switch"),
-    # DMA ("direct memory access"), Looped BFS ("Breadth-First Pipeline Parallelism")
-    "SHARP", "DMA", "BFS",
+    # DMA ("direct memory access"), Looped BFS ("Breadth-First Pipeline Parallelism"), NCCL's
+    # PAT (EP02 step 3's note: "for all-gather and reduce-scatter with one GPU a node")
+    "SHARP", "DMA", "BFS", "PAT",
     # symbols of a formula (softmax(QKᵀ)V, QKᵀ and AV, the cheat sheet's KV = 1.68 GB), a
     # spec's and a class's names (OCP MX, TE's MXFP8BlockScaling) and a log's words ("CE loss")
     "QK", "AV", "KV", "MX", "MXFP", "CE",

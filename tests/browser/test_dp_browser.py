@@ -48,14 +48,14 @@ def test_first_load_is_the_good_case(page, live_server):
 def test_slider_updates_chart_and_url_then_reload_and_back(page, live_server):
     # 32 GPUs: 64 on 8 ports is step 4's question, whose figures wait for its guess.
     open_lesson(page, "gpus=32&link=ib-ndr")
-    before, curve_before = speedup(page), trace_y(page, "IB NDR 400G")
+    before, curve_before = speedup(page), trace_y(page, "IB NDR 400G, 1 port a server")
     page.locator("#input-nics_per_node").fill("8")
     page.wait_for_url("**nics_per_node=8**")
     wait_drawn(page)
     expected = api_json(live_server, "dp", "gpus=32&link=ib-ndr&nics_per_node=8")
     assert speedup(page) == pytest.approx(expected["speedup"], abs=0.005)
     assert speedup(page) > before
-    curve_after = trace_y(page, "IB NDR 400G")
+    curve_after = trace_y(page, "IB NDR 400G, 8 ports a server")  # the curve names its ports
     assert curve_after[-1] > curve_before[-1]  # the 1,024-GPU point lifts with 8 ports
     ib = [e["speedup"] for e in expected["curve"] if e["link"] == "ib-ndr"]
     assert curve_after == pytest.approx(ib, abs=0.01)
