@@ -39,6 +39,13 @@ def fmt_bytes(value: float) -> str:
     return f"{_digits(number)} {unit or 'B'}"
 
 
+def fmt_link_gbs(bytes_per_s: float) -> str:
+    """A link preset's rate in GB/s as its preset states it, every digit it has (367.6,
+    26.24, 48, 738): one physical link prints one figure on every page (round-19 cold reading
+    X, finding 7: NVLink 4's ring printed as 367 in EP02 and 367.6 in EP03)."""
+    return f"{bytes_per_s / 1e9:g}"
+
+
 def fmt_busbw(bytes_per_s: float) -> str:
     """A bus bandwidth to three significant figures, so a formula the page prints with it gives
     the figure it prints (45.5 GB/s, 2.99 GB/s, 431 GB/s; round-13 cold reading of EP04,

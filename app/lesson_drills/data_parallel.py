@@ -1,6 +1,7 @@
 """EP02's predict and decide drills (``LESSON_DRILLS["dp"]``)."""
 
 from app.charts.data_parallel import IB16_DRILL
+from app.charts.units import fmt_link_gbs
 from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import ms, pct
@@ -8,6 +9,7 @@ from labs.data_parallel.lab import nccl_all_reduce
 from labs.hardware.links import get_link
 
 DP_16 = IB16_DRILL  # the bench keys its figures at this state to the drill
+NVLINK_GBS = fmt_link_gbs(get_link("nvlink-4").ring_busbw)  # as step 2's list states it
 # dp-decide-exposed's two options that change the link out of each server.
 ETH_8_PORTS = {"gpus": 64, "link": "eth-100g", "nics_per_node": 8}
 IB_1_PORT = {"gpus": 64, "link": "ib-ndr"}
@@ -144,8 +146,8 @@ DRILLS: tuple[Drill | Decide, ...] = (
     predict(
         "dp-predict-16-ib",
         "16 GPUs in 2 servers on InfiniBand NDR, two 400 Gb/s ports per server (48 GB/s "
-        "busBW each; NVLink's ring inside a server 367 GB/s), weak scaling, 1,020 ms of "
-        "compute a step (the page's 16,384 tokens per GPU), no overlap. Predict the "
+        f"busBW each; NVLink's ring inside a server {NVLINK_GBS} GB/s), weak scaling, 1,020 ms "
+        "of compute a step (the page's 16,384 tokens per GPU), no overlap. Predict the "
         "speedup over one GPU.",
         "dp", DP_16, "speedup", unit="×",
         hint="Speedup = N × compute / (compute + all-reduce). One ring through all 16: "
@@ -157,8 +159,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     "that is perfect scaling. Without overlap the all-reduce adds to every "
                     "step: N × compute ÷ (compute + all-reduce)."),
             Mistake("nvlink", lambda: _dp_16_speedup(_ring_at(get_link("nvlink-4").ring_busbw)),
-                    "that runs the ring at NVLink's 367 GB/s. Every hop of a ring carries the "
-                    "same bytes at once, so it runs at its slowest hop, out of the server."),
+                    f"that runs the ring at NVLink's {NVLINK_GBS} GB/s. Every hop of a ring "
+                    "carries the same bytes at once, so it runs at its slowest hop, out of the "
+                    "server."),
             Mistake("one-port", lambda: _dp_16_speedup(_ring_at(get_link("ib-ndr").ring_busbw)),
                     "that sends the ring through one port. Each server has two, which carry "
                     "two rings at once, at twice the rate."),

@@ -9,7 +9,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import Field, field_validator
 
-from app.charts.units import fmt_bytes, fmt_count, fmt_duration, fmt_ms, fmt_pct
+from app.charts.units import (
+    fmt_bytes,
+    fmt_count,
+    fmt_duration,
+    fmt_link_gbs,
+    fmt_ms,
+    fmt_pct,
+)
 from app.episodes import BY_SLUG, EPISODES
 from app.labkit.parsing import QueryForm, validate
 from app.labkit.render import VARY, is_fragment
@@ -218,8 +225,8 @@ def fmt_term(value: float, unit: str) -> str:
         return f"{value:.3g} FLOP"
     if unit == "flop/s":
         return f"{value / 1e12:,.0f} TFLOP/s"
-    if unit == "B/s":
-        return f"{value / 1e9:,.0f} GB/s"
+    if unit == "B/s":  # a link preset's rate, as EP02 states it (367.6, 26.24, 48)
+        return f"{fmt_link_gbs(value)} GB/s"
     if float(value).is_integer():
         return f"{int(value):,}"
     return f"{value:.3g}"

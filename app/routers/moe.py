@@ -157,6 +157,7 @@ def extra_context(state) -> dict:
         "facts": facts(),
         "h800": get_link("nvlink-4-h800"),  # step 3 states its cut NVLink and NCCL's rate
         "nvlink4": get_cluster("dgx-h100").intra,  # Mixtral's node (step 11 times its sends)
+        "ndr": get_cluster("dgx-h100").inter,  # and its NICs (step 3 and the note state both)
         # An all-to-all's latency, one Simple send (labs.hardware.nccl.pairwise): NCCL's
         # start-up and one hop, on NVLink or across nodes; steps 3 and 11 add it to the bytes.
         "a2a": simple_ring_latency(),

@@ -10,6 +10,7 @@ from labs.context_parallel.lab import cp_cost, mask_layout
 from labs.core.errors import LabInputError
 from labs.core.recomputation import RECOMPUTATION
 from labs.data_parallel.inputs import DataParallelInput
+from labs.data_parallel.lab import nccl_all_reduce
 from labs.data_parallel.lab import simulate as simulate_dp
 from labs.experts.inputs import MoEInput
 from labs.experts.lab import simulate_moe
@@ -139,9 +140,16 @@ def ring(inp):
                  f"sent per GPU per step ({link})"))
 
 
+def _allreduce(r):
+    """The gradients' all-reduce of EP02's result ``r`` as NCCL prices it: its busBW is the
+    link preset's own figure (one physical link, one number: labs.hardware.links)."""
+    i = r.input
+    return nccl_all_reduce(i.grad_bytes, i.gpus, get_link(i.link), i.nics_per_node)
+
+
 def dp_speedup(inp):
     r, link = _dp(inp)
-    p, c = r.point, r.ratio
+    p, c, ar = r.point, r.ratio, _allreduce(r)
     return ((Term("N", inp.dp, "", "GPUs"),
              Term("T", c.tokens_per_gpu, "", "tokens per GPU per step: b·m·s"),
              Term("rate", c.rate, "flop/s", f"EP02's H100, whatever GPU is chosen above "
@@ -150,10 +158,13 @@ def dp_speedup(inp):
                                             f"{c.peak_flops / 1e12:,.0f} TFLOP/s dense peak, "
                                             "achieved"),
              Term("c", p.compute_s, "s", "6·P·T ÷ rate"),
-             Term("B_bus", c.busbw, "B/s", f"NCCL's bus bandwidth on {link}, the H100 "
-                                           "servers' link, measured (nccl-tests), not the "
-                                           "link's datasheet rate"),
-             Term("t", p.exposed_comm_s, "s", "2(N−1)/N · 2·P ÷ B_bus, no overlap")),
+             Term("B_bus", ar.busbw, "B/s",
+                  f"NCCL's bus bandwidth on {link}, the H100 servers' link, for the algorithm "
+                  "it picks (EP02 step 2: the ring's or NVLS's), measured (nccl-tests), not "
+                  "the link's datasheet rate"),
+             Term("α", ar.latency, "s", "NCCL's latency: its start-up and a time a hop "
+                                        "(EP02 step 4)"),
+             Term("t", p.exposed_comm_s, "s", "2(N−1)/N · 2·P ÷ B_bus + α, no overlap")),
             Term("N·c/(c+t)", p.speedup, "", "weak-scaling speedup"))
 
 

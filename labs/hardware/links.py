@@ -12,8 +12,20 @@ Beside its datasheet bandwidth a link carries what NCCL achieves on it, measured
 "bus bandwidth", doc/PERFORMANCE.md): ``busbw`` for ring collectives, ``busbw_allreduce`` where
 the switch reduces (NVLink SHARP, NCCL's NVLS), ``p2p_bandwidth`` for send/recv, and
 ``nccl_hw``, the row of NCCL's per-hop latencies it takes (``labs.hardware.nccl``). A link
-without a measurement (a GPU preset's own, built by ``gpu_cluster``) takes the measured
-fraction of a link of its kind: ``UNMEASURED_SCALE_UP``, ``UNMEASURED_SCALE_OUT``.
+without a ring measurement takes the measured fraction of a link of its kind, rounded to the
+two places a page states: ``UNMEASURED_SCALE_UP`` (0.82, NVLink 4's measured 367.6 of 450
+GB/s = 0.817), ``UNMEASURED_SCALE_OUT`` (0.96, a ConnectX-7's 48 of 50). The presets with no
+ring measurement (NVLink 5, NVL72, Infinity Fabric, PCIe) carry no ``busbw`` of their own, so
+the page's "0.82 of 32 GB/s" and the engine's 26.24 GB/s are one computation.
+
+One physical link has one achieved figure: a GPU preset's own node (``gpu_cluster``, built
+from its datasheet fields) takes its scale-up link's achieved figures from the link preset
+its GPUs talk over (``peer_links``: NVLink 4 for an H100, PCIe 4.0 for an RTX 4090), so an
+H100's own NVLink in EP03 and EP09 is the NVLink 4 that EP02 and EP04 choose by name: its ring
+busBW, send/recv rate and NCCL latency row. The in-switch all-reduce (NVLS) stays with the
+presets that name it: the own node's all-reduce is the ring, as the labs that build it (EP03's
+T* = ... ÷ busBW) state. A GPU no preset describes (a custom one whose datasheet bandwidth
+differs) keeps the datasheet link at ``UNMEASURED_*``.
 
 A vendor's scale-up fabric ships only with its own GPUs (``Link.gpus``: NVLink 3 with the A100,
 NVLink 4 with the H100 and H200 and the H800's cut-down NVLink 4 with the H800, NVLink 5 and
@@ -47,11 +59,13 @@ SCALE_UP_LATENCY = 3e-6  # s, used when a GPU preset's own links are asked for
 SCALE_OUT_LATENCY = 5e-6
 # NCCL's hardware rows (NVIDIA/nccl src/graph/tuning.cc hwLat: NVLink, PCI, network).
 NCCL_HW = ("nvlink", "pcie", "net")
-# A link with no measurement of its own achieves what a measured one of its kind does:
-# scale-up, the 8 x H200 ring all-reduce with NVLS off, 367.6 of NVLink 4's 450 GB/s
+# A link with no measurement of its own achieves what a measured one of its kind does,
+# rounded to the two places the pages state (so "0.82 of 32 GB/s" is the engine's figure):
+# scale-up, the 8 x H200 ring all-reduce with NVLS off, 367.6 of NVLink 4's 450 GB/s = 0.817
 # (stas00/ml-engineering network/benchmarks/results/all-reduce-8xH200.md); scale-out, a
-# ConnectX-7's 48 of 50 GB/s (NVIDIA NCCL team, NVIDIA/nccl-tests#267).
-UNMEASURED_SCALE_UP = 367.6 / 450
+# ConnectX-7's 48 of 50 GB/s = 0.96 (NVIDIA NCCL team, NVIDIA/nccl-tests#267).
+# (tests/labs/test_links_one_figure.py holds the first to the nvlink-4 preset's figures.)
+UNMEASURED_SCALE_UP = 0.82
 UNMEASURED_SCALE_OUT = 48 / 50
 
 
@@ -86,7 +100,8 @@ class Link:
             if value is not None and (isinstance(value, bool) or not isinstance(
                     value, int | float) or not value > 0):
                 raise LabInputError("link", f"{self.id}: {name} must be a positive number")
-        if self.busbw is not None and not self.achieved_source:
+        if (self.busbw is not None or self.busbw_allreduce is not None) \
+                and not self.achieved_source:
             raise LabInputError("link", f"{self.id}: a measured busbw cites its source")
         if self.nccl_hw is not None and self.nccl_hw not in NCCL_HW:
             raise LabInputError("link", f"{self.id}: nccl_hw must be one of {NCCL_HW}")
@@ -119,7 +134,7 @@ class Link:
     @property
     def achieved_note(self) -> str:
         """Where the achieved figures come from."""
-        if self.busbw is not None:
+        if self.achieved_source:
             return self.achieved_source
         share = UNMEASURED_SCALE_UP if self.kind == "scale-up" else UNMEASURED_SCALE_OUT
         return (f"no measurement: {share:.0%} of the datasheet assumed, what a measured "
@@ -293,9 +308,16 @@ def make_cluster(gpu: GPUSpec, gpus_per_node: int, intra: Link, inter: Link,
 
 def gpu_cluster(gpu: GPUSpec) -> Cluster:
     """The node a GPU preset's datasheet describes: ``scale_up_domain`` GPUs on its scale-up
-    link (``scale_up_bandwidth``), one ``network_bandwidth`` port per GPU."""
+    link (``scale_up_bandwidth``), one ``network_bandwidth`` port per GPU. The scale-up link
+    achieves what the preset its GPUs talk over does on a ring (``peer_links``; module
+    docstring: one physical link, one figure) when the datasheet names that link's bandwidth."""
     intra = Link(f"{gpu.id}-scale-up", f"{gpu.name} scale-up", "scale-up",
                  gpu.scale_up_bandwidth, SCALE_UP_LATENCY, gpu.source, gpu.scale_up_domain)
+    fabric = links().get(peer_links(gpu)[0])
+    if fabric is not None and fabric.bandwidth == intra.bandwidth:
+        intra = replace(intra, busbw=fabric.ring_busbw, p2p_bandwidth=fabric.p2p_bandwidth,
+                        nccl_hw=fabric.hw,
+                        achieved_source=f"{fabric.name}'s: {fabric.achieved_note}")
     inter = Link(f"{gpu.id}-network", f"{gpu.name} network port", "scale-out",
                  gpu.network_bandwidth, SCALE_OUT_LATENCY, gpu.source)
     return Cluster(id=f"{gpu.id}-node", name=f"{gpu.scale_up_domain} x {gpu.name}", gpu=gpu,

@@ -29,16 +29,16 @@ def assumptions(result: TPResult) -> tuple[str, ...]:
         notes.append(
             f"Links: {c.gpus_per_node} GPUs per node on {c.intra.name} "
             f"({c.intra.bandwidth / 1e9:,.0f} GB/s per direction per GPU, "
-            f"{c.intra.ring_busbw / 1e9:,.3g} GB/s of ring busBW measured); a group larger "
+            f"{c.intra.ring_busbw / 1e9:g} GB/s of ring busBW, EP02's); a group larger "
             f"than a node crosses {c.inter.name} ({c.inter.bandwidth / 1e9:,.3g} GB/s per "
-            f"port, {c.inter.ring_busbw / 1e9:,.3g} GB/s of busBW, one port per GPU), its "
+            f"port, {c.inter.ring_busbw / 1e9:g} GB/s of busBW, one port per GPU), its "
             "slowest link.")
     else:
         link = topo.link
         where = "inside one node" if link.kind == "scale-up" else \
             "each GPU in its own node, one port each"
         notes.append(f"Link: {link.name}, {link.bandwidth / 1e9:,.3g} GB/s per direction "
-                     f"({link.ring_busbw / 1e9:,.3g} GB/s of ring busBW), {where}.")
+                     f"({link.ring_busbw / 1e9:g} GB/s of ring busBW), {where}.")
     notes += [
         f"Collectives: as NCCL runs them (its tuning model, NCCL 2.8's latencies as EP02 "
         f"step 1 states them, on the links' measured bus bandwidths); each moves the s·b·h bf16 "

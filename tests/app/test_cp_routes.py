@@ -828,7 +828,7 @@ def test_round_18_each_effective_rate_is_derived_where_it_is_quoted(client):
     u = facts()["ulysses_nvlink"]["api"]
     nv, up = get_link("nvlink-4"), _p2p_latency("nvlink")
     assert u["comm_bytes_per_gpu"] / nv.send_bandwidth + 4 * up == pytest.approx(u["comm_s"])
-    assert (f"{fmt_bytes(u['comm_bytes_per_gpu'])} ÷ {nv.send_bandwidth / 1e9:.0f} GB/s + 4 × "
+    assert (f"{fmt_bytes(u['comm_bytes_per_gpu'])} ÷ {nv.send_bandwidth / 1e9:g} GB/s + 4 × "
             f"{up * 1e6:.1f} µs = {u['comm_s'] * 1e3:.2f} ms") in text
 
 
@@ -862,7 +862,7 @@ def test_round_19_step_6_gives_the_all_gathers_start_up_and_step_8_ncclss_rate(c
     ag = facts()["allgather_nvlink"]["api"]
     lat, nv = simple_ring_latency(), get_link("nvlink-4")
     step6 = _cp_step(page, 6)
-    said = (f"{fmt_bytes(ag['comm_bytes_per_gpu'])} ÷ {nv.ring_busbw / 1e9:.0f} GB/s + "
+    said = (f"{fmt_bytes(ag['comm_bytes_per_gpu'])} ÷ {nv.ring_busbw / 1e9:g} GB/s + "
             f"{lat['base']:g} + {ag['cp'] - 1} × {lat['nvlink']:g} µs of ring start-up = "
             f"{ag['comm_s'] * 1e3:.2f} ms")
     assert said in step6

@@ -187,12 +187,15 @@ def test_step_1_names_nccls_bus_bandwidth_from_the_link_presets(client):
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", step))
     # Issue 36 cold reading: every link the lesson times names its NCCL factor in step 1,
     # InfiniBand's and Ethernet's too (the 0.96 the bad case and the drills use).
-    for link_id, name in (("pcie-4", "PCIe 4.0"), ("nvlink-4", "NVLink 4, ring"),
+    # PCIe's is NVLink's measured share rounded (tests/app/test_link_figures.py).
+    for link_id, name in (("nvlink-4", "NVLink 4, ring"),
                           ("ib-ndr", "InfiniBand NDR, one port"),
                           ("eth-100g", "100 Gb/s Ethernet, one port")):
         link = get_link(link_id)
         assert (f"{name}: {link.ring_busbw / 1e9:g} of {link.bandwidth / 1e9:g} GB/s "
                 f"({fmt_pct(link.ring_busbw / link.bandwidth)}") in text, link_id
+    assert (f"PCIe 4.0: {pcie.ring_busbw / 1e9:g} of {pcie.bandwidth / 1e9:g} GB/s, "
+            f"{pcie.ring_busbw / pcie.bandwidth:g} of it (assumed") in text
     assert pcie.ring_busbw < pcie.bandwidth
 
 

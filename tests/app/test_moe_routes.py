@@ -678,7 +678,7 @@ def test_round8_step_11_gives_mixtral_its_own_paragraph(client):
     paragraphs = [" ".join(re.sub(r"<[^>]+>", " ", p).split())
                   for p in re.findall(r"<p>(.*?)</p>", step11, flags=re.S)]
     mixtral = [p for p in paragraphs if p.startswith("Mixtral's experts are 14,336 wide.")]
-    assert len(mixtral) == 1 and "f* = 1,115" in mixtral[0] and "DeepEP" not in mixtral[0]
+    assert len(mixtral) == 1 and "f* = 1,113" in mixtral[0] and "DeepEP" not in mixtral[0]
     assert not any("DualPipe" in p and "Mixtral" in p for p in paragraphs)
 
 

@@ -14,6 +14,7 @@ from tests.app.test_parser import api_messages
 API_FIELDS = {"efficiency", "speedup", "compute_s", "comm_s", "comm_bytes",
               "memory_per_gpu_bytes"}
 BAD_CASE = {"tp": 8, "gpus_per_node": 1, "inter_link": "eth-25g"}
+NV_RING = get_link("nvlink-4").ring_busbw / 1e9  # GB/s, EP02's ring busBW (367.6)
 
 
 def test_api_names_the_issues_fields_and_the_good_seed_figure(client):
@@ -420,7 +421,8 @@ def test_step_6_nvls_is_off_for_two_gpus_and_its_busbw_explained(client):
     assert "NCCL turns NVLS off for 2 GPUs" in step
     # Round 13, finding 5: its 352 GB/s derived from EP02's ring busBW and NCCL's latency.
     assert (f"at t = 2 the all-reduce is a ring: {two['collective_sent_bytes'] / 1e6:.0f} MB ÷ "
-            f"367 GB/s (EP02's ring) + 8.4 µs + 2 × 3.4 µs = {two['collective_s'] * 1e3:.3f} ms, "
+            f"{NV_RING:g} GB/s (EP02's ring) + 8.4 µs + 2 × 3.4 µs = "
+            f"{two['collective_s'] * 1e3:.3f} ms, "
             f"a busBW of {two['crossover']['busbw'] / 1e9:.0f} GB/s. ") in step
     assert f"= {two['crossover']['crossover']:,.0f}" in step
     assert "nccl-tests measured 480 GB/s on 8 GPUs" in step and "= 788 GB/s at t = 8" in step
@@ -498,7 +500,8 @@ def test_round_6_step_4_derives_the_two_node_ring_from_what_it_states(client):
     step = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.split('id="step-4"')[1]
                                       .split("</section>")[0]))
     assert "(8.4 + 28 × 3.4 + 2 × 9.6 µs) × 1.9 = 233 µs" in step
-    assert f"÷ 367 GB/s = {a16['collective_sent_bytes'] / nv.ring_busbw * 1e3:.3f} ms" in step
+    assert (f"÷ {NV_RING:g} GB/s = {a16['collective_sent_bytes'] / nv.ring_busbw * 1e3:.3f} ms"
+            in step)
     assert f"One all-reduce takes {a16['collective_s'] * 1e3:.3f} ms" in step
     assert "8 × 48 = 384 GB/s" in step and "14 NVLink steps × 3.4 µs = 56.0 µs" in step
     assert f"= {a16['bus_bandwidth'] / 1e9:.0f} GB/s" in step and "latency included" in step
@@ -563,8 +566,9 @@ def test_round_12_step_5_predicts_on_the_chart_it_moves_and_derives_sps_time(cli
     assert f"{on['collectives_per_layer']} half-size collectives where there were" in text
     assert f"each half of one all-reduce's {off['collective_sent_bytes'] / 1e6:.0f} MB" in text
     assert f"{half / 1e6:.0f} MB" not in text
-    assert (f"as a ring at EP02's 367 GB/s: ({off['collective_sent_bytes'] / 1e6:.0f} MB ÷ 2) ÷ "
-            f"367 GB/s = {half / 367e9 * 1e3:.3f} ms, plus 8.4 µs + 7 × 3.4 µs of NCCL's latency "
+    assert (f"as a ring at EP02's {NV_RING:g} GB/s: ({off['collective_sent_bytes'] / 1e6:.0f} MB "
+            f"÷ 2) ÷ {NV_RING:g} GB/s = {half / NV_RING / 1e6:.3f} ms, plus 8.4 µs + 7 × 3.4 µs "
+            "of NCCL's latency "
             f"(EP02 step 4): {on['collective_s'] / 2 * 1e3:.3f} ms, a busBW of "
             f"{on['bus_bandwidth'] / 1e9:.0f} GB/s here, not NVLS at "
             f"{off['bus_bandwidth'] / 1e9:.0f} GB/s") in text

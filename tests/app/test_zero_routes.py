@@ -1310,8 +1310,10 @@ def test_round_19_step_9_names_the_effective_rates(client):
     nine = step_text(client, "9. When ZeRO-3 stops hiding", "10. ZeRO-3's published fall")
     intra = facts()["l70_z3"]["result"].input.cluster.intra.ring_busbw
     x3 = facts()["l70_z3"]["api"]["crossover"]["busbw"]
-    assert (f"ZeRO-3's collectives reach {x3 / 1e9:.1f} GB/s, NVLink's ring {intra / 1e9:.1f} "
-            "with NCCL's latencies folded in (an effective rate") in nine
+    # Round-20: the effective rate is named first, then the busBW it folds the latency into
+    # (the audit read "NVLink's ring 367.6 with NCCL's latencies folded in" as the folded one).
+    assert f"ZeRO-3's collectives reach {x3 / 1e9:.1f} GB/s, an effective rate" in nine
+    assert f"NVLink's busBW, {intra / 1e9:g} GB/s, with NCCL's latencies folded in." in nine
     assert "Plain DP's all-reduce reaches, likewise," in nine
 
 

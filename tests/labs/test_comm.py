@@ -86,11 +86,12 @@ def test_all_to_all_and_p2p():
     # across nodes, tuning.cc) and the measured bandwidths.
     a2a = nccl_collective("all_to_all", 1e9, 8, DGX_H100)
     assert a2a.bytes_per_gpu == pytest.approx(7 / 8 * 1e9)
-    assert a2a.seconds == pytest.approx(11.8e-6 + 7 / 8 * 1e9 / 367e9)
+    assert a2a.seconds == pytest.approx(11.8e-6 + 7 / 8 * 1e9 / 367.6e9)
     # Across 2 nodes: half of each GPU's data leaves the node over its own port (48 GB/s).
     wide = nccl_collective("all_to_all", 1e9, 16, DGX_H100)
     assert wide.seconds == pytest.approx(18e-6 + 8 / 16 * 1e9 / 48e9)
-    assert nccl_collective("p2p", 1e9, 2, DGX_H100).seconds == pytest.approx(11.8e-6 + 1e9 / 367e9)
+    assert nccl_collective("p2p", 1e9, 2, DGX_H100).seconds == pytest.approx(
+        11.8e-6 + 1e9 / 367.6e9)
     assert nccl_collective("p2p", 1e9, 2, DGX_H100, per_node=1).seconds == pytest.approx(
         18e-6 + 1e9 / 48e9)
 

@@ -14,10 +14,10 @@ GIB = 2**30  # past tuning.cc's correction table (log2(bytes / 64) = 24 > 21): f
 @pytest.mark.parametrize("nodes, cap", [(2, 110e9), (4, 80e9), (16, 80e9)])
 def test_tree_bandwidth_is_capped_by_node_count(nodes, cap):
     cluster = get_cluster("dgx-h100")
-    # Without the cap: min(NVLink 4's 367 GB/s ring busBW, 8 NICs x 48 GB/s) x 0.9 = 330 GB/s.
+    # Without the cap: min(NVLink 4's 367.6 GB/s ring busBW, 8 NICs x 48 GB/s) x 0.9 = 330.8 GB/s.
     uncapped = min(cluster.intra.ring_busbw,
                    cluster.nics_per_node * cluster.inter.ring_busbw) * 0.9
-    assert uncapped == pytest.approx(330.3e9, rel=1e-3) and uncapped > cap
+    assert uncapped == pytest.approx(330.84e9, rel=1e-12) and uncapped > cap
     tree = nccl._tree(GIB, 8, nodes, cluster)
     assert (tree.algorithm, tree.protocol, tree.busbw) == ("tree", "Simple", cap)
     # A tree all-reduce moves the tensor up and down: size / (busBW / 2), plus its latency.
