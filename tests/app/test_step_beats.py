@@ -200,7 +200,7 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     ("moe", "step-7"): 586,  # r19 Y #13: NCCL's current factor, the lab errs slow
     ("moe", "step-10"): 338,
     ("moe", "step-11"): 451,
-    ("recipe", "step-10"): 646,
+    ("recipe", "step-10"): 511,  # r20: 646 cut; HFU table, GEMM-rate sources, H100 band pinned
     ("recipe", "step-12"): 1273,  # r19 Y #5: "(expert-TP 1)"
     ("recipe", "step-13"): 928,  # r19 Y #10 states the hidden time 16/132 is of: +9
     ("recipe", "step-14"): 1161,
