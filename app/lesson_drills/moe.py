@@ -91,11 +91,11 @@ DRILLS: tuple[Drill | Decide, ...] = (
         explanation=f"{{answer}} billion. Each routed expert is 3 × {V3.hidden:,} × "
                     f"{V3.expert_ffn:,} = {3 * V3.hidden * V3.expert_ffn / 1e6:.1f}M "
                     f"parameters; {V3.layers - V3.dense_layers} MoE layers × 256 × that = "
-                    f"{ROUTED / 1e9:.0f}B are routed experts, so the other "
-                    f"{(V3.params - ROUTED) / 1e9:.0f}B (attention, the embeddings and "
+                    f"{ROUTED / 1e9:.1f}B are routed experts, so the other "
+                    f"{(V3.params - ROUTED) / 1e9:.1f}B (attention, the embeddings and "
                     f"output head, the routers, the {V3.dense_layers} dense layers and the "
                     "shared experts) sit whole on every GPU: "
-                    f"{ROUTED / 1e9:.0f} / 64 + {(V3.params - ROUTED) / 1e9:.0f} = {{answer}}.",
+                    f"{ROUTED / 1e9:.1f} / 64 + {(V3.params - ROUTED) / 1e9:.1f} = {{answer}}.",
         mistakes=(
             Mistake("even-split", lambda: V3.params / 64 / 1e9,
                     "that splits all 671B over the 64 GPUs. Only the routed experts are "

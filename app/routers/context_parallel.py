@@ -208,7 +208,11 @@ def tp_sp_bytes() -> dict:
     sequence parallelism (its facts, the engine's): step 5's table says SP sends more, as
     EP04 teaches (round-18 cold reading of EP06, finding 12)."""
     off, on = (tp_facts()[k]["api"] for k in ("sp_off", "sp_on"))
-    return {"tp": on["tp"], "off": off["comm_bytes"], "on": on["comm_bytes"],
+    # Its model and sequence, named beside the bytes: this page's sequences are far longer
+    # (round-20 cold reading Q, finding 9).
+    inp = tp_facts()["sp_on"]["result"].input
+    return {"tp": on["tp"], "model": inp.model.name, "seq_len": inp.seq_len,
+            "off": off["comm_bytes"], "on": on["comm_bytes"],
             "ratio": on["comm_bytes"] / off["comm_bytes"]}
 
 

@@ -784,8 +784,14 @@ def test_round_18_step_5_says_megatrons_sp_sends_more_as_ep04_teaches(client):
 
     sp = next(t for t in GLOSSARY if t.slug == "sequence-parallelism")
     assert "once more" in sp.definition and "EP04 step 5" in sp.definition
+    # Round-20 cold reading Q, finding 9: the row names EP04's state (its model and its
+    # sequence), since this page's sequences are 131,072 tokens; both from EP04's facts.
+    inp = tp_facts()["sp_on"]["result"].input
     assert (f"{fmt_bytes(off['comm_bytes'])} → {fmt_bytes(on['comm_bytes'])} a layer at TP 8, "
-            f"{on['comm_bytes'] / off['comm_bytes']:.2f}× (EP04 step 5)") in row
+            f"{on['comm_bytes'] / off['comm_bytes']:.2f}× ({inp.model.name} at "
+            f"{inp.seq_len:,} tokens, EP04 step 5)") in row
+    layers_bytes = 4 * 2 * 7 / 8 * inp.seq_len * inp.model.hidden * 2  # 4 all-reduces, bf16
+    assert off["comm_bytes"] == pytest.approx(layers_bytes, rel=1e-3)
 
 
 def test_round_18_the_good_case_waits_for_step_3s_guess(client):

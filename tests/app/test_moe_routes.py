@@ -945,8 +945,12 @@ def test_round17_step_8_states_both_achieved_rates_and_their_sources_before_its_
             f"{k.matmul_sustain * 100:g}% × {SLOWEST_GPU:.3f}") in before
     assert (f"at {hbm_rate(h800) / 1e12:.2f} TB/s: {k.hbm_efficiency * 100:.0f}% of the "
             f"datasheet's {k.hbm_bandwidth / 1e12:.2f} TB/s, the share BabelStream's copy "
-            "reaches on an H100 (3,056 of 3,900 GB/s)") in before
+            "reaches on an H100 NVL (3,056 of its 3,900 GB/s)") in before
     assert round(3055.6 / 3900, 2) == k.hbm_efficiency
+    # Round-20 cold reading Q, finding 8: the share is an H100 NVL's (the preset's source),
+    # carried to the SXM package, and the page says which way that errs.
+    assert "H100 NVL" in dict(k.sources)["hbm_efficiency"]
+    assert "the lab errs slow" in before
 
 
 def test_round17_the_node_mates_share_is_one_fraction_in_two_frames(client):
@@ -1077,7 +1081,7 @@ def test_round18_step_3_says_the_all_to_all_borrows_the_rings_constants(client):
     # (NCCL and all-reduce carry their glossary tips here: the words around them.)
     assert ("cost model does not time an all-to-all (it is a group of sends to every peer), "
             "so the lab borrows EP02's ring: its all-reduce") in text
-    assert "plus one send latency at the ring's Simple constants" in text
+    assert "plus one send latency at the constants of NCCL's Simple protocol" in text
     assert "Both are bounds, so the lab errs fast" in text
 
 
@@ -1199,8 +1203,32 @@ def test_round_19_ep07_says_the_tile_the_lab_default_and_ncclss_current_factor(c
     message = client.get("/api/drills/moe-predict-params-dsv3",
                          params={"answer": 27.3}).json()["message"]
     assert "are shared" not in message
-    assert ("17B (attention, the embeddings and output head, the routers, the 3 dense layers "
+    assert ("17.1B (attention, the embeddings and output head, the routers, the 3 dense layers "
             "and the shared experts) sit whole") in message
     recipe = _step_text(re.sub(r'<span class="term-tip"[^>]*>.*?</span>', "",
                                client.get("/episodes/recipe-3d").text, flags=re.S), "step-12")
     assert re.search(r"TP2 × EP8 × DP32 \( ?expert-TP 1\)", recipe)
+
+
+def test_round20_simple_is_defined_and_the_dsv3_sum_adds_up(client):
+    """Round-20 cold reading Q, findings 10 and 11: step 3's "the ring's Simple constants"
+    left Simple undefined (it is NCCL's large-message protocol, EP02 step 4); the
+    moe-predict-params-dsv3 feedback printed "654 / 64 + 17 = 27.3", where 10.22 + 17 =
+    27.2: the shared part is 17.1B, and the sum now adds up as printed."""
+    from html import unescape
+
+    from app.lesson_drills.moe import DRILLS
+
+    page = client.get("/episodes/experts").text
+    step = " ".join(unescape(re.sub(r"<[^>]+>", " ", page[page.index('id="step-3"'):
+                                                          page.index('id="step-4"')])).split())
+    assert "NCCL's Simple protocol (its protocol for large messages, EP02 step 4)" in step
+    drill = next(d for d in DRILLS if d.id == "moe-predict-params-dsv3")
+    said = client.get("/drills/moe-predict-params-dsv3?answer=27.3").text
+    said = " ".join(unescape(re.sub(r"<[^>]+>", " ", said)).split())
+    m = re.search(r"(\d+(?:\.\d)?) / 64 \+ (\d+(?:\.\d)?) = (\d+\.\d)", said)
+    assert m, said
+    routed, shared, total = map(float, m.groups())
+    assert f"{round(routed / 64 + shared, 1):.1f}" == m[3]
+    assert f"other {shared}B" in said
+    assert drill.id in page
