@@ -263,7 +263,9 @@ def open_why_words(step: str) -> int:
 # 12, 13, 15), their notes open under the lead. A why opens onto its lead, the derivation of
 # the predicted number; every other topic is a closed note of its own. The lessons listed
 # here are held to it (owners add theirs).
-OPEN_WHYS_BOUNDED = ["recipe", "pipeline", "memory", "dp", "zero", "tp", "failures", "placement", "playground"]
+OPEN_WHYS_BOUNDED = [
+    "recipe", "pipeline", "memory", "dp", "zero", "tp", "failures", "placement", "playground",
+]
 
 
 @pytest.mark.parametrize("name", OPEN_WHYS_BOUNDED)
