@@ -196,8 +196,7 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     ("placement", "step-5"): 322,  # r19 Z #1, #3: no prefix sharing (how much), when it pays
     ("moe", "step-3"): 657,  # r19 Y #9: the tile named before the counts
     ("moe", "step-7"): 586,  # r19 Y #13: NCCL's current factor, the lab errs slow
-    ("moe", "step-10"): 338,
-    ("moe", "step-11"): 451,
+    ("moe", "step-11"): 382,  # r20: notes closed and trimmed; its four states' workings stay
     ("recipe", "step-10"): 511,  # r20: 646 cut; HFU table, GEMM-rate sources, H100 band pinned
     ("recipe", "step-12"): 1273,  # r19 Y #5: "(expert-TP 1)"
     ("recipe", "step-13"): 928,  # r19 Y #10 states the hidden time 16/132 is of: +9
@@ -262,7 +261,7 @@ def open_why_words(step: str) -> int:
 # here are held to it (owners add theirs).
 OPEN_WHYS_BOUNDED = [
     "recipe", "pipeline", "memory", "dp", "zero", "tp", "failures", "placement", "playground",
-    "precision", "cp",
+    "precision", "cp", "moe",
 ]
 
 
