@@ -268,7 +268,7 @@ def test_the_efficiency_product_multiplies_as_printed_and_the_drill_answers_it(c
 
     page = client.get("/episodes/recipe-3d").text
     why = re_.sub(r"<[^>]+>", "", page.split("Efficiency is a product of parts")[1]
-                  .split("The chart's table")[0])
+                  .split("Parts chain")[0])
     shown = [float(v) for v in re_.findall(r"(\d+\.\d)%", why)]
     # three parts, TP × bubble, the small losses', the whole; then the whole's factors again
     tp, pp, dp, tp_pp, small, total, *factors = shown
@@ -2828,3 +2828,29 @@ def test_round_19_a_closed_note_does_not_repeat_its_summary_as_a_bold_title(clie
     step = _step(html, 12)
     assert step.count("<summary>TP with “none”</summary>") == 1
     assert "TP with “none”." not in step
+
+
+def test_round20_the_parts_chain_and_step_3_derives_dps_as_the_page_multiplies(client):
+    """Round-20 cold reading Q, finding 7: step 3's "DP 94.5%" was not 1 − 138 ÷ 2,595
+    (94.7%): the parts chain in the bar's order, DP's over the step less the optimizer step
+    after it. Step 1 says so, and step 3 prints the derivation; its figures, as printed, give
+    the printed part, which is the engine's from one /api/recipe call's segments."""
+    import re
+
+    from app.routers.recipe import facts
+
+    m4 = client.get("/api/recipe", params=facts()["m4"]["params"]).json()
+    seg = m4["segments_s"]
+    assert m4["parts"]["dp"] == pytest.approx(1 - seg["dp"] / (m4["step_s"] - seg["optimizer"]))
+    page = client.get("/episodes/recipe-3d").text
+
+    def text(n):
+        raw = page.split(f'id="step-{n}"')[1].split("</section>")[0]
+        return " ".join(re.sub(r"<[^>]+>", " ", raw).split())
+
+    assert "Parts chain: DP's is 1 − its sync ÷ (the step less the optimizer step)" in text(1)
+    m = re.search(r"DP 1 − ([\d,.]+) ms ÷ \( ?([\d,.]+) ms − ([\d,.]+) ms\) = (\d+\.\d)%",
+                  text(3))
+    assert m, text(3)
+    dp, step, opt = (float(v.replace(",", "")) for v in m.groups()[:3])
+    assert f"{(1 - dp / (step - opt)) * 100:.1f}" == m[4] == f"{m4['parts']['dp'] * 100:.1f}"
