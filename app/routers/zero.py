@@ -353,6 +353,9 @@ VIEW = LabView(
         # Round-19 cold reading X, finding 18: the case is named for its Ethernet, whose cost
         # (the exposed traffic) is the overlap chart's, not the memory chart's.
         diagram="zero-overlap",
+        # Round-20 cold reading P, finding 15: before steps 4-5 the overlap chart it lands on
+        # is all grey; held, as EP05's bad case, until step 5's guess.
+        held_until="step-5",
     ),
     drills=(
         Drill(

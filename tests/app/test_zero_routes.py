@@ -1374,3 +1374,61 @@ def test_round_19_step_7s_links_bring_the_offload_times_into_view(client):
         table = bench.text.split('id="zero-offload-times"')[1].split("</table>")[0]
         for row in ("PCIe per GPU per step", "CPU Adam on host RAM", "Exposed per step"):
             assert row in table, row
+
+
+def test_round_20_step_10_names_the_kernel_share_as_the_labs_and_defines_hdr(client):
+    """Round-20 cold reading P, findings 2 and 13: the note read 'Megatron-LM's GPT 1008B run
+    (Table 1) reached 163 TFLOP/s, 77.9% of its step in kernels', a figure of the lab's
+    (labs.recipe.runs.MegatronCompute.efficiency) taught as Table 1's; and 'HDR' was never
+    defined (EP02 teaches NDR). The note says the share is the lab's and what HDR's port is."""
+    ten = step_text(client, "10. ZeRO-3's published fall", "Limit.")
+    mc = megatron_compute()
+    assert (f"reached {mc.published_flops / 1e12:.0f} TFLOP/s. The lab puts "
+            f"{fmt_pct(mc.efficiency)} of that plan's step in kernels") in ten, ten
+    assert "of its step in kernels" not in ten
+    assert "InfiniBand HDR ports (25 GB/s), each at 24 GB/s of busBW" in ten, ten
+
+
+def test_round_20_step_8_prints_p_to_four_figures_where_it_multiplies(client):
+    """Round-20 cold reading P, finding 11 (EP03's part): step 8 printed '2 B × 406B ÷ 32 =
+    25.4 GB' (406B gives 25.375); the preset is 405.9B, printed so wherever it is multiplied,
+    and the printed P times the printed factors rounds to the printed answer."""
+    eight = step_text(client, "8. Checked against DeepSpeed", "9. When ZeRO-3 stops hiding")
+    m = re.search(r"2 B × ([\d.]+)B ÷ 32 = ([\d.,]+ GB)", eight)
+    assert m and m.group(1) == "405.9", eight
+    assert fmt_bytes(2 * float(m.group(1)) * 1e9 / 32) == m.group(2)
+    assert "Llama 3.1 405B (405.9B parameters;" in eight
+
+
+def test_round_20_step_8s_links_bring_the_deepspeed_table_into_view(client):
+    """Round-20 cold reading P, finding 14: step 8 asks what DeepSpeed's estimators count, and
+    its links scrolled to the memory chart, the table below the fold. They name the table."""
+    html = client.get("/episodes/zero").text
+    eight = html.split('id="step-8"')[1].split('id="step-9"')[0]
+    links = re.findall(r'<a class="try" href="([^"]+)"[^>]*data-diagram="zero-deepspeed"', eight)
+    assert len(links) == 3, eight[:2000]
+    for href in links:
+        bench = client.get(unescape(href), headers={"HX-Request": "true", "HX-Target": "bench"})
+        table = bench.text.split('id="zero-deepspeed"')[1].split("</table>")[0]
+        assert "Checked against DeepSpeed's estimators" in table
+
+
+def test_round_20_the_bad_case_waits_for_step_5s_guess(client):
+    """Round-20 cold reading P, finding 15: before steps 4-5 the bad case landed on the
+    overlap chart all grey. It is held, as EP05's bad case, until step 5's guess."""
+    html = client.get("/episodes/zero").text
+    bad = re.search(r'<a [^>]*data-case="bad"[^>]*>', html).group(0)
+    good = re.search(r'<a [^>]*data-case="good"[^>]*>', html).group(0)
+    assert 'data-held-until="step-5"' in bad and "draws step 5&#39;s answer" in bad
+    assert "data-held-until" not in good
+
+
+def test_round_20_the_offload_table_counts_one_gpu_per_node(client):
+    """Round-20 cold reading P, finding 20: the offload table's caption read '1 GPUs per
+    node' on step 7's one-GPU state."""
+    html = client.get("/episodes/zero").text
+    seven = html.split('id="step-7"')[1].split('id="step-8"')[0]
+    href = re.search(r'<a class="try" href="([^"]+)"[^>]*>▶ 8B on one GPU', seven).group(1)
+    bench = client.get(unescape(href), headers={"HX-Request": "true", "HX-Target": "bench"})
+    caption = bench.text.split('id="zero-offload-times"')[1].split("</caption>")[0]
+    assert "(1 GPU per node," in caption, caption
