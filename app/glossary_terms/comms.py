@@ -74,6 +74,25 @@ TERMS: tuple[Term, ...] = (
          "either side. InfiniBand and RoCE (RDMA over Ethernet) both do it; with GPUDirect "
          "RDMA, NCCL's sends between nodes go straight from GPU memory to the network card.",
          "NVIDIA GPUDirect RDMA documentation; InfiniBand Architecture Specification"),
+    # Round-20 cold reading P, finding 16: EP04 step 4 names NCCL's transports over Ethernet.
+    Term("roce", "RoCE (RDMA over Converged Ethernet)", r"\bRoCE(?:v2)?\b",
+         "RDMA over Ethernet: the network card reads and writes another machine's memory, as "
+         "on InfiniBand, in packets an Ethernet network carries (RoCEv2 inside UDP/IP). It "
+         "needs a lossless or congestion-controlled Ethernet to come near InfiniBand's rate.",
+         "InfiniBand Trade Association, Annex A17: RoCEv2 (Supplement to the InfiniBand "
+         "Architecture Specification)"),
+    Term("gpudirect-rdma", "GPUDirect RDMA", r"\bGPUDirect(?: RDMA)?\b",
+         "A network card reading and writing GPU memory directly over PCIe, with no copy "
+         "through host memory: NCCL's sends between nodes go from one GPU's memory to "
+         "another's. Without it each send is staged through a buffer in host RAM.",
+         "NVIDIA GPUDirect RDMA documentation (CUDA Toolkit, \"Developing a Linux Kernel Module "
+         "using GPUDirect RDMA\"); NCCL's NCCL_NET_GDR_LEVEL environment variable"),
+    Term("nccl-socket", "NCCL's socket transport", r"\bsocket transport\b",
+         "NCCL's fallback network transport between nodes: plain TCP sockets through the "
+         "kernel's network stack and host memory, used where no RDMA network (InfiniBand or "
+         "RoCE) is found. The CPU copies every byte, so it reaches less of a port than RDMA.",
+         "NCCL documentation, Environment Variables: NCCL_SOCKET_IFNAME, and NCCL_IB_DISABLE "
+         "(the IB/RoCE transport off, NCCL falls back to IP sockets)"),
     Term("ndr", "InfiniBand NDR", r"\bNDR\b",
          "InfiniBand's 400 Gb/s generation. An H100 node usually gives each of its 8 GPUs "
          "one NDR port of its own: the link between nodes."),

@@ -1,7 +1,7 @@
 """EP04's predict and decide drills (``LESSON_DRILLS["tp"]``)."""
 
 from app.charts.tensor_parallel import MODEL_70B
-from app.charts.units import fmt_busbw
+from app.charts.units import fmt_busbw, fmt_bytes
 from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import pct
@@ -83,9 +83,11 @@ def link_why(template: str):
     def why(answer: dict) -> str:
         good = tp_figures(TP_GOOD)
         return template.format(
-            busbw=_busbw(answer), nvlink=_busbw(good),
+            busbw=_busbw(answer), nvlink=_busbw(good), rate=fmt_busbw(answer["bus_bandwidth"]),
+            bytes=fmt_bytes(answer["collective_sent_bytes"]),
             collective=f"{answer['collective_s'] * 1e3:.2f} ms",
             nvlink_collective=f"{good['collective_s'] * 1e3:.2f} ms",
+            comm=f"{answer['comm_s'] * 1e3:.2f} ms",
             compute=f"{answer['compute_s'] * 1e3:.2f} ms", value="{value}")
     return why
 
@@ -94,15 +96,20 @@ def link_why(template: str):
 # nodes of 4: TP8 across two of them ran at 75.9%, tp-predict-70b's answer on the same page
 # (round-13 cold reading of EP04, finding 3).
 tp_span_why = link_why(
-    "Across four nodes NCCL reaches {busbw} of busBW, against {nvlink} inside one NVLink node: "
-    "the switch adds (NVLS) only for the GPUs of one NVLink domain, and the hops between the "
-    "nodes share each node's 2 InfiniBand ports. One all-reduce takes {collective} against "
-    "{nvlink_collective}: {value}.")
-# The H800: the H100's chip on NVLink 4 as export rules cut it, the same bytes at a lower busBW.
+    # Round-20 cold reading P, finding 8: the working step 4 teaches, ports to ms.
+    f"The ring crosses each node on its {SPAN_NODE} NDR ports, {SPAN_NODE} × "
+    f"{NDR.ring_busbw / 1e9:g} = {SPAN_NODE * NDR.ring_busbw / 1e9:g} GB/s; NCCL's latency "
+    "brings it to {busbw}, against {nvlink} inside one NVLink node, where the switch "
+    "adds. One all-reduce takes {bytes} ÷ {rate} = {collective} against {nvlink_collective}; "
+    "a layer's collectives that do not hide, {comm}, beside {compute} of compute: {value}.")
+# The H800: the H100's chip on NVLink 4 as export rules cut it, the same bytes at a lower busBW
+# (its NVLS all-reduce busBW, stated in the option: round-20 cold reading P, finding 8).
 tp_h800_why = link_why(
-    "Every layer's all-reduces now cross the H800's cut NVLink at {busbw} of busBW against "
-    "the H100's {nvlink}: one takes {collective} against {nvlink_collective}, beside {compute} "
-    "of compute a layer: {value}.")
+    f"Every layer's all-reduces now cross the H800's cut NVLink: its measured "
+    f"{H800_NVLINK.allreduce_busbw / 1e9:.0f} GB/s falls to {{busbw}} with NCCL's latency, "
+    "against the H100's {nvlink}. One takes {bytes} ÷ {rate} = {collective} against "
+    "{nvlink_collective}; a layer's collectives that do not hide, {comm}, beside {compute} of "
+    "compute: {value}.")
 
 
 def tp_half_why(answer: dict) -> str:
@@ -143,8 +150,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "efficiency?",
         "tp", "efficiency",
         (("h800", f"H800s in place of the H100s: the same chip, its NVLink cut by export "
-                  f"rules ({H800_NVLINK.bandwidth / 1e9:.0f} GB/s a direction, "
-                  f"{H800_NVLINK.ring_busbw / 1e9:.0f} GB/s of ring busBW measured)",
+                  f"rules ({H800_NVLINK.bandwidth / 1e9:.0f} GB/s a direction; an all-reduce "
+                  f"with NVLS measured at {H800_NVLINK.allreduce_busbw / 1e9:.0f} GB/s of "
+                  "busBW)",
           {"tp": 8, "gpu": "h800"}, tp_h800_why),
          ("span", f"Nodes of {SPAN_NODE} GPUs, so TP8 spans four nodes over InfiniBand NDR "
                   f"(a port per GPU: {NDR.bandwidth / 1e9:.0f} GB/s a direction, "

@@ -235,6 +235,19 @@ def own_fabric(gpu: GPUSpec) -> str:
     return next((k for k in up if links()[k].gpus), up[0])
 
 
+# A fabric that ships with a GPU no preset describes, timed with its nearest preset's (round-20
+# cold reading P, finding 1: an NVL72 rack ships with GB200 superchips, never HGX B200 boards).
+SHIPS_WITH = {"nvl72": "GB200 (Grace + 2 Blackwell GPUs)"}
+
+
+def _never(link: Link, gpu: GPUSpec, holds: str) -> str:
+    """The refusal's first words: what ``link`` ships with, never ``gpu``."""
+    if link.id not in SHIPS_WITH:
+        return f"{link.name} ships only with the {holds}, never the {gpu.name}"
+    return (f"{link.name} ships only with the {SHIPS_WITH[link.id]}, never the {gpu.name}; "
+            f"the lab times it with its nearest preset, the {holds}")
+
+
 def check_pairing(gpu: GPUSpec, link: Link, link_field: str, gpu_field: str = "gpu") -> None:
     """Refuse a GPU on a fabric it never ships with (module docstring): a LabInputError on
     ``link_field`` that also names ``gpu_field``, saying which GPUs the fabric holds and which
@@ -244,9 +257,9 @@ def check_pairing(gpu: GPUSpec, link: Link, link_field: str, gpu_field: str = "g
     holds = " or ".join(get_gpu(g).name for g in link.gpus)
     own = [x.name for x in links().values() if x.gpus and gpu.id in x.gpus]
     choose = ", ".join([*own, "PCIe, InfiniBand or Ethernet"])
-    raise LabInputError(link_field, f"GPU and link do not match: {link.name} ships only with "
-                                    f"the {holds}, never the {gpu.name}. Choose the {holds}, "
-                                    f"or a link the {gpu.name} has: {choose}.",
+    raise LabInputError(link_field, f"GPU and link do not match: {_never(link, gpu, holds)}. "
+                                    f"Choose the {holds}, or a link the {gpu.name} has: "
+                                    f"{choose}.",
                         also=(gpu_field,))
 
 
@@ -266,9 +279,9 @@ def check_peer_link(gpu: GPUSpec, link: Link, link_field: str, gpu_field: str = 
     own = " or ".join(get_link(k).name for k in peer_links(gpu))
     if link.gpus:  # another vendor's fabric
         holds = " or ".join(get_gpu(g).name for g in link.gpus)
-        raise LabInputError(link_field, f"GPU and link do not match: {link.name} ships only "
-                                        f"with the {holds}, never the {gpu.name}. Choose the "
-                                        f"{holds}, or the {gpu.name}'s own: {own}.",
+        raise LabInputError(link_field, f"GPU and link do not match: "
+                                        f"{_never(link, gpu, holds)}. Choose the {holds}, or "
+                                        f"the {gpu.name}'s own: {own}.",
                             also=(gpu_field,))
     if any(links()[k].gpus for k in peer_links(gpu)):
         cards = [g.name for g in _gpus().values() if peer_links(g) == (link.id,)]

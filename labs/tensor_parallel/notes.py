@@ -41,7 +41,7 @@ def assumptions(result: TPResult) -> tuple[str, ...]:
                      f"({link.ring_busbw / 1e9:g} GB/s of ring busBW), {where}.")
     notes += [
         f"Collectives: as NCCL runs them (its tuning model, NCCL 2.8's latencies as EP02 "
-        f"step 1 states them, on the links' measured bus bandwidths); each moves the s·b·h bf16 "
+        f"step 4 states them, on the links' measured bus bandwidths); each moves the s·b·h bf16 "
         f"activations ({result.collective_bytes / 1e6:,.1f} MB); "
         f"{result.collectives_per_layer} per layer per step "
         + ("(sequence parallelism): forward an all-gather and a reduce-scatter around each "

@@ -937,8 +937,10 @@ def test_round_14_the_decides_h800_option_states_its_rate(client):
 
     h800 = get_link("nvlink-4-h800")
     page = client.get("/episodes/tensor-parallel").text
-    assert (f"its NVLink cut by export rules ({h800.bandwidth / 1e9:.0f} GB/s a direction, "
-            f"{h800.ring_busbw / 1e9:.0f} GB/s of ring busBW measured)") in page
+    # Round-20 cold reading P, finding 8: the all-reduce busBW its feedback times it at (NVLS).
+    assert (f"its NVLink cut by export rules ({h800.bandwidth / 1e9:.0f} GB/s a direction; an "
+            f"all-reduce with NVLS measured at {h800.allreduce_busbw / 1e9:.0f} GB/s of "
+            "busBW)") in page
     assert "PCIe 5.0 instead of NVLink" not in page
 
 
@@ -1003,7 +1005,12 @@ def test_round_16_the_decide_is_weighed_on_the_ports_rule_step_4_teaches(client)
             "2 GPUs") in body
     assert "one GPU's time ÷ (t × the group's time)" in body
     decide = flat(page.split('id="drill-tp-decide-efficiency"')[1].split("</form>")[0])
-    assert decide.count("GB/s of ring busBW measured") == 2, decide
+    # Round-20 cold reading P, finding 8: the H800's option states the NVLS busBW its
+    # feedback times it at (the 160 GB/s was DeepSeek-V3's link rate, not a ring busBW).
+    h800 = get_link("nvlink-4-h800")
+    assert decide.count("GB/s of ring busBW measured") == 1, decide
+    assert (f"an all-reduce with NVLS measured at {h800.allreduce_busbw / 1e9:.0f} GB/s of "
+            "busBW") in decide, decide
     assert (f"a port per GPU: {ndr.bandwidth / 1e9:.0f} GB/s a direction, "
             f"{ndr.ring_busbw / 1e9:.0f} GB/s of ring busBW measured") in decide
 
@@ -1315,8 +1322,100 @@ def test_round_19_step_3_says_nvls_is_charged_a_rings_latency_and_which_way_it_e
     for said in (f"the lab charges it a ring's {ring:.0f} µs",
                  f"charges one switch step, {lat['nvls_tuning']:g} µs: by it the lab errs slow, "
                  f"{g['collective_s'] * 1e3:.3f} against {tuned * 1e3:.3f} ms",
-                 f"{fmt_busbw(check['measured'])} at 16 MiB, against {fmt_busbw(check['lab'])} "
-                 f"(ring) and {fmt_busbw(check['tuning'])} (NCCL's)"):
+                 # Round-20 cold reading P, finding 17: which figure is measured.
+                 f"nccl-tests measured {fmt_busbw(check['measured'])} on 8 H200s at 16 MiB; "
+                 f"the lab's charge gives {fmt_busbw(check['lab'])}, NCCL's "
+                 f"{fmt_busbw(check['tuning'])}."):
         assert said in three, said
     four = visible_text(html.split('id="step-4"')[1].split('id="step-5"')[0])
     assert f"NCCL's own model charges NVLS {lat['nvls_tuning']:g} µs, step 3's note" in four
+
+
+def test_round_20_nvl72_refusal_names_the_gb200_and_the_preset_it_is_timed_with(client):
+    """Round-20 cold reading P, finding 1: /api/tp refused NVL72 with an H100 saying the rack
+    'ships only with the NVIDIA B200 (HGX, 180GB)'; an NVL72 rack ships with GB200
+    superchips, and the lab times it with its nearest preset, the HGX B200."""
+    messages = api_messages(client, "tp", {"link": "nvl72", "gpu": "h100-sxm"})
+    said = messages["link"]
+    assert "NVL72 rack ships only with the GB200 (Grace + 2 Blackwell GPUs), never the " in said
+    assert "the lab times it with its nearest preset, the NVIDIA B200 (HGX, 180GB)" in said
+    assert "ships only with the NVIDIA B200" not in said
+
+
+def test_round_20_the_bench_assumptions_cite_ep02_step_4_for_nccls_latencies(client):
+    """Round-20 cold reading P, finding 4: 'NCCL 2.8's latencies as EP02 step 1 states them';
+    EP02 states them in step 4."""
+    body = client.get("/api/tp").json()
+    said = " ".join(body["assumptions"])
+    assert "NCCL 2.8's latencies as EP02 step 4 states them" in said, said
+
+
+def test_round_20_the_decide_shows_the_working_of_each_link_option(client):
+    """Round-20 cold reading P, finding 8: the H800's feedback used an NVLS busBW the option did
+    not give, and the right option (nodes of 2) gave no working. Each feedback now derives its
+    figure from the option's rates: ports x a port's busBW, the bytes over the busBW NCCL
+    reaches, the collectives that do not hide beside the compute."""
+    from app.charts.units import fmt_bytes
+    from app.lesson_drills import LESSON_DRILLS
+
+    drill = next(d for d in LESSON_DRILLS["tp"] if d.id == "tp-decide-efficiency")
+    judged = {o.key: o.why for o in drill.judge()}
+    ndr, h800 = get_link("ib-ndr"), get_link("nvlink-4-h800")
+    for key, params in (("span", {"tp": 8, "gpus_per_node": 2}),
+                        ("h800", {"tp": 8, "gpu": "h800"})):
+        a = client.get("/api/tp", params=params).json()
+        why = judged[key]
+        assert (f"{fmt_bytes(a['collective_sent_bytes'])} ÷ {fmt_busbw(a['bus_bandwidth'])} = "
+                f"{a['collective_s'] * 1e3:.2f} ms") in why, why
+        assert (f"do not hide, {a['comm_s'] * 1e3:.2f} ms, beside {a['compute_s'] * 1e3:.2f} "
+                "ms of compute") in why, why
+    assert f"2 × {ndr.ring_busbw / 1e9:g} = {2 * ndr.ring_busbw / 1e9:g} GB/s" in judged["span"]
+    assert f"its measured {h800.allreduce_busbw / 1e9:.0f} GB/s falls to" in judged["h800"]
+
+
+def test_round_20_step_4_gives_the_flat_rate_working_and_names_the_transports(client):
+    """Round-20 cold reading P, findings 12 and 16: step 4's why asserted 'a flat 40% of peak
+    ... gets 90.2%' with nothing to reproduce it; it prints the layer's compute, one GPU's time
+    and the collectives, which give the figure. 'TCP sockets or RoCE without GPUDirect' used
+    three undefined names: NCCL's socket transport, RoCE and GPUDirect RDMA are glossary terms,
+    marked where step 4 uses them."""
+    from app.routers.tensor_parallel import facts
+    from tests.app.test_zero_routes import visible_text
+
+    fl = facts()["flat"]["api"]
+    html = client.get("/episodes/tensor-parallel").text
+    four = html.split('id="step-4"')[1].split('id="step-5"')[0]
+    text = visible_text(four)
+    single, compute, comm = (1e3 * fl[k] for k in ("single_gpu_s", "compute_s", "comm_s"))
+    said = (f"computes {compute:.2f} ms a layer (one GPU {single:.2f}) against "
+            f"{comm:.2f} ms of collectives: {single:.2f} ÷ (8 × {compute + comm:.2f}) = ")
+    assert said in text, text
+    assert f"{100 * single / (8 * (compute + comm)):.1f}%" == f"{100 * fl['step_efficiency']:.1f}%"
+    assert f"= {100 * fl['step_efficiency']:.1f}%" in text
+    for slug in ("nccl-socket", "roce", "gpudirect-rdma"):
+        assert f'href="/glossary#{slug}"' in four, slug
+
+
+def test_round_20_step_4s_note_says_the_t16_ring_is_the_labs_model(client):
+    """Round-20 cold reading P, finding 9: 'At t = 16 it runs a ring' stated the lab's NCCL 2.8
+    model as what NCCL runs; current NCCL picks its tree or NVLSTree there (EP02 step 3), so
+    the t = 16 efficiency errs low."""
+    from app.routers.tensor_parallel import facts
+    from tests.app.test_zero_routes import visible_text
+
+    a16 = facts()["gpt3_t16"]["api"]
+    html = client.get("/episodes/tensor-parallel").text
+    four = visible_text(html.split('id="step-4"')[1].split('id="step-5"')[0])
+    assert ("At t = 16 the lab's NCCL 2.8 model runs a ring (current NCCL picks its tree or "
+            "NVLSTree here") in four
+    assert f"so {100 * a16['step_efficiency']:.1f}% errs low" in four
+
+
+def test_round_20_step_6_defines_the_scaling_books_letters(client):
+    """Round-20 cold reading P, finding 18: 'F/t > C/W' with F, C and W defined only in the
+    bench's closed note."""
+    from tests.app.test_zero_routes import visible_text
+
+    html = client.get("/episodes/tensor-parallel").text
+    six = visible_text(html.split('id="step-6"')[1].split('id="step-7"')[0])
+    assert ("F/t > C/W, F the MLP's width, C the chip's FLOP/s, W the link's bytes/s)") in six
