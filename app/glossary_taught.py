@@ -52,7 +52,7 @@ TAUGHT_IN: dict[str, str] = {
     "rail-optimised": "experts",
     "hbm": "tensor-parallel",
     "nvlink": "data-parallel",
-    "roce": "tensor-parallel",
+    "roce": "data-parallel",
     "gpudirect-rdma": "tensor-parallel",
     "nccl-socket": "tensor-parallel",
     "ndr": "data-parallel",
