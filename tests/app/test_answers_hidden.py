@@ -957,3 +957,23 @@ def test_round19_ep04s_bad_case_prints_no_speed_up_before_step_4s_guess(client):
     assert not [f for f in said if printed(*f, before)], said
     after = screen(client, bad, ids, "step-5", lesson)
     assert all(printed(*f, after) for f in said[:1] + said[2:]), said
+
+
+def test_round20_ep07_dp_waits_in_the_group_and_network_tables(client):
+    """Round-20 cold reading Q, finding 4: at DeepSeek-V3's state (PP 16, EP 64 on 2,048
+    GPUs, every DeepSeek-V3 link of steps 1 and 3) the DP cells waited for step 6's guess,
+    but the PP row's group count (TP·CP·DP = 128) and the DP rows' spans (16 nodes = 128
+    GPUs) printed DP beside them. They wait for step 6 too; after it, all are the engine's."""
+    path, lesson, _found, ids = lesson_page(client, "moe")
+    query = "model=deepseek-v3&nodes=256&pp=16&link=hgx-h800&ep=64"
+    api = client.get(f"/api/moe?{query}").json()
+    pp = next(g for g in api["groups"] if g["kind"] == "pp")
+    dp = next(g for g in api["groups"] if g["kind"] == "dp")
+    net = next(g for g in api["network"] if g["kind"] == "dp")
+    assert pp["count"] == dp["size"] == net["nodes"] * 8  # each gives DP
+    leaked = [f"PP {pp['size']} {pp['count']:,} ", f"spans up to {dp['nodes_spanned']} nodes PP",
+              f"once a step {net['nodes']} nodes"]
+    before = screen(client, f"{path}?{query}", ids, "step-6", lesson)
+    assert not [p for p in leaked if p in before]
+    after = screen(client, f"{path}?{query}", ids, "step-7", lesson)
+    assert all(p in after for p in leaked)
