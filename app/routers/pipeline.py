@@ -41,6 +41,7 @@ from labs.core.limits import (
 )
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link, links
+from labs.hardware.nccl import BASE_LATENCY, send_latency
 from labs.model.activations import (
     GPT_COEFFICIENT,
     activation_bytes_per_layer,
@@ -331,6 +332,12 @@ def facts() -> dict:
         # The same sends sized on InfiniBand NDR for the memory panel's plan (70B, TP 8): what
         # the 0.1 f assumption is set against (round-5 cold reading, EP05 item 7).
         "v5_ndr": state(**interleaved, virtual=5, link="ib-ndr"),
+        # Its send's pieces as the one send model prices them (labs.hardware.nccl
+        # send_latency: NCCL's Simple start-up, one network hop) on the port it runs on
+        # (round-20 cold reading Q, finding 3).
+        "ndr_port": get_link("ib-ndr").bandwidth,
+        "send_startup": BASE_LATENCY["ring"]["Simple"] * 1e-6,
+        "send_hop": send_latency(get_link("ib-ndr")) - BASE_LATENCY["ring"]["Simple"] * 1e-6,
         "zb": state(schedule="zb-h1", **p8, microbatches=32),
         "dualpipe": state(schedule="dualpipe-v", **p8, microbatches=32, virtual=2),
         # Step 6: fused attention (what current stacks run) breaks on a long sequence. The

@@ -302,6 +302,15 @@ def _node_share(cluster: Cluster, g: int) -> float:
     return cluster.nics_per_node * min(g, cluster.gpus_per_node) / cluster.gpus_per_node
 
 
+def send_latency(link) -> float:
+    """Seconds one send waits before its bytes flow on ``link``: NCCL's Simple start-up
+    (tuning.cc baseLat, 8.4 µs) plus one hop on the link's hardware (hwLat, 9.6 µs on the
+    network, 3.4 on NVLink), as EP02 step 4 states them. The one send model: a pipeline send
+    (EP05, ``labs.pipeline.lab.on_link``), EP08's stage sends and an all-to-all's peers all
+    pay it, then move at ``link.send_bandwidth``."""
+    return (BASE_LATENCY["ring"]["Simple"] + HOP_LATENCY[link.hw]["ring"]["Simple"]) * 1e-6
+
+
 @lru_cache(maxsize=65536)
 def nccl_time(kind: str, size: float, group: int, cluster: Cluster,
               per_node: int | None = None) -> NcclTime:
@@ -316,8 +325,7 @@ def nccl_time(kind: str, size: float, group: int, cluster: Cluster,
         return NcclTime(0.0, 0.0, "direct", "Simple", intra.ring_busbw, intra.id, nodes)
     if kind == "p2p":
         link = intra if nodes == 1 else inter
-        lat = (BASE_LATENCY["ring"]["Simple"] + HOP_LATENCY[link.hw]["ring"]["Simple"]) * 1e-6
-        bw = link.send_bandwidth
+        lat, bw = send_latency(link), link.send_bandwidth
         return NcclTime(lat + size / bw, lat, "direct", "Simple", bw, link.id, nodes)
     if kind == "all_to_all":
         return pairwise((g - 1) / group * size, (group - g) / group * size, nodes, cluster)
@@ -334,8 +342,7 @@ def pairwise(inside: float, outside: float, nodes: int, cluster: Cluster) -> Ncc
     bytes out of the node (of a group over ``nodes`` nodes): both legs side by side after one
     Simple send's latency, the network leg at one NIC's rate (module docstring)."""
     intra, inter = cluster.intra, cluster.inter
-    link = intra if nodes == 1 else inter
-    lat = (BASE_LATENCY["ring"]["Simple"] + HOP_LATENCY[link.hw]["ring"]["Simple"]) * 1e-6
+    lat = send_latency(intra if nodes == 1 else inter)
     inside = inside / intra.send_bandwidth
     nic = inter.ring_busbw * min(1.0, cluster.nics_per_node / cluster.gpus_per_node)
     outside = outside / nic * spine_alltoall(cluster, nodes)

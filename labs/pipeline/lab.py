@@ -18,7 +18,7 @@ from functools import lru_cache
 from labs.core.errors import LabInputError
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.links import Cluster, node_cluster
-from labs.hardware.nccl import HOP_LATENCY
+from labs.hardware.nccl import send_latency
 from labs.memory.inputs import STATE_KEYS, MemoryInput
 from labs.memory.lab import compute_memory
 from labs.model.activations import layers_activation_bytes
@@ -28,6 +28,7 @@ from labs.parallel.layer_time import Group, layer_time
 from labs.pipeline.inputs import BackwardSplit, PipelineLabInput, PipelineLabResult, StageMemory
 from labs.schedules.inputs import PipelineInput, PipelineResult
 from labs.schedules.simulate import simulate
+from labs.schedules.stages import chunk_problems
 from labs.schedules.wire import boundary_bytes
 
 # Ledger fields whose errors mean "this model cannot fill this pipeline": the schedule still
@@ -79,22 +80,11 @@ def stage_memory(result: PipelineResult, model: ModelSpec, gpu: GPUSpec, *, tp: 
 
 
 def check_chunks(layers_per_rank: tuple[int, ...], chunks: int) -> None:
-    """Refuse model chunks that do not split a rank's layers evenly: Megatron-LM builds each
-    of a rank's v chunks with the same number of layers and raises "number of layers on each
-    pipeline stage must be divisible by virtual pipeline parallel degree" otherwise
-    (megatron/core/transformer/transformer_config.py, ``__post_init__``), so no stack runs
-    such a split and the memory panel must not price it (round-18 cold reading of EP05,
-    finding 7: v = 4 on Llama 3.1 70B's 10 layers a rank priced chunks of 2.5 layers)."""
-    if chunks < 2:
-        return
-    for rank, layers in enumerate(layers_per_rank):
-        if layers % chunks:
-            divisors = [v for v in range(2, layers + 1) if layers % v == 0]
-            raise LabInputError(
-                "virtual", f"Megatron-LM gives each of a rank's {chunks} model chunks the same "
-                           f"number of layers, and rank {rank}'s {layers} layers do not divide "
-                           f"by {chunks}: use {' or '.join(map(str, divisors))} chunks a rank, "
-                           "or another number of stages")
+    """Refuse model chunks that do not split a rank's layers evenly, by the rule EP08's plans
+    keep too (``labs.schedules.stages.chunk_problems``; round-18 cold reading of EP05, finding
+    7: v = 4 on Llama 3.1 70B's 10 layers a rank priced chunks of 2.5 layers)."""
+    for error in chunk_problems(layers_per_rank, chunks):
+        raise error
 
 
 def stage_forward_seconds(model: ModelSpec, gpu: GPUSpec, *, stages: int, tp: int,
@@ -151,18 +141,12 @@ def backward_split(model: ModelSpec, gpu: GPUSpec, *, tp: int, seq_len: int,
         wgrad_flops=math.fsum(k.flops for k in wgrad))
 
 
-def send_latency(link) -> float:
-    """Seconds a send waits before its bytes flow: one hop of NCCL's ring on Simple on the
-    link's hardware (NCCL 2.8's hwLat, ``labs.hardware.nccl``; 9.6 µs on the network), the
-    figure EP02 step 4 states. A send moves at the link's busBW, what NCCL reaches on it
-    (EP02: "busBW is always this achieved figure, never the datasheet's"), so EP05 prices its
-    sends with EP02's constants (round-14 cold reading of EP02-EP05, finding 8)."""
-    return HOP_LATENCY[link.hw]["ring"]["Simple"] * 1e-6
-
-
 def on_link(inp: PipelineLabInput) -> PipelineInput:
-    """The pipeline with its sends sized on ``inp.link`` (s·b·h·2/t bytes each way, at its
-    busBW after ``send_latency``)."""
+    """The pipeline with its sends sized on ``inp.link`` (s·b·h·2/t bytes each way), priced by
+    the lab's one send model (``labs.hardware.nccl.send_latency``, the p2p of ``nccl_time``
+    that EP06-EP08 use): NCCL's Simple start-up and one network hop, then the bytes at the
+    link's send rate (what NCCL reaches on it, EP02; round-20 cold reading Q, finding 3:
+    until then EP05 left out the start-up)."""
     pipe = inp.pipeline
     if inp.link is None or pipe.p2p is not None:
         return pipe
@@ -173,7 +157,7 @@ def on_link(inp: PipelineLabInput) -> PipelineInput:
     return replace(
         pipe,
         boundary_bytes=boundary_bytes(inp.seq_len, inp.micro_batch, inp.model.hidden, tp=inp.tp),
-        link_bandwidth=inp.link.ring_busbw, link_latency=send_latency(inp.link),
+        link_bandwidth=inp.link.send_bandwidth, link_latency=send_latency(inp.link),
         forward_seconds=stage_forward_seconds(
             inp.model, inp.gpu, stages=pipe.stages, tp=inp.tp, seq_len=inp.seq_len,
             micro_batch=inp.micro_batch),

@@ -9,9 +9,10 @@ all-reduce of their gradients). Layers split evenly unless uneven stages are ask
 L mod p stages one extra layer; ``first``/``last`` set the first and last stages' layers as
 Megatron's two flags do, the middle stages splitting the rest evenly
 (``stage_layer_counts``). A rank's layers split over its model chunks as evenly as they can,
-the earlier chunks taking the extra layer: Megatron's --pipeline-model-parallel-layout (the
-flexible virtual-pipeline layout, NVIDIA Megatron-LM MR 2795) allows any such split, where
-the older rule asked every stage's layers to divide by the chunks.
+the earlier chunks taking the extra layer, but a plan must give each chunk the same layers
+(``chunk_problems``): Megatron-LM's virtual pipeline asks every stage's layers to divide by
+its chunks unless an explicit --pipeline-model-parallel-layout string (NVIDIA Megatron-LM MR
+2795) lists each chunk's layers, which no lesson sets (round-20 cold reading Q, finding 2).
 Under TP, projections and the embedding are split (vocab-parallel), while norms,
 routers, learned position embeddings and the row-split projections' biases are replicated on
 every TP rank. A MoE model's first
@@ -101,6 +102,27 @@ def uneven_problems(layers: int, pp: int, first: int, last: int,
                                               f"{min(stage_layer_counts(layers, pp, first, last))}"
                                               f" layers cannot fill {chunks} model chunks"))
     return found
+
+
+def chunk_problems(layers_per_rank: tuple[int, ...], chunks: int) -> list[LabInputError]:
+    """Model chunks that do not split a rank's layers evenly: Megatron-LM builds each of a
+    rank's v chunks with the same number of layers and raises "number of layers on each
+    pipeline stage must be divisible by virtual pipeline parallel degree" otherwise
+    (megatron/core/transformer/transformer_config.py, ``__post_init__``), so no stack runs
+    such a split. One rule for EP05's memory panel (``labs.pipeline.lab.check_chunks``) and
+    EP08's plans (``labs.recipe.lab.rule_problems``, the planner's search). Empty when every
+    rank's layers divide (or one chunk a rank); else the first rank that does not."""
+    if chunks < 2:
+        return []
+    for rank, layers in enumerate(layers_per_rank):
+        if layers % chunks:
+            divisors = [v for v in range(2, layers + 1) if layers % v == 0]
+            return [LabInputError(
+                "virtual", f"Megatron-LM gives each of a rank's {chunks} model chunks the "
+                           f"same number of layers, and rank {rank}'s {layers} layers do not "
+                           f"divide by {chunks}: use {' or '.join(map(str, divisors))} chunks "
+                           "a rank, or another number of stages")]
+    return []
 
 
 def uneven_split(layers: int, pp: int) -> tuple[int, int] | None:

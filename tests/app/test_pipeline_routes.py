@@ -454,24 +454,44 @@ def test_round_13_step_3_asks_one_rank_and_zb_h1_is_cited_one_way(client):
 
 def test_round_14_step_4_prices_a_send_with_ep02s_busbw_and_network_hop(client):
     """Round-14 cold reading of EP02-EP05, finding 8: step 4 priced a send at the datasheet's
-    50 GB/s and a 5 µs latency no page states, where EP02 teaches that busBW is the achieved
-    48 GB/s and NCCL's network hop 9.6 µs. The engine's sends now run at the link's busBW
-    after one NCCL ring hop on Simple (labs.pipeline.lab.send_latency), and the why says so."""
+    50 GB/s and a 5 µs latency no page states, where EP02 teaches that NCCL reaches 48 GB/s and
+    its network hop is 9.6 µs. Round-20 cold reading Q, finding 3: the send also pays NCCL's
+    8.4 µs start-up, as EP06-EP08's sends do, from the one send model
+    (labs.hardware.nccl.send_latency), and the note calls 48 GB/s NCCL's rate on the port,
+    not a collective's busBW."""
     from labs.hardware.links import get_link
-    from labs.hardware.nccl import HOP_LATENCY
+    from labs.hardware.nccl import BASE_LATENCY, HOP_LATENCY
 
     ndr = get_link("ib-ndr")
     inp = facts()["v5_ndr"]["result"].result.input
-    assert inp.link_bandwidth == ndr.ring_busbw
-    assert inp.link_latency == HOP_LATENCY["net"]["ring"]["Simple"] * 1e-6
-    send = inp.boundary_bytes / ndr.ring_busbw + inp.link_latency
+    assert inp.link_bandwidth == ndr.send_bandwidth
+    start, hop = BASE_LATENCY["ring"]["Simple"], HOP_LATENCY["net"]["ring"]["Simple"]
+    assert inp.link_latency == pytest.approx((start + hop) * 1e-6, rel=1e-12)
+    send = inp.boundary_bytes / ndr.send_bandwidth + inp.link_latency
     assert abs(facts()["v5_ndr"]["api"]["send_seconds"] - send) < 1e-12
     html = client.get("/episodes/pipeline").text
     html = re.sub(r'<span class="term-tip".*?</span>', "", html, flags=re.S)  # glossary tips
     text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", "", html)))
-    assert (f"÷ {ndr.ring_busbw / 1e9:g} GB/s (the port's busBW, EP02) + "
-            f"{HOP_LATENCY['net']['ring']['Simple']:g} µs (NCCL's network hop, EP02 step 4) = "
-            f"{round(send * 1e6)} µs") in text
+    assert (f"÷ {ndr.send_bandwidth / 1e9:g} GB/s (NCCL's rate on the {ndr.bandwidth / 1e9:g} "
+            f"GB/s port, EP02) + {start:g} + {hop:g} µs (a send's start-up and network hop, "
+            f"EP02 step 4) = {round(send * 1e6)} µs") in text
+    assert "busBW, EP02) +" not in text
+
+
+def test_round_20_a_pipeline_send_is_priced_as_ep07_and_ep08_price_it():
+    """Round-20 cold reading Q, finding 3: /api/pipeline priced an NDR send without NCCL's
+    start-up (184 µs) while EP07/EP08's PP send (labs.recipe.stage_time, nccl_time's p2p)
+    paid it: one send, two models. EP05's send is now the recipe's p2p of the same bytes
+    across nodes (fails on the old engine: 184 against 193 µs)."""
+    from labs.hardware.links import get_cluster
+    from labs.hardware.nccl import nccl_time
+
+    inp = facts()["v5_ndr"]["result"].result.input
+    cluster = get_cluster("dgx-h100")
+    assert cluster.inter.id == "ib-ndr"
+    recipe_send = nccl_time("p2p", inp.boundary_bytes, 2, cluster, 1).seconds
+    assert facts()["v5_ndr"]["api"]["send_seconds"] == pytest.approx(recipe_send, rel=1e-12)
+    assert facts()["v5_ndr"]["api"]["send_seconds"] > 190e-6
 
 
 def test_round_14_step_4_teaches_interleavings_activation_memory(client):

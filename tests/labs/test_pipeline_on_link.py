@@ -7,7 +7,8 @@ from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link
 from labs.model.presets import get_model
 from labs.pipeline.inputs import PipelineLabInput
-from labs.pipeline.lab import run_pipeline_lab, send_latency, stage_forward_seconds
+from labs.hardware.nccl import send_latency
+from labs.pipeline.lab import run_pipeline_lab, stage_forward_seconds
 from labs.schedules.inputs import PipelineInput
 
 LLAMA_70B = get_model("llama-3.1-70b")
@@ -25,9 +26,9 @@ def test_a_send_is_the_boundary_tensor_on_the_link_in_units_of_a_stage_forward()
     result = run_pipeline_lab(lab("eth-100g")).result
     # s·b·h·2 / t bytes (Narayanan et al. 2021 sec. 4.1): 4096 x 8192 x 2 / 8 = 8,388,608 B.
     size = 4096 * 8192 * 2 / 8
-    # At the link's busBW after one NCCL ring hop on Simple (EP02's constants: round-14 cold
-    # reading of EP02-EP05, finding 8).
-    assert result.send_seconds == pytest.approx(send_latency(link) + size / link.ring_busbw,
+    # At NCCL's send rate after its Simple start-up and one hop (EP02's constants: round-14
+    # cold reading of EP02-EP05, finding 8; the start-up since round-20 cold reading Q, 3).
+    assert result.send_seconds == pytest.approx(send_latency(link) + size / link.send_bandwidth,
                                                 rel=1e-9)
     f = stage_forward_seconds(LLAMA_70B, H100, stages=8, tp=8, seq_len=4096, micro_batch=1)
     assert result.send_time == pytest.approx(result.send_seconds / f, rel=1e-9)
