@@ -52,15 +52,22 @@ from labs.model.spec import ModelSpec
 from labs.parallel.layout import divisors
 from labs.recipe.inputs import SOFTWARE, Plan, check_matmul_efficiency
 from labs.schedules.catalogue import CATALOGUE
-from labs.schedules.stages import stage_layer_counts, uneven_split
+from labs.schedules.stages import chunk_problems, stage_layer_counts, uneven_split
 
 MAX_PLAN_CP = 16
 PLAN_CP = tuple(c for c in (1, 2, 4, 8, 16) if c <= MAX_PLAN_CP)  # context-parallel sizes tried
 MICRO_BATCHES = (1, 2, 4)  # sequences per micro-batch tried
-PLAN_VIRTUAL = (2, 4, 8)  # interleaved chunks per rank tried (each stage needs v layers)
-# The schedules Megatron-LM runs, the interleaved one at each v: (1f1b, 1), (interleaved-1f1b, 2)..
-PLAN_SCHEDULES = tuple((k, v) for k, s in CATALOGUE.items() if s.megatron
-                       for v in (PLAN_VIRTUAL if s.interleaved else (1,)))
+# Interleaved chunks a rank tried: on even stages every v up to 8 that gives each of a rank's
+# chunks the same layers (``chunk_problems``: Megatron-LM refuses the rest; round-20 cold
+# reading Q, finding 2: the tried 2, 4, 8 put v = 8 on 10 layers a rank and left out 5); on
+# Megatron's uneven first/last stages, whose chunks only an explicit layout string sets (as
+# the recipe's audit takes them: labs.recipe.lab.rule_problems), 2, 4 and 8.
+PLAN_VIRTUAL = tuple(range(2, 9))
+PLAN_VIRTUAL_UNEVEN = (2, 4, 8)
+# The schedules Megatron-LM runs, each at its fewest chunks a rank: (1f1b, 1),
+# (interleaved-1f1b, 2); ``_schedules`` sets each plan's v.
+PLAN_SCHEDULES = tuple((k, PLAN_VIRTUAL[0] if s.interleaved else 1)
+                       for k, s in CATALOGUE.items() if s.megatron)
 # The recomputation modes tried. Korthikanti's three where the attention is unfused (its
 # scores are stored, or the core recomputed); with a fused attention kernel, "flash" (what
 # Llama 3 and NeMo run: nothing recomputed, no scores stored), "every-2nd" (every second
@@ -209,7 +216,9 @@ def _layouts(m: ModelSpec, gpus: int, gpus_per_node: int, seq_len: int,
            and (pipeline is None or (p > 1) == pipeline)]
     cps = [c for c in sorted(cp_sizes) if seq_len % (2 * c) == 0 or c == 1]
     eps = [e for e in divisors(m.experts, gpus)] if m.is_moe else [1]
-    loops = len(tps) * len(pps) * len(cps) * len(eps) * len(PLAN_SCHEDULES) * len(MICRO_BATCHES)
+    # (the bound as before round 20: 1F1B and three interleavings a layout)
+    loops = len(tps) * len(pps) * len(cps) * len(eps) * (1 + len(PLAN_VIRTUAL_UNEVEN)) \
+        * len(MICRO_BATCHES)
     if loops > MAX_SHAPE_LOOPS:
         raise LabInputError("gpus", f"{loops:,} layouts and schedules to try; the planner "
                                     f"tries at most {MAX_SHAPE_LOOPS:,}")
@@ -227,10 +236,15 @@ def _batches(global_batch: int, dp: int) -> list[tuple[int, int]]:
 
 def _schedules(m: ModelSpec, pp: int, split: tuple[int, int]) -> list[tuple[str, int]]:
     """The schedules tried on ``pp`` stages: one without a pipeline (the schedule is moot),
-    and none whose chunks outnumber a stage's layers."""
-    fewest = min(stage_layer_counts(m.layers, pp, *split))
-    return [(sched, v) for sched, v in PLAN_SCHEDULES
-            if not (pp == 1 and (sched, v) != PLAN_SCHEDULES[0] or v > fewest)]
+    and interleaving at each v of PLAN_VIRTUAL that splits every stage's layers into equal
+    chunks (uneven first/last stages: PLAN_VIRTUAL_UNEVEN, up to the fewest layers)."""
+    if pp == 1:
+        return [PLAN_SCHEDULES[0]]
+    counts = stage_layer_counts(m.layers, pp, *split)
+    uneven = any(split)
+    return [(sched, v) for sched, fewest in PLAN_SCHEDULES
+            for v in ((PLAN_VIRTUAL_UNEVEN if uneven else PLAN_VIRTUAL) if fewest > 1 else (1,))
+            if v <= min(counts) and (uneven or not chunk_problems(counts, v))]
 
 
 @lru_cache(maxsize=256)  # a flood of one search at new efficiencies counts it once

@@ -9,10 +9,12 @@ all-reduce of their gradients). Layers split evenly unless uneven stages are ask
 L mod p stages one extra layer; ``first``/``last`` set the first and last stages' layers as
 Megatron's two flags do, the middle stages splitting the rest evenly
 (``stage_layer_counts``). A rank's layers split over its model chunks as evenly as they can,
-the earlier chunks taking the extra layer, but a plan must give each chunk the same layers
-(``chunk_problems``): Megatron-LM's virtual pipeline asks every stage's layers to divide by
-its chunks unless an explicit --pipeline-model-parallel-layout string (NVIDIA Megatron-LM MR
-2795) lists each chunk's layers, which no lesson sets (round-20 cold reading Q, finding 2).
+the earlier chunks taking the extra layer. Megatron-LM's virtual pipeline asks every stage's
+layers to divide by its chunks (``chunk_problems``) unless an explicit
+--pipeline-model-parallel-layout string (NVIDIA Megatron-LM MR 2795) lists each chunk's
+layers: the lab holds even stages and the planner's plans to that rule (round-20 cold
+reading Q, finding 2) and takes the layout string for a plan with uneven first/last stages
+(Llama 3 405B's 7, 8, .., 8, 7 layers in 7 chunks).
 Under TP, projections and the embedding are split (vocab-parallel), while norms,
 routers, learned position embeddings and the row-split projections' biases are replicated on
 every TP rank. A MoE model's first

@@ -2417,7 +2417,10 @@ def test_round_17_the_2d_decide_and_fp32_note_hold_outside_the_labs_error(client
     f = facts()
     two, three = (client.get("/api/recipe", params=f[k]["params"]).json()
                   for k in ("td2_fp32", "td3_fp32_best"))
-    assert three["fits"] and three["plan"]["pp"] > f["td3"]["params"]["pp"]
+    # (TP4 x PP8 x DP2 with v = 8 over 10 layers a rank until round 20, cold reading Q,
+    # finding 2: Megatron-LM refuses it; now TP8 x PP2 x DP4, v = 2, 16.1 s against 15.9)
+    assert three["fits"] and (three["plan"]["tp"], three["plan"]["pp"]) != (
+        f["td3"]["params"]["tp"], f["td3"]["params"]["pp"])
     assert not client.get("/api/recipe", params=f["td3_fp32"]["params"]).json()["fits"]
     two_d = [two["step_s"] * round(b["fsdp2_h100"][e], 2) for e in ("min_ratio", "max_ratio")]
     three_d = [three["step_s"] * round(b["megatron_bf16"][e], 2)
@@ -2427,7 +2430,7 @@ def test_round_17_the_2d_decide_and_fp32_note_hold_outside_the_labs_error(client
                                                              .text, 14)))
     assert "2-D stays ahead" not in text
     plan = three["plan"]
-    assert (f"The best 3-D plan has more stages: TP{plan['tp']} × PP{plan['pp']} × "
+    assert (f"The best 3-D plan that fits is TP{plan['tp']} × PP{plan['pp']} × "
             f"DP{plan['dp']}") in text
     assert overlap and (f"a real 2-D step takes {two_d[0]:.1f} s to {two_d[1]:.1f} s and a 3-D "
                         f"step {three_d[0]:.1f} s to {three_d[1]:.1f} s: inside the lab's error"
@@ -2854,3 +2857,57 @@ def test_round20_the_parts_chain_and_step_3_derives_dps_as_the_page_multiplies(c
     assert m, text(3)
     dp, step, opt = (float(v.replace(",", "")) for v in m.groups()[:3])
     assert f"{(1 - dp / (step - opt)) * 100:.1f}" == m[4] == f"{m4['parts']['dp'] * 100:.1f}"
+
+
+def test_round_20_interleaved_chunks_must_split_a_ranks_layers_evenly(client):
+    """Round-20 cold reading Q, finding 2: v = 8 chunks on Llama 3.1 70B's 10 layers a rank
+    (PP 8) passed "Layout rules" at 784 tokens/s, a split Megatron-LM refuses and EP05 step 4
+    teaches it refuses; the recipe now refuses it by EP05's own rule (chunk_problems), and
+    v = 10 (one layer a chunk) opens (fails on the old engine: v = 8 passed; checked)."""
+    from app.routers.recipe_lesson import TWO_D_JOB
+
+    plan = {**TWO_D_JOB, "nodes": 128, "tp": 8, "pp": 8, "dp": 16, "microbatches": 8,
+            "schedule": "interleaved-1f1b", "recompute": "flash"}
+    for v in (4, 8):
+        answer = client.get("/api/recipe", params={**plan, "virtual": v})
+        assert answer.status_code == 422, v  # a broken rule: no "Layout rules" pass
+        (error,) = answer.json()["detail"]
+        assert error["loc"] == ["query", "virtual"]
+        assert f"rank 0's 10 layers do not divide by {v}: use 2 or 5 or 10" in error["msg"]
+        page = client.get("/episodes/recipe-3d", params={**plan, "virtual": v}).text
+        assert "Layout rules" not in page and "rank 0&#39;s 10 layers do not divide" in page
+    for v in (2, 5, 10):
+        audits = client.get("/api/recipe", params={**plan, "virtual": v}).json()["audits"]
+        assert any(a["name"] == "Layout rules" and a["ok"] for a in audits), v
+
+
+def test_round_20_every_planner_plan_splits_its_ranks_layers_into_equal_chunks(client):
+    """Round-20 cold reading Q, finding 2: the 2-D/3-D sweep's 3-D points (TP4 x PP4 with
+    v = 8 over 20 layers a rank, TP8 x PP8 with v = 8 over 10) and step 14's link to the best
+    plan on 1,024 GPUs were plans Megatron-LM would not start. Every plan's v now divides its
+    layers a rank, the planner tries every such v up to 8 (on 1,024 GPUs the best is v = 5,
+    2 layers a chunk), and the page's link and note quote that plan (fails on the old
+    planner: v = 8 at PP 8; checked)."""
+    from app.routers.recipe_lesson import facts
+    from labs.model.presets import get_model
+    from labs.schedules.stages import stage_layer_counts
+
+    f = facts()
+    layers = get_model(f["td"]["params"]["model"]).layers
+    plans = [b["plan"] for p in f["td"]["api"]["two_d"]["points"] for b in p["best"].values()
+             if b]
+    plans.append(f["td3_fp32_best"]["api"]["plan"])
+    for plan in plans:
+        counts = stage_layer_counts(layers, plan["pp"], plan["first_stage_layers"],
+                                    plan["last_stage_layers"])
+        assert all(n % plan["virtual"] == 0 for n in counts), plan
+    past = f["td_past"]
+    assert past["params"]["pp"] == 8 and past["params"]["virtual"] == 5
+    api = client.get("/api/recipe", params=past["params"]).json()
+    assert any(a["name"] == "Layout rules" and a["ok"] for a in api["audits"])
+    assert api["tokens_per_s"] / api["gpus"] == pytest.approx(
+        past["api"]["two_d"]["tokens_per_s_per_gpu"], rel=1e-9)
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", client.get("/episodes/recipe-3d").text))
+    assert (f"{past['api']['two_d']['label']}, makes "
+            f"{past['api']['two_d']['tokens_per_s_per_gpu']:,.0f}.") in text
+

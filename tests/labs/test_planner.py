@@ -224,12 +224,14 @@ def qwen3_search():
 
 
 def test_a_fine_grained_moe_on_a_real_cluster_is_planned_not_refused(qwen3_search):
-    """Qwen3-235B-A22B (128 experts) on 256 H100s: 56,148 candidates, every EP that divides
-    the experts (with flash, every-2nd and full recomputation). The
+    """Qwen3-235B-A22B (128 experts) on 256 H100s: 43,188 candidates, every EP that divides
+    the experts (with flash, every-2nd and full recomputation; 56,148 until round 20, when
+    interleaving on PP 2's 47 layers a rank, which no v up to 8 divides, left the search:
+    labs.schedules.stages.chunk_problems). The
     search is the lab's own to the end: complete, each plan exact, passing, timed with the
     request's software, fastest first."""
     found = qwen3_search
-    assert found.candidates > 50_000 and found.complete
+    assert found.candidates > 40_000 and found.complete
     assert len(found.plans) == 20 and found.evaluated < 1000
     speeds = [r.tokens_per_s for r in found.plans]
     assert speeds == sorted(speeds, reverse=True)
