@@ -13,6 +13,7 @@ from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link
 from labs.hardware.nccl import simple_ring_latency
 from labs.model.presets import get_model
+from labs.recipe.lab import pass_costs
 from labs.recipe.runs import BY_ID, check, checks, stack_bands, summary, utilisation
 
 SEED = {"model": "gpt-3-175b", "gpu": "a100-80gb", "nodes": 8, "gpus_per_node": 8,
@@ -115,8 +116,11 @@ def facts() -> dict:
         "act_consts": act_consts(),
         "full": state(**{**SEED, "recompute": "full"}),
         # Step 11's predict: the seed plan's pipeline as ZB-H1 (EP05 step 5), the global batch
-        # kept, so only the bubble moves (a third of 1F1B's); no step-10 link sets it.
-        "zb": state(**{**SEED, "schedule": "zb-h1"}),
+        # kept, so only the bubble moves; no step-10 link sets it.
+        "zb": (zb := state(**{**SEED, "schedule": "zb-h1"})),
+        # Step 11: ZB-H1 at the slowest stage's own I/F and W/F, the costs the engine
+        # simulates it at (round-20 cold reading Q, finding 1: it split the backward evenly).
+        "zb_costs": pass_costs("zb-h1", zb["result"].result.timing.slow),
         # What hides behind what: one plan with TP, EP, DP and ZeRO to overlap.
         **(ov := {name: state(**{**MIXTRAL, **change}) for name, change in OVERLAPS.items()}),
         # One layer, op by op.

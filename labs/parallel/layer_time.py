@@ -165,6 +165,14 @@ class LayerTime:
         return self.forward.seconds + self.backward.seconds
 
 
+def weight_grad_seconds(lt: LayerTime) -> float:
+    """The layer's weight-gradient GEMMs (every matrix's dW = Xᵀ·dY, the kernels named
+    ``.wgrad``): the W a zero-bubble schedule defers (Qi et al. 2024 sec 2). One split for
+    EP05's ``labs.pipeline.lab.backward_split`` and EP08's ZB-H1 (``labs.recipe.stage_time``
+    ``Stage.split``)."""
+    return math.fsum(k.seconds for k in lt.ops.backward.kernels if k.name.endswith(".wgrad"))
+
+
 def _pass_time(p: Pass, comms: tuple[Comm, ...]) -> PassTime:
     return PassTime(p.of("gemm"), p.of("attention"), p.of("memory"),
                     tuple(c for c in comms if c.seconds > 0))

@@ -24,7 +24,7 @@ from labs.memory.lab import compute_memory
 from labs.model.activations import layers_activation_bytes
 from labs.model.head import head_ops
 from labs.model.spec import ModelSpec
-from labs.parallel.layer_time import Group, layer_time
+from labs.parallel.layer_time import Group, layer_time, weight_grad_seconds
 from labs.pipeline.inputs import BackwardSplit, PipelineLabInput, PipelineLabResult, StageMemory
 from labs.schedules.inputs import PipelineInput, PipelineResult
 from labs.schedules.simulate import simulate
@@ -133,7 +133,7 @@ def backward_split(model: ModelSpec, gpu: GPUSpec, *, tp: int, seq_len: int,
     return BackwardSplit(
         forward_s=math.fsum(k.seconds for k in fwd),
         input_grad_s=math.fsum(k.seconds for k in rest),
-        weight_grad_s=math.fsum(k.seconds for k in wgrad),
+        weight_grad_s=weight_grad_seconds(lt),
         dgrad_gemm_s=math.fsum(k.seconds for k in dgrad),
         attention_backward_s=math.fsum(k.seconds for k in rest if k.kind == "attention"),
         forward_gemm_flops=math.fsum(k.flops for k in fwd if k.kind == "gemm"),

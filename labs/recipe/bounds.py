@@ -21,7 +21,7 @@ from labs.model.spec import ModelSpec
 from labs.recipe.dp_time import zero3_exposure
 from labs.recipe.groups import Spread
 from labs.recipe.inputs import Plan
-from labs.recipe.lab import measured_bubble
+from labs.recipe.lab import measured_bubble, pass_costs
 from labs.recipe.stage_time import StageTimes, layers_floor, stage_times
 from labs.schedules.catalogue import CATALOGUE
 from labs.schedules.inflight import in_flight
@@ -154,7 +154,8 @@ def core_bound(plan: Plan, st: StageTimes, bubble: float | None) -> float:
     ``plan_stages``) stretched by the bubble: the lab's own figures, which ZeRO does not
     change."""
     if bubble is None:
-        bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
+        bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual,
+                                 *pass_costs(plan.schedule, st.slow))
     return plan.microbatches * st.micro.total / (1 - bubble)
 
 

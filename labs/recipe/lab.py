@@ -9,7 +9,9 @@
   7 + 14 x 8 + 7): the heaviest stage sets the memory, the slowest the pace
   (``labs.recipe.step_time.step_parts`` says how unequal stages are timed);
 - the bubble measured by the pipeline simulator (``labs.schedules.simulate.simulate``), run at the
-  textbook costs (backward = 2 x forward) and cached by (schedule, p, m, v);
+  textbook costs (backward = 2 x forward) and cached by (schedule, p, m, v); a schedule that
+  splits the backward (ZB-H1, the zero-bubble family) at the slowest stage's own I/F and W/F
+  (``pass_costs``);
 - the step time, op by op (``labs.recipe.step_time``: every kernel at its measured rate, every
   collective as NCCL runs it where its group sits, exposed or hidden);
 - the audits, each check worded with its figure and pass mark (``labs.recipe.audits``).
@@ -54,6 +56,7 @@ from labs.model.spec import ModelSpec
 from labs.parallel.layout import divisors, problems, world_problems
 from labs.recipe.audits import audits_of, rule_audits
 from labs.recipe.inputs import Plan, RecipeResult, check_matmul_efficiency
+from labs.recipe.stage_time import Stage, stage_times
 from labs.recipe.step_time import step_parts
 from labs.schedules.catalogue import CATALOGUE, chunks_per_rank
 from labs.schedules.inputs import PipelineInput, check_shape
@@ -76,16 +79,33 @@ def ledger(plan: Plan, model: ModelSpec, cluster: Cluster) -> MemoryResult:
         replicas=plan.replicas if plan.hybrid else 1))
 
 
-def measured_bubble(schedule: str, p: int, m: int, v: int) -> float:
-    """Idle fraction of the simulated schedule (f = 1, b = w = 1: backward twice forward)."""
-    return _schedule_run(schedule, p, m, v)[0]
+def measured_bubble(schedule: str, p: int, m: int, v: int, b: float = 1.0,
+                    w: float = 1.0) -> float:
+    """Idle fraction of the simulated schedule at f = 1 and ``b``, ``w`` (default 1 and 1:
+    backward twice forward; a split backward's own: ``pass_costs``)."""
+    return _schedule_run(schedule, p, m, v, b, w)[0]
 
 
-def pipeline_slack(schedule: str, p: int, m: int, v: int) -> tuple[tuple[float, float], ...]:
+def pipeline_slack(schedule: str, p: int, m: int, v: int, b: float = 1.0,
+                   w: float = 1.0) -> tuple[tuple[float, float], ...]:
     """Each stage's idle time before its first forward and after its last backward (or
     weight-gradient) event, as fractions of the simulated makespan: where a stage's DP
     traffic can hide (labs.recipe.step_time). One stage, no pipeline: none."""
-    return _schedule_run(schedule, p, m, v)[1]
+    return _schedule_run(schedule, p, m, v, b, w)[1]
+
+
+def pass_costs(schedule: str, slow: Stage) -> tuple[float, float]:
+    """The simulator's ``b`` and ``w`` (f = 1) for ``schedule``: where it splits the backward
+    (ZB-H1 and the other zero-bubble schedules), the slowest stage's own I/F and W/F
+    (``Stage.split``: the weight-gradient GEMMs against the rest of the backward, as EP05's
+    pipeline lab splits a layer), rounded to three places as EP05 prints them. Round-20 cold
+    reading Q, finding 1: the recipe split the backward evenly (I = W = F), so ZB-H1 idled a
+    third of 1F1B where its real I > W idles (F + I − W)/(F + I + W) of it. A schedule that
+    keeps the backward whole takes 1 and 1: its bubble fraction is the same at any split."""
+    if not CATALOGUE[schedule].split_backward:
+        return 1.0, 1.0
+    f, i, w = slow.split
+    return round(i / f, 3), round(w / f, 3)
 
 
 def _flush(schedule: str, p: int, m: int, v: int):
@@ -103,7 +123,8 @@ def closed_form(schedule: str, p: int, m: int, v: int) -> bool:
 
 
 @lru_cache(maxsize=1024)
-def _schedule_run(schedule: str, p: int, m: int, v: int) -> tuple[float, tuple]:
+def _schedule_run(schedule: str, p: int, m: int, v: int, b: float = 1.0,
+                  w: float = 1.0) -> tuple[float, tuple]:
     """One run of the schedule, read twice: its bubble and each stage's slack. The timeline
     only (``labs.schedules.simulate.placed``): the bubble is measured as its ``simulate``
     measures it, idle / (p x makespan)."""
@@ -113,7 +134,7 @@ def _schedule_run(schedule: str, p: int, m: int, v: int) -> tuple[float, tuple]:
     if closed is not None:
         return closed
     steps, starts, ends = placed(PipelineInput(schedule=schedule, stages=p, microbatches=m,
-                                               virtual=v))
+                                               virtual=v, b=b, w=w))
     span = max(e[-1] for e in ends)
     busy = math.fsum(math.fsum(map(operator.sub, ends[r], starts[r])) for r in range(p))
     bubble = min(max(1.0 - busy / (p * span), 0.0), 1.0)
@@ -247,7 +268,12 @@ def _evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
         return RecipeResult(plan, model, cluster, nodes, rule_audits(found), found,
                             matmul_efficiency=rate)
     memory = ledger(plan, model, cluster)
-    bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
+    costs = pass_costs(plan.schedule, stage_times(
+        model, plan.layout, cluster, seq_len=plan.seq_len, micro_batch=plan.micro_batch,
+        accumulate=plan.microbatches > 1, recompute=plan.recompute, schedule=plan.schedule,
+        virtual=plan.virtual, options=options, first=plan.first_stage_layers,
+        last=plan.last_stage_layers).slow) if plan.pp > 1 else (1.0, 1.0)
+    bubble = measured_bubble(plan.schedule, plan.pp, plan.microbatches, plan.virtual, *costs)
     timing = step_parts(model, plan.layout, cluster, seq_len=plan.seq_len,
                         micro_batch=plan.micro_batch, microbatches=plan.microbatches,
                         recompute=plan.recompute, zero=plan.zero, schedule=plan.schedule,
@@ -255,7 +281,7 @@ def _evaluate(plan: Plan, model: ModelSpec, cluster: Cluster, nodes: int,
                         first=plan.first_stage_layers, last=plan.last_stage_layers,
                         options=options, bubble=bubble,
                         slack=pipeline_slack(plan.schedule, plan.pp, plan.microbatches,
-                                             plan.virtual))
+                                             plan.virtual, *costs))
     micro, m = timing.micro, plan.microbatches
     busy = m * micro.total
     pipeline = busy / (1 - bubble)

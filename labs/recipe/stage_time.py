@@ -27,7 +27,7 @@ from labs.hardware.links import Cluster
 from labs.hardware.nccl import nccl_time
 from labs.model.head import accumulate_time, head_ops, optimizer_time
 from labs.model.spec import ModelSpec
-from labs.parallel.layer_time import LayerTime, layer_time
+from labs.parallel.layer_time import LayerTime, layer_time, weight_grad_seconds
 from labs.parallel.layout import ParallelLayout
 from labs.recipe.groups import Spread, spread
 from labs.recipe.timing import DEFAULT_STEP, MicroBatchTime, Part, StepOptions
@@ -65,6 +65,18 @@ class Stage:
     @property
     def seconds(self) -> float:
         return self.forward + self.backward + self.tp + self.cp + self.ep
+
+    @property
+    def split(self) -> tuple[float, float, float]:
+        """(F, I, W): the micro-batch as a zero-bubble schedule splits its backward (Qi et
+        al. 2024 sec 2; EP05 step 5). W is the layers' weight-gradient GEMMs
+        (``labs.parallel.layer_time.weight_grad_seconds``, as EP05 splits one layer); F the
+        forward, kernels and exposed collectives; I the rest of the backward (input-gradient
+        GEMMs, attention's and the memory-bound ops' backward, any recomputation, the head's
+        backward, gradient accumulation, exposed collectives). F + I + W = ``seconds``."""
+        w = math.fsum(n * weight_grad_seconds(lt) for n, lt, *_ in self.layers)
+        f = self.forward + self.exposed_forward
+        return f, self.seconds - f - w, w
 
 
 def _stage(sp: StageParams, parts: list[tuple], head, accumulate: float) -> Stage:

@@ -581,8 +581,9 @@ def test_round_9_step_11_predicts_the_seed_plan_as_zb_h1(client):
     """Round-8 cold reading of EP08, item 10, and round 9: step 11's two links were both step
     10's, and its predict (MFU with no bubble) was one subtraction of the chart's labels. It
     now asks MFU with the seed plan's pipeline run as ZB-H1, a state no step-10 link sets, from
-    the three figures its question states: the batch is kept, so only the bubble moves (to a
-    third), and the why writes 220.8 ÷ (415.4 − 63.3 + 21.1) from the engine's parts."""
+    the figures its question states: the batch is kept, so only the bubble moves, and the why
+    writes 220.8 ÷ (415.4 − 63.3 + 29.4) from the engine's parts (21.1, a third, until round
+    20: see the round-20 test below)."""
     import html as markup
 
     from app.routers.recipe import facts
@@ -593,7 +594,6 @@ def test_round_9_step_11_predicts_the_seed_plan_as_zb_h1(client):
     assert f["zb"]["params"] == {**LESSON_SEED, "schedule": "zb-h1"}
     bubble, zb_bubble = seed["micro_causes"][8], zb["micro_causes"][8]
     assert bubble["name"] == zb_bubble["name"] == "bubble"
-    assert zb_bubble["exposed_s"] == pytest.approx(bubble["exposed_s"] / 3, rel=0.02)
     moved = seed["micro_step_s"] - bubble["exposed_s"] + zb_bubble["exposed_s"]
     assert zb["micro_step_s"] == pytest.approx(moved, rel=1e-6)  # no other cause moves
     html = markup.unescape(client.get("/episodes/recipe-3d").text)
@@ -2911,3 +2911,34 @@ def test_round_20_every_planner_plan_splits_its_ranks_layers_into_equal_chunks(c
     assert (f"{past['api']['two_d']['label']}, makes "
             f"{past['api']['two_d']['tokens_per_s_per_gpu']:,.0f}.") in text
 
+
+def test_round_20_step_11s_zb_h1_idles_f_plus_i_minus_w_at_the_stages_own_split(client):
+    """Round-20 cold reading Q, finding 1: the recipe timed ZB-H1 with the backward split
+    evenly (I = W = F), so its bubble was a third of 1F1B's (63.3 -> 21.1 ms, MFU 59.2%),
+    where EP05 step 5 teaches that real I > W idles (p − 1)(F + I − W). The engine now
+    simulates ZB-H1 at the slowest stage's own I/F and W/F (Stage.split, the weight-gradient
+    GEMMs as EP05 splits a layer), and the predict states them: the bubble is 1F1B's x
+    (1 + I − W)/(1 + I + W), 29.4 ms, MFU 57.9% (fails on the old engine: 21.1 ms; checked)."""
+    import html as markup
+
+    from app.routers.recipe import facts
+    from labs.recipe.lab import pass_costs
+
+    f = facts()
+    seed, zb = f["seed"]["api"], f["zb"]["api"]
+    slow = f["zb"]["result"].result.timing.slow
+    fs, i, w = slow.split
+    assert fs + i + w == pytest.approx(slow.seconds, rel=1e-12)
+    assert w > 0.5 * fs and i > w  # the weight-gradient GEMMs alone: not an even split
+    b, wf = f["zb_costs"]
+    assert (b, wf) == pass_costs("zb-h1", slow) == (round(i / fs, 3), round(w / fs, 3))
+    bubble, zb_bubble = seed["micro_causes"][8]["exposed_s"], zb["micro_causes"][8]["exposed_s"]
+    assert zb_bubble == pytest.approx(bubble * (1 + b - wf) / (1 + b + wf), rel=1e-9)
+    assert zb_bubble > bubble / 3 * 1.2  # not the even split's third
+    html = markup.unescape(client.get("/episodes/recipe-3d").text)
+    step11 = html.split('id="step-11"')[1].split('id="step-12"')[0]
+    text = " ".join(re.sub(r"<[^>]+>", " ", step11).split())
+    assert f"I = {b:.3f} F" in text and f"W = {wf:.3f} F" in text
+    assert (f"{1e3 * bubble:.1f} × (1 + {b:.3f} − {wf:.3f}) ÷ (1 + {b:.3f} + {wf:.3f}) = "
+            f"{1e3 * zb_bubble:.1f} ms") in text
+    assert ", a third, and no other cause moves" not in text

@@ -5,9 +5,9 @@ import pytest
 
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link
+from labs.hardware.nccl import send_latency
 from labs.model.presets import get_model
 from labs.pipeline.inputs import PipelineLabInput
-from labs.hardware.nccl import send_latency
 from labs.pipeline.lab import run_pipeline_lab, stage_forward_seconds
 from labs.schedules.inputs import PipelineInput
 
