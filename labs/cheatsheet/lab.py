@@ -162,7 +162,8 @@ LINES: tuple[tuple[str, str, str, str, str, Callable], ...] = (
      offload_host),
     ("young", "EP11", "Checkpoint interval", "τ = √(2·δ·M)",
      "Young 1974 (CACM 17(9)); Daly 2006 (FGCS 22(3)) refines it", young_interval),
-    ("goodput", "EP11", "Goodput", "τ / ((M + R)·(e^((τ+b)/M) − 1))",
+    # Round-20 cold reading R, finding 11: the save's stop is δ here as on EP11's page.
+    ("goodput", "EP11", "Goodput", "τ / ((M + R)·(e^((τ+δ)/M) − 1))",
      "Daly 2006 (FGCS 22(3)) eq. 10; Llama 3 (arXiv:2407.21783) sec 3.3.4",
      goodput_line),
 )

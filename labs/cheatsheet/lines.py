@@ -70,7 +70,8 @@ def activations_none(inp):
     return (*terms, Term("a", inp.model.heads, "", "heads"),
             Term("k", k, "", "bytes a score keeps: softmax output, dropout mask and output"
                  if inp.model.dropout else "bytes a score keeps: the softmax output, no "
-                 "dropout")), result
+                 "dropout (the 34 stays GPT's count, its dropout masks included, as EP01 "
+                 "charges Llama)")), result
 
 
 def activations_flash(inp):

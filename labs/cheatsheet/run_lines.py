@@ -279,8 +279,14 @@ def young_interval(inp):
 def goodput_line(inp):
     r = _failures(inp)
     g = r.best
-    return ((Term("τ", g.interval, "duration", "Daly's interval"),
-             Term("b", r.checkpoint.block_s, "duration", "stop per save"),
+    # Round-20 cold reading R, finding 12: the line above's τ is Young's, this one Daly's;
+    # it says which, and how far apart the two are here.
+    apart = g.interval / r.young_s - 1
+    return ((Term("τ", g.interval, "duration", "Daly's best interval, "
+                  + ("the same as Young's above to 0.1%" if abs(apart) < 0.001 else
+                     f"{abs(apart):.1%} {'longer' if apart > 0 else 'shorter'} than Young's "
+                     "above")),
+             Term("δ", r.checkpoint.block_s, "duration", "stop per save"),
              Term("R", r.input.restart, "duration", "restart (assumed; a sync save loses no "
                                                     "work behind it)"),
              Term("M", r.mtbi_s, "duration", "between interruptions")),

@@ -236,11 +236,39 @@ def test_the_interval_and_goodput_lines_are_ep11s_lab():
     assert mtbi == pytest.approx(gpu_mtbi_llama3() / 128)
     assert delta == pytest.approx(14 * LLAMA70.params / 2e12)  # the ledger's 14 B/param
     assert value(lines, "young") == pytest.approx(young(delta, mtbi))
-    tau, b, r, m = (t.value for t in lines["goodput"].terms)
-    # Daly 2006's renewal count (labs.failures.lab.goodput), by hand: a cycle of τ + b tried
-    # e^((τ+b)/M) − 1 times too often, each failure costing M + R on average.
-    assert value(lines, "goodput") == pytest.approx(tau / ((m + r) * math.expm1((tau + b) / m)))
-    assert lines["goodput"].formula == "τ / ((M + R)·(e^((τ+b)/M) − 1))"
+    tau, d, r, m = (t.value for t in lines["goodput"].terms)
+    # Daly 2006's renewal count (labs.failures.lab.goodput), by hand: a cycle of τ + δ tried
+    # e^((τ+δ)/M) − 1 times too often, each failure costing M + R on average.
+    assert value(lines, "goodput") == pytest.approx(tau / ((m + r) * math.expm1((tau + d) / m)))
+    # Round-20 cold reading R, finding 11: the stop is δ, as on EP11's page, never b.
+    assert lines["goodput"].formula == "τ / ((M + R)·(e^((τ+δ)/M) − 1))"
+    assert [t.symbol for t in lines["goodput"].terms] == ["τ", "δ", "R", "M"]
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-70b", "llama-3.1-8b", "llama-3.1-405b"])
+def test_round20_the_goodput_lines_interval_says_it_is_dalys_and_how_far_from_youngs(model):
+    """Round-20 cold reading R, finding 12: the interval line gave Young's √(2δM) 19.8 min and
+    the goodput line below 'τ = 19.8 min Daly's interval', unsaid whether they differ. The
+    goodput line's τ says it is Daly's and how far it lies from Young's, off the same lab."""
+    lines = sheet(model)
+    young_tau = value(lines, "young")
+    tau = lines["goodput"].terms[0]
+    apart = tau.value / young_tau - 1
+    if abs(apart) < 0.001:
+        assert tau.meaning == "Daly's best interval, the same as Young's above to 0.1%"
+    else:
+        side = "longer" if apart > 0 else "shorter"
+        assert tau.meaning == f"Daly's best interval, {abs(apart):.1%} {side} than Young's above"
+
+
+def test_round20_the_unfused_line_says_its_34_is_gpts_count_for_a_model_without_dropout():
+    """Round-20 cold reading R, finding 15: 'k = 2 bytes a score keeps: the softmax output,
+    no dropout' sat beside GPT's 34, which counts two dropout masks: the line says the 34
+    stays GPT's count, as EP01 charges Llama."""
+    k = next(t for t in sheet("llama-3.1-70b")["activations_none"].terms if t.symbol == "k")
+    assert k.value == 2
+    assert "the 34 stays GPT's count, its dropout masks included, as EP01 charges Llama" \
+        in k.meaning
 
 
 def test_the_serving_line_is_ep09s_rollout_gpu_of_the_recipe_it_links():
