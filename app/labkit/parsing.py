@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
 from types import NoneType
-from typing import Any, get_args
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import annotated_types
 from pydantic import BaseModel, ValidationError
@@ -66,9 +66,26 @@ class State:
     result: Any
 
 
+def _numbers(info) -> tuple[set, list, frozenset[str]]:
+    """(the number types a control takes, their metadata, the words it takes beside them): a
+    control like ``Annotated[int, Field(ge=1)] | Literal["best"]`` (EP11's interval, round-20
+    cold reading R, finding 4) is a whole number with its bounds, or the word."""
+    args = get_args(info.annotation) if get_origin(info.annotation) is not Literal else ()
+    kinds, metadata, words = set(), list(info.metadata), set()
+    for arg in args:
+        if get_origin(arg) is Literal:
+            words |= {a for a in get_args(arg) if isinstance(a, str)}
+        elif get_origin(arg) is Annotated:
+            kinds.add(get_args(arg)[0])
+            metadata += [m for extra in arg.__metadata__ for m in getattr(extra, "metadata", [])]
+        else:
+            kinds.add(arg)
+    return (kinds - {NoneType} or {info.annotation}), metadata, frozenset(words)
+
+
 def _bounds(info) -> tuple[Any, Any]:
     low = high = None
-    for meta in info.metadata:
+    for meta in _numbers(info)[1]:
         if isinstance(meta, annotated_types.Ge | annotated_types.Gt):
             low = getattr(meta, "ge", getattr(meta, "gt", None))
         if isinstance(meta, annotated_types.Le | annotated_types.Lt):
@@ -81,7 +98,7 @@ def _num(value: Any) -> str:
 
 
 def _is_int(info) -> bool:
-    return info.annotation is int
+    return _numbers(info)[0] == {int}
 
 
 def field_message(view: LabView, name: str, error_type: str = "", raw: str = "") -> str:
@@ -90,7 +107,8 @@ def field_message(view: LabView, name: str, error_type: str = "", raw: str = "")
     label = view.label(name)
     choices = [a for arg in get_args(info.annotation) for a in (get_args(arg) or [arg])
                if isinstance(a, str)]
-    if "literal" in error_type or "enum" in error_type:
+    kinds, metadata, words = _numbers(info)
+    if ("literal" in error_type or "enum" in error_type) and not (words and _is_int(info)):
         return f"{label} must be one of: {', '.join(choices)}"
     if "bool" in error_type:
         return f"{label} must be true or false"
@@ -103,17 +121,16 @@ def field_message(view: LabView, name: str, error_type: str = "", raw: str = "")
         # cold reading of EP11, finding 12a: the bounds read in the notation it refuses)
         low, high = (int(b) if isinstance(b, float) and b.is_integer() else b
                      for b in (low, high))
+    span = ""
     if low is not None and high is not None:
-        above = "above" if any(isinstance(m, annotated_types.Gt) for m in info.metadata) \
-            else "from"
-        span = f"{above} {_num(low)} {'to' if above == 'from' else 'up to'} {_num(high)}"
-        return f"{label} must be {kind} {span}"
-    return f"{label} must be {kind}"
+        above = "above" if any(isinstance(m, annotated_types.Gt) for m in metadata) else "from"
+        span = f" {above} {_num(low)} {'to' if above == 'from' else 'up to'} {_num(high)}"
+    return f"{label} must be {kind}{span}" + "".join(f", or {w}" for w in sorted(words))
 
 
 def _number_text(info) -> re.Pattern | None:
     """The pattern a number control's text must match (None: not a number control)."""
-    kinds = set(get_args(info.annotation)) - {NoneType} or {info.annotation}
+    kinds = _numbers(info)[0]
     if kinds == {int}:
         return WHOLE_TEXT
     if kinds <= {int, float}:
@@ -138,7 +155,8 @@ def _controls(model: type[BaseModel]) -> dict[str, tuple[bool, re.Pattern | None
     """Each control of a query model: (whether it takes many values, the pattern its text must
     match or None), read from its annotation once, not per request (issue 31: the
     playground's hundred controls were a tenth of its answer's CPU)."""
-    return {name: (getattr(info.annotation, "__origin__", None) is list, _number_text(info))
+    return {name: (getattr(info.annotation, "__origin__", None) is list, _number_text(info),
+                   _numbers(info)[2])
             for name, info in model.model_fields.items()}
 
 
@@ -152,9 +170,11 @@ def _collect(view: LabView, items: Iterable[tuple[str, str]]) -> tuple[dict, dic
     data, raw, errors = {}, {}, {}
     for key, given in values.items():
         raw[key] = given[-1]
-        multi, text = fields[key]
+        multi, text, words = fields[key]
         if multi:
             data[key] = given  # a multi-valued control keeps every value
+        elif len(set(given)) == 1 and given[0] in words:  # a number control's word ("best")
+            data[key] = given[0]
         elif len(set(given)) > 1:
             errors[key] = f"{view.label(key)} was given {len(given)} different values " \
                           f"({', '.join(given)}): give it once"

@@ -38,7 +38,9 @@ def _storage_why(answer: dict) -> str:
 # τ = √(2·δ·M) falls to a quarter, not to half as for synchronous saves, whose δ is the whole
 # checkpoint's write. Each choice's figure is the τ its reasoning gives, from the engine's δ
 # and M at 2,048 and 8,192 GPUs (labs.failures.lab.young); the right one is the engine's own.
-# (Not 1,024: its M and copy are steps 1 and 3's answers.)
+# (Not 1,024: its M and copy are steps 1 and 3's answers.) Its question names the rule, not
+# its form: beside step 4's "four times the cost, the interval…" √(2·δ·M) gave √4 = 2
+# (round-20 cold reading R, finding 3).
 INTERVAL_JOB = {"save": "async"}
 INTERVAL_GPUS = (2048, 8192)
 INTERVAL_FACTORS = {"quarter": 0.25, "half": 0.5, "same": 1.0, "twice": 2.0}
@@ -96,7 +98,7 @@ DRILLS: tuple[Drill | Decide, ...] = (
                  "copies its shard of the checkpoint to host memory (step 3). The job grows "
                  f"from {INTERVAL_GPUS[0]:,} to {INTERVAL_GPUS[1]:,} GPUs, each GPU failing at "
                  "the same rate, on the same storage and links. Young's interval "
-                 "τ = √(2·δ·M) becomes…",
+                 "becomes…",
         choices=INTERVAL_CHOICES,
         judge=_interval_judge, solution=_interval_solution,
         reveals=("and so does δ", "τ scales as 1/N"),

@@ -13,6 +13,7 @@ from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import model_choices
 from app.options import model_options
 from app.routers.failures_state import (
+    BEST,
     BW_OPTIONS,
     DEFAULT_MODEL,
     GPU_MTBI,
@@ -32,7 +33,6 @@ from app.routers.failures_state import (
     figures,
     llama3_timed,
     replanned_step,
-    rounded_best,
     run,
     scaled_step,
     to_api,
@@ -65,22 +65,19 @@ def facts() -> dict:
         "llama": state(gpus=LLAMA3["gpus"]),
         "small": state(gpus=1024),
         "sync": state(save="sync"),
-        "sync_best": state(save="sync", interval=rounded_best(save="sync")),
+        "sync_best": state(save="sync", interval=BEST),
         # Step 4: a save four times as long (a quarter of the bandwidth), at its best interval.
-        "sync_4x": state(save="sync", storage_bw=int(LLAMA3_STORAGE_BW) // 4,
-                         interval=rounded_best(save="sync",
-                                                storage_bw=int(LLAMA3_STORAGE_BW) // 4)),
-        "async_best": state(interval=rounded_best()),
+        "sync_4x": state(save="sync", storage_bw=int(LLAMA3_STORAGE_BW) // 4, interval=BEST),
+        "async_best": state(interval=BEST),
         "slow_naive": state(**slow, interval=10_800),
-        "slow_best": state(**slow, interval=rounded_best(**slow)),
+        "slow_best": state(**slow, interval=BEST),
         # Step 7: the job on 32,768 and 65,536 GPUs, each step EP08's engine's (the lab takes
         # it wherever the engine can time Llama 3's layout: failures_state.timed_steps).
-        "slow_32k": state(**slow, gpus=32_768, interval=rounded_best(**slow, gpus=32_768)),
-        "slow_64k": state(**slow, gpus=65_536,
-                          interval=rounded_best(**slow, gpus=65_536)),
-        "no_restart": state(restart=0, interval=rounded_best()),
-        "restart_5": state(restart=300, interval=rounded_best()),
-        "restart_30": state(restart=1800, interval=rounded_best()),
+        "slow_32k": state(**slow, gpus=32_768, interval=BEST),
+        "slow_64k": state(**slow, gpus=65_536, interval=BEST),
+        "no_restart": state(restart=0, interval=BEST),
+        "restart_5": state(restart=300, interval=BEST),
+        "restart_30": state(restart=1800, interval=BEST),
         "more": state(**CASES["more"][1]),
         "engine_64k": scaled_step(65_536 // LLAMA3_REPLICA),
         "engine_32k": scaled_step(32_768 // LLAMA3_REPLICA),
@@ -94,9 +91,7 @@ def facts() -> dict:
         # The ideal step on 65,536 GPUs (1/N from 16,384), which step 7 says how far it errs:
         # quoted, never linked (its chart would scale every other size ideally from it).
         "slow_64k_ideal": step_state(state, 65_536, STEP_S * LLAMA3["gpus"] / 65_536, **slow),
-        "peer_128k": state(save="peer", storage_bw=20_000_000_000, gpus=131_072,
-                           interval=rounded_best(save="peer", storage_bw=20_000_000_000,
-                                                  gpus=131_072)),
+        "peer_128k": state(save="peer", storage_bw=20_000_000_000, gpus=131_072, interval=BEST),
     }
     # Step 8's job at Llama 3's batch: 131,072 GPUs leave each pipeline 2 micro-batches for 16
     # stages, a layout EP08's engine cannot time (8,192 nodes at most), so the chart takes the
@@ -143,13 +138,20 @@ def extra_context(state) -> dict:
         "bw_options": [(v, fmt_bandwidth(v) + (" (Llama 3)"
                                                         if v == LLAMA3_STORAGE_BW else ""))
                        for v in sorted(set(BW_OPTIONS) | {q.storage_bw})],
-        "interval_options": [(v, fmt_duration(v))
-                             for v in sorted(set(INTERVAL_OPTIONS) | {q.interval})],
+        # "best" names the policy, not its length (round-20 cold reading R, finding 4)
+        "interval_options": [(BEST, "best (Daly's)")]
+        + [(v, fmt_duration(v))
+           for v in sorted(set(INTERVAL_OPTIONS) | ({q.interval} - {BEST}))],
         "restart_options": [(v, fmt_duration(v) if v else "none")
                             for v in sorted(set(RESTART_OPTIONS) | {q.restart})],
         "host_link_options": tuple((k, get_link(k).name) for k in HOST_LINKS),
         # What each of the bench's figures waits for (the steps whose answers it gives).
         "answer_keys": answer_keys,
+        # Step 5's derive by both counts, which step 6's why compares (round-20 cold
+        # reading R, finding 7: the drill's own feedback said it, step 6's answer).
+        "goodput_drill": {"first": goodput_drill_first(), "exact": goodput_drill_exact(),
+                          "cycle_min": (GOODPUT_DRILL["interval"] + GOODPUT_DRILL["block"]) / 60,
+                          "mtbi_h": GOODPUT_DRILL["mtbi"] / 3600},
     }
 
 
@@ -240,14 +242,14 @@ def goodput_drill_worked() -> str:
     d = GOODPUT_DRILL
     tau, cycle = d["interval"] / 60, (d["interval"] + d["block"]) / 60
     share, kept = tau / cycle, 1 - (d["restart"] / 60 + cycle / 2) / (d["mtbi"] / 60)
+    # Round-20 cold reading R, finding 7: it went on "the first order counts a little too
+    # much loss", step 6's answer one step early; step 6's why compares the two counts.
     return (f"{{answer}}%: ({tau:g} ÷ {cycle:g}) × (1 − ({_minutes(d['restart'])} + "
             f"{cycle / 2:g}) ÷ {d['mtbi'] / 60:g}) = {share:.3f} × {kept:.3f}. A failure "
             "during a save loses that save too, so on average it loses half of the "
             f"{cycle:g}-minute cycle, not of the {tau:g} minutes of work. This is the first "
             "order; the lab's renewal count (step 6: each cycle tried until it runs to its "
-            f"end, every failure counted) gives {goodput_drill_exact():.1f}%, also right. "
-            f"The two differ because a {cycle:g}-minute cycle is not short against a failure "
-            f"every {d['mtbi'] / 3600:g} h: the first order counts a little too much loss.")
+            f"end, every failure counted) gives {goodput_drill_exact():.1f}%, also right.")
 
 
 # The more-or-faster decide's job: sync saves to a 10 GB/s file system, a bandwidth no link or
@@ -269,7 +271,7 @@ def step_state(state, gpus: int, step_s: float, **params) -> dict:
     """A lesson state of ``gpus`` GPUs whose step is ``step_s`` there (its own step: the lab
     scales other sizes ideally from it), at its best interval."""
     step = {"gpus": gpus, "step_s": round(step_s, 3), "step_gpus": gpus, **params}
-    return state(**step, interval=rounded_best(**step))
+    return state(**step, interval=BEST)
 
 
 def _more_or_faster():
@@ -355,14 +357,14 @@ def _case(name: str) -> Case:
 
 CASES = {
     "good": ("Good case: Llama 3 405B on 16,384 H100s, async saves",
-             {"save": "async", "interval": rounded_best()}),
+             {"save": "async", "interval": BEST}),
     # On 32,768 GPUs: on step 6's 16,384 the bad case drew that step's goodput one click
     # before its guess (test_answers_hidden).
     "bad": ("Bad case: 32,768 GPUs, sync saves to a 20 GB/s file system every 3 hours",
             {"save": "sync", "storage_bw": 20_000_000_000, "interval": 10_800, "gpus": 32_768}),
     "more": ("More GPUs: 131,072 GPUs, sync saves at 20 GB/s",
              {"save": "sync", "storage_bw": 20_000_000_000, "gpus": 131_072,
-              "interval": rounded_best(save="sync", storage_bw=20_000_000_000, gpus=131_072)}),
+              "interval": BEST}),
 }
 
 VIEW = LabView(
@@ -404,7 +406,11 @@ VIEW = LabView(
                       "6 hours on average. By Young's rule, how many minutes of training "
                       "should pass between saves?"),
             answer=young_drill_answer, unit="min",
-            hint="τ = √(2·δ·M), with δ and M in seconds; then divide by 60.",
+            # Not the rule's form: before step 4's guess √(2·δ·M) gave its answer, √4 = 2
+            # (round-20 cold reading R, finding 3); the hint says where the rule comes from.
+            hint="Young's interval τ is where the saves' share, δ/τ, equals the failures' "
+                 "loss, τ/(2M), half an interval each: solve for τ with δ and M in seconds, "
+                 "then divide by 60.",
             explanation="{answer} min: √(2 × 100 s × 21,600 s) = 2,078 s.",
             rel_tol=0.02,  # 34.6, or 35 to the minute; √(δ·M) without the 2, 24.5, is wrong
             mistakes=(

@@ -3,7 +3,7 @@ through labs.failures (``run``), and its answers (``to_api``, the figures).
 ``app.routers.failures`` serves them, with the lesson's states, cases and drills."""
 
 from functools import lru_cache
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -154,8 +154,14 @@ class FailuresQuery(ModelControls):
         int(LLAMA3_STORAGE_BW), ge=MIN_FAIL_BW, le=MAX_FAIL_BW,
         description="Bytes per second the file system writes, all ranks together. Default: "
         "Llama 3's Tectonic, 2 TB/s sustained (arXiv:2407.21783 sec 3.3.1).")
-    interval: int = Field(1800, ge=1, le=MAX_FAIL_INTERVAL,
-                            description="Seconds of training between checkpoints.")
+    # Round-20 cold reading R, finding 4: step 4's links set the best interval's seconds
+    # (interval=250, 496), and their URLs gave its answer, 496/250 ≈ 2, before the guess. A
+    # link asks for the policy, "best", and the server resolves it (``resolved_interval``):
+    # the URL stays a shareable state that names no figure.
+    interval: Annotated[int, Field(ge=1, le=MAX_FAIL_INTERVAL)] | Literal["best"] = Field(
+        1800, description="Seconds of training between checkpoints, or best: the best "
+        "interval for the other controls (Daly's, floored at the shortest the save allows), "
+        "rounded to a whole second, which the answer's interval gives.")
     restart: int = Field(600, ge=0, le=MAX_FAIL_RESTART,
                            description="Seconds from a failure to training again: rescheduling, "
                            "NCCL initialisation, loading the checkpoint (an assumption).")
@@ -193,12 +199,27 @@ def timed_steps(query: FailuresQuery) -> tuple[tuple[int, float], ...]:
     return engine_steps(tuple(sorted(set(SWEEP_GPUS) | {query.gpus})))
 
 
-def run(query: FailuresQuery) -> FailuresResult:
+BEST = "best"  # the interval control's policy value: the best interval, resolved here
+
+
+def _simulate(query: FailuresQuery, interval: int) -> FailuresResult:
     return simulate_failures(FailuresInput(
         model=query.model_spec(), gpus=query.gpus, gpu_mtbi=query.gpu_mtbi,
         step_s=query.step_s, step_gpus=query.step_gpus, steps=query.steps, save=query.save,
         storage_bw=query.storage_bw, host_link=get_link(query.host_link),
-        interval=query.interval, restart=query.restart, timed=timed_steps(query)))
+        interval=interval, restart=query.restart, timed=timed_steps(query)))
+
+
+def resolved_interval(query: FailuresQuery) -> int:
+    """The query's interval in seconds: its own, or for ``best`` the best interval of its
+    other controls rounded to a whole second (the best does not depend on the interval)."""
+    if query.interval != BEST:
+        return query.interval
+    return round(_simulate(query, 1800).best_s)
+
+
+def run(query: FailuresQuery) -> FailuresResult:
+    return _simulate(query, resolved_interval(query))
 
 
 def _goodput(g: Goodput) -> dict:
@@ -281,8 +302,11 @@ def answer_keys(result: FailuresResult) -> dict[str, tuple[str, ...]]:
     mtbi = ("step-1",) if other_size else ()
     restarts = (inp.restart != opening["restart"].default
                 or chosen.rework < chosen.restart / 10)
+    # Round-20 cold reading R, finding 6: on another size, step 7's slow saves' goodput is
+    # half of step 7's days (its why: steps x step / goodput); it waits with them.
     goodput = (*(("step-5",) if restarts else ()),
-               *(("step-6",) if slow and not other_size else ()))
+               *(("step-6",) if slow and not other_size else ()),
+               *(("step-7",) if slow and other_size else ()))
     days = (*goodput, *(("step-7",) if slow else ()))
     best = ("step-3",) if inp.save != "sync" else ("step-2",)
     # Round-19 cold reading Z, finding 4: the best interval's goodput (its bar, the GPUs
@@ -301,14 +325,20 @@ def figures(result: FailuresResult) -> dict:
     keys = answer_keys(result)
     best_goodput = keys["best_goodput"]
     days = tuple(dict.fromkeys((*best_goodput, *keys["days"])))
+    # Round-20 cold reading R, finding 6: at step 7's first link (32,768 GPUs, sync saves to
+    # 20 GB/s) the GPUs chart's goodput panel drew "32,768: 64.4%" and the sync curve falling
+    # to 50.5% at 65,536, the goodputs step 7's why derives its days from: at step 7's slow
+    # saves the panel waits with the days.
+    slow = "step-7" in keys["days"]
+    scale_goodput = tuple(dict.fromkeys((*best_goodput, *(("step-7",) if slow else ()))))
     return {"rate": rate_figure(result, keys["mtbi"], keys["rate"]),
             "time": time_figure(result, keys["goodput"], keys["lost"], keys["best"],
                                 best_goodput),
             "interval": interval_figure(result, best_goodput, keys["best"]),
-            "scale": scale_figure(result, best_goodput, days)}
+            "scale": scale_figure(result, scale_goodput, days)}
 
 
 def rounded_best(**params) -> int:
-    """The best interval (Daly's, floored) of a state, rounded to a whole second: what the
-    cases and the lesson's links set."""
-    return round(run(FailuresQuery(**params)).best_s)
+    """The best interval (Daly's, floored) of a state, rounded to a whole second: what
+    ``interval=best`` resolves to there (the cases and the lesson's links ask for it so)."""
+    return resolved_interval(FailuresQuery(**params, interval=BEST))

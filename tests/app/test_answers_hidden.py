@@ -444,17 +444,19 @@ BENCH_STATES = {
     # step 5's 2.6%, step 6's 54.0% and step 7's 97.9 and 121 days at their own links.
     # Round 16 (findings 4, 6, 7): the opening's rate line, the best interval at sync saves
     # and the goodput at a short interval, where it is nearly all restarts.
-    "failures": ["", "save=peer&interval=10", "gpus=1024", "save=sync", "save=sync&interval=250",
-                 "save=sync&storage_bw=500000000000&interval=496", "interval=11",
-                 "restart=300&interval=11", "restart=0&interval=11", "restart=1800&interval=11",
+    # Round-20 cold reading R, finding 4: the links ask for interval=best, not its seconds.
+    "failures": ["", "save=peer&interval=10", "gpus=1024", "save=sync", "save=sync&interval=best",
+                 "save=sync&storage_bw=500000000000&interval=best", "interval=best",
+                 "restart=300&interval=best", "restart=0&interval=best",
+                 "restart=1800&interval=best",
                  "save=sync&storage_bw=20000000000&interval=10800",
-                 "save=sync&storage_bw=20000000000&interval=2329",
-                 "save=sync&storage_bw=20000000000&gpus=32768&interval=1594",
-                 "save=sync&storage_bw=20000000000&gpus=65536&interval=1075",
+                 "save=sync&storage_bw=20000000000&interval=best",
+                 "save=sync&storage_bw=20000000000&gpus=32768&interval=best",
+                 "save=sync&storage_bw=20000000000&gpus=65536&interval=best",
                  "gpus=65536&step_s=6.237&step_gpus=65536&steps=232458&save=sync"
-                 "&storage_bw=20000000000&interval=1075",
-                 "save=peer&storage_bw=20000000000&gpus=131072&interval=3",
-                 "save=sync&storage_bw=20000000000&gpus=131072&interval=710"],
+                 "&storage_bw=20000000000&interval=best",
+                 "save=peer&storage_bw=20000000000&gpus=131072&interval=best",
+                 "save=sync&storage_bw=20000000000&gpus=131072&interval=best"],
     # EP03: the opening and each step's try-link states, all set by the bench's own selects
     # (round-13 cold reading of EP03, findings 1 and 2: 70B at 8,192 and at 16,384 tokens with
     # full recomputation printed steps 3 and 6's answers, 222 and 65.7 GB).

@@ -112,11 +112,14 @@ def test_round13_each_steps_link_keeps_its_answer_until_its_guess(page, live_ser
 
     small, r5, naive = f["small"]["api"], f["restart_5"]["api"], f["slow_naive"]["api"]
     k32 = f["slow_32k"]["api"]
+    # Round-20 cold reading R, finding 6: the GPUs chart's goodput label ("32,768: 64.4%")
+    # waits for step 7's guess there too.
+    k32_goodput = f"{k32['gpus']:,}: {fmt_pct(k32['best']['goodput'])}"
     cases = [("small", [fmt_duration(small["mtbi_s"])], "failures-rate"),
              ("restart_5", [fmt_pct(r5["chosen"]["restart"])], "failures-time"),
              ("slow_naive", [fmt_pct(naive["chosen"]["goodput"])], "failures-interval"),
              ("slow_32k", [f"{k32['chosen']['finish_days']:.3g} days",
-                           f"step {k32['step_here_s']:.4g} s"], "failures-scale")]
+                           f"step {k32['step_here_s']:.4g} s", k32_goodput], "failures-scale")]
     for name, answers, chart in cases:
         page.goto(url(name))
         wait_drawn(page)
@@ -131,6 +134,7 @@ def test_round13_each_steps_link_keeps_its_answer_until_its_guess(page, live_ser
     shown = bench_shown(page, "#failures-section")
     assert f"{k32['chosen']['finish_days']:.3g}" in shown["text"]
     assert f"step {k32['step_here_s']:.4g} s" in shown["charts"]["failures-scale"]
+    assert k32_goodput in shown["charts"]["failures-scale"]
     page.goto(url("restart_5"))
     wait_drawn(page)
     for step in range(1, 6):
