@@ -123,9 +123,10 @@ TERMS: tuple[Term, ...] = (
          "data E = E_min(1 + B/B_noise)."),
     Term("bubble", "Pipeline bubble", r"\bbubbles?\b",
          "The time pipeline stages sit idle while work reaches them at the start of a step and "
-         "drains at the end: (p − 1)/(m + p − 1) of the step for 1F1B with p stages and m "
-         "micro-batches. Papers often write (p − 1)/m, the idle time over the busy time; the "
-         "two agree when m is much larger than p."),
+         "drains at the end: (p − 1)/(m + p − 1) of the pipeline's time for 1F1B with p stages "
+         "and m micro-batches (of a whole step, with the data-parallel sync and the optimizer "
+         "after it, a little less). Papers often write (p − 1)/m, the idle time over the busy "
+         "time; the two agree when m is much larger than p."),
     # Plain 1F1B only: its in-flight bound is not interleaved 1F1B's, so "interleaved 1F1B"
     # takes the interleaved entry's tip, never this one (round-17 cold reading of EP05,
     # finding 4: EP11's "interleaved 1F1B" showed "at most p"). Each bound is the schedule

@@ -102,11 +102,12 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "The worked plan trains 32 sequences a step: DP 2 replicas × 16 micro-batches of "
         "one sequence, each replica a TP8 × PP2 pipeline. Double the cluster to 8 nodes "
         "at the same TP8 × PP2, so DP is 4, and keep the 32 sequences a step. Predict the "
-        "pipeline's bubble as a share of the step (idle time over the whole step), in %.",
+        "pipeline's bubble as a share of the pipeline's time (its 1F1B schedule's idle time "
+        "over the schedule's), in %.",
         "playground", {"nodes": 8, "dp": 4, "microbatches": 8},
         "panels.pipeline.answer.bubble_fraction", unit="%", scale=100,
         hint="How many micro-batches does each replica get now? Then EP05's bubble, "
-             "a share of the step, (p − 1)/(m + p − 1); not the papers' idle over busy, "
+             "a share of the schedule, (p − 1)/(m + p − 1); not the papers' idle over busy, "
              "(p − 1)/m.",
         explanation="{answer}%: 32 sequences ÷ 4 replicas = 8 micro-batches each, so "
                     "(2 − 1)/(8 + 2 − 1) = 1/9. More replicas at the same global batch "
@@ -115,7 +116,7 @@ DRILLS: tuple[Drill | Decide, ...] = (
         mistakes=(
             Mistake("papers", lambda: 100 * _bubble(8) * 9 / 8,
                     "that is (p − 1)/m, the papers' idle over busy time. As a share of the "
-                    "step the idle p − 1 stage-steps divide by all m + p − 1."),
+                    "schedule the idle p − 1 stage-steps divide by all m + p − 1."),
             Mistake("sixteen", lambda: 100 * _bubble(16),
                     "that keeps 16 micro-batches a replica. The 32 sequences a step are now "
                     "shared by 4 replicas."),

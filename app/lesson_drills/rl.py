@@ -80,8 +80,8 @@ DRILLS: tuple[Drill | Decide, ...] = (
           "one replica trains all 64 samples and now takes longer "
           "than the rollout, so the training sets the step: {value}.")),
         best="max", fmt=per_s,
-        solution="{best}. Samples per second: 8 + 16 {rollout-heavy}, 16 + 8 {even-split}, "
-                 "4 + 20 {trainer-starved}, all 24 colocated {colocated}. Give the slower pool "
+        solution="{best}. Samples per second: 8 + 16: {rollout-heavy}; 16 + 8: {even-split}; "
+                 "4 + 20: {trainer-starved}; all 24 colocated: {colocated}. Give the slower pool "
                  "GPUs while the other still hides behind it.",
         reveals=("while the other still hides behind it",)),
 )

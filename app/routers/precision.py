@@ -270,10 +270,14 @@ def lora_drill() -> float:
 
 
 def _waits(query: dict) -> dict:
-    """What a case's headline (its bytes per GPU, ``total_keys`` at its state) waits for on
-    the lesson page (round 17, as EP11's cases)."""
-    return {"waiting": "Its bytes per GPU show",
-            "waits_for": total_keys(run(PrecisionQuery(**query)))}
+    """What a case's headline (its bytes per GPU, ``total_keys`` at its state) and its diagram
+    (the fine-tune chart's LoRA and QLoRA bars, ``finetune_step``) wait for on the lesson page
+    (round 17, as EP11's cases; round-20 cold reading R, finding 8: the line named step 1
+    alone, and after step 1's guess the chart drew only the full fine-tune's bar)."""
+    result = run(PrecisionQuery(**query))
+    keys = (*total_keys(result), *(finetune_step(result.input) or "").split())
+    return {"waiting": "Its bytes per GPU and its fine-tuning bars show",
+            "waits_for": tuple(dict.fromkeys(keys))}
 
 
 VIEW = LabView(

@@ -135,6 +135,7 @@ def to_api(result: RLPlacementResult) -> dict:
         "sync_link": result.sync_link,
         "sync_rate": result.sync_rate,
         "sync_switch_seconds": result.sync_switch_seconds,
+        "sync_switch_bytes": [round(b) for b in result.sync_switch_bytes],
         "rollout_parts": result.rollout_parts,
         "train_parts": result.train_parts,
         "step_seconds": result.step_seconds,

@@ -138,6 +138,7 @@ def to_api(result: TPResult) -> dict:
         "collective_sent_bytes": cost.collective_sent,
         "bus_bandwidth": cost.bus_bandwidth,
         "forward_comm_s": cost.forward_comm_s,
+        "forward_compute_s": cost.forward_compute_s,
         "backward_comm_s": cost.backward_comm_s,
         "backward_beside": [{"gemm": name, "seconds": seconds}
                             for name, seconds in cost.backward_beside],

@@ -57,6 +57,10 @@ class PlacementAnswer(BaseModel):
     sync_switch_seconds: float = Field(description="Colocated: the seconds of the sync spent "
                                        "offloading the trainer and reloading the engine over "
                                        "PCIe (0 for separate pools).")
+    sync_switch_bytes: list[int] = Field(description="Colocated: the bytes of that switch, "
+                                         "one after the other: the trainer's weights and "
+                                         "gradients offloaded to host memory, then the "
+                                         "engine's shard reloaded ([0, 0] for separate pools).")
     rollout_parts: dict[str, float] = Field(description="The rollout's parts: prefill_s, "
                                             "and the fullest decode engine's "
                                             "decode_weights_s (decode_weight_bytes the busiest "

@@ -114,6 +114,8 @@ class TensorParallelAnswer(BaseModel):
                                  "over its seconds (NCCL's bus bandwidth at this size, latency "
                                  "included); 0 at t = 1.")
     forward_comm_s: float = Field(description="Of comm_s, the forward's exchanges, which block.")
+    forward_compute_s: float = Field(description="Of compute_s, the forward's kernels: what "
+                                     "its blocking exchanges are set against.")
     backward_comm_s: float = Field(description="Of comm_s, what the backward's exchanges add "
                                    "beyond the weight-gradient GEMMs they run beside.")
     backward_beside: list[BackwardGemm] = Field(

@@ -191,6 +191,9 @@ class RLPlacementResult:
     # The training phase's parts: EP08's step on the plan and its segments, the log-prob
     # forward's factor, CPU Adam's PCIe trip (``labs.rl.timeline.train_parts``)
     train_parts: dict = field(default_factory=dict)
+    # colocated: the switch's PCIe bytes, the trainer's weights and gradients offloaded and
+    # the engine's shard reloaded (one after the other, EP09 step 6); separate: zeros
+    sync_switch_bytes: tuple[float, float] = (0.0, 0.0)
     notes: tuple[str, ...] = ()
 
     @property

@@ -25,6 +25,7 @@ from labs.core.catalogue import RECIPES
 from labs.core.limits import MAX_TRAIN_GPUS
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import HOST_GRAD_BYTES, compute_memory
+from labs.model.flops import matmul_params
 from labs.parallel.layout import ParallelLayout, problems
 from labs.rl.cluster import engine_checks, gpu_roles, layout_checks
 from labs.rl.inputs import Check, Phase, Pool, RLPlacementInput, RLPlacementResult
@@ -116,7 +117,13 @@ def _rollout_parts(inp: RLPlacementInput) -> dict:
         extra = {"kv_move_s": kv_move}
     else:
         prefill, decode = rollout_parts(inp)
-        batch, extra = per_engine(inp.samples, inp.engine_count + inp.external_engines), {}
+        engines = inp.engine_count + inp.external_engines
+        batch = per_engine(inp.samples, engines)
+        # What the prefill's seconds are made of (EP09 step 5 derives them): 2 FLOPs per
+        # matmul parameter per prompt token over every engine GPU at PREFILL_MFU.
+        extra = {"prefill_matmul_params": matmul_params(inp.model),
+                 "prefill_tokens": inp.samples * inp.prompt_len,
+                 "prefill_gpus": engines * inp.engine_gpus}
     read = decode_weight_bytes(inp.model, inp.engine_gpus, batch, inp.serving)
     return {"prefill_s": prefill, "decode_weights_s": decode.weights,
             "decode_weight_bytes": read,
@@ -196,6 +203,7 @@ def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:
         rollout_seconds=times.rollout, train_seconds=times.train, sync_seconds=times.sync,
         sync_bytes_per_gpu=times.sync_bytes_per_gpu, sync_link=times.sync_link,
         sync_rate=times.sync_rate, sync_switch_seconds=times.switch,
+        sync_switch_bytes=times.switch_bytes,
         rollout_parts=_rollout_parts(inp), train_parts=times.train_parts,
         step_seconds=times.step, samples_per_second=inp.samples / times.step, dp=dp,
         stage_layers=bill.stage_layers if bill else (), train_memory_bytes=train_bytes,

@@ -65,6 +65,7 @@ class StepTimes:
     sync_rate: float = 0.0  # bytes/s the sync's bytes move at (the link's busBW)
     switch: float = 0.0  # colocated: seconds of the PCIe offload and reload inside the sync
     train_parts: dict | None = None  # the training's parts (train_parts)
+    switch_bytes: tuple[float, float] = (0.0, 0.0)  # colocated: offloaded, reloaded
 
 
 def rollout_seconds(inp) -> float:
@@ -193,9 +194,11 @@ def utilisation(step: RecipeResult) -> dict:
     return out
 
 
-def sync_seconds(inp, resident_train_bytes: float) -> tuple[float, float, str, float, float]:
+def sync_seconds(inp, resident_train_bytes: float) -> tuple[float, float, str, float, float,
+                                                            tuple[float, float]]:
     """(seconds, bytes each receiving GPU takes in, link, the busBW those bytes move at,
-    seconds of the colocated switch over PCIe) for one weight update."""
+    seconds of the colocated switch over PCIe, and its bytes: the trainer's offloaded, the
+    engine's shard reloaded, one after the other) for one weight update."""
     m, g = inp.model, inp.gpu
     full = WEIGHT_BYTES * m.params
     pcie = get_link(PCIE_LINK).bandwidth
@@ -205,18 +208,19 @@ def sync_seconds(inp, resident_train_bytes: float) -> tuple[float, float, str, f
         rate = own.intra.ring_busbw
         served = serving_weight_bytes(m, inp.engine_gpus, inp.serving)  # the engine's shard
         switch = (resident_train_bytes + served) / pcie
-        return gathered / rate + switch, gathered, "NVLink (CUDA IPC)", rate, switch
+        return (gathered / rate + switch, gathered, "NVLink (CUDA IPC)", rate, switch,
+                (resident_train_bytes, served))
     rate = own.inter.ring_busbw
-    return full / rate, full, "network (NCCL broadcast)", rate, 0.0
+    return full / rate, full, "network (NCCL broadcast)", rate, 0.0, (0.0, 0.0)
 
 
 def step_times(inp, weights_per_gpu: float, resident_train_bytes: float) -> StepTimes:
     r = rollout_seconds(inp)
     parts = train_parts(inp, weights_per_gpu, resident_train_bytes - weights_per_gpu)
     t = parts["seconds"]
-    s, sync_bytes, link, rate, switch = sync_seconds(inp, resident_train_bytes)
+    s, sync_bytes, link, rate, switch, moved = sync_seconds(inp, resident_train_bytes)
     step = r + t + s if inp.colocated else max(r, t) + s
-    return StepTimes(r, t, s, sync_bytes, link, step, rate, switch, parts)
+    return StepTimes(r, t, s, sync_bytes, link, step, rate, switch, parts, moved)
 
 
 def phases(colocated: bool, times: StepTimes) -> list[tuple[str, str, int, float, float]]:

@@ -179,6 +179,8 @@ class TPCost:
     collective_sent: float = 0.0
     forward_comm_s: float = 0.0
     backward_comm_s: float = 0.0
+    # Of compute_s, the forward's kernels (a forward's wait is set against these, EP12 step 5)
+    forward_compute_s: float = 0.0
     # The layer's TP collectives one after another, none hidden: the time to move its bytes
     # (the crossover's communication, labs.tensor_parallel.crossover).
     comm_total_s: float = 0.0

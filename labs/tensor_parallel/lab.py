@@ -190,6 +190,7 @@ def tp_cost(model: ModelSpec, gpu: GPUSpec, topology: Topology, tp: int, *, sp: 
         collective_s=pair.seconds if tp > 1 else 0.0,
         collective_sent=pair.bytes_per_gpu if tp > 1 else 0.0,
         forward_comm_s=forward, backward_comm_s=comm - forward,
+        forward_compute_s=lt.forward.compute,
         comm_total_s=sum(c.seconds for c in tp_comms), backward_beside=beside,
         seq_split_bytes=sum(k.nbytes for k in split),
         seq_split_s=sum(k.seconds for k in split),

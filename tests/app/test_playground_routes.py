@@ -437,7 +437,7 @@ def test_round_4_item_7_the_bubble_drill_names_its_measure(client):
     from app.labkit.drills import check_drill
 
     drill = next(d for d in VIEWS["playground"].drills if d.id == "playground-predict-bubble")
-    assert "share of the step" in drill.question
+    assert "share of the pipeline's time" in drill.question
     assert "(p − 1)/m" in drill.hint
     assert check_drill(drill, "12.5", attempt=1, hide_answers=True)["status"] != "right"
     assert check_drill(drill, f"{100 / 9:.1f}", attempt=1, hide_answers=True)["status"] == "right"
@@ -575,7 +575,7 @@ def test_round_6_items_2_to_7_each_prediction_asks_what_the_screen_does_not_give
     prompt = _flat(re.search(r'<p class="predict">(.*?)</p>', five, re.S)[1])
     assert fmt_bytes(e["collective_sent_bytes"]) in prompt and "= 48 GB/s" in prompt
     assert f'data-answer="{1e3 * e["forward_comm_s"]:.1f} ms"' in _form(five)
-    note = five.split('<p class="chart-note">Where this comes from:')[1]
+    note = five.split("<p class=\"chart-note\">The ring's latency")[1]
     assert "Ethernet curve reads" in note and "EP08" in note
     why = five.split('<p class="chart-note">')[0]
     assert "Ethernet curve" not in why
@@ -714,7 +714,7 @@ def test_round_15_step_5s_why_derives_its_wait_from_the_rate_it_states(client):
     found = re.search(r"\(([\d.]+) \+ (\d+) × ([\d.]+) \+ (\d+) × ([\d.]+) µs\) × ([\d.]+) "
                       r"[^=]*= ([\d.]+) ms", note)
     assert found, note
-    assert f"NCCL's ring latency adds {found[7]} ms (below)" in why
+    assert f"NCCL's ring latency adds {found[7]} ms:" in why
     base, intra, hop, inter, net, factor, latency = map(float, found.groups())
     assert intra + inter == 2 * (e["tp"] - 1) and inter == 2  # a ring over two nodes
     assert (base + intra * hop + inter * net) * factor * 1e-3 == pytest.approx(latency, abs=5e-3)
@@ -993,3 +993,23 @@ def test_round_19_step_5_says_the_ring_plateau_is_nccl_2_8s_and_the_lab_errs_slo
     slow = ring.latency - now
     assert f"{1e3 * now:.2f} ms: the lab errs slow by {1e3 * slow:.2f} ms," in five
     assert f"{100 * 2 * slow / e['forward_comm_s']:.1f}% of the forward's wait" in five
+
+
+def test_round_20_the_forward_wait_meets_the_forward_and_the_bubble_names_its_whole(client):
+    """Round-20 cold reading R, findings 1 and 2: step 5 set the forward's 10.0 ms wait
+    against the layer's forward and backward compute (10.6 ms); step 3 called the pipeline's
+    idle share (33.3%) the step's, where the step bar's grey part is 32.4%."""
+    page = client.get("/episodes/playground").text
+    tp = client.get("/api/playground", params={"nodes": 8, "gpus_per_node": 4,
+                                               "inter_link": "eth-100g"}).json()
+    five = _flat(_step(page, 5))
+    forward = tp["panels"]["tp"]["answer"]["forward_compute_s"]
+    assert f"against {1e3 * forward:.1f} ms of forward compute" in five
+    m2 = client.get("/api/playground", params={"microbatches": 2}).json()
+    recipe = m2["panels"]["recipe"]["answer"]
+    share = recipe["segments_s"]["bubble"] / recipe["step_s"]
+    three = _flat(_step(page, 3))
+    assert "of the pipeline's time" in three and f"= {100 * share:.1f}% of the step" in three
+    assert "How much of the step do the two stages idle" not in three
+    assert tp["panels"]["tp"]["answer"]["forward_compute_s"] < tp["panels"]["tp"][
+        "answer"]["compute_s"] / 2

@@ -1267,3 +1267,18 @@ def test_round_19_ep10_findings_6_to_10(client):
     note = why[why.index('<details class="sources chart-note">'):]
     note = _visible(note)
     assert "The lab's ideal MFU" in note and "torchtitan's layout" in note
+
+
+def test_round_20_step_2_keeps_step_1s_answer_and_the_cases_name_their_bars_owner(client):
+    """Round-20 cold reading R, findings 5 and 8: step 2's title and question, on screen
+    under step 1, said the delayed recipe keeps the bf16 weights and casts them to FP8 (more
+    than 16 bytes: step 1's answer); the QLoRA cases said their figures show after step 1's
+    guess, where their chart's LoRA and QLoRA bars wait for step 11's."""
+    html = client.get("/episodes/low-precision").text
+    raw = html.split('id="step-2"')[1].split("</section>")[0]
+    before = _visible(raw.split('class="why')[0])  # title, question, intro, try links
+    links = " ".join(re.findall(r'<a class="try"[^>]*>(.*?)</a>', raw, flags=re.S))
+    for shown in (before, links):
+        assert "bf16 weights" not in shown and "casts them to FP8" not in shown, shown
+    waits = re.findall(r'class="answer-mask case-wait" data-after-guess="([^"]+)"', html)
+    assert waits and all("step-11" in w.split() for w in waits), waits

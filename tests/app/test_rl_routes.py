@@ -437,7 +437,7 @@ def test_round_6_step_6_says_which_way_its_syncs_err_and_the_checks_read(client)
     broadcast's source); the expert-grouping check read 'groups per stage x stage'."""
     html = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", client.get("/episodes/rl-placement").text))
     six = html[html.index("6. A step in time"):html.index("7. ")]
-    assert "64 GB/s each way" in six
+    assert "over PCIe 5: (" in six and "÷ 64 GB/s" in six
     assert "Both rates are ideals (the datasheet's PCIe; an ideal pipelined broadcast" in six
     assert "update_weights_from_distributed): there the lab errs fast" in six
     checks = client.get("/api/placement", params={"preset": "deepseek-r1"}).json()["checks"]
@@ -1179,3 +1179,40 @@ def test_round_19_step_5s_limit_leaves_the_answer_and_the_prefill_is_per_sample(
             f"to 7/8 of it, {saved:.2f} s)") in why
     drill = next(d for d in DRILLS if d.id == "placement-predict-rollout-2x")
     assert "no prefix sharing" in drill.question
+
+
+def test_round_20_step_5_derives_the_prefill_and_step_6_the_switch(client):
+    """Round-20 cold reading R, findings 9, 10, 14, 16: step 5's note gave the prefill's
+    0.29 s with no FLOP count (it counts the matmul parameters, not the embedding); step 6's
+    switch said "64 GB/s each way" where the lab adds the offload and the reload one after
+    the other; the decide's solution ran its figures together; step 2's per-GPU rates read
+    backwards. Each figure now follows from the API's own numbers."""
+    from app.lesson_drills.rl import DRILLS
+    from labs.model.flops import matmul_params
+    from labs.model.presets import get_model
+
+    steps = _steps(client)
+    glm = client.get("/api/placement", params={"preset": "glm-4-9b"}).json()
+    parts = glm["rollout_parts"]
+    assert parts["prefill_matmul_params"] == pytest.approx(matmul_params(get_model("glm-4-9b")))
+    five = steps[5]
+    flops = 2 * parts["prefill_matmul_params"] * parts["prefill_tokens"]
+    assert f"2 × {parts['prefill_matmul_params'] / 1e9:.2f}B matmul parameters" in five
+    assert f"{parts['prefill_tokens']:,} tokens ÷ ({parts['prefill_gpus']} GPUs" in five
+    rate = flops / parts["prefill_s"] / parts["prefill_gpus"]  # the half peak the note states
+    assert f"{rate / 1e12:.1f} TFLOP/s, half the BF16 peak) = {parts['prefill_s']:.2f} s" in five
+    r1 = client.get("/api/placement", params={"preset": "deepseek-r1"}).json()
+    down, up = r1["sync_switch_bytes"]
+    assert (down + up) / 64e9 == pytest.approx(r1["sync_switch_seconds"], rel=1e-6)
+    six = steps[6]
+    assert "each way" not in six and "one after the other" in six
+    assert f"{r1['sync_switch_seconds']:.2f} s" in six
+    from html import unescape
+
+    drill = next(d for d in DRILLS if d.id == "placement-decide-throughput")
+    right = next(o for o in drill.judge() if o.right)
+    page = unescape(client.get(f"/drills/{drill.id}", params={"answer": right.key}).text)
+    assert re.search(r"8 \+ 16: [\d.]+ samples/s; 16 \+ 8: [\d.]+ samples/s; 4 \+ 20: "
+                     r"[\d.]+ samples/s; all 24 colocated: [\d.]+ samples/s", page)
+    assert re.search(r"per GPU, separate makes 0\.\d\d a second against colocated's 0\.\d\d",
+                     steps[2])

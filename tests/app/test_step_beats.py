@@ -193,7 +193,8 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     ("failures", "step-5"): 330,  # r20: 485 cut; the rest is pinned working (ramp, 6N, staging)
     ("failures", "step-7"): 431,  # r20: 573 cut; bubble, CP re-plan and ideal notes pinned
     ("placement", "step-3"): 448,  # r20: 473 cut; its weights table and cache bill pinned
-    ("placement", "step-5"): 322,  # r19 Z #1, #3: no prefix sharing (how much), when it pays
+    ("placement", "step-5"): 340,  # r19 Z #1, #3: no prefix sharing (how much), when it pays;
+    # r20 R #10: the prefill's FLOP count, 2 x matmul parameters x tokens / (GPUs x rate): +18
     ("moe", "step-3"): 657,  # r19 Y #9: the tile named before the counts
     ("moe", "step-7"): 586,  # r19 Y #13: NCCL's current factor, the lab errs slow
     ("moe", "step-11"): 382,  # r20: notes closed and trimmed; its four states' workings stay
