@@ -316,9 +316,11 @@ def facts() -> dict:
     interleaved = {"schedule": "interleaved-1f1b", **p8, "microbatches": 16}
     return {
         "bad": state(schedule="gpipe", **p8, microbatches=1),
-        "mid": state(stages=4, microbatches=8),
+        # Step 2's links are GPipe: 1F1B's warm-up (rank r holds p − r) would answer step 3
+        # (round-20 cold reading Q, finding 5). The bubble is the same under both.
+        "mid": state(schedule="gpipe", stages=4, microbatches=8),
         # Step 2's prediction: a state the page does not open at (its default is 4 x 8).
-        "six10": state(stages=6, microbatches=10),
+        "six10": state(schedule="gpipe", stages=6, microbatches=10),
         "good": state(schedule="1f1b", **p8, microbatches=32),
         "gpipe32": state(schedule="gpipe", **p8, microbatches=32),
         # Interleaving compared at one m (16, a multiple of p as Megatron-LM requires).

@@ -847,3 +847,29 @@ def test_round_19_ep05_prose_says_what_a_is_all_three_and_the_cut_decides_inputs
     for given in ("4,096-token sequences", "micro-batch 1", "selective recomputation",
                   "16 B a parameter"):
         assert given in cut.question, given
+
+
+def test_round20_step_2s_links_draw_gpipe_so_1f1bs_warm_up_waits_for_step_3(client):
+    """Round-20 cold reading Q, finding 5: step 2's "8 × 32" drew 1F1B, whose Gantt shows
+    rank 4 running 4 forwards and rank 6 running 2 before a backward, so step 3's rank 5
+    (3) read off by interpolation. Step 2's links are GPipe (the same bubble, measured),
+    and step 3's first link is 1F1B's, after its guess."""
+    import re
+    from html import unescape
+
+    from app.routers.pipeline import facts
+
+    page = client.get("/episodes/pipeline").text
+
+    def links(n):
+        step = page[page.index(f'id="step-{n}"'):page.index(f'id="step-{n + 1}"')]
+        return [unescape(h) for h in re.findall(r'<a class="try" href="([^"]+)"', step)]
+
+    two = links(2)
+    assert len(two) == 4, two
+    assert all("schedule=gpipe" in h for h in two), two
+    assert "schedule=1f1b" in links(3)[0]
+    f = facts()
+    for key in ("six10", "mid", "gpipe32"):  # step 2's bubbles: GPipe's equal 1F1B's
+        p, m = f[key]["params"]["stages"], f[key]["params"]["microbatches"]
+        assert f[key]["api"]["bubble_fraction"] == pytest.approx((p - 1) / (m + p - 1), rel=1e-3)
