@@ -6,7 +6,7 @@ from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import gb, ms, ms_or_unfit, pct
 from labs.hardware.gpus import get_gpu
-from labs.hardware.nccl import RING_CTAS
+from labs.hardware.nccl_constants import RING_CTAS
 from labs.model.presets import get_model
 from labs.parallel.dispatch import copies
 from labs.parallel.layer_time import COMM_SMS

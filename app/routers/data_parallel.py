@@ -65,18 +65,15 @@ from labs.data_parallel.lab import (
 from labs.hardware.gpus import get_gpu
 from labs.hardware.kernels import SLOWEST_GPU
 from labs.hardware.links import get_link, links
-from labs.hardware.nccl import (
+from labs.hardware.nccl import NcclTime, current_nccl, plateau_bytes, simple_ring_latency
+from labs.hardware.nccl_constants import (
     BASE_LATENCY,
-    CURRENT_NCCL,
     HOP_LATENCY,
     LL_MAX_ACROSS,
     MULTI_NODE_LL_INTRA,
     TREE_CAP,
     TREE_LL,
     TREE_SHARE,
-    NcclTime,
-    plateau_bytes,
-    simple_ring_latency,
 )
 
 router = APIRouter()
@@ -216,7 +213,7 @@ def extra_context(state) -> dict:
         "slowest_gpu": SLOWEST_GPU,
         "ring_lat": simple_ring_latency(),
         # Steps 4 to 6 write NCCL's latency (and the tree's bandwidth) out term by term.
-        "nccl": nccl_terms(), "tree_consts": TREE_CONSTANTS, "nccl_now": CURRENT_NCCL,
+        "nccl": nccl_terms(), "tree_consts": TREE_CONSTANTS, "nccl_now": current_nccl(),
         "ll_cap": LL_MAX_ACROSS,
         # Step 10's 34·s·h is GPT's layer; EP01 step 3 counts the 8B's own (round 18, E 8).
         "own_8b": own_layer(facts()["l8_1024"]["result"].input.model),

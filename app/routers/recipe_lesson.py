@@ -210,7 +210,7 @@ def layer_consts() -> dict:
     (tokens a GPU after TP, experts a token, hidden size)."""
     from labs.core.catalogue import RECIPES
     from labs.hardware.links import get_link
-    from labs.hardware.nccl import RING_CTAS
+    from labs.hardware.nccl_constants import RING_CTAS
     from labs.parallel.layer_time import ACT_BYTES
     from labs.recipe.dp_time import megatron_bucket_params
 
@@ -292,7 +292,7 @@ def two_d_aside(state, td: dict, swept) -> dict:
     the TP8 FSDP plan on the cluster where no 2-D plan passes, and the constants the why
     names: NCCL's channels over the GPU's SMs, one NIC's achieved bus bandwidth."""
     from labs.hardware.links import get_link
-    from labs.hardware.nccl import RING_CTAS
+    from labs.hardware.nccl_constants import RING_CTAS
     from labs.model.presets import get_model
     from labs.recipe.audits import EXPOSED_LIMIT
 

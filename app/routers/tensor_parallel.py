@@ -41,7 +41,7 @@ from labs.core.limits import (
 from labs.hardware.gpus import get_gpu, gpus
 from labs.hardware.kernels import rates
 from labs.hardware.links import get_cluster, get_link, link_name, links, peer_links
-from labs.hardware.nccl import nvls_latency_check, simple_ring_latency
+from labs.hardware.nccl import current_nccl, nvls_latency_check, simple_ring_latency
 from labs.model.presets import models
 from labs.tensor_parallel.comm import LAYER_COLLECTIVES
 from labs.tensor_parallel.crossover import crossover_degree, tp_crossover
@@ -299,6 +299,7 @@ def extra_context(state) -> dict:
         "gpu_hbm": lambda gpu_id: rates(get_gpu(gpu_id)),  # step 5 times the norms' bytes
         "ring_lat": simple_ring_latency(),  # step 4 sums a two-node ring's latency (EP02's)
         # Step 3's note: NVLS charged a ring's latency against NCCL's own model, measured.
+        "nccl_now": current_nccl(),  # current NCCL's NVLS latency, steps 3 and 4 name
         "nvls_check": nvls_latency_check(get_cluster("dgx-h100")),
     }
 

@@ -12,10 +12,13 @@ node's GPUs talk to each other over as they ship (a module's vendor fabric, a PC
 generation), refuse EP04's TP group on any other, PCIe between SXM GPUs included, where EP02 and
 EP03 keep PCIe for any GPU), `kernels.py` (one kernel's time: GEMM roofline with wave
 quantisation, memory-bound ops, FlashAttention at its published rate), `nccl.py` (a collective
-as NCCL's own tuning model prices it, with NCCL 2.8's constants and current NCCL's cap on LL's
-bandwidth, `ll_cap`; its latency and a tree's bandwidth term by term, `Latency` and
-`TreeBandwidth`, which EP02 steps 4-6 write out; `ring_time`, its ring on one protocol where it
-would pick a tree, EP02 step 6's comparison), `comm.py` (collectives on a cluster, NCCL-priced;
-the α–β ring for the textbook reading)"""
+as NCCL's own tuning model prices it, with current NCCL's cap on LL's bandwidth, `ll_cap`; its
+latency and a tree's bandwidth term by term, `Latency` and `TreeBandwidth`, which EP02 steps 4-6
+write out; `ring_time`, its ring on one protocol where it would pick a tree, EP02 step 6's
+comparison; `simple_ring_latency`, the Simple ring's latencies the lessons sum, and
+`current_nccl`, what current NCCL has where the lab keeps 2.8's, none of it charged) over
+`nccl_constants.py` (NCCL 2.8's tuning constants, LL's cap and current NCCL's figures, each
+with its source), `comm.py` (collectives on a cluster, NCCL-priced; the α–β ring for the
+textbook reading)"""
 
 FLOOR = 2  # imports only labs packages of floors <= 2 (tests/test_project.py)

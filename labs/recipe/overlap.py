@@ -20,8 +20,9 @@ stages and the optimizer step are not on this timeline.
 SMs. The model charges the SMs an overlapped collective takes where it times them: EP overlap
 at DeepSeek-V3's 20 SMs (arXiv:2412.19437 sec 3.2.2, ``labs.parallel.layer_time.COMM_SMS``),
 ZeRO-3's gathers and reduce-scatters at NCCL's 16 ring CTAs, one SM each
-(``labs.hardware.nccl.RING_CTAS``, NVIDIA/nccl#1453). It leaves uncharged the same 16 SMs under
-TP's and CP's hidden collectives and ZeRO-0/1/2's hidden buckets, so there the lab errs fast:
+(``labs.hardware.nccl_constants.RING_CTAS``, NVIDIA/nccl#1453). It leaves uncharged the same
+16 SMs under TP's and CP's hidden collectives and ZeRO-0/1/2's hidden buckets, so there the lab
+errs fast:
 ``uncharged_sm_s`` is f × hidden, f = 16 / SMs, the most those SMs could add.
 """
 

@@ -356,7 +356,7 @@ def test_round_5_the_achieved_share_and_nccls_latencies_are_on_the_page(client):
     a bucket nowhere stated). Both are named, and the sums on the page are the engine's."""
     from labs.data_parallel.lab import SERVER_GPU, gpu_rate
     from labs.hardware.gpus import get_gpu
-    from labs.hardware.nccl import BASE_LATENCY, HOP_LATENCY
+    from labs.hardware.nccl_constants import BASE_LATENCY, HOP_LATENCY
 
     k = get_gpu(SERVER_GPU).kernels
     assert gpu_rate() == pytest.approx(get_gpu(SERVER_GPU).bf16_flops * k.matmul_efficiency
@@ -468,7 +468,8 @@ def test_round_12_nccls_latency_is_worked_once_from_the_engine(client):
     sums the ring once, step 5 reuses it, step 6 writes the tree's latency and bandwidth out,
     each term read off the one collective the API times (labs.hardware.nccl.Latency)."""
     from app.routers.data_parallel import nccl_terms
-    from labs.hardware.nccl import CURRENT_NCCL, RING_PLATEAU, TREE_SHARE
+    from labs.hardware.nccl import current_nccl
+    from labs.hardware.nccl_constants import RING_PLATEAU, TREE_SHARE
 
     f, n = facts(), nccl_terms()
     text = _text(client.get("/episodes/data-parallel").text)
@@ -476,8 +477,8 @@ def test_round_12_nccls_latency_is_worked_once_from_the_engine(client):
     one = text.split("4. Faster networks")[1].split("5. Hide it")[0]
     assert f"pays that sum ×{RING_PLATEAU:g}" in one and "“plateau effect of ring”" in one
     assert "NCCL 2.8's constants" in one
-    assert (f"{CURRENT_NCCL['net']} µs a network hop" in one
-            and f"×{CURRENT_NCCL['plateau']} on the A100 and H100" in one)
+    assert (f"{current_nccl()['net']} µs a network hop" in one
+            and f"×{current_nccl()['plateau']} on the A100 and H100" in one)
     # Step 4: the ring over 8 servers, once, and the API's time is its bytes plus that sum.
     ring, ib64 = n["ib64"].terms, f["ib64"]["api"]
     assert (ring.intra_steps, ring.inter_steps, ring.factor) == (112, 14, RING_PLATEAU)
@@ -628,14 +629,13 @@ def test_round_13_step_6_teaches_the_tree_before_asking_which_nccl_runs(client):
     the 25 MiB line's two 1,092 us terms agree by coincidence. Step 4 says why NCCL 2.8
     counts 2·(servers - 1) crossings against step 3's 8 links between servers."""
     from app.routers.data_parallel import nccl_terms, ring_steps
-    from labs.hardware.nccl import (
+    from labs.hardware.nccl import plateau_bytes, simple_ring_latency
+    from labs.hardware.nccl_constants import (
         BASE_LATENCY,
         HOP_LATENCY,
         MULTI_NODE_LL_INTRA,
         TREE_CAP,
         TREE_LL,
-        plateau_bytes,
-        simple_ring_latency,
     )
 
     html = client.get("/episodes/data-parallel").text
@@ -1173,7 +1173,7 @@ def test_issue36_step_5s_bucket_runs_on_simple_under_lls_cap(client):
     bucket runs on Simple, and the page's figures are the engine's: the protocol, its busBW,
     the bucket's time, and LL's time under the cap."""
     from app.routers.data_parallel import facts, nccl_terms
-    from labs.hardware.nccl import LL_MAX_ACROSS
+    from labs.hardware.nccl_constants import LL_MAX_ACROSS
 
     terms = nccl_terms()
     simple, ll = terms["bucket64_ib"], terms["bucket64_ib_ll"]
@@ -1214,9 +1214,9 @@ def test_round18_step_4_cites_the_lines_of_both_nccl_versions(client):
     step = _step(client.get("/episodes/data-parallel").text, 4)
     note = _text(step[step.index('<details class="sources">'):])
     assert "as NCCL 2.8 has them (NVIDIA/nccl at commit 01afd20a)" in note
-    from labs.hardware.nccl import CURRENT_NCCL
+    from labs.hardware.nccl import current_nccl
 
-    assert (f"Current NCCL has changed them (commit b6475625): {CURRENT_NCCL['net']} µs a "
+    assert (f"Current NCCL has changed them (commit b6475625): {current_nccl()['net']} µs a "
             "network hop on Simple ( hwLat 's NET ring entry)") in note
     assert "lat *= comm->minCompCap < 80 ? 1.9 : 1.4 in ncclTopoGetAlgoTime" in note
 
@@ -1347,7 +1347,8 @@ def test_round19_step_4_says_nccl_28_had_no_nvls_and_points_to_ep04s_note(client
     says so and which way it errs, pointing at EP04 step 3's note (9adf181), which gives
     current NCCL's charge: the engine's NVLS latency is the ring's, above tuning.cc's."""
     from labs.hardware.links import get_cluster
-    from labs.hardware.nccl import NVLS_TUNING_LATENCY, nccl_time, simple_ring_latency
+    from labs.hardware.nccl import nccl_time, simple_ring_latency
+    from labs.hardware.nccl_constants import NVLS_TUNING_LATENCY
 
     lat = simple_ring_latency()
     t = nccl_time("all_reduce", 2 * 16384 * 4096, 8, get_cluster("dgx-h100"))

@@ -12,7 +12,7 @@ from functools import lru_cache
 from html import unescape
 
 from app.episodes import EPISODES
-from labs.hardware.nccl import BASE_LATENCY, HOP_LATENCY, RING_PLATEAU
+from labs.hardware.nccl_constants import BASE_LATENCY, HOP_LATENCY, RING_PLATEAU
 
 BY_NUMBER = {e.number: e for e in EPISODES}
 REF = re.compile(r"EP(\d\d),? steps? (\d+)")

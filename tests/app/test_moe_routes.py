@@ -1176,7 +1176,7 @@ def test_round_19_ep07_says_the_tile_the_lab_default_and_ncclss_current_factor(c
     the DeepSeek-V3 parameter drill called attention, the embeddings and the dense layers
     "shared", step 9's word for the shared expert. EP08 step 12's plan names expert-TP 1."""
     from app.routers.moe import gemm_rate
-    from labs.hardware.nccl import simple_ring_latency
+    from labs.hardware.nccl import current_nccl, simple_ring_latency
 
     page = client.get("/episodes/experts").text
     mr = gemm_rate("mixtral")
@@ -1197,8 +1197,9 @@ def test_round_19_ep07_says_the_tile_the_lab_default_and_ncclss_current_factor(c
     full = re.search(rf"{lat['plateau']} × \(([\d.]+) \+ (\d+) × ([\d.]+) \+ (\d+) × ([\d.]+)\) "
                      r"µs = ([\d.]+) ms", step7)
     base, n1, h1, n2, h2, _ = map(float, full.groups())
-    errs = (lat["plateau"] - lat["plateau_now"]) * (base + n1 * h1 + n2 * h2) * 1e-6
-    assert (f"(NCCL 2.8's factor; current NCCL takes {lat['plateau_now']} on an H800, so here "
+    now = current_nccl()["plateau"]
+    errs = (lat["plateau"] - now) * (base + n1 * h1 + n2 * h2) * 1e-6
+    assert (f"(NCCL 2.8's factor; current NCCL takes {now} on an H800, so here "
             f"the lab errs {fmt_ms(errs)} slow)") in step7
     message = client.get("/api/drills/moe-predict-params-dsv3",
                          params={"answer": 27.3}).json()["message"]

@@ -460,7 +460,7 @@ def test_round_14_step_4_prices_a_send_with_ep02s_busbw_and_network_hop(client):
     (labs.hardware.nccl.send_latency), and the note calls 48 GB/s NCCL's rate on the port,
     not a collective's busBW."""
     from labs.hardware.links import get_link
-    from labs.hardware.nccl import BASE_LATENCY, HOP_LATENCY
+    from labs.hardware.nccl_constants import BASE_LATENCY, HOP_LATENCY
 
     ndr = get_link("ib-ndr")
     inp = facts()["v5_ndr"]["result"].result.input

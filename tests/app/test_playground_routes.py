@@ -980,15 +980,16 @@ def test_round_19_step_5_says_the_ring_plateau_is_nccl_2_8s_and_the_lab_errs_slo
     The note now says so and gives the latency at x1.4 and what the lab's errs, from
     labs.hardware.nccl's own constants."""
     from app.routers.playground import facts, tp_ring
-    from labs.hardware.nccl import CURRENT_NCCL, RING_PLATEAU
+    from labs.hardware.nccl import current_nccl
+    from labs.hardware.nccl_constants import RING_PLATEAU
 
     ring = tp_ring("tp_eth")
     assert ring.terms.factor == RING_PLATEAU
-    now = ring.latency * CURRENT_NCCL["plateau"] / RING_PLATEAU
+    now = ring.latency * current_nccl()["plateau"] / RING_PLATEAU
     e = facts()["tp_eth"]["api"]["panels"]["tp"]["answer"]
     five = _flat(_step(client.get("/episodes/playground").text, 5))
     assert f"× {RING_PLATEAU} is NCCL 2.8's" in five
-    on_h100 = f"current NCCL's × {CURRENT_NCCL['plateau']} on H100 (EP02 step 4) gives"
+    on_h100 = f"current NCCL's × {current_nccl()['plateau']} on H100 (EP02 step 4) gives"
     assert on_h100 in five
     slow = ring.latency - now
     assert f"{1e3 * now:.2f} ms: the lab errs slow by {1e3 * slow:.2f} ms," in five

@@ -792,7 +792,7 @@ def test_step_14_derives_fsdps_rate_its_exposed_time_and_names_the_gradient_dtyp
     2-D stays ahead."""
     from app.routers.recipe import TWO_D_ANY, TWO_D_JOB, facts
     from labs.hardware.links import get_link
-    from labs.hardware.nccl import RING_CTAS
+    from labs.hardware.nccl_constants import RING_CTAS
     from labs.model.presets import get_model
     from labs.recipe.audits import EXPOSED_LIMIT
 
@@ -1338,7 +1338,7 @@ def test_round_6_step_13_derives_the_kept_weights_and_prefetchs_cost(client):
     cut GEMM against the whole one, where the lab weighs the 0.32 ms the cut loses against the
     all-gather's wait. Each is now written as the engine computes it."""
     from app.routers.recipe import facts
-    from labs.hardware.nccl import RING_CTAS
+    from labs.hardware.nccl_constants import RING_CTAS
 
     f = facts()
     k = f["lv_consts"]

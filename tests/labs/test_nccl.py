@@ -124,17 +124,33 @@ def test_nvls_is_charged_a_rings_latency_which_fits_the_measured_curve():
     charges intraLat alone, 23 µs. EP04 steps 3 and 4 now say so. The lab keeps the ring's:
     with 23 µs its 16 MiB all-reduce on 8 GPUs would reach 349 GB/s, 44% over the 242 GB/s
     nccl-tests measures on 8 H200s; the ring's charge gives 251."""
-    from labs.hardware.nccl import NVLS_TUNING_LATENCY, nvls_latency_check, simple_ring_latency
+    from labs.hardware.nccl import current_nccl, nvls_latency_check, simple_ring_latency
+    from labs.hardware.nccl_constants import NVLS_TUNING_LATENCY
 
     lat = simple_ring_latency()
     size = 2 * 16384 * 4096  # Llama 3.1 405B's layer output at s = 4,096: step 3's all-reduce
     t = nccl_time("all_reduce", size, 8, DGX_H100)
     assert (t.algorithm, t.protocol) == ("nvls", "Simple")
     assert t.latency == pytest.approx((lat["base"] + 14 * lat["nvlink"]) * 1e-6)
-    assert lat["nvls_tuning"] == NVLS_TUNING_LATENCY == 23.0
+    assert current_nccl()["nvls"] == NVLS_TUNING_LATENCY == 23.0
     check = nvls_latency_check(DGX_H100)
     assert check["algorithm"] == "nvls" and check["size"] == 16 * 2 ** 20
     assert check["measured"] == 242.45e9  # the measured curve's 16 MiB point (above)
     assert check["tuning"] > 1.2 * check["measured"]  # outside that test's tolerance
     assert check["lab"] == pytest.approx(check["measured"], rel=0.05)
     assert check["lab"] == pytest.approx(busbw("all_reduce", check["size"], 8, DGX_H100))
+
+
+def test_the_simple_rings_latencies_leave_current_nccls_figures_to_their_own_function():
+    """Issue 36's last stop review: ``simple_ring_latency`` also answered current NCCL's NVLS
+    latency and ring plateau, which are not the Simple ring's latencies and which the lab does
+    not charge. They are ``current_nccl``'s, with its network hop (the old ``CURRENT_NCCL``),
+    each read off ``labs.hardware.nccl_constants``; NCCL 2.8's stay what the lab charges."""
+    from labs.hardware import nccl_constants as c
+    from labs.hardware.nccl import current_nccl, simple_ring_latency
+
+    assert simple_ring_latency() == {"base": 8.4, "nvlink": 3.4, "net": 9.6, "plateau": 1.9}
+    assert simple_ring_latency()["plateau"] == c.RING_PLATEAU
+    assert current_nccl() == {"net": c.NET_HOP_CURRENT, "plateau": c.RING_PLATEAU_CURRENT,
+                              "nvls": c.NVLS_TUNING_LATENCY} == {"net": 14.0, "plateau": 1.4,
+                                                                 "nvls": 23.0}
