@@ -137,15 +137,12 @@ def finetune_step(inp) -> str | None:
     return " ".join(keys) or None
 
 
-def offload_step(inp) -> str | None:
-    """Step 12's at every state: the copy against the forward (the chart, its summary, the
-    table's copy, hidden share and exposed time) says whether the forward hides it. With
-    nothing offloaded the chart still draws the copy line by the share offloaded, and the
-    opening 8B's break-even (49.6%) answered step 12's 70B "only part of them" at load: both
-    are bytes a token against FLOPs a token (round-19 cold reading Z, finding 5). ``inp`` is
-    kept for the callers' signature."""
-    del inp
-    return "step-12"
+# Step 12's key at every state: the copy against the forward (the chart, its summary, the
+# table's copy, hidden share and exposed time) says whether the forward hides it. With nothing
+# offloaded the chart still draws the copy line by the share offloaded, and the opening 8B's
+# break-even (49.6%) answered step 12's 70B "only part of them" at load: both are bytes a
+# token against FLOPs a token (round-19 cold reading Z, finding 5).
+OFFLOAD_STEP = "step-12"
 
 
 def speed_step(inp, speed=None) -> str:

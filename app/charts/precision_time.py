@@ -7,7 +7,7 @@ Every line and bar is read off ``labs.precision.lab``.
 """
 
 from app.charts import LINE_COLOUR, base_layout, chosen_band, short_gpu_name, value_label
-from app.charts.precision import legend_below, offload_step, short_recipe, speed_step, tokens_step
+from app.charts.precision import OFFLOAD_STEP, legend_below, short_recipe, speed_step, tokens_step
 from app.charts.units import fmt_bytes, fmt_ms, fmt_pct
 from labs.core.catalogue import RECIPES
 
@@ -52,7 +52,7 @@ def offload_figure(result) -> dict:
     # waits for its guess, veiled whole (meta.after; round-13 cold reading of EP10-EP11,
     # finding 2). On a long FP8 sequence the copy is the layer's activations over the link,
     # which give step 4's saving against BF16's: it waits for step 4 too.
-    after = " ".join(k for k in (offload_step(result.input), tokens_step(result.input)) if k)
+    after = " ".join(k for k in (OFFLOAD_STEP, tokens_step(result.input)) if k)
     veil = {"meta": {"masked": {}, "after": after}} if after else {}
     return {
         "data": data,

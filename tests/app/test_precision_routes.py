@@ -1198,9 +1198,12 @@ def test_round_19_the_offload_readout_waits_for_step_12_at_every_state(client):
     printed "the forward hides up to 49.6%" and drew the copy line against the forward: the
     8B's break-even answered step 12's 70B "only part of them" at load. The summary, the
     table's copy, hidden share and exposed time, and the chart wait for step 12 at every
-    state."""
+    state. Its key is a constant, ``OFFLOAD_STEP`` (issue 36's last stop review: a function
+    of the input that ignored it)."""
+    from app.charts.precision import OFFLOAD_STEP
     from app.charts.units import fmt_pct
 
+    assert OFFLOAD_STEP == "step-12"
     html = client.get(PAGE).text
     body = api(client)
     assert body["offload"]["share"] == 0
