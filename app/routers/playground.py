@@ -3,6 +3,7 @@ side, one state in the URL. Each lab is run through its own view (app/routers/pl
 translates the shared state into its query; app/routers/playground_state runs them and strips
 their lessons' veils); this module draws them together, with what waits for its steps."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any
@@ -317,15 +318,19 @@ HEADLINES: dict[str, tuple[tuple[str, str, str], ...]] = {
                ("Bubble", "bubble_fraction", "pct"), ("Step", "step_s", "ms")),
 }
 FORMAT = {"bytes": fmt_bytes, "pct": fmt_pct, "count": fmt_count, "ms": fmt_ms, "": str}
+# What a lab's headlines are read off: its JSON answer (``view.to_api``), but where that whole
+# answer costs far more than the fields read here (issue 31), the part that holds them: EP05's
+# answer lists every event, so its one headline is read off the result; EP08's headlines are
+# its result's fields, without the timeline, the layer and step 14's sweep of planner searches
+# its whole answer adds (tests/app/test_playground_routes.py checks each against the JSON).
+HEADLINE_ANSWERS: dict[str, Callable[[Any], dict]] = {
+    "pipeline": lambda result: {"bubble_fraction": result.result.bubble_fraction},
+    "recipe": lambda result: result_api(result.result),
+}
 
 
 def _headlines(p: PanelState) -> list[tuple[str, str, str]]:
-    # EP05's answer lists every event: read its one headline off the result instead. EP08's
-    # headlines are its result's fields: its whole answer adds the timeline, the layer and
-    # step 14's sweep of planner searches, none of them read here (issue 31).
-    answer = ({"bubble_fraction": p.result.result.bubble_fraction} if p.lab == "pipeline"
-              else result_api(p.result.result) if p.lab == "recipe"
-              else p.view.to_api(p.result))
+    answer = HEADLINE_ANSWERS.get(p.lab, p.view.to_api)(p.result)
     return [(label, FORMAT[unit](answer[key]), key) for label, key, unit in HEADLINES[p.lab]
             if answer.get(key) is not None]
 

@@ -1014,3 +1014,24 @@ def test_round_20_the_forward_wait_meets_the_forward_and_the_bubble_names_its_wh
     assert "How much of the step do the two stages idle" not in three
     assert tp["panels"]["tp"]["answer"]["forward_compute_s"] < tp["panels"]["tp"][
         "answer"]["compute_s"] / 2
+
+
+def test_a_panels_headlines_read_off_part_of_its_answer_are_its_answers_figures(client):
+    """Issue 31 read EP05's and EP08's headlines off part of their answers (their whole JSON
+    is dearer than the fields read); issue 36's last stop review made that a table,
+    ``HEADLINE_ANSWERS``, where ``_headlines`` tested the lab's name. Each part gives every
+    headline the figure the lab's own JSON answer gives, and the page prints it."""
+    from app.routers.playground import ALL, FORMAT, HEADLINE_ANSWERS, HEADLINES, run
+
+    state = run(PlaygroundQuery(**ALL))
+    panels = {p.lab: p for p in state.panels}
+    assert set(HEADLINE_ANSWERS) == {"pipeline", "recipe"}
+    page = client.get("/episodes/playground", params=ALL).text
+    for lab, part in HEADLINE_ANSWERS.items():
+        p = panels[lab]
+        whole, read = p.view.to_api(p.result), part(p.result)
+        for _, key, unit in HEADLINES[lab]:
+            assert read[key] == whole[key], (lab, key)
+            panel = re.search(rf'<article class="panel" id="panel-{lab}".*?</article>', page,
+                              re.S)[0]
+            assert FORMAT[unit](whole[key]) in panel, (lab, key)
