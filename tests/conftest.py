@@ -17,6 +17,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from copy import deepcopy
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,21 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def valid_plotly(figure: dict) -> dict:
+    """``figure``, checked against plotly's schema (``go.Figure`` raises on an invalid
+    property) and left as it was: plotly takes each trace's "type" out of the dict it is given
+    and puts it back last (``BaseDataValidator.validate_coerce``), and a lab's figure may be one
+    a cached run keeps for later answers (EP12's panels, ``app/routers/playground.py``
+    ``figures``). Validated in place, every page drawn after it in the same process wrote each
+    trace's "type" last, where a fresh render process writes it first, and
+    tests/app/test_render_pool.py's pool test failed under pytest-xdist when
+    tests/app/test_contracts.py had run before it in its worker. So it validates a copy."""
+    import plotly.graph_objects as go
+
+    go.Figure(deepcopy({"data": figure["data"], "layout": figure["layout"]}))
+    return figure
 
 
 # How long a starting server may take to answer: its render processes import the app first

@@ -2,7 +2,6 @@
 
 import re
 
-import plotly.graph_objects as go
 import pytest
 
 from app.charts.memory import memory_figure
@@ -18,11 +17,7 @@ from app.routers.memory import run as run_memory
 from app.routers.pipeline import PipelineQuery
 from app.routers.pipeline import run as run_pipeline
 from labs.schedules.catalogue import SCHEDULES
-
-
-def valid(fig: dict) -> dict:
-    go.Figure({"data": fig["data"], "layout": fig["layout"]})  # raises on a bad property
-    return fig
+from tests.conftest import valid_plotly
 
 
 @pytest.mark.parametrize(("value", "text"), [
@@ -52,10 +47,10 @@ def test_percent_and_axis_unit():
 
 
 def test_memory_axis_follows_the_size_and_no_label_has_a_long_number():
-    huge = valid(memory_figure(run_memory(MemoryQuery(params=1e14, seq_len=131072))))
+    huge = valid_plotly(memory_figure(run_memory(MemoryQuery(params=1e14, seq_len=131072))))
     assert huge["layout"]["yaxis"]["title"]["text"] == "PB per GPU"
-    small = valid(memory_figure(run_memory(MemoryQuery(params=7e9, mode="infer",
-                                                       recipe="int8", gpu="rtx-4090"))))
+    small = valid_plotly(memory_figure(run_memory(MemoryQuery(params=7e9, mode="infer",
+                                                              recipe="int8", gpu="rtx-4090"))))
     assert small["layout"]["yaxis"]["title"]["text"] == "GB per GPU"
     for fig in (huge, small):
         texts = [t for trace in fig["data"] for t in trace["text"]]
@@ -65,7 +60,7 @@ def test_memory_axis_follows_the_size_and_no_label_has_a_long_number():
 
 
 def test_memory_gpu_label_sits_beside_the_bar_not_on_it():
-    fig = valid(memory_figure(run_memory(MemoryQuery())))
+    fig = valid_plotly(memory_figure(run_memory(MemoryQuery())))
     (label,) = fig["layout"]["annotations"]
     x0, x1 = fig["layout"]["xaxis"]["range"]
     bar_right = (1 - fig["layout"]["bargap"]) / 2  # one category at x = 0
@@ -86,18 +81,18 @@ def test_memory_gpu_label_sits_beside_the_bar_not_on_it():
 ])
 def test_pipeline_figures_use_display_names_and_units(query):
     state = run_pipeline(PipelineQuery(**query))
-    gantt = valid(gantt_figure(state.result))
+    gantt = valid_plotly(gantt_figure(state.result))
     name = SCHEDULES[query["schedule"]]
     assert gantt["summary"].startswith(name)
     assert query["schedule"] not in gantt["summary"] or name.lower() == query["schedule"]
     assert "%" in gantt["summary"]
-    acts = valid(activations_figure(state.result))
+    acts = valid_plotly(activations_figure(state.result))
     assert acts["summary"].startswith(name)
     # Peaks carry no text labels (GPipe's eight ranks all peak at once and would pile up).
     assert all("text" not in trace for trace in acts["data"])
     assert acts["layout"]["legend"]["y"] < 0  # the legend sits below the plot
     if state.memory is not None:
-        mem = valid(stage_memory_figure(state.memory))
+        mem = valid_plotly(stage_memory_figure(state.memory))
         assert mem["summary"].startswith("Peak memory per rank against 80.0 GB")
         assert mem["layout"].get("annotations") is None  # the line is named in the legend
 

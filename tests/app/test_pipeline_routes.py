@@ -141,12 +141,12 @@ def test_page_and_fragment(client):
     {"schedule": "interleaved-1f1b", "stages": 16, "microbatches": 128, "virtual": 5},
 ])
 def test_pipeline_figures_are_valid_plotly_and_drawn_from_events(query):
-    import plotly.graph_objects as go
+    from tests.conftest import valid_plotly
 
     state = run(PipelineQuery(**query))
     gantt = gantt_figure(state.result)
     for fig in (gantt, activations_figure(state.result), stage_memory_figure(state.memory)):
-        go.Figure({"data": fig["data"], "layout": fig["layout"]})
+        valid_plotly(fig)
     if len(state.result.events) <= MAX_BARS:
         bars = [t for t in gantt["data"] if t["type"] == "bar"]
         assert sum(len(t["x"]) for t in bars) == len(state.result.events)

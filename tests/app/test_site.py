@@ -5,7 +5,6 @@ import re
 from pathlib import Path
 
 import brotli
-import plotly.graph_objects as go
 import pytest
 
 from app import assets
@@ -14,6 +13,7 @@ from app.charts.memory import memory_figure
 from app.episodes import EPISODES
 from app.routers.memory import MemoryQuery, run
 from app.templating import spelled
+from tests.conftest import valid_plotly
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,4 +100,4 @@ def test_unknown_asset_is_404(client):
 ])
 def test_memory_figure_is_valid_plotly(query):
     fig = memory_figure(run(MemoryQuery(**query)))
-    go.Figure({"data": fig["data"], "layout": fig["layout"]})  # raises on an invalid property
+    valid_plotly(fig)  # raises on an invalid property
