@@ -102,10 +102,14 @@ DRILLS: tuple[Drill | Decide, ...] = (
           {"schedule": "gpipe", "stages": 4, "microbatches": 8},
           "That is GPipe: the same warm-up and cool-down as 1F1B; it differs in memory, not "
           "time: 3/11, {value} idle."),
-         ("interleaved", "Give each rank 2 chunks of half a stage each, not one whole stage",
-          {"schedule": "interleaved-1f1b", "stages": 4, "microbatches": 8, "virtual": 2},
-          "That is interleaved 1F1B: each chunk is half a stage, so the warm-up is half as "
-          "long: 3/(16 + 3), {value} idle."),
+         # 4 chunks, not 2 (round-20 cold reading Q, finding 12): with 2 it tied 16
+         # micro-batches (3/19) and the right option was the step's own title, deferring W;
+         # with 4 it beats ZB-H1's 3/27, so the student must work the bubbles out.
+         ("interleaved", "Give each rank 4 chunks of a quarter stage each, not one whole stage",
+          {"schedule": "interleaved-1f1b", "stages": 4, "microbatches": 8, "virtual": 4},
+          "That is interleaved 1F1B: each chunk is a quarter of a stage, so the warm-up is a "
+          "quarter as long: 3/(32 + 3), {value} idle, less than deferring W's 3/27; it pays "
+          "4 times the pipeline sends."),
          ("zb", "Run each backward's input gradient at once and defer its weight gradient",
           {"schedule": "zb-h1", "stages": 4, "microbatches": 8},
           "That is ZB-H1: the weight-gradient work W has no one waiting on it, so it fills the "
@@ -116,10 +120,10 @@ DRILLS: tuple[Drill | Decide, ...] = (
           "The same p − 1 idle slots over twice the work: 3/19, {value} idle, but only "
           "with twice the global batch (step 2's limit).")),
         best="min", fmt=pct,
-        solution="{best}. Bubble: deferring W (ZB-H1) {zb}, 2 chunks a rank {interleaved}, "
+        solution="{best}. Bubble: 4 chunks a rank {interleaved}, deferring W (ZB-H1) {zb}, "
                  "16 micro-batches {m16}, GPipe {gpipe}. (p − 1)/(m + p − 1) with p = 4: "
                  "3/11 at m = 8, 3/19 at m = 16.",
-        reveals=("it fills the idle gaps",)),
+        reveals=("a quarter as long",)),
     # EP01's decide until round 12 (cold reading of EP01-EP02, finding 7): its answer turns on
     # TP's sequence split dividing the activations and on PP's first stage holding p
     # micro-batches in flight, which EP04 and EP05 teach, so it is EP05's check; its id, and

@@ -611,6 +611,7 @@ def test_round_16_the_bubble_decide_names_each_option_by_what_it_does(client):
     Each option now says what it does, none by a schedule's name or a parenthesis, the equal
     passes are in the stem, and the right one is still deferring W (step 5's reasoning).
     Finding 11d: memory-decide-cut's PP option is qualified as its TP option is."""
+    from app.labkit.drills import lab_value
     from app.lesson_drills import LESSON_DRILLS
 
     drills = {d.id: d for d in LESSON_DRILLS["pipeline"]}
@@ -621,8 +622,19 @@ def test_round_16_the_bubble_decide_names_each_option_by_what_it_does(client):
     assert "every pass (forward F, input gradient I, weight gradient W) equally long" in (
         drill.question)
     right = next(o.key for o in drill.judge() if o.right)
-    assert labels[right] == ("Run each backward's input gradient at once and defer its "
-                             "weight gradient")
+    # Round-20 cold reading Q, finding 12: the right option is no longer step 5's own title
+    # (deferring W); 4 chunks a rank beats it, each option's bubble the engine's.
+    assert labels[right] == "Give each rank 4 chunks of a quarter stage each, not one whole stage"
+    four = {"stages": 4, "microbatches": 8}
+    values = {key: lab_value("pipeline", {**four, **params}, lambda a: a["bubble_fraction"])
+              for key, params in (("interleaved", {"schedule": "interleaved-1f1b",
+                                                   "virtual": 4}),
+                                  ("zb", {"schedule": "zb-h1"}), ("gpipe", {"schedule": "gpipe"}),
+                                  ("m16", {"schedule": "1f1b", "microbatches": 16}))}
+    assert f"{values['interleaved'] * 100:.1f}%" in next(
+        o.why for o in drill.judge() if o.key == "interleaved")
+    assert values["interleaved"] == pytest.approx(3 / 35) and values["zb"] == pytest.approx(3 / 27)
+    assert sorted(values, key=values.get)[:2] == ["interleaved", "zb"]
     pp8 = dict(drills["memory-decide-cut"].choices)["pp8"]
     assert "under 1F1B" in pp8 and "micro-batches" in pp8
 
