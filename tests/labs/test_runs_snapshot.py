@@ -32,7 +32,7 @@ TODAY = {
     "torchtitan-llama31-70b-h100x256-asynctp": 1.267,
     "torchtitan-llama31-405b-h100x512-1f1b": 1.314,
     "torchtitan-llama31-405b-h100x512-interleaved": 1.327,
-    "deepseek-v3-h800-2048": 1.366,
+    "deepseek-v3-h800-2048": 1.320,  # 1.366 before 8651215 (ZB-H1/DualPipe at the stage's own I, W)
     "mcore-qwen3-235b-ep32-deepep": 1.108,
     "mcore-qwen3-235b-ep32-deepep-overlap": 1.345,
     "mcore-qwen3-235b-tp4-ep8": 1.733,
@@ -60,5 +60,5 @@ def test_moe_group_summary_as_today():
     s = summary(tuple(check(r) for r in VALIDATION
                       if r.group in ("deepseek-v3", "megatron-moe")))
     assert s["runs"] == 5 and s["within_10"] == 1 and s["within_25"] == 2
-    assert s["median_deviation"] == pytest.approx(0.37, abs=0.03)
+    assert s["median_deviation"] == pytest.approx(0.32, abs=0.03)  # 0.37 before 8651215
     assert s["worst_deviation"] == pytest.approx(0.76, abs=0.03)
