@@ -830,7 +830,7 @@ def test_step_14_derives_fsdps_rate_its_exposed_time_and_names_the_gradient_dtyp
     assert f"{per_node} × {nic / 1e9:.0f} GB/s = {per_node * nic / 1e9:.0f} GB/s a GPU" in step
     assert f"{RING_CTAS}/132 × {1e3 * fsdp['seconds']:,.0f} ms = {1e3 * tax:,.0f} ms" in step
     assert f"P the {blocks / 1e9:.1f}B parameters of the 80 blocks" in step
-    assert "--grad-reduce-in-bf16" in step and f"{m3['memory_per_gpu_bytes'] / 1e9:.1f} GB" in step
+    assert "3 × 2 B × P/t × (D − 1)/D" in step  # bf16 gradients (r20: the fp32 note went)
     assert "(at most 256 nodes)" in step
     assert "until the batch runs out" not in step and "no 2-D plan passes" not in step
 
@@ -936,18 +936,17 @@ def test_step_13_derives_tp_and_ep_from_the_collectives_the_engine_times(client)
     step = re.sub(r"<[^>]+>", " ", html.split('id="step-13"')[1].split('id="step-14"')[0])
     step = re.sub(r"\s+", " ", step)
     ms = "{:.2f} ms".format
-    assert (f"{(t - 1) / t * act / 1e6:.0f} MB a GPU. Over NVLink at "
-            f"{k['nvlink_busbw'] / 1e9:g} GB/s") in step
-    assert f"that takes {wire * 1e3:.3f} ms, plus its ring's 3 NVLink steps" in step
-    assert f"18.6 µs: {ms(one * 1e3)}" in step
+    assert (f"{(t - 1) / t * act / 1e6:.0f} MB a GPU ÷ {k['nvlink_busbw'] / 1e9:g} GB/s of "
+            f"NVLink = {wire * 1e3:.3f} ms, plus 8.4 + 3 × 3.4 = 18.6 µs: {ms(one * 1e3)}") in step
     c = cut[0]
     assert (f"In chunks, fc2's input-gradient GEMM takes {t} × {c['chunked_s'] / t * 1e3:.3f} ms = "
-            f"{ms(c['chunked_s'] * 1e3)} cut, against {ms(c['gemm_s'] * 1e3)} whole: "
+            f"{ms(c['chunked_s'] * 1e3)} cut against {ms(c['gemm_s'] * 1e3)} whole: "
             f"{ms(c['split_s'] * 1e3)}") in step
     w = whole[0]
-    assert (f"Cutting QKV's GEMM would cost more than its all-gather: {t} × "
-            f"{w['chunked_s'] / t * 1e3:.3f} ms = {ms(w['chunked_s'] * 1e3)} cut against "
-            f"{ms(w['gemm_s'] * 1e3)} whole") in step
+    assert (f"Cutting QKV's GEMM, {t} × {w['chunked_s'] / t * 1e3:.3f} ms = "
+            f"{ms(w['chunked_s'] * 1e3)} against {ms(w['gemm_s'] * 1e3)} whole, would lose "
+            f"{ms((w['chunked_s'] - w['gemm_s']) * 1e3)}, more than its all-gather's "
+            f"{ms(w['seconds'] * 1e3)}") in step
     assert (f"{ms(w['exposed_s'] * 1e3)} + {ms(c['exposed_s'] * 1e3)} = "
             f"{ms(every['exposed_s']['tp'] * 1e3)} a layer") in step
     assert "each GEMM is cut into 4 chunks and one chunk's collective" not in step
@@ -1009,7 +1008,6 @@ def test_step_12_times_the_buckets_from_the_step_models_schedule(client):
     thirteen = _step_text(_page_text(client), 13)
     assert "Megatron's bucket" not in thirteen and "buckets of 40M" not in thirteen
     assert ms2(start) not in thirteen and f"{ms2(left)} ms" not in thirteen
-    assert "step 12 times each bucket" in thirteen
     assert facts()["ov_tails"][0]["form"] in ("last", "queue")
 
 
@@ -1064,28 +1062,24 @@ def test_ep08_2d_drill_is_set_where_step_14s_chart_does_not_answer_it(client):
                for k in ("td2", "td3"))
 
 
-def test_step_14s_why_keeps_one_sentence_of_scaling_and_notes_the_rest(client):
-    """Round-3 cold reading of EP08 step 14, item 9: the why answered three questions in four
-    paragraphs. Its scaling is one sentence now; the figures past the chart (the larger
-    cluster's TP 4 and TP 8 plans, the DP-traffic audit) sit in the note under it."""
-    import html as html_lib
-
-    page = client.get("/episodes/recipe-3d").text
-    why = page.split('id="step-14"')[1].split("</section>")[0]
-    why = why.split('<details class="why"')[1]
-    # The notes sit in closed notes, one topic each (round-14 cold reading, finding 9;
-    # round-19 cold reading Y, finding 17: the scaling sentence is a note of its own).
-    body, sources = why.split('<details class="sources"><summary>', 1)
-    assert sources.startswith("As the cluster grows</summary>")
-    assert '<details class="sources"><summary>Where these come from</summary>' in sources
-
-    def text(x):
-        return html_lib.unescape(" ".join(re.sub(r"<[^>]+>", " ", x).split()))
-
-    note = text(sources.split("</details>")[0])
-    scaling = note.split("As the cluster grows at the same batch")[1]
-    assert scaling.count(". ") == 0 and scaling.rstrip().endswith(").")
-    assert "DP-traffic audit" in text(sources) and "DP-traffic audit" not in text(body)
+def test_r20_steps_12_to_14_whys_keep_their_predicted_figures_and_cite_the_rest(client):
+    """Issue 36, standard 4 (r20): steps 12, 13 and 14's whys held 1,247, 911 and 1,127
+    words, 6 to 9 notes each. Each keeps the working of its predicted figure and the
+    sentences on which way the lab errs; a topic another step teaches is that step's:
+    TP's "none" and "all" and ZeRO-3's gathers are step 13's (step 12 says so), the four TP
+    collectives and which block are EP04 step 3's, the crossover EP03 step 9's; step 14's
+    notes on other cluster sizes, FSDP's transient buffers and fp32 gradients went."""
+    text = _page_text(client).replace("&#39;", "'")
+    twelve, thirteen, fourteen = (_step_text(text, n) for n in (12, 13, 14))
+    assert "Step 13 works TP's “none” and “all” on one layer, and ZeRO-3's gathers" in twelve
+    for gone in ("TP with “none”", "The drawn micro-batch", "“All” hides every TP collective",
+                 "A layer's gather takes", "One TP collective"):
+        assert gone not in twelve, gone
+    assert "(EP04 step 3)" in thirteen and "Step 12's Mixtral pays it too" not in thirteen
+    assert "take equal time (EP03 step 9). What is exposed" in fourteen
+    for gone in ("As the cluster grows", "--grad-reduce-in-bf16", "On 32 GPUs", "On 1,024 GPUs",
+                 "Why FSDP's traffic hides here", "FSDP also holds a gathered layer"):
+        assert gone not in fourteen, gone
 
 
 def test_round_5b_step_15_asks_hsdps_state_and_step_14s_limit_does_not_give_it(client):
@@ -1133,17 +1127,17 @@ def test_round_5b_steps_12_and_13_describe_the_same_backward_tp_overlap(client):
     step12 = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ",
                                         _step(client.get("/episodes/recipe-3d").text, 12)))
     assert "only the backward's input-gradient collectives" not in step12
-    assert "four a dense layer" in step12
+    # r20 (issue 36, standard 4): step 12 hands TP's modes to step 13, which works them.
+    assert "Step 13 works TP's “none” and “all” on one layer" in step12
     from app.routers.recipe_lesson import MIXTRAL
 
     layer = client.get("/api/recipe", params=MIXTRAL).json()["layer"]
     backward = [c for c in layer["collectives"] if c["kind"] == "tp" and c["phase"] == "backward"]
     hidden = [c for c in backward if c["exposed_s"] <= 0]
     assert (len(hidden), len(backward)) == (2, 6)  # QKV's pair; fc1's experts take none
-    assert f"so here only QKV's {len(hidden)} of the backward's {len(backward)} hide" in step12
     step13 = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ",
                                         _step(client.get("/episodes/recipe-3d").text, 13)))
-    assert "runs QKV's and fc1's four" in step13
+    assert "the backward's 2 that feed a GEMM block (EP04 step 3)" in step13
 
 
 def test_round_6_step_15_states_each_collectives_latency_from_nccls_one_model(client):
@@ -1300,7 +1294,7 @@ def test_round_6_step_13_writes_each_latency_as_its_sum(client):
     tp_lat = r["base"] + (k["tp"] - 1) * r["nvlink"]
     assert one["sent_bytes"] / k["nvlink_busbw"] + tp_lat * 1e-6 == pytest.approx(
         one["seconds"], rel=1e-3)
-    assert f"3 NVLink steps, 8.4 + 3 × 3.4 = 18.6 µs: {one['seconds'] * 1e3:.2f} ms" in step
+    assert f"plus 8.4 + 3 × 3.4 = 18.6 µs: {one['seconds'] * 1e3:.2f} ms" in step
     # The all-to-all: every peer at once, one send's latency.
     mix = f["ov"]["api"]["layer"]
     d = next(c for c in mix["collectives"] if c["kind"] == "ep")
@@ -1372,9 +1366,9 @@ def test_round_6_step_13_derives_the_kept_weights_and_prefetchs_cost(client):
     assert [c["anchor"] for c in whole] == ["qkv"]
     w = whole[0]
     assert w["chunked_s"] - w["gemm_s"] >= w["seconds"] == pytest.approx(w["exposed_s"])
-    assert (f"{ms((w['chunked_s'] - w['gemm_s']) * 1e3)} lost, where waiting for the "
-            f"all-gather costs {ms(w['seconds'] * 1e3)}") in step
-    assert "hide whole" not in step and "others hide completely" in step
+    assert (f"would lose {ms((w['chunked_s'] - w['gemm_s']) * 1e3)}, more than its "
+            f"all-gather's {ms(w['seconds'] * 1e3)}") in step
+    assert "hide whole" not in step and "8 others hide" in step
 
 
 def test_round_6_step_11_names_the_rest_of_the_share(client):
@@ -1626,7 +1620,6 @@ def test_round_8_steps_10_12_and_14_quote_the_validation_pages_error_bands(clien
     margin = f["td3"]["api"]["step_s"] / f["td2"]["api"]["step_s"] - 1
     assert margin < titan[1] - 1  # step 14's H100 bands: test_round_10_step_14...
     assert f"the lab's {pct(margin)} margin for 2-D names no winner" in step
-    assert "more, also inside the lab's error" in step
 
 
 def test_round_8_step_15_derives_its_exposed_dp_time_and_notes_nccls_version_apart(client):
@@ -1673,24 +1666,11 @@ def test_round_8_step_14_notes_one_paragraph_per_cluster_size_each_naming_its_pl
     from app.routers.recipe import facts
 
     f = facts()
-    d2, d3, past = f["td2"]["api"], f["td3"]["api"], f["td_past"]["api"]
+    d2, past = f["td2"]["api"], f["td_past"]["api"]
     html = client.get("/episodes/recipe-3d").text
     step14 = html.split('id="step-14"')[1].split('id="step-15"')[0]
-    notes = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", n.split("</p>")[0]))
-             for n in step14.split('<p class="chart-note">')[1:]]
-    gb = "{:.1f} GB".format
-    here = [n for n in notes if "Where these figures come from" in n]
-    assert len(here) == 1
-    mem = gb(d3["memory_per_gpu_bytes"] / 1e9)
-    assert f"On {d2['gpus']} GPUs, the plans above ({d2['two_d']['label']} against "\
-           f"{d3['two_d']['label']})" in here[0] and mem in here[0]
-    big = [n for n in notes if f"On {past['gpus']:,} GPUs" in n]
-    assert len(big) == 1 and past["two_d"]["label"] in big[0] and mem not in big[0]
-    assert d2["two_d"]["label"] not in big[0]
-    small = next(p for p in f["td"]["api"]["two_d"]["points"]
-                 if p["gpus"] < d2["gpus"] and p["winner"] == "3d" and p["best"]["2d"])
-    mid = [n for n in notes if f"On {small['gpus']} GPUs" in n]
-    assert len(mid) == 1 and small["best"]["3d"]["label"] in mid[0] and mem not in mid[0]
+    # r20 (issue 36, standard 4): the other cluster sizes' notes went; the chart draws them.
+    assert f"On {past['gpus']:,} GPUs" not in step14 and past["two_d"]["label"] not in step14
     step = _step_text(_page_text(client), 14)
     assert "for each micro-batch's first gather" not in step
     fsdp, c, mb = d2["traffic"][4], f["td_consts"], f["td2"]["params"]["microbatches"]
@@ -1855,25 +1835,19 @@ def test_round_8_step_12_derives_its_figures_and_step_13s_why_only_its_predicts(
     text = _page_text(client)
     step12 = _step_text(text, 12)
     assert "step 13 times" not in step12
-    assert (f"{len(wait)} × {one * 1e6:.1f} µs × {n} layers = "
-            f"{ms(ov['timeline']['exposed_s']['tp'] * 1e3)} a micro-batch") in step12
-    assert f"A layer runs {len(tp)}" in step12
-    assert (f"{ms(none['timeline']['exposed_s']['tp'] * 1e3)} against "
-            f"{ms(ov['timeline']['exposed_s']['tp'] * 1e3)}") in step12
     assert (f"× {n} = {ms(ov['timeline']['exposed_s']['ep'] * 1e3)} a micro-batch"
             in step12)
     assert (f"2 × ({ms(whole[0] * 1e3)} + {ms(whole[1] * 1e3)}) = "
             f"{ms(off['timeline']['exposed_s']['dp'] * 1e3)}") in step12
     assert (" + ".join(f"{b['exposed_s'] * 1e3:.2f}" for b in rs + ag) + " = "
             f"{ms(ov['timeline']['exposed_s']['dp'] * 1e3)}") in step12
-    assert (f"{n} × ({ms(zf['exposed_s']['dp'] * 1e3)} + {ms(zb['exposed_s']['dp'] * 1e3)}) "
-            f"plus each pass's first gather, 2 × {ms(zl['first_gather_s'] * 1e3)}: "
-            f"{ms(z3['timeline']['exposed_s']['dp'] * 1e3)} exposed") in step12
+    # r20: TP's modes and ZeRO-3 are step 13's (test_r20_steps_12_to_14_whys_keep_...).
+    assert ms(z3["timeline"]["exposed_s"]["dp"] * 1e3) not in step12
 
     html = client.get("/episodes/recipe-3d").text
     why13 = html.split('id="step-13"')[1].split('id="why-recipe-layer"')[1].split(
         'class="limit"')[0]
-    assert ('<summary>Where these figures come from</summary>\n      <p class="chart-note">'
+    assert ('<summary>The backward, prefetch and resharding</summary>\n      <p class="chart-note">'
             in why13)  # its summary is its title (round-19 audit: no bold repeat)
     prose = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", re.sub(  # notes closed (r19 Y #17)
         r'<details class="sources">.*?</details>|<p class="chart-note">.*?</p>', "", why13,
@@ -2020,9 +1994,7 @@ def test_round_10_step_12s_why_leaves_the_sm_charge_to_step_13(client):
     for said in (f"{k['channels']}/{k['sms']}", "SMs not charged", charged, "one SM each"):
         assert said not in step12, said
     why13 = _step_text(text, 13).split("never for free")[1]
-    zf, zb = (z3["layer"]["by_pass"][p]["hidden_s"]["dp"] for p in ("forward", "backward"))
-    assert (f"{z3['layer']['layers']} × {k['channels']}/{k['sms']} × ({fmt_ms(zf)} + "
-            f"{fmt_ms(zb)}) = {charged}") in why13
+    assert charged not in why13  # r20: Mixtral's ZeRO-3 went with step 12's ZeRO-3 note
     assert fmt_ms(f["ov"]["api"]["timeline"]["uncharged_sm_s"]) in why13
 
 
@@ -2061,10 +2033,6 @@ def test_round_10_step_12s_predict_asks_the_wait_not_the_pass_the_mode_names(cli
     hidden = [c for c in tp if c["exposed_s"] <= 0]
     rise = none["timeline"]["exposed_s"]["tp"] - ov["timeline"]["exposed_s"]["tp"]
     assert rise == pytest.approx(len(hidden) * tp[0]["seconds"] * lay["layers"])
-    assert why.split("TP with “none” ")[1].startswith(  # a closed note (r19 Y #17)
-        f"QKV's {len(hidden)} backward collectives that “backward” hid wait too: "
-        f"{len(hidden)} × {tp[0]['seconds'] * 1e6:.1f} µs × {lay['layers']} layers = "
-        f"{fmt_ms(rise)} more")
 
 
 def _bars(figure: dict) -> dict[tuple, tuple[float, float]]:
@@ -2213,7 +2181,6 @@ def test_r16_step_14_names_no_winner_inside_the_bands(client):
         if (medians[0] > medians[1]) == (lead == "2-D"):
             assert f"The lab's lead leans the way it errs: it runs {lead}'s stack faster" in step
         assert step.count("names no winner") == 1 and "By the bands' ends" not in step
-        assert "3-D's bubble, which more micro-batches a replica shrink" in step
     else:
         assert "margin is outside the lab's error on H100s" in why
     assert fmt_ms(d2) in why and fmt_ms(d3) in why
@@ -2277,21 +2244,10 @@ def test_round_10_step_12_derives_tp_overlap_alls_time_a_layer(client):
         assert c["exposed_s"] == pytest.approx(c["chunked_s"] - c["gemm_s"])
     total = sum(c["exposed_s"] for c in alone + cut + out)
     assert total == pytest.approx(lay["exposed_s"]["tp"])
+    # r20 (issue 36, standard 4): step 12 no longer restates "all"; step 13 works it on
+    # Llama's layer (test_step_13_derives_tp_and_ep_from_the_collectives_the_engine_times).
     step = _step_text(_page_text(client), 12).replace("&#39;", "'")
-    assert "each GEMM and its collective into t chunks and sends one" not in step
-    assert (f"The {len(alone)} around the routed experts have no GEMM to pair with and still "
-            f"wait: {len(alone)} × {tp[0]['seconds'] * 1e6:.1f} µs = "
-            f"{sum(c['exposed_s'] for c in alone) * 1e3:.3f} ms") in step
-    c = cut[0]
-    assert (f"QKV's GEMM runs slower cut: {t} × {c['chunked_s'] / t * 1e3:.3f} ms = "
-            f"{c['chunked_s'] * 1e3:.3f} ms against {c['gemm_s'] * 1e3:.3f} ms whole, "
-            f"{c['exposed_s'] * 1e3:.3f} ms") in step
-    o = out[0]
-    assert (f"g + A = {o['chunked_s'] / t * 1e3:.3f} ms + {o['seconds'] * 1e6:.1f} µs = "
-            f"{(o['chunked_s'] / t + o['seconds']) * 1e3:.3f} ms against "
-            f"{o['gemm_s'] * 1e3:.3f} ms whole, {o['exposed_s'] * 1e3:.3f} ms each") in step
-    assert (f"= {fmt_ms(lay['exposed_s']['tp'])} a layer, × {lay['layers']} = "
-            f"{fmt_ms(f['ov_tp_all']['api']['timeline']['exposed_s']['tp'])}") in step
+    assert fmt_ms(f["ov_tp_all"]["api"]["timeline"]["exposed_s"]["tp"]) not in step
 
 
 def test_round_10_step_2_names_every_part_of_dp64s_activations(client):
@@ -2429,12 +2385,7 @@ def test_round_17_the_2d_decide_and_fp32_note_hold_outside_the_labs_error(client
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", _step(client.get("/episodes/recipe-3d")
                                                              .text, 14)))
     assert "2-D stays ahead" not in text
-    plan = three["plan"]
-    assert (f"The best 3-D plan that fits is TP{plan['tp']} × PP{plan['pp']} × "
-            f"DP{plan['dp']}") in text
-    assert overlap and (f"a real 2-D step takes {two_d[0]:.1f} s to {two_d[1]:.1f} s and a 3-D "
-                        f"step {three_d[0]:.1f} s to {three_d[1]:.1f} s: inside the lab's error"
-                        ) in text
+    assert overlap  # r20: step 14's fp32 note went (issue 36, standard 4); the engine holds
 
 
 def test_round_17_step_8_quotes_the_exports_it_asks_about(client):
@@ -2704,7 +2655,6 @@ def test_round_18_step_12_derives_the_drawn_micro_batchs_growth(client):
     lane (labs.recipe.overlap.timeline), so the why now says so and works it: the backward's
     start + (the DP sync's total, DP overlap off's wait, less the wait) = the micro-batch, and
     the compute lane's end moves only by +3.68 - 3.65."""
-    from app.charts.units import fmt_ms
     from app.routers.recipe import facts
 
     f = facts()
@@ -2717,13 +2667,8 @@ def test_round_18_step_12_derives_the_drawn_micro_batchs_growth(client):
     moved = (none["exposed_s"]["tp"] - back["exposed_s"]["tp"]
              - (back["exposed_s"]["dp"] - none["exposed_s"]["dp"]))
     assert compute[1] - compute[0] == pytest.approx(moved, abs=1e-9)
-    why = _step_text(_page_text(client), 12)
-    assert (f"With “none” the chart's micro-batch still grows, {fmt_ms(back['seconds'])} to "
-            f"{fmt_ms(none['seconds'])}: it ends where the hidden buckets end on the "
-            "communication lane") in why
-    assert (f"{fmt_ms(start)} + ({fmt_ms(total)} − {fmt_ms(wait)}) = "
-            f"{fmt_ms(none['seconds'])}. The compute lane itself ends only {fmt_ms(moved)} "
-            "later") in why
+    # r20 (issue 36, standard 4): the note went with TP's "none" (step 13's).
+    assert "the chart's micro-batch still grows" not in _step_text(_page_text(client), 12)
 
 
 _STEP_SHARE = re.compile(r"([\d.]+)% of the (?:whole )?step")
@@ -2828,9 +2773,6 @@ def test_round_19_a_closed_note_does_not_repeat_its_summary_as_a_bold_title(clie
                        r'<strong>([^<]*)</strong>', html)
     norm = lambda x: re.sub(r"\s+", " ", x).strip().rstrip(".:")  # noqa: E731
     assert [s for s, _, b in notes if norm(s) == norm(b)] == []
-    step = _step(html, 12)
-    assert step.count("<summary>TP with “none”</summary>") == 1
-    assert "TP with “none”." not in step
 
 
 def test_round20_the_parts_chain_and_step_3_derives_dps_as_the_page_multiplies(client):
@@ -2907,9 +2849,8 @@ def test_round_20_every_planner_plan_splits_its_ranks_layers_into_equal_chunks(c
     assert any(a["name"] == "Layout rules" and a["ok"] for a in api["audits"])
     assert api["tokens_per_s"] / api["gpus"] == pytest.approx(
         past["api"]["two_d"]["tokens_per_s_per_gpu"], rel=1e-9)
-    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", client.get("/episodes/recipe-3d").text))
-    assert (f"{past['api']['two_d']['label']}, makes "
-            f"{past['api']['two_d']['tokens_per_s_per_gpu']:,.0f}.") in text
+    html = client.get("/episodes/recipe-3d").text  # step 14's link to that plan
+    assert "the best plan on 1,024 GPUs" in html
 
 
 def test_round_20_step_11s_zb_h1_idles_f_plus_i_minus_w_at_the_stages_own_split(client):

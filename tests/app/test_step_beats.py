@@ -205,9 +205,9 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     ("moe", "step-11"): 386,  # r20: notes closed and trimmed; its four states' workings stay;
     # +4: the crossover defined in a clause again (test_glossary crossover_before_its_first_t_star)
     ("recipe", "step-10"): 511,  # r20: 646 cut; HFU table, GEMM-rate sources, H100 band pinned
-    ("recipe", "step-12"): 1273,  # r19 Y #5: "(expert-TP 1)"
-    ("recipe", "step-13"): 928,  # r19 Y #10 states the hidden time 16/132 is of: +9
-    ("recipe", "step-14"): 1161,
+    ("recipe", "step-12"): 583,  # r20: 1,247 cut to the DP wait, its buckets, EP and DeepEP
+    ("recipe", "step-13"): 624,  # r20: 911 cut; gather, prefetch, resharding and TP modes pinned
+    ("recipe", "step-14"): 542,  # r20: 1,127 cut to the two plans, the bands and the crossover
     ("playground", "step-5"): 393,  # r19 Z #11 says which way NCCL 2.8's x1.9 errs: +30
 }
 
