@@ -243,13 +243,15 @@ def goodput_drill_worked() -> str:
     tau, cycle = d["interval"] / 60, (d["interval"] + d["block"]) / 60
     share, kept = tau / cycle, 1 - (d["restart"] / 60 + cycle / 2) / (d["mtbi"] / 60)
     # Round-20 cold reading R, finding 7: it went on "the first order counts a little too
-    # much loss", step 6's answer one step early; step 6's why compares the two counts.
+    # much loss", step 6's answer one step early; step 6's why compares the two counts. The
+    # round-20 audit (N4): nor the renewal count's figure, whose place above the first
+    # order's told step 6 the same.
     return (f"{{answer}}%: ({tau:g} ÷ {cycle:g}) × (1 − ({_minutes(d['restart'])} + "
             f"{cycle / 2:g}) ÷ {d['mtbi'] / 60:g}) = {share:.3f} × {kept:.3f}. A failure "
             "during a save loses that save too, so on average it loses half of the "
             f"{cycle:g}-minute cycle, not of the {tau:g} minutes of work. This is the first "
             "order; the lab's renewal count (step 6: each cycle tried until it runs to its "
-            f"end, every failure counted) gives {goodput_drill_exact():.1f}%, also right.")
+            "end, every failure counted) is also right.")
 
 
 # The more-or-faster decide's job: sync saves to a 10 GB/s file system, a bandwidth no link or

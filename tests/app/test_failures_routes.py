@@ -919,7 +919,8 @@ def test_round16_the_goodput_derive_tells_the_right_counts_from_its_named_mistak
     low, high = drill.band()
     assert high < half_work - 0.5 and low > subtracted + 0.5
     solution = check_drill(drill, f"{first:.1f}", attempt=1, hide_answers=True)["message"]
-    assert "(60 ÷ 75) × (1 − (10 + 37.5) ÷ 300)" in solution and f"{renewal:.1f}%" in solution
+    assert "(60 ÷ 75) × (1 − (10 + 37.5) ÷ 300)" in solution and "renewal count" in solution
+    assert f"{renewal:.1f}%" not in solution  # round-20 audit N4: it told step 6 the answer
 
 
 def test_round16_step_5_says_its_step_leaves_out_attention_and_which_way_it_errs(client):
@@ -1237,13 +1238,15 @@ def test_round20_step_5s_derive_leaves_step_6s_answer_to_step_6(client):
     page before it is answered)."""
     from app.labkit import DRILLS
     from app.labkit.drills import check_drill
-    from app.routers.failures import goodput_drill_first
+    from app.routers.failures import goodput_drill_exact, goodput_drill_first
 
     _view, drill = DRILLS["failures-goodput"]
     right = check_drill(drill, f"{goodput_drill_first():.1f}", attempt=1,
                         hide_answers=True)["message"]
-    assert right.rstrip().endswith("also right.")
+    assert "is also right." in right
     assert "too much loss" not in right and "too little" not in right
+    # Round-20 audit, N4: nor the renewal count's figure, above the first order's
+    assert f"{goodput_drill_exact():.1f}%" not in right
     html = client.get(LESSON).text
     assert "the first order counts too much loss, a little on step 5's drill's short cycle, " \
         "far more here." in _step_text(html, 6)
