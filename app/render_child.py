@@ -52,6 +52,7 @@ import fastapi.routing
 from fastapi import HTTPException, Request
 from starlette._utils import get_route_path
 from starlette.middleware.exceptions import ExceptionMiddleware
+from starlette.middleware.gzip import GZipResponder
 from uvicorn.importer import import_from_string
 
 from app.labkit.routes import HANDLERS
@@ -94,6 +95,10 @@ def init(target: str, warm_up: str, heavy_nice: int = 0, answers=None) -> None:
     # a worker thread of anyio's: a thread's wake-up and two hand-overs of the GIL less per
     # answer (issue 31), each a wait for a core while a class keeps both busy.
     fastapi.routing.run_in_threadpool = _inline
+    # Starlette's GZip hands a body of 128 KiB or more to an anyio worker thread, to keep it
+    # off the server's event loop; here the loop is the lane's own, so it compresses in place
+    # (the playground's page passed 128 KiB in this stop and woke a worker thread per answer).
+    GZipResponder.apply_compression = _compress_here
     if answers is not None:  # read on the light lane's loop, where light answers are drawn
         light, _ = _CHILD["light"]
         light.call_soon_threadsafe(light.add_reader, answers.fileno(), _request, answers)
@@ -134,6 +139,12 @@ class Direct:
             await self.app(scope, receive, send)
             return
         await response(scope, receive, send)
+
+
+async def _compress_here(self, body: bytes, *, more_body: bool) -> bytes:
+    """Starlette's ``GZipResponder.apply_compression`` in a render child: on the lane's own
+    thread, whatever the body's size."""
+    return self._compress_body(body, more_body)
 
 
 async def _inline(func, *args, **kwargs):

@@ -107,7 +107,7 @@ def test_the_planner_times_every_plan_with_the_software_asked_and_its_links_keep
     as the planner did."""
     plain = client.get("/api/plan", params=QWEN3_256).json()
     deepep = client.get("/api/plan", params={**QWEN3_256, "ep_dispatch": "deepep"}).json()
-    assert plain["complete"] and deepep["complete"] and plain["candidates"] > 50_000
+    assert plain["complete"] and deepep["complete"] and plain["candidates"] > 40_000
     assert plain["plans"] != deepep["plans"]
     best = deepep["plans"][0]
     query = {k: v[0] for k, v in parse_qs(urlsplit(best["link"]).query).items()}

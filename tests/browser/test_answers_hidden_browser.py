@@ -338,7 +338,9 @@ def test_ep11s_days_panel_waits_for_step_7s_guess(page, client, live_server):
     wait_drawn(page)
     follow(page.locator("[data-case=bad]"), "storage_bw=")
     assert not (found := ep11_step_7_found(page, html)), f"the bad case: {found}"
-    assert page.locator("#failures-scale").get_attribute("data-veiled") == "step-7"
+    # Veiled whole: since 0e6e92d (round-20 cold reading R, finding 6) its goodput panel,
+    # the chart's other part, waits for step 7's guess too.
+    assert page.locator("#failures-scale").get_attribute("data-veiled") == ""
     commit_guess(page, 6)
     for link in page.locator("#step-6 a.try").all():
         follow(link, "storage_bw=")
