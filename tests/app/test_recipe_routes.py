@@ -2883,3 +2883,15 @@ def test_round_20_step_11s_zb_h1_idles_f_plus_i_minus_w_at_the_stages_own_split(
     assert (f"{1e3 * bubble:.1f} × (1 + {b:.3f} − {wf:.3f}) ÷ (1 + {b:.3f} + {wf:.3f}) = "
             f"{1e3 * zb_bubble:.1f} ms") in text
     assert ", a third, and no other cause moves" not in text
+
+
+def test_round_20_audit_n1_the_twod_note_says_where_the_plan_search_stops(client):
+    """Round-20 audit, N1: the planner tries 2 to 8 interleaved chunks a rank (PLAN_VIRTUAL);
+    on 1,024 GPUs a 10-chunk plan beat its "best" by 3.8%, and the chart called its points each
+    family's best plan with no word of the bound. The note says the search and which way the
+    3-D curve errs."""
+    from labs.recipe.plan_space import PLAN_VIRTUAL
+
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/recipe-3d").text))
+    assert (f"searched (interleaved at {PLAN_VIRTUAL[0]} to {PLAN_VIRTUAL[-1]} chunks a rank: "
+            "more chunks, down to one layer each, can beat it, so the 3-D curve errs low)") in text
