@@ -30,6 +30,7 @@ from labs.parallel.layout import ParallelLayout, problems
 from labs.rl.cluster import engine_checks, gpu_roles, layout_checks
 from labs.rl.inputs import Check, Phase, Pool, RLPlacementInput, RLPlacementResult
 from labs.rl.serving import (
+    PREFILL_MFU,
     EngineMemory,
     attention_groups,
     busiest_experts,
@@ -123,7 +124,7 @@ def _rollout_parts(inp: RLPlacementInput) -> dict:
         # matmul parameter per prompt token over every engine GPU at PREFILL_MFU.
         extra = {"prefill_matmul_params": matmul_params(inp.model),
                  "prefill_tokens": inp.samples * inp.prompt_len,
-                 "prefill_gpus": engines * inp.engine_gpus}
+                 "prefill_gpus": engines * inp.engine_gpus, "prefill_mfu": PREFILL_MFU}
     read = decode_weight_bytes(inp.model, inp.engine_gpus, batch, inp.serving)
     return {"prefill_s": prefill, "decode_weights_s": decode.weights,
             "decode_weight_bytes": read,
