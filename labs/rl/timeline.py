@@ -194,11 +194,21 @@ def utilisation(step: RecipeResult) -> dict:
     return out
 
 
-def sync_seconds(inp, resident_train_bytes: float) -> tuple[float, float, str, float, float,
-                                                            tuple[float, float]]:
-    """(seconds, bytes each receiving GPU takes in, link, the busBW those bytes move at,
-    seconds of the colocated switch over PCIe, and its bytes: the trainer's offloaded, the
-    engine's shard reloaded, one after the other) for one weight update."""
+@dataclass(frozen=True)
+class SyncTimes:
+    """One weight update (``sync_seconds``)."""
+
+    seconds: float
+    bytes_per_gpu: float  # what each receiving GPU takes in
+    link: str
+    rate: float  # bytes/s those bytes move at (the link's busBW)
+    switch_seconds: float = 0.0  # colocated: the PCIe offload and reload inside ``seconds``
+    switch_bytes: tuple[float, float] = (0.0, 0.0)  # the trainer's offloaded, the engine's reloaded
+
+
+def sync_seconds(inp, resident_train_bytes: float) -> SyncTimes:
+    """One weight update; colocated, it includes the switch over PCIe (the trainer's bytes
+    offloaded, the engine's shard reloaded, one after the other)."""
     m, g = inp.model, inp.gpu
     full = WEIGHT_BYTES * m.params
     pcie = get_link(PCIE_LINK).bandwidth
@@ -208,19 +218,21 @@ def sync_seconds(inp, resident_train_bytes: float) -> tuple[float, float, str, f
         rate = own.intra.ring_busbw
         served = serving_weight_bytes(m, inp.engine_gpus, inp.serving)  # the engine's shard
         switch = (resident_train_bytes + served) / pcie
-        return (gathered / rate + switch, gathered, "NVLink (CUDA IPC)", rate, switch,
-                (resident_train_bytes, served))
+        return SyncTimes(gathered / rate + switch, gathered, "NVLink (CUDA IPC)", rate, switch,
+                         (resident_train_bytes, served))
     rate = own.inter.ring_busbw
-    return full / rate, full, "network (NCCL broadcast)", rate, 0.0, (0.0, 0.0)
+    return SyncTimes(full / rate, full, "network (NCCL broadcast)", rate)
 
 
 def step_times(inp, weights_per_gpu: float, resident_train_bytes: float) -> StepTimes:
     r = rollout_seconds(inp)
     parts = train_parts(inp, weights_per_gpu, resident_train_bytes - weights_per_gpu)
     t = parts["seconds"]
-    s, sync_bytes, link, rate, switch, moved = sync_seconds(inp, resident_train_bytes)
+    sync = sync_seconds(inp, resident_train_bytes)
+    s = sync.seconds
     step = r + t + s if inp.colocated else max(r, t) + s
-    return StepTimes(r, t, s, sync_bytes, link, step, rate, switch, parts, moved)
+    return StepTimes(r, t, s, sync.bytes_per_gpu, sync.link, step, sync.rate,
+                     sync.switch_seconds, parts, sync.switch_bytes)
 
 
 def phases(colocated: bool, times: StepTimes) -> list[tuple[str, str, int, float, float]]:
