@@ -136,6 +136,8 @@ def to_api(result: RLPlacementResult) -> dict:
         "sync_rate": result.sync_rate,
         "sync_switch_seconds": result.sync_switch_seconds,
         "sync_switch_bytes": [round(b) for b in result.sync_switch_bytes],
+        "sync_switch_link": result.sync_switch_link,
+        "sync_switch_rate": result.sync_switch_rate,
         "rollout_parts": result.rollout_parts,
         "train_parts": result.train_parts,
         "step_seconds": result.step_seconds,

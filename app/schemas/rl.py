@@ -61,6 +61,11 @@ class PlacementAnswer(BaseModel):
                                          "one after the other: the trainer's weights and "
                                          "gradients offloaded to host memory, then the "
                                          "engine's shard reloaded ([0, 0] for separate pools).")
+    sync_switch_link: str = Field(description="Colocated: the PCIe link that switch crosses "
+                                  "(labs/presets/links.json pcie-5; '' for separate pools).")
+    sync_switch_rate: float = Field(description="Colocated: bytes/s the switch is timed at, "
+                                    "that link's datasheet rate (no NCCL on the host copy; 0 "
+                                    "for separate pools).")
     rollout_parts: dict[str, float] = Field(description="The rollout's parts: prefill_s, "
                                             "and the fullest decode engine's "
                                             "decode_weights_s (decode_weight_bytes the busiest "

@@ -194,6 +194,10 @@ class RLPlacementResult:
     # colocated: the switch's PCIe bytes, the trainer's weights and gradients offloaded and
     # the engine's shard reloaded (one after the other, EP09 step 6); separate: zeros
     sync_switch_bytes: tuple[float, float] = (0.0, 0.0)
+    # colocated: the PCIe link that switch crosses (``labs.rl.timeline.PCIE_LINK``'s preset) and
+    # its datasheet rate, bytes/s, the one the switch's seconds are timed at; separate: "", 0
+    sync_switch_link: str = ""
+    sync_switch_rate: float = 0.0
     notes: tuple[str, ...] = ()
 
     @property

@@ -192,6 +192,7 @@ def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:
     weights = bill.breakdown["weights"] if bill else 0.0
     resident = (bill.breakdown["weights"] + bill.breakdown["gradients"]) if bill else 0.0
     times = step_times(inp, weights, resident)
+    sync = times.weight_sync
     timeline = tuple(Phase(*row) for row in phases(inp.colocated, times))
     notes = []
     if inp.model.stand_in:
@@ -202,9 +203,9 @@ def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:
     return RLPlacementResult(
         input=inp, checks=tuple(checks), pools=tuple(pools), gpus=gpus, timeline=timeline,
         rollout_seconds=times.rollout, train_seconds=times.train, sync_seconds=times.sync,
-        sync_bytes_per_gpu=times.sync_bytes_per_gpu, sync_link=times.sync_link,
-        sync_rate=times.sync_rate, sync_switch_seconds=times.switch,
-        sync_switch_bytes=times.switch_bytes,
+        sync_bytes_per_gpu=sync.bytes_per_gpu, sync_link=sync.link, sync_rate=sync.rate,
+        sync_switch_seconds=sync.switch_seconds, sync_switch_bytes=sync.switch_bytes,
+        sync_switch_link=sync.switch_link, sync_switch_rate=sync.switch_rate,
         rollout_parts=_rollout_parts(inp), train_parts=times.train_parts,
         step_seconds=times.step, samples_per_second=inp.samples / times.step, dp=dp,
         stage_layers=bill.stage_layers if bill else (), train_memory_bytes=train_bytes,

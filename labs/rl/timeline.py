@@ -55,17 +55,30 @@ STEPS_DRAWN = 3
 
 
 @dataclass(frozen=True)
+class SyncTimes:
+    """One weight update (``sync_seconds``)."""
+
+    seconds: float
+    bytes_per_gpu: float  # what each receiving GPU takes in
+    link: str
+    rate: float  # bytes/s those bytes move at (the link's busBW)
+    switch_seconds: float = 0.0  # colocated: the PCIe offload and reload inside ``seconds``
+    switch_bytes: tuple[float, float] = (0.0, 0.0)  # the trainer's offloaded, the engine's reloaded
+    switch_link: str = ""  # colocated: the PCIe link's name (PCIE_LINK's preset)
+    switch_rate: float = 0.0  # colocated: bytes/s of that switch, PCIE_LINK's datasheet rate
+
+
+@dataclass(frozen=True)
 class StepTimes:
     rollout: float
     train: float
-    sync: float
-    sync_bytes_per_gpu: float
-    sync_link: str
+    weight_sync: SyncTimes
     step: float
-    sync_rate: float = 0.0  # bytes/s the sync's bytes move at (the link's busBW)
-    switch: float = 0.0  # colocated: seconds of the PCIe offload and reload inside the sync
     train_parts: dict | None = None  # the training's parts (train_parts)
-    switch_bytes: tuple[float, float] = (0.0, 0.0)  # colocated: offloaded, reloaded
+
+    @property
+    def sync(self) -> float:
+        return self.weight_sync.seconds
 
 
 def rollout_seconds(inp) -> float:
@@ -194,32 +207,20 @@ def utilisation(step: RecipeResult) -> dict:
     return out
 
 
-@dataclass(frozen=True)
-class SyncTimes:
-    """One weight update (``sync_seconds``)."""
-
-    seconds: float
-    bytes_per_gpu: float  # what each receiving GPU takes in
-    link: str
-    rate: float  # bytes/s those bytes move at (the link's busBW)
-    switch_seconds: float = 0.0  # colocated: the PCIe offload and reload inside ``seconds``
-    switch_bytes: tuple[float, float] = (0.0, 0.0)  # the trainer's offloaded, the engine's reloaded
-
-
 def sync_seconds(inp, resident_train_bytes: float) -> SyncTimes:
     """One weight update; colocated, it includes the switch over PCIe (the trainer's bytes
     offloaded, the engine's shard reloaded, one after the other)."""
     m, g = inp.model, inp.gpu
     full = WEIGHT_BYTES * m.params
-    pcie = get_link(PCIE_LINK).bandwidth
+    pcie = get_link(PCIE_LINK)
     own = gpu_cluster(g)
     if inp.colocated:
         gathered = full / inp.pp
         rate = own.intra.ring_busbw
         served = serving_weight_bytes(m, inp.engine_gpus, inp.serving)  # the engine's shard
-        switch = (resident_train_bytes + served) / pcie
+        switch = (resident_train_bytes + served) / pcie.bandwidth
         return SyncTimes(gathered / rate + switch, gathered, "NVLink (CUDA IPC)", rate, switch,
-                         (resident_train_bytes, served))
+                         (resident_train_bytes, served), pcie.name, pcie.bandwidth)
     rate = own.inter.ring_busbw
     return SyncTimes(full / rate, full, "network (NCCL broadcast)", rate)
 
@@ -229,10 +230,8 @@ def step_times(inp, weights_per_gpu: float, resident_train_bytes: float) -> Step
     parts = train_parts(inp, weights_per_gpu, resident_train_bytes - weights_per_gpu)
     t = parts["seconds"]
     sync = sync_seconds(inp, resident_train_bytes)
-    s = sync.seconds
-    step = r + t + s if inp.colocated else max(r, t) + s
-    return StepTimes(r, t, s, sync.bytes_per_gpu, sync.link, step, sync.rate,
-                     sync.switch_seconds, parts, sync.switch_bytes)
+    step = r + t + sync.seconds if inp.colocated else max(r, t) + sync.seconds
+    return StepTimes(r, t, sync, step, parts)
 
 
 def phases(colocated: bool, times: StepTimes) -> list[tuple[str, str, int, float, float]]:

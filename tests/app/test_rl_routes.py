@@ -437,7 +437,9 @@ def test_round_6_step_6_says_which_way_its_syncs_err_and_the_checks_read(client)
     broadcast's source); the expert-grouping check read 'groups per stage x stage'."""
     html = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", client.get("/episodes/rl-placement").text))
     six = html[html.index("6. A step in time"):html.index("7. ")]
-    assert "over PCIe 5: (" in six and "÷ 64 GB/s" in six
+    pcie = client.get("/api/placement", params={"preset": "deepseek-r1"}).json()
+    assert f"over {pcie['sync_switch_link']}: (" in six
+    assert f"÷ {pcie['sync_switch_rate'] / 1e9:.0f} GB/s" in six
     assert "Both rates are ideals (the datasheet's PCIe; an ideal pipelined broadcast" in six
     assert "update_weights_from_distributed): there the lab errs fast" in six
     checks = client.get("/api/placement", params={"preset": "deepseek-r1"}).json()["checks"]
@@ -1203,7 +1205,8 @@ def test_round_20_step_5_derives_the_prefill_and_step_6_the_switch(client):
     assert f"{rate / 1e12:.1f} TFLOP/s, half the BF16 peak) = {parts['prefill_s']:.2f} s" in five
     r1 = client.get("/api/placement", params={"preset": "deepseek-r1"}).json()
     down, up = r1["sync_switch_bytes"]
-    assert (down + up) / 64e9 == pytest.approx(r1["sync_switch_seconds"], rel=1e-6)
+    assert (down + up) / r1["sync_switch_rate"] == pytest.approx(r1["sync_switch_seconds"],
+                                                                 rel=1e-6)
     six = steps[6]
     assert "each way" not in six and "one after the other" in six
     assert f"{r1['sync_switch_seconds']:.2f} s" in six
@@ -1216,3 +1219,28 @@ def test_round_20_step_5_derives_the_prefill_and_step_6_the_switch(client):
                      r"[\d.]+ samples/s; all 24 colocated: [\d.]+ samples/s", page)
     assert re.search(r"per GPU, separate makes 0\.\d\d a second against colocated's 0\.\d\d",
                      steps[2])
+
+
+def test_round_21_step_6s_pcie_rate_is_the_engines_preset_printed(client):
+    """Issue 36 (round-21 review): step 6's template derived its PCIe rate as the switch's
+    bytes ÷ its seconds, a constant back-computed on the page. The engine now reports the
+    link it times the switch on and that link's rate (labs.rl.timeline.PCIE_LINK's preset),
+    the page prints that preset's name and figure, and the sum it states gives its seconds."""
+    from labs.hardware.links import get_link
+    from labs.rl.timeline import PCIE_LINK
+
+    pcie = get_link(PCIE_LINK)
+    col = client.get("/api/placement", params={"preset": "deepseek-r1"}).json()
+    sep = client.get("/api/placement", params={"preset": "deepseek-r1",
+                                               "placement": "separate"}).json()
+    assert (col["sync_switch_link"], col["sync_switch_rate"]) == (pcie.name, pcie.bandwidth)
+    assert (sep["sync_switch_link"], sep["sync_switch_rate"]) == ("", 0.0)
+    down, up = col["sync_switch_bytes"]
+    assert (down + up) / pcie.bandwidth == pytest.approx(col["sync_switch_seconds"], rel=1e-9)
+    six = _steps(client)[6]
+    shown = re.search(rf"over {re.escape(pcie.name)}: \(([\d.]+) GB \+ ([\d.]+) GB\) ÷ "
+                      r"(\d+) GB/s = ([\d.]+) s", six)
+    assert shown, six
+    a, b, rate, seconds = (float(g) for g in shown.groups())
+    assert rate == pcie.bandwidth / 1e9
+    assert f"{(a + b) / rate:.2f}" == f"{seconds:.2f}" == f"{col['sync_switch_seconds']:.2f}"
