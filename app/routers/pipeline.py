@@ -462,6 +462,9 @@ VIEW = LabView(
         "Many micro-batches follow each other down 8 stages (if the global batch allows: "
         "step 2's limit).",
         diagram="pipeline-gantt",  # pressed at step 6, the memory chart in view is not theirs
+        # Its Gantt holds rank PEAK_RANK's row, step 3's answer, until that guess (row_held).
+        waiting=f"Rank {PEAK_RANK}'s bars show",
+        waits_for=(PEAKS,),
     ),
     bad=Case(
         "Bad case: 8 stages × 1 micro-batch",
