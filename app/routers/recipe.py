@@ -75,7 +75,6 @@ def extra_context(state) -> dict:
         "facts": facts(),
         "marks": marks(),
         "twod_verdict": twod_verdict(),  # step 14: a winner only outside the lab's error
-        "twod_verdict_fp32": twod_verdict("td2_fp32", "td3_fp32_best"),  # its fp32 note
         "gpus": gpus(), "links": links(),  # the presets step 10 compares
         "slowest_gpu": SLOWEST_GPU,  # the GEMM rate's slowest-GPU-of-a-node factor (steps 1, 10)
         # The worked plan's model: its vocabulary sizes the logits step 4 quotes.

@@ -132,8 +132,8 @@ def facts() -> dict:
         **{name: state(**{**HSDP, **change}) for name, change in HSDPS.items()},
         "hs_consts": hsdp_consts(),
         "hs70": state(**{**LAYER, "dp_shard": LAYER["gpus_per_node"] // LAYER["tp"]}),
-        **(td := two_d_facts(swept := lesson_state(RecipeQuery, run, to_api))),
-        **two_d_aside(state, td, swept),
+        **(td := two_d_facts(lesson_state(RecipeQuery, run, to_api))),
+        **two_d_aside(state, td),
     }
 
 
@@ -283,23 +283,18 @@ def bucket_tails(layer: dict, bucket_params: float) -> list[dict]:
     return out
 
 
-def two_d_aside(state, td: dict, swept) -> dict:
+def two_d_aside(state, td: dict) -> dict:
     """What step 14's why derives beside its linked states (round-3 cold reading of EP08):
-    both families' plans with fp32 gradients (the 18 B recipe: Megatron's and torchtitan's
-    default reduction; the lab's default 16 B recipe is Megatron's --grad-reduce-in-bf16),
-    and the best 3-D plan with them (``td3_fp32_best``, from the sweep ``swept`` runs: the
-    linked 3-D plan no longer fits), which the note weighs against the error bands,
     the TP8 FSDP plan on the cluster where no 2-D plan passes, and the constants the why
-    names: NCCL's channels over the GPU's SMs, one NIC's achieved bus bandwidth."""
+    names: NCCL's channels over the GPU's SMs, one NIC's achieved bus bandwidth. (Its
+    fp32-gradient note, and the states it weighed, went in round 20: the tests that keep
+    what it taught run those plans through /api/recipe.)"""
     from labs.hardware.links import get_link
     from labs.hardware.nccl_constants import RING_CTAS
     from labs.model.presets import get_model
     from labs.recipe.audits import EXPOSED_LIMIT
 
-    out = {f"{k}_fp32": state(**{**td[k]["params"], "recipe": "adam18"}) for k in ("td2", "td3")}
-    fp32 = swept(**TWO_D_JOB, **TWO_D_ANY, recipe="adam18")["api"]
-    best = {**TWO_D_JOB, **best_params(fp32, TWO_D_JOB["nodes"], "3d"), "recipe": "adam18"}
-    out["td3_fp32_best"] = state(**best)
+    out = {}
     if "td_past" in td:
         nodes = td["td_past"]["params"]["nodes"]
         tp = gpn = TWO_D_JOB["gpus_per_node"]  # TP across a whole node: one GPU a node left
@@ -341,7 +336,7 @@ def marks() -> dict:
 @lru_cache(maxsize=4)
 def twod_verdict(two_d: str = "td2", three_d: str = "td3") -> dict:
     """Step 14's verdict on 64 GPUs, from the lab's two plans (``facts`` keys: the linked
-    pair, or with fp32 gradients ``td2_fp32`` against ``td3_fp32_best``) and the bands
+    pair) and the bands
     (``bands``): each plan's real step is its lab step times its own stack's ratio
     (torchtitan's FSDP2 runs for 2-D; Megatron-LM's BF16 runs for 3-D, a BF16 plan, not
     NeMo's FP8 runs: round-18 cold reading B, finding 12), at the ratios the page prints (two
