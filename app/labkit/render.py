@@ -61,6 +61,25 @@ def state_query(state: State) -> str:
     return urlencode(state.query.model_dump(exclude_defaults=True, mode="json"))
 
 
+def page_query(view: LabView, state: State) -> str:
+    """``state_query``, except where it is empty on a view with an opening (LabView.opening):
+    the defaults' state then names the opening's controls at its own values, since the bare
+    URL would draw the opening instead."""
+    query = state_query(state)
+    if query or not view.opening:
+        return query
+    values = state.query.model_dump(mode="json")
+    return urlencode({name: values[name] for name in view.opening})
+
+
+def page_items(view: LabView, items: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A lesson page's query: its opening (LabView.opening) where it gives no control."""
+    fields = view.query_model.model_fields
+    if view.opening and not any(key in fields and value != "" for key, value in items):
+        return [(name, str(value)) for name, value in view.opening.items()]
+    return items
+
+
 def embed_path(view: LabView, diagram: Diagram | None = None) -> str:
     return f"/embed/{view.name}/{diagram.name}" if diagram else f"/embed/{view.name}"
 
@@ -244,7 +263,7 @@ def context(request: Request, view: LabView, state: State, errors: dict[str, str
     figures = view.figures(state.result)
     if alone is not None and alone.lazy_template and view.lazy_figures:
         figures = {**figures, **view.lazy_figures(state.result)}
-    query = state_query(state)
+    query = page_query(view, state)
     extra = dict(view.extra_context(state)) if view.extra_context else {}
     # A lab's own complaints about a state it drew (EP12: a panel that refuses it), shown in
     # the controls' error slots beside the query's own errors, which win.
@@ -295,7 +314,7 @@ def _errors_only(request: Request, view: LabView, errors: dict[str, str]) -> Res
 
 
 def render_page(request: Request, view: LabView) -> Response:
-    items = request.query_params.multi_items()
+    items = page_items(view, request.query_params.multi_items())
     if is_fragment(request):
         state, errors, raw = parse(view, items)
         if state is None:

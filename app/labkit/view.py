@@ -232,6 +232,13 @@ class LabView(Generic[Q, R]):
     # The figures of its lazy diagrams (Diagram.lazy_template), by name, as ``figures``: run
     # only for the diagram's own route and its embed, never for the page or a control's answer.
     lazy_figures: Callable[[R], dict[str, dict]] | None = None
+    # The lesson page's state at its bare URL (no control given), where it is not the query
+    # model's defaults ({control: value}): those stay the API's and the embeds' (what OpenAPI
+    # documents), and a query naming any control fills the rest from them, so every old URL
+    # draws what it drew. The page's canonical URL of the defaults' own state then names these
+    # controls (render.py ``page_query``), so it never reads as the bare page. EP05 opens on
+    # GPipe, the schedule its first steps teach (round-20 cold reading Q, finding 5).
+    opening: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         lab = self.episode.lab
@@ -249,6 +256,8 @@ class LabView(Generic[Q, R]):
         for engine_name, control in self.aliases.items():
             if control not in fields:
                 raise ValueError(f"{self.name}: alias {engine_name} -> {control} is no control")
+        if stray := [name for name in self.opening if name not in fields]:
+            raise ValueError(f"{self.name}: the opening sets no control {stray}")
 
     def element_id(self, diagram: Diagram) -> str:
         return diagram.element_id or f"{self.name}-{diagram.name}"

@@ -319,7 +319,7 @@ def facts() -> dict:
         # Step 2's links are GPipe: 1F1B's warm-up (rank r holds p − r) would answer step 3
         # (round-20 cold reading Q, finding 5). The bubble is the same under both.
         "mid": state(schedule="gpipe", stages=4, microbatches=8),
-        # Step 2's prediction: a state the page does not open at (its default is 4 x 8).
+        # Step 2's prediction: a state the page does not open at (it opens on "mid").
         "six10": state(schedule="gpipe", stages=6, microbatches=10),
         "good": state(schedule="1f1b", **p8, microbatches=32),
         "gpipe32": state(schedule="gpipe", **p8, microbatches=32),
@@ -455,6 +455,11 @@ VIEW = LabView(
     events_key="events",
     embed_height=1500,
     extra_context=extra_context,
+    # The bare lesson page opens on GPipe at the defaults' 4 x 8 (step 2's "4 × 8" link), the
+    # schedule steps 1-2 teach: at 1F1B its chart showed 1F1B's warm-up (rank r holds p − r)
+    # before step 3 asks for it (round-20 cold reading Q, finding 5). The API and the embeds
+    # keep 1F1B, as OpenAPI documents; every query that names a control draws what it drew.
+    opening={"schedule": "gpipe"},
     summary="Simulate a pipeline schedule: events, measured bubble, activations held per rank",
     good=Case(
         "Good case: 8 stages × 32 micro-batches",

@@ -885,3 +885,41 @@ def test_round20_step_2s_links_draw_gpipe_so_1f1bs_warm_up_waits_for_step_3(clie
     for key in ("six10", "mid", "gpipe32"):  # step 2's bubbles: GPipe's equal 1F1B's
         p, m = f[key]["params"]["stages"], f[key]["params"]["microbatches"]
         assert f[key]["api"]["bubble_fraction"] == pytest.approx((p - 1) / (m + p - 1), rel=1e-3)
+
+
+def test_round21_the_bare_page_opens_on_gpipe_and_every_query_draws_what_it_drew(client):
+    """Round-20 cold reading Q #5 (residue): the bare page opened on 1F1B 4 × 8, so before
+    steps 2-3 asked about GPipe and 1F1B's warm-up the bench showed rank r holding p − r. It
+    opens on GPipe at the same 4 × 8 (step 2's "4 × 8"); a query naming any control, the API
+    and the embeds keep 1F1B, OpenAPI's default, and the page's own URL of 1F1B's default
+    state names its schedule, so it never reads as the bare page."""
+    from tests.app.test_contracts import page_figures
+
+    def drawn(url: str) -> tuple[str, str, dict]:
+        html = client.get(url).text
+        state = re.search(r'id="pipeline-schedule"[^>]*data-state="([^"]*)"', html)[1]
+        selected = re.search(r'id="input-schedule".*?<option value="([^"]+)" selected', html,
+                             re.S)[1]
+        return unescape(state), selected, page_figures(html)
+
+    bare, named = drawn("/episodes/pipeline"), drawn("/episodes/pipeline?schedule=gpipe")
+    assert bare[:2] == ("schedule=gpipe", "gpipe") and bare == named
+    assert drawn("/episodes/pipeline?colour=blue") == bare  # a key that is no control
+    mid = facts()["mid"]["params"]  # step 2's "4 × 8": the opening's counts
+    assert (mid["stages"], mid["microbatches"]) == (PipelineQuery().stages,
+                                                    PipelineQuery().microbatches)
+    # Every query naming a control fills the rest from OpenAPI's defaults, as it always did.
+    for query, state in (("stages=4", "schedule=1f1b"), ("schedule=1f1b", "schedule=1f1b"),
+                         ("stages=8&microbatches=32", "stages=8&microbatches=32")):
+        assert drawn(f"/episodes/pipeline?{query}")[:2] == (state, "1f1b"), query
+    assert client.get("/api/pipeline").json()["schedule"] == "1f1b"
+    schema = client.get("/openapi.json").json()["paths"]["/api/pipeline"]["get"]
+    assert {p["name"]: p["schema"].get("default") for p in schema["parameters"]}[
+        "schedule"] == "1f1b"
+    embed = client.get("/embed/pipeline/gantt").text
+    assert 'data-state="schedule=1f1b"' in embed
+    assert 'href="/episodes/pipeline?schedule=1f1b"' in embed  # its lesson at its state
+    # No try link or case button is the bare URL (it would now draw GPipe).
+    page = client.get("/episodes/pipeline").text
+    hrefs = re.findall(r'<a class="(?:try|case [a-z]+)"[^>]*href="([^"]*)"', page)
+    assert hrefs and all("?" in h and h.split("?")[1] for h in hrefs), hrefs
