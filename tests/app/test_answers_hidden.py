@@ -46,11 +46,11 @@ DECLARED = ["memory", "dp", "zero", "tp", "pipeline", "cp", "moe", "recipe", "fa
 # everywhere else on the page.
 COINCIDENCES: dict[tuple[str, str, str], str] = {  # (lesson, step, phrase) -> why
     ("moe", "step-6", "tiles of 256 × 128 or 128 × 256"):
-        "step 3's note: cuBLAS's tile shapes, not step 6's DP 128",
+        "step 4's note: cuBLAS's tile shapes, not step 6's DP 128",
     ("moe", "step-6", "28,672 C in 256 × 128 tiles"):
-        "step 3's note: the up GEMM's tile, not step 6's DP 128",
+        "step 4's note: the up GEMM's tile, not step 6's DP 128",
     ("moe", "step-6", "4,096 in 256 × 128 tiles"):
-        "step 3's note: the down GEMM's tile, not step 6's DP 128",
+        "step 4's note: the down GEMM's tile, not step 6's DP 128",
     ("moe", "step-10", "all four, about 4 times"):
         "step 7's choice: the 4:1 spine's slowdown, not the loss's gradient ratio",
     ("moe", "step-10", "each takes 4 times as long"):

@@ -607,8 +607,8 @@ def test_round8_step_3_derives_deepeps_dispatch_from_node_limited_routing(client
     assert dx["dispatch_s"] == pytest.approx(net / 48e9 + 18e-6, rel=1e-6)
     step3 = _step_text(client.get("/episodes/experts").text, "step-3")
     # Written 4 × 32, not 128: 128 is step 6's answer (DP), and this why is open by then.
-    # Step 3's note names cuBLAS's tiles, 256 × 128 (round-19 cold reading Y, finding 9): tile
-    # sizes, struck as tests/app/test_answers_hidden.py's COINCIDENCES strike them.
+    # Tile sizes (256 × 128, step 4's note since round 21) are struck as
+    # tests/app/test_answers_hidden.py's COINCIDENCES strike them.
     from tests.app.test_answers_hidden import COINCIDENCES
 
     for lesson, at, phrase in COINCIDENCES:
@@ -687,7 +687,9 @@ def test_step_3_states_mixtrals_gemm_rate_from_its_source(client):
     Mixtral's experts was worked back from the time (2.89 TFLOP ÷ 4.42 ms). The rate is now
     built from the H100 preset's dense peak and each factor the engine applies (mamf-finder's
     full-wave share, the power limit's, a node's slowest GPU), then the GEMMs' wave fill
-    (tiles over 132 SMs), and the API's expert time follows from it."""
+    (tiles over 132 SMs), and the API's expert time follows from it. Round 21 (issue 36,
+    standard 4): the derivation moved with its figure to step 4, which times Mixtral's
+    experts (balanced against hot), out of step 3's note (651 words with its notes)."""
     import math
 
     from labs.hardware.gpus import get_gpu
@@ -708,7 +710,7 @@ def test_step_3_states_mixtrals_gemm_rate_from_its_source(client):
     assert flops / (full * fill) == pytest.approx(body["compute_s"], rel=1e-9)
     assert fill * full / h100.bf16_flops == pytest.approx(body["gemm"]["efficiency"], rel=1e-9)
     raw = client.get("/episodes/experts").text
-    step = raw[raw.index('id="step-3"'):raw.index('id="step-4"')]
+    step = raw[raw.index('id="step-4"'):raw.index('id="step-5"')]
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", re.sub(
         r'<span class="term-tip".*?</span>', "", step, flags=re.S)))
     (up_flops, up_tiles, up_waves, up_fill), (_, down_tiles, down_waves, down_fill) = gemms
@@ -716,8 +718,8 @@ def test_step_3_states_mixtrals_gemm_rate_from_its_source(client):
         f"{h100.bf16_flops / 1e12:.0f} TFLOP/s peak, {k.matmul_efficiency:.1%} (mamf-finder) "
         f"× {k.matmul_sustain:.1%} (held at the power limit), times {SLOWEST_GPU:.3f} for a "
         f"node's slowest GPU: {full / 1e12:.0f} TFLOP/s",
-        f"the up GEMM's {up_tiles:,} tiles fill {up_fill:.1%} of {up_waves} waves and the down "
-        f"GEMM's {down_tiles:,} fill {down_fill:.1%} of {down_waves}",
+        f"= {up_tiles:,}, filling {up_fill:.1%} of {up_waves} waves; the down GEMM's",
+        f"= {down_tiles:,}, filling {down_fill:.1%} of {down_waves} (",
         f"= {fill:.3f}: {full / 1e12:.0f} × {fill:.3f} = {full * fill / 1e12:.0f} "
         f"TFLOP/s, and {flops / 1e12:.2f} TFLOP ÷ {full * fill / 1e12:.0f} TFLOP/s = "
         f"{fmt_ms(body['compute_s'])}",
@@ -971,25 +973,29 @@ def test_round17_step_3s_why_keeps_the_dispatch_and_its_note_defines_the_gemm_fi
     waves its tiles fill, 97.0% in the up GEMM" before the note below defined SMs, tiles and
     waves (wave quantisation), and spent over half its length on expert compute, which its
     predict (the EP 64 dispatch) does not ask. The why keeps the dispatch and ends on EP 8's
-    3.3 times; the DeepSeek-V3 fill derivation is the note's, after its definitions, and
-    checks to the engine's compute."""
+    3.3 times; the DeepSeek-V3 fill derivation comes after the definitions, and checks to the
+    engine's compute. Round 21 (issue 36, standard 4: step 3's why with its notes was 651
+    words): the expert compute left step 3 whole. Mixtral's tiles and waves, defined, are
+    step 4's note (it times Mixtral's experts); DeepSeek-V3's grouped GEMM is step 8's, whose
+    question is how fast the experts' GEMMs run, and step 3 points there."""
     from app.routers.moe import facts, gemm_rate
     from tests.app.test_zero_routes import visible_text
 
-    html = client.get("/episodes/experts").text
+    html = re.sub(r'<span class="term-tip".*?</span>', "", client.get("/episodes/experts").text,
+                  flags=re.S)  # tips: not prose
     step = html[html.index('id="step-3"'):html.index('id="step-4"')]
-    step = re.sub(r'<span class="term-tip".*?</span>', "", step, flags=re.S)  # tips: not prose
-    why = step[step.index('class="why"'):]
-    body, note = why[:why.index('chart-note"')], why[why.index('chart-note"'):]
-    body, note = visible_text(body), visible_text(note)
+    why = visible_text(step[step.index('class="why"'):])
     for term in ("SM", "wave", "tile", "TFLOP"):
-        assert term not in body, term
+        assert term not in why, term
     v3, ep8 = facts()["v3"]["api"], facts()["v3_ep8"]["api"]
-    assert f"EP 64's dispatch is {v3['dispatch_s'] / ep8['dispatch_s']:.1f} times EP 8's" in body
-    assert "of expert compute (the note below works it out)" in body
+    assert f"EP 64's dispatch is {v3['dispatch_s'] / ep8['dispatch_s']:.1f} times EP 8's" in why
+    assert f"against {fmt_ms(v3['compute_s'])} of expert compute (step 8)" in why
+    step4 = visible_text(html[html.index('id="step-4"'):html.index('id="step-5"')])
+    step8 = html[html.index('id="step-8"'):html.index('id="step-9"')]
+    note = visible_text(step8[step8.index("flat end's time"):])
+    assert "SMs (streaming multiprocessors" in step4 and "wave quantisation" in step4
+    assert "grouped GEMM" in note and "(step 4)" in note
     r = gemm_rate("v3")
-    assert note.index("SMs (streaming multiprocessors") < note.index("DeepSeek-V3 at EP 64")
-    assert note.index("wave quantisation") < note.index("DeepSeek-V3 at EP 64")
     said = (f"{r['flops'] / 1e12:.2f} TFLOP ÷ {r['full'] * r['fill'] / 1e12:.0f} TFLOP/s = "
             f"{v3['compute_s'] * 1e3:,.2f} ms")
     assert said in note, said
@@ -1174,22 +1180,25 @@ def test_round_19_ep07_says_the_tile_the_lab_default_and_ncclss_current_factor(c
     before naming one; step 6 said expert-TP "defaults to TP" where the lab defaults it to 1;
     step 7 charged NCCL 2.8's 1.9 without saying current NCCL takes 1.4 (EP08 step 15 does);
     the DeepSeek-V3 parameter drill called attention, the embeddings and the dense layers
-    "shared", step 9's word for the shared expert. EP08 step 12's plan names expert-TP 1."""
+    "shared", step 9's word for the shared expert. EP08 step 12's plan names expert-TP 1.
+    Round 21: the tiles are counted in step 4's note now (step 3's why was 651 words), the
+    tile still named before the counts."""
     from app.routers.moe import gemm_rate
     from labs.hardware.nccl import current_nccl, simple_ring_latency
 
     page = client.get("/episodes/experts").text
     mr = gemm_rate("mixtral")
-    step3 = _step_text(page, "step-3")
-    assert "256 × 128 or 128 × 256, whichever fills the waves better" in step3
+    step4 = _step_text(page, "step-4")
+    assert "256 × 128 or 128 × 256, whichever fills the waves better" in step4
     for g in mr["gemms"]:
         tm, tn = g["tile"]
         assert g["tiles"] == (mr["rows"] // tm) * (g["cols"] // tn)
         said = (f"{mr['rows']:,} × {g['cols']:,} C in {tm} × {tn} tiles is "
                 if g is mr["gemms"][0] else f"{mr['rows']:,} × {g['cols']:,} in {tm} × {tn} "
                                             "tiles ")
-        assert f"{said}{mr['rows'] // tm:,} × {g['cols'] // tn:,} = {g['tiles']:,}" in step3
-        assert step3.index(said) < step3.index(f"up GEMM's {mr['gemms'][0]['tiles']:,} tiles fill")
+        assert f"{said}{mr['rows'] // tm:,} × {g['cols'] // tn:,} = {g['tiles']:,}" in step4
+        assert step4.index("whichever fills") < step4.index(said) < step4.index(
+            f"filling {g['fill']:.1%} of {g['waves']}")
     assert ParallelLayout.__dataclass_fields__["etp"].default == 1
     assert "Megatron defaults it to TP, the lab to 1" in _step_text(page, "step-6")
     lat = simple_ring_latency()

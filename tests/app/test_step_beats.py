@@ -198,8 +198,6 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     ("placement", "step-3"): 448,  # r20: 473 cut; its weights table and cache bill pinned
     ("placement", "step-5"): 340,  # r19 Z #1, #3: no prefix sharing (how much), when it pays;
     # r20 R #10: the prefill's FLOP count, 2 x matmul parameters x tokens / (GPUs x rate): +18
-    ("moe", "step-3"): 651,  # r19 Y #9: the tile named before the counts; r20: the tiles,
-    # waves, fills and DeepEP's node-limited copies are pinned word for word (test_moe_routes)
     ("moe", "step-7"): 577,  # r19 Y #13: NCCL's current factor, the lab errs slow; r20: 586
     # cut (the 32-node leaves and Llama 3's pods in one sentence)
     ("moe", "step-11"): 386,  # r20: notes closed and trimmed; its four states' workings stay;
