@@ -200,8 +200,9 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     # r20 R #10: the prefill's FLOP count, 2 x matmul parameters x tokens / (GPUs x rate): +18
     ("moe", "step-7"): 577,  # r19 Y #13: NCCL's current factor, the lab errs slow; r20: 586
     # cut (the 32-node leaves and Llama 3's pods in one sentence)
-    ("moe", "step-11"): 386,  # r20: notes closed and trimmed; its four states' workings stay;
-    # +4: the crossover defined in a clause again (test_glossary crossover_before_its_first_t_star)
+    ("moe", "step-11"): 326,  # r21: 386 cut (DualPipe's citation to the limit, which names the
+    # overlap; step 3's sums not redone); four try-link states, each's f* worked (EP 8, EP 64,
+    # DeepEP, Mixtral), and the round-18 rows-and-rates reason the ratio holds, all pinned
     ("recipe", "step-10"): 511,  # r20: 646 cut; HFU table, GEMM-rate sources, H100 band pinned
     ("recipe", "step-12"): 583,  # r20: 1,247 cut to the DP wait, its buckets, EP and DeepEP
     ("recipe", "step-13"): 624,  # r20: 911 cut; gather, prefetch, resharding and TP modes pinned
