@@ -198,8 +198,10 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     ("placement", "step-3"): 448,  # r20: 473 cut; its weights table and cache bill pinned
     ("placement", "step-5"): 340,  # r19 Z #1, #3: no prefix sharing (how much), when it pays;
     # r20 R #10: the prefill's FLOP count, 2 x matmul parameters x tokens / (GPUs x rate): +18
-    ("moe", "step-7"): 577,  # r19 Y #13: NCCL's current factor, the lab errs slow; r20: 586
-    # cut (the 32-node leaves and Llama 3's pods in one sentence)
+    ("moe", "step-7"): 502,  # r19 Y #13: NCCL's current factor, the lab errs slow; r21: 577
+    # cut (the grey bars said in the intro, the notes' pointers gone); no other step asks a
+    # group's 1:1 time, so the four groups' times, DP's ring latency sum and the 7:1, 32-node
+    # and pod states stay, each pinned (test_moe_routes round 8, 10, 19)
     ("moe", "step-11"): 326,  # r21: 386 cut (DualPipe's citation to the limit, which names the
     # overlap; step 3's sums not redone); four try-link states, each's f* worked (EP 8, EP 64,
     # DeepEP, Mixtral), and the round-18 rows-and-rates reason the ratio holds, all pinned
