@@ -107,10 +107,11 @@ def deepep_legs() -> dict:
 
 @lru_cache(maxsize=4)
 def gemm_rate(key: str = "mixtral") -> dict:
-    """Step 3's expert GEMMs for one of its states (Mixtral, EP 8: one expert a GPU;
-    DeepSeek-V3, EP 64: four, one grouped GEMM), their rate from its source: the GPU preset's
-    dense peak times each factor the engine applies (labs.hardware.kernels.matmul_rate: the
-    measured full-wave share, what a power-limited GPU keeps of it, a node's slowest GPU;
+    """The expert GEMMs of two states (Mixtral, EP 8: one expert a GPU, step 4's note;
+    DeepSeek-V3, EP 64: four, one grouped GEMM, step 8's), their rate from its source: the
+    GPU preset's dense peak times each factor the engine applies
+    (labs.hardware.kernels.matmul_rate: the measured full-wave share, what a power-limited GPU
+    keeps of it, a node's slowest GPU;
     then each GEMM's wave fill, the share of SM slots its tiles, the GPU's experts' together,
     fill over its waves), so the time follows from the rate."""
     result = facts()[key]["result"]
@@ -122,7 +123,7 @@ def gemm_rate(key: str = "mixtral") -> dict:
     gemms = []
     for n, depth in ((up, m.hidden), (m.hidden, m.expert_ffn)):
         fill = wave(k.sm_count, rows, n, local)  # the better of cuBLAS's two tiles, as timed
-        # The tile that fill came from, named where step 3 first counts tiles (round-19
+        # The tile that fill came from, named where step 4 first counts tiles (round-19
         # cold reading Y, finding 9).
         tiles, tile = next((t, (tm, tn)) for tm, tn in TILES
                            for t in [local * math.ceil(rows / tm) * math.ceil(n / tn)]
@@ -143,7 +144,7 @@ def gemm_rate(key: str = "mixtral") -> dict:
 
 
 def mixtral_gemm_rate() -> dict:
-    """Step 3's Mixtral GEMMs (gemm_rate's first state)."""
+    """Step 4's Mixtral GEMMs (gemm_rate's first state)."""
     return gemm_rate("mixtral")
 
 
@@ -163,8 +164,8 @@ def extra_context(state) -> dict:
         "a2a": simple_ring_latency(),
         "nccl_now": current_nccl(),  # step 7: current NCCL's plateau, by which the lab errs slow
         "deepep": deepep_legs(),  # step 3 derives DeepEP's 3.90 ms from these
-        "mixtral_rate": mixtral_gemm_rate(),  # step 3 times Mixtral's experts from its rate
-        "v3_rate": gemm_rate("v3"),  # and DeepSeek-V3's at EP 64
+        "mixtral_rate": mixtral_gemm_rate(),  # step 4 times Mixtral's experts from its rate
+        "v3_rate": gemm_rate("v3"),  # step 8 DeepSeek-V3's at EP 64 (the flat end)
         # Step 8 states the H800's achieved rates, and where they come from, before its guess
         # (round-17 cold reading, finding 9).
         "h800_gpu": get_gpu("h800"), "slowest_gpu": SLOWEST_GPU,
