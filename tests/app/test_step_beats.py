@@ -192,9 +192,6 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     # memory (its own chart shows it, round-14 pin), 5 not 4 and Looped BFS pinned
     ("pipeline", "step-5"): 448,  # r19 Y #3: rank 7's bill and the head's W, in a closed note;
     # r20: 516 cut (rank 7's peak said once, the two split schedules in one sentence)
-    ("failures", "step-5"): 330,  # r20: 485 cut; the rest is pinned working (ramp, 6N, staging)
-    ("failures", "step-7"): 441,  # r20: 573 cut; bubble, CP re-plan and ideal notes pinned;
-    # +10: 1F1B's (p − 1)/(m + p − 1) = 15/19 restored (the round-10 derivation pin)
     ("placement", "step-3"): 448,  # r20: 473 cut; its weights table and cache bill pinned
     ("placement", "step-5"): 340,  # r19 Z #1, #3: no prefix sharing (how much), when it pays;
     # r20 R #10: the prefill's FLOP count, 2 x matmul parameters x tokens / (GPUs x rate): +18
