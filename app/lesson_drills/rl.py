@@ -21,9 +21,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "own (no prefix sharing). Predict the rollout phase's seconds.",
         "placement", {"preset": "glm-4-9b", "responses_per_prompt": 16}, "rollout_seconds",
         unit="s",
-        hint="Step 5's why splits the rollout into three parts: which grow with the "
-             "requests an engine holds, and which is read once for the whole batch?",
-        explanation="{answer} s: not twice the time. Take step 5's split of the rollout: "
+        hint="The note under this drill splits the rollout into three parts: which grow "
+             "with the requests an engine holds, and which is read once for the whole batch?",
+        explanation="{answer} s: not twice the time. Take the note's split of the rollout: "
                     "each decode step reads the weights once for the whole batch, so "
                     "their part stays; the prefill and the cache reads double with the "
                     "requests. Weights + 2 × (prefill + cache) = {answer} s.",

@@ -627,14 +627,18 @@ def test_round_9_step_3_predicts_from_what_it_needs_and_tables_the_weights(clien
     assert cells == [f"{w[k] / 1e9:.2f}" for k in parts] + [f"{sum(w.values()) / 1e9:.2f}"]
     rest = sum(w.values()) - w["routed_experts"]
     dense = get_model("deepseek-r1").dense_params
-    # Under the table, in the why (round 14, finding 9: the limit, shown before the guess,
-    # quoted the table's 7.13B and 0.93B); the limit names none of the table's figures.
+    # In a why (round 14, finding 9: the limit, shown before the guess, quoted the table's
+    # 7.13B and 0.93B); the limit names none of the table's figures. Since round 21 (issue 36,
+    # standard 4) what a decode step reads of the table is step 5's, whose rollout it times.
     limit = three[three.index("Limit."):]
-    reads = three[three.index("What a decode step reads."):three.index("Limit.")]
+    assert "What a decode step reads" not in three
+    five = steps[5]
+    reads = five[five.index("Why: show me"):five.index("Where this comes from")]
     read = rest - w["embedding"]
-    assert (f"every decode step reads the ({rest / 1e9:.2f} − {w['embedding'] / 1e9:.2f})B × 2 B "
-            f"= {2 * read / 1e9:.1f} GB of attention, dense layers, shared experts and head a "
-            "GPU holds") in reads
+    assert (f"which reads what it holds (step 3's table). A GPU holds ({rest / 1e9:.2f} − "
+            f"{w['embedding'] / 1e9:.2f})B × 2 B = {2 * read / 1e9:.1f} GB of attention, dense "
+            "layers, shared experts and head; of the embedding a step gathers only its tokens' "
+            "rows") in reads
     assert f"model's {dense / 1e9:.1f}B of weights outside the routed experts" in reads
     assert f"{dense / 1e9:.1f}B × 2 B ÷ {e} = {2 * dense / e / 1e6:.0f} MB a GPU" in reads
     assert not re.search(r"\d\.\d\dB", limit), limit
@@ -658,7 +662,7 @@ def test_round_9_step_5_times_rs_weight_reads_from_what_each_gpu_holds(client):
     rate = 0.8 * 3.35e12
     assert parts["decode_weights_s"] == pytest.approx(4096 * read / rate, rel=1e-9)
     five = _steps(client)[5]
-    assert (f"A GPU holds {held / 1e9:.1f} GB of attention, dense layers, shared experts and "
+    assert (f"= {held / 1e9:.1f} GB of attention, dense layers, shared experts and "
             "head") in five
     assert f"{routed / 1e9:.1f} GB of routed experts (653.9B × 2 B ÷ 64)" in five
     assert (f"{held / 1e9:.1f} GB + {parts['busiest_experts']:.2f}/4 × {routed / 1e9:.1f} GB = "

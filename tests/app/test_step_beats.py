@@ -192,9 +192,9 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     # memory (its own chart shows it, round-14 pin), 5 not 4 and Looped BFS pinned
     ("pipeline", "step-5"): 448,  # r19 Y #3: rank 7's bill and the head's W, in a closed note;
     # r20: 516 cut (rank 7's peak said once, the two split schedules in one sentence)
-    ("placement", "step-3"): 448,  # r20: 473 cut; its weights table and cache bill pinned
-    ("placement", "step-5"): 340,  # r19 Z #1, #3: no prefix sharing (how much), when it pays;
-    # r20 R #10: the prefill's FLOP count, 2 x matmul parameters x tokens / (GPUs x rate): +18
+    ("placement", "step-3"): 342,  # r20: 473 cut; r21: 448 cut (the decode reads are step
+    # 5's); the rest answers its own question: the cache, the weights table, its second link's
+    # 32,768-token cache and SGLang's reserved cache on slime's FP8 weights (which way it errs)
     ("moe", "step-7"): 502,  # r19 Y #13: NCCL's current factor, the lab errs slow; r21: 577
     # cut (the grey bars said in the intro, the notes' pointers gone); no other step asks a
     # group's 1:1 time, so the four groups' times, DP's ring latency sum and the 7:1, 32-node
