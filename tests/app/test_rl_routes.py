@@ -1248,3 +1248,22 @@ def test_round_21_step_6s_pcie_rate_is_the_engines_preset_printed(client):
     a, b, rate, seconds = (float(g) for g in shown.groups())
     assert rate == pcie.bandwidth / 1e9
     assert f"{(a + b) / rate:.2f}" == f"{seconds:.2f}" == f"{col['sync_switch_seconds']:.2f}"
+
+
+def test_round_21_glms_rollout_split_is_the_drills_closed_note(client):
+    """Round 21 (issue 36, standard 4): step 5's why ran to 340 words, 126 of them GLM-4-9B's
+    rollout split, which only the rollout-2x drill uses. The split is a closed note under the
+    drill (its hint names it), not in the why, and stays closed before the guess: its parts
+    (prefill a small share) would hint step 5's answer."""
+    from app.lesson_drills.rl import DRILLS
+    from tests.app.test_step_beats import why_block
+
+    raw = _steps(client)[105]
+    why = why_block(raw[raw.index("<h2>"):])
+    assert "GLM-4-9B" not in why and "Where the drill's rollout" not in why
+    note = re.search(r'<details class="sources chart-note"><summary>Where the drill\'s rollout '
+                     r"comes from</summary>(.*?)</details>", raw, re.S)
+    assert note and "The opening state, GLM-4-9B" in note[1]
+    assert raw.index('id="drill-placement-predict-rollout-2x"') < note.start()
+    drill = next(d for d in DRILLS if d.id == "placement-predict-rollout-2x")
+    assert "note under this drill" in drill.hint
