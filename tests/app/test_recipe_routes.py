@@ -311,14 +311,19 @@ def test_ep08_quotes_mfu_as_mfu_and_hfu_as_hfu_and_which_way_the_lab_errs(client
     step11 = html.split('id="step-11"')[1].split("</section>")[0]
     assert "52.8% MFU" not in html  # the 1T run's old figure, HFU quoted as MFU
     assert "hardware FLOPs utilisation" in step10 and "model FLOPs utilisation" in step10
-    row = step10.split("Megatron-LM 1T")[1].split("</tr>")[0]
-    assert f"<td>full</td><td>{fmt_pct(published.mfu)}</td><td>{fmt_pct(published.hfu)}</td>" in row
+    # r21 (issue 36, standard 4): the marks table went; the 1T run's two figures are a
+    # sentence of step 10's note, the 530B's selective MFU the bench's marks line.
+    text10 = " ".join(re.sub(r"<[^>]+>", " ", step10).split())
+    assert (f"1T run on {one_t.gpus:,} A100s ran {one_t.published_tflops:.0f} TFLOP/s a GPU, "
+            f"\"52% of peak\", counting the recomputed forward: HFU {fmt_pct(published.hfu)}, "
+            f"MFU {fmt_pct(published.mfu)}") in text10.replace("&quot;", '"')
     ratios = [c.ratio for c in checks()]
     assert all(r > 1 for r in ratios)  # the lab is fast on every calibration run
     assert f"median {fmt_pct(statistics.median(ratios) - 1)}" in step10
     assert "errs fast" in step10 and f"all {len(ratios)}" in step10
-    row = step10.split("530B,")[1].split("</tr>")[0]
-    assert f"<td>selective</td><td>{fmt_pct(selective.mfu)}</td>" in row
+    bench = " ".join(re.sub(r"<[^>]+>", " ", html.split('data-testid="product"')[1]
+                            .split("</p>")[0]).split()).replace("&#39;", "'")
+    assert f"530B on {big.gpus:,} {fmt_pct(selective.mfu)}" in bench
     assert "MFU" in step11
 
 
@@ -1428,7 +1433,7 @@ def test_round_6_the_h100s_achieved_share_is_one_figure_with_its_factor_named(cl
     product = f"{100 * share:.1f}% × {SLOWEST_GPU:.3f} = {100 * h100:.1f}%"
     assert product == "68.2% × 0.987 = 67.3%"
     ten = _step_text(_page_text(client), 10)
-    assert "EP02 step 2 leaves that last factor out" in ten and product in ten
+    assert "EP02 step 2's note derives the H100's GEMM rate, " + product in ten
     dp = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/data-parallel").text))
     two = dp.split("2. The good case")[1].split("3. The bad case")[0]
     assert "slowest GPU of a node" in two and product in two and "This episode leaves it out" \
@@ -1927,7 +1932,8 @@ def test_round_8_step_10s_why_gives_the_two_gemm_rates_and_the_note_their_source
     html = client.get("/episodes/recipe-3d").text
     why = html.split('id="why-recipe-10"')[1].split('id="step-11"')[0]  # notes closed (r19 Y)
     prose = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", re.sub(
-        r'<p class="chart-note".*?</p>', "", why.split("<table")[0], flags=re.S)))
+        r'<p class="chart-note".*?</p>', "", why.split('<details class="sources">')[0],
+        flags=re.S)))
     speed = h100.bf16_flops * rh / (a100.bf16_flops * ra)
     assert (f"the H100 at {rh:.1%} of {h100.bf16_flops / 1e12:.0f} TFLOP/s, the A100 at "
             f"{ra:.1%} of {a100.bf16_flops / 1e12:.0f}") in prose
@@ -1938,13 +1944,20 @@ def test_round_8_step_10s_why_gives_the_two_gemm_rates_and_the_note_their_source
         assert audit not in prose
     note = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", why.split('data-testid="gemm-rates"')[1]
                                        .split("</div>")[0]))
-    assert SLOWEST_GPU == 745 / 755 and "745 TFLOP/s against the median's 755" in note
-    assert f"{hk.matmul_sustain:.2f} of its burst rate" in note
-    assert "sustained 702.9 TFLOP/s against 828.0 in a burst" in note
+    # r21 (issue 36, standard 4): the sources moved to the steps that derive each rate first:
+    # the H100's to EP02 step 2's note, the A100's to step 1's; step 10's note cites both.
+    assert "EP02 step 2's note derives the H100's GEMM rate" in note
+    assert "Step 1's note gives the A100's (cuBLAS, thonking.ai)" in note
     assert hk.matmul_sustain == pytest.approx(702.9 / 828.0, abs=5e-5)
-    assert "the same die at the same 700 W" in note and "power-limited H200" not in why
-    assert f"{a100.bf16_flops * ak.matmul_efficiency / 1e12:.0f} TFLOP/s, cuBLAS" in note
-    assert "thonking.ai" in note and "mamf-finder" in note
+    assert "power-limited H200" not in why
+    dp = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/data-parallel").text))
+    ep02 = dp.split("2. The good case")[1].split("3. The bad case")[0]
+    assert SLOWEST_GPU == 745 / 755 and "745 against 755 TFLOP/s" in ep02
+    assert "sustains 702.9 TFLOP/s against 828.0 in a burst" in ep02 and "mamf-finder" in ep02
+    assert "the same GH100 die at 700 W" in ep02
+    one = _step_text(_page_text(client), 1)
+    assert f"cuBLAS benchmark on one A100 ({ak.matmul_efficiency:.1%})" in one
+    assert f"{a100.bf16_flops / 1e12:.0f} TFLOP/s peak" in one
 
 
 def test_round_8_step_4_says_34sh_is_selective_recomputation_and_how_far_megatron_differs(
@@ -2636,11 +2649,15 @@ def test_round_18_the_h100s_sustained_factor_cites_its_measurement_and_says_it_i
     text = json.dumps(presets)
     assert "compute/accelerator/benchmarks/README.md" in text and "702.9" in text
     html = client.get("/episodes/recipe-3d").text
-    note = re.sub(r"\s+", " ", html.split('data-testid="gemm-rates"')[1].split("</div>")[0])
-    assert "compute/accelerator/benchmarks/README.md" in note and "Bekman" in note
-    assert "the lab's assumption" in note
+    note = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.split('data-testid="gemm-rates"')[1]
+                                      .split("</div>")[0])).replace("&#39;", "'")
     k = rates(get_gpu("h100-sxm"))
-    assert f"keeps {k.matmul_sustain:.2f} of its burst rate" in note
+    assert (f"taking an H200's {k.matmul_sustain:.2f} at the power limit as the H100's (the "
+            "lab's assumption)") in note
+    # r21: the measurement is cited where the rate is derived, EP02 step 2's note.
+    dp = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/data-parallel").text))
+    ep02 = dp.split("2. The good case")[1].split("3. The bad case")[0]
+    assert "compute/accelerator/benchmarks" in ep02 and "Bekman" in ep02
     assert k.matmul_sustain == pytest.approx(702.9 / 828.0, abs=5e-4)
 
 

@@ -202,7 +202,6 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     ("moe", "step-11"): 326,  # r21: 386 cut (DualPipe's citation to the limit, which names the
     # overlap; step 3's sums not redone); four try-link states, each's f* worked (EP 8, EP 64,
     # DeepEP, Mixtral), and the round-18 rows-and-rates reason the ratio holds, all pinned
-    ("recipe", "step-10"): 511,  # r20: 646 cut; HFU table, GEMM-rate sources, H100 band pinned
     ("recipe", "step-12"): 583,  # r20: 1,247 cut to the DP wait, its buckets, EP and DeepEP
     ("recipe", "step-13"): 624,  # r20: 911 cut; gather, prefetch, resharding and TP modes pinned
     ("recipe", "step-14"): 542,  # r20: 1,127 cut to the two plans, the bands and the crossover
