@@ -833,10 +833,20 @@ def test_step_14_derives_fsdps_rate_its_exposed_time_and_names_the_gradient_dtyp
     step = " ".join(html.split('id="step-14"')[1].split("</section>")[0].split())
     step = re.sub(r"<[^>]+>", " ", step)
     step = " ".join(step.split())
-    assert f"{per_node} × {nic / 1e9:.0f} GB/s = {per_node * nic / 1e9:.0f} GB/s a GPU" in step
     assert f"{RING_CTAS}/132 × {1e3 * fsdp['seconds']:,.0f} ms = {1e3 * tax:,.0f} ms" in step
-    assert f"P the {blocks / 1e9:.1f}B parameters of the 80 blocks" in step
-    assert "3 × 2 B × P/t × (D − 1)/D" in step  # bf16 gradients (r20: the fp32 note went)
+    # r21 (issue 36, standard 4): the 2-D plan is step 13's layout, so step 14 counts step
+    # 13's collective (its bytes, 2 B × P/t × (D − 1)/D a layer, and its 2 NICs' rate are
+    # derived there) instead of deriving them again.
+    layer = f["lv"]["api"]["layer"]
+    assert layer["params"] * model.layers * t == pytest.approx(blocks, rel=1e-3)
+    count = 3 * model.layers * mb
+    assert (f"{count:,} collectives a step (3 a layer, {model.layers} layers, {mb} "
+            f"micro-batches). Each moves step 13's {fsdp['bytes_per_step'] / count / 1e6:.0f} MB "
+            f"in {fsdp['seconds'] / count * 1e3:.3f} ms") in step
+    thirteen = " ".join(re.sub(r"<[^>]+>", " ", html.split('id="step-13"')[1]
+                               .split('id="step-14"')[0]).split())
+    assert (f"{layer['params'] / 1e6:.1f}M parameters × 2 B × {dg - 1}/{dg}" in thirteen
+            and f"{per_node} × {nic / 1e9:.0f} GB/s = {per_node * nic / 1e9:.0f} GB/s" in thirteen)
     assert "(at most 256 nodes)" in step
     assert "until the batch runs out" not in step and "no 2-D plan passes" not in step
 
@@ -1082,7 +1092,8 @@ def test_r20_steps_12_to_14_whys_keep_their_predicted_figures_and_cite_the_rest(
                  "A layer's gather takes", "One TP collective"):
         assert gone not in twelve, gone
     assert "(EP04 step 3)" in thirteen and "Step 12's Mixtral pays it too" not in thirteen
-    assert "take equal time (EP03 step 9). What is exposed" in fourteen
+    # r21: the crossover is step 13's limit (when the gather stops hiding), cited by name.
+    assert "take equal time (EP03 step 9). On a slower link" in thirteen
     for gone in ("As the cluster grows", "--grad-reduce-in-bf16", "On 32 GPUs", "On 1,024 GPUs",
                  "Why FSDP's traffic hides here", "FSDP also holds a gathered layer"):
         assert gone not in fourteen, gone
@@ -1415,9 +1426,12 @@ def test_round_6_step_14_counts_fsdps_latencies(client):
     count = 3 * d2["layer"]["layers"] * mb
     wire = fsdp["bytes_per_step"] / (per_node * f["td_consts"]["nic_busbw"])
     assert wire + count * lat * 1e-6 == pytest.approx(fsdp["seconds"], rel=1e-3)
+    # r21: step 14 counts step 13's collective, whose latency sum step 13 writes out.
     step = _step_text(_page_text(client), 14)
-    assert f"{count:,} of them (3 a layer, {d2['layer']['layers']} layers, {mb} micro-batches)" \
-        in step and f"= {lat:.0f} µs, {count * lat / 1e6:.2f} s in all" in step
+    assert (f"{count:,} collectives a step (3 a layer, {d2['layer']['layers']} layers, {mb} "
+            f"micro-batches)") in step
+    assert f"in {(wire / count + lat * 1e-6) * 1e3:.3f} ms" in step
+    assert f"= {lat:.0f} µs" in _step_text(_page_text(client), 13)
 
 
 def test_round_6_the_h100s_achieved_share_is_one_figure_with_its_factor_named(client):
@@ -2130,14 +2144,15 @@ def test_round_10_step_14_works_its_verdict_from_the_h100_runs_bands(client):
     f = facts()
     d2, d3 = f["td2"]["api"]["step_s"], f["td3"]["api"]["step_s"]
     step = _step_text(_page_text(client), 14)
-    assert (f"torchtitan's {titan[0]} FSDP2 runs on H100s (the 2-D plan's stack) the lab is "
-            f"{titan[1]:.2f} to {titan[3]:.2f} times as fast as they ran (median "
-            f"{titan[2]:.2f})") in step
-    assert (f"The 3-D plan runs Megatron-LM in BF16. On Megatron-LM's {nemo[0]} BF16 runs "
-            f"(A100s, step 10) it is {nemo[1]:.2f} to {nemo[3]:.2f} (median {nemo[2]:.2f})"
-            ) in step
-    assert (f"NeMo's {fp8[0]} runs on H100s (Megatron-LM underneath) give {fp8[1]:.2f} to "
-            f"{fp8[3]:.2f}, but they train in FP8") in step and "the BF16 band is the one" in step
+    # r21 (issue 36, standard 4): each stack's band is step 10's, which step 14 cites.
+    ten = _step_text(_page_text(client), 10)
+    assert (f"{titan[0]} FSDP2 runs on H100s" in ten
+            and f"{titan[1]:.2f} to {titan[3]:.2f} times theirs (median {titan[2]:.2f})" in ten)
+    assert (f"all {nemo[0]} published Megatron-LM runs, by {nemo[1] - 1:.1%} to "
+            f"{nemo[3] - 1:.1%} in throughput (median {nemo[2] - 1:.1%})") in ten
+    assert "(step 10: torchtitan's for 2-D, Megatron-LM's BF16 for 3-D)" in step
+    assert (f"NeMo's {fp8[0]} H100 runs ({fp8[1]:.2f} to {fp8[3]:.2f}) train in FP8"
+            in step and "the BF16 band is the one" in step)
     assert "the 3-D plan's stack) it is" not in step
 
     def s(step_s: float, ratio: float) -> str:
@@ -2185,7 +2200,8 @@ def test_r16_step_14_names_no_winner_inside_the_bands(client):
         lead = "2-D" if d2 < d3 else "3-D"
         # Round 19 (cold reading Y, finding 17): the arithmetic is in the lead, once.
         assert (f"Which is faster is inside the lab's error. A real step is the lab's times its "
-                f"stack's measured ratio (note below). A real 2-D step takes {fmt_ms(d2)} × "
+                f"stack's ratio (step 10: torchtitan's for 2-D, Megatron-LM's BF16 for 3-D). "
+                f"A real 2-D step takes {fmt_ms(d2)} × "
                 f"{min(titan):.2f} to {max(titan):.2f} = {two[0]:.1f} s to {two[1]:.1f} s, a 3-D "
                 f"step {fmt_ms(d3)} × {min(nemo):.2f} to {max(nemo):.2f} = {three[0]:.1f} s to "
                 f"{three[1]:.1f} s. The ranges overlap, so the lab's "

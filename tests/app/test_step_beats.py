@@ -204,7 +204,6 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     # DeepEP, Mixtral), and the round-18 rows-and-rates reason the ratio holds, all pinned
     ("recipe", "step-12"): 583,  # r20: 1,247 cut to the DP wait, its buckets, EP and DeepEP
     ("recipe", "step-13"): 624,  # r20: 911 cut; gather, prefetch, resharding and TP modes pinned
-    ("recipe", "step-14"): 542,  # r20: 1,127 cut to the two plans, the bands and the crossover
     ("playground", "step-5"): 384,  # r19 Z #11 says which way NCCL 2.8's x1.9 errs: +30; r21:
     # what is left is the wait's working and the TP-efficiency readings the pins keep (EP04 step
     # and layer, its two losses, EP08's factor, the flat-ring curve): no other step asks them
