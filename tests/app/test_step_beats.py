@@ -202,7 +202,10 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     ("moe", "step-11"): 326,  # r21: 386 cut (DualPipe's citation to the limit, which names the
     # overlap; step 3's sums not redone); four try-link states, each's f* worked (EP 8, EP 64,
     # DeepEP, Mixtral), and the round-18 rows-and-rates reason the ratio holds, all pinned
-    ("recipe", "step-12"): 583,  # r20: 1,247 cut to the DP wait, its buckets, EP and DeepEP
+    ("recipe", "step-12"): 475,  # r20: 1,247 cut to the DP wait, its buckets, EP and DeepEP;
+    # r21: 583 cut (EP07 step 3's dispatch cited, the buckets tighter); the rest is the working
+    # of the predict's stated inputs (each bucket group's time and the 121 ms it leaves,
+    # round-10 pins) and EP's wait (round-8 pin), which no other step's question asks
     ("recipe", "step-13"): 624,  # r20: 911 cut; gather, prefetch, resharding and TP modes pinned
     ("playground", "step-5"): 384,  # r19 Z #11 says which way NCCL 2.8's x1.9 errs: +30; r21:
     # what is left is the wait's working and the TP-efficiency readings the pins keep (EP04 step
