@@ -492,9 +492,10 @@ VIEW = LabView(
             hint="The warm-up and cool-down are still p − 1 passes, but each is a chunk's, "
                  "1/v of a stage's; the work is the same m micro-batches through every stage.",
             explanation="{answer}%: counted in chunk passes, (p − 1)/(v·m + p − 1) = 5/29 of "
-                        "the step is idle. The papers' form divides the same idle time by the "
-                        "ideal time instead: (p − 1)/(v·m) = 5/24 = 20.8% of it. Plain 1F1B, "
-                        "one chunk a rank, would idle 5/17 of the step.",
+                        "the step is idle. The papers' form (Narayanan et al. 2021, §2.2.2) "
+                        "divides the same idle time by the ideal time instead: (p − 1)/(v·m) "
+                        "= 5/24 = 20.8% of it. Plain 1F1B, one chunk a rank, would idle 5/17 "
+                        "of the step.",
             mistakes=(
                 Mistake("papers", lambda: drill_answer() * (DRILL_V * DRILL_M + DRILL_P - 1)
                         / (DRILL_V * DRILL_M),

@@ -337,7 +337,8 @@ def test_round_12_step_4_states_what_f_is_and_step_6s_limit_its_state(client):
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
     step4 = text[text.index("4. Interleaving"):text.index("5. Zero bubble")]
     f_ms = f"{inp.forward_seconds * 1e3:.1f} ms"
-    assert f"f , one stage's forward of one micro-batch, is {f_ms}" in step4
+    assert f"Here f is {f_ms}: the 80 layers' forward at TP 8" in step4  # r21: "one stage's
+    # forward of one micro-batch" is step 1's f, said once
     assert f"{memory.ledger.input.model.layers} layers" in step4
     sent = f"{ndr['api']['send_seconds'] * 1e6:.0f} µs ÷ {f_ms} = {ndr['api']['send_time']:.3f} f"
     assert sent in step4 and "4-chunk stage's forward" not in step4
@@ -499,11 +500,18 @@ def test_round_14_step_4_teaches_interleavings_activation_memory(client):
     while its own memory chart showed rank 0 grow from 30.6 to 35.6 GB at v = 2. The why now
     derives it: Megatron-LM's warm-up, (p − 1)·2 + (v − 1)·p chunk passes, plus the one in
     flight is rank 0's measured peak, in chunks of 1/v of a stage; the state plus that many
-    chunk units is the memory panel's rank 0. The limit names the cost too."""
+    chunk units is the memory panel's rank 0. The limit names the cost too. Round 21: the
+    derivation is step 6's (the memory step), in a note beside links to the states it prices,
+    and step 4's limit sends the student there (step 4's why was 534 words with it)."""
     from tests.app.test_zero_routes import visible_text
 
     page = client.get("/episodes/pipeline").text
-    why = visible_text(page[page.index('id="why-pipeline-4"'):page.index('id="step-5"')])
+    why = visible_text(page[page.index('id="why-pipeline-6"'):])
+    why = why[:why.index("Limit.")]
+    six = page[page.index('id="step-6"'):]
+    for key in ("plain16", "v2", "v5"):  # step 6 links the states its note prices
+        query = "&amp;".join(f"{k}={v}" for k, v in facts()[key]["params"].items())
+        assert f'href="/episodes/pipeline?{query}"' in six, key
     plain = facts()["plain16"]["api"]
     p = plain["stages"]
     for key in ("v2", "v5"):
@@ -528,7 +536,7 @@ def test_round_14_step_4_teaches_interleavings_activation_memory(client):
             f"{fmt_bytes(plain['memory']['per_rank_bytes'][0])}")
     assert said in why, said
     step = visible_text(page[page.index('id="step-4"'):page.index('id="step-5"')])
-    assert "the first rank holds more activations" in step.split("Limit.")[1]
+    assert "the first rank holds more activations (step 6)" in step.split("Limit.")[1]
 
 
 def test_round_14_a_slot_is_one_micro_batchs_forward_and_backward(client):
@@ -775,10 +783,10 @@ def test_round_18_step_4_counts_the_sends_on_the_critical_path(client):
         "/episodes/pipeline").text)))
     step4 = text[text.index("4. Interleaving"):text.index("5. Zero bubble")]
     assert (f"{round(free['makespan'], 2):g} + {sends} × 0.1 = "  # the note's sum
-            f"{round(slow['makespan'], 2):g} f: it idles 1 − {work:g}/"
+            f"{round(slow['makespan'], 2):g} f, idle 1 − {work:g}/"
             f"{round(slow['makespan'], 2):g} = {fmt_pct(slow['bubble_fraction'])}") in step4
     assert (f"{round(free['makespan'], 2):g} + {sends} × {ndr['send_time']:.4f} = "
-            f"{ndr['makespan']:.2f} f and idles 1 − {work:g}/{ndr['makespan']:.2f} = "
+            f"{ndr['makespan']:.2f} f, idle 1 − {work:g}/{ndr['makespan']:.2f} = "
             f"{fmt_pct(ndr['bubble_fraction'])}") in step4
 
 

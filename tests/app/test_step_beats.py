@@ -188,10 +188,12 @@ def whole_why_words(step: str) -> int:
 # the cap was set (2026-12-07); each may shrink, none may grow.
 WHOLE_WHY_WORDS = 300
 LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
-    ("pipeline", "step-4"): 534,  # r20: 610 cut; its send sums, real NDR send, interleaving's
-    # memory (its own chart shows it, round-14 pin), 5 not 4 and Looped BFS pinned
-    ("pipeline", "step-5"): 448,  # r19 Y #3: rank 7's bill and the head's W, in a closed note;
-    # r20: 516 cut (rank 7's peak said once, the two split schedules in one sentence)
+    ("pipeline", "step-5"): 386,  # r19 Y #3: rank 7's bill and the head's W, in a closed note;
+    # r20: 516 cut (rank 7's peak said once, the two split schedules in one sentence); r21:
+    # 448 cut (the two split schedules introduced before the predict, rank 7's bill in its
+    # paragraph). Left: each of its links' workings (ZB-H1's and DualPipeV's idle, W < I from
+    # the plan's GEMMs with Qi et al.'s idle, rank 7's bill and which way the head's W errs);
+    # step 6, the memory step, is at the bound with interleaving's memory (r21: step 4's 534)
     ("placement", "step-3"): 342,  # r20: 473 cut; r21: 448 cut (the decode reads are step
     # 5's); the rest answers its own question: the cache, the weights table, its second link's
     # 32,768-token cache and SGLang's reserved cache on slime's FP8 weights (which way it errs)
