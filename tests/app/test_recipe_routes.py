@@ -840,9 +840,10 @@ def test_step_14_derives_fsdps_rate_its_exposed_time_and_names_the_gradient_dtyp
     layer = f["lv"]["api"]["layer"]
     assert layer["params"] * model.layers * t == pytest.approx(blocks, rel=1e-3)
     count = 3 * model.layers * mb
-    assert (f"{count:,} collectives a step (3 a layer, {model.layers} layers, {mb} "
-            f"micro-batches). Each moves step 13's {fsdp['bytes_per_step'] / count / 1e6:.0f} MB "
-            f"in {fsdp['seconds'] / count * 1e3:.3f} ms") in step
+    assert (f"is step 13's layout, with {count:,} collectives a step (3 a layer, {model.layers} "
+            f"layers, {mb} micro-batches). Each moves step 13's "
+            f"{fsdp['bytes_per_step'] / count / 1e6:.0f} MB in {fsdp['seconds'] / count * 1e3:.3f} "
+            f"ms: in all, {fsdp['bytes_per_step'] / 1e9:.0f} GB a GPU") in step
     thirteen = " ".join(re.sub(r"<[^>]+>", " ", html.split('id="step-13"')[1]
                                .split('id="step-14"')[0]).split())
     assert (f"{layer['params'] / 1e6:.1f}M parameters × 2 B × {dg - 1}/{dg}" in thirteen
