@@ -213,3 +213,23 @@ def fmt_duration(seconds: float) -> str:
         if seconds < below:
             return f"{seconds / size:.3g} {unit}"
     return f"{seconds / _YEAR_S:,.3g} years"
+
+
+def worked_digits(values: tuple[float, ...], places: tuple[int, ...], checks, spare: int = 5
+                  ) -> tuple[str, ...]:
+    """``values`` printed for a worked sum: each with its own ``places`` of decimals, or as
+    few more as it takes (``spare`` at most, in all) for every check to hold on the printed
+    figures. A check is (formula, figure, format): the formula run on the printed values must
+    print as the engine's figure does, so a student who redoes the sum gets the page's figure
+    (TEACHING.md, "Numbers"; round-21 cold reading Q, finding 5: 549 ÷ 47.4 gave 2,534 where
+    the page printed the engine's 2,535). Raises ValueError if no spread of places does."""
+    from itertools import product
+
+    for extra in range(spare + 1):  # the fewest more places, spread as evenly as may be
+        spreads = [a for a in product(range(extra + 1), repeat=len(values)) if sum(a) == extra]
+        for adds in sorted(spreads, key=max):
+            texts = tuple(f"{v:,.{p + a}f}" for v, p, a in zip(values, places, adds, strict=True))
+            shown = [float(t.replace(",", "")) for t in texts]
+            if all(fmt(formula(*shown)) == fmt(figure) for formula, figure, fmt in checks):
+                return texts
+    raise ValueError(f"no printing of {values} within {spare} more places gives {checks}")

@@ -17,7 +17,8 @@ TERMS: tuple[Term, ...] = (
          "it are dropped (they skip the expert)."),
     Term("zigzag", "Zigzag layout", r"\bzigzag\b",
          "A context-parallel split: cut the sequence into 2c chunks and give rank r chunks r "
-         "and 2c − r − 1, so every rank gets the same share of the causal mask."),
+         "and 2c − r − 1, an early chunk and its mirror from the end (Megatron-LM's split for "
+         "causal attention)."),
     Term("rl", "RL (reinforcement learning)", r"\bRL\b|\breinforcement learning\b",
          "Training a model on rewards for what it generates rather than on fixed text: it "
          "writes responses (rollouts), a reward scores them, and the trainer raises the "

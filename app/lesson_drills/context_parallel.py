@@ -1,7 +1,9 @@
 """EP06's predict and decide drills (``LESSON_DRILLS["cp"]``)."""
 
 from collections.abc import Callable
+from functools import lru_cache
 
+from app.charts.units import worked_digits
 from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import mb
@@ -10,6 +12,7 @@ from labs.context_parallel.lab import mask_layout
 CROSSOVER_70B = {"model": "llama-3.1-70b", "seq_len": 131072, "cp": 8, "tokens": 64,
                  "layout": "zigzag", "link": "ib-ndr"}
 CROSSOVER_8B = {**CROSSOVER_70B, "model": "llama-3.1-8b"}
+CROSSOVER_ETH100 = {**CROSSOVER_70B, "cp": 16, "link": "eth-100g"}
 UNEVEN = ("that is an even share, s(s + 1)/(2c). A contiguous split is not even: the last "
           "rank's queries see the most keys.")
 
@@ -35,13 +38,50 @@ def _crossover(params: dict) -> float:
     return lab_value("cp", params, "crossover.crossover")
 
 
+def _l_star(api: dict, rate: float, busbw: float, sends: bool = True) -> float:
+    """Step 8's L* = 2 × (h_kv/a) × (c − 1)/c × rate ÷ (ι × B), rate in TFLOP/s and B in
+    GB/s as the page prints them; without (c − 1)/c (``sends=False``) it is step 7's bound."""
+    x, c = api["crossover"], api["cp"]
+    share = (c - 1) / c if sends else 1.0
+    return 2 * x["kv_share"] * share * rate * 1e12 / (x["imbalance"] * busbw * 1e9)
+
+
+@lru_cache(maxsize=1)
+def crossover_inputs() -> dict[str, tuple[str, str]]:
+    """Step 8's attention rate (TFLOP/s) and send rate B (GB/s) as the page and this drill's
+    solution print them, each to the places its sums need: on NDR, the 70B's L*, step 7's
+    bound beside it and the 8B's L* (this drill's answer); over 100 Gb/s Ethernet at CP 16,
+    its L*. Redone from the printed figures, each sum gives the engine's (round-21 cold
+    reading Q, finding 5: 549 ÷ 47.4 gave 2,534 against the page's 2,535)."""
+    ib, b8, eth = (lab_value("cp", p, lambda a: a)
+                   for p in (CROSSOVER_70B, CROSSOVER_8B, CROSSOVER_ETH100))
+    whole, tenth = "{:,.0f}".format, "{:,.1f}".format
+
+    def rates(api: dict, checks) -> tuple[str, str]:
+        x = api["crossover"]
+        return worked_digits((x["rate"] / 1e12, x["busbw"] / 1e9), (0, 1), checks)
+
+    c = ib["cp"]
+    return {
+        "ib": rates(ib, (
+            (lambda r, b: _l_star(ib, r, b), ib["crossover"]["crossover"], whole),
+            (lambda r, b: _l_star(ib, r, b, sends=False),
+             ib["crossover"]["crossover"] * c / (c - 1), whole),
+            (lambda r, b: _l_star(b8, r, b), b8["crossover"]["crossover"], tenth))),
+        "eth100": rates(eth, (
+            (lambda r, b: _l_star(eth, r, b), eth["crossover"]["crossover"], whole),)),
+    }
+
+
 def _crossover_solution() -> str:
-    """The worked L* for the 8B, from the lab's own rate and B at that state (step 8's)."""
+    """The worked L* for the 8B, from the lab's own rate and B at that state (step 8's, as
+    step 8 prints them)."""
     found = lab_value("cp", CROSSOVER_8B, lambda a: a)
     x = found["crossover"]
+    rate, busbw = crossover_inputs()["ib"]
     return (f"{{answer}} tokens a rank: 2 × {found['kv_heads']}/{found['heads']} × "
-            f"{found['cp'] - 1}/{found['cp']} × {x['rate'] / 1e12:.0f} TFLOP/s ÷ "
-            f"({x['imbalance']:g} × {x['busbw'] / 1e9:.1f} GB/s). Twice the 70B's "
+            f"{found['cp'] - 1}/{found['cp']} × {rate} TFLOP/s ÷ "
+            f"({x['imbalance']:g} × {busbw} GB/s). Twice the 70B's "
             f"{_crossover(CROSSOVER_70B):,.0f}: the 8B moves the same K and V for half the "
             "query heads' attention, so each rank needs twice the tokens to hide its sends.")
 

@@ -20,7 +20,7 @@ from app.charts.context_parallel import (
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
-from app.lesson_drills.context_parallel import cp_mistakes
+from app.lesson_drills.context_parallel import cp_mistakes, crossover_inputs
 from app.model_controls import (
     GpuChoice,
     ModelChoice,
@@ -31,6 +31,10 @@ from app.model_controls import (
 )
 from app.options import gpu_options, link_choices, with_value
 from app.routers.memory import own_layer
+from app.routers.plan import PlanQuery
+from app.routers.plan import run as plan_run
+from app.routers.recipe import planner_query
+from app.routers.recipe_state import RecipeQuery
 from app.routers.tensor_parallel import facts as tp_facts
 from app.schemas import CPAnswer
 from labs.context_parallel.crossover import cp_crossover
@@ -203,6 +207,32 @@ def own_layer_activations() -> dict:
     return {**own, "bytes": own["coefficient"] * s * spec.hidden * spec.layers}
 
 
+def degrees(plan) -> str:
+    """A plan's degrees as "TP 4, PP 8, CP 2, DP 1": EP08's label ("TP4 × PP8 × CP2 × DP1")
+    would print "4 ×" in step 7's limit, on screen before step 4's answer, 4×."""
+    return ", ".join(f"{k.upper()} {getattr(plan, k)}" for k in ("tp", "pp", "cp", "dp"))
+
+
+@lru_cache(maxsize=1)
+def planner_on_short_sequences() -> dict:
+    """Step 7's limit: EP08's planner at that page's opening state (GPT-3 175B, 2,048-token
+    sequences, 64 A100s, its global batch), its best plan and its best without CP. Short
+    sequences go to DP over a slow network, but inside an NVLink node CP 2 can come first:
+    it keeps every sequence one pipeline's micro-batch where DP 2 halves them (round-21 cold
+    reading Q, finding 14: the limit said short sequences always go to DP)."""
+    query = PlanQuery(**planner_query(RecipeQuery()))
+    plans = plan_run(query).plans
+    best, no_cp = plans[0], next(r for r in plans if r.plan.cp == 1)
+    row = {"label": lambda r: degrees(r.plan), "tokens_per_s": lambda r: r.tokens_per_s,
+           "microbatches": lambda r: r.plan.microbatches, "cp": lambda r: r.plan.cp,
+           "tp": lambda r: r.plan.tp}
+    return {"model": query.model_spec().name, "gpus": query.gpus, "gpu": get_gpu(query.gpu).name,
+            "seq_len": query.seq_len, "global_batch": query.global_batch,
+            "gpus_per_node": query.gpus_per_node,
+            "best": {k: f(best) for k, f in row.items()},
+            "no_cp": {k: f(no_cp) for k, f in row.items()}}
+
+
 def tp_sp_bytes() -> dict:
     """The bytes a GPU sends a layer at EP04 step 5's states, TP 8 without and with Megatron's
     sequence parallelism (its facts, the engine's): step 5's table says SP sends more, as
@@ -225,6 +255,7 @@ def extra_context(state) -> dict:
         "facts": facts(),
         "own_layer": own_layer_activations(),
         "tp_sp_bytes": tp_sp_bytes(),  # step 5's table quotes EP04 step 5's SP bytes
+        "short_plans": planner_on_short_sequences(),  # step 7's limit: EP08's planner
         "kv_head_ranks": ranks_per_kv_head([r["heads"][0] for r in u16["ranks"]],
                                            u16["heads"], u16["kv_heads"]),
         "kv_head_ranks_here": ranks_per_kv_head([r.heads[0] for r in mask.ranks], heads, kv)
@@ -239,6 +270,8 @@ def extra_context(state) -> dict:
         "cp_options": with_value(CP_OPTIONS, query.cp),
         "seq_options": with_value(SEQ_OPTIONS, query.seq_len),
         "crossover": cp_crossover(state.result),
+        # Step 8's rate and B, printed to the places its sums need (and the 8B drill's).
+        "l_star_inputs": crossover_inputs(),
         "crossover_keys": CROSSOVER_KEYS,  # the guesses its figures wait for (steps 7 and 8)
         "attention_kv": attention_heads(state.result.input.model),
         # The guess the pair counts wait for, and the headline's text until then (a balanced

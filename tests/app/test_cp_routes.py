@@ -293,6 +293,7 @@ def test_step_8_names_the_ndr_send_rate_and_the_chart_calls_it_send_bandwidth(cl
     import html as html_lib
     import re as re_lib
 
+    from app.lesson_drills.context_parallel import crossover_inputs
     from labs.hardware.links import get_link
 
     ndr = get_link("ib-ndr")
@@ -305,7 +306,9 @@ def test_step_8_names_the_ndr_send_rate_and_the_chart_calls_it_send_bandwidth(cl
     assert f"of the NDR port's {ndr.bandwidth / 1e9:g} GB/s" in step
     assert (f"at NCCL's {ndr.send_bandwidth / 1e9:g} GB/s on the {ndr.bandwidth / 1e9:g} GB/s "
             "port (nccl-tests on a ConnectX-7)") in step
-    assert f"= {busbw / 1e9:.1f} GB/s. The start-up is the same for every block" in step
+    assert float(crossover_inputs()["ib"][1]) == pytest.approx(busbw / 1e9, abs=0.01)
+    assert (f"= {crossover_inputs()['ib'][1]} GB/s. The start-up is the same for every block"
+            in step)
     chart = client.get("/api/cp", params=params).json()
     assert chart["crossover"]["busbw"] < ndr.send_bandwidth
     bench = re_lib.sub(r"\s+", " ", client.get("/episodes/context-parallel", params=params).text)
@@ -380,7 +383,12 @@ def test_round_18_the_predict_drill_asks_step_8s_crossover_not_the_busiest_rank_
     L*, step 8's formula gives it, and each named wrong derivation is caught."""
     from app.labkit.drills import check_drill
     from app.labkit.view import VIEWS
-    from app.lesson_drills.context_parallel import CROSSOVER_8B, CROSSOVER_70B, DRILLS
+    from app.lesson_drills.context_parallel import (
+        CROSSOVER_8B,
+        CROSSOVER_70B,
+        DRILLS,
+        crossover_inputs,
+    )
     ids = [d.id for d in DRILLS]
     assert "cp-predict-busiest-32" not in ids
     drill = next(d for d in DRILLS if d.id == "cp-predict-crossover-8b")
@@ -407,7 +415,8 @@ def test_round_18_the_predict_drill_asks_step_8s_crossover_not_the_busiest_rank_
         assert (result["status"], result["mistake"]) == ("hint", name), given
     right = check_drill(drill, f"{formula:.0f}", attempt=1, hide_answers=True)
     assert right["status"] == "right"
-    assert "2 × 8/32 × 7/8 × 549 TFLOP/s ÷ (1 × 47.4 GB/s)" in right["message"]
+    rate, busbw = crossover_inputs()["ib"]  # step 8's, to the places its sums need (r21 Q #5)
+    assert f"2 × 8/32 × 7/8 × {rate} TFLOP/s ÷ (1 × {busbw} GB/s)" in right["message"]
     # On the page, after step 8, its answer not printed before it is answered.
     raw = client.get("/episodes/context-parallel").text
     at = raw.index('id="drill-cp-predict-crossover-8b"')
@@ -815,6 +824,7 @@ def test_round_18_each_effective_rate_is_derived_where_it_is_quoted(client):
     Ethernet L* (which needs attention's 544 TFLOP/s on 8,192-token blocks) and step 6's
     Ulysses time (the start-ups uncounted) had no derivation on the page. Each is now one
     sum from the engine's link rates and NCCL's start-up (labs.hardware.nccl)."""
+    from app.lesson_drills.context_parallel import crossover_inputs
     from app.routers.context_parallel import _p2p_latency, facts
     from labs.hardware.links import get_link
 
@@ -827,9 +837,11 @@ def test_round_18_each_effective_rate_is_derived_where_it_is_quoted(client):
     assert (f"a {fmt_bytes(block)} block takes {block / port * 1e6:.0f} + {lat * 1e6:.0f} µs, "
             f"an effective {eth['comm_bytes_per_s'] / 1e9:.3f} GB/s") in text
     e100 = facts()["ring_eth100"]["api"]["crossover"]
-    assert (f"attention runs at {e100['rate'] / 1e12:.0f} TFLOP/s on its 8,192-token blocks"
-            in text)
-    assert (f"15/16 × {e100['rate'] / 1e12:.0f} TFLOP/s ÷ {e100['busbw'] / 1e9:.1f} GB/s = "
+    rate, busbw = crossover_inputs()["eth100"]  # to the places its sum needs (r21 Q #5)
+    assert float(rate) == pytest.approx(e100["rate"] / 1e12, abs=0.5)
+    assert float(busbw) == pytest.approx(e100["busbw"] / 1e9, abs=0.05)
+    assert f"attention runs at {rate} TFLOP/s on its 8,192-token blocks" in text
+    assert (f"15/16 × {rate} TFLOP/s ÷ {busbw} GB/s = "
             f"{e100['crossover']:,.0f}") in text
     u = facts()["ulysses_nvlink"]["api"]
     nv, up = get_link("nvlink-4"), _p2p_latency("nvlink")
@@ -879,3 +891,94 @@ def test_round_19_step_6_gives_the_all_gathers_start_up_and_step_8_ncclss_rate(c
     assert (f"of NCCL's {eth.send_bandwidth / 1e9:g} GB/s on the {eth.bandwidth / 1e9:g} GB/s "
             "port") in _cp_step(page, 8)
     assert eth.bandwidth / 1e9 == 12.5
+
+
+def test_round_21_step_3s_zigzag_tip_leaves_the_balance_to_the_why(client):
+    """Round-21 cold reading Q, finding 3: step 3's predict asks whether zigzag's rank 0
+    computes fewer, as many or more pairs than rank 1, and the glossary's tip on its own word
+    "zigzag" said "so every rank gets the same share of the causal mask". The tip now gives
+    the layout only; the balance is the why's. Nothing in the predict, tips included, says it."""
+    page = client.get("/episodes/context-parallel").text
+    step = page[page.index('id="step-3"'):]
+    predict = step[:step.index('<details class="why"')]
+    assert 'data-term="zigzag"' in predict  # the tip is still there, at its first use
+    predict = re.sub(r'<fieldset class="predict-choices">.*?</fieldset>', "", predict, flags=re.S)
+    said = " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", predict)).split()).lower()
+    for phrase in ("same share", "balanced", "as many", "equal share", "same number"):
+        assert phrase not in said, phrase
+
+
+def _printed_number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def test_round_21_step_8s_printed_inputs_give_its_printed_crossovers(client):
+    """Round-21 cold reading Q, finding 5: "2 × 8/64 × 7/8 × 549 TFLOP/s ÷ 47.4 GB/s = 2,535"
+    is 2,533.6 by hand, "… 544 TFLOP/s ÷ 11.9 GB/s = 10,687" is 10,714, step 7's bound
+    "(2,898 against 2,535)" 2,896, and the 8B drill's "549 ÷ 47.4" 5,067 for its 5,070.7. Each
+    sum, redone from the figures the page prints, now gives the figure it prints (the
+    engine's, as the chart marks it), and the predict prints the same rate and B."""
+    from app.routers.context_parallel import facts
+
+    step = _cp_step(client.get("/episodes/context-parallel").text, 8)
+    sums = re.findall(r"L\* = 2 × (\d+)/(\d+) × (\d+)/(\d+) × ([\d.,]+) TFLOP/s ÷ ([\d.,]+) GB/s = "
+                      r"([\d,]+)", step)
+    sums += re.findall(r"Here 2 × (\d+)/(\d+) × (\d+)/(\d+) × ([\d.,]+) TFLOP/s ÷ ([\d.,]+) GB/s = "
+                       r"([\d,]+)", step)
+    assert len(sums) == 2, sums
+    found = {}
+    for kv, heads, c1, c, rate, busbw, said in sums:
+        got = 2 * int(kv) / int(heads) * int(c1) / int(c) * _printed_number(rate) * 1e3 \
+            / _printed_number(busbw)
+        assert f"{got:,.0f}" == said, (rate, busbw, said)
+        found[int(c)] = (rate, busbw, said)
+    ib, eth = facts()["ring_ib"]["api"], facts()["ring_eth100"]["api"]
+    assert found[8][2] == f"{ib['crossover']['crossover']:,.0f}"  # the engine's, as charted
+    assert found[16][2] == f"{eth['crossover']['crossover']:,.0f}"
+    rate, busbw, said = found[8]
+    assert (f"attention runs at {rate} TFLOP/s and each rank's sends reach {busbw} GB/s"
+            in step)
+    bound = re.search(r"\(([\d,]+) against ([\d,]+) at CP 8\)", step)
+    assert bound[2] == said
+    assert f"{_printed_number(rate) * 1e3 / (4 * _printed_number(busbw)):,.0f}" == bound[1]
+    assert f"= {busbw} GB/s. The start-up is the same for every block" in step
+    feedback = " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", client.get(
+        "/drills/cp-predict-crossover-8b", params={"answer": 5000}).text)).split())
+    worked = re.search(r"([\d,.]+) tokens a rank: 2 × (\d+)/(\d+) × (\d+)/(\d+) × ([\d.,]+) "
+                       r"TFLOP/s ÷ \(1 × ([\d.,]+) GB/s\)", feedback)
+    assert (worked[6], worked[7]) == (rate, busbw)  # step 8's, as the drill says
+    got = (2 * int(worked[2]) / int(worked[3]) * int(worked[4]) / int(worked[5])
+           * _printed_number(rate) * 1e3 / _printed_number(busbw))
+    assert f"{got:,.1f}" == worked[1]
+
+
+def test_round_21_step_7s_limit_is_ep08s_planner_on_short_sequences(client):
+    """Round-21 cold reading Q, finding 14: step 7's limit said short sequences "are cheaper
+    to split by data parallelism", and EP08's planner, at its own 2,048-token seed, ranks a
+    CP 2 plan first (its CP ring inside a node, on NVLink): it keeps all the sequences as one
+    pipeline's micro-batches where DP 2 halves them. The limit now says when DP wins and
+    quotes the planner's two plans, from its own search."""
+    from app.routers.plan import PlanQuery
+    from app.routers.plan import run as plan_run
+    from app.routers.recipe import planner_query
+    from app.routers.recipe_state import RecipeQuery
+
+    query = planner_query(RecipeQuery())
+    assert query["seq_len"] == 2048
+    plans = plan_run(PlanQuery(**query)).plans
+    best, no_cp = plans[0].plan, next(r for r in plans if r.plan.cp == 1)
+    assert best.cp > 1 and best.tp * best.cp <= query["gpus_per_node"]  # inside an NVLink node
+    assert best.microbatches > no_cp.plan.microbatches
+    page = client.get("/episodes/context-parallel").text
+    step = page[page.index('id="step-7"'):]
+    limit = re.sub(r'<span class="term-tip".*?</span></span>', "", step[step.index(
+        'class="limit"'):step.index("</section>")], flags=re.S)  # glossary tips
+    limit = " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", limit)).split())
+    assert "short ones over a slow network are cheaper to split by data parallelism" in limit
+    assert (f"EP08's planner ranks TP {best.tp}, PP {best.pp}, CP {best.cp}, DP {best.dp} "
+            f"({best.microbatches} micro-batches, "
+            f"{plans[0].tokens_per_s:,.0f} tokens/s) above its best plan without CP, "
+            f"TP {no_cp.plan.tp}, PP {no_cp.plan.pp}, CP 1, DP {no_cp.plan.dp} "
+            f"({no_cp.plan.microbatches}, "
+            f"{no_cp.tokens_per_s:,.0f})") in limit
+    assert "Short ones are cheaper to split by data parallelism" not in limit
