@@ -206,7 +206,8 @@ VIEW = LabView(
             id="recipe-efficiency",
             question=("GPT-3 175B on 64 A100s as TP8 × PP4 × DP2 with 32 micro-batches: the "
                       f"lab gives TP {SEED_PARTS['tp']:.4f}, DP {SEED_PARTS['dp']:.4f}, the uneven "
-                      f"stages' extra work {SEED_PARTS['stages']:.4f}, the "
+                      "stages' wait (the last stage also runs the output layer and the "
+                      f"loss, and the others wait for it) {SEED_PARTS['stages']:.4f}, the "
                       f"pipeline sends "
                       f"{SEED_PARTS['sends']:.4f} and the optimizer step "
                       f"{SEED_PARTS['optimizer']:.4f}. With the 1F1B bubble of 4 stages, what "

@@ -37,7 +37,7 @@ def _dp_allreduce(q: str) -> float:
 
 def _recipe(q: str) -> float:
     m, p = num(q, N + " micro-batches"), num(q, "bubble of " + N + " stages")
-    parts = [num(q, name + " " + N) for name in (r"gives TP", "DP", "extra work",
+    parts = [num(q, name + " " + N) for name in (r"gives TP", "DP", "wait for it\\)",
                                                  "sends", "optimizer step")]
     product = m / (m + p - 1)
     for part in parts:

@@ -2948,3 +2948,64 @@ def test_round_20_audit_n1_the_twod_note_says_where_the_plan_search_stops(client
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/recipe-3d").text))
     assert (f"searched (interleaved at {PLAN_VIRTUAL[0]} to {PLAN_VIRTUAL[-1]} chunks a rank: "
             "more chunks, down to one layer each, can beat it, so the 3-D curve errs low)") in text
+
+
+def test_round_21_the_overlap_decides_blocked_all_to_all_is_derived(client):
+    """Round-21 cold reading Q, finding 7: the EP-overlap option's feedback said "793.6 ms
+    against 409.4 ms a micro-batch: 402.0 ms still blocks", and 793.6 − 409.4 is 384.2. The
+    all-to-all runs beside its own MoE layers' kernels only (labs.parallel.layer_time._ep,
+    each pass beside that pass), 391.6 ms of the stage's compute; the other 17.8 ms is the
+    last stage's output layer and loss, beside which no all-to-all runs. The feedback now
+    says so, and its subtraction gives its figure."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills import QWEN_EP16, a2a_s, micro_compute_s
+    from app.routers.recipe import VIEW
+
+    drill = next(d for d in VIEW.drills if d.id == "recipe-decide-overlap")
+    why = {o.key: o for o in drill.judge()}["ep"].why
+    said = re.search(r"the all-to-all \(([\d,.]+) ms a micro-batch\) hides only behind the "
+                     r"MoE layers' own kernels, ([\d,.]+) ms of the stage's ([\d,.]+) ms \(the "
+                     r"rest is the last stage's output layer and loss\): \1 ms − \2 ms = "
+                     r"([\d,.]+) ms still blocks", why)
+    assert said, why
+    from app.lesson_drills.recipe import a2a_hidden_s
+
+    a2a, beside, compute, blocks = (float(x.replace(",", "")) for x in said.groups())
+    assert a2a - beside == pytest.approx(blocks, abs=0.051)
+    assert a2a > compute > beside
+    base = lab_value("recipe", QWEN_EP16, lambda a: a)
+    on = lab_value("recipe", {**QWEN_EP16, "ep_overlap": True}, lambda a: a)
+    assert blocks == round(a2a_s(on) * 1e3, 1) and a2a == round(a2a_s(base) * 1e3, 1)
+    assert compute == round(micro_compute_s(base) * 1e3, 1)
+    assert beside == round(a2a_hidden_s(on) * 1e3, 1)
+    # The rest is the last stage's: the slowest stage is the last, which holds the output
+    # layer and the loss, and the first stage (same 47 layers, the embedding) has almost none.
+    assert on["heaviest_stage"] == QWEN_EP16["pp"] - 1
+    first = lab_value("recipe", {**QWEN_EP16, "ep_overlap": True}, "stages")
+    assert len(first) == QWEN_EP16["pp"] and first[0]["layers"] == first[1]["layers"]
+    assert "a micro-batch): 402.0 ms still blocks" not in why
+
+
+def test_round_21_step_1_says_what_makes_the_stages_uneven(client):
+    """Round-21 cold reading Q, finding 12: step 1's "three small losses (uneven stages, …)"
+    and the efficiency derive's "the uneven stages' extra work 0.9901" never said what makes
+    GPT-3's four 24-layer stages uneven. Both now say it where they use it: the last stage
+    also runs the output layer and loss (the engine's slowest stage is the last, and the
+    first's embedding adds almost nothing)."""
+    from app.labkit import VIEWS
+    from app.routers.recipe import SEED, VIEW
+
+    result = VIEWS["recipe"].run(VIEWS["recipe"].query_model(**SEED)).result
+    times = [st.forward + st.backward for st in result.timing.stages]
+    assert max(times) == times[-1] and result.timing.stages[-1].params.last
+    assert times[0] - times[1] < (times[-1] - times[1]) / 10  # the embedding: almost nothing
+    html = client.get("/episodes/recipe-3d").text
+    step = re.sub(r'<span class="term-tip".*?</span></span>', "",
+                  html[html.index('id="step-1"'):html.index('id="step-2"')], flags=re.S)
+    text = " ".join(re.sub(r"<[^>]+>", " ", step).split())
+    said = "uneven stages: the last also runs the output layer and loss;"
+    assert said in text
+    assert text.index(said) == text.index("uneven stages")  # defined at its first use
+    drill = next(d for d in VIEW.drills if d.id == "recipe-efficiency")
+    assert ("the uneven stages' wait (the last stage also runs the output layer and the loss, "
+            "and the others wait for it)") in " ".join(drill.question.split())
