@@ -148,10 +148,32 @@ def _at(inp, state: dict, link: str | None = None) -> bool:
     return all(same(key, value) for key, value in state.items())
 
 
+def one_port_across(result, link: str) -> bool:
+    """Whether ``link``'s speedup at the state answers step 3 in kind: a scale-out link with
+    one port a server, across servers (the bytes over the one port's busBW)."""
+    inp = result.input
+    return (get_link(link).kind == "scale-out" and inp.nics_per_node == 1
+            and inp.gpus > GPUS_PER_SERVER)
+
+
+def speed_keys(result, link: str | None = None) -> tuple[str, ...]:
+    """What the speedup and efficiency on ``link`` (the state's own by default) at the
+    state's GPU count wait for: ``link_keys``, and step 3's on one port a server across
+    servers (``one_port_across``). Issue 36, round 21: step 4's "IB, 1 port" link drew
+    InfiniBand's 40.93x at 64 GPUs (the chosen point's label, the readout, the table, the
+    curve's hover), the curve step 3 holds at every other state, before step 3's guess.
+    Only the figures wait there: the chosen point and the time chart stay drawn (step 1's
+    links land on such states: its bytes move; round-14 cold reading, finding 3)."""
+    link = link or result.input.link
+    keys = link_keys(result, link)
+    return keys if STEP3 in keys or not one_port_across(result, link) else (STEP3, *keys)
+
+
 def link_keys(result, link: str) -> tuple[str, ...]:
     """What the all-reduce on ``link`` at the state's GPU count answers (its speedup,
     efficiency and times): step 3's on 100 Gb/s Ethernet, a drill's at its state."""
-    return ((STEP3,) if link == STEP3_LINK else ()) + tuple(
+    step3 = link == STEP3_LINK
+    return ((STEP3,) if step3 else ()) + tuple(
         key for key, state in (*STEP_STATES.items(), *DRILL_STATES.items())
         if _at(result.input, state, link))
 
@@ -225,8 +247,10 @@ def step3_owner(result, names: dict[str, str], data: list[dict], summary: str,
     # state is the student's own.
     # Where a drill or a later step holds the same clause (below), one owner masks it for
     # both: two would nest their spans in the caption (app/labkit/render.py figure_summary).
+    # Its own link too where its speedup answers step 3 in kind (speed_keys).
+    own = STEP3 in speed_keys(result)
     across = [link for link in result.curve_links
-              if link not in (STEP3_LINK, result.input.link)
+              if link != STEP3_LINK and (own or link != result.input.link)
               and get_link(link).kind == "scale-out"]
     for link in across:
         owner = {"step": STEP3, "traces": [],
@@ -253,14 +277,16 @@ def step3_owner(result, names: dict[str, str], data: list[dict], summary: str,
         if link != result.input.link and clause in summary:
             owner["summary"] = [clause, f"{names[link]} at {gpus:,} GPUs ?"]
         owners.append(owner)
-    keys = allreduce_keys(result)
-    if not keys:
+    keys, speed = allreduce_keys(result), speed_keys(result)
+    if not speed:
         return owners
     point = result.point
     chosen = [i for i, t in enumerate(data) if t.get("legendgroup") == "chosen"]
     lead = f"{times(point.speedup)} ({fmt_pct(point.efficiency)} efficiency)"
-    return [*owners, {"step": " ".join(keys), "traces": chosen, "annotations": [label],
-                      "summary": [lead, "? (step 3)" if keys == (STEP3,) else "?"]}]
+    # Where only its figures wait (speed_keys), the point stays drawn, its label held.
+    return [*owners, {"step": " ".join(speed), "traces": chosen if keys else [],
+                      "annotations": [label],
+                      "summary": [lead, "? (step 3)" if speed == (STEP3,) else "?"]}]
 
 
 def _series(result, link: str) -> list:
@@ -367,8 +393,8 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
                     "font": {"size": 11}},
             shapes=shapes, annotations=annotations,
             **({"meta": {"masked": {str(label): f"{point.gpus:,} GPUs: ?" + (
-                             " (step 3)" if allreduce_keys(result) == (STEP3,) else "")}
-                         if allreduce_keys(result) else {}, "partly": True, "owners": owners,
+                             " (step 3)" if speed_keys(result) == (STEP3,) else "")}
+                         if speed_keys(result) else {}, "partly": True, "owners": owners,
                          # a short name while veiled: a phone's legend keeps to its rows
                          "names": {**{str(i): STEP3_NAME for i, t in enumerate(data)
                                       if t.get("legendgroup") == STEP3_LINK},

@@ -1415,13 +1415,16 @@ def test_round20_the_ib_curve_is_one_port_a_server_and_waits_for_step_3(client):
              if o["step"] == "step-3" and o.get("summary")]
     assert any(s[0].startswith("InfiniBand NDR 400 Gb/s at 64 GPUs") and s[0] in
                scaling["summary"] for s in swaps), swaps
-    # At 8 ports the curve says so; on InfiniBand itself the state is the student's own.
+    # At 8 ports the curve says so, and on InfiniBand itself the state is the student's own;
+    # on one port a server across servers it waits for step 3 too (round 21: step 4's
+    # "IB, 1 port" link drew 40.93x before it; test_round21_step_4s_one_port_ib_link_...).
     eight = figures(run(DataParallelQuery(gpus=32, link="eth-100g", nics_per_node=8)))["scaling"]
     assert "IB NDR 400G, 8 ports a server" in {t["name"] for t in eight["data"]}
-    own = figures(run(DataParallelQuery(gpus=32, link="ib-ndr")))["scaling"]
-    ib = {i for i, t in enumerate(own["data"]) if t.get("legendgroup") == "ib-ndr"}
-    assert not [p for o in own["layout"]["meta"]["owners"] if o["step"] == "step-3"
-                for p in o.get("points", []) if p[0] in ib]
+    for nics, held in ((8, False), (1, True)):
+        own = figures(run(DataParallelQuery(gpus=32, link="ib-ndr", nics_per_node=nics)))
+        ib = {i for i, t in enumerate(own["scaling"]["data"]) if t.get("legendgroup") == "ib-ndr"}
+        assert held == bool([p for o in own["scaling"]["layout"]["meta"].get("owners", ())
+                             if o["step"] == "step-3" for p in o.get("points", ()) if p[0] in ib])
 
 
 def _choices(step: str, predict: str) -> list[str]:
@@ -1478,3 +1481,34 @@ def test_round20_step_3_names_pat_among_nccls_algorithms(client):
     text = _text(_step(client.get("/episodes/data-parallel").text, 3))
     assert ("NVLS, NVLSTree and, from NCCL 2.23, PAT, for all-gather and reduce-scatter with "
             "one GPU a node") in text
+
+
+def test_round21_step_4s_one_port_ib_link_waits_for_step_3(client):
+    """Issue 36, round 21: step 4's "IB, 1 port" try link (64 GPUs, InfiniBand NDR, one port
+    a server) drew 40.93x and its efficiency on the bench (the chosen point's label, the
+    verdict, the readout, the table, the IB curve's own points and hover) before step 3's
+    guess, while every other state holds that curve past one server for step 3 (the bytes
+    over one port: step 3's answer in kind). At that state those figures now wait for step 3
+    (speed_keys), and show once step 3 is guessed."""
+    from tests.app.test_answers_hidden import masked, masked_keys, printed, visible
+
+    lesson = client.get("/episodes/data-parallel").text
+    ids = re.findall(r'<section class="step" id="(step-\d+)"', lesson)
+    four = lesson[lesson.index('id="step-4"'):lesson.index('id="step-5"')]
+    hrefs = {label.strip(" ▶"): href.replace("&amp;", "&") for href, label in re.findall(
+        r'<a class="try" href="([^"]+)"[^>]*>([^<]*)</a>', four)}
+    link = hrefs["IB, 1 port"]
+    api = client.get("/api/dp?" + link.partition("?")[2]).json()
+    assert (api["gpus"], api["link"], api["nics_per_node"]) == (64, "ib-ndr", 1)
+    html = client.get(link).text
+    start = html.index('<section id="dp-diagram"')
+    bench = html[start:html.index("</section>", start)]
+    said = [(f"{api['speedup']:.2f}", "×"), (f"{api['speedup']:.1f}", "×"),
+            (f"{100 * api['efficiency']:.1f}", "%"), (f"{round(api['speedup'], 4)}", "")]
+
+    def shown(before: str) -> list:
+        text = visible(masked(bench, masked_keys(lesson, before)), ids, before)
+        return [f for f in said if printed(*f, text)]
+
+    assert not shown("step-3"), shown("step-3")
+    assert shown("step-4")  # step 3 guessed: the bench draws them

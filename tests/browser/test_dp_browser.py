@@ -46,8 +46,10 @@ def test_first_load_is_the_good_case(page, live_server):
 
 
 def test_slider_updates_chart_and_url_then_reload_and_back(page, live_server):
-    # 32 GPUs: 64 on 8 ports is step 4's question, whose figures wait for its guess.
+    # 32 GPUs: 64 on 8 ports is step 4's question, whose figures wait for its guess; on one
+    # port a server its speedup waits for step 3's (round 21: speed_keys).
     open_lesson(page, "gpus=32&link=ib-ndr")
+    commit_guess(page, 3)
     before, curve_before = speedup(page), trace_y(page, "IB NDR 400G, 1 port a server")
     page.locator("#input-nics_per_node").fill("8")
     page.wait_for_url("**nics_per_node=8**")
