@@ -257,6 +257,12 @@ def step3_owner(result, names: dict[str, str], data: list[dict], summary: str,
                  "points": [[i, j] for i, t in enumerate(data) if t.get("legendgroup") == link
                             for j, p in enumerate(_series(result, link))
                             if p.gpus > GPUS_PER_SERVER]}
+        # While they wait, the curve's legend says which points and for what (round 21: the
+        # IB curve stopped at 8 GPUs with nothing saying why; lab.js partlyVeiled).
+        past = next((p.gpus for p in _series(result, link) if p.gpus > GPUS_PER_SERVER), None)
+        if past:
+            owner["names"] = {str(i): f"{t['name']} ({past:,}+ GPUs after step 3)"
+                              for i, t in enumerate(data) if t.get("legendgroup") == link}
         clause = (f"{names[link]} at {gpus:,} GPUs {times(_point_at(result, link, gpus).speedup)}"
                   if gpus > GPUS_PER_SERVER and _has_point(result, link, gpus) else None)
         later = [k for k in link_keys(result, link) if k != STEP3]
@@ -332,7 +338,11 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
     data.append({**chosen, "y": [round(point.speedup, 4)], "yaxis": "y"})
     data.append({**chosen, "y": [round(point.efficiency, 4)], "yaxis": "y2",
                  "showlegend": False})
-    shapes, annotations = [], []
+    # The efficiency panel's title, across its top: rotated beside a panel a third of a
+    # phone's short plot it ran past the panel and was cut (round 21, 390 px).
+    shapes, annotations = [], [{"xref": "paper", "yref": "paper", "x": 0, "y": 0.32,
+                                "xanchor": "left", "yanchor": "bottom", "showarrow": False,
+                                "text": "efficiency", "font": {"size": 11}}]
     if inp.scaling == "strong" and result.max_gpus < counts[-1] * 2:
         # The global batch caps N: one sequence per GPU at most.
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": result.max_gpus,
@@ -387,7 +397,7 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
                    # 1, 4, ... 1,024 crowded each other and the efficiency panel's ticks
                    "tickvals": [0.01, 0.1, 1, 8, 64, 512],
                    "ticktext": ["0.01", "0.1", "1", "8", "64", "512"]},
-            yaxis2={"title": {"text": "efficiency"}, "domain": [0, 0.32],
+            yaxis2={"domain": [0, 0.32],
                     "range": [0, 1.05], "tickformat": ".0%", "gridcolor": "#e6e9ef"},
             legend={"orientation": "h", "x": 0, "y": 1, "yanchor": "bottom",
                     "font": {"size": 11}},

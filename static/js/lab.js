@@ -371,17 +371,24 @@
 
   function partlyVeiled(fig, pending) {
     var layout = fig.layout, masked = layout.meta.masked;
-    var traces = {}, notes = {}, shapes = {}, points = {};
+    var traces = {}, notes = {}, shapes = {}, points = {}, pointNames = {};
     pending.forEach(function (g) {
       (g.traces || []).forEach(function (i) { traces[i] = g.step; });
       (g.points || []).forEach(function (p) { (points[p[0]] = points[p[0]] || []).push(p[1]); });
+      // A trace with points held may take a name saying so while they wait (EP02's IB curve).
+      Object.keys(g.names || {}).forEach(function (i) { pointNames[i] = g.names[i]; });
       (g.annotations || []).forEach(function (i) { notes[i] = true; });
       (g.shapes || []).forEach(function (i) { shapes[i] = true; });
     });
     keptTypes(fig, layout, traces);
     var names = layout.meta.names || {};  // as veiled(): a name that would give the answer
     var data = (fig.data || []).map(function (t, i) {
-      if (traces[i] === undefined) return points[i] ? withoutPoints(t, points[i]) : t;
+      if (traces[i] === undefined) {
+        if (!points[i]) return t;
+        var kept = withoutPoints(t, points[i]);
+        if (pointNames[i]) kept.name = pointNames[i];
+        return kept;
+      }
       var out = { hoverinfo: "skip", x: [null], y: [null] };
       VEIL_KEEP.forEach(function (k) { if (t[k] !== undefined && k !== "fill") out[k] = t[k]; });
       if (names[i] === null) out.showlegend = false;

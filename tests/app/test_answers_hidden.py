@@ -273,11 +273,15 @@ def partly_veiled(figure: dict, pending: list[dict]) -> dict:
     shapes = {i for g in pending for i in g.get("shapes", [])}
     names = meta.get("names", {})  # a name that would give the answer, as veiled
     points: dict[int, set[int]] = {}  # [trace, point] pairs held (lab.js withoutPoints)
+    point_names = {}  # a trace with points held, named while they wait (an owner's names)
     for g in pending:
         for i, j in g.get("points", []):
             points.setdefault(i, set()).add(j)
+        point_names.update(g.get("names", {}))
     data = [{"name": names.get(str(i), t.get("name"))} if i in traces else
-            without_points(t, points[i]) if i in points else t
+            {**without_points(t, points[i]), **({"name": point_names[str(i)]}
+                                                if str(i) in point_names else {})}
+            if i in points else t
             for i, t in enumerate(figure.get("data", []))]
     annotations = [a if i not in notes else {"text": meta["masked"][str(i)]}
                    for i, a in enumerate(layout.get("annotations", []))

@@ -1512,3 +1512,36 @@ def test_round21_step_4s_one_port_ib_link_waits_for_step_3(client):
 
     assert not shown("step-3"), shown("step-3")
     assert shown("step-4")  # step 3 guessed: the bench draws them
+
+
+def test_round21_the_held_ib_points_say_so_and_the_efficiency_title_fits(client):
+    """Issue 36, round 21: (1) before step 3's guess the IB curve stopped at 8 GPUs with
+    nothing saying why (its points past one server held for step 3): while they wait its
+    legend now says which points and for what, on the lesson and in EP12's DP panel, which
+    reuses the chart; once step 3 is guessed the name is the curve's own. (2) The efficiency
+    panel's title, rotated beside a panel a third of a phone's short plot, ran past the panel
+    and was cut at 390 px: it is a label across the panel's top, inside the chart."""
+    from tests.app.test_answers_hidden import masked, masked_keys
+
+    lesson = client.get("/episodes/data-parallel").text
+    for query in ("", "?gpus=64&link=ib-ndr", "?gpus=32&link=eth-100g"):
+        html = client.get(f"/episodes/data-parallel{query}").text
+        before = _page_figure(masked(html, masked_keys(lesson, "step-3")), "dp-scaling")
+        after = _page_figure(masked(html, masked_keys(lesson, "step-4")), "dp-scaling")
+        name = next(t["name"] for t in before["data"]
+                    if t.get("legendgroup") == "ib-ndr" and t.get("showlegend") is not False)
+        assert name == "IB NDR 400G, 1 port a server (16+ GPUs after step 3)", (query, name)
+        assert {t["name"] for t in after["data"] if t.get("legendgroup") == "ib-ndr"} == {
+            "IB NDR 400G, 1 port a server"}
+        # Its held points are the ones past one server, nothing else.
+        ib = next(t for t in before["data"] if t.get("legendgroup") == "ib-ndr")
+        assert [x for x, y in zip(ib["x"], ib["y"], strict=True) if y is None] == [
+            x for x in ib["x"] if x > 8]
+    for fig in (_page_figure(lesson, "dp-scaling"),
+                figures(run(DataParallelQuery(gpus=32, link="ib-ndr")))["scaling"]):
+        layout = fig["layout"]
+        assert "title" not in layout["yaxis2"]
+        title = [a for a in layout["annotations"] if a.get("text") == "efficiency"]
+        assert len(title) == 1 and title[0]["xref"] == title[0]["yref"] == "paper"
+        assert title[0]["y"] == layout["yaxis2"]["domain"][1] and title[0]["yanchor"] == "bottom"
+        assert layout["yaxis"]["domain"][0] > layout["yaxis2"]["domain"][1]  # room in the gap
