@@ -13,7 +13,7 @@ from markupsafe import Markup, _escape_inner
 from app.assets import asset_url
 from app.charts.context_parallel import rank_colour, token_ranges
 from app.charts.pipeline import LABEL_BARS, MAX_BARS, event_kinds, memory_ranks, schedule_name
-from app.charts.units import fmt_busbw, fmt_bytes, fmt_count, fmt_link_gbs, fmt_pct
+from app.charts.units import fmt_busbw, fmt_bytes, fmt_count, fmt_count_for, fmt_link_gbs, fmt_pct
 from app.episodes import EPISODES
 from app.settings import SETTINGS, url
 from labs.core.catalogue import ACTIVATION_MODEL_RECORDS
@@ -208,7 +208,8 @@ def spelled(count: int) -> str:
 
 templates.env.filters.update(gb=gb, tb=tb, options=options, spelled=spelled)
 # Sizes in GB/TB/PB, counts as 7B/1.2T, shares as 17.9%: the charts' own formatters.
-templates.env.filters.update(bytes=fmt_bytes, si_count=fmt_count, pct=fmt_pct, busbw=fmt_busbw,
+templates.env.filters.update(bytes=fmt_bytes, si_count=fmt_count, si_count_for=fmt_count_for,
+                            pct=fmt_pct, busbw=fmt_busbw,
                             link_gbs=fmt_link_gbs,
                             schedule_name=schedule_name, chart_ranks=memory_ranks,
                             event_kinds=event_kinds)

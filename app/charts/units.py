@@ -68,6 +68,20 @@ def fmt_count(value: float, figures: int = 3) -> str:
     return f"{text}{unit}"
 
 
+def fmt_count_for(value: float, factor: float) -> str:
+    """A count to the figures (three at least) that ``factor`` bytes times it needs to give
+    the product the page prints, ``fmt_bytes(factor * value)``: EP03 step 8's "4 B × 2.1B =
+    8.41 GB" read as 8.4 (issue 36, round 21); it prints 2.1013B."""
+    want = fmt_bytes(factor * value)
+    scale = next((s for s, unit in COUNT_UNITS if fmt_count(value).endswith(unit)), 1.0)
+    for figures in range(3, 10):
+        text = fmt_count(value, figures)
+        number = float(text.rstrip("".join(u for _, u in COUNT_UNITS)).replace(",", ""))
+        if fmt_bytes(factor * number * scale) == want:
+            return text
+    return fmt_count(value, 10)
+
+
 def fmt_num(value: float, digits: int = 2) -> str:
     """A number with ``digits`` decimals and its thousands separated, as every figure the lab
     prints past 999 is: 1013.83 -> "1,013.83" (issue 36, round 16: EP02 printed "1013.83x").

@@ -1432,3 +1432,22 @@ def test_round_20_the_offload_table_counts_one_gpu_per_node(client):
     bench = client.get(unescape(href), headers={"HX-Request": "true", "HX-Target": "bench"})
     caption = bench.text.split('id="zero-offload-times"')[1].split("</caption>")[0]
     assert "(1 GPU per node," in caption, caption
+
+
+def test_round_21_step_8s_largest_layer_product_reads_right(client):
+    """Issue 36, round 21: step 8 printed "4 B × 2.1B = 8.41 GB", where 4 × 2.1 = 8.4. The
+    largest layer's parameters (the engine's, DeepSpeed's estimator) now print to the figures
+    the product needs, so the printed count times 4 B gives the printed bytes."""
+    import re
+
+    from app.charts.units import fmt_bytes
+    from app.routers.zero import facts
+
+    largest = facts()["l405_z3"]["api"]["deepspeed"]["stage3"]["largest_layer_params"]
+    html = client.get("/episodes/zero").text
+    step = html[html.index('id="step-8"'):html.index('id="step-9"')]
+    text = " ".join(re.sub(r"<[^>]+>", " ", step).split())
+    count, product = re.search(r"to gather it whole: 4 B × ([\d.]+)B = ([\d.]+ GB)", text).groups()
+    assert product == fmt_bytes(4 * largest)
+    assert fmt_bytes(4 * float(count) * 1e9) == product, (count, product)
+    assert f"{largest / 1e9:.{len(count.split('.')[1])}f}" == count  # the engine's, rounded
