@@ -1411,12 +1411,20 @@ def test_round_20_step_4s_note_says_the_t16_ring_is_the_labs_model(client):
     assert f"so {100 * a16['step_efficiency']:.1f}% errs low" in four
 
 
-def test_round_20_step_6_uses_no_undefined_letters(client):
+def test_round_21_step_6_names_the_scaling_books_rule_with_its_inputs(client):
     """Round-20 cold reading P, finding 18: 'F/t > C/W' with F, C and W defined only in the
-    bench's closed note. Step 6 names the Scaling Book's rule without its letters (its why is
-    at the 300-word bound); the bench's note keeps the formula with F, C and W defined."""
+    bench's closed note, so round 20 named the Scaling Book's rule bare; issue 36 round 21:
+    a rule named without its inputs. Where step 6 names it, it states the rule and what each
+    letter is in the page's own terms (h, the layer's rate, the busBW, each used in the
+    why's derivation before it), within the 300-word bound; the bench's note keeps it too."""
+    import re
+
     from tests.app.test_zero_routes import visible_text
 
     html = client.get("/episodes/tensor-parallel").text
     six = visible_text(html.split('id="step-6"')[1].split("</section>")[0])
-    assert "(the jax-ml Scaling Book's rule)" in six and "C/W" not in six, six
+    named = re.search(r"the jax-ml Scaling Book's rule, F/t > C/W \(F the MLP's width, here "
+                      r"h; C the rate; W the busBW\)", six)
+    assert named, six
+    before = six[:named.start()]
+    assert "× rate ÷ busBW" in before and "h/t" in before  # the letters' terms, derived
