@@ -159,12 +159,15 @@ class LinkFollowsGpu(BaseModel):
     (``labs.hardware.links.own_fabric``), as the page's link select does when the GPU changes
     (``data-filter-by="gpu"``). A mismatched link the student chose is still refused, naming
     both controls (``labs.hardware.links.check_pairing``). No fields: mixed in after a
-    query's base, it leaves the field order alone."""
+    query's base, it leaves the field order alone. A query whose GPU is optional (EP02's)
+    leaves its link alone when no GPU is chosen."""
 
     follow_gpu: ClassVar[tuple[str, ...]] = ("intra_link",)
 
     @model_validator(mode="after")
     def _link_follows_gpu(self):
+        if self.gpu is None:
+            return self
         gpu = get_gpu(self.gpu)
         fields = type(self).model_fields
         for name in self.follow_gpu:

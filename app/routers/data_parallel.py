@@ -61,6 +61,7 @@ from labs.data_parallel.lab import (
     gpu_rate,
     link_family,
     nccl_all_reduce,
+    timed_gpu,
 )
 from labs.hardware.gpus import get_gpu
 from labs.hardware.kernels import SLOWEST_GPU
@@ -187,12 +188,13 @@ TREE_CONSTANTS = {
 
 
 def crossover_as_printed(gpus: int, link_id: str) -> float:
-    """T* = ⅔ × (N−1)/N × rate ÷ busBW at the rate and busBW as the page prints them
-    (674.4 TFLOP/s, 26.24 GB/s): the worked line's own result, so its arithmetic checks. The
-    lab's T* (``compute_to_comm``) also counts NCCL's latency in the all-reduce: a token or
-    two more."""
-    busbw = round(get_link(link_id).ring_busbw / 1e9, 2) * 1e9
-    return 2 / 3 * (gpus - 1) / gpus * tflops(gpu_rate()) * 1e12 / busbw
+    """T* = ⅔ × (N−1)/N × rate ÷ busBW at the rate and busBW as the page prints them (the
+    rate of the GPU the link is timed with, ``timed_gpu``: the H100 PCIe's 515.3 TFLOP/s on
+    PCIe; 26.24 GB/s): the worked line's own result, so its arithmetic checks. The lab's T*
+    (``compute_to_comm``) also counts NCCL's latency in the all-reduce: a token or two more."""
+    link = get_link(link_id)
+    busbw = round(link.ring_busbw / 1e9, 2) * 1e9
+    return 2 / 3 * (gpus - 1) / gpus * tflops(gpu_rate(timed_gpu(link))) * 1e12 / busbw
 
 
 def _mb(value: float) -> str:
@@ -208,6 +210,9 @@ def extra_context(state) -> dict:
         # Step 2 names the two measured factors of the achieved share; step 1 NCCL's ring
         # latencies on its Simple protocol (tuning.cc, labs.hardware.nccl).
         "kernels": get_gpu(SERVER_GPU).kernels,
+        # PCIe is timed on the H100 sold as a PCIe card (round-21 cold reading P, finding 1):
+        # steps 1, 2 and 8 name it and its figures, measured or assumed.
+        "pcie_gpu": timed_gpu(get_link("pcie-4")),
         # EP08 (and every op-by-op lesson) also times the slowest GPU of a node; step 2 says
         # this episode leaves that factor out (labs.hardware.kernels.SLOWEST_GPU).
         "slowest_gpu": SLOWEST_GPU,

@@ -3,7 +3,7 @@ lists), the state they describe run through labs.data_parallel (``run``), and it
 (``to_api``, the figures). ``app.routers.data_parallel`` serves them, with the lesson's
 states, page context, cases and drills."""
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -17,6 +17,7 @@ from app.charts.data_parallel import (
     veiled,
 )
 from app.charts.memory import memory_figure
+from app.cluster_controls import LinkFollowsGpu
 from app.model_controls import ModelChoice
 from app.options import LabQuery
 from labs.core.errors import LabInputError
@@ -51,8 +52,11 @@ BUCKET_CHOICES = (1024 * 1024, 5 * 1024 * 1024, DDP_BUCKET_BYTES, 100 * 1024 * 1
 GRAD_CHOICES = (2e9, 14e9, 16e9, 140e9, 810e9)
 
 
-class DataParallelQuery(LabQuery):
-    """The controls of the data-parallel lab; sizes in bytes, times in seconds."""
+class DataParallelQuery(LabQuery, LinkFollowsGpu):
+    """The controls of the data-parallel lab; sizes in bytes, times in seconds. A chosen GPU
+    with the link left at its default takes the GPU's own fabric, as /api/tp does."""
+
+    follow_gpu: ClassVar[tuple[str, ...]] = ("link",)
 
     # The shared model type (presets, custom, model codes); here a custom size is grad_bytes.
     model: ModelChoice | None = Field(
@@ -67,11 +71,18 @@ class DataParallelQuery(LabQuery):
     gpus: int = Field(8, ge=1, le=MAX_DP_GPUS, description="Data-parallel GPUs N.")
     link: str = Field("nvlink-4", max_length=64,
                       description="Link preset id (GET /api/links) the all-reduce runs on.")
+    gpu: str | None = Field(
+        None, max_length=64,
+        description="GPU preset id (GET /api/gpus). Absent: the GPU the link ships with, "
+        "the H100 PCIe on PCIe, the H100 SXM on NVLink 4 and the networks (the answer's "
+        "gpu). A GPU whose peers never talk over the chosen scale-up link is refused, as "
+        "/api/tp refuses it (the H100 SXM on PCIe); the chart's other links keep their own "
+        "GPU where this one does not go on them.")
     compute_s: float | None = Field(
         None, ge=MIN_DP_COMPUTE_S, le=MAX_DP_COMPUTE_S,
         description="Override of the compute seconds per step (weak scaling, one GPU's step; "
         "strong, the whole global batch on one GPU). Absent: 6 x parameters x tokens per GPU "
-        "over the H100's achieved FLOP/s (ratio.rate).")
+        "over the GPU's achieved FLOP/s (ratio.rate).")
     scaling: Literal[DP_SCALINGS] = Field(
         "weak", description="weak: each GPU keeps its micro-batch; strong: a fixed global "
         "batch split N ways.")
@@ -111,7 +122,7 @@ def run(query: DataParallelQuery) -> DataParallelResult:
         model = get_model(query.model)
         grad = GRAD_BYTES_PER_PARAM * model.params
     return simulate(DataParallelInput(
-        model=model, grad_bytes=grad, gpus=query.gpus, link=query.link,
+        model=model, grad_bytes=grad, gpus=query.gpus, link=query.link, gpu=query.gpu,
         compute_s=query.compute_s, scaling=query.scaling, overlap=query.overlap,
         bucket_bytes=query.bucket_bytes, nics_per_node=query.nics_per_node,
         global_batch=query.global_batch, seq_len=query.seq_len,
@@ -120,7 +131,7 @@ def run(query: DataParallelQuery) -> DataParallelResult:
 
 def _point(p) -> dict:
     return {
-        "link": p.link, "kind": link_family(get_link(p.link)), "gpus": p.gpus,
+        "link": p.link, "kind": link_family(get_link(p.link)), "gpu": p.gpu, "gpus": p.gpus,
         "speedup": round(p.speedup, 2), "efficiency": round(p.efficiency, 6),
         "compute_s": round(p.compute_s, 9), "comm_s": round(p.comm_s, 9),
         "exposed_comm_s": round(p.exposed_comm_s, 9),
@@ -135,7 +146,8 @@ def _point(p) -> dict:
 def _ratio(r) -> dict:
     return {
         "tokens_per_gpu": r.tokens_per_gpu, "global_batch_tokens": r.global_batch_tokens,
-        "flops_per_gpu": r.flops_per_gpu, "peak_flops": r.peak_flops,
+        "flops_per_gpu": r.flops_per_gpu, "gpu": r.gpu, "gpu_name": r.gpu_name,
+        "peak_flops": r.peak_flops,
         "achieved_share": round(r.achieved_share, 6), "rate": round(r.rate),
         "compute_s": round(r.compute_s, 9), "allreduce_s": round(r.allreduce_s, 9),
         "busbw": round(r.busbw), "crossover_tokens": round(r.crossover_tokens, 1),

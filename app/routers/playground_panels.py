@@ -51,7 +51,8 @@ from app.routers import (
 )
 from app.routers import recipe as recipe_router
 from labs.core.limits import MAX_GPUS_PER_NODE, MAX_NODES
-from labs.hardware.links import clusters
+from labs.data_parallel.lab import timed_gpu
+from labs.hardware.links import clusters, get_link
 from labs.model.presets import get_model
 
 
@@ -94,6 +95,14 @@ def group_link(q, ranks: int) -> str:
     """The link a group of ``ranks`` consecutive ranks uses: inside a node while it fits one
     (Megatron's rank order puts TP, then CP, then DP fastest), else the network."""
     return q.intra_link if ranks <= q.gpus_per_node else q.inter_link
+
+
+def dp_gpu(q) -> str | None:
+    """EP02's GPU for the plan: its own, unless EP02 times that GPU on the group's link anyway
+    (``labs.data_parallel.lab.timed_gpu``), so the panel's "open the lesson" link names a GPU
+    only where the lesson's own would be another."""
+    link = get_link(group_link(q, q.tp * q.cp * q.dp))
+    return None if timed_gpu(link).id == q.gpu else q.gpu
 
 
 def node_cluster(q) -> str | None:
@@ -210,11 +219,15 @@ PANELS: tuple[Panel, ...] = (
                         "microbatches": "microbatches"},
           default="ledger"),
     # EP02 times compute from the tokens each GPU takes: the state's batch, as EP08's step.
-    Panel(data_parallel.VIEW, {"model": "model", "gpus": "dp",
+    # The plan's GPU, so a PCIe node is refused for the H100 SXM as EP04's panel refuses it
+    # (round-21 cold reading P, finding 1), and an A100 node is timed as A100s.
+    Panel(data_parallel.VIEW, {"model": "model", "gpu": dp_gpu, "gpus": "dp",
                                "link": lambda q: group_link(q, q.tp * q.cp * q.dp),
                                "seq_len": "seq_len", "micro_batch": "micro_batch",
                                "microbatches": "microbatches"},
-          blame={"link": "inter_link"}, default="scaling",
+          # EP02 refuses only a scale-up link (a GPU it never ships with, more GPUs than its
+          # domain): a group that fits a node, on the node's link.
+          blame={"link": "intra_link", "gpu": "gpu"}, default="scaling",
           outside=pure_dp(data_parallel.VIEW.episode.code)),
     Panel(zero.VIEW, {"model": "model", "gpu": "gpu", "dp": "dp", "zero": "zero",
                       "gpus_per_node": "gpus_per_node", "link": "inter_link", **STEP},

@@ -6,6 +6,9 @@ from pydantic import BaseModel, Field
 class DataParallelPoint(BaseModel):
     link: str = Field(description="Link preset id.")
     kind: str = Field(description="nvlink, infiniband, ethernet, pcie (or infinity-fabric).")
+    gpu: str = Field(description="GPU preset id timed on this link: the query's gpu where it "
+                     "goes on the link, else the link's own (the H100 PCIe on PCIe, the H100 "
+                     "SXM on NVLink 4 and the networks).")
     gpus: int
     speedup: float = Field(description="Against one GPU (2 decimals).")
     efficiency: float = Field(description="speedup / N.")
@@ -43,6 +46,8 @@ class DataParallelRatio(BaseModel):
     global_batch_tokens: float = Field(description="Tokens per step over all N GPUs.")
     flops_per_gpu: float = Field(description="6 x active parameters x tokens_per_gpu (Kaplan "
                                  "et al. 2020), FLOPs.")
+    gpu: str = Field(description="GPU preset id timed (the answer's gpu).")
+    gpu_name: str = Field(description="Its name.")
     peak_flops: float = Field(description="The GPU's dense bf16 datasheet rate, FLOP/s.")
     achieved_share: float = Field(description="Its preset's measured matmul share of that peak "
                                   "(matmul_efficiency x matmul_sustain).")

@@ -153,8 +153,8 @@ def dp_speedup(inp):
     p, c, ar = r.point, r.ratio, _allreduce(r)
     return ((Term("N", inp.dp, "", "GPUs"),
              Term("T", c.tokens_per_gpu, "", "tokens per GPU per step: b·m·s"),
-             Term("rate", c.rate, "flop/s", f"EP02's H100, whatever GPU is chosen above "
-                                            "(EP02 times H100 servers only): "
+             Term("rate", c.rate, "flop/s", f"EP02's {c.gpu_name}, whatever GPU is chosen "
+                                            "above (this line times HGX H100 servers): "
                                             f"{c.achieved_share:.0%} of its "
                                             f"{c.peak_flops / 1e12:,.0f} TFLOP/s dense peak, "
                                             "achieved"),

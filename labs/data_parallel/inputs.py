@@ -19,7 +19,8 @@ from labs.core.limits import MIN_DP_BUCKET_BYTES as MIN_BUCKET_BYTES
 from labs.core.limits import MIN_DP_COMPUTE_S as MIN_COMPUTE_S
 from labs.core.limits import MIN_DP_GRAD_BYTES as MIN_GRAD_BYTES
 from labs.core.validate import WHOLE_PLAIN, number, one_of, whole
-from labs.hardware.links import get_link
+from labs.hardware.gpus import get_gpu
+from labs.hardware.links import check_peer_link, get_link
 from labs.memory.inputs import MemoryResult
 from labs.model.spec import ModelSpec
 
@@ -33,6 +34,10 @@ class DataParallelInput:
     grad_bytes: float  # gradient bytes all-reduced per step (bf16: 2 x params)
     gpus: int = 8
     link: str = "nvlink-4"
+    # The GPU preset id; None: the link's own (lab.timed_gpu: the H100 PCIe on PCIe, the H100
+    # SXM on NVLink 4 and the networks). A GPU whose peers never talk over a scale-up link is
+    # refused on it, as EP04 refuses it (labs.hardware.links.check_peer_link).
+    gpu: str | None = None
     # An override (old links): weak, one GPU's step; strong, the global batch on 1 GPU.
     # None: computed from the tokens each GPU takes and the GPU's achieved rate (lab.py).
     compute_s: float | None = None
@@ -51,6 +56,8 @@ class DataParallelInput:
         number("grad_bytes", self.grad_bytes, MIN_GRAD_BYTES, MAX_GRAD_BYTES, "gradient bytes")
         whole("gpus", self.gpus, 1, MAX_GPUS, "the GPU count", WHOLE_PLAIN)
         link = get_link(self.link)
+        if self.gpu is not None:
+            check_peer_link(get_gpu(self.gpu), link, "link")
         if link.kind == "scale-up" and link.domain and self.gpus > link.domain:
             # Round-17 cold reading, finding 1: NVLink 4 was drawn as one NVLS domain of
             # 1,024 H100s; an HGX board joins 8. Refused by both controls, as a GPU on a
@@ -87,6 +94,7 @@ class DataParallelPoint:
     """One GPU count on one link."""
 
     link: str
+    gpu: str  # the GPU preset timed on it (lab.timed_gpu)
     gpus: int
     compute_s: float  # per GPU per step
     comm_s: float  # every all-reduce of the step, overlapped or not
@@ -113,6 +121,8 @@ class ComputeToComm:
     tokens_per_gpu: float  # per step: micro-batch x micro-batches x sequence (strong: B·s/N)
     global_batch_tokens: float  # every GPU's tokens in one step
     flops_per_gpu: float  # 6·P·tokens_per_gpu
+    gpu: str  # the GPU preset timed (lab.timed_gpu)
+    gpu_name: str
     peak_flops: float  # the GPU's dense bf16 datasheet FLOP/s
     achieved_share: float  # matmul_efficiency x matmul_sustain (the GPU preset's kernels)
     rate: float  # peak_flops x achieved_share, FLOP/s

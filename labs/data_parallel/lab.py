@@ -30,6 +30,14 @@ up to its preset's ``domain`` (8 for NVLink 4: one HGX board); past that a count
 the GPUs, whose network hops share the server's ports
 (``labs.hardware.comm.nccl_collective``, the function EP08 times the same all-reduce with).
 
+Which GPU: the one the link ships with (``timed_gpu``), so no curve times a GPU on a link it
+never talks over (issue 36 #6; round-21 cold reading P, finding 1: an H100 SXM was timed over
+PCIe, which EP04 refuses). NVLink 4 and the networks time H100 SXMs; PCIe the H100 sold as a
+PCIe card (``PCIE_GPU``: 756 TFLOP/s dense, a Gen5 card at Gen4 in a PCIe 4.0 host); another
+vendor fabric its own GPU. A chosen ``gpu`` replaces it on every link it goes on and is
+refused on a scale-up link its GPUs never talk over (``labs.hardware.links.check_peer_link``,
+EP04's rule).
+
 Overlap: PyTorch DDP (Li et al. 2020, "PyTorch Distributed", VLDB; torch.nn.parallel.
 DistributedDataParallel, ``bucket_cap_mb=25``) packs gradients into buckets and all-reduces
 each one as soon as backward has produced it, on its own stream, one bucket after another.
@@ -52,8 +60,8 @@ from labs.data_parallel.inputs import (
     DataParallelResult,
 )
 from labs.hardware.comm import CommCost, nccl_collective, ring
-from labs.hardware.gpus import get_gpu
-from labs.hardware.links import Cluster, Link, get_link, links, make_cluster
+from labs.hardware.gpus import GPUSpec, get_gpu
+from labs.hardware.links import Cluster, Link, get_link, links, make_cluster, peer_links
 from labs.hardware.nccl import NcclTime, nccl_time, ring_time
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory
@@ -66,6 +74,9 @@ GRAD_BYTES_PER_PARAM = 2  # bf16 gradients (the 16-byte mixed-precision Adam rec
 FLOPS_PER_PARAM_TOKEN = 6  # 2 forward + 4 backward per parameter per token (Kaplan et al. 2020)
 # Servers that a scale-out link joins: HGX H100 boards, 8 GPUs on NVLink 4.
 SERVER_GPU, SERVER_LINK, GPUS_PER_SERVER = "h100-sxm", "nvlink-4", 8
+# The GPUs PCIe joins: no H100 SXM board joins its GPUs over PCIe (labs.hardware.links.
+# peer_links), so a PCIe group is the H100 sold as a PCIe card (round-21 cold reading P, 1).
+PCIE_GPU = "h100-pcie"
 
 _FAMILIES = (("nvlink", "nvlink"), ("nvl72", "nvlink"), ("ib-", "infiniband"),
              ("eth-", "ethernet"), ("pcie-", "pcie"), ("infinity-fabric", "infinity-fabric"))
@@ -76,15 +87,30 @@ def link_family(link: Link) -> str:
     return next(family for prefix, family in _FAMILIES if link.id.startswith(prefix))
 
 
-@lru_cache(maxsize=64)  # a handful of (link, ports) pairs; building one reads the presets
-def server_cluster(link: Link, nics_per_node: int) -> Cluster:
-    """8-GPU NVLink 4 servers joined by ``nics_per_node`` ports of a scale-out link."""
-    return make_cluster(get_gpu(SERVER_GPU), GPUS_PER_SERVER, get_link(SERVER_LINK), link,
+def timed_gpu(link: Link, gpu: str | None = None) -> GPUSpec:
+    """The GPU a group on ``link`` is timed with: ``gpu`` where it goes on that link (a
+    network joins servers of any GPU; a scale-up link only the GPUs whose peers talk over it),
+    else the link's own: a vendor fabric's first GPU (the H100 SXM on NVLink 4), PCIe's the
+    H100 sold as a PCIe card (``PCIE_GPU``), a network's HGX H100 servers (``SERVER_GPU``)."""
+    if gpu is not None and (link.kind == "scale-out" or link.id in peer_links(get_gpu(gpu))):
+        return get_gpu(gpu)
+    if link.kind == "scale-out":
+        return get_gpu(SERVER_GPU)
+    return get_gpu(link.gpus[0] if link.gpus else PCIE_GPU)
+
+
+@lru_cache(maxsize=64)  # a handful of (GPU, link, ports) triples; building one reads presets
+def server_cluster(link: Link, nics_per_node: int, gpu: GPUSpec | None = None) -> Cluster:
+    """8-GPU servers (HGX H100 boards on NVLink 4, or ``gpu``'s on its own fabric) joined by
+    ``nics_per_node`` ports of a scale-out link."""
+    gpu = gpu or get_gpu(SERVER_GPU)
+    return make_cluster(gpu, GPUS_PER_SERVER, get_link(peer_links(gpu)[0]), link,
                         nics_per_node)
 
 
 def all_reduce(size: float, gpus: int, link: Link, nics_per_node: int = 1,
-               flat: bool = False, ring_protocol: str | None = None) -> CommCost:
+               flat: bool = False, ring_protocol: str | None = None,
+               gpu: GPUSpec | None = None) -> CommCost:
     """One all-reduce of ``size`` bytes over ``gpus`` GPUs joined by ``link``, as NCCL runs it
     (``labs.hardware.comm.nccl_collective``): a scale-up link joins the whole group as one
     fabric; a scale-out link joins 8-GPU servers.
@@ -92,9 +118,10 @@ def all_reduce(size: float, gpus: int, link: Link, nics_per_node: int = 1,
     ``flat``: the textbook reading, every GPU on its own port of ``link``, one α–β ring
     through all of them at the datasheet figures (2(N−1)/N·S/β + 2(N−1)·α).
     ``ring_protocol``: NCCL's ring on that protocol over the same servers, where its model
-    may pick a tree (``labs.hardware.nccl.ring_time``; EP02 step 6)."""
+    may pick a tree (``labs.hardware.nccl.ring_time``; EP02 step 6). ``gpu``: the GPUs'
+    (``timed_gpu``'s default: the link's own)."""
     if ring_protocol is not None and gpus > 1:
-        t = nccl_all_reduce(size, gpus, link, nics_per_node, ring_protocol)
+        t = nccl_all_reduce(size, gpus, link, nics_per_node, ring_protocol, gpu)
         across = "ring" if t.nodes > 1 else ""
         return CommCost("all_reduce", gpus, size, 2 * (gpus - 1) / gpus * size, t.seconds,
                         "ring", t.bottleneck, across)
@@ -102,30 +129,32 @@ def all_reduce(size: float, gpus: int, link: Link, nics_per_node: int = 1,
         return CommCost("all_reduce", gpus, size, 2 * (gpus - 1) / gpus * size,
                         ring("all_reduce", size, gpus, link.bandwidth, link.latency),
                         "ring", link.id)
-    return nccl_collective("all_reduce", size, gpus, _cluster(link, gpus, nics_per_node))
+    return nccl_collective("all_reduce", size, gpus,
+                           _cluster(link, gpus, nics_per_node, gpu))
 
 
-def _cluster(link: Link, gpus: int, nics_per_node: int) -> Cluster:
+def _cluster(link: Link, gpus: int, nics_per_node: int, gpu: GPUSpec | None) -> Cluster:
+    gpu = gpu or timed_gpu(link)
     if link.kind == "scale-up":
-        return fabric_cluster(link, gpus)
-    return server_cluster(link, nics_per_node)
+        return fabric_cluster(link, gpus, gpu)
+    return server_cluster(link, nics_per_node, gpu)
 
 
 def nccl_all_reduce(size: float, gpus: int, link: Link, nics_per_node: int = 1,
-                    ring_protocol: str | None = None) -> NcclTime:
+                    ring_protocol: str | None = None, gpu: GPUSpec | None = None) -> NcclTime:
     """``all_reduce``'s collective as NCCL's cost model prices it, with its latency (and a
     tree's bandwidth) term by term: what EP02's steps 4 to 6 write out; with
     ``ring_protocol``, its ring on that protocol (step 6's ring, which NCCL does not pick)."""
-    cluster = _cluster(link, gpus, nics_per_node)
+    cluster = _cluster(link, gpus, nics_per_node, gpu)
     if ring_protocol is not None:
         return ring_time("all_reduce", size, gpus, cluster, ring_protocol)
     return nccl_time("all_reduce", size, gpus, cluster)
 
 
-def fabric_cluster(link: Link, gpus: int) -> Cluster:
-    """``gpus`` H100s on one scale-up fabric of ``link`` (at most its domain: the input
-    refuses more)."""
-    return make_cluster(get_gpu(SERVER_GPU), gpus, replace(link, domain=None),
+def fabric_cluster(link: Link, gpus: int, gpu: GPUSpec | None = None) -> Cluster:
+    """``gpus`` GPUs (the link's own, ``timed_gpu``) on one scale-up fabric of ``link`` (at
+    most its domain: the input refuses more)."""
+    return make_cluster(gpu or timed_gpu(link), gpus, replace(link, domain=None),
                         get_link("ib-ndr"))
 
 
@@ -158,16 +187,16 @@ def exposed_after_window(window_s: float, bucket_s: float, last_s: float, bucket
     return max(finish(1), finish(full), window_s + last_s) - window_s
 
 
-def achieved_share() -> float:
-    """The share of the dense bf16 peak the servers' GPU sustains on matmuls (its preset's
-    measured MAMF share x sustained/burst)."""
-    kernels = get_gpu(SERVER_GPU).kernels
+def achieved_share(gpu: GPUSpec) -> float:
+    """The share of the dense bf16 peak ``gpu`` sustains on matmuls (its preset's MAMF share
+    x sustained/burst, each measured or stated as assumed)."""
+    kernels = gpu.kernels
     return kernels.matmul_efficiency * kernels.matmul_sustain
 
 
-def gpu_rate() -> float:
-    """FLOP/s one GPU achieves: the datasheet's dense bf16 peak x ``achieved_share()``."""
-    return get_gpu(SERVER_GPU).bf16_flops * achieved_share()
+def gpu_rate(gpu: GPUSpec) -> float:
+    """FLOP/s one GPU achieves: the datasheet's dense bf16 peak x ``achieved_share``."""
+    return gpu.bf16_flops * achieved_share(gpu)
 
 
 def tokens_per_gpu(inp: DataParallelInput, gpus: int) -> float:
@@ -177,13 +206,13 @@ def tokens_per_gpu(inp: DataParallelInput, gpus: int) -> float:
     return inp.global_batch * inp.seq_len / gpus
 
 
-def step_compute(inp: DataParallelInput, gpus: int) -> tuple[float, float]:
-    """(compute seconds of one GPU's step, the last micro-batch's backward seconds): the
+def step_compute(inp: DataParallelInput, gpus: int, gpu: GPUSpec) -> tuple[float, float]:
+    """(compute seconds of one ``gpu``'s step, the last micro-batch's backward seconds): the
     window bucketed all-reduces can hide behind, since accumulation syncs once per step."""
     tokens = tokens_per_gpu(inp, gpus)
     micro = min(inp.micro_batch * inp.seq_len, tokens)  # the last micro-batch's tokens
     if inp.compute_s is None:
-        compute = FLOPS_PER_PARAM_TOKEN * inp.model.active_params * tokens / gpu_rate()
+        compute = FLOPS_PER_PARAM_TOKEN * inp.model.active_params * tokens / gpu_rate(gpu)
     else:
         compute = inp.compute_s if inp.scaling == "weak" else inp.compute_s / gpus
     return compute, BACKWARD_FRACTION * compute * micro / tokens
@@ -192,11 +221,12 @@ def step_compute(inp: DataParallelInput, gpus: int) -> tuple[float, float]:
 def data_parallel_point(inp: DataParallelInput, gpus: int, link_id: str,
                         flat: bool = False, ring_protocol: str | None = None
                         ) -> DataParallelPoint:
-    """One GPU count's step on one link; ``flat`` and ``ring_protocol`` time its all-reduces
-    another way (``all_reduce``)."""
+    """One GPU count's step on one link, on the GPU that link is timed with (``timed_gpu``);
+    ``flat`` and ``ring_protocol`` time its all-reduces another way (``all_reduce``)."""
     link, nics = get_link(link_id), inp.nics_per_node
-    compute, window = step_compute(inp, gpus)
-    how = {"flat": flat, "ring_protocol": ring_protocol}
+    gpu = timed_gpu(link, inp.gpu)
+    compute, window = step_compute(inp, gpus, gpu)
+    how = {"flat": flat, "ring_protocol": ring_protocol, "gpu": gpu}
     whole = all_reduce(inp.grad_bytes, gpus, link, nics, **how)
     if inp.overlap == "none" or gpus == 1:
         buckets, comm, exposed, bucket = 1, whole.seconds, whole.seconds, whole
@@ -210,9 +240,10 @@ def data_parallel_point(inp: DataParallelInput, gpus: int, link_id: str,
         exposed = exposed_after_window(window, bucket_s, last_s, buckets,
                                        inp.bucket_bytes / inp.grad_bytes)
     step = compute + exposed
-    speedup = (gpus * compute if inp.scaling == "weak" else step_compute(inp, 1)[0]) / step
+    speedup = (gpus * compute if inp.scaling == "weak" else step_compute(inp, 1, gpu)[0]) / step
     return DataParallelPoint(
-        link=link.id, gpus=gpus, compute_s=compute, comm_s=comm, exposed_comm_s=exposed,
+        link=link.id, gpu=gpu.id, gpus=gpus, compute_s=compute, comm_s=comm,
+        exposed_comm_s=exposed,
         overlapped_comm_s=comm - exposed, step_s=step, speedup=speedup,
         efficiency=speedup / gpus, allreduce_bytes_per_gpu=whole.bytes_per_gpu,
         buckets=buckets, algorithm=whole.algorithm, bottleneck=whole.bottleneck,
@@ -231,7 +262,7 @@ def simulate(inp: DataParallelInput) -> DataParallelResult:
     if link.kind == "scale-out" and inp.gpus > GPUS_PER_SERVER:
         flat = data_parallel_point(inp, inp.gpus, inp.link, flat=True)
     # ZeRO 0: each replica holds the whole model's state whatever N is (Rajbhandari et al.).
-    replica = compute_memory(MemoryInput(model=inp.model, gpu=get_gpu(SERVER_GPU),
+    replica = compute_memory(MemoryInput(model=inp.model, gpu=get_gpu(point.gpu),
                                          dp=inp.gpus, seq_len=inp.seq_len,
                                          micro_batch=inp.micro_batch))
     return DataParallelResult(inp, point, curve, curve_links, max_gpus, replica, flat,
@@ -252,10 +283,11 @@ SWEEP_TOKENS = tuple(2.0 ** k for k in range(8, 23))  # 256 .. 4M tokens per GPU
 def compute_to_comm(inp: DataParallelInput, point: DataParallelPoint) -> ComputeToComm:
     """The chosen state's compute against its whole-gradient all-reduce, and the crossover
     tokens per GPU T* = (2/3)·(D−1)/D·R/busBW where they are equal (module docstring)."""
-    d, rate = inp.gpus, gpu_rate()
+    gpu = get_gpu(point.gpu)
+    d, rate = inp.gpus, gpu_rate(gpu)
     tokens = tokens_per_gpu(inp, d)
     per_token = FLOPS_PER_PARAM_TOKEN * inp.model.active_params / rate  # seconds a token
-    whole = all_reduce(inp.grad_bytes, d, get_link(inp.link), inp.nics_per_node) \
+    whole = all_reduce(inp.grad_bytes, d, get_link(inp.link), inp.nics_per_node, gpu=gpu) \
         if d > 1 else None
     allreduce_s = whole.seconds if whole else 0.0
     busbw = whole.bytes_per_gpu / allreduce_s if whole else 0.0
@@ -265,7 +297,8 @@ def compute_to_comm(inp: DataParallelInput, point: DataParallelPoint) -> Compute
     return ComputeToComm(
         tokens_per_gpu=tokens, global_batch_tokens=tokens * d,
         flops_per_gpu=FLOPS_PER_PARAM_TOKEN * inp.model.active_params * tokens,
-        peak_flops=get_gpu(SERVER_GPU).bf16_flops, achieved_share=achieved_share(), rate=rate,
+        gpu=gpu.id, gpu_name=gpu.name, peak_flops=gpu.bf16_flops,
+        achieved_share=achieved_share(gpu), rate=rate,
         compute_s=point.compute_s, allreduce_s=allreduce_s, busbw=busbw,
         crossover_tokens=crossover,
         ratio=point.compute_s / allreduce_s if allreduce_s else math.inf,
@@ -275,12 +308,14 @@ def compute_to_comm(inp: DataParallelInput, point: DataParallelPoint) -> Compute
 def assumptions(inp: DataParallelInput, link: Link) -> tuple[str, ...]:
     out = ["Gradients are all-reduced in bf16 with NCCL's ring (2(N−1)/N x bytes per GPU); "
            "α–β link model, no congestion."]
+    gpu = timed_gpu(link, inp.gpu)
     if link.kind == "scale-up":
-        out.append(f"{link.name} joins the whole group as one fabric (at most {link.domain} "
-                   "GPUs); NCCL's ring, tree or NVLS, whichever its tuner picks (EP02, "
-                   "step 6).")
+        out.append(f"{link.name} joins the whole group of {gpu.name} as one fabric (at most "
+                   f"{link.domain} GPUs); NCCL's ring, tree or NVLS, whichever its tuner picks "
+                   "(EP02, step 6).")
     else:
-        out.append(f"Servers of {GPUS_PER_SERVER} H100 on NVLink 4, {inp.nics_per_node} "
+        own = get_link(peer_links(gpu)[0]).name
+        out.append(f"Servers of {GPUS_PER_SERVER} {gpu.name} on {own}, {inp.nics_per_node} "
                    f"{link.name} port(s) each; all-reduce inside the server first.")
     if inp.overlap == "bucketed":
         out.append("Backward is 2/3 of compute and yields gradients evenly; buckets are "

@@ -37,10 +37,12 @@ InfiniBand and Ethernet take any GPU.
 Between the GPUs of one node a GPU talks over the scale-up link it ships with
 (``peer_links``): a GPU some vendor fabric lists is an SXM or OAM module on that fabric's
 board, where PCIe is only its link to the host CPUs and NICs (``GPUSpec.host_link``); a GPU no
-fabric lists is a PCIe card, whose peers talk over its own PCIe generation. EP04 refuses a TP
-group on any other scale-up link (``check_peer_link``: TP over PCIe between H100 SXMs does not
-ship). The other labs keep ``check_pairing``: EP02 and EP03 put H100s' gradients and optimiser
-states on PCIe as the path to the host or a counterfactual network, which they may.
+fabric lists is a PCIe card, whose peers talk over its own PCIe generation (or an older one: a
+Gen5 card runs at Gen4 in a PCIe 4.0 host). EP04 refuses a TP group on any other scale-up link,
+and EP02 a data-parallel group (``check_peer_link``: TP or DP over PCIe between H100 SXMs does
+not ship; EP02 times the H100 PCIe there). The other labs keep ``check_pairing``: EP03 puts
+H100s' optimiser states on PCIe as the path to the host or a counterfactual network, which it
+may.
 """
 
 from __future__ import annotations
@@ -232,7 +234,7 @@ def own_fabric(gpu: GPUSpec) -> str:
     """The scale-up link preset a GPU ships with: its vendor fabric (the first in preset order:
     NVLink 4 for an H100, NVLink 5 for a B200), or PCIe for a GPU sold without one."""
     up = [k for k, x in links().items() if x.kind == "scale-up" and ships_with(gpu, x)]
-    return next((k for k in up if links()[k].gpus), up[0])
+    return next((k for k in up if links()[k].gpus), peer_links(gpu)[0])
 
 
 # A fabric that ships with a GPU no preset describes, timed with its nearest preset's (round-20
@@ -265,9 +267,15 @@ def check_pairing(gpu: GPUSpec, link: Link, link_field: str, gpu_field: str = "g
 
 def peer_links(gpu: GPUSpec) -> tuple[str, ...]:
     """The scale-up links the GPUs of one node talk to each other over, as ``gpu`` ships
-    (module docstring): its vendor fabrics, or for a PCIe card its host's PCIe generation."""
+    (module docstring): its vendor fabrics, or for a PCIe card its own PCIe generation first,
+    then any older one (PCIe is backward compatible: the H100 PCIe, a Gen5 card, runs at Gen4
+    in a PCIe 4.0 host; the RTX 4090, a Gen4 card, never at Gen5)."""
     own = tuple(k for k, x in links().items() if x.kind == "scale-up" and gpu.id in x.gpus)
-    return own or (gpu.host_link,)
+    if own:
+        return own
+    host = get_link(gpu.host_link)
+    return (host.id, *(k for k, x in links().items() if k != host.id and x.kind == "scale-up"
+                       and not x.gpus and x.hw == host.hw and x.bandwidth < host.bandwidth))
 
 
 def check_peer_link(gpu: GPUSpec, link: Link, link_field: str, gpu_field: str = "gpu") -> None:
@@ -284,7 +292,8 @@ def check_peer_link(gpu: GPUSpec, link: Link, link_field: str, gpu_field: str = 
                                         f"the {gpu.name}'s own: {own}.",
                             also=(gpu_field,))
     if any(links()[k].gpus for k in peer_links(gpu)):
-        cards = [g.name for g in _gpus().values() if peer_links(g) == (link.id,)]
+        cards = [g.name for g in _gpus().values()
+                 if link.id in peer_links(g) and not links()[peer_links(g)[0]].gpus]
         other = f", or a GPU sold as a PCIe card: the {' or '.join(cards)}" if cards else ""
         raise LabInputError(link_field, f"GPU and link do not match: the {gpu.name} is a module "
                                         f"on a board whose GPUs talk over {own}; "

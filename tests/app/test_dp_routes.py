@@ -9,10 +9,13 @@ import pytest
 from app.charts.units import fmt_bytes, fmt_factor_ms, fmt_ms, fmt_pct, fmt_tflops
 from app.routers.data_parallel import DataParallelQuery, facts, figures, run
 from app.schemas import DataParallelAnswer
-from labs.data_parallel.lab import CURVE_LINKS, GPU_COUNTS
+from labs.data_parallel.lab import CURVE_LINKS, GPU_COUNTS, SERVER_GPU
+from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link
 from tests.app.disclosure import more_controls
 from tests.app.test_parser import api_messages, slot_messages
+
+SXM = get_gpu(SERVER_GPU)  # NVLink 4 and the networks time it; PCIe the H100 PCIe card
 
 API_FIELDS = {"speedup", "efficiency", "compute_s", "comm_s", "exposed_comm_s",
               "allreduce_bytes_per_gpu", "curve"}
@@ -354,17 +357,16 @@ def test_round_5_the_achieved_share_and_nccls_latencies_are_on_the_page(client):
     where mamf-finder finds 80.3% (the lab keeps 84.9% of it at the power limit); and the
     latencies in steps 4 and 5 could not be derived (a '5 µs' the lab does not use, 0.33 ms
     a bucket nowhere stated). Both are named, and the sums on the page are the engine's."""
-    from labs.data_parallel.lab import SERVER_GPU, gpu_rate
-    from labs.hardware.gpus import get_gpu
+    from labs.data_parallel.lab import gpu_rate
     from labs.hardware.nccl_constants import BASE_LATENCY, HOP_LATENCY
 
-    k = get_gpu(SERVER_GPU).kernels
-    assert gpu_rate() == pytest.approx(get_gpu(SERVER_GPU).bf16_flops * k.matmul_efficiency
-                                       * k.matmul_sustain)
+    k = SXM.kernels
+    assert gpu_rate(SXM) == pytest.approx(SXM.bf16_flops * k.matmul_efficiency
+                                          * k.matmul_sustain)
     text = _text(client.get("/episodes/data-parallel").text)
     two = text.split("2. The good case")[1].split("3. The bad case")[0]
     assert (f"× {k.matmul_efficiency * 100:g}% × {k.matmul_sustain * 100:g}% = "
-            f"{fmt_tflops(gpu_rate())} TFLOP/s") in two  # round 13: the lab's digits
+            f"{fmt_tflops(gpu_rate(SXM))} TFLOP/s") in two  # round 13: the lab's digits
     assert "794.5 TFLOP/s" in two
     # Step 4 sums them first, so it states them (round 16, finding 6: not step 1).
     four = text.split("4. Faster networks")[1].split("5. Hide it")[0]
@@ -533,7 +535,7 @@ def test_round_12_step_2s_predict_follows_one_derivation_not_an_audit_trail(clie
     before = _text(step[:step.index('class="predict-beat"')])
     sources = step.find('<details class="sources">')
     note = _text(step[sources:]) if sources >= 0 else ""
-    assert f"= {fmt_tflops(gpu_rate())} TFLOP/s" in before
+    assert f"= {fmt_tflops(gpu_rate(SXM))} TFLOP/s" in before
     for aside in (f"{SLOWEST_GPU:.3f}", "EP08", "mamf-finder", "794.5", "H200"):
         assert aside not in before, aside
         assert aside in note, aside
@@ -702,16 +704,23 @@ def test_round_13_the_worked_rate_and_rings_check_from_the_printed_figures(clien
     two = text.split("2. The good case")[1].split("3. The bad case")[0]
     worked = re.search(r"So ([\d.]+) × ([\d.]+)% × ([\d.]+)% = ([\d.]+) TFLOP/s", two)
     peak, eff, sustain, rate = map(float, worked.groups())
-    assert round(peak * eff * sustain / 1e4, 1) == rate == float(fmt_tflops(gpu_rate()))
-    assert peak * eff * sustain / 1e4 == pytest.approx(gpu_rate() / 1e12)
-    assert achieved_share() == pytest.approx(eff * sustain / 1e4)
+    assert round(peak * eff * sustain / 1e4, 1) == rate == float(fmt_tflops(gpu_rate(SXM)))
+    assert peak * eff * sustain / 1e4 == pytest.approx(gpu_rate(SXM) / 1e12)
+    assert achieved_share(SXM) == pytest.approx(eff * sustain / 1e4)
     assert f"at {rate} TFLOP/s:" in two and "674 TFLOP/s" not in text
     eight = text.split("8. Compute against communication")[1].split("9. Gradient")[0]
     line = re.search(r"T\* = ⅔ × 7/8 × ([\d.]+) TFLOP/s ÷ ([\d.]+) GB/s = ([\d,]+) tokens; "
                      r"NCCL's latency \(step 4\) adds a little to the all-reduce, so the lab's "
                      r"T\* is ([\d,]+) tokens", eight)
     r8, bus, t_printed, t_lab = nums(" ".join(line.groups()))
-    assert r8 == rate and round(2 / 3 * 7 / 8 * r8 * 1e12 / (bus * 1e9)) == t_printed
+    # Step 8's rate is the H100 PCIe card's (round 21, P 1), which step 2 derives the same way.
+    card = re.search(r"takes the SXM's, assumed: ([\d.]+) × ([\d.]+)% × ([\d.]+)% = "
+                     r"([\d.]+) TFLOP/s", two)
+    c_peak, c_eff, c_sustain, c_rate = map(float, card.groups())
+    pcie_gpu = get_gpu(facts()["pcie8_1"]["api"]["gpu"])
+    assert round(c_peak * c_eff * c_sustain / 1e4, 1) == c_rate == float(
+        fmt_tflops(gpu_rate(pcie_gpu)))
+    assert r8 == c_rate and round(2 / 3 * 7 / 8 * r8 * 1e12 / (bus * 1e9)) == t_printed
     assert t_lab == round(facts()["pcie8_1"]["api"]["ratio"]["crossover_tokens"])
     assert 0 < t_lab - t_printed < 0.001 * t_lab
     # dp-decide-exposed: bytes over the busBW the page states, plus the latency, is the value.
@@ -1545,3 +1554,64 @@ def test_round21_the_held_ib_points_say_so_and_the_efficiency_title_fits(client)
         assert len(title) == 1 and title[0]["xref"] == title[0]["yref"] == "paper"
         assert title[0]["y"] == layout["yaxis2"]["domain"][1] and title[0]["yanchor"] == "bottom"
         assert layout["yaxis"]["domain"][0] > layout["yaxis2"]["domain"][1]  # room in the gap
+
+
+def test_round21_pcie_is_timed_on_the_h100_pcie_card_and_the_answer_names_it(client):
+    """Round-21 cold reading P, finding 1 (issue 36 #6's class): /api/dp timed an H100 SXM
+    over PCIe 4.0 (989.4 TFLOP/s, 4.18x, T* 14,992), a pairing /api/tp refuses. PCIe's GPUs
+    are the card sold for it, the H100 PCIe (756 TFLOP/s dense), and the answer says which
+    GPU it timed, on every curve point; NVLink 4 and the networks keep the H100 SXM."""
+    from labs.data_parallel.lab import achieved_share, gpu_rate
+
+    card = get_gpu("h100-pcie")
+    assert card.bf16_flops == 756e12 and card.memory_bytes == 80e9
+    assert card.kernels.hbm_bandwidth == 2.0e12 and card.host_link == "pcie-5"
+    body = client.get("/api/dp", params={"link": "pcie-4", "gpus": 8}).json()
+    assert body["gpu"] == "h100-pcie" and body["ratio"]["gpu"] == "h100-pcie"
+    assert body["ratio"]["gpu_name"] == card.name and body["replica"]["gpu"] == "h100-pcie"
+    assert body["ratio"]["peak_flops"] == 756e12
+    assert body["ratio"]["achieved_share"] == pytest.approx(achieved_share(card), abs=1e-6)
+    assert body["ratio"]["rate"] == round(gpu_rate(card))
+    # Its compute: 6 x 7B x 16,384 tokens at the card's rate; T* from that rate and busBW.
+    assert body["compute_s"] == pytest.approx(6 * 7e9 * 16384 / gpu_rate(card), rel=1e-6)
+    bus = get_link("pcie-4").ring_busbw
+    assert body["ratio"]["crossover_tokens"] == pytest.approx(
+        2 / 3 * 7 / 8 * gpu_rate(card) / bus, rel=1e-3)
+    by_link = {(p["link"], p["gpu"]) for p in body["curve"]}
+    assert by_link == {("pcie-4", "h100-pcie"), ("nvlink-4", "h100-sxm"),
+                       ("ib-ndr", "h100-sxm"), ("eth-100g", "h100-sxm")}
+    assert any("NVIDIA H100 PCIe 80GB" in a for a in body["assumptions"])
+    assert client.get("/api/dp", params={"link": "nvlink-4"}).json()["gpu"] == "h100-sxm"
+
+
+def test_round21_api_dp_and_api_tp_agree_on_which_gpu_link_pairs_exist(client):
+    """Round-21 cold reading P, finding 1: /api/dp silently ignored a gpu query and timed the
+    H100 SXM on any link. It honours gpu now, refusing on a scale-up link exactly the pairs
+    /api/tp refuses, with the same words (labs.hardware.links.check_peer_link), and the GPU
+    it times on a link by default is one /api/tp accepts there."""
+    from labs.hardware.gpus import gpus
+    from labs.hardware.links import links
+
+    def refusal(r) -> str:
+        return "" if r.status_code == 200 else r.json()["detail"][0]["msg"]
+
+    for link_id, link in links().items():
+        if link.kind != "scale-up":
+            continue
+        own = client.get("/api/dp", params={"link": link_id, "gpus": 2}).json()["gpu"]
+        assert client.get("/api/tp", params={"gpu": own, "intra_link": link_id,
+                                             "tp": 2}).status_code == 200, link_id
+        for gpu_id in gpus():
+            dp = client.get("/api/dp", params={"link": link_id, "gpu": gpu_id, "gpus": 2})
+            tp = client.get("/api/tp", params={"gpu": gpu_id, "intra_link": link_id,
+                                               "tp": 2})
+            assert dp.status_code in (200, 422) and tp.status_code in (200, 422)
+            assert refusal(dp) == refusal(tp), (gpu_id, link_id)
+            if dp.status_code == 200:
+                assert dp.json()["gpu"] == gpu_id
+    # The pair the finding named: refused by both, naming the card sold for PCIe.
+    dp = client.get("/api/dp", params={"link": "pcie-4", "gpu": "h100-sxm"})
+    assert dp.status_code == 422 and "the NVIDIA H100 PCIe 80GB" in refusal(dp)
+    # A network joins servers of any GPU, each on its own fabric: the chosen one is timed.
+    h200 = client.get("/api/dp", params={"link": "ib-ndr", "gpu": "h200", "gpus": 16}).json()
+    assert h200["gpu"] == "h200" and h200["replica"]["gpu_memory_bytes"] == 141e9

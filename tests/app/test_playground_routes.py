@@ -1035,3 +1035,20 @@ def test_a_panels_headlines_read_off_part_of_its_answer_are_its_answers_figures(
             panel = re.search(rf'<article class="panel" id="panel-{lab}".*?</article>', page,
                               re.S)[0]
             assert FORMAT[unit](whole[key]) in panel, (lab, key)
+
+
+def test_round21_ep02s_panel_times_the_plans_gpu_and_refuses_what_ep04_refuses(client):
+    """Round-21 cold reading P, finding 1: EP02's panel timed an H100 SXM whatever GPU the
+    plan named, and on a node joined by PCIe 4.0, where EP04's panel refuses the H100 SXM. It
+    takes the plan's GPU now: the same refusal, on the node's link, and an A100 node timed as
+    A100s on their own NVLink 3."""
+    pure = {"tp": 1, "pp": 1, "dp": 8, "nodes": 1}
+    r = client.get("/api/playground", params={**pure, "intra_link": "pcie-4"})
+    assert r.status_code == 422
+    msgs = {d["loc"][-1]: d["msg"] for d in r.json()["detail"]}
+    assert msgs["intra_link"].startswith("EP02, EP04: GPU and link do not match: the NVIDIA "
+                                         "H100 SXM 80GB is a module")
+    a100 = client.get("/api/playground", params={**pure, "gpu": "a100-80gb"}).json()
+    dp = a100["panels"]["dp"]["answer"]
+    assert dp["gpu"] == "a100-80gb" and dp["link"] == "nvlink-3"
+    assert dp["ratio"]["peak_flops"] == 312e12
