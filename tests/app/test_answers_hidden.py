@@ -1008,3 +1008,27 @@ def test_round20_ep07_dp_waits_in_the_group_and_network_tables(client):
     assert not [p for p in leaked if p in before]
     after = screen(client, f"{path}?{query}", ids, "step-7", lesson)
     assert all(p in after for p in leaked)
+
+
+# Phrases that say which copies of the weights an FP8 recipe keeps beside its bf16 copy: a
+# second FP8 copy (the transpose) or the bf16 copy kept, step 1's "more than 16" by sum.
+FP8_COPIES_TOLD = (r"\bnot two\b", r"\bkept twice\b", r"\btwo FP8 cop", r"\bits transpose\b",
+                   r"\btransposed (?:FP8 )?copy\b", r"\bboth layouts\b",
+                   r"\bbeside the bf16 copy\b", r"\bthe bf16 copy goes\b",
+                   r"\bDrop the bf16 copy\b", r"\bas in step 2\b", r"\bbf16 weights kept\b")
+
+
+def test_round21_ep10_no_other_step_tells_step_1_what_delayed_scaling_keeps(client):
+    """Round-21 cold reading R, finding 6: EP10 step 1 asks whether the delayed-scaling recipe
+    keeps fewer, as many or more bytes than 16; below it at load, step 5's question ("the lab
+    assumes it does, as in step 2 ... one FP8 copy, not two") and step 6's predict ("kept
+    twice ... beside the bf16 copy") said it keeps a bf16 copy and two FP8 copies (18 B).
+    Before step 1's guess no other step's title, question, predict or limit says which copies
+    a recipe keeps; the whys do, once open."""
+    _path, lesson, found, ids = lesson_page(client, "precision")
+    others = "".join(f'<section class="step" id="{step_id}"{step}</section>'
+                     for step_id, step in found if step_id != "step-1")
+    before = visible(others, ids, "step-1")
+    told = [p for p in FP8_COPIES_TOLD if re.search(p, before)]
+    assert not told, told
+    assert "the transposed copy needs no new scales" in lesson  # step 5's why says it
