@@ -149,11 +149,15 @@ TERMS: tuple[Term, ...] = (
     # "interleaved 1F1B" whole, so the plain 1F1B entry never marks its second word.
     Term("interleaved", "Interleaved 1F1B", r"\binterleav(?:ed|ing)\b(?:\s+1F1B\b)?",
          "Each GPU holds v non-adjacent chunks of layers, so a micro-batch passes it v times "
-         "and the warm-up is v times shorter: bubble (p − 1)/(v·m + p − 1), for more "
-         "sends. Rank 0 holds more than 1F1B's p: its warm-up runs 2(p − 1) + (v − 1)·p "
+         "and the warm-up is v times shorter: the bubble is (p − 1)/(v·m + p − 1) of the "
+         "pipeline's time while m ≥ p, for more sends. With fewer micro-batches than stages "
+         "each round of v·p chunk slots runs part empty: 1 − v·m/(v·p + m − 1) (EP11 step 7). "
+         "Rank 0 holds more than 1F1B's p: its warm-up runs 2(p − 1) + (v − 1)·p "
          "chunk forwards, each a v-th of a stage, so with the one in flight it holds "
          "p + (p − 1)/v micro-batches' worth of activations (m large enough). Megatron-LM "
-         "calls the chunks virtual stages (VPP, virtual pipeline parallelism)."),
+         "calls the chunks virtual stages (VPP, virtual pipeline parallelism).",
+         "Narayanan et al. 2021, sec. 2.2.2; the m < p form counts chunk slots, as EP05's "
+         "simulator measures the schedule"),
     Term("vpp", "Virtual pipeline stages (VP, VPP)",
          r"\bVPP?\b|\bvirtual pipeline(?: stages?| parallelism| size)?\b|\bvirtual stages?\b",
          "How many chunks of layers each pipeline rank holds under interleaved 1F1B: with VP = "

@@ -38,9 +38,10 @@ TERMS: tuple[Term, ...] = (
     Term("mla", "Multi-head latent attention (MLA)",
          r"\bmulti-head latent attention\b|\bMLA\b",
          "DeepSeek-V2's attention: every head's keys and values are rebuilt from one "
-         "compressed latent per token and layer (512 numbers, plus 64 for the rotary part in "
-         "DeepSeek-V3 and R1), so the KV cache keeps the latent, not keys and values per head. "
-         "Every head shares it, so tensor parallelism does not split it."),
+         "compressed latent per token and layer (512 numbers, plus a 64-wide decoupled rotary "
+         "key: V2, V3 and R1 alike), so the KV cache keeps the latent, not keys and values per "
+         "head. Every head shares it, so tensor parallelism does not split it.",
+         "DeepSeek-AI 2024, DeepSeek-V2 sec. 2.1 (d_c = 512, d_h^R = 64)"),
     Term("attention-dp", "Attention data parallelism (DP attention)",
          r"\battention data parallelism\b|\bDP attention\b",
          "A way to serve a MoE model (SGLang's --enable-dp-attention with --dp-size D): an "
