@@ -42,6 +42,13 @@ class Episode:
         return f"EP{self.number:02d}"
 
     @property
+    def topic(self) -> str:
+        """The title without its subtitle ("The memory ledger: it does not fit" -> "The memory
+        ledger"): a panel or a section headed by an episode names its topic, since a subtitle
+        there reads as the verdict on what the panel shows (round-21 cold reading R, 10)."""
+        return self.title.partition(": ")[0]
+
+    @property
     def path(self) -> str:
         """The route's path inside the app (what a router registers)."""
         return f"/episodes/{self.slug}"

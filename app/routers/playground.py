@@ -176,7 +176,7 @@ def control_groups(query) -> list[tuple[str, list[Control]]]:
     names = labels()
     for panel in PANELS:
         own = [panel.show_field, *(panel.prefixed(f) for f in panel.own_fields())]
-        groups.append((f"{panel.view.episode.code} · {panel.view.episode.title}",
+        groups.append((f"{panel.view.episode.code} · {panel.view.episode.topic}",
                        [control(n, names[n], values[n]) for n in own]))
     return groups
 

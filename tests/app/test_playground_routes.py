@@ -877,7 +877,7 @@ def test_round_16_finding_5_step_2_adds_up_the_loss_tensors(client):
     two = _step(client.get("/episodes/playground").text, 2)
     why = _flat(two)
     assert f"4 B × {s:,} × {m.vocab:,} (the vocabulary) = {fmt_bytes(terms[0])}" in why
-    assert f"4 B × {s:,} × {m.hidden:,} = {fmt_bytes(terms[1])}" in why
+    assert f"2 × 2 B × {s:,} × {m.hidden:,} = {fmt_bytes(terms[1])}" in why  # round 21, #18
     assert f"8 B × {s:,} = {fmt_bytes(terms[2])}: {fmt_bytes(b['embedding_and_logits'])}" in why
     note = _flat(two.split('<p class="chart-note">')[1])
     assert "theoretical_memory_usage.py" in note and "FP32" in note
@@ -1052,3 +1052,49 @@ def test_round21_ep02s_panel_times_the_plans_gpu_and_refuses_what_ep04_refuses(c
     dp = a100["panels"]["dp"]["answer"]
     assert dp["gpu"] == "a100-80gb" and dp["link"] == "nvlink-3"
     assert dp["ratio"]["peak_flops"] == 312e12
+
+
+def test_round_21_panels_and_sheet_head_each_episode_by_its_topic(client):
+    """Round-21 cold reading R, finding 10: the EP01 panel was headed "EP01 · The memory
+    ledger: it does not fit" over a caption saying the state fits: the episode's subtitle
+    read as the panel's verdict. The bench's panels, its control groups and the cheat sheet
+    head each episode by its topic, the title without its subtitle."""
+    pages = {url: client.get(url).text
+             for url in ("/episodes/playground", "/episodes/playground/cheatsheet")}
+    subtitled = [e for e in EPISODES if ": " in e.title]
+    assert subtitled and all(e.topic == e.title.split(": ")[0] for e in subtitled)
+    for url, html in pages.items():
+        text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))
+        for e in subtitled:
+            assert f"{e.code} · {e.title}" not in text, (url, e.code)
+    memory = EPISODES[0]  # EP01, "The memory ledger: it does not fit"
+    bench = pages["/episodes/playground"]
+    assert f">{memory.code} · {memory.topic}</a></h3>" in bench  # the panel's heading
+    assert f"{memory.code} · {memory.topic}" in re.sub(r"<[^>]+>", "",
+                                                       pages["/episodes/playground/cheatsheet"])
+
+
+def test_round_21_step_3s_share_is_its_printed_parts_and_step_2_names_the_engines_tensors(
+        client):
+    """Round-21 cold reading R, findings 11 and 18. Step 3 printed "0.498 s ÷ 1.540 s =
+    32.4%", 32.3% by hand: the parts are printed to four places, and their quotient is the
+    share printed. Step 2 called the loss's 4 B × h a token "the final norm's FP32 output",
+    where the engine (output_activation_bytes) and EP10 step 7 count the final norm's bf16
+    input and output, 2 × 2 B × h: the why and its note name those."""
+    from labs.model.activations import output_activation_bytes
+    from labs.model.presets import get_model
+
+    page = client.get("/episodes/playground").text
+    three = _flat(_step(page, 3))
+    bubble, step, share = re.search(r"(\d\.\d+) s ÷ (\d\.\d+) s = (\d+\.\d)% of the step",
+                                    three).groups()
+    assert f"{100 * float(bubble) / float(step):.1f}" == share, (bubble, step, share)
+    m, s = get_model(PlaygroundQuery().model), PlaygroundQuery().seq_len
+    assert output_activation_bytes(m, s) == 4 * s * m.vocab + 2 * 2 * s * m.hidden
+    two = _step(page, 2)
+    why = _flat(two)
+    assert f"The final norm's bf16 input and output take 2 × 2 B × {s:,} × {m.hidden:,}" in why
+    assert "FP32 output" not in why
+    note = _flat(two.split('<p class="chart-note">')[1])
+    assert "the final norm's bf16 input, which it saves, and its output" in note
+    assert "both in FP32" not in note
