@@ -169,7 +169,7 @@ def interval_figure(result, keys: tuple[str, ...] = (), best_keys: tuple[str, ..
          "line": {"color": colour, "width": 3}, "fill": "tozeroy",
          "fillcolor": tint(colour, 0.10),
          "hovertemplate": "every %{x:,.3~r} s: %{y:.3g}% goodput<extra></extra>"},
-        {"type": "scatter", "mode": "markers", "name": "best (Daly, no shorter than allowed)",
+        {"type": "scatter", "mode": "markers", "name": "best (Daly's, up to whole steps)",
          "x": [result.best.interval], "y": [100 * result.best.goodput],
          "marker": {"size": 11, "symbol": "star", "color": "#54a24b"},
          "hovertemplate": "best: every %{x:,.3~r} s, %{y:.3g}%<extra></extra>"},

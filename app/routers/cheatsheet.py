@@ -28,6 +28,7 @@ from app.templating import templates
 from labs.cheatsheet.inputs import CheatInput
 from labs.cheatsheet.lab import MOE_EXAMPLE, RL_EXAMPLE, cheat_sheet
 from labs.cheatsheet.lines import dp_link
+from labs.cheatsheet.run_lines import failures_step_s
 from labs.core.errors import LabInputError
 from labs.core.limits import (
     MAX_CHEAT_DEGREE,
@@ -99,6 +100,12 @@ def cheat_input(q: CheatQuery) -> CheatInput:
 
 
 # ---- Each line's episode step, at a query its lab reads as the same example ----
+
+def _failures_state(q) -> dict:
+    """EP11 at the example's GPUs and its own step (the best interval is whole steps)."""
+    return {"model": q.model, "gpus": q.tp * q.pp * q.dp * q.cp, "save": "sync",
+            "step_s": failures_step_s(get_model(q.model))}
+
 
 def _model_gpu(q) -> dict:
     return {"model": q.model, "gpu": q.gpu, "seq_len": q.seq_len, "micro_batch": q.micro_batch}
@@ -189,10 +196,8 @@ STEPS: dict[str, tuple[str, str, Any]] = {  # line -> (episode slug, step id, it
     "qlora_base": ("low-precision", "step-11", lambda q: {
         **_model_gpu(q), "rank": 64, "modules": "all", "recompute": "full",
         "ft_recipe": "adam12", "seq_len": q.seq_len, "micro_batch": q.micro_batch}),
-    "young": ("failures", "step-4", lambda q: {
-        "model": q.model, "gpus": q.tp * q.pp * q.dp * q.cp, "save": "sync"}),
-    "goodput": ("failures", "step-5", lambda q: {
-        "model": q.model, "gpus": q.tp * q.pp * q.dp * q.cp, "save": "sync"}),
+    "young": ("failures", "step-4", lambda q: _failures_state(q)),
+    "goodput": ("failures", "step-5", lambda q: _failures_state(q)),
     "offload": ("low-precision", "step-12", lambda q: {
         **_model_gpu(q), "recipe": "adam16", "dp": 1, "zero": 0, "offload": 100,
         "seq_len": q.seq_len, "micro_batch": q.micro_batch}),

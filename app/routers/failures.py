@@ -299,9 +299,9 @@ def _more_or_faster():
         (("gpus", "Twice the GPUs (32,768: DP 256, the same batch), the same saves", doubled,
           f"Each pipeline now gets {b['m']} micro-batches, not {a['m']}: fewer than its {p} "
           f"stages, so the interleaved rounds run half empty and the bubble grows from "
-          f"{a['bubble']:.0%} to {b['bubble']:.0%} of the step (EP05). EP08's engine times "
-          f"the step {dd['speedup']:.2f}× faster, not twice as fast: Llama 3's {STEP_S} s step "
-          "becomes "
+          f"{a['bubble']:.0%} to {b['bubble']:.0%} of the pipeline's time (EP05). EP08's "
+          f"engine times the step {dd['speedup']:.2f}× faster, not twice as fast: Llama 3's "
+          f"{STEP_S} s step becomes "
           f"{dd['step_s']:.2f} s, while failures come twice as often: {{value}}."),
          ("async", "Asynchronous saves, the same storage", {**SLOW_SYNC, "save": "async"},
           "The stop shrinks to the copy, but the " + write + " write still lands behind each "

@@ -70,7 +70,8 @@ class FailuresAnswer(BaseModel):
     daly_s: float = Field(description="Daly 2006's higher-order optimum.")
     floor_s: float = Field(description="The shortest interval: a step (async: the write too; "
                                        "peer: the send).")
-    best_s: float = Field(description="max(daly_s, floor_s).")
+    best_s: float = Field(description="max(daly_s, floor_s), rounded up to whole steps: a "
+                          "save starts only between steps.")
     chosen: FailuresGoodput
     best: FailuresGoodput
     scale: list[FailuresScalePoint]

@@ -258,13 +258,20 @@ def offload_host(inp):
             Term("f_hidden", o.hidden_share, "fraction", "largest share the forward hides"))
 
 
+def failures_step_s(model) -> float:
+    """The example's step on Llama 3's 16,384 GPUs (``llama3_step_s``) to 4 significant
+    figures: what the lines time with and their links to EP11 carry, so the linked state's
+    best interval, whole steps of it (round 21), is the line's."""
+    return float(f"{llama3_step_s(model.params):.4g}")
+
+
 def _failures(inp):
     """EP11's lab for the example's plan: its GPUs at Llama 3's interruption rate, sync saves
     to 2 TB/s (Llama 3's Tectonic), a 10-minute restart."""
     gpus = inp.tp * inp.pp * inp.dp * inp.cp
     return simulate_failures(FailuresInput(
         model=inp.model, gpus=gpus, gpu_mtbi=gpu_mtbi_llama3(),
-        step_s=llama3_step_s(inp.model.params), step_gpus=16_384, steps=llama3_steps(),
+        step_s=failures_step_s(inp.model), step_gpus=16_384, steps=llama3_steps(),
         save="sync", storage_bw=2e12, host_link=get_link(inp.gpu.host_link), interval=3600,
         restart=600))
 

@@ -159,7 +159,7 @@ class FailuresResult:
     daly_s: float  # Daly 2006's higher-order optimum
     floor_s: float  # the shortest interval the save allows (a step; async: the write too;
     # peer: the send)
-    best_s: float  # max(Daly, floor)
+    best_s: float  # max(Daly, floor), rounded up to whole steps
     chosen: Goodput
     best: Goodput
     intervals: tuple[Goodput, ...]  # the interval sweep

@@ -31,7 +31,9 @@ Sources, each used where named below:
 - The interval: Young 1974 ("A first order approximation to the optimum checkpoint interval",
   CACM 17(9)): τ = sqrt(2·δ·M), δ the time a save costs; Daly 2006 ("A higher order estimate of
   the optimum checkpoint interval for restart dumps", FGCS 22(3), eq. 37):
-  τ = sqrt(2δM)·[1 + (1/3)·sqrt(δ/2M) + (1/9)·(δ/2M)] − δ for δ < 2M, else τ = M.
+  τ = sqrt(2δM)·[1 + (1/3)·sqrt(δ/2M) + (1/9)·(δ/2M)] − δ for δ < 2M, else τ = M. A save
+  starts only between steps, so the best interval is Daly's (no shorter than the save allows)
+  rounded up to whole steps, as a run that saves every k steps has it.
 - Goodput (Daly 2006, sec 3, the exponential renewal model): each interval of τ seconds of
   training is followed by a save that stops training for b seconds, a cycle of c = τ + b.
   Failures come at random, every M seconds of wall time on average; each costs the restart R,
@@ -173,11 +175,17 @@ def floor_s(step: float, save: str, ckpt: Checkpoint) -> float:
     return step if save == "sync" else max(step, ckpt.lag_s)
 
 
+def whole_steps(interval: float, step: float) -> float:
+    """``interval`` rounded up to whole steps: a save starts only between steps."""
+    return step * max(1, math.ceil(interval / step - 1e-9))
+
+
 def at_best(model: ModelSpec, gpus: int, save: str, storage_bw: float, host_bw: float,
             restart: float, mtbi: float, step_s: float, work_s: float) -> tuple[float, Goodput]:
-    """Daly's interval (no shorter than the floor) and the goodput there."""
+    """Daly's interval (no shorter than the floor) rounded up to whole steps, and the goodput
+    there."""
     ckpt = checkpoint(model, gpus, save, storage_bw, host_bw, 0.0)
-    best = max(daly(ckpt.cost_s, mtbi), floor_s(step_s, save, ckpt))
+    best = whole_steps(max(daly(ckpt.cost_s, mtbi), floor_s(step_s, save, ckpt)), step_s)
     ckpt = checkpoint(model, gpus, save, storage_bw, host_bw, best)
     return best, goodput(best, ckpt.block_s, ckpt.lag_s, restart, mtbi, work_s)
 
