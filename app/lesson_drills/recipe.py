@@ -129,9 +129,10 @@ TWO_D_NAMES = {"fsdp4": "TP4 × DP64 FSDP", "fsdp8": "TP8 × DP32 FSDP",
 
 def two_d_stack(key: str) -> str:
     """The stack whose measured error band (labs.recipe.runs.stack_bands) a recipe-decide-2d
-    option's real step carries: FSDP2's for a ZeRO-3 plan, Megatron-LM's BF16 runs' otherwise
-    (the options are BF16; round-18 cold reading B, finding 12)."""
-    return "fsdp2_h100" if TWO_D_CHOICES[key]["zero"] == 3 else "megatron_bf16"
+    option's real step carries: FSDP2's on matched hardware (torchtitan's A100 runs, as step
+    14's) for a ZeRO-3 plan, Megatron-LM's BF16 runs' otherwise (the options are BF16;
+    round-18 cold reading B, finding 12)."""
+    return "fsdp2_a100" if TWO_D_CHOICES[key]["zero"] == 3 else "megatron_bf16"
 
 
 def two_d_ranges(found: dict[str, float]) -> dict[str, tuple[float, float]]:

@@ -338,15 +338,17 @@ def twod_verdict(two_d: str = "td2", three_d: str = "td3") -> dict:
     """Step 14's verdict on 64 GPUs, from the lab's two plans (``facts`` keys: the linked
     pair) and the bands
     (``bands``): each plan's real step is its lab step times its own stack's ratio
-    (torchtitan's FSDP2 runs for 2-D; Megatron-LM's BF16 runs for 3-D, a BF16 plan, not
-    NeMo's FP8 runs: round-18 cold reading B, finding 12), at the ratios the page prints (two
+    (torchtitan's FSDP2 runs on A100s for 2-D, its error on matched hardware, not its 500 W
+    H100 runs', which the lab also runs fast by clocks and bandwidth: round-21 cold reading Q,
+    finding 1; Megatron-LM's BF16 runs for 3-D, a BF16 plan, not NeMo's FP8 runs: round-18
+    cold reading B, finding 12), at the ratios the page prints (two
     places). ``within``: the two ranges overlap, so the lab names no winner (issue 36, r16:
     the page said "by the medians 3-D wins", a verdict inside those bands; r17: its fp32
     note said "2-D stays ahead", inside them too). ``leans_to_fast``: the plan the lab puts
     ahead runs on the stack it errs faster on, so its lead is the side the lab errs toward."""
     td, b = facts(), bands()
     lab = (td[two_d]["api"]["step_s"], td[three_d]["api"]["step_s"])
-    stacks = (b["fsdp2_h100"], b["megatron_bf16"])
+    stacks = (b["fsdp2_a100"], b["megatron_bf16"])
 
     def scaled(key: str) -> tuple[float, float]:
         return tuple(s * round(band[key], 2) for s, band in zip(lab, stacks, strict=True))

@@ -398,8 +398,12 @@ def test_round5_step_4s_answer_is_not_drawn_before_the_guess_and_its_why_adds_up
         return " ".join(re.sub(r"<[^>]+>", " ", markup.unescape(part[:part.index("</section>")]))
                         .split())
 
-    for step, state, about in (("step-4", hot, 2.5), ("step-5", f["capped"]["api"], 1.25)):
-        parts = f"2 × {fmt_ms(state['dispatch_s'])} + {fmt_ms(state['compute_s'])} = " \
+    def ms3(seconds: float) -> str:  # step 5's sum needs three decimals (r21 Q #9)
+        return f"{seconds * 1e3:,.3f} ms"
+
+    for step, state, about, fmt in (("step-4", hot, 2.5, fmt_ms),
+                                    ("step-5", f["capped"]["api"], 1.25, ms3)):
+        parts = f"2 × {fmt(state['dispatch_s'])} + {fmt(state['compute_s'])} = " \
                 f"{fmt_ms(state['layer_s'])}"
         assert parts in text(step), step
         assert 2 * state["dispatch_s"] + state["compute_s"] == pytest.approx(state["layer_s"])
@@ -715,7 +719,8 @@ def test_step_3_states_mixtrals_gemm_rate_from_its_source(client):
         r'<span class="term-tip".*?</span>', "", step, flags=re.S)))
     (up_flops, up_tiles, up_waves, up_fill), (_, down_tiles, down_waves, down_fill) = gemms
     for quoted in (
-        f"{h100.bf16_flops / 1e12:.0f} TFLOP/s peak, {k.matmul_efficiency:.1%} (mamf-finder) "
+        f"{h100.bf16_flops / 1e12:.0f} TFLOP/s peak, {k.matmul_efficiency:.1%} (mamf-finder's "
+        "best burst matmul) "
         f"× {k.matmul_sustain:.1%} (held at the power limit), times {SLOWEST_GPU:.3f} for a "
         f"node's slowest GPU: {full / 1e12:.0f} TFLOP/s",
         f"= {up_tiles:,}, filling {up_fill:.1%} of {up_waves} waves; the down GEMM's",
@@ -1242,3 +1247,26 @@ def test_round20_simple_is_defined_and_the_dsv3_sum_adds_up(client):
     assert f"{round(routed / 64 + shared, 1):.1f}" == m[3]
     assert f"other {shared}B" in said
     assert drill.id in page
+
+
+def test_round_21_each_layer_sum_adds_up_as_printed_and_mamf_finder_is_said(client):
+    """Round-21 cold reading Q, findings 9 and 13: step 5's "2 × 0.21 ms + 5.48 ms = 5.91 ms"
+    sums to 5.90 as printed (the capped state needs three decimals: 2 × 0.211 + 5.484 =
+    5.906), and step 4's note named "mamf-finder" without saying what it measures. Every
+    "2 × dispatch + experts = layer" sum on the page now gives its printed total, and the
+    note says the 80.3% is mamf-finder's best burst matmul (EP02 step 2 defines the tool)."""
+    import html as markup
+
+    html = re.sub(r'<span class="term-tip".*?</span></span>', "",
+                  client.get("/episodes/experts").text, flags=re.S)
+    text = " ".join(markup.unescape(re.sub(r"<[^>]+>", " ", html)).split())
+    sums = re.findall(r"2 × ([\d.,]+) ms \+ ([\d.,]+) ms(?: \([^)]*\))? = ([\d.,]+) ms", text)
+    assert len(sums) >= 5, sums
+    for a, b, total in sums:
+        got = 2 * float(a.replace(",", "")) + float(b.replace(",", ""))
+        assert fmt_ms(got / 1e3) == f"{total} ms", (a, b, total)
+    step4 = text[text.index("4. A hot expert"):text.index("5. Capacity")]
+    assert "(mamf-finder's best burst matmul)" in step4
+    dp = " ".join(re.sub(r"<[^>]+>", " ", client.get("/episodes/data-parallel").text).split())
+    assert "mamf-finder, a benchmark that finds the fastest matmul a GPU runs in a short burst" \
+        in dp

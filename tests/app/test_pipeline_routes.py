@@ -395,8 +395,15 @@ def test_round_13_step_6_says_its_34_needs_sequence_parallelism_and_is_gpts(clie
     assert f"own count is {coefficient:g}, so the lab errs about {high} high" in dropout
     long = facts()["long"]["result"].memory
     assert "and with the embedding's token ids" not in step6
-    assert f"= {fmt_bytes(long.total_bytes[0])} (the embedding's token ids add " \
-           f"{fmt_bytes(long.embedding_and_logits[0])})" in step6
+    # Round-21 cold reading Q, finding 11: "add 262 kB" beside 8 micro-batches of 32,768
+    # tokens read as one micro-batch's ids. They are the 8 in flight, 8 B a token, split over
+    # TP's ranks with sequence parallelism (labs.model.activations.embedding_activation_bytes).
+    params = facts()["long"]["params"]
+    held = facts()["long"]["api"]["peak_activations"][0]
+    assert held * params["seq_len"] * 8 / params["tp"] == long.embedding_and_logits[0]
+    assert (f"= {fmt_bytes(long.total_bytes[0])} (the embedding's token ids, {held} × "
+            f"{params['seq_len']:,} × 8 B ÷ TP {params['tp']}, add "
+            f"{fmt_bytes(long.embedding_and_logits[0])})") in step6
 
 
 def test_round_13_the_gpipe_drill_names_its_inputs_and_sums_them(client):

@@ -170,8 +170,14 @@ def test_ep07_says_the_lab_errs_fast_on_moe_and_fsdp_runs(client):
     # test_precision_routes.py).
     v3, zoo = groups["deepseek-v3"], groups["megatron-moe"]
     assert f"predicts {v3['median_ratio']:.2f}× DeepSeek-V3" in note
-    assert (f"{zoo['min_ratio']:.2f}–{zoo['max_ratio']:.2f}× (median "
-            f"{zoo['median_ratio']:.2f}×) on Megatron's {zoo['runs']} Qwen3 runs") in note
+    # Round-21 cold reading Q, finding 10: one Qwen3 run is 0.99, the lab slightly slow, so
+    # the note says how many it is fast on (the runs' own count, summary()["fast"]).
+    ratios = [r["ratio"] for r in client.get("/api/validation").json()["validation_runs"]
+              if r["group"] == "megatron-moe"]
+    assert zoo["fast"] == sum(x > 1 for x in ratios) < zoo["runs"] == len(ratios)
+    assert (f"on Megatron's {zoo['runs']} Qwen3 runs it is fast on {zoo['fast']} "
+            f"({zoo['min_ratio']:.2f}–{zoo['max_ratio']:.2f}× their throughput, median "
+            f"{zoo['median_ratio']:.2f}×)") in note
 
 
 def test_pooled_groups_are_said_apart(client):
