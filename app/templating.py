@@ -18,6 +18,7 @@ from app.episodes import EPISODES
 from app.settings import SETTINGS, url
 from labs.core.catalogue import ACTIVATION_MODEL_RECORDS
 from labs.core.recomputation import RECOMPUTATION
+from labs.model.code import count_label
 from labs.recipe.plan_space import PLAN_VIRTUAL
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -207,6 +208,8 @@ def spelled(count: int) -> str:
 
 
 templates.env.filters.update(gb=gb, tb=tb, options=options, spelled=spelled)
+# A parameter count with the model menu's digits (405.9B, 70.6B): EP01's ledger.
+templates.env.filters.update(model_count=count_label)
 # Sizes in GB/TB/PB, counts as 7B/1.2T, shares as 17.9%: the charts' own formatters.
 templates.env.filters.update(bytes=fmt_bytes, si_count=fmt_count, si_count_for=fmt_count_for,
                             pct=fmt_pct, busbw=fmt_busbw,

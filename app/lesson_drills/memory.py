@@ -96,12 +96,16 @@ def _drill_solution() -> str:
     a = _drill_answer()
     fits = "fits" if a["fits"] else "does not fit"
     s = _DRILL_STATE["seq_len"]
+    # Each term to two decimals, so the printed three add to the printed sum and round to the
+    # answer (round-21 cold reading P, finding 9: 101.5 + 16.9 + 2.4 read 120.8 beside 120.7).
+    terms = (_state_405b(), _drill_acts(2), a["breakdown"]["embedding_and_logits"] / 1e9)
     return (f"{{answer}} GB: the state's share, 16 B × {P405 / 1e9:.1f}B ÷ {H200_SHARDS} = "
-            f"{_state_405b():.1f} GB; full recomputation's 2·s·h a layer, 2 × {s:,} × "
-            f"{L405.hidden:,} × {L405.layers} = {_drill_acts(2):.1f} GB, which ZeRO does not "
-            f"shard; and {gb(a['breakdown']['embedding_and_logits'])} of fp32 logits and their "
-            f"neighbours (step 2). It {fits} the {H200 / 1e9:.0f} GB. With selective "
-            f"recomputation's 34·s·h the layers alone would take {_drill_acts(34):.0f} GB.")
+            f"{terms[0]:.2f} GB; full recomputation's 2·s·h a layer, 2 × {s:,} × "
+            f"{L405.hidden:,} × {L405.layers} = {terms[1]:.2f} GB, which ZeRO does not "
+            f"shard; and {terms[2]:.2f} GB of fp32 logits and their neighbours (step 2): "
+            f"{' + '.join(f'{t:.2f}' for t in terms)} = {a['total_bytes'] / 1e9:.2f} GB. It "
+            f"{fits} the {H200 / 1e9:.0f} GB. With selective recomputation's 34·s·h the "
+            f"layers alone would take {_drill_acts(34):.0f} GB.")
 
 
 # EP01's predict drill: the 8B's bill at eight times step 1's tokens. Nothing on the page

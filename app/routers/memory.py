@@ -37,7 +37,12 @@ from labs.core.limits import (
 from labs.core.recomputation import RECOMPUTATION
 from labs.hardware.gpus import get_gpu
 from labs.memory.inputs import PREFILL_CHUNK_TOKENS, STATE_KEYS, MemoryInput
-from labs.memory.lab import compute_memory, forward_tokens, workspace_width
+from labs.memory.lab import (
+    compute_memory,
+    forward_tokens,
+    recompute_peak_bytes,
+    workspace_width,
+)
 from labs.model.activations import (
     GPT_COEFFICIENT,
     activation_bytes_per_layer,
@@ -223,6 +228,7 @@ def facts() -> dict:
     small_int8 = state(**_GOOD)  # also the good case (_GOOD)
     l70_serve = state(**l70, mode="infer", recipe="bf16", seq_len=8192, micro_batch=32)
     deepseek_fp8 = state(model="deepseek-v3", recipe="fp8-blockwise")
+    l70_zero3_full = state(**l70, dp=32, zero=3, recompute="full")
     return {
         "l70": opening,
         # Step 1 asks for the 8B's bill, which the opening bench (70B) does not print.
@@ -258,7 +264,10 @@ def facts() -> dict:
         # Step 5's limit: step 3's full recomputation fits the same 70B on the same 32 GPUs
         # (round-17 cold reading of EP01, finding 1: the limit sent the student to EP04-EP06
         # past the fix step 3 had just taught).
-        "l70_zero3_full": state(**l70, dp=32, zero=3, recompute="full"),
+        "l70_zero3_full": l70_zero3_full,
+        # ... and its peak, while the backward runs a layer again, counted as EP03 step 6
+        # counts it (round-21 cold reading P, finding 6).
+        "l70_zero3_full_peak": recompute_peak_bytes(l70_zero3_full["result"]),
         "mixtral": state(model="mixtral-8x7b"),
         "deepseek": state(model="deepseek-v3"),
         "deepseek_fp8": deepseek_fp8,

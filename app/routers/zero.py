@@ -47,6 +47,7 @@ from labs.core.limits import (
 )
 from labs.hardware.gpus import get_gpu
 from labs.hardware.links import links
+from labs.memory.lab import recompute_peak_bytes
 from labs.model.flops import attention_flops_per_token, matmul_params
 from labs.recipe.runs import megatron_compute
 from labs.zero.inputs import ZeroResult
@@ -158,7 +159,7 @@ def facts() -> dict:
     through the same query model, lab and ``to_api`` as GET /api/zero (tests/app/test_prose.py
     follows every link)."""
     state = lesson_state(ZeroQuery, run, to_api)
-
+    g9_full_16k = state(model=STEP_6_MODEL, dp=32, zero=3, recompute="full", seq_len=16384)
     return {
         "l70_z3": state(dp=32, zero=3),
         "l70_z3_1k": state(dp=32, zero=3, seq_len=1024),  # step 9: below the crossover
@@ -186,8 +187,10 @@ def facts() -> dict:
         # activations it printed); the 70B's states follow in their whys.
         "q7_z3_8k": state(model=STEP_3_MODEL, dp=32, zero=3, seq_len=8192),
         "l70_z3_8k": state(dp=32, zero=3, seq_len=8192),
-        "g9_full_16k": state(model=STEP_6_MODEL, dp=32, zero=3, recompute="full",
-                             seq_len=16384),
+        "g9_full_16k": g9_full_16k,
+        # Its peak while the backward runs a layer again, EP01 step 5's rule (labs.memory.lab
+        # recompute_peak_bytes; round-21 cold reading P, finding 6).
+        "g9_full_16k_peak": recompute_peak_bytes(g9_full_16k["result"].ledger),
         "full_16k": state(dp=32, zero=3, recompute="full", seq_len=16384),
         "l405_z3": state(model="llama-3.1-405b", dp=32, zero=3),
         "full": state(dp=32, zero=3, recompute="full"),

@@ -35,8 +35,9 @@ BREAKDOWN_KEYS = (
 STATE_KEYS = ("weights", "gradients", "master_weights", "optimizer_moments")
 
 # A serving engine runs at most one prefill chunk of tokens through a forward pass, however
-# many sequences it holds (SGLang's server_args default chunked_prefill_size; vLLM's
-# max_num_batched_tokens plays the same part).
+# many sequences it holds: vLLM's OpenAI server on a GPU of 70 GiB or more (H100, not A100)
+# defaults max_num_batched_tokens to 8,192 (vllm/engine/arg_utils.py, EngineArgs
+# get_batch_defaults), a setting, not a rule; SGLang's chunked_prefill_size plays the same part.
 # Decoding runs one token per sequence, far fewer.
 PREFILL_CHUNK_TOKENS = 8192
 

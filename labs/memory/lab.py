@@ -25,6 +25,7 @@ import math
 from functools import lru_cache
 
 from labs.core.catalogue import RECIPES, Recipe
+from labs.core.recomputation import RECOMPUTATION
 from labs.memory.inputs import (
     BREAKDOWN_KEYS,
     PREFILL_CHUNK_TOKENS,
@@ -35,6 +36,7 @@ from labs.memory.inputs import (
 from labs.memory.notes import assumptions
 from labs.model.activations import (
     ACT_BYTES,
+    activation_bytes_per_layer,
     embedding_activation_bytes,
     layers_activation_bytes,
     output_activation_bytes,
@@ -263,3 +265,22 @@ def compute_memory(inp: MemoryInput) -> MemoryResult:
         stages=bills,
         heaviest_stage=worst.rank,
     )
+
+
+def recompute_peak_bytes(result: MemoryResult) -> float:
+    """The most one GPU holds during a step of ``result``'s plan under full recomputation: the
+    bill, which counts each layer's kept input alone (Korthikanti et al. 2022's 2·s·b·h·L),
+    plus the activations of the one layer the backward is running again, which exist from its
+    recomputed forward until its own backward ends: selective's 34·s·b·h (split by TP, SP and
+    CP as the bill's layers are). Any other mode keeps them in the bill already: its total.
+    EP01 step 5 and EP03 step 6 both quote it (round-21 cold reading P, finding 6: the two
+    pages counted the same peak two ways)."""
+    inp = result.input
+    if inp.mode != "train" or not RECOMPUTATION[inp.recompute].input_only:
+        return result.total_bytes
+    layer = activation_bytes_per_layer(
+        inp.model, inp.seq_len, inp.micro_batch, inp.tp, inp.cp, "selective",
+        sp=inp.sequence_parallel, activation_model=inp.activation_model,
+        moe_layer=bool(inp.model.experts), ep=inp.ep, etp=inp.etp,
+        gemm_inputs=RECIPES[inp.recipe].saved_input_bytes)
+    return result.total_bytes + layer

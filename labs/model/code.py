@@ -71,8 +71,10 @@ def encode(spec: ModelSpec) -> str:
     return ".".join(parts)
 
 
-def _count(n: int) -> str:
-    # As the custom-size models are labelled (labs.model.presets): M below 10^9, T from 10^12.
+def count_label(n: int) -> str:
+    """A parameter count as the model menus and custom-size models are labelled
+    (labs.model.presets): M below 10^9, T from 10^12. EP01's ledger prints it too, so its
+    "405.9B" is the menu's (round-21 cold reading P, finding 13: it printed 406B)."""
     if n < 1e9:
         return f"{n / 1e6:.1f}M"
     return f"{n / 1e9:.1f}B" if n < 1e12 else f"{n / 1e12:.2f}T"
@@ -80,9 +82,9 @@ def _count(n: int) -> str:
 
 def size_label(spec: ModelSpec) -> str:
     """``70.6B`` or ``671.0B, 37.6B active``, as the pages show it."""
-    label = _count(spec.params)
+    label = count_label(spec.params)
     if spec.is_moe:
-        label += f", {_count(spec.active_params)} active"
+        label += f", {count_label(spec.active_params)} active"
     return label
 
 

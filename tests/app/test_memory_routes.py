@@ -749,7 +749,9 @@ def test_step_5s_limit_names_full_recomputation_which_fits(client):
     why, limit = step_text(client.get("/episodes/memory").text, 5).split("Limit.")
     assert "alone cannot fit" not in limit
     assert "full recomputation (step 3) fits it" in limit
-    assert f"with it the same GPUs hold {fmt_bytes(full['total_bytes'])} , which fits" in why
+    assert f"with it the same GPUs hold {fmt_bytes(full['total_bytes'])} (" in why
+    assert "at the peak, while a layer is recomputed), which fits" in why
+    assert facts()["l70_zero3_full_peak"] < full["gpu_memory_bytes"]  # the peak fits too
 
 
 def test_the_final_norms_bytes_are_told_one_way_on_every_page(client):
@@ -946,7 +948,8 @@ def test_round20_llama_2_7b_is_not_said_to_predate_gqa(client):
     stays within its word cap, test_step_beats)."""
     four = _text(_step(client.get("/episodes/memory").text, 4))
     assert "predates" not in four
-    assert "Llama 2 7B does not use grouped-query attention (only Llama 2 70B does)" in four
+    assert ("Llama 2 7B does not use grouped-query attention (of the released Llama 2 models, "
+            "only the 70B does)") in four
 
 
 def test_round20_step_1_bills_the_final_norms_input_and_output(client):
@@ -969,3 +972,78 @@ def test_round20_405b_is_printed_to_four_figures_where_it_is_multiplied(client):
         assert m and m.group(1) == "405.9", text
         assert fmt_bytes(per * float(m.group(1)) * 1e9) == m.group(2)
     assert "406B" not in two + five
+
+
+# ---- Round-21 cold reading P (issue 36): EP01's findings 6, 9, 10, 13, 15, 16 ----
+
+
+def test_round21_step_5_gives_full_recomputations_peak_by_ep03s_rule(client):
+    """Finding 6: step 5 said the 70B on 32 GPUs with full recomputation holds 42.9 GB; EP03
+    step 6 adds the recomputed layer's own 34·s·h while its backward runs (1.14 GB: 44.0 GB).
+    Both pages now quote one engine figure (labs.memory.lab.recompute_peak_bytes)."""
+    from labs.memory.lab import recompute_peak_bytes
+    from labs.model.presets import get_model
+
+    five = _step(client.get("/episodes/memory").text, 5)
+    state = {"model": "llama-3.1-70b", "dp": 32, "zero": 3, "recompute": "full"}
+    bill = client.get("/api/memory", params=state).json()["total_bytes"]
+    m = get_model("llama-3.1-70b")
+    peak = bill + 34 * 4096 * m.hidden  # one layer's 34·s·h beside the kept inputs
+    assert fmt_bytes(peak) == "44.0 GB"
+    assert f"{fmt_bytes(bill)} ({fmt_bytes(peak)} at the peak, while a layer is recomputed)" \
+        in " ".join(five.split())
+    # The rule is the engine's, and EP03 step 6's note prints it the same way.
+    from app.routers import memory, zero
+    assert memory.facts()["l70_zero3_full_peak"] == pytest.approx(peak)
+    g = zero.facts()["g9_full_16k"]
+    gm, gs = g["result"].input.model, g["result"].input.seq_len
+    g_peak = g["api"]["total_bytes"] + 34 * gs * gm.hidden
+    assert recompute_peak_bytes(g["result"].ledger) == pytest.approx(g_peak)
+    six = re.search(r'<section class="step" id="step-6".*?</section>',
+                    client.get("/episodes/zero").text, re.S)[0]
+    assert f"{fmt_bytes(g_peak)} at the peak" in " ".join(re.sub(r"<[^>]+>", " ", six).split())
+    # No peak beyond the bill without full recomputation.
+    flash = memory.facts()["l70_flash"]["result"]
+    assert recompute_peak_bytes(flash) == flash.total_bytes
+
+
+def test_round21_the_405b_drills_printed_terms_add_to_its_answer(client):
+    """Finding 9: the 405B/H200 drill's solution printed 101.5 + 16.9 + 2.4 GB (120.8) for a
+    120.7 GB answer. Its terms print to two decimals and their sum is printed."""
+    from app.lesson_drills import LESSON_DRILLS
+
+    drill = next(d for d in LESSON_DRILLS["memory"] if d.id == "memory-predict-405b-h200")
+    text = drill.explanation() if callable(drill.explanation) else drill.explanation
+    m = re.search(r"([\d.]+) \+ ([\d.]+) \+ ([\d.]+) = ([\d.]+) GB", text)
+    assert m, text
+    terms = [float(x) for x in m.groups()[:3]]
+    assert f"{sum(terms):.2f}" == m.group(4)
+    assert f"{float(m.group(4)):.1f}" == f"{drill.answer():.1f}"
+    assert "2.37 GB of fp32 logits" in text
+
+
+def test_round21_step_4s_prefill_chunk_is_vllms_setting_with_its_source(client):
+    """Finding 10: step 4's note said a server 'runs prompts in chunks of at most 8,192
+    tokens', one engine's setting told as a rule with no source."""
+    four = " ".join(_step(client.get("/episodes/memory").text, 4).split())
+    assert ("vLLM's server on an H100 takes at most 8,192 tokens a forward (its "
+            "max_num_batched_tokens default, a setting: vllm/engine/arg_utils.py)") in four
+
+
+def test_round21_the_ledger_prints_the_menus_parameter_count(client):
+    """Finding 13: step 2's 405B link drew 'Parameters (total / active) 406B / 406B' beside
+    6.49 TB (406 × 16 = 6.50 TB); the menu and the prose say 405.9B."""
+    html = client.get("/episodes/memory?model=llama-3.1-405b").text
+    row = re.search(r"<dt>Parameters \(total / active\)</dt><dd>([^<]+)</dd>", html)[1]
+    assert row == "405.9B / 405.9B"
+    assert "Llama 3.1 405B (405.9B)" in html  # the menu's label
+    row = re.search(r"<dt>Parameters \(total / active\)</dt><dd>([^<]+)</dd>",
+                    client.get("/episodes/memory?model=mixtral-8x7b").text)[1]
+    assert row == "46.7B / 12.9B"
+
+
+def test_round21_step_2s_18_byte_state_names_its_model(client):
+    """Finding 15: '18 bytes, and 1.27 TB' followed the 405B's figure without naming the
+    70B it is for."""
+    two = " ".join(_step(client.get("/episodes/memory").text, 2).split())
+    assert "18 bytes, and 1.27 TB for the 70B." in two
