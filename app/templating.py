@@ -13,7 +13,15 @@ from markupsafe import Markup, _escape_inner
 from app.assets import asset_url
 from app.charts.context_parallel import rank_colour, token_ranges
 from app.charts.pipeline import LABEL_BARS, MAX_BARS, event_kinds, memory_ranks, schedule_name
-from app.charts.units import fmt_busbw, fmt_bytes, fmt_count, fmt_count_for, fmt_link_gbs, fmt_pct
+from app.charts.units import (
+    fmt_busbw,
+    fmt_bytes,
+    fmt_count,
+    fmt_count_for,
+    fmt_gb2,
+    fmt_link_gbs,
+    fmt_pct,
+)
 from app.episodes import EPISODES
 from app.settings import SETTINGS, url
 from labs.core.catalogue import ACTIVATION_MODEL_RECORDS
@@ -210,6 +218,8 @@ def spelled(count: int) -> str:
 templates.env.filters.update(gb=gb, tb=tb, options=options, spelled=spelled)
 # A parameter count with the model menu's digits (405.9B, 70.6B): EP01's ledger.
 templates.env.filters.update(model_count=count_label)
+# What each GPU sends in EP02, to two decimals: 26.25 GB.
+templates.env.filters.update(gb2=fmt_gb2)
 # Sizes in GB/TB/PB, counts as 7B/1.2T, shares as 17.9%: the charts' own formatters.
 templates.env.filters.update(bytes=fmt_bytes, si_count=fmt_count, si_count_for=fmt_count_for,
                             pct=fmt_pct, busbw=fmt_busbw,

@@ -7,7 +7,7 @@ import re
 
 from app.charts import DIMMED, base_layout, chosen_band, value_label
 from app.charts.crossover import crossover_figure
-from app.charts.units import fmt_bytes, fmt_pct
+from app.charts.units import fmt_gb2, fmt_pct
 from app.charts.zero import held_text, owned
 from labs.data_parallel.lab import GPUS_PER_SERVER, SERVER_LINK
 from labs.hardware.links import get_link
@@ -467,8 +467,8 @@ def _sent(point) -> str:
     if point.gpus == 1:
         return "no all-reduce on one GPU"
     if point.algorithm == "nvls":  # the switch adds: a GPU sends S once (EP02 step 2)
-        return f"{fmt_bytes(point.allreduce_bytes_per_gpu)} in ring units"
-    return f"each GPU sends {fmt_bytes(point.allreduce_bytes_per_gpu)}"
+        return f"{fmt_gb2(point.allreduce_bytes_per_gpu)} in ring units"
+    return f"each GPU sends {fmt_gb2(point.allreduce_bytes_per_gpu)}"
 
 
 def _time_figure(result) -> dict:
@@ -496,10 +496,12 @@ def _time_figure(result) -> dict:
         })
         shown.add(key)
     end = compute + exposed
-    # What the all-reduce row carries, at its left where no bar is drawn (an all-reduce starts
-    # once backward has made its first bucket, a third of the step in): round-16 cold reading,
-    # finding 5, step 1's move showed no bytes in the diagram it names.
-    sent = {"xref": "x", "yref": "y", "x": 0, "y": rows[1], "xanchor": "left",
+    # What the all-reduce row carries (round-16 cold reading, finding 5: step 1's move showed
+    # no bytes in the diagram it names), in the gap above its bar: at the bar's left it was
+    # drawn over a bucketed bar that starts early (round-21 cold reading P, finding 18). The
+    # category axis puts the rows at 0 and 1: 0.5 is the gap between them.
+    sent = {"xref": "x", "yref": "y", "x": 0, "y": 0.5, "xanchor": "left",
+            "yanchor": "middle",
             "showarrow": False, "text": _sent(p) + (" →" if p.gpus > 1 else ""),
             "font": {"size": 12, "color": "#1d2330"}, "bgcolor": "rgba(255,255,255,0.85)"}
     return {

@@ -39,6 +39,13 @@ def fmt_bytes(value: float) -> str:
     return f"{_digits(number)} {unit or 'B'}"
 
 
+def fmt_gb2(value: float) -> str:
+    """Bytes as GB with every digit to two decimals, no trailing zeros (24.5, 26.25, 27.56 GB):
+    what each GPU sends in EP02, whose 2 × 15/16 × 14 GB is 26.25 (round-21 cold reading P,
+    finding 17: fmt_bytes printed 26.2 beside the drill's 26.25). Below 1 GB, fmt_bytes."""
+    return f"{round(value / 1e9, 2):g} GB" if value >= 1e9 else fmt_bytes(value)
+
+
 def fmt_link_gbs(bytes_per_s: float) -> str:
     """A link preset's rate in GB/s as its preset states it, every digit it has (367.6,
     26.24, 48, 738): one physical link prints one figure on every page (round-19 cold reading

@@ -98,6 +98,15 @@ def _cross_solution(found: dict[str, float]) -> str:
 BOUND = {"gpus": 128, "link": "eth-100g"}
 
 
+def _hidden(a: dict) -> str:
+    """What a bucketed state's backward hides, as EP02 step 5 derives it: the backward, two
+    thirds of compute, less the time its first bucket takes to fill, when the all-reduce
+    stream starts (round-21 cold reading P, finding 3: "two thirds of 1,020.3 ms" gave
+    680.2 ms beside a hidden 678.9)."""
+    return (f"its {ms(a['backward_s'])}, two thirds of {ms(a['compute_s'])} of compute, less "
+            f"the {ms(a['first_bucket_fill_s'])} its first 25 MiB bucket takes to fill")
+
+
 def _bound_overlap(a: dict) -> str:
     """dp-decide-bound's overlap option: bucketing lowers the efficiency here (round-14 cold
     reading of EP02-EP05, finding 5). Each bucket is its own all-reduce and pays NCCL's
@@ -111,8 +120,8 @@ def _bound_overlap(a: dict) -> str:
     return (f"Worse: the {a['buckets']:,} buckets each pay NCCL's latency, {each} on this "
             f"ring over {BOUND['gpus'] // 8} servers (step 5's sum), so "
             f"{a['buckets'] - 1:,} more × {each} ≈ {ms(extra)} more all-reduce, more than the "
-            f"{ms(a['overlapped_comm_s'])} the backward hides (two thirds of "
-            f"{ms(a['compute_s'])} of compute): {ms(a['exposed_comm_s'])} stays exposed "
+            f"{ms(a['overlapped_comm_s'])} the backward hides ({_hidden(a)}): "
+            f"{ms(a['exposed_comm_s'])} stays exposed "
             f"against {ms(base['exposed_comm_s'])} without overlap. Efficiency falls from "
             f"{pct(base['efficiency'])} to {{value}}.")
 
@@ -179,8 +188,8 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     f"{_ring(ETH_8_PORTS, a)}. Exposed: {{value}}."),
          ("overlap", "Overlap the all-reduce with the backward pass, in buckets",
           {"gpus": 64, "link": "eth-100g", "overlap": "bucketed"},
-          lambda a: "Overlap hides the all-reduce only while the backward runs, two thirds "
-                    f"of the {ms(a['compute_s'])} of compute, and in buckets over the same "
+          lambda a: "Overlap hides the all-reduce only while the backward runs: "
+                    f"{ms(a['overlapped_comm_s'])}, {_hidden(a)}. In buckets over the same "
                     f"link the all-reduce takes {ms(a['comm_s'])}. Exposed: {{value}}."),
          ("compute", "Double the compute per step (a bigger micro-batch)",
           {"gpus": 64, "link": "eth-100g", "micro_batch": 8},

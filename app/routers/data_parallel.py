@@ -201,6 +201,17 @@ def _mb(value: float) -> str:
     return f"{value / 1e6:,.1f} MB" if value < 1e9 else f"{value / 1e9:,.0f} GB"
 
 
+def bucket_label(value: float) -> str:
+    """A bucket size as the steps name it, in MiB (DDP's bucket_cap_mb counts MiB), the MB in
+    brackets: "25 MiB (26.2 MB; DDP default)". A size that is no whole MiB reads in MB or GB
+    (round-21 cold reading P, finding 18: the menu read 1.0, 26.2 and 524.3 MB beside steps 5
+    and 6's 1, 25 and 500 MiB)."""
+    mib, default = value / 2**20, "; DDP default" if value == DDP_BUCKET_BYTES else ""
+    if value >= 1e9 or mib != int(mib):
+        return _mb(value) + default.replace("; ", " (", 1) + (")" if default else "")
+    return f"{int(mib):,} MiB ({value / 1e6:.3g} MB{default})"  # 1.05 MB, not 1.0
+
+
 def extra_context(state) -> dict:
     query = state.query
     return {
@@ -241,8 +252,7 @@ def extra_context(state) -> dict:
         "microbatch_options": [(v, f"{v:,}") for v in
                                with_value(MICROBATCH_CHOICES, query.microbatches)],
         "seq_options": [(v, f"{v:,}") for v in with_value(SEQ_CHOICES, query.seq_len)],
-        "bucket_options": [(round(v), _mb(v) + (" (DDP default, 25 MiB)" if v == DDP_BUCKET_BYTES
-                                        else "")) for v in
+        "bucket_options": [(round(v), bucket_label(v)) for v in
                            with_value(BUCKET_CHOICES, query.bucket_bytes)],
         "parts": PARTS, "components": COMPONENTS,
         # Step 3's all-reduce (100 Gb/s Ethernet) waits on the lesson for its guess: the

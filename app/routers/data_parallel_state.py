@@ -140,6 +140,8 @@ def _point(p) -> dict:
         "buckets": p.buckets, "algorithm": p.algorithm, "bottleneck": p.bottleneck,
         "bucket_s": round(p.bucket_s, 9), "bucket_algorithm": p.bucket_algorithm,
         "bucket_across": p.bucket_across,
+        "backward_s": round(p.backward_s, 9),
+        "first_bucket_fill_s": round(p.first_bucket_fill_s, 9),
     }
 
 

@@ -27,6 +27,11 @@ class DataParallelPoint(BaseModel):
     bucket_across: str = Field(description="NCCL's algorithm where the bucket crosses "
                                "servers (ring or tree, as bucket_algorithm); empty inside one "
                                "fabric.")
+    backward_s: float = Field(description="The backward the buckets hide behind (the last "
+                              "micro-batch's, 2/3 of its compute), seconds.")
+    first_bucket_fill_s: float = Field(description="Seconds into that backward when the first "
+                                       "bucket is full and the all-reduce stream can start (0 "
+                                       "without overlap).")
 
 
 class DataParallelReplica(BaseModel):

@@ -110,6 +110,10 @@ class DataParallelPoint:
     bucket_s: float  # one full bucket's all-reduce (the whole gradient's without overlap)
     bucket_algorithm: str  # NCCL's algorithm for it (labs.hardware.comm.CommCost.algorithm)
     bucket_across: str  # and for its part across servers ("ring", "tree"; "" inside one)
+    # The window bucketed all-reduces hide behind (the last micro-batch's backward) and how far
+    # into it the first bucket is full, when the all-reduce stream can start (0 without overlap).
+    backward_s: float = 0.0
+    first_bucket_fill_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from html import unescape
 
 import pytest
 
-from app.charts.units import fmt_bytes, fmt_factor_ms, fmt_ms, fmt_pct, fmt_tflops
+from app.charts.units import fmt_bytes, fmt_factor_ms, fmt_gb2, fmt_ms, fmt_pct, fmt_tflops
 from app.routers.data_parallel import DataParallelQuery, facts, figures, run
 from app.schemas import DataParallelAnswer
 from labs.data_parallel.lab import CURVE_LINKS, GPU_COUNTS, SERVER_GPU
@@ -949,18 +949,18 @@ def test_round_16_step_6s_readout_names_each_all_reduce_it_times(client):
 def test_round_16_step_1s_time_chart_says_what_each_gpu_sends(client):
     """Round-16 cold reading, finding 5: step 1 asks the bytes each GPU sends, and its move
     showed speedup. Its diagram is now the time chart, whose all-reduce row says what each
-    GPU sends (24.5, 26.2, 27.6 GB at its links), the engine's figure; at step 1's own state
-    the label waits for its guess, the bars drawn."""
+    GPU sends (24.5, 26.25, 27.56 GB at its links: round 21, finding 17), the engine's figure;
+    at step 1's own state the label waits for its guess, the bars drawn."""
     f = facts()
     html = client.get("/episodes/data-parallel").text
     assert 'id="step-1" data-diagram="dp-time"' in html
     for name in ("good", "ib16", "ib64"):
         time = figures(f[name]["result"])["time"]
-        sent = fmt_bytes(f[name]["api"]["allreduce_bytes_per_gpu"])
+        sent = fmt_gb2(f[name]["api"]["allreduce_bytes_per_gpu"])
         said = (f"{sent} in ring units" if f[name]["api"]["algorithm"] == "nvls"
                 else f"each GPU sends {sent}")
         label = time["layout"]["annotations"][-1]
-        assert label["text"] == f"{said} →" and label["y"] == "All-reduce"
+        assert label["text"] == f"{said} →" and label["y"] == 0.5  # between the rows
         assert said in time["summary"]
     meta = figures(f["ib16"]["result"])["time"]["layout"]["meta"]
     assert meta["partly"] and meta["owners"][0]["step"] == "step-1"
@@ -1488,8 +1488,8 @@ def test_round20_step_3_names_pat_among_nccls_algorithms(client):
     """Finding 21: step 3's note listed NCCL_ALGO's algorithms without PAT (NCCL 2.23 on:
     all-gather and reduce-scatter, one GPU a node)."""
     text = _text(_step(client.get("/episodes/data-parallel").text, 3))
-    assert ("NVLS, NVLSTree and, from NCCL 2.23, PAT, for all-gather and reduce-scatter with "
-            "one GPU a node") in text
+    assert ("NVLS, NVLSTree and, from NCCL 2.23, PAT (Parallel Aggregated Trees), for "
+            "all-gather and reduce-scatter with one GPU a node") in text
 
 
 def test_round21_step_4s_one_port_ib_link_waits_for_step_3(client):
@@ -1615,3 +1615,88 @@ def test_round21_api_dp_and_api_tp_agree_on_which_gpu_link_pairs_exist(client):
     # A network joins servers of any GPU, each on its own fabric: the chosen one is timed.
     h200 = client.get("/api/dp", params={"link": "ib-ndr", "gpu": "h200", "gpus": 16}).json()
     assert h200["gpu"] == "h200" and h200["replica"]["gpu_memory_bytes"] == 141e9
+
+
+# ---- Round-21 cold reading P (issue 36): EP02's findings 3, 12, 17, 18 ----
+
+
+def test_round21_step_5_hides_the_backward_less_its_first_buckets_fill(client):
+    """Finding 3: step 5 hid '⅔ × 1,020 ms ≈ 680 ms' and left 2,149 ms exposed, where the
+    chart hides 678.9 and exposes 2,150.1 ms: the all-reduce stream starts only when the first
+    25 MiB bucket is full (1.27 ms into the backward). The engine reports the backward and
+    that fill (/api/dp backward_s, first_bucket_fill_s); the why derives the hidden and the
+    exposed figures from them, and its exposed figure is /api/dp's at the step's state."""
+    api = facts()["bad_overlap"]["api"]
+    assert api["backward_s"] == pytest.approx(2 / 3 * api["compute_s"])
+    assert api["first_bucket_fill_s"] == pytest.approx(
+        api["backward_s"] * 25 * 2**20 / api["grad_bytes"])
+    assert api["overlapped_comm_s"] == pytest.approx(
+        api["backward_s"] - api["first_bucket_fill_s"])
+    # A figure's span leaves a space before the colon that follows it.
+    text = _text(_step(client.get("/episodes/data-parallel").text, 5)).replace(" :", ":")
+    hidden = (f"So it hides {fmt_ms(api['backward_s'])} − {fmt_ms(api['first_bucket_fill_s'])} "
+              f"= {fmt_ms(api['overlapped_comm_s'])}: that is all it can hide.")
+    assert hidden in text
+    exposed = (f"So {fmt_ms(api['comm_s'])} − {fmt_ms(api['overlapped_comm_s'])} = "
+               f"{fmt_ms(api['exposed_comm_s'])} stays exposed")
+    assert exposed in text
+    assert "≈ 680 ms" not in text and "2,149 ms" not in text
+    assert "Real DDP caps its first bucket at 1 MiB" in text  # its closed note
+    # The printed figures' own arithmetic holds at the digits printed.
+    fig = {k: float(fmt_ms(api[k]).split()[0].replace(",", "")) for k in
+           ("backward_s", "first_bucket_fill_s", "overlapped_comm_s", "comm_s",
+            "exposed_comm_s")}
+    assert round(fig["backward_s"] - fig["first_bucket_fill_s"]) == fig["overlapped_comm_s"]
+    assert round(fig["comm_s"] - fig["overlapped_comm_s"]) == fig["exposed_comm_s"]
+    # The decides say the same: hidden = backward less the fill.
+    for drill, choice in (("dp-decide-bound", "overlap"), ("dp-decide-exposed", "overlap")):
+        said = _text(client.get(f"/drills/{drill}", params={"answer": choice}).text)
+        assert "less the 1.3 ms its first 25 MiB bucket takes to fill" in said, said
+        assert "678.9 ms" in said and "680.2 ms, two thirds of 1,020.3 ms of compute" in said
+
+
+def test_round21_the_nvls_busbw_says_it_is_measured_and_where(client):
+    """Finding 12: the busBW box's NVLS entry alone said neither measured nor assumed and
+    cited nothing."""
+    text = _text(_step(client.get("/episodes/data-parallel").text, 1))
+    assert ("480 GB/s in ring units (measured: nccl-tests' all_reduce_perf on 8 H100s, "
+            "NVIDIA's figure in its 2024 talk S62129 and in NVIDIA/nccl-tests#212;") in text
+
+
+def test_round21_step_1_prints_26_25_gb_as_its_drill_does(client):
+    """Finding 17: step 1 printed 2 × 15/16 × 14 GB = 26.2 GB (26.25 rounds half-even) and
+    dp-predict-16-ib's feedback 26.25 GB."""
+    html = client.get("/episodes/data-parallel").text
+    text = _text(_step(html, 1))
+    assert "2 × 7/8 × 14 GB = 24.5 GB on 8 GPUs; 2 × 15/16 × 14 GB = 26.25 GB on 16; " \
+        "2 × 63/64 × 14 GB = 27.56 GB on 64." in text
+    assert 'data-answer="26.25 GB"' in _step(html, 1)
+    # The chart's label and the readout print it so too (fmt_gb2).
+    sixteen = client.get("/episodes/data-parallel", params={"gpus": 16, "link": "ib-ndr"}).text
+    assert "each GPU sends 26.25 GB" in _text(sixteen)
+
+
+def test_round21_the_bucket_menu_reads_mib_as_the_steps_do(client):
+    """Finding 18: the bucket menu read '1.0 MB', '26.2 MB (DDP default, 25 MiB)' and
+    '524.3 MB' beside steps 5 and 6's 1, 25 and 500 MiB. Its options read MiB, the MB in
+    brackets; their values (bytes, the URLs' bucket_bytes) are unchanged."""
+    html = client.get("/episodes/data-parallel").text
+    select = html[html.index('name="bucket_bytes"'):]
+    select = select[:select.index("</select>")]
+    options = dict(re.findall(r'<option value="(\d+)"[^>]*>([^<]+)</option>', select))
+    assert options["1048576"] == "1 MiB (1.05 MB)"
+    assert options["26214400"] == "25 MiB (26.2 MB; DDP default)"
+    assert options["524288000"] == "500 MiB (524 MB)"
+    assert options["2000000000"] == "2 GB"
+    assert "524.3 MB" not in select and "1.0 MB" not in select
+
+
+def test_round21_the_sent_label_sits_between_the_rows_not_on_the_bar(client):
+    """Finding 18: 'each GPU sends 28.0 GB →' was drawn at the all-reduce row's left, over a
+    bucketed bar that starts early, and over the row's label. It sits in the gap between the
+    two rows (the category axis's 0.5), clear of both bars."""
+    fig = figures(run(DataParallelQuery(gpus=1024, link="ib-ndr", nics_per_node=8,
+                                        overlap="bucketed", bucket_bytes=2**20)))["time"]
+    label = fig["layout"]["annotations"][-1]
+    assert label["text"].startswith("each GPU sends")
+    assert label["y"] == 0.5 and label["yanchor"] == "middle" and label["yref"] == "y"

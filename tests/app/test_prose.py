@@ -16,6 +16,7 @@ from app.charts.units import (
     fmt_bytes,
     fmt_count,
     fmt_duration,
+    fmt_gb2,
     fmt_ms,
     fmt_num,
     fmt_pct,
@@ -50,6 +51,7 @@ FORMATS["sci"] = fmt_sci  # EP02 quotes FLOPs: 1.72 × 10¹⁴
 FORMATS["int"] = lambda v: fmt_num(v, 0)
 FORMATS["x2"] = lambda v: fmt_num(v, 2)  # a speed-up, as the charts write it
 FORMATS["count4"] = lambda v: fmt_count(v, 4)  # P where the prose multiplies it: 405.9B
+FORMATS["gb2"] = fmt_gb2  # EP02 step 1's 26.25 GB, as its drill prints it
 LESSONS["/episodes/low-precision"] = ("/api/precision", {
     "precision-ledger", "precision-bytes", "precision-finetune", "precision-offload",
     "precision-speed"})
