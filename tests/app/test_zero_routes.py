@@ -532,9 +532,11 @@ def test_round_8_step_9_plain_dp_stops_hiding_where_zero3_does(client):
             "so NVLink set the busBW. On 25 Gb/s Ethernet 8 ports × 3 GB/s (step 5) = "
             f"{fmt_bytes(f['eth']['api']['crossover']['busbw'])} /s, now below NVLink's, so the "
             "network sets it") in step  # a space where the figure's tag closes
-    assert (f"fits behind its backward pass: "
-            f"{f['l70_z0']['api']['crossover']['hidden_tokens']:,.0f} tokens at this state"
-            in step)
+    # Round 21, finding 7: "1,563 tokens at this state" read as the opening state's line
+    # (1,565, ZeRO-3's); the note says whose line each is (test_round21_step_9_...).
+    assert (f"hides only behind the backward pass, two thirds of the compute (EP02 step 5): "
+            f"from 1.5 × its T*, 1.5 × {shown:,} = "
+            f"{f['l70_z0']['api']['crossover']['hidden_tokens']:,.0f} tokens" in step)
 
 
 def test_round_8_step_8_derives_deepspeeds_offload_figures(client):
@@ -974,14 +976,19 @@ def test_round_15_step_8_names_the_weights_in_deepspeeds_zero_3_bytes(client):
     html = client.get("/episodes/zero").text
     step = html[html.index('id="step-8"'):html.index('id="step-9"')]
     text = " ".join(re.sub(r"<[^>]+>", " ", step).split())
-    three = "18 B a parameter (2 B of fp16 weights, 4 B of fp32 gradients, 12 B"
-    assert f"ZeRO-3 estimate shards {three} of optimizer state)" in text
+    # Round 21, finding 8: stage3.py gives no breakdown; the split is the lab's reading.
+    assert ("DeepSpeed's ZeRO-3 estimator shards 18 B a parameter, with no breakdown "
+            "( stage3.py ), where this recipe shards 16 B (2 B of weights, 2 B of bf16 "
+            "gradients, 12 B). The lab reads the 2 B more as fp32 gradients, as DeepSpeed's "
+            "ZeRO-2 estimator's comment counts its 18") in text
     assert "keeps the bf16 weight shard on the GPU" in text and "both count 16 B" in text
     note = html[html.index("Where they differ:"):]
     note = " ".join(re.sub(r"<[^>]+>", " ", note[:note.index("</p>")]).split())
-    assert f"at ZeRO-3 DeepSpeed's estimator shards {three} of fp32 master" in note
-    assert "shards 18 B (2 B of fp16 and 4 B of fp32 gradients, 12 B) where this recipe " \
-           "shards 14" in note
+    assert ("at ZeRO-3 DeepSpeed's estimator shards 18 B a parameter with no breakdown "
+            "( stage3.py ; the lab reads it as 2 B of fp16 weights, 4 B of fp32 gradients, 12 B "
+            "of fp32 master weights and moments)") in note
+    assert "shards 18 B (its comment in stage_1_and_2.py : 2 B of fp16 and 4 B of fp32 " \
+           "gradients, 12 B) where this recipe shards 14" in note
 
 
 def test_round_15_step_10_checks_from_its_printed_figures(client):
@@ -1451,3 +1458,29 @@ def test_round_21_step_8s_largest_layer_product_reads_right(client):
     assert product == fmt_bytes(4 * largest)
     assert fmt_bytes(4 * float(count) * 1e9) == product, (count, product)
     assert f"{largest / 1e9:.{len(count.split('.')[1])}f}" == count  # the engine's, rounded
+
+
+# ---- Round-21 cold reading P (issue 36): EP03's finding 7 (finding 8: the round-15 pin) ----
+
+
+def test_round21_step_9_says_which_dotted_line_is_which(client):
+    """Finding 7: the opening bench's crossover said 'all of it hidden, as it is past 1,565
+    tokens per GPU; ... T* = 1,563', and step 9's note called the dotted line plain DP's, 1,563,
+    never saying what the 1,565 is: ZeRO-3's own all-hidden point, its forward gather behind
+    an op-level forward a shade under a third of the compute."""
+    f = facts()
+    z3, z0 = f["l70_z3"], f["l70_z0"]
+    r3 = z3["result"]
+    share = r3.forward_seconds / r3.compute_seconds
+    assert share < 1 / 3
+    hidden3 = z3["api"]["crossover"]["hidden_tokens"]
+    assert hidden3 > z3["api"]["crossover"]["crossover_tokens"]
+    html = client.get("/episodes/zero").text
+    nine = html[html.index('id="step-9"'):html.index('id="step-10"')]
+    text = " ".join(re.sub(r"<[^>]+>", " ", nine).split())
+    assert (f"But the op-level forward is {100 * share:.2f}% of the compute, not a third, so "
+            f"ZeRO-3's forward gather hides only from {hidden3:,.0f} tokens, the opening "
+            f"state's dotted line, a little past its T*.") in text
+    assert f"= {z0['api']['crossover']['hidden_tokens']:,.0f} tokens, ZeRO-3's " in text
+    # The opening bench prints the same 1,565.
+    assert f"past {hidden3:,.0f} tokens per GPU" in html
