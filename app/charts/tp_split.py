@@ -87,7 +87,10 @@ def split_view(result) -> dict:
            "strips": _strips(t, tuple((k, v / per_gpu_qkv) for k, v in qkv_parts)),
            "caption": f"h × (a + 2·kv)·d = {_n(h)} × {_n(sh.qkv_columns)}, by columns: each "
                       f"GPU {heads_text} = {_n(per_gpu_qkv)} columns"
-                      + (" (KV heads replicated: t exceeds them)" if replicated else "")}
+                      + (" (KV heads replicated: t exceeds them)" if replicated else ""),
+           # Drawn on the box itself, in view where EP04 step 2's why points (round-21 cold
+           # reading P, finding 2: the caption's count sat below the bench's fold).
+           "label": f"{sh.heads_per_gpu} Q + {_count(sh.kv_heads_per_gpu, 'KV head')} a GPU"}
     w_o = {"name": "W_O", "rows": sh.heads * d, "cols": h, "split": "rows",
            **_box(sh.heads * d, h, largest), "strips": _strips(t),
            "caption": f"(a·d) × h = {_n(sh.heads * d)} × {_n(h)}, by rows: each GPU "

@@ -1428,3 +1428,53 @@ def test_round_21_step_6_names_the_scaling_books_rule_with_its_inputs(client):
     assert named, six
     before = six[:named.start()]
     assert "× rate ÷ busBW" in before and "h/t" in before  # the letters' terms, derived
+
+
+# ---- Round-21 cold reading P (issue 36): EP04's findings 2, 4, 5, 11 ----
+
+
+def test_round21_the_split_diagram_labels_each_gpus_heads_on_w_qkv(client):
+    """Finding 2: step 2's why sends the student to the split diagram's QKV strips at t = 4,
+    a few pixels of colour with no count; the count sat in the caption below the bench's
+    fold. W_QKV's box now carries it: '32 Q + 2 KV heads a GPU'."""
+    html = client.get("/episodes/tensor-parallel", params={"tp": 4}).text
+    figure = html[html.index('<figure id="tp-split"'):html.index("</figure>")]
+    box = figure[figure.index('data-matrix="W_QKV"'):]
+    box = box[:box.index("</small>")]
+    assert '<span class="tp-label">32 Q + 2 KV heads a GPU</span>' in box
+    at8 = client.get("/episodes/tensor-parallel", params={"tp": 8}).text
+    assert '<span class="tp-label">16 Q + 1 KV head a GPU</span>' in at8
+    step = step_text(client.get("/episodes/tensor-parallel").text, "step-2")
+    assert "The split diagram at t = 4 labels W_QKV with them" in step
+
+
+def test_round21_step_6_states_gpt3s_rate_and_k(client):
+    """Finding 4: step 6 gave GPT-3 at t = 16 only its busBW and (h/t)* = 401; the layer's
+    rate and k it needs were on no page. They are printed, and give the (h/t)* printed."""
+    from app.routers.tensor_parallel import facts
+
+    c = facts()["gpt3_t16"]["api"]["crossover"]
+    step = step_text(client.get("/episodes/tensor-parallel").text, "step-6")
+    rate, k, busbw = round(c["rate"] / 1e12), round(c["k"], 3), fmt_busbw(c["busbw"])
+    assert (f"GPT-3 at t = 16 spans two nodes: {rate} TFLOP/s (k = {k:.3f}), "
+            f"{busbw}, (h/t)* = {c['crossover']:,.0f}") in step
+    printed = 8 / (3 * k) * 15 / 16 * rate * 1e12 / (float(busbw.split()[0]) * 1e9)
+    assert printed == pytest.approx(c["crossover"], rel=0.005)
+
+
+def test_round21_step_4_names_the_nvl72_racks_inputs_and_gb200(client):
+    """Finding 5: step 4's note gave GPT-3's efficiencies on an NVL72 rack with none of the
+    B200's rate, NVLink 5's bandwidth or the busBWs the lab gives it, and 'GB200' undefined."""
+    step = step_text(client.get("/episodes/tensor-parallel").text, "step-4")
+    nvl = get_link("nvl72")
+    assert "its building block, a GB200, is a Grace CPU with two Blackwell GPUs" in step
+    assert ("The lab times it at HGX B200's rates, 2.25 PFLOP/s dense bf16 a GPU, and NVLink "
+            "5's 900 GB/s a direction, at busBWs of 738 GB/s (ring: NVLink 4's measured share, "
+            "assumed) and 839 GB/s (NVLS, measured on 8 B200s; no rack measured).") in step
+    assert nvl.ring_busbw == 738e9 and nvl.allreduce_busbw == 839e9
+
+
+def test_round21_step_5_sources_the_copy_share(client):
+    """Finding 11: step 5's note took '78% a copy kernel reaches' with no source on EP04."""
+    step = step_text(client.get("/episodes/tensor-parallel").text, "step-5")
+    assert "× the 78% BabelStream's copy reaches on an H100 NVL:" in step
