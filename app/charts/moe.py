@@ -198,7 +198,8 @@ def params_figure(result, keys: dict | None = None) -> dict:
     active = f"a token computes with {fmt_count(result.active_params)}"
     one = f"one GPU holds {fmt_count(result.params_per_gpu)}"
     owners = (_owner(keys.get("active", ()), active, points=[[0, 1], [1, 1]], annotations=[1]),
-              _owner(keys.get("per_gpu", ()), one, points=[[0, 2], [1, 2]], annotations=[2]))
+              _owner(keys.get("per_gpu", ()), one, points=[[0, 2], [1, 2]], annotations=[2]),
+              _owner(keys.get("routed", ()), points=[[0, 0], [1, 0]]))
     return {
         "data": data,
         "layout": owned(base_layout(

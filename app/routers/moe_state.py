@@ -191,11 +191,19 @@ def answer_keys(inp: MoEInput) -> dict[str, tuple[str, ...]]:
         "layer": (*a2a, *compute),
         "busiest": (*(("step-4",) if skewed else ()), *(("step-10",) if v3 and skewed else ())),
         "dropped": ("step-5",) if inp.capacity_factor > 0 else (),
+        # The total bar's split, routed experts against the rest (654B and 17.1B), is the
+        # params derive's first product (round-21 cold reading Q, finding 4): held until it
+        # is answered, at every DeepSeek-V3 state.
+        "routed": ("drill-moe-predict-params-dsv3",) if v3 else (),
         "dp": ("step-6",) if v3 else (),
         "expert_dp": ("step-6",) if v3 else (),
         "network": ("step-7",) if network else (),
         "received": ("drill-moe-dispatch-mb",) if v3 and few else (),
-        "crossover": ("step-11",) if v3 and inp.ep <= inp.cluster.gpus_per_node else (),
+        # Inside a node its f* answers step 11; across nodes its all-to-all time and rate are
+        # step 3's EP 64 dispatch doubled and EP 64's effective rate (round-21 cold reading Q,
+        # finding 2: 17.2 ms and 53.9 GB/s on the bench before step 3's guess).
+        "crossover": (("step-11",) if inp.ep <= inp.cluster.gpus_per_node else a2a)
+        if v3 else (),
     }
 
 

@@ -885,6 +885,19 @@ def test_moe_step_3s_ep_rate_waits_at_its_states(client, q):
     text = screen(client, f"{path}?{query}", ids, "step-3", lesson)
     assert not said(f"all-to-all {ep['bandwidth'] / 1e9:,.0f} GB/s", text), query
     assert said("EP all-to-all ? (after step 3's guess)", text), query
+    # Round-21 cold reading Q, finding 2: across nodes the crossover panel printed the
+    # all-to-alls' time (2 × step 3's dispatch, 17.2 ms at EP 64) and their effective rate
+    # (53.9 GB/s against the predict's 160: "about 3 times slower" read off). Held there
+    # until step 3's guess too, as the layer chart is.
+    body = client.get(f"/api/moe?{query}").json()
+    cross = re.search(r"the all-to-alls move [^()]*? in (\S+ ms|\?) \(.*?effective rate "
+                      r"B = (\S+) GB/s", text)
+    assert cross, query
+    if body["ep_per_node"] < body["ep"]:  # EP across nodes: step 3's question
+        assert (cross[1], cross[2]) == ("?", "?"), (query, cross.group(0))
+        assert not said(f"{2 * body['dispatch_s'] * 1e3:.1f} ms of dispatch and combine",
+                        text), query
+        assert not said(f"{2 * body['dispatch_s'] * 1e3:.1f} ms", text), query
 
 
 def test_recipe_step_9s_re_plan_waits_in_the_chart_too(client):
@@ -1032,3 +1045,34 @@ def test_round21_ep10_no_other_step_tells_step_1_what_delayed_scaling_keeps(clie
     told = [p for p in FP8_COPIES_TOLD if re.search(p, before)]
     assert not told, told
     assert "the transposed copy needs no new scales" in lesson  # step 5's why says it
+
+
+@pytest.mark.parametrize("q", ["pp=16&ep=64", "pp=1&ep=64", "pp=16&ep=8"])
+def test_round21_ep07_params_chart_holds_the_routed_split_for_the_derive(client, q):
+    """Round-21 cold reading Q, finding 4: the params derive (moe-predict-params-dsv3: 671B,
+    58 MoE layers of 256 experts of 3 × 7,168 × 2,048, per GPU at EP 64) has its hard part in
+    the first product, 654B of routed experts, and every DeepSeek-V3 state's params chart
+    labelled the total bar's split (654B routed, 17.1B the rest): 654/64 + 17.1 read off.
+    The split waits for the derive's answer (its label, bar and hover); the 671B total, which
+    the derive gives, stays."""
+    from app.routers.moe import VIEW
+
+    path, lesson, _found, ids = lesson_page(client, "moe")
+    query = f"model=deepseek-v3&nodes=256&link=hgx-h800&{q}"
+    body = client.get(f"/api/moe?{query}").json()
+    routed = next(d for d in VIEW.drills if d.id == "moe-predict-params-dsv3")
+    assert routed
+    from app.charts.units import fmt_count
+    from labs.model.presets import get_model
+
+    m = get_model("deepseek-v3")
+    experts = m.moe_layers * m.experts * m.expert_size  # the chart's routed segment
+    # (the rest, 17.1B, is the dense part every token uses too: the active bar draws it)
+    split = [fmt_count(experts)]
+    html = page(client, f"{path}?{query}")
+    keys = masked_keys(lesson, "step-2") | {"drill-moe-predict-params-dsv3"}
+    text = visible(masked(html, keys), ids, "step-2")
+    assert split[0] == "654B" and not [s for s in split if s in text], (query, split)
+    assert f"{body['params'] / 1e9:.0f}B" in text  # the total the derive gives
+    opened = visible(masked(html, keys - {"drill-moe-predict-params-dsv3"}), ids, "step-2")
+    assert split[0] in opened  # drawn once the derive is answered
