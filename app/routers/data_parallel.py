@@ -352,6 +352,7 @@ VIEW = LabView(
         "bucket_bytes": "Bucket size", "nics_per_node": "Network ports per server",
         "global_batch": "Global batch (sequences)", "seq_len": "Sequence length",
         "micro_batch": "Micro-batch (sequences)", "microbatches": "Micro-batches per step",
+        "gpu": "GPU",
     },
     response_model=DataParallelAnswer,
     embed_height=1600,
