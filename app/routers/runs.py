@@ -96,6 +96,9 @@ def analyse(request: RunParseRequest) -> tuple[dict, object, object]:
         "residuals": [{"name": r.name, "bytes": r.bytes, "detail": r.detail}
                       for r in comparison.residuals],
         "comparison_notes": list(comparison.notes),
+        "flops_per_token": {"log": comparison.log_flops_per_token,
+                            "lab": comparison.lab_flops_per_token,
+                            "differ": comparison.flops_counts_differ},
         "recipe": recipe.to_api(state.result),
     }
     return answer, state, run
@@ -110,7 +113,7 @@ def _errors(request: Request, errors: dict[str, str], status: int = 422) -> Resp
 EXAMPLE = {"log": "------------------------ arguments ------------------------\n"
            "  tensor_model_parallel_size ...................... 8\n  ...\n"
            " iteration       20/     100 | consumed samples: ... | elapsed time per iteration "
-           "(ms): 5402.7 | throughput per GPU (TFLOP/s/GPU): 390.1 | ...",
+           "(ms): 8112.4 | throughput per GPU (TFLOP/s/GPU): 415.8 | ...",
            "gpu": "h100-sxm"}
 
 

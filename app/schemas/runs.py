@@ -69,7 +69,8 @@ class RunMeasured(BaseModel):
 
 
 class RunFigure(BaseModel):
-    name: str = Field(description="step_time, tokens_per_s_per_gpu, tflops_per_gpu, mfu, "
+    name: str = Field(description="step_time, tokens_per_s_per_gpu, tflops_per_gpu, mfu (on "
+                      "the lab's FLOPs count), mfu_log (on the log's, where the two differ), "
                       "peak_allocated_bytes or peak_reserved_bytes.")
     unit: str = Field(description="s, tokens/s, TFLOP/s, B (bytes), or empty (a fraction).")
     measured: float | None
@@ -83,6 +84,16 @@ class RunFigure(BaseModel):
                           "(the step time).")
     derived: str = Field(description="How the measured figure was worked out when the log "
                          "prints none (empty: printed).")
+
+
+class RunFlops(BaseModel):
+    log: float | None = Field(description="The FLOPs a token the log counts: its TFLOP/s ÷ "
+                              "its tokens/s per GPU (None: it gives only one).")
+    lab: float | None = Field(description="The lab's, counted as the framework counts "
+                              "(model or hardware FLOPs).")
+    differ: bool = Field(description="The two more than 3% apart: the TFLOP/s ratio is then "
+                         "not the tokens/s ratio, and `mfu_log` gives the MFU on the log's "
+                         "count.")
 
 
 class RunResidual(BaseModel):
@@ -107,4 +118,5 @@ class RunParseAnswer(BaseModel):
     residuals: list[RunResidual] = Field(description="The memory gap between the lab's "
                                          "ledger and the run, by part.")
     comparison_notes: list[str]
+    flops_per_token: RunFlops
     recipe: RecipeAnswer = Field(description="GET /api/recipe's answer for the plan.")

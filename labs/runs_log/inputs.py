@@ -103,3 +103,6 @@ class Comparison:
     figures: tuple[Figure, ...]
     residuals: tuple[Residual, ...]
     notes: tuple[str, ...]
+    log_flops_per_token: float | None = None  # the log's TFLOP/s ÷ its tokens/s
+    lab_flops_per_token: float | None = None  # the lab's, counted as the framework counts
+    flops_counts_differ: bool = False  # the two apart by more than lab.FLOPS_TOLERANCE

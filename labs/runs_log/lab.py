@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from labs.core.errors import LabInputError
 from labs.core.limits import MAX_GPUS_PER_NODE, MAX_PLAN_GPUS
+from labs.model.flops import attention_flops_per_token
 from labs.recipe.inputs import RecipeResult
 from labs.runs_log import megatron, memory_stats, torchtitan
 from labs.runs_log.common import FIELD, no_lines, text_of, whole
@@ -147,30 +148,73 @@ def _int(text: str) -> int:
         raise LabInputError("gpus_per_node", f"{text!r} is not a whole number") from None
 
 
+# How far the log's FLOPs a token (its TFLOP/s ÷ its tokens/s) may stray from the lab's before
+# the page says the two count differently: the figures are printed to 3-4 digits, and Megatron
+# halving causal attention (below) moves an 8B at 8k tokens by 11%.
+FLOPS_TOLERANCE = 0.03
+
+
+def log_flops_per_token(m: Measured) -> float | None:
+    """The FLOPs a token the run's framework counted: its TFLOP/s ÷ its tokens/s per GPU (both
+    per GPU, so the GPUs cancel). None where the log gives only one of them."""
+    if not m.tflops_per_gpu or not m.tokens_per_s_per_gpu:
+        return None
+    return m.tflops_per_gpu * 1e12 / m.tokens_per_s_per_gpu
+
+
+def _why_counts_differ(logged: float, result: RecipeResult) -> str:
+    """A known reason the log's count differs from the lab's, where one fits to 1%."""
+    lab = result.timing.model_flops_per_token
+    half = attention_flops_per_token(result.model, result.plan.seq_len) / 2
+    if abs(logged / (lab - half) - 1) < 0.01:
+        # NVIDIA/Megatron-LM @ 001b00c, megatron/training/training.py
+        # num_floating_point_operations: "core attention ... / 2  # causal mask (only half of
+        # the mask is non-zero)"; the lab counts the whole score matrix (PaLM, appendix B).
+        return (f": the lab's count with causal attention halved ({lab / 1e9:,.1f} − "
+                f"{half / 1e9:,.1f} GFLOP), as Megatron-LM counts it (\"only half of the mask "
+                "is non-zero\"), where the lab, PaLM (appendix B) and torchtitan count the whole "
+                "score matrix")
+    return ": the framework counts other terms than the lab (6N plus attention a token)"
+
+
 def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
     """The lab's figures for the run's plan beside the run's, and the memory gap by part."""
     m = run.measured
     gpus = result.plan.world_size
     peak = result.cluster.gpu.bf16_flops
+    gpu_peak = f"the {result.cluster.gpu.name}'s {peak / 1e12:,.0f} TFLOP/s"
     lab_tokens = result.tokens_per_s / gpus if result.step_s else None
-    # The lab's TFLOP/s counted as the run's framework counts them: like with like, so the
-    # ratio is the throughput's (the same plan does the same FLOPs a token).
+    # The lab's TFLOP/s counted as the run's framework counts them: hardware FLOPs for
+    # Megatron-DeepSpeed, model FLOPs otherwise.
     hardware = m.tflops_counts == "hardware"
-    per_token = (result.timing.hardware_flops_per_token if hardware
-                 else result.timing.model_flops_per_token)
+    model_flops = result.timing.model_flops_per_token
+    per_token = result.timing.hardware_flops_per_token if hardware else model_flops
     lab_tflops = lab_tokens * per_token / 1e12 if lab_tokens else None
+    logged = log_flops_per_token(m)
+    differ = logged is not None and abs(logged / per_token - 1) > FLOPS_TOLERANCE
     run_mfu, how = m.mfu, ""
-    if run_mfu is None and m.tokens_per_s_per_gpu:
-        run_mfu = m.tokens_per_s_per_gpu * result.timing.model_flops_per_token / peak
-        how = ("its tokens/s × the lab's model FLOPs a token "
-               f"({result.timing.model_flops_per_token / 1e9:,.1f} GFLOP) ÷ the "
-               f"{result.cluster.gpu.name}'s {peak / 1e12:,.0f} TFLOP/s")
+    if m.tokens_per_s_per_gpu and (run_mfu is None or differ):
+        # The log prints no MFU, or prints one on its own count: the lab's count beside the
+        # lab's MFU, so that row compares like with like.
+        run_mfu = m.tokens_per_s_per_gpu * model_flops / peak
+        how = (f"its tokens/s × the lab's model FLOPs a token ({model_flops / 1e9:,.1f} "
+               f"GFLOP) ÷ {gpu_peak}")
     ledger = result.memory_per_gpu_bytes
-    figures = (
+    figures = [
         Figure("step_time", "s", m.step_s, result.step_s or None, per_step=True),
         Figure("tokens_per_s_per_gpu", "tokens/s", m.tokens_per_s_per_gpu, lab_tokens),
         Figure("tflops_per_gpu", "TFLOP/s", m.tflops_per_gpu, lab_tflops),
         Figure("mfu", "", run_mfu, result.mfu or None, derived=how),
+    ]
+    notes = []
+    if differ and not hardware:
+        # The same utilisation on the log's own count: its TFLOP/s (or printed MFU) over the
+        # peak, and the lab's tokens/s at the log's FLOPs a token.
+        own = m.mfu if m.mfu is not None else m.tflops_per_gpu * 1e12 / peak
+        figures.append(Figure(
+            "mfu_log", "", own, lab_tokens * logged / peak if lab_tokens else None,
+            derived="" if m.mfu is not None else f"its TFLOP/s ÷ {gpu_peak}"))
+    ledger_figures = (
         Figure("peak_allocated_bytes", "B", m.peak_allocated_bytes, ledger),
         Figure("peak_reserved_bytes", "B", m.peak_reserved_bytes, ledger),
     )
@@ -182,19 +226,37 @@ def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
                  else None, ALLOCATOR),
         Residual("outside_pytorch", None, OUTSIDE),
     )
-    notes = []
-    if m.tflops_per_gpu is not None:
-        notes.append(("TFLOP/s: Megatron-DeepSpeed counts full recomputation's extra forward "
-                      "(hardware FLOPs, as Narayanan et al. 2021 eq. 3), so the lab's are "
-                      f"counted the same way: {per_token / 1e9:,.1f} GFLOP a token"
-                      if hardware else
-                      "TFLOP/s: the run's framework counts model FLOPs (6N plus attention a "
-                      "token, no recomputation), and so do the lab's: "
-                      f"{per_token / 1e9:,.1f} GFLOP a token")
-                     + ". Counted alike, a plan's FLOPs a token are the same in both, so "
-                       "the TFLOP/s ratio is the tokens/s ratio")
+    lab_counts = ("the lab counts hardware FLOPs, with full recomputation's extra forward, as "
+                  "Megatron-DeepSpeed does (Narayanan et al. 2021 eq. 3)" if hardware else
+                  "the lab counts model FLOPs, 6N plus attention a token, no recomputation")
+    if logged is None and m.tflops_per_gpu is not None:
+        notes.append(f"TFLOP/s: {lab_counts}: {per_token / 1e9:,.1f} GFLOP a token. The log "
+                     "gives no tokens/s, so how it counts cannot be checked")
+    elif logged is not None:
+        counts = (f"TFLOP/s: your log counts {logged / 1e9:,.1f} GFLOP a token (its "
+                  f"{m.tflops_per_gpu:,.1f} TFLOP/s ÷ its {m.tokens_per_s_per_gpu:,.0f} "
+                  f"tokens/s); {lab_counts}: {per_token / 1e9:,.1f} GFLOP")
+        apart = abs(logged / per_token - 1)
+        if differ:
+            why = "" if hardware else _why_counts_differ(logged, result)
+            both = ""
+            if lab_tflops:
+                both = (" Counted differently, the TFLOP/s ratio ("
+                        f"{lab_tflops / m.tflops_per_gpu:.2f}) is not the tokens/s ratio ("
+                        f"{lab_tokens / m.tokens_per_s_per_gpu:.2f}), which compares the two "
+                        "like with like")
+            if not hardware and lab_tokens:
+                both += (f"; MFU is shown on each count: on your log's, its TFLOP/s ÷ "
+                         f"{gpu_peak}, and the lab's tokens/s at your log's "
+                         f"{logged / 1e9:,.1f} GFLOP a token")
+            notes.append(f"{counts}, {apart:.0%} {'fewer' if logged < per_token else 'more'}"
+                         f"{why}.{both}")
+        else:
+            notes.append(f"{counts}: {apart:.1%} apart. Counted alike, the TFLOP/s ratio is "
+                         f"the tokens/s ratio to within {FLOPS_TOLERANCE:.0%}")
     if how:
-        notes.append(f"MFU: the log prints none; the run's is {how}")
+        notes.append(("MFU: the log prints none; the run's is " if m.mfu is None else
+                      "MFU on the lab's count: the run's is ") + how)
     if alloc is None and res is not None:
         notes.append("torchtitan's step line gives peak reserved only: the allocator's share "
                      "needs torch.cuda.memory_stats()")
@@ -205,4 +267,5 @@ def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
         notes.append(f"Megatron's own estimate of weights and optimizer: "
                      f"{m.theory_state_bytes / 1e9:.2f} GB; the lab's ledger: "
                      f"{state / 1e9:.2f} GB")
-    return Comparison(figures, residuals, tuple(notes))
+    return Comparison((*figures, *ledger_figures), residuals, tuple(notes), logged, per_token,
+                      differ)

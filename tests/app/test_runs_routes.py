@@ -139,7 +139,7 @@ def test_page_form_without_javascript_shows_both_numbers(client):
     assert 'name="log"' in page.text and 'type="file"' in page.text
     done = client.post(PATH, data={"log": text("megatron_llama3_8b.log"), "gpu": "h100-sxm"})
     assert done.status_code == 200
-    assert 'data-testid="measured-step_time">5,404 ms' in done.text
+    assert 'data-testid="measured-step_time">8,111 ms' in done.text
     body = client.post(API, json={"log": text("megatron_llama3_8b.log"),
                                   "gpu": "h100-sxm"}).json()
     lab_ms = body["recipe"]["step_s"] * 1e3
@@ -276,3 +276,68 @@ def test_ratios_on_a_defaulted_gpu_are_held_back(client):
     chosen = client.post(PATH, data={"log": text("bloom_176b.log"), "gpu": "a100-80gb"}).text
     assert 'data-testid="ratios-held"' not in chosen
     assert re.search(r'data-testid="ratio-tokens_per_s_per_gpu">1\.3\d<', chosen)
+
+
+@pytest.mark.parametrize("name,gpu", [("megatron_llama3_8b.log", "h100-sxm"),
+                                      ("torchtitan_llama3_70b.log", "h100-sxm"),
+                                      ("bloom_176b.log", "a100-80gb")])
+def test_round21_a_logs_flops_a_token_and_the_note_agree(client, name, gpu):
+    """Round-21 cold reading R, item 1: the Megatron fixture printed 390 TFLOP/s and an MFU of
+    71.0% for one H100 run (390 ÷ 989 = 39%) under a note saying the TFLOP/s ratio is the
+    tokens/s ratio (0.76 against 1.36). The log's FLOPs a token (its TFLOP/s ÷ its tokens/s)
+    are now set beside the lab's: within 3%, the note says counted alike and the two ratios
+    agree to that; further apart, it says so with both figures, and the MFU shows on each
+    count, each row comparing like with like."""
+    body = client.post(API, json={"log": text(name), "gpu": gpu}).json()
+    f = {x["name"]: x for x in body["figures"]}
+    m, flops = body["measured"], body["flops_per_token"]
+    logged = m["tflops_per_gpu"] * 1e12 / m["tokens_per_s_per_gpu"]
+    assert flops["log"] == pytest.approx(logged)
+    tokens, tflops = f["tokens_per_s_per_gpu"]["ratio"], f["tflops_per_gpu"]["ratio"]
+    note = next(n for n in body["comparison_notes"] if n.startswith("TFLOP/s"))
+    assert f"your log counts {logged / 1e9:,.1f} GFLOP a token" in note
+    assert f"{flops['lab'] / 1e9:,.1f} GFLOP" in note
+    page = client.post(PATH, data={"log": text(name), "gpu": gpu}).text
+    if flops["differ"]:
+        assert abs(logged / flops["lab"] - 1) > 0.03
+        assert "Counted alike" not in note and "not the tokens/s ratio" in note
+        assert f"({tflops:.2f})" in note and f"({tokens:.2f})" in note
+        own = f["mfu_log"]
+        assert own["measured"] == pytest.approx(m["tflops_per_gpu"] * 1e12 / 989e12, rel=1e-3)
+        assert own["ratio"] == pytest.approx(tokens) == f["mfu"]["ratio"]
+        assert 'data-testid="measured-mfu_log"' in page
+        assert "MFU on your log&#39;s FLOPs count" in page
+    else:
+        assert abs(logged / flops["lab"] - 1) <= 0.03
+        assert "Counted alike" in note and "mfu_log" not in f
+        assert tflops == pytest.approx(tokens, rel=0.03)
+    # MFU and TFLOP/s on one count agree: the run's MFU on the lab's count is its tokens/s at
+    # the lab's model FLOPs a token, and a printed MFU is the log's TFLOP/s over the peak.
+    lab_mfu_per_token = body["recipe"]["mfu"] / f["tokens_per_s_per_gpu"]["predicted"]
+    if m["mfu"] is None or flops["differ"]:
+        assert f["mfu"]["measured"] == pytest.approx(
+            m["tokens_per_s_per_gpu"] * lab_mfu_per_token, rel=1e-6)
+    else:
+        assert m["mfu"] == pytest.approx(m["tflops_per_gpu"] * 1e12 / 989e12, abs=1e-4)
+
+
+def test_round21_the_megatron_fixture_is_a_consistent_megatron_log(client):
+    """Round-21 cold reading R, item 1: the fixture's 390 TFLOP/s at 12,128 tokens/s was 71%
+    MFU on the lab's count for an 8B at TP2 × PP2, and its own count (32.2 GFLOP a token) no
+    framework's. Its TFLOP/s are now Megatron-LM's for its step time (num_floating_point_
+    operations: causal attention halved), so the log's count is the lab's less half the
+    attention, and the run's MFU is one a real run reaches."""
+    from labs.model.flops import attention_flops_per_token
+    from labs.model.presets import get_model
+
+    body = client.post(API, json={"log": text("megatron_llama3_8b.log"),
+                                  "gpu": "h100-sxm"}).json()
+    flops = body["flops_per_token"]
+    half = attention_flops_per_token(get_model("llama-3.1-8b"), 8192) / 2
+    assert flops["log"] == pytest.approx(flops["lab"] - half, rel=2e-3)
+    assert flops["differ"]
+    note = next(n for n in body["comparison_notes"] if n.startswith("TFLOP/s"))
+    assert "causal attention halved" in note
+    f = {x["name"]: x for x in body["figures"]}
+    assert 0.35 < f["mfu_log"]["measured"] < f["mfu"]["measured"] < 0.55
+    assert 1.0 < f["tokens_per_s_per_gpu"]["ratio"] < 1.2  # the lab fast, as on dense runs
