@@ -55,12 +55,14 @@ class PlacementAnswer(BaseModel):
     sync_rate: float = Field(description="Bytes/s the sync's bytes move at: NCCL's bus "
                              "bandwidth of its link (EP02), never the datasheet's.")
     sync_switch_seconds: float = Field(description="Colocated: the seconds of the sync spent "
-                                       "offloading the trainer and reloading the engine over "
-                                       "PCIe (0 for separate pools).")
-    sync_switch_bytes: list[int] = Field(description="Colocated: the bytes of that switch, "
-                                         "one after the other: the trainer's weights and "
-                                         "gradients offloaded to host memory, then the "
-                                         "engine's shard reloaded ([0, 0] for separate pools).")
+                                       "on a step's two phase switches over PCIe (0 for "
+                                       "separate pools).")
+    sync_switch_bytes: list[int] = Field(description="Colocated: the bytes of those switches: "
+                                         "the trainer's weights and gradients offloaded to "
+                                         "host memory after training, and brought back before "
+                                         "the next (the engine's weights are refilled by the "
+                                         "sync, not copied from host; [0, 0] for separate "
+                                         "pools).")
     sync_switch_link: str = Field(description="Colocated: the PCIe link that switch crosses "
                                   "(labs/presets/links.json pcie-5; '' for separate pools).")
     sync_switch_rate: float = Field(description="Colocated: bytes/s the switch is timed at, "

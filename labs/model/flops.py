@@ -70,6 +70,14 @@ def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
     return 6 * matmul_params(model) + attention_flops_per_token(model, seq_len)
 
 
+def forward_flops_per_token(model: ModelSpec, seq_len: int) -> float:
+    """One forward pass alone, a token: the matmuls' 2·N (Kaplan et al. 2020 sec 2.1) and the
+    forward's share of the attention core, a third of ``attention_flops_per_token`` (QK^T and
+    AV once, where the backward runs each twice: PaLM appendix B's 6 = 2 + 4). What a forward
+    that computes log-probabilities without a backward runs (EP09's RL step)."""
+    return 2 * matmul_params(model) + attention_flops_per_token(model, seq_len) / 3
+
+
 def hardware_flops_per_token(model: ModelSpec, seq_len: int, recompute: str = "selective",
                              stage_layers: tuple[int, ...] = ()) -> float:
     """FLOPs the GPUs actually run per token, recomputation included. ``stage_layers``: the

@@ -166,7 +166,7 @@ class RLPlacementResult:
     sync_bytes_per_gpu: float
     sync_link: str
     sync_rate: float  # bytes/s: the busBW the sync's bytes move at (its link's, EP02)
-    sync_switch_seconds: float  # colocated: the PCIe offload and reload inside the sync
+    sync_switch_seconds: float  # colocated: a step's two phase switches over PCIe, in the sync
     # The rollout's parts: prefill_s, decode_weights_s, decode_kv_s and decode_compute_s of
     # the fullest decode engine, its decode_requests, experts_touched (the chance a decode step
     # visits a given routed expert), for a MoE engine experts_per_gpu, expert_gpus and
@@ -191,8 +191,8 @@ class RLPlacementResult:
     # The training phase's parts: EP08's step on the plan and its segments, the log-prob
     # forward's factor, CPU Adam's PCIe trip (``labs.rl.timeline.train_parts``)
     train_parts: dict = field(default_factory=dict)
-    # colocated: the switch's PCIe bytes, the trainer's weights and gradients offloaded and
-    # the engine's shard reloaded (one after the other, EP09 step 6); separate: zeros
+    # colocated: the switches' PCIe bytes, the trainer's weights and gradients offloaded after
+    # training and brought back before the next (EP09 step 6); separate: zeros
     sync_switch_bytes: tuple[float, float] = (0.0, 0.0)
     # colocated: the PCIe link that switch crosses (``labs.rl.timeline.PCIE_LINK``'s preset) and
     # its datasheet rate, bytes/s, the one the switch's seconds are timed at; separate: "", 0

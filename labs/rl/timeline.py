@@ -7,8 +7,9 @@
 - Training: EP08's step model (``labs.recipe``: the training layout's kernels op by op, its
   collectives as NCCL runs them, the bubble, DP and the optimizer) for the samples as one
   global batch of one sequence per micro-batch, plus one forward for the log-probabilities of
-  the samples (2·N per token on top of the step's hardware FLOPs; slime recomputes them
-  before the update); a layout the recipe refuses is timed at TRAIN_MFU of the peak (an
+  the samples (a forward's FLOPs a token, 2·N and a third of the attention core, on top of the
+  step's hardware FLOPs, both from ``labs.model.flops``; slime recomputes them before the
+  update); a layout the recipe refuses is timed at TRAIN_MFU of the peak (an
   estimate, said in the notes); CPU Adam adds the trip of each rank's gradients down
   (fp32, as the bill keeps them) and bf16 weights up over PCIe (slime overlaps part of
   it: --overlap-cpu-optimizer-d2h-h2d; counted whole here, an upper bound).
@@ -16,12 +17,16 @@
   rate EP02 teaches: ``Link.ring_busbw``), never the datasheet's. Colocated (slime's update
   through CUDA IPC): each GPU all-gathers its pipeline stage's weights over NVLink, counted
   whole at the scale-up link's busBW (an all-gather over N GPUs moves (N-1)/N of them: the
-  lab errs slow by 1/N), then the engine on the same GPU maps them; the switch also offloads
-  the trainer's weights and gradients to host and reloads the engine's weights over PCIe (its
-  datasheet rate: no NCCL there). Separate pools (NCCL broadcast from the trainer to every
-  engine): each rollout GPU receives all 2 B x params over its network port at that port's
-  busBW (for a broadcast NCCL's busBW equals its algorithm bandwidth: NCCL's
-  doc/PERFORMANCE.md), InfiniBand NDR's 48 of 50 GB/s on an H100.
+  lab errs slow by 1/N), then the engine on the same GPU maps them. A step switches phases
+  twice, and each switch crosses PCIe at its datasheet rate (no NCCL there): slime's train.py
+  (THUDM/slime 005bd1a, with --offload) offloads the trainer's weights and gradients to host
+  after training (actor_model.offload()) and wakes them back before the next training; the
+  engine's weights are not kept (rollout_manager.offload() releases them after the rollout,
+  onload(WEIGHTS) allocates them again and update_weights refills them: the gather above), so
+  a step copies the trainer's state down and up, twice its bytes. Separate pools (NCCL
+  broadcast from the trainer to every engine): each rollout GPU receives all 2 B x params over
+  its network port at that port's busBW (for a broadcast NCCL's busBW equals its algorithm
+  bandwidth: NCCL's doc/PERFORMANCE.md), InfiniBand NDR's 48 of 50 GB/s on an H100.
 - Steps: colocated runs rollout, train, sync in turn; separate pools overlap rollout k+1 with
   training k (slime's train_async.py: one step off-policy), and the sync waits for both, so a
   step takes max(rollout, train) + sync.
@@ -34,7 +39,7 @@ from dataclasses import dataclass, replace
 from labs.core.errors import LabInputError
 from labs.hardware.kernels import matmul_rate
 from labs.hardware.links import get_link, gpu_cluster, make_cluster
-from labs.model.flops import hardware_flops_per_token, matmul_params
+from labs.model.flops import forward_flops_per_token, hardware_flops_per_token, matmul_params
 from labs.recipe.inputs import Plan, RecipeResult
 from labs.recipe.lab import evaluate
 from labs.rl.recipes import memory_bandwidth
@@ -45,7 +50,6 @@ from labs.rl.serving import (
     kv_bytes_per_token,
     per_engine,
     prefill_seconds,
-    serving_weight_bytes,
 )
 from labs.schedules.stages import stage_layer_counts, uneven_split
 
@@ -62,8 +66,9 @@ class SyncTimes:
     bytes_per_gpu: float  # what each receiving GPU takes in
     link: str
     rate: float  # bytes/s those bytes move at (the link's busBW)
-    switch_seconds: float = 0.0  # colocated: the PCIe offload and reload inside ``seconds``
-    switch_bytes: tuple[float, float] = (0.0, 0.0)  # the trainer's offloaded, the engine's reloaded
+    switch_seconds: float = 0.0  # colocated: a step's two switches over PCIe, in ``seconds``
+    # colocated: the trainer's state copied down after training and up before the next
+    switch_bytes: tuple[float, float] = (0.0, 0.0)
     switch_link: str = ""  # colocated: the PCIe link's name (PCIE_LINK's preset)
     switch_rate: float = 0.0  # colocated: bytes/s of that switch, PCIE_LINK's datasheet rate
 
@@ -150,18 +155,30 @@ def train_parts(inp, weights_per_gpu: float, gradients_per_gpu: float | None = N
     for the samples' tokens (``step_s``, its bar's ``segments`` scaled alike, on the plan's
     ``microbatches`` of one ``seq_len`` sequence each; 0 and none where the recipe refuses the
     layout, timed at TRAIN_MFU instead: ``estimated``), ``log_prob`` the factor the
-    log-probability forward adds (2·N a token over the step's hardware FLOPs a token, which
-    are ``flops_per_param``·N: 6N, 2N more for a recomputed forward, and attention),
+    log-probability forward adds (its FLOPs a token over the step's hardware FLOPs a token,
+    which are ``flops_per_param``·N: 6N, ``recompute_per_param``·N for a recomputed forward's
+    matmuls, and ``attention_per_param``·N of attention; the forward adds
+    ``forward_per_param``·N, 2N and ``forward_attention_per_param``·N of attention),
     ``compute_s`` the two together, and ``offload_s`` CPU Adam's PCIe trip at
     ``offload_rate`` (0 without it); ``seconds`` = compute_s + offload_s."""
     m, g = inp.model, inp.gpu
     tokens = inp.samples * (inp.prompt_len + inp.response_len)
     hardware = hardware_flops_per_token(m, inp.seq_len, inp.recompute,
                                         stage_layer_counts(m.layers, inp.pp, *_uneven(inp)))
-    factor = (hardware + 2 * matmul_params(m)) / hardware
+    n = matmul_params(m)
+    # The step's attention: its hardware FLOPs less the same step's at no sequence (the
+    # attention core is linear in the sequence, the matmuls do not depend on it).
+    attention = hardware - hardware_flops_per_token(
+        m, 0, inp.recompute, stage_layer_counts(m.layers, inp.pp, *_uneven(inp)))
+    forward = forward_flops_per_token(m, inp.seq_len)
+    factor = (hardware + forward) / hardware
     step = train_step(inp)
     parts = {"step_s": 0.0, "segments": {}, "microbatches": 0, "seq_len": inp.seq_len,
-             "log_prob": factor, "flops_per_param": hardware / matmul_params(m),
+             "log_prob": factor, "flops_per_param": hardware / n,
+             "attention_per_param": attention / n,
+             "recompute_per_param": (hardware - attention) / n - 6,
+             "forward_per_param": forward / n,
+             "forward_attention_per_param": forward / n - 2,
              "estimated": step is None}
     if step is not None:  # the step's time per token, and the log-probability forward
         scale = tokens / step.tokens_per_step
@@ -208,8 +225,9 @@ def utilisation(step: RecipeResult) -> dict:
 
 
 def sync_seconds(inp, resident_train_bytes: float) -> SyncTimes:
-    """One weight update; colocated, it includes the switch over PCIe (the trainer's bytes
-    offloaded, the engine's shard reloaded, one after the other)."""
+    """One weight update; colocated, it includes a step's two phase switches over PCIe (the
+    trainer's bytes offloaded after training and back before the next; the engine's weights
+    are refilled by the update itself, not copied from host)."""
     m, g = inp.model, inp.gpu
     full = WEIGHT_BYTES * m.params
     pcie = get_link(PCIE_LINK)
@@ -217,10 +235,10 @@ def sync_seconds(inp, resident_train_bytes: float) -> SyncTimes:
     if inp.colocated:
         gathered = full / inp.pp
         rate = own.intra.ring_busbw
-        served = serving_weight_bytes(m, inp.engine_gpus, inp.serving)  # the engine's shard
-        switch = (resident_train_bytes + served) / pcie.bandwidth
+        switch = 2 * resident_train_bytes / pcie.bandwidth  # down, and up again
         return SyncTimes(gathered / rate + switch, gathered, "NVLink (CUDA IPC)", rate, switch,
-                         (resident_train_bytes, served), pcie.name, pcie.bandwidth)
+                         (resident_train_bytes, resident_train_bytes), pcie.name,
+                         pcie.bandwidth)
     rate = own.inter.ring_busbw
     return SyncTimes(full / rate, full, "network (NCCL broadcast)", rate)
 

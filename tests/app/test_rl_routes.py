@@ -447,6 +447,15 @@ def test_round_6_step_6_says_which_way_its_syncs_err_and_the_checks_read(client)
     assert grouping.endswith("= 1 expert-data-parallel rank per stage"), grouping
 
 
+def _printed_step(a: dict) -> str:
+    """A step's seconds as the page adds its printed parts (2 decimals each): rollout +
+    training + sync colocated, max(rollout, training) + sync on separate pools (round-21 cold
+    reading R, finding 12: the engine's unrounded sum printed 25.09 beside parts adding to
+    25.10)."""
+    r, t, sync = (round(a[f"{k}_seconds"], 2) for k in ("rollout", "train", "sync"))
+    return f"{(r + t if a['placement'] == 'colocated' else max(r, t)) + sync:.2f}"
+
+
 def _steps(client) -> dict[int, str]:
     """Each step's text (tags and the glossary's tips stripped, spaces folded), and its raw
     predict form under ``-n`` (its data-answer, data-reveals)."""
@@ -957,11 +966,12 @@ def test_round_16_step_2s_guess_draws_the_timeline_its_why_adds_up(client):
     two = re.sub(r"\( | (?=[,)])", lambda m: m.group(0).strip(), _steps(client)[2])
     assert (f"rollout + training + sync = {col['rollout_seconds']:.2f} + "
             f"{col['train_seconds']:.2f} + {col['sync_seconds']:.2f} = "
-            f"{col['step_seconds']:.2f} s, and {col['samples']} samples ÷ "
-            f"{col['step_seconds']:.2f} s = {col['samples_per_second']:.2f} a second") in two
+            f"{_printed_step(col)} s, and {col['samples']} samples ÷ "
+            f"{_printed_step(col)} s = {col['samples_per_second']:.2f} a "
+            "second") in two
     assert (f"max({sep['rollout_seconds']:.2f}, {sep['train_seconds']:.2f}) + "
             f"{sep['sync_seconds']:.2f}") in two
-    assert (f"{sep['samples']} ÷ {sep['step_seconds']:.2f} s = "
+    assert (f"{sep['samples']} ÷ {_printed_step(sep)} s = "
             f"{sep['samples_per_second']:.2f} a second") in two
 
 
@@ -987,8 +997,8 @@ def test_round_16_the_training_time_comes_from_ep08s_step_bar(client):
     r1 = facts()["r1_sep"]["api"]
     p = r1["train_parts"]
     # Round 19: step 6 gives the step's compute and names the rest (step 2 lists the bar).
-    assert (f"sample at {p['step_s']:.2f} s, {p['segments']['compute']:.2f} s of it compute and "
-            "the rest exposed communication and pipeline waits") in steps[6]
+    assert (f"sample: {p['step_s']:.2f} s, {p['segments']['compute']:.2f} s of it "
+            "compute") in steps[6]
     assert f"adds {p['offload_s']:.2f} s: {p['seconds']:.2f} s" in steps[6]
     assert (f"{r1['engines']} engines of {r1['engine_gpus']} GPUs, "
             f"{r1['samples'] // r1['engines']} requests each") in steps[6].split("Commit")[0]
@@ -1099,29 +1109,96 @@ def test_round_18_the_log_prob_factor_derives_from_the_steps_flops_a_parameter(c
     """Round-18 cold reading B, finding 9: steps 2 and 6 gave "x 1.21 for the forward that
     recomputes the log-probabilities (2 FLOPs a parameter a token on top of the step's)"
     without the step's FLOPs a token, and printed R1's 1.185 as 1.19 (10.09 x 1.19 = 12.01,
-    not 11.96). Each now states the step's FLOPs a parameter a token (6, 2 for full
-    recomputation's repeated forward, the rest attention), the factor to three places, and
-    that it scales the whole step, communication included."""
+    not 11.96). Each now states the step's FLOPs a parameter a token, the factor to three
+    places, and that it scales the whole step, communication included. Round-21 cold reading
+    R, findings 3 and 7: the forward's attention counted (2 + a third of the attention core's
+    6·L·a·s·(d_qk + d_v), labs.model.flops.forward_flops_per_token), and the step's FLOPs
+    split into their parts, R1's (step 6) too."""
+    from labs.model.flops import attention_flops_per_token, matmul_params
+
     steps = _steps(client)
     for n, name in ((2, "glm9"), (6, "r1_sep")):
         r = facts()[name]["result"]
         p = facts()[name]["api"]["train_parts"]
         assert r.input.recompute == "full"
-        h = p["flops_per_param"]
-        assert p["log_prob"] == pytest.approx((h + 2) / h, rel=1e-9)
+        m, n_params = r.input.model, matmul_params(r.input.model)
+        attention = attention_flops_per_token(m, r.input.seq_len)
+        h, f = p["flops_per_param"], p["forward_per_param"]
+        # The forward: its matmuls' 2 and one forward's attention, a third of fwd + bwd's.
+        assert f == pytest.approx(2 + attention / 3 / n_params, rel=1e-9)
+        assert p["forward_attention_per_param"] == pytest.approx(f - 2)
+        # The step's: 6 + the recomputed forward's matmuls + attention four forwards' worth.
+        assert p["attention_per_param"] == pytest.approx(4 / 3 * attention / n_params, rel=1e-9)
+        assert 6 + p["recompute_per_param"] + p["attention_per_param"] == pytest.approx(h)
+        assert p["log_prob"] == pytest.approx((h + f) / h, rel=1e-9)
         text = steps[n]
-        assert f"({h:.1f} + 2) ÷ {h:.1f} = × {p['log_prob']:.3f}" in text
         assert round(round(p["log_prob"], 3) * round(p["step_s"], 2), 2) == pytest.approx(
             round(p["compute_s"], 2), abs=0.011)
-        if n == 2:  # the factor's FLOPs, once; step 6 applies it by name (round 19)
-            assert f"runs {h:.1f} FLOPs a parameter a token" in text
-            assert "2 for the forward full" in text and "repeats, the rest attention" in text
+        parts = (f"6 + {p['recompute_per_param']:.2f} recomputed + "
+                 f"{p['attention_per_param']:.2f} attention")
+        if n == 2:
+            assert f"runs {h:.2f} FLOPs a parameter a token: 6 for the forward" in text
+            assert (f"{p['recompute_per_param']:.2f} for the layers' forward full recomputation"
+                    f" repeats, {p['attention_per_param']:.2f} of attention") in text
+            assert (f"That forward adds {f:.2f}: 2 for its matmuls and one forward's "
+                    f"attention, {p['forward_attention_per_param']:.2f}") in text
+            assert f"({h:.2f} + {f:.2f}) ÷ {h:.2f} = × {p['log_prob']:.3f}" in text
             assert (f"× {p['log_prob']:.3f} × {p['step_s']:.2f} s = {p['compute_s']:.2f} s"
                     in text)
-            assert "exposed communication included" in text
+            assert "its exposed communication too" in text
         else:
-            assert (f"step 2's log-probability factor, ({h:.1f} + 2) ÷ {h:.1f} = × "
-                    f"{p['log_prob']:.3f}, gives {p['compute_s']:.2f} s") in text
+            assert f"R1's step runs {h:.2f} FLOPs an active parameter a token ({parts}" in text
+            assert (f"log-probability forward adds {f:.2f} (2 + "
+                    f"{p['forward_attention_per_param']:.2f}): × {p['log_prob']:.3f}, "
+                    f"{p['compute_s']:.2f} s") in text
+
+
+def test_round_21_the_steps_sums_add_their_printed_parts(client):
+    """Round-21 cold reading R, finding 12: step 2 printed "16.20 + 8.26 + 0.64 = 25.09 s",
+    the engine's unrounded sum beside parts that add to 25.10. Steps 2 and 6 now print each
+    step as its printed parts add."""
+    steps = _steps(client)
+    for n in (2, 6):
+        text = re.sub(r"\( | (?=[,)])", lambda m: m.group(0).strip(), steps[n])
+        sums = re.findall(r"= ([\d.]+) \+ ([\d.]+) \+ ([\d.]+) = ([\d.]+) s", text)
+        maxes = re.findall(r"max\(([\d.]+), ([\d.]+)\) \+ ([\d.]+)(?: \([^)]*\))? = ([\d.]+) s",
+                           text)
+        assert sums and maxes, text
+        for a, b, c, total in sums:
+            assert f"{float(a) + float(b) + float(c):.2f}" == total
+        for a, b, c, total in maxes:
+            assert f"{max(float(a), float(b)) + float(c):.2f}" == total
+
+
+def test_round_21_a_colocated_step_switches_twice(client):
+    """Round-21 cold reading R, finding 4: a colocated step switches phases twice (rollout to
+    training, training to rollout), but the 1.09 s counted one: the trainer's 35.2 GB down and
+    the engine's 34.7 GB up, with nothing bringing the trainer's state back for training.
+    Now, as slime's train.py runs it, the trainer's state goes down after training and comes
+    back up before the next, and the engine's weights are refilled by the sync: 2 x 35.2 GB."""
+    r1 = client.get("/api/placement", params={"preset": "deepseek-r1"}).json()
+    bill = facts()["r1"]["result"].train_breakdown
+    resident = bill["weights"] + bill["gradients"]
+    down, up = r1["sync_switch_bytes"]
+    assert down == up == pytest.approx(resident, rel=1e-6)
+    assert r1["sync_switch_seconds"] == pytest.approx(2 * resident / 64e9, rel=1e-6)
+    steps = _steps(client)
+    assert ("A step switches twice: after training the trainer's state goes down to host "
+            "memory over PCIe, and before the next training it comes back up") in steps[4]
+    assert f"For DeepSeek-R1 that is {r1['sync_switch_seconds']:.2f} s a step" in steps[4]
+    assert "Each switch copies the sleeping phase's state down" not in steps[4]
+    assert ("The two switches move the trainer's weights and fp32 gradients") in steps[6]
+    assert "to host after training and back before the next (the sync refills the engine's)" \
+        in steps[6]
+
+
+def test_round_21_step_2_says_why_rl_needs_the_log_probabilities(client):
+    """Round-21 cold reading R, finding 17: step 2's extra forward recomputes "the samples'
+    log-probabilities" with no word of why an RL step needs them."""
+    two = _steps(client)[2]
+    assert ("log-probabilities adds to it (each sampled token's log-probability under the "
+            "weights that generated it: the update divides by that probability in its "
+            "importance ratio") in two
 
 
 def test_round_18_cpu_adams_trip_moves_the_gradients_in_the_dtype_the_bill_keeps(client):
@@ -1212,7 +1289,7 @@ def test_round_20_step_5_derives_the_prefill_and_step_6_the_switch(client):
     assert (down + up) / r1["sync_switch_rate"] == pytest.approx(r1["sync_switch_seconds"],
                                                                  rel=1e-6)
     six = steps[6]
-    assert "each way" not in six and "one after the other" in six
+    assert "each way" not in six and "after training and back before the next" in six
     assert f"{r1['sync_switch_seconds']:.2f} s" in six
     from html import unescape
 
