@@ -36,6 +36,7 @@ from labs.rl.serving import (
     busiest_terms,
     dp_attention_requests,
     kv_bytes_per_token,
+    workspace_terms,
 )
 
 router = APIRouter()
@@ -134,6 +135,9 @@ def extra_context(state) -> dict:
     return {
         "facts": facts(),
         "serving": serving_terms(facts()["glm9"]["result"]),
+        # Step 3's workspace, term by term (round-21 cold reading R, finding 9).
+        "workspace": workspace_terms(facts()["r1_sep"]["result"].input.model,
+                                     facts()["r1_sep"]["result"].input.engine_gpus),
         "deepep_ll_us": DEEPEP_LOW_LATENCY_US,
         "preset_options": [(k, stand_in_label(r)) for k, r in recipes().items()],
         # The presets, and the pasted model ("Your model (…)") when the state uses a code.
@@ -240,6 +244,10 @@ VIEW = LabView(
         {"preset": "glm-4.7", "train_gpus": 60, "placement": "separate"},
         "GLM-4.7's recipe (TP 8, PP 4, CP 2, EP 16) asked to train on 60 GPUs.",
         **_waits({"preset": "glm-4.7", "train_gpus": 60, "placement": "separate"}),
+        # Round-21 cold reading R, finding 5: its check table divides 60 by TP·PP·CP = 64 and
+        # by EP·expert-TP·PP = 64, step 7's why at step 7's degrees: held, as EP03's and
+        # EP05's bad cases are, until step 7's guess.
+        held_until="step-7",
     ),
     drills=(
         Drill(

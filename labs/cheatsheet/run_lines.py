@@ -28,7 +28,7 @@ from labs.recipe.lab import evaluate
 from labs.rl.inputs import RLPlacementInput
 from labs.rl.lab import compute_rl_placement, rollout_pools
 from labs.rl.recipes import recipes
-from labs.rl.serving import CHUNKED_PREFILL_TOKENS, attention_groups
+from labs.rl.serving import attention_groups, workspace_terms
 
 RL_EXAMPLE = "glm-4-9b"  # EP09's colocation line needs an RL recipe (labs/presets/rl_recipes)
 
@@ -138,6 +138,15 @@ def _borrowed_recipe(inp, rec) -> str:
     return "" if rec.model == inp.model.id else f" ({inp.model.name} has no EP09 recipe)"
 
 
+def _workspace(model, gpus: int) -> str:
+    """The workspace's formula at its figures (round-21 cold reading R, finding 9)."""
+    w = workspace_terms(model, gpus)
+    return (f"the lab's estimate of one layer's forward intermediates for one "
+            f"{w['tokens']:,.0f}-token prefill chunk (vLLM profiles it): {w['tokens']:,.0f} × "
+            f"(4 × {model.hidden:,} + 2 × {w['mlp_width']:,.0f} ÷ {gpus}) × "
+            f"{w['act_bytes']} B")
+
+
 def serving(inp):
     """The rollout engine GPU of the model's EP09 recipe, the figure EP09 step 3 shows at the
     line's link (round-18 cold reading C, finding 6: the line worked the chosen model on TP
@@ -156,8 +165,7 @@ def serving(inp):
     return ((Term("weights", e.weights, "bytes", f"{rec.name}{_borrowed_recipe(inp, rec)}: "
                                                  f"{placed}"),
              Term("KV", e.kv_cache, "bytes", held),
-             Term("workspace", e.workspace, "bytes", f"activations of one "
-                  f"{CHUNKED_PREFILL_TOKENS:,}-token prefill chunk ÷ {g} GPUs")),
+             Term("workspace", e.workspace, "bytes", _workspace(m, g))),
             Term("per GPU", r.rollout_memory_bytes, "bytes", "one rollout engine GPU"))
 
 

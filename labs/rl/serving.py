@@ -56,7 +56,14 @@ import math
 from dataclasses import dataclass
 
 from labs.hardware.gpus import GPUSpec
-from labs.memory.lab import PREFILL_CHUNK_TOKENS, kv_cache_bytes, workspace_bytes
+from labs.memory.lab import (
+    PREFILL_CHUNK_TOKENS,
+    forward_tokens,
+    kv_cache_bytes,
+    workspace_bytes,
+    workspace_width,
+)
+from labs.model.activations import ACT_BYTES
 from labs.model.flops import matmul_params
 from labs.model.spec import ModelSpec
 
@@ -201,6 +208,20 @@ def engine_memory(model: ModelSpec, engine_gpus: int, concurrency: int, context:
         kv = kv_cache_bytes(model, context, concurrency, tp=engine_gpus) * scale
     work = workspace_bytes(model, CHUNKED_PREFILL_TOKENS, 1, tp=engine_gpus)
     return EngineMemory(weights, kv, work, concurrency, context)
+
+
+def workspace_terms(model: ModelSpec, engine_gpus: int) -> dict:
+    """An engine GPU's workspace as ``labs.memory.lab.workspace_bytes`` estimates it, term by
+    term (round-21 cold reading R, finding 9: EP09 step 3 and the cheat sheet gave the figure
+    without its formula): one chunked-prefill forward's tokens × (4h + 2 × the MLP's width ÷
+    the engine's GPUs) × 2 B. The lab's estimate of one layer's forward intermediates; vLLM
+    profiles a forward pass for it."""
+    tokens = forward_tokens(CHUNKED_PREFILL_TOKENS)
+    attention = 4 * model.hidden
+    mlp = workspace_width(model, engine_gpus) - attention
+    return {"tokens": tokens, "attention": attention, "mlp": mlp,
+            "mlp_width": mlp * engine_gpus / 2, "gpus": engine_gpus, "act_bytes": ACT_BYTES,
+            "bytes": workspace_bytes(model, CHUNKED_PREFILL_TOKENS, 1, tp=engine_gpus)}
 
 
 def prefill_seconds(model: ModelSpec, gpu: GPUSpec, tokens: float, gpus: int) -> float:

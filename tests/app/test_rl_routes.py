@@ -1344,3 +1344,50 @@ def test_round_21_glms_rollout_split_is_the_drills_closed_note(client):
     assert raw.index('id="drill-placement-predict-rollout-2x"') < note.start()
     drill = next(d for d in DRILLS if d.id == "placement-predict-rollout-2x")
     assert "note under this drill" in drill.hint
+
+
+def test_round_21_the_bad_case_waits_for_step_7s_guess(client):
+    """Round-21 cold reading R, finding 5: the bad case "GLM-4.7 on 60 GPUs" was live from
+    load, and its check table printed 60 ÷ (TP 8 × PP 4 × CP 2 = 64) and 60 ÷ (EP 16 ×
+    expert-TP 1 × PP 4 = 64), step 7's divisors at step 7's degrees, before step 7's guess
+    ("64 and 96 / 64 only / neither"). Its button is held until that guess (lab.js), as
+    EP03's and EP05's bad cases are; the good case is not."""
+    html = client.get("/episodes/rl-placement").text
+    bad = re.search(r'<a class="case bad"[^>]*>', html)[0]
+    good = re.search(r'<a class="case good"[^>]*>', html)[0]
+    assert 'data-held-until="step-7"' in bad and "draws step 7&#39;s answer" in bad
+    assert "data-held-until" not in good
+    # What it would have shown: step 7's divisor, 64, in both checks.
+    checks = client.get("/api/placement", params={"preset": "glm-4.7", "train_gpus": 60,
+                                                  "placement": "separate"}).json()["checks"]
+    details = " ".join(c["detail"] for c in checks)
+    assert "= 64)" in details
+
+
+def test_round_21_the_workspace_is_named_an_estimate_with_its_formula(client):
+    """Round-21 cold reading R, finding 9: step 3's "479 MB of workspace (one 8,192-token chunk
+    of prefill)" and the cheat sheet's "activations of one 8,192-token prefill chunk ÷ 2 GPUs"
+    gave a figure with no formula. Both now name it the lab's estimate and print its terms
+    (labs.rl.serving.workspace_terms), which multiply to the figure the API gives."""
+    r1 = client.get("/api/placement", params={"preset": "deepseek-r1",
+                                              "placement": "separate"}).json()
+    work = r1["pools"][1]["breakdown"]["workspace"]
+    three = _steps(client)[3]
+    shown = re.search(r"The workspace is the lab's estimate of one layer's forward intermediates "
+                      r"for one prefill chunk \(vLLM profiles a forward pass for it\): "
+                      r"([\d,]+) tokens × \(4 × ([\d,]+) \+ 2 × ([\d,]+) ÷ (\d+)\) × 2 B = "
+                      r"([\d.]+) MB", three)
+    assert shown, three
+    tokens, h, w, g = (int(x.replace(",", "")) for x in shown.groups()[:4])
+    assert tokens * (4 * h + 2 * w / g) * 2 == pytest.approx(work, rel=1e-9)
+    assert f"{work / 1e6:.0f}" == shown[5]
+    assert "(one 8,192-token chunk of prefill)" not in three
+    lines = client.get("/api/cheatsheet").json()["lines"]
+    line = next(x for x in lines if x["key"] == "serving")
+    term = next(t for t in line["terms"] if t["symbol"] == "workspace")
+    got = re.search(r"the lab's estimate of one layer's forward intermediates for one "
+                    r"[\d,]+-token prefill chunk \(vLLM profiles it\): ([\d,]+) × \(4 × "
+                    r"([\d,]+) \+ 2 × ([\d,]+) ÷ (\d+)\) × 2 B", term["meaning"])
+    assert got, term["meaning"]
+    tokens, h, w, g = (int(x.replace(",", "")) for x in got.groups())
+    assert tokens * (4 * h + 2 * w / g) * 2 == pytest.approx(term["value"], rel=1e-9)
