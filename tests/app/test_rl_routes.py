@@ -1391,3 +1391,38 @@ def test_round_21_the_workspace_is_named_an_estimate_with_its_formula(client):
     assert got, term["meaning"]
     tokens, h, w, g = (int(x.replace(",", "")) for x in got.groups())
     assert tokens * (4 * h + 2 * w / g) * 2 == pytest.approx(term["value"], rel=1e-9)
+
+
+def test_round_21_step_5_says_by_how_much_the_all_to_all_errs_and_writes_its_divisors(client):
+    """Round-21 cold reading R, findings 2 and 8: step 5's limit left out DeepEP's all-to-all,
+    58 × 487 µs ≈ 28 ms a decode step, more than twice the lab's own decode step, saying only
+    "err fast"; and the drill's note printed "4,096 × 18.8 GB: 14.4 s" and the cache's
+    seconds without their divisor, the engine's GPUs × 80% of HBM's 3.35 TB/s."""
+    from labs.rl.serving import DEEPEP_LOW_LATENCY_US
+
+    steps = _steps(client)
+    r1 = client.get("/api/placement", params=facts()["r1_sep4"]["params"]).json()
+    parts, n = r1["rollout_parts"], facts()["r1_sep4"]["result"].input.response_len
+    model = facts()["r1_sep4"]["result"].input.model
+    a2a_ms = model.moe_layers * sum(DEEPEP_LOW_LATENCY_US[r1["engine_gpus"]]) / 1e3
+    decode_ms = (parts["decode_weights_s"] + parts["decode_kv_s"]) * 1e3 / n
+    assert a2a_ms > 2 * decode_ms
+    limit = steps[5][steps[5].index("Where the lab errs"):]
+    assert (f"≈ {a2a_ms:.1f} ms a step, against the lab's {decode_ms:.1f} ms a decode step "
+            f"(({parts['decode_weights_s']:.2f} + {parts['decode_kv_s']:.2f}) s ÷ {n:,}))") in limit
+    assert (f"the all-to-all by up to {n:,} × {a2a_ms:.1f} ms = {n * a2a_ms / 1e3:.0f} s a "
+            f"rollout, more than the {r1['rollout_seconds']:.1f} s the lab times") in limit
+    glm = client.get("/api/placement", params={"preset": "glm-4-9b"}).json()
+    g = glm["rollout_parts"]
+    from app.routers.rl import serving_terms
+
+    terms = serving_terms(facts()["glm9"]["result"])
+    rate = terms["hbm_efficiency"] * terms["hbm_bandwidth"]
+    divisor = (f"÷ ({glm['engine_gpus']} GPUs × {rate / 1e12:.2f} TB/s, "
+               f"{100 * terms['hbm_efficiency']:.0f}% of {terms['hbm_bandwidth'] / 1e12:.2f})")
+    note = steps[5][steps[5].index("The opening state, GLM-4-9B"):]
+    assert (f"{n:,} × {terms['weight_bytes'] / 1e9:.1f} GB {divisor}: "
+            f"{g['decode_weights_s']:.1f} s") in note
+    assert f"a step, {n:,} steps {divisor}: {g['decode_kv_s']:.2f} s" in note
+    assert n * terms["weight_bytes"] / (glm["engine_gpus"] * rate) == pytest.approx(
+        g["decode_weights_s"], rel=1e-6)
