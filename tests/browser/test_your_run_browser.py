@@ -41,7 +41,7 @@ def test_paste_see_both_numbers_and_open_the_plan(page, live_server, viewport):
     expect(page.locator("[data-testid=run-answer]")).to_be_visible()
     # Answered in place by htmx: the same document, not a page load.
     assert page.evaluate("() => window.keptAcrossAnswer === true")
-    expect(page.locator("[data-testid=measured-step_time]")).to_have_text("5,404 ms")
+    expect(page.locator("[data-testid=measured-step_time]")).to_have_text("8,111 ms")
     expect(page.locator("[data-testid=predicted-step_time]")).to_have_text(
         f"{recipe['step_s'] * 1e3:,.0f} ms")
     # The log names no GPU: no ratio rests on the default (cold reading C, item 26) ...
