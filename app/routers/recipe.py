@@ -66,6 +66,14 @@ def planner_query(q: RecipeQuery) -> dict:
     return {**out, **off_defaults(q, ("recipe", *SOFTWARE))}  # as the page's own URL
 
 
+def compute_end(timeline: dict) -> float:
+    """Where a drawn micro-batch's compute stream ends (its last kernel or wait), from
+    /api/recipe's timeline events: step 12 compares it with DP overlap on and off (round-21
+    cold reading Q, finding 6: it quoted the timeline's whole length, which with overlap on
+    ends at the comm lane's DP bar, 443 ms, against a compute stream ending at 435 ms)."""
+    return max(e["start_s"] + e["seconds"] for e in timeline["events"] if e["lane"] == "compute")
+
+
 def extra_context(state) -> dict:
     q = state.query
     base = {k: v for k, v in state.query.model_dump(exclude={"replan_model", "replan_nodes"})
@@ -75,6 +83,7 @@ def extra_context(state) -> dict:
         "facts": facts(),
         "marks": marks(),
         "twod_verdict": twod_verdict(),  # step 14: a winner only outside the lab's error
+        "compute_end": compute_end,  # step 12: the compute stream's end, overlap on and off
         "gpus": gpus(), "links": links(),  # the presets step 10 compares
         "slowest_gpu": SLOWEST_GPU,  # the GEMM rate's slowest-GPU-of-a-node factor (steps 1, 10)
         # The worked plan's model: its vocabulary sizes the logits step 4 quotes.

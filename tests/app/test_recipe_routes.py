@@ -3092,3 +3092,26 @@ def test_round_21_step_14_works_the_3d_sync_and_the_stages_wait(client):
     assert int(wait[1]) == m and wait[3] == f"{d3['segments_s']['stages'] * 1e3:,.0f}"
     assert f"{int(wait[1]) * float(wait[2]):,.0f}" == wait[3]
     assert "end stages' embedding and loss" not in step
+
+
+def test_round_21_step_12_compares_the_compute_streams_end(client):
+    """Round-21 cold reading Q, finding 6: step 12 said "the micro-batch runs 769 ms against
+    443 ms", DP overlap off against on, but 443 ms is where the comm lane's DP bar ends, and
+    769 ms where the compute stream does: two lanes. It now quotes the compute stream's end
+    both ways, from the timeline's events, and their difference is the why's DP wait grown
+    from 121 to 455 ms."""
+    from app.charts.units import fmt_ms
+    from app.routers.recipe import facts
+
+    def compute_end(timeline: dict) -> float:
+        return max(e["start_s"] + e["seconds"] for e in timeline["events"]
+                   if e["lane"] == "compute")
+
+    on, off = (facts()[k]["api"]["timeline"] for k in ("ov", "ov_dp_off"))
+    ends = compute_end(on), compute_end(off)
+    assert ends[1] - ends[0] == pytest.approx(off["exposed_s"]["dp"] - on["exposed_s"]["dp"])
+    assert on["seconds"] > ends[0]  # the old figure was the comm lane's
+    step = _step_text(_page_text(client), 12)
+    assert (f"the compute stream ends at {fmt_ms(ends[1])} against {fmt_ms(ends[0])}, "
+            f"{fmt_ms(ends[1] - ends[0])} later") in step
+    assert f"against {fmt_ms(on['seconds'])}." not in step
