@@ -1423,11 +1423,18 @@ def test_round_21_step_6_names_the_scaling_books_rule_with_its_inputs(client):
 
     html = client.get("/episodes/tensor-parallel").text
     six = visible_text(html.split('id="step-6"')[1].split("</section>")[0])
-    named = re.search(r"the jax-ml Scaling Book's rule, F/t > C/W \(F the MLP's width, here "
-                      r"h; C the rate; W the busBW\)", six)
+    # Round-22 cold reading P, finding 1: F is the MLP's inner width (the book's d_ff, 53,248
+    # for the 405B), not h, which made the stated threshold about 4.6 times the lab's.
+    from app.routers.tensor_parallel import facts
+
+    ffn = facts()["good"]["api"]["shapes"]["ffn"]
+    named = re.search(rf"the Scaling Book's rule, F/t > C/W \(F the MLP's inner width, "
+                      rf"{ffn:,}; C the rate; W the busBW\)", six)
     assert named, six
     before = six[:named.start()]
     assert "× rate ÷ busBW" in before and "h/t" in before  # the letters' terms, derived
+    assert f"three {ffn:,}-wide matrices" in before  # F is the page's own figure
+    assert "F the MLP's width, here h" not in six
 
 
 # ---- Round-21 cold reading P (issue 36): EP04's findings 2, 4, 5, 11 ----
