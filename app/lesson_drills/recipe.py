@@ -70,7 +70,16 @@ def _overlap_ep_why(answer: dict) -> str:
             f"(the rest is the last stage's output layer and loss): {ms(a2a_s(base))} − "
             f"{ms(beside)} = {ms(a2a_s(answer))} still blocks, and its kernels hold "
             f"{COMM_SMS} of {get_gpu(QWEN_EP16['gpu']).kernels.sm_count} SMs. On NDR, twice "
-            f"HDR's rate, it would take {ms(a2a_s(ndr))}, under the compute. Step {{value}}.")
+            f"HDR's rate, it would take {ms(a2a_s(ndr))}, {_against(a2a_s(ndr), beside)}. "
+            "Step {value}.")
+
+
+def _against(a2a: float, beside: float) -> str:
+    """Round-22 cold reading Q, finding 1: NDR's all-to-all set against the MoE kernels it
+    hides behind (``beside``), not the stage's whole compute the sentence before rules out."""
+    if a2a <= beside:
+        return f"under the {ms(beside)} beside it"
+    return f"still {ms(a2a - beside)} past the {ms(beside)} beside it"
 
 
 def _overlap_deepep_why(answer: dict) -> str:

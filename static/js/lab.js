@@ -139,6 +139,14 @@
   }
 
   function maskAnswers(node) {
+    // A step's limit waits for its guess, as its why does: shown before it, a limit can answer
+    // the prediction above it (round-22 cold readings: "Interleaving shrinks the bubble; it
+    // cannot remove it" under "about halves / stays the same / doubles"). The last beat comes
+    // after the why; a step with no prediction shows its limit at once.
+    within(node, ".step .limit").forEach(function (el) {
+      var step = el.closest(".step");
+      if (step && step.id && step.querySelector(".predict-beat")) el.hidden = masking(step.id);
+    });
     // An element whose presence answers a step (EP10's ledger rows that BF16 lacks: that FP8
     // keeps more than BF16's 16 bytes) is hidden, not masked, until its keys are guessed.
     within(node, "[data-hidden-until-guess]").forEach(function (el) {

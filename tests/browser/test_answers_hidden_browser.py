@@ -217,6 +217,13 @@ def test_no_answer_on_the_opening_screen(page, client, name):
     assert charts, f"{name}: no chart drawn"
     found = shown(name, html, texts, charts)
     assert not found, f"{path} before any guess: {found}"
+    # Round-22 cold readings: a limit shown before its step's guess answered the prediction
+    # above it (EP05 step 4, EP08 step 2): every limit of a step that predicts waits.
+    limits = page.evaluate("""() => [...document.querySelectorAll('.step .limit')]
+        .filter(el => el.closest('.step').querySelector('.predict-beat'))
+        .map(el => [el.closest('.step').id, el.offsetParent !== null])""")
+    assert limits, f"{name}: no step limits"
+    assert not [step for step, seen in limits if seen], f"{path}: limits shown before the guess"
 
 
 def test_the_check_finds_an_answer_in_text_and_in_a_chart():
@@ -631,6 +638,10 @@ def test_ep05s_bench_keeps_each_answer_until_its_guess(page, live_server):
         assert not found, f"{what} ({page.url}) before any guess: {found}"
     for step in range(1, 7):
         commit_guess(page, step)
+    # Guessed, each step's limit shows (it waited for the guess, as the why does).
+    assert page.locator("#step-4 .limit").is_visible()
+    assert page.locator(".step .limit").count() == 6
+    assert all(el.is_visible() for el in page.locator(".step .limit").all())
     # Step 6's state, guessed: the memory panel draws the engine's figures.
     look_at(page, "pipeline-memory")
     api = api_json(live_server, "pipeline", page.url.split("?", 1)[1])
