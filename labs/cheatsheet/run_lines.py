@@ -295,12 +295,18 @@ def goodput_line(inp):
     r = _failures(inp)
     g = r.best
     # Round-20 cold reading R, finding 12: the line above's τ is Young's, this one Daly's;
-    # it says which, and how far apart the two are here.
-    apart = g.interval / r.young_s - 1
+    # it says which, and how far apart the two are here. Round-22 cold reading R, finding 2:
+    # the best interval is Daly's rounded up to whole steps (round 21), so the line says so,
+    # with the step, and compares Daly's own optimum with Young's, not the rounded one.
+    apart = r.daly_s / r.young_s - 1
+    steps = round(g.interval / r.step_s)
     return ((Term("τ", g.interval, "duration", "Daly's best interval, "
-                  + ("the same as Young's above to 0.1%" if abs(apart) < 0.001 else
-                     f"{abs(apart):.1%} {'longer' if apart > 0 else 'shorter'} than Young's "
-                     "above")),
+                  + (f"{r.daly_s / 60:.1f} min (the same as Young's above to 0.1%)"
+                     if abs(apart) < 0.001 else
+                     f"{r.daly_s / 60:.1f} min ({abs(apart):.1%} "
+                     f"{'longer' if apart > 0 else 'shorter'} than Young's above)")
+                  + f", rounded up to whole steps of {r.step_s:,.1f} s ({steps}): a save "
+                    "starts between steps"),
              Term("δ", r.checkpoint.block_s, "duration", "stop per save"),
              Term("R", r.input.restart, "duration", "restart (assumed; a sync save loses no "
                                                     "work behind it)"),

@@ -2,6 +2,7 @@
 the lines carry the course's published figures (CURRICULUM EP01-EP09) within rounding."""
 
 import math
+import re
 
 import pytest
 
@@ -253,12 +254,21 @@ def test_round20_the_goodput_lines_interval_says_it_is_dalys_and_how_far_from_yo
     lines = sheet(model)
     young_tau = value(lines, "young")
     tau = lines["goodput"].terms[0]
-    apart = tau.value / young_tau - 1
-    if abs(apart) < 0.001:
-        assert tau.meaning == "Daly's best interval, the same as Young's above to 0.1%"
-    else:
-        side = "longer" if apart > 0 else "shorter"
-        assert tau.meaning == f"Daly's best interval, {abs(apart):.1%} {side} than Young's above"
+    # Round-22 cold reading R, finding 2: τ is Daly's optimum rounded up to whole steps
+    # (round 21), so the line compares Daly's own optimum with Young's (the rounding made
+    # the 70B's '5.2% longer') and names the step and how many: k steps give τ.
+    said = re.fullmatch(r"Daly's best interval, ([\d.]+) min \((.*)\), rounded up to whole "
+                        r"steps of ([\d,.]+) s \((\d+)\): a save starts between steps",
+                        tau.meaning)
+    assert said, tau.meaning
+    daly_min, versus, step, k = said.groups()
+    step, k = float(step.replace(",", "")), int(k)
+    assert abs(tau.value - k * step) <= k * 0.05 + 1e-9  # the step printed to 0.1 s
+    assert (k - 1) * step < (float(daly_min) + 0.05) * 60
+    assert re.fullmatch(r"the same as Young's above to 0\.1%|[\d.]+% (longer|shorter) than "
+                        r"Young's above", versus), versus
+    assert abs(float(daly_min) * 60 / young_tau - 1) < 0.01  # Daly's refines Young's a little
+    assert "5.2%" not in tau.meaning
 
 
 def test_round20_the_unfused_line_says_its_34_is_gpts_count_for_a_model_without_dropout():
