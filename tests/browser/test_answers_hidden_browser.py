@@ -81,7 +81,7 @@ PLOTTED = """() => Object.fromEntries([...document.querySelectorAll('.js-plotly-
 
 
 PER_LINEAR = ("a linear-layer parameter (the embedding, output head and norms keep no FP8 "
-              "copies) (BF16: 16)")
+              "copy) (BF16: 16)")
 
 
 def wanted(html: str, name: str) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
