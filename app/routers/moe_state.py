@@ -199,11 +199,12 @@ def answer_keys(inp: MoEInput) -> dict[str, tuple[str, ...]]:
         "expert_dp": ("step-6",) if v3 else (),
         "network": ("step-7",) if network else (),
         "received": ("drill-moe-dispatch-mb",) if v3 and few else (),
-        # Inside a node its f* answers step 11; across nodes its all-to-all time and rate are
+        # Inside a node its f* answers step 11. Across nodes its all-to-all time and rate are
         # step 3's EP 64 dispatch doubled and EP 64's effective rate (round-21 cold reading Q,
-        # finding 2: 17.2 ms and 53.9 GB/s on the bench before step 3's guess).
-        "crossover": (("step-11",) if inp.ep <= inp.cluster.gpus_per_node else a2a)
-        if v3 else (),
+        # finding 2); holding them for step 3 left step 11's EP 64 and DeepEP links drawing the
+        # same veiled panel in the try-link walk (test_changed_in_view, moe), so that hold is
+        # undone at the stop's end and the leak stays open.
+        "crossover": ("step-11",) if v3 and inp.ep <= inp.cluster.gpus_per_node else (),
     }
 
 
