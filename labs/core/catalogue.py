@@ -226,7 +226,7 @@ FP8_RECIPES = (
     # --fp8-param-gather casts the fp32 master in the distributed optimizer straight to FP8,
     # TE issue 1764): no bf16 copy, and ZeRO-3/FSDP gathers FP8.
     _low_precision(
-        "fp8-params", "FP8 parameters, no bf16 copy (TE fp8_model_init)", "FP8 parameters",
+        "fp8-params", "FP8 parameters (TE fp8_model_init)", "FP8 parameters",
         weights=None, **TE_DELAYED, cast_bytes=TE_CAST_BYTES,
         source="TransformerEngine fp8_model_init; Megatron-LM --fp8-param-gather (TE issue "
                "1764)"),

@@ -95,7 +95,9 @@ def _assumptions(inp: PrecisionInput, ledger: Ledger) -> tuple[str, ...]:
         # and its table give them once it is guessed).
         name = r.label.rsplit(", ", 1)[0]
         notes.append(f"{name}: {r.formats}; scales: {r.scaling} ({r.source}).")
-        notes.append("FP8 weight copies shard with the weights under ZeRO-3, the lab's choice "
+        # "FP8 weight copies" here, on screen at EP10's load, said step 1's answer (copies
+        # beside the bf16 weights): the ledger's row of that name waits for the guess.
+        notes.append("A recipe's FP8 weights shard under ZeRO-3, the lab's choice "
                      "(torchao casts each shard to FP8 just before FSDP2's all-gather and, "
                      "gathering again for the backward, keeps no copy; TransformerEngine casts "
                      "each gathered layer); the linear layers' "

@@ -249,8 +249,10 @@ def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
                 both += (f"; MFU is shown on each count: on your log's, its TFLOP/s ÷ "
                          f"{gpu_peak}, and the lab's tokens/s at your log's "
                          f"{logged / 1e9:,.1f} GFLOP a token")
-            notes.append(f"{counts}, {apart:.0%} {'fewer' if logged < per_token else 'more'}"
-                         f"{why}.{both}")
+            # Round-22 cold reading R, finding 10: "57.9 GFLOP, 11% fewer" read as if the
+            # lab's count were the smaller; the sentence names the log's.
+            notes.append(f"{counts}. Your log's is {apart:.0%} "
+                         f"{'fewer' if logged < per_token else 'more'}{why}.{both}")
         else:
             notes.append(f"{counts}: {apart:.1%} apart. Counted alike, the TFLOP/s ratio is "
                          f"the tokens/s ratio to within {FLOPS_TOLERANCE:.0%}")

@@ -262,7 +262,9 @@ def test_round5_the_jobs_steps_are_derived_where_first_used(client):
     """Round-5 cold reading, EP11 item 9: 929,832 steps were quoted and never derived."""
     steps = api(client)["steps"]
     page = " ".join(client.get(LESSON).text.split())
-    assert f"15.6T tokens ÷ 16M tokens a step = {steps:,} steps" in page
+    # Round-22 cold reading R, finding 6: the batch in full, 2,048 × 8,192 (step 4 gives it),
+    # so the division redone gives the steps ("16M" gave 975,000).
+    assert f"15.6T tokens ÷ {2**24:,} tokens a step = {steps:,} steps" in page
     assert steps == round(15.6e12 / 2**24)
 
 

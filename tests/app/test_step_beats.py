@@ -211,7 +211,7 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     ("recipe", "step-13"): 579,  # r20: 911 cut; gather, prefetch, resharding and TP modes pinned;
     # r21: 624 cut (the predict's inputs not restated, shorter clauses); each of its five
     # links' figures is its own question's working (round-4, 6 and 8 pins), so none moves
-    ("playground", "step-5"): 384,  # r19 Z #11 says which way NCCL 2.8's x1.9 errs: +30; r21:
+    ("playground", "step-5"): 382,  # r19 Z #11 says which way NCCL 2.8's x1.9 errs: +30; r21:
     # what is left is the wait's working and the TP-efficiency readings the pins keep (EP04 step
     # and layer, its two losses, EP08's factor, the flat-ring curve): no other step asks them
 }

@@ -80,8 +80,7 @@ PLOTTED = """() => Object.fromEntries([...document.querySelectorAll('.js-plotly-
     }))"""
 
 
-PER_LINEAR = ("a linear-layer parameter (the embedding, output head and norms keep no FP8 "
-              "copy) (BF16: 16)")
+PER_LINEAR = "a linear-layer parameter (the embedding, output head and norms stay bf16) (BF16: 16)"
 
 
 def wanted(html: str, name: str) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
