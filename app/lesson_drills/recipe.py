@@ -136,6 +136,30 @@ TWO_D_NAMES = {"fsdp4": "TP4 × DP64 FSDP", "fsdp8": "TP8 × DP32 FSDP",
                "interleaved": "TP4 × PP4 × DP16 interleaved", "stages": "TP4 × PP8 × DP8 1F1B"}
 
 
+def fsdp_crossover(answer: dict) -> tuple[int, float, float]:
+    """A 2-D plan's FSDP crossover (EP03 step 9), T* = (D − 1)/D × R ÷ B tokens: D its FSDP
+    group, R the compute's rate a GPU (6 FLOPs a parameter a token, 6 × P/t × the tokens
+    over the step's compute), B the gathers' rate a GPU (their bytes over their seconds,
+    latencies folded in): (D, R, B). Both sides count 6 a parameter (6 FLOPs; 3 collectives
+    of 2 B), so P cancels."""
+    fsdp = next(t for t in answer["traffic"] if t["name"] == "dp")
+    p, d = answer["plan"], fsdp["group"]
+    local = fsdp["bytes_per_step"] / (p["microbatches"] * 6 * (d - 1) / d)  # P / t
+    rate = 6 * local * p["seq_len"] * p["micro_batch"] * p["microbatches"] \
+        / answer["segments_s"]["compute"]
+    return d, rate, fsdp["bytes_per_step"] / fsdp["seconds"]
+
+
+def _crossover_why(answer: dict) -> str:
+    """Round-22 cold reading Q, finding 10: the feedback said T* "is four times step 14's",
+    a T* step 14 no longer prints; it works this plan's, from the figures it prints."""
+    d, rate, b = fsdp_crossover(answer)
+    r, bw = round(rate / 1e12, 1), round(b / 1e9, 2)
+    return (f"Its crossover (EP03 step 9), T* = (D − 1)/D × R ÷ B, with R the compute's "
+            f"{r:.1f} TFLOP/s a GPU and B the gathers' {bw:.2f} GB/s, is {d - 1}/{d} × "
+            f"{r:.1f} TFLOP/s ÷ {bw:.2f} GB/s = {(d - 1) / d * r * 1e3 / bw:,.0f} tokens")
+
+
 def two_d_stack(key: str) -> str:
     """The stack whose measured error band (labs.recipe.runs.stack_bands) a recipe-decide-2d
     option's real step carries: FSDP2's on matched hardware (torchtitan's A100 runs, as step
@@ -172,8 +196,9 @@ def _two_d_solution(found: dict[str, float]) -> str:
     return (f"{TWO_D_NAMES[order[0]]}. Step: "
             + ", ".join(f"{TWO_D_NAMES[k]} {ms(found[k])}" for k in order)
             + ". Step 14's chart compares the families on NDR. On a port a quarter as fast "
-            "FSDP's T* is four times larger, the gathers are exposed twice a micro-batch, and a "
-            "3-D plan that syncs once a step and pays a bubble instead is faster. "
+            "FSDP's T* is nearly four times larger, the gathers are exposed twice a "
+            "micro-batch, and a 3-D plan that syncs once a step and pays a bubble instead "
+            "is faster. "
             + _two_d_gap(found))
 
 
@@ -261,7 +286,7 @@ def _mfu_gap(found: dict[str, float]) -> str:
 
 # Each option moves what step 11's chart splits by cause: the bubble (two chunks halve it; 8
 # stages or 8 micro-batches of two sequences grow it, by the bubble's formula) or the GEMMs
-# (full recomputation runs the forward twice, step 11's last link). The old 'TP overlap all'
+# (full recomputation runs the forward twice, step 11's second link). The old 'TP overlap all'
 # option tied with interleaving on what the page had taught (round-16 cold reading, finding 2).
 MFU_CHOICES = {"interleaved": {"schedule": "interleaved-1f1b", "virtual": 2},
                "mb2": {"micro_batch": 2, "microbatches": 8}, "full": {"recompute": "full"},
@@ -323,7 +348,8 @@ DRILLS: tuple[Drill | Decide, ...] = (
           MFU_CHOICES["full"],
           lambda a: "Memory is not what limits MFU here: the backward runs the forward again, "
                     f"and the GEMMs grow from {ms(_exposed(_seed(), 'gemm'))} to "
-                    f"{ms(_exposed(a, 'gemm'))} a step (step 11's last link). That work is not "
+                    f"{ms(_exposed(a, 'gemm'))} a step (step 11's “full recomputation (1F1B)” "
+                    "link). That work is not "
                     "model FLOPs. MFU {value}."),
          ("tp4pp8", "TP4 × PP8 (TP groups of 4, half the layers per GPU)",
           MFU_CHOICES["tp4pp8"],
@@ -406,9 +432,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
         (("fsdp4", "FSDP + TP: TP4 × DP64, ZeRO-3, one micro-batch",
           TWO_D_CHOICES["fsdp4"],
           lambda a: "No bubble, but FSDP gathers every layer twice a micro-batch across the "
-                    f"nodes, {gb(dp_bytes(a))} a step. With B a quarter of NDR's, "
-                    "T* = (D − 1)/D × R ÷ B is four times step 14's, far past a micro-batch's "
-                    f"8,192 tokens: {ms(_exposed(a, 'dp'))} of it waits. Step {{value}}."),
+                    f"nodes, {gb(dp_bytes(a))} a step. {_crossover_why(a)}, far past a "
+                    f"micro-batch's {a['plan']['seq_len']:,} tokens: "
+                    f"{ms(_exposed(a, 'dp'))} of it waits. Step {{value}}."),
          ("fsdp8", "FSDP + TP: TP8 × DP32, ZeRO-3, two micro-batches",
           TWO_D_CHOICES["fsdp8"],
           lambda a: "TP8 leaves each FSDP group one GPU a node, so every ring crosses on one "

@@ -52,6 +52,10 @@ ASKED = {
 }
 # Step 14 asks of both families' best plans.
 ALSO = {"step-14": ("td3",)}
+# Step 2 asks which audits its two plans fail (round-22 cold reading Q, finding 5): at their
+# layouts every figure that says whether the memory fits waits for it too (the memory chart,
+# its hover and caption, the readout and the table), not only the audit rows.
+AUDITED = {"step-2": ("dp64", "tp16")}
 # A figure of a kind, as the bench prints it (the readout's rounding): a state that prints a
 # step's answer as any figure (efficiency, MFU, a re-plan's efficiency; the bubble's share)
 # answers the step there too.
@@ -113,6 +117,14 @@ def _asked_printed() -> dict[str, set[str]]:
             for step, (kind, _fact, _same) in ASKED.items()}
 
 
+@lru_cache(maxsize=4)
+def _audited_layouts(plans: tuple[str, ...]) -> frozenset[tuple]:
+    """The layouts (``LAYOUT``'s fields) of the lesson's facts ``plans``."""
+    lesson = facts()
+    return frozenset(tuple(shape(lesson[p]["result"].result)[s] for s in LAYOUT)
+                     for p in plans)
+
+
 def bench_keys(state) -> dict[str, tuple[str, ...]]:
     """The steps and drills each kind of figure answers at ``state`` (a RecipeState), kinds
     as ``KINDS``: ``audits`` is step 2's (which audit fails: the memory or the TP-in-a-node
@@ -141,6 +153,11 @@ def bench_keys(state) -> dict[str, tuple[str, ...]]:
     broken = {a.name for a in r.audits if not a.ok}
     if broken & {MEMORY_AUDIT, "TP inside a node"}:
         keys["audits"].append("step-2")
+    for step, plans in AUDITED.items():
+        if tuple(mine[s] for s in LAYOUT) in _audited_layouts(plans):
+            keys["audits"] += [step] if step not in keys["audits"] else []
+            for kind in ("memory", "state"):
+                keys[kind] += [step] if step not in keys[kind] else []
     if state.replan is not None and state.replan.after is not None:
         keys["replan"].append("step-9")
     return {k: tuple(v) for k, v in keys.items()}
@@ -301,7 +318,7 @@ def memory_owners(figure: dict, r, keys: dict) -> dict:
 def veiled_figures(state, figures: dict) -> dict:
     """``figures`` (recipe_state.drawn_figures) with each chart's answering parts owned by the steps
     and drills they answer at ``state`` (``bench_keys``), for lab.js to veil until the guess."""
-    from app.recipe_answer import layer_api, micro_api, timeline_api
+    from app.recipe_answer import layer_api, micro_api, timeline_api, timeline_end
     from labs.recipe.overlap import LABELS
 
     if not figures:
@@ -312,9 +329,12 @@ def veiled_figures(state, figures: dict) -> dict:
     causes_owners(figures["causes"], micro_api(r), r, keys)
     # ZeRO-0/1/2's DP wait is said once a step, after the critical path (step 12 asks it).
     once = line["exposed_s"]["dp"]
+    # The micro-batch's end less the backward's drawn end is the DP wait too (ZeRO-0/1/2).
+    end = f"slowest stage: {timeline_end(r)}."
     lanes_owners(figures["timeline"], line["events"], keys, {
         k: [(f"{LABELS[k]} {fmt_ms(v)}", f"{LABELS[k]} ?"),
-            *([(f"DP {fmt_ms(once)} once a step", "DP ? once a step")] if k == "dp" else [])]
+            *([(f"DP {fmt_ms(once)} once a step", "DP ? once a step"),
+               (end, "slowest stage: ?.")] if k == "dp" else [])]
         for k, v in line["exposed_s"].items() if k in ("tp", "dp")})
     if figures.get("layer") and layer:
         lanes_owners(figures["layer"], layer["ops"], keys, {

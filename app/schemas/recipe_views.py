@@ -35,6 +35,8 @@ class RecipeTimeline(BaseModel):
     events: list[RecipeTimelineEvent]
     by_kind: list[RecipeTimelineKind] = Field(description="The events summed by kind.")
     seconds: float = Field(description="The timeline's end (ZeRO-0/1/2: with DP's wait).")
+    compute_end_s: float = Field(description="Where the compute stream ends; with DP overlap "
+                                             "on the hidden buckets may run past it.")
     backward_start_s: float
     exposed_s: dict[str, float] = Field(description="Per kind, exposed + SM seconds on this "
                                                     "micro-batch (dp: once a step, ZeRO-3: "

@@ -64,6 +64,13 @@ class Timeline:
     def seconds(self) -> float:
         return max((e.start + e.seconds for e in self.events), default=0.0)
 
+    @property
+    def compute_end(self) -> float:
+        """Where the compute stream ends (its last kernel or wait): with DP overlap on, the
+        hidden buckets can run on past it on the communication stream (``seconds``)."""
+        return max((e.start + e.seconds for e in self.events if e.lane == "compute"),
+                   default=0.0)
+
     def charged(self) -> dict[str, float]:
         """What the step bar charges for each kind, read back from this timeline: m x the
         micro-batch's, ZeRO-0/1/2's DP once."""

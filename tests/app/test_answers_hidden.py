@@ -1063,3 +1063,32 @@ def test_round21_ep07_params_chart_holds_the_routed_split_for_the_derive(client,
     assert f"{body['params'] / 1e9:.0f}B" in text  # the total the derive gives
     opened = visible(masked(html, keys - {"drill-moe-predict-params-dsv3"}), ids, "step-2")
     assert split[0] in opened  # drawn once the derive is answered
+
+
+@pytest.mark.parametrize("plan", ["dp64", "tp16"])
+def test_round22_ep08_step_2s_plans_hold_every_audit_readout_until_its_guess(client, plan):
+    """Round-22 cold reading Q, finding 5: at step 2's DP64 and TP16 × PP4 states (the
+    controls set by hand: the try links wait for the guess) the audit rows were masked, but
+    the memory chart's caption ("814 GB per GPU against 80.0 GB, over by 734 GB"; TP16's
+    "49.7 GB …, fits"), its hover (the 731 GB state), the memory readout and table, and the
+    passing audits' ticks ("✓ DP traffic": not that option) answered two of the four options.
+    Each waits for step 2's guess now, and shows once it is in."""
+    from app.charts.units import fmt_bytes
+    from app.routers.recipe_lesson import facts
+
+    path, lesson, _found, ids = lesson_page(client, "recipe")
+    state = facts()[plan]
+    api = state["api"]
+    html = page(client, f"{path}?{'&'.join(f'{k}={v}' for k, v in state['params'].items())}")
+    text = visible(masked(html, masked_keys(lesson, "step-2")), ids, "step-2")
+    told = [fmt_bytes(api["memory_per_gpu_bytes"])]
+    heavy = api["stages"][api["heaviest_stage"]]
+    state_gb = (heavy["total_bytes"] - heavy["breakdown"]["activations"]
+                - heavy["breakdown"]["embedding_and_logits"]) / 1e9
+    shown = [t for t in [*told, f"{state_gb:.1f}", f"{state_gb:.3f}", ", fits",
+                         "over by", "✓ DP traffic", "✓ Memory per GPU", "✗ Memory per GPU",
+                         "✓ TP inside a node", "✗ TP inside a node"]
+             if t in text]
+    assert not shown, (plan, shown)
+    opened = visible(masked(html, masked_keys(lesson, "step-3")), ids, "step-3")
+    assert told[0] in opened and "✓ DP traffic" in opened

@@ -3143,3 +3143,85 @@ def test_round_21_step_12_compares_the_compute_streams_end(client):
     assert (f"the compute stream ends at {fmt_ms(ends[1])} against {fmt_ms(ends[0])}, "
             f"{fmt_ms(ends[1] - ends[0])} later") in step
     assert f"against {fmt_ms(on['seconds'])}." not in step
+
+
+def test_round_22_step_12s_timeline_caption_quotes_the_compute_streams_end(client):
+    """Round-22 cold reading Q, finding 7: under step 12's timeline at "Mixtral, every overlap"
+    the caption said "The step's last micro-batch on the slowest stage: 443 ms" (the comm
+    lane's end, where the hidden DP buckets stop) while the why says the compute stream ends
+    at 435 ms. The caption now gives the compute stream's end, the why's figure, and says
+    the buckets run on past it; with DP overlap off the two ends are one."""
+    from app.charts.units import fmt_ms
+    from app.routers.recipe import facts
+
+    f = facts()
+    on, off = (f[k]["api"]["timeline"] for k in ("ov", "ov_dp_off"))
+    ends = [max(e["start_s"] + e["seconds"] for e in t["events"] if e["lane"] == "compute")
+            for t in (on, off)]
+    assert [on["compute_end_s"], off["compute_end_s"]] == ends
+    assert on["seconds"] > ends[0] and fmt_ms(on["seconds"]) != fmt_ms(ends[0])
+    assert on["summary"].startswith(
+        f"The step's last micro-batch on the slowest stage: the compute stream ends at "
+        f"{fmt_ms(ends[0])}; the DP buckets run on to {fmt_ms(on['seconds'])}. ")
+    assert off["summary"].startswith(
+        f"The step's last micro-batch on the slowest stage: {fmt_ms(ends[1])}. ")
+    step = _step_text(_page_text(client), 12)
+    assert f"against {fmt_ms(ends[0])}," in step  # the why's figure is the caption's
+    html = client.get("/episodes/recipe-3d?" + "&".join(
+        f"{k}={v}" for k, v in f["ov"]["params"].items())).text
+    caption = re.search(r'data-chart="recipe-timeline">(.*?)</p>', html, re.S)[1]
+    assert f"the compute stream ends at {fmt_ms(ends[0])}" in caption
+    # With DP overlap off the micro-batch's end, less the backward's drawn end, is the
+    # predict's DP wait: it waits for step 12's guess there.
+    html = client.get("/episodes/recipe-3d?" + "&".join(
+        f"{k}={v}" for k, v in f["ov_dp_off"]["params"].items())).text
+    caption = re.search(r'data-chart="recipe-timeline">(.*?)</p>', html, re.S)[1]
+    held = re.search(r'<span class="answer-mask" data-after-guess="([^"]+)" '
+                     r'data-mask="slowest stage: \?\.">slowest stage: ([\d,]+ ms)\.</span>',
+                     caption)
+    assert held and "step-12" in held[1].split() and held[2] == fmt_ms(ends[1]), caption
+
+
+def _feedback(client, drill: str, answer: str) -> str:
+    html = client.get(f"/drills/{drill}?answer={answer}").text
+    text = re.sub(r"<[^>]+>", " ", html).replace("&#39;", "'")
+    return re.sub(r"\s+", " ", text)
+
+
+def test_round_22_decide_2d_works_fsdps_crossover_where_it_quotes_it(client):
+    """Round-22 cold reading Q, finding 10: recipe-decide-2d's FSDP option said "T* = (D −
+    1)/D × R ÷ B is four times step 14's", and step 14 prints no T*. The feedback works this
+    plan's T* from the figures it prints (EP03 step 9's formula), and they multiply out."""
+    from app.lesson_drills import recipe as drills
+    from labs.recipe.lab import evaluate  # noqa: F401  (the engine the drill asks)
+
+    said = _feedback(client, "recipe-decide-2d", "fsdp4")
+    assert "step 14's," not in said and "four times step 14" not in said
+    m = re.search(r"T\* = \(D − 1\)/D × R ÷ B, with R the compute's ([\d.]+) TFLOP/s a GPU and "
+                  r"B the gathers' ([\d.]+) GB/s, is (\d+)/(\d+) × ([\d.]+) TFLOP/s ÷ ([\d.]+) "
+                  r"GB/s = ([\d,]+) tokens, far past a micro-batch's ([\d,]+) tokens", said)
+    assert m, said
+    r, b, n, d = float(m[1]), float(m[2]), int(m[3]), int(m[4])
+    assert (m[5], m[6]) == (m[1], m[2]) and n == d - 1
+    t_star = int(m[7].replace(",", ""))
+    assert f"{n / d * r * 1e3 / b:,.0f}" == m[7] and t_star > int(m[8].replace(",", ""))
+    # the figures are the engine's: its group, and its gathers' bytes over their seconds
+    from app.labkit.drills import lab_value
+
+    answer = lab_value("recipe", drills.TWO_D_CHOICES["fsdp4"], lambda a: a)
+    group, rate, rate_b = drills.fsdp_crossover(answer)
+    assert group == d and f"{rate / 1e12:.1f}" == m[1] and f"{rate_b / 1e9:.2f}" == m[2]
+
+
+def test_round_22_decide_mfu_names_the_step_11_link_it_means(client):
+    """Round-22 cold reading Q, finding 16: recipe-decide-mfu's full-recomputation option
+    pointed at "step 11's last link", the seed plan by cause; full recomputation is another
+    of step 11's links, which the feedback now names as the page does."""
+    said = _feedback(client, "recipe-decide-mfu", "full")
+    named = re.search(r"\(step 11's “([^”]+)” link\)", said)
+    assert named and "last link" not in said, said
+    step = _step_text(_page_text(client), 11)
+    links = re.findall(r'<a class="try"[^>]*>([^<]+)</a>',
+                       client.get("/episodes/recipe-3d").text.split('id="step-11"')[1]
+                       .split("</section>")[0])
+    assert named[1] in [link.lstrip("▶ ") for link in links] and named[1] in step
