@@ -308,7 +308,7 @@ def memory_owners(figure: dict, r, keys: dict) -> dict:
     summary = figure["summary"]
     shown = [figure["data"][i]["y"] for i, own in ((0, state), (1, total)) if not own]
     top = max([r.memory.gpu_memory_bytes / 1e9, *(v for ys in shown for v in ys)])
-    either = (*total, *state)  # the total gives each bar less the other
+    either = tuple(dict.fromkeys((*total, *state)))  # the total gives each bar less the other
     owners = (_owner(total, traces=[1]) + _owner(state, traces=[0])
               + _owner(either, summary=[summary[summary.index(told):],
                                         f"? (after {waits_for(either)})"]))

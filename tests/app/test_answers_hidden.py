@@ -1090,5 +1090,6 @@ def test_round22_ep08_step_2s_plans_hold_every_audit_readout_until_its_guess(cli
                          "✓ TP inside a node", "✗ TP inside a node"]
              if t in text]
     assert not shown, (plan, shown)
+    assert "step 2's guess and step 2's guess" not in html  # the mask says it once
     opened = visible(masked(html, masked_keys(lesson, "step-3")), ids, "step-3")
     assert told[0] in opened and "✓ DP traffic" in opened

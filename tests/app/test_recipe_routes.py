@@ -2185,9 +2185,9 @@ def test_round_10_step_14_works_its_verdict_from_the_h100_runs_bands(client):
     # Round-22 cold reading Q, findings 9 and 15: the predict names each stack's band (step
     # 10 prints no A100 band), and the bands it sets aside, once.
     said = unescape(_step_text(_page_text(client, tips=False), 14))
-    assert (f"ratio on matched hardware: torchtitan's A100 runs, {titan[1]:.2f} to "
-            f"{titan[3]:.2f}, for 2-D (not step 10's 500 W H100 runs); Megatron-LM's BF16 runs, "
-            f"{nemo[1]:.2f} to {nemo[3]:.2f} (step 10), for 3-D (not NeMo's FP8 runs)") in said
+    assert (f"ratio on matched hardware. 2-D: torchtitan's A100 runs, {titan[1]:.2f} to "
+            f"{titan[3]:.2f} (not step 10's 500 W H100 runs). 3-D: Megatron-LM's BF16 runs, "
+            f"{nemo[1]:.2f} to {nemo[3]:.2f} (step 10; not NeMo's FP8 runs).") in said
     assert said.index("not NeMo's FP8 runs") < said.index("Why: show me")
     assert "Not torchtitan's 500 W" not in step
     assert fp8[0] and "500 W" in ten
@@ -3127,7 +3127,7 @@ def test_round_21_step_14_works_the_3d_sync_and_the_stages_wait(client):
     # works it from the slowest stage's micro-batch (step 11's causes: kernels and TP waits)
     # against the stages' mean (step 1's uneven-stages part), as labs.recipe.lab charges it.
     wait = re.search(r"The last stage also runs the output layer and loss, ([\d.]+) ms a "
-                     r"micro-batch against the stages' mean ([\d.]+) ms; its ([\d.]+) ms of "
+                     r"micro-batch against the stages' mean ([\d.]+) ms\. Its ([\d.]+) ms of "
                      r"kernels lose the share past the mean: (\d+) × \3 × \(1 − \2/\1\) = "
                      r"([\d,]+) ms\.", step)
     assert wait, step
