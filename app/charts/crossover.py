@@ -165,6 +165,31 @@ def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: 
           + ([s for _, s in comm_line if s > 0] if comm_s and comm_line is not None else [])
           + ([comm_s] if comm_s else []) + [compute_s]
           + [v for p in points for v in p[1:] if v > 0])
+    y_axis = time_axis(ys, y_title)
+    return {
+        "data": data,
+        "layout": base_layout(
+            margin={"l": 72 if "tickvals" in y_axis else 56, "r": 8,
+                    "t": 40 + 14 * (state_text.count("<br>") - 1),  # the state's lines
+                    "b": 44 if legend_y == -0.22 else 56},
+            xaxis={"type": "log", "title": {"text": x_title, "standoff": 6},
+                   "range": [_log10(lo) - 0.05, _log10(hi) + 0.05], "gridcolor": "#e6e9ef",
+                   **({"tickvals": list(x_ticks), "ticktext": [f"{v:,.0f}" for v in x_ticks]}
+                      if x_ticks is not None else {})},
+            yaxis=y_axis,
+            legend={"orientation": "h", "x": 0, "y": legend_y, "yanchor": "top",
+                    "font": {"size": 11}},
+            shapes=shapes, annotations=annotations,
+            # plotly's free-form layout.meta (an annotation takes no key of our own:
+            # test_figures_are_valid_plotly); lab.js swaps these texts in until the guess.
+            **({"meta": {"masked": {str(i): t for i, t in masked.items()}}} if masked else {})),
+        "summary": summary,
+    }
+
+
+def time_axis(ys, title: str) -> dict:
+    """The log time axis over the times ``ys`` (seconds): its range, and its ticks at whole
+    decades (1, 2 and 5 of each under two) in ms or s."""
     y_lo, y_hi = _log10(min(ys)) - 0.1, _log10(max(ys)) + 0.1
     # Decades only, in ms or s (round-4 cold reading of EP04, item 8: plotly's "2, 5, 0.01"
     # log ticks read as seconds where the step speaks of milliseconds).
@@ -176,23 +201,5 @@ def threshold_figure(*, x_state: float, compute_s: float, comm_s: float, cross: 
         ticks = ticks[::2]
     y_ticks = ({"tickvals": ticks, "ticktext": [
         f"{v * 1e3:,g} ms" if v < 1 else f"{v:,g} s" for v in ticks]} if len(ticks) >= 2 else {})
-    return {
-        "data": data,
-        "layout": base_layout(
-            margin={"l": 72 if y_ticks else 56, "r": 8,
-                    "t": 40 + 14 * (state_text.count("<br>") - 1),  # the state's lines
-                    "b": 44 if legend_y == -0.22 else 56},
-            xaxis={"type": "log", "title": {"text": x_title, "standoff": 6},
-                   "range": [_log10(lo) - 0.05, _log10(hi) + 0.05], "gridcolor": "#e6e9ef",
-                   **({"tickvals": list(x_ticks), "ticktext": [f"{v:,.0f}" for v in x_ticks]}
-                      if x_ticks is not None else {})},
-            yaxis={"type": "log", "title": {"text": y_title}, "range": [y_lo, y_hi],
-                   "gridcolor": "#e6e9ef", **y_ticks},
-            legend={"orientation": "h", "x": 0, "y": legend_y, "yanchor": "top",
-                    "font": {"size": 11}},
-            shapes=shapes, annotations=annotations,
-            # plotly's free-form layout.meta (an annotation takes no key of our own:
-            # test_figures_are_valid_plotly); lab.js swaps these texts in until the guess.
-            **({"meta": {"masked": {str(i): t for i, t in masked.items()}}} if masked else {})),
-        "summary": summary,
-    }
+    return {"type": "log", "title": {"text": title}, "range": [y_lo, y_hi],
+            "gridcolor": "#e6e9ef", **y_ticks}

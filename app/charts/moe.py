@@ -3,7 +3,7 @@ that holds it), each GPU's time in the layer (dispatch, experts, combine, waitin
 slowest), and parameters held against parameters used."""
 
 from app.charts import LINE_COLOUR, base_layout, owned
-from app.charts.crossover import ms, threshold_figure, tokens, verdict
+from app.charts.crossover import ms, threshold_figure, time_axis, tokens, verdict
 from app.charts.units import fmt_count, fmt_pct
 from labs.experts.crossover import ep_crossover
 
@@ -439,8 +439,45 @@ def crossover_figure(result, keys: dict | None = None) -> dict:
                  + (f" against {ms(c.comm_s)} of dispatch and combine ({side}); the two are "
                     f"equal at f = {tokens(c.crossover)}" if c.comm_s else ", no all-to-all")))
     # Where f* answers step 11 (``keys``): veiled whole, its summary past the model's name.
+    keys = keys or {}
     shown = f"{result.input.model.name}, experts {c.width:,} wide, EP {c.ep}: "
-    owned(figure["layout"], _owner((keys or {}).get("crossover", ()),
+    if keys.get("crossover_a2a") and c.comm_s:
+        return _comm_held(figure, c, keys["crossover_a2a"])
+    owned(figure["layout"], _owner(keys.get("crossover", ()),
                                    figure["summary"].removeprefix(shown),
                                    traces=list(range(len(figure["data"])))))
     return figure
+
+
+def _comm_held(figure: dict, c, held) -> dict:
+    """The crossover chart where its all-to-alls answer step 3 (``held``: DeepSeek-V3's EP
+    across nodes; round-21 cold reading Q, finding 2: EP 64's 17.2 ms, 2 × step 3's 8.58 ms
+    dispatch, and its effective rate): the GEMMs' line, their hollow marks and the state's
+    point stay drawn; the all-to-alls' line and marks, the sides shaded at f*, the dashed f*,
+    the state's gap and its ratio wait (partly: a link to another dispatch still moves them
+    once step 3 is guessed). The time axis spans the GEMMs alone meanwhile."""
+    layout = figure["layout"]
+    traces = [i for i, t in enumerate(figure["data"])
+              if t["name"] in ("Dispatch + combine", "communication")]
+    compute = [s for _, s in c.sweep] + [c.compute_s] + [p[1] for p in c.points if p[1] > 0]
+    state = layout["annotations"][-1]["text"].split("<br>")[0]
+    after = _after(held)  # the state's label keeps its place; f*'s goes
+    summary = figure["summary"].split(" of expert GEMMs a layer ", 1)[1]
+    owned(layout, _owner(held, summary, traces=traces,
+                         shapes=list(range(len(layout["shapes"]) - 1)),  # all but the chosen band
+                         annotations=list(range(len(layout["annotations"])))),
+          partly=True, axes={"yaxis": time_axis(compute, layout["yaxis"]["title"]["text"])},
+          masked={str(len(layout["annotations"]) - 1): f"{state}<br>? {after}"})
+    return figure
+
+
+def hold_rank_counts(figure: dict, held) -> dict:
+    """The rank map where its groups answer step 6 (``held``: DeepSeek-V3 coloured by DP,
+    expert-DP or PP groups): its caption's "16 groups of 128" is DP 128, as PP's "128 groups
+    of 16" (round-22 cold reading Q, finding 6), and the map's 16 blocks of colour count the
+    same. Veiled whole until the guess, the caption's count, size and span masked."""
+    summary = figure["summary"]
+    part = summary[summary.index(" nodes of ") + len(" nodes of "):].split(", ", 1)[1]
+    owned(figure["layout"], _owner(held, part, traces=list(range(len(figure["data"])))))
+    return figure
+

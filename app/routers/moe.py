@@ -10,6 +10,7 @@ from functools import lru_cache
 from fastapi import APIRouter
 
 from app.charts.moe import PHASES
+from app.charts.units import worked_digits
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -148,6 +149,36 @@ def mixtral_gemm_rate() -> dict:
     return gemm_rate("mixtral")
 
 
+@lru_cache(maxsize=1)
+def f_star_inputs() -> dict[str, tuple[str, str]]:
+    """Step 11's figures for each f* it works, printed to the places its sums need, so that
+    each, redone from what is printed, gives the page's f* and ratio (round-22 cold reading
+    Q, finding 12: ⅔ × 7/8 × 649 TFLOP/s ÷ 159.3 GB/s = 2,377 against the page's 2,378).
+    All-to-all states: the experts' rate (TFLOP/s) and the effective rate B (GB/s), f* =
+    ⅔ × (EP − 1)/EP × rate ÷ B; DeepEP's: the all-to-alls' and the GEMMs' ms, f* = f ×
+    all-to-alls ÷ GEMMs, in µs. The ratio is f ÷ f* (compute ÷ communication)."""
+    whole, three = "{:,.0f}".format, "{:.3g}".format
+    out = {}
+    for name in ("v3_ep8", "v3", "mixtral", "v3_deepep"):
+        api = facts()[name]["api"]
+        x, ep = api["crossover"], api["ep"]
+        if name == "v3_deepep":
+            values, places = (x["comm_s"] * 1e6, x["compute_s"] * 1e6), (0, 0)
+
+            def f_star(a, b, x=x):
+                return x["width"] * a / b
+        else:
+            values, places = (x["rate"] / 1e12, x["busbw"] / 1e9), (0, 1)
+            share = (2 / 3 if x["matrices"] == 3 else 1.0) * (ep - 1) / ep
+
+            def f_star(r, b, share=share):
+                return share * r * 1e12 / (b * 1e9)
+        out[name] = worked_digits(values, places, (
+            (f_star, x["crossover"], whole),
+            (lambda a, b, f=f_star, w=x["width"]: w / f(a, b), x["ratio"], three)))
+    return out
+
+
 def extra_context(state) -> dict:
     query = state.query
     spec = state.result.input.model
@@ -170,6 +201,7 @@ def extra_context(state) -> dict:
         # (round-17 cold reading, finding 9).
         "h800_gpu": get_gpu("h800"), "slowest_gpu": SLOWEST_GPU,
         "crossover": ep_crossover(state.result),
+        "f_star": f_star_inputs(),  # step 11's rates and times, to the places its f* needs
         "validation": {g["group"]: g for g in validation()["groups"]},
         "goodput_bound": GOODPUT_BOUND,  # DeepSeek-V3's figure is a whole-run average
         # Total sizes only: step 1 asks the share of DeepSeek-V3's parameters a token uses,

@@ -13,6 +13,7 @@ from app.charts.moe import (
     experts_figure,
     gemm_figure,
     gpus_figure,
+    hold_rank_counts,
     network_figure,
     params_figure,
 )
@@ -179,6 +180,7 @@ def answer_keys(inp: MoEInput) -> dict[str, tuple[str, ...]]:
     skewed = inp.skew > 0
     few = inp.tokens != opening["tokens"].default
     a2a = ("step-3",) if v3 else ()
+    across = inp.ep > inp.cluster.gpus_per_node
     compute = (*(("step-4",) if skewed else ()), *(("step-8",) if few else ()))
     network = (inp.cluster.leaf_nodes != LEAF_NODES
                or inp.cluster.oversubscription != opening["oversubscription"].default)
@@ -201,10 +203,11 @@ def answer_keys(inp: MoEInput) -> dict[str, tuple[str, ...]]:
         "received": ("drill-moe-dispatch-mb",) if v3 and few else (),
         # Inside a node its f* answers step 11. Across nodes its all-to-all time and rate are
         # step 3's EP 64 dispatch doubled and EP 64's effective rate (round-21 cold reading Q,
-        # finding 2); holding them for step 3 left step 11's EP 64 and DeepEP links drawing the
-        # same veiled panel in the try-link walk (test_changed_in_view, moe), so that hold is
-        # undone at the stop's end and the leak stays open.
-        "crossover": ("step-11",) if v3 and inp.ep <= inp.cluster.gpus_per_node else (),
+        # finding 2: 17.2 ms and 53.9 GB/s), and f* and the ratio give them back from the
+        # rate and the GEMMs' time: those readouts and the chart's all-to-all parts wait for
+        # step 3's guess, the GEMMs stay drawn (app.charts.moe._comm_held).
+        "crossover": ("step-11",) if v3 and not across else (),
+        "crossover_a2a": a2a if across else (),
     }
 
 
@@ -220,6 +223,8 @@ def figures(result: MoEResult) -> dict:
         spans = colouring.nodes_spanned()
         notes = [("inside one node" if s == 1 else f"spans {s} nodes") for s in spans]
         out["ranks"] = rank_map_figure(colouring, notes, result.input.cluster.leaf_nodes)
+        if keys["dp"] and result.input.group in ("dp", "edp", "pp"):
+            hold_rank_counts(out["ranks"], keys["dp"])
     return out
 
 

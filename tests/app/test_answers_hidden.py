@@ -885,6 +885,47 @@ def test_moe_step_3s_ep_rate_waits_at_its_states(client, q):
     text = screen(client, f"{path}?{query}", ids, "step-3", lesson)
     assert not said(f"all-to-all {ep['bandwidth'] / 1e9:,.0f} GB/s", text), query
     assert said("EP all-to-all ? (after step 3's guess)", text), query
+    # Round-21 cold reading Q, finding 2 (open again in round 22 after 70921605): across
+    # nodes the crossover panel printed the all-to-alls' time (2 × step 3's dispatch, 17.2 ms
+    # at EP 64) and their effective rate (53.9 GB/s against the predict's 160: "about 3 times
+    # slower" read off), and f* and the ratio give them back from the rate and the GEMMs'
+    # time. Held until step 3's guess; the chart keeps the GEMMs and holds the rest.
+    body = client.get(f"/api/moe?{query}").json()
+    cross = re.search(r"the all-to-alls move [^()]*? in (\S+ ms|\?) \(.*?effective rate "
+                      r"B = (\S+) GB/s.*?= (\S+) against this model's [\d,]+: compute ÷ "
+                      r"communication = (\S+)", text)
+    assert cross, query
+    x = body["crossover"]
+    if body["ep_per_node"] < body["ep"]:  # EP across nodes: step 3's question
+        assert cross.groups() == ("?",) * 4, (query, cross.group(0))
+        for gone in (f"{x['comm_s'] * 1e3:.1f} ms", f"{x['busbw'] / 1e9:.1f}",
+                     f"{round(x['crossover']):,}", f"{x['compute_s'] / x['comm_s']:.3g}"):
+            assert not said(gone, text), (query, gone)
+        assert said(f"{x['compute_s'] * 1e3:.1f} ms of expert GEMMs a layer", text), query
+        # after step 3's guess (step 11's screen) the panel and the chart say them
+        after = screen(client, f"{path}?{query}", ids, "step-11", lesson)
+        assert said(f"{x['comm_s'] * 1e3:.1f} ms of dispatch and combine", after), query
+        assert said(f"B = {x['busbw'] / 1e9:.1f} GB/s", after), query
+
+
+@pytest.mark.parametrize("group", ["", "dp", "edp", "pp"])
+def test_moe_step_6s_dp_waits_in_step_7_and_the_rank_map(client, group):
+    """EP07 step 6 (DeepSeek-V3, 2,048 GPUs, PP 16, EP 64: DP is 128) before its guess
+    (round-22 cold reading Q, finding 6): step 7's intro and predict, on screen below it,
+    said "all of one stage's ranks, 16 nodes" and "its DP groups 16" (16 × 8 = 128), and the
+    rank map's caption coloured by DP "16 groups of 128" (by PP "128 groups of 16")."""
+    path, lesson, _found, ids = lesson_page(client, "moe")
+    query = "model=deepseek-v3&nodes=256&pp=16&link=hgx-h800&ep=64" + (
+        f"&group={group}" if group else "")
+    text = screen(client, f"{path}?{query}", ids, "step-6", lesson)
+    for told in ("stage's ranks, 16 nodes", "DP groups 16", "nodes 16 and 8 apart",
+                 "groups of 128", "128 groups", "groups of 2;"):
+        assert not said(told, text), (group, told)
+    if group:  # the rest of the caption, and the whole of it once step 6 is guessed
+        assert said("2,048 GPUs on 256 nodes of 8, ? (after step 6", text), group
+        after = screen(client, f"{path}?{query}", ids, "step-7", lesson)
+        size = {"dp": 128, "edp": 2, "pp": 16}[group]
+        assert said(f"groups of {size}", after), group
 
 
 def test_recipe_step_9s_re_plan_waits_in_the_chart_too(client):

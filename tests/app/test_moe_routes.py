@@ -486,15 +486,41 @@ def test_round6_step_11s_effective_rates_are_derived_from_bytes_and_time(client)
     for a in (v3, e8):
         assert (f"{fmt_bytes(a['dispatch_bytes_per_gpu'][0])} in {fmt_ms(a['dispatch_s'])}"
                 in step11)
-        assert f"B = {a['crossover']['busbw'] / 1e9:.1f} GB/s" in step11
+        assert f"B = {a['crossover']['busbw'] / 1e9:.2f} GB/s" in step11
     assert f"B = {mx['crossover']['busbw'] / 1e9:.1f} GB/s" in step11
     assert f"in {mx['dispatch_s'] * 1e6:.1f} µs" in step11
     x = dx["crossover"]
-    said = (f"{x['width']:,} × {fmt_ms(x['comm_s'])} ÷ {fmt_ms(x['compute_s'])} = "
+    said = (f"{x['width']:,} × {x['comm_s'] * 1e6:,.1f} µs ÷ {x['compute_s'] * 1e6:,.2f} µs = "
             f"{x['crossover']:,.0f}")
     assert said in step11
-    assert x["width"] * float(fmt_ms(x["comm_s"]).split()[0]) / float(
-        fmt_ms(x["compute_s"]).split()[0]) == pytest.approx(x["crossover"], rel=0.005)
+
+
+def test_round22_step_11s_f_star_sums_redo_from_their_printed_figures(client):
+    """Round-22 cold reading Q, finding 12: step 11's f* and ratios did not follow from its
+    printed inputs (⅔ × 7/8 × 649 TFLOP/s ÷ 159.3 GB/s = 2,377 against the page's 2,378;
+    ⅔ × 63/64 × 649 ÷ 53.9 = 7,902 against 7,906; 2,048 × 7.81 ÷ 4.45 = 3,594 against 3,596),
+    and the predict quoted the rounded 649 and 159.3. Each sum, redone from the figures it
+    prints, gives the page's f*, and f ÷ f* its ratio; the predict quotes the why's inputs."""
+    from app.routers.moe import facts
+
+    step11 = _step_text(client.get("/episodes/experts").text, "step-11")
+    ratios = {round(facts()[k]["api"]["crossover"]["ratio"], 12): k
+              for k in ("v3", "v3_ep8", "mixtral", "v3_deepep")}
+    sums = re.findall(r"⅔ × (\d+)/(\d+) × ([\d.,]+) TFLOP/s ÷ ([\d.,]+) GB/s = (?:f\* = )?"
+                      r"([\d,]+)", step11)
+    assert len(sums) == 3, sums  # EP 8 in a node, EP 64 across nodes, Mixtral
+    for a, b, rate, busbw, f_star in sums:
+        redone = 2 / 3 * int(a) / int(b) * float(rate.replace(",", "")) * 1e3 / float(
+            busbw.replace(",", ""))
+        assert f"{redone:,.0f}" == f_star, (a, b, rate, busbw, f_star)
+    deepep = re.search(r"= ([\d,]+) × ([\d.,]+) µs ÷ ([\d.,]+) µs = ([\d,]+)", step11)
+    width, comm, compute, f_star = (float(v.replace(",", "")) for v in deepep.groups())
+    assert f"{width * comm / compute:,.0f}" == deepep[4]
+    for key in ratios.values():  # each ratio printed is f ÷ the printed f*, to 3 figures
+        x = facts()[key]["api"]["crossover"]
+        assert f"{x['ratio']:.3g}" in step11
+    e8 = re.search(r"run at ([\d.]+) TFLOP/s, .*? is ([\d.]+) GB/s on its cut NVLink", step11)
+    assert e8 and f"× {e8[1]} TFLOP/s ÷ {e8[2]} GB/s = 2,378" in step11, e8
 
 
 def test_round6_the_model_select_does_not_answer_step_1_and_37b_is_derived(client):
@@ -1272,3 +1298,33 @@ def test_round_21_each_layer_sum_adds_up_as_printed_and_mamf_finder_is_said(clie
     dp = " ".join(re.sub(r"<[^>]+>", " ", client.get("/episodes/data-parallel").text).split())
     assert "mamf-finder, a benchmark that finds the fastest matmul a GPU runs in a short burst" \
         in dp
+
+
+def test_round22_ep07_uses_no_term_before_the_guess_that_its_why_defines(client):
+    """Round-22 cold reading Q, finding 18: step 6's intro said expert-DP (in its code, where
+    no tip goes) and its one definition sat in the why, hidden until the guess; step 3's
+    third link said DeepEP, defined only in the why's note. A glossary term whose tip sits in
+    a why is not on the page earlier outside one: where the student reads it first, it is
+    said what it is."""
+    from app.glossary_terms import GLOSSARY
+    from tests.app.test_step_beats import why_end
+
+    html = client.get("/episodes/experts").text
+    html = html[html.index('id="step-1"'):]
+    html = re.sub(r'<span class="term-tip".*?</span></span>', "</span>", html, flags=re.S)
+    whys = [(m.start(), why_end(html, m.start()))
+            for m in re.finditer(r'<details class="why"', html)]
+
+    def hidden(at: int) -> bool:
+        return any(a <= at < b for a, b in whys)
+
+    shown = re.sub(r"<[^>]+>", lambda m: " " * len(m[0]), html)  # the words, in place
+    late = {}
+    for term in GLOSSARY:
+        at = html.find(f'id="term-{term.slug}"')
+        if at < 0 or not hidden(at):
+            continue
+        early = [u.start() for u in re.finditer(term.pattern, shown[:at]) if not hidden(u.start())]
+        if early:
+            late[term.slug] = " ".join(shown[early[0] - 80:early[0] + 40].split())
+    assert not late, late

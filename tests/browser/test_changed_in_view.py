@@ -13,7 +13,7 @@ static/js/lab.js then brings the first changed chart into view."""
 
 import pytest
 
-from tests.browser.helpers import release, wait_drawn
+from tests.browser.helpers import release, release_earlier, wait_drawn
 from tests.browser.test_bench_view import SHOWN
 from tests.browser.test_bench_view import sized as sized  # the laptop and phone page fixture
 from tests.browser.test_links_visible import WALKED_THERE, LinkPixels
@@ -110,6 +110,7 @@ def test_each_try_link_shows_the_diagram_it_changed(sized, name):
             query = href.split("?", 1)[1]
             page.wait_for_url(lambda url, q=query: url.endswith(q))
             wait_drawn(page)
+            release_earlier(page, diagram, step_id)
             if rule:
                 rule.after(diagram, f"{step_id} link {index}")
             moved = changed(page, before)
