@@ -4,12 +4,14 @@ an all-reduce formula."""
 
 import math
 import re
+from collections import Counter
 
 from app.charts import DIMMED, base_layout, chosen_band, value_label
-from app.charts.crossover import crossover_figure
+from app.charts.crossover import crossover_figure, tokens
 from app.charts.units import fmt_gb2, fmt_pct
 from app.charts.zero import held_text, owned
 from labs.data_parallel.lab import GPUS_PER_SERVER, SERVER_LINK
+from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_link
 
 # Link family -> colour; one curve per link of the lesson (and the chosen one if apart).
@@ -62,6 +64,10 @@ STEP3_LINK, STEP3, STEP3_NAME = "eth-100g", "step-3", "Ethernet (step 3)"
 STEP3_WHAT = "The all-reduce on 100 Gb/s Ethernet"  # held_text: "... shows once step 3 is guessed."
 STEP3_MASK = held_text(STEP3_WHAT, (STEP3,))
 ALLREDUCE_WHAT = "This all-reduce"  # a drill's state: "... shows once it is answered"
+# Round-22 cold reading P, finding 3: at one port a server across servers on InfiniBand (step
+# 1's 16 and 64 GPUs, step 4's "IB, 1 port"), the all-reduce's time over the bytes each GPU
+# sends (27.56 GB in 575.2 ms) is the port's 48 GB/s, step 3's answer: its times wait too.
+ONE_PORT_WHAT = "The all-reduce through one port a server"
 
 
 # Step 8 asks the crossover T* on 8 GPUs over PCIe 4.0; step 2's "8 × PCIe" link printed it
@@ -212,7 +218,20 @@ def crossover_keys(result) -> tuple[str, ...]:
     state it is (its all-reduce)."""
     inp = result.input
     steps = (STEP3,) if inp.link == STEP3_LINK else (STEP8,) if inp.link == STEP8_LINK else ()
+    # One port a server across servers: its all-reduce's time over the bytes is the port's
+    # busBW, step 3's answer (round-22 cold reading P, finding 3; ``time_keys``).
+    if not steps and one_port_across(result, inp.link):
+        steps = (STEP3,)
     return (*steps, *(k for k in allreduce_keys(result) if k not in steps))
+
+
+def crossover_what(result, keys: tuple[str, ...]) -> str:
+    """What the held crossover says it is: Ethernet's all-reduce, one port's, PCIe's T*."""
+    if not keys:
+        return ""
+    if keys[0] == STEP3 and result.input.link != STEP3_LINK:
+        return ONE_PORT_WHAT
+    return CROSSOVER_WHAT.get(keys[0], ALLREDUCE_WHAT)
 
 
 def step3_state(result) -> bool:
@@ -299,9 +318,30 @@ def _series(result, link: str) -> list:
     return [p for p in result.curve if p.link == link]
 
 
+def curve_gpus(result) -> dict[str, str]:
+    """The GPUs a curve is timed on, where they are not the other curves' (the most common
+    one's): "H100 PCIe 80GB cards" for PCIe's, whose curve changes the GPU with the link
+    (``labs.data_parallel.lab.timed_gpu``; round-22 cold reading P, finding 7: the chart and
+    its table put the whole 7.62x -> 4.71x on the link)."""
+    timed = {link: series[0].gpu for link in result.curve_links
+             if (series := _series(result, link))}
+    common = Counter(timed.values()).most_common(1)[0][0] if timed else None
+    return {link: get_gpu(gpu).name.removeprefix("NVIDIA ") + " cards"
+            for link, gpu in timed.items() if gpu != common}
+
+
+def curve_names(result, names: dict[str, str]) -> dict[str, str]:
+    """Each link's name as the chart, its summary and its table say it: with its GPUs where
+    they are not the other curves' (``curve_gpus``)."""
+    return {**names, **{link: f"{names[link]} ({cards})"
+                        for link, cards in curve_gpus(result).items()}}
+
+
 def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> dict:
-    """Speedup (top, log-log, against the ideal N) and efficiency (bottom) per link."""
+    """Speedup (top, log-log, against the ideal N) and efficiency (bottom) per link, each
+    curve named with its GPUs where they are not the others' (``curve_names``)."""
     inp, point = result.input, result.point
+    cards, names = curve_gpus(result), curve_names(result, names)
     data = []
     counts = sorted({p.gpus for p in result.curve})
     data.append({
@@ -313,7 +353,8 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
         series = _series(result, link)
         colour = FAMILY_COLOURS[families[link]]
         dash = EXTRA_DASH if link not in result.curve_links[:4] else "solid"
-        named = short_name(names[link]) + ports(link, inp.nics_per_node)
+        named = (short_name(names[link]) + (f" ({cards[link]})" if link in cards else "")
+                 + ports(link, inp.nics_per_node))
         common = {"type": "scatter", "mode": "lines+markers", "name": named,
                   "x": [p.gpus for p in series], "legendgroup": link,
                   "line": {"color": colour, "dash": dash, "width": 2.5 if link == inp.link
@@ -451,15 +492,46 @@ def time_figure(result) -> dict:
     if keys:  # veiled whole, its bytes label with it (till step 1 too, at step 1's state)
         return veiled(figure, (*keys, *(k for k in sent if k not in keys)),
                       STEP3_WHAT if keys == (STEP3,) else ALLREDUCE_WHAT)
-    if not sent:
-        return figure
-    # Step 1's state: its bar and times drawn, what each GPU sends held for step 1's guess.
+    owners, masked = [], {}
     layout, label = figure["layout"], len(figure["layout"]["annotations"]) - 1
-    clause = _sent(result.point)
-    layout["meta"] = {"masked": {str(label): "each GPU sends ? (step 1)"}, "partly": True,
-                      "owners": [{"step": " ".join(sent), "annotations": [label],
-                                  "summary": [clause, "each GPU sends ? (step 1)"]}]}
+    if sent:  # step 1's state: what each GPU sends held for step 1's guess
+        masked[str(label)] = "each GPU sends ? (step 1)"
+        owners.append({"step": " ".join(sent), "annotations": [label],
+                       "summary": [_sent(result.point), "each GPU sends ? (step 1)"]})
+    if STEP3 in time_keys(result):
+        # One port a server across servers: the compute bar and the bytes drawn, the
+        # all-reduce's bars, their times and the axis they stretch held for step 3's guess.
+        p = result.point
+        owners.append({"step": STEP3, "traces": [
+            i for i, t in enumerate(figure["data"]) if t.get("legendgroup") != "compute"],
+            "summary": [_times(p), "the all-reduce's time ? (step 3)"]})
+        masked_axis = {"xaxis": {**layout["xaxis"], "range": [0, p.compute_s * 1e3 * 1.04]}}
+    else:
+        masked_axis = {}
+    if not owners:
+        return figure
+    layout["meta"] = {"masked": masked, "partly": True, "owners": owners,
+                      **({"axes": masked_axis} if masked_axis else {})}
     return figure
+
+
+def time_keys(result) -> tuple[str, ...]:
+    """What the state's all-reduce times (the time chart's all-reduce, the readout's exposed
+    time and bottleneck, the tables' times) wait for: ``allreduce_keys``, and step 3's at one
+    port a server across servers, where its time over the bytes is the port's busBW (round-22
+    cold reading P, finding 3: step 1's "64 GPUs" link printed 27.56 GB and 575.2 ms, 48 GB/s,
+    before step 3's guess). The same keys as the state's speedup (``speed_keys``)."""
+    return speed_keys(result)
+
+
+def _end(p) -> float:
+    return p.compute_s * 1e3 + p.exposed_comm_s * 1e3
+
+
+def _times(p) -> str:
+    """The time chart's summary from the all-reduce on: what step 3's hold masks."""
+    return (f"{ms(p.comm_s)} of all-reduce of which {ms(p.overlapped_comm_s)} hidden behind "
+            f"backward and {ms(p.exposed_comm_s)} exposed; the step takes {ms(p.step_s)}")
 
 
 def _sent(point) -> str:
@@ -495,7 +567,7 @@ def _time_figure(result) -> dict:
             "hovertemplate": f"{label}: {ms(width / 1e3)}<extra></extra>",
         })
         shown.add(key)
-    end = compute + exposed
+    end = _end(p)
     # What the all-reduce row carries (round-16 cold reading, finding 5: step 1's move showed
     # no bytes in the diagram it names), in the gap above its bar: at the bar's left it was
     # drawn over a bucketed bar that starts early (round-21 cold reading P, finding 18). The
@@ -517,14 +589,27 @@ def _time_figure(result) -> dict:
                     "font": {"size": 11}},
             annotations=[sent],
         ),
-        "summary": (
-            f"One step at {p.gpus:,} GPUs: {_sent(p)}; {ms(p.compute_s)} of compute, "
-            f"{ms(p.comm_s)} of "
-            f"all-reduce of which {ms(p.overlapped_comm_s)} hidden behind backward and "
-            f"{ms(p.exposed_comm_s)} exposed; the step takes {ms(p.step_s)}"
-        ),
+        "summary": f"One step at {p.gpus:,} GPUs: {_sent(p)}; {ms(p.compute_s)} of compute, "
+                   f"{_times(p)}",
     }
 
+
+
+def crossover_inputs(ratio, gpus: int) -> tuple[str, str]:
+    """The rate (TFLOP/s) and busBW (GB/s) the crossover note's T* = ⅔ × (N−1)/N × rate ÷
+    busBW prints, with the fewest digits (the busBW to four figures at least) whose product
+    prints as the note's T* does (``tokens``): round-22 cold reading P, finding 8, '515.3
+    TFLOP/s ÷ 26.2 GB/s = 11,457' gave 11,473."""
+    rate, busbw = ratio.rate / 1e12, ratio.busbw / 1e9
+    shown = tokens(ratio.crossover_tokens)
+    least = max(0, 3 - math.floor(math.log10(busbw))) if busbw > 0 else 0
+    tries = sorted(((r, b) for r in range(1, 5) for b in range(least, least + 4)),
+                   key=sum)
+    for r, b in tries:
+        printed = 2 / 3 * (gpus - 1) / gpus * round(rate, r) * 1e3 / round(busbw, b)
+        if tokens(printed) == shown:
+            return f"{rate:,.{r}f}", f"{busbw:,.{b}f}"
+    return f"{rate:,.4f}", f"{busbw:,.{least + 3}f}"
 
 
 def ratio_figure(result) -> dict:
@@ -535,4 +620,4 @@ def ratio_figure(result) -> dict:
     figure = crossover_figure(r.tokens_per_gpu, r.compute_s, r.allreduce_s, r.crossover_tokens,
                               r.sweep, "All-reduce, once a step", result.input.gpus)
     keys = crossover_keys(result)
-    return veiled(figure, keys, CROSSOVER_WHAT.get(keys[0], ALLREDUCE_WHAT) if keys else "")
+    return veiled(figure, keys, crossover_what(result, keys))

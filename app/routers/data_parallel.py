@@ -9,7 +9,6 @@ from fastapi import APIRouter
 
 from app.charts.data_parallel import (
     ALLREDUCE_WHAT,
-    CROSSOVER_WHAT,
     FAMILY_COLOURS,
     PARTS,
     PCIE_DRILL,
@@ -20,7 +19,10 @@ from app.charts.data_parallel import (
     STRONG_GPUS,
     algorithm_keys,
     allreduce_keys,
+    crossover_inputs,
     crossover_keys,
+    crossover_what,
+    curve_names,
     replica_keys,
     sent_keys,
     speed_keys,
@@ -72,6 +74,7 @@ from labs.hardware.nccl_constants import (
     HOP_LATENCY,
     LL_MAX_ACROSS,
     MULTI_NODE_LL_INTRA,
+    SOCKET_LINK,
     TREE_CAP,
     TREE_LL,
     TREE_SHARE,
@@ -224,6 +227,9 @@ def extra_context(state) -> dict:
         # PCIe is timed on the H100 sold as a PCIe card (round-21 cold reading P, finding 1):
         # steps 1, 2 and 8 name it and its figures, measured or assumed.
         "pcie_gpu": timed_gpu(get_link("pcie-4")),
+        # ... and the socket link an 8-card server's ring crosses, which its busBW leaves out
+        # (NCCL's topo.h; round-22 cold reading P, finding 11): step 1 says which way it errs.
+        "socket": SOCKET_LINK,
         # EP08 (and every op-by-op lesson) also times the slowest GPU of a node; step 2 says
         # this episode leaves that factor out (labs.hardware.kernels.SLOWEST_GPU).
         "slowest_gpu": SLOWEST_GPU,
@@ -263,10 +269,10 @@ def extra_context(state) -> dict:
         "hier": hierarchical(facts()["bad"]),
         # The crossover's note and T* wait for the step it answers (step 3's, step 8's).
         # Its note also prints the bytes a GPU sends (step 1's at its state).
+        "cross_inputs": crossover_inputs(state.result.ratio, state.result.input.gpus),
         "cross_keys": " ".join(keys := (*crossover_keys(state.result),
                                         *sent_keys(state.result))),
-        "cross_mask": waits(CROSSOVER_WHAT.get(keys[0], "The crossover"), keys)
-        if keys else "",
+        "cross_mask": waits(crossover_what(state.result, keys), keys) if keys else "",
         # A drill's state (or step 1's, step 10's): what answers it waits for it.
         "ar_keys": allreduce_keys(state.result), "sent_keys": sent_keys(state.result),
         "replica_keys": replica_keys(state.result),
@@ -279,6 +285,8 @@ def extra_context(state) -> dict:
         "ar_mask": waits(ALLREDUCE_WHAT, allreduce_keys(state.result)),
         "link_colours": {i: FAMILY_COLOURS[link_family(link)] for i, link in links().items()},
         "link_names": link_names(), "curve_links": CURVE_LINKS,
+        # The table's rows as the chart's curves: a curve on other GPUs says so (PCIe's).
+        "curve_names": curve_names(state.result, link_names()),
         # The scale-up links the chart draws, with the most GPUs each joins: their curves stop
         # there (labs.data_parallel.lab.curve_counts).
         "scale_up_curves": [(links()[i].name, links()[i].domain) for i in CURVE_LINKS

@@ -160,6 +160,7 @@ def facts() -> dict:
     follows every link)."""
     state = lesson_state(ZeroQuery, run, to_api)
     g9_full_16k = state(model=STEP_6_MODEL, dp=32, zero=3, recompute="full", seq_len=16384)
+    full = state(dp=32, zero=3, recompute="full")
     return {
         "l70_z3": state(dp=32, zero=3),
         "l70_z3_1k": state(dp=32, zero=3, seq_len=1024),  # step 9: below the crossover
@@ -193,7 +194,10 @@ def facts() -> dict:
         "g9_full_16k_peak": recompute_peak_bytes(g9_full_16k["result"].ledger),
         "full_16k": state(dp=32, zero=3, recompute="full", seq_len=16384),
         "l405_z3": state(model="llama-3.1-405b", dp=32, zero=3),
-        "full": state(dp=32, zero=3, recompute="full"),
+        "full": full,
+        # ... and its peak, the one EP01 step 5 quotes for the same 70B (round-22 cold
+        # reading P, finding 13: EP01 said "EP03 step 6 prices both", and it gave no peak).
+        "full_peak": recompute_peak_bytes(full["result"].ledger),
         "small_full": state(model="llama-3.1-8b", dp=8, zero=3, recompute="full"),
         "offload": state(dp=32, zero=3, offload=True),
         # Step 7: one GPU of a DGX H100 (the host the page states: 614.4 GB/s of DDR5, PCIe

@@ -77,3 +77,9 @@ TREE_CORRECTION = {
     "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .5, .5, .6, .6, .7,
                .8, .9),
 }
+# The link between a host's two CPU sockets, as current NCCL's topology model prices it, GB/s
+# (NVIDIA/nccl master, src/graph/topo.h: SKL_QPI_BW 10.0, SRP_QPI_BW 22.0 for Sapphire Rapids,
+# the DGX H100's host, AMD_ZEN34_BW 24.0). Not used in any time: an 8-card PCIe server puts
+# four cards under each socket, so its ring crosses this link, and EP02 step 1 says by it which
+# way the lab's PCIe busBW (one fabric for all 8) errs (round-22 cold reading P, finding 11).
+SOCKET_LINK = {"skylake": 10.0e9, "sapphire-rapids": 22.0e9, "zen3-4": 24.0e9}

@@ -806,9 +806,16 @@ def test_round_14_step_1s_links_move_the_chosen_point_unveiled(client):
         chosen = [i for i, t in enumerate(scaling["data"]) if t.get("legendgroup") == "chosen"]
         owners = scaling["layout"].get("meta", {}).get("owners", [])
         assert not [o for o in owners if set(o.get("traces", [])) & set(chosen)], url
-        # Only the bytes each GPU sends wait, for step 1's own guess (round 16, finding 5).
-        assert all(o["step"] == "step-1" and not o.get("traces") for o in
-                   time["layout"].get("meta", {}).get("owners", [])), url
+        # Only the bytes each GPU sends wait, for step 1's own guess (round 16, finding 5),
+        # and at one port a server the all-reduce's bars, for step 3's (round-22 cold reading
+        # P, finding 3: 27.56 GB in 575.2 ms is the port's 48 GB/s): the compute bar and the
+        # bytes' label stay drawn (``partly``), so the link still moves the chart.
+        meta = time["layout"].get("meta", {})
+        compute = [i for i, t in enumerate(time["data"]) if t.get("legendgroup") == "compute"]
+        assert all((o["step"] == "step-1" and not o.get("traces")) or (
+            o["step"] == "step-3" and not set(o["traces"]) & set(compute))
+            for o in meta.get("owners", [])), url
+        assert meta.get("partly", True), url
         points.append((scaling["data"][chosen[0]]["x"][0], scaling["data"][chosen[0]]["y"][0]))
     assert len(set(points)) == len(points) == 3, points
 

@@ -1479,8 +1479,8 @@ def test_round21_step_9_says_which_dotted_line_is_which(client):
     nine = html[html.index('id="step-9"'):html.index('id="step-10"')]
     text = " ".join(re.sub(r"<[^>]+>", " ", nine).split())
     assert (f"But the op-level forward is {100 * share:.2f}% of the compute, not a third, so "
-            f"ZeRO-3's forward gather hides only from {hidden3:,.0f} tokens, the opening "
-            f"state's dotted line, a little past its T*.") in text
+            f"ZeRO-3's forward gather hides only from {hidden3:,.0f} tokens, a little past its "
+            "T*, where the opening chart turns green.") in text  # round 22, P #5
     assert f"= {z0['api']['crossover']['hidden_tokens']:,.0f} tokens, ZeRO-3's " in text
     # The opening bench prints the same 1,565.
     assert f"past {hidden3:,.0f} tokens per GPU" in html
