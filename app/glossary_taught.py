@@ -103,6 +103,8 @@ TAUGHT_IN: dict[str, str] = {
     "importance-ratio": "rl-placement",
     "mla": "memory",
     "attention-dp": "rl-placement",
+    "two-batch-overlap": "rl-placement",
+    "reference-model": "rl-placement",
     "prefill-decode": "memory",
     "disaggregation": "rl-placement",
     "cpu-adam": "zero",

@@ -51,6 +51,19 @@ TERMS: tuple[Term, ...] = (
          "group splits (the embedding; with more flags the dense layers and shared experts) "
          "is whole on every GPU. The group with the most requests sets the cache's memory and "
          "each decode step's pace."),
+    Term("two-batch-overlap", "Two-batch overlap (SGLang)", r"\btwo-batch overlap\b",
+         "A way to hide expert parallelism's all-to-all while serving (SGLang's "
+         "--enable-two-batch-overlap): the engine splits a batch in two, so one half's "
+         "dispatch and combine run while the other half computes.",
+         "LMSYS blog, 'Deploying DeepSeek with PD Disaggregation and Large-scale Expert "
+         "Parallelism' (May 2025), 'Two-batch Overlap'; SGLang server arguments"),
+    Term("reference-model", "Reference model (RL)", r"\breference model(?:'s)?\b",
+         "A frozen copy of the model an RL run started from. A KL loss keeps the policy near "
+         "it, so each step runs the reference's forward over the batch too; slime keeps it "
+         "whenever --use-kl-loss is set (--ref-load), even at coefficient 0, and swaps its "
+         "weights in from host memory for that forward.",
+         "Shao et al. 2024, DeepSeekMath, sec. 4.1 (GRPO's KL term against the reference); "
+         "THUDM/slime train.py (with_ref) and backends/megatron_utils/actor.py (train_actor)"),
     Term("prefill-decode", "Prefill and decode", r"\bprefill\b|\bdecode\b",
          "The two phases of generating text. Prefill reads the whole prompt in one pass, "
          "compute-bound, and fills the KV cache; decode then writes one token per step, each "

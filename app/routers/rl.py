@@ -225,7 +225,8 @@ VIEW = LabView(
         "engine_gpus": "GPUs per engine", "engines": "Rollout engines",
         "prefill_engines": "Prefill engines", "response_len": "Response length",
         "prompt_len": "Prompt length", "prompts": "Prompts", "responses_per_prompt":
-        "Responses per prompt", "cpu_adam": "CPU Adam", "recompute": "Recomputation",
+        "Responses per prompt", "cpu_adam": "CPU Adam",
+        "ref_model": "Reference model (KL loss)", "recompute": "Recomputation",
         "kv_dtype": "KV dtype", "external_engines": "External engines",
         "model": "Model shape",
     },
@@ -351,6 +352,8 @@ class RecipePreset(BaseModel):
     ep: int
     engine_gpus: int = Field(description="GPUs per serving (rollout) engine.")
     cpu_adam: bool
+    kl_loss: bool = Field(description="A KL loss against a reference model (--use-kl-loss): "
+                          "its forward runs each step.")
     recompute: str
     source: str
 
@@ -360,5 +363,5 @@ class RecipePreset(BaseModel):
 def list_recipes() -> list[dict]:
     return [{"id": r.id, "name": r.name, "model": r.model, "stand_in": r.spec.stand_in,
              "train_gpus": r.train_gpus, "tp": r.tp, "pp": r.pp, "cp": r.cp, "ep": r.ep,
-             "engine_gpus": r.engine_gpus, "cpu_adam": r.cpu_adam, "recompute": r.recompute,
-             "source": r.source} for r in recipes().values()]
+             "engine_gpus": r.engine_gpus, "cpu_adam": r.cpu_adam, "kl_loss": r.kl_loss,
+             "recompute": r.recompute, "source": r.source} for r in recipes().values()]

@@ -61,6 +61,9 @@ class RLQuery(LabQuery):
                                       description="Responses sampled per prompt.")
     cpu_adam: bool | None = Field(None, description="Optimizer state and update on the CPU "
                                   "(default: the recipe's).")
+    ref_model: bool | None = Field(None, description="A KL loss against a reference model "
+                                   "(slime's --use-kl-loss): one more forward a step "
+                                   "(default: the recipe's).")
     recompute: Literal[RECOMPUTE] | None = Field(None, description="Activation recomputation "
                                                  "(default: the recipe's).")
     kv_dtype: Literal[KV_DTYPES] = Field("bf16", description="KV cache dtype of the engines.")
@@ -84,6 +87,7 @@ def rl_input(q: RLQuery) -> RLPlacementInput:
         engines=q.engines, prefill_engines=q.prefill_engines, response_len=q.response_len,
         prompt_len=q.prompt_len, prompts=q.prompts,
         responses_per_prompt=q.responses_per_prompt, cpu_adam=pick(q.cpu_adam, r.cpu_adam),
+        ref_model=pick(q.ref_model, r.kl_loss),
         recompute=pick(q.recompute, r.recompute), kv_dtype=q.kv_dtype,
         external_engines=q.external_engines, serving=r.serving,
     )

@@ -130,6 +130,7 @@ def _rl_run(inp):
     rl_in = RLPlacementInput(
         rec.spec, inp.gpu, rec.train_gpus, tp=rec.tp, pp=rec.pp, cp=rec.cp, ep=rec.ep,
         engine_gpus=rec.engine_gpus, cpu_adam=rec.cpu_adam, recompute=rec.recompute,
+        ref_model=rec.kl_loss,
         serving=rec.serving)
     return rec, rl_in, compute_rl_placement(rl_in)
 

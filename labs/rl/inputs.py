@@ -53,6 +53,9 @@ class RLPlacementInput:
     prompts: int = 8
     responses_per_prompt: int = 8
     cpu_adam: bool = False
+    # A KL loss against a reference model (slime's --use-kl-loss with --ref-load): one more
+    # forward over the batch, under the reference's weights (labs.rl.timeline.train_parts).
+    ref_model: bool = False
     recompute: str = "full"
     kv_dtype: str = "bf16"
     external_engines: int = 0  # engines served outside the cluster (more rollout capacity)
@@ -80,6 +83,7 @@ class RLPlacementInput:
               "responses per prompt")
         whole("external_engines", self.external_engines, 0, MAX_ENGINES, "external engines")
         flag("cpu_adam", self.cpu_adam, "CPU Adam")
+        flag("ref_model", self.ref_model, "reference model")
         one_of("recompute", self.recompute, RECOMPUTE, "recomputation")
         one_of("kv_dtype", self.kv_dtype, KV_DTYPES, "KV dtype")
         if self.serving is not None and not isinstance(self.serving, ServingLayout):

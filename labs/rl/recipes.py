@@ -35,6 +35,8 @@ class RLRecipe:
     cpu_adam: bool  # --optimizer-cpu-offload
     recompute: str
     source: str
+    # --use-kl-loss (with --ref-load): a reference model's forward each step (the script's)
+    kl_loss: bool = False
     sglang: dict | None = None  # the ServingLayout's fields, from the script's SGLANG_ARGS
 
     @property

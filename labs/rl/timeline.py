@@ -9,7 +9,14 @@
   global batch of one sequence per micro-batch, plus one forward for the log-probabilities of
   the samples (a forward's FLOPs a token, 2·N and a third of the attention core, on top of the
   step's hardware FLOPs, both from ``labs.model.flops``; slime recomputes them before the
-  update); a layout the recipe refuses is timed at TRAIN_MFU of the peak (an
+  update), and where the recipe runs a KL loss against a reference model (``ref_model``:
+  slime's --use-kl-loss, even at --kl-loss-coef 0) that forward again under the reference's
+  weights: slime's train.py keeps a reference whenever ``args.kl_coef != 0 or
+  args.use_kl_loss``, and its actor's train_actor (THUDM/slime 028e290,
+  slime/backends/megatron_utils/actor.py) restores the reference's weights from their host
+  backup, runs ``compute_log_prob(..., store_prefix="ref_")``, then restores the actor's: two
+  copies of the rank's bf16 weights over PCIe (``ref_swap_s``); a layout the recipe refuses
+  is timed at TRAIN_MFU of the peak (an
   estimate, said in the notes); CPU Adam adds the trip of each rank's gradients down
   (fp32, as the bill keeps them) and bf16 weights up over PCIe (slime overlaps part of
   it: --overlap-cpu-optimizer-d2h-h2d; counted whole here, an upper bound).
@@ -18,7 +25,9 @@
   through CUDA IPC): each GPU all-gathers its pipeline stage's weights over NVLink, counted
   whole at the scale-up link's busBW (an all-gather over N GPUs moves (N-1)/N of them: the
   lab errs slow by 1/N), then the engine on the same GPU maps them. A step switches phases
-  twice, and each switch crosses PCIe at its datasheet rate (no NCCL there): slime's train.py
+  twice, and each switch crosses PCIe at its datasheet rate (no NCCL there); the gather's
+  link is named after the node's own scale-up link (NVLink, or PCIe for an H100 PCIe
+  server: ``labs.hardware.links.peer_links``). slime's train.py
   (THUDM/slime 005bd1a, with --offload) offloads the trainer's weights and gradients to host
   after training (actor_model.offload()) and wakes them back before the next training; the
   engine's weights are not kept (rollout_manager.offload() releases them after the rollout,
@@ -38,8 +47,13 @@ from dataclasses import dataclass, replace
 
 from labs.core.errors import LabInputError
 from labs.hardware.kernels import matmul_rate
-from labs.hardware.links import get_link, gpu_cluster, make_cluster
-from labs.model.flops import forward_flops_per_token, hardware_flops_per_token, matmul_params
+from labs.hardware.links import get_link, gpu_cluster, make_cluster, peer_links
+from labs.model.flops import (
+    forward_flops_per_token,
+    hardware_flops_per_token,
+    layer_matmul_params,
+    matmul_params,
+)
 from labs.recipe.inputs import Plan, RecipeResult
 from labs.recipe.lab import evaluate
 from labs.rl.recipes import memory_bandwidth
@@ -159,8 +173,12 @@ def train_parts(inp, weights_per_gpu: float, gradients_per_gpu: float | None = N
     which are ``flops_per_param``·N: 6N, ``recompute_per_param``·N for a recomputed forward's
     matmuls, and ``attention_per_param``·N of attention; the forward adds
     ``forward_per_param``·N, 2N and ``forward_attention_per_param``·N of attention),
-    ``compute_s`` the two together, and ``offload_s`` CPU Adam's PCIe trip at
-    ``offload_rate`` (0 without it); ``seconds`` = compute_s + offload_s."""
+    ``compute_s`` the two together (``forwards`` of them with a reference model, 1 without:
+    ``log_prob`` counts each), ``offload_s`` CPU Adam's PCIe trip at ``offload_rate`` (0
+    without it) and ``ref_swap_s`` the reference's weights swapped in and the actor's back,
+    2 x ``ref_swap_bytes`` at ``ref_swap_rate`` (0 without a reference); ``seconds`` =
+    compute_s + offload_s + ref_swap_s. ``matmul_params`` is N, ``layer_params`` the
+    layers' share of it (what a recomputed forward runs again)."""
     m, g = inp.model, inp.gpu
     tokens = inp.samples * (inp.prompt_len + inp.response_len)
     hardware = hardware_flops_per_token(m, inp.seq_len, inp.recompute,
@@ -171,10 +189,13 @@ def train_parts(inp, weights_per_gpu: float, gradients_per_gpu: float | None = N
     attention = hardware - hardware_flops_per_token(
         m, 0, inp.recompute, stage_layer_counts(m.layers, inp.pp, *_uneven(inp)))
     forward = forward_flops_per_token(m, inp.seq_len)
-    factor = (hardware + forward) / hardware
+    # The old policy's log-probabilities, and with a KL loss the reference model's too.
+    forwards = 2 if inp.ref_model else 1
+    factor = (hardware + forwards * forward) / hardware
     step = train_step(inp)
     parts = {"step_s": 0.0, "segments": {}, "microbatches": 0, "seq_len": inp.seq_len,
-             "log_prob": factor, "flops_per_param": hardware / n,
+             "log_prob": factor, "forwards": forwards, "flops_per_param": hardware / n,
+             "matmul_params": n, "layer_params": layer_matmul_params(m),
              "attention_per_param": attention / n,
              "recompute_per_param": (hardware - attention) / n - 6,
              "forward_per_param": forward / n,
@@ -194,8 +215,13 @@ def train_parts(inp, weights_per_gpu: float, gradients_per_gpu: float | None = N
     rate = get_link(PCIE_LINK).bandwidth if inp.cpu_adam else 0.0
     grads = weights_per_gpu if gradients_per_gpu is None else gradients_per_gpu
     offload = (grads + weights_per_gpu) / rate if rate else 0.0
+    # The reference's bf16 weights in from host before its forward, the actor's back after
+    # (slime's TensorBackuper restore, module docstring), at PCIe's datasheet rate.
+    pcie = get_link(PCIE_LINK).bandwidth
+    swap = 2 * weights_per_gpu / pcie if inp.ref_model else 0.0
     return {**parts, "compute_s": compute, "offload_s": offload, "offload_rate": rate,
-            "seconds": compute + offload}
+            "ref_swap_s": swap, "ref_swap_bytes": weights_per_gpu if inp.ref_model else 0.0,
+            "ref_swap_rate": pcie, "seconds": compute + offload + swap}
 
 
 def utilisation(step: RecipeResult) -> dict:
@@ -236,7 +262,9 @@ def sync_seconds(inp, resident_train_bytes: float) -> SyncTimes:
         gathered = full / inp.pp
         rate = own.intra.ring_busbw
         switch = 2 * resident_train_bytes / pcie.bandwidth  # down, and up again
-        return SyncTimes(gathered / rate + switch, gathered, "NVLink (CUDA IPC)", rate, switch,
+        fabric = get_link(peer_links(g)[0])
+        name = "NVLink" if fabric.hw == "nvlink" else fabric.name
+        return SyncTimes(gathered / rate + switch, gathered, f"{name} (CUDA IPC)", rate, switch,
                          (resident_train_bytes, resident_train_bytes), pcie.name,
                          pcie.bandwidth)
     rate = own.inter.ring_busbw

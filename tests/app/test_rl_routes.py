@@ -989,11 +989,13 @@ def test_round_16_the_training_time_comes_from_ep08s_step_bar(client):
         p = a["train_parts"]
         assert p["segments"] and not p["estimated"]
         assert p["step_s"] == pytest.approx(sum(p["segments"].values()))
-        assert p["seconds"] == pytest.approx(p["step_s"] * p["log_prob"] + p["offload_s"])
+        assert p["seconds"] == pytest.approx(p["step_s"] * p["log_prob"] + p["offload_s"]
+                                             + p["ref_swap_s"])
         assert p["seconds"] == pytest.approx(a["train_seconds"])
         text = steps[n]
         assert f"{p['microbatches']} micro-batches of one {p['seq_len']:,}-token sample" in text
-        assert f"× {p['log_prob']:.3f}" in text and f"{p['compute_s']:.2f} s" in text
+        assert f"× {p['log_prob']:.3f} × {p['step_s']:.2f} s" in text
+        assert f"{p['seconds']:.2f} s" in text
     g = facts()["glm9"]["api"]["train_parts"]
     assert f"{g['step_s']:.2f} s (compute {g['segments']['compute']:.2f} s" in steps[2]
     r1 = facts()["r1_sep"]["api"]
@@ -1132,27 +1134,27 @@ def test_round_18_the_log_prob_factor_derives_from_the_steps_flops_a_parameter(c
         # The step's: 6 + the recomputed forward's matmuls + attention four forwards' worth.
         assert p["attention_per_param"] == pytest.approx(4 / 3 * attention / n_params, rel=1e-9)
         assert 6 + p["recompute_per_param"] + p["attention_per_param"] == pytest.approx(h)
-        assert p["log_prob"] == pytest.approx((h + f) / h, rel=1e-9)
+        # Round-22 cold reading R, finding 1: slime's scripts run a KL loss (--use-kl-loss),
+        # so a reference model's forward too.
+        assert p["forwards"] == 2
+        assert p["log_prob"] == pytest.approx((h + 2 * f) / h, rel=1e-9)
         text = steps[n]
-        assert round(round(p["log_prob"], 3) * round(p["step_s"], 2), 2) == pytest.approx(
-            round(p["compute_s"], 2), abs=0.011)
         parts = (f"6 + {p['recompute_per_param']:.2f} recomputed + "
                  f"{p['attention_per_param']:.2f} attention")
         if n == 2:
-            assert f"runs {h:.2f} FLOPs a parameter a token: 6 for the forward" in text
-            assert (f"{p['recompute_per_param']:.2f} for the layers' forward full recomputation"
-                    f" repeats, {p['attention_per_param']:.2f} of attention") in text
-            assert (f"That forward adds {f:.2f}: 2 and one forward's attention, "
-                    f"{p['forward_attention_per_param']:.2f}") in text
-            assert f"({h:.2f} + {f:.2f}) ÷ {h:.2f} = × {p['log_prob']:.3f}" in text
-            assert (f"× {p['log_prob']:.3f} × {p['step_s']:.2f} s = {p['compute_s']:.2f} s"
-                    in text)
+            assert f"runs {h:.2f} FLOPs a matmul parameter a token" in text
+            assert (f"= {p['recompute_per_param']:.2f} for their recomputed forward, "
+                    f"{p['attention_per_param']:.2f} of attention") in text
+            assert (f"A forward adds {f:.2f} (2 + "
+                    f"{p['forward_attention_per_param']:.2f}), and slime runs two") in text
+            assert f"({h:.2f} + 2 × {f:.2f}) ÷ {h:.2f} = × {p['log_prob']:.3f}" in text
             assert "its exposed communication too" in text
         else:
-            assert f"R1's step runs {h:.2f} FLOPs an active parameter a token ({parts}" in text
-            assert (f"log-probability forward adds {f:.2f} (2 + "
-                    f"{p['forward_attention_per_param']:.2f}): × {p['log_prob']:.3f}, "
-                    f"{p['compute_s']:.2f} s") in text
+            assert (f"R1's step runs {h:.2f} FLOPs an active matmul parameter "
+                    f"({p['matmul_params'] / 1e9:.1f}B) a token ({parts}") in text
+            assert (f"its two forwards, the reference's too, add 2 × {f:.2f} (2 + "
+                    f"{p['forward_attention_per_param']:.2f}): × {p['log_prob']:.3f} × "
+                    f"{p['step_s']:.2f} s") in text
 
 
 def test_round_21_the_steps_sums_add_their_printed_parts(client):
@@ -1417,7 +1419,7 @@ def test_round_21_step_5_says_by_how_much_the_all_to_all_errs_and_writes_its_div
     why = steps[5][:steps[5].index("Where the lab errs")]
     assert (f"The all-to-all the limit leaves out, {a2a_ms:.1f} ms a step, is "
             f"{a2a_ms / decode_ms:.1f}× this decode step, ({parts['decode_weights_s']:.2f} + "
-            f"{parts['decode_kv_s']:.2f}) s ÷ {n:,} = {decode_ms:.1f} ms") in why
+            f"{parts['decode_kv_s']:.2f}) s ÷ {n:,} = {decode_ms:.2f} ms") in why
     glm = client.get("/api/placement", params={"preset": "glm-4-9b"}).json()
     g = glm["rollout_parts"]
     from app.routers.rl import serving_terms
@@ -1432,3 +1434,121 @@ def test_round_21_step_5_says_by_how_much_the_all_to_all_errs_and_writes_its_div
     assert f"a step, {n:,} steps {divisor}: {g['decode_kv_s']:.2f} s" in note
     assert n * terms["weight_bytes"] / (glm["engine_gpus"] * rate) == pytest.approx(
         g["decode_weights_s"], rel=1e-6)
+
+
+def test_round_22_slimes_kl_loss_runs_the_reference_models_forward(client):
+    """Round-22 cold reading R, finding 1: the lab counted one extra forward (the old
+    policy's log-probabilities), but slime's GLM-4-9B and DeepSeek-R1 scripts pass
+    --use-kl-loss with --ref-load, so train.py keeps a reference model and train_actor runs its
+    forward too, its weights swapped in from host and the actor's back. The recipe says which
+    run a KL loss (GLM-4.7's script comments it out); the engine counts two forwards and the
+    swap; step 2 and step 6 derive them from the same parts."""
+    from labs.hardware.links import get_link
+
+    pcie = get_link("pcie-5").bandwidth
+    for preset, ref in (("glm-4-9b", True), ("deepseek-r1", True), ("glm-4.7", False)):
+        a = client.get("/api/placement", params={"preset": preset}).json()
+        p = a["train_parts"]
+        h, f = p["flops_per_param"], p["forward_per_param"]
+        assert p["forwards"] == (2 if ref else 1)
+        assert p["log_prob"] == pytest.approx((h + p["forwards"] * f) / h, rel=1e-9)
+        swap = p["ref_swap_s"]
+        assert swap == pytest.approx(2 * p["ref_swap_bytes"] / pcie if ref else 0.0)
+        assert p["seconds"] == pytest.approx(p["compute_s"] + p["offload_s"] + swap)
+        assert a["train_seconds"] == pytest.approx(p["seconds"])
+        if ref:
+            assert p["ref_swap_bytes"] == pytest.approx(
+                facts()["glm9" if preset == "glm-4-9b" else "r1"]["result"]
+                .train_breakdown["weights"])
+        # Without the reference (a what-if), one forward and no swap: a shorter training.
+        off = client.get("/api/placement", params={"preset": preset, "ref_model": False}).json()
+        assert off["train_parts"]["forwards"] == 1 and off["train_parts"]["ref_swap_s"] == 0
+        assert (off["train_seconds"] < a["train_seconds"]) == ref
+    steps = _steps(client)
+    g = facts()["glm9"]["api"]["train_parts"]
+    assert "( --use-kl-loss , even at coefficient 0.00) the reference model's" in steps[2]
+    assert (f"2 × {g['ref_swap_bytes'] / 1e9:.2f} GB ÷ {g['ref_swap_rate'] / 1e9:.0f} GB/s = "
+            f"{g['ref_swap_s']:.2f} s: {g['seconds']:.2f} s") in steps[2]
+    r = facts()["r1_sep"]["api"]["train_parts"]
+    assert (f"the reference's swap, 2 × {r['ref_swap_bytes'] / 1e9:.1f} GB ÷ "
+            f"{r['ref_swap_rate'] / 1e9:.0f} GB/s, {r['ref_swap_s']:.2f} s;") in steps[6]
+    assert f"adds {r['offload_s']:.2f} s: {r['seconds']:.2f} s" in steps[6]
+
+
+def test_round_22_step_2s_flops_a_matmul_parameter_derive(client):
+    """Round-22 cold reading R, finding 5: "9.39 FLOPs a parameter a token" divided by the
+    matmul parameters (N less the embedding), which no step said, and gave neither the
+    recomputed forward's 1.86 nor attention's 1.53 a formula. Step 2 now names N and writes
+    each part's; step 6 names R1's active matmul parameters."""
+    from labs.model.flops import layer_matmul_params, matmul_params
+
+    steps = _steps(client)
+    m = facts()["glm9"]["result"].input.model
+    p = facts()["glm9"]["api"]["train_parts"]
+    n = matmul_params(m)
+    assert p["matmul_params"] == pytest.approx(n)
+    assert (f"({n / 1e9:.2f}B: {m.params / 1e9:.1f}B less the embedding)") in steps[2]
+    assert p["recompute_per_param"] == pytest.approx(2 * layer_matmul_params(m) / n)
+    assert (f"2 × {layer_matmul_params(m) / 1e9:.2f}B of the layers' ÷ {n / 1e9:.2f}B = "
+            f"{p['recompute_per_param']:.2f} for their recomputed forward") in steps[2]
+    s = p["seq_len"]
+    one = 2 * s * m.heads * (2 * m.head_dim) * m.layers / n
+    assert p["forward_attention_per_param"] == pytest.approx(one)
+    assert p["attention_per_param"] == pytest.approx(4 * one)
+    assert (f"2 × {s:,} tokens × {m.heads} heads × ({m.head_dim} + {m.head_dim}) × "
+            f"{m.layers} layers ÷ {n / 1e9:.2f}B = {one:.2f} a forward, 4 forwards' worth"
+            ) in steps[2]
+    r = facts()["r1_sep"]["api"]["train_parts"]
+    assert f"an active matmul parameter ({r['matmul_params'] / 1e9:.1f}B)" in steps[6]
+
+
+def _bench(client, **params) -> str:
+    html = client.get("/episodes/rl-placement", params=params).text
+    html = re.sub(r'<span class="term-tip".*?</span>', "", html)
+    html = unescape(re.sub(r"<[^>]+>", " ", html[html.index("Phases of one step"):]))
+    return re.sub(r"\s+", " ", html)
+
+
+@pytest.mark.parametrize("preset", ["glm-4-9b", "deepseek-r1"])
+def test_round_22_the_readout_derives_the_colocated_sync_and_adds_its_printed_parts(
+        client, preset):
+    """Round-22 cold reading R, findings 4 and 8: the readout gave the colocated sync, 0.93 s,
+    beside a link that moves its 18.8 GB in 0.05 s (the two switches, 0.88 s, were on no
+    step), and printed the engine's step, 25.66 s, where the why adds the printed parts to
+    25.67 s. The readout now shows the gather and the switches, and the step as the parts
+    add (the why's sum, ``_printed_step``)."""
+    from app.charts.units import fmt_bytes
+
+    a = client.get("/api/placement", params={"preset": preset}).json()
+    bench = _bench(client, preset=preset)
+    gather = a["sync_bytes_per_gpu"] / a["sync_rate"]
+    assert (f"{a['sync_seconds']:.2f} s: {fmt_bytes(a['sync_bytes_per_gpu'])} ÷ "
+            f"{a['sync_rate'] / 1e9:.1f} GB/s = {gather:.2f} s, and two switches over PCIe, 2 × "
+            f"{fmt_bytes(a['sync_switch_bytes'][0])} ÷ {a['sync_switch_rate'] / 1e9:.0f} GB/s = "
+            f"{a['sync_switch_seconds']:.2f} s") in bench
+    assert f"Step (in turn) {_printed_step(a)} s" in bench
+    sep = client.get("/api/placement", params={"preset": preset, "placement": "separate"}).json()
+    bench = _bench(client, preset=preset, placement="separate")
+    assert f"overlapped, one step off-policy) {_printed_step(sep)} s" in bench
+
+
+def test_round_22_an_h100_pcie_node_syncs_over_pcie(client):
+    """Round-22 cold reading R, finding 11: on the H100 PCIe the colocated sync was named
+    "NVLink (CUDA IPC)" at 52.5 GB/s, a PCIe rate; an 8-card PCIe server has no NVSwitch.
+    The link's name follows the node's own scale-up link, as EP12's TP does."""
+    sxm = client.get("/api/placement", params={"preset": "glm-4-9b"}).json()
+    pcie = client.get("/api/placement", params={"preset": "glm-4-9b", "gpu": "h100-pcie"}).json()
+    assert sxm["sync_link"] == "NVLink (CUDA IPC)"
+    assert pcie["sync_link"] == "PCIe 5.0 x16 (CUDA IPC)"
+    assert pcie["sync_rate"] < 64e9 < sxm["sync_rate"]
+
+
+def test_round_22_two_batch_overlap_and_the_reference_model_have_glossary_tips(client):
+    """Round-22 cold reading R, finding 13: step 5's limit named SGLang's "two-batch overlap"
+    with no tip or clause; the reference model finding 1 brings in is a term too."""
+    html = client.get("/episodes/rl-placement").text
+    five = html[html.index('id="step-5"'):html.index('id="step-6"')]
+    assert 'href="/glossary#two-batch-overlap"' in five
+    assert 'href="/glossary#reference-model"' in html
+    glossary = client.get("/glossary").text
+    assert 'id="two-batch-overlap"' in glossary and 'id="reference-model"' in glossary

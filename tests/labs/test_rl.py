@@ -423,3 +423,30 @@ def test_a_decode_step_waits_for_the_busiest_gpus_experts():
     routed = 2 * four.serving_weights["params"]["routed_experts"]
     assert parts["busiest_experts"] * routed / 4 / 1e9 == pytest.approx(19.4, abs=0.05)
     assert parts["decode_weight_bytes"] / 1e9 == pytest.approx(31.8, abs=0.05)
+
+
+def test_a_kl_loss_runs_the_reference_models_forward_and_swaps_its_weights():
+    """Round-22 cold reading R, finding 1: slime keeps a reference model whenever
+    --use-kl-loss is set (train.py: with_ref=args.kl_coef != 0 or args.use_kl_loss), and its
+    train_actor swaps the reference's weights in from host, runs its forward, and swaps the
+    actor's back. The recipes say which scripts pass it; with it, the training runs two
+    forwards over the batch and two copies of the rank's bf16 weights over PCIe."""
+    from labs.hardware.links import get_link
+
+    assert {rid: r.kl_loss for rid, r in recipes().items()} == {
+        "glm-4-9b": True, "glm-4.7-flash": True, "glm-4.7": False, "glm-5.3": False,
+        "deepseek-r1": True, "qwen3.8-27b": False}
+    pcie = get_link("pcie-5").bandwidth
+    for preset in ("glm-4-9b", "deepseek-r1"):
+        one = compute_rl_placement(recipe_input(preset))
+        two = compute_rl_placement(recipe_input(preset, ref_model=True))
+        p, q = one.train_parts, two.train_parts
+        h, f = p["flops_per_param"], p["forward_per_param"]
+        assert (p["forwards"], q["forwards"]) == (1, 2)
+        assert q["log_prob"] == pytest.approx((h + 2 * f) / h)
+        assert p["ref_swap_s"] == 0
+        w = two.train_breakdown["weights"]
+        assert q["ref_swap_s"] == pytest.approx(2 * w / pcie)
+        assert two.train_seconds == pytest.approx(
+            q["step_s"] * q["log_prob"] + q["offload_s"] + q["ref_swap_s"])
+        assert two.step_seconds > one.step_seconds
