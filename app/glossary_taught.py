@@ -105,6 +105,7 @@ TAUGHT_IN: dict[str, str] = {
     "attention-dp": "rl-placement",
     "two-batch-overlap": "rl-placement",
     "reference-model": "rl-placement",
+    "kl-loss": "rl-placement",
     "prefill-decode": "memory",
     "disaggregation": "rl-placement",
     "cpu-adam": "zero",

@@ -64,6 +64,13 @@ TERMS: tuple[Term, ...] = (
          "weights in from host memory for that forward.",
          "Shao et al. 2024, DeepSeekMath, sec. 4.1 (GRPO's KL term against the reference); "
          "THUDM/slime train.py (with_ref) and backends/megatron_utils/actor.py (train_actor)"),
+    Term("kl-loss", "KL loss (RL)", r"\bKL loss\b|\bKL\b",
+         "A term of an RL update's loss that keeps the policy near the reference model: the "
+         "Kullback-Leibler divergence between the two models' probabilities of the sampled "
+         "tokens, times a coefficient (slime's --kl-loss-coef). It needs the reference's "
+         "log-probabilities, so the reference's forward runs over the batch each step.",
+         "Shao et al. 2024, DeepSeekMath, eq. 3-4 (GRPO's KL term); THUDM/slime "
+         "slime/utils/arguments.py (--use-kl-loss, --kl-loss-coef)"),
     Term("prefill-decode", "Prefill and decode", r"\bprefill\b|\bdecode\b",
          "The two phases of generating text. Prefill reads the whole prompt in one pass, "
          "compute-bound, and fills the KV cache; decode then writes one token per step, each "

@@ -1152,7 +1152,7 @@ def test_round_18_the_log_prob_factor_derives_from_the_steps_flops_a_parameter(c
         else:
             assert (f"R1's step runs {h:.2f} FLOPs an active matmul parameter "
                     f"({p['matmul_params'] / 1e9:.1f}B) a token ({parts}") in text
-            assert (f"its two forwards, the reference's too, add 2 × {f:.2f} (2 + "
+            assert (f"two forwards (the reference's too) add 2 × {f:.2f} (2 + "
                     f"{p['forward_attention_per_param']:.2f}): × {p['log_prob']:.3f} × "
                     f"{p['step_s']:.2f} s") in text
 

@@ -194,8 +194,9 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     # paragraph). Left: each of its links' workings (ZB-H1's and DualPipeV's idle, W < I from
     # the plan's GEMMs with Qi et al.'s idle, rank 7's bill and which way the head's W errs);
     # step 6, the memory step, is at the bound with interleaving's memory (r21: step 4's 534)
-    ("placement", "step-3"): 342,  # r20: 473 cut; r21: 448 cut (the decode reads are step
-    # 5's); the rest answers its own question: the cache, the weights table, its second link's
+    ("placement", "step-3"): 336,  # r20: 473 cut; r21: 448 cut (the decode reads are step
+    # 5's); r23: 342 cut (MLA's sharing left to its glossary tip); the
+    # rest answers its own question: the cache, the weights table, its second link's
     # 32,768-token cache and SGLang's reserved cache on slime's FP8 weights (which way it errs)
     ("moe", "step-7"): 502,  # r19 Y #13: NCCL's current factor, the lab errs slow; r21: 577
     # cut (the grey bars said in the intro, the notes' pointers gone); no other step asks a
