@@ -154,13 +154,15 @@ def off_defaults(query: BaseModel, names) -> dict:
 
 
 class LinkFollowsGpu(BaseModel):
-    """A scale-up link control left at its default follows the chosen GPU: asked for a B200
-    alone, a query whose default is the A100's NVLink 3 times the B200's own NVLink 5
+    """A scale-up link control left out follows the chosen GPU: asked for a B200 alone, a
+    query whose default is the A100's NVLink 3 times the B200's own NVLink 5
     (``labs.hardware.links.own_fabric``), as the page's link select does when the GPU changes
-    (``data-filter-by="gpu"``). A mismatched link the student chose is still refused, naming
-    both controls (``labs.hardware.links.check_pairing``). No fields: mixed in after a
-    query's base, it leaves the field order alone. A query whose GPU is optional (EP02's)
-    leaves its link alone when no GPU is chosen."""
+    (``data-filter-by="gpu"``). A mismatched link the student gave is refused, naming both
+    controls (``labs.hardware.links.check_pairing``), the default's own value included:
+    ``gpu=h100-pcie&link=nvlink-4`` is a 422, never an answer for PCIe 5.0 (round-22 cold
+    reading P, finding 2; pydantic's ``model_fields_set`` holds what was given). No fields:
+    mixed in after a query's base, it leaves the field order alone. A query whose GPU is
+    optional (EP02's) leaves its link alone when no GPU is chosen."""
 
     follow_gpu: ClassVar[tuple[str, ...]] = ("intra_link",)
 
@@ -173,8 +175,8 @@ class LinkFollowsGpu(BaseModel):
         for name in self.follow_gpu:
             value = getattr(self, name)
             default = fields[name].default
-            if (value is None or value != default or value not in links()
-                    or ships_with(gpu, get_link(value))):
+            if (name in self.model_fields_set or value is None or value != default
+                    or value not in links() or ships_with(gpu, get_link(value))):
                 continue
             object.__setattr__(self, name, own_fabric(gpu))
         return self

@@ -54,7 +54,8 @@ GRAD_CHOICES = (2e9, 14e9, 16e9, 140e9, 810e9)
 
 class DataParallelQuery(LabQuery, LinkFollowsGpu):
     """The controls of the data-parallel lab; sizes in bytes, times in seconds. A chosen GPU
-    with the link left at its default takes the GPU's own fabric, as /api/tp does."""
+    with the link left out takes the GPU's own fabric, as /api/tp does; a link given that the
+    GPU never ships with, NVLink 4 included, is refused (app.cluster_controls.LinkFollowsGpu)."""
 
     follow_gpu: ClassVar[tuple[str, ...]] = ("link",)
 

@@ -1614,14 +1614,36 @@ def test_round21_api_dp_and_api_tp_agree_on_which_gpu_link_pairs_exist(client):
                                                "tp": 2})
             assert dp.status_code in (200, 422) and tp.status_code in (200, 422)
             assert refusal(dp) == refusal(tp), (gpu_id, link_id)
-            if dp.status_code == 200:
-                assert dp.json()["gpu"] == gpu_id
+            if dp.status_code == 200:  # timed on the link asked for, never another
+                assert dp.json()["gpu"] == gpu_id and dp.json()["link"] == link_id
+                assert tp.json()["topology"].startswith(link.name), (gpu_id, link_id)
     # The pair the finding named: refused by both, naming the card sold for PCIe.
     dp = client.get("/api/dp", params={"link": "pcie-4", "gpu": "h100-sxm"})
     assert dp.status_code == 422 and "the NVIDIA H100 PCIe 80GB" in refusal(dp)
     # A network joins servers of any GPU, each on its own fabric: the chosen one is timed.
     h200 = client.get("/api/dp", params={"link": "ib-ndr", "gpu": "h200", "gpus": 16}).json()
     assert h200["gpu"] == "h200" and h200["replica"]["gpu_memory_bytes"] == 141e9
+
+
+def test_round22_an_explicit_default_link_the_gpu_never_ships_with_is_refused(client):
+    """Round-22 cold reading P, finding 2: /api/dp?gpu=h100-pcie&link=nvlink-4 answered for
+    PCIe 5.0 and /api/tp?gpu=h100-pcie&intra_link=nvlink-4 likewise, because the link control
+    could not tell NVLink 4 asked for from NVLink 4 left at its default. An explicit link is
+    refused by both controls, with /api/tp's words, on the API and on each page (its error
+    slots); a link left out still follows the GPU (app.cluster_controls.LinkFollowsGpu)."""
+    for gpu_id, own in (("h100-pcie", "pcie-5"), ("rtx-4090", "pcie-4"),
+                        ("a100-80gb", "nvlink-3"), ("b200", "nvlink-5")):
+        for api, page, link in (("dp", "/episodes/data-parallel", "link"),
+                                ("tp", "/episodes/tensor-parallel", "intra_link")):
+            messages = api_messages(client, api, {"gpu": gpu_id, link: "nvlink-4"})
+            assert set(messages) == {"gpu", link}, (api, gpu_id, messages)
+            assert "GPU and link do not match: NVLink 4" in messages[link]
+            assert get_gpu(gpu_id).name in messages[link]
+            shown = slot_messages(client.get(page, params={"gpu": gpu_id, link: "nvlink-4"}).text)
+            assert shown.get(link) == shown.get("gpu") == messages[link], (page, shown)
+        assert client.get("/api/dp", params={"gpu": gpu_id}).json()["link"] == own
+        left_out = client.get("/api/tp", params={"gpu": gpu_id}).json()["topology"]
+        assert left_out.startswith(get_link(own).name), left_out
 
 
 # ---- Round-21 cold reading P (issue 36): EP02's findings 3, 12, 17, 18 ----

@@ -33,6 +33,7 @@ import pytest
 
 from app.episodes import EPISODES
 from app.labkit import VIEWS
+from labs.hardware.gpus import gpus
 from tests.app.test_pairwise import covering_rows, pair_key
 
 ROUNDS = 2  # covering rounds over the pairs a refused row left uncovered
@@ -70,6 +71,11 @@ class ControlForm(HTMLParser):
                 field["values"] = [a.get("value") or "true", "false"]
             elif kind in ("range", "number"):
                 field["values"] = [v for v in (a.get("min"), a.get("max")) if v not in (None, "")]
+            elif kind == "hidden" and a["name"] == "gpu":
+                # EP02's GPU, kept through every move (EP12's panel opens the lesson with
+                # its plan's): each preset, so that each meets each link the select offers
+                # (round-22 cold reading P, finding 2).
+                field["values"] = list(gpus())
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "select":

@@ -1,8 +1,8 @@
 """Issue 36: a GPU is never timed on a vendor fabric it never ships with (EP04 drew H100s on
 an NVL72 rack, which holds only Blackwell GPUs). Every lab that takes a GPU and a link
 refuses such a pair with a 422 naming both controls, and says so by both on the page. A link
-control left at its default follows the GPU instead (app.cluster_controls.LinkFollowsGpu):
-choosing only a GPU is never an error."""
+control left out follows the GPU instead (app.cluster_controls.LinkFollowsGpu): choosing only
+a GPU is never an error."""
 
 import html as html_lib
 import re

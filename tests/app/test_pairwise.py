@@ -34,6 +34,8 @@ import pytest
 
 import app.main
 from app.labkit import VIEWS
+from labs.hardware.gpus import gpus
+from labs.hardware.links import links
 
 SCHEMA = app.main.app.openapi()
 # A mixture-of-experts state (the issue's Mixtral at TP 2, EP 8 on two nodes, with two pipeline
@@ -52,6 +54,19 @@ ROUNDS = 3  # covering rounds before what is left is asked pair by pair
 # every other control like theirs (FSDP's prefetch and reshard act at ZeRO-3 alone).
 HSDP = {"zero": 3, "tp": 4, "dp": 4}
 SHARDS = [1, 2]
+
+
+# A GPU or link control the schema leaves a free string (a preset id the lab checks itself)
+# is crossed over its presets' ids where a GPU meets a link: /api/dp's gpu and link, /api/tp's
+# link, intra_link and inter_link (round-22 cold reading P, finding 2:
+# /api/dp?gpu=h100-pcie&link=nvlink-4 answered for PCIe 5.0, a pair no sweep asked).
+PRESET_IDS = {
+    "gpu": list(gpus()),
+    "link": list(links()),
+    "intra_link": [k for k, x in links().items() if x.kind == "scale-up"],
+    "inter_link": [k for k, x in links().items() if x.kind == "scale-out"],
+}
+FREE_PRESETS = {"/api/dp": ("gpu", "link"), "/api/tp": ("link", "intra_link", "inter_link")}
 
 
 def domain(schema: dict) -> list | None:
@@ -92,7 +107,8 @@ class Route:
         self.hsdp = {**HSDP, "pp": given["nodes"] * given["gpus_per_node"] // 16} \
             if self.shard else None
         for p in params:
-            values = domain(p.get("schema", {}))
+            values = domain(p.get("schema", {})) or (
+                PRESET_IDS[p["name"]] if p["name"] in FREE_PRESETS.get(path, ()) else None)
             if not values:
                 continue
             self.controls[p["name"]] = values
