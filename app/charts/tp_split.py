@@ -14,6 +14,12 @@ GPU_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2",
 BOX_PX = 96
 MIN_PX = 30
 DETAIL_UP_TO = 16  # QKV strips show their Q, K and V parts up to this many GPUs
+# EP04 step 2 asks how many key/value heads each GPU holds at t = 4: every count of a GPU's
+# heads (W_QKV's label, its caption's heads and columns, attention's groups) waits on the
+# lesson for that guess, drawn at every state (round-22 cold reading P, finding 4: the opening
+# t = 8 drew "16 Q + 1 KV head a GPU", the answer's rule, beside the predict's 8 KV heads).
+# An .answer-mask's key (static/js/lab.js maskAnswers); no step, as in the embed: shown.
+HEADS_STEP = "step-2"
 
 
 def _n(value: int) -> str:
@@ -85,9 +91,10 @@ def split_view(result) -> dict:
     qkv = {"name": "W_QKV", "rows": h, "cols": sh.qkv_columns, "split": "columns",
            **_box(h, sh.qkv_columns, largest),
            "strips": _strips(t, tuple((k, v / per_gpu_qkv) for k, v in qkv_parts)),
-           "caption": f"h × (a + 2·kv)·d = {_n(h)} × {_n(sh.qkv_columns)}, by columns: each "
-                      f"GPU {heads_text} = {_n(per_gpu_qkv)} columns"
-                      + (" (KV heads replicated: t exceeds them)" if replicated else ""),
+           "caption": f"h × (a + 2·kv)·d = {_n(h)} × {_n(sh.qkv_columns)}, by columns",
+           # The caption's rest, held for HEADS_STEP (and so not in the box's hover title).
+           "held": f"each GPU {heads_text} = {_n(per_gpu_qkv)} columns"
+                   + (" (KV heads replicated: t exceeds them)" if replicated else ""),
            # Drawn on the box itself, in view where EP04 step 2's why points (round-21 cold
            # reading P, finding 2: the caption's count sat below the bench's fold).
            "label": f"{sh.heads_per_gpu} Q + {_count(sh.kv_heads_per_gpu, 'KV head')} a GPU"}
@@ -105,10 +112,11 @@ def split_view(result) -> dict:
     blocks = [
         {"name": "Attention", "short": "Attention", "into": into, "columns": [qkv],
          "local": "attention", "rows": w_o, "out": out,
-         "local_text": f"attention of {sh.heads_per_gpu} whole query heads per GPU"
-                       + (f", each group of {group} sharing one of its "
-                          f"{_count(sh.kv_heads_per_gpu, 'KV head')}" if group > 1 else "")
-                       + ": softmax(QKᵀ)V needs no communication",
+         "local_text": "attention of whole query heads on each GPU: softmax(QKᵀ)V needs no "
+                       "communication",
+         "held": f"{sh.heads_per_gpu} whole query heads per GPU"
+                 + (f", each group of {group} sharing one of its "
+                    f"{_count(sh.kv_heads_per_gpu, 'KV head')}" if group > 1 else ""),
          "limit": f"Limit: t ≤ {sh.kv_heads} KV heads for training (Megatron divides the query "
                   "groups by t); beyond that each GPU must hold a replica of a KV head, as "
                   "inference engines do"},
@@ -118,11 +126,11 @@ def split_view(result) -> dict:
          "local_text": ("SiLU(X·W_gate) ⊙ X·W_up" if sh.gated else "GeLU")
                        + f" on each GPU's {_n(ffn // t)} columns: elementwise, no "
                          "communication",
-         "limit": ""},
+         "held": "", "limit": ""},
     ]
     drawn = sum(len(b[k]["ops"]) for b in blocks for k in ("into", "out"))
     return {
-        "tp": t, "sp": sp, "blocks": blocks, "norms": norms,
+        "tp": t, "sp": sp, "blocks": blocks, "norms": norms, "heads_step": HEADS_STEP,
         "legend": [{"gpu": i, "colour": GPU_COLOURS[i]} for i in range(min(t, 8))],
         "more_gpus": t - 8 if t > 8 else 0,
         "equations": {

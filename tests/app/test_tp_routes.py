@@ -564,7 +564,7 @@ def test_round_12_step_5_predicts_on_the_chart_it_moves_and_derives_sps_time(cli
     # ring's 333 GB/s derived from EP02's 367 and NCCL's latency (finding 5).
     # Round 19, finding 11: the why counts them; its note gives the bytes.
     assert f"{on['collectives_per_layer']} half-size collectives where there were" in text
-    assert f"each half of one all-reduce's {off['collective_sent_bytes'] / 1e6:.0f} MB" in text
+    assert f"Each is half an all-reduce's {off['collective_sent_bytes'] / 1e6:.0f} MB" in text
     assert f"{half / 1e6:.0f} MB" not in text
     assert (f"as a ring at EP02's {NV_RING:g} GB/s: ({off['collective_sent_bytes'] / 1e6:.0f} MB "
             f"÷ 2) ÷ {NV_RING:g} GB/s = {half / NV_RING / 1e6:.3f} ms, plus 8.4 µs + 7 × 3.4 µs "
@@ -1323,9 +1323,9 @@ def test_round_19_step_3_says_nvls_is_charged_a_rings_latency_and_which_way_it_e
                  f"charges one switch step, {nvls:g} µs: by it the lab errs slow, "
                  f"{g['collective_s'] * 1e3:.3f} against {tuned * 1e3:.3f} ms",
                  # Round-20 cold reading P, finding 17: which figure is measured.
-                 f"nccl-tests measured {fmt_busbw(check['measured'])} on 8 H200s at 16 MiB; "
-                 f"the lab's charge gives {fmt_busbw(check['lab'])}, NCCL's "
-                 f"{fmt_busbw(check['tuning'])}."):
+                 f"nccl-tests measured {check['measured'] / 1e9:.1f} GB/s on 8 H200s at 16 "
+                 f"MiB, the lab's charge {check['lab'] / 1e9:.1f} (",
+                 f"), NCCL's {check['tuning'] / 1e9:.0f}."):
         assert said in three, said
     four = visible_text(html.split('id="step-4"')[1].split('id="step-5"')[0])
     assert f"NCCL's own model charges NVLS {nvls:g} µs, step 3's note" in four
@@ -1448,11 +1448,76 @@ def test_round21_the_split_diagram_labels_each_gpus_heads_on_w_qkv(client):
     figure = html[html.index('<figure id="tp-split"'):html.index("</figure>")]
     box = figure[figure.index('data-matrix="W_QKV"'):]
     box = box[:box.index("</small>")]
-    assert '<span class="tp-label">32 Q + 2 KV heads a GPU</span>' in box
+    assert re.search(r'<span class="tp-label"><span[^>]*>32 Q \+ 2 KV heads a GPU</span>', box)
     at8 = client.get("/episodes/tensor-parallel", params={"tp": 8}).text
-    assert '<span class="tp-label">16 Q + 1 KV head a GPU</span>' in at8
+    assert re.search(r'<span class="tp-label"><span[^>]*>16 Q \+ 1 KV head a GPU</span>', at8)
     step = step_text(client.get("/episodes/tensor-parallel").text, "step-2")
     assert "The split diagram at t = 4 labels W_QKV with them" in step
+
+
+# A GPU's head count, as the split diagram prints it (label, caption, attention's groups).
+HEADS_PER_GPU = re.compile(r"\d+ Q \+ \d+ KV head|GPU \d+ Q heads|\d+ whole query heads|"
+                           r"one of its \d+ KV head")
+
+
+def test_round22_the_split_diagrams_head_counts_wait_for_step_2s_guess(client):
+    """Round-22 cold reading P, finding 4: step 2 asks the KV heads a GPU holds at t = 4; the
+    opening bench (t = 8), in view from step 1, labelled W_QKV '16 Q + 1 KV head a GPU', the
+    rule doubled. Every count of a GPU's heads waits for step 2's guess (label, caption and
+    the box's hover title), at the opening state, step 1's try links and the cases; once
+    step 2 is guessed its t = 4 link shows '32 Q + 2 KV heads a GPU'."""
+    from tests.app.test_answers_hidden import case_urls, masked, masked_keys, screen, try_urls
+    from tests.app.test_step_beats import steps
+
+    path = "/episodes/tensor-parallel"
+    lesson = client.get(path).text
+    found = dict(steps(lesson))
+    ids = list(found)
+    for url in [path, *try_urls(found["step-1"]), *case_urls(lesson)]:
+        shown = screen(client, url, ids, "step-2", lesson)
+        assert not HEADS_PER_GPU.search(shown), (url, HEADS_PER_GPU.search(shown))
+        titles = " ".join(re.findall(r'title="([^"]*)"', client.get(url).text))
+        assert not HEADS_PER_GPU.search(titles), url
+    (t4,) = try_urls(found["step-2"])
+    after = masked(client.get(t4).text, masked_keys(lesson, "step-3"))
+    assert "32 Q + 2 KV heads a GPU" in after and "each GPU 32 Q heads + 2 KV heads" in after
+
+
+def test_round22_ep04s_notes_derive_each_figure_from_what_they_print(client):
+    """Round-22 cold reading P, EP04's findings 9, 10, 14, 15. 9: the rack's ring busBW, 738
+    GB/s, is 0.82 of 900 (NVLink 4's measured 81.7% rounded), not '81.7%' of it. 10: GPT-3 at
+    t = 16, (h/t)* = 401 from printed inputs that gave 400.2; the formula is printed with
+    inputs that give it. 14: BabelStream and the H100 NVL are said where named. 15: step 3
+    says which way the lab errs against the one nccl-tests measurement, and by how much."""
+    from labs.hardware.links import get_cluster, links
+    from labs.hardware.nccl import nvls_latency_check
+
+    html = client.get("/episodes/tensor-parallel").text
+    rack, nv4 = links()["nvl72"], links()["nvlink-4"]
+    share = rack.ring_busbw / rack.bandwidth
+    assert round(share * rack.bandwidth / 1e9) == round(rack.ring_busbw / 1e9)
+    four = step_text(html, "step-4")
+    assert (f"{rack.ring_busbw / 1e9:.0f} GB/s (ring: {share:g} × {rack.bandwidth / 1e9:g}, "
+            f"NVLink 4's measured {100 * nv4.ring_busbw / nv4.bandwidth:.1f}% rounded") in four
+    six = step_text(html, "step-6")
+    k, t1, t, rate, busbw, star = re.search(
+        r"GPT-3 at t = 16 spans two nodes: 8/\(3 × ([\d.]+)\) × (\d+)/(\d+) × "
+        r"([\d.]+) TFLOP/s ÷ ([\d.]+) GB/s = ([\d,]+)", six).groups()
+    api = client.get("/api/tp", params={"model": "gpt-3-175b", "tp": 16}).json()["crossover"]
+    assert int(star.replace(",", "")) == round(api["crossover"])
+    derived = 8 / (3 * float(k)) * int(t1) / int(t) * float(rate) * 1e12 / (float(busbw) * 1e9)
+    assert round(derived) == round(api["crossover"]), derived
+    five = step_text(html, "step-5")
+    assert "a memory benchmark's copy (BabelStream) reaches on an H100 NVL, a PCIe card" in five
+    check = nvls_latency_check(get_cluster("dgx-h100"))
+    way = "fast" if check["lab"] > check["measured"] else "slow"
+    pct = round(100 * abs(check["lab"] / check["measured"] - 1))
+    lab, measured = round(check["lab"] / 1e9, 1), round(check["measured"] / 1e9, 1)
+    assert round(100 * abs(lab / measured - 1)) == pct  # the printed figures give the percent
+    three = step_text(html, "step-3")
+    assert (f"nccl-tests measured {measured:.1f} GB/s on 8 H200s at 16 MiB, the lab's charge "
+            f"{lab:.1f} ({pct}% {way})") in three
+    assert "by it the lab errs slow" in three  # against NCCL's own model
 
 
 def test_round21_step_6_states_gpt3s_rate_and_k(client):
@@ -1462,11 +1527,11 @@ def test_round21_step_6_states_gpt3s_rate_and_k(client):
 
     c = facts()["gpt3_t16"]["api"]["crossover"]
     step = step_text(client.get("/episodes/tensor-parallel").text, "step-6")
-    rate, k, busbw = round(c["rate"] / 1e12), round(c["k"], 3), fmt_busbw(c["busbw"])
-    assert (f"GPT-3 at t = 16 spans two nodes: {rate} TFLOP/s (k = {k:.3f}), "
-            f"{busbw}, (h/t)* = {c['crossover']:,.0f}") in step
-    printed = 8 / (3 * k) * 15 / 16 * rate * 1e12 / (float(busbw.split()[0]) * 1e9)
-    assert printed == pytest.approx(c["crossover"], rel=0.005)
+    # Round 22 (P #10) prints them in the formula, to the figures that give its 401
+    # (test_round22_ep04s_notes_derive_each_figure_from_what_they_print).
+    assert (f"GPT-3 at t = 16 spans two nodes: 8/(3 × {c['k']:.3f}) × 15/16 × "
+            f"{c['rate'] / 1e12:.1f} TFLOP/s ÷ {c['busbw'] / 1e9:.1f} GB/s = "
+            f"{c['crossover']:,.0f}") in step
 
 
 def test_round21_step_4_names_the_nvl72_racks_inputs_and_gb200(client):
@@ -1476,12 +1541,14 @@ def test_round21_step_4_names_the_nvl72_racks_inputs_and_gb200(client):
     nvl = get_link("nvl72")
     assert "its building block, a GB200, is a Grace CPU with two Blackwell GPUs" in step
     assert ("The lab times it at HGX B200's rates, 2.25 PFLOP/s dense bf16 a GPU, and NVLink "
-            "5's 900 GB/s a direction, at busBWs of 738 GB/s (ring: NVLink 4's measured share, "
-            "assumed) and 839 GB/s (NVLS, measured on 8 B200s; no rack measured).") in step
+            "5's 900 GB/s a direction, at busBWs of 738 GB/s (ring: 0.82 × 900, NVLink 4's "
+            "measured 81.7% rounded, assumed) and 839 GB/s (NVLS, measured on 8 B200s; no rack "
+            "measured).") in step
     assert nvl.ring_busbw == 738e9 and nvl.allreduce_busbw == 839e9
 
 
 def test_round21_step_5_sources_the_copy_share(client):
     """Finding 11: step 5's note took '78% a copy kernel reaches' with no source on EP04."""
     step = step_text(client.get("/episodes/tensor-parallel").text, "step-5")
-    assert "× the 78% BabelStream's copy reaches on an H100 NVL:" in step
+    assert ("× the 78% a memory benchmark's copy (BabelStream) reaches on an H100 NVL, a PCIe "
+            "card:") in step
