@@ -50,7 +50,7 @@ from labs.model.activations import (
 )
 from labs.model.spec import ModelSpec
 from labs.pipeline.inputs import PipelineLabInput, PipelineLabResult
-from labs.pipeline.lab import backward_split, run_pipeline_lab
+from labs.pipeline.lab import backward_split, forward_parts, run_pipeline_lab
 from labs.schedules.catalogue import CATALOGUE, INTERLEAVED, SCHEDULES, SPLIT_BACKWARD
 from labs.schedules.inputs import PipelineInput
 from labs.schedules.simulate import simulate
@@ -333,7 +333,10 @@ def facts() -> dict:
         "v5_p2p": state(**interleaved, virtual=5, p2p=0.1),
         # The same sends sized on InfiniBand NDR for the memory panel's plan (70B, TP 8): what
         # the 0.1 f assumption is set against (round-5 cold reading, EP05 item 7).
-        "v5_ndr": state(**interleaved, virtual=5, link="ib-ndr"),
+        "v5_ndr": (v5_ndr := state(**interleaved, virtual=5, link="ib-ndr")),
+        # Its f by part, one computation with the f it divides the send by (round-22 cold
+        # reading Q, finding 11: "f is 23.8 ms" came with no working).
+        "v5_forward": forward(PipelineQuery(**v5_ndr["params"])),
         # Its send's pieces as the one send model prices them (labs.hardware.nccl
         # send_latency: NCCL's Simple start-up, one network hop) on the port it runs on
         # (round-20 cold reading Q, finding 3).
@@ -362,6 +365,13 @@ def facts() -> dict:
                            b=round(passes.input_grad_s / passes.forward_s, 3),
                            w=round(passes.weight_grad_s / passes.forward_s, 3)),
     }
+
+
+def forward(query: PipelineQuery):
+    """The whole forward the query's f divides by its stages, by part
+    (labs.pipeline.lab.forward_parts)."""
+    return forward_parts(query.model_spec(), get_gpu(query.gpu), tp=query.tp,
+                         seq_len=query.seq_len, micro_batch=query.micro_batch)
 
 
 def split(query: PipelineQuery):

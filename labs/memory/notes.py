@@ -82,8 +82,10 @@ def _activation_notes(inp: MemoryInput, bills: Sequence[StageBill]) -> list[str]
                      + (", split by TP through sequence parallelism" if inp.sequence_parallel
                         else "") + ") and recomputes the rest: about one extra forward.")
     if inp.tp > 1:
+        ids = ("." if inp.activation_model == "megatron"
+               else " but the token ids, which every TP rank holds whole.")
         notes.append("Sequence parallelism is on with TP, so every activation term divides "
-                     "by TP." if inp.sequence_parallel else
+                     "by TP" + ids if inp.sequence_parallel else
                      "Sequence parallelism is off: norms, dropout masks and layer inputs "
                      "(10·s·b·h of the 34) stay whole on every TP rank (Korthikanti Table 2).")
     mask = m.dropout or inp.activation_model == "megatron"

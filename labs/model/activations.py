@@ -25,7 +25,8 @@ Sources:
   TP) follows ``compute_activation_memory_without_sp`` (10 + 24/t when ffn = 4h).
 - embedding and output: the same Megatron file: 8·s·b bytes of token ids and s·b·h of
   embedding dropout mask per micro-batch on the first stage (the mask only for a model trained
-  with dropout, except in the ``megatron`` estimate, whose formula always counts it);
+  with dropout, except in the ``megatron`` estimate, whose formula always counts it; the ids
+  whole on every TP rank, except in the ``megatron`` estimate: ``embedding_activation_bytes``);
   4·s·b·h·(1 + v/h) for the final norm's bf16 input and output and the fp32 logits on the last
   stage.
 - the linear layers' saved inputs (``gemm_input_bytes_per_layer``), the part a low-precision
@@ -205,11 +206,22 @@ def embedding_activation_bytes(model: ModelSpec, seq_len: int, micro_batch: int 
     """First stage, per micro-batch: token ids (8·s·b) and the embedding dropout mask (s·b·h),
     which a model trained without dropout does not keep (``ModelSpec.dropout``; Megatron-LM's
     embedding dropout is its --hidden-dropout). Megatron-LM's estimate (``megatron``) counts the
-    mask whatever the dropout, as its formula does."""
+    mask whatever the dropout, as its formula does.
+
+    Sequence parallelism splits the mask, not the ids: Megatron-LM hands every TP rank the
+    micro-batch's whole ``tokens`` (megatron/training/utils.py ``get_batch_on_this_tp_rank``
+    broadcasts them over the TP group), ``VocabParallelEmbedding`` looks all of them up and
+    keeps its masked copy of them for the backward, and ``LanguageModelEmbedding.forward``
+    scatters only the embedding's output (``scatter_to_sequence_parallel_region``) before its
+    dropout. Context parallelism does split them (``get_batch_on_this_cp_rank``). The
+    ``megatron`` estimate divides the ids by t all the same, as ``compute_activation_memory``
+    divides its whole sum by the TP size (round-22 cold reading Q, finding 2)."""
     sp = tp > 1 if sp is None else sp
     s = seq_len / cp
+    split = tp if sp else 1
     mask = model.hidden if model.dropout or activation_model == "megatron" else 0
-    return (8 * s * micro_batch + s * micro_batch * mask) / (tp if sp else 1)
+    ids = 8 * s * micro_batch / (split if activation_model == "megatron" else 1)
+    return ids + s * micro_batch * mask / split
 
 
 def output_activation_bytes(model: ModelSpec, seq_len: int, micro_batch: int = 1,

@@ -4,6 +4,7 @@ stages, each rank's ``StageMemory``). ``labs.pipeline.lab`` computes them."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from labs.hardware.gpus import GPUSpec
@@ -66,6 +67,23 @@ class BackwardSplit:
     forward_gemm_flops: float  # each of the three passes' GEMMs runs this many FLOPs
     dgrad_flops: float
     wgrad_flops: float
+
+
+@dataclass(frozen=True)
+class ForwardParts:
+    """The whole forward of one micro-batch as ``labs.pipeline.lab.forward_parts`` times it:
+    for each kind of layer (dense, then MoE), how many, one layer's kernels and the blocking
+    collectives it waits for; the embedding's forward, and the output layer's with the loss.
+    EP05 step 4 prints f from them (round-22 cold reading Q, finding 11)."""
+
+    layers: tuple[tuple[int, float, float], ...]  # (count, kernels s, exposed collectives s)
+    embedding: float
+    output: float  # the output layer and the loss
+
+    @property
+    def seconds(self) -> float:
+        return math.fsum([n * (kernels + comms) for n, kernels, comms in self.layers]
+                         + [self.embedding, self.output])
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,13 @@ from labs.model.activations import layers_activation_bytes
 from labs.model.head import head_ops
 from labs.model.spec import ModelSpec
 from labs.parallel.layer_time import Group, layer_time, weight_grad_seconds
-from labs.pipeline.inputs import BackwardSplit, PipelineLabInput, PipelineLabResult, StageMemory
+from labs.pipeline.inputs import (
+    BackwardSplit,
+    ForwardParts,
+    PipelineLabInput,
+    PipelineLabResult,
+    StageMemory,
+)
 from labs.schedules.inputs import PipelineInput, PipelineResult
 from labs.schedules.simulate import simulate
 from labs.schedules.stages import chunk_problems
@@ -97,12 +103,21 @@ def stage_forward_seconds(model: ModelSpec, gpu: GPUSpec, *, stages: int, tp: in
     (``labs.hardware.links.node_cluster``), plus the embedding and the output layer and loss
     (``labs.model.head.head_ops``): the whole forward's share of one of the p stages.
     """
-    return _forward_seconds(model, node_cluster(gpu), tp, seq_len, micro_batch) / stages
+    return forward_parts(model, gpu, tp=tp, seq_len=seq_len,
+                         micro_batch=micro_batch).seconds / stages
+
+
+def forward_parts(model: ModelSpec, gpu: GPUSpec, *, tp: int, seq_len: int,
+                  micro_batch: int) -> ForwardParts:
+    """The whole forward ``stage_forward_seconds`` divides by the stages, by part: each kind
+    of layer's kernels and the blocking TP collectives it waits for, the embedding, the
+    output layer and loss."""
+    return _forward_parts(model, node_cluster(gpu), tp, seq_len, micro_batch)
 
 
 @lru_cache(maxsize=256)
-def _forward_seconds(model: ModelSpec, cluster: Cluster, tp: int, seq_len: int,
-                     micro_batch: int) -> float:
+def _forward_parts(model: ModelSpec, cluster: Cluster, tp: int, seq_len: int,
+                   micro_batch: int) -> ForwardParts:
     kw = dict(tp=Group(tp, min(tp, cluster.gpus_per_node)), cp=Group(), ep=Group(),
               micro_batch=micro_batch, seq_len=seq_len, sp=tp > 1, recompute="none")
     layers = [(model.layers - model.moe_layers, layer_time(model, cluster, **kw))]
@@ -110,14 +125,14 @@ def _forward_seconds(model: ModelSpec, cluster: Cluster, tp: int, seq_len: int,
         layers.append((model.moe_layers, layer_time(model, cluster, moe=True, **kw)))
     head = head_ops(model, cluster.gpu, tp=tp, cp=1, micro_batch=micro_batch,
                     seq_len=seq_len, sp=tp > 1)
-    return math.fsum([n * lt.forward.seconds for n, lt in layers]
-                     + [head.embedding_forward.seconds, head.output_forward.seconds])
+    return ForwardParts(tuple((n, lt.forward.compute, lt.forward.exposed) for n, lt in layers),
+                        head.embedding_forward.seconds, head.output_forward.seconds)
 
 
 @lru_cache(maxsize=16)
 def backward_split(model: ModelSpec, gpu: GPUSpec, *, tp: int, seq_len: int,
                    micro_batch: int) -> BackwardSplit:
-    """One dense layer's F, I and W on one GPU of the TP group, timed as ``_forward_seconds``
+    """One dense layer's F, I and W on one GPU of the TP group, timed as ``forward_parts``
     times the forward (the step model's kernels, sequence parallel with TP > 1, on the GPU's
     node): why W is shorter than I (EP05 step 5). The two backward GEMMs of a matrix run the
     forward's FLOPs each, so their GEMMs match; I alone runs attention's backward and the

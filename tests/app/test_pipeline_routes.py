@@ -337,9 +337,22 @@ def test_round_12_step_4_states_what_f_is_and_step_6s_limit_its_state(client):
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
     step4 = text[text.index("4. Interleaving"):text.index("5. Zero bubble")]
     f_ms = f"{inp.forward_seconds * 1e3:.1f} ms"
-    assert f"Here f is {f_ms}: the 80 layers' forward at TP 8" in step4  # r21: "one stage's
-    # forward of one micro-batch" is step 1's f, said once
-    assert f"{memory.ledger.input.model.layers} layers" in step4
+    # Round-22 cold reading Q, finding 11: "Here f is 23.8 ms: the 80 layers' forward at TP 8
+    # over 8 stages" gave no working, and step 5's F (1.582 ms a layer, 15.8 ms a stage) read
+    # as a second f. f is now summed from its parts, one computation with the f the send is
+    # divided by (labs.pipeline.lab.forward_parts): each layer's kernels (step 5's F) and the
+    # TP collectives it waits for, then the embedding, output layer and loss.
+    parts = facts()["v5_forward"]
+    (n, kernels, comms), = parts.layers
+    head = parts.embedding + parts.output
+    assert parts.seconds / inp.stages == inp.forward_seconds
+    assert n == memory.ledger.input.model.layers == 80
+    assert f"{kernels * 1e3:.3f}" == f"{facts()['passes'].forward_s * 1e3:.3f}"  # step 5's F
+    k, c, h = f"{kernels * 1e3:.3f}", f"{comms * 1e3:.3f}", f"{head * 1e3:.2f}"
+    assert (f"EP08's step model gives f = ({n} × ({k} ms of kernels + {c} ms of TP "
+            f"collectives) + {h} ms of embedding, output layer and loss) ÷ {inp.stages} = "
+            f"{f_ms}.") in step4
+    assert f"{(n * (float(k) + float(c)) + float(h)) / inp.stages:.1f} ms" == f_ms
     sent = f"{ndr['api']['send_seconds'] * 1e6:.0f} µs ÷ {f_ms} = {ndr['api']['send_time']:.3f} f"
     assert sent in step4 and "4-chunk stage's forward" not in step4
     assert ndr["api"]["send_seconds"] / inp.forward_seconds == pytest.approx(
@@ -396,14 +409,19 @@ def test_round_13_step_6_says_its_34_needs_sequence_parallelism_and_is_gpts(clie
     long = facts()["long"]["result"].memory
     assert "and with the embedding's token ids" not in step6
     # Round-21 cold reading Q, finding 11: "add 262 kB" beside 8 micro-batches of 32,768
-    # tokens read as one micro-batch's ids. They are the 8 in flight, 8 B a token, split over
-    # TP's ranks with sequence parallelism (labs.model.activations.embedding_activation_bytes).
+    # tokens read as one micro-batch's ids. They are the 8 in flight, 8 B a token. Round-22
+    # cold reading Q, finding 2: whole on every TP rank, not split by sequence parallelism
+    # (Megatron-LM broadcasts a micro-batch's tokens over the TP group and scatters only the
+    # embedding's output; labs.model.activations.embedding_activation_bytes): 2.10 MB, was
+    # "÷ TP 8, add 262 kB".
     params = facts()["long"]["params"]
     held = facts()["long"]["api"]["peak_activations"][0]
-    assert held * params["seq_len"] * 8 / params["tp"] == long.embedding_and_logits[0]
-    assert (f"= {fmt_bytes(long.total_bytes[0])} (the embedding's token ids, {held} × "
-            f"{params['seq_len']:,} × 8 B ÷ TP {params['tp']}, add "
+    assert params["tp"] == 8
+    assert held * params["seq_len"] * 8 == long.embedding_and_logits[0]
+    assert (f"= {fmt_bytes(long.total_bytes[0])} (token ids, {held} × "
+            f"{params['seq_len']:,} × 8 B, whole on each TP rank, add "
             f"{fmt_bytes(long.embedding_and_logits[0])})") in step6
+    assert "÷ TP" not in step6
 
 
 def test_round_13_the_gpipe_drill_names_its_inputs_and_sums_them(client):
@@ -481,7 +499,7 @@ def test_round_14_step_4_prices_a_send_with_ep02s_busbw_and_network_hop(client):
     html = re.sub(r'<span class="term-tip".*?</span>', "", html, flags=re.S)  # glossary tips
     text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", "", html)))
     assert (f"÷ {ndr.send_bandwidth / 1e9:g} GB/s (NCCL's rate on the {ndr.bandwidth / 1e9:g} "
-            f"GB/s port, EP02) + {start:g} + {hop:g} µs (a send's start-up and network hop, "
+            f"GB/s port, EP02) + {start:g} + {hop:g} µs (start-up and network hop, "
             f"EP02 step 4) = {round(send * 1e6)} µs") in text
     assert "busBW, EP02) +" not in text
 
@@ -938,3 +956,23 @@ def test_round21_the_bare_page_opens_on_gpipe_and_every_query_draws_what_it_drew
     page = client.get("/episodes/pipeline").text
     hrefs = re.findall(r'<a class="(?:try|case [a-z]+)"[^>]*href="([^"]*)"', page)
     assert hrefs and all("?" in h and h.split("?")[1] for h in hrefs), hrefs
+
+
+def test_round_22_step_2s_intro_gives_neither_step_1s_answer_nor_its_own(client):
+    """Round-22 cold reading Q, finding 4 (its last item): step 2's intro, on screen under
+    step 1's predict before its guess, said "the line takes m + p − 1 slots … for m slots of
+    work per rank": at m = 1, p = 8 one busy slot of 8, step 1's 7/8, and step 2's own
+    (p − 1)/(m + p − 1) one step from it. The intro now says only that the warm-up and the
+    cool-down cost the same however many micro-batches follow; the count of slots is the
+    why's, which derives the idle share from it."""
+    page = client.get("/episodes/pipeline").text
+    part = page[page.index('id="step-2"'):]
+    section = part[:part.index("</section>")]
+    intro = _text(section[:section.index('<details class="why"')])
+    why = _text(section[section.index('<details class="why"'):])
+    assert "however many micro-batches follow" in intro
+    for told in ("m + p − 1", "p − 1", "slots of work", "makespan"):
+        assert told not in intro, told
+    assert ("With equal stages the line takes m + p − 1 slots, the step's length or makespan: "
+            "p − 1 to fill and empty it and m of work per rank. The idle share of the step is "
+            "(p − 1)/(m + p − 1): 5/15") in why

@@ -228,8 +228,19 @@ def state_per_gpu_stage(result, rank):
 def test_first_stage_holds_embedding_last_holds_head_and_logits():
     result = ledger(pp=4, tp=8)
     bills = result.stages
-    emb = 8 * 4096  # token ids (Llama keeps no embedding dropout mask), / t with SP
-    assert bills[0].breakdown["embedding_and_logits"] == pytest.approx(4 * emb / 8)
+    # Token ids (Llama keeps no embedding dropout mask), whole on every TP rank: Megatron-LM
+    # broadcasts a micro-batch's tokens over the TP group (get_batch_on_this_tp_rank) and SP
+    # scatters only the embedding's output (round-22 cold reading Q, finding 2: they were
+    # divided by t). Megatron's estimate divides its whole sum by t, the ids with it, and its
+    # mask s·b·h too (compute_activation_memory).
+    emb = 8 * 4096
+    assert bills[0].breakdown["embedding_and_logits"] == pytest.approx(4 * emb)
+    megatron = ledger(pp=4, tp=8, activation_model="megatron").stages[0]
+    assert megatron.breakdown["embedding_and_logits"] == pytest.approx(4 * (emb + 4096 * 8192) / 8)
+    assert "divides by TP but the token ids, which every TP rank holds whole" in " ".join(
+        result.assumptions)
+    assert "but the token ids" not in " ".join(
+        ledger(pp=4, tp=8, activation_model="megatron").assumptions)
     out = 4 * 4096 * 8192 / 8 + 4 * 4096 * L70.vocab / 8  # final norm in + out, fp32 logits
     assert bills[3].breakdown["embedding_and_logits"] == pytest.approx(out)
     assert bills[1].breakdown["embedding_and_logits"] == 0

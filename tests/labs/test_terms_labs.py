@@ -256,7 +256,9 @@ def test_pipeline_stage_memory_by_hand(schedule, m, v, peaks):
     et al. 2022 Table 2, selective recomputation with sequence parallelism, 34·s·b·h/t bytes
     a layer, for each chunk of a micro-batch it holds at its peak. Rank 0 adds the token
     ids (8 B per token; Llama, trained without dropout, keeps no embedding dropout mask),
-    over t, for each micro-batch it holds (peak / v); rank 7 the final norm's output
+    whole on every TP rank (Megatron-LM's get_batch_on_this_tp_rank broadcasts them; round-22
+    cold reading Q, finding 2: over t until then), for each micro-batch it holds (peak / v);
+    rank 7 the final norm's output
     (4·s·h/t) and the fp32 logits (4·s·v/t), once (the loss's backward follows its
     forward) except in GPipe."""
     from labs.pipeline.inputs import PipelineLabInput
@@ -270,7 +272,7 @@ def test_pipeline_stage_memory_by_hand(schedule, m, v, peaks):
     state7 = 16 * ((layers + vocab * h) / t + 10 * norms + h)
     unit = 10 // v * 34 * s * h / t  # one micro-batch through one chunk
     assert 10 * 34 * s * h / t == 1_426_063_360
-    edge0 = peaks[0] / v * 8 * s / t
+    edge0 = peaks[0] / v * 8 * s
     edge7 = (m if schedule == "gpipe" else 1) * (4 * s * h / t + 4 * s * vocab / t)
     result = run_pipeline_lab(PipelineLabInput(
         PipelineInput(schedule=schedule, stages=8, microbatches=m, virtual=v), LLAMA70, H100,
