@@ -219,7 +219,11 @@ def planner_on_short_sequences() -> dict:
     sequences, 64 A100s, its global batch), its best plan and its best without CP. Short
     sequences go to DP over a slow network, but inside an NVLink node CP 2 can come first:
     it keeps every sequence one pipeline's micro-batch where DP 2 halves them (round-21 cold
-    reading Q, finding 14: the limit said short sequences always go to DP)."""
+    reading Q, finding 14: the limit said short sequences always go to DP). ``lead``: by how
+    much, beside the spread of the lab's error on Megatron-LM's published runs (EP08 step 10,
+    ``marks``' errs), which is wider: a tie (round-22 cold reading Q, finding 17)."""
+    from app.routers.recipe_lesson import marks
+
     query = PlanQuery(**planner_query(RecipeQuery()))
     plans = plan_run(query).plans
     best, no_cp = plans[0], next(r for r in plans if r.plan.cp == 1)
@@ -230,7 +234,8 @@ def planner_on_short_sequences() -> dict:
             "seq_len": query.seq_len, "global_batch": query.global_batch,
             "gpus_per_node": query.gpus_per_node,
             "best": {k: f(best) for k, f in row.items()},
-            "no_cp": {k: f(no_cp) for k, f in row.items()}}
+            "no_cp": {k: f(no_cp) for k, f in row.items()},
+            "lead": best.tokens_per_s / no_cp.tokens_per_s - 1, "errs": marks()["errs"]}
 
 
 def tp_sp_bytes() -> dict:
