@@ -21,6 +21,7 @@ from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, reg
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import model_choices
 from app.options import gpu_options, model_options
+from app.routers.memory import H100_DRIVER_MIB
 from app.routers.rl_state import EXP, RLQuery, figures, run, to_api
 from app.schemas import PlacementAnswer
 from labs.memory.lab import compute_memory
@@ -155,6 +156,10 @@ def extra_context(state) -> dict:
         "recipe": get_recipe(state.query.preset),
         "exp": EXP,
         "slime_r1": SLIME_R1,
+        # SGLang's --mem-fraction-static takes its share of the memory the device reports at
+        # start (model_runner.py, profile_max_num_token: rest = available - total x (1 -
+        # fraction)), EP10 step 5's H100 figure, not the datasheet's 80 GB (round-23 R #2).
+        "h100_reported_bytes": H100_DRIVER_MIB * 2**20, "h100_reported_mib": H100_DRIVER_MIB,
         "slime_split": slime_split(),
         "busiest_odds": busiest(),
         "segment_labels": SEGMENT_LABELS,  # EP08's step bar, which times the training

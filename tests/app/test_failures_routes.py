@@ -357,14 +357,14 @@ def test_round6_step_7_times_its_65536_gpu_step_on_ep08s_engine(client):
     text = " ".join(re.sub(r"<[^>]+>", "", step7).split())
     fixed = timed(512, 2048)
     assert f"The engine measures a bubble of {100 * fixed['bubble_fraction']:.1f}%" in text
-    assert (f"so they go {days[0]:.3g} → {days[1]:.3g} → {days[2]:.3g}: on a fixed batch "
+    assert (f"goodput, go {days[0]:.3g} → {days[1]:.3g} → {days[2]:.3g}: on a fixed batch "
             "and layout, more GPUs finish later") in text
     ideal = api(client, **slow, gpus=65_536, step_s=round(STEP_S / 4, 3), step_gpus=65_536)
     assert not ideal["step_timed"]
     assert (f"({ideal['step_here_s']:.2f} s on 65,536 GPUs), errs fast by "
             f"{runs[65_536]['step_here_s'] / ideal['step_here_s']:.1f}× and finishes in "
             f"{ideal['best']['finish_days']:.3g} days") in text
-    assert f"the step is {STEP_S * grown['step_s'] / base['step_s']:.3g} s" in text
+    assert f"the lab's step is {STEP_S * grown['step_s'] / base['step_s']:.3g} s" in text
     assert "McCandlish" in page[page.index('id="sources"'):]
 
 

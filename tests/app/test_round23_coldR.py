@@ -1,0 +1,76 @@
+"""Round-23 cold reading R (issue 36): three figures a page took from the wrong source or plan.
+
+EP11 step 7 (finding 1) credited EP08's engine with the 6.23 s step: the engine times Llama 3's
+layout at 5.92 s on 16,384 GPUs, and the lab applies its speed-ups to step 4's 6N step (6.23 s)."""
+
+from app.routers.failures_state import LLAMA3_REPLICA, STEP_S, llama3_timed, scaled_step
+from app.routers.memory import H100_DRIVER_MIB
+from app.routers.rl import facts as rl_facts
+from tests.app.test_round22_prose import _step
+
+
+def test_ep11_step_7_says_the_engine_times_5_92_s_and_the_lab_scales_step_4s(client):
+    why = _step(client, "/episodes/failures", 7).split("Limit.")[0]
+    engine = llama3_timed(128)["step_s"]
+    assert (
+        f"{engine:.3g} s on 16,384 GPUs; the lab applies its speed-ups to step 4's "
+        f"{STEP_S:.3g} s:" in why
+    ), why
+    assert f"{STEP_S:.3g} s on 16,384 GPUs" not in why
+    for gpus in (32_768, 65_536):
+        lab = scaled_step(gpus // LLAMA3_REPLICA)["lab_step_s"]
+        assert f"{lab:.3g} s on {gpus:,}" in why
+    assert "the lab's step is" in why  # the 8,192-sequence note: the engine's step, scaled
+
+
+def test_ep09_step_3_takes_sglangs_fraction_of_what_the_device_reports(client):
+    """Finding 2: SGLang's --mem-fraction-static is a share of the memory the device reports
+    (model_runner.py), EP10 step 5's 81,559 MiB (85.5 GB), not the datasheet's 80 GB; one
+    source for both pages (app.routers.memory.H100_DRIVER_MIB)."""
+    three = _step(client, "/episodes/rl-placement", 3).split("Limit.")[0]
+    ten = _step(client, "/episodes/low-precision", 5)
+    reported = H100_DRIVER_MIB * 2**20
+    assert f"The driver reports {H100_DRIVER_MIB:,} MiB ({reported / 1e9:.1f} GB)" in ten
+    fp8 = rl_facts()["r1_sep"]["api"]["serving_weights"]["fp8_bytes"]
+    reserved = 0.7 * reported
+    assert (
+        f"--mem-fraction-static of what the device reports ( model_runner.py ), 0.7 × "
+        f"{reported / 1e9:.1f} GB (EP10 step 5's {H100_DRIVER_MIB:,} MiB) = "
+        f"{reserved / 1e9:.1f} GB"
+    ) in three, three
+    assert (
+        f"{reserved / 1e9:.1f} GB − {fp8 / 1e9:.1f} GB = {(reserved - fp8) / 1e9:.1f} GB of "
+        f"cache, {(reserved - fp8) / fp8:.1f}× its weights"
+    ) in three
+    assert "0.7 × 80.0 GB" not in three
+    # the lab's own cache on the busiest GPU stays below that: "the lab errs low" holds
+    kv = rl_facts()["r1_sep"]["api"]["pools"][1]["breakdown"]["kv_cache"]
+    assert "Against slime's run the lab errs low on the cache" in three
+    assert kv < reserved - fp8
+
+
+def test_ep09_decide_says_dp_6_does_not_divide_the_64_samples(client):
+    """Finding 3: the 'all 24 colocated' plan trains on DP 6, and 64 samples do not divide
+    over it (slime asserts the global batch divides by DP); its feedback says so, from the
+    engine's numbers, and the right plan does not change."""
+    drill = "/api/drills/placement-decide-throughput"
+    plans = {
+        "colocated": {"placement": "colocated", "train_gpus": 24, "engines": 12},
+        "rollout-heavy": {"placement": "separate", "train_gpus": 8, "engines": 8},
+        "even-split": {"placement": "separate", "train_gpus": 16, "engines": 4},
+        "trainer-starved": {"placement": "separate", "train_gpus": 4, "engines": 10},
+    }
+    for key, params in plans.items():
+        a = client.get("/api/placement", params=params).json()
+        feedback = client.get(drill, params={"answer": key}).json()["feedback"]
+        why = next(f["why"] for f in feedback if f["key"] == key)
+        if a["samples"] % a["dp"]:
+            assert key == "colocated"
+            assert (
+                f"DP {a['dp']} does not divide {a['samples']} samples "
+                f"({a['samples'] / a['dp']:.2f} a replica)"
+            ) in why, why
+            assert "slime/utils/arguments.py" in why and "slime refuses such a batch" in why
+        else:
+            assert "does not divide" not in why
+    assert client.get(drill, params={"answer": "rollout-heavy"}).json()["status"] == "right"
