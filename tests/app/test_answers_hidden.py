@@ -1134,3 +1134,20 @@ def test_round22_ep08_step_2s_plans_hold_every_audit_readout_until_its_guess(cli
     assert "step 2's guess and step 2's guess" not in html  # the mask says it once
     opened = visible(masked(html, masked_keys(lesson, "step-3")), ids, "step-3")
     assert told[0] in opened and "✓ DP traffic" in opened
+
+
+def test_round23_ep05_step_5s_predict_does_not_work_step_2s_formula(client):
+    """Round-23 cold reading Q, finding 3: step 5's predict, on screen under step 2's, said
+    "1F1B idles 7/39 of the step": (p − 1)/(m + p − 1) worked at 8 × 32, step 2's answer's
+    form before its guess. It prints the share the engine measures (1F1B 8 × 32) instead; the
+    fraction waits for step 2's why."""
+    from app.charts.units import fmt_pct
+    from app.routers.pipeline import facts
+
+    path, lesson, found, ids = lesson_page(client, "pipeline")
+    urls = [path, *case_urls(lesson), *try_urls(dict(found)["step-1"])]
+    shown = [url for url in urls if "7/39" in screen(client, url, ids, "step-2", lesson)]
+    assert not shown, shown
+    predict = re.search(r'<p class="predict">.*?</p>', dict(found)["step-5"], re.S)[0]
+    assert f"1F1B idles {fmt_pct(facts()['good']['api']['bubble_fraction'])} " in flat(predict)
+    assert "7/39" in screen(client, path, ids, "step-3", lesson)  # step 2's why has it
