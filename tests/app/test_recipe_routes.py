@@ -1780,8 +1780,11 @@ def test_round_8_item_18_step_1s_layout_and_gemm_figures_and_step_8s_fsdp2(clien
     names = {(k, c["name"]): c["exposed_s"] for k, a in (("e60", e60), ("seed", seed))
              for c in a["causes"]}
     assert names[("e60", "tp")] == names[("seed", "tp")]
-    assert (f"The GEMMs take {fmt_ms(names[('e60', 'gemm')])} a step against "
-            f"{fmt_ms(names[('seed', 'gemm')])}; TP's exposed collectives stay at "
+    # Round-23 cold reading Q, finding 4: all kernels' time, the quotient TP's part divides.
+    kernels = {k: sum(names[(k, n)] for n in ("gemm", "attention", "memory"))
+               for k in ("e60", "seed")}
+    assert (f"All kernels take {fmt_ms(kernels['e60'])} a step against "
+            f"{fmt_ms(kernels['seed'])}; TP's exposed collectives stay at "
             f"{fmt_ms(names[('e60', 'tp')])}") in one.replace("&#39;", "'")
     eight = _step_text(text, 8)
     assert "wrapper, " not in eight and "applied per transformer block" in eight
@@ -3267,3 +3270,29 @@ def test_round_22_small_roundings_work_out_from_the_printed_figures(client):
                   r"= ([\d.]+)%", eleven)
     assert w and (w[1], w[2], w[3]) == (p[3], p[1], p[2]), (p and p.groups(), w and w.groups())
     assert f"{100 * float(p[3]) / (float(p[1]) - float(p[2]) + float(w[4])):.1f}" == w[5]
+
+
+def test_round_23_step_1_quotes_the_kernels_tps_share_divides(client):
+    """Round-23 cold reading Q, finding 4: step 1's why set the GEMMs' time (6,417 against
+    4,656 ms) beside TP's exposed collectives, then "TP keeps 92.9% against 90.6%": GEMMs ÷
+    (GEMMs + TP) gives 92.7% and 90.2%. The engine's part divides all kernels (GEMMs,
+    attention, memory-bound ops) by them plus TP's exposed collectives: the why quotes all
+    kernels' time, so kernels ÷ (kernels + TP) gives the printed shares."""
+    from app.charts.units import fmt_ms, fmt_pct
+    from app.routers.recipe_lesson import facts
+    from tests.app.test_zero_routes import visible_text
+
+    html = client.get("/episodes/recipe-3d").text
+    step = html.split('id="step-1"')[1].split('id="step-2"')[0]
+    why = visible_text(step.split('<details class="why"')[1])
+    said = []
+    for name in ("e60", "seed"):
+        api = facts()[name]["api"]
+        exposed = {c["name"]: c["exposed_s"] for c in api["causes"]}
+        kernels = exposed["gemm"] + exposed["attention"] + exposed["memory"]
+        share = kernels / (kernels + exposed["tp"])
+        assert math.isclose(api["parts"]["tp"], share, rel_tol=1e-6), name
+        said.append((fmt_ms(kernels), fmt_pct(share)))
+    (k60, tp60), (k, tp) = said
+    assert f"All kernels take {k60} a step against {k};" in why, why[:400]
+    assert re.search(rf"TP keeps {re.escape(tp60)}\s*against {re.escape(tp)}\s*\.", why)
