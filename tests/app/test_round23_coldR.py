@@ -74,3 +74,15 @@ def test_ep09_decide_says_dp_6_does_not_divide_the_64_samples(client):
         else:
             assert "does not divide" not in why
     assert client.get(drill, params={"answer": "rollout-heavy"}).json()["status"] == "right"
+
+
+def test_ep12_step_2s_note_and_ep09_step_2s_swap_say_what_they_count_and_which_way(client):
+    """Findings 9 and 11: EP12 step 2's note pointed back to "the three tensors" where the why
+    names four; EP09 step 2's reference swap runs at the datasheet's PCIe rate without saying
+    that the lab errs fast there (step 6 says so for R1)."""
+    two = _step(client, "/episodes/playground", 2)
+    assert "the three tensors" not in two
+    assert "Megatron-LM counts the same bytes as three terms" in two
+    rl_two = _step(client, "/episodes/rl-placement", 2).split("Limit.")[0]
+    swap = rl_two.split("swapping its weights in from host and the actor's back")[1]
+    assert swap.startswith(" at the datasheet's PCIe rate (the lab errs fast), 2 ×"), swap
