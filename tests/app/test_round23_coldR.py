@@ -86,3 +86,14 @@ def test_ep12_step_2s_note_and_ep09_step_2s_swap_say_what_they_count_and_which_w
     rl_two = _step(client, "/episodes/rl-placement", 2).split("Limit.")[0]
     swap = rl_two.split("swapping its weights in from host and the actor's back")[1]
     assert swap.startswith(" at the datasheet's PCIe rate (the lab errs fast), 2 ×"), swap
+
+
+def test_ep11_step_4s_quotient_is_the_quotient_of_its_printed_parts(client):
+    """Finding 8 (EP11 step 4): '249.6 s ÷ 6.23 s = 40.07' gave the unrounded quotient; the
+    printed parts give 40.06."""
+    from app.routers.failures import facts as failures_facts
+
+    sb = failures_facts()["sync_best"]["api"]
+    daly, step = round(sb["daly_s"], 1), round(sb["step_here_s"], 2)
+    four = _step(client, "/episodes/failures", 4)
+    assert f"{daly:.1f} s ÷ {step:.2f} s = {daly / step:.2f}, so" in four, four
