@@ -595,21 +595,25 @@ def _time_figure(result) -> dict:
 
 
 
-def crossover_inputs(ratio, gpus: int) -> tuple[str, str]:
+def crossover_inputs(ratio, gpus: int) -> tuple[str, str, str]:
     """The rate (TFLOP/s) and busBW (GB/s) the crossover note's T* = ⅔ × (N−1)/N × rate ÷
     busBW prints, with the fewest digits (the busBW to four figures at least) whose product
     prints as the note's T* does (``tokens``): round-22 cold reading P, finding 8, '515.3
-    TFLOP/s ÷ 26.2 GB/s = 11,457' gave 11,473."""
+    TFLOP/s ÷ 26.2 GB/s = 11,457' gave 11,473. Third, the all-reduce's time (ms) to the
+    digits that give that busBW's four figures from the bytes (round-23 cold reading P,
+    finding 6: '24.5 GB in 934 ms' gave 26.23, not the note's 26.24)."""
     rate, busbw = ratio.rate / 1e12, ratio.busbw / 1e9
     shown = tokens(ratio.crossover_tokens)
     least = max(0, 3 - math.floor(math.log10(busbw))) if busbw > 0 else 0
     tries = sorted(((r, b) for r in range(1, 5) for b in range(least, least + 4)),
                    key=sum)
-    for r, b in tries:
-        printed = 2 / 3 * (gpus - 1) / gpus * round(rate, r) * 1e3 / round(busbw, b)
-        if tokens(printed) == shown:
-            return f"{rate:,.{r}f}", f"{busbw:,.{b}f}"
-    return f"{rate:,.4f}", f"{busbw:,.{least + 3}f}"
+    r, b = next(((r, b) for r, b in tries if tokens(
+        2 / 3 * (gpus - 1) / gpus * round(rate, r) * 1e3 / round(busbw, b)) == shown),
+        (4, least + 3))
+    ms, sent = ratio.allreduce_s * 1e3, ratio.busbw * ratio.allreduce_s / 1e9
+    t = next((t for t in range(max(0, 2 - math.floor(math.log10(ms))) if ms > 0 else 0, 6)
+              if round(sent / round(ms, t) * 1e3, least) == round(busbw, least)), 6) if ms else 0
+    return f"{rate:,.{r}f}", f"{busbw:,.{b}f}", f"{ms:,.{t}f}"
 
 
 def ratio_figure(result) -> dict:

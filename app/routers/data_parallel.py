@@ -215,6 +215,15 @@ def bucket_label(value: float) -> str:
     return f"{int(mib):,} MiB ({value / 1e6:.3g} MB{default})"  # 1.05 MB, not 1.0
 
 
+def socket_bound(api: dict, host: str = "sapphire-rapids") -> dict:
+    """The PCIe speedup with the all-reduce at the socket link's rate alone (NCCL's topo.h,
+    ``SOCKET_LINK``): the bytes each GPU sends ÷ that link, against the same compute."""
+    comm_s = api["allreduce_bytes_per_gpu"] / SOCKET_LINK[host]
+    gpus = api["gpus"]
+    return {"rate": SOCKET_LINK[host], "comm_s": comm_s,
+            "speedup": gpus * api["compute_s"] / (api["compute_s"] + comm_s)}
+
+
 def extra_context(state) -> dict:
     query = state.query
     return {
@@ -230,6 +239,8 @@ def extra_context(state) -> dict:
         # ... and the socket link an 8-card server's ring crosses, which its busBW leaves out
         # (NCCL's topo.h; round-22 cold reading P, finding 11): step 1 says which way it errs.
         "socket": SOCKET_LINK,
+        # Step 2's note nets the socket link against the clock (round-23 cold reading P, 5).
+        "socket_pcie8": socket_bound(facts()["pcie8"]["api"]),
         # EP08 (and every op-by-op lesson) also times the slowest GPU of a node; step 2 says
         # this episode leaves that factor out (labs.hardware.kernels.SLOWEST_GPU).
         "slowest_gpu": SLOWEST_GPU,

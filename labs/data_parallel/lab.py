@@ -319,9 +319,11 @@ def assumptions(inp: DataParallelInput, link: Link) -> tuple[str, ...]:
            "α–β link model, no congestion."]
     gpu = timed_gpu(link, inp.gpu)
     if link.kind == "scale-up":
-        out.append(f"{link.name} joins the whole group of {gpu.name} as one fabric (at most "
-                   f"{link.domain} GPUs); NCCL's ring, tree or NVLS, whichever its tuner picks "
-                   "(EP02, step 6).")
+        # A PCIe server's ring crosses its two CPU sockets' link (round-23 cold reading P, 1).
+        errs = "errs fast: EP02, step 1; " if link.id.startswith("pcie") else ""
+        out.append(f"{link.name} joins the whole group of {gpu.name} as one fabric ({errs}at "
+                   f"most {link.domain} GPUs); NCCL's ring, tree or NVLS, whichever its tuner "
+                   "picks (EP02, step 6).")
     else:
         own = get_link(peer_links(gpu)[0]).name
         out.append(f"Servers of {GPUS_PER_SERVER} {gpu.name} on {own}, {inp.nics_per_node} "

@@ -86,8 +86,8 @@ def test_ep02_step_1_says_which_way_the_one_fabric_pcie_busbw_errs(client):
     srp = SOCKET_LINK["sapphire-rapids"] / 1e9
     assert (f"NCCL's own topology model prices at {srp:g} GB/s on a Sapphire Rapids host"
             in one), one
-    assert (f"errs fast, by up to 26.24 ÷ {srp:g} = {26.24 / srp:.2f}×: its PCIe speedups err "
-            "high") in one
+    # "by up to" read the wrong way: round 23's test_round23_coldP pins the bound per host.
+    assert f"errs fast, by at least 26.24 ÷ {srp:g} = {26.24 / srp:.2f}×" in one
 
 
 def test_ep03_step_9_note_says_the_dotted_line_is_stages_0_to_2s(client):

@@ -1,0 +1,66 @@
+"""Round-23 cold reading P (issue 36) on EP02-EP04: bounds said the wrong way, figures whose
+printed terms did not give them, and a rate told two ways.
+
+EP02 step 1's PCIe box (finding 1): the socket link caps the ring, so the lab errs fast by at
+least its ratio, printed per host from NCCL's topo.h; the bench says so at a PCIe state. EP02's
+crossover note (6): the time to the digits its busBW needs, the busBW named an effective rate.
+EP02 step 2's note (5): the socket link's error sized against the 4.71×."""
+
+import re
+
+import pytest
+
+from app.routers.data_parallel import facts as dp_facts
+from app.routers.data_parallel_state import DataParallelQuery, run
+from labs.hardware.links import get_link
+from labs.hardware.nccl_constants import SOCKET_LINK
+from tests.app.test_round22_coldP import _step
+from tests.app.test_zero_routes import visible_text
+
+
+def test_ep02_step_1_says_the_pcie_busbw_errs_fast_by_at_least_each_hosts_ratio(client):
+    one = _step(client.get("/episodes/data-parallel").text, 1)
+    busbw = get_link("pcie-4").ring_busbw / 1e9
+    srp, zen, skl = (SOCKET_LINK[h] / 1e9 for h in ("sapphire-rapids", "zen3-4", "skylake"))
+    assert (f"errs fast, by at least {busbw:.2f} ÷ {srp:g} = {busbw / srp:.2f}× on Sapphire "
+            f"Rapids ({busbw / zen:.2f}× on Zen 3/4, {busbw / skl:.1f}× on Skylake): its PCIe "
+            "speedups err high") in one, one
+    assert "up to" not in one.split("PCIe 4.0:")[1].split("NVLink 4 with NVLS")[0]
+
+
+@pytest.mark.parametrize(("query", "says"), [("?gpus=8&link=pcie-4", True),
+                                             ("?gpus=8&link=nvlink-4", False)])
+def test_ep02_bench_says_at_a_pcie_state_that_one_fabric_errs_fast(client, query, says):
+    html = client.get("/episodes/data-parallel" + query).text
+    bench = visible_text(html.split("How this is computed")[1].split("</details>")[0])
+    assert ("as one fabric (errs fast: EP02, step 1;" in bench) is says, bench
+
+
+@pytest.mark.parametrize("query", [{"gpus": 8, "link": "pcie-4"}, {"gpus": 4, "link": "pcie-4"},
+                                   {"gpus": 8, "link": "nvlink-4"}])
+def test_ep02_crossover_note_times_the_all_reduce_to_its_busbws_digits(client, query):
+    url = "/episodes/data-parallel?" + "&".join(f"{k}={v}" for k, v in query.items())
+    note = visible_text(client.get(url).text.split('data-testid="crossover"')[1].split("</p>")[0])
+    busbw = float(re.search(r"÷ ([\d,.]+) GB/s = [\d,]+ tokens", note)[1].replace(",", ""))
+    sent, ms = re.search(r"reaches: ([\d.]+) GB.*? in ([\d,.]+) ms\.", note).groups()
+    assert "busBW here is an effective rate (step 1: NCCL's latency folded in)" in note, note
+    # The printed bytes over the printed time give the printed busBW to four figures.
+    assert float(sent) / float(ms.replace(",", "")) * 1e3 == pytest.approx(busbw, rel=2e-4)
+    result = run(DataParallelQuery(**query))
+    assert float(ms.replace(",", "")) == pytest.approx(result.ratio.allreduce_s * 1e3, rel=1e-4)
+
+
+def test_ep02_step_2_note_sizes_the_socket_links_error_against_the_clocks(client):
+    from app.routers.data_parallel import socket_bound  # new with finding 5
+
+    two = _step(client.get("/episodes/data-parallel").text, 2)
+    p8 = dp_facts()["pcie8"]["api"]
+    bound = socket_bound(p8)
+    compute, sock = (f"{s * 1e3:,.0f} ms" for s in (p8["compute_s"], bound["comm_s"]))
+    assert (f"with the socket link's 22 GB/s alone, 8 × {compute} ÷ ({compute} + 24.5 GB ÷ 22 "
+            f"GB/s = {sock}) = {bound['speedup']:.2f}×, not {p8['speedup']:.2f}×; the clock's "
+            "error, unmeasured, runs the other way") in two, two
+    # The engine's compute and the socket link's time, redone by hand.
+    assert bound["speedup"] == pytest.approx(
+        8 * p8["compute_s"] / (p8["compute_s"] + 24.5e9 / SOCKET_LINK["sapphire-rapids"]))
+    assert round(bound["speedup"], 2) < round(p8["speedup"], 2)
