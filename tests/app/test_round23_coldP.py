@@ -64,3 +64,29 @@ def test_ep02_step_2_note_sizes_the_socket_links_error_against_the_clocks(client
     assert bound["speedup"] == pytest.approx(
         8 * p8["compute_s"] / (p8["compute_s"] + 24.5e9 / SOCKET_LINK["sapphire-rapids"]))
     assert round(bound["speedup"], 2) < round(p8["speedup"], 2)
+
+
+def test_ep04_step_3_derives_the_backward_pairs_exposed_time(client):
+    from app.routers.tensor_parallel import facts as tp_facts
+
+    three = _step(client.get("/episodes/tensor-parallel").text, 3)
+    g = tp_facts()["good"]["api"]
+    whole, qkv = g["collective_s"] * 1e3, g["backward_beside"][0]["seconds"] * 1e3
+    assert (f"which hide all but {whole:.3f} − {qkv:.3f} = {g['backward_comm_s'] * 1e3:.2f} ms "
+            f"(QKV's matmul, {qkv:.3f} ms: step 4's note)") in three, three
+    assert round(whole, 3) - round(qkv, 3) == pytest.approx(g["backward_comm_s"] * 1e3, abs=0.005)
+    # Step 4's note derives that 0.479 from QKV's FLOPs and rate.
+    assert f"Step 4's hidden {qkv:.3f}" in _step(client.get("/episodes/tensor-parallel").text, 4)
+
+
+def test_ep04_step_5_sums_are_the_sums_of_their_printed_terms(client):
+    from app.routers.tensor_parallel import facts as tp_facts
+
+    five = _step(client.get("/episodes/tensor-parallel").text, 5)
+    said = re.search(r"The two nearly cancel: ([\d.]+) → ([\d.]+) ms a layer", five)
+    assert said, five
+    for key, total in (("sp_off", said[1]), ("sp_on", said[2])):
+        api = tp_facts()[key]["api"]
+        terms = round(api["compute_s"] * 1e3, 2) + round(api["comm_s"] * 1e3, 2)
+        assert total == f"{terms:.2f}", (key, total)
+        assert f"{api['compute_s'] * 1e3:.2f}" in five and f"{api['comm_s'] * 1e3:.2f}" in five
