@@ -90,3 +90,22 @@ def test_ep04_step_5_sums_are_the_sums_of_their_printed_terms(client):
         terms = round(api["compute_s"] * 1e3, 2) + round(api["comm_s"] * 1e3, 2)
         assert total == f"{terms:.2f}", (key, total)
         assert f"{api['compute_s'] * 1e3:.2f}" in five and f"{api['comm_s'] * 1e3:.2f}" in five
+
+
+def test_ep03_step_9_note_derives_the_1280_token_line_from_its_rate_and_backward_share(client):
+    from app.routers.zero import facts as zero_facts
+
+    nine = _step(client.get("/episodes/zero").text, 9)
+    f = zero_facts()["l70_z0_1280"]
+    x, r = f["api"]["crossover"], f["result"]
+    share = 100 * r.backward_seconds / r.compute_seconds
+    t_star, line = f"{x['crossover_tokens']:,.0f}", f"{x['hidden_tokens']:,.0f}"
+    assert (f"At 1,280 tokens the matmuls run slower, {x['rate'] / 1e12:.1f} TFLOP/s (T* "
+            f"{t_star}), and the backward is {share:.1f}% of the compute: the line sits at "
+            f"{t_star} ÷ {share:.1f}% = {line}.") in nine, nine
+    # The printed terms give the printed line (1.5 × T* alone gave 1,505) ...
+    assert f"{round(x['crossover_tokens']) / round(share, 1) * 100:,.0f}" == line
+    # ... and the printed rate the printed T*: ⅔ × 7/8 × rate ÷ busBW (the why's formula).
+    d = f["api"]["dp"]
+    assert x["crossover_tokens"] == pytest.approx(
+        2 / 3 * (d - 1) / d * x["rate"] / x["busbw"], rel=1e-3)

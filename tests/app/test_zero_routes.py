@@ -503,8 +503,8 @@ def test_round_8_step_9_plain_dp_stops_hiding_where_zero3_does(client):
     assert f"1.5 × {shown:,} = {1.5 * shown:,.0f} tokens, ZeRO-3's {z3t:,.0f}" in step
     assert "its extra third rides the forward pass" in step
     ar, bwd = round(mid["api"]["traffic_seconds"] * 1e3, 2), round(r.backward_seconds * 1e3, 2)
-    assert (f"At 1,280 tokens: {ar:,.2f} ms of all-reduce − {bwd:,.2f} ms of backward pass = "
-            f"{ar - bwd:,.2f} ms exposed") in step
+    assert (f"Between it and T* DP is exposed: {ar:,.2f} ms of all-reduce − {bwd:,.2f} ms of "
+            f"backward pass = {ar - bwd:,.2f} ms") in step
     assert fmt_ms(mid["api"]["exposed_seconds"]) == fmt_ms((ar - bwd) / 1e3)  # the chart's
     assert "ZeRO-0, 1,280 tokens" in step
     # Round-13 cold reading, finding 4: the why is the idea and the 1,280-token example; the
@@ -519,9 +519,10 @@ def test_round_8_step_9_plain_dp_stops_hiding_where_zero3_does(client):
     assert f"{hidden:,.0f}" not in why and f"{hidden:,.0f}" in note
     assert f"{f['l70_z0']['api']['crossover']['hidden_tokens']:,.0f}" in note
     # Round-10 cold reading, item 6: the line moves with the state's rate, and says so. Round
-    # 17, finding 6: the note keeps the line, not that state's own T* and ratio.
-    assert (f"the line moves with the state's rate: at 1,280 tokens it sits at "
-            f"{hidden:,.0f}") in note and f"{here:,.0f}" not in step
+    # 17, finding 6: the why keeps neither that state's own T* nor its line; round 23 (P, 4):
+    # the note derives the line from them (test_round23_coldP).
+    assert f"the line sits at {here:,.0f} ÷ " in note and f"= {hidden:,.0f}" in note
+    assert f"{here:,.0f}" not in why
     # Item 9: the Ethernet busBW from the node's ports, against NVLink's.
     eth, ib = f["eth"]["result"].input.cluster, f["l70_z3"]["result"].input.cluster
     assert f["eth"]["api"]["crossover"]["busbw"] == pytest.approx(
