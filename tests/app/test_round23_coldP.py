@@ -6,6 +6,7 @@ least its ratio, printed per host from NCCL's topo.h; the bench says so at a PCI
 crossover note (6): the time to the digits its busBW needs, the busBW named an effective rate.
 EP02 step 2's note (5): the socket link's error sized against the 4.71×."""
 
+import json
 import re
 
 import pytest
@@ -109,3 +110,16 @@ def test_ep03_step_9_note_derives_the_1280_token_line_from_its_rate_and_backward
     d = f["api"]["dp"]
     assert x["crossover_tokens"] == pytest.approx(
         2 / 3 * (d - 1) / d * x["rate"] / x["busbw"], rel=1e-3)
+
+
+@pytest.mark.parametrize("query", ["", "?gpus=16&link=ib-ndr", "?gpus=64&link=ib-ndr"])
+def test_ep02_step_1_intro_points_at_the_time_charts_bytes_label(client, query):
+    """Finding 7: 'the time chart's all-reduce row' at states (16 and 64 GPUs, before step 3)
+    where the chart draws no such row; the label under its bar is drawn at every state."""
+    html = client.get("/episodes/data-parallel" + query).text
+    one = _step(html, 1)
+    assert "all-reduce row" not in one
+    assert "The label under the time chart's bar says how many bytes that is" in one
+    fig = json.loads(re.search(r'data-target="dp-time"[^>]*>(.*?)</script>', html, re.S)[1])
+    labels = [a.get("text", "") for a in fig["layout"]["annotations"]]
+    assert any(re.search(r"[\d.]+ GB.* →$", t) for t in labels), labels  # the bytes, at the bar
