@@ -161,6 +161,7 @@ def facts() -> dict:
     state = lesson_state(ZeroQuery, run, to_api)
     g9_full_16k = state(model=STEP_6_MODEL, dp=32, zero=3, recompute="full", seq_len=16384)
     full = state(dp=32, zero=3, recompute="full")
+    full_16k = state(dp=32, zero=3, recompute="full", seq_len=16384)
     return {
         "l70_z3": state(dp=32, zero=3),
         "l70_z3_1k": state(dp=32, zero=3, seq_len=1024),  # step 9: below the crossover
@@ -192,7 +193,9 @@ def facts() -> dict:
         # Its peak while the backward runs a layer again, EP01 step 5's rule (labs.memory.lab
         # recompute_peak_bytes; round-21 cold reading P, finding 6).
         "g9_full_16k_peak": recompute_peak_bytes(g9_full_16k["result"].ledger),
-        "full_16k": state(dp=32, zero=3, recompute="full", seq_len=16384),
+        "full_16k": full_16k,
+        # Step 6 gives its peak beside its kept bill (round-23 cold reading P, finding 8).
+        "full_16k_peak": recompute_peak_bytes(full_16k["result"].ledger),
         "l405_z3": state(model="llama-3.1-405b", dp=32, zero=3),
         "full": full,
         # ... and its peak, the one EP01 step 5 quotes for the same 70B (round-22 cold

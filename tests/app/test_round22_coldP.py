@@ -95,7 +95,7 @@ def test_ep03_step_9_note_says_the_dotted_line_is_stages_0_to_2s(client):
     nine = _step(html, 9)
     assert "the opening state's dotted line" not in nine
     assert "The chart's dotted line (stages 0-2 only)" in nine
-    assert "Between the two T*s" not in nine and "Between DP's T* and the dotted line" in nine
+    assert "Between the two T*s" not in nine and "Between it and T* DP is exposed" in nine  # r23 P 4
     z3 = zero_facts()["l70_z3"]
     hidden = z3["api"]["crossover"]["hidden_tokens"]
     assert (f"hides only from {hidden:,.0f} tokens, a little past its T*, where the opening "
@@ -113,7 +113,7 @@ def test_ep01_step_5s_pointer_to_ep03_step_6_holds(client):
     peak = memory_facts()["l70_zero3_full_peak"]
     six = _step(client.get("/episodes/zero").text, 6)
     full = zero_facts()["full"]["api"]["total_bytes"]
-    assert f"to {full / 1e9:.1f} GB ({peak / 1e9:.1f} GB at the peak;" in six, six
+    assert f"to {full / 1e9:.1f} GB ({peak / 1e9:.1f} GB at the peak);" in six, six
     assert zero_facts()["full_peak"] == pytest.approx(peak)
 
 

@@ -123,3 +123,19 @@ def test_ep02_step_1_intro_points_at_the_time_charts_bytes_label(client, query):
     fig = json.loads(re.search(r'data-target="dp-time"[^>]*>(.*?)</script>', html, re.S)[1])
     labels = [a.get("text", "") for a in fig["layout"]["annotations"]]
     assert any(re.search(r"[\d.]+ GB.* →$", t) for t in labels), labels  # the bytes, at the bar
+
+
+def test_ep03_step_6_gives_the_16k_bill_and_its_peak_apart(client):
+    """Finding 8: '(44.0 GB at the peak; at 16,384 tokens, 65.7 GB)' read the 65.7 as a peak;
+    it is the kept bill, its peak 70.3 GB (recompute_peak_bytes)."""
+    from app.routers.zero import facts as zero_facts
+    from labs.memory.lab import recompute_peak_bytes
+
+    six = _step(client.get("/episodes/zero").text, 6)
+    f = zero_facts()
+    full, k16 = f["full"]["api"], f["full_16k"]
+    peak16 = recompute_peak_bytes(k16["result"].ledger)
+    assert f["full_16k_peak"] == peak16 > k16["api"]["total_bytes"]
+    assert (f"to {full['total_bytes'] / 1e9:.1f} GB ({f['full_peak'] / 1e9:.1f} GB at the peak); "
+            f"at 16,384 tokens to {k16['api']['total_bytes'] / 1e9:.1f} GB "
+            f"({peak16 / 1e9:.1f} GB at the peak).") in six, six
