@@ -95,7 +95,7 @@ def test_ep03_step_9_note_says_the_dotted_line_is_stages_0_to_2s(client):
     nine = _step(html, 9)
     assert "the opening state's dotted line" not in nine
     assert "The chart's dotted line (stages 0-2 only)" in nine
-    assert "Between the two T*s" not in nine and "Between it and T* DP is exposed" in nine  # r23 P 4
+    assert "Between the two T*s" not in nine and "Between it and T* DP is exposed" in nine
     z3 = zero_facts()["l70_z3"]
     hidden = z3["api"]["crossover"]["hidden_tokens"]
     assert (f"hides only from {hidden:,.0f} tokens, a little past its T*, where the opening "
