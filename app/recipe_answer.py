@@ -127,11 +127,15 @@ def timeline_end(r: RecipeResult) -> str:
     finding 7: the caption quoted the comm lane's end (443 ms) where step 12's why quotes the
     compute stream's (435 ms): it gives both, apart, where they differ."""
     line = timeline(r)
+    return end_words(r, line.seconds, line.compute_end)
+
+
+def end_words(r: RecipeResult, seconds: float, compute_end: float) -> str:
+    """``timeline_end`` from a timeline already computed (the answer computes it once)."""
     on = "the DP buckets run" if r.plan.zero < 3 else "the communication stream runs"
-    if fmt_ms(line.seconds) == fmt_ms(line.compute_end):
-        return fmt_ms(line.seconds)
-    return (f"the compute stream ends at {fmt_ms(line.compute_end)}; {on} on to "
-            f"{fmt_ms(line.seconds)}")
+    if fmt_ms(seconds) == fmt_ms(compute_end):
+        return fmt_ms(seconds)
+    return f"the compute stream ends at {fmt_ms(compute_end)}; {on} on to {fmt_ms(seconds)}"
 
 
 @per_result
@@ -154,7 +158,8 @@ def timeline_api(r: RecipeResult) -> dict | None:
     shown = [f"{LABELS[k]} {fmt_ms(v)}" for k, v in line.exposed.items()
              if v > 0 and not (k == "dp" and r.plan.zero < 3)]
     dp = line.exposed["dp"] if r.plan.zero < 3 else 0.0
-    summary = (f"The step's last micro-batch on the slowest stage: {timeline_end(r)}. "
+    summary = (f"The step's last micro-batch on the slowest stage: "
+               f"{end_words(r, line.seconds, line.compute_end)}. "
                "On the critical path: " + (", ".join(shown) or "no communication")
                + (f"; DP {fmt_ms(dp)} once a step, after the last backward" if dp else "")
                + f". SMs lent to NCCL, charged: {fmt_ms(line.charged_sm_s)}; "

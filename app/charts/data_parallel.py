@@ -330,6 +330,11 @@ def curve_gpus(result) -> dict[str, str]:
             for link, gpu in timed.items() if gpu != common}
 
 
+def _short_cards(cards: str) -> str:
+    """"H100 PCIe 80GB cards" as a legend names it: "H100 PCIe"."""
+    return re.sub(r"( \d+GB)? cards$", "", cards)
+
+
 def curve_names(result, names: dict[str, str]) -> dict[str, str]:
     """Each link's name as the chart, its summary and its table say it: with its GPUs where
     they are not the other curves' (``curve_gpus``)."""
@@ -353,7 +358,9 @@ def scaling_figure(result, names: dict[str, str], families: dict[str, str]) -> d
         series = _series(result, link)
         colour = FAMILY_COLOURS[families[link]]
         dash = EXTRA_DASH if link not in result.curve_links[:4] else "solid"
-        named = (short_name(names[link]) + (f" ({cards[link]})" if link in cards else "")
+        # The legend names the GPUs short ("H100 PCIe"): the bench's legend must not scroll.
+        named = (short_name(names[link])
+                 + (f" ({_short_cards(cards[link])})" if link in cards else "")
                  + ports(link, inp.nics_per_node))
         common = {"type": "scatter", "mode": "lines+markers", "name": named,
                   "x": [p.gpus for p in series], "legendgroup": link,
@@ -603,6 +610,8 @@ def crossover_inputs(ratio, gpus: int) -> tuple[str, str, str]:
     digits that give that busBW's four figures from the bytes (round-23 cold reading P,
     finding 6: '24.5 GB in 934 ms' gave 26.23, not the note's 26.24)."""
     rate, busbw = ratio.rate / 1e12, ratio.busbw / 1e9
+    if gpus < 2 or busbw <= 0:  # one GPU sends nothing: no busBW to divide by
+        return f"{rate:,.1f}", f"{busbw:,.2f}", f"{ratio.allreduce_s * 1e3:,.0f}"
     shown = tokens(ratio.crossover_tokens)
     least = max(0, 3 - math.floor(math.log10(busbw))) if busbw > 0 else 0
     tries = sorted(((r, b) for r in range(1, 5) for b in range(least, least + 4)),

@@ -318,7 +318,7 @@ def memory_owners(figure: dict, r, keys: dict) -> dict:
 def veiled_figures(state, figures: dict) -> dict:
     """``figures`` (recipe_state.drawn_figures) with each chart's answering parts owned by the steps
     and drills they answer at ``state`` (``bench_keys``), for lab.js to veil until the guess."""
-    from app.recipe_answer import layer_api, micro_api, timeline_api, timeline_end
+    from app.recipe_answer import end_words, layer_api, micro_api, timeline_api
     from labs.recipe.overlap import LABELS
 
     if not figures:
@@ -330,7 +330,7 @@ def veiled_figures(state, figures: dict) -> dict:
     # ZeRO-0/1/2's DP wait is said once a step, after the critical path (step 12 asks it).
     once = line["exposed_s"]["dp"]
     # The micro-batch's end less the backward's drawn end is the DP wait too (ZeRO-0/1/2).
-    end = f"slowest stage: {timeline_end(r)}."
+    end = f"slowest stage: {end_words(r, line['seconds'], line['compute_end_s'])}."
     lanes_owners(figures["timeline"], line["events"], keys, {
         k: [(f"{LABELS[k]} {fmt_ms(v)}", f"{LABELS[k]} ?"),
             *([(f"DP {fmt_ms(once)} once a step", "DP ? once a step"),

@@ -56,7 +56,8 @@ def test_ep11_step_4_gives_the_step_it_rounds_to_and_step_5_reuses_it(client):
     html = client.get("/episodes/failures").text
     four, five = _step(html, 4), _step(html, 5)
     derived = f"(16,384 GPUs × 400 TFLOP/s, Llama 3's Table 4) = {step:.2f} s"
-    used = f"{daly:.1f} s ÷ {step:.2f} s = {daly / step:.2f}, so {k} × {step:.2f} s ="
+    used = (f"{daly:.1f} s ÷ {step:.2f} s = {round(daly, 1) / round(step, 2):.2f}, "
+            f"so {k} × {step:.2f} s =")  # the printed parts' quotient (round 23 R #12)
     assert derived in four and used in four
     assert four.index(derived) < four.index(used)
     assert f"each {step:.2f} s (step 4)" in five
