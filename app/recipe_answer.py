@@ -122,16 +122,10 @@ SHORT = {"kernels": "kernels", "tp": "TP", "cp": "CP", "ep": "EP", "sends": "sen
          "dp": "DP"}
 
 
-def timeline_end(r: RecipeResult) -> str:
-    """Where the drawn micro-batch ends, as its caption says it. Round-22 cold reading Q,
-    finding 7: the caption quoted the comm lane's end (443 ms) where step 12's why quotes the
-    compute stream's (435 ms): it gives both, apart, where they differ."""
-    line = timeline(r)
-    return end_words(r, line.seconds, line.compute_end)
-
-
 def end_words(r: RecipeResult, seconds: float, compute_end: float) -> str:
-    """``timeline_end`` from a timeline already computed (the answer computes it once)."""
+    """Where the drawn micro-batch ends, as its caption says it, from the answer's one
+    timeline. Round-22 cold reading Q, finding 7: the caption quoted the comm lane's end (443
+    ms) where step 12's why quotes the compute stream's (435 ms): it gives both, apart."""
     on = "the DP buckets run" if r.plan.zero < 3 else "the communication stream runs"
     if fmt_ms(seconds) == fmt_ms(compute_end):
         return fmt_ms(seconds)
