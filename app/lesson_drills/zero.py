@@ -30,6 +30,34 @@ def _stage_state(stage: int) -> float:
                      "state_bytes") / 1e9
 
 
+# The memory decide's choices (key, label, state, why), named so a test can compare states.
+# Round-23 cold reading P, finding 9: "Full recomputation, still ZeRO-1" could never win beside
+# "ZeRO-2, and full recomputation". Each wrong choice now needs its own arithmetic or idea.
+MEMORY_CHOICES = (
+    ("z3x64", "ZeRO-3, and twice the GPUs (64)", {**LONG, "dp": 64, "zero": 3},
+     lambda a: f"ZeRO-3 shards all 16 bytes: {gb(a['state_bytes'])} of state. But no "
+               "stage shards the activations: each GPU keeps its sequence's 34·s·h·L = "
+               f"{gb(_acts(a))} and {gb(_logits(a))} of logits however many GPUs there "
+               "are: {value}."),
+    ("z2full", "ZeRO-2, and full recomputation", {**LONG, "zero": 2, "recompute": "full"},
+     lambda a: f"ZeRO-2 keeps the 2 B of bf16 weights whole, {gb(2 * P70)}: "
+               f"{gb(a['state_bytes'])} of state. But full recomputation keeps only each "
+               f"layer's input, 2·s·h·L = {gb(_acts(a))}, with {gb(_logits(a))} of "
+               "logits: {value}, for about a third more compute."),
+    ("z1x128full", "ZeRO-1 on 128 GPUs instead of 32, and full recomputation",
+     {**LONG, "dp": 128, "recompute": "full"},
+     lambda a: f"Recomputation cuts the activations to {gb(_acts(a))}, but four times the "
+               "GPUs shrink only the sharded optimizer state: ZeRO-1 keeps the 4 B of "
+               f"weights and gradients whole, {gb(4 * P70)}, so "
+               f"{gb(a['state_bytes'])} of state, {{value}}."),
+    ("z3sel", "ZeRO-3, and selective recomputation",
+     {**LONG, "zero": 3, "recompute": "selective"},
+     lambda a: f"ZeRO-3 shards all 16 bytes: {gb(a['state_bytes'])} of state. But with a "
+               "fused attention kernel selective recomputation keeps the same 34·s·h a "
+               f"layer (step 6): {gb(_acts(a))} of activations stay, {{value}}."),
+)
+
+
 DRILLS: tuple[Drill | Decide, ...] = (
     predict(
         "zero-predict-stage2-16",
@@ -63,28 +91,12 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "recomputed, one "
         f"{LONG['seq_len']:,}-token sequence per GPU. Which change cuts each GPU's memory most?",
         "zero", "total_bytes",
-        (("z3x64", "ZeRO-3, and twice the GPUs (64)", {**LONG, "dp": 64, "zero": 3},
-          lambda a: f"ZeRO-3 shards all 16 bytes: {gb(a['state_bytes'])} of state. But no "
-                    "stage shards the activations: each GPU keeps its sequence's 34·s·h·L = "
-                    f"{gb(_acts(a))} and {gb(_logits(a))} of logits however many GPUs there "
-                    "are: {value}."),
-         ("z2full", "ZeRO-2, and full recomputation", {**LONG, "zero": 2, "recompute": "full"},
-          lambda a: f"ZeRO-2 keeps the 2 B of bf16 weights whole, {gb(2 * P70)}: "
-                    f"{gb(a['state_bytes'])} of state. But full recomputation keeps only each "
-                    f"layer's input, 2·s·h·L = {gb(_acts(a))}, with {gb(_logits(a))} of "
-                    "logits: {value}, for about a third more compute."),
-         ("z1x128", "ZeRO-1 on 128 GPUs instead of 32", {**LONG, "dp": 128},
-          lambda a: "Four times the GPUs shrink only the sharded optimizer state; the 4 B of "
-                    f"weights and gradients stay whole, {gb(4 * P70)}, and each GPU keeps its "
-                    f"sequence's {gb(_acts(a))} of activations: {{value}}."),
-         ("z1full", "Full recomputation, still ZeRO-1", {**LONG, "recompute": "full"},
-          lambda a: f"Recomputation cuts the activations to {gb(_acts(a))}, but ZeRO-1 keeps "
-                    f"the 4 B of weights and gradients whole, {gb(4 * P70)}: "
-                    f"{gb(a['state_bytes'])} of state, {{value}}.")),
+        MEMORY_CHOICES,
         best="min", fmt=gb,
-        solution="{best}. ZeRO-2 with full recomputation {z2full}, ZeRO-1 with it {z1full}, "
-                 "ZeRO-3 on 64 {z3x64}, ZeRO-1 on 128 {z1x128}. At 16,384 tokens the "
-                 "activations outweigh the state: no stage shards them (step 3), and only "
-                 "recomputation cuts them (step 6); then sharding more of the state helps.",
+        solution="{best}. ZeRO-2 with full recomputation {z2full}, ZeRO-1 on 128 with it "
+                 "{z1x128full}, ZeRO-3 on 64 {z3x64}, ZeRO-3 with selective {z3sel}. At "
+                 "16,384 tokens the activations outweigh the state: no stage shards them "
+                 "(step 3), and only full recomputation cuts them (step 6); then sharding "
+                 "more of the state helps, and more GPUs only shard what the stage shards.",
         reveals=("ZeRO-2 with full recomputation",)),
 )

@@ -333,11 +333,14 @@ def gpu_cluster(gpu: GPUSpec) -> Cluster:
     link (``scale_up_bandwidth``), one ``network_bandwidth`` port per GPU. The scale-up link
     achieves what the preset its GPUs talk over does on a ring (``peer_links``; module
     docstring: one physical link, one figure) when the datasheet names that link's bandwidth."""
-    intra = Link(f"{gpu.id}-scale-up", f"{gpu.name} scale-up", "scale-up",
+    intra = Link(f"{gpu.id}-scale-up", f"the {gpu.name}'s scale-up link", "scale-up",
                  gpu.scale_up_bandwidth, SCALE_UP_LATENCY, gpu.source, gpu.scale_up_domain)
     fabric = links().get(peer_links(gpu)[0])
     if fabric is not None and fabric.bandwidth == intra.bandwidth:
-        intra = replace(intra, busbw=fabric.ring_busbw, p2p_bandwidth=fabric.p2p_bandwidth,
+        # Named after the fabric it is (round-23 cold reading P, finding 10: /api/zero's
+        # cluster read "8 x NVIDIA H100 SXM 80GB, NVIDIA H100 SXM 80GB scale-up, ...").
+        intra = replace(intra, name=fabric.name, busbw=fabric.ring_busbw,
+                        p2p_bandwidth=fabric.p2p_bandwidth,
                         nccl_hw=fabric.hw,
                         achieved_source=f"{fabric.name}'s: {fabric.achieved_note}")
     inter = Link(f"{gpu.id}-network", f"{gpu.name} network port", "scale-out",

@@ -439,11 +439,30 @@ def test_round_17_the_memory_decide_is_not_won_by_sharding_the_most():
     assert z3["breakdown"]["activations"] > z3["state_bytes"]  # sharding is not the answer
     assert f"34·s·h·L = {gb(z3['breakdown']['activations'])}" in judged["z3x64"].why
     assert f"2 B of bf16 weights whole, {gb(2 * P70)}" in judged["z2full"].why
-    assert f"whole, {gb(4 * P70)}" in judged["z1x128"].why and gb(4 * P70) in judged["z1full"].why
-    for key in ("z3x64", "z1x128", "z1full"):
+    assert f"whole, {gb(4 * P70)}" in judged["z1x128full"].why
+    for key in ("z3x64", "z1x128full", "z3sel"):
         told = check_drill(drill, key, attempt=1, hide_answers=True)["message"]
         assert told == "Not that one. " + judged[key].why
         assert judged["z2full"].figure not in told
+
+
+def test_round_23_no_memory_decide_option_loses_to_another_by_inspection():
+    """Round-23 cold reading P, finding 9: "Full recomputation, still ZeRO-1" sat beside "ZeRO-2,
+    and full recomputation": same recomputation, less sharding, so it could never win and a
+    student struck it without thinking. No wrong option is another option with one setting
+    made worse: each pair differs in two things or in the idea the option tests."""
+    from app.lesson_drills.zero import MEMORY_CHOICES
+
+    states = {key: state for key, _, state, _ in MEMORY_CHOICES}
+
+    def no_better(a: dict, b: dict) -> bool:  # a is b with sharding and recomputation no better
+        order = {"none": 0, "selective": 1, "full": 2}
+        return (a["zero"] <= b["zero"] and a["dp"] <= b["dp"]
+                and order[a.get("recompute", "none")] <= order[b.get("recompute", "none")])
+
+    for k, a in states.items():
+        for j, b in states.items():
+            assert k == j or not no_better(a, b), (k, j)
 
 
 def step_text(client, start: str, end: str) -> str:
@@ -1485,3 +1504,14 @@ def test_round21_step_9_says_which_dotted_line_is_which(client):
     assert f"= {z0['api']['crossover']['hidden_tokens']:,.0f} tokens, ZeRO-3's " in text
     # The opening bench prints the same 1,565.
     assert f"past {hidden3:,.0f} tokens per GPU" in html
+
+
+def test_round_23_the_cluster_names_its_scale_up_link_not_the_gpu(client):
+    """Round-23 cold reading P, finding 10: /api/zero's ``cluster`` read "8 x NVIDIA H100 SXM
+    80GB, NVIDIA H100 SXM 80GB scale-up, 8 x InfiniBand NDR 400 Gb/s": the GPU where the link
+    belongs. The node's scale-up link is named after the fabric its GPUs talk over."""
+    for gpu, fabric in (("h100-sxm", "NVLink 4"), ("a100-80gb", "NVLink 3"),
+                        ("h100-pcie", "PCIe 5.0")):
+        answer = client.get("/api/zero", params={"gpu": gpu, "link": "ib-ndr"}).json()
+        gpu_name, link_name, _ = answer["cluster"].split(", ")
+        assert link_name.startswith(fabric) and gpu_name.split(" x ", 1)[1] not in link_name
