@@ -213,6 +213,17 @@ def degrees(plan) -> str:
     return ", ".join(f"{k.upper()} {getattr(plan, k)}" for k in ("tp", "pp", "cp", "dp"))
 
 
+def settings(plan) -> str:
+    """The rest of a plan a reader needs to redo it in EP08 (round-23 cold reading Q, finding
+    5: step 7's limit quoted two plans without their schedule, chunks or recomputation)."""
+    schedule = (f"interleaved 1F1B, {plan.virtual} chunks a GPU" if plan.virtual > 1
+                else plan.schedule.upper())
+    recompute = {"flash": "fused attention, nothing recomputed",
+                 "none": "unfused attention, nothing recomputed"}.get(
+                     plan.recompute, f"{plan.recompute} recomputation")
+    return f"{schedule}, ZeRO-{plan.zero}, {recompute}"
+
+
 @lru_cache(maxsize=1)
 def planner_on_short_sequences() -> dict:
     """Step 7's limit: EP08's planner at that page's opening state (GPT-3 175B, 2,048-token
@@ -229,7 +240,7 @@ def planner_on_short_sequences() -> dict:
     best, no_cp = plans[0], next(r for r in plans if r.plan.cp == 1)
     row = {"label": lambda r: degrees(r.plan), "tokens_per_s": lambda r: r.tokens_per_s,
            "microbatches": lambda r: r.plan.microbatches, "cp": lambda r: r.plan.cp,
-           "tp": lambda r: r.plan.tp}
+           "tp": lambda r: r.plan.tp, "settings": lambda r: settings(r.plan)}
     return {"model": query.model_spec().name, "gpus": query.gpus, "gpu": get_gpu(query.gpu).name,
             "seq_len": query.seq_len, "global_batch": query.global_batch,
             "gpus_per_node": query.gpus_per_node,

@@ -1024,3 +1024,27 @@ def test_round_22_step_7s_limit_calls_the_planners_lead_a_tie_and_says_ep08_once
     assert text.count("EP08 puts CP beside TP, PP and DP in one plan") == 1
     step8 = page[page.index('id="step-8"'):]
     assert "EP08 puts CP beside TP, PP and DP in one plan" in " ".join(step8.split())
+
+
+def test_round_23_step_7s_limit_gives_the_planners_settings_and_its_crossover_checks(client):
+    """Round-23 cold reading Q, findings 5 and 7: step 7's limit quoted EP08's planner's two
+    plans by their degrees alone (a reader could not redo them: interleaved, 6 chunks, ZeRO-2,
+    nothing recomputed), and its Ethernet crossover printed 35,637 tokens, which the printed
+    417 TFLOP/s and 2.925 GB/s do not give. The crossover is rounded to what they carry."""
+    from app.routers.context_parallel import planner_on_short_sequences
+    from tests.app.test_zero_routes import visible_text
+
+    html = client.get("/episodes/context-parallel").text
+    html = re.sub(r'<span class="term-tip".*?</span></span>', "", html, flags=re.S)  # no tips
+    step = re.sub(r"\s+", " ", visible_text(html[html.index('id="step-7"'):
+                                                  html.index('id="step-8"')]))
+    step = step.replace(" ,", ",")
+    plans = planner_on_short_sequences()
+    for plan in (plans["best"], plans["no_cp"]):
+        assert f"{plan['settings']}, {plan['microbatches']} micro-batches" in step
+    assert "interleaved 1F1B" in plans["best"]["settings"]
+    rate, bw, printed = re.search(r"On 25 Gb/s Ethernet \(attention on 512-token blocks at "
+                                  r"(\d+) TFLOP/s, sends at ([\d.]+) GB/s\) it is about ([\d,]+)",
+                                  step).groups()
+    printed = int(printed.replace(",", ""))
+    assert abs(printed - float(rate) * 1e12 / (4 * float(bw) * 1e9)) <= 0.005 * printed
