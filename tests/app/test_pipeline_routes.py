@@ -976,3 +976,14 @@ def test_round_22_step_2s_intro_gives_neither_step_1s_answer_nor_its_own(client)
     assert ("With equal stages the line takes m + p − 1 slots, the step's length or makespan: "
             "p − 1 to fill and empty it and m of work per rank. The idle share of the step is "
             "(p − 1)/(m + p − 1): 5/15") in why
+
+
+def test_round_23_step_4s_send_share_is_the_one_it_multiplies(client):
+    """Round-23 cold reading Q, finding 8: step 4's why printed "193 µs ÷ 23.8 ms = 0.008 f"
+    and then multiplied by 0.0081 f. The quotient is printed as the factor it becomes."""
+    from tests.app.test_zero_routes import visible_text
+
+    text = re.sub(r"\s+", " ", visible_text(client.get("/episodes/pipeline").text))
+    share, used = re.search(r"µs ÷ [\d.]+ ms = ([\d.]+) f, not 0\.1 f: [\d.]+ \+ \d+ × ([\d.]+)",
+                            text).groups()
+    assert share == used
