@@ -62,6 +62,7 @@ TAUGHT_IN: dict[str, str] = {
     "deepep": "experts",
     "gemm": "zero",
     "sm": "zero",
+    "mamf": "data-parallel",
     "grouped-gemm": "experts",
     "gelu": "memory",
     "mlp": "memory",

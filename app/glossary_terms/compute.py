@@ -13,10 +13,11 @@ TERMS: tuple[Term, ...] = (
          "memory (an H100 SXM has 132). A kernel's thread blocks run on them, so the SMs a "
          "communication kernel holds are taken from the compute beside it.",
          "NVIDIA H100 Tensor Core GPU Architecture whitepaper"),
-    Term("mamf", "MAMF (maximum achievable matmul FLOPs)", r"\bMAMF\b",
+    Term("mamf", "MAMF (maximum achievable matmul FLOPs)", r"\bMAMF\b|\bmamf-finder\b",
          "The highest FLOP/s a GPU actually reaches on a matrix multiply, found by timing a "
          "sweep of large shapes, as against the datasheet's peak, which no real matmul "
-         "reaches. The lab quotes each GPU's measured rate as a share of its peak.",
+         "reaches. Stas Bekman's mamf-finder is the benchmark that finds it. The lab quotes "
+         "each GPU's measured rate as a share of its peak.",
          "Bekman, Machine Learning Engineering, compute/accelerator/benchmarks (mamf-finder.py)"),
     Term("grouped-gemm", "Grouped GEMM", r"\bgrouped GEMMs?\b",
          "One kernel that runs many matrix multiplies of different sizes at once, as a MoE "

@@ -376,7 +376,9 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "recipe", "step_s",
         (("ep", "Overlap the EP all-to-all with another micro-batch's compute",
           {**QWEN_EP16, "ep_overlap": True}, _overlap_ep_why),
-         ("tp", "TP overlap 'all' (Transformer Engine's userbuffers)",
+         # Round-23 cold reading Q, finding 9: "userbuffers" came before step 13 defined it.
+         ("tp", "TP overlap 'all': the forward's TP collectives too, each GEMM cut into chunks "
+                "that send one while computing the next",
           {**QWEN_EP16, "tp_overlap": "all"}, _overlap_tp_why),
          ("deepep", "DeepEP's dispatch: a token crosses the network once a node, then NVLink",
           {**QWEN_EP16, "ep_dispatch": "deepep"}, _overlap_deepep_why),

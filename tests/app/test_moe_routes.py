@@ -1294,8 +1294,15 @@ def test_round_21_each_layer_sum_adds_up_as_printed_and_mamf_finder_is_said(clie
         got = 2 * float(a.replace(",", "")) + float(b.replace(",", ""))
         assert fmt_ms(got / 1e3) == f"{total} ms", (a, b, total)
     step4 = text[text.index("4. A hot expert"):text.index("5. Capacity")]
-    assert "(mamf-finder's best burst matmul)" in step4
-    dp = " ".join(re.sub(r"<[^>]+>", " ", client.get("/episodes/data-parallel").text).split())
+    assert re.search(r"\(\s*mamf-finder\s*'s best burst matmul\)", step4)
+    # Round-23 cold reading Q, finding 9: the page had no definition of its own; the glossary's
+    # MAMF tip now marks the word where EP07 first uses it (step 4's note).
+    raw = client.get("/episodes/experts").text
+    assert raw.index('id="term-mamf"') < raw.index('id="step-5"')
+    assert '<dfn data-term="mamf">mamf-finder</dfn>' in raw
+    dp = re.sub(r'<span class="term-tip".*?</span></span>', "",
+                client.get("/episodes/data-parallel").text, flags=re.S)
+    dp = " ".join(re.sub(r"<[^>]+>", "", dp).split())
     assert "mamf-finder, a benchmark that finds the fastest matmul a GPU runs in a short burst" \
         in dp
 

@@ -3305,3 +3305,12 @@ def test_round_23_step_1_quotes_the_kernels_tps_share_divides(client):
     (k60, tp60), (k, tp) = said
     assert f"All kernels take {k60} a step against {k};" in why, why[:400]
     assert re.search(rf"TP keeps {re.escape(tp60)}\s*against {re.escape(tp)}\s*\.", why)
+
+
+def test_round_23_userbuffers_is_not_named_before_its_tip(client):
+    """Round-23 cold reading Q, finding 9: step 12's overlap decide offered "TP overlap 'all'
+    (Transformer Engine's userbuffers)" a step before the glossary tip that defines the word.
+    The option says what the overlap does; the page's first "userbuffers" is the tipped one."""
+    html = client.get("/episodes/recipe-3d").text
+    first = re.search(r"userbuffers", html, flags=re.I).start()
+    assert html.startswith('id="term-userbuffers"', first - len('id="term-'))
