@@ -152,12 +152,32 @@ EXPORT_KEYS = {
 def export_lines(exports: dict) -> dict[str, list[str]]:
     """Each export's lines that start (after indentation) with one of ``EXPORT_KEYS``, after
     its comment heading the degrees where it has one, in the export's order, as the bench's
-    "Export this plan" prints them."""
+    "Export this plan" prints them. A nested key comes with the lines that open its parents
+    (round-23 cold reading Q, finding 10: DeepSpeed's "stage": 1 stood without
+    "zero_optimization")."""
     def keep(fmt: str, n: int, line: str) -> bool:
         return (n == 0 and line.startswith("# ")) or line.strip().startswith(EXPORT_KEYS[fmt])
 
-    return {fmt: [line for n, line in enumerate(exports[fmt].text.splitlines())
-                  if keep(fmt, n, line)] for fmt in EXPORT_KEYS}
+    def indent(line: str) -> int:
+        return len(line) - len(line.lstrip())
+
+    def with_parents(lines: list[str], kept: list[int]) -> list[str]:
+        chosen = set(kept)
+        for n in kept:
+            depth = indent(lines[n])
+            for up in range(n - 1, -1, -1):  # each enclosing "key": { line, up to the root
+                if indent(lines[up]) < depth and lines[up].rstrip().endswith("{"):
+                    depth = indent(lines[up])
+                    if lines[up].strip() != "{":
+                        chosen.add(up)
+        return [lines[n] for n in sorted(chosen)]
+
+    found = {}
+    for fmt in EXPORT_KEYS:
+        lines = exports[fmt].text.splitlines()
+        found[fmt] = with_parents(lines, [n for n, line in enumerate(lines)
+                                          if keep(fmt, n, line)])
+    return found
 
 
 def act_consts() -> dict:

@@ -2513,6 +2513,10 @@ def test_round_17_step_8_quotes_the_exports_it_asks_about(client):
     for flag in ("--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 4",
                  '"autotp_size": 8', '"stages": 4', "DP2 = 64 GPUs"):
         assert flag in degrees
+    # Round-23 cold reading Q, finding 10: each nested DeepSpeed key under its parent's line.
+    for parent, key in (("zero_optimization", "stage"), ("tensor_parallel", "autotp_size"),
+                        ("pipeline", "stages")):
+        assert re.search(rf'\n  "{parent}": {{\n    "{key}": ', degrees), parent
 
 
 def _sentences(html: str, n: int) -> tuple[list[str], list[str]]:
