@@ -219,8 +219,17 @@ def workspace_terms(model: ModelSpec, engine_gpus: int) -> dict:
     tokens = forward_tokens(CHUNKED_PREFILL_TOKENS)
     attention = 4 * model.hidden
     mlp = workspace_width(model, engine_gpus) - attention
+    # What the MLP's width is (round-23 cold reading R, finding 4: 18,432 stood unnamed): a
+    # MoE token runs its top-k and shared experts; a dense model its one MLP.
+    width = mlp * engine_gpus / 2
+    routed = (f"({model.top_k} routed + {model.shared_experts} shared experts) × "
+              f"{model.expert_ffn:,}" if model.is_moe else None)
     return {"tokens": tokens, "attention": attention, "mlp": mlp,
-            "mlp_width": mlp * engine_gpus / 2, "gpus": engine_gpus, "act_bytes": ACT_BYTES,
+            "mlp_width": width, "gpus": engine_gpus, "act_bytes": ACT_BYTES,
+            "width_words": (f"{width:,.0f} = {routed}, the width of the experts a token runs"
+                            if routed else f"{width:,.0f}, its MLP's width"),
+            "dense_as_wide": bool(model.is_moe and model.dense_layers and model.ffn == width),
+            "dense_layers": model.dense_layers,
             "bytes": workspace_bytes(model, CHUNKED_PREFILL_TOKENS, 1, tp=engine_gpus)}
 
 

@@ -1554,3 +1554,24 @@ def test_round_22_two_batch_overlap_and_the_reference_model_have_glossary_tips(c
     assert 'href="/glossary#reference-model"' in html
     glossary = client.get("/glossary").text
     assert 'id="two-batch-overlap"' in glossary and 'id="reference-model"' in glossary
+
+
+def test_round_23_step_3s_workspace_names_its_mlp_width(client):
+    """Round-23 cold reading R, finding 4: step 3's limit multiplied by "2 × 18,432 ÷ 64" and
+    never said what 18,432 is, nor why it is split over the engine's GPUs. It is the width of
+    the experts a token runs, (8 routed + 1 shared) × 2,048, as wide as R1's dense layers."""
+    from labs.model.presets import get_model
+    from labs.rl.serving import workspace_terms
+
+    r1 = get_model("deepseek-r1")
+    terms = workspace_terms(r1, 64)
+    assert terms["mlp_width"] == (r1.top_k + r1.shared_experts) * r1.expert_ffn
+    from tests.app.test_zero_routes import visible_text
+
+    text = " ".join(visible_text(re.sub(r'<span class="term-tip".*?</span></span>', "",
+                                        client.get("/episodes/rl-placement").text,
+                                        flags=re.S)).split())
+    assert (f"2 × {terms['mlp_width']:,.0f} ÷ 64) × 2 B" in text
+            and f"{terms['mlp_width']:,.0f} = ({r1.top_k} routed + {r1.shared_experts} shared "
+                f"experts) × {r1.expert_ffn:,}" in text
+            and "spread over the engine's 64 GPUs" in text)
