@@ -3,6 +3,7 @@ recipe), RL serving and colocation, low precision and fine-tuning, failures and 
 lines.py (EP01-EP07): one function per formula, each returning the worked example's inputs and
 result as the lab that teaches the formula computes them; each group cites its papers."""
 
+import math
 from collections.abc import Callable
 
 from labs.cheatsheet.inputs import Term
@@ -10,16 +11,23 @@ from labs.cheatsheet.lines import ledger_of
 from labs.core.catalogue import RECIPES
 from labs.core.errors import LabInputError
 from labs.failures.inputs import FailuresInput
-from labs.failures.lab import gpu_mtbi_llama3, llama3_step_s, llama3_steps, simulate_failures
+from labs.failures.lab import (
+    LLAMA3_BATCH_TOKENS,
+    LLAMA3_TFLOPS,
+    gpu_mtbi_llama3,
+    llama3_step_s,
+    llama3_steps,
+    simulate_failures,
+)
 from labs.hardware.links import get_link, make_cluster
-from labs.memory.lab import linear_weight_params
+from labs.memory.lab import kv_cache_bytes, linear_weight_params
 from labs.model.flops import (
     hardware_flops_per_token,
     head_matmul_params,
     matmul_params,
     model_flops_per_token,
 )
-from labs.precision.finetune import finetunes, trainable_params
+from labs.precision.finetune import finetunes, linears, trainable_params
 from labs.precision.inputs import MODULE_SETS, PrecisionInput
 from labs.precision.lab import compute_precision
 from labs.precision.speed import speed
@@ -28,7 +36,7 @@ from labs.recipe.lab import evaluate
 from labs.rl.inputs import RLPlacementInput
 from labs.rl.lab import compute_rl_placement, rollout_pools
 from labs.rl.recipes import recipes
-from labs.rl.serving import attention_groups, workspace_terms
+from labs.rl.serving import KV_DTYPE_BYTES, attention_groups, workspace_terms
 
 RL_EXAMPLE = "glm-4-9b"  # EP09's colocation line needs an RL recipe (labs/presets/rl_recipes)
 
@@ -155,13 +163,27 @@ def serving(inp):
     rec, rl_in, r = _rl_run(inp)
     e = max((mem for _, mem in rollout_pools(rl_in).values()), key=lambda m: m.total)
     g, m = rl_in.engine_gpus, rec.spec
+    # A token's cache on one GPU, worked (round-23 cold reading R, finding 6: "16 requests x
+    # 5,120 tokens / 2 GPUs = 1.68 GB" left its 41 kB a token to be divided out). MLA's latent
+    # has no heads, so TP does not split it (labs.memory.lab.kv_cache_bytes).
+    split = attention_groups(g, rl_in.serving)[1] if m.is_moe else g
+    dtype_bytes = KV_DTYPE_BYTES[rl_in.kv_dtype]
+    per_token = kv_cache_bytes(m, 1, 1, tp=split) * dtype_bytes / 2
+    if m.uses_mla:
+        shape = f"({m.kv_lora_rank} + {m.qk_rope_head_dim}) latent"
+        note = f": whole on each of {split} GPUs, a latent has no heads to split"
+    else:
+        shape = f"2 × {math.ceil(m.kv_heads / split)} KV heads × {m.head_dim}"
+        note = f": {m.kv_heads} KV heads over {split} GPUs"
+    token = (f" × {per_token / 1e3:.1f} kB a token on a GPU ({m.layers} layers × {shape} × "
+             f"{dtype_bytes:g} B{note if split > 1 else ''})")
     if m.is_moe:  # DP attention: whole requests a group (EP09 step 3)
-        groups, group = attention_groups(g, rl_in.serving)
+        groups, _ = attention_groups(g, rl_in.serving)
         held = (f"⌈{e.concurrency} / {groups}⌉ whole requests × {e.context:,} tokens (DP "
-                "attention)" + (f" ÷ {group} GPUs" if group > 1 else ""))
+                f"attention){token}")
         placed = f"experts ÷ {g} GPUs, the rest as DP attention places it (EP09 step 3)"
     else:
-        held = f"{e.concurrency} requests × {e.context:,} tokens ÷ {g} GPUs"
+        held = f"{e.concurrency} requests × {e.context:,} tokens{token}"
         placed = f"2·P ÷ {g} GPUs"
     return ((Term("weights", e.weights, "bytes", f"{rec.name}{_borrowed_recipe(inp, rec)}: "
                                                  f"{placed}"),
@@ -208,9 +230,15 @@ def _one_gpu(inp, **kw) -> PrecisionInput:
 
 
 def lora_params(inp):
+    """LoRA on q and v (Hu et al. 2021 sec 7.1). Each matrix's d_in + d_out is a term (round-23
+    cold reading R, finding 5: the line gave r and L but not the widths it sums)."""
     m = inp.model
     n = trainable_params(m, LORA_RANK, MODULE_SETS["qv"])
-    return ((Term("r", LORA_RANK, "", "rank"), Term("L", m.layers, "", "layers, q and v each")),
+    widths = {x.module: x for x in linears(m) if x.module in MODULE_SETS["qv"]}
+    return ((Term("r", LORA_RANK, "", "rank"),
+             *(Term(f"d_in + d_out ({k})", x.d_in + x.d_out, "",
+                    f"{x.d_in:,} in, {x.d_out:,} out, {x.count} matrices")
+               for k, x in widths.items())),
             Term("Σ r·(d_in + d_out)", n, "count", "trainable parameters"))
 
 
@@ -249,7 +277,7 @@ def fp8_speedup(inp):
              Term("c", added / s.bf16_step_s, "fraction", "casts and scaling, of the step"),
              Term("e", (sync.fp8_s - sync.bf16_s) / s.bf16_step_s, "fraction",
                   "gradient sync the shorter backward stops hiding (one GPU here, no DP: 0; "
-                  "EP10 step 8 shows a state where it is not)")),
+                  "EP10 step 9 shows a state where it is not)")),
             Term("speed-up", s.speedup, "", "BF16 step / FP8 step"))
 
 
@@ -299,15 +327,20 @@ def goodput_line(inp):
     # it says which, and how far apart the two are here. Round-22 cold reading R, finding 2:
     # the best interval is Daly's rounded up to whole steps (round 21), so the line says so,
     # with the step, and compares Daly's own optimum with Young's, not the rounded one.
+    # Round-23 cold reading R, finding 7: the step's own source (Llama 3's rate) is said.
     apart = r.daly_s / r.young_s - 1
     steps = round(g.interval / r.step_s)
+    rate_step = 6 * inp.model.params * LLAMA3_BATCH_TOKENS / (r.input.gpus * LLAMA3_TFLOPS)
     return ((Term("τ", g.interval, "duration", "Daly's best interval, "
                   + (f"{r.daly_s / 60:.1f} min (the same as Young's above to 0.1%)"
                      if abs(apart) < 0.001 else
                      f"{r.daly_s / 60:.1f} min ({abs(apart):.1%} "
                      f"{'longer' if apart > 0 else 'shorter'} than Young's above)")
                   + f", rounded up to whole steps of {r.step_s:,.1f} s ({steps}): a save "
-                    "starts between steps"),
+                    "starts between steps. The step is Llama 3's rate on these GPUs: "
+                    f"6 × {inp.model.params / 1e9:.2f}B parameters × {LLAMA3_BATCH_TOKENS:,} "
+                    f"tokens ÷ ({r.input.gpus:,} × {LLAMA3_TFLOPS / 1e12:.0f} TFLOP/s) ≈ "
+                    f"{rate_step:.0f} s"),
              Term("δ", r.checkpoint.block_s, "duration", "stop per save"),
              Term("R", r.input.restart, "duration", "restart (assumed; a sync save loses no "
                                                     "work behind it)"),

@@ -162,7 +162,8 @@ def test_underivable_lines_print_what_their_result_needs(client):
     lines = lines_of(client)
     assert "(p−1)(F+I−W)" in lines["bubble_zb"]["formula"]
     kv, work = terms(lines["serving"])["KV"], terms(lines["serving"])["workspace"]
-    assert "÷ 2 GPUs" in kv["meaning"] and "8,192-token prefill chunk" in work["meaning"]
+    assert "2 KV heads over 2 GPUs" in kv["meaning"]
+    assert "8,192-token prefill chunk" in work["meaning"]
     pairs = lines["cp_contiguous"]["result"]
     assert "rank 1, the busiest" in pairs["meaning"] and "= 5 + 6 + 7 + 8" in pairs["meaning"]
     assert sum((5, 6, 7, 8)) == pairs["value"]
