@@ -1579,3 +1579,12 @@ def test_round_23_step_3s_workspace_names_its_mlp_width(client):
             and f"{terms['mlp_width']:,.0f} = ({r1.top_k} routed + {r1.shared_experts} shared "
                 f"experts) × {r1.expert_ffn:,}" in text
             and "spread over the engine's 64 GPUs" in text)
+
+
+def test_round_23_step_2s_links_bring_the_timeline_into_view(client):
+    """Round-23 cold reading R, finding 10: step 2 asks what working at once buys in samples
+    a second, which the timeline shows (the phases side by side or in turn), but its links
+    brought the cluster map into view. The step names the timeline, which test_changed_in_view
+    then checks is in view and changed after each link, at both sizes."""
+    html = client.get("/episodes/rl-placement").text
+    assert '<section class="step" id="step-2" data-diagram="placement-timeline">' in html

@@ -117,7 +117,7 @@ def bench_text(page, chart: str) -> str:
 
 
 @pytest.mark.parametrize("step, chart, link, figure", [
-    (2, "placement-cluster", "Separate pools",
+    (2, "placement-timeline", "Separate pools",
      lambda api: f"{api['samples_per_second']:.2f}"),
     (4, "placement-memory", "GLM-4.7, colocated",
      lambda api: f"{api['colocated_bytes'] / 1e9:.3g} GB"),
