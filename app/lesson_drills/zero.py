@@ -30,6 +30,18 @@ def _stage_state(stage: int) -> float:
                      "state_bytes") / 1e9
 
 
+def _memory_solution(found: dict[str, float]) -> str:
+    """The memory decide's worked solution: each choice's figure, and what both fixes together
+    give (the best choice alone is still over an 80 GB GPU: round-24 cold reading A, #4)."""
+    both = lab_value("zero", {**LONG, "zero": 3, "recompute": "full"}, "total_bytes")
+    return ("{best}. ZeRO-2 with full recomputation {z2full}, ZeRO-1 offloaded with it "
+            "{z1offfull}, ZeRO-1 on 128 with it {z1x128full}, ZeRO-3 on 64 {z3x64}. At 16,384 "
+            "tokens the activations outweigh the state: no stage shards them (step 3), and only "
+            "full recomputation cuts them (step 6); then sharding more of the state helps, "
+            "and more GPUs only shard what the stage shards. Even {z2full} is over an 80 GB "
+            f"GPU: ZeRO-3 and full recomputation together make {gb(both)}.")
+
+
 # The memory decide's choices (key, label, state, why), named so a test can compare states.
 # Round-23 cold reading P, finding 9: "Full recomputation, still ZeRO-1" could never win beside
 # "ZeRO-2, and full recomputation". Each wrong choice now needs its own arithmetic or idea.
@@ -50,11 +62,14 @@ MEMORY_CHOICES = (
                "GPUs shrink only the sharded optimizer state: ZeRO-1 keeps the 4 B of "
                f"weights and gradients whole, {gb(4 * P70)}, so "
                f"{gb(a['state_bytes'])} of state, {{value}}."),
-    ("z3sel", "ZeRO-3, and selective recomputation",
-     {**LONG, "zero": 3, "recompute": "selective"},
-     lambda a: f"ZeRO-3 shards all 16 bytes: {gb(a['state_bytes'])} of state. But with a "
-               "fused attention kernel selective recomputation keeps the same 34·s·h a "
-               f"layer (step 6): {gb(_acts(a))} of activations stay, {{value}}."),
+    # Round-24 cold reading A, finding 4: "ZeRO-3, and selective recomputation" lost to "ZeRO-3,
+    # and twice the GPUs" once step 6 is learnt (selective keeps 34·s·h under fused attention).
+    ("z1offfull", "ZeRO-1 with the optimizer offloaded to CPU (step 7), and full recomputation",
+     {**LONG, "offload": True, "recompute": "full"},
+     lambda a: "Offload moves the fp32 master weights and Adam moments, 12 B a parameter, to "
+               "host RAM, and recomputation cuts the activations to "
+               f"{gb(_acts(a))}; but ZeRO-1 keeps the 4 B of bf16 weights and gradients whole "
+               f"on every GPU, {gb(4 * P70)}: {{value}}."),
 )
 
 
@@ -93,10 +108,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "zero", "total_bytes",
         MEMORY_CHOICES,
         best="min", fmt=gb,
-        solution="{best}. ZeRO-2 with full recomputation {z2full}, ZeRO-1 on 128 with it "
-                 "{z1x128full}, ZeRO-3 on 64 {z3x64}, ZeRO-3 with selective {z3sel}. At "
-                 "16,384 tokens the activations outweigh the state: no stage shards them "
-                 "(step 3), and only full recomputation cuts them (step 6); then sharding "
-                 "more of the state helps, and more GPUs only shard what the stage shards.",
+        solution=_memory_solution,
         reveals=("ZeRO-2 with full recomputation",)),
 )

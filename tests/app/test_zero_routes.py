@@ -440,7 +440,7 @@ def test_round_17_the_memory_decide_is_not_won_by_sharding_the_most():
     assert f"34·s·h·L = {gb(z3['breakdown']['activations'])}" in judged["z3x64"].why
     assert f"2 B of bf16 weights whole, {gb(2 * P70)}" in judged["z2full"].why
     assert f"whole, {gb(4 * P70)}" in judged["z1x128full"].why
-    for key in ("z3x64", "z1x128full", "z3sel"):
+    for key in ("z3x64", "z1x128full", "z1offfull"):
         told = check_drill(drill, key, attempt=1, hide_answers=True)["message"]
         assert told == "Not that one. " + judged[key].why
         assert judged["z2full"].figure not in told
@@ -455,9 +455,13 @@ def test_round_23_no_memory_decide_option_loses_to_another_by_inspection():
 
     states = {key: state for key, _, state, _ in MEMORY_CHOICES}
 
-    def no_better(a: dict, b: dict) -> bool:  # a is b with sharding and recomputation no better
-        order = {"none": 0, "selective": 1, "full": 2}
+    def no_better(a: dict, b: dict) -> bool:  # a is b with no setting better
+        # Round-24 cold reading A, finding 4: selective recomputation keeps fused attention's
+        # 34·s·h (step 6), so it counts as none: "ZeRO-3, and selective" lost to "ZeRO-3, and
+        # twice the GPUs" to a student who had learnt that.
+        order = {"none": 0, "selective": 0, "full": 2}
         return (a["zero"] <= b["zero"] and a["dp"] <= b["dp"]
+                and a.get("offload", False) <= b.get("offload", False)
                 and order[a.get("recompute", "none")] <= order[b.get("recompute", "none")])
 
     for k, a in states.items():
