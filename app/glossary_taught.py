@@ -14,6 +14,7 @@ TAUGHT_IN: dict[str, str] = {
     "ulysses": "tensor-parallel",
     "zero": "memory",
     "fsdp": "zero",
+    "distributed-optimizer": "context-parallel",
     "ddp": "data-parallel",
     "gradient-buckets": "data-parallel",
     "hsdp": "zero",

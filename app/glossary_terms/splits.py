@@ -56,6 +56,13 @@ TERMS: tuple[Term, ...] = (
          "of the weights, gradients and optimizer state, and gathers a layer's weights when it "
          "needs them. Its other modes shard less (SHARD_GRAD_OP, like ZeRO-2) or shard within "
          "groups (HSDP)."),
+    # Round-24 cold reading A, finding 5: EP06 step 1 named it with no definition.
+    Term("distributed-optimizer", "Distributed optimizer (Megatron-LM)",
+         r"\bdistributed optimizer\b",
+         "Megatron-LM's form of ZeRO-1 (--use-distributed-optimizer): each data-parallel rank "
+         "keeps 1/N of the fp32 master weights and Adam moments; the gradients are "
+         "reduce-scattered to their owners and the updated bf16 weights all-gathered back.",
+         "Megatron-LM docs, Distributed Optimizer (megatron/core/optimizer/distrib_optimizer.py)"),
     Term("dtensor", "DTensor (PyTorch distributed tensor)", r"\bDTensors?\b",
          "PyTorch's distributed tensor: one logical tensor whose pieces live on the GPUs of a "
          "device mesh, each mesh dimension saying how it is laid out (sharded along a "

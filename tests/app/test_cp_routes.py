@@ -1048,3 +1048,15 @@ def test_round_23_step_7s_limit_gives_the_planners_settings_and_its_crossover_ch
                                   step).groups()
     printed = int(printed.replace(",", ""))
     assert abs(printed - float(rate) * 1e12 / (4 * float(bw) * 1e9)) <= 0.005 * printed
+
+
+def test_round_24_step_1_defines_the_distributed_optimizer(client):
+    """Round-24 cold reading A, finding 5: step 1's why named Megatron-LM's "distributed
+    optimizer" with no tip nor glossary entry. The glossary has it; EP06 teaches it first."""
+    from app.glossary_taught import TAUGHT_IN as TAUGHT
+
+    html = client.get("/episodes/context-parallel").text
+    one = html[html.index('id="step-1"'):html.index('id="step-2"')]
+    assert '<dfn data-term="distributed-optimizer">distributed optimizer</dfn>' in one
+    assert TAUGHT["distributed-optimizer"] == "context-parallel"
+    assert 'id="distributed-optimizer"' in client.get("/glossary").text

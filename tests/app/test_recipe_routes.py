@@ -2373,7 +2373,10 @@ def test_round_10_deepep_and_the_distributed_optimizer_are_defined_in_ep08(clien
     step12 = _step_text(_page_text(client), 12)
     assert (f"fills one node here, so the step stays {fmt_ms(f['ov']['api']['step_s'])} "
             "either way") in step12
-    assert html.split("distributed optimizer")[0].endswith("<dfn>")
+    # Its glossary tip (round 24) marks the first use, step 1's, as a definition.
+    assert html.split("distributed optimizer")[0].endswith(
+        '<dfn data-term="distributed-optimizer">')
+    assert html.index('id="term-distributed-optimizer"') < html.index('id="step-2"')
     plain = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", re.sub(
         r'<span class="term-tip" role="tooltip">.*?</span>', "", html))).replace("&#39;", "'")
     assert ("Megatron-LM's distributed optimizer, its ZeRO-1: each of the 2 data-parallel "
