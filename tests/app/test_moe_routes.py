@@ -743,8 +743,8 @@ def test_step_3_states_mixtrals_gemm_rate_from_its_source(client):
     assert fill * full / h100.bf16_flops == pytest.approx(body["gemm"]["efficiency"], rel=1e-9)
     raw = client.get("/episodes/experts").text
     step = raw[raw.index('id="step-4"'):raw.index('id="step-5"')]
-    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", re.sub(
-        r'<span class="term-tip".*?</span>', "", step, flags=re.S)))
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", re.sub(  # tags out, no space: a tip's
+        r'<span class="term-tip".*?</span></span>', "", step, flags=re.S)))  # term stays a word
     (up_flops, up_tiles, up_waves, up_fill), (_, down_tiles, down_waves, down_fill) = gemms
     for quoted in (
         f"{h100.bf16_flops / 1e12:.0f} TFLOP/s peak, {k.matmul_efficiency:.1%} (mamf-finder's "

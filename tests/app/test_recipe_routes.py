@@ -1333,7 +1333,7 @@ def test_round_6_step_13_writes_each_latency_as_its_sum(client):
     d = next(c for c in mix["collectives"] if c["kind"] == "ep")
     assert d["sent_bytes"] / k["moe_busbw"] + (r["base"] + r["nvlink"]) * 1e-6 \
         == pytest.approx(d["seconds"], rel=1e-3)
-    assert (f"8.4 + 3.4 = 11.8 µs: {d['seconds'] * 1e3:.3f} ms a dispatch"
+    assert (f"8.4 + 3.4 = 11.8 µs: {d['seconds'] * 1e3:.4f} ms a dispatch"
             in _step_text(_page_text(client), 12))  # step 12's figure, derived there
     # The buckets: 40M x 2 B, each group over its own ring, its share of the node's NICs
     # (step 12's note since the round-10 reading, finding 7).
@@ -3312,6 +3312,23 @@ def test_round_23_step_1_quotes_the_kernels_tps_share_divides(client):
     (k60, tp60), (k, tp) = said
     assert f"All kernels take {k60} a step against {k};" in why, why[:400]
     assert re.search(rf"TP keeps {re.escape(tp60)}\s*against {re.escape(tp)}\s*\.", why)
+
+
+def test_round_24_step_12s_ep_products_check_as_printed(client):
+    """Round-24 cold reading B, finding 8: "4 x 0.092 ms = 0.37 ms a layer, x 32 = 11.7 ms"
+    (0.37 x 32 = 11.84) and "20/132 x 11.7 ms = 1.78 ms" (1.77). Each product of step 12's EP
+    sentence gives its printed result to the result's digits."""
+    step = _step_text(_page_text(client), 12)
+    mb, bw, lat, each = re.search(r"([\d.]+) MB ÷ ([\d.]+) GB/s, plus 8\.4 \+ 3\.4 = "
+                                  r"([\d.]+) µs: ([\d.]+) ms a dispatch", step).groups()
+    assert float(mb) / float(bw) + float(lat) / 1e3 == pytest.approx(float(each), abs=5e-5)
+    n, d, layer, layers, total, sms, again, charged = re.search(
+        r"(\d) × ([\d.]+) ms = ([\d.]+) ms a layer, × (\d+) = ([\d.]+) ms a micro-batch.*?"
+        r"20/(\d+) × ([\d.]+) ms = ([\d.]+) ms", step).groups()
+    assert d == each and again == total
+    assert int(n) * float(d) == pytest.approx(float(layer), abs=5e-4)
+    assert float(layer) * int(layers) == pytest.approx(float(total), abs=0.02)
+    assert 20 / int(sms) * float(total) == pytest.approx(float(charged), abs=5e-3)
 
 
 def test_round_23_userbuffers_is_not_named_before_its_tip(client):
