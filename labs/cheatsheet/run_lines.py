@@ -327,20 +327,21 @@ def goodput_line(inp):
     # it says which, and how far apart the two are here. Round-22 cold reading R, finding 2:
     # the best interval is Daly's rounded up to whole steps (round 21), so the line says so,
     # with the step, and compares Daly's own optimum with Young's, not the rounded one.
-    # Round-23 cold reading R, finding 7: the step's own source (Llama 3's rate) is said.
+    # Round-23 cold reading R, finding 7: the step's own source (Llama 3's rate) is said;
+    # round 24 (B, finding 12): as the lab takes it, 4 figures on 16,384 GPUs, then scaled.
     apart = r.daly_s / r.young_s - 1
     steps = round(g.interval / r.step_s)
-    rate_step = 6 * inp.model.params * LLAMA3_BATCH_TOKENS / (r.input.gpus * LLAMA3_TFLOPS)
     return ((Term("τ", g.interval, "duration", "Daly's best interval, "
                   + (f"{r.daly_s / 60:.1f} min (the same as Young's above to 0.1%)"
                      if abs(apart) < 0.001 else
                      f"{r.daly_s / 60:.1f} min ({abs(apart):.1%} "
                      f"{'longer' if apart > 0 else 'shorter'} than Young's above)")
                   + f", rounded up to whole steps of {r.step_s:,.1f} s ({steps}): a save "
-                    "starts between steps. The step is Llama 3's rate on these GPUs: "
-                    f"6 × {inp.model.params / 1e9:.2f}B parameters × {LLAMA3_BATCH_TOKENS:,} "
-                    f"tokens ÷ ({r.input.gpus:,} × {LLAMA3_TFLOPS / 1e12:.0f} TFLOP/s) ≈ "
-                    f"{rate_step:.0f} s"),
+                    "starts between steps. The step is Llama 3's rate: 6 × "
+                    f"{inp.model.params / 1e9:.2f}B parameters × {LLAMA3_BATCH_TOKENS:,} "
+                    f"tokens ÷ ({r.input.step_gpus:,} × {LLAMA3_TFLOPS / 1e12:.0f} TFLOP/s) = "
+                    f"{r.input.step_s:.4g} s on its {r.input.step_gpus:,} GPUs, × "
+                    f"{r.input.step_gpus:,} / {r.input.gpus:,} here"),
              Term("δ", r.checkpoint.block_s, "duration", "stop per save"),
              Term("R", r.input.restart, "duration", "restart (assumed; a sync save loses no "
                                                     "work behind it)"),

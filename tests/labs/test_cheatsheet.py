@@ -259,7 +259,7 @@ def test_round20_the_goodput_lines_interval_says_it_is_dalys_and_how_far_from_yo
     # the 70B's '5.2% longer') and names the step and how many: k steps give τ.
     said = re.fullmatch(r"Daly's best interval, ([\d.]+) min \((.*)\), rounded up to whole "
                         r"steps of ([\d,.]+) s \((\d+)\): a save starts between steps\. "
-                        r"The step is Llama 3's rate on these GPUs: .*", tau.meaning)
+                        r"The step is Llama 3's rate: .*", tau.meaning)
     assert said, tau.meaning
     daly_min, versus, step, k = said.groups()
     step, k = float(step.replace(",", "")), int(k)
