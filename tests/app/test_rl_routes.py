@@ -441,8 +441,8 @@ def test_round_6_step_6_says_which_way_its_syncs_err_and_the_checks_read(client)
     pcie = client.get("/api/placement", params={"preset": "deepseek-r1"}).json()
     assert f"over {pcie['sync_switch_link']}: (" in six
     assert f"÷ {pcie['sync_switch_rate'] / 1e9:.0f} GB/s" in six
-    assert "Both rates are ideals (the datasheet's PCIe; an ideal pipelined broadcast" in six
-    assert "update_weights_from_distributed): there the lab errs fast" in six
+    assert "Both rates are ideals (the datasheet's PCIe; a pipelined broadcast" in six
+    assert "update_weights_from_distributed): the lab errs fast" in six
     checks = client.get("/api/placement", params={"preset": "deepseek-r1"}).json()["checks"]
     grouping = next(c for c in checks if c["name"] == "expert grouping")["detail"]
     assert grouping.endswith("= 1 expert-data-parallel rank per stage"), grouping
