@@ -99,6 +99,29 @@ def _recompute(ac: dict, notes: list[str], model: str) -> str:
     return record.id
 
 
+def _tp_overlap(par: dict, tp: int, notes: list[str],
+                defaulted: list[tuple[str, str, str]]) -> str:
+    """The lab's TP overlap for what torchtitan runs: with [parallelism]
+    enable_async_tensor_parallel (default false), AsyncTP's micro-pipelined all-gather and
+    reduce-scatter matmuls, the lab's "all" (as labs/presets/runs.json times torchtitan's
+    AsyncTP rows); without it, DTensor's collectives run in line with the matmuls, overlapping
+    none ("none": Megatron's "backward" overlap is Megatron's own, not torchtitan's). A config
+    that does not set it is named in ``defaulted``, AsyncTP in ``notes``."""
+    found = par.get("enable_async_tensor_parallel")
+    if found is not None and not isinstance(found, bool):
+        raise LabInputError(FIELD, f"enable_async_tensor_parallel = {found!r} in the job "
+                                   "config: expected true or false")
+    overlap = "all" if found else "none"
+    if found and tp > 1:
+        notes.append("enable_async_tensor_parallel = true: AsyncTP's micro-pipelined TP "
+                     "matmuls, timed as the lab's TP overlap all")
+    if found is None and tp > 1:
+        defaulted.append(("tp_overlap", overlap, "the config does not set "
+                          "enable_async_tensor_parallel: torchtitan's default, off, runs the "
+                          "TP collectives in line, overlapping none of them"))
+    return overlap
+
+
 def looks_like(text: str) -> bool:
     return bool(STEP.search(text) or re.search(r"^\s*\[parallelism\]", text, re.M))
 
@@ -215,7 +238,7 @@ def read(text: str, gpus: int | None = None) -> ParsedRun:
             "zero": 3 if shard > 1 else 0, "recompute": recompute, "schedule": schedule,
             "virtual": virtual, "micro_batch": micro, "microbatches": accumulation * per_local,
             "seq_len": seq, "fp8": fp8, "sequence_parallel": True, "dropout": False,
-            "tp_overlap": "all" if par.get("enable_async_tensor_parallel") else "backward"}
+            "tp_overlap": _tp_overlap(par, tp, notes, defaulted)}
     if gpu:
         plan["gpu"] = gpu
     if replicate > 1 and shard > 1:

@@ -341,3 +341,20 @@ def test_round21_the_megatron_fixture_is_a_consistent_megatron_log(client):
     f = {x["name"]: x for x in body["figures"]}
     assert 0.35 < f["mfu_log"]["measured"] < f["mfu"]["measured"] < 0.55
     assert 1.0 < f["tokens_per_s_per_gpu"]["ratio"] < 1.2  # the lab fast, as on dense runs
+
+
+def test_round_24_each_log_is_timed_and_billed_as_its_framework_runs(client):
+    """Round-24 cold reading B #1, on the page. torchtitan without async TP: the lab times TP
+    overlap 'none' (it was Megatron's 'backward': 10,575 against 11,367 ms) and the page names
+    the assumption."""
+    titan = client.post(API, json={"log": text("torchtitan_llama3_70b.log"),
+                                   "gpu": "h100-sxm"}).json()
+    assert titan["recipe_query"]["tp_overlap"] == "none"
+    assumed = {d["control"]: d for d in titan["defaulted"]}
+    assert assumed["tp_overlap"]["value"] == "none"
+    backward = client.get("/api/recipe?" + urlencode(
+        {**titan["recipe_query"], "tp_overlap": "backward"})).json()
+    assert titan["recipe"]["step_s"] > backward["step_s"]  # no TP collective hidden now
+    page = client.post(PATH, data={"log": text("torchtitan_llama3_70b.log"),
+                                   "gpu": "h100-sxm"}).text
+    assert "<strong>tp_overlap</strong> = none" in page

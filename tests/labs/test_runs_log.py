@@ -76,7 +76,7 @@ def test_torchtitan_config_and_coloured_step_lines():
                          "ep": "1", "zero": "3", "recompute": "full", "schedule": "1f1b",
                          "virtual": "1", "micro_batch": "4", "microbatches": "2",
                          "seq_len": "8192", "fp8": "false", "sequence_parallel": "true",
-                         "dropout": "false", "tp_overlap": "backward", "gpu": "h100-sxm"}
+                         "dropout": "false", "tp_overlap": "none", "gpu": "h100-sxm"}
     m = run.measured
     assert m.tokens_per_s_per_gpu == 700  # median of 698 703 700 (step 1 left out)
     assert m.step_s == pytest.approx(64 * 8192 / (700 * 64))
@@ -86,7 +86,34 @@ def test_torchtitan_config_and_coloured_step_lines():
     assert m.gpu_capacity_bytes == pytest.approx(79.11 * GIB)
     params, defaulted = recipe_params(run, {})
     assert params["nodes"] == "8" and params["gpu"] == "h100-sxm"
-    assert [d[0] for d in defaulted] == ["intra_link", "inter_link", "gpus_per_node"]
+    assert [d[0] for d in defaulted] == ["tp_overlap", "intra_link", "inter_link",
+                                         "gpus_per_node"]
+
+
+TITAN_TP = ("[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 2\n"
+            "seq_len = 4096\n[parallelism]\ndata_parallel_shard_degree = 4\n"
+            "tensor_parallel_degree = 2\n")
+
+
+def test_torchtitan_tp_overlap_is_what_torchtitan_runs():
+    """Round-24 cold reading B #1: a config without async TP was timed with Megatron's
+    backward TP overlap ("backward"). torchtitan overlaps no TP collective unless
+    enable_async_tensor_parallel (AsyncTP, the lab's "all"); a config silent on it is named
+    in defaulted."""
+    silent = read_run(TITAN_TP)
+    assert silent.query["tp_overlap"] == "none"
+    assert [d[:2] for d in silent.defaulted] == [("tp_overlap", "none")]
+    assert "enable_async_tensor_parallel" in silent.defaulted[0][2]
+    off = read_run(TITAN_TP + "enable_async_tensor_parallel = false\n")
+    assert off.query["tp_overlap"] == "none" and off.defaulted == ()
+    on = read_run(TITAN_TP + "enable_async_tensor_parallel = true\n")
+    assert on.query["tp_overlap"] == "all" and on.defaulted == ()
+    assert any("AsyncTP" in n for n in on.notes)
+    with pytest.raises(LabInputError, match="enable_async_tensor_parallel"):
+        read_run(TITAN_TP + "enable_async_tensor_parallel = 3\n")
+    # Without TP there is nothing to overlap, so nothing assumed.
+    no_tp = read_run(TITAN_TP.replace("tensor_parallel_degree = 2", "tensor_parallel_degree = 1"))
+    assert no_tp.defaulted == ()
 
 
 def test_torchtitan_shard_minus_one_and_unknown_flavor_are_defaulted_and_said():
@@ -95,7 +122,7 @@ def test_torchtitan_shard_minus_one_and_unknown_flavor_are_defaulted_and_said():
               "tensor_parallel_degree = 2\n")
     run = read_run(config)
     assert run.world_size == 8 and run.query["dp"] == "4" and run.query["tp"] == "2"
-    assert {d[0] for d in run.defaulted} == {"gpus", "model"}
+    assert {d[0] for d in run.defaulted} == {"gpus", "model", "tp_overlap"}
     assert read_run(config, gpus=32).query["dp"] == "16"
     with pytest.raises(LabInputError, match="multiple of TP 2"):
         read_run(config, gpus=7)
