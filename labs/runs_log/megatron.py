@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 
+from labs.core.catalogue import RECIPES
 from labs.core.errors import LabInputError
 from labs.core.recomputation import RECOMPUTATION
 from labs.model.spec import ModelSpec
@@ -202,9 +203,59 @@ def _block(count: object, layers: object, chunks: int, notes: list[str]) -> str:
     return near
 
 
-def plan_of(args: dict, layers: object) -> tuple[dict[str, object], int, list[str]]:
-    """EP08's plan controls from the arguments, the world size, and what was assumed."""
+def recipe_of(grad_bytes: int) -> str:
+    """The mixed-precision Adam recipe (bf16 weights, fp32 master and moments) whose gradients
+    take ``grad_bytes`` a parameter (labs.core.catalogue RECIPES: adam16's 2, adam18's 4)."""
+    return next(r.id for r in RECIPES.values() if r.mode == "train" and r.family == "bf16"
+                and r.weights == 2 and r.master_weights == 4
+                and r.optimizer_moments == 8 and r.gradients == grad_bytes)
+
+
+def _gradients(args: dict, notes: list[str],
+               defaulted: list[tuple[str, str, str]]) -> str:
+    """The recipe the gradients' precision gives. Megatron-LM's validate_args
+    (megatron/training/arguments.py), under --bf16: --grad-reduce-in-bf16 sets
+    accumulate_allreduce_grads_in_fp32 False; without it (and main_grads_dtype fp32, the
+    default) accumulate_allreduce_grads_in_fp32 is set True, so the main gradients are kept and
+    reduced in fp32 (4 B a parameter); under --fp16 it stays as given (default False: 2 B).
+    _print_args prints both after validation, so the block says which; when it prints
+    neither, the bf16 default (fp32) is assumed and named."""
+    accumulate = args.get("accumulate_allreduce_grads_in_fp32")
+    in_bf16 = args.get("grad_reduce_in_bf16")
+    if _flag(args, "deepspeed"):
+        if _flag(args, "bf16"):
+            notes.append("DeepSpeed keeps the gradients (its BF16_Optimizer holds fp32 "
+                         "gradient buffers); the lab bills its 16 B recipe's bf16 gradients, "
+                         "the arguments do not say DeepSpeed's")
+        return recipe_of(2)
+    if isinstance(accumulate, bool):
+        fp32 = accumulate
+    elif isinstance(in_bf16, bool) and _flag(args, "bf16"):
+        fp32 = not in_bf16
+    else:
+        fp32 = not _flag(args, "fp16")
+    record = RECIPES[recipe_of(4 if fp32 else 2)]
+    if isinstance(accumulate, bool) or isinstance(in_bf16, bool):
+        said = ", ".join(f"{n} {args[n]}" for n in ("accumulate_allreduce_grads_in_fp32",
+                                                   "grad_reduce_in_bf16") if n in args)
+        notes.append(f"gradients in {'fp32' if fp32 else '16 bits'} ({said}): "
+                     f"{record.label}")
+    else:
+        why = ("fp16 training's default, 16-bit gradients" if not fp32 else
+               "Megatron-LM's default, fp32 main gradients reduced in fp32 (no "
+               "--grad-reduce-in-bf16)")
+        defaulted.append(("recipe", record.id, "the arguments print neither "
+                          "accumulate_allreduce_grads_in_fp32 nor grad_reduce_in_bf16: "
+                          f"{why}, {record.label}"))
+    return record.id
+
+
+def plan_of(args: dict, layers: object) -> tuple[dict[str, object], int, list[str],
+                                                  list[tuple[str, str, str]]]:
+    """EP08's plan controls from the arguments, the world size, what was noted and what was
+    assumed (control, value, why)."""
     notes: list[str] = []
+    defaulted: list[tuple[str, str, str]] = []
     tp = whole("tensor_model_parallel_size", args.get("tensor_model_parallel_size", 1))
     pp = whole("pipeline_model_parallel_size", args.get("pipeline_model_parallel_size", 1))
     cp = whole("context_parallel_size", args.get("context_parallel_size") or 1)
@@ -275,8 +326,9 @@ def plan_of(args: dict, layers: object) -> tuple[dict[str, object], int, list[st
             "sequence_parallel": _flag(args, "sequence_parallel"),
             "tp_overlap": "all" if _flag(args, "tp_comm_overlap") else "backward",
             "dp_overlap": _flag(args, "overlap_grad_reduce"),
-            "grad_accum_fusion": _flag(args, "gradient_accumulation_fusion", True)}
-    return plan, world, notes
+            "grad_accum_fusion": _flag(args, "gradient_accumulation_fusion", True),
+            "recipe": _gradients(args, notes, defaulted)}
+    return plan, world, notes, defaulted
 
 
 def measured_of(iterations: list, memory: list, theory: list, gbs: int | None,
@@ -327,7 +379,7 @@ def read(text: str) -> ParsedRun:
         raise LabInputError(FIELD, "no arguments block: the plan cannot be read. Paste the "
                                    "lines between '------ arguments ------' and '-- end of "
                                    "arguments --' that Megatron-LM prints at start")
-    plan, world, notes = plan_of(args, args.get("num_layers"))
+    plan, world, notes, defaulted = plan_of(args, args.get("num_layers"))
     spec = model_of(args, padded)
     gbs = plan["micro_batch"] * plan["microbatches"] * plan["dp"]
     measured, more = measured_of(iterations, memory, theory, gbs, plan["seq_len"], world)
@@ -340,4 +392,5 @@ def read(text: str) -> ParsedRun:
     found = [kind for kind, got in (("arguments", args), ("iterations", iterations),
                                     ("memory", memory), ("theoretical memory", theory)) if got]
     return ParsedRun("megatron", matched, params_of({"model": model, **plan}), world,
-                     measured, notes=tuple(notes + more), found=tuple(found))
+                     measured, defaulted=tuple(defaulted), notes=tuple(notes + more),
+                     found=tuple(found))

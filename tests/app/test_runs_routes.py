@@ -344,9 +344,11 @@ def test_round21_the_megatron_fixture_is_a_consistent_megatron_log(client):
 
 
 def test_round_24_each_log_is_timed_and_billed_as_its_framework_runs(client):
-    """Round-24 cold reading B #1, on the page. torchtitan without async TP: the lab times TP
-    overlap 'none' (it was Megatron's 'backward': 10,575 against 11,367 ms) and the page names
-    the assumption."""
+    """Round-24 cold reading B #1 and #2, on the page. torchtitan without async TP: the lab
+    times TP overlap 'none' (it was Megatron's 'backward': 10,575 against 11,367 ms) and the
+    page names the assumption. Megatron-LM with fp32 main gradients
+    (accumulate_allreduce_grads_in_fp32 True): the ledger bills the 18 B recipe (42.9 -> 46.9
+    GB), the same /api/recipe gives for recipe=adam18."""
     titan = client.post(API, json={"log": text("torchtitan_llama3_70b.log"),
                                    "gpu": "h100-sxm"}).json()
     assert titan["recipe_query"]["tp_overlap"] == "none"
@@ -358,3 +360,12 @@ def test_round_24_each_log_is_timed_and_billed_as_its_framework_runs(client):
     page = client.post(PATH, data={"log": text("torchtitan_llama3_70b.log"),
                                    "gpu": "h100-sxm"}).text
     assert "<strong>tp_overlap</strong> = none" in page
+    mega = client.post(API, json={"log": text("megatron_llama3_8b.log"),
+                                  "gpu": "h100-sxm"}).json()
+    assert mega["recipe_query"]["recipe"] == "adam18"
+    figures = {f["name"]: f for f in mega["figures"]}
+    fp32 = mega["recipe"]["memory_per_gpu_bytes"]
+    bf16 = client.get("/api/recipe?" + urlencode(
+        {**mega["recipe_query"], "recipe": "adam16"})).json()["memory_per_gpu_bytes"]
+    assert figures["peak_allocated_bytes"]["predicted"] == fp32 > bf16
+    assert round(fp32 / 1e9, 1) == 46.9 and round(bf16 / 1e9, 1) == 42.9

@@ -35,7 +35,8 @@ def test_megatron_llama_log_reads_to_its_exact_plan():
                          "ep": "1", "zero": "1", "recompute": "selective",
                          "schedule": "interleaved-1f1b", "virtual": "2", "micro_batch": "1",
                          "microbatches": "32", "seq_len": "8192", "sequence_parallel": "true",
-                         "dp_overlap": "true", **SOFTWARE_MEGATRON}
+                         "dp_overlap": "true", **SOFTWARE_MEGATRON, "recipe": "adam18"}
+    assert run.defaulted == ()  # accumulate_allreduce_grads_in_fp32 True: fp32 gradients
     assert run.world_size == 8
     m = run.measured
     # The median of the four lines after the first (13702.6 ms is warm-up).
@@ -57,7 +58,8 @@ def test_bloom_176b_public_line_reads_with_its_slurm_plan():
                          "micro_batch": "2", "microbatches": "128", "seq_len": "2048",
                          "sequence_parallel": "false", "dp_overlap": "false",
                          **SOFTWARE_MEGATRON, "first_stage_layers": "5",
-                         "last_stage_layers": "5", "attention": "unfused"}
+                         "last_stage_layers": "5", "attention": "unfused",
+                         "recipe": "adam16"}
     assert run.world_size == 384
     assert run.measured.step_s == 105.22  # "elapsed time per iteration (s): 105.22"
     assert run.measured.tflops_per_gpu == 149.02  # "TFLOPs: 149.02"
@@ -65,6 +67,8 @@ def test_bloom_176b_public_line_reads_with_its_slurm_plan():
     assert run.model.params == pytest.approx(176.2e9, rel=2e-3)  # BLOOM's 176B
     assert any("BF16_Optimizer" in n for n in run.notes)
     assert any("first and last stages hold 5 layers" in n for n in run.notes)
+    # DeepSpeed's gradients are its own: the lab's 16 B recipe, said.
+    assert any("BF16_Optimizer holds fp32 gradient buffers" in n for n in run.notes)
 
 
 def test_torchtitan_config_and_coloured_step_lines():
@@ -114,6 +118,47 @@ def test_torchtitan_tp_overlap_is_what_torchtitan_runs():
     # Without TP there is nothing to overlap, so nothing assumed.
     no_tp = read_run(TITAN_TP.replace("tensor_parallel_degree = 2", "tensor_parallel_degree = 1"))
     assert no_tp.defaulted == ()
+
+
+def _arguments(replace: dict[str, str | None]) -> str:
+    """The Llama fixture with some printed argument lines changed (None: taken out)."""
+    lines = []
+    for line in text("megatron_llama3_8b.log").split("\n"):
+        name = line.split(" .")[0].strip()
+        if name in replace:
+            if replace[name] is None:
+                continue
+            line = line.rsplit(" ", 1)[0] + " " + replace[name]
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def test_megatron_gradient_precision_picks_the_recipe():
+    """Round-24 cold reading B #2: the lab billed bf16 gradients (16 B) whatever the log said.
+    Megatron-LM keeps fp32 main gradients under bf16 unless --grad-reduce-in-bf16
+    (validate_args sets accumulate_allreduce_grads_in_fp32); the recipe is the one whose
+    gradient bytes match, and a block that prints neither is assumed and named."""
+    from labs.core.catalogue import RECIPES
+
+    fp32 = read_run(text("megatron_llama3_8b.log"))
+    assert RECIPES[fp32.query["recipe"]].gradients == 4
+    assert any("accumulate_allreduce_grads_in_fp32 True" in n and "18 B/param" in n
+               for n in fp32.notes)  # said under "How the log was read"
+    bf16 = read_run(_arguments({"accumulate_allreduce_grads_in_fp32": "False",
+                                "grad_reduce_in_bf16": "True"}))
+    assert RECIPES[bf16.query["recipe"]].gradients == 2 and bf16.defaulted == ()
+    only_flag = read_run(_arguments({"accumulate_allreduce_grads_in_fp32": None,
+                                     "grad_reduce_in_bf16": "True"}))
+    assert only_flag.query["recipe"] == bf16.query["recipe"] and only_flag.defaulted == ()
+    silent = read_run(_arguments({"accumulate_allreduce_grads_in_fp32": None,
+                                  "grad_reduce_in_bf16": None}))
+    assert silent.query["recipe"] == fp32.query["recipe"]
+    assert [d[:2] for d in silent.defaulted] == [("recipe", fp32.query["recipe"])]
+    assert "grad_reduce_in_bf16" in silent.defaulted[0][2]
+    fp16 = read_run(_arguments({"accumulate_allreduce_grads_in_fp32": None,
+                                "grad_reduce_in_bf16": None, "bf16": "False",
+                                "fp16": "True"}))
+    assert fp16.query["recipe"] == bf16.query["recipe"]
 
 
 def test_torchtitan_shard_minus_one_and_unknown_flavor_are_defaulted_and_said():
