@@ -5,6 +5,7 @@ contradicts; and a fuzz: any text is a run or a LabInputError, never another exc
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from labs.core.errors import LabInputError
 from labs.core.limits import MAX_LOG_BYTES
+from labs.runs_log.common import ANSI
 from labs.runs_log.inputs import GIB, MIB
 from labs.runs_log.lab import compare, read_run, recipe_params
 
@@ -159,6 +161,31 @@ def test_megatron_gradient_precision_picks_the_recipe():
                                 "grad_reduce_in_bf16": None, "bf16": "False",
                                 "fp16": "True"}))
     assert fp16.query["recipe"] == bf16.query["recipe"]
+
+
+def test_fixture_stamps_advance_by_the_logged_step_times():
+    """Round-24 cold reading B #17: the fixtures' stamps were 10 s apart for 8.1 s and 11.7 s
+    steps logged every 10. Each line's stamp is now the previous one's plus the steps between
+    them at the line's own step time."""
+    from datetime import datetime
+
+    mega = text("megatron_llama3_8b.log")
+    stamps = [(datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f"), int(m.group(2)),
+               float(m.group(3))) for m in re.finditer(
+        r"\[([\d-]+ [\d:.]+)\] iteration\s+(\d+)/.*?elapsed time per iteration \(ms\): "
+        r"([\d.]+)", mega)]
+    assert len(stamps) == 5
+    for (t0, i0, _), (t1, i1, ms) in zip(stamps, stamps[1:], strict=False):
+        assert (t1 - t0).total_seconds() == pytest.approx((i1 - i0) * ms / 1000, abs=1e-3)
+    titan = read_run(text("torchtitan_llama3_70b.log"))
+    lines = [(datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f"), int(m.group(2)),
+              int(m.group(3))) for m in re.finditer(
+        r"titan\] ([\d-]+ [\d:,]+) .*?step:\s*(\d+) .*?tps: (\d+)",
+        ANSI.sub("", text("torchtitan_llama3_70b.log")))]
+    assert len(lines) == 4
+    for (t0, s0, _), (t1, s1, tps) in zip(lines, lines[1:], strict=False):
+        step_s = titan.measured.global_batch * 8192 / (tps * titan.world_size)
+        assert (t1 - t0).total_seconds() == pytest.approx((s1 - s0) * step_s, abs=1e-3)
 
 
 def test_torchtitan_shard_minus_one_and_unknown_flavor_are_defaulted_and_said():
