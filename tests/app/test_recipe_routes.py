@@ -1733,12 +1733,14 @@ def test_round_8_step_14_notes_one_paragraph_per_cluster_size_each_naming_its_pl
 def test_round_8_ep08_marks_its_terms_of_art_at_first_use(client):
     """Round-8 cold reading of EP08, item 13: NIC, critical path, gradient buckets,
     userbuffers and Pareto front were used undefined. Each but NIC now has a glossary entry, so
-    the page marks its first use with a link to it; step 13 glosses NIC inline, as EP07 does;
+    the page marks its first use with a link to it; NIC is glossed inline where the page first
+    says it, step 12 since round 10 (step 13 glossed it again until the 2026-12-07 cut);
     busBW's entry defines algBW where it uses it."""
     from app.glossary_terms import GLOSSARY
 
     html = client.get("/episodes/recipe-3d").text
-    assert "each with its own NIC, a network card" in _step_text(_page_text(client), 13)
+    # Step 12 defines NIC where the page first uses it (test_round_10_nic_is_defined_...).
+    assert "each with its own NIC" in _step_text(_page_text(client), 13)
     for slug in ("critical-path", "gradient-buckets", "userbuffers", "pareto-front"):
         assert f'glossary#{slug}"' in html, slug
     busbw = next(t for t in GLOSSARY if t.slug == "busbw").definition

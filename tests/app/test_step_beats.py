@@ -198,10 +198,11 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     # 5's); r23: 342 cut (MLA's sharing left to its glossary tip); the
     # rest answers its own question: the cache, the weights table, its second link's
     # 32,768-token cache and SGLang's reserved cache on slime's FP8 weights (which way it errs)
-    ("moe", "step-7"): 502,  # r19 Y #13: NCCL's current factor, the lab errs slow; r21: 577
+    ("moe", "step-7"): 455,  # r19 Y #13: NCCL's current factor, the lab errs slow; r21: 577
     # cut (the grey bars said in the intro, the notes' pointers gone); no other step asks a
     # group's 1:1 time, so the four groups' times, DP's ring latency sum and the 7:1, 32-node
-    # and pod states stay, each pinned (test_moe_routes round 8, 10, 19)
+    # and pod states stay, each pinned (test_moe_routes round 8, 10, 19); 12-07: 502 cut (the
+    # predict's leaves and partners not restated, the first stage's aside, shorter clauses)
     ("moe", "step-11"): 326,  # r21: 386 cut (DualPipe's citation to the limit, which names the
     # overlap; step 3's sums not redone); four try-link states, each's f* worked (EP 8, EP 64,
     # DeepEP, Mixtral), and the round-18 rows-and-rates reason the ratio holds, all pinned
@@ -209,9 +210,10 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     # r21: 583 cut (EP07 step 3's dispatch cited, the buckets tighter); the rest is the working
     # of the predict's stated inputs (each bucket group's time and the 121 ms it leaves,
     # round-10 pins) and EP's wait (round-8 pin), which no other step's question asks
-    ("recipe", "step-13"): 579,  # r20: 911 cut; gather, prefetch, resharding and TP modes pinned;
+    ("recipe", "step-13"): 523,  # r20: 911 cut; gather, prefetch, resharding and TP modes pinned;
     # r21: 624 cut (the predict's inputs not restated, shorter clauses); each of its five
-    # links' figures is its own question's working (round-4, 6 and 8 pins), so none moves
+    # links' figures is its own question's working (round-4, 6 and 8 pins), so none moves;
+    # 12-07: 579 cut (NIC glossed once, in step 12; the lab's error one clause; tighter notes)
     ("playground", "step-5"): 382,  # r19 Z #11 says which way NCCL 2.8's x1.9 errs: +30; r21:
     # what is left is the wait's working and the TP-efficiency readings the pins keep (EP04 step
     # and layer, its two losses, EP08's factor, the flat-ring curve): no other step asks them
