@@ -613,7 +613,7 @@ def test_round8_step_7_times_each_group_on_the_stage_that_holds_most_of_it(clien
     ring_lat = tor["dp"]["seconds"] - tor["dp"]["bytes_per_gpu"] / 160e9
     page = client.get("/episodes/experts").text
     step7 = _step_text(page, "step-7")
-    assert ("4 MoE layers × 4 experts × 44.0M = 705M parameters a GPU" in step7)
+    assert ("4 MoE layers × 4 experts × 44.04M = 705M parameters a GPU" in step7)
     assert (f"{fmt_bytes(edp_bytes)} ÷ 48 GB/s = {fmt_ms(flat['edp']['seconds'])} on a full "
             f"fat tree, {fmt_ms(tor['edp']['seconds'])} here") in step7
     assert f"58.7 MB ÷ 48 GB/s + (8.4 + 9.6) µs = {fmt_ms(flat['pp']['seconds'])}" in step7
@@ -1335,3 +1335,33 @@ def test_round22_ep07_uses_no_term_before_the_guess_that_its_why_defines(client)
         if early:
             late[term.slug] = " ".join(shown[early[0] - 80:early[0] + 40].split())
     assert not late, late
+
+
+def test_step_7s_sums_redo_from_their_printed_digits(client):
+    """Step 7's why (cut to 458 words with its notes, 2026-12-07): each sum, redone from the
+    figures it prints, gives the figure printed. '4 × 4 × 44.0M = 705M' gave 704M, '23.1 GB ÷
+    110 GB/s + 2.01 ms = 213 ms' gave 212, and PP's 1.24 ms 'takes 4 times as long' gave 4.96
+    against 4.91: the wire time is what a shared uplink multiplies, not the 18 µs of latency
+    (the note's 8.4 + 9.6 µs)."""
+    from app.routers.moe import facts
+
+    step7 = _step_text(client.get("/episodes/experts").text, "step-7")
+
+    def works(value: float, printed: str) -> bool:
+        places = len(printed.partition(".")[2])
+        return abs(value - float(printed.replace(",", ""))) <= 0.5 * 10 ** -places + 1e-9
+
+    m = re.search(r"(\d+) MoE layers × (\d+) experts × ([\d.]+)M = ([\d.]+)M", step7)
+    assert m and works(int(m[1]) * int(m[2]) * float(m[3]), m[4]), m and m.groups()
+    m = re.search(r"8 × 48 × 2/7 = ([\d.]+) GB/s, below NVLink: ([\d.]+) GB ÷ ([\d.]+) GB/s \+ "
+                  r"([\d.]+) ms = ([\d.]+) ms", step7)
+    assert m and m[1] == m[3] and works(8 * 48 * 2 / 7, m[1]), m and m.groups()
+    assert works(float(m[2]) / float(m[3]) * 1e3 + float(m[4]), m[5]), m.groups()
+    assert f"{m[5]} ms" == fmt_ms(facts()["v3_tor2"]["api"]["network"][2]["seconds"])
+    lat = re.search(r"58\.7 MB ÷ 48 GB/s \+ \(([\d.]+) \+ ([\d.]+)\) µs", step7)
+    pp = re.search(r"4 times as long on the wire: PP's send goes from ([\d.]+) ms to ([\d.]+) ms",
+                   step7)
+    assert lat and pp, step7
+    us = (float(lat[1]) + float(lat[2])) / 1e3
+    assert works((float(pp[1]) - us) * 4 + us, pp[2]), (pp.groups(), us)
+    assert not works(float(pp[1]) * 4, pp[2])  # the whole send times 4 is not it
