@@ -989,8 +989,8 @@ def test_step_13_derives_tp_and_ep_from_the_collectives_the_engine_times(client)
     assert "each GEMM is cut into 4 chunks and one chunk's collective" not in step
     # The all-to-all is step 12's figure, derived there (round-8 reading, item 5).
     step12 = re.sub(r"<[^>]+>", " ", html.split('id="step-12"')[1].split('id="step-13"')[0])
-    assert (f"{len(ep)} × {ep[0]['seconds'] * 1e3:.3f} ms = "
-            f"{ms(mix['exposed_s']['ep'] * 1e3)} a layer") in re.sub(r"\s+", " ", step12)
+    assert (f"{len(ep)} × {ep[0]['seconds'] * 1e3:.4f} ms = "
+            f"{mix['exposed_s']['ep'] * 1e3:.3f} ms a layer") in re.sub(r"\s+", " ", step12)
 
 
 def test_step_12_times_the_buckets_from_the_step_models_schedule(client):
@@ -1896,7 +1896,7 @@ def test_round_8_step_12_derives_its_figures_and_step_13s_why_only_its_predicts(
     text = _page_text(client)
     step12 = _step_text(text, 12)
     assert "step 13 times" not in step12
-    assert (f"× {n} = {ms(ov['timeline']['exposed_s']['ep'] * 1e3)} a micro-batch"
+    assert (f"× {n} = {ov['timeline']['exposed_s']['ep'] * 1e3:.2f} ms a micro-batch"
             in step12)
     assert (f"2 × ({ms(whole[0] * 1e3)} + {ms(whole[1] * 1e3)}) = "
             f"{ms(off['timeline']['exposed_s']['dp'] * 1e3)}") in step12

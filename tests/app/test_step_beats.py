@@ -207,7 +207,10 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     ("moe", "step-11"): 326,  # r21: 386 cut (DualPipe's citation to the limit, which names the
     # overlap; step 3's sums not redone); four try-link states, each's f* worked (EP 8, EP 64,
     # DeepEP, Mixtral), and the round-18 rows-and-rates reason the ratio holds, all pinned
-    ("recipe", "step-12"): 475,  # r20: 1,247 cut to the DP wait, its buckets, EP and DeepEP;
+    ("recipe", "step-12"): 492,  # r20: 1,247 cut to the DP wait, its buckets, EP and DeepEP;
+    # r24: 475 + 17, grown by working the readers asked for (round 23 Q #6: each group's smaller
+    # last bucket in the sum; round 24 B #8: the EP products to their digits) and NIC's gloss
+    # moved here from step 13, its first use (step 13 shrank by more); the MoE error shorter
     # r21: 583 cut (EP07 step 3's dispatch cited, the buckets tighter); the rest is the working
     # of the predict's stated inputs (each bucket group's time and the 121 ms it leaves,
     # round-10 pins) and EP's wait (round-8 pin), which no other step's question asks
