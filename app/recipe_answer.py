@@ -125,11 +125,78 @@ SHORT = {"kernels": "kernels", "tp": "TP", "cp": "CP", "ep": "EP", "sends": "sen
 def end_words(r: RecipeResult, seconds: float, compute_end: float) -> str:
     """Where the drawn micro-batch ends, as its caption says it, from the answer's one
     timeline. Round-22 cold reading Q, finding 7: the caption quoted the comm lane's end (443
-    ms) where step 12's why quotes the compute stream's (435 ms): it gives both, apart."""
-    on = "the DP buckets run" if r.plan.zero < 3 else "the communication stream runs"
+    ms) where step 12's why quotes the compute stream's (435 ms): it gives both, apart. (The
+    443 ms was the merged DP bar's end: its all-gathers' hidden time laid after the
+    reduce-scatters'; since each collective has its own bar, ZeRO-0/1/2's DP ends with the
+    compute stream's wait.)"""
     if fmt_ms(seconds) == fmt_ms(compute_end):
         return fmt_ms(seconds)
-    return f"the compute stream ends at {fmt_ms(compute_end)}; {on} on to {fmt_ms(seconds)}"
+    return (f"the compute stream ends at {fmt_ms(compute_end)}; the communication stream "
+            f"runs on to {fmt_ms(seconds)}")
+
+
+SYNC_WORDS = {"reduce_scatter": "reduce-scatter", "all_gather": "all-gather",
+              "all_reduce": "all-reduce"}
+GROUP_WORDS = {"dense": "the dense layers'", "experts": "the experts'",
+               "tied": "the tied embeddings'"}
+
+
+def _ms2(seconds: float) -> str:
+    """Step 12's why prints the sync's terms to 2 decimals of a ms (its 0.19 + 11.87 + ...)."""
+    return f"{seconds * 1e3:,.2f} ms"
+
+
+def sync_label(e) -> str:
+    """A bar of ZeRO-0/1/2's DP sync (labs.recipe.overlap.Leg): its collective on its group's
+    lane, "DP reduce-scatters" (the groups' summed) where the compute stream waits."""
+    words = SYNC_WORDS[e.collective]
+    if e.group == "tied":
+        return "tied embeddings' all-reduce"
+    return f"DP {words}s" if e.lane == "compute" else words
+
+
+def _leg_words(g) -> str:
+    """One leg of the sync: which collective of which group, how long, how much exposed."""
+    what = SYNC_WORDS[g.kind]
+    if g.group == "tied":
+        return (f"All-reduce of the tied embeddings' gradients between the first and last "
+                f"stages: {_ms2(g.seconds)}, all exposed")
+    buckets = f"{g.buckets:,} bucket{'s' if g.buckets > 1 else ''}"
+    idle = (f", {_ms2(g.idle)} hidden in the pipeline's idle time (not drawn)" if g.idle
+            > 0 else "")
+    if g.kind == "all_gather":
+        return (f"All-gather of {GROUP_WORDS[g.group]} updated weights, {buckets}: "
+                f"{_ms2(g.seconds)} in all, beside the next step's first forward (off this "
+                f"timeline): {_ms2(g.hidden)} hidden there, {_ms2(g.exposed)} exposed, the wait "
+                f"drawn here{idle}")
+    return (f"{what.capitalize()} of {GROUP_WORDS[g.group]} gradients, {buckets}: "
+            f"{_ms2(g.seconds)} in all, {_ms2(g.hidden)} hidden beside the last backward, "
+            f"{_ms2(g.exposed)} exposed after it{idle}")
+
+
+def sync_hover(e, sync) -> str:
+    """A sync bar's hover: its leg's words, or where the compute stream waits, each group's
+    part of the wait."""
+    if e.lane != "compute":
+        leg = next(g for g in sync if g.kind == e.collective and g.group == e.group)
+        state = "exposed" if e.state == "exposed" else "hidden"
+        return f"{_leg_words(leg)}. This bar: {_ms2(e.seconds)} {state}"
+    mine = [g for g in sync if g.exposed > 0 and (g.group == "tied") == (e.group == "tied")
+            and g.kind == e.collective]
+    where = ("in the next step's first forward, charged here once a step"
+             if e.collective == "all_gather" else "after the last backward")
+    parts = " + ".join(f"{GROUP_WORDS[g.group].removeprefix('the ')} {_ms2(g.exposed)}"
+                       for g in mine)
+    return (f"The compute stream waits {_ms2(e.seconds)} for the {sync_label(e)} {where}"
+            + (f": {parts}" if len(mine) > 1 else ""))
+
+
+def sync_words(sync) -> str:
+    """The summary's DP sync, a term per collective and group, in the order they wait."""
+    return " + ".join(f"{GROUP_WORDS[g.group].removeprefix('the ')} {SYNC_WORDS[g.kind]} "
+                      f"{_ms2(g.exposed)}" for g in sorted(
+                          (g for g in sync if g.exposed > 0),
+                          key=lambda g: (g.kind == "all_gather", g.group == "tied")))
 
 
 @per_result
@@ -143,7 +210,10 @@ def timeline_api(r: RecipeResult) -> dict | None:
     events = [{"lane": e.lane, "phase": e.phase, "kind": e.kind, "state": e.state,
                "start_s": e.start, "seconds": e.seconds,
                "label": (f"{e.phase} kernels" if e.kind == "kernels"
-                         else dp_name if e.kind == "dp" else SHORT[e.kind])}
+                         else sync_label(e) if e.collective
+                         else dp_name if e.kind == "dp" else SHORT[e.kind]),
+               **({"collective": e.collective, "group": e.group,
+                   "hover": sync_hover(e, line.sync)} if e.collective else {})}
               for e in line.events]
     back = next((e.start for e in line.events if e.phase == "backward"
                  and e.kind == "kernels"), 0.0)
@@ -155,7 +225,8 @@ def timeline_api(r: RecipeResult) -> dict | None:
     summary = (f"The step's last micro-batch on the slowest stage: "
                f"{end_words(r, line.seconds, line.compute_end)}. "
                "On the critical path: " + (", ".join(shown) or "no communication")
-               + (f"; DP {fmt_ms(dp)} once a step, after the last backward" if dp else "")
+               + (f"; DP {fmt_ms(dp)} once a step, drawn after the last backward: "
+                  f"{sync_words(line.sync)}" if dp else "")
                + f". SMs lent to NCCL, charged: {fmt_ms(line.charged_sm_s)}; "
                f"not charged beside the hidden collectives ({round(line.sm_share['dp'] * sms)} "
                f"of {sms} SMs): up to {fmt_ms(line.uncharged_sm_s)}, so the lab errs "
@@ -168,8 +239,14 @@ def timeline_api(r: RecipeResult) -> dict | None:
                 f"{state}_s": sum(e.seconds for e in mine if e.state == state
                                   and (e.lane == "compute" or state == "hidden"))
                 for state in ("hidden", "sm", "exposed")}})
+            if kind == "dp" and line.sync:  # the gathers hide beside the next forward, and
+                # the pipeline's idle time hides some: neither is drawn, both are hidden
+                by_kind[-1]["hidden_s"] = math.fsum(g.hidden + g.idle for g in line.sync)
     return {"events": events, "by_kind": by_kind, "seconds": line.seconds,
             "compute_end_s": line.compute_end,
+            "dp_sync": [{"collective": g.kind, "group": g.group, "lane": g.lane,
+                         "buckets": g.buckets, "seconds": g.seconds, "hidden_s": g.hidden,
+                         "idle_s": g.idle, "exposed_s": g.exposed} for g in line.sync],
             "backward_start_s": back,
             "exposed_s": line.exposed, "charged_s": line.charged(),
             "sm_share": line.sm_share, "charged_sm_s": line.charged_sm_s,

@@ -14,6 +14,9 @@ TIMELINE_STATES = {
     "exposed": ("Exposed: the compute stream waits", "#e45756"),
 }
 TIMELINE_LANES = ("Compute stream", "Comm stream")
+# ZeRO-0/1/2's DP sync, a lane per group (labs.recipe.overlap.Leg.lane): its reductions and
+# its all-gathers' wait, each a bar of its own (round-24 expert reading: one bar merged them).
+SYNC_LANES = {"dp": "DP stream", "edp": "Expert DP stream"}
 # The backward's start, as a share of the axis, below which "forward →" and "backward →"
 # (about 50 px each) take a row each: a phone's plot is about 230 px wide.
 PASS_LABELS_APART = 0.3
@@ -23,7 +26,9 @@ def timeline_figure(line: dict) -> dict:
     """``line``: the answer's ``timeline`` (app.recipe_answer.timeline_api). Two lanes, a bar
     per event from its start for its seconds (ms), coloured by what it costs; the backward's
     start marked."""
-    lanes = {"compute": TIMELINE_LANES[0], "comm": TIMELINE_LANES[1]}
+    lanes = {"compute": TIMELINE_LANES[0], "comm": TIMELINE_LANES[1],
+             **{k: v for k, v in SYNC_LANES.items()
+                if any(e["lane"] == k for e in line["events"])}}
     named = set()  # (lane, label) already written on a bar: the overlaid hidden and exposed
     # parts of one collective (DP buckets) would print the same word on top of itself
 
@@ -35,7 +40,7 @@ def timeline_figure(line: dict) -> dict:
         return {"text": names, "texttemplate": shown}
 
     data = _state_bars(line["events"], lanes, "label", text, digits=3, edge=1)
-    return {"data": data, "layout": _lanes_layout(line, list(TIMELINE_LANES)),
+    return {"data": data, "layout": _lanes_layout(line, list(lanes.values())),
             "summary": line["summary"]}
 
 
@@ -51,6 +56,15 @@ def _state_bars(items: list[dict], lanes: dict[str, str], name: str, text, *, di
         if not rows:
             continue
         names = [e[name] for e in rows]
+        # A bar that says what it is (the DP sync's: which collective, how long, how much
+        # exposed) hovers its own words; the rest their name, length and start.
+        hover = ({"hovertext": [e.get("hover") or (
+            f"{e[name]}: {e['seconds'] * 1e3:,.{digits - 1}f} ms ({label.lower()}), "
+            f"from {e['start_s'] * 1e3:,.{digits - 2}f} ms") for e in rows],
+            "hovertemplate": "%{hovertext}<extra></extra>"}
+            if any(e.get("hover") for e in rows) else {
+            "hovertemplate": f"%{{customdata}}: %{{x:,.{digits - 1}f}} ms ({label.lower()}), "
+                             f"from %{{base:,.{digits - 2}f}} ms<extra></extra>"})
         data.append({
             "type": "bar", "orientation": "h", "name": label,
             "y": [lanes[e["lane"]] for e in rows],
@@ -58,9 +72,7 @@ def _state_bars(items: list[dict], lanes: dict[str, str], name: str, text, *, di
             "x": [round(e["seconds"] * 1e3, digits) for e in rows],
             "marker": {"color": colour, "line": {"color": "#ffffff", "width": edge}},
             **text(rows, names), "textposition": "inside", "insidetextanchor": "middle",
-            "textangle": 0, "textfont": {"size": 10}, "customdata": names,
-            "hovertemplate": f"%{{customdata}}: %{{x:,.{digits - 1}f}} ms ({label.lower()}), "
-                             f"from %{{base:,.{digits - 2}f}} ms<extra></extra>",
+            "textangle": 0, "textfont": {"size": 10}, "customdata": names, **hover,
         })
     return data
 

@@ -331,9 +331,14 @@ def veiled_figures(state, figures: dict) -> dict:
     once = line["exposed_s"]["dp"]
     # The micro-batch's end less the backward's drawn end is the DP wait too (ZeRO-0/1/2).
     end = f"slowest stage: {end_words(r, line['seconds'], line['compute_end_s'])}."
+    # With it, each collective's term (a reduce-scatter's tail, an all-gather's wait).
+    said = line["summary"]
+    dp_said = f"DP {fmt_ms(once)} once a step"
+    if dp_said in said and ". SMs lent" in said:
+        dp_said = said[said.index(dp_said):said.index(". SMs lent")]
     lanes_owners(figures["timeline"], line["events"], keys, {
         k: [(f"{LABELS[k]} {fmt_ms(v)}", f"{LABELS[k]} ?"),
-            *([(f"DP {fmt_ms(once)} once a step", "DP ? once a step"),
+            *([(dp_said, "DP ? once a step"),
                (end, "slowest stage: ?.")] if k == "dp" else [])]
         for k, v in line["exposed_s"].items() if k in ("tp", "dp")})
     if figures.get("layer") and layer:

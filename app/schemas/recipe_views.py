@@ -11,7 +11,9 @@ SmShare = Annotated[dict[str, float], Field(description="Share of the GPU's SMs 
 
 
 class RecipeTimelineEvent(BaseModel):
-    lane: str = Field(description="compute (the compute stream) or comm (NCCL's stream).")
+    lane: str = Field(description="compute (the compute stream), comm (NCCL's stream), or "
+                                  "ZeRO-0/1/2's DP sync: dp (the dense layers' data-parallel "
+                                  "group) or edp (the experts').")
     phase: str = Field(description="forward, backward, or after (DP's wait at the step's end).")
     kind: str = Field(description="kernels, tp, cp, ep, sends or dp.")
     state: str = Field(description="compute; hidden (behind compute); exposed (the compute "
@@ -21,6 +23,28 @@ class RecipeTimelineEvent(BaseModel):
     start_s: float = Field(description="Seconds from the micro-batch's start.")
     seconds: float
     label: str
+    collective: str | None = Field(None, description="ZeRO-0/1/2's DP sync: reduce_scatter, "
+                                                     "all_gather or all_reduce (dp_sync).")
+    group: str | None = Field(None, description="Its group (dense, experts, tied); empty on "
+                                                "the compute lane, where one wait sums the "
+                                                "groups'.")
+    hover: str | None = Field(None, description="What the bar says on hover: which "
+                                                "collective, how long, how much exposed.")
+
+
+class RecipeSyncLeg(BaseModel):
+    collective: str = Field(description="reduce_scatter or all_reduce (the gradients), "
+                                        "all_gather (the updated weights).")
+    group: str = Field(description="dense, experts, or tied (the tied embeddings' "
+                                   "all-reduce).")
+    lane: str
+    buckets: int = Field(description="Megatron's gradient buckets it runs in.")
+    seconds: float = Field(description="All its buckets, one after another, once a step.")
+    hidden_s: float = Field(description="Hidden beside the last backward (a reduction) or the "
+                                        "next step's first forward (the all-gather).")
+    idle_s: float = Field(description="Hidden in the pipeline's idle time.")
+    exposed_s: float = Field(description="What the step waits for it: the step's DP segment "
+                                         "is their sum.")
 
 
 class RecipeTimelineKind(BaseModel):
@@ -35,8 +59,11 @@ class RecipeTimeline(BaseModel):
     events: list[RecipeTimelineEvent]
     by_kind: list[RecipeTimelineKind] = Field(description="The events summed by kind.")
     seconds: float = Field(description="The timeline's end (ZeRO-0/1/2: with DP's wait).")
-    compute_end_s: float = Field(description="Where the compute stream ends; with DP overlap "
-                                             "on the hidden buckets may run past it.")
+    compute_end_s: float = Field(description="Where the compute stream ends; ZeRO-3's "
+                                             "hidden collectives may run past it.")
+    dp_sync: list[RecipeSyncLeg] = Field(description="ZeRO-0/1/2: the step's DP sync, "
+                                                     "collective by collective, as the step "
+                                                     "model charges it (labs.recipe.overlap).")
     backward_start_s: float
     exposed_s: dict[str, float] = Field(description="Per kind, exposed + SM seconds on this "
                                                     "micro-batch (dp: once a step, ZeRO-3: "

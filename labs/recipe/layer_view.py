@@ -48,7 +48,7 @@ from labs.hardware.nccl import sm_share
 from labs.parallel.layer_time import COMM_SMS, LayerTime, Piece
 from labs.recipe.dp_time import dp_spreads, zero3_layer
 from labs.recipe.inputs import RecipeResult
-from labs.recipe.timing import Buckets, Part
+from labs.recipe.timing import Part
 
 # A layer's kernels in the order they run forward: (name, kind); "norms" and
 # "bias-dropout-add" are two equal kernels each (labs.model.ops), so each half runs in its place.
@@ -232,20 +232,6 @@ def _layer(r: RecipeResult) -> tuple[int, LayerTime, tuple[float, float], int]:
     return n, lt, (dense, expert), sum(row[0] for row in layers)
 
 
-def _runs(b: Buckets) -> list[tuple[int, float, float]]:
-    """Each bucket's (number, start, end) from its window's start as the step model runs them
-    (``labs.data_parallel.lab.exposed_after_window``): bucket j ready at j·share·window, the
-    last at the window's end, one after another; the last ends ``b.exposed`` past the window
-    (without DP overlap the window is empty, and all of it is)."""
-    out, t = [], 0.0
-    for j in range(1, b.count + 1):
-        last = j == b.count
-        start = max(b.window_s if last else j * b.share * b.window_s, t)
-        t = start + (b.last_s if last else b.bucket_s)
-        out.append((j, start, t))
-    return out
-
-
 def _before_it(r: RecipeResult, lt: LayerTime) -> float:
     """The backward seconds of the stage's layers that run after the drawn one's backward
     (those before it in the forward); 0 when it is the stage's first."""
@@ -271,7 +257,7 @@ def _sync(lay: _Lay, dp: Part, back: float, end: float, after: float) -> float:
         words = "" if b.group == "dense" else "expert "
         hi = b.window_s - after
         lo = hi - (end - back)
-        for j, s0, s1 in _runs(b):
+        for j, s0, s1 in b.runs():
             a, z = max(s0, lo), min(s1, hi)
             if z > a:
                 lay.add(lane, "backward", "dp", f"{words}bucket {j:,} of {b.count:,}", "hidden",

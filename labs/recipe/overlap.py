@@ -13,6 +13,16 @@ out the same way:
 - communication lane: each collective's hidden seconds, laid from the pass's start, and its
   exposed seconds, beside the compute lane's wait.
 
+ZeRO-0/1/2's sync, once a step, is drawn collective by collective (``Leg``, read off the step
+model's ``Part.buckets``): each group's gradient reduction (all-reduce, or reduce-scatter) on its
+own lane ("dp": the dense layers' data-parallel group, "edp": the experts'), its buckets where the
+step model runs them beside the last backward (``Buckets.runs``) and what they leave after it;
+then the updated weights' all-gathers, which run beside the next step's first forward, off this
+timeline: only the wait they leave that forward is drawn, after the reductions', where the step
+bar charges it. The compute lane waits for each kind in turn: the reductions' tails, the
+all-gathers' waits, the tied embeddings' all-reduce, as the step model sums them
+(``labs.recipe.dp_time``: each less the pipeline's idle time that hides its part).
+
 The step bar charges exactly these exposed and SM seconds (``check``): per micro-batch for TP,
 CP, EP, the pipeline sends and ZeRO-3; once a step for ZeRO-0/1/2's buckets. The bubble, uneven
 stages and the optimizer step are not on this timeline.
@@ -34,6 +44,7 @@ from dataclasses import dataclass
 from labs.hardware.nccl import sm_share
 from labs.parallel.layer_time import COMM_SMS
 from labs.recipe.inputs import RecipeResult
+from labs.recipe.timing import Part
 
 KINDS = ("tp", "cp", "ep", "sends", "dp")
 LABELS = {"tp": "TP collectives", "cp": "CP ring", "ep": "EP all-to-all",
@@ -48,6 +59,29 @@ class Event:
     state: str  # "compute", "hidden", "exposed", "sm"
     start: float  # seconds from the micro-batch's start
     seconds: float
+    # ZeRO-0/1/2's sync (Timeline.sync): the collective ("reduce_scatter", ...) and its group
+    # (Leg.group; "" on the compute lane, where one wait sums the groups' of a collective)
+    collective: str = ""
+    group: str = ""
+
+
+@dataclass(frozen=True)
+class Leg:
+    """One collective of ZeRO-0/1/2's sync on one group, once a step, as the step model charges
+    it (``Part.buckets``; the tied embeddings' all-reduce, ``Part.tie``)."""
+
+    kind: str  # "all_reduce", "reduce_scatter" (the gradients) or "all_gather" (the weights)
+    group: str  # "dense", "experts" or "tied" (the tied embeddings' all-reduce)
+    buckets: int
+    seconds: float  # all its buckets, one after another
+    hidden: float  # beside the last backward (a reduction) or the next forward (a gather)
+    idle: float  # hidden in the pipeline's idle time (after the last backward, or before the
+    # first forward), not drawn
+    exposed: float  # what the step waits for it
+
+    @property
+    def lane(self) -> str:
+        return "edp" if self.group == "experts" else "dp"
 
 
 @dataclass(frozen=True)
@@ -59,6 +93,7 @@ class Timeline:
     sm_share: dict[str, float]  # per kind: the share of SMs its kernels hold
     charged_sm_s: float  # SM seconds the step charges (EP overlap, ZeRO-3)
     uncharged_sm_s: float  # f x hidden where the model charges no SMs (the lab errs fast)
+    sync: tuple[Leg, ...] = ()  # ZeRO-0/1/2: the step's DP sync, collective by collective
 
     @property
     def seconds(self) -> float:
@@ -84,8 +119,8 @@ class _Lanes:
         self.events: list[Event] = []
         self.exposed = dict.fromkeys(KINDS, 0.0)
 
-    def add(self, *args) -> None:
-        event = Event(*args)
+    def add(self, *args, **kw) -> None:
+        event = Event(*args, **kw)
         if event.seconds > 0:
             self.events.append(event)
 
@@ -133,22 +168,85 @@ def timeline(result: RecipeResult) -> Timeline | None:
     end = lanes.pass_("backward", backward_start, u.compute_backward, per_pass[1])
     share = sm_share(result.cluster)
     hidden_uncharged = math.fsum(s - e for p, k, s, e, _ in u.comms if k in ("tp", "cp"))
+    sync: tuple[Leg, ...] = ()
     if plan.zero < 3:
-        # The buckets run beside the last backward (and the stage's idle time after it);
-        # what outlasts them waits at the step's end.
-        hidden = dp.seconds - dp.exposed
-        lanes.add("comm", "backward", "dp", "hidden",
-                  max(backward_start, backward_start + u.compute_backward - hidden), hidden)
-        lanes.add("compute", "after", "dp", "exposed", end, dp.exposed)
-        lanes.add("comm", "after", "dp", "exposed", end, dp.exposed)
-        lanes.exposed["dp"] += dp.exposed
-        hidden_uncharged += hidden
+        sync = legs(dp)
+        _draw_sync(lanes, dp, sync, end)
+        hidden_uncharged += dp.seconds - dp.exposed
     kern = result.cluster.gpu.kernels
     ep_share = min(1.0, COMM_SMS / kern.sm_count) if kern else 0.0
     charged = math.fsum(e.seconds for e in lanes.events if e.state == "sm")
     return Timeline(tuple(lanes.events), m, plan.zero, lanes.exposed,
                     {"tp": share, "cp": share, "ep": ep_share if plan.ep_overlap else share,
-                     "sends": 0.0, "dp": share}, charged, share * hidden_uncharged)
+                     "sends": 0.0, "dp": share}, charged, share * hidden_uncharged, sync)
+
+
+def _share(amount: float, parts: list[float]) -> list[float]:
+    """``amount`` laid over ``parts`` in order, each taking what it can: the step waits for
+    the first ``amount`` seconds of what is left, and the pipeline's idle time hides the rest
+    (``labs.recipe.layer_view``'s order)."""
+    out, before = [], 0.0
+    for x in parts:
+        out.append(min(x, max(0.0, amount - before)))
+        before += x
+    return out
+
+
+def legs(dp: Part) -> tuple[Leg, ...]:
+    """ZeRO-0/1/2's sync on the slowest stage, collective by collective, as the step model
+    charges it (``labs.recipe.dp_time._stage_dp``): the reductions leave what runs past the
+    last backward, of which the pipeline's idle time after it hides up to ``dp.idle[1]``;
+    the gathers leave the next forward's wait, of which the idle time before the stage's
+    first forward hides up to ``dp.idle[0]``; the tied embeddings' all-reduce waits whole.
+    Their exposed seconds sum to the step's DP segment."""
+    reductions = [b for b in dp.buckets if b.kind != "all_gather"]
+    gathers = [b for b in dp.buckets if b.kind == "all_gather"]
+    out = []
+    for rows, idle in ((reductions, dp.idle[1]), (gathers, dp.idle[0])):
+        left = [b.exposed for b in rows]
+        waited = _share(max(0.0, math.fsum(left) - idle), left)
+        out += [Leg(b.kind, b.group, b.count, b.seconds, b.seconds - x, x - w, w)
+                for b, x, w in zip(rows, left, waited, strict=True)]
+    if dp.tie > 0:
+        out.append(Leg("all_reduce", "tied", 1, dp.tie, 0.0, 0.0, dp.tie))
+    return tuple(out)
+
+
+def _draw_sync(lanes: _Lanes, dp: Part, sync: tuple[Leg, ...], end: float) -> None:
+    """The sync's legs (``legs``) on their lanes. Beside the backward (which ends at ``end``,
+    its last ``window_s`` the window the buckets run in), each reduction's buckets, runs of
+    them back to back as one bar; after it, the compute stream waits for the reductions'
+    tails, then for the gathers' waits, then the tied embeddings', each group's part on its
+    lane beside it."""
+    reductions = [b for b in dp.buckets if b.kind != "all_gather"]
+    for leg, b in zip(sync, reductions, strict=False):
+        runs: list[list[float]] = []
+        for _, s0, s1 in b.runs():
+            s1 = min(s1, b.window_s)
+            if s1 <= s0:
+                continue
+            if runs and s0 <= runs[-1][1] + 1e-12 * b.window_s:
+                runs[-1][1] = s1
+            else:
+                runs.append([s0, s1])
+        for s0, s1 in runs:
+            lanes.add(leg.lane, "backward", "dp", "hidden", end - b.window_s + s0, s1 - s0,
+                      collective=leg.kind, group=leg.group)
+    t = end
+    for step in ("reduce", "gather", "tied"):
+        mine = [leg for leg in sync if leg.exposed > 0 and step == (
+            "gather" if leg.kind == "all_gather" else "tied" if leg.group == "tied"
+            else "reduce")]
+        if not mine:
+            continue
+        wait = math.fsum(leg.exposed for leg in mine)
+        lanes.add("compute", "after", "dp", "exposed", t, wait, collective=mine[0].kind,
+                  group="tied" if step == "tied" else "")
+        for leg in mine:
+            lanes.add(leg.lane, "after", "dp", "exposed", t, leg.exposed,
+                      collective=leg.kind, group=leg.group)
+            t += leg.exposed
+        lanes.exposed["dp"] += wait
 
 
 def check(result: RecipeResult, line: Timeline) -> dict[str, float]:

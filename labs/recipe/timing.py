@@ -87,6 +87,21 @@ class Buckets:
     def seconds(self) -> float:
         return (self.count - 1) * self.bucket_s + self.last_s
 
+    def runs(self) -> list[tuple[int, float, float]]:
+        """Each bucket's (number, start, end) from its window's start as the step model runs
+        them (``labs.data_parallel.lab.exposed_after_window``): bucket j ready at
+        j·share·window, the last at the window's end, one after another; the last ends
+        ``exposed`` past the window (without DP overlap the window is empty, and all of it
+        is). A reduction's only: the weights' all-gather is timed by its wait alone
+        (``labs.recipe.dp_time.gather_delay``)."""
+        out, t = [], 0.0
+        for j in range(1, self.count + 1):
+            last = j == self.count
+            start = max(self.window_s if last else j * self.share * self.window_s, t)
+            t = start + (self.last_s if last else self.bucket_s)
+            out.append((j, start, t))
+        return out
+
 
 @dataclass(frozen=True)
 class Part:

@@ -541,14 +541,16 @@ def test_recipe_timeline_bars_are_the_events_and_the_step_bars_charge(query):
     line = timeline(r)
     drawn = sorted((lane, b, x) for t in bars(figs["timeline"])
                    for lane, b, x in zip(t["y"], t["base"], t["x"], strict=True))
-    lanes = {"compute": "Compute stream", "comm": "Comm stream"}
+    lanes = {"compute": "Compute stream", "comm": "Comm stream", "dp": "DP stream",
+             "edp": "Expert DP stream"}  # ZeRO-0/1/2's sync, a lane per group
     expected = sorted((lanes[e.lane], e.start * 1e3, e.seconds * 1e3) for e in line.events)
     assert [d[0] for d in drawn] == [e[0] for e in expected]
     close([d[1] for d in drawn], [e[1] for e in expected], 1e-3, "starts")
     close([d[2] for d in drawn], [e[2] for e in expected], 1e-3, "lengths")
     # The compute lane's waits and lent SMs, by the kind each bar names.
-    kinds = {"TP": "tp", "CP": "cp", "EP": "ep", "sends": "sends", "DP buckets": "dp",
-             "ZeRO-3": "dp"}
+    kinds = {"TP": "tp", "CP": "cp", "EP": "ep", "sends": "sends", "DP reduce-scatters": "dp",
+             "DP all-gathers": "dp", "DP all-reduces": "dp",
+             "tied embeddings' all-reduce": "dp", "ZeRO-3": "dp"}
     charged = dict.fromkeys(kinds.values(), 0.0)
     for t in bars(figs["timeline"]):
         if t["name"] in ("Kernels", "Communication hidden behind compute"):

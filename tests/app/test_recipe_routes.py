@@ -2776,9 +2776,12 @@ def test_round_18_step_12_derives_the_drawn_micro_batchs_growth(client):
 
     f = facts()
     back, none = (f[k]["api"]["timeline"] for k in ("ov", "ov_tp_none"))
-    total = f["ov_dp_off"]["api"]["timeline"]["exposed_s"]["dp"]
-    start, wait = none["backward_start_s"], none["exposed_s"]["dp"]
-    assert start + total - wait == pytest.approx(none["seconds"], rel=1e-9)  # the engine's
+    # Round 24 (expert reading of step 12's DP lane): that end, the backward's start + the
+    # sync's hidden seconds, was one bar merging the reduce-scatters (beside the backward)
+    # with the next step's all-gathers (beside its forward). Each has its bar now, the
+    # all-gathers' wait after the reduce-scatters' tails: the micro-batch ends where the
+    # compute stream does.
+    assert none["seconds"] == pytest.approx(none["compute_end_s"], rel=1e-12)
     compute = [max(e["start_s"] + e["seconds"] for e in t["events"] if e["lane"] == "compute")
                for t in (back, none)]
     moved = (none["exposed_s"]["tp"] - back["exposed_s"]["tp"]
@@ -3185,7 +3188,9 @@ def test_round_21_step_12_compares_the_compute_streams_end(client):
     on, off = (facts()[k]["api"]["timeline"] for k in ("ov", "ov_dp_off"))
     ends = compute_end(on), compute_end(off)
     assert ends[1] - ends[0] == pytest.approx(off["exposed_s"]["dp"] - on["exposed_s"]["dp"])
-    assert on["seconds"] > ends[0]  # the old figure was the comm lane's
+    # The old figure was the comm lane's merged DP bar's end (round 24: each collective has
+    # its bar, and the lanes end with the compute stream).
+    assert on["seconds"] == pytest.approx(ends[0], rel=1e-12)
     step = _step_text(_page_text(client), 12)
     assert (f"the compute stream ends at {fmt_ms(ends[1])} against {fmt_ms(ends[0])}, "
             f"{fmt_ms(ends[1] - ends[0])} later") in step
@@ -3206,18 +3211,18 @@ def test_round_22_step_12s_timeline_caption_quotes_the_compute_streams_end(clien
     ends = [max(e["start_s"] + e["seconds"] for e in t["events"] if e["lane"] == "compute")
             for t in (on, off)]
     assert [on["compute_end_s"], off["compute_end_s"]] == ends
-    assert on["seconds"] > ends[0] and fmt_ms(on["seconds"]) != fmt_ms(ends[0])
-    assert on["summary"].startswith(
-        f"The step's last micro-batch on the slowest stage: the compute stream ends at "
-        f"{fmt_ms(ends[0])}; the DP buckets run on to {fmt_ms(on['seconds'])}. ")
-    assert off["summary"].startswith(
-        f"The step's last micro-batch on the slowest stage: {fmt_ms(ends[1])}. ")
+    # Round 24: the 443 ms was the merged DP bar's end (the next step's all-gathers' hidden
+    # time laid after the reduce-scatters'); with a bar each, the lanes end together.
+    assert fmt_ms(on["seconds"]) == fmt_ms(ends[0])
+    for line, end in zip((on, off), ends, strict=True):
+        assert line["summary"].startswith(
+            f"The step's last micro-batch on the slowest stage: {fmt_ms(end)}. ")
     step = _step_text(_page_text(client), 12)
     assert f"against {fmt_ms(ends[0])}," in step  # the why's figure is the caption's
     html = client.get("/episodes/recipe-3d?" + "&".join(
         f"{k}={v}" for k, v in f["ov"]["params"].items())).text
     caption = re.search(r'data-chart="recipe-timeline">(.*?)</p>', html, re.S)[1]
-    assert f"the compute stream ends at {fmt_ms(ends[0])}" in caption
+    assert f"slowest stage: {fmt_ms(ends[0])}." in caption and "run on to" not in caption
     # With DP overlap off the micro-batch's end, less the backward's drawn end, is the
     # predict's DP wait: it waits for step 12's guess there.
     html = client.get("/episodes/recipe-3d?" + "&".join(
@@ -3346,3 +3351,61 @@ def test_round_23_userbuffers_is_not_named_before_its_tip(client):
     html = client.get("/episodes/recipe-3d").text
     first = re.search(r"userbuffers", html, flags=re.I).start()
     assert html.startswith('id="term-userbuffers"', first - len('id="term-'))
+
+
+@pytest.mark.parametrize("key", ["ov", "ov_dp_off"])
+def test_round_24_step_12s_dp_lanes_draw_each_collective_apart(key):
+    """Expert reading of step 12's timeline: its DP lane drew the gradient reduce-scatters
+    (beside the last backward) and the next step's weight all-gathers (beside its first
+    forward) as one bar, while the why works them apart (0.19 + 11.87 + 0.56 + 108.47 = 121
+    ms exposed). Each group now has a lane, on which each collective has its own labelled
+    bars: the reduce-scatter's buckets beside the backward and its tail after it, as long as
+    the step model's buckets, then the all-gather's wait, the step model's; each bar's hover
+    says which collective, how long and how much is exposed. The compute stream's two waits
+    are the why's terms, summed."""
+    from app.charts.recipe_overlap import timeline_figure
+    from app.routers.recipe import facts
+
+    f = facts()
+    line = f[key]["api"]["timeline"]
+    dp = next(p for p in f[key]["result"].result.timing.parts if p.name == "dp")
+    fig = timeline_figure(line)
+    bars = [(t["name"], y, name, base / 1e3, x / 1e3, hover)
+            for t in fig["data"]
+            for y, name, base, x, hover in zip(t["y"], t["customdata"], t["base"], t["x"],
+                                               t.get("hovertext") or [""] * len(t["x"]),
+                                               strict=True)]
+    lanes = {"dense": "DP stream", "experts": "Expert DP stream"}
+    waits = {bar[2]: bar for bar in bars if bar[1] == "Compute stream"
+             and bar[2].startswith("DP ")}
+    back_end = min(bar[3] for bar in waits.values())  # the last backward's end
+    for b in dp.buckets:  # the engine's: a reduce-scatter and an all-gather a group
+        mine = [bar for bar in bars if bar[1] == lanes[b.group]]
+        words = b.kind.replace("_", "-")
+        drawn = [bar for bar in mine if bar[2] == words]
+        assert drawn, (b.group, words)
+        exposed = [bar for bar in drawn if bar[0].startswith("Exposed")]
+        hidden = [bar for bar in drawn if bar[0].startswith("Communication hidden")]
+        assert sum(bar[4] for bar in exposed) == pytest.approx(b.exposed, abs=2e-6)
+        ms = f"{b.seconds * 1e3:,.2f} ms in all"
+        assert all(ms in bar[5] and words.capitalize() in bar[5] for bar in drawn)
+        assert all(f"{b.exposed * 1e3:,.2f} ms exposed" in bar[5] for bar in drawn)
+        if b.kind == "reduce_scatter":  # all its buckets: beside the backward, then the tail
+            assert sum(bar[4] for bar in drawn) == pytest.approx(b.seconds, abs=2e-5)
+            for bar in hidden:
+                assert line["backward_start_s"] - 1e-9 <= bar[3]
+                assert bar[3] + bar[4] <= back_end + 1e-6
+            assert all(bar[3] >= back_end - 1e-6 for bar in exposed)
+        else:  # its wait, after every reduce-scatter's tail
+            assert not hidden and all(bar[3] >= back_end + sum(
+                g.exposed for g in dp.buckets if g.kind == "reduce_scatter") - 1e-6
+                for bar in exposed)
+    # The compute stream waits for the reduce-scatters, then the all-gathers: the why's terms.
+    waits = {label: bar[4] for label, bar in waits.items()}
+    tails = f["ov_tails"] if key == "ov" else dp.buckets
+    for kind, label in (("reduce_scatter", "DP reduce-scatters"),
+                        ("all_gather", "DP all-gathers")):
+        terms = [t["exposed_s"] if isinstance(t, dict) else t.exposed for t in tails
+                 if (t["kind"] if isinstance(t, dict) else t.kind) == kind]
+        assert waits[label] == pytest.approx(sum(terms), abs=2e-6)
+    assert sum(waits.values()) == pytest.approx(line["exposed_s"]["dp"], abs=4e-6)
