@@ -155,48 +155,56 @@ def sync_label(e) -> str:
     return f"DP {words}s" if e.lane == "compute" else words
 
 
-def _leg_words(g) -> str:
-    """One leg of the sync: which collective of which group, how long, how much exposed."""
-    what = SYNC_WORDS[g.kind]
+def _whose(g, sync) -> str:
+    """A leg's group in words: "the dense layers'" beside the experts', "the" alone."""
+    moe = any(x.group == "experts" for x in sync)
+    return GROUP_WORDS[g.group] if moe or g.group != "dense" else "the"
+
+
+def _leg_words(g, sync) -> list[str]:
+    """One leg of the sync, in short lines: which collective of which group, how long, how
+    much exposed."""
     if g.group == "tied":
-        return (f"All-reduce of the tied embeddings' gradients between the first and last "
-                f"stages: {_ms2(g.seconds)}, all exposed")
+        return ["All-reduce of the tied embeddings' gradients,",
+                f"first and last stages: {_ms2(g.seconds)}, all exposed"]
     buckets = f"{g.buckets:,} bucket{'s' if g.buckets > 1 else ''}"
-    idle = (f", {_ms2(g.idle)} hidden in the pipeline's idle time (not drawn)" if g.idle
-            > 0 else "")
+    idle = [f"{_ms2(g.idle)} hidden in the pipeline's idle time"] if g.idle > 0 else []
     if g.kind == "all_gather":
-        return (f"All-gather of {GROUP_WORDS[g.group]} updated weights, {buckets}: "
-                f"{_ms2(g.seconds)} in all, beside the next step's first forward (off this "
-                f"timeline): {_ms2(g.hidden)} hidden there, {_ms2(g.exposed)} exposed, the wait "
-                f"drawn here{idle}")
-    return (f"{what.capitalize()} of {GROUP_WORDS[g.group]} gradients, {buckets}: "
-            f"{_ms2(g.seconds)} in all, {_ms2(g.hidden)} hidden beside the last backward, "
-            f"{_ms2(g.exposed)} exposed after it{idle}")
+        return [f"All-gather of {_whose(g, sync)} updated weights,",
+                f"{buckets}: {_ms2(g.seconds)} in all, beside the",
+                "next step's first forward (off this chart):",
+                f"{_ms2(g.hidden)} hidden there, {_ms2(g.exposed)} exposed", *idle]
+    return [f"{SYNC_WORDS[g.kind].capitalize()} of {_whose(g, sync)} gradients,",
+            f"{buckets}: {_ms2(g.seconds)} in all",
+            f"{_ms2(g.hidden)} hidden beside the last backward",
+            f"{_ms2(g.exposed)} exposed after it", *idle]
 
 
 def sync_hover(e, sync) -> str:
-    """A sync bar's hover: its leg's words, or where the compute stream waits, each group's
-    part of the wait."""
+    """A sync bar's hover, a line each ("\n"): its leg's words, or where the compute stream
+    waits, each group's part of the wait."""
     if e.lane != "compute":
         leg = next(g for g in sync if g.kind == e.collective and g.group == e.group)
-        state = "exposed" if e.state == "exposed" else "hidden"
-        return f"{_leg_words(leg)}. This bar: {_ms2(e.seconds)} {state}"
+        bar = (f"This bar: {_ms2(e.seconds)} hidden" if e.state == "hidden"
+               else f"This bar: the {_ms2(e.seconds)} wait")
+        return "\n".join([*_leg_words(leg, sync), bar])
     mine = [g for g in sync if g.exposed > 0 and (g.group == "tied") == (e.group == "tied")
             and g.kind == e.collective]
-    where = ("in the next step's first forward, charged here once a step"
-             if e.collective == "all_gather" else "after the last backward")
+    where = (["for the DP all-gathers in the next step's",
+              "first forward, charged here once a step"] if e.collective == "all_gather"
+             else [f"for the {sync_label(e)} after the last backward"])
     parts = " + ".join(f"{GROUP_WORDS[g.group].removeprefix('the ')} {_ms2(g.exposed)}"
                        for g in mine)
-    return (f"The compute stream waits {_ms2(e.seconds)} for the {sync_label(e)} {where}"
-            + (f": {parts}" if len(mine) > 1 else ""))
+    return "\n".join([f"The compute stream waits {_ms2(e.seconds)}", *where,
+                      *([parts] if len(mine) > 1 else [])])
 
 
 def sync_words(sync) -> str:
     """The summary's DP sync, a term per collective and group, in the order they wait."""
-    return " + ".join(f"{GROUP_WORDS[g.group].removeprefix('the ')} {SYNC_WORDS[g.kind]} "
-                      f"{_ms2(g.exposed)}" for g in sorted(
+    return " + ".join(f"{_whose(g, sync).removeprefix('the').strip()} {SYNC_WORDS[g.kind]} "
+                      f"{_ms2(g.exposed)}".strip() for g in sorted(
                           (g for g in sync if g.exposed > 0),
-                          key=lambda g: (g.kind == "all_gather", g.group == "tied")))
+                          key=lambda g: 2 if g.group == "tied" else g.kind == "all_gather"))
 
 
 @per_result

@@ -58,7 +58,7 @@ def _state_bars(items: list[dict], lanes: dict[str, str], name: str, text, *, di
         names = [e[name] for e in rows]
         # A bar that says what it is (the DP sync's: which collective, how long, how much
         # exposed) hovers its own words; the rest their name, length and start.
-        hover = ({"hovertext": [e.get("hover") or (
+        hover = ({"hovertext": [e.get("hover", "").replace("\n", "<br>") or (
             f"{e[name]}: {e['seconds'] * 1e3:,.{digits - 1}f} ms ({label.lower()}), "
             f"from {e['start_s'] * 1e3:,.{digits - 2}f} ms") for e in rows],
             "hovertemplate": "%{hovertext}<extra></extra>"}
@@ -70,7 +70,11 @@ def _state_bars(items: list[dict], lanes: dict[str, str], name: str, text, *, di
             "y": [lanes[e["lane"]] for e in rows],
             "base": [round(e["start_s"] * 1e3, digits) for e in rows],
             "x": [round(e["seconds"] * 1e3, digits) for e in rows],
-            "marker": {"color": colour, "line": {"color": "#ffffff", "width": edge}},
+            # A DP sync's hidden bucket runs unedged: the dense layers' buckets, each about a
+            # pixel wide at 1280 px, vanished under a white edge.
+            "marker": {"color": colour, "line": {"color": "#ffffff", "width": edge if not any(
+                e.get("collective") for e in rows) else [
+                0 if e.get("collective") and state == "hidden" else edge for e in rows]}},
             **text(rows, names), "textposition": "inside", "insidetextanchor": "middle",
             "textangle": 0, "textfont": {"size": 10}, "customdata": names, **hover,
         })

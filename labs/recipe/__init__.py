@@ -22,7 +22,9 @@ as the cluster doubles around the page's, at its global batch; EP08 step 14's di
 step model's answer: a micro-batch's compute and communication streams, and one layer op by op,
 each collective where the step model runs it, with its bytes, its time and, under TP overlap "all",
 the chunked GEMM's lost rate (`labs.parallel.layer_time.Piece`), and ZeRO-0/1/2's gradient buckets
-as the step model schedules them (`timing.Buckets`); EP08 steps 12 and 13, `/api/recipe`'s
-`timeline` and `layer`)"""
+as the step model schedules them (`timing.Buckets`, each bucket's run `Buckets.runs`); the
+micro-batch's ZeRO-0/1/2 sync a lane per group, each collective its own bars (`overlap.Leg`: the
+reduce-scatters beside the backward and their tails, the next forward's all-gather waits); EP08
+steps 12 and 13, `/api/recipe`'s `timeline` and `layer`)"""
 
 FLOOR = 5  # imports only labs packages of floors <= 5 (tests/test_project.py)
