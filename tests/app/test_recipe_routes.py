@@ -3409,3 +3409,21 @@ def test_round_24_step_12s_dp_lanes_draw_each_collective_apart(key):
                  if (t["kind"] if isinstance(t, dict) else t.kind) == kind]
         assert waits[label] == pytest.approx(sum(terms), abs=2e-6)
     assert sum(waits.values()) == pytest.approx(line["exposed_s"]["dp"], abs=4e-6)
+
+
+def test_round_24_step_12s_caption_masks_each_dp_term_until_the_guess(client):
+    """The timeline's caption now works the DP sync term by term (each collective's exposed
+    seconds); at DP overlap off they sum to step 12's answer, so they wait for its guess with
+    the total."""
+    from app.routers.recipe import facts
+
+    f = facts()
+    html = client.get("/episodes/recipe-3d?" + "&".join(
+        f"{k}={v}" for k, v in f["ov_dp_off"]["params"].items())).text
+    caption = re.search(r'data-chart="recipe-timeline">(.*?)</p>', html, re.S)[1]
+    masked = re.search(r'<span class="answer-mask" data-after-guess="step-12" '
+                       r'data-mask="DP \? once a step">(.*?)</span>', caption)
+    assert masked, caption
+    for leg in f["ov_dp_off"]["api"]["timeline"]["dp_sync"]:
+        term = f"{leg['exposed_s'] * 1e3:,.2f} ms"
+        assert term in masked[1] and term not in caption.replace(masked[0], "")
