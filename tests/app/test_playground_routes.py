@@ -1098,3 +1098,18 @@ def test_round_21_step_3s_share_is_its_printed_parts_and_step_2_names_the_engine
     note = _flat(two.split('<p class="chart-note">')[1])
     assert "the final norm's bf16 input, which it saves, and its output" in note
     assert "both in FP32" not in note
+
+
+def test_round_24_step_5s_exposed_sum_adds_as_printed(client):
+    """Round-24 cold reading B, finding 13: "Exposed across the nodes: 10.0 + 8.24 = 18.3 ms"
+    beside the chart's 18.28 ms (10.0 + 8.24 = 18.24). The sum is printed to the digits its
+    parts need, and adds as printed."""
+    import re as _re
+
+    from tests.app.test_zero_routes import visible_text
+
+    text = " ".join(visible_text(client.get("/episodes/playground").text).split())
+    a, b, total = _re.search(r"Exposed across the nodes: ([\d.]+) \+ ([\d.]+) = ([\d.]+) ms",
+                             text).groups()
+    assert abs(float(a) + float(b) - float(total)) < 0.0015
+    assert len(total.partition(".")[2]) >= 2
