@@ -9,7 +9,7 @@ import math
 
 from app.charts import DIMMED, LINE_COLOUR, base_layout, chosen_band, tint, value_label
 from app.charts.crossover import ms, threshold_figure, tokens, verdict
-from app.charts.units import fmt_bytes
+from app.charts.units import fmt_bytes, fmt_duration
 from labs.context_parallel.crossover import cp_crossover
 from labs.context_parallel.lab import LAYOUT_NAMES
 
@@ -373,31 +373,54 @@ CROSSOVER_KEYS = "step-7 step-8"
 
 
 def crossover_figure(result) -> dict:
-    """EP06 step 8: one layer's attention (∝ L²) against the time to move its keys and values
-    (∝ L) by tokens per rank, at this state's rate and bus bandwidth, crossing at L*; the
-    hollow marks the lab's own layer at each L (labs.context_parallel.crossover). On the
-    lesson it is veiled whole until steps 7 and 8 are guessed (``CROSSOVER_KEYS``)."""
+    """EP06 step 8: attention (∝ L²) against the time to move keys and values (∝ L) by tokens
+    per rank, at this state's rate and bus bandwidth, crossing at L*; the hollow marks the
+    lab's own layer at each L (labs.context_parallel.crossover). A ring's are drawn per round,
+    one round's attention against one send, since a send hides only behind its own round
+    (the engine's exposure); an all-gather's and Ulysses' per layer, the layer's attention
+    against the collective it waits for. On the lesson it is veiled whole until steps 7 and 8
+    are guessed (``CROSSOVER_KEYS``)."""
     c = cp_crossover(result)
     inp = result.input
-    bound, side = verdict(c.attention_s, c.comm_s, "attention", "nothing to move on one rank")
+    att, send = c.round_attention_s, c.send_s
+    bound, side = verdict(att, send, "attention", "nothing to move on one rank")
+    if c.per_round:
+        t = fmt_duration
+        names = ("A round ∝ L²", "A K/V send ∝ L")
+        unit = "time a ring round"
+        what = (f"{t(att)} of attention a round ({c.rounds} rounds a layer) against "
+                f"{t(send)} a send")
+        exposed = result.cost.exposed_s
+        after = (f"; {c.sends} × ({t(send)} − {t(att)}) = {t(exposed)} of the layer exposed"
+                 if exposed else "")
+    else:
+        names = ("Attention ∝ L²", f"{CROSSOVER_SENDS[inp.layout]} ∝ L")
+        unit, what = "time per layer", (f"{ms(att)} of attention a layer against {ms(send)} "
+                                        "to move its keys and values")
+        after = ""
     figure = threshold_figure(
-        x_state=c.per_rank, compute_s=c.attention_s, comm_s=c.comm_s, cross=c.crossover,
-        compute_line=[(x, a) for x, a, _ in c.sweep],
-        comm_line=[(x, m) for x, _, m in c.sweep] if c.comm_s else None,
-        compute_name="Attention ∝ L²", comm_name=f"{CROSSOVER_SENDS[inp.layout]} ∝ L",
+        x_state=c.per_rank, compute_s=att, comm_s=send if c.comm_s else 0.0,
+        cross=c.crossover,
+        compute_line=[(x, a / c.rounds) for x, a, _ in c.sweep],
+        comm_line=[(x, m / c.sends) for x, _, m in c.sweep] if c.comm_s else None,
+        compute_name=names[0], comm_name=names[1],
         compute_hover="L = %{x:,.0f}: %{y:.3s}s of attention<extra></extra>",
-        x_title="tokens per rank, L = s/c (log scale)", y_title="time per layer",
+        x_title="tokens per rank, L = s/c (log scale)", y_title=unit,
         cross_text=f"L* = {tokens(c.crossover)}", cross_masked="L* = ?",
         state_masked=f"This state, L = {tokens(c.per_rank)}:<br>attention ÷ communication = ?",
         state_text=f"This state, L = {tokens(c.per_rank)}:<br>{bound}",
-        points=[(x, a, m) for x, a, m in c.points], point_name="The lab at each L",
+        points=[(x, a / c.rounds, m / c.sends) for x, a, m in c.points],
+        point_name="The lab at each L",
         x_ticks=[x for x in (2 ** e for e in range(0, 21, 2))
                  if c.sweep[0][0] <= x <= c.sweep[-1][0]], legend_y=-0.3,
         summary=(f"{LAYOUT_NAMES[inp.layout]} over {c.cp} ranks, {tokens(c.per_rank)} tokens "
-                 f"each: {ms(c.attention_s)} of attention a layer"
-                 + (f" against {ms(c.comm_s)} to move its keys and values ({side}); the two "
-                    f"are equal at L = {tokens(c.crossover)} tokens a rank" if c.comm_s else
-                    ", nothing to move")))
+                 f"each: "
+                 + (f"{what} ({side}); the two are equal at L = {tokens(c.crossover)} tokens "
+                    f"a rank{after}" + (
+                        f". The lab's own marks, each at its block's rates, cross at about "
+                        f"L = {tokens(c.lab_crossover)}" if c.lab_crossover else "")
+                    if c.comm_s else
+                    f"{ms(c.attention_s)} of attention a layer, nothing to move")))
     meta = figure["layout"].setdefault("meta", {"masked": {}})
     meta["owners"] = crossover_owners(figure, bool(c.comm_s))
     return readable(figure, meta)

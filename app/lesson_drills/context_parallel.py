@@ -38,38 +38,52 @@ def _crossover(params: dict) -> float:
     return lab_value("cp", params, "crossover.crossover")
 
 
-def _l_star(api: dict, rate: float, busbw: float, sends: bool = True) -> float:
-    """Step 8's L* = 2 × (h_kv/a) × (c − 1)/c × rate ÷ (ι × B), rate in TFLOP/s and B in
-    GB/s as the page prints them; without (c − 1)/c (``sends=False``) it is step 7's bound."""
-    x, c = api["crossover"], api["cp"]
-    share = (c - 1) / c if sends else 1.0
+def _l_star(api: dict, rate: float, busbw: float, share: float = 1.0) -> float:
+    """Step 8's L* = 2 × (h_kv/a) × rate ÷ (ι × B), rate in TFLOP/s and B in GB/s as the page
+    prints them: a ring's round against one send (step 7's bound, ι = 1). ``share`` (c − 1)/c
+    gives the totals' figure, c rounds against c − 1 sends, which step 8's note names."""
+    x = api["crossover"]
     return 2 * x["kv_share"] * share * rate * 1e12 / (x["imbalance"] * busbw * 1e9)
+
+
+STEP_7_ETH = {"tokens": 64, "cp": 8, "seq_len": 4096, "layout": "zigzag", "link": "eth-25g"}
+STEP_7_NVLINK = {**CROSSOVER_70B, "link": "nvlink-4"}
 
 
 @lru_cache(maxsize=1)
 def crossover_inputs() -> dict[str, tuple[str, str]]:
-    """Step 8's attention rate (TFLOP/s) and send rate B (GB/s) as the page and this drill's
-    solution print them, each to the places its sums need: on NDR, the 70B's L*, step 7's
-    bound beside it and the 8B's L* (this drill's answer); over 100 Gb/s Ethernet at CP 16,
-    its L*. Redone from the printed figures, each sum gives the engine's (round-21 cold
-    reading Q, finding 5: 549 ÷ 47.4 gave 2,534 against the page's 2,535)."""
-    ib, b8, eth = (lab_value("cp", p, lambda a: a)
-                   for p in (CROSSOVER_70B, CROSSOVER_8B, CROSSOVER_ETH100))
+    """The attention rate (TFLOP/s) and send rate B (GB/s) steps 7 and 8 and this drill's
+    solution print, each to the places its sums need: on NDR, the 70B's L*, the totals'
+    (c − 1)/c of it beside it and the 8B's L* (this drill's answer); over 100 Gb/s Ethernet
+    at CP 16, its L*; step 7's two states, 25 Gb/s Ethernet and NVLink 4, their
+    rate ÷ (4 × B) (on Ethernet to the hundred tokens). Redone from the printed figures,
+    each sum gives the engine's (round-21 cold reading Q, finding 5: 549 ÷ 47.4 gave 2,534
+    against the page's 2,535)."""
+    ib, b8, eth, e7, nv = (lab_value("cp", p, lambda a: a)
+                           for p in (CROSSOVER_70B, CROSSOVER_8B, CROSSOVER_ETH100,
+                                     STEP_7_ETH, STEP_7_NVLINK))
     whole, tenth = "{:,.0f}".format, "{:,.1f}".format
 
-    def rates(api: dict, checks) -> tuple[str, str]:
+    def hundreds(value: float) -> str:  # step 7's "about 35,600": five figures need more
+        return f"{round(value, -2):,.0f}"  # places of its rates than a sum can carry
+
+    def rates(api: dict, checks, places=(0, 1)) -> tuple[str, str]:
         x = api["crossover"]
-        return worked_digits((x["rate"] / 1e12, x["busbw"] / 1e9), (0, 1), checks)
+        return worked_digits((x["rate"] / 1e12, x["busbw"] / 1e9), places, checks)
+
+    def own(api: dict, fmt=whole) -> tuple:
+        return ((lambda r, b: _l_star(api, r, b), api["crossover"]["crossover"], fmt),)
 
     c = ib["cp"]
     return {
         "ib": rates(ib, (
-            (lambda r, b: _l_star(ib, r, b), ib["crossover"]["crossover"], whole),
-            (lambda r, b: _l_star(ib, r, b, sends=False),
-             ib["crossover"]["crossover"] * c / (c - 1), whole),
+            *own(ib),
+            (lambda r, b: _l_star(ib, r, b, (c - 1) / c),
+             ib["crossover"]["crossover"] * (c - 1) / c, whole),
             (lambda r, b: _l_star(b8, r, b), b8["crossover"]["crossover"], tenth))),
-        "eth100": rates(eth, (
-            (lambda r, b: _l_star(eth, r, b), eth["crossover"]["crossover"], whole),)),
+        "eth100": rates(eth, own(eth)),
+        "eth7": rates(e7, own(e7, hundreds), (0, 3)),
+        "nvlink7": rates(nv, own(nv), (0, 0)),
     }
 
 
@@ -80,8 +94,7 @@ def _crossover_solution() -> str:
     x = found["crossover"]
     rate, busbw = crossover_inputs()["ib"]
     return (f"{{answer}} tokens a rank: 2 × {found['kv_heads']}/{found['heads']} × "
-            f"{found['cp'] - 1}/{found['cp']} × {rate} TFLOP/s ÷ "
-            f"({x['imbalance']:g} × {busbw} GB/s). Twice the 70B's "
+            f"{rate} TFLOP/s ÷ ({x['imbalance']:g} × {busbw} GB/s). Twice the 70B's "
             f"{_crossover(CROSSOVER_70B):,.0f}: the 8B moves the same K and V for half the "
             "query heads' attention, so each rank needs twice the tokens to hide its sends.")
 
@@ -99,8 +112,8 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "carry the same 16,384 tokens × 4,096 B of K and V, so attention runs at step 8's "
         "rate and the sends reach step 8's B. Predict the 8B's L*, in tokens per rank.",
         "cp", CROSSOVER_8B, "crossover.crossover", unit="tokens",
-        hint="Step 8's L* = 2 × (h_kv/a) × (c − 1)/c × rate ÷ (ι × B): which of its "
-             "terms differs for the 8B?",
+        hint="Step 8's L* = 2 × (h_kv/a) × rate ÷ (ι × B): which of its terms differs "
+             "for the 8B?",
         explanation=_crossover_solution,
         rel_tol=0.02,
         mistakes=(
@@ -108,9 +121,12 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     "that is step 8's L* for the 70B, h_kv/a = 8/64. The 8B has 8 KV heads "
                     "for 32 query heads, h_kv/a = 1/4: twice the K and V a FLOP of "
                     "attention, so twice the tokens a rank before attention hides them."),
-            Mistake("no-cp-share", lambda: _crossover(CROSSOVER_8B) * 8 / 7,
-                    "that leaves out (c − 1)/c: a rank sends c − 1 blocks while it computes "
-                    "c, its own block needing no send."),
+            Mistake("totals", lambda: _crossover(CROSSOVER_8B) * 7 / 8,
+                    "that sets the layer's totals against each other, c rounds of attention "
+                    "against c − 1 sends, the (c − 1)/c. But a send hides only behind its own "
+                    "round: the next round needs the block it brings, and the last round's "
+                    "attention comes after every send, covering none. Set one round against "
+                    "one send."),
             Mistake("no-gqa", lambda: _crossover(CROSSOVER_8B) * 32 / 8,
                     "that counts every query head's K and V, h_kv/a = 1. Grouped-query "
                     "attention sends only the 8 KV heads' K and V, 8/32 of that."),

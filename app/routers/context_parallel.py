@@ -128,8 +128,10 @@ def _crossover(result: CPResult) -> dict:
     c = cp_crossover(result)
     return {"per_rank": c.per_rank, "attention_s": c.attention_s, "comm_s": c.comm_s,
             "rate": c.rate, "busbw": c.busbw, "kv_share": c.kv_share,
-            "imbalance": c.imbalance, "crossover": round(c.crossover, 1),
+            "imbalance": c.imbalance, "round_attention_s": c.round_attention_s,
+            "send_s": c.send_s, "crossover": round(c.crossover, 1),
             "ratio": c.ratio,
+            "lab_crossover": None if c.lab_crossover is None else round(c.lab_crossover, 1),
             "points": [[x, round(a, 9), round(m, 9)] for x, a, m in c.points]}
 
 

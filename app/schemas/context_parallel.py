@@ -23,11 +23,22 @@ class CPCrossover(BaseModel):
     busbw: float = Field(description="comm_bytes_per_gpu / comm_s, bytes/s (0 at cp 1).")
     kv_share: float = Field(description="KV heads / query heads.")
     imbalance: float = Field(description="The busiest rank's pairs over the mean (1 zigzag).")
-    crossover: float = Field(description="L* = per_rank x comm_s / attention_s: for a ring or "
-                             "all-gather 2 x kv_share x (cp-1)/cp x rate / (imbalance x "
-                             "busbw); the tokens per rank where attention equals the "
-                             "transfers at this state's rate and busbw (0 at cp 1).")
-    ratio: float | None = Field(description="attention_s / comm_s (null at cp 1).")
+    round_attention_s: float = Field(description="What one transfer is set against: a ring's "
+                                     "round of attention, attention_s / cp (the layer's "
+                                     "attention for the all-gather and Ulysses), seconds.")
+    send_s: float = Field(description="A ring's one K/V send, comm_s / (cp - 1) (the whole "
+                          "collective for the all-gather and Ulysses), seconds.")
+    crossover: float = Field(description="L* = per_rank x send_s / round_attention_s: for a "
+                             "ring, per round, 2 x kv_share x rate / (imbalance x busbw); "
+                             "for the all-gather, per layer, 2 x kv_share x (cp-1)/cp x "
+                             "rate / (imbalance x busbw); the tokens per rank where they take "
+                             "equal time at this state's rate and busbw (0 at cp 1).")
+    ratio: float | None = Field(description="round_attention_s / send_s: 1 or more hides a "
+                                "ring's sends (null at cp 1).")
+    lab_crossover: float | None = Field(description="Where points cross, each run at its own "
+                                        "block's rates (log-log between the two runs that "
+                                        "bracket it), set as crossover sets them; null where "
+                                        "no two do.")
     points: list[list[float]] = Field(description="The lab's own layer at L = 128 ... 131,072 "
                                       "tokens a rank: [L, attention s, communication s].")
 

@@ -23,8 +23,8 @@ rank's h/c heads count as 1/c of the mask. Costs are per transformer layer, forw
 sequence, bf16 (2 bytes), on one link as NCCL runs it (``labs.hardware.comm``, ``nccl``), the
 busiest rank's attention at its fused kernel's published rate (``labs.hardware.kernels``):
 - ring (contiguous, zigzag): c − 1 steps, each sending this rank's K/V block to the next rank
-  (Liu et al. 2023, "Ring Attention", arXiv:2310.01889), overlappable with the attention of the
-  block in hand;
+  (Liu et al. 2023, "Ring Attention", arXiv:2310.01889), overlapped with the attention of the
+  block in hand, round by round: exposed (c − 1)·max(0, t_send − t_block);
 - all-gather: (c − 1)/c of the whole sequence's K/V (same bytes as the ring, one collective that
   attention waits for; Llama 3 sec 3.3.2 keeps it because GQA makes K/V small);
 - Ulysses: four all-to-alls (Q, K, V in, the output back), each sending (c − 1)/c of the local
@@ -151,8 +151,18 @@ def cp_cost(model: ModelSpec, seq_len: int, cp: int, layout: str, link: Link,
         sent = steps * block
         hop = nccl_time("p2p", block, c, link_alone(gpu, link, c), None)
         comm = steps * hop.seconds if c > 1 else 0.0
-        # Each step's transfer hides behind the attention of the block in hand.
-        exposed = max(0.0, comm - attention_s)
+        # Per round (Liu et al. 2023, Ring Attention, sec 3: a block hides its transfer when
+        # its compute outlasts it): round i attends the block in hand while sending it on,
+        # and round i + 1 needs the block that send delivers, so a layer's ring takes
+        # (c − 1)·max(t_send, t_block) + t_block and exposes (c − 1)·max(0, t_send − t_block).
+        # Comparing totals (comm − attention) counted one block's attention too many as
+        # cover. t_block is the busiest rank's mean round, its attention ÷ c: the engine
+        # counts a rank's pairs, not each round's. Zigzag's rounds are equal (each pairs an
+        # early chunk with a late one, ring-flash-attention's zigzag_ring_flash_attn); a
+        # contiguous last rank's own round is half the others, so there the mean is a little
+        # short of its other rounds and the exposure a little high.
+        t_block = attention_s / c
+        exposed = steps * max(0.0, hop.seconds - t_block)
         collective, held = "ring p2p", 2 * block  # the block in use and the one arriving
     elif layout == "allgather":
         whole_kv = s * kv_token

@@ -206,33 +206,38 @@ def test_cp_cost_curves_are_the_sweep_and_the_mark_is_this_plan(kind):
                                    {"cp": 8, "layout": "ulysses"}, {"cp": 1}])
 def test_cp_crossover_is_attention_against_its_transfers(query):
     """EP06 step 8: attention through the state as L², the transfers through it as L, the
-    dashed L* where they meet, the hollow marks the lab's own layer at each L."""
+    dashed L* where they meet, the hollow marks the lab's own layer at each L. A ring's are
+    drawn per round (round-24 cold reading A, finding 1): one round's attention, the layer's
+    ÷ c, against one send, the transfers ÷ (c − 1); a collective's per layer."""
     from labs.context_parallel.lab import cp_cost
     result, figs = figures_for("cp", query)
     inp, cost = result.input, result.cost
     per_rank = inp.seq_len / inp.cp
+    ring = inp.layout in ("contiguous", "zigzag") and inp.cp > 1
+    rounds, sends = (inp.cp, inp.cp - 1) if ring else (1, 1)
     lines = {t["name"]: t for t in figs["crossover"]["data"]}
-    att = lines["Attention ∝ L²"]
-    close(att["y"], [cost.attention_s * (x / per_rank) ** 2 for x in att["x"]], 1e-6,
+    att = lines["A round ∝ L²" if ring else "Attention ∝ L²"]
+    close(att["y"], [cost.attention_s / rounds * (x / per_rank) ** 2 for x in att["x"]], 1e-6,
           "attention line (s)")
     assert lines["This state"]["x"] == [per_rank]
-    close(lines["This state"]["y"], [cost.attention_s], 1e-6, "state's attention")
+    close(lines["This state"]["y"], [cost.attention_s / rounds], 1e-6, "state's attention")
     if not cost.comm_s:
         assert "Lab: transfers" not in lines
         return
     # The transfers' line (its rate, send bandwidth or busBW, the note under the chart names:
     # tests/app/test_cp_routes.py), short in the legend (round-17 cold reading, finding 3).
     (comm,) = [t for n, t in lines.items() if n.endswith(" ∝ L")]
-    close(comm["y"], [cost.comm_s * x / per_rank for x in comm["x"]], 1e-6, "comm line (s)")
+    close(comm["y"], [cost.comm_s / sends * x / per_rank for x in comm["x"]], 1e-6,
+          "comm line (s)")
     (cross,) = [s for s in figs["crossover"]["layout"]["shapes"]
                 if s.get("line", {}).get("dash") == "dash"]
     x = cross["x0"]
-    close([cost.attention_s * (x / per_rank) ** 2], [cost.comm_s * x / per_rank], 1e-6,
-          "attention at L*")
+    close([cost.attention_s / rounds * (x / per_rank) ** 2], [cost.comm_s / sends * x / per_rank],
+          1e-6, "attention at L*")
     marks = lines["Lab: transfers"]
     for per, drawn in zip(marks["x"], marks["y"], strict=True):
         again = cp_cost(inp.model, per * inp.cp, inp.cp, inp.layout, inp.link, inp.gpu)
-        close([drawn], [again.comm_s], 1e-6, f"the lab's transfers at L = {per}")
+        close([drawn], [again.comm_s / sends], 1e-6, f"the lab's transfers at L = {per}")
 
 
 # EP02 ---------------------------------------------------------------------------------------

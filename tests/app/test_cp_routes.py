@@ -264,9 +264,13 @@ def test_api_crossover_is_the_step_8_derivation_and_the_page_prints_it(client, p
         assert x["crossover"] == 0 and x["ratio"] is None and x["points"] == []
         return
     assert x["kv_share"] == body["kv_heads"] / body["heads"]
+    # A ring's, per round (round-24 cold reading A, finding 1): one round's attention against
+    # one send, with no (c − 1)/c.
+    assert x["round_attention_s"] == pytest.approx(body["attention_s"] / body["cp"])
+    assert x["send_s"] == pytest.approx(body["comm_s"] / (body["cp"] - 1))
+    assert x["ratio"] == pytest.approx(x["round_attention_s"] / x["send_s"])
     assert x["crossover"] == pytest.approx(
-        2 * x["kv_share"] * (body["cp"] - 1) / body["cp"] * x["rate"]
-        / (x["imbalance"] * x["busbw"]), rel=1e-3)
+        2 * x["kv_share"] * x["rate"] / (x["imbalance"] * x["busbw"]), rel=1e-3)
     page = client.get("/episodes/context-parallel", params=params).text
     quoted = f"{x['crossover']:,.0f}"
     assert re.search(rf'<strong><span class="answer-mask" data-after-guess="step-7 step-8">'
@@ -276,14 +280,16 @@ def test_api_crossover_is_the_step_8_derivation_and_the_page_prints_it(client, p
 
 def test_step_8_says_per_layer_and_derives_step_7s_bound_from_its_own(client):
     """EP06 step 8 (cold reading round 4, items 1, 4, 6): whole-layer FLOPs and bytes, the
-    send bandwidth, and step 7's per-round bound as L* x c/(c − 1), from /api/cp."""
+    send bandwidth, and (round-24 cold reading A, finding 1) the totals' (c − 1)/c x L*
+    named beside the per-round L*, step 7's bound, as the optimistic one, from /api/cp."""
     params = {"tokens": 64, "cp": 8, "seq_len": 131072, "layout": "zigzag", "link": "ib-ndr"}
     cross = client.get("/api/cp", params=params).json()["crossover"]["crossover"]
     page = client.get("/episodes/context-parallel").text
     step = page.split('id="step-8"')[1].split("</section>")[0]
     step = html_lib.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", step)))
     assert "Per layer (all a heads, forward pass)" in step and "Per head" not in step
-    assert f"({cross * 8 / 7:,.0f} against {cross:,.0f} at CP 8)" in step
+    assert f"({cross * 7 / 8:,.0f} against {cross:,.0f} at CP 8): optimistic" in step
+    assert "is it without the (c − 1)/c" not in step
 
 
 def test_step_8_names_the_ndr_send_rate_and_the_chart_calls_it_send_bandwidth(client):
@@ -401,21 +407,21 @@ def test_round_18_the_predict_drill_asks_step_8s_crossover_not_the_busiest_rank_
     for stated in ("8 KV heads for 64 query heads", "same 8 KV heads of 128 but 32 query heads",
                    "CP 8 on NDR", "16,384 tokens × 4,096 B", "131,072 tokens"):
         assert stated in q, stated
-    formula = 2 * 8 / 32 * 7 / 8 * x["rate"] / (x["imbalance"] * x["busbw"])  # step 8's L*
+    formula = 2 * 8 / 32 * x["rate"] / (x["imbalance"] * x["busbw"])  # step 8's L*, per round
     assert drill.answer() == x["crossover"]
     assert drill.answer() == pytest.approx(formula, rel=1e-3)
     assert drill.answer() == pytest.approx(2 * x70["crossover"], rel=1e-3)
     # The busiest-rank sum is the derive drills' skill alone: no other drill asks for pairs.
     assert [d.id for d in VIEWS["cp"].drills if getattr(d, "unit", "") == "pairs"] == [
         "cp-busiest-contiguous", "cp-busiest-zigzag"]
-    for given, name in ((x70["crossover"], "70b-share"), (formula * 8 / 7, "no-cp-share"),
+    for given, name in ((x70["crossover"], "70b-share"), (formula * 7 / 8, "totals"),
                         (formula * 4, "no-gqa")):
         result = check_drill(drill, f"{given:.0f}", attempt=1, hide_answers=True)
         assert (result["status"], result["mistake"]) == ("hint", name), given
     right = check_drill(drill, f"{formula:.0f}", attempt=1, hide_answers=True)
     assert right["status"] == "right"
     rate, busbw = crossover_inputs()["ib"]  # step 8's, to the places its sums need (r21 Q #5)
-    assert f"2 × 8/32 × 7/8 × {rate} TFLOP/s ÷ (1 × {busbw} GB/s)" in right["message"]
+    assert f"2 × 8/32 × {rate} TFLOP/s ÷ (1 × {busbw} GB/s)" in right["message"]
     # On the page, after step 8, its answer not printed before it is answered.
     raw = client.get("/episodes/context-parallel").text
     at = raw.index('id="drill-cp-predict-crossover-8b"')
@@ -675,7 +681,7 @@ def test_round_16_step_7s_question_gives_the_inputs_its_choice_needs(client):
     attention = local**2 / 2 * pair / body["attention_flops_per_s"]
     send = local * body["kv_bytes_per_token"] / body["comm_bytes_per_s"]
     assert send > 10 * attention and body["exposed_s"] > 0.9 * body["comm_s"]
-    assert f"= {1e3 * attention:.3f} ms of attention" in flat
+    assert f"= {1e3 * attention:.3g} ms of attention" in flat
     assert f"= {1e3 * send:.3f} ms of send" in flat
 
 
@@ -840,7 +846,7 @@ def test_round_18_each_effective_rate_is_derived_where_it_is_quoted(client):
     assert float(rate) == pytest.approx(e100["rate"] / 1e12, abs=0.5)
     assert float(busbw) == pytest.approx(e100["busbw"] / 1e9, abs=0.05)
     assert f"attention runs at {rate} TFLOP/s on its 8,192-token blocks" in text
-    assert (f"15/16 × {rate} TFLOP/s ÷ {busbw} GB/s = "
+    assert (f"2 × 8/64 × {rate} TFLOP/s ÷ {busbw} GB/s = "
             f"{e100['crossover']:,.0f}") in text
     u = facts()["ulysses_nvlink"]["api"]
     nv, up = get_link("nvlink-4"), _p2p_latency("nvlink")
@@ -923,17 +929,16 @@ def test_round_21_step_8s_printed_inputs_give_its_printed_crossovers(client):
     from app.routers.context_parallel import facts
 
     step = _cp_step(client.get("/episodes/context-parallel").text, 8)
-    sums = re.findall(r"L\* = 2 × (\d+)/(\d+) × (\d+)/(\d+) × ([\d.,]+) TFLOP/s ÷ ([\d.,]+) GB/s = "
+    sums = re.findall(r"L\* = 2 × (\d+)/(\d+) × ([\d.,]+) TFLOP/s ÷ ([\d.,]+) GB/s = "
                       r"([\d,]+)", step)
-    sums += re.findall(r"Here 2 × (\d+)/(\d+) × (\d+)/(\d+) × ([\d.,]+) TFLOP/s ÷ ([\d.,]+) GB/s = "
+    sums += re.findall(r"Here 2 × (\d+)/(\d+) × ([\d.,]+) TFLOP/s ÷ ([\d.,]+) GB/s = "
                        r"([\d,]+)", step)
     assert len(sums) == 2, sums
     found = {}
-    for kv, heads, c1, c, rate, busbw, said in sums:
-        got = 2 * int(kv) / int(heads) * int(c1) / int(c) * _printed_number(rate) * 1e3 \
-            / _printed_number(busbw)
+    for (kv, heads, rate, busbw, said), c in zip(sums, (16, 8), strict=True):
+        got = 2 * int(kv) / int(heads) * _printed_number(rate) * 1e3 / _printed_number(busbw)
         assert f"{got:,.0f}" == said, (rate, busbw, said)
-        found[int(c)] = (rate, busbw, said)
+        found[c] = (rate, busbw, said)
     ib, eth = facts()["ring_ib"]["api"], facts()["ring_eth100"]["api"]
     assert found[8][2] == f"{ib['crossover']['crossover']:,.0f}"  # the engine's, as charted
     assert found[16][2] == f"{eth['crossover']['crossover']:,.0f}"
@@ -942,7 +947,9 @@ def test_round_21_step_8s_printed_inputs_give_its_printed_crossovers(client):
             in step)
     bound = re.search(r"\(([\d,]+) against ([\d,]+) at CP 8\)", step)
     assert bound[2] == said
-    assert f"{_printed_number(rate) * 1e3 / (4 * _printed_number(busbw)):,.0f}" == bound[1]
+    assert f"{_printed_number(rate) * 1e3 / (4 * _printed_number(busbw)):,.0f}" == said
+    assert f"{_printed_number(rate) * 1e3 / (4 * _printed_number(busbw)) * 7 / 8:,.0f}" \
+        == bound[1]  # the totals' (c − 1)/c, named as the optimistic one
     assert f"= {busbw} GB/s. On Ethernet at CP 16:" in step
     # Round-22 cold reading Q, finding 13: "On Ethernet the sends reach 11.92325 GB/s", seven
     # figures and no working, beside NDR's derived 47.39. The Ethernet B is now worked from
@@ -960,11 +967,11 @@ def test_round_21_step_8s_printed_inputs_give_its_printed_crossovers(client):
     assert said == e_busbw and f"{worked:.{len(said.split('.')[1])}f}" == said
     assert "The start-up is the same for every block" not in step
     feedback = " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", client.get(
-        "/drills/cp-predict-crossover-8b", params={"answer": 5000}).text)).split())
-    worked = re.search(r"([\d,.]+) tokens a rank: 2 × (\d+)/(\d+) × (\d+)/(\d+) × ([\d.,]+) "
+        "/drills/cp-predict-crossover-8b", params={"answer": 5800}).text)).split())
+    worked = re.search(r"([\d,.]+) tokens a rank: 2 × (\d+)/(\d+) × ([\d.,]+) "
                        r"TFLOP/s ÷ \(1 × ([\d.,]+) GB/s\)", feedback)
-    assert (worked[6], worked[7]) == (rate, busbw)  # step 8's, as the drill says
-    got = (2 * int(worked[2]) / int(worked[3]) * int(worked[4]) / int(worked[5])
+    assert (worked[4], worked[5]) == (rate, busbw)  # step 8's, as the drill says
+    got = (2 * int(worked[2]) / int(worked[3])
            * _printed_number(rate) * 1e3 / _printed_number(busbw))
     assert f"{got:,.1f}" == worked[1]
 
@@ -1060,3 +1067,46 @@ def test_round_24_step_1_defines_the_distributed_optimizer(client):
     assert '<dfn data-term="distributed-optimizer">distributed optimizer</dfn>' in one
     assert TAUGHT["distributed-optimizer"] == "context-parallel"
     assert 'id="distributed-optimizer"' in client.get("/glossary").text
+
+
+def test_round_24_step_7_exposes_each_sends_excess_over_its_round(client):
+    """Round-24 cold reading A, findings 1-3. Each send hides only behind its own round (the
+    next round needs the block it brings), so step 7's state exposes 7 × (send − round),
+    not the sends less all the attention; the crossover is the per-round bound, and the
+    figures step 7 quotes are the crossover chart's at each state (the chart's summary says
+    the same L*), beside where the lab's own marks cross at each block's own rates; the
+    8B drill takes the per-round answer and calls the totals' (c − 1)/c one the mistake."""
+    from app.charts.units import fmt_duration, fmt_ms
+    from app.labkit.drills import check_drill
+    from app.lesson_drills.context_parallel import DRILLS
+    from app.routers.context_parallel import facts
+
+    eth = facts()["short_eth"]["api"]
+    x = eth["crossover"]
+    send, block = x["send_s"], x["round_attention_s"]
+    assert eth["exposed_s"] == pytest.approx(7 * (send - block))
+    assert eth["exposed_s"] > eth["comm_s"] - eth["attention_s"] + 0.9 * block
+    step = _cp_step(client.get("/episodes/context-parallel").text, 7)
+    assert (f"7 × ({fmt_duration(send)} − {fmt_duration(block)}) = {fmt_ms(eth['exposed_s'])} "
+            f"exposed of the {fmt_ms(eth['comm_s'])} of sends") in step
+    worked = 7 * (float(fmt_duration(send).split()[0]) - float(fmt_duration(block).split()[0]))
+    assert fmt_ms(worked / 1e3) == fmt_ms(eth["exposed_s"])  # from the printed figures
+    nv = facts()["ring_nvlink"]["api"]["crossover"]
+    said = re.search(r"that is ([\d,]+) tokens per rank\. On 25 Gb/s Ethernet .*? it is about "
+                     r"([\d,]+)\.", step)
+    assert said[1] == f"{nv['crossover']:,.0f}"
+    assert said[2] == f"{round(x['crossover'], -2):,.0f}"
+    for state, quoted in ((facts()["ring_nvlink"], nv), (facts()["short_eth"], x)):
+        chart = client.get("/episodes/context-parallel", params=state["params"]).text
+        assert f"the two are equal at L = {quoted['crossover']:,.0f} tokens a rank" in chart
+        assert f"cross at about L = {quoted['lab_crossover']:,.0f}" in chart
+        assert quoted["lab_crossover"] > quoted["crossover"]  # "both bounds err low"
+    assert (f"higher, at about {nv['lab_crossover']:,.0f} and {x['lab_crossover']:,.0f} : "
+            "both bounds err low") in step  # _cp_step spaces the figures' spans
+    drill = next(d for d in DRILLS if d.id == "cp-predict-crossover-8b")
+    per_round = api(client, model="llama-3.1-8b", seq_len=131072, cp=8, tokens=64,
+                    layout="zigzag", link="ib-ndr")["crossover"]["crossover"]
+    assert check_drill(drill, f"{per_round:.0f}", attempt=1, hide_answers=True)[
+        "status"] == "right"
+    totals = check_drill(drill, f"{per_round * 7 / 8:.0f}", attempt=1, hide_answers=True)
+    assert (totals["status"], totals["mistake"]) == ("hint", "totals")

@@ -717,9 +717,10 @@ def test_ep06s_crossover_draws_its_attention_side_after_step_7s_guess(page, live
     drawn = [[y for y in t["y"] if y is not None] for t in plotted["data"]]
     real = {t["name"]: (i, t["y"])
             for i, t in enumerate(json.loads(page.evaluate(FIGURE, chart))["data"])}
-    for name in ("Attention ∝ L²", "Lab: attention", "This state"):
+    # A ring's lines are per round (round-24 cold reading A, finding 1).
+    for name in ("A round ∝ L²", "Lab: attention", "This state"):
         assert drawn[real[name][0]] == real[name][1], name
-    for name in ("Lab: transfers", "K/V sends ∝ L"):
+    for name in ("Lab: transfers", "A K/V send ∝ L"):
         assert drawn[real[name][0]] == [], name
     notes = " ".join(a["text"] for a in plotted["layout"].get("annotations", []))
     assert f"{cross['crossover']:,.0f}" not in notes and "L* = ?" in notes

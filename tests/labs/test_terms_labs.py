@@ -205,7 +205,9 @@ def test_cp_ring_exposes_what_outlasts_the_attention_by_hand():
     """4,096 tokens over 8 ranks on 25 Gb/s Ethernet (each rank alone on its port, 3 GB/s
     measured): 7 sends of 512 x 4,096 B = 2.1 MB at 8.4 + 9.6 µs each, against the busiest
     rank's attention (zigzag: s(s + 1)/2c cells x 2 x 256 FLOPs x 64 heads) at the kernel's
-    rate; the ring hides the sends behind it, and what is left shows."""
+    rate, a round of it (the busiest rank's ÷ 8) beside each send; a send hides only behind
+    its own round, so what each send outlasts its round shows, 7 times (round-24 cold
+    reading A, finding 1: not the sends less all the attention)."""
     s = 4096
     cost = cp_cost(LLAMA70, s, C, "zigzag", get_link("eth-25g"), H100)
     block = s // C * KV_TOKEN_70B
@@ -215,7 +217,8 @@ def test_cp_ring_exposes_what_outlasts_the_attention_by_hand():
     flops = 2 * 256 * 64 * (s * (s + 1) // (2 * C))
     attention = flops / attention_rate(H100, best_attention(H100), s // C, 128, False)
     assert attention < comm
-    assert cost.exposed_s == pytest.approx(comm - attention, rel=1e-9)
+    assert cost.exposed_s == pytest.approx((C - 1) * (comm / (C - 1) - attention / C),
+                                           rel=1e-9)
 
 
 # EP07: Mixtral 8x7B on one DGX H100 node, EP 8, 4,096 tokens per GPU.
