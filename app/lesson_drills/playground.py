@@ -86,6 +86,35 @@ def _full_why(answer: dict) -> str:
             f"leaves {gb(full[act])} of them, {{value}} in all.")
 
 
+def _tp4pp4_why(answer: dict) -> str:
+    """Round-24 cold reading B, finding 14: the feedback gave two doublings (TP 4, 4
+    micro-batches in flight) for a ×2, leaving out the half as many layers, and its parts
+    (the worked plan's state with the new activations) summed to 1.3 GB under the total it
+    printed. Each factor and each item of the heaviest stage now comes from the engine."""
+    def first(a: dict) -> dict:
+        stages = a["panels"]["recipe"]["answer"]["stages"]
+        return max(stages, key=lambda stage: stage["total_bytes"])
+
+    worked, new = _worked_answer(), answer
+    w_plan, n_plan = (a["panels"]["recipe"]["answer"]["plan"] for a in (worked, new))
+    w_stage, n_stage = first(worked), first(new)
+    before, after = ledger(worked), ledger(new)
+    wg, opt, act = (item for item, _ in LEDGER)
+    state = (before[wg] + before[opt], after[wg] + after[opt])
+    tp = f"×{w_plan['tp']}/{n_plan['tp']}"
+    layers = f"×{n_stage['layers']}/{w_stage['layers']}"
+    flight = f"×{n_stage['in_flight']:g}/{w_stage['in_flight']:g}"
+    return (f"Each layer's activations split {n_plan['tp']} ways, not {w_plan['tp']} "
+            f"({tp}), on {n_stage['layers']} layers, not {w_stage['layers']} ({layers}), "
+            f"and the first stage keeps {n_stage['in_flight']:g} micro-batches in flight, "
+            f"not {w_stage['in_flight']:g} ({flight}): its {act} grow {gb(before[act])} → "
+            f"{gb(after[act])}. Its weights, gradients and optimizer state barely move, "
+            f"{gb(state[0])} → {gb(state[1])}: a quarter of each layer on half as many "
+            f"layers is as many, and the embedding the first stage holds is split "
+            f"{n_plan['tp']} ways, not {w_plan['tp']}. {gb(state[1])} + {gb(after[act])} = "
+            "{value}.")
+
+
 def _bubble(microbatches: int) -> float:
     """The worked plan's bubble doubled to 8 nodes (DP 4) at ``microbatches`` a replica, as
     the playground gives it (the predict drill's wrong answers at 16 and 32)."""
@@ -131,12 +160,7 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "playground", "panels.recipe.answer.memory_per_gpu_bytes",
         (("zero3", "ZeRO-3 instead of ZeRO-1", {"zero": 3},
           _zero3_why),
-         ("tp4pp4", "TP4 × PP4 instead of TP8 × PP2", {"tp": 4, "pp": 4},
-          _activations_why(
-              "Each GPU holds as many weights as before (a quarter of each layer, but half "
-              "as many layers). Its activations grow, {before} → {after}: TP 4 splits each "
-              "layer's activations 4 ways, not 8, and the first stage now keeps 4 "
-              "micro-batches in flight, not 2: {value}.")),
+         ("tp4pp4", "TP4 × PP4 instead of TP8 × PP2", {"tp": 4, "pp": 4}, _tp4pp4_why),
          ("full", "Full activation recomputation", {"recompute": "full"}, _full_why),
          ("m32", "32 micro-batches instead of 16", {"microbatches": 32},
           _activations_why(

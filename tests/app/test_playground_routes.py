@@ -503,6 +503,35 @@ def test_round_6_item_8_the_memory_decide_names_the_largest_part_as_ep01s_panel(
     assert f"Adam moments {gb(parts['optimizer_moments'])}" in hint
 
 
+def test_round_24_the_tp4_pp4_option_derives_its_activations_and_its_total():
+    """Round-24 cold reading B, finding 14: "TP 4 splits each layer's activations 4 ways, not
+    8, and the first stage now keeps 4 micro-batches in flight, not 2" gave ×4 for a ×2 (it
+    left out the half as many layers), and its parts (the worked plan's state, 17.6 + 26.5 GB,
+    and 45.6 GB) summed to 89.7 GB under the 91.0 GB it printed. The factors it prints now
+    multiply to the activations' growth, and the sum it prints checks."""
+    from app.labkit import VIEWS
+    from app.labkit.drills import lab_value
+
+    drill = next(d for d in VIEWS["playground"].drills if d.id == "playground-decide-memory")
+    why = next(o.why for o in drill.judge() if o.key == "tp4pp4")
+    factors = [(int(a), int(b)) for a, b in re.findall(r"\(×(\d+)/(\d+)\)", why)]
+    assert len(factors) == 3, why
+    product = 1.0
+    for a, b in factors:
+        product *= a / b
+
+    def act(params: dict) -> float:
+        stages = lab_value("playground", params, "panels.recipe.answer.stages")
+        return max(stages, key=lambda s: s["total_bytes"])["breakdown"]["activations"]
+
+    assert act({"tp": 4, "pp": 4}) / act({}) == pytest.approx(product, rel=0.01)
+    a, b, c = (float(x) for x in re.search(
+        r"([\d.]+) GB \+ ([\d.]+) GB = ([\d.]+) GB", why).groups())
+    assert round(a + b, 1) == c, why
+    assert c == round(lab_value("playground", {"tp": 4, "pp": 4},
+                                "panels.recipe.answer.memory_per_gpu_bytes") / 1e9, 1)
+
+
 def _step(page: str, n: int) -> str:
     return page.split(f'id="step-{n}"')[1].split("</section>")[0]
 
