@@ -4,7 +4,7 @@ from app.charts.data_parallel import IB16_DRILL
 from app.charts.units import fmt_link_gbs
 from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
-from app.lesson_drills.units import ms, pct
+from app.lesson_drills.units import gb, ms, pct
 from labs.data_parallel.lab import nccl_all_reduce
 from labs.hardware.links import get_link
 
@@ -126,6 +126,39 @@ def _bound_overlap(a: dict) -> str:
             f"{pct(base['efficiency'])} to {{value}}.")
 
 
+def _bound_half(a: dict) -> str:
+    """dp-decide-bound's fewer-GPUs option (step 4: "the bytes do not grow with N, and the
+    latency barely does"): each GPU's bytes, 2·(N−1)/N of the gradients, over the same one
+    port a server."""
+    base = lab_value("dp", BOUND, lambda answer: answer)
+    n, n0 = a["gpus"], base["gpus"]
+    return (f"A ring's GPU sends 2·(N−1)/N of the gradients whatever N: 2 × {n - 1}/{n} × "
+            f"{gb(a['grad_bytes'])} = {gb(a['allreduce_bytes_per_gpu'])}, against "
+            f"{gb(base['allreduce_bytes_per_gpu'])} on {n0}, over the same one port out of "
+            f"each server. The all-reduce barely shortens, {ms(base['comm_s'])} → "
+            f"{ms(a['comm_s'])} (its latency, which grows with the ring's steps, shrinks a "
+            f"little too), against the same {ms(a['compute_s'])} of compute. Efficiency {{value}}.")
+
+
+# dp-decide-bound's options: (key, label, state, why).
+BOUND_CHOICES = (
+    ("accum", "Accumulate 4 micro-batches per step",
+     {**BOUND, "microbatches": 4},
+     "Four times the tokens per all-reduce: compute grows 4×, the one all-reduce a "
+     "step does not. Efficiency {value}."),
+    # Round-24 cold reading A, finding 7: "Double the sequence length" only doubled the
+    # tokens per all-reduce, where accumulation quadruples them: it lost by inspection.
+    ("half", "Train on 64 GPUs (8 servers) instead of 128, the same batch per GPU",
+     {**BOUND, "gpus": BOUND["gpus"] // 2}, _bound_half),
+    ("ports", "Give each server 2 Ethernet ports",
+     {**BOUND, "nics_per_node": 2},
+     lambda a: "Twice the bandwidth out of each server halves only the all-reduce's "
+               f"network part: {ms(a['comm_s'])} against {ms(a['compute_s'])} of "
+               "compute. Efficiency {value}."),
+    ("overlap", "Overlap the all-reduce with backward, in buckets",
+     {**BOUND, "overlap": "bucketed"}, _bound_overlap))
+
+
 DRILLS: tuple[Drill | Decide, ...] = (
     decide(
         "dp-decide-crossover",
@@ -213,28 +246,13 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "4,096 tokens per GPU per step, no overlap: compute is under half the all-reduce. "
         "Which change raises the efficiency most?",
         "dp", "efficiency",
-        (("accum", "Accumulate 4 micro-batches per step",
-          {**BOUND, "microbatches": 4},
-          "Four times the tokens per all-reduce: compute grows 4×, the one all-reduce a "
-          "step does not. Efficiency {value}."),
-         ("seq", "Double the sequence length to 8,192",
-          {**BOUND, "seq_len": 8192},
-          lambda a: "Twice the tokens per GPU: compute doubles in the lab's 6·P·T, to "
-                    f"{ms(a['compute_s'])}, against the same {ms(a['comm_s'])} all-reduce, "
-                    "as 2 micro-batches would, and the activations double too. In a real "
-                    "run it more than doubles: attention's FLOPs grow with s², which the "
-                    "lab's 6·P·T leaves out. Efficiency {value}."),
-         ("ports", "Give each server 2 Ethernet ports",
-          {**BOUND, "nics_per_node": 2},
-          lambda a: "Twice the bandwidth out of each server halves only the all-reduce's "
-                    f"network part: {ms(a['comm_s'])} against {ms(a['compute_s'])} of "
-                    "compute. Efficiency {value}."),
-         ("overlap", "Overlap the all-reduce with backward, in buckets",
-          {**BOUND, "overlap": "bucketed"}, _bound_overlap)),
+        BOUND_CHOICES,
         best="max", fmt=pct,
-        solution="{best}. Efficiency: 4 micro-batches {accum}, 8,192 tokens {seq}, 2 ports "
+        solution="{best}. Efficiency: 4 micro-batches {accum}, 64 GPUs {half}, 2 ports "
                  "{ports}, bucketed overlap {overlap}. Accumulation multiplies compute by 4 "
-                 "and leaves the once-a-step all-reduce alone; the others gain 2× or less, and "
-                 "bucketing here loses: its buckets' latencies outgrow what backward hides.",
+                 "and leaves the once-a-step all-reduce alone; a second port halves only the "
+                 "all-reduce's network part, half the GPUs barely shorten it (each GPU still "
+                 "sends 2·(N−1)/N of the gradients), and bucketing here loses: its buckets' "
+                 "latencies outgrow what backward hides.",
         reveals=("accumulation multiplies compute by 4",)),
 )

@@ -396,11 +396,43 @@ def test_round_5_doubling_the_sequence_doubles_the_labs_compute(client):
     long = client.get("/api/dp", params={"gpus": 128, "link": "eth-100g",
                                          "seq_len": 8192}).json()
     assert long["compute_s"] == pytest.approx(2 * base["compute_s"])
-    graded = client.get("/api/drills/dp-decide-bound", params={"answer": "seq"}).json()
-    said = graded["feedback"][0]["why"]
-    assert "a little more than doubles" not in said and "compute doubles in the lab" in said
-    # round 13, finding 12: and says which way a real run errs (attention's s² FLOPs)
-    assert "In a real run it more than doubles: attention's FLOPs grow with s²" in said
+    # The decide's sequence option is gone (round-24 cold reading A, finding 7: it lost to
+    # accumulation by inspection); test_round_24_no_bound_decide_option_... pins that.
+
+
+def test_round_24_no_bound_decide_option_loses_to_another_by_inspection(client):
+    """Round-24 cold reading A, finding 7: dp-decide-bound's "Double the sequence length to
+    8,192" only multiplied the tokens per all-reduce, by 2, beside "Accumulate 4
+    micro-batches", which multiplies them by 4: a student struck it without thinking. No
+    option now differs from another only in fewer tokens a GPU per all-reduce (sequence,
+    micro-batch, micro-batches), or only in fewer ports. The new option, half the GPUs, says
+    what a ring's GPU sends, from the engine."""
+    from app.labkit import VIEWS
+    from app.lesson_drills.data_parallel import BOUND, BOUND_CHOICES
+    from app.lesson_drills.units import gb
+
+    drill = next(d for d in VIEWS["dp"].drills if d.id == "dp-decide-bound")
+    states = {key: state for key, _, state, _ in BOUND_CHOICES}
+    tokens = ("seq_len", "micro_batch", "microbatches")
+    defaults = {"seq_len": 4096, "micro_batch": 4, "microbatches": 1, "nics_per_node": 1}
+
+    def size(state: dict) -> tuple[int, int]:
+        full = {**defaults, **state}
+        return (full["seq_len"] * full["micro_batch"] * full["microbatches"],
+                full["nics_per_node"])
+
+    for k, a in states.items():
+        for j, b in states.items():
+            rest_a = {x: v for x, v in a.items() if x not in (*tokens, "nics_per_node")}
+            rest_b = {x: v for x, v in b.items() if x not in (*tokens, "nics_per_node")}
+            if k == j or rest_a != rest_b:
+                continue
+            (ta, pa), (tb, pb) = size(a), size(b)
+            assert not (ta <= tb and pa <= pb), (k, j)
+    half = client.get("/api/dp", params={**BOUND, "gpus": BOUND["gpus"] // 2}).json()
+    why = next(o.why for o in drill.judge() if o.key == "half")
+    assert (f"2 × 63/64 × {gb(half['grad_bytes'])} = "
+            f"{gb(half['allreduce_bytes_per_gpu'])}") in why
 
 
 def test_round_6_item_3_the_exposed_decide_derives_each_ring_from_the_engine():
