@@ -7,6 +7,7 @@ from labs.core.errors import LabInputError
 from labs.model.presets import get_model
 
 V3 = get_model("deepseek-v3")  # the drill states its shape (config.json) in the question
+MIXTRAL = get_model("mixtral-8x7b")
 ROUTED = (V3.layers - V3.dense_layers) * V3.experts * 3 * V3.hidden * V3.expert_ffn
 
 # EP07's network drill: DeepSeek-V3's step-6 layout under leaves of 4 nodes and a 4:1 spine.
@@ -63,6 +64,57 @@ def _expert_dp_solution() -> str:
     return (f"{EXPERT_DP_GPUS[right.key]:,} GPUs. The experts regroup each stage's GPUs as EP "
             f"× expert-DP, so the GPUs must divide by PP × EP = 16 × 64 = 1,024, not only by "
             f"PP: {figures}. The lab refuses the rest: expert-DP would not be whole.")
+
+
+# moe-decide-skew's states beside its question's (Mixtral, EP 8 in a node, 2 nodes, skew 0.8).
+SKEW = {"nodes": 2, "ep": 8, "skew": 0.8}
+SKEW_CHOICES = {"ep4": {**SKEW, "ep": 4}, "etp": {**SKEW, "etp": 2}}
+
+
+def _p0(skew: float) -> float:
+    """Expert 0's chance of being picked, step 4's p₀ = k/E + skew · (1 − k/E)."""
+    share = MIXTRAL.top_k / MIXTRAL.experts
+    return share + skew * (1 - share)
+
+
+def _skew_ep4_why(a: dict) -> str:
+    """EP 4's hot GPU: expert 0 and a cold neighbour, each serving 4 GPUs' tokens."""
+    from app.labkit.drills import lab_value
+
+    base = lab_value("moe", SKEW, lambda answer: answer)
+    k, e = MIXTRAL.top_k, MIXTRAL.experts
+    t = round(sum(a["tokens_per_gpu"]) / (a["ep"] * k))  # each GPU's tokens, k copies each
+    p0 = _p0(SKEW["skew"])
+    cold = (k - p0) / (e - 1)
+    fair = t * k
+    return (f"Each group of {a['ep']} GPUs routes its own tokens, so expert 0's copy there "
+            f"serves {a['ep']} GPUs, not {base['ep']}. But its GPU holds a second expert: of "
+            f"each GPU's {t:,} tokens, expert 0 takes {p0:.2f} and its neighbour "
+            f"({k} − {p0:.2f})/{e - 1} = {cold:.3f}, so {a['ep']} × {t:,} × ({p0:.2f} + "
+            f"{cold:.3f}) ≈ {a['tokens_per_gpu'][a['slowest_gpu']]:,} copies, against "
+            f"{base['ep']} × {t:,} × {p0:.2f} ≈ {base['tokens_per_gpu'][base['slowest_gpu']]:,} "
+            f"at EP {base['ep']}: {a['gpu_max_over_mean']:.2f} times a GPU's balanced "
+            f"{fair:,}. No token drops: {{value}}.")
+
+
+def _skew_etp_why(a: dict) -> str:
+    """Expert TP 2: the hot expert's GEMMs halve, and the EP group crosses the network."""
+    from app.labkit.drills import lab_value
+
+    base = lab_value("moe", SKEW, lambda answer: answer)
+    def two(seconds: float) -> str:
+        return f"{seconds * 1e3:.2f} ms"
+
+    def three(seconds: float) -> str:  # the sum's parts, as step 5 prints them
+        return f"{seconds * 1e3:.3f} ms"
+
+    return (f"Two GPUs share each expert's GEMMs, so the hot expert's compute halves, "
+            f"{two(base['compute_s'])} → {two(a['compute_s'])}: "
+            f"{a['gpu_max_over_mean']:.2f} ÷ 2 = {a['gpu_max_over_mean'] / 2:.2f} times the "
+            f"balanced work of EP 8 in one node. But the 16 GPUs of an EP 8 × expert-TP 2 "
+            f"group span both nodes, so the dispatch and the combine cross the network: "
+            f"{three(a['dispatch_s'])} each, against {three(base['dispatch_s'])} on NVLink. "
+            f"2 × {three(a['dispatch_s'])} + {three(a['compute_s'])} = {{value}}.")
 
 
 DRILLS: tuple[Drill | Decide, ...] = (
@@ -140,21 +192,22 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     "still does about twice the balanced work, and it drops "
                     f"{pct(a['dropped_fraction'])} of the token copies besides: {{value}}, "
                     f"{a['layer_s'] / a['balanced_layer_s']:.2f} times the balanced layer."),
-         ("deepep", "Dispatch with DeepEP instead of NCCL's all-to-all",
-          {"nodes": 2, "ep": 8, "skew": 0.8, "ep_dispatch": "deepep"},
-          lambda a: "EP 8 sits in one node, so the dispatch and the combine run on NVLink, "
-                    f"{ms(a['dispatch_s'])} each; the wait is the hot GPU's compute, "
-                    f"{ms(a['compute_s'])}, which DeepEP does not touch: {{value}}."),
-         ("nodes", "Run on 4 nodes instead of 2",
-          {"nodes": 4, "ep": 8, "skew": 0.8},
-          lambda a: "EP 8 already sits in one node; more nodes only add expert-data-parallel "
-                    f"copies (expert-DP {a['expert_dp']}), and each EP group still has its "
-                    f"hot GPU at {a['gpu_max_over_mean']:.2f}× the mean: {{value}}.")),
-        best="min", fmt=ms,
-        solution="{best}. Layer time: balance loss {loss}, factor 2 {capacity}, DeepEP "
-                 "{deepep}, 4 nodes {nodes}. The layer follows its busiest GPU: the loss "
+         # Round-24 cold reading B, finding 15: "DeepEP" and "Run on 4 nodes" were no-ops by
+         # the question's own "EP 8 inside one node" (16.0 ms, the unchanged layer). Each
+         # option now moves the busiest GPU's work, by a mechanism steps 3 to 5 teach.
+         ("ep4", "EP 4: two experts a GPU, so each node holds two copies of every expert",
+          SKEW_CHOICES["ep4"], _skew_ep4_why),
+         ("etp", "Split each expert's matrices over 2 GPUs (expert TP 2), so each EP group of "
+                 "8 spans both nodes",
+          SKEW_CHOICES["etp"], _skew_etp_why)),
+        # Two decimals: EP 4 (9.38 ms) and the cap (9.45 ms) both print 9.4 to one.
+        best="min", fmt=lambda seconds: f"{seconds * 1e3:.2f} ms",
+        solution="{best}. Layer time: balance loss {loss}, factor 2 {capacity}, EP 4 "
+                 "{ep4}, expert TP 2 {etp}. The layer follows its busiest GPU: the loss "
                  "leaves it 1.6 times the balanced work, at a price in model quality (step 10), "
-                 "the cap 2 times, and only the cap drops tokens.",
+                 "the cap 2 times, and only the cap drops tokens. EP 4 serves the hot expert "
+                 "from a copy in each group of 4, but its GPU takes a second expert's tokens "
+                 "too; expert TP halves the hot GEMM and sends the dispatch over the network.",
         reveals=("layer follows its busiest GPU",)),
     decide(
         "moe-decide-network",

@@ -414,7 +414,7 @@ def test_round5_step_4s_answer_is_not_drawn_before_the_guess_and_its_why_adds_up
     assert "2.5 × 4.76 ms ≈ 11.8" not in text("step-4")
 
 
-def test_round_6_item_3_the_skew_decide_says_why_each_option_loses():
+def test_round_6_item_3_the_skew_decide_says_why_each_option_loses(client):
     """Round-6 cold reading of EP07, item 3: moe-decide-skew told every wrong option 'The cause
     is what makes one GPU slower than the rest.' Each option now gives its own reason with the
     engine's figures: capping cuts the hot expert's share by dropping tokens (the share of the
@@ -422,7 +422,7 @@ def test_round_6_item_3_the_skew_decide_says_why_each_option_loses():
     against the hot GPU's compute), 4 nodes add expert-DP copies (expert-DP 4)."""
     from app.labkit.drills import check_drill, lab_value
     from app.lesson_drills import LESSON_DRILLS
-    from app.lesson_drills.units import ms, pct
+    from app.lesson_drills.units import pct
 
     drill = next(d for d in LESSON_DRILLS["moe"] if d.id == "moe-decide-skew")
     judged = {o.key: o for o in drill.judge()}
@@ -430,15 +430,34 @@ def test_round_6_item_3_the_skew_decide_says_why_each_option_loses():
                     lambda a: a)
     assert cap["dropped_fraction"] > 0
     assert pct(cap["dropped_fraction"]) in judged["capacity"].why
-    deep = lab_value("moe", {"nodes": 2, "ep": 8, "skew": 0.8, "ep_dispatch": "deepep"},
-                     lambda a: a)
-    assert deep["dispatch_s"] < deep["compute_s"]
-    assert ms(deep["dispatch_s"]) in judged["deepep"].why
-    assert ms(deep["compute_s"]) in judged["deepep"].why
-    assert "expert-DP 4" in judged["nodes"].why
-    for key in ("capacity", "deepep", "nodes"):
+    # Round 24: DeepEP and 4 nodes gave way to EP 4 and expert TP 2 (the test below).
+    ep4 = lab_value("moe", {"nodes": 2, "ep": 4, "skew": 0.8}, lambda a: a)
+    assert f"{ep4['gpu_max_over_mean']:.2f} times a GPU's balanced" in judged["ep4"].why
+    etp = lab_value("moe", {"nodes": 2, "ep": 8, "skew": 0.8, "etp": 2}, lambda a: a)
+    assert f"{etp['dispatch_s'] * 1e3:.3f} ms each" in judged["etp"].why
+    assert f"{etp['compute_s'] * 1e3:.3f} ms = " in judged["etp"].why
+    for key in ("capacity", "ep4", "etp"):
         told = check_drill(drill, key, attempt=1, hide_answers=True)["message"]
         assert "The cause is what makes" not in told and told.endswith(judged[key].why)
+
+
+def test_round_24_every_skew_option_moves_the_busiest_gpu(client):
+    """Round-24 cold reading B, finding 15: by the question's own "EP 8 inside one node",
+    DeepEP (fewer network copies) and 4 nodes (more expert-DP copies) could not touch a layer
+    set by the hot GPU's compute: both gave 16.0 ms, the unchanged layer. Every option now
+    changes the layer by more than a tenth, and each sum its feedback prints checks."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills import LESSON_DRILLS
+
+    drill = next(d for d in LESSON_DRILLS["moe"] if d.id == "moe-decide-skew")
+    base = lab_value("moe", {"nodes": 2, "ep": 8, "skew": 0.8}, "layer_s")
+    for option in drill.judge():
+        layer = float(option.figure.split()[0]) / 1e3
+        assert abs(layer / base - 1) > 0.1, (option.key, option.figure)
+    etp = next(o.why for o in drill.judge() if o.key == "etp")
+    a, b, c = (float(x) for x in re.search(
+        r"2 × ([\d.]+) ms \+ ([\d.]+) ms = ([\d.]+) ms", etp).groups())
+    assert round(2 * a + b, 2) == c, etp
 
 
 def _step_text(page: str, step: str) -> str:
