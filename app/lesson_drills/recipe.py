@@ -100,10 +100,35 @@ def _overlap_tp_why(answer: dict) -> str:
             f"all-to-all, {ms(a2a_s(answer))} a micro-batch, is untouched. Step {{value}}.")
 
 
-def _overlap_zero3_why(answer: dict) -> str:
-    return (f"ZeRO-3 gathers each layer's weights twice a micro-batch and reduce-scatters its "
-            f"gradients, {gb(dp_bytes(answer))} a step, over the same InfiniBand HDR the "
-            f"all-to-all already fills. Step {{value}}.")
+def qwen_memory() -> float:
+    """The overlap drill's plan's memory a GPU, by the lab (the question states it; built at
+    import, before the views register, as ``fsdp_case_memory``)."""
+    from app.routers.recipe_state import RecipeQuery, run
+
+    return run(RecipeQuery(**QWEN_EP16), two_d=False).result.memory_per_gpu_bytes
+
+
+def expert_weight_bytes(ep: int) -> float:
+    """The bf16 weights of the routed experts one GPU of the overlap drill's plan holds at EP
+    ``ep``: its stage's layers (the plan's even split) × experts ÷ EP × 3 matrices of hidden
+    × expert width."""
+    layers = QWEN.layers // QWEN_EP16["pp"]
+    return 2 * layers * QWEN.experts // ep * 3 * QWEN.hidden * QWEN.expert_ffn
+
+
+def _overlap_ep8_why(answer: dict) -> str:
+    """EP 8 in a node: the all-to-all on NVLink, and twice the experts' weights and gradients
+    a GPU (ZeRO-1's optimizer state, over twice the expert-DP, stays)."""
+    base = lab_value("recipe", QWEN_EP16, lambda a: a)
+    extra = expert_weight_bytes(answer["plan"]["ep"]) - expert_weight_bytes(QWEN_EP16["ep"])
+    fit = (f"It does not fit: {QWEN.experts // answer['plan']['ep']} experts a layer on each "
+           f"GPU, not {QWEN.experts // QWEN_EP16['ep']}, so the experts' weights and their "
+           f"gradients each grow by {gb(extra)} (their optimizer state, ZeRO-1 over twice the "
+           f"expert-DP, stays): {gb(base['memory_per_gpu_bytes'])} + 2 × {gb(extra)} = "
+           f"{gb(answer['memory_per_gpu_bytes'])} a GPU, over the H100's "
+           f"{gb(get_gpu(QWEN_EP16['gpu']).memory_bytes)}. " if not answer["fits"] else "")
+    return (fit + f"On NVLink its all-to-all would take {ms(a2a_s(answer))} a micro-batch, "
+            f"against {ms(a2a_s(base))} across the nodes. Step {{value}}.")
 
 
 def dp_bytes(answer: dict) -> float:
@@ -372,8 +397,12 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "NVLink inside, InfiniBand HDR between. TP2 × PP2 × EP16 × DP32, 8 micro-batches "
         "of 4,096 tokens, full recomputation, TP overlap 'backward', DP overlap on. The "
         f"experts take no TP, so each EP group is {QWEN_EP.per_node} GPUs on each of "
-        f"{QWEN_EP.nodes} nodes. Which one change shortens the step most?",
-        "recipe", "step_s",
+        f"{QWEN_EP.nodes} nodes. Each GPU holds {gb(qwen_memory())} of its "
+        f"{gb(get_gpu(QWEN_EP16['gpu']).memory_bytes)}, among them "
+        f"{gb(expert_weight_bytes(QWEN_EP.size))} of the experts' bf16 weights and as much of "
+        "their gradients. Which one change shortens the step most on GPUs that still fit "
+        "it?",
+        "recipe", _step_or_unfit,
         (("ep", "Overlap the EP all-to-all with another micro-batch's compute",
           {**QWEN_EP16, "ep_overlap": True}, _overlap_ep_why),
          # Round-23 cold reading Q, finding 9: "userbuffers" came before step 13 defined it.
@@ -382,11 +411,14 @@ DRILLS: tuple[Drill | Decide, ...] = (
           {**QWEN_EP16, "tp_overlap": "all"}, _overlap_tp_why),
          ("deepep", "DeepEP's dispatch: a token crosses the network once a node, then NVLink",
           {**QWEN_EP16, "ep_dispatch": "deepep"}, _overlap_deepep_why),
-         ("zero3", "ZeRO-3, each layer's weights gathered one layer ahead",
-          {**QWEN_EP16, "zero": 3}, _overlap_zero3_why)),
-        best="min", fmt=ms,
+         # Round-24 cold reading B, finding 6: "ZeRO-3" only added gathers where memory did
+         # not bind, so it could not win. EP 8 inside a node puts the all-to-all on NVLink,
+         # and the question's memory says whether its doubled experts still fit.
+         ("ep8", "EP 8: each EP group inside one node, its all-to-all on NVLink",
+          {**QWEN_EP16, "ep": 8}, _overlap_ep8_why)),
+        best="min", fmt=ms_or_unfit,
         solution="{best}. Step: DeepEP {deepep}, EP overlap {ep}, TP overlap 'all' {tp}, "
-                 "ZeRO-3 {zero3}. Overlap hides a collective only behind the compute "
+                 "EP 8 {ep8}. Overlap hides a collective only behind the compute "
                  "beside it, and here the all-to-all is longer: where the compute is shorter "
                  "than the collective (few tokens per GPU, slow links), no overlap setting "
                  "helps. DeepEP sends fewer copies across the network, so there is less to "

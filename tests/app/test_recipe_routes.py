@@ -1771,6 +1771,38 @@ def test_round_8_step_12s_decide_defines_deepep_and_does_not_give_its_premise(cl
     assert "no overlap setting helps" in drill.solution()
 
 
+def test_round_24_no_overlap_option_slows_a_plan_that_fits(client):
+    """Round-24 cold reading B, finding 6: the ZeRO-3 option only added gathers (334.6 GB a
+    step over the same HDR links) where nothing made memory bind: 13,250.7 ms against the
+    unchanged plan's 11,209.0, so it could not win. Every wrong option now either shortens
+    the step or does not fit the memory the question states; EP 8's feedback works its memory
+    from the question's figures."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills.recipe import QWEN_EP16, expert_weight_bytes
+    from app.lesson_drills.units import gb
+    from app.routers.recipe import VIEW
+
+    drill = next(d for d in VIEW.drills if d.id == "recipe-decide-overlap")
+    states = {"ep": {"ep_overlap": True}, "tp": {"tp_overlap": "all"},
+              "deepep": {"ep_dispatch": "deepep"}, "ep8": {"ep": 8}}
+    assert set(states) == {key for key, _ in drill.choices}
+    base = lab_value("recipe", QWEN_EP16, lambda a: a)
+    for key, change in states.items():
+        a = lab_value("recipe", {**QWEN_EP16, **change}, lambda a: a)
+        assert not a["fits"] or a["step_s"] < base["step_s"], key
+    assert f"Each GPU holds {gb(base['memory_per_gpu_bytes'])} of its" in drill.question
+    held = expert_weight_bytes(QWEN_EP16["ep"])
+    assert f"{gb(held)} of the experts' bf16 weights and as much of their gradients" in \
+        drill.question
+    ep8 = lab_value("recipe", {**QWEN_EP16, "ep": 8}, lambda a: a)
+    extra = expert_weight_bytes(8) - held
+    assert ep8["memory_per_gpu_bytes"] - base["memory_per_gpu_bytes"] == \
+        pytest.approx(2 * extra, rel=1e-3)
+    why = next(o.why for o in drill.judge() if o.key == "ep8")
+    assert (f"{gb(base['memory_per_gpu_bytes'])} + 2 × {gb(extra)} = "
+            f"{gb(ep8['memory_per_gpu_bytes'])} a GPU") in why
+
+
 def test_round_8_item_18_step_1s_layout_and_gemm_figures_and_step_8s_fsdp2(client):
     """Round-8 cold reading of EP08, item 18: step 1's "4 nodes' worth of stages each hold 24
     layers" was unclear; its why's "A slower GPU computes longer, so the same bytes weigh
