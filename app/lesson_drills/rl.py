@@ -1,8 +1,10 @@
 """EP09's predict and decide drills (``LESSON_DRILLS["placement"]``)."""
 
+from app.charts.rl import DECIDE_GPUS
 from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import per_s
+from labs.rl.recipes import experiment
 
 
 def _rollout(responses: int) -> dict:
@@ -23,6 +25,44 @@ def _unsplit_batch(a: dict) -> str:
     return (f"DP {a['dp']} does not divide {a['samples']} samples "
             f"({a['samples'] / a['dp']:.2f} a replica): slime refuses such a batch "
             "(slime/utils/arguments.py). The lab times it anyway. ")
+
+
+# The closing decide's recipe: GLM-4-9B at 24 prompts a step (8 responses each, the
+# recipe's), on DECIDE_GPUS (app.charts.rl masks every GLM-4-9B time on that many GPUs until
+# the decide is answered).
+DECIDE = {"preset": "glm-4-9b", "prompts": 24}
+
+
+def _samples() -> int:
+    """The closing decide's samples a step (the lab's: prompts × responses)."""
+    return DECIDE["prompts"] * experiment().responses_per_prompt
+
+
+def _base() -> int:
+    """The recipe's samples a step, step 2's."""
+    return experiment().prompts * experiment().responses_per_prompt
+
+
+def _times() -> str:
+    """The decide's samples against the recipe's (step 2's), in words."""
+    base = _base()
+    return {2: "twice", 3: "three times", 4: "four times"}[_samples() // base] + \
+        f" step 2's {base}"
+
+
+def _step_sum(a: dict, colocated: bool = False) -> str:
+    """A plan's step as the sum its feedback prints: rollout + training + sync (colocated,
+    the phases take turns) or max(rollout, training) + sync (separate pools at once), at two
+    decimals, or three where two would print parts that miss the printed total (round-24:
+    max(19.85, 15.65) + 0.39 = 20.25)."""
+    parts = (a["rollout_seconds"], a["train_seconds"], a["sync_seconds"])
+    for places in (2, 3):
+        r, t, y, step = (round(x, places) for x in (*parts, a["step_seconds"]))
+        if round((r + t if colocated else max(r, t)) + y, places) == step:
+            break
+    f = f"{{:.{places}f}}".format
+    head = (f"{f(r)} + {f(t)}" if colocated else f"max({f(r)}, {f(t)})")
+    return f"{head} + {f(y)} = {f(step)} s"
 
 
 DRILLS: tuple[Drill | Decide, ...] = (
@@ -58,43 +98,49 @@ DRILLS: tuple[Drill | Decide, ...] = (
         )),
     # 24 GPUs, a size step 2 did not draw (round-6 cold reading of EP09, item 2: the right
     # plan at 16 GPUs was step 2's own 8 + 8), four plans: each pool's times in its feedback.
+    # Round-24 cold reading B, finding 16: at the recipe's 64 samples, all 24 colocated trained
+    # on DP 6, a batch slime refuses (64 ÷ 6). At 24 prompts (192 samples) every plan's DP (6,
+    # 2, 4, 1) divides the batch, and three times step 2's samples triple the training while
+    # the rollout barely grows: the trainer, not the rollout, now wants the GPUs.
     decide(
         "placement-decide-throughput",
-        "You have 24 H100s for GLM-4-9B's RL recipe (64 samples a step: TP 2 × CP 2 "
-        "replicas, rollout engines of 2 GPUs). Which plan gives the most samples per "
-        "second?",
+        f"You have {DECIDE_GPUS} H100s for GLM-4-9B's RL recipe (TP 2 × CP 2 replicas, "
+        f"rollout engines of 2 GPUs), now at {DECIDE['prompts']} prompts × "
+        f"{_samples() // DECIDE['prompts']} responses = {_samples()} samples a step, "
+        f"{_times()}. Which plan gives the most samples per second?",
         "placement", "samples_per_second",
-        (("colocated", "All 24 colocated: DP 6 and 12 engines, taking turns",
-          {"placement": "colocated", "train_gpus": 24, "engines": 12},
+        (("colocated", f"All {DECIDE_GPUS} colocated: DP 6 and 12 engines, taking turns",
+          {**DECIDE, "placement": "colocated", "train_gpus": DECIDE_GPUS, "engines": 12},
           lambda a: _unsplit_batch(a) + "The phases still take turns, so a step is "
-          "rollout + training + sync: "
-          f"{a['rollout_seconds']:.2f} + {a['train_seconds']:.2f} + "
-          f"{a['sync_seconds']:.2f} = {a['step_seconds']:.2f} s for 64 samples. "
+          f"rollout + training + sync: {_step_sum(a, colocated=True)} for {a['samples']} "
+          "samples. "
           "More engines barely shorten the rollout: decoding "
           "is bound by reading the weights, which each engine does every token whatever its "
           "batch: {value}."),
          ("rollout-heavy", "8 training GPUs and 16 rollout GPUs (8 engines), working at once",
-          {"placement": "separate", "train_gpus": 8, "engines": 8},
-          lambda a: "The pools work at once, so a step is max(rollout, training) + sync: "
-          f"max({a['rollout_seconds']:.2f}, {a['train_seconds']:.2f}) + "
-          f"{a['sync_seconds']:.2f} = {a['step_seconds']:.2f} s for 64 samples. "
-          "The rollout, the slower pool, has the most engines "
-          "while the training still hides behind it: {value}."),
-         ("even-split", "16 training GPUs and 8 rollout GPUs (4 engines), working at once",
-          {"placement": "separate", "train_gpus": 16, "engines": 4},
-          lambda a: f"max({a['rollout_seconds']:.2f}, {a['train_seconds']:.2f}) + "
-          f"{a['sync_seconds']:.2f} = {a['step_seconds']:.2f} s: "
-          "the training was already hidden, so halving it buys "
-          "nothing, and the rollout, which sets the step, has half the engines: {value}."),
+          {**DECIDE, "placement": "separate", "train_gpus": 8, "engines": 8},
+          lambda a: _unsplit_batch(a) + "The pools work at once, so a step is max(rollout, "
+          f"training) + sync: {_step_sum(a)} for {a['samples']} samples. "
+          f"DP {a['dp']} replicas train {a['samples'] // a['dp']} samples each, against "
+          f"{_base() // a['dp']} at step 2's {_base()}, and no longer hide behind the "
+          "rollout: the training sets the step, and the rollout's extra engines wait for "
+          "it: {value}."),
+         ("train-heavy", "16 training GPUs and 8 rollout GPUs (4 engines), working at once",
+          {**DECIDE, "placement": "separate", "train_gpus": 16, "engines": 4},
+          lambda a: _unsplit_batch(a) + f"{_step_sum(a)}: DP {a['dp']} trains "
+          f"{a['samples'] // a['dp']} samples a replica, fast enough to "
+          "hide behind the rollout, and the rollout on 4 engines grows far less than the "
+          "samples: each decode step reads the weights once for the whole batch: {value}."),
          ("trainer-starved", "4 training GPUs and 20 rollout GPUs (10 engines), working "
-          "at once", {"placement": "separate", "train_gpus": 4, "engines": 10},
-          lambda a: f"max({a['rollout_seconds']:.2f}, {a['train_seconds']:.2f}) + "
-          f"{a['sync_seconds']:.2f} = {a['step_seconds']:.2f} s: "
-          "one replica trains all 64 samples and now takes longer "
-          "than the rollout, so the training sets the step: {value}.")),
+          "at once", {**DECIDE, "placement": "separate", "train_gpus": 4, "engines": 10},
+          lambda a: _unsplit_batch(a) + f"{_step_sum(a)}: one replica trains all "
+          f"{a['samples']} samples and takes far longer than the "
+          "rollout, so the training sets the step: {value}.")),
         best="max", fmt=per_s,
-        solution="{best}. Samples per second: 8 + 16: {rollout-heavy}; 16 + 8: {even-split}; "
-                 "4 + 20: {trainer-starved}; all 24 colocated: {colocated}. Give the slower pool "
-                 "GPUs while the other still hides behind it.",
-        reveals=("while the other still hides behind it",)),
+        solution="{best}. Samples per second: 8 + 16: {rollout-heavy}; 16 + 8: {train-heavy}; "
+                 "4 + 20: {trainer-starved}; all 24 colocated: {colocated}. Three times the "
+                 "samples triple the training, which DP splits, while the rollout barely "
+                 "grows, since each decode step reads the weights once for the whole batch. "
+                 "Give the slower pool GPUs while the other still hides behind it.",
+        reveals=("while the other still hides behind it", "triple the training")),
 )

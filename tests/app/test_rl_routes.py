@@ -411,25 +411,59 @@ def test_round_6_step_8_derives_the_freed_memory_through_tp(client):
 
 def test_round_6_the_throughput_decide_is_a_size_step_2_did_not_draw(client):
     """Round-6 cold reading of EP09, item 2: the decide's right plan at 16 GPUs was step 2's
-    own 8 + 8. At 24 GPUs, four plans: the rollout, the slower pool, takes the most GPUs while
-    the training still hides behind it (8 + 16); 4 + 20 starves the trainer, which then sets
-    the step; each option's feedback quotes its pools' times."""
-    from app.lesson_drills.rl import DRILLS
+    own 8 + 8. At 24 GPUs, four plans. Round-24 cold reading B, finding 16: at 192 samples a
+    step (every plan's DP divides them), three times step 2's, the training triples while the
+    rollout barely grows: 16 + 8 wins, its training hidden behind the rollout, where 8 + 16's
+    training now sets the step; 4 + 20 starves the trainer; each option's feedback quotes its
+    pools' times."""
+    from app.lesson_drills.rl import DECIDE, DRILLS
     drill = next(d for d in DRILLS if d.id == "placement-decide-throughput")
     judged = {o.key: o for o in drill.judge()}
-    assert len(judged) == 4 and [k for k, o in judged.items() if o.right] == ["rollout-heavy"]
-    best = client.get("/api/placement", params={"preset": "glm-4-9b", "placement": "separate",
-                                                 "train_gpus": 8, "engines": 8}).json()
-    starved = client.get("/api/placement", params={"preset": "glm-4-9b",
-                                                    "placement": "separate", "train_gpus": 4,
-                                                    "engines": 10}).json()
+    assert len(judged) == 4 and [k for k, o in judged.items() if o.right] == ["train-heavy"]
+
+    def plan(train: int, engines: int) -> dict:
+        return client.get("/api/placement", params={**DECIDE, "placement": "separate",
+                                                     "train_gpus": train,
+                                                     "engines": engines}).json()
+
+    best, heavy, starved = plan(16, 4), plan(8, 8), plan(4, 10)
     assert sum(p["gpus"] for p in best["pools"]) == sum(p["gpus"] for p in starved["pools"]) == 24
     assert best["train_seconds"] < best["rollout_seconds"]
+    assert heavy["train_seconds"] > heavy["rollout_seconds"]
     assert starved["train_seconds"] > starved["rollout_seconds"]
-    assert f"max({best['rollout_seconds']:.2f}, {best['train_seconds']:.2f})" in \
+    assert f"max({heavy['rollout_seconds']:.2f}, {heavy['train_seconds']:.2f})" in \
         judged["rollout-heavy"].why
     steps = client.get("/episodes/rl-placement").text
     assert "24 H100s" not in steps.split('id="drill-placement-decide-throughput"')[0]
+
+
+def test_round_24_every_throughput_plan_runs_and_its_sums_check(client):
+    """Round-24 cold reading B, finding 16: the colocated option trained 64 samples on DP 6, a
+    batch slime refuses. Every option's DP now divides the decide's samples, and each step
+    its feedback sums checks at the digits printed (max(19.85, 15.65) + 0.39 would print
+    20.25)."""
+    import re as regex
+
+    from app.labkit.drills import lab_value
+    from app.lesson_drills.rl import DECIDE, DRILLS
+
+    drill = next(d for d in DRILLS if d.id == "placement-decide-throughput")
+    plans = {"colocated": {"placement": "colocated", "train_gpus": 24, "engines": 12},
+             "rollout-heavy": {"placement": "separate", "train_gpus": 8, "engines": 8},
+             "train-heavy": {"placement": "separate", "train_gpus": 16, "engines": 4},
+             "trainer-starved": {"placement": "separate", "train_gpus": 4, "engines": 10}}
+    assert set(plans) == {key for key, _ in drill.choices}
+    for key, params in plans.items():
+        a = lab_value("placement", {**DECIDE, **params}, lambda answer: answer)
+        assert a["samples"] % a["dp"] == 0, key
+    for option in drill.judge():
+        found = regex.search(r"(?:max\()?([\d.]+),? (?:\+ )?([\d.]+)\)? \+ ([\d.]+) = "
+                             r"([\d.]+) s", option.why)
+        assert found, option.why
+        r, t, y, step = (float(x) for x in found.groups())
+        places = len(found[4].partition(".")[2])
+        total = (max(r, t) if "max(" in option.why else r + t) + y
+        assert round(total, places) == step, option.why
 
 
 def test_round_6_step_6_says_which_way_its_syncs_err_and_the_checks_read(client):

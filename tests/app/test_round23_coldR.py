@@ -50,30 +50,33 @@ def test_ep09_step_3_takes_sglangs_fraction_of_what_the_device_reports(client):
 
 
 def test_ep09_decide_says_dp_6_does_not_divide_the_64_samples(client):
-    """Finding 3: the 'all 24 colocated' plan trains on DP 6, and 64 samples do not divide
-    over it (slime asserts the global batch divides by DP); its feedback says so, from the
-    engine's numbers, and the right plan does not change."""
+    """Finding 3: the 'all 24 colocated' plan trained on DP 6, and 64 samples do not divide
+    over it (slime asserts the global batch divides by DP); its feedback said so. Round-24
+    cold reading B, finding 16: an option a real run refuses is still an option that cannot
+    run. The decide now asks 192 samples a step, which every plan's DP divides, and the
+    feedback's refusal sentence says nothing; the helper still writes it for a batch that
+    does not divide."""
+    from app.lesson_drills.rl import DECIDE, _unsplit_batch
+
     drill = "/api/drills/placement-decide-throughput"
     plans = {
         "colocated": {"placement": "colocated", "train_gpus": 24, "engines": 12},
         "rollout-heavy": {"placement": "separate", "train_gpus": 8, "engines": 8},
-        "even-split": {"placement": "separate", "train_gpus": 16, "engines": 4},
+        "train-heavy": {"placement": "separate", "train_gpus": 16, "engines": 4},
         "trainer-starved": {"placement": "separate", "train_gpus": 4, "engines": 10},
     }
     for key, params in plans.items():
-        a = client.get("/api/placement", params=params).json()
+        a = client.get("/api/placement", params={**DECIDE, **params}).json()
+        assert a["samples"] % a["dp"] == 0, key
         feedback = client.get(drill, params={"answer": key}).json()["feedback"]
         why = next(f["why"] for f in feedback if f["key"] == key)
-        if a["samples"] % a["dp"]:
-            assert key == "colocated"
-            assert (
-                f"DP {a['dp']} does not divide {a['samples']} samples "
-                f"({a['samples'] / a['dp']:.2f} a replica)"
-            ) in why, why
-            assert "slime/utils/arguments.py" in why and "slime refuses such a batch" in why
-        else:
-            assert "does not divide" not in why
-    assert client.get(drill, params={"answer": "rollout-heavy"}).json()["status"] == "right"
+        assert "does not divide" not in why
+    old = client.get("/api/placement", params=plans["colocated"]).json()
+    said = _unsplit_batch(old)
+    assert (f"DP {old['dp']} does not divide {old['samples']} samples "
+            f"({old['samples'] / old['dp']:.2f} a replica)") in said
+    assert "slime/utils/arguments.py" in said and "slime refuses such a batch" in said
+    assert client.get(drill, params={"answer": "train-heavy"}).json()["status"] == "right"
 
 
 def test_ep12_step_2s_note_and_ep09_step_2s_swap_say_what_they_count_and_which_way(client):
