@@ -104,15 +104,17 @@ def _tp4pp4_why(answer: dict) -> str:
     tp = f"×{w_plan['tp']}/{n_plan['tp']}"
     layers = f"×{n_stage['layers']}/{w_stage['layers']}"
     flight = f"×{n_stage['in_flight']:g}/{w_stage['in_flight']:g}"
+    # The new state's own total (45.4 GB) is the right option's figure: a wrong try is told
+    # only its own (test_decide_feedback), so the state's growth is printed instead.
     return (f"Each layer's activations split {n_plan['tp']} ways, not {w_plan['tp']} "
             f"({tp}), on {n_stage['layers']} layers, not {w_stage['layers']} ({layers}), "
             f"and the first stage keeps {n_stage['in_flight']:g} micro-batches in flight, "
             f"not {w_stage['in_flight']:g} ({flight}): its {act} grow {gb(before[act])} → "
             f"{gb(after[act])}. Its weights, gradients and optimizer state barely move, "
-            f"{gb(state[0])} → {gb(state[1])}: a quarter of each layer on half as many "
-            f"layers is as many, and the embedding the first stage holds is split "
-            f"{n_plan['tp']} ways, not {w_plan['tp']}. {gb(state[1])} + {gb(after[act])} = "
-            "{value}.")
+            f"{gb(state[0])} and {gb(state[1] - state[0])} more: a quarter of each layer on "
+            "half as many layers is as many, and the embedding the first stage holds is split "
+            f"{n_plan['tp']} ways, not {w_plan['tp']}. {gb(state[0])} + "
+            f"{gb(state[1] - state[0])} + {gb(after[act])} = {{value}}.")
 
 
 def _bubble(microbatches: int) -> float:
