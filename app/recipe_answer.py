@@ -122,7 +122,7 @@ SHORT = {"kernels": "kernels", "tp": "TP", "cp": "CP", "ep": "EP", "sends": "sen
          "dp": "DP"}
 
 
-def end_words(r: RecipeResult, seconds: float, compute_end: float) -> str:
+def end_words(seconds: float, compute_end: float) -> str:
     """Where the drawn micro-batch ends, as its caption says it, from the answer's one
     timeline. Round-22 cold reading Q, finding 7: the caption quoted the comm lane's end (443
     ms) where step 12's why quotes the compute stream's (435 ms): it gives both, apart. (The
@@ -231,7 +231,7 @@ def timeline_api(r: RecipeResult) -> dict | None:
              if v > 0 and not (k == "dp" and r.plan.zero < 3)]
     dp = line.exposed["dp"] if r.plan.zero < 3 else 0.0
     summary = (f"The step's last micro-batch on the slowest stage: "
-               f"{end_words(r, line.seconds, line.compute_end)}. "
+               f"{end_words(line.seconds, line.compute_end)}. "
                "On the critical path: " + (", ".join(shown) or "no communication")
                + (f"; DP {fmt_ms(dp)} once a step, drawn after the last backward: "
                   f"{sync_words(line.sync)}" if dp else "")

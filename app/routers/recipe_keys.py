@@ -330,7 +330,7 @@ def veiled_figures(state, figures: dict) -> dict:
     # ZeRO-0/1/2's DP wait is said once a step, after the critical path (step 12 asks it).
     once = line["exposed_s"]["dp"]
     # The micro-batch's end less the backward's drawn end is the DP wait too (ZeRO-0/1/2).
-    end = f"slowest stage: {end_words(r, line['seconds'], line['compute_end_s'])}."
+    end = f"slowest stage: {end_words(line['seconds'], line['compute_end_s'])}."
     # With it, each collective's term (a reduce-scatter's tail, an all-gather's wait).
     said = line["summary"]
     dp_said = f"DP {fmt_ms(once)} once a step"
