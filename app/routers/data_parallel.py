@@ -9,8 +9,6 @@ from fastapi import APIRouter
 
 from app.charts.data_parallel import (
     ALLREDUCE_WHAT,
-    FAMILY_COLOURS,
-    PARTS,
     PCIE_DRILL,
     STEP3,
     STEP3_LINK,
@@ -19,16 +17,16 @@ from app.charts.data_parallel import (
     STRONG_GPUS,
     algorithm_keys,
     allreduce_keys,
-    crossover_inputs,
     crossover_keys,
     crossover_what,
-    curve_names,
     replica_keys,
     sent_keys,
     speed_keys,
     step3_state,
     waits,
 )
+from app.charts.data_parallel_scaling import FAMILY_COLOURS, curve_names
+from app.charts.data_parallel_time import PARTS, crossover_inputs
 from app.charts.memory import COMPONENTS
 from app.charts.units import tflops
 from app.episodes import BY_SLUG

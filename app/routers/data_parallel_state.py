@@ -7,15 +7,9 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from app.charts.data_parallel import (
-    STEP10,
-    WHAT,
-    ratio_figure,
-    replica_keys,
-    scaling_figure,
-    time_figure,
-    veiled,
-)
+from app.charts.data_parallel import STEP10, WHAT, replica_keys, veiled
+from app.charts.data_parallel_scaling import scaling_figure
+from app.charts.data_parallel_time import ratio_figure, time_figure
 from app.charts.memory import memory_figure
 from app.cluster_controls import LinkFollowsGpu
 from app.model_controls import ModelChoice
