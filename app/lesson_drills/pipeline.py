@@ -11,7 +11,7 @@ from labs.schedules.inputs import PipelineInput
 from labs.schedules.simulate import simulate
 
 _L70, _SEQ, _TP = get_model("llama-3.1-70b"), 4096, 8  # the memory panel's plan
-# The GPipe drill's plan: the memory panel's (the page's defaults, app/routers/pipeline.py
+# The GPipe drill's plan: the memory panel's (the page's defaults, app/routers/pipeline_state.py
 # PipelineQuery) at 4 stages x 32 micro-batches.
 _GPIPE = {"schedule": "gpipe", "stages": 4, "microbatches": 32}
 # Its two inputs the bench prints at 4 stages (round-13 cold reading of EP05, finding 3: the
