@@ -27,9 +27,6 @@ from labs.schedules.inputs import PipelineInput
 
 LINK_IDS = tuple(links())
 
-# The engine's canonical field -> this page's control (the page calls PP "stages").
-FIELD_ALIASES = {"pp": "stages"}
-
 # The option list: each schedule's name and what it does (its record, labs.schedules.catalogue).
 SCHEDULE_LABELS = {k: s.label for k, s in CATALOGUE.items()}
 
