@@ -92,7 +92,7 @@ def analyse(request: RunParseRequest) -> tuple[dict, object, object]:
                      .annotation.model_fields},
         "figures": [{"name": f.name, "unit": f.unit, "measured": f.measured,
                      "predicted": f.predicted, "ratio": f.ratio, "ratio_of": f.ratio_of,
-                     "derived": f.derived} for f in comparison.figures],
+                     "derived": f.derived, "unlike": f.unlike} for f in comparison.figures],
         "residuals": [{"name": r.name, "bytes": r.bytes, "detail": r.detail}
                       for r in comparison.residuals],
         "comparison_notes": list(comparison.notes),

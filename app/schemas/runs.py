@@ -84,6 +84,10 @@ class RunFigure(BaseModel):
                           "(the step time).")
     derived: str = Field(description="How the measured figure was worked out when the log "
                          "prints none (empty: printed).")
+    unlike: str = Field("", description="Where the two are not like for like (peak reserved "
+                        "against the lab's ledger): what the run's figure holds that the "
+                        "lab's does not count, and which way they differ; `ratio` is then "
+                        "None.")
 
 
 class RunFlops(BaseModel):

@@ -75,6 +75,9 @@ class Figure:
     predicted: float | None
     per_step: bool = False
     derived: str = ""
+    # Not like for like (the run's figure holds what the lab's does not count): no ratio, and
+    # this sentence says what the run's holds beyond the lab's and which way they differ.
+    unlike: str = ""
 
     @property
     def ratio_of(self) -> str:
@@ -82,7 +85,7 @@ class Figure:
 
     @property
     def ratio(self) -> float | None:
-        if not self.measured or not self.predicted:
+        if not self.measured or not self.predicted or self.unlike:
             return None
         if self.per_step:
             return self.measured / self.predicted

@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from labs.core.errors import LabInputError
 from labs.core.limits import MAX_GPUS_PER_NODE, MAX_PLAN_GPUS
+from labs.core.recomputation import RECOMPUTATION
 from labs.model.flops import attention_flops_per_token
 from labs.recipe.inputs import RecipeResult
 from labs.runs_log import megatron, memory_stats, torchtitan
@@ -177,6 +178,45 @@ def _why_counts_differ(logged: float, result: RecipeResult) -> str:
     return ": the framework counts other terms than the lab (6N plus attention a token)"
 
 
+
+def _and(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def reserved_unlike(result: RecipeResult, reserved: float) -> str:
+    """Why peak reserved and the lab's ledger are no like pair (fixB item 2: the page printed
+    torchtitan's 65.9 GB beside the ledger's 25.2 GB as a ratio, 0.38): what reserved holds
+    that the ledger does not count, what the ledger counts, and which way the two differ.
+    Reserved is every segment the caching allocator holds at its peak (PyTorch, "CUDA
+    semantics: memory management"); the ledger (labs.memory) counts the training state and the
+    activations a micro-batch keeps for its backward, nothing transient."""
+    plan, b = result.plan, result.memory.breakdown
+    holds = ["the caching allocator's free segments and fragmentation",
+             "temporary buffers (communication buckets, kernel workspaces)"]
+    if plan.zero == 3:
+        # FSDP / ZeRO-3 gathers a layer's whole weights before it runs (and prefetches the
+        # next), and reduce-scatters its whole gradients after its backward.
+        holds.append("ZeRO-3's whole weights for the layer running and the one prefetched, and "
+                     "their whole gradients before the reduce-scatter")
+    mode = RECOMPUTATION[plan.recompute]
+    if mode.forward_again:
+        holds.append("the activations of the layer whose backward recomputes them")
+    state = sum(b[k] for k in ("weights", "gradients", "master_weights", "optimizer_moments"))
+    kept = result.memory_per_gpu_bytes - state
+    sharded = {1: "the optimizer's part", 2: "gradients and optimizer", 3: "all of it"}
+    shard = (f", {sharded[plan.zero]} sharded over ZeRO-{plan.zero}'s {plan.dp * plan.cp} "
+             "ranks" if plan.zero else "")
+    keeps = ": each layer's input, under full recomputation" if mode.input_only else ""
+    gap = reserved - result.memory_per_gpu_bytes
+    way = (f"Reserved is {gap / 1e9:,.1f} GB above the ledger: a ratio would read the lab low "
+           "for what the ledger leaves out" if gap >= 0 else
+           f"Even so the ledger is {-gap / 1e9:,.1f} GB above reserved: it counts more than "
+           "the run held")
+    return (f"Not like for like, so no ratio: reserved also holds what the ledger leaves out, "
+            f"{_and(holds)}. The ledger counts the training state ({state / 1e9:,.1f} GB"
+            f"{shard}) and the activations kept for the backward ({kept / 1e9:,.1f} GB{keeps}). "
+            f"{way}")
+
 def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
     """The lab's figures for the run's plan beside the run's, and the memory gap by part."""
     m = run.measured
@@ -216,7 +256,9 @@ def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
             derived="" if m.mfu is not None else f"its TFLOP/s ÷ {gpu_peak}"))
     ledger_figures = (
         Figure("peak_allocated_bytes", "B", m.peak_allocated_bytes, ledger),
-        Figure("peak_reserved_bytes", "B", m.peak_reserved_bytes, ledger),
+        Figure("peak_reserved_bytes", "B", m.peak_reserved_bytes, ledger,
+               unlike=reserved_unlike(result, m.peak_reserved_bytes)
+               if m.peak_reserved_bytes is not None and result.memory is not None else ""),
     )
     alloc, res = m.peak_allocated_bytes, m.peak_reserved_bytes
     residuals = (

@@ -369,3 +369,35 @@ def test_round_24_each_log_is_timed_and_billed_as_its_framework_runs(client):
         {**mega["recipe_query"], "recipe": "adam16"})).json()["memory_per_gpu_bytes"]
     assert figures["peak_allocated_bytes"]["predicted"] == fp32 > bf16
     assert round(fp32 / 1e9, 1) == 46.9 and round(bf16 / 1e9, 1) == 42.9
+
+
+def test_peak_reserved_is_set_beside_the_ledger_without_a_ratio(client):
+    """fixB item 2: torchtitan's 70B run printed 'Peak memory, reserved (lab: its ledger) |
+    65.9 GB | 25.2 GB | 0.38' with no word on why. Reserved holds the caching allocator's free
+    segments, FSDP's whole gathered layers and their gradients, and the recomputed layer's
+    activations; the ledger counts the sharded state and the kept layer inputs. No ratio for
+    that unlike pair: both figures, and one sentence saying what reserved holds that the ledger
+    does not, the ledger's two parts (which sum to its total) and which way they differ."""
+    body = client.post(API, json={"log": text("torchtitan_llama3_70b.log")}).json()
+    reserved = {f["name"]: f for f in body["figures"]}["peak_reserved_bytes"]
+    ledger = body["recipe"]["memory_per_gpu_bytes"]
+    assert reserved["measured"] > 2 * ledger and reserved["predicted"] == ledger
+    assert reserved["ratio"] is None
+    why = reserved["unlike"]
+    for held in ("caching allocator's free segments", "ZeRO-3's whole weights for the layer",
+                 "the activations of the layer whose backward recomputes them"):
+        assert held in why
+    state, kept = (float(x) for x in re.findall(r"\(([\d.]+) GB", why)[:2])
+    assert state + kept == pytest.approx(ledger / 1e9, abs=0.1)
+    assert f"Reserved is {(reserved['measured'] - ledger) / 1e9:.1f} GB above the ledger" in why
+    page = client.post(PATH, data={"log": text("torchtitan_llama3_70b.log")}).text
+    assert 'data-testid="ratio-peak_reserved_bytes"><span class="muted">not like for like' in page
+    assert 'data-testid="unlike-peak_reserved_bytes"' in page
+    assert f"{ledger / reserved['measured']:.2f}" not in page.split('id="run-result"')[1]
+    # Megatron's run, where the ledger is above reserved: the sentence says that way round.
+    megatron = client.post(API, json={"log": text("megatron_llama3_8b.log"),
+                                      "gpu": "h100-sxm"}).json()
+    row = {f["name"]: f for f in megatron["figures"]}["peak_reserved_bytes"]
+    assert row["ratio"] is None and "ZeRO-3" not in row["unlike"]
+    above = (row["predicted"] - row["measured"]) / 1e9
+    assert above > 0 and f"Even so the ledger is {above:.1f} GB above reserved" in row["unlike"]
