@@ -2,6 +2,18 @@
 ``app.glossary_terms`` joins the topics into ``GLOSSARY``."""
 
 from app.glossary_terms.term import Term
+from labs.hardware.gpus import GIB, get_gpu
+
+# fixB item 1: where a student meets "HBM", what an H100's 80 GB is in the lab (the datasheet's
+# 80 × 10⁹ B) against the card's 80 GiB and CUDA's share of it, each GB worked from the GiB.
+_H100 = get_gpu("h100-sxm")
+_H100_MEMORY = (f"An H100 carries {_H100.card_memory_gib:g} GiB "
+                f"({_H100.card_memory_gib * GIB / 1e9:.1f} GB) and CUDA gives a process "
+                f"{_H100.cuda_memory_gib:g} GiB ({_H100.cuda_memory_gib * GIB / 1e9:.1f} GB); "
+                f"the lab budgets {_H100.memory_bytes / 1e9:.0f} GB (10⁹ B), leaving "
+                f"{(_H100.cuda_memory_gib * GIB - _H100.memory_bytes) / 1e9:.1f} GB for the CUDA "
+                "context, NCCL's buffers and fragmentation: its fit verdicts err strict "
+                "wherever those take less")
 
 TERMS: tuple[Term, ...] = (
     # ---- communication ----
@@ -62,7 +74,8 @@ TERMS: tuple[Term, ...] = (
     Term("hbm", "HBM (high-bandwidth memory)", r"\bHBM(?:2e|3e?)?\b",
          "The stacked memory on a GPU's package that holds its weights, activations and KV "
          "cache. A decode step reads its weights and cache from it, so its bandwidth, not the "
-         "GPU's FLOP/s, bounds the step."),
+         f"GPU's FLOP/s, bounds the step. {_H100_MEMORY}.",
+         "NVIDIA H100 datasheet (80 GB); the H100 preset's CUDA capacity (GET /api/gpus)"),
     Term("nvlink", "NVLink and NVSwitch", r"\bNVLink\b(?!\s+SHARP)|\bNVSwitch\b",
          "NVIDIA's GPU-to-GPU links inside a node: an H100 has 18 NVLink 4 links, 450 GB/s "
          "each way in all. NVSwitch chips join every GPU of the node (or of an NVL72 rack) to "

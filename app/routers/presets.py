@@ -4,7 +4,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from labs.data_parallel.lab import link_family
-from labs.hardware.gpus import gpus
+from labs.hardware.gpus import capacity_note, gpus
 from labs.hardware.links import links
 from labs.model.presets import models
 
@@ -34,7 +34,13 @@ class ModelPreset(BaseModel):
 class GpuPreset(BaseModel):
     id: str
     name: str
-    memory_bytes: int
+    memory_bytes: int = Field(description="The datasheet's GB as 10⁹ B: what the lab budgets "
+                              "and every fit verdict reads (see capacity_note).")
+    memory_note: str = Field(description="The datasheet's figure against what the card "
+                             "carries and what the driver reports.")
+    capacity_note: str = Field(description="memory_bytes beside the card's GiB and what CUDA "
+                               "gives a process, where known, each in GB worked from the "
+                               "GiB, and which way the lab's fit verdicts err.")
     bf16_flops: float = Field(description="Dense BF16 FLOP/s.")
     scale_up_bandwidth: float = Field(description="NVLink-class bandwidth per GPU, B/s.")
     network_bandwidth: float = Field(description="Scale-out network bandwidth per GPU, B/s.")
@@ -69,6 +75,8 @@ def gpu_json(spec) -> dict:
         "id": spec.id,
         "name": spec.name,
         "memory_bytes": spec.memory_bytes,
+        "memory_note": spec.memory_note,
+        "capacity_note": capacity_note(spec),
         "bf16_flops": spec.bf16_flops,
         "scale_up_bandwidth": spec.scale_up_bandwidth,
         "network_bandwidth": spec.network_bandwidth,

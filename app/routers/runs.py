@@ -96,6 +96,7 @@ def analyse(request: RunParseRequest) -> tuple[dict, object, object]:
         "residuals": [{"name": r.name, "bytes": r.bytes, "detail": r.detail}
                       for r in comparison.residuals],
         "comparison_notes": list(comparison.notes),
+        "capacity_note": comparison.capacity,
         "flops_per_token": {"log": comparison.log_flops_per_token,
                             "lab": comparison.lab_flops_per_token,
                             "differ": comparison.flops_counts_differ},

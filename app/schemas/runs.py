@@ -122,5 +122,9 @@ class RunParseAnswer(BaseModel):
     residuals: list[RunResidual] = Field(description="The memory gap between the lab's "
                                          "ledger and the run, by part.")
     comparison_notes: list[str]
+    capacity_note: str = Field("", description="Where the log states the GPU's CUDA capacity "
+                               "(torchtitan): it beside the GB the lab budgets (memory_bytes, "
+                               "10⁹ B) and the card's GiB, and which way the lab's fit "
+                               "verdicts err. Empty: the log states none.")
     flops_per_token: RunFlops
     recipe: RecipeAnswer = Field(description="GET /api/recipe's answer for the plan.")

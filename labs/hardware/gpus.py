@@ -89,6 +89,12 @@ class GPUSpec:
     scale_up_domain: int  # GPUs sharing the scale-up fabric (8 in an HGX board)
     source: str
     memory_note: str = ""
+    # What the card carries (GiB, 2^30 B) and what CUDA gives a process of it
+    # (torch.cuda.get_device_properties().total_memory), where known, with its source:
+    # ``capacity_note`` sets them beside ``memory_bytes``, the datasheet's GB the lab budgets.
+    card_memory_gib: float | None = None
+    cuda_memory_gib: float | None = None
+    cuda_memory_source: str = ""
     # Achieved rates the op-level step model uses (labs.hardware.kernels); None: not measured,
     # so that GPU's kernels cannot be timed (every preset carries them).
     kernels: KernelRates | None = None
@@ -123,6 +129,37 @@ class GPUSpec:
 
 
 GPUS = Presets(lambda: load("gpus.json", GPUSpec), "gpu", "GPU")
+
+GIB = 2 ** 30
+# What a GPU's memory holds beyond what the lab's ledger counts (labs/memory: "Not counted").
+UNCOUNTED = "the CUDA context, NCCL's buffers and the allocator's fragmentation"
+
+
+def capacity_note(gpu: GPUSpec, cuda_bytes: float | None = None, digits: int = 1,
+                  said: str = "") -> str:
+    """The GB the lab budgets beside what the card carries and what CUDA gives a process
+    (``cuda_bytes``: a log's figure, ``said`` where it comes from; else the preset's), every GB
+    worked from the GiB, and which way the fit verdicts err (fixB item 1: the H100's 80 × 10^9
+    B against CUDA's 79.1 GiB, 84.9 GB, went unsaid where a student meets them)."""
+    budget = gpu.memory_bytes
+    out = f"The lab budgets the {gpu.name} at {budget / 1e9:,.0f} GB (GB: 10⁹ B)"
+    if gpu.card_memory_gib:
+        out += (f"; the card has {gpu.card_memory_gib:g} GiB "
+                f"({gpu.card_memory_gib * GIB / 1e9:,.1f} GB)")
+    if cuda_bytes is None and gpu.cuda_memory_gib:
+        cuda_bytes = gpu.cuda_memory_gib * GIB
+    if cuda_bytes is None:
+        return out
+    out += (f", {'of which' if gpu.card_memory_gib else 'and'} CUDA gives the process "
+            f"{cuda_bytes / GIB:,.{digits}f} GiB "
+            f"({cuda_bytes / 1e9:,.1f} GB{said})")
+    gap = cuda_bytes - budget
+    if gap >= 0:
+        return (f"{out}. The {gap / 1e9:,.1f} GB between is left for {UNCOUNTED}, which the "
+                "ledger does not count: the lab's fit verdicts err strict wherever those take "
+                "less")
+    return (f"{out}: {-gap / 1e9:,.1f} GB less than the lab budgets, before {UNCOUNTED}, so "
+            "the lab's fit verdicts err lenient")
 
 
 def gpus() -> dict[str, GPUSpec]:

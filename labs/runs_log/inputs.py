@@ -109,3 +109,6 @@ class Comparison:
     log_flops_per_token: float | None = None  # the log's TFLOP/s ÷ its tokens/s
     lab_flops_per_token: float | None = None  # the lab's, counted as the framework counts
     flops_counts_differ: bool = False  # the two apart by more than lab.FLOPS_TOLERANCE
+    # The log's CUDA capacity beside the GB the lab budgets (labs.hardware.gpus.capacity_note);
+    # empty where the log gives none.
+    capacity: str = ""

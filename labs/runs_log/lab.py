@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl, urlsplit
 from labs.core.errors import LabInputError
 from labs.core.limits import MAX_GPUS_PER_NODE, MAX_PLAN_GPUS
 from labs.core.recomputation import RECOMPUTATION
+from labs.hardware.gpus import GIB, capacity_note
 from labs.model.flops import attention_flops_per_token
 from labs.recipe.inputs import RecipeResult
 from labs.runs_log import megatron, memory_stats, torchtitan
@@ -217,6 +218,19 @@ def reserved_unlike(result: RecipeResult, reserved: float) -> str:
             f"{shard}) and the activations kept for the backward ({kept / 1e9:,.1f} GB{keeps}). "
             f"{way}")
 
+
+def capacity_of(run: ParsedRun, result: RecipeResult) -> str:
+    """The GPU memory the log's CUDA capacity line states, beside the GB the lab budgets (fixB
+    item 1: torchtitan's 79.11 GiB, 84.9 GB, sat beside the lab's 80 GB unexplained)."""
+    cap = run.measured.gpu_capacity_bytes
+    if cap is None:
+        return ""
+    gpu = result.cluster.gpu
+    if run.query.get("gpu") == gpu.id:
+        return capacity_note(gpu, cap, 2, ": your log's CUDA capacity line")
+    return (f"GPU memory: your log's CUDA capacity, {cap / GIB:.2f} GiB ({cap / 1e9:,.1f} GB), "
+            f"is its own GPU's, not the chosen one's. {capacity_note(gpu)}")
+
 def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
     """The lab's figures for the run's plan beside the run's, and the memory gap by part."""
     m = run.measured
@@ -312,4 +326,4 @@ def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
                      f"{m.theory_state_bytes / 1e9:.2f} GB; the lab's ledger: "
                      f"{state / 1e9:.2f} GB")
     return Comparison((*figures, *ledger_figures), residuals, tuple(notes), logged, per_token,
-                      differ)
+                      differ, capacity_of(run, result))
