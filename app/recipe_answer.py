@@ -193,18 +193,30 @@ def sync_hover(e, sync) -> str:
     where = (["for the DP all-gathers in the next step's",
               "first forward, charged here once a step"] if e.collective == "all_gather"
              else [f"for the {sync_label(e)} after the last backward"])
-    parts = " + ".join(f"{GROUP_WORDS[g.group].removeprefix('the ')} {_ms2(g.exposed)}"
-                       for g in mine)
+    terms = [f"{GROUP_WORDS[g.group].removeprefix('the ')} {_ms2(g.exposed)}" for g in mine]
+    parts = (f"the later of {terms[0]} and {terms[1]}"
+             if len(mine) == 2 and all(g.concurrent for g in mine) else " + ".join(terms))
     return "\n".join([f"The compute stream waits {_ms2(e.seconds)}", *where,
                       *([parts] if len(mine) > 1 else [])])
 
 
 def sync_words(sync) -> str:
-    """The summary's DP sync, a term per collective and group, in the order they wait."""
-    return " + ".join(f"{_whose(g, sync).removeprefix('the').strip()} {SYNC_WORDS[g.kind]} "
-                      f"{_ms2(g.exposed)}".strip() for g in sorted(
-                          (g for g in sync if g.exposed > 0),
-                          key=lambda g: 2 if g.group == "tied" else g.kind == "all_gather"))
+    """The summary's DP sync, a term per collective and group, in the order they wait; a
+    collective whose groups run at once (DP overlap: labs.recipe.timing.group_wait) as the
+    later of its groups' terms, which is what the step waits for it."""
+    def term(g) -> str:
+        return f"{_whose(g, sync).removeprefix('the').strip()} {SYNC_WORDS[g.kind]} " \
+               f"{_ms2(g.exposed)}".strip()
+
+    out = []
+    for step in (0, 1, 2):
+        mine = [g for g in sync if g.exposed > 0
+                and (2 if g.group == "tied" else g.kind == "all_gather") == step]
+        if len(mine) > 1 and all(g.concurrent for g in mine):
+            out.append("the later of " + " and ".join(term(g) for g in mine))
+        else:
+            out += [term(g) for g in mine]
+    return " + ".join(out)
 
 
 @per_result

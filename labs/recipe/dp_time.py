@@ -56,7 +56,7 @@ from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout
 from labs.recipe.groups import Spread, hybrid_spreads, spread
 from labs.recipe.stage_time import Stage
-from labs.recipe.timing import Buckets, MicroBatchTime, Part, StepOptions
+from labs.recipe.timing import Buckets, MicroBatchTime, Part, StepOptions, group_wait
 
 
 def _cost(kind: str, size: float, s: Spread, cluster: Cluster) -> CommCost:
@@ -244,23 +244,26 @@ def _stage_dp(stage: Stage, lay: ParallelLayout, spreads: tuple[Spread, ...],
                 link = cluster.inter.id
         return total, exposed, sent, link, sm, fwd, ()
     total = sent = 0.0
-    reduce_exposed = gather_exposed = 0.0
     buckets = []
     for params, s, group in ((dense, spreads[0], "dense"), (expert, spreads[1], "experts")):
         if s.size == 1 or not params:
             continue
         kind = "all_reduce" if zero == 0 else "reduce_scatter"
-        seconds, waited, moved, link, b = _bucketed(
+        seconds, _, moved, link, b = _bucketed(
             kind, params, grad_bytes, s, cluster,
             (exposed_after_window, last_bwd) if overlap else None, group)
-        total, sent, reduce_exposed = total + seconds, sent + moved, reduce_exposed + waited
+        total, sent = total + seconds, sent + moved
         buckets.append(b)
         if zero in (1, 2):
-            seconds, waited, moved, _, b = _bucketed(
+            seconds, _, moved, _, b = _bucketed(
                 "all_gather", params, weight_bytes, s, cluster,
                 (gather_delay, first_fwd) if overlap else None, group)
-            total, sent, gather_exposed = total + seconds, sent + moved, gather_exposed + waited
+            total, sent = total + seconds, sent + moved
             buckets.append(b)
+    # Each way the groups' tails overlap (DP overlap: each group on its own communicator) or
+    # add (without it): labs.recipe.timing.group_wait.
+    reduce_exposed = group_wait([b for b in buckets if b.kind != "all_gather"])
+    gather_exposed = group_wait([b for b in buckets if b.kind == "all_gather"])
     exposed = max(0.0, reduce_exposed - idle[1]) + max(0.0, gather_exposed - idle[0])
     return total, exposed, sent, link, 0.0, (0.0, 0.0, 0.0), tuple(buckets)
 

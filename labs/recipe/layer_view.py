@@ -48,7 +48,7 @@ from labs.hardware.nccl import sm_share
 from labs.parallel.layer_time import COMM_SMS, LayerTime, Piece
 from labs.recipe.dp_time import dp_spreads, zero3_layer
 from labs.recipe.inputs import RecipeResult
-from labs.recipe.timing import Part
+from labs.recipe.timing import Part, concurrent, group_wait
 
 # A layer's kernels in the order they run forward: (name, kind); "norms" and
 # "bias-dropout-add" are two equal kernels each (labs.model.ops), so each half runs in its place.
@@ -268,18 +268,22 @@ def _sync(lay: _Lay, dp: Part, back: float, end: float, after: float) -> float:
                              s1 - max(s0, b.window_s)))
     if after > 1e-15:
         return end  # the buckets left wait after the stage's last layer, not this one
-    reduce_left = math.fsum(x for *_, x in left)
-    wait = max(0.0, reduce_left - dp.idle[1])
-    t = end
+    reductions = [b for b in dp.buckets if b.kind != "all_gather"]
+    wait = max(0.0, group_wait(reductions) - dp.idle[1])
+    # With DP overlap each group's stream runs its own left buckets from the backward's end
+    # (the groups at once, labs.recipe.timing.group_wait); without it, one after another.
+    at_once = concurrent(reductions)
+    t = dict.fromkeys(("dp", "edp"), end)
     for lane, label, seconds in left:  # the waited part first, then what the idle hides
-        exposed = min(seconds, max(0.0, wait - (t - end)))
-        lay.add(lane, "backward", "dp", label, "exposed", t, exposed)
+        key = lane if at_once else "dp"
+        exposed = min(seconds, max(0.0, wait - (t[key] - end)))
+        lay.add(lane, "backward", "dp", label, "exposed", t[key], exposed)
         if seconds - exposed > 1e-12 * seconds:
-            lay.add(lane, "backward", "dp", f"{label} (pipeline idle)", "hidden", t + exposed,
-                    seconds - exposed)
+            lay.add(lane, "backward", "dp", f"{label} (pipeline idle)", "hidden",
+                    t[key] + exposed, seconds - exposed)
             lay.hidden["dp"] += seconds - exposed
-        t += seconds
-    gathers = math.fsum(b.exposed for b in dp.buckets if b.kind == "all_gather")
+        t[key] += seconds
+    gathers = group_wait([b for b in dp.buckets if b.kind == "all_gather"])
     waits = (("buckets left", wait, None),
              ("weights' all-gather (next step's forward)", max(0.0, gathers - dp.idle[0]), "dp"),
              ("tied embeddings' all-reduce", dp.tie, "dp"))

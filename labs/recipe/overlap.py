@@ -20,8 +20,11 @@ step model runs them beside the last backward (``Buckets.runs``) and what they l
 then the updated weights' all-gathers, which run beside the next step's first forward, off this
 timeline: only the wait they leave that forward is drawn, after the reductions', where the step
 bar charges it. The compute lane waits for each kind in turn: the reductions' tails, the
-all-gathers' waits, the tied embeddings' all-reduce, as the step model sums them
-(``labs.recipe.dp_time``: each less the pipeline's idle time that hides its part).
+all-gathers' waits, the tied embeddings' all-reduce, as the step model adds them
+(``labs.recipe.dp_time``: each less the pipeline's idle time that hides its part). With DP
+overlap the two groups' legs of a collective run at once, each on its lane from the same
+start, and the compute lane waits for the later (``labs.recipe.timing.group_wait``); without
+it they run one after another and it waits for their sum.
 
 The step bar charges exactly these exposed and SM seconds (``check``): per micro-batch for TP,
 CP, EP, the pipeline sends and ZeRO-3; once a step for ZeRO-0/1/2's buckets. The bubble, uneven
@@ -44,7 +47,7 @@ from dataclasses import dataclass
 from labs.hardware.nccl import sm_share
 from labs.parallel.layer_time import COMM_SMS
 from labs.recipe.inputs import RecipeResult
-from labs.recipe.timing import Part
+from labs.recipe.timing import Part, concurrent, group_wait
 
 KINDS = ("tp", "cp", "ep", "sends", "dp")
 LABELS = {"tp": "TP collectives", "cp": "CP ring", "ep": "EP all-to-all",
@@ -78,6 +81,9 @@ class Leg:
     idle: float  # hidden in the pipeline's idle time (after the last backward, or before the
     # first forward), not drawn
     exposed: float  # what the step waits for it
+    # beside the other group's leg of its collective (DP overlap: each group on its own
+    # communicator, ``labs.recipe.timing.group_wait``), or after it (without overlap)
+    concurrent: bool = False
 
     @property
     def lane(self) -> str:
@@ -198,18 +204,33 @@ def legs(dp: Part) -> tuple[Leg, ...]:
     last backward, of which the pipeline's idle time after it hides up to ``dp.idle[1]``;
     the gathers leave the next forward's wait, of which the idle time before the stage's
     first forward hides up to ``dp.idle[0]``; the tied embeddings' all-reduce waits whole.
-    Their exposed seconds sum to the step's DP segment."""
+    With DP overlap the groups run at once (``labs.recipe.timing.group_wait``): each group's
+    leg waits its own tail, less the idle time, and the step waits for the later; without it
+    they run one after another and the step waits for their sum. The step's DP segment is,
+    each way, the later (or the sum) of the legs' exposed seconds (``wait_of``), then the tied
+    embeddings'."""
     reductions = [b for b in dp.buckets if b.kind != "all_gather"]
     gathers = [b for b in dp.buckets if b.kind == "all_gather"]
     out = []
     for rows, idle in ((reductions, dp.idle[1]), (gathers, dp.idle[0])):
         left = [b.exposed for b in rows]
-        waited = _share(max(0.0, math.fsum(left) - idle), left)
-        out += [Leg(b.kind, b.group, b.count, b.seconds, b.seconds - x, x - w, w)
-                for b, x, w in zip(rows, left, waited, strict=True)]
+        step = max(0.0, group_wait(rows) - idle)
+        waited = ([min(x, step) for x in left] if concurrent(rows) else _share(step, left))
+        out += [Leg(b.kind, b.group, b.count, b.seconds, b.seconds - x, x - w, w,
+                    concurrent(rows)) for b, x, w in zip(rows, left, waited, strict=True)]
     if dp.tie > 0:
         out.append(Leg("all_reduce", "tied", 1, dp.tie, 0.0, 0.0, dp.tie))
     return tuple(out)
+
+
+def wait_of(legs_: list[Leg]) -> float:
+    """What the compute stream waits for one collective's legs: the later of them where
+    they run at once (DP overlap), else their sum; the step model's own rule
+    (``labs.recipe.timing.group_wait``), read off the legs."""
+    exposed = [leg.exposed for leg in legs_]
+    if legs_ and all(leg.concurrent for leg in legs_):
+        return max(exposed)
+    return math.fsum(exposed)
 
 
 def _draw_sync(lanes: _Lanes, dp: Part, sync: tuple[Leg, ...], end: float) -> None:
@@ -239,13 +260,15 @@ def _draw_sync(lanes: _Lanes, dp: Part, sync: tuple[Leg, ...], end: float) -> No
             else "reduce")]
         if not mine:
             continue
-        wait = math.fsum(leg.exposed for leg in mine)
+        wait = wait_of(mine)
         lanes.add("compute", "after", "dp", "exposed", t, wait, collective=mine[0].kind,
                   group="tied" if step == "tied" else "")
-        for leg in mine:
-            lanes.add(leg.lane, "after", "dp", "exposed", t, leg.exposed,
-                      collective=leg.kind, group=leg.group)
-            t += leg.exposed
+        at = t
+        for leg in mine:  # each group's wait on its lane: at once, or one after another
+            lanes.add(leg.lane, "after", "dp", "exposed", t if leg.concurrent else at,
+                      leg.exposed, collective=leg.kind, group=leg.group)
+            at += leg.exposed
+        t += wait
         lanes.exposed["dp"] += wait
 
 

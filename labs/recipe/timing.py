@@ -5,6 +5,7 @@ one micro-batch on the slowest stage (``MicroBatchTime``) and the step by cause 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from labs.core.errors import LabInputError
@@ -101,6 +102,26 @@ class Buckets:
             t = start + (self.last_s if last else self.bucket_s)
             out.append((j, start, t))
         return out
+
+
+def concurrent(buckets) -> bool:
+    """Whether one collective's groups run at once: with DP overlap (each window > 0), see
+    ``group_wait``."""
+    return all(b.window_s > 0 for b in buckets)
+
+
+def group_wait(buckets) -> float:
+    """What the step waits for one collective (the reductions, or the weights' all-gathers)
+    over its groups' ``Buckets`` (the dense layers' and the experts'), before the pipeline's
+    idle time takes its part. With DP overlap (each window > 0) Megatron Core's DDP issues
+    each group's buckets asynchronously on its own communicator (the dense buffers' on the
+    data-parallel group, the expert buffers' on the expert-data-parallel group), so the two
+    run at once and the step waits for the later tail: the largest. Without it each bucket's
+    collective is issued synchronously (``async_op=False``: the compute stream waits for it
+    before the next is issued), so the groups run one after another: the sum."""
+    if concurrent(buckets):
+        return max((b.exposed for b in buckets), default=0.0)
+    return math.fsum(b.exposed for b in buckets)
 
 
 @dataclass(frozen=True)

@@ -62,3 +62,26 @@ def test_zero3_lends_sms_in_both_passes_and_is_charged_per_micro_batch():
     assert lent == {"forward", "backward"}
     assert line.charged()["dp"] == pytest.approx(result.segments["dp"], rel=TOLERANCE)
     assert line.charged()["dp"] == pytest.approx(4 * line.exposed["dp"])
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_the_dp_groups_wait_at_once_with_overlap_and_in_turn_without(overlap):
+    """fixA #1: with DP overlap Megatron runs the dense buffers' buckets and the experts' on
+    their own communicators, so each way the step waits for the later group's tail (the
+    step model's DP segment, the timeline's legs and lanes alike); without it each
+    collective is issued synchronously and the groups wait in turn (their sum)."""
+    result, line = _line({**MIXTRAL, "dp_overlap": overlap})
+    dp = next(p for p in result.timing.parts if p.name == "dp")
+    combine = max if overlap else sum
+    ways = [[b.exposed for b in dp.buckets if (b.kind == "all_gather") == gather]
+            for gather in (False, True)]
+    assert all(len(w) == 2 for w in ways)  # the dense layers' and the experts'
+    assert dp.exposed == pytest.approx(sum(combine(w) for w in ways), rel=TOLERANCE)
+    assert result.segments["dp"] == pytest.approx(dp.exposed, rel=TOLERANCE)
+    assert all(leg.concurrent == overlap for leg in line.sync)
+    for gather in (False, True):
+        kind = "all_gather" if gather else "reduce_scatter"
+        lanes = [e for e in line.events if e.phase == "after" and e.lane != "compute"
+                 and e.collective == kind]
+        starts = {round(e.start, 12) for e in lanes}
+        assert len(starts) == (1 if overlap else 2)
