@@ -207,7 +207,9 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     ("moe", "step-11"): 326,  # r21: 386 cut (DualPipe's citation to the limit, which names the
     # overlap; step 3's sums not redone); four try-link states, each's f* worked (EP 8, EP 64,
     # DeepEP, Mixtral), and the round-18 rows-and-rates reason the ratio holds, all pinned
-    ("recipe", "step-12"): 492,  # r20: 1,247 cut to the DP wait, its buckets, EP and DeepEP;
+    ("recipe", "step-12"): 488,  # r20: 1,247 cut to the DP wait, its buckets, EP and DeepEP;
+    # 12-07 fixA: 492 -> 488 with the two groups' max each way, the bucket shares' quotients
+    # and their even-arrival assumption added, paid for by a shorter DP paragraph and note;
     # r24: 475 + 17, grown by working the readers asked for (round 23 Q #6: each group's smaller
     # last bucket in the sum; round 24 B #8: the EP products to their digits) and NIC's gloss
     # moved here from step 13, its first use (step 13 shrank by more); the MoE error shorter
