@@ -5,7 +5,11 @@ The gradients are reduced once per step in buckets (Megatron Core's DDP: all-red
 reduce-scatter then all-gather of the updated weights with the distributed optimizer) as the
 last micro-batch's backward produces them, and into the idle time the schedule leaves the stage
 (``labs.recipe.lab.pipeline_slack``); or, without overlap (Megatron 2021's "local" DDP,
-Korthikanti et al. 2022 sec 6.3), all after the backward. ZeRO-3/FSDP (Rajbhandari et al. 2020;
+Korthikanti et al. 2022 sec 6.3), all after the backward. An MoE model's dense parameters and
+its experts' are reduced on different groups (data-parallel and expert-data-parallel), each
+buffer's buckets on its own communicator: with overlap the two run at once and the step waits
+for the later tail each way; without it each collective is synchronous, so they add
+(``labs.recipe.timing.group_wait``). ZeRO-3/FSDP (Rajbhandari et al. 2020;
 Zhao et al. 2023, arXiv:2304.11277) gathers every layer's weights before its forward and
 backward and reduce-scatters its gradients after, per micro-batch, one layer ahead of the
 compute (FSDP's backward and forward prefetch): each pays NCCL's ring latency over the whole DP
