@@ -10,7 +10,7 @@ from functools import lru_cache
 from fastapi import APIRouter
 
 from app.charts.moe import PHASES
-from app.charts.units import worked_digits
+from app.charts.units import fmt_ms, worked_digits
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -137,11 +137,47 @@ def gemm_rate(key: str = "mixtral") -> dict:
     full = matmul_rate(gpu)
     # The fill over both, each GEMM's weighted by its FLOPs (the time at the full rate).
     fill = flops / sum(g["flops"] / g["fill"] for g in gemms)
-    return {"peak": gpu.bf16_flops, "mamf": k.matmul_efficiency, "sustain": k.matmul_sustain,
-            "slowest": SLOWEST_GPU, "full": full, "sms": k.sm_count, "rows": rows,
-            "local": local, "expert_params": 3 * m.hidden * m.expert_ffn,
-            "gemms": gemms, "fill": fill, "rate": full * fill, "flops": flops,
-            "seconds": flops / (full * fill)}
+    out = {"peak": gpu.bf16_flops, "mamf": k.matmul_efficiency, "sustain": k.matmul_sustain,
+           "slowest": SLOWEST_GPU, "full": full, "sms": k.sm_count, "rows": rows,
+           "local": local, "expert_params": 3 * m.hidden * m.expert_ffn,
+           "gemms": gemms, "fill": fill, "rate": full * fill, "flops": flops,
+           "seconds": flops / (full * fill), "tokens": inp.tokens, "copies": m.top_k}
+    out["printed"] = rate_digits(out)
+    return out
+
+
+def rate_digits(r: dict) -> dict[str, str]:
+    """The figures of a note's "1/(2/3 ÷ f1 + 1/3 ÷ f2) = fill: full × fill = rate TFLOP/s,
+    and FLOP ÷ rate = time", printed to the fewest places at which each sum, redone from
+    what it prints, gives the printed result (round-25 reading F, finding 3: step 8's
+    "666 × 0.976 = 649 TFLOP/s" where 666 × 0.976 = 650.0; the engine's 665.5 × 0.9755 =
+    649.2; step 4's "2.89 TFLOP ÷ 653 TFLOP/s = 4.42 ms", 4.43). The rate and the full rate
+    print to the same places, the fills to three more; the time is the page's own ``fmt_ms``
+    of the engine's seconds, the FLOPs to the places that give it, and an expert's
+    parameters to the places that give the FLOPs (tokens × copies × 2 × parameters)."""
+    shares = [float(Fraction(g["share"])) for g in r["gemms"]]
+    for extra in range(4):
+        full = round(r["full"] / 1e12, extra)
+        rate = f"{r['rate'] / 1e12:,.{extra}f}"
+        fills = [round(g["fill"], 3 + extra) for g in r["gemms"]]
+        fill = round(r["fill"], 3 + extra)
+        weighted = 1 / sum(s / f for s, f in zip(shares, fills, strict=True))
+        if (f"{weighted:.{3 + extra}f}" == f"{fill:.{3 + extra}f}"
+                and f"{full * fill:,.{extra}f}" == rate):
+            break
+    else:
+        raise ValueError(f"no printing of {r['full']} × {r['fill']} gives {r['rate']}")
+    time = fmt_ms(r["seconds"])
+    flops = next(f"{r['flops'] / 1e12:.{p}f}" for p in range(2, 7)
+                 if fmt_ms(float(f"{r['flops'] / 1e12:.{p}f}") / float(rate.replace(",", ""))
+                           ) == time)
+    places = len(flops.split(".")[1])
+    per_token = 2 * r["tokens"] * r["copies"] / 1e6  # TFLOP a million parameters
+    params = next(text for p in range(4) for text in [f"{r['expert_params'] / 1e6:.{p}f}"]
+                  if f"{per_token * float(text):.{places}f}" == flops)
+    return {"full": f"{full:,.{extra}f}", "fill": f"{fill:.{3 + extra}f}", "rate": rate,
+            "fills": [f"{f:.{3 + extra}f}" for f in fills], "flops": flops, "time": time,
+            "params": params}
 
 
 def mixtral_gemm_rate() -> dict:

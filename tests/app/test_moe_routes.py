@@ -765,6 +765,10 @@ def test_step_3_states_mixtrals_gemm_rate_from_its_source(client):
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", re.sub(  # tags out, no space: a tip's
         r'<span class="term-tip".*?</span></span>', "", step, flags=re.S)))  # term stays a word
     (up_flops, up_tiles, up_waves, up_fill), (_, down_tiles, down_waves, down_fill) = gemms
+    from app.routers.moe import gemm_rate
+
+    pr = gemm_rate("mixtral")["printed"]
+    assert float(pr["flops"]) == pytest.approx(flops / 1e12, abs=0.005)
     for quoted in (
         f"{h100.bf16_flops / 1e12:.0f} TFLOP/s peak, {k.matmul_efficiency:.1%} (mamf-finder's "
         "best burst matmul) "
@@ -772,8 +776,9 @@ def test_step_3_states_mixtrals_gemm_rate_from_its_source(client):
         f"node's slowest GPU: {full / 1e12:.0f} TFLOP/s",
         f"= {up_tiles:,}, filling {up_fill:.1%} of {up_waves} waves; the down GEMM's",
         f"= {down_tiles:,}, filling {down_fill:.1%} of {down_waves} (",
-        f"= {fill:.3f}: {full / 1e12:.0f} × {fill:.3f} = {full * fill / 1e12:.0f} "
-        f"TFLOP/s, and {flops / 1e12:.2f} TFLOP ÷ {full * fill / 1e12:.0f} TFLOP/s = "
+        # Round 25 (reading F, finding 3): printed to the places that redo (rate_digits).
+        f"= {pr['fill']}: {pr['full']} × {pr['fill']} = {pr['rate']} "
+        f"TFLOP/s, and {pr['flops']} TFLOP ÷ {pr['rate']} TFLOP/s = "
         f"{fmt_ms(body['compute_s'])}",
     ):
         assert quoted in text, quoted
@@ -798,11 +803,14 @@ def test_round14_step_3_combines_both_fills_by_one_stated_weighting(client):
         fill = 1 / (2 / 3 / up["fill"] + 1 / 3 / down["fill"])
         api = facts()[key]["api"]
         assert r["flops"] / (r["full"] * fill) == pytest.approx(api["compute_s"], rel=1e-9)
+        pr = r["printed"]  # round 25: the places at which each sum redoes (rate_digits)
+        assert float(pr["fill"]) == pytest.approx(fill, abs=5e-4)
         said = (f"Weighted by FLOPs (the up GEMM does 2/3 of them), both fill 1/(2/3 ÷ "
-                f"{up['fill']:.3f} + 1/3 ÷ {down['fill']:.3f}) = {fill:.3f}: "
-                f"{r['full'] / 1e12:.0f} × {fill:.3f} = {r['full'] * fill / 1e12:.0f} TFLOP/s")
+                f"{pr['fills'][0]} + 1/3 ÷ {pr['fills'][1]}) = {pr['fill']}: "
+                f"{pr['full']} × {pr['fill']} = {pr['rate']} TFLOP/s")
         assert said in text, said
-    assert "Mixtral's experts (EP 8, one a GPU) compute 4,096 × 2 copies" in text
+    assert "Mixtral's experts (EP 8, one a GPU) compute 4,096 × 2 copies" in " ".join(
+        text.split())
     up, down = gemm_rate("v3")["gemms"]
     said = (f"grouped up GEMM's {up['tiles']:,} tiles fill {up['fill']:.1%} of {up['waves']} "
             f"waves, the down GEMM's {down['tiles']:,} fill {down['fill']:.1%} of "
@@ -955,11 +963,11 @@ def test_round_10_step_3_derives_deepseek_v3s_expert_compute(client):
     assert r["seconds"] == pytest.approx(api["compute_s"], rel=1e-9)
     assert r["flops"] == pytest.approx(4096 * 8 * 2 * r["expert_params"])
     text = visible_text(client.get("/episodes/experts").text)
-    said = (f"4,096 × 8 copies × 2 × {r['expert_params'] / 1e6:.1f}M = {r['flops'] / 1e12:.2f} "
-            f"TFLOP")
+    pr = r["printed"]  # round 25: the places at which each sum redoes (rate_digits)
+    said = f"4,096 × 8 copies × 2 × {pr['params']}M = {pr['flops']} TFLOP"
     assert said in text, said
-    said = (f"{r['full'] / 1e12:.0f} × {r['fill']:.3f} = {r['rate'] / 1e12:.0f} TFLOP/s")
-    assert said in text and f"{r['rate'] / 1e12:.0f}" != "653", said
+    said = f"{pr['full']} × {pr['fill']} = {pr['rate']} TFLOP/s"
+    assert said in text and pr["rate"] != "653", said
 
 
 def test_round17_the_skew_decides_loss_option_is_a_lever_not_its_outcome():
@@ -1048,7 +1056,7 @@ def test_round17_step_3s_why_keeps_the_dispatch_and_its_note_defines_the_gemm_fi
     assert "SMs (streaming multiprocessors" in step4 and "wave quantisation" in step4
     assert "grouped GEMM" in note and "(step 4)" in note
     r = gemm_rate("v3")
-    said = (f"{r['flops'] / 1e12:.2f} TFLOP ÷ {r['full'] * r['fill'] / 1e12:.0f} TFLOP/s = "
+    said = (f"{r['printed']['flops']} TFLOP ÷ {r['printed']['rate']} TFLOP/s = "
             f"{v3['compute_s'] * 1e3:,.2f} ms")
     assert said in note, said
 
@@ -1384,3 +1392,37 @@ def test_step_7s_sums_redo_from_their_printed_digits(client):
     us = (float(lat[1]) + float(lat[2])) / 1e3
     assert works((float(pp[1]) - us) * 4 + us, pp[2]), (pp.groups(), us)
     assert not works(float(pp[1]) * 4, pp[2])  # the whole send times 4 is not it
+
+
+def test_round_25_the_gemm_rate_notes_redo_from_their_printed_figures(client):
+    """Round-25 reading F, finding 3: step 8's note printed "666 × 0.976 = 649 TFLOP/s"
+    (666 × 0.976 = 650.0; the engine's 665.5 × 0.9755 = 649.2), and step 4's "2.89 TFLOP ÷
+    653 TFLOP/s = 4.42 ms" gave 4.43. Every sum in both notes (the copies' FLOPs, the
+    weighted fill, the rate, the time), redone from what it prints, gives what it prints, and
+    step 8's rate is the one step 11 divides by."""
+    from tests.app.test_zero_routes import visible_text
+
+    text = " ".join(visible_text(re.sub(r'<span class="term-tip".*?</span></span>', "",
+                                        client.get("/episodes/experts").text,
+                                        flags=re.S)).split())
+    num = r"([\d,]+(?:\.\d+)?)"
+    notes = re.findall(
+        rf"computes? {num} × (\d+) copies × 2 × {num}M = {num} TFLOP\..*?"
+        rf"1/\((\d+)/(\d+) ÷ {num} \+ (\d+)/(\d+) ÷ {num}\) = {num}: {num} × {num} = {num} "
+        rf"TFLOP/s, and {num} TFLOP ÷ {num} TFLOP/s = {num} ms", text)
+    assert len(notes) == 2, notes
+    for note in notes:
+        (tokens, copies, params, flops, n0, d0, f0, n1, d1, f1, fill, full, fill2, rate,
+         flops2, rate2, ms) = note
+        v = {k: float(x.replace(",", "")) for k, x in
+             {"tokens": tokens, "copies": copies, "params": params, "f0": f0, "f1": f1,
+              "full": full, "fill": fill}.items()}
+        places = lambda s: len(s.split(".")[1]) if "." in s else 0  # noqa: E731
+        assert f"{2 * v['tokens'] * v['copies'] * v['params'] / 1e6:.{places(flops)}f}" \
+            == flops
+        weighted = 1 / (int(n0) / int(d0) / v["f0"] + int(n1) / int(d1) / v["f1"])
+        assert f"{weighted:.{places(fill)}f}" == fill and fill2 == fill
+        assert f"{v['full'] * v['fill']:,.{places(rate)}f}" == rate and rate2 == rate
+        assert flops2 == flops
+        assert fmt_ms(float(flops) / float(rate.replace(",", ""))) == f"{ms} ms"
+    assert f"× {notes[1][13]} TFLOP/s ÷" in text  # step 11's f* divides the same rate
