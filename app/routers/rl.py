@@ -37,7 +37,7 @@ from labs.rl.serving import (
     busiest_terms,
     dp_attention_requests,
     kv_bytes_per_token,
-    workspace_terms,
+    serving_workspace,
 )
 
 router = APIRouter()
@@ -132,13 +132,42 @@ def stand_in_label(recipe) -> str:
     return f"{name[:-1]}, stand-in)" if name.endswith(")") else f"{name} (stand-in)"
 
 
+def workspace_view(inp) -> dict:
+    """Step 3's workspace (labs.rl.serving.serving_workspace, the figure the memory chart
+    stacks), as its limit writes it: the sum that sets it, and the other kind of layer's MLP,
+    with the routed copies a GPU receives worked."""
+    m, e = inp.model, inp.engine_gpus
+    ws = serving_workspace(m, e, inp.serving)
+    other = next((parts for parts in ws.mlps if parts != ws.mlp), ())
+    def split(p) -> str:
+        return "whole" if p.splits[0] == 1 else f"÷ {p.splits[0]}"
+
+    def words(p) -> str:
+        if p.name == "dense MLP":
+            return f"a dense layer's MLP, 2 × its {m.ffn:,} width, {split(p)}"
+        if p.name == "shared experts":
+            n = m.shared_experts
+            width = f"{n} × 2 × {m.expert_ffn:,}" if n > 1 else f"2 × {m.expert_ffn:,}"
+            return f"the shared expert{'s' if n > 1 else ''}, {width}, {split(p)}"
+        return (f"the copies a GPU's experts receive, {ws.chunks} groups × "
+                f"{ws.attention.tokens:,.0f} tokens × {m.top_k} ÷ {e} GPUs = "
+                f"{p.tokens:,.0f} copies, 2 × {m.expert_ffn:,} each")
+
+    return {"formula": ws.formula(), "bytes": ws.bytes, "group": ws.attention.splits[0],
+            "tokens": ws.attention.tokens, "mla": m.uses_mla,
+            "mlp_words": ", and ".join(words(p) for p in ws.mlp),
+            "other_words": ", and ".join(words(p) for p in other),
+            "other_formula": f"({' + '.join(p.formula() for p in other)}) × 2 B",
+            "other_bytes": sum(p.bytes for p in other)}
+
+
 def extra_context(state) -> dict:
     return {
         "facts": facts(),
         "serving": serving_terms(facts()["glm9"]["result"]),
-        # Step 3's workspace, term by term (round-21 cold reading R, finding 9).
-        "workspace": workspace_terms(facts()["r1_sep"]["result"].input.model,
-                                     facts()["r1_sep"]["result"].input.engine_gpus),
+        # Step 3's workspace, part by part (round-21 cold reading R, finding 9; round-25
+        # reading F, finding 1: each part split as its weights are).
+        "workspace": workspace_view(facts()["r1_sep"]["result"].input),
         "deepep_ll_us": DEEPEP_LOW_LATENCY_US,
         "preset_options": [(k, stand_in_label(r)) for k, r in recipes().items()],
         # The presets, and the pasted model ("Your model (…)") when the state uses a code.

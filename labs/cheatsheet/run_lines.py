@@ -36,7 +36,7 @@ from labs.recipe.lab import evaluate
 from labs.rl.inputs import RLPlacementInput
 from labs.rl.lab import compute_rl_placement, rollout_pools
 from labs.rl.recipes import recipes
-from labs.rl.serving import KV_DTYPE_BYTES, attention_groups, workspace_terms
+from labs.rl.serving import KV_DTYPE_BYTES, attention_groups, serving_workspace
 
 RL_EXAMPLE = "glm-4-9b"  # EP09's colocation line needs an RL recipe (labs/presets/rl_recipes)
 
@@ -147,13 +147,15 @@ def _borrowed_recipe(inp, rec) -> str:
     return "" if rec.model == inp.model.id else f" ({inp.model.name} has no EP09 recipe)"
 
 
-def _workspace(model, gpus: int) -> str:
-    """The workspace's formula at its figures (round-21 cold reading R, finding 9)."""
-    w = workspace_terms(model, gpus)
+def _workspace(model, gpus: int, layout) -> str:
+    """The workspace's formula at its figures, from the function the engine bills it with
+    (round-21 cold reading R, finding 9; round-25 reading F, finding 1: each part split as
+    its weights are, GQA's K and V at their own width)."""
+    w = serving_workspace(model, gpus, layout)
     return (f"the lab's estimate of one layer's forward intermediates for one "
-            f"{w['tokens']:,.0f}-token prefill chunk (vLLM profiles it): {w['tokens']:,.0f} × "
-            f"(4 × {model.hidden:,} + 2 × {w['mlp_width']:,.0f} ÷ {gpus}) × "
-            f"{w['act_bytes']} B")
+            f"{w.attention.tokens:,.0f}-token prefill chunk, each part split as its weights "
+            f"are (Q, K, V and attention output; the MLP): {w.formula()}; SGLang leaves it "
+            f"the device's memory outside --mem-fraction-static (weights and KV cache)")
 
 
 def serving(inp):
@@ -188,7 +190,7 @@ def serving(inp):
     return ((Term("weights", e.weights, "bytes", f"{rec.name}{_borrowed_recipe(inp, rec)}: "
                                                  f"{placed}"),
              Term("KV", e.kv_cache, "bytes", held),
-             Term("workspace", e.workspace, "bytes", _workspace(m, g))),
+             Term("workspace", e.workspace, "bytes", _workspace(m, g, rl_in.serving))),
             Term("per GPU", r.rollout_memory_bytes, "bytes", "one rollout engine GPU"))
 
 

@@ -23,8 +23,9 @@ Memory of one engine GPU = its share of the bf16 weights + KV cache + workspace:
   ceil(concurrency / D) of them (``dp_attention_requests``), and each of its E/D GPUs keeps
   their KV heads' share (MLA's latent, shared by every head, whole on each); without a layout
   D = E (32 requests on 64 GPUs leave half the GPUs one request and half none);
-- workspace: one chunked-prefill forward's intermediates (``labs.memory.lab.workspace_bytes``)
-  with SGLang's default --chunked-prefill-size of 8,192 tokens.
+- workspace: one layer's forward intermediates for the tokens a GPU runs, each part split as
+  its weights are (``serving_workspace``), with SGLang's default --chunked-prefill-size of
+  8,192 tokens a chunk.
 
 Time (an estimate in the roofline spirit, Williams et al. 2009): prefill is compute-bound,
 2·N_active FLOPs per prompt token at PREFILL_MFU of the BF16 peak; each decode step is bound by
@@ -60,8 +61,6 @@ from labs.memory.lab import (
     PREFILL_CHUNK_TOKENS,
     forward_tokens,
     kv_cache_bytes,
-    workspace_bytes,
-    workspace_width,
 )
 from labs.model.activations import ACT_BYTES
 from labs.model.flops import matmul_params
@@ -206,31 +205,121 @@ def engine_memory(model: ModelSpec, engine_gpus: int, concurrency: int, context:
                             tp=group) * scale
     else:
         kv = kv_cache_bytes(model, context, concurrency, tp=engine_gpus) * scale
-    work = workspace_bytes(model, CHUNKED_PREFILL_TOKENS, 1, tp=engine_gpus)
+    work = serving_workspace(model, engine_gpus, layout).bytes
     return EngineMemory(weights, kv, work, concurrency, context)
 
 
-def workspace_terms(model: ModelSpec, engine_gpus: int) -> dict:
-    """An engine GPU's workspace as ``labs.memory.lab.workspace_bytes`` estimates it, term by
-    term (round-21 cold reading R, finding 9: EP09 step 3 and the cheat sheet gave the figure
-    without its formula): one chunked-prefill forward's tokens × (4h + 2 × the MLP's width ÷
-    the engine's GPUs) × 2 B. The lab's estimate of one layer's forward intermediates; vLLM
-    profiles a forward pass for it."""
-    tokens = forward_tokens(CHUNKED_PREFILL_TOKENS)
-    attention = 4 * model.hidden
-    mlp = workspace_width(model, engine_gpus) - attention
-    # What the MLP's width is (round-23 cold reading R, finding 4: 18,432 stood unnamed): a
-    # MoE token runs its top-k and shared experts; a dense model its one MLP.
-    width = mlp * engine_gpus / 2
-    routed = (f"({model.top_k} routed + {model.shared_experts} shared experts) × "
-              f"{model.expert_ffn:,}" if model.is_moe else None)
-    return {"tokens": tokens, "attention": attention, "mlp": mlp,
-            "mlp_width": width, "gpus": engine_gpus, "act_bytes": ACT_BYTES,
-            "width_words": (f"{width:,.0f} = {routed}, the width of the experts a token runs"
-                            if routed else f"{width:,.0f}, its MLP's width"),
-            "dense_as_wide": bool(model.is_moe and model.dense_layers and model.ffn == width),
-            "dense_layers": model.dense_layers,
-            "bytes": workspace_bytes(model, CHUNKED_PREFILL_TOKENS, 1, tp=engine_gpus)}
+@dataclass(frozen=True)
+class WorkspacePart:
+    """One part of a layer's forward intermediates on one engine GPU: ``tokens`` (or token
+    copies) through ``widths`` values a token, each split over its ``splits`` GPUs as the
+    part's weights are (1: whole)."""
+
+    name: str
+    tokens: float
+    widths: tuple[int, ...]
+    splits: tuple[int, ...]
+
+    @property
+    def width(self) -> float:
+        return sum(w / s for w, s in zip(self.widths, self.splits, strict=True))
+
+    @property
+    def bytes(self) -> float:
+        return self.tokens * self.width * ACT_BYTES
+
+    def formula(self) -> str:
+        """"8,192 × (24,576 + 24,576 + 16,384 + 16,384) ÷ 8", as the page writes it."""
+        def split(ws: list[int], s: int) -> str:
+            body = " + ".join(f"{w:,}" for w in ws)
+            body = f"({body})" if len(ws) > 1 else body
+            return body if s == 1 else f"{body} ÷ {s}"
+        groups: dict[int, list[int]] = {}
+        for w, s in zip(self.widths, self.splits, strict=True):
+            groups.setdefault(s, []).append(w)
+        inner = " + ".join(split(ws, s) for s, ws in groups.items())
+        return f"{self.tokens:,.0f} × {f'({inner})' if len(groups) > 1 else inner}"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """An engine GPU's workspace: one layer's forward intermediates, the attention's beside
+    the wider of the two kinds of MLP (``serving_workspace``)."""
+
+    attention: WorkspacePart
+    mlps: tuple[tuple[WorkspacePart, ...], ...]  # each kind of layer's MLP parts
+    chunks: int  # chunks the engine runs at once (its attention groups')
+
+    @property
+    def mlp(self) -> tuple[WorkspacePart, ...]:
+        """The MLP parts of the wider kind of layer, which sets the workspace."""
+        return max(self.mlps, key=lambda parts: sum(p.bytes for p in parts))
+
+    @property
+    def parts(self) -> tuple[WorkspacePart, ...]:
+        return (self.attention, *self.mlp)
+
+    @property
+    def bytes(self) -> float:
+        return sum(p.bytes for p in self.parts)
+
+    def formula(self) -> str:
+        """"(T × (q + k + v + o) ÷ g + T × 2·ffn) × 2 B", each part as its weights split."""
+        return (f"({' + '.join(p.formula() for p in self.parts)}) × {ACT_BYTES} B")
+
+
+def serving_workspace(model: ModelSpec, engine_gpus: int,
+                      layout: ServingLayout | None = None) -> Workspace:
+    """One engine GPU's workspace: one layer's forward intermediates for the tokens that GPU
+    runs, each part split as its weights are (``serving_weight_parts``; round-25 reading F,
+    finding 1: the old estimate split the whole width over the engine's GPUs, attention's
+    and the dense MLP's too, which SGLang keeps whole or splits over a group).
+
+    Tokens: each attention group runs one chunked-prefill chunk (CHUNKED_PREFILL_TOKENS) of
+    its own requests, and every GPU of a group runs all of it (an upper bound where SGLang
+    scatters a group's tokens over its GPUs for the MLPs). Without a layout, or a dense
+    engine, the engine is one TP group of all its GPUs running one chunk.
+    - attention: Q, K, V and the attention's output, each token's values over the heads the
+      GPU holds: GQA's K and V are kv_heads × head_dim wide (replicated when the GPUs outnumber
+      the KV heads); MLA's prefill expands its latent into every head's K (qk_nope + qk_rope)
+      and V (v_head_dim), as SGLang's deepseek_v2.py forward_normal does;
+    - a dense layer's MLP: 2 × ffn a token (the up projection and its activation), whole on
+      each GPU or split as its weights are;
+    - a MoE layer's: the shared experts, 2 × their width, whole with DeepEP; and the routed
+      experts, 2 × expert_ffn a copy, over the copies a GPU receives under uniform routing:
+      the engine's chunks × tokens × top-k ÷ GPUs.
+    Bytes at ACT_BYTES (bf16). SGLang leaves this outside --mem-fraction-static's share of the
+    device (weights and KV cache pool): the rest holds activations and CUDA graphs."""
+    e, t = engine_gpus, forward_tokens(CHUNKED_PREFILL_TOKENS)
+    placed = layout is not None and model.is_moe and model.params_override is None
+    chunks, group = attention_groups(e, layout) if placed else (1, e)
+    if model.uses_mla:
+        qk = model.qk_nope_head_dim + model.qk_rope_head_dim
+        v = model.heads * model.v_head_dim
+        attention = WorkspacePart("attention", t, (model.heads * qk, model.heads * qk, v, v),
+                                  (group,) * 4)
+    else:
+        q = model.heads * model.head_dim
+        if model.kv_heads % group == 0:
+            kv, kv_split = model.kv_heads * model.head_dim, group
+        else:  # fewer KV heads than GPUs (or not a multiple): each GPU keeps whole heads
+            kv, kv_split = math.ceil(model.kv_heads / group) * model.head_dim, 1
+        attention = WorkspacePart("attention", t, (q, kv, kv, q),
+                                  (group, kv_split, kv_split, group))
+    dense_split = 1 if placed and layout.dense_whole and chunks > 1 else e
+    mlps = []
+    if not model.is_moe or model.dense_layers:
+        mlps.append((WorkspacePart("dense MLP", t, (2 * model.ffn,), (dense_split,)),))
+    if model.is_moe:
+        moe = []
+        if model.shared_experts:
+            moe.append(WorkspacePart(
+                "shared experts", t, (2 * model.shared_experts * model.expert_ffn,),
+                (1 if placed and layout.deepep else e,)))
+        moe.append(WorkspacePart("routed experts", chunks * t * model.top_k / e,
+                                 (2 * model.expert_ffn,), (1,)))
+        mlps.append(tuple(moe))
+    return Workspace(attention, tuple(mlps), chunks)
 
 
 def prefill_seconds(model: ModelSpec, gpu: GPUSpec, tokens: float, gpus: int) -> float:

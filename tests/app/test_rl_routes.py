@@ -1055,6 +1055,11 @@ def test_round_16_step_3s_cache_waits_at_every_r1_state(client):
     r = facts()["r1"]["result"]
     cache = fmt_bytes(r.rollout_breakdown["kv_cache"])
     html, text = _screen(client, "preset=deepseek-r1", "step-3")
+    # Round 25: since step 3's workspace splits each part as its weights are, the rollout
+    # phase's total (36.9 GB) equals by chance what the 16/16/16/13 training split's heaviest
+    # GPU needs, which step 4's note states of training: that sentence is not the answer.
+    text = re.sub(r"its heaviest GPU, on stage \d+ with \d+ MoE layers, needs [\d.]+ GB", "",
+                  text)
     assert cache not in text and fmt_bytes(r.rollout_memory_bytes) not in text
     fig = _figure(html, "placement-memory")
     drawn = [t for t in fig["data"] if t.get("y")]
@@ -1407,33 +1412,39 @@ def test_round_21_the_bad_case_waits_for_step_7s_guess(client):
     assert "= 64)" in details
 
 
+def _sum(formula: str) -> float:
+    """A workspace formula as the page prints it, "(8,192 × (a + b) ÷ 8 + 8,192 × c) × 2 B",
+    evaluated from its printed figures."""
+    expr = formula.replace(",", "").replace("×", "*").replace("÷", "/").removesuffix(" B")
+    assert re.fullmatch(r"[\d\s.()+*/]+", expr), formula
+    return eval(expr)  # noqa: S307 (digits and operators only, checked above)
+
+
 def test_round_21_the_workspace_is_named_an_estimate_with_its_formula(client):
     """Round-21 cold reading R, finding 9: step 3's "479 MB of workspace (one 8,192-token chunk
     of prefill)" and the cheat sheet's "activations of one 8,192-token prefill chunk ÷ 2 GPUs"
     gave a figure with no formula. Both now name it the lab's estimate and print its terms
-    (labs.rl.serving.workspace_terms), which multiply to the figure the API gives."""
+    (labs.rl.serving.serving_workspace since round 25), which redo to the figure the API
+    gives."""
     r1 = client.get("/api/placement", params={"preset": "deepseek-r1",
                                               "placement": "separate"}).json()
     work = r1["pools"][1]["breakdown"]["workspace"]
     three = _steps(client)[3]
-    shown = re.search(r"The workspace is the lab's estimate of one layer's forward intermediates "
-                      r"for one prefill chunk \(vLLM profiles a forward pass for it\): "
-                      r"([\d,]+) tokens × \(4 × ([\d,]+) \+ 2 × ([\d,]+) ÷ (\d+)\) × 2 B = "
+    shown = re.search(r"The workspace is the lab's estimate of one layer's forward intermediates"
+                      r", each part split as its weights are .*?: (\([\d,() ×÷+]+\) × 2 B) = "
                       r"([\d.]+) MB", three)
     assert shown, three
-    tokens, h, w, g = (int(x.replace(",", "")) for x in shown.groups()[:4])
-    assert tokens * (4 * h + 2 * w / g) * 2 == pytest.approx(work, rel=1e-9)
-    assert f"{work / 1e6:.0f}" == shown[5]
+    assert _sum(shown[1]) == pytest.approx(work, rel=1e-9)
+    assert f"{work / 1e6:.0f}" == shown[2]
     assert "(one 8,192-token chunk of prefill)" not in three
     lines = client.get("/api/cheatsheet").json()["lines"]
     line = next(x for x in lines if x["key"] == "serving")
     term = next(t for t in line["terms"] if t["symbol"] == "workspace")
     got = re.search(r"the lab's estimate of one layer's forward intermediates for one "
-                    r"[\d,]+-token prefill chunk \(vLLM profiles it\): ([\d,]+) × \(4 × "
-                    r"([\d,]+) \+ 2 × ([\d,]+) ÷ (\d+)\) × 2 B", term["meaning"])
+                    r"[\d,]+-token prefill chunk, each part split as its weights are .*?: "
+                    r"(\([\d,() ×÷+]+\) × 2 B)", term["meaning"])
     assert got, term["meaning"]
-    tokens, h, w, g = (int(x.replace(",", "")) for x in got.groups())
-    assert tokens * (4 * h + 2 * w / g) * 2 == pytest.approx(term["value"], rel=1e-9)
+    assert _sum(got[1]) == pytest.approx(term["value"], rel=1e-9)
 
 
 def test_round_21_step_5_says_by_how_much_the_all_to_all_errs_and_writes_its_divisors(client):
@@ -1596,23 +1607,14 @@ def test_round_22_two_batch_overlap_and_the_reference_model_have_glossary_tips(c
 
 def test_round_23_step_3s_workspace_names_its_mlp_width(client):
     """Round-23 cold reading R, finding 4: step 3's limit multiplied by "2 × 18,432 ÷ 64" and
-    never said what 18,432 is, nor why it is split over the engine's GPUs. It is the width of
-    the experts a token runs, (8 routed + 1 shared) × 2,048, as wide as R1's dense layers."""
+    never said what 18,432 is. Since round 25 it is R1's dense layers' MLP width, named, and
+    kept whole as the step's table keeps those MLPs."""
     from labs.model.presets import get_model
-    from labs.rl.serving import workspace_terms
 
     r1 = get_model("deepseek-r1")
-    terms = workspace_terms(r1, 64)
-    assert terms["mlp_width"] == (r1.top_k + r1.shared_experts) * r1.expert_ffn
-    from tests.app.test_zero_routes import visible_text
-
-    text = " ".join(visible_text(re.sub(r'<span class="term-tip".*?</span></span>', "",
-                                        client.get("/episodes/rl-placement").text,
-                                        flags=re.S)).split())
-    assert (f"2 × {terms['mlp_width']:,.0f} ÷ 64) × 2 B" in text
-            and f"{terms['mlp_width']:,.0f} = ({r1.top_k} routed + {r1.shared_experts} shared "
-                f"experts) × {r1.expert_ffn:,}" in text
-            and "spread over the engine's 64 GPUs" in text)
+    text = _steps(client)[3]
+    assert f"a dense layer's MLP, 2 × its {r1.ffn:,} width, whole" in text
+    assert f"8,192 × {2 * r1.ffn:,})" in text
 
 
 def test_round_23_step_2s_links_bring_the_timeline_into_view(client):
@@ -1622,3 +1624,44 @@ def test_round_23_step_2s_links_bring_the_timeline_into_view(client):
     then checks is in view and changed after each link, at both sizes."""
     html = client.get("/episodes/rl-placement").text
     assert '<section class="step" id="step-2" data-diagram="placement-timeline">' in html
+
+
+def test_round_25_step_3s_workspace_splits_each_part_as_its_weights(client):
+    """Round-25 reading F, finding 1: step 3's workspace, "8,192 tokens × (4 × 7,168 + 2 ×
+    18,432 ÷ 64) × 2 B = 479 MB", split the dense MLP and the shared expert 64 ways and kept
+    attention's 4h whole, against the step's own table (dense MLPs and shared experts whole,
+    attention ÷ 8); the cheat sheet's 8,192 × (4 × 4,096 + 2 × 13,696 ÷ 2) split GLM-4-9B's
+    MLP by TP 2 but not its attention, and gave GQA's K and V the width h; and an SGLang
+    engine's workspace was justified by vLLM. Each part is now split as its weights are, over
+    the tokens the GPU runs (labs.rl.serving.serving_workspace, which the memory chart's bar
+    and the cheat sheet read), and SGLang's --mem-fraction-static says what it leaves."""
+    from labs.model.presets import get_model
+    from labs.rl.serving import WEIGHT_BYTES, serving_weight_parts, serving_workspace
+
+    r1 = get_model("deepseek-r1")
+    inp = facts()["r1_sep"]["result"].input
+    ws = serving_workspace(r1, inp.engine_gpus, inp.serving)
+    parts = serving_weight_parts(r1, inp.engine_gpus, inp.serving)
+    group = inp.engine_gpus // inp.serving.attn_dp
+    # each part's split is its weights': the dense MLPs whole, attention over a group
+    assert parts["dense_mlp"] * WEIGHT_BYTES == pytest.approx(
+        r1.dense_layers * r1.dense_mlp_params * WEIGHT_BYTES)
+    assert ws.attention.splits == (group,) * 4 and [p.name for p in ws.mlp] == ["dense MLP"]
+    assert ws.mlp[0].splits == (1,) and ws.mlp[0].widths == (2 * r1.ffn,)
+    api = client.get("/api/placement", params=facts()["r1_sep"]["params"]).json()
+    assert api["pools"][1]["breakdown"]["workspace"] == pytest.approx(ws.bytes, rel=1e-12)
+    three = _steps(client)[3]
+    assert f"÷ {group} + 8,192 × {2 * r1.ffn:,}) × 2 B" in three
+    assert f"÷ {inp.engine_gpus})" not in three and "vLLM" not in three
+    assert "--mem-fraction-static's share (weights and cache): (1 − 0.7) ×" in three
+    # the cheat sheet: GLM-4-9B's K and V at 2 KV heads × 128, attention ÷ TP 2 like its MLP
+    glm = get_model("glm-4-9b")
+    line = next(x for x in client.get("/api/cheatsheet").json()["lines"]
+                if x["key"] == "serving")
+    term = next(t for t in line["terms"] if t["symbol"] == "workspace")
+    kv = glm.kv_heads * glm.head_dim
+    q = glm.heads * glm.head_dim
+    assert (f"8,192 × ({q:,} + {kv:,} + {kv:,} + {q:,}) ÷ 2 + 8,192 × {2 * glm.ffn:,} ÷ 2"
+            in term["meaning"]), term["meaning"]
+    assert "vLLM" not in term["meaning"] and "--mem-fraction-static" in term["meaning"]
+
