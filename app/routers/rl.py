@@ -16,6 +16,7 @@ from app.charts.rl import (
     replica_keys,
     timeline_keys,
 )
+from app.charts.units import fmt_bytes, worked_digits
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, lesson_state, register
 from app.lesson_drills import LESSON_DRILLS
@@ -161,9 +162,82 @@ def workspace_view(inp) -> dict:
             "other_bytes": sum(p.bytes for p in other)}
 
 
+def flops_text(parts: dict, m, worked: bool = True) -> dict[str, str]:
+    """Steps 2's and 6's FLOPs a matmul parameter a token, printed so that each sum the notes
+    write redoes from what they print (round-25 reading F, finding 2: step 2's "9.387 ... 6 +
+    1.859 + 1.529" added to 9.388, step 6's "10.744 = 6 + 1.949 + 2.794" to 10.743). The
+    total prints as the sum of its printed parts and the forward as 2 plus its attention, at
+    the fewest places (3 at least) at which the log-probability factor redoes to the engine's
+    3 decimals. ``worked`` (step 2, which writes the quotients out): the attention prints as
+    its forwards' worth times a forward's printed share, and the recomputed forward's and a
+    forward's attention quotients (matmul parameters and the layers' in B, a place fewer)
+    give the printed parts."""
+    r, fa = parts["recompute_per_param"], parts["forward_attention_per_param"]
+    a = parts["attention_per_param"]
+    k = round(a / fa)  # a forward's attention, times the forwards the step runs it
+    x = f"{parts['log_prob']:.3f}"
+    d_qk = m.qk_nope_head_dim + m.qk_rope_head_dim if m.uses_mla else m.head_dim
+    d_v = m.v_head_dim if m.uses_mla else m.head_dim
+    core = 2 * parts["seq_len"] * m.heads * (d_qk + d_v) * m.layers
+    for d in range(3, 7):
+        def at(v: float, places: int = d) -> str:
+            return f"{v:.{places}f}"
+        fa_p, r_p = round(fa, d), round(r, d)
+        a_p = k * fa_p if worked else round(a, d)
+        h_p, f_p = 6 + r_p + a_p, 2 + fa_p
+        b = d - 1  # the parameters' places, in billions
+        n_p = round(parts["matmul_params"] / 1e9, b)
+        layers_p = round(parts["layer_params"] / 1e9, b)
+        quotients = (at(2 * layers_p / n_p) == at(r) and at(core / (n_p * 1e9)) == at(fa)
+                     ) if worked else True
+        if at((h_p + parts["forwards"] * f_p) / h_p, 3) == x and quotients:
+            break
+    return {"total": at(h_p), "recompute": at(r_p), "attention": at(a_p),
+            "forward": at(f_p), "forward_attention": at(fa_p), "worth": str(k),
+            "log_prob": x, "params": f"{n_p:.{b}f}B", "layers": f"{layers_p:.{b}f}B"}
+
+
+def stage_text(api: dict) -> dict[str, str]:
+    """Step 4's heaviest training GPU, its parameters in B printed to the fewest places (2 at
+    least) at which each sum the note writes redoes from what it prints (round-25 reading F,
+    finding 2: "16 B × (5.28B ÷ 1 + 0.58B ÷ 4) = 86.9 GB" gave 86.8): the experts' share
+    (the stage's ÷ EP), the two together (printed as their sum), its bf16 weights and fp32
+    gradients, and CPU Adam's host bytes."""
+    st, t = api["train_stage"], api["pools"][0]["breakdown"]
+    host, per = api["pools"][0]["host_bytes_per_gpu"], st["host_bytes_per_param"]
+    for extra in range(4):
+        d = 2 + extra
+        total = round(st["expert_params"] / 1e9, d - 1)
+        e = round(st["expert_params_per_gpu"] / 1e9, d)
+        o = round(st["dense_params_per_gpu"] / 1e9, d)
+        held = e + o
+        if (f"{total / api['ep']:.{d}f}" == f"{e:.{d}f}"
+                and fmt_bytes(per * (e / st["expert_shard"] + o / st["dense_shard"]) * 1e9)
+                == fmt_bytes(host)
+                and fmt_bytes(2 * held * 1e9) == fmt_bytes(t["weights"])
+                and fmt_bytes(4 * held * 1e9) == fmt_bytes(t["gradients"])):
+            break
+    return {"stage": f"{total:.{d - 1}f}B", "experts": f"{e:.{d}f}B", "rest": f"{o:.{d}f}B",
+            "held": f"{held:.{d}f}B"}
+
+
+def train_sum(parts: dict, factor: str) -> dict[str, str]:
+    """Step 6's training time, "× factor × step + swap + offload = seconds", its parts
+    printed to the places (2 at least) at which the sum redoes to the engine's seconds at 2
+    decimals (round-25 reading F, finding 2: 1.502 × 10.09 + 0.37 + 0.55 = 16.08 against the
+    printed 16.07)."""
+    step, swap, offload = worked_digits(
+        (parts["step_s"], parts["ref_swap_s"], parts["offload_s"]), (2, 2, 2),
+        [(lambda s, w, o: float(factor) * s + w + o, parts["seconds"], lambda v: f"{v:.2f}")])
+    return {"step": step, "swap": swap, "offload": offload}
+
+
 def extra_context(state) -> dict:
     return {
         "facts": facts(),
+        "flops_text": flops_text,
+        "train_sum": train_sum,
+        "stage_text": stage_text(facts()["r1_sep"]["api"]),
         "serving": serving_terms(facts()["glm9"]["result"]),
         # Step 3's workspace, part by part (round-21 cold reading R, finding 9; round-25
         # reading F, finding 1: each part split as its weights are).

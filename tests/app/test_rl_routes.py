@@ -5,6 +5,7 @@ from html import unescape
 
 import pytest
 
+from app.charts.units import fmt_gb2
 from app.routers.memory import H100_DRIVER_MIB
 from app.routers.rl import busiest, facts
 from tests.app.test_parser import api_messages
@@ -137,7 +138,8 @@ def test_round_2_cold_reading_ep09(client):
     six = html[html.index('id="step-6"'):html.index('id="step-7"')]
     sep, col = f["r1_sep"]["api"], f["r1"]["api"]
     assert sep["sync_rate"] == 48e9 and "at the bus bandwidth, 48 GB/s" in six
-    assert f"{sep['sync_bytes_per_gpu'] / 48e9:.1f} s" in six  # 1,342 GB / 48 GB/s = 28.0 s
+    # round 25 (reading F, finding 2): 1.342 TB / 48 GB/s = 27.96 s, as the step adds it
+    assert f"{sep['sync_bytes_per_gpu'] / 48e9:.2f} s (not a requirement" in six
     gather = col["sync_bytes_per_gpu"] / col["sync_rate"]
     assert f"{col['sync_rate'] / 1e9:.1f} GB/s" in six and f"{gather:.2f} s" in six
     assert f"{col['sync_switch_seconds']:.2f} s" in six
@@ -631,13 +633,18 @@ def test_round_9_step_3_derives_the_trainers_bill_from_its_heaviest_stage(client
     three = _steps(client)[4]  # a note under step 4's drill since round 11 (finding 8)
     layers = "/".join(str(n) for n in a["stage_layers"])
     assert f"TP 8, PP 4, CP 4, EP 32 on 128 GPUs. The lab splits the 61 layers {layers}" in three
-    assert (f"{st['expert_params'] / 1e9:.1f}B ÷ 32 = {st['expert_params_per_gpu'] / 1e9:.2f}B"
-            in three)
-    assert (f"{held / 1e9:.2f}B × 2 B = {t['weights'] / 1e9:.1f} GB, its fp32 gradients × 4 B "
-            f"= {t['gradients'] / 1e9:.1f} GB") in three
-    assert (f"{st['host_bytes_per_param']} B × ({st['expert_params_per_gpu'] / 1e9:.2f}B ÷ "
-            f"{st['expert_shard']} + "
-            f"{st['dense_params_per_gpu'] / 1e9:.2f}B ÷ {st['dense_shard']}) = "
+    # Round 25 (reading F, finding 2): the parameters to the places at which each sum redoes
+    # (app.routers.rl.stage_text; test_round_25_the_training_notes_add_up_as_printed).
+    from app.routers.rl import stage_text
+
+    pr = stage_text(a)
+    assert float(pr["experts"][:-1]) == pytest.approx(st["expert_params_per_gpu"] / 1e9,
+                                                      abs=0.005)
+    assert f"{pr['stage']} ÷ 32 = {pr['experts']}" in three
+    assert (f"{pr['held']} × 2 B = {fmt_gb2(t['weights'])}, its fp32 gradients × 4 B "
+            f"= {fmt_gb2(t['gradients'])}") in three
+    assert (f"{st['host_bytes_per_param']} B × ({pr['experts']} ÷ "
+            f"{st['expert_shard']} + {pr['rest']} ÷ {st['dense_shard']}) = "
             f"{pool['host_bytes_per_gpu'] / 1e9:.1f} GB a GPU") in three
 
 
@@ -743,8 +750,8 @@ def test_round_9_step_3_says_how_slimes_stage_split_moves_the_trainers_bill(clie
     three = _steps(client)[4]  # a note under step 4's drill since round 11 (finding 8)
     assert (f"16/16/16/13 ( --decoder-last-pipeline-num-layers 13 ): its heaviest GPU, on stage "
             f"{alt['rank'] + 1} with {alt['moe_layers']} MoE layers, needs "
-            f"{alt['total_bytes'] / 1e9:.1f} GB, so here the lab errs low by "
-            f"{(alt['total_bytes'] - own) / 1e9:.2f} GB") in three
+            f"{fmt_gb2(alt['total_bytes'])}, so here the lab errs low by "
+            f"{fmt_gb2(alt['total_bytes'] - own)}") in three  # round 25: both at 2 places
 
 
 def test_round_11_step_8s_predict_states_the_optimizers_sharding(client):
@@ -1184,22 +1191,30 @@ def test_round_18_the_log_prob_factor_derives_from_the_steps_flops_a_parameter(c
         # Round-23 cold reading R, finding 8: the parts to 3 decimals, so that (h + 2f) / h as
         # printed gives the printed factor (9.39 and 2.38 gave 1.507 against 1.508).
         assert abs((round(h, 3) + 2 * round(f, 3)) / round(h, 3) - p["log_prob"]) < 5e-4
-        parts = (f"6 + {p['recompute_per_param']:.3f} recomputed + "
-                 f"{p['attention_per_param']:.3f} attention")
+        # Round 25 (reading F, finding 2): the total is the sum of the printed parts
+        # (app.routers.rl.flops_text), each the engine's to within a unit of the last place.
+        from app.routers.rl import flops_text
+
+        t = flops_text(p, facts()[name]["result"].input.model, worked=n == 2)
+        for key, value in (("total", h), ("forward", f), ("recompute", p["recompute_per_param"]),
+                           ("attention", p["attention_per_param"])):
+            assert float(t[key]) == pytest.approx(value, abs=2.5 * 10 ** -len(t[key].split(".")[1]))
+        h3, f3 = t["total"], t["forward"]
+        parts = f"6 + {t['recompute']} recomputed + {t['attention']} attention"
         if n == 2:
-            assert f"runs {h:.3f} FLOPs a matmul parameter a token" in text
-            assert (f"= {p['recompute_per_param']:.3f} for their recomputed forward, "
-                    f"{p['attention_per_param']:.3f} of attention") in text
-            assert (f"A forward adds {f:.3f} (2 + "
-                    f"{p['forward_attention_per_param']:.3f}), and slime runs two") in text
-            assert f"({h:.3f} + 2 × {f:.3f}) ÷ {h:.3f} = × {p['log_prob']:.3f}" in text
+            assert f"runs {h3} FLOPs a matmul parameter a token" in text
+            assert (f"= {t['recompute']} for their recomputed forward, "
+                    f"{t['attention']} of attention") in text
+            assert (f"A forward adds {f3} (2 + "
+                    f"{t['forward_attention']}), and slime runs two") in text
+            assert f"({h3} + 2 × {f3}) ÷ {h3} = × {p['log_prob']:.3f}" in text
             assert "its exposed communication too" in text
         else:
-            assert (f"R1's step runs {h:.3f} FLOPs an active matmul parameter "
+            assert (f"R1's step runs {h3} FLOPs an active matmul parameter "
                     f"({p['matmul_params'] / 1e9:.1f}B) a token ({parts}") in text
-            assert (f"two forwards (the reference's too) add 2 × {f:.3f} (2 + "
-                    f"{p['forward_attention_per_param']:.3f}): ({h:.3f} + 2 × {f:.3f}) ÷ "
-                    f"{h:.3f} = {p['log_prob']:.3f}, times {p['step_s']:.2f} s") in text
+            assert (f"two forwards (the reference's too) add 2 × {f3} (2 + "
+                    f"{t['forward_attention']}): ({h3} + 2 × {f3}) ÷ "
+                    f"{h3} = {p['log_prob']:.3f}, times {p['step_s']:.2f} s") in text
 
 
 def test_round_21_the_steps_sums_add_their_printed_parts(client):
@@ -1254,8 +1269,6 @@ def test_round_18_cpu_adams_trip_moves_the_gradients_in_the_dtype_the_bill_keeps
     (23.4 GB) and the switch moves them so, but CPU Adam's trip moved 'bf16 gradients', 2 x
     11.7 GB: two dtypes for one buffer. The trip now moves the bill's gradients down and the
     bf16 weights up, and step 6 says why the switch still moves the consumed gradients."""
-    from app.charts.units import fmt_bytes
-
     sep = facts()["r1_sep"]["api"]
     b = sep["pools"][0]["breakdown"]
     p = sep["train_parts"]
@@ -1263,8 +1276,8 @@ def test_round_18_cpu_adams_trip_moves_the_gradients_in_the_dtype_the_bill_keeps
     assert p["offload_s"] == pytest.approx((b["gradients"] + b["weights"]) / p["offload_rate"])
     six = _steps(client)[6]
     assert "bf16 gradients down" not in six
-    assert (f"({fmt_bytes(b['gradients'])} + {fmt_bytes(b['weights'])}) ÷ "
-            f"{p['offload_rate'] / 1e9:.0f} GB/s") in six
+    assert (f"({fmt_gb2(b['gradients'])} + {fmt_gb2(b['weights'])}) ÷ "
+            f"{p['offload_rate'] / 1e9:.0f} GB/s") in six  # round 25: 2 places, as the switch
     assert f"adds {p['offload_s']:.2f} s: {p['seconds']:.2f} s" in six
     assert "fp32 gradients (Megatron's gradient buffer stays allocated)" in six
 
@@ -1521,8 +1534,9 @@ def test_round_22_slimes_kl_loss_runs_the_reference_models_forward(client):
     assert (f"2 × {g['ref_swap_bytes'] / 1e9:.2f} GB ÷ {g['ref_swap_rate'] / 1e9:.0f} GB/s = "
             f"{g['ref_swap_s']:.2f} s: {g['seconds']:.2f} s") in steps[2]
     r = facts()["r1_sep"]["api"]["train_parts"]
-    assert (f"the reference's swap, 2 × {r['ref_swap_bytes'] / 1e9:.1f} GB ÷ "
-            f"{r['ref_swap_rate'] / 1e9:.0f} GB/s, {r['ref_swap_s']:.2f} s;") in steps[6]
+    # round 25: each part to the places at which the sum redoes (rl.train_sum)
+    assert (f"the reference's swap, 2 × {fmt_gb2(r['ref_swap_bytes'])} ÷ "
+            f"{r['ref_swap_rate'] / 1e9:.0f} GB/s, {r['ref_swap_s']:.3f} s;") in steps[6]
     assert f"adds {r['offload_s']:.2f} s: {r['seconds']:.2f} s" in steps[6]
 
 
@@ -1665,3 +1679,72 @@ def test_round_25_step_3s_workspace_splits_each_part_as_its_weights(client):
             in term["meaning"]), term["meaning"]
     assert "vLLM" not in term["meaning"] and "--mem-fraction-static" in term["meaning"]
 
+
+def _places(text: str) -> int:
+    return len(text.split(".")[1]) if "." in text else 0
+
+
+def _same(value: float, printed: str) -> bool:
+    """``value`` printed to ``printed``'s places is ``printed``."""
+    return f"{value:,.{_places(printed)}f}" == printed
+
+
+def test_round_25_the_training_notes_add_up_as_printed(client):
+    """Round-25 reading F, finding 2: step 2's "9.387 FLOPs ... 6 + 1.859 + 1.529" added to
+    9.388; step 6's "10.744 (6 + 1.949 recomputed + 2.794 attention)" to 10.743; step 4's
+    "16 B × (5.28B ÷ 1 + 0.58B ÷ 4) = 86.9 GB" gave 86.8; step 6's "(23.4 GB + 11.7 GB) ÷ 64
+    GB/s" made 35.1 GB where six lines later the same bytes were "35.2 GB"; and its why gave
+    the sync as "28.0 s" against the "27.96" it adds. Every sum the notes write, redone from
+    what they print, gives what they print."""
+    text = " ".join(_steps(client).values())
+    n = r"([\d,]+(?:\.\d+)?)"
+    # step 2: GLM-4-9B's FLOPs a matmul parameter, and the log-probability factor
+    two = re.search(
+        rf"EP08's step runs {n} FLOPs a matmul parameter a token \({n}B: .*?6 for the forward "
+        rf"and backward, 2 × {n}B of the layers' ÷ {n}B = {n} for their recomputed forward, "
+        rf"{n} of attention \(.*?÷ {n}B = {n} a forward, (\d+) forwards' worth\)\. A forward "
+        rf"adds {n} \(2 \+ {n}\).*?\({n} \+ 2 × {n}\) ÷ {n} = × {n},", text)
+    assert two, "step 2's note"
+    (h, n1, layers, n2, r, a, n3, fa, k, f, fa2, h2, f2, h3, x) = two.groups()
+    assert n1 == n2 == n3 and h == h2 == h3 and f == f2 and fa == fa2
+    assert _same(6 + float(r) + float(a), h) and _same(int(k) * float(fa), a)
+    assert _same(2 * float(layers) / float(n1), r) and _same(2 + float(fa), f)
+    assert _same((float(h) + 2 * float(f)) / float(h), x)
+    # step 6: R1's
+    six = re.search(
+        rf"R1's step runs {n} FLOPs .*?\(6 \+ {n} recomputed \+ {n} attention\); two forwards "
+        rf"\(the reference's too\) add 2 × {n} \(2 \+ {n}\): \({n} \+ 2 × {n}\) ÷ {n} = {n}, "
+        rf"times {n} s; the reference's swap, 2 × {n} GB ÷ {n} GB/s, {n} s; CPU Adam's PCIe "
+        rf"trip, \({n} GB \+ {n} GB\) ÷ {n} GB/s, adds {n} s: {n} s\..*?fp32 gradients "
+        rf"\(Megatron's gradient buffer stays allocated\), {n} GB, .*?: \({n} GB \+ {n} GB\) ÷ "
+        rf"{n} GB/s = {n} s", text)
+    assert six, "step 6's note"
+    (h, r, a, f, fa, h2, f2, h3, x, step, w, pcie, swap, g, w2, pcie2, off, train, switch,
+     s1, s2, pcie3, switch_s) = six.groups()
+    assert h == h2 == h3 and f == f2 and w == w2 and switch == s1 == s2
+    assert _same(6 + float(r) + float(a), h) and _same(2 + float(fa), f)
+    assert _same((float(h) + 2 * float(f)) / float(h), x)
+    assert _same(2 * float(w) / float(pcie), swap)
+    assert _same((float(g) + float(w)) / float(pcie2), off)
+    assert _same(float(x) * float(step) + float(swap) + float(off), train)
+    assert _same(float(g) + float(w), switch)  # the same weights and gradients
+    assert _same(2 * float(switch) / float(pcie3), switch_s)
+    # the sync: the model's bytes over the port, as the step adds it
+    sync = re.search(rf"the whole bf16 model, {n} TB, to every rollout GPU over its NDR port "
+                     rf"at the bus bandwidth , {n} GB/s \(EP02\): {n} s", text)
+    assert sync, "step 6's sync"
+    assert _same(float(sync[1]) * 1e3 / float(sync[2]), sync[3])
+    assert f"+ {sync[3]} =" in text
+    # step 4: R1's heaviest training GPU
+    four = re.search(
+        rf"{n}B ÷ (\d+) = {n}B, and the rest ÷ TP \d+ \(norms and routers whole\), {n}B: "
+        rf"{n}B parameters\. Its bf16 weights are {n}B × 2 B = {n} GB, its fp32 gradients × 4 "
+        rf"B = {n} GB, and with {n} MB of activations and logits .*? it needs {n} GB\..*?"
+        rf"(\d+) B × \({n}B ÷ (\d+) \+ {n}B ÷ (\d+)\) = {n} GB a GPU", text)
+    assert four, "step 4's note"
+    (stage, ep, e, d, held, held2, wb, gb, act, need, per, e2, es, d2, ds, host) = four.groups()
+    assert e == e2 and d == d2 and held == held2
+    assert _same(float(stage) / int(ep), e) and _same(float(e) + float(d), held)
+    assert _same(2 * float(held), wb) and _same(4 * float(held), gb)
+    assert _same(float(wb) + float(gb) + float(act) / 1e3, need)
+    assert _same(int(per) * (float(e) / int(es) + float(d) / int(ds)), host)
