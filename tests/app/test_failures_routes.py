@@ -200,7 +200,8 @@ def test_more_gpus_or_faster_saves_times_the_doubled_step_on_ep08s_engine(client
     at DP 256 the 8 micro-batches, fewer than the 16 stages, leave 53% of the step idle (as
     EP05's own pipeline lab has it), and the step gains 1.06x."""
     from app.labkit import DRILLS, check_drill
-    from app.routers.failures import LLAMA3_CHUNKS, LLAMA3_LAYOUT, SLOW_SYNC, STEP_S
+    from app.routers.failures_drills import SLOW_SYNC
+    from app.routers.failures_state import LLAMA3_CHUNKS, LLAMA3_LAYOUT, STEP_S
 
     assert LLAMA3_LAYOUT["schedule"] == "interleaved-1f1b"
     timed = {}
@@ -548,7 +549,7 @@ def test_round10_the_more_or_faster_decide_is_the_charts_own_figure_at_a_state_n
              for href in re.findall(r'<a class="try[^"]*" href="([^"]+)"', page)]
     drawn = [job(p) for p in drawn + [VIEW.good.query, VIEW.bad.query, {}]]
     decide = next(d for d in VIEW.drills if d.id == "failures-decide-more-or-faster")
-    from app.routers.failures import SLOW_SYNC
+    from app.routers.failures_drills import SLOW_SYNC
 
     # Twice the GPUs: the lab times 32,768 GPUs' step on EP08's engine itself.
     states = {"gpus": {**SLOW_SYNC, "gpus": 32_768},
@@ -1257,7 +1258,7 @@ def test_round20_step_5s_derive_leaves_step_6s_answer_to_step_6(client):
     page before it is answered)."""
     from app.labkit import DRILLS
     from app.labkit.drills import check_drill
-    from app.routers.failures import goodput_drill_exact, goodput_drill_first
+    from app.routers.failures_drills import goodput_drill_exact, goodput_drill_first
 
     _view, drill = DRILLS["failures-goodput"]
     right = check_drill(drill, f"{goodput_drill_first():.1f}", attempt=1,
