@@ -72,7 +72,7 @@ def valid_plotly(figure: dict) -> dict:
     """``figure``, checked against plotly's schema (``go.Figure`` raises on an invalid
     property) and left as it was: plotly takes each trace's "type" out of the dict it is given
     and puts it back last (``BaseDataValidator.validate_coerce``), and a lab's figure may be one
-    a cached run keeps for later answers (EP12's panels, ``app/routers/playground.py``
+    a cached run keeps for later answers (EP12's panels, ``app/routers/playground_keys.py``
     ``figures``). Validated in place, every page drawn after it in the same process wrote each
     trace's "type" last, where a fresh render process writes it first, and
     tests/app/test_render_pool.py's pool test failed under pytest-xdist when

@@ -663,7 +663,8 @@ def test_each_steps_state_waits_for_its_guess_and_no_other_state_does(client):
     a new tab, printed its step's answer; step 2's DP32 drew EP03's ZeRO-3 bar at D = 32, step
     4's answer. The panels a step asks about wait for its guess at its state, keyed by its
     prediction's beat id; at the opening state EP05's panel waits for nothing."""
-    from app.routers.playground import ASKED, facts, run, waits
+    from app.routers.playground import facts, run, waits
+    from app.routers.playground_keys import ASKED
 
     for key, (fact, labs) in ASKED.items():
         held = waits(facts()[fact]["result"])
@@ -865,7 +866,8 @@ def test_round_16_findings_3_and_4_the_tp_panel_shows_the_wait_and_one_efficienc
     wait, step 5's answer at its state (held for its guess) and 1.09 ms in the node; the
     panel's one efficiency is the chart's, and the note says which each quoted one is."""
     from app.charts.units import fmt_ms
-    from app.routers.playground import HEADLINES, facts
+    from app.routers.playground import facts
+    from app.routers.playground_keys import HEADLINES
 
     assert [unit for _, _, unit in HEADLINES["tp"]] == ["ms", "bytes"]
     f = facts()
@@ -1052,7 +1054,9 @@ def test_a_panels_headlines_read_off_part_of_its_answer_are_its_answers_figures(
     is dearer than the fields read); issue 36's last stop review made that a table,
     ``HEADLINE_ANSWERS``, where ``_headlines`` tested the lab's name. Each part gives every
     headline the figure the lab's own JSON answer gives, and the page prints it."""
-    from app.routers.playground import ALL, FORMAT, HEADLINE_ANSWERS, HEADLINES, run
+    from app.routers.playground import run
+    from app.routers.playground_keys import FORMAT, HEADLINE_ANSWERS, HEADLINES
+    from app.routers.playground_lesson import ALL
 
     state = run(PlaygroundQuery(**ALL))
     panels = {p.lab: p for p in state.panels}
