@@ -188,7 +188,7 @@ STILL_LONG = {
     "app/charts/context_parallel.py", "app/charts/moe.py", "app/charts/tensor_parallel.py",
     "app/lesson_drills/recipe.py", "app/routers/context_parallel.py",
     "app/routers/data_parallel.py", "app/routers/memory.py",
-    "app/routers/precision.py", "app/routers/tensor_parallel.py",
+    "app/routers/precision.py",
     "labs/parallel/layer_time.py",
 }
 
