@@ -1,8 +1,8 @@
 """EP04 Tensor parallelism: the split of every matrix, its cost against TP degree and link,
-and the memory it saves (the EP01 ledger). Its controls, run and answers are
-``tensor_parallel_state.py``, its figures and what of them waits for which guess
-app/charts/tensor_parallel.py; here the lesson's states (``facts``), the page context, cases,
-drills and view."""
+and the memory it saves (the EP01 ledger). Its controls, run, answers and figures are
+``tensor_parallel_state.py``, its charts app/charts/tensor_parallel_efficiency.py and
+tensor_parallel_cost.py, what of them waits for which guess app/charts/tensor_parallel.py;
+here the lesson's states (``facts``), the page context, cases, drills and view."""
 
 from functools import cache, lru_cache
 
@@ -13,7 +13,6 @@ from app.charts.tensor_parallel import (
     SLOW_LINK,
     STEP_4,
     drill_key,
-    figures,
     held_keys,
     row_keys,
     step_keys,
@@ -29,6 +28,7 @@ from app.options import SEQ_LENGTHS, gpu_options, with_value
 from app.routers.tensor_parallel_state import (
     TPQuery,
     dense_model_options,
+    figures,
     link_options,
     run,
     to_api,

@@ -1,13 +1,16 @@
 """EP04's controls and answers: ``TPQuery`` and the option lists its controls offer (dense
 models, the links a TP group can talk over), the topology a query names, ``run`` through
-labs.tensor_parallel and ``to_api``, the JSON of GET /api/tp; ``tensor_parallel.py`` holds
-the lesson, its page and its view."""
+labs.tensor_parallel and ``to_api``, the JSON of GET /api/tp, and ``figures``, its charts
+(app/charts/tensor_parallel_efficiency.py and tensor_parallel_cost.py); ``tensor_parallel.py``
+holds the lesson, its page and its view."""
 
 from functools import cache
 from typing import Literal
 
 from pydantic import Field
 
+from app.charts.tensor_parallel_cost import cost_figure, crossover_figure, memory_figure
+from app.charts.tensor_parallel_efficiency import efficiency_figure
 from app.cluster_controls import LinkFollowsGpu
 from app.model_controls import ModelChoice, ModelGpuControls, model_field
 from app.options import link_choices
@@ -172,6 +175,11 @@ def _crossover(result: TPResult) -> dict:
             "crossover_degree": round(crossover_degree(c), 2) if c.crossover else None,
             "ratio": c.ratio,
             "points": [[t, x, round(cs, 9), round(cm, 9)] for t, x, cs, cm in c.points]}
+
+
+def figures(result) -> dict:
+    return {"efficiency": efficiency_figure(result), "cost": cost_figure(result),
+            "memory": memory_figure(result), "crossover": crossover_figure(result)}
 
 
 @cache

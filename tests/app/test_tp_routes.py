@@ -123,7 +123,7 @@ def test_a_degree_off_the_powers_of_two_is_drawn_and_marked(client):
     """GPT-3's 96 heads split by TP = 3 or 6 (the API takes them): the page drew its sweeps over
     the powers of two alone and looked for the chosen bar there (ValueError, a 500, found by
     the pairwise explorer: model=gpt-3-175b x tp=3). The sweeps now carry the chosen degree."""
-    from app.charts.tensor_parallel import cost_figure, memory_figure
+    from app.charts.tensor_parallel_cost import cost_figure, memory_figure
     from app.labkit.parsing import parse
     from app.routers.tensor_parallel import VIEW
 
@@ -432,7 +432,7 @@ def test_crossover_chart_masks_its_answer_and_reads_in_ms():
     """Round-4 cold reading of EP04 step 6, items 4 and 8: the crossover label and the state's
     ratio carry the masked text lab.js shows until the step is guessed (the answer itself only
     in the real text), and the log y-axis labels its ticks in ms, not '2 · 5 · 0.01'."""
-    from app.charts.tensor_parallel import crossover_figure
+    from app.charts.tensor_parallel_cost import crossover_figure
     from labs.hardware.gpus import get_gpu
     from labs.model.presets import get_model
     from labs.tensor_parallel.inputs import Topology, TPInput
@@ -956,7 +956,7 @@ def test_round_16_sp_draws_the_slower_links_on_the_efficiency_chart_before_step_
     import json
     import re as re_lib
 
-    from app.charts.tensor_parallel import SHORT_NAMES
+    from app.charts.tensor_parallel_efficiency import SHORT_NAMES
     from tests.app.test_answers_hidden import masked
 
     off = client.get("/api/tp", params={"tp": 8}).json()
@@ -1167,7 +1167,7 @@ def test_round_18_the_efficiency_chart_draws_pcie_only_where_the_gpus_talk_over_
     line is drawn for them. The RTX 4090, a PCIe 4.0 card, is drawn on PCIe 4.0 alone, the
     line the engine's (/api/tp with that link alone)."""
 
-    from app.charts.tensor_parallel import SHORT_NAMES
+    from app.charts.tensor_parallel_efficiency import SHORT_NAMES
 
     body = client.get("/api/tp", params={"tp": 8, "gpu": gpu, "intra_link": intra}).json()
     drawn = [k for k in body["links"] if k.startswith("pcie")]
