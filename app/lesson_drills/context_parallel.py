@@ -89,12 +89,14 @@ def crossover_inputs() -> dict[str, tuple[str, str]]:
 
 def _crossover_solution() -> str:
     """The worked L* for the 8B, from the lab's own rate and B at that state (step 8's, as
-    step 8 prints them)."""
+    step 8 prints them), and why ι is 1: the engine's imbalance of a zigzag split (fixD #1:
+    the sum printed "(1 × 47.39 GB/s)" and never said what the 1 was)."""
     found = lab_value("cp", CROSSOVER_8B, lambda a: a)
     x = found["crossover"]
     rate, busbw = crossover_inputs()["ib"]
     return (f"{{answer}} tokens a rank: 2 × {found['kv_heads']}/{found['heads']} × "
-            f"{rate} TFLOP/s ÷ ({x['imbalance']:g} × {busbw} GB/s). Twice the 70B's "
+            f"{rate} TFLOP/s ÷ ({x['imbalance']:g} × {busbw} GB/s), ι = {x['imbalance']:g}: "
+            "zigzag's ranks are even (step 3). Twice the 70B's "
             f"{_crossover(CROSSOVER_70B):,.0f}: the 8B moves the same K and V for half the "
             "query heads' attention, so each rank needs twice the tokens to hide its sends.")
 

@@ -931,8 +931,8 @@ def test_round_21_step_8s_printed_inputs_give_its_printed_crossovers(client):
     step = _cp_step(client.get("/episodes/context-parallel").text, 8)
     sums = re.findall(r"L\* = 2 × (\d+)/(\d+) × ([\d.,]+) TFLOP/s ÷ ([\d.,]+) GB/s = "
                       r"([\d,]+)", step)
-    sums += re.findall(r"Here 2 × (\d+)/(\d+) × ([\d.,]+) TFLOP/s ÷ ([\d.,]+) GB/s = "
-                       r"([\d,]+)", step)
+    sums += re.findall(r"step 3\): 2 × (\d+)/(\d+) × ([\d.,]+) TFLOP/s ÷ \(1 × ([\d.,]+) "
+                       r"GB/s\) = ([\d,]+)", step)  # fixD #1: ι = 1 said, and in the sum
     assert len(sums) == 2, sums
     found = {}
     for (kv, heads, rate, busbw, said), c in zip(sums, (16, 8), strict=True):
@@ -1121,3 +1121,24 @@ def test_round_24_step_7_exposes_each_sends_excess_over_its_round(client):
         "status"] == "right"
     totals = check_drill(drill, f"{per_round * 7 / 8:.0f}", attempt=1, hide_answers=True)
     assert (totals["status"], totals["mistake"]) == ("hint", "totals")
+
+
+def test_fixD_step_8_and_the_8b_drill_say_iota_is_one_where_the_sum_is_worked(client):
+    """fixD #1: step 8 wrote L* = 2 × (h_kv/a) × rate ÷ (ι × B), then worked "2 × 8/64 ×
+    549.26 TFLOP/s ÷ 47.39 GB/s" without saying ι = 1, and the 8B drill's solution printed
+    "(1 × 47.39 GB/s)" with no word on the 1. Both now say ι = 1 where the sum is worked, the
+    engine's imbalance of the zigzag split (step 3), and put it in the sum."""
+    from app.labkit.drills import check_drill
+    from app.lesson_drills.context_parallel import DRILLS, crossover_inputs
+    from app.routers.context_parallel import facts
+
+    x = facts()["ring_ib"]["api"]["crossover"]
+    assert x["imbalance"] == 1.0  # zigzag: every rank even
+    rate, busbw = crossover_inputs()["ib"]
+    step = _cp_step(client.get("/episodes/context-parallel").text, 8)
+    assert (f"ι = 1 (zigzag's ranks are even, step 3): 2 × 8/64 × {rate} TFLOP/s ÷ "
+            f"(1 × {busbw} GB/s) = {x['crossover']:,.0f} tokens a rank") in step
+    drill = next(d for d in DRILLS if d.id == "cp-predict-crossover-8b")
+    right = check_drill(drill, f"{drill.answer():.0f}", attempt=1, hide_answers=True)
+    assert (f"÷ (1 × {busbw} GB/s), ι = 1: zigzag's ranks are even (step 3)."
+            in right["message"])
