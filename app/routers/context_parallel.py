@@ -31,7 +31,7 @@ from app.model_controls import (
 )
 from app.options import gpu_options, link_choices, with_value
 from app.routers.memory import own_layer
-from app.routers.plan import PlanQuery
+from app.routers.plan import PlanQuery, plan_links
 from app.routers.plan import run as plan_run
 from app.routers.recipe import planner_query
 from app.routers.recipe_state import RecipeQuery
@@ -238,16 +238,22 @@ def planner_on_short_sequences() -> dict:
     from app.routers.recipe_lesson import marks
 
     query = PlanQuery(**planner_query(RecipeQuery()))
-    plans = plan_run(query).plans
-    best, no_cp = plans[0], next(r for r in plans if r.plan.cp == 1)
-    row = {"label": lambda r: degrees(r.plan), "tokens_per_s": lambda r: r.tokens_per_s,
-           "microbatches": lambda r: r.plan.microbatches, "cp": lambda r: r.plan.cp,
-           "tp": lambda r: r.plan.tp, "settings": lambda r: settings(r.plan)}
+    found = plan_run(query)
+    plans, links = found.plans, plan_links(query, found)
+    first = next(i for i, r in enumerate(plans) if r.plan.cp == 1)
+    best, no_cp = plans[0], plans[first]
+
+    def row(r, link: str) -> dict:
+        # fixD #2: ``link``, the plan's own page (the planner's link: EP08's bench with its
+        # controls set), which prints the step and the tokens/s the limit quotes.
+        return {"label": degrees(r.plan), "tokens_per_s": r.tokens_per_s, "step_s": r.step_s,
+                "link": link, "microbatches": r.plan.microbatches, "cp": r.plan.cp,
+                "tp": r.plan.tp, "settings": settings(r.plan)}
+
     return {"model": query.model_spec().name, "gpus": query.gpus, "gpu": get_gpu(query.gpu).name,
             "seq_len": query.seq_len, "global_batch": query.global_batch,
             "gpus_per_node": query.gpus_per_node,
-            "best": {k: f(best) for k, f in row.items()},
-            "no_cp": {k: f(no_cp) for k, f in row.items()},
+            "best": row(best, links[0]), "no_cp": row(no_cp, links[first]),
             "lead": best.tokens_per_s / no_cp.tokens_per_s - 1, "errs": marks()["errs"]}
 
 

@@ -982,6 +982,7 @@ def test_round_21_step_7s_limit_is_ep08s_planner_on_short_sequences(client):
     CP 2 plan first (its CP ring inside a node, on NVLink): it keeps all the sequences as one
     pipeline's micro-batches where DP 2 halves them. The limit now says when DP wins and
     quotes the planner's two plans, from its own search."""
+    from app.charts.units import fmt_count
     from app.routers.plan import PlanQuery
     from app.routers.plan import run as plan_run
     from app.routers.recipe import planner_query
@@ -1001,14 +1002,15 @@ def test_round_21_step_7s_limit_is_ep08s_planner_on_short_sequences(client):
     assert "short ones over a slow network are cheaper to split by data parallelism" in limit
     # Round 23 (Q #5) put each plan's settings before its micro-batches: the degrees, then
     # the settings, then the figures, each in its own plan's parentheses.
-    limit = limit.replace(" ,", ",")
+    limit = limit.replace(" ,", ",").replace(" )", ")")  # fixD #2: the figures are links
     assert (f"EP08's planner ranks TP {best.tp}, PP {best.pp}, CP {best.cp}, DP {best.dp} "
             f"(") in limit
-    assert (f"{best.microbatches} micro-batches, "
-            f"{plans[0].tokens_per_s:,.0f} tokens/s) above its best plan without CP, "
+    # fixD #2: each plan's step and tokens/s as its own page (linked) prints them.
+    assert (f"{best.microbatches} micro-batches: a {plans[0].step_s * 1e3:,.0f} ms step, "
+            f"{fmt_count(plans[0].tokens_per_s)} tokens/s) above its best plan without CP, "
             f"TP {no_cp.plan.tp}, PP {no_cp.plan.pp}, CP 1, DP {no_cp.plan.dp} (") in limit
-    assert (f"{no_cp.plan.microbatches} micro-batches, "
-            f"{no_cp.tokens_per_s:,.0f})") in limit
+    assert (f"{no_cp.plan.microbatches} micro-batches: {no_cp.step_s * 1e3:,.0f} ms, "
+            f"{fmt_count(no_cp.tokens_per_s)})") in limit
     # Round 24 (A #6): the lead is a tie because real runs miss the two plans' ideals by
     # different amounts, not because of an error both plans share.
     assert "treat the two as a tie" in limit and "cannot tell the two apart" not in limit
@@ -1021,7 +1023,7 @@ def test_round_22_step_7s_limit_calls_the_planners_lead_a_tie_and_says_ep08_once
     Megatron-LM's published runs spreads from 2.4% to 13.1% fast (EP08 step 10, the same
     figures). The limit now says so, from the planner's two plans and EP08's errs; and steps 7
     and 8 both ended "EP08 puts CP beside TP, PP and DP in one plan": step 8's only now."""
-    from app.charts.units import fmt_pct
+    from app.charts.units import fmt_count, fmt_pct
     from app.routers.context_parallel import planner_on_short_sequences
     from app.routers.recipe_lesson import marks
 
@@ -1032,9 +1034,12 @@ def test_round_22_step_7s_limit_calls_the_planners_lead_a_tie_and_says_ep08_once
     page = client.get("/episodes/context-parallel").text
     tipless = re.sub(r'<span class="term-tip".*?</span></span>', "", page, flags=re.S)
     text = " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", tipless)).split())
+    text = text.replace(" )", ")")  # fixD #2: each plan's figures are a link
     # Round 24 (A #6): a bias both plans share would not blur the ranking; the ideals each
     # plan's sends and bubble are timed at, which real runs miss by different amounts, do.
-    assert (f"{short['no_cp']['tokens_per_s']:,.0f}), a {fmt_pct(lead)} lead. That is small: "
+    steps = " ÷ ".join(f"{short[k]['step_s'] * 1e3:,.0f}" for k in ("no_cp", "best"))
+    assert (f"{fmt_count(short['no_cp']['tokens_per_s'])}), a {fmt_pct(lead)} lead ({steps} "
+            "ms). That is small: "
             "the lab times both plans' sends and bubble as ideals, which real runs miss by "
             f"different amounts (the lab is fast by {fmt_pct(errs['min_ratio'] - 1)} to "
             f"{fmt_pct(errs['max_ratio'] - 1)} on Megatron-LM's published runs, EP08 step 10), "
@@ -1142,3 +1147,51 @@ def test_fixD_step_8_and_the_8b_drill_say_iota_is_one_where_the_sum_is_worked(cl
     right = check_drill(drill, f"{drill.answer():.0f}", attempt=1, hide_answers=True)
     assert (f"÷ (1 × {busbw} GB/s), ι = 1: zigzag's ranks are even (step 3)."
             in right["message"])
+
+
+def _limit_links(client) -> tuple[str, list[str]]:
+    page = client.get("/episodes/context-parallel").text
+    step = page[page.index('id="step-7"'):page.index('id="step-8"')]
+    limit = step[step.index('class="limit"'):]
+    limit = limit[:limit.index("</p>")]  # its tips are spans: the limit's own paragraph
+    tipless = re.sub(r'<span class="term-tip".*?</span></span>', "", limit, flags=re.S)
+    links = [html_lib.unescape(h) for h in re.findall(r'<a href="([^"]+)">', tipless)]
+    text = " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", tipless)).split())
+    return text.replace(" ,", ",").replace(" )", ")"), links
+
+
+def test_fixD_step_7s_limit_links_each_plan_to_a_page_that_prints_its_figures(client):
+    """fixD #2: step 7's limit quoted 11,737 and 11,497 tokens/s for EP08's planner's two
+    plans, and no link opened either plan, nor did any page print either figure. Each plan
+    now links to its own page (the planner's link: EP08's bench with its controls), the limit
+    quotes the step and the tokens/s as that page prints them, and the 2.1% lead is worked
+    from the two printed steps. Follow each link, find each figure."""
+    from app.charts.units import fmt_count, fmt_pct
+    from app.routers.context_parallel import planner_on_short_sequences
+
+    short = planner_on_short_sequences()
+    text, links = _limit_links(client)
+    assert links == [short["best"]["link"], short["no_cp"]["link"]]
+    printed = {}
+    for key, link in zip(("best", "no_cp"), links, strict=True):
+        plan = short[key]
+        params = dict(re.findall(r"[?&](\w+)=([^&]+)", link))
+        assert f"TP {params['tp']}, PP {params['pp']}, CP {params['cp']}, DP {params['dp']}" \
+            == plan["label"]
+        page = client.get(link)
+        assert page.status_code == 200
+        step = re.search(r'data-testid="step">([^<]*)</dd>', page.text)[1]
+        rate = re.search(r"<dt>Tokens per second</dt><dd>([^<]*)</dd>", page.text)[1]
+        assert step == f"{plan['step_s'] * 1e3:,.0f} ms"
+        assert rate == fmt_count(plan["tokens_per_s"])
+        printed[key] = (step.removesuffix(" ms"), rate)
+    (best_ms, best_rate), (no_ms, no_rate) = printed["best"], printed["no_cp"]
+    assert f"micro-batches: a {best_ms} ms step, {best_rate} tokens/s) above its best plan" \
+        in text
+    assert f"micro-batches: {no_ms} ms, {no_rate}), a " in text
+    lead = fmt_pct(short["lead"])
+    assert f"a {lead} lead ({no_ms} ÷ {best_ms} ms)" in text
+    worked = float(no_ms.replace(",", "")) / float(best_ms.replace(",", "")) - 1
+    assert fmt_pct(worked) == lead  # the printed steps give the printed lead
+    for old in ("11,737", "11,497"):
+        assert old not in text
