@@ -7,7 +7,8 @@ from app.charts.units import worked_digits
 from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import mb
-from labs.context_parallel.lab import mask_layout
+from labs.context_parallel.lab import head_dims, mask_layout
+from labs.model.presets import get_model
 
 CROSSOVER_70B = {"model": "llama-3.1-70b", "seq_len": 131072, "cp": 8, "tokens": 64,
                  "layout": "zigzag", "link": "ib-ndr"}
@@ -87,6 +88,53 @@ def crossover_inputs() -> dict[str, tuple[str, str]]:
     }
 
 
+LAYOUT_DECIDE = {"model": "llama-3.1-8b", "seq_len": 131072, "tokens": 64, "link": "nvl72",
+                 "gpu": "b200"}
+
+
+def _ulysses_bytes(api: dict) -> dict:
+    """What a Ulysses rank's all-to-alls carry a token of its shard, from the state's model:
+    Q and the output for every query head, K and V for every KV head, each KV head sent to
+    c/h_kv ranks once c passes h_kv (``cp_cost``'s copies), and their sum."""
+    d_qk, d_v = head_dims(get_model(api["model"]))
+    kv_heads, cp = api["kv_heads"], api["cp"]
+    copies = max(kv_heads, cp) // kv_heads
+    q, o = api["heads"] * d_qk * 2, api["heads"] * d_v * 2
+    kv = api["kv_bytes_per_token"]
+    return {"q": q, "o": o, "kv": kv, "copies": copies, "total": q + copies * kv + o}
+
+
+def _shard_sum(api: dict) -> str:
+    """The sum a Ulysses option's feedback prints, "8,192 + 4,096 + 8,192 = 20,480"."""
+    u = _ulysses_bytes(api)
+    kv = f"{u['copies']} × {u['kv']:,.0f}" if u["copies"] > 1 else f"{u['kv']:,.0f}"
+    return f"{u['q']:,} + {kv} + {u['o']:,} = {u['total']:,.0f}"
+
+
+def _layout_solution() -> str:
+    """cp-decide-layout's worked solution: each plan's bytes a token of the sequence, from the
+    engine's states (the ring's K and V, a Ulysses shard's sum ÷ c), and step 6's 70B beside
+    it, where the ring sends less at CP 8."""
+    state = {key: lab_value("cp", {**LAYOUT_DECIDE, "cp": cp, "layout": layout},
+                            lambda a: a)
+             for key, cp, layout in (("ring", 8, "zigzag"), ("u8", 8, "ulysses"),
+                                     ("u16", 16, "ulysses"))}
+    big = lab_value("cp", {**LAYOUT_DECIDE, "model": "llama-3.1-70b", "cp": 8,
+                           "layout": "ulysses"}, lambda a: a)
+    ring = state["ring"]["kv_bytes_per_token"]
+
+    def per(api: dict) -> str:
+        total = _ulysses_bytes(api)["total"]
+        return f"{total:,.0f} B ÷ {api['cp']} = {total / api['cp']:,.0f} B"
+
+    return ("{best}. Bytes per GPU: ring over CP 8 {ring}, Ulysses over CP 8 {ulysses}, "
+            "over CP 16 {ulysses16}. Per token of the sequence Ulysses sends its shard's "
+            f"bytes ÷ c: {per(state['u8'])} at CP 8, {per(state['u16'])} at CP 16, where "
+            f"the ring sends K + V, {ring:,.0f} B, at any c. Step 6's Llama 3.1 70B has the "
+            f"same 8 KV heads but {big['heads']} query heads: {per(big)}, above "
+            f"{ring:,.0f} B, and there the ring sends less at CP 8.")
+
+
 def _crossover_solution() -> str:
     """The worked L* for the 8B, from the lab's own rate and B at that state (step 8's, as
     step 8 prints them), and why ι is 1: the engine's imbalance of a zigzag split (fixD #1:
@@ -136,36 +184,38 @@ DRILLS: tuple[Drill | Decide, ...] = (
     # A model no link of step 6 draws (round-6 cold reading of EP06, item 2: GPT-3's chart, a
     # link above, showed Ulysses far below the ring), whose answer needs the bytes worked out:
     # Llama 3.1 8B keeps Llama 3.1 70B's 8 KV heads but has half its query heads, so here
-    # Ulysses sends less, where step 6's 70B sends less by the ring.
+    # Ulysses sends less, where step 6's 70B sends less by the ring. fixD #3: the all-gather
+    # sent the ring's bytes to the byte (step 6 says so), and the ring over CP 4 beat the
+    # ring over CP 8 by its (c − 1)/c alone: two options lost by inspection. Ulysses over CP 16
+    # takes their place, past the 8 KV heads, where K and V are copied: does it still fall?
+    # On one NVL72 rack (EP04), whose NVLink reaches all 16 GPUs, so every plan is one fabric.
     decide(
         "cp-decide-layout",
         "Llama 3.1 8B: 32 query heads and 8 KV heads of 128, so a token carries 4,096 B of K "
-        "and V and 8,192 B each of Q and the attention output. One 131,072-token sequence "
-        "over CP = 8 on NVLink 4: which plan sends the fewest bytes per GPU per layer?",
+        "and V and 8,192 B each of Q and the attention output. One 131,072-token sequence on "
+        "the B200s of an NVL72 rack, whose NVLink joins all 72 GPUs: which plan sends the "
+        "fewest bytes per GPU per layer?",
         "cp", "comm_bytes_per_gpu",
-        tuple((key, label, {"model": "llama-3.1-8b", "seq_len": 131072, "cp": cp,
-                            "tokens": 64, "layout": layout, "link": "nvlink-4"}, why)
+        tuple((key, label, {**LAYOUT_DECIDE, "cp": cp, "layout": layout}, why)
               for key, label, layout, cp, why in (
-            ("ring", "Zigzag ring: pass K/V blocks c − 1 times", "zigzag", 8,
-             "The ring passes each rank the other 7 blocks of 16,384 tokens' K and V: "
-             "7/8 × 131,072 × 4,096 B = {value}. That grows with the whole sequence, "
-             "whatever c is."),
-            ("allgather", "All-gather the whole sequence's K/V", "allgather", 8,
-             "Gathering at once moves the same keys and values as the ring, 7/8 of 131,072 "
-             "tokens × 4,096 B: {value}; it only gives up hiding each block under the "
-             "attention it feeds."),
-            ("ulysses", "Ulysses: all-to-all by heads", "ulysses", 8,
-             "Each rank sends 7/8 of its own 16,384 tokens' Q, K, V and output, 8,192 + "
-             "4,096 + 8,192 = 20,480 B a token: {value}. A 1/8 shard of 20,480 B is "
-             "2,560 B a token, below the ring's 4,096 B, so the head shards send the least."),
-            ("ring4", "Zigzag ring over CP = 4 instead: fewer blocks to pass", "zigzag", 4,
-             "3/4 × 131,072 × 4,096 B = {value}: fewer ranks shave only the (c − 1)/c, and the "
-             "ring still sends most of the whole sequence's K/V."))),
+            ("ring", "Zigzag ring over CP 8: pass K/V blocks c − 1 times", "zigzag", 8,
+             lambda a: (f"The ring passes each rank the other {a['cp'] - 1} blocks of "
+                        f"{a['seq_len'] // a['cp']:,} tokens' K and V: {a['cp'] - 1}/{a['cp']} "
+                        f"× {a['seq_len']:,} × {a['kv_bytes_per_token']:,.0f} B = {{value}}. "
+                        "That is most of the whole sequence's K/V, whatever c is.")),
+            ("ulysses", "Ulysses over CP 8: all-to-all by heads", "ulysses", 8,
+             lambda a: (f"Each rank sends {a['cp'] - 1}/{a['cp']} of its own "
+                        f"{a['seq_len'] // a['cp']:,} tokens' Q, K, V and output, "
+                        f"{_shard_sum(a)} B a token: {{value}}, below the ring's K/V. But a "
+                        "1/c shard keeps shrinking as c grows; past the KV heads only K and V "
+                        "stop shrinking.")),
+            ("ulysses16", "Ulysses over CP 16: 2 query heads a rank", "ulysses", 16,
+             lambda a: (f"Past the {a['kv_heads']} KV heads each goes to "
+                        f"{_ulysses_bytes(a)['copies']} ranks, so K and V go twice: "
+                        f"{_shard_sum(a)} B a token × {a['cp'] - 1}/{a['cp']} × "
+                        f"{a['seq_len'] // a['cp']:,} tokens = {{value}}. The copies slow "
+                        "the fall, but Q and the output keep shrinking.")))),
         best="min", fmt=mb,
-        solution="{best}. Bytes per GPU: ring {ring}, all-gather {allgather}, Ulysses "
-                 "{ulysses}, ring over CP 4 {ring4}. Per token of the sequence, Ulysses sends "
-                 "(Q + K + V + O) ÷ c, 20,480 B ÷ 8 = 2,560 B, where the ring sends K + V, "
-                 "4,096 B. Step 6's Llama 3.1 70B has the same 8 KV heads but 64 query heads: "
-                 "36,864 B ÷ 8 = 4,608 B, above 4,096 B, and there the ring sends less.",
-        reveals=("head shards send the least",)),
+        solution=lambda found: _layout_solution(),
+        reveals=("Q and the output keep shrinking",)),
 )

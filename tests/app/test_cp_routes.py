@@ -368,12 +368,16 @@ def test_round_6_the_layout_decide_is_a_model_no_link_draws_and_needs_the_bytes(
     assert big["ulysses"]["comm_bytes_per_gpu"] == 7 * 16384 * 36864 // 8
     assert big["ulysses"]["comm_bytes_per_gpu"] > big["zigzag"]["comm_bytes_per_gpu"]
     judged = {o.key: o for o in drill.judge()}
-    assert len(judged) == 4 and [k for k, o in judged.items() if o.right] == ["ulysses"]
-    assert "294 MB" in judged["ulysses"].why and "403 MB" in judged["ring4"].why
+    # fixD #3: the all-gather (the ring's bytes) and the ring over CP 4 gave way to Ulysses
+    # over CP 16, which is right (test_fixD_the_layout_decide_has_no_tie_and_no_option_lost_
+    # by_inspection); Ulysses over CP 8 still beats the ring at CP 8.
+    assert len(judged) == 3 and [k for k, o in judged.items() if o.right] == ["ulysses16"]
+    assert "294 MB" in judged["ulysses"].why and "470 MB" in judged["ring"].why
     from app.labkit.drills import check_drill
-    for key in ("ring", "allgather", "ring4"):  # a wrong try: its own reason, not the winner
+    for key in ("ring", "ulysses"):  # a wrong try: its own reason, not the winner
         message = check_drill(drill, key, attempt=1, hide_answers=True)["message"]
-        assert message == "Not that one. " + judged[key].why and "Ulysses" not in message
+        assert message == "Not that one. " + judged[key].why and "189 MB" not in message
+    assert "Ulysses" not in judged["ring"].why
     raw = client.get("/episodes/context-parallel").text
     step6 = raw[raw.index('id="step-6"'):raw.index('id="step-7"')]
     assert "llama-3.1-8b" not in step6 and "drill-cp-decide-layout" in step6
@@ -1195,3 +1199,54 @@ def test_fixD_step_7s_limit_links_each_plan_to_a_page_that_prints_its_figures(cl
     assert fmt_pct(worked) == lead  # the printed steps give the printed lead
     for old in ("11,737", "11,497"):
         assert old not in text
+
+
+def test_fixD_the_layout_decide_has_no_tie_and_no_option_lost_by_inspection(client):
+    """fixD #3: cp-decide-layout offered the zigzag ring and the all-gather, which send the
+    same bytes, (c − 1)/c of the K/V (470 MB at CP 8, as step 6's note says before the drill),
+    and the ring over CP 4, which beat the ring over CP 8 by its (c − 1)/c alone. Its options
+    now differ: the ring over CP 8, Ulysses over CP 8 and Ulysses over CP 16, past the 8 KV
+    heads, where K and V are copied; no two share a bytes formula that ranks them unworked.
+    Each option's why works its figure from the engine's state, and its sum gives it."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills.context_parallel import DRILLS, LAYOUT_DECIDE
+
+    drill = next(d for d in DRILLS if d.id == "cp-decide-layout")
+    judged = {o.key: o for o in drill.judge()}
+    states = {"ring": ("zigzag", 8), "ulysses": ("ulysses", 8), "ulysses16": ("ulysses", 16)}
+    assert set(judged) == set(states)
+    api_of = {k: lab_value("cp", {**LAYOUT_DECIDE, "layout": lay, "cp": c}, lambda a: a)
+              for k, (lay, c) in states.items()}
+    sent = {k: a["comm_bytes_per_gpu"] for k, a in api_of.items()}
+    assert len({round(v) for v in sent.values()}) == len(sent)  # no tie
+    rings = [k for k, (lay, _) in states.items() if lay in ("zigzag", "contiguous", "allgather")]
+    assert len(rings) == 1  # (c − 1)/c of the K/V ranks any two of these unworked
+    assert sent["ulysses16"] < sent["ulysses"] < sent["ring"]
+    assert [k for k, o in judged.items() if o.right] == ["ulysses16"]
+    assert api_of["ulysses16"]["cp"] > api_of["ulysses16"]["kv_heads"]  # K and V copied
+    for key, option in judged.items():
+        assert option.figure == f"{sent[key] / 1e6:,.0f} MB" and option.figure in option.why
+    ring = api_of["ring"]
+    worked = re.search(r"(\d+)/(\d+) × ([\d,]+) × ([\d,]+) B = ", judged["ring"].why)
+    assert worked and (int(worked[1]), int(worked[2])) == (ring["cp"] - 1, ring["cp"])
+    assert int(worked[1]) / int(worked[2]) * _printed_number(worked[3]) * \
+        _printed_number(worked[4]) == sent["ring"]
+    for key in ("ulysses", "ulysses16"):
+        a = api_of[key]
+        parts = re.search(r"([\d,]+) \+ (?:(\d+) × )?([\d,]+) \+ ([\d,]+) = ([\d,]+) B a token",
+                          judged[key].why)
+        assert parts, judged[key].why
+        copies = int(parts[2] or 1)
+        total = _printed_number(parts[5])
+        assert total == _printed_number(parts[1]) + copies * _printed_number(parts[3]) + \
+            _printed_number(parts[4])
+        assert copies == max(a["kv_heads"], a["cp"]) // a["kv_heads"]
+        assert _printed_number(parts[3]) == a["kv_bytes_per_token"]
+        assert (a["cp"] - 1) / a["cp"] * a["seq_len"] / a["cp"] * total == \
+            pytest.approx(sent[key], rel=1e-12)
+    # The question's figures are the engine's, and its answer is on no screen before.
+    q = re.sub(r"\s+", " ", drill.question)
+    assert f"{ring['kv_bytes_per_token']:,.0f} B of K and V" in q and "NVL72" in q
+    page = client.get("/episodes/context-parallel").text
+    assert judged["ulysses16"].figure not in page
+    assert "Q and the output keep shrinking" not in page
