@@ -81,5 +81,6 @@ TREE_CORRECTION = {
 # (NVIDIA/nccl master, src/graph/topo.h: SKL_QPI_BW 10.0, SRP_QPI_BW 22.0 for Sapphire Rapids,
 # the DGX H100's host, AMD_ZEN34_BW 24.0). Not used in any time: an 8-card PCIe server puts
 # four cards under each socket, so its ring crosses this link, and EP02 step 1 says by it which
-# way the lab's PCIe busBW (one fabric for all 8) errs (round-22 cold reading P, finding 11).
+# way the lab's PCIe busBW (one fabric for all 8) errs (round-22 cold reading P, finding 11), on
+# a Zen 3 host: PCIe 4.0, so the card runs at Gen4 as timed (Sapphire Rapids is PCIe 5.0).
 SOCKET_LINK = {"skylake": 10.0e9, "sapphire-rapids": 22.0e9, "zen3-4": 24.0e9}

@@ -83,11 +83,11 @@ def test_ep02_crossover_note_multiplies_out_to_its_t_star(client, query):
 
 def test_ep02_step_1_says_which_way_the_one_fabric_pcie_busbw_errs(client):
     one = _step(client.get("/episodes/data-parallel").text, 1)
-    srp = SOCKET_LINK["sapphire-rapids"] / 1e9
-    assert (f"NCCL's own topology model prices at {srp:g} GB/s on a Sapphire Rapids host"
+    zen = SOCKET_LINK["zen3-4"] / 1e9  # fix E: a PCIe 4.0 host, not Sapphire Rapids (Gen5)
+    assert (f"(src/graph/topo.h) prices that link at {zen:g} GB/s on an AMD Zen 3 host"
             in one), one
     # "by up to" read the wrong way: round 23's test_round23_coldP pins the bound per host.
-    assert f"errs fast, by at least 26.24 ÷ {srp:g} = {26.24 / srp:.2f}×" in one
+    assert f"errs fast, by at least 26.24 ÷ {zen:g} = {26.24 / zen:.2f}×" in one
 
 
 def test_ep03_step_9_note_says_the_dotted_line_is_stages_0_to_2s(client):
