@@ -66,6 +66,12 @@ FORMATS: dict[str, Stored] = {f.name: f for f in (
     # weights carry one float32 weight_scale_inv per 128x128 block (README_WEIGHTS.md).
     Stored("fp8-1x128", 8, block=128, scale_bits=32,
            source="DeepSeek-V3 sec 3.3.2: E4M3, one FP32 scale per 1x128 activation tile"),
+    # DeepSeek-V3 sec 3.3.3 ("Low-Precision Activation"): the inputs of the Linear after the
+    # attention operator are cached in "a customized E5M6 data format", scaled per 1x128 tile
+    # like the other activations. No recipe saves every input in it: EP01 step 6's note bounds
+    # the one input it keeps (labs.model.activations.out_proj_input_bytes_per_layer).
+    Stored("e5m6-1x128", 12, block=128, scale_bits=32,
+           source="DeepSeek-V3 sec 3.3.3: E5M6 for the output projection's input, 1x128 tiles"),
     Stored("fp8-128x128", 8, block=128 * 128, scale_bits=32,
            source="DeepSeek-V3 sec 3.3.2: E4M3, one FP32 scale per 128x128 weight block"),
     # OCP Microscaling Formats (MX) v1.0 sec 5: a block of k = 32 elements shares one 8-bit

@@ -124,6 +124,18 @@ def gemm_input_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int 
     return 4 * s * b * h / rest + 2 * s * b * h / tp + mlp + routed
 
 
+def out_proj_input_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int = 1,
+                                   tp: int = 1, cp: int = 1, recompute: str = "selective",
+                                   **kw: object) -> float:
+    """The bf16 bytes, within ``gemm_input_bytes_per_layer``'s, of the output projection's
+    saved input (the attention's output, h wide, inside the TP split): 2·s·b·h/t in either
+    activation model; 0 where no matmul input is saved. DeepSeek-V3 keeps this one input finer
+    than FP8 (sec 3.3.3: a custom E5M6), which EP01 step 6's note bounds."""
+    if not gemm_input_bytes_per_layer(model, seq_len, micro_batch, tp, cp, recompute, **kw):
+        return 0.0
+    return 2 * seq_len / cp * micro_batch * model.hidden / tp
+
+
 def _bf16_bytes_per_layer(model: ModelSpec, seq_len: int, micro_batch: int, tp: int, cp: int,
                           recompute: str, *, sp: bool | None, activation_model: str,
                           moe_layer: bool, ep: int, etp: int) -> float:

@@ -380,7 +380,7 @@ def test_step_3_asks_the_16k_figure_and_step_6_lists_the_fp8_bytes(client):
     step6 = _text(html.split('id="step-6"')[1])
     assert ("671B × 15 B = 10.1 TB: 2 B bf16 weights + 1 B FP8 weights, 128×128 blocks + 4 B "
             "fp32 gradients + 4 B fp32 master") in step6
-    assert "bf16 copy of the weights beside the FP8 one is our assumption" in step6
+    assert "bf16 copy of the weights beside the FP8 one, which is our assumption" in step6
 
 
 def test_the_decide_drills_labels_use_no_term_the_page_leaves_undefined(client):
