@@ -39,6 +39,7 @@ from labs.core.limits import (
 )
 from labs.hardware.gpus import get_gpu
 from labs.model.presets import get_model
+from labs.precision.speed import TP8_ZERO1
 from labs.rl.recipes import recipes
 
 router = APIRouter()
@@ -188,8 +189,9 @@ STEPS: dict[str, tuple[str, str, Any]] = {  # line -> (episode slug, step id, it
     "state_fp8-blockwise": ("low-precision", "step-5", lambda q: {**_model_gpu(q),
                                                                 "recipe": "fp8-blockwise"}),
     "state_mxfp8": ("low-precision", "step-6", lambda q: {**_model_gpu(q), "recipe": "mxfp8"}),
-    "fp8_speedup": ("low-precision", "step-8", lambda q: {
-        **_model_gpu(q), "recipe": "fp8-delayed", "dp": 1, "zero": 0, "seq_len": q.seq_len,
+    # Fix E, finding 3: EP10's 70B layout, whose g, r, c and e step 9's why works.
+    "fp8_speedup": ("low-precision", "step-9", lambda q: {
+        **_model_gpu(q), "recipe": "fp8-delayed", **TP8_ZERO1, "seq_len": q.seq_len,
         "micro_batch": q.micro_batch}),
     "lora_params": ("low-precision", "step-10", lambda q: {"model": q.model, "rank": 16,
                                                           "modules": "qv"}),

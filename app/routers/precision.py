@@ -46,6 +46,7 @@ from labs.model.presets import get_model
 from labs.precision.finetune import linear_params, trainable_params
 from labs.precision.inputs import FT_RECIPES, MODULE_SETS
 from labs.precision.reported import REPORTED
+from labs.precision.speed import TP8_ZERO1, amdahl_terms
 from labs.recipe.lab import evaluate
 from labs.recipe.runs import BY_ID, check
 
@@ -54,7 +55,7 @@ router = APIRouter()
 
 # The lesson's states (facts below): torchtitan's Llama 3 8B run, a 70B Megatron-style layout.
 TITAN = {"model": "llama-3.1-8b", "dp": 8, "zero": 3, "seq_len": 8192}
-MEGATRON_70B = {"model": "llama-3.1-70b", "tp": 8, "dp": 8, "zero": 1, "seq_len": 4096}
+MEGATRON_70B = {"model": "llama-3.1-70b", **TP8_ZERO1, "seq_len": 4096}
 # torchao's 1.5x on 128 GPUs: one micro-batch per step keeps the global batch at 1M tokens.
 FSDP_70B = {"model": "llama-3.1-70b", "dp": 128, "zero": 3, "seq_len": 8192, "microbatches": 1}
 QLORA_65B = {"model": LLAMA_65B, "rank": 64, "modules": "all", "seq_len": 512,
@@ -185,6 +186,9 @@ def extra_context(state) -> dict:
         # torchtitan's 8B run on its own layout, as /validation checks it (step 8).
         "titan_check": titan_check(),
         "titan_fp8": titan_fp8(),
+        # Steps 8 and 9 work speed-up = 1 / ((1 − g) + g/r + c + e) from these terms, the
+        # function the cheat sheet's FP8 line prints them from (fix E, finding 3).
+        "amdahl": lambda fact: amdahl_terms(fact["result"].speed),
         "reported": REPORTED,
         "model_options": model_choices(model_options(), query.model_value),
         "model_value": query.model_value,

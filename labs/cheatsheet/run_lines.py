@@ -30,7 +30,7 @@ from labs.model.flops import (
 from labs.precision.finetune import finetunes, linears, trainable_params
 from labs.precision.inputs import MODULE_SETS, PrecisionInput
 from labs.precision.lab import compute_precision
-from labs.precision.speed import speed
+from labs.precision.speed import TP8_ZERO1, amdahl_terms, speed
 from labs.recipe.inputs import SEGMENT_LABELS, Plan
 from labs.recipe.lab import evaluate
 from labs.rl.inputs import RLPlacementInput
@@ -266,21 +266,30 @@ def _fp8_rate_words(gpu) -> str:
 
 
 def fp8_speedup(inp):
-    """TransformerEngine's FP8 recipe against BF16 for the example on one GPU
-    (labs.precision.speed: EP08's op-level step model run in both)."""
-    s = speed(_one_gpu(inp, recipe="fp8-delayed"))
+    """TransformerEngine's FP8 recipe against BF16 for the example's model and GPU on EP10's
+    70B layout (``TP8_ZERO1``: TP 8 in a node, ZeRO-1 over DP 8), the state EP10 step 9's why
+    works by step 8's formula (fix E, finding 3: the line timed the example on one GPU, a plan
+    that cannot hold a 70B's state, and linked to a why that works the 8B). Its terms are
+    ``amdahl_terms``, the function that why's figures come from."""
+    inp_fp8 = PrecisionInput(inp.model, inp.gpu, seq_len=inp.seq_len,
+                             micro_batch=inp.micro_batch, recipe="fp8-delayed", **TP8_ZERO1)
+    ledger = compute_precision(inp_fp8).ledger
+    if ledger.total_bytes > inp.gpu.memory_bytes:
+        raise LabInputError("model", f"{inp.model.name} does not fit EP10's TP {TP8_ZERO1['tp']}"
+                                     f" × ZeRO-1 DP {TP8_ZERO1['dp']} layout on the "
+                                     f"{inp.gpu.name}: {ledger.total_bytes / 1e9:,.1f} GB a GPU.")
+    s = speed(inp_fp8)
     if not s.timed or not s.fp8_path:
         raise LabInputError("gpu", s.reason or "no FP8 path")
-    lin, added = s.part("linear"), s.part("casts").fp8_s + s.part("scaling").fp8_s
-    share = lin.bf16_s / s.bf16_step_s
-    sync = s.part("zero")
-    return ((Term("g", share, "fraction", "linear GEMMs' share of the BF16 step"),
-             Term("r", lin.bf16_s / lin.fp8_s, "", _fp8_rate_words(inp.gpu)),
-             Term("c", added / s.bf16_step_s, "fraction", "casts and scaling, of the step"),
-             Term("e", (sync.fp8_s - sync.bf16_s) / s.bf16_step_s, "fraction",
-                  "gradient sync the shorter backward stops hiding (one GPU here, no DP: 0; "
-                  "EP10 step 9 shows a state where it is not)")),
-            Term("speed-up", s.speedup, "", "BF16 step / FP8 step"))
+    t = amdahl_terms(s)
+    return ((Term("g", t["g"], "fraction", "linear GEMMs' share of the BF16 step"),
+             Term("r", t["r"], "", _fp8_rate_words(inp.gpu)),
+             Term("c", t["c"], "fraction", "casts and scaling, of the step"),
+             Term("e", t["e"], "fraction",
+                  f"TP collectives and gradient sync the shorter backward no longer hides "
+                  f"(TP {TP8_ZERO1['tp']}, ZeRO-1 over DP {TP8_ZERO1['dp']}, "
+                  f"{s.microbatches} micro-batches: EP10 step 9)")),
+            Term("speed-up", t["speedup"], "", "BF16 step / FP8 step"))
 
 
 def offload_host(inp):

@@ -230,3 +230,22 @@ def speed(inp: PrecisionInput) -> SpeedResult:
                        mfu_f, base.tokens_per_step, base.gpus, tuple(notes),
                        (dp[0].bytes_per_step, dp[1].bytes_per_step), base.plan.microbatches,
                        base.plan.global_batch)
+
+
+# EP10's 70B layout (steps 2, 8 and 9, and the cheat sheet's FP8 line): TP 8 inside a node,
+# ZeRO-1 over 8 nodes' data parallelism.
+TP8_ZERO1 = {"tp": 8, "dp": 8, "zero": 1}
+
+
+def amdahl_terms(s: SpeedResult) -> dict[str, float]:
+    """The terms of speed-up = 1 / ((1 − g) + g/r + c + e) that EP10 steps 8 and 9 work and the
+    cheat sheet's FP8 line prints, from one timed step (fix E, finding 3: the sheet's e left
+    out the TP collectives step 9's counts): g the linear GEMMs' share of the BF16 step, r
+    their gain, c the casts and scaling FP8 adds, e the exposed gradient sync and TP, CP, EP
+    and pipeline traffic the shorter backward no longer hides, each over the BF16 step."""
+    lin = s.part("linear")
+    grown = sum(s.part(n).fp8_s - s.part(n).bf16_s for n in ("zero", "comms"))
+    return {"g": s.linear_share, "r": lin.bf16_s / lin.fp8_s,
+            "c": (s.part("casts").fp8_s + s.part("scaling").fp8_s) / s.bf16_step_s,
+            "e": grown / s.bf16_step_s, "speedup": s.speedup}
+

@@ -49,3 +49,36 @@ def test_ep01_step_6_names_deepseeks_e5m6_output_projection_input_and_bounds_it(
             "E5M6 (§3.3.3), 1.5 + 4/128 = 1.53 B") in note, note
     assert (f"B: {fa['coefficient']:.1f} + 2× (1.53 − 1.03) ÷ 2 = {by_hand:.1f} bytes, "
             f"{fmt_bytes(by_hand * shape)}: the lab errs low") in note, note
+
+
+def test_cheat_sheets_fp8_line_works_ep10_step_9s_70b_state_and_links_to_it(client):
+    """3. The cheat sheet's FP8 line timed the 70B on one GPU (a plan that cannot hold its
+    state: e = 0, 1.52×) and linked to EP10 step 8, whose why works the 8B. It now times EP10's
+    70B layout (TP 8, ZeRO-1 over DP 8) with the function EP10's why uses, and links to step 9
+    at that state, whose why prints the same g, c, e and speed-up."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    from app.routers.cheatsheet import PATH
+    from app.routers.precision import facts
+    from labs.precision.speed import amdahl_terms
+
+    line = next(ln for ln in client.get("/api/cheatsheet").json()["lines"]
+                if ln["key"] == "fp8_speedup")
+    t = {x["symbol"]: x["value"] for x in line["terms"]}
+    te70 = facts()["te70"]
+    want = amdahl_terms(te70["result"].speed)
+    assert {k: t[k] for k in "grce"} == {k: want[k] for k in "grce"}
+    assert line["result"]["value"] == want["speedup"] and t["e"] > 0
+    url = urlsplit(line["link"])
+    assert url.fragment == "step-9"
+    query = dict(parse_qsl(url.query))
+    assert {k: query[k] for k in te70["params"]} == {k: str(v) for k, v in te70["params"].items()}
+    # The linked step's why prints the same terms and speed-up.
+    html = client.get(f"{url.path}?{url.query}").text
+    nine = " ".join(visible_text(_step(html, 9)).split())
+    assert (f"1 / ({1 - t['g']:.3f} + {t['g'] / t['r']:.3f} + {t['c']:.3f} + {t['e']:.3f}) = "
+            f"{want['speedup']:.2f}×") in nine, nine
+    # The cheat sheet's page prints the line's terms at the figures its API gives.
+    sheet = " ".join(visible_text(client.get(PATH).text).split())
+    assert f"{want['speedup']:.2f}" in sheet
+    assert "one GPU here, no DP" not in sheet

@@ -183,7 +183,7 @@ def test_ep11_lines_are_the_precision_labs_own_figures(model):
     from labs.precision.finetune import linear_params, trainable_params
     from labs.precision.inputs import MODULE_SETS, PrecisionInput
     from labs.precision.lab import compute_precision
-    from labs.precision.speed import amdahl, speed
+    from labs.precision.speed import TP8_ZERO1, amdahl, amdahl_terms, speed
 
     spec = get_model(model)
     lines = sheet(model, seq_len=4096)
@@ -213,11 +213,18 @@ def test_ep11_lines_are_the_precision_labs_own_figures(model):
         assert lines["offload"].result is None and exc.message in lines["offload"].note
     else:
         assert value(lines, "offload") == off.offload.hidden_share
-    # What FP8 buys in time: Amdahl's formula over the parts gives the step model's speed-up.
-    fast = speed(PrecisionInput(spec, H100, **one, recipe="fp8-delayed"))
+    # What FP8 buys in time: Amdahl's formula over the parts gives the step model's speed-up,
+    # on EP10's 70B layout (fix E, finding 3: it was one GPU, which holds no 70B's state).
+    try:
+        fast = speed(PrecisionInput(spec, H100, seq_len=4096, recipe="fp8-delayed",
+                                    **TP8_ZERO1))
+    except LabInputError as exc:  # TP 8 does not divide the heads: the line says so
+        assert lines["fp8_speedup"].result is None and exc.message in lines["fp8_speedup"].note
+        return
     assert value(lines, "fp8_speedup") == fast.speedup
     t = {term.symbol: term.value for term in lines["fp8_speedup"].terms}
-    assert t["e"] == 0  # one GPU: no gradient sync left exposed
+    assert t == {k: v for k, v in amdahl_terms(fast).items() if k != "speedup"}
+    assert t["e"] > 0  # TP and the gradient sync: some of it no longer hidden
     assert amdahl(t["g"], t["r"], t["c"] + t["e"]) == pytest.approx(fast.speedup, rel=1e-9)
 
 
