@@ -94,6 +94,10 @@ def facts() -> dict:
         "seed": (seed := state(**SEED)),
         # Step 8 quotes the lines of the seed plan's exports that say its degrees and batch.
         "seed_exports": export_lines(seed["result"].exports),
+        # Step 8's limit: the seed's ZeRO-1, which FSDP2 cannot say, as its export notes it.
+        "seed_fsdp_zero_note": next(n.split(" (", 1)[0]
+                                    for n in seed["result"].exports["fsdp"].notes
+                                    if n.startswith("FSDP2 has no ZeRO-1")),
         "dp64": state(**{**SEED, "tp": 1, "pp": 1, "dp": 64}),
         "tp16": state(**{**SEED, "tp": 16, "pp": 4, "dp": 1}),
         # The same TP16 with InfiniBand NDR (twice HDR) between the nodes: most of TP16's loss
@@ -144,9 +148,13 @@ EXPORT_KEYS = {
     "megatron": ("--tensor-model-parallel-size", "--pipeline-model-parallel-size",
                  "--micro-batch-size", "--global-batch-size"),
     "deepspeed": ('"train_batch_size"', '"train_micro_batch_size_per_gpu"',
-                  '"gradient_accumulation_steps"', '"stage"', '"autotp_size"', '"stages"'),
+                  '"gradient_accumulation_steps"', '"stage"', '"autotp_size"'),
     "fsdp": ("ZERO_STAGE", "MICRO_BATCH", "MICROBATCHES", "GLOBAL_BATCH",
              "mesh = init_device_mesh")}
+
+
+ELISION = "…"  # a quoted JSON's left-out lines
+PIPELINE_NOTE = "The pipeline degree is the model's"  # labs.recipe.export.deepspeed's note
 
 
 def export_lines(exports: dict) -> dict[str, list[str]]:
@@ -172,11 +180,34 @@ def export_lines(exports: dict) -> dict[str, list[str]]:
                         chosen.add(up)
         return [lines[n] for n in sorted(chosen)]
 
+    def closed(lines: list[str], kept: list[int]) -> list[str]:
+        """A JSON quote whole in its braces (fix E, finding 4: "zero_optimization": { and
+        "tensor_parallel": { opened and never closed): the root's braces and each kept
+        parent's closing line, with an indented ELISION where lines are left out."""
+        chosen = set(kept) | {0, len(lines) - 1}
+        for n in kept:
+            if lines[n].rstrip().endswith("{"):
+                depth = indent(lines[n])
+                chosen.add(next(k for k in range(n + 1, len(lines))
+                                if indent(lines[k]) == depth and lines[k].strip()[0] == "}"))
+        out, last = [], None
+        for n in sorted(chosen):
+            if last is not None and n > last + 1:
+                out.append(" " * max(indent(lines[k]) for k in (n - 1, n)) + ELISION)
+            out.append(lines[n])
+            last = n
+        return out
+
     found = {}
     for fmt in EXPORT_KEYS:
         lines = exports[fmt].text.splitlines()
-        found[fmt] = with_parents(lines, [n for n, line in enumerate(lines)
-                                          if keep(fmt, n, line)])
+        quoted = with_parents(lines, [n for n, line in enumerate(lines) if keep(fmt, n, line)])
+        if fmt == "deepspeed":
+            quoted = closed(lines, [lines.index(q) for q in quoted])
+        found[fmt] = quoted
+    # DeepSpeed's pipeline degree is the model's PipelineModule, which its notes write out.
+    found["deepspeed_pipeline"] = [note.split(": ", 1)[1] for note in exports["deepspeed"].notes
+                                   if note.startswith(PIPELINE_NOTE)]
     return found
 
 

@@ -13,8 +13,10 @@ PyTorch FSDP2/DeviceMesh snippet. Each says the same degrees, batch sizes and Ze
   (``labs.schedules.catalogue``).
 - DeepSpeed (deepspeed.ai/docs/config-json): the ZeRO stage is one value,
   zero_optimization.stage; train_batch_size = micro-batch x gradient_accumulation_steps x
-  DP; the pipeline engine's stages sit under "pipeline", AutoTP's degree under
-  "tensor_parallel.autotp_size".
+  DP; AutoTP's degree sits under "tensor_parallel.autotp_size". The pipeline engine takes its
+  degree from the model, PipelineModule(layers=..., num_stages=PP)
+  (deepspeed/runtime/pipe/module.py), which the export's notes write out; its "pipeline"
+  section repeats the partition and checkpoint interval.
 - Recomputation: each mode's record (``labs.core.recomputation``) holds its arguments; the
   layer-granular one's Megatron count is the block method's --recompute-num-layers, the first
   N layers of each model chunk (megatron/core/transformer/transformer_block.py,
@@ -155,6 +157,16 @@ def _megatron_recompute(plan: Plan, model: ModelSpec, notes: list[str]) -> list:
     return args
 
 
+def deepspeed_pipeline_module(plan: Plan) -> str:
+    """How DeepSpeed's pipeline engine is told the plan's stages: the model wrapped as a
+    PipelineModule (deepspeed/runtime/pipe/module.py), whose num_stages sets the degree and
+    whose partition_method and activation_checkpoint_interval the config's "pipeline"
+    section repeats."""
+    interval = RECOMPUTATION[plan.recompute].deepspeed_interval
+    return (f'model = PipelineModule(layers=..., num_stages={plan.pp}, '
+            f'partition_method="uniform", activation_checkpoint_interval={interval})')
+
+
 def deepspeed(plan: Plan, model: ModelSpec) -> Export:
     notes = []
     config: dict = {
@@ -165,7 +177,9 @@ def deepspeed(plan: Plan, model: ModelSpec) -> Export:
         "zero_optimization": {"stage": plan.zero, "overlap_comm": True,
                               "contiguous_gradients": True},
         "tensor_parallel": {"autotp_size": plan.tp},
-        "pipeline": {"stages": plan.pp, "partition": "uniform",
+        # No "stages": the engine takes the degree from the model's PipelineModule (the
+        # notes write it out); this section repeats the module's partition and interval.
+        "pipeline": {"partition": "uniform",
                      "activation_checkpoint_interval":
                          RECOMPUTATION[plan.recompute].deepspeed_interval},
         "gradient_clipping": 1.0,
@@ -174,6 +188,12 @@ def deepspeed(plan: Plan, model: ModelSpec) -> Export:
         config["zero_optimization"]["stage3_prefetch_bucket_size"] = model.hidden * model.hidden
     if RECOMPUTATION[plan.recompute].deepspeed_note:
         notes.append(RECOMPUTATION[plan.recompute].deepspeed_note)
+    if plan.pp > 1:
+        # Fix E, finding 4: the pipeline engine's degree is the model's, not the config's
+        # (deepspeed/runtime/pipe/module.py: PipelineModule(layers, num_stages=...); the
+        # engine reads its stages from the module's topology).
+        notes.append(f"The pipeline degree is the model's, not this config's: "
+                     f"{deepspeed_pipeline_module(plan)}")
     if plan.pp > 1 and plan.zero > 1:
         notes.append("DeepSpeed's pipeline engine accepts ZeRO stage 0 or 1 only; "
                      f"stage {plan.zero} needs PP = 1")

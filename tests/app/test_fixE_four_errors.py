@@ -82,3 +82,36 @@ def test_cheat_sheets_fp8_line_works_ep10_step_9s_70b_state_and_links_to_it(clie
     sheet = " ".join(visible_text(client.get(PATH).text).split())
     assert f"{want['speedup']:.2f}" in sheet
     assert "one GPU here, no DP" not in sheet
+
+
+def test_ep08_step_8_quotes_deepspeeds_pipeline_module_closed_config_and_fsdp2s_zero_1(client):
+    """4. EP08 step 8 quoted DeepSpeed's pipeline degree as a config key, "pipeline":
+    {"stages": 4, which its pipeline engine does not read (the model's PipelineModule(layers,
+    num_stages=...) sets it: deepspeed/runtime/pipe/module.py); its quote opened
+    "zero_optimization": { and "tensor_parallel": { and never closed them; and the FSDP2
+    quote's ZERO_STAGE = 1 went unremarked in the limit."""
+    import html as html_lib
+    import json
+    import re
+
+    from tests.app.test_recipe_routes import _step
+
+    step = _step(client.get("/episodes/recipe-3d").text, 8)
+    quote = step.split('data-testid="exports-quoted"')[1].split("</div>")[0]
+    blocks = [html_lib.unescape(b) for b in re.findall(r"<pre><code>(.*?)</code></pre>",
+                                                       quote, re.S)]
+    config = blocks[1]
+    assert config.count("{") == config.count("}") and config.startswith("{")
+    assert config.rstrip().endswith("}")
+    # With its elisions taken out (and the commas they leave fixed) it is JSON.
+    trimmed = re.sub(r",(\s*[}\]])", r"\1", "\n".join(
+        ln for ln in config.splitlines() if ln.strip() != "…"))
+    parsed = json.loads(trimmed)
+    assert parsed["zero_optimization"] == {"stage": 1}
+    assert parsed["tensor_parallel"] == {"autotp_size": 8}
+    assert '"stages"' not in config
+    assert blocks[2].startswith("model = PipelineModule(layers=..., num_stages=4,")
+    text = " ".join(visible_text(step).split())
+    assert "which the engine takes from the model, not the config" in text
+    assert "FSDP2 has no ZeRO-1: the nearest is ZeRO-2" in text.split("Limit.")[1]
+    assert "ZERO_STAGE = 1" in blocks[3]
