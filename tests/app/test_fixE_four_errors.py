@@ -45,7 +45,7 @@ def test_ep01_step_6_names_deepseeks_e5m6_output_projection_input_and_bounds_it(
     assert fa["finer_bytes"] == pytest.approx(by_hand * shape)
     assert fmt_bytes(fa["finer_bytes"]) == "49.6 GB" and fmt_bytes(acts) == "48.7 GB"
     note = " ".join(visible_text(_step(client.get("/episodes/memory").text, 6)).split())
-    assert ("DeepSeek-V3 keeps the output projection's finer, in "
+    assert ("DeepSeek-V3 keeps the output projection's input finer, in "
             "E5M6 (§3.3.3), 1.5 + 4/128 = 1.53 B") in note, note
     assert (f"B: {fa['coefficient']:.1f} + 2× (1.53 − 1.03) ÷ 2 = {by_hand:.1f} bytes, "
             f"{fmt_bytes(by_hand * shape)}: the lab errs low") in note, note
