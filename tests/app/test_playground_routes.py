@@ -222,9 +222,10 @@ def test_every_cheat_line_links_to_a_real_step_at_a_good_state(client):
 
 # What the heading of the step a line links to must name (round-5 cold reading, cheat sheet
 # items 1-3: EP10 gained a step and three lines kept pointing one step early; 8·N·D pointed
-# at EP08 step 1, where HFU is not taught).
+# at EP08 step 1, where HFU is not taught). The FP8 line times EP10's 70B layout, whose g, r,
+# c and e step 9's why works by step 8's formula (fix E, finding 3: step 8's why works the 8B).
 TAUGHT_IN = {"lora_params": "LoRA:", "qlora_base": "QLoRA", "offload": "offload",
-             "fp8_speedup": "What FP8 buys", "flops_8nd": "HFU", "hfu": "HFU",
+             "fp8_speedup": "One micro-batch per step", "flops_8nd": "HFU", "hfu": "HFU",
              "state_mxfp8": "MXFP8", "young": "How often to save"}
 
 
