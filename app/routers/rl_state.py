@@ -1,7 +1,7 @@
 """EP09's state: the placement lab's controls (``RLQuery``: a recipe preset and overrides),
 the state they describe run through labs.rl (``rl_input``, ``run``), and its answers
-(``to_api``, the figures). ``app.routers.rl`` serves them, with the lesson's states, page
-context, cases, drills and the recipe presets' list."""
+(``to_api``, the figures). ``app.routers.rl`` serves them, with the page context, cases,
+drills and the recipe presets' list; the lesson's states are ``app.routers.rl_lesson``'s."""
 
 from typing import Literal
 

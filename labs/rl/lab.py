@@ -30,16 +30,18 @@ from labs.parallel.layout import ParallelLayout, problems
 from labs.rl.cluster import engine_checks, gpu_roles, layout_checks
 from labs.rl.inputs import Check, Phase, Pool, RLPlacementInput, RLPlacementResult
 from labs.rl.serving import (
-    PREFILL_MFU,
     EngineMemory,
     attention_groups,
-    busiest_experts,
-    decode_weight_bytes,
     engine_memory,
-    experts_per_gpu,
     fp8_serving_weight_bytes,
     per_engine,
     serving_weight_parts,
+)
+from labs.rl.serving_time import (
+    PREFILL_MFU,
+    busiest_experts,
+    decode_weight_bytes,
+    experts_per_gpu,
     touched_expert_share,
 )
 from labs.rl.timeline import pd_parts, phases, rollout_parts, step_times
@@ -134,7 +136,7 @@ def _rollout_parts(inp: RLPlacementInput) -> dict:
 
 
 def _busiest(inp: RLPlacementInput, batch: int) -> dict:
-    """A MoE engine's experts per GPU and the busiest GPU's visits (``labs.rl.serving``)."""
+    """A MoE engine's experts per GPU and the busiest GPU's visits (``labs.rl.serving_time``)."""
     if not inp.model.is_moe:
         return {}
     n, g = experts_per_gpu(inp.model, inp.engine_gpus)

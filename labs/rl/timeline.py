@@ -1,6 +1,6 @@
 """One RL step in time (EP09): rollout, training and weight sync, per placement.
 
-- Rollout: ``labs.rl.serving`` (prefill compute-bound, decode bound by HBM reads); with a
+- Rollout: ``labs.rl.serving_time`` (prefill compute-bound, decode bound by HBM reads); with a
   prefill/decode split the two pools work as a pipeline, so the slower one sets the pace
   (DistServe, arXiv:2401.09670), plus moving the prompts' KV cache over the network once, at
   the network's achieved send rate (busBW, as the weight sync below).
@@ -57,14 +57,8 @@ from labs.model.flops import (
 from labs.recipe.inputs import Plan, RecipeResult
 from labs.recipe.lab import evaluate
 from labs.rl.recipes import memory_bandwidth
-from labs.rl.serving import (
-    WEIGHT_BYTES,
-    DecodeParts,
-    decode_parts,
-    kv_bytes_per_token,
-    per_engine,
-    prefill_seconds,
-)
+from labs.rl.serving import WEIGHT_BYTES, kv_bytes_per_token, per_engine
+from labs.rl.serving_time import DecodeParts, decode_parts, prefill_seconds
 from labs.schedules.stages import stage_layer_counts, uneven_split
 
 TRAIN_MFU = 0.35  # estimate, only for layouts EP08's recipe refuses

@@ -626,7 +626,7 @@ def parts(name: str, step_id: str) -> list[str]:
         # EP09 step 3 asks R1's serving GPU's cache over its weights, which it states: the
         # cache, or the rollout phase's total less the weights and workspace, gives it
         # (round-16 cold reading of EP09, finding 3: colocated R1 printed both).
-        from app.routers.rl import facts
+        from app.routers.rl_lesson import facts
 
         r = facts()["r1"]["result"]
         return [fmt_bytes(r.rollout_breakdown["kv_cache"]), fmt_bytes(r.rollout_memory_bytes)]

@@ -7,7 +7,7 @@ import pytest
 
 from app.charts.units import fmt_gb2
 from app.routers.memory import H100_DRIVER_MIB
-from app.routers.rl import busiest, facts
+from app.routers.rl_lesson import busiest, facts
 from tests.app.test_parser import api_messages
 from tests.labs.test_rl import TABLE  # the curriculum's recipe table
 
@@ -265,7 +265,7 @@ def test_round_4_item_4_step_9_moves_the_shape_under_the_recipe(client):
     under GLM-5.3's recipe (the model control: a preset in place of the recipe's): the replica
     count stays, what rests on the shape (memory, heads by TP, the step) moves; the why quotes
     both from /api/placement."""
-    from app.routers.rl import facts
+    from app.routers.rl_lesson import facts
 
     f = facts()
     a, b = f["glm53"]["api"], f["glm53_v3"]["api"]
@@ -634,8 +634,8 @@ def test_round_9_step_3_derives_the_trainers_bill_from_its_heaviest_stage(client
     layers = "/".join(str(n) for n in a["stage_layers"])
     assert f"TP 8, PP 4, CP 4, EP 32 on 128 GPUs. The lab splits the 61 layers {layers}" in three
     # Round 25 (reading F, finding 2): the parameters to the places at which each sum redoes
-    # (app.routers.rl.stage_text; test_round_25_the_training_notes_add_up_as_printed).
-    from app.routers.rl import stage_text
+    # (app.routers.rl_lesson.stage_text; test_round_25_the_training_notes_add_up_as_printed).
+    from app.routers.rl_lesson import stage_text
 
     pr = stage_text(a)
     assert float(pr["experts"][:-1]) == pytest.approx(st["expert_params_per_gpu"] / 1e9,
@@ -740,7 +740,7 @@ def test_round_9_step_3_says_how_slimes_stage_split_moves_the_trainers_bill(clie
     run-deepseek-r1.sh sets --decoder-last-pipeline-num-layers 13, leaving 16 MoE layers on a
     middle stage. Step 3 says which way its trainer's figure errs, and by how much, from the
     same ledger on slime's split."""
-    from app.routers.rl import slime_split
+    from app.routers.rl_lesson import slime_split
 
     a = facts()["r1_sep"]["api"]
     alt = slime_split()
@@ -851,20 +851,20 @@ def test_round_11_step_3s_why_is_a_short_derivation(client):
 
 def test_round_14_step_5_says_its_decode_leaves_out_the_all_to_all(client):
     """Round-14 cold reading of EP09, finding 5: step 5 said the experts' all-to-all holds a
-    decode step together, but the lab times the step by its reads alone (labs/rl/serving.py).
+    decode step together, but the lab times the step by its reads alone (labs/rl/serving_time.py).
     The why's note now says so, prices the left-out exchange from R1's MoE layers and
     DeepEP's measured latencies against the step's reads, and says which way the lab errs."""
     from labs.model.presets import get_model
 
     four = facts()["r1_sep4"]["api"]["rollout_parts"]
     m = get_model("deepseek-r1")
-    from app.routers.rl import serving_terms
+    from app.routers.rl_lesson import serving_terms
 
     t = serving_terms(facts()["glm9"]["result"])  # the rate step 5 quotes
     read_ms = four["decode_weight_bytes"] / (t["hbm_efficiency"] * t["hbm_bandwidth"]) * 1e3
     # Round-18 cold reading B, finding 3: "about 50 µs each" was under DeepEP's table's least
     # (77 µs); the engine's own EP row (EP64: 173 + 314 µs) bounds the error at about 3.4x.
-    from labs.rl.serving import DEEPEP_LOW_LATENCY_US
+    from labs.rl.serving_time import DEEPEP_LOW_LATENCY_US
 
     gpus = facts()["r1_sep4"]["api"]["engine_gpus"]
     dispatch, combine = DEEPEP_LOW_LATENCY_US[gpus]
@@ -1192,8 +1192,8 @@ def test_round_18_the_log_prob_factor_derives_from_the_steps_flops_a_parameter(c
         # printed gives the printed factor (9.39 and 2.38 gave 1.507 against 1.508).
         assert abs((round(h, 3) + 2 * round(f, 3)) / round(h, 3) - p["log_prob"]) < 5e-4
         # Round 25 (reading F, finding 2): the total is the sum of the printed parts
-        # (app.routers.rl.flops_text), each the engine's to within a unit of the last place.
-        from app.routers.rl import flops_text
+        # (app.routers.rl_lesson.flops_text), each the engine's to within a unit of the last place.
+        from app.routers.rl_lesson import flops_text
 
         t = flops_text(p, facts()[name]["result"].input.model, worked=n == 2)
         for key, value in (("total", h), ("forward", f), ("recompute", p["recompute_per_param"]),
@@ -1467,7 +1467,7 @@ def test_round_21_step_5_says_by_how_much_the_all_to_all_errs_and_writes_its_div
     seconds without their divisor, the engine's GPUs × 80% of HBM's 3.35 TB/s. The limit
     (shown before the guess) now gives the all-to-all's rollout, more than the whole rollout
     the lab times; the why (after it) sets it beside the lab's decode step."""
-    from labs.rl.serving import DEEPEP_LOW_LATENCY_US
+    from labs.rl.serving_time import DEEPEP_LOW_LATENCY_US
 
     steps = _steps(client)
     r1 = client.get("/api/placement", params=facts()["r1_sep4"]["params"]).json()
@@ -1486,7 +1486,7 @@ def test_round_21_step_5_says_by_how_much_the_all_to_all_errs_and_writes_its_div
             f"{parts['decode_kv_s']:.2f}) s ÷ {n:,} = {decode_ms:.2f} ms") in why
     glm = client.get("/api/placement", params={"preset": "glm-4-9b"}).json()
     g = glm["rollout_parts"]
-    from app.routers.rl import serving_terms
+    from app.routers.rl_lesson import serving_terms
 
     terms = serving_terms(facts()["glm9"]["result"])
     rate = terms["hbm_efficiency"] * terms["hbm_bandwidth"]
@@ -1534,7 +1534,7 @@ def test_round_22_slimes_kl_loss_runs_the_reference_models_forward(client):
     assert (f"2 × {g['ref_swap_bytes'] / 1e9:.2f} GB ÷ {g['ref_swap_rate'] / 1e9:.0f} GB/s = "
             f"{g['ref_swap_s']:.2f} s: {g['seconds']:.2f} s") in steps[2]
     r = facts()["r1_sep"]["api"]["train_parts"]
-    # round 25: each part to the places at which the sum redoes (rl.train_sum)
+    # round 25: each part to the places at which the sum redoes (rl_lesson.train_sum)
     assert (f"the reference's swap, 2 × {fmt_gb2(r['ref_swap_bytes'])} ÷ "
             f"{r['ref_swap_rate'] / 1e9:.0f} GB/s, {r['ref_swap_s']:.3f} s;") in steps[6]
     assert f"adds {r['offload_s']:.2f} s: {r['seconds']:.2f} s" in steps[6]

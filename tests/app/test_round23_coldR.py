@@ -5,7 +5,7 @@ layout at 5.92 s on 16,384 GPUs, and the lab applies its speed-ups to step 4's 6
 
 from app.routers.failures_state import LLAMA3_REPLICA, STEP_S, llama3_timed, scaled_step
 from app.routers.memory import H100_DRIVER_MIB
-from app.routers.rl import facts as rl_facts
+from app.routers.rl_lesson import facts as rl_facts
 from tests.app.test_round22_prose import _step
 
 

@@ -11,12 +11,8 @@ from labs.model.presets import get_model
 from labs.rl.inputs import RLPlacementInput
 from labs.rl.lab import TRANSITION_OVERHEAD, compute_rl_placement
 from labs.rl.recipes import experiment, get_recipe, memory_bandwidth, recipes
-from labs.rl.serving import (
-    HBM_EFFICIENCY,
-    KV_DTYPE_BYTES,
-    engine_memory,
-    kv_bytes_per_token,
-)
+from labs.rl.serving import KV_DTYPE_BYTES, engine_memory, kv_bytes_per_token
+from labs.rl.serving_time import HBM_EFFICIENCY
 
 # The curriculum's table: training GPUs, TP/PP/CP/EP, GPUs per serving engine.
 TABLE = {
@@ -387,7 +383,7 @@ def test_a_decode_step_waits_for_the_busiest_gpus_experts():
     import random
     from math import comb
 
-    from labs.rl.serving import busiest_experts, busiest_terms, experts_per_gpu
+    from labs.rl.serving_time import busiest_experts, busiest_terms, experts_per_gpu
 
     r1 = get_model("deepseek-r1")
     assert experts_per_gpu(r1, 64) == (4, 64)

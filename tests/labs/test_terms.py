@@ -21,12 +21,12 @@ from labs.model.flops import matmul_params
 from labs.model.presets import get_model
 from labs.rl.inputs import RLPlacementInput
 from labs.rl.lab import compute_rl_placement
-from labs.rl.serving import (
+from labs.rl.serving import kv_bytes_per_token
+from labs.rl.serving_time import (
     DECODE_MFU,
     HBM_EFFICIENCY,
     PREFILL_MFU,
     decode_seconds,
-    kv_bytes_per_token,
     prefill_seconds,
 )
 

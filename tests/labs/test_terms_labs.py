@@ -592,7 +592,7 @@ def test_rl_moe_decode_reads_the_experts_a_batch_touches_by_hand():
     and 1 - 0.75^4 = 68.4% of the experts' (bf16), and the 4 caches (32 layers x 8 KV heads
     x 128 x 2 x 2 B = 131,072 B a token, the mean context 1,024 + 2,048), at 80% of 3.35
     TB/s."""
-    from labs.rl.serving import decode_seconds
+    from labs.rl.serving_time import decode_seconds
 
     mixtral = get_model("mixtral-8x7b")
     experts = 32 * 8 * EXPERT
