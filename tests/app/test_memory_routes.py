@@ -631,13 +631,13 @@ def test_round_12_step_2_states_the_logits_formula_and_the_vocabulary(client):
 
 def test_degree_selects_are_each_states_own(monkeypatch):
     """EP01's degree selects (EP10's too) are kept by every input the partial reads
-    (app/routers/memory.py degree_selects, issue 31): a state asked after another that differs
+    (app/routers/memory_state.py degree_selects, issue 31): a state asked after another that differs
     in one of them, its options, a value, an error slot or out of band, gets the partial as it
     draws whole for that state, and the kept HTML stays within its bound."""
     from collections import OrderedDict
 
     from app import templating
-    from app.routers.memory import degree_selects
+    from app.routers.memory_state import degree_selects
 
     monkeypatch.setattr(templating, "_KEPT", OrderedDict())
     whole = templating.templates.get_template("partials/_memory_degrees.html")

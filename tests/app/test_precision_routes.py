@@ -779,7 +779,7 @@ def test_round_14_step_5_says_whether_it_fits_and_by_how_much(client):
     not. The why says what the lab's fit check finds against its own capacity (the
     datasheet's 80e9 B), by what margin, and what the driver reports (EP01's figure)."""
     from app.charts.units import fmt_bytes
-    from app.routers.memory import H100_DRIVER_MIB
+    from app.routers.memory_lesson import H100_DRIVER_MIB
 
     body = api(client, model="llama-3.1-70b", tp=8, dp=8, zero=1, seq_len=4096,
                recipe="fp8-blockwise")

@@ -6,7 +6,7 @@ from html import unescape
 import pytest
 
 from app.charts.units import fmt_gb2
-from app.routers.memory import H100_DRIVER_MIB
+from app.routers.memory_lesson import H100_DRIVER_MIB
 from app.routers.rl_lesson import busiest, facts
 from tests.app.test_parser import api_messages
 from tests.labs.test_rl import TABLE  # the curriculum's recipe table

@@ -4,7 +4,7 @@ EP11 step 7 (finding 1) credited EP08's engine with the 6.23 s step: the engine 
 layout at 5.92 s on 16,384 GPUs, and the lab applies its speed-ups to step 4's 6N step (6.23 s)."""
 
 from app.routers.failures_state import LLAMA3_REPLICA, STEP_S, llama3_timed, scaled_step
-from app.routers.memory import H100_DRIVER_MIB
+from app.routers.memory_lesson import H100_DRIVER_MIB
 from app.routers.rl_lesson import facts as rl_facts
 from tests.app.test_round22_prose import _step
 
@@ -26,7 +26,7 @@ def test_ep11_step_7_says_the_engine_times_5_92_s_and_the_lab_scales_step_4s(cli
 def test_ep09_step_3_takes_sglangs_fraction_of_what_the_device_reports(client):
     """Finding 2: SGLang's --mem-fraction-static is a share of the memory the device reports
     (model_runner.py), EP10 step 5's 81,559 MiB (85.5 GB), not the datasheet's 80 GB; one
-    source for both pages (app.routers.memory.H100_DRIVER_MIB)."""
+    source for both pages (app.routers.memory_lesson.H100_DRIVER_MIB)."""
     three = _step(client, "/episodes/rl-placement", 3).split("Limit.")[0]
     ten = _step(client, "/episodes/low-precision", 5)
     reported = H100_DRIVER_MIB * 2**20

@@ -132,7 +132,7 @@ def test_without_javascript_a_chart_shows_its_summary(browser, live_server):
     context = browser.new_context(java_script_enabled=False, base_url=live_server)
     page = context.new_page()
     # A state no step asks about: a training bill's summary waits for step 1's guess, and
-    # its label says so (app/routers/memory.py bench_keys).
+    # its label says so (app/routers/memory_keys.py bench_keys).
     page.goto("/episodes/memory?model=llama-3.1-8b&mode=infer")
     summary = page.evaluate(
         "getComputedStyle(document.getElementById('memory-chart'), '::before').content")

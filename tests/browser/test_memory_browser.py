@@ -143,7 +143,7 @@ def test_bad_value_shows_message_and_keeps_the_chart(page):
 def test_drill_rejects_then_accepts(page, live_server):
     open_lesson(page)
     answer_drill(page, "16", "Hint")
-    from app.routers.memory import DRILL_GPUS  # 18 B a parameter, cut over DRILL_GPUS
+    from app.routers.memory_lesson import DRILL_GPUS  # 18 B a parameter, cut over DRILL_GPUS
 
     state = api_json(live_server, "memory", "model=llama-3.1-8b&recipe=adam18")["state_bytes"]
     answer_drill(page, f"{state / DRILL_GPUS / 1e9:.1f}", "Right")
