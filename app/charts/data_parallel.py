@@ -43,7 +43,7 @@ DRILL_STATES = {"drill-dp-allreduce-pcie": PCIE_DRILL, "drill-dp-predict-16-ib":
 # (round-16 cold reading of EP01-EP02, finding 2: the bench's own controls printed step 2's
 # 6.66x, step 4's 93.1%, step 6's 250.64x and step 9's 64.0% before their guesses; steps 5
 # and 7 the same once step 3 was guessed). The lesson's try links are these states
-# (app/routers/data_parallel.py facts), so a step's link and what its guess unmasks are one.
+# (app/routers/data_parallel_lesson.py facts), so a step's link and what its guess unmasks are one.
 STRONG_GPUS, STRONG_BATCH = (16, 128), 256  # step 7: one global batch, 8x the GPUs
 STEP_STATES = {
     "step-2": {"gpus": 8, "link": "nvlink-4", "micro_batch": 1},

@@ -1,7 +1,7 @@
 """EP02's state: the data-parallel lab's controls (``DataParallelQuery`` and its option
 lists), the state they describe run through labs.data_parallel (``run``), and its answers
-(``to_api``, the figures). ``app.routers.data_parallel`` serves them, with the lesson's
-states, page context, cases and drills."""
+(``to_api``, the figures). ``app.routers.data_parallel`` serves them, with the page context,
+cases and drills, and ``app.routers.data_parallel_lesson`` holds the lesson's states."""
 
 from typing import ClassVar, Literal
 
