@@ -1,7 +1,7 @@
 """EP10's state: the precision lab's controls (``PrecisionQuery``), the state they describe
 run through labs.precision (``run``), and its answers (``to_api``, the figures).
-``app.routers.precision`` serves them, with the lesson's states, page context, cases and
-drills."""
+``app.routers.precision`` serves them, with the page context, cases and drills, and
+``app.routers.precision_lesson`` holds the lesson's states."""
 
 from typing import Literal
 

@@ -974,7 +974,7 @@ def test_round_17_the_full_fine_tune_bills_say_their_tokens_and_recipe(client):
     at an unstated sequence and recomputation, and step 11's 784 GB was 12 B a parameter
     with no word of which 12. Both now say so, from the states their links show."""
     from app.charts.units import fmt_bytes
-    from app.routers.precision import QLORA_65B, facts
+    from app.routers.precision_lesson import QLORA_65B, facts
 
     html = client.get(PAGE).text
     ten = _step(html, 10)
