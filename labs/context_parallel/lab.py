@@ -57,6 +57,7 @@ from labs.hardware.links import Link, link_alone
 from labs.hardware.nccl import nccl_time
 from labs.model.activations import activation_bytes_per_layer
 from labs.model.spec import ModelSpec
+from labs.parallel.ring import ring_exposed
 
 BYTES = 2  # bf16 queries, keys, values and outputs
 # The busiest rank's attention runs at the GPU's fastest fused kernel's published forward
@@ -151,18 +152,13 @@ def cp_cost(model: ModelSpec, seq_len: int, cp: int, layout: str, link: Link,
         sent = steps * block
         hop = nccl_time("p2p", block, c, link_alone(gpu, link, c), None)
         comm = steps * hop.seconds if c > 1 else 0.0
-        # Per round (Liu et al. 2023, Ring Attention, sec 3: a block hides its transfer when
-        # its compute outlasts it): round i attends the block in hand while sending it on,
-        # and round i + 1 needs the block that send delivers, so a layer's ring takes
-        # (c − 1)·max(t_send, t_block) + t_block and exposes (c − 1)·max(0, t_send − t_block).
-        # Comparing totals (comm − attention) counted one block's attention too many as
-        # cover. t_block is the busiest rank's mean round, its attention ÷ c: the engine
-        # counts a rank's pairs, not each round's. Zigzag's rounds are equal (each pairs an
-        # early chunk with a late one, ring-flash-attention's zigzag_ring_flash_attn); a
-        # contiguous last rank's own round is half the others, so there the mean is a little
-        # short of its other rounds and the exposure a little high.
-        t_block = attention_s / c
-        exposed = steps * max(0.0, hop.seconds - t_block)
+        # Per round (labs.parallel.ring.ring_exposed). t_block is the busiest rank's mean
+        # round, its attention ÷ c: the engine counts a rank's pairs, not each round's.
+        # Zigzag's rounds are equal (each pairs an early chunk with a late one,
+        # ring-flash-attention's zigzag_ring_flash_attn); a contiguous last rank's own round
+        # is half the others, so there the mean is a little short of its other rounds and
+        # the exposure a little high.
+        exposed = ring_exposed(steps, hop.seconds, attention_s / c)
         collective, held = "ring p2p", 2 * block  # the block in use and the one arriving
     elif layout == "allgather":
         whole_kv = s * kv_token

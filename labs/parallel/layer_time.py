@@ -25,9 +25,8 @@ TP, CP and EP groups run (``labs.hardware.nccl``, where each group sits), expose
     with "backward" (TE's "bulk" overlap of qkv/fc1 dgrad and wgrad). A MoE layer's
     MLP collectives pair with its shared experts' GEMMs; its routed experts' grouped GEMMs
     take no TP overlap at any setting (``_tp``), so without shared experts those block.
-- CP (ring attention, Liu et al. 2023, arXiv:2310.01889; Megatron's context parallelism):
-  c−1 sends of each K and V chunk in forward, of K, V and their gradients in backward, each
-  hidden behind the attention block it feeds; the excess is exposed.
+- CP: the ring's c−1 rounds, each send exposed past its round's attention block
+  (``labs.parallel.ring``).
 - EP (GShard, Lepikhin et al. 2020; Megatron Core MoE): a dispatch and a combine of the T/t
   tokens per MoE layer in forward and again in backward, on the critical path, each as
   ``ep_dispatch`` sends it (``labs.parallel.dispatch``: NCCL's all-to-all, a copy per routed
@@ -49,7 +48,7 @@ layer follows one per-layer mode; the layers of a layer-granular mode are timed 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from labs.core.errors import LabInputError
@@ -58,65 +57,16 @@ from labs.hardware.comm import nccl_collective
 from labs.hardware.gpus import GPUSpec
 from labs.hardware.kernels import gemm_time
 from labs.hardware.links import Cluster
-from labs.hardware.nccl import nccl_time
 from labs.model.op_checkpoint import recomputed_matmuls
 from labs.model.ops import DEFAULT_OPTIONS, ComputeOptions, LayerOps, layer_ops
 from labs.model.passes import Kernel, Pass, PassBuilder
 from labs.model.spec import ModelSpec
 from labs.parallel.dispatch import check_ep_dispatch, dispatch_time
+from labs.parallel.layer_parts import ACT_BYTES, Comm, Group, Piece
+from labs.parallel.ring import cp_comms
 
-ACT_BYTES = 2  # 16-bit activations on the wire
 TP_OVERLAPS = ("none", "backward", "all")
 COMM_SMS = 20  # SMs DeepSeek-V3's all-to-all kernels take (arXiv:2412.19437 sec 3.2.2)
-
-
-@dataclass(frozen=True)
-class Group:
-    """Where one kind of rank group sits: its size and the fewest members on one node."""
-
-    size: int = 1
-    per_node: int = 1
-
-
-@dataclass(frozen=True)
-class Piece:
-    """One collective of a pass, where it runs: beside (or blocking) ``anchor``, the kernel it
-    can hide behind or the op it feeds (``where``: "before") or follows ("after"); "pass":
-    beside the whole pass (EP overlap: another micro-batch's compute), "recompute": beside the
-    forward run again. ``labs.recipe.layer_view`` lays them out; they sum to their ``Comm``."""
-
-    collective: str
-    anchor: str
-    where: str  # "before", "after" or "pass"
-    seconds: float
-    exposed: float
-    sm: float = 0.0
-    # TP overlap "all" (``decomposed``): of ``exposed``, the compute lost by cutting the GEMM
-    # into chunks (the rest a wait), and the GEMM's seconds so cut (0: not decomposed).
-    split: float = 0.0
-    chunked: float = 0.0
-    sent: float = 0.0  # bytes one GPU sends for it
-
-
-@dataclass(frozen=True)
-class Comm:
-    """One collective kind over a layer's pass (or a step's), on one GPU."""
-
-    name: str  # "tp", "cp", "ep", "pp", "dp", ...
-    collective: str
-    seconds: float  # if nothing overlapped
-    exposed: float  # on the critical path
-    bytes_per_gpu: float
-    link: str  # the link id that bounds it
-    # Of ``exposed``: the compute it ran beside slowed by the SMs its kernels took (charged
-    # only where the model charges them: EP overlap, COMM_SMS); the rest outlasts the compute.
-    sm: float = 0.0
-    # Each collective of it, where it runs (a layer's pass; empty for a step's parts).
-    pieces: tuple[Piece, ...] = field(default=(), compare=False)
-
-    @property
-    def hidden(self) -> float:
-        return self.seconds - self.exposed
 
 
 def _again(pieces: tuple[Piece, ...], share: float = 1.0) -> tuple[Piece, ...]:
@@ -213,7 +163,7 @@ def layer_time(model: ModelSpec, cluster: Cluster, *, tp: Group, cp: Group, ep: 
     tokens = ops.tokens
     act = tokens * model.hidden * ACT_BYTES
     tp_f, tp_b = _tp(act, ops, cluster, tp, sp, tp_overlap, options.fp8)
-    cp_f, cp_b = _cp(model, ops, cluster, cp, tp.size, micro_batch)
+    cp_f, cp_b = cp_comms(model, ops, cluster, cp, tp.size)
     ep_f, ep_b = _ep(model, ops, cluster, ep, tp.size, options, moe, ep_overlap,
                      ep_dispatch) if moe else (None, None)
     fwd = _pass_time(ops.forward, tuple(c for c in (tp_f, cp_f, ep_f) if c))
@@ -345,27 +295,6 @@ def _tp(act: float, ops: LayerOps, cluster: Cluster, g: Group, sp: bool,
         out.append(Comm("tp", name, total, exposed, sent, cluster.intra.id, 0.0,
                         tuple(pieces)))
     return out[0], out[1]
-
-
-def _cp(model: ModelSpec, ops: LayerOps, cluster: Cluster, g: Group, tp: int,
-        micro_batch: int) -> tuple[Comm | None, Comm | None]:
-    if g.size == 1:
-        return None, None
-    kv_heads = model.heads if model.uses_mla else model.kv_heads
-    width = (model.qk_nope_head_dim + model.v_head_dim if model.uses_mla
-             else 2 * model.head_dim)
-    chunk = ops.tokens * max(1, kv_heads // tp) * width * ACT_BYTES  # K and V of s/c tokens
-    hop = nccl_time("p2p", chunk, g.size, cluster, g.per_node)
-    hops = g.size - 1
-    fwd_attn, bwd_attn = ops.forward.of("attention"), ops.backward.of("attention")
-    total_f, total_b = hops * hop.seconds, 2 * hops * hop.seconds
-    exp_f, exp_b = max(0.0, total_f - fwd_attn), max(0.0, total_b - bwd_attn)
-    return (Comm("cp", "ring send/recv", total_f, exp_f, hops * chunk, hop.bottleneck, 0.0,
-                 (Piece("ring send/recv", "attention", "after", total_f, exp_f,
-                        sent=hops * chunk),)),
-            Comm("cp", "ring send/recv", total_b, exp_b, 2 * hops * chunk, hop.bottleneck,
-                 0.0, (Piece("ring send/recv", "attention", "after", total_b, exp_b,
-                             sent=2 * hops * chunk),)))
 
 
 def _ep(model: ModelSpec, ops: LayerOps, cluster: Cluster, g: Group, tp: int,

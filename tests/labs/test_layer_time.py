@@ -65,6 +65,44 @@ def test_cp_ring_hides_behind_attention_until_it_cannot():
     assert short.forward.comm("cp").exposed > 0  # 512 tokens per rank: the ring shows
 
 
+def test_cp_ring_is_exposed_round_by_round_as_ep06_times_it():
+    """The step model's ring (labs.parallel.ring.cp_comms) exposes (c − 1)·max(0, t_send −
+    t_block), t_block the pass's attention ÷ c, as EP06's cp_cost does (Liu et al. 2023,
+    sec 3); backward sends two blocks a round (K and V, their gradients back). Comparing
+    totals (the old max(0, total − attention)) let a slow send hide behind other rounds'
+    compute: here, 70B at TP 8, CP 4 across nodes, 8k tokens, it is short in both passes."""
+    c = 4
+    lt = layer_time(LLAMA, DGX_H100, tp=Group(8, 8), cp=Group(c, 1), ep=Group(),
+                    micro_batch=1, seq_len=8192, sp=True, recompute="none")
+    for pass_, comm, blocks in ((lt.ops.forward, lt.forward.comm("cp"), 1),
+                                (lt.ops.backward, lt.backward.comm("cp"), 2)):
+        attention = pass_.of("attention")
+        send = comm.seconds / (c - 1)  # one round's send: blocks × one K, V chunk's hop
+        assert send == pytest.approx(blocks * lt.forward.comm("cp").seconds / (c - 1))
+        per_round = (c - 1) * max(0.0, send - attention / c)
+        assert comm.exposed == pytest.approx(per_round, rel=1e-12)
+        assert comm.exposed > max(0.0, comm.seconds - attention) * 1.2
+
+
+def test_cp_ring_exposure_is_ep06s_cp_cost_formula():
+    """EP06's cp_cost and the step model share labs.parallel.ring.ring_exposed: fed the same
+    rounds, send and block, the planner's figure is cp_cost's."""
+    from labs.context_parallel.lab import cp_cost
+    from labs.hardware.gpus import get_gpu
+    from labs.hardware.links import get_link
+    from labs.parallel.ring import ring_exposed
+
+    cost = cp_cost(LLAMA, 16384, 8, "zigzag", get_link("ib-ndr"), get_gpu("h100-sxm"))
+    assert cost.exposed_s > 0
+    assert cost.exposed_s == pytest.approx(
+        ring_exposed(cost.steps, cost.comm_s / cost.steps, cost.attention_s / 8), rel=1e-12)
+    lt = layer_time(LLAMA, DGX_H100, tp=Group(8, 8), cp=Group(8, 1), ep=Group(),
+                    micro_batch=1, seq_len=16384, sp=True, recompute="none")
+    f = lt.forward.comm("cp")
+    assert f.exposed == pytest.approx(
+        ring_exposed(7, f.seconds / 7, lt.ops.forward.of("attention") / 8), rel=1e-12)
+
+
 def test_ep_all_to_all_is_exposed_unless_overlapped():
     v3 = get_model("deepseek-v3")
     kw = dict(model=v3, cluster=HGX_H800, tp=1, ep=64, sp=False, moe=True,
