@@ -41,7 +41,7 @@ TAUGHT_IN: dict[str, str] = {
     "all-reduce": "data-parallel",
     "reduce-scatter": "data-parallel",
     "all-gather": "data-parallel",
-    "all-to-all": "pipeline",
+    "all-to-all": "context-parallel",
     "nccl": "data-parallel",
     "busbw": "data-parallel",
     "algbw": "data-parallel",
