@@ -187,26 +187,21 @@ def whole_why_words(step: str) -> int:
 # working, not for every side remark. Steps still over it are listed with their length when
 # the cap was set (2026-12-07); each may shrink, none may grow.
 WHOLE_WHY_WORDS = 300
+# 12-07 fixK: ("pipeline", "step-5") 386 -> 298, off the list (DeepSeek's aside and the
+# note's inline sources gone, rank 7's bill and the head's W note in fewer words);
+# ("moe", "step-11") 326 -> 299, off the list (the T*/L* aside and B's 160 GB/s remark gone).
 LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
-    ("pipeline", "step-5"): 386,  # r19 Y #3: rank 7's bill and the head's W, in a closed note;
-    # r20: 516 cut (rank 7's peak said once, the two split schedules in one sentence); r21:
-    # 448 cut (the two split schedules introduced before the predict, rank 7's bill in its
-    # paragraph). Left: each of its links' workings (ZB-H1's and DualPipeV's idle, W < I from
-    # the plan's GEMMs with Qi et al.'s idle, rank 7's bill and which way the head's W errs);
-    # step 6, the memory step, is at the bound with interleaving's memory (r21: step 4's 534)
     ("placement", "step-3"): 336,  # r20: 473 cut; r21: 448 cut (the decode reads are step
     # 5's); r23: 342 cut (MLA's sharing left to its glossary tip); the
     # rest answers its own question: the cache, the weights table, its second link's
     # 32,768-token cache and SGLang's reserved cache on slime's FP8 weights (which way it errs)
-    ("moe", "step-7"): 458,  # r19 Y #13: NCCL's current factor, the lab errs slow; r21: 577
+    ("moe", "step-7"): 430,  # r19 Y #13: NCCL's current factor, the lab errs slow; r21: 577
     # cut (the grey bars said in the intro, the notes' pointers gone); no other step asks a
     # group's 1:1 time, so the four groups' times, DP's ring latency sum and the 7:1, 32-node
     # and pod states stay, each pinned (test_moe_routes round 8, 10, 19); 12-07: 502 cut (the
     # predict's leaves and partners not restated, the first stage's aside, shorter clauses;
-    # then +3, "on the wire", so PP's 1.24 -> 4.91 ms works from the printed digits)
-    ("moe", "step-11"): 326,  # r21: 386 cut (DualPipe's citation to the limit, which names the
-    # overlap; step 3's sums not redone); four try-link states, each's f* worked (EP 8, EP 64,
-    # DeepEP, Mixtral), and the round-18 rows-and-rates reason the ratio holds, all pinned
+    # then +3, "on the wire", so PP's 1.24 -> 4.91 ms works from the printed digits);
+    # 12-07 fixK: 458 -> 430, shorter clauses only: every sum and state left is pinned
     ("recipe", "step-12"): 488,  # r20: 1,247 cut to the DP wait, its buckets, EP and DeepEP;
     # 12-07 fixA: 492 -> 488 with the two groups' max each way, the bucket shares' quotients
     # and their even-arrival assumption added, paid for by a shorter DP paragraph and note;
@@ -220,9 +215,11 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     # r21: 624 cut (the predict's inputs not restated, shorter clauses); each of its five
     # links' figures is its own question's working (round-4, 6 and 8 pins), so none moves;
     # 12-07: 579 cut (NIC glossed once, in step 12; the lab's error one clause; tighter notes)
-    ("playground", "step-5"): 382,  # r19 Z #11 says which way NCCL 2.8's x1.9 errs: +30; r21:
+    ("playground", "step-5"): 347,  # r19 Z #11 says which way NCCL 2.8's x1.9 errs: +30; r21:
     # what is left is the wait's working and the TP-efficiency readings the pins keep (EP04 step
-    # and layer, its two losses, EP08's factor, the flat-ring curve): no other step asks them
+    # and layer, its two losses, EP08's factor, the flat-ring curve): no other step asks them;
+    # 12-07 fixK: 382 -> 347 (EP08's underived audit figure, "for a large ring across
+    # nodes", shorter clauses)
 }
 
 
