@@ -96,9 +96,13 @@ def facts() -> dict:
         # Step 8 quotes the lines of the seed plan's exports that say its degrees and batch.
         "seed_exports": export_lines(seed["result"].exports),
         # Step 8's limit: the seed's ZeRO-1, which FSDP2 cannot say, as its export notes it.
-        "seed_fsdp_zero_note": next(n.split(" (", 1)[0]
+        # (round-26 reading A, finding 10: with PyTorch's own ZeRO-1, the note's second half).
+        "seed_fsdp_zero_note": next(n.split(" (", 1)[0] + "; " + n.split("; ", 1)[1]
                                     for n in seed["result"].exports["fsdp"].notes
                                     if n.startswith("FSDP2 has no ZeRO-1")),
+        # Round-26 reading A, finding 1: what DeepSpeed's pipeline engine needs for TP.
+        "seed_ds_tp_note": next(n for n in seed["result"].exports[
+            "deepspeed"].notes if n.startswith("DeepSpeed documents AutoTP")),
         "dp64": state(**{**SEED, "tp": 1, "pp": 1, "dp": 64}),
         "tp16": state(**{**SEED, "tp": 16, "pp": 4, "dp": 1}),
         # The same TP16 with InfiniBand NDR (twice HDR) between the nodes: most of TP16's loss

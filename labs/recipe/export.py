@@ -13,19 +13,21 @@ PyTorch FSDP2/DeviceMesh snippet. Each says the same degrees, batch sizes and Ze
   (``labs.schedules.catalogue``).
 - DeepSpeed (deepspeed.ai/docs/config-json): the ZeRO stage is one value,
   zero_optimization.stage; train_batch_size = micro-batch x gradient_accumulation_steps x
-  DP; AutoTP's degree sits under "tensor_parallel.autotp_size". The pipeline engine takes its
-  degree from the model, PipelineModule(layers=..., num_stages=PP)
-  (deepspeed/runtime/pipe/module.py), which the export's notes write out; its "pipeline"
-  section repeats the partition and checkpoint interval.
+  DP; AutoTP's degree sits under "tensor_parallel.autotp_size" (documented for TP x DP, so
+  written only where PP = 1). The pipeline engine takes its grid from the model,
+  PipelineModule(layers=..., topology=PipeModelDataParallelTopology(num_pp=PP, num_mp=TP,
+  num_dp=DP)) (deepspeed/runtime/pipe/module.py, topology.py), which the export's notes write
+  out; its "pipeline" section repeats the partition and checkpoint interval.
 - Recomputation: each mode's record (``labs.core.recomputation``) holds its arguments; the
   layer-granular one's Megatron count is the block method's --recompute-num-layers, the first
   N layers of each model chunk (megatron/core/transformer/transformer_block.py,
   ``_checkpointed_forward``), set to half a chunk's layers and checked against the lab's
   count on every rank (torchtitan's, ``Recomputation.groups``).
 - PyTorch FSDP2 (torch.distributed.fsdp.fully_shard) on a DeviceMesh
-  (torch.distributed.device_mesh.init_device_mesh): sharding is a wrapper per transformer
-  block; reshard_after_forward=True is ZeRO-3, False keeps the gathered weights between
-  forward and backward (ZeRO-2); no sharding at all is DDP's replicate.
+  (torch.distributed.device_mesh.init_device_mesh): sharding is one fully_shard call per
+  transformer block (in place, no wrapper: FSDP1's was the wrapper);
+  reshard_after_forward=True is ZeRO-3, False keeps the gathered weights between forward and
+  backward (ZeRO-2); no sharding at all is DDP's replicate.
 """
 
 from __future__ import annotations
@@ -158,13 +160,26 @@ def _megatron_recompute(plan: Plan, model: ModelSpec, notes: list[str]) -> list:
 
 
 def deepspeed_pipeline_module(plan: Plan) -> str:
-    """How DeepSpeed's pipeline engine is told the plan's stages: the model wrapped as a
-    PipelineModule (deepspeed/runtime/pipe/module.py), whose num_stages sets the degree and
-    whose partition_method and activation_checkpoint_interval the config's "pipeline"
-    section repeats."""
+    """How DeepSpeed's pipeline engine is told the plan's grid: the model wrapped as a
+    PipelineModule (deepspeed/runtime/pipe/module.py) given its topology, whose partition_method
+    and activation_checkpoint_interval the config's "pipeline" section repeats. Round-26
+    reading A, finding 1: with num_stages alone, PipelineModule builds
+    PipeDataParallelTopology(num_pp=PP, num_dp=world // PP), counting the TP ranks as data
+    parallel (TP8 x PP4 x DP2 became PP4 x DP16, and the engine's batch check fails); the
+    explicit PipeModelDataParallelTopology(num_pp, num_mp, num_dp)
+    (deepspeed/runtime/pipe/topology.py) names all three axes."""
     interval = RECOMPUTATION[plan.recompute].deepspeed_interval
-    return (f'model = PipelineModule(layers=..., num_stages={plan.pp}, '
+    grid = (f"topology=PipeModelDataParallelTopology(num_pp={plan.pp}, num_mp={plan.tp}, "
+            f"num_dp={plan.dp})" if plan.tp > 1 else f"num_stages={plan.pp}")
+    return (f'model = PipelineModule(layers=..., {grid}, '
             f'partition_method="uniform", activation_checkpoint_interval={interval})')
+
+
+# Round-26 reading A, finding 1: what the student must supply for TP under the pipeline engine.
+PIPELINE_TP_NOTE = ("DeepSpeed documents AutoTP (tensor_parallel.autotp_size) for TP x DP "
+                    "only, not with its pipeline engine, so this config leaves it out: the "
+                    "TP{tp} that the topology's num_mp names must come from the model code's "
+                    "own tensor-parallel layers and mpu (Megatron-DeepSpeed's way)")
 
 
 def deepspeed(plan: Plan, model: ModelSpec) -> Export:
@@ -176,7 +191,6 @@ def deepspeed(plan: Plan, model: ModelSpec) -> Export:
         "bf16": {"enabled": True},
         "zero_optimization": {"stage": plan.zero, "overlap_comm": True,
                               "contiguous_gradients": True},
-        "tensor_parallel": {"autotp_size": plan.tp},
         # No "stages": the engine takes the degree from the model's PipelineModule (the
         # notes write it out); this section repeats the module's partition and interval.
         "pipeline": {"partition": "uniform",
@@ -184,6 +198,8 @@ def deepspeed(plan: Plan, model: ModelSpec) -> Export:
                          RECOMPUTATION[plan.recompute].deepspeed_interval},
         "gradient_clipping": 1.0,
     }
+    if plan.pp == 1:  # AutoTP beside the pipeline engine is not documented (PIPELINE_TP_NOTE)
+        config["tensor_parallel"] = {"autotp_size": plan.tp}
     if plan.zero == 3:
         config["zero_optimization"]["stage3_prefetch_bucket_size"] = model.hidden * model.hidden
     if RECOMPUTATION[plan.recompute].deepspeed_note:
@@ -194,6 +210,8 @@ def deepspeed(plan: Plan, model: ModelSpec) -> Export:
         # engine reads its stages from the module's topology).
         notes.append(f"The pipeline degree is the model's, not this config's: "
                      f"{deepspeed_pipeline_module(plan)}")
+        if plan.tp > 1:
+            notes.append(PIPELINE_TP_NOTE.format(tp=plan.tp))
     if plan.pp > 1 and plan.zero > 1:
         notes.append("DeepSpeed's pipeline engine accepts ZeRO stage 0 or 1 only; "
                      f"stage {plan.zero} needs PP = 1")
@@ -221,8 +239,11 @@ def fsdp(plan: Plan, model: ModelSpec) -> Export:
                      "every micro-batch's backward but the last, as the lab times it (one "
                      "all-reduce across the replicas a step)")
     if plan.zero == 1:
+        # Round-26 reading A, finding 10: PyTorch has ZeRO-1, outside FSDP2.
         notes.append("FSDP2 has no ZeRO-1: the nearest is ZeRO-2 "
-                     "(reshard_after_forward=False), which also shards gradients")
+                     "(reshard_after_forward=False), which also shards gradients; PyTorch's "
+                     "ZeRO-1 is ZeroRedundancyOptimizer (torch.distributed.optim) over "
+                     "replicate, which this snippet does not write")
     if plan.zero == 3 and not plan.fsdp_prefetch:
         notes.append("FSDP backward prefetch off: after fully_shard, call "
                      "block.set_modules_to_backward_prefetch([]) on every block, so each "
@@ -287,7 +308,7 @@ def build(stage: torch.nn.Module) -> torch.nn.Module:
     for block in stage.layers:
         if tp_mesh.size() > 1:
             parallelize_module(block, tp_mesh, TP_PLAN)
-        {wrap}  # one wrapper per transformer block
+        {wrap}  # one call per transformer block (in place, no wrapper)
     {top}
     return stage
 

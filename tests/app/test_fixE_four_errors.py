@@ -108,10 +108,10 @@ def test_ep08_step_8_quotes_deepspeeds_pipeline_module_closed_config_and_fsdp2s_
         ln for ln in config.splitlines() if ln.strip() != "…"))
     parsed = json.loads(trimmed)
     assert parsed["zero_optimization"] == {"stage": 1}
-    assert parsed["tensor_parallel"] == {"autotp_size": 8}
+    assert "tensor_parallel" not in parsed  # round 26 A #1: AutoTP is not the pipeline's
     assert '"stages"' not in config
-    assert blocks[2].startswith("model = PipelineModule(layers=..., num_stages=4,")
+    assert blocks[2].startswith("model = PipelineModule(layers=..., topology=")
     text = " ".join(visible_text(step).split())
-    assert "which the engine takes from the model, not the config" in text
+    assert "which the pipeline engine takes from the model, not the config" in text
     assert "FSDP2 has no ZeRO-1: the nearest is ZeRO-2" in text.split("Limit.")[1]
     assert "ZERO_STAGE = 1" in blocks[3]
