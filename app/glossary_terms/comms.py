@@ -12,8 +12,9 @@ _H100_MEMORY = (f"An H100 carries {_H100.card_memory_gib:g} GiB "
                 f"{_H100.cuda_memory_gib:g} GiB ({_H100.cuda_memory_gib * GIB / 1e9:.1f} GB); "
                 f"the lab budgets {_H100.memory_bytes / 1e9:.0f} GB (10⁹ B), leaving "
                 f"{(_H100.cuda_memory_gib * GIB - _H100.memory_bytes) / 1e9:.1f} GB for the CUDA "
-                "context, NCCL's buffers and fragmentation: its fit verdicts err strict "
-                "wherever those take less")
+                "context, NCCL's buffers, temporary buffers, ZeRO-3's gathered layers and "
+                "fragmentation, which the ledger leaves out: its fit verdicts err strict "
+                "where those take less, lenient where they take more")
 
 TERMS: tuple[Term, ...] = (
     # ---- communication ----

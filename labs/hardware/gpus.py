@@ -131,16 +131,20 @@ class GPUSpec:
 GPUS = Presets(lambda: load("gpus.json", GPUSpec), "gpu", "GPU")
 
 GIB = 2 ** 30
-# What a GPU's memory holds beyond what the lab's ledger counts (labs/memory: "Not counted").
-UNCOUNTED = "the CUDA context, NCCL's buffers and the allocator's fragmentation"
+# What a GPU's memory holds beyond what the lab's ledger counts (labs/memory: "Not counted";
+# labs.runs_log.lab.reserved_unlike lists the same for a run).
+UNCOUNTED = ("the CUDA context, NCCL's buffers, temporary buffers, ZeRO-3's gathered layers "
+             "and the allocator's fragmentation")
 
 
-def capacity_note(gpu: GPUSpec, cuda_bytes: float | None = None, digits: int = 1,
-                  said: str = "") -> str:
+def capacity_note(gpu: GPUSpec, cuda_bytes: float | None = None, digits: int | None = None,
+                  said: str = "", above: float | None = None) -> str:
     """The GB the lab budgets beside what the card carries and what CUDA gives a process
     (``cuda_bytes``: a log's figure, ``said`` where it comes from; else the preset's), every GB
     worked from the GiB, and which way the fit verdicts err (fixB item 1: the H100's 80 × 10^9
-    B against CUDA's 79.1 GiB, 84.9 GB, went unsaid where a student meets them)."""
+    B against CUDA's 79.1 GiB, 84.9 GB, went unsaid where a student meets them). Both ways
+    (round-26 reading A, finding 2): the margin covers what the ledger leaves out only where
+    that takes less; ``above`` is a run's reserved memory above the ledger, which says which."""
     budget = gpu.memory_bytes
     out = f"The lab budgets the {gpu.name} at {budget / 1e9:,.0f} GB (GB: 10⁹ B)"
     if gpu.card_memory_gib:
@@ -148,16 +152,21 @@ def capacity_note(gpu: GPUSpec, cuda_bytes: float | None = None, digits: int = 1
                 f"({gpu.card_memory_gib * GIB / 1e9:,.1f} GB)")
     if cuda_bytes is None and gpu.cuda_memory_gib:
         cuda_bytes = gpu.cuda_memory_gib * GIB
+        digits = digits or len(f"{gpu.cuda_memory_gib:g}".partition(".")[2])  # as the preset
     if cuda_bytes is None:
         return out
     out += (f", {'of which' if gpu.card_memory_gib else 'and'} CUDA gives the process "
-            f"{cuda_bytes / GIB:,.{digits}f} GiB "
+            f"{cuda_bytes / GIB:,.{1 if digits is None else digits}f} GiB "
             f"({cuda_bytes / 1e9:,.1f} GB{said})")
     gap = cuda_bytes - budget
+    run = ""
+    if above is not None:
+        run = (f" (this run: {above / 1e9:,.1f} GB of reserved above the ledger, so "
+               f"{'lenient' if above > gap else 'strict'})")
     if gap >= 0:
-        return (f"{out}. The {gap / 1e9:,.1f} GB between is left for {UNCOUNTED}, which the "
-                "ledger does not count: the lab's fit verdicts err strict wherever those take "
-                "less")
+        return (f"{out}. The ledger leaves out {UNCOUNTED}; the {gap / 1e9:,.1f} GB between is "
+                "left for them: the lab's fit verdicts err strict where they take less, "
+                f"lenient where they take more{run}")
     return (f"{out}: {-gap / 1e9:,.1f} GB less than the lab budgets, before {UNCOUNTED}, so "
             "the lab's fit verdicts err lenient")
 

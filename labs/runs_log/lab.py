@@ -227,7 +227,10 @@ def capacity_of(run: ParsedRun, result: RecipeResult) -> str:
         return ""
     gpu = result.cluster.gpu
     if run.query.get("gpu") == gpu.id:
-        return capacity_note(gpu, cap, 2, ": your log's CUDA capacity line")
+        reserved = run.measured.peak_reserved_bytes
+        above = (reserved - result.memory_per_gpu_bytes
+                 if reserved is not None and result.memory is not None else None)
+        return capacity_note(gpu, cap, 2, ": your log's CUDA capacity line", above)
     return (f"GPU memory: your log's CUDA capacity, {cap / GIB:.2f} GiB ({cap / 1e9:,.1f} GB), "
             f"is its own GPU's, not the chosen one's. {capacity_note(gpu)}")
 
