@@ -111,28 +111,43 @@ def _shard_sum(api: dict) -> str:
     return f"{u['q']:,} + {kv} + {u['o']:,} = {u['total']:,.0f}"
 
 
+LAYOUT_OPTIONS = (("ring", "zigzag", 2), ("ulysses", "ulysses", 8), ("ulysses16", "ulysses", 16))
+
+
+def layout_winner(model: str) -> str:
+    """The cp-decide-layout option that sends the fewest bytes for ``model``, by the engine
+    (round-26 reading A, finding 6: with the ring at CP 8 the 8B's winner, Ulysses over CP 16,
+    was step 6's 70B's too, readable off step 6's why; with the ring at CP 2 the 70B's is the
+    ring, and the 8B's needs its bytes worked out)."""
+    sent = {key: lab_value("cp", {**LAYOUT_DECIDE, "model": model, "cp": cp,
+                                  "layout": layout}, "comm_bytes_per_gpu")
+            for key, layout, cp in LAYOUT_OPTIONS}
+    return min(sent, key=sent.get)
+
+
 def _layout_solution() -> str:
     """cp-decide-layout's worked solution: each plan's bytes a token of the sequence, from the
     engine's states (the ring's K and V, a Ulysses shard's sum ÷ c), and step 6's 70B beside
-    it, where the ring sends less at CP 8."""
+    it, where the ring over CP 2 sends the least of the three."""
     state = {key: lab_value("cp", {**LAYOUT_DECIDE, "cp": cp, "layout": layout},
                             lambda a: a)
-             for key, cp, layout in (("ring", 8, "zigzag"), ("u8", 8, "ulysses"),
-                                     ("u16", 16, "ulysses"))}
-    big = lab_value("cp", {**LAYOUT_DECIDE, "model": "llama-3.1-70b", "cp": 8,
+             for key, layout, cp in LAYOUT_OPTIONS}
+    big = lab_value("cp", {**LAYOUT_DECIDE, "model": "llama-3.1-70b", "cp": 16,
                            "layout": "ulysses"}, lambda a: a)
-    ring = state["ring"]["kv_bytes_per_token"]
+    ring = state["ring"]
 
     def per(api: dict) -> str:
         total = _ulysses_bytes(api)["total"]
         return f"{total:,.0f} B ÷ {api['cp']} = {total / api['cp']:,.0f} B"
 
-    return ("{best}. Bytes per GPU: ring over CP 8 {ring}, Ulysses over CP 8 {ulysses}, "
+    share = (ring["cp"] - 1) / ring["cp"] * ring["kv_bytes_per_token"]
+    return ("{best}. Bytes per GPU: ring over CP 2 {ring}, Ulysses over CP 8 {ulysses}, "
             "over CP 16 {ulysses16}. Per token of the sequence Ulysses sends its shard's "
-            f"bytes ÷ c: {per(state['u8'])} at CP 8, {per(state['u16'])} at CP 16, where "
-            f"the ring sends K + V, {ring:,.0f} B, at any c. Step 6's Llama 3.1 70B has the "
-            f"same 8 KV heads but {big['heads']} query heads: {per(big)}, above "
-            f"{ring:,.0f} B, and there the ring sends less at CP 8.")
+            f"bytes ÷ c: {per(state['ulysses'])} at CP 8, {per(state['ulysses16'])} at CP "
+            f"16, where the ring over CP {ring['cp']} sends {ring['cp'] - 1}/{ring['cp']} of "
+            f"K + V, {share:,.0f} B. Step 6's Llama 3.1 70B has the same 8 KV heads but "
+            f"{big['heads']} query heads: {per(big)} at CP 16, above {share:,.0f} B, and "
+            f"there the ring over CP {ring['cp']} sends the least of the three.")
 
 
 def _crossover_solution() -> str:
@@ -183,11 +198,13 @@ DRILLS: tuple[Drill | Decide, ...] = (
         )),
     # A model no link of step 6 draws (round-6 cold reading of EP06, item 2: GPT-3's chart, a
     # link above, showed Ulysses far below the ring), whose answer needs the bytes worked out:
-    # Llama 3.1 8B keeps Llama 3.1 70B's 8 KV heads but has half its query heads, so here
-    # Ulysses sends less, where step 6's 70B sends less by the ring. fixD #3: the all-gather
-    # sent the ring's bytes to the byte (step 6 says so), and the ring over CP 4 beat the
-    # ring over CP 8 by its (c − 1)/c alone: two options lost by inspection. Ulysses over CP 16
-    # takes their place, past the 8 KV heads, where K and V are copied: does it still fall?
+    # Llama 3.1 8B keeps Llama 3.1 70B's 8 KV heads but has half its query heads. fixD #3: the
+    # all-gather sent the ring's bytes to the byte, and a second ring lost by its (c − 1)/c
+    # alone; Ulysses over CP 16, past the 8 KV heads where K and V are copied, beside Ulysses
+    # over CP 8 (does it still fall?). Round-26 reading A, finding 6: with the ring at CP 8
+    # the 8B's winner (Ulysses over CP 16) was the 70B's in step 6's why, read off, not
+    # worked; the ring over CP 2 sends the least of the three for the 70B (layout_winner), so
+    # the 8B's answer needs its shard's bytes. The engine models no hybrid Ulysses x ring.
     # On one NVL72 rack (EP04), whose NVLink reaches all 16 GPUs, so every plan is one fabric.
     decide(
         "cp-decide-layout",
@@ -198,17 +215,20 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "cp", "comm_bytes_per_gpu",
         tuple((key, label, {**LAYOUT_DECIDE, "cp": cp, "layout": layout}, why)
               for key, label, layout, cp, why in (
-            ("ring", "Zigzag ring over CP 8: pass K/V blocks c − 1 times", "zigzag", 8,
-             lambda a: (f"The ring passes each rank the other {a['cp'] - 1} blocks of "
-                        f"{a['seq_len'] // a['cp']:,} tokens' K and V: {a['cp'] - 1}/{a['cp']} "
-                        f"× {a['seq_len']:,} × {a['kv_bytes_per_token']:,.0f} B = {{value}}. "
-                        "That is most of the whole sequence's K/V, whatever c is.")),
+            ("ring", "Zigzag ring over CP 2: pass K/V blocks c − 1 times", "zigzag", 2,
+             lambda a: ("The ring passes each rank "
+                        + (f"the other {a['cp'] - 1} blocks" if a["cp"] > 2 else
+                           "the other rank's block")
+                        + f" of {a['seq_len'] // a['cp']:,} tokens' K and V: "
+                        f"{a['cp'] - 1}/{a['cp']} × {a['seq_len']:,} × "
+                        f"{a['kv_bytes_per_token']:,.0f} B = {{value}}, the fewest a ring "
+                        "sends at any c. Work out what the other plans send.")),
             ("ulysses", "Ulysses over CP 8: all-to-all by heads", "ulysses", 8,
              lambda a: (f"Each rank sends {a['cp'] - 1}/{a['cp']} of its own "
                         f"{a['seq_len'] // a['cp']:,} tokens' Q, K, V and output, "
-                        f"{_shard_sum(a)} B a token: {{value}}, below the ring's K/V. But a "
-                        "1/c shard keeps shrinking as c grows; past the KV heads only K and V "
-                        "stop shrinking.")),
+                        f"{_shard_sum(a)} B a token: {{value}}. But a 1/c shard keeps "
+                        "shrinking as c grows; past the KV heads only K and V stop "
+                        "shrinking.")),
             ("ulysses16", "Ulysses over CP 16: 2 query heads a rank", "ulysses", 16,
              lambda a: (f"Past the {a['kv_heads']} KV heads each goes to "
                         f"{_ulysses_bytes(a)['copies']} ranks, so K and V go twice: "

@@ -372,7 +372,7 @@ def test_round_6_the_layout_decide_is_a_model_no_link_draws_and_needs_the_bytes(
     # over CP 16, which is right (test_fixD_the_layout_decide_has_no_tie_and_no_option_lost_
     # by_inspection); Ulysses over CP 8 still beats the ring at CP 8.
     assert len(judged) == 3 and [k for k, o in judged.items() if o.right] == ["ulysses16"]
-    assert "294 MB" in judged["ulysses"].why and "470 MB" in judged["ring"].why
+    assert "294 MB" in judged["ulysses"].why and "268 MB" in judged["ring"].why  # r26 A #6
     from app.labkit.drills import check_drill
     for key in ("ring", "ulysses"):  # a wrong try: its own reason, not the winner
         message = check_drill(drill, key, attempt=1, hide_answers=True)["message"]
@@ -1213,7 +1213,7 @@ def test_fixD_the_layout_decide_has_no_tie_and_no_option_lost_by_inspection(clie
 
     drill = next(d for d in DRILLS if d.id == "cp-decide-layout")
     judged = {o.key: o for o in drill.judge()}
-    states = {"ring": ("zigzag", 8), "ulysses": ("ulysses", 8), "ulysses16": ("ulysses", 16)}
+    states = {"ring": ("zigzag", 2), "ulysses": ("ulysses", 8), "ulysses16": ("ulysses", 16)}
     assert set(judged) == set(states)
     api_of = {k: lab_value("cp", {**LAYOUT_DECIDE, "layout": lay, "cp": c}, lambda a: a)
               for k, (lay, c) in states.items()}
@@ -1221,7 +1221,7 @@ def test_fixD_the_layout_decide_has_no_tie_and_no_option_lost_by_inspection(clie
     assert len({round(v) for v in sent.values()}) == len(sent)  # no tie
     rings = [k for k, (lay, _) in states.items() if lay in ("zigzag", "contiguous", "allgather")]
     assert len(rings) == 1  # (c − 1)/c of the K/V ranks any two of these unworked
-    assert sent["ulysses16"] < sent["ulysses"] < sent["ring"]
+    assert sent["ulysses16"] < sent["ring"] < sent["ulysses"]
     assert [k for k, o in judged.items() if o.right] == ["ulysses16"]
     assert api_of["ulysses16"]["cp"] > api_of["ulysses16"]["kv_heads"]  # K and V copied
     for key, option in judged.items():
@@ -1250,3 +1250,33 @@ def test_fixD_the_layout_decide_has_no_tie_and_no_option_lost_by_inspection(clie
     page = client.get("/episodes/context-parallel").text
     assert judged["ulysses16"].figure not in page
     assert "Q and the output keep shrinking" not in page
+
+
+def test_round_26_the_layout_decides_winner_is_not_step_6s_70b_winner(client):
+    """Round-26 cold reading A, finding 6: the decide's options were the ring over CP 8 and
+    Ulysses over CP 8 and 16; its key, Ulysses over CP 16, was the 70B's winner too, which
+    step 6's why prints just before (ring 470 MB, Ulysses 528 and 315 MB). With the ring over
+    CP 2 the 70B's winner, by the engine, is the ring (its 268 MB below Ulysses' 315 MB), and
+    the 8B's is Ulysses over CP 16: the answer needs the 8B's shard worked out. Every option
+    is a state the engine models (no hybrid Ulysses x ring)."""
+    from app.lesson_drills.context_parallel import DRILLS, LAYOUT_DECIDE, layout_winner
+
+    drill = next(d for d in DRILLS if d.id == "cp-decide-layout")
+    judged = {o.key: o for o in drill.judge()}
+    right = [k for k, o in judged.items() if o.right]
+    assert right == [layout_winner("llama-3.1-8b")] == ["ulysses16"]
+    assert layout_winner("llama-3.1-70b") == "ring"
+    # The 70B's bytes step 6's why prints: the ring over CP 2 and Ulysses over CP 16, the
+    # ring below; for the 8B the order turns.
+    big = {lay: api(client, **{**LAYOUT_DECIDE, "model": "llama-3.1-70b", "cp": c,
+                               "layout": lay})["comm_bytes_per_gpu"]
+           for lay, c in (("zigzag", 2), ("ulysses", 16))}
+    assert big["zigzag"] < big["ulysses"]
+    raw = client.get("/episodes/context-parallel").text
+    step6 = raw[raw.index('id="step-6"'):raw.index('id="step-7"')]
+    assert f"{big['zigzag'] / 1e6:,.0f} MB" in step6 and f"{big['ulysses'] / 1e6:,.0f} MB" in step6
+    assert judged["ulysses16"].figure not in raw
+    # A wrong try's feedback is the engine's figure for that option, not the winner's.
+    from app.labkit.drills import check_drill
+    message = check_drill(drill, "ring", attempt=1, hide_answers=True)["message"]
+    assert judged["ring"].figure in message and judged["ulysses16"].figure not in message
