@@ -208,6 +208,8 @@ LONG_WHOLE_WHYS: dict[tuple[str, str], int] = {
     # r24: 475 + 17, grown by working the readers asked for (round 23 Q #6: each group's smaller
     # last bucket in the sum; round 24 B #8: the EP products to their digits) and NIC's gloss
     # moved here from step 13, its first use (step 13 shrank by more); the MoE error shorter
+    # r26 A: + EP overlap's saving returned as DP wait (#4) and the dense ring's 4 x 48 GB/s
+    # (#5), paid by the MoE bands (now in the limit) and the windows said once (the predict's)
     # r21: 583 cut (EP07 step 3's dispatch cited, the buckets tighter); the rest is the working
     # of the predict's stated inputs (each bucket group's time and the 121 ms it leaves,
     # round-10 pins) and EP's wait (round-8 pin), which no other step's question asks
