@@ -325,8 +325,16 @@ def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
         b = result.memory.breakdown
         state = sum(b[k] for k in ("weights", "gradients", "master_weights",
                                    "optimizer_moments"))
-        notes.append(f"Megatron's own estimate of weights and optimizer: "
-                     f"{m.theory_state_bytes / 1e9:.2f} GB; the lab's ledger: "
-                     f"{state / 1e9:.2f} GB")
+        note = (f"Megatron's own estimate of weights and optimizer: "
+                f"{m.theory_state_bytes / 1e9:.2f} GB; the lab's ledger: {state / 1e9:.2f} GB")
+        if m.theory_activation_bytes is not None:
+            # Round-26 reading A, finding 9: the log's other half, which disagrees.
+            kept = result.memory_per_gpu_bytes - state
+            gap = kept - m.theory_activation_bytes
+            note += (f". Its activation estimate: {m.theory_activation_bytes / 1e9:.2f} GB; "
+                     f"the lab's: {kept / 1e9:.2f} GB, {abs(gap) / 1e9:.2f} GB "
+                     f"({abs(gap) / m.theory_activation_bytes:.0%}) "
+                     f"{'more' if gap > 0 else 'less'}")
+        notes.append(note)
     return Comparison((*figures, *ledger_figures), residuals, tuple(notes), logged, per_token,
                       differ, capacity_of(run, result))

@@ -54,3 +54,25 @@ def test_step_12_says_the_lab_reduces_bf16_where_megatron_defaults_to_fp32(clien
     assert (f"Megatron's default reduces them in fp32, twice each bucket's "
             f"{k['moe_bucket_params'] * k['grad_bytes'] / 1e6:.0f} MB, so here too the lab "
             "errs fast") in limit
+
+
+def test_your_run_sets_megatrons_activation_estimate_beside_the_labs(client):
+    """9. Your run printed Megatron's weight-and-optimizer estimate beside the ledger (they
+    agree, 24.09 GB) but not the log's activation estimate (20,520.08 MB, 21.52 GB), which
+    disagrees with the lab's 22.82 GB: both halves are set side by side now."""
+    from pathlib import Path
+
+    from app.routers.runs import PATH
+
+    log = (Path(__file__).resolve().parents[1] / "fixtures" / "runs" /
+           "megatron_llama3_8b.log").read_text()
+    body = client.post("/api/runs/parse", json={"log": log, "gpu": "h100-sxm"}).json()
+    act = body["measured"]["theory_activation_bytes"]
+    assert act == 20520.08 * 2 ** 20
+    note = next(n for n in body["comparison_notes"] if n.startswith("Megatron's own"))
+    assert f"Its activation estimate: {act / 1e9:.2f} GB; the lab's: " in note
+    lab = float(note.split("the lab's: ")[-1].split(" GB")[0])
+    assert f"{abs(lab - act / 1e9):.2f} GB" in note and ("more" if lab > act / 1e9 else
+                                                          "less") in note
+    page = client.post(PATH, data={"log": log, "gpu": "h100-sxm"}).text
+    assert f"Its activation estimate: {act / 1e9:.2f} GB" in page.replace("&#39;", "'")
