@@ -19,7 +19,6 @@ from app.labkit import Case, Diagram, Drill, LabView, Mistake, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import model_choices
 from app.options import gpu_options, model_options
-from app.routers.memory import H100_DRIVER_MIB
 from app.routers.rl_lesson import (
     SLIME_R1,
     busiest,
@@ -28,11 +27,13 @@ from app.routers.rl_lesson import (
     serving_terms,
     slime_split,
     stage_text,
+    step_places,
     train_sum,
     workspace_view,
 )
 from app.routers.rl_state import EXP, RLQuery, figures, run, to_api
 from app.schemas import PlacementAnswer
+from labs.hardware.gpus import GIB
 from labs.recipe.inputs import SEGMENT_LABELS
 from labs.rl.recipes import get_recipe, recipes
 from labs.rl.serving import WEIGHT_BYTES, dp_attention_requests, kv_bytes_per_token
@@ -60,6 +61,7 @@ def extra_context(state) -> dict:
         "facts": facts(),
         "flops_text": flops_text,
         "train_sum": train_sum,
+        "step_places": step_places,  # the places a step's printed sum holds at
         "stage_text": stage_text(facts()["r1_sep"]["api"]),
         "serving": serving_terms(facts()["glm9"]["result"]),
         # Step 3's workspace, part by part (round-21 cold reading R, finding 9; round-25
@@ -82,10 +84,13 @@ def extra_context(state) -> dict:
         "recipe": get_recipe(state.query.preset),
         "exp": EXP,
         "slime_r1": SLIME_R1,
-        # SGLang's --mem-fraction-static takes its share of the memory the device reports at
-        # start (model_runner.py, profile_max_num_token: rest = available - total x (1 -
-        # fraction)), EP10 step 5's H100 figure, not the datasheet's 80 GB (round-23 R #2).
-        "h100_reported_bytes": H100_DRIVER_MIB * 2**20, "h100_reported_mib": H100_DRIVER_MIB,
+        # SGLang's --mem-fraction-static takes its share of the free memory CUDA reports at
+        # engine start (model_runner.py: total_gpu_memory = get_available_gpu_memory(), then
+        # rest = available - total x (1 - fraction)): at most what CUDA gives a process, the
+        # one figure the lab states for it (labs.hardware capacity_note, the HBM tip), not the
+        # driver's 81,559 MiB (round-26 reading B, finding 2).
+        "process_gib": facts()["r1_sep"]["result"].input.gpu.cuda_memory_gib,
+        "gib": GIB,
         "slime_split": slime_split(),
         "busiest_odds": busiest(),
         "segment_labels": SEGMENT_LABELS,  # EP08's step bar, which times the training

@@ -14,7 +14,12 @@ from labs.memory.lab import compute_memory
 from labs.rl.inputs import RLPlacementResult
 from labs.rl.lab import training_bill
 from labs.rl.recipes import memory_bandwidth
-from labs.rl.serving import WEIGHT_BYTES, kv_bytes_per_token, serving_workspace
+from labs.rl.serving import (
+    CHUNKED_PREFILL_TOKENS,
+    WEIGHT_BYTES,
+    kv_bytes_per_token,
+    serving_workspace,
+)
 from labs.rl.serving_time import HBM_EFFICIENCY, PREFILL_MFU, busiest_terms
 
 # slime's run-deepseek-r1.sh (THUDM/slime 57f3c59), which EP09 step 3 sets beside the lab's own
@@ -101,8 +106,14 @@ def workspace_view(inp) -> dict:
     m, e = inp.model, inp.engine_gpus
     ws = serving_workspace(m, e, inp.serving)
     other = next((parts for parts in ws.mlps if parts != ws.mlp), ())
+    t, group = ws.attention.tokens, ws.attention.splits[0]
+
     def split(p) -> str:
-        return "whole" if p.splits[0] == 1 else f"÷ {p.splits[0]}"
+        # Round-26 reading B, finding 1: a part on whole weights runs on the GPU's scattered
+        # share of its group's chunk (SGLang's SCATTERED mode), which the page works.
+        if p.splits[0] != 1:
+            return f"÷ {p.splits[0]}"
+        return f"whole, on {t:,.0f} ÷ {group} = {p.tokens:,.0f} tokens"
 
     def words(p) -> str:
         if p.name == "dense MLP":
@@ -115,12 +126,15 @@ def workspace_view(inp) -> dict:
                 f"{ws.attention.tokens:,.0f} tokens × {m.top_k} ÷ {e} GPUs = "
                 f"{p.tokens:,.0f} copies, 2 × {m.expert_ffn:,} each")
 
-    return {"formula": ws.formula(), "bytes": ws.bytes, "group": ws.attention.splits[0],
-            "tokens": ws.attention.tokens, "mla": m.uses_mla,
+    other_bytes = sum(p.bytes for p in other)
+    return {"formula": ws.formula(), "bytes": ws.bytes, "group": group,
+            "tokens": t, "mla": m.uses_mla, "groups": ws.chunks,
+            "chunk": CHUNKED_PREFILL_TOKENS,
+            "other_as": "narrower" if other_bytes < sum(p.bytes for p in ws.mlp) else "as wide",
             "mlp_words": ", and ".join(words(p) for p in ws.mlp),
             "other_words": ", and ".join(words(p) for p in other),
             "other_formula": f"({' + '.join(p.formula() for p in other)}) × 2 B",
-            "other_bytes": sum(p.bytes for p in other)}
+            "other_bytes": other_bytes}
 
 
 def flops_text(parts: dict, m, worked: bool = True) -> dict[str, str]:
@@ -191,3 +205,16 @@ def train_sum(parts: dict, factor: str) -> dict[str, str]:
         (parts["step_s"], parts["ref_swap_s"], parts["offload_s"]), (2, 2, 2),
         [(lambda s, w, o: float(factor) * s + w + o, parts["seconds"], lambda v: f"{v:.2f}")])
     return {"step": step, "swap": swap, "offload": offload}
+
+
+def step_places(parts, colocated: bool, step: float) -> int:
+    """The places (1 at least) at which a step's printed parts add to its printed total:
+    rollout + training + sync (colocated, in turn) or max(rollout, training) + sync (separate,
+    at once). Step 2's why, step 6's and the timeline table print each figure once, at these
+    places (round-26 reading B, finding 3: "16.20 + 10.56 + 0.93 = 27.69 s" where the step is
+    27.685 s, 27.68; at one place 16.2 + 10.6 + 0.9 = 27.7 holds)."""
+    for places in (1, 2, 3):
+        r, t, y = (round(x, places) for x in parts)
+        if f"{(r + t if colocated else max(r, t)) + y:.{places}f}" == f"{step:.{places}f}":
+            return places
+    return 3

@@ -24,20 +24,25 @@ def test_ep11_step_7_says_the_engine_times_5_92_s_and_the_lab_scales_step_4s(cli
 
 
 def test_ep09_step_3_takes_sglangs_fraction_of_what_the_device_reports(client):
-    """Finding 2: SGLang's --mem-fraction-static is a share of the memory the device reports
-    (model_runner.py), EP10 step 5's 81,559 MiB (85.5 GB), not the datasheet's 80 GB; one
-    source for both pages (app.routers.memory_lesson.H100_DRIVER_MIB)."""
+    """Finding 2: SGLang's --mem-fraction-static is a share of the device's memory
+    (model_runner.py), not the datasheet's 80 GB. Round 26 B #2: of the free memory at engine
+    start, at most CUDA's 79.1 GiB for a process, not the driver's 81,559 MiB (EP10 step 5's,
+    which that page still states)."""
     three = _step(client, "/episodes/rl-placement", 3).split("Limit.")[0]
     ten = _step(client, "/episodes/low-precision", 5)
     reported = H100_DRIVER_MIB * 2**20
     assert f"The driver reports {H100_DRIVER_MIB:,} MiB ({reported / 1e9:.1f} GB)" in ten
     fp8 = rl_facts()["r1_sep"]["api"]["serving_weights"]["fp8_bytes"]
-    reserved = 0.7 * reported
+    # Round-26 reading B, finding 2: the base is the free memory at engine start, at most what
+    # CUDA gives a process (the HBM tip's 79.1 GiB), not the driver's figure.
+    process = rl_facts()["r1_sep"]["result"].input.gpu.cuda_memory_gib * 2**30
+    reserved = 0.7 * process
     assert (
-        f"--mem-fraction-static of what the device reports ( model_runner.py ), 0.7 × "
-        f"{reported / 1e9:.1f} GB (EP10 step 5's {H100_DRIVER_MIB:,} MiB) = "
-        f"{reserved / 1e9:.1f} GB"
+        f"--mem-fraction-static of the free memory CUDA reports at engine start ( "
+        f"model_runner.py ), at most a process's 79.1 GiB (the HBM tip; less, colocated): "
+        f"0.7 × {process / 1e9:.1f} GB = {reserved / 1e9:.1f} GB"
     ) in three, three
+    assert f"0.7 × {reported / 1e9:.1f} GB" not in three
     assert (
         f"{reserved / 1e9:.1f} GB − {fp8 / 1e9:.1f} GB = {(reserved - fp8) / 1e9:.1f} GB of "
         f"cache, {(reserved - fp8) / fp8:.1f}× its weights"
