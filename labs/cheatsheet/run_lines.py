@@ -152,10 +152,18 @@ def _workspace(model, gpus: int, layout) -> str:
     (round-21 cold reading R, finding 9; round-25 reading F, finding 1: each part split as
     its weights are, GQA's K and V at their own width)."""
     w = serving_workspace(model, gpus, layout)
-    return (f"the lab's estimate of one layer's forward intermediates for one "
-            f"{w.attention.tokens:,.0f}-token prefill chunk, each part split as its weights "
-            f"are (Q, K, V and attention output; the MLP): {w.formula()}; SGLang leaves it "
-            f"the device's memory outside --mem-fraction-static (weights and KV cache)")
+    # Round-26 reading B, finding 1: under DP attention SGLang divides the chunk among the
+    # groups and runs whole-weight MLPs on the GPU's scattered share of its group's tokens.
+    chunk = (f"one {w.attention.tokens:,.0f}-token prefill chunk" if w.chunks == 1 else
+             f"its group's {w.attention.tokens:,.0f} tokens (SGLang's "
+             f"{w.attention.tokens * w.chunks:,.0f}-token prefill chunk ÷ {w.chunks} attention "
+             f"groups)")
+    scattered = ("" if w.chunks == 1 else
+                 ", a part with whole weights on the GPU's scattered share of those tokens")
+    return (f"the lab's estimate of one layer's forward intermediates for {chunk}, each part "
+            f"split as its weights are{scattered} (Q, K, V and attention output; the MLP): "
+            f"{w.formula()}; SGLang leaves it the device's memory outside "
+            f"--mem-fraction-static (weights and KV cache)")
 
 
 def serving(inp):

@@ -142,3 +142,15 @@ def test_finding_8_ep10_step_9_names_r_and_c(client):
     assert got, nine
     g, r, c, e = (float(got[i]) for i in (1, 2, 3, 4))
     assert f"{g / 100 / r:.3f}" == got[6] and got[7] == got[3] and got[8] == got[4]
+
+
+def test_finding_1_the_cheat_sheets_r1_line_states_sglangs_rule(client):
+    """The cheat sheet's serving line for R1 (its recipe's DP attention) prints the same
+    function's sum, and says the group's share of the chunk and the scattered MLPs."""
+    lines = client.get("/api/cheatsheet", params={"model": "deepseek-r1"}).json()["lines"]
+    line = next(x for x in lines if x["key"] == "serving")
+    term = next(t for t in line["terms"] if t["symbol"] == "workspace")
+    assert ("for its group's 1,024 tokens (SGLang's 8,192-token prefill chunk ÷ 8 attention "
+            "groups)") in term["meaning"]
+    assert "+ 128 × 36,864) × 2 B" in term["meaning"]
+    assert term["value"] == pytest.approx((1024 * 81920 / 8 + 128 * 36864) * 2)
