@@ -6,7 +6,7 @@ from html import unescape
 import pytest
 
 from app.charts.units import fmt_gb2
-from app.routers.rl_lesson import busiest, facts
+from app.routers.rl_lesson import busiest, facts, train_sum
 from labs.hardware.gpus import GPUS
 from tests.app.test_parser import api_messages
 from tests.labs.test_rl import TABLE  # the curriculum's recipe table
@@ -1054,8 +1054,11 @@ def test_round_16_the_training_time_comes_from_ep08s_step_bar(client):
         assert p["seconds"] == pytest.approx(a["train_seconds"])
         text = steps[n]
         assert f"{p['microbatches']} micro-batches of one {p['seq_len']:,}-token sample" in text
-        assert (f"× {p['log_prob']:.3f} × {p['step_s']:.2f} s" in text
-                or f"= {p['log_prob']:.3f}, times {p['step_s']:.2f} s" in text)
+        # Step 6 prints its parts at the places where the sum redoes (rl_lesson.train_sum).
+        shown = (train_sum(p, f"{p['log_prob']:.3f}")["step"] if n == 6
+                 else f"{p['step_s']:.2f}")
+        assert (f"× {p['log_prob']:.3f} × {shown} s" in text
+                or f"= {p['log_prob']:.3f}, times {shown} s" in text)
         assert f"{p['seconds']:.2f} s" in text
     g = facts()["glm9"]["api"]["train_parts"]
     assert f"{g['step_s']:.2f} s (compute {g['segments']['compute']:.2f} s" in steps[2]
@@ -1227,11 +1230,12 @@ def test_round_18_the_log_prob_factor_derives_from_the_steps_flops_a_parameter(c
             assert f"({h3} + 2 × {f3}) ÷ {h3} = × {p['log_prob']:.3f}" in text
             assert "its exposed communication too" in text
         else:
+            six = train_sum(p, f"{p['log_prob']:.3f}")
             assert (f"R1's step runs {h3} FLOPs an active matmul parameter "
                     f"({p['matmul_params'] / 1e9:.1f}B) a token ({parts}") in text
             assert (f"two forwards (the reference's too) add 2 × {f3} (2 + "
                     f"{t['forward_attention']}): ({h3} + 2 × {f3}) ÷ "
-                    f"{h3} = {p['log_prob']:.3f}, times {p['step_s']:.2f} s") in text
+                    f"{h3} = {p['log_prob']:.3f}, times {six['step']} s") in text
 
 
 def test_round_21_the_steps_sums_add_their_printed_parts(client):
@@ -1552,8 +1556,9 @@ def test_round_22_slimes_kl_loss_runs_the_reference_models_forward(client):
             f"{g['ref_swap_s']:.2f} s: {g['seconds']:.2f} s") in steps[2]
     r = facts()["r1_sep"]["api"]["train_parts"]
     # round 25: each part to the places at which the sum redoes (rl_lesson.train_sum)
+    swap = train_sum(r, f"{r['log_prob']:.3f}")["swap"]
     assert (f"the reference's swap, 2 × {fmt_gb2(r['ref_swap_bytes'])} ÷ "
-            f"{r['ref_swap_rate'] / 1e9:.0f} GB/s, {r['ref_swap_s']:.3f} s;") in steps[6]
+            f"{r['ref_swap_rate'] / 1e9:.0f} GB/s, {swap} s;") in steps[6]
     assert f"adds {r['offload_s']:.2f} s: {r['seconds']:.2f} s" in steps[6]
 
 
