@@ -137,13 +137,15 @@ def _layout_solution() -> str:
     ring = state["ring"]
 
     def per(api: dict) -> str:
-        total = _ulysses_bytes(api)["total"]
-        return f"{total:,.0f} B ÷ {api['cp']} = {total / api['cp']:,.0f} B"
+        # Round-27 reading A, finding 1: the (c − 1)/c a rank keeps, as the MB figures and the
+        # ring's 2,048 B count it (without it 2,560 B × 131,072 was 336 MB beside 294 MB).
+        total, c = _ulysses_bytes(api)["total"], api["cp"]
+        return f"{total:,.0f} B × {c - 1}/{c} ÷ {c} = {total * (c - 1) / c / c:,.0f} B"
 
     share = (ring["cp"] - 1) / ring["cp"] * ring["kv_bytes_per_token"]
     return ("{best}. Bytes per GPU: ring over CP 2 {ring}, Ulysses over CP 8 {ulysses}, "
-            "over CP 16 {ulysses16}. Per token of the sequence Ulysses sends its shard's "
-            f"bytes ÷ c: {per(state['ulysses'])} at CP 8, {per(state['ulysses16'])} at CP "
+            "over CP 16 {ulysses16}. Per token of the sequence Ulysses sends (c − 1)/c of "
+            f"its shard's bytes ÷ c: {per(state['ulysses'])} at CP 8, {per(state['ulysses16'])} at CP "
             f"16, where the ring over CP {ring['cp']} sends {ring['cp'] - 1}/{ring['cp']} of "
             f"K + V, {share:,.0f} B. Step 6's Llama 3.1 70B has the same 8 KV heads but "
             f"{big['heads']} query heads: {per(big)} at CP 16, above {share:,.0f} B, and "
