@@ -145,8 +145,9 @@ def _layout_solution() -> str:
     share = (ring["cp"] - 1) / ring["cp"] * ring["kv_bytes_per_token"]
     return ("{best}. Bytes per GPU: ring over CP 2 {ring}, Ulysses over CP 8 {ulysses}, "
             "over CP 16 {ulysses16}. Per token of the sequence Ulysses sends (c − 1)/c of "
-            f"its shard's bytes ÷ c: {per(state['ulysses'])} at CP 8, {per(state['ulysses16'])} at CP "
-            f"16, where the ring over CP {ring['cp']} sends {ring['cp'] - 1}/{ring['cp']} of "
+            f"its shard's bytes ÷ c: {per(state['ulysses'])} at CP 8, "
+            f"{per(state['ulysses16'])} at CP 16, where the ring over CP {ring['cp']} sends "
+            f"{ring['cp'] - 1}/{ring['cp']} of "
             f"K + V, {share:,.0f} B. Step 6's Llama 3.1 70B has the same 8 KV heads but "
             f"{big['heads']} query heads: {per(big)} at CP 16, above {share:,.0f} B, and "
             f"there the ring over CP {ring['cp']} sends the least of the three.")
