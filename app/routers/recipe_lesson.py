@@ -216,7 +216,21 @@ def layer_consts() -> dict:
             "moe_busbw": get_link(MIXTRAL["intra_link"]).ring_busbw,
             "moe_bucket_params": megatron_bucket_params(MIXTRAL["dp"]),
             "moe_rings": bucket_rings(recipe.gradients),
-            "lat": simple_ring_latency()}  # NCCL's ring latencies, as EP02 step 4 states them
+            "lat": simple_ring_latency(),  # NCCL's ring latencies, as EP02 step 4 states them
+            # Round-27 reading A, finding 3: step 12's network, said where 48 GB/s is first used
+            "net": net_words(MIXTRAL["inter_link"])}
+
+
+def net_words(link_id: str) -> dict:
+    """A scale-out link's name (its rate dropped), its port's Gb/s and GB/s, what NCCL's ring
+    reaches on it and the fraction (InfiniBand NDR: 400 Gb/s, 50 GB/s, 48 GB/s, 0.96)."""
+    from labs.hardware.links import get_link
+
+    link = get_link(link_id)
+    gbps = link.bandwidth * 8 / 1e9
+    return {"name": link.name.removesuffix(f" {gbps:g} Gb/s"), "gbps": gbps,
+            "port": link.bandwidth, "busbw": link.ring_busbw,
+            "ratio": link.ring_busbw / link.bandwidth}
 
 
 def bucket_rings(grad_bytes: float) -> dict[str, dict]:

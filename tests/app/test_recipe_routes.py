@@ -1320,8 +1320,8 @@ def test_round_6_step_13_writes_each_latency_as_its_sum(client):
     lv = f["lv"]["api"]["layer"]
     step = _step_text(_page_text(client), 13)
     assert "plus latency" not in step and "plus each ring step's latency" not in step
-    assert (f"A ring pays {r['base']} µs to start, then {r['nvlink']} µs for each step on "
-            f"NVLink and {r['net']} µs for each step across the network") in step
+    assert (f"A ring pays {r['base']} µs to start, then {r['nvlink']} µs a step on "
+            f"NVLink and {r['net']} µs a step across the network") in step
     # The FSDP gather: 16 ranks, 2 a node, so 7 of its 15 steps cross the network.
     net = k["dp"] // k["per_node"] - 1
     lat = r["base"] + (k["dp"] - 1 - net) * r["nvlink"] + net * r["net"]
