@@ -135,6 +135,18 @@ GIB = 2 ** 30
 # labs.runs_log.lab.reserved_unlike lists the same for a run).
 UNCOUNTED = ("the CUDA context, NCCL's buffers, temporary buffers, ZeRO-3's gathered layers "
              "and the allocator's fragmentation")
+# Round-27 reading A, finding 8: on an AMD GPU the runtime is HIP (PyTorch keeps the torch.cuda
+# name on ROCm) and the collectives' library RCCL.
+ROCM_WORDS = {"CUDA gives": "HIP (ROCm) gives", "the CUDA context": "the HIP context",
+              "NCCL's buffers": "RCCL's buffers"}
+
+
+def runtime_words(gpu: GPUSpec, text: str) -> str:
+    """``text`` in the GPU's own runtime's names: CUDA and NCCL, or on AMD HIP and RCCL."""
+    if gpu.name.startswith("AMD "):
+        for cuda, rocm in ROCM_WORDS.items():
+            text = text.replace(cuda, rocm)
+    return text
 
 
 def capacity_note(gpu: GPUSpec, cuda_bytes: float | None = None, digits: int | None = None,
@@ -154,21 +166,31 @@ def capacity_note(gpu: GPUSpec, cuda_bytes: float | None = None, digits: int | N
         cuda_bytes = gpu.cuda_memory_gib * GIB
         digits = digits or len(f"{gpu.cuda_memory_gib:g}".partition(".")[2])  # as the preset
     if cuda_bytes is None:
-        return out
+        return runtime_words(gpu, out)
     out += (f", {'of which' if gpu.card_memory_gib else 'and'} CUDA gives the process "
             f"{cuda_bytes / GIB:,.{1 if digits is None else digits}f} GiB "
             f"({cuda_bytes / 1e9:,.1f} GB{said})")
     gap = cuda_bytes - budget
     run = ""
     if above is not None:
-        run = (f" (this run: {above / 1e9:,.1f} GB of reserved above the ledger, so "
-               f"{'lenient' if above > gap else 'strict'})")
+        # Round-27 reading A, findings 5 and 7: a run whose ledger is above reserved says so
+        # that way round, and the context and the collectives' buffers lie outside reserved,
+        # so reserved below the gap is strict only until they take the rest of it.
+        held = (f"{above / 1e9:,.1f} GB of reserved above the ledger" if above >= 0 else
+                f"the ledger {-above / 1e9:,.1f} GB above reserved")
+        left = round(gap / 1e9, 1) - round(above / 1e9, 1)  # as the printed figures give it
+        way = ("lenient" if above > gap else
+               f"strict unless the CUDA context and NCCL's buffers, outside reserved, take "
+               f"more than the {left:,.1f} GB left")
+        run = f" (this run: {held}, so {way})"
     if gap >= 0:
-        return (f"{out}. The ledger leaves out {UNCOUNTED}; the {gap / 1e9:,.1f} GB between is "
-                "left for them: the lab's fit verdicts err strict where they take less, "
-                f"lenient where they take more{run}")
-    return (f"{out}: {-gap / 1e9:,.1f} GB less than the lab budgets, before {UNCOUNTED}, so "
-            "the lab's fit verdicts err lenient")
+        return runtime_words(gpu, (
+            f"{out}. The ledger leaves out {UNCOUNTED}; the {gap / 1e9:,.1f} GB between is "
+            "left for them: the lab's fit verdicts err strict where they take less, "
+            f"lenient where they take more{run}"))
+    return runtime_words(gpu, (
+        f"{out}: {-gap / 1e9:,.1f} GB less than the lab budgets, before {UNCOUNTED}, so "
+        "the lab's fit verdicts err lenient"))
 
 
 def gpus() -> dict[str, GPUSpec]:

@@ -207,8 +207,14 @@ def reserved_unlike(result: RecipeResult, reserved: float) -> str:
     sharded = {1: "the optimizer's part", 2: "gradients and optimizer", 3: "all of it"}
     shard = (f", {sharded[plan.zero]} sharded over ZeRO-{plan.zero}'s {plan.dp * plan.cp} "
              "ranks" if plan.zero else "")
-    keeps = ": each layer's input, under full recomputation" if mode.input_only else ""
-    gap = reserved - result.memory_per_gpu_bytes
+    keeps = ""
+    if mode.input_only:
+        # Round-27 reading A, finding 4: the kept bytes are the layers' inputs and the
+        # embedding's and output layer's activations, each said.
+        keeps = (f": each layer's input, {b['activations'] / 1e9:,.2f} GB, under full "
+                 "recomputation, and the embedding's output and the output layer's logits, "
+                 f"{b['embedding_and_logits'] / 1e9:,.2f} GB")
+    gap = printed_gap(reserved, result.memory_per_gpu_bytes)
     way = (f"Reserved is {gap / 1e9:,.1f} GB above the ledger: a ratio would read the lab low "
            "for what the ledger leaves out" if gap >= 0 else
            f"Even so the ledger is {-gap / 1e9:,.1f} GB above reserved: it counts more than "
@@ -219,20 +225,30 @@ def reserved_unlike(result: RecipeResult, reserved: float) -> str:
             f"{way}")
 
 
+def printed_gap(reserved: float, ledger: float) -> float:
+    """Reserved less the ledger as the table's one-place GB figures give it (round-27 reading
+    A, finding 6: 46.0 and 46.9 GB printed beside "1.0 GB above", from 46.909 − 45.955)."""
+    return (round(reserved / 1e9, 1) - round(ledger / 1e9, 1)) * 1e9
+
+
 def capacity_of(run: ParsedRun, result: RecipeResult) -> str:
-    """The GPU memory the log's CUDA capacity line states, beside the GB the lab budgets (fixB
-    item 1: torchtitan's 79.11 GiB, 84.9 GB, sat beside the lab's 80 GB unexplained)."""
+    """The GPU memory the log's CUDA capacity line states (else the GPU preset's), beside the GB
+    the lab budgets (fixB item 1: torchtitan's 79.11 GiB, 84.9 GB, sat beside the lab's 80 GB
+    unexplained)."""
     cap = run.measured.gpu_capacity_bytes
-    if cap is None:
-        return ""
     gpu = result.cluster.gpu
+    reserved = run.measured.peak_reserved_bytes
+    above = (printed_gap(reserved, result.memory_per_gpu_bytes)
+             if reserved is not None and result.memory is not None else None)
+    if cap is None:
+        # Round-27 reading A, finding 5: a log with no capacity line (Megatron's) went without
+        # the budget and the verdicts' direction; the GPU the lab runs it on, by its preset.
+        return capacity_note(gpu, above=above)
     if run.query.get("gpu") == gpu.id:
-        reserved = run.measured.peak_reserved_bytes
-        above = (reserved - result.memory_per_gpu_bytes
-                 if reserved is not None and result.memory is not None else None)
         return capacity_note(gpu, cap, 2, ": your log's CUDA capacity line", above)
     return (f"GPU memory: your log's CUDA capacity, {cap / GIB:.2f} GiB ({cap / 1e9:,.1f} GB), "
             f"is its own GPU's, not the chosen one's. {capacity_note(gpu)}")
+
 
 def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
     """The lab's figures for the run's plan beside the run's, and the memory gap by part."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import app.main  # noqa: F401  (registers every lab view)
 from app.glossary_terms import GLOSSARY
 from app.routers.runs import PATH
-from labs.hardware.gpus import get_gpu
+from labs.hardware.gpus import capacity_note, get_gpu
 
 GIB = 2 ** 30
 
@@ -59,14 +59,15 @@ def test_your_run_sets_the_logs_capacity_beside_the_budget(client):
     # Another GPU chosen: the log's capacity is its own GPU's, and the page says so.
     other = client.post("/api/runs/parse", json={"log": LOG, "gpu": "a100-80gb"}).json()
     assert "is its own GPU's, not the chosen one's" in other["capacity_note"]
-    # A Megatron log states no capacity: nothing to set beside the budget.
+    # A Megatron log states no capacity: the preset's note, no log's line (round-27 reading A,
+    # finding 5: test_round27_a pins the rest).
     megatron = client.post("/api/runs/parse", json={
         "log": (FIXTURES / "megatron_llama3_8b.log").read_text(), "gpu": "h100-sxm"}).json()
-    assert megatron["capacity_note"] == ""
+    assert megatron["capacity_note"] == capacity_note(get_gpu("h100-sxm"), above=-0.9e9)
+    assert "your log's CUDA capacity line" not in megatron["capacity_note"]
 
 
 def test_a_cuda_share_below_the_budget_errs_lenient():
-    from labs.hardware.gpus import capacity_note
 
     h100 = get_gpu("h100-sxm")
     note = capacity_note(replace(h100, card_memory_gib=None), 70 * GIB)

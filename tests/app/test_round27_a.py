@@ -64,3 +64,69 @@ def test_finding_3_step_12_states_the_network_and_the_fraction_nccl_reaches(clie
                                                                               twelve))
     thirteen = _step(client, "/episodes/recipe-3d", 13)
     assert "each with its own NIC (48 GB/s: NDR's 0.96):" in thirteen
+
+
+def _parse(client, name: str, **extra) -> dict:
+    from pathlib import Path
+    log = (Path(__file__).parents[1] / "fixtures" / "runs" / name).read_text()
+    return client.post("/api/runs/parse", json={"log": log, **extra}).json()
+
+
+def test_finding_4_the_kept_activations_are_said_part_by_part(client):
+    """torchtitan's run said "7.6 GB: each layer's input", but each layer's input is 5.37 GB;
+    the other 2.24 GB is the embedding's output and the output layer's logits. Both parts are
+    said now, each the ledger's, and they add to the printed total."""
+    body = _parse(client, "torchtitan_llama3_70b.log", gpu="h100-sxm")
+    why = {f["name"]: f for f in body["figures"]}["peak_reserved_bytes"]["unlike"]
+    b = body["recipe"]["stages"][0]["breakdown"]
+    layers, ends = b["activations"] / 1e9, b["embedding_and_logits"] / 1e9
+    assert (f"each layer's input, {layers:.2f} GB, under full recomputation, and the "
+            f"embedding's output and the output layer's logits, {ends:.2f} GB") in why
+    kept = float(re.search(r"kept for the backward \(([\d.]+) GB", why).group(1))
+    assert kept == round(layers + ends, 1)
+
+
+def test_finding_5_a_log_without_a_capacity_line_gets_the_presets_note(client):
+    """Megatron's log prints no CUDA capacity line, so the run went without the budget and
+    which way the verdicts err, though its ledger is above reserved. The note falls back to
+    the preset's figures and says this run's way, the ledger above reserved, so strict."""
+    note = _parse(client, "megatron_llama3_8b.log", gpu="h100-sxm")["capacity_note"]
+    assert note.startswith("The lab budgets the NVIDIA H100 SXM 80GB at 80 GB")
+    assert "CUDA gives the process 79.1 GiB (84.9 GB)" in note
+    assert "(this run: the ledger 0.9 GB above reserved, so strict" in note
+
+
+def test_finding_6_the_gap_is_the_difference_of_the_printed_figures(client):
+    """The table printed reserved 46.0 and ledger 46.9 GB beside "the ledger is 1.0 GB above
+    reserved" (46.909 − 45.955 unrounded). The sentence takes the printed figures' difference."""
+    body = _parse(client, "megatron_llama3_8b.log", gpu="h100-sxm")
+    row = {f["name"]: f for f in body["figures"]}["peak_reserved_bytes"]
+    shown = round(row["predicted"] / 1e9, 1) - round(row["measured"] / 1e9, 1)
+    assert f"Even so the ledger is {shown:.1f} GB above reserved" in row["unlike"]
+    assert "Even so the ledger is 1.0 GB" not in row["unlike"]
+
+
+def test_finding_7_strict_is_said_before_what_lies_outside_reserved():
+    """The note compared reserved above the ledger with the gap alone, but the gap must also
+    hold the CUDA context and NCCL's buffers, outside reserved: a run 4.5 GB above the ledger
+    read "strict" outright. Strict now says how much of the gap those may take."""
+    from labs.hardware.gpus import capacity_note, get_gpu
+    h100 = get_gpu("h100-sxm")
+    note = capacity_note(h100, above=4.5e9)
+    assert ("(this run: 4.5 GB of reserved above the ledger, so strict unless the CUDA context "
+            "and NCCL's buffers, outside reserved, take more than the 0.4 GB left)") in note
+    assert note.endswith("so lenient)") is False
+    assert capacity_note(h100, above=40.7e9).endswith("(this run: 40.7 GB of reserved above "
+                                                      "the ledger, so lenient)")
+
+
+def test_finding_8_an_amd_gpu_says_hip_and_rccl(client):
+    """The MI300X's note said "CUDA gives the process" and "NCCL's buffers"; on ROCm these are
+    HIP's and RCCL's (PyTorch only keeps the torch.cuda name). NVIDIA's notes keep CUDA/NCCL."""
+    body = client.get("/api/gpus").json()
+    rows = body if isinstance(body, list) else body.get("gpus", body)
+    notes = {g["id"]: g["capacity_note"] for g in rows}
+    mi = notes["mi300x"]
+    assert "HIP (ROCm) gives the process 191.45 GiB" in mi and "RCCL's buffers" in mi
+    assert "CUDA" not in mi and "NCCL" not in mi.replace("RCCL", "")
+    assert "CUDA gives the process" in notes["h100-sxm"] and "NCCL's buffers" in notes["h100-sxm"]
