@@ -17,7 +17,8 @@ PyTorch FSDP2/DeviceMesh snippet. Each says the same degrees, batch sizes and Ze
   written only where PP = 1). The pipeline engine takes its grid from the model,
   PipelineModule(layers=..., topology=PipeModelDataParallelTopology(num_pp=PP, num_mp=TP,
   num_dp=DP)) (deepspeed/runtime/pipe/module.py, topology.py), which the export's notes write
-  out; its "pipeline" section repeats the partition and checkpoint interval.
+  out; its "pipeline" section holds only the checkpoint interval, the one key of it the engine
+  reads (the partition is the module's partition_method).
 - Recomputation: each mode's record (``labs.core.recomputation``) holds its arguments; the
   layer-granular one's Megatron count is the block method's --recompute-num-layers, the first
   N layers of each model chunk (megatron/core/transformer/transformer_block.py,
@@ -161,8 +162,8 @@ def _megatron_recompute(plan: Plan, model: ModelSpec, notes: list[str]) -> list:
 
 def deepspeed_pipeline_module(plan: Plan) -> str:
     """How DeepSpeed's pipeline engine is told the plan's grid: the model wrapped as a
-    PipelineModule (deepspeed/runtime/pipe/module.py) given its topology, whose partition_method
-    and activation_checkpoint_interval the config's "pipeline" section repeats. Round-26
+    PipelineModule (deepspeed/runtime/pipe/module.py) given its topology and partition_method,
+    whose activation_checkpoint_interval the config's "pipeline" section repeats. Round-26
     reading A, finding 1: with num_stages alone, PipelineModule builds
     PipeDataParallelTopology(num_pp=PP, num_dp=world // PP), counting the TP ranks as data
     parallel (TP8 x PP4 x DP2 became PP4 x DP16, and the engine's batch check fails); the
@@ -191,11 +192,12 @@ def deepspeed(plan: Plan, model: ModelSpec) -> Export:
         "bf16": {"enabled": True},
         "zero_optimization": {"stage": plan.zero, "overlap_comm": True,
                               "contiguous_gradients": True},
-        # No "stages": the engine takes the degree from the model's PipelineModule (the
-        # notes write it out); this section repeats the module's partition and interval.
-        "pipeline": {"partition": "uniform",
-                     "activation_checkpoint_interval":
-                         RECOMPUTATION[plan.recompute].deepspeed_interval},
+        # No "stages" and no "partition": the engine takes the degree and the partition from
+        # the model's PipelineModule (the notes write it out); of this section it reads
+        # activation_checkpoint_interval, overriding the module's where > 0
+        # (deepspeed/runtime/pipe/engine.py; round-27 reading A, finding 10).
+        "pipeline": {"activation_checkpoint_interval":
+                     RECOMPUTATION[plan.recompute].deepspeed_interval},
         "gradient_clipping": 1.0,
     }
     if plan.pp == 1:  # AutoTP beside the pipeline engine is not documented (PIPELINE_TP_NOTE)
@@ -275,17 +277,27 @@ def fsdp(plan: Plan, model: ModelSpec) -> Export:
     top = "replicate(stage, device_mesh=dp_mesh)" if plan.zero == 0 else \
         "fully_shard(stage, mesh=dp_mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)"
     degrees = f"TP{plan.tp} x PP{plan.pp} x CP{plan.cp} x DP{plan.dp}"
+    # Round-27 reading A, finding 9: the stage the script runs, which RESHARD_AFTER_FORWARD
+    # reads (FSDP2 has no ZeRO-1; ZeRO-3 that keeps its gathered weights is ZeRO-2's memory),
+    # only the wrapper it calls imported, and the MLP's own matrices (GELU two, SwiGLU three).
+    runs = 0 if plan.zero == 0 else 3 if plan.zero == 3 and plan.reshard_after_forward else 2
+    why = "" if runs == plan.zero else (
+        "  # FSDP2's nearest to the plan's ZeRO-1 (notes)" if plan.zero == 1 else
+        "  # the plan's ZeRO-3 keeping its gathered weights")
+    wrapper = ("from torch.distributed._composable.replicate import replicate"
+               if plan.zero == 0 else "from torch.distributed.fsdp import fully_shard")
+    mlp = ('"feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),'
+           if model.gated_mlp else '"feed_forward.w1": ColwiseParallel(),')
     text = f'''# {model.name}: {degrees} = {plan.world_size} GPUs
 import torch
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
-from torch.distributed._composable.replicate import replicate
+{wrapper}
 from torch.distributed.pipelining import PipelineStage, {schedule}
 from torch.distributed.tensor.parallel import (
     ColwiseParallel, RowwiseParallel, parallelize_module)
 
-ZERO_STAGE = {plan.zero}
-RESHARD_AFTER_FORWARD = {plan.zero == 3 and plan.reshard_after_forward}
+ZERO_STAGE = {runs}{why}
+RESHARD_AFTER_FORWARD = ZERO_STAGE == 3
 MICRO_BATCH = {plan.micro_batch}
 MICROBATCHES = {plan.microbatches}
 GLOBAL_BATCH = {plan.global_batch}
@@ -298,7 +310,7 @@ tp_mesh, dp_mesh, pp_mesh = mesh["tp"], {dp_mesh}, mesh["pp"]
 TP_PLAN = {{
     "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(),
     "attention.wv": ColwiseParallel(), "attention.wo": RowwiseParallel(),
-    "feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),
+    {mlp}
     "feed_forward.w2": RowwiseParallel(),
 }}
 

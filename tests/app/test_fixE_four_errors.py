@@ -114,4 +114,4 @@ def test_ep08_step_8_quotes_deepspeeds_pipeline_module_closed_config_and_fsdp2s_
     text = " ".join(visible_text(step).split())
     assert "which the pipeline engine takes from the model, not the config" in text
     assert "FSDP2 has no ZeRO-1: the nearest is ZeRO-2" in text.split("Limit.")[1]
-    assert "ZERO_STAGE = 1" in blocks[3]
+    assert "ZERO_STAGE = 2  # FSDP2's nearest to the plan's ZeRO-1" in blocks[3]  # r27 A #9

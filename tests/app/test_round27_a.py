@@ -130,3 +130,53 @@ def test_finding_8_an_amd_gpu_says_hip_and_rccl(client):
     assert "HIP (ROCm) gives the process 191.45 GiB" in mi and "RCCL's buffers" in mi
     assert "CUDA" not in mi and "NCCL" not in mi.replace("RCCL", "")
     assert "CUDA gives the process" in notes["h100-sxm"] and "NCCL's buffers" in notes["h100-sxm"]
+
+
+def test_finding_9_the_fsdp2_script_runs_what_it_says():
+    """GPT-3's FSDP2 script named "feed_forward.w3" (SwiGLU's gate) on a GELU MLP of two
+    matrices, set ZERO_STAGE = 1 that nothing read while it ran ZeRO-2, and imported
+    replicate unused. The TP plan now follows the MLP, ZERO_STAGE is the stage it runs and
+    RESHARD_AFTER_FORWARD reads it, and each import is used."""
+    import ast
+
+    from labs.model.presets import get_model
+    from labs.recipe.export import export
+    from labs.recipe.inputs import Plan
+
+    gpt3, llama = get_model("gpt-3-175b"), get_model("llama-3.1-70b")
+    assert not gpt3.gated_mlp and llama.gated_mlp
+    seed = Plan(tp=8, pp=4, dp=2, zero=1, microbatches=16, seq_len=2048)
+    text = export(seed, gpt3, "fsdp").text
+    assert '"feed_forward.w1"' in text and '"feed_forward.w2"' in text
+    assert '"feed_forward.w3"' not in text
+    assert '"feed_forward.w3"' in export(seed, llama, "fsdp").text
+    assert "ZERO_STAGE = 2  # FSDP2's nearest to the plan's ZeRO-1" in text
+    assert "RESHARD_AFTER_FORWARD = ZERO_STAGE == 3" in text
+    for zero, runs, wrapper in ((0, 0, "replicate"), (1, 2, "fully_shard"),
+                                (2, 2, "fully_shard"), (3, 3, "fully_shard")):
+        plan = Plan(tp=8, pp=1, dp=8, zero=zero, microbatches=4, seq_len=2048)
+        src = export(plan, gpt3, "fsdp").text
+        assert f"ZERO_STAGE = {runs}" in src
+        tree = ast.parse(src)
+        imported = {a.asname or a.name for n in ast.walk(tree)
+                    if isinstance(n, ast.ImportFrom) for a in n.names}
+        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        assert imported <= used, imported - used
+        assert wrapper in used
+
+
+def test_finding_10_deepspeeds_pipeline_section_holds_only_keys_the_engine_reads():
+    """DeepSpeed's "pipeline": {"partition": "uniform"} is parsed but no engine code reads it
+    (deepspeed/runtime/pipe/engine.py reads pipe_partitioned, grad_partitioned,
+    activation_checkpoint_interval and use_reentrant); the partition is PipelineModule's
+    partition_method, which the notes set. The section keeps the interval alone."""
+    import json
+
+    from labs.model.presets import get_model
+    from labs.recipe.export import export
+    from labs.recipe.inputs import Plan
+
+    out = export(Plan(tp=8, pp=4, dp=2, zero=1, microbatches=16, seq_len=2048),
+                 get_model("gpt-3-175b"), "deepspeed")
+    assert set(json.loads(out.text)["pipeline"]) == {"activation_checkpoint_interval"}
+    assert any('partition_method="uniform"' in n for n in out.notes)

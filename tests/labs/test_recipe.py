@@ -258,8 +258,9 @@ def test_exports_round_trip(plan):
     consts = {t.id: ast.literal_eval(n.value) for n in ast.walk(tree)
               if isinstance(n, ast.Assign) for t in n.targets
               if isinstance(t, ast.Name) and t.id.isupper() and isinstance(n.value, ast.Constant)}
-    assert consts["ZERO_STAGE"] == plan.zero
-    assert consts["RESHARD_AFTER_FORWARD"] is (plan.zero == 3)
+    # The stage FSDP2 runs, which RESHARD_AFTER_FORWARD reads (round-27 reading A, finding 9:
+    # FSDP2 has no ZeRO-1, so the plan's 1 runs as 2).
+    assert consts["ZERO_STAGE"] == {0: 0, 1: 2, 2: 2, 3: 3}[plan.zero]
     assert (consts["MICRO_BATCH"], consts["MICROBATCHES"]) == (plan.micro_batch,
                                                                plan.microbatches)
     mesh = next(n for n in ast.walk(tree) if isinstance(n, ast.Call)
