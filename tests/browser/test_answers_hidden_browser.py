@@ -869,8 +869,12 @@ EP08_BENCH = bench_reader("#recipe-audits")
 # of EP08 and EP10, finding 4: each was on the bench at that link's URL, loaded fresh), each
 # with the link (its place among the step's) that sets it: step 3's 4 micro-batches, step 4's
 # DP32 and step 5's TP8 x DP4 of the 70B, step 7's PP2 with 16, step 11's ZB-H1, step 12's
-# Mixtral plan, step 13's TP4 x FSDP16 layer and step 15's HSDP over a node's 4.
-EP08_LINKS = [(3, 0), (4, 0), (5, 0), (7, 0), (11, 0), (12, 0), (13, 0), (15, 1)]
+# Mixtral plan, step 13's TP4 x FSDP16 layer and step 15's HSDP over a node's 4. Step 12's
+# answer is a difference of two states since fixA (#4, round 25: how much later the compute
+# stream ends with DP overlap off, 455.18 − 120.34 ms): hidden at its link's state, it is on
+# no one bench after the guess (False: its after-check is the why's, in test_recipe_routes).
+EP08_LINKS = [(3, 0, True), (4, 0, True), (5, 0, True), (7, 0, True), (11, 0, True),
+              (12, 0, False), (13, 0, True), (15, 1, True)]
 
 
 def ep08_found(page, number: str, unit: str) -> list[str]:
@@ -890,8 +894,9 @@ def ep08_found(page, number: str, unit: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize(("step", "link"), EP08_LINKS)
-def test_ep08s_try_link_keeps_its_steps_answer_until_the_guess(page, client, step, link):
+@pytest.mark.parametrize(("step", "link", "on_bench"), EP08_LINKS)
+def test_ep08s_try_link_keeps_its_steps_answer_until_the_guess(page, client, step, link,
+                                                                on_bench):
     """A try link's own URL, loaded fresh (a reload, the back button, a shared link): the
     step's answer is neither in the page's text nor on any chart, the step's diagram drawn
     (its other parts move: only the answering part is veiled). Guessed, the bench shows it."""
@@ -907,9 +912,10 @@ def test_ep08s_try_link_keeps_its_steps_answer_until_the_guess(page, client, ste
     assert not ep08_found(page, number, unit), (url, ep08_found(page, number, unit))
     diagram = page.locator(f"#step-{step}").get_attribute("data-diagram")
     assert page.locator(f"#{diagram}").get_attribute("data-veiled") != "", diagram
-    commit_guess(page, step)
-    wait_drawn(page)
-    assert ep08_found(page, number, unit), f"step {step}'s {number} {unit} not on the bench"
+    if on_bench:
+        commit_guess(page, step)
+        wait_drawn(page)
+        assert ep08_found(page, number, unit), f"step {step}'s {number} {unit} not on the bench"
 
 
 EP02 = VIEWS["dp"].episode.path
