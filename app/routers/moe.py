@@ -25,7 +25,7 @@ from labs.experts.routing import block_hit
 from labs.hardware.gpus import get_gpu
 from labs.hardware.kernels import SLOWEST_GPU, TILES, matmul_rate, wave
 from labs.hardware.links import clusters, get_cluster, get_link
-from labs.hardware.nccl import current_nccl, simple_ring_latency
+from labs.hardware.nccl import current_nccl, current_ring_latency, simple_ring_latency
 from labs.model.presets import models
 from labs.parallel.layout import divisors
 from labs.parallel.rank_map import GROUP_SHORT, GROUP_TITLES
@@ -229,7 +229,8 @@ def extra_context(state) -> dict:
         # An all-to-all's latency, one Simple send (labs.hardware.nccl.pairwise): NCCL's
         # start-up and one hop, on NVLink or across nodes; steps 3 and 11 add it to the bytes.
         "a2a": simple_ring_latency(),
-        "nccl_now": current_nccl(),  # step 7: current NCCL's plateau, by which the lab errs slow
+        # Step 7: current NCCL's ring latency (all three of its changes), by which the lab errs
+        "nccl_now": current_nccl(), "nccl_now_ring": current_ring_latency,
         "deepep": deepep_legs(),  # step 3 derives DeepEP's 3.90 ms from these
         "mixtral_rate": mixtral_gemm_rate(),  # step 4 times Mixtral's experts from its rate
         "v3_rate": gemm_rate("v3"),  # step 8 DeepSeek-V3's at EP 64 (the flat end)

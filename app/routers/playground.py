@@ -28,7 +28,7 @@ from app.routers.playground_state import (
 )
 from app.schemas import PlaygroundAnswer
 from labs.hardware.links import links
-from labs.hardware.nccl import current_nccl
+from labs.hardware.nccl import current_nccl, current_ring_latency
 from labs.model.presets import get_model
 
 router = APIRouter()
@@ -61,7 +61,7 @@ def extra_context(state) -> dict:
         "tp_eth_ring": tp_ring("tp_eth"),
         # Current NCCL's ring plateau on H100 (x1.4, not 2.8's x1.9): step 5 says which way
         # the lab's latency errs (round-19 cold reading Z, finding 11).
-        "nccl_now": current_nccl(),
+        "nccl_now": current_nccl(), "nccl_now_ring": current_ring_latency,
         # Called by the controls template only (the page and the bench): a control change's
         # answer (#playground-panels) never draws them, and building them cost 0.6 ms of its
         # 7 ms (issue 31).

@@ -125,6 +125,18 @@ def current_nccl() -> dict[str, float]:
             "nvls": NVLS_TUNING_LATENCY}
 
 
+def current_ring_latency(ranks: int, nodes: int) -> Latency:
+    """A large ring all-reduce's latency across ``nodes`` nodes as current NCCL's tuning.cc
+    (b6475625) prices it, µs, with all three of its changes (EP02 step 4): 2 x nodes steps
+    cross the network (2.8: 2(nodes - 1)), each ``NET_HOP_CURRENT`` plus the fabric's own
+    latency, left out (so this is a floor), and the plateau ``RING_PLATEAU_CURRENT``. The
+    playground's step 5 and EP07 step 7 set it beside the lab's 2.8 figure."""
+    inter = 2 * nodes
+    return Latency(BASE_LATENCY["ring"]["Simple"], 2 * (ranks - 1) - inter,
+                   HOP_LATENCY["nvlink"]["ring"]["Simple"], inter, NET_HOP_CURRENT,
+                   factor=RING_PLATEAU_CURRENT)
+
+
 def nvls_latency_check(cluster: Cluster, group: int = 8) -> dict[str, float]:
     """NVLS's latency as the lab charges it against current NCCL's own model, at the measured
     size (``NVLS_MEASURED``): each one's busBW for a ``group``-GPU all-reduce there, bytes/s

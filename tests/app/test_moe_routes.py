@@ -1244,7 +1244,7 @@ def test_round_19_ep07_says_the_tile_the_lab_default_and_ncclss_current_factor(c
     Round 21: the tiles are counted in step 4's note now (step 3's why was 651 words), the
     tile still named before the counts."""
     from app.routers.moe import gemm_rate
-    from labs.hardware.nccl import current_nccl, simple_ring_latency
+    from labs.hardware.nccl import current_ring_latency, simple_ring_latency
 
     page = client.get("/episodes/experts").text
     mr = gemm_rate("mixtral")
@@ -1266,10 +1266,13 @@ def test_round_19_ep07_says_the_tile_the_lab_default_and_ncclss_current_factor(c
     full = re.search(rf"{lat['plateau']} × \(([\d.]+) \+ (\d+) × ([\d.]+) \+ (\d+) × ([\d.]+)\) "
                      r"µs = ([\d.]+) ms", step7)
     base, n1, h1, n2, h2, _ = map(float, full.groups())
-    now = current_nccl()["plateau"]
-    errs = (lat["plateau"] - now) * (base + n1 * h1 + n2 * h2) * 1e-6
-    assert (f"(NCCL 2.8's factor; current NCCL takes {now} on an H800, so here "
-            f"the lab errs {fmt_ms(errs)} slow)") in step7
+    # Round-27 reading B, finding 2: current NCCL with all three of its changes (EP02 step
+    # 4), not the plateau alone (which said 0.53 ms): 2 x 16 crossing steps at 14 µs.
+    now = current_ring_latency(128, 16)
+    errs = (lat["plateau"] * (base + n1 * h1 + n2 * h2) - now.micros) * 1e-6
+    assert (f"current NCCL's {now.factor} × ({now.base} + {now.intra_steps} × {now.intra_hop}"
+            f" + {now.inter_steps} × ({now.inter_hop:g} + the fabric's)) µs ≥ "
+            f"{fmt_ms(now.micros * 1e-6)}: the lab errs ≤ {fmt_ms(errs)} slow") in step7
     message = client.get("/api/drills/moe-predict-params-dsv3",
                          params={"answer": 27.3}).json()["message"]
     assert "are shared" not in message

@@ -631,12 +631,12 @@ def test_round_6_item_6_step_5s_backward_exposure_is_derived_from_its_gemms(clie
         c = tp["collective_s"]
         assert tp["backward_comm_s"] == pytest.approx(
             sum(max(0.0, c - g["seconds"]) for g in gemms), rel=1e-9)
-        fmt = "%.3f" if 1e3 * c < 1 else "%.2f"
-        terms = " + ".join(f"({fmt % (1e3 * c)} − {1e3 * g['seconds']:.2f})"
+        # Round-27 reading B, finding 8: at 3 places, as the sum that follows them.
+        terms = " + ".join(f"({1e3 * c:.3f} − {1e3 * g['seconds']:.3f})"
                            if c > g["seconds"] else "0" for g in gemms)
-        assert f"{terms} = {1e3 * tp['backward_comm_s']:.2f} ms" in text, key
+        assert f"{terms} = {1e3 * tp['backward_comm_s']:.3f} ms" in text, key
         for g in gemms:
-            assert f"({1e3 * g['seconds']:.2f} ms)" in text
+            assert f"({1e3 * g['seconds']:.3f} ms)" in text
 
 
 def test_the_playground_draws_no_labs_lesson_veil(client):
@@ -726,7 +726,6 @@ def test_round_15_step_5s_why_derives_its_wait_from_the_rate_it_states(client):
     step's start-up latency)", a latency the page never stated. It now derives the 5.02 ms
     from the question's 48 GB/s and NCCL's ring latency, term by term (EP02 step 4), the sum
     the engine's own: one all-reduce, then the forward's two against the compute."""
-    from app.charts.units import fmt_bytes
     from app.routers.playground import facts, tp_ring
     from labs.hardware.links import links
 
@@ -740,7 +739,7 @@ def test_round_15_step_5s_why_derives_its_wait_from_the_rate_it_states(client):
     why = _flat(five.split('<details class="why"')[1].split('<p class="chart-note">')[0])
     assert f"{e['bus_bandwidth'] / 1e9:.0f} GB/s" not in _flat(five)  # 47: bytes over the time
     moving = e["collective_sent_bytes"] / rate
-    assert (f"{fmt_bytes(e['collective_sent_bytes'])} ÷ {rate / 1e9:g} GB/s = "
+    assert (f"{e['collective_sent_bytes'] / 1e6:.1f} MB ÷ {rate / 1e9:g} GB/s = "
             f"{1e3 * moving:.2f} ms") in why
     # The latency's terms in the note under the why (round 16, finding 2: the why is short).
     note = _flat(five.split('<p class="chart-note">')[1])
@@ -848,14 +847,13 @@ def test_round_16_finding_2_step_5s_why_is_three_sentences(client):
     ring's latency term by term, then EP04's layer efficiency). It derives the forward's wait
     in three sentences from the prompt's 235 MB and 48 GB/s; the latency's terms and the
     efficiencies sit in the notes under it."""
-    from app.charts.units import fmt_bytes
     from app.routers.playground import facts
 
     e = facts()["tp_eth"]["api"]["panels"]["tp"]["answer"]
     why = _why(_step(client.get("/episodes/playground").text, 5))
     sentences = [s for s in re.split(r"(?<=[.:;])\s+(?=[A-Z])", why) if s]
     assert len(sentences) <= 3 and len(why.split()) < 80, (len(sentences), why)
-    assert f"{fmt_bytes(e['collective_sent_bytes'])} ÷ 48 GB/s" in why
+    assert f"{e['collective_sent_bytes'] / 1e6:.1f} MB ÷ 48 GB/s" in why
     assert f"2 × {1e3 * e['collective_s']:.2f} = {1e3 * e['forward_comm_s']:.1f} ms" in why
     assert "%" not in why and "µs" not in why
 
@@ -1008,26 +1006,27 @@ def test_round_18_step_5s_predict_names_the_ring_latency_its_answer_adds(client)
         e["forward_comm_s"], rel=1e-6)
 
 
-def test_round_19_step_5_says_the_ring_plateau_is_nccl_2_8s_and_the_lab_errs_slow(client):
+def test_round_19_step_5_says_the_ring_plateau_is_nccl_2_8s_and_which_way_the_lab_errs(client):
     """Round-19 cold reading Z, finding 11: step 5's note multiplied the ring latency by x1.9
-    and never said it is NCCL 2.8's factor; current NCCL takes x1.4 on H100 (EP02 step 4).
-    The note now says so and gives the latency at x1.4 and what the lab's errs, from
+    and never said it is NCCL 2.8's factor. Round-27 reading B, finding 2: the x1.4 alone
+    said the lab errs slow; with current NCCL's other two changes (EP02 step 4: 2 x nodes
+    crossing steps at 14 µs plus the fabric's) it errs fast here. Both from
     labs.hardware.nccl's own constants."""
     from app.routers.playground import facts, tp_ring
-    from labs.hardware.nccl import current_nccl
+    from labs.hardware.nccl import current_ring_latency
     from labs.hardware.nccl_constants import RING_PLATEAU
 
     ring = tp_ring("tp_eth")
     assert ring.terms.factor == RING_PLATEAU
-    now = ring.latency * current_nccl()["plateau"] / RING_PLATEAU
+    now = current_ring_latency(8, 2).micros
+    lab = 1e6 * ring.latency
+    assert now > lab
     e = facts()["tp_eth"]["api"]["panels"]["tp"]["answer"]
     five = _flat(_step(client.get("/episodes/playground").text, 5))
-    assert f"× {RING_PLATEAU} is NCCL 2.8's" in five
-    on_h100 = f"current NCCL's × {current_nccl()['plateau']} on H100 (EP02 step 4) gives"
-    assert on_h100 in five
-    slow = ring.latency - now
-    assert f"{1e3 * now:.2f} ms: the lab errs slow by {1e3 * slow:.2f} ms," in five
-    assert f"{100 * 2 * slow / e['forward_comm_s']:.1f}% of the forward's wait" in five
+    assert f"× {RING_PLATEAU} = {lab / 1e3:.2f} ms" in five
+    fast = (now - lab) / 1e3
+    assert f"≥ {now / 1e3:.3f} ms; the lab errs ≥ {fast:.3f} ms fast, {2 * fast:.3f} ms" in five
+    assert f"({100 * 2e-3 * fast / e['forward_comm_s']:.1f}%) of the forward's wait" in five
 
 
 def test_round_20_the_forward_wait_meets_the_forward_and_the_bubble_names_its_whole(client):
@@ -1039,7 +1038,7 @@ def test_round_20_the_forward_wait_meets_the_forward_and_the_bubble_names_its_wh
                                                "inter_link": "eth-100g"}).json()
     five = _flat(_step(page, 5))
     forward = tp["panels"]["tp"]["answer"]["forward_compute_s"]
-    assert f"against {1e3 * forward:.1f} ms of forward compute" in five
+    assert f"against {1e3 * forward:.2f} ms of forward compute" in five
     m2 = client.get("/api/playground", params={"microbatches": 2}).json()
     recipe = m2["panels"]["recipe"]["answer"]
     share = recipe["segments_s"]["bubble"] / recipe["step_s"]
