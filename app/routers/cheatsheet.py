@@ -222,6 +222,8 @@ def fmt_term(value: float, unit: str) -> str:
         return fmt_bytes(value)
     if unit == "fraction":
         return fmt_pct(value)
+    if unit == "gain":  # a ratio its line reads to 3 places (EP10 step 9's r)
+        return f"{value:.3f}"
     if unit == "s":
         return fmt_ms(value)
     if unit == "duration":

@@ -58,7 +58,7 @@ class Term:
     symbol: str
     value: float
     unit: str  # bytes, s (shown in ms), duration (s, shown in its unit), flops, flop/s, B/s,
-    # count, fraction, or "" (a plain number)
+    # count, fraction, gain (a ratio to 3 places), or "" (a plain number)
     meaning: str
 
 

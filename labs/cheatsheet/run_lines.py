@@ -263,14 +263,17 @@ def qlora_base(inp):
 
 def _fp8_rate_words(gpu) -> str:
     """What r is made of (round-18 cold reading C, finding 12: "1.77" against a stated 1,979
-    vs 989 TFLOP/s): each format's dense peak times the share of it a matmul reaches (MAMF,
-    the preset's measured or assumed figure, each sourced in labs/presets/gpus.json)."""
+    vs 989 TFLOP/s): the timed GEMMs' BF16 time ÷ their FP8 time (``amdahl_terms``), beside
+    its full-wave bound, each format's dense peak times the share of it a matmul reaches
+    (MAMF, the preset's measured or assumed figure, each sourced in labs/presets/gpus.json).
+    Round-27 reading B, finding 4: at 1,979 × 70.9% ÷ (989 × 80.3%) the printed digits gave
+    1.767 beside the timed 1.765; the peaks and shares now print to the places that redo it."""
     k = gpu.kernels
     fp8, bf16 = k.fp8_flops * k.matmul_efficiency_fp8, gpu.bf16_flops * k.matmul_efficiency
-    return (f"their speed-up at the FP8 rate: {k.fp8_flops / 1e12:,.0f} TFLOP/s × "
-            f"{k.matmul_efficiency_fp8:.1%} MAMF against BF16's "
-            f"{gpu.bf16_flops / 1e12:,.0f} × {k.matmul_efficiency:.1%} = {fp8 / bf16:.2f} at "
-            "full waves, less where a GEMM's waves are part empty or memory binds")
+    return (f"the linear GEMMs' BF16 time ÷ their FP8 time: at full waves "
+            f"{k.fp8_flops / 1e12:,.1f} TFLOP/s × {k.matmul_efficiency_fp8:.2%} MAMF ÷ "
+            f"(BF16's {gpu.bf16_flops / 1e12:,.1f} × {k.matmul_efficiency:.2%}) = "
+            f"{fp8 / bf16:.3f}, less where a GEMM's waves are part empty or memory binds")
 
 
 def fp8_speedup(inp):
@@ -291,7 +294,7 @@ def fp8_speedup(inp):
         raise LabInputError("gpu", s.reason or "no FP8 path")
     t = amdahl_terms(s)
     return ((Term("g", t["g"], "fraction", "linear GEMMs' share of the BF16 step"),
-             Term("r", t["r"], "", _fp8_rate_words(inp.gpu)),
+             Term("r", t["r"], "gain", _fp8_rate_words(inp.gpu)),
              Term("c", t["c"], "fraction", "casts and scaling, of the step"),
              Term("e", t["e"], "fraction",
                   f"TP collectives and gradient sync the shorter backward no longer hides "

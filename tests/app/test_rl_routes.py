@@ -613,10 +613,10 @@ def test_round_9_step_3_names_its_experiment_the_labs_and_how_slimes_cache_diffe
     # at most what CUDA gives a process (79.1 GiB), not the driver's 81,559 MiB.
     reserved = 0.7 * GPUS.get("h100-sxm").cuda_memory_gib * 2**30
     fp8 = facts()["r1_sep"]["api"]["serving_weights"]["fp8_bytes"]
-    assert f"= {reserved / 1e9:.1f} GB" in three
-    assert (f"FP8 release, {fp8 / 1e9:.1f} GB a GPU (slime loads it), leaves at most "
-            f"{reserved / 1e9:.1f} GB − {fp8 / 1e9:.1f} GB = "
-            f"{(reserved - fp8) / 1e9:.1f} GB of cache, {(reserved - fp8) / fp8:.1f}× its "
+    assert f"= {reserved / 1e9:.2f} GB" in three  # round-27 reading B, finding 5: 2 places
+    assert (f"FP8 release, {fp8 / 1e9:.2f} GB a GPU (slime loads it), leaves at most "
+            f"{reserved / 1e9:.2f} GB − {fp8 / 1e9:.2f} GB = "
+            f"{(reserved - fp8) / 1e9:.2f} GB of cache, {(reserved - fp8) / fp8:.1f}× its "
             "weights") in three
     assert f"{(reserved - b['weights']) / 1e9:.1f} GB of cache" not in three
     # Round 26 B #4: the lab's 4 requests at slime's length, named as the lab's, no share of
@@ -1065,7 +1065,9 @@ def test_round_16_the_training_time_comes_from_ep08s_step_bar(client):
     r1 = facts()["r1_sep"]["api"]
     p = r1["train_parts"]
     # Round 19: step 6 gives the step's compute and names the rest (step 2 lists the bar).
-    assert (f"sample: {p['step_s']:.2f} s, {p['segments']['compute']:.2f} s of it "
+    # Round-27 reading B, finding 7: at train_sum's places, the step as the sum uses it.
+    shown = train_sum(p, f"{p['log_prob']:.3f}")["step"]
+    assert (f"sample: {shown} s, {p['segments']['compute']:.2f} s of it "
             "compute") in steps[6]
     assert f"adds {p['offload_s']:.2f} s: {p['seconds']:.2f} s" in steps[6]
     assert (f"{r1['engines']} engines of {r1['engine_gpus']} GPUs, "
