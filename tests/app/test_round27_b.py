@@ -135,3 +135,11 @@ def test_finding_8_ep07_step_11s_rates_redo_from_the_printed_bytes_and_times(cli
     assert len(found) == 2, text
     for mb, ms, b in found:
         assert f"{float(mb) / float(ms):.2f}" == b
+
+
+def test_finding_10_ep08_step_5_says_dualpipevs_step_is_read_off_the_chart(client):
+    """DualPipeV's 99.5 F step is the simulated schedule's, no formula's: the note says so
+    and where on the chart it is read."""
+    text = _step(client, "pipeline", 5)
+    assert "comes from (simulated)" in text
+    assert re.search(r"of its [\d.]+ F step \(where the chart's last bar ends;", text)
