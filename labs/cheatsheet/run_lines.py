@@ -158,12 +158,27 @@ def _workspace(model, gpus: int, layout) -> str:
              f"its group's {w.attention.tokens:,.0f} tokens (SGLang's "
              f"{w.attention.tokens * w.chunks:,.0f}-token prefill chunk ÷ {w.chunks} attention "
              f"groups)")
-    scattered = ("" if w.chunks == 1 else
-                 ", a part with whole weights on the GPU's scattered share of those tokens")
+    t, group = w.attention.tokens, w.attention.splits[0]
+
+    def part(p) -> str:
+        # Round-27 reading B, finding 6: each MLP term named, with the tokens it runs on.
+        if p.name == "routed experts":
+            return (f"the routed experts' {w.chunks} × {t:,.0f} × {model.top_k} ÷ {gpus} = "
+                    f"{p.tokens:,.0f} copies")
+        if p.splits[0] == 1:
+            return f"the {p.name} whole, on {t:,.0f} ÷ {group} = {p.tokens:,.0f} tokens"
+        name = "shared expert" if p.name == "shared experts" and model.shared_experts == 1 \
+            else p.name
+        if w.chunks > 1 and p.tokens == t * w.chunks:  # SGLang gathers them (no DeepEP)
+            return (f"the {name} ÷ {p.splits[0]} GPUs on the engine's gathered "
+                    f"{p.tokens:,.0f} tokens (no DeepEP)")
+        return f"the {name} ÷ {p.splits[0]} GPUs on {p.tokens:,.0f} tokens"
+
+    attention = "Q, K, V and attention output" + (f" ÷ {group}" if group > 1 else "")
     return (f"the lab's estimate of one layer's forward intermediates for {chunk}, each part "
-            f"split as its weights are{scattered} (Q, K, V and attention output; the MLP): "
-            f"{w.formula()}; SGLang leaves it the device's memory outside "
-            f"--mem-fraction-static (weights and KV cache)")
+            f"split as its weights are ({attention}; {', '.join(part(p) for p in w.mlp)}): "
+            f"{w.formula()}; SGLang leaves it room outside --mem-fraction-static's share "
+            "(weights and KV cache) of the free memory CUDA reports at engine start")
 
 
 def serving(inp):

@@ -143,3 +143,16 @@ def test_finding_10_ep08_step_5_says_dualpipevs_step_is_read_off_the_chart(clien
     text = _step(client, "pipeline", 5)
     assert "comes from (simulated)" in text
     assert re.search(r"of its [\d.]+ F step \(where the chart's last bar ends;", text)
+
+
+def test_finding_6_the_cheat_sheets_glm_4_7_workspace_names_each_mlp_term(client):
+    """GLM-4.7's serving line (DP attention, no DeepEP) summed the shared expert on the
+    gathered 8,192 tokens and the routed copies without a word for either."""
+    lines = client.get("/api/cheatsheet", params={"model": "glm-4.7"}).json()["lines"]
+    line = next(x for x in lines if x["key"] == "serving")
+    meaning = next(t for t in line["terms"] if t["symbol"] == "workspace")["meaning"]
+    assert "the shared expert ÷ 32 GPUs on the engine's gathered 8,192 tokens (no DeepEP)" \
+        in meaning
+    assert "the routed experts' 4 × 2,048 × 8 ÷ 32 = 2,048 copies" in meaning
+    assert "+ 8,192 × 3,072 ÷ 32 + 2,048 × 3,072) × 2 B" in meaning
+    assert "the free memory CUDA reports at engine start" in meaning
