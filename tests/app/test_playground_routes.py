@@ -605,7 +605,7 @@ def test_round_6_items_2_to_7_each_prediction_asks_what_the_screen_does_not_give
     five = _step(page, 5)
     e = f["tp_eth"]["api"]["panels"]["tp"]["answer"]
     prompt = _flat(re.search(r'<p class="predict">(.*?)</p>', five, re.S)[1])
-    assert fmt_bytes(e["collective_sent_bytes"]) in prompt and "= 48 GB/s" in prompt
+    assert f"{e['collective_sent_bytes'] / 1e6:.1f} MB" in prompt and "= 48 GB/s" in prompt
     assert f'data-answer="{1e3 * e["forward_comm_s"]:.1f} ms"' in _form(five)
     note = five.split("<p class=\"chart-note\">The ring's latency")[1]
     assert "Ethernet curve reads" in note and "EP08" in note
