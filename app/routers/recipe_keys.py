@@ -78,9 +78,11 @@ KINDS = ("efficiency", "bubble", "memory", "activations", "mfu", "tp", "dp", "sy
 # other; a step asking the exposed TP (a part) or the MFU waits with the efficiency too,
 # which masks every share and the step's ms. ``whole``: one micro-batch's share of the step
 # (the causes' sum: with the predict's model FLOPs at the peak, step 11's MFU; less the
-# causes drawn, step 12's DP sync); ``compute``: the compute's ms, with the step's a share.
+# causes drawn, step 12's DP sync; round-28 reading, finding 1: step 13's DP / FSDP part);
+# ``compute``: the compute's ms, with the step's a share.
 COMPLETES = {"efficiency": ("mfu", "whole", "compute"), "mfu": ("efficiency", "whole"),
-             "tp": ("efficiency", "mfu", "whole"), "sync": ("efficiency", "mfu", "whole")}
+             "tp": ("efficiency", "mfu", "whole"), "sync": ("efficiency", "mfu", "whole"),
+             "dp": ("whole",)}
 
 
 @lru_cache(maxsize=1)
@@ -336,16 +338,21 @@ def veiled_figures(state, figures: dict) -> dict:
     dp_said = f"DP {fmt_ms(once)} once a step"
     if dp_said in said and ". SMs lent" in said:
         dp_said = said[said.index(dp_said):said.index(". SMs lent")]
+    # Round-28 reading, finding 1: the SMs charged are step 13's answer (ZeRO-3's gathers
+    # charged as SMs lent), so they wait with the DP / FSDP bars.
+    lent = f"SMs lent to NCCL, charged: {fmt_ms(line['charged_sm_s'])}"
     lanes_owners(figures["timeline"], line["events"], keys, {
         k: [(f"{LABELS[k]} {fmt_ms(v)}", f"{LABELS[k]} ?"),
-            *([(dp_said, "DP ? once a step"),
-               (end, "slowest stage: ?.")] if k == "dp" else [])]
+            *([(dp_said, "DP ? once a step"), (end, "slowest stage: ?."),
+               (lent, "SMs lent to NCCL, charged: ?")] if k == "dp" else [])]
         for k, v in line["exposed_s"].items() if k in ("tp", "dp")})
     if figures.get("layer") and layer:
         lanes_owners(figures["layer"], layer["ops"], keys, {
             "tp": [(f"TP {fmt_ms(layer['exposed_s']['tp'])}", "TP ?")],
             "dp": [(f"DP / FSDP {fmt_ms(layer['exposed_s']['dp'])}", "DP / FSDP ?"),
                    (f"forward {fmt_ms(layer['forward_s'])}", "forward ?"),
+                   # less the table's kernels and TP, FSDP's part (round-28, finding 1)
+                   (f"backward {fmt_ms(layer['backward_s'])}", "backward ?"),
                    (f"once a step: {fmt_ms(layer['step_end_s'])}", "once a step: ?")]})
         # The backward's start is the forward's end: with its kernels' sum (the table's),
         # the forward's wait; so is the DP wait's label at the step's end.

@@ -1151,3 +1151,27 @@ def test_round23_ep05_step_5s_predict_does_not_work_step_2s_formula(client):
     predict = re.search(r'<p class="predict">.*?</p>', dict(found)["step-5"], re.S)[0]
     assert f"1F1B idles {fmt_pct(facts()['good']['api']['bubble_fraction'])} " in flat(predict)
     assert "7/39" in screen(client, path, ids, "step-3", lesson)  # step 2's why has it
+
+
+def test_round28_ep08_step_13s_first_try_link_veils_the_charged_sms(client):
+    """Round-28 cold reading, finding 1: EP08 step 13's first try link (TP4 x FSDP16's layer)
+    masked the forward's figure and the DP / FSDP rows before the guess, but left three ways
+    to the answer on screen: the timeline's "SMs lent to NCCL, charged: 125 ms" (the gather
+    charged as SMs lent), the layer's "backward 14.4 ms on the critical path" (less the
+    table's kernels and TP, FSDP's part of the backward), and the causes table's micro-batch
+    total (less the rows shown, DP's part). Each waits for step 13's guess now."""
+    from app.charts.units import fmt_ms
+    from app.recipe_answer import layer_api, micro_api, timeline_api
+    from app.routers.recipe_lesson import facts
+
+    path, lesson, _found, ids = lesson_page(client, "recipe")
+    state = facts()["lv"]
+    r = state["result"].result
+    told = [f"SMs lent to NCCL, charged: {fmt_ms(timeline_api(r)['charged_sm_s'])}",
+            f"backward {fmt_ms(layer_api(r)['backward_s'])} on the critical path",
+            f"of {fmt_ms(micro_api(r)['micro_step_s'])}"]
+    html = page(client, f"{path}?{'&'.join(f'{k}={v}' for k, v in state['params'].items())}")
+    text = visible(masked(html, masked_keys(lesson, "step-13")), ids, "step-13")
+    assert not [t for t in told if t in text], [t for t in told if t in text]
+    opened = visible(masked(html, masked_keys(lesson, "step-14")), ids, "step-14")
+    assert all(t in opened for t in told), [t for t in told if t not in opened]
