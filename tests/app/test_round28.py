@@ -25,3 +25,34 @@ def test_finding_4_playground_step_5_prints_the_sends_input_to_its_sum(client):
     assert told.endswith(" MB") and "." in told, told
     sent = float(step.split(f"wide × 2 B = {told}) = ")[1].split(" MB")[0])
     assert abs(2 * 7 / 8 * float(told[:-3]) - sent) < 0.06, (told, sent)
+
+
+def test_finding_5_ep08_steps_4_and_5_print_the_activations_to_the_division(client):
+    """183 GB / 8 printed 22.8 GB: the 182.5 GB is printed in both steps."""
+    four, five = _step(client, "/episodes/recipe-3d", 4), _step(client, "/episodes/recipe-3d", 5)
+    whole = five.split(" GB / 8 = ")[-2].split("activations ")[-1], five.split(" GB / 8 = ")[-1]
+    assert "." in whole[0], whole[0]
+    assert abs(float(whole[0]) / 8 - float(whole[1].split(" GB")[0])) < 0.051, whole
+    assert f"layers = {whole[0]} GB" in four
+
+
+def test_finding_7_ep08_step_13_prints_fc2s_loss_once_and_names_both_parts(client):
+    """fc2's chunking loss was 0.21 ms then 0.213 ms, beside QKV's 0.213 ms chunk: printed
+    0.213 ms both times, and the sum names QKV's whole all-gather and fc2's slower chunks."""
+    step = _step(client, "/episodes/recipe-3d", 13)
+    loss = step.split("cut against ")[1].split(" whole: ")[1].split(" ms")[0]
+    assert len(loss.split(".")[1]) == 3, loss
+    assert "So all leaves QKV's whole all-gather, " in step
+    assert f"fc2's slower chunks, {loss} ms" in step
+
+
+def test_finding_6_ep08_steps_12_and_13_state_sequence_and_micro_batches(client):
+    """Step 12's why divides the 4,096-token sequence by TP2, step 13's multiplies by 8
+    micro-batches: both were only in the try links' URLs."""
+    from app.routers.recipe_lesson import facts
+
+    for n, name in ((12, "ov"), (13, "lv")):
+        p = facts()[name]["params"]
+        setup = _step(client, "/episodes/recipe-3d", n)
+        assert (f"{p['microbatches']} micro-batches of one {p['seq_len']:,}-token sequence a step"
+                in setup), n
