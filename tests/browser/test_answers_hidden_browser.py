@@ -996,3 +996,28 @@ def test_ep02s_bench_keeps_each_answer_until_its_guess(page, live_server):
                               ".find(t => t.legendgroup === link && t.yaxis === 'y').y",
                               api["link"])
         assert drawn == pytest.approx(curve, abs=0.01), what
+
+
+def test_ep08_step_13s_layer_link_veils_the_charged_sms_and_the_backward(page, client):
+    """Round-28 cold reading, finding 1: at step 13's first try link, the timeline's "SMs
+    lent to NCCL, charged", the layer's backward figure and the causes table's micro-batch
+    total gave step 13's answer before its guess; lab.js masks them until it."""
+    from app.charts.units import fmt_ms
+    from app.recipe_answer import layer_api, micro_api, timeline_api
+    from app.routers.recipe_lesson import facts
+
+    r = facts()["lv"]["result"].result
+    told = [f"SMs lent to NCCL, charged: {fmt_ms(timeline_api(r)['charged_sm_s'])}",
+            f"backward {fmt_ms(layer_api(r)['backward_s'])} on the critical path",
+            f"of {fmt_ms(micro_api(r)['micro_step_s'])})"]
+    found = dict(steps(hidden.page(client, EP08)))["step-13"]
+    said = ("() => [...document.querySelectorAll('.chart-summary, .chart-table caption')]"
+            ".map(e => e.textContent).join(' ').replace(/\\s+/g, ' ')")
+    page.goto(hidden.try_urls(found)[0])
+    wait_drawn(page)
+    body = page.evaluate(said)
+    assert not [t for t in told if t in body], [t for t in told if t in body]
+    commit_guess(page, 13)
+    wait_drawn(page)
+    body = page.evaluate(said)
+    assert all(t in body for t in told), [t for t in told if t not in body]
