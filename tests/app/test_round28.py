@@ -56,3 +56,19 @@ def test_finding_6_ep08_steps_12_and_13_state_sequence_and_micro_batches(client)
         setup = _step(client, "/episodes/recipe-3d", n)
         assert (f"{p['microbatches']} micro-batches of one {p['seq_len']:,}-token sequence a step"
                 in setup), n
+
+
+def test_finding_8_low_precision_step_5_says_the_fp8_copy_is_on_the_linear_layers(client):
+    """Step 5's 15 B gave the FP8 copy to every parameter; the ledger (and the cheat sheet's
+    14.0 + P_lin x 1) bills it on the linear layers' parameters alone: the why says so, with
+    the ledger's own FP8 bytes (TP's shard times TP) as P_lin."""
+    from app.routers.precision_lesson import facts
+
+    f = facts()["deepseek70"]
+    p_lin = f["api"]["ledger"]["parts"]["fp8_weights"] * f["params"]["tp"] / 1e9
+    p_all = f["result"].input.model.params / 1e9
+    step = _step(client, "/episodes/low-precision", 5)
+    assert (f"The ledger puts the 1 B on the linear layers' {p_lin:.1f}B of {p_all:.1f}B only"
+            in step)
+    bpp = f["api"]["recipes"][5]["bytes_per_param"]
+    assert f"{p_lin:.1f}/{p_all:.1f} = {bpp - 1 + p_lin / p_all:.2f} B" in step
