@@ -1272,7 +1272,7 @@ def test_round_19_ep07_says_the_tile_the_lab_default_and_ncclss_current_factor(c
     now = current_ring_latency(128, 16)
     errs = (lat["plateau"] * (base + n1 * h1 + n2 * h2) - now.micros) * 1e-6
     assert (f"current NCCL's {now.factor} × ({now.base} + {now.intra_steps} × {now.intra_hop}"
-            f" + {now.inter_steps} × ({now.inter_hop:g} + the fabric's)) µs ≥ "
+            f" + {now.inter_steps} × ({now.inter_hop:g} + 2 × the fabric's)) µs ≥ "
             f"{fmt_ms(now.micros * 1e-6)}: the lab errs ≤ {fmt_ms(errs)} slow") in step7
     message = client.get("/api/drills/moe-predict-params-dsv3",
                          params={"answer": 27.3}).json()["message"]

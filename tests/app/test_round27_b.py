@@ -49,7 +49,7 @@ def test_finding_2_the_playground_says_the_lab_errs_fast_against_current_nccl(cl
 
 def test_finding_2_ep07_step_7_works_current_nccl_with_its_three_changes(client):
     text = _step(client, "moe", 7)
-    assert "1.4 × (8.4 + 222 × 3.4 + 32 × (14 + the fabric's)) µs ≥ 1.70 ms" in text
+    assert "1.4 × (8.4 + 222 × 3.4 + 32 × (14 + 2 × the fabric's)) µs ≥ 1.70 ms" in text
     assert "1.9 × (8.4 + 224 × 3.4 + 30 × 9.6) µs = 2.01 ms" in text
     assert "errs ≤ 0.31 ms slow" in text
 

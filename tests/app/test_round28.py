@@ -72,3 +72,13 @@ def test_finding_8_low_precision_step_5_says_the_fp8_copy_is_on_the_linear_layer
             in step)
     bpp = f["api"]["recipes"][5]["bytes_per_param"]
     assert f"{p_lin:.1f}/{p_all:.1f} = {bpp - 1 + p_lin / p_all:.2f} B" in step
+
+
+def test_finding_9_current_nccls_floor_says_simple_adds_the_fabrics_latency_twice(client):
+    """Current tuning.cc adds the network's latency twice on Simple (the flush): the
+    playground's step 5 and EP07 step 7 said "plus the fabric's" once."""
+    play = _step(client, "/episodes/playground", 5)
+    assert "µs a hop plus twice the fabric's:" in play
+    moe = _step(client, "/episodes/experts", 7)
+    assert "+ 2 × the fabric's)) µs ≥" in moe
+    assert "+ the fabric's)) µs" not in moe
