@@ -40,11 +40,11 @@ def test_ep09_step_3_takes_sglangs_fraction_of_what_the_device_reports(client):
     assert (
         f"--mem-fraction-static of the free memory CUDA reports at engine start ( "
         f"model_runner.py ), at most a process's 79.1 GiB (the HBM tip; less, colocated): "
-        f"0.7 × {process / 1e9:.1f} GB = {reserved / 1e9:.1f} GB"
+        f"0.7 × {process / 1e9:.2f} GB = {reserved / 1e9:.2f} GB"
     ) in three, three
     assert f"0.7 × {reported / 1e9:.1f} GB" not in three
     assert (
-        f"{reserved / 1e9:.1f} GB − {fp8 / 1e9:.1f} GB = {(reserved - fp8) / 1e9:.1f} GB of "
+        f"{reserved / 1e9:.2f} GB − {fp8 / 1e9:.2f} GB = {(reserved - fp8) / 1e9:.2f} GB of "
         f"cache, {(reserved - fp8) / fp8:.1f}× its weights"
     ) in three
     assert "0.7 × 80.0 GB" not in three
