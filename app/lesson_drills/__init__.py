@@ -8,8 +8,9 @@ is typed in: each is read off the lab's own JSON answer (app.labkit.drills.lab_v
 none is in the page before the drill is answered (tests/app/test_drills.py).
 
 One module per episode, named as its lab's router (``app/routers/<lab>.py``), each with its
-``DRILLS``; ``units.py`` prints the figures the feedback quotes. Each lab's router adds
-``LESSON_DRILLS[<view name>]`` to its own drills.
+``DRILLS`` (EP08's over ``recipe_overlap.py`` and ``recipe_two_d.py``, its overlap and 2-D
+drills' plans and figures); ``units.py`` prints the figures the feedback quotes. Each lab's
+router adds ``LESSON_DRILLS[<view name>]`` to its own drills.
 """
 
 from app.labkit import Decide, Drill
@@ -27,7 +28,13 @@ from app.lesson_drills import (
     tensor_parallel,
     zero,
 )
-from app.lesson_drills.recipe import MIXTRAL_64, QWEN_EP16, a2a_s, micro_compute_s, network_copies
+from app.lesson_drills.recipe_overlap import (
+    MIXTRAL_64,
+    QWEN_EP16,
+    a2a_s,
+    micro_compute_s,
+    network_copies,
+)
 
 __all__ = ["LESSON_DRILLS", "MIXTRAL_64", "QWEN_EP16", "a2a_s", "micro_compute_s",
            "network_copies"]

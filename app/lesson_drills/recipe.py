@@ -1,232 +1,32 @@
-"""EP08's predict and decide drills (``LESSON_DRILLS["recipe"]``)."""
+"""EP08's predict and decide drills (``LESSON_DRILLS["recipe"]``): the overlap drill's plans and
+figures are ``recipe_overlap``'s, the 2-D against 3-D drill's ``recipe_two_d``'s."""
 
 import math
 
 from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
+from app.lesson_drills.recipe_overlap import (
+    QWEN,
+    QWEN_EP,
+    QWEN_EP16,
+    expert_weight_bytes,
+    overlap_deepep_why,
+    overlap_ep8_why,
+    overlap_ep_why,
+    overlap_tp_why,
+    qwen_memory,
+)
+from app.lesson_drills.recipe_two_d import TWO_D_CHOICES, crossover_why, two_d_solution
 from app.lesson_drills.units import gb, ms, ms_or_unfit, pct
 from labs.hardware.gpus import get_gpu
 from labs.hardware.nccl_constants import RING_CTAS
 from labs.model.presets import get_model
-from labs.parallel.dispatch import copies
-from labs.parallel.layer_time import COMM_SMS
-from labs.parallel.layout import ParallelLayout
-from labs.recipe.groups import spread
-from labs.recipe.runs import stack_bands
-
-# EP08's overlap plan: Mixtral 8x7B on 8 H100 nodes, TP2 x EP8 x DP32, where TP, EP, DP and
-# ZeRO all have traffic to hide (the lesson's step 12 shows it at 4 micro-batches; tests and the
-# timeline chart's checks use it at 8).
-MIXTRAL_64 = {"model": "mixtral-8x7b", "gpu": "h100-sxm", "nodes": 8, "gpus_per_node": 8,
-              "intra_link": "nvlink-4", "inter_link": "ib-ndr", "seq_len": 4096, "zero": 1,
-              "tp": 2, "pp": 1, "dp": 32, "ep": 8, "microbatches": 8}
-
-# EP08's overlap drill asks a state step 12 does not describe: EP groups across nodes on a
-# slow network, where the all-to-all outlasts the compute beside it (step 12's limit), so
-# cutting its bytes (DeepEP, EP07 step 3) beats hiding it. Qwen3-235B-A22B (128 experts, 8 a
-# token) on 16 H100 nodes over InfiniBand HDR; the experts take no TP (Megatron's expert TP 1),
-# so each EP group of 16 is 8 GPUs on each of 2 nodes; full recomputation makes it fit (60.5 GB
-# a GPU).
-QWEN_EP16 = {"model": "qwen3-235b-a22b", "gpu": "h100-sxm", "nodes": 16, "gpus_per_node": 8,
-             "intra_link": "nvlink-4", "inter_link": "ib-hdr", "seq_len": 4096, "zero": 1,
-             "tp": 2, "pp": 2, "dp": 32, "ep": 16, "microbatches": 8, "recompute": "full"}
-QWEN_EP = spread(ParallelLayout(tp=QWEN_EP16["tp"], pp=QWEN_EP16["pp"], dp=QWEN_EP16["dp"],
-                                ep=QWEN_EP16["ep"]), "ep", QWEN_EP16["gpus_per_node"])
-QWEN = get_model(QWEN_EP16["model"])
-COMPUTE_CAUSES = ("gemm", "attention", "memory")
-
-
-def micro_compute_s(answer: dict) -> float:
-    """One micro-batch's compute on the slowest stage (its kernels: GEMMs, attention and the
-    memory-bound ops), from the lab's micro_causes."""
-    return sum(c["exposed_s"] for c in answer["micro_causes"] if c["name"] in COMPUTE_CAUSES)
-
-
-def a2a_s(answer: dict) -> float:
-    """The EP all-to-all's time on one micro-batch's critical path."""
-    return answer["timeline"]["exposed_s"]["ep"]
-
-
-def network_copies(dispatch: str) -> float:
-    """Copies of a token one GPU of the drill's EP groups sends over the network a dispatch."""
-    return copies(QWEN, dispatch, QWEN_EP.size, QWEN_EP.per_node).network
-
-
-def a2a_hidden_s(answer: dict) -> float:
-    """The EP all-to-all's time a micro-batch that runs beside the kernels (the timeline's):
-    its hidden bar less the SMs it slows them by, which the bar runs beside too."""
-    ep = next(k for k in answer["timeline"]["by_kind"] if k["kind"] == "ep")
-    return ep["hidden_s"] - ep["sm_s"]
-
-
-def _overlap_ep_why(answer: dict) -> str:
-    """Round-21 cold reading Q, finding 7: "793.6 ms against 409.4 ms: 402.0 ms still blocks"
-    left 17.8 ms unsaid. The all-to-all runs beside its own MoE layers' kernels only (each
-    pass's dispatch and combine beside that pass: labs.parallel.layer_time ``_ep``), so the
-    last stage's output layer and loss hide none of it."""
-    base = lab_value("recipe", QWEN_EP16, lambda a: a)
-    ndr = lab_value("recipe", {**QWEN_EP16, "inter_link": "ib-ndr"}, lambda a: a)
-    compute, beside = micro_compute_s(base), a2a_hidden_s(answer)
-    return (f"Overlapped, the all-to-all ({ms(a2a_s(base))} a micro-batch) hides only "
-            f"behind the MoE layers' own kernels, {ms(beside)} of the stage's {ms(compute)} "
-            f"(the rest is the last stage's output layer and loss): {ms(a2a_s(base))} − "
-            f"{ms(beside)} = {ms(a2a_s(answer))} still blocks, and its kernels hold "
-            f"{COMM_SMS} of {get_gpu(QWEN_EP16['gpu']).kernels.sm_count} SMs. On NDR, twice "
-            f"HDR's rate, it would take {ms(a2a_s(ndr))}, {_against(a2a_s(ndr), beside)}. "
-            "Step {value}.")
-
-
-def _against(a2a: float, beside: float) -> str:
-    """Round-22 cold reading Q, finding 1: NDR's all-to-all set against the MoE kernels it
-    hides behind (``beside``), not the stage's whole compute the sentence before rules out."""
-    if a2a <= beside:
-        return f"under the {ms(beside)} beside it"
-    return f"still {ms(a2a - beside)} past the {ms(beside)} beside it"
-
-
-def _overlap_deepep_why(answer: dict) -> str:
-    base = lab_value("recipe", QWEN_EP16, lambda a: a)
-    e, k, n, g = QWEN.experts, QWEN.top_k, QWEN_EP.size, QWEN_EP.per_node
-    held, others = e * g // n, QWEN_EP.nodes - 1
-    return (f"DeepEP sends a token once to each other node holding one of its experts, "
-            f"{others} × (1 − C({e - held},{k})/C({e},{k})) = {network_copies('deepep'):.2f} "
-            f"copies over the network instead of NCCL's {k} × {n - g}/{n} = "
-            f"{network_copies('alltoall'):.1f}, and forwards it on NVLink: the all-to-all "
-            f"falls from {ms(a2a_s(base))} to {ms(a2a_s(answer))} a micro-batch. "
-            "Step {value}.")
-
-
-def _overlap_tp_why(answer: dict) -> str:
-    return (f"TP2's collectives were already short: 'all' leaves "
-            f"{ms(answer['timeline']['exposed_s']['tp'])} of them a micro-batch, and the "
-            f"all-to-all, {ms(a2a_s(answer))} a micro-batch, is untouched. Step {{value}}.")
-
-
-def qwen_memory() -> float:
-    """The overlap drill's plan's memory a GPU, by the lab (the question states it; built at
-    import, before the views register, as ``fsdp_case_memory``)."""
-    from app.routers.recipe_state import RecipeQuery, run
-
-    return run(RecipeQuery(**QWEN_EP16), two_d=False).result.memory_per_gpu_bytes
-
-
-def expert_weight_bytes(ep: int) -> float:
-    """The bf16 weights of the routed experts one GPU of the overlap drill's plan holds at EP
-    ``ep``: its stage's layers (the plan's even split) × experts ÷ EP × 3 matrices of hidden
-    × expert width."""
-    layers = QWEN.layers // QWEN_EP16["pp"]
-    return 2 * layers * QWEN.experts // ep * 3 * QWEN.hidden * QWEN.expert_ffn
-
-
-def _overlap_ep8_why(answer: dict) -> str:
-    """EP 8 in a node: the all-to-all on NVLink, and twice the experts' weights and gradients
-    a GPU (ZeRO-1's optimizer state, over twice the expert-DP, stays)."""
-    base = lab_value("recipe", QWEN_EP16, lambda a: a)
-    extra = expert_weight_bytes(answer["plan"]["ep"]) - expert_weight_bytes(QWEN_EP16["ep"])
-    fit = (f"It does not fit: {QWEN.experts // answer['plan']['ep']} experts a layer on each "
-           f"GPU, not {QWEN.experts // QWEN_EP16['ep']}, so the experts' weights and their "
-           f"gradients each grow by {gb(extra)} (their optimizer state, ZeRO-1 over twice the "
-           f"expert-DP, stays): {gb(base['memory_per_gpu_bytes'])} + 2 × {gb(extra)} = "
-           f"{gb(answer['memory_per_gpu_bytes'])} a GPU, over the H100's "
-           f"{gb(get_gpu(QWEN_EP16['gpu']).memory_bytes)}. " if not answer["fits"] else "")
-    return (fit + f"On NVLink its all-to-all would take {ms(a2a_s(answer))} a micro-batch, "
-            f"against {ms(a2a_s(base))} across the nodes. Step {{value}}.")
 
 
 def dp_bytes(answer: dict) -> float:
     """The bytes a GPU's data-parallel (or ZeRO-3) traffic sends a step (the answer's
     traffic row for DP)."""
     return next(t["bytes_per_step"] for t in answer["traffic"] if t["name"] == "dp")
-
-
-# EP08's 2-D against 3-D drill (step 14): Llama 3.1 70B on 32 H100 nodes, 64 sequences of
-# 8,192 tokens a step, over 100 Gb/s Ethernet: a network the step's chart (InfiniBand NDR)
-# does not draw, where the answer the chart shows (FSDP + TP at 256 GPUs) no longer holds
-# (round-3 cold reading, item 4: on NDR the chart printed the drill's right option).
-TWO_D_256 = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "nodes": 32, "gpus_per_node": 8,
-             "intra_link": "nvlink-4", "inter_link": "eth-100g", "seq_len": 8192, "zero": 1,
-             "recompute": "flash", "pp": 1}
-
-# Its options; the FSDP ones (ZeRO-3, no stages) run torchtitan's stack, the others Megatron's.
-# Round-17 cold reading, finding 6: the old fourth option, TP8 × PP4 × DP8 in 1F1B, was 13%
-# behind the right one, inside the 0.95-1.18 spread of the lab's error on Megatron-LM's H100
-# runs; TP4 × PP8 × DP8 is 31% behind, past it.
-TWO_D_CHOICES = {
-    "fsdp4": {**TWO_D_256, "tp": 4, "dp": 64, "zero": 3, "microbatches": 1},
-    "fsdp8": {**TWO_D_256, "tp": 8, "dp": 32, "zero": 3, "microbatches": 2},
-    "interleaved": {**TWO_D_256, "tp": 4, "pp": 4, "dp": 16, "microbatches": 4,
-                    "schedule": "interleaved-1f1b", "virtual": 4},
-    "stages": {**TWO_D_256, "tp": 4, "pp": 8, "dp": 8, "microbatches": 8}}
-
-
-TWO_D_NAMES = {"fsdp4": "TP4 × DP64 FSDP", "fsdp8": "TP8 × DP32 FSDP",
-               "interleaved": "TP4 × PP4 × DP16 interleaved", "stages": "TP4 × PP8 × DP8 1F1B"}
-
-
-def fsdp_crossover(answer: dict) -> tuple[int, float, float]:
-    """A 2-D plan's FSDP crossover (EP03 step 9), T* = (D − 1)/D × R ÷ B tokens: D its FSDP
-    group, R the compute's rate a GPU (6 FLOPs a parameter a token, 6 × P/t × the tokens
-    over the step's compute), B the gathers' rate a GPU (their bytes over their seconds,
-    latencies folded in): (D, R, B). Both sides count 6 a parameter (6 FLOPs; 3 collectives
-    of 2 B), so P cancels."""
-    fsdp = next(t for t in answer["traffic"] if t["name"] == "dp")
-    p, d = answer["plan"], fsdp["group"]
-    local = fsdp["bytes_per_step"] / (p["microbatches"] * 6 * (d - 1) / d)  # P / t
-    rate = 6 * local * p["seq_len"] * p["micro_batch"] * p["microbatches"] \
-        / answer["segments_s"]["compute"]
-    return d, rate, fsdp["bytes_per_step"] / fsdp["seconds"]
-
-
-def _crossover_why(answer: dict) -> str:
-    """Round-22 cold reading Q, finding 10: the feedback said T* "is four times step 14's",
-    a T* step 14 no longer prints; it works this plan's, from the figures it prints."""
-    d, rate, b = fsdp_crossover(answer)
-    r, bw = round(rate / 1e12, 1), round(b / 1e9, 2)
-    return (f"Its crossover (EP03 step 9), T* = (D − 1)/D × R ÷ B, with R the compute's "
-            f"{r:.1f} TFLOP/s a GPU and B the gathers' {bw:.2f} GB/s, is {d - 1}/{d} × "
-            f"{r:.1f} TFLOP/s ÷ {bw:.2f} GB/s = {(d - 1) / d * r * 1e3 / bw:,.0f} tokens")
-
-
-def two_d_stack(key: str) -> str:
-    """The stack whose measured error band (labs.recipe.runs.stack_bands) a recipe-decide-2d
-    option's real step carries: FSDP2's on matched hardware (torchtitan's A100 runs, as step
-    14's) for a ZeRO-3 plan, Megatron-LM's BF16 runs' otherwise (the options are BF16;
-    round-18 cold reading B, finding 12)."""
-    return "fsdp2_a100" if TWO_D_CHOICES[key]["zero"] == 3 else "megatron_bf16"
-
-
-def two_d_ranges(found: dict[str, float]) -> dict[str, tuple[float, float]]:
-    """Each option's real step at its stack's band ends, the lab's step times the ratios the
-    page prints (rounded to 2 places, as step 14's verdict takes them)."""
-    b = stack_bands()
-    return {k: (v * round(b[two_d_stack(k)]["min_ratio"], 2),
-                v * round(b[two_d_stack(k)]["max_ratio"], 2)) for k, v in found.items()}
-
-
-def _two_d_gap(found: dict[str, float]) -> str:
-    """recipe-decide-2d's winner against the lab's error: its slowest real step (at its
-    stack's band end) against the fastest any other option could run."""
-    ranges = two_d_ranges(found)
-    best = min(found, key=found.get)
-    worst = ranges[best][1]
-    near = min((lo, k) for k, (lo, _) in ranges.items() if k != best)
-    clear = worst < near[0]
-    return (f"By the lab's error (step 14's note: each stack's band), a real "
-            f"{TWO_D_NAMES[best]} step takes at most {ms(worst)}, and no other plan less than "
-            f"{ms(near[0])}" + (": the ranking holds outside that error." if clear else
-                                ": the ranges overlap, so a real cluster could rank them "
-                                "otherwise."))
-
-
-def _two_d_solution(found: dict[str, float]) -> str:
-    order = sorted(found, key=found.get)
-    return (f"{TWO_D_NAMES[order[0]]}. Step: "
-            + ", ".join(f"{TWO_D_NAMES[k]} {ms(found[k])}" for k in order)
-            + ". Step 14's chart compares the families on NDR. On a port a quarter as fast "
-            "FSDP's T* is nearly four times larger, the gathers are exposed twice a "
-            "micro-batch, and a 3-D plan that syncs once a step and pays a bubble instead "
-            "is faster. "
-            + _two_d_gap(found))
 
 
 # EP08's FSDP drill (step 13): Llama 3.1 8B on 2 H100 nodes as FSDP16 over InfiniBand HDR,
@@ -406,18 +206,18 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "it?",
         "recipe", _step_or_unfit,
         (("ep", "Overlap the EP all-to-all with another micro-batch's compute",
-          {**QWEN_EP16, "ep_overlap": True}, _overlap_ep_why),
+          {**QWEN_EP16, "ep_overlap": True}, overlap_ep_why),
          # Round-23 cold reading Q, finding 9: "userbuffers" came before step 13 defined it.
          ("tp", "TP overlap 'all': the forward's TP collectives too, each GEMM cut into chunks "
                 "that send one while computing the next",
-          {**QWEN_EP16, "tp_overlap": "all"}, _overlap_tp_why),
+          {**QWEN_EP16, "tp_overlap": "all"}, overlap_tp_why),
          ("deepep", "DeepEP's dispatch: a token crosses the network once a node, then NVLink",
-          {**QWEN_EP16, "ep_dispatch": "deepep"}, _overlap_deepep_why),
+          {**QWEN_EP16, "ep_dispatch": "deepep"}, overlap_deepep_why),
          # Round-24 cold reading B, finding 6: "ZeRO-3" only added gathers where memory did
          # not bind, so it could not win. EP 8 inside a node puts the all-to-all on NVLink,
          # and the question's memory says whether its doubled experts still fit.
          ("ep8", "EP 8: each EP group inside one node, its all-to-all on NVLink",
-          {**QWEN_EP16, "ep": 8}, _overlap_ep8_why)),
+          {**QWEN_EP16, "ep": 8}, overlap_ep8_why)),
         best="min", fmt=ms_or_unfit,
         solution="{best}. Step: DeepEP {deepep}, EP overlap {ep}, TP overlap 'all' {tp}, "
                  "EP 8 {ep8}. Overlap hides a collective only behind the compute "
@@ -468,7 +268,7 @@ DRILLS: tuple[Drill | Decide, ...] = (
         (("fsdp4", "FSDP + TP: TP4 × DP64, ZeRO-3, one micro-batch",
           TWO_D_CHOICES["fsdp4"],
           lambda a: "No bubble, but FSDP gathers every layer twice a micro-batch across the "
-                    f"nodes, {gb(dp_bytes(a))} a step. {_crossover_why(a)}, far past a "
+                    f"nodes, {gb(dp_bytes(a))} a step. {crossover_why(a)}, far past a "
                     f"micro-batch's {a['plan']['seq_len']:,} tokens: "
                     f"{ms(_exposed(a, 'dp'))} of it waits. Step {{value}}."),
          ("fsdp8", "FSDP + TP: TP8 × DP32, ZeRO-3, two micro-batches",
@@ -489,6 +289,6 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     f"{gb(dp_bytes(a))}, but 8 micro-batches on 8 stages idle "
                     f"{_bubble_why(a)}. Step {{value}}.")),
         best="min", fmt=ms,
-        solution=_two_d_solution,
+        solution=two_d_solution,
         reveals=("and pays a bubble instead is faster",)),
 )

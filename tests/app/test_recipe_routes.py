@@ -736,7 +736,7 @@ def test_ep08_overlap_drill_asks_a_state_step_12_does_not_answer(client):
     # Round-22 cold reading Q, finding 1: NDR's all-to-all is set against the MoE kernels it
     # hides behind (a2a_hidden_s), not the stage's whole compute: 399.3 ms is under the
     # stage's 409.4 but 7.7 ms past the 391.6 beside it, and the feedback says which.
-    from app.lesson_drills.recipe import a2a_hidden_s
+    from app.lesson_drills.recipe_overlap import a2a_hidden_s
 
     ndr = lab_value("recipe", {**QWEN_EP16, "inter_link": "ib-ndr"}, lambda a: a)
     on = lab_value("recipe", {**QWEN_EP16, "ep_overlap": True}, lambda a: a)
@@ -1084,7 +1084,7 @@ def test_ep08_2d_drill_is_set_where_step_14s_chart_does_not_answer_it(client):
     Ethernet, which the chart does not draw: there FSDP's gathers no longer hide and a 3-D plan
     wins, while on NDR the same options rank FSDP + TP first."""
     from app.labkit.drills import lab_value
-    from app.lesson_drills.recipe import TWO_D_256
+    from app.lesson_drills.recipe_two_d import TWO_D_256
     from app.routers.recipe import VIEW
 
     drill = next(d for d in VIEW.drills if d.id == "recipe-decide-2d")
@@ -1261,7 +1261,8 @@ def test_round_6_item_3_each_decide_option_gives_its_own_reason_and_figure(clien
     DP sync it exposes, TP overlap 'all' its exposed TP, FlashAttention its attention time;
     recipe-decide-2d's plans the bytes each sends across the nodes and the bubble each pays."""
     from app.labkit.drills import check_drill, lab_value
-    from app.lesson_drills.recipe import DRILLS, MFU_CHOICES, TWO_D_256, _exposed, dp_bytes
+    from app.lesson_drills.recipe import DRILLS, MFU_CHOICES, _exposed, dp_bytes
+    from app.lesson_drills.recipe_two_d import TWO_D_256
     from app.lesson_drills.units import gb, ms, pct
 
     drills = {d.id: d for d in DRILLS}
@@ -1784,7 +1785,7 @@ def test_round_24_no_overlap_option_slows_a_plan_that_fits(client):
     the step or does not fit the memory the question states; EP 8's feedback works its memory
     from the question's figures."""
     from app.labkit.drills import lab_value
-    from app.lesson_drills.recipe import QWEN_EP16, expert_weight_bytes
+    from app.lesson_drills.recipe_overlap import QWEN_EP16, expert_weight_bytes
     from app.lesson_drills.units import gb
     from app.routers.recipe import VIEW
 
@@ -2503,7 +2504,7 @@ def test_round_17_the_2d_decide_and_fp32_note_hold_outside_the_labs_error(client
     note said '2-D stays ahead' of a 3-D plan 6% behind. Now every wrong option's fastest real
     step is slower than the right one's slowest, the solution says so, and the note names the
     best 3-D plan with fp32 gradients and says the pair is inside the lab's error."""
-    from app.lesson_drills.recipe import TWO_D_CHOICES
+    from app.lesson_drills.recipe_two_d import TWO_D_CHOICES
     from app.routers.recipe import VIEW
     from app.routers.recipe_lesson import bands, facts
 
@@ -3084,7 +3085,7 @@ def test_round_21_the_overlap_decides_blocked_all_to_all_is_derived(client):
                      r"rest is the last stage's output layer and loss\): \1 ms − \2 ms = "
                      r"([\d,.]+) ms still blocks", why)
     assert said, why
-    from app.lesson_drills.recipe import a2a_hidden_s
+    from app.lesson_drills.recipe_overlap import a2a_hidden_s
 
     a2a, beside, compute, blocks = (float(x.replace(",", "")) for x in said.groups())
     assert a2a - beside == pytest.approx(blocks, abs=0.051)
@@ -3149,7 +3150,7 @@ def test_round_21_step_14s_2d_band_is_the_stacks_own_error_on_matched_hardware(c
     cluster does not have. The 2-D band is now torchtitan's A100 rows (matched hardware), in
     the verdict (twod_verdict), the decide's ranges (two_d_stack) and the page; the note's
     lean and medians follow from it, and the predict's answer is still the engine's."""
-    from app.lesson_drills.recipe import TWO_D_CHOICES, two_d_stack
+    from app.lesson_drills.recipe_two_d import TWO_D_CHOICES, two_d_stack
     from app.routers.recipe import facts
     from app.routers.recipe_lesson import twod_verdict
     from labs.recipe.runs import stack_bands, validation_checks
@@ -3289,7 +3290,7 @@ def test_round_22_decide_2d_works_fsdps_crossover_where_it_quotes_it(client):
     """Round-22 cold reading Q, finding 10: recipe-decide-2d's FSDP option said "T* = (D −
     1)/D × R ÷ B is four times step 14's", and step 14 prints no T*. The feedback works this
     plan's T* from the figures it prints (EP03 step 9's formula), and they multiply out."""
-    from app.lesson_drills import recipe as drills
+    from app.lesson_drills import recipe_two_d as drills
     from labs.recipe.lab import evaluate  # noqa: F401  (the engine the drill asks)
 
     said = _feedback(client, "recipe-decide-2d", "fsdp4")
