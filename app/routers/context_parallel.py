@@ -6,11 +6,11 @@ from functools import lru_cache
 
 from fastapi import APIRouter
 
-from app.charts.context_parallel import (
+from app.charts.context_parallel import pairs_step
+from app.charts.context_parallel_cost import (
     CROSSOVER_KEYS,
     STEP_6_ASKS,
     bytes_step,
-    pairs_step,
     step_6_points,
 )
 from app.episodes import BY_SLUG
@@ -165,7 +165,7 @@ def extra_context(state) -> dict:
         # state says how it splits, not that it balances: round-10 cold reading, item 5).
         "pairs_key": pairs_step(query.layout),
         # The guess the bytes sent and their time wait for (step 4's, step 6's without GQA
-        # and at step 6's sequence and CP degree: app/charts/context_parallel.py bytes_step).
+        # and at step 6's sequence and CP degree: app/charts/context_parallel_cost.py bytes_step).
         "bytes_key": bytes_step(state.result.input),
         # The cost chart's points held for step 6 (``step_6_points``): the bench says why
         # its lines break there until then.

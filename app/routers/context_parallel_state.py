@@ -8,13 +8,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from app.charts.context_parallel import (
-    STEP_6_ASKS,
-    cost_figure,
-    crossover_figure,
-    mask_figure,
-    pairs_figure,
-)
+from app.charts.context_parallel import mask_figure, pairs_figure
+from app.charts.context_parallel_cost import STEP_6_ASKS, cost_figure, crossover_figure
 from app.labkit import lesson_state
 from app.model_controls import GpuChoice, ModelChoice, ModelControls, gpu_field, model_field
 from labs.context_parallel.crossover import cp_crossover

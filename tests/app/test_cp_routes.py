@@ -214,7 +214,7 @@ def test_a_sequence_too_short_to_split_draws_cp_1_alone(client):
     """seq_len = 1 at CP = 1 (the pairwise bounds test, layout=allgather x seq_len=1): the sweep
     refuses every c >= 2, and the cost chart's axis took its first tick from an empty list (an
     IndexError, a 500, on the page, its fragment and the playground's CP panel)."""
-    from app.charts.context_parallel import cost_figure
+    from app.charts.context_parallel_cost import cost_figure
     from app.labkit.parsing import parse
     from app.routers.context_parallel import VIEW
 
