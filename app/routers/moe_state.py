@@ -7,16 +7,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from app.charts.moe import (
-    balance_figure,
-    crossover_figure,
-    experts_figure,
-    gemm_figure,
-    gpus_figure,
-    hold_rank_counts,
-    network_figure,
-    params_figure,
-)
+from app.charts.moe import balance_figure, experts_figure, gpus_figure, params_figure
+from app.charts.moe_cost import crossover_figure, gemm_figure, hold_rank_counts, network_figure
 from app.charts.rank_map import rank_map_figure
 from app.model_controls import ModelChoice, ModelControls, model_field
 from labs.core.limits import (
@@ -205,7 +197,7 @@ def answer_keys(inp: MoEInput) -> dict[str, tuple[str, ...]]:
         # step 3's EP 64 dispatch doubled and EP 64's effective rate (round-21 cold reading Q,
         # finding 2: 17.2 ms and 53.9 GB/s), and f* and the ratio give them back from the
         # rate and the GEMMs' time: those readouts and the chart's all-to-all parts wait for
-        # step 3's guess, the GEMMs stay drawn (app.charts.moe._comm_held).
+        # step 3's guess, the GEMMs stay drawn (app.charts.moe_cost._comm_held).
         "crossover": ("step-11",) if v3 and not across else (),
         "crossover_a2a": a2a if across else (),
     }
