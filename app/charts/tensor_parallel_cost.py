@@ -22,7 +22,7 @@ from app.charts.tensor_parallel import (
     step_keys,
     waits,
 )
-from app.charts.units import fmt_bytes, fmt_ms, gb_axis
+from app.charts.units import fmt_bytes, fmt_ms, gb_axis, gb_bar
 from labs.tensor_parallel.crossover import tp_crossover
 
 COMPUTE, COMM = "#4c78a8", "#e45756"
@@ -155,12 +155,8 @@ def memory_figure(result) -> dict:
         values = [m.memory.breakdown.get(key, 0) if m.memory else 0 for m in rows]
         if not any(values):
             continue
-        data.append({
-            "type": "bar", "name": label, "x": x, "y": [round(v / 1e9, 3) for v in values],
-            "marker": {"color": colour, "opacity": faint},
-            "customdata": [fmt_bytes(v) for v in values],
-            "hovertemplate": f"t = %{{x}}: {label} %{{customdata}}<extra></extra>",
-        })
+        data.append(gb_bar(label, x, values, f"t = %{{x}}: {label} %{{customdata}}<extra></extra>",
+                           color=colour, opacity=faint))
     totals = [m.memory.total_bytes for m in rows if m.memory]
     refused = [m.tp for m in rows if m.memory is None]
     notes = []

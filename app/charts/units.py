@@ -184,6 +184,14 @@ def gb_axis(top_bytes: float, per: str = "per GPU") -> dict:
     }
 
 
+def gb_bar(name: str, x: list, values: list[float], hover: str, **marker) -> dict:
+    """A bar trace of bytes on a ``gb_axis``: each bar in GB (3 places), its bytes as the page
+    writes them in ``customdata`` for ``hover``; ``marker``: its colour, opacity, outline."""
+    return {"type": "bar", "name": name, "x": x, "y": [round(v / 1e9, 3) for v in values],
+            "marker": marker, "customdata": [fmt_bytes(v) for v in values],
+            "hovertemplate": hover}
+
+
 def _decimals(step: float) -> int:
     """Digits after the point that a tick step needs: 0.25 -> 2, 0.5 -> 1, 20 -> 0."""
     text = f"{step:.6f}".rstrip("0").rstrip(".")

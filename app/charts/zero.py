@@ -11,7 +11,7 @@ from app.charts import (
     value_label,
 )
 from app.charts.memory import COMPONENTS
-from app.charts.units import fmt_bytes, fmt_ms, gb_axis
+from app.charts.units import fmt_bytes, fmt_ms, gb_axis, gb_bar
 from labs.core.recomputation import RECOMPUTATION
 from labs.hardware.links import get_link
 from labs.zero.lab import BASELINE_RECOMPUTE
@@ -140,15 +140,12 @@ def memory_figure(result) -> dict:
         values = [b.breakdown.get(key, 0.0) for b in bars]
         if not any(values):
             continue
-        data.append({
-            # The long name shortened: a phone's legend gives each entry half its width.
-            "type": "bar", "name": SHORT_NAMES.get(key, label), "x": [outer, inner],
-            "y": [round(v / 1e9, 3) for v in values],
-            "marker": {"color": colour, "opacity": chosen_opacity(chosen),
-                       "line": {"color": ACCENT, "width": [2 if c else 0 for c in chosen]}},
-            "customdata": [fmt_bytes(v) for v in values],
-            "hovertemplate": f"{label}: %{{customdata}}<extra>%{{x}}</extra>",
-        })
+        # The long name shortened: a phone's legend gives each entry half its width.
+        data.append(gb_bar(
+            SHORT_NAMES.get(key, label), [outer, inner], values,
+            f"{label}: %{{customdata}}<extra>%{{x}}</extra>",
+            color=colour, opacity=chosen_opacity(chosen),
+            line={"color": ACCENT, "width": [2 if c else 0 for c in chosen]}))
     gpu = result.gpu_memory_bytes
     gpu_name = short_gpu_name(inp.gpu.name)
     at = chosen.index(True)
@@ -198,12 +195,8 @@ def traffic_figure(result) -> dict:
             values.append(match[0].bytes_per_gpu if match else 0.0)
         if not any(values):
             continue
-        data.append({
-            "type": "bar", "name": label, "x": x, "y": [round(v / 1e9, 3) for v in values],
-            "marker": {"color": colour, "opacity": chosen},
-            "customdata": [fmt_bytes(v) for v in values],
-            "hovertemplate": f"{label}: %{{customdata}}<extra></extra>",
-        })
+        data.append(gb_bar(label, x, values, f"{label}: %{{customdata}}<extra></extra>",
+                           color=colour, opacity=chosen))
     top = max(r.bytes_per_gpu for r in rows)
     # Over each bar its bytes (what the prose quotes) and time on the link; the chosen
     # stage's in ink, the others faint like their bars.
@@ -365,11 +358,8 @@ def offload_figure(result) -> dict:
         values = [without[key], with_[key], host]
         if not any(values):
             continue
-        data.append({
-            "type": "bar", "name": label, "x": x, "y": [round(v / 1e9, 3) for v in values],
-            "marker": {"color": colour}, "customdata": [fmt_bytes(v) for v in values],
-            "hovertemplate": f"{label}: %{{customdata}}<extra></extra>",
-        })
+        data.append(gb_bar(label, x, values, f"{label}: %{{customdata}}<extra></extra>",
+                           color=colour))
     gpu = result.gpu_memory_bytes
     top = max(off.gpu_bytes_without, off.host_bytes_per_node, gpu) * 1.12
     hides = ("hides behind the backward pass" if off.download_hidden

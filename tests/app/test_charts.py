@@ -11,7 +11,7 @@ from app.charts.pipeline import (
     kinds_present,
     stage_memory_figure,
 )
-from app.charts.units import axis_unit, fmt_bytes, fmt_count, fmt_pct
+from app.charts.units import axis_unit, fmt_bytes, fmt_count, fmt_pct, gb_axis, gb_bar
 from app.routers.memory import MemoryQuery
 from app.routers.memory import run as run_memory
 from app.routers.pipeline import PipelineQuery
@@ -44,6 +44,19 @@ def test_percent_and_axis_unit():
     assert axis_unit(80e9) == (1e9, "GB")
     assert axis_unit(6.78e12) == (1e12, "TB")
     assert axis_unit(3e15) == (1e15, "PB")
+
+
+def test_gb_bar_draws_bytes_in_gb_with_the_pages_bytes_in_its_hover():
+    """EP03's and EP04's memory and traffic bars share one trace (``gb_bar``): the bar's
+    height in GB to 3 places on a ``gb_axis``, its hover the bytes as fmt_bytes writes them,
+    and the marker the caller's, in its order."""
+    bar = gb_bar("Weights", ["1", "2"], [140e9, 1.2346e9], "%{customdata}<extra></extra>",
+                 color="#4c78a8", opacity=[1.0, 0.35])
+    assert bar == {"type": "bar", "name": "Weights", "x": ["1", "2"], "y": [140.0, 1.235],
+                   "marker": {"color": "#4c78a8", "opacity": [1.0, 0.35]},
+                   "customdata": ["140 GB", "1.23 GB"],
+                   "hovertemplate": "%{customdata}<extra></extra>"}
+    valid_plotly({"data": [bar], "layout": {"yaxis": gb_axis(200e9)}})
 
 
 def test_memory_axis_follows_the_size_and_no_label_has_a_long_number():
