@@ -90,11 +90,16 @@ class GPUSpec:
     source: str
     memory_note: str = ""
     # What the card carries (GiB, 2^30 B) and what CUDA gives a process of it
-    # (torch.cuda.get_device_properties().total_memory), where known, with its source:
-    # ``capacity_note`` sets them beside ``memory_bytes``, the datasheet's GB the lab budgets.
+    # (torch.cuda.get_device_properties().total_memory; on ROCm torch.cuda.mem_get_info()'s
+    # total), where known, with its source: ``capacity_note`` sets them beside
+    # ``memory_bytes``, the datasheet's GB the lab budgets.
     card_memory_gib: float | None = None
     cuda_memory_gib: float | None = None
     cuda_memory_source: str = ""
+    # The memory pool the driver lists (rocminfo's), where a tool a student runs prints a
+    # figure other than the process's: ``capacity_note`` names it beside ``cuda_memory_gib``.
+    driver_memory_gib: float | None = None
+    driver_memory_source: str = ""
     # Achieved rates the op-level step model uses (labs.hardware.kernels); None: not measured,
     # so that GPU's kernels cannot be timed (every preset carries them).
     kernels: KernelRates | None = None
@@ -165,6 +170,10 @@ def capacity_note(gpu: GPUSpec, cuda_bytes: float | None = None, digits: int | N
     if cuda_bytes is None and gpu.cuda_memory_gib:
         cuda_bytes = gpu.cuda_memory_gib * GIB
         digits = digits or len(f"{gpu.cuda_memory_gib:g}".partition(".")[2])  # as the preset
+        if gpu.driver_memory_gib:
+            # fixT item 3: the MI300X's 191.45 GiB sat unexplained beside rocminfo's 191.98.
+            said = (f"; {gpu.driver_memory_gib - gpu.cuda_memory_gib:.2f} GiB under the "
+                    f"{gpu.driver_memory_gib:g} GiB pool rocminfo lists")
     if cuda_bytes is None:
         return runtime_words(gpu, out)
     out += (f", {'of which' if gpu.card_memory_gib else 'and'} CUDA gives the process "

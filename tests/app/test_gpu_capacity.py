@@ -100,5 +100,29 @@ def test_the_mi300x_preset_carries_192_gib_not_178_9(client):
     assert "192 GiB (206.2e9 B)" in mi["memory_note"] and gb(192) == "206.2 GB"
     note = mi["capacity_note"]
     assert f"the card has 192 GiB ({gb(192)})" in note
-    assert f"191.45 GiB ({gb(191.45)})" in note
+    assert f"191.45 GiB ({gb(191.45)}" in note  # then rocminfo's pool (fixT item 3)
     assert f"the {(191.45 * GIB - 192e9) / 1e9:.1f} GB between" in note
+
+
+def test_the_mi300x_process_figure_is_traced_beside_rocminfo_s_pool(client):
+    """fixT item 3: the note gave 191.45 GiB where rocminfo prints 191.98 GiB, unexplained, and
+    its source named get_device_properties().total_memory where vLLM's total_gpu_memory is
+    torch.cuda.mem_get_info()'s total. rocminfo's pool is 201,310,208 KiB (192 GiB less 16
+    MiB); HIP gives a process 0.53 GiB less. Both notes name the two figures."""
+    gpu = get_gpu("mi300x")
+    assert gpu.driver_memory_gib == round(201310208 / 2**20, 2) == 191.98
+    assert "201310208" in gpu.driver_memory_source and "rocminfo" in gpu.driver_memory_source
+    assert "mem_get_info" in gpu.cuda_memory_source
+    assert "get_device_properties" not in gpu.cuda_memory_source
+    mi = {g["id"]: g for g in client.get("/api/gpus").json()}["mi300x"]
+    gap = f"{gpu.driver_memory_gib - gpu.cuda_memory_gib:.2f}"
+    assert gap == "0.53"
+    assert (f"191.45 GiB ({gb(191.45)}; {gap} GiB under the 191.98 GiB pool rocminfo lists)"
+            in mi["capacity_note"])
+    note = mi["memory_note"]
+    assert "rocminfo lists 191.98 GiB" in note and f"{gap} GiB less" in note
+    assert "191.45 GiB (205.6e9 B, torch.cuda.mem_get_info()'s total)" in note
+    assert f"192e9 B ({192e9 / 2**30:.1f} GiB)" in note  # 178.8, not the card's 192 GiB
+    # A GPU without a driver figure says nothing of rocminfo.
+    h100 = {g["id"]: g for g in client.get("/api/gpus").json()}["h100-sxm"]
+    assert "rocminfo" not in h100["capacity_note"]
