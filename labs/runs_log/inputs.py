@@ -112,3 +112,25 @@ class Comparison:
     # The log's CUDA capacity beside the GB the lab budgets (labs.hardware.gpus.capacity_note);
     # empty where the log gives none.
     capacity: str = ""
+
+
+@dataclass(frozen=True)
+class TheoryActivations:
+    """Megatron-LM's activation estimate for a plan, term by term, as
+    ``compute_activation_memory`` counts it for the first pipeline stage (bytes per GPU, after
+    its division by TP): ``layers``, every layer's s·b·h·(18 + 4·ffn/h) over all L layers (the
+    first stage's PP micro-batches in flight of its L/PP layers); ``embedding``, the token ids
+    (8·s·b) and the embedding's dropout mask (s·b·h) for PP micro-batches; ``output``, the
+    output layer's inputs and the loss (PP = 1 only); both of the first two times ``factor``,
+    the interleaved schedule's 1 + (PP − 1)/(PP·VPP) (or min(1, m/PP) without interleaving)."""
+
+    coefficient: float  # bytes a token per unit of h a layer keeps: 18 + 4·ffn/h
+    layer_loads: float  # L × factor: layers' worth of one micro-batch held
+    factor: float
+    layers: float
+    embedding: float
+    output: float
+
+    @property
+    def total(self) -> float:
+        return self.layers + self.embedding + self.output

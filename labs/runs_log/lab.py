@@ -25,6 +25,7 @@ from labs.runs_log.inputs import (
     ParsedRun,
     Residual,
 )
+from labs.runs_log.theory import why_activations_differ
 
 # Why the lab's ledger and the GPU's memory differ, part by part (PyTorch, "CUDA semantics:
 # memory management", pytorch.org/docs/stable/notes/cuda.html#memory-management: reserved
@@ -350,7 +351,8 @@ def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
             note += (f". Its activation estimate: {m.theory_activation_bytes / 1e9:.2f} GB; "
                      f"the lab's: {kept / 1e9:.2f} GB, {abs(gap) / 1e9:.2f} GB "
                      f"({abs(gap) / m.theory_activation_bytes:.0%}) "
-                     f"{'more' if gap > 0 else 'less'}")
+                     f"{'more' if gap > 0 else 'less'}"
+                     f"{why_activations_differ(m.theory_activation_bytes, result)}")
         notes.append(note)
     return Comparison((*figures, *ledger_figures), residuals, tuple(notes), logged, per_token,
                       differ, capacity_of(run, result))
