@@ -394,4 +394,3 @@ def read(text: str) -> ParsedRun:
     return ParsedRun("megatron", matched, params_of({"model": model, **plan}), world,
                      measured, defaulted=tuple(defaulted), notes=tuple(notes + more),
                      found=tuple(found))
-
