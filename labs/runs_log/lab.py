@@ -25,7 +25,7 @@ from labs.runs_log.inputs import (
     ParsedRun,
     Residual,
 )
-from labs.runs_log.theory import why_activations_differ
+from labs.runs_log.theory import peak_against_estimate, why_activations_differ
 
 # Why the lab's ledger and the GPU's memory differ, part by part (PyTorch, "CUDA semantics:
 # memory management", pytorch.org/docs/stable/notes/cuda.html#memory-management: reserved
@@ -354,5 +354,7 @@ def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
                      f"{'more' if gap > 0 else 'less'}"
                      f"{why_activations_differ(m.theory_activation_bytes, result)}")
         notes.append(note)
+    if peak_against_estimate(m):
+        notes.append(peak_against_estimate(m))
     return Comparison((*figures, *ledger_figures), residuals, tuple(notes), logged, per_token,
                       differ, capacity_of(run, result))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from labs.model.activations import own_layer_coefficient
 from labs.model.spec import ModelSpec
 from labs.recipe.inputs import RecipeResult
-from labs.runs_log.inputs import TheoryActivations
+from labs.runs_log.inputs import Measured, TheoryActivations
 
 
 def theory_activations(model: ModelSpec, tp: int, pp: int, virtual: int, micro_batch: int,
@@ -90,3 +90,24 @@ def why_activations_differ(printed: float, result: RecipeResult) -> str:
 
 def _signed(value: float) -> str:
     return f"{'+' if value >= 0 else '−'}{abs(value) / 1e9:.2f}"
+
+
+def peak_against_estimate(m: Measured) -> str:
+    """The log's highest max allocated against Megatron's own estimated total (fixT item 2: the
+    fixture's 40,217.8 MB sat below the 43,494.84 MB estimate, which a run's peak exceeds), and
+    which way they differ: empty where the log gives either alone. The estimate counts the
+    state and the activations kept for the backward, nothing transient (workspaces, the
+    backward's working tensors, communication buffers), so a peak is expected above it."""
+    if m.peak_allocated_bytes is None or m.theory_state_bytes is None \
+            or m.theory_activation_bytes is None:
+        return ""
+    total = m.theory_state_bytes + m.theory_activation_bytes
+    gap = m.peak_allocated_bytes - total
+    said = (f"Your log's max allocated, {m.peak_allocated_bytes / 1e9:.2f} GB, is "
+            f"{abs(gap) / 1e9:.2f} GB {'above' if gap >= 0 else 'below'} Megatron's estimated "
+            f"total, {total / 1e9:.2f} GB")
+    if gap >= 0:
+        return (f"{said}, as a run's peak is: the estimate counts the state and the activations "
+                "kept for the backward, not the workspaces and transient buffers beside them")
+    return (f"{said}: a run's peak usually sits above it (the workspaces and transient buffers "
+            "it leaves out), so here the estimate counts more than the run held")

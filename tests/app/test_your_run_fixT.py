@@ -86,3 +86,21 @@ def test_the_megatron_fixture_s_memory_report_sits_above_megatron_s_estimate(cli
     body = client.post(API, json={"log": LOG, "gpu": "h100-sxm"}).json()
     parts = {r["name"]: r["bytes"] for r in body["residuals"]}
     assert parts["beyond_ledger"] > 0 and parts["caching_allocator"] > 0
+
+
+def test_the_page_says_which_way_max_allocated_and_megatron_s_total_differ(client):
+    """fixT item 2, on the page: the log's max allocated beside Megatron's estimated total, and
+    which way they differ (above, as a run's peak is; or below, said as such)."""
+    peak, total = 46367.1 * 2**20, 43494.84 * 2**20
+    body = client.post(API, json={"log": LOG, "gpu": "h100-sxm"}).json()
+    note = next(n for n in body["comparison_notes"] if n.startswith("Your log's max allocated"))
+    assert note.startswith(f"Your log's max allocated, {peak / 1e9:.2f} GB, is "
+                           f"{(peak - total) / 1e9:.2f} GB above Megatron's estimated total, "
+                           f"{total / 1e9:.2f} GB, as a run's peak is")
+    page = client.post(PATH, data={"log": LOG, "gpu": "h100-sxm"}).text.replace("&#39;", "'")
+    assert f"Your log's max allocated, {peak / 1e9:.2f} GB" in page
+    low = re.sub(r"max allocated: [\d.]+", "max allocated: 40217.8", LOG)
+    body = client.post(API, json={"log": low, "gpu": "h100-sxm"}).json()
+    note = next(n for n in body["comparison_notes"] if n.startswith("Your log's max allocated"))
+    assert f"{(total - 40217.8 * 2**20) / 1e9:.2f} GB below Megatron's estimated total" in note
+    assert "the estimate counts more than the run held" in note
