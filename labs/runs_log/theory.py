@@ -75,16 +75,18 @@ def why_activations_differ(printed: float, result: RecipeResult) -> str:
     kept = ("the ids and the mask" if model.dropout else
             "the ids alone: a model trained without dropout keeps no mask")
     mlp = (", a GeLU MLP's two ffn-wide tensors where SwiGLU keeps three" if model.gated_mlp
-           else "")
+           else "") + ", with full-width K and V and two dropout masks"
+    ends = ("the embedding's token ids and dropout mask for PP micro-batches" +
+            (" and the output layer's inputs and loss" if theory.output else ""))
     return (f". Why: {held} on the first stage (Megatron: its {model.layers} layers × "
             f"{theory.factor:g}, {schedule}; the lab: {stage.layers} layers × "
             f"{stage.in_flight:g} micro-batches in flight), each split by TP {plan.tp} (sequence "
             f"parallelism, selective recomputation), but a layer keeps {coefficient:g} bytes a "
             f"token per unit of h in the lab's count ({lab_count}{own}) and "
             f"{theory.coefficient:g} in Megatron's (18 + 4·ffn/h at ffn {model.ffn:,}{mlp}): "
-            f"{_signed(layer_gap)} GB. Megatron also counts the embedding's token ids and "
-            f"dropout mask for PP micro-batches, {(theory.embedding + theory.output) / 1e9:.2f} "
-            f"GB, where the lab's first stage keeps {edges / 1e9:.2f} GB ({kept}): "
+            f"{_signed(layer_gap)} GB. Megatron also counts {ends}, "
+            f"{(theory.embedding + theory.output) / 1e9:.2f} GB, where the lab's first stage "
+            f"keeps {edges / 1e9:.2f} GB ({kept}): "
             f"{_signed(edge_gap)} GB")
 
 

@@ -104,3 +104,22 @@ def test_the_page_says_which_way_max_allocated_and_megatron_s_total_differ(clien
     note = next(n for n in body["comparison_notes"] if n.startswith("Your log's max allocated"))
     assert f"{(total - 40217.8 * 2**20) / 1e9:.2f} GB below Megatron's estimated total" in note
     assert "the estimate counts more than the run held" in note
+
+
+def test_theory_activations_follows_megatron_s_other_branches():
+    """compute_activation_memory without interleaving (its in-flight discount min(1, m/PP))
+    and with one stage (the output layer's inputs and the loss, 4·s·b·h·(1 + v/h)), by hand."""
+    from labs.model.presets import get_model
+    from labs.runs_log.theory import theory_activations
+
+    model = get_model("llama-3.1-8b")
+    h, v, s = model.hidden, model.vocab, 4096
+    flat = theory_activations(model, tp=4, pp=4, virtual=1, micro_batch=2, microbatches=2,
+                              seq_len=s)
+    assert flat.factor == 0.5 and flat.layer_loads == model.layers / 2
+    assert flat.layers == s * 2 * h * (18 + 4 * model.ffn / h) * model.layers * 0.5 / 4
+    assert flat.embedding == (8 * s * 2 + s * 2 * h) * 4 * 0.5 / 4 and flat.output == 0
+    one = theory_activations(model, tp=2, pp=1, virtual=1, micro_batch=1, microbatches=8,
+                             seq_len=s)
+    assert one.factor == 1 and one.output == s * h * 4 * (1 + v / h) / 2
+    assert one.total == one.layers + one.embedding + one.output
