@@ -20,7 +20,7 @@ from labs.failures.lab import (
     simulate_failures,
 )
 from labs.hardware.links import get_link, make_cluster
-from labs.memory.lab import kv_cache_bytes, linear_weight_params
+from labs.memory.lab import kv_cache_bytes, linear_weight_params, local_params
 from labs.model.flops import (
     hardware_flops_per_token,
     head_matmul_params,
@@ -37,6 +37,7 @@ from labs.rl.inputs import RLPlacementInput
 from labs.rl.lab import compute_rl_placement, rollout_pools
 from labs.rl.recipes import recipes
 from labs.rl.serving import KV_DTYPE_BYTES, attention_groups, serving_workspace
+from labs.schedules.stages import stage_params
 
 RL_EXAMPLE = "glm-4-9b"  # EP09's colocation line needs an RL recipe (labs/presets/rl_recipes)
 
@@ -291,6 +292,33 @@ def _fp8_rate_words(gpu) -> str:
             f"{fp8 / bf16:.3f}, less where a GEMM's waves are part empty or memory binds")
 
 
+def _unfit_parts(ledger) -> str:
+    """Where the refused layout's bytes a GPU come from (round-29 task fixR #1: GLM-4.7's
+    2,101.9 GB could not be derived, the layout's EP 1 and expert-TP 1 unnamed): the GPU's
+    parameters (a MoE's routed experts whole, at EP x expert-TP = 1, beside its share of the
+    rest), their 16-bit weights and gradients, the FP8 copies of the linear layers', and the
+    rest of the ledger (sharded optimizer state, amax history, activations) as its remainder.
+    Every figure is the ledger's own (``labs.memory.lab.local_params`` and the parts)."""
+    m = ledger.memory.input
+    sp = stage_params(m.model, m.pp, m.schedule, m.virtual, m.first_stage_layers,
+                      m.last_stage_layers)[ledger.memory.stages[ledger.memory.heaviest_stage].rank]
+    dense, _, _, experts = local_params(m, sp)
+    p = ledger.parts
+    held = p["weights"] + p["gradients"]
+    rest = ledger.total_bytes - held - p["fp8_weights"]
+    own = f"{(dense + experts) / 1e9:,.2f}B parameters a GPU"
+    if experts:
+        model = m.model
+        each = model.experts // (m.ep * m.etp)
+        own = (f"EP {m.ep}, expert-TP {m.etp}: every GPU holds all {each} experts of each of "
+               f"{sp.moe_layers} MoE layers whole ({sp.moe_layers} × {each} × "
+               f"{model.expert_size:,} = {experts / 1e9:,.2f}B parameters) beside "
+               f"{dense / 1e9:,.2f}B of the rest (TP {m.tp} splits it): {own}")
+    return (f". {own} × 4 B (16-bit weights and gradients) = {held / 1e9:,.1f} GB, + "
+            f"{p['fp8_weights'] / 1e9:,.1f} GB of FP8 copies of the linear layers, + "
+            f"{rest / 1e9:,.1f} GB of optimizer state (sharded over DP) and activations.")
+
+
 def fp8_speedup(inp):
     """TransformerEngine's FP8 recipe against BF16 for the example's model and GPU on EP10's
     70B layout (``TP8_ZERO1``: TP 8 in a node, ZeRO-1 over DP 8), the state EP10 step 9's why
@@ -303,7 +331,8 @@ def fp8_speedup(inp):
     if ledger.total_bytes > inp.gpu.memory_bytes:
         raise LabInputError("model", f"{inp.model.name} does not fit EP10's TP {TP8_ZERO1['tp']}"
                                      f" × ZeRO-1 DP {TP8_ZERO1['dp']} layout on the "
-                                     f"{inp.gpu.name}: {ledger.total_bytes / 1e9:,.1f} GB a GPU.")
+                                     f"{inp.gpu.name}: {ledger.total_bytes / 1e9:,.1f} GB a GPU"
+                                     f"{_unfit_parts(ledger)}")
     s = speed(inp_fp8)
     if not s.timed or not s.fp8_path:
         raise LabInputError("gpu", s.reason or "no FP8 path")

@@ -1,0 +1,42 @@
+"""Task fixR (stop 58): open findings in lesson text. Each test fails on 9369e03f.
+
+1. The cheat sheet's "What FP8 buys in time" line refused GLM-4.7 at "2,101.9 GB a GPU"
+   without the layout's EP 1 and expert-TP 1 that make it: every GPU holds every expert.
+"""
+
+import re
+
+from tests.app.test_cheatsheet_round18 import lines_of
+from tests.app.test_zero_routes import visible_text
+
+
+def _n(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def test_glm_fp8_refusal_names_whole_experts_and_redoes_its_gb(client):
+    """The refusal names EP 1 and expert-TP 1, counts the experts a GPU holds from the
+    model's shape, and its parts add to the GB it quotes (each at its printed digits)."""
+    from labs.model.presets import get_model
+
+    glm = get_model("glm-4.7")
+    note = lines_of(client, model="glm-4.7")["fp8_speedup"]["note"]
+    total = _n(re.search(r": ([\d,.]+) GB a GPU\.", note).group(1))
+    assert "EP 1, expert-TP 1" in note, note
+    found = re.search(r"all (\d+) experts of each of (\d+) MoE layers whole \((\d+) × (\d+) × "
+                      r"([\d,]+) = ([\d.,]+)B parameters\) beside ([\d.,]+)B of the rest.*?: "
+                      r"([\d.,]+)B parameters a GPU × 4 B \(16-bit weights and gradients\) = "
+                      r"([\d.,]+) GB, \+ ([\d.,]+) GB of FP8 copies.*?\+ ([\d.,]+) GB of "
+                      r"optimizer state", note)
+    assert found, note
+    each, layers, l2, e2, size, experts, rest, params, held, fp8, other = found.groups()
+    assert int(each) == int(e2) == glm.experts and int(layers) == int(l2) == glm.moe_layers
+    assert _n(size) == glm.expert_size
+    assert round(int(layers) * int(each) * _n(size) / 1e9, 2) == _n(experts)
+    assert round(_n(experts) + _n(rest), 2) == _n(params)
+    assert abs(_n(params) * 4 - _n(held)) < 0.05 + 4 * 0.005
+    assert round(_n(held) + _n(fp8) + _n(other), 1) == total
+    # The cheat sheet's page prints it as the API does.
+    page = " ".join(visible_text(client.get("/episodes/playground/cheatsheet",
+                                            params={"model": "glm-4.7"}).text).split())
+    assert f"every GPU holds all {glm.experts} experts" in page
