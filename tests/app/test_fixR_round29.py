@@ -40,3 +40,23 @@ def test_glm_fp8_refusal_names_whole_experts_and_redoes_its_gb(client):
     page = " ".join(visible_text(client.get("/episodes/playground/cheatsheet",
                                             params={"model": "glm-4.7"}).text).split())
     assert f"every GPU holds all {glm.experts} experts" in page
+
+
+def test_dualpipev_step_is_worked_from_the_last_ranks_wait_and_work(client):
+    """Task fixR #2: EP05 step 5 (the brief's "EP08") quoted DualPipeV's 96 F of a 99.5 F
+    step read off the chart. The note works it: a rank's work (m × 2 chunks × F + I + W of
+    half a stage), the last rank's wait for micro-batch 0 ((p − 1) × ½ F, off the simulated
+    timeline), after which that rank never idles; the sum is the step."""
+    from app.routers.pipeline_lesson import facts
+
+    f = facts()
+    dp, wait = f["dualpipe"]["api"], f["dualpipe_wait"]
+    p, m, v = dp["stages"], dp["microbatches"], dp["virtual"]
+    assert m * v * 3 / v == dp["busy"][p - 1]
+    assert wait == (p - 1) / v and wait + dp["busy"][p - 1] == dp["makespan"]
+    text = " ".join(visible_text(client.get("/episodes/pipeline").text).split())
+    said = (f"Each rank works {m} × {v} chunks × {3 / v:g} F (half-stage F + I + W) = "
+            f"{dp['busy'][0]:g} F. Rank {p - 1} waits {p - 1} × {1 / v:g} = {wait:g} F for "
+            f"micro-batch 0, then never idles: {wait:g} + {dp['busy'][p - 1]:g} = "
+            f"{dp['makespan']:g} F")
+    assert said in text, text[text.find("Each rank works") - 200:][:800]

@@ -826,7 +826,8 @@ def test_round_18_step_5_counts_dualpipes_idle_and_the_passes_have_one_notation(
     assert idle / dp["makespan"] == pytest.approx(dp["bubble_fraction"])
     text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", client.get(
         "/episodes/pipeline").text)))
-    assert (f"each work {dp['busy'][0]:g} F of its {dp['makespan']:g} F step") in text
+    assert (f"× {3 / dp['virtual']:g} F (half-stage F + I + W) = {dp['busy'][0]:g} F") in text
+    assert f"= {dp['makespan']:g} F, the chart's last bar" in text  # fixR #2: worked
     assert f"{idle:g}/{dp['makespan']:g} = {fmt_pct(dp['bubble_fraction'])}" in text
     assert "f + b" not in text and "F + B = 3 f" in text
     assert "micro-batch of b sequences" in text

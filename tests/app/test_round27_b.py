@@ -138,11 +138,11 @@ def test_finding_8_ep07_step_11s_rates_redo_from_the_printed_bytes_and_times(cli
 
 
 def test_finding_10_ep08_step_5_says_dualpipevs_step_is_read_off_the_chart(client):
-    """DualPipeV's 99.5 F step is the simulated schedule's, no formula's: the note says so
-    and where on the chart it is read."""
+    """DualPipeV's 99.5 F step is the simulated schedule's: the note says so and where on
+    the chart it is read (task fixR #2 works it too: test_fixR_round29)."""
     text = _step(client, "pipeline", 5)
-    assert "comes from (simulated)" in text
-    assert re.search(r"of its [\d.]+ F step \(where the chart's last bar ends;", text)
+    assert "come from (simulated)" in text
+    assert re.search(r"= [\d.]+ F, the chart's last bar;", text)
 
 
 def test_finding_6_the_cheat_sheets_glm_4_7_workspace_names_each_mlp_term(client):
