@@ -60,3 +60,38 @@ def test_dualpipev_step_is_worked_from_the_last_ranks_wait_and_work(client):
             f"micro-batch 0, then never idles: {wait:g} + {dp['busy'][p - 1]:g} = "
             f"{dp['makespan']:g} F")
     assert said in text, text[text.find("Each rank works") - 200:][:800]
+
+
+def _step_words(client, path: str, step: int) -> str:
+    html = client.get(path).text
+    body = html.split(f'id="step-{step}"')[1].split("</section>")[0]
+    return " ".join(visible_text(body).split())
+
+
+def test_ep09_fp8_load_prints_one_way(client):
+    """Task fixR #3: EP09 step 3 printed slime's FP8 load as 18.50 GB in its note and 18.5 GB
+    in its limit; EP07 step 3 printed the dispatch's NIC leg as 411 MB (typed, beside a typed
+    470 MB) where step 11 divides 411.04 MB. Each now prints one way, from the engine."""
+    from app.routers.rl_lesson import facts as rl_facts
+
+    fp8 = rl_facts()["r1_sep"]["api"]["serving_weights"]["fp8_bytes"]
+    three = _step_words(client, "/episodes/rl-placement", 3)
+    said = set(re.findall(r"(\d+\.\d+) GB", three)) & {f"{fp8 / 1e9:.1f}", f"{fp8 / 1e9:.2f}"}
+    assert said == {f"{fp8 / 1e9:.2f}"}, said
+    assert f"FP8 load holds {fp8 / 1e9:.2f} GB" in three
+
+
+def test_ep07_dispatch_megabytes_print_one_way(client):
+    """Task fixR #3, EP07: step 3's 470 and 411 MB (typed) against step 11's 411.04 MB."""
+    from app.routers.moe import facts as moe_facts
+
+    f = moe_facts()
+    v3, e8 = f["v3"]["api"], f["v3_ep8"]["api"]
+    copies = v3["dispatch_bytes_per_gpu"][0] * v3["ep"] / (v3["ep"] - 1)
+    nic = copies * (v3["ep"] - v3["ep_per_node"]) / v3["ep"]
+    assert nic == e8["dispatch_bytes_per_gpu"][0]
+    step3 = _step_words(client, "/episodes/experts", 3)
+    step11 = _step_words(client, "/episodes/experts", 11)
+    assert f"× 2 B = {copies / 1e6:.2f} MB" in step3
+    assert step3.count(f"{nic / 1e6:.2f} MB") == 3 and f" {nic / 1e6:.0f} MB" not in step3
+    assert f"receives {nic / 1e6:.2f} MB in" in step11

@@ -491,8 +491,8 @@ def test_round6_step_11s_effective_rates_are_derived_from_bytes_and_time(client)
     page = client.get("/episodes/experts").text
     step3, step11 = _step_text(page, "step-3"), _step_text(page, "step-11")
     # The sums are left to the student: 11.8 is step 4's answer (11.8 ms), not on screen first.
-    assert "411 MB ÷ 48 GB/s + (8.4 + 9.6) µs" in step3
-    assert "411 MB ÷ 160 GB/s + (8.4 + 3.4) µs" in step3 and "11.8" not in step3
+    assert "411.04 MB ÷ 48 GB/s + (8.4 + 9.6) µs" in step3  # fixR #3: step 11's digits
+    assert "411.04 MB ÷ 160 GB/s + (8.4 + 3.4) µs" in step3 and "11.8" not in step3
     assert "effective rate" in step3
     # The step's own words never call the effective rate busBW (the glossary's tip on
     # "crossover", first used here, names DP's busBW in its general definition).

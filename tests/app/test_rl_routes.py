@@ -835,7 +835,7 @@ def test_round_11_step_3_prices_slimes_cache_from_its_fp8_weights(client):
     assert (0.7 * 80e9 - fp8) / 1e9 == pytest.approx(37.5, abs=0.05)
     three = _steps(client)[3]
     limit = three[three.index("Limit."):]
-    assert f"slime's FP8 load holds {fp8 / 1e9:.1f} GB" in limit
+    assert f"slime's FP8 load holds {fp8 / 1e9:.2f} GB" in limit  # fixR #3: the note's digits
     assert "would take half" not in limit
     dense = client.get("/api/placement", params={"preset": "glm-4-9b"}).json()
     assert dense["serving_weights"]["fp8_bytes"] is None  # an even split: no parts to price
