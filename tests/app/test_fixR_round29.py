@@ -95,3 +95,13 @@ def test_ep07_dispatch_megabytes_print_one_way(client):
     assert f"× 2 B = {copies / 1e6:.2f} MB" in step3
     assert step3.count(f"{nic / 1e6:.2f} MB") == 3 and f" {nic / 1e6:.0f} MB" not in step3
     assert f"receives {nic / 1e6:.2f} MB in" in step11
+
+
+def test_ep07_step_7_says_the_plateau_scales_a_many_node_rings_latency(client):
+    """Task fixR #4: a stop-57 cut wrote "tuning.cc scales a ring's latency", as if NCCL
+    2.8 scaled every ring's; its plateau factor is for a ring across nodes (``nodes > 1``
+    and a large message: labs.hardware.nccl), the 16-node ring here. Held at its cap."""
+    from labs.hardware.nccl import RING_PLATEAU
+
+    seven = _step_words(client, "/episodes/experts", 7)
+    assert f"tuning.cc scales a many-node ring's latency: {RING_PLATEAU:g} × (" in seven
