@@ -88,7 +88,10 @@ def split_view(result) -> dict:
              "GPU (sequence parallel: their activations ÷ t)" if sp else
              f"{ops} on all {_n(tokens)} tokens, repeated on every GPU "
              "(their activations are not split)")
-    qkv = {"name": "W_QKV", "rows": h, "cols": sh.qkv_columns, "split": "columns",
+    # Each matrix's gloss, said in the figure's key where its name is first shown (task fixR
+    # #5: "W_O" labelled the diagram beside EP04 step 1, defined nowhere on the page).
+    qkv = {"name": "W_QKV", "gloss": "attention's query, key and value projections",
+           "rows": h, "cols": sh.qkv_columns, "split": "columns",
            **_box(h, sh.qkv_columns, largest),
            "strips": _strips(t, tuple((k, v / per_gpu_qkv) for k, v in qkv_parts)),
            "caption": f"h × (a + 2·kv)·d = {_n(h)} × {_n(sh.qkv_columns)}, by columns",
@@ -98,15 +101,18 @@ def split_view(result) -> dict:
            # Drawn on the box itself, in view where EP04 step 2's why points (round-21 cold
            # reading P, finding 2: the caption's count sat below the bench's fold).
            "label": f"{sh.heads_per_gpu} Q + {_count(sh.kv_heads_per_gpu, 'KV head')} a GPU"}
-    w_o = {"name": "W_O", "rows": sh.heads * d, "cols": h, "split": "rows",
+    w_o = {"name": "W_O", "gloss": "attention's output projection",
+           "rows": sh.heads * d, "cols": h, "split": "rows",
            **_box(sh.heads * d, h, largest), "strips": _strips(t),
            "caption": f"(a·d) × h = {_n(sh.heads * d)} × {_n(h)}, by rows: each GPU "
                       f"{_n(sh.heads_per_gpu * d)} rows, a partial sum of the full output"}
-    mlp_in = [{"name": name, "rows": h, "cols": ffn, "split": "columns",
+    mlp_in = [{"name": name, "gloss": gloss, "rows": h, "cols": ffn, "split": "columns",
                **_box(h, ffn, largest), "strips": _strips(t),
                "caption": f"h × f = {_n(h)} × {_n(ffn)}, by columns: {_n(ffn // t)} each"}
-              for name in (("W_gate", "W_up") if sh.gated else ("W_up",))]
-    w_down = {"name": "W_down", "rows": ffn, "cols": h, "split": "rows",
+              for name, gloss in ((("W_gate", "the MLP's gate"), ("W_up", "its up projection"))
+                                  if sh.gated else (("W_up", "the MLP's up projection"),))]
+    w_down = {"name": "W_down", "gloss": "its down projection", "rows": ffn, "cols": h,
+              "split": "rows",
               **_box(ffn, h, largest), "strips": _strips(t),
               "caption": f"f × h = {_n(ffn)} × {_n(h)}, by rows: {_n(ffn // t)} each"}
     blocks = [

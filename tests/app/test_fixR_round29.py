@@ -105,3 +105,22 @@ def test_ep07_step_7_says_the_plateau_scales_a_many_node_rings_latency(client):
 
     seven = _step_words(client, "/episodes/experts", 7)
     assert f"tuning.cc scales a many-node ring's latency: {RING_PLATEAU:g} × (" in seven
+
+
+def test_ep04_split_diagram_glosses_w_o_where_it_is_shown(client):
+    """Task fixR #5: the split diagram beside EP04 step 1 labels a box "W_O" that no text on
+    the page defined (step 2 says "the output projection"). The figure's key glosses every
+    matrix it draws, its details list too, and step 2 names W_O."""
+    html = client.get("/episodes/tensor-parallel").text
+    figure = html[html.index('<figure id="tp-split"'):]
+    key = " ".join(visible_text(figure[figure.index('<figcaption'):
+                                       figure.index('</figcaption>')]).split())
+    drawn = re.findall(r'data-matrix="([^"]+)"', figure.split("</figure>")[0])
+    assert "W_O" in drawn
+    for name in dict.fromkeys(drawn):
+        assert re.search(rf"{name}: \w", key), (name, key)
+    assert "W_O: attention's output projection" in key
+    details = " ".join(visible_text(figure.split("</figure>")[1]).split())
+    assert re.search(r"W_O ?, attention's output projection: \(a·d\) × h", details), details
+    assert "the output projection, W_O, is split by rows" in _step_words(
+        client, "/episodes/tensor-parallel", 2)
