@@ -987,6 +987,37 @@
     keeping = { id: chart.id, at: performance.now(), revealed: true };
   }
 
+  // A page opened at a try link's URL (the address a followed link pushed, shared or
+  // reloaded) opens as the followed link left it: at the link's step, its diagram in view. The
+  // link is the first in page order whose href is this address (EP08 step 13's first link
+  // opened its page at step 1 on the step bar, the layer view below the fold:
+  // tests/browser/test_opened_link_in_view.py).
+  function openedLink() {
+    if (!window.location.search) return null;
+    var here = window.location.pathname + window.location.search;
+    var links = within(document, "section.step a.try[href]");
+    for (var i = 0; i < links.length; i++) {
+      var url = new URL(links[i].getAttribute("href"), window.location.href);
+      if (url.pathname + url.search !== here) continue;
+      var step = links[i].closest("section.step[data-diagram]");
+      var id = links[i].dataset.diagram || (step && step.dataset.diagram);
+      var chart = id && document.getElementById(id);
+      if (chart && chart.getBoundingClientRect().height > 0) return { step: step, chart: chart };
+    }
+    return null;
+  }
+
+  function showOpened() {
+    var opened = openedLink();
+    if (!opened) return;
+    // The step at the top (below a phone's pinned diagram: lab.css scroll-margin-top), the
+    // bench fitted and pinned there, then its view scrolled to the diagram.
+    opened.step.scrollIntoView({ block: "start" });
+    fitBench();
+    pinBench();
+    reveal(opened.chart);
+  }
+
   document.addEventListener("htmx:beforeSwap", function (event) {
     var target = event.detail.target;
     if (!target || target.id !== "bench") return;
@@ -1481,6 +1512,7 @@
     showTheme();
     init(document);
     armPredictions(document);
+    showOpened();
     fitBench();  // a page opened (or reloaded) scrolled to its end
     if (window.htmx) defineUpdate();
     if (window.htmx) window.htmx.onLoad(function (elt) { if (elt !== document.body) { init(elt); showTheme(); } });
