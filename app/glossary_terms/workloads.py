@@ -3,13 +3,20 @@ run reports the validation page reads; ``app.glossary_terms`` joins the topics i
 ``GLOSSARY``."""
 
 from app.glossary_terms.term import Term
+from labs.model.presets import get_model
+
+# Round-29 cold reading B, finding 4: the MoE tip, in EP07's lede, gave DeepSeek-V3's 37B of
+# 671B, step 1's predict (the share of its parameters a token uses); it gives Mixtral's
+# experts picked a token instead, a count of experts, not of parameters.
+_MIXTRAL = get_model("mixtral-8x7b")
 
 TERMS: tuple[Term, ...] = (
     # ---- MoE, CP, RL, failures ----
     Term("moe", "MoE (mixture of experts)", r"\bMoE\b|\bmixture[- ]of[- ]experts\b",
          "A layer whose MLP is many smaller MLPs (experts), of which a router picks a few for "
          "each token: the model holds all the experts' parameters but each token runs only "
-         "its chosen ones (DeepSeek-V3: 671B parameters, 37B active).",
+         f"its chosen ones (Mixtral 8x7B: {_MIXTRAL.top_k} of each layer's "
+         f"{_MIXTRAL.experts} experts a token).",
          "Shazeer et al. 2017, Outrageously Large Neural Networks; Lepikhin et al. 2020 "
          "(GShard)"),
     Term("capacity-factor", "Capacity factor", r"\bcapacity factor\b",

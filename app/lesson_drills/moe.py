@@ -120,9 +120,12 @@ def _skew_etp_why(a: dict) -> str:
 DRILLS: tuple[Drill | Decide, ...] = (
     Decide(
         id="moe-decide-expert-dp",
+        # Round-29 cold reading B, finding 2: "each size divides by 16, so DP stays whole"
+        # stated DP = GPUs ÷ 16 beside step 6's predict (DP at 2,048 GPUs); the stem no
+        # longer says how DP is counted.
         question="DeepSeek-V3's plan from step 6, PP 16 and EP 64 with no TP, CP or "
-                 "expert-TP, moves to another cluster of 8-GPU nodes. Each size below divides "
-                 "by 16, so DP stays whole. On which can the plan run?",
+                 "expert-TP, moves to another cluster of 8-GPU nodes. On which of these "
+                 "cluster sizes can the plan run?",
         choices=tuple((key, f"{gpus:,} GPUs") for key, gpus in EXPERT_DP_GPUS.items()),
         judge=_expert_dp_judge, solution=_expert_dp_solution,
         reveals=("must divide by PP × EP", "exactly 3 EP groups")),
@@ -211,9 +214,11 @@ DRILLS: tuple[Drill | Decide, ...] = (
         reveals=("layer follows its busiest GPU",)),
     decide(
         "moe-decide-network",
+        # Round-29 cold reading B, finding 9: "its dispatch crosses the spine" and "cuts",
+        # in sight before step 7's guess, said the EP dispatch slows (its predict asks what
+        # slows); the stem now states the network only and asks for the fastest layer.
         "DeepSeek-V3 on 256 H800 nodes as PP16 × EP64, on a network whose leaf switches "
-        "hold 4 nodes each with a 4:1 spine: every EP group spans 8 nodes, so its "
-        "dispatch crosses the spine. Which one change cuts a MoE layer's time most?",
+        "hold 4 nodes each with a 4:1 spine. Which one change gives the fastest MoE layer?",
         "moe", "layer_s",
         tuple((key, label, {**V3_NET, **change}, why) for key, label, change, why in (
             ("ep32", "EP 32: each EP group on 4 nodes, under one leaf",
