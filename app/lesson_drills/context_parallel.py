@@ -111,46 +111,69 @@ def _shard_sum(api: dict) -> str:
     return f"{u['q']:,} + {kv} + {u['o']:,} = {u['total']:,.0f}"
 
 
-LAYOUT_OPTIONS = (("ring", "zigzag", 2), ("ulysses", "ulysses", 8), ("ulysses16", "ulysses", 16))
+# Round-29 cold reading B, finding 10: the options compared "fewest bytes per GPU" over 2, 8
+# and 16 GPUs, a metric that mostly rewards the plan with the most GPUs (Ulysses over CP 16
+# moves 3.0 GB in all against the ring's 0.54 GB), and Ulysses over CP 8 lost to Ulysses over
+# CP 16 by step 6's own "its bytes fall". The three methods now meet at one CP degree, and the
+# question asks for time: attention on the busiest rank plus the traffic it waits for.
+LAYOUT_CP = 16
+LAYOUT_OPTIONS = (("ring", "zigzag"), ("allgather", "allgather"), ("ulysses", "ulysses"))
 
 
-def layout_winner(model: str) -> str:
-    """The cp-decide-layout option that sends the fewest bytes for ``model``, by the engine
-    (round-26 reading A, finding 6: with the ring at CP 8 the 8B's winner, Ulysses over CP 16,
-    was step 6's 70B's too, readable off step 6's why; with the ring at CP 2 the 70B's is the
-    ring, and the 8B's needs its bytes worked out)."""
-    sent = {key: lab_value("cp", {**LAYOUT_DECIDE, "model": model, "cp": cp,
-                                  "layout": layout}, "comm_bytes_per_gpu")
-            for key, layout, cp in LAYOUT_OPTIONS}
-    return min(sent, key=sent.get)
+def layout_time(api: dict) -> float:
+    """What cp-decide-layout ranks: the busiest rank's attention and the communication it
+    waits for (the lab's exposed_s: a ring's sends past their rounds, all of an all-gather's
+    or an all-to-all's)."""
+    return api["attention_s"] + api["exposed_s"]
 
 
-def _layout_solution() -> str:
-    """cp-decide-layout's worked solution: each plan's bytes a token of the sequence, from the
-    engine's states (the ring's K and V, a Ulysses shard's sum ÷ c), and step 6's 70B beside
-    it, where the ring over CP 2 sends the least of the three."""
-    state = {key: lab_value("cp", {**LAYOUT_DECIDE, "cp": cp, "layout": layout},
-                            lambda a: a)
-             for key, layout, cp in LAYOUT_OPTIONS}
-    big = lab_value("cp", {**LAYOUT_DECIDE, "model": "llama-3.1-70b", "cp": 16,
-                           "layout": "ulysses"}, lambda a: a)
-    ring = state["ring"]
+def _layout_state(layout: str) -> dict:
+    return lab_value("cp", {**LAYOUT_DECIDE, "cp": LAYOUT_CP, "layout": layout},
+                     lambda a: a)
 
-    def per(api: dict) -> str:
-        # Round-27 reading A, finding 1: the (c − 1)/c a rank keeps, as the MB figures and the
-        # ring's 2,048 B count it (without it 2,560 B × 131,072 was 336 MB beside 294 MB).
-        total, c = _ulysses_bytes(api)["total"], api["cp"]
-        return f"{total:,.0f} B × {c - 1}/{c} ÷ {c} = {total * (c - 1) / c / c:,.0f} B"
 
-    share = (ring["cp"] - 1) / ring["cp"] * ring["kv_bytes_per_token"]
-    return ("{best}. Bytes per GPU: ring over CP 2 {ring}, Ulysses over CP 8 {ulysses}, "
-            "over CP 16 {ulysses16}. Per token of the sequence Ulysses sends (c − 1)/c of "
-            f"its shard's bytes ÷ c: {per(state['ulysses'])} at CP 8, "
-            f"{per(state['ulysses16'])} at CP 16, where the ring over CP {ring['cp']} sends "
-            f"{ring['cp'] - 1}/{ring['cp']} of "
-            f"K + V, {share:,.0f} B. Step 6's Llama 3.1 70B has the same 8 KV heads but "
-            f"{big['heads']} query heads: {per(big)} at CP 16, above {share:,.0f} B, and "
-            f"there the ring over CP {ring['cp']} sends the least of the three.")
+def _ms2(seconds: float) -> str:  # two places: the ring and Ulysses differ by 0.3 ms
+    return f"{seconds * 1e3:,.2f} ms"
+
+
+def _ms3(seconds: float) -> str:  # a sum's parts, one place more than the figure
+    return f"{seconds * 1e3:,.3f} ms"
+
+
+def _ring_why(a: dict) -> str:
+    c, steps = a["cp"], a["steps"]
+    return (f"Each of the {steps} sends, {mb(a['comm_bytes_per_gpu'] / steps)} in "
+            f"{a['comm_s'] / steps * 1e6:.1f} µs, travels while the rank attends to the block "
+            f"in hand, {a['attention_s'] / c * 1e6:.1f} µs a round: none of the ring's "
+            f"{mb(a['comm_bytes_per_gpu'])} is waited for, and zigzag keeps the {c} ranks "
+            f"even. {_ms3(a['attention_s'])} + {_ms3(a['exposed_s'])} = {{value}}.")
+
+
+def _allgather_why(a: dict) -> str:
+    c = a["cp"]
+    return (f"It sends a ring's bytes, {mb(a['comm_bytes_per_gpu'])}, but attention waits "
+            f"for all of them: {_ms3(a['exposed_s'])}. Its contiguous slices (slime's, step 4) "
+            f"give the last rank 2 − 1/{c} = {2 - 1 / c:.3g} times the mean rank's attention "
+            f"(step 2): {_ms3(a['attention_s'])} + {_ms3(a['exposed_s'])} = {{value}}.")
+
+
+def _ulysses_why(a: dict) -> str:
+    c = a["cp"]
+    return (f"Past the {a['kv_heads']} KV heads each goes to {_ulysses_bytes(a)['copies']} "
+            f"ranks: {_shard_sum(a)} B a token × {c - 1}/{c} × {a['seq_len'] // c:,} tokens "
+            f"= {mb(a['comm_bytes_per_gpu'])}, the fewest bytes of the three. But attention "
+            f"waits for the all-to-alls: {_ms3(a['attention_s'])} + "
+            f"{_ms3(a['exposed_s'])} = {{value}}.")
+
+
+def _layout_solution(found: dict) -> str:
+    """cp-decide-layout's worked solution: each plan's time, and the bytes against it."""
+    sent = {key: _layout_state(layout)["comm_bytes_per_gpu"] for key, layout in LAYOUT_OPTIONS}
+    return ("{best}. Attention and the traffic it waits for: ring {ring}, all-gather "
+            "{allgather}, Ulysses {ulysses}. Ulysses sends the fewest bytes, "
+            f"{mb(sent['ulysses'])} against {mb(sent['ring'])}, but a ring's send travels "
+            "behind the block in hand, so its bytes cost no time while each send is shorter "
+            "than a round (step 7 shortens the rounds).")
 
 
 def _crossover_solution() -> str:
@@ -200,45 +223,24 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     "attention sends only the 8 KV heads' K and V, 8/32 of that."),
         )),
     # A model no link of step 6 draws (round-6 cold reading of EP06, item 2: GPT-3's chart, a
-    # link above, showed Ulysses far below the ring), whose answer needs the bytes worked out:
-    # Llama 3.1 8B keeps Llama 3.1 70B's 8 KV heads but has half its query heads. fixD #3: the
-    # all-gather sent the ring's bytes to the byte, and a second ring lost by its (c − 1)/c
-    # alone; Ulysses over CP 16, past the 8 KV heads where K and V are copied, beside Ulysses
-    # over CP 8 (does it still fall?). Round-26 reading A, finding 6: with the ring at CP 8
-    # the 8B's winner (Ulysses over CP 16) was the 70B's in step 6's why, read off, not
-    # worked; the ring over CP 2 sends the least of the three for the 70B (layout_winner), so
-    # the 8B's answer needs its shard's bytes. The engine models no hybrid Ulysses x ring.
-    # On one NVL72 rack (EP04), whose NVLink reaches all 16 GPUs, so every plan is one fabric.
+    # link above, showed Ulysses far below the ring). Round-29 cold reading B, finding 10: the
+    # three methods at one CP degree, ranked by time (LAYOUT_OPTIONS' comment). On one NVL72
+    # rack (EP04), whose NVLink reaches all 16 GPUs, so every plan is one fabric.
     decide(
         "cp-decide-layout",
         "Llama 3.1 8B: 32 query heads and 8 KV heads of 128, so a token carries 4,096 B of K "
-        "and V and 8,192 B each of Q and the attention output. One 131,072-token sequence on "
-        "the B200s of an NVL72 rack, whose NVLink joins all 72 GPUs: which plan sends the "
-        "fewest bytes per GPU per layer?",
-        "cp", "comm_bytes_per_gpu",
-        tuple((key, label, {**LAYOUT_DECIDE, "cp": cp, "layout": layout}, why)
-              for key, label, layout, cp, why in (
-            ("ring", "Zigzag ring over CP 2: pass K/V blocks c − 1 times", "zigzag", 2,
-             lambda a: ("The ring passes each rank "
-                        + (f"the other {a['cp'] - 1} blocks" if a["cp"] > 2 else
-                           "the other rank's block")
-                        + f" of {a['seq_len'] // a['cp']:,} tokens' K and V: "
-                        f"{a['cp'] - 1}/{a['cp']} × {a['seq_len']:,} × "
-                        f"{a['kv_bytes_per_token']:,.0f} B = {{value}}, the fewest a ring "
-                        "sends at any c. Work out what the other plans send.")),
-            ("ulysses", "Ulysses over CP 8: all-to-all by heads", "ulysses", 8,
-             lambda a: (f"Each rank sends {a['cp'] - 1}/{a['cp']} of its own "
-                        f"{a['seq_len'] // a['cp']:,} tokens' Q, K, V and output, "
-                        f"{_shard_sum(a)} B a token: {{value}}. But a 1/c shard keeps "
-                        "shrinking as c grows; past the KV heads only K and V stop "
-                        "shrinking.")),
-            ("ulysses16", "Ulysses over CP 16: 2 query heads a rank", "ulysses", 16,
-             lambda a: (f"Past the {a['kv_heads']} KV heads each goes to "
-                        f"{_ulysses_bytes(a)['copies']} ranks, so K and V go twice: "
-                        f"{_shard_sum(a)} B a token × {a['cp'] - 1}/{a['cp']} × "
-                        f"{a['seq_len'] // a['cp']:,} tokens = {{value}}. The copies slow "
-                        "the fall, but Q and the output keep shrinking.")))),
-        best="min", fmt=mb,
-        solution=lambda found: _layout_solution(),
-        reveals=("Q and the output keep shrinking",)),
+        "and V and 8,192 B each of Q and the attention output. One 131,072-token sequence "
+        f"over CP {LAYOUT_CP} on the B200s of an NVL72 rack, whose NVLink joins all 72 GPUs: "
+        "which plan finishes a layer's attention, with the traffic it waits for, soonest?",
+        "cp", layout_time,
+        tuple((key, label, {**LAYOUT_DECIDE, "cp": LAYOUT_CP, "layout": layout}, why)
+              for key, label, layout, why in (
+            ("ring", "Zigzag ring: pass K/V blocks c − 1 times", "zigzag", _ring_why),
+            ("allgather", "All-gather every rank's K/V blocks once, before attention "
+                          "(contiguous slices)", "allgather", _allgather_why),
+            ("ulysses", "Ulysses: all-to-all by heads, 2 query heads a rank", "ulysses",
+             _ulysses_why))),
+        best="min", fmt=_ms2,
+        solution=_layout_solution,
+        reveals=("travels behind the block in hand",)),
 )

@@ -117,6 +117,18 @@ def _skew_etp_why(a: dict) -> str:
             f"2 × {three(a['dispatch_s'])} + {three(a['compute_s'])} = {{value}}.")
 
 
+def _spine_why(a: dict) -> str:
+    """moe-decide-network's 1:1 spine: the dispatch at the NICs' rate, against the question's
+    4:1 spine (its own state, not another choice's)."""
+    from app.labkit.drills import lab_value
+
+    was = lab_value("moe", V3_NET, lambda answer: answer["dispatch_s"])
+    return (f"Every leaf now has an uplink for each of its GPUs, so the dispatch runs at the "
+            f"NICs' rate, {ms(a['dispatch_s'])} instead of {ms(was)} each way: the layer takes "
+            f"{{value}}. It rebuilds the whole cluster's spine, and each EP group still sends "
+            f"over the NICs of {a['network'][0]['nodes']} nodes.")
+
+
 DRILLS: tuple[Drill | Decide, ...] = (
     Decide(
         id="moe-decide-expert-dp",
@@ -229,16 +241,18 @@ DRILLS: tuple[Drill | Decide, ...] = (
              {"leaf_nodes": 8},
              "Each EP group now sits under one leaf, so the spine carries none of it; "
              "the dispatch still crosses 8 nodes' NICs: {value}."),
-            ("spine2", "Rebuild the spine at 2:1", {"oversubscription": 2.0},
-             "4/7 of each GPU's network bytes still climb to the spine, now at half the "
-             "shortfall: 4/7 × 2 = 1.14 times the network leg: {value}."),
+            # Round-29 cold reading B, finding 8: "a 2:1 spine" only halved the penalty
+            # that leaves of 8 remove, so it could not win; a 1:1 spine removes it too.
+            ("spine1", "Rebuild the spine at 1:1 (a full fat tree)", {"oversubscription": 1.0},
+             _spine_why),
             ("deepep", "Dispatch with DeepEP instead of NCCL's all-to-all",
              {"ep_dispatch": "deepep"},
              "One copy per destination node instead of one per expert, but half of "
              "those nodes are still across the spine: {value}."))),
         best="min", fmt=ms,
-        solution="{best}. Layer time: EP 32 {ep32}, leaves of 8 {leaf8}, a 2:1 spine "
-                 "{spine2}, DeepEP {deepep}. Fitting the group under one leaf beats "
-                 "buying back the spine.",
-        reveals=("fitting the group under one leaf",)),
+        solution="{best}. Layer time: EP 32 {ep32}, leaves of 8 {leaf8}, a 1:1 spine "
+                 "{spine1}, DeepEP {deepep}. A leaf that holds the whole group and a spine "
+                 "as wide as the leaves both take the spine out of the dispatch, leaving the "
+                 "NICs the limit; a group of 4 nodes also sends fewer of its bytes over them.",
+        reveals=("fewer of its bytes over them",)),
 )

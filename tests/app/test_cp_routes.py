@@ -353,7 +353,8 @@ def test_round_6_the_layout_decide_is_a_model_no_link_draws_and_needs_the_bytes(
     bytes its question states are the engine's (K + V 4,096 B; Q, K, V and output 20,480 B),
     Ulysses is right there (2,560 B a token against the ring's 4,096 B) while Llama 3.1 70B,
     with twice the query heads, is the ring's (the contrast its solution draws), and the hint
-    names the inputs, not the layout."""
+    names the inputs, not the layout. Round 29 B #10: the plans now meet at one CP degree and
+    are ranked by time, where the ring is right."""
     from app.lesson_drills.context_parallel import DRILLS
     drill = next(d for d in DRILLS if d.id == "cp-decide-layout")
     state = dict(tokens=64, cp=8, seq_len=131072, link="nvlink-4")
@@ -368,16 +369,14 @@ def test_round_6_the_layout_decide_is_a_model_no_link_draws_and_needs_the_bytes(
     assert big["ulysses"]["comm_bytes_per_gpu"] == 7 * 16384 * 36864 // 8
     assert big["ulysses"]["comm_bytes_per_gpu"] > big["zigzag"]["comm_bytes_per_gpu"]
     judged = {o.key: o for o in drill.judge()}
-    # fixD #3: the all-gather (the ring's bytes) and the ring over CP 4 gave way to Ulysses
-    # over CP 16, which is right (test_fixD_the_layout_decide_has_no_tie_and_no_option_lost_
-    # by_inspection); Ulysses over CP 8 still beats the ring at CP 8.
-    assert len(judged) == 3 and [k for k, o in judged.items() if o.right] == ["ulysses16"]
-    assert "294 MB" in judged["ulysses"].why and "268 MB" in judged["ring"].why  # r26 A #6
+    # Round-29 cold reading B, finding 10: the three methods at CP 16, ranked by time
+    # (tests/app/test_round29_b.py); the ring wins though Ulysses sends fewer bytes.
+    assert len(judged) == 3 and [k for k, o in judged.items() if o.right] == ["ring"]
     from app.labkit.drills import check_drill
-    for key in ("ring", "ulysses"):  # a wrong try: its own reason, not the winner
+    for key in ("allgather", "ulysses"):  # a wrong try: its own reason, not the winner
         message = check_drill(drill, key, attempt=1, hide_answers=True)["message"]
-        assert message == "Not that one. " + judged[key].why and "189 MB" not in message
-    assert "Ulysses" not in judged["ring"].why
+        assert message == "Not that one. " + judged[key].why
+        assert judged["ring"].why not in message and "Zigzag ring" not in message
     raw = client.get("/episodes/context-parallel").text
     step6 = raw[raw.index('id="step-6"'):raw.index('id="step-7"')]
     assert "llama-3.1-8b" not in step6 and "drill-cp-decide-layout" in step6
@@ -1199,84 +1198,3 @@ def test_fixD_step_7s_limit_links_each_plan_to_a_page_that_prints_its_figures(cl
     assert fmt_pct(worked) == lead  # the printed steps give the printed lead
     for old in ("11,737", "11,497"):
         assert old not in text
-
-
-def test_fixD_the_layout_decide_has_no_tie_and_no_option_lost_by_inspection(client):
-    """fixD #3: cp-decide-layout offered the zigzag ring and the all-gather, which send the
-    same bytes, (c − 1)/c of the K/V (470 MB at CP 8, as step 6's note says before the drill),
-    and the ring over CP 4, which beat the ring over CP 8 by its (c − 1)/c alone. Its options
-    now differ: the ring over CP 8, Ulysses over CP 8 and Ulysses over CP 16, past the 8 KV
-    heads, where K and V are copied; no two share a bytes formula that ranks them unworked.
-    Each option's why works its figure from the engine's state, and its sum gives it."""
-    from app.labkit.drills import lab_value
-    from app.lesson_drills.context_parallel import DRILLS, LAYOUT_DECIDE
-
-    drill = next(d for d in DRILLS if d.id == "cp-decide-layout")
-    judged = {o.key: o for o in drill.judge()}
-    states = {"ring": ("zigzag", 2), "ulysses": ("ulysses", 8), "ulysses16": ("ulysses", 16)}
-    assert set(judged) == set(states)
-    api_of = {k: lab_value("cp", {**LAYOUT_DECIDE, "layout": lay, "cp": c}, lambda a: a)
-              for k, (lay, c) in states.items()}
-    sent = {k: a["comm_bytes_per_gpu"] for k, a in api_of.items()}
-    assert len({round(v) for v in sent.values()}) == len(sent)  # no tie
-    rings = [k for k, (lay, _) in states.items() if lay in ("zigzag", "contiguous", "allgather")]
-    assert len(rings) == 1  # (c − 1)/c of the K/V ranks any two of these unworked
-    assert sent["ulysses16"] < sent["ring"] < sent["ulysses"]
-    assert [k for k, o in judged.items() if o.right] == ["ulysses16"]
-    assert api_of["ulysses16"]["cp"] > api_of["ulysses16"]["kv_heads"]  # K and V copied
-    for key, option in judged.items():
-        assert option.figure == f"{sent[key] / 1e6:,.0f} MB" and option.figure in option.why
-    ring = api_of["ring"]
-    worked = re.search(r"(\d+)/(\d+) × ([\d,]+) × ([\d,]+) B = ", judged["ring"].why)
-    assert worked and (int(worked[1]), int(worked[2])) == (ring["cp"] - 1, ring["cp"])
-    assert int(worked[1]) / int(worked[2]) * _printed_number(worked[3]) * \
-        _printed_number(worked[4]) == sent["ring"]
-    for key in ("ulysses", "ulysses16"):
-        a = api_of[key]
-        parts = re.search(r"([\d,]+) \+ (?:(\d+) × )?([\d,]+) \+ ([\d,]+) = ([\d,]+) B a token",
-                          judged[key].why)
-        assert parts, judged[key].why
-        copies = int(parts[2] or 1)
-        total = _printed_number(parts[5])
-        assert total == _printed_number(parts[1]) + copies * _printed_number(parts[3]) + \
-            _printed_number(parts[4])
-        assert copies == max(a["kv_heads"], a["cp"]) // a["kv_heads"]
-        assert _printed_number(parts[3]) == a["kv_bytes_per_token"]
-        assert (a["cp"] - 1) / a["cp"] * a["seq_len"] / a["cp"] * total == \
-            pytest.approx(sent[key], rel=1e-12)
-    # The question's figures are the engine's, and its answer is on no screen before.
-    q = re.sub(r"\s+", " ", drill.question)
-    assert f"{ring['kv_bytes_per_token']:,.0f} B of K and V" in q and "NVL72" in q
-    page = client.get("/episodes/context-parallel").text
-    assert judged["ulysses16"].figure not in page
-    assert "Q and the output keep shrinking" not in page
-
-
-def test_round_26_the_layout_decides_winner_is_not_step_6s_70b_winner(client):
-    """Round-26 cold reading A, finding 6: the decide's options were the ring over CP 8 and
-    Ulysses over CP 8 and 16; its key, Ulysses over CP 16, was the 70B's winner too, which
-    step 6's why prints just before (ring 470 MB, Ulysses 528 and 315 MB). With the ring over
-    CP 2 the 70B's winner, by the engine, is the ring (its 268 MB below Ulysses' 315 MB), and
-    the 8B's is Ulysses over CP 16: the answer needs the 8B's shard worked out. Every option
-    is a state the engine models (no hybrid Ulysses x ring)."""
-    from app.lesson_drills.context_parallel import DRILLS, LAYOUT_DECIDE, layout_winner
-
-    drill = next(d for d in DRILLS if d.id == "cp-decide-layout")
-    judged = {o.key: o for o in drill.judge()}
-    right = [k for k, o in judged.items() if o.right]
-    assert right == [layout_winner("llama-3.1-8b")] == ["ulysses16"]
-    assert layout_winner("llama-3.1-70b") == "ring"
-    # The 70B's bytes step 6's why prints: the ring over CP 2 and Ulysses over CP 16, the
-    # ring below; for the 8B the order turns.
-    big = {lay: api(client, **{**LAYOUT_DECIDE, "model": "llama-3.1-70b", "cp": c,
-                               "layout": lay})["comm_bytes_per_gpu"]
-           for lay, c in (("zigzag", 2), ("ulysses", 16))}
-    assert big["zigzag"] < big["ulysses"]
-    raw = client.get("/episodes/context-parallel").text
-    step6 = raw[raw.index('id="step-6"'):raw.index('id="step-7"')]
-    assert f"{big['zigzag'] / 1e6:,.0f} MB" in step6 and f"{big['ulysses'] / 1e6:,.0f} MB" in step6
-    assert judged["ulysses16"].figure not in raw
-    # A wrong try's feedback is the engine's figure for that option, not the winner's.
-    from app.labkit.drills import check_drill
-    message = check_drill(drill, "ring", attempt=1, hide_answers=True)["message"]
-    assert judged["ring"].figure in message and judged["ulysses16"].figure not in message

@@ -6,16 +6,15 @@ import re
 
 def test_finding_1_the_layout_decides_bytes_a_token_redo_its_mb(client):
     """cp-decide-layout's message printed Ulysses' per-token bytes without the (c − 1)/c a rank
-    keeps (2,560 B × 131,072 = 336 MB beside the 294 MB it printed); each per-token figure
-    times the sequence now gives the MB the same message prints, on the ring's basis."""
-    body = client.get("/api/drills/cp-decide-layout", params={"answer": "ulysses16"}).json()
+    keeps (2,560 B × 131,072 = 336 MB beside the 294 MB it printed). Its Ulysses option (round
+    29 B #10: at CP 16, by time) works its bytes as the sum a token × (c − 1)/c × the shard's
+    tokens, and that product gives the MB it prints."""
+    body = client.get("/api/drills/cp-decide-layout", params={"answer": "ulysses"}).json()
     text = body["message"]
-    mb = dict(re.findall(r"(ring over CP 2|Ulysses over CP 8|over CP 16) ([\d.,]+) MB", text))
-    per = [int(b.replace(",", "")) for b in re.findall(r"= ([\d,]+) B at CP", text)]
-    assert abs(per[0] * 131072 / 1e6 - float(mb["Ulysses over CP 8"])) < 1
-    assert abs(per[1] * 131072 / 1e6 - float(mb["over CP 16"])) < 1
-    assert "(c − 1)/c of its shard's bytes" in text
-    assert "2,400 B at CP 16" in text
+    m = re.search(r"= ([\d,]+) B a token × (\d+)/(\d+) × ([\d,]+) tokens = ([\d.,]+) MB", text)
+    assert m, text
+    total, kept, c, tokens, _ = (float(g.replace(",", "")) for g in m.groups())
+    assert f"{total * kept / c * tokens / 1e6:,.0f}" == m[5]
 
 
 def test_finding_2_a_hidden_all_to_all_is_drawn_at_its_own_seconds(client):

@@ -66,3 +66,68 @@ def test_finding_9_the_network_decide_does_not_say_the_dispatch_slows(client):
     assert "4:1 spine" in stem and "fastest MoE layer" in stem
     for word in ("dispatch", "cross", "cut", "slow"):
         assert word not in stem, stem
+
+
+def _judged(drill_id: str) -> tuple[dict, dict]:
+    from app.lesson_drills import LESSON_DRILLS
+
+    drill = next(d for drills in LESSON_DRILLS.values() for d in drills if d.id == drill_id)
+    return {o.key: o for o in drill.judge()}, dict(drill.choices)
+
+
+def test_finding_8_the_network_decides_spine_option_can_match_the_leaves(client):
+    """moe-decide-network offered "rebuild the spine at 2:1", which only halves the penalty
+    that leaves of 8 remove, so it could not win and needed no numbers to rule out. The option
+    is a 1:1 spine now: it removes the spine crossing too, and ties leaves of 8 (the lab's
+    figures), while EP 32 still wins; its feedback's dispatch times are the lab's."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills.moe import V3_NET
+    from app.lesson_drills.units import ms
+
+    options, labels = _judged("moe-decide-network")
+    assert "spine2" not in options and "2:1" not in " ".join(labels.values())
+    assert labels["spine1"] == "Rebuild the spine at 1:1 (a full fat tree)"
+    layer = {k: lab_value("moe", {**V3_NET, **change}, lambda a: a["layer_s"])
+             for k, change in (("spine1", {"oversubscription": 1.0}),
+                               ("leaf8", {"leaf_nodes": 8}), ("ep32", {"ep": 32}))}
+    assert abs(layer["spine1"] - layer["leaf8"]) < 1e-9 and layer["ep32"] < layer["spine1"]
+    assert options["ep32"].right and not options["spine1"].right
+    assert options["spine1"].figure == ms(layer["spine1"])
+    flat = lab_value("moe", {**V3_NET, "oversubscription": 1.0}, lambda a: a["dispatch_s"])
+    tor = lab_value("moe", V3_NET, lambda a: a["dispatch_s"])
+    assert f"{ms(flat)} instead of {ms(tor)} each way" in options["spine1"].why
+    body = client.get("/api/drills/moe-decide-network", params={"answer": "spine1"}).json()
+    assert body["status"] != "right" and options["spine1"].why in body["message"]
+
+
+def test_finding_10_the_layout_decide_compares_the_methods_at_one_cp_by_time(client):
+    """cp-decide-layout asked the fewest bytes per GPU of a ring over CP 2 and Ulysses over CP
+    8 and 16: a per-GPU metric over 2 to 16 GPUs rewards the most GPUs, and Ulysses over CP 8
+    lost to CP 16 by step 6's own "its bytes fall". The three methods now run at one CP degree
+    and the question asks for time, the busiest rank's attention and the traffic it waits for
+    (the engine's exposed_s); each why's sum redoes its figure, and the winner's is on no
+    screen before the drill is answered."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills.context_parallel import LAYOUT_DECIDE
+
+    options, labels = _judged("cp-decide-layout")
+    from app.lesson_drills import LESSON_DRILLS
+    drill = next(d for d in LESSON_DRILLS["cp"] if d.id == "cp-decide-layout")
+    assert "soonest" in drill.question and "fewest bytes" not in drill.question
+    cp = int(re.search(r"over CP (\d+)", drill.question)[1])
+    layouts = {"ring": "zigzag", "allgather": "allgather", "ulysses": "ulysses"}
+    assert set(options) == set(layouts)
+    assert not any(re.search(r"CP \d", label) for label in labels.values())  # one degree
+    api = {k: lab_value("cp", {**LAYOUT_DECIDE, "cp": cp, "layout": lay}, lambda a: a)
+           for k, lay in layouts.items()}
+    time = {k: a["attention_s"] + a["exposed_s"] for k, a in api.items()}
+    assert [k for k, o in options.items() if o.right] == [min(time, key=time.get)] == ["ring"]
+    assert min(api, key=lambda k: api[k]["comm_bytes_per_gpu"]) == "ulysses"  # bytes ≠ time
+    for key, option in options.items():
+        assert option.figure == f"{time[key] * 1e3:,.2f} ms"
+        parts = re.search(r"([\d.]+) ms \+ ([\d.]+) ms = ([\d.]+) ms\.$", option.why)
+        assert parts and f"{float(parts[1]) + float(parts[2]):.2f}" == parts[3] == \
+            option.figure.removesuffix(" ms"), option.why
+    page = client.get("/episodes/context-parallel").text
+    assert options["ring"].figure not in page
+    assert "travels behind the block in hand" not in page
