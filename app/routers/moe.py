@@ -32,6 +32,12 @@ from labs.parallel.rank_map import GROUP_SHORT, GROUP_TITLES
 
 router = APIRouter()
 
+# BabelStream 5.0's copy on an H100 NVL against its datasheet (labs/presets/gpus.json's
+# hbm_efficiency source), whose quotient the lab rounds to 0.78: step 8 prints both, so
+# 0.78 × 3.35 TB/s = 2.61 TB/s redoes the page's rate (round-29 cold reading B, finding 13:
+# 3,056 ÷ 3,900 × 3.35 gave 2.63).
+BABELSTREAM_NVL = {"copy": 3055.6e9, "datasheet": 3.9e12}
+
 
 # The leaf and spine choices the page offers (any value in range is taken from a URL).
 LEAF_NAMES = {2: "2 (one rack's top-of-rack switch)", 4: "4", 8: "8", 16: "16",
@@ -237,6 +243,7 @@ def extra_context(state) -> dict:
         # Step 8 states the H800's achieved rates, and where they come from, before its guess
         # (round-17 cold reading, finding 9).
         "h800_gpu": get_gpu("h800"), "slowest_gpu": SLOWEST_GPU,
+        "babelstream": BABELSTREAM_NVL,  # and the measurement its HBM share rounds
         "crossover": ep_crossover(state.result),
         "f_star": f_star_inputs(),  # step 11's rates and times, to the places its f* needs
         "validation": {g["group"]: g for g in validation()["groups"]},

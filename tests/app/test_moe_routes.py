@@ -343,8 +343,8 @@ def test_round5_step_2_drill_and_step_3_state_every_input_they_need(client):
 
     page = html.unescape(client.get("/episodes/experts").text)
     step3 = page[page.index('id="step-3"'):page.index('id="step-4"')]
-    said = re.search(r"cut to (\d+) GB/s a direction, and NCCL's all-to-all reaches about "
-                     r"(\d+) GB/s", step3)
+    said = re.search(r"cut to (\d+) GB/s a direction, and DeepSeek-V3's report \(§3.2.2\) "
+                     r"gives its NVLink about (\d+) GB/s", step3)
     assert said and said.group(1) == "200"
     ratio = float(said.group(2)) / 48  # the same 411 MB over NVLink against the NIC
     assert 2.5 < ratio < 4 and 'data-right="x3"' in step3
@@ -1006,9 +1006,11 @@ def test_round17_step_8_states_both_achieved_rates_and_their_sources_before_its_
     assert (f"runs GEMMs at {matmul_rate(h800) / 1e12:.0f} TFLOP/s: the "
             f"{h800.bf16_flops / 1e12:.0f} TFLOP/s peak × {k.matmul_efficiency * 100:g}% × "
             f"{k.matmul_sustain * 100:g}% × {SLOWEST_GPU:.3f}") in before
-    assert (f"at {hbm_rate(h800) / 1e12:.2f} TB/s: {k.hbm_efficiency * 100:.0f}% of the "
-            f"datasheet's {k.hbm_bandwidth / 1e12:.2f} TB/s, the share BabelStream's copy "
-            "reaches on an H100 NVL (3,056 of its 3,900 GB/s)") in before
+    # Round-29 cold reading B, finding 13: the rounded share and its product, printed.
+    assert (f"at {hbm_rate(h800) / 1e12:.2f} TB/s: {k.hbm_efficiency:g} × the datasheet's "
+            f"{k.hbm_bandwidth / 1e12:.2f} TB/s. {k.hbm_efficiency:g} is the share "
+            "BabelStream's copy reaches on an H100 NVL, 3,055.6 of its 3,900 GB/s = 0.783, "
+            "rounded") in before
     assert round(3055.6 / 3900, 2) == k.hbm_efficiency
     # Round-20 cold reading Q, finding 8: the share is an H100 NVL's (the preset's source),
     # carried to the SXM package, and the page says which way that errs.

@@ -131,3 +131,36 @@ def test_finding_10_the_layout_decide_compares_the_methods_at_one_cp_by_time(cli
     page = client.get("/episodes/context-parallel").text
     assert options["ring"].figure not in page
     assert "travels behind the block in hand" not in page
+
+
+def test_finding_12_step_3_gives_the_160_gbs_to_deepseeks_report_not_nccl(client):
+    """EP07 step 3's predict said "NCCL's all-to-all reaches about 160 GB/s" on the H800's
+    NVLink; 160 GB/s is the NVLink bandwidth DeepSeek-V3's report gives (§3.2.2, "Efficient
+    Implementation of Cross-Node All-to-All Communication"), as the why says, not an NCCL
+    measurement. The figure is the link preset's."""
+    from labs.hardware.links import get_link
+
+    page = client.get("/episodes/experts").text
+    seen = _before_guess(page, 3)
+    rate = f"{get_link('nvlink-4-h800').busbw / 1e9:.0f}"
+    assert (f"and DeepSeek-V3's report (§3.2.2) gives its NVLink about {rate} GB/s. The EP 64 "
+            "dispatch is") in seen
+    assert "NCCL's all-to-all reaches" not in seen
+
+
+def test_finding_13_step_8s_hbm_rate_is_redone_from_its_printed_digits(client):
+    """EP07 step 8 said HBM runs "at 2.61 TB/s: 78% of the datasheet's 3.35 TB/s, the share
+    BabelStream's copy reaches on an H100 NVL (3,056 of its 3,900 GB/s)", but 3,056 ÷ 3,900 ×
+    3.35 = 2.63: the lab rounds the share to 0.78 first. The page prints the rounded share, its
+    product, and the quotient it rounds; each redoes from the printed digits."""
+    from labs.hardware.gpus import get_gpu
+
+    k = get_gpu("h800").kernels
+    seen = _before_guess(client.get("/episodes/experts").text, 8)
+    m = re.search(r"at ([\d.]+) TB/s: ([\d.]+) × the datasheet's ([\d.]+) TB/s\. \2 is the "
+                  r"share BabelStream's copy reaches on an H100 NVL, ([\d,.]+) of its ([\d,]+) "
+                  r"GB/s = ([\d.]+), rounded", seen)
+    assert m, seen
+    rate, share, sheet, copy, of, quotient = (float(g.replace(",", "")) for g in m.groups())
+    assert share == k.hbm_efficiency and f"{share * sheet:.2f}" == m[1]
+    assert f"{copy / of:.3f}" == m[6] and round(quotient, 2) == share
