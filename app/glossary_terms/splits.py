@@ -2,6 +2,7 @@
 schedules a split runs; ``app.glossary_terms`` joins the topics into ``GLOSSARY``."""
 
 from app.glossary_terms.term import Term
+from labs.data_parallel.lab import GRAD_BYTES_PER_PARAM  # the crossover tip's b
 
 TERMS: tuple[Term, ...] = (
     # ---- the split itself ----
@@ -115,8 +116,11 @@ TERMS: tuple[Term, ...] = (
     Term("crossover", "Compute-to-communication crossover (T*)", r"\bcrossover\b",
          "The size at which compute takes as long as moving the bytes a split needs. Above "
          "it the split is compute-bound; below it, communication-bound. For data parallelism "
-         "it is tokens per GPU, T* = ⅔ × (N−1)/N × achieved FLOP/s ÷ busBW (ZeRO-3: 1.5 "
-         "times that); for TP the hidden size per GPU, (h/t)* (EP04); for CP the tokens per "
+         "it is tokens per GPU: 6 FLOPs a parameter a token against a ring's 2(N−1)/N × b "
+         "bytes of gradient a parameter, T* = b/3 × (N−1)/N × achieved FLOP/s ÷ busBW. "
+         f"EP02's bf16 gradients (b = {GRAD_BYTES_PER_PARAM} B) give ⅔; fp32 gradients (b = "
+         "4 B, as EP07 all-reduces them) double T* (ZeRO-3: 1.5 times either); for TP the "
+         "hidden size per GPU, (h/t)* (EP04); for CP the tokens per "
          "rank, L* (EP06); for EP the expert's width, f* (EP07). The jax-ml Scaling Book "
          "derives each split's."),
     Term("critical-batch-size", "Critical batch size", r"\bcritical batch size\b",

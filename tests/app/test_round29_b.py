@@ -164,3 +164,20 @@ def test_finding_13_step_8s_hbm_rate_is_redone_from_its_printed_digits(client):
     rate, share, sheet, copy, of, quotient = (float(g.replace(",", "")) for g in m.groups())
     assert share == k.hbm_efficiency and f"{share * sheet:.2f}" == m[1]
     assert f"{copy / of:.3f}" == m[6] and round(quotient, 2) == share
+
+
+def test_finding_18_the_crossover_tip_states_the_gradient_bytes(client):
+    """The crossover tip (EP06 step 7, EP07 step 11) gave DP's T* = ⅔ × (N−1)/N × rate ÷ busBW
+    without saying ⅔ assumes 2-byte gradients, while EP07's rank-map note all-reduces them in
+    fp32, which doubles T*. The tip derives T* = b/3 × … from the bytes a parameter b, gives
+    EP02's b (the DP lab's) and says fp32's doubles it."""
+    from labs.data_parallel.lab import GRAD_BYTES_PER_PARAM
+
+    assert GRAD_BYTES_PER_PARAM / 3 == 2 / 3  # the ⅔ the tip and EP02 print
+    for path in ("/episodes/context-parallel", "/episodes/experts"):
+        page = client.get(path).text
+        tip = next(t for t in _tips(page) if t.startswith("Compute-to-communication"))
+        assert "T* = b/3 × (N−1)/N × achieved FLOP/s ÷ busBW" in tip, tip
+        assert (f"EP02's bf16 gradients (b = {GRAD_BYTES_PER_PARAM} B) give ⅔; fp32 gradients "
+                "(b = 4 B, as EP07 all-reduces them) double T*") in tip
+    assert "Gradients are all-reduced in fp32" in _text(client.get("/episodes/experts").text)
