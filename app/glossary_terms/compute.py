@@ -19,6 +19,17 @@ TERMS: tuple[Term, ...] = (
          "reaches. Stas Bekman's mamf-finder is the benchmark that finds it. The lab quotes "
          "each GPU's measured rate as a share of its peak.",
          "Bekman, Machine Learning Engineering, compute/accelerator/benchmarks (mamf-finder.py)"),
+    # Round-29 cold reading B, finding 22: EP07 steps 4 and 8 used both with no line.
+    Term("cublas", "cuBLAS", r"\bcuBLAS\b",
+         "NVIDIA's library of linear-algebra kernels for its GPUs: the matrix multiplies "
+         "(GEMMs) that PyTorch and Megatron-LM call, each cut into output tiles that the SMs "
+         "compute in waves.",
+         "NVIDIA cuBLAS documentation; NVIDIA Matrix Multiplication Background User's Guide"),
+    Term("babelstream", "BabelStream", r"\bBabelStream\b",
+         "A memory-bandwidth benchmark (a GPU port of STREAM): it times simple kernels that "
+         "copy, scale, add and combine large arrays in the GPU's memory, so its copy rate is "
+         "the HBM bandwidth a kernel that only streams data reaches, below the datasheet's.",
+         "Deakin et al. 2016, GPU-STREAM v2.0 (BabelStream); UoB-HPC/BabelStream"),
     Term("grouped-gemm", "Grouped GEMM", r"\bgrouped GEMMs?\b",
          "One kernel that runs many matrix multiplies of different sizes at once, as a MoE "
          "layer's experts need (each gets its own number of tokens)."),

@@ -19,6 +19,18 @@ TERMS: tuple[Term, ...] = (
          f"{_MIXTRAL.experts} experts a token).",
          "Shazeer et al. 2017, Outrageously Large Neural Networks; Lepikhin et al. 2020 "
          "(GShard)"),
+    # Round-29 cold reading B, finding 22: EP07 step 5 named both with no line.
+    Term("gshard", "GShard", r"\bGShard\b",
+         "Google's 2020 system for sharding a very large model over TPUs by annotating its "
+         "tensors, which trained a 600B-parameter mixture-of-experts translation model: each "
+         "token goes to its top 2 experts, and each expert takes at most a capacity of tokens.",
+         "Lepikhin et al. 2020, GShard: Scaling Giant Models with Conditional Computation and "
+         "Automatic Sharding"),
+    Term("switch-transformer", "Switch Transformer", r"\bSwitch Transformers?\b",
+         "Google's 2021 mixture-of-experts transformer that sends each token to a single "
+         "expert (top 1), with a capacity factor and an auxiliary balance loss; it trained "
+         "models of up to 1.6 trillion parameters.",
+         "Fedus, Zoph and Shazeer 2021 (JMLR 2022), Switch Transformers"),
     Term("capacity-factor", "Capacity factor", r"\bcapacity factor\b",
          "The most tokens an expert takes, as a multiple of its fair share; the tokens beyond "
          "it are dropped (they skip the expert)."),

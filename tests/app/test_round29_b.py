@@ -181,3 +181,23 @@ def test_finding_18_the_crossover_tip_states_the_gradient_bytes(client):
         assert (f"EP02's bf16 gradients (b = {GRAD_BYTES_PER_PARAM} B) give ⅔; fp32 gradients "
                 "(b = 4 B, as EP07 all-reduces them) double T*") in tip
     assert "Gradients are all-reduced in fp32" in _text(client.get("/episodes/experts").text)
+
+
+def test_finding_22_ep07s_named_tools_and_papers_are_tipped_at_first_use(client):
+    """cuBLAS (step 4's note), BabelStream (step 8), GShard and the Switch Transformer (step
+    5's question) appeared on EP07 with no line or glossary entry. Each is a glossary term
+    now, tipped where EP07 first uses it, with its source on /glossary."""
+    from app.glossary_terms import GLOSSARY
+
+    page = client.get("/episodes/experts").text
+    glossary = client.get("/glossary").text
+    terms = {t.slug: t for t in GLOSSARY}
+    for slug, word, step in (("cublas", "cuBLAS", 4), ("babelstream", "BabelStream", 8),
+                             ("gshard", "GShard", 5),
+                             ("switch-transformer", "Switch Transformer", 5)):
+        at = page.index(f'id="term-{slug}"')
+        assert page.index(word) > page.rfind(f'id="step-{step - 1}"') and \
+            page.rfind('<section class="step" id="step-', 0, at) == \
+            page.index(f'<section class="step" id="step-{step}"'), slug
+        assert page.index(word) >= at  # the first use is the tipped one
+        assert terms[slug].source and f'id="{slug}"' in glossary
