@@ -201,3 +201,16 @@ def test_finding_22_ep07s_named_tools_and_papers_are_tipped_at_first_use(client)
             page.index(f'<section class="step" id="step-{step}"'), slug
         assert page.index(word) >= at  # the first use is the tipped one
         assert terms[slug].source and f'id="{slug}"' in glossary
+
+
+def test_finding_23_ep07_step_4s_limit_leads_to_step_5(client):
+    """EP07 step 4's limit (a balance loss, DeepSeek-V3's bias) led to step 10, not to step 5's
+    capacity. It now names what step 4 leaves open, the hot GPU takes all it is sent, and step
+    5's cap as the next fix, leaving the router's training to step 10."""
+    page = client.get("/episodes/experts").text
+    four = _section(page, 4)
+    limit = _text(re.search(r'<p class="limit">(.*?)</p>', four, re.S)[1])
+    five = _text(re.search(r"<h2>(.*?)</h2>", _section(page, 5), re.S)[1])
+    assert five.startswith("5. Capacity: cap the hot expert")
+    assert "Capping what an expert takes is step 5's fix" in limit
+    assert limit.index("step 5") < limit.index("step 10")
