@@ -17,9 +17,19 @@ MODEL_70B, DRILL_70B = "llama-3.1-70b", "drill-tp-predict-70b"
 # slowest link is 25 Gb/s Ethernet, so at every such state they wait for step 4's.
 STEP_4, STEP_5, SLOW_LINK = "step-4", "step-5", "eth-25g"
 STEP_4_TP = 8  # the degree step 4 asks about over SLOW_LINK
+# Step 6 asks the crossover (h/t)* across InfiniBand NDR (its beat's key, lab.js): where the
+# group crosses that link, a layer's collectives beside its compute give it by one division.
+CROSSING, CROSSING_LINK = "tp-crossover", "ib-ndr"
 WAITS = {DRILL_70B: "the drill in step 4 is answered", STEP_4: "step 4 is guessed",
-         STEP_5: "step 5 is guessed"}
-AFTER = {DRILL_70B: "step 4's drill", STEP_4: "step 4", STEP_5: "step 5"}  # a legend's words
+         STEP_5: "step 5 is guessed", CROSSING: "step 6 is guessed"}
+AFTER = {DRILL_70B: "step 4's drill", STEP_4: "step 4", STEP_5: "step 5",
+         CROSSING: "step 6"}  # a legend's words
+
+
+def crossing_key(result) -> str:
+    """'tp-crossover' where the state's collectives cross step 6's link (its bottleneck):
+    there its collectives' times and bytes give that step's (h/t)*; '' elsewhere."""
+    return CROSSING if result.cost.bottleneck == CROSSING_LINK else ""
 
 
 def drill_key(result) -> str:

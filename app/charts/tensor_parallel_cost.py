@@ -15,6 +15,7 @@ from app.charts.crossover import ms, threshold_figure, tokens, verdict
 from app.charts.memory import COMPONENTS
 from app.charts.tensor_parallel import (
     STEP_4,
+    crossing_key,
     drill_key,
     held_keys,
     held_meta,
@@ -88,8 +89,11 @@ def cost_figure(result) -> dict:
         legend={"orientation": "h", "y": -0.1, "x": 0, "yanchor": "top",
                 "traceorder": "normal", "font": {"size": 11}},
     )
-    if step_keys(result):
-        layout["meta"] = _collectives_held(result, keys, collectives, against, len(cut))
+    # Where the group crosses step 6's link its collectives give that step's (h/t)* by one
+    # division: they wait for its guess too (round-29 reading A, finding 3).
+    if step_keys(result) or crossing_key(result):
+        held = " ".join(filter(None, (keys, crossing_key(result))))
+        layout["meta"] = _collectives_held(result, held, collectives, against, len(cut))
     elif keys:  # One GPU's time over t of the chosen bar is the 70B drill's efficiency a layer.
         layout.update(held_meta(keys, cost.tp, len(data), 0, against,
                                  f"against one GPU's time {waits(keys)}", names={2: "One GPU"}))

@@ -15,6 +15,10 @@ from app.charts.units import fmt_bytes, fmt_ms, gb_axis, gb_bar
 from labs.core.recomputation import RECOMPUTATION
 from labs.hardware.links import get_link
 from labs.zero.lab import BASELINE_RECOMPUTE
+from labs.zero.published import GPU as FALL_GPU
+from labs.zero.published import LINK as FALL_LINK
+from labs.zero.published import MODEL as FALL_MODEL
+from labs.zero.published import SEQ_LEN as FALL_SEQ_LEN
 
 STAGE_NAMES = {0: "ZeRO-0", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
 SHOWN = ("weights", "gradients", "master_weights", "optimizer_moments", "activations",
@@ -53,18 +57,33 @@ TRAFFIC = "ZeRO-3's traffic"
 STEP_TIME = "The step time"  # what the step-time chart says meanwhile at an offload state
 
 
+# And the step that asks how much of Table 2's published fall the lab shows (GPT-3 175B on
+# Selene's A100s, labs.zero.published): at its states the lab's throughput (MFU, compute
+# times), ZeRO-3's exposed time and T* answer it, "under a tenth" (round-29 reading A, #2).
+FALL_STEP = "step-10"
+
+
+def fall_keys(result) -> tuple[str, ...]:
+    """Step 10's, at a state of its runs (the model, GPU, link and sequence Table 2 gives, any
+    D): there the compute's times and the MFU, beside another D's, give the lab's fall."""
+    inp = result.input
+    run = (inp.model.id, inp.gpu.id, inp.link, inp.seq_len)
+    return (FALL_STEP,) if run == (FALL_MODEL, FALL_GPU, FALL_LINK, FALL_SEQ_LEN) else ()
+
+
 def traffic_keys(result) -> tuple[str, ...]:
     """The steps whose answers ZeRO-3's traffic at this state gives (lab.js masks keyed by
-    them): step 4's always, step 5's where ZeRO-3 exposes some of it."""
-    return (TRAFFIC_STEP,) + ((EXPOSED_STEP,) if result.traffic[3].exposed_seconds else ())
+    them): step 4's always, step 5's where ZeRO-3 exposes some of it, step 10's at its runs."""
+    return (TRAFFIC_STEP,) + exposed_keys(result)
 
 
 def exposed_keys(result) -> tuple[str, ...]:
     """Step 5's, where ZeRO-3 exposes some of its traffic: there any stage's time on the link
     gives its answer (stages 0-2 send two thirds of ZeRO-3's bytes), so stages 0-2's times wait
     for its guess too (round-17 cold reading of EP03, finding 7: the bad case printed plain
-    DP's 11,576 ms on Ethernet, and x 1.5 less the compute is step 5's 'most of it')."""
-    return (EXPOSED_STEP,) if result.traffic[3].exposed_seconds else ()
+    DP's 11,576 ms on Ethernet, and x 1.5 less the compute is step 5's 'most of it'); and step
+    10's at its runs (``fall_keys``), where they say whether ZeRO-3 hides."""
+    return ((EXPOSED_STEP,) if result.traffic[3].exposed_seconds else ()) + fall_keys(result)
 
 
 # The step that asks what offload costs a step (its PCIe time against CPU Adam's): the offload

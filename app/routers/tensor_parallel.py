@@ -9,9 +9,11 @@ from functools import cache, lru_cache
 from fastapi import APIRouter
 
 from app.charts.tensor_parallel import (
+    CROSSING_LINK,
     MODEL_70B,
     SLOW_LINK,
     STEP_4,
+    crossing_key,
     drill_key,
     held_keys,
     row_keys,
@@ -80,7 +82,7 @@ def facts() -> dict:
         "l70": state(model="llama-3.1-70b", tp=8, sp=False),
         # Step 6: the crossover across InfiniBand NDR, one GPU per node (not the bad case's
         # Ethernet, which step 4 links).
-        "ib": state(tp=8, gpus_per_node=1, inter_link="ib-ndr"),
+        "ib": state(tp=8, gpus_per_node=1, inter_link=CROSSING_LINK),
     }
 
 
@@ -118,7 +120,7 @@ def crossover_key(result: TPResult) -> str:
     """'tp-crossover' where the state's collectives cross the link of step 6's prediction (its
     bottleneck): there the readout's collective times, beside its compute, give that step's
     (h/t)* by one division, so lab.js holds them until its guess; '' elsewhere."""
-    return "tp-crossover" if result.cost.bottleneck == facts()["ib"]["api"]["bottleneck"] else ""
+    return crossing_key(result)
 
 
 def bytes_key(result: TPResult) -> str:

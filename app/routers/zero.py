@@ -15,6 +15,7 @@ from app.charts.zero import (
     STEP_TIME,
     TRAFFIC,
     exposed_keys,
+    fall_keys,
     held_text,
     memory_figure,
     offload_figure,
@@ -284,7 +285,7 @@ def extra_context(state) -> dict:
         "fsdp_names": FSDP_NAMES,
         # What waits for which step's guess: ZeRO-3's traffic, and the crossover.
         "traffic_keys": traffic_keys(state.result), "crossover_keys": crossover_keys(state.result),
-        "exposed_keys": exposed_keys(state.result),
+        "exposed_keys": exposed_keys(state.result), "fall_keys": fall_keys(state.result),
         "memory_keys": memory_keys(state.result), "memory_what": MEMORY,
         "deepspeed_keys": deepspeed_keys(state.result),
         "overlap_keys": overlap_keys(state.result), "offload_step": (OFFLOAD_STEP,),

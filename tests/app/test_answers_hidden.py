@@ -1175,3 +1175,91 @@ def test_round28_ep08_step_13s_first_try_link_veils_the_charged_sms(client):
     assert not [t for t in told if t in text], [t for t in told if t in text]
     opened = visible(masked(html, masked_keys(lesson, "step-14")), ids, "step-14")
     assert all(t in opened for t in told), [t for t in told if t not in opened]
+
+
+def _region(html: str, pattern: str) -> str:
+    """The text of the first element `pattern` opens (a caption, a table), tags stripped."""
+    found = re.search(pattern + r".*?</(?:p|table)>", html, re.S)
+    assert found, pattern
+    return flat(found.group(0))
+
+
+def test_round29_ep02_step_10s_replica_caption_waits_at_its_own_link(client):
+    """Round-29 reading A, finding 1: at EP02 step 10's first try link the replica panel's
+    figures waited for its guess, but the chart's caption printed them raw ("169 GB per GPU
+    … largest part: Adam moments, 64.2 GB"), the answer with the output layer. It goes through
+    the figure's owner now, masked until step 10's guess and shown after."""
+    from app.charts.units import fmt_bytes
+    from app.routers.data_parallel import facts
+
+    path, lesson, found, ids = lesson_page(client, "dp")
+    state = facts()["l8_1024"]
+    url = try_urls(dict(found)["step-10"])[0]
+    assert url == f"{path}?{'&'.join(f'{k}={v}' for k, v in state['params'].items())}", url
+    replica = state["api"]["replica"]
+    told = [f"{fmt_bytes(replica['total_bytes'])} per GPU",
+            fmt_bytes(replica["breakdown"]["optimizer_moments"])]
+    caption = r'<p class="chart-summary" data-chart="dp-replica">'
+    html = page(client, url)
+    before = _region(masked(html, masked_keys(lesson, "step-10")), caption)
+    assert not [t for t in told if t in before], before
+    assert not [t for t in told if t in screen(client, url, ids, "step-10", lesson)]
+    after = _region(masked(html, set()), caption)
+    assert all(t in after for t in told), after
+
+
+def test_round29_ep03_step_10s_own_links_hold_the_labs_fall(client):
+    """Round-29 reading A, finding 2: EP03 step 10 asks how much of Table 2's fall the lab
+    shows, and its two try links (GPT-3 175B on 384 and 1,536 A100s) masked their figures for
+    step 4 alone, guessed by then: "Per step at 59.7% MFU" against 57.2%, the compute's times,
+    ZeRO-3's 0.00 ms exposed and T* under 2,048 gave "under a tenth". Each waits for step
+    10's guess at its runs' states now, and shows after it."""
+    from app.charts.crossover import tokens
+    from app.charts.units import fmt_ms
+    from app.routers.zero import facts
+    from labs.zero.lab import achieved_mfu, crossover
+
+    path, lesson, found, ids = lesson_page(client, "zero")
+    urls = try_urls(dict(found)["step-10"])
+    for key, url in zip(("t2_384", "t2_1536"), urls, strict=True):
+        r = facts()[key]["result"]
+        assert url.endswith(f"dp={r.input.dp}&micro_batch={r.input.micro_batch}&zero=3"
+                            "&recompute=full"), url
+        x = crossover(r)
+        told = [f"{100 * achieved_mfu(r.input, r.compute_seconds):.1f}", fmt_ms(x.compute_s),
+                tokens(x.crossover_tokens)]
+        html = page(client, url)
+        text = screen(client, url, ids, "step-10", lesson)
+        assert not [t for t in told if said(t, text)], (url, told)
+        shown = masked(html, masked_keys(lesson, "step-10"))
+        for table in ("zero-overlap", "zero-crossover", "zero-recompute"):
+            cells = _region(shown, rf'<table class="chart-table" data-chart="{table}">')
+            assert not re.search(r"\d ms|\d% MFU", cells), (url, table, cells)
+            assert re.search(r"\d ms", _region(html, rf'<table class="chart-table" '
+                                                    rf'data-chart="{table}">')), table
+        opened = screen(client, url, ids, ids[-1])  # every guess made: nothing masked
+        assert all(said(t, opened) for t in told), (url, told)
+
+
+def test_round29_ep04_step_6s_first_link_holds_the_cost_charts_collectives(client):
+    """Round-29 reading A, finding 3: at EP04 step 6's first try link (one GPU a node on
+    InfiniBand NDR) the readout held the collectives for step 6, but the cost chart beside it
+    printed them: its caption ("17.28 ms of compute and 17.46 ms of collectives"), its bars,
+    its label and its table's collectives and Sent at each t; compute about equal to the
+    collectives at h/t = 2,048 put (h/t)* just above it. They wait for step 6's guess there."""
+    from app.routers.tensor_parallel import facts
+
+    path, lesson, found, ids = lesson_page(client, "tp")
+    state = facts()["ib"]
+    url = try_urls(dict(found)["step-6"])[0]
+    assert url == f"{path}?{'&'.join(f'{k}={v}' for k, v in state['params'].items())}", url
+    r = state["result"]
+    told = [f"{c.comm_s * 1e3:.2f} ms" for c in r.sweep if c.tp > 1]
+    text = screen(client, url, ids, "step-6", lesson)
+    assert not [t for t in told if t in text], [t for t in told if t in text]
+    html = page(client, url)
+    cost = _region(masked(html, masked_keys(lesson, "step-6")),
+                   r'<table class="chart-table" data-chart="tp-cost">')
+    assert not re.search(r"\d MB|\d GB", cost), cost  # its Sent column
+    opened = screen(client, url, ids, ids[-1])  # every guess made: nothing masked
+    assert all(t in opened for t in told), [t for t in told if t not in opened]
