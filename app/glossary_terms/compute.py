@@ -105,7 +105,8 @@ TERMS: tuple[Term, ...] = (
     # Round-14 cold reading of EP01, finding 9: the formats EP01's first question names.
     Term("bf16", "bf16 (bfloat16)", r"\bbf16\b|\bBF16\b|\bbfloat16\b",
          "A 16-bit floating-point format, 2 bytes a value: 8 exponent bits, as fp32 has, so the "
-         "same range, and 7 mantissa bits, about three significant decimal digits. Mixed-"
+         "same range, and 7 mantissa bits: 8 bits of precision with the implicit bit, "
+         "between two and three significant decimal digits. Mixed-"
          "precision training keeps weights, activations and gradients in it; fp16, the older "
          "16-bit format, has 5 exponent bits and needs loss scaling."),
     Term("fp32", "fp32 (single precision)", r"\bfp32\b|\bFP32\b",

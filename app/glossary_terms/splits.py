@@ -83,7 +83,8 @@ TERMS: tuple[Term, ...] = (
          "FSDP inside a shard group (usually a node's GPUs) and plain data parallelism across "
          "the groups: each GPU holds 1/dp_shard of the state, a layer's gathers stay inside "
          "the group, and the groups all-reduce their gradient shards. PyTorch's fully_shard "
-         "on a 2-D mesh; torchtitan's data_parallel_shard_degree."),
+         "on a 2-D mesh; in torchtitan, data_parallel_replicate_degree (the groups) and "
+         "data_parallel_shard_degree (each group's FSDP), both above 1."),
     Term("expert-dp", "Expert-DP", r"\bexpert-DP\b",
          "The data-parallel degree of the experts: how many copies of each expert there are, "
          "a stage's GPUs divided by EP × expert-TP."),

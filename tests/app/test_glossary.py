@@ -335,3 +335,25 @@ def test_round_21_mla_caches_the_decoupled_rotary_key_in_v2_too():
     assert "64-wide decoupled rotary key: V2, V3 and R1 alike" in term.definition
     assert "in DeepSeek-V3 and R1)" not in term.definition
     assert "DeepSeek-V2" in term.source
+
+
+def test_round29_a_bf16s_digits_and_hsdps_torchtitan_degrees(client):
+    """Round-29 reading A, findings 5 and 6. bf16's 7 stored mantissa bits and the implicit
+    one give 8 bits of precision, log10(2^8) = 2.4 decimal digits: "about three" was fp16's
+    (11 bits, 3.3). HSDP in torchtitan is data_parallel_replicate_degree (the groups) with
+    data_parallel_shard_degree (each group's FSDP), both above 1: the shard degree alone is
+    plain FSDP. The glossary page prints both as the entries say."""
+    import math
+
+    term = {t.slug: t for t in GLOSSARY}
+    digits = math.log10(2 ** (7 + 1))
+    assert 2 < digits < 3
+    assert "8 bits of precision" in term["bf16"].definition
+    assert "between two and three significant decimal digits" in term["bf16"].definition
+    assert "about three" not in term["bf16"].definition
+    hsdp = term["hsdp"].definition
+    assert re.search(r"data_parallel_replicate_degree .*data_parallel_shard_degree .*both above 1",
+                     hsdp), hsdp
+    page = client.get("/glossary").text
+    assert "between two and three significant decimal digits" in page
+    assert "data_parallel_replicate_degree" in page
