@@ -99,7 +99,7 @@ def _drill_solution() -> str:
     # Each term to two decimals, so the printed three add to the printed sum and round to the
     # answer (round-21 cold reading P, finding 9: 101.5 + 16.9 + 2.4 read 120.8 beside 120.7).
     terms = (_state_405b(), _drill_acts(2), a["breakdown"]["embedding_and_logits"] / 1e9)
-    return (f"{{answer}} GB: the state's share, 16 B × {P405 / 1e9:.1f}B ÷ {H200_SHARDS} = "
+    return (f"{{answer}} GB: the state's share, 16 B × {P405 / 1e9:.2f}B ÷ {H200_SHARDS} = "
             f"{terms[0]:.2f} GB; full recomputation's 2·s·h a layer, 2 × {s:,} × "
             f"{L405.hidden:,} × {L405.layers} = {terms[1]:.2f} GB, which ZeRO does not "
             f"shard; and {terms[2]:.2f} GB of fp32 logits and their neighbours (step 2): "

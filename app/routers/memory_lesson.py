@@ -6,6 +6,7 @@ from functools import lru_cache
 from app.labkit import Drill, Mistake, lesson_state
 from app.routers.memory_state import MemoryQuery, run, to_api
 from labs.core.catalogue import FORMATS, RECIPES
+from labs.hardware.gpus import GIB, get_gpu
 from labs.memory.inputs import PREFILL_CHUNK_TOKENS
 from labs.memory.lab import forward_tokens, recompute_peak_bytes, workspace_width
 from labs.model.activations import (
@@ -122,11 +123,12 @@ def logits_terms(fact: dict) -> dict:
 
 
 def driver_memory(fact: dict) -> dict:
-    """The H100's driver-reported memory against the lab's datasheet figure, both ways."""
+    """The H100's driver-reported memory against the lab's datasheet figure, both ways, and
+    the part of it CUDA hands a process (the HBM tip's figure: round-29 reading A, #10)."""
     reported = H100_DRIVER_MIB * 2**20
     lab = fact["api"]["gpu_memory_bytes"]
     return {"mib": H100_DRIVER_MIB, "bytes": reported, "more": reported / lab - 1,
-            "less": 1 - lab / reported}
+            "less": 1 - lab / reported, "cuda": get_gpu("h100-sxm").cuda_memory_gib * GIB}
 
 
 def workspace_terms(fact: dict) -> dict:

@@ -1,0 +1,65 @@
+"""Round-29 cold reading A (r29A) of EP01-EP04: EP04 step 6's question (finding 7), EP02 step
+6's latency clause (finding 8), EP01's 405B derive's printed terms (finding 9) and the H100's
+two memory figures (finding 10). Findings 1-3 are in test_answers_hidden.py, 5-6 in
+test_glossary.py."""
+
+import re
+
+from tests.app.test_recipe_routes import _prose
+
+
+def _step(client, path: str, step: int) -> str:
+    html = client.get(path).text
+    return _prose(html.split(f'id="step-{step}"')[1].split(f'id="step-{step + 1}"')[0])
+
+
+def test_finding_7_ep04_step_6_says_each_gpu_computes_a_t_th_of_every_matrix(client):
+    """In Megatron's TP without SP the hidden vectors between blocks are whole on every GPU:
+    what a GPU holds is h/t of attention's width (its heads) and a t-th of the MLP's."""
+    step = _step(client, "/episodes/tensor-parallel", 6)
+    assert "holds h/t of every hidden vector" not in step
+    assert ("Each GPU computes a t-th of every matrix: h/t of attention's width (its heads) "
+            "and a t-th of the MLP's.") in step
+
+
+def test_finding_8_ep02_step_6_says_latency_picks_the_algorithm(client):
+    """On the tree the bytes take longer than the latency: what the latency decides at 1 MiB
+    is which algorithm wins (the ring's latency steps against the tree's)."""
+    from app.routers.data_parallel import facts
+
+    step = _step(client, "/episodes/data-parallel", 6)
+    assert "the latency decides, not the bytes" not in step
+    assert "at 1 MiB the ring's latency, not the bytes, decides which wins" in step
+    tiny = facts()["ib1024_tiny"]["result"].point
+    assert tiny.bucket_algorithm == "tree", tiny.bucket_algorithm
+
+
+def test_finding_9_ep01_405b_derive_prints_terms_that_redo(client):
+    """16 B x 405.9B / 64 is 101.475, not the 101.46 printed: the parameter count is printed
+    to the digits the term is worked from, and the three terms add to the printed total."""
+    from app.labkit import VIEWS
+
+    drill = next(d for d in VIEWS["memory"].drills if d.id == "memory-predict-405b-h200")
+    text = drill.explanation() if callable(drill.explanation) else drill.explanation
+    p, shards, state = re.search(r"16 B × ([\d.]+)B ÷ (\d+) = ([\d.]+) GB", text).groups()
+    assert f"{16 * float(p) / int(shards):.2f}" == state, (p, shards, state)
+    terms, total = re.search(r"([\d.]+ \+ [\d.]+ \+ [\d.]+) = ([\d.]+) GB", text).groups()
+    assert f"{sum(float(t) for t in terms.split(' + ')):.2f}" == total, (terms, total)
+    assert terms.startswith(state)
+
+
+def test_finding_10_ep01_step_1_says_which_h100_figure_is_which(client):
+    """EP01 step 1's limit gave the driver's 85.5 GB and the HBM tip CUDA's 84.9 GB, each as
+    the H100's memory: the limit names nvidia-smi's total and the share CUDA hands a process,
+    the tip's figure, from the GPU preset."""
+    from app.charts.units import fmt_bytes
+    from app.routers.memory_lesson import H100_DRIVER_MIB
+    from labs.hardware.gpus import GIB, get_gpu
+
+    h100 = get_gpu("h100-sxm")
+    cuda = h100.cuda_memory_gib * GIB
+    step = _step(client, "/episodes/memory", 1)
+    assert (f"{H100_DRIVER_MIB:,} MiB, {fmt_bytes(H100_DRIVER_MIB * 2**20)} (nvidia-smi's "
+            f"total; CUDA hands a process {fmt_bytes(cuda)} of it)") in step, step
+    assert f"({cuda / 1e9:.1f} GB)" in client.get("/glossary").text
+
