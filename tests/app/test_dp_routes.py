@@ -1493,7 +1493,7 @@ def test_round20_step_6s_options_are_bare_and_the_why_says_each(client):
     assert "and why?" not in ask and "latency hops outweigh" not in ask
     why = _text(step[step.index('id="why-dp-6"'):])
     for said in ("against 8.55 ms on the ring and its 2,046 latency steps",
-                 "not with N; at 1 MiB the latency decides, not the bytes."):
+                 "not with N; at 1 MiB the ring's latency, not the bytes, decides which wins."):
         assert said in why, said
 
 
