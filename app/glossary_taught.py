@@ -53,6 +53,7 @@ TAUGHT_IN: dict[str, str] = {
     "rail-optimised": "experts",
     "hbm": "tensor-parallel",
     "nvlink": "data-parallel",
+    "dgx-h100": "data-parallel",
     "roce": "data-parallel",
     "gpudirect-rdma": "tensor-parallel",
     "nccl-socket": "tensor-parallel",

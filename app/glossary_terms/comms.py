@@ -83,6 +83,13 @@ TERMS: tuple[Term, ...] = (
          "every other at that rate: one NVLink domain, far faster than the network between "
          "nodes.",
          "NVIDIA H100 Tensor Core GPU datasheet; NVIDIA DGX H100 user guide"),
+    # Round-29 reading A, finding 11: EP02 step 1's note named it before step 4 said what it is.
+    Term("dgx-h100", "DGX H100", r"\bDGX H100\b",
+         "NVIDIA's own 8-GPU H100 server, built on the HGX H100 board: eight H100 SXM GPUs "
+         "joined by NVLink through NVSwitch chips, two Intel Xeon (Sapphire Rapids) CPUs, and "
+         "one 400 Gb/s InfiniBand NDR port a GPU.",
+         "NVIDIA DGX H100/H200 User Guide, hardware overview; NVIDIA DGX BasePOD reference "
+         "architecture, core components"),
     Term("rdma", "RDMA (remote direct memory access)", r"\bRDMA\b",
          "A network card reading and writing another machine's memory with no CPU copying on "
          "either side. InfiniBand and RoCE (RDMA over Ethernet) both do it; with GPUDirect "

@@ -316,7 +316,8 @@ def compute_to_comm(inp: DataParallelInput, point: DataParallelPoint) -> Compute
 
 def assumptions(inp: DataParallelInput, link: Link) -> tuple[str, ...]:
     out = ["Gradients are all-reduced in bf16 with NCCL's ring (2(N−1)/N x bytes per GPU); "
-           "α–β link model, no congestion."]
+           "α–β link model (a message takes a fixed latency α plus its bytes ÷ the "
+           "bandwidth β), no congestion."]
     gpu = timed_gpu(link, inp.gpu)
     if link.kind == "scale-up":
         # A PCIe server's ring crosses its two CPU sockets' link (round-23 cold reading P, 1).

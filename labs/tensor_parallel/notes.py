@@ -50,8 +50,9 @@ def assumptions(result: TPResult) -> tuple[str, ...]:
         + "the forward ones block the next matmul; in backward each column-split layer's "
         "run beside its other GEMM (Megatron's default), and only what outlasts it counts.",
         f"Per step: {inp.model.layers} layers plus the vocabulary-parallel embedding and "
-        f"output layer (2 more collectives), one micro-batch of {inp.micro_batch} x "
-        f"{inp.seq_len:,} tokens; the cross-entropy's small all-reduces are left out.",
+        f"output layer (2 more collectives), one micro-batch (the sequences a GPU runs "
+        f"through one forward and backward pass) of {inp.micro_batch} x {inp.seq_len:,} "
+        "tokens; the cross-entropy's small all-reduces are left out.",
         f"Efficiency = one GPU's time ÷ (t x the group's time): {cost.step_speedup:.2f}x on "
         f"{cost.tp} GPUs = {100 * cost.step_efficiency:.1f}%.",
         "Memory: the EP01 ledger, training with mixed-precision Adam (16 B/param), "

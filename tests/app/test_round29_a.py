@@ -63,3 +63,20 @@ def test_finding_10_ep01_step_1_says_which_h100_figure_is_which(client):
             f"total; CUDA hands a process {fmt_bytes(cuda)} of it)") in step, step
     assert f"({cuda / 1e9:.1f} GB)" in client.get("/glossary").text
 
+
+def test_finding_11_jargon_is_glossed_where_first_met(client):
+    """EP02's "How this is computed" named the α–β link model with no gloss, EP02 step 1's
+    note named the DGX H100 three steps before step 4 says what it is, and EP04's bench notes
+    used "micro-batch" with no tip on that page: each is said where it is first met."""
+    from app.routers.data_parallel import facts as dp_facts
+    from app.routers.tensor_parallel import facts as tp_facts
+
+    assert any("α–β link model (a message takes a fixed latency α plus its bytes ÷ the "
+               "bandwidth β)" in a for a in dp_facts()["l8_1024"]["api"]["assumptions"])
+    html = client.get("/episodes/data-parallel").text
+    one = html.split('id="step-1"')[1].split('id="step-2"')[0]
+    assert 'id="term-dgx-h100"' in one and "own 8-GPU H100 server" in one
+    assert any("one micro-batch (the sequences a GPU runs through one forward and backward "
+               "pass)" in a for a in tp_facts()["good"]["api"]["assumptions"])
+    assert "one micro-batch (the sequences a GPU runs" in client.get(
+        "/episodes/tensor-parallel").text
