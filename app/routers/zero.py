@@ -51,7 +51,14 @@ from labs.hardware.links import links
 from labs.memory.lab import recompute_peak_bytes
 from labs.model.flops import attention_flops_per_token, matmul_params
 from labs.recipe.runs import megatron_compute
-from labs.zero.inputs import ZeroResult
+from labs.zero.inputs import (
+    HOST_CHANNELS,
+    HOST_DIMMS,
+    HOST_MT_S,
+    HOST_RATED_MT_S,
+    HOST_SOCKETS,
+    ZeroResult,
+)
 from labs.zero.lab import FSDP_NAMES, achieved_mfu, crossover, simulate_zero
 from labs.zero.published import (
     GPU,
@@ -204,7 +211,7 @@ def facts() -> dict:
         "full_peak": recompute_peak_bytes(full["result"].ledger),
         "small_full": state(model="llama-3.1-8b", dp=8, zero=3, recompute="full"),
         "offload": state(dp=32, zero=3, offload=True),
-        # Step 7: one GPU of a DGX H100 (the host the page states: 614.4 GB/s of DDR5, PCIe
+        # Step 7: one GPU of a DGX H100 (the host the page states: 563.2 GB/s of DDR5, PCIe
         # 5.0 to each GPU), so the host's memory and its link come from one machine.
         "offload_one": state(model="llama-3.1-8b", dp=1, zero=2, offload=True,
                              host_link="pcie-5"),
@@ -215,6 +222,14 @@ def facts() -> dict:
                                micro_batch=b, zero=3, recompute="full")
            for gpus, b, _ in (TABLE_2[0], TABLE_2[-1])},
     }
+
+
+def host_ddr() -> dict:
+    """The DGX H100 host's DDR5 as step 7 works its peak (labs.zero.inputs): sockets, channels,
+    DIMMs and the rate two DIMMs a channel run at, against the DIMMs' rated one."""
+    return {"sockets": HOST_SOCKETS, "channels": HOST_CHANNELS, "dimms": HOST_DIMMS,
+            "per_channel": HOST_DIMMS // (HOST_SOCKETS * HOST_CHANNELS),
+            "rated": HOST_RATED_MT_S / 1e6, "mts": HOST_MT_S / 1e6}
 
 
 @lru_cache(maxsize=1)
@@ -286,6 +301,7 @@ def extra_context(state) -> dict:
         # What waits for which step's guess: ZeRO-3's traffic, and the crossover.
         "traffic_keys": traffic_keys(state.result), "crossover_keys": crossover_keys(state.result),
         "exposed_keys": exposed_keys(state.result), "fall_keys": fall_keys(state.result),
+        "host_ddr": host_ddr(),  # step 7's DGX H100 host: how its DDR5 peak is worked
         "memory_keys": memory_keys(state.result), "memory_what": MEMORY,
         "deepspeed_keys": deepspeed_keys(state.result),
         "overlap_keys": overlap_keys(state.result), "offload_step": (OFFLOAD_STEP,),

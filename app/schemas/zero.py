@@ -48,7 +48,8 @@ class ZeroOffload(BaseModel):
     adam_seconds: float = Field(description="CPU Adam: the node's GPUs' adam_bytes over the "
                                 "node's host memory bandwidth.")
     host_memory_bandwidth: float = Field(description="A node's host memory bandwidth, bytes/s "
-                                         "(DGX H100: 2 x 8 channels of DDR5-4800).")
+                                         "(DGX H100: 2 x 8 channels of DDR5-4800, two DIMMs "
+                                         "a channel, at 4,400 MT/s).")
     exposed_seconds: float = Field(description="Gradients' overrun of backward + CPU Adam + "
                                    "the weights' upload.")
     delayed_exposed_seconds: float = Field(description="The same with ZeRO-Offload's one-step "

@@ -25,10 +25,16 @@ from labs.model.spec import ModelSpec
 from labs.zero.deepspeed import DeepSpeedEstimate
 
 # Host memory bandwidth of one node, bytes/s: a DGX H100 has two Intel Xeon Platinum 8480C
-# (NVIDIA DGX H100 user guide), each with 8 channels of DDR5-4800 = 8 x 4,800 MT/s x 8 B =
-# 307.2 GB/s (Intel ARK, Xeon Platinum 8480+: "Max Memory Bandwidth 307.2 GB/s"). The datasheet
-# peak: a STREAM-style kernel such as CPU Adam reaches less, so the lab's update is a lower bound.
-HOST_MEMORY_BANDWIDTH = 2 * 8 * 4800e6 * 8
+# (NVIDIA DGX H100 user guide), each with 8 channels of DDR5-4800 (Intel ARK: 307.2 GB/s a
+# socket at 4,800 MT/s). Its 2 TB is 32 x 64 GB RDIMMs (NVIDIA's MLPerf Inference v3.1 system
+# list, DGX_H100: "32x 64GB MTC40F2046S1RC48BA1"), two on each of the 16 channels, and with two
+# DIMMs a channel Sapphire Rapids runs DDR5-4800 at 4,400 MT/s (Dell PowerEdge XE9680's memory
+# matrix, the same CPUs: "4800 MT/s" at 1 DPC, "4400 MT/s" at 2 DPC; round-29 reading A,
+# finding 4): 2 x 8 x 4,400 MT/s x 8 B = 563.2 GB/s. The peak: a STREAM-style kernel such as
+# CPU Adam reaches less, so the lab's update is a lower bound.
+HOST_SOCKETS, HOST_CHANNELS, HOST_DIMMS = 2, 8, 32  # 32 x 64 GB
+HOST_RATED_MT_S, HOST_MT_S = 4800e6, 4400e6  # DDR5-4800; its rate at 2 DIMMs a channel
+HOST_MEMORY_BANDWIDTH = HOST_SOCKETS * HOST_CHANNELS * HOST_MT_S * 8
 
 
 @dataclass(frozen=True)

@@ -80,3 +80,29 @@ def test_finding_11_jargon_is_glossed_where_first_met(client):
                "pass)" in a for a in tp_facts()["good"]["api"]["assumptions"])
     assert "one micro-batch (the sequences a GPU runs" in client.get(
         "/episodes/tensor-parallel").text
+
+
+def test_finding_4_ep03_step_7_times_the_dgx_h100_host_at_two_dimms_a_channel(client):
+    """A DGX H100's 2 TB is 32 x 64 GB DIMMs on 2 sockets x 8 channels: two a channel, where
+    Sapphire Rapids runs DDR5-4800 at 4,400 MT/s. The host's peak is 2 x 8 x 4,400 x 8 B, not
+    the 4,800 MT/s of one DIMM a channel, and step 7 says why; the offload times follow."""
+    from app.routers.zero import facts
+    from labs.zero.inputs import (
+        HOST_CHANNELS,
+        HOST_DIMMS,
+        HOST_MEMORY_BANDWIDTH,
+        HOST_MT_S,
+        HOST_SOCKETS,
+    )
+    from labs.zero.lab import ADAM_HOST_BYTES
+
+    assert HOST_DIMMS // (HOST_SOCKETS * HOST_CHANNELS) == 2 and HOST_MT_S == 4400e6
+    assert HOST_MEMORY_BANDWIDTH == HOST_SOCKETS * HOST_CHANNELS * HOST_MT_S * 8
+    step = _step(client, "/episodes/zero", 7)
+    assert (f"{HOST_MEMORY_BANDWIDTH / 1e9:g} GB/s of DDR5 between them ({HOST_SOCKETS} "
+            f"sockets × {HOST_CHANNELS} channels × {HOST_MT_S / 1e6:,.0f} MT/s × 8 B, the peak: "
+            f"its {HOST_DIMMS} DIMMs fill 2 a channel, where DDR5-4800 runs at 4,400)") in step
+    assert "4,800 MT/s × 8 B" not in step
+    one = facts()["offload_one"]["result"]
+    assert one.offload.adam_seconds == (ADAM_HOST_BYTES * one.input.model.params
+                                        / HOST_MEMORY_BANDWIDTH)

@@ -158,7 +158,8 @@ def test_zero_offload_by_hand(model, dp, zero, gpus_on_node):
     host RAM. Per step its bf16 gradients go down PCIe 5.0 x16 (64 GB/s) and its updated bf16
     weights come back, 2 + 2 B a parameter; CPU Adam reads the fp32 weight, gradient and two
     moments and writes three back, 28 B a parameter, at the node's 2 sockets x 8 channels x
-    4,800 MT/s x 8 B = 614.4 GB/s shared by the node's ranks."""
+    4,400 MT/s (DDR5-4800 at two DIMMs a channel) x 8 B = 563.2 GB/s shared by the node's
+    ranks."""
     params = {"llama-3.1-70b": PARAMS_70B, "llama-3.1-8b": 8_030_261_248}[model]
     shard = params / dp
     result = _zero(get_model(model), dp=dp, zero=zero, offload=True)
@@ -166,12 +167,12 @@ def test_zero_offload_by_hand(model, dp, zero, gpus_on_node):
     assert o.pcie_down_bytes == pytest.approx(2 * shard, rel=1e-12)
     assert o.pcie_up_bytes == pytest.approx(2 * shard, rel=1e-12)
     assert o.pcie_seconds == pytest.approx(4 * shard / 64e9, rel=1e-12)
-    host = 2 * 8 * 4800e6 * 8
-    assert host == 614.4e9
+    host = 2 * 8 * 4400e6 * 8
+    assert host == 563.2e9
     assert o.adam_bytes == pytest.approx(28 * shard, rel=1e-12)
     assert o.adam_seconds == pytest.approx(28 * shard * gpus_on_node / host, rel=1e-12)
     if model == "llama-3.1-70b":
-        assert o.adam_seconds == pytest.approx(0.80383, rel=1e-4)
+        assert o.adam_seconds == pytest.approx(0.87691, rel=1e-4)
 
 
 # EP06: context parallelism, Llama 3.1 70B, one 131,072-token sequence over 8 ranks on
