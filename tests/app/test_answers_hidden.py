@@ -1263,3 +1263,26 @@ def test_round29_ep04_step_6s_first_link_holds_the_cost_charts_collectives(clien
     assert not re.search(r"\d MB|\d GB", cost), cost  # its Sent column
     opened = screen(client, url, ids, ids[-1])  # every guess made: nothing masked
     assert all(t in opened for t in told), [t for t in told if t not in opened]
+
+
+@pytest.mark.parametrize("name", ["memory", "dp", "zero", "tp"])
+def test_round29_no_steps_own_try_state_prints_its_answer_before_the_guess(client, name):
+    """Round-29 reading A, findings 1-3: a step's own try links can be followed before its
+    guess, and the three leaks above were each at such a state. At every step's own try
+    state, masked as lab.js masks it before that guess, none of the step's answer figures,
+    revealing phrases or parts (``parts``: what it is the plain sum of) is on screen. The
+    lessons the reading covered (EP01-EP04); the three pins above hold what a figure gives by
+    one division, which no literal check sees."""
+    path, lesson, found, ids = lesson_page(client, name)
+    shown = []
+    for step_id, step in found:
+        for url in try_urls(step):
+            text = screen(client, url, ids, step_id, lesson)
+            for (lesson_, at, phrase), _why in COINCIDENCES.items():
+                if (lesson_, at) == (name, step_id):
+                    text = text.replace(phrase, " ")
+            shown += [(step_id, url, f"{n} {u}") for n, u in answers(step)
+                      if counted(name, step_id, n, u, text)]
+            shown += [(step_id, url, p) for p in reveals(step) if said(p, text)]
+            shown += [(step_id, url, p) for p in parts(name, step_id) if said(p, text)]
+    assert not shown, shown
