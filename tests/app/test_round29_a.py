@@ -101,7 +101,8 @@ def test_finding_4_ep03_step_7_times_the_dgx_h100_host_at_two_dimms_a_channel(cl
     step = _step(client, "/episodes/zero", 7)
     assert (f"{HOST_MEMORY_BANDWIDTH / 1e9:g} GB/s of DDR5 between them ({HOST_SOCKETS} "
             f"sockets × {HOST_CHANNELS} channels × {HOST_MT_S / 1e6:,.0f} MT/s × 8 B, the peak: "
-            f"its {HOST_DIMMS} DIMMs fill 2 a channel, where DDR5-4800 runs at 4,400)") in step
+            f"its {HOST_DIMMS} memory modules fill 2 a channel, where DDR5-4800 runs at "
+            "4,400)") in step
     assert "4,800 MT/s × 8 B" not in step
     one = facts()["offload_one"]["result"]
     assert one.offload.adam_seconds == (ADAM_HOST_BYTES * one.input.model.params
