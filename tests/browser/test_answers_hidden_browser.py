@@ -1021,3 +1021,50 @@ def test_ep08_step_13s_layer_link_veils_the_charged_sms_and_the_backward(page, c
     wait_drawn(page)
     body = page.evaluate(said)
     assert all(t in body for t in told), [t for t in told if t not in body]
+
+
+def _round29_told(lesson: str) -> list[str]:
+    """What gave each step's answer at its own first try link (round-29 reading A, findings
+    1-3), from the engine: EP02 step 10's replica total and largest part; EP03 step 10's MFU
+    and compute at 384 A100s; EP04 step 6's collectives at each t over InfiniBand NDR."""
+    if lesson == "dp":
+        from app.routers.data_parallel import facts
+
+        replica = facts()["l8_1024"]["api"]["replica"]
+        return [f"{fmt_bytes(replica['total_bytes'])} per GPU",
+                fmt_bytes(replica["breakdown"]["optimizer_moments"])]
+    if lesson == "zero":
+        from app.charts.units import fmt_ms
+        from app.routers.zero import facts
+        from labs.zero.lab import achieved_mfu, crossover
+
+        r = facts()["t2_384"]["result"]
+        return [f"{100 * achieved_mfu(r.input, r.compute_seconds):.1f}% MFU",
+                fmt_ms(crossover(r).compute_s)]
+    from app.routers.tensor_parallel import facts
+
+    return [f"{c.comm_s * 1e3:.2f} ms" for c in facts()["ib"]["result"].sweep if c.tp > 1]
+
+
+@pytest.mark.parametrize(("lesson", "step"), [("dp", 10), ("zero", 10), ("tp", 6)])
+def test_round29_a_steps_own_first_link_holds_what_gives_its_answer(page, client, lesson, step):
+    """Round-29 reading A, findings 1-3: at the step's own first try link, the steps before it
+    guessed, lab.js masks the chart captions, tables and aria-labels that gave its answer
+    (EP02's replica caption, EP03's MFU and compute, EP04's cost chart) until its guess, and
+    shows them after it."""
+    told = _round29_told(lesson)
+    found = dict(steps(hidden.page(client, VIEWS[lesson].episode.path)))[f"step-{step}"]
+    said = ("() => [...document.querySelectorAll('.chart-summary, .chart-table')]"
+            ".map(e => e.textContent).concat([...document.querySelectorAll('[aria-label]')]"
+            ".map(e => e.getAttribute('aria-label'))).join(' ').replace(/\\s+/g, ' ')")
+    page.goto(hidden.try_urls(found)[0])
+    wait_drawn(page)
+    for n in range(1, step):
+        commit_guess(page, n)
+    wait_drawn(page)
+    body = page.evaluate(said)
+    assert not [t for t in told if t in body], (lesson, [t for t in told if t in body])
+    commit_guess(page, step)
+    wait_drawn(page)
+    body = page.evaluate(said)
+    assert all(t in body for t in told), (lesson, [t for t in told if t not in body])
