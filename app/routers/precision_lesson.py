@@ -3,6 +3,7 @@
 torchtitan's measured run as /validation checks it (``titan_check``, ``titan_fp8``) and the
 derivations step 4's and step 7's notes print (``llama8_layer``, ``titan_kept``)."""
 
+import math
 from dataclasses import replace
 from functools import lru_cache
 
@@ -101,8 +102,18 @@ def facts() -> dict:
         "qlora65_recipe": RECIPES[QLORA_65B["ft_recipe"]].describe,
         "qlora65_long": state(**QLORA_LONG),
         "qlora65_paged": state(**QLORA_LONG, paged=True),
+        # Step 12: the H100 layer EP05 steps 4-5 quote (EP08's step model: kernels and TP
+        # collectives), whose forward hides its copy at PCIe 5's datasheet rate by 5%, and
+        # the predict's B200, whose faster kernels and NVLink leave the same copy over the
+        # same PCIe 5 only part of it; then the B200 at the largest tenth that fits (round-29
+        # cold reading B, findings 1 and 21: the window was GEMM FLOPs alone, 1.42 ms, and
+        # the 40% offload said no why).
         "offload70": state(**MEGATRON_70B, recipe="adam16", offload=100),
-        "offload70_half": state(**MEGATRON_70B, recipe="adam16", offload=40),
+        "offload_b200": (b200 := state(**MEGATRON_70B, recipe="adam16", offload=100,
+                                       gpu="b200")),
+        "offload70_half": state(**MEGATRON_70B, recipe="adam16", gpu="b200",
+                                offload=10 * math.floor(10 * b200["result"].offload
+                                                        .hidden_share)),
         "speed_a100": state(**TITAN, recipe="fp8-delayed", gpu="a100-80gb"),
         "speed_fsdp70": state(**FSDP_70B, recipe="fp8-params"),
     }

@@ -157,6 +157,8 @@ def to_api(result: PrecisionResult) -> dict:
                     "host_bytes_per_gpu": o.host_bytes_per_gpu,
                     "host_bytes_per_node": o.host_bytes_per_node, "layer_bytes": o.layer_bytes,
                     "copy_s": o.copy_s, "forward_s": o.forward_s, "backward_s": o.backward_s,
+                    "forward_kernels_s": o.forward_kernels_s,
+                    "forward_comms_s": o.forward_comms_s,
                     "hidden": o.hidden, "hidden_share": o.hidden_share,
                     "exposed_s": o.exposed_s,
                     "points": [{"share": pt.share, "copy_s": pt.copy_s} for pt in o.points]},

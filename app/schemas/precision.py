@@ -70,8 +70,11 @@ class PrecisionOffload(BaseModel):
     host_bytes_per_node: float
     layer_bytes: float = Field(description="One layer's saved activations, one micro-batch.")
     copy_s: float
-    forward_s: float
-    backward_s: float
+    forward_s: float = Field(description="One layer's forward, one micro-batch, as EP08's step "
+                             "model times it: kernels and the collectives it waits for.")
+    backward_s: float = Field(description="Its backward, recomputation included.")
+    forward_kernels_s: float = Field(description="Of forward_s, the kernels.")
+    forward_comms_s: float = Field(description="Of forward_s, the TP, CP and EP collectives.")
     hidden: bool
     hidden_share: float = Field(description="The largest share the forward hides.")
     exposed_s: float = Field(description="Copy time no compute hides, per step.")

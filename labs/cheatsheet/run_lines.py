@@ -357,7 +357,8 @@ def offload_host(inp):
              Term("B_host", o.link_bandwidth, "B/s", f"{o.link_name}, the {inp.gpu.name}'s "
                                                      "host link, one direction"),
              Term("t_copy", o.copy_s, "s", "A_layer ÷ B_host"),
-             Term("t_fwd", o.forward_s, "s", "its forward")),
+             Term("t_fwd", o.forward_s, "s", "its forward, kernels and TP collectives "
+                                              "(EP08's step model)")),
             Term("f_hidden", o.hidden_share, "fraction", "largest share the forward hides"))
 
 

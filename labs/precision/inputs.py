@@ -188,8 +188,10 @@ class Offload:
     host_bytes_per_node: float
     layer_bytes: float  # one layer's saved activations, one micro-batch
     copy_s: float  # their copy at the chosen share
-    forward_s: float  # one layer's forward, one micro-batch
+    forward_s: float  # one layer's forward, one micro-batch: kernels + blocking collectives
     backward_s: float
+    forward_kernels_s: float  # of forward_s, the kernels
+    forward_comms_s: float  # and the collectives (TP, CP, EP) the pass waits for
     hidden_share: float  # the largest share the forward hides
     exposed_s: float  # per step
     points: tuple[OffloadPoint, ...]

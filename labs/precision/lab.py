@@ -111,7 +111,8 @@ def _assumptions(inp: PrecisionInput, ledger: Ledger) -> tuple[str, ...]:
                          "none: this bills its memory only.")
     notes.append("BF16 beside it: mixed-precision Adam (adam16), the same model and layout.")
     notes.append("What FP8 buys in time is EP08's op-level step model run in BF16 and in the "
-                 "recipe (labs.precision.speed); the offload's compute is EP08's estimate.")
+                 "recipe (labs.precision.speed); the offload's window is its layer's forward "
+                 "there (kernels and TP collectives: the copy runs beside both).")
     notes.append("Fine-tuning is billed on one GPU: full fine-tuning as the ledger bills "
                  f"{inp.ft_recipe}, LoRA and QLoRA with frozen bf16 or NF4 weights and "
                  "adapters trained in that recipe.")

@@ -89,12 +89,20 @@ def amdahl(share: float, rate: float, added: float = 0.0) -> float:
     return 1.0 / ((1.0 - share) + share / rate + added)
 
 
-def _plan(inp: PrecisionInput, recipe: str, fp8: bool) -> Plan:
+def plan_of(inp: PrecisionInput, recipe: str, fp8: bool) -> Plan:
     """EP08's plan for ``inp``: the same degrees, with ``inp.microbatches`` micro-batches
     per step (gradient accumulation), so the step is timed as EP08 times it."""
     return Plan(tp=inp.tp, pp=inp.pp, dp=inp.dp, cp=inp.cp, ep=inp.ep, zero=inp.zero,
                 recompute=inp.recompute, micro_batch=inp.micro_batch,
                 microbatches=inp.microbatches, seq_len=inp.seq_len, recipe=recipe, fp8=fp8)
+
+
+def fp8_timed(inp: PrecisionInput) -> bool:
+    """Whether the step model times ``inp``'s recipe with FP8 GEMMs: an FP8 recipe, on a GPU
+    with an FP8 rate (and Blackwell's tensor cores for MXFP8); ``speed`` says why not."""
+    return (RECIPES[inp.recipe].family == "fp8" and inp.gpu.kernels is not None
+            and bool(inp.gpu.kernels.fp8_flops)
+            and not (inp.recipe == "mxfp8" and inp.gpu.id not in MX_GPUS))
 
 
 def cluster_of(inp: PrecisionInput):
@@ -142,7 +150,7 @@ def speed(inp: PrecisionInput) -> SpeedResult:
                              "be timed op by op.")
     cluster, nodes = cluster_of(inp)
     try:
-        base = evaluate(_plan(inp, BASELINE, False), inp.model, cluster, nodes, None)
+        base = evaluate(plan_of(inp, BASELINE, False), inp.model, cluster, nodes, None)
     except LabInputError as exc:
         return _untimed(inp, exc.message)
     if not base.legal:
@@ -160,7 +168,7 @@ def speed(inp: PrecisionInput) -> SpeedResult:
     elif inp.recipe == "mxfp8" and inp.gpu.id not in MX_GPUS:
         fp8_path, reason = False, (f"MXFP8 needs Blackwell's tensor cores; the {inp.gpu.name} "
                                    "has none, so nothing runs in MXFP8: its step is BF16's.")
-    low = evaluate(_plan(inp, inp.recipe, True), inp.model, cluster, nodes, None) \
+    low = evaluate(plan_of(inp, inp.recipe, True), inp.model, cluster, nodes, None) \
         if fp8_path else base
     b, f = _categories(base, inp), _categories(low, inp)
     # The only memory-bound ops FP8 adds, timed in the step at the recipe's cast bytes: the

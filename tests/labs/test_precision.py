@@ -324,9 +324,10 @@ def test_a_fine_tunes_offload_moves_its_share_of_the_saved_activations():
 
 
 def test_pcie_stops_hiding_the_offload_where_copy_meets_the_forward():
-    layout = {"recipe": "adam16", **MEGATRON_70B}
+    # On B200s (round 29: an H100's 70B layer at TP 8 hides the whole PCIe 5 copy, by 5%).
+    layout = {"recipe": "adam16", "gpu": get_gpu("b200"), **MEGATRON_70B}
     hidden = lab(LLAMA70, offload=0.0, **layout).offload.hidden_share
-    assert 0 < hidden < 1  # PCIe 5 cannot hide a whole 70B layer at TP 8
+    assert 0 < hidden < 1  # PCIe 5 cannot hide a whole 70B layer at TP 8 on a B200
     below = lab(LLAMA70, offload=math.floor(hidden * 100) / 100, **layout).offload
     above = lab(LLAMA70, offload=min(1.0, hidden + 0.05), **layout).offload
     assert below.hidden and below.exposed_s == 0
@@ -334,6 +335,27 @@ def test_pcie_stops_hiding_the_offload_where_copy_meets_the_forward():
     # PCIe 4 has half the bandwidth: it hides half the share.
     slower = lab(LLAMA70, host_link="pcie-4", **layout).offload.hidden_share
     assert slower == pytest.approx(hidden / 2, rel=1e-9)
+
+
+def test_round_29_the_offload_window_is_the_layer_ep05_quotes():
+    """Round-29 cold reading B, finding 1: EP10 step 12 set the copy against the 70B layer's
+    GEMM FLOPs alone (1.42 ms), where EP05 steps 4-5 quote the same layer (TP 8 with SP, one
+    4,096-token micro-batch, H100, BF16) from EP08's step model as 1.582 ms of kernels +
+    0.768 ms of TP collectives. The copy runs on a copy engine over PCIe, beside both: the
+    window is their sum, and at PCIe 5's 64 GB/s the H100's forward hides the whole copy."""
+    from labs.pipeline.lab import forward_parts
+
+    o = lab(LLAMA70, recipe="adam16", offload=1.0, **MEGATRON_70B).offload
+    ((_, kernels, comms),) = forward_parts(LLAMA70, H100, tp=8, seq_len=4096,
+                                           micro_batch=1).layers
+    assert (o.forward_kernels_s, o.forward_comms_s) == pytest.approx((kernels, comms),
+                                                                     rel=1e-12)
+    assert o.forward_s == pytest.approx(kernels + comms, rel=1e-12)
+    assert o.copy_s < o.forward_s and o.hidden and o.hidden_share == 1.0
+    # FP8's faster GEMMs shorten the window it hides in (the collectives stay 16-bit).
+    fp8 = lab(LLAMA70, recipe="fp8-delayed", offload=1.0, **MEGATRON_70B).offload
+    assert fp8.forward_kernels_s < o.forward_kernels_s
+    assert fp8.forward_comms_s == pytest.approx(o.forward_comms_s, rel=1e-9)
 
 
 # ---- bad input names its control ----
