@@ -146,9 +146,10 @@ TERMS: tuple[Term, ...] = (
     # It gives rank 0's bound, not rank r's p − r: that is EP05 step 3's answer, and this tip
     # shows in step 2 (round-16 cold reading of EP05, finding 8).
     Term("gpipe", "GPipe", r"\bGPipe\b",
-         "The first pipeline schedule: every micro-batch's forward runs through all the stages, "
-         "then every backward, so each stage holds all m micro-batches' activations at the "
-         "turn; its bubble is the same as 1F1B's, its memory is not.",
+         "The synchronous pipeline schedule of Huang et al. 2019: every micro-batch's forward "
+         "runs through all the stages, then every backward, so each stage holds all m "
+         "micro-batches' activations at the turn; its bubble is the same as 1F1B's, its "
+         "memory is not.",
          "Huang et al. 2019, GPipe: Efficient Training of Giant Neural Networks using "
          "Pipeline Parallelism"),
     Term("1f1b", "1F1B", r"(?<![Ii]nterleaved\s)\b1F1B\b",
@@ -182,9 +183,8 @@ TERMS: tuple[Term, ...] = (
          "which the previous stage waits for) and W (the weights' gradient, which nothing "
          "waits for) and run W in the idle gaps. Both run a GEMM of the forward's FLOPs per "
          "weight matrix, but only I runs attention's backward, so W is the shorter. ZB-H1, "
-         "from Qi et al. 2024 (ICLR; arXiv 2023), keeps 1F1B's peak memory and leaves "
-         "(p − 1)(F + I − W) idle where 1F1B leaves (p − 1)(F + I + W): a third with equal "
-         "passes, more as W shrinks; ZB-H2 holds more activations to remove it."),
+         "from Qi et al. 2024 (ICLR 2024; arXiv:2401.10241, whose §6 adds ZB-V), keeps 1F1B's "
+         "peak memory (its idle time: EP05 step 5); ZB-H2 holds more activations."),
     Term("dualpipe", "DualPipe", r"\bDualPipe(?:-?V)?\b",
          "DeepSeek-V3's pipeline schedule: micro-batches enter from both ends of the pipeline, "
          "and each forward chunk runs beside a backward chunk so that one's computation hides "

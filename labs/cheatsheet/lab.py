@@ -114,7 +114,7 @@ LINES: tuple[tuple[str, str, str, str, str, Callable], ...] = (
      "Narayanan et al. 2021 sec 2.2.1", bubble_interleaved),
     ("bubble_zb", "EP05", "Zero bubble (ZB-H1)",
      "(p−1)(F+I−W) / (m(F+I+W) + (p−1)(F+I−W)), F = I = W",
-     "Qi et al. 2024 (ICLR; arXiv 2023), Zero Bubble Pipeline Parallelism",
+     "Qi et al. 2024 (ICLR 2024; arXiv:2401.10241), Zero Bubble Pipeline Parallelism",
      bubble_zb),
     ("cp_contiguous", "EP06", "Causal pairs, contiguous CP",
      "busiest rank: Σ of its rows, row q adding q + 1 pairs (of s(s+1)/2)",

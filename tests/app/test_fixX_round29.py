@@ -49,3 +49,38 @@ def test_ep10_step_12_sets_the_copy_against_the_layer_ep05_quotes(client):
     assert (f"Offload {half['share']:.0%}, the largest tenth under it, and the copy fits: "
             f"{fmt_bytes(half['freed_bytes'])} freed") in twelve
     assert "1.42 ms" not in twelve
+
+
+def _tips_before_the_guess(html: str, n: int) -> str:
+    """The glossary tips step ``n`` shows before its guess: every term-tip of the step (drills
+    and tips are never hidden) outside its why, which waits for the guess."""
+    from html import unescape
+
+    from tests.app.test_step_beats import why_block
+
+    step = html.split(f'id="step-{n}"')[1].split("</section>")[0]
+    step = step.replace(why_block(step), "")
+    tips = re.findall(r'<span class="term-tip" role="tooltip">(.*?)</span></span>', step, re.S)
+    return " ".join(re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", t))) for t in tips)
+
+
+def test_ep05_steps_4_and_5_tips_do_not_answer_their_predicts(client):
+    """2. Round-29 reading B, #3 and #5: the zero-bubble tip above step 5's predict ("ZB-H1
+    idles… about a third of that") gave (p − 1)(F + I − W) against (p − 1)(F + I + W), "a third
+    with equal passes"; the interleaved tip on step 4's derive drill, visible before "from 1
+    chunk per rank to 2, the idle time… about halves", said "the warm-up is v times shorter"
+    with the bubble's form. The zero-bubble entry now names ZB-H1 without its idle time, and
+    step 4's why (after the guess) is the interleaved entry's first use, so the drill carries
+    no tip."""
+    html = client.get(EP05).text
+    four, five = _tips_before_the_guess(html, 4), _tips_before_the_guess(html, 5)
+    assert "Interleaved 1F1B" not in four
+    for said in ("times shorter", "(p − 1)/(v·m + p − 1)", "halve"):
+        assert said not in four, said
+    assert "Zero bubble (ZB-H1)" in five
+    for said in ("a third", "(F + I − W)", "(F + I + W)"):
+        assert said not in five, said
+    # The entry is whole on the glossary and in step 4's why.
+    step4 = html.split('id="step-4"')[1].split("</section>")[0]
+    assert 'id="term-interleaved"' in step4.split('<details class="why"')[1]
+    assert "drill-pipeline-bubble" in step4.split('id="term-interleaved"')[1]

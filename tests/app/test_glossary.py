@@ -155,7 +155,7 @@ def test_round_5_definitions_say_what_the_lessons_teach():
     assert "tr(HΣ)" in term["gradient-noise-scale"]
     assert "bf16 (DeepSeek-V3: 4 bytes)" in term["adam-moments"]
     assert "ZeRO-3 by default" in term["fsdp"]
-    assert "ZB-H1, from Qi et al. 2024 (ICLR; arXiv 2023)," in term["zero-bubble"]
+    assert "ZB-H1, from Qi et al. 2024 (ICLR 2024; arXiv:2401.10241," in term["zero-bubble"]
 
 
 def test_the_glossary_has_a_letter_index_whose_links_land(client):

@@ -315,7 +315,7 @@ def test_round_5_item_8_the_lesson_teaches_every_schedule_its_menu_offers(client
     for name in SCHEDULES.values():
         assert name in steps, name
     for source in ("Lamy-Poirier 2022", "ScheduleLoopedBFS", "ScheduleInterleavedZeroBubble",
-                   "ScheduleZBVZeroBubble", "§6 for ZB-V"):
+                   "ScheduleZBVZeroBubble", "the arXiv version's §6"):
         assert source in steps, source
     state = {"stages": 8, "microbatches": 16, "virtual": 2}
     bfs = run(PipelineQuery(schedule="looped-bfs", **state)).result
@@ -470,12 +470,16 @@ def test_round_13_step_3_asks_one_rank_and_zb_h1_is_cited_one_way(client):
     assert "rank 5" in asked and "rank 0" not in asked
     text = _text(html)
     step5 = text[text.index("5. Zero bubble"):text.index("6. Break it")]
-    assert "ZB-H1, from Qi et al. 2024 (ICLR; arXiv 2023), runs I at once" in step5
-    assert "Qi et al., 2023" not in step5 and "ICLR 2024" not in step5
+    # Round-29 reading B, #14: the arXiv paper is 2401.10241 (January 2024), whose §6 adds
+    # ZB-V; it was "(ICLR; arXiv 2023)".
+    assert "ZB-H1, from Qi et al. 2024 (ICLR 2024; arXiv:2401.10241), runs I at once" in step5
+    assert "Qi et al., 2023" not in step5 and "arXiv 2023" not in step5
+    assert "ZB-V (the arXiv version's §6;" in step5
     zb = next(t.definition for t in GLOSSARY if t.slug == "zero-bubble")
-    assert "Qi et al. 2024 (ICLR; arXiv 2023)" in zb
+    assert "Qi et al. 2024 (ICLR 2024; arXiv:2401.10241, whose §6 adds ZB-V)" in zb
     sheet = client.get("/api/cheatsheet").text
-    assert "Qi et al. 2024 (ICLR; arXiv 2023)" in sheet and "Qi et al. 2023" not in sheet
+    assert "Qi et al. 2024 (ICLR 2024; arXiv:2401.10241)" in sheet
+    assert "Qi et al. 2023" not in sheet and "arXiv 2023" not in sheet
 
 
 def test_round_14_step_4_prices_a_send_with_ep02s_busbw_and_network_hop(client):
@@ -758,7 +762,9 @@ def test_round_17_step_5_teaches_why_w_is_shorter_than_i(client):
     assert f"of a step of {lesson['zb_passes']['api']['makespan']:g} F" in why
     assert f"b={zq['b']}" in step and f"w={zq['w']}" in step  # its try link
     zero = next(t for t in GLOSSARY if t.slug == "zero-bubble")
-    assert "W is the shorter" in zero.definition and "(p − 1)(F + I − W)" in zero.definition
+    # Round-29 reading B, #3: the entry's (p − 1)(F + I − W) against (p − 1)(F + I + W), "a
+    # third with equal passes", answered step 5's predict from the tip above it: the why has it.
+    assert "W is the shorter" in zero.definition and "(p − 1)(F + I − W)" not in zero.definition
 
 
 def test_round_18_interleaving_is_taught_on_a_split_megatron_runs(client):
