@@ -29,7 +29,6 @@ from app.labkit import Case, Diagram, Drill, LabView, Mistake, register
 from app.lesson_drills import LESSON_DRILLS
 from app.model_controls import model_choices
 from app.options import SEQ_LENGTHS, gpu_options, model_options, with_value
-from app.routers.memory_lesson import driver_memory
 from app.routers.memory_state import degree_options, unbilled
 from app.routers.precision_lesson import (
     QLORA_LONG,
@@ -62,8 +61,6 @@ def extra_context(state) -> dict:
         "facts": facts(),
         "llama8_layer": llama8_layer(),
         "titan_kept": titan_kept(),
-        # Step 5's fit: the lab's 80 GB against what an H100's driver reports (EP01's figure).
-        "deepseek_driver": driver_memory(facts()["deepseek70"]),
         "h100": get_gpu("h100-sxm"),  # the datasheet peaks step 8 quotes
         # torchtitan's 8B run on its own layout, as /validation checks it (step 8).
         "titan_check": titan_check(),

@@ -84,3 +84,42 @@ def test_ep05_steps_4_and_5_tips_do_not_answer_their_predicts(client):
     step4 = html.split('id="step-4"')[1].split("</section>")[0]
     assert 'id="term-interleaved"' in step4.split('<details class="why"')[1]
     assert "drill-pipeline-bubble" in step4.split('id="term-interleaved"')[1]
+
+
+def test_ep10_steps_1_5_6_7_state_what_their_answers_need(client):
+    """3. Round-29 reading B on EP10: #6, step 6's 18.1 B holds only with the bf16 working
+    copy kept beside the MX copies, which its predict did not say (step 3 had just dropped it);
+    #7, step 7's share needs the 7.75h a token a layer the policy saves, given only in the why;
+    #16, step 1 billed the 2.63 MB of amax history and scales "as an FSDP shard", where it is
+    whole on every GPU; #17, step 5's limit named "the 18-byte one", which step 1 also calls
+    TransformerEngine's FP8 recipe; #19, step 5 put the headroom over 80 GB at the driver's
+    5.52 GB where the HBM tip says CUDA's 4.9 GB."""
+    from html import unescape
+
+    from app.glossary import GLOSSARY
+    from app.routers.precision_lesson import facts, titan_kept
+
+    html = client.get(EP10).text
+    asked = {n: unescape(re.search(rf'data-predict="precision-{n}".*?<p class="predict">(.*?)'
+                                   r"</p>", html, re.S)[1]) for n in (6, 7)}
+    assert "beside the bf16 weights TransformerEngine's MXFP8 recipe keeps" in asked[6]
+    k = titan_kept()
+    assert f"{k['widths']:g}h bf16 values a token a layer" in asked[7]
+    assert "FlashAttention's one fp32 a head a token" in asked[7]
+    one = _step(html, 1)
+    l1 = facts()["titan"]["api"]["ledger"]["parts"]
+    assert (f"{fmt_bytes(l1['fp8_weights'])} of FP8 copies (the ledger's row), billed as an "
+            "FSDP shard") in one
+    assert f"{fmt_bytes(l1['scaling_state'])} of amax history and scales, whole on every GPU" \
+        in one
+    five = unescape(html.split('id="step-5"')[1].split("</section>")[0])
+    limit = re.sub(r"<[^>]+>", "", five.split('<p class="limit">')[1].split("</p>")[0])
+    assert "2 + 4 + 4 + 8 = 18 B a parameter" in limit and "18-byte one" not in limit
+    gpu = facts()["deepseek70"]["result"].input.gpu
+    cuda = gpu.cuda_memory_gib * 2**30
+    headroom = f"{(cuda - gpu.memory_bytes) / 1e9:.1f} GB"
+    hbm = next(t for t in GLOSSARY if t.slug == "hbm").definition
+    assert f"leaving {headroom} for the CUDA context" in hbm
+    assert (f"CUDA gives a process {gpu.cuda_memory_gib:g} GiB ({fmt_bytes(cuda)}), {headroom} "
+            "more") in _step(html, 5)
+    assert "81,559 MiB" not in _step(html, 5)

@@ -788,9 +788,15 @@ def test_round_14_step_5_says_whether_it_fits_and_by_how_much(client):
     verdict = "fits, by" if total <= cap else "does not fit, by"
     five = _step(client.get(PAGE).text, 5)
     assert f"its {total / 1e9:.2f} GB {verdict} {fmt_bytes(abs(cap - total))}" in five
-    driver = H100_DRIVER_MIB * 2**20
-    assert f"{H100_DRIVER_MIB:,} MiB ({fmt_bytes(driver)}), {fmt_bytes(driver - cap)} more" \
+    # Round-29 reading B, #19: the headroom is CUDA's for a process, the HBM tip's (4.9 GB),
+    # no longer the driver's 81,559 MiB (5.52 GB more).
+    from labs.hardware.gpus import get_gpu
+
+    h100 = get_gpu("h100-sxm")
+    cuda = h100.cuda_memory_gib * 2**30
+    assert f"{h100.cuda_memory_gib:g} GiB ({fmt_bytes(cuda)}), {(cuda - cap) / 1e9:.1f} GB more" \
         in five
+    assert f"{H100_DRIVER_MIB:,} MiB" not in five
 
 
 def test_r16_the_qlora_decide_asks_what_fits_and_the_student_computes_it(client):
