@@ -160,6 +160,34 @@ TERMS: tuple[Term, ...] = (
          "update B·A of rank r, r·(d_in + d_out) parameters."),
     Term("qlora", "QLoRA", r"\bQLoRA\b",
          "LoRA on a base model stored in 4-bit NF4 and dequantised for each multiply."),
+    # Round-29 cold reading B, #11: EP05 quoted the step model's figures (a layer's kernels,
+    # collectives, I and W) with no word of how they are timed; #22: EP10 named torchtitan,
+    # torchao and bitsandbytes with no line.
+    Term("step-model", "Step model (EP08)", r"\bstep model\b",
+         "The lab's timing of one training step (EP08), taken as given where earlier "
+         "episodes quote it: each layer's kernels one by one, a GEMM at the GPU's measured "
+         "matmul rate (MAMF) less its part-empty waves, the attention core at FlashAttention's "
+         "published rate, norms and activations at achieved HBM bandwidth, plus the TP, CP and "
+         "EP collectives each pass waits for at NCCL's rates (EP02); then the pipeline's "
+         "bubble, the gradient sync and the optimizer.",
+         "labs/hardware/kernels.py and labs/parallel/layer_time.py; rates in "
+         "labs/presets/gpus.json and attention.json"),
+    Term("torchtitan", "torchtitan", r"\btorchtitan\b",
+         "PyTorch's reference code for pre-training large models (Llama 3, DeepSeek-V3) on "
+         "FSDP2, TP, PP and CP, with torch.compile, low-precision options and activation "
+         "checkpointing; its published runs log throughput and peak memory, which the lab "
+         "checks against.",
+         "pytorch/torchtitan (GitHub); Liang et al. 2024, arXiv:2410.06511"),
+    Term("torchao", "torchao", r"\btorchao\b",
+         "PyTorch's library of low-precision kernels and training: its float8 module swaps a "
+         "model's linear layers for FP8 ones (tensorwise or rowwise scales) and can all-gather "
+         "FSDP2's weight shards in FP8.",
+         "pytorch/ao (GitHub), torchao.float8"),
+    Term("bitsandbytes", "bitsandbytes", r"\bbitsandbytes\b",
+         "A PyTorch library of 8-bit and 4-bit quantisation: its NF4 linear layers hold "
+         "QLoRA's frozen base, dequantised for each multiply, and its paged optimizers move "
+         "optimizer state to host memory when the GPU runs short.",
+         "bitsandbytes-foundation/bitsandbytes (GitHub); Dettmers et al. 2023, QLoRA"),
     Term("nf4", "NF4", r"\bNF4\b",
          "4-bit NormalFloat: 16 levels at the quantiles of a normal distribution, with one "
          "scale for each block of 64 weights."),

@@ -56,7 +56,8 @@ TERMS: tuple[Term, ...] = (
          "Fully Sharded Data Parallel, PyTorch's form of ZeRO-3 by default: each GPU keeps 1/N "
          "of the weights, gradients and optimizer state, and gathers a layer's weights when it "
          "needs them. Its other modes shard less (SHARD_GRAD_OP, like ZeRO-2) or shard within "
-         "groups (HSDP)."),
+         "groups (HSDP). FSDP2 (fully_shard) is its rewrite on DTensor, each parameter split "
+         "along its first dimension; torchtitan builds on it."),
     # Round-24 cold reading A, finding 5: EP06 step 1 named it with no definition.
     Term("distributed-optimizer", "Distributed optimizer (Megatron-LM)",
          r"\bdistributed optimizer\b",

@@ -123,3 +123,31 @@ def test_ep10_steps_1_5_6_7_state_what_their_answers_need(client):
     assert (f"CUDA gives a process {gpu.cuda_memory_gib:g} GiB ({fmt_bytes(cuda)}), {headroom} "
             "more") in _step(html, 5)
     assert "81,559 MiB" not in _step(html, 5)
+
+
+def test_ep05_and_ep10_name_what_they_quote_and_lead_on(client):
+    """4. Round-29 reading B: #11, EP05 steps 4-5 quoted the step model's figures (a layer's
+    kernels and collectives, I, W, F) with no word of how they are timed: the glossary's "step
+    model" entry, tipped at its first use in step 4's note, says how, and step 5's note says its
+    I, W and F are EP08's; #15, the GPipe entry called it "the first pipeline schedule"
+    (PipeDream is older); #22, EP10 named torchtitan, torchao, FSDP2 and bitsandbytes with no
+    line; #23, EP05 step 2's limit pointed at the bubble where step 3 asks about memory."""
+    from html import unescape
+
+    from app.glossary import GLOSSARY
+
+    term = {t.slug: t.definition for t in GLOSSARY}
+    assert "measured matmul rate" in term["step-model"] and "NCCL's rates" in term["step-model"]
+    assert "taken as given" in term["step-model"]
+    assert "first" not in term["gpipe"] and "Huang et al. 2019" in term["gpipe"]
+    assert "FSDP2 (fully_shard)" in term["fsdp"]
+    html = client.get(EP05).text
+    four = html.split('id="step-4"')[1].split("</section>")[0]
+    assert 'id="term-step-model"' in four.split('<details class="why"')[1]
+    assert "In EP08's step model, I takes" in _step(html, 5)
+    two = html.split('id="step-2"')[1].split("</section>")[0]
+    limit = unescape(two.split('<p class="limit">')[1].split("</p>")[0])
+    assert "until its backward pass, step 3's question" in limit
+    ten = client.get(EP10).text
+    for slug in ("torchtitan", "torchao", "bitsandbytes", "fsdp"):
+        assert f'id="term-{slug}"' in ten, slug

@@ -334,6 +334,8 @@ def test_round_12_step_4_states_what_f_is_and_step_6s_limit_its_state(client):
     ndr = facts()["v5_ndr"]
     inp, memory = ndr["result"].result.input, ndr["result"].memory
     page = unescape(client.get("/episodes/pipeline").text)
+    # Round 29 (reading B, #11): "step model" is now a glossary term tipped in this note.
+    page = re.sub(r'<span class="term-tip".*?</span></span>', "", page, flags=re.S)
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
     step4 = text[text.index("4. Interleaving"):text.index("5. Zero bubble")]
     f_ms = f"{inp.forward_seconds * 1e3:.1f} ms"
