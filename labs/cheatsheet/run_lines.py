@@ -5,6 +5,7 @@ result as the lab that teaches the formula computes them; each group cites its p
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 from labs.cheatsheet.inputs import Term
 from labs.cheatsheet.lines import ledger_of
@@ -20,7 +21,13 @@ from labs.failures.lab import (
     simulate_failures,
 )
 from labs.hardware.links import get_link, make_cluster
-from labs.memory.lab import kv_cache_bytes, linear_weight_params, local_params
+from labs.memory.lab import (
+    compute_memory,
+    kv_cache_bytes,
+    linear_weight_params,
+    local_params,
+    weight_parts,
+)
 from labs.model.flops import (
     hardware_flops_per_token,
     head_matmul_params,
@@ -296,17 +303,27 @@ def _unfit_parts(ledger) -> str:
     """Where the refused layout's bytes a GPU come from (round-29 task fixR #1: GLM-4.7's
     2,101.9 GB could not be derived, the layout's EP 1 and expert-TP 1 unnamed): the GPU's
     parameters (a MoE's routed experts whole, at EP x expert-TP = 1, beside its share of the
-    rest), their 16-bit weights and gradients, the FP8 copies of the linear layers', and the
-    rest of the ledger (sharded optimizer state, amax history, activations) as its remainder.
-    Every figure is the ledger's own (``labs.memory.lab.local_params`` and the parts)."""
+    rest), their 16-bit weights and gradients, the FP8 copies of the linear layers (each
+    linear parameter x the recipe's copies' bytes), the optimizer state sharded as the ledger
+    shards it (``labs.memory.lab._sharded``: the experts' over expert-DP, the rest's over
+    DP x CP), the amax history and the activations (round-30 reading, findings 1 and 6: "sharded
+    over DP" could not give the remainder, and the copies' 2 B were unstated). A MoE's line
+    ends with the bill at Megatron's default expert-TP (= TP). Every figure is the ledger's
+    own (``labs.memory.lab.local_params``, ``weight_parts`` and the parts)."""
     m = ledger.memory.input
+    r = RECIPES[ledger.recipe]
     sp = stage_params(m.model, m.pp, m.schedule, m.virtual, m.first_stage_layers,
                       m.last_stage_layers)[ledger.memory.stages[ledger.memory.heaviest_stage].rank]
     dense, _, _, experts = local_params(m, sp)
+    _, linear = weight_parts(m, sp, r)
     p = ledger.parts
     held = p["weights"] + p["gradients"]
-    rest = ledger.total_bytes - held - p["fp8_weights"]
+    state = p["master_weights"] + p["optimizer_moments"]
+    acts = p["activations_fp8"] + p["activations"] + p["embedding_and_logits"]
+    dense_group, expert_group = m.shard_groups
     own = f"{(dense + experts) / 1e9:,.2f}B parameters a GPU"
+    sharding = f"sharded over DP {dense_group}"
+    default = ""
     if experts:
         model = m.model
         each = model.experts // (m.ep * m.etp)
@@ -314,9 +331,22 @@ def _unfit_parts(ledger) -> str:
                f"{sp.moe_layers} MoE layers whole ({sp.moe_layers} × {each} × "
                f"{model.expert_size:,} = {experts / 1e9:,.2f}B parameters) beside "
                f"{dense / 1e9:,.2f}B of the rest (TP {m.tp} splits it): {own}")
+        group = (f"TP × DP = {expert_group}" if expert_group == m.tp * m.dp
+                 else f"{expert_group}")
+        sharding = (f"the experts' over their expert-DP group, {group} GPUs; the rest's over "
+                    f"DP {dense_group}")
+        if m.etp != m.tp:
+            at_default = compute_memory(replace(m, etp=m.tp)).total_bytes
+            default = (f" Megatron's default, expert-TP = TP = {m.tp}, would still need "
+                       f"{at_default / 1e9:,.1f} GB a GPU.")
+    copies = " and ".join(c.what for c in r.copies)
     return (f". {own} × 4 B (16-bit weights and gradients) = {held / 1e9:,.1f} GB, + "
-            f"{p['fp8_weights'] / 1e9:,.1f} GB of FP8 copies of the linear layers, + "
-            f"{rest / 1e9:,.1f} GB of optimizer state (sharded over DP) and activations.")
+            f"{p['fp8_weights'] / 1e9:,.1f} GB of FP8 copies of the linear layers "
+            f"({linear / 1e9:,.2f}B linear parameters × {r.copy_bytes:g} B: {copies}), + "
+            f"{state / 1e9:,.1f} GB of optimizer state "
+            f"({r.master_weights + r.optimizer_moments:g} B a parameter: {sharding}), + "
+            f"{p['scaling_state'] / 1e9:,.1f} GB of amax history, + "
+            f"{acts / 1e9:,.1f} GB of activations.{default}")
 
 
 def fp8_speedup(inp):

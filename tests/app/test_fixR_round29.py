@@ -35,7 +35,11 @@ def test_glm_fp8_refusal_names_whole_experts_and_redoes_its_gb(client):
     assert round(int(layers) * int(each) * _n(size) / 1e9, 2) == _n(experts)
     assert round(_n(experts) + _n(rest), 2) == _n(params)
     assert abs(_n(params) * 4 - _n(held)) < 0.05 + 4 * 0.005
-    assert round(_n(held) + _n(fp8) + _n(other), 1) == total
+    # Round 30 (task fixZ): the remainder is split into optimizer state, amax history and
+    # activations (tests/app/test_fixZ_round30.py works them).
+    rest_parts = re.search(r"\+ ([\d.,]+) GB of amax history, \+ ([\d.,]+) GB of "
+                           r"activations", note)
+    assert abs(_n(held) + _n(fp8) + _n(other) + sum(map(_n, rest_parts.groups())) - total) < 0.25
     # The cheat sheet's page prints it as the API does.
     page = " ".join(visible_text(client.get("/episodes/playground/cheatsheet",
                                             params={"model": "glm-4.7"}).text).split())

@@ -1,0 +1,57 @@
+"""Task fixZ (stop 58): the round-30 reading's findings. Each test fails on eeae38d8.
+
+1. (#1, #6) The cheat sheet's "What FP8 buys in time" refusal at GLM-4.7 said "73.7 GB of
+   optimizer state (sharded over DP) and activations", which sharding over DP 8 cannot give
+   (the ledger shards the experts' state over expert-DP), and gave the FP8 copies' GB without
+   their 2 B a linear parameter.
+"""
+
+import re
+
+from tests.app.test_cheatsheet_round18 import lines_of
+
+
+def _n(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def test_glm_fp8_refusal_shards_state_as_the_ledger_does(client):
+    """The refusal's optimizer state redoes from the experts' share over expert-DP = TP x DP
+    and the rest's over DP; the FP8 copies from the linear parameters x 2 B; amax history and
+    activations are named apart; Megatron's default expert-TP's bill is the ledger's own."""
+    from dataclasses import replace
+
+    from labs.cheatsheet.inputs import CheatInput
+    from labs.hardware.gpus import get_gpu
+    from labs.memory.lab import compute_memory
+    from labs.model.presets import get_model
+    from labs.precision.inputs import PrecisionInput
+    from labs.precision.lab import compute_precision
+    from labs.precision.speed import TP8_ZERO1
+
+    note = lines_of(client, model="glm-4.7")["fp8_speedup"]["note"]
+    total = _n(re.search(r": ([\d,.]+) GB a GPU\.", note).group(1))
+    experts, rest = (_n(x) for x in re.search(
+        r"= ([\d.,]+)B parameters\) beside ([\d.,]+)B of the rest", note).groups())
+    tp, dp = TP8_ZERO1["tp"], TP8_ZERO1["dp"]
+    found = re.search(
+        r"= ([\d.,]+) GB, \+ ([\d.,]+) GB of FP8 copies of the linear layers \(([\d.,]+)B "
+        r"linear parameters × (\d+) B: FP8 weights and FP8 transposes\), \+ ([\d.,]+) GB of "
+        r"optimizer state \((\d+) B a parameter: the experts' over their expert-DP group, "
+        r"TP × DP = (\d+) GPUs; the rest's over DP (\d+)\), \+ ([\d.,]+) GB of amax history, "
+        r"\+ ([\d.,]+) GB of activations\. Megatron's default, expert-TP = TP = (\d+), would "
+        r"still need ([\d.,]+) GB a GPU\.", note)
+    assert found, note
+    held, fp8, linear, copy_b, state, per, edp, ddp, amax, acts, etp, default = found.groups()
+    assert int(edp) == tp * dp and int(ddp) == dp and int(etp) == tp
+    assert abs(_n(linear) * int(copy_b) - _n(fp8)) < 0.05 + int(copy_b) * 0.005
+    worked = experts * int(per) / int(edp) + rest * int(per) / int(ddp)
+    assert abs(worked - _n(state)) < 0.05 + int(per) * 0.005
+    assert abs(_n(held) + _n(fp8) + _n(state) + _n(amax) + _n(acts) - total) < 0.25
+    assert "sharded over DP)" not in note
+    # The default's figure is the ledger's at expert-TP = TP, on the example's own input.
+    ex = CheatInput(get_model("glm-4.7"), get_gpu("h100-sxm"))
+    inp = PrecisionInput(ex.model, ex.gpu, seq_len=ex.seq_len, micro_batch=ex.micro_batch,
+                         recipe="fp8-delayed", **TP8_ZERO1)
+    m = compute_precision(inp).ledger.memory.input
+    assert round(compute_memory(replace(m, etp=tp)).total_bytes / 1e9, 1) == _n(default)
