@@ -354,7 +354,14 @@ def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
                      f"{'more' if gap > 0 else 'less'}"
                      f"{why_activations_differ(m.theory_activation_bytes, result)}")
         notes.append(note)
-    if peak_against_estimate(m):
-        notes.append(peak_against_estimate(m))
+    ledger_state = ledger_kept = None
+    if result.memory is not None:
+        b = result.memory.breakdown
+        ledger_state = sum(b[k] for k in ("weights", "gradients", "master_weights",
+                                          "optimizer_moments"))
+        ledger_kept = result.memory_per_gpu_bytes - ledger_state
+    peak = peak_against_estimate(m, ledger_state, ledger_kept)
+    if peak:
+        notes.append(peak)
     return Comparison((*figures, *ledger_figures), residuals, tuple(notes), logged, per_token,
                       differ, capacity_of(run, result))
