@@ -7,6 +7,8 @@
 3. (#3) Your run, the Megatron fixture: the max-allocated note credited the whole gap above
    Megatron's estimated total to workspaces, while the note above it shows the estimate
    counting this model's kept activations 1.30 GB too low.
+4. (#4) Your run, the torchtitan fixture: "Counted alike, the TFLOP/s ratio is the tokens/s
+   ratio to within 3%" read the alike-threshold as the lab's 3% gap; the ratios are printed.
 """
 
 import re
@@ -87,3 +89,14 @@ def test_megatron_peak_gap_splits_into_undercounted_activations_and_the_rest(cli
     beyond = next(r["bytes"] for r in body["residuals"] if r["name"] == "beyond_ledger")
     assert rest == f"{beyond / 1e9:.2f}"
     assert abs(_n(part) + _n(rest) - _n(gap)) < 0.015
+
+
+def test_torchtitan_counted_alike_prints_both_ratios(client):
+    """Counted alike, the note prints the lab-over-log TFLOP/s and tokens/s ratios (the
+    figures' own), not the threshold under which two counts are called alike."""
+    notes, body = _notes(client, "torchtitan_llama3_70b.log")
+    note = next(n for n in notes if n.startswith("TFLOP/s: "))
+    ratios = {f["name"]: f["ratio"] for f in body["figures"]}
+    assert "to within" not in note, note
+    assert (f"Counted alike, the TFLOP/s ratio ({ratios['tflops_per_gpu']:.2f}) is the "
+            f"tokens/s ratio ({ratios['tokens_per_s_per_gpu']:.2f})") in note
