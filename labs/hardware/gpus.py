@@ -146,6 +146,21 @@ ROCM_WORDS = {"CUDA gives": "HIP (ROCm) gives", "the CUDA context": "the HIP con
               "NCCL's buffers": "RCCL's buffers"}
 
 
+# What the two outside reserved usually take on an NVIDIA GPU (round-30 reading, finding 8: the
+# capacity note said "strict unless" they take more than what is left, without saying what they
+# take): a CUDA context about 300 MB since CUDA 11.7's lazy module loading, over 1,000 MB before
+# (ptrblck, pytorch/pytorch issue 107667); an NCCL communicator 544 MB (2 GPUs) to 688 MB (more)
+# after one all-reduce on 4 A100s over NVLink (NVIDIA/nccl issue 964), more with more channels
+# (an H100's NVLink), and one for each process group a 3D run makes (issue 864: "more
+# communicators = more memory used").
+CUDA_CONTEXT_BYTES = 300e6
+NCCL_COMMUNICATOR_BYTES = (544e6, 688e6)
+USUALLY = (f"a CUDA context takes about {CUDA_CONTEXT_BYTES / 1e9:.1f} GB since CUDA 11.7's lazy "
+           "loading, over 1 GB before (PyTorch issue 107667), and an NCCL communicator "
+           f"{NCCL_COMMUNICATOR_BYTES[0] / 1e6:.0f} to {NCCL_COMMUNICATOR_BYTES[1] / 1e6:.0f} MB "
+           "(NCCL issue 964: 4 A100s over NVLink), one for each of a 3D run's groups")
+
+
 def runtime_words(gpu: GPUSpec, text: str) -> str:
     """``text`` in the GPU's own runtime's names: CUDA and NCCL, or on AMD HIP and RCCL."""
     if gpu.name.startswith("AMD "):
@@ -192,6 +207,13 @@ def capacity_note(gpu: GPUSpec, cuda_bytes: float | None = None, digits: int | N
                f"strict unless the CUDA context and NCCL's buffers, outside reserved, take "
                f"more than the {left:,.1f} GB left")
         run = f" (this run: {held}, so {way})"
+        if above <= gap and not gpu.name.startswith("AMD "):
+            # What they usually take, so the verdict is taught (the sources are NVIDIA's).
+            least = CUDA_CONTEXT_BYTES + NCCL_COMMUNICATOR_BYTES[0]
+            more = least > left * 1e9
+            run += (f". They usually {'do' if more else 'take less'}: {USUALLY}; "
+                    f"{least / 1e9:.2f} GB at least, so this run's verdict is most likely "
+                    f"{'lenient' if more else 'strict'}")
     if gap >= 0:
         return runtime_words(gpu, (
             f"{out}. The ledger leaves out {UNCOUNTED}; the {gap / 1e9:,.1f} GB between is "

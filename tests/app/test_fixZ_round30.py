@@ -11,6 +11,8 @@
    ratio to within 3%" read the alike-threshold as the lab's 3% gap; the ratios are printed.
 5. (#5) tests/fixtures/runs/README.md said what was made up in the torchtitan log but not its
    memory field, 61.37 GiB, a constant typed in make_logs.py beside its typed percentage.
+8. (#8) Your run's capacity note on the Megatron fixture stopped at "strict unless the CUDA
+   context and NCCL's buffers ... take more than the 0.3 GB left", not saying what they take.
 """
 
 import re
@@ -124,3 +126,32 @@ def test_torchtitan_fixture_names_its_memory_field_as_made_up_with_its_basis():
                      r"over the capacity line's ([\d.]+) GiB\), is made up too", row)
     assert said and said.groups() == (gib, pct, f"{capacity:.2f}"), row
     assert "TITAN_RESERVED_GIB" in row and "docs/performance.md" in row
+
+
+def test_capacity_note_says_what_the_context_and_nccl_usually_take(client):
+    """The strict-unless note goes on to what a CUDA context and an NCCL communicator usually
+    take, with its sources, and which way that most likely tips this run's verdict."""
+    from labs.hardware.gpus import (
+        CUDA_CONTEXT_BYTES,
+        NCCL_COMMUNICATOR_BYTES,
+        capacity_note,
+        get_gpu,
+    )
+
+    _, body = _notes(client, "megatron_llama3_8b.log")
+    note = body["capacity_note"]
+    left = float(re.search(r"take more than the ([\d.]+) GB left\)", note).group(1))
+    least = CUDA_CONTEXT_BYTES + NCCL_COMMUNICATOR_BYTES[0]
+    assert least / 1e9 > left
+    assert (f"They usually do: a CUDA context takes about {CUDA_CONTEXT_BYTES / 1e9:.1f} GB "
+            "since CUDA 11.7's lazy loading, over 1 GB before (PyTorch issue 107667), and an "
+            f"NCCL communicator {NCCL_COMMUNICATOR_BYTES[0] / 1e6:.0f} to "
+            f"{NCCL_COMMUNICATOR_BYTES[1] / 1e6:.0f} MB (NCCL issue 964") in note, note
+    assert note.endswith(f"{least / 1e9:.2f} GB at least, so this run's verdict is most likely "
+                         "lenient")
+    # Where the gap leaves more than they usually take, the note tips the other way.
+    roomy = capacity_note(get_gpu("h100-sxm"), above=1e9)
+    assert "They usually take less" in roomy and roomy.endswith("most likely strict")
+    # Lenient outright needs no such sentence; the sources are NVIDIA's, not ROCm's.
+    assert "They usually" not in capacity_note(get_gpu("h100-sxm"), above=40.7e9)
+    assert "They usually" not in capacity_note(get_gpu("mi300x"), above=1e9)
