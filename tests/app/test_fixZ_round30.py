@@ -13,6 +13,8 @@
    memory field, 61.37 GiB, a constant typed in make_logs.py beside its typed percentage.
 8. (#8) Your run's capacity note on the Megatron fixture stopped at "strict unless the CUDA
    context and NCCL's buffers ... take more than the 0.3 GB left", not saying what they take.
+7. (#7) EP07 step 11's Mixtral paragraph printed "58.7 MB in 171.5 µs (step 3): B = 342.3 GB/s";
+   step 3's 58.72 MB over 171.5 µs gives 342.4.
 """
 
 import re
@@ -155,3 +157,17 @@ def test_capacity_note_says_what_the_context_and_nccl_usually_take(client):
     # Lenient outright needs no such sentence; the sources are NVIDIA's, not ROCm's.
     assert "They usually" not in capacity_note(get_gpu("h100-sxm"), above=40.7e9)
     assert "They usually" not in capacity_note(get_gpu("mi300x"), above=1e9)
+
+
+def test_ep07_step_11_mixtral_b_redoes_from_its_printed_digits(client):
+    """The bytes and time printed beside B give B at its printed digits, the bytes at step 3's
+    product's (4,096 × 2 copies × 4,096 × 2 B × 7/8) two places, as the EP 64 paragraphs do."""
+    from tests.app.test_zero_routes import visible_text
+
+    page = " ".join(visible_text(client.get("/episodes/experts").text).split())
+    found = re.search(r"Mixtral's experts are [\d,]+ wide\. In one node a GPU receives "
+                      r"([\d.]+) MB in ([\d.]+) µs \(step 3\): B = ([\d.]+) GB/s", page)
+    assert found, page[page.find("Mixtral's experts are"):][:300]
+    mb, us, rate = found.groups()
+    assert mb == f"{4096 * 2 * 4096 * 2 * 7 / 8 / 1e6:.2f}"
+    assert f"{float(mb) / float(us) * 1e3:.1f}" == rate
