@@ -340,12 +340,15 @@ def _unfit_parts(ledger) -> str:
             default = (f" Megatron's default, expert-TP = TP = {m.tp}, would still need "
                        f"{at_default / 1e9:,.1f} GB a GPU.")
     copies = " and ".join(c.what for c in r.copies)
+    # A few MB on a dense model's GPU: said in MB, not as 0.0 GB.
+    scaling = p["scaling_state"]
+    amax = f"{scaling / 1e9:,.1f} GB" if scaling >= 0.05e9 else f"{scaling / 1e6:,.0f} MB"
     return (f". {own} × 4 B (16-bit weights and gradients) = {held / 1e9:,.1f} GB, + "
             f"{p['fp8_weights'] / 1e9:,.1f} GB of FP8 copies of the linear layers "
             f"({linear / 1e9:,.2f}B linear parameters × {r.copy_bytes:g} B: {copies}), + "
             f"{state / 1e9:,.1f} GB of optimizer state "
             f"({r.master_weights + r.optimizer_moments:g} B a parameter: {sharding}), + "
-            f"{p['scaling_state'] / 1e9:,.1f} GB of amax history, + "
+            f"{amax} of amax history, + "
             f"{acts / 1e9:,.1f} GB of activations.{default}")
 
 

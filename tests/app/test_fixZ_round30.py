@@ -72,6 +72,20 @@ def test_glm_fp8_refusal_shards_state_as_the_ledger_does(client):
     assert round(compute_memory(replace(m, etp=tp)).total_bytes / 1e9, 1) == _n(default)
 
 
+
+def test_dense_fp8_refusal_names_its_few_mb_of_amax_history(client):
+    """A dense model's refusal shards its state over DP alone and says its amax history in
+    MB (a few MB a GPU), not as 0.0 GB; its parts add to its total."""
+    note = lines_of(client, model="llama-3.1-405b")["fp8_speedup"]["note"]
+    total = _n(re.search(r": ([\d,.]+) GB a GPU\.", note).group(1))
+    found = re.search(r"= ([\d.,]+) GB, \+ ([\d.,]+) GB of FP8 copies.*?\+ ([\d.,]+) GB of "
+                      r"optimizer state \(12 B a parameter: sharded over DP 8\), \+ (\d+) MB of "
+                      r"amax history, \+ ([\d.,]+) GB of activations\.$", note)
+    assert found, note
+    held, fp8, state, amax, acts = found.groups()
+    assert 0 < int(amax) < 50 and "0.0 GB" not in note
+    assert abs(_n(held) + _n(fp8) + _n(state) + int(amax) / 1e3 + _n(acts) - total) < 0.25
+
 def _notes(client, log: str, gpu: str = "h100-sxm") -> tuple[list[str], dict]:
     body = client.post(PARSE, json={"log": (RUNS / log).read_text(), "gpu": gpu}).json()
     return body["comparison_notes"], body
