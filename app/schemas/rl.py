@@ -58,7 +58,8 @@ class PlacementAnswer(BaseModel):
                                        "on a step's two phase switches over PCIe (0 for "
                                        "separate pools).")
     sync_switch_bytes: list[int] = Field(description="Colocated: the bytes of those switches: "
-                                         "the trainer's weights and gradients offloaded to "
+                                         "the trainer's weights, gradients and any optimizer "
+                                         "state on the GPU (none with CPU Adam) offloaded to "
                                          "host memory after training, and brought back before "
                                          "the next (the engine's weights are refilled by the "
                                          "sync, not copied from host; [0, 0] for separate "

@@ -195,8 +195,9 @@ class RLPlacementResult:
     # The training phase's parts: EP08's step on the plan and its segments, the log-prob
     # forward's factor, CPU Adam's PCIe trip (``labs.rl.timeline.train_parts``)
     train_parts: dict = field(default_factory=dict)
-    # colocated: the switches' PCIe bytes, the trainer's weights and gradients offloaded after
-    # training and brought back before the next (EP09 step 6); separate: zeros
+    # colocated: the switches' PCIe bytes, the trainer's weights, gradients and any optimizer
+    # state on the GPU offloaded after training and brought back before the next (EP09 step
+    # 6); separate: zeros
     sync_switch_bytes: tuple[float, float] = (0.0, 0.0)
     # colocated: the PCIe link that switch crosses (``labs.rl.timeline.PCIE_LINK``'s preset) and
     # its datasheet rate, bytes/s, the one the switch's seconds are timed at; separate: "", 0

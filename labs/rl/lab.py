@@ -191,9 +191,14 @@ def compute_rl_placement(inp: RLPlacementInput) -> RLPlacementResult:
     fits = {p.role: p.fits for p in pools}
     gpus = gpu_roles(inp, dp if inp.train_gpus % (inp.tp * inp.pp * inp.cp) == 0 else 0,
                       fits, divides=bill is not None)
+    # What a colocated switch moves: all the trainer holds that the engine does not, its
+    # weights, fp32 gradients and whatever optimizer state sits on the GPU (none under CPU
+    # Adam: that lives in host RAM). Activations are freed when training ends.
+    held = ("weights", "gradients", "master_weights", "optimizer_moments")
     weights = bill.breakdown["weights"] if bill else 0.0
-    resident = (bill.breakdown["weights"] + bill.breakdown["gradients"]) if bill else 0.0
-    times = step_times(inp, weights, resident)
+    gradients = bill.breakdown["gradients"] if bill else 0.0
+    resident = sum(bill.breakdown[k] for k in held) if bill else 0.0
+    times = step_times(inp, weights, resident, gradients)
     sync = times.weight_sync
     timeline = tuple(Phase(*row) for row in phases(inp.colocated, times))
     notes = []

@@ -246,8 +246,9 @@ def utilisation(step: RecipeResult) -> dict:
 
 def sync_seconds(inp, resident_train_bytes: float) -> SyncTimes:
     """One weight update; colocated, it includes a step's two phase switches over PCIe (the
-    trainer's bytes offloaded after training and back before the next; the engine's weights
-    are refilled by the update itself, not copied from host)."""
+    trainer's state, weights, gradients and any optimizer state on the GPU, offloaded after
+    training and back before the next; the engine's weights are refilled by the update
+    itself, not copied from host)."""
     m, g = inp.model, inp.gpu
     full = WEIGHT_BYTES * m.params
     pcie = get_link(PCIE_LINK)
@@ -265,9 +266,12 @@ def sync_seconds(inp, resident_train_bytes: float) -> SyncTimes:
     return SyncTimes(full / rate, full, "network (NCCL broadcast)", rate)
 
 
-def step_times(inp, weights_per_gpu: float, resident_train_bytes: float) -> StepTimes:
+def step_times(inp, weights_per_gpu: float, resident_train_bytes: float,
+               gradients_per_gpu: float | None = None) -> StepTimes:
+    """``resident_train_bytes``: what a colocated switch moves (``labs.rl.lab``: weights,
+    gradients and the optimizer state on the GPU); ``gradients_per_gpu``: CPU Adam's trip."""
     r = rollout_seconds(inp)
-    parts = train_parts(inp, weights_per_gpu, resident_train_bytes - weights_per_gpu)
+    parts = train_parts(inp, weights_per_gpu, gradients_per_gpu)
     t = parts["seconds"]
     sync = sync_seconds(inp, resident_train_bytes)
     step = r + t + sync.seconds if inp.colocated else max(r, t) + sync.seconds
