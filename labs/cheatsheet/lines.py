@@ -14,6 +14,7 @@ from labs.data_parallel.lab import nccl_all_reduce
 from labs.data_parallel.lab import simulate as simulate_dp
 from labs.experts.inputs import MoEInput
 from labs.experts.lab import simulate_moe
+from labs.hardware.gpus import get_gpu
 from labs.hardware.links import get_cluster, get_link
 from labs.memory.inputs import MemoryInput
 from labs.memory.lab import compute_memory, kv_cache_bytes
@@ -151,21 +152,28 @@ def _allreduce(r):
 def dp_speedup(inp):
     r, link = _dp(inp)
     p, c, ar = r.point, r.ratio, _allreduce(r)
+    k = get_gpu(p.gpu).kernels  # the GPU EP02 times the line on, whose rate it is
     return ((Term("N", inp.dp, "", "GPUs"),
              Term("T", c.tokens_per_gpu, "", "tokens per GPU per step: b·m·s"),
              Term("rate", c.rate, "flop/s", f"EP02's {c.gpu_name}, whatever GPU is chosen "
                                             "above (this line times HGX H100 servers): "
-                                            f"{c.achieved_share:.0%} of its "
+                                            f"{c.achieved_share:.1%} of its "
                                             f"{c.peak_flops / 1e12:,.0f} TFLOP/s dense peak, "
-                                            "achieved"),
-             Term("c", p.compute_s, "s", "6·P·T ÷ rate"),
+                                            f"achieved: its MAMF share, "
+                                            f"{k.matmul_efficiency:.1%}, × {k.matmul_sustain:.2f}"
+                                            " sustained over burst"),
+             Term("c", p.compute_s, "s", "6·P·T ÷ rate"
+                  + (f", P here the {inp.model.active_params / 1e9:.1f}B active parameters"
+                     if inp.model.is_moe else "")),
              Term("B_bus", ar.busbw, "B/s",
                   f"NCCL's bus bandwidth on {link}, the H100 servers' link, for the algorithm "
                   "it picks (EP02 step 2: the ring's or NVLS's), measured (nccl-tests), not "
                   "the link's datasheet rate"),
              Term("α", ar.latency, "s", "NCCL's latency: its start-up and a time a hop "
                                         "(EP02 step 4)"),
-             Term("t", p.exposed_comm_s, "s", "2(N−1)/N · 2·P ÷ B_bus + α, no overlap")),
+             Term("t", p.exposed_comm_s, "s", "2(N−1)/N · 2·P ÷ B_bus + α, no overlap"
+                  + (f", P here all {inp.model.params / 1e9:.1f}B: every expert has a gradient"
+                     if inp.model.is_moe else ""))),
             Term("N·c/(c+t)", p.speedup, "", "weak-scaling speedup"))
 
 
@@ -209,7 +217,7 @@ def tp_layer(inp):
     n = len(LAYER_COLLECTIVES)
     per = 2 * (inp.tp - 1) / inp.tp * r.collective_bytes  # one collective's bytes per GPU
     again = r.cost.comm_bytes / per - n if per else 0.0
-    return ((Term("n", n, "", "collectives per layer per step (2 forward, 2 backward)"),
+    return ((Term("n", n, "", "collectives per layer per micro-batch (2 forward, 2 backward)"),
              Term("r", round(again, 3), "", "sent again in the backward: with sequence "
                   "parallelism (on here) each column-parallel layer's input is all-gathered "
                   "again for its weight gradient, two all-gathers = one all-reduce's bytes"

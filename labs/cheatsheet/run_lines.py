@@ -76,8 +76,14 @@ def _flop_terms(inp, matmul: int, per_token: float, tokens: int) -> tuple:
                   "less 2·V·h·D: the output head's forward is not recomputed (Megatron "
                   "checkpoints the layers only; Narayanan et al. 2021 eq. 3)"),)
             if matmul == 8 else ())
-    return (Term("N", n, "count", f"matmul parameters ({inp.model.params / 1e9:.1f}B less "
-                                  "the input embedding, a lookup)"),
+    # Round-29 reading C, finding 5: a MoE's N is its active matmul parameters, not its
+    # total less the embedding.
+    return (Term("N", n, "count",
+                 f"active matmul parameters of {inp.model.params / 1e9:.1f}B (the routed "
+                 "experts a token skips and the input embedding, a lookup, left out)"
+                 if inp.model.is_moe else
+                 f"matmul parameters ({inp.model.params / 1e9:.1f}B less the input "
+                 "embedding, a lookup)"),
             Term("D", tokens, "", "tokens"),
             Term(f"{matmul}·N·D", matmul * n * tokens, "flops", "the weight matmuls"),
             *head,
@@ -116,16 +122,25 @@ def hfu(inp):
     too, over step x GPUs x peak; the page's plan run with full recomputation, where it
     differs most from the MFU of the same run."""
     r = _legal(_plan(inp, recompute="full"))
+    base = _legal(_plan(inp))  # the MFU line's run
     hardware = r.timing.hardware_flops_per_token * r.tokens_per_step
+    hfu_value = hardware / (r.step_s * r.gpus * inp.gpu.bf16_flops)
+    # Round-29 reading C, finding 12: at the default the two lines both printed 33.2%. They
+    # time two runs: the MFU line's recomputes no whole forward, so its step is shorter.
+    chance = (f" The MFU line's run recomputes no whole forward ({base.plan.recompute}): its "
+              f"step is {base.step_s * 1e3:,.0f} ms, not {r.step_s * 1e3:,.0f} ms, so its "
+              f"{base.mfu:.1%} "
+              + ("matches this HFU only by chance." if f"{base.mfu:.1%}" == f"{hfu_value:.1%}"
+                 else "is another run's figure."))
     return ((Term("8·N·D + attention", hardware, "flops",
                   f"hardware FLOPs of the step's {r.tokens_per_step:,} tokens, the forward run "
                   "twice"),
              Term("step", r.step_s, "s", "simulated, with full recomputation"),
              Term("GPUs", r.gpus, "", "in the plan"),
              Term("peak", inp.gpu.bf16_flops, "flops", "per GPU per second")),
-            Term("HFU", hardware / (r.step_s * r.gpus * inp.gpu.bf16_flops), "fraction",
+            Term("HFU", hfu_value, "fraction",
                  f"hardware FLOPs over step × GPUs × peak; the same run's MFU is "
-                 f"{r.mfu:.1%}: never quote an HFU as an MFU"))
+                 f"{r.mfu:.1%}: never quote an HFU as an MFU." + chance))
 
 
 def step_time(inp):
@@ -399,7 +414,14 @@ def failures_step_s(model) -> float:
     """The example's step on Llama 3's 16,384 GPUs (``llama3_step_s``) to 4 significant
     figures: what the lines time with and their links to EP11 carry, so the linked state's
     best interval, whole steps of it (round 21), is the line's."""
-    return float(f"{llama3_step_s(model.params):.4g}")
+    return float(f"{llama3_step_s(step_params(model)):.4g}")
+
+
+def step_params(model) -> float:
+    """The parameters a token's 6 FLOPs each count in ``failures_step_s``: a dense model's all
+    (Llama 3's rate, EP11), a MoE's active matmul parameters, the Training FLOPs line's N
+    (round-29 reading C, finding 2: its total made DeepSeek-V3's step 18x too long)."""
+    return matmul_params(model) if model.is_moe else model.params
 
 
 def _failures(inp):
@@ -438,7 +460,10 @@ def goodput_line(inp):
                      f"{'longer' if apart > 0 else 'shorter'} than Young's above)")
                   + f", rounded up to whole steps of {r.step_s:,.1f} s ({steps}): a save "
                     "starts between steps. The step is Llama 3's rate: 6 × "
-                    f"{inp.model.params / 1e9:.2f}B parameters × {LLAMA3_BATCH_TOKENS:,} "
+                    f"{step_params(inp.model) / 1e9:.2f}B "
+                    + ("active matmul parameters (N above)" if inp.model.is_moe
+                       else "parameters")
+                    + f" × {LLAMA3_BATCH_TOKENS:,} "
                     f"tokens ÷ ({r.input.step_gpus:,} × {LLAMA3_TFLOPS / 1e12:.0f} TFLOP/s) = "
                     f"{r.input.step_s:.4g} s on its {r.input.step_gpus:,} GPUs, × "
                     f"{r.input.step_gpus:,} / {r.input.gpus:,} here"),

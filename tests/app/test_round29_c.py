@@ -1,0 +1,88 @@
+"""Round-29 cold reading C (r29C): EP08, EP09, EP11, EP12's cheat sheet and Your run."""
+
+
+
+import pytest
+
+from tests.app.test_rl_routes import _steps
+
+
+def test_finding_1_colocated_switch_moves_the_optimizer_state_on_the_gpu(client):
+    """GLM-4-9B's colocated training phase holds its ZeRO-1 Adam shard on the GPU, and step 2
+    says the optimizer waits in host memory while the pool serves; the switch moved only the
+    weights and gradients. It now moves all the trainer holds that the engine does not: the
+    optimizer state too, but none under CPU Adam (DeepSeek-R1)."""
+    from app.routers.rl_lesson import facts
+
+    f = facts()
+    for key, on_gpu in (("glm9", True), ("r1", False)):
+        bill = f[key]["result"].train_breakdown
+        state = bill["master_weights"] + bill["optimizer_moments"]
+        assert (state > 0) is on_gpu, key
+        api = client.get("/api/placement", params=f[key]["params"]).json()
+        moved = bill["weights"] + bill["gradients"] + state
+        assert api["sync_switch_bytes"] == [pytest.approx(moved, rel=1e-6)] * 2, key
+        assert api["sync_switch_seconds"] == pytest.approx(2 * moved / api["sync_switch_rate"],
+                                                           rel=1e-9)
+    col = client.get("/api/placement", params=f["glm9"]["params"]).json()
+    two = _steps(client)[2]
+    assert f"{col['samples']} samples ÷ {col['step_seconds']:.2f} s = " \
+        f"{col['samples_per_second']:.2f} a second" in two
+    assert "the trainer's weights, gradients and optimizer wait in host memory" in two
+
+
+def _line(client, key: str, **query) -> dict:
+    lines = client.get("/api/cheatsheet", params=query).json()["lines"]
+    return next(line for line in lines if line["key"] == key)
+
+
+def _term(line: dict, symbol: str) -> dict:
+    return next(t for t in line["terms"] if t["symbol"] == symbol)
+
+
+@pytest.mark.parametrize("model", ["deepseek-v3", "mixtral-8x7b"])
+def test_finding_2_goodputs_moe_step_counts_the_active_matmul_parameters(client, model):
+    """The Goodput line timed DeepSeek-V3's step on 6 x 671.03B parameters (10.31 s on
+    16,384 GPUs), where the Training FLOPs line's N is 36.6B: a MoE token runs its active
+    parameters only. The step now counts the FLOPs line's N."""
+    from labs.failures.lab import llama3_step_s
+
+    n = _term(_line(client, "flops_6nd", model=model), "N")["value"]
+    tau = _term(_line(client, "goodput", model=model), "τ")["meaning"]
+    assert f"6 × {n / 1e9:.2f}B active matmul parameters (N above)" in tau, tau
+    assert f"= {llama3_step_s(n):.4g} s on its 16,384 GPUs" in tau, tau
+
+
+@pytest.mark.parametrize("model", ["deepseek-v3", "mixtral-8x7b"])
+def test_finding_5_the_moe_flops_label_says_active_and_the_dp_line_names_its_two_ps(client,
+                                                                                   model):
+    """"N = 36.6B matmul parameters (671.0B less the input embedding)": 671.0B less the
+    embedding is about 670B. And the DP line's c took the active P, its t the total P."""
+    from labs.model.presets import get_model
+
+    m = get_model(model)
+    label = _term(_line(client, "flops_6nd", model=model), "N")["meaning"]
+    assert label.startswith(f"active matmul parameters of {m.params / 1e9:.1f}B"), label
+    assert "less the input embedding" not in label
+    dp = _line(client, "dp_speedup", model=model)
+    assert f"P here the {m.active_params / 1e9:.1f}B active parameters" in _term(dp, "c")["meaning"]
+    assert f"P here all {m.params / 1e9:.1f}B" in _term(dp, "t")["meaning"]
+
+
+def test_finding_12_cheat_sheet_small_items(client):
+    """The MFU and HFU lines both printed 33.2% beside "never quote an HFU as an MFU"; the TP
+    line counted collectives "per layer per step"; the DP line's 68% of the peak was never
+    tied to the FP8 line's 80.30% (68.2% = 80.3% x the 0.85 sustained share)."""
+    from labs.hardware.gpus import get_gpu
+
+    mfu = _line(client, "mfu")["result"]["value"]
+    hfu = _line(client, "hfu")["result"]
+    assert f"{mfu:.1%}" == f"{hfu['value']:.1%}"  # the default's coincidence, said
+    assert ("The MFU line's run recomputes no whole forward (selective)" in hfu["meaning"]
+            and f"its {mfu:.1%} matches this HFU only by chance." in hfu["meaning"])
+    assert "per layer per micro-batch" in _term(_line(client, "tp"), "n")["meaning"]
+    rate = _term(_line(client, "dp_speedup"), "rate")["meaning"]
+    k = get_gpu("h100-sxm").kernels
+    assert (f"{k.matmul_efficiency * k.matmul_sustain:.1%} of its 989 TFLOP/s dense peak, "
+            f"achieved: its MAMF share, {k.matmul_efficiency:.1%}, × {k.matmul_sustain:.2f}"
+            in rate), rate
