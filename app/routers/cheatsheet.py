@@ -25,10 +25,10 @@ from app.model_controls import ModelChoice, model_choices, model_field
 from app.options import GpuId, LabQuery, gpu_options, model_options
 from app.schemas import CheatSheetAnswer
 from app.templating import templates
+from labs.cheatsheet.failure_lines import failures_step_s
 from labs.cheatsheet.inputs import CheatInput
 from labs.cheatsheet.lab import MOE_EXAMPLE, RL_EXAMPLE, cheat_sheet
 from labs.cheatsheet.lines import dp_link
-from labs.cheatsheet.run_lines import failures_step_s
 from labs.core.errors import LabInputError
 from labs.core.limits import (
     MAX_CHEAT_DEGREE,

@@ -10,6 +10,7 @@ same engine objects, so a line cannot disagree with its episode.
 
 from collections.abc import Callable
 
+from labs.cheatsheet.failure_lines import goodput_line, young_interval
 from labs.cheatsheet.inputs import CheatInput, CheatLine, Term
 from labs.cheatsheet.lines import (
     MOE_EXAMPLE,
@@ -41,7 +42,6 @@ from labs.cheatsheet.run_lines import (
     flops_6nd,
     flops_8nd,
     fp8_speedup,
-    goodput_line,
     hfu,
     lora_params,
     mfu,
@@ -50,7 +50,6 @@ from labs.cheatsheet.run_lines import (
     recipe_state,
     serving,
     step_time,
-    young_interval,
 )
 from labs.core.catalogue import RECIPES
 from labs.core.errors import LabInputError

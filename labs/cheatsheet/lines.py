@@ -1,7 +1,7 @@
-"""EP12's cheat sheet, its lines of EP01-EP07 (EP08-EP11's, a whole run's, are run_lines.py): one
-function per formula, each returning the worked example's inputs and result as the lab that
-teaches the formula computes them (never re-derived here). Each group cites the paper its
-formulas come from; labs/cheatsheet/lab.py lists them in order."""
+"""EP12's cheat sheet, its lines of EP01-EP07 (EP08-EP11's, a whole run's, are run_lines.py and
+failure_lines.py): one function per formula, each returning the worked example's inputs and
+result as the lab that teaches the formula computes them (never re-derived here). Each group
+cites the paper its formulas come from; labs/cheatsheet/lab.py lists them in order."""
 
 from collections.abc import Callable
 
