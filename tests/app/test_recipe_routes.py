@@ -1839,7 +1839,8 @@ def test_round_8_item_18_step_1s_layout_and_gemm_figures_and_step_8s_fsdp2(clien
     # Round-23 cold reading Q, finding 4: all kernels' time, the quotient TP's part divides.
     kernels = {k: sum(names[(k, n)] for n in ("gemm", "attention", "memory"))
                for k in ("e60", "seed")}
-    assert (f"All kernels take {fmt_ms(kernels['e60'])} a step against "
+    # Round 29 C #3: "All kernels take X a step" -> "The slowest stage's kernels: X".
+    assert (f"The slowest stage's kernels: {fmt_ms(kernels['e60'])} against "
             f"{fmt_ms(kernels['seed'])}; TP's exposed collectives stay at "
             f"{fmt_ms(names[('e60', 'tp')])}") in one.replace("&#39;", "'")
     eight = _step_text(text, 8)
@@ -3369,7 +3370,7 @@ def test_round_23_step_1_quotes_the_kernels_tps_share_divides(client):
         assert math.isclose(api["parts"]["tp"], share, rel_tol=1e-6), name
         said.append((fmt_ms(kernels), fmt_pct(share)))
     (k60, tp60), (k, tp) = said
-    assert f"All kernels take {k60} a step against {k};" in why, why[:400]
+    assert f"The slowest stage's kernels: {k60} against {k};" in why, why[:400]  # round 29 C #3
     assert re.search(rf"TP keeps {re.escape(tp60)}\s*against {re.escape(tp)}\s*\.", why)
 
 

@@ -2,6 +2,8 @@
 
 
 
+import re
+
 import pytest
 
 from tests.app.test_rl_routes import _steps
@@ -86,3 +88,18 @@ def test_finding_12_cheat_sheet_small_items(client):
     assert (f"{k.matmul_efficiency * k.matmul_sustain:.1%} of its 989 TFLOP/s dense peak, "
             f"achieved: its MAMF share, {k.matmul_efficiency:.1%}, × {k.matmul_sustain:.2f}"
             in rate), rate
+
+
+def test_finding_3_ep08_step_1_efficiency_redoes_from_its_printed_parts(client):
+    """"75.8% efficient against 72.8%. All kernels take 6,647 ms a step against 4,886 ms":
+    4,886 / 6,646 is 73.5%, 6,647 / 8,678 76.6%. The why now quotes the bar's compute over
+    the step for each, and names the other figure the slowest stage's kernels."""
+    from tests.app.test_round28 import _step
+
+    one = _step(client, "/episodes/recipe-3d", 1)
+    found = re.findall(r"([\d,]+) ÷ ([\d,]+) ms = ([\d.]+)%", one.split("It rises")[1])
+    assert len(found) >= 2, one
+    for compute, step, pct in found[:2]:
+        redo = 100 * float(compute.replace(",", "")) / float(step.replace(",", ""))
+        assert f"{redo:.1f}" == pct, (compute, step, pct)
+    assert "All kernels take" not in one and "The slowest stage's kernels: " in one
