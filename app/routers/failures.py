@@ -182,7 +182,7 @@ def _case_why(name: str) -> str:
                 "to host memory, and the write to storage runs behind training. It saves at "
                 "the best interval, Young and Daly's optimum for that M and a stop that is "
                 "the copy alone (step 4): the lab's optimum, not a practice. Staging makes a "
-                "real stop longer, and real runs save every tens of minutes (step 5).")
+                "real stop longer, and real runs save every tens of minutes (step 4).")
     if name == "bad":  # the setup only: step 6 asks for the goodput
         # Nor the checkpoint's size: over the model's parameters it answers step 2.
         return ("Each sync save writes the whole checkpoint to a 20 GB/s file system while "

@@ -3,10 +3,12 @@
 
 
 import re
+from html import unescape
 
 import pytest
 
 from tests.app.test_rl_routes import _steps
+from tests.app.test_round28 import _step
 
 
 def test_finding_1_colocated_switch_moves_the_optimizer_state_on_the_gpu(client):
@@ -103,3 +105,26 @@ def test_finding_3_ep08_step_1_efficiency_redoes_from_its_printed_parts(client):
         redo = 100 * float(compute.replace(",", "")) / float(step.replace(",", ""))
         assert f"{redo:.1f}" == pct, (compute, step, pct)
     assert "All kernels take" not in one and "The slowest stage's kernels: " in one
+
+
+def test_finding_4_ep11_says_the_chunk_count_is_the_labs(client):
+    """"EP08's engine times Llama 3's interleaved 1F1B schedule (7 model chunks a stage)" and
+    the decide's "7 model chunks a stage" read as the report's; it gives none."""
+    from app.routers.failures import VIEW
+    from app.routers.failures_state import LLAMA3_CHUNKS
+
+    seven = _step(client, "/episodes/failures", 7)
+    assert (f"({LLAMA3_CHUNKS} model chunks a stage, the lab's choice: the report gives none)"
+            in seven), seven
+    drill = next(d for d in VIEW.drills if d.id == "failures-decide-more-or-faster")
+    assert (f"{LLAMA3_CHUNKS} model chunks a stage, the lab's choice: the report gives none"
+            in drill.question)
+
+
+def test_finding_13_ep11_bench_points_to_the_step_that_says_tens_of_minutes(client):
+    """The good case's why and the bench's "Best interval (step 4)" row cited step 5 for
+    "real runs save every tens of minutes": step 4's why says it."""
+    page = unescape(client.get("/episodes/failures").text)
+    assert "tens of minutes (step 5)" not in page
+    assert "real runs save every tens of minutes (step 4)" in page
+    assert "Real runs save every tens of minutes" in _step(client, "/episodes/failures", 4)
