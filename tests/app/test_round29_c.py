@@ -128,3 +128,16 @@ def test_finding_13_ep11_bench_points_to_the_step_that_says_tens_of_minutes(clie
     assert "tens of minutes (step 5)" not in page
     assert "real runs save every tens of minutes (step 4)" in page
     assert "Real runs save every tens of minutes" in _step(client, "/episodes/failures", 4)
+
+
+def test_finding_8_the_268_mb_beside_the_logits_is_said_one_way(client):
+    """EP08 step 4 said "the final norm's output and the embedding's" where step 2 and EP12
+    step 2 say the final norm's bf16 input and output (labs.model.activations'
+    output_activation_bytes: 2 x 2·s·b·h; the embedding's output is the first layer's input,
+    which the 34·s·h counts)."""
+    four = _step(client, "/episodes/recipe-3d", 4)
+    assert "the final norm's output and the embedding's" not in four
+    assert "with the final norm's bf16 input and output, add" in four
+    assert "the final norm's bf16 input and output" in _step(client, "/episodes/recipe-3d", 2)
+    twelve = _step(client, "/episodes/playground", 2)  # bf16 carries a glossary tip
+    assert "The final norm's bf16" in twelve and " input and output take 2 × 2 B" in twelve
