@@ -764,7 +764,7 @@ def test_round_9_step_3_says_how_slimes_stage_split_moves_the_trainers_bill(clie
     assert alt["total_bytes"] > own
     three = _steps(client)[4]  # a note under step 4's drill since round 11 (finding 8)
     assert (f"16/16/16/13 ( --decoder-last-pipeline-num-layers 13 ): its heaviest GPU, on stage "
-            f"{alt['rank'] + 1} with {alt['moe_layers']} MoE layers, needs "
+            f"{alt['rank']} with {alt['moe_layers']} MoE layers, needs "  # 0-based: round 29 C #10
             f"{fmt_gb2(alt['total_bytes'])}, so here the lab errs low by "
             f"{fmt_gb2(alt['total_bytes'] - own)}") in three  # round 25: both at 2 places
 

@@ -141,3 +141,22 @@ def test_finding_8_the_268_mb_beside_the_logits_is_said_one_way(client):
     assert "the final norm's bf16 input and output" in _step(client, "/episodes/recipe-3d", 2)
     twelve = _step(client, "/episodes/playground", 2)  # bf16 carries a glossary tip
     assert "The final norm's bf16" in twelve and " input and output take 2 × 2 B" in twelve
+
+
+def test_finding_10_ep09_numbers_the_stages_from_0_as_ep08_does(client):
+    """EP09 step 4's note put R1's heaviest GPU "on stage 4" (the API's rank 3) and slime's on
+    "stage 2", where EP08 says "Stage 0 is the heaviest" and its table counts 0-3."""
+    from app.routers.rl_lesson import facts, slime_split
+
+    st, alt = facts()["r1"]["api"]["train_stage"], slime_split()
+    four = _steps(client)[4]
+    assert f"heaviest GPU is on stage {st['rank']} (EP08 counts from 0), " in four
+    assert f"its heaviest GPU, on stage {alt['rank']} with {alt['moe_layers']} MoE" in four
+
+
+def test_finding_11_ep09_step_6_says_the_separate_step_is_slower(client):
+    """"the longest part is the rollout, slower than colocated on half the GPUs": the rollout
+    takes the same time in both; the separate step is the slower one."""
+    six = _steps(client)[6]
+    assert "the longest part is the rollout; the step is slower than colocated's on" in six
+    assert "the rollout, slower than colocated" not in six
