@@ -79,7 +79,8 @@ def analyse(request: RunParseRequest) -> tuple[dict, object, object]:
     refused = recipe.api_errors(state.result)
     if refused:
         raise Refused({f"plan.{k}": v for k, v in refused.items()})
-    comparison = compare(run, state.result.result)
+    comparison = compare(run, state.result.result,
+                         gpu_guessed=any(c == "gpu" for c, _, _ in defaulted))
     m = run.measured
     answer = {
         "framework": run.framework, "found": list(run.found), "gpus": run.world_size,
@@ -92,7 +93,8 @@ def analyse(request: RunParseRequest) -> tuple[dict, object, object]:
                      .annotation.model_fields},
         "figures": [{"name": f.name, "unit": f.unit, "measured": f.measured,
                      "predicted": f.predicted, "ratio": f.ratio, "ratio_of": f.ratio_of,
-                     "derived": f.derived, "unlike": f.unlike} for f in comparison.figures],
+                     "derived": f.derived, "unlike": f.unlike, "withheld": f.withheld}
+                    for f in comparison.figures],
         "residuals": [{"name": r.name, "bytes": r.bytes, "detail": r.detail}
                       for r in comparison.residuals],
         "comparison_notes": list(comparison.notes),
@@ -173,7 +175,7 @@ def _request_of(fields: dict[str, str]) -> RunParseRequest:
     data: dict[str, object] = {k: fields.get(k, "") for k in (*TEXTS, *CONTROLS)}
     for name in ("gpus_per_node", "gpus"):
         raw = fields.get(name, "").strip()
-        data[name] = int(raw) if raw.isdigit() and len(raw) < 7 else None
+        data[name] = int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 7 else None
         if raw and data[name] is None:
             raise Refused({name: "a whole number"})
     for name in TEXTS:

@@ -88,6 +88,10 @@ class RunFigure(BaseModel):
                         "against the lab's ledger): what the run's figure holds that the "
                         "lab's does not count, and which way they differ; `ratio` is then "
                         "None.")
+    withheld: str = Field("", description="Where the log names no GPU and the lab timed a "
+                          "default (`defaulted` lists `gpu`): why `ratio` is None, and, for an "
+                          "MFU worked out from that GPU's peak (`derived`), why `measured` is "
+                          "None too. Empty: nothing withheld.")
 
 
 class RunFlops(BaseModel):

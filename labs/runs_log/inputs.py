@@ -78,6 +78,9 @@ class Figure:
     # Not like for like (the run's figure holds what the lab's does not count): no ratio, and
     # this sentence says what the run's holds beyond the lab's and which way they differ.
     unlike: str = ""
+    # The log names no GPU, so the lab timed a guessed one: why the ratio is withheld (and the
+    # measured figure too where it was worked out from that GPU's peak: the MFU). Empty: shown.
+    withheld: str = ""
 
     @property
     def ratio_of(self) -> str:
@@ -85,7 +88,7 @@ class Figure:
 
     @property
     def ratio(self) -> float | None:
-        if not self.measured or not self.predicted or self.unlike:
+        if not self.measured or not self.predicted or self.unlike or self.withheld:
             return None
         if self.per_step:
             return self.measured / self.predicted

@@ -251,8 +251,15 @@ def capacity_of(run: ParsedRun, result: RecipeResult) -> str:
             f"is its own GPU's, not the chosen one's. {capacity_note(gpu)}")
 
 
-def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
-    """The lab's figures for the run's plan beside the run's, and the memory gap by part."""
+GUESSED = ("the log names no GPU, so the lab timed a default: a ratio against the wrong GPU "
+           "says nothing about the lab")
+GUESSED_PEAK = "and the run's MFU, worked out from that GPU's peak, depends on the same guess"
+
+
+def compare(run: ParsedRun, result: RecipeResult, gpu_guessed: bool = False) -> Comparison:
+    """The lab's figures for the run's plan beside the run's, and the memory gap by part.
+    ``gpu_guessed``: the GPU is a default, not the log's (round-29 reading C, finding 6): every
+    ratio is withheld, and an MFU worked out from the guessed GPU's peak too."""
     m = run.measured
     gpus = result.plan.world_size
     peak = result.cluster.gpu.bf16_flops
@@ -316,7 +323,10 @@ def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
         if differ:
             why = "" if hardware else _why_counts_differ(logged, result)
             both = ""
-            if lab_tflops:
+            if lab_tflops and gpu_guessed:
+                both = (" Counted differently, the TFLOP/s ratio is not the tokens/s ratio, "
+                        "which compares the two like with like")
+            elif lab_tflops:
                 both = (" Counted differently, the TFLOP/s ratio ("
                         f"{lab_tflops / m.tflops_per_gpu:.2f}) is not the tokens/s ratio ("
                         f"{lab_tokens / m.tokens_per_s_per_gpu:.2f}), which compares the two "
@@ -333,13 +343,14 @@ def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
             # Round-30 reading, finding 4: "to within 3%" (FLOPS_TOLERANCE, the threshold
             # under which two counts are alike) read as the lab's 3% gap: the ratios instead.
             alike = "Counted alike, the TFLOP/s ratio is the tokens/s ratio"
-            if lab_tflops and lab_tokens:
+            if lab_tflops and lab_tokens and not gpu_guessed:
                 alike = (f"Counted alike, the TFLOP/s ratio ({lab_tflops / m.tflops_per_gpu:.2f})"
                          f" is the tokens/s ratio ({lab_tokens / m.tokens_per_s_per_gpu:.2f})")
             notes.append(f"{counts}: {apart:.1%} apart. {alike}")
     if how:
         notes.append(("MFU: the log prints none; the run's is " if m.mfu is None else
-                      "MFU on the lab's count: the run's is ") + how)
+                      "MFU on the lab's count: the run's is ") + how
+                     + (" (withheld here: that GPU is a guess)" if gpu_guessed else ""))
     if alloc is None and res is not None:
         notes.append("torchtitan's step line gives peak reserved only: the allocator's share "
                      "needs torch.cuda.memory_stats()")
@@ -368,5 +379,18 @@ def compare(run: ParsedRun, result: RecipeResult) -> Comparison:
     peak = peak_against_estimate(m, ledger_state, ledger_kept)
     if peak:
         notes.append(peak)
-    return Comparison((*figures, *ledger_figures), residuals, tuple(notes), logged, per_token,
+    shown = (*figures, *ledger_figures)
+    if gpu_guessed:
+        shown = tuple(_withhold(f) for f in shown)
+    return Comparison(shown, residuals, tuple(notes), logged, per_token,
                       differ, capacity_of(run, result))
+
+
+def _withhold(f: Figure) -> Figure:
+    """``f`` with its ratio withheld, and its measured value too where it was worked out from
+    the guessed GPU's peak (``derived``)."""
+    if f.unlike:
+        return f
+    if f.derived:
+        return replace(f, measured=None, withheld=f"{GUESSED}; {GUESSED_PEAK}")
+    return replace(f, withheld=GUESSED)

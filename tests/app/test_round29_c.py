@@ -160,3 +160,47 @@ def test_finding_11_ep09_step_6_says_the_separate_step_is_slower(client):
     six = _steps(client)[6]
     assert "the longest part is the rollout; the step is slower than colocated's on" in six
     assert "the rollout, slower than colocated" not in six
+
+
+def test_finding_6_a_guessed_gpu_withholds_the_runs_mfu_in_the_page_and_the_api(client):
+    """BLOOM's log names no GPU: the page held back the ratios but printed the run's MFU on
+    the guessed H100 (11.4%), and /api/runs/parse returned the ratios (3.26). Now the API nulls
+    each ratio and the MFU worked out from the guessed peak, and says why in `withheld`."""
+    from pathlib import Path
+
+    log = (Path(__file__).parents[1] / "fixtures" / "runs" / "bloom_176b.log").read_text()
+    guessed = client.post("/api/runs/parse", json={"log": log}).json()
+    assert any(d["control"] == "gpu" for d in guessed["defaulted"])
+    for f in guessed["figures"]:
+        if f["unlike"]:
+            continue
+        assert f["ratio"] is None and "names no GPU" in f["withheld"], f
+    mfu = next(f for f in guessed["figures"] if f["name"] == "mfu")
+    assert mfu["measured"] is None and "MFU" in mfu["withheld"] and mfu["derived"]
+    page = client.post("/episodes/recipe-3d/your-run", data={"log": log}).text
+    assert 'data-testid="measured-mfu"><span class="muted">choose the GPU</span>' in page
+    chosen = client.post("/api/runs/parse", json={"log": log, "gpu": "a100-80gb"}).json()
+    assert all(f["withheld"] == "" for f in chosen["figures"])
+    assert next(f for f in chosen["figures"] if f["name"] == "mfu")["measured"] > 0
+
+
+def test_finding_6_the_fixture_readme_quotes_blooms_a100_ratio_as_the_lab_gives_it(client):
+    """The one real log comes out 1.33x fast on the A100: the fixture README says so (the
+    cause not established), and its figure is the API's."""
+    from pathlib import Path
+
+    runs = Path(__file__).parents[1] / "fixtures" / "runs"
+    said = re.search(r"the lab comes out ([\d.]+)× fast on it", (runs / "README.md").read_text())
+    assert said
+    body = client.post("/api/runs/parse", json={"log": (runs / "bloom_176b.log").read_text(),
+                                               "gpu": "a100-80gb"}).json()
+    tokens = next(f for f in body["figures"] if f["name"] == "tokens_per_s_per_gpu")
+    assert f"{tokens['ratio']:.2f}" == said.group(1)
+
+
+@pytest.mark.parametrize("gpus", ["¹", "²3"])
+def test_a_superscript_digit_for_gpus_is_refused_not_a_500(client, gpus):
+    """Found by test_runs_routes' fuzz while checking finding 6: '¹'.isdigit() is True and
+    int('¹') raises, so the form answered 500."""
+    r = client.post("/episodes/recipe-3d/your-run", data={"log": "x", "gpus": gpus})
+    assert r.status_code == 422 and "a whole number" in r.text
