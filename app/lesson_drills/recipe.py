@@ -112,11 +112,13 @@ def _mfu_gap(found: dict[str, float]) -> str:
 
 
 # Each option moves what step 11's chart splits by cause: the bubble (two chunks halve it; 8
-# stages or 8 micro-batches of two sequences grow it, by the bubble's formula) or the GEMMs
-# (full recomputation runs the forward twice, step 11's second link). The old 'TP overlap all'
-# option tied with interleaving on what the page had taught (round-16 cold reading, finding 2).
+# stages or 8 micro-batches of two sequences grow it, by the bubble's formula; 2 stages shrink
+# it but stretch TP over InfiniBand). The old 'TP overlap all' option tied with interleaving
+# on what the page had taught (round-16 cold reading, finding 2); 'full recomputation' lost
+# by the 39.6% steps 10 and 11 print (round-29 reading C, finding 7): TP16 x PP2 needs
+# working out, the bubble it saves against the TP it exposes.
 MFU_CHOICES = {"interleaved": {"schedule": "interleaved-1f1b", "virtual": 2},
-               "mb2": {"micro_batch": 2, "microbatches": 8}, "full": {"recompute": "full"},
+               "mb2": {"micro_batch": 2, "microbatches": 8}, "tp16pp2": {"tp": 16, "pp": 2},
                "tp4pp8": {"tp": 4, "pp": 8}}
 
 
@@ -171,13 +173,14 @@ DRILLS: tuple[Drill | Decide, ...] = (
                     f"{ms(_exposed(a, 'bubble'))} a step against "
                     f"{ms(_exposed(_seed(), 'bubble'))}. The wider GEMMs win back far less: "
                     f"{ms(_exposed(_seed(), 'gemm'))} → {ms(_exposed(a, 'gemm'))}. MFU {{value}}."),
-         ("full", "Full recomputation, so the activations take almost no memory",
-          MFU_CHOICES["full"],
-          lambda a: "Memory is not what limits MFU here: the backward runs the forward again, "
-                    f"and the GEMMs grow from {ms(_exposed(_seed(), 'gemm'))} to "
-                    f"{ms(_exposed(a, 'gemm'))} a step (step 11's “full recomputation (1F1B)” "
-                    "link). That work is not "
-                    "model FLOPs. MFU {value}."),
+         ("tp16pp2", "TP16 × PP2 (TP groups of two nodes, 48 layers a stage)",
+          MFU_CHOICES["tp16pp2"],
+          # The bubble in ms only: its share, 1/17, is step 7's predict.
+          lambda a: "Two stages idle less than four: the bubble falls from "
+                    f"{ms(_exposed(_seed(), 'bubble'))} to {ms(_exposed(a, 'bubble'))} a step. "
+                    "But a TP group of 16 spans two nodes, so every TP collective crosses "
+                    f"InfiniBand: TP's exposed time grows from {ms(_exposed(_seed(), 'tp'))} to "
+                    f"{ms(_exposed(a, 'tp'))} (step 2: TP within a server). MFU {{value}}."),
          ("tp4pp8", "TP4 × PP8 (TP groups of 4, half the layers per GPU)",
           MFU_CHOICES["tp4pp8"],
           lambda a: "TP4 halves each layer's TP traffic, but 8 stages idle "
@@ -185,10 +188,11 @@ DRILLS: tuple[Drill | Decide, ...] = (
         best="max", fmt=pct,
         solution=lambda found: (
             "{best}. MFU: interleaved 1F1B {interleaved}, 2 sequences × 8 micro-batches "
-            "{mb2}, full recomputation {full}, TP4 × PP8 {tp4pp8}. After the GEMMs "
+            "{mb2}, TP16 × PP2 {tp16pp2}, TP4 × PP8 {tp4pp8}. After the GEMMs "
             "themselves, the bubble is the largest loss: two chunks a GPU halve it, though "
             "DP's sync, now hidden behind one chunk's backward, waits longer. Fewer "
-            "micro-batches or more stages grow it, and full recomputation grows the GEMMs. "
+            "micro-batches or more stages grow it; fewer stages shrink it only by sending TP "
+            "over InfiniBand. "
             "More micro-batches would cut it too, but they change the global batch. "
             + _mfu_gap(found)),
         reveals=("the bubble is the largest loss",)),

@@ -1278,9 +1278,12 @@ def test_round_6_item_3_each_decide_option_gives_its_own_reason_and_figure(clien
     mb2 = lab_value("recipe", MFU_CHOICES["mb2"], lambda a: a)
     assert f"3/(8 + 3) = {pct(mb2['bubble_fraction'])}" in mfu["mb2"].why
     assert ms(_exposed(mb2, "bubble")) in mfu["mb2"].why
-    full = lab_value("recipe", MFU_CHOICES["full"], lambda a: a)
-    assert _exposed(full, "gemm") > _exposed(seed, "gemm")
-    assert ms(_exposed(full, "gemm")) in mfu["full"].why
+    # Round 29 C #7: 'full recomputation' (39.6%, printed in steps 10 and 11) -> TP16 x PP2.
+    wide = lab_value("recipe", MFU_CHOICES["tp16pp2"], lambda a: a)
+    assert _exposed(wide, "tp") > _exposed(seed, "tp")
+    assert _exposed(wide, "bubble") < _exposed(seed, "bubble")
+    assert ms(_exposed(wide, "tp")) in mfu["tp16pp2"].why
+    assert ms(_exposed(wide, "bubble")) in mfu["tp16pp2"].why
     two = {o.key: o for o in drills["recipe-decide-2d"].judge()}
     fsdp4 = lab_value("recipe", {**TWO_D_256, "tp": 4, "dp": 64, "zero": 3, "microbatches": 1},
                       lambda a: a)
@@ -3315,15 +3318,19 @@ def test_round_22_decide_2d_works_fsdps_crossover_where_it_quotes_it(client):
 def test_round_22_decide_mfu_names_the_step_11_link_it_means(client):
     """Round-22 cold reading Q, finding 16: recipe-decide-mfu's full-recomputation option
     pointed at "step 11's last link", the seed plan by cause; full recomputation is another
-    of step 11's links, which the feedback now names as the page does."""
-    said = _feedback(client, "recipe-decide-mfu", "full")
-    named = re.search(r"\(step 11's “([^”]+)” link\)", said)
-    assert named and "last link" not in said, said
+    of step 11's links, which the feedback now names as the page does. Round 29 C #7 replaced
+    that option (TP16 x PP2): whatever step 11 link an option names is one the page has."""
+    from app.lesson_drills.recipe import MFU_CHOICES
+
     step = _step_text(_page_text(client), 11)
-    links = re.findall(r'<a class="try"[^>]*>([^<]+)</a>',
-                       client.get("/episodes/recipe-3d").text.split('id="step-11"')[1]
-                       .split("</section>")[0])
-    assert named[1] in [link.lstrip("▶ ") for link in links] and named[1] in step
+    links = [link.lstrip("▶ ") for link in re.findall(
+        r'<a class="try"[^>]*>([^<]+)</a>',
+        client.get("/episodes/recipe-3d").text.split('id="step-11"')[1].split("</section>")[0])]
+    for key in MFU_CHOICES:
+        said = _feedback(client, "recipe-decide-mfu", key)
+        assert "last link" not in said, said
+        for named in re.findall(r"\(step 11's “([^”]+)” link\)", said):
+            assert named in links and named in step, (key, named)
 
 
 def test_round_22_small_roundings_work_out_from_the_printed_figures(client):

@@ -204,3 +204,24 @@ def test_a_superscript_digit_for_gpus_is_refused_not_a_500(client, gpus):
     int('¹') raises, so the form answered 500."""
     r = client.post("/episodes/recipe-3d/your-run", data={"log": "x", "gpus": gpus})
     assert r.status_code == 422 and "a whole number" in r.text
+
+
+def test_finding_7_step_11s_decide_has_no_option_the_step_already_prices(client):
+    """recipe-decide-mfu offered "Full recomputation", whose 39.6% MFU steps 10 and 11 print
+    before the drill is answered. Its place is TP16 x PP2, which must be worked out: the
+    bubble it saves against the TP it sends over InfiniBand (the engine's figures)."""
+    from app.lesson_drills.recipe import MFU_CHOICES
+    from app.routers.recipe import VIEW, facts
+
+    drill = next(d for d in VIEW.drills if d.id == "recipe-decide-mfu")
+    options = {o.key: o for o in drill.judge()}
+    assert "full" not in options and "Full recomputation" not in drill.question
+    seed = facts()["seed"]["params"]
+    printed = {o.figure for o in options.values()}
+    for n in (10, 11):
+        step = _step(client, "/episodes/recipe-3d", n)
+        shown = {f"{float(x):.1f}%" for x in re.findall(r"(\d+\.\d)%", step)}
+        assert not (printed - {options[k].figure for k, o in options.items() if o.right}) & shown
+    wide = client.get("/api/recipe", params={**seed, **MFU_CHOICES["tp16pp2"]}).json()
+    assert wide["fits"] and options["tp16pp2"].figure == f"{wide['mfu']:.1%}"
+    assert "crosses InfiniBand" in options["tp16pp2"].why
