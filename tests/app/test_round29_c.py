@@ -225,3 +225,15 @@ def test_finding_7_step_11s_decide_has_no_option_the_step_already_prices(client)
     wide = client.get("/api/recipe", params={**seed, **MFU_CHOICES["tp16pp2"]}).json()
     assert wide["fits"] and options["tp16pp2"].figure == f"{wide['mfu']:.1%}"
     assert "crosses InfiniBand" in options["tp16pp2"].why
+
+
+def test_finding_9_ep08_limits_raise_the_next_steps_question(client):
+    """Step 8's limit (what a framework cannot say) did not lead to step 9 (re-plan after a
+    failure), step 9's ("try a new model") to step 10 (the same plan on H100s), step 11's
+    ("the planner below") to step 12 (overlap). Each now names the next step's question."""
+    def limit(n: int) -> str:
+        return _step(client, "/episodes/recipe-3d", n).split("Limit.")[1]
+
+    assert "when nodes fail, the plan itself must change (step 9)" in limit(8)
+    assert "Faster GPUs keep it but change what each part costs (step 10)" in limit(9)
+    assert "what can hide behind what (step 12)?" in limit(11)
