@@ -1,6 +1,6 @@
 """EP12's cheat sheet, its lines of EP11 (Young 1974; Daly 2006; Llama 3's report): the
 checkpoint interval and goodput of the example's plan at Llama 3's interruption rate. Split
-from run_lines.py (EP08-EP10) by what they do."""
+from run_lines.py (EP08-EP09; EP10 in precision_lines.py) by what they do."""
 
 from labs.cheatsheet.inputs import Term
 from labs.failures.inputs import FailuresInput

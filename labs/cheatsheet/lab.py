@@ -36,18 +36,20 @@ from labs.cheatsheet.lines import (
     zero_stage,
     zero_traffic,
 )
+from labs.cheatsheet.precision_lines import (
+    fp8_speedup,
+    lora_params,
+    offload_host,
+    qlora_base,
+    recipe_state,
+)
 from labs.cheatsheet.run_lines import (
     RL_EXAMPLE,
     colocated,
     flops_6nd,
     flops_8nd,
-    fp8_speedup,
     hfu,
-    lora_params,
     mfu,
-    offload_host,
-    qlora_base,
-    recipe_state,
     serving,
     step_time,
 )
