@@ -203,9 +203,14 @@ def speed(inp: PrecisionInput) -> SpeedResult:
                 "output layer): no faster.",
         "memory": "Norms, activations, residual adds, the loss: memory-bound, the same bytes "
                   "in both.",
+        # Off the FP8 path both steps are BF16's: "still gathers ... (this recipe keeps
+        # them)" there said, at BF16's own state (EP10 step 1's first try link), what step 1
+        # asks the delayed recipe keeps, and of no recipe on the page.
         "zero": ("ZeRO-3 gathers FP8 parameters: half the bytes of bf16 ones."
                  if inp.zero == 3 and g_f is not None and g_f < g_b else
                  "ZeRO-3 still gathers the bf16 weights (this recipe keeps them)."
+                 if inp.zero == 3 and fp8_path else
+                 "ZeRO-3 gathers the same bf16 weights in both: this step is BF16's."
                  if inp.zero == 3 else "Gradients reduced in the same bytes in both.")
                 + f" Exposed: {1e3 * b['zero']:,.0f} ms of {1e3 * dp[0].seconds:,.0f} in BF16, "
                   f"{1e3 * f['zero']:,.0f} ms of {1e3 * dp[1].seconds:,.0f} in FP8"
