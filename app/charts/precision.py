@@ -87,12 +87,23 @@ def recipe_step(recipe: str) -> str | None:
 
 def total_keys(result) -> tuple[str, ...]:
     """What a state's total per GPU (the headline, the readout, the ledger's total) waits for:
-    its recipe's step where it keeps FP8 weights (with their copies), and step 4's on long
-    sequences (``tokens_step``)."""
+    its recipe's step where it keeps FP8 weights (with their copies), step 2's where they stay
+    whole (``unsharded_step``), and step 4's on long sequences (``tokens_step``)."""
     led = result.ledger
     keys = (recipe_step(led.recipe) if led.parts.get("fp8_weights") else None,
-            tokens_step(result.input))
+            unsharded_step(result.input), tokens_step(result.input))
     return tuple(k for k in keys if k)
+
+
+def unsharded_step(inp) -> str | None:
+    """Step 2's, at the delayed-scaling recipe under ZeRO below 3, which leaves the weights
+    and their FP8 copies whole: the recipe's bar on the ledger, its column and its total
+    against BF16's are what step 2 asks of the 70B on ZeRO-1 (more or less than BF16?).
+    Under the opening's ZeRO-3 the copies are sharded, and step 1's why quotes that total.
+    Step 1's guess lifted these at step 2's own try link: "75.0 GB per GPU, 14.8 GB more than
+    BF16's 60.2 GB" (test_round29_no_steps_own_try_state_prints_its_answer_before_the_guess,
+    run over every lesson)."""
+    return "step-2" if inp.recipe == "fp8-delayed" and inp.zero < 3 else None
 
 
 def tokens_step(inp) -> str | None:
@@ -255,19 +266,24 @@ def ledger_figure(result) -> dict:
                        **({"summary": held} if copies else {})})
     long = tokens_step(inp) if len(bars) > 1 else None
     acts = activations_step(inp) if len(bars) > 1 else None
+    whole = unsharded_step(inp) if len(bars) > 1 else None
     if acts and not long:
         owners.append({"step": acts, "points": [
             [i, len(bars) - 1] for i, t in enumerate(data) if t["name"] in ACTIVATION_NAMES]})
-    if long:
+    if long or whole:
         # On a long sequence the recipe's activations and its total against BF16's are step
         # 4's saving (round-13 cold reading of EP10-EP11, finding 3: at 32,768 tokens the
-        # FP8 bar's 30.1 GB of FP8 activations, and 146 - 85.9 GB of 16-bit ones). The total
-        # waits for each step it answers: one owner of the summary, both keys (one mask).
+        # FP8 bar's 30.1 GB of FP8 activations, and 146 - 85.9 GB of 16-bit ones); with the
+        # FP8 copies whole, the recipe's whole bar against BF16's is step 2's answer
+        # (unsharded_step). The total waits for each step it answers: one owner of the
+        # summary, every key (one mask).
         for owner in owners:
             owner.pop("summary", None)
-        owners.append({"step": " ".join(k for k in (step if copies else None, long) if k),
+        names = ACTIVATION_NAMES if not whole else {t["name"] for t in data}
+        owners.append({"step": " ".join(k for k in (step if copies else None, whole, long)
+                                        if k),
                        "summary": held, "points": [
-            [i, len(bars) - 1] for i, t in enumerate(data) if t["name"] in ACTIVATION_NAMES]})
+            [i, len(bars) - 1] for i, t in enumerate(data) if t["name"] in names]})
     if owners:
         layout["meta"] = {"masked": {}, "partly": True, "owners": owners,
                           "names": {str(i): f"? ({step.replace('-', ' ')})" for i in copies}}

@@ -23,6 +23,7 @@ from app.charts.precision import (
     speed_step,
     tokens_step,
     total_keys,
+    unsharded_step,
 )
 from app.episodes import BY_SLUG
 from app.labkit import Case, Diagram, Drill, LabView, Mistake, register
@@ -85,7 +86,7 @@ def extra_context(state) -> dict:
         "copy_keys": COPY_KEYS, "state_keys": STATE_KEYS, "recipe_step": recipe_step,
         "speed_step": speed_step, "activation_keys": ACTIVATION_KEYS, "tokens_step": tokens_step,
         "activations_step": activations_step,
-        "total_keys": total_keys,
+        "total_keys": total_keys, "unsharded_step": unsharded_step,
         "finetune_step": finetune_step, "offload_step": OFFLOAD_STEP,
         "short_recipe": short_recipe,
         "degree_options": degree_options(spec, query),

@@ -1265,14 +1265,16 @@ def test_round29_ep04_step_6s_first_link_holds_the_cost_charts_collectives(clien
     assert all(t in opened for t in told), [t for t in told if t not in opened]
 
 
-@pytest.mark.parametrize("name", ["memory", "dp", "zero", "tp"])
+@pytest.mark.parametrize("name", BEATS)
 def test_round29_no_steps_own_try_state_prints_its_answer_before_the_guess(client, name):
     """Round-29 reading A, findings 1-3: a step's own try links can be followed before its
     guess, and the three leaks above were each at such a state. At every step's own try
     state, masked as lab.js masks it before that guess, none of the step's answer figures,
-    revealing phrases or parts (``parts``: what it is the plain sum of) is on screen. The
-    lessons the reading covered (EP01-EP04); the three pins above hold what a figure gives by
-    one division, which no literal check sees."""
+    revealing phrases or parts (``parts``: what it is the plain sum of) is on screen. Every
+    lesson with steps (the reading covered EP01-EP04; run over the rest, it found EP10's two:
+    step 1's first link printed its reveal "this recipe keeps them" in BF16's own sync why,
+    step 2's link "14.8 GB more than BF16's 60.2 GB" once step 1 was guessed); the three pins
+    above hold what a figure gives by one division, which no literal check sees."""
     path, lesson, found, ids = lesson_page(client, name)
     shown = []
     for step_id, step in found:
@@ -1286,3 +1288,35 @@ def test_round29_no_steps_own_try_state_prints_its_answer_before_the_guess(clien
             shown += [(step_id, url, p) for p in reveals(step) if said(p, text)]
             shown += [(step_id, url, p) for p in parts(name, step_id) if said(p, text)]
     assert not shown, shown
+
+
+
+def test_round29_ep10_step_2s_link_holds_the_fp8_column_and_bar_until_its_guess(client):
+    """EP10 step 2 asks whether the delayed recipe holds more or less than BF16 at the 70B on
+    ZeRO-1, and its try link drew, once step 1 was guessed, the answer: the headline "75.0 GB
+    per GPU, 14.8 GB more than BF16's 60.2 GB", the ledger's caption and total, and the FP8
+    column and bar part by part, which sum to it. With the FP8 copies whole
+    (``unsharded_step``) each waits for step 2's guess, and shows after it."""
+    from app.charts.units import fmt_bytes
+    from app.routers.precision_lesson import facts
+
+    path, lesson, found, ids = lesson_page(client, "precision")
+    state = facts()["te70"]
+    url = try_urls(dict(found)["step-2"])[0]
+    assert url == f"{path}?{'&'.join(f'{k}={v}' for k, v in state['params'].items())}", url
+    r = state["result"]
+    told = [fmt_bytes(r.extra_bytes), fmt_bytes(r.ledger.total_bytes)]
+    html = page(client, url)
+    text = screen(client, url, ids, "step-2", lesson)
+    assert not [t for t in told if said(t, text)], told
+    ledger = r'<table class="ledger" data-chart="precision-ledger">.*?</table>'
+    column = re.findall(r"FP8 delayed scaling ([^;]*) ;", tables(re.search(
+        ledger, masked(html, masked_keys(lesson, "step-2")), re.S)[0]))
+    assert column and set(column) == {"?"}, column
+    figure = json.loads(re.search(r'class="figure" data-target="[^"]*ledger[^"]*"[^>]*>(.*?)'
+                                  r"</script>", html, re.S)[1])
+    owners = figure["layout"]["meta"]["owners"]
+    veiled = partly_veiled(figure, [o for o in owners if "step-2" in o["step"].split()])
+    assert [t["y"][1] for t in veiled["data"]] == [None] * len(figure["data"]), veiled["data"]
+    opened = screen(client, url, ids, ids[-1])  # every guess made: nothing masked
+    assert all(said(t, opened) for t in told), told

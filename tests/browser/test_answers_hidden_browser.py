@@ -1068,3 +1068,32 @@ def test_round29_a_steps_own_first_link_holds_what_gives_its_answer(page, client
     wait_drawn(page)
     body = page.evaluate(said)
     assert all(t in body for t in told), (lesson, [t for t in told if t not in body])
+
+
+def test_round29_ep10_step_2s_own_link_holds_the_fp8_total_until_its_guess(page, client):
+    """The guard over every lesson, EP10 step 2: at its own try link (the 70B on ZeRO-1, FP8
+    delayed scaling), step 1 guessed, lab.js holds the headline's "75.0 GB per GPU, 14.8 GB
+    more than BF16's 60.2 GB", the ledger's caption, total and FP8 column, and the FP8 bar,
+    which sum to step 2's answer, until its guess, and shows them after it."""
+    from app.routers.precision_lesson import facts
+
+    r = facts()["te70"]["result"]
+    told = [fmt_bytes(r.extra_bytes), fmt_bytes(r.ledger.total_bytes)]
+    found = dict(steps(hidden.page(client, VIEWS["precision"].episode.path)))["step-2"]
+    said = ("() => document.getElementById('precision-lab').innerText.concat(' ', "
+            "[...document.querySelectorAll('[aria-label]')].map(e => e.getAttribute("
+            "'aria-label')).join(' ')).replace(/\\s+/g, ' ')")
+    bar = ("() => document.getElementById('precision-ledger').data"
+           ".map(t => (t.y || [])[1] ?? null)")
+    page.goto(hidden.try_urls(found)[0])
+    wait_drawn(page)
+    commit_guess(page, 1)
+    wait_drawn(page)
+    body = page.evaluate(said)
+    assert not [t for t in told if t in body], [t for t in told if t in body]
+    assert not [y for y in page.evaluate(bar) if y is not None], page.evaluate(bar)
+    commit_guess(page, 2)
+    wait_drawn(page)
+    body = page.evaluate(said)
+    assert all(t in body for t in told), [t for t in told if t not in body]
+    assert page.evaluate(bar)[1] is not None  # the FP8 copies, drawn
