@@ -4,7 +4,7 @@ answered), and what a held figure says while it waits. The scaling chart
 (``data_parallel_scaling.py``) and the time and crossover charts (``data_parallel_time.py``)
 hand their figures to these keys; so do the lesson's router and bench."""
 
-from app.charts.zero import held_text, owned
+from app.charts.zero_traffic import held_text, owned
 from labs.data_parallel.lab import GPUS_PER_SERVER, SERVER_LINK
 from labs.hardware.links import get_link
 

@@ -10,20 +10,22 @@ from fastapi import APIRouter
 from app.charts import veiled_after
 from app.charts.crossover import crossover_figure
 from app.charts.zero import (
-    OFFLOAD_STEP,
     STAGE_NAMES,
+    memory_figure,
+    offload_figure,
+    recompute_figure,
+    recompute_name,
+)
+from app.charts.zero_traffic import (
+    OFFLOAD_STEP,
     STEP_TIME,
     TRAFFIC,
     exposed_keys,
     fall_keys,
     held_text,
-    memory_figure,
-    offload_figure,
     overlap_figure,
     overlap_keys,
     owned,
-    recompute_figure,
-    recompute_name,
     traffic_figure,
     traffic_keys,
 )
