@@ -417,7 +417,7 @@ def test_round_5_step_7_sums_what_does_not_overlap(client):
         assert r.step_seconds == pytest.approx(
             r.compute_seconds + max(0.0, down - r.backward_seconds) + o.adam_seconds + up)
         # (the one-GPU sum's terms to 0.1 ms, round 17: they add up as printed, so the sum
-        # may sit 0.1 ms from the step's own rounding: 1,022.5 ms printed as 1022.4)
+        # may sit 0.1 ms from the step's own rounding: 1,022.5 ms printed as 1,022.4)
         sums = [float(s.replace(",", "")) for s in re.findall(r"= ([\d,]+\.\d) ms", step)]
         assert f"= {fmt_ms(r.step_seconds)}" in step or any(
             abs(s - r.step_seconds * 1e3) < 0.15 for s in sums), (key, sums)
@@ -1169,10 +1169,10 @@ def test_round_17_derived_figures_check_from_the_printed_inputs(client):
     # Step 7's one-GPU sum adds up from its printed terms (355 + 18 + 366 + 251 was 990
     # beside a printed 989).
     seven = step_text(client, "7. Optimizer offload", "8. Checked against")
-    m = re.search(r"So a step takes ([\d.]+) ms of compute \+ \(([\d.]+) − ([\d.]+)\) \+ "
-                  r"([\d.]+) \+ ([\d.]+) = ([\d.]+) ms", seven)
+    m = re.search(r"So a step takes ([\d,.]+) ms of compute \+ \(([\d.]+) − ([\d.]+)\) \+ "
+                  r"([\d.]+) \+ ([\d.]+) = ([\d,.]+) ms", seven)
     assert m, seven
-    c, down, back, adam, up, step = (float(g) for g in m.groups())
+    c, down, back, adam, up, step = (float(g.replace(",", "")) for g in m.groups())
     assert _checks(step, c + max(down - back, 0) + adam + up, 1)
     assert _checks(step, facts()["offload_one"]["api"]["step_seconds"] * 1e3, 1)
     # And step 5's ratio to published MFU from the printed MFU.
