@@ -143,9 +143,12 @@
     // the prediction above it (round-22 cold readings: "Interleaving shrinks the bubble; it
     // cannot remove it" under "about halves / stays the same / doubles"). The last beat comes
     // after the why; a step with no prediction shows its limit at once.
-    within(node, ".step .limit").forEach(function (el) {
+    // So do its notes outside the why ("Where this comes from"): open before the guess, EP02
+    // step 6's printed the ring's 8.55 ms against the tree's 206 us (round-31 reading A).
+    within(node, ".step .limit, .step details.sources").forEach(function (el) {
       var step = el.closest(".step");
-      if (step && step.id && step.querySelector(".predict-beat")) el.hidden = masking(step.id);
+      if (step && step.id && step.querySelector(".predict-beat") &&
+          !(el.matches(".sources") && el.closest(".why"))) el.hidden = masking(step.id);
     });
     // An element whose presence answers a step (EP10's ledger rows that BF16 lacks: that FP8
     // keeps more than BF16's 16 bytes) is hidden, not masked, until its keys are guessed.

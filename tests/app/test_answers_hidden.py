@@ -71,6 +71,15 @@ def visible(html: str, step_ids: list[str], guessing: str) -> str:
         at = html.find('<details class="why"', start, end)
         if start >= 0 and at >= 0:
             html = html[:at] + html[why_end(html, at):]
+        # A predicting step's notes outside its why wait for its guess too (lab.js
+        # maskAnswers holds them as it holds the limit: round-31 reading A, finding 1).
+        end = html.find("</section>", start)
+        while start >= 0 and '<div class="predict-beat"' in html[start:end]:
+            at = html.find('<details class="sources', start, end)
+            if at < 0:
+                break
+            html = html[:at] + html[why_end(html, at):]
+            end = html.find("</section>", start)
     html = re.sub(rf'(<section class="step" id="{guessing}".*?)<fieldset class="predict-choices">'
                   r".*?</fieldset>", r"\1", html, flags=re.S)
     # A chart's style and layout numbers ("width":1.5, "x0":1539.19) are not on the screen:

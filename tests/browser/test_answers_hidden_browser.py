@@ -1097,3 +1097,31 @@ def test_round29_ep10_step_2s_own_link_holds_the_fp8_total_until_its_guess(page,
     body = page.evaluate(said)
     assert all(t in body for t in told), [t for t in told if t not in body]
     assert page.evaluate(bar)[1] is not None  # the FP8 copies, drawn
+
+
+def test_round31_ep02_step_6s_notes_wait_for_its_guess(page):
+    """Round-31 reading A, finding 1: EP02 step 6's "Where this comes from" sat after the
+    limit, outside the why, and opened before the guess on the ring's 8.55 ms a bucket against
+    the tree's 206 us: the predict's answer. lab.js holds a predicting step's notes outside its
+    why as it holds the limit: not shown (nor openable) before the guess, shown after it; the
+    same on every lesson's opening screen."""
+    page.goto(EP02)
+    wait_drawn(page)
+    notes = page.locator("#step-6 > details.sources")
+    assert notes.count() == 1
+    for n in range(1, 6):
+        commit_guess(page, n)
+    assert not notes.is_visible()
+    assert not notes.locator("summary").is_visible()
+    commit_guess(page, 6)
+    assert notes.is_visible()
+    notes.locator("summary").click()
+    assert notes.get_attribute("open") is not None
+    assert "8.55 ms" in notes.inner_text()
+    for name in LESSONS:
+        page.goto(VIEWS[name].episode.path)
+        wait_drawn(page)
+        seen = page.evaluate("""() => [...document.querySelectorAll('.step details.sources')]
+            .filter(el => !el.closest('.why') && el.closest('.step').querySelector('.predict-beat'))
+            .filter(el => el.offsetParent !== null).map(el => el.closest('.step').id)""")
+        assert not seen, f"{name}: notes outside the why shown before the guess: {seen}"
