@@ -91,8 +91,16 @@ def total_keys(result) -> tuple[str, ...]:
     whole (``unsharded_step``), and step 4's on long sequences (``tokens_step``)."""
     led = result.ledger
     keys = (recipe_step(led.recipe) if led.parts.get("fp8_weights") else None,
-            unsharded_step(result.input), tokens_step(result.input))
+            unsharded_step(result.input), tokens_step(result.input), bill_step(result.input))
     return tuple(k for k in keys if k)
+
+
+def bill_step(inp) -> str | None:
+    """Step 7's, at torchtitan's op-level recomputation: BF16's bill there, over the peak
+    its predict quotes, is step 7's share (round-31 reading A, finding 3: its own link, and
+    the opening with the recompute control moved, printed BF16's 37.1 GB: 37.1 / 51.2 =
+    72%). Both columns, their totals and bars, and the headline wait for its guess."""
+    return "step-7" if inp.recompute == "op" else None
 
 
 def unsharded_step(inp) -> str | None:
@@ -284,6 +292,20 @@ def ledger_figure(result) -> dict:
                                         if k),
                        "summary": held, "points": [
             [i, len(bars) - 1] for i, t in enumerate(data) if t["name"] in names]})
+    bill = bill_step(inp)
+    if bill:
+        # At step 7's recomputation BF16's bill is its answer, one division away, and the
+        # other bar is BF16's less or plus what the caption says: every bar and the whole
+        # caption wait (one owner of the summary, every key).
+        for owner in owners:
+            owner.pop("summary", None)
+        said = (f"BF16 holds {fmt_bytes(base.total_bytes)} per GPU{against}",
+                "BF16 holds ? per GPU" + (f", {short_recipe(led.recipe)} ? per GPU"
+                                          if len(bars) > 1 else ""))
+        owners.append({"step": " ".join(k for k in (step if copies else None, whole, long, bill)
+                                        if k),
+                       "summary": list(said), "points": [
+            [i, j] for i in range(len(data)) for j in range(len(bars))]})
     if owners:
         layout["meta"] = {"masked": {}, "partly": True, "owners": owners,
                           "names": {str(i): f"? ({step.replace('-', ' ')})" for i in copies}}

@@ -1329,3 +1329,37 @@ def test_round29_ep10_step_2s_link_holds_the_fp8_column_and_bar_until_its_guess(
     assert [t["y"][1] for t in veiled["data"]] == [None] * len(figure["data"]), veiled["data"]
     opened = screen(client, url, ids, ids[-1])  # every guess made: nothing masked
     assert all(said(t, opened) for t in told), told
+
+
+def test_round31_ep10_step_7s_bill_waits_at_op_level_recomputation(client):
+    """Round-31 reading A, finding 3: EP10 step 7 asks what share of torchtitan's measured
+    peak the ledger's BF16 bill is, and at op-level recomputation the bench printed that bill
+    before the guess: at its own link ("Per GPU 37.1 GB", the ledger's totals, the headline)
+    and at the opening (FP8 beside BF16) with the recompute control moved to op, one division
+    from 72%. Masked as lab.js masks before step 7's guess (steps 1-6 guessed), neither state
+    prints BF16's total, nor its part-by-part column and bar; every guess made, both do."""
+    from app.charts.units import fmt_bytes
+    from app.routers.precision_lesson import facts
+
+    path, lesson, found, ids = lesson_page(client, "precision")
+    bf16 = facts()["titan_bf16"]
+    own = try_urls(dict(found)["step-7"])[0]
+    opening = facts()["titan"]["params"]
+    moved = f"{path}?{'&'.join(f'{k}={v}' for k, v in {**opening, 'recompute': 'op'}.items())}"
+    told = fmt_bytes(bf16["result"].baseline.total_bytes)
+    ledger = r'<table class="ledger" data-chart="precision-ledger">.*?</table>'
+    for url in (own, moved):
+        text = screen(client, url, ids, "step-7", lesson)
+        assert not said(told, text), (url, told)
+        html = page(client, url)
+        column = re.findall(r"BF16 ([^;]*) ;", tables(re.search(
+            ledger, masked(html, masked_keys(lesson, "step-7")), re.S)[0]))
+        assert column and set(column) - {""} == {"?"}, (url, column)  # "": a copy's row
+        figure = json.loads(re.search(r'class="figure" data-target="[^"]*ledger[^"]*"[^>]*>'
+                                      r"(.*?)</script>", html, re.S)[1])
+        owners = figure["layout"]["meta"]["owners"]
+        veiled = partly_veiled(figure, [o for o in owners if "step-7" in o["step"].split()])
+        assert all(y is None for t in veiled["data"] for y in t["y"]), (url, veiled["data"])
+        assert told not in veiled["summary"], (url, veiled["summary"])
+        opened = screen(client, url, ids, ids[-1])  # every guess made: nothing masked
+        assert said(told, opened), (url, told)
