@@ -121,7 +121,10 @@ TERMS: tuple[Term, ...] = (
          "it is tokens per GPU: 6 FLOPs a parameter a token against a ring's 2(N−1)/N × b "
          "bytes of gradient a parameter, T* = b/3 × (N−1)/N × achieved FLOP/s ÷ busBW. "
          f"EP02's bf16 gradients (b = {GRAD_BYTES_PER_PARAM} B) give ⅔; fp32 gradients (b = "
-         "4 B, as EP07 all-reduces them) double T* (ZeRO-3: 1.5 times either); for TP the "
+         "4 B, as EP07 all-reduces them) double T*. ZeRO-3 sends two bf16 weight gathers "
+         "(2 B each) and a b-byte reduce-scatter, (4 + b)/(2b) times DP's bytes: "
+         f"{(4 + GRAD_BYTES_PER_PARAM) / (2 * GRAD_BYTES_PER_PARAM):g} times DP's T* for bf16 "
+         f"gradients; for fp32, (4 + 4)/8 = {(4 + 4) / (2 * 4):g}, the same as DP's. For TP the "
          "hidden size per GPU, (h/t)* (EP04); for CP the tokens per "
          "rank, L* (EP06); for EP the expert's width, f* (EP07). The jax-ml Scaling Book "
          "derives each split's."),

@@ -357,3 +357,17 @@ def test_round29_a_bf16s_digits_and_hsdps_torchtitan_degrees(client):
     page = client.get("/glossary").text
     assert "between two and three significant decimal digits" in page
     assert "data_parallel_replicate_degree" in page
+
+
+def test_round31_crossover_gives_zero_3s_ratio_for_each_gradient_width():
+    """Round-31 reading A, finding 2: the crossover entry said "ZeRO-3: 1.5 times either",
+    wrong for fp32 gradients. ZeRO-3 sends two bf16 weight gathers (2 B each) and a b-byte
+    reduce-scatter against DP's 2b: (4 + b)/(2b), 1.5 at b = 2 and 1 (DP's own) at b = 4."""
+    from labs.data_parallel.lab import GRAD_BYTES_PER_PARAM
+
+    entry = next(t for t in GLOSSARY if t.slug == "crossover").definition
+    assert "1.5 times either" not in entry
+    assert "(4 + b)/(2b)" in entry
+    bf16 = (2 * 2 + GRAD_BYTES_PER_PARAM) / (2 * GRAD_BYTES_PER_PARAM)
+    assert f"{bf16:g} times DP's T* for bf16 gradients" in entry
+    assert f"(4 + 4)/8 = {(2 * 2 + 4) / (2 * 4):g}, the same as DP's" in entry
