@@ -1294,3 +1294,42 @@ def test_round_20_step_2_keeps_step_1s_answer_and_the_cases_name_their_bars_owne
         assert "bf16 weights" not in shown and "casts them to FP8" not in shown, shown
     waits = re.findall(r'class="answer-mask case-wait" data-after-guess="([^"]+)"', html)
     assert waits and all("step-11" in w.split() for w in waits), waits
+
+
+def _predict(client, step_id: str) -> str:
+    """EP10 step `step_id`'s predict as the page prints it, tags stripped."""
+    from tests.app.test_step_beats import steps
+
+    html = client.get("/episodes/low-precision").text
+    step = dict(steps(html))[step_id]
+    text = re.search(r'<p class="predict">(.*?)</p>', step, re.S)[1]
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text)).replace("&#39;", "'")
+
+
+def test_round31_ep10_step_6s_predict_states_the_rest_of_the_recipe(client):
+    """Round-31 reading A, finding 4: step 6's answer adds mixed precision's gradients,
+    master weights and two moments to MXFP8's copies, but its predict named only the copies
+    and the bf16 weights; step 5 just before keeps fp32 gradients. Each of the engine's
+    other parts is named in its format (2 B bf16, 4 B fp32; the moments two of 4 B)."""
+    from app.routers.precision_lesson import facts
+
+    parts = dict(next(p for p in facts()["mx70"]["result"].per_param
+                      if p.recipe == "mxfp8").parts)
+    width = {2.0: "bf16", 4.0: "fp32"}
+    said = _predict(client, "step-6")
+    assert f"{width[parts['gradients']]} gradients" in said, said
+    assert f"{width[parts['master weights']]} master weights" in said, said
+    assert f"{width[parts['Adam moments'] / 2]} moments" in said, said
+
+
+def test_round31_ep10_step_7s_predict_states_the_models_shape(client):
+    """Round-31 reading A, finding 5: step 7's bill is 43% state, 16 B x the 8B's parameters,
+    and its activations count heads and h over the layers, but its predict gave none of
+    Llama 3 8B's figures. The preset's: parameters, layers, h and heads."""
+    from app.routers.precision_lesson import facts
+
+    m = facts()["titan_bf16"]["result"].input.model
+    said = _predict(client, "step-7")
+    for figure in (f"{m.params / 1e9:.2f}B parameters", f"{m.layers} layers",
+                   f"h = {m.hidden:,}", f"{m.heads} heads"):
+        assert figure in said, (figure, said)
