@@ -1761,3 +1761,20 @@ def test_round21_the_sent_label_sits_between_the_rows_not_on_the_bar(client):
     label = fig["layout"]["annotations"][-1]
     assert label["text"].startswith("each GPU sends")
     assert label["y"] == 0.5 and label["yanchor"] == "middle" and label["yref"] == "y"
+
+
+def test_round31_ep02_step_6s_quotient_comes_from_its_printed_parts(client):
+    """Round-31 reading A, finding 6: step 6's why printed "1,024 x 1,020 ms / (1,020 ms +
+    3,233 ms) = 245.62x", and its printed parts give 245.59: the API's unrounded seconds gave
+    the quotient. Its parts are printed to the places that give the quotient's digits."""
+    from tests.app.test_step_beats import steps
+
+    step = dict(steps(client.get("/episodes/data-parallel").text))["step-6"]
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", step)).replace("&#39;", "'")
+    n, a, a2, b, q = re.search(
+        r"([\d,]+) × ([\d,.]+) ms ÷ \( ?([\d,.]+) ms \+ ([\d,.]+) ms ?\) = ([\d.]+) ?×",
+        text).groups()
+    assert a == a2
+    n, a, b = (float(x.replace(",", "")) for x in (n, a, b))
+    places = len(q.split(".")[1]) if "." in q else 0
+    assert f"{n * a / (a + b):.{places}f}" == q, (n, a, b, q)
