@@ -1778,3 +1778,20 @@ def test_round31_ep02_step_6s_quotient_comes_from_its_printed_parts(client):
     n, a, b = (float(x.replace(",", "")) for x in (n, a, b))
     places = len(q.split(".")[1]) if "." in q else 0
     assert f"{n * a / (a + b):.{places}f}" == q, (n, a, b, q)
+
+
+def test_round31_ep02_step_6s_question_asks_what_its_predict_does(client):
+    """Round-31 reading A, finding 10: step 6's question asked "Are small buckets or large
+    ones better?", and its predict which all-reduce NCCL runs for a 1 MiB bucket: the guess
+    was not the question's. The question asks the predict's choice, at its bucket size, and
+    the why's bucket-size answer after it."""
+    from tests.app.test_step_beats import steps
+
+    step = dict(steps(client.get("/episodes/data-parallel").text))["step-6"]
+    question = unescape(re.search(r'<p class="question">(.*?)</p>', step, re.S)[1])
+    predict = unescape(re.search(r'<p class="predict">(.*?)</p>', step, re.S)[1])
+    size = re.search(r"(\d+ MiB) buckets", predict)[1]
+    choices = re.findall(r'<span>The (ring|tree)</span>', step)
+    assert size in question and choices, (question, choices)
+    assert all(c in question for c in choices), question
+    assert "small buckets" in question, question
