@@ -117,8 +117,11 @@ DRILLS: tuple[Drill | Decide, ...] = (
           "I the gain shrinks."),
          ("m16", "Split the batch into 16 micro-batches, not 8",
           {"schedule": "1f1b", "stages": 4, "microbatches": 16},
-          "The same p − 1 idle slots over twice the work: 3/19, {value} idle, but only "
-          "with twice the global batch (step 2's limit).")),
+          # The same batch in half-size micro-batches, not twice the batch (round-31
+          # reading A, finding 7): step 2's limit trades m against MBS and DP.
+          "The same p − 1 idle slots over twice the work: 3/19, {value} idle, the same "
+          "batch in half-size micro-batches (while a micro-batch holds 2 or more sequences; "
+          "else a bigger batch or fewer DP replicas, step 2's limit).")),
         best="min", fmt=pct,
         solution="{best}. Bubble: 4 chunks a rank {interleaved}, deferring W (ZB-H1) {zb}, "
                  "16 micro-batches {m16}, GPipe {gpipe}. (p − 1)/(m + p − 1) with p = 4: "

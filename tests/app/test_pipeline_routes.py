@@ -996,3 +996,20 @@ def test_round_23_step_4s_send_share_is_the_one_it_multiplies(client):
     share, used = re.search(r"µs ÷ [\d.]+ ms = ([\d.]+) f, not 0\.1 f: [\d.]+ \+ \d+ × ([\d.]+)",
                             text).groups()
     assert share == used
+
+
+def test_round31_the_bubble_decides_16_micro_batches_split_the_same_batch():
+    """Round-31 reading A, finding 7: the option "Split the batch into 16 micro-batches, not
+    8" said its 3/19 came "only with twice the global batch"; it splits the same batch, in
+    micro-batches half the size (step 2's limit trades m against MBS and DP). Its bubble is
+    the engine's, (p - 1)/(m + p - 1) = 3/19."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills import LESSON_DRILLS
+
+    drill = next(d for d in LESSON_DRILLS["pipeline"] if d.id == "pipeline-decide-bubble")
+    why = {o.key: o for o in drill.judge()}["m16"].why
+    assert "twice the global batch" not in why, why
+    assert "the same batch in half-size micro-batches" in why, why
+    bubble = lab_value("pipeline", {"schedule": "1f1b", "stages": 4, "microbatches": 16},
+                       lambda a: a["bubble_fraction"])
+    assert bubble == pytest.approx(3 / 19) and "3/19" in why
