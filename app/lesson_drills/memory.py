@@ -7,7 +7,7 @@ from app.labkit.drills import lab_value
 from app.lesson_drills.units import gb
 from labs.hardware.gpus import get_gpu
 from labs.memory.inputs import STATE_KEYS, MemoryInput
-from labs.memory.lab import compute_memory
+from labs.memory.lab import compute_memory, recompute_peak_bytes
 from labs.model.presets import get_model
 
 
@@ -92,6 +92,16 @@ def _drill_total(per_layer: int) -> float:
             + _drill_answer()["breakdown"]["embedding_and_logits"] / 1e9)
 
 
+def _drill_peak() -> float:
+    """The drill's GPU at its peak, bytes: the bill plus the one layer the backward runs
+    again (selective's 34·s·h), as EP01 step 5's why counts it (round-31 reading A,
+    finding 8: the solution gave the bill alone beside the why's peak)."""
+    s = _DRILL_STATE
+    return recompute_peak_bytes(compute_memory(MemoryInput(
+        model=L405, gpu=get_gpu(s["gpu"]), dp=s["dp"], zero=s["zero"],
+        recompute=s["recompute"], seq_len=s["seq_len"])))
+
+
 def _drill_solution() -> str:
     a = _drill_answer()
     fits = "fits" if a["fits"] else "does not fit"
@@ -103,7 +113,8 @@ def _drill_solution() -> str:
             f"{terms[0]:.2f} GB; full recomputation's 2·s·h a layer, 2 × {s:,} × "
             f"{L405.hidden:,} × {L405.layers} = {terms[1]:.2f} GB, which ZeRO does not "
             f"shard; and {terms[2]:.2f} GB of fp32 logits and their neighbours (step 2): "
-            f"{' + '.join(f'{t:.2f}' for t in terms)} = {a['total_bytes'] / 1e9:.2f} GB. It "
+            f"{' + '.join(f'{t:.2f}' for t in terms)} = {a['total_bytes'] / 1e9:.2f} GB "
+            f"({_drill_peak() / 1e9:.1f} GB at the peak, while a layer is recomputed). It "
             f"{fits} the {H200 / 1e9:.0f} GB. With selective recomputation's 34·s·h the "
             f"layers alone would take {_drill_acts(34):.0f} GB.")
 

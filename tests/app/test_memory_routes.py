@@ -1047,3 +1047,18 @@ def test_round21_step_2s_18_byte_state_names_its_model(client):
     70B it is for."""
     two = " ".join(_step(client.get("/episodes/memory").text, 2).split())
     assert "18 bytes, and 1.27 TB for the 70B." in two
+
+
+def test_round31_the_405b_drills_solution_gives_the_peak_its_step_counts():
+    """Round-31 reading A, finding 8: EP01 step 5's why gives full recomputation's total and
+    its peak ("(44.0 GB at the peak, while a layer is recomputed)"); the step's 405B drill,
+    under full recomputation too, gave the bill alone, 120.74 GB, though rel_tol takes the
+    peak as right. Its solution adds the peak: the bill plus one layer's 34·s·h."""
+    from app.lesson_drills import LESSON_DRILLS
+    from labs.model.presets import get_model
+
+    drill = next(d for d in LESSON_DRILLS["memory"] if d.id == "memory-predict-405b-h200")
+    text = drill.explanation() if callable(drill.explanation) else drill.explanation
+    m = get_model("llama-3.1-405b")
+    peak = drill.answer() * 1e9 + 34 * drill.see["seq_len"] * m.hidden
+    assert f"({peak / 1e9:.1f} GB at the peak, while a layer is recomputed)" in text, text
