@@ -2,13 +2,15 @@
 ``app.glossary_terms`` joins the topics into ``GLOSSARY``."""
 
 from app.glossary_terms.term import Term
-from labs.hardware.gpus import GIB, get_gpu
+from labs.hardware.gpus import GIB, H100_DRIVER_MIB, get_gpu
 
 # fixB item 1: where a student meets "HBM", what an H100's 80 GB is in the lab (the datasheet's
 # 80 × 10⁹ B) against the card's 80 GiB and CUDA's share of it, each GB worked from the GiB.
 _H100 = get_gpu("h100-sxm")
 _H100_MEMORY = (f"An H100 carries {_H100.card_memory_gib:g} GiB "
-                f"({_H100.card_memory_gib * GIB / 1e9:.1f} GB) and CUDA gives a process "
+                f"({_H100.card_memory_gib * GIB / 1e9:.1f} GB), of which nvidia-smi reports "
+                f"{H100_DRIVER_MIB:,} MiB ({H100_DRIVER_MIB * 2**20 / 1e9:.1f} GB: EP01 step 1) "
+                "and CUDA gives a process "
                 f"{_H100.cuda_memory_gib:g} GiB ({_H100.cuda_memory_gib * GIB / 1e9:.1f} GB); "
                 f"the lab budgets {_H100.memory_bytes / 1e9:.0f} GB (10⁹ B), leaving "
                 f"{(_H100.cuda_memory_gib * GIB - _H100.memory_bytes) / 1e9:.1f} GB for the CUDA "

@@ -6,7 +6,7 @@ from functools import lru_cache
 from app.labkit import Drill, Mistake, lesson_state
 from app.routers.memory_state import MemoryQuery, run, to_api
 from labs.core.catalogue import FORMATS, RECIPES
-from labs.hardware.gpus import GIB, get_gpu
+from labs.hardware.gpus import GIB, H100_DRIVER_MIB, get_gpu
 from labs.memory.inputs import PREFILL_CHUNK_TOKENS
 from labs.memory.lab import forward_tokens, recompute_peak_bytes, workspace_width
 from labs.model.activations import (
@@ -22,10 +22,7 @@ from labs.model.activations import (
 from labs.model.presets import get_model
 from labs.model.spec import ModelSpec
 
-# What an H100 SXM 80GB's driver reports (nvidia-smi's total, 79.6 GiB as the preset's
-# memory_note says) against the 80e9 B the lab reads off the datasheet: EP01 steps 1 and 5
-# say how far the lab's fit verdicts err, each way round (round-12 cold reading, finding 9).
-H100_DRIVER_MIB = 81_559
+# H100_DRIVER_MIB (labs.hardware.gpus): an H100's driver total; others import it from here.
 
 
 @lru_cache(maxsize=1)

@@ -371,3 +371,16 @@ def test_round31_crossover_gives_zero_3s_ratio_for_each_gradient_width():
     bf16 = (2 * 2 + GRAD_BYTES_PER_PARAM) / (2 * GRAD_BYTES_PER_PARAM)
     assert f"{bf16:g} times DP's T* for bf16 gradients" in entry
     assert f"(4 + 4)/8 = {(2 * 2 + 4) / (2 * 4):g}, the same as DP's" in entry
+
+
+def test_round31_the_hbm_entry_joins_the_cards_80_gib_to_the_drivers_total():
+    """Round-31 reading A, finding 9: EP01 step 1 gives the driver's 81,559 MiB (85.5 GB) and
+    the HBM tip the card's 80 GiB (85.9 GB), with no sentence joining them. The entry says
+    the driver reports that much of the card's, each GB worked from its MiB or GiB."""
+    from labs.hardware.gpus import GIB, H100_DRIVER_MIB, get_gpu
+
+    entry = next(t for t in GLOSSARY if t.slug == "hbm").definition
+    card = get_gpu("h100-sxm").card_memory_gib
+    assert (f"An H100 carries {card:g} GiB ({card * GIB / 1e9:.1f} GB), of which nvidia-smi "
+            f"reports {H100_DRIVER_MIB:,} MiB ({H100_DRIVER_MIB * 2**20 / 1e9:.1f} GB: EP01 "
+            "step 1)") in entry, entry
