@@ -66,6 +66,8 @@ TAUGHT_IN: dict[str, str] = {
     "sm": "zero",
     "mamf": "data-parallel",
     "cublas": "experts",
+    "side-stream": "low-precision",
+    "copy-engine": "low-precision",
     "babelstream": "tensor-parallel",
     "grouped-gemm": "experts",
     "gelu": "memory",

@@ -25,6 +25,17 @@ TERMS: tuple[Term, ...] = (
          "(GEMMs) that PyTorch and Megatron-LM call, each cut into output tiles that the SMs "
          "compute in waves.",
          "NVIDIA cuBLAS documentation; NVIDIA Matrix Multiplication Background User's Guide"),
+    # Round-31 reading A, finding 11: EP10 step 12's offload rests on both, undefined there.
+    Term("side-stream", "Side stream (CUDA stream)", r"\bside streams?\b|\bCUDA streams?\b",
+         "A CUDA stream is a queue of GPU work run in order; work on two streams may run at "
+         "once. A side stream is one beside the stream the compute runs on: activation "
+         "offloading queues its copies there, so they run while the next layers compute.",
+         "NVIDIA CUDA C++ Programming Guide, Streams; PyTorch torch.cuda.Stream"),
+    Term("copy-engine", "Copy engine", r"\bcopy engines?\b",
+         "The GPU's DMA unit: it copies between host and GPU memory over PCIe without the "
+         "SMs, so a copy queued on a side stream runs while the SMs compute.",
+         "NVIDIA CUDA C++ Programming Guide, Asynchronous Concurrent Execution "
+         "(asyncEngineCount)"),
     Term("babelstream", "BabelStream", r"\bBabelStream\b",
          "A memory-bandwidth benchmark (a GPU port of STREAM): it times simple kernels that "
          "copy, scale, add and combine large arrays in the GPU's memory, so its copy rate is "

@@ -384,3 +384,19 @@ def test_round31_the_hbm_entry_joins_the_cards_80_gib_to_the_drivers_total():
     assert (f"An H100 carries {card:g} GiB ({card * GIB / 1e9:.1f} GB), of which nvidia-smi "
             f"reports {H100_DRIVER_MIB:,} MiB ({H100_DRIVER_MIB * 2**20 / 1e9:.1f} GB: EP01 "
             "step 1)") in entry, entry
+
+
+def test_round31_ep10_step_12s_side_stream_and_copy_engine_are_tipped(client):
+    """Round-31 reading A, finding 11: EP10 step 12's question says "a side stream copies each
+    layer's out" and its why "A copy engine moves it over PCIe beside both the kernels and
+    the NVLink collectives", the reason the window is the whole forward, with neither term
+    defined. Each is a glossary entry with its source, tipped at its first use, in step 12."""
+    page = client.get("/episodes/low-precision").text
+    glossary = client.get("/glossary").text
+    terms = {t.slug: t for t in GLOSSARY}
+    twelve = page.index('<section class="step" id="step-12"')
+    for slug, word in (("side-stream", "side stream"), ("copy-engine", "copy engine")):
+        at = page.index(f'id="term-{slug}"')
+        assert page.rfind('<section class="step" id="step-', 0, at) == twelve, slug
+        assert page.lower().index(word) >= at, slug  # the first use is the tipped one
+        assert terms[slug].source and f'id="{slug}"' in glossary, slug
