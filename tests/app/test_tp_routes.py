@@ -3,6 +3,7 @@
 sequence-parallelism control."""
 
 import re
+from html import unescape
 
 import pytest
 
@@ -1562,3 +1563,28 @@ def test_round21_step_5_sources_the_copy_share(client):
     step = step_prose(client.get("/episodes/tensor-parallel").text, "step-5")
     assert ("× the 78% BabelStream's copy reaches on an H100 NVL, a PCIe "
             "card:") in step
+
+
+
+def test_round31_ep04_step_6s_gpt3_line_says_where_its_busbw_and_s_come_from(client):
+    """Round-31 reading A, finding 12: step 6's why divides by GPT-3's 252.7 GB/s at t = 16,
+    which its notes (NVLS, t = 2, InfiniBand) never derived, and its k = 12.668 is at the
+    page's s = 4,096, not GPT-3's trained 2,048. Step 4 derives that busBW (the bytes over
+    NVLink's ring plus the ring's latency, the bytes over that time); step 6 now says so, and
+    says the s."""
+    from app.routers.tensor_parallel import facts
+
+    g3 = facts()["gpt3_t16"]["api"]
+    page = client.get("/episodes/tensor-parallel").text
+    six, four = (" ".join(unescape(re.sub(r"<[^>]+>", " ", page.split(
+        f'<section class="step" id="step-{n}"')[1].split("</section>")[0])).split())
+        for n in (6, 4))
+    line = re.search(r"GPT-3 at t = 16 spans two nodes: .*? ÷ ([\d.]+) GB/s = [\d,]+ \(the busBW "
+                     r"is step 4's two-node ring; k at the page's s = ([\d,]+)\)", six)
+    assert line, six
+    assert line[1] == f"{g3['bus_bandwidth'] / 1e9:.1f}"
+    assert int(line[2].replace(",", "")) == g3["crossover"]["seq_len"]
+    sent, took, busbw = re.search(r"\(The bench's busBW is the bytes over that whole time, "
+                                  r"latency included: (\d+) MB ÷ ([\d.]+) ms = (\d+) GB/s\.\)",
+                                  four).groups()
+    assert f"{int(sent) / float(took):.0f}" == busbw == f"{g3['bus_bandwidth'] / 1e9:.0f}"
