@@ -897,14 +897,16 @@ def test_round_14_step_6s_why_derives_its_speedup_first_in_three_sentences(clien
     assert f"= {fmt_ms(tiny['bucket_s'])} on it, against " \
            f"{fmt_ms(ring_steps()['Simple'].bucket_s)} on the ring" in sentences[0]
     worked = re.search(r"([\d,]+) buckets × ([\d.]+) ms = ([\d,]+) ms of all-reduce, .*? hides "
-                       r"([\d,]+) ms, so ([\d,]+) ms stays exposed: ([\d,]+) × ([\d,]+) ms ÷ "
-                       r"\(([\d,]+) ms \+ ([\d,]+) ms\) = ([\d.]+)×", sentences[1])
+                       r"([\d,]+) ms, so ([\d,]+) ms stays exposed: ([\d,]+) × ([\d,.]+) ms ÷ "
+                       r"\(([\d,.]+) ms \+ ([\d,.]+) ms\) = ([\d.]+)×", sentences[1])
     assert worked, sentences[1]
     buckets, per, comm, hid, exposed, n, comp, comp2, exp2, speedup = (
         float(v.replace(",", "")) for v in worked.groups())
     assert speedup == tiny["speedup"] and buckets == tiny["buckets"] and n == 1024
     assert buckets * per == pytest.approx(comm, rel=0.001)  # 0.2931 ms: round-19 X, finding 8
-    assert comm - hid == pytest.approx(exposed, abs=1) and (comp, exp2) == (comp2, exposed)
+    # The quotient's parts to 0.1 ms (round-31 reading A, finding 6), the exposed time so.
+    assert comm - hid == pytest.approx(exposed, abs=1) and comp == comp2
+    assert exp2 == pytest.approx(exposed, abs=0.5)
     assert n * comp / (comp + exposed) == pytest.approx(speedup, rel=1e-3)
     assert len(sentences) <= 3 and len(own.split()) < 150
     # The working is the step's closed note (round-19 cold reading X, finding 11).
