@@ -8,6 +8,7 @@ from app.labkit import Decide, Drill, Mistake, decide, predict
 from app.labkit.drills import lab_value
 from app.lesson_drills.units import mb
 from labs.context_parallel.lab import head_dims, mask_layout
+from labs.hardware.links import get_link
 from labs.model.presets import get_model
 
 CROSSOVER_70B = {"model": "llama-3.1-70b", "seq_len": 131072, "cp": 8, "tokens": 64,
@@ -120,6 +121,12 @@ LAYOUT_CP = 16
 LAYOUT_OPTIONS = (("ring", "zigzag"), ("allgather", "allgather"), ("ulysses", "ulysses"))
 
 
+def _nvlink5():
+    """The decide's fabric, its rate as the question states it (round-31 reading B, finding 9:
+    the page's only rate was the H100's)."""
+    return get_link(LAYOUT_DECIDE["link"])
+
+
 def layout_time(api: dict) -> float:
     """What cp-decide-layout ranks: the busiest rank's attention and the communication it
     waits for (the lab's exposed_s: a ring's sends past their rounds, all of an all-gather's
@@ -149,12 +156,27 @@ def _ring_why(a: dict) -> str:
             f"even. {_ms3(a['attention_s'])} + {_ms3(a['exposed_s'])} = {{value}}.")
 
 
+def _zigzag_attention() -> float:
+    """The busiest rank's attention under zigzag chunks at the decide's state: a balanced
+    all-gather's too, since where K and V come from does not change which queries a rank holds
+    (the engine's allgather layout is slime's contiguous one, step 4)."""
+    return _layout_state("zigzag")["attention_s"]
+
+
+def balanced_allgather_time(api: dict) -> float:
+    """cp-decide-layout's all-gather, as Llama 3 runs it (arXiv:2407.21783 sec 3.3.2: 2 x CP
+    chunks, rank i keeping chunks i and 2 x CP - 1 - i): zigzag's attention, and the engine's
+    all-gather of the whole K/V, all of it waited for (round-31 reading B, finding 1: the
+    option was slime's contiguous slices, which lose by 2x on imbalance step 2 already
+    taught)."""
+    return _zigzag_attention() + api["exposed_s"]
+
+
 def _allgather_why(a: dict) -> str:
-    c = a["cp"]
-    return (f"It sends a ring's bytes, {mb(a['comm_bytes_per_gpu'])}, but attention waits "
-            f"for all of them: {_ms3(a['exposed_s'])}. Its contiguous slices (slime's, step 4) "
-            f"give the last rank 2 − 1/{c} = {2 - 1 / c:.3g} times the mean rank's attention "
-            f"(step 2): {_ms3(a['attention_s'])} + {_ms3(a['exposed_s'])} = {{value}}.")
+    return (f"Zigzag's chunks keep its ranks even, {_ms3(_zigzag_attention())} of attention, "
+            f"and it sends a ring's bytes, {mb(a['comm_bytes_per_gpu'])}, in "
+            f"one collective: but attention waits for all of it, {_ms3(a['exposed_s'])}. "
+            f"{_ms3(_zigzag_attention())} + {_ms3(a['exposed_s'])} = {{value}}.")
 
 
 def _ulysses_why(a: dict) -> str:
@@ -167,13 +189,21 @@ def _ulysses_why(a: dict) -> str:
 
 
 def _layout_solution(found: dict) -> str:
-    """cp-decide-layout's worked solution: each plan's time, and the bytes against it."""
+    """cp-decide-layout's worked solution: each plan's time, and the bytes against it; the
+    ring's margin over the runner-up and which way the lab errs (round-31 reading B, finding
+    9)."""
     sent = {key: _layout_state(layout)["comm_bytes_per_gpu"] for key, layout in LAYOUT_OPTIONS}
+    ring = found["ring"]
+    second = min(v for k, v in found.items() if k != "ring")
     return ("{best}. Attention and the traffic it waits for: ring {ring}, all-gather "
             "{allgather}, Ulysses {ulysses}. Ulysses sends the fewest bytes, "
             f"{mb(sent['ulysses'])} against {mb(sent['ring'])}, but a ring's send travels "
             "behind the block in hand, so its bytes cost no time while each send is shorter "
-            "than a round (step 7 shortens the rounds).")
+            "than a round (step 7 shortens the rounds). The margin is thin, "
+            f"{(second - ring) * 1e3:.2f} ms, {(second - ring) / second:.0%}, and the lab errs "
+            f"in the ring's favour: it times the ring's {LAYOUT_CP} block-sized FlashAttention "
+            "calls a rank at the rate of one call, where Ulysses runs one call over the whole "
+            "sequence, and short calls run below that rate.")
 
 
 def _crossover_solution() -> str:
@@ -230,14 +260,17 @@ DRILLS: tuple[Drill | Decide, ...] = (
         "cp-decide-layout",
         "Llama 3.1 8B: 32 query heads and 8 KV heads of 128, so a token carries 4,096 B of K "
         "and V and 8,192 B each of Q and the attention output. One 131,072-token sequence "
-        f"over CP {LAYOUT_CP} on the B200s of an NVL72 rack, whose NVLink joins all 72 GPUs: "
-        "which plan finishes a layer's attention, with the traffic it waits for, soonest?",
-        "cp", layout_time,
+        f"over CP {LAYOUT_CP} on the B200s of an NVL72 rack, whose NVLink 5 joins all 72 GPUs "
+        f"at {_nvlink5().bandwidth / 1e9:,.0f} GB/s a direction "
+        f"({_nvlink5().ring_busbw / 1e9:,.0f} GB/s of NCCL ring busBW): which plan finishes "
+        "a layer's attention, with the traffic it waits for, soonest?",
+        "cp", {"ring": layout_time, "allgather": balanced_allgather_time,
+               "ulysses": layout_time},
         tuple((key, label, {**LAYOUT_DECIDE, "cp": LAYOUT_CP, "layout": layout}, why)
               for key, label, layout, why in (
             ("ring", "Zigzag ring: pass K/V blocks c − 1 times", "zigzag", _ring_why),
-            ("allgather", "All-gather every rank's K/V blocks once, before attention "
-                          "(contiguous slices)", "allgather", _allgather_why),
+            ("allgather", "All-gather every rank's K/V once, before attention, zigzag "
+                          "chunks (Llama 3's)", "allgather", _allgather_why),
             ("ulysses", "Ulysses: all-to-all by heads, 2 query heads a rank", "ulysses",
              _ulysses_why))),
         best="min", fmt=_ms2,

@@ -127,6 +127,9 @@ def test_finding_10_the_layout_decide_compares_the_methods_at_one_cp_by_time(cli
     api = {k: lab_value("cp", {**LAYOUT_DECIDE, "cp": cp, "layout": lay}, lambda a: a)
            for k, lay in layouts.items()}
     time = {k: a["attention_s"] + a["exposed_s"] for k, a in api.items()}
+    # Round-31 reading B, finding 1: the all-gather is Llama 3's, zigzag-balanced
+    # (tests/app/test_round31_b.py): the ring's attention and the all-gather's wait.
+    time["allgather"] = api["ring"]["attention_s"] + api["allgather"]["exposed_s"]
     assert [k for k, o in options.items() if o.right] == [min(time, key=time.get)] == ["ring"]
     assert min(api, key=lambda k: api[k]["comm_bytes_per_gpu"]) == "ulysses"  # bytes ≠ time
     for key, option in options.items():

@@ -1,0 +1,53 @@
+"""Round-31 cold reading B (EP06, EP07, EP08, EP09, EP11, the cheat sheet and the your-run
+page): each finding fixed here, pinned on the behaviour it fixes."""
+
+import html as markup
+import re
+
+
+def _text(part: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", markup.unescape(part)).split())
+
+
+def _drill(view: str, drill_id: str):
+    from app.lesson_drills import LESSON_DRILLS
+    return next(d for d in LESSON_DRILLS[view] if d.id == drill_id)
+
+
+def test_finding_1_the_layout_decides_all_gather_is_llama_3s_balanced_one():
+    """cp-decide-layout's all-gather was slime's contiguous slices, which lose by 2x on the
+    imbalance step 2 taught, so it could be ruled out without weighing the wait. It is Llama
+    3's zigzag all-gather (step 4): the ring's even attention plus the whole all-gather waited
+    for, both the engine's, and it still loses, by the wait."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills.context_parallel import LAYOUT_CP, LAYOUT_DECIDE
+
+    drill = _drill("cp", "cp-decide-layout")
+    labels = dict(drill.choices)
+    assert "contiguous" not in labels["allgather"] and "zigzag" in labels["allgather"]
+    state = {**LAYOUT_DECIDE, "cp": LAYOUT_CP}
+    ring = lab_value("cp", {**state, "layout": "zigzag"}, lambda a: a)
+    gather = lab_value("cp", {**state, "layout": "allgather"}, lambda a: a)
+    options = {o.key: o for o in drill.judge()}
+    want = ring["attention_s"] + gather["exposed_s"]
+    assert options["allgather"].figure == f"{want * 1e3:,.2f} ms"
+    assert not options["allgather"].right and options["ring"].right
+    why = options["allgather"].why
+    assert "2 − 1/" not in why and f"{gather['exposed_s'] * 1e3:.3f} ms" in why
+
+
+def test_finding_9_the_layout_decide_states_nvlink_5s_rate_and_its_margin():
+    """The NVLink 5 rate behind the decide's sends was on no page (the only rate was the
+    H100's), and the solution never said how thin the ring's lead is or which way the lab
+    errs. The question states the link's rate and busBW, the solution the margin and the
+    direction of the lab's error."""
+    from labs.hardware.links import get_link
+
+    drill = _drill("cp", "cp-decide-layout")
+    link = get_link("nvl72")
+    assert f"{link.bandwidth / 1e9:,.0f} GB/s" in drill.question
+    assert f"{link.ring_busbw / 1e9:,.0f} GB/s" in drill.question
+    found = {o.key: float(o.figure.removesuffix(" ms")) for o in drill.judge()}
+    gap = found["ulysses"] - found["ring"]
+    text = drill.solution()
+    assert f"{gap:.2f} ms" in text and "errs in the ring's favour" in text
