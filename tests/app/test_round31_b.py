@@ -14,7 +14,7 @@ def _drill(view: str, drill_id: str):
     return next(d for d in LESSON_DRILLS[view] if d.id == drill_id)
 
 
-def test_finding_1_the_layout_decides_all_gather_is_llama_3s_balanced_one():
+def test_finding_1_the_layout_decides_all_gather_is_llama_3s_balanced_one(client):
     """cp-decide-layout's all-gather was slime's contiguous slices, which lose by 2x on the
     imbalance step 2 taught, so it could be ruled out without weighing the wait. It is Llama
     3's zigzag all-gather (step 4): the ring's even attention plus the whole all-gather waited
@@ -36,7 +36,7 @@ def test_finding_1_the_layout_decides_all_gather_is_llama_3s_balanced_one():
     assert "2 − 1/" not in why and f"{gather['exposed_s'] * 1e3:.3f} ms" in why
 
 
-def test_finding_9_the_layout_decide_states_nvlink_5s_rate_and_its_margin():
+def test_finding_9_the_layout_decide_states_nvlink_5s_rate_and_its_margin(client):
     """The NVLink 5 rate behind the decide's sends was on no page (the only rate was the
     H100's), and the solution never said how thin the ring's lead is or which way the lab
     errs. The question states the link's rate and busBW, the solution the margin and the
