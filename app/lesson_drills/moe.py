@@ -117,16 +117,20 @@ def _skew_etp_why(a: dict) -> str:
             f"2 × {three(a['dispatch_s'])} + {three(a['compute_s'])} = {{value}}.")
 
 
-def _spine_why(a: dict) -> str:
-    """moe-decide-network's 1:1 spine: the dispatch at the NICs' rate, against the question's
-    4:1 spine (its own state, not another choice's)."""
+def _etp_why(a: dict) -> str:
+    """moe-decide-network's expert TP 2: the GEMMs halve, and the EP group spans twice the
+    nodes, so more of its dispatch climbs to the spine (the question's own state beside it,
+    not another choice's)."""
     from app.labkit.drills import lab_value
 
-    was = lab_value("moe", V3_NET, lambda answer: answer["dispatch_s"])
-    return (f"Every leaf now has an uplink for each of its GPUs, so the dispatch runs at the "
-            f"NICs' rate, {ms(a['dispatch_s'])} instead of {ms(was)} each way: the layer takes "
-            f"{{value}}. It rebuilds the whole cluster's spine, and each EP group still sends "
-            f"over the NICs of {a['network'][0]['nodes']} nodes.")
+    was = lab_value("moe", V3_NET, lambda answer: answer)
+    span = {g["kind"]: g["nodes_spanned"] for g in a["groups"]}["ep"]
+    was_span = {g["kind"]: g["nodes_spanned"] for g in was["groups"]}["ep"]
+    return (f"Two GPUs share each expert's GEMMs, so the compute halves, "
+            f"{ms(was['compute_s'])} → {ms(a['compute_s'])}. But an EP group of 64 now spans "
+            f"{span} nodes, not {was_span}, so more of its dispatch climbs to the spine: "
+            f"{ms(a['dispatch_s'])} each way instead of {ms(was['dispatch_s'])}. "
+            f"2 × {ms(a['dispatch_s'])} + {ms(a['compute_s'])} = {{value}}.")
 
 
 DRILLS: tuple[Drill | Decide, ...] = (
@@ -242,17 +246,21 @@ DRILLS: tuple[Drill | Decide, ...] = (
              "Each EP group now sits under one leaf, so the spine carries none of it; "
              "the dispatch still crosses 8 nodes' NICs: {value}."),
             # Round-29 cold reading B, finding 8: "a 2:1 spine" only halved the penalty
-            # that leaves of 8 remove, so it could not win; a 1:1 spine removes it too.
-            ("spine1", "Rebuild the spine at 1:1 (a full fat tree)", {"oversubscription": 1.0},
-             _spine_why),
+            # that leaves of 8 remove, so it could not win. Round-31 reading B, finding 2: its
+            # 1:1 replacement tied leaves of 8 exactly, so neither could be the one answer.
+            # Expert TP 2 is a lever whose outcome differs: it halves the GEMMs and spreads
+            # each EP group over twice the nodes.
+            ("etp2", "Split each expert's matrices over 2 GPUs (expert TP 2)", {"etp": 2},
+             _etp_why),
             ("deepep", "Dispatch with DeepEP instead of NCCL's all-to-all",
              {"ep_dispatch": "deepep"},
              "One copy per destination node instead of one per expert, but half of "
              "those nodes are still across the spine: {value}."))),
         best="min", fmt=ms,
-        solution="{best}. Layer time: EP 32 {ep32}, leaves of 8 {leaf8}, a 1:1 spine "
-                 "{spine1}, DeepEP {deepep}. A leaf that holds the whole group and a spine "
-                 "as wide as the leaves both take the spine out of the dispatch, leaving the "
-                 "NICs the limit; a group of 4 nodes also sends fewer of its bytes over them.",
+        solution="{best}. Layer time: EP 32 {ep32}, leaves of 8 {leaf8}, expert TP 2 "
+                 "{etp2}, DeepEP {deepep}. A leaf that holds the whole group takes the spine "
+                 "out of the dispatch, leaving the NICs the limit; a group of 4 nodes also "
+                 "sends fewer of its bytes over them. Expert TP halves the GEMMs but spreads "
+                 "each group over twice the nodes, and the dispatch outweighs the GEMMs.",
         reveals=("fewer of its bytes over them",)),
 )

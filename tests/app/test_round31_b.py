@@ -51,3 +51,26 @@ def test_finding_9_the_layout_decide_states_nvlink_5s_rate_and_its_margin(client
     gap = found["ulysses"] - found["ring"]
     text = drill.solution()
     assert f"{gap:.2f} ms" in text and "errs in the ring's favour" in text
+
+
+def test_finding_2_the_network_decides_options_all_differ(client):
+    """moe-decide-network's 1:1 spine tied leaves of 8 exactly (21.6 ms each): both take the
+    spine out of the dispatch, so neither could be the one answer and the drill fell to
+    elimination. Expert TP 2 stands in its place, a lever whose layer differs: its GEMMs halve
+    and each EP group spans twice the nodes, each figure the engine's."""
+    from app.labkit.drills import lab_value
+    from app.lesson_drills.moe import V3_NET
+    from app.lesson_drills.units import ms
+
+    drill = _drill("moe", "moe-decide-network")
+    labels = dict(drill.choices)
+    assert not any("1:1" in label for label in labels.values())
+    options = {o.key: o for o in drill.judge()}
+    assert len({o.figure for o in options.values()}) == len(options)  # no two tie
+    assert [k for k, o in options.items() if o.right] == ["ep32"]
+    base = lab_value("moe", V3_NET, lambda a: a)
+    etp = lab_value("moe", {**V3_NET, "etp": 2}, lambda a: a)
+    assert options["etp2"].figure == ms(etp["layer_s"])
+    why = options["etp2"].why
+    assert f"{ms(base['compute_s'])} → {ms(etp['compute_s'])}" in why
+    assert f"{ms(etp['dispatch_s'])} each way instead of {ms(base['dispatch_s'])}" in why
