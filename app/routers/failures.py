@@ -133,6 +133,7 @@ def extra_context(state) -> dict:
     return {
         "facts": facts(),
         "llama3_layout": LLAMA3_LAYOUT,
+        "llama3_layers": get_model(LLAMA3_LAYOUT["model"]).layers,  # step 7's chunk slots
         "save_names": SAVE_NAMES,
         "model_options": model_choices(model_options(), q.model_value),
         "model_value": q.model_value,

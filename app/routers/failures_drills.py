@@ -142,8 +142,8 @@ def more_or_faster():
     return decide(
         "failures-decide-more-or-faster",
         f"Llama 3 405B on 16,384 GPUs (TP 8 × PP {p} × DP 128, an interleaved 1F1B "
-        f"pipeline, {LLAMA3_CHUNKS} model chunks a stage, the lab's choice: the report "
-        f"gives none; its batch of "
+        f"pipeline, {LLAMA3_CHUNKS} model chunks a stage, one layer a chunk as the report "
+        f"implies; its batch of "
         f"{LLAMA3_SEQUENCES:,} sequences is {a['m']} micro-batches of one sequence per "
         f"pipeline) saves synchronously to a {fmt_bandwidth(SLOW_SYNC['storage_bw'])} file "
         f"system and, saving at its best "

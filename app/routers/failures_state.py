@@ -54,10 +54,14 @@ SAVE_NAMES = {"sync": "Synchronous (waits for the write)",
 # Llama 3 405B as its report ran it (Dubey et al. 2024 sec 3.3.2: TP 8 x PP 16, 126 layers
 # with one fewer on the first and last stage, an interleaved 1F1B schedule), timed by EP08's
 # engine (GET /api/recipe) with one 8,192-token sequence a micro-batch; its 2,048-sequence
-# batch fixed. The report gives no chunk count: the lab takes 7 model chunks a stage, the most
-# the 7-layer first and last stages hold (round-6 reading, EP11 item 2: plain 1F1B timed the
-# step at 9.44 s against the 6.23 s the page quotes).
-LLAMA3_CHUNKS = 7
+# batch fixed. The report names no chunk count, but implies one layer a chunk: "the first
+# model chunk on the first stage has only the embedding, and the last model chunk on the last
+# stage has only output projection and loss calculation", so 8 chunks a stage, 16 x 8 = 128
+# slots = 126 layers + the embedding + the head (labs.schedules.stages.stage_slots; round-31
+# reading B, finding 3: the lab took 7, which the 8-layer middle stages cannot split evenly;
+# round-6 reading, EP11 item 2: plain 1F1B timed the step at 9.44 s against the 6.23 s the
+# page quotes).
+LLAMA3_CHUNKS = 8
 LLAMA3_LAYOUT = {"model": "llama-3.1-405b", "gpu": "h100-sxm", "intra_link": "nvlink-4",
                  "inter_link": "ib-ndr", "tp": 8, "pp": 16, "seq_len": 8192, "micro_batch": 1,
                  "schedule": "interleaved-1f1b", "virtual": LLAMA3_CHUNKS,

@@ -26,7 +26,7 @@ from labs.model.spec import ModelSpec
 from labs.parallel.layout import ParallelLayout, problems
 from labs.schedules.catalogue import CATALOGUE, SCHEDULES, chunks_per_rank
 from labs.schedules.inputs import check_shape
-from labs.schedules.stages import stage_params, uneven_problems
+from labs.schedules.stages import stage_params, stage_slots, uneven_problems
 
 BREAKDOWN_KEYS = (
     "weights", "gradients", "master_weights", "optimizer_moments", "activations",
@@ -131,7 +131,10 @@ class MemoryInput:
                                  self.last_stage_layers, self.pipeline_chunks)
         if found:
             raise found[0]
-        if self.pp * self.pipeline_chunks > self.model.layers:
+        slots = (sum(stage_slots(self.model.layers, self.pp, self.first_stage_layers,
+                                 self.last_stage_layers)) if self.split_set
+                 else self.model.layers)  # an uneven end stage's embedding/head chunk
+        if self.pp * self.pipeline_chunks > slots:
             raise LabInputError("virtual", f"{self.model.name} has {self.model.layers} layers: "
                                            f"it cannot fill {self.pp} stages x "
                                            f"{self.pipeline_chunks} chunks = "

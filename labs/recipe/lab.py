@@ -61,7 +61,12 @@ from labs.recipe.step_time import step_parts
 from labs.schedules.catalogue import CATALOGUE, chunks_per_rank
 from labs.schedules.inputs import PipelineInput, check_shape
 from labs.schedules.simulate import placed
-from labs.schedules.stages import chunk_problems, stage_layer_counts, uneven_problems
+from labs.schedules.stages import (
+    chunk_problems,
+    stage_layer_counts,
+    stage_slots,
+    uneven_problems,
+)
 
 PARALLEL = ("tp", "pp", "dp", "cp", "ep")
 
@@ -173,9 +178,14 @@ def rule_problems(plan: Plan, model: ModelSpec, cluster: Cluster,
                   if not getattr(plan, name)]
     found += hsdp_problems(plan)
     chunks = chunks_per_rank(plan.schedule, plan.virtual) if plan.pp > 1 else 1
+    # Chunk slots: the layers, and an uneven first/last stage's embedding/head chunk
+    # (labs.schedules.stages.stage_slots: Llama 3's 16 x 8 = 126 layers + 2).
+    slots = (sum(stage_slots(model.layers, plan.pp, plan.first_stage_layers,
+                             plan.last_stage_layers)) if plan.pp > 1 and plan.uneven
+             else model.layers)
     found += [e for e in uneven_problems(model.layers, plan.pp, plan.first_stage_layers,
                                          plan.last_stage_layers, chunks)
-              if e.field != "virtual" or plan.pp * chunks <= model.layers]
+              if e.field != "virtual" or plan.pp * chunks <= slots]
     if plan.pp > 1:
         try:
             check_shape(plan.schedule, plan.pp, plan.microbatches, plan.virtual)
@@ -188,7 +198,7 @@ def rule_problems(plan: Plan, model: ModelSpec, cluster: Cluster,
         except LabInputError as exc:
             found.append(exc)
         else:
-            if plan.pp * chunks > model.layers:
+            if plan.pp * chunks > slots:
                 found.append(LabInputError("virtual", f"{model.layers} layers cannot fill "
                                                       f"{plan.pp} stages x {chunks} chunks"))
             elif not plan.uneven and not any(e.field in ("virtual", "pp") for e in found):

@@ -99,11 +99,27 @@ def uneven_problems(layers: int, pp: int, first: int, last: int,
                                           f"after the first and last stages must split evenly "
                                           f"over the {left} stages left (at least one each); "
                                           f"{rest} does not divide by {left}"))
-    if not found and min(stage_layer_counts(layers, pp, first, last)) < chunks:
+    if not found and min(stage_slots(layers, pp, first, last)) < chunks:
         found.append(LabInputError("virtual", f"a stage of "
                                               f"{min(stage_layer_counts(layers, pp, first, last))}"
                                               f" layers cannot fill {chunks} model chunks"))
     return found
+
+
+def stage_slots(layers: int, pp: int, first: int = 0, last: int = 0) -> tuple[int, ...]:
+    """Model-chunk slots per stage: its layers, and where the first (last) stage is set
+    uneven, one more for the embedding (the output head and loss), which there fill a chunk
+    of their own. Llama 3 405B (arXiv:2407.21783 sec 3.3.2): "we reduce one Transformer layer
+    each from the first and the last stages ... the first model chunk on the first stage has
+    only the embedding, and the last model chunk on the last stage has only output projection
+    and loss calculation", so 16 stages x 8 chunks = 128 slots = 126 layers + embedding +
+    head (Megatron-LM's --pipeline-model-parallel-layout writes such chunks as "E" and "L")."""
+    counts = list(stage_layer_counts(layers, pp, first, last))
+    if pp > 1 and first:
+        counts[0] += 1
+    if pp > 1 and last:
+        counts[-1] += 1
+    return tuple(counts)
 
 
 def chunk_problems(layers_per_rank: tuple[int, ...], chunks: int) -> list[LabInputError]:

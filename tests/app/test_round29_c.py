@@ -109,15 +109,17 @@ def test_finding_3_ep08_step_1_efficiency_redoes_from_its_printed_parts(client):
 
 def test_finding_4_ep11_says_the_chunk_count_is_the_labs(client):
     """"EP08's engine times Llama 3's interleaved 1F1B schedule (7 model chunks a stage)" and
-    the decide's "7 model chunks a stage" read as the report's; it gives none."""
+    the decide's "7 model chunks a stage" read as the report's; it gives none. Round-31
+    reading B, finding 3: the report implies one layer a chunk (its first chunk holds only
+    the embedding), 8 a stage: the page and the decide say that reading now
+    (tests/app/test_round31_b.py; old "the lab's choice: the report gives none")."""
     from app.routers.failures import VIEW
     from app.routers.failures_state import LLAMA3_CHUNKS
 
     seven = _step(client, "/episodes/failures", 7)
-    assert (f"({LLAMA3_CHUNKS} model chunks a stage, the lab's choice: the report gives none)"
-            in seven), seven
+    assert f"({LLAMA3_CHUNKS} chunks a stage, a layer each: the report's first" in seven, seven
     drill = next(d for d in VIEW.drills if d.id == "failures-decide-more-or-faster")
-    assert (f"{LLAMA3_CHUNKS} model chunks a stage, the lab's choice: the report gives none"
+    assert (f"{LLAMA3_CHUNKS} model chunks a stage, one layer a chunk as the report implies"
             in drill.question)
 
 

@@ -74,3 +74,26 @@ def test_finding_2_the_network_decides_options_all_differ(client):
     why = options["etp2"].why
     assert f"{ms(base['compute_s'])} → {ms(etp['compute_s'])}" in why
     assert f"{ms(etp['dispatch_s'])} each way instead of {ms(base['dispatch_s'])}" in why
+
+
+def test_finding_3_ep11_times_llama_3_at_one_layer_a_chunk(client):
+    """EP11 step 7 took 7 model chunks a stage, "the lab's choice: the report gives none".
+    Llama 3 sec 3.3.2 has the first stage's first chunk hold only the embedding and the last
+    stage's last only the head: one layer a chunk, 8 a stage, 16 x 8 = 128 slots = 126 layers
+    + 2. The engine now takes an uneven end stage's embedding (head) as a chunk, times that
+    layout, and the page's bubble and gain are its figures at v = 8."""
+    from app.routers.failures_state import LLAMA3_CHUNKS, LLAMA3_LAYOUT
+    from labs.model.presets import get_model
+
+    assert LLAMA3_CHUNKS == 8
+    layers = get_model(LLAMA3_LAYOUT["model"]).layers
+    assert LLAMA3_LAYOUT["pp"] * LLAMA3_CHUNKS == layers + 2
+    body = client.get("/api/recipe", params={**LLAMA3_LAYOUT, "nodes": 512 * 16, "dp": 512,
+                                             "microbatches": 4}).json()
+    assert body["bubble_fraction"] == __import__("pytest").approx(1 - 32 / 131)
+    page = client.get("/episodes/failures").text
+    start = page.index('id="step-7"')
+    seven = _text(page[start:page.index("</section>", start)])
+    assert "the lab's choice" not in seven
+    assert f"16 × 8 = {layers} layers + 2" in seven
+    assert "1 − 32/131 = 75.6%" in seven
