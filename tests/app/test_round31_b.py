@@ -9,6 +9,12 @@ def _text(part: str) -> str:
     return " ".join(re.sub(r"<[^>]+>", " ", markup.unescape(part)).split())
 
 
+def _prose(part: str) -> str:
+    """Text as read: the glossary's tips and the tags dropped."""
+    part = re.sub(r'<span class="term-tip".*?</span>', "", part, flags=re.S)
+    return " ".join(re.sub(r"<[^>]+>", " ", markup.unescape(part)).split())
+
+
 def _drill(view: str, drill_id: str):
     from app.lesson_drills import LESSON_DRILLS
     return next(d for d in LESSON_DRILLS[view] if d.id == drill_id)
@@ -97,3 +103,40 @@ def test_finding_3_ep11_times_llama_3_at_one_layer_a_chunk(client):
     assert "the lab's choice" not in seven
     assert f"16 × 8 = {layers} layers + 2" in seven
     assert "1 − 32/131 = 75.6%" in seven
+
+
+def _rl_step_2(client) -> str:
+    page = client.get("/episodes/rl-placement").text
+    start = page.index('id="step-2"')
+    return _prose(page[start:page.index("</section>", start)])
+
+
+def test_finding_4_ep09_step_2_derives_the_switchs_bytes(client):
+    """EP09 step 2 quoted the 1.37 s sync whose 42.3 GB each way no page derived (R1's switch,
+    step 6, keeps its Adam state in host RAM, so it does not carry over). Step 2's note now
+    works a switch's bytes from the engine's parameters a GPU: bf16 weights, fp32 gradients
+    and 12 B of Adam state over DP·CP; the sum is the engine's switch bytes."""
+    from app.routers.rl import facts
+
+    api = facts()["glm9"]["api"]
+    stage = api["train_stage"]
+    p = (stage["dense_params_per_gpu"] + stage["expert_params_per_gpu"]) / 1e9
+    parts = (2 * p, 4 * p, 12 * p / stage["dense_shard"])
+    assert sum(parts) * 1e9 == __import__("pytest").approx(api["sync_switch_bytes"][0])
+    two = re.sub(r"\( | (?=[,)])", lambda m: m.group(0).strip(), _rl_step_2(client))
+    assert (f"A switch's {api['sync_switch_bytes'][0] / 1e9:.1f} GB: {p:.2f}B parameters' "
+            f"weights {parts[0]:.2f} (bf16) + ") in two
+    assert (f"gradients {parts[1]:.2f} (fp32) + Adam {parts[2]:.2f} (12 B ÷ DP·CP "
+            f"{stage['dense_shard']})") in two
+
+
+def test_finding_10_ep09_step_2s_gain_is_the_quotient_of_its_printed_rates(client):
+    """"64 ÷ 16.6 s = 3.86 a second, 1.70× for twice the GPUs" against colocated's 2.28:
+    3.86 ÷ 2.28 = 1.69; the 1.70 came from the unrounded rates. The why and the predict's
+    answer print the quotient of the rates they print."""
+    from app.routers.rl import facts
+
+    f = facts()
+    col, sep = (round(f[k]["api"]["samples_per_second"], 2) for k in ("glm9", "glm9_sep"))
+    two = _rl_step_2(client)
+    assert f"{sep:.2f} a second, {sep / col:.2f}× for twice the GPUs" in two
