@@ -68,7 +68,9 @@ def goodput_line(inp):
                     "starts between steps. The step is Llama 3's rate: 6 × "
                     f"{step_params(inp.model) / 1e9:.2f}B "
                     + ("active matmul parameters (N above)" if inp.model.is_moe
-                       else "parameters")
+                       else "parameters, all of them, as EP11 times Llama 3's step from its "
+                            "400 TFLOP/s (N above leaves out the input embedding's "
+                            f"{(inp.model.params - matmul_params(inp.model)) / 1e9:.2f}B)")
                     + f" × {LLAMA3_BATCH_TOKENS:,} "
                     f"tokens ÷ ({r.input.step_gpus:,} × {LLAMA3_TFLOPS / 1e12:.0f} TFLOP/s) = "
                     f"{r.input.step_s:.4g} s on its {r.input.step_gpus:,} GPUs, × "

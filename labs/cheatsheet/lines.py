@@ -160,11 +160,12 @@ def dp_speedup(inp):
                                             f"{c.achieved_share:.1%} of its "
                                             f"{c.peak_flops / 1e12:,.0f} TFLOP/s dense peak, "
                                             f"achieved: its MAMF share, "
-                                            f"{k.matmul_efficiency:.1%}, × {k.matmul_sustain:.2f}"
+                                            f"{k.matmul_efficiency:.1%}, × {k.matmul_sustain:.2%}"
                                             " sustained over burst"),
              Term("c", p.compute_s, "s", "6·P·T ÷ rate"
                   + (f", P here the {inp.model.active_params / 1e9:.1f}B active parameters"
-                     if inp.model.is_moe else "")),
+                     if inp.model.is_moe else
+                     f", P = {inp.model.params / 1e9:.1f}B parameters")),
              Term("B_bus", ar.busbw, "B/s",
                   f"NCCL's bus bandwidth on {link}, the H100 servers' link, for the algorithm "
                   "it picks (EP02 step 2: the ring's or NVLS's), measured (nccl-tests), not "

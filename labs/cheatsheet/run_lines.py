@@ -7,6 +7,7 @@ formula computes them; each group cites its papers."""
 import math
 
 from labs.cheatsheet.inputs import Term
+from labs.context_parallel.lab import head_dims
 from labs.core.errors import LabInputError
 from labs.hardware.links import make_cluster
 from labs.memory.lab import (
@@ -69,7 +70,22 @@ def _flop_terms(inp, matmul: int, per_token: float, tokens: int) -> tuple:
             Term("attention", per_token * tokens - (matmul * n - 2 * (matmul == 8)
                                                      * head_matmul_params(inp.model)) * tokens,
                  "flops", "QKᵀ and AV, 4·L·h·s per token forward, twice that backward: "
-                 "12·L·h·s per token (16·L·h·s with full recomputation's second forward)"))
+                 "12·L·h·s per token (16·L·h·s with full recomputation's second forward); "
+                 + attention_width(inp.model)))
+
+
+def attention_width(m) -> str:
+    """What the h of the attention term is (round-31 reading B, finding 8: DeepSeek-V3's
+    2.52e14 needs 128 heads x (192 + 128)/2 = 20,480, where a reader took the hidden size,
+    7,168): heads x head dim, the query-key and value dims averaged where they differ (MLA)."""
+    d_qk, d_v = head_dims(m)
+    dim = (d_qk + d_v) / 2
+    h = m.heads * dim
+    return ("h = heads × head dim"
+            + (f" (QK {d_qk} and V {d_v} averaged)" if d_qk != d_v else "")
+            + f" = {m.heads} × {dim:g} = {h:,.0f}"
+            + (", the hidden size here" if h == m.hidden else f", not the hidden size "
+               f"{m.hidden:,}"))
 
 
 def flops_6nd(inp):

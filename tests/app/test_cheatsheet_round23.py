@@ -52,7 +52,7 @@ def test_goodputs_step_says_where_it_comes_from(client):
     tau = terms(lines_of(client)["goodput"])["τ"]["meaning"]
     step = _number(re.search(r"whole steps of ([\d,.]+) s", tau).group(1))
     p, tokens, gpus, rate, big, big2, here = re.search(
-        r"6 × ([\d.]+)B parameters × ([\d,]+) tokens ÷ \(([\d,]+) × (\d+) TFLOP/s\) = "
+        r"6 × ([\d.]+)B parameters[^×]* × ([\d,]+) tokens ÷ \(([\d,]+) × (\d+) TFLOP/s\) = "
         r"([\d.]+) s on its ([\d,]+) GPUs, × [\d,]+ / ([\d,]+) here", tau).groups()
     worked = 6 * float(p) * 1e9 * _number(tokens) / (_number(gpus) * float(rate) * 1e12)
     # Round 24 (B, finding 12): the step as the lab takes it, to 4 figures on Llama 3's

@@ -775,7 +775,7 @@ def test_step_3_states_mixtrals_gemm_rate_from_its_source(client):
     for quoted in (
         f"{h100.bf16_flops / 1e12:.0f} TFLOP/s peak, {k.matmul_efficiency:.1%} (mamf-finder's "
         "best burst matmul) "
-        f"× {k.matmul_sustain:.1%} (held at the power limit), times {SLOWEST_GPU:.3f} for a "
+        f"× {k.matmul_sustain:.2%} (held at the power limit), times {SLOWEST_GPU:.3f} for a "
         f"node's slowest GPU: {full / 1e12:.0f} TFLOP/s",
         f"= {up_tiles:,}, filling {up_fill:.1%} of {up_waves} waves; the down GEMM's",
         f"= {down_tiles:,}, filling {down_fill:.1%} of {down_waves} (",

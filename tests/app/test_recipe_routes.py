@@ -2781,7 +2781,7 @@ def test_round_18_the_h100s_sustained_factor_cites_its_measurement_and_says_it_i
     note = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.split('data-testid="gemm-rates"')[1]
                                       .split("</div>")[0])).replace("&#39;", "'")
     k = rates(get_gpu("h100-sxm"))
-    assert (f"taking an H200's {k.matmul_sustain:.2f} at the power limit as the H100's (the "
+    assert (f"taking an H200's {k.matmul_sustain:.2%} at the power limit as the H100's (the "
             "lab's assumption)") in note
     # r21: the measurement is cited where the rate is derived, EP02 step 2's note.
     dp = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/episodes/data-parallel").text))

@@ -88,7 +88,7 @@ def test_finding_12_cheat_sheet_small_items(client):
     rate = _term(_line(client, "dp_speedup"), "rate")["meaning"]
     k = get_gpu("h100-sxm").kernels
     assert (f"{k.matmul_efficiency * k.matmul_sustain:.1%} of its 989 TFLOP/s dense peak, "
-            f"achieved: its MAMF share, {k.matmul_efficiency:.1%}, × {k.matmul_sustain:.2f}"
+            f"achieved: its MAMF share, {k.matmul_efficiency:.1%}, × {k.matmul_sustain:.2%}"
             in rate), rate
 
 

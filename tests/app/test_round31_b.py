@@ -140,3 +140,69 @@ def test_finding_10_ep09_step_2s_gain_is_the_quotient_of_its_printed_rates(clien
     col, sep = (round(f[k]["api"]["samples_per_second"], 2) for k in ("glm9", "glm9_sep"))
     two = _rl_step_2(client)
     assert f"{sep:.2f} a second, {sep / col:.2f}× for twice the GPUs" in two
+
+
+def _cheat_terms(client, key: str, **query) -> dict:
+    lines = client.get("/api/cheatsheet", params=query).json()["lines"]
+    line = next(line for line in lines if line["key"] == key)
+    return {t["symbol"]: t for t in line["terms"]} | {line["result"]["symbol"]: line["result"]}
+
+
+def test_finding_5_the_sustained_factor_has_one_spelling(client):
+    """The cheat sheet's DP line printed "× 0.85 sustained over burst" (80.3% × 0.85 = 68.3%,
+    not its 68.2%), EP07 step 4 "84.9%", EP07 step 8 "84.89%", EP08's "an H200's 0.85": one
+    factor, 0.8489, spelt four ways. Each prints it as EP02 does, 84.89%, and the DP line's
+    product redoes its share."""
+    from labs.hardware.gpus import get_gpu
+
+    k = get_gpu("h100-sxm").kernels
+    spelt = f"{k.matmul_sustain:.2%}"
+    rate = _cheat_terms(client, "dp_speedup")["rate"]["meaning"]
+    assert f"× {spelt} sustained over burst" in rate
+    share = float(re.search(r"([\d.]+)% of its", rate)[1])
+    assert f"{k.matmul_efficiency * 100:.1f}" in rate
+    assert f"{round(k.matmul_efficiency, 3) * k.matmul_sustain * 100:.1f}" == f"{share:.1f}"
+    moe = _prose(client.get("/episodes/experts").text)
+    assert f"× {spelt} (held at the power limit)" in moe and "× 84.9% " not in moe
+    recipe = _prose(client.get("/episodes/recipe-3d").text)
+    assert f"an H200's {spelt} at the power limit" in recipe and "H200's 0.85" not in recipe
+
+
+def test_finding_6_the_dense_dp_line_states_p(client):
+    """The dense DP line's c = 6·P·T ÷ rate named no P (the MoE lines do)."""
+    from labs.model.presets import get_model
+
+    c = _cheat_terms(client, "dp_speedup")["c"]["meaning"]
+    assert f"P = {get_model('llama-3.1-70b').params / 1e9:.1f}B parameters" in c
+
+
+def test_finding_7_the_dense_goodput_step_says_why_it_counts_every_parameter(client):
+    """The goodput line's dense step counted 70.55B parameters where the Training FLOPs line
+    two rows up says N = 69.5B (less the input embedding) and the MoE lines use that N. The
+    line says why it counts them all (EP11 times Llama 3's step so) and what N leaves out."""
+    from labs.model.flops import matmul_params
+    from labs.model.presets import get_model
+
+    m = get_model("llama-3.1-70b")
+    tau = _cheat_terms(client, "goodput")["τ"]["meaning"]
+    assert "as EP11 times Llama 3's step" in tau
+    assert f"input embedding's {(m.params - matmul_params(m)) / 1e9:.2f}B" in tau
+
+
+def test_finding_8_the_attention_term_says_what_h_is(client):
+    """"4·L·h·s" never said what h is: DeepSeek-V3's 2.52e14 needs 128 x (192 + 128)/2 =
+    20,480, GLM-4.7's 96 x 128 = 12,288, neither the hidden size. The term says h, and the
+    stated h redoes the attention FLOPs (12·L·h·s² for a sequence)."""
+    for model in ("deepseek-v3", "glm-4.7"):
+        terms = _cheat_terms(client, "flops_6nd", model=model)
+        text = terms["attention"]["meaning"]
+        found = re.search(r"h = heads × head dim.*? = (\d+) × ([\d.]+) = ([\d,]+), not the "
+                          r"hidden size", text)
+        assert found, text
+        h = float(found[3].replace(",", ""))
+        assert float(found[1]) * float(found[2]) == h
+        from labs.model.presets import get_model
+        m = get_model(model)
+        s = terms["D"]["value"]
+        assert 12 * m.layers * h * s * s == __import__("pytest").approx(
+            terms["attention"]["value"], rel=0.02)
