@@ -1843,9 +1843,12 @@ def test_round_8_item_18_step_1s_layout_and_gemm_figures_and_step_8s_fsdp2(clien
     kernels = {k: sum(names[(k, n)] for n in ("gemm", "attention", "memory"))
                for k in ("e60", "seed")}
     # Round 29 C #3: "All kernels take X a step" -> "The slowest stage's kernels: X".
-    assert (f"The slowest stage's kernels: {fmt_ms(kernels['e60'])} against "
-            f"{fmt_ms(kernels['seed'])}; TP's exposed collectives stay at "
-            f"{fmt_ms(names[('e60', 'tp')])}") in one.replace("&#39;", "'")
+    # Round-31 B #11: "... kernels: X against Y" -> "... kernels add the uneven-stage wait:
+    # compute + wait = X against compute + wait = Y" (tests/app/test_round31_b.py).
+    one = re.sub(r"\s+", " ", one.replace("&#39;", "'"))
+    assert f"= {fmt_ms(kernels['e60'])} against " in one
+    assert (f"= {fmt_ms(kernels['seed'])}; TP's exposed collectives stay at "
+            f"{fmt_ms(names[('e60', 'tp')])}") in one
     eight = _step_text(text, 8)
     assert "wrapper, " not in eight and "applied per transformer block" in eight
 
@@ -3377,7 +3380,7 @@ def test_round_23_step_1_quotes_the_kernels_tps_share_divides(client):
         assert math.isclose(api["parts"]["tp"], share, rel_tol=1e-6), name
         said.append((fmt_ms(kernels), fmt_pct(share)))
     (k60, tp60), (k, tp) = said
-    assert f"The slowest stage's kernels: {k60} against {k};" in why, why[:400]  # round 29 C #3
+    assert f"= {k60} against " in why and f"= {k};" in why, why[:400]  # 29 C #3, 31 B #11
     assert re.search(rf"TP keeps {re.escape(tp60)}\s*against {re.escape(tp)}\s*\.", why)
 
 

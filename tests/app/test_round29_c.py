@@ -104,7 +104,10 @@ def test_finding_3_ep08_step_1_efficiency_redoes_from_its_printed_parts(client):
     for compute, step, pct in found[:2]:
         redo = 100 * float(compute.replace(",", "")) / float(step.replace(",", ""))
         assert f"{redo:.1f}" == pct, (compute, step, pct)
-    assert "All kernels take" not in one and "The slowest stage's kernels: " in one
+    # Round-31 reading B, finding 11: the kernels now say they add the uneven-stage wait
+    # (tests/app/test_round31_b.py; old "The slowest stage's kernels: ").
+    assert "All kernels take" not in one
+    assert "The slowest stage's kernels add its uneven-stage wait" in one
 
 
 def test_finding_4_ep11_says_the_chunk_count_is_the_labs(client):

@@ -206,3 +206,26 @@ def test_finding_8_the_attention_term_says_what_h_is(client):
         s = terms["D"]["value"]
         assert 12 * m.layers * h * s * s == __import__("pytest").approx(
             terms["attention"]["value"], rel=0.02)
+
+
+def test_finding_11_ep08_step_1_names_the_uneven_stage_wait(client):
+    """EP08 step 1 printed compute 4,838 ms and "the slowest stage's kernels" 4,886 ms without
+    saying the 48.6 ms between them is the uneven-stage wait (segments_s.stages). The why
+    adds it: mean stage's compute + the wait = the slowest stage's kernels, each sum redoing
+    from its printed parts."""
+    from app.routers.recipe import facts
+
+    f = facts()
+    page = client.get("/episodes/recipe-3d").text
+    start = page.index('id="step-1"')
+    one = _prose(page[start:page.index("</section>", start)])
+    assert "uneven-stage wait" in one
+    for key in ("e60", "seed"):
+        seg = f[key]["api"]["segments_s"]
+        kernels = sum(c["exposed_s"] for c in f[key]["api"]["causes"][:3])
+        part = (f"{seg['compute'] * 1e3:,.1f} + {seg['stages'] * 1e3:.1f} = "
+                f"{kernels * 1e3:,.0f} ms")
+        assert part in one, part
+        found = re.search(r"([\d,.]+) \+ ([\d.]+) = ([\d,]+) ms", one[one.index(part):])
+        redo = float(found[1].replace(",", "")) + float(found[2])
+        assert f"{redo:,.0f}" == found[3]
