@@ -388,8 +388,10 @@ def compare(run: ParsedRun, result: RecipeResult, gpu_guessed: bool = False) -> 
 
 def _withhold(f: Figure) -> Figure:
     """``f`` with its ratio withheld, and its measured value too where it was worked out from
-    the guessed GPU's peak (``derived``)."""
-    if f.unlike:
+    the guessed GPU's peak (``derived``). Only the timing and MFU rows (round-31 reading B,
+    finding 12): the ledger's bytes (unit "B") are the plan's, whichever GPU times it, and a
+    row the log has no figure for has no ratio to withhold ("not in the log")."""
+    if f.unlike or f.unit == "B" or (f.measured is None and not f.derived):
         return f
     if f.derived:
         return replace(f, measured=None, withheld=f"{GUESSED}; {GUESSED_PEAK}")

@@ -229,3 +229,32 @@ def test_finding_11_ep08_step_1_names_the_uneven_stage_wait(client):
         found = re.search(r"([\d,.]+) \+ ([\d.]+) = ([\d,]+) ms", one[one.index(part):])
         redo = float(found[1].replace(",", "")) + float(found[2])
         assert f"{redo:,.0f}" == found[3]
+
+
+def _fixture_log(name: str) -> str:
+    from pathlib import Path
+    return (Path(__file__).parents[1] / "fixtures" / "runs" / name).read_text()
+
+
+def test_finding_12_your_run_withholds_only_the_timing_and_mfu_rows(client):
+    """With no GPU named, every ratio cell said "choose the GPU": BLOOM's memory rows too,
+    whose log holds no memory figure (choosing a GPU gave "–"), and the 8B log's memory ratio,
+    which does not depend on the GPU that times the run. Now a row the log lacks says "not in
+    the log", the ledger's bytes keep their ratio, and only timing and MFU are withheld."""
+    bloom = client.post("/api/runs/parse", json={"log": _fixture_log("bloom_176b.log")}).json()
+    assert any(d["control"] == "gpu" for d in bloom["defaulted"])
+    memory = [f for f in bloom["figures"] if f["unit"] == "B"]
+    assert memory and all(f["measured"] is None and not f["withheld"] for f in memory)
+    page = client.post("/episodes/recipe-3d/your-run",
+                       data={"log": _fixture_log("bloom_176b.log")}).text
+    for f in memory:
+        assert (f'data-testid="ratio-{f["name"]}"><span class="muted">not in the log</span>'
+                in page)
+    eight = client.post("/api/runs/parse",
+                        json={"log": _fixture_log("megatron_llama3_8b.log")}).json()
+    if any(d["control"] == "gpu" for d in eight["defaulted"]):
+        for f in eight["figures"]:
+            if f["unit"] == "B" and f["measured"] and not f["unlike"]:
+                assert f["ratio"] == f["predicted"] / f["measured"] and not f["withheld"]
+            elif f["name"] in ("step_time", "mfu") and not f["unlike"]:
+                assert f["withheld"], f
