@@ -7,7 +7,8 @@ Every line and bar is read off ``labs.precision.lab``.
 """
 
 from app.charts import LINE_COLOUR, base_layout, chosen_band, short_gpu_name, value_label
-from app.charts.precision import OFFLOAD_STEP, legend_below, short_recipe, speed_step, tokens_step
+from app.charts.precision import legend_below, short_recipe
+from app.charts.precision_keys import OFFLOAD_STEP, speed_step, tokens_step
 from app.charts.units import fmt_bytes, fmt_ms, fmt_pct
 from labs.core.catalogue import RECIPES
 

@@ -7,15 +7,13 @@ from typing import Literal
 
 from pydantic import Field
 
-from app.charts.precision import (
+from app.charts.precision import bytes_figure, finetune_figure, ledger_figure
+from app.charts.precision_keys import (
     OPEN_FT_RECIPE,
     OPEN_MICROBATCHES,
     OPEN_MODULES,
     OPEN_RANK,
     OPEN_SEQ_LEN,
-    bytes_figure,
-    finetune_figure,
-    ledger_figure,
 )
 from app.charts.precision_time import offload_figure, speed_figure
 from app.cluster_controls import Microbatches

@@ -1213,7 +1213,7 @@ def test_round_19_the_offload_readout_waits_for_step_12_at_every_state(client):
     table's copy, hidden share and exposed time, and the chart wait for step 12 at every
     state. Its key is a constant, ``OFFLOAD_STEP`` (issue 36's last stop review: a function
     of the input that ignored it)."""
-    from app.charts.precision import OFFLOAD_STEP
+    from app.charts.precision_keys import OFFLOAD_STEP
     from app.charts.units import fmt_pct
 
     assert OFFLOAD_STEP == "step-12"
