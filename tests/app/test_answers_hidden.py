@@ -666,6 +666,19 @@ def counted(name: str, step_id: str, number: str, unit: str, text: str) -> bool:
     return printed(number, counts, text, beside=True) or said(f"·{number}", text)
 
 
+def answers_shown(name: str, step_id: str, step: str, url: str, text: str) -> list[tuple]:
+    """What of step ``step_id``'s answers ``text`` (a state's screen before that guess)
+    prints: its answer figures, revealing phrases and parts, each as (step, url, what); the
+    lesson's COINCIDENCES for that step struck first."""
+    for (lesson_, at, phrase), _why in COINCIDENCES.items():
+        if (lesson_, at) == (name, step_id):
+            text = text.replace(phrase, " ")
+    return ([(step_id, url, f"{n} {u}") for n, u in answers(step)
+             if counted(name, step_id, n, u, text)]
+            + [(step_id, url, p) for p in reveals(step) if said(p, text)]
+            + [(step_id, url, p) for p in parts(name, step_id) if said(p, text)])
+
+
 @pytest.mark.parametrize("name", sorted(BENCH_STATES))
 def test_no_answer_at_a_state_the_benchs_controls_set(client, name):
     """At each state, before a step's guess (the steps before it guessed, every drill
@@ -683,13 +696,7 @@ def test_no_answer_at_a_state_the_benchs_controls_set(client, name):
                 if key[:3] == (name, query, step_id) and key[3] in text:
                     struck.add(key)
                     text = text.replace(key[3], " ")
-            for (lesson_, at, phrase), _why in COINCIDENCES.items():  # the lesson's, anywhere
-                if (lesson_, at) == (name, step_id):
-                    text = text.replace(phrase, " ")
-            shown += [(step_id, url, f"{n} {u}") for n, u in answers(step)
-                      if counted(name, step_id, n, u, text)]
-            shown += [(step_id, url, p) for p in reveals(step) if said(p, text)]
-            shown += [(step_id, url, p) for p in parts(name, step_id) if said(p, text)]
+            shown += answers_shown(name, step_id, step, url, text)  # the lesson's, anywhere
         for drill_id, number, unit in numbers:
             html = masked(bench, {f"drill-{drill_id}"})
             text = visible(html, ids, ids[-1]) + " " + tables(html)
@@ -1289,13 +1296,7 @@ def test_round29_no_steps_own_try_state_prints_its_answer_before_the_guess(clien
     for step_id, step in found:
         for url in try_urls(step):
             text = screen(client, url, ids, step_id, lesson)
-            for (lesson_, at, phrase), _why in COINCIDENCES.items():
-                if (lesson_, at) == (name, step_id):
-                    text = text.replace(phrase, " ")
-            shown += [(step_id, url, f"{n} {u}") for n, u in answers(step)
-                      if counted(name, step_id, n, u, text)]
-            shown += [(step_id, url, p) for p in reveals(step) if said(p, text)]
-            shown += [(step_id, url, p) for p in parts(name, step_id) if said(p, text)]
+            shown += answers_shown(name, step_id, step, url, text)
     assert not shown, shown
 
 
